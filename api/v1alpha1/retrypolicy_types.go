@@ -1,0 +1,326 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Enforcement says what the admission gate does with a workload that would push a chain over the cap.
+// +kubebuilder:validation:Enum=Reject;Rewrite;Audit
+type Enforcement string
+
+const (
+	// EnforcementReject denies the workload.
+	EnforcementReject Enforcement = "Reject"
+	// EnforcementRewrite admits the workload with its attempts lowered to what fits.
+	EnforcementRewrite Enforcement = "Rewrite"
+	// EnforcementAudit admits the workload with a warning.
+	EnforcementAudit Enforcement = "Audit"
+)
+
+// Condition types and reasons of a RetryPolicy.
+const (
+	// ConditionReady is True once the controller has computed the status for the current spec.
+	ConditionReady = "Ready"
+	// ConditionWithinCap is True when no chain exceeds spec.maxAmplification.
+	ConditionWithinCap = "WithinCap"
+
+	ReasonWithinCap         = "WithinCap"
+	ReasonCapExceeded       = "CapExceeded"
+	ReasonRetryCycle        = "RetryCycle"
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+	ReasonReconciled        = "Reconciled"
+)
+
+// RetryPolicySpec declares the cap on retry multiplication for the workloads it selects, and what
+// the injected proxies do at run time.
+type RetryPolicySpec struct {
+	// Selector selects workloads by their pod-template labels (bare Pods by their labels).
+	// Empty selects every workload in the namespace.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// MaxAmplification is the cap on retry multiplication along any chain: client attempts times
+	// the attempts of every hop on the path.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	MaxAmplification int32 `json:"maxAmplification"`
+
+	// Entrypoints are the services that callers outside the cluster reach. Default: every selected
+	// service that no selected service calls, with one client attempt.
+	// +listType=map
+	// +listMapKey=service
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Entrypoints []Entrypoint `json:"entrypoints,omitempty"`
+
+	// Enforcement is what admission does with a workload that would exceed the cap.
+	// +kubebuilder:default=Reject
+	// +optional
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+
+	// Retry is what the injected proxies do on a failed call.
+	// +kubebuilder:default={}
+	// +optional
+	Retry RetrySettings `json:"retry,omitempty"`
+
+	// Budget limits retries to a share of requests, per proxy (Finagle/Linkerd semantics).
+	// +kubebuilder:default={}
+	// +optional
+	Budget RetryBudget `json:"budget,omitempty"`
+
+	// CircuitBreaker stops calls to an upstream that keeps failing.
+	// +kubebuilder:default={}
+	// +optional
+	CircuitBreaker CircuitBreaker `json:"circuitBreaker,omitempty"`
+
+	// Injection controls the proxy sidecar for the selected pods.
+	// +kubebuilder:default={}
+	// +optional
+	Injection Injection `json:"injection,omitempty"`
+}
+
+// Entrypoint is a service called from outside the cluster.
+type Entrypoint struct {
+	// Service is the service name, as in the retrycap.dev/service annotation.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Service string `json:"service"`
+
+	// ClientAttempts is how many tries the outside caller (browser, app) makes per request.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	ClientAttempts int32 `json:"clientAttempts,omitempty"`
+}
+
+// RetrySettings is the per-call retry behaviour of the injected proxies.
+type RetrySettings struct {
+	// DefaultAttempts is the total tries for an upstream listed without "=N" (1 = no retry).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	DefaultAttempts int32 `json:"defaultAttempts,omitempty"`
+
+	// PerTryTimeout bounds each attempt.
+	// +kubebuilder:default="2s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +optional
+	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
+
+	// Backoff is the wait before each retry: full jitter, uniform(0, min(max, base * 2^(n-1))).
+	// +kubebuilder:default={}
+	// +optional
+	Backoff Backoff `json:"backoff,omitempty"`
+
+	// RetryOn lists the failures that are retried: connect-failure, reset, timeout, or an HTTP
+	// status code.
+	// +kubebuilder:default={"connect-failure","reset","502","503","504"}
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^(connect-failure|reset|timeout|[45][0-9][0-9])$`
+	// +listType=set
+	// +optional
+	RetryOn []string `json:"retryOn,omitempty"`
+
+	// Methods lists the HTTP methods that may be retried. POST and PATCH are retried only with an
+	// Idempotency-Key header, whatever this says.
+	// +kubebuilder:default={"GET","HEAD","OPTIONS","PUT","DELETE"}
+	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:items:Enum=GET;HEAD;OPTIONS;PUT;DELETE;POST;PATCH;TRACE
+	// +listType=set
+	// +optional
+	Methods []string `json:"methods,omitempty"`
+}
+
+// Backoff is exponential backoff with full jitter.
+// +kubebuilder:validation:XValidation:rule="!has(self.base) || !has(self.max) || duration(self.base) <= duration(self.max)",message="base must not exceed max",fieldPath=".base"
+type Backoff struct {
+	// Base is the backoff before the first retry, before jitter.
+	// +kubebuilder:default="100ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +optional
+	Base *metav1.Duration `json:"base,omitempty"`
+
+	// Max caps the backoff, before jitter.
+	// +kubebuilder:default="2s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +optional
+	Max *metav1.Duration `json:"max,omitempty"`
+}
+
+// RetryBudget allows, in any window, retries up to max(minRetriesPerSecond x window,
+// retryPercent % of requests).
+type RetryBudget struct {
+	// RetryPercent is the share of requests that may be retries.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=20
+	// +optional
+	RetryPercent *int32 `json:"retryPercent,omitempty"`
+
+	// MinRetriesPerSecond is the floor, so that low traffic can still retry.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +kubebuilder:default=10
+	// +optional
+	MinRetriesPerSecond *int32 `json:"minRetriesPerSecond,omitempty"`
+
+	// Window is the period over which requests and retries are counted.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('60s')",message="must be between 1s and 60s"
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+}
+
+// CircuitBreaker opens per upstream after `failures` failures within `window`, fails calls at
+// once for `openFor`, then lets one probe through.
+type CircuitBreaker struct {
+	// Failures within Window that open the breaker.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +kubebuilder:default=50
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+
+	// Window is the period over which failures are counted.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+
+	// OpenFor is how long an open breaker fails calls before it lets a probe through.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +optional
+	OpenFor *metav1.Duration `json:"openFor,omitempty"`
+}
+
+// Injection controls the proxy sidecar.
+type Injection struct {
+	// Enabled injects the retrycap proxy into selected pods (in namespaces labelled
+	// retrycap.dev/injection=enabled, or pods annotated retrycap.dev/inject: "true").
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// RetryPolicyStatus is what the controller computed from the live graph.
+type RetryPolicyStatus struct {
+	// ObservedGeneration is the spec generation this status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Services is the number of services in the graph (selected workloads and their upstreams).
+	// +optional
+	Services int32 `json:"services,omitempty"`
+
+	// Edges is the number of caller -> upstream edges.
+	// +optional
+	Edges int32 `json:"edges,omitempty"`
+
+	// Amplification is the worst-case retry multiplication along any chain; it saturates at 2^63-1.
+	// +optional
+	Amplification int64 `json:"amplification,omitempty"`
+
+	// Bounded is false when a retry cycle makes the amplification unbounded.
+	// +optional
+	Bounded *bool `json:"bounded,omitempty"`
+
+	// WorstPath is the path of the worst chain, services joined by ">".
+	// +optional
+	WorstPath string `json:"worstPath,omitempty"`
+
+	// WorstCaseLoad is the most requests one entry request can cause at one service, fan-out included.
+	// +optional
+	WorstCaseLoad *ServiceLoad `json:"worstCaseLoad,omitempty"`
+
+	// Chains has one entry per entrypoint, worst first.
+	// +kubebuilder:validation:MaxItems=50
+	// +listType=atomic
+	// +optional
+	Chains []Chain `json:"chains,omitempty"`
+
+	// Violations are the paths over the cap, worst first.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Violations []Violation `json:"violations,omitempty"`
+
+	// Conditions: Ready, WithinCap.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ServiceLoad is a number of requests at one service.
+type ServiceLoad struct {
+	Service  string `json:"service"`
+	Requests int64  `json:"requests"`
+}
+
+// Chain is the worst path from one entrypoint.
+type Chain struct {
+	Entrypoint    string `json:"entrypoint"`
+	Amplification int64  `json:"amplification"`
+	// +listType=atomic
+	Path []string `json:"path"`
+}
+
+// Violation is a path whose amplification exceeds the cap, with the change that would fit.
+type Violation struct {
+	// +listType=atomic
+	Path          []string `json:"path"`
+	Amplification int64    `json:"amplification"`
+	Message       string   `json:"message"`
+	// +optional
+	Suggestion string `json:"suggestion,omitempty"`
+}
+
+// RetryPolicy caps retry multiplication along every call chain of the workloads it selects.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rp,categories=retrycap
+// +kubebuilder:printcolumn:name="Cap",type=integer,JSONPath=`.spec.maxAmplification`
+// +kubebuilder:printcolumn:name="Amplification",type=integer,JSONPath=`.status.amplification`
+// +kubebuilder:printcolumn:name="Worst Path",type=string,JSONPath=`.status.worstPath`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.enforcement`
+// +kubebuilder:printcolumn:name="Within Cap",type=string,JSONPath=`.status.conditions[?(@.type=="WithinCap")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RetryPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RetryPolicySpec   `json:"spec"`
+	Status RetryPolicyStatus `json:"status,omitempty"`
+}
+
+// RetryPolicyList is a list of RetryPolicies.
+//
+// +kubebuilder:object:root=true
+type RetryPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RetryPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RetryPolicy{}, &RetryPolicyList{})
+}

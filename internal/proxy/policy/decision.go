@@ -1,0 +1,119 @@
+package policy
+
+import "time"
+
+// Reason says why a call stopped retrying. The first four are the values of
+// the Retrycap-Exhausted header; the rest are only metric labels.
+type Reason uint8
+
+// Reasons, in the order Decide checks them.
+const (
+	ReasonNone           Reason = iota
+	ReasonAttempts              // the upstream's attempts are used up
+	ReasonChain                 // the chain budget allowed fewer attempts
+	ReasonBudget                // the retry budget had no room
+	ReasonBreaker               // the circuit breaker is open
+	ReasonNotRetryable          // method, missing key or body size
+	ReasonExhaustedBelow        // the response already carries Retrycap-Exhausted
+	ReasonRetryAfter            // Retry-After is past the call's deadline
+)
+
+// NumReasons is the number of Reason values (for metric arrays).
+const NumReasons = 8
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonAttempts:
+		return "attempts"
+	case ReasonChain:
+		return "chain"
+	case ReasonBudget:
+		return "budget"
+	case ReasonBreaker:
+		return "breaker"
+	case ReasonNotRetryable:
+		return "not-retryable"
+	case ReasonExhaustedBelow:
+		return "exhausted-below"
+	case ReasonRetryAfter:
+		return "retry-after"
+	}
+	return "none"
+}
+
+// Exhausts reports whether giving up for this reason marks the response
+// with Retrycap-Exhausted.
+func (r Reason) Exhausts() bool { return r >= ReasonAttempts && r <= ReasonBreaker }
+
+// Policy is the per-proxy retry configuration that Decide reads.
+type Policy struct {
+	RetryOn     RetryOn
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	Jitter      bool
+}
+
+// Outcome describes the attempt that just finished.
+type Outcome struct {
+	Attempt       int           // 1-based number of this attempt
+	MaxAttempts   int           // attempts this call may make (after the chain split)
+	ChainLimited  bool          // MaxAttempts is below the upstream's attempts because of the chain budget
+	Cond          Condition     // transport failure, CondNone if a response arrived
+	Status        int           // response status when Cond == CondNone
+	Retryable     bool          // method, Idempotency-Key and body size allow a retry
+	ExhaustedResp bool          // the response carries Retrycap-Exhausted
+	RetryAfter    time.Duration // from the response; valid if HasRetryAfter
+	HasRetryAfter bool
+	Remaining     time.Duration // time left before the call's deadline
+}
+
+// Failed reports whether the outcome is a failure that retryOn covers.
+func (p *Policy) Failed(o *Outcome) bool {
+	if o.Cond != CondNone {
+		return p.RetryOn.Cond(o.Cond)
+	}
+	return p.RetryOn.Status(o.Status)
+}
+
+// Decision is what to do after an attempt.
+type Decision struct {
+	Retry  bool
+	Wait   time.Duration // before the retry
+	Reason Reason        // why not, when a retryable failure is not retried
+}
+
+// Decide is the retry decision: given the outcome of an attempt, whether
+// to retry and after how long. It consults the breaker and withdraws from
+// the budget only when everything else allows a retry, so denied retries
+// cost the budget nothing. It does not allocate.
+func (p *Policy) Decide(o *Outcome, budget *RetryBudget, br *Breaker, now int64) Decision {
+	if !p.Failed(o) {
+		return Decision{}
+	}
+	if o.ExhaustedResp {
+		return Decision{Reason: ReasonExhaustedBelow}
+	}
+	if !o.Retryable {
+		return Decision{Reason: ReasonNotRetryable}
+	}
+	if o.Attempt >= o.MaxAttempts {
+		if o.ChainLimited {
+			return Decision{Reason: ReasonChain}
+		}
+		return Decision{Reason: ReasonAttempts}
+	}
+	wait := Backoff(p.BackoffBase, p.BackoffMax, o.Attempt, p.Jitter)
+	if o.HasRetryAfter && (o.Status == 429 || o.Status == 503) {
+		if o.RetryAfter >= o.Remaining {
+			return Decision{Reason: ReasonRetryAfter}
+		}
+		wait = o.RetryAfter
+	}
+	if br != nil && !br.Closed(now) {
+		return Decision{Reason: ReasonBreaker}
+	}
+	if budget != nil && !budget.TryWithdraw(now) {
+		return Decision{Reason: ReasonBudget}
+	}
+	return Decision{Retry: true, Wait: wait}
+}
