@@ -63,8 +63,8 @@ func TestAppendBaggage(t *testing.T) {
 
 func TestIncomingBudget(t *testing.T) {
 	cases := []struct {
-		h, b       string
-		hh, hb     bool
+		h, b      string
+		hh, hb    bool
 		cap, want int
 	}{
 		{"", "", false, false, 4, 4},
