@@ -1,0 +1,484 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// Header names the proxy reads or writes besides the chain ones in policy.
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerBaggage        = "Baggage"
+	headerRetryAfter     = "Retry-After"
+)
+
+// upstream is one --upstreams entry, or the catch-all for unknown hosts.
+type upstream struct {
+	name     string
+	attempts int
+	known    bool
+	hc       *fasthttp.HostClient // set when --resolve names it: one pool, no per-host lookup
+	budget   *policy.RetryBudget
+	breaker  *policy.Breaker
+	m        *upMetrics
+}
+
+// Proxy is one retrycap-proxy instance. Create it with New, run it with
+// Start (or Run), stop it with Shutdown.
+type Proxy struct {
+	cfg     *Config
+	pol     policy.Policy
+	ups     []*upstream
+	unknown *upstream
+	client  *fasthttp.Client // for hosts without a dedicated HostClient
+	ledger  *policy.KeyLedger
+	methods [][]byte
+	m       *metrics
+	srv     *fasthttp.Server
+	admin   *http.Server
+	logger  *log.Logger
+
+	dataLn, adminLn net.Listener
+	ready           atomic.Bool
+	serveDone       chan error
+	scratch         sync.Pool
+}
+
+type scratch struct {
+	bag  []byte // copy of the incoming baggage value
+	out  []byte // rewritten baggage value
+	num  []byte
+	body []byte
+}
+
+// New builds a proxy from a validated Config. logger may be nil.
+func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	p := &Proxy{
+		cfg: cfg,
+		pol: policy.Policy{RetryOn: cfg.RetryOn, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, Jitter: cfg.BackoffJitter},
+		m:   newMetrics(), logger: logger,
+		ledger: policy.NewKeyLedger(cfg.KeyTTL, 100000),
+	}
+	p.scratch.New = func() any { return &scratch{} }
+	for _, m := range cfg.RetryMethods {
+		p.methods = append(p.methods, []byte(m))
+	}
+	p.client = &fasthttp.Client{
+		Name:                          "",
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		MaxConnsPerHost:               4096,
+		MaxIdemponentCallAttempts:     1,
+		RetryIfErr:                    noRetry,
+		Dial:                          p.dial,
+		ReadBufferSize:                8192,
+	}
+	for _, u := range cfg.Upstreams {
+		up := &upstream{
+			name: u.Name, attempts: cfg.attemptsFor(u), known: true,
+			budget:  policy.NewRetryBudget(cfg.BudgetPercent, cfg.BudgetMinPerSecond, cfg.BudgetWindow),
+			breaker: policy.NewBreaker(cfg.BreakerFailures, cfg.BreakerWindow, cfg.BreakerOpenFor),
+		}
+		if addr, ok := cfg.Resolve[u.Name]; ok {
+			up.hc = p.hostClient(addr)
+		}
+		up.m = p.m.forUpstream(u.Name, up.budget, up.breaker)
+		p.ups = append(p.ups, up)
+	}
+	p.unknown = &upstream{name: "unknown", attempts: 1}
+	p.unknown.m = p.m.forUpstream("unknown", nil, nil)
+	p.srv = &fasthttp.Server{
+		Handler:                       p.handle,
+		Name:                          "retrycap-proxy",
+		NoDefaultServerHeader:         true,
+		NoDefaultContentType:          true,
+		NoDefaultDate:                 true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePreParseMultipartForm:  true,
+		CloseOnShutdown:               true,
+		IdleTimeout:                   90 * time.Second,
+		MaxRequestBodySize:            16 << 20,
+		ReadBufferSize:                8192,
+		Logger:                        logger,
+	}
+	return p, nil
+}
+
+func noRetry(*fasthttp.Request, int, error) (bool, bool) { return false, false }
+
+func (p *Proxy) hostClient(addr string) *fasthttp.HostClient {
+	return &fasthttp.HostClient{
+		Addr:                          addr,
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		MaxConns:                      4096,
+		MaxIdemponentCallAttempts:     1,
+		RetryIfErr:                    noRetry,
+		Dial:                          p.dialDirect,
+		ReadBufferSize:                8192,
+	}
+}
+
+// dialError marks a failure to connect, so it is classified as
+// connect-failure rather than reset.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return "dial: " + e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+func (p *Proxy) dialDirect(addr string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, p.cfg.PerTryTimeout)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	return c, nil
+}
+
+// dial applies --resolve to hosts reached through the shared client.
+func (p *Proxy) dial(addr string) (net.Conn, error) {
+	return p.dialDirect(p.resolveAddr(addr))
+}
+
+// resolveAddr maps host:port through --resolve (by host name).
+func (p *Proxy) resolveAddr(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if r, ok := p.cfg.Resolve[strings.ToLower(host)]; ok {
+		return r
+	}
+	return addr
+}
+
+// match finds the upstream a request host names; nil if none.
+func (p *Proxy) match(host []byte) *upstream {
+	for _, u := range p.ups {
+		if policy.MatchHost(host, u.name) {
+			return u
+		}
+	}
+	return nil
+}
+
+func splitHostPort(hp []byte) (host []byte) {
+	if len(hp) > 0 && hp[0] == '[' {
+		if i := bytes.IndexByte(hp, ']'); i > 0 {
+			return hp[1:i]
+		}
+	}
+	if i := bytes.LastIndexByte(hp, ':'); i >= 0 {
+		return hp[:i]
+	}
+	return hp
+}
+
+func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
+	if ctx.IsConnect() {
+		p.connect(ctx)
+		return
+	}
+	req := &ctx.Request
+	hostPort := req.URI().Host()
+	if len(hostPort) == 0 {
+		ctx.Error("retrycap-proxy: request has no host", fasthttp.StatusBadRequest)
+		return
+	}
+	up := p.match(splitHostPort(hostPort))
+	if req.Header.ConnectionUpgrade() {
+		p.upgrade(ctx, up, hostPort)
+		return
+	}
+	p.forward(ctx, up)
+}
+
+func (p *Proxy) methodRetryable(m []byte) bool {
+	for _, x := range p.methods {
+		if bytes.Equal(x, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func newKey() []byte {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	out := make([]byte, 32)
+	hex.Encode(out, b[:])
+	return out
+}
+
+// forward runs one call: the attempt loop with every policy check.
+func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
+	p.m.inFlight.Inc()
+	defer p.m.inFlight.Dec()
+	req := &ctx.Request
+	resp := &ctx.Response
+	known := up != nil
+	if !known {
+		up = p.unknown
+	}
+	cfg := p.cfg
+	start := time.Now()
+	sc := p.scratch.Get().(*scratch)
+	defer p.scratch.Put(sc)
+
+	// Hop-by-hop headers addressed to this proxy go no further.
+	req.Header.Del("Proxy-Connection")
+	req.Header.Del("Proxy-Authorization")
+	req.Header.Del("Keep-Alive")
+
+	// Chain budget from what the app propagated.
+	chainOn := cfg.ChainCap > 0
+	n := 0
+	hdrV := req.Header.Peek(policy.HeaderBudget)
+	bagV := req.Header.Peek(headerBaggage)
+	hadBag := bagV != nil
+	if hadBag {
+		sc.bag = append(sc.bag[:0], bagV...)
+	}
+	if chainOn {
+		n = policy.IncomingBudget(hdrV, hdrV != nil, sc.bag, hadBag, cfg.ChainCap)
+	}
+
+	method := req.Header.Method()
+	key := req.Header.Peek(headerIdempotencyKey)
+	generated := false
+	retryable := known && (p.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
+	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
+		// Not retried here (the app did not ask for it), but the key lets
+		// the client retry safely, and counts those retries against the cap.
+		key = newKey()
+		req.Header.SetBytesV(headerIdempotencyKey, key)
+		generated = true
+	} else if len(key) > 0 {
+		key = append([]byte(nil), key...)
+	}
+
+	// The attempts the split reserves budget for: none beyond the first
+	// when this hop can never retry, except for a generated key, whose
+	// reservation is what the client's own retries will spend.
+	splitAttempts := up.attempts
+	if !retryable && !generated {
+		splitAttempts = 1
+	}
+	ledgerOn := chainOn && cfg.Entrypoint && len(key) > 0
+	if ledgerOn {
+		n -= p.ledger.Spent(key, start.UnixNano())
+		if n <= 0 {
+			p.fail(ctx, up, policy.ReasonChain, "chain budget of this Idempotency-Key is spent", nil)
+			return
+		}
+	}
+	split := policy.SplitBudget(splitAttempts, n)
+	maxAttempts := up.attempts
+	chainLimited := false
+	if chainOn && split.Attempts < maxAttempts {
+		maxAttempts, chainLimited = split.Attempts, true
+	}
+	if !retryable {
+		maxAttempts = 1
+	}
+	if up.budget != nil {
+		up.budget.Deposit(start.UnixNano())
+	}
+	deadline := start.Add(time.Duration(maxAttempts) * cfg.PerTryTimeout)
+
+	var lastErr error
+	var lastCond policy.Condition
+	for attempt := 1; ; attempt++ {
+		if chainOn {
+			b := split.BudgetFor(attempt)
+			sc.num = policy.AppendInt(sc.num[:0], b)
+			req.Header.SetBytesV(policy.HeaderBudget, sc.num)
+			if hadBag {
+				sc.out = policy.AppendBaggage(sc.out[:0], sc.bag, b)
+				req.Header.SetBytesV(headerBaggage, sc.out)
+			}
+			if ledgerOn {
+				p.ledger.Add(key, b, time.Now().UnixNano())
+			}
+		}
+		probe := false
+		if up.breaker != nil {
+			var ok bool
+			ok, probe = up.breaker.Allow(time.Now().UnixNano())
+			if !ok {
+				up.m.denied[policy.ReasonBreaker].Inc()
+				if attempt == 1 {
+					p.fail(ctx, up, policy.ReasonBreaker, "circuit breaker open", nil)
+					return
+				}
+				p.giveUp(ctx, up, policy.ReasonBreaker, attempt-1, lastErr, lastCond, generated, key)
+				return
+			}
+		}
+		resp.Reset()
+		t0 := time.Now()
+		var err error
+		if up.hc != nil {
+			err = up.hc.DoTimeout(req, resp, cfg.PerTryTimeout)
+		} else {
+			err = p.client.DoTimeout(req, resp, cfg.PerTryTimeout)
+		}
+		now := time.Now()
+		up.m.attempts.Inc()
+		up.m.latency.Observe(now.Sub(t0).Seconds())
+		o := policy.Outcome{
+			Attempt: attempt, MaxAttempts: maxAttempts, ChainLimited: chainLimited,
+			Retryable: retryable, Remaining: deadline.Sub(now),
+		}
+		if err != nil {
+			o.Cond = classify(err)
+			lastErr, lastCond = err, o.Cond
+		} else {
+			lastErr, lastCond = nil, policy.CondNone
+			o.Status = resp.StatusCode()
+			o.ExhaustedResp = len(resp.Header.Peek(policy.HeaderExhausted)) > 0
+			if o.Status == 429 || o.Status == 503 {
+				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), now)
+			}
+		}
+		if up.breaker != nil {
+			if err != nil || o.Status >= 500 {
+				up.breaker.Failure(now.UnixNano(), probe)
+			} else {
+				up.breaker.Success(now.UnixNano(), probe)
+			}
+		}
+		d := p.pol.Decide(&o, up.budget, up.breaker, now.UnixNano())
+		if d.Retry {
+			up.m.retries.Inc()
+			if d.Wait > 0 {
+				time.Sleep(d.Wait)
+			}
+			continue
+		}
+		if d.Reason != policy.ReasonNone {
+			up.m.denied[d.Reason].Inc()
+		}
+		if !p.pol.Failed(&o) && err == nil {
+			// Success or a non-retryable answer: pass it on as is.
+			p.finish(ctx, up, generated, key)
+			return
+		}
+		p.giveUp(ctx, up, d.Reason, attempt, err, o.Cond, generated, key)
+		return
+	}
+}
+
+// finish cleans the upstream response and counts it.
+func (p *Proxy) finish(ctx *fasthttp.RequestCtx, up *upstream, generated bool, key []byte) {
+	resp := &ctx.Response
+	resp.Header.ResetConnectionClose()
+	if generated && resp.StatusCode() >= 500 {
+		resp.Header.SetBytesV(headerIdempotencyKey, key)
+	}
+	up.m.code(resp.StatusCode())
+}
+
+// giveUp ends a call whose last attempt failed: the last upstream response
+// marked Retrycap-Exhausted when the reason is one of the four, or a 5xx
+// made by the proxy when there was no response.
+func (p *Proxy) giveUp(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, attempts int, err error, cond policy.Condition, generated bool, key []byte) {
+	if err == nil && ctx.Response.StatusCode() != 0 && !(reason == policy.ReasonBreaker && attempts == 0) {
+		if reason.Exhausts() {
+			ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
+		}
+		p.finish(ctx, up, generated, key)
+		return
+	}
+	status := fasthttp.StatusServiceUnavailable
+	if !reason.Exhausts() {
+		status = fasthttp.StatusBadGateway
+		if cond == policy.CondTimeout {
+			status = fasthttp.StatusGatewayTimeout
+		}
+	}
+	ctx.Response.Reset()
+	ctx.Response.SetStatusCode(status)
+	ctx.Response.Header.SetContentType("text/plain; charset=utf-8")
+	if reason.Exhausts() {
+		ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
+	}
+	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", up.name, attempts, cond, err)
+	if reason != policy.ReasonNone {
+		msg += "; not retried: " + reason.String()
+	}
+	ctx.Response.SetBodyString(msg + "\n")
+	if generated {
+		ctx.Response.Header.SetBytesV(headerIdempotencyKey, key)
+	}
+	up.m.code(status)
+}
+
+// fail answers with the proxy's own 503 before any attempt was made.
+func (p *Proxy) fail(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, why string, key []byte) {
+	ctx.Response.Reset()
+	ctx.Response.SetStatusCode(fasthttp.StatusServiceUnavailable)
+	ctx.Response.Header.SetContentType("text/plain; charset=utf-8")
+	ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
+	ctx.Response.SetBodyString("retrycap-proxy: upstream " + up.name + ": " + why + "\n")
+	up.m.code(fasthttp.StatusServiceUnavailable)
+}
+
+// classify maps a transport error to a retryOn condition.
+func classify(err error) policy.Condition {
+	var de *dialError
+	switch {
+	case errors.As(err, &de), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrNoFreeConns):
+		return policy.CondConnectFailure
+	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return policy.CondTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return policy.CondTimeout
+	}
+	return policy.CondReset
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date.
+func parseRetryAfter(v []byte, now time.Time) (time.Duration, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(string(v))); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	t, err := http.ParseTime(string(v))
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	return d, true
+}
