@@ -94,4 +94,3 @@ func pipe(a, b net.Conn) {
 	go cp(b, a)
 	wg.Wait()
 }
-
