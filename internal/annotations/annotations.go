@@ -1,0 +1,205 @@
+package annotations
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Annotation and label keys.
+const (
+	// Service is this workload's service name (default: label app.kubernetes.io/name, else the
+	// workload's name).
+	Service = "retrycap.dev/service"
+	// Upstreams lists the services a workload calls, e.g. "order=3, inventory=2*4".
+	Upstreams = "retrycap.dev/upstreams"
+	// Inject is "true"/"false": force or skip the proxy for this workload.
+	Inject = "retrycap.dev/inject"
+	// RewrittenFrom records, in Rewrite mode, the upstreams value retrycap replaced.
+	RewrittenFrom = "retrycap.dev/rewritten-from"
+	// InjectedStatus is set by the injector on the pods it injected.
+	InjectedStatus = "retrycap.dev/injected"
+
+	// InjectionLabel is the namespace label that turns injection on, with value InjectionEnabled.
+	InjectionLabel = "retrycap.dev/injection"
+	// InjectionEnabled is the value of InjectionLabel that enables injection.
+	InjectionEnabled = "enabled"
+
+	// NameLabel is the well-known label used as the service name when Service is absent.
+	NameLabel = "app.kubernetes.io/name"
+)
+
+// Bounds of the grammar, from the design.
+const (
+	MinAttempts = 1
+	MaxAttempts = 100
+	MinCalls    = 1
+	MaxCalls    = 1000
+)
+
+// Upstream is one entry of retrycap.dev/upstreams.
+type Upstream struct {
+	Name string
+	// Attempts is total tries per call; 0 = not given (the policy's defaultAttempts applies).
+	Attempts int32
+	// Calls is how many calls one inbound request makes to it (fan-out); 0 = not given = 1.
+	Calls int32
+}
+
+// ParseError is a malformed upstreams value. Column is the 1-based byte column of Token in
+// the value, so a user can find it in a long annotation.
+type ParseError struct {
+	Token  string
+	Column int
+	Reason string
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("token %q at column %d: %s", e.Token, e.Column, e.Reason)
+}
+
+// ParseUpstreams parses a retrycap.dev/upstreams value. An empty or all-blank value means no
+// upstreams. Blanks around tokens and around '=' and '*' are allowed; an empty entry (",,",
+// a trailing comma), a bad number, an invalid name or the same name twice is a *ParseError
+// for the first offending token: a value is accepted whole or not at all, never partly.
+func ParseUpstreams(value string) ([]Upstream, error) {
+	if strings.TrimSpace(value) == "" {
+		return nil, nil
+	}
+	var out []Upstream
+	firstCol := map[string]int{}
+	start := 0
+	for start <= len(value) {
+		end := strings.IndexByte(value[start:], ',')
+		if end < 0 {
+			end = len(value)
+		} else {
+			end += start
+		}
+		raw := value[start:end]
+		lead := len(raw) - len(strings.TrimLeftFunc(raw, unicode.IsSpace))
+		tok := strings.TrimSpace(raw)
+		col := start + lead + 1
+		if tok == "" {
+			// Point at where the entry should have been.
+			return nil, &ParseError{Token: "", Column: start + 1, Reason: "empty entry (two commas, or a comma at the start or end)"}
+		}
+		u, reason := parseToken(tok)
+		if reason != "" {
+			return nil, &ParseError{Token: tok, Column: col, Reason: reason}
+		}
+		if c, dup := firstCol[u.Name]; dup {
+			return nil, &ParseError{Token: tok, Column: col, Reason: fmt.Sprintf("upstream %q is listed twice (first at column %d)", u.Name, c)}
+		}
+		firstCol[u.Name] = col
+		out = append(out, u)
+		start = end + 1
+	}
+	return out, nil
+}
+
+func parseToken(tok string) (Upstream, string) {
+	var u Upstream
+	name := tok
+	if i := strings.IndexByte(name, '*'); i >= 0 {
+		n, ok := parseInt(name[i+1:], MinCalls, MaxCalls)
+		if !ok {
+			return u, fmt.Sprintf("calls must be an integer %d..%d", MinCalls, MaxCalls)
+		}
+		u.Calls = n
+		name = name[:i]
+	}
+	if i := strings.IndexByte(name, '='); i >= 0 {
+		n, ok := parseInt(name[i+1:], MinAttempts, MaxAttempts)
+		if !ok {
+			return u, fmt.Sprintf("attempts must be an integer %d..%d", MinAttempts, MaxAttempts)
+		}
+		u.Attempts = n
+		name = name[:i]
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return u, "missing service name"
+	}
+	if r := ValidateHost(name); r != "" {
+		return u, r
+	}
+	u.Name = name
+	return u, ""
+}
+
+// parseInt accepts only decimal digits (blanks around them allowed): no sign, no '+'.
+func parseInt(s string, lo, hi int) (int32, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || len(s) > 9 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// ValidateHost checks an upstream name: dot-separated DNS-1123 labels (a service, name.namespace
+// or an external host), lower case. It returns "" when valid, else the reason.
+func ValidateHost(name string) string {
+	if len(name) > 253 {
+		return "name longer than 253 characters"
+	}
+	for _, l := range strings.Split(name, ".") {
+		if r := ValidateLabel(l); r != "" {
+			return fmt.Sprintf("%q is not a service name, name.namespace or host: %s", name, r)
+		}
+	}
+	return ""
+}
+
+// ValidateLabel checks a DNS-1123 label (a service name). It returns "" when valid, else the
+// reason.
+func ValidateLabel(l string) string {
+	if l == "" {
+		return "empty label"
+	}
+	if len(l) > 63 {
+		return "label longer than 63 characters"
+	}
+	for i := 0; i < len(l); i++ {
+		c := l[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return "only lower-case letters, digits and '-' are allowed"
+		}
+	}
+	if l[0] == '-' || l[len(l)-1] == '-' {
+		return "must start and end with a letter or digit"
+	}
+	return ""
+}
+
+// FormatUpstreams renders upstreams canonically ("order=3, inventory=2*4"): attempts and calls
+// are written only when given (non-zero), so ParseUpstreams(FormatUpstreams(x)) == x for any x
+// that ParseUpstreams returned.
+func FormatUpstreams(ups []Upstream) string {
+	var b strings.Builder
+	for i, u := range ups {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(u.Name)
+		if u.Attempts != 0 {
+			b.WriteByte('=')
+			b.WriteString(strconv.Itoa(int(u.Attempts)))
+		}
+		if u.Calls != 0 {
+			b.WriteByte('*')
+			b.WriteString(strconv.Itoa(int(u.Calls)))
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,118 @@
+package annotations
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestParseUpstreams(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []Upstream
+		wantErr string
+		col     int
+	}{
+		{in: "", want: nil},
+		{in: "   \t ", want: nil},
+		{in: "order=3", want: []Upstream{{Name: "order", Attempts: 3}}},
+		{in: "order=3, inventory=2*4", want: []Upstream{{Name: "order", Attempts: 3}, {Name: "inventory", Attempts: 2, Calls: 4}}},
+		{in: "order", want: []Upstream{{Name: "order"}}},
+		{in: "order*5", want: []Upstream{{Name: "order", Calls: 5}}},
+		{in: " order = 3 * 2 ,db", want: []Upstream{{Name: "order", Attempts: 3, Calls: 2}, {Name: "db"}}},
+		{in: "order.shop=2, api.stripe.com", want: []Upstream{{Name: "order.shop", Attempts: 2}, {Name: "api.stripe.com"}}},
+		{in: "order=100*1000", want: []Upstream{{Name: "order", Attempts: 100, Calls: 1000}}},
+		{in: "gateway, order=x", wantErr: `token "order=x" at column 10: attempts must be an integer 1..100`, col: 10},
+		{in: "order=0", wantErr: `token "order=0" at column 1: attempts must be an integer 1..100`, col: 1},
+		{in: "order=101", wantErr: `token "order=101" at column 1: attempts must be an integer 1..100`, col: 1},
+		{in: "order=-1", wantErr: `token "order=-1" at column 1: attempts must be an integer 1..100`, col: 1},
+		{in: "order=+1", wantErr: `token "order=+1" at column 1: attempts must be an integer 1..100`, col: 1},
+		{in: "order*0", wantErr: `token "order*0" at column 1: calls must be an integer 1..1000`, col: 1},
+		{in: "order*1001", wantErr: `token "order*1001" at column 1: calls must be an integer 1..1000`, col: 1},
+		{in: "order*2=3", wantErr: `token "order*2=3" at column 1: calls must be an integer 1..1000`, col: 1},
+		{in: "a,,b", wantErr: `token "" at column 3: empty entry (two commas, or a comma at the start or end)`, col: 3},
+		{in: "a, ", wantErr: `token "" at column 3: empty entry (two commas, or a comma at the start or end)`, col: 3},
+		{in: "=3", wantErr: `token "=3" at column 1: missing service name`, col: 1},
+		{in: "Order=3", wantErr: `token "Order=3" at column 1: "Order" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed`, col: 1},
+		{in: "a..b", wantErr: `token "a..b" at column 1: "a..b" is not a service name, name.namespace or host: empty label`, col: 1},
+		{in: "-a", wantErr: `token "-a" at column 1: "-a" is not a service name, name.namespace or host: must start and end with a letter or digit`, col: 1},
+		{in: "order=3, db, order=2", wantErr: `token "order=2" at column 14: upstream "order" is listed twice (first at column 1)`, col: 14},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseUpstreams(tt.in)
+			if tt.wantErr != "" {
+				if err == nil {
+					t.Fatalf("ParseUpstreams(%q) = %v, want error %q", tt.in, got, tt.wantErr)
+				}
+				if err.Error() != tt.wantErr {
+					t.Fatalf("error = %q, want %q", err, tt.wantErr)
+				}
+				var pe *ParseError
+				if !errors.As(err, &pe) || pe.Column != tt.col {
+					t.Fatalf("error %#v: want *ParseError at column %d", err, tt.col)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseUpstreams(%q): %v", tt.in, err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("ParseUpstreams(%q) = %#v, want %#v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFormatUpstreams(t *testing.T) {
+	ups := []Upstream{{Name: "order", Attempts: 3}, {Name: "inventory", Attempts: 2, Calls: 4}, {Name: "db"}, {Name: "cache", Calls: 2}}
+	const want = "order=3, inventory=2*4, db, cache*2"
+	if got := FormatUpstreams(ups); got != want {
+		t.Fatalf("FormatUpstreams = %q, want %q", got, want)
+	}
+	back, err := ParseUpstreams(want)
+	if err != nil || !reflect.DeepEqual(back, ups) {
+		t.Fatalf("round trip: %#v, %v", back, err)
+	}
+	if got := FormatUpstreams(nil); got != "" {
+		t.Fatalf("FormatUpstreams(nil) = %q", got)
+	}
+}
+
+// FuzzParseUpstreams checks that the parser never panics, that every error is a *ParseError
+// whose column points at its token, and that parse(format(x)) == x.
+func FuzzParseUpstreams(f *testing.F) {
+	for _, s := range []string{
+		"", "order=3", "order=3, inventory=2*4", " a = 1 * 2 , b.c , d*7", "a,,b", "order=x",
+		"api.stripe.com=2", "a=100*1000", "a=3,a=2", "é=2", "a=3*", "*", "=", ",", "a.b.svc.cluster.local",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ups, err := ParseUpstreams(s)
+		if err != nil {
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("ParseUpstreams(%q): error %T is not a *ParseError", s, err)
+			}
+			if pe.Column < 1 || pe.Column > len(s)+1 {
+				t.Fatalf("ParseUpstreams(%q): column %d out of range", s, pe.Column)
+			}
+			if pe.Token != "" && (pe.Column-1+len(pe.Token) > len(s) || s[pe.Column-1:pe.Column-1+len(pe.Token)] != pe.Token) {
+				t.Fatalf("ParseUpstreams(%q): token %q not at column %d", s, pe.Token, pe.Column)
+			}
+			return
+		}
+		formatted := FormatUpstreams(ups)
+		back, err := ParseUpstreams(formatted)
+		if err != nil {
+			t.Fatalf("ParseUpstreams(FormatUpstreams(%q) = %q): %v", s, formatted, err)
+		}
+		if !reflect.DeepEqual(back, ups) {
+			t.Fatalf("round trip of %q: %#v != %#v", s, back, ups)
+		}
+		if again := FormatUpstreams(back); again != formatted {
+			t.Fatalf("format not canonical: %q != %q", again, formatted)
+		}
+	})
+}
