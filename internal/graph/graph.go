@@ -1,0 +1,251 @@
+package graph
+
+import (
+	"math"
+	"math/bits"
+	"strconv"
+)
+
+// Saturated is the value every product and sum saturates at (2^63-1).
+const Saturated int64 = math.MaxInt64
+
+// Graph is a call graph. Nodes are services; an edge u->v carries the attempts u makes per
+// call to v and the calls one inbound request to u makes to v. The zero value is not usable:
+// call New.
+type Graph struct {
+	names    []string
+	ids      map[string]int32
+	selected []bool
+	out      [][]int32 // edge ids per node, in declaration order
+
+	// Edges as parallel arrays: the passes read attempts without touching the rest.
+	eFrom, eTo []int32
+	eAtt, eCal []int64
+	edgeIdx    map[uint64]int32
+
+	entries []entry // explicit entrypoints, in the order set
+	entryOf map[int32]int
+}
+
+type entry struct {
+	node int32
+	k    int64
+}
+
+// Edge is one call edge.
+type Edge struct {
+	From, To string
+	Attempts int64
+	Calls    int64
+}
+
+// Service is one node.
+type Service struct {
+	Name string
+	// Selected is true for services added with AddService (workloads the policy selects);
+	// false for upstream-only nodes (unselected or external services, leaves).
+	Selected bool
+}
+
+// Entrypoint is a service called from outside, with the attempts the outside caller makes.
+type Entrypoint struct {
+	Service        string
+	ClientAttempts int64
+}
+
+// New returns an empty graph.
+func New() *Graph {
+	return &Graph{ids: map[string]int32{}, edgeIdx: map[uint64]int32{}, entryOf: map[int32]int{}}
+}
+
+func (g *Graph) intern(name string) int32 {
+	if id, ok := g.ids[name]; ok {
+		return id
+	}
+	id := int32(len(g.names))
+	g.ids[name] = id
+	g.names = append(g.names, name)
+	g.selected = append(g.selected, false)
+	g.out = append(g.out, nil)
+	return id
+}
+
+// AddService adds a selected service (one the policy selects). Selected services may be default
+// entrypoints; upstream-only nodes created by AddEdge never are.
+func (g *Graph) AddService(name string) {
+	g.selected[g.intern(name)] = true
+}
+
+// AddEdge adds from->to with the given attempts and calls (values below 1 count as 1). When the
+// same edge is declared again (two workloads sharing a service name), the larger attempts and
+// the larger calls count: the worst case.
+func (g *Graph) AddEdge(from, to string, attempts, calls int64) {
+	attempts, calls = max(attempts, 1), max(calls, 1)
+	f, t := g.intern(from), g.intern(to)
+	key := uint64(uint32(f))<<32 | uint64(uint32(t))
+	if e, ok := g.edgeIdx[key]; ok {
+		g.eAtt[e] = max(g.eAtt[e], attempts)
+		g.eCal[e] = max(g.eCal[e], calls)
+		return
+	}
+	e := int32(len(g.eFrom))
+	g.edgeIdx[key] = e
+	g.eFrom = append(g.eFrom, f)
+	g.eTo = append(g.eTo, t)
+	g.eAtt = append(g.eAtt, attempts)
+	g.eCal = append(g.eCal, calls)
+	g.out[f] = append(g.out[f], e)
+}
+
+// SetEntrypoint declares name an entrypoint whose outside callers make clientAttempts tries
+// (below 1 counts as 1; set twice, the larger counts). Once any entrypoint is set, only the set
+// ones count; otherwise Analyze uses the default entrypoints.
+func (g *Graph) SetEntrypoint(name string, clientAttempts int64) {
+	clientAttempts = max(clientAttempts, 1)
+	id := g.intern(name)
+	if i, ok := g.entryOf[id]; ok {
+		g.entries[i].k = max(g.entries[i].k, clientAttempts)
+		return
+	}
+	g.entryOf[id] = len(g.entries)
+	g.entries = append(g.entries, entry{node: id, k: clientAttempts})
+}
+
+// Len is the number of services.
+func (g *Graph) Len() int { return len(g.names) }
+
+// NumEdges is the number of distinct edges.
+func (g *Graph) NumEdges() int { return len(g.eFrom) }
+
+// Has reports whether name is a node.
+func (g *Graph) Has(name string) bool { _, ok := g.ids[name]; return ok }
+
+// IsSelected reports whether name was added with AddService.
+func (g *Graph) IsSelected(name string) bool {
+	id, ok := g.ids[name]
+	return ok && g.selected[id]
+}
+
+// Services lists the nodes in the order they were first named.
+func (g *Graph) Services() []Service {
+	out := make([]Service, len(g.names))
+	for i, n := range g.names {
+		out[i] = Service{Name: n, Selected: g.selected[i]}
+	}
+	return out
+}
+
+// Edges lists the edges in declaration order.
+func (g *Graph) Edges() []Edge {
+	out := make([]Edge, len(g.eFrom))
+	for i := range g.eFrom {
+		out[i] = g.edge(int32(i))
+	}
+	return out
+}
+
+// OutEdges lists name's outgoing edges in declaration order.
+func (g *Graph) OutEdges(name string) []Edge {
+	id, ok := g.ids[name]
+	if !ok {
+		return nil
+	}
+	out := make([]Edge, 0, len(g.out[id]))
+	for _, e := range g.out[id] {
+		out = append(out, g.edge(e))
+	}
+	return out
+}
+
+// Edge returns the edge from->to.
+func (g *Graph) Edge(from, to string) (Edge, bool) {
+	f, ok1 := g.ids[from]
+	t, ok2 := g.ids[to]
+	if !ok1 || !ok2 {
+		return Edge{}, false
+	}
+	e, ok := g.edgeIdx[uint64(uint32(f))<<32|uint64(uint32(t))]
+	if !ok {
+		return Edge{}, false
+	}
+	return g.edge(e), true
+}
+
+func (g *Graph) edge(e int32) Edge {
+	return Edge{From: g.names[g.eFrom[e]], To: g.names[g.eTo[e]], Attempts: g.eAtt[e], Calls: g.eCal[e]}
+}
+
+// Entrypoints returns the explicitly set entrypoints, in the order set.
+func (g *Graph) Entrypoints() []Entrypoint {
+	out := make([]Entrypoint, len(g.entries))
+	for i, e := range g.entries {
+		out[i] = Entrypoint{Service: g.names[e.node], ClientAttempts: e.k}
+	}
+	return out
+}
+
+// BFS visits every node reachable from the entrypoints (explicit, else every selected node) and
+// returns how many it reached. It is the baseline the benchmarks compare Analyze against: a bare
+// traversal of the same adjacency.
+func (g *Graph) BFS() int {
+	n := len(g.names)
+	seen := make([]bool, n)
+	queue := make([]int32, 0, n)
+	if len(g.entries) > 0 {
+		for _, e := range g.entries {
+			if !seen[e.node] {
+				seen[e.node] = true
+				queue = append(queue, e.node)
+			}
+		}
+	} else {
+		for v := range n {
+			if g.selected[v] {
+				seen[v] = true
+				queue = append(queue, int32(v))
+			}
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		for _, e := range g.out[queue[i]] {
+			if t := g.eTo[e]; !seen[t] {
+				seen[t] = true
+				queue = append(queue, t)
+			}
+		}
+	}
+	return len(queue)
+}
+
+// mul is a*b for a, b >= 0, saturating at Saturated.
+func mul(a, b int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > uint64(Saturated) {
+		return Saturated
+	}
+	return int64(lo)
+}
+
+// add is a+b for a, b >= 0, saturating at Saturated.
+func add(a, b int64) int64 {
+	s := a + b
+	if s < 0 {
+		return Saturated
+	}
+	return s
+}
+
+// Mul multiplies non-negative values, saturating at 2^63-1.
+func Mul(a, b int64) int64 { return mul(a, b) }
+
+// Product multiplies non-negative factors, saturating at 2^63-1.
+func Product(factors []int64) int64 {
+	p := int64(1)
+	for _, f := range factors {
+		p = mul(p, f)
+	}
+	return p
+}
+
+// FormatInt is strconv.FormatInt(x, 10), for callers that render numbers next to FormatAmount.
+func FormatInt(x int64) string { return strconv.FormatInt(x, 10) }

@@ -1,0 +1,323 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNoRewriteFits is returned (wrapped, with the reason) when no lowering of attempts brings
+// every path within the cap.
+var ErrNoRewriteFits = errors.New("no rewrite fits")
+
+// EdgeKey names an edge.
+type EdgeKey struct{ From, To string }
+
+// Change is one edge whose attempts the plan lowers.
+type Change struct {
+	From, To string
+	Old, New int64
+}
+
+// Plan is a rewrite: new attempts per edge. It never raises a value.
+type Plan struct {
+	Cap int64
+	// Fits is false when no rewrite brings every path within the cap; Reason says why.
+	Fits   bool
+	Reason string
+	// Attempts holds the new attempts of every edge the plan covers: all edges for PlanRewrite,
+	// the service's outgoing edges for PlanLocal.
+	Attempts map[EdgeKey]int64
+	// Changes are the edges whose attempts drop, in topological order (PlanRewrite) or
+	// declaration order (PlanLocal).
+	Changes []Change
+}
+
+// New returns the planned attempts of from->to and whether the plan covers that edge.
+func (p *Plan) New(from, to string) (int64, bool) {
+	v, ok := p.Attempts[EdgeKey{from, to}]
+	return v, ok
+}
+
+// Changed reports whether the plan lowers from->to, and to what.
+func (p *Plan) Changed(from, to string) (int64, bool) {
+	for _, ch := range p.Changes {
+		if ch.From == from && ch.To == to {
+			return ch.New, true
+		}
+	}
+	return 0, false
+}
+
+// suggest renders the changes on path: "gateway: order=2; order: payment=1".
+func (p *Plan) suggest(path []string) string {
+	if !p.Fits {
+		return p.Reason
+	}
+	var parts []string
+	for i := 0; i+1 < len(path); i++ {
+		if n, ok := p.Changed(path[i], path[i+1]); ok {
+			parts = append(parts, path[i]+": "+path[i+1]+"="+strconv.FormatInt(n, 10))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// PlanRewrite plans the whole graph: in topological order each edge keeps
+// a'(u,v) = min(a(u,v), floor(cap/h'(u))), at least 1, where h'(u) is the worst product into u
+// under the new values (at least 1, so unreachable services are planned as if called once).
+// Retries stay nearest the entrypoints. Edges inside a cycle drop to 1: any retry there is
+// unbounded. When an entrypoint's client attempts alone exceed the cap no rewrite fits: the plan
+// (everything lowered as far as the rule goes) is returned with Fits false and an error wrapping
+// ErrNoRewriteFits.
+func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
+	cap = max(cap, 1)
+	att := append([]int64(nil), g.eAtt...)
+	c := newCore(g, att)
+	p := &Plan{Cap: cap, Fits: true, Attempts: make(map[EdgeKey]int64, len(att))}
+	h := make([]int64, c.n)
+	worst := -1
+	for i, en := range c.ents {
+		h[en.node] = max(h[en.node], en.k)
+		if en.k > cap && (worst < 0 || en.k > c.ents[worst].k) {
+			worst = i
+		}
+	}
+	if worst >= 0 {
+		en := c.ents[worst]
+		p.Fits = false
+		p.Reason = fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", en.k, g.names[en.node], cap)
+	}
+	lower := func(e int32, to int64) {
+		if to < att[e] {
+			p.Changes = append(p.Changes, Change{From: g.names[g.eFrom[e]], To: g.names[g.eTo[e]], Old: att[e], New: to})
+			att[e] = to
+		}
+	}
+	for i := 0; i < c.n; {
+		v := c.order[i]
+		cp := c.comp[v]
+		nodes := c.order[i : i+1]
+		if c.isCyc(cp) {
+			nodes = c.order[i : i+int(c.csize[cp])]
+		}
+		i += len(nodes)
+		H := int64(1)
+		for _, u := range nodes {
+			H = max(H, h[u])
+		}
+		allow := max(cap/H, 1)
+		for _, u := range nodes {
+			for _, e := range g.out[u] {
+				t := g.eTo[e]
+				if c.comp[t] == cp && c.isCyc(cp) {
+					lower(e, 1)
+					continue
+				}
+				lower(e, min(att[e], allow))
+				h[t] = max(h[t], mul(H, att[e]))
+			}
+		}
+	}
+	for e := range att {
+		p.Attempts[EdgeKey{g.names[g.eFrom[e]], g.names[g.eTo[e]]}] = att[e]
+	}
+	if !p.Fits {
+		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
+	}
+	return p, nil
+}
+
+// PlanLocal plans at admission: only service's outgoing edges may change, everyone else is held
+// fixed. Each of its edges gets the largest value, at most its current one, such that no path
+// through it exceeds the cap; an edge that closes a cycle gets 1. When even 1 does not fit (the
+// path into the service, or the rest below, is already over the cap; or a retry cycle remains
+// that does not run through its edges) the plan has Fits false, that edge 1, and the error wraps
+// ErrNoRewriteFits with the reason.
+func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
+	cap = max(cap, 1)
+	s, ok := g.ids[service]
+	if !ok {
+		return nil, fmt.Errorf("service %q is not in the graph", service)
+	}
+	att := append([]int64(nil), g.eAtt...)
+	c := newCore(g, att)
+	cs := c.comp[s]
+	for _, e := range g.out[s] {
+		if c.comp[g.eTo[e]] == cs && c.isCyc(cs) {
+			att[e] = 1
+		}
+	}
+	// Recompute the retry marks with the service's cycle edges at 1.
+	c.anyRetry, c.retryComp, c.retry = false, -1, nil
+	c.findRetry()
+	c.forward(false)
+	c.backward()
+	p := &Plan{Cap: cap, Fits: true, Attempts: map[EdgeKey]int64{}}
+	fail := func(reason string) {
+		if p.Fits {
+			p.Fits = false
+			p.Reason = "no rewrite fits: " + reason
+		}
+	}
+	if c.isCyc(cs) && c.retry[cs] {
+		cyc := c.names(c.retryCycle(cs))
+		fail("retry cycle " + renderPath(cyc, c.cycleFactors(c.retryCycle(cs))) + " does not run through " + service + "'s edges")
+	}
+	for _, e := range g.out[s] {
+		t := g.eTo[e]
+		newA := att[e]
+		switch {
+		case c.comp[t] == cs && c.isCyc(cs):
+			newA = 1
+		case c.h[s] == 0:
+			// Not reachable from any entrypoint: no path through this edge to judge.
+		default:
+			rest := mul(c.h[s], c.d[t])
+			if rest > cap {
+				newA = 1
+				save := att[e]
+				att[e] = 1
+				path, factors := c.throughEdge(e)
+				att[e] = save
+				fail("even with " + service + ": " + g.names[t] + "=1, " + explain(c.names(path), factors, rest, cap, factors[0] > 1))
+			} else {
+				newA = min(att[e], cap/rest)
+			}
+		}
+		p.Attempts[EdgeKey{service, g.names[t]}] = newA
+		if newA < g.eAtt[e] {
+			p.Changes = append(p.Changes, Change{From: service, To: g.names[t], Old: g.eAtt[e], New: newA})
+		}
+	}
+	if !p.Fits {
+		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
+	}
+	return p, nil
+}
+
+func (c *core) cycleFactors(cyc []int32) []int64 {
+	var f []int64
+	for i := 0; i+1 < len(cyc); i++ {
+		f = append(f, c.att[c.edgeBetween(cyc[i], cyc[i+1])])
+	}
+	return f
+}
+
+// Judgement is the admission gate's view of one service's outgoing edges.
+type Judgement struct {
+	Service string
+	Cap     int64
+	// Over is true when some path through one of the service's edges exceeds the cap, or a
+	// retry cycle runs through them.
+	Over bool
+	// Cycle is a retry cycle through one of the service's edges ([order payment order]), if any.
+	Cycle []string
+	// CycleFactors are the attempts along Cycle.
+	CycleFactors []int64
+	// Path is the worst path through one of the service's edges, from an entrypoint to the end
+	// of its worst continuation; Factors are the client attempts then each edge's attempts.
+	Path          []string
+	Factors       []int64
+	Amplification int64
+}
+
+// Judge looks at service's outgoing edges as the admission gate does: the worst path through any
+// of them (worst path into the service, the edge, worst path below), and a retry cycle through
+// them. A service no entrypoint reaches is never over.
+func Judge(g *Graph, cap int64, service string) *Judgement {
+	j := &Judgement{Service: service, Cap: cap}
+	s, ok := g.ids[service]
+	if !ok {
+		return j
+	}
+	c := newCore(g, g.eAtt)
+	c.forward(false)
+	c.backward()
+	cs := c.comp[s]
+	if c.isCyc(cs) && c.retry[cs] {
+		for _, e := range g.out[s] {
+			t := g.eTo[e]
+			if c.comp[t] != cs {
+				continue
+			}
+			// A closed walk s -> t ~> (a retry edge) ~> s: every lap multiplies.
+			walk := []int32{s}
+			if c.att[e] > 1 {
+				walk = append(walk, c.pathWithin(cs, t, s)...)
+			} else {
+				x, y := c.retryEdgeIn(cs)
+				walk = append(walk, c.pathWithin(cs, t, x)...)
+				walk = append(walk, c.pathWithin(cs, y, s)...)
+			}
+			j.Over = true
+			j.Cycle = c.names(walk)
+			j.CycleFactors = c.cycleFactors(walk)
+			j.Amplification = Saturated
+			return j
+		}
+	}
+	if c.h[s] == 0 {
+		return j
+	}
+	best := int32(-1)
+	for _, e := range g.out[s] {
+		t := g.eTo[e]
+		if c.comp[t] == cs && c.isCyc(cs) {
+			continue
+		}
+		amp := mul(mul(c.h[s], c.att[e]), c.d[t])
+		if best < 0 || amp > j.Amplification {
+			best, j.Amplification = e, amp
+		}
+	}
+	if best < 0 {
+		return j
+	}
+	path, factors := c.throughEdge(best)
+	j.Path, j.Factors = c.names(path), factors
+	j.Over = j.Amplification > cap
+	return j
+}
+
+// retryEdgeIn returns the ends of the first edge with attempts > 1 inside cp.
+func (c *core) retryEdgeIn(cp int32) (int32, int32) {
+	cyc := c.retryCycle(cp)
+	return cyc[0], cyc[1]
+}
+
+// Explain renders the judgement without a policy name or plan, e.g.
+// "gateway -x3-> order -x3-> payment = 9 > cap 4" or
+// "retry cycle order -x3-> payment -x1-> order: amplification unbounded".
+func (j *Judgement) Explain() string {
+	if j.Cycle != nil {
+		return "retry cycle " + renderPath(j.Cycle, j.CycleFactors) + ": amplification unbounded"
+	}
+	if j.Path == nil {
+		return ""
+	}
+	return explain(j.Path, j.Factors, j.Amplification, j.Cap, len(j.Factors) > 0 && j.Factors[0] > 1)
+}
+
+// AdmissionMessage renders the gate's message:
+// "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1".
+// plan is PlanLocal's result for the judged service (nil to omit); several changes read
+// "order may keep payment=1, inventory=2"; when nothing fits, the plan's reason follows instead.
+func AdmissionMessage(policy string, j *Judgement, plan *Plan) string {
+	msg := "RetryPolicy " + policy + ": " + j.Explain()
+	if plan == nil {
+		return msg
+	}
+	if !plan.Fits {
+		return msg + "; " + plan.Reason
+	}
+	if len(plan.Changes) > 0 {
+		parts := make([]string, len(plan.Changes))
+		for i, ch := range plan.Changes {
+			parts[i] = ch.To + "=" + strconv.FormatInt(ch.New, 10)
+		}
+		msg += "; " + j.Service + " may keep " + strings.Join(parts, ", ")
+	}
+	return msg
+}
