@@ -1,0 +1,8 @@
+// Package workload reads Kubernetes objects (Deployments, StatefulSets, DaemonSets, bare Pods)
+// and a RetryPolicy into the graph of that policy: which workloads it selects, their service
+// names, their upstreams (with the policy's default attempts and names normalised), and the
+// entrypoints. The controller, the admission webhooks and the CLI all use this one builder, so
+// they agree on every number and every error.
+//
+// It is pure: it imports API types but no clients, and never talks to a cluster.
+package workload

@@ -1,0 +1,293 @@
+package workload
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
+)
+
+// Kinds of workloads.
+const (
+	KindDeployment  = "Deployment"
+	KindStatefulSet = "StatefulSet"
+	KindDaemonSet   = "DaemonSet"
+	KindPod         = "Pod"
+)
+
+// Workload is what the graph needs from one workload: its identity and its pod template's labels
+// and annotations (a bare Pod's own).
+type Workload struct {
+	Kind, Namespace, Name string
+	Labels, Annotations   map[string]string
+}
+
+// String is "Deployment shop/gateway".
+func (w Workload) String() string { return w.Kind + " " + w.Namespace + "/" + w.Name }
+
+// Key identifies a workload across versions (Kind, Namespace, Name).
+func (w Workload) Key() string { return w.Kind + "/" + w.Namespace + "/" + w.Name }
+
+// FromObject reads a Deployment, StatefulSet, DaemonSet or bare Pod. It returns false for any
+// other object, and for Pods a controller owns (ReplicaSet, StatefulSet, DaemonSet, Job, ...):
+// those are covered by their workload.
+func FromObject(obj runtime.Object) (Workload, bool) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return fromTemplate(KindDeployment, o.ObjectMeta, o.Spec.Template.ObjectMeta), true
+	case *appsv1.StatefulSet:
+		return fromTemplate(KindStatefulSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), true
+	case *appsv1.DaemonSet:
+		return fromTemplate(KindDaemonSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), true
+	case *corev1.Pod:
+		if metav1.GetControllerOf(o) != nil {
+			return Workload{}, false
+		}
+		return fromTemplate(KindPod, o.ObjectMeta, o.ObjectMeta), true
+	}
+	return Workload{}, false
+}
+
+func fromTemplate(kind string, meta, tmpl metav1.ObjectMeta) Workload {
+	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: tmpl.Labels, Annotations: tmpl.Annotations}
+}
+
+// ServiceName is the annotation retrycap.dev/service, else the label app.kubernetes.io/name,
+// else the workload's name.
+func (w Workload) ServiceName() string {
+	if s := w.Annotations[annotations.Service]; s != "" {
+		return s
+	}
+	if s := w.Labels[annotations.NameLabel]; s != "" {
+		return s
+	}
+	return w.Name
+}
+
+// Selects reports whether p selects w: same namespace, and the selector (empty or nil: every
+// workload) matches the pod-template labels.
+func Selects(p *v1alpha1.RetryPolicy, w Workload) (bool, error) {
+	if p.Namespace != w.Namespace {
+		return false, nil
+	}
+	if p.Spec.Selector == nil {
+		return true, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+	if err != nil {
+		return false, fmt.Errorf("RetryPolicy %s/%s: selector: %w", p.Namespace, p.Name, err)
+	}
+	return sel.Matches(labels.Set(w.Labels)), nil
+}
+
+// AnnotationError is an invalid retrycap annotation on one workload.
+type AnnotationError struct {
+	Workload   Workload
+	Annotation string
+	Value      string
+	// Err is the parser's error: a *annotations.ParseError for upstreams.
+	Err error
+}
+
+func (e *AnnotationError) Error() string {
+	return fmt.Sprintf("%s: annotation %s: %v", e.Workload, e.Annotation, e.Err)
+}
+
+func (e *AnnotationError) Unwrap() error { return e.Err }
+
+// Result is the graph of one policy.
+type Result struct {
+	Policy *v1alpha1.RetryPolicy
+	Graph  *graph.Graph
+	Cap    int64
+	// Selected are the workloads the policy selects, sorted by namespace, name and kind.
+	Selected []Workload
+	// ServiceOf maps each selected workload's Key to its service name.
+	ServiceOf map[string]string
+	// Errors are the invalid annotations (each an *AnnotationError) and a bad selector. A
+	// workload with an invalid upstreams annotation is still a service in the graph, but none of
+	// its upstreams are (a value is valid whole or not at all); with an invalid service
+	// annotation it is left out. Either way the error is reported here, never dropped silently.
+	Errors []error
+	// Warnings are facts worth showing that are not errors, e.g. an entrypoint no selected
+	// workload provides.
+	Warnings []string
+}
+
+// Build reads the workloads p selects into p's graph: a node per service, an edge per upstream
+// (attempts default spec.retry.defaultAttempts, calls default 1; the larger values count when
+// two workloads of one service declare the same upstream), and the entrypoints of the spec
+// (clientAttempts default 1), or the graph's defaults when the spec lists none. Workloads are
+// processed in sorted order so the result does not depend on the order of ws.
+func Build(p *v1alpha1.RetryPolicy, ws []Workload) *Result {
+	r := &Result{Policy: p, Graph: graph.New(), Cap: int64(p.Spec.MaxAmplification), ServiceOf: map[string]string{}}
+	def := int64(p.Spec.Retry.DefaultAttempts)
+	if def < 1 {
+		def = 1
+	}
+	for _, w := range ws {
+		ok, err := Selects(p, w)
+		if err != nil {
+			r.Errors = append(r.Errors, err)
+			break
+		}
+		if ok {
+			r.Selected = append(r.Selected, w)
+		}
+	}
+	sort.Slice(r.Selected, func(i, j int) bool {
+		a, b := r.Selected[i], r.Selected[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Kind < b.Kind
+	})
+	type parsed struct {
+		svc string
+		ups []annotations.Upstream
+	}
+	ps := make([]parsed, 0, len(r.Selected))
+	kept := r.Selected[:0:0]
+	for _, w := range r.Selected {
+		svc := w.ServiceName()
+		if reason := annotations.ValidateLabel(svc); reason != "" {
+			src := annotations.Service
+			if w.Annotations[annotations.Service] == "" {
+				src = "label " + annotations.NameLabel
+				if w.Labels[annotations.NameLabel] == "" {
+					src = "name"
+				}
+			}
+			r.Errors = append(r.Errors, &AnnotationError{Workload: w, Annotation: src, Value: svc,
+				Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", svc, reason)})
+			continue
+		}
+		val := w.Annotations[annotations.Upstreams]
+		ups, err := annotations.ParseUpstreams(val)
+		if err != nil {
+			r.Errors = append(r.Errors, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: val, Err: err})
+			ups = nil
+		}
+		kept = append(kept, w)
+		ps = append(ps, parsed{svc, ups})
+		r.ServiceOf[w.Key()] = svc
+	}
+	r.Selected = kept
+	// Services first, so that selected services get the lowest ids in a stable order.
+	for _, x := range ps {
+		r.Graph.AddService(x.svc)
+	}
+	for _, x := range ps {
+		for _, u := range x.ups {
+			a, c := int64(u.Attempts), int64(u.Calls)
+			if a == 0 {
+				a = def
+			}
+			if c == 0 {
+				c = 1
+			}
+			r.Graph.AddEdge(x.svc, NormalizeUpstream(u.Name, p.Namespace), a, c)
+		}
+	}
+	for _, e := range p.Spec.Entrypoints {
+		if !r.Graph.IsSelected(e.Service) {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
+		}
+		r.Graph.SetEntrypoint(e.Service, int64(max(e.ClientAttempts, 1)))
+	}
+	return r
+}
+
+// BuildWith is Build with incoming in place of the stored workload of the same Kind, Namespace
+// and Name (or added, for a create): what the admission gate judges.
+func BuildWith(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload) *Result {
+	all := make([]Workload, 0, len(ws)+1)
+	for _, w := range ws {
+		if w.Key() != incoming.Key() {
+			all = append(all, w)
+		}
+	}
+	return Build(p, append(all, incoming))
+}
+
+// Analyze is Build followed by graph.Analyze with the policy's cap.
+func Analyze(p *v1alpha1.RetryPolicy, ws []Workload) (*Result, *graph.Analysis) {
+	r := Build(p, ws)
+	return r, graph.Analyze(r.Graph, r.Cap)
+}
+
+// NormalizeUpstream maps an upstream name to its node in the graph of a policy in namespace ns:
+// "order", "order.ns", "order.ns.svc" and "order.ns.svc.cluster.local" are all "order";
+// "order.other", "order.other.svc" and "order.other.svc.cluster.local" are "order.other" (a leaf
+// from this policy's view); any other host (api.stripe.com) stays as written, a leaf.
+func NormalizeUpstream(name, ns string) string {
+	parts := strings.Split(name, ".")
+	switch {
+	case len(parts) == 2,
+		len(parts) == 3 && parts[2] == "svc",
+		len(parts) == 5 && parts[2] == "svc" && parts[3] == "cluster" && parts[4] == "local":
+		if parts[1] == ns {
+			return parts[0]
+		}
+		return parts[0] + "." + parts[1]
+	}
+	return name
+}
+
+// Upstreams returns w's upstreams as the graph sees them in a policy of namespace ns with the
+// given default attempts: names normalised, attempts and calls filled in.
+func Upstreams(w Workload, ns string, defaultAttempts int32) ([]annotations.Upstream, error) {
+	ups, err := annotations.ParseUpstreams(w.Annotations[annotations.Upstreams])
+	if err != nil {
+		return nil, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: w.Annotations[annotations.Upstreams], Err: err}
+	}
+	for i := range ups {
+		ups[i].Name = NormalizeUpstream(ups[i].Name, ns)
+		if ups[i].Attempts == 0 {
+			ups[i].Attempts = max(defaultAttempts, 1)
+		}
+		if ups[i].Calls == 0 {
+			ups[i].Calls = 1
+		}
+	}
+	return ups, nil
+}
+
+// RaisesRetries reports whether updating old to incoming raises an attempt or adds an upstream,
+// as the policy's graph sees them: the admission gate judges only such updates (and creates), so
+// a chain already over its cap can still be repaired. An invalid annotation on incoming is an
+// error; an invalid one on old counts as no upstreams.
+func RaisesRetries(p *v1alpha1.RetryPolicy, old, incoming Workload) (bool, error) {
+	def := p.Spec.Retry.DefaultAttempts
+	nu, err := Upstreams(incoming, p.Namespace, def)
+	if err != nil {
+		return false, err
+	}
+	ou, _ := Upstreams(old, p.Namespace, def)
+	if old.ServiceName() != incoming.ServiceName() {
+		return len(nu) > 0, nil
+	}
+	prev := map[string]annotations.Upstream{}
+	for _, u := range ou {
+		prev[u.Name] = u
+	}
+	for _, u := range nu {
+		o, ok := prev[u.Name]
+		if !ok || u.Attempts > o.Attempts {
+			return true, nil
+		}
+	}
+	return false, nil
+}
