@@ -21,7 +21,8 @@ type ProxyProc struct {
 	Addr      string // data listener, host:port
 	AdminAddr string // admin listener, host:port
 	stderr    *lockedWriter
-	done      chan error
+	done      chan struct{} // closed when the process has exited
+	waitErr   error
 }
 
 // BuildProxy builds ./cmd/retrycap-proxy into dir and returns the binary's
@@ -47,7 +48,7 @@ func StartProxy(bin string, timeout time.Duration, args ...string) (*ProxyProc, 
 	if err != nil {
 		return nil, fmt.Errorf("proxy stdout: %w", err)
 	}
-	p := &ProxyProc{Cmd: cmd, stderr: &lockedWriter{w: &strings.Builder{}}, done: make(chan error, 1)}
+	p := &ProxyProc{Cmd: cmd, stderr: &lockedWriter{w: &strings.Builder{}}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start proxy: %w", err)
@@ -66,7 +67,7 @@ func StartProxy(bin string, timeout time.Duration, args ...string) (*ProxyProc, 
 			close(lines)
 		}
 	}()
-	go func() { p.done <- cmd.Wait() }()
+	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
 	deadline := time.After(timeout)
 	select {
 	case l, ok := <-lines:
@@ -117,8 +118,8 @@ func (p *ProxyProc) URL() string { return "http://" + p.Addr }
 func (p *ProxyProc) Stop(timeout time.Duration) error {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.done:
-		return err
+	case <-p.done:
+		return p.waitErr
 	case <-time.After(timeout):
 		_ = p.Cmd.Process.Kill()
 		return fmt.Errorf("proxy did not stop within %s", timeout)

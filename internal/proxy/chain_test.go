@@ -201,7 +201,8 @@ func TestGracefulShutdown(t *testing.T) {
 	if r.err != nil || r.code != 200 || r.body != "done" {
 		t.Fatalf("in-flight request: %+v", r)
 	}
-	if err := <-stopped; err != nil {
+	err = <-stopped
+	if err != nil {
 		t.Fatalf("exit: %v\n%s", err, p.Log())
 	}
 	if !strings.Contains(p.Log(), "draining") {
