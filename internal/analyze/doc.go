@@ -1,0 +1,8 @@
+// Package analyze turns RetryPolicies and workloads into reports and renders them as a table,
+// JSON, Graphviz DOT, Mermaid or an indented tree. It also reads manifests (multi-document YAML
+// or JSON) into policies and workloads, remembering where each came from so errors can name the
+// file and document.
+//
+// It is pure (no cluster access): `retrycap analyze` uses it on files, and `retrycap graph`
+// reuses the renderers on what it reads from a live cluster.
+package analyze

@@ -1,0 +1,259 @@
+package analyze
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/retrycap/retrycap/internal/graph"
+)
+
+// BudgetNote is printed under analyze's table: the run-time chain cap depends on apps.
+const BudgetNote = "note: one cap per chain at run time needs every app to propagate the Retrycap-Budget header " +
+	"(or baggage member retrycap-budget) from its inbound request to its outbound calls, like traceparent; " +
+	"where an app does not, its proxy treats the call as an entry and only the retry budget bounds the aggregate."
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// RenderTable writes a human-readable report, one block per policy.
+func RenderTable(w io.Writer, rep *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, p := range rep.Policies {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintf(tw, "RetryPolicy %s/%s  cap %d  amplification %s  WITHIN CAP: %s\n",
+			p.Namespace, p.Name, p.Cap, amount(p.Amplification, p.Bounded), yesNo(p.WithinCap))
+		fmt.Fprintf(tw, "  enforcement:\t%s\n", p.Enforcement)
+		fmt.Fprintf(tw, "  services, edges:\t%d, %d\n", p.Services, p.Edges)
+		var eps []string
+		for _, e := range p.Entrypoints {
+			eps = append(eps, fmt.Sprintf("%s (client x%d)", e.Service, e.ClientAttempts))
+		}
+		fmt.Fprintf(tw, "  entrypoints:\t%s\n", orNone(strings.Join(eps, ", ")))
+		switch {
+		case len(p.WorstPath) > 0 && !p.Bounded:
+			fmt.Fprintf(tw, "  worst path:\t%s, into the retry cycle\n", strings.Join(p.WorstPath, " -> "))
+		case len(p.WorstPath) > 0:
+			fmt.Fprintf(tw, "  worst path:\t%s\n", graph.Explain(p.WorstPath, p.WorstPathFactors, p.Cap))
+		}
+		if p.WorstCaseLoad.Service != "" {
+			fmt.Fprintf(tw, "  worst-case load:\t%s requests at %s per entry request (fan-out included)\n",
+				graph.FormatAmount(p.WorstCaseLoad.Requests), p.WorstCaseLoad.Service)
+		}
+		if p.Cycle != nil {
+			fmt.Fprintf(tw, "  retry cycle:\t%s\n", strings.Join(p.Cycle, " -> "))
+		}
+		if len(p.Chains) > 1 {
+			fmt.Fprintf(tw, "  chains:\n")
+			for _, c := range p.Chains {
+				fmt.Fprintf(tw, "    %s\t%s\t%s\n", c.Entrypoint, amount(c.Amplification, true), strings.Join(c.Path, ">"))
+			}
+		}
+		if len(p.Violations) > 0 {
+			fmt.Fprintf(tw, "  violations:\n")
+			for _, v := range p.Violations {
+				fmt.Fprintf(tw, "    - %s\n", v.Message)
+				if v.Suggestion != "" {
+					fmt.Fprintf(tw, "      fix: %s\n", v.Suggestion)
+				}
+			}
+		}
+		for _, e := range p.Errors {
+			fmt.Fprintf(tw, "  error: %s\n", e)
+		}
+		for _, wn := range p.Warnings {
+			fmt.Fprintf(tw, "  warning: %s\n", wn)
+		}
+	}
+	if len(rep.Policies) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, BudgetNote)
+	}
+	return tw.Flush()
+}
+
+func amount(x int64, bounded bool) string {
+	if !bounded {
+		return "unbounded"
+	}
+	return graph.FormatAmount(x)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// RenderJSON writes the report as indented JSON.
+func RenderJSON(w io.Writer, rep *Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// onWorst returns the set of worst-path nodes and edges ("a>b").
+func onWorst(p *PolicyReport) (map[string]bool, map[string]bool) {
+	nodes, edges := map[string]bool{}, map[string]bool{}
+	path := p.WorstPath
+	if p.Cycle != nil {
+		path = p.Cycle
+	}
+	for i, s := range path {
+		nodes[s] = true
+		if i > 0 {
+			edges[path[i-1]+">"+s] = true
+		}
+	}
+	return nodes, edges
+}
+
+func edgeLabel(e graph.Edge) string {
+	if e.Calls > 1 {
+		return "x" + strconv.FormatInt(e.Attempts, 10) + " *" + strconv.FormatInt(e.Calls, 10)
+	}
+	return "x" + strconv.FormatInt(e.Attempts, 10)
+}
+
+// RenderDOT writes one Graphviz digraph per policy: attempts (and calls) on the edges, the worst
+// path (or the retry cycle) in red, upstream-only services dashed.
+func RenderDOT(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	for _, p := range rep.Policies {
+		nodes, edges := onWorst(&p)
+		fmt.Fprintf(&b, "digraph %q {\n  rankdir=LR;\n  node [shape=box];\n", p.Namespace+"/"+p.Name)
+		fmt.Fprintf(&b, "  label=%q;\n", fmt.Sprintf("%s/%s: amplification %s, cap %d", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap))
+		for _, s := range p.Graph.Services {
+			var attrs []string
+			if !s.Selected {
+				attrs = append(attrs, "style=dashed")
+			}
+			if nodes[s.Name] {
+				attrs = append(attrs, "color=red", "penwidth=2")
+			}
+			if len(attrs) > 0 {
+				fmt.Fprintf(&b, "  %q [%s];\n", s.Name, strings.Join(attrs, ", "))
+			} else {
+				fmt.Fprintf(&b, "  %q;\n", s.Name)
+			}
+		}
+		for _, e := range p.Graph.Edges {
+			attrs := fmt.Sprintf("label=%q", edgeLabel(e))
+			if edges[e.From+">"+e.To] {
+				attrs += ", color=red, penwidth=2"
+			}
+			fmt.Fprintf(&b, "  %q -> %q [%s];\n", e.From, e.To, attrs)
+		}
+		b.WriteString("}\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// RenderMermaid writes one Mermaid flowchart per policy, worst path highlighted.
+func RenderMermaid(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	for i, p := range rep.Policies {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		nodes, edges := onWorst(&p)
+		fmt.Fprintf(&b, "---\ntitle: %s/%s amplification %s cap %d\n---\nflowchart LR\n", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap)
+		id := map[string]string{}
+		var worst []string
+		for j, s := range p.Graph.Services {
+			id[s.Name] = "n" + strconv.Itoa(j)
+			shape := "[%q]"
+			if !s.Selected {
+				shape = "([%q])"
+			}
+			fmt.Fprintf(&b, "  %s"+shape+"\n", id[s.Name], s.Name)
+			if nodes[s.Name] {
+				worst = append(worst, id[s.Name])
+			}
+		}
+		var links []string
+		for j, e := range p.Graph.Edges {
+			fmt.Fprintf(&b, "  %s -->|%s| %s\n", id[e.From], edgeLabel(e), id[e.To])
+			if edges[e.From+">"+e.To] {
+				links = append(links, strconv.Itoa(j))
+			}
+		}
+		if len(worst) > 0 {
+			fmt.Fprintf(&b, "  classDef worst stroke:#d00,stroke-width:3px\n  class %s worst\n", strings.Join(worst, ","))
+		}
+		if len(links) > 0 {
+			fmt.Fprintf(&b, "  linkStyle %s stroke:#d00,stroke-width:3px\n", strings.Join(links, ","))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// RenderTree writes each policy's graph as an indented tree from its entrypoints, with the
+// attempts on each edge ("-x3->") and the worst path marked "*". A service already shown is not
+// expanded again ("(see above)"), and a way back into the current path is marked "(cycle)".
+func RenderTree(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	for i, p := range rep.Policies {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		nodes, edges := onWorst(&p)
+		fmt.Fprintf(&b, "RetryPolicy %s/%s  cap %d  amplification %s  (* worst path)\n", p.Namespace, p.Name, p.Cap, amount(p.Amplification, p.Bounded))
+		out := map[string][]graph.Edge{}
+		for _, e := range p.Graph.Edges {
+			out[e.From] = append(out[e.From], e)
+		}
+		shown := map[string]bool{}
+		onPath := map[string]bool{}
+		var walk func(name, prefix string)
+		walk = func(name, prefix string) {
+			shown[name] = true
+			onPath[name] = true
+			kids := out[name]
+			for k, e := range kids {
+				last := k == len(kids)-1
+				branch, next := "├─", "│  "
+				if last {
+					branch, next = "└─", "   "
+				}
+				mark := ""
+				if edges[e.From+">"+e.To] {
+					mark = " *"
+				}
+				fmt.Fprintf(&b, "%s%s -%s-> %s%s", prefix, branch, edgeLabel(e), e.To, mark)
+				switch {
+				case onPath[e.To]:
+					b.WriteString(" (cycle)\n")
+				case shown[e.To] && len(out[e.To]) > 0:
+					b.WriteString(" (see above)\n")
+				default:
+					b.WriteString("\n")
+					walk(e.To, prefix+next)
+				}
+			}
+			onPath[name] = false
+		}
+		for _, ep := range p.Entrypoints {
+			mark := ""
+			if nodes[ep.Service] && len(p.WorstPath) > 0 && p.WorstPath[0] == ep.Service {
+				mark = " *"
+			}
+			fmt.Fprintf(&b, "%s (client x%d)%s\n", ep.Service, ep.ClientAttempts, mark)
+			walk(ep.Service, "")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,114 @@
+package analyze
+
+import (
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// Report is the analysis of every policy, in a stable JSON shape.
+type Report struct {
+	Policies []PolicyReport `json:"policies"`
+	// WithinCap is true when every policy is bounded and within its cap.
+	WithinCap bool `json:"withinCap"`
+}
+
+// PolicyReport is one policy's analysis.
+type PolicyReport struct {
+	Namespace     string `json:"namespace"`
+	Name          string `json:"name"`
+	Cap           int64  `json:"cap"`
+	Enforcement   string `json:"enforcement"`
+	Services      int    `json:"services"`
+	Edges         int    `json:"edges"`
+	Amplification int64  `json:"amplification"`
+	Bounded       bool   `json:"bounded"`
+	WithinCap     bool   `json:"withinCap"`
+	// WorstPath and WorstPathFactors (client attempts, then each edge's attempts).
+	WorstPath        []string           `json:"worstPath"`
+	WorstPathFactors []int64            `json:"worstPathFactors"`
+	WorstCaseLoad    graph.ServiceLoad  `json:"worstCaseLoad"`
+	Entrypoints      []graph.Entrypoint `json:"entrypoints"`
+	Chains           []graph.Chain      `json:"chains"`
+	Cycle            []string           `json:"cycle,omitempty"`
+	Violations       []graph.Violation  `json:"violations"`
+	// Errors are invalid annotations (and a bad selector); Warnings are notes such as an
+	// entrypoint no selected workload provides.
+	Errors   []string  `json:"errors,omitempty"`
+	Warnings []string  `json:"warnings,omitempty"`
+	Graph    GraphView `json:"graph"`
+}
+
+// GraphView is the graph itself, for renderers.
+type GraphView struct {
+	Services []graph.Service `json:"services"`
+	Edges    []graph.Edge    `json:"edges"`
+}
+
+// ForPolicy analyses one policy over the given workloads.
+func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload) PolicyReport {
+	r, a := workload.Analyze(p, ws)
+	return FromAnalysis(p, r, a)
+}
+
+// FromAnalysis builds a report from an existing build and analysis (the controller's or the
+// graph command's).
+func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis) PolicyReport {
+	enf := string(p.Spec.Enforcement)
+	if enf == "" {
+		enf = string(v1alpha1.EnforcementReject)
+	}
+	pr := PolicyReport{
+		Namespace: p.Namespace, Name: p.Name, Cap: a.Cap, Enforcement: enf,
+		Services: a.Services, Edges: a.Edges, Amplification: a.Amplification, Bounded: a.Bounded,
+		WithinCap: a.WithinCap(), WorstPath: a.WorstPath, WorstCaseLoad: a.WorstCaseLoad,
+		Entrypoints: a.Entrypoints, Chains: a.Chains, Cycle: a.Cycle, Violations: a.Violations,
+		Warnings: r.Warnings,
+		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
+	}
+	if len(a.Chains) > 0 {
+		pr.WorstPathFactors = PathFactors(r.Graph, a.Chains[0].ClientAttempts, a.WorstPath)
+	}
+	for _, err := range r.Errors {
+		pr.Errors = append(pr.Errors, err.Error())
+	}
+	for _, s := range []*[]graph.Entrypoint{&pr.Entrypoints} {
+		if *s == nil {
+			*s = []graph.Entrypoint{}
+		}
+	}
+	if pr.Chains == nil {
+		pr.Chains = []graph.Chain{}
+	}
+	if pr.Violations == nil {
+		pr.Violations = []graph.Violation{}
+	}
+	if pr.WorstPath == nil {
+		pr.WorstPath = []string{}
+	}
+	return pr
+}
+
+// PathFactors returns the client attempts, then the attempts of each edge along path.
+func PathFactors(g *graph.Graph, client int64, path []string) []int64 {
+	f := []int64{client}
+	for i := 0; i+1 < len(path); i++ {
+		e, _ := g.Edge(path[i], path[i+1])
+		f = append(f, e.Attempts)
+	}
+	return f
+}
+
+// NewReport collects policy reports.
+func NewReport(prs []PolicyReport) *Report {
+	rep := &Report{Policies: prs, WithinCap: true}
+	if rep.Policies == nil {
+		rep.Policies = []PolicyReport{}
+	}
+	for _, p := range prs {
+		if !p.WithinCap {
+			rep.WithinCap = false
+		}
+	}
+	return rep
+}
