@@ -103,11 +103,14 @@ func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
 			nodes = c.order[i : i+int(c.csize[cp])]
 		}
 		i += len(nodes)
-		H := int64(1)
+		// H is the real worst product into the component (0 when no entrypoint reaches it); the
+		// allowance treats it as at least 1, but only real products propagate, so an unreachable
+		// caller never forces a reachable service's edges down.
+		var H int64
 		for _, u := range nodes {
 			H = max(H, h[u])
 		}
-		allow := max(cap/H, 1)
+		allow := max(cap/max(H, 1), 1)
 		for _, u := range nodes {
 			for _, e := range g.out[u] {
 				t := g.eTo[e]

@@ -1,0 +1,286 @@
+package graph
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// randomDAG returns a DAG over n services s0..s(n-1) (edges only from lower to higher index),
+// with attempts 1..maxA and calls 1..3, and sometimes explicit entrypoints.
+func randomDAG(r *rand.Rand, n int, maxA int64) *Graph {
+	g := New()
+	for i := range n {
+		g.AddService(name(i))
+	}
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			if r.IntN(100) < 30 {
+				g.AddEdge(name(i), name(j), 1+r.Int64N(maxA), 1+r.Int64N(3))
+			}
+		}
+	}
+	if r.IntN(2) == 0 {
+		for i := range n {
+			if r.IntN(4) == 0 {
+				g.SetEntrypoint(name(i), 1+r.Int64N(3))
+			}
+		}
+	}
+	return g
+}
+
+func name(i int) string { return "s" + FormatInt(int64(i)) }
+
+// brute enumerates every path from every effective entrypoint.
+func brute(g *Graph, ents []Entrypoint) (amp int64, load map[string]int64) {
+	load = map[string]int64{}
+	var walk func(v string, prod, ld int64)
+	walk = func(v string, prod, ld int64) {
+		amp = max(amp, prod)
+		load[v] = add(load[v], ld)
+		for _, e := range g.OutEdges(v) {
+			walk(e.To, mul(prod, e.Attempts), mul(ld, mul(e.Attempts, e.Calls)))
+		}
+	}
+	for _, e := range ents {
+		walk(e.Service, e.ClientAttempts, e.ClientAttempts)
+	}
+	return amp, load
+}
+
+func withAttempts(g *Graph, att map[EdgeKey]int64) *Graph {
+	h := New()
+	for _, s := range g.Services() {
+		if s.Selected {
+			h.AddService(s.Name)
+		}
+	}
+	for _, e := range g.Edges() {
+		a := e.Attempts
+		if v, ok := att[EdgeKey{e.From, e.To}]; ok {
+			a = v
+		}
+		h.AddEdge(e.From, e.To, a, e.Calls)
+	}
+	for _, ep := range g.Entrypoints() {
+		h.SetEntrypoint(ep.Service, ep.ClientAttempts)
+	}
+	return h
+}
+
+func TestPropertyAnalyzeMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		g := randomDAG(r, 2+r.IntN(9), 4)
+		a := Analyze(g, 4)
+		amp, load := brute(g, a.Entrypoints)
+		if a.Amplification != amp {
+			t.Fatalf("graph %d: amplification %d, brute force %d", i, a.Amplification, amp)
+		}
+		var best int64
+		for _, l := range load {
+			best = max(best, l)
+		}
+		if a.WorstCaseLoad.Requests != best || load[a.WorstCaseLoad.Service] != best {
+			t.Fatalf("graph %d: load %+v, brute force max %d", i, a.WorstCaseLoad, best)
+		}
+		if len(a.WorstPath) > 0 {
+			f := []int64{a.Chains[0].ClientAttempts}
+			for j := 0; j+1 < len(a.WorstPath); j++ {
+				e, _ := g.Edge(a.WorstPath[j], a.WorstPath[j+1])
+				f = append(f, e.Attempts)
+			}
+			if Product(f) != amp {
+				t.Fatalf("graph %d: worst path %v multiplies to %d, not %d", i, a.WorstPath, Product(f), amp)
+			}
+		}
+		for _, v := range a.Violations {
+			if v.Amplification <= 4 || Product(v.Factors) != v.Amplification {
+				t.Fatalf("graph %d: violation %+v", i, v)
+			}
+		}
+		if (len(a.Violations) > 0) == a.WithinCap() {
+			t.Fatalf("graph %d: %d violations, within cap %v", i, len(a.Violations), a.WithinCap())
+		}
+	}
+}
+
+func TestPropertyPlanRewrite(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 500 {
+		g := randomDAG(r, 2+r.IntN(12), 5)
+		cap := 1 + r.Int64N(12)
+		p, err := PlanRewrite(g, cap)
+		fits := true
+		for _, ep := range Analyze(g, cap).Entrypoints {
+			if ep.ClientAttempts > cap {
+				fits = false
+			}
+		}
+		if p.Fits != fits || (err == nil) != fits {
+			t.Fatalf("graph %d cap %d: fits %v err %v, want fits %v", i, cap, p.Fits, err, fits)
+		}
+		for _, e := range g.Edges() {
+			if v, _ := p.New(e.From, e.To); v > e.Attempts || v < 1 {
+				t.Fatalf("graph %d: %s>%s raised or zeroed: %d -> %d", i, e.From, e.To, e.Attempts, v)
+			}
+		}
+		after := withAttempts(g, p.Attempts)
+		if a := Analyze(after, cap); fits && !a.WithinCap() {
+			t.Fatalf("graph %d cap %d: after the plan amplification %d", i, cap, a.Amplification)
+		}
+		if !fits {
+			continue
+		}
+		// Retries stay nearest the entrypoints: every lowered edge is as high as the planned
+		// values above it allow, so raising it by one puts some path over the cap.
+		ents := Analyze(g, cap).Entrypoints
+		for _, ch := range p.Changes {
+			if !reachable(g, ents, ch.From) {
+				// Planned as if called once (the design's "at least 1"): nothing to maximise.
+				continue
+			}
+			att := map[EdgeKey]int64{}
+			for k, v := range p.Attempts {
+				att[k] = v
+			}
+			att[EdgeKey{ch.From, ch.To}] = ch.New + 1
+			if Analyze(withAttempts(g, att), cap).WithinCap() {
+				t.Fatalf("graph %d cap %d: %s>%s lowered to %d but %d fits", i, cap, ch.From, ch.To, ch.New, ch.New+1)
+			}
+		}
+	}
+}
+
+func TestPropertyPlanLocal(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 300 {
+		g := randomDAG(r, 2+r.IntN(10), 4)
+		cap := 1 + r.Int64N(10)
+		s := name(r.IntN(g.Len()))
+		p, err := PlanLocal(g, cap, s)
+		if p == nil {
+			t.Fatal(err)
+		}
+		after := withAttempts(g, p.Attempts)
+		j := Judge(after, cap, s)
+		if p.Fits && j.Over {
+			t.Fatalf("graph %d: local plan for %s fits but judge says %s", i, s, j.Explain())
+		}
+		for _, e := range g.OutEdges(s) {
+			v, _ := p.New(e.From, e.To)
+			if v > e.Attempts || v < 1 {
+				t.Fatalf("graph %d: raised %v to %d", i, e, v)
+			}
+			if p.Fits && v < e.Attempts {
+				att := map[EdgeKey]int64{}
+				for k, x := range p.Attempts {
+					att[k] = x
+				}
+				att[EdgeKey{e.From, e.To}] = v + 1
+				if !Judge(withAttempts(g, att), cap, s).Over {
+					t.Fatalf("graph %d: %s>%s planned %d but %d fits", i, e.From, e.To, v, v+1)
+				}
+			}
+		}
+		// Other services' edges are never touched.
+		for k := range p.Attempts {
+			if k.From != s {
+				t.Fatalf("local plan for %s covers %v", s, k)
+			}
+		}
+	}
+}
+
+func TestPropertyAmplificationMonotone(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 300 {
+		g := randomDAG(r, 2+r.IntN(10), 3)
+		edges := g.Edges()
+		if len(edges) == 0 {
+			continue
+		}
+		base := Analyze(g, 4)
+		e := edges[r.IntN(len(edges))]
+		up := withAttempts(g, map[EdgeKey]int64{{e.From, e.To}: e.Attempts + 1 + r.Int64N(3)})
+		a := Analyze(up, 4)
+		if a.Amplification < base.Amplification || a.WorstCaseLoad.Requests < base.WorstCaseLoad.Requests {
+			t.Fatalf("graph %d: raising %s>%s lowered amplification %d -> %d or load %d -> %d",
+				i, e.From, e.To, base.Amplification, a.Amplification, base.WorstCaseLoad.Requests, a.WorstCaseLoad.Requests)
+		}
+	}
+}
+
+// A graph is unbounded exactly when some edge with attempts > 1 lies on a cycle, and the
+// reported cycle is a real closed path with a retry on it.
+func TestPropertyCycles(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	unbounded := 0
+	for i := range 500 {
+		g := randomDAG(r, 3+r.IntN(8), 2)
+		for range 1 + r.IntN(2) {
+			from := 1 + r.IntN(g.Len()-1)
+			g.AddEdge(name(from), name(r.IntN(from+1)), 1+r.Int64N(2), 1)
+		}
+		want := true
+		for _, e := range g.Edges() {
+			if e.Attempts > 1 && pathExists(g, e.To, e.From) {
+				want = false
+			}
+		}
+		a := Analyze(g, 4)
+		if a.Bounded != want {
+			t.Fatalf("graph %d: bounded %v, want %v", i, a.Bounded, want)
+		}
+		if want {
+			continue
+		}
+		unbounded++
+		c := a.Cycle
+		if len(c) < 2 || c[0] != c[len(c)-1] || a.Amplification != Saturated {
+			t.Fatalf("graph %d: cycle %v amplification %d", i, c, a.Amplification)
+		}
+		retry := false
+		for k := 0; k+1 < len(c); k++ {
+			e, ok := g.Edge(c[k], c[k+1])
+			if !ok {
+				t.Fatalf("graph %d: cycle %v uses a missing edge", i, c)
+			}
+			retry = retry || e.Attempts > 1
+		}
+		if !retry {
+			t.Fatalf("graph %d: cycle %v has no retry", i, c)
+		}
+	}
+	if unbounded < 50 {
+		t.Fatalf("only %d unbounded graphs generated", unbounded)
+	}
+}
+
+func pathExists(g *Graph, a, b string) bool {
+	seen := map[string]bool{a: true}
+	q := []string{a}
+	for len(q) > 0 {
+		v := q[0]
+		q = q[1:]
+		if v == b {
+			return true
+		}
+		for _, e := range g.OutEdges(v) {
+			if !seen[e.To] {
+				seen[e.To] = true
+				q = append(q, e.To)
+			}
+		}
+	}
+	return false
+}
+
+func reachable(g *Graph, ents []Entrypoint, v string) bool {
+	for _, e := range ents {
+		if pathExists(g, e.Service, v) {
+			return true
+		}
+	}
+	return false
+}
