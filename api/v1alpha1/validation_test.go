@@ -1,0 +1,183 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/operator"
+)
+
+// These tests run the CRD in a real kube-apiserver: the bounds, enums, defaults and CEL rules are
+// the API server's to enforce, so only the API server can show they work.
+
+var (
+	cp  *controlplane.ControlPlane
+	cli client.Client
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	cp, err = controlplane.Start(controlplane.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cli, err = client.New(cp.Config, client.Options{Scheme: operator.NewScheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = cp.Stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func policy(t *testing.T, name, specYAML string) *unstructured.Unstructured {
+	t.Helper()
+	spec := map[string]any{}
+	if err := yaml.Unmarshal([]byte(specYAML), &spec); err != nil {
+		t.Fatalf("spec of %s: %v", name, err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "retrycap.dev/v1alpha1",
+		"kind":       "RetryPolicy",
+		"metadata":   map[string]any{"name": name, "namespace": "default"},
+		"spec":       spec,
+	}}
+	return u
+}
+
+func TestSamplesAreAccepted(t *testing.T) {
+	out, stderr, err := cp.RunKubectl(ctx(t), "", "apply", "-k", filepath.Join(cp.RepoRoot, "config", "samples"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"namespace/payments created", "namespace/shop created",
+		"deployment.apps/gateway created", "deployment.apps/catalog created", "deployment.apps/db created",
+		"deployment.apps/frontend created", "deployment.apps/checkout created", "deployment.apps/billing created", "deployment.apps/payment created",
+		"retrypolicy.retrycap.dev/checkout created", "retrypolicy.retrycap.dev/storm created",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("kubectl apply -k config/samples: missing %q in:\n%s", want, out)
+		}
+	}
+	var p v1alpha1.RetryPolicy
+	if err := cli.Get(ctx(t), types.NamespacedName{Namespace: "shop", Name: "checkout"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.MaxAmplification != 3 || len(p.Spec.Entrypoints) != 1 || p.Spec.Entrypoints[0].ClientAttempts != 2 {
+		t.Errorf("shop/checkout read back as %+v", p.Spec)
+	}
+}
+
+func TestDefaultsAreApplied(t *testing.T) {
+	u := policy(t, "defaults", `{maxAmplification: 4, entrypoints: [{service: gateway}]}`)
+	if err := cli.Create(ctx(t), u); err != nil {
+		t.Fatal(err)
+	}
+	var p v1alpha1.RetryPolicy
+	if err := cli.Get(ctx(t), client.ObjectKeyFromObject(u), &p); err != nil {
+		t.Fatal(err)
+	}
+	s := p.Spec
+	check := func(what string, got, want any) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	check("enforcement", s.Enforcement, "Reject")
+	check("entrypoints[0].clientAttempts", s.Entrypoints[0].ClientAttempts, 1)
+	check("retry.defaultAttempts", s.Retry.DefaultAttempts, 1)
+	check("retry.perTryTimeout", s.Retry.PerTryTimeout.Duration, 2*time.Second)
+	check("retry.backoff.base", s.Retry.Backoff.Base.Duration, 100*time.Millisecond)
+	check("retry.backoff.max", s.Retry.Backoff.Max.Duration, 2*time.Second)
+	check("retry.retryOn", s.Retry.RetryOn, []string{"connect-failure", "reset", "502", "503", "504"})
+	check("retry.methods", s.Retry.Methods, []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+	check("budget.retryPercent", *s.Budget.RetryPercent, 20)
+	check("budget.minRetriesPerSecond", *s.Budget.MinRetriesPerSecond, 10)
+	check("budget.window", s.Budget.Window.Duration, 10*time.Second)
+	check("circuitBreaker.failures", s.CircuitBreaker.Failures, 50)
+	check("circuitBreaker.window", s.CircuitBreaker.Window.Duration, 30*time.Second)
+	check("circuitBreaker.openFor", s.CircuitBreaker.OpenFor.Duration, 10*time.Second)
+	check("injection.enabled", *s.Injection.Enabled, true)
+}
+
+func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
+	cases := []struct {
+		name, spec string
+		field      string
+		reason     metav1.CauseType
+		message    string // a regexp the cause's message must match
+	}{
+		{"cap-zero", `{maxAmplification: 0}`, "spec.maxAmplification", metav1.CauseTypeFieldValueInvalid, `should be greater than or equal to 1`},
+		{"cap-too-big", `{maxAmplification: 1001}`, "spec.maxAmplification", metav1.CauseTypeFieldValueInvalid, `should be less than or equal to 1000`},
+		{"cap-missing", `{enforcement: Audit}`, "spec.maxAmplification", metav1.CauseTypeFieldValueRequired, `Required value`},
+		{"bad-mode", `{maxAmplification: 4, enforcement: Block}`, "spec.enforcement", metav1.CauseTypeFieldValueNotSupported, `supported values: "Reject", "Rewrite", "Audit"`},
+		{"dup-entry", `{maxAmplification: 4, entrypoints: [{service: gateway}, {service: gateway, clientAttempts: 2}]}`, "spec.entrypoints[1]", metav1.CauseTypeFieldValueDuplicate, `Duplicate value`},
+		{"bad-entry-name", `{maxAmplification: 4, entrypoints: [{service: Gateway_1}]}`, "spec.entrypoints[0].service", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"client-zero", `{maxAmplification: 4, entrypoints: [{service: gateway, clientAttempts: 0}]}`, "spec.entrypoints[0].clientAttempts", metav1.CauseTypeFieldValueInvalid, `greater than or equal to 1`},
+		{"attempts-101", `{maxAmplification: 4, retry: {defaultAttempts: 101}}`, "spec.retry.defaultAttempts", metav1.CauseTypeFieldValueInvalid, `less than or equal to 100`},
+		{"timeout-zero", `{maxAmplification: 4, retry: {perTryTimeout: 0s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `must be a positive duration`},
+		{"timeout-float", `{maxAmplification: 4, retry: {perTryTimeout: 1.5s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"backoff-inverted", `{maxAmplification: 4, retry: {backoff: {base: 5s, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `base must not exceed max`},
+		{"retry-on-unknown", `{maxAmplification: 4, retry: {retryOn: [503, "5xx"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"retry-on-dup", `{maxAmplification: 4, retry: {retryOn: ["503", "503"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueDuplicate, `Duplicate value`},
+		{"method-unknown", `{maxAmplification: 4, retry: {methods: [GET, FETCH]}}`, "spec.retry.methods[1]", metav1.CauseTypeFieldValueNotSupported, `supported values`},
+		{"percent-101", `{maxAmplification: 4, budget: {retryPercent: 101}}`, "spec.budget.retryPercent", metav1.CauseTypeFieldValueInvalid, `less than or equal to 100`},
+		{"window-too-long", `{maxAmplification: 4, budget: {window: 2m}}`, "spec.budget.window", metav1.CauseTypeFieldValueInvalid, `must be between 1s and 60s`},
+		{"breaker-zero", `{maxAmplification: 4, circuitBreaker: {failures: 0}}`, "spec.circuitBreaker.failures", metav1.CauseTypeFieldValueInvalid, `greater than or equal to 1`},
+		{"open-negative", `{maxAmplification: 4, circuitBreaker: {openFor: -1s}}`, "spec.circuitBreaker.openFor", metav1.CauseTypeFieldValueInvalid, `should match`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := cli.Create(ctx(t), policy(t, tc.name, tc.spec))
+			if err == nil {
+				t.Fatalf("spec %s was accepted", tc.spec)
+			}
+			var status *apierrors.StatusError
+			if !errors.As(err, &status) || !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid status error, got %T: %v", err, err)
+			}
+			if !strings.HasPrefix(err.Error(), `RetryPolicy.retrycap.dev "`+tc.name+`" is invalid: `) {
+				t.Errorf("error does not name the object: %v", err)
+			}
+			msg := regexp.MustCompile(tc.message)
+			var causes []string
+			for _, c := range status.ErrStatus.Details.Causes {
+				causes = append(causes, fmt.Sprintf("%s %s %q", c.Field, c.Type, c.Message))
+				if c.Field == tc.field && c.Type == tc.reason && msg.MatchString(c.Message) {
+					return
+				}
+			}
+			t.Errorf("no cause with field %s, reason %s, message ~ %q; causes:\n%s", tc.field, tc.reason, tc.message, strings.Join(causes, "\n"))
+		})
+	}
+}

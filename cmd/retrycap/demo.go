@@ -1,0 +1,38 @@
+package main
+
+import (
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrycap/retrycap/internal/demo"
+)
+
+func init() {
+	subcommands = append(subcommands, newDemoCommand)
+}
+
+func newDemoCommand(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
+	var o demo.Options
+	var exit bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the whole story on an embedded control plane (real kube-apiserver and etcd)",
+		Long: "demo starts a real kube-apiserver and etcd (built from source on first use and cached in " +
+			"~/.cache/retrycap), runs the retrycap manager with its webhooks, applies the samples and shows " +
+			"what retrycap computes and enforces. It keeps the control plane up until Ctrl-C so you can use kubectl.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			o.Out = stdout
+			o.Wait = !exit
+			return demo.Run(ctx, o)
+		},
+	}
+	cmd.Flags().BoolVar(&exit, "exit", false, "stop after the story instead of waiting for Ctrl-C (for CI)")
+	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show the manager's logs")
+	return cmd
+}

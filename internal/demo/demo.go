@@ -1,0 +1,184 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/operator"
+)
+
+// Options configures a demo run.
+type Options struct {
+	// Out receives the story.
+	Out io.Writer
+	// Wait keeps the control plane running after the story until ctx is cancelled (Ctrl-C), so
+	// the user can run kubectl against it.
+	Wait bool
+	// Verbose shows the manager's logs.
+	Verbose bool
+}
+
+// ManagerNamespace is the namespace the demo's manager pretends to run in.
+const ManagerNamespace = "retrycap-system"
+
+// Run tells the story. It returns when the story is done (and, with Wait, ctx is cancelled).
+func Run(ctx context.Context, o Options) (err error) {
+	if o.Out == nil {
+		return errors.New("demo: Options.Out is nil")
+	}
+	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	if o.Verbose {
+		logf.SetLogger(zap.New(zap.UseDevMode(true)))
+	}
+	d := &run{out: o.Out}
+	d.step("Starting the embedded control plane (real kube-apiserver and etcd; the first run on a machine builds them)")
+	start := time.Now()
+	cp, err := controlplane.Start(controlplane.Options{Webhooks: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := cp.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	d.cp = cp
+	d.say("control plane up in %s", time.Since(start).Round(100*time.Millisecond))
+
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	defer stopMgr()
+	if err := d.startManager(mgrCtx); err != nil {
+		return err
+	}
+
+	for _, s := range steps {
+		if err := s(ctx, d); err != nil {
+			return err
+		}
+	}
+
+	d.step("Your turn")
+	d.say("export KUBECONFIG=%s", cp.Kubeconfig)
+	d.say("%s get rp -A", cp.Kubectl)
+	d.say("%s describe rp -n payments storm", cp.Kubectl)
+	if !o.Wait {
+		return nil
+	}
+	d.say("The control plane runs until you press Ctrl-C.")
+	<-ctx.Done()
+	d.say("Stopping.")
+	return nil
+}
+
+// steps are the demo's chapters, in order; later chapters append themselves in init functions of
+// their own files so each chapter stays short.
+var steps = []func(context.Context, *run) error{applySamples, showPolicies}
+
+type run struct {
+	out io.Writer
+	cp  *controlplane.ControlPlane
+	cli client.Client
+	n   int
+}
+
+func (d *run) step(title string) {
+	d.n++
+	fmt.Fprintf(d.out, "\n== %d. %s\n", d.n, title)
+}
+
+func (d *run) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+
+// kubectl runs the real kubectl and prints the command line and its output, as a user would see it.
+func (d *run) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	fmt.Fprintf(d.out, "$ kubectl %s\n", strings.Join(args, " "))
+	out, stderr, err := d.cp.RunKubectl(ctx, stdin, args...)
+	fmt.Fprint(d.out, out)
+	fmt.Fprint(d.out, stderr)
+	return out + stderr, err
+}
+
+func (d *run) startManager(ctx context.Context) error {
+	ws := d.cp.WebhookServing()
+	mgr, err := operator.NewManager(d.cp.Config, operator.Options{
+		MetricsAddr:    "0",
+		ProbeAddr:      "0",
+		Webhooks:       true,
+		WebhookHost:    ws.Host,
+		WebhookPort:    ws.Port,
+		WebhookCertDir: ws.CertDir,
+		Namespace:      ManagerNamespace,
+	})
+	if err != nil {
+		return err
+	}
+	d.cli = mgr.GetClient()
+	errc := make(chan error, 1)
+	go func() { errc <- mgr.Start(ctx) }()
+	deadline := time.After(time.Minute)
+	started := mgr.GetWebhookServer().StartedChecker()
+	for {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("the manager stopped: %w", err)
+		case <-deadline:
+			return errors.New("the manager's webhook server did not start within a minute")
+		case <-time.After(50 * time.Millisecond):
+		}
+		if started(nil) == nil && mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+	}
+}
+
+func applySamples(ctx context.Context, d *run) error {
+	d.step("Applying the samples: two incident write-ups as namespaces, Deployments and a RetryPolicy each")
+	_, err := d.kubectl(ctx, "", "apply", "-k", filepath.Join(d.cp.RepoRoot, "config", "samples"))
+	return err
+}
+
+func showPolicies(ctx context.Context, d *run) error {
+	d.step("The controller computed each policy's worst-case retry multiplication")
+	if err := d.waitForStatus(ctx, "shop", "checkout"); err != nil {
+		return err
+	}
+	if err := d.waitForStatus(ctx, "payments", "storm"); err != nil {
+		return err
+	}
+	if _, err := d.kubectl(ctx, "", "get", "rp", "-A"); err != nil {
+		return err
+	}
+	_, err := d.kubectl(ctx, "", "get", "rp", "-n", "payments", "storm", "-o", "jsonpath={range .status.violations[*]}{.message}{\"\\n  suggestion: \"}{.suggestion}{\"\\n\"}{end}")
+	return err
+}
+
+// waitForStatus waits until the controller has computed the policy's status for its generation.
+func (d *run) waitForStatus(ctx context.Context, ns, name string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var p v1alpha1.RetryPolicy
+		err := d.cli.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
+		if err == nil && p.Status.ObservedGeneration == p.Generation && meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionWithinCap) != nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("RetryPolicy %s/%s: no status from the controller within a minute (last error: %v)", ns, name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
