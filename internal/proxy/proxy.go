@@ -84,15 +84,14 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 		p.methods = append(p.methods, []byte(m))
 	}
 	p.client = &fasthttp.Client{
-		Name:                          "",
-		NoDefaultUserAgentHeader:      true,
-		DisableHeaderNamesNormalizing: true,
-		DisablePathNormalizing:        true,
-		MaxConnsPerHost:               4096,
-		MaxIdemponentCallAttempts:     1,
-		RetryIfErr:                    noRetry,
-		Dial:                          p.dial,
-		ReadBufferSize:                8192,
+		Name:                      "",
+		NoDefaultUserAgentHeader:  true,
+		DisablePathNormalizing:    true,
+		MaxConnsPerHost:           4096,
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                noRetry,
+		Dial:                      p.dial,
+		ReadBufferSize:            8192,
 	}
 	for _, u := range cfg.Upstreams {
 		up := &upstream{
@@ -109,18 +108,17 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 	p.unknown = &upstream{name: "unknown", attempts: 1}
 	p.unknown.m = p.m.forUpstream("unknown", nil, nil)
 	p.srv = &fasthttp.Server{
-		Handler:                       p.handle,
-		Name:                          "retrycap-proxy",
-		NoDefaultServerHeader:         true,
-		NoDefaultContentType:          true,
-		NoDefaultDate:                 true,
-		DisableHeaderNamesNormalizing: true,
-		DisablePreParseMultipartForm:  true,
-		CloseOnShutdown:               true,
-		IdleTimeout:                   90 * time.Second,
-		MaxRequestBodySize:            16 << 20,
-		ReadBufferSize:                8192,
-		Logger:                        logger,
+		Handler:                      p.handle,
+		Name:                         "retrycap-proxy",
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		NoDefaultDate:                true,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		IdleTimeout:                  90 * time.Second,
+		MaxRequestBodySize:           16 << 20,
+		ReadBufferSize:               8192,
+		Logger:                       logger,
 	}
 	return p, nil
 }
@@ -129,15 +127,14 @@ func noRetry(*fasthttp.Request, int, error) (bool, bool) { return false, false }
 
 func (p *Proxy) hostClient(addr string) *fasthttp.HostClient {
 	return &fasthttp.HostClient{
-		Addr:                          addr,
-		NoDefaultUserAgentHeader:      true,
-		DisableHeaderNamesNormalizing: true,
-		DisablePathNormalizing:        true,
-		MaxConns:                      4096,
-		MaxIdemponentCallAttempts:     1,
-		RetryIfErr:                    noRetry,
-		Dial:                          p.dialDirect,
-		ReadBufferSize:                8192,
+		Addr:                      addr,
+		NoDefaultUserAgentHeader:  true,
+		DisablePathNormalizing:    true,
+		MaxConns:                  4096,
+		MaxIdemponentCallAttempts: 1,
+		RetryIfErr:                noRetry,
+		Dial:                      p.dialDirect,
+		ReadBufferSize:            8192,
 	}
 }
 
@@ -289,7 +286,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 	if ledgerOn {
 		n -= p.ledger.Spent(key, start.UnixNano())
 		if n <= 0 {
-			p.fail(ctx, up, policy.ReasonChain, "chain budget of this Idempotency-Key is spent", nil)
+			p.fail(ctx, up, policy.ReasonChain, "chain budget of this Idempotency-Key is spent")
 			return
 		}
 	}
@@ -329,7 +326,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 			if !ok {
 				up.m.denied[policy.ReasonBreaker].Inc()
 				if attempt == 1 {
-					p.fail(ctx, up, policy.ReasonBreaker, "circuit breaker open", nil)
+					p.fail(ctx, up, policy.ReasonBreaker, "circuit breaker open")
 					return
 				}
 				p.giveUp(ctx, up, policy.ReasonBreaker, attempt-1, lastErr, lastCond, generated, key)
@@ -404,7 +401,7 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, up *upstream, generated bool, k
 // marked Retrycap-Exhausted when the reason is one of the four, or a 5xx
 // made by the proxy when there was no response.
 func (p *Proxy) giveUp(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, attempts int, err error, cond policy.Condition, generated bool, key []byte) {
-	if err == nil && ctx.Response.StatusCode() != 0 && !(reason == policy.ReasonBreaker && attempts == 0) {
+	if err == nil {
 		if reason.Exhausts() {
 			ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
 		}
@@ -436,7 +433,7 @@ func (p *Proxy) giveUp(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Rea
 }
 
 // fail answers with the proxy's own 503 before any attempt was made.
-func (p *Proxy) fail(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, why string, key []byte) {
+func (p *Proxy) fail(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, why string) {
 	ctx.Response.Reset()
 	ctx.Response.SetStatusCode(fasthttp.StatusServiceUnavailable)
 	ctx.Response.Header.SetContentType("text/plain; charset=utf-8")

@@ -507,3 +507,27 @@ func TestFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// Header names are matched case-insensitively (many clients send them
+// lower-case), so a lower-case budget still limits the call.
+func TestLowerCaseHeaders(t *testing.T) {
+	b := newBackend(t, status(503))
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--chain-cap", "4")
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = io.WriteString(conn, "GET http://svc/ HTTP/1.1\r\nhost: svc\r\nretrycap-budget: 1\r\nbaggage: retrycap-budget=1\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if b.hits.Load() != 1 || resp.Header.Get("Retrycap-Exhausted") != "chain" {
+		t.Fatalf("hits %d exhausted %q", b.hits.Load(), resp.Header.Get("Retrycap-Exhausted"))
+	}
+	if b.budgets[0] != "1" || b.bags[0] != "retrycap-budget=1" {
+		t.Fatalf("forwarded budget %q baggage %q", b.budgets[0], b.bags[0])
+	}
+}
