@@ -1,0 +1,260 @@
+package webhooks
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// GateInput is everything the gate decides on. All of it comes from the request and the
+// manager's cache.
+type GateInput struct {
+	// Policies are the RetryPolicies of the workload's namespace.
+	Policies []*v1alpha1.RetryPolicy
+	// Workloads are the cached workloads of the namespace (the stored version of Incoming, if
+	// any, is replaced by Incoming).
+	Workloads []workload.Workload
+	// Incoming is the object being created or updated.
+	Incoming workload.Workload
+	// Old is the stored object on an update; nil on a create.
+	Old *workload.Workload
+}
+
+// Decision is the gate's verdict.
+type Decision struct {
+	Allowed bool
+	// Message is why the request is denied (empty when allowed).
+	Message string
+	// Warnings are returned to the client (kubectl prints them as "Warning: ...").
+	Warnings []string
+	// Rewrite, when not nil, is the new value of the workload's retrycap.dev/upstreams annotation
+	// (on the pod template, or on a bare Pod) and the value it replaces.
+	Rewrite *Rewrite
+	// PolicyErrors are policies the gate had to ignore (an invalid selector the validator did not
+	// see, e.g. created before the webhook): logged by the handler, not shown to the client, whose
+	// workload is not at fault.
+	PolicyErrors []error
+}
+
+// Rewrite is the gate's change to a workload in Rewrite mode.
+type Rewrite struct {
+	// Upstreams is the new retrycap.dev/upstreams value, in canonical form.
+	Upstreams string
+	// RewrittenFrom is the value it replaces, as the client sent it; stored in
+	// retrycap.dev/rewritten-from.
+	RewrittenFrom string
+}
+
+// verdict is one selecting policy's judgement of the incoming workload.
+type verdict struct {
+	policy *v1alpha1.RetryPolicy
+	judge  *graph.Judgement
+	plan   *graph.Plan
+}
+
+func policyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.Name }
+
+func (v verdict) message() string { return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan) }
+
+// Decide judges one admission of a workload:
+//
+//   - A workload no policy selects passes untouched.
+//   - A malformed retrycap annotation on it is denied whatever the policies' modes; the message
+//     names the workload, the annotation, the token and the column.
+//   - A create, an update that raises an attempt or adds an upstream, or an update that brings
+//     the workload under a policy that did not select it before, is judged by every selecting
+//     policy (graph.Judge on its graph with the incoming object in place); any other update
+//     passes, so a chain already over its cap can always be repaired.
+//   - Reject: denied when any Reject policy is exceeded. Several exceeded: the message is the
+//     strictest's (lowest cap, then namespace/name) and names the others after it.
+//   - Rewrite: the incoming attempts drop to the minimum over the exceeded Rewrite policies'
+//     local plans; retrycap.dev/rewritten-from keeps the value replaced and a warning says what
+//     changed. When even that does not fit (the path into the workload is over the cap on its
+//     own) the workload is still admitted, rewritten as far as it goes, with a warning saying so:
+//     Rewrite mode never refuses a deploy for its numbers.
+//   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
+func Decide(in GateInput) Decision {
+	d := Decision{Allowed: true}
+	var selecting []*v1alpha1.RetryPolicy
+	for _, p := range in.Policies {
+		ok, err := workload.Selects(p, in.Incoming)
+		if err != nil {
+			d.PolicyErrors = append(d.PolicyErrors, err)
+			continue
+		}
+		if ok {
+			selecting = append(selecting, p)
+		}
+	}
+	if len(selecting) == 0 {
+		return d
+	}
+	sort.Slice(selecting, func(i, j int) bool { return policyName(selecting[i]) < policyName(selecting[j]) })
+
+	var rejects, rewrites, audits []verdict
+	var auditPolicies []*v1alpha1.RetryPolicy
+	for _, p := range selecting {
+		r := workload.BuildWith(p, in.Workloads, in.Incoming)
+		if err := incomingError(r, in.Incoming); err != nil {
+			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
+		}
+		if p.Spec.Enforcement == v1alpha1.EnforcementAudit {
+			// Judged below, on what will be stored.
+			auditPolicies = append(auditPolicies, p)
+			continue
+		}
+		v, over, err := judge(p, r, in)
+		if err != nil {
+			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
+		}
+		if !over {
+			continue
+		}
+		if p.Spec.Enforcement == v1alpha1.EnforcementRewrite {
+			rewrites = append(rewrites, v)
+		} else {
+			// Reject is the default; an empty value (a policy stored without defaulting) too.
+			rejects = append(rejects, v)
+		}
+	}
+
+	if len(rejects) > 0 {
+		sort.SliceStable(rejects, func(i, j int) bool {
+			return rejects[i].policy.Spec.MaxAmplification < rejects[j].policy.Spec.MaxAmplification
+		})
+		msg := rejects[0].message()
+		if len(rejects) > 1 {
+			others := make([]string, 0, len(rejects)-1)
+			for _, v := range rejects[1:] {
+				others = append(others, fmt.Sprintf("%s (cap %d)", policyName(v.policy), v.policy.Spec.MaxAmplification))
+			}
+			msg += "; also over the cap of RetryPolicy " + strings.Join(others, ", ")
+		}
+		return Decision{Message: msg, PolicyErrors: d.PolicyErrors}
+	}
+
+	stored := in.Incoming
+	if len(rewrites) > 0 {
+		rw, warnings := rewrite(in.Incoming, rewrites)
+		d.Warnings = append(d.Warnings, warnings...)
+		if rw != nil {
+			d.Rewrite = rw
+			stored = withUpstreams(in.Incoming, rw.Upstreams)
+		}
+	}
+	for _, p := range auditPolicies {
+		r := workload.BuildWith(p, in.Workloads, stored)
+		v, over, err := judge(p, r, GateInput{Incoming: stored, Old: in.Old})
+		if err != nil || !over {
+			continue
+		}
+		audits = append(audits, v)
+	}
+	for _, v := range audits {
+		d.Warnings = append(d.Warnings, v.message()+" (admitted: enforcement is Audit)")
+	}
+	return d
+}
+
+// incomingError returns the first invalid annotation of the incoming workload that Build
+// reported, or nil. Other workloads' errors are the controller's to report, not this request's.
+func incomingError(r *workload.Result, incoming workload.Workload) error {
+	for _, err := range r.Errors {
+		if ae, ok := err.(*workload.AnnotationError); ok && ae.Workload.Key() == incoming.Key() {
+			return ae
+		}
+	}
+	return nil
+}
+
+// judge reports whether p's graph r is over the cap through the incoming workload's edges, for
+// a request p must judge at all (see Decide).
+func judge(p *v1alpha1.RetryPolicy, r *workload.Result, in GateInput) (verdict, bool, error) {
+	if in.Old != nil {
+		wasSelected, err := workload.Selects(p, *in.Old)
+		if err != nil {
+			return verdict{}, false, err
+		}
+		if wasSelected {
+			raises, err := workload.RaisesRetries(p, *in.Old, in.Incoming)
+			if err != nil {
+				return verdict{}, false, err
+			}
+			if !raises {
+				return verdict{}, false, nil
+			}
+		}
+	}
+	svc := in.Incoming.ServiceName()
+	j := graph.Judge(r.Graph, r.Cap, svc)
+	if !j.Over {
+		return verdict{}, false, nil
+	}
+	// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
+	plan, _ := graph.PlanLocal(r.Graph, r.Cap, svc)
+	return verdict{policy: p, judge: j, plan: plan}, true, nil
+}
+
+// rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'
+// local plans allow. It returns nil when nothing changes, and the warnings for the client.
+func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string) {
+	old := incoming.Annotations[annotations.Upstreams]
+	ups, err := annotations.ParseUpstreams(old)
+	if err != nil {
+		// Unreachable: Decide denies a malformed value before it plans.
+		return nil, []string{err.Error()}
+	}
+	svc := incoming.ServiceName()
+	var warnings, names, explains []string
+	changed := false
+	for _, v := range rewrites {
+		if v.plan == nil {
+			continue
+		}
+		lowered := false
+		for i, u := range ups {
+			n, ok := v.plan.Changed(svc, workload.NormalizeUpstream(u.Name, v.policy.Namespace))
+			if !ok {
+				continue
+			}
+			if u.Attempts == 0 || int64(u.Attempts) > n {
+				ups[i].Attempts = int32(n)
+				changed, lowered = true, true
+			}
+		}
+		if lowered {
+			names = append(names, policyName(v.policy))
+			explains = append(explains, v.judge.Explain())
+		}
+		if !v.plan.Fits {
+			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite; "+incoming.String()+" is rewritten as far as it goes)")
+		}
+	}
+	if !changed {
+		return nil, warnings
+	}
+	value := annotations.FormatUpstreams(ups)
+	policies := "RetryPolicy " + strings.Join(names, ", ")
+	if len(names) > 1 {
+		policies = "RetryPolicies " + strings.Join(names, ", ")
+	}
+	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", policies, annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
+	return &Rewrite{Upstreams: value, RewrittenFrom: old}, append([]string{w}, warnings...)
+}
+
+// withUpstreams returns w with its upstreams annotation set to value (a copy; w's maps belong to
+// the request or the cache).
+func withUpstreams(w workload.Workload, value string) workload.Workload {
+	ann := make(map[string]string, len(w.Annotations)+1)
+	for k, v := range w.Annotations {
+		ann[k] = v
+	}
+	ann[annotations.Upstreams] = value
+	w.Annotations = ann
+	return w
+}

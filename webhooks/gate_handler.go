@@ -1,0 +1,205 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// cacheSyncWait bounds how long a request that arrives before the informers have synced waits
+// for them (the webhook server starts before the caches). Below the configurations'
+// timeoutSeconds (5), so the client gets the gate's own message rather than a timeout.
+const cacheSyncWait = 3 * time.Second
+
+// WorkloadGate is the admission.Handler of the workload gate (GatePath): it reads the request,
+// the namespace's RetryPolicies and its workloads from the manager's cache, and applies Decide.
+type WorkloadGate struct {
+	policies client.Reader // the manager's cache-backed client: no API call per request
+	index    *workloadIndex
+	skip     map[string]bool
+	log      logr.Logger
+}
+
+// Handle implements admission.Handler.
+func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if g.skip[req.Namespace] {
+		return admission.Allowed("retrycap does not gate namespace " + req.Namespace)
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	incoming, isWorkload, err := decodeWorkload(req.Kind, req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
+	}
+	if !isWorkload {
+		// A Pod a controller owns: its workload was judged when it was created.
+		return admission.Allowed("")
+	}
+	fillIdentity(&incoming, req)
+	var old *workload.Workload
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		o, ok, err := decodeWorkload(req.Kind, req.OldObject.Raw)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
+		}
+		if ok {
+			fillIdentity(&o, req)
+			old = &o
+		}
+	}
+
+	if !g.index.HasSynced() {
+		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
+		synced := toolscache.WaitForCacheSync(wctx.Done(), g.index.HasSynced)
+		cancel()
+		if !synced {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("retrycap gate: the manager's workload cache has not synced yet; retry shortly"))
+		}
+	}
+	var list v1alpha1.RetryPolicyList
+	if err := g.policies.List(ctx, &list, client.InNamespace(incoming.Namespace)); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap gate: listing the RetryPolicies of namespace %s from the cache: %w", incoming.Namespace, err))
+	}
+	if len(list.Items) == 0 {
+		return admission.Allowed("")
+	}
+	policies := make([]*v1alpha1.RetryPolicy, len(list.Items))
+	for i := range list.Items {
+		policies[i] = &list.Items[i]
+	}
+	d := Decide(GateInput{Policies: policies, Workloads: g.index.Workloads(incoming.Namespace), Incoming: incoming, Old: old})
+	for _, err := range d.PolicyErrors {
+		g.log.Error(err, "ignoring a RetryPolicy the gate cannot evaluate", "workload", incoming.String())
+	}
+	return g.respond(req, d)
+}
+
+func (g *WorkloadGate) respond(req admission.Request, d Decision) admission.Response {
+	if !d.Allowed {
+		resp := admission.Denied(d.Message)
+		resp.Warnings = d.Warnings
+		return resp
+	}
+	resp := admission.Allowed("")
+	resp.Warnings = d.Warnings
+	if d.Rewrite != nil {
+		resp.Patches = annotationPatch(req.Kind.Kind, d.Rewrite)
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.PatchType = &pt
+	}
+	return resp
+}
+
+// annotationPatch sets the two annotations and nothing else. A JSON patch of just these paths,
+// rather than a diff against a re-marshalled typed object, so that fields this build of
+// retrycap does not know are never dropped. The upstreams annotation exists (it was rewritten),
+// so the annotations map exists too.
+func annotationPatch(kind string, rw *Rewrite) []jsonpatch.JsonPatchOperation {
+	base := "/spec/template/metadata/annotations/"
+	if kind == workload.KindPod {
+		base = "/metadata/annotations/"
+	}
+	return []jsonpatch.JsonPatchOperation{
+		{Operation: "replace", Path: base + escapeJSONPointer(annotations.Upstreams), Value: rw.Upstreams},
+		// "add" on an object member replaces an existing value.
+		{Operation: "add", Path: base + escapeJSONPointer(annotations.RewrittenFrom), Value: rw.RewrittenFrom},
+	}
+}
+
+func escapeJSONPointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// objectMetaOnly and templated decode only what the gate reads: a Deployment's spec is large, and
+// a Pod a ReplicaSet owns must be let through fast.
+type objectMetaOnly struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+}
+
+type templated struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     struct {
+		Template struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// decodeWorkload reads the workload of a raw admission object through workload.FromObject (the
+// one place that says what a workload is); false for a Pod a controller owns, or any other kind.
+func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload, bool, error) {
+	if len(raw) == 0 {
+		return workload.Workload{}, false, fmt.Errorf("the request carries no object")
+	}
+	var obj runtime.Object
+	switch {
+	case gvk.Group == "" && gvk.Kind == workload.KindPod:
+		var m objectMetaOnly
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return workload.Workload{}, false, err
+		}
+		obj = &corev1.Pod{ObjectMeta: m.Metadata}
+	case gvk.Group == "apps":
+		var t templated
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return workload.Workload{}, false, err
+		}
+		switch gvk.Kind {
+		case workload.KindDeployment:
+			d := &appsv1.Deployment{ObjectMeta: t.Metadata}
+			d.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
+			obj = d
+		case workload.KindStatefulSet:
+			s := &appsv1.StatefulSet{ObjectMeta: t.Metadata}
+			s.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
+			obj = s
+		case workload.KindDaemonSet:
+			s := &appsv1.DaemonSet{ObjectMeta: t.Metadata}
+			s.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
+			obj = s
+		default:
+			return workload.Workload{}, false, nil
+		}
+	default:
+		return workload.Workload{}, false, nil
+	}
+	w, ok := workload.FromObject(obj)
+	return w, ok, nil
+}
+
+// fillIdentity completes what a create may leave out of the object: its namespace (taken from
+// the request path) and, for a name still to be generated, a stand-in from generateName
+// ("web-" -> "web") so that the service name defaults to something valid.
+func fillIdentity(w *workload.Workload, req admission.Request) {
+	if w.Namespace == "" {
+		w.Namespace = req.Namespace
+	}
+	if w.Name == "" {
+		w.Name = req.Name
+	}
+	if w.Name == "" {
+		var m objectMetaOnly
+		if json.Unmarshal(req.Object.Raw, &m) == nil {
+			w.Name = strings.TrimSuffix(m.Metadata.GenerateName, "-")
+		}
+	}
+}

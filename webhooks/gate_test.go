@@ -1,0 +1,146 @@
+package webhooks
+
+import (
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+func testPolicy(name string, cap int32, mode v1alpha1.Enforcement, labels map[string]string) *v1alpha1.RetryPolicy {
+	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
+	p.Spec.MaxAmplification = cap
+	p.Spec.Enforcement = mode
+	p.Spec.Retry.DefaultAttempts = 1
+	if labels != nil {
+		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+	}
+	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
+	return p
+}
+
+func deployment(name, upstreams string) workload.Workload {
+	w := workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name,
+		Labels:      map[string]string{"app.kubernetes.io/part-of": "shop"},
+		Annotations: map[string]string{}}
+	if upstreams != "" {
+		w.Annotations[annotations.Upstreams] = upstreams
+	}
+	return w
+}
+
+// The design's scenario: gateway -x3-> order, and order (incoming) -x3-> payment, cap 4.
+func shopWorkloads() []workload.Workload {
+	return []workload.Workload{deployment("gateway", "order=3"), deployment("payment", "")}
+}
+
+func TestDecide(t *testing.T) {
+	reject := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	rewriteP := testPolicy("checkout", 4, v1alpha1.EnforcementRewrite, nil)
+	audit := testPolicy("checkout", 4, v1alpha1.EnforcementAudit, nil)
+	lower := deployment("order", "payment=1")
+	over := deployment("order", "payment=3")
+	overOld := deployment("order", "payment=2")
+	storedOver := append(shopWorkloads(), over)
+	unselected := testPolicy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})
+
+	tests := []struct {
+		name string
+		in   GateInput
+		want Decision
+	}{
+		{
+			name: "reject: over-cap create, exact message",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: shopWorkloads(), Incoming: over},
+			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"},
+		},
+		{
+			name: "reject: within-cap create passes",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: shopWorkloads(), Incoming: lower},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "reject: an update that raises attempts is refused",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: append(shopWorkloads(), overOld), Incoming: over, Old: &overOld},
+			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"},
+		},
+		{
+			name: "reject: an update that lowers attempts passes although still over",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: storedOver, Incoming: overOld, Old: &over},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "reject: an update that raises nothing (image bump) passes",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: storedOver, Incoming: over, Old: &over},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "an update that brings the workload under the policy is judged like a create",
+			in: GateInput{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, map[string]string{"app.kubernetes.io/part-of": "shop"})},
+				Workloads: shopWorkloads(), Incoming: over, Old: func() *workload.Workload {
+					w := over
+					w.Labels = map[string]string{}
+					return &w
+				}()},
+			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"},
+		},
+		{
+			name: "rewrite: lowered, old value kept, warning says what changed",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Workloads: shopWorkloads(), Incoming: over},
+			want: Decision{Allowed: true,
+				Rewrite:  &Rewrite{Upstreams: "payment=1", RewrittenFrom: "payment=3"},
+				Warnings: []string{"RetryPolicy shop/checkout rewrote retrycap.dev/upstreams of Deployment shop/order: payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 4)"}},
+		},
+		{
+			name: "rewrite: only the edge over the cap changes, canonical format",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Workloads: shopWorkloads(), Incoming: deployment("order", "payment = 3 ,  audit")},
+			want: Decision{Allowed: true,
+				Rewrite:  &Rewrite{Upstreams: "payment=1, audit", RewrittenFrom: "payment = 3 ,  audit"},
+				Warnings: []string{"RetryPolicy shop/checkout rewrote retrycap.dev/upstreams of Deployment shop/order: payment = 3 ,  audit -> payment=1, audit (gateway -x3-> order -x3-> payment = 9 > cap 4)"}},
+		},
+		{
+			name: "audit: admitted with the warning",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{audit}, Workloads: shopWorkloads(), Incoming: over},
+			want: Decision{Allowed: true, Warnings: []string{"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1 (admitted: enforcement is Audit)"}},
+		},
+		{
+			name: "no policy selects the workload: untouched",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{unselected}, Workloads: shopWorkloads(), Incoming: deployment("order", "payment=x")},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "malformed annotation: denied in Audit mode too, with token and column",
+			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{audit}, Workloads: shopWorkloads(), Incoming: deployment("order", "payment=3, inventory=x")},
+			want: Decision{Message: `Deployment shop/order: annotation retrycap.dev/upstreams: token "inventory=x" at column 12: attempts must be an integer 1..100`},
+		},
+		{
+			name: "several Reject policies: the strictest (lowest cap) is named, the others listed",
+			in: GateInput{Policies: []*v1alpha1.RetryPolicy{testPolicy("a-loose", 6, v1alpha1.EnforcementReject, nil), testPolicy("b-strict", 2, v1alpha1.EnforcementReject, nil)},
+				Workloads: shopWorkloads(), Incoming: deployment("order", "payment=3")},
+			want: Decision{Message: "RetryPolicy shop/b-strict: gateway -x3-> order -x3-> payment = 9 > cap 2; no rewrite fits: even with order: payment=1, gateway -x3-> order -x1-> payment = 3 > cap 2; also over the cap of RetryPolicy shop/a-loose (cap 6)"},
+		},
+		{
+			name: "several Rewrite policies: the minimum wins",
+			in: GateInput{Policies: []*v1alpha1.RetryPolicy{testPolicy("a", 7, v1alpha1.EnforcementRewrite, nil), testPolicy("b", 4, v1alpha1.EnforcementRewrite, nil)},
+				Workloads: shopWorkloads(), Incoming: deployment("order", "payment=3")},
+			want: Decision{Allowed: true,
+				Rewrite:  &Rewrite{Upstreams: "payment=1", RewrittenFrom: "payment=3"},
+				Warnings: []string{"RetryPolicies shop/a, shop/b rewrote retrycap.dev/upstreams of Deployment shop/order: payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 7; gateway -x3-> order -x3-> payment = 9 > cap 4)"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Decide(tt.in)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Decide()\n got  %#v\n want %#v", got, tt.want)
+				if got.Rewrite != nil {
+					t.Logf("rewrite: %+v", *got.Rewrite)
+				}
+			}
+		})
+	}
+}

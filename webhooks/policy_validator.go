@@ -1,0 +1,96 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// PolicyValidator validates RetryPolicies for what the CRD's OpenAPI bounds and CEL rules cannot
+// say: the label selector's syntax (operators, values, keys), and, as warnings, facts about the
+// policy against the current graph (from the manager's cache): an entrypoint no selected workload
+// provides, client attempts above the cap (no rewrite can fit), a cap the graph already exceeds.
+type PolicyValidator struct {
+	index *workloadIndex
+}
+
+var _ admission.Validator[*v1alpha1.RetryPolicy] = &PolicyValidator{}
+
+// ValidateCreate implements admission.Validator.
+func (v *PolicyValidator) ValidateCreate(_ context.Context, p *v1alpha1.RetryPolicy) (admission.Warnings, error) {
+	return v.validate(p)
+}
+
+// ValidateUpdate implements admission.Validator. An update that leaves the spec alone (labels,
+// finalizers) is not validated again: a policy stored before the webhook existed must still be
+// deletable, and the controller's metadata updates should not collect warnings.
+func (v *PolicyValidator) ValidateUpdate(_ context.Context, oldP, newP *v1alpha1.RetryPolicy) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(oldP.Spec, newP.Spec) {
+		return nil, nil
+	}
+	return v.validate(newP)
+}
+
+// ValidateDelete implements admission.Validator; deletes are never refused.
+func (v *PolicyValidator) ValidateDelete(context.Context, *v1alpha1.RetryPolicy) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *PolicyValidator) validate(p *v1alpha1.RetryPolicy) (admission.Warnings, error) {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	if p.Spec.Selector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(p.Spec.Selector,
+			metav1validation.LabelSelectorValidationOptions{}, spec.Child("selector"))...)
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("RetryPolicy").GroupKind(), p.Name, errs)
+	}
+
+	var warnings admission.Warnings
+	cap := int64(p.Spec.MaxAmplification)
+	for i, e := range p.Spec.Entrypoints {
+		if int64(e.ClientAttempts) > cap {
+			warnings = append(warnings, fmt.Sprintf("%s: %d exceeds spec.maxAmplification %d: every chain from %s is over the cap whatever its services retry, and no rewrite can fit",
+				spec.Child("entrypoints").Index(i).Child("clientAttempts"), e.ClientAttempts, cap, e.Service))
+		}
+	}
+	if v.index == nil || !v.index.HasSynced() {
+		return append(warnings, "the manager's workload cache has not synced yet: entrypoints and the current amplification were not checked"), nil
+	}
+	r, a := workload.Analyze(p, v.index.Workloads(p.Namespace))
+	for i, e := range p.Spec.Entrypoints {
+		if !r.Graph.IsSelected(e.Service) {
+			warnings = append(warnings, fmt.Sprintf("%s: %q is not the service of any workload this policy selects in namespace %s (yet)",
+				spec.Child("entrypoints").Index(i).Child("service"), e.Service, p.Namespace))
+		}
+	}
+	if !a.WithinCap() {
+		worst := graph.FormatAmount(a.Amplification)
+		if len(a.Violations) > 0 {
+			worst = a.Violations[0].Message
+		}
+		warnings = append(warnings, fmt.Sprintf("spec.maxAmplification: the current graph already exceeds the cap (%s; %d paths over the cap): deploys that raise retries on those paths will be %s",
+			worst, len(a.Violations), modeConsequence(p.Spec.Enforcement)))
+	}
+	return warnings, nil
+}
+
+func modeConsequence(e v1alpha1.Enforcement) string {
+	switch e {
+	case v1alpha1.EnforcementRewrite:
+		return "rewritten"
+	case v1alpha1.EnforcementAudit:
+		return "admitted with a warning"
+	}
+	return "refused"
+}

@@ -1,0 +1,85 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+)
+
+// Paths the webhooks are served on; config/webhook/manifests.yaml points at the same ones.
+const (
+	// GatePath serves the workload gate (MutatingWebhookConfiguration, gate.retrycap.dev).
+	GatePath = "/gate-workloads"
+	// PolicyValidatorPath serves the RetryPolicy validator: the path controller-runtime's builder
+	// generates for the typed validator (ValidatingWebhookConfiguration, validate.retrycap.dev).
+	PolicyValidatorPath = "/validate-retrycap-dev-v1alpha1-retrypolicy"
+)
+
+// AlwaysExcludedNamespaces are never gated: the control plane's own workloads must not depend on
+// the manager being up. The webhook configurations exclude them with a namespaceSelector too.
+var AlwaysExcludedNamespaces = []string{"kube-system"}
+
+// Options configures the gate and the validator.
+type Options struct {
+	// ManagerNamespace is the manager's own namespace (retrycap-system in config/): never gated,
+	// so that a gate with failurePolicy Fail can never block the manager's own rollout.
+	ManagerNamespace string
+	// ExcludedNamespaces are further namespaces the handler lets through untouched. Excluding a
+	// namespace in the webhook configurations' namespaceSelector as well saves the round trip.
+	ExcludedNamespaces []string
+}
+
+// Webhooks is what SetupWithManager registered.
+type Webhooks struct {
+	Gate      *WorkloadGate
+	Validator *PolicyValidator
+}
+
+// SetupWithManager registers the workload gate at GatePath and the RetryPolicy validator at
+// PolicyValidatorPath on the manager's webhook server, and the informers they read (Deployments,
+// StatefulSets, DaemonSets, Pod metadata, RetryPolicies) on its cache.
+func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
+	log := mgr.GetLogger().WithName("webhooks")
+	index := newWorkloadIndex()
+	ctx := context.Background()
+	if err := index.register(ctx, mgr.GetCache()); err != nil {
+		return nil, err
+	}
+	// Create the policy informer now so that the first request does not start (and wait for) it.
+	pinf, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.RetryPolicy{})
+	if err != nil {
+		return nil, fmt.Errorf("getting the RetryPolicy informer: %w", err)
+	}
+	index.addSynced(pinf.HasSynced)
+
+	skip := map[string]bool{}
+	for _, ns := range AlwaysExcludedNamespaces {
+		skip[ns] = true
+	}
+	for _, ns := range o.ExcludedNamespaces {
+		skip[ns] = true
+	}
+	if o.ManagerNamespace != "" {
+		skip[o.ManagerNamespace] = true
+	}
+	skipped := make([]string, 0, len(skip))
+	for ns := range skip {
+		skipped = append(skipped, ns)
+	}
+	sort.Strings(skipped)
+	log.Info("the workload gate skips these namespaces (the webhook configurations' namespaceSelector excludes them too)", "namespaces", skipped)
+
+	gate := &WorkloadGate{policies: mgr.GetClient(), index: index, skip: skip, log: log.WithName("gate")}
+	mgr.GetWebhookServer().Register(GatePath, &webhook.Admission{Handler: gate})
+
+	validator := &PolicyValidator{index: index}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RetryPolicy{}).WithValidator(validator).Complete(); err != nil {
+		return nil, fmt.Errorf("registering the RetryPolicy validator: %w", err)
+	}
+	return &Webhooks{Gate: gate, Validator: validator}, nil
+}
