@@ -1,0 +1,267 @@
+package inject
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// Keys and names the injector writes. The annotation keys live here, next to the only code that
+// writes them.
+const (
+	// SkippedAnnotation records on a pod that asked for the proxy (by namespace label or pod
+	// annotation) why it did not get it: "<Reason>: <message>".
+	SkippedAnnotation = "retrycap.dev/injection-skipped"
+	// WarningsAnnotation records on an injected pod what the injector left alone, e.g. a
+	// container that sets its own HTTP_PROXY: "; "-separated.
+	WarningsAnnotation = "retrycap.dev/injection-warnings"
+	// ContainerName is the proxy's init container; a pod that has it is never injected again.
+	ContainerName = "retrycap-proxy"
+)
+
+// Decide is the whole injection decision for one pod: Skip set and Pod unchanged (or, for a pod
+// that asked for the proxy, annotated with SkippedAnnotation), or Injected with the pod as it
+// must be stored. in.Pod is never modified.
+func Decide(cfg Config, in Input) Decision {
+	pod := in.Pod.DeepCopy()
+	d := Decision{Pod: pod}
+	skip := func(r Reason, format string, a ...any) Decision {
+		d.Skip = &Skip{Reason: r, Message: fmt.Sprintf(format, a...)}
+		if r.Recorded() {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[SkippedAnnotation] = d.Skip.String()
+		}
+		return d
+	}
+	ns := pod.Namespace
+	if slices.Contains(cfg.ExcludedNamespaces, ns) {
+		return skip(ExcludedNamespace, "namespace %s is never injected", ns)
+	}
+	if why := injectedAlready(pod); why != "" {
+		return skip(AlreadyInjected, "%s", why)
+	}
+	optIn, optSet := pod.Annotations[annotations.Inject]
+	switch {
+	case optSet && optIn == "false":
+		return skip(OptedOut, "annotation %s is %q", annotations.Inject, optIn)
+	case optSet && optIn != "true":
+		return skip(InvalidAnnotation, "annotation %s is %q: want \"true\" or \"false\"", annotations.Inject, optIn)
+	case optIn != "true" && in.NamespaceLabels[annotations.InjectionLabel] != annotations.InjectionEnabled:
+		return skip(NotEnabled, "namespace %s is not labelled %s=%s and the pod is not annotated %s: \"true\"",
+			ns, annotations.InjectionLabel, annotations.InjectionEnabled, annotations.Inject)
+	}
+	if pod.Spec.HostNetwork {
+		return skip(HostNetwork, "the pod uses the host network, where the proxy's ports %s and %d would clash with other pods", ListenAddr, AdminPort)
+	}
+
+	w := workload.ForPod(pod)
+	selecting, disabled, selErrs := selectingPolicies(in.Policies, w)
+	if len(selecting) == 0 {
+		if len(disabled) > 0 {
+			d.Policy = disabled[0]
+			return skip(InjectionDisabled, "RetryPolicy %s/%s selects the pod but has spec.injection.enabled false", disabled[0].Namespace, disabled[0].Name)
+		}
+		if len(selErrs) > 0 {
+			return skip(NoPolicy, "no RetryPolicy in namespace %s selects the pod (%v)", ns, errors.Join(selErrs...))
+		}
+		return skip(NoPolicy, "no RetryPolicy in namespace %s selects the pod", ns)
+	}
+	p := selecting[0]
+	d.Policy = p
+
+	svc := w.ServiceName()
+	if reason := annotations.ValidateLabel(svc); reason != "" {
+		return skip(InvalidAnnotation, "service name %q (from annotation %s, label %s or the workload's name) is not a DNS-1123 label: %s",
+			svc, annotations.Service, annotations.NameLabel, reason)
+	}
+	ups, err := annotations.ParseUpstreams(pod.Annotations[annotations.Upstreams])
+	if err != nil {
+		return skip(InvalidAnnotation, "annotation %s %q: %v", annotations.Upstreams, pod.Annotations[annotations.Upstreams], err)
+	}
+	settings, err := SettingsFor(p)
+	if err != nil {
+		return skip(InvalidPolicy, "%v", err)
+	}
+	args := ProxyArgs(svc, ups, IsEntrypoint(p, in.Workloads, w), settings)
+
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxyContainer(cfg.ProxyImage, args))
+	for i := range pod.Spec.Containers {
+		d.Warnings = append(d.Warnings, setProxyEnv(&pod.Spec.Containers[i])...)
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[annotations.InjectedStatus] = p.Namespace + "/" + p.Name
+	delete(pod.Annotations, SkippedAnnotation)
+	if len(d.Warnings) > 0 {
+		pod.Annotations[WarningsAnnotation] = strings.Join(d.Warnings, "; ")
+	}
+	d.Injected = true
+	return d
+}
+
+// Config is what does not change from pod to pod.
+type Config struct {
+	// ProxyImage is the sidecar's image (the manager's --proxy-image).
+	ProxyImage string
+	// ExcludedNamespaces are never injected: kube-system and the manager's own namespace.
+	ExcludedNamespaces []string
+}
+
+// Input is one pod and what the decision reads about its namespace.
+type Input struct {
+	// Pod is the pod being created; its Namespace must be set.
+	Pod *corev1.Pod
+	// NamespaceLabels are the labels of the pod's namespace.
+	NamespaceLabels map[string]string
+	// Policies are the RetryPolicies of the pod's namespace.
+	Policies []v1alpha1.RetryPolicy
+	// Workloads are the namespace's workloads (Deployments, StatefulSets, DaemonSets, bare Pods),
+	// used to tell whether the pod's service is a default entrypoint: one no selected service
+	// calls. A policy that lists spec.entrypoints does not need them.
+	Workloads []workload.Workload
+}
+
+// Decision is the outcome for one pod.
+type Decision struct {
+	// Pod is the pod as it should be stored: a modified copy when Injected or when the skip is
+	// recorded (Skip.Reason.Recorded), else an unmodified copy.
+	Pod *corev1.Pod
+	// Injected is true when the proxy was added.
+	Injected bool
+	// Skip says why not, when !Injected.
+	Skip *Skip
+	// Policy is the policy whose settings were rendered or, for InjectionDisabled, the strictest
+	// selecting policy; nil when none applies.
+	Policy *v1alpha1.RetryPolicy
+	// Warnings are what the injector left alone (also in WarningsAnnotation).
+	Warnings []string
+}
+
+// Skip is why a pod was not injected.
+type Skip struct {
+	Reason  Reason
+	Message string
+}
+
+func (s *Skip) String() string { return string(s.Reason) + ": " + s.Message }
+
+// Reason is a machine-readable skip reason, used as the event reason.
+type Reason string
+
+// Skip reasons.
+const (
+	// ExcludedNamespace: kube-system or the manager's own namespace.
+	ExcludedNamespace Reason = "ExcludedNamespace"
+	// AlreadyInjected: the pod has the injected annotation or a retrycap-proxy container.
+	AlreadyInjected Reason = "AlreadyInjected"
+	// OptedOut: annotation retrycap.dev/inject: "false".
+	OptedOut Reason = "OptedOut"
+	// NotEnabled: neither the namespace label nor the pod annotation asks for injection.
+	NotEnabled Reason = "InjectionNotEnabled"
+	// HostNetwork: the pod shares the node's network, where the proxy's fixed ports would clash.
+	HostNetwork Reason = "HostNetwork"
+	// NoPolicy: no RetryPolicy of the namespace selects the pod.
+	NoPolicy Reason = "NoPolicy"
+	// InjectionDisabled: every selecting policy has spec.injection.enabled false.
+	InjectionDisabled Reason = "InjectionDisabled"
+	// InvalidAnnotation: a retrycap annotation of the pod is malformed.
+	InvalidAnnotation Reason = "InvalidAnnotation"
+	// InvalidPolicy: the policy's settings would make the proxy refuse to start.
+	InvalidPolicy Reason = "InvalidPolicy"
+)
+
+// Recorded reports whether the skip is recorded on the pod (SkippedAnnotation) and as an event:
+// true for a pod that asked for the proxy and did not get it. The other skips (a namespace
+// nobody enabled, an explicit opt-out, an excluded namespace, a pod already injected) are the
+// ordinary case for most pods of a cluster and leave the pod untouched.
+func (r Reason) Recorded() bool {
+	switch r {
+	case HostNetwork, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy:
+		return true
+	}
+	return false
+}
+
+func injectedAlready(pod *corev1.Pod) string {
+	if v, ok := pod.Annotations[annotations.InjectedStatus]; ok {
+		return fmt.Sprintf("annotation %s is %q", annotations.InjectedStatus, v)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == ContainerName {
+			return "init container " + ContainerName + " exists"
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == ContainerName {
+			return "container " + ContainerName + " exists"
+		}
+	}
+	return ""
+}
+
+// selectingPolicies returns the policies that select w and have injection enabled, strictest
+// first (see Strictest), the selecting ones with injection disabled (strictest first), and the
+// errors of policies whose selector is invalid.
+func selectingPolicies(ps []v1alpha1.RetryPolicy, w workload.Workload) (enabled, disabled []*v1alpha1.RetryPolicy, errs []error) {
+	for i := range ps {
+		p := &ps[i]
+		ok, err := workload.Selects(p, w)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if p.Spec.Injection.Enabled != nil && !*p.Spec.Injection.Enabled {
+			disabled = append(disabled, p)
+		} else {
+			enabled = append(enabled, p)
+		}
+	}
+	Strictest(enabled)
+	Strictest(disabled)
+	return enabled, disabled, errs
+}
+
+// Strictest sorts policies strictest first: the lowest spec.maxAmplification, ties by name. The
+// injector renders the first policy that selects a pod and has injection enabled.
+func Strictest(ps []*v1alpha1.RetryPolicy) {
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].Spec.MaxAmplification != ps[j].Spec.MaxAmplification {
+			return ps[i].Spec.MaxAmplification < ps[j].Spec.MaxAmplification
+		}
+		return ps[i].Name < ps[j].Name
+	})
+}
+
+// IsEntrypoint reports whether w's service is an entrypoint of p's graph, built by the shared
+// builder from ws with w in place of its stored version: listed in spec.entrypoints, or, when the
+// policy lists none, a selected service no selected service calls. The proxy's --entrypoint is
+// fixed when the pod is created; a policy that lists its entrypoints makes it independent of the
+// order in which workloads are deployed.
+func IsEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload) bool {
+	r := workload.BuildWith(p, ws, w)
+	svc, ok := r.ServiceOf[w.Key()]
+	if !ok {
+		return false
+	}
+	for _, e := range graph.Analyze(r.Graph, r.Cap).Entrypoints {
+		if e.Service == svc {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,218 @@
+package inject
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// Where the proxy listens, and what the app containers are told.
+const (
+	// ListenAddr is the proxy's data listener; loopback only, so nothing outside the pod uses it.
+	ListenAddr = "127.0.0.1:15001"
+	// ProxyURL is the HTTP_PROXY value of the app containers.
+	ProxyURL = "http://" + ListenAddr
+	// AdminPort serves /metrics, /healthz and /readyz.
+	AdminPort = 15020
+	// AdminPortName names AdminPort on the container, for probes and scrape configs.
+	AdminPortName = "retrycap-admin"
+	// PodIPEnv holds the pod's IP (downward API) so that NO_PROXY can name it.
+	PodIPEnv = "RETRYCAP_POD_IP"
+	// RunAsUser is the proxy's uid: the "nonroot" user of distroless images.
+	RunAsUser int64 = 65532
+)
+
+// NoProxy is what the app containers reach directly: loopback, the API server by its in-cluster
+// names, and the pod itself. In-cluster services are deliberately absent: they are the upstreams
+// the proxy must see. HTTPS_PROXY is not set at all: TLS calls (client-go's to the API server
+// among them) would only be tunnelled, never retried, so they go direct. Go's net/http never
+// proxies loopback anyway; curl, Python and Node read this list.
+var NoProxy = []string{
+	"localhost", "127.0.0.1", "::1",
+	"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+	"$(" + PodIPEnv + ")",
+}
+
+// ProxyArgs renders the proxy's command line: the service, its upstreams as the annotation wrote
+// them (canonical form; --default-attempts fills in a missing "=N"), whether it is an entrypoint,
+// and the policy's settings. Flag names and formats are the proxy's own (retrycap-proxy --help).
+func ProxyArgs(service string, ups []annotations.Upstream, entrypoint bool, s Settings) []string {
+	args := []string{
+		"--listen=" + ListenAddr,
+		"--admin=:" + strconv.Itoa(AdminPort),
+		"--service=" + service,
+	}
+	if len(ups) > 0 {
+		args = append(args, "--upstreams="+annotations.FormatUpstreams(ups))
+	}
+	return append(args,
+		"--entrypoint="+strconv.FormatBool(entrypoint),
+		"--chain-cap="+itoa(s.ChainCap),
+		"--default-attempts="+itoa(s.DefaultAttempts),
+		"--per-try-timeout="+durationFlag(s.PerTryTimeout),
+		"--backoff-base="+durationFlag(s.BackoffBase),
+		"--backoff-max="+durationFlag(s.BackoffMax),
+		"--retry-on="+strings.Join(s.RetryOn, ","),
+		"--retry-methods="+strings.Join(s.Methods, ","),
+		"--budget-percent="+itoa(s.BudgetPercent),
+		"--budget-min-per-second="+itoa(s.BudgetMinPerSecond),
+		"--budget-window="+durationFlag(s.BudgetWindow),
+		"--breaker-failures="+itoa(s.BreakerFailures),
+		"--breaker-window="+durationFlag(s.BreakerWindow),
+		"--breaker-open-for="+durationFlag(s.BreakerOpenFor),
+	)
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// durationFlag writes a duration the way a person would ("2s", "100ms", "1m30s"), not Go's
+// "1m0s"; time.ParseDuration reads both.
+func durationFlag(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// proxyContainer is the sidecar: a native sidecar (restartPolicy Always) so the kubelet starts
+// the app containers only once its startup probe passes and stops it only after they have
+// stopped; unprivileged (no iptables: the apps reach it through HTTP_PROXY).
+func proxyContainer(image string, args []string) corev1.Container {
+	always := corev1.ContainerRestartPolicyAlways
+	yes, no := true, false
+	uid := RunAsUser
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(AdminPortName)}},
+			PeriodSeconds:    period,
+			FailureThreshold: failures,
+			TimeoutSeconds:   1,
+			SuccessThreshold: 1,
+		}
+	}
+	return corev1.Container{
+		Name:            ContainerName,
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            args,
+		RestartPolicy:   &always,
+		Ports:           []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
+		Resources: corev1.ResourceRequirements{
+			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst.
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		// Startup: the kubelet starts the next container only once the proxy listens (up to 30 s).
+		StartupProbe:   probe("/readyz", 1, 30),
+		ReadinessProbe: probe("/readyz", 5, 3),
+		LivenessProbe:  probe("/healthz", 10, 3),
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             &yes,
+			RunAsUser:                &uid,
+			RunAsGroup:               &uid,
+			ReadOnlyRootFilesystem:   &yes,
+			AllowPrivilegeEscalation: &no,
+			Privileged:               &no,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}
+
+// setProxyEnv points an app container at the proxy: RETRYCAP_POD_IP first (a $(VAR) reference
+// only sees variables defined before it), then HTTP_PROXY and http_proxy, and NO_PROXY and
+// no_proxy. What the container already sets is never clobbered silently:
+//   - its own HTTP_PROXY or http_proxy (a corporate egress proxy, say) wins: the container is
+//     left unchanged, and a warning says its calls bypass retrycap;
+//   - its own NO_PROXY / no_proxy value is kept and retrycap's entries are appended where
+//     missing, in both spellings;
+//   - a NO_PROXY taken from a ConfigMap or Secret cannot be merged: it is kept as is, with a
+//     warning.
+//
+// It returns the warnings.
+func setProxyEnv(c *corev1.Container) []string {
+	for _, name := range []string{"HTTP_PROXY", "http_proxy"} {
+		if i := lastEnv(c.Env, name); i >= 0 {
+			return []string{fmt.Sprintf("container %s sets %s itself, so its calls do not go through the retrycap proxy", c.Name, name)}
+		}
+	}
+	var warnings []string
+	env := make([]corev1.EnvVar, 0, len(c.Env)+6)
+	if lastEnv(c.Env, PodIPEnv) < 0 {
+		env = append(env, corev1.EnvVar{Name: PodIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}})
+	}
+	env = append(env, c.Env...)
+	env = append(env, corev1.EnvVar{Name: "HTTP_PROXY", Value: ProxyURL}, corev1.EnvVar{Name: "http_proxy", Value: ProxyURL})
+
+	upper, lower := lastEnv(env, "NO_PROXY"), lastEnv(env, "no_proxy")
+	var fromRef string
+	for _, i := range []int{upper, lower} {
+		if i >= 0 && env[i].ValueFrom != nil {
+			fromRef = env[i].Name
+		}
+	}
+	if fromRef != "" {
+		warnings = append(warnings, fmt.Sprintf("container %s takes %s from a ConfigMap or Secret, so retrycap could not add loopback, the API server and the pod's IP to it", c.Name, fromRef))
+	} else {
+		var existing []string
+		for _, i := range []int{upper, lower} {
+			if i >= 0 {
+				existing = append(existing, env[i].Value)
+			}
+		}
+		merged := mergeList(existing, NoProxy)
+		for _, name := range []string{"NO_PROXY", "no_proxy"} {
+			if i := lastEnv(env, name); i >= 0 {
+				env[i].Value = merged
+			} else {
+				env = append(env, corev1.EnvVar{Name: name, Value: merged})
+			}
+		}
+	}
+	c.Env = env
+	return warnings
+}
+
+// lastEnv is the index of the last variable called name (the one that takes effect), or -1.
+func lastEnv(env []corev1.EnvVar, name string) int {
+	for i := len(env) - 1; i >= 0; i-- {
+		if env[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// mergeList joins comma-separated lists, keeping the first occurrence of each entry in order.
+func mergeList(lists []string, extra []string) string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(e string) {
+		e = strings.TrimSpace(e)
+		if e != "" && !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	for _, l := range lists {
+		for _, e := range strings.Split(l, ",") {
+			add(e)
+		}
+	}
+	for _, e := range extra {
+		add(e)
+	}
+	return strings.Join(out, ",")
+}
