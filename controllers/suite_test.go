@@ -1,0 +1,106 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/controlplane"
+)
+
+// The suite runs the reconciler in a real manager against a real kube-apiserver and etcd. It
+// registers its own RetryPolicyReconciler (not operator.NewManager's) so the tests can read the
+// reconciler's write counts; no webhooks run, so this suite does not depend on them.
+var (
+	cp         *controlplane.ControlPlane
+	k8sClient  client.Client
+	mgrClient  client.Client // the manager's cached client: what the reconciler sees
+	reconciler *RetryPolicyReconciler
+	stopMgr    context.CancelFunc
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "RetryPolicy controller")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	cp, err = controlplane.Start(controlplane.Options{})
+	Expect(err).NotTo(HaveOccurred())
+
+	// The scheme of operator.NewScheme, built here: importing internal/operator from this
+	// package would be an import cycle.
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	k8sClient, err = client.New(cp.Config, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	Expect(err).NotTo(HaveOccurred())
+	reconciler = &RetryPolicyReconciler{}
+	Expect(reconciler.SetupWithManager(mgr)).To(Succeed())
+	mgrClient = mgr.GetClient()
+
+	var ctx context.Context
+	ctx, stopMgr = context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if stopMgr != nil {
+		stopMgr()
+	}
+	if cp != nil {
+		Expect(cp.Stop()).To(Succeed())
+	}
+})
+
+// sampleObjects reads a file of config/samples, moved to namespace ns (the Namespace object
+// renamed too), so each test gets its own copy of a scenario.
+func sampleObjects(file, ns string) []*unstructured.Unstructured {
+	data, err := os.ReadFile(filepath.Join(cp.RepoRoot, "config", "samples", file))
+	Expect(err).NotTo(HaveOccurred())
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(data)), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			Expect(err.Error()).To(Equal("EOF"))
+			break
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetKind() == "Namespace" {
+			u.SetName(ns)
+		} else {
+			u.SetNamespace(ns)
+		}
+		out = append(out, u)
+	}
+	return out
+}

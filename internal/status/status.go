@@ -1,0 +1,274 @@
+package status
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// ReasonInvalidSelector is the reason of Ready (False) and WithinCap (Unknown) when
+// spec.selector cannot be parsed: the graph cannot be built at all.
+const ReasonInvalidSelector = "InvalidSelector"
+
+// MaxListedErrors is how many invalid annotations a condition message names; the rest are
+// counted ("and 3 more"), so a namespace full of broken workloads cannot push the message past
+// the API's 32 KiB limit.
+const MaxListedErrors = 10
+
+// Input is everything the setters read. The reconciler fills it after fetching; nothing here is
+// read from a clock or the cluster by the setters themselves.
+type Input struct {
+	// Generation is the policy's metadata.generation.
+	Generation int64
+	// Selector is spec.selector (for the message when it is invalid).
+	Selector *metav1.LabelSelector
+	// SelectorError is the parse error of spec.selector; when set, Result and Analysis are nil.
+	SelectorError error
+	// Result and Analysis are the shared builder's graph of the policy and its analysis.
+	Result   *workload.Result
+	Analysis *graph.Analysis
+	// Now is the time written as lastTransitionTime of a condition whose status changes.
+	Now metav1.Time
+}
+
+// Set writes the whole status for in: every setter, in order.
+func Set(st *v1alpha1.RetryPolicyStatus, in Input) {
+	st.ObservedGeneration = in.Generation
+	SetGraphSummary(st, in.Analysis)
+	SetChains(st, in.Analysis)
+	SetViolations(st, in.Analysis)
+	SetReady(st, in)
+	SetWithinCap(st, in)
+}
+
+// SetGraphSummary writes services, edges, amplification, bounded, worstPath (the retry cycle's
+// path when there is one) and worstCaseLoad;
+// with no analysis (invalid selector) it clears them rather than keep numbers of an older spec.
+func SetGraphSummary(st *v1alpha1.RetryPolicyStatus, a *graph.Analysis) {
+	if a == nil {
+		st.Services, st.Edges, st.Amplification = 0, 0, 0
+		st.Bounded, st.WorstPath, st.WorstCaseLoad = nil, "", nil
+		return
+	}
+	st.Services = clampInt32(a.Services)
+	st.Edges = clampInt32(a.Edges)
+	st.Amplification = a.Amplification
+	bounded := a.Bounded
+	st.Bounded = &bounded
+	// With a retry cycle the chains' paths stop where the cycle starts; the cycle itself is
+	// the path worth showing in `kubectl get rp`.
+	st.WorstPath = strings.Join(a.WorstPath, ">")
+	if !a.Bounded && len(a.Cycle) > 0 {
+		st.WorstPath = strings.Join(a.Cycle, ">")
+	}
+	st.WorstCaseLoad = nil
+	if a.WorstCaseLoad.Service != "" {
+		st.WorstCaseLoad = &v1alpha1.ServiceLoad{Service: a.WorstCaseLoad.Service, Requests: a.WorstCaseLoad.Requests}
+	}
+}
+
+// SetChains writes one chain per entrypoint, worst first, at most graph.MaxChains (the CRD's
+// MaxItems).
+func SetChains(st *v1alpha1.RetryPolicyStatus, a *graph.Analysis) {
+	st.Chains = nil
+	if a == nil {
+		return
+	}
+	for i, c := range a.Chains {
+		if i == graph.MaxChains {
+			break
+		}
+		st.Chains = append(st.Chains, v1alpha1.Chain{Entrypoint: c.Entrypoint, Amplification: c.Amplification, Path: append([]string(nil), c.Path...)})
+	}
+}
+
+// SetViolations writes the over-cap paths with their suggestions, worst first, at most
+// graph.MaxViolations (the CRD's MaxItems).
+func SetViolations(st *v1alpha1.RetryPolicyStatus, a *graph.Analysis) {
+	st.Violations = nil
+	if a == nil {
+		return
+	}
+	for i, v := range a.Violations {
+		if i == graph.MaxViolations {
+			break
+		}
+		st.Violations = append(st.Violations, v1alpha1.Violation{
+			Path: append([]string(nil), v.Path...), Amplification: v.Amplification,
+			Message: v.Message, Suggestion: v.Suggestion,
+		})
+	}
+}
+
+// SetReady writes the Ready condition: True (Reconciled) once the status is computed for this
+// generation, invalid annotations included (the valid part is reported; WithinCap says what is
+// wrong); False (InvalidSelector) when spec.selector cannot be parsed, naming the field and value.
+func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
+	c := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: in.Generation, LastTransitionTime: in.Now}
+	if in.SelectorError != nil {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidSelector
+		c.Message = fmt.Sprintf("spec.selector %s is invalid: %v", renderSelector(in.Selector), in.SelectorError)
+	} else {
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconciled
+		c.Message = fmt.Sprintf("analysed %d selected workload(s): %d service(s), %d edge(s)",
+			len(in.Result.Selected), in.Analysis.Services, in.Analysis.Edges)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// SetWithinCap writes the WithinCap condition. Precedence of the reasons, first match wins:
+//
+//  1. InvalidSelector (Unknown): there is no graph to judge.
+//  2. RetryCycle (False): the amplification is unbounded whatever else is wrong; the message
+//     is the cycle's path with its factors.
+//  3. InvalidAnnotation (False): the numbers cover only the valid part of the graph, so they
+//     are a lower bound and cannot prove the policy within its cap; the message names each
+//     workload (Kind namespace/name), the annotation, the token and the column, then what the
+//     valid part shows.
+//  4. CapExceeded (False): the worst violation's message.
+//  5. WithinCap (True).
+func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
+	c := metav1.Condition{Type: v1alpha1.ConditionWithinCap, ObservedGeneration: in.Generation, LastTransitionTime: in.Now}
+	a := in.Analysis
+	switch {
+	case in.SelectorError != nil:
+		c.Status, c.Reason = metav1.ConditionUnknown, ReasonInvalidSelector
+		c.Message = "no graph: spec.selector is invalid (see condition Ready)"
+	case !a.Bounded:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonRetryCycle
+		c.Message = cycleMessage(a)
+		if errs := annotationErrors(in.Result); len(errs) > 0 {
+			c.Message += "; also " + listErrors(errs)
+		}
+	case len(annotationErrors(in.Result)) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidAnnotation
+		c.Message = listErrors(annotationErrors(in.Result)) + "; the valid part: " + verdict(a)
+	case !a.WithinCap():
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonCapExceeded
+		c.Message = verdict(a)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonWithinCap
+		c.Message = verdict(a)
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// cycleMessage is the cycle violation's message: "retry cycle a -x2-> b -x1-> a: amplification
+// unbounded > cap 4".
+func cycleMessage(a *graph.Analysis) string {
+	if len(a.Violations) > 0 {
+		return a.Violations[0].Message
+	}
+	return "retry cycle " + strings.Join(a.Cycle, ">") + ": amplification unbounded > cap " + strconv.FormatInt(a.Cap, 10)
+}
+
+// verdict is the worst violation's message, or "amplification A <= cap C (worst path P)".
+func verdict(a *graph.Analysis) string {
+	if len(a.Violations) > 0 {
+		msg := a.Violations[0].Message
+		if n := len(a.Violations) - 1; n > 0 {
+			msg += fmt.Sprintf(" (and %d more in status.violations)", n)
+		}
+		return msg
+	}
+	msg := "amplification " + graph.FormatAmount(a.Amplification) + " <= cap " + strconv.FormatInt(a.Cap, 10)
+	if len(a.WorstPath) > 0 {
+		msg += " (worst path " + strings.Join(a.WorstPath, ">") + ")"
+	}
+	return msg
+}
+
+func annotationErrors(r *workload.Result) []error {
+	if r == nil {
+		return nil
+	}
+	var out []error
+	for _, err := range r.Errors {
+		var ae *workload.AnnotationError
+		if errors.As(err, &ae) {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+func listErrors(errs []error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d invalid annotation(s): ", len(errs))
+	for i, err := range errs {
+		if i == MaxListedErrors {
+			fmt.Fprintf(&b, "; and %d more", len(errs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func renderSelector(s *metav1.LabelSelector) string {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Sprintf("%v", s)
+	}
+	return string(data)
+}
+
+func clampInt32(n int) int32 {
+	if n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(n)
+}
+
+// WithinCapEvent is the event for a change of the WithinCap condition between two statuses:
+// its type (Normal when the policy is now within its cap, else Warning), reason (the
+// condition's new reason) and note (its message). ok is false when neither the condition's
+// status nor its reason changed: a new amplification that keeps the verdict is not an event.
+func WithinCapEvent(old, next *v1alpha1.RetryPolicyStatus) (eventType, reason, note string, ok bool) {
+	n := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionWithinCap)
+	if n == nil {
+		return "", "", "", false
+	}
+	if o := meta.FindStatusCondition(old.Conditions, v1alpha1.ConditionWithinCap); o != nil && o.Status == n.Status && o.Reason == n.Reason {
+		return "", "", "", false
+	}
+	eventType = "Warning"
+	if n.Status == metav1.ConditionTrue {
+		eventType = "Normal"
+	}
+	return eventType, n.Reason, n.Message, true
+}
+
+// AmplificationGauge is the value of retrycap_policy_amplification for a status: the
+// amplification, +Inf when a retry cycle makes it unbounded, NaN when there is no graph
+// (invalid selector), so a dashboard never shows a made-up number.
+func AmplificationGauge(st *v1alpha1.RetryPolicyStatus) float64 {
+	switch {
+	case st.Bounded == nil:
+		return math.NaN()
+	case !*st.Bounded:
+		return math.Inf(1)
+	}
+	return float64(st.Amplification)
+}
+
+// WithinCapGauge is the value of retrycap_policy_within_cap: 1 when WithinCap is True, else 0.
+func WithinCapGauge(st *v1alpha1.RetryPolicyStatus) float64 {
+	if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionWithinCap) {
+		return 1
+	}
+	return 0
+}
