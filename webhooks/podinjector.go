@@ -1,0 +1,261 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/inject"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// PodInjectorPath serves the pod injector (MutatingWebhookConfiguration, inject.retrycap.dev).
+const PodInjectorPath = "/inject-pods"
+
+// podInjectorCacheWait bounds how long a request waits for the manager's cache (the webhook
+// server can start before the informers have synced): below the configuration's timeoutSeconds
+// (5), so the API server gets an answer, and with failurePolicy Ignore admits the pod as is.
+const podInjectorCacheWait = 3 * time.Second
+
+// PodInjectorOptions configures the pod injector.
+type PodInjectorOptions struct {
+	// ProxyImage is the sidecar image (the manager's --proxy-image); required.
+	ProxyImage string
+	// ManagerNamespace is never injected, like kube-system.
+	ManagerNamespace string
+}
+
+// The manager's permissions for the injector: it reads policies, namespaces and workloads from
+// its cache and records skips as events.
+// +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// PodInjector is the admission.Handler of the pod injector (PodInjectorPath, pod CREATE): it
+// reads the pod's namespace, the namespace's RetryPolicies and (for default entrypoints) its
+// workloads from the manager's cache, applies inject.Decide and answers with a JSON patch. It
+// never calls the API server on a request.
+type PodInjector struct {
+	reader   client.Reader
+	decoder  admission.Decoder
+	recorder events.EventRecorder
+	config   inject.Config
+	log      logr.Logger
+}
+
+// SetupPodInjectorWithManager registers the pod injector at PodInjectorPath on the manager's
+// webhook server and creates the informers it reads (Namespaces, RetryPolicies, workloads), so
+// they start with the cache rather than on the first request.
+func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodInjector, error) {
+	if o.ProxyImage == "" {
+		return nil, fmt.Errorf("registering the pod injector: the proxy image is empty (set --proxy-image)")
+	}
+	ctx := context.Background()
+	for _, obj := range []client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}, &appsv1.Deployment{}, &appsv1.StatefulSet{},
+		&appsv1.DaemonSet{}, podInjectorPodMetadata()} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
+		}
+	}
+	excluded := []string{metav1.NamespaceSystem}
+	if o.ManagerNamespace != "" && o.ManagerNamespace != metav1.NamespaceSystem {
+		excluded = append(excluded, o.ManagerNamespace)
+	}
+	h := &PodInjector{
+		reader:   mgr.GetCache(),
+		decoder:  admission.NewDecoder(mgr.GetScheme()),
+		recorder: mgr.GetEventRecorder("retrycap-injector"),
+		config:   inject.Config{ProxyImage: o.ProxyImage, ExcludedNamespaces: excluded},
+		log:      mgr.GetLogger().WithName("webhooks").WithName("injector"),
+	}
+	mgr.GetWebhookServer().Register(PodInjectorPath, &webhook.Admission{Handler: h})
+	return h, nil
+}
+
+// Handle implements admission.Handler.
+func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("retrycap injects pods only when they are created")
+	}
+	pod := &corev1.Pod{}
+	if err := h.decoder.Decode(req, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("retrycap injector: decoding pod %s/%s: %w", req.Namespace, req.Name, err))
+	}
+	// The object in a create request may leave the namespace to the request.
+	nsFromRequest := pod.Namespace == ""
+	if nsFromRequest {
+		pod.Namespace = req.Namespace
+	}
+	if slices.Contains(h.config.ExcludedNamespaces, pod.Namespace) {
+		return admission.Allowed("retrycap never injects namespace " + pod.Namespace)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, podInjectorCacheWait)
+	defer cancel()
+	in, err := h.input(ctx, pod)
+	if err != nil {
+		// The failure policy (Ignore in config/webhook) decides: the pod starts without the proxy.
+		h.log.Error(err, "cannot decide on injection", "namespace", pod.Namespace, "pod", podInjectorPodName(pod))
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: %w", err))
+	}
+	d := inject.Decide(h.config, in)
+	h.report(pod, in, d)
+	if !d.Injected && !d.Skip.Reason.Recorded() {
+		return admission.Allowed(d.Skip.String())
+	}
+	if nsFromRequest {
+		d.Pod.Namespace = ""
+	}
+	out, err := json.Marshal(d.Pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: encoding pod %s/%s: %w", pod.Namespace, podInjectorPodName(pod), err))
+	}
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
+	resp.Warnings = append(resp.Warnings, d.Warnings...)
+	return resp
+}
+
+// input reads what inject.Decide needs from the cache. Workloads are listed only for a pod that
+// asked for the proxy: most pods of a cluster do not, and need no list at all.
+func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input, error) {
+	in := inject.Input{Pod: pod}
+	var ns corev1.Namespace
+	if err := h.reader.Get(ctx, client.ObjectKey{Name: pod.Namespace}, &ns); err != nil {
+		return in, fmt.Errorf("reading namespace %s from the cache: %w", pod.Namespace, err)
+	}
+	in.NamespaceLabels = ns.Labels
+	if pod.Annotations[annotations.Inject] != "true" && ns.Labels[annotations.InjectionLabel] != annotations.InjectionEnabled {
+		return in, nil
+	}
+	var policies v1alpha1.RetryPolicyList
+	if err := h.reader.List(ctx, &policies, client.InNamespace(pod.Namespace)); err != nil {
+		return in, fmt.Errorf("listing the RetryPolicies of namespace %s from the cache: %w", pod.Namespace, err)
+	}
+	in.Policies = policies.Items
+	if len(in.Policies) == 0 {
+		return in, nil
+	}
+	ws, err := h.workloads(ctx, pod.Namespace)
+	if err != nil {
+		return in, err
+	}
+	in.Workloads = ws
+	return in, nil
+}
+
+// workloads lists the namespace's Deployments, StatefulSets, DaemonSets and bare Pods from the
+// cache, without deep copies (they are only read).
+func (h *PodInjector) workloads(ctx context.Context, ns string) ([]workload.Workload, error) {
+	lists := []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{},
+		&metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}}
+	var out []workload.Workload
+	for _, l := range lists {
+		if err := h.reader.List(ctx, l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing %T of namespace %s from the cache: %w", l, ns, err)
+		}
+		var objs []runtime.Object
+		switch l := l.(type) {
+		case *appsv1.DeploymentList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		case *appsv1.StatefulSetList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		case *appsv1.DaemonSetList:
+			for i := range l.Items {
+				objs = append(objs, &l.Items[i])
+			}
+		case *metav1.PartialObjectMetadataList:
+			for i := range l.Items {
+				objs = append(objs, &corev1.Pod{ObjectMeta: l.Items[i].ObjectMeta})
+			}
+		}
+		for _, o := range objs {
+			if w, ok := workload.FromObject(o); ok {
+				out = append(out, w)
+			}
+		}
+	}
+	return out, nil
+}
+
+// report logs every decision and records, as an event, each skip of a pod that asked for the
+// proxy (inject.Reason.Recorded) and each opt-out in an enabled namespace. The pod does not exist
+// yet (a ReplicaSet's pods have no name at admission), so the event regards the pod's controller
+// (kubectl describe replicaset/... shows it), else the bare pod by name, else the policy; the
+// policy involved is the related object. Skips of pods nobody asked to inject (the bulk of a
+// cluster) are logged at V(1) only: an event for each would flood the event store.
+func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision) {
+	log := h.log.WithValues("namespace", pod.Namespace, "pod", podInjectorPodName(pod))
+	if d.Policy != nil {
+		log = log.WithValues("policy", d.Policy.Namespace+"/"+d.Policy.Name)
+	}
+	if d.Injected {
+		log.V(1).Info("injected the retrycap proxy", "warnings", d.Warnings)
+		if len(d.Warnings) > 0 {
+			h.event(pod, d, corev1.EventTypeWarning, "InjectedWithWarnings", fmt.Sprintf("injected the retrycap proxy, but: %v", d.Warnings))
+		}
+		return
+	}
+	optedOutInEnabled := d.Skip.Reason == inject.OptedOut && in.NamespaceLabels[annotations.InjectionLabel] == annotations.InjectionEnabled
+	if !d.Skip.Reason.Recorded() && !optedOutInEnabled {
+		log.V(1).Info("not injected", "reason", d.Skip.Reason, "message", d.Skip.Message)
+		return
+	}
+	log.Info("not injected", "reason", d.Skip.Reason, "message", d.Skip.Message)
+	typ := corev1.EventTypeNormal
+	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy {
+		typ = corev1.EventTypeWarning
+	}
+	h.event(pod, d, typ, string(d.Skip.Reason), "retrycap proxy not injected: "+d.Skip.Message)
+}
+
+func (h *PodInjector) event(pod *corev1.Pod, d inject.Decision, typ, reason, note string) {
+	var regarding, related runtime.Object
+	if d.Policy != nil {
+		related = d.Policy
+	}
+	switch owner := metav1.GetControllerOf(pod); {
+	case owner != nil:
+		regarding = &corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Namespace: pod.Namespace, Name: owner.Name, UID: owner.UID}
+	case pod.Name != "":
+		regarding = &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name}
+	case d.Policy != nil:
+		regarding, related = d.Policy, nil
+	default:
+		return // a nameless bare pod and no policy: the log line is the record
+	}
+	h.recorder.Eventf(regarding, related, typ, reason, "Inject", "%s", note)
+}
+
+func podInjectorPodMetadata() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
+}
+
+// podInjectorPodName is the pod's name, or its generateName before the API server made one.
+func podInjectorPodName(pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return pod.Name
+	}
+	return pod.GenerateName
+}

@@ -1,0 +1,87 @@
+package webhooks
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/controlplane"
+)
+
+// The suite serves every webhook of this package from a real manager, called by a real
+// kube-apiserver through the shipped config/webhook/manifests.yaml. All webhooks are registered
+// (the gate's failurePolicy is Fail: a configuration whose server is missing would refuse pods).
+// It builds the manager itself: importing internal/operator from this package is an import cycle.
+const (
+	suiteManagerNamespace = "retrycap-system"
+	suiteProxyImage       = "retrycap/retrycap-proxy:test"
+)
+
+var (
+	cp        *controlplane.ControlPlane
+	k8sClient client.Client // direct: what a user sees
+	mgrClient client.Client // the manager's cached client: what the webhooks see
+	stopMgr   context.CancelFunc
+)
+
+func TestWebhooks(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "webhooks")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	cp, err = controlplane.Start(controlplane.Options{Webhooks: true})
+	Expect(err).NotTo(HaveOccurred())
+
+	scheme := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	k8sClient, err = client.New(cp.Config, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	serving := cp.WebhookServing()
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: serving.Host, Port: serving.Port, CertDir: serving.CertDir}),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = SetupWithManager(mgr, Options{ManagerNamespace: suiteManagerNamespace})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = SetupPodInjectorWithManager(mgr, PodInjectorOptions{ProxyImage: suiteProxyImage, ManagerNamespace: suiteManagerNamespace})
+	Expect(err).NotTo(HaveOccurred())
+	mgrClient = mgr.GetClient()
+
+	var ctx context.Context
+	ctx, stopMgr = context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	// Ready when the API server can reach the webhook server.
+	Eventually(func() error {
+		return mgr.GetWebhookServer().StartedChecker()(nil)
+	}).Should(Succeed())
+})
+
+var _ = AfterSuite(func() {
+	if stopMgr != nil {
+		stopMgr()
+	}
+	if cp != nil {
+		Expect(cp.Stop()).To(Succeed())
+	}
+})
