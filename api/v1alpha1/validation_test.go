@@ -181,3 +181,25 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		})
 	}
 }
+
+func TestKubectlGetPrintsThePrinterColumns(t *testing.T) {
+	u := policy(t, "columns", `{maxAmplification: 7, enforcement: Audit}`)
+	if err := cli.Create(ctx(t), u); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := cp.RunKubectl(ctx(t), "", "get", "rp", "-n", "default", "columns")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a header and one row, got:\n%s", out)
+	}
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME CAP AMPLIFICATION WORST PATH MODE WITHIN CAP AGE" {
+		t.Errorf("header = %q", lines[0])
+	}
+	// No controller runs here, so the status columns are empty: name, cap, mode and age remain.
+	if got := strings.Fields(lines[1]); len(got) != 4 || got[0] != "columns" || got[1] != "7" || got[2] != "Audit" {
+		t.Errorf("row = %q", lines[1])
+	}
+}
