@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 	"strconv"
@@ -156,39 +155,50 @@ type cand struct {
 	amp int64
 	e   int32
 }
-type candHeap []cand
 
-func (h candHeap) Len() int { return len(h) }
-func (h candHeap) Less(i, j int) bool {
-	if h[i].amp != h[j].amp {
-		return h[i].amp > h[j].amp
-	}
-	return h[i].e < h[j].e
-}
-func (h candHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *candHeap) Push(x any)   { *h = append(*h, x.(cand)) }
-func (h *candHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// before orders candidates worst first, then by edge id (declaration order).
+func (x cand) before(y cand) bool {
+	return x.amp > y.amp || (x.amp == y.amp && x.e < y.e)
 }
 
 func (c *core) violations(cap int64, chains []Chain) []Violation {
 	g := c.g
-	var hp candHeap
-	for e := range g.eFrom {
+	// One pass per round over the edges, keeping only the best k: no per-edge allocation.
+	edgeAmp := func(e int) (int64, bool) {
 		f, t := g.eFrom[e], g.eTo[e]
 		if c.h[f] == 0 || (c.cyc != nil && c.comp[f] == c.comp[t]) {
-			continue
+			return 0, false
 		}
-		if amp := mul(mul(c.h[f], c.att[e]), c.d[t]); amp > cap {
-			hp = append(hp, cand{amp, int32(e)})
-		}
+		amp := mul(mul(c.h[f], c.att[e]), c.d[t])
+		return amp, amp > cap
 	}
-	heap.Init(&hp)
+	topK := func(k int) []cand {
+		best := make([]cand, 0, k+1)
+		for e := range g.eFrom {
+			amp, over := edgeAmp(e)
+			if !over {
+				continue
+			}
+			x := cand{amp, int32(e)}
+			if len(best) == k && !x.before(best[k-1]) {
+				continue
+			}
+			i := len(best)
+			best = append(best, x)
+			for i > 0 && x.before(best[i-1]) {
+				best[i] = best[i-1]
+				i--
+			}
+			best[i] = x
+			if len(best) > k {
+				best = best[:k]
+			}
+		}
+		return best
+	}
 	seen := map[string]bool{}
 	var vs []Violation
+	var ids [][]int32
 	addPath := func(path []int32, factors []int64) {
 		key := pathKey(path)
 		if seen[key] {
@@ -198,10 +208,22 @@ func (c *core) violations(cap int64, chains []Chain) []Violation {
 		names := c.names(path)
 		amp := Product(factors)
 		vs = append(vs, Violation{Path: names, Factors: factors, Amplification: amp, Message: Explain(names, factors, cap)})
+		ids = append(ids, path)
 	}
-	for hp.Len() > 0 && len(vs) < MaxViolations {
-		x := heap.Pop(&hp).(cand)
-		addPath(c.throughEdge(x.e))
+	// Several edges can share their worst path: take more candidates until MaxViolations
+	// distinct paths are found or none are left.
+	for k, done := MaxViolations, 0; len(vs) < MaxViolations; k *= 4 {
+		best := topK(k)
+		for _, x := range best[done:] {
+			if len(vs) == MaxViolations {
+				break
+			}
+			addPath(c.throughEdge(x.e))
+		}
+		if len(best) < k {
+			break // every over-cap edge has been seen
+		}
+		done = len(best)
 	}
 	for _, ch := range chains {
 		if ch.Amplification <= cap {
@@ -215,6 +237,14 @@ func (c *core) violations(cap int64, chains []Chain) []Violation {
 		}
 		addPath(sn, factors)
 	}
+	planned, _, reason := c.planRewrite(max(cap, 1), false)
+	for i := range vs {
+		if reason != "" {
+			vs[i].Suggestion = reason
+		} else {
+			vs[i].Suggestion = c.suggest(ids[i], planned)
+		}
+	}
 	slices.SortFunc(vs, func(x, y Violation) int {
 		if x.Amplification != y.Amplification {
 			if x.Amplification > y.Amplification {
@@ -227,24 +257,16 @@ func (c *core) violations(cap int64, chains []Chain) []Violation {
 	if len(vs) > MaxViolations {
 		vs = vs[:MaxViolations]
 	}
-	plan, err := PlanRewrite(g, cap)
-	for i := range vs {
-		if err != nil {
-			vs[i].Suggestion = err.Error()
-			continue
-		}
-		vs[i].Suggestion = plan.suggest(vs[i].Path)
-	}
 	return vs
 }
 
+// pathKey encodes a path of ids as a map key without formatting numbers.
 func pathKey(p []int32) string {
-	var b strings.Builder
-	for _, v := range p {
-		b.WriteString(strconv.Itoa(int(v)))
-		b.WriteByte(',')
+	b := make([]byte, 4*len(p))
+	for i, v := range p {
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 	}
-	return b.String()
+	return string(b)
 }
 
 // Explain renders a chain from outside the cluster, the form used in violations:

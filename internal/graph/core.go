@@ -31,10 +31,50 @@ type core struct {
 
 func newCore(g *Graph, att []int64) *core {
 	c := &core{g: g, n: len(g.names), att: att, retryComp: -1}
-	c.tarjan()
+	if !c.kahn() {
+		c.tarjan()
+	}
 	c.entrypoints()
 	c.findRetry()
 	return c
+}
+
+// kahn orders an acyclic graph topologically (every component a single node), which is cheaper
+// than Tarjan; it reports false when the graph has a cycle, and tarjan then does the work.
+func (c *core) kahn() bool {
+	g, n := c.g, c.n
+	indeg := make([]int32, n)
+	for _, t := range g.eTo {
+		indeg[t]++
+	}
+	order := make([]int32, 0, n)
+	for v := range n {
+		if indeg[v] == 0 {
+			order = append(order, int32(v))
+		}
+	}
+	for i := 0; i < len(order); i++ {
+		for _, e := range g.out[order[i]] {
+			t := g.eTo[e]
+			if indeg[t]--; indeg[t] == 0 {
+				order = append(order, t)
+			}
+		}
+	}
+	if len(order) != n {
+		return false
+	}
+	// Components are numbered sinks first, as Tarjan does.
+	comp := indeg // all zero now: reuse
+	for i, v := range order {
+		comp[v] = int32(n - 1 - i)
+	}
+	c.comp, c.order = comp, order
+	c.csize = make([]int32, n)
+	for i := range c.csize {
+		c.csize[i] = 1
+	}
+	return true
 }
 
 // tarjan computes the components iteratively (deep chains must not overflow the stack).
@@ -226,19 +266,25 @@ func (c *core) forward(withLoad bool) {
 		if hv == 0 {
 			continue
 		}
+		if !withLoad {
+			for _, e := range g.out[v] {
+				t := eTo[e]
+				if x := mul(hv, att[e]); x > h[t] {
+					h[t] = x
+					pred[t] = e
+				}
+			}
+			continue
+		}
+		lv, cal := load[v], g.eCal
 		for _, e := range g.out[v] {
 			t := eTo[e]
-			if x := mul(hv, att[e]); x > h[t] {
+			a := att[e]
+			if x := mul(hv, a); x > h[t] {
 				h[t] = x
 				pred[t] = e
 			}
-		}
-		if withLoad {
-			lv := load[v]
-			for _, e := range g.out[v] {
-				t := eTo[e]
-				load[t] = add(load[t], mul(lv, mul(att[e], g.eCal[e])))
-			}
+			load[t] = add(load[t], mul(mul(lv, a), cal[e]))
 		}
 	}
 }

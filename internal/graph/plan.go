@@ -50,15 +50,12 @@ func (p *Plan) Changed(from, to string) (int64, bool) {
 	return 0, false
 }
 
-// suggest renders the changes on path: "gateway: order=2; order: payment=1".
-func (p *Plan) suggest(path []string) string {
-	if !p.Fits {
-		return p.Reason
-	}
+// suggest renders the planned changes on a path of node ids: "gateway: order=2; order: payment=1".
+func (c *core) suggest(path []int32, planned []int64) string {
 	var parts []string
 	for i := 0; i+1 < len(path); i++ {
-		if n, ok := p.Changed(path[i], path[i+1]); ok {
-			parts = append(parts, path[i]+": "+path[i+1]+"="+strconv.FormatInt(n, 10))
+		if e := c.edgeBetween(path[i], path[i+1]); e >= 0 && planned[e] < c.g.eAtt[e] {
+			parts = append(parts, c.g.names[path[i]]+": "+c.g.names[path[i+1]]+"="+strconv.FormatInt(planned[e], 10))
 		}
 	}
 	return strings.Join(parts, "; ")
@@ -73,9 +70,31 @@ func (p *Plan) suggest(path []string) string {
 // ErrNoRewriteFits.
 func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
 	cap = max(cap, 1)
-	att := append([]int64(nil), g.eAtt...)
-	c := newCore(g, att)
-	p := &Plan{Cap: cap, Fits: true, Attempts: make(map[EdgeKey]int64, len(att))}
+	att, order, reason := newCore(g, g.eAtt).planRewrite(cap, true)
+	p := &Plan{Cap: cap, Fits: reason == "", Reason: reason, Attempts: make(map[EdgeKey]int64, len(att))}
+	for _, e := range order {
+		if att[e] < g.eAtt[e] {
+			p.Changes = append(p.Changes, Change{From: g.names[g.eFrom[e]], To: g.names[g.eTo[e]], Old: g.eAtt[e], New: att[e]})
+		}
+	}
+	for e := range att {
+		p.Attempts[EdgeKey{g.names[g.eFrom[e]], g.names[g.eTo[e]]}] = att[e]
+	}
+	if !p.Fits {
+		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
+	}
+	return p, nil
+}
+
+// planRewrite returns the planned attempts per edge id, the edge ids in the order planned, and
+// why no rewrite fits ("" when one does).
+// It reuses c's components and entrypoints (which do not depend on attempts).
+func (c *core) planRewrite(cap int64, wantOrder bool) (att []int64, order []int32, reason string) {
+	g := c.g
+	att = append([]int64(nil), g.eAtt...)
+	if wantOrder {
+		order = make([]int32, 0, len(att))
+	}
 	h := make([]int64, c.n)
 	worst := -1
 	for i, en := range c.ents {
@@ -86,14 +105,7 @@ func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
 	}
 	if worst >= 0 {
 		en := c.ents[worst]
-		p.Fits = false
-		p.Reason = fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", en.k, g.names[en.node], cap)
-	}
-	lower := func(e int32, to int64) {
-		if to < att[e] {
-			p.Changes = append(p.Changes, Change{From: g.names[g.eFrom[e]], To: g.names[g.eTo[e]], Old: att[e], New: to})
-			att[e] = to
-		}
+		reason = fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", en.k, g.names[en.node], cap)
 	}
 	for i := 0; i < c.n; {
 		v := c.order[i]
@@ -113,23 +125,20 @@ func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
 		allow := max(cap/max(H, 1), 1)
 		for _, u := range nodes {
 			for _, e := range g.out[u] {
+				if wantOrder {
+					order = append(order, e)
+				}
 				t := g.eTo[e]
 				if c.comp[t] == cp && c.isCyc(cp) {
-					lower(e, 1)
+					att[e] = 1
 					continue
 				}
-				lower(e, min(att[e], allow))
+				att[e] = min(att[e], allow)
 				h[t] = max(h[t], mul(H, att[e]))
 			}
 		}
 	}
-	for e := range att {
-		p.Attempts[EdgeKey{g.names[g.eFrom[e]], g.names[g.eTo[e]]}] = att[e]
-	}
-	if !p.Fits {
-		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
-	}
-	return p, nil
+	return att, order, reason
 }
 
 // PlanLocal plans at admission: only service's outgoing edges may change, everyone else is held

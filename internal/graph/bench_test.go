@@ -1,0 +1,68 @@
+package graph
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// benchGraph is a random DAG of n services with 5 edges each on average (attempts 1..3), edges
+// going to services up to 200 positions further, a few explicit entrypoints: the shape of a large
+// mesh with long chains.
+func benchGraph(n int) *Graph {
+	r := rand.New(rand.NewPCG(uint64(n), 42))
+	g := New()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = "svc-" + strconv.Itoa(i)
+		g.AddService(names[i])
+	}
+	for i := range n - 1 {
+		for range 5 {
+			j := i + 1 + r.IntN(min(200, n-1-i))
+			g.AddEdge(names[i], names[j], 1+r.Int64N(3), 1+r.Int64N(2))
+		}
+	}
+	for i := 0; i < n; i += max(n/10, 1) {
+		g.SetEntrypoint(names[i], 2)
+	}
+	return g
+}
+
+var sizes = []int{1000, 10000, 100000}
+
+func BenchmarkAnalyze(b *testing.B) {
+	for _, n := range sizes {
+		g := benchGraph(n)
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Analyze(g, 4)
+			}
+			b.ReportMetric(float64(g.NumEdges()), "edges")
+		})
+	}
+}
+
+func BenchmarkBFS(b *testing.B) {
+	for _, n := range sizes {
+		g := benchGraph(n)
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.BFS()
+			}
+			b.ReportMetric(float64(g.NumEdges()), "edges")
+		})
+	}
+}
+
+func TestBenchGraphShape(t *testing.T) {
+	g := benchGraph(10000)
+	if g.NumEdges() < 45000 || g.NumEdges() > 50000 || g.BFS() < 9000 {
+		t.Fatalf("edges %d reached %d", g.NumEdges(), g.BFS())
+	}
+	if a := Analyze(g, 4); len(a.Violations) != MaxViolations || !a.Bounded {
+		t.Fatalf("violations %d", len(a.Violations))
+	}
+}
