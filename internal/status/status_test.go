@@ -1,0 +1,257 @@
+package status
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+func dep(name, upstreams string) workload.Workload {
+	return workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name,
+		Labels: map[string]string{"part-of": "shop"}, Annotations: map[string]string{annotations.Upstreams: upstreams}}
+}
+
+func pol(cap int32, eps ...v1alpha1.Entrypoint) *v1alpha1.RetryPolicy {
+	return &v1alpha1.RetryPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout", Generation: 4},
+		Spec:       v1alpha1.RetryPolicySpec{MaxAmplification: cap, Entrypoints: eps, Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}},
+	}
+}
+
+var t0 = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+
+func input(p *v1alpha1.RetryPolicy, ws ...workload.Workload) Input {
+	r, a := workload.Analyze(p, ws)
+	return Input{Generation: p.Generation, Selector: p.Spec.Selector, Result: r, Analysis: a, Now: t0}
+}
+
+type cond struct{ status, reason, message string }
+
+func condOf(st *v1alpha1.RetryPolicyStatus, typ string) cond {
+	for _, c := range st.Conditions {
+		if c.Type == typ {
+			return cond{string(c.Status), c.Reason, c.Message}
+		}
+	}
+	return cond{}
+}
+
+func TestSet(t *testing.T) {
+	shop := []workload.Workload{dep("gateway", "catalog=3"), dep("catalog", "db=3"), dep("db", "")}
+	client2 := v1alpha1.Entrypoint{Service: "gateway", ClientAttempts: 2}
+	badSel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
+	tests := []struct {
+		name          string
+		in            Input
+		amplification int64
+		bounded       *bool
+		worstPath     string
+		violations    int
+		ready, within cond
+	}{
+		{
+			name: "over the cap", in: input(pol(3, client2), shop...),
+			amplification: 18, bounded: ptr(true), worstPath: "gateway>catalog>db", violations: 1,
+			ready:  cond{"True", "Reconciled", "analysed 3 selected workload(s): 3 service(s), 2 edge(s)"},
+			within: cond{"False", "CapExceeded", "client -x2-> gateway -x3-> catalog -x3-> db = 18 > cap 3"},
+		},
+		{
+			name: "within the cap", in: input(pol(18, client2), shop...),
+			amplification: 18, bounded: ptr(true), worstPath: "gateway>catalog>db",
+			ready:  cond{"True", "Reconciled", "analysed 3 selected workload(s): 3 service(s), 2 edge(s)"},
+			within: cond{"True", "WithinCap", "amplification 18 <= cap 18 (worst path gateway>catalog>db)"},
+		},
+		{
+			name: "no workloads", in: input(pol(3)),
+			ready:  cond{"True", "Reconciled", "analysed 0 selected workload(s): 0 service(s), 0 edge(s)"},
+			within: cond{"True", "WithinCap", "amplification 0 <= cap 3"}, bounded: ptr(true),
+		},
+		{
+			name: "two branches, the worse one at the cap", in: input(pol(3), dep("a", "b=3, c=2"), dep("b", ""), dep("c", "")),
+			amplification: 3, bounded: ptr(true), worstPath: "a>b",
+			ready:  cond{"True", "Reconciled", "analysed 3 selected workload(s): 3 service(s), 2 edge(s)"},
+			within: cond{"True", "WithinCap", "amplification 3 <= cap 3 (worst path a>b)"},
+		},
+		{
+			name: "diamond over the cap", in: input(pol(2), dep("a", "b=3, c=4"), dep("b", ""), dep("c", "")),
+			amplification: 4, bounded: ptr(true), worstPath: "a>c", violations: 2,
+			ready:  cond{"True", "Reconciled", "analysed 3 selected workload(s): 3 service(s), 2 edge(s)"},
+			within: cond{"False", "CapExceeded", "client -x1-> a -x4-> c = 4 > cap 2 (and 1 more in status.violations)"},
+		},
+		{
+			name: "invalid annotation: the valid part is reported", in: input(pol(3, client2), dep("gateway", "catalog=3"), dep("catalog", "db=x"), dep("db", "")),
+			amplification: 6, bounded: ptr(true), worstPath: "gateway>catalog", violations: 1,
+			ready: cond{"True", "Reconciled", "analysed 3 selected workload(s): 3 service(s), 1 edge(s)"},
+			within: cond{"False", "InvalidAnnotation", `1 invalid annotation(s): Deployment shop/catalog: annotation retrycap.dev/upstreams: token "db=x" at column 1: attempts must be an integer 1..100; ` +
+				"the valid part: client -x2-> gateway -x3-> catalog = 6 > cap 3"},
+		},
+		{
+			name: "retry cycle wins over an invalid annotation", in: input(pol(3, client2), dep("gateway", "catalog=2"), dep("catalog", "gateway"), dep("db", "x=")),
+			amplification: math.MaxInt64, bounded: ptr(false), worstPath: "gateway>catalog>gateway", violations: 1,
+			ready: cond{"True", "Reconciled", "analysed 3 selected workload(s): 3 service(s), 2 edge(s)"},
+			within: cond{"False", "RetryCycle", "retry cycle gateway -x2-> catalog -x1-> gateway: amplification unbounded > cap 3; " +
+				`also 1 invalid annotation(s): Deployment shop/db: annotation retrycap.dev/upstreams: token "x=" at column 1: attempts must be an integer 1..100`},
+		},
+		{
+			name: "invalid selector", in: Input{Generation: 4, Selector: badSel, SelectorError: errors.New(`"Near" is not a valid label selector operator`), Now: t0},
+			ready:  cond{"False", "InvalidSelector", `spec.selector {"matchExpressions":[{"key":"team","operator":"Near"}]} is invalid: "Near" is not a valid label selector operator`},
+			within: cond{"Unknown", "InvalidSelector", "no graph: spec.selector is invalid (see condition Ready)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Start from a stale status, as the reconciler does: every field must be rewritten.
+			st := &v1alpha1.RetryPolicyStatus{ObservedGeneration: 1, Services: 9, Amplification: 99, WorstPath: "old",
+				Chains: []v1alpha1.Chain{{Entrypoint: "old"}}, Violations: []v1alpha1.Violation{{Message: "old"}}}
+			Set(st, tt.in)
+			if st.ObservedGeneration != 4 {
+				t.Errorf("observedGeneration %d, want 4", st.ObservedGeneration)
+			}
+			if st.Amplification != tt.amplification || !reflect.DeepEqual(st.Bounded, tt.bounded) || st.WorstPath != tt.worstPath {
+				t.Errorf("amplification %d bounded %v worstPath %q; want %d %v %q", st.Amplification, deref(st.Bounded), st.WorstPath, tt.amplification, deref(tt.bounded), tt.worstPath)
+			}
+			if len(st.Violations) != tt.violations {
+				t.Errorf("%d violations, want %d: %+v", len(st.Violations), tt.violations, st.Violations)
+			}
+			if got := condOf(st, v1alpha1.ConditionReady); got != tt.ready {
+				t.Errorf("Ready\n got %+v\nwant %+v", got, tt.ready)
+			}
+			if got := condOf(st, v1alpha1.ConditionWithinCap); got != tt.within {
+				t.Errorf("WithinCap\n got %+v\nwant %+v", got, tt.within)
+			}
+			for _, c := range st.Conditions {
+				if c.ObservedGeneration != 4 || !c.LastTransitionTime.Equal(&t0) {
+					t.Errorf("condition %s: observedGeneration %d, lastTransitionTime %v", c.Type, c.ObservedGeneration, c.LastTransitionTime)
+				}
+			}
+		})
+	}
+}
+
+func TestSetIsIdempotent(t *testing.T) {
+	in := input(pol(3, v1alpha1.Entrypoint{Service: "gateway", ClientAttempts: 2}), dep("gateway", "catalog=3"), dep("catalog", "db=3"), dep("db", ""))
+	st := &v1alpha1.RetryPolicyStatus{}
+	Set(st, in)
+	again := st.DeepCopy()
+	later := in
+	later.Now = metav1.NewTime(t0.Add(time.Hour))
+	Set(again, later)
+	if !reflect.DeepEqual(st, again) {
+		t.Fatalf("the same input changed the status (a write loop):\n%+v\n%+v", st, again)
+	}
+}
+
+func TestTransitionTimeChangesOnlyWithStatus(t *testing.T) {
+	p := pol(3, v1alpha1.Entrypoint{Service: "gateway", ClientAttempts: 2})
+	st := &v1alpha1.RetryPolicyStatus{}
+	Set(st, input(p, dep("gateway", "catalog=3"), dep("catalog", "db=3"), dep("db", "")))
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	in := input(p, dep("gateway", "catalog=3"), dep("catalog", "db=1"), dep("db", ""))
+	in.Now = t1
+	Set(st, in) // 6 > 3: still False, so the time stays
+	if c := st.Conditions[1]; !c.LastTransitionTime.Equal(&t0) || c.Message != "client -x2-> gateway -x3-> catalog -x1-> db = 6 > cap 3" {
+		t.Fatalf("WithinCap after 18 -> 6: %+v", c)
+	}
+	in = input(p, dep("gateway", "catalog=1"), dep("catalog", "db=1"), dep("db", ""))
+	in.Now = t1
+	Set(st, in) // 2 <= 3: True, a transition
+	if c := st.Conditions[1]; !c.LastTransitionTime.Equal(&t1) || c.Status != metav1.ConditionTrue {
+		t.Fatalf("WithinCap after 6 -> 2: %+v", c)
+	}
+}
+
+func TestCaps(t *testing.T) {
+	// 60 entrypoints over the cap: chains stop at 50, violations at 20 (the CRD's MaxItems).
+	p := pol(1)
+	var ws []workload.Workload
+	for i := range 60 {
+		ws = append(ws, dep("svc-"+string(rune('a'+i/26))+string(rune('a'+i%26)), "db=2"))
+	}
+	ws = append(ws, dep("db", ""))
+	st := &v1alpha1.RetryPolicyStatus{}
+	Set(st, input(p, ws...))
+	if len(st.Chains) != 50 || len(st.Violations) != 20 {
+		t.Fatalf("%d chains, %d violations; want 50, 20", len(st.Chains), len(st.Violations))
+	}
+	if c := condOf(st, v1alpha1.ConditionWithinCap); c.message != "client -x1-> svc-aa -x2-> db = 2 > cap 1 (and 19 more in status.violations)" {
+		t.Fatalf("WithinCap message %q", c.message)
+	}
+}
+
+func TestListErrorsIsBounded(t *testing.T) {
+	var ws []workload.Workload
+	for i := range 15 {
+		ws = append(ws, dep("w"+string(rune('a'+i)), "db=0"))
+	}
+	st := &v1alpha1.RetryPolicyStatus{}
+	Set(st, input(pol(3), ws...))
+	msg := condOf(st, v1alpha1.ConditionWithinCap).message
+	if !strings.HasPrefix(msg, "15 invalid annotation(s): Deployment shop/wa: ") || !strings.Contains(msg, "; and 5 more; the valid part: amplification 1 <= cap 3") {
+		t.Fatalf("message %q", msg)
+	}
+	if n := strings.Count(msg, "Deployment shop/"); n != MaxListedErrors {
+		t.Fatalf("%d workloads named, want %d", n, MaxListedErrors)
+	}
+}
+
+func TestWithinCapEvent(t *testing.T) {
+	withCond := func(s metav1.ConditionStatus, reason, msg string) *v1alpha1.RetryPolicyStatus {
+		return &v1alpha1.RetryPolicyStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionWithinCap, Status: s, Reason: reason, Message: msg}}}
+	}
+	over := withCond(metav1.ConditionFalse, "CapExceeded", "18 > cap 3")
+	tests := []struct {
+		name              string
+		old, next         *v1alpha1.RetryPolicyStatus
+		typ, reason, note string
+		ok                bool
+	}{
+		{"first verdict", &v1alpha1.RetryPolicyStatus{}, over, "Warning", "CapExceeded", "18 > cap 3", true},
+		{"same verdict, new number", over, withCond(metav1.ConditionFalse, "CapExceeded", "6 > cap 3"), "", "", "", false},
+		{"back within", over, withCond(metav1.ConditionTrue, "WithinCap", "2 <= cap 3"), "Normal", "WithinCap", "2 <= cap 3", true},
+		{"new reason", over, withCond(metav1.ConditionFalse, "RetryCycle", "cycle"), "Warning", "RetryCycle", "cycle", true},
+		{"no condition", over, &v1alpha1.RetryPolicyStatus{}, "", "", "", false},
+	}
+	for _, tt := range tests {
+		typ, reason, note, ok := WithinCapEvent(tt.old, tt.next)
+		if typ != tt.typ || reason != tt.reason || note != tt.note || ok != tt.ok {
+			t.Errorf("%s: got %q %q %q %v", tt.name, typ, reason, note, ok)
+		}
+	}
+}
+
+func TestGauges(t *testing.T) {
+	tests := []struct {
+		st        v1alpha1.RetryPolicyStatus
+		amp, with float64
+	}{
+		{v1alpha1.RetryPolicyStatus{Amplification: 18, Bounded: ptr(true)}, 18, 0},
+		{v1alpha1.RetryPolicyStatus{Amplification: math.MaxInt64, Bounded: ptr(false)}, math.Inf(1), 0},
+		{v1alpha1.RetryPolicyStatus{Amplification: 2, Bounded: ptr(true), Conditions: []metav1.Condition{{Type: "WithinCap", Status: "True"}}}, 2, 1},
+	}
+	for i, tt := range tests {
+		if a, w := AmplificationGauge(&tt.st), WithinCapGauge(&tt.st); a != tt.amp || w != tt.with {
+			t.Errorf("%d: %v %v, want %v %v", i, a, w, tt.amp, tt.with)
+		}
+	}
+	if a := AmplificationGauge(&v1alpha1.RetryPolicyStatus{}); !math.IsNaN(a) {
+		t.Errorf("no graph: %v, want NaN", a)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
+}
