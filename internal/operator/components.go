@@ -18,6 +18,9 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 		if _, err := webhooks.SetupWithManager(mgr, webhooks.Options{ManagerNamespace: o.Namespace}); err != nil {
 			return fmt.Errorf("registering the workload gate and the RetryPolicy validator: %w", err)
 		}
+		if _, err := webhooks.SetupPodInjectorWithManager(mgr, webhooks.PodInjectorOptions{ProxyImage: o.ProxyImage, ManagerNamespace: o.Namespace}); err != nil {
+			return fmt.Errorf("registering the pod injector: %w", err)
+		}
 	}
 	_ = o
 	return nil
