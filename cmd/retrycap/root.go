@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -36,6 +37,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Installed as kubectl-retrycap, help says "kubectl retrycap ..." (see graph.go).
+	applyInvocationName(root, os.Args[0])
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

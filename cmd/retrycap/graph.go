@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/controllers"
+	"github.com/retrycap/retrycap/internal/analyze"
+	"github.com/retrycap/retrycap/internal/operator"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+func init() {
+	subcommands = append(subcommands, newGraphCmd)
+}
+
+// kubectlPluginName is the name the binary is also installed under, so that kubectl finds it
+// as the plugin `kubectl retrycap`.
+const kubectlPluginName = "kubectl-retrycap"
+
+// applyInvocationName makes help and usage say "kubectl retrycap ..." when the binary runs as
+// kubectl-retrycap (kubectl execs plugins by that file name), and "retrycap ..." otherwise.
+func applyInvocationName(root *cobra.Command, argv0 string) {
+	if strings.TrimSuffix(filepath.Base(argv0), ".exe") != kubectlPluginName {
+		return
+	}
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations[cobra.CommandDisplayNameAnnotation] = "kubectl retrycap"
+}
+
+func newGraphCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var kubeconfig, kubeContext, namespace, output string
+	var allNamespaces bool
+	cmd := &cobra.Command{
+		Use:   "graph [POLICY] [-n NAMESPACE | -A]",
+		Short: "Show the live call graph of each RetryPolicy: the attempts on every edge, the worst path marked",
+		Long: `graph reads the RetryPolicies and the workloads (Deployments, StatefulSets, DaemonSets and bare
+Pods) of a namespace from the cluster and prints each policy's graph, computed exactly as the
+controller computes its status: as a tree from the entrypoints with the attempts on each edge
+("-x3->") and the worst path marked "*", or as JSON, Graphviz DOT or Mermaid.
+
+The cluster is found like kubectl finds it: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
+else the in-cluster service account; the namespace defaults to the kubeconfig context's.
+It needs get/list on retrypolicies, deployments, statefulsets, daemonsets and pods.
+
+Exit status: 0 when every policy shown is within its cap; 1 when one is over its cap or has a
+retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
+		Example: `  retrycap graph -n shop
+  kubectl retrycap graph checkout -n shop -o dot | dot -Tsvg > checkout.svg
+  kubectl retrycap graph -A -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			render, ok := renderers[output]
+			if !ok || output == "table" {
+				return &exitError{ExitBadInput, fmt.Sprintf("graph: unknown output %q (tree, json, dot, mermaid)", output)}
+			}
+			if allNamespaces && len(args) == 1 {
+				return &exitError{ExitBadInput, "graph: a POLICY name needs one namespace; drop -A"}
+			}
+			loading := clientcmd.NewDefaultClientConfigLoadingRules()
+			loading.ExplicitPath = kubeconfig
+			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+			cfg, err := cc.ClientConfig()
+			if err != nil {
+				return &exitError{ExitBadInput, fmt.Sprintf("graph: loading the kubeconfig: %v", err)}
+			}
+			ns := namespace
+			if allNamespaces {
+				ns = ""
+			} else if ns == "" {
+				if ns, _, err = cc.Namespace(); err != nil {
+					return &exitError{ExitBadInput, fmt.Sprintf("graph: the kubeconfig context's namespace: %v", err)}
+				}
+			}
+			c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+			if err != nil {
+				return &exitError{ExitBadInput, fmt.Sprintf("graph: connecting to %s: %v", cfg.Host, err)}
+			}
+			policy := ""
+			if len(args) == 1 {
+				policy = args[0]
+			}
+			rep, err := liveReport(cmd.Context(), c, ns, policy)
+			if err != nil {
+				return &exitError{ExitBadInput, "graph: " + err.Error()}
+			}
+			if len(rep.Policies) == 0 {
+				where := "in namespace " + ns
+				if ns == "" {
+					where = "in any namespace"
+				}
+				fmt.Fprintf(stderr, "No RetryPolicy found %s.\n", where)
+				return nil
+			}
+			if err := render(stdout, rep); err != nil {
+				return &exitError{ExitBadInput, err.Error()}
+			}
+			if !rep.WithinCap {
+				return &exitError{code: ExitOverCap}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	f.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
+	f.StringVarP(&namespace, "namespace", "n", "", "namespace of the policies and workloads (default: the context's namespace)")
+	f.BoolVarP(&allNamespaces, "all-namespaces", "A", false, "every namespace")
+	f.StringVarP(&output, "output", "o", "tree", "output format: tree, json, dot or mermaid")
+	return cmd
+}
+
+// liveReport reads the policies of ns ("" = every namespace; policy, if set, only that one)
+// and their namespaces' workloads, and analyses them with the shared builder, as the controller
+// does.
+func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analyze.Report, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var list v1alpha1.RetryPolicyList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing RetryPolicies: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		a, b := list.Items[i], list.Items[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	found := false
+	workloadsOf := map[string][]workload.Workload{}
+	var prs []analyze.PolicyReport
+	for i := range list.Items {
+		p := &list.Items[i]
+		if policy != "" && p.Name != policy {
+			continue
+		}
+		found = true
+		ws, ok := workloadsOf[p.Namespace]
+		if !ok {
+			var err error
+			if ws, err = controllers.ListWorkloads(ctx, c, p.Namespace); err != nil {
+				return nil, err
+			}
+			workloadsOf[p.Namespace] = ws
+		}
+		prs = append(prs, analyze.ForPolicy(p, ws))
+	}
+	if policy != "" && !found {
+		return nil, fmt.Errorf("RetryPolicy %s/%s not found", ns, policy)
+	}
+	return analyze.NewReport(prs), nil
+}
