@@ -59,7 +59,9 @@ type verdict struct {
 
 func policyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.Name }
 
-func (v verdict) message() string { return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan) }
+func (v verdict) message() string {
+	return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
+}
 
 // Decide judges one admission of a workload:
 //

@@ -86,7 +86,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	for i := range list.Items {
 		policies[i] = &list.Items[i]
 	}
-	d := Decide(GateInput{Policies: policies, Workloads: g.index.Workloads(incoming.Namespace), Incoming: incoming, Old: old})
+	d := Decide(GateInput{Policies: policies, Workloads: g.index.Relevant(incoming.Namespace, incoming.ServiceName(), upstreamServices(incoming)), Incoming: incoming, Old: old})
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a RetryPolicy the gate cannot evaluate", "workload", incoming.String())
 	}
@@ -202,4 +202,18 @@ func fillIdentity(w *workload.Workload, req admission.Request) {
 			w.Name = strings.TrimSuffix(m.Metadata.GenerateName, "-")
 		}
 	}
+}
+
+// upstreamServices are w's upstreams as graph nodes of its namespace; nil for a malformed value
+// (Decide refuses it before it looks at the graph).
+func upstreamServices(w workload.Workload) []string {
+	ups, err := workload.Upstreams(w, w.Namespace, 1)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(ups))
+	for i, u := range ups {
+		names[i] = u.Name
+	}
+	return names
 }

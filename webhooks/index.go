@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 
@@ -17,9 +18,11 @@ import (
 )
 
 // workloadIndex holds every workload the gate may need, by namespace, fed by the manager's
-// informers. A namespace's list is rebuilt lazily on the first read after a change, so an
-// admission request reads a ready slice (no List, no deep copy of 5k objects) and the initial
-// sync costs O(n), not O(n^2).
+// informers, together with the service-level call graph of all of them (selected by a policy or
+// not). An admission request reads only the part of a namespace that can matter to it
+// (Relevant), so its cost follows the size of the workload's chains, not of the namespace.
+// Updates that do not touch a workload's labels or annotations (status, replicas, images) leave
+// the index alone.
 type workloadIndex struct {
 	mu   sync.RWMutex
 	byNS map[string]*nsWorkloads
@@ -28,16 +31,38 @@ type workloadIndex struct {
 	synced   []func() bool
 }
 
+type indexEntry struct {
+	w   workload.Workload
+	svc string
+	// ups are the upstream services, normalised for the namespace; nil for a malformed value.
+	ups []string
+}
+
 type nsWorkloads struct {
-	items map[string]workload.Workload // by Workload.Key()
-	list  []workload.Workload          // nil: rebuild on next read; read-only once built
+	items map[string]indexEntry          // by Workload.Key()
+	out   map[string]map[string]int      // service -> upstream service -> number of workloads declaring it
+	in    map[string]map[string]int      // service -> calling service -> number
+	bySvc map[string]map[string]struct{} // service -> keys of the workloads that provide it
+	list  []workload.Workload            // nil: rebuild on next read; read-only once built
 }
 
 func newWorkloadIndex() *workloadIndex {
 	return &workloadIndex{byNS: map[string]*nsWorkloads{}}
 }
 
-// Workloads returns the namespace's workloads, sorted by key. The slice is shared: read only.
+func newEntry(w workload.Workload) indexEntry {
+	e := indexEntry{w: w, svc: w.ServiceName()}
+	// Attempts do not matter for reachability; a malformed value has no edges, as in Build.
+	if ups, err := workload.Upstreams(w, w.Namespace, 1); err == nil {
+		for _, u := range ups {
+			e.ups = append(e.ups, u.Name)
+		}
+	}
+	return e
+}
+
+// Workloads returns all of the namespace's workloads, sorted by key. The slice is shared: read
+// only. The validator uses it; the gate uses Relevant.
 func (x *workloadIndex) Workloads(ns string) []workload.Workload {
 	x.mu.RLock()
 	n := x.byNS[ns]
@@ -54,13 +79,59 @@ func (x *workloadIndex) Workloads(ns string) []workload.Workload {
 	defer x.mu.Unlock()
 	if n.list == nil {
 		l := make([]workload.Workload, 0, len(n.items))
-		for _, w := range n.items {
-			l = append(l, w)
+		for _, e := range n.items {
+			l = append(l, e.w)
 		}
 		sort.Slice(l, func(i, j int) bool { return l[i].Key() < l[j].Key() })
 		n.list = l
 	}
 	return n.list
+}
+
+// Relevant returns the workloads of ns that can change the gate's judgement of a workload of
+// service svc whose upstreams are ups: those providing svc, every service that reaches svc, and
+// every service reachable from svc or from ups, in the call graph of all the namespace's
+// workloads. graph.Judge and graph.PlanLocal depend only on the paths into svc (so on its
+// ancestors and, for default entrypoints, their callers, which are ancestors too) and the paths
+// below its upstreams (their descendants); a policy's graph is a subgraph of this one, so the set
+// is a superset of what any policy needs and the judgement is the same as over the whole
+// namespace (TestRelevantMatchesWholeNamespace checks this on random graphs).
+func (x *workloadIndex) Relevant(ns, svc string, ups []string) []workload.Workload {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := x.byNS[ns]
+	if n == nil {
+		return nil
+	}
+	reach := func(start []string, next map[string]map[string]int) map[string]bool {
+		seen := map[string]bool{}
+		stack := append([]string(nil), start...)
+		for len(stack) > 0 {
+			v := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[v] {
+				continue
+			}
+			seen[v] = true
+			for u := range next[v] {
+				if !seen[u] {
+					stack = append(stack, u)
+				}
+			}
+		}
+		return seen
+	}
+	seen := reach([]string{svc}, n.in)
+	for s := range reach(append([]string{svc}, ups...), n.out) {
+		seen[s] = true
+	}
+	var out []workload.Workload
+	for s := range seen {
+		for k := range n.bySvc[s] {
+			out = append(out, n.items[k].w)
+		}
+	}
+	return out
 }
 
 // Len is the number of indexed workloads in ns.
@@ -73,15 +144,30 @@ func (x *workloadIndex) Len(ns string) int {
 	return 0
 }
 
+func sameWorkload(a, b workload.Workload) bool {
+	return a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name &&
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+}
+
 func (x *workloadIndex) put(w workload.Workload) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.byNS[w.Namespace]
 	if n == nil {
-		n = &nsWorkloads{items: map[string]workload.Workload{}}
+		n = &nsWorkloads{items: map[string]indexEntry{}, out: map[string]map[string]int{},
+			in: map[string]map[string]int{}, bySvc: map[string]map[string]struct{}{}}
 		x.byNS[w.Namespace] = n
 	}
-	n.items[w.Key()] = w
+	key := w.Key()
+	if prev, ok := n.items[key]; ok {
+		if sameWorkload(prev.w, w) {
+			return
+		}
+		n.unlink(key, prev)
+	}
+	e := newEntry(w)
+	n.items[key] = e
+	n.link(key, e)
 	n.list = nil
 }
 
@@ -92,13 +178,53 @@ func (x *workloadIndex) remove(w workload.Workload) {
 	if n == nil {
 		return
 	}
-	if _, ok := n.items[w.Key()]; !ok {
+	key := w.Key()
+	prev, ok := n.items[key]
+	if !ok {
 		return
 	}
-	delete(n.items, w.Key())
+	n.unlink(key, prev)
+	delete(n.items, key)
 	n.list = nil
 	if len(n.items) == 0 {
 		delete(x.byNS, w.Namespace)
+	}
+}
+
+func (n *nsWorkloads) link(key string, e indexEntry) {
+	addCount := func(m map[string]map[string]int, a, b string) {
+		if m[a] == nil {
+			m[a] = map[string]int{}
+		}
+		m[a][b]++
+	}
+	if n.bySvc[e.svc] == nil {
+		n.bySvc[e.svc] = map[string]struct{}{}
+	}
+	n.bySvc[e.svc][key] = struct{}{}
+	for _, u := range e.ups {
+		addCount(n.out, e.svc, u)
+		addCount(n.in, u, e.svc)
+	}
+}
+
+func (n *nsWorkloads) unlink(key string, e indexEntry) {
+	dropCount := func(m map[string]map[string]int, a, b string) {
+		m[a][b]--
+		if m[a][b] <= 0 {
+			delete(m[a], b)
+			if len(m[a]) == 0 {
+				delete(m, a)
+			}
+		}
+	}
+	delete(n.bySvc[e.svc], key)
+	if len(n.bySvc[e.svc]) == 0 {
+		delete(n.bySvc, e.svc)
+	}
+	for _, u := range e.ups {
+		dropCount(n.out, e.svc, u)
+		dropCount(n.in, u, e.svc)
 	}
 }
 

@@ -40,6 +40,12 @@ type Webhooks struct {
 	Validator *PolicyValidator
 }
 
+// The manager's permissions for the gate and the validator: they read workloads (Pods as
+// metadata) and policies from its cache.
+// +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+
 // SetupWithManager registers the workload gate at GatePath and the RetryPolicy validator at
 // PolicyValidatorPath on the manager's webhook server, and the informers they read (Deployments,
 // StatefulSets, DaemonSets, Pod metadata, RetryPolicies) on its cache.

@@ -1,0 +1,341 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// warningRecorder collects the admission warnings the API server returns to a client.
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (r *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.warnings = append(r.warnings, text)
+}
+
+// take returns the warnings received since the last call.
+func (r *warningRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.warnings
+	r.warnings = nil
+	return w
+}
+
+// gateClient is a direct client whose warnings are recorded.
+func gateClient() (client.Client, *warningRecorder) {
+	rec := &warningRecorder{}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.WarningHandler = rec
+	c, err := client.New(cfg, client.Options{Scheme: k8sClient.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return c, rec
+}
+
+func gateDeployment(ns, name, upstreams string, labels map[string]string) *appsv1.Deployment {
+	l := map[string]string{"app.kubernetes.io/name": name}
+	for k, v := range labels {
+		l[k] = v
+	}
+	ann := map[string]string{}
+	if upstreams != "" {
+		ann[annotations.Upstreams] = upstreams
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: l, Annotations: ann},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}},
+			},
+		},
+	}
+}
+
+var partOfShop = map[string]string{"app.kubernetes.io/part-of": "shop"}
+
+func gatePolicy(ns string, cap int32, mode v1alpha1.Enforcement) *v1alpha1.RetryPolicy {
+	return &v1alpha1.RetryPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "checkout"},
+		Spec: v1alpha1.RetryPolicySpec{
+			Selector:         &metav1.LabelSelector{MatchLabels: partOfShop},
+			MaxAmplification: cap,
+			Entrypoints:      []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}},
+			Enforcement:      mode,
+		},
+	}
+}
+
+// gateNamespace creates ns with policy and the design's chain around order (gateway -x3-> order,
+// payment), and waits until the manager's cache (what the gate reads) has all of it.
+func gateNamespace(ctx context.Context, ns string, policy *v1alpha1.RetryPolicy) {
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	Expect(k8sClient.Create(ctx, gateDeployment(ns, "gateway", "order=3", partOfShop))).To(Succeed())
+	Expect(k8sClient.Create(ctx, gateDeployment(ns, "payment", "", partOfShop))).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.RetryPolicy{})).To(Succeed())
+		for _, name := range []string{"gateway", "payment"} {
+			g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})).To(Succeed())
+		}
+	}).Should(Succeed())
+}
+
+// waitForPolicy waits until the manager's cache has the policy's current spec.
+func waitForPolicy(ctx context.Context, p *v1alpha1.RetryPolicy) {
+	Eventually(func(g Gomega) {
+		var cached v1alpha1.RetryPolicy
+		g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(p), &cached)).To(Succeed())
+		g.Expect(cached.Spec.Enforcement).To(Equal(p.Spec.Enforcement))
+		g.Expect(cached.Spec.MaxAmplification).To(Equal(p.Spec.MaxAmplification))
+	}).Should(Succeed())
+}
+
+// waitForUpstreams waits until the manager's cache has the Deployment's current upstreams.
+func waitForUpstreams(ctx context.Context, ns, name, upstreams string) {
+	Eventually(func(g Gomega) {
+		var d appsv1.Deployment
+		g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+		g.Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue(annotations.Upstreams, upstreams))
+	}).Should(Succeed())
+}
+
+func setUpstreams(ctx context.Context, c client.Client, ns, name, upstreams string) error {
+	var d appsv1.Deployment
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
+	d.Spec.Template.Annotations[annotations.Upstreams] = upstreams
+	return c.Update(ctx, &d)
+}
+
+const gateDenied = `admission webhook "gate.retrycap.dev" denied the request: `
+
+var _ = Describe("workload gate", Ordered, func() {
+	ctx := context.Background()
+
+	Context("Reject", Ordered, func() {
+		const ns = "shop"
+		policy := gatePolicy(ns, 4, v1alpha1.EnforcementReject)
+		BeforeAll(func() { gateNamespace(ctx, ns, policy) })
+
+		It("refuses an over-cap Deployment with the policy, the path, the cap and what fits", func() {
+			err := k8sClient.Create(ctx, gateDeployment(ns, "order", "payment=3", partOfShop))
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Expect(err.Error()).To(Equal(gateDenied + "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"))
+			Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &appsv1.Deployment{}))).To(BeTrue())
+		})
+
+		It("admits one that fits, then refuses an update that raises its attempts", func() {
+			Expect(k8sClient.Create(ctx, gateDeployment(ns, "order", "payment=1", partOfShop))).To(Succeed())
+			waitForUpstreams(ctx, ns, "order", "payment=1")
+			err := setUpstreams(ctx, k8sClient, ns, "order", "payment=2")
+			Expect(err).To(MatchError(gateDenied + "RetryPolicy shop/checkout: gateway -x3-> order -x2-> payment = 6 > cap 4; order may keep payment=1"))
+		})
+
+		It("admits an update that lowers attempts of a chain already over the cap", func() {
+			// Reach the over-cap state the way a team adopting retrycap does: under Audit.
+			var p v1alpha1.RetryPolicy
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), &p)).To(Succeed())
+			p.Spec.Enforcement = v1alpha1.EnforcementAudit
+			Expect(k8sClient.Update(ctx, &p)).To(Succeed())
+			waitForPolicy(ctx, &p)
+			Expect(setUpstreams(ctx, k8sClient, ns, "order", "payment=3")).To(Succeed())
+			p.Spec.Enforcement = v1alpha1.EnforcementReject
+			Expect(k8sClient.Update(ctx, &p)).To(Succeed())
+			waitForPolicy(ctx, &p)
+			waitForUpstreams(ctx, ns, "order", "payment=3")
+
+			// 3 x 2 = 6 is still over 4, but lower than what is stored: the repair goes through.
+			Expect(setUpstreams(ctx, k8sClient, ns, "order", "payment=2")).To(Succeed())
+			waitForUpstreams(ctx, ns, "order", "payment=2")
+			// An update that raises nothing (an image bump) goes through too.
+			var d appsv1.Deployment
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &d)).To(Succeed())
+			d.Spec.Template.Spec.Containers[0].Image = "retrycap/lab-app:v0.1.1"
+			Expect(k8sClient.Update(ctx, &d)).To(Succeed())
+			// Raising it again is refused.
+			Expect(setUpstreams(ctx, k8sClient, ns, "order", "payment=3")).To(MatchError(gateDenied +
+				"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"))
+		})
+
+		It("refuses a StatefulSet and a bare Pod the same way, and lets a ReplicaSet's pod through", func() {
+			d := gateDeployment(ns, "refund", "payment=3", partOfShop)
+			d.Spec.Template.Annotations[annotations.Service] = "order"
+			sts := &appsv1.StatefulSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.StatefulSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template}}
+			Expect(k8sClient.Create(ctx, sts)).To(MatchError(gateDenied +
+				"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"))
+
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "order-debug", Labels: partOfShop,
+				Annotations: map[string]string{annotations.Service: "order", annotations.Upstreams: "payment=3"}},
+				Spec: d.Spec.Template.Spec}
+			Expect(k8sClient.Create(ctx, pod)).To(MatchError(gateDenied +
+				"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"))
+
+			owned := pod.DeepCopy()
+			owned.Name = "order-7d4b9-abcde"
+			owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "order-7d4b9",
+				UID: "00000000-0000-0000-0000-000000000001", Controller: ptrTo(true)}}
+			Expect(k8sClient.Create(ctx, owned)).To(Succeed())
+		})
+
+		It("lets a workload no policy selects through untouched", func() {
+			d := gateDeployment(ns, "batch", "payment=9, api.stripe.com=5", nil)
+			Expect(k8sClient.Create(ctx, d)).To(Succeed())
+			var stored appsv1.Deployment
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(d), &stored)).To(Succeed())
+			Expect(stored.Spec.Template.Annotations).To(Equal(map[string]string{annotations.Upstreams: "payment=9, api.stripe.com=5"}))
+		})
+	})
+
+	Context("Rewrite", Ordered, func() {
+		const ns = "gate-rewrite"
+		BeforeAll(func() { gateNamespace(ctx, ns, gatePolicy(ns, 4, v1alpha1.EnforcementRewrite)) })
+
+		It("stores the lowered attempts and the old value, and warns the client", func() {
+			c, warnings := gateClient()
+			Expect(c.Create(ctx, gateDeployment(ns, "order", "payment=3, audit-log", partOfShop))).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{"RetryPolicy gate-rewrite/checkout rewrote retrycap.dev/upstreams of Deployment gate-rewrite/order: " +
+				"payment=3, audit-log -> payment=1, audit-log (gateway -x3-> order -x3-> payment = 9 > cap 4)"}))
+			var stored appsv1.Deployment
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &stored)).To(Succeed())
+			Expect(stored.Spec.Template.Annotations).To(Equal(map[string]string{
+				annotations.Upstreams:     "payment=1, audit-log",
+				annotations.RewrittenFrom: "payment=3, audit-log",
+			}))
+		})
+
+		It("rewrites a bare Pod's own annotations", func() {
+			c, warnings := gateClient()
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "order-debug", Labels: partOfShop,
+				Annotations: map[string]string{annotations.Service: "order", annotations.Upstreams: "payment=2"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+			Expect(c.Create(ctx, pod)).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{"RetryPolicy gate-rewrite/checkout rewrote retrycap.dev/upstreams of Pod gate-rewrite/order-debug: " +
+				"payment=2 -> payment=1 (gateway -x3-> order -x2-> payment = 6 > cap 4)"}))
+			Expect(pod.Annotations).To(HaveKeyWithValue(annotations.Upstreams, "payment=1"))
+			Expect(pod.Annotations).To(HaveKeyWithValue(annotations.RewrittenFrom, "payment=2"))
+		})
+	})
+
+	Context("Audit", Ordered, func() {
+		const ns = "gate-audit"
+		BeforeAll(func() { gateNamespace(ctx, ns, gatePolicy(ns, 4, v1alpha1.EnforcementAudit)) })
+
+		It("admits an over-cap Deployment unchanged, with the warning", func() {
+			c, warnings := gateClient()
+			Expect(c.Create(ctx, gateDeployment(ns, "order", "payment=3", partOfShop))).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{
+				"RetryPolicy gate-audit/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1 (admitted: enforcement is Audit)"}))
+			var stored appsv1.Deployment
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &stored)).To(Succeed())
+			Expect(stored.Spec.Template.Annotations).To(Equal(map[string]string{annotations.Upstreams: "payment=3"}))
+		})
+	})
+
+	It("refuses a malformed annotation in every mode, naming the workload, token and column", func() {
+		for _, ns := range []string{"shop", "gate-rewrite", "gate-audit"} {
+			err := k8sClient.Create(ctx, gateDeployment(ns, "broken", "payment=3, inventory=x", partOfShop))
+			Expect(err).To(MatchError(gateDenied + fmt.Sprintf(
+				`Deployment %s/broken: annotation retrycap.dev/upstreams: token "inventory=x" at column 12: attempts must be an integer 1..100`, ns)), ns)
+		}
+	})
+
+	It("never gates the manager's namespace", func() {
+		const ns = suiteManagerNamespace
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		p := gatePolicy(ns, 1, v1alpha1.EnforcementReject)
+		p.Spec.Selector = nil
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		waitForPolicy(ctx, p)
+		Expect(k8sClient.Create(ctx, gateDeployment(ns, "gateway", "order=100, broken=x", nil))).To(Succeed())
+	})
+})
+
+func ptrTo[T any](v T) *T { return &v }
+
+// closedPort returns a loopback port nothing listens on: the manager is down.
+func closedPort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	port := l.Addr().(*net.TCPAddr).Port
+	Expect(l.Close()).To(Succeed())
+	return port
+}
+
+// Copies of the shipped webhooks (same names, rules, failure policies, timeouts) pointed at a
+// closed port, for namespaces labelled retrycap-test/unreachable: what the API server does when
+// the manager is down. The installed configuration keeps serving every other namespace.
+var _ = Describe("failure policy while the manager is down", Ordered, func() {
+	ctx := context.Background()
+	var unreachable *admissionregistrationv1.MutatingWebhookConfiguration
+
+	BeforeAll(func() {
+		var shipped admissionregistrationv1.MutatingWebhookConfiguration
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "retrycap-mutating-webhook-configuration"}, &shipped)).To(Succeed())
+		unreachable = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "retrycap-test-unreachable"}}
+		port := closedPort()
+		for _, wh := range shipped.Webhooks {
+			wh := *wh.DeepCopy()
+			Expect(wh.ClientConfig.URL).NotTo(BeNil())
+			path := (*wh.ClientConfig.URL)[strings.LastIndex(*wh.ClientConfig.URL, "/"):]
+			wh.ClientConfig.URL = ptrTo(fmt.Sprintf("https://127.0.0.1:%d%s", port, path))
+			wh.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"retrycap-test/unreachable": strings.TrimSuffix(wh.Name, ".retrycap.dev")}}
+			unreachable.Webhooks = append(unreachable.Webhooks, wh)
+		}
+		Expect(unreachable.Webhooks).To(HaveLen(2))
+		Expect(*unreachable.Webhooks[0].FailurePolicy).To(Equal(admissionregistrationv1.Fail))
+		Expect(*unreachable.Webhooks[1].FailurePolicy).To(Equal(admissionregistrationv1.Ignore))
+		Expect(k8sClient.Create(ctx, unreachable)).To(Succeed())
+		for _, name := range []string{"gate", "inject"} {
+			Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "down-" + name,
+				Labels: map[string]string{"retrycap-test/unreachable": name}}})).To(Succeed())
+		}
+	})
+	AfterAll(func() { Expect(k8sClient.Delete(ctx, unreachable)).To(Succeed()) })
+
+	It("gate, failurePolicy Fail (shipped): the API server refuses the create", func() {
+		Eventually(func(g Gomega) {
+			err := k8sClient.Create(ctx, gateDeployment("down-gate", "order", "payment=3", nil))
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(`failed calling webhook "gate.retrycap.dev"`))
+			g.Expect(err.Error()).To(ContainSubstring("connection refused"))
+		}).Should(Succeed())
+	})
+
+	It("injector, failurePolicy Ignore (shipped): the pod is admitted without the proxy", func() {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "down-inject", Name: "gateway"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Spec.InitContainers).To(BeEmpty())
+	})
+
+	It("gate switched to failurePolicy Ignore: the create is admitted unchecked", func() {
+		var current admissionregistrationv1.MutatingWebhookConfiguration
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(unreachable), &current)).To(Succeed())
+		current.Webhooks[0].FailurePolicy = ptrTo(admissionregistrationv1.Ignore)
+		Expect(k8sClient.Update(ctx, &current)).To(Succeed())
+		Eventually(func() error {
+			return k8sClient.Create(ctx, gateDeployment("down-gate", "order", "payment=3", nil))
+		}).Should(Succeed())
+	})
+})

@@ -1,0 +1,135 @@
+package webhooks
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// randomNamespace is n workloads over fewer services (so some share one), calling random
+// services (some outside the namespace, some cycles), some labelled for a selector.
+func randomNamespace(r *rand.Rand, n int) []workload.Workload {
+	svcs := n*2/3 + 1
+	var ws []workload.Workload
+	for i := 0; i < n; i++ {
+		var ups []string
+		used := map[int]bool{}
+		for k := r.IntN(3); k > 0; k-- {
+			t := r.IntN(svcs + 2)
+			if used[t] {
+				continue
+			}
+			used[t] = true
+			name := fmt.Sprintf("s%d", t)
+			if t >= svcs {
+				name = fmt.Sprintf("ext%d.example.com", t)
+			}
+			ups = append(ups, fmt.Sprintf("%s=%d", name, 1+r.IntN(3)))
+		}
+		w := deployment(fmt.Sprintf("w%d", i), strings.Join(ups, ", "))
+		w.Annotations[annotations.Service] = fmt.Sprintf("s%d", r.IntN(svcs))
+		if r.IntN(3) == 0 {
+			w.Labels["tier"] = "edge"
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+var pathPattern = regexp.MustCompile(`[a-z0-9.-]+( -x[0-9]+-> [a-z0-9.-]+)+`)
+
+// withoutPaths blanks the paths in d's messages: when two paths tie for the worst, which one the
+// graph names depends on node numbering, which differs between a subset and the whole. Products,
+// caps, plans and rewrites must still agree.
+func withoutPaths(d Decision) Decision {
+	d.Message = pathPattern.ReplaceAllString(d.Message, "<path>")
+	ws := make([]string, len(d.Warnings))
+	for i, w := range d.Warnings {
+		ws[i] = pathPattern.ReplaceAllString(w, "<path>")
+	}
+	d.Warnings = ws
+	return d
+}
+
+// TestRelevantMatchesWholeNamespace checks the claim Relevant rests on: the gate decides the same
+// over the relevant subset as over the whole namespace, for every mode, with and without
+// selectors and explicit entrypoints, on creates and on updates.
+func TestRelevantMatchesWholeNamespace(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	modes := []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit}
+	decisions := 0
+	for round := 0; round < 300; round++ {
+		ws := randomNamespace(r, 5+r.IntN(25))
+		x := newWorkloadIndex()
+		for _, w := range ws {
+			x.put(w)
+		}
+		var ps []*v1alpha1.RetryPolicy
+		for k := 1 + r.IntN(2); k > 0; k-- {
+			p := testPolicy(fmt.Sprintf("p%d", k), int32(1+r.IntN(12)), modes[r.IntN(3)], nil)
+			p.Spec.Entrypoints = nil
+			if r.IntN(2) == 0 {
+				p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}}
+			}
+			if r.IntN(3) == 0 {
+				p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: fmt.Sprintf("s%d", r.IntN(5)), ClientAttempts: int32(1 + r.IntN(3))}}
+			}
+			ps = append(ps, p)
+		}
+		for i := 0; i < 5; i++ {
+			base := ws[r.IntN(len(ws))]
+			incoming := randomNamespace(r, 1)[0]
+			incoming.Name = base.Name
+			var old *workload.Workload
+			if r.IntN(2) == 0 {
+				old = &base
+			} else {
+				incoming.Name = fmt.Sprintf("new%d", i)
+			}
+			full := Decide(GateInput{Policies: ps, Workloads: ws, Incoming: incoming, Old: old})
+			sub := x.Relevant("shop", incoming.ServiceName(), upstreamServices(incoming))
+			got := Decide(GateInput{Policies: ps, Workloads: sub, Incoming: incoming, Old: old})
+			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
+				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
+			}
+			if !full.Allowed || full.Rewrite != nil || len(full.Warnings) > 0 {
+				decisions++
+			}
+		}
+	}
+	if decisions < 100 {
+		t.Fatalf("only %d of 1500 random requests were refused, rewritten or warned: the test says little", decisions)
+	}
+}
+
+func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
+	x := newWorkloadIndex()
+	w := deployment("order", "payment=3")
+	x.put(w)
+	list := x.Workloads("shop")
+	same := deployment("order", "payment=3")
+	x.put(same)
+	if got := x.Workloads("shop"); &got[0] != &list[0] {
+		t.Fatalf("an identical update rebuilt the namespace's list")
+	}
+	x.put(deployment("order", "payment=1, audit"))
+	if got := x.Relevant("shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations[annotations.Upstreams] != "payment=1, audit" {
+		t.Fatalf("Relevant after an update = %v", got)
+	}
+	x.remove(w)
+	if n := x.Len("shop"); n != 0 {
+		t.Fatalf("Len after remove = %d", n)
+	}
+	if got := x.Relevant("shop", "order", nil); got != nil {
+		t.Fatalf("Relevant of an emptied namespace = %v", got)
+	}
+}
