@@ -255,7 +255,7 @@ var _ = Describe("workload gate", Ordered, func() {
 	It("refuses a malformed annotation in every mode, naming the workload, token and column", func() {
 		for _, ns := range []string{"shop", "gate-rewrite", "gate-audit"} {
 			err := k8sClient.Create(ctx, gateDeployment(ns, "broken", "payment=3, inventory=x", partOfShop))
-			Expect(err).To(MatchError(gateDenied + fmt.Sprintf(
+			Expect(err).To(MatchError(gateDenied+fmt.Sprintf(
 				`Deployment %s/broken: annotation retrycap.dev/upstreams: token "inventory=x" at column 12: attempts must be an integer 1..100`, ns)), ns)
 		}
 	})
