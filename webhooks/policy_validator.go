@@ -79,8 +79,11 @@ func (v *PolicyValidator) validate(p *v1alpha1.RetryPolicy) (admission.Warnings,
 		if len(a.Violations) > 0 {
 			worst = a.Violations[0].Message
 		}
-		warnings = append(warnings, fmt.Sprintf("spec.maxAmplification: the current graph already exceeds the cap (%s; %d paths over the cap): deploys that raise retries on those paths will be %s",
-			worst, len(a.Violations), modeConsequence(p.Spec.Enforcement)))
+		if more := len(a.Violations) - 1; more > 0 {
+			worst += fmt.Sprintf("; and %d more paths", more)
+		}
+		warnings = append(warnings, fmt.Sprintf("spec.maxAmplification: the current graph already exceeds the cap (%s): deploys that raise retries on those paths will be %s",
+			worst, modeConsequence(p.Spec.Enforcement)))
 	}
 	return warnings, nil
 }
