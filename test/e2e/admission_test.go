@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+)
+
+// admissionChain is the design's example: gateway -x3-> order -x3-> payment against cap 4, with
+// order still to be deployed.
+const admissionChain = `apiVersion: v1
+kind: Namespace
+metadata: {name: NS}
+---
+apiVersion: retrycap.dev/v1alpha1
+kind: RetryPolicy
+metadata: {name: checkout, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/part-of: shop}}
+  maxAmplification: 4
+  entrypoints: [{service: gateway}]
+  enforcement: MODE
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: gateway, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: gateway}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: gateway, app.kubernetes.io/part-of: shop}
+      annotations: {retrycap.dev/upstreams: "order=3"}
+    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: payment, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: payment}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: payment, app.kubernetes.io/part-of: shop}
+    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
+`
+
+// overRetryingOrder is what an engineer applies: 3 attempts to payment.
+const overRetryingOrder = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: order, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: order}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: order, app.kubernetes.io/part-of: shop}
+      annotations: {retrycap.dev/upstreams: "payment=3"}
+    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
+`
+
+var _ = Describe("admission through kubectl", func() {
+	ctx := context.Background()
+
+	// setUp applies the chain with kubectl and waits until the manager's cache (what the gate
+	// reads) has the policy and both Deployments.
+	setUp := func(ns, mode string) {
+		r := strings.NewReplacer("NS", ns, "MODE", mode)
+		_, errOut, err := Env.CP.RunKubectl(ctx, r.Replace(admissionChain), "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), errOut)
+		Eventually(func(g Gomega) {
+			cached := Env.Manager.GetClient()
+			g.Expect(cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "checkout"}, &v1alpha1.RetryPolicy{})).To(Succeed())
+			for _, name := range []string{"gateway", "payment"} {
+				g.Expect(cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})).To(Succeed())
+			}
+		}).Should(Succeed())
+	}
+	orderFile := func(ns string) string {
+		path := filepath.Join(GinkgoT().TempDir(), "order.yaml")
+		Expect(os.WriteFile(path, []byte(strings.ReplaceAll(overRetryingOrder, "NS", ns)), 0o600)).To(Succeed())
+		return path
+	}
+
+	It("kubectl apply -f of an over-retrying Deployment prints the refusal and stores nothing", func() {
+		const ns = "e2e-admission"
+		setUp(ns, "Reject")
+		path := orderFile(ns)
+		out, errOut, err := Env.CP.RunKubectl(ctx, "", "apply", "-f", path)
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(BeEmpty())
+		Expect(errOut).To(Equal(`Error from server (Forbidden): error when creating "` + path + `": admission webhook "gate.retrycap.dev" denied the request: ` +
+			"RetryPolicy e2e-admission/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1\n"))
+		_, errOut, err = Env.CP.RunKubectl(ctx, "", "get", "deployment", "order", "-n", ns)
+		Expect(err).To(HaveOccurred())
+		Expect(errOut).To(ContainSubstring(`deployments.apps "order" not found`))
+	})
+
+	It("kubectl apply -f under Rewrite prints the warning and stores the lowered attempts", func() {
+		const ns = "e2e-admission-rewrite"
+		setUp(ns, "Rewrite")
+		out, errOut, err := Env.CP.RunKubectl(ctx, "", "apply", "-f", orderFile(ns))
+		Expect(err).NotTo(HaveOccurred(), errOut)
+		Expect(out).To(Equal("deployment.apps/order created\n"))
+		Expect(errOut).To(Equal("Warning: RetryPolicy e2e-admission-rewrite/checkout rewrote retrycap.dev/upstreams of Deployment e2e-admission-rewrite/order: " +
+			"payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 4)\n"))
+		Expect(Kubectl(ctx, "get", "deployment", "order", "-n", ns, "-o",
+			`jsonpath={.spec.template.metadata.annotations.retrycap\.dev/upstreams} {.spec.template.metadata.annotations.retrycap\.dev/rewritten-from}`)).
+			To(Equal("payment=1 payment=3"))
+	})
+})
