@@ -1,3 +1,4 @@
-// Package e2e holds tests of the installable artifacts as a whole: config/default rendered by the
-// real kubectl, checked object by object.
+// Package e2e holds retrycap's end-to-end tests: the operator against a real kube-apiserver and
+// etcd, driven through the real kubectl, and the installable artifacts as a whole (config/default
+// rendered by that kubectl, checked object by object). It has no non-test code.
 package e2e
