@@ -1,0 +1,312 @@
+package storm
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// This file is the lab's accounting: pure functions from what was recorded
+// (user request outcomes, counter samples, the timeline) to the figures the
+// lab prints and judges. No clocks, no I/O.
+
+// Sample is a reading of cumulative counters, At after the arm's load began.
+type Sample struct {
+	At time.Duration
+	// PaymentRequests is how many requests were sent to payment so far:
+	// the order proxy's attempts to payment, which counts refused
+	// connections while payment is down as well as requests payment served
+	// or rejected.
+	PaymentRequests float64
+	// Retries is how many retries were made so far anywhere in the chain:
+	// every proxy's retries plus the edge client's own.
+	Retries float64
+}
+
+// UserRequest is the fate of one user request, by the edge client.
+type UserRequest struct {
+	Sent     time.Duration // when it was sent, after the load began
+	Done     time.Duration // when the edge client had its final answer (or gave up)
+	OK       bool          // the final answer was 2xx
+	Attempts int           // attempts the edge client made (its own retries included)
+}
+
+// Timeline is when the fault happened, relative to the start of the load.
+type Timeline struct {
+	OutageStart time.Duration // payment killed
+	Restore     time.Duration // payment back
+	LoadEnd     time.Duration // the last user request was sent before this
+}
+
+// RecoveryCriterion defines "recovered": the earliest start t >= restore,
+// on a grid of Step, such that in each of Windows consecutive windows of
+// length Window from t the user success rate (by send time) is at least
+// MinSuccess. A window in which no user request was sent does not count as
+// healthy (no evidence). The recovery time is t - restore.
+type RecoveryCriterion struct {
+	Step       time.Duration
+	Window     time.Duration
+	Windows    int
+	MinSuccess float64
+}
+
+// DefaultRecovery is the lab's definition: from the first 100 ms step after
+// restore from which the success rate stays >= 95 % for 3 consecutive seconds.
+var DefaultRecovery = RecoveryCriterion{Step: 100 * time.Millisecond, Window: time.Second, Windows: 3, MinSuccess: 0.95}
+
+// Recovery is how an arm came back after payment returned.
+type Recovery struct {
+	Recovered bool
+	// After is the recovery time (valid when Recovered).
+	After time.Duration
+	// Observed is how long after restore the load ran (LoadEnd - Restore).
+	Observed time.Duration
+	// LowerBound, when not Recovered, is the latest recovery time the run
+	// could have confirmed: no start up to it met the criterion, so the
+	// true recovery time is greater than this.
+	LowerBound time.Duration
+}
+
+// ArmResult holds one arm's figures.
+type ArmResult struct {
+	Arm string // "naive" or "retrycap"
+
+	Sent, OK, Failed int // user requests over the whole run
+
+	// FailedInOutage counts user requests sent during the outage that failed.
+	FailedInOutage int
+	// PaymentInOutage is the requests sent to payment during the outage.
+	PaymentInOutage float64
+	// PaymentPerFailed = PaymentInOutage / FailedInOutage: requests at
+	// payment per failed user request. A ratio of two counts over the same
+	// window: with steady load the requests of user requests that straddle
+	// the window's edges cancel out; the exact per-request count is what
+	// the package's test checks with sequential requests.
+	PaymentPerFailed float64
+	// RetriesInOutage counts retries made anywhere in the chain during the outage.
+	RetriesInOutage float64
+
+	Recovery Recovery
+
+	// Side effects at payment (POSTs), over the whole run; see payment.go.
+	Charges, Replayed, Duplicates int64
+
+	// PaymentRate is requests/s sent to payment, one value per second of load.
+	PaymentRate []float64
+	// SuccessRate is the user success rate (0..1) by send time, one value
+	// per second of load; NaN for a second in which nothing was sent.
+	SuccessRate []float64
+}
+
+// Compute derives an arm's figures from what was recorded. users need not be sorted.
+func Compute(arm string, users []UserRequest, samples []Sample, tl Timeline, crit RecoveryCriterion) ArmResult {
+	sorted := append([]UserRequest(nil), users...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Sent < sorted[j].Sent })
+	r := ArmResult{Arm: arm, Sent: len(sorted)}
+	for _, u := range sorted {
+		if u.OK {
+			r.OK++
+		} else {
+			r.Failed++
+		}
+	}
+	_, _, r.FailedInOutage = countSent(sorted, tl.OutageStart, tl.Restore)
+	r.PaymentInOutage = Delta(samples, tl.OutageStart, tl.Restore, paymentOf)
+	r.PaymentPerFailed = PerFailed(r.PaymentInOutage, r.FailedInOutage)
+	r.RetriesInOutage = Delta(samples, tl.OutageStart, tl.Restore, retriesOf)
+	r.Recovery = RecoveryAfter(sorted, tl.Restore, tl.LoadEnd, crit)
+	seconds := int(math.Ceil(tl.LoadEnd.Seconds()))
+	r.PaymentRate = Rates(samples, time.Second, seconds, paymentOf)
+	r.SuccessRate = SuccessRates(sorted, time.Second, seconds)
+	return r
+}
+
+func paymentOf(s Sample) float64 { return s.PaymentRequests }
+func retriesOf(s Sample) float64 { return s.Retries }
+
+// ValueAt is a cumulative counter at t, linearly interpolated between the
+// samples around t (samples sorted by At); before the first sample it is
+// the first sample's value, after the last the last's. 0 without samples.
+func ValueAt(samples []Sample, t time.Duration, f func(Sample) float64) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	i := sort.Search(len(samples), func(i int) bool { return samples[i].At >= t })
+	switch {
+	case i == 0:
+		return f(samples[0])
+	case i == len(samples):
+		return f(samples[len(samples)-1])
+	}
+	a, b := samples[i-1], samples[i]
+	if b.At == a.At {
+		return f(b)
+	}
+	frac := float64(t-a.At) / float64(b.At-a.At)
+	return f(a) + frac*(f(b)-f(a))
+}
+
+// Delta is how much a cumulative counter grew between from and to.
+func Delta(samples []Sample, from, to time.Duration, f func(Sample) float64) float64 {
+	return ValueAt(samples, to, f) - ValueAt(samples, from, f)
+}
+
+// Rates buckets a cumulative counter into n buckets of width from 0, as a
+// rate per second.
+func Rates(samples []Sample, width time.Duration, n int, f func(Sample) float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		from := time.Duration(i) * width
+		out[i] = Delta(samples, from, from+width, f) / width.Seconds()
+	}
+	return out
+}
+
+// SuccessRates is the user success rate per bucket of width by send time
+// (users sorted by Sent); NaN where nothing was sent.
+func SuccessRates(users []UserRequest, width time.Duration, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		from := time.Duration(i) * width
+		sent, ok, _ := countSent(users, from, from+width)
+		out[i] = math.NaN()
+		if sent > 0 {
+			out[i] = float64(ok) / float64(sent)
+		}
+	}
+	return out
+}
+
+// countSent counts the user requests sent in [from, to) (users sorted by
+// Sent): all of them, the successful and the failed ones.
+func countSent(users []UserRequest, from, to time.Duration) (sent, ok, failed int) {
+	i := sort.Search(len(users), func(i int) bool { return users[i].Sent >= from })
+	for ; i < len(users) && users[i].Sent < to; i++ {
+		sent++
+		if users[i].OK {
+			ok++
+		} else {
+			failed++
+		}
+	}
+	return sent, ok, failed
+}
+
+// PerFailed is requests per failed user request; 0 when nothing failed.
+func PerFailed(requests float64, failed int) float64 {
+	if failed == 0 {
+		return 0
+	}
+	return requests / float64(failed)
+}
+
+// RecoveryAfter applies crit to the user requests (sorted by Sent) after
+// restore, up to loadEnd.
+func RecoveryAfter(users []UserRequest, restore, loadEnd time.Duration, crit RecoveryCriterion) Recovery {
+	rec := Recovery{Observed: loadEnd - restore}
+	if crit.Step <= 0 || crit.Window <= 0 || crit.Windows < 1 {
+		return rec
+	}
+	span := time.Duration(crit.Windows) * crit.Window
+	last := restore
+	for t := restore; t+span <= loadEnd; t += crit.Step {
+		last = t
+		healthy := true
+		for k := 0; k < crit.Windows && healthy; k++ {
+			from := t + time.Duration(k)*crit.Window
+			sent, ok, _ := countSent(users, from, from+crit.Window)
+			healthy = sent > 0 && float64(ok) >= crit.MinSuccess*float64(sent)
+		}
+		if healthy {
+			rec.Recovered, rec.After = true, t-restore
+			return rec
+		}
+	}
+	rec.LowerBound = last - restore
+	return rec
+}
+
+// RecoveryRatio is how many times faster the retrycap arm recovered than
+// the naive one. atLeast reports that the ratio is a lower bound: the naive
+// arm did not recover within the run (its LowerBound is used), or the
+// retrycap arm recovered within one step (the step is used as its time).
+// ok is false when the retrycap arm did not recover.
+func RecoveryRatio(naive, rc Recovery, step time.Duration) (ratio float64, atLeast, ok bool) {
+	if !rc.Recovered {
+		return 0, false, false
+	}
+	num := naive.After
+	if !naive.Recovered {
+		num, atLeast = naive.LowerBound, true
+	}
+	den := rc.After
+	if den < step {
+		den, atLeast = step, true
+	}
+	if den <= 0 {
+		return 0, false, false
+	}
+	return num.Seconds() / den.Seconds(), atLeast, true
+}
+
+// Reduction is by how many percent rc is below naive; 0 when naive is 0.
+func Reduction(naive, rc float64) float64 {
+	if naive <= 0 {
+		return 0
+	}
+	return 100 * (1 - rc/naive)
+}
+
+// Target is one of the lab's targets for the retrycap arm.
+type Target struct {
+	Name string
+	Want string
+	Got  string
+	Met  bool
+}
+
+// Judge checks the retrycap arm against the targets: requests at payment
+// per failed user request at most the chain cap; retries during the outage
+// at least 94 % fewer; recovery at least 10x faster; no duplicated POST side
+// effects.
+func Judge(naive, rc ArmResult, chainCap int, step time.Duration) []Target {
+	var ts []Target
+	ts = append(ts, Target{
+		Name: "requests at payment per failed user request",
+		Want: fmt.Sprintf("<= cap %d", chainCap),
+		Got:  fmt.Sprintf("%.2f (naive %.2f)", rc.PaymentPerFailed, naive.PaymentPerFailed),
+		Met:  rc.PaymentPerFailed <= float64(chainCap),
+	})
+	red := Reduction(naive.RetriesInOutage, rc.RetriesInOutage)
+	ts = append(ts, Target{
+		Name: "retries during the outage",
+		Want: ">= 94 % fewer",
+		Got:  fmt.Sprintf("%.1f %% fewer (%.0f vs %.0f)", red, rc.RetriesInOutage, naive.RetriesInOutage),
+		Met:  naive.RetriesInOutage > 0 && red >= 94,
+	})
+	ratio, atLeast, ok := RecoveryRatio(naive.Recovery, rc.Recovery, step)
+	got := "retrycap did not recover"
+	if ok {
+		got = fmt.Sprintf("%.1fx", ratio)
+		if atLeast {
+			got = ">= " + got
+		}
+	}
+	ts = append(ts, Target{Name: "time to recover", Want: ">= 10x shorter", Got: got, Met: ok && ratio >= 10})
+	ts = append(ts, Target{
+		Name: "duplicated POST side effects",
+		Want: "0",
+		Got:  fmt.Sprintf("%d (naive %d)", rc.Duplicates, naive.Duplicates),
+		Met:  rc.Duplicates == 0,
+	})
+	return ts
+}
+
+// FormatRecovery renders a Recovery for the summary.
+func FormatRecovery(r Recovery) string {
+	if r.Recovered {
+		return fmt.Sprintf("%.1f s", r.After.Seconds())
+	}
+	return fmt.Sprintf("did not recover within %.1f s (> %.1f s)", r.Observed.Seconds(), r.LowerBound.Seconds())
+}

@@ -1,0 +1,89 @@
+package storm
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// WriteChart draws requests/s at payment over time for both arms, the
+// outage shaded and payment's capacity dashed, as an SVG at path.
+func WriteChart(path string, r *Result) error {
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".svg" {
+		return fmt.Errorf("storm: chart path %q: want a .svg file", path)
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("retrycap storm %s: requests/s at payment (%s, cap %d)", r.Scenario.Name, r.Scenario.Chain(), r.Scenario.ChainCap)
+	p.X.Label.Text = "seconds since the load began"
+	p.Y.Label.Text = "requests/s at payment"
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+
+	outage := &span{from: r.Timeline.OutageStart.Seconds(), to: r.Timeline.Restore.Seconds(),
+		fill: color.RGBA{R: 0xf4, G: 0xc7, B: 0xc3, A: 0xff}}
+	p.Add(outage)
+	p.Legend.Add(fmt.Sprintf("payment down (%.0f s)", r.Timeline.Restore.Seconds()-r.Timeline.OutageStart.Seconds()), outage)
+
+	capLine, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(r.Options.Capacity)}, {X: r.Options.Duration.Seconds(), Y: float64(r.Options.Capacity)}})
+	if err != nil {
+		return fmt.Errorf("storm: chart: %w", err)
+	}
+	capLine.Color = color.Gray{Y: 0x60}
+	capLine.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(capLine)
+	p.Legend.Add(fmt.Sprintf("payment capacity (%d req/s)", r.Options.Capacity), capLine)
+
+	for _, a := range []struct {
+		arm ArmResult
+		c   color.Color
+	}{
+		{r.Naive, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}},
+		{r.Retrycap, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}},
+	} {
+		pts := make(plotter.XYs, len(a.arm.PaymentRate))
+		for i, v := range a.arm.PaymentRate {
+			pts[i] = plotter.XY{X: float64(i) + 0.5, Y: v}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("storm: chart: %w", err)
+		}
+		l.Color = a.c
+		l.Width = vg.Points(2)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (recovery: %s)", a.arm.Arm, FormatRecovery(a.arm.Recovery)), l)
+	}
+	p.X.Min = 0
+	p.X.Max = r.Options.Duration.Seconds()
+	p.Y.Min = 0
+	if err := p.Save(10*vg.Inch, 5*vg.Inch, path); err != nil {
+		return fmt.Errorf("storm: chart %s: %w", path, err)
+	}
+	return nil
+}
+
+// span shades the x range [from, to] over the whole height.
+type span struct {
+	from, to float64
+	fill     color.Color
+}
+
+// Plot implements plot.Plotter.
+func (s *span) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	x0, x1 := trX(s.from), trX(s.to)
+	pts := []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}
+	c.FillPolygon(s.fill, c.ClipPolygonXY(pts))
+}
+
+// Thumbnail implements plot.Thumbnailer for the legend.
+func (s *span) Thumbnail(c *draw.Canvas) {
+	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}}
+	c.FillPolygon(s.fill, pts)
+}

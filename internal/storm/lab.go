@@ -1,0 +1,305 @@
+package storm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/labapp"
+)
+
+// One arm's chain, bottom-up:
+//
+//	edge client -> [entry proxy] -> gateway app -> [gateway proxy] -> order app -> [order proxy] -> payment
+//
+// The edge client is the user (in process, open-loop); the entry proxy is
+// its sidecar. Every proxy is a real retrycap-proxy process; the apps are
+// labapp chain apps propagating Retrycap-Budget and baggage.
+
+// Arm names.
+const (
+	ArmNaive    = "naive"
+	ArmRetrycap = "retrycap"
+)
+
+// perTryTimeouts per hop (entry->gateway, gateway->order, order->payment),
+// the same in both arms: each hop waits a little longer than the call below
+// it takes when everything fails fast, as a team tuning its own timeouts
+// would.
+var perTryTimeouts = [3]time.Duration{2 * time.Second, time.Second, 250 * time.Millisecond}
+
+var hopNames = [3]struct{ service, upstream string }{
+	{"client", "gateway"}, {"gateway", "order"}, {"order", "payment"},
+}
+
+// Backoff shared by both arms: base 25 ms, max 1 s. The naive arm waits
+// exactly base x 2^(n-1); the retrycap arm draws uniformly below it.
+const (
+	backoffBase = "25ms"
+	backoffMax  = "1s"
+)
+
+// proxyArgs is the command line of hop i's proxy (0: entry, 1: gateway,
+// 2: order), without --resolve.
+//
+// naive: the mesh-without-retrycap every team configures for itself:
+// attempts per hop, no chain cap, backoff without jitter, no retry budget
+// (100 % and a floor no load reaches), no breaker, and POST/PATCH retried
+// like any method (as Istio's default retries do on 503).
+//
+// retrycap: the same declared attempts, the chain cap, the design's retry
+// budget (20 %, 10/s, 10 s), a breaker (50 failures in 10 s) that opens for
+// 1 s (the design's 10 s is for incidents that last 40 minutes; the lab's
+// time scale is seconds), full jitter, POST/PATCH retried only with an
+// Idempotency-Key, and the entry proxy marked --entrypoint.
+func proxyArgs(sc Scenario, arm string, i int) []string {
+	h := hopNames[i]
+	args := []string{
+		"--service", h.service,
+		"--upstreams", fmt.Sprintf("%s=%d", h.upstream, sc.Attempts[i]),
+		"--per-try-timeout", perTryTimeouts[i].String(),
+		"--backoff-base", backoffBase, "--backoff-max", backoffMax,
+	}
+	if arm == ArmNaive {
+		return append(args,
+			"--chain-cap", "0", "--backoff-jitter=false",
+			"--budget-percent", "100", "--budget-min-per-second", "1000000",
+			"--breaker-failures", "0",
+			"--retry-methods", "GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH")
+	}
+	args = append(args,
+		"--chain-cap", strconv.Itoa(sc.ChainCap), "--backoff-jitter=true",
+		"--budget-percent", "20", "--budget-min-per-second", "10", "--budget-window", "10s",
+		"--breaker-failures", "50", "--breaker-window", "10s", "--breaker-open-for", "1s")
+	if i == 0 {
+		args = append(args, "--entrypoint")
+	}
+	return args
+}
+
+// chain is one arm's running chain.
+type chain struct {
+	arm      string
+	sc       Scenario
+	payment  *Payment
+	apps     []*labapp.App
+	proxies  [3]*labapp.ProxyProc // entry, gateway, order
+	edge     *http.Client
+	scrapeHC *http.Client
+	// clientRetries counts the edge client's own retries.
+	clientRetries atomic.Int64
+}
+
+// startChain starts payment, then each app and proxy bottom-up (a proxy
+// must know the address of the app it resolves to).
+func startChain(bin, arm string, sc Scenario, pc PaymentConfig) (c *chain, err error) {
+	c = &chain{arm: arm, sc: sc, scrapeHC: &http.Client{Timeout: 2 * time.Second}}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
+	if c.payment, err = StartPayment(pc); err != nil {
+		return c, err
+	}
+	next := c.payment.Addr()
+	for i := 2; i >= 0; i-- {
+		h := hopNames[i]
+		args := append(proxyArgs(sc, arm, i), "--resolve", h.upstream+"="+next)
+		p, err := labapp.StartProxy(bin, 10*time.Second, args...)
+		if err != nil {
+			return c, fmt.Errorf("%s arm: %s proxy: %w", arm, h.service, err)
+		}
+		c.proxies[i] = p
+		if i == 0 {
+			break
+		}
+		app, err := labapp.Start(labapp.Config{
+			Name: h.service, Upstreams: []string{"http://" + h.upstream + "/" + h.upstream},
+			ProxyURL: p.URL(), Propagation: labapp.PropagateBoth, Timeout: 30 * time.Second,
+		})
+		if err != nil {
+			return c, fmt.Errorf("%s arm: %w", arm, err)
+		}
+		c.apps = append(c.apps, app)
+		next = app.Addr()
+	}
+	u, err := url.Parse(c.proxies[0].URL())
+	if err != nil {
+		return c, fmt.Errorf("%s arm: entry proxy URL: %w", arm, err)
+	}
+	c.edge = &http.Client{Transport: &http.Transport{
+		Proxy: http.ProxyURL(u), MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second,
+	}}
+	return c, nil
+}
+
+// close stops everything; proxies get SIGTERM and a short drain.
+func (c *chain) close() {
+	for _, p := range c.proxies {
+		if p != nil {
+			if err := p.Stop(3 * time.Second); err != nil {
+				_ = p.Kill()
+			}
+		}
+	}
+	for _, a := range c.apps {
+		_ = a.Close()
+	}
+	if c.payment != nil {
+		c.payment.Close()
+	}
+	if c.edge != nil {
+		c.edge.CloseIdleConnections()
+	}
+}
+
+// userSpec is one user request of the load.
+type userSpec struct {
+	method string
+	key    string // Idempotency-Key sent on the first attempt, "" for none
+	op     string // the user operation id (baggage storm-op)
+}
+
+// loadMix is user request i of the load, the same in both arms: 3 in 5
+// GET, 1 in 5 POST with an Idempotency-Key, 1 in 5 POST without. A client
+// that retries (ClientAttempts > 1) sends a key with its GETs too, so the
+// entry proxy can charge its retry against the chain.
+func loadMix(i int, sc Scenario) userSpec {
+	u := userSpec{method: http.MethodGet, op: strconv.Itoa(i)}
+	switch i % 5 {
+	case 3:
+		u.method, u.key = http.MethodPost, "key-"+u.op
+	case 4:
+		u.method = http.MethodPost
+	default:
+		if sc.ClientAttempts > 1 {
+			u.key = "key-" + u.op
+		}
+	}
+	return u
+}
+
+// clientBackoff is the edge client's wait before its own retry.
+const clientBackoff = 100 * time.Millisecond
+
+// userRequest runs one user request with the edge client's attempts and
+// reports whether it succeeded and how many attempts it made. A POST sent
+// without a key is retried with the key the entry proxy returned, if any
+// (the retrycap arm's entry proxy returns one), else without (a naive
+// browser resubmitting).
+func (c *chain) userRequest(ctx context.Context, u userSpec) (ok bool, attempts int) {
+	key := u.key
+	for attempts = 1; ; attempts++ {
+		status, returnedKey, err := c.attempt(ctx, u, key)
+		if err == nil && status < 300 {
+			return true, attempts
+		}
+		retryable := err != nil || status >= 500
+		if !retryable || attempts >= c.sc.ClientAttempts || ctx.Err() != nil {
+			return false, attempts
+		}
+		if key == "" && returnedKey != "" {
+			key = returnedKey
+		}
+		c.clientRetries.Add(1)
+		select {
+		case <-time.After(clientBackoff):
+		case <-ctx.Done():
+			return false, attempts
+		}
+	}
+}
+
+func (c *chain) attempt(ctx context.Context, u userSpec, key string) (status int, returnedKey string, err error) {
+	req, err := http.NewRequestWithContext(ctx, u.method, "http://gateway/buy", nil)
+	if err != nil {
+		return 0, "", fmt.Errorf("user request %s: %w", u.op, err)
+	}
+	req.Header.Set("Baggage", opBaggageKey+"="+u.op)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := c.edge.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Idempotency-Key"), nil
+}
+
+// counters reads the cumulative counters of a Sample from the proxies'
+// /metrics: attempts the order proxy sent to payment, and retries of every
+// proxy plus the edge client's.
+func (c *chain) counters(ctx context.Context) (payment, retries float64, err error) {
+	for i, p := range c.proxies {
+		m, err := c.scrape(ctx, p)
+		if err != nil {
+			return 0, 0, err
+		}
+		up := hopNames[i].upstream
+		retries += m["retrycap_proxy_retries_total"][up]
+		if i == 2 {
+			payment = m["retrycap_proxy_attempts_total"][up]
+		}
+	}
+	return payment, retries + float64(c.clientRetries.Load()), nil
+}
+
+// scrape fetches the two counters the lab reads, by name and upstream.
+func (c *chain) scrape(ctx context.Context, p *labapp.ProxyProc) (map[string]map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.AdminAddr+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", p.AdminAddr, err)
+	}
+	resp, err := c.scrapeHC.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", p.AdminAddr, err)
+	}
+	defer resp.Body.Close()
+	return parseCounters(resp.Body, "retrycap_proxy_attempts_total", "retrycap_proxy_retries_total")
+}
+
+// parseCounters reads Prometheus text exposition lines of the named
+// counters, keyed by their upstream label.
+func parseCounters(r io.Reader, names ...string) (map[string]map[string]float64, error) {
+	out := map[string]map[string]float64{}
+	for _, n := range names {
+		out[n] = map[string]float64{}
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || out[name] == nil {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		_, up, ok := strings.Cut(labels, `upstream="`)
+		if !ok {
+			continue
+		}
+		up, _, _ = strings.Cut(up, `"`)
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: line %q: %w", line, err)
+		}
+		out[name][up] += v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,188 @@
+package storm
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Scenario is a preset chain: the edge client's attempts, the attempts of
+// each hop (entry proxy -> gateway, gateway -> order, order -> payment) and
+// the chain cap of the retrycap arm.
+type Scenario struct {
+	Name        string
+	Description string
+	// ClientAttempts is how many attempts the edge client makes per user
+	// request. With more than one, it sends an Idempotency-Key (the one the
+	// entry proxy returns, for a POST it sent without) so the entry proxy
+	// charges the client's retry against the chain.
+	ClientAttempts int
+	// Attempts per hop: entry proxy to gateway, gateway to order, order to payment.
+	Attempts [3]int
+	// ChainCap is the retrycap arm's maxAmplification.
+	ChainCap int
+}
+
+// Amplification is the naive worst case at payment: client attempts times
+// every hop's attempts.
+func (s Scenario) Amplification() int {
+	n := s.ClientAttempts
+	for _, a := range s.Attempts {
+		n *= a
+	}
+	return n
+}
+
+// Chain renders the scenario's chain, e.g.
+// "client x1 -> gateway x3 -> order x3 -> payment x3 = 27".
+func (s Scenario) Chain() string {
+	return fmt.Sprintf("client x%d -> gateway x%d -> order x%d -> payment x%d = %d",
+		s.ClientAttempts, s.Attempts[0], s.Attempts[1], s.Attempts[2], s.Amplification())
+}
+
+// Scenarios are the presets reproducing the two incident write-ups.
+var Scenarios = map[string]Scenario{
+	"storm27": {
+		Name:        "storm27",
+		Description: "three tiers with 3 attempts each: 27 requests at payment for one user request; cap 4",
+		// The edge client does not retry; its sidecar (the entry proxy) makes 3 attempts to gateway.
+		ClientAttempts: 1, Attempts: [3]int{3, 3, 3}, ChainCap: 4,
+	},
+	"incident18": {
+		Name: "incident18",
+		Description: "browser 2 attempts x gateway 3 x service 3: 18 requests at the database (payment here) " +
+			"for one click; cap 3",
+		// The browser retries itself; its entry proxy forwards once.
+		ClientAttempts: 2, Attempts: [3]int{1, 3, 3}, ChainCap: 3,
+	},
+}
+
+// ScenarioNames lists the presets, sorted.
+func ScenarioNames() []string {
+	var out []string
+	for n := range Scenarios {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Options configure a lab run. Zero fields take the values of Defaults.
+type Options struct {
+	// Scenario is a key of Scenarios; default "storm27".
+	Scenario string
+	// Duration is how long each arm's load runs.
+	Duration time.Duration
+	// OutageStart is when payment is killed, after the load began.
+	OutageStart time.Duration
+	// OutageLength is how long payment stays down.
+	OutageLength time.Duration
+	// RPS is the open-loop load, user requests per second.
+	RPS int
+	// Capacity is what payment can serve, requests per second
+	// (Capacity x Work workers).
+	Capacity int
+	// Work is how long one request occupies a payment worker.
+	Work time.Duration
+	// UserTimeout is how long the edge client waits for one user request,
+	// its own retries included, before it gives up (a failure).
+	UserTimeout time.Duration
+	// ProxyBinary is the retrycap-proxy to run; empty builds
+	// ./cmd/retrycap-proxy from the repository the working directory is in.
+	ProxyBinary string
+	// Out receives progress notes (which arm runs, where the chart went); nil discards.
+	Out io.Writer
+	// Progress receives a live progress line (carriage returns; give it a
+	// terminal); nil shows none.
+	Progress io.Writer
+	// ChartPath is where the SVG chart is written; empty writes none.
+	ChartPath string
+}
+
+// Defaults is the full lab: each arm 45 s at 60 user requests/s against a
+// payment that serves 100 requests/s, down from 10 s to 20 s. Both arms and
+// the builds take under 2 minutes.
+func Defaults() Options {
+	return Options{
+		Scenario:     "storm27",
+		Duration:     45 * time.Second,
+		OutageStart:  10 * time.Second,
+		OutageLength: 10 * time.Second,
+		RPS:          60,
+		Capacity:     100,
+		Work:         50 * time.Millisecond,
+		UserTimeout:  6 * time.Second,
+	}
+}
+
+// Short is the lab in about 30 s for both arms (the demo): a 3 s outage in
+// a 12 s run. The naive arm still stays down after payment returns.
+func Short() Options {
+	o := Defaults()
+	o.Duration = 12 * time.Second
+	o.OutageStart = 3 * time.Second
+	o.OutageLength = 3 * time.Second
+	o.UserTimeout = 4 * time.Second
+	return o
+}
+
+// withDefaults fills zero fields from Defaults and validates the result.
+func (o Options) withDefaults() (Options, Scenario, error) {
+	d := Defaults()
+	if o.Scenario == "" {
+		o.Scenario = d.Scenario
+	}
+	if o.Duration == 0 {
+		o.Duration = d.Duration
+	}
+	if o.OutageStart == 0 {
+		o.OutageStart = d.OutageStart
+	}
+	if o.OutageLength == 0 {
+		o.OutageLength = d.OutageLength
+	}
+	if o.RPS == 0 {
+		o.RPS = d.RPS
+	}
+	if o.Capacity == 0 {
+		o.Capacity = d.Capacity
+	}
+	if o.Work == 0 {
+		o.Work = d.Work
+	}
+	if o.UserTimeout == 0 {
+		o.UserTimeout = d.UserTimeout
+	}
+	sc, ok := Scenarios[o.Scenario]
+	if !ok {
+		return o, sc, fmt.Errorf("storm: scenario %q: unknown, want one of %s", o.Scenario, strings.Join(ScenarioNames(), ", "))
+	}
+	switch {
+	case o.RPS < 1 || o.RPS > 2000:
+		return o, sc, fmt.Errorf("storm: rps %d: want 1..2000", o.RPS)
+	case o.Capacity < 1:
+		return o, sc, fmt.Errorf("storm: capacity %d: want >= 1 request/s", o.Capacity)
+	case o.Work <= 0 || o.Work > 10*time.Second:
+		return o, sc, fmt.Errorf("storm: work %s: want > 0 and <= 10s", o.Work)
+	case o.Duration < 0 || o.OutageStart < 0 || o.OutageLength < 0 || o.UserTimeout < 0:
+		return o, sc, fmt.Errorf("storm: durations must be positive (duration %s, outage start %s, outage length %s, user timeout %s)",
+			o.Duration, o.OutageStart, o.OutageLength, o.UserTimeout)
+	case o.OutageStart+o.OutageLength+time.Duration(DefaultRecovery.Windows)*DefaultRecovery.Window > o.Duration:
+		return o, sc, fmt.Errorf("storm: duration %s: must leave at least %s after the outage (%s + %s) to judge recovery",
+			o.Duration, time.Duration(DefaultRecovery.Windows)*DefaultRecovery.Window, o.OutageStart, o.OutageLength)
+	}
+	if w := o.workers(); w < 1 {
+		return o, sc, fmt.Errorf("storm: capacity %d req/s x work %s = %.2f workers: want at least 1", o.Capacity, o.Work, float64(o.Capacity)*o.Work.Seconds())
+	}
+	return o, sc, nil
+}
+
+// workers is payment's concurrency: Capacity x Work, rounded.
+func (o Options) workers() int {
+	return int(float64(o.Capacity)*o.Work.Seconds() + 0.5)
+}
+
+// queue is how many requests may wait at payment: one second of work.
+func (o Options) queue() int { return o.Capacity }

@@ -1,0 +1,247 @@
+package storm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The payment service of the lab. labapp's leaf answers at once, so its
+// Capacity never binds; the storm needs a service whose capacity is real:
+// each request occupies one of Workers for Work, at most Queue requests
+// wait for a worker (FIFO), and beyond that payment answers 503 at once.
+// Like most servers it does not notice that a caller gave up: a request
+// that waited in the queue past its caller's timeout is still served, and
+// that wasted work is what keeps an overloaded service down (the metastable
+// failure of Bronson et al.) once retries multiply the load.
+//
+// Killing payment closes its listener and every connection and drops its
+// queue (callers see refused connections); restoring it listens again on
+// the same address with an empty queue.
+
+// opBaggageKey is the baggage member carrying the user operation id: the
+// edge client sets it, the apps propagate baggage, the proxies keep other
+// baggage members, so payment knows which user request a POST belongs to.
+const opBaggageKey = "storm-op"
+
+// SideEffects is payment's ledger of POST side effects ("charges"). A POST
+// with an Idempotency-Key is charged the first time that key is served and
+// replayed (no charge) afterwards, as a server honouring idempotency keys
+// does; a POST without one is charged every time it is served. A duplicate
+// is a charge for a user operation that was already charged: the money
+// taken twice. Only a POST without a key that reaches payment twice (a
+// naive retry of a non-idempotent request) can cause one.
+type SideEffects struct {
+	mu                            sync.Mutex
+	keys                          map[string]struct{}
+	ops                           map[string]int
+	charges, replayed, duplicates int64
+}
+
+// NewSideEffects returns an empty ledger.
+func NewSideEffects() *SideEffects {
+	return &SideEffects{keys: map[string]struct{}{}, ops: map[string]int{}}
+}
+
+// Outcome of one served POST.
+type Outcome int
+
+// Outcomes of Record.
+const (
+	Charged   Outcome = iota // first charge for the operation
+	Replayed                 // key already charged: stored result, no charge
+	Duplicate                // charged again for an operation already charged
+)
+
+// Record books one served POST of operation op (empty: unknown, never a
+// duplicate) with Idempotency-Key key (may be empty).
+func (s *SideEffects) Record(op, key string) Outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key != "" {
+		if _, seen := s.keys[key]; seen {
+			s.replayed++
+			return Replayed
+		}
+		s.keys[key] = struct{}{}
+	}
+	s.charges++
+	if op == "" {
+		return Charged
+	}
+	s.ops[op]++
+	if s.ops[op] > 1 {
+		s.duplicates++
+		return Duplicate
+	}
+	return Charged
+}
+
+// Counts returns charges, replayed POSTs and duplicates so far.
+func (s *SideEffects) Counts() (charges, replayed, duplicates int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.charges, s.replayed, s.duplicates
+}
+
+// PaymentConfig configures the payment service.
+type PaymentConfig struct {
+	Workers int           // requests served at once
+	Work    time.Duration // time one request occupies a worker
+	Queue   int           // requests that may wait for a worker; beyond, 503 at once
+}
+
+// Payment is the running payment service.
+type Payment struct {
+	cfg     PaymentConfig
+	addr    string
+	effects *SideEffects
+
+	mu   sync.Mutex
+	life *paymentLife // nil while killed
+
+	received, served, rejected atomic.Int64
+}
+
+// paymentLife is one incarnation: its server, queue and workers.
+type paymentLife struct {
+	srv     *http.Server
+	ctx     context.Context
+	cancel  context.CancelFunc
+	workers chan struct{}
+	waiting atomic.Int64
+}
+
+// StartPayment starts payment on 127.0.0.1 (a free port).
+func StartPayment(cfg PaymentConfig) (*Payment, error) {
+	if cfg.Workers < 1 || cfg.Work <= 0 || cfg.Queue < 0 {
+		return nil, fmt.Errorf("payment: workers %d, work %s, queue %d: want workers >= 1, work > 0, queue >= 0", cfg.Workers, cfg.Work, cfg.Queue)
+	}
+	p := &Payment{cfg: cfg, addr: "127.0.0.1:0", effects: NewSideEffects()}
+	if err := p.Restore(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Addr is payment's address (stable across kill and restore).
+func (p *Payment) Addr() string { return p.addr }
+
+// Effects is payment's side-effect ledger.
+func (p *Payment) Effects() *SideEffects { return p.effects }
+
+// Received, Served and Rejected count requests that reached payment (the
+// admin paths excluded): all, answered 200, answered 503 for a full queue.
+func (p *Payment) Received() int64 { return p.received.Load() }
+
+// Served counts requests answered 200.
+func (p *Payment) Served() int64 { return p.served.Load() }
+
+// Rejected counts requests answered 503 because the queue was full.
+func (p *Payment) Rejected() int64 { return p.rejected.Load() }
+
+// Kill stops payment as a crash would: no listener, connections closed,
+// queued and in-service requests dropped.
+func (p *Payment) Kill() {
+	p.mu.Lock()
+	life := p.life
+	p.life = nil
+	p.mu.Unlock()
+	if life == nil {
+		return
+	}
+	life.cancel()
+	_ = life.srv.Close()
+}
+
+// Restore starts payment again on the same address, with an empty queue.
+func (p *Payment) Restore() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.life != nil {
+		return nil
+	}
+	var ln net.Listener
+	var err error
+	// The port was ours a moment ago; binding it again can race the
+	// kernel's cleanup of the old socket for a few milliseconds.
+	for i := 0; i < 50; i++ {
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("payment: listen on %s: %w", p.addr, err)
+	}
+	p.addr = ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	life := &paymentLife{ctx: ctx, cancel: cancel, workers: make(chan struct{}, p.cfg.Workers)}
+	life.srv = &http.Server{Handler: p.handler(life), ReadHeaderTimeout: 10 * time.Second}
+	p.life = life
+	go func() {
+		if err := life.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cancel()
+		}
+	}()
+	return nil
+}
+
+// Close stops payment for good.
+func (p *Payment) Close() { p.Kill() }
+
+func (p *Payment) handler(life *paymentLife) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p.received.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		if life.waiting.Add(1) > int64(p.cfg.Workers+p.cfg.Queue) {
+			life.waiting.Add(-1)
+			p.rejected.Add(1)
+			http.Error(w, "payment: over capacity", http.StatusServiceUnavailable)
+			return
+		}
+		defer life.waiting.Add(-1)
+		select {
+		case life.workers <- struct{}{}:
+		case <-life.ctx.Done():
+			return // killed while queued
+		}
+		t := time.NewTimer(p.cfg.Work)
+		select {
+		case <-t.C:
+		case <-life.ctx.Done():
+			t.Stop()
+			<-life.workers
+			return // killed while serving
+		}
+		<-life.workers
+		if r.Method == http.MethodPost {
+			p.effects.Record(opOf(r), r.Header.Get("Idempotency-Key"))
+		}
+		p.served.Add(1)
+		_, _ = io.WriteString(w, "payment: ok\n")
+	}
+}
+
+// opOf reads the user operation id from the request's baggage.
+func opOf(r *http.Request) string {
+	for _, bag := range r.Header.Values("Baggage") {
+		for _, m := range strings.Split(bag, ",") {
+			if i := strings.IndexByte(m, ';'); i >= 0 {
+				m = m[:i]
+			}
+			k, v, ok := strings.Cut(m, "=")
+			if ok && strings.EqualFold(strings.TrimSpace(k), opBaggageKey) {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,75 @@
+package storm
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteSummary prints the run: the setup, a table of both arms' figures,
+// the targets with met/MISSED, and the verdict.
+func (r *Result) WriteSummary(w io.Writer) error {
+	o, sc := r.Options, r.Scenario
+	ew := &errWriter{w: w}
+	fmt.Fprintf(ew, "retrycap storm: scenario %s: %s (%s)\n", sc.Name, sc.Chain(), sc.Description)
+	fmt.Fprintf(ew, "load: %d user requests/s, open loop, %s per arm (3 in 5 GET, 1 in 5 POST with Idempotency-Key, 1 in 5 POST without)\n",
+		o.RPS, o.Duration)
+	fmt.Fprintf(ew, "payment: %d req/s (%d workers x %s, queue %d); killed at %.1f s, restored at %.1f s\n",
+		o.Capacity, o.workers(), o.Work, o.queue(), r.Timeline.OutageStart.Seconds(), r.Timeline.Restore.Seconds())
+	fmt.Fprintf(ew, "arms: naive = %d attempts per hop as declared, no jitter, no budget, no breaker; retrycap = same attempts, chain cap %d, budget, breaker, jitter\n\n",
+		sc.Attempts[2], sc.ChainCap)
+
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	n, c := r.Naive, r.Retrycap
+	fmt.Fprintf(tw, "\tnaive\tretrycap\t\n")
+	fmt.Fprintf(tw, "user requests: sent / ok / failed\t%d / %d / %d\t%d / %d / %d\t\n", n.Sent, n.OK, n.Failed, c.Sent, c.OK, c.Failed)
+	fmt.Fprintf(tw, "requests at payment during the outage\t%.0f\t%.0f\t\n", n.PaymentInOutage, c.PaymentInOutage)
+	fmt.Fprintf(tw, "user requests failed during the outage\t%d\t%d\t\n", n.FailedInOutage, c.FailedInOutage)
+	fmt.Fprintf(tw, "requests at payment per failed user request\t%.2f\t%.2f\t\n", n.PaymentPerFailed, c.PaymentPerFailed)
+	fmt.Fprintf(tw, "retries during the outage\t%.0f\t%.0f (%.1f %% fewer)\t\n", n.RetriesInOutage, c.RetriesInOutage, Reduction(n.RetriesInOutage, c.RetriesInOutage))
+	fmt.Fprintf(tw, "time to recover after payment returns\t%s\t%s\t\n", FormatRecovery(n.Recovery), FormatRecovery(c.Recovery))
+	fmt.Fprintf(tw, "POST side effects: charged / replayed by key\t%d / %d\t%d / %d\t\n", n.Charges, n.Replayed, c.Charges, c.Replayed)
+	fmt.Fprintf(tw, "duplicated POST side effects\t%d\t%d\t\n", n.Duplicates, c.Duplicates)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("storm summary: %w", err)
+	}
+
+	fmt.Fprintf(ew, "\ntargets (retrycap arm):\n")
+	tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	for _, t := range r.Targets {
+		verdict := "met"
+		if !t.Met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\n", t.Name, t.Want, t.Got, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("storm summary: %w", err)
+	}
+	if r.Passed() {
+		fmt.Fprintf(ew, "result: every target met\n")
+	} else {
+		fmt.Fprintf(ew, "result: target(s) missed\n")
+	}
+	if r.ChartPath != "" {
+		fmt.Fprintf(ew, "chart: %s\n", r.ChartPath)
+	}
+	return ew.err
+}
+
+// errWriter keeps the first write error so the summary checks once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return len(p), nil
+	}
+	n, err := e.w.Write(p)
+	if err != nil {
+		e.err = fmt.Errorf("storm summary: %w", err)
+	}
+	return n, nil
+}
