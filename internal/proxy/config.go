@@ -137,7 +137,7 @@ func (c *Config) validate() error {
 			return bad(l.flag, l.v, "port must be 0..65535")
 		}
 	}
-	ups, err := policy.ParseUpstreamsLocal(c.UpstreamsRaw)
+	ups, err := policy.ParseUpstreams(c.UpstreamsRaw)
 	if err != nil {
 		return &FlagError{Flag: "upstreams", Value: c.UpstreamsRaw, Err: err}
 	}

@@ -235,8 +235,8 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-func TestParseUpstreamsLocal(t *testing.T) {
-	us, err := ParseUpstreamsLocal("order=3, inventory=2*4,db, api.example.com=2")
+func TestParseUpstreams(t *testing.T) {
+	us, err := ParseUpstreams("order=3, inventory=2*4,db, api.example.com=2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,9 +253,9 @@ func TestParseUpstreamsLocal(t *testing.T) {
 		{"order=0", "column 1"}, {"order=3, pay=x", "column 10"}, {"a,,b", "column 3"},
 		{"Order=3", "column 1"}, {"a=2*0", "column 1"}, {"a, a", "column 4"},
 	} {
-		_, err := ParseUpstreamsLocal(c.in)
+		_, err := ParseUpstreams(c.in)
 		if err == nil || !strings.Contains(err.Error(), c.col) {
-			t.Errorf("ParseUpstreamsLocal(%q) err = %v, want %s", c.in, err, c.col)
+			t.Errorf("ParseUpstreams(%q) err = %v, want %s", c.in, err, c.col)
 		}
 	}
 }
