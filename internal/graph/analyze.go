@@ -81,8 +81,7 @@ func (a *Analysis) WithinCap() bool { return a.Bounded && a.Amplification <= a.C
 // must change appears in some violation before truncation. When the graph has a retry cycle
 // the only violation is the cycle, since every number below it is unbounded.
 func Analyze(g *Graph, cap int64) *Analysis {
-	c := newCore(g, g.eAtt)
-	c.forward(true)
+	c := newCore(g, nil)
 	c.backward()
 	a := &Analysis{Cap: cap, Services: c.n, Edges: len(g.eFrom), Bounded: !c.anyRetry}
 
@@ -90,39 +89,43 @@ func Analyze(g *Graph, cap int64) *Analysis {
 		a.Entrypoints = append(a.Entrypoints, Entrypoint{Service: g.names[en.node], ClientAttempts: en.k})
 	}
 	// Chains: rank every entrypoint, build paths only for those listed.
-	type ranked struct {
-		en  entry
-		amp int64
-	}
-	rs := make([]ranked, len(c.ents))
+	rs := make([]rankedEntry, len(c.ents))
 	for i, en := range c.ents {
-		rs[i] = ranked{en, mul(en.k, c.d[en.node])}
+		rs[i] = rankedEntry{en, mul(en.k, c.d[en.node])}
 	}
-	slices.SortFunc(rs, func(x, y ranked) int {
+	slices.SortFunc(rs, func(x, y rankedEntry) int {
 		if x.amp != y.amp {
 			if x.amp > y.amp {
 				return -1
 			}
 			return 1
 		}
-		return strings.Compare(g.names[x.en.node], g.names[y.en.node])
+		return strings.Compare(g.names[x.node], g.names[y.node])
 	})
-	for i, r := range rs {
-		if i == MaxChains {
-			break
-		}
-		sn, _ := c.suffix(r.en.node)
-		a.Chains = append(a.Chains, Chain{Entrypoint: g.names[r.en.node], ClientAttempts: r.en.k, Amplification: r.amp, Path: c.names(sn)})
+	rs = rs[:min(len(rs), MaxChains)]
+	for _, r := range rs {
+		sn, _ := c.suffix(r.node)
+		a.Chains = append(a.Chains, Chain{Entrypoint: g.names[r.node], ClientAttempts: r.k, Amplification: r.amp, Path: c.names(sn)})
 	}
 	if len(a.Chains) > 0 {
 		a.Amplification = a.Chains[0].Amplification
 		a.WorstPath = a.Chains[0].Path
 	}
-	if c.load != nil {
-		for v, l := range c.load {
-			if l > a.WorstCaseLoad.Requests {
-				a.WorstCaseLoad = ServiceLoad{Service: g.names[v], Requests: l}
-			}
+	// The backward pass gave the amplification, so the forward pass knows whether it must also
+	// collect the violations' candidates and the planner's values.
+	over := a.Bounded && a.Amplification > cap
+	var top *topK
+	if over {
+		top = newTopK(MaxViolations, cap)
+	}
+	if c.cyc == nil {
+		c.forwardAcyclic(max(cap, 1), top)
+	} else {
+		c.forward(true)
+	}
+	for v, l := range c.load {
+		if l > a.WorstCaseLoad.Requests {
+			a.WorstCaseLoad = ServiceLoad{Service: g.names[v], Requests: l}
 		}
 	}
 	if !a.Bounded {
@@ -132,9 +135,9 @@ func Analyze(g *Graph, cap int64) *Analysis {
 		factors := []int64{1}
 		var fix []string
 		for i := 0; i+1 < len(cyc); i++ {
-			e := c.edgeBetween(cyc[i], cyc[i+1])
-			factors = append(factors, c.att[e])
-			if c.att[e] > 1 {
+			s := c.slotBetween(cyc[i], cyc[i+1])
+			factors = append(factors, c.att[s])
+			if c.att[s] > 1 {
 				fix = append(fix, g.names[cyc[i]]+": "+g.names[cyc[i+1]]+"=1")
 			}
 		}
@@ -145,15 +148,22 @@ func Analyze(g *Graph, cap int64) *Analysis {
 		}}
 		return a
 	}
-	if a.Amplification > cap {
-		a.Violations = c.violations(cap, a.Chains)
+	if over {
+		a.Violations = c.violations(cap, top, rs)
 	}
 	return a
 }
 
+// rankedEntry is an entrypoint with the amplification of its worst chain.
+type rankedEntry struct {
+	entry
+	amp int64
+}
+
 type cand struct {
 	amp int64
-	e   int32
+	e   int32 // edge id: ties go by declaration order
+	s   int32 // its slot
 }
 
 // before orders candidates worst first, then by edge id (declaration order).
@@ -161,45 +171,53 @@ func (x cand) before(y cand) bool {
 	return x.amp > y.amp || (x.amp == y.amp && x.e < y.e)
 }
 
-func (c *core) violations(cap int64, chains []Chain) []Violation {
-	g := c.g
-	// One pass per round over the edges, keeping only the best k: no per-edge allocation.
-	edgeAmp := func(e int) (int64, bool) {
-		f, t := g.eFrom[e], g.eTo[e]
-		if c.h[f] == 0 || (c.cyc != nil && c.comp[f] == c.comp[t]) {
-			return 0, false
-		}
-		amp := mul(mul(c.h[f], c.att[e]), c.d[t])
-		return amp, amp > cap
+// topK keeps the k best over-cap candidates offered, sorted, without allocating per offer: a
+// sorted array with insertion is cheaper than a heap for k = 20, and most offers are rejected by
+// one comparison with the current worst.
+type topK struct {
+	k    int
+	cap  int64
+	best []cand
+}
+
+func newTopK(k int, cap int64) *topK { return &topK{k: k, cap: cap, best: make([]cand, 0, k+1)} }
+
+func (t *topK) full() bool  { return len(t.best) == t.k }
+func (t *topK) worst() cand { return t.best[len(t.best)-1] }
+
+func (t *topK) offer(x cand) {
+	if len(t.best) == t.k && !x.before(t.best[t.k-1]) {
+		return
 	}
-	topK := func(k int) []cand {
-		best := make([]cand, 0, k+1)
-		for e := range g.eFrom {
-			amp, over := edgeAmp(e)
-			if !over {
-				continue
-			}
-			x := cand{amp, int32(e)}
-			if len(best) == k && !x.before(best[k-1]) {
-				continue
-			}
-			i := len(best)
-			best = append(best, x)
-			for i > 0 && x.before(best[i-1]) {
-				best[i] = best[i-1]
-				i--
-			}
-			best[i] = x
-			if len(best) > k {
-				best = best[:k]
-			}
-		}
-		return best
+	i := len(t.best)
+	t.best = append(t.best, x)
+	for i > 0 && x.before(t.best[i-1]) {
+		t.best[i] = t.best[i-1]
+		i--
 	}
+	t.best[i] = x
+	if len(t.best) > t.k {
+		t.best = t.best[:t.k]
+	}
+}
+
+// offerAll offers every over-cap edge; h and d must be final.
+func (c *core) offerAll(top *topK) {
+	for v := range c.n {
+		c.offerOut(top, int32(v))
+	}
+}
+
+// violations lists the over-cap paths: the worst path through each of the best candidates,
+// one per distinct path, then the over-cap chains not already listed; worst first, at most
+// MaxViolations. top holds the candidates the forward pass collected: for an acyclic graph one
+// per distinct path already (see forwardAcyclic), checked here against the rest of each run; for
+// a graph with cycles, filled here and deduplicated by path.
+func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violation {
 	seen := map[string]bool{}
 	var vs []Violation
-	var ids [][]int32
-	addPath := func(path []int32, factors []int64) {
+	var pathSlots [][]int32
+	addPath := func(path []int32, factors []int64, slots []int32) {
 		key := pathKey(path)
 		if seen[key] {
 			return
@@ -208,41 +226,60 @@ func (c *core) violations(cap int64, chains []Chain) []Violation {
 		names := c.names(path)
 		amp := Product(factors)
 		vs = append(vs, Violation{Path: names, Factors: factors, Amplification: amp, Message: Explain(names, factors, cap)})
-		ids = append(ids, path)
+		pathSlots = append(pathSlots, slots)
 	}
-	// Several edges can share their worst path: take more candidates until MaxViolations
-	// distinct paths are found or none are left.
-	for k, done := MaxViolations, 0; len(vs) < MaxViolations; k *= 4 {
-		best := topK(k)
-		for _, x := range best[done:] {
-			if len(vs) == MaxViolations {
-				break
+	if c.cyc == nil {
+		for _, x := range c.runFirsts(top).best {
+			addPath(c.throughEdge(x.s))
+		}
+	} else {
+		// Several edges can share their worst path: take more candidates until MaxViolations
+		// distinct paths are found or none are left.
+		c.offerAll(top)
+		for k, done := MaxViolations, 0; len(vs) < MaxViolations; k *= 4 {
+			if k > top.k {
+				top = newTopK(k, cap)
+				c.offerAll(top)
 			}
-			addPath(c.throughEdge(x.e))
+			best := top.best
+			for _, x := range best[done:] {
+				if len(vs) == MaxViolations {
+					break
+				}
+				addPath(c.throughEdge(x.s))
+			}
+			if len(best) < k {
+				break // every over-cap edge has been seen
+			}
+			done = len(best)
 		}
-		if len(best) < k {
-			break // every over-cap edge has been seen
-		}
-		done = len(best)
 	}
 	for _, ch := range chains {
-		if ch.Amplification <= cap {
+		if ch.amp <= cap {
 			break
 		}
-		node := g.ids[ch.Entrypoint]
-		sn, se := c.suffix(node)
-		factors := []int64{ch.ClientAttempts}
-		for _, e := range se {
-			factors = append(factors, c.att[e])
+		sn, ss := c.suffix(ch.node)
+		factors := make([]int64, 0, len(sn))
+		factors = append(factors, ch.k)
+		for _, s := range ss {
+			factors = append(factors, c.att[s])
 		}
-		addPath(sn, factors)
+		addPath(sn, factors, ss)
 	}
-	planned, _, reason := c.planRewrite(max(cap, 1), false)
+	pcap := max(cap, 1)
+	reason := c.noRewriteReason(pcap)
+	var planned []int64
+	if reason == "" && c.cyc != nil {
+		planned, _, _ = c.planRewrite(pcap, false)
+	}
 	for i := range vs {
-		if reason != "" {
+		switch {
+		case reason != "":
 			vs[i].Suggestion = reason
-		} else {
-			vs[i].Suggestion = c.suggest(ids[i], planned)
+		case planned != nil:
+			vs[i].Suggestion = c.suggest(pathSlots[i], func(s int32) int64 { return planned[s] })
+		default:
+			vs[i].Suggestion = c.suggest(pathSlots[i], func(s int32) int64 { return c.plannedAcyclic(s, pcap) })
 		}
 	}
 	slices.SortFunc(vs, func(x, y Violation) int {
@@ -258,6 +295,67 @@ func (c *core) violations(cap int64, chains []Chain) []Violation {
 		vs = vs[:MaxViolations]
 	}
 	return vs
+}
+
+// Runs. The worst path through an edge e = (u, v) is prefix(u) + e + suffix(v). The edges that
+// have the same worst path P are consecutive on P: e0 = pred[w] and e1 = succ[w] through one node
+// w (the path through e1 is prefix(w) + e1 + suffix, and prefix(w) ends with e0 exactly when
+// pred[w] = e0). Such a run shares one amplification; the candidates are taken worst first, then
+// in declaration order, so P is listed for its run's edge declared first, and only that edge
+// needs to be offered. forwardAcyclic checks the part of the run before the edge (first[]);
+// the part after it is known only once pred is final, and runFirsts checks it.
+
+// laterInRun reports whether an edge after slot s on its run was declared before it.
+func (c *core) laterInRun(s int32) bool {
+	edge, to := c.adj.edge, c.adj.to
+	e := edge[s]
+	for cur, v := s, to[s]; c.pred[v] == cur && c.succ[v] >= 0; v = to[cur] {
+		cur = c.succ[v]
+		if edge[cur] < e {
+			return true
+		}
+	}
+	return false
+}
+
+// earlierInRun reports whether an edge before slot s on its run was declared before it.
+func (c *core) earlierInRun(s int32) bool {
+	u := c.adj.from[s]
+	return c.succ[u] == s && c.pred[u] >= 0 && c.first[u] < c.adj.edge[s]
+}
+
+// runFirsts drops from top the candidates that are not the first declared edge of their run. If
+// that leaves room that other edges could fill, it collects the candidates again, exactly (rare:
+// it takes a path whose edges were declared out of order).
+func (c *core) runFirsts(top *topK) *topK {
+	full := top.full()
+	kept := top.best[:0]
+	for _, x := range top.best {
+		if !c.laterInRun(x.s) {
+			kept = append(kept, x)
+		}
+	}
+	if len(kept) == len(top.best) || !full {
+		top.best = kept
+		return top
+	}
+	top = newTopK(top.k, top.cap)
+	to, att, edge := c.adj.to, c.att, c.adj.edge
+	for v := range int32(c.n) {
+		hv := c.h[v]
+		if hv == 0 {
+			continue
+		}
+		lo, hi := c.out(v)
+		for s := lo; s < hi; s++ {
+			x := cand{amp: mul(mul(hv, att[s]), c.d[to[s]]), e: edge[s], s: s}
+			if x.amp <= top.cap || (top.full() && !x.before(top.worst())) || c.earlierInRun(s) || c.laterInRun(s) {
+				continue
+			}
+			top.offer(x)
+		}
+	}
+	return top
 }
 
 // pathKey encodes a path of ids as a map key without formatting numbers.

@@ -2,25 +2,34 @@ package graph
 
 // core holds the structure every computation needs: strongly connected components in
 // topological order, the entrypoints, and the forward (into a node) and backward (below a node)
-// worst products for one vector of edge attempts.
+// worst products for one vector of attempts.
+//
+// Everything here works on the adjacency's slots (see adjacency), not on edge ids: a slot's
+// target, source and attempts sit next to its neighbours', so each pass reads memory front to
+// back. Edge ids (declaration order) are used only where an order must be stable for users.
 type core struct {
-	g *Graph
-	n int
+	g   *Graph
+	adj *adjacency
+	n   int
 
 	comp  []int32 // node -> component; components are numbered sinks first (Tarjan order)
 	order []int32 // nodes in topological order, each component's nodes contiguous
-	csize []int32 // component -> size
+	csize []int32 // component -> size; nil when the graph is acyclic (every size 1)
 	cyc   []bool  // component -> has a cycle (size > 1 or a self-loop); nil when the graph is acyclic
 
 	ents []entry // effective entrypoints (explicit, else default)
 
-	att []int64 // attempts per edge used by the passes
+	att []int64 // attempts per slot used by the passes
 
 	h    []int64 // worst product of client attempts and attempts into a node (0 = unreachable)
-	pred []int32 // edge that gives h, -1 at the start of the path
+	pred []int32 // slot that gives h, -1 at the start of the path
 	d    []int64 // worst product of attempts from a node down (>= 1)
-	succ []int32 // edge that gives d, -1 at the end of the path
+	succ []int32 // slot that gives d, -1 at the end of the path
 	load []int64 // worst-case load, fan-out included
+
+	// Only from forwardAcyclic with violations to collect:
+	hp    []int64 // the whole-graph planner's worst product into a node (see planRewrite)
+	first []int32 // lowest edge id on the run (see runFirsts) up to and including pred[v]
 
 	retry     []bool // component -> contains an edge with attempts > 1 (only for cyc components)
 	anyRetry  bool
@@ -29,8 +38,14 @@ type core struct {
 	local []int32 // scratch: node -> index within the component being processed, -1 otherwise
 }
 
+// newCore orders g and resolves its entrypoints. att holds the attempts per slot (nil: the
+// graph's own).
 func newCore(g *Graph, att []int64) *core {
-	c := &core{g: g, n: len(g.names), att: att, retryComp: -1}
+	adj := g.adjacency()
+	if att == nil {
+		att = adj.att
+	}
+	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1}
 	if !c.kahn() {
 		c.tarjan()
 	}
@@ -42,9 +57,9 @@ func newCore(g *Graph, att []int64) *core {
 // kahn orders an acyclic graph topologically (every component a single node), which is cheaper
 // than Tarjan; it reports false when the graph has a cycle, and tarjan then does the work.
 func (c *core) kahn() bool {
-	g, n := c.g, c.n
+	a, n := c.adj, c.n
 	indeg := make([]int32, n)
-	for _, t := range g.eTo {
+	for _, t := range a.to {
 		indeg[t]++
 	}
 	order := make([]int32, 0, n)
@@ -53,9 +68,10 @@ func (c *core) kahn() bool {
 			order = append(order, int32(v))
 		}
 	}
+	off, to := a.off, a.to
 	for i := 0; i < len(order); i++ {
-		for _, e := range g.out[order[i]] {
-			t := g.eTo[e]
+		v := order[i]
+		for _, t := range to[off[v]:off[v+1]] {
 			if indeg[t]--; indeg[t] == 0 {
 				order = append(order, t)
 			}
@@ -70,16 +86,13 @@ func (c *core) kahn() bool {
 		comp[v] = int32(n - 1 - i)
 	}
 	c.comp, c.order = comp, order
-	c.csize = make([]int32, n)
-	for i := range c.csize {
-		c.csize[i] = 1
-	}
 	return true
 }
 
 // tarjan computes the components iteratively (deep chains must not overflow the stack).
 func (c *core) tarjan() {
-	g, n := c.g, c.n
+	a, n := c.adj, c.n
+	off, to := a.off, a.to
 	index := make([]int32, n) // 1-based DFS index, 0 = unvisited
 	low := make([]int32, n)
 	c.comp = make([]int32, n)
@@ -88,7 +101,7 @@ func (c *core) tarjan() {
 	}
 	stack := make([]int32, 0, 64)
 	popped := make([]int32, 0, n)
-	type frame struct{ v, i int32 }
+	type frame struct{ v, s int32 } // node, next slot to look at
 	calls := make([]frame, 0, 64)
 	var idx, nc int32
 	var selfLoop []bool
@@ -99,19 +112,18 @@ func (c *core) tarjan() {
 		idx++
 		index[s], low[s] = idx, idx
 		stack = append(stack, int32(s))
-		calls = append(calls, frame{v: int32(s)})
+		calls = append(calls, frame{v: int32(s), s: off[s]})
 		for len(calls) > 0 {
 			f := &calls[len(calls)-1]
 			v := f.v
-			out := g.out[v]
-			if int(f.i) < len(out) {
-				w := g.eTo[out[f.i]]
-				f.i++
+			if f.s < off[v+1] {
+				w := to[f.s]
+				f.s++
 				if index[w] == 0 {
 					idx++
 					index[w], low[w] = idx, idx
 					stack = append(stack, w)
-					calls = append(calls, frame{v: w})
+					calls = append(calls, frame{v: w, s: off[w]})
 				} else if c.comp[w] < 0 && index[w] < low[v] { // w on the stack
 					low[v] = index[w]
 				}
@@ -165,19 +177,30 @@ func (c *core) tarjan() {
 
 func (c *core) isCyc(comp int32) bool { return c.cyc != nil && c.cyc[comp] }
 
+// size is the number of nodes in component cp.
+func (c *core) size(cp int32) int {
+	if c.csize == nil {
+		return 1
+	}
+	return int(c.csize[cp])
+}
+
+// out is the range of v's slots.
+func (c *core) out(v int32) (lo, hi int32) { return c.adj.off[v], c.adj.off[v+1] }
+
 // entrypoints resolves the effective entrypoints: the explicit ones, else every selected service
 // that no selected service calls, plus, for a closed group of services that call each other and
 // that nothing else calls, its first service, so that such a loop is still analysed.
 func (c *core) entrypoints() {
-	g := c.g
+	g, a := c.g, c.adj
 	if len(g.entries) > 0 {
 		c.ents = g.entries
 		return
 	}
 	called := make([]bool, c.n)
-	for e, f := range g.eFrom {
+	for s, f := range a.from {
 		if g.selected[f] {
-			called[g.eTo[e]] = true
+			called[a.to[s]] = true
 		}
 	}
 	for v := range c.n {
@@ -191,8 +214,8 @@ func (c *core) entrypoints() {
 	ncomp := len(c.csize)
 	hasIn := make([]bool, ncomp)
 	hasEntry := make([]bool, ncomp)
-	for e, f := range g.eFrom {
-		if t := g.eTo[e]; c.comp[f] != c.comp[t] {
+	for s, f := range a.from {
+		if t := a.to[s]; c.comp[f] != c.comp[t] {
 			hasIn[c.comp[t]] = true
 		}
 	}
@@ -213,15 +236,17 @@ func (c *core) findRetry() {
 	if c.cyc == nil {
 		return
 	}
+	to := c.adj.to
 	c.retry = make([]bool, len(c.csize))
 	for i := 0; i < c.n; {
 		v := c.order[i]
 		cp := c.comp[v]
-		size := int(c.csize[cp])
+		size := c.size(cp)
 		if c.cyc[cp] {
 			for _, u := range c.order[i : i+size] {
-				for _, e := range c.g.out[u] {
-					if c.comp[c.g.eTo[e]] == cp && c.att[e] > 1 {
+				lo, hi := c.out(u)
+				for s := lo; s < hi; s++ {
+					if c.comp[to[s]] == cp && c.att[s] > 1 {
 						c.retry[cp] = true
 					}
 				}
@@ -237,7 +262,7 @@ func (c *core) findRetry() {
 
 // forward computes h, pred and (with load) the worst-case load, in topological order.
 func (c *core) forward(withLoad bool) {
-	g, n := c.g, c.n
+	n := c.n
 	c.h = make([]int64, n)
 	c.pred = make([]int32, n)
 	for i := range c.pred {
@@ -252,11 +277,12 @@ func (c *core) forward(withLoad bool) {
 			c.load[en.node] = add(c.load[en.node], en.k)
 		}
 	}
-	h, pred, load, att, eTo := c.h, c.pred, c.load, c.att, g.eTo
+	h, pred, load, att := c.h, c.pred, c.load, c.att
+	off, to, cal := c.adj.off, c.adj.to, c.adj.cal
 	for i := 0; i < n; {
 		v := c.order[i]
 		if cp := c.comp[v]; c.isCyc(cp) {
-			size := int(c.csize[cp])
+			size := c.size(cp)
 			c.forwardCyclic(c.order[i:i+size], cp, withLoad)
 			i += size
 			continue
@@ -266,25 +292,112 @@ func (c *core) forward(withLoad bool) {
 		if hv == 0 {
 			continue
 		}
+		lo, hi := off[v], off[v+1]
 		if !withLoad {
-			for _, e := range g.out[v] {
-				t := eTo[e]
-				if x := mul(hv, att[e]); x > h[t] {
+			for s := lo; s < hi; s++ {
+				t := to[s]
+				if x := mul(hv, att[s]); x > h[t] {
 					h[t] = x
-					pred[t] = e
+					pred[t] = s
 				}
 			}
 			continue
 		}
-		lv, cal := load[v], g.eCal
-		for _, e := range g.out[v] {
-			t := eTo[e]
-			a := att[e]
+		lv := load[v]
+		for s := lo; s < hi; s++ {
+			t := to[s]
+			a := att[s]
 			if x := mul(hv, a); x > h[t] {
 				h[t] = x
-				pred[t] = e
+				pred[t] = s
 			}
-			load[t] = add(load[t], mul(mul(lv, a), cal[e]))
+			load[t] = add(load[t], mul(mul(lv, a), cal[s]))
+		}
+	}
+}
+
+// forwardAcyclic is forward(true) for an acyclic graph, run after backward and fused with what
+// Analyze needs next when the graph is over the cap (top not nil): the whole-graph planner's
+// worst products (hp, for the suggestions; cap is the planner's) and the violations' candidates,
+// one per distinct path as far as the run before each edge tells (see runFirsts). So the edges
+// are walked once here instead of three times.
+func (c *core) forwardAcyclic(cap int64, top *topK) {
+	n := c.n
+	h, pred, load := make([]int64, n), make([]int32, n), make([]int64, n)
+	for i := range pred {
+		pred[i] = -1
+	}
+	for _, en := range c.ents {
+		h[en.node] = max(h[en.node], en.k)
+		load[en.node] = add(load[en.node], en.k)
+	}
+	c.h, c.pred, c.load = h, pred, load
+	a := c.adj
+	off, to, from, att, ac := a.off, a.to, a.from, c.att, a.attCal
+	if top == nil {
+		for _, v := range c.order {
+			hv, lv := h[v], load[v]
+			if hv == 0 {
+				continue
+			}
+			lo, hi := off[v], off[v+1]
+			ts, as, acs := to[lo:hi], att[lo:hi], ac[lo:hi]
+			for i, t := range ts {
+				if x := mul(hv, as[i]); x > h[t] {
+					h[t] = x
+					pred[t] = lo + int32(i)
+				}
+				load[t] = add(load[t], mul(lv, acs[i]))
+			}
+		}
+		return
+	}
+	hp, first := make([]int64, n), make([]int32, n)
+	for _, en := range c.ents {
+		hp[en.node] = max(hp[en.node], en.k)
+	}
+	c.hp, c.first = hp, first
+	d, succ, edge := c.d, c.succ, a.edge
+	over := top.cap
+	for _, v := range c.order {
+		hv, lv, hpv := h[v], load[v], hp[v]
+		if hv == 0 {
+			continue
+		}
+		fv := int32(-1) >> 1 // no run before v
+		if p := pred[v]; p >= 0 {
+			fv = edge[p]
+			if w := from[p]; succ[w] == p && pred[w] >= 0 {
+				fv = min(fv, first[w])
+			}
+		}
+		first[v] = fv
+		allow := max(cap/max(hpv, 1), 1)
+		sv := succ[v]
+		if pred[v] < 0 {
+			sv = -1 // no run goes through v
+		}
+		lo, hi := off[v], off[v+1]
+		ts, as, acs := to[lo:hi], att[lo:hi], ac[lo:hi]
+		for i, t := range ts {
+			s, at := lo+int32(i), as[i]
+			x := mul(hv, at)
+			if x > h[t] {
+				h[t] = x
+				pred[t] = s
+			}
+			load[t] = add(load[t], mul(lv, acs[i]))
+			hp[t] = max(hp[t], mul(hpv, min(at, allow)))
+			if amp := mul(x, d[t]); amp > over {
+				x := cand{amp: amp, e: edge[s], s: s}
+				if top.full() && !x.before(top.worst()) {
+					continue
+				}
+				if s == sv && fv < x.e {
+					continue // an edge before it on its run was declared first
+				}
+				top.offer(x)
+			}
 		}
 	}
 }
@@ -294,7 +407,7 @@ func (c *core) forward(withLoad bool) {
 // the worst path enters; with a retry every reachable node's product saturates. Load through any
 // cycle saturates: a request can go round it without end.
 func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
-	g := c.g
+	to := c.adj.to
 	var best int32 = -1
 	var H int64
 	for _, v := range nodes {
@@ -316,14 +429,15 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 		}
 	}
 	for _, v := range nodes {
-		for _, e := range g.out[v] {
-			t := g.eTo[e]
+		lo, hi := c.out(v)
+		for s := lo; s < hi; s++ {
+			t := to[s]
 			if c.comp[t] == cp {
 				continue
 			}
-			if x := mul(H, c.att[e]); x > c.h[t] {
+			if x := mul(H, c.att[s]); x > c.h[t] {
 				c.h[t] = x
-				c.pred[t] = e
+				c.pred[t] = s
 			}
 			if withLoad {
 				c.load[t] = Saturated
@@ -335,7 +449,7 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 // treeFrom sets, for the nodes of component cp, pred (forward: a BFS tree from root) or succ
 // (backward: a BFS tree towards root), using only edges inside the component.
 func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
-	g := c.g
+	to, from := c.adj.to, c.adj.from
 	if c.local == nil {
 		c.local = make([]int32, c.n)
 		for i := range c.local {
@@ -356,13 +470,14 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 	if forward {
 		for i := 0; i < len(queue); i++ {
 			u := queue[i]
-			for _, e := range g.out[u] {
-				t := g.eTo[e]
+			lo, hi := c.out(u)
+			for s := lo; s < hi; s++ {
+				t := to[s]
 				if c.comp[t] != cp || seen[c.local[t]] {
 					continue
 				}
 				seen[c.local[t]] = true
-				c.pred[t] = e
+				c.pred[t] = s
 				queue = append(queue, t)
 			}
 		}
@@ -371,36 +486,40 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 	// Backward: reverse the component's inner edges.
 	in := make([][]int32, len(nodes))
 	for _, u := range nodes {
-		for _, e := range g.out[u] {
-			if t := g.eTo[e]; c.comp[t] == cp {
-				in[c.local[t]] = append(in[c.local[t]], e)
+		lo, hi := c.out(u)
+		for s := lo; s < hi; s++ {
+			if t := to[s]; c.comp[t] == cp {
+				in[c.local[t]] = append(in[c.local[t]], s)
 			}
 		}
 	}
 	for i := 0; i < len(queue); i++ {
 		v := queue[i]
-		for _, e := range in[c.local[v]] {
-			u := g.eFrom[e]
+		for _, s := range in[c.local[v]] {
+			u := from[s]
 			if seen[c.local[u]] {
 				continue
 			}
 			seen[c.local[u]] = true
-			c.succ[u] = e
+			c.succ[u] = s
 			queue = append(queue, u)
 		}
 	}
 }
 
-// backward computes d and succ in reverse topological order.
+// backward computes d and succ in reverse topological order. It does not depend on forward's
+// results (nor forward on its), so Analyze runs it first and knows the amplification before it
+// walks forward.
 func (c *core) backward() {
-	g, n := c.g, c.n
+	n := c.n
 	c.d = make([]int64, n)
 	c.succ = make([]int32, n)
-	d, succ, att, eTo := c.d, c.succ, c.att, g.eTo
+	d, succ, att := c.d, c.succ, c.att
+	off, to := c.adj.off, c.adj.to
 	for i := n - 1; i >= 0; {
 		v := c.order[i]
 		if cp := c.comp[v]; c.isCyc(cp) {
-			size := int(c.csize[cp])
+			size := c.size(cp)
 			c.backwardCyclic(c.order[i-size+1:i+1], cp)
 			i -= size
 			continue
@@ -409,17 +528,38 @@ func (c *core) backward() {
 		// Start below 1 so that, on a tie, the path goes on (to the deepest service) rather than
 		// stopping; the first declared edge wins ties.
 		dv, sv := int64(0), int32(-1)
-		for _, e := range g.out[v] {
-			if x := mul(att[e], d[eTo[e]]); x > dv {
-				dv, sv = x, e
+		lo, hi := off[v], off[v+1]
+		for s := lo; s < hi; s++ {
+			if x := mul(att[s], d[to[s]]); x > dv {
+				dv, sv = x, s
 			}
 		}
 		d[v], succ[v] = max(dv, 1), sv
 	}
 }
 
+// offerOut offers v's over-cap outgoing edges to top (edges inside a component excluded); h and
+// d must be final.
+func (c *core) offerOut(top *topK, v int32) {
+	hv := c.h[v]
+	if hv == 0 {
+		return
+	}
+	to, edge := c.adj.to, c.adj.edge
+	lo, hi := c.out(v)
+	for s := lo; s < hi; s++ {
+		t := to[s]
+		if c.cyc != nil && c.comp[v] == c.comp[t] {
+			continue
+		}
+		if amp := mul(mul(hv, c.att[s]), c.d[t]); amp > top.cap {
+			top.offer(cand{amp: amp, e: edge[s], s: s})
+		}
+	}
+}
+
 func (c *core) backwardCyclic(nodes []int32, cp int32) {
-	g := c.g
+	to, from := c.adj.to, c.adj.from
 	for _, v := range nodes {
 		c.succ[v] = -1
 	}
@@ -431,13 +571,14 @@ func (c *core) backwardCyclic(nodes []int32, cp int32) {
 	}
 	D, best := int64(0), int32(-1)
 	for _, u := range nodes {
-		for _, e := range g.out[u] {
-			t := g.eTo[e]
+		lo, hi := c.out(u)
+		for s := lo; s < hi; s++ {
+			t := to[s]
 			if c.comp[t] == cp {
 				continue
 			}
-			if x := mul(c.att[e], c.d[t]); x > D {
-				D, best = x, e
+			if x := mul(c.att[s], c.d[t]); x > D {
+				D, best = x, s
 			}
 		}
 	}
@@ -446,71 +587,70 @@ func (c *core) backwardCyclic(nodes []int32, cp int32) {
 		c.d[v] = D
 	}
 	if best >= 0 {
-		exit := g.eFrom[best]
+		exit := from[best]
 		c.treeFrom(nodes, cp, exit, false)
 		c.succ[exit] = best
 	}
 }
 
-// prefix is the worst path from an entrypoint into v (node ids, entry first) and the edges on it.
-func (c *core) prefix(v int32) (nodes []int32, edges []int32) {
+// prefix is the worst path from an entrypoint into v (node ids, entry first) and the slots on it.
+func (c *core) prefix(v int32) (nodes []int32, slots []int32) {
 	nodes = append(nodes, v)
 	for steps := 0; c.pred[v] >= 0 && steps < c.n; steps++ {
-		e := c.pred[v]
-		edges = append(edges, e)
-		v = c.g.eFrom[e]
+		s := c.pred[v]
+		slots = append(slots, s)
+		v = c.adj.from[s]
 		nodes = append(nodes, v)
 	}
 	for i, j := 0, len(nodes)-1; i < j; i, j = i+1, j-1 {
 		nodes[i], nodes[j] = nodes[j], nodes[i]
 	}
-	for i, j := 0, len(edges)-1; i < j; i, j = i+1, j-1 {
-		edges[i], edges[j] = edges[j], edges[i]
+	for i, j := 0, len(slots)-1; i < j; i, j = i+1, j-1 {
+		slots[i], slots[j] = slots[j], slots[i]
 	}
-	return nodes, edges
+	return nodes, slots
 }
 
-// suffix is the worst path down from v (v first) and the edges on it.
-func (c *core) suffix(v int32) (nodes []int32, edges []int32) {
+// suffix is the worst path down from v (v first) and the slots on it.
+func (c *core) suffix(v int32) (nodes []int32, slots []int32) {
 	nodes = append(nodes, v)
 	for steps := 0; c.succ[v] >= 0 && steps < c.n; steps++ {
-		e := c.succ[v]
-		edges = append(edges, e)
-		v = c.g.eTo[e]
+		s := c.succ[v]
+		slots = append(slots, s)
+		v = c.adj.to[s]
 		nodes = append(nodes, v)
 	}
-	return nodes, edges
+	return nodes, slots
 }
 
-// throughEdge is the worst path through edge e: the worst path into its source, e, and the worst
+// throughEdge is the worst path through slot s: the worst path into its source, s, and the worst
 // path below its target. Factors are the start's product (client attempts) then each edge's
-// attempts.
-func (c *core) throughEdge(e int32) (path []int32, factors []int64) {
-	pn, pe := c.prefix(c.g.eFrom[e])
-	sn, se := c.suffix(c.g.eTo[e])
+// attempts; slots are the path's edges.
+func (c *core) throughEdge(s int32) (path []int32, factors []int64, slots []int32) {
+	pn, ps := c.prefix(c.adj.from[s])
+	sn, ss := c.suffix(c.adj.to[s])
 	path = append(pn, sn...)
+	slots = make([]int32, 0, len(path)-1)
+	slots = append(append(append(slots, ps...), s), ss...)
 	factors = make([]int64, 0, len(path))
 	factors = append(factors, c.h[pn[0]])
-	for _, x := range pe {
+	for _, x := range slots {
 		factors = append(factors, c.att[x])
 	}
-	factors = append(factors, c.att[e])
-	for _, x := range se {
-		factors = append(factors, c.att[x])
-	}
-	return path, factors
+	return path, factors, slots
 }
 
-// cycleFrom returns a concrete retry cycle in component cp, starting and ending at the source of
+// retryCycle returns a concrete retry cycle in component cp, starting and ending at the source of
 // its first edge with attempts > 1: [u v ... u].
 func (c *core) retryCycle(cp int32) []int32 {
-	g := c.g
+	to := c.adj.to
 	for _, u := range c.order {
 		if c.comp[u] != cp {
 			continue
 		}
-		for _, e := range g.out[u] {
-			if v := g.eTo[e]; c.comp[v] == cp && c.att[e] > 1 {
+		lo, hi := c.out(u)
+		for s := lo; s < hi; s++ {
+			if v := to[s]; c.comp[v] == cp && c.att[s] > 1 {
 				return append([]int32{u}, c.pathWithin(cp, v, u)...)
 			}
 		}
@@ -523,13 +663,14 @@ func (c *core) pathWithin(cp int32, a, b int32) []int32 {
 	if a == b {
 		return []int32{a}
 	}
-	g := c.g
+	to := c.adj.to
 	prev := map[int32]int32{a: -1}
 	queue := []int32{a}
 	for i := 0; i < len(queue); i++ {
 		u := queue[i]
-		for _, e := range g.out[u] {
-			t := g.eTo[e]
+		lo, hi := c.out(u)
+		for s := lo; s < hi; s++ {
+			t := to[s]
 			if c.comp[t] != cp {
 				continue
 			}
@@ -553,10 +694,10 @@ func (c *core) pathWithin(cp int32, a, b int32) []int32 {
 	return nil
 }
 
-// attemptsOn returns the attempts of the edge u->v (the first one declared).
-func (c *core) edgeBetween(u, v int32) int32 {
+// slotBetween returns the slot of the edge u->v, -1 if there is none.
+func (c *core) slotBetween(u, v int32) int32 {
 	if e, ok := c.g.edgeIdx[uint64(uint32(u))<<32|uint64(uint32(v))]; ok {
-		return e
+		return c.adj.slot[e]
 	}
 	return -1
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"sync/atomic"
 )
 
 // Saturated is the value every product and sum saturates at (2^63-1).
@@ -16,15 +17,66 @@ type Graph struct {
 	names    []string
 	ids      map[string]int32
 	selected []bool
-	out      [][]int32 // edge ids per node, in declaration order
 
-	// Edges as parallel arrays: the passes read attempts without touching the rest.
+	// Edges as parallel arrays, in declaration order.
 	eFrom, eTo []int32
 	eAtt, eCal []int64
 	edgeIdx    map[uint64]int32
 
 	entries []entry // explicit entrypoints, in the order set
 	entryOf map[int32]int
+
+	// adj is the adjacency every pass reads, built on first use after a change and dropped by
+	// every change. Atomic so that concurrent readers (Analyze and Judge on one graph) may both
+	// build it: they build the same thing, and the last store wins.
+	adj atomic.Pointer[adjacency]
+}
+
+// adjacency is the graph in compressed sparse row form: node v's outgoing edges are the slots
+// off[v] .. off[v+1]-1, in declaration order, and each slot's target, source, attempts and
+// calls sit in flat arrays. The passes walk these arrays front to back instead of chasing a
+// slice header per node and an edge id per edge.
+type adjacency struct {
+	off      []int32 // node -> first slot; len n+1
+	to, from []int32 // slot -> target, source
+	att, cal []int64 // slot -> attempts, calls
+	attCal   []int64 // slot -> attempts x calls (saturating): what one request at the source sends
+	edge     []int32 // slot -> edge id (declaration order)
+	slot     []int32 // edge id -> slot
+}
+
+// adjacency returns the graph's adjacency, building it if the graph changed since it was last
+// built. O(V+E).
+func (g *Graph) adjacency() *adjacency {
+	if a := g.adj.Load(); a != nil {
+		return a
+	}
+	n, m := len(g.names), len(g.eFrom)
+	a := &adjacency{
+		off: make([]int32, n+1),
+		to:  make([]int32, m), from: make([]int32, m),
+		att: make([]int64, m), cal: make([]int64, m), attCal: make([]int64, m),
+		edge: make([]int32, m), slot: make([]int32, m),
+	}
+	// Counting sort by source, stable: declaration order within each node.
+	for _, f := range g.eFrom {
+		a.off[f+1]++
+	}
+	for v := range n {
+		a.off[v+1] += a.off[v]
+	}
+	cur := make([]int32, n)
+	copy(cur, a.off[:n])
+	for e, f := range g.eFrom {
+		s := cur[f]
+		cur[f]++
+		a.to[s], a.from[s] = g.eTo[e], f
+		a.att[s], a.cal[s] = g.eAtt[e], g.eCal[e]
+		a.attCal[s] = mul(g.eAtt[e], g.eCal[e])
+		a.edge[s], a.slot[e] = int32(e), s
+	}
+	g.adj.Store(a)
+	return a
 }
 
 type entry struct {
@@ -66,7 +118,7 @@ func (g *Graph) intern(name string) int32 {
 	g.ids[name] = id
 	g.names = append(g.names, name)
 	g.selected = append(g.selected, false)
-	g.out = append(g.out, nil)
+	g.adj.Store(nil)
 	return id
 }
 
@@ -83,6 +135,7 @@ func (g *Graph) AddEdge(from, to string, attempts, calls int64) {
 	attempts, calls = max(attempts, 1), max(calls, 1)
 	f, t := g.intern(from), g.intern(to)
 	key := uint64(uint32(f))<<32 | uint64(uint32(t))
+	g.adj.Store(nil)
 	if e, ok := g.edgeIdx[key]; ok {
 		g.eAtt[e] = max(g.eAtt[e], attempts)
 		g.eCal[e] = max(g.eCal[e], calls)
@@ -94,7 +147,6 @@ func (g *Graph) AddEdge(from, to string, attempts, calls int64) {
 	g.eTo = append(g.eTo, t)
 	g.eAtt = append(g.eAtt, attempts)
 	g.eCal = append(g.eCal, calls)
-	g.out[f] = append(g.out[f], e)
 }
 
 // SetEntrypoint declares name an entrypoint whose outside callers make clientAttempts tries
@@ -150,8 +202,9 @@ func (g *Graph) OutEdges(name string) []Edge {
 	if !ok {
 		return nil
 	}
-	out := make([]Edge, 0, len(g.out[id]))
-	for _, e := range g.out[id] {
+	a := g.adjacency()
+	out := make([]Edge, 0, a.off[id+1]-a.off[id])
+	for _, e := range a.edge[a.off[id]:a.off[id+1]] {
 		out = append(out, g.edge(e))
 	}
 	return out
@@ -186,8 +239,9 @@ func (g *Graph) Entrypoints() []Entrypoint {
 
 // BFS visits every node reachable from the entrypoints (explicit, else every selected node) and
 // returns how many it reached. It is the baseline the benchmarks compare Analyze against: a bare
-// traversal of the same adjacency.
+// traversal of the same adjacency Analyze reads, touching each reachable node and edge once.
 func (g *Graph) BFS() int {
+	a := g.adjacency()
 	n := len(g.names)
 	seen := make([]bool, n)
 	queue := make([]int32, 0, n)
@@ -206,9 +260,11 @@ func (g *Graph) BFS() int {
 			}
 		}
 	}
+	off, to := a.off, a.to
 	for i := 0; i < len(queue); i++ {
-		for _, e := range g.out[queue[i]] {
-			if t := g.eTo[e]; !seen[t] {
+		v := queue[i]
+		for _, t := range to[off[v]:off[v+1]] {
+			if !seen[t] {
 				seen[t] = true
 				queue = append(queue, t)
 			}

@@ -50,15 +50,23 @@ func (p *Plan) Changed(from, to string) (int64, bool) {
 	return 0, false
 }
 
-// suggest renders the planned changes on a path of node ids: "gateway: order=2; order: payment=1".
-func (c *core) suggest(path []int32, planned []int64) string {
-	var parts []string
-	for i := 0; i+1 < len(path); i++ {
-		if e := c.edgeBetween(path[i], path[i+1]); e >= 0 && planned[e] < c.g.eAtt[e] {
-			parts = append(parts, c.g.names[path[i]]+": "+c.g.names[path[i+1]]+"="+strconv.FormatInt(planned[e], 10))
+// suggest renders the planned changes on a path given by its slots:
+// "gateway: order=2; order: payment=1". planned gives the planned attempts of a slot.
+func (c *core) suggest(slots []int32, planned func(s int32) int64) string {
+	var b strings.Builder
+	for _, s := range slots {
+		if p := planned(s); p < c.adj.att[s] {
+			if b.Len() > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(c.g.names[c.adj.from[s]])
+			b.WriteString(": ")
+			b.WriteString(c.g.names[c.adj.to[s]])
+			b.WriteByte('=')
+			b.WriteString(strconv.FormatInt(p, 10))
 		}
 	}
-	return strings.Join(parts, "; ")
+	return b.String()
 }
 
 // PlanRewrite plans the whole graph: in topological order each edge keeps
@@ -70,15 +78,17 @@ func (c *core) suggest(path []int32, planned []int64) string {
 // ErrNoRewriteFits.
 func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
 	cap = max(cap, 1)
-	att, order, reason := newCore(g, g.eAtt).planRewrite(cap, true)
+	c := newCore(g, nil)
+	att, order, reason := c.planRewrite(cap, true)
 	p := &Plan{Cap: cap, Fits: reason == "", Reason: reason, Attempts: make(map[EdgeKey]int64, len(att))}
-	for _, e := range order {
-		if att[e] < g.eAtt[e] {
-			p.Changes = append(p.Changes, Change{From: g.names[g.eFrom[e]], To: g.names[g.eTo[e]], Old: g.eAtt[e], New: att[e]})
+	a := c.adj
+	for _, s := range order {
+		if att[s] < a.att[s] {
+			p.Changes = append(p.Changes, Change{From: g.names[a.from[s]], To: g.names[a.to[s]], Old: a.att[s], New: att[s]})
 		}
 	}
-	for e := range att {
-		p.Attempts[EdgeKey{g.names[g.eFrom[e]], g.names[g.eTo[e]]}] = att[e]
+	for s := range att {
+		p.Attempts[EdgeKey{g.names[a.from[s]], g.names[a.to[s]]}] = att[s]
 	}
 	if !p.Fits {
 		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
@@ -86,34 +96,24 @@ func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
 	return p, nil
 }
 
-// planRewrite returns the planned attempts per edge id, the edge ids in the order planned, and
+// planRewrite returns the planned attempts per slot, the slots in the order planned, and
 // why no rewrite fits ("" when one does).
 // It reuses c's components and entrypoints (which do not depend on attempts).
 func (c *core) planRewrite(cap int64, wantOrder bool) (att []int64, order []int32, reason string) {
-	g := c.g
-	att = append([]int64(nil), g.eAtt...)
+	to := c.adj.to
+	att = append([]int64(nil), c.adj.att...)
 	if wantOrder {
 		order = make([]int32, 0, len(att))
 	}
 	h := make([]int64, c.n)
-	worst := -1
-	for i, en := range c.ents {
+	for _, en := range c.ents {
 		h[en.node] = max(h[en.node], en.k)
-		if en.k > cap && (worst < 0 || en.k > c.ents[worst].k) {
-			worst = i
-		}
 	}
-	if worst >= 0 {
-		en := c.ents[worst]
-		reason = fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", en.k, g.names[en.node], cap)
-	}
+	reason = c.noRewriteReason(cap)
 	for i := 0; i < c.n; {
 		v := c.order[i]
 		cp := c.comp[v]
-		nodes := c.order[i : i+1]
-		if c.isCyc(cp) {
-			nodes = c.order[i : i+int(c.csize[cp])]
-		}
+		nodes := c.order[i : i+c.size(cp)]
 		i += len(nodes)
 		// H is the real worst product into the component (0 when no entrypoint reaches it); the
 		// allowance treats it as at least 1, but only real products propagate, so an unreachable
@@ -124,21 +124,44 @@ func (c *core) planRewrite(cap int64, wantOrder bool) (att []int64, order []int3
 		}
 		allow := max(cap/max(H, 1), 1)
 		for _, u := range nodes {
-			for _, e := range g.out[u] {
+			lo, hi := c.out(u)
+			for s := lo; s < hi; s++ {
 				if wantOrder {
-					order = append(order, e)
+					order = append(order, s)
 				}
-				t := g.eTo[e]
+				t := to[s]
 				if c.comp[t] == cp && c.isCyc(cp) {
-					att[e] = 1
+					att[s] = 1
 					continue
 				}
-				att[e] = min(att[e], allow)
-				h[t] = max(h[t], mul(H, att[e]))
+				att[s] = min(att[s], allow)
+				h[t] = max(h[t], mul(H, att[s]))
 			}
 		}
 	}
 	return att, order, reason
+}
+
+// plannedAcyclic is what planRewrite plans for slot s of an acyclic graph, from the planner's
+// worst products forwardAcyclic computed: min(a, floor(cap/h'(u))), at least 1.
+func (c *core) plannedAcyclic(s int32, cap int64) int64 {
+	return min(c.att[s], max(cap/max(c.hp[c.adj.from[s]], 1), 1))
+}
+
+// noRewriteReason says why no rewrite fits ("" when one does): an entrypoint whose client
+// attempts alone exceed the cap (the one with the most, the first of equals).
+func (c *core) noRewriteReason(cap int64) string {
+	worst := -1
+	for i, en := range c.ents {
+		if en.k > cap && (worst < 0 || en.k > c.ents[worst].k) {
+			worst = i
+		}
+	}
+	if worst < 0 {
+		return ""
+	}
+	en := c.ents[worst]
+	return fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", en.k, c.g.names[en.node], cap)
 }
 
 // PlanLocal plans at admission: only service's outgoing edges may change, everyone else is held
@@ -153,11 +176,13 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("service %q is not in the graph", service)
 	}
-	att := append([]int64(nil), g.eAtt...)
+	adj := g.adjacency()
+	att := append([]int64(nil), adj.att...)
 	c := newCore(g, att)
 	cs := c.comp[s]
-	for _, e := range g.out[s] {
-		if c.comp[g.eTo[e]] == cs && c.isCyc(cs) {
+	lo, hi := c.out(s)
+	for e := lo; e < hi; e++ {
+		if c.comp[adj.to[e]] == cs && c.isCyc(cs) {
 			att[e] = 1
 		}
 	}
@@ -177,8 +202,8 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 		cyc := c.names(c.retryCycle(cs))
 		fail("retry cycle " + renderPath(cyc, c.cycleFactors(c.retryCycle(cs))) + " does not run through " + service + "'s edges")
 	}
-	for _, e := range g.out[s] {
-		t := g.eTo[e]
+	for e := lo; e < hi; e++ {
+		t := adj.to[e]
 		newA := att[e]
 		switch {
 		case c.comp[t] == cs && c.isCyc(cs):
@@ -191,7 +216,7 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 				newA = 1
 				save := att[e]
 				att[e] = 1
-				path, factors := c.throughEdge(e)
+				path, factors, _ := c.throughEdge(e)
 				att[e] = save
 				fail("even with " + service + ": " + g.names[t] + "=1, " + explain(c.names(path), factors, rest, cap, factors[0] > 1))
 			} else {
@@ -199,8 +224,8 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 			}
 		}
 		p.Attempts[EdgeKey{service, g.names[t]}] = newA
-		if newA < g.eAtt[e] {
-			p.Changes = append(p.Changes, Change{From: service, To: g.names[t], Old: g.eAtt[e], New: newA})
+		if newA < adj.att[e] {
+			p.Changes = append(p.Changes, Change{From: service, To: g.names[t], Old: adj.att[e], New: newA})
 		}
 	}
 	if !p.Fits {
@@ -212,7 +237,7 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 func (c *core) cycleFactors(cyc []int32) []int64 {
 	var f []int64
 	for i := 0; i+1 < len(cyc); i++ {
-		f = append(f, c.att[c.edgeBetween(cyc[i], cyc[i+1])])
+		f = append(f, c.att[c.slotBetween(cyc[i], cyc[i+1])])
 	}
 	return f
 }
@@ -244,13 +269,14 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 	if !ok {
 		return j
 	}
-	c := newCore(g, g.eAtt)
+	c := newCore(g, nil)
 	c.forward(false)
 	c.backward()
 	cs := c.comp[s]
+	lo, hi := c.out(s)
 	if c.isCyc(cs) && c.retry[cs] {
-		for _, e := range g.out[s] {
-			t := g.eTo[e]
+		for e := lo; e < hi; e++ {
+			t := c.adj.to[e]
 			if c.comp[t] != cs {
 				continue
 			}
@@ -274,8 +300,8 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 		return j
 	}
 	best := int32(-1)
-	for _, e := range g.out[s] {
-		t := g.eTo[e]
+	for e := lo; e < hi; e++ {
+		t := c.adj.to[e]
 		if c.comp[t] == cs && c.isCyc(cs) {
 			continue
 		}
@@ -287,7 +313,7 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 	if best < 0 {
 		return j
 	}
-	path, factors := c.throughEdge(best)
+	path, factors, _ := c.throughEdge(best)
 	j.Path, j.Factors = c.names(path), factors
 	j.Over = j.Amplification > cap
 	return j
