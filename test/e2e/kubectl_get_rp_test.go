@@ -3,11 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -16,15 +18,64 @@ import (
 // age matches the AGE column at the end of a row, the one value that depends on timing.
 var age = regexp.MustCompile(`(?m)[0-9]+[smh]$`)
 
-var _ = Describe("kubectl get rp", func() {
+// The retrycap CLI, built once, installed as both retrycap and kubectl-retrycap in binDir.
+var (
+	buildCLI sync.Once
+	binDir   string
+)
+
+func cliDir() string {
+	buildCLI.Do(func() {
+		dir := filepath.Join(Env.Dir, "retrycap-cli")
+		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+		for _, name := range []string{"retrycap", "kubectl-retrycap"} {
+			build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/retrycap")
+			build.Dir = Env.CP.RepoRoot
+			out, err := build.CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), string(out))
+		}
+		binDir = dir
+	})
+	return binDir
+}
+
+// run runs a command (a path, or retrycap / kubectl-retrycap) with KUBECONFIG pointing at the
+// suite's control plane and the CLI first on PATH, and returns stdout, stderr and the exit code.
+func run(name string, args ...string) (string, string, int) {
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(cliDir(), name)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+Env.CP.Kubeconfig, "PATH="+cliDir()+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+var _ = Describe("kubectl get rp and kubectl retrycap graph", func() {
 	ctx := context.Background()
 
 	BeforeEach(func() {
 		ApplySample(ctx, "incident18.yaml")
 		ApplySample(ctx, "storm27.yaml")
+		// The graph commands read the same objects the controller does; wait for the
+		// controller so that every view below is of the settled samples.
+		for _, p := range [][3]string{{"shop", "checkout", "18"}, {"payments", "storm", "27"}} {
+			Eventually(func() (string, error) {
+				out, _, err := Env.CP.RunKubectl(ctx, "", "get", "rp", p[1], "-n", p[0], "-o", "jsonpath={.status.amplification}")
+				return out, err
+			}).Should(Equal(p[2]), "status.amplification of %s/%s", p[0], p[1])
+		}
 	})
 
-	It("shows the cap, amplification, worst path, mode and verdict of each sample", func() {
+	It("kubectl get rp shows the cap, amplification, worst path, mode and verdict of each sample", func() {
 		get := func(ns string) func() (string, error) {
 			return func() (string, error) {
 				out, _, err := Env.CP.RunKubectl(ctx, "", "get", "rp", "-n", ns)
@@ -39,35 +90,62 @@ var _ = Describe("kubectl get rp", func() {
 				"storm   4     27              frontend>checkout>billing>payment   Reject   False        <age>\n"))
 	})
 
-	It("shows the same graph through `kubectl retrycap graph`", func() {
-		bin := GinkgoT().TempDir()
-		build := exec.Command("go", "build", "-o", filepath.Join(bin, "kubectl-retrycap"), "./cmd/retrycap")
-		build.Dir = Env.CP.RepoRoot
-		out, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		// Wait until the controller has seen the sample, so the graph is the settled one.
-		Eventually(func() (string, error) {
-			out, _, err := Env.CP.RunKubectl(ctx, "", "get", "rp", "checkout", "-n", "shop", "-o", "jsonpath={.status.amplification}")
-			return out, err
-		}).Should(Equal("18"))
-
-		// kubectl finds the plugin on PATH and passes the rest on; the plugin loads the
-		// kubeconfig from $KUBECONFIG like kubectl does.
-		kubectl := exec.Command(Env.CP.Kubectl, "retrycap", "graph", "-n", "shop")
-		kubectl.Env = append(os.Environ(), "KUBECONFIG="+Env.CP.Kubeconfig, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-		var stdout, stderr bytes.Buffer
-		kubectl.Stdout, kubectl.Stderr = &stdout, &stderr
-		err = kubectl.Run()
-		var exit *exec.ExitError
-		Expect(err).To(BeAssignableToTypeOf(exit), "stderr: %s", stderr.String())
-		Expect(err.(*exec.ExitError).ExitCode()).To(Equal(1), "over the cap: exit 1, like analyze")
-		Expect(stderr.String()).To(BeEmpty())
-		Expect(stdout.String()).To(Equal(strings.Join([]string{
+	It("kubectl retrycap graph prints the tree with the factors and the worst path marked", func() {
+		// kubectl finds the plugin on PATH; the plugin loads $KUBECONFIG like kubectl does.
+		stdout, stderr, code := run(Env.CP.Kubectl, "retrycap", "graph", "-n", "shop")
+		Expect(stderr).To(BeEmpty())
+		Expect(code).To(Equal(1), "over the cap: exit 1, like analyze")
+		Expect(stdout).To(Equal(strings.Join([]string{
 			"RetryPolicy shop/checkout  cap 3  amplification 18  (* worst path)",
 			"gateway (client x2) *",
 			"└─ -x3-> catalog *",
 			"   └─ -x3-> db *",
 			"",
 		}, "\n")))
+		help, _, code := run(Env.CP.Kubectl, "retrycap", "graph", "--help")
+		Expect(code).To(Equal(0))
+		Expect(help).To(ContainSubstring("\nUsage:\n  kubectl retrycap graph [POLICY] [-n NAMESPACE | -A] [flags]\n"))
+	})
+
+	It("retrycap graph renders the live cluster exactly as analyze renders the sample files", func() {
+		for _, sample := range []struct{ ns, file string }{{"shop", "incident18.yaml"}, {"payments", "storm27.yaml"}} {
+			for _, format := range []string{"tree", "json", "dot", "mermaid"} {
+				live, stderr, code := run("retrycap", "graph", "-n", sample.ns, "-o", format)
+				Expect(stderr).To(BeEmpty())
+				Expect(code).To(Equal(1))
+				offline, _, code := run("retrycap", "analyze", "-f", SamplePath(sample.file), "-o", format)
+				Expect(code).To(Equal(1))
+				Expect(live).To(Equal(offline), "%s -o %s", sample.ns, format)
+			}
+		}
+	})
+
+	It("retrycap graph -A shows every namespace's policies; a missing policy is an error", func() {
+		stdout, _, code := run("retrycap", "graph", "-A", "-o", "json")
+		Expect(code).To(Equal(1))
+		var rep struct {
+			Policies []struct {
+				Namespace, Name string
+				Amplification   int64
+			}
+		}
+		Expect(json.Unmarshal([]byte(stdout), &rep)).To(Succeed())
+		// Other tests may add policies in their own namespaces: look at the samples' only.
+		found := map[string]int64{}
+		for _, p := range rep.Policies {
+			found[p.Namespace+"/"+p.Name] = p.Amplification
+		}
+		Expect(found).To(HaveKeyWithValue("shop/checkout", int64(18)))
+		Expect(found).To(HaveKeyWithValue("payments/storm", int64(27)))
+
+		stdout, stderr, code := run("retrycap", "graph", "nope", "-n", "shop")
+		Expect(code).To(Equal(2))
+		Expect(stdout).To(BeEmpty())
+		Expect(stderr).To(Equal("retrycap: graph: RetryPolicy shop/nope not found\n"))
+
+		stdout, stderr, code = run("retrycap", "graph", "-n", "default")
+		Expect(code).To(Equal(0))
+		Expect(stdout).To(BeEmpty())
+		Expect(stderr).To(Equal("No RetryPolicy found in namespace default.\n"))
 	})
 })

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -38,6 +39,9 @@ var Env struct {
 	Client client.Client
 	// Manager is the running manager.
 	Manager ctrl.Manager
+	// Dir is a scratch directory for the whole suite (built binaries, rendered files), removed
+	// after the suite; give your files names that will not collide with other tests'.
+	Dir string
 }
 
 var stopManager context.CancelFunc
@@ -49,6 +53,9 @@ func TestE2E(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	Env.Dir, err = os.MkdirTemp("", "retrycap-e2e-")
+	Expect(err).NotTo(HaveOccurred())
 	cp, err := controlplane.Start(controlplane.Options{Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	Env.CP = cp
@@ -87,6 +94,9 @@ var _ = AfterSuite(func() {
 	}
 	if Env.CP != nil {
 		Expect(Env.CP.Stop()).To(Succeed())
+	}
+	if Env.Dir != "" {
+		Expect(os.RemoveAll(Env.Dir)).To(Succeed())
 	}
 })
 
