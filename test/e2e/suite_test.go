@@ -1,12 +1,13 @@
-// Package e2e runs retrycap end to end: ONE real kube-apiserver + etcd for the whole package,
+package e2e
+
+// The shared suite runs retrycap end to end: ONE real kube-apiserver + etcd for the whole package,
 // with the CRDs and the webhook configurations installed, and the manager exactly as
 // cmd/manager builds it (operator.NewManager: the controller and every webhook) serving them.
-// Users' tools talk to it: the built kubectl (Env.RunKubectl) and the retrycap CLI.
+// Users' tools talk to it: the built kubectl (Env.CP.RunKubectl, Kubectl) and the retrycap CLI.
 //
 // Adding tests: put them in their own file of package e2e and use the helpers below. Give each
 // test its own namespace (or the samples' own, applied once by whichever test needs them:
 // ApplySample is idempotent), so files do not depend on each other's order.
-package e2e
 
 import (
 	"context"
