@@ -112,7 +112,7 @@ func SetViolations(st *v1alpha1.RetryPolicyStatus, a *graph.Analysis) {
 
 // SetReady writes the Ready condition: True (Reconciled) once the status is computed for this
 // generation, invalid annotations included (the valid part is reported; WithinCap says what is
-// wrong); False (InvalidSelector) when spec.selector cannot be parsed, naming the field and value.
+// wrong), with the builder's warnings appended to the message; False (InvalidSelector) when spec.selector cannot be parsed, naming the field and value.
 func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: in.Generation, LastTransitionTime: in.Now}
 	if in.SelectorError != nil {
@@ -122,6 +122,11 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconciled
 		c.Message = fmt.Sprintf("analysed %d selected workload(s): %d service(s), %d edge(s)",
 			len(in.Result.Selected), in.Analysis.Services, in.Analysis.Edges)
+		// Warnings (an entrypoint no selected workload provides) do not stop the analysis but
+		// usually mean a typo in the spec: say so where `kubectl describe` shows it.
+		for _, w := range in.Result.Warnings {
+			c.Message += "; warning: " + w
+		}
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
 }

@@ -71,6 +71,12 @@ func TestSet(t *testing.T) {
 			within: cond{"True", "WithinCap", "amplification 18 <= cap 18 (worst path gateway>catalog>db)"},
 		},
 		{
+			name: "an entrypoint no workload provides is a warning on Ready", in: input(pol(3, v1alpha1.Entrypoint{Service: "gateway"}), dep("front", "db=2"), dep("db", "")),
+			amplification: 1, bounded: ptr(true), worstPath: "gateway",
+			ready:  cond{"True", "Reconciled", `analysed 2 selected workload(s): 3 service(s), 1 edge(s); warning: entrypoint "gateway" is not the service of any selected workload`},
+			within: cond{"True", "WithinCap", "amplification 1 <= cap 3 (worst path gateway)"},
+		},
+		{
 			name: "no workloads", in: input(pol(3)),
 			ready:  cond{"True", "Reconciled", "analysed 0 selected workload(s): 0 service(s), 0 edge(s)"},
 			within: cond{"True", "WithinCap", "amplification 0 <= cap 3"}, bounded: ptr(true),
