@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 
 	. "github.com/onsi/gomega"
@@ -196,4 +198,21 @@ func series(name, ns, policy string) (value float64, ok bool, err error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// scrapeMetrics fetches the manager's /metrics over HTTP, as Prometheus does.
+func scrapeMetrics() (string, error) {
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return string(body), nil
 }

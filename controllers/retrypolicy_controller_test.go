@@ -55,6 +55,10 @@ var _ = Describe("RetryPolicy status", func() {
 		Expect(meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady).Message).To(Equal("analysed 3 selected workload(s): 3 service(s), 2 edge(s)"))
 		Eventually(func() (float64, error) { return gauge("retrycap_policy_amplification", "shop", "checkout") }).Should(Equal(18.0))
 		Expect(gauge("retrycap_policy_within_cap", "shop", "checkout")).To(Equal(0.0))
+		Eventually(scrapeMetrics).Should(And(
+			ContainSubstring("\n"+`retrycap_policy_amplification{namespace="shop",policy="checkout"} 18`+"\n"),
+			ContainSubstring("\n"+`retrycap_policy_within_cap{namespace="shop",policy="checkout"} 0`+"\n"),
+		))
 		Eventually(eventsAbout(ctx, "shop", "checkout")).Should(Equal([]recordedEvent{
 			{"Warning", v1alpha1.ReasonCapExceeded, "Analyze", "client -x2-> gateway -x3-> catalog -x3-> db = 18 > cap 3", sourceController},
 		}))
@@ -228,6 +232,8 @@ var _ = Describe("RetryPolicy status", func() {
 		Expect(k8sClient.Delete(ctx, policy(ns, "team-a", 2, nil))).To(Succeed())
 		Eventually(func() (bool, error) { return hasSeries("retrycap_policy_amplification", ns, "team-a") }).Should(BeFalse())
 		Expect(hasSeries("retrycap_policy_within_cap", ns, "team-a")).To(BeFalse())
+		Expect(scrapeMetrics()).NotTo(ContainSubstring(`policy="team-a"`))
+		Expect(scrapeMetrics()).To(ContainSubstring(`retrycap_policy_amplification{namespace="teams",policy="team-b"} 2` + "\n"))
 		Expect(gauge("retrycap_policy_amplification", ns, "team-b")).To(Equal(2.0))
 		err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "team-a"}, &v1alpha1.RetryPolicy{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())

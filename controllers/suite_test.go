@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,8 @@ var (
 	mgrClient  client.Client // the manager's cached client: what the reconciler sees
 	reconciler *RetryPolicyReconciler
 	stopMgr    context.CancelFunc
+	// metricsAddr is where the manager serves /metrics.
+	metricsAddr string
 )
 
 func TestControllers(t *testing.T) {
@@ -52,9 +55,14 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cp.Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
+	// Serve /metrics on a free loopback port, so the tests scrape it like Prometheus does.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	metricsAddr = l.Addr().String()
+	Expect(l.Close()).To(Succeed())
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
