@@ -91,7 +91,7 @@ func Analyze(g *Graph, cap int64) *Analysis {
 	// Chains: rank every entrypoint, build paths only for those listed.
 	rs := make([]rankedEntry, len(c.ents))
 	for i, en := range c.ents {
-		rs[i] = rankedEntry{en, mul(en.k, c.d[en.node])}
+		rs[i] = rankedEntry{en, mul(en.k, c.v[en.node].d)}
 	}
 	slices.SortFunc(rs, func(x, y rankedEntry) int {
 		if x.amp != y.amp {
@@ -123,8 +123,8 @@ func Analyze(g *Graph, cap int64) *Analysis {
 	} else {
 		c.forward(true)
 	}
-	for v, l := range c.load {
-		if l > a.WorstCaseLoad.Requests {
+	for v := range c.v {
+		if l := c.v[v].load; l > a.WorstCaseLoad.Requests {
 			a.WorstCaseLoad = ServiceLoad{Service: g.names[v], Requests: l}
 		}
 	}
@@ -342,13 +342,13 @@ func (c *core) runFirsts(top *topK) *topK {
 	top = newTopK(top.k, top.cap)
 	to, att, edge := c.adj.to, c.att, c.adj.edge
 	for v := range int32(c.n) {
-		hv := c.h[v]
+		hv := c.v[v].h
 		if hv == 0 {
 			continue
 		}
 		lo, hi := c.out(v)
 		for s := lo; s < hi; s++ {
-			x := cand{amp: mul(mul(hv, att[s]), c.d[to[s]]), e: edge[s], s: s}
+			x := cand{amp: mul(mul(hv, att[s]), c.v[to[s]].d), e: edge[s], s: s}
 			if x.amp <= top.cap || (top.full() && !x.before(top.worst())) || c.earlierInRun(s) || c.laterInRun(s) {
 				continue
 			}
@@ -383,44 +383,57 @@ func ExplainPath(path []string, factors []int64, cap int64) string {
 }
 
 func explain(path []string, factors []int64, amp, cap int64, client bool) string {
-	var b strings.Builder
-	if client && len(factors) > 0 {
-		b.WriteString("client -x")
-		b.WriteString(strconv.FormatInt(factors[0], 10))
-		b.WriteString("-> ")
-	}
 	var edges []int64
 	if len(factors) > 0 {
 		edges = factors[1:]
 	}
-	b.WriteString(renderPath(path, edges))
-	b.WriteString(" = ")
-	b.WriteString(FormatAmount(amp))
-	if amp > cap {
-		b.WriteString(" > cap ")
-	} else {
-		b.WriteString(" <= cap ")
+	// One buffer sized up front: violation paths can be hundreds of hops long.
+	b := make([]byte, 0, pathLen(path)+48)
+	if client && len(factors) > 0 {
+		b = append(b, "client -x"...)
+		b = strconv.AppendInt(b, factors[0], 10)
+		b = append(b, "-> "...)
 	}
-	b.WriteString(strconv.FormatInt(cap, 10))
-	return b.String()
+	b = appendPath(b, path, edges)
+	b = append(b, " = "...)
+	b = append(b, FormatAmount(amp)...)
+	if amp > cap {
+		b = append(b, " > cap "...)
+	} else {
+		b = append(b, " <= cap "...)
+	}
+	b = strconv.AppendInt(b, cap, 10)
+	return string(b)
 }
 
 // renderPath renders "a -x3-> b -x1-> c" with edges[i] the attempts of path[i]->path[i+1].
 func renderPath(path []string, edges []int64) string {
-	var b strings.Builder
+	return string(appendPath(make([]byte, 0, pathLen(path)), path, edges))
+}
+
+// pathLen is about the length of path rendered by appendPath (exact for one-digit attempts).
+func pathLen(path []string) int {
+	n := 7 * len(path)
+	for _, s := range path {
+		n += len(s)
+	}
+	return n
+}
+
+func appendPath(b []byte, path []string, edges []int64) []byte {
 	for i, s := range path {
 		if i > 0 {
-			b.WriteString(" -x")
+			b = append(b, " -x"...)
 			if i-1 < len(edges) {
-				b.WriteString(strconv.FormatInt(edges[i-1], 10))
+				b = strconv.AppendInt(b, edges[i-1], 10)
 			} else {
-				b.WriteString("?")
+				b = append(b, '?')
 			}
-			b.WriteString("-> ")
+			b = append(b, "-> "...)
 		}
-		b.WriteString(s)
+		b = append(b, s...)
 	}
-	return b.String()
+	return b
 }
 
 // FormatAmount renders a product or a load; the saturated value reads as such.

@@ -56,7 +56,75 @@ func benchGraph(n int) *Graph {
 	return g
 }
 
+// layeredGraph is a service graph shaped like real ones: n services in tiers of equal size
+// (edge, gateways, domain services, ..., data stores), each service outside the last tier calling
+// 5 or 6 services of the next tier (or, one call in five, the tier after it); attempts 1..3,
+// calls 1..2. Every first-tier service is an entrypoint with 2 client attempts. So paths are at
+// most tiers-1 hops long, as in a real mesh, where the random DAG's run to hundreds of hops.
+func layeredGraph(n, tiers int) *Graph {
+	r := rand.New(rand.NewPCG(uint64(n), 7))
+	g := New()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = "svc-" + strconv.Itoa(i)
+		g.AddService(names[i])
+	}
+	size := n / tiers
+	for i := range n - size {
+		tier := i / size
+		for range 5 + i%2 {
+			next := tier + 1
+			if r.IntN(5) == 0 && next+1 < tiers {
+				next++
+			}
+			j := next*size + r.IntN(min(size, n-next*size))
+			g.AddEdge(names[i], names[j], 1+r.Int64N(3), 1+r.Int64N(2))
+		}
+	}
+	for i := range size {
+		g.SetEntrypoint(names[i], 2)
+	}
+	return g
+}
+
 var sizes = []int{1000, 10000, 100000}
+
+const layers = 10
+
+func BenchmarkAnalyzeLayered(b *testing.B) {
+	for _, n := range sizes {
+		g := layeredGraph(n, layers)
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			loop(b, func() { Analyze(g, 4) })
+			b.ReportMetric(float64(g.NumEdges()), "edges")
+		})
+	}
+}
+
+func BenchmarkBFSLayered(b *testing.B) {
+	for _, n := range sizes {
+		g := layeredGraph(n, layers)
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			loop(b, func() { g.BFS() })
+			b.ReportMetric(float64(g.NumEdges()), "edges")
+		})
+	}
+}
+
+// BenchmarkAnalyzeCold is Analyze on a graph whose adjacency is not built yet, as the controller
+// and the webhooks call it (a fresh graph each time): the adjacency's cost included.
+func BenchmarkAnalyzeCold(b *testing.B) {
+	for _, n := range sizes {
+		g := benchGraph(n)
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			loop(b, func() {
+				g.adj.Store(nil)
+				Analyze(g, 4)
+			})
+			b.ReportMetric(float64(g.NumEdges()), "edges")
+		})
+	}
+}
 
 func BenchmarkAnalyze(b *testing.B) {
 	for _, n := range sizes {
@@ -75,6 +143,17 @@ func BenchmarkBFS(b *testing.B) {
 			loop(b, func() { g.BFS() })
 			b.ReportMetric(float64(g.NumEdges()), "edges")
 		})
+	}
+}
+
+func TestLayeredGraphShape(t *testing.T) {
+	g := layeredGraph(10000, layers)
+	a := Analyze(g, 4)
+	if g.NumEdges() < 45000 || g.NumEdges() > 50000 || g.BFS() < 9000 {
+		t.Fatalf("edges %d reached %d", g.NumEdges(), g.BFS())
+	}
+	if len(a.Violations) != MaxViolations || !a.Bounded || len(a.WorstPath) > layers {
+		t.Fatalf("violations %d, worst path %d hops", len(a.Violations), len(a.WorstPath))
 	}
 }
 

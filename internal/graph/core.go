@@ -21,21 +21,36 @@ type core struct {
 
 	att []int64 // attempts per slot used by the passes
 
-	h    []int64 // worst product of client attempts and attempts into a node (0 = unreachable)
+	v    []vals  // per node, see vals; allocated by the first pass
 	pred []int32 // slot that gives h, -1 at the start of the path
-	d    []int64 // worst product of attempts from a node down (>= 1)
 	succ []int32 // slot that gives d, -1 at the end of the path
-	load []int64 // worst-case load, fan-out included
 
-	// Only from forwardAcyclic with violations to collect:
-	hp    []int64 // the whole-graph planner's worst product into a node (see planRewrite)
-	first []int32 // lowest edge id on the run (see runFirsts) up to and including pred[v]
+	// Only from forwardAcyclic with violations to collect: lowest edge id on the run (see
+	// runFirsts) up to and including pred[v].
+	first []int32
 
 	retry     []bool // component -> contains an edge with attempts > 1 (only for cyc components)
 	anyRetry  bool
 	retryComp int32 // first retry component in topological order, -1 if none
 
 	local []int32 // scratch: node -> index within the component being processed, -1 otherwise
+}
+
+// vals are a node's numbers, kept together: the passes reach a node through a random edge, and
+// then one cache line serves all of them where separate arrays would cost one line each.
+type vals struct {
+	h    int64 // worst product of client attempts and attempts into the node (0 = unreachable)
+	d    int64 // worst product of attempts from the node down (>= 1)
+	load int64 // worst-case load, fan-out included
+	hp   int64 // the whole-graph planner's worst product into the node (forwardAcyclic only)
+}
+
+// vals returns the per-node values, allocating them (zero) on first use.
+func (c *core) vals() []vals {
+	if c.v == nil {
+		c.v = make([]vals, c.n)
+	}
+	return c.v
 }
 
 // newCore orders g and resolves its entrypoints. att holds the attempts per slot (nil: the
@@ -59,9 +74,7 @@ func newCore(g *Graph, att []int64) *core {
 func (c *core) kahn() bool {
 	a, n := c.adj, c.n
 	indeg := make([]int32, n)
-	for _, t := range a.to {
-		indeg[t]++
-	}
+	copy(indeg, a.indeg)
 	order := make([]int32, 0, n)
 	for v := range n {
 		if indeg[v] == 0 {
@@ -263,22 +276,19 @@ func (c *core) findRetry() {
 // forward computes h, pred and (with load) the worst-case load, in topological order.
 func (c *core) forward(withLoad bool) {
 	n := c.n
-	c.h = make([]int64, n)
+	vs := c.vals()
 	c.pred = make([]int32, n)
 	for i := range c.pred {
 		c.pred[i] = -1
 	}
-	if withLoad {
-		c.load = make([]int64, n)
-	}
 	for _, en := range c.ents {
-		c.h[en.node] = max(c.h[en.node], en.k)
+		vs[en.node].h = max(vs[en.node].h, en.k)
 		if withLoad {
-			c.load[en.node] = add(c.load[en.node], en.k)
+			vs[en.node].load = add(vs[en.node].load, en.k)
 		}
 	}
-	h, pred, load, att := c.h, c.pred, c.load, c.att
-	off, to, cal := c.adj.off, c.adj.to, c.adj.cal
+	pred, att := c.pred, c.att
+	off, to, ac := c.adj.off, c.adj.to, c.adj.attCal
 	for i := 0; i < n; {
 		v := c.order[i]
 		if cp := c.comp[v]; c.isCyc(cp) {
@@ -288,30 +298,20 @@ func (c *core) forward(withLoad bool) {
 			continue
 		}
 		i++
-		hv := h[v]
+		hv, lv := vs[v].h, vs[v].load
 		if hv == 0 {
 			continue
 		}
 		lo, hi := off[v], off[v+1]
-		if !withLoad {
-			for s := lo; s < hi; s++ {
-				t := to[s]
-				if x := mul(hv, att[s]); x > h[t] {
-					h[t] = x
-					pred[t] = s
-				}
-			}
-			continue
-		}
-		lv := load[v]
 		for s := lo; s < hi; s++ {
-			t := to[s]
-			a := att[s]
-			if x := mul(hv, a); x > h[t] {
-				h[t] = x
-				pred[t] = s
+			w := &vs[to[s]]
+			if x := mul(hv, att[s]); x > w.h {
+				w.h = x
+				pred[to[s]] = s
 			}
-			load[t] = add(load[t], mul(mul(lv, a), cal[s]))
+			if withLoad {
+				w.load = add(w.load, mul(lv, ac[s]))
+			}
 		}
 	}
 }
@@ -323,44 +323,46 @@ func (c *core) forward(withLoad bool) {
 // are walked once here instead of three times.
 func (c *core) forwardAcyclic(cap int64, top *topK) {
 	n := c.n
-	h, pred, load := make([]int64, n), make([]int32, n), make([]int64, n)
+	vs := c.vals()
+	pred := make([]int32, n)
 	for i := range pred {
 		pred[i] = -1
 	}
 	for _, en := range c.ents {
-		h[en.node] = max(h[en.node], en.k)
-		load[en.node] = add(load[en.node], en.k)
+		w := &vs[en.node]
+		w.h = max(w.h, en.k)
+		w.load = add(w.load, en.k)
+		w.hp = max(w.hp, en.k)
 	}
-	c.h, c.pred, c.load = h, pred, load
+	c.pred = pred
 	a := c.adj
 	off, to, from, att, ac := a.off, a.to, a.from, c.att, a.attCal
 	if top == nil {
 		for _, v := range c.order {
-			hv, lv := h[v], load[v]
+			hv, lv := vs[v].h, vs[v].load
 			if hv == 0 {
 				continue
 			}
 			lo, hi := off[v], off[v+1]
 			ts, as, acs := to[lo:hi], att[lo:hi], ac[lo:hi]
 			for i, t := range ts {
-				if x := mul(hv, as[i]); x > h[t] {
-					h[t] = x
-					pred[t] = lo + int32(i)
+				w := &vs[t]
+				x, ht, pt := mul(hv, as[i]), w.h, pred[t]
+				if x > ht {
+					ht, pt = x, lo+int32(i)
 				}
-				load[t] = add(load[t], mul(lv, acs[i]))
+				w.h, pred[t] = ht, pt
+				w.load = add(w.load, mul(lv, acs[i]))
 			}
 		}
 		return
 	}
-	hp, first := make([]int64, n), make([]int32, n)
-	for _, en := range c.ents {
-		hp[en.node] = max(hp[en.node], en.k)
-	}
-	c.hp, c.first = hp, first
-	d, succ, edge := c.d, c.succ, a.edge
-	over := top.cap
+	first := make([]int32, n)
+	c.first = first
+	succ, edge := c.succ, a.edge
+	over, overE := top.cap, int32(-1)
 	for _, v := range c.order {
-		hv, lv, hpv := h[v], load[v], hp[v]
+		hv, lv, hpv := vs[v].h, vs[v].load, vs[v].hp
 		if hv == 0 {
 			continue
 		}
@@ -381,22 +383,32 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 		ts, as, acs := to[lo:hi], att[lo:hi], ac[lo:hi]
 		for i, t := range ts {
 			s, at := lo+int32(i), as[i]
+			w := &vs[t]
 			x := mul(hv, at)
-			if x > h[t] {
-				h[t] = x
-				pred[t] = s
+			// Unconditional stores of conditionally moved values: whether x wins is a coin
+			// toss the branch predictor loses.
+			ht, pt := w.h, pred[t]
+			if x > ht {
+				ht, pt = x, s
 			}
-			load[t] = add(load[t], mul(lv, acs[i]))
-			hp[t] = max(hp[t], mul(hpv, min(at, allow)))
-			if amp := mul(x, d[t]); amp > over {
-				x := cand{amp: amp, e: edge[s], s: s}
-				if top.full() && !x.before(top.worst()) {
+			w.h, pred[t] = ht, pt
+			w.load = add(w.load, mul(lv, acs[i]))
+			w.hp = max(w.hp, mul(hpv, min(at, allow)))
+			if amp := mul(x, w.d); amp > over {
+				// Once top is full, over is its worst amplification minus one (and overE its
+				// edge id), so most edges are turned away here without a call.
+				e := edge[s]
+				if amp == over+1 && overE >= 0 && e > overE {
 					continue
 				}
-				if s == sv && fv < x.e {
+				if s == sv && fv < e {
 					continue // an edge before it on its run was declared first
 				}
-				top.offer(x)
+				top.offer(cand{amp: amp, e: e, s: s})
+				if top.full() {
+					w := top.worst()
+					over, overE = w.amp-1, w.e
+				}
 			}
 		}
 	}
@@ -411,8 +423,8 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 	var best int32 = -1
 	var H int64
 	for _, v := range nodes {
-		if c.h[v] > H {
-			H, best = c.h[v], v
+		if c.v[v].h > H {
+			H, best = c.v[v].h, v
 		}
 	}
 	if H == 0 {
@@ -423,9 +435,9 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 	}
 	c.treeFrom(nodes, cp, best, true)
 	for _, v := range nodes {
-		c.h[v] = H
+		c.v[v].h = H
 		if withLoad {
-			c.load[v] = Saturated
+			c.v[v].load = Saturated
 		}
 	}
 	for _, v := range nodes {
@@ -435,12 +447,12 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 			if c.comp[t] == cp {
 				continue
 			}
-			if x := mul(H, c.att[s]); x > c.h[t] {
-				c.h[t] = x
+			if x := mul(H, c.att[s]); x > c.v[t].h {
+				c.v[t].h = x
 				c.pred[t] = s
 			}
 			if withLoad {
-				c.load[t] = Saturated
+				c.v[t].load = Saturated
 			}
 		}
 	}
@@ -512,9 +524,9 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 // walks forward.
 func (c *core) backward() {
 	n := c.n
-	c.d = make([]int64, n)
+	vs := c.vals()
 	c.succ = make([]int32, n)
-	d, succ, att := c.d, c.succ, c.att
+	succ, att := c.succ, c.att
 	off, to := c.adj.off, c.adj.to
 	for i := n - 1; i >= 0; {
 		v := c.order[i]
@@ -530,18 +542,18 @@ func (c *core) backward() {
 		dv, sv := int64(0), int32(-1)
 		lo, hi := off[v], off[v+1]
 		for s := lo; s < hi; s++ {
-			if x := mul(att[s], d[to[s]]); x > dv {
+			if x := mul(att[s], vs[to[s]].d); x > dv {
 				dv, sv = x, s
 			}
 		}
-		d[v], succ[v] = max(dv, 1), sv
+		vs[v].d, succ[v] = max(dv, 1), sv
 	}
 }
 
 // offerOut offers v's over-cap outgoing edges to top (edges inside a component excluded); h and
 // d must be final.
 func (c *core) offerOut(top *topK, v int32) {
-	hv := c.h[v]
+	hv := c.v[v].h
 	if hv == 0 {
 		return
 	}
@@ -552,7 +564,7 @@ func (c *core) offerOut(top *topK, v int32) {
 		if c.cyc != nil && c.comp[v] == c.comp[t] {
 			continue
 		}
-		if amp := mul(mul(hv, c.att[s]), c.d[t]); amp > top.cap {
+		if amp := mul(mul(hv, c.att[s]), c.v[t].d); amp > top.cap {
 			top.offer(cand{amp: amp, e: edge[s], s: s})
 		}
 	}
@@ -565,7 +577,7 @@ func (c *core) backwardCyclic(nodes []int32, cp int32) {
 	}
 	if c.retry[cp] {
 		for _, v := range nodes {
-			c.d[v] = Saturated
+			c.v[v].d = Saturated
 		}
 		return
 	}
@@ -577,14 +589,14 @@ func (c *core) backwardCyclic(nodes []int32, cp int32) {
 			if c.comp[t] == cp {
 				continue
 			}
-			if x := mul(c.att[s], c.d[t]); x > D {
+			if x := mul(c.att[s], c.v[t].d); x > D {
 				D, best = x, s
 			}
 		}
 	}
 	D = max(D, 1)
 	for _, v := range nodes {
-		c.d[v] = D
+		c.v[v].d = D
 	}
 	if best >= 0 {
 		exit := from[best]
@@ -633,7 +645,7 @@ func (c *core) throughEdge(s int32) (path []int32, factors []int64, slots []int3
 	slots = make([]int32, 0, len(path)-1)
 	slots = append(append(append(slots, ps...), s), ss...)
 	factors = make([]int64, 0, len(path))
-	factors = append(factors, c.h[pn[0]])
+	factors = append(factors, c.v[pn[0]].h)
 	for _, x := range slots {
 		factors = append(factors, c.att[x])
 	}

@@ -53,20 +53,23 @@ func (p *Plan) Changed(from, to string) (int64, bool) {
 // suggest renders the planned changes on a path given by its slots:
 // "gateway: order=2; order: payment=1". planned gives the planned attempts of a slot.
 func (c *core) suggest(slots []int32, planned func(s int32) int64) string {
-	var b strings.Builder
+	var b []byte
+	names, from, to := c.g.names, c.adj.from, c.adj.to
 	for _, s := range slots {
 		if p := planned(s); p < c.adj.att[s] {
-			if b.Len() > 0 {
-				b.WriteString("; ")
+			if b == nil {
+				b = make([]byte, 0, 16*len(slots))
+			} else {
+				b = append(b, "; "...)
 			}
-			b.WriteString(c.g.names[c.adj.from[s]])
-			b.WriteString(": ")
-			b.WriteString(c.g.names[c.adj.to[s]])
-			b.WriteByte('=')
-			b.WriteString(strconv.FormatInt(p, 10))
+			b = append(b, names[from[s]]...)
+			b = append(b, ": "...)
+			b = append(b, names[to[s]]...)
+			b = append(b, '=')
+			b = strconv.AppendInt(b, p, 10)
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 // PlanRewrite plans the whole graph: in topological order each edge keeps
@@ -145,7 +148,7 @@ func (c *core) planRewrite(cap int64, wantOrder bool) (att []int64, order []int3
 // plannedAcyclic is what planRewrite plans for slot s of an acyclic graph, from the planner's
 // worst products forwardAcyclic computed: min(a, floor(cap/h'(u))), at least 1.
 func (c *core) plannedAcyclic(s int32, cap int64) int64 {
-	return min(c.att[s], max(cap/max(c.hp[c.adj.from[s]], 1), 1))
+	return min(c.att[s], max(cap/max(c.v[c.adj.from[s]].hp, 1), 1))
 }
 
 // noRewriteReason says why no rewrite fits ("" when one does): an entrypoint whose client
@@ -208,10 +211,10 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 		switch {
 		case c.comp[t] == cs && c.isCyc(cs):
 			newA = 1
-		case c.h[s] == 0:
+		case c.v[s].h == 0:
 			// Not reachable from any entrypoint: no path through this edge to judge.
 		default:
-			rest := mul(c.h[s], c.d[t])
+			rest := mul(c.v[s].h, c.v[t].d)
 			if rest > cap {
 				newA = 1
 				save := att[e]
@@ -296,7 +299,7 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 			return j
 		}
 	}
-	if c.h[s] == 0 {
+	if c.v[s].h == 0 {
 		return j
 	}
 	best := int32(-1)
@@ -305,7 +308,7 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 		if c.comp[t] == cs && c.isCyc(cs) {
 			continue
 		}
-		amp := mul(mul(c.h[s], c.att[e]), c.d[t])
+		amp := mul(mul(c.v[s].h, c.att[e]), c.v[t].d)
 		if best < 0 || amp > j.Amplification {
 			best, j.Amplification = e, amp
 		}
