@@ -114,6 +114,7 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 		NoDefaultContentType:         true,
 		NoDefaultDate:                true,
 		DisablePreParseMultipartForm: true,
+		LazyRequestTime:              true, // ctx.Time is unused: spare a clock read per request
 		CloseOnShutdown:              true,
 		IdleTimeout:                  90 * time.Second,
 		MaxRequestBodySize:           16 << 20,
@@ -230,8 +231,8 @@ func newKey() []byte {
 
 // forward runs one call: the attempt loop with every policy check.
 func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
-	p.m.inFlight.Inc()
-	defer p.m.inFlight.Dec()
+	p.m.inFlight.Add(1)
+	defer p.m.inFlight.Add(-1)
 	req := &ctx.Request
 	resp := &ctx.Response
 	known := up != nil
@@ -239,7 +240,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 		up = p.unknown
 	}
 	cfg := p.cfg
-	start := time.Now()
+	start := nowNanos()
 	sc := p.scratch.Get().(*scratch)
 	defer p.scratch.Put(sc)
 
@@ -284,7 +285,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 	}
 	ledgerOn := chainOn && cfg.Entrypoint && len(key) > 0
 	if ledgerOn {
-		n -= p.ledger.Spent(key, start.UnixNano())
+		n -= p.ledger.Spent(key, start)
 		if n <= 0 {
 			p.fail(ctx, up, policy.ReasonChain, "chain budget of this Idempotency-Key is spent")
 			return
@@ -300,9 +301,12 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 		maxAttempts = 1
 	}
 	if up.budget != nil {
-		up.budget.Deposit(start.UnixNano())
+		up.budget.Deposit(start)
 	}
-	deadline := start.Add(time.Duration(maxAttempts) * cfg.PerTryTimeout)
+	deadline := start + int64(maxAttempts)*int64(cfg.PerTryTimeout)
+	// One clock read before each attempt and one after: the breaker, the
+	// ledger and the latency metric share them.
+	attemptStart := start
 
 	var lastErr error
 	var lastCond policy.Condition
@@ -316,13 +320,13 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 				req.Header.SetBytesV(headerBaggage, sc.out)
 			}
 			if ledgerOn {
-				p.ledger.Add(key, b, time.Now().UnixNano())
+				p.ledger.Add(key, b, attemptStart)
 			}
 		}
 		probe := false
 		if up.breaker != nil {
 			var ok bool
-			ok, probe = up.breaker.Allow(time.Now().UnixNano())
+			ok, probe = up.breaker.Allow(attemptStart)
 			if !ok {
 				up.m.denied[policy.ReasonBreaker].Inc()
 				if attempt == 1 {
@@ -333,20 +337,18 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 				return
 			}
 		}
-		resp.Reset()
-		t0 := time.Now()
 		var err error
 		if up.hc != nil {
 			err = up.hc.DoTimeout(req, resp, cfg.PerTryTimeout)
 		} else {
 			err = p.client.DoTimeout(req, resp, cfg.PerTryTimeout)
 		}
-		now := time.Now()
+		now := nowNanos()
 		up.m.attempts.Inc()
-		up.m.latency.Observe(now.Sub(t0).Seconds())
+		up.m.latency.Observe(float64(now-attemptStart) / 1e9)
 		o := policy.Outcome{
 			Attempt: attempt, MaxAttempts: maxAttempts, ChainLimited: chainLimited,
-			Retryable: retryable, Remaining: deadline.Sub(now),
+			Retryable: retryable, Remaining: time.Duration(deadline - now),
 		}
 		if err != nil {
 			o.Cond = classify(err)
@@ -356,21 +358,23 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 			o.Status = resp.StatusCode()
 			o.ExhaustedResp = len(resp.Header.Peek(policy.HeaderExhausted)) > 0
 			if o.Status == 429 || o.Status == 503 {
-				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), now)
+				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
 			}
 		}
 		if up.breaker != nil {
 			if err != nil || o.Status >= 500 {
-				up.breaker.Failure(now.UnixNano(), probe)
+				up.breaker.Failure(now, probe)
 			} else {
-				up.breaker.Success(now.UnixNano(), probe)
+				up.breaker.Success(now, probe)
 			}
 		}
-		d := p.pol.Decide(&o, up.budget, up.breaker, now.UnixNano())
+		d := p.pol.Decide(&o, up.budget, up.breaker, now)
 		if d.Retry {
 			up.m.retries.Inc()
+			attemptStart = now
 			if d.Wait > 0 {
 				time.Sleep(d.Wait)
+				attemptStart = nowNanos()
 			}
 			continue
 		}
