@@ -78,12 +78,11 @@ type ArmResult struct {
 	FailedInOutage int
 	// PaymentInOutage is the requests sent to payment during the outage.
 	PaymentInOutage float64
-	// PaymentPerFailed = PaymentInOutage / FailedInOutage: requests at
-	// payment per failed user request. A ratio of two counts over the same
-	// window: with steady load the requests of user requests that straddle
-	// the window's edges cancel out; the exact per-request count is what
-	// the package's test checks with sequential requests.
+	// PaymentPerFailed is requests at payment per failed user request, in
+	// the steady part of the outage (see PerFailedSteady); Settle is how
+	// long after the kill that part began.
 	PaymentPerFailed float64
+	Settle           time.Duration
 	// RetriesInOutage counts retries made anywhere in the chain during the outage.
 	RetriesInOutage float64
 
@@ -113,7 +112,7 @@ func Compute(arm string, users []UserRequest, samples []Sample, tl Timeline, cri
 	}
 	_, _, r.FailedInOutage = countSent(sorted, tl.OutageStart, tl.Restore)
 	r.PaymentInOutage = Delta(samples, tl.OutageStart, tl.Restore, paymentOf)
-	r.PaymentPerFailed = PerFailed(r.PaymentInOutage, r.FailedInOutage)
+	r.PaymentPerFailed, r.Settle = PerFailedSteady(sorted, samples, tl)
 	r.RetriesInOutage = Delta(samples, tl.OutageStart, tl.Restore, retriesOf)
 	r.Recovery = RecoveryAfter(sorted, tl.Restore, tl.LoadEnd, crit)
 	seconds := int(math.Ceil(tl.LoadEnd.Seconds()))
@@ -193,12 +192,37 @@ func countSent(users []UserRequest, from, to time.Duration) (sent, ok, failed in
 	return sent, ok, failed
 }
 
+// PerFailedSteady is requests at payment per failed user request during
+// the outage, measured where it is steady. A user request's requests to
+// payment are spread over its lifetime, so a plain ratio over the outage
+// misses those of the last requests (sent before the restore, retrying
+// after it). With L the longest lifetime of a failed user request sent and
+// answered within the outage, every user request in flight in [start+L,
+// restore) was sent during the outage and fails, so the rate of requests at
+// payment there, divided by the rate of failed user requests sent in
+// [start, restore-L) (windows of the same length), is the per-request
+// count: exact for steady load. L is returned as settle; when L leaves no
+// window, the plain ratio over the outage is used and settle is 0.
+func PerFailedSteady(users []UserRequest, samples []Sample, tl Timeline) (ratio float64, settle time.Duration) {
+	var l time.Duration
+	for _, u := range users {
+		if !u.OK && u.Sent >= tl.OutageStart && u.Done < tl.Restore && u.Done-u.Sent > l {
+			l = u.Done - u.Sent
+		}
+	}
+	if tl.OutageStart+l >= tl.Restore {
+		l = 0
+	}
+	_, _, failed := countSent(users, tl.OutageStart, tl.Restore-l)
+	return PerFailed(Delta(samples, tl.OutageStart+l, tl.Restore, paymentOf), float64(failed)), l
+}
+
 // PerFailed is requests per failed user request; 0 when nothing failed.
-func PerFailed(requests float64, failed int) float64 {
-	if failed == 0 {
+func PerFailed(requests, failed float64) float64 {
+	if failed <= 0 {
 		return 0
 	}
-	return requests / float64(failed)
+	return requests / failed
 }
 
 // RecoveryAfter applies crit to the user requests (sorted by Sent) after

@@ -13,10 +13,13 @@ import (
 )
 
 // WriteChart draws requests/s at payment over time for both arms, the
-// outage shaded and payment's capacity dashed, as an SVG at path.
+// outage shaded and payment's capacity dashed, at path: SVG (the
+// checked-in chart), or PNG or PDF by the path's extension.
 func WriteChart(path string, r *Result) error {
-	if ext := strings.ToLower(filepath.Ext(path)); ext != ".svg" {
-		return fmt.Errorf("storm: chart path %q: want a .svg file", path)
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".svg", ".png", ".pdf":
+	default:
+		return fmt.Errorf("storm: chart path %q: want a .svg, .png or .pdf file", path)
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("retrycap storm %s: requests/s at payment (%s, cap %d)", r.Scenario.Name, r.Scenario.Chain(), r.Scenario.ChainCap)

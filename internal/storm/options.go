@@ -101,30 +101,30 @@ type Options struct {
 	ChartPath string
 }
 
-// Defaults is the full lab: each arm 45 s at 60 user requests/s against a
-// payment that serves 100 requests/s, down from 10 s to 20 s. Both arms and
-// the builds take under 2 minutes.
+// Defaults is the full lab: each arm 45 s at 50 user requests/s against a
+// payment that serves 100 requests/s, down from 5 s to 15 s, so 30 s are
+// left to see whether each arm recovers. Both arms take under 2 minutes.
 func Defaults() Options {
 	return Options{
 		Scenario:     "storm27",
 		Duration:     45 * time.Second,
-		OutageStart:  10 * time.Second,
+		OutageStart:  5 * time.Second,
 		OutageLength: 10 * time.Second,
-		RPS:          60,
+		RPS:          50,
 		Capacity:     100,
 		Work:         50 * time.Millisecond,
 		UserTimeout:  6 * time.Second,
 	}
 }
 
-// Short is the lab in about 30 s for both arms (the demo): a 3 s outage in
-// a 12 s run. The naive arm still stays down after payment returns.
+// Short is the lab in about 35 s for both arms (the demo): a 2 s outage in
+// a 14 s run. The naive arm still stays down after payment returns.
 func Short() Options {
 	o := Defaults()
-	o.Duration = 12 * time.Second
-	o.OutageStart = 3 * time.Second
-	o.OutageLength = 3 * time.Second
-	o.UserTimeout = 4 * time.Second
+	o.Duration = 14 * time.Second
+	o.OutageStart = 2 * time.Second
+	o.OutageLength = 2 * time.Second
+	o.UserTimeout = 3 * time.Second
 	return o
 }
 

@@ -139,18 +139,28 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 		mu.Unlock()
 		return nil
 	}
+	// A scrape can time out on a saturated machine (the naive arm's storm
+	// is CPU-heavy): the counters are cumulative, so a missed sample only
+	// coarsens the interpolation. Only a run without any sample fails.
 	go func() {
 		t := time.NewTicker(sampleEvery)
 		defer t.Stop()
+		var lastErr error
+		got := 0
 		for {
 			select {
 			case <-sampleCtx.Done():
-				sampled <- nil
+				if got == 0 && lastErr != nil {
+					sampled <- lastErr
+				} else {
+					sampled <- nil
+				}
 				return
 			case <-t.C:
 				if err := sampleOnce(); err != nil {
-					sampled <- err
-					return
+					lastErr = err
+				} else {
+					got++
 				}
 			}
 		}
@@ -260,8 +270,18 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 	if err := <-sampled; err != nil && runErr == nil {
 		runErr = fmt.Errorf("%s arm: %w", arm, err)
 	}
-	if err := sampleOnce(); err != nil && runErr == nil && ctx.Err() == nil {
-		runErr = fmt.Errorf("%s arm: %w", arm, err)
+	// The final reading must exist: the load is over, retry a few times.
+	for try := 0; ; try++ {
+		err := sampleOnce()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		if try == 4 {
+			if runErr == nil {
+				runErr = fmt.Errorf("%s arm: final counters: %w", arm, err)
+			}
+			break
+		}
 	}
 	if bar != nil {
 		_ = bar.Finish()

@@ -3,7 +3,9 @@ package storm
 import (
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteSummary prints the run: the setup, a table of both arms' figures,
@@ -24,8 +26,9 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(tw, "\tnaive\tretrycap\t\n")
 	fmt.Fprintf(tw, "user requests: sent / ok / failed\t%d / %d / %d\t%d / %d / %d\t\n", n.Sent, n.OK, n.Failed, c.Sent, c.OK, c.Failed)
 	fmt.Fprintf(tw, "requests at payment during the outage\t%.0f\t%.0f\t\n", n.PaymentInOutage, c.PaymentInOutage)
-	fmt.Fprintf(tw, "user requests failed during the outage\t%d\t%d\t\n", n.FailedInOutage, c.FailedInOutage)
-	fmt.Fprintf(tw, "requests at payment per failed user request\t%.2f\t%.2f\t\n", n.PaymentPerFailed, c.PaymentPerFailed)
+	fmt.Fprintf(tw, "user requests sent during the outage that failed\t%d\t%d\t\n", n.FailedInOutage, c.FailedInOutage)
+	fmt.Fprintf(tw, "requests at payment per failed user request (steady part of the outage, from +%.1f s / +%.1f s)\t%.2f\t%.2f\t\n",
+		n.Settle.Seconds(), c.Settle.Seconds(), n.PaymentPerFailed, c.PaymentPerFailed)
 	fmt.Fprintf(tw, "retries during the outage\t%.0f\t%.0f (%.1f %% fewer)\t\n", n.RetriesInOutage, c.RetriesInOutage, Reduction(n.RetriesInOutage, c.RetriesInOutage))
 	fmt.Fprintf(tw, "time to recover after payment returns\t%s\t%s\t\n", FormatRecovery(n.Recovery), FormatRecovery(c.Recovery))
 	fmt.Fprintf(tw, "POST side effects: charged / replayed by key\t%d / %d\t%d / %d\t\n", n.Charges, n.Replayed, c.Charges, c.Replayed)
@@ -72,4 +75,39 @@ func (e *errWriter) Write(p []byte) (int, error) {
 		e.err = fmt.Errorf("storm summary: %w", err)
 	}
 	return n, nil
+}
+
+// WriteSeries prints both arms second by second: requests/s at payment and
+// the user success rate by send time.
+func (r *Result) WriteSeries(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "second\tpayment\t\tnaive req/s\tok\tretrycap req/s\tok\t\n")
+	for i := range r.Naive.PaymentRate {
+		from := time.Duration(i) * time.Second
+		state := "up"
+		if from+time.Second > r.Timeline.OutageStart && from < r.Timeline.Restore {
+			state = "DOWN"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t\t%.0f\t%s\t%.0f\t%s\t\n", i, state,
+			r.Naive.PaymentRate[i], pct(r.Naive.SuccessRate, i), at(r.Retrycap.PaymentRate, i), pct(r.Retrycap.SuccessRate, i))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("storm series: %w", err)
+	}
+	return nil
+}
+
+func at(v []float64, i int) float64 {
+	if i < len(v) {
+		return v[i]
+	}
+	return math.NaN()
+}
+
+func pct(v []float64, i int) string {
+	x := at(v, i)
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f %%", 100*x)
 }

@@ -1,0 +1,329 @@
+package storm
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+func samplesOf(pairs ...float64) []Sample {
+	var out []Sample
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, Sample{At: time.Duration(pairs[i] * float64(time.Second)), PaymentRequests: pairs[i+1], Retries: pairs[i+1] / 2})
+	}
+	return out
+}
+
+func TestValueAtAndDelta(t *testing.T) {
+	s := samplesOf(0, 0, 1, 10, 2, 30, 3, 30)
+	cases := []struct {
+		at   time.Duration
+		want float64
+	}{
+		{-time.Second, 0}, {0, 0}, {500 * ms, 5}, {time.Second, 10}, {1500 * ms, 20}, {3 * time.Second, 30}, {9 * time.Second, 30},
+	}
+	for _, c := range cases {
+		if got := ValueAt(s, c.at, paymentOf); got != c.want {
+			t.Errorf("ValueAt(%s) = %v, want %v", c.at, got, c.want)
+		}
+	}
+	if got := Delta(s, 500*ms, 1500*ms, paymentOf); got != 15 {
+		t.Errorf("Delta = %v, want 15", got)
+	}
+	if got := Delta(s, 0, 2*time.Second, retriesOf); got != 15 {
+		t.Errorf("Delta retries = %v, want 15", got)
+	}
+	if got := ValueAt(nil, time.Second, paymentOf); got != 0 {
+		t.Errorf("no samples: %v", got)
+	}
+	if got := Rates(s, time.Second, 4, paymentOf); !reflect.DeepEqual(got, []float64{10, 20, 0, 0}) {
+		t.Errorf("Rates = %v", got)
+	}
+	if got := Rates(s, 500*ms, 2, paymentOf); !reflect.DeepEqual(got, []float64{10, 10}) {
+		t.Errorf("Rates per half second = %v", got)
+	}
+}
+
+// users sends one user request every step from 0 to end; fate decides.
+func users(step, end time.Duration, fate func(sent time.Duration) (lifetime time.Duration, ok bool)) []UserRequest {
+	var out []UserRequest
+	for t := time.Duration(0); t < end; t += step {
+		l, ok := fate(t)
+		out = append(out, UserRequest{Sent: t, Done: t + l, OK: ok, Attempts: 1})
+	}
+	return out
+}
+
+// failBetween fails what is sent in [from, to), each failure taking lifetime.
+func failBetween(from, to, lifetime time.Duration) func(time.Duration) (time.Duration, bool) {
+	return func(s time.Duration) (time.Duration, bool) {
+		if s >= from && s < to {
+			return lifetime, false
+		}
+		return 10 * ms, true
+	}
+}
+
+func TestRecoveryAfter(t *testing.T) {
+	restore := 10 * time.Second
+	end := 30 * time.Second
+	cases := []struct {
+		name string
+		us   []UserRequest
+		want Recovery
+	}{
+		{"at once", users(100*ms, end, failBetween(5*time.Second, restore, 0)),
+			Recovery{Recovered: true, After: 0, Observed: 20 * time.Second}},
+		{"after 2.5 s", users(100*ms, end, failBetween(5*time.Second, restore+2500*ms, 0)),
+			Recovery{Recovered: true, After: 2500 * ms, Observed: 20 * time.Second}},
+		// 1 failure in 20 per second is 95 %: healthy.
+		{"5 % failures is healthy", users(50*ms, end, func(s time.Duration) (time.Duration, bool) {
+			if s >= 5*time.Second && s < restore {
+				return 0, false
+			}
+			return 0, s%time.Second != 0
+		}), Recovery{Recovered: true, After: 0, Observed: 20 * time.Second}},
+		{"never", users(100*ms, end, failBetween(5*time.Second, end, 0)),
+			Recovery{Recovered: false, Observed: 20 * time.Second, LowerBound: 17 * time.Second}},
+		// A healthy second, then failures again: not yet recovered.
+		{"relapse", users(100*ms, end, func(s time.Duration) (time.Duration, bool) {
+			return 0, !(s >= 5*time.Second && s < restore) && !(s >= restore+time.Second && s < restore+2*time.Second)
+		}), Recovery{Recovered: true, After: 2 * time.Second, Observed: 20 * time.Second}},
+		// Seconds in which nothing was sent (10 s to 20 s) are no evidence
+		// of health: the first healthy start is 19.1 s, whose first window
+		// holds the request sent at 20 s.
+		{"silence", append(users(100*ms, restore, failBetween(5*time.Second, restore, 0)),
+			users(100*ms, end, func(s time.Duration) (time.Duration, bool) { return 0, true })[200:]...),
+			Recovery{Recovered: true, After: 9100 * ms, Observed: 20 * time.Second}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := RecoveryAfter(c.us, restore, end, DefaultRecovery); got != c.want {
+				t.Fatalf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+	// 2 failures in 20: 90 %, not healthy.
+	us := users(50*ms, end, func(s time.Duration) (time.Duration, bool) {
+		return 0, s%time.Second != 0 && s%time.Second != 50*ms
+	})
+	if got := RecoveryAfter(us, restore, end, DefaultRecovery); got.Recovered {
+		t.Fatalf("90 %% counted as recovered: %+v", got)
+	}
+}
+
+func TestRecoveryRatio(t *testing.T) {
+	step := 100 * ms
+	cases := []struct {
+		name          string
+		naive, rc     Recovery
+		ratio         float64
+		atLeast, okay bool
+	}{
+		{"both recovered", Recovery{Recovered: true, After: 20 * time.Second}, Recovery{Recovered: true, After: time.Second}, 20, false, true},
+		{"naive never", Recovery{LowerBound: 27 * time.Second}, Recovery{Recovered: true, After: 500 * ms}, 54, true, true},
+		{"retrycap within a step", Recovery{Recovered: true, After: 3 * time.Second}, Recovery{Recovered: true, After: 0}, 30, true, true},
+		{"retrycap never", Recovery{LowerBound: 27 * time.Second}, Recovery{LowerBound: 27 * time.Second}, 0, false, false},
+	}
+	for _, c := range cases {
+		r, al, ok := RecoveryRatio(c.naive, c.rc, step)
+		if math.Abs(r-c.ratio) > 1e-9 || al != c.atLeast || ok != c.okay {
+			t.Errorf("%s: got %v %v %v, want %v %v %v", c.name, r, al, ok, c.ratio, c.atLeast, c.okay)
+		}
+	}
+}
+
+func TestPerFailedSteady(t *testing.T) {
+	// Payment down from 5 s to 15 s; a failing user request lives 1 s and
+	// sends 27 requests to payment evenly over it (one every 1/27 s), so
+	// the counter grows at 27 x the user rate (10/s) from 5 s, and keeps
+	// growing for the last requests' remainders until 16 s.
+	tl := Timeline{OutageStart: 5 * time.Second, Restore: 15 * time.Second, LoadEnd: 30 * time.Second}
+	us := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.Restore, time.Second))
+	var s []Sample
+	for t := time.Duration(0); t <= tl.LoadEnd; t += 10 * ms {
+		var n float64
+		for _, u := range us {
+			if !u.OK && t > u.Sent {
+				n += 27 * math.Min(1, float64(t-u.Sent)/float64(time.Second))
+			}
+		}
+		s = append(s, Sample{At: t, PaymentRequests: n})
+	}
+	ratio, settle := PerFailedSteady(us, s, tl)
+	if settle != time.Second || math.Abs(ratio-27) > 1e-6 {
+		t.Fatalf("steady: %v per failed user request, settle %s; want 27, 1s", ratio, settle)
+	}
+	// The plain ratio over the outage misses the remainders of the last
+	// second's requests: 90 whole ones and 10 x (1 - 0.45) on average.
+	plain := PerFailed(Delta(s, tl.OutageStart, tl.Restore, paymentOf), 100)
+	if math.Abs(plain-27*95.5/100) > 1e-6 {
+		t.Fatalf("plain ratio %v, want %v", plain, 27*95.5/100)
+	}
+	if got := PerFailed(5, 0); got != 0 {
+		t.Fatalf("PerFailed with nothing failed = %v", got)
+	}
+}
+
+func TestComputeAndJudge(t *testing.T) {
+	tl := Timeline{OutageStart: 5 * time.Second, Restore: 15 * time.Second, LoadEnd: 30 * time.Second}
+	naiveUsers := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.LoadEnd, 0))
+	rcUsers := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.Restore+time.Second, 0))
+	// Payment requests: 10/s before, naive 270/s from the outage on; retrycap 2/s in the outage.
+	naiveS := samplesOf(0, 0, 5, 50, 15, 2750, 30, 6800)
+	rcS := samplesOf(0, 0, 5, 50, 15, 70, 30, 220)
+	for i := range naiveS {
+		naiveS[i].Retries = naiveS[i].PaymentRequests * 26 / 27
+		rcS[i].Retries = rcS[i].PaymentRequests / 10
+	}
+	n := Compute(ArmNaive, naiveUsers, naiveS, tl, DefaultRecovery)
+	c := Compute(ArmRetrycap, rcUsers, rcS, tl, DefaultRecovery)
+	if n.Sent != 300 || n.OK != 50 || n.Failed != 250 || n.FailedInOutage != 100 || n.PaymentInOutage != 2700 || n.PaymentPerFailed != 27 {
+		t.Fatalf("naive: %+v", n)
+	}
+	if n.Recovery != (Recovery{Observed: 15 * time.Second, LowerBound: 12 * time.Second}) {
+		t.Fatalf("naive recovery %+v", n.Recovery)
+	}
+	if c.FailedInOutage != 100 || c.PaymentPerFailed != 0.2 || c.Recovery != (Recovery{Recovered: true, After: time.Second, Observed: 15 * time.Second}) {
+		t.Fatalf("retrycap: %+v", c)
+	}
+	if len(n.PaymentRate) != 30 || n.PaymentRate[0] != 10 || n.PaymentRate[10] != 270 || len(n.SuccessRate) != 30 || n.SuccessRate[4] != 1 || n.SuccessRate[5] != 0 {
+		t.Fatalf("series: %v %v", n.PaymentRate, n.SuccessRate)
+	}
+	ts := Judge(n, c, 4, DefaultRecovery.Step)
+	want := []Target{
+		{"requests at payment per failed user request", "<= cap 4", "0.20 (naive 27.00)", true},
+		{"retries during the outage", ">= 94 % fewer", "99.9 % fewer (2 vs 2600)", true},
+		{"time to recover", ">= 10x shorter", ">= 12.0x", true},
+		{"duplicated POST side effects", "0", "0 (naive 0)", true},
+	}
+	if !reflect.DeepEqual(ts, want) {
+		t.Fatalf("targets:\n%+v\nwant\n%+v", ts, want)
+	}
+	c.Duplicates, c.Recovery.After = 1, 2*time.Second
+	ts = Judge(n, c, 4, DefaultRecovery.Step)
+	if ts[2].Met || ts[2].Got != ">= 6.0x" || ts[3].Met {
+		t.Fatalf("missed targets: %+v", ts)
+	}
+	if s := FormatRecovery(n.Recovery); s != "did not recover within 15.0 s (> 12.0 s)" {
+		t.Fatalf("FormatRecovery: %q", s)
+	}
+}
+
+func TestReduction(t *testing.T) {
+	for _, c := range []struct{ naive, rc, want float64 }{{100, 6, 94}, {100, 0, 100}, {0, 5, 0}, {10, 20, -100}} {
+		if got := Reduction(c.naive, c.rc); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Reduction(%v, %v) = %v, want %v", c.naive, c.rc, got, c.want)
+		}
+	}
+}
+
+func TestSideEffects(t *testing.T) {
+	s := NewSideEffects()
+	steps := []struct {
+		op, key string
+		want    Outcome
+	}{
+		{"1", "k1", Charged},
+		{"1", "k1", Replayed},  // a retry with the same key
+		{"2", "", Charged},     // no key
+		{"2", "", Duplicate},   // the same operation without a key again
+		{"2", "k2", Duplicate}, // a key first seen, but the operation was charged
+		{"", "", Charged},      // unknown operation: never a duplicate
+		{"", "", Charged},
+	}
+	for i, st := range steps {
+		if got := s.Record(st.op, st.key); got != st.want {
+			t.Fatalf("step %d %+v: %v, want %v", i, st, got, st.want)
+		}
+	}
+	if c, r, d := s.Counts(); c != 6 || r != 1 || d != 2 {
+		t.Fatalf("counts %d %d %d", c, r, d)
+	}
+}
+
+func TestLoadMixAndProxyArgs(t *testing.T) {
+	s27, s18 := Scenarios["storm27"], Scenarios["incident18"]
+	if s27.Amplification() != 27 || s18.Amplification() != 18 {
+		t.Fatalf("amplification %d, %d", s27.Amplification(), s18.Amplification())
+	}
+	if got := s18.Chain(); got != "client x2 -> gateway x1 -> order x3 -> payment x3 = 18" {
+		t.Fatalf("chain %q", got)
+	}
+	var got []userSpec
+	for i := 0; i < 5; i++ {
+		got = append(got, loadMix(i, s27))
+	}
+	want := []userSpec{{"GET", "", "0"}, {"GET", "", "1"}, {"GET", "", "2"}, {"POST", "key-3", "3"}, {"POST", "", "4"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("storm27 mix %+v", got)
+	}
+	if u := loadMix(7, s18); u.key != "key-7" || u.method != "GET" {
+		t.Fatalf("incident18 GET carries a key: %+v", u)
+	}
+	if u := loadMix(9, s18); u.key != "" || u.method != "POST" {
+		t.Fatalf("incident18 POST without key: %+v", u)
+	}
+	naive := strings.Join(proxyArgs(s27, ArmNaive, 2), " ")
+	if naive != "--service order --upstreams payment=3 --per-try-timeout 500ms --backoff-base 25ms --backoff-max 1s "+
+		"--chain-cap 0 --backoff-jitter=false --budget-percent 100 --budget-min-per-second 1000000 --breaker-failures 0 "+
+		"--retry-methods GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH" {
+		t.Fatalf("naive order proxy: %s", naive)
+	}
+	rc := strings.Join(proxyArgs(s18, ArmRetrycap, 0), " ")
+	if rc != "--service client --upstreams gateway=1 --per-try-timeout 4s --backoff-base 25ms --backoff-max 1s "+
+		"--chain-cap 3 --backoff-jitter=true --budget-percent 20 --budget-min-per-second 10 --budget-window 10s "+
+		"--breaker-failures 50 --breaker-window 10s --breaker-open-for 500ms --entrypoint" {
+		t.Fatalf("retrycap entry proxy: %s", rc)
+	}
+}
+
+func TestParseCounters(t *testing.T) {
+	text := `# HELP retrycap_proxy_attempts_total Attempts.
+# TYPE retrycap_proxy_attempts_total counter
+retrycap_proxy_attempts_total{upstream="payment"} 135
+retrycap_proxy_attempts_total{upstream="unknown"} 0
+retrycap_proxy_retries_total{upstream="payment"} 1.5e+02
+retrycap_proxy_requests_total{code="200",upstream="payment"} 7
+go_goroutines 12
+`
+	m, err := parseCounters(strings.NewReader(text), "retrycap_proxy_attempts_total", "retrycap_proxy_retries_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["retrycap_proxy_attempts_total"]["payment"] != 135 || m["retrycap_proxy_retries_total"]["payment"] != 150 || len(m) != 2 {
+		t.Fatalf("%v", m)
+	}
+	if _, err := parseCounters(strings.NewReader(`retrycap_proxy_retries_total{upstream="x"} nope`+"\n"), "retrycap_proxy_retries_total"); err == nil ||
+		!strings.Contains(err.Error(), `line "retrycap_proxy_retries_total{upstream=\"x\"} nope"`) {
+		t.Fatalf("bad value: %v", err)
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	if o, sc, err := (Options{}).withDefaults(); err != nil || o.Duration != 45*time.Second || sc.Name != "storm27" || o.workers() != 5 || o.queue() != 100 {
+		t.Fatalf("defaults: %+v %v", o, err)
+	}
+	if _, _, err := Short().withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{Scenario: "storm99"}, `storm: scenario "storm99": unknown, want one of incident18, storm27`},
+		{Options{RPS: -1}, "storm: rps -1: want 1..2000"},
+		{Options{Capacity: 5}, "storm: capacity 5 req/s x work 50ms = 0.25 workers: want at least 1"},
+		{Options{Duration: 17 * time.Second}, "storm: duration 17s: must leave at least 3s after the outage (5s + 10s) to judge recovery"},
+		{Options{OutageLength: -time.Second}, "storm: durations must be positive (duration 45s, outage start 5s, outage length -1s, user timeout 6s)"},
+	}
+	for _, c := range cases {
+		if _, _, err := c.o.withDefaults(); err == nil || err.Error() != c.want {
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package storm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/labapp"
+)
+
+// proxyBin is retrycap-proxy, built once for the tests with real processes.
+var proxyBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "retrycap-storm-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	proxyBin, err = labapp.BuildProxy("../..", dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// The exact counts of the lab's chains, with the lab's own proxy flags: a
+// fault of known length (payment down for exactly n sequential user
+// requests), then payment back for n more. Sequential requests make the
+// counts exact: the retrycap arm's budget (floor 10/s over 10 s = 100
+// retries) and breaker (50 failures) are far from binding at n = 3, so
+// only the chain cap limits it, and jitter changes only when attempts are
+// made, never how many.
+func TestExactCountsPerUserRequest(t *testing.T) {
+	const n = 3
+	cases := []struct {
+		scenario, arm string
+		spec          func(i int) userSpec
+		// per failed user request: requests at payment, retries anywhere in
+		// the chain (edge client included), edge client attempts
+		payment, retries, clientAttempts int
+	}{
+		// 3 x 3 x 3: 27 at payment, 2 + 3x2 + 9x2 = 26 retries.
+		{"storm27", ArmNaive, get, 27, 26, 1},
+		// Cap 4: the entry proxy reserves 2 retries (budget 2, 1, 1); the
+		// gateway proxy with 2 splits it 1+1; order gets 1 each: 2+1+1 = 4
+		// at payment; retries: 2 at the entry, 1 at the gateway.
+		{"storm27", ArmRetrycap, get, 4, 3, 1},
+		// A POST without a key: the entry proxy adds a key but does not
+		// retry it itself (the app did not ask; the reserved budget is for
+		// the client's own retry with the returned key, which this client
+		// does not make); below, the key makes it retryable: 2 at payment.
+		{"storm27", ArmRetrycap, postWithoutKey, 2, 1, 1},
+		// 2 x 1 x 3 x 3 = 18; retries: 1 by the client, 2x2 at the
+		// gateway, 6x2 at order.
+		{"incident18", ArmNaive, getWithKey, 18, 17, 2},
+		// A POST without a key is resubmitted without one: 18 again.
+		{"incident18", ArmNaive, postWithoutKey, 18, 17, 2},
+		// Cap 3: the first client attempt spends the whole chain (3 at
+		// payment: the gateway's 3 attempts with budget 1 each); the
+		// client's retry with the same key is refused by the entry proxy.
+		{"incident18", ArmRetrycap, getWithKey, 3, 3, 2},
+		// Without a key, the entry proxy generates one and returns it; the
+		// client's retry with it is refused the same way.
+		{"incident18", ArmRetrycap, postWithoutKey, 3, 3, 2},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s/%s/%s", tc.scenario, tc.arm, tc.spec(0).method+map[bool]string{true: "+key", false: ""}[tc.spec(0).key != ""]), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c, err := startChain(proxyBin, tc.arm, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close()
+
+			c.payment.Kill()
+			for i := 0; i < n; i++ {
+				ok, attempts := c.userRequest(ctx, tc.spec(i))
+				if ok || attempts != tc.clientAttempts {
+					t.Fatalf("user request %d with payment down: ok %v, attempts %d, want failed after %d", i, ok, attempts, tc.clientAttempts)
+				}
+			}
+			pay, ret, err := c.counters(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pay != float64(n*tc.payment) || ret != float64(n*tc.retries) {
+				t.Fatalf("payment down for %d user requests: %v requests at payment, %v retries; want %d, %d",
+					n, pay, ret, n*tc.payment, n*tc.retries)
+			}
+			if got := PerFailed(pay, n); got != float64(tc.payment) {
+				t.Fatalf("per failed user request %v, want %d", got, tc.payment)
+			}
+
+			if err := c.payment.Restore(); err != nil {
+				t.Fatal(err)
+			}
+			for i := n; i < 2*n; i++ {
+				if ok, attempts := c.userRequest(ctx, tc.spec(i)); !ok || attempts != 1 {
+					t.Fatalf("user request %d with payment back: ok %v, attempts %d", i, ok, attempts)
+				}
+			}
+			pay2, ret2, err := c.counters(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pay2-pay != n || ret2 != ret || c.payment.Received() != n || c.payment.Served() != n {
+				t.Fatalf("payment back: %v more requests at payment, %v more retries, received %d, served %d; want %d, 0, %d, %d",
+					pay2-pay, ret2-ret, c.payment.Received(), c.payment.Served(), n, n, n)
+			}
+			charges, replayed, dups := c.payment.Effects().Counts()
+			wantCharges := int64(0)
+			if tc.spec(0).method == http.MethodPost {
+				wantCharges = n
+			}
+			if charges != wantCharges || replayed != 0 || dups != 0 {
+				t.Fatalf("side effects: %d charged, %d replayed, %d duplicates; want %d, 0, 0", charges, replayed, dups, wantCharges)
+			}
+		})
+	}
+}
+
+func get(i int) userSpec { return userSpec{method: http.MethodGet, op: fmt.Sprint(i)} }
+func getWithKey(i int) userSpec {
+	return userSpec{method: http.MethodGet, op: fmt.Sprint(i), key: fmt.Sprint("key-", i)}
+}
+func postWithoutKey(i int) userSpec { return userSpec{method: http.MethodPost, op: fmt.Sprint(i)} }
+
+// Payment's capacity is real: with 1 worker and a queue of 1, a third
+// concurrent request is refused at once, and killing payment refuses
+// connections until it is restored on the same address.
+func TestPaymentCapacityAndKill(t *testing.T) {
+	p, err := StartPayment(PaymentConfig{Workers: 1, Work: 300 * time.Millisecond, Queue: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := "http://" + p.Addr() + "/charge"
+	codes := make(chan int, 3)
+	for i := 0; i < 2; i++ {
+		go func() {
+			resp, err := http.Post(url, "text/plain", nil)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	waitFor(t, func() bool { return p.Received() == 2 })
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("third request: %d, want 503", resp.StatusCode)
+	}
+	if a, b := <-codes, <-codes; a != 200 || b != 200 {
+		t.Fatalf("queued requests: %d, %d", a, b)
+	}
+	if p.Served() != 2 || p.Rejected() != 1 {
+		t.Fatalf("served %d, rejected %d", p.Served(), p.Rejected())
+	}
+	if c, _, d := p.Effects().Counts(); c != 2 || d != 0 {
+		t.Fatalf("charges %d, duplicates %d (POSTs without an operation id are never duplicates)", c, d)
+	}
+	addr := p.Addr()
+	p.Kill()
+	if _, err := http.Get(url); err == nil {
+		t.Fatal("killed payment answered")
+	}
+	if err := p.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Addr() != addr {
+		t.Fatalf("restored on %s, was %s", p.Addr(), addr)
+	}
+	resp, err = http.Get(url)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("restored payment: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+}
