@@ -302,7 +302,7 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 // w (the path through e1 is prefix(w) + e1 + suffix, and prefix(w) ends with e0 exactly when
 // pred[w] = e0). Such a run shares one amplification; the candidates are taken worst first, then
 // in declaration order, so P is listed for its run's edge declared first, and only that edge
-// needs to be offered. forwardAcyclic checks the part of the run before the edge (first[]);
+// needs to be offered. forwardAcyclic checks the part of the run before the edge (runFirst);
 // the part after it is known only once pred is final, and runFirsts checks it.
 
 // laterInRun reports whether an edge after slot s on its run was declared before it.
@@ -321,7 +321,7 @@ func (c *core) laterInRun(s int32) bool {
 // earlierInRun reports whether an edge before slot s on its run was declared before it.
 func (c *core) earlierInRun(s int32) bool {
 	u := c.adj.from[s]
-	return c.succ[u] == s && c.pred[u] >= 0 && c.first[u] < c.adj.edge[s]
+	return c.succ[u] == s && c.pred[u] >= 0 && c.runFirst(u) < c.adj.edge[s]
 }
 
 // runFirsts drops from top the candidates that are not the first declared edge of their run. If

@@ -1,5 +1,7 @@
 package graph
 
+import "math"
+
 // core holds the structure every computation needs: strongly connected components in
 // topological order, the entrypoints, and the forward (into a node) and backward (below a node)
 // worst products for one vector of attempts.
@@ -25,9 +27,8 @@ type core struct {
 	pred []int32 // slot that gives h, -1 at the start of the path
 	succ []int32 // slot that gives d, -1 at the end of the path
 
-	// Only from forwardAcyclic with violations to collect: lowest edge id on the run (see
-	// runFirsts) up to and including pred[v].
-	first []int32
+	first   []int32 // runFirst's memo
+	scratch []int32
 
 	retry     []bool // component -> contains an edge with attempts > 1 (only for cyc components)
 	anyRetry  bool
@@ -336,7 +337,7 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 	}
 	c.pred = pred
 	a := c.adj
-	off, to, from, att, ac := a.off, a.to, a.from, c.att, a.attCal
+	off, to, att, ac := a.off, a.to, c.att, a.attCal
 	if top == nil {
 		for _, v := range c.order {
 			hv, lv := vs[v].h, vs[v].load
@@ -357,8 +358,6 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 		}
 		return
 	}
-	first := make([]int32, n)
-	c.first = first
 	succ, edge := c.succ, a.edge
 	over, overE := top.cap, int32(-1)
 	for _, v := range c.order {
@@ -366,14 +365,6 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 		if hv == 0 {
 			continue
 		}
-		fv := int32(-1) >> 1 // no run before v
-		if p := pred[v]; p >= 0 {
-			fv = edge[p]
-			if w := from[p]; succ[w] == p && pred[w] >= 0 {
-				fv = min(fv, first[w])
-			}
-		}
-		first[v] = fv
 		allow := max(cap/max(hpv, 1), 1)
 		sv := succ[v]
 		if pred[v] < 0 {
@@ -401,7 +392,7 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 				if amp == over+1 && overE >= 0 && e > overE {
 					continue
 				}
-				if s == sv && fv < e {
+				if s == sv && c.runFirst(v) < e {
 					continue // an edge before it on its run was declared first
 				}
 				top.offer(cand{amp: amp, e: e, s: s})
@@ -412,6 +403,39 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 			}
 		}
 	}
+}
+
+// runFirst is the lowest edge id on the run (see runFirsts) up to and including pred[v], which
+// must be set. Asked only for the few edges that would enter the violations' candidates, and
+// memoised in c.first (id+1; 0 = not yet), so that all calls together walk each node once.
+func (c *core) runFirst(v int32) int32 {
+	if c.first == nil {
+		c.first = make([]int32, c.n)
+	}
+	pred, succ, from, edge := c.pred, c.succ, c.adj.from, c.adj.edge
+	// Walk back to a node already known or to the run's start, then fill in going forward.
+	stack := c.scratch[:0]
+	f := int32(math.MaxInt32) // no edge yet
+	for w := v; ; {
+		if m := c.first[w]; m != 0 {
+			f = m - 1
+			break
+		}
+		stack = append(stack, w)
+		p := pred[w]
+		u := from[p]
+		if succ[u] != p || pred[u] < 0 {
+			break // the run starts with p
+		}
+		w = u
+	}
+	for i := len(stack) - 1; i >= 0; i-- {
+		x := stack[i]
+		f = min(f, edge[pred[x]])
+		c.first[x] = f + 1
+	}
+	c.scratch = stack
+	return f
 }
 
 // forwardCyclic handles one component with a cycle. Without a retry every node in it is reached

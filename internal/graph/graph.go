@@ -55,7 +55,7 @@ func (g *Graph) adjacency() *adjacency {
 	n, m := len(g.names), len(g.eFrom)
 	a := &adjacency{
 		off: make([]int32, n+1), indeg: make([]int32, n),
-		to:  make([]int32, m), from: make([]int32, m),
+		to: make([]int32, m), from: make([]int32, m),
 		att: make([]int64, m), cal: make([]int64, m), attCal: make([]int64, m),
 		edge: make([]int32, m), slot: make([]int32, m),
 	}
