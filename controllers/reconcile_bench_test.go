@@ -238,3 +238,27 @@ func waitFor(b *testing.B, cond func() bool) {
 }
 
 func discardLogger() logr.Logger { return logr.Discard() }
+
+// BenchmarkCompute5k is the pure part of Reconcile (shared builder, analysis, status setters)
+// on the same 5,000 workloads built in memory: no API server, so it is stable where
+// BenchmarkReconcile5k shares the cores with kube-apiserver and etcd.
+func BenchmarkCompute5k(b *testing.B) {
+	ws := make([]workload.Workload, benchWorkloads)
+	for i := range ws {
+		name := fmt.Sprintf("svc-%04d", i)
+		ws[i] = workload.Workload{Kind: workload.KindDeployment, Namespace: "bench", Name: name,
+			Labels:      map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "bench"},
+			Annotations: map[string]string{"retrycap.dev/upstreams": benchUpstreams(i, benchWorkloads)}}
+	}
+	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "all", Generation: 1},
+		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 16, Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, a := workload.Analyze(p, ws)
+		var st v1alpha1.RetryPolicyStatus
+		status.Set(&st, status.Input{Generation: p.Generation, Result: res, Analysis: a, Now: metav1.Now()})
+		if len(st.Violations) != 20 {
+			b.Fatalf("%d violations, want 20", len(st.Violations))
+		}
+	}
+}
