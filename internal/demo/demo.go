@@ -28,6 +28,8 @@ type Options struct {
 	Wait bool
 	// Verbose shows the manager's logs.
 	Verbose bool
+	// Short runs the storm lab in its short mode (seconds instead of minutes), for CI.
+	Short bool
 }
 
 // ManagerNamespace is the namespace the demo's manager pretends to run in.
@@ -42,7 +44,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.Verbose {
 		logf.SetLogger(zap.New(zap.UseDevMode(true)))
 	}
-	d := &run{out: o.Out}
+	d := &run{out: o.Out, opts: o}
 	d.step("Starting the embedded control plane (real kube-apiserver and etcd; the first run on a machine builds them)")
 	start := time.Now()
 	cp, err := controlplane.Start(controlplane.Options{Webhooks: true})
@@ -87,10 +89,11 @@ func Run(ctx context.Context, o Options) (err error) {
 var steps = []func(context.Context, *run) error{applySamples, showPolicies}
 
 type run struct {
-	out io.Writer
-	cp  *controlplane.ControlPlane
-	cli client.Client
-	n   int
+	opts Options
+	out  io.Writer
+	cp   *controlplane.ControlPlane
+	cli  client.Client
+	n    int
 }
 
 func (d *run) step(title string) {

@@ -1,0 +1,46 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemoEndToEnd runs the whole demo in its short mode against a real control plane and checks
+// the lines a user is shown at each chapter.
+func TestDemoEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and the storm lab")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := Run(ctx, Options{Out: &out, Short: true}); err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		// The samples' computed status, as kubectl get rp -A prints it.
+		"payments    storm      4     27              frontend>checkout>billing>payment   Reject   False",
+		"shop        checkout   3     18              gateway>catalog>db                  Reject   False",
+		"client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4\n  suggestion: checkout: billing=1; billing: payment=1\n",
+		// The refused deploy.
+		`admission webhook "gate.retrycap.dev" denied the request: RetryPolicy orders/orders: web -x2-> orders -x3-> ledger = 6 > cap 4; orders may keep ledger=2`,
+		// The rewritten deploy.
+		"Warning: RetryPolicy orders/orders rewrote retrycap.dev/upstreams of Deployment orders/orders: ledger=3 -> ledger=2 (web -x2-> orders -x3-> ledger = 6 > cap 4)",
+		"upstreams: ledger=2\nrewritten-from: ledger=3\n",
+		// The injected pod.
+		"injected by: shop/checkout\nsidecar: retrycap-proxy (restartPolicy Always)\n",
+		`"--service=cart","--upstreams=db=2"`,
+		"HTTP_PROXY=http://127.0.0.1:15001",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", got)
+	}
+}
