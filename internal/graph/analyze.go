@@ -80,7 +80,12 @@ func (a *Analysis) WithinCap() bool { return a.Bounded && a.Amplification <= a.C
 // edges). So a simple chain gives one violation, a diamond one per branch, and every edge that
 // must change appears in some violation before truncation. When the graph has a retry cycle
 // the only violation is the cycle, since every number below it is unbounded.
-func Analyze(g *Graph, cap int64) *Analysis {
+func Analyze(g *Graph, cap int64) *Analysis { return analyze(g, cap, true) }
+
+// analyze is Analyze; with fused false it takes the plain route everywhere (separate forward
+// pass, violations deduplicated by comparing paths, the planner's own pass), which the tests
+// compare the fused route against.
+func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	c := newCore(g, nil)
 	c.backward()
 	a := &Analysis{Cap: cap, Services: c.n, Edges: len(g.eFrom), Bounded: !c.anyRetry}
@@ -118,7 +123,7 @@ func Analyze(g *Graph, cap int64) *Analysis {
 	if over {
 		top = newTopK(MaxViolations, cap)
 	}
-	if c.cyc == nil {
+	if c.cyc == nil && fused {
 		c.forwardAcyclic(max(cap, 1), top)
 	} else {
 		c.forward(true)
@@ -210,9 +215,9 @@ func (c *core) offerAll(top *topK) {
 
 // violations lists the over-cap paths: the worst path through each of the best candidates,
 // one per distinct path, then the over-cap chains not already listed; worst first, at most
-// MaxViolations. top holds the candidates the forward pass collected: for an acyclic graph one
-// per distinct path already (see forwardAcyclic), checked here against the rest of each run; for
-// a graph with cycles, filled here and deduplicated by path.
+// MaxViolations. top holds the candidates forwardAcyclic collected, one per distinct path as far
+// as it could tell, checked here against the rest of each run; or, after the plain forward pass
+// (graphs with cycles), it is filled here and the paths are deduplicated by comparing them.
 func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violation {
 	seen := map[string]bool{}
 	var vs []Violation
@@ -228,7 +233,7 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 		vs = append(vs, Violation{Path: names, Factors: factors, Amplification: amp, Message: Explain(names, factors, cap)})
 		pathSlots = append(pathSlots, slots)
 	}
-	if c.cyc == nil {
+	if c.fused {
 		for _, x := range c.runFirsts(top).best {
 			addPath(c.throughEdge(x.s))
 		}
@@ -269,7 +274,7 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 	pcap := max(cap, 1)
 	reason := c.noRewriteReason(pcap)
 	var planned []int64
-	if reason == "" && c.cyc != nil {
+	if reason == "" && !c.fused {
 		planned, _, _ = c.planRewrite(pcap, false)
 	}
 	for i := range vs {

@@ -27,6 +27,7 @@ type core struct {
 	pred []int32 // slot that gives h, -1 at the start of the path
 	succ []int32 // slot that gives d, -1 at the end of the path
 
+	fused   bool    // forwardAcyclic collected candidates and the planner's products
 	first   []int32 // runFirst's memo
 	scratch []int32
 
@@ -358,6 +359,7 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 		}
 		return
 	}
+	c.fused = true
 	succ, edge := c.succ, a.edge
 	over, overE := top.cap, int32(-1)
 	for _, v := range c.order {
