@@ -29,6 +29,14 @@ const (
 	headerRetryAfter     = "Retry-After"
 )
 
+// The headers the data path sets on every attempt, as canonical byte
+// slices: SetCanonical skips the copy-and-normalise of the key that
+// SetBytesV does each time.
+var (
+	keyBudget  = []byte(policy.HeaderBudget)
+	keyBaggage = []byte(headerBaggage)
+)
+
 // upstream is one --upstreams entry, or the catch-all for unknown hosts.
 type upstream struct {
 	name     string
@@ -314,10 +322,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 		if chainOn {
 			b := split.BudgetFor(attempt)
 			sc.num = policy.AppendInt(sc.num[:0], b)
-			req.Header.SetBytesV(policy.HeaderBudget, sc.num)
+			req.Header.SetCanonical(keyBudget, sc.num)
 			if hadBag {
 				sc.out = policy.AppendBaggage(sc.out[:0], sc.bag, b)
-				req.Header.SetBytesV(headerBaggage, sc.out)
+				req.Header.SetCanonical(keyBaggage, sc.out)
 			}
 			if ledgerOn {
 				p.ledger.Add(key, b, attemptStart)
