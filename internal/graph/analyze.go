@@ -93,21 +93,26 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	for _, en := range c.ents {
 		a.Entrypoints = append(a.Entrypoints, Entrypoint{Service: g.names[en.node], ClientAttempts: en.k})
 	}
-	// Chains: rank every entrypoint, build paths only for those listed.
-	rs := make([]rankedEntry, len(c.ents))
-	for i, en := range c.ents {
-		rs[i] = rankedEntry{en, mul(en.k, c.v[en.node].d)}
+	// Chains: keep the MaxChains worst entrypoints (a sorted window, not a sort of all of
+	// them: a mesh can have thousands), build paths only for those.
+	before := func(x, y rankedEntry) bool {
+		return x.amp > y.amp || (x.amp == y.amp && g.names[x.node] < g.names[y.node])
 	}
-	slices.SortFunc(rs, func(x, y rankedEntry) int {
-		if x.amp != y.amp {
-			if x.amp > y.amp {
-				return -1
-			}
-			return 1
+	rs := make([]rankedEntry, 0, min(len(c.ents), MaxChains)+1)
+	for _, en := range c.ents {
+		x := rankedEntry{en, mul(en.k, c.v[en.node].d)}
+		if len(rs) == MaxChains && !before(x, rs[MaxChains-1]) {
+			continue
 		}
-		return strings.Compare(g.names[x.node], g.names[y.node])
-	})
-	rs = rs[:min(len(rs), MaxChains)]
+		i := len(rs)
+		rs = append(rs, x)
+		for i > 0 && before(x, rs[i-1]) {
+			rs[i] = rs[i-1]
+			i--
+		}
+		rs[i] = x
+		rs = rs[:min(len(rs), MaxChains)]
+	}
 	for _, r := range rs {
 		sn, _ := c.suffix(r.node)
 		a.Chains = append(a.Chains, Chain{Entrypoint: g.names[r.node], ClientAttempts: r.k, Amplification: r.amp, Path: c.names(sn)})
