@@ -101,8 +101,9 @@ func Decide(in GateInput) Decision {
 	var rejects, rewrites, audits []verdict
 	var auditPolicies []*v1alpha1.RetryPolicy
 	for _, p := range selecting {
-		r := workload.BuildWith(p, in.Workloads, in.Incoming)
-		if err := incomingError(r, in.Incoming); err != nil {
+		// The incoming workload's own annotations first, on a graph of it alone: the same errors
+		// Build reports, without building the namespace.
+		if err := incomingError(workload.Build(p, []workload.Workload{in.Incoming}), in.Incoming); err != nil {
 			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
 		}
 		if p.Spec.Enforcement == v1alpha1.EnforcementAudit {
@@ -110,7 +111,7 @@ func Decide(in GateInput) Decision {
 			auditPolicies = append(auditPolicies, p)
 			continue
 		}
-		v, over, err := judge(p, r, in)
+		v, over, err := judge(p, in)
 		if err != nil {
 			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
 		}
@@ -150,8 +151,7 @@ func Decide(in GateInput) Decision {
 		}
 	}
 	for _, p := range auditPolicies {
-		r := workload.BuildWith(p, in.Workloads, stored)
-		v, over, err := judge(p, r, GateInput{Incoming: stored, Old: in.Old})
+		v, over, err := judge(p, GateInput{Workloads: in.Workloads, Incoming: stored, Old: in.Old})
 		if err != nil || !over {
 			continue
 		}
@@ -174,9 +174,10 @@ func incomingError(r *workload.Result, incoming workload.Workload) error {
 	return nil
 }
 
-// judge reports whether p's graph r is over the cap through the incoming workload's edges, for
-// a request p must judge at all (see Decide).
-func judge(p *v1alpha1.RetryPolicy, r *workload.Result, in GateInput) (verdict, bool, error) {
+// judge reports whether p's graph, with the incoming workload in place, is over the cap through
+// the incoming workload's edges, for a request p must judge at all (see Decide). The graph is
+// built only then: an update that raises nothing costs no graph.
+func judge(p *v1alpha1.RetryPolicy, in GateInput) (verdict, bool, error) {
 	if in.Old != nil {
 		wasSelected, err := workload.Selects(p, *in.Old)
 		if err != nil {
@@ -192,6 +193,7 @@ func judge(p *v1alpha1.RetryPolicy, r *workload.Result, in GateInput) (verdict, 
 			}
 		}
 	}
+	r := workload.BuildWith(p, in.Workloads, in.Incoming)
 	svc := in.Incoming.ServiceName()
 	j := graph.Judge(r.Graph, r.Cap, svc)
 	if !j.Over {

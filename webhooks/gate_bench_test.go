@@ -24,7 +24,7 @@ func fiveThousand() []workload.Workload {
 
 func BenchmarkDecide5k(b *testing.B) {
 	ws := fiveThousand()
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, partOfShop)
 	p.Spec.Entrypoints = nil
 	in := GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Workloads: ws, Incoming: deployment("svc-2", "svc-3=3")}
 	if d := Decide(in); d.Allowed {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -99,7 +100,7 @@ func gateNamespace(ctx context.Context, ns string, policy *v1alpha1.RetryPolicy)
 		for _, name := range []string{"gateway", "payment"} {
 			g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})).To(Succeed())
 		}
-	}).Should(Succeed())
+	}, cacheWait).Should(Succeed())
 }
 
 // waitForPolicy waits until the manager's cache has the policy's current spec.
@@ -109,7 +110,7 @@ func waitForPolicy(ctx context.Context, p *v1alpha1.RetryPolicy) {
 		g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(p), &cached)).To(Succeed())
 		g.Expect(cached.Spec.Enforcement).To(Equal(p.Spec.Enforcement))
 		g.Expect(cached.Spec.MaxAmplification).To(Equal(p.Spec.MaxAmplification))
-	}).Should(Succeed())
+	}, cacheWait).Should(Succeed())
 }
 
 // waitForUpstreams waits until the manager's cache has the Deployment's current upstreams.
@@ -118,7 +119,7 @@ func waitForUpstreams(ctx context.Context, ns, name, upstreams string) {
 		var d appsv1.Deployment
 		g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
 		g.Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue(annotations.Upstreams, upstreams))
-	}).Should(Succeed())
+	}, cacheWait).Should(Succeed())
 }
 
 func setUpstreams(ctx context.Context, c client.Client, ns, name, upstreams string) error {
@@ -127,6 +128,10 @@ func setUpstreams(ctx context.Context, c client.Client, ns, name, upstreams stri
 	d.Spec.Template.Annotations[annotations.Upstreams] = upstreams
 	return c.Update(ctx, &d)
 }
+
+// cacheWait bounds the waits for the manager's cache and the API server's webhook configuration:
+// generous, because the tests share two cores with the API server, etcd and parallel builds.
+const cacheWait = 30 * time.Second
 
 const gateDenied = `admission webhook "gate.retrycap.dev" denied the request: `
 
@@ -319,7 +324,7 @@ var _ = Describe("failure policy while the manager is down", Ordered, func() {
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(err.Error()).To(ContainSubstring(`failed calling webhook "gate.retrycap.dev"`))
 			g.Expect(err.Error()).To(ContainSubstring("connection refused"))
-		}).Should(Succeed())
+		}, cacheWait).Should(Succeed())
 	})
 
 	It("injector, failurePolicy Ignore (shipped): the pod is admitted without the proxy", func() {
@@ -336,6 +341,6 @@ var _ = Describe("failure policy while the manager is down", Ordered, func() {
 		Expect(k8sClient.Update(ctx, &current)).To(Succeed())
 		Eventually(func() error {
 			return k8sClient.Create(ctx, gateDeployment("down-gate", "order", "payment=3", nil))
-		}).Should(Succeed())
+		}, cacheWait).Should(Succeed())
 	})
 })

@@ -32,6 +32,9 @@ var (
 	k8sClient client.Client // direct: what a user sees
 	mgrClient client.Client // the manager's cached client: what the webhooks see
 	stopMgr   context.CancelFunc
+	// gateWebhooks is the gate and validator the manager serves (the admission benchmark calls
+	// the gate's handler directly).
+	gateWebhooks *Webhooks
 )
 
 func TestWebhooks(t *testing.T) {
@@ -59,7 +62,7 @@ var _ = BeforeSuite(func() {
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: serving.Host, Port: serving.Port, CertDir: serving.CertDir}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	_, err = SetupWithManager(mgr, Options{ManagerNamespace: suiteManagerNamespace})
+	gateWebhooks, err = SetupWithManager(mgr, Options{ManagerNamespace: suiteManagerNamespace})
 	Expect(err).NotTo(HaveOccurred())
 	_, err = SetupPodInjectorWithManager(mgr, PodInjectorOptions{ProxyImage: suiteProxyImage, ManagerNamespace: suiteManagerNamespace})
 	Expect(err).NotTo(HaveOccurred())

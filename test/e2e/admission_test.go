@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -64,6 +65,10 @@ spec:
     spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
 `
 
+// cacheWait bounds the wait for the manager's cache: generous, because the suite shares two cores
+// with the API server, etcd and parallel builds.
+const cacheWait = 30 * time.Second
+
 var _ = Describe("admission through kubectl", func() {
 	ctx := context.Background()
 
@@ -79,7 +84,7 @@ var _ = Describe("admission through kubectl", func() {
 			for _, name := range []string{"gateway", "payment"} {
 				g.Expect(cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})).To(Succeed())
 			}
-		}).Should(Succeed())
+		}, cacheWait).Should(Succeed())
 	}
 	orderFile := func(ns string) string {
 		path := filepath.Join(GinkgoT().TempDir(), "order.yaml")
