@@ -196,19 +196,26 @@ func countSent(users []UserRequest, from, to time.Duration) (sent, ok, failed in
 // the outage, measured where it is steady. A user request's requests to
 // payment are spread over its lifetime, so a plain ratio over the outage
 // misses those of the last requests (sent before the restore, retrying
-// after it). With L the longest lifetime of a failed user request sent and
-// answered within the outage, every user request in flight in [start+L,
+// after it). With L the lifetime of a failed user request sent and
+// answered within the outage (the 95th percentile), every user request in flight in [start+L,
 // restore) was sent during the outage and fails, so the rate of requests at
 // payment there, divided by the rate of failed user requests sent in
 // [start, restore-L) (windows of the same length), is the per-request
 // count: exact for steady load. L is returned as settle; when L leaves no
 // window, the plain ratio over the outage is used and settle is 0.
 func PerFailedSteady(users []UserRequest, samples []Sample, tl Timeline) (ratio float64, settle time.Duration) {
-	var l time.Duration
+	var lifetimes []time.Duration
 	for _, u := range users {
-		if !u.OK && u.Sent >= tl.OutageStart && u.Done < tl.Restore && u.Done-u.Sent > l {
-			l = u.Done - u.Sent
+		if !u.OK && u.Sent >= tl.OutageStart && u.Done < tl.Restore {
+			lifetimes = append(lifetimes, u.Done-u.Sent)
 		}
+	}
+	var l time.Duration
+	if len(lifetimes) > 0 {
+		// The 95th percentile, not the maximum: one request stalled on a
+		// busy machine must not shrink the window to nothing.
+		sort.Slice(lifetimes, func(i, j int) bool { return lifetimes[i] < lifetimes[j] })
+		l = lifetimes[(len(lifetimes)*95+99)/100-1]
 	}
 	if tl.OutageStart+l >= tl.Restore {
 		l = 0
