@@ -118,4 +118,3 @@ func scenarioHelp() string {
 	}
 	return strings.Join(parts, "; ")
 }
-
