@@ -100,7 +100,7 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	}
 	rs := make([]rankedEntry, 0, min(len(c.ents), MaxChains)+1)
 	for _, en := range c.ents {
-		x := rankedEntry{en, mul(en.k, c.v[en.node].d)}
+		x := rankedEntry{entry: en, amp: mul(en.k, c.v[en.node].d)}
 		if len(rs) == MaxChains && !before(x, rs[MaxChains-1]) {
 			continue
 		}
@@ -113,9 +113,13 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 		rs[i] = x
 		rs = rs[:min(len(rs), MaxChains)]
 	}
-	for _, r := range rs {
-		sn, _ := c.suffix(r.node)
+	if len(rs) > 0 {
+		a.Chains = make([]Chain, 0, len(rs))
+	}
+	for i, r := range rs {
+		sn, ss := c.suffix(r.node)
 		a.Chains = append(a.Chains, Chain{Entrypoint: g.names[r.node], ClientAttempts: r.k, Amplification: r.amp, Path: c.names(sn)})
+		rs[i].nodes, rs[i].slots = sn, ss
 	}
 	if len(a.Chains) > 0 {
 		a.Amplification = a.Chains[0].Amplification
@@ -168,6 +172,8 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 type rankedEntry struct {
 	entry
 	amp int64
+	// The worst path from it, once listed.
+	nodes, slots []int32
 }
 
 type cand struct {
@@ -268,13 +274,12 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 		if ch.amp <= cap {
 			break
 		}
-		sn, ss := c.suffix(ch.node)
-		factors := make([]int64, 0, len(sn))
+		factors := make([]int64, 0, len(ch.nodes))
 		factors = append(factors, ch.k)
-		for _, s := range ss {
+		for _, s := range ch.slots {
 			factors = append(factors, c.att[s])
 		}
-		addPath(sn, factors, ss)
+		addPath(ch.nodes, factors, ch.slots)
 	}
 	pcap := max(cap, 1)
 	reason := c.noRewriteReason(pcap)

@@ -633,30 +633,36 @@ func (c *core) backwardCyclic(nodes []int32, cp int32) {
 
 // prefix is the worst path from an entrypoint into v (node ids, entry first) and the slots on it.
 func (c *core) prefix(v int32) (nodes []int32, slots []int32) {
-	nodes = append(nodes, v)
-	for steps := 0; c.pred[v] >= 0 && steps < c.n; steps++ {
+	// Count first: paths can be hundreds of hops, and growing two slices costs more than a
+	// second walk along pred.
+	hops := 0
+	for x := v; c.pred[x] >= 0 && hops < c.n; hops++ {
+		x = c.adj.from[c.pred[x]]
+	}
+	nodes, slots = make([]int32, hops+1), make([]int32, hops)
+	nodes[hops] = v
+	for i := hops - 1; i >= 0; i-- {
 		s := c.pred[v]
-		slots = append(slots, s)
+		slots[i] = s
 		v = c.adj.from[s]
-		nodes = append(nodes, v)
-	}
-	for i, j := 0, len(nodes)-1; i < j; i, j = i+1, j-1 {
-		nodes[i], nodes[j] = nodes[j], nodes[i]
-	}
-	for i, j := 0, len(slots)-1; i < j; i, j = i+1, j-1 {
-		slots[i], slots[j] = slots[j], slots[i]
+		nodes[i] = v
 	}
 	return nodes, slots
 }
 
 // suffix is the worst path down from v (v first) and the slots on it.
 func (c *core) suffix(v int32) (nodes []int32, slots []int32) {
-	nodes = append(nodes, v)
-	for steps := 0; c.succ[v] >= 0 && steps < c.n; steps++ {
+	hops := 0
+	for x := v; c.succ[x] >= 0 && hops < c.n; hops++ {
+		x = c.adj.to[c.succ[x]]
+	}
+	nodes, slots = make([]int32, hops+1), make([]int32, hops)
+	nodes[0] = v
+	for i := range hops {
 		s := c.succ[v]
-		slots = append(slots, s)
+		slots[i] = s
 		v = c.adj.to[s]
-		nodes = append(nodes, v)
+		nodes[i+1] = v
 	}
 	return nodes, slots
 }
@@ -667,7 +673,8 @@ func (c *core) suffix(v int32) (nodes []int32, slots []int32) {
 func (c *core) throughEdge(s int32) (path []int32, factors []int64, slots []int32) {
 	pn, ps := c.prefix(c.adj.from[s])
 	sn, ss := c.suffix(c.adj.to[s])
-	path = append(pn, sn...)
+	path = make([]int32, 0, len(pn)+len(sn))
+	path = append(append(path, pn...), sn...)
 	slots = make([]int32, 0, len(path)-1)
 	slots = append(append(append(slots, ps...), s), ss...)
 	factors = make([]int64, 0, len(path))
