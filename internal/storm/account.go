@@ -19,9 +19,12 @@ type Sample struct {
 	// connections while payment is down as well as requests payment served
 	// or rejected.
 	PaymentRequests float64
-	// Retries is how many retries were made so far anywhere in the chain:
-	// every proxy's retries plus the edge client's own.
+	// Retries is how many retries the proxies sent so far, all hops.
 	Retries float64
+	// ClientRetries is how many retries the edge client made so far (the
+	// user's own, reported apart: the retrycap arm's entry proxy refuses
+	// those whose chain budget is spent before they reach a service).
+	ClientRetries float64
 }
 
 // UserRequest is the fate of one user request, by the edge client.
@@ -83,8 +86,10 @@ type ArmResult struct {
 	// long after the kill that part began.
 	PaymentPerFailed float64
 	Settle           time.Duration
-	// RetriesInOutage counts retries made anywhere in the chain during the outage.
+	// RetriesInOutage counts retries the proxies sent during the outage.
 	RetriesInOutage float64
+	// ClientRetriesInOutage counts the edge client's own retries during the outage.
+	ClientRetriesInOutage float64
 
 	Recovery Recovery
 
@@ -114,6 +119,7 @@ func Compute(arm string, users []UserRequest, samples []Sample, tl Timeline, cri
 	r.PaymentInOutage = Delta(samples, tl.OutageStart, tl.Restore, paymentOf)
 	r.PaymentPerFailed, r.Settle = PerFailedSteady(sorted, samples, tl)
 	r.RetriesInOutage = Delta(samples, tl.OutageStart, tl.Restore, retriesOf)
+	r.ClientRetriesInOutage = Delta(samples, tl.OutageStart, tl.Restore, func(s Sample) float64 { return s.ClientRetries })
 	r.Recovery = RecoveryAfter(sorted, tl.Restore, tl.LoadEnd, crit)
 	seconds := int(math.Ceil(tl.LoadEnd.Seconds()))
 	r.PaymentRate = Rates(samples, time.Second, seconds, paymentOf)

@@ -240,8 +240,10 @@ func (c *chain) attempt(ctx context.Context, u userSpec, key string) (status int
 }
 
 // counters reads the cumulative counters of a Sample from the proxies'
-// /metrics: attempts the order proxy sent to payment, and retries of every
-// proxy plus the edge client's.
+// /metrics: attempts the order proxy sent to payment, and the retries every
+// proxy sent to its upstream. The edge client's own retries are counted
+// apart (clientRetries): with retrycap the entry proxy refuses them when
+// the key's chain budget is spent, so they do not all reach a service.
 func (c *chain) counters(ctx context.Context) (payment, retries float64, err error) {
 	for i, p := range c.proxies {
 		m, err := c.scrape(ctx, p)
@@ -254,7 +256,7 @@ func (c *chain) counters(ctx context.Context) (payment, retries float64, err err
 			payment = m["retrycap_proxy_attempts_total"][up]
 		}
 	}
-	return payment, retries + float64(c.clientRetries.Load()), nil
+	return payment, retries, nil
 }
 
 // scrape fetches the two counters the lab reads, by name and upstream.

@@ -42,8 +42,8 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 	cases := []struct {
 		scenario, arm string
 		spec          func(i int) userSpec
-		// per failed user request: requests at payment, retries anywhere in
-		// the chain (edge client included), edge client attempts
+		// per failed user request: requests at payment, retries the
+		// proxies sent, edge client attempts
 		payment, retries, clientAttempts int
 	}{
 		// 3 x 3 x 3: 27 at payment, 2 + 3x2 + 9x2 = 26 retries.
@@ -57,18 +57,18 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 		// the client's own retry with the returned key, which this client
 		// does not make); below, the key makes it retryable: 2 at payment.
 		{"storm27", ArmRetrycap, postWithoutKey, 2, 1, 1},
-		// 2 x 1 x 3 x 3 = 18; retries: 1 by the client, 2x2 at the
-		// gateway, 6x2 at order.
-		{"incident18", ArmNaive, getWithKey, 18, 17, 2},
+		// 2 x 1 x 3 x 3 = 18; retries: 2x2 at the gateway, 6x2 at order
+		// (and 1 by the client, counted apart).
+		{"incident18", ArmNaive, getWithKey, 18, 16, 2},
 		// A POST without a key is resubmitted without one: 18 again.
-		{"incident18", ArmNaive, postWithoutKey, 18, 17, 2},
+		{"incident18", ArmNaive, postWithoutKey, 18, 16, 2},
 		// Cap 3: the first client attempt spends the whole chain (3 at
 		// payment: the gateway's 3 attempts with budget 1 each); the
 		// client's retry with the same key is refused by the entry proxy.
-		{"incident18", ArmRetrycap, getWithKey, 3, 3, 2},
+		{"incident18", ArmRetrycap, getWithKey, 3, 2, 2},
 		// Without a key, the entry proxy generates one and returns it; the
 		// client's retry with it is refused the same way.
-		{"incident18", ArmRetrycap, postWithoutKey, 3, 3, 2},
+		{"incident18", ArmRetrycap, postWithoutKey, 3, 2, 2},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%s/%s", tc.scenario, tc.arm, tc.spec(0).method+map[bool]string{true: "+key", false: ""}[tc.spec(0).key != ""]), func(t *testing.T) {
@@ -94,6 +94,9 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 			if pay != float64(n*tc.payment) || ret != float64(n*tc.retries) {
 				t.Fatalf("payment down for %d user requests: %v requests at payment, %v retries; want %d, %d",
 					n, pay, ret, n*tc.payment, n*tc.retries)
+			}
+			if got := c.clientRetries.Load(); got != int64(n*(tc.clientAttempts-1)) {
+				t.Fatalf("edge client retries %d, want %d", got, n*(tc.clientAttempts-1))
 			}
 			if got := PerFailed(pay, n); got != float64(tc.payment) {
 				t.Fatalf("per failed user request %v, want %d", got, tc.payment)

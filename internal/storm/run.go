@@ -135,7 +135,7 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 			return err
 		}
 		mu.Lock()
-		samples = append(samples, Sample{At: since(), PaymentRequests: p, Retries: r})
+		samples = append(samples, Sample{At: since(), PaymentRequests: p, Retries: r, ClientRetries: float64(c.clientRetries.Load())})
 		mu.Unlock()
 		return nil
 	}

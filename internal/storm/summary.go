@@ -29,7 +29,10 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(tw, "user requests sent during the outage that failed\t%d\t%d\t\n", n.FailedInOutage, c.FailedInOutage)
 	fmt.Fprintf(tw, "requests at payment per failed user request (steady part of the outage, from +%.1f s / +%.1f s)\t%.2f\t%.2f\t\n",
 		n.Settle.Seconds(), c.Settle.Seconds(), n.PaymentPerFailed, c.PaymentPerFailed)
-	fmt.Fprintf(tw, "retries during the outage\t%.0f\t%.0f (%.1f %% fewer)\t\n", n.RetriesInOutage, c.RetriesInOutage, Reduction(n.RetriesInOutage, c.RetriesInOutage))
+	fmt.Fprintf(tw, "retries during the outage (sent by the proxies)\t%.0f\t%.0f (%.1f %% fewer)\t\n", n.RetriesInOutage, c.RetriesInOutage, Reduction(n.RetriesInOutage, c.RetriesInOutage))
+	if n.ClientRetriesInOutage+c.ClientRetriesInOutage > 0 {
+		fmt.Fprintf(tw, "edge client's own retries during the outage\t%.0f\t%.0f\t\n", n.ClientRetriesInOutage, c.ClientRetriesInOutage)
+	}
 	fmt.Fprintf(tw, "time to recover after payment returns\t%s\t%s\t\n", FormatRecovery(n.Recovery), FormatRecovery(c.Recovery))
 	fmt.Fprintf(tw, "POST side effects: charged / replayed by key\t%d / %d\t%d / %d\t\n", n.Charges, n.Replayed, c.Charges, c.Replayed)
 	fmt.Fprintf(tw, "duplicated POST side effects\t%d\t%d\t\n", n.Duplicates, c.Duplicates)
