@@ -230,19 +230,22 @@ func (c *core) offerAll(top *topK) {
 // as it could tell, checked here against the rest of each run; or, after the plain forward pass
 // (graphs with cycles), it is filled here and the paths are deduplicated by comparing them.
 func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violation {
+	// Paths are gathered as node ids and ordered; names, messages and suggestions are built
+	// only for those listed (up to 50 over-cap chains can join the MaxViolations edge paths).
+	type found struct {
+		path, slots []int32
+		factors     []int64
+		amp         int64
+	}
 	seen := map[string]bool{}
-	var vs []Violation
-	var pathSlots [][]int32
+	var fs []found
 	addPath := func(path []int32, factors []int64, slots []int32) {
 		key := pathKey(path)
 		if seen[key] {
 			return
 		}
 		seen[key] = true
-		names := c.names(path)
-		amp := Product(factors)
-		vs = append(vs, Violation{Path: names, Factors: factors, Amplification: amp, Message: Explain(names, factors, cap)})
-		pathSlots = append(pathSlots, slots)
+		fs = append(fs, found{path: path, slots: slots, factors: factors, amp: Product(factors)})
 	}
 	if c.fused {
 		for _, x := range c.runFirsts(top).best {
@@ -252,14 +255,14 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 		// Several edges can share their worst path: take more candidates until MaxViolations
 		// distinct paths are found or none are left.
 		c.offerAll(top)
-		for k, done := MaxViolations, 0; len(vs) < MaxViolations; k *= 4 {
+		for k, done := MaxViolations, 0; len(fs) < MaxViolations; k *= 4 {
 			if k > top.k {
 				top = newTopK(k, cap)
 				c.offerAll(top)
 			}
 			best := top.best
 			for _, x := range best[done:] {
-				if len(vs) == MaxViolations {
+				if len(fs) == MaxViolations {
 					break
 				}
 				addPath(c.throughEdge(x.s))
@@ -281,33 +284,43 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 		}
 		addPath(ch.nodes, factors, ch.slots)
 	}
+	names := c.g.names
+	slices.SortFunc(fs, func(x, y found) int {
+		if x.amp != y.amp {
+			if x.amp > y.amp {
+				return -1
+			}
+			return 1
+		}
+		// As slices.Compare on the names.
+		for i := range min(len(x.path), len(y.path)) {
+			if d := strings.Compare(names[x.path[i]], names[y.path[i]]); d != 0 {
+				return d
+			}
+		}
+		return len(x.path) - len(y.path)
+	})
+	fs = fs[:min(len(fs), MaxViolations)]
+
 	pcap := max(cap, 1)
 	reason := c.noRewriteReason(pcap)
 	var planned []int64
 	if reason == "" && !c.fused {
 		planned, _, _ = c.planRewrite(pcap, false)
 	}
-	for i := range vs {
+	vs := make([]Violation, len(fs))
+	for i, f := range fs {
+		path := c.names(f.path)
+		v := Violation{Path: path, Factors: f.factors, Amplification: f.amp, Message: Explain(path, f.factors, cap)}
 		switch {
 		case reason != "":
-			vs[i].Suggestion = reason
+			v.Suggestion = reason
 		case planned != nil:
-			vs[i].Suggestion = c.suggest(pathSlots[i], func(s int32) int64 { return planned[s] })
+			v.Suggestion = c.suggest(f.slots, func(s int32) int64 { return planned[s] })
 		default:
-			vs[i].Suggestion = c.suggest(pathSlots[i], func(s int32) int64 { return c.plannedAcyclic(s, pcap) })
+			v.Suggestion = c.suggest(f.slots, func(s int32) int64 { return c.plannedAcyclic(s, pcap) })
 		}
-	}
-	slices.SortFunc(vs, func(x, y Violation) int {
-		if x.Amplification != y.Amplification {
-			if x.Amplification > y.Amplification {
-				return -1
-			}
-			return 1
-		}
-		return slices.Compare(x.Path, y.Path)
-	})
-	if len(vs) > MaxViolations {
-		vs = vs[:MaxViolations]
+		vs[i] = v
 	}
 	return vs
 }

@@ -146,6 +146,42 @@ func BenchmarkBFS(b *testing.B) {
 	}
 }
 
+// BenchmarkAnalyzeVsBFS runs Analyze and the BFS alternately on the same graph and reports the
+// fastest run of each and their ratio. On a machine shared with other builds, alternating keeps
+// both under the same load, and the fastest run is the one least disturbed by it.
+func BenchmarkAnalyzeVsBFS(b *testing.B) {
+	for _, shape := range []struct {
+		name string
+		make func(int) *Graph
+	}{
+		{"random", benchGraph},
+		{"layered", func(n int) *Graph { return layeredGraph(n, layers) }},
+	} {
+		for _, n := range sizes {
+			g := shape.make(n)
+			b.Run(shape.name+"/services="+strconv.Itoa(n), func(b *testing.B) {
+				var bestA, bestB time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					Analyze(g, 4)
+					t1 := time.Now()
+					g.BFS()
+					t2 := time.Now()
+					if a := t1.Sub(t0); bestA == 0 || a < bestA {
+						bestA = a
+					}
+					if d := t2.Sub(t1); bestB == 0 || d < bestB {
+						bestB = d
+					}
+				}
+				b.ReportMetric(float64(bestA.Nanoseconds()), "analyze-min-ns")
+				b.ReportMetric(float64(bestB.Nanoseconds()), "bfs-min-ns")
+				b.ReportMetric(float64(bestA)/float64(bestB), "ratio")
+			})
+		}
+	}
+}
+
 func TestLayeredGraphShape(t *testing.T) {
 	g := layeredGraph(10000, layers)
 	a := Analyze(g, 4)
