@@ -87,6 +87,7 @@ func Analyze(g *Graph, cap int64) *Analysis { return analyze(g, cap, true) }
 // compare the fused route against.
 func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	c := newCore(g, nil)
+	defer c.release()
 	c.backward()
 	a := &Analysis{Cap: cap, Services: c.n, Edges: len(g.eFrom), Bounded: !c.anyRetry}
 

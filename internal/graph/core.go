@@ -1,6 +1,9 @@
 package graph
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // core holds the structure every computation needs: strongly connected components in
 // topological order, the entrypoints, and the forward (into a node) and backward (below a node)
@@ -36,6 +39,8 @@ type core struct {
 	retryComp int32 // first retry component in topological order, -1 if none
 
 	local []int32 // scratch: node -> index within the component being processed, -1 otherwise
+
+	buf *buffers // where the node-sized arrays come from (see release)
 }
 
 // vals are a node's numbers, kept together: the passes reach a node through a random edge, and
@@ -47,12 +52,49 @@ type vals struct {
 	hp   int64 // the whole-graph planner's worst product into the node (forwardAcyclic only)
 }
 
-// vals returns the per-node values, allocating them (zero) on first use.
+// vals returns the per-node values, zero, on first use.
 func (c *core) vals() []vals {
 	if c.v == nil {
-		c.v = make([]vals, c.n)
+		c.v = c.buf.vals(c.n)
 	}
 	return c.v
+}
+
+// buffers are the node-sized arrays of one core, recycled between calls: a policy is analysed
+// again on every change, and for a large graph these arrays are most of what a call allocates
+// (and so of the garbage collector's work).
+type buffers struct {
+	v                       []vals
+	order, comp, pred, succ []int32
+}
+
+var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
+
+func (b *buffers) vals(n int) []vals {
+	if cap(b.v) < n {
+		b.v = make([]vals, n)
+	}
+	b.v = b.v[:n]
+	clear(b.v)
+	return b.v
+}
+
+// int32s returns *p resized to n (contents undefined), growing it if needed.
+func int32s(p *[]int32, n int) []int32 {
+	if cap(*p) < n {
+		*p = make([]int32, n)
+	}
+	*p = (*p)[:n]
+	return *p
+}
+
+// release hands the core's buffers back; nothing of the core may be used afterwards, and
+// nothing returned to callers may point into them.
+func (c *core) release() {
+	if c.buf != nil {
+		bufferPool.Put(c.buf)
+		c.buf = nil
+	}
 }
 
 // newCore orders g and resolves its entrypoints. att holds the attempts per slot (nil: the
@@ -62,7 +104,7 @@ func newCore(g *Graph, att []int64) *core {
 	if att == nil {
 		att = adj.att
 	}
-	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1}
+	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1, buf: bufferPool.Get().(*buffers)}
 	if !c.kahn() {
 		c.tarjan()
 	}
@@ -75,9 +117,9 @@ func newCore(g *Graph, att []int64) *core {
 // than Tarjan; it reports false when the graph has a cycle, and tarjan then does the work.
 func (c *core) kahn() bool {
 	a, n := c.adj, c.n
-	indeg := make([]int32, n)
+	indeg := int32s(&c.buf.comp, n) // becomes comp below
 	copy(indeg, a.indeg)
-	order := make([]int32, 0, n)
+	order := int32s(&c.buf.order, n)[:0]
 	for v := range n {
 		if indeg[v] == 0 {
 			order = append(order, int32(v))
@@ -279,7 +321,7 @@ func (c *core) findRetry() {
 func (c *core) forward(withLoad bool) {
 	n := c.n
 	vs := c.vals()
-	c.pred = make([]int32, n)
+	c.pred = int32s(&c.buf.pred, n)
 	for i := range c.pred {
 		c.pred[i] = -1
 	}
@@ -326,7 +368,7 @@ func (c *core) forward(withLoad bool) {
 func (c *core) forwardAcyclic(cap int64, top *topK) {
 	n := c.n
 	vs := c.vals()
-	pred := make([]int32, n)
+	pred := int32s(&c.buf.pred, n)
 	for i := range pred {
 		pred[i] = -1
 	}
@@ -551,7 +593,7 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 func (c *core) backward() {
 	n := c.n
 	vs := c.vals()
-	c.succ = make([]int32, n)
+	c.succ = int32s(&c.buf.succ, n)
 	succ, att := c.succ, c.att
 	off, to := c.adj.off, c.adj.to
 	for i := n - 1; i >= 0; {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -68,6 +69,37 @@ func TestFusedMatchesPlainOnBenchGraphs(t *testing.T) {
 			if got, want := analyze(g, cap, true), analyze(g, cap, false); !reflect.DeepEqual(got, want) {
 				t.Fatalf("cap %d: fused and plain differ", cap)
 			}
+		}
+	}
+}
+
+// Analyze, Judge and the planners may run at once on one graph (the controller and the webhooks
+// share graphs built from one cache): the adjacency is built on first use and the node arrays
+// are recycled between calls, and neither may leak from one call into another.
+func TestConcurrentReaders(t *testing.T) {
+	g := layeredGraph(2000, layers)
+	want := Analyze(g, 4)
+	wantJ := Judge(g, 4, "svc-500")
+	g.adj.Store(nil) // let the readers race to build it
+	done := make(chan error)
+	for w := range 4 {
+		go func() {
+			var err error
+			for i := range 20 {
+				if (w+i)%2 == 0 {
+					if got := Analyze(g, 4); !reflect.DeepEqual(got, want) {
+						err = fmt.Errorf("reader %d: Analyze differs", w)
+					}
+				} else if got := Judge(g, 4, "svc-500"); !reflect.DeepEqual(got, wantJ) {
+					err = fmt.Errorf("reader %d: Judge differs", w)
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -82,6 +82,7 @@ func (c *core) suggest(slots []int32, planned func(s int32) int64) string {
 func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
 	cap = max(cap, 1)
 	c := newCore(g, nil)
+	defer c.release()
 	att, order, reason := c.planRewrite(cap, true)
 	p := &Plan{Cap: cap, Fits: reason == "", Reason: reason, Attempts: make(map[EdgeKey]int64, len(att))}
 	a := c.adj
@@ -182,6 +183,7 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 	adj := g.adjacency()
 	att := append([]int64(nil), adj.att...)
 	c := newCore(g, att)
+	defer c.release()
 	cs := c.comp[s]
 	lo, hi := c.out(s)
 	for e := lo; e < hi; e++ {
@@ -273,6 +275,7 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 		return j
 	}
 	c := newCore(g, nil)
+	defer c.release()
 	c.forward(false)
 	c.backward()
 	cs := c.comp[s]
