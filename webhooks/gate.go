@@ -19,6 +19,9 @@ type GateInput struct {
 	// Workloads are the cached workloads of the namespace (the stored version of Incoming, if
 	// any, is replaced by Incoming).
 	Workloads []workload.Workload
+	// LoadWorkloads, when Workloads is nil, returns them; called only if some policy must judge
+	// the request, so an update that raises nothing never reads the namespace.
+	LoadWorkloads func() []workload.Workload
 	// Incoming is the object being created or updated.
 	Incoming workload.Workload
 	// Old is the stored object on an update; nil on a create.
@@ -61,6 +64,15 @@ func policyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.N
 
 func (v verdict) message() string {
 	return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
+}
+
+// workloads returns in.Workloads, loading them once through LoadWorkloads if need be.
+func (in *GateInput) workloads() []workload.Workload {
+	if in.Workloads == nil && in.LoadWorkloads != nil {
+		in.Workloads = in.LoadWorkloads()
+		in.LoadWorkloads = nil
+	}
+	return in.Workloads
 }
 
 // Decide judges one admission of a workload:
@@ -111,7 +123,7 @@ func Decide(in GateInput) Decision {
 			auditPolicies = append(auditPolicies, p)
 			continue
 		}
-		v, over, err := judge(p, in)
+		v, over, err := judge(p, &in)
 		if err != nil {
 			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
 		}
@@ -151,7 +163,7 @@ func Decide(in GateInput) Decision {
 		}
 	}
 	for _, p := range auditPolicies {
-		v, over, err := judge(p, GateInput{Workloads: in.Workloads, Incoming: stored, Old: in.Old})
+		v, over, err := judge(p, &GateInput{Workloads: in.Workloads, LoadWorkloads: in.LoadWorkloads, Incoming: stored, Old: in.Old})
 		if err != nil || !over {
 			continue
 		}
@@ -177,7 +189,7 @@ func incomingError(r *workload.Result, incoming workload.Workload) error {
 // judge reports whether p's graph, with the incoming workload in place, is over the cap through
 // the incoming workload's edges, for a request p must judge at all (see Decide). The graph is
 // built only then: an update that raises nothing costs no graph.
-func judge(p *v1alpha1.RetryPolicy, in GateInput) (verdict, bool, error) {
+func judge(p *v1alpha1.RetryPolicy, in *GateInput) (verdict, bool, error) {
 	if in.Old != nil {
 		wasSelected, err := workload.Selects(p, *in.Old)
 		if err != nil {
@@ -193,7 +205,7 @@ func judge(p *v1alpha1.RetryPolicy, in GateInput) (verdict, bool, error) {
 			}
 		}
 	}
-	r := workload.BuildWith(p, in.Workloads, in.Incoming)
+	r := workload.BuildWith(p, in.workloads(), in.Incoming)
 	svc := in.Incoming.ServiceName()
 	j := graph.Judge(r.Graph, r.Cap, svc)
 	if !j.Over {
