@@ -111,3 +111,17 @@ func TestAnalyzeExitCodesAndOutputs(t *testing.T) {
 		})
 	}
 }
+
+// A directory laid out for kustomize (a kustomization.yaml beside the manifests, a hidden
+// directory) is analysed as the manifests it holds: the samples' directory is exactly that.
+func TestAnalyzeKustomizeDirectory(t *testing.T) {
+	code, stdout, stderr := run(t, "", "analyze", "-f", "../../config/samples", "-o", "json")
+	if code != ExitOverCap {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitOverCap, stderr)
+	}
+	for _, want := range []string{`"name": "storm"`, `"amplification": 27`, `"name": "checkout"`, `"amplification": 18`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %s", want)
+		}
+	}
+}

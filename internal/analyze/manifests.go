@@ -86,6 +86,15 @@ func (r Reader) ReadPaths(paths []string) (*Manifests, []error) {
 				if err != nil {
 					return err
 				}
+				// Hidden directories (.git, .github) hold no manifests, and a kustomization file is
+				// build input for kustomize, not an object: both are passed over in a walk. Any other
+				// document without a kind is still an error, never silently dropped.
+				if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				if !d.IsDir() && isKustomization(d.Name()) {
+					return nil
+				}
 				switch strings.ToLower(filepath.Ext(path)) {
 				case ".yaml", ".yml", ".json":
 					if !d.IsDir() {
@@ -142,6 +151,15 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, src, js)...)
 	}
 	return errs
+}
+
+// isKustomization reports whether a file name is one kustomize reads as its kustomization.
+func isKustomization(name string) bool {
+	switch name {
+	case "kustomization.yaml", "kustomization.yml", "Kustomization":
+		return true
+	}
+	return false
 }
 
 func isEmpty(raw []byte) bool {
