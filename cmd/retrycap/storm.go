@@ -104,7 +104,7 @@ func newStormCommand(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.DurationVar(&o.UserTimeout, "user-timeout", o.UserTimeout, "how long the edge client waits for one user request, its retries included")
 	f.StringVar(&o.ProxyBinary, "proxy-binary", "", "retrycap-proxy to run (default: build ./cmd/retrycap-proxy from the repository around the working directory)")
 	f.StringVar(&o.ChartPath, "chart", o.ChartPath, "SVG chart of requests/s at payment; empty for none")
-	f.BoolVar(&short, "short", false, "the ~35 s version (2 s outage in a 14 s run per arm), as the demo runs it")
+	f.BoolVar(&short, "short", false, "the ~40 s version (3 s outage in a 14 s run per arm), as the demo runs it")
 	f.BoolVar(&series, "series", false, "also print both arms second by second (requests/s at payment, user success rate)")
 	f.BoolVar(&noProgress, "no-progress", false, "no live progress line (it is shown only on a terminal anyway)")
 	return cmd

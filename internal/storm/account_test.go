@@ -269,13 +269,13 @@ func TestLoadMixAndProxyArgs(t *testing.T) {
 		t.Fatalf("incident18 POST without key: %+v", u)
 	}
 	naive := strings.Join(proxyArgs(s27, ArmNaive, 2), " ")
-	if naive != "--service order --upstreams payment=3 --per-try-timeout 500ms --backoff-base 25ms --backoff-max 1s "+
+	if naive != "--service order --upstreams payment=3 --per-try-timeout 500ms --backoff-base 100ms --backoff-max 2s "+
 		"--chain-cap 0 --backoff-jitter=false --budget-percent 100 --budget-min-per-second 1000000 --breaker-failures 0 "+
 		"--retry-methods GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH" {
 		t.Fatalf("naive order proxy: %s", naive)
 	}
 	rc := strings.Join(proxyArgs(s18, ArmRetrycap, 0), " ")
-	if rc != "--service client --upstreams gateway=1 --per-try-timeout 4s --backoff-base 25ms --backoff-max 1s "+
+	if rc != "--service client --upstreams gateway=1 --per-try-timeout 4s --backoff-base 100ms --backoff-max 2s "+
 		"--chain-cap 3 --backoff-jitter=true --budget-percent 20 --budget-min-per-second 10 --budget-window 10s "+
 		"--breaker-failures 50 --breaker-window 10s --breaker-open-for 500ms --entrypoint" {
 		t.Fatalf("retrycap entry proxy: %s", rc)

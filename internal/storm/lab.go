@@ -42,11 +42,16 @@ var hopNames = [3]struct{ service, upstream string }{
 	{"client", "gateway"}, {"gateway", "order"}, {"order", "payment"},
 }
 
-// Backoff shared by both arms: base 25 ms, max 1 s. The naive arm waits
-// exactly base x 2^(n-1); the retrycap arm draws uniformly below it.
+// Backoff shared by both arms, the design's defaults: base 100 ms, max 2
+// s. The naive arm waits exactly base x 2^(n-1); the retrycap arm draws
+// uniformly below it. With it a naive user request keeps retrying for
+// about 4 s while payment is down, so a few seconds of users are still
+// retrying when it returns: enough concurrent attempts to fill payment's
+// queue past the 500 ms timeout at once, which is what tips it into the
+// metastable state (5 workers x 500 ms / 50 ms = 50 concurrent requests).
 const (
-	backoffBase = "25ms"
-	backoffMax  = "1s"
+	backoffBase = "100ms"
+	backoffMax  = "2s"
 )
 
 // proxyArgs is the command line of hop i's proxy (0: entry, 1: gateway,
