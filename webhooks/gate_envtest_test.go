@@ -327,6 +327,24 @@ var _ = Describe("failure policy while the manager is down", Ordered, func() {
 		}, cacheWait).Should(Succeed())
 	})
 
+	It("gate, failurePolicy Fail (shipped): objects that cannot raise retries never reach it, so they are admitted", func() {
+		// The matchConditions of the shipped gate: no retrycap.dev/ annotation, or a pod with a
+		// controller, is not sent to the webhook at all; the Fail policy cannot block them.
+		Expect(k8sClient.Create(ctx, gateDeployment("down-gate", "plain", "", nil))).To(Succeed())
+		owned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "down-gate", Name: "web-5d9c7-abcde",
+			Annotations: map[string]string{annotations.Upstreams: "order=3"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d9c7",
+				UID: "00000000-0000-0000-0000-000000000001", Controller: ptrTo(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+		Expect(k8sClient.Create(ctx, owned)).To(Succeed())
+		bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "down-gate", Name: "bare",
+			Annotations: map[string]string{annotations.Upstreams: "order=3"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+		err := k8sClient.Create(ctx, bare)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`failed calling webhook "gate.retrycap.dev"`))
+	})
+
 	It("injector, failurePolicy Ignore (shipped): the pod is admitted without the proxy", func() {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "down-inject", Name: "gateway"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
