@@ -296,7 +296,7 @@ var _ = Describe("failure policy while the manager is down", Ordered, func() {
 
 	BeforeAll(func() {
 		var shipped admissionregistrationv1.MutatingWebhookConfiguration
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "retrycap-mutating-webhook-configuration"}, &shipped)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "mutating-webhook-configuration"}, &shipped)).To(Succeed())
 		unreachable = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "retrycap-test-unreachable"}}
 		port := closedPort()
 		for _, wh := range shipped.Webhooks {

@@ -97,8 +97,8 @@ func TestDefaultInstall(t *testing.T) {
 		}
 		sort.Strings(got)
 		want := []string{
-			"admissionregistration.k8s.io/v1 MutatingWebhookConfiguration retrycap-retrycap-mutating-webhook-configuration",
-			"admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration retrycap-retrycap-validating-webhook-configuration",
+			"admissionregistration.k8s.io/v1 MutatingWebhookConfiguration retrycap-mutating-webhook-configuration",
+			"admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration retrycap-validating-webhook-configuration",
 			"apiextensions.k8s.io/v1 CustomResourceDefinition retrypolicies.retrycap.dev",
 			"apps/v1 Deployment retrycap-controller-manager",
 			"cert-manager.io/v1 Certificate retrycap-serving-cert",
@@ -286,7 +286,7 @@ func TestDefaultInstall(t *testing.T) {
 			}
 		}
 		var mwc admissionregistrationv1.MutatingWebhookConfiguration
-		objs.get(t, "MutatingWebhookConfiguration", "retrycap-retrycap-mutating-webhook-configuration", &mwc)
+		objs.get(t, "MutatingWebhookConfiguration", "retrycap-mutating-webhook-configuration", &mwc)
 		mutating := map[string]want{
 			"gate.retrycap.dev":   {webhooks.GatePath, admissionregistrationv1.Fail},
 			"inject.retrycap.dev": {webhooks.PodInjectorPath, admissionregistrationv1.Ignore},
@@ -315,7 +315,7 @@ func TestDefaultInstall(t *testing.T) {
 			}
 		}
 		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-		objs.get(t, "ValidatingWebhookConfiguration", "retrycap-retrycap-validating-webhook-configuration", &vwc)
+		objs.get(t, "ValidatingWebhookConfiguration", "retrycap-validating-webhook-configuration", &vwc)
 		if len(vwc.Webhooks) != 1 || vwc.Webhooks[0].Name != "validate.retrycap.dev" {
 			t.Fatalf("validating webhooks %+v", vwc.Webhooks)
 		}
