@@ -99,6 +99,7 @@ func orNone(s string) string {
 func RenderJSON(w io.Writer, rep *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // messages hold "->", which is not HTML
 	return enc.Encode(rep)
 }
 

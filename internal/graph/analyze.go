@@ -15,30 +15,30 @@ const (
 
 // ServiceLoad is a number of requests at one service.
 type ServiceLoad struct {
-	Service  string
-	Requests int64
+	Service  string `json:"service"`
+	Requests int64  `json:"requests"`
 }
 
 // Chain is the worst path from one entrypoint.
 type Chain struct {
-	Entrypoint     string
-	ClientAttempts int64
+	Entrypoint     string `json:"entrypoint"`
+	ClientAttempts int64  `json:"clientAttempts"`
 	// Amplification is ClientAttempts times the worst product of attempts below the entrypoint.
-	Amplification int64
-	Path          []string
+	Amplification int64    `json:"amplification"`
+	Path          []string `json:"path"`
 }
 
 // Violation is a path over the cap, with the planner's fix for it.
 type Violation struct {
-	Path []string
+	Path []string `json:"path"`
 	// Factors are the client attempts at Path[0], then each edge's attempts along Path.
-	Factors       []int64
-	Amplification int64
+	Factors       []int64 `json:"factors"`
+	Amplification int64   `json:"amplification"`
 	// Message explains the product: "client -x2-> gateway -x3-> order = 6 > cap 4".
-	Message string
+	Message string `json:"message"`
 	// Suggestion is the whole-graph planner's lowered values on this path, in path order:
 	// "gateway: order=2; order: payment=1", or why no rewrite fits.
-	Suggestion string
+	Suggestion string `json:"suggestion"`
 }
 
 // Analysis is everything Analyze computes for one graph and cap.

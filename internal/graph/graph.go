@@ -88,23 +88,24 @@ type entry struct {
 
 // Edge is one call edge.
 type Edge struct {
-	From, To string
-	Attempts int64
-	Calls    int64
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Attempts int64  `json:"attempts"`
+	Calls    int64  `json:"calls"`
 }
 
 // Service is one node.
 type Service struct {
-	Name string
+	Name string `json:"name"`
 	// Selected is true for services added with AddService (workloads the policy selects);
 	// false for upstream-only nodes (unselected or external services, leaves).
-	Selected bool
+	Selected bool `json:"selected"`
 }
 
 // Entrypoint is a service called from outside, with the attempts the outside caller makes.
 type Entrypoint struct {
-	Service        string
-	ClientAttempts int64
+	Service        string `json:"service"`
+	ClientAttempts int64  `json:"clientAttempts"`
 }
 
 // New returns an empty graph.
