@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,18 @@ func TestDemoEndToEnd(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	// The storm lab's summary (its figures depend on timing; its own tests pin exact counts).
+	for _, re := range []string{
+		`retrycap storm: scenario storm27: `,
+		`requests at payment per failed user request .*\t?`,
+		`retries during the outage \(sent by the proxies\)\s+\d+\s+\d+ \(\d+\.\d % fewer\)`,
+		`duplicated POST side effects\s+\d+\s+0\s`,
+		`chart: .*/storm\.svg\n`,
+	} {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("demo output does not match %q", re)
 		}
 	}
 	if t.Failed() {
