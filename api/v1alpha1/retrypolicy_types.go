@@ -320,7 +320,3 @@ type RetryPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []RetryPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&RetryPolicy{}, &RetryPolicyList{})
-}

@@ -172,7 +172,7 @@ func ValidateLabel(l string) string {
 	}
 	for i := 0; i < len(l); i++ {
 		c := l[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
 			return "only lower-case letters, digits and '-' are allowed"
 		}
 	}

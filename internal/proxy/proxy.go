@@ -70,10 +70,9 @@ type Proxy struct {
 }
 
 type scratch struct {
-	bag  []byte // copy of the incoming baggage value
-	out  []byte // rewritten baggage value
-	num  []byte
-	body []byte
+	bag []byte // copy of the incoming baggage value
+	out []byte // rewritten baggage value
+	num []byte
 }
 
 // New builds a proxy from a validated Config. logger may be nil.

@@ -91,7 +91,9 @@ func TestRecoveryAfter(t *testing.T) {
 			Recovery{Recovered: false, Observed: 20 * time.Second, LowerBound: 17 * time.Second}},
 		// A healthy second, then failures again: not yet recovered.
 		{"relapse", users(100*ms, end, func(s time.Duration) (time.Duration, bool) {
-			return 0, !(s >= 5*time.Second && s < restore) && !(s >= restore+time.Second && s < restore+2*time.Second)
+			inOutage := s >= 5*time.Second && s < restore
+			relapse := s >= restore+time.Second && s < restore+2*time.Second
+			return 0, !inOutage && !relapse
 		}), Recovery{Recovered: true, After: 2 * time.Second, Observed: 20 * time.Second}},
 		// Seconds in which nothing was sent (10 s to 20 s) are no evidence
 		// of health: the first healthy start is 19.1 s, whose first window

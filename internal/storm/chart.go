@@ -22,10 +22,16 @@ func WriteChart(path string, r *Result) error {
 		return fmt.Errorf("storm: chart path %q: want a .svg, .png or .pdf file", path)
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("retrycap storm %s: requests/s at payment (%s, cap %d)", r.Scenario.Name, r.Scenario.Chain(), r.Scenario.ChainCap)
-	p.X.Label.Text = "seconds since the load began"
+	// Short texts and a legend in the plot's empty lower right: an SVG viewer may substitute a
+	// wider font than the one the layout was measured with, and long lines would run off the edge.
+	p.Title.Text = fmt.Sprintf("%s: requests/s at payment, naive vs retrycap (chain cap %d)", r.Scenario.Name, r.Scenario.ChainCap)
+	p.X.Label.Text = "seconds since the load began (" + r.Scenario.Chain() + ")"
 	p.Y.Label.Text = "requests/s at payment"
-	p.Legend.Top = true
+	p.Legend.Top = false
+	p.Legend.Left = false
+	p.Legend.XOffs = -vg.Points(10)
+	p.Legend.YOffs = vg.Points(50)
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
 
 	outage := &span{from: r.Timeline.OutageStart.Seconds(), to: r.Timeline.Restore.Seconds(),

@@ -167,7 +167,7 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 	}()
 
 	bar := newProgress(o, arm)
-	lastPay, lastSec := 0.0, time.Duration(0)
+	lastPay, lastAt := 0.0, time.Duration(0)
 	progress := func(now time.Duration) {
 		if bar == nil {
 			return
@@ -186,10 +186,10 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 		}
 		mu.Unlock()
 		rate := 0.0
-		if dt := (now - lastSec).Seconds(); dt > 0 {
+		if dt := (now - lastAt).Seconds(); dt > 0 {
 			rate = (pay - lastPay) / dt
 		}
-		lastPay, lastSec = pay, now
+		lastPay, lastAt = pay, now
 		state := "payment up"
 		if now >= tl.OutageStart && (tl.Restore == 0 || now < tl.Restore) && tl.OutageStart > 0 {
 			state = "payment DOWN"
