@@ -70,9 +70,10 @@ type Proxy struct {
 }
 
 type scratch struct {
-	bag []byte // copy of the incoming baggage value
-	out []byte // rewritten baggage value
-	num []byte
+	bag  []byte // copy of the incoming baggage value (all baggage headers, joined)
+	out  []byte // rewritten baggage value
+	num  []byte
+	conn []byte // copy of the Connection header, whose tokens name hop-by-hop headers
 }
 
 // New builds a proxy from a validated Config. logger may be nil.
@@ -251,23 +252,16 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 	sc := p.scratch.Get().(*scratch)
 	defer p.scratch.Put(sc)
 
-	// Hop-by-hop headers addressed to this proxy go no further.
-	req.Header.Del("Proxy-Connection")
-	req.Header.Del("Proxy-Authorization")
-	req.Header.Del("Keep-Alive")
-
 	// Chain budget from what the app propagated.
 	chainOn := cfg.ChainCap > 0
 	n := 0
-	hdrV := req.Header.Peek(policy.HeaderBudget)
-	bagV := req.Header.Peek(headerBaggage)
-	hadBag := bagV != nil
-	if hadBag {
-		sc.bag = append(sc.bag[:0], bagV...)
-	}
+	hadBag := false
 	if chainOn {
-		n = policy.IncomingBudget(hdrV, hdrV != nil, sc.bag, hadBag, cfg.ChainCap)
+		n, hadBag = p.incomingBudget(&req.Header, sc)
 	}
+	// Hop-by-hop headers are addressed to this proxy and go no further
+	// (read after the budget: a Connection-nominated budget was meant for it).
+	stripHopByHop(&req.Header, sc)
 
 	method := req.Header.Method()
 	key := req.Header.Peek(headerIdempotencyKey)
@@ -340,7 +334,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 					p.fail(ctx, up, policy.ReasonBreaker, "circuit breaker open")
 					return
 				}
-				p.giveUp(ctx, up, policy.ReasonBreaker, attempt-1, lastErr, lastCond, generated, key)
+				p.giveUp(ctx, up, policy.ReasonBreaker, attempt-1, lastErr, lastCond, generated, key, sc)
 				return
 			}
 		}
@@ -390,17 +384,110 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 		}
 		if !p.pol.Failed(&o) && err == nil {
 			// Success or a non-retryable answer: pass it on as is.
-			p.finish(ctx, up, generated, key)
+			p.finish(ctx, up, generated, key, sc)
 			return
 		}
-		p.giveUp(ctx, up, d.Reason, attempt, err, o.Cond, generated, key)
+		p.giveUp(ctx, up, d.Reason, attempt, err, o.Cond, generated, key, sc)
 		return
 	}
 }
 
+// incomingBudget resolves the chain budget n from every Retrycap-Budget
+// header and every baggage header the app sent: the smallest well-formed
+// value counts (a repeated header can only lower it, never raise it). When
+// a header is repeated, all copies are deleted so that the single value the
+// attempt loop sets is the only one a hop below can read. The baggage
+// headers are joined into sc.bag (W3C allows splitting baggage over several
+// headers); hadBag reports whether there was any.
+func (p *Proxy) incomingBudget(h *fasthttp.RequestHeader, sc *scratch) (n int, hadBag bool) {
+	budgets := h.PeekAll(policy.HeaderBudget)
+	n = policy.IncomingBudget(nil, false, nil, false, p.cfg.ChainCap)
+	for _, v := range budgets {
+		n = policy.IncomingBudget(v, true, nil, false, n)
+	}
+	if len(budgets) > 1 {
+		h.Del(policy.HeaderBudget)
+	}
+	bags := h.PeekAll(headerBaggage)
+	sc.bag = sc.bag[:0]
+	for i, v := range bags {
+		if i > 0 {
+			sc.bag = append(sc.bag, ',')
+		}
+		sc.bag = append(sc.bag, v...)
+	}
+	hadBag = len(bags) > 0
+	if hadBag {
+		n = policy.IncomingBudget(nil, false, sc.bag, true, n)
+	}
+	if len(bags) > 1 {
+		h.Del(headerBaggage)
+	}
+	return n, hadBag
+}
+
+// hopByHop are the headers that describe one connection, not the request
+// (RFC 9110 7.6.1, and the list net/http/httputil.ReverseProxy drops).
+// Upgrade is not here: an upgrade request is tunnelled before forward.
+var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Authenticate", "Te", "Trailer"}
+
+// stripHopByHop deletes the headers the Connection header nominates and the
+// fixed hop-by-hop list. The server has already read Connection: close for
+// the client side; the upstream connection is the proxy's own business.
+func stripHopByHop(h *fasthttp.RequestHeader, sc *scratch) {
+	sc.conn = sc.conn[:0]
+	for _, v := range h.PeekAll("Connection") {
+		sc.conn = append(sc.conn, v...)
+		sc.conn = append(sc.conn, ',')
+	}
+	for rest := sc.conn; len(rest) > 0; {
+		tok := rest
+		if i := bytes.IndexByte(rest, ','); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		tok = bytes.TrimSpace(tok)
+		if len(tok) > 0 && !bytes.EqualFold(tok, []byte("close")) && !bytes.EqualFold(tok, []byte("keep-alive")) {
+			h.DelBytes(tok)
+		}
+	}
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+}
+
+// stripResponseHopByHop does the same for the upstream's response.
+func stripResponseHopByHop(h *fasthttp.ResponseHeader, sc *scratch) {
+	sc.conn = sc.conn[:0]
+	for _, v := range h.PeekAll("Connection") {
+		sc.conn = append(sc.conn, v...)
+		sc.conn = append(sc.conn, ',')
+	}
+	for rest := sc.conn; len(rest) > 0; {
+		tok := rest
+		if i := bytes.IndexByte(rest, ','); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		tok = bytes.TrimSpace(tok)
+		if len(tok) > 0 && !bytes.EqualFold(tok, []byte("close")) && !bytes.EqualFold(tok, []byte("keep-alive")) {
+			h.DelBytes(tok)
+		}
+	}
+	for _, k := range hopByHop {
+		if k != "Trailer" { // announces the trailers the body carries: end to end
+			h.Del(k)
+		}
+	}
+	h.Del("Upgrade")
+}
+
 // finish cleans the upstream response and counts it.
-func (p *Proxy) finish(ctx *fasthttp.RequestCtx, up *upstream, generated bool, key []byte) {
+func (p *Proxy) finish(ctx *fasthttp.RequestCtx, up *upstream, generated bool, key []byte, sc *scratch) {
 	resp := &ctx.Response
+	stripResponseHopByHop(&resp.Header, sc)
 	resp.Header.ResetConnectionClose()
 	if generated && resp.StatusCode() >= 500 {
 		resp.Header.SetBytesV(headerIdempotencyKey, key)
@@ -411,12 +498,12 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, up *upstream, generated bool, k
 // giveUp ends a call whose last attempt failed: the last upstream response
 // marked Retrycap-Exhausted when the reason is one of the four, or a 5xx
 // made by the proxy when there was no response.
-func (p *Proxy) giveUp(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, attempts int, err error, cond policy.Condition, generated bool, key []byte) {
+func (p *Proxy) giveUp(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, attempts int, err error, cond policy.Condition, generated bool, key []byte, sc *scratch) {
 	if err == nil {
 		if reason.Exhausts() {
 			ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
 		}
-		p.finish(ctx, up, generated, key)
+		p.finish(ctx, up, generated, key, sc)
 		return
 	}
 	status := fasthttp.StatusServiceUnavailable

@@ -531,3 +531,55 @@ func TestLowerCaseHeaders(t *testing.T) {
 		t.Fatalf("forwarded budget %q baggage %q", b.budgets[0], b.bags[0])
 	}
 }
+
+// A repeated Retrycap-Budget or baggage header can only lower the budget,
+// and the hop below sees exactly one of each; hop-by-hop headers (the fixed
+// list and those Connection nominates) are not forwarded.
+func TestRepeatedBudgetAndHopByHopHeaders(t *testing.T) {
+	var mu sync.Mutex
+	var got []http.Header
+	b := newBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Clone())
+		mu.Unlock()
+		w.Header().Set("Connection", "X-Hop")
+		w.Header().Set("X-Hop", "secret")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.WriteHeader(503)
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--chain-cap", "4")
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = io.WriteString(conn, "GET http://svc/ HTTP/1.1\r\nHost: svc\r\n"+
+		"Retrycap-Budget: 3\r\nRetrycap-Budget: 2\r\n"+
+		"Baggage: a=1\r\nBaggage: retrycap-budget=4;p, b=2\r\n"+
+		"Connection: keep-alive, X-Secret\r\nX-Secret: s\r\nKeep-Alive: timeout=5\r\nTE: trailers\r\n"+
+		"Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	// Budget 2 (the smaller header): two attempts carrying 1 each.
+	if b.hits.Load() != 2 || resp.Header.Get("Retrycap-Exhausted") != "chain" {
+		t.Fatalf("hits %d exhausted %q, want 2 and chain", b.hits.Load(), resp.Header.Get("Retrycap-Exhausted"))
+	}
+	if resp.Header.Get("X-Hop") != "" || resp.Header.Get("Keep-Alive") != "" {
+		t.Fatalf("response hop-by-hop headers passed to the app: %v", resp.Header)
+	}
+	h := got[0]
+	if v := h.Values("Retrycap-Budget"); len(v) != 1 || v[0] != "1" {
+		t.Fatalf("forwarded Retrycap-Budget %q, want [1]", v)
+	}
+	if v := h.Values("Baggage"); len(v) != 1 || v[0] != "a=1,retrycap-budget=1,b=2" {
+		t.Fatalf("forwarded baggage %q, want [a=1,retrycap-budget=1,b=2]", v)
+	}
+	for _, k := range []string{"Connection", "X-Secret", "Keep-Alive", "Te", "Proxy-Connection", "Proxy-Authorization"} {
+		if v := h.Values(k); len(v) != 0 {
+			t.Errorf("hop-by-hop header %s forwarded: %q", k, v)
+		}
+	}
+}
