@@ -126,34 +126,27 @@ func edgeLabel(e graph.Edge) string {
 	return "x" + strconv.FormatInt(e.Attempts, 10)
 }
 
-// RenderDOT writes one Graphviz digraph per policy: attempts (and calls) on the edges, the worst
-// path (or the retry cycle) in red, upstream-only services dashed.
+// RenderDOT writes one Graphviz digraph: attempts (and calls) on the edges, the worst path (or
+// the retry cycle) in red, upstream-only services dashed. Several policies become one cluster
+// each inside a single digraph (node IDs prefixed with the policy, labels the service names), so
+// that `dot -Tsvg > graph.svg` makes one valid SVG document rather than several concatenated.
 func RenderDOT(w io.Writer, rep *Report) error {
 	var b strings.Builder
-	for _, p := range rep.Policies {
-		nodes, edges := onWorst(&p)
+	switch len(rep.Policies) {
+	case 0:
+	case 1:
+		p := &rep.Policies[0]
 		fmt.Fprintf(&b, "digraph %q {\n  rankdir=LR;\n  node [shape=box];\n", p.Namespace+"/"+p.Name)
-		fmt.Fprintf(&b, "  label=%q;\n", fmt.Sprintf("%s/%s: amplification %s, cap %d", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap))
-		for _, s := range p.Graph.Services {
-			var attrs []string
-			if !s.Selected {
-				attrs = append(attrs, "style=dashed")
-			}
-			if nodes[s.Name] {
-				attrs = append(attrs, "color=red", "penwidth=2")
-			}
-			if len(attrs) > 0 {
-				fmt.Fprintf(&b, "  %q [%s];\n", s.Name, strings.Join(attrs, ", "))
-			} else {
-				fmt.Fprintf(&b, "  %q;\n", s.Name)
-			}
-		}
-		for _, e := range p.Graph.Edges {
-			attrs := fmt.Sprintf("label=%q", edgeLabel(e))
-			if edges[e.From+">"+e.To] {
-				attrs += ", color=red, penwidth=2"
-			}
-			fmt.Fprintf(&b, "  %q -> %q [%s];\n", e.From, e.To, attrs)
+		writeDOTPolicy(&b, p, "", "  ")
+		b.WriteString("}\n")
+	default:
+		b.WriteString("digraph \"retrycap\" {\n  rankdir=LR;\n  node [shape=box];\n")
+		for i := range rep.Policies {
+			p := &rep.Policies[i]
+			prefix := p.Namespace + "/" + p.Name + "/"
+			fmt.Fprintf(&b, "  subgraph %q {\n", "cluster_"+p.Namespace+"/"+p.Name)
+			writeDOTPolicy(&b, p, prefix, "    ")
+			b.WriteString("  }\n")
 		}
 		b.WriteString("}\n")
 	}
@@ -161,44 +154,93 @@ func RenderDOT(w io.Writer, rep *Report) error {
 	return err
 }
 
-// RenderMermaid writes one Mermaid flowchart per policy, worst path highlighted.
+// writeDOTPolicy writes one policy's label, nodes and edges; node IDs are prefix+service, and
+// carry an explicit label when prefixed.
+func writeDOTPolicy(b *strings.Builder, p *PolicyReport, prefix, indent string) {
+	nodes, edges := onWorst(p)
+	fmt.Fprintf(b, "%slabel=%q;\n", indent, fmt.Sprintf("%s/%s: amplification %s, cap %d", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap))
+	for _, s := range p.Graph.Services {
+		var attrs []string
+		if prefix != "" {
+			attrs = append(attrs, fmt.Sprintf("label=%q", s.Name))
+		}
+		if !s.Selected {
+			attrs = append(attrs, "style=dashed")
+		}
+		if nodes[s.Name] {
+			attrs = append(attrs, "color=red", "penwidth=2")
+		}
+		if len(attrs) > 0 {
+			fmt.Fprintf(b, "%s%q [%s];\n", indent, prefix+s.Name, strings.Join(attrs, ", "))
+		} else {
+			fmt.Fprintf(b, "%s%q;\n", indent, prefix+s.Name)
+		}
+	}
+	for _, e := range p.Graph.Edges {
+		attrs := fmt.Sprintf("label=%q", edgeLabel(e))
+		if edges[e.From+">"+e.To] {
+			attrs += ", color=red, penwidth=2"
+		}
+		fmt.Fprintf(b, "%s%q -> %q [%s];\n", indent, prefix+e.From, prefix+e.To, attrs)
+	}
+}
+
+// RenderMermaid writes one Mermaid flowchart, worst path highlighted. Several policies become
+// one subgraph each inside a single flowchart (a Markdown mermaid block holds one diagram).
 func RenderMermaid(w io.Writer, rep *Report) error {
 	var b strings.Builder
-	for i, p := range rep.Policies {
-		if i > 0 {
-			b.WriteString("\n")
-		}
-		nodes, edges := onWorst(&p)
+	var worst, links []string
+	linkBase := 0
+	switch len(rep.Policies) {
+	case 0:
+	case 1:
+		p := &rep.Policies[0]
 		fmt.Fprintf(&b, "---\ntitle: %s/%s amplification %s cap %d\n---\nflowchart LR\n", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap)
-		id := map[string]string{}
-		var worst []string
-		for j, s := range p.Graph.Services {
-			id[s.Name] = "n" + strconv.Itoa(j)
-			shape := "[%q]"
-			if !s.Selected {
-				shape = "([%q])"
-			}
-			fmt.Fprintf(&b, "  %s"+shape+"\n", id[s.Name], s.Name)
-			if nodes[s.Name] {
-				worst = append(worst, id[s.Name])
-			}
+		worst, links, _ = writeMermaidPolicy(&b, p, "n", "  ", 0)
+	default:
+		b.WriteString("flowchart LR\n")
+		for i := range rep.Policies {
+			p := &rep.Policies[i]
+			fmt.Fprintf(&b, "  subgraph p%d[%q]\n", i, fmt.Sprintf("%s/%s amplification %s cap %d", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap))
+			w, l, n := writeMermaidPolicy(&b, p, "p"+strconv.Itoa(i)+"n", "    ", linkBase)
+			worst, links, linkBase = append(worst, w...), append(links, l...), linkBase+n
+			b.WriteString("  end\n")
 		}
-		var links []string
-		for j, e := range p.Graph.Edges {
-			fmt.Fprintf(&b, "  %s -->|%s| %s\n", id[e.From], edgeLabel(e), id[e.To])
-			if edges[e.From+">"+e.To] {
-				links = append(links, strconv.Itoa(j))
-			}
-		}
-		if len(worst) > 0 {
-			fmt.Fprintf(&b, "  classDef worst stroke:#d00,stroke-width:3px\n  class %s worst\n", strings.Join(worst, ","))
-		}
-		if len(links) > 0 {
-			fmt.Fprintf(&b, "  linkStyle %s stroke:#d00,stroke-width:3px\n", strings.Join(links, ","))
-		}
+	}
+	if len(worst) > 0 {
+		fmt.Fprintf(&b, "  classDef worst stroke:#d00,stroke-width:3px\n  class %s worst\n", strings.Join(worst, ","))
+	}
+	if len(links) > 0 {
+		fmt.Fprintf(&b, "  linkStyle %s stroke:#d00,stroke-width:3px\n", strings.Join(links, ","))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeMermaidPolicy writes one policy's nodes (IDs idPrefix+index) and edges; it returns the
+// worst-path node IDs, the worst-path link indexes (numbered from linkBase: Mermaid counts links
+// across the whole diagram) and the number of links written.
+func writeMermaidPolicy(b *strings.Builder, p *PolicyReport, idPrefix, indent string, linkBase int) (worst, links []string, n int) {
+	nodes, edges := onWorst(p)
+	id := map[string]string{}
+	for j, s := range p.Graph.Services {
+		id[s.Name] = idPrefix + strconv.Itoa(j)
+		shape := "[%q]"
+		if !s.Selected {
+			shape = "([%q])"
+		}
+		fmt.Fprintf(b, "%s%s"+shape+"\n", indent, id[s.Name], s.Name)
+		if nodes[s.Name] {
+			worst = append(worst, id[s.Name])
+		}
+	}
+	for j, e := range p.Graph.Edges {
+		fmt.Fprintf(b, "%s%s -->|%s| %s\n", indent, id[e.From], edgeLabel(e), id[e.To])
+		if edges[e.From+">"+e.To] {
+			links = append(links, strconv.Itoa(linkBase+j))
+		}
+	}
+	return worst, links, len(p.Graph.Edges)
 }
 
 // RenderTree writes each policy's graph as an indented tree from its entrypoints, with the

@@ -133,3 +133,32 @@ func TestRender(t *testing.T) {
 		}
 	}
 }
+
+// Several policies render as ONE document: `-o dot | dot -Tsvg > graph.svg` must make one valid
+// SVG, and a Markdown mermaid block holds one diagram. Node IDs are per policy, so a service two
+// policies share is drawn once in each cluster.
+func TestRenderSeveralPoliciesOneDocument(t *testing.T) {
+	rep := chainAndDiamond(t)
+	if len(rep.Policies) != 2 {
+		t.Fatalf("%d policies, want 2", len(rep.Policies))
+	}
+	var dot, mermaid bytes.Buffer
+	if err := RenderDOT(&dot, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := RenderMermaid(&mermaid, rep); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(dot.String(), "digraph "); n != 1 {
+		t.Errorf("DOT output has %d digraphs, want 1:\n%s", n, dot.String())
+	}
+	if n := strings.Count(dot.String(), "subgraph \"cluster_"); n != 2 {
+		t.Errorf("DOT output has %d clusters, want 2", n)
+	}
+	if n := strings.Count(mermaid.String(), "flowchart "); n != 1 {
+		t.Errorf("Mermaid output has %d flowcharts, want 1:\n%s", n, mermaid.String())
+	}
+	if !strings.Contains(mermaid.String(), "  linkStyle 0,2,4,5,6 stroke") {
+		t.Errorf("Mermaid link indexes are not counted across the diagram:\n%s", mermaid.String())
+	}
+}
