@@ -176,6 +176,23 @@ type typeMeta struct {
 	APIVersion string            `json:"apiVersion"`
 	Kind       string            `json:"kind"`
 	Items      []json.RawMessage `json:"items"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+// ident names an object in an error before it could be decoded ("Kind ns/name"), so a
+// type error in its spec still says which object it is.
+func (r Reader) ident(tm *typeMeta) string {
+	if tm.Metadata.Name == "" {
+		return tm.Kind
+	}
+	ns := tm.Metadata.Namespace
+	if ns == "" {
+		ns = r.namespace()
+	}
+	return tm.Kind + " " + ns + "/" + tm.Metadata.Name
 }
 
 func (r Reader) object(m *Manifests, src Source, js []byte) []error {
@@ -211,7 +228,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte) []error {
 	case v1alpha1.GroupVersion.String() + " RetryPolicy":
 		p := &v1alpha1.RetryPolicy{}
 		if err := json.Unmarshal(js, p); err != nil {
-			return []error{&InputError{src, fmt.Errorf("RetryPolicy: %w", err)}}
+			return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(&tm), err)}}
 		}
 		if p.Namespace == "" {
 			p.Namespace = r.namespace()
@@ -227,7 +244,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte) []error {
 		return nil
 	}
 	if err := json.Unmarshal(js, obj); err != nil {
-		return []error{&InputError{src, fmt.Errorf("%s: %w", tm.Kind, err)}}
+		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(&tm), err)}}
 	}
 	w, ok := workload.FromObject(obj)
 	if !ok {
