@@ -489,7 +489,9 @@ func (p *Proxy) finish(ctx *fasthttp.RequestCtx, up *upstream, generated bool, k
 	resp := &ctx.Response
 	stripResponseHopByHop(&resp.Header, sc)
 	resp.Header.ResetConnectionClose()
-	if generated && resp.StatusCode() >= 500 {
+	// "A failed response" is any the client may want to retry: a 5xx, a 429 (Too Many
+	// Requests asks for exactly that) or a status --retry-on names.
+	if st := resp.StatusCode(); generated && (st >= 500 || st == fasthttp.StatusTooManyRequests || p.pol.RetryOn.Status(st)) {
 		resp.Header.SetBytesV(headerIdempotencyKey, key)
 	}
 	up.m.code(resp.StatusCode())

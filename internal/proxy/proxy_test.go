@@ -583,3 +583,27 @@ func TestRepeatedBudgetAndHopByHopHeaders(t *testing.T) {
 		}
 	}
 }
+
+// At an entrypoint the generated Idempotency-Key comes back on every failed
+// response the client may retry (5xx, 429, a --retry-on status), not on a
+// success or a plain client error.
+func TestEntrypointKeyOnFailedResponses(t *testing.T) {
+	for _, tt := range []struct {
+		code    int
+		wantKey bool
+	}{{200, false}, {404, false}, {409, true}, {429, true}, {500, true}, {503, true}} {
+		t.Run(fmt.Sprint(tt.code), func(t *testing.T) {
+			b := newBackend(t, status(tt.code))
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--entrypoint", "--chain-cap", "4",
+				"--retry-on", "connect-failure,reset,409,502,503,504")
+			resp := do(t, clientFor(p), "POST", "http://svc/pay", nil)
+			key := resp.Header.Get("Idempotency-Key")
+			if resp.StatusCode != tt.code || (key != "") != tt.wantKey {
+				t.Fatalf("status %d key %q, want %d and key %t", resp.StatusCode, key, tt.code, tt.wantKey)
+			}
+			if tt.wantKey && b.keys[0] != key {
+				t.Fatalf("backend saw key %q, client got %q", b.keys[0], key)
+			}
+		})
+	}
+}
