@@ -64,6 +64,7 @@ type Proxy struct {
 	logger  *log.Logger
 
 	dataLn, adminLn net.Listener
+	selfPort        []byte // the data listener's port, for loop detection
 	ready           atomic.Bool
 	serveDone       chan error
 	scratch         sync.Pool
@@ -189,6 +190,39 @@ func (p *Proxy) match(host []byte) *upstream {
 	return nil
 }
 
+// isSelf reports whether host:port names the data listener: its port on a
+// loopback, unspecified or "localhost" host, or on the listener's own host.
+// A host without a port means 80.
+func (p *Proxy) isSelf(hostPort []byte) bool {
+	if len(p.selfPort) == 0 {
+		return false
+	}
+	host := splitHostPort(hostPort)
+	port := []byte("80")
+	if len(host) < len(hostPort) {
+		if i := bytes.LastIndexByte(hostPort, ':'); i >= 0 {
+			port = hostPort[i+1:]
+		}
+	}
+	if !bytes.Equal(port, p.selfPort) {
+		return false
+	}
+	if bytes.EqualFold(host, []byte("localhost")) {
+		return true
+	}
+	ip := net.ParseIP(string(host))
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	if a, ok := p.dataLn.Addr().(*net.TCPAddr); ok {
+		return a.IP.Equal(ip)
+	}
+	return false
+}
+
 func splitHostPort(hp []byte) (host []byte) {
 	if len(hp) > 0 && hp[0] == '[' {
 		if i := bytes.IndexByte(hp, ']'); i > 0 {
@@ -213,6 +247,14 @@ func (p *Proxy) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	up := p.match(splitHostPort(hostPort))
+	if up == nil && p.isSelf(hostPort) {
+		// A request addressed to the proxy itself (origin-form, or an app
+		// whose NO_PROXY misses the loopback) would be forwarded to itself
+		// until every connection is used up.
+		ctx.Error("retrycap-proxy: request addressed to the proxy itself ("+string(hostPort)+"): loop refused; send requests for upstreams through HTTP_PROXY in absolute form", fasthttp.StatusLoopDetected)
+		p.unknown.m.code(fasthttp.StatusLoopDetected)
+		return
+	}
 	if req.Header.ConnectionUpgrade() {
 		p.upgrade(ctx, up, hostPort)
 		return

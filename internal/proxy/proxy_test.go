@@ -607,3 +607,34 @@ func TestEntrypointKeyOnFailedResponses(t *testing.T) {
 		})
 	}
 }
+
+// A request addressed to the proxy itself is refused with 508 instead of
+// being forwarded to itself until the connections run out; an unknown host
+// on another port is still forwarded once.
+func TestRequestToItselfRefused(t *testing.T) {
+	b := newBackend(t, status(200))
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	_, port, _ := net.SplitHostPort(p.Addr())
+	for _, target := range []string{"http://" + p.Addr() + "/", "http://localhost:" + port + "/", "http://[::1]:" + port + "/"} {
+		resp := do(t, clientFor(p), "GET", target, nil)
+		if resp.StatusCode != 508 {
+			t.Errorf("%s: status %d, want 508", target, resp.StatusCode)
+		}
+	}
+	// Origin-form, straight at the proxy port (no HTTP_PROXY).
+	resp, err := http.Get("http://" + p.Addr() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 508 {
+		t.Errorf("origin-form: status %d, want 508", resp.StatusCode)
+	}
+	if got := testutil.ToFloat64(p.m.requests.WithLabelValues("unknown", "508")); got != 4 {
+		t.Errorf("requests{unknown,508} = %v, want 4", got)
+	}
+	resp = do(t, clientFor(p), "GET", "http://"+b.addr()+"/", nil)
+	if resp.StatusCode != 200 || b.hits.Load() != 1 {
+		t.Fatalf("unknown host: status %d hits %d", resp.StatusCode, b.hits.Load())
+	}
+}

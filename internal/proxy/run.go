@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -30,6 +31,9 @@ func (p *Proxy) Start() error {
 		return fmt.Errorf("admin listener %s: %w", p.cfg.Admin, err)
 	}
 	p.dataLn, p.adminLn = ln, aln
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		p.selfPort = []byte(strconv.Itoa(a.Port))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(p.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
