@@ -373,7 +373,7 @@ func TestJudgeAndPlanLocal(t *testing.T) {
 		},
 		{
 			name: "retry cycle elsewhere in the loop", edges: []e{{"gateway", "order", 1, 1}, {"order", "payment", 1, 1}, {"payment", "order", 2, 1}}, service: "order", over: true,
-			msg: "RetryPolicy shop/checkout: retry cycle order -x1-> payment -x2-> order: amplification unbounded; no rewrite fits: retry cycle payment -x2-> order -x1-> payment does not run through order's edges",
+			msg: "RetryPolicy shop/checkout: retry cycle order -x1-> payment -x2-> order: amplification unbounded; no rewrite fits: retry cycle payment -x2-> order -x1-> payment retries on payment's edge to order, which order cannot change",
 		},
 	}
 	for _, tt := range tests {

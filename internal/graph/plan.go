@@ -172,7 +172,7 @@ func (c *core) noRewriteReason(cap int64) string {
 // fixed. Each of its edges gets the largest value, at most its current one, such that no path
 // through it exceeds the cap; an edge that closes a cycle gets 1. When even 1 does not fit (the
 // path into the service, or the rest below, is already over the cap; or a retry cycle remains
-// that does not run through its edges) the plan has Fits false, that edge 1, and the error wraps
+// that retries on another service's edge) the plan has Fits false, that edge 1, and the error wraps
 // ErrNoRewriteFits with the reason.
 func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 	cap = max(cap, 1)
@@ -204,8 +204,12 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 		}
 	}
 	if c.isCyc(cs) && c.retry[cs] {
-		cyc := c.names(c.retryCycle(cs))
-		fail("retry cycle " + renderPath(cyc, c.cycleFactors(c.retryCycle(cs))) + " does not run through " + service + "'s edges")
+		// The cycle still retries with the service's own edges at 1: its retrying edge (the first
+		// one retryCycle returns) belongs to another service, which an admission of this one
+		// cannot change.
+		ids := c.retryCycle(cs)
+		cyc := c.names(ids)
+		fail("retry cycle " + renderPath(cyc, c.cycleFactors(ids)) + " retries on " + cyc[0] + "'s edge to " + cyc[1] + ", which " + service + " cannot change")
 	}
 	for e := lo; e < hi; e++ {
 		t := adj.to[e]
