@@ -228,15 +228,15 @@ type RetryPolicyStatus struct {
 
 	// Services is the number of services in the graph (selected workloads and their upstreams).
 	// +optional
-	Services int32 `json:"services,omitempty"`
+	Services int32 `json:"services"` // no omitempty: an empty graph shows 0, not nothing
 
 	// Edges is the number of caller -> upstream edges.
 	// +optional
-	Edges int32 `json:"edges,omitempty"`
+	Edges int32 `json:"edges"` // no omitempty, like Services
 
 	// Amplification is the worst-case retry multiplication along any chain; it saturates at 2^63-1.
 	// +optional
-	Amplification int64 `json:"amplification,omitempty"`
+	Amplification int64 `json:"amplification"` // no omitempty, like Services
 
 	// Bounded is false when a retry cycle makes the amplification unbounded.
 	// +optional
