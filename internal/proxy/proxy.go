@@ -126,12 +126,35 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 		LazyRequestTime:              true, // ctx.Time is unused: spare a clock read per request
 		CloseOnShutdown:              true,
 		IdleTimeout:                  90 * time.Second,
-		MaxRequestBodySize:           16 << 20,
+		MaxRequestBodySize:           maxRequestBody,
 		ReadBufferSize:               8192,
 		Logger:                       logger,
+		ErrorHandler:                 requestError,
 	}
 	return p, nil
 }
+
+// requestError answers a request the server could not read, saying why;
+// fasthttp's default answers 400 "Error when parsing request" to a body
+// over MaxRequestBodySize too.
+func requestError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		ctx.Error(fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", maxRequestBody), fasthttp.StatusRequestEntityTooLarge)
+	case errors.As(err, &small):
+		ctx.Error("retrycap-proxy: request header too large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
+	case errors.As(err, &ne) && ne.Timeout():
+		ctx.Error("retrycap-proxy: request timeout\n", fasthttp.StatusRequestTimeout)
+	default:
+		ctx.Error("retrycap-proxy: malformed request: "+err.Error()+"\n", fasthttp.StatusBadRequest)
+	}
+}
+
+// maxRequestBody is the largest request body the proxy reads (it buffers
+// bodies to replay them).
+const maxRequestBody = 16 << 20
 
 func noRetry(*fasthttp.Request, int, error) (bool, bool) { return false, false }
 

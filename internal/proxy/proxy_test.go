@@ -638,3 +638,29 @@ func TestRequestToItselfRefused(t *testing.T) {
 		t.Fatalf("unknown host: status %d hits %d", resp.StatusCode, b.hits.Load())
 	}
 }
+
+// A request body over the proxy's limit gets 413 saying so, not 400.
+func TestRequestBodyTooLarge(t *testing.T) {
+	b := newBackend(t, status(200))
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	// Only the head: the proxy answers from Content-Length, before the body
+	// (a client still writing would see its connection reset).
+	conn, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT http://svc/ HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n", maxRequestBody+1)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", maxRequestBody); resp.StatusCode != 413 || string(body) != want {
+		t.Fatalf("status %d body %q, want 413 %q", resp.StatusCode, body, want)
+	}
+	if b.hits.Load() != 0 {
+		t.Fatalf("backend hit %d times", b.hits.Load())
+	}
+}
