@@ -205,7 +205,8 @@ func judge(p *v1alpha1.RetryPolicy, in *GateInput) (verdict, bool, error) {
 			}
 		}
 	}
-	r := workload.BuildWith(p, in.workloads(), in.Incoming)
+	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
+	r := workload.BuildJudged(p, in.workloads(), in.Incoming)
 	svc := in.Incoming.ServiceName()
 	j := graph.Judge(r.Graph, r.Cap, svc)
 	if !j.Over {

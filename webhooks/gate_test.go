@@ -33,6 +33,13 @@ func deployment(name, upstreams string) workload.Workload {
 	return w
 }
 
+// canaryOf is a Deployment named name whose service is service (retrycap.dev/service).
+func canaryOf(name, service, upstreams string) workload.Workload {
+	w := deployment(name, upstreams)
+	w.Annotations[annotations.Service] = service
+	return w
+}
+
 // The design's scenario: gateway -x3-> order, and order (incoming) -x3-> payment, cap 4.
 func shopWorkloads() []workload.Workload {
 	return []workload.Workload{deployment("gateway", "order=3"), deployment("payment", "")}
@@ -57,6 +64,20 @@ func TestDecide(t *testing.T) {
 			name: "reject: over-cap create, exact message",
 			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: shopWorkloads(), Incoming: over},
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"},
+		},
+		{
+			// A canary of order (admitted earlier under Audit, or before the policy) declares
+			// payment=3; a sibling declaring payment=1 is judged on its own edge, not on the merge.
+			name: "reject: a canary's larger attempts are not held against a sibling",
+			in: GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: append(shopWorkloads(), canaryOf("order-v2", "order", "payment=3")),
+				Incoming: lower},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "reject: a sibling over the cap is judged on its own attempts",
+			in: GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: append(shopWorkloads(), canaryOf("order-v2", "order", "payment=1")),
+				Incoming: canaryOf("order-v3", "order", "payment=2")},
+			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x2-> payment = 6 > cap 4; order may keep payment=1"},
 		},
 		{
 			name: "reject: within-cap create passes",

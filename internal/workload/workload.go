@@ -223,6 +223,32 @@ func BuildWith(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload) *Resul
 	return Build(p, append(all, incoming))
 }
 
+// BuildJudged is BuildWith for the admission gate, which judges the incoming workload's own
+// edges: other workloads sharing its service name (versions, canaries) keep their nodes but
+// contribute no outgoing edges, so the service's edges are exactly the incoming ones with the
+// incoming attempts. Otherwise a canary declaring order->payment=3 would make the merged (larger)
+// edge refuse a sibling that declares payment=1, and the suggestion would be about its numbers.
+func BuildJudged(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload) *Result {
+	svc := incoming.ServiceName()
+	all := make([]Workload, 0, len(ws)+1)
+	for _, w := range ws {
+		if w.Key() == incoming.Key() {
+			continue
+		}
+		if _, ok := w.Annotations[annotations.Upstreams]; ok && w.ServiceName() == svc {
+			ann := make(map[string]string, len(w.Annotations))
+			for k, v := range w.Annotations {
+				if k != annotations.Upstreams {
+					ann[k] = v
+				}
+			}
+			w.Annotations = ann
+		}
+		all = append(all, w)
+	}
+	return Build(p, append(all, incoming))
+}
+
 // Analyze is Build followed by graph.Analyze with the policy's cap.
 func Analyze(p *v1alpha1.RetryPolicy, ws []Workload) (*Result, *graph.Analysis) {
 	r := Build(p, ws)

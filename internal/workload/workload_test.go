@@ -249,3 +249,38 @@ func TestNormalizeUpstream(t *testing.T) {
 		}
 	}
 }
+
+// The gate judges the incoming workload's own edges: a sibling sharing its service name (a
+// canary) keeps its node but not its edges, so the sibling's larger attempts are not held
+// against the incoming one; unrelated workloads keep theirs.
+func TestBuildJudgedDropsSiblingEdges(t *testing.T) {
+	p := policy("shop", "checkout", 4)
+	canary := deploy("shop", "order-v2", "payment=3, audit=2", nil)
+	canary.Annotations[annotations.Service] = "order"
+	stored := []Workload{deploy("shop", "gateway", "order=3", nil), canary, deploy("shop", "payment", "db=2", nil)}
+	incoming := deploy("shop", "order", "payment=1", nil)
+	for _, tt := range []struct {
+		name      string
+		r         *Result
+		from, to  string
+		attempts  int64
+		hasEdge   bool
+		selected  int
+		edgeCount int
+	}{
+		{"BuildWith merges the canary's edge", BuildWith(p, stored, incoming), "order", "payment", 3, true, 4, 4},
+		{"BuildJudged: incoming's own value", BuildJudged(p, stored, incoming), "order", "payment", 1, true, 4, 3},
+		{"BuildJudged: the canary's other upstream is gone", BuildJudged(p, stored, incoming), "order", "audit", 0, false, 4, 3},
+		{"BuildJudged: others keep their edges", BuildJudged(p, stored, incoming), "payment", "db", 2, true, 4, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := tt.r.Graph.Edge(tt.from, tt.to)
+			if ok != tt.hasEdge || (ok && e.Attempts != tt.attempts) || len(tt.r.Selected) != tt.selected || tt.r.Graph.NumEdges() != tt.edgeCount {
+				t.Fatalf("edge %+v %v, selected %d, edges %d", e, ok, len(tt.r.Selected), tt.r.Graph.NumEdges())
+			}
+		})
+	}
+	if canary.Annotations[annotations.Upstreams] != "payment=3, audit=2" {
+		t.Fatal("BuildJudged changed the cached workload's annotations")
+	}
+}
