@@ -309,19 +309,45 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 	if reason == "" && !c.fused {
 		planned, _, _ = c.planRewrite(pcap, false)
 	}
+	// All names in one array and all messages and suggestions in one buffer, cut into
+	// per-violation pieces: the 20 paths can be thousands of services and ~100 KB of text
+	// together, and two allocations per violation cost more than writing the text.
+	nNames, nText := 0, 0
+	for _, f := range fs {
+		nNames += len(f.path)
+		nText += 64
+		for _, v := range f.path {
+			nText += 2*len(names[v]) + 16
+		}
+	}
+	allNames := make([]string, nNames)
+	text := make([]byte, 0, nText)
+	type cut struct{ msg, sug int } // ends of the message and the suggestion in text
+	cuts := make([]cut, len(fs))
 	vs := make([]Violation, len(fs))
 	for i, f := range fs {
-		path := c.names(f.path)
-		v := Violation{Path: path, Factors: f.factors, Amplification: f.amp, Message: Explain(path, f.factors, cap)}
+		path := allNames[:len(f.path):len(f.path)]
+		allNames = allNames[len(f.path):]
+		for j, v := range f.path {
+			path[j] = names[v]
+		}
+		vs[i] = Violation{Path: path, Factors: f.factors, Amplification: f.amp}
+		text = appendExplain(text, path, f.factors, f.amp, cap, true)
+		cuts[i].msg = len(text)
 		switch {
 		case reason != "":
-			v.Suggestion = reason
+			text = append(text, reason...)
 		case planned != nil:
-			v.Suggestion = c.suggest(f.slots, func(s int32) int64 { return planned[s] })
+			text = c.appendSuggest(text, f.slots, func(s int32) int64 { return planned[s] })
 		default:
-			v.Suggestion = c.suggest(f.slots, func(s int32) int64 { return c.plannedAcyclic(s, pcap) })
+			text = c.appendSuggestAcyclic(text, f.slots, pcap)
 		}
-		vs[i] = v
+		cuts[i].sug = len(text)
+	}
+	all, start := string(text), 0
+	for i, ct := range cuts {
+		vs[i].Message, vs[i].Suggestion = all[start:ct.msg], all[ct.msg:ct.sug]
+		start = ct.sug
 	}
 	return vs
 }
@@ -412,12 +438,15 @@ func ExplainPath(path []string, factors []int64, cap int64) string {
 }
 
 func explain(path []string, factors []int64, amp, cap int64, client bool) string {
+	// One buffer sized up front: violation paths can be hundreds of hops long.
+	return string(appendExplain(make([]byte, 0, pathLen(path)+48), path, factors, amp, cap, client))
+}
+
+func appendExplain(b []byte, path []string, factors []int64, amp, cap int64, client bool) []byte {
 	var edges []int64
 	if len(factors) > 0 {
 		edges = factors[1:]
 	}
-	// One buffer sized up front: violation paths can be hundreds of hops long.
-	b := make([]byte, 0, pathLen(path)+48)
 	if client && len(factors) > 0 {
 		b = append(b, "client -x"...)
 		b = strconv.AppendInt(b, factors[0], 10)
@@ -425,14 +454,18 @@ func explain(path []string, factors []int64, amp, cap int64, client bool) string
 	}
 	b = appendPath(b, path, edges)
 	b = append(b, " = "...)
-	b = append(b, FormatAmount(amp)...)
+	if amp == Saturated {
+		b = strconv.AppendInt(b, amp, 10)
+		b = append(b, " (saturated)"...)
+	} else {
+		b = strconv.AppendInt(b, amp, 10)
+	}
 	if amp > cap {
 		b = append(b, " > cap "...)
 	} else {
 		b = append(b, " <= cap "...)
 	}
-	b = strconv.AppendInt(b, cap, 10)
-	return string(b)
+	return strconv.AppendInt(b, cap, 10)
 }
 
 // renderPath renders "a -x3-> b -x1-> c" with edges[i] the attempts of path[i]->path[i+1].

@@ -64,8 +64,8 @@ func (c *core) vals() []vals {
 // again on every change, and for a large graph these arrays are most of what a call allocates
 // (and so of the garbage collector's work).
 type buffers struct {
-	v                       []vals
-	order, comp, pred, succ []int32
+	v          []vals
+	pred, succ []int32
 }
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
@@ -113,19 +113,30 @@ func newCore(g *Graph, att []int64) *core {
 	return c
 }
 
-// kahn orders an acyclic graph topologically (every component a single node), which is cheaper
-// than Tarjan; it reports false when the graph has a cycle, and tarjan then does the work.
+// kahn takes the adjacency's topological order (see kahnOrder); it reports false when the graph
+// has a cycle, and tarjan then does the work.
 func (c *core) kahn() bool {
-	a, n := c.adj, c.n
-	indeg := int32s(&c.buf.comp, n) // becomes comp below
-	copy(indeg, a.indeg)
-	order := int32s(&c.buf.order, n)[:0]
+	if c.adj.order == nil && c.n > 0 {
+		return false
+	}
+	c.comp, c.order = c.adj.comp, c.adj.order
+	return true
+}
+
+// kahnOrder orders an acyclic graph topologically (Kahn, first in first out), every component a
+// single node numbered sinks first as Tarjan numbers them; nil when the graph has a cycle. The
+// order depends only on the edges, not on attempts, so the adjacency computes it once, with the
+// rest of its arrays, and every Analyze, Judge and plan on the graph reads it.
+func kahnOrder(off, to, indegree []int32) (order, comp []int32) {
+	n := len(indegree)
+	indeg := make([]int32, n) // becomes comp below
+	copy(indeg, indegree)
+	order = make([]int32, 0, n)
 	for v := range n {
 		if indeg[v] == 0 {
 			order = append(order, int32(v))
 		}
 	}
-	off, to := a.off, a.to
 	for i := 0; i < len(order); i++ {
 		v := order[i]
 		for _, t := range to[off[v]:off[v+1]] {
@@ -135,15 +146,13 @@ func (c *core) kahn() bool {
 		}
 	}
 	if len(order) != n {
-		return false
+		return nil, nil
 	}
-	// Components are numbered sinks first, as Tarjan does.
-	comp := indeg // all zero now: reuse
+	comp = indeg // all zero now: reuse
 	for i, v := range order {
 		comp[v] = int32(n - 1 - i)
 	}
-	c.comp, c.order = comp, order
-	return true
+	return order, comp
 }
 
 // tarjan computes the components iteratively (deep chains must not overflow the stack).

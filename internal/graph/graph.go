@@ -44,6 +44,10 @@ type adjacency struct {
 	attCal   []int64 // slot -> attempts x calls (saturating): what one request at the source sends
 	edge     []int32 // slot -> edge id (declaration order)
 	slot     []int32 // edge id -> slot
+	// order is a topological order (nil when the graph has a cycle) and comp each node's
+	// position in it counted from the end (its component, numbered as Tarjan does): see
+	// kahnOrder. Read-only, shared by every core on the graph.
+	order, comp []int32
 }
 
 // adjacency returns the graph's adjacency, building it if the graph changed since it was last
@@ -77,6 +81,7 @@ func (g *Graph) adjacency() *adjacency {
 		a.attCal[s] = mul(g.eAtt[e], g.eCal[e])
 		a.edge[s], a.slot[e] = int32(e), s
 	}
+	a.order, a.comp = kahnOrder(a.off, a.to, a.indeg)
 	g.adj.Store(a)
 	return a
 }

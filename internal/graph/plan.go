@@ -50,26 +50,42 @@ func (p *Plan) Changed(from, to string) (int64, bool) {
 	return 0, false
 }
 
-// suggest renders the planned changes on a path given by its slots:
+// appendSuggest appends the planned changes on a path given by its slots to b:
 // "gateway: order=2; order: payment=1". planned gives the planned attempts of a slot.
-func (c *core) suggest(slots []int32, planned func(s int32) int64) string {
-	var b []byte
-	names, from, to := c.g.names, c.adj.from, c.adj.to
+func (c *core) appendSuggest(b []byte, slots []int32, planned func(s int32) int64) []byte {
+	first := true
 	for _, s := range slots {
 		if p := planned(s); p < c.adj.att[s] {
-			if b == nil {
-				b = make([]byte, 0, 16*len(slots))
-			} else {
-				b = append(b, "; "...)
-			}
-			b = append(b, names[from[s]]...)
-			b = append(b, ": "...)
-			b = append(b, names[to[s]]...)
-			b = append(b, '=')
-			b = strconv.AppendInt(b, p, 10)
+			b = c.appendChange(b, s, p, first)
+			first = false
 		}
 	}
-	return string(b)
+	return b
+}
+
+// appendSuggestAcyclic is appendSuggest with plannedAcyclic, without a closure call per slot.
+func (c *core) appendSuggestAcyclic(b []byte, slots []int32, cap int64) []byte {
+	first := true
+	for _, s := range slots {
+		if p := c.plannedAcyclic(s, cap); p < c.adj.att[s] {
+			b = c.appendChange(b, s, p, first)
+			first = false
+		}
+	}
+	return b
+}
+
+// appendChange appends "from: to=p" for slot s, after "; " unless it is the first.
+func (c *core) appendChange(b []byte, s int32, p int64, first bool) []byte {
+	if !first {
+		b = append(b, "; "...)
+	}
+	names := c.g.names
+	b = append(b, names[c.adj.from[s]]...)
+	b = append(b, ": "...)
+	b = append(b, names[c.adj.to[s]]...)
+	b = append(b, '=')
+	return strconv.AppendInt(b, p, 10)
 }
 
 // PlanRewrite plans the whole graph: in topological order each edge keeps
