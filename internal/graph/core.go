@@ -158,7 +158,7 @@ func kahnOrder(off, to, indegree []int32) (order, comp []int32) {
 // tarjan computes the components iteratively (deep chains must not overflow the stack).
 func (c *core) tarjan() {
 	a, n := c.adj, c.n
-	off, to := a.off, a.to
+	off, end, to := a.off, a.end, a.to
 	index := make([]int32, n) // 1-based DFS index, 0 = unvisited
 	low := make([]int32, n)
 	c.comp = make([]int32, n)
@@ -182,7 +182,7 @@ func (c *core) tarjan() {
 		for len(calls) > 0 {
 			f := &calls[len(calls)-1]
 			v := f.v
-			if f.s < off[v+1] {
+			if f.s < end[v] {
 				w := to[f.s]
 				f.s++
 				if index[w] == 0 {
@@ -252,7 +252,7 @@ func (c *core) size(cp int32) int {
 }
 
 // out is the range of v's slots.
-func (c *core) out(v int32) (lo, hi int32) { return c.adj.off[v], c.adj.off[v+1] }
+func (c *core) out(v int32) (lo, hi int32) { return c.adj.off[v], c.adj.end[v] }
 
 // entrypoints resolves the effective entrypoints: the explicit ones, else every selected service
 // that no selected service calls, plus, for a closed group of services that call each other and
@@ -341,7 +341,7 @@ func (c *core) forward(withLoad bool) {
 		}
 	}
 	pred, att := c.pred, c.att
-	off, to, ac := c.adj.off, c.adj.to, c.adj.attCal
+	off, end, to, ac := c.adj.off, c.adj.end, c.adj.to, c.adj.attCal
 	for i := 0; i < n; {
 		v := c.order[i]
 		if cp := c.comp[v]; c.isCyc(cp) {
@@ -355,7 +355,7 @@ func (c *core) forward(withLoad bool) {
 		if hv == 0 {
 			continue
 		}
-		lo, hi := off[v], off[v+1]
+		lo, hi := off[v], end[v]
 		for s := lo; s < hi; s++ {
 			w := &vs[to[s]]
 			if x := mul(hv, att[s]); x > w.h {
@@ -389,14 +389,18 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 	}
 	c.pred = pred
 	a := c.adj
-	off, to, att, ac := a.off, a.to, c.att, a.attCal
+	// The rows are laid out in c.order (see adjacency.rowEnd): each row starts where the
+	// previous one ended.
+	rowEnd, to, att, ac := a.rowEnd, a.to, c.att, a.attCal
 	if top == nil {
-		for _, v := range c.order {
+		var next int32 // the next row's first slot
+		for k, v := range c.order {
+			lo, hi := next, rowEnd[k]
+			next = hi
 			hv, lv := vs[v].h, vs[v].load
 			if hv == 0 {
 				continue
 			}
-			lo, hi := off[v], off[v+1]
 			ts, as, acs := to[lo:hi], att[lo:hi], ac[lo:hi]
 			for i, t := range ts {
 				w := &vs[t]
@@ -413,7 +417,10 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 	c.fused = true
 	succ, edge := c.succ, a.edge
 	over, overE := top.cap, int32(-1)
-	for _, v := range c.order {
+	var next int32
+	for k, v := range c.order {
+		lo, hi := next, rowEnd[k]
+		next = hi
 		hv, lv, hpv := vs[v].h, vs[v].load, vs[v].hp
 		if hv == 0 {
 			continue
@@ -423,7 +430,6 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 		if pred[v] < 0 {
 			sv = -1 // no run goes through v
 		}
-		lo, hi := off[v], off[v+1]
 		ts, as, acs := to[lo:hi], att[lo:hi], ac[lo:hi]
 		for i, t := range ts {
 			s, at := lo+int32(i), as[i]
@@ -604,7 +610,28 @@ func (c *core) backward() {
 	vs := c.vals()
 	c.succ = int32s(&c.buf.succ, n)
 	succ, att := c.succ, c.att
-	off, to := c.adj.off, c.adj.to
+	off, end, to := c.adj.off, c.adj.end, c.adj.to
+	if rowEnd := c.adj.rowEnd; c.cyc == nil && rowEnd != nil {
+		// Acyclic: the rows are laid out in c.order (see adjacency.rowEnd).
+		hi := int32(len(to))
+		for i := n - 1; i >= 0; i-- {
+			v, lo := c.order[i], int32(0)
+			if i > 0 {
+				lo = rowEnd[i-1]
+			}
+			// Start below 1 so that, on a tie, the path goes on (to the deepest service)
+			// rather than stopping; the first declared edge wins ties.
+			dv, sv := int64(0), int32(-1)
+			for s := lo; s < hi; s++ {
+				if x := mul(att[s], vs[to[s]].d); x > dv {
+					dv, sv = x, s
+				}
+			}
+			vs[v].d, succ[v] = max(dv, 1), sv
+			hi = lo
+		}
+		return
+	}
 	for i := n - 1; i >= 0; {
 		v := c.order[i]
 		if cp := c.comp[v]; c.isCyc(cp) {
@@ -617,7 +644,7 @@ func (c *core) backward() {
 		// Start below 1 so that, on a tie, the path goes on (to the deepest service) rather than
 		// stopping; the first declared edge wins ties.
 		dv, sv := int64(0), int32(-1)
-		lo, hi := off[v], off[v+1]
+		lo, hi := off[v], end[v]
 		for s := lo; s < hi; s++ {
 			if x := mul(att[s], vs[to[s]].d); x > dv {
 				dv, sv = x, s

@@ -33,11 +33,11 @@ type Graph struct {
 }
 
 // adjacency is the graph in compressed sparse row form: node v's outgoing edges are the slots
-// off[v] .. off[v+1]-1, in declaration order, and each slot's target, source, attempts and
+// off[v] .. end[v]-1, in declaration order, and each slot's target, source, attempts and
 // calls sit in flat arrays. The passes walk these arrays front to back instead of chasing a
 // slice header per node and an edge id per edge.
 type adjacency struct {
-	off      []int32 // node -> first slot; len n+1
+	off, end []int32 // node -> first slot, one past its last slot
 	indeg    []int32 // node -> number of incoming edges (read-only: Kahn's order copies it)
 	to, from []int32 // slot -> target, source
 	att, cal []int64 // slot -> attempts, calls
@@ -48,6 +48,11 @@ type adjacency struct {
 	// position in it counted from the end (its component, numbered as Tarjan does): see
 	// kahnOrder. Read-only, shared by every core on the graph.
 	order, comp []int32
+	// rowEnd is, for an acyclic graph, one past the last slot of order[i]'s row: the rows are
+	// laid out in topological order, so the passes, which walk that order, read the slot
+	// arrays front to back (at 100k services they no longer fit the cache, and a row at a
+	// random place costs a miss in each array). nil when the graph has a cycle (rows by node id).
+	rowEnd []int32
 }
 
 // adjacency returns the graph's adjacency, building it if the graph changed since it was last
@@ -57,22 +62,44 @@ func (g *Graph) adjacency() *adjacency {
 		return a
 	}
 	n, m := len(g.names), len(g.eFrom)
+	off, indeg := make([]int32, n+1), make([]int32, n)
+	// Counting sort by source, stable: declaration order within each node.
+	for e, f := range g.eFrom {
+		off[f+1]++
+		indeg[g.eTo[e]]++
+	}
+	for v := range n {
+		off[v+1] += off[v]
+	}
+	// Targets by node id first: the topological order needs them.
+	to := make([]int32, m)
+	cur := make([]int32, n)
+	copy(cur, off[:n])
+	for e, f := range g.eFrom {
+		to[cur[f]] = g.eTo[e]
+		cur[f]++
+	}
 	a := &adjacency{
-		off: make([]int32, n+1), indeg: make([]int32, n),
-		to: make([]int32, m), from: make([]int32, m),
+		off: make([]int32, n), end: make([]int32, n), indeg: indeg,
+		to: to, from: make([]int32, m),
 		att: make([]int64, m), cal: make([]int64, m), attCal: make([]int64, m),
 		edge: make([]int32, m), slot: make([]int32, m),
 	}
-	// Counting sort by source, stable: declaration order within each node.
-	for e, f := range g.eFrom {
-		a.off[f+1]++
-		a.indeg[g.eTo[e]]++
+	a.order, a.comp = kahnOrder(off, to, indeg)
+	if a.order != nil {
+		// Rows in topological order (see rowEnd); within a row, declaration order.
+		a.rowEnd = make([]int32, n)
+		var p int32
+		for i, v := range a.order {
+			a.off[v] = p
+			p += off[v+1] - off[v]
+			a.end[v], a.rowEnd[i] = p, p
+		}
+	} else {
+		copy(a.off, off)
+		copy(a.end, off[1:])
 	}
-	for v := range n {
-		a.off[v+1] += a.off[v]
-	}
-	cur := make([]int32, n)
-	copy(cur, a.off[:n])
+	copy(cur, a.off)
 	for e, f := range g.eFrom {
 		s := cur[f]
 		cur[f]++
@@ -81,7 +108,6 @@ func (g *Graph) adjacency() *adjacency {
 		a.attCal[s] = mul(g.eAtt[e], g.eCal[e])
 		a.edge[s], a.slot[e] = int32(e), s
 	}
-	a.order, a.comp = kahnOrder(a.off, a.to, a.indeg)
 	g.adj.Store(a)
 	return a
 }
@@ -211,8 +237,8 @@ func (g *Graph) OutEdges(name string) []Edge {
 		return nil
 	}
 	a := g.adjacency()
-	out := make([]Edge, 0, a.off[id+1]-a.off[id])
-	for _, e := range a.edge[a.off[id]:a.off[id+1]] {
+	out := make([]Edge, 0, a.end[id]-a.off[id])
+	for _, e := range a.edge[a.off[id]:a.end[id]] {
 		out = append(out, g.edge(e))
 	}
 	return out
@@ -268,10 +294,10 @@ func (g *Graph) BFS() int {
 			}
 		}
 	}
-	off, to := a.off, a.to
+	off, end, to := a.off, a.end, a.to
 	for i := 0; i < len(queue); i++ {
 		v := queue[i]
-		for _, t := range to[off[v]:off[v+1]] {
+		for _, t := range to[off[v]:end[v]] {
 			if !seen[t] {
 				seen[t] = true
 				queue = append(queue, t)
