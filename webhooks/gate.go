@@ -22,6 +22,12 @@ type GateInput struct {
 	// LoadWorkloads, when Workloads is nil, returns them; called only if some policy must judge
 	// the request, so an update that raises nothing never reads the namespace.
 	LoadWorkloads func() []workload.Workload
+	// Parsed, when not nil, are the workloads already parsed (sorted by workload.Compare, to
+	// spare the sort), and LoadParsed, when Parsed and Workloads are nil, returns them: the
+	// handler's path, from the index, so that a request parses only its own object. Otherwise
+	// Workloads are parsed when a policy must judge.
+	Parsed     []*workload.Parsed
+	LoadParsed func() []*workload.Parsed
 	// Incoming is the object being created or updated.
 	Incoming workload.Workload
 	// Old is the stored object on an update; nil on a create.
@@ -66,13 +72,25 @@ func (v verdict) message() string {
 	return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
 }
 
-// workloads returns in.Workloads, loading them once through LoadWorkloads if need be.
-func (in *GateInput) workloads() []workload.Workload {
+// parsed returns the namespace's workloads parsed, loading or parsing them once.
+func (in *GateInput) parsed() []*workload.Parsed {
+	if in.Parsed != nil {
+		return in.Parsed
+	}
+	if in.Workloads == nil && in.LoadParsed != nil {
+		in.Parsed = in.LoadParsed()
+		in.LoadParsed = nil
+		return in.Parsed
+	}
 	if in.Workloads == nil && in.LoadWorkloads != nil {
 		in.Workloads = in.LoadWorkloads()
 		in.LoadWorkloads = nil
 	}
-	return in.Workloads
+	in.Parsed = make([]*workload.Parsed, len(in.Workloads))
+	for i, w := range in.Workloads {
+		in.Parsed[i] = workload.Parse(w)
+	}
+	return in.Parsed
 }
 
 // Decide judges one admission of a workload:
@@ -163,7 +181,7 @@ func Decide(in GateInput) Decision {
 		}
 	}
 	for _, p := range auditPolicies {
-		v, over, err := judge(p, &GateInput{Workloads: in.Workloads, LoadWorkloads: in.LoadWorkloads, Incoming: stored, Old: in.Old})
+		v, over, err := judge(p, &GateInput{Workloads: in.Workloads, LoadWorkloads: in.LoadWorkloads, Parsed: in.Parsed, LoadParsed: in.LoadParsed, Incoming: stored, Old: in.Old})
 		if err != nil || !over {
 			continue
 		}
@@ -206,7 +224,7 @@ func judge(p *v1alpha1.RetryPolicy, in *GateInput) (verdict, bool, error) {
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
-	r := workload.BuildJudged(p, in.workloads(), in.Incoming)
+	r := workload.BuildJudgedParsed(p, in.parsed(), workload.Parse(in.Incoming))
 	svc := in.Incoming.ServiceName()
 	j := graph.Judge(r.Graph, r.Cap, svc)
 	if !j.Over {

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -51,6 +52,35 @@ func BenchmarkGateDecision5k(b *testing.B) {
 	}
 	if d := decide(); d.Allowed || d.Message != Decide(GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Workloads: x.Workloads("shop"), Incoming: incoming}).Message {
 		b.Fatalf("the relevant subset decides differently: %q", d.Message)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		decide()
+	}
+}
+
+// BenchmarkGateWorstCase5k is the handler's worst case once decoded: a create of the shared
+// "auth" that all 5000 workloads reach, with a new retrying upstream, so every workload of the
+// namespace is relevant and the whole namespace's graph is built and judged.
+func BenchmarkGateWorstCase5k(b *testing.B) {
+	x := newWorkloadIndex()
+	for i := 0; i < 4999; i++ {
+		ups := fmt.Sprintf("svc-%d=2", i+1)
+		if i%5 == 4 {
+			ups = "auth=2"
+		}
+		x.put(deployment(fmt.Sprintf("svc-%d", i), ups))
+	}
+	p := testPolicy("checkout", 64, v1alpha1.EnforcementReject, nil)
+	p.Spec.Entrypoints = nil
+	incoming := deployment("auth", "db=3")
+	decide := func() Decision {
+		return Decide(GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, LoadParsed: func() []*workload.Parsed {
+			return x.RelevantParsed("shop", incoming.ServiceName(), upstreamServices(incoming))
+		}})
+	}
+	if d := decide(); d.Allowed || !strings.Contains(d.Message, "= 96 > cap 64") {
+		b.Fatalf("expected a denial at 96: %+v", d)
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -86,8 +86,8 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	for i := range list.Items {
 		policies[i] = &list.Items[i]
 	}
-	d := Decide(GateInput{Policies: policies, Incoming: incoming, Old: old, LoadWorkloads: func() []workload.Workload {
-		return g.index.Relevant(incoming.Namespace, incoming.ServiceName(), upstreamServices(incoming))
+	d := Decide(GateInput{Policies: policies, Incoming: incoming, Old: old, LoadParsed: func() []*workload.Parsed {
+		return g.index.RelevantParsed(incoming.Namespace, incoming.ServiceName(), upstreamServices(incoming))
 	}})
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a RetryPolicy the gate cannot evaluate", "workload", incoming.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -31,38 +32,43 @@ type workloadIndex struct {
 	synced   []func() bool
 }
 
-type indexEntry struct {
-	w   workload.Workload
-	svc string
-	// ups are the upstream services, normalised for the namespace; nil for a malformed value.
-	ups []string
+type nsWorkloads struct {
+	// items are the parsed workloads by Workload.Key(): a request parses only its own object.
+	// A *workload.Parsed is immutable; an update replaces it.
+	items map[string]*workload.Parsed
+	// sorted are the same, sorted by workload.Compare (the order Build processes them in) with
+	// their service's id, kept in place under the write lock so that a request over most of the
+	// namespace need not sort.
+	sorted []sortedEntry
+	// The service-level call graph of all the workloads, by service id: slices, not maps of
+	// maps, so that a request walking thousands of services does no hashing per edge.
+	ids      map[string]int32
+	services []service
+	free     []int32             // ids of services that have gone, for reuse
+	list     []workload.Workload // nil: rebuild on next read; read-only once built
 }
 
-type nsWorkloads struct {
-	items map[string]indexEntry          // by Workload.Key()
-	out   map[string]map[string]int      // service -> upstream service -> number of workloads declaring it
-	in    map[string]map[string]int      // service -> calling service -> number
-	bySvc map[string]map[string]struct{} // service -> keys of the workloads that provide it
-	list  []workload.Workload            // nil: rebuild on next read; read-only once built
+type sortedEntry struct {
+	p   *workload.Parsed
+	svc int32
 }
+
+type service struct {
+	name    string
+	out, in []edgeCount
+	// keys are the workloads that provide the service.
+	keys map[string]struct{}
+}
+
+// edgeCount is a neighbour and the number of workloads declaring the edge.
+type edgeCount struct{ to, n int32 }
 
 func newWorkloadIndex() *workloadIndex {
 	return &workloadIndex{byNS: map[string]*nsWorkloads{}}
 }
 
-func newEntry(w workload.Workload) indexEntry {
-	e := indexEntry{w: w, svc: w.ServiceName()}
-	// Attempts do not matter for reachability; a malformed value has no edges, as in Build.
-	if ups, err := workload.Upstreams(w, w.Namespace, 1); err == nil {
-		for _, u := range ups {
-			e.ups = append(e.ups, u.Name)
-		}
-	}
-	return e
-}
-
 // Workloads returns all of the namespace's workloads, sorted by key. The slice is shared: read
-// only. The validator uses it; the gate uses Relevant.
+// only. The validator uses it; the gate uses RelevantParsed.
 func (x *workloadIndex) Workloads(ns string) []workload.Workload {
 	x.mu.RLock()
 	n := x.byNS[ns]
@@ -80,7 +86,7 @@ func (x *workloadIndex) Workloads(ns string) []workload.Workload {
 	if n.list == nil {
 		l := make([]workload.Workload, 0, len(n.items))
 		for _, e := range n.items {
-			l = append(l, e.w)
+			l = append(l, e.Workload)
 		}
 		sort.Slice(l, func(i, j int) bool { return l[i].Key() < l[j].Key() })
 		n.list = l
@@ -88,49 +94,98 @@ func (x *workloadIndex) Workloads(ns string) []workload.Workload {
 	return n.list
 }
 
-// Relevant returns the workloads of ns that can change the gate's judgement of a workload of
-// service svc whose upstreams are ups: those providing svc, every service that reaches svc, and
-// every service reachable from svc or from ups, in the call graph of all the namespace's
-// workloads. graph.Judge and graph.PlanLocal depend only on the paths into svc (so on its
-// ancestors and, for default entrypoints, their callers, which are ancestors too) and the paths
-// below its upstreams (their descendants); a policy's graph is a subgraph of this one, so the set
-// is a superset of what any policy needs and the judgement is the same as over the whole
-// namespace (TestRelevantMatchesWholeNamespace checks this on random graphs).
+// Relevant is RelevantParsed's workloads.
 func (x *workloadIndex) Relevant(ns, svc string, ups []string) []workload.Workload {
+	ps := x.RelevantParsed(ns, svc, ups)
+	if ps == nil {
+		return nil
+	}
+	out := make([]workload.Workload, len(ps))
+	for i, p := range ps {
+		out[i] = p.Workload
+	}
+	return out
+}
+
+// RelevantParsed returns the workloads of ns that can change the gate's judgement of a workload
+// of service svc whose upstreams are ups, parsed and sorted by workload.Compare: those providing
+// svc, every service that reaches svc, and every service reachable from svc or from ups, in the
+// call graph of all the namespace's workloads. graph.Judge and graph.PlanLocal depend only on the
+// paths into svc (so on its ancestors and, for default entrypoints, their callers, which are
+// ancestors too) and the paths below its upstreams (their descendants); a policy's graph is a
+// subgraph of this one, so the set is a superset of what any policy needs and the judgement is
+// the same as over the whole namespace (TestRelevantMatchesWholeNamespace checks this on random
+// graphs). The slice is the caller's; the workloads are shared and immutable.
+func (x *workloadIndex) RelevantParsed(ns, svc string, ups []string) []*workload.Parsed {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := x.byNS[ns]
 	if n == nil {
 		return nil
 	}
-	reach := func(start []string, next map[string]map[string]int) map[string]bool {
-		seen := map[string]bool{}
-		stack := append([]string(nil), start...)
+	// A bit per direction: a service above svc may also lie below one of its upstreams (a
+	// cycle), and must then be walked downwards too.
+	const up, down = 1, 2
+	seen := make([]uint8, len(n.services))
+	var stack, visited []int32 // visited: each service once, so the rest costs what was reached
+	reach := func(dir uint8) {
 		for len(stack) > 0 {
 			v := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			if seen[v] {
+			if seen[v]&dir != 0 {
 				continue
 			}
-			seen[v] = true
-			for u := range next[v] {
-				if !seen[u] {
-					stack = append(stack, u)
+			if seen[v] == 0 {
+				visited = append(visited, v)
+			}
+			seen[v] |= dir
+			next := n.services[v].out
+			if dir == up {
+				next = n.services[v].in
+			}
+			for _, e := range next {
+				if seen[e.to]&dir == 0 {
+					stack = append(stack, e.to)
 				}
 			}
 		}
-		return seen
 	}
-	seen := reach([]string{svc}, n.in)
-	for s := range reach(append([]string{svc}, ups...), n.out) {
-		seen[s] = true
+	start, ok := n.ids[svc]
+	if ok {
+		stack = append(stack, start)
+		reach(up)
+		stack = append(stack, start)
 	}
-	var out []workload.Workload
-	for s := range seen {
-		for k := range n.bySvc[s] {
-			out = append(out, n.items[k].w)
+	for _, u := range ups {
+		if id, ok := n.ids[u]; ok {
+			stack = append(stack, id)
 		}
 	}
+	reach(down)
+	count := 0
+	for _, id := range visited {
+		count += len(n.services[id].keys)
+	}
+	if count == 0 {
+		return nil
+	}
+	out := make([]*workload.Parsed, 0, count)
+	if count > len(n.sorted)/8 {
+		// Much of the namespace (a service everything reaches): filtering the sorted list is
+		// cheaper than sorting the subset.
+		for _, e := range n.sorted {
+			if seen[e.svc] != 0 {
+				out = append(out, e.p)
+			}
+		}
+		return out
+	}
+	for _, id := range visited {
+		for k := range n.services[id].keys {
+			out = append(out, n.items[k])
+		}
+	}
+	slices.SortFunc(out, func(a, b *workload.Parsed) int { return workload.Compare(a.Workload, b.Workload) })
 	return out
 }
 
@@ -154,20 +209,22 @@ func (x *workloadIndex) put(w workload.Workload) {
 	defer x.mu.Unlock()
 	n := x.byNS[w.Namespace]
 	if n == nil {
-		n = &nsWorkloads{items: map[string]indexEntry{}, out: map[string]map[string]int{},
-			in: map[string]map[string]int{}, bySvc: map[string]map[string]struct{}{}}
+		n = &nsWorkloads{items: map[string]*workload.Parsed{}, ids: map[string]int32{}}
 		x.byNS[w.Namespace] = n
 	}
 	key := w.Key()
-	if prev, ok := n.items[key]; ok {
-		if sameWorkload(prev.w, w) {
-			return
-		}
-		n.unlink(key, prev)
+	if prev, ok := n.items[key]; ok && sameWorkload(prev.Workload, w) {
+		return
 	}
-	e := newEntry(w)
+	e := workload.Parse(w)
+	if prev, ok := n.items[key]; ok {
+		n.unlink(prev)
+		i := n.position(prev) // same key, same place
+		n.sorted[i] = sortedEntry{e, n.link(e)}
+	} else {
+		n.sorted = slices.Insert(n.sorted, n.position(e), sortedEntry{e, n.link(e)})
+	}
 	n.items[key] = e
-	n.link(key, e)
 	n.list = nil
 }
 
@@ -183,49 +240,101 @@ func (x *workloadIndex) remove(w workload.Workload) {
 	if !ok {
 		return
 	}
-	n.unlink(key, prev)
+	n.unlink(prev)
 	delete(n.items, key)
+	i := n.position(prev)
+	n.sorted = slices.Delete(n.sorted, i, i+1)
 	n.list = nil
 	if len(n.items) == 0 {
 		delete(x.byNS, w.Namespace)
 	}
 }
 
-func (n *nsWorkloads) link(key string, e indexEntry) {
-	addCount := func(m map[string]map[string]int, a, b string) {
-		if m[a] == nil {
-			m[a] = map[string]int{}
-		}
-		m[a][b]++
+// position is where e is, or belongs, in n.sorted.
+func (n *nsWorkloads) position(e *workload.Parsed) int {
+	i, _ := slices.BinarySearchFunc(n.sorted, e, func(a sortedEntry, b *workload.Parsed) int {
+		return workload.Compare(a.p.Workload, b.Workload)
+	})
+	return i
+}
+
+// id returns the service's id, adding the service if need be.
+func (n *nsWorkloads) id(name string) int32 {
+	if id, ok := n.ids[name]; ok {
+		return id
 	}
-	if n.bySvc[e.svc] == nil {
-		n.bySvc[e.svc] = map[string]struct{}{}
+	var id int32
+	if k := len(n.free); k > 0 {
+		id, n.free = n.free[k-1], n.free[:k-1]
+		n.services[id] = service{name: name}
+	} else {
+		id = int32(len(n.services))
+		n.services = append(n.services, service{name: name})
 	}
-	n.bySvc[e.svc][key] = struct{}{}
-	for _, u := range e.ups {
-		addCount(n.out, e.svc, u)
-		addCount(n.in, u, e.svc)
+	n.ids[name] = id
+	return id
+}
+
+// release forgets a service nothing provides or calls any more, so that names that come and go
+// do not grow the table.
+func (n *nsWorkloads) release(id int32) {
+	s := &n.services[id]
+	if len(s.keys) == 0 && len(s.out) == 0 && len(s.in) == 0 {
+		delete(n.ids, s.name)
+		*s = service{}
+		n.free = append(n.free, id)
 	}
 }
 
-func (n *nsWorkloads) unlink(key string, e indexEntry) {
-	dropCount := func(m map[string]map[string]int, a, b string) {
-		m[a][b]--
-		if m[a][b] <= 0 {
-			delete(m[a], b)
-			if len(m[a]) == 0 {
-				delete(m, a)
-			}
+// link adds e's service and edges; it returns the service's id.
+func (n *nsWorkloads) link(e *workload.Parsed) int32 {
+	from := n.id(e.ServiceName())
+	if n.services[from].keys == nil {
+		n.services[from].keys = map[string]struct{}{}
+	}
+	n.services[from].keys[e.Key()] = struct{}{}
+	for _, u := range e.UpstreamNames() {
+		to := n.id(u)
+		n.services[from].out = addCount(n.services[from].out, to)
+		n.services[to].in = addCount(n.services[to].in, from)
+	}
+	return from
+}
+
+func (n *nsWorkloads) unlink(e *workload.Parsed) {
+	from := n.ids[e.ServiceName()]
+	delete(n.services[from].keys, e.Key())
+	for _, u := range e.UpstreamNames() {
+		to := n.ids[u]
+		n.services[from].out = dropCount(n.services[from].out, to)
+		n.services[to].in = dropCount(n.services[to].in, from)
+		if to != from {
+			n.release(to)
 		}
 	}
-	delete(n.bySvc[e.svc], key)
-	if len(n.bySvc[e.svc]) == 0 {
-		delete(n.bySvc, e.svc)
+	n.release(from)
+}
+
+func addCount(es []edgeCount, to int32) []edgeCount {
+	for i := range es {
+		if es[i].to == to {
+			es[i].n++
+			return es
+		}
 	}
-	for _, u := range e.ups {
-		dropCount(n.out, e.svc, u)
-		dropCount(n.in, u, e.svc)
+	return append(es, edgeCount{to: to, n: 1})
+}
+
+func dropCount(es []edgeCount, to int32) []edgeCount {
+	for i := range es {
+		if es[i].to == to {
+			if es[i].n--; es[i].n <= 0 {
+				return slices.Delete(es, i, i+1)
+			}
+			return es
+		}
 	}
+	return es
 }
 
 // HasSynced reports whether every informer feeding the index has delivered its initial list.

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,6 +102,13 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
 				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
 			}
+			// The handler's path: the index's parsed workloads, not parsed again.
+			viaIndex := Decide(GateInput{Policies: ps, Incoming: incoming, Old: old, LoadParsed: func() []*workload.Parsed {
+				return x.RelevantParsed("shop", incoming.ServiceName(), upstreamServices(incoming))
+			}})
+			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
+				t.Fatalf("round %d: over the index's parsed workloads the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
+			}
 			if !full.Allowed || full.Rewrite != nil || len(full.Warnings) > 0 {
 				decisions++
 			}
@@ -131,5 +139,62 @@ func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
 	}
 	if got := x.Relevant("shop", "order", nil); got != nil {
 		t.Fatalf("Relevant of an emptied namespace = %v", got)
+	}
+}
+
+// TestIndexChurnMatchesFreshIndex puts, updates and removes random workloads, then checks the
+// index against one built from the surviving workloads alone: the same relevant sets, the
+// workloads kept sorted, and no services left over from names that are gone.
+func TestIndexChurnMatchesFreshIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for round := 0; round < 50; round++ {
+		x := newWorkloadIndex()
+		live := map[string]workload.Workload{}
+		for step := 0; step < 200; step++ {
+			w := randomNamespace(r, 1)[0]
+			w.Name = fmt.Sprintf("w%d", r.IntN(30))
+			if r.IntN(4) == 0 {
+				x.remove(w)
+				delete(live, w.Key())
+				continue
+			}
+			x.put(w)
+			live[w.Key()] = w
+		}
+		fresh := newWorkloadIndex()
+		for _, w := range live {
+			fresh.put(w)
+		}
+		if len(live) == 0 {
+			if x.Len("shop") != 0 {
+				t.Fatalf("round %d: %d workloads left after removing all", round, x.Len("shop"))
+			}
+			continue
+		}
+		n, f := x.byNS["shop"], fresh.byNS["shop"]
+		if !slices.IsSortedFunc(n.sorted, func(a, b sortedEntry) int { return workload.Compare(a.p.Workload, b.p.Workload) }) || len(n.sorted) != len(live) {
+			t.Fatalf("round %d: %d sorted entries for %d workloads, or out of order", round, len(n.sorted), len(live))
+		}
+		for _, e := range n.sorted {
+			if n.services[e.svc].name != e.p.ServiceName() {
+				t.Fatalf("round %d: %s filed under service %q", round, e.p.Workload, n.services[e.svc].name)
+			}
+		}
+		if len(n.ids) != len(f.ids) {
+			t.Fatalf("round %d: %d services after churn, %d in a fresh index", round, len(n.ids), len(f.ids))
+		}
+		keys := func(ps []*workload.Parsed) []string {
+			var k []string
+			for _, p := range ps {
+				k = append(k, p.Key())
+			}
+			return k
+		}
+		for name := range f.ids {
+			got, want := keys(x.RelevantParsed("shop", name, nil)), keys(fresh.RelevantParsed("shop", name, nil))
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d: relevant to %s after churn %v, fresh %v", round, name, got, want)
+			}
+		}
 	}
 }

@@ -137,61 +137,145 @@ type Result struct {
 // (clientAttempts default 1), or the graph's defaults when the spec lists none. Workloads are
 // processed in sorted order so the result does not depend on the order of ws.
 func Build(p *v1alpha1.RetryPolicy, ws []Workload) *Result {
-	r := &Result{Policy: p, Graph: graph.New(), Cap: int64(p.Spec.MaxAmplification), ServiceOf: map[string]string{}}
+	selects, err := Matcher(p)
+	var sel []*Parsed
+	if err == nil {
+		for _, w := range ws {
+			if selects(w) {
+				sel = append(sel, Parse(w))
+			}
+		}
+	}
+	return build(p, sel, err)
+}
+
+// Parsed is a workload with what Build reads from its annotations parsed once, so that a caller
+// building many graphs over mostly the same workloads (the admission gate's index) parses each
+// workload once per version rather than once per graph. Immutable once made: share it freely.
+type Parsed struct {
+	Workload Workload
+	key      string
+	service  string
+	// serviceErr is an invalid service name (*AnnotationError): the workload is left out.
+	serviceErr error
+	// upstreams are as written, names normalised for the workload's namespace (a policy selects
+	// only workloads of its own namespace); Attempts 0 is the policy's default, Calls 0 is 1.
+	upstreams    []annotations.Upstream
+	upstreamsErr error
+	// hasUpstreams: the annotation is present (BuildJudged drops a sibling's).
+	hasUpstreams bool
+}
+
+// Parse reads w's service name and upstreams the way Build does.
+func Parse(w Workload) *Parsed {
+	x := &Parsed{Workload: w, key: w.Key(), service: w.ServiceName()}
+	if reason := annotations.ValidateLabel(x.service); reason != "" {
+		src := annotations.Service
+		if w.Annotations[annotations.Service] == "" {
+			src = "label " + annotations.NameLabel
+			if w.Labels[annotations.NameLabel] == "" {
+				src = "name"
+			}
+		}
+		x.serviceErr = &AnnotationError{Workload: w, Annotation: src, Value: x.service,
+			Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", x.service, reason)}
+	}
+	val, ok := w.Annotations[annotations.Upstreams]
+	x.hasUpstreams = ok
+	ups, err := annotations.ParseUpstreams(val)
+	if err != nil {
+		x.upstreamsErr = &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: val, Err: err}
+		ups = nil
+	}
+	for i := range ups {
+		ups[i].Name = NormalizeUpstream(ups[i].Name, w.Namespace)
+	}
+	x.upstreams = ups
+	return x
+}
+
+// Key is Workload.Key, computed once.
+func (x *Parsed) Key() string { return x.key }
+
+// ServiceName is Workload.ServiceName, computed once (possibly invalid: see Parse).
+func (x *Parsed) ServiceName() string { return x.service }
+
+// UpstreamNames are the graph nodes x calls, normalised for its namespace; nil for a malformed
+// annotation, which has no edges in any graph.
+func (x *Parsed) UpstreamNames() []string {
+	if len(x.upstreams) == 0 {
+		return nil
+	}
+	names := make([]string, len(x.upstreams))
+	for i, u := range x.upstreams {
+		names[i] = u.Name
+	}
+	return names
+}
+
+// Compare orders workloads the way Build processes them: by namespace, name and kind.
+func Compare(a, b Workload) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
+}
+
+func compareParsed(a, b *Parsed) int { return Compare(a.Workload, b.Workload) }
+
+// BuildParsed is Build over workloads parsed beforehand. Already sorted by Compare, they are
+// not sorted again.
+func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed) *Result {
+	selects, err := Matcher(p)
+	var sel []*Parsed
+	if err == nil {
+		sel = make([]*Parsed, 0, len(ps))
+		for _, x := range ps {
+			if selects(x.Workload) {
+				sel = append(sel, x)
+			}
+		}
+	}
+	return build(p, sel, err)
+}
+
+// build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged: sel are
+// the selected workloads (sorted here unless they already are), selErr a bad selector.
+func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
+	r := &Result{Policy: p, Graph: graph.New(), Cap: int64(p.Spec.MaxAmplification), ServiceOf: make(map[string]string, len(sel))}
 	def := int64(p.Spec.Retry.DefaultAttempts)
 	if def < 1 {
 		def = 1
 	}
-	if selects, err := Matcher(p); err != nil {
-		r.Errors = append(r.Errors, err)
-	} else {
-		for _, w := range ws {
-			if selects(w) {
-				r.Selected = append(r.Selected, w)
-			}
-		}
+	if selErr != nil {
+		r.Errors = append(r.Errors, selErr)
 	}
-	// slices.SortFunc, not sort.Slice: no reflection per swap, which showed at 5k workloads.
-	slices.SortFunc(r.Selected, func(a, b Workload) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
-	})
-	type parsed struct {
-		svc string
-		ups []annotations.Upstream
+	// slices.SortFunc, not sort.Slice: no reflection per swap, which showed at 5k workloads; and
+	// not at all when the caller keeps them sorted (the gate's index).
+	if !slices.IsSortedFunc(sel, compareParsed) {
+		slices.SortFunc(sel, compareParsed)
 	}
-	ps := make([]parsed, 0, len(r.Selected))
-	kept := r.Selected[:0:0]
-	for _, w := range r.Selected {
-		svc := w.ServiceName()
-		if reason := annotations.ValidateLabel(svc); reason != "" {
-			src := annotations.Service
-			if w.Annotations[annotations.Service] == "" {
-				src = "label " + annotations.NameLabel
-				if w.Labels[annotations.NameLabel] == "" {
-					src = "name"
-				}
-			}
-			r.Errors = append(r.Errors, &AnnotationError{Workload: w, Annotation: src, Value: svc,
-				Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", svc, reason)})
+	kept := sel[:0:0]
+	for _, x := range sel {
+		if x.serviceErr != nil {
+			r.Errors = append(r.Errors, x.serviceErr)
 			continue
 		}
-		val := w.Annotations[annotations.Upstreams]
-		ups, err := annotations.ParseUpstreams(val)
-		if err != nil {
-			r.Errors = append(r.Errors, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: val, Err: err})
-			ups = nil
+		if x.upstreamsErr != nil {
+			r.Errors = append(r.Errors, x.upstreamsErr)
 		}
-		kept = append(kept, w)
-		ps = append(ps, parsed{svc, ups})
-		r.ServiceOf[w.Key()] = svc
+		kept = append(kept, x)
+		r.ServiceOf[x.key] = x.service
 	}
-	r.Selected = kept
+	if len(kept) > 0 {
+		r.Selected = make([]Workload, len(kept))
+		for i, x := range kept {
+			r.Selected[i] = x.Workload
+		}
+	}
 	// Services first, so that selected services get the lowest ids in a stable order.
-	for _, x := range ps {
-		r.Graph.AddService(x.svc)
+	for _, x := range kept {
+		r.Graph.AddService(x.service)
 	}
-	for _, x := range ps {
-		for _, u := range x.ups {
+	for _, x := range kept {
+		for _, u := range x.upstreams {
 			a, c := int64(u.Attempts), int64(u.Calls)
 			if a == 0 {
 				a = def
@@ -199,7 +283,7 @@ func Build(p *v1alpha1.RetryPolicy, ws []Workload) *Result {
 			if c == 0 {
 				c = 1
 			}
-			r.Graph.AddEdge(x.svc, NormalizeUpstream(u.Name, p.Namespace), a, c)
+			r.Graph.AddEdge(x.service, u.Name, a, c)
 		}
 	}
 	for _, e := range p.Spec.Entrypoints {
@@ -229,24 +313,43 @@ func BuildWith(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload) *Resul
 // incoming attempts. Otherwise a canary declaring order->payment=3 would make the merged (larger)
 // edge refuse a sibling that declares payment=1, and the suggestion would be about its numbers.
 func BuildJudged(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload) *Result {
-	svc := incoming.ServiceName()
-	all := make([]Workload, 0, len(ws)+1)
-	for _, w := range ws {
-		if w.Key() == incoming.Key() {
+	ps := make([]*Parsed, len(ws))
+	for i, w := range ws {
+		ps[i] = Parse(w)
+	}
+	return BuildJudgedParsed(p, ps, Parse(incoming))
+}
+
+// BuildJudgedParsed is BuildJudged over workloads parsed beforehand; ps sorted by Compare (as
+// the gate's index keeps them) are not sorted again. ps is not modified.
+func BuildJudgedParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed) *Result {
+	all := make([]*Parsed, 0, len(ps)+1)
+	for _, x := range ps {
+		if x.key == incoming.key {
 			continue
 		}
-		if _, ok := w.Annotations[annotations.Upstreams]; ok && w.ServiceName() == svc {
-			ann := make(map[string]string, len(w.Annotations))
-			for k, v := range w.Annotations {
-				if k != annotations.Upstreams {
-					ann[k] = v
-				}
-			}
-			w.Annotations = ann
+		if x.hasUpstreams && x.service == incoming.service {
+			x = withoutUpstreams(x)
 		}
-		all = append(all, w)
+		all = append(all, x)
 	}
-	return Build(p, append(all, incoming))
+	// In its sorted place, so that a sorted ps stays sorted; build sorts anything else.
+	at, _ := slices.BinarySearchFunc(all, incoming, compareParsed)
+	return BuildParsed(p, slices.Insert(all, at, incoming))
+}
+
+// withoutUpstreams is x as if it had no upstreams annotation (a copy: x is shared).
+func withoutUpstreams(x *Parsed) *Parsed {
+	c := *x
+	ann := make(map[string]string, len(x.Workload.Annotations))
+	for k, v := range x.Workload.Annotations {
+		if k != annotations.Upstreams {
+			ann[k] = v
+		}
+	}
+	c.Workload.Annotations = ann
+	c.upstreams, c.upstreamsErr, c.hasUpstreams = nil, nil, false
+	return &c
 }
 
 // Analyze is Build followed by graph.Analyze with the policy's cap.

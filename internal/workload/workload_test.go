@@ -3,6 +3,7 @@ package workload
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -282,5 +283,65 @@ func TestBuildJudgedDropsSiblingEdges(t *testing.T) {
 	}
 	if canary.Annotations[annotations.Upstreams] != "payment=3, audit=2" {
 		t.Fatal("BuildJudged changed the cached workload's annotations")
+	}
+}
+
+// TestBuildParsedMatchesBuild checks the entry points over pre-parsed workloads against Build and
+// BuildJudged over the same workloads, in any order: one builder, whatever the way in.
+func TestBuildParsedMatchesBuild(t *testing.T) {
+	bad := deploy("shop", "Bad_Name", "order=2", nil)
+	malformed := deploy("shop", "broken", "order=", nil)
+	canary := deploy("shop", "order-canary", "payment=3", nil)
+	canary.Annotations[annotations.Service] = "order"
+	ws := []Workload{
+		deploy("shop", "order", "payment=2, audit.other, api.stripe.com=3", nil),
+		deploy("shop", "gateway", "order.shop.svc.cluster.local", nil),
+		canary, bad, malformed,
+		deploy("other", "gateway", "order=9", nil),
+		deploy("shop", "payment", "", map[string]string{"tier": "db"}),
+	}
+	p := policy("shop", "checkout", 4, v1alpha1.Entrypoint{Service: "gateway", ClientAttempts: 2}, v1alpha1.Entrypoint{Service: "nobody"})
+	p.Spec.Retry.DefaultAttempts = 3
+	same := func(what string, got, want *Result) {
+		t.Helper()
+		errs := func(r *Result) []string {
+			var s []string
+			for _, e := range r.Errors {
+				s = append(s, e.Error())
+			}
+			return s
+		}
+		if !reflect.DeepEqual(got.Selected, want.Selected) || !reflect.DeepEqual(got.ServiceOf, want.ServiceOf) ||
+			!reflect.DeepEqual(errs(got), errs(want)) || !reflect.DeepEqual(got.Warnings, want.Warnings) ||
+			!reflect.DeepEqual(got.Graph.Services(), want.Graph.Services()) || !reflect.DeepEqual(got.Graph.Edges(), want.Graph.Edges()) ||
+			!reflect.DeepEqual(got.Graph.Entrypoints(), want.Graph.Entrypoints()) {
+			t.Fatalf("%s: got %+v %v %v, want %+v %v %v", what, got, got.Graph.Edges(), errs(got), want, want.Graph.Edges(), errs(want))
+		}
+	}
+	parse := func(ws []Workload) []*Parsed {
+		ps := make([]*Parsed, len(ws))
+		for i, w := range ws {
+			ps[i] = Parse(w)
+		}
+		return ps
+	}
+	want := Build(p, ws)
+	if len(want.Errors) != 2 || want.Graph.NumEdges() != 4 {
+		t.Fatalf("the fixture says little: errors %v, edges %v", want.Errors, want.Graph.Edges())
+	}
+	same("unsorted", BuildParsed(p, parse(ws)), want)
+	sorted := parse(ws)
+	slices.SortFunc(sorted, compareParsed)
+	same("sorted", BuildParsed(p, sorted), want)
+
+	incoming := deploy("shop", "order", "payment=4", nil)
+	before := slices.Clone(sorted)
+	same("judged", BuildJudgedParsed(p, sorted, Parse(incoming)), BuildJudged(p, ws, incoming))
+	if !slices.Equal(sorted, before) || sorted[slices.IndexFunc(sorted, func(x *Parsed) bool { return x.Key() == canary.Key() })].upstreams == nil {
+		t.Fatalf("BuildJudgedParsed changed the shared workloads")
+	}
+	j := BuildJudgedParsed(p, sorted, Parse(incoming))
+	if e, _ := j.Graph.Edge("order", "payment"); e.Attempts != 4 {
+		t.Fatalf("judged order->payment = %+v, want the incoming 4 (the canary's 3 dropped)", e)
 	}
 }
