@@ -97,7 +97,7 @@ func ParseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.BoolVar(&c.Entrypoint, "entrypoint", c.Entrypoint, "this proxy is at a chain entry (generates Idempotency-Keys, remembers per-key spend)")
 	fs.IntVar(&c.ChainCap, "chain-cap", c.ChainCap, "chain budget cap (maxAmplification); 0 turns chain budgeting off")
 	fs.IntVar(&c.DefaultAttempts, "default-attempts", c.DefaultAttempts, "attempts for an upstream listed without =N")
-	fs.DurationVar(&c.PerTryTimeout, "per-try-timeout", c.PerTryTimeout, "timeout of one attempt")
+	fs.DurationVar(&c.PerTryTimeout, "per-try-timeout", c.PerTryTimeout, "timeout of one attempt up to the response headers (time to first byte), which is all the retry decision reads; a body of known length up to 64 KiB is read within it too, a larger or chunked one then streams to the client, cut after 60s without a byte")
 	fs.DurationVar(&c.BackoffBase, "backoff-base", c.BackoffBase, "backoff base: retry n waits uniform(0, min(max, base*2^(n-1)))")
 	fs.DurationVar(&c.BackoffMax, "backoff-max", c.BackoffMax, "backoff cap")
 	fs.BoolVar(&c.BackoffJitter, "backoff-jitter", c.BackoffJitter, "full jitter; false waits exactly min(max, base*2^(n-1)) (the storm lab's naive arm)")

@@ -56,12 +56,15 @@ type Proxy struct {
 	ups     []*upstream
 	unknown *upstream
 	client  *fasthttp.Client // for hosts without a dedicated HostClient
-	ledger  *policy.KeyLedger
-	methods [][]byte
-	m       *metrics
-	srv     *fasthttp.Server
-	admin   *http.Server
-	logger  *log.Logger
+	// transport reads an upstream's status and headers within the per-try
+	// timeout and leaves the body to stream (stream.go).
+	transport *streamTransport
+	ledger    *policy.KeyLedger
+	methods   [][]byte
+	m         *metrics
+	srv       *fasthttp.Server
+	admin     *http.Server
+	logger    *log.Logger
 
 	dataLn, adminLn net.Listener
 	selfPort        []byte // the data listener's port, for loop detection
@@ -89,6 +92,7 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 		ledger: policy.NewKeyLedger(cfg.KeyTTL, 100000),
 	}
 	p.scratch.New = func() any { return &scratch{} }
+	p.transport = &streamTransport{perTry: cfg.PerTryTimeout, idle: bodyIdleTimeout}
 	for _, m := range cfg.RetryMethods {
 		p.methods = append(p.methods, []byte(m))
 	}
@@ -101,6 +105,7 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 		RetryIfErr:                noRetry,
 		Dial:                      p.dial,
 		ReadBufferSize:            8192,
+		Transport:                 p.transport,
 	}
 	for _, u := range cfg.Upstreams {
 		up := &upstream{
@@ -168,6 +173,7 @@ func (p *Proxy) hostClient(addr string) *fasthttp.HostClient {
 		RetryIfErr:                noRetry,
 		Dial:                      p.dialDirect,
 		ReadBufferSize:            8192,
+		Transport:                 p.transport,
 	}
 }
 
@@ -404,6 +410,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 			}
 		}
 		var err error
+		// The per-try timeout covers the status line and the headers (time
+		// to first byte), all the retry decision needs; the body chosen for
+		// the client streams afterwards under an idle timeout (stream.go).
 		if up.hc != nil {
 			err = up.hc.DoTimeout(req, resp, cfg.PerTryTimeout)
 		} else {
@@ -436,6 +445,10 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 		}
 		d := p.pol.Decide(&o, up.budget, up.breaker, now)
 		if d.Retry {
+			// A streamed body of the answer being retried is dropped
+			// unread by the next attempt's reset of resp (closing its
+			// connection, fine for a failure); until then it stays, so
+			// that a breaker refusing that attempt still returns it whole.
 			up.m.retries.Inc()
 			attemptStart = now
 			if d.Wait > 0 {
