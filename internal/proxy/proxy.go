@@ -513,30 +513,22 @@ var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Prox
 // fixed hop-by-hop list. The server has already read Connection: close for
 // the client side; the upstream connection is the proxy's own business.
 func stripHopByHop(h *fasthttp.RequestHeader, sc *scratch) {
-	sc.conn = sc.conn[:0]
-	for _, v := range h.PeekAll("Connection") {
-		sc.conn = append(sc.conn, v...)
-		sc.conn = append(sc.conn, ',')
-	}
-	for rest := sc.conn; len(rest) > 0; {
-		tok := rest
-		if i := bytes.IndexByte(rest, ','); i >= 0 {
-			tok, rest = rest[:i], rest[i+1:]
-		} else {
-			rest = nil
-		}
-		tok = bytes.TrimSpace(tok)
-		if len(tok) > 0 && !bytes.EqualFold(tok, []byte("close")) && !bytes.EqualFold(tok, []byte("keep-alive")) {
-			h.DelBytes(tok)
-		}
-	}
+	deleteNominated(h, sc)
 	for _, k := range hopByHop {
 		h.Del(k)
 	}
 }
 
-// stripResponseHopByHop does the same for the upstream's response.
-func stripResponseHopByHop(h *fasthttp.ResponseHeader, sc *scratch) {
+// connectionHeader is what request and response headers share for deleteNominated.
+type connectionHeader interface {
+	PeekAll(key string) [][]byte
+	DelBytes(key []byte)
+}
+
+// deleteNominated deletes the headers the Connection header nominates (RFC 9110 7.6.1), other
+// than its own close and keep-alive tokens. The list is collected into scratch first, since
+// deleting while iterating PeekAll's slices would read freed memory.
+func deleteNominated(h connectionHeader, sc *scratch) {
 	sc.conn = sc.conn[:0]
 	for _, v := range h.PeekAll("Connection") {
 		sc.conn = append(sc.conn, v...)
@@ -554,6 +546,11 @@ func stripResponseHopByHop(h *fasthttp.ResponseHeader, sc *scratch) {
 			h.DelBytes(tok)
 		}
 	}
+}
+
+// stripResponseHopByHop does the same for the upstream's response.
+func stripResponseHopByHop(h *fasthttp.ResponseHeader, sc *scratch) {
+	deleteNominated(h, sc)
 	for _, k := range hopByHop {
 		if k != "Trailer" { // announces the trailers the body carries: end to end
 			h.Del(k)
