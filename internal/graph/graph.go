@@ -144,6 +144,23 @@ func New() *Graph {
 	return &Graph{ids: map[string]int32{}, edgeIdx: map[uint64]int32{}, entryOf: map[int32]int{}}
 }
 
+// NewSized returns an empty graph with room for about services nodes and edges edges, so that
+// a builder that knows its size (the admission gate, with thousands of workloads) does not pay
+// for growing the maps and arrays step by step.
+func NewSized(services, edges int) *Graph {
+	if services < 0 {
+		services = 0
+	}
+	if edges < 0 {
+		edges = 0
+	}
+	return &Graph{
+		names: make([]string, 0, services), ids: make(map[string]int32, services), selected: make([]bool, 0, services),
+		eFrom: make([]int32, 0, edges), eTo: make([]int32, 0, edges), eAtt: make([]int64, 0, edges), eCal: make([]int64, 0, edges),
+		edgeIdx: make(map[uint64]int32, edges), entryOf: map[int32]int{},
+	}
+}
+
 func (g *Graph) intern(name string) int32 {
 	if id, ok := g.ids[name]; ok {
 		return id

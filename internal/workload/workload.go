@@ -239,7 +239,13 @@ func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed) *Result {
 // build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged: sel are
 // the selected workloads (sorted here unless they already are), selErr a bad selector.
 func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
-	r := &Result{Policy: p, Graph: graph.New(), Cap: int64(p.Spec.MaxAmplification), ServiceOf: make(map[string]string, len(sel))}
+	edges := 0
+	for _, x := range sel {
+		edges += len(x.upstreams)
+	}
+	// Upstream-only services (leaves, other namespaces) come on top of the selected ones; the
+	// edge count bounds them.
+	r := &Result{Policy: p, Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.Spec.MaxAmplification), ServiceOf: make(map[string]string, len(sel))}
 	def := int64(p.Spec.Retry.DefaultAttempts)
 	if def < 1 {
 		def = 1
