@@ -27,6 +27,20 @@ flock 9
 
 have() { [ -x "$bin/$1" ] && [ -s "$bin/$1" ]; }
 
+# step LABEL CMD...: runs a long step with a heartbeat line every 20 s, so a first run that
+# compiles for minutes shows it is alive and how long it has taken.
+step() {
+  local label=$1 start=$SECONDS pid
+  shift
+  log "$label"
+  # stdout of the heartbeat goes to stderr too: a caller capturing stdout must not wait for it.
+  ( while sleep 20; do log "  ... still $label ($((SECONDS - start))s)"; done ) >&2 &
+  pid=$!
+  if "$@"; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; return 0; fi
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  return 1
+}
+
 export GOFLAGS="-mod=mod -buildvcs=false"
 export CGO_ENABLED=0
 
@@ -59,14 +73,10 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
-  log "resolving modules"
-  (cd "$mod" && go mod tidy -e >&2 2>/dev/null || true)
-  (cd "$mod" && go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl >&2)
-  log "compiling kube-apiserver"
-  (cd "$mod" && go build -trimpath -ldflags="-s -w" -o "$bin/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+  step "resolving and downloading modules" bash -c "cd '$mod' && { go mod tidy -e >/dev/null 2>&1 || true; } && go get k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl >&2"
+  step "compiling kube-apiserver" bash -c "cd '$mod' && go build -trimpath -ldflags='-s -w' -o '$bin/kube-apiserver.tmp' k8s.io/kubernetes/cmd/kube-apiserver"
   mv "$bin/kube-apiserver.tmp" "$bin/kube-apiserver"
-  log "compiling kubectl"
-  (cd "$mod" && go build -trimpath -ldflags="-s -w" -o "$bin/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl)
+  step "compiling kubectl" bash -c "cd '$mod' && go build -trimpath -ldflags='-s -w' -o '$bin/kubectl.tmp' k8s.io/kubernetes/cmd/kubectl"
   mv "$bin/kubectl.tmp" "$bin/kubectl"
   log "kube-apiserver and kubectl built in $(( $(date +%s) - start ))s"
 fi
@@ -95,9 +105,8 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-  (cd "$mod" && go mod tidy >&2)
-  log "compiling etcd"
-  (cd "$mod" && go build -trimpath -ldflags="-s -w" -o "$bin/etcd.tmp" .)
+  step "resolving and downloading etcd's modules" bash -c "cd '$mod' && go mod tidy >&2"
+  step "compiling etcd" bash -c "cd '$mod' && go build -trimpath -ldflags='-s -w' -o '$bin/etcd.tmp' ."
   mv "$bin/etcd.tmp" "$bin/etcd"
   log "etcd built in $(( $(date +%s) - start ))s"
 fi
