@@ -37,6 +37,23 @@ func BuildProxy(moduleRoot, dir string) (string, error) {
 	return bin, nil
 }
 
+// RunTestsWithProxy is the TestMain of a package whose tests start real proxy processes: it
+// builds retrycap-proxy from moduleRoot into a temporary directory, stores the binary's path in
+// *bin, runs the tests, removes the directory and returns the exit code for os.Exit.
+func RunTestsWithProxy(m interface{ Run() int }, moduleRoot string, bin *string) int {
+	dir, err := os.MkdirTemp("", "retrycap-proxy-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = BuildProxy(moduleRoot, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
 // StartProxy starts bin with args plus "--listen 127.0.0.1:0 --admin
 // 127.0.0.1:0" (unless args set them), reads the ports from the proxy's
 // "listening" line and waits until /readyz answers OK or timeout passes.

@@ -20,19 +20,7 @@ import (
 var proxyBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "retrycap-proxy-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	proxyBin, err = labapp.BuildProxy("../..", dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(labapp.RunTestsWithProxy(m, "../..", &proxyBin))
 }
 
 // chain is the storm topology: user -> client app -> [client proxy] ->

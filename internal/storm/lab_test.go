@@ -15,19 +15,7 @@ import (
 var proxyBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "retrycap-storm-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	proxyBin, err = labapp.BuildProxy("../..", dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(labapp.RunTestsWithProxy(m, "../..", &proxyBin))
 }
 
 // The exact counts of the lab's chains, with the lab's own proxy flags: a
