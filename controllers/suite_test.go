@@ -11,16 +11,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/controlplane"
+	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 )
 
 // The suite runs the reconciler in a real manager against a real kube-apiserver and etcd. It
@@ -47,11 +45,7 @@ var _ = BeforeSuite(func() {
 	cp, err = controlplane.Start(controlplane.Options{})
 	Expect(err).NotTo(HaveOccurred())
 
-	// The scheme of operator.NewScheme, built here: importing internal/operator from this
-	// package would be an import cycle.
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	scheme := retrycapscheme.New()
 	k8sClient, err = client.New(cp.Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/controlplane"
-	"github.com/retrycap/retrycap/internal/operator"
+	"github.com/retrycap/retrycap/internal/scheme"
 )
 
 // These tests run the CRD in a real kube-apiserver: the bounds, enums, defaults and CEL rules are
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cli, err = client.New(cp.Config, client.Options{Scheme: operator.NewScheme()})
+	cli, err = client.New(cp.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		_ = cp.Stop()

@@ -15,7 +15,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/controllers"
 	"github.com/retrycap/retrycap/internal/analyze"
-	"github.com/retrycap/retrycap/internal/operator"
+	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -83,7 +83,7 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 					return &exitError{ExitBadInput, fmt.Sprintf("graph: the kubeconfig context's namespace: %v", err)}
 				}
 			}
-			c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+			c, err := client.New(cfg, client.Options{Scheme: retrycapscheme.New()})
 			if err != nil {
 				return &exitError{ExitBadInput, fmt.Sprintf("graph: connecting to %s: %v", cfg.Host, err)}
 			}

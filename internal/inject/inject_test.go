@@ -14,14 +14,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -61,9 +59,7 @@ func loadCases(t *testing.T) []goldenCase {
 }
 
 func readInput(path string) (Input, error) {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	scheme := retrycapscheme.New()
 	decode := serializer.NewCodecFactory(scheme).UniversalDeserializer().Decode
 	data, err := os.ReadFile(path)
 	if err != nil {

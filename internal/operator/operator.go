@@ -3,16 +3,13 @@ package operator
 import (
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	retrycapv1alpha1 "github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/scheme"
 )
 
 // DefaultProxyImage is the sidecar image injected when --proxy-image is not set.
@@ -38,21 +35,13 @@ type Options struct {
 	Namespace string
 }
 
-// NewScheme returns a scheme with the built-in types and the retrycap API.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(retrycapv1alpha1.AddToScheme(s))
-	return s
-}
-
 // NewManager builds a manager with every retrycap controller and (if enabled) webhook registered.
 func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.ProxyImage == "" {
 		o.ProxyImage = DefaultProxyImage
 	}
 	mgrOpts := ctrl.Options{
-		Scheme:                  NewScheme(),
+		Scheme:                  scheme.New(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElection,

@@ -27,6 +27,7 @@ import (
 
 	"github.com/retrycap/retrycap/internal/controlplane"
 	"github.com/retrycap/retrycap/internal/operator"
+	"github.com/retrycap/retrycap/internal/scheme"
 )
 
 // ManagerNamespace is the manager's own namespace in the suite, as in config/.
@@ -60,7 +61,7 @@ var _ = BeforeSuite(func() {
 	cp, err := controlplane.Start(controlplane.Options{Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	Env.CP = cp
-	Env.Client, err = client.New(cp.Config, client.Options{Scheme: operator.NewScheme()})
+	Env.Client, err = client.New(cp.Config, client.Options{Scheme: scheme.New()})
 	Expect(err).NotTo(HaveOccurred())
 
 	serving := cp.WebhookServing()
