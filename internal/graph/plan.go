@@ -227,32 +227,13 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 		cyc := c.names(ids)
 		fail("retry cycle " + renderPath(cyc, c.cycleFactors(ids)) + " retries on " + cyc[0] + "'s edge to " + cyc[1] + ", which " + service + " cannot change")
 	}
-	for e := lo; e < hi; e++ {
-		t := adj.to[e]
-		newA := att[e]
-		switch {
-		case c.comp[t] == cs && c.isCyc(cs):
-			newA = 1
-		case c.v[s].h == 0:
-			// Not reachable from any entrypoint: no path through this edge to judge.
-		default:
-			rest := mul(c.v[s].h, c.v[t].d)
-			if rest > cap {
-				newA = 1
-				save := att[e]
-				att[e] = 1
-				path, factors, _ := c.throughEdge(e)
-				att[e] = save
-				fail("even with " + service + ": " + g.names[t] + "=1, " + explain(c.names(path), factors, rest, cap, factors[0] > 1))
-			} else {
-				newA = min(att[e], cap/rest)
-			}
-		}
-		p.Attempts[EdgeKey{service, g.names[t]}] = newA
-		if newA < adj.att[e] {
-			p.Changes = append(p.Changes, Change{From: service, To: g.names[t], Old: adj.att[e], New: newA})
+	es := c.outEdges(s, nil)
+	for i := range es {
+		if c.comp[es[i].t] == cs && c.isCyc(cs) {
+			es[i].inCycle = true
 		}
 	}
+	planOut(c.into(s), es, cap, p, fail)
 	if !p.Fits {
 		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
 	}
@@ -322,27 +303,9 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 			return j
 		}
 	}
-	if c.v[s].h == 0 {
-		return j
-	}
-	best := int32(-1)
-	for e := lo; e < hi; e++ {
-		t := c.adj.to[e]
-		if c.comp[t] == cs && c.isCyc(cs) {
-			continue
-		}
-		amp := mul(mul(c.v[s].h, c.att[e]), c.v[t].d)
-		if best < 0 || amp > j.Amplification {
-			best, j.Amplification = e, amp
-		}
-	}
-	if best < 0 {
-		return j
-	}
-	path, factors, _ := c.throughEdge(best)
-	j.Path, j.Factors = c.names(path), factors
-	j.Over = j.Amplification > cap
-	return j
+	// The edges that stay inside the service's cycle (which does not retry) carry no path to
+	// judge: a path leaves the cycle through some other edge.
+	return judgeOut(c.into(s), c.outEdges(s, func(t int32) bool { return c.comp[t] == cs && c.isCyc(cs) }), cap)
 }
 
 // retryEdgeIn returns the ends of the first edge with attempts > 1 inside cp.
