@@ -28,6 +28,11 @@ type GateInput struct {
 	// Workloads are parsed when a policy must judge.
 	Parsed     []*workload.Parsed
 	LoadParsed func() []*workload.Parsed
+	// Base, when not nil, returns a policy's prepared graph of the namespace's stored workloads
+	// (workload.Base), or nil to build the graph for the request: the handler's path when the
+	// request's relevant workloads are a large part of a large namespace, so that a request does
+	// not build and analyse thousands of services. The verdict is the same either way.
+	Base func(p *v1alpha1.RetryPolicy) *workload.Base
 	// Incoming is the object being created or updated.
 	Incoming workload.Workload
 	// Old is the stored object on an update; nil on a create.
@@ -181,7 +186,7 @@ func Decide(in GateInput) Decision {
 		}
 	}
 	for _, p := range auditPolicies {
-		v, over, err := judge(p, &GateInput{Workloads: in.Workloads, LoadWorkloads: in.LoadWorkloads, Parsed: in.Parsed, LoadParsed: in.LoadParsed, Incoming: stored, Old: in.Old})
+		v, over, err := judge(p, &GateInput{Workloads: in.Workloads, LoadWorkloads: in.LoadWorkloads, Parsed: in.Parsed, LoadParsed: in.LoadParsed, Base: in.Base, Incoming: stored, Old: in.Old})
 		if err != nil || !over {
 			continue
 		}
@@ -223,8 +228,19 @@ func judge(p *v1alpha1.RetryPolicy, in *GateInput) (verdict, bool, error) {
 			}
 		}
 	}
+	incoming := workload.Parse(in.Incoming)
+	if in.Base != nil {
+		if b := in.Base(p); b != nil {
+			if j, plan, ok := b.Judge(incoming); ok {
+				if !j.Over {
+					return verdict{}, false, nil
+				}
+				return verdict{policy: p, judge: j, plan: plan}, true, nil
+			}
+		}
+	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
-	r := workload.BuildJudgedParsed(p, in.parsed(), workload.Parse(in.Incoming))
+	r := workload.BuildJudgedParsed(p, in.parsed(), incoming)
 	svc := in.Incoming.ServiceName()
 	j := graph.Judge(r.Graph, r.Cap, svc)
 	if !j.Over {

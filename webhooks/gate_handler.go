@@ -86,9 +86,23 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	for i := range list.Items {
 		policies[i] = &list.Items[i]
 	}
-	d := Decide(GateInput{Policies: policies, Incoming: incoming, Old: old, LoadParsed: func() []*workload.Parsed {
+	in := GateInput{Policies: policies, Incoming: incoming, Old: old, LoadParsed: func() []*workload.Parsed {
 		return g.index.RelevantParsed(incoming.Namespace, incoming.ServiceName(), upstreamServices(incoming))
-	}})
+	}}
+	wantsBase := 0 // asked only when a policy must judge, then decided once: 1 yes, -1 no
+	in.Base = func(p *v1alpha1.RetryPolicy) *workload.Base {
+		if wantsBase == 0 {
+			wantsBase = -1
+			if g.index.WantsBase(incoming.Namespace, g.index.RelevantCount(incoming.Namespace, incoming.ServiceName(), upstreamServices(incoming))) {
+				wantsBase = 1
+			}
+		}
+		if wantsBase < 0 {
+			return nil
+		}
+		return g.index.Base(incoming.Namespace, p)
+	}
+	d := Decide(in)
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a RetryPolicy the gate cannot evaluate", "workload", incoming.String())
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -46,6 +47,20 @@ type nsWorkloads struct {
 	services []service
 	free     []int32             // ids of services that have gone, for reuse
 	list     []workload.Workload // nil: rebuild on next read; read-only once built
+	// gen counts the changes to items: a policy's prepared graph (bases) is valid for one.
+	gen uint64
+	// bases are the policies' prepared graphs of the namespace, by policy namespace/name.
+	bases map[string]*preparedBase
+}
+
+// preparedBase is one policy's workload.Base, built for one generation of the namespace and
+// of the policy. mu makes concurrent requests wait for one build rather than each building.
+type preparedBase struct {
+	mu        sync.Mutex
+	gen       uint64
+	policyUID string
+	policyGen int64
+	base      *workload.Base
 }
 
 type sortedEntry struct {
@@ -123,11 +138,115 @@ func (x *workloadIndex) RelevantParsed(ns, svc string, ups []string) []*workload
 	if n == nil {
 		return nil
 	}
+	seen, visited := n.reach(svc, ups)
+	count := 0
+	for _, id := range visited {
+		count += len(n.services[id].keys)
+	}
+	if count == 0 {
+		return nil
+	}
+	out := make([]*workload.Parsed, 0, count)
+	if count > len(n.sorted)/8 {
+		// Much of the namespace (a service everything reaches): filtering the sorted list is
+		// cheaper than sorting the subset.
+		for _, e := range n.sorted {
+			if seen[e.svc] != 0 {
+				out = append(out, e.p)
+			}
+		}
+		return out
+	}
+	for _, id := range visited {
+		for k := range n.services[id].keys {
+			out = append(out, n.items[k])
+		}
+	}
+	slices.SortFunc(out, func(a, b *workload.Parsed) int { return workload.Compare(a.Workload, b.Workload) })
+	return out
+}
+
+// baseMinWorkloads and baseShare decide when the gate judges against a policy's prepared graph
+// of the whole namespace (Base) instead of building the graph of a request's relevant workloads:
+// when they are at least baseMinWorkloads and at least 1/baseShare of the namespace. Below that,
+// building the subset costs less than rebuilding the namespace's graph after it changed; above
+// it, a request costs the length of its paths instead of the size of the namespace, and a
+// rebuild after a change costs at most baseShare times the subset's build, once.
+const (
+	baseMinWorkloads = 256
+	baseShare        = 4
+)
+
+// WantsBase reports whether a request judging relevant workloads of ns should use Base.
+func (x *workloadIndex) WantsBase(ns string, relevant int) bool {
+	return relevant >= baseMinWorkloads && relevant*baseShare >= x.Len(ns)
+}
+
+// RelevantCount is len(RelevantParsed(ns, svc, ups)), without building the list.
+func (x *workloadIndex) RelevantCount(ns, svc string, ups []string) int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := x.byNS[ns]
+	if n == nil {
+		return 0
+	}
+	_, visited := n.reach(svc, ups)
+	count := 0
+	for _, id := range visited {
+		count += len(n.services[id].keys)
+	}
+	return count
+}
+
+// Base returns p's prepared graph of all of ns's workloads (workload.NewBase), built on first
+// use and again after the namespace or the policy's spec changed; nil when ns has no workloads.
+// Requests of one policy share one build.
+func (x *workloadIndex) Base(ns string, p *v1alpha1.RetryPolicy) *workload.Base {
+	key := p.Namespace + "/" + p.Name
+	x.mu.Lock()
+	n := x.byNS[ns]
+	if n == nil {
+		x.mu.Unlock()
+		return nil
+	}
+	if n.bases == nil {
+		n.bases = map[string]*preparedBase{}
+	}
+	pb := n.bases[key]
+	if pb == nil {
+		pb = &preparedBase{}
+		n.bases[key] = pb
+	}
+	x.mu.Unlock()
+
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	x.mu.RLock()
+	gen := n.gen
+	if pb.base != nil && pb.gen == gen && pb.policyUID == string(p.UID) && pb.policyGen == p.Generation {
+		x.mu.RUnlock()
+		return pb.base
+	}
+	ps := make([]*workload.Parsed, len(n.sorted))
+	for i, e := range n.sorted {
+		ps[i] = e.p
+	}
+	x.mu.RUnlock()
+	// Built outside the index's lock: informer events go on meanwhile, and a change makes the
+	// next request build again.
+	pb.base = workload.NewBase(p, ps)
+	pb.gen, pb.policyUID, pb.policyGen = gen, string(p.UID), p.Generation
+	return pb.base
+}
+
+// reach marks the services of n that reach svc (up) or that svc or ups reach (down), and lists
+// each once in visited, so that what follows costs what was reached (see RelevantParsed).
+func (n *nsWorkloads) reach(svc string, ups []string) (seen []uint8, visited []int32) {
 	// A bit per direction: a service above svc may also lie below one of its upstreams (a
 	// cycle), and must then be walked downwards too.
 	const up, down = 1, 2
-	seen := make([]uint8, len(n.services))
-	var stack, visited []int32 // visited: each service once, so the rest costs what was reached
+	seen = make([]uint8, len(n.services))
+	var stack []int32
 	reach := func(dir uint8) {
 		for len(stack) > 0 {
 			v := stack[len(stack)-1]
@@ -162,31 +281,7 @@ func (x *workloadIndex) RelevantParsed(ns, svc string, ups []string) []*workload
 		}
 	}
 	reach(down)
-	count := 0
-	for _, id := range visited {
-		count += len(n.services[id].keys)
-	}
-	if count == 0 {
-		return nil
-	}
-	out := make([]*workload.Parsed, 0, count)
-	if count > len(n.sorted)/8 {
-		// Much of the namespace (a service everything reaches): filtering the sorted list is
-		// cheaper than sorting the subset.
-		for _, e := range n.sorted {
-			if seen[e.svc] != 0 {
-				out = append(out, e.p)
-			}
-		}
-		return out
-	}
-	for _, id := range visited {
-		for k := range n.services[id].keys {
-			out = append(out, n.items[k])
-		}
-	}
-	slices.SortFunc(out, func(a, b *workload.Parsed) int { return workload.Compare(a.Workload, b.Workload) })
-	return out
+	return seen, visited
 }
 
 // Len is the number of indexed workloads in ns.
@@ -226,6 +321,7 @@ func (x *workloadIndex) put(w workload.Workload) {
 	}
 	n.items[key] = e
 	n.list = nil
+	n.gen++
 }
 
 func (x *workloadIndex) remove(w workload.Workload) {
@@ -245,6 +341,7 @@ func (x *workloadIndex) remove(w workload.Workload) {
 	i := n.position(prev)
 	n.sorted = slices.Delete(n.sorted, i, i+1)
 	n.list = nil
+	n.gen++
 	if len(n.items) == 0 {
 		delete(x.byNS, w.Namespace)
 	}

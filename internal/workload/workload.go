@@ -246,10 +246,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
 	// Upstream-only services (leaves, other namespaces) come on top of the selected ones; the
 	// edge count bounds them.
 	r := &Result{Policy: p, Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.Spec.MaxAmplification), ServiceOf: make(map[string]string, len(sel))}
-	def := int64(p.Spec.Retry.DefaultAttempts)
-	if def < 1 {
-		def = 1
-	}
+	def := defaultAttempts(p)
 	if selErr != nil {
 		r.Errors = append(r.Errors, selErr)
 	}
@@ -282,13 +279,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
 	}
 	for _, x := range kept {
 		for _, u := range x.upstreams {
-			a, c := int64(u.Attempts), int64(u.Calls)
-			if a == 0 {
-				a = def
-			}
-			if c == 0 {
-				c = 1
-			}
+			a, c := edgeValues(u, def)
 			r.Graph.AddEdge(x.service, u.Name, a, c)
 		}
 	}
@@ -299,6 +290,62 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
 		r.Graph.SetEntrypoint(e.Service, int64(max(e.ClientAttempts, 1)))
 	}
 	return r
+}
+
+// edgeValues are an upstream's attempts and calls in the graph: 0 (not written) is the policy's
+// default attempts, and 1 call.
+func edgeValues(u annotations.Upstream, defaultAttempts int64) (attempts, calls int64) {
+	attempts, calls = int64(u.Attempts), int64(u.Calls)
+	if attempts == 0 {
+		attempts = defaultAttempts
+	}
+	if calls == 0 {
+		calls = 1
+	}
+	return attempts, calls
+}
+
+// defaultAttempts is the policy's spec.retry.defaultAttempts, at least 1.
+func defaultAttempts(p *v1alpha1.RetryPolicy) int64 {
+	return max(int64(p.Spec.Retry.DefaultAttempts), 1)
+}
+
+// Base is a policy's graph of a namespace's stored workloads (BuildParsed), analysed once
+// (graph.Prepared), against which the admission gate judges an incoming workload without
+// building and analysing the namespace's graph again. Read-only; safe for concurrent use.
+type Base struct {
+	r    *Result
+	prep *graph.Prepared
+	def  int64
+}
+
+// NewBase builds p's graph of ps (sorted by Compare, as the gate's index keeps them; ps is not
+// modified) and analyses it.
+func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed) *Base {
+	r := BuildParsed(p, ps)
+	return &Base{r: r, prep: graph.Prepare(r.Graph), def: defaultAttempts(p)}
+}
+
+// Judge is graph.Judge and graph.PlanLocal of incoming's service on the graph
+// BuildJudgedParsed builds with incoming in place of its stored version, incoming being selected
+// by the base's policy: the same verdict, numbers and plan (graph.Prepared.JudgeWith says which
+// path is named on a tie). ok is false when only that build can tell: a cycle, a service name
+// that is invalid, or an update that moves its workload to another service; the caller then
+// builds it.
+func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok bool) {
+	if incoming.serviceErr != nil {
+		return nil, nil, false
+	}
+	if prev, stored := b.r.ServiceOf[incoming.key]; stored && prev != incoming.service {
+		// The stored version's edges and selection belong to another service.
+		return nil, nil, false
+	}
+	edges := make([]graph.Edge, len(incoming.upstreams))
+	for i, u := range incoming.upstreams {
+		a, c := edgeValues(u, b.def)
+		edges[i] = graph.Edge{From: incoming.service, To: u.Name, Attempts: a, Calls: c}
+	}
+	return b.prep.JudgeWith(b.r.Cap, incoming.service, edges)
 }
 
 // BuildWith is Build with incoming in place of the stored workload of the same Kind, Namespace
