@@ -59,10 +59,10 @@ func BenchmarkGateDecision5k(b *testing.B) {
 	}
 }
 
-// BenchmarkGateWorstCase5k is the handler's worst case once decoded: a create of the shared
-// "auth" that all 5000 workloads reach, with a new retrying upstream, so every workload of the
-// namespace is relevant and the whole namespace's graph is built and judged.
-func BenchmarkGateWorstCase5k(b *testing.B) {
+// worstCaseIndex is 5000 workloads in chains of five, the last of each calling the shared
+// "auth", which is not a workload yet, all selected by one Reject policy of cap 64: a create of
+// auth with a retrying upstream is judged on paths from all 5000.
+func worstCaseIndex() (*workloadIndex, *v1alpha1.RetryPolicy, workload.Workload) {
 	x := newWorkloadIndex()
 	for i := 0; i < 4999; i++ {
 		ups := fmt.Sprintf("svc-%d=2", i+1)
@@ -73,17 +73,62 @@ func BenchmarkGateWorstCase5k(b *testing.B) {
 	}
 	p := testPolicy("checkout", 64, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
-	incoming := deployment("auth", "db=3")
-	decide := func() Decision {
-		return Decide(GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, LoadParsed: func() []*workload.Parsed {
-			return x.RelevantParsed("shop", incoming.ServiceName(), upstreamServices(incoming))
-		}})
+	return x, p, deployment("auth", "db=3")
+}
+
+// handlerInput is the GateInput the handler gives Decide (see WorkloadGate.Handle).
+func handlerInput(x *workloadIndex, p *v1alpha1.RetryPolicy, incoming workload.Workload, useBase bool) GateInput {
+	in := GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, LoadParsed: func() []*workload.Parsed {
+		return x.RelevantParsed("shop", incoming.ServiceName(), upstreamServices(incoming))
+	}}
+	if useBase {
+		in.Base = func(p *v1alpha1.RetryPolicy) *workload.Base { return x.Base("shop", p) }
 	}
-	if d := decide(); d.Allowed || !strings.Contains(d.Message, "= 96 > cap 64") {
+	return in
+}
+
+// BenchmarkGateWorstCase5k is the handler's worst case once decoded: a create of the shared
+// "auth" that all 5000 workloads reach, judged against the policy's prepared graph of the
+// namespace (built by the first request after a change, then shared).
+func BenchmarkGateWorstCase5k(b *testing.B) {
+	x, p, incoming := worstCaseIndex()
+	if rc := x.RelevantCount("shop", "auth", []string{"db"}); !x.WantsBase("shop", rc) {
+		b.Fatalf("the handler would not use the prepared graph for %d relevant workloads", rc)
+	}
+	if d := Decide(handlerInput(x, p, incoming, true)); d.Allowed || !strings.Contains(d.Message, "= 96 > cap 64; auth may keep db=2") {
 		b.Fatalf("expected a denial at 96: %+v", d)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		decide()
+		Decide(handlerInput(x, p, incoming, true))
+	}
+}
+
+// BenchmarkGateWorstCase5kAfterChange is the same request right after a change to the namespace:
+// the first request pays for the prepared graph. Every iteration changes a workload first.
+func BenchmarkGateWorstCase5kAfterChange(b *testing.B) {
+	x, p, incoming := worstCaseIndex()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		x.put(deployment("svc-0", fmt.Sprintf("svc-1=%d", 1+i%2)))
+		if d := Decide(handlerInput(x, p, incoming, true)); d.Allowed {
+			b.Fatal("admitted")
+		}
+	}
+}
+
+// BenchmarkGateWorstCase5kBuild is the same request with the graph built for it, as the gate did
+// before it kept prepared graphs (and still does for a request whose chains are a small part of
+// the namespace).
+func BenchmarkGateWorstCase5kBuild(b *testing.B) {
+	x, p, incoming := worstCaseIndex()
+	if d := Decide(handlerInput(x, p, incoming, false)); d.Allowed || !strings.Contains(d.Message, "= 96 > cap 64; auth may keep db=2") {
+		b.Fatalf("expected a denial at 96: %+v", d)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(handlerInput(x, p, incoming, false))
 	}
 }
