@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -31,6 +31,13 @@ type workloadIndex struct {
 
 	syncedMu sync.Mutex
 	synced   []func() bool
+
+	// The prepared graphs' refresh (see bases.go).
+	dirtyMu sync.Mutex
+	dirty   map[string]bool // namespaces whose prepared graphs a change made stale
+	wake    chan struct{}   // capacity 1: a change is waiting for refresh
+	// baseIdle is how long a prepared graph no request uses is kept fresh; then refresh drops it.
+	baseIdle time.Duration
 }
 
 type nsWorkloads struct {
@@ -53,16 +60,6 @@ type nsWorkloads struct {
 	bases map[string]*preparedBase
 }
 
-// preparedBase is one policy's workload.Base, built for one generation of the namespace and
-// of the policy. mu makes concurrent requests wait for one build rather than each building.
-type preparedBase struct {
-	mu        sync.Mutex
-	gen       uint64
-	policyUID string
-	policyGen int64
-	base      *workload.Base
-}
-
 type sortedEntry struct {
 	p   *workload.Parsed
 	svc int32
@@ -79,7 +76,7 @@ type service struct {
 type edgeCount struct{ to, n int32 }
 
 func newWorkloadIndex() *workloadIndex {
-	return &workloadIndex{byNS: map[string]*nsWorkloads{}}
+	return &workloadIndex{byNS: map[string]*nsWorkloads{}, dirty: map[string]bool{}, wake: make(chan struct{}, 1), baseIdle: defaultBaseIdle}
 }
 
 // Workloads returns all of the namespace's workloads, sorted by key. The slice is shared: read
@@ -166,79 +163,6 @@ func (x *workloadIndex) RelevantParsed(ns, svc string, ups []string) []*workload
 	return out
 }
 
-// baseMinWorkloads and baseShare decide when the gate judges against a policy's prepared graph
-// of the whole namespace (Base) instead of building the graph of a request's relevant workloads:
-// when they are at least baseMinWorkloads and at least 1/baseShare of the namespace. Below that,
-// building the subset costs less than rebuilding the namespace's graph after it changed; above
-// it, a request costs the length of its paths instead of the size of the namespace, and a
-// rebuild after a change costs at most baseShare times the subset's build, once.
-const (
-	baseMinWorkloads = 256
-	baseShare        = 4
-)
-
-// WantsBase reports whether a request judging relevant workloads of ns should use Base.
-func (x *workloadIndex) WantsBase(ns string, relevant int) bool {
-	return relevant >= baseMinWorkloads && relevant*baseShare >= x.Len(ns)
-}
-
-// RelevantCount is len(RelevantParsed(ns, svc, ups)), without building the list.
-func (x *workloadIndex) RelevantCount(ns, svc string, ups []string) int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	n := x.byNS[ns]
-	if n == nil {
-		return 0
-	}
-	_, visited := n.reach(svc, ups)
-	count := 0
-	for _, id := range visited {
-		count += len(n.services[id].keys)
-	}
-	return count
-}
-
-// Base returns p's prepared graph of all of ns's workloads (workload.NewBase), built on first
-// use and again after the namespace or the policy's spec changed; nil when ns has no workloads.
-// Requests of one policy share one build.
-func (x *workloadIndex) Base(ns string, p *v1alpha1.RetryPolicy) *workload.Base {
-	key := p.Namespace + "/" + p.Name
-	x.mu.Lock()
-	n := x.byNS[ns]
-	if n == nil {
-		x.mu.Unlock()
-		return nil
-	}
-	if n.bases == nil {
-		n.bases = map[string]*preparedBase{}
-	}
-	pb := n.bases[key]
-	if pb == nil {
-		pb = &preparedBase{}
-		n.bases[key] = pb
-	}
-	x.mu.Unlock()
-
-	pb.mu.Lock()
-	defer pb.mu.Unlock()
-	x.mu.RLock()
-	gen := n.gen
-	if pb.base != nil && pb.gen == gen && pb.policyUID == string(p.UID) && pb.policyGen == p.Generation {
-		x.mu.RUnlock()
-		return pb.base
-	}
-	ps := make([]*workload.Parsed, len(n.sorted))
-	for i, e := range n.sorted {
-		ps[i] = e.p
-	}
-	x.mu.RUnlock()
-	// Built outside the index's lock: informer events go on meanwhile, and a change makes the
-	// next request build again.
-	pb.base = workload.NewBase(p, ps)
-	pb.gen, pb.policyUID, pb.policyGen = gen, string(p.UID), p.Generation
-	return pb.base
-}
-
 // reach marks the services of n that reach svc (up) or that svc or ups reach (down), and lists
 // each once in visited, so that what follows costs what was reached (see RelevantParsed).
 func (n *nsWorkloads) reach(svc string, ups []string) (seen []uint8, visited []int32) {
@@ -321,7 +245,7 @@ func (x *workloadIndex) put(w workload.Workload) {
 	}
 	n.items[key] = e
 	n.list = nil
-	n.gen++
+	n.changed(x, w.Namespace)
 }
 
 func (x *workloadIndex) remove(w workload.Workload) {
@@ -341,7 +265,7 @@ func (x *workloadIndex) remove(w workload.Workload) {
 	i := n.position(prev)
 	n.sorted = slices.Delete(n.sorted, i, i+1)
 	n.list = nil
-	n.gen++
+	n.changed(x, w.Namespace)
 	if len(n.items) == 0 {
 		delete(x.byNS, w.Namespace)
 	}

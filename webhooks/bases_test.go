@@ -1,0 +1,138 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// chainIndex is gateway -x3-> order -x{attempts}-> payment in namespace shop.
+func chainIndex(attempts int) *workloadIndex {
+	x := newWorkloadIndex()
+	x.put(deployment("gateway", "order=3"))
+	x.put(deployment("order", fmt.Sprintf("payment=%d", attempts)))
+	x.put(deployment("payment", ""))
+	return x
+}
+
+// fresh reports whether p's prepared graph of ns is built for the namespace's current
+// generation, without building it.
+func (x *workloadIndex) fresh(ns string, p *v1alpha1.RetryPolicy) bool {
+	x.mu.RLock()
+	n := x.byNS[ns]
+	x.mu.RUnlock()
+	if n == nil {
+		return false
+	}
+	x.mu.RLock()
+	pb, gen := n.bases[p.Namespace+"/"+p.Name], n.gen
+	x.mu.RUnlock()
+	if pb == nil {
+		return false
+	}
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	return pb.base != nil && pb.gen == gen
+}
+
+func judgeAuth(t *testing.T, b *workload.Base, incoming workload.Workload) string {
+	t.Helper()
+	j, _, ok := b.Judge(workload.Parse(incoming))
+	if !ok {
+		t.Fatalf("the prepared graph declined %s", incoming)
+	}
+	return j.Explain()
+}
+
+func TestBaseFollowsTheNamespaceAndThePolicy(t *testing.T) {
+	x := chainIndex(1)
+	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
+	p.Generation = 1
+	incoming := deployment("payment", "ledger=2")
+
+	b1 := x.Base("shop", p)
+	if b2 := x.Base("shop", p); b2 != b1 {
+		t.Fatalf("an unchanged namespace and policy built the graph again")
+	}
+	if got, want := judgeAuth(t, b1, incoming), "gateway -x3-> order -x1-> payment -x2-> ledger = 6 > cap 4"; got != want {
+		t.Fatalf("judged %q, want %q", got, want)
+	}
+	// A change to a workload: the next request sees it.
+	x.put(deployment("order", "payment=2"))
+	b3 := x.Base("shop", p)
+	if b3 == b1 {
+		t.Fatalf("a changed namespace kept the old graph")
+	}
+	if got, want := judgeAuth(t, b3, incoming), "gateway -x3-> order -x2-> payment -x2-> ledger = 12 > cap 4"; got != want {
+		t.Fatalf("after the change judged %q, want %q", got, want)
+	}
+	// A change to the policy's spec (a new generation): built again for it.
+	p2 := p.DeepCopy()
+	p2.Spec.MaxAmplification = 20
+	p2.Generation = 2
+	b4 := x.Base("shop", p2)
+	if b4 == b3 {
+		t.Fatalf("a new policy generation kept the old graph")
+	}
+	if j, _, _ := b4.Judge(workload.Parse(incoming)); j.Over || j.Amplification != 12 {
+		t.Fatalf("under cap 20: %+v", j)
+	}
+	// A namespace without workloads has none.
+	if b := x.Base("other", p); b != nil {
+		t.Fatalf("Base of an empty namespace = %v", b)
+	}
+}
+
+func TestRefreshRebuildsStaleBasesInTheBackground(t *testing.T) {
+	g := NewWithT(t)
+	x := chainIndex(1)
+	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- x.refresh(ctx) }()
+	defer func() {
+		cancel()
+		g.Expect(<-done).To(Succeed())
+	}()
+
+	x.Base("shop", p)
+	g.Expect(x.fresh("shop", p)).To(BeTrue())
+	x.put(deployment("order", "payment=2"))
+	// Rebuilt by refresh, without a request (TestRefreshDropsBasesNoRequestUses checks that a
+	// change makes the graph stale).
+	g.Eventually(func() bool { return x.fresh("shop", p) }, 5*time.Second, 10*time.Millisecond).Should(BeTrue())
+	if got, want := judgeAuth(t, x.Base("shop", p), deployment("payment", "ledger=2")), "gateway -x3-> order -x2-> payment -x2-> ledger = 12 > cap 4"; got != want {
+		t.Fatalf("after refresh judged %q, want %q", got, want)
+	}
+}
+
+func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
+	x := chainIndex(1)
+	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	x.Base("shop", p)
+	x.put(deployment("order", "payment=2"))
+	if x.fresh("shop", p) {
+		t.Fatalf("a change left the graph fresh")
+	}
+	// Within the idle time: rebuilt.
+	x.refreshOnce(time.Now())
+	if !x.fresh("shop", p) {
+		t.Fatalf("a used graph was not rebuilt")
+	}
+	x.put(deployment("order", "payment=3"))
+	// Past it (the policy was deleted, say): dropped, not rebuilt.
+	x.refreshOnce(time.Now().Add(defaultBaseIdle + time.Minute))
+	x.mu.RLock()
+	left := len(x.byNS["shop"].bases)
+	x.mu.RUnlock()
+	if left != 0 {
+		t.Fatalf("%d idle prepared graphs kept", left)
+	}
+}
