@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -263,6 +264,82 @@ var _ = Describe("workload gate", Ordered, func() {
 			Expect(err).To(MatchError(gateDenied+fmt.Sprintf(
 				`Deployment %s/broken: annotation retrycap.dev/upstreams: token "inventory=x" at column 12: attempts must be an integer 1..100`, ns)), ns)
 		}
+	})
+
+	// 300 Deployments in 60 chains of five, every chain ending at the shared "auth": a create of
+	// auth is judged on paths from all of them, against the policy's prepared graph of the
+	// namespace (the handler uses one from 256 relevant workloads up); an update of a chain,
+	// seen through the informers, is reflected in the next judgement.
+	It("judges a service a large namespace reaches against its prepared graph, and follows changes", func() {
+		const ns, chains = "gate-large", 60
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		p := gatePolicy(ns, 40, v1alpha1.EnforcementReject)
+		p.Spec.Entrypoints = nil
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		jobs := make(chan int)
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for i := range jobs {
+					ups := fmt.Sprintf("svc-%d=2", i+1)
+					if i%5 == 4 {
+						ups = "auth=2"
+					}
+					Expect(k8sClient.Create(ctx, gateDeployment(ns, fmt.Sprintf("svc-%d", i), ups, partOfShop))).To(Succeed())
+				}
+			}()
+		}
+		for i := 0; i < chains*5; i++ {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		waitForPolicy(ctx, p)
+		Eventually(func() int { return gateWebhooks.Gate.index.Len(ns) }, cacheWait).Should(Equal(chains * 5))
+		Expect(gateWebhooks.Gate.index.WantsBase(ns, gateWebhooks.Gate.index.RelevantCount(ns, "auth", []string{"db"}))).To(BeTrue())
+
+		// Every chain multiplies to 2^5 = 32 at auth; auth -x2-> db makes 64 > 40. Which of the
+		// 60 equal chains the message names is not fixed (ties): the rest of it is.
+		err := k8sClient.Create(ctx, gateDeployment(ns, "auth", "db=2", partOfShop))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(MatchRegexp(`^` + regexp.QuoteMeta(gateDenied+"RetryPolicy gate-large/checkout: svc-") +
+			`[0-9]+ -x2-> svc-[0-9]+ -x2-> svc-[0-9]+ -x2-> svc-[0-9]+ -x2-> svc-[0-9]+ -x2-> auth -x2-> db = 64 > cap 40; auth may keep db=1$`))
+		Expect(k8sClient.Create(ctx, gateDeployment(ns, "auth", "db=1", partOfShop))).To(Succeed())
+
+		// One chain retries more: svc-3 -x5-> svc-4 makes that chain 80 at auth. The gate now
+		// refuses an update of auth that it admitted above, naming that chain.
+		var d appsv1.Deployment
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "svc-3"}, &d)).To(Succeed())
+		d.Spec.Template.Annotations[annotations.Upstreams] = "svc-4=5"
+		err = k8sClient.Update(ctx, &d)
+		Expect(err).To(MatchError(gateDenied + "RetryPolicy gate-large/checkout: svc-0 -x2-> svc-1 -x2-> svc-2 -x2-> svc-3 -x5-> svc-4 -x2-> auth -x1-> db = 80 > cap 40; svc-3 may keep svc-4=2"))
+		p40 := p.DeepCopy()
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p40)).To(Succeed())
+		p40.Spec.MaxAmplification = 100
+		Expect(k8sClient.Update(ctx, p40)).To(Succeed())
+		waitForPolicy(ctx, p40)
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "svc-3"}, &d)).To(Succeed())
+		d.Spec.Template.Annotations[annotations.Upstreams] = "svc-4=5"
+		Expect(k8sClient.Update(ctx, &d)).To(Succeed())
+		// The gate's index (not only the cache) has the change: its event handler runs after the
+		// cache is updated.
+		Eventually(func() string {
+			for _, w := range gateWebhooks.Gate.index.Workloads(ns) {
+				if w.Name == "svc-3" {
+					return w.Annotations[annotations.Upstreams]
+				}
+			}
+			return ""
+		}, cacheWait).Should(Equal("svc-4=5"))
+
+		var auth appsv1.Deployment
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "auth"}, &auth)).To(Succeed())
+		auth.Spec.Template.Annotations[annotations.Upstreams] = "db=2"
+		err = k8sClient.Update(ctx, &auth)
+		Expect(err).To(MatchError(gateDenied + "RetryPolicy gate-large/checkout: svc-0 -x2-> svc-1 -x2-> svc-2 -x2-> svc-3 -x5-> svc-4 -x2-> auth -x2-> db = 160 > cap 100; auth may keep db=1"))
 	})
 
 	It("never gates the manager's namespace", func() {
