@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,5 +135,45 @@ func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
 	x.mu.RUnlock()
 	if left != 0 {
 		t.Fatalf("%d idle prepared graphs kept", left)
+	}
+}
+
+// Requests judged against the prepared graph while informer events change the namespace and
+// refresh rebuilds it: every verdict is one of the two the namespace's states give. (Run with
+// -race to check the locking; `go test -race -run TestBaseConcurrent ./webhooks`.)
+func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
+	x := chainIndex(1)
+	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = x.refresh(ctx) }()
+	incoming := deployment("payment", "ledger=2")
+	want := map[string]bool{
+		"gateway -x3-> order -x1-> payment -x2-> ledger = 6 > cap 4": true,
+		"gateway -x3-> order -x2-> payment -x2-> ledger = 12 > cap 4": true,
+	}
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				j, _, ok := x.Base("shop", p).Judge(workload.Parse(incoming))
+				if !ok || !want[j.Explain()] {
+					errs <- fmt.Sprintf("judged %q (answered %v)", j.Explain(), ok)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 200; i++ {
+		x.put(deployment("order", fmt.Sprintf("payment=%d", 1+i%2)))
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
 	}
 }
