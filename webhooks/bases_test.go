@@ -150,7 +150,7 @@ func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 	go func() { _ = x.refresh(ctx) }()
 	incoming := deployment("payment", "ledger=2")
 	want := map[string]bool{
-		"gateway -x3-> order -x1-> payment -x2-> ledger = 6 > cap 4": true,
+		"gateway -x3-> order -x1-> payment -x2-> ledger = 6 > cap 4":  true,
 		"gateway -x3-> order -x2-> payment -x2-> ledger = 12 > cap 4": true,
 	}
 	errs := make(chan string, 8)
