@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	toolscache "k8s.io/client-go/tools/cache"
+
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -14,7 +16,8 @@ import (
 // chains reach much of a large namespace in the time its paths take, instead of building and
 // analysing the graph of thousands of services per request. It is valid for one generation of
 // the namespace's workloads and of the policy: the first request after a change would pay for
-// the build, so refresh rebuilds the stale ones in the background, shortly after the change.
+// the build, so refresh rebuilds the stale ones in the background, shortly after the change to a
+// workload (changed) or to the policy (policyChanged).
 
 // preparedBase is one policy's workload.Base, built for one generation of the namespace and
 // of the policy. mu makes concurrent requests wait for one build rather than each building.
@@ -128,15 +131,71 @@ func (x *workloadIndex) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.Retr
 // them. Called with x.mu held for writing.
 func (n *nsWorkloads) changed(x *workloadIndex, ns string) {
 	n.gen++
-	if len(n.bases) == 0 {
-		return
+	if len(n.bases) > 0 {
+		x.markDirty(ns)
 	}
+}
+
+// markDirty queues ns's prepared graphs for refresh and wakes it.
+func (x *workloadIndex) markDirty(ns string) {
 	x.dirtyMu.Lock()
 	x.dirty[ns] = true
 	x.dirtyMu.Unlock()
 	select {
 	case x.wake <- struct{}{}:
 	default: // already woken
+	}
+}
+
+// policyChanged follows a RetryPolicy's informer events: a new generation of a policy with a
+// prepared graph is rebuilt in the background, like a workload change; a deleted policy's graph
+// is dropped.
+func (x *workloadIndex) policyChanged(p *v1alpha1.RetryPolicy, deleted bool) {
+	key := p.Namespace + "/" + p.Name
+	x.mu.Lock()
+	n := x.byNS[p.Namespace]
+	var pb *preparedBase
+	if n != nil {
+		pb = n.bases[key]
+		if pb != nil && deleted {
+			delete(n.bases, key)
+		}
+	}
+	x.mu.Unlock()
+	if pb == nil || deleted {
+		return
+	}
+	pb.mu.Lock()
+	stale := pb.policyGen != p.Generation || pb.policyUID != string(p.UID)
+	if stale {
+		pb.policy = p
+	}
+	pb.mu.Unlock()
+	if stale {
+		x.markDirty(p.Namespace)
+	}
+}
+
+// policyHandler feeds policyChanged from the RetryPolicy informer.
+func (x *workloadIndex) policyHandler() toolscache.ResourceEventHandlerFuncs {
+	policy := func(obj any) (*v1alpha1.RetryPolicy, bool) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		p, ok := obj.(*v1alpha1.RetryPolicy)
+		return p, ok
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if p, ok := policy(obj); ok {
+				x.policyChanged(p, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := policy(obj); ok {
+				x.policyChanged(p, true)
+			}
+		},
 	}
 }
 

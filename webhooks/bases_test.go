@@ -39,7 +39,7 @@ func (x *workloadIndex) fresh(ns string, p *v1alpha1.RetryPolicy) bool {
 	}
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
-	return pb.base != nil && pb.gen == gen
+	return pb.base != nil && pb.gen == gen && pb.policy != nil && pb.policyGen == pb.policy.Generation
 }
 
 func judgeAuth(t *testing.T, b *workload.Base, incoming workload.Workload) string {
@@ -175,5 +175,40 @@ func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+func TestRefreshFollowsPolicyChanges(t *testing.T) {
+	x := chainIndex(2)
+	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
+	p.Generation = 1
+	x.Base("shop", p)
+	// The cap raised: stale until refresh rebuilds it for the new generation, without a request.
+	p2 := p.DeepCopy()
+	p2.Spec.MaxAmplification = 20
+	p2.Generation = 2
+	x.policyChanged(p2, false)
+	if x.fresh("shop", p2) {
+		t.Fatalf("a new policy generation left the graph fresh")
+	}
+	x.refreshOnce(time.Now())
+	if !x.fresh("shop", p2) {
+		t.Fatalf("refresh did not rebuild for the new generation")
+	}
+	if j, _, _ := x.Base("shop", p2).Judge(workload.Parse(deployment("payment", "ledger=2"))); j.Over || j.Amplification != 12 {
+		t.Fatalf("under cap 20: %+v", j)
+	}
+	// A metadata-only update (same generation) changes nothing; a deleted policy's graph goes.
+	x.policyChanged(p2, false)
+	if !x.fresh("shop", p2) {
+		t.Fatalf("an update without a new generation made the graph stale")
+	}
+	x.policyChanged(p2, true)
+	x.mu.RLock()
+	left := len(x.byNS["shop"].bases)
+	x.mu.RUnlock()
+	if left != 0 {
+		t.Fatalf("a deleted policy's graph was kept")
 	}
 }

@@ -62,6 +62,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 		return nil, fmt.Errorf("getting the RetryPolicy informer: %w", err)
 	}
 	index.addSynced(pinf.HasSynced)
+	if _, err := pinf.AddEventHandler(index.policyHandler()); err != nil {
+		return nil, fmt.Errorf("adding the gate's RetryPolicy handler: %w", err)
+	}
 	if err := mgr.Add(baseRefresher{index}); err != nil {
 		return nil, fmt.Errorf("adding the gate's prepared-graph refresh to the manager: %w", err)
 	}
