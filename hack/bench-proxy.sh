@@ -21,6 +21,17 @@
 # "bare" is hack/loadgen/bareproxy: the same engine and options as
 # retrycap-proxy with no retry logic, to separate engine and policy costs.
 # RSS is the peak resident set (VmHWM) of the proxy, all its processes.
+# cpu_us is the proxy's CPU time (user + system, all its processes) per
+# request during the saturated run: how much of the shared 2 cores one
+# request costs it. Throughput on this machine moves by up to 1.4x from
+# round to round (placement of wrk, backend and proxy on the 2 cores);
+# cpu_us moves far less, so it tells a small change in the proxy's own cost
+# from that noise.
+# The proxies run in a different order each round (rotated), so that none
+# always runs first, or right after the same neighbour.
+#   CONTENDERS="retrycap bare haproxy nginx"  which proxies to run
+#   OPEN_LOOP=0                              skip the open-loop load (quick A/B runs)
+#   PROXY_BIN=path                           a prebuilt retrycap-proxy to run instead
 set -euo pipefail
 
 # On a shared machine other work skews every figure. With autogroup
@@ -47,6 +58,8 @@ THREADS=${THREADS:-2}
 PROCS=${PROCS:-1 2}
 RATE=${RATE:-2000}
 OL_CONNS=${OL_CONNS:-16}
+CONTENDERS=${CONTENDERS:-retrycap bare haproxy nginx}
+OPEN_LOOP=${OPEN_LOOP:-1}
 BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 ADMIN_PORT=18091
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +82,7 @@ fi
 
 echo "building retrycap-proxy" >&2
 (cd "$root" && go build -o "$work/retrycap-proxy" ./cmd/retrycap-proxy && go build -o "$work/loadgen" ./hack/loadgen && go build -o "$work/bareproxy" ./hack/loadgen/bareproxy)
+[ -n "${PROXY_BIN:-}" ] && cp "$PROXY_BIN" "$work/retrycap-proxy"
 
 userline=""
 [ "$(id -u)" = 0 ] && userline="user root;"
@@ -131,9 +145,9 @@ EOF
 # wrk scripts: report rps and latency percentiles in one parsable line.
 report='
 done = function(summary, latency, requests)
-	io.write(string.format("RESULT rps=%.0f p50=%d p99=%d errors=%d\n",
+	io.write(string.format("RESULT rps=%.0f p50=%d p99=%d errors=%d reqs=%d\n",
 		summary.requests / (summary.duration / 1e6), latency:percentile(50), latency:percentile(99),
-		summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status + summary.errors.timeout))
+		summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status + summary.errors.timeout, summary.requests))
 end'
 echo "$report" >"$work/plain.lua"
 printf 'wrk.path = "http://backend/"\nwrk.headers["Host"] = "backend"\n%s\n' "$report" >"$work/forward.lua"
@@ -160,13 +174,30 @@ peak_rss_kib() { # sum of VmHWM over a process and its children
 	echo "$total"
 }
 
-run_wrk() { # name script port
-	local out
+cpu_ticks() { # user + system clock ticks of a process and its children
+	local total=0 p
+	for p in "$1" $(pgrep -P "$1" || true); do
+		v=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
+		total=$((total + ${v:-0}))
+	done
+	echo "$total"
+}
+
+run_wrk() { # name script port [pid]
+	local out line c0=0 c1 reqs
+	[ -n "${4:-}" ] && c0=$(cpu_ticks "$4")
 	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -s "$2" "http://127.0.0.1:$3/" 2>&1)
-	echo "$out" | grep '^RESULT' | sed "s|^RESULT|$1|"
+	line=$(echo "$out" | grep '^RESULT' | sed "s|^RESULT|$1|")
+	if [ -n "${4:-}" ]; then
+		c1=$(cpu_ticks "$4")
+		reqs=$(echo "$line" | sed -n 's/.*reqs=\([0-9]*\).*/\1/p')
+		line="$line cpu_us=$(awk -v t=$((c1 - c0)) -v r="${reqs:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (r > 0 ? t * 1e6 / hz / r : 0) }')"
+	fi
+	echo "$line"
 }
 
 run_open_loop() { # name port forward|plain
+	[ "$OPEN_LOOP" = 0 ] && return 0
 	local args=(-addr "127.0.0.1:$2" -rate "$RATE" -conns "$OL_CONNS" -duration "$DURATION")
 	[ "$3" = forward ] && args+=(-target http://backend/ -host backend)
 	"$work/loadgen" "${args[@]}" | grep '^RESULT' | sed "s|^RESULT|$1|"
@@ -174,11 +205,57 @@ run_open_loop() { # name port forward|plain
 
 bench() { # name port plain|forward pid
 	wrk -t1 -c8 -d1s -s "$work/$3.lua" "http://127.0.0.1:$2/" >/dev/null 2>&1 # warm up
-	sat=$(run_wrk "$1" "$work/$3.lua" "$2")
+	sat=$(run_wrk "$1" "$work/$3.lua" "$2" "${4:-}")
 	ol=$(run_open_loop "$1" "$2" "$3")
 	rss=0
 	[ -n "${4:-}" ] && rss=$(peak_rss_kib "$4")
 	echo "$sat | $ol | rss_kib=$rss"
+}
+
+run_contender() { # name procs
+	case $1 in
+	retrycap)
+		GOMAXPROCS=$2 "$work/retrycap-proxy" --listen 127.0.0.1:$RETRYCAP_PORT --admin 127.0.0.1:$ADMIN_PORT \
+			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 >/dev/null 2>"$work/retrycap.err" &
+		local rp=$!
+		pids+=($rp)
+		wait_port $RETRYCAP_PORT
+		bench "retrycap/p$2" $RETRYCAP_PORT forward $rp | tee -a "$work/results.txt"
+		kill -TERM $rp
+		wait $rp || true
+		;;
+	bare)
+		GOMAXPROCS=$2 "$work/bareproxy" -listen 127.0.0.1:$BARE_PORT -backend 127.0.0.1:$BACKEND_PORT 2>"$work/bare.err" &
+		local bp=$!
+		pids+=($bp)
+		wait_port $BARE_PORT
+		bench "bare/p$2" $BARE_PORT forward $bp | tee -a "$work/results.txt"
+		kill $bp
+		wait $bp 2>/dev/null || true
+		;;
+	haproxy)
+		haproxy -f "$work/haproxy.cfg" -db >/dev/null 2>"$work/haproxy.err" &
+		local hp=$!
+		pids+=($hp)
+		wait_port $HAPROXY_PORT
+		bench "haproxy/p$2" $HAPROXY_PORT plain $hp | tee -a "$work/results.txt"
+		kill $hp
+		wait $hp 2>/dev/null || true
+		;;
+	nginx)
+		nginx -p "$work" -c "$work/nginx.conf" &
+		local np=$!
+		pids+=($np)
+		wait_port $NGINX_PORT
+		bench "nginx/p$2" $NGINX_PORT plain $np | tee -a "$work/results.txt"
+		kill $np
+		wait $np 2>/dev/null || true
+		;;
+	*)
+		echo "unknown contender $1" >&2
+		return 1
+		;;
+	esac
 }
 
 {
@@ -187,46 +264,18 @@ bench() { # name port plain|forward pid
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); scheduling: autogroup nice ${NICE:--15}${RT:+, real-time round-robin ${RT_PRIO:-10}}"
 } | tee "$work/results.txt"
 
+read -r -a contenders <<<"$CONTENDERS"
 for round in $(seq 1 "$ROUNDS"); do
 	echo "## round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$work/results.txt"
 	bench direct $BACKEND_PORT plain | tee -a "$work/results.txt"
 	for procs in $PROCS; do
 		write_proxy_configs "$procs"
-
-		GOMAXPROCS=$procs "$work/retrycap-proxy" --listen 127.0.0.1:$RETRYCAP_PORT --admin 127.0.0.1:$ADMIN_PORT \
-			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 >/dev/null 2>"$work/retrycap.err" &
-		rp=$!
-		pids+=($rp)
-		wait_port $RETRYCAP_PORT
-		bench "retrycap/p$procs" $RETRYCAP_PORT forward $rp | tee -a "$work/results.txt"
-		kill -TERM $rp
-		wait $rp || true
-
-		GOMAXPROCS=$procs "$work/bareproxy" -listen 127.0.0.1:$BARE_PORT -backend 127.0.0.1:$BACKEND_PORT 2>"$work/bare.err" &
-		bp=$!
-		pids+=($bp)
-		wait_port $BARE_PORT
-		bench "bare/p$procs" $BARE_PORT forward $bp | tee -a "$work/results.txt"
-		kill $bp
-		wait $bp 2>/dev/null || true
-
-		haproxy -f "$work/haproxy.cfg" -db >/dev/null 2>"$work/haproxy.err" &
-		hp=$!
-		pids+=($hp)
-		wait_port $HAPROXY_PORT
-		bench "haproxy/p$procs" $HAPROXY_PORT plain $hp | tee -a "$work/results.txt"
-		kill $hp
-		wait $hp 2>/dev/null || true
-
-		nginx -p "$work" -c "$work/nginx.conf" &
-		np=$!
-		pids+=($np)
-		wait_port $NGINX_PORT
-		bench "nginx/p$procs" $NGINX_PORT plain $np | tee -a "$work/results.txt"
-		kill $np
-		wait $np 2>/dev/null || true
+		n=${#contenders[@]}
+		for i in $(seq 0 $((n - 1))); do
+			run_contender "${contenders[$(((i + round - 1) % n))]}" "$procs"
+		done
 	done
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$work/results.txt"
 
-echo "# columns: name rps p50_us p99_us errors (wrk, saturated) | name rate sent p50 p90 p99 p999 max errors, µs (open loop) | peak RSS" >&2
+echo "# columns: name rps p50_us p99_us errors reqs cpu_us (wrk, saturated; cpu_us = the proxy's CPU time per request) | name rate sent p50 p90 p99 p999 max errors, µs (open loop) | peak RSS" >&2

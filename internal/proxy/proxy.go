@@ -323,19 +323,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 	sc := p.scratch.Get().(*scratch)
 	defer p.scratch.Put(sc)
 
-	// Chain budget from what the app propagated.
 	chainOn := cfg.ChainCap > 0
-	n := 0
-	hadBag := false
-	if chainOn {
-		n, hadBag = p.incomingBudget(&req.Header, sc)
-	}
-	// Hop-by-hop headers are addressed to this proxy and go no further
-	// (read after the budget: a Connection-nominated budget was meant for it).
-	stripHopByHop(&req.Header, sc)
-
+	n, hadBag, key := p.requestHeaders(&req.Header, sc)
 	method := req.Header.Method()
-	key := req.Header.Peek(headerIdempotencyKey)
 	generated := false
 	retryable := known && (p.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
@@ -431,8 +421,9 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 		} else {
 			lastErr, lastCond = nil, policy.CondNone
 			o.Status = resp.StatusCode()
-			o.ExhaustedResp = len(resp.Header.Peek(policy.HeaderExhausted)) > 0
-			if o.Status == 429 || o.Status == 503 {
+			seen := scanResponseHeaders(&resp.Header)
+			o.ExhaustedResp = seen&seenExhausted != 0 && len(resp.Header.Peek(policy.HeaderExhausted)) > 0
+			if (o.Status == 429 || o.Status == 503) && seen&seenRetryAfter != 0 {
 				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
 			}
 		}
@@ -470,6 +461,28 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 	}
 }
 
+// requestHeaders does the data path's work on the app's request headers:
+// the chain budget from what the app propagated (n, and whether it sent
+// baggage), the hop-by-hop headers deleted, and the Idempotency-Key.
+func (p *Proxy) requestHeaders(h *fasthttp.RequestHeader, sc *scratch) (n int, hadBag bool, key []byte) {
+	return p.requestHeadersSeen(h, scanRequestHeaders(h), sc)
+}
+
+// requestHeadersSeen is requestHeaders with the names present known
+// (headers.go); seenAll looks every one up.
+func (p *Proxy) requestHeadersSeen(h *fasthttp.RequestHeader, seen seen, sc *scratch) (n int, hadBag bool, key []byte) {
+	if p.cfg.ChainCap > 0 {
+		n, hadBag = p.incomingBudget(h, seen, sc)
+	}
+	// Hop-by-hop headers are addressed to this proxy and go no further
+	// (read after the budget: a Connection-nominated budget was meant for it).
+	stripHopByHop(h, seen, sc)
+	if seen&seenIdempotencyKey != 0 {
+		key = h.Peek(headerIdempotencyKey)
+	}
+	return n, hadBag, key
+}
+
 // incomingBudget resolves the chain budget n from every Retrycap-Budget
 // header and every baggage header the app sent: the smallest well-formed
 // value counts (a repeated header can only lower it, never raise it). When
@@ -477,8 +490,11 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 // attempt loop sets is the only one a hop below can read. The baggage
 // headers are joined into sc.bag (W3C allows splitting baggage over several
 // headers); hadBag reports whether there was any.
-func (p *Proxy) incomingBudget(h *fasthttp.RequestHeader, sc *scratch) (n int, hadBag bool) {
-	budgets := h.PeekAll(policy.HeaderBudget)
+func (p *Proxy) incomingBudget(h *fasthttp.RequestHeader, seen seen, sc *scratch) (n int, hadBag bool) {
+	var budgets, bags [][]byte
+	if seen&seenBudget != 0 {
+		budgets = h.PeekAll(policy.HeaderBudget)
+	}
 	n = policy.IncomingBudget(nil, false, nil, false, p.cfg.ChainCap)
 	for _, v := range budgets {
 		n = policy.IncomingBudget(v, true, nil, false, n)
@@ -486,7 +502,9 @@ func (p *Proxy) incomingBudget(h *fasthttp.RequestHeader, sc *scratch) (n int, h
 	if len(budgets) > 1 {
 		h.Del(policy.HeaderBudget)
 	}
-	bags := h.PeekAll(headerBaggage)
+	if seen&seenBaggage != 0 {
+		bags = h.PeekAll(headerBaggage)
+	}
 	sc.bag = sc.bag[:0]
 	for i, v := range bags {
 		if i > 0 {
@@ -507,15 +525,26 @@ func (p *Proxy) incomingBudget(h *fasthttp.RequestHeader, sc *scratch) (n int, h
 // hopByHop are the headers that describe one connection, not the request
 // (RFC 9110 7.6.1, and the list net/http/httputil.ReverseProxy drops).
 // Upgrade is not here: an upgrade request is tunnelled before forward.
-var hopByHop = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Authenticate", "Te", "Trailer"}
+var hopByHop = [...]struct {
+	name string
+	bit  seen
+}{
+	{"Connection", seenConnection}, {"Proxy-Connection", seenProxyConnection}, {"Keep-Alive", seenKeepAlive},
+	{"Proxy-Authorization", seenProxyAuthorization}, {"Proxy-Authenticate", seenProxyAuthenticate},
+	{"Te", seenTe}, {"Trailer", seenTrailer},
+}
 
 // stripHopByHop deletes the headers the Connection header nominates and the
 // fixed hop-by-hop list. The server has already read Connection: close for
 // the client side; the upstream connection is the proxy's own business.
-func stripHopByHop(h *fasthttp.RequestHeader, sc *scratch) {
-	deleteNominated(h, sc)
+func stripHopByHop(h *fasthttp.RequestHeader, seen seen, sc *scratch) {
+	if seen&seenConnection != 0 {
+		deleteNominated(h, sc)
+	}
 	for _, k := range hopByHop {
-		h.Del(k)
+		if seen&k.bit != 0 {
+			h.Del(k.name)
+		}
 	}
 }
 
@@ -550,13 +579,21 @@ func deleteNominated(h connectionHeader, sc *scratch) {
 
 // stripResponseHopByHop does the same for the upstream's response.
 func stripResponseHopByHop(h *fasthttp.ResponseHeader, sc *scratch) {
-	deleteNominated(h, sc)
+	stripResponseHopByHopSeen(h, scanResponseHeaders(h), sc)
+}
+
+func stripResponseHopByHopSeen(h *fasthttp.ResponseHeader, seen seen, sc *scratch) {
+	if seen&seenConnection != 0 {
+		deleteNominated(h, sc)
+	}
 	for _, k := range hopByHop {
-		if k != "Trailer" { // announces the trailers the body carries: end to end
-			h.Del(k)
+		if k.name != "Trailer" && seen&k.bit != 0 { // Trailer announces the trailers the body carries: end to end
+			h.Del(k.name)
 		}
 	}
-	h.Del("Upgrade")
+	if seen&seenUpgrade != 0 {
+		h.Del("Upgrade")
+	}
 }
 
 // finish cleans the upstream response and counts it.
