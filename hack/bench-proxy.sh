@@ -20,6 +20,10 @@
 # proxies (they are not forward proxies), keep-alive to the backend.
 # "bare" is hack/loadgen/bareproxy: the same engine and options as
 # retrycap-proxy with no retry logic, to separate engine and policy costs.
+# "gnet" (optional, not in the default CONTENDERS) is hack/gnetprobe: the
+# same bare forwarder on an event-loop engine (gnet v2, event loops =
+# GOMAXPROCS), a module of its own; it asks whether another engine would
+# close the gap to HAProxy.
 # RSS is the peak resident set (VmHWM) of the proxy, all its processes.
 # cpu_us is the proxy's CPU time (user + system, all its processes) per
 # request during the saturated run: how much of the shared 2 cores one
@@ -29,7 +33,7 @@
 # from that noise.
 # The proxies run in a different order each round (rotated), so that none
 # always runs first, or right after the same neighbour.
-#   CONTENDERS="retrycap bare haproxy nginx"  which proxies to run
+#   CONTENDERS="retrycap bare haproxy nginx"  which proxies to run (add "gnet" for hack/gnetprobe)
 #   OPEN_LOOP=0                              skip the open-loop load (quick A/B runs)
 #   PROXY_BIN=path                           a prebuilt retrycap-proxy to run instead
 set -euo pipefail
@@ -60,7 +64,7 @@ RATE=${RATE:-2000}
 OL_CONNS=${OL_CONNS:-16}
 CONTENDERS=${CONTENDERS:-retrycap bare haproxy nginx}
 OPEN_LOOP=${OPEN_LOOP:-1}
-BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 ADMIN_PORT=18091
+BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 ADMIN_PORT=18091
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/bench-proxy.XXXXXX)
@@ -83,6 +87,7 @@ fi
 echo "building retrycap-proxy" >&2
 (cd "$root" && go build -o "$work/retrycap-proxy" ./cmd/retrycap-proxy && go build -o "$work/loadgen" ./hack/loadgen && go build -o "$work/bareproxy" ./hack/loadgen/bareproxy)
 [ -n "${PROXY_BIN:-}" ] && cp "$PROXY_BIN" "$work/retrycap-proxy"
+case " $CONTENDERS " in *" gnet "*) (cd "$root/hack/gnetprobe" && go build -o "$work/gnetprobe" .) ;; esac
 
 userline=""
 [ "$(id -u)" = 0 ] && userline="user root;"
@@ -232,6 +237,15 @@ run_contender() { # name procs
 		bench "bare/p$2" $BARE_PORT forward $bp | tee -a "$work/results.txt"
 		kill $bp
 		wait $bp 2>/dev/null || true
+		;;
+	gnet)
+		GOMAXPROCS=$2 "$work/gnetprobe" -listen 127.0.0.1:$GNET_PORT -backend 127.0.0.1:$BACKEND_PORT >/dev/null 2>"$work/gnet.err" & # gnet logs its start to stdout
+		local gp=$!
+		pids+=($gp)
+		wait_port $GNET_PORT
+		bench "gnet/p$2" $GNET_PORT forward $gp | tee -a "$work/results.txt"
+		kill $gp
+		wait $gp 2>/dev/null || true
 		;;
 	haproxy)
 		haproxy -f "$work/haproxy.cfg" -db >/dev/null 2>"$work/haproxy.err" &
