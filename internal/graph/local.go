@@ -166,20 +166,24 @@ func Prepare(g *Graph) *Prepared {
 // outgoing edges replaced by edges (in declaration order; a repeated target keeps the larger
 // attempts, as AddEdge does) and the service selected: what the admission gate decides for an
 // incoming workload that alone provides the service's edges. ok is false when the answer would
-// need the whole graph analysed again: the graph has a cycle, or the new edges close one; the
-// caller then builds the graph with the edges in place and calls Judge and PlanLocal.
+// need the whole graph analysed again: the service lies on a cycle, or the new edges close one;
+// the caller then builds the graph with the edges in place and calls Judge and PlanLocal. Cycles
+// elsewhere are fine: off a cycle, the worst path into the service does not use its own edges,
+// the worst path below a target that does not reach the service does not either, and the
+// entrypoints that the new edges can change (closed groups they now call) lie below it.
 //
 // The numbers (Over, Amplification, the plan) are those Judge and PlanLocal give on that graph.
 // When several paths tie for the worst, the one named may differ from theirs: node numbering
 // differs between the two graphs, and ties go to the first found.
 func (pg *Prepared) JudgeWith(cap int64, service string, edges []Edge) (j *Judgement, plan *Plan, ok bool) {
 	c, g := pg.c, pg.g
-	if c.cyc != nil {
-		return nil, nil, false
-	}
 	s, known := g.ids[service]
 	if !known {
 		s = -1
+	}
+	if s >= 0 && c.isCyc(c.comp[s]) {
+		// The paths into the service may run through its own edges.
+		return nil, nil, false
 	}
 	es := make([]localEdge, 0, len(edges))
 	for _, e := range edges {
@@ -230,8 +234,8 @@ func (pg *Prepared) JudgeWith(cap int64, service string, edges []Edge) (j *Judge
 	return j, plan, true
 }
 
-// reaches reports whether t reaches s in the prepared (acyclic) graph. Only services before s
-// in the topological order can; the walk stays among them.
+// reaches reports whether t reaches s in the prepared graph, s not on a cycle. Only services in
+// components before s's in the topological order can; the walk stays among them.
 func (pg *Prepared) reaches(t, s int32) bool {
 	c := pg.c
 	// comp counts the topological position from the end: a service that reaches s has a

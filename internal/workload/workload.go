@@ -329,9 +329,9 @@ func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed) *Base {
 // Judge is graph.Judge and graph.PlanLocal of incoming's service on the graph
 // BuildJudgedParsed builds with incoming in place of its stored version, incoming being selected
 // by the base's policy: the same verdict, numbers and plan (graph.Prepared.JudgeWith says which
-// path is named on a tie). ok is false when only that build can tell: a cycle, a service name
-// that is invalid, or an update that moves its workload to another service; the caller then
-// builds it.
+// path is named on a tie). ok is false when only that build can tell: the service on a cycle
+// or the incoming edges closing one, a service name that is invalid, or an update that moves
+// its workload to another service; the caller then builds it.
 func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok bool) {
 	if incoming.serviceErr != nil {
 		return nil, nil, false
