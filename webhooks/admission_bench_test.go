@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"sort"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -44,27 +43,7 @@ var _ = Describe("admission latency with 5000 workloads in the cache", Ordered, 
 		// 1000 chains of five services: svc-i calls svc-i+1 with 2 attempts; every chain's last
 		// service calls the shared "auth". All selected by one policy with default entrypoints.
 		start := time.Now()
-		jobs := make(chan int)
-		var wg sync.WaitGroup
-		for w := 0; w < 16; w++ {
-			wg.Add(1)
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				for i := range jobs {
-					ups := fmt.Sprintf("svc-%d=2", i+1)
-					if i%5 == 4 {
-						ups = "auth=2"
-					}
-					Expect(k8sClient.Create(ctx, gateDeployment(ns, fmt.Sprintf("svc-%d", i), ups, partOfShop))).To(Succeed())
-				}
-			}()
-		}
-		for i := 0; i < workloads-1; i++ {
-			jobs <- i
-		}
-		close(jobs)
-		wg.Wait()
+		createChains(ctx, ns, workloads-1)
 		Expect(k8sClient.Create(ctx, gateDeployment(ns, "auth", "", partOfShop))).To(Succeed())
 		p := gatePolicy(ns, 64, v1alpha1.EnforcementReject) // the chains multiply to 2^5 = 32
 		p.Spec.Entrypoints = nil

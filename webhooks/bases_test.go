@@ -26,13 +26,11 @@ func chainIndex(attempts int) *workloadIndex {
 // generation, without building it.
 func (x *workloadIndex) fresh(ns string, p *v1alpha1.RetryPolicy) bool {
 	x.mu.RLock()
-	n := x.byNS[ns]
-	x.mu.RUnlock()
-	if n == nil {
-		return false
+	var pb *preparedBase
+	var gen uint64
+	if n := x.byNS[ns]; n != nil {
+		pb, gen = n.bases[p.Namespace+"/"+p.Name], n.gen
 	}
-	x.mu.RLock()
-	pb, gen := n.bases[p.Namespace+"/"+p.Name], n.gen
 	x.mu.RUnlock()
 	if pb == nil {
 		return false

@@ -276,27 +276,7 @@ var _ = Describe("workload gate", Ordered, func() {
 		p := gatePolicy(ns, 40, v1alpha1.EnforcementReject)
 		p.Spec.Entrypoints = nil
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		jobs := make(chan int)
-		var wg sync.WaitGroup
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				for i := range jobs {
-					ups := fmt.Sprintf("svc-%d=2", i+1)
-					if i%5 == 4 {
-						ups = "auth=2"
-					}
-					Expect(k8sClient.Create(ctx, gateDeployment(ns, fmt.Sprintf("svc-%d", i), ups, partOfShop))).To(Succeed())
-				}
-			}()
-		}
-		for i := 0; i < chains*5; i++ {
-			jobs <- i
-		}
-		close(jobs)
-		wg.Wait()
+		createChains(ctx, ns, chains*5)
 		waitForPolicy(ctx, p)
 		Eventually(func() int { return gateWebhooks.Gate.index.Len(ns) }, cacheWait).Should(Equal(chains * 5))
 		Expect(gateWebhooks.Gate.index.WantsBase(ns, gateWebhooks.Gate.index.RelevantCount(ns, "auth", []string{"db"}))).To(BeTrue())
@@ -352,6 +332,33 @@ var _ = Describe("workload gate", Ordered, func() {
 		Expect(k8sClient.Create(ctx, gateDeployment(ns, "gateway", "order=100, broken=x", nil))).To(Succeed())
 	})
 })
+
+// createChains creates n Deployments svc-0 .. svc-(n-1) in ns, selected by partOfShop, in
+// chains of five: svc-i calls svc-i+1 with 2 attempts, and every fifth calls the shared "auth"
+// (not created here) instead. 16 at a time.
+func createChains(ctx context.Context, ns string, n int) {
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer GinkgoRecover()
+			defer wg.Done()
+			for i := range jobs {
+				ups := fmt.Sprintf("svc-%d=2", i+1)
+				if i%5 == 4 {
+					ups = "auth=2"
+				}
+				Expect(k8sClient.Create(ctx, gateDeployment(ns, fmt.Sprintf("svc-%d", i), ups, partOfShop))).To(Succeed())
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+}
 
 func ptrTo[T any](v T) *T { return &v }
 

@@ -89,7 +89,11 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	in := GateInput{Policies: policies, Incoming: incoming, Old: old, LoadParsed: func() []*workload.Parsed {
 		return g.index.RelevantParsed(incoming.Namespace, incoming.ServiceName(), upstreamServices(incoming))
 	}}
-	wantsBase := 0 // asked only when a policy must judge, then decided once: 1 yes, -1 no
+	// Asked only when a policy must judge, then decided once: 1 yes, -1 no. A count, not the
+	// list LoadParsed builds: building the list of 5,000 workloads when the prepared graph then
+	// answers put the worst case's p99 at 0.68-0.70 ms, against 0.57 ms with the count, back to
+	// back; a request that builds walks its (small) relevant set twice instead.
+	wantsBase := 0
 	in.Base = func(p *v1alpha1.RetryPolicy) *workload.Base {
 		if wantsBase == 0 {
 			wantsBase = -1

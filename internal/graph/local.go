@@ -1,7 +1,5 @@
 package graph
 
-import "strconv"
-
 // The admission gate judges one service at a time: the worst path through each of its outgoing
 // edges is the worst path into the service, the edge, and the worst path below the edge's
 // target (Judge), and the largest attempts that keep it within the cap follow from the same two
@@ -261,9 +259,4 @@ func (pg *Prepared) reaches(t, s int32) bool {
 		}
 	}
 	return false
-}
-
-// String renders the prepared graph's size, for logs.
-func (pg *Prepared) String() string {
-	return strconv.Itoa(pg.g.Len()) + " services, " + strconv.Itoa(pg.g.NumEdges()) + " edges"
 }
