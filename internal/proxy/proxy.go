@@ -308,156 +308,38 @@ func newKey() []byte {
 	return out
 }
 
-// forward runs one call: the attempt loop with every policy check.
+// forward runs one call on the connection's goroutine: the attempt loop of
+// an exchange (exchange.go), blocking on each attempt and each backoff.
 func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
-	p.m.inFlight.Add(1)
-	defer p.m.inFlight.Add(-1)
-	req := &ctx.Request
-	resp := &ctx.Response
-	known := up != nil
-	if !known {
-		up = p.unknown
-	}
-	cfg := p.cfg
-	start := nowNanos()
 	sc := p.scratch.Get().(*scratch)
 	defer p.scratch.Put(sc)
-
-	chainOn := cfg.ChainCap > 0
-	n, hadBag, key := p.requestHeaders(&req.Header, sc)
-	method := req.Header.Method()
-	generated := false
-	retryable := known && (p.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
-	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
-		// Not retried here (the app did not ask for it), but the key lets
-		// the client retry safely, and counts those retries against the cap.
-		key = newKey()
-		req.Header.SetBytesV(headerIdempotencyKey, key)
-		generated = true
-	} else if len(key) > 0 {
-		key = append([]byte(nil), key...)
+	var x exchange
+	defer x.end()
+	if !x.begin(p, up, &ctx.Request, &ctx.Response, sc) {
+		return
 	}
-
-	// The attempts the split reserves budget for: none beyond the first
-	// when this hop can never retry, except for a generated key, whose
-	// reservation is what the client's own retries will spend.
-	splitAttempts := up.attempts
-	if !retryable && !generated {
-		splitAttempts = 1
-	}
-	ledgerOn := chainOn && cfg.Entrypoint && len(key) > 0
-	if ledgerOn {
-		n -= p.ledger.Spent(key, start)
-		if n <= 0 {
-			p.fail(ctx, up, policy.ReasonChain, "chain budget of this Idempotency-Key is spent")
-			return
-		}
-	}
-	split := policy.SplitBudget(splitAttempts, n)
-	maxAttempts := up.attempts
-	chainLimited := false
-	if chainOn && split.Attempts < maxAttempts {
-		maxAttempts, chainLimited = split.Attempts, true
-	}
-	if !retryable {
-		maxAttempts = 1
-	}
-	if up.budget != nil {
-		up.budget.Deposit(start)
-	}
-	deadline := start + int64(maxAttempts)*int64(cfg.PerTryTimeout)
-	// One clock read before each attempt and one after: the breaker, the
-	// ledger and the latency metric share them.
-	attemptStart := start
-
-	var lastErr error
-	var lastCond policy.Condition
-	for attempt := 1; ; attempt++ {
-		if chainOn {
-			b := split.BudgetFor(attempt)
-			sc.num = policy.AppendInt(sc.num[:0], b)
-			req.Header.SetCanonical(keyBudget, sc.num)
-			if hadBag {
-				sc.out = policy.AppendBaggage(sc.out[:0], sc.bag, b)
-				req.Header.SetCanonical(keyBaggage, sc.out)
-			}
-			if ledgerOn {
-				p.ledger.Add(key, b, attemptStart)
-			}
-		}
-		probe := false
-		if up.breaker != nil {
-			var ok bool
-			ok, probe = up.breaker.Allow(attemptStart)
-			if !ok {
-				up.m.denied[policy.ReasonBreaker].Inc()
-				if attempt == 1 {
-					p.fail(ctx, up, policy.ReasonBreaker, "circuit breaker open")
-					return
-				}
-				p.giveUp(ctx, up, policy.ReasonBreaker, attempt-1, lastErr, lastCond, generated, key, sc)
-				return
-			}
-		}
-		var err error
+	for x.nextAttempt() {
 		// The per-try timeout covers the status line and the headers (time
 		// to first byte), all the retry decision needs; the body chosen for
 		// the client streams afterwards under an idle timeout (stream.go).
-		if up.hc != nil {
-			err = up.hc.DoTimeout(req, resp, cfg.PerTryTimeout)
+		var err error
+		if x.up.hc != nil {
+			err = x.up.hc.DoTimeout(x.req, x.resp, p.cfg.PerTryTimeout)
 		} else {
-			err = p.client.DoTimeout(req, resp, cfg.PerTryTimeout)
+			err = p.client.DoTimeout(x.req, x.resp, p.cfg.PerTryTimeout)
 		}
-		now := nowNanos()
-		up.m.attempts.Inc()
-		up.m.latency.Observe(float64(now-attemptStart) / 1e9)
-		o := policy.Outcome{
-			Attempt: attempt, MaxAttempts: maxAttempts, ChainLimited: chainLimited,
-			Retryable: retryable, Remaining: time.Duration(deadline - now),
-		}
-		if err != nil {
-			o.Cond = classify(err)
-			lastErr, lastCond = err, o.Cond
-		} else {
-			lastErr, lastCond = nil, policy.CondNone
-			o.Status = resp.StatusCode()
-			seen := scanResponseHeaders(&resp.Header)
-			o.ExhaustedResp = seen&seenExhausted != 0 && len(resp.Header.Peek(policy.HeaderExhausted)) > 0
-			if (o.Status == 429 || o.Status == 503) && seen&seenRetryAfter != 0 {
-				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
-			}
-		}
-		if up.breaker != nil {
-			if err != nil || o.Status >= 500 {
-				up.breaker.Failure(now, probe)
-			} else {
-				up.breaker.Success(now, probe)
-			}
-		}
-		d := p.pol.Decide(&o, up.budget, up.breaker, now)
-		if d.Retry {
-			// A streamed body of the answer being retried is dropped
-			// unread by the next attempt's reset of resp (closing its
-			// connection, fine for a failure); until then it stays, so
-			// that a breaker refusing that attempt still returns it whole.
-			up.m.retries.Inc()
-			attemptStart = now
-			if d.Wait > 0 {
-				time.Sleep(d.Wait)
-				attemptStart = nowNanos()
-			}
-			continue
-		}
-		if d.Reason != policy.ReasonNone {
-			up.m.denied[d.Reason].Inc()
-		}
-		if !p.pol.Failed(&o) && err == nil {
-			// Success or a non-retryable answer: pass it on as is.
-			p.finish(ctx, up, generated, key, sc)
+		retry, wait := x.afterAttempt(err)
+		if !retry {
 			return
 		}
-		p.giveUp(ctx, up, d.Reason, attempt, err, o.Cond, generated, key, sc)
-		return
+		// A streamed body of the answer being retried is dropped unread by
+		// the next attempt's reset of resp (closing its connection, fine for
+		// a failure); until then it stays, so that a breaker refusing that
+		// attempt still returns it whole.
+		if wait > 0 {
+			time.Sleep(wait)
+			x.waited()
+		}
 	}
 }
 
@@ -594,64 +476,6 @@ func stripResponseHopByHopSeen(h *fasthttp.ResponseHeader, seen seen, sc *scratc
 	if seen&seenUpgrade != 0 {
 		h.Del("Upgrade")
 	}
-}
-
-// finish cleans the upstream response and counts it.
-func (p *Proxy) finish(ctx *fasthttp.RequestCtx, up *upstream, generated bool, key []byte, sc *scratch) {
-	resp := &ctx.Response
-	stripResponseHopByHop(&resp.Header, sc)
-	resp.Header.ResetConnectionClose()
-	// "A failed response" is any the client may want to retry: a 5xx, a 429 (Too Many
-	// Requests asks for exactly that) or a status --retry-on names.
-	if st := resp.StatusCode(); generated && (st >= 500 || st == fasthttp.StatusTooManyRequests || p.pol.RetryOn.Status(st)) {
-		resp.Header.SetBytesV(headerIdempotencyKey, key)
-	}
-	up.m.code(resp.StatusCode())
-}
-
-// giveUp ends a call whose last attempt failed: the last upstream response
-// marked Retrycap-Exhausted when the reason is one of the four, or a 5xx
-// made by the proxy when there was no response.
-func (p *Proxy) giveUp(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, attempts int, err error, cond policy.Condition, generated bool, key []byte, sc *scratch) {
-	if err == nil {
-		if reason.Exhausts() {
-			ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
-		}
-		p.finish(ctx, up, generated, key, sc)
-		return
-	}
-	status := fasthttp.StatusServiceUnavailable
-	if !reason.Exhausts() {
-		status = fasthttp.StatusBadGateway
-		if cond == policy.CondTimeout {
-			status = fasthttp.StatusGatewayTimeout
-		}
-	}
-	ctx.Response.Reset()
-	ctx.Response.SetStatusCode(status)
-	ctx.Response.Header.SetContentType("text/plain; charset=utf-8")
-	if reason.Exhausts() {
-		ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
-	}
-	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", up.name, attempts, cond, err)
-	if reason != policy.ReasonNone {
-		msg += "; not retried: " + reason.String()
-	}
-	ctx.Response.SetBodyString(msg + "\n")
-	if generated {
-		ctx.Response.Header.SetBytesV(headerIdempotencyKey, key)
-	}
-	up.m.code(status)
-}
-
-// fail answers with the proxy's own 503 before any attempt was made.
-func (p *Proxy) fail(ctx *fasthttp.RequestCtx, up *upstream, reason policy.Reason, why string) {
-	ctx.Response.Reset()
-	ctx.Response.SetStatusCode(fasthttp.StatusServiceUnavailable)
-	ctx.Response.Header.SetContentType("text/plain; charset=utf-8")
-	ctx.Response.Header.Set(policy.HeaderExhausted, reason.String())
-	ctx.Response.SetBodyString("retrycap-proxy: upstream " + up.name + ": " + why + "\n")
-	up.m.code(fasthttp.StatusServiceUnavailable)
 }
 
 // classify maps a transport error to a retryOn condition.
