@@ -42,6 +42,7 @@ type Config struct {
 	ResolveRaw         string
 	Resolve            map[string]string
 	DrainTimeout       time.Duration
+	Engine             string // "loop" (event loops, Linux) or "goroutine"
 	Check              bool
 }
 
@@ -67,6 +68,7 @@ func Defaults() Config {
 		MaxReplayBytes:     64 << 10,
 		KeyTTL:             time.Minute,
 		DrainTimeout:       10 * time.Second,
+		Engine:             "loop",
 	}
 }
 
@@ -113,6 +115,7 @@ func ParseFlags(args []string, out io.Writer) (*Config, error) {
 	fs.DurationVar(&c.KeyTTL, "key-ttl", c.KeyTTL, "how long an entry proxy remembers an Idempotency-Key's spend")
 	fs.StringVar(&c.ResolveRaw, "resolve", c.ResolveRaw, "static resolution NAME=HOST:PORT, comma separated")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.StringVar(&c.Engine, "engine", c.Engine, "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine")
 	fs.BoolVar(&c.Check, "check", c.Check, "validate the flags, print the effective configuration and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -188,6 +191,9 @@ func (c *Config) validate() error {
 	if c.MaxReplayBytes < 0 {
 		return bad("max-replay-bytes", strconv.Itoa(c.MaxReplayBytes), "must be >= 0")
 	}
+	if c.Engine != "loop" && c.Engine != "goroutine" {
+		return bad("engine", c.Engine, "must be loop or goroutine")
+	}
 	c.Resolve = map[string]string{}
 	if strings.TrimSpace(c.ResolveRaw) != "" {
 		for _, tok := range strings.Split(c.ResolveRaw, ",") {
@@ -231,6 +237,6 @@ func (c *Config) Describe(w io.Writer) {
 		c.DefaultAttempts, c.PerTryTimeout, c.BackoffBase, c.BackoffMax, c.BackoffJitter)
 	fmt.Fprintf(w, "retry-on %s\nretry-methods %s\nbudget-percent %d\nbudget-min-per-second %d\nbudget-window %s\n",
 		c.RetryOn.String(), strings.Join(c.RetryMethods, ","), c.BudgetPercent, c.BudgetMinPerSecond, c.BudgetWindow)
-	fmt.Fprintf(w, "breaker-failures %d\nbreaker-window %s\nbreaker-open-for %s\nmax-replay-bytes %d\nkey-ttl %s\nresolve %s\ndrain-timeout %s\n",
-		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout)
+	fmt.Fprintf(w, "breaker-failures %d\nbreaker-window %s\nbreaker-open-for %s\nmax-replay-bytes %d\nkey-ttl %s\nresolve %s\ndrain-timeout %s\nengine %s\n",
+		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout, c.Engine)
 }

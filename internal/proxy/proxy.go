@@ -46,6 +46,7 @@ type upstream struct {
 	budget   *policy.RetryBudget
 	breaker  *policy.Breaker
 	m        *upMetrics
+	resolved string // the --resolve address of its name, if any
 }
 
 // Proxy is one retrycap-proxy instance. Create it with New, run it with
@@ -67,6 +68,8 @@ type Proxy struct {
 	logger    *log.Logger
 
 	dataLn, adminLn net.Listener
+	loops           *loopEngine      // the event loops, unless --engine=goroutine
+	handoff         *handoffListener // what the loops hand to srv
 	selfPort        []byte // the data listener's port, for loop detection
 	ready           atomic.Bool
 	serveDone       chan error
@@ -115,6 +118,7 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 		}
 		if addr, ok := cfg.Resolve[u.Name]; ok {
 			up.hc = p.hostClient(addr)
+			up.resolved = addr
 		}
 		up.m = p.m.forUpstream(u.Name, up.budget, up.breaker)
 		p.ups = append(p.ups, up)

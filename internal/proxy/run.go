@@ -47,7 +47,19 @@ func (p *Proxy) Start() error {
 	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = p.admin.Serve(aln) }()
 	p.serveDone = make(chan error, 1)
-	go func() { p.serveDone <- p.srv.Serve(ln) }()
+	if p.cfg.Engine == "loop" && loopsAvailable() {
+		p.handoff = newHandoffListener(ln.Addr())
+		loops, err := startLoops(p, ln, p.handoff)
+		if err != nil {
+			ln.Close()
+			aln.Close()
+			return err
+		}
+		p.loops = loops
+		go func() { p.serveDone <- p.srv.Serve(p.handoff) }()
+	} else {
+		go func() { p.serveDone <- p.srv.Serve(ln) }()
+	}
 	p.ready.Store(true)
 	return nil
 }
@@ -62,9 +74,16 @@ func (p *Proxy) AdminAddr() string { return p.adminLn.Addr().String() }
 // then closes what is left.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.ready.Store(false)
+	var loopErr error
+	if p.loops != nil {
+		// The loops' listener descriptor closes once they stopped watching
+		// it; this is the proxy's own.
+		_ = p.dataLn.Close()
+		loopErr = p.loops.shutdown(ctx)
+	}
 	err := p.srv.ShutdownWithContext(ctx)
 	_ = p.admin.Close()
-	if err != nil {
+	if err = errors.Join(loopErr, err); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
 	return nil

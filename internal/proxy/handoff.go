@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"net"
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+)
+
+// handoffListener is the goroutine engine's listener under the event loop:
+// it accepts nothing from the network, only the connections the loops hand
+// over (with the bytes they had read), so that fasthttp's server serves
+// them with its own accounting, timeouts and graceful shutdown.
+type handoffListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, conns: make(chan net.Conn, 256), done: make(chan struct{})}
+}
+
+func (h *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-h.conns:
+		return c, nil
+	case <-h.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (h *handoffListener) Close() error {
+	h.once.Do(func() { close(h.done) })
+	return nil
+}
+
+func (h *handoffListener) Addr() net.Addr { return h.addr }
+
+// push hands c over; it never blocks the caller (a loop). After Close, c
+// is closed instead.
+func (h *handoffListener) push(c net.Conn) {
+	select {
+	case <-h.done:
+		_ = c.Close()
+	case h.conns <- c:
+	default:
+		go func() {
+			select {
+			case h.conns <- c:
+			case <-h.done:
+				_ = c.Close()
+			}
+		}()
+	}
+}
+
+// prefixConn is a connection whose first bytes were already read.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// noDefaultDateOffset locates fasthttp's ResponseHeader.noDefaultDate, the
+// flag its server sets from Server.NoDefaultDate (no setter is exported). An
+// answer the loop writes must not get the proxy's Date in place of the
+// upstream's, as the server's answers do not. ok is false if a fasthttp
+// release renames the field; the event loop is then not used.
+var noDefaultDateOffset, noDefaultDateOK = func() (uintptr, bool) {
+	t := reflect.TypeFor[fasthttp.ResponseHeader]()
+	f, ok := t.FieldByName("noDefaultDate")
+	if !ok || f.Type.Kind() != reflect.Bool {
+		return 0, false
+	}
+	var off uintptr
+	for _, i := range f.Index {
+		sf := t.Field(i)
+		off += sf.Offset
+		t = sf.Type
+	}
+	return off, true
+}()
+
+// setServerDefaults makes h write as the goroutine engine's server writes
+// an answer: no default Content-Type, no Date of its own.
+func setServerDefaults(h *fasthttp.ResponseHeader) {
+	h.SetNoDefaultContentType(true)
+	if noDefaultDateOK {
+		*(*bool)(unsafe.Add(unsafe.Pointer(h), noDefaultDateOffset)) = true
+	}
+}

@@ -1,0 +1,440 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits of what the loop serves itself; a request beyond them is handed
+// to the goroutine engine, which answers it as it always did (431 for a
+// head over its 8 KiB read buffer, bodies up to 16 MiB).
+const (
+	loopMaxHead = 8 << 10
+	loopMaxBody = bufferedBodyMax
+	// loopMaxInput bounds what a connection may have read ahead of the
+	// request being served (pipelining); beyond it the loop stops reading
+	// that socket until the request is answered.
+	loopMaxInput = loopMaxHead + loopMaxBody
+)
+
+// cliConn is a client connection served by a loop: one request at a time,
+// in order; requests pipelined behind it wait in in (or in the socket).
+type cliConn struct {
+	l          *evLoop
+	fd         int
+	in         []byte // read, not yet served: a partial request or pipelined ones
+	out        []byte // answer bytes the socket did not take yet
+	call       *call  // the request being served
+	lastActive int64
+	closeAfter bool // answer the request in flight, then close
+	unread     bool // stopped reading with bytes possibly left in the socket
+	serving    bool // inside serve: a call answered synchronously returns to its loop
+	closed     bool
+}
+
+func (c *cliConn) writing() bool { return len(c.out) > 0 }
+
+func (c *cliConn) event(ev uint32) {
+	if c.closed {
+		return
+	}
+	if ev&unix.EPOLLOUT != 0 && c.writing() {
+		c.flush()
+		if c.closed {
+			return
+		}
+	}
+	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		// The client will send nothing more: answer what is in flight
+		// (a half-closed client still reads), then close.
+		c.closeAfter = true
+	}
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.read()
+	}
+}
+
+// read drains the socket (edge-triggered) into the loop's buffer, or into
+// c.in when bytes are already waiting or a request is being served, then
+// serves what it can.
+func (c *cliConn) read() {
+	l := c.l
+	c.unread = false
+	for {
+		busy := c.call != nil || c.writing()
+		if busy && len(c.in) >= loopMaxInput {
+			c.unread = true
+			return
+		}
+		n, err := unix.Read(c.fd, l.buf)
+		if n > 0 {
+			c.lastActive = l.now()
+			data := l.buf[:n]
+			if busy || len(c.in) > 0 || n == len(l.buf) {
+				c.in = append(c.in, data...)
+				data = nil
+			}
+			if n == len(l.buf) {
+				if len(c.in) >= loopMaxInput {
+					c.unread = true
+					if !busy {
+						c.serve(nil)
+					}
+					return
+				}
+				continue // edge-triggered: there may be more
+			}
+			if !busy {
+				c.serve(data)
+			}
+			return
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			return
+		}
+		// End of stream or an error: nothing more will come.
+		c.closeAfter = true
+		if c.call == nil && !c.writing() {
+			c.close()
+		}
+		return
+	}
+}
+
+// serve serves the requests in data (nil: in c.in), one at a time: a call
+// that is answered at once (a refused breaker) lets the next one start here
+// instead of recursing.
+func (c *cliConn) serve(data []byte) {
+	c.serving = true
+	defer func() { c.serving = false }()
+	for !c.closed && c.call == nil && !c.writing() {
+		fromIn := data == nil
+		if fromIn {
+			data = c.in
+		}
+		if len(data) == 0 {
+			c.in = c.in[:0]
+			if c.closeAfter {
+				c.close()
+			} else if c.unread {
+				c.read()
+			}
+			return
+		}
+		rest, ok := c.start(data)
+		if !ok {
+			return
+		}
+		// Keep what follows the request (pipelined bytes) before anything
+		// else uses the loop's buffer.
+		if fromIn {
+			c.in = c.in[:copy(c.in, rest)]
+		} else {
+			c.in = append(c.in[:0], rest...)
+		}
+		data = nil
+		if c.call != nil {
+			c.call.run()
+		}
+	}
+}
+
+// start parses the request at the head of data and sets up its call (not
+// run yet). It returns the bytes after the request, and false when it
+// cannot start one: the request is incomplete (kept in c.in), or the
+// connection was handed off or closed.
+func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
+	l := c.l
+	end := headEnd(data)
+	if end < 0 {
+		if len(data) > loopMaxHead {
+			c.handoff(data)
+			return nil, false
+		}
+		c.keep(data)
+		return nil, false
+	}
+	cl := l.getCall()
+	req := &cl.req
+	if err := req.Header.Read(l.parse.reader(data[:end])); err != nil {
+		l.putCall(cl)
+		c.handoff(data)
+		return nil, false
+	}
+	up, target, ok := l.eligible(cl)
+	if !ok {
+		l.putCall(cl)
+		c.handoff(data)
+		return nil, false
+	}
+	need := end + req.Header.ContentLength()
+	if len(data) < need {
+		l.putCall(cl)
+		c.keep(data)
+		return nil, false
+	}
+	if need > end {
+		req.SetBody(data[end:need])
+	}
+	if req.Header.ConnectionClose() {
+		c.closeAfter = true
+	}
+	cl.c, cl.up, cl.target = c, up, target
+	c.call = cl
+	return data[need:], true
+}
+
+// keep saves an incomplete request until more of it arrives.
+func (c *cliConn) keep(data []byte) {
+	if len(c.in) == 0 || &c.in[0] != &data[0] {
+		c.in = append(c.in[:0], data...)
+	}
+}
+
+// eligible reports whether the loop serves the request itself: HTTP/1.1,
+// plain http, to a known upstream, with no body or a body of known length
+// up to 64 KiB, and nothing that needs the connection's control (CONNECT,
+// Upgrade, Expect). It returns the upstream and the address to reach it at.
+func (l *evLoop) eligible(cl *call) (*upstream, string, bool) {
+	h := &cl.req.Header
+	if !h.IsHTTP11() || h.IsConnect() || h.ConnectionUpgrade() {
+		return nil, "", false
+	}
+	if cl := h.ContentLength(); cl < 0 || cl > loopMaxBody {
+		return nil, "", false
+	}
+	if len(h.Peek("Transfer-Encoding")) > 0 || len(h.Peek("Expect")) > 0 || len(h.Peek("Upgrade")) > 0 {
+		return nil, "", false
+	}
+	uri := cl.req.URI()
+	if s := uri.Scheme(); len(s) != 4 || string(s) != "http" {
+		return nil, "", false
+	}
+	hostPort := uri.Host()
+	if len(hostPort) == 0 {
+		return nil, "", false
+	}
+	up := l.p.match(splitHostPort(hostPort))
+	if up == nil {
+		return nil, "", false
+	}
+	return up, l.target(up, hostPort), true
+}
+
+// target is the address an upstream request goes to, as the other engine
+// dials it: --resolve for the upstream's name, else the request's host
+// and port (80 by default) through --resolve by host name.
+func (l *evLoop) target(up *upstream, hostPort []byte) string {
+	if up.resolved != "" {
+		return up.resolved
+	}
+	if t, ok := l.targets[string(hostPort)]; ok {
+		return t
+	}
+	hp := string(hostPort)
+	addr := hp
+	if _, _, err := net.SplitHostPort(hp); err != nil {
+		addr = net.JoinHostPort(hp, "80")
+	}
+	t := l.p.resolveAddr(addr)
+	if len(l.targets) < 4096 {
+		l.targets[hp] = t
+	}
+	return t
+}
+
+// handoff gives the connection, with what was read of it, to the
+// goroutine engine, which serves it from then on.
+func (c *cliConn) handoff(data []byte) {
+	l := c.l
+	prefix := append([]byte(nil), data...)
+	fd := c.fd
+	c.detach()
+	nc, err := fdConn(fd, "client")
+	if err != nil {
+		l.p.logger.Printf("event loop: hand-off: %v", err)
+		return
+	}
+	l.e.handoff.push(&prefixConn{Conn: nc, prefix: prefix})
+}
+
+// detach takes the connection out of the loop without closing its socket.
+func (c *cliConn) detach() {
+	c.l.forget(c.fd)
+	delete(c.l.clients, c)
+	c.closed = true
+	c.in, c.out = nil, nil
+}
+
+// fdConn turns a socket the loop owned into a net.Conn on Go's poller.
+func fdConn(fd int, name string) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), name)
+	nc, err := net.FileConn(f) // a duplicate; the original closes below
+	_ = f.Close()
+	if err != nil {
+		return nil, err
+	}
+	return nc, nil
+}
+
+// answer writes the call's response and ends the call.
+func (c *cliConn) answer() {
+	l, cl := c.l, c.call
+	resp := &cl.resp
+	setServerDefaults(&resp.Header)
+	if cl.req.Header.IsHead() {
+		resp.SkipBody = true
+	}
+	if c.closeAfter || l.draining {
+		c.closeAfter = true
+		resp.SetConnectionClose()
+	}
+	l.wbuf.b = l.wbuf.b[:0]
+	l.bw.Reset(&l.wbuf)
+	err := resp.Write(l.bw)
+	if err == nil {
+		err = l.bw.Flush()
+	}
+	cl.x.end()
+	c.call = nil
+	l.putCall(cl)
+	if err != nil {
+		l.p.logger.Printf("event loop: writing an answer: %v", err)
+		c.close()
+		return
+	}
+	c.write(l.wbuf.b)
+}
+
+// write sends b, keeping what the socket does not take for EPOLLOUT.
+func (c *cliConn) write(b []byte) {
+	for len(b) > 0 {
+		n, err := unix.Write(c.fd, b)
+		if n > 0 {
+			b = b[n:]
+			continue
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			c.out = append(c.out, b...)
+			return
+		}
+		c.close()
+		return
+	}
+	c.written()
+}
+
+// flush sends the rest of an answer once the socket takes more.
+func (c *cliConn) flush() {
+	out := c.out
+	c.out = c.out[:0]
+	c.write(out)
+	if !c.writing() && cap(c.out) > 16<<10 {
+		c.out = nil
+	}
+}
+
+// written: the answer is out; close, or serve what came next.
+func (c *cliConn) written() {
+	c.lastActive = c.l.now()
+	if c.closeAfter {
+		c.close()
+		return
+	}
+	if cap(c.in) > 16<<10 && len(c.in) == 0 {
+		c.in = nil
+	}
+	if !c.serving {
+		c.serve(nil)
+	}
+}
+
+// close closes the connection; a call in flight is abandoned (its upstream
+// connection closed, its timers cancelled).
+func (c *cliConn) close() {
+	if c.closed {
+		return
+	}
+	if cl := c.call; cl != nil {
+		cl.abandon()
+		cl.x.end()
+		c.call = nil
+		c.l.putCall(cl)
+	}
+	fd := c.fd
+	c.detach()
+	_ = unix.Close(fd)
+}
+
+// headEnd returns the length of the message head at the start of b (the
+// request or status line and the headers, through the empty line), or -1
+// if b does not hold all of it. Lines end in CRLF or a bare LF, as
+// fasthttp's parser accepts.
+func headEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		if i < len(b) && b[i] == '\n' {
+			return i + 1
+		}
+		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
+			return i + 2
+		}
+		if i+1 >= len(b) {
+			return -1
+		}
+	}
+}
+
+// parser feeds a loop's bytes to fasthttp's header parsers, which read
+// from a bufio.Reader: one reader over a slice, reset per message.
+type parser struct {
+	sr sliceReader
+	br *bufio.Reader
+}
+
+func (ps *parser) init() { ps.br = bufio.NewReaderSize(&ps.sr, 2*loopMaxHead) }
+
+func (ps *parser) reader(b []byte) *bufio.Reader {
+	ps.sr.b = b
+	ps.br.Reset(&ps.sr)
+	return ps.br
+}
+
+type sliceReader struct{ b []byte }
+
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, errEndOfHead
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+var errEndOfHead = errors.New("end of head")
+
+// appendWriter is an io.Writer that appends to b (the loop's one output
+// buffer, through a bufio.Writer for fasthttp's writers).
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}

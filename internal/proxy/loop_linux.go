@@ -1,0 +1,375 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The event-loop engine (--engine=loop, the default on Linux).
+//
+// Why: with a goroutine per connection, each request costs two parked
+// goroutines (client and upstream side), two speculative reads that end in
+// EAGAIN and the scheduler's hand-offs between them; on the 2-core bench
+// that kept the proxy at 0.8-0.93x of HAProxy's throughput
+// (docs/benchmarks/proxy.md). Here a fixed set of loops (GOMAXPROCS of
+// them, each a goroutine locked to its thread) own non-blocking sockets
+// through epoll: a request and its attempts stay on the loop that accepted
+// its client connection, upstream connections are pooled per loop, and a
+// socket is read only when epoll says it is readable, as HAProxy does.
+//
+// What it handles: the common case, an HTTP/1.1 request to a known upstream
+// (--upstreams) with no body or a body of known length up to 64 KiB, and
+// the whole policy (exchange.go, shared with the other engine). Everything
+// else is handed, with the connection, to the goroutine engine (fasthttp's
+// server, the same handler as --engine=goroutine), which keeps that
+// connection from then on: CONNECT, upgrades, chunked or large request
+// bodies, Expect, HTTP/1.0, hosts no upstream names, heads the loop cannot
+// parse (fasthttp answers them with its exact errors). A response whose body
+// must stream (chunked, close-delimited or over 64 KiB) is decided on the
+// loop from its headers, then written by a goroutine that streams the body
+// with the same idle timeout as the other engine; the client connection
+// goes on in the goroutine engine. So the loop never blocks and never
+// buffers more than 64 KiB of body per request, and the uncommon protocol
+// paths keep one implementation.
+
+// loopEngine is the set of loops serving one data listener.
+type loopEngine struct {
+	p       *Proxy
+	lnFd    int // a duplicate of the data listener's socket
+	loops   []*evLoop
+	handoff *handoffListener
+	// streams counts response bodies being streamed by goroutines; the
+	// drain waits for them.
+	streams  sync.WaitGroup
+	draining atomic.Bool
+	done     sync.WaitGroup
+}
+
+// startLoops starts the engine on the proxy's data listener. Connections
+// the loops hand off are served by p.srv through handoff.
+func startLoops(p *Proxy, ln net.Listener, handoff *handoffListener) (*loopEngine, error) {
+	tl, ok := ln.(*net.TCPListener)
+	if !ok {
+		return nil, fmt.Errorf("event loop: listener is a %T, not TCP", ln)
+	}
+	f, err := tl.File()
+	if err != nil {
+		return nil, fmt.Errorf("event loop: listener socket: %w", err)
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("event loop: listener socket: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("event loop: listener socket: %w", err)
+	}
+	e := &loopEngine{p: p, lnFd: fd, handoff: handoff}
+	n := runtime.GOMAXPROCS(0)
+	for i := 0; i < n; i++ {
+		l, err := newEvLoop(e)
+		if err != nil {
+			for _, l := range e.loops {
+				l.closeFds()
+			}
+			_ = unix.Close(fd)
+			return nil, err
+		}
+		e.loops = append(e.loops, l)
+	}
+	for _, l := range e.loops {
+		e.done.Add(1)
+		go l.run()
+	}
+	return e, nil
+}
+
+// shutdown stops accepting, lets the loops finish the requests in flight
+// (their connections close after the answer; idle ones at once), then
+// waits for streamed bodies. At ctx's end it closes whatever is left.
+func (e *loopEngine) shutdown(ctx context.Context) error {
+	e.draining.Store(true)
+	var drained sync.WaitGroup
+	for _, l := range e.loops {
+		drained.Add(1)
+		l.post(func() { l.drain(); drained.Done() })
+	}
+	loopsDone := make(chan struct{})
+	go func() {
+		drained.Wait()
+		// No loop watches the listener now: closing it refuses new
+		// connections (the proxy closes its own descriptor of it too).
+		_ = unix.Close(e.lnFd)
+		e.done.Wait()
+		e.streams.Wait()
+		close(loopsDone)
+	}()
+	select {
+	case <-loopsDone:
+		return nil
+	case <-ctx.Done():
+		for _, l := range e.loops {
+			l.post(func() { l.stop() })
+		}
+		return fmt.Errorf("event loop: %w", ctx.Err())
+	}
+}
+
+// evLoop is one event loop: an epoll set, its timers, and a queue of
+// functions other goroutines post to it (DNS answers, drain), woken
+// through an eventfd.
+type evLoop struct {
+	e      *loopEngine
+	p      *Proxy
+	epfd   int
+	wakeFd int
+	events []unix.EpollEvent
+	buf    []byte // one read buffer for every client socket of the loop
+	fds    map[int]fdHandler
+	timers timerHeap
+
+	mu      sync.Mutex
+	tasks   []func()
+	pending []func() // the loop's copy of tasks, reused
+	woken   bool
+
+	clients  map[*cliConn]struct{}
+	pools    map[string]*idlePool
+	dns      map[string]*dnsEntry
+	targets  map[string]string // request host:port -> address, cached
+	free     []*call
+	parse    parser
+	wbuf     appendWriter // every answer and request is serialised here, then written
+	bw       *bufio.Writer
+	exited   bool // under mu: the loop's fds are closed, post drops tasks
+	sweepT   *timer
+	draining bool
+	stopped  bool
+	nowCache int64 // the clock as of this batch of events
+}
+
+// fdHandler is what an epoll event is dispatched to.
+type fdHandler interface {
+	event(ev uint32)
+}
+
+const loopReadBuffer = 64 << 10
+
+// edgeEvents is how every connection is watched, as Go's own poller does:
+// edge-triggered, so that the set never changes (no epoll_ctl per request)
+// and a connection busy with a call is not reported again and again. The
+// price of edge triggering is that a read must drain the socket: a read
+// that fills the whole buffer is followed by another.
+const edgeEvents = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET
+
+func newEvLoop(e *loopEngine) (*evLoop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("event loop: epoll: %w", err)
+	}
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		_ = unix.Close(epfd)
+		return nil, fmt.Errorf("event loop: eventfd: %w", err)
+	}
+	l := &evLoop{
+		e: e, p: e.p, epfd: epfd, wakeFd: wfd,
+		events:  make([]unix.EpollEvent, 256),
+		buf:     make([]byte, loopReadBuffer),
+		fds:     make(map[int]fdHandler),
+		clients: make(map[*cliConn]struct{}),
+		pools:   make(map[string]*idlePool),
+		dns:     make(map[string]*dnsEntry),
+		targets: make(map[string]string),
+	}
+	l.parse.init()
+	l.bw = bufio.NewWriterSize(&l.wbuf, 16<<10)
+	l.sweepT = newTimer(l.sweep)
+	if err := l.add(wfd, unix.EPOLLIN, wakeHandler{l}); err != nil {
+		l.closeFds()
+		return nil, err
+	}
+	// EPOLLEXCLUSIVE: one loop is woken per new connection, not all.
+	if err := l.add(e.lnFd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, acceptHandler{l}); err != nil {
+		l.closeFds()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *evLoop) closeFds() {
+	_ = unix.Close(l.wakeFd)
+	_ = unix.Close(l.epfd)
+}
+
+func (l *evLoop) add(fd int, events uint32, h fdHandler) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd)} //nolint:gosec // fds fit in int32
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return fmt.Errorf("event loop: epoll add fd %d: %w", fd, err)
+	}
+	l.fds[fd] = h
+	return nil
+}
+
+// forget removes fd from the loop without closing it.
+func (l *evLoop) forget(fd int) {
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	delete(l.fds, fd)
+}
+
+// closeFd removes fd from the loop and closes it.
+func (l *evLoop) closeFd(fd int) {
+	l.forget(fd)
+	_ = unix.Close(fd)
+}
+
+// post runs fn on the loop; callable from any goroutine.
+func (l *evLoop) post(fn func()) {
+	l.mu.Lock()
+	if l.exited {
+		l.mu.Unlock()
+		return
+	}
+	l.tasks = append(l.tasks, fn)
+	wake := !l.woken
+	l.woken = true
+	l.mu.Unlock()
+	if wake {
+		var one = [8]byte{1}
+		_, _ = unix.Write(l.wakeFd, one[:])
+	}
+}
+
+type wakeHandler struct{ l *evLoop }
+
+func (h wakeHandler) event(uint32) {
+	var b [8]byte
+	_, _ = unix.Read(h.l.wakeFd, b[:])
+	h.l.mu.Lock()
+	h.l.pending, h.l.tasks = h.l.tasks, h.l.pending[:0]
+	h.l.woken = false
+	h.l.mu.Unlock()
+	for i, fn := range h.l.pending {
+		fn()
+		h.l.pending[i] = nil
+	}
+}
+
+// now is the clock for this batch of events (one read per wake-up).
+func (l *evLoop) now() int64 { return l.nowCache }
+
+func (l *evLoop) run() {
+	runtime.LockOSThread()
+	defer l.e.done.Done()
+	defer func() {
+		l.mu.Lock()
+		l.exited = true
+		l.mu.Unlock()
+		l.closeFds()
+	}()
+	l.nowCache = nowNanos()
+	l.timers.schedule(l.sweepT, l.nowCache+int64(time.Second))
+	for !l.stopped {
+		wait := l.timers.waitMillis(l.nowCache)
+		n, err := unix.EpollWait(l.epfd, l.events, wait)
+		l.nowCache = nowNanos()
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			l.p.logger.Printf("event loop: epoll_wait: %v", err)
+			return
+		}
+		for i := 0; i < n; i++ {
+			ev := &l.events[i]
+			if h, ok := l.fds[int(ev.Fd)]; ok {
+				h.event(ev.Events)
+			}
+		}
+		l.timers.fireDue(l.nowCache)
+		if l.draining && len(l.clients) == 0 {
+			l.stop()
+		}
+	}
+}
+
+// sweep closes client connections idle for longer than the idle timeout
+// (or, for a partial request head, that long without its end), once a
+// second.
+func (l *evLoop) sweep() {
+	idle := int64(l.p.srv.IdleTimeout)
+	for c := range l.clients {
+		if c.call == nil && !c.writing() && l.nowCache-c.lastActive > idle {
+			c.close()
+		}
+	}
+	l.timers.schedule(l.sweepT, l.nowCache+int64(time.Second))
+}
+
+// drain stops accepting on this loop and closes idle client connections;
+// busy ones close after their answer.
+func (l *evLoop) drain() {
+	if l.draining {
+		return
+	}
+	l.draining = true
+	l.forget(l.e.lnFd)
+	for c := range l.clients {
+		if c.call == nil && !c.writing() {
+			c.close()
+		}
+	}
+	for _, pool := range l.pools {
+		pool.closeAll()
+	}
+}
+
+// stop closes everything the loop holds and ends it.
+func (l *evLoop) stop() {
+	for c := range l.clients {
+		c.close()
+	}
+	for _, pool := range l.pools {
+		pool.closeAll()
+	}
+	l.stopped = true
+}
+
+type acceptHandler struct{ l *evLoop }
+
+// event accepts the connections waiting on the listener (a bounded batch,
+// so that a flood of connects does not starve the requests in flight).
+func (h acceptHandler) event(uint32) {
+	l := h.l
+	for i := 0; i < 64; i++ {
+		fd, _, err := unix.Accept4(l.e.lnFd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
+			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ECONNABORTED) && !errors.Is(err, unix.EINTR) {
+				l.p.logger.Printf("event loop: accept: %v", err)
+			}
+			return
+		}
+		// As Go does for every TCP connection: small answers go out at once.
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		c := &cliConn{l: l, fd: fd, lastActive: l.nowCache}
+		if err := l.add(fd, edgeEvents, c); err != nil {
+			_ = unix.Close(fd)
+			l.p.logger.Printf("%v", err)
+			continue
+		}
+		l.clients[c] = struct{}{}
+	}
+}
+
+// loopsAvailable: the event loops need fasthttp's answer flag found by
+// handoff.go (setServerDefaults).
+func loopsAvailable() bool { return noDefaultDateOK }

@@ -1,0 +1,123 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
+)
+
+// stream finishes an attempt whose response body must stream (chunked,
+// delimited by the end of the connection, or over 64 KiB): the retry
+// decision is made here on the loop from the status and headers, as in the
+// other engine; an answer to pass on is written by a goroutine that streams
+// the body, and the client's connection continues in the goroutine engine.
+// body is what arrived of the body with the head.
+func (uc *upConn) stream(body []byte, n int) {
+	l, cl := uc.l, uc.cl
+	c := cl.c
+	l.timers.cancel(cl.t)
+	retry, wait := cl.x.afterAttempt(nil)
+	if retry {
+		// The body of an answer being retried is not wanted: drop it with
+		// its connection. Unlike the goroutine engine, which keeps it until
+		// the next attempt, should a breaker refuse that attempt the client
+		// gets this answer's status and headers with an empty body.
+		uc.close()
+		cl.resp.Header.SetContentLength(0)
+		if wait > 0 {
+			cl.backoff = true
+			l.timers.schedule(cl.t, l.now()+int64(wait))
+			return
+		}
+		cl.attempt()
+		return
+	}
+	r := &fasthttp.Response{}
+	cl.resp.CopyTo(r)
+	setServerDefaults(&r.Header)
+	closeClient := c.closeAfter || l.draining
+	if closeClient {
+		r.SetConnectionClose()
+	}
+	bodyCopy := append([]byte(nil), body...)
+	rest := append([]byte(nil), c.in...)
+	uc.cl, cl.uc = nil, nil
+	cl.x.end()
+	c.call = nil
+	l.putCall(cl)
+
+	upFd, clientFd := uc.fd, c.fd
+	uc.closed = true
+	l.forget(upFd)
+	c.detach()
+	upc, err := fdConn(upFd, "upstream")
+	if err != nil {
+		l.p.logger.Printf("event loop: streaming an answer: %v", err)
+		_ = unix.Close(clientFd)
+		return
+	}
+	client, err := fdConn(clientFd, "client")
+	if err != nil {
+		l.p.logger.Printf("event loop: streaming an answer: %v", err)
+		_ = upc.Close()
+		return
+	}
+	l.e.streams.Add(1)
+	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient)
+}
+
+// streamAnswer writes r to the client with its body read from the
+// upstream as it arrives (fasthttp decodes the upstream's framing and
+// encodes the client's), each read making progress within
+// bodyIdleTimeout. A body cut short closes the client's connection, so that
+// it never looks complete. Afterwards the client's connection is served by
+// the goroutine engine.
+func (e *loopEngine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool) {
+	defer e.streams.Done()
+	defer upc.Close()
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: bodyIdleTimeout}), 8192)
+	var own fasthttp.Response
+	own.StreamBody = true
+	own.Header.SetContentLength(n)
+	if err := own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
+		_ = client.Close()
+		return
+	}
+	size := n
+	if size < 0 {
+		size = -1 // to the client: chunked, whatever framing the upstream used
+	}
+	r.SetBodyStream(own.BodyStream(), size)
+	r.ImmediateHeaderFlush = true
+	bw := bufio.NewWriterSize(client, 16<<10)
+	err := r.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	own.Reset()
+	if err != nil || closeClient {
+		_ = client.Close()
+		return
+	}
+	e.handoff.push(&prefixConn{Conn: client, prefix: rest})
+}
+
+// idleReader reads a connection with a deadline per read.
+type idleReader struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	if err := r.c.SetReadDeadline(time.Now().Add(r.idle)); err != nil {
+		return 0, err
+	}
+	return r.c.Read(p)
+}
