@@ -158,7 +158,7 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	end := headEnd(data)
 	if end < 0 {
 		if len(data) > loopMaxHead {
-			c.handoff(data)
+			c.handoff(data, "head-too-large")
 			return nil, false
 		}
 		c.keep(data)
@@ -168,16 +168,16 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	req := &cl.req
 	if err := req.Header.Read(l.parse.reader(data[:end])); err != nil {
 		l.putCall(cl)
-		c.handoff(data)
+		c.handoff(data, "malformed")
 		return nil, false
 	}
-	up, target, ok := l.eligible(cl)
-	if !ok {
+	up, target, bodyLen, why := l.eligible(cl)
+	if why != "" {
 		l.putCall(cl)
-		c.handoff(data)
+		c.handoff(data, why)
 		return nil, false
 	}
-	need := end + req.Header.ContentLength()
+	need := end + bodyLen
 	if len(data) < need {
 		l.putCall(cl)
 		c.keep(data)
@@ -204,31 +204,39 @@ func (c *cliConn) keep(data []byte) {
 // eligible reports whether the loop serves the request itself: HTTP/1.1,
 // plain http, to a known upstream, with no body or a body of known length
 // up to 64 KiB, and nothing that needs the connection's control (CONNECT,
-// Upgrade, Expect). It returns the upstream and the address to reach it at.
-func (l *evLoop) eligible(cl *call) (*upstream, string, bool) {
+// Upgrade, Expect). It returns the upstream, the address to reach it at
+// and the body's length, or why not (the hand-off metric's reason).
+func (l *evLoop) eligible(cl *call) (up *upstream, target string, bodyLen int, why string) {
 	h := &cl.req.Header
-	if !h.IsHTTP11() || h.IsConnect() || h.ConnectionUpgrade() {
-		return nil, "", false
+	switch {
+	case !h.IsHTTP11():
+		return nil, "", 0, "http/1.0"
+	case h.IsConnect():
+		return nil, "", 0, "connect"
+	case h.ConnectionUpgrade() || len(h.Peek("Upgrade")) > 0:
+		return nil, "", 0, "upgrade"
+	case len(h.Peek("Expect")) > 0:
+		return nil, "", 0, "expect"
 	}
-	if cl := h.ContentLength(); cl < 0 || cl > loopMaxBody {
-		return nil, "", false
+	// fasthttp: -1 chunked, -2 neither length nor chunked (a request
+	// without a body).
+	bodyLen = h.ContentLength()
+	if bodyLen == -2 {
+		bodyLen = 0
 	}
-	if len(h.Peek("Transfer-Encoding")) > 0 || len(h.Peek("Expect")) > 0 || len(h.Peek("Upgrade")) > 0 {
-		return nil, "", false
+	if bodyLen < 0 || bodyLen > loopMaxBody || len(h.Peek("Transfer-Encoding")) > 0 {
+		return nil, "", 0, "request-body"
 	}
 	uri := cl.req.URI()
-	if s := uri.Scheme(); len(s) != 4 || string(s) != "http" {
-		return nil, "", false
+	if s := uri.Scheme(); string(s) != "http" {
+		return nil, "", 0, "scheme"
 	}
 	hostPort := uri.Host()
-	if len(hostPort) == 0 {
-		return nil, "", false
+	up = l.p.match(splitHostPort(hostPort))
+	if len(hostPort) == 0 || up == nil {
+		return nil, "", 0, "unknown-host"
 	}
-	up := l.p.match(splitHostPort(hostPort))
-	if up == nil {
-		return nil, "", false
-	}
-	return up, l.target(up, hostPort), true
+	return up, l.target(up, hostPort), bodyLen, ""
 }
 
 // target is the address an upstream request goes to, as the other engine
@@ -255,8 +263,9 @@ func (l *evLoop) target(up *upstream, hostPort []byte) string {
 
 // handoff gives the connection, with what was read of it, to the
 // goroutine engine, which serves it from then on.
-func (c *cliConn) handoff(data []byte) {
+func (c *cliConn) handoff(data []byte, why string) {
 	l := c.l
+	l.p.m.handoffs.WithLabelValues(why).Inc()
 	prefix := append([]byte(nil), data...)
 	fd := c.fd
 	c.detach()

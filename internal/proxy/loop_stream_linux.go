@@ -69,6 +69,7 @@ func (uc *upConn) stream(body []byte, n int) {
 		_ = upc.Close()
 		return
 	}
+	l.p.m.handoffs.WithLabelValues("streamed-response").Inc()
 	l.e.streams.Add(1)
 	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient)
 }

@@ -21,6 +21,7 @@ type metrics struct {
 	denied   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	tunnels  *prometheus.CounterVec
+	handoffs *prometheus.CounterVec
 	// inFlight is read by a GaugeFunc at scrape time: one atomic add per
 	// request instead of a Gauge's compare-and-swap loop on a float.
 	inFlight atomic.Int64
@@ -47,10 +48,14 @@ func newMetrics() *metrics {
 	m.tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_tunnels_total", Help: "CONNECT and upgrade tunnels opened (never retried).",
 	}, []string{"kind"})
+	m.handoffs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_loop_handoffs_total",
+		Help: "Connections the event loops handed to the goroutine engine, by what they could not serve themselves.",
+	}, []string{"reason"})
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "retrycap_proxy_in_flight", Help: "Calls being handled.",
 	}, func() float64 { return float64(m.inFlight.Load()) })
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.denied, m.latency, m.tunnels, inFlight,
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.denied, m.latency, m.tunnels, m.handoffs, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
