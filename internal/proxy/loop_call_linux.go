@@ -96,11 +96,17 @@ func (cl *call) onTimer() {
 		return
 	}
 	cl.seq++ // a DNS answer still on its way is for nobody now
+	// Not connected yet (a DNS answer or the connect pending): a connect
+	// failure, as a dial timeout is in the goroutine engine.
+	var err error = fasthttp.ErrTimeout
+	if cl.uc == nil || cl.uc.connecting {
+		err = &dialError{fasthttp.ErrDialTimeout}
+	}
 	if cl.uc != nil {
 		cl.uc.close()
 		cl.uc = nil
 	}
-	cl.after(fasthttp.ErrTimeout)
+	cl.after(err)
 }
 
 // after hands the attempt's result to the exchange: retry (now, or after

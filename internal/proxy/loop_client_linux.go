@@ -34,6 +34,7 @@ type cliConn struct {
 	call       *call  // the request being served
 	lastActive int64
 	closeAfter bool // answer the request in flight, then close
+	eof        bool // the client sent all it will: serve what is buffered, then close
 	unread     bool // stopped reading with bytes possibly left in the socket
 	serving    bool // inside serve: a call answered synchronously returns to its loop
 	closed     bool
@@ -52,9 +53,9 @@ func (c *cliConn) event(ev uint32) {
 		}
 	}
 	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-		// The client will send nothing more: answer what is in flight
-		// (a half-closed client still reads), then close.
-		c.closeAfter = true
+		// The client will send nothing more: answer what it sent (a
+		// half-closed client still reads), then close.
+		c.eof = true
 	}
 	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		c.read()
@@ -103,9 +104,9 @@ func (c *cliConn) read() {
 			return
 		}
 		// End of stream or an error: nothing more will come.
-		c.closeAfter = true
-		if c.call == nil && !c.writing() {
-			c.close()
+		c.eof = true
+		if c.call == nil && !c.writing() && !c.serving {
+			c.serve(nil)
 		}
 		return
 	}
@@ -116,7 +117,6 @@ func (c *cliConn) read() {
 // instead of recursing.
 func (c *cliConn) serve(data []byte) {
 	c.serving = true
-	defer func() { c.serving = false }()
 	for !c.closed && c.call == nil && !c.writing() {
 		fromIn := data == nil
 		if fromIn {
@@ -124,16 +124,11 @@ func (c *cliConn) serve(data []byte) {
 		}
 		if len(data) == 0 {
 			c.in = c.in[:0]
-			if c.closeAfter {
-				c.close()
-			} else if c.unread {
-				c.read()
-			}
-			return
+			break
 		}
 		rest, ok := c.start(data)
 		if !ok {
-			return
+			break
 		}
 		// Keep what follows the request (pipelined bytes) before anything
 		// else uses the loop's buffer.
@@ -146,6 +141,17 @@ func (c *cliConn) serve(data []byte) {
 		if c.call != nil {
 			c.call.run()
 		}
+	}
+	c.serving = false
+	if c.closed || c.call != nil || c.writing() {
+		return
+	}
+	switch {
+	case c.eof:
+		// Nothing more will come, and what is left is not a whole request.
+		c.close()
+	case c.unread:
+		c.read() // bytes wait in the socket that no edge will announce again
 	}
 }
 
