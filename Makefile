@@ -65,6 +65,8 @@ kube-bins: ## Build (or find in the cache) kube-apiserver, etcd and kubectl; pri
 .PHONY: test
 test: verify-fmt verify-generated vet lint kube-bins ## Run every check and every test (unit, envtest, e2e).
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) test $(GO_TEST_FLAGS) ./...
+	# The proxy's tests once more on its other engine (--engine=goroutine).
+	$(GO) test $(GO_TEST_FLAGS) ./internal/proxy -args -engine=goroutine
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane.

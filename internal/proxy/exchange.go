@@ -213,9 +213,12 @@ func (x *exchange) end() {
 	}
 }
 
-// finish cleans the upstream response and counts it.
+// finish cleans the upstream response and counts it. The answer passes on
+// the upstream's Date and Content-Type as they were (none stays none); only
+// the proxy's own answers (giveUp without a response, fail) carry its Date.
 func (x *exchange) finish() {
 	resp := x.resp
+	setServerDefaults(&resp.Header)
 	stripResponseHopByHop(&resp.Header, x.sc)
 	resp.Header.ResetConnectionClose()
 	// "A failed response" is any the client may want to retry: a 5xx, a 429 (Too Many

@@ -93,8 +93,9 @@ var noDefaultDateOffset, noDefaultDateOK = func() (uintptr, bool) {
 	return off, true
 }()
 
-// setServerDefaults makes h write as the goroutine engine's server writes
-// an answer: no default Content-Type, no Date of its own.
+// setServerDefaults makes h, an upstream's answer, write as it came: no
+// default Content-Type, no Date of the proxy's own (fasthttp's parser
+// clears both flags the server set).
 func setServerDefaults(h *fasthttp.ResponseHeader) {
 	h.SetNoDefaultContentType(true)
 	if noDefaultDateOK {

@@ -306,7 +306,6 @@ func fdConn(fd int, name string) (net.Conn, error) {
 func (c *cliConn) answer() {
 	l, cl := c.l, c.call
 	resp := &cl.resp
-	setServerDefaults(&resp.Header)
 	if cl.req.Header.IsHead() {
 		resp.SkipBody = true
 	}

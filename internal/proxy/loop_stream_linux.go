@@ -41,7 +41,6 @@ func (uc *upConn) stream(body []byte, n int) {
 	}
 	r := &fasthttp.Response{}
 	cl.resp.CopyTo(r)
-	setServerDefaults(&r.Header)
 	closeClient := c.closeAfter || l.draining
 	if closeClient {
 		r.SetConnectionClose()

@@ -70,7 +70,7 @@ type Proxy struct {
 	dataLn, adminLn net.Listener
 	loops           *loopEngine      // the event loops, unless --engine=goroutine
 	handoff         *handoffListener // what the loops hand to srv
-	selfPort        []byte // the data listener's port, for loop detection
+	selfPort        []byte           // the data listener's port, for loop detection
 	ready           atomic.Bool
 	serveDone       chan error
 	scratch         sync.Pool
@@ -126,9 +126,9 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 	p.unknown = &upstream{name: "unknown", attempts: 1}
 	p.unknown.m = p.m.forUpstream("unknown", nil, nil)
 	p.srv = &fasthttp.Server{
-		Handler:                      p.handle,
-		Name:                         "retrycap-proxy",
-		NoDefaultServerHeader:        true,
+		Handler:               p.handle,
+		NoDefaultServerHeader: true, // a proxy passes the upstream's Server on, adds none
+
 		NoDefaultContentType:         true,
 		NoDefaultDate:                true,
 		DisablePreParseMultipartForm: true,
