@@ -300,6 +300,10 @@ type upConn struct {
 	interim    int    // 1xx answers skipped
 	connecting bool
 	closed     bool
+	// hup: the upstream closed its end. An answer that came with that end
+	// is its last: pooled, the connection would fail the next request, and
+	// epoll (edge-triggered) would not report the end again.
+	hup bool
 }
 
 // send writes the call's request.
@@ -384,7 +388,9 @@ func (uc *upConn) event(ev uint32) {
 	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		// When the upstream has also closed, read on to the end: edge
 		// triggering will not report that end again.
-		uc.read(ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0)
+		hup := ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0
+		uc.hup = uc.hup || hup
+		uc.read(hup)
 	}
 }
 
@@ -502,7 +508,7 @@ func (uc *upConn) done(reusable bool) {
 		uc.in = nil
 	}
 	uc.in = uc.in[:0]
-	if reusable && !uc.l.draining {
+	if reusable && !uc.hup && !uc.l.draining {
 		uc.l.release(uc)
 	} else {
 		uc.close()

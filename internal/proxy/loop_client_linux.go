@@ -170,6 +170,13 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.keep(data)
 		return nil, false
 	}
+	if end > loopMaxHead {
+		// Complete but over the limit: handed off too (431), as when it
+		// arrives in pieces; served here, a 9 KiB head got 200 or 431
+		// depending on how its bytes were split.
+		c.handoff(data, "head-too-large")
+		return nil, false
+	}
 	cl := l.getCall()
 	req := &cl.req
 	if err := req.Header.Read(l.parse.reader(data[:end])); err != nil {

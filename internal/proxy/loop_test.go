@@ -1,0 +1,1156 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// The event loop's own edge cases, through real sockets on loopback: raw
+// TCP where the framing matters. The tests run on the engine -engine
+// selects (the loop by default); what only the loop does (hand-offs, and
+// their counter) is asserted when the proxy runs the loop, and the answers
+// must be the same on either engine.
+
+// ltBackend is a loopback HTTP server that counts requests and
+// connections and records each request with its whole body.
+type ltBackend struct {
+	ln    net.Listener
+	srv   *http.Server
+	hits  atomic.Int64
+	conns atomic.Int64
+	mu    sync.Mutex
+	reqs  []ltRequest
+}
+
+type ltRequest struct {
+	method, uri, key string
+	body             []byte
+}
+
+// newLTBackend serves h (nil: ltEcho) after reading and recording the
+// request's body.
+func newLTBackend(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body []byte)) *ltBackend {
+	t.Helper()
+	if h == nil {
+		h = ltEcho
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &ltBackend{ln: ln}
+	b.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				w.WriteHeader(400)
+				return
+			}
+			b.mu.Lock()
+			b.reqs = append(b.reqs, ltRequest{method: r.Method, uri: r.RequestURI, key: r.Header.Get("Idempotency-Key"), body: body})
+			b.mu.Unlock()
+			b.hits.Add(1)
+			h(w, r, body)
+		}),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				b.conns.Add(1)
+			}
+		},
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	go func() { _ = b.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = b.srv.Close() })
+	return b
+}
+
+func (b *ltBackend) addr() string { return b.ln.Addr().String() }
+
+func (b *ltBackend) requests() []ltRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]ltRequest(nil), b.reqs...)
+}
+
+// ltEcho answers "<path>:<body>" with the method in X-Method.
+func ltEcho(w http.ResponseWriter, r *http.Request, body []byte) {
+	w.Header().Set("X-Method", r.Method)
+	_, _ = io.WriteString(w, r.URL.Path+":"+string(body))
+}
+
+// ltConn is a raw client connection to the proxy; every read and write on
+// it must be done within 5 seconds of the dial.
+type ltConn struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func ltDial(t *testing.T, addr string) *ltConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	return &ltConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+func (c *ltConn) send(s string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.c, s); err != nil {
+		c.t.Fatalf("writing the request: %v", err)
+	}
+}
+
+// read reads one answer (to a request with method, "" for GET) and its
+// whole body.
+func (c *ltConn) read(method string) (*http.Response, string) {
+	c.t.Helper()
+	if method == "" {
+		method = "GET"
+	}
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
+	if err != nil {
+		c.t.Fatalf("reading the answer: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		c.t.Fatalf("reading the answer's body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// expect reads an answer and checks its status and body.
+func (c *ltConn) expect(method string, code int, body string) *http.Response {
+	c.t.Helper()
+	resp, got := c.read(method)
+	if resp.StatusCode != code || got != body {
+		c.t.Fatalf("answer %d %q, want %d %q", resp.StatusCode, got, code, body)
+	}
+	return resp
+}
+
+// expectClosed checks that the proxy closed the connection with nothing
+// more to read: an end of stream, or a reset when the proxy closed it with
+// bytes of the client's still unread.
+func (c *ltConn) expectClosed() {
+	c.t.Helper()
+	b, err := c.br.ReadByte()
+	if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
+		c.t.Fatalf("read %q, %v; want the connection closed", b, err)
+	}
+}
+
+// ltHandoffs is retrycap_proxy_loop_handoffs_total by reason (non-zero
+// ones only).
+func ltHandoffs(t *testing.T, p *Proxy) map[string]float64 {
+	t.Helper()
+	mfs, err := p.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "retrycap_proxy_loop_handoffs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if v := m.GetCounter().GetValue(); v != 0 {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "reason" {
+						got[l.GetValue()] += v
+					}
+				}
+			}
+		}
+	}
+	return got
+}
+
+// wantHandoffs checks the hand-off counter, reason by reason (the
+// reasons not named must be 0). The goroutine engine hands nothing off.
+func wantHandoffs(t *testing.T, p *Proxy, want map[string]float64) {
+	t.Helper()
+	if p.loops == nil {
+		want = nil
+	}
+	got := ltHandoffs(t, p)
+	if len(got) != len(want) {
+		t.Fatalf("hand-offs %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("hand-offs %v, want %v", got, want)
+		}
+	}
+}
+
+// eventually polls cond until it holds, for at most 5 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+// wantIdle checks that no call is in flight any more.
+func wantIdle(t *testing.T, p *Proxy) {
+	t.Helper()
+	eventually(t, "in-flight calls back to 0", func() bool { return p.m.inFlight.Load() == 0 })
+}
+
+// ltPattern is n bytes of a position-dependent pattern.
+func ltPattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(i*7+i/26)%26
+	}
+	return b
+}
+
+func ltClient(p *Proxy) *http.Client {
+	u, _ := url.Parse("http://" + p.Addr())
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+}
+
+// 1. The common request is served by the loop: answered as the upstream
+// answered, the body forwarded intact, nothing handed off.
+func TestLoopOrdinaryRequests(t *testing.T) {
+	b := newLTBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	c := ltClient(p)
+	defer c.Transport.(*http.Transport).CloseIdleConnections()
+
+	resp, err := c.Get("http://svc/get?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "/get:" || resp.Header.Get("X-Method") != "GET" {
+		t.Fatalf("GET: %d %q X-Method %q", resp.StatusCode, body, resp.Header.Get("X-Method"))
+	}
+
+	sent := ltPattern(1024)
+	req, _ := http.NewRequest("POST", "http://svc/post", bytes.NewReader(sent))
+	req.Header.Set("Idempotency-Key", "k-loop-1")
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "/post:"+string(sent) || resp.Header.Get("X-Method") != "POST" {
+		t.Fatalf("POST: %d X-Method %q body of %d bytes", resp.StatusCode, resp.Header.Get("X-Method"), len(body))
+	}
+
+	reqs := b.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("backend received %d requests, want 2", len(reqs))
+	}
+	if r := reqs[0]; r.method != "GET" || r.uri != "/get?x=1" || len(r.body) != 0 {
+		t.Fatalf("backend's first request: %s %s body %q", r.method, r.uri, r.body)
+	}
+	if r := reqs[1]; r.method != "POST" || r.uri != "/post" || r.key != "k-loop-1" || !bytes.Equal(r.body, sent) {
+		t.Fatalf("backend's second request: %s %s key %q body of %d bytes (intact %t)", r.method, r.uri, r.key, len(r.body), bytes.Equal(r.body, sent))
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 2 {
+		t.Fatalf("attempts %v, want 2", got)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// 2. Three requests in one write on one connection (the second with a
+// body): three answers, in order.
+func TestLoopPipelining(t *testing.T) {
+	b := newLTBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	c := ltDial(t, p.Addr())
+	c.send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" +
+		"POST http://svc/b HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\n\r\nhello" +
+		"GET http://svc/c HTTP/1.1\r\nHost: svc\r\n\r\n")
+	c.expect("", 200, "/a:")
+	c.expect("", 200, "/b:hello")
+	c.expect("", 200, "/c:")
+	// And the connection goes on.
+	c.send("GET http://svc/d HTTP/1.1\r\nHost: svc\r\n\r\n")
+	c.expect("", 200, "/d:")
+	if got := b.hits.Load(); got != 4 {
+		t.Fatalf("backend received %d requests, want 4", got)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// Pipelined behind requests the loop serves: a request it hands off (the
+// goroutine engine takes the connection with the bytes read ahead), and
+// an answer that streams (the same, after the body).
+func TestLoopPipelinedHandoffs(t *testing.T) {
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path == "/chunked" {
+			rc := http.NewResponseController(w)
+			for i := range 3 {
+				fmt.Fprintf(w, "chunk %d\n", i)
+				_ = rc.Flush()
+			}
+			return
+		}
+		ltEcho(w, r, body)
+	})
+	for _, tc := range []struct {
+		name, second, answer, reason string
+	}{
+		{"http/1.0", "GET http://svc/b HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n", "/b:", "http/1.0"},
+		{"streamed answer", "GET http://svc/chunked HTTP/1.1\r\nHost: svc\r\n\r\n", "chunk 0\nchunk 1\nchunk 2\n", "streamed-response"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits := b.hits.Load()
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+			c := ltDial(t, p.Addr())
+			c.send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" + tc.second +
+				"POST http://svc/c HTTP/1.1\r\nHost: svc\r\nContent-Length: 3\r\n\r\nxyz" +
+				"GET http://svc/d HTTP/1.1\r\nHost: svc\r\n\r\n")
+			c.expect("", 200, "/a:")
+			c.expect("", 200, tc.answer)
+			c.expect("", 200, "/c:xyz")
+			c.expect("", 200, "/d:")
+			if got := b.hits.Load() - hits; got != 4 {
+				t.Fatalf("backend received %d requests, want 4", got)
+			}
+			wantHandoffs(t, p, map[string]float64{tc.reason: 1})
+			wantIdle(t, p)
+		})
+	}
+}
+
+// More pipelined bytes than the loop reads ahead (loopMaxInput, 72 KiB):
+// it stops reading the socket and resumes as it answers; every request is
+// answered, in order.
+func TestLoopPipelineBeyondReadAhead(t *testing.T) {
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		fmt.Fprintf(w, "%s:%d", r.URL.Path, len(body))
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	c := ltDial(t, p.Addr())
+	const n = 8
+	body := string(ltPattern(30 << 10))
+	var all strings.Builder
+	for i := range n {
+		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
+	}
+	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	// Written while the answers are read: the proxy does not read it all
+	// before answering.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(c.c, all.String())
+		wrote <- err
+	}()
+	for i := range n {
+		c.expect("", 200, fmt.Sprintf("/%d:%d", i, len(body)))
+	}
+	c.expect("", 200, "/last:0")
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	reqs := b.requests()
+	if len(reqs) != n+1 {
+		t.Fatalf("backend received %d requests, want %d", len(reqs), n+1)
+	}
+	for i, r := range reqs[:n] {
+		if r.uri != fmt.Sprintf("/%d", i) || string(r.body) != body {
+			t.Fatalf("request %d: %s, body of %d bytes (intact %t)", i, r.uri, len(r.body), string(r.body) == body)
+		}
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// The limits of what the loop buffers: a request body and an answer body
+// of 64 KiB are served on the loop, one byte more is handed off (request)
+// or streamed (answer); either way the connection goes on.
+func TestLoopBodyLimits(t *testing.T) {
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var n int
+		if _, err := fmt.Sscanf(r.URL.Path, "/size/%d", &n); err == nil {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			_, _ = w.Write(ltPattern(n))
+			return
+		}
+		fmt.Fprintf(w, "%s:%d:%t", r.URL.Path, len(body), bytes.Equal(body, ltPattern(len(body))))
+	})
+	for _, tc := range []struct {
+		name, req, answer, reason string
+	}{
+		{"request body of 64 KiB", fmt.Sprintf("PUT http://svc/put HTTP/1.1\r\nHost: svc\r\nContent-Length: 65536\r\n\r\n%s", ltPattern(65536)), "/put:65536:true", ""},
+		{"request body of 64 KiB + 1", fmt.Sprintf("PUT http://svc/put HTTP/1.1\r\nHost: svc\r\nContent-Length: 65537\r\n\r\n%s", ltPattern(65537)), "/put:65537:true", "request-body"},
+		{"answer body of 64 KiB", "GET http://svc/size/65536 HTTP/1.1\r\nHost: svc\r\n\r\n", string(ltPattern(65536)), ""},
+		{"answer body of 64 KiB + 1", "GET http://svc/size/65537 HTTP/1.1\r\nHost: svc\r\n\r\n", string(ltPattern(65537)), "streamed-response"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits := b.hits.Load()
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+			c := ltDial(t, p.Addr())
+			c.send(tc.req)
+			resp := c.expect("", 200, tc.answer)
+			if resp.ContentLength != int64(len(tc.answer)) {
+				t.Fatalf("Content-Length %d, want %d", resp.ContentLength, len(tc.answer))
+			}
+			c.send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
+			c.expect("", 200, "/next:0:true")
+			if got := b.hits.Load() - hits; got != 2 {
+				t.Fatalf("backend received %d requests, want 2", got)
+			}
+			want := map[string]float64{}
+			if tc.reason != "" {
+				want[tc.reason] = 1
+			}
+			wantHandoffs(t, p, want)
+			wantIdle(t, p)
+		})
+	}
+}
+
+// 3. A request that arrives one byte at a time, body included.
+func TestLoopRequestByteByByte(t *testing.T) {
+	b := newLTBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	c := ltDial(t, p.Addr())
+	body := ltPattern(100)
+	req := "POST http://svc/slow HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: k-slow\r\nContent-Length: 100\r\n\r\n" + string(body)
+	for i := 0; i < len(req); i++ {
+		c.send(req[i : i+1])
+	}
+	c.expect("", 200, "/slow:"+string(body))
+	reqs := b.requests()
+	if len(reqs) != 1 || reqs[0].key != "k-slow" || !bytes.Equal(reqs[0].body, body) {
+		t.Fatalf("backend received %d requests (%+v)", len(reqs), reqs)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// 4. Each hand-off an ordinary client can cause: the answer it gets, the
+// counter for that reason, and the goroutine engine serving the next
+// request on the same connection (or, where fasthttp closes it after an
+// error, the connection closed).
+func TestLoopHandoffs(t *testing.T) {
+	const next = "GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n"
+	// setup returns the backend svc names, the one "other" names, and
+	// the proxy.
+	setup := func(t *testing.T) (*ltBackend, *ltBackend, *Proxy) {
+		b := newLTBackend(t, nil)
+		other := newLTBackend(t, nil)
+		p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr()+",other="+other.addr())
+		return b, other, p
+	}
+
+	t.Run("http/1.0", func(t *testing.T) {
+		b, _, p := setup(t)
+		c := ltDial(t, p.Addr())
+		c.send("GET http://svc/old HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n")
+		c.expect("", 200, "/old:")
+		c.send(next)
+		c.expect("", 200, "/next:")
+		if got := b.hits.Load(); got != 2 {
+			t.Fatalf("backend received %d requests, want 2", got)
+		}
+		wantHandoffs(t, p, map[string]float64{"http/1.0": 1})
+		wantIdle(t, p)
+	})
+
+	t.Run("expect", func(t *testing.T) {
+		b, _, p := setup(t)
+		c := ltDial(t, p.Addr())
+		c.send("PUT http://svc/e HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		c.expect("", 100, "")
+		c.send("hello")
+		c.expect("", 200, "/e:hello")
+		c.send(next)
+		c.expect("", 200, "/next:")
+		if reqs := b.requests(); len(reqs) != 2 || string(reqs[0].body) != "hello" {
+			t.Fatalf("backend received %+v", reqs)
+		}
+		wantHandoffs(t, p, map[string]float64{"expect": 1})
+		wantIdle(t, p)
+	})
+
+	t.Run("chunked request body", func(t *testing.T) {
+		b, _, p := setup(t)
+		c := ltDial(t, p.Addr())
+		c.send("PUT http://svc/chunked HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+		c.expect("", 200, "/chunked:hello world")
+		c.send(next)
+		c.expect("", 200, "/next:")
+		if reqs := b.requests(); len(reqs) != 2 || string(reqs[0].body) != "hello world" {
+			t.Fatalf("backend received %+v", reqs)
+		}
+		wantHandoffs(t, p, map[string]float64{"request-body": 1})
+		wantIdle(t, p)
+	})
+
+	t.Run("unknown host", func(t *testing.T) {
+		b, other, p := setup(t)
+		c := ltDial(t, p.Addr())
+		c.send("GET http://other/u HTTP/1.1\r\nHost: other\r\n\r\n")
+		c.expect("", 200, "/u:")
+		c.send(next)
+		c.expect("", 200, "/next:")
+		if other.hits.Load() != 1 || b.hits.Load() != 1 {
+			t.Fatalf("other received %d requests, svc %d; want 1 and 1", other.hits.Load(), b.hits.Load())
+		}
+		if got := testutil.ToFloat64(p.upstreamByName("unknown").m.attempts); got != 1 {
+			t.Fatalf("attempts to the unknown host %v, want 1", got)
+		}
+		wantHandoffs(t, p, map[string]float64{"unknown-host": 1})
+		wantIdle(t, p)
+	})
+
+	// fasthttp reads a head within its 8 KiB buffer: 8192 bytes (through
+	// the empty line) are served, on the loop; one more is answered 431
+	// after the hand-off, whether the head arrives whole or in pieces.
+	bigHead := func(size int) string {
+		h := "GET http://svc/big HTTP/1.1\r\nHost: svc\r\nX-Big: \r\n\r\n"
+		return strings.Replace(h, "X-Big: ", "X-Big: "+strings.Repeat("b", size-len(h)), 1)
+	}
+	t.Run("head of 8192 bytes", func(t *testing.T) {
+		b, _, p := setup(t)
+		c := ltDial(t, p.Addr())
+		c.send(bigHead(8192))
+		c.expect("", 200, "/big:")
+		c.send(next)
+		c.expect("", 200, "/next:")
+		if got := b.hits.Load(); got != 2 {
+			t.Fatalf("backend received %d requests, want 2", got)
+		}
+		wantHandoffs(t, p, nil)
+		wantIdle(t, p)
+	})
+	for _, pieces := range []int{1, 2} {
+		t.Run(fmt.Sprintf("head of 8193 bytes in %d writes", pieces), func(t *testing.T) {
+			b, _, p := setup(t)
+			c := ltDial(t, p.Addr())
+			h := bigHead(8193)
+			if pieces == 2 {
+				c.send(h[:4096])
+				h = h[4096:]
+			}
+			c.send(h)
+			resp := c.expect("", 431, "retrycap-proxy: request header too large\n")
+			if !resp.Close {
+				t.Fatalf("431 without Connection: close (%v)", resp.Header)
+			}
+			c.expectClosed()
+			// A new connection is served.
+			c2 := ltDial(t, p.Addr())
+			c2.send(next)
+			c2.expect("", 200, "/next:")
+			if got := b.hits.Load(); got != 1 {
+				t.Fatalf("backend received %d requests, want 1", got)
+			}
+			wantHandoffs(t, p, map[string]float64{"head-too-large": 1})
+			wantIdle(t, p)
+		})
+	}
+
+	t.Run("malformed head", func(t *testing.T) {
+		b, _, p := setup(t)
+		c := ltDial(t, p.Addr())
+		c.send("GET http://svc/ HTTP/1.1\r\nbad header line\r\n\r\n")
+		resp := c.expect("", 400, "retrycap-proxy: malformed request: error when reading request headers: malformed mime header: missing colon: "+
+			"\"bad header line\": buffer size=45, contents: \"GET http://svc/ HTTP/1.1\\r\\nbad header line\\r\\n\\r\\n\"\n")
+		if !resp.Close {
+			t.Fatalf("400 without Connection: close (%v)", resp.Header)
+		}
+		c.expectClosed()
+		c2 := ltDial(t, p.Addr())
+		c2.send(next)
+		c2.expect("", 200, "/next:")
+		if got := b.hits.Load(); got != 1 {
+			t.Fatalf("backend received %d requests, want 1", got)
+		}
+		wantHandoffs(t, p, map[string]float64{"malformed": 1})
+		wantIdle(t, p)
+	})
+}
+
+// CONNECT is handed off (the tunnel itself is TestConnectTunnel's).
+func TestLoopConnectHandoff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	p := startProxy(t)
+	c := ltDial(t, p.Addr())
+	c.send(fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr()))
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	c.send("through")
+	buf := make([]byte, len("through"))
+	if _, err := io.ReadFull(c.br, buf); err != nil || string(buf) != "through" {
+		t.Fatalf("echo %q %v", buf, err)
+	}
+	wantHandoffs(t, p, map[string]float64{"connect": 1})
+}
+
+// 5. Answers whose body must stream: decided on the loop, streamed by a
+// goroutine, the client's connection then served by the goroutine engine.
+func TestLoopStreamedResponses(t *testing.T) {
+	large := ltPattern(200 << 10)
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		switch r.URL.Path {
+		case "/chunked":
+			// Flushed before the handler ends: net/http sends it chunked.
+			rc := http.NewResponseController(w)
+			for i := range 3 {
+				fmt.Fprintf(w, "chunk %d\n", i)
+				_ = rc.Flush()
+			}
+		case "/large":
+			w.Header().Set("Content-Length", strconv.Itoa(len(large)))
+			_, _ = w.Write(large)
+		case "/eof":
+			// Delimited by the end of the connection.
+			c, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nX-Kind: eof\r\n\r\nuntil the end of the connection")
+			_ = buf.Flush()
+			_ = c.Close()
+		default:
+			ltEcho(w, r, body)
+		}
+	})
+	for _, tc := range []struct {
+		path, body string
+		chunked    bool
+	}{
+		{"/chunked", "chunk 0\nchunk 1\nchunk 2\n", true},
+		{"/large", string(large), false},
+		{"/eof", "until the end of the connection", true},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			hits := b.hits.Load()
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+			c := ltDial(t, p.Addr())
+			c.send("GET http://svc" + tc.path + " HTTP/1.1\r\nHost: svc\r\n\r\n")
+			resp := c.expect("", 200, tc.body)
+			if tc.chunked {
+				if len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+					t.Fatalf("Transfer-Encoding %v, want chunked", resp.TransferEncoding)
+				}
+			} else if resp.ContentLength != int64(len(large)) {
+				t.Fatalf("Content-Length %d, want %d", resp.ContentLength, len(large))
+			}
+			if resp.Close {
+				t.Fatal("the streamed answer closes the client's connection")
+			}
+			// The connection goes on in the goroutine engine.
+			c.send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
+			c.expect("", 200, "/next:")
+			if got := b.hits.Load() - hits; got != 2 {
+				t.Fatalf("backend received %d requests, want 2", got)
+			}
+			wantHandoffs(t, p, map[string]float64{"streamed-response": 1})
+			wantIdle(t, p)
+		})
+	}
+}
+
+// 6. An upstream answer that arrives in pieces, split inside the status
+// line, between CR and LF, and in the body; and with an interim 100 before
+// it. (Separate writes with TCP_NODELAY usually arrive apart; the answer
+// must be the same when they do not.)
+func TestLoopResponseInPieces(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+	}{
+		{"split", []string{"HTTP/1.1 20", "0 OK\r", "\nContent-Length: 11\r\nX-Pie", "ce: yes\r\n\r", "\nhel", "lo wo", "rld"}},
+		{"after an interim 100", []string{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n", "Content-Length: 11\r\n", "X-Piece: yes\r\n\r\nhello", " world"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+				c, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				for _, piece := range tc.pieces {
+					_, _ = buf.WriteString(piece)
+					_ = buf.Flush()
+				}
+			})
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+			c := ltDial(t, p.Addr())
+			for i := range 2 {
+				c.send("GET http://svc/pieces HTTP/1.1\r\nHost: svc\r\n\r\n")
+				resp := c.expect("", 200, "hello world")
+				if resp.Header.Get("X-Piece") != "yes" || resp.ContentLength != 11 {
+					t.Fatalf("answer %d: X-Piece %q Content-Length %d", i, resp.Header.Get("X-Piece"), resp.ContentLength)
+				}
+			}
+			if got := b.hits.Load(); got != 2 {
+				t.Fatalf("backend received %d requests, want 2", got)
+			}
+			wantHandoffs(t, p, nil)
+			wantIdle(t, p)
+		})
+	}
+}
+
+// 7. An upstream that closes every connection after its answer: each
+// request goes on a new upstream connection, the client's stays open.
+func TestLoopUpstreamClosesEachConnection(t *testing.T) {
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Connection", "close")
+		ltEcho(w, r, body)
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	c := ltDial(t, p.Addr())
+	for i := range 20 {
+		c.send(fmt.Sprintf("GET http://svc/%d HTTP/1.1\r\nHost: svc\r\n\r\n", i))
+		if resp := c.expect("", 200, fmt.Sprintf("/%d:", i)); resp.Close {
+			t.Fatalf("answer %d closes the client's connection", i)
+		}
+	}
+	if hits, conns := b.hits.Load(), b.conns.Load(); hits != 20 || conns != 20 {
+		t.Fatalf("backend received %d requests on %d connections, want 20 on 20", hits, conns)
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 20 {
+		t.Fatalf("attempts %v, want 20 (none retried)", got)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// An upstream that closes the connection right after its answer without
+// saying so (no "Connection: close"). The loop must not keep such a
+// connection in its pool, whether the end arrives with the answer or
+// after it: there the next request would fail on it (a POST without a key
+// is not retried: 502). Before each request the test waits for the pool to
+// be empty, so that a later end has been seen; an end that came with the
+// answer must not leave the connection there.
+func TestLoopUpstreamClosesWithoutSaying(t *testing.T) {
+	b := newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		c, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		_ = buf.Flush()
+		_ = c.Close()
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	if p.loops == nil {
+		t.Skip("fasthttp's client reuses such a connection: every second request fails")
+	}
+	c := ltDial(t, p.Addr())
+	for i := range 20 {
+		eventually(t, "the upstream's closed connection out of the pool", func() bool { return ltIdleUpstreams(p) == 0 })
+		c.send(fmt.Sprintf("POST http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi", i))
+		c.expect("", 200, "ok")
+	}
+	if hits, conns := b.hits.Load(), b.conns.Load(); hits != 20 || conns != 20 {
+		t.Fatalf("backend received %d requests on %d connections, want 20 on 20", hits, conns)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// ltIdleUpstreams counts the upstream connections in the loops' pools
+// (asked on each loop).
+func ltIdleUpstreams(p *Proxy) int {
+	n := 0
+	for _, l := range p.loops.loops {
+		done := make(chan int, 1)
+		l.post(func() {
+			k := 0
+			for _, pool := range l.pools {
+				for _, uc := range pool.conns {
+					if !uc.closed {
+						k++
+					}
+				}
+			}
+			done <- k
+		})
+		select {
+		case k := <-done:
+			n += k
+		case <-time.After(time.Second):
+		}
+	}
+	return n
+}
+
+// 8. An upstream reached by its DNS name (no --resolve): looked up off the
+// loop; a name that does not resolve is a connect failure, retried, then
+// exhausted.
+func TestLoopUpstreamByName(t *testing.T) {
+	t.Run("localhost", func(t *testing.T) {
+		b := newLTBackend(t, nil)
+		_, port, _ := net.SplitHostPort(b.addr())
+		p := startProxy(t, "--upstreams", "localhost=3", "--per-try-timeout", "2s")
+		c := ltDial(t, p.Addr())
+		for i := range 2 { // the second from the loop's DNS cache
+			c.send("GET http://localhost:" + port + "/dns HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n")
+			c.expect("", 200, "/dns:")
+			if got := b.hits.Load(); got != int64(i+1) {
+				t.Fatalf("backend received %d requests, want %d", got, i+1)
+			}
+		}
+		wantHandoffs(t, p, nil)
+		wantIdle(t, p)
+	})
+	t.Run("unresolvable", func(t *testing.T) {
+		p := startProxy(t, "--upstreams", "nonexistent.invalid=3", "--per-try-timeout", "2s")
+		c := ltDial(t, p.Addr())
+		c.send("GET http://nonexistent.invalid/ HTTP/1.1\r\nHost: nonexistent.invalid\r\n\r\n")
+		resp, body := c.read("")
+		const want = "retrycap-proxy: upstream nonexistent.invalid: 3 attempt(s), last failed with connect-failure ("
+		if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "attempts" || !strings.HasPrefix(body, want) {
+			t.Fatalf("answer %d Retrycap-Exhausted %q body %q; want 503, attempts, %q...", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, want)
+		}
+		if got := testutil.ToFloat64(p.upstreamByName("nonexistent.invalid").m.attempts); got != 3 {
+			t.Fatalf("attempts %v, want 3", got)
+		}
+		wantHandoffs(t, p, nil)
+		wantIdle(t, p)
+	})
+}
+
+// ltBlocking is a backend whose /block requests wait for release, each
+// signalling on arrived first, and on gone if the proxy closes the
+// connection before the release; other paths echo.
+func ltBlocking(t *testing.T) (b *ltBackend, arrived, gone chan struct{}, release func()) {
+	arrived, gone = make(chan struct{}, 16), make(chan struct{}, 16)
+	released := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release)
+	b = newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path == "/block" {
+			arrived <- struct{}{}
+			select {
+			case <-released:
+			case <-r.Context().Done():
+				gone <- struct{}{}
+				return
+			}
+		}
+		ltEcho(w, r, body)
+	})
+	return b, arrived, gone, release
+}
+
+func ltWait(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: not within 5s", what)
+	}
+}
+
+// 9. A client that leaves while its call is in flight: the call ends when
+// its upstream answers (nothing leaks), and the proxy serves on.
+func TestLoopClientGoneMidCall(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		t.Run(map[bool]string{false: "closed", true: "reset"}[reset], func(t *testing.T) {
+			b, arrived, _, release := ltBlocking(t)
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+			c := ltDial(t, p.Addr())
+			c.send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
+			ltWait(t, arrived, "the request reaching the backend")
+			if got := p.m.inFlight.Load(); got != 1 {
+				t.Fatalf("in flight %d, want 1", got)
+			}
+			if reset {
+				_ = c.c.(*net.TCPConn).SetLinger(0)
+			}
+			_ = c.c.Close()
+			release()
+			wantIdle(t, p)
+			c2 := ltDial(t, p.Addr())
+			c2.send("GET http://svc/after HTTP/1.1\r\nHost: svc\r\n\r\n")
+			c2.expect("", 200, "/after:")
+			if got := b.hits.Load(); got != 2 {
+				t.Fatalf("backend received %d requests, want 2", got)
+			}
+			wantHandoffs(t, p, nil)
+			wantIdle(t, p)
+		})
+	}
+}
+
+// A client that reads slowly (a 4 KiB receive buffer) while large answers
+// are pipelined: the loop keeps what the socket does not take and sends
+// it as the socket drains, answer after answer, in order.
+func TestLoopSlowReader(t *testing.T) {
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		w.Header().Set("Content-Length", strconv.Itoa(60<<10))
+		_, _ = w.Write(ltPattern(60 << 10))
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	nc, err := d.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	c := &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
+	const n = 200
+	c.send(strings.Repeat("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n", n))
+	if p.loops != nil {
+		// Read nothing until an answer waits in the loop for the socket.
+		eventually(t, "an answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
+	}
+	want := string(ltPattern(60 << 10))
+	for range n {
+		c.expect("", 200, want)
+	}
+	if got := b.hits.Load(); got != n {
+		t.Fatalf("backend received %d requests, want %d", got, n)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// ltPendingOutput reports whether a client connection of the loops has
+// answer bytes its socket did not take yet (asked on each loop).
+func ltPendingOutput(p *Proxy) bool {
+	pending := false
+	for _, l := range p.loops.loops {
+		done := make(chan bool, 1)
+		l.post(func() {
+			out := false
+			for c := range l.clients {
+				out = out || c.writing()
+			}
+			done <- out
+		})
+		select {
+		case out := <-done:
+			pending = pending || out
+		case <-time.After(time.Second):
+		}
+	}
+	return pending
+}
+
+// 10. Graceful drain: the request in flight is answered (closing its
+// connection), then the listener refuses new connections.
+func TestLoopGracefulDrain(t *testing.T) {
+	b, arrived, _, release := ltBlocking(t)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	c := ltDial(t, p.Addr())
+	c.send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
+	ltWait(t, arrived, "the request reaching the backend")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Shutdown(ctx) }()
+	// Once the listener refuses, every loop is draining.
+	eventually(t, "the listener closed", func() bool {
+		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		if err != nil {
+			return true
+		}
+		_ = nc.Close()
+		return false
+	})
+	release()
+	resp := c.expect("", 200, "/block:")
+	// (net/http reads "Connection: close" into Close, and drops the header.)
+	if !resp.Close {
+		t.Fatal("the answer in flight during the drain lacks Connection: close")
+	}
+	c.expectClosed()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return within 5s")
+	}
+	if nc, err := net.DialTimeout("tcp", p.Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		if nc != nil {
+			_ = nc.Close()
+		}
+		t.Fatalf("a connection after Shutdown: %v, want refused", err)
+	}
+	if got := b.hits.Load(); got != 1 {
+		t.Fatalf("backend received %d requests, want 1", got)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// A drain that runs out of time: the loops close what is left. The call
+// in flight is abandoned (its client's connection closed without an
+// answer, its upstream connection closed) and no longer counted in flight.
+// (The goroutine engine leaves such a call to finish.)
+func TestLoopDrainTimeout(t *testing.T) {
+	b, arrived, gone, release := ltBlocking(t)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	if p.loops == nil {
+		t.Skip("the event loop's drain")
+	}
+	c := ltDial(t, p.Addr())
+	c.send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
+	ltWait(t, arrived, "the request reaching the backend")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v, want the deadline exceeded", err)
+	}
+	c.expectClosed()
+	ltWait(t, gone, "the upstream connection closed")
+	release()
+	wantIdle(t, p)
+	if got := b.hits.Load(); got != 1 {
+		t.Fatalf("backend received %d requests, want 1", got)
+	}
+	wantHandoffs(t, p, nil)
+}
+
+// 11. 200 clients at once, each on its own connection, 5 requests each.
+func TestLoopManyClients(t *testing.T) {
+	const clients, each = 200, 5
+	b := newLTBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := ltClient(p)
+			defer c.Transport.(*http.Transport).CloseIdleConnections()
+			for j := range each {
+				path := fmt.Sprintf("/c%d/r%d", i, j)
+				resp, err := c.Get("http://svc" + path)
+				if err != nil {
+					errs <- err
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || string(body) != path+":" {
+					errs <- fmt.Errorf("%s: %d %q %v", path, resp.StatusCode, body, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := b.hits.Load(); got != clients*each {
+		t.Fatalf("backend received %d requests, want %d", got, clients*each)
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != clients*each {
+		t.Fatalf("attempts %v, want %d", got, clients*each)
+	}
+	wantHandoffs(t, p, nil)
+	wantIdle(t, p)
+}
+
+// refHeadEnd is headEnd's specification: lines end in LF, optionally
+// preceded by one CR; the head ends after the first empty line that
+// follows at least one line (which may itself be empty); -1 while that
+// empty line is not all there.
+func refHeadEnd(b []byte) int {
+	lines := 0
+	for start := 0; ; {
+		i := bytes.IndexByte(b[start:], '\n')
+		if i < 0 {
+			return -1
+		}
+		line := bytes.TrimSuffix(b[start:start+i], []byte("\r"))
+		start += i + 1
+		if len(line) == 0 && lines > 0 {
+			return start
+		}
+		lines++
+	}
+}
+
+// 12. headEnd against its specification.
+func FuzzHeadEnd(f *testing.F) {
+	for _, s := range []string{
+		"",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\nbody",
+		"GET / HTTP/1.1\nHost: a\n\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r",
+		"GET / HTTP/1.1\r\nHost: a\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+		"\r\n\r\n",
+		"\n\n",
+		"\r\n",
+		"A\n\r\r\n\n",
+		"A\r\r\n\r\n",
+		"A\n\rB\n\n",
+		"A\n\r",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := headEnd(b), refHeadEnd(b); got != want {
+			t.Fatalf("headEnd(%q) = %d, want %d", b, got, want)
+		}
+	})
+}
