@@ -189,9 +189,9 @@ func ltHandoffs(t *testing.T, p *Proxy) map[string]float64 {
 	return got
 }
 
-// wantHandoffs checks the hand-off counter, reason by reason (the
+// ltWantHandoffs checks the hand-off counter, reason by reason (the
 // reasons not named must be 0). The goroutine engine hands nothing off.
-func wantHandoffs(t *testing.T, p *Proxy, want map[string]float64) {
+func ltWantHandoffs(t *testing.T, p *Proxy, want map[string]float64) {
 	t.Helper()
 	if p.loops == nil {
 		want = nil
@@ -207,8 +207,8 @@ func wantHandoffs(t *testing.T, p *Proxy, want map[string]float64) {
 	}
 }
 
-// eventually polls cond until it holds, for at most 5 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
+// ltEventually polls cond until it holds, for at most 5 seconds.
+func ltEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
@@ -219,10 +219,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// wantIdle checks that no call is in flight any more.
-func wantIdle(t *testing.T, p *Proxy) {
+// ltWantIdle checks that no call is in flight any more.
+func ltWantIdle(t *testing.T, p *Proxy) {
 	t.Helper()
-	eventually(t, "in-flight calls back to 0", func() bool { return p.m.inFlight.Load() == 0 })
+	ltEventually(t, "in-flight calls back to 0", func() bool { return p.m.inFlight.Load() == 0 })
 }
 
 // ltPattern is n bytes of a position-dependent pattern.
@@ -239,7 +239,7 @@ func ltClient(p *Proxy) *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
 }
 
-// 1. The common request is served by the loop: answered as the upstream
+// The common request is served by the loop: answered as the upstream
 // answered, the body forwarded intact, nothing handed off.
 func TestLoopOrdinaryRequests(t *testing.T) {
 	b := newLTBackend(t, nil)
@@ -283,11 +283,11 @@ func TestLoopOrdinaryRequests(t *testing.T) {
 	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 2 {
 		t.Fatalf("attempts %v, want 2", got)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
-// 2. Three requests in one write on one connection (the second with a
+// Three requests in one write on one connection (the second with a
 // body): three answers, in order.
 func TestLoopPipelining(t *testing.T) {
 	b := newLTBackend(t, nil)
@@ -305,8 +305,8 @@ func TestLoopPipelining(t *testing.T) {
 	if got := b.hits.Load(); got != 4 {
 		t.Fatalf("backend received %d requests, want 4", got)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
 // Pipelined behind requests the loop serves: a request it hands off (the
@@ -344,8 +344,8 @@ func TestLoopPipelinedHandoffs(t *testing.T) {
 			if got := b.hits.Load() - hits; got != 4 {
 				t.Fatalf("backend received %d requests, want 4", got)
 			}
-			wantHandoffs(t, p, map[string]float64{tc.reason: 1})
-			wantIdle(t, p)
+			ltWantHandoffs(t, p, map[string]float64{tc.reason: 1})
+			ltWantIdle(t, p)
 		})
 	}
 }
@@ -389,8 +389,8 @@ func TestLoopPipelineBeyondReadAhead(t *testing.T) {
 			t.Fatalf("request %d: %s, body of %d bytes (intact %t)", i, r.uri, len(r.body), string(r.body) == body)
 		}
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
 // The limits of what the loop buffers: a request body and an answer body
@@ -432,13 +432,13 @@ func TestLoopBodyLimits(t *testing.T) {
 			if tc.reason != "" {
 				want[tc.reason] = 1
 			}
-			wantHandoffs(t, p, want)
-			wantIdle(t, p)
+			ltWantHandoffs(t, p, want)
+			ltWantIdle(t, p)
 		})
 	}
 }
 
-// 3. A request that arrives one byte at a time, body included.
+// A request that arrives one byte at a time, body included.
 func TestLoopRequestByteByByte(t *testing.T) {
 	b := newLTBackend(t, nil)
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
@@ -453,11 +453,11 @@ func TestLoopRequestByteByByte(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].key != "k-slow" || !bytes.Equal(reqs[0].body, body) {
 		t.Fatalf("backend received %d requests (%+v)", len(reqs), reqs)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
-// 4. Each hand-off an ordinary client can cause: the answer it gets, the
+// Each hand-off an ordinary client can cause: the answer it gets, the
 // counter for that reason, and the goroutine engine serving the next
 // request on the same connection (or, where fasthttp closes it after an
 // error, the connection closed).
@@ -482,8 +482,8 @@ func TestLoopHandoffs(t *testing.T) {
 		if got := b.hits.Load(); got != 2 {
 			t.Fatalf("backend received %d requests, want 2", got)
 		}
-		wantHandoffs(t, p, map[string]float64{"http/1.0": 1})
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, map[string]float64{"http/1.0": 1})
+		ltWantIdle(t, p)
 	})
 
 	t.Run("expect", func(t *testing.T) {
@@ -498,8 +498,8 @@ func TestLoopHandoffs(t *testing.T) {
 		if reqs := b.requests(); len(reqs) != 2 || string(reqs[0].body) != "hello" {
 			t.Fatalf("backend received %+v", reqs)
 		}
-		wantHandoffs(t, p, map[string]float64{"expect": 1})
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, map[string]float64{"expect": 1})
+		ltWantIdle(t, p)
 	})
 
 	t.Run("chunked request body", func(t *testing.T) {
@@ -512,8 +512,8 @@ func TestLoopHandoffs(t *testing.T) {
 		if reqs := b.requests(); len(reqs) != 2 || string(reqs[0].body) != "hello world" {
 			t.Fatalf("backend received %+v", reqs)
 		}
-		wantHandoffs(t, p, map[string]float64{"request-body": 1})
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, map[string]float64{"request-body": 1})
+		ltWantIdle(t, p)
 	})
 
 	t.Run("unknown host", func(t *testing.T) {
@@ -529,8 +529,8 @@ func TestLoopHandoffs(t *testing.T) {
 		if got := testutil.ToFloat64(p.upstreamByName("unknown").m.attempts); got != 1 {
 			t.Fatalf("attempts to the unknown host %v, want 1", got)
 		}
-		wantHandoffs(t, p, map[string]float64{"unknown-host": 1})
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, map[string]float64{"unknown-host": 1})
+		ltWantIdle(t, p)
 	})
 
 	// fasthttp reads a head within its 8 KiB buffer: 8192 bytes (through
@@ -550,8 +550,8 @@ func TestLoopHandoffs(t *testing.T) {
 		if got := b.hits.Load(); got != 2 {
 			t.Fatalf("backend received %d requests, want 2", got)
 		}
-		wantHandoffs(t, p, nil)
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, nil)
+		ltWantIdle(t, p)
 	})
 	for _, pieces := range []int{1, 2} {
 		t.Run(fmt.Sprintf("head of 8193 bytes in %d writes", pieces), func(t *testing.T) {
@@ -575,8 +575,8 @@ func TestLoopHandoffs(t *testing.T) {
 			if got := b.hits.Load(); got != 1 {
 				t.Fatalf("backend received %d requests, want 1", got)
 			}
-			wantHandoffs(t, p, map[string]float64{"head-too-large": 1})
-			wantIdle(t, p)
+			ltWantHandoffs(t, p, map[string]float64{"head-too-large": 1})
+			ltWantIdle(t, p)
 		})
 	}
 
@@ -596,8 +596,8 @@ func TestLoopHandoffs(t *testing.T) {
 		if got := b.hits.Load(); got != 1 {
 			t.Fatalf("backend received %d requests, want 1", got)
 		}
-		wantHandoffs(t, p, map[string]float64{"malformed": 1})
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, map[string]float64{"malformed": 1})
+		ltWantIdle(t, p)
 	})
 }
 
@@ -628,10 +628,10 @@ func TestLoopConnectHandoff(t *testing.T) {
 	if _, err := io.ReadFull(c.br, buf); err != nil || string(buf) != "through" {
 		t.Fatalf("echo %q %v", buf, err)
 	}
-	wantHandoffs(t, p, map[string]float64{"connect": 1})
+	ltWantHandoffs(t, p, map[string]float64{"connect": 1})
 }
 
-// 5. Answers whose body must stream: decided on the loop, streamed by a
+// Answers whose body must stream: decided on the loop, streamed by a
 // goroutine, the client's connection then served by the goroutine engine.
 func TestLoopStreamedResponses(t *testing.T) {
 	large := ltPattern(200 << 10)
@@ -690,13 +690,13 @@ func TestLoopStreamedResponses(t *testing.T) {
 			if got := b.hits.Load() - hits; got != 2 {
 				t.Fatalf("backend received %d requests, want 2", got)
 			}
-			wantHandoffs(t, p, map[string]float64{"streamed-response": 1})
-			wantIdle(t, p)
+			ltWantHandoffs(t, p, map[string]float64{"streamed-response": 1})
+			ltWantIdle(t, p)
 		})
 	}
 }
 
-// 6. An upstream answer that arrives in pieces, split inside the status
+// An upstream answer that arrives in pieces, split inside the status
 // line, between CR and LF, and in the body; and with an interim 100 before
 // it. (Separate writes with TCP_NODELAY usually arrive apart; the answer
 // must be the same when they do not.)
@@ -732,13 +732,13 @@ func TestLoopResponseInPieces(t *testing.T) {
 			if got := b.hits.Load(); got != 2 {
 				t.Fatalf("backend received %d requests, want 2", got)
 			}
-			wantHandoffs(t, p, nil)
-			wantIdle(t, p)
+			ltWantHandoffs(t, p, nil)
+			ltWantIdle(t, p)
 		})
 	}
 }
 
-// 7. An upstream that closes every connection after its answer: each
+// An upstream that closes every connection after its answer: each
 // request goes on a new upstream connection, the client's stays open.
 func TestLoopUpstreamClosesEachConnection(t *testing.T) {
 	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -759,8 +759,8 @@ func TestLoopUpstreamClosesEachConnection(t *testing.T) {
 	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 20 {
 		t.Fatalf("attempts %v, want 20 (none retried)", got)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
 // An upstream that closes the connection right after its answer without
@@ -786,15 +786,15 @@ func TestLoopUpstreamClosesWithoutSaying(t *testing.T) {
 	}
 	c := ltDial(t, p.Addr())
 	for i := range 20 {
-		eventually(t, "the upstream's closed connection out of the pool", func() bool { return ltIdleUpstreams(p) == 0 })
+		ltEventually(t, "the upstream's closed connection out of the pool", func() bool { return ltIdleUpstreams(p) == 0 })
 		c.send(fmt.Sprintf("POST http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi", i))
 		c.expect("", 200, "ok")
 	}
 	if hits, conns := b.hits.Load(), b.conns.Load(); hits != 20 || conns != 20 {
 		t.Fatalf("backend received %d requests on %d connections, want 20 on 20", hits, conns)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
 // ltIdleUpstreams counts the upstream connections in the loops' pools
@@ -823,7 +823,7 @@ func ltIdleUpstreams(p *Proxy) int {
 	return n
 }
 
-// 8. An upstream reached by its DNS name (no --resolve): looked up off the
+// An upstream reached by its DNS name (no --resolve): looked up off the
 // loop; a name that does not resolve is a connect failure, retried, then
 // exhausted.
 func TestLoopUpstreamByName(t *testing.T) {
@@ -839,8 +839,8 @@ func TestLoopUpstreamByName(t *testing.T) {
 				t.Fatalf("backend received %d requests, want %d", got, i+1)
 			}
 		}
-		wantHandoffs(t, p, nil)
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, nil)
+		ltWantIdle(t, p)
 	})
 	t.Run("unresolvable", func(t *testing.T) {
 		p := startProxy(t, "--upstreams", "nonexistent.invalid=3", "--per-try-timeout", "2s")
@@ -854,8 +854,8 @@ func TestLoopUpstreamByName(t *testing.T) {
 		if got := testutil.ToFloat64(p.upstreamByName("nonexistent.invalid").m.attempts); got != 3 {
 			t.Fatalf("attempts %v, want 3", got)
 		}
-		wantHandoffs(t, p, nil)
-		wantIdle(t, p)
+		ltWantHandoffs(t, p, nil)
+		ltWantIdle(t, p)
 	})
 }
 
@@ -892,7 +892,7 @@ func ltWait(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// 9. A client that leaves while its call is in flight: the call ends when
+// A client that leaves while its call is in flight: the call ends when
 // its upstream answers (nothing leaks), and the proxy serves on.
 func TestLoopClientGoneMidCall(t *testing.T) {
 	for _, reset := range []bool{false, true} {
@@ -910,15 +910,15 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 			}
 			_ = c.c.Close()
 			release()
-			wantIdle(t, p)
+			ltWantIdle(t, p)
 			c2 := ltDial(t, p.Addr())
 			c2.send("GET http://svc/after HTTP/1.1\r\nHost: svc\r\n\r\n")
 			c2.expect("", 200, "/after:")
 			if got := b.hits.Load(); got != 2 {
 				t.Fatalf("backend received %d requests, want 2", got)
 			}
-			wantHandoffs(t, p, nil)
-			wantIdle(t, p)
+			ltWantHandoffs(t, p, nil)
+			ltWantIdle(t, p)
 		})
 	}
 }
@@ -952,7 +952,7 @@ func TestLoopSlowReader(t *testing.T) {
 	c.send(strings.Repeat("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n", n))
 	if p.loops != nil {
 		// Read nothing until an answer waits in the loop for the socket.
-		eventually(t, "an answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
+		ltEventually(t, "an answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
 	}
 	want := string(ltPattern(60 << 10))
 	for range n {
@@ -961,8 +961,8 @@ func TestLoopSlowReader(t *testing.T) {
 	if got := b.hits.Load(); got != n {
 		t.Fatalf("backend received %d requests, want %d", got, n)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
 // ltPendingOutput reports whether a client connection of the loops has
@@ -987,7 +987,7 @@ func ltPendingOutput(p *Proxy) bool {
 	return pending
 }
 
-// 10. Graceful drain: the request in flight is answered (closing its
+// Graceful drain: the request in flight is answered (closing its
 // connection), then the listener refuses new connections.
 func TestLoopGracefulDrain(t *testing.T) {
 	b, arrived, _, release := ltBlocking(t)
@@ -1000,7 +1000,7 @@ func TestLoopGracefulDrain(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Shutdown(ctx) }()
 	// Once the listener refuses, every loop is draining.
-	eventually(t, "the listener closed", func() bool {
+	ltEventually(t, "the listener closed", func() bool {
 		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 		if err != nil {
 			return true
@@ -1032,8 +1032,8 @@ func TestLoopGracefulDrain(t *testing.T) {
 	if got := b.hits.Load(); got != 1 {
 		t.Fatalf("backend received %d requests, want 1", got)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
 // A drain that runs out of time: the loops close what is left. The call
@@ -1057,14 +1057,14 @@ func TestLoopDrainTimeout(t *testing.T) {
 	c.expectClosed()
 	ltWait(t, gone, "the upstream connection closed")
 	release()
-	wantIdle(t, p)
+	ltWantIdle(t, p)
 	if got := b.hits.Load(); got != 1 {
 		t.Fatalf("backend received %d requests, want 1", got)
 	}
-	wantHandoffs(t, p, nil)
+	ltWantHandoffs(t, p, nil)
 }
 
-// 11. 200 clients at once, each on its own connection, 5 requests each.
+// 200 clients at once, each on its own connection, 5 requests each.
 func TestLoopManyClients(t *testing.T) {
 	const clients, each = 200, 5
 	b := newLTBackend(t, nil)
@@ -1104,8 +1104,8 @@ func TestLoopManyClients(t *testing.T) {
 	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != clients*each {
 		t.Fatalf("attempts %v, want %d", got, clients*each)
 	}
-	wantHandoffs(t, p, nil)
-	wantIdle(t, p)
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
 }
 
 // refHeadEnd is headEnd's specification: lines end in LF, optionally
@@ -1128,7 +1128,7 @@ func refHeadEnd(b []byte) int {
 	}
 }
 
-// 12. headEnd against its specification.
+// headEnd against its specification.
 func FuzzHeadEnd(f *testing.F) {
 	for _, s := range []string{
 		"",
