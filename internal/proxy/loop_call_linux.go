@@ -36,6 +36,11 @@ type call struct {
 	// seq numbers the attempts, so that a DNS answer for an attempt that
 	// timed out meanwhile is ignored.
 	seq uint64
+	// The addresses the attempt's connect goes through in turn.
+	ips    []netip.Addr
+	ipNext int
+	ipLeft int
+	port   int
 }
 
 func (l *evLoop) getCall() *call {
@@ -54,7 +59,7 @@ func (l *evLoop) putCall(cl *call) {
 	l.timers.cancel(cl.t)
 	cl.req.Reset()
 	cl.resp.Reset()
-	cl.c, cl.up, cl.uc, cl.target, cl.backoff = nil, nil, nil, "", false
+	cl.c, cl.up, cl.uc, cl.target, cl.backoff, cl.ips = nil, nil, nil, "", false, nil
 	cl.x = exchange{}
 	if len(l.free) < 1024 {
 		l.free = append(l.free, cl)
@@ -157,7 +162,7 @@ func (cl *call) dial() {
 		return
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
-		cl.connect(ip, port)
+		cl.connectAny([]netip.Addr{ip.Unmap()}, 0, port)
 		return
 	}
 	e := l.dns[host]
@@ -175,7 +180,7 @@ func (cl *call) dial() {
 			return
 		}
 		e.next++
-		cl.connect(e.ips[e.next%len(e.ips)], port)
+		cl.connectAny(e.ips, e.next, port)
 		return
 	}
 	e.waiters = append(e.waiters, dnsWaiter{cl, cl.seq, port})
@@ -206,6 +211,9 @@ const (
 	dnsLookupLimit = 10 * time.Second
 )
 
+// lookupNetIP is the loops' resolver (a variable for tests).
+var lookupNetIP = net.DefaultResolver.LookupNetIP
+
 // lookup resolves host off the loop and posts the answer back to it.
 func (l *evLoop) lookup(host string, e *dnsEntry) {
 	if e.pending {
@@ -214,7 +222,7 @@ func (l *evLoop) lookup(host string, e *dnsEntry) {
 	e.pending = true
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), dnsLookupLimit)
-		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		ips, err := lookupNetIP(ctx, "ip", host)
 		cancel()
 		l.post(func() { l.resolved(host, e, ips, err) })
 	}()
@@ -248,19 +256,56 @@ func (l *evLoop) resolved(host string, e *dnsEntry, ips []netip.Addr, err error)
 			continue
 		}
 		e.next++
-		w.cl.connect(e.ips[e.next%len(e.ips)], w.port)
+		w.cl.connectAny(e.ips, e.next, w.port)
 	}
 }
 
-// connect starts a non-blocking connect; the request is written when
-// epoll reports the socket writable.
-func (cl *call) connect(ip netip.Addr, port string) {
-	l := cl.l
+// connectAny connects to one of ips, starting at ips[start%len] (the
+// cache's round robin) and going on to the next when a connect fails, as
+// Go's dialer does, all within the attempt's timeout.
+func (cl *call) connectAny(ips []netip.Addr, start int, port string) {
 	pn, err := strconv.Atoi(port)
 	if err != nil || pn < 0 || pn > 65535 {
 		cl.failed(&dialError{fmt.Errorf("bad port %q", port)})
 		return
 	}
+	cl.ips, cl.ipNext, cl.ipLeft, cl.port = ips, start, len(ips), pn
+	cl.connectNext()
+}
+
+// connectNext tries the next address; with none left it fails the attempt
+// with the last connect error.
+func (cl *call) connectNext() {
+	for cl.ipLeft > 0 {
+		ip := cl.ips[cl.ipNext%len(cl.ips)]
+		cl.ipNext++
+		cl.ipLeft--
+		err := cl.connect(ip, cl.port)
+		if err == nil {
+			return
+		}
+		if cl.ipLeft == 0 {
+			cl.failed(err)
+		}
+	}
+}
+
+// connectFailed: the connect under way failed; try the next address.
+func (cl *call) connectFailed(uc *upConn, err error) {
+	uc.close()
+	cl.uc = nil
+	if cl.ipLeft == 0 {
+		cl.failed(err)
+		return
+	}
+	cl.connectNext()
+}
+
+// connect starts a non-blocking connect; the request is written when
+// epoll reports the socket writable. It returns the error of a connect
+// that failed at once.
+func (cl *call) connect(ip netip.Addr, pn int) error {
+	l := cl.l
 	family, sa := unix.AF_INET, unix.Sockaddr(&unix.SockaddrInet4{Port: pn, Addr: ip.As4()})
 	if ip.Is6() {
 		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: pn, Addr: ip.As16()}
@@ -268,23 +313,21 @@ func (cl *call) connect(ip netip.Addr, port string) {
 	addr := net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(pn))) //nolint:gosec // checked above
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		cl.failed(&dialError{&net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: os.NewSyscallError("socket", err)}})
-		return
+		return &dialError{&net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: os.NewSyscallError("socket", err)}}
 	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	err = unix.Connect(fd, sa)
 	if err != nil && !errors.Is(err, unix.EINPROGRESS) {
 		_ = unix.Close(fd)
-		cl.failed(&dialError{&net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: os.NewSyscallError("connect", err)}})
-		return
+		return &dialError{&net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: os.NewSyscallError("connect", err)}}
 	}
 	uc := &upConn{l: l, fd: fd, target: cl.target, addr: addr, connecting: true}
 	if err := l.add(fd, edgeEvents, uc); err != nil {
 		_ = unix.Close(fd)
-		cl.failed(&dialError{err})
-		return
+		return &dialError{err}
 	}
 	uc.send(cl)
+	return nil
 }
 
 // upConn is a connection to an upstream, owned by one loop: serving one
@@ -363,7 +406,7 @@ func (uc *upConn) event(ev uint32) {
 		}
 		if err != nil {
 			if uc.cl != nil {
-				uc.cl.failed(&dialError{&net.OpError{Op: "dial", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("connect", err)}})
+				uc.cl.connectFailed(uc, &dialError{&net.OpError{Op: "dial", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("connect", err)}})
 			} else {
 				uc.close()
 			}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -1153,4 +1154,56 @@ func FuzzHeadEnd(f *testing.F) {
 			t.Fatalf("headEnd(%q) = %d, want %d", b, got, want)
 		}
 	})
+}
+
+// TestLoopConnectTriesEachAddress: a name that resolves to several
+// addresses, the first of them refusing, is reached within one attempt (the
+// next address is tried, as Go's dialer does), so even a request that is
+// never retried (a POST without a key) gets through.
+func TestLoopConnectTriesEachAddress(t *testing.T) {
+	if *testEngine != "loop" {
+		t.Skip("the loop's resolver")
+	}
+	// Each answer closes its connection, so every request dials.
+	b := newBackend(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Header().Set("Connection", "close") })
+	_, port, _ := net.SplitHostPort(b.addr())
+	old := lookupNetIP
+	t.Cleanup(func() { lookupNetIP = old })
+	lookupNetIP = func(context.Context, string, string) ([]netip.Addr, error) {
+		// 127.0.0.2 is loopback too, but the backend listens on 127.0.0.1 only.
+		return []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	p := startProxy(t, "--upstreams", "multi.test=3")
+	c := clientFor(p)
+	for i := range 4 {
+		resp := do(t, c, "POST", "http://multi.test:"+port+"/", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d, want 200", i, resp.StatusCode)
+		}
+	}
+	if got := b.hits.Load(); got != 4 {
+		t.Fatalf("backend received %d requests, want 4", got)
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("multi.test").m.attempts); got != 4 {
+		t.Fatalf("attempts %v, want 4 (one per request)", got)
+	}
+}
+
+// TestLoopShutdownTwice: a second Shutdown returns once the first drain has
+// ended, without a deadline of its own.
+func TestLoopShutdownTwice(t *testing.T) {
+	p := startProxy(t, "--upstreams", "backend=3")
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatalf("first shutdown: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Shutdown(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("second shutdown did not return within 5s")
+	}
 }
