@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -384,24 +383,3 @@ func (h acceptHandler) event(uint32) {
 // loopsAvailable: the event loops need fasthttp's answer flag found by
 // handoff.go (setServerDefaults).
 func loopsAvailable() bool { return noDefaultDateOK }
-
-// sysRead and sysWrite are read(2) and write(2) on the loop's non-blocking
-// sockets. They never block, so they go straight to the kernel without
-// telling the scheduler (RawSyscall): the runtime's bookkeeping around a
-// syscall, which lets another thread take the P of one that blocks, was
-// ~3 % of the loop's CPU and woke the runtime's monitor thread.
-func sysRead(fd int, p []byte) (int, error) {
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
-}
-
-func sysWrite(fd int, p []byte) (int, error) {
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
-}
