@@ -18,8 +18,11 @@
 # requests, via a wrk Lua script), upstream "backend" with 3 attempts,
 # chain cap 4, budget and breaker on. HAProxy and nginx run as reverse
 # proxies (they are not forward proxies), keep-alive to the backend.
-# "bare" is hack/loadgen/bareproxy: the same engine and options as
-# retrycap-proxy with no retry logic, to separate engine and policy costs.
+# retrycap-proxy runs on its default engine, the event loops (--engine=loop);
+# "retrycap-goroutine" (optional) is the same binary with --engine=goroutine
+# (a goroutine per connection, fasthttp's server and client).
+# "bare" is hack/loadgen/bareproxy: the goroutine engine's fasthttp server
+# and client with the same options and no retry logic.
 # "gnet" (optional, not in the default CONTENDERS) is hack/gnetprobe: the
 # same bare forwarder on an event-loop engine (gnet v2, event loops =
 # GOMAXPROCS), a module of its own; it asks whether another engine would
@@ -33,7 +36,7 @@
 # from that noise.
 # The proxies run in a different order each round (rotated), so that none
 # always runs first, or right after the same neighbour.
-#   CONTENDERS="retrycap bare haproxy nginx"  which proxies to run (add "gnet" for hack/gnetprobe)
+#   CONTENDERS="retrycap bare haproxy nginx"  which proxies to run (add "retrycap-goroutine", "gnet")
 #   OPEN_LOOP=0                              skip the open-loop load (quick A/B runs)
 #   PROXY_BIN=path                           a prebuilt retrycap-proxy to run instead
 set -euo pipefail
@@ -64,7 +67,7 @@ RATE=${RATE:-2000}
 OL_CONNS=${OL_CONNS:-16}
 CONTENDERS=${CONTENDERS:-retrycap bare haproxy nginx}
 OPEN_LOOP=${OPEN_LOOP:-1}
-BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 ADMIN_PORT=18091
+BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 ADMIN_PORT=18091
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/bench-proxy.XXXXXX)
@@ -219,13 +222,15 @@ bench() { # name port plain|forward pid
 
 run_contender() { # name procs
 	case $1 in
-	retrycap)
-		GOMAXPROCS=$2 "$work/retrycap-proxy" --listen 127.0.0.1:$RETRYCAP_PORT --admin 127.0.0.1:$ADMIN_PORT \
-			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 >/dev/null 2>"$work/retrycap.err" &
+	retrycap | retrycap-goroutine)
+		local engine=loop port=$RETRYCAP_PORT
+		if [ "$1" = retrycap-goroutine ]; then engine=goroutine port=$RCGO_PORT; fi
+		GOMAXPROCS=$2 "$work/retrycap-proxy" --engine $engine --listen 127.0.0.1:$port --admin 127.0.0.1:$ADMIN_PORT \
+			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 >/dev/null 2>"$work/$1.err" &
 		local rp=$!
 		pids+=($rp)
-		wait_port $RETRYCAP_PORT
-		bench "retrycap/p$2" $RETRYCAP_PORT forward $rp | tee -a "$work/results.txt"
+		wait_port $port
+		bench "$1/p$2" $port forward $rp | tee -a "$work/results.txt"
 		kill -TERM $rp
 		wait $rp || true
 		;;
