@@ -55,6 +55,7 @@ type loopEngine struct {
 	draining  atomic.Bool
 	done      sync.WaitGroup
 	shutOnce  sync.Once
+	nextLoop  atomic.Uint32 // round robin of accepted connections
 	loopsDone chan struct{} // closed when the loops and streams have ended
 }
 
@@ -109,7 +110,9 @@ func (e *loopEngine) shutdown(ctx context.Context) error {
 		var drained sync.WaitGroup
 		for _, l := range e.loops {
 			drained.Add(1)
-			l.post(func() { l.drain(); drained.Done() })
+			if !l.post(func() { l.drain(); drained.Done() }) {
+				drained.Done() // that loop has ended already
+			}
 		}
 		go func() {
 			drained.Wait()
@@ -245,12 +248,13 @@ func (l *evLoop) closeFd(fd int) {
 	_ = unix.Close(fd)
 }
 
-// post runs fn on the loop; callable from any goroutine.
-func (l *evLoop) post(fn func()) {
+// post runs fn on the loop; callable from any goroutine. It returns false
+// when the loop has ended (fn will not run).
+func (l *evLoop) post(fn func()) bool {
 	l.mu.Lock()
 	if l.exited {
 		l.mu.Unlock()
-		return
+		return false
 	}
 	l.tasks = append(l.tasks, fn)
 	wake := !l.woken
@@ -260,6 +264,7 @@ func (l *evLoop) post(fn func()) {
 		var one = [8]byte{1}
 		_, _ = unix.Write(l.wakeFd, one[:])
 	}
+	return true
 }
 
 type wakeHandler struct{ l *evLoop }
@@ -357,7 +362,11 @@ func (l *evLoop) stop() {
 type acceptHandler struct{ l *evLoop }
 
 // event accepts the connections waiting on the listener (a bounded batch,
-// so that a flood of connects does not starve the requests in flight).
+// so that a flood of connects does not starve the requests in flight) and
+// deals them out to the loops in turn. Epoll wakes whichever loop is idle
+// for the listener, and clients such as load balancers and benchmark tools
+// open their connections in one burst: kept by the loop that accepted them,
+// they would all land on one loop (measured: 2 loops served as 1).
 func (h acceptHandler) event(uint32) {
 	l := h.l
 	for i := 0; i < 64; i++ {
@@ -370,14 +379,28 @@ func (h acceptHandler) event(uint32) {
 		}
 		// As Go does for every TCP connection: small answers go out at once.
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-		c := &cliConn{l: l, fd: fd, lastActive: l.nowCache}
-		if err := l.add(fd, edgeEvents, c); err != nil {
-			_ = unix.Close(fd)
-			l.p.logger.Printf("%v", err)
-			continue
+		to := l.e.loops[int(l.e.nextLoop.Add(1)%uint32(len(l.e.loops)))] //nolint:gosec // a small count
+		if to == l {
+			l.adopt(fd)
+		} else if !to.post(func() { to.adopt(fd) }) {
+			_ = unix.Close(fd) // that loop has ended (drained)
 		}
-		l.clients[c] = struct{}{}
 	}
+}
+
+// adopt makes an accepted connection this loop's.
+func (l *evLoop) adopt(fd int) {
+	if l.draining {
+		_ = unix.Close(fd)
+		return
+	}
+	c := &cliConn{l: l, fd: fd, lastActive: l.nowCache}
+	if err := l.add(fd, edgeEvents, c); err != nil {
+		_ = unix.Close(fd)
+		l.p.logger.Printf("%v", err)
+		return
+	}
+	l.clients[c] = struct{}{}
 }
 
 // loopsAvailable: the event loops need fasthttp's answer flag found by
