@@ -551,6 +551,13 @@ func (uc *upConn) done(reusable bool) {
 		uc.in = nil
 	}
 	uc.in = uc.in[:0]
+	// An answer that came before the whole request was sent (an early
+	// 401 to an upload): the rest of the request is never sent, so the
+	// upstream would read the next request on this connection as the rest
+	// of this one's body.
+	if len(uc.out) > 0 {
+		reusable = false
+	}
 	if reusable && !uc.hup && !uc.l.draining {
 		uc.l.release(uc)
 	} else {

@@ -147,11 +147,18 @@ func (c *cliConn) serve(data []byte) {
 		return
 	}
 	switch {
+	case c.unread:
+		// Bytes wait in the socket that no edge will announce again; first,
+		// even when the client's end was seen: that end comes after them.
+		c.read()
 	case c.eof:
 		// Nothing more will come, and what is left is not a whole request.
 		c.close()
-	case c.unread:
-		c.read() // bytes wait in the socket that no edge will announce again
+	case c.l.draining:
+		// Idle now (an answer begun before the drain, without Connection:
+		// close, is out), and the drain closes idle connections: left open,
+		// it would hold the drain until the idle sweep.
+		c.close()
 	}
 }
 

@@ -146,6 +146,12 @@ type evLoop struct {
 	events []unix.EpollEvent
 	buf    []byte      // one read buffer for every client socket of the loop
 	fds    []fdHandler // by descriptor number
+	// gens[fd] tags fd's registration (in each event's Pad): an event
+	// collected for a descriptor that an earlier event of the same batch
+	// closed, and whose number a new socket took since, is the old one's
+	// and is dropped, as Go's poller does with its sequence numbers.
+	gens   []uint32
+	gen    uint32
 	timers timerHeap
 
 	mu      sync.Mutex
@@ -197,6 +203,7 @@ func newEvLoop(e *loopEngine) (*evLoop, error) {
 		events:  make([]unix.EpollEvent, 256),
 		buf:     make([]byte, loopReadBuffer),
 		fds:     make([]fdHandler, 1024),
+		gens:    make([]uint32, 1024),
 		clients: make(map[*cliConn]struct{}),
 		pools:   make(map[string]*idlePool),
 		dns:     make(map[string]*dnsEntry),
@@ -223,14 +230,16 @@ func (l *evLoop) closeFds() {
 }
 
 func (l *evLoop) add(fd int, events uint32, h fdHandler) error {
-	ev := unix.EpollEvent{Events: events, Fd: int32(fd)} //nolint:gosec // fds fit in int32
+	l.gen++
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd), Pad: int32(l.gen)} //nolint:gosec // fds fit in int32; the tag is bits
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return fmt.Errorf("event loop: epoll add fd %d: %w", fd, err)
 	}
 	for fd >= len(l.fds) {
 		l.fds = append(l.fds, make([]fdHandler, len(l.fds))...)
+		l.gens = append(l.gens, make([]uint32, len(l.gens))...)
 	}
-	l.fds[fd] = h
+	l.fds[fd], l.gens[fd] = h, l.gen
 	return nil
 }
 
@@ -306,7 +315,7 @@ func (l *evLoop) run() {
 		}
 		for i := 0; i < n; i++ {
 			ev := &l.events[i]
-			if fd := int(ev.Fd); fd < len(l.fds) && l.fds[fd] != nil {
+			if fd := int(ev.Fd); fd < len(l.fds) && l.fds[fd] != nil && l.gens[fd] == uint32(ev.Pad) { //nolint:gosec // the tag is bits
 				l.fds[fd].event(ev.Events)
 			}
 		}

@@ -1207,3 +1207,368 @@ func TestLoopShutdownTwice(t *testing.T) {
 		t.Fatal("second shutdown did not return within 5s")
 	}
 }
+
+// A client that pipelines more than the loop reads ahead behind a request
+// in flight, then shuts its side down (a half-close: it still reads):
+// every request it sent is answered, in order, before the proxy closes the
+// connection. The end of the client's stream arrives while the loop is not
+// reading the socket; what waits there before that end must still be
+// served.
+func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
+	arrived, released := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release)
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path == "/block" {
+			arrived <- struct{}{}
+			<-released
+		}
+		fmt.Fprintf(w, "%s:%d", r.URL.Path, len(body))
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	c := ltDial(t, p.Addr())
+	const n = 5
+	body := string(ltPattern(30 << 10))
+	var all strings.Builder
+	all.WriteString("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
+	for i := range n {
+		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
+	}
+	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(c.c, all.String())
+		if err == nil {
+			err = c.c.(*net.TCPConn).CloseWrite()
+		}
+		wrote <- err
+	}()
+	ltWait(t, arrived, "the first request reaching the backend")
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pipeline not written within 5s")
+	}
+	if p.loops != nil {
+		// The loop has seen the end of the client's stream, with requests
+		// left unread in the socket.
+		ltEventually(t, "the client's end seen by the loop", func() bool { return ltClientFlags(p, func(c *cliConn) bool { return c.eof && c.unread }) })
+	}
+	release()
+	c.expect("", 200, "/block:0")
+	for i := range n {
+		c.expect("", 200, fmt.Sprintf("/%d:%d", i, len(body)))
+	}
+	c.expect("", 200, "/last:0")
+	c.expectClosed()
+	if got := b.hits.Load(); got != n+2 {
+		t.Fatalf("backend received %d requests, want %d", got, n+2)
+	}
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
+}
+
+// ltClientFlags reports whether a client connection of the loops satisfies
+// cond (asked on each loop).
+func ltClientFlags(p *Proxy, cond func(c *cliConn) bool) bool {
+	found := false
+	for _, l := range p.loops.loops {
+		done := make(chan bool, 1)
+		l.post(func() {
+			ok := false
+			for c := range l.clients {
+				ok = ok || cond(c)
+			}
+			done <- ok
+		})
+		select {
+		case ok := <-done:
+			found = found || ok
+		case <-time.After(time.Second):
+		}
+	}
+	return found
+}
+
+// ltSetClientSndbuf sets a small send buffer on every client connection
+// the loops hold, so that an answer of some size waits in the loop for the
+// socket; it returns how many connections it set.
+func ltSetClientSndbuf(p *Proxy) int {
+	n := 0
+	for _, l := range p.loops.loops {
+		done := make(chan int, 1)
+		l.post(func() {
+			k := 0
+			for c := range l.clients {
+				if unixSetSndbuf(c.fd, 4096) == nil {
+					k++
+				}
+			}
+			done <- k
+		})
+		select {
+		case k := <-done:
+			n += k
+		case <-time.After(time.Second):
+		}
+	}
+	return n
+}
+
+func unixSetSndbuf(fd, size int) error {
+	return syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, size)
+}
+
+// A drain that starts while an answer is still being written (the client
+// reads slowly): once that answer is out, the connection is closed (it is
+// idle now, and the drain closes idle connections) and Shutdown returns; it
+// is not left open until the idle timeout.
+func TestLoopDrainWhileWriting(t *testing.T) {
+	b := newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("Content-Length", strconv.Itoa(60<<10))
+		_, _ = w.Write(ltPattern(60 << 10))
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	nc, err := d.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	c := &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
+	if p.loops != nil {
+		ltEventually(t, "the client's connection on a loop", func() bool { return ltSetClientSndbuf(p) == 1 })
+	}
+	c.send("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n")
+	if p.loops != nil {
+		ltEventually(t, "the answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Shutdown(ctx) }()
+	ltEventually(t, "the listener closed", func() bool {
+		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		if err != nil {
+			return true
+		}
+		_ = nc.Close()
+		return false
+	})
+	c.expect("", 200, string(ltPattern(60<<10)))
+	c.expectClosed()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return within 5s")
+	}
+	if got := b.hits.Load(); got != 1 {
+		t.Fatalf("backend received %d requests, want 1", got)
+	}
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
+}
+
+// An upstream that answers before it has read the whole request (an early
+// 401 to a large upload, keep-alive): the request's bytes the loop had not
+// sent yet must never be dropped on a connection that goes back to the
+// pool; there the upstream would read the next request as the rest of the
+// previous body. The upstream's small window and segments keep the proxy
+// from sending a 64 KiB body at once.
+func TestLoopEarlyAnswerBeforeRequestSent(t *testing.T) {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096); serr == nil {
+				serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 88)
+			}
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var seconds atomic.Int64        // /second requests read whole and intact
+	answered := make(chan struct{}) // the client has the early answer
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if r.URL.Path == "/first" {
+						// Answered on reading the head; the body is read once
+						// the client has that answer.
+						_, _ = io.WriteString(c, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno")
+						select {
+						case <-answered:
+						case <-time.After(5 * time.Second):
+						}
+					}
+					body, err := io.ReadAll(r.Body)
+					if err != nil {
+						return
+					}
+					if r.URL.Path == "/second" {
+						if string(body) == "hi" {
+							seconds.Add(1)
+						}
+						_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+					}
+				}
+			}()
+		}
+	}()
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+ln.Addr().String(), "--per-try-timeout", "1s")
+	c := ltDial(t, p.Addr())
+	c.send(fmt.Sprintf("POST http://svc/first HTTP/1.1\r\nHost: svc\r\nContent-Length: 65536\r\n\r\n%s", ltPattern(65536)))
+	c.expect("", 401, "no")
+	close(answered)
+	// Not retried (a POST without a key): it must reach the upstream as sent.
+	c.send("POST http://svc/second HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi")
+	c.expect("", 200, "second")
+	if got := seconds.Load(); got != 1 {
+		t.Fatalf("the upstream read /second %d times, want 1", got)
+	}
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
+}
+
+// TestLoopConnectionsDealtOut: connections opened in a burst are dealt out
+// to the loops in turn, not kept by the loop that accepted them.
+func TestLoopConnectionsDealtOut(t *testing.T) {
+	if *testEngine != "loop" {
+		t.Skip("the loops' own state")
+	}
+	b := newBackend(t, status(200))
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+	n := len(p.loops.loops)
+	if n < 2 {
+		t.Skipf("%d loop (GOMAXPROCS=1): nothing to deal out", n)
+	}
+	conns := make([]net.Conn, 4*n)
+	for i := range conns {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	// A request on each: answered only once its connection is on a loop.
+	for i, c := range conns {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET http://backend/ HTTP/1.1\r\nHost: backend\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("connection %d: %v %v", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+	for i, l := range p.loops.loops {
+		got := make(chan int, 1)
+		l.post(func() { got <- len(l.clients) })
+		select {
+		case c := <-got:
+			if c != 4 {
+				t.Errorf("loop %d serves %d connections, want 4 (of %d over %d loops)", i, c, len(conns), n)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("loop %d did not answer", i)
+		}
+	}
+}
+
+// An epoll event collected for a descriptor that an earlier event of the
+// same batch closed, and whose number a new connection has taken since
+// (the kernel reuses the lowest free number): the event is the old
+// connection's and must not reach the new one. Here the old client's end
+// (it shut its side down) would mark the new client as gone, and its
+// connection would close after the first answer. One loop; a task holds it
+// while the events queue up behind the task that closes the old
+// connection and accepts the new one.
+func TestLoopStaleEventAfterDescriptorReuse(t *testing.T) {
+	if *testEngine != "loop" {
+		t.Skip("the loop's epoll set")
+	}
+	old := runtime.GOMAXPROCS(1)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	b := newLTBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	if len(p.loops.loops) != 1 {
+		t.Fatalf("%d loops, want 1", len(p.loops.loops))
+	}
+	l := p.loops.loops[0]
+	x := ltDial(t, p.Addr())
+	ltEventually(t, "the first client on the loop", func() bool { return ltClientFlags(p, func(*cliConn) bool { return true }) })
+	running, hold := make(chan struct{}), make(chan struct{})
+	l.post(func() { close(running); <-hold })
+	ltWait(t, running, "the loop held by a task")
+	fds := make(chan [2]int, 1)
+	l.post(func() {
+		var xc *cliConn
+		for c := range l.clients {
+			xc = c
+		}
+		xfd := xc.fd
+		xc.close()
+		acceptHandler{l}.event(0)
+		wfd := -1
+		for c := range l.clients {
+			wfd = c.fd
+		}
+		fds <- [2]int{xfd, wfd}
+	})
+	w := ltDial(t, p.Addr()) // waits in the listener's backlog
+	if err := x.c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	var got [2]int
+	select {
+	case got = <-fds:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the task did not run within 5s")
+	}
+	if got[0] != got[1] {
+		t.Skipf("the new connection got descriptor %d, not the old one's %d", got[1], got[0])
+	}
+	w.send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n")
+	w.expect("", 200, "/a:")
+	w.send("GET http://svc/b HTTP/1.1\r\nHost: svc\r\n\r\n")
+	w.expect("", 200, "/b:")
+	ltWantHandoffs(t, p, nil)
+	ltWantIdle(t, p)
+}
