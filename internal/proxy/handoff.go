@@ -33,9 +33,24 @@ func (h *handoffListener) Accept() (net.Conn, error) {
 	}
 }
 
+// Close ends Accept. Connections handed over but not accepted yet are
+// closed: the server stops calling Accept once it is closed, and would
+// never take them.
 func (h *handoffListener) Close() error {
 	h.once.Do(func() { close(h.done) })
+	h.closeQueued()
 	return nil
+}
+
+func (h *handoffListener) closeQueued() {
+	for {
+		select {
+		case c := <-h.conns:
+			_ = c.Close()
+		default:
+			return
+		}
+	}
 }
 
 func (h *handoffListener) Addr() net.Addr { return h.addr }
@@ -47,14 +62,26 @@ func (h *handoffListener) push(c net.Conn) {
 	case <-h.done:
 		_ = c.Close()
 	case h.conns <- c:
+		h.closedMeanwhile()
 	default:
 		go func() {
 			select {
 			case h.conns <- c:
+				h.closedMeanwhile()
 			case <-h.done:
 				_ = c.Close()
 			}
 		}()
+	}
+}
+
+// closedMeanwhile: a connection queued as (or after) the listener closed
+// would never be accepted; close what is queued.
+func (h *handoffListener) closedMeanwhile() {
+	select {
+	case <-h.done:
+		h.closeQueued()
+	default:
 	}
 }
 

@@ -300,7 +300,16 @@ func (l *evLoop) run() {
 	defer func() {
 		l.mu.Lock()
 		l.exited = true
+		left := l.tasks
+		l.tasks = nil
 		l.mu.Unlock()
+		// Tasks posted before the end but not run (a connection dealt to
+		// this loop, a drain): run now, so that none is lost; adopt closes
+		// its connection.
+		l.stopped = true
+		for _, fn := range left {
+			fn()
+		}
 		l.closeFds()
 	}()
 	l.nowCache = nowNanos()
@@ -399,7 +408,7 @@ func (h acceptHandler) event(uint32) {
 
 // adopt makes an accepted connection this loop's.
 func (l *evLoop) adopt(fd int) {
-	if l.draining {
+	if l.draining || l.stopped {
 		_ = unix.Close(fd)
 		return
 	}

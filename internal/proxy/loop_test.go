@@ -1572,3 +1572,57 @@ func TestLoopStaleEventAfterDescriptorReuse(t *testing.T) {
 	ltWantHandoffs(t, p, nil)
 	ltWantIdle(t, p)
 }
+
+// Connections handed to the goroutine engine that it has not taken when its
+// listener closes (fasthttp's Serve stops calling Accept at Shutdown) are
+// closed, not left open for good; so are those handed over after.
+func TestHandoffListenerClosesWhatIsLeft(t *testing.T) {
+	h := newHandoffListener(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	var peers []net.Conn
+	for range 3 {
+		a, b := net.Pipe()
+		t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+		peers = append(peers, b)
+		h.push(&prefixConn{Conn: a})
+	}
+	_ = h.Close()
+	a, b := net.Pipe()
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	peers = append(peers, b)
+	h.push(&prefixConn{Conn: a})
+	for i, b := range peers {
+		_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := b.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("connection %d: read %v, want it closed (EOF)", i, err)
+		}
+	}
+}
+
+// A connection accepted by one loop and dealt to another that ends (its
+// drain is over) before it runs the hand-over: the connection is closed,
+// not left open with nobody watching it. Two loops; the second is held in
+// a task, drained, while the first accepts and deals the connection to it.
+func TestLoopAdoptedByAnEndingLoop(t *testing.T) {
+	if *testEngine != "loop" {
+		t.Skip("the loops' hand-over of accepted connections")
+	}
+	old := runtime.GOMAXPROCS(2)
+	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
+	p := startProxy(t, "--upstreams", "svc=3")
+	if len(p.loops.loops) != 2 {
+		t.Fatalf("%d loops, want 2", len(p.loops.loops))
+	}
+	b := p.loops.loops[1]
+	running, hold := make(chan struct{}), make(chan struct{})
+	b.post(func() { b.drain(); close(running); <-hold })
+	ltWait(t, running, "the second loop held")
+	p.loops.nextLoop.Store(0) // the next accepted connection goes to the second loop
+	c := ltDial(t, p.Addr())
+	ltEventually(t, "the connection dealt to the second loop", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.tasks) > 0
+	})
+	close(hold)
+	c.expectClosed()
+}
