@@ -209,6 +209,8 @@ const (
 	dnsTTL         = 5 * time.Second
 	dnsFailureTTL  = time.Second
 	dnsLookupLimit = 10 * time.Second
+	// dnsForget drops an entry this long past its expiry.
+	dnsForget = time.Minute
 )
 
 // lookupNetIP is the loops' resolver (a variable for tests).
@@ -343,6 +345,7 @@ type upConn struct {
 	interim    int    // 1xx answers skipped
 	connecting bool
 	closed     bool
+	idleSince  int64 // when it went back to the pool
 	// hup: the upstream closed its end. An answer that came with that end
 	// is its last: pooled, the connection would fail the next request, and
 	// epoll (edge-triggered) would not report the end again.
@@ -583,6 +586,27 @@ type idlePool struct{ conns []*upConn }
 
 const maxIdlePerTarget = 256
 
+// upstreamIdleTimeout closes a pooled connection unused this long, as
+// fasthttp's client does (MaxIdleConnDuration): one a NAT or load balancer
+// dropped without a FIN would otherwise cost a request its per-try timeout.
+const upstreamIdleTimeout = 10 * time.Second
+
+// expire closes the connections idle since before cutoff (the oldest
+// are first) and reports whether the pool is empty.
+func (pool *idlePool) expire(cutoff int64) bool {
+	n := 0
+	for n < len(pool.conns) && (pool.conns[n].closed || pool.conns[n].idleSince < cutoff) {
+		pool.conns[n].close()
+		n++
+	}
+	if n > 0 {
+		rest := copy(pool.conns, pool.conns[n:])
+		clear(pool.conns[rest:])
+		pool.conns = pool.conns[:rest]
+	}
+	return len(pool.conns) == 0
+}
+
 func (l *evLoop) idle(target string) *upConn {
 	pool := l.pools[target]
 	if pool == nil {
@@ -609,6 +633,7 @@ func (l *evLoop) release(uc *upConn) {
 		uc.close()
 		return
 	}
+	uc.idleSince = l.now()
 	pool.conns = append(pool.conns, uc)
 }
 

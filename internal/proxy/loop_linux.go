@@ -51,12 +51,16 @@ type loopEngine struct {
 	handoff *handoffListener
 	// streams counts response bodies being streamed by goroutines; the
 	// drain waits for them.
-	streams   sync.WaitGroup
-	draining  atomic.Bool
-	done      sync.WaitGroup
-	shutOnce  sync.Once
-	nextLoop  atomic.Uint32 // round robin of accepted connections
-	loopsDone chan struct{} // closed when the loops and streams have ended
+	streams  sync.WaitGroup
+	streamMu sync.Mutex
+	// streamConns are the client and upstream connections of the answers
+	// being streamed (closed when a drain runs out of time).
+	streamConns map[net.Conn]struct{}
+	draining    atomic.Bool
+	done        sync.WaitGroup
+	shutOnce    sync.Once
+	nextLoop    atomic.Uint32 // round robin of accepted connections
+	loopsDone   chan struct{} // closed when the loops and streams have ended
 }
 
 // startLoops starts the engine on the proxy's data listener. Connections
@@ -131,6 +135,7 @@ func (e *loopEngine) shutdown(ctx context.Context) error {
 		for _, l := range e.loops {
 			l.post(func() { l.stop() })
 		}
+		e.closeStreams()
 		return fmt.Errorf("event loop: %w", ctx.Err())
 	}
 }
@@ -159,19 +164,22 @@ type evLoop struct {
 	pending []func() // the loop's copy of tasks, reused
 	woken   bool
 
-	clients  map[*cliConn]struct{}
-	pools    map[string]*idlePool
-	dns      map[string]*dnsEntry
-	targets  map[string]string // request host:port -> address, cached
-	free     []*call
-	parse    parser
-	wbuf     appendWriter // every answer and request is serialised here, then written
-	bw       *bufio.Writer
-	exited   bool // under mu: the loop's fds are closed, post drops tasks
-	sweepT   *timer
-	draining bool
-	stopped  bool
-	nowCache int64 // the clock as of this batch of events
+	clients map[*cliConn]struct{}
+	pools   map[string]*idlePool
+	dns     map[string]*dnsEntry
+	targets map[string]string // request host:port -> address, cached
+	free    []*call
+	parse   parser
+	wbuf    appendWriter // every answer and request is serialised here, then written
+	bw      *bufio.Writer
+	exited  bool // under mu: the loop's fds are closed, post drops tasks
+	sweepT  *timer
+	// upstreamIdle is upstreamIdleTimeout (a field so that a test can
+	// shorten it on a running loop).
+	upstreamIdle time.Duration
+	draining     bool
+	stopped      bool
+	nowCache     int64 // the clock as of this batch of events
 }
 
 // fdHandler is what an epoll event is dispatched to.
@@ -208,6 +216,8 @@ func newEvLoop(e *loopEngine) (*evLoop, error) {
 		pools:   make(map[string]*idlePool),
 		dns:     make(map[string]*dnsEntry),
 		targets: make(map[string]string),
+
+		upstreamIdle: upstreamIdleTimeout,
 	}
 	l.parse.init()
 	l.bw = bufio.NewWriterSize(&l.wbuf, 16<<10)
@@ -343,6 +353,18 @@ func (l *evLoop) sweep() {
 	for c := range l.clients {
 		if c.call == nil && !c.writing() && l.nowCache-c.lastActive > idle {
 			c.close()
+		}
+	}
+	// Pooled upstream connections idle too long; pools and DNS entries
+	// nobody used for a while go (upstream names may match many hosts).
+	for target, pool := range l.pools {
+		if pool.expire(l.nowCache - int64(l.upstreamIdle)) {
+			delete(l.pools, target)
+		}
+	}
+	for host, e := range l.dns {
+		if !e.pending && len(e.waiters) == 0 && l.nowCache-e.expires > int64(dnsForget) {
+			delete(l.dns, host)
 		}
 	}
 	l.timers.schedule(l.sweepT, l.nowCache+int64(time.Second))

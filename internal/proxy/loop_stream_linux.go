@@ -70,6 +70,7 @@ func (uc *upConn) stream(body []byte, n int) {
 	}
 	l.p.m.handoffs.WithLabelValues("streamed-response").Inc()
 	l.e.streams.Add(1)
+	l.e.track(client, upc)
 	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient)
 }
 
@@ -81,6 +82,7 @@ func (uc *upConn) stream(body []byte, n int) {
 // the goroutine engine.
 func (e *loopEngine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool) {
 	defer e.streams.Done()
+	defer e.untrack(client, upc)
 	defer upc.Close()
 	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: bodyIdleTimeout}), 8192)
 	var own fasthttp.Response
@@ -120,4 +122,34 @@ func (r *idleReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return r.c.Read(p)
+}
+
+// track and untrack keep the connections of the answers being streamed, so
+// that a drain that runs out of time can cut them (closeStreams) as it
+// cuts the loops' connections.
+func (e *loopEngine) track(conns ...net.Conn) {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	if e.streamConns == nil {
+		e.streamConns = make(map[net.Conn]struct{})
+	}
+	for _, c := range conns {
+		e.streamConns[c] = struct{}{}
+	}
+}
+
+func (e *loopEngine) untrack(conns ...net.Conn) {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	for _, c := range conns {
+		delete(e.streamConns, c)
+	}
+}
+
+func (e *loopEngine) closeStreams() {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	for c := range e.streamConns {
+		_ = c.Close()
+	}
 }

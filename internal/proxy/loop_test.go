@@ -1626,3 +1626,79 @@ func TestLoopAdoptedByAnEndingLoop(t *testing.T) {
 	close(hold)
 	c.expectClosed()
 }
+
+// TestLoopIdleUpstreamExpires: a pooled upstream connection unused for
+// the idle timeout is closed (one a NAT dropped silently would otherwise
+// cost a request its per-try timeout), and the next request dials anew.
+func TestLoopIdleUpstreamExpires(t *testing.T) {
+	if *testEngine != "loop" {
+		t.Skip("the loops' pools")
+	}
+	b := newLTBackend(t, nil)
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+	for _, l := range p.loops.loops {
+		set := make(chan struct{})
+		l.post(func() { l.upstreamIdle = 50 * time.Millisecond; close(set) })
+		ltWait(t, set, "idle timeout set on the loop")
+	}
+	c := ltDial(t, p.Addr())
+	c.send("GET http://backend/one HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.expect("", 200, "/one:")
+	if n := ltIdleUpstreams(p); n != 1 {
+		t.Fatalf("%d pooled upstream connections after a request, want 1", n)
+	}
+	ltEventually(t, "the idle upstream connection closed (the loop sweeps once a second)", func() bool { return ltIdleUpstreams(p) == 0 })
+	c.send("GET http://backend/two HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.expect("", 200, "/two:")
+	if got := b.conns.Load(); got != 2 {
+		t.Fatalf("backend saw %d connections, want 2 (the second dialled after the first expired)", got)
+	}
+}
+
+// TestLoopDrainDeadlineCutsStreams: when a drain runs out of time, answers
+// still streaming from goroutines are cut too (client and upstream
+// connections closed), not left to their 60 s idle timeout.
+func TestLoopDrainDeadlineCutsStreams(t *testing.T) {
+	if *testEngine != "loop" {
+		t.Skip("the loop's streamed answers")
+	}
+	gone := make(chan struct{}, 1)
+	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		_, _ = io.WriteString(w, "first chunk\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // never finishes on its own
+		gone <- struct{}{}
+	})
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET http://backend/stream HTTP/1.1\r\nHost: backend\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, len("first chunk\n"))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "first chunk\n" {
+		t.Fatalf("first chunk %q, %v", first, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := p.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("shutdown: %v, want the deadline exceeded", err)
+	}
+	start := time.Now()
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("the cut body read to a clean end")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the client's connection stayed open %v after the drain deadline", d)
+	}
+	ltWait(t, gone, "the upstream connection closed")
+}
