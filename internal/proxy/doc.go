@@ -4,7 +4,11 @@
 // upstream's attempts, the chain budget, the retry budget and the circuit
 // breaker, and tunnels CONNECT and upgrades untouched.
 //
-// The data path runs on fasthttp because the engine decides whether the
-// throughput target (at least HAProxy's) is reachable; every retry decision
-// is delegated to the engine-independent package policy.
+// Two engines move the bytes. The event loops (loop_*_linux.go, the default
+// on Linux) own non-blocking sockets through epoll and serve the common
+// request; everything else they hand, with its connection, to the goroutine
+// engine (fasthttp's server and client, proxy.go and stream.go), which is
+// also --engine=goroutine. Both drive one exchange per call (exchange.go),
+// and every retry decision is delegated to the engine-independent package
+// policy, so the engines differ in I/O only.
 package proxy

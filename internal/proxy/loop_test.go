@@ -928,27 +928,9 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 // are pipelined: the loop keeps what the socket does not take and sends
 // it as the socket drains, answer after answer, in order.
 func TestLoopSlowReader(t *testing.T) {
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
-		w.Header().Set("Content-Length", strconv.Itoa(60<<10))
-		_, _ = w.Write(ltPattern(60 << 10))
-	})
+	b := ltBigAnswers(t)
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	nc, err := d.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-	c := &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
+	c := ltDialSlowReader(t, p.Addr())
 	const n = 200
 	c.send(strings.Repeat("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n", n))
 	if p.loops != nil {
@@ -1328,27 +1310,9 @@ func unixSetSndbuf(fd, size int) error {
 // idle now, and the drain closes idle connections) and Shutdown returns; it
 // is not left open until the idle timeout.
 func TestLoopDrainWhileWriting(t *testing.T) {
-	b := newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
-		w.Header().Set("Content-Length", strconv.Itoa(60<<10))
-		_, _ = w.Write(ltPattern(60 << 10))
-	})
+	b := ltBigAnswers(t)
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	nc, err := d.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-	c := &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
+	c := ltDialSlowReader(t, p.Addr())
 	if p.loops != nil {
 		ltEventually(t, "the client's connection on a loop", func() bool { return ltSetClientSndbuf(p) == 1 })
 	}
@@ -1701,4 +1665,34 @@ func TestLoopDrainDeadlineCutsStreams(t *testing.T) {
 		t.Fatalf("the client's connection stayed open %v after the drain deadline", d)
 	}
 	ltWait(t, gone, "the upstream connection closed")
+}
+
+// ltBigAnswers is a backend answering 60 KiB of ltPattern to every request.
+func ltBigAnswers(t *testing.T) *ltBackend {
+	return newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("Content-Length", strconv.Itoa(60<<10))
+		_, _ = w.Write(ltPattern(60 << 10))
+	})
+}
+
+// ltDialSlowReader connects with a 4 KiB receive buffer, so that large
+// answers back up in the proxy.
+func ltDialSlowReader(t *testing.T, addr string) *ltConn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	return &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
 }
