@@ -359,6 +359,10 @@ func (uc *upConn) send(cl *call) {
 	uc.in, uc.interim = uc.in[:0], 0
 	l.wbuf.b = l.wbuf.b[:0]
 	l.bw.Reset(&l.wbuf)
+	// The request URI goes upstream as the client sent it, as the other
+	// engine's clients send it (DisablePathNormalizing): /./, // and
+	// escapes such as %2F or %7E are not rewritten.
+	cl.req.URI().DisablePathNormalizing = true
 	err := cl.req.Write(l.bw)
 	if err == nil {
 		err = l.bw.Flush()

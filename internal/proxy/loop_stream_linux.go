@@ -23,6 +23,14 @@ func (uc *upConn) stream(body []byte, n int) {
 	l, cl := uc.l, uc.cl
 	c := cl.c
 	l.timers.cancel(cl.t)
+	// The framing the client will get is set before the decision, as the
+	// other engine's transport does (SetBodyStream in RoundTrip): a body
+	// that is not of known length goes out chunked, and the Transfer-Encoding
+	// this adds to the headers must come before those the decision adds
+	// (Retrycap-Exhausted), as it does there.
+	if n < 0 {
+		cl.resp.Header.SetContentLength(-1)
+	}
 	retry, wait := cl.x.afterAttempt(nil)
 	if retry {
 		// The body of an answer being retried is not wanted: drop it with
@@ -96,7 +104,13 @@ func (e *loopEngine) streamAnswer(client, upc net.Conn, body []byte, n int, r *f
 	if size < 0 {
 		size = -1 // to the client: chunked, whatever framing the upstream used
 	}
-	r.SetBodyStream(own.BodyStream(), size)
+	// r gets the decoder behind a wrapper, so that own alone closes it:
+	// writing r closes r's body stream, and fasthttp's stream closed there
+	// goes back to its pool while own still holds it; own.Reset would then
+	// close it and pool it a second time, by then perhaps another
+	// response's (a data race, and one stream shared by two responses).
+	// The other engine's upstreamBody wraps it the same way.
+	r.SetBodyStream(ownedStream{own.BodyStream()}, size)
 	r.ImmediateHeaderFlush = true
 	bw := bufio.NewWriterSize(client, 16<<10)
 	err := r.Write(bw)
@@ -110,6 +124,10 @@ func (e *loopEngine) streamAnswer(client, upc net.Conn, body []byte, n int, r *f
 	}
 	e.handoff.push(&prefixConn{Conn: client, prefix: rest})
 }
+
+// ownedStream is a body stream that its reader does not close: the
+// fasthttp.Response that made it does, on Reset.
+type ownedStream struct{ io.Reader }
 
 // idleReader reads a connection with a deadline per read.
 type idleReader struct {
