@@ -24,8 +24,9 @@ import (
 // that kept the proxy at 0.8-0.93x of HAProxy's throughput
 // (docs/benchmarks/proxy.md). Here a fixed set of loops (GOMAXPROCS of
 // them, each a goroutine locked to its thread) own non-blocking sockets
-// through epoll: a request and its attempts stay on the loop that accepted
-// its client connection, upstream connections are pooled per loop, and a
+// through epoll: accepted connections are dealt out to the loops in turn, a
+// request and its attempts stay on its connection's loop, upstream
+// connections are pooled per loop, and a
 // socket is read only when epoll says it is readable, as HAProxy does.
 //
 // What it handles: the common case, an HTTP/1.1 request to a known upstream
