@@ -23,6 +23,8 @@ const (
 	AdminPort = 15020
 	// AdminPortName names AdminPort on the container, for probes and scrape configs.
 	AdminPortName = "retrycap-admin"
+	// ProxyThreads is the sidecar's GOMAXPROCS: its event loops and Go's threads.
+	ProxyThreads = "2"
 	// PodIPEnv holds the pod's IP (downward API) so that NO_PROXY can name it.
 	PodIPEnv = "RETRYCAP_POD_IP"
 	// RunAsUser is the proxy's uid: the "nonroot" user of distroless images.
@@ -108,6 +110,9 @@ func proxyContainer(image string, args []string) corev1.Container {
 		Args:            args,
 		RestartPolicy:   &always,
 		Ports:           []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
+		// Two threads, as Istio runs its sidecars (concurrency 2): with no CPU limit Go would size
+		// itself to the node, one event loop (a thread, its buffers and its upstream pool) per CPU.
+		Env: []corev1.EnvVar{{Name: "GOMAXPROCS", Value: ProxyThreads}},
 		Resources: corev1.ResourceRequirements{
 			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst.
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
