@@ -110,8 +110,9 @@ func proxyContainer(image string, args []string) corev1.Container {
 		Args:            args,
 		RestartPolicy:   &always,
 		Ports:           []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
-		// Two threads, as Istio runs its sidecars (concurrency 2): with no CPU limit Go would size
-		// itself to the node, one event loop (a thread, its buffers and its upstream pool) per CPU.
+		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a CPU
+		// limit, which this sidecar does not set): with no CPU limit Go would size itself to the
+		// node, one event loop (a thread, its buffers and its upstream pool) per CPU.
 		Env: []corev1.EnvVar{{Name: "GOMAXPROCS", Value: ProxyThreads}},
 		Resources: corev1.ResourceRequirements{
 			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst.
