@@ -544,7 +544,9 @@ func (uc *upConn) parse(data []byte) bool {
 
 // keep saves a partial response for the next read.
 func (uc *upConn) keep(data []byte) {
-	if len(uc.in) == 0 || &uc.in[0] != &data[0] {
+	// data is empty after interim answers that ended the bytes read so
+	// far (&data[0] would panic): nothing to keep.
+	if len(uc.in) == 0 || len(data) == 0 || &uc.in[0] != &data[0] {
 		uc.in = append(uc.in[:0], data...)
 	}
 }

@@ -68,6 +68,7 @@ func (c *cliConn) event(ev uint32) {
 func (c *cliConn) read() {
 	l := c.l
 	c.unread = false
+	filled := false // a read filled the buffer: its bytes wait in c.in
 	for {
 		busy := c.call != nil || c.writing()
 		if busy && len(c.in) >= loopMaxInput {
@@ -90,6 +91,7 @@ func (c *cliConn) read() {
 					}
 					return
 				}
+				filled = true
 				continue // edge-triggered: there may be more
 			}
 			if !busy {
@@ -101,6 +103,11 @@ func (c *cliConn) read() {
 			continue
 		}
 		if errors.Is(err, unix.EAGAIN) {
+			// The socket held exactly what filled the buffer (a 64 KiB
+			// request, say): serve it now, as no edge will come for it.
+			if filled && !busy && !c.serving {
+				c.serve(nil)
+			}
 			return
 		}
 		// End of stream or an error: nothing more will come.
