@@ -51,6 +51,7 @@ func (l *evLoop) getCall() *call {
 	}
 	cl := &call{l: l}
 	cl.t = newTimer(cl.onTimer)
+	cl.t.owner = cl
 	return cl
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,7 +298,7 @@ func (h wakeHandler) event(uint32) {
 	h.l.woken = false
 	h.l.mu.Unlock()
 	for i, fn := range h.l.pending {
-		fn()
+		h.l.runTask(fn)
 		h.l.pending[i] = nil
 	}
 }
@@ -319,7 +320,7 @@ func (l *evLoop) run() {
 		// its connection.
 		l.stopped = true
 		for _, fn := range left {
-			fn()
+			l.runTask(fn)
 		}
 		l.closeFds()
 	}()
@@ -336,12 +337,56 @@ func (l *evLoop) run() {
 		for i := 0; i < n; i++ {
 			ev := &l.events[i]
 			if fd := int(ev.Fd); fd < len(l.fds) && l.fds[fd] != nil && l.gens[fd] == uint32(ev.Pad) { //nolint:gosec // the tag is bits
-				l.fds[fd].event(ev.Events)
+				l.dispatch(l.fds[fd], ev.Events)
 			}
 		}
-		l.timers.fireDue(l.nowCache)
+		l.timers.fireDue(l.nowCache, l.fire)
 		if l.draining && len(l.clients) == 0 {
 			l.stop()
+		}
+	}
+}
+
+// A panic in the code a loop runs for one connection (a bug; the fuzz
+// tests found two) must not take down the sidecar, and with it every call
+// of the pod: dispatch, fire and runTask contain it to that connection,
+// which is closed (abandoning its call), log it with its stack and count it
+// in retrycap_proxy_loop_panics_total; the loop goes on with the others.
+
+func (l *evLoop) dispatch(h fdHandler, ev uint32) {
+	defer l.contain(h)
+	h.event(ev)
+}
+
+func (l *evLoop) fire(t *timer) {
+	defer l.contain(t.owner)
+	t.fire()
+}
+
+func (l *evLoop) runTask(fn func()) {
+	defer l.contain(nil)
+	fn()
+}
+
+// contain is deferred: it recovers a panic and closes what it concerned.
+func (l *evLoop) contain(what any) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	l.p.m.loopPanics.Inc()
+	l.p.logger.Printf("event loop: panic, the connection concerned is closed and the loop goes on: %v\n%s", r, debug.Stack())
+	switch x := what.(type) {
+	case *cliConn:
+		x.close()
+	case *upConn:
+		if x.cl != nil && x.cl.c != nil {
+			x.cl.c.close()
+		}
+		x.close()
+	case *call:
+		if x.c != nil {
+			x.c.close()
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // The event loop's own edge cases, through real sockets on loopback: raw
@@ -1695,4 +1696,47 @@ func ltDialSlowReader(t *testing.T, addr string) *ltConn {
 	t.Cleanup(func() { _ = nc.Close() })
 	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 	return &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
+}
+
+// panicky is a loop handler that panics on its event.
+type panicky struct{}
+
+func (panicky) event(uint32) { panic("test: a bug in an event handler") }
+
+// TestLoopContainsPanics: a panic in an event handler, a timer or a posted
+// task is contained (logged, counted) and the loop goes on serving.
+func TestLoopContainsPanics(t *testing.T) {
+	if *testEngine != "loop" {
+		t.Skip("the loops' own code")
+	}
+	b := newLTBackend(t, nil)
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+	l := p.loops.loops[0]
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(fds[1]) })
+	added := make(chan error, 1)
+	// Readable only (not EPOLLOUT, which would report the writable socket at once).
+	l.post(func() { added <- l.add(fds[0], unix.EPOLLIN|unix.EPOLLET, panicky{}) })
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Write(fds[1], []byte("x")); err != nil { // the handler's event
+		t.Fatal(err)
+	}
+	l.post(func() { l.timers.schedule(newTimer(func() { panic("test: a bug in a timer") }), 0) })
+	l.post(func() { panic("test: a bug in a task") })
+	ltEventually(t, "three panics contained", func() bool { return testutil.ToFloat64(p.m.loopPanics) >= 3 })
+	if n := testutil.ToFloat64(p.m.loopPanics); n != 3 {
+		t.Fatalf("%v panics counted, want 3", n)
+	}
+	// Every loop still serves.
+	for range 2 * len(p.loops.loops) {
+		c := ltDial(t, p.Addr())
+		c.send("GET http://backend/after HTTP/1.1\r\nHost: backend\r\n\r\n")
+		c.expect("", 200, "/after:")
+	}
+	l.post(func() { l.closeFd(fds[0]) })
 }

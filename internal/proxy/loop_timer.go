@@ -6,9 +6,10 @@ import "container/heap"
 // owner (a call's per-try timeout or backoff, a loop's sweep) and is
 // rescheduled rather than reallocated.
 type timer struct {
-	when int64 // nowNanos time it fires at
-	idx  int   // position in the heap; -1 when not scheduled
-	fire func()
+	when  int64 // nowNanos time it fires at
+	idx   int   // position in the heap; -1 when not scheduled
+	fire  func()
+	owner any // what a panic in fire closes (a *call), or nil
 }
 
 func newTimer(fire func()) *timer { return &timer{idx: -1, fire: fire} }
@@ -68,11 +69,12 @@ func (h timerHeap) waitMillis(now int64) int {
 	return int((d + 999_999) / 1_000_000)
 }
 
-// fireDue runs every timer due at now, earliest first. A timer may
-// schedule timers (itself included); those due already run in this call.
-func (h *timerHeap) fireDue(now int64) {
+// fireDue runs every timer due at now, earliest first, through run. A
+// timer may schedule timers (itself included); those due already run in
+// this call.
+func (h *timerHeap) fireDue(now int64, run func(*timer)) {
 	for len(*h) > 0 && (*h)[0].when <= now {
 		t := heap.Pop(h).(*timer) //nolint:forcetypeassert // only timers are pushed
-		t.fire()
+		run(t)
 	}
 }

@@ -22,6 +22,8 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	tunnels  *prometheus.CounterVec
 	handoffs *prometheus.CounterVec
+	// loopPanics counts panics an event loop contained (each a bug).
+	loopPanics prometheus.Counter
 	// inFlight is read by a GaugeFunc at scrape time: one atomic add per
 	// request instead of a Gauge's compare-and-swap loop on a float.
 	inFlight atomic.Int64
@@ -52,10 +54,14 @@ func newMetrics() *metrics {
 		Name: "retrycap_proxy_loop_handoffs_total",
 		Help: "Connections the event loops handed to the goroutine engine, by what they could not serve themselves.",
 	}, []string{"reason"})
+	m.loopPanics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retrycap_proxy_loop_panics_total",
+		Help: "Panics an event loop contained by closing the connection concerned (each one is a bug: please report it with the log line).",
+	})
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "retrycap_proxy_in_flight", Help: "Calls being handled.",
 	}, func() float64 { return float64(m.inFlight.Load()) })
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.denied, m.latency, m.tunnels, m.handoffs, inFlight,
+	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.denied, m.latency, m.tunnels, m.handoffs, m.loopPanics, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
