@@ -54,10 +54,11 @@ type exchange struct {
 }
 
 // begin reads the request's headers (chain budget, hop-by-hop headers,
-// Idempotency-Key) and sets up the call. It returns false when the call is
+// Idempotency-Key; seen: the names present, scanRequestHeaders) and sets up
+// the call. It returns false when the call is
 // already answered in resp without an attempt (the key's chain budget is
 // spent). up is nil for a host no --upstreams entry names.
-func (x *exchange) begin(p *Proxy, up *upstream, req *fasthttp.Request, resp *fasthttp.Response, sc *scratch) bool {
+func (x *exchange) begin(p *Proxy, up *upstream, req *fasthttp.Request, resp *fasthttp.Response, seen seen, sc *scratch) bool {
 	*x = exchange{p: p, req: req, resp: resp, sc: sc, counted: true}
 	p.m.inFlight.Add(1)
 	known := up != nil
@@ -69,7 +70,7 @@ func (x *exchange) begin(p *Proxy, up *upstream, req *fasthttp.Request, resp *fa
 	x.start = nowNanos()
 
 	x.chainOn = cfg.ChainCap > 0
-	n, hadBag, key := p.requestHeaders(&req.Header, sc)
+	n, hadBag, key := p.requestHeadersSeen(&req.Header, seen, sc)
 	method := req.Header.Method()
 	x.retryable = known && (p.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {

@@ -42,6 +42,7 @@ const (
 	seenExhausted
 	seenRetryAfter
 	seenTransferEncoding
+	seenExpect
 
 	// seenAll is every name: the answer when a pass cannot be sure.
 	seenAll seen = 1<<iota - 1
@@ -55,6 +56,10 @@ func nameBit(k []byte) seen {
 	case 2:
 		if eq("Te") {
 			return seenTe
+		}
+	case 6:
+		if eq("Expect") {
+			return seenExpect
 		}
 	case 7:
 		switch {

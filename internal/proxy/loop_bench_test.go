@@ -5,7 +5,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"net"
 	"testing"
 
@@ -25,19 +24,10 @@ func BenchmarkLoopForward(b *testing.B) {
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() { _ = srv.Shutdown() }()
-	cfg, err := ParseFlags([]string{"--engine", "loop", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
-		"--upstreams", "backend=3", "--resolve", "backend=" + ln.Addr().String(), "--chain-cap", "4"}, io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := New(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = p.Shutdown(b.Context()) }()
+	// The retry budget and breaker as deployed (their defaults), not the
+	// tests' permissive settings: this is the sidecar's path.
+	p := startProxy(b, "--engine", "loop", "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String(), "--chain-cap", "4",
+		"--breaker-failures", "50", "--budget-percent", "20", "--budget-min-per-second", "10")
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		b.Fatal(err)

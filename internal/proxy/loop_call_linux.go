@@ -28,6 +28,7 @@ type call struct {
 	sc     scratch
 	x      exchange
 	up     *upstream
+	seen   seen    // the request's header names the data path looks up (headers.go)
 	target string  // host:port the attempts go to (the idle pool's key)
 	uc     *upConn // the attempt's upstream connection
 	t      *timer  // the attempt's timeout, or the backoff before the next
@@ -69,7 +70,7 @@ func (l *evLoop) putCall(cl *call) {
 
 // run starts the call: the exchange's checks, then the first attempt.
 func (cl *call) run() {
-	if !cl.x.begin(cl.l.p, cl.up, &cl.req, &cl.resp, &cl.sc) {
+	if !cl.x.begin(cl.l.p, cl.up, &cl.req, &cl.resp, cl.seen, &cl.sc) {
 		cl.c.answer()
 		return
 	}
@@ -358,16 +359,11 @@ func (uc *upConn) send(cl *call) {
 	l := uc.l
 	uc.cl, cl.uc = cl, uc
 	uc.in, uc.interim = uc.in[:0], 0
-	l.wbuf.b = l.wbuf.b[:0]
-	l.bw.Reset(&l.wbuf)
 	// The request URI goes upstream as the client sent it, as the other
 	// engine's clients send it (DisablePathNormalizing): /./, // and
 	// escapes such as %2F or %7E are not rewritten.
 	cl.req.URI().DisablePathNormalizing = true
-	err := cl.req.Write(l.bw)
-	if err == nil {
-		err = l.bw.Flush()
-	}
+	err := l.render(&cl.req)
 	if err != nil {
 		cl.failed(err)
 		return
@@ -380,23 +376,12 @@ func (uc *upConn) send(cl *call) {
 }
 
 func (uc *upConn) write(b []byte) {
-	for len(b) > 0 {
-		n, err := unix.Write(uc.fd, b)
-		if n > 0 {
-			b = b[n:]
-			continue
-		}
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if errors.Is(err, unix.EAGAIN) {
-			uc.out = append(uc.out[:0], b...)
-			return
-		}
+	rest, err := writeSome(uc.fd, b)
+	if err != nil {
 		uc.cl.failed(&net.OpError{Op: "write", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("write", err)})
 		return
 	}
-	uc.out = uc.out[:0]
+	uc.out = append(uc.out[:0], rest...)
 }
 
 func (uc *upConn) event(ev uint32) {

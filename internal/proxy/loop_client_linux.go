@@ -235,24 +235,27 @@ func (c *cliConn) keep(data []byte) {
 // and the body's length, or why not (the hand-off metric's reason).
 func (l *evLoop) eligible(cl *call) (up *upstream, target string, bodyLen int, why string) {
 	h := &cl.req.Header
-	switch {
-	case !h.IsHTTP11():
-		return nil, "", 0, "http/1.0"
-	case h.IsConnect():
-		return nil, "", 0, "connect"
-	case h.ConnectionUpgrade() || len(h.Peek("Upgrade")) > 0:
-		return nil, "", 0, "upgrade"
-	case len(h.Peek("Expect")) > 0:
-		return nil, "", 0, "expect"
-	}
 	// fasthttp: -1 chunked, -2 neither length nor chunked (a request
 	// without a body).
 	bodyLen = h.ContentLength()
 	if bodyLen == -2 {
 		bodyLen = 0
 	}
-	if bodyLen < 0 || bodyLen > loopMaxBody || len(h.Peek("Transfer-Encoding")) > 0 {
+	// One pass over the head finds the names checked here and those the
+	// exchange looks up (it gets the result: cl.seen); a chunked body or a
+	// Transfer-Encoding makes it report every name.
+	cl.seen = scanRequestHeaders(h)
+	switch {
+	case !h.IsHTTP11():
+		return nil, "", 0, "http/1.0"
+	case h.IsConnect():
+		return nil, "", 0, "connect"
+	case bodyLen < 0 || bodyLen > loopMaxBody || cl.seen&seenTransferEncoding != 0:
 		return nil, "", 0, "request-body"
+	case h.ConnectionUpgrade() || cl.seen&seenUpgrade != 0:
+		return nil, "", 0, "upgrade"
+	case cl.seen&seenExpect != 0:
+		return nil, "", 0, "expect"
 	}
 	uri := cl.req.URI()
 	if s := uri.Scheme(); string(s) != "http" {
@@ -334,12 +337,7 @@ func (c *cliConn) answer() {
 		c.closeAfter = true
 		resp.SetConnectionClose()
 	}
-	l.wbuf.b = l.wbuf.b[:0]
-	l.bw.Reset(&l.wbuf)
-	err := resp.Write(l.bw)
-	if err == nil {
-		err = l.bw.Flush()
-	}
+	err := l.render(resp)
 	cl.x.end()
 	c.call = nil
 	l.putCall(cl)
@@ -353,20 +351,13 @@ func (c *cliConn) answer() {
 
 // write sends b, keeping what the socket does not take for EPOLLOUT.
 func (c *cliConn) write(b []byte) {
-	for len(b) > 0 {
-		n, err := unix.Write(c.fd, b)
-		if n > 0 {
-			b = b[n:]
-			continue
-		}
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if errors.Is(err, unix.EAGAIN) {
-			c.out = append(c.out, b...)
-			return
-		}
+	rest, err := writeSome(c.fd, b)
+	if err != nil {
 		c.close()
+		return
+	}
+	if len(rest) > 0 {
+		c.out = append(c.out, rest...)
 		return
 	}
 	c.written()

@@ -25,26 +25,6 @@ import (
 // tests under `go test`; `go test -run '^$' -fuzz '^FuzzLoopClientBytes$'
 // ./internal/proxy` (or FuzzLoopUpstreamBytes) fuzzes.
 
-// fzStartProxy is startProxy for a fuzz target (any testing.TB).
-func fzStartProxy(tb testing.TB, args ...string) *Proxy {
-	tb.Helper()
-	base := []string{"--engine", *testEngine, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--backoff-base", "1ms", "--backoff-max", "5ms",
-		"--per-try-timeout", "2s", "--breaker-failures", "0", "--budget-percent", "100", "--budget-min-per-second", "1000"}
-	cfg, err := ParseFlags(append(base, args...), io.Discard)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p, err := New(cfg, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := p.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = p.Shutdown(tb.Context()) })
-	return p
-}
-
 // fzGoodBackend is a loopback HTTP server that reads each request's body
 // and answers 200 "ok".
 func fzGoodBackend(tb testing.TB) string {
@@ -186,7 +166,7 @@ var fzClientSeeds = []string{
 // 2-3 zero, one write; the rest drives the cuts.
 func FuzzLoopClientBytes(f *testing.F) {
 	backend := fzGoodBackend(f)
-	p := fzStartProxy(f, "--upstreams", "backend=3", "--resolve", "backend="+backend, "--per-try-timeout", "2s")
+	p := startProxy(f, "--upstreams", "backend=3", "--resolve", "backend="+backend, "--per-try-timeout", "2s")
 	for i, s := range fzClientSeeds {
 		f.Add([]byte(s), uint64(1))
 		if i%4 == 0 {
@@ -376,7 +356,7 @@ var fzUpstreamSeeds = []string{
 func FuzzLoopUpstreamBytes(f *testing.F) {
 	raw := newFzRawBackend(f)
 	good := fzGoodBackend(f)
-	p := fzStartProxy(f, "--upstreams", "backend=2,good=1", "--resolve", "backend="+raw.ln.Addr().String()+",good="+good,
+	p := startProxy(f, "--upstreams", "backend=2,good=1", "--resolve", "backend="+raw.ln.Addr().String()+",good="+good,
 		"--per-try-timeout", "300ms", "--retry-on", "connect-failure,reset,timeout,5xx")
 	for i, s := range fzUpstreamSeeds {
 		f.Add([]byte(s), uint64(1))
@@ -432,7 +412,7 @@ func FuzzLoopUpstreamBytes(f *testing.F) {
 // the request unanswered until the client sent more or closed.
 func TestLoopRequestFillsReadBuffer(t *testing.T) {
 	backend := fzGoodBackend(t)
-	p := fzStartProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+backend)
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+backend)
 	for _, first := range []int{0, 100} {
 		head := "POST http://backend/fill HTTP/1.1\r\nHost: backend\r\nContent-Length: %06d\r\n\r\n"
 		n := first + loopReadBuffer - len(fmt.Sprintf(head, 0))
@@ -486,7 +466,7 @@ func TestLoopInterimEndsRead(t *testing.T) {
 			}()
 		}
 	}()
-	p := fzStartProxy(t, "--upstreams", "backend=1", "--resolve", "backend="+ln.Addr().String())
+	p := startProxy(t, "--upstreams", "backend=1", "--resolve", "backend="+ln.Addr().String())
 	c := ltDial(t, p.Addr())
 	c.send("GET http://backend/interim HTTP/1.1\r\nHost: backend\r\n\r\n")
 	c.expect("", 200, "ok")

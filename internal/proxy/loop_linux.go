@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"runtime"
 	"runtime/debug"
@@ -492,3 +493,34 @@ func (l *evLoop) adopt(fd int) {
 // loopsAvailable: the event loops need fasthttp's answer flag found by
 // handoff.go (setServerDefaults).
 func loopsAvailable() bool { return noDefaultDateOK }
+
+// writeSome writes b to a non-blocking socket until it is all sent or the
+// socket is full; it returns what is left for EPOLLOUT.
+func writeSome(fd int, b []byte) (rest []byte, err error) {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		switch {
+		case n > 0:
+			b = b[n:]
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			return b, nil
+		case err == nil:
+			return nil, io.ErrShortWrite // 0 bytes taken without an error
+		default:
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// render serialises m (a request or an answer) into the loop's one output
+// buffer, l.wbuf.b, through fasthttp's writer.
+func (l *evLoop) render(m interface{ Write(*bufio.Writer) error }) error {
+	l.wbuf.b = l.wbuf.b[:0]
+	l.bw.Reset(&l.wbuf)
+	if err := m.Write(l.bw); err != nil {
+		return err
+	}
+	return l.bw.Flush()
+}

@@ -319,7 +319,7 @@ func (p *Proxy) forward(ctx *fasthttp.RequestCtx, up *upstream) {
 	defer p.scratch.Put(sc)
 	var x exchange
 	defer x.end()
-	if !x.begin(p, up, &ctx.Request, &ctx.Response, sc) {
+	if !x.begin(p, up, &ctx.Request, &ctx.Response, scanRequestHeaders(&ctx.Request.Header), sc) {
 		return
 	}
 	for x.nextAttempt() {

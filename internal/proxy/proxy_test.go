@@ -77,8 +77,9 @@ func failFirst(k int64, code int) func(int64, http.ResponseWriter, *http.Request
 // package once with each (go test ./internal/proxy -args -engine=goroutine).
 var testEngine = flag.String("engine", "loop", "retrycap-proxy --engine for in-process proxies: loop or goroutine")
 
-// startProxy runs an in-process proxy on loopback with fast backoff.
-func startProxy(t *testing.T, args ...string) *Proxy {
+// startProxy runs an in-process proxy on loopback with fast backoff (for a
+// test, a benchmark or a fuzz target).
+func startProxy(t testing.TB, args ...string) *Proxy {
 	t.Helper()
 	base := []string{"--engine", *testEngine, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--backoff-base", "1ms", "--backoff-max", "5ms",
 		"--per-try-timeout", "2s", "--breaker-failures", "0", "--budget-percent", "100", "--budget-min-per-second", "1000"}
