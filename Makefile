@@ -34,7 +34,7 @@ generate: ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: ## Generate the CRD and the RBAC role from kubebuilder markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./webhooks/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./internal/controller/... paths=./internal/webhook/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail if generated code or manifests are not checked in up to date.
@@ -70,7 +70,7 @@ test: verify-fmt verify-generated vet lint kube-bins ## Run every check and ever
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane.
-	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /controllers -e /webhooks -e /test/e2e)
+	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /internal/controller -e /internal/webhook -e /test/e2e)
 
 .PHONY: test-e2e
 test-e2e: kube-bins ## Run the end-to-end tests (real API server, manager, kubectl).

@@ -25,7 +25,7 @@ import (
 
 	"github.com/retrycap/retrycap/internal/controlplane"
 	"github.com/retrycap/retrycap/internal/operator"
-	"github.com/retrycap/retrycap/webhooks"
+	"github.com/retrycap/retrycap/internal/webhook"
 )
 
 const installNamespace = "retrycap-system"
@@ -288,8 +288,8 @@ func TestDefaultInstall(t *testing.T) {
 		var mwc admissionregistrationv1.MutatingWebhookConfiguration
 		objs.get(t, "MutatingWebhookConfiguration", "retrycap-mutating-webhook-configuration", &mwc)
 		mutating := map[string]want{
-			"gate.retrycap.dev":   {webhooks.GatePath, admissionregistrationv1.Fail},
-			"inject.retrycap.dev": {webhooks.PodInjectorPath, admissionregistrationv1.Ignore},
+			"gate.retrycap.dev":   {webhook.GatePath, admissionregistrationv1.Fail},
+			"inject.retrycap.dev": {webhook.PodInjectorPath, admissionregistrationv1.Ignore},
 		}
 		if len(mwc.Webhooks) != len(mutating) {
 			t.Errorf("mutating webhooks: %d, want %d", len(mwc.Webhooks), len(mutating))
@@ -321,7 +321,7 @@ func TestDefaultInstall(t *testing.T) {
 		}
 		wh := vwc.Webhooks[0]
 		check(vwc.Name, vwc.Annotations, wh.Name, wh.ClientConfig, wh.NamespaceSelector, wh.TimeoutSeconds, wh.FailurePolicy,
-			want{webhooks.PolicyValidatorPath, admissionregistrationv1.Fail})
+			want{webhook.PolicyValidatorPath, admissionregistrationv1.Fail})
 	})
 
 	t.Run("cert-manager objects", func(t *testing.T) {

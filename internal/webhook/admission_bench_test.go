@@ -1,4 +1,4 @@
-package webhooks
+package webhook
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // The admission benchmark of docs/benchmarks/admission.md. It creates 5000 Deployments, so it
 // runs only when asked:
 //
-//	RETRYCAP_BENCH=admission go test ./webhooks -run TestWebhooks -count=1 -v -args -ginkgo.focus='admission latency'
+//	RETRYCAP_BENCH=admission go test ./internal/webhook -run TestWebhooks -count=1 -v -args -ginkgo.focus='admission latency'
 var _ = Describe("admission latency with 5000 workloads in the cache", Ordered, func() {
 	const (
 		ns        = "bench"

@@ -1,8 +1,8 @@
-// Package controllers holds the RetryPolicy reconciler: it keeps each policy's status (the
+// Package controller holds the RetryPolicy reconciler: it keeps each policy's status (the
 // computed amplification, worst path, chains, violations and the Ready/WithinCap conditions)
 // current as workloads change, emits events when a policy crosses its cap, and exports the
 // amplification as Prometheus gauges on the manager's /metrics.
 //
 // The graph comes from the shared builder (internal/workload) and the status from the pure
 // setters in internal/status; this package only fetches, watches and writes.
-package controllers
+package controller

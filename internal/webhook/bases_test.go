@@ -1,4 +1,4 @@
-package webhooks
+package webhook
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
 
 // Requests judged against the prepared graph while informer events change the namespace and
 // refresh rebuilds it: every verdict is one of the two the namespace's states give. (Run with
-// -race to check the locking; `go test -race -run TestBaseConcurrent ./webhooks`.)
+// -race to check the locking; `go test -race -run TestBaseConcurrent ./internal/webhook`.)
 func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 	x := chainIndex(1)
 	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
