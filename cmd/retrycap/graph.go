@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/controller"
 	"github.com/retrycap/retrycap/internal/analyze"
+	"github.com/retrycap/retrycap/internal/cluster"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -151,7 +151,7 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 		ws, ok := workloadsOf[p.Namespace]
 		if !ok {
 			var err error
-			if ws, err = controller.ListWorkloads(ctx, c, p.Namespace); err != nil {
+			if ws, err = cluster.ListWorkloads(ctx, c, p.Namespace); err != nil {
 				return nil, err
 			}
 			workloadsOf[p.Namespace] = ws

@@ -19,6 +19,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/cluster"
 )
 
 // createSample creates a config/samples scenario in namespace ns: the workloads first, then,
@@ -46,7 +47,7 @@ func createSample(ctx context.Context, file, ns string) {
 
 func waitForCachedWorkloads(ctx context.Context, ns string, n int) {
 	Eventually(func() (int, error) {
-		ws, err := ListWorkloads(ctx, mgrClient, ns)
+		ws, err := cluster.ListWorkloads(ctx, mgrClient, ns)
 		return len(ws), err
 	}).Should(Equal(n), "workloads of namespace %s in the manager's cache", ns)
 }

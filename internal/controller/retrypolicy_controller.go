@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -131,7 +132,7 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 			return in, nil
 		}
 	}
-	ws, err := ListWorkloads(ctx, r.Client, p.Namespace)
+	ws, err := cluster.ListWorkloads(ctx, r.Client, p.Namespace)
 	if err != nil {
 		return in, err
 	}
@@ -190,7 +191,7 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // reconciled too. A policy with an invalid selector is not mapped: its status does not depend
 // on workloads.
 func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, obj client.Object) []reconcile.Request {
-	w, ok := workloadOf(obj)
+	w, ok := cluster.WorkloadOf(obj)
 	if !ok {
 		return nil
 	}
@@ -213,14 +214,14 @@ func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, obj client.Obje
 // graph reads (labels, retrycap.dev/service, retrycap.dev/upstreams, or whether a Pod is bare):
 // a rollout of a new image or a scale never causes a reconcile.
 func graphInputChanged() predicate.Funcs {
-	isWorkload := func(obj client.Object) bool { _, ok := workloadOf(obj); return ok }
+	isWorkload := func(obj client.Object) bool { _, ok := cluster.WorkloadOf(obj); return ok }
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return isWorkload(e.Object) },
 		DeleteFunc:  func(e event.DeleteEvent) bool { return isWorkload(e.Object) },
 		GenericFunc: func(e event.GenericEvent) bool { return isWorkload(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			a, okA := workloadOf(e.ObjectOld)
-			b, okB := workloadOf(e.ObjectNew)
+			a, okA := cluster.WorkloadOf(e.ObjectOld)
+			b, okB := cluster.WorkloadOf(e.ObjectNew)
 			if okA != okB {
 				return true
 			}

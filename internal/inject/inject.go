@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -212,8 +211,8 @@ func injectedAlready(pod *corev1.Pod) string {
 }
 
 // selectingPolicies returns the policies that select w and have injection enabled, strictest
-// first (see Strictest), the selecting ones with injection disabled (strictest first), and the
-// errors of policies whose selector is invalid.
+// first (workload.CompareStrictness), the selecting ones with injection disabled (strictest
+// first), and the errors of policies whose selector is invalid.
 func selectingPolicies(ps []v1alpha1.RetryPolicy, w workload.Workload) (enabled, disabled []*v1alpha1.RetryPolicy, errs []error) {
 	for i := range ps {
 		p := &ps[i]
@@ -231,20 +230,10 @@ func selectingPolicies(ps []v1alpha1.RetryPolicy, w workload.Workload) (enabled,
 			enabled = append(enabled, p)
 		}
 	}
-	Strictest(enabled)
-	Strictest(disabled)
+	// The injector renders enabled[0]: the same strictest policy the gate names first.
+	workload.SortStrictest(enabled)
+	workload.SortStrictest(disabled)
 	return enabled, disabled, errs
-}
-
-// Strictest sorts policies strictest first: the lowest spec.maxAmplification, ties by name. The
-// injector renders the first policy that selects a pod and has injection enabled.
-func Strictest(ps []*v1alpha1.RetryPolicy) {
-	sort.SliceStable(ps, func(i, j int) bool {
-		if ps[i].Spec.MaxAmplification != ps[j].Spec.MaxAmplification {
-			return ps[i].Spec.MaxAmplification < ps[j].Spec.MaxAmplification
-		}
-		return ps[i].Name < ps[j].Name
-	})
 }
 
 // IsEntrypoint reports whether w's service is an entrypoint of p's graph, built by the shared

@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,8 +21,8 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/inject"
-	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // PodInjectorPath serves the pod injector (MutatingWebhookConfiguration, inject.retrycap.dev).
@@ -69,8 +68,7 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 		return nil, fmt.Errorf("registering the pod injector: the proxy image is empty (set --proxy-image)")
 	}
 	ctx := context.Background()
-	for _, obj := range []client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}, &appsv1.Deployment{}, &appsv1.StatefulSet{},
-		&appsv1.DaemonSet{}, podInjectorPodMetadata()} {
+	for _, obj := range append([]client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}}, cluster.WatchedKinds()...) {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
 		}
@@ -153,50 +151,12 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if len(in.Policies) == 0 {
 		return in, nil
 	}
-	ws, err := h.workloads(ctx, pod.Namespace)
+	ws, err := cluster.ListWorkloads(ctx, h.reader, pod.Namespace)
 	if err != nil {
-		return in, err
+		return in, fmt.Errorf("reading the workloads from the cache: %w", err)
 	}
 	in.Workloads = ws
 	return in, nil
-}
-
-// workloads lists the namespace's Deployments, StatefulSets, DaemonSets and bare Pods from the
-// cache, without deep copies (they are only read).
-func (h *PodInjector) workloads(ctx context.Context, ns string) ([]workload.Workload, error) {
-	lists := []client.ObjectList{&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{},
-		&metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}}
-	var out []workload.Workload
-	for _, l := range lists {
-		if err := h.reader.List(ctx, l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing %T of namespace %s from the cache: %w", l, ns, err)
-		}
-		var objs []runtime.Object
-		switch l := l.(type) {
-		case *appsv1.DeploymentList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *appsv1.StatefulSetList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *appsv1.DaemonSetList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *metav1.PartialObjectMetadataList:
-			for i := range l.Items {
-				objs = append(objs, &corev1.Pod{ObjectMeta: l.Items[i].ObjectMeta})
-			}
-		}
-		for _, o := range objs {
-			if w, ok := workload.FromObject(o); ok {
-				out = append(out, w)
-			}
-		}
-	}
-	return out, nil
 }
 
 // report logs every decision and records, as an event, each skip of a pod that asked for the
@@ -246,10 +206,6 @@ func (h *PodInjector) event(pod *corev1.Pod, d inject.Decision, typ, reason, not
 		return // a nameless bare pod and no policy: the log line is the record
 	}
 	h.recorder.Eventf(regarding, related, typ, reason, "Inject", "%s", note)
-}
-
-func podInjectorPodMetadata() *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}}
 }
 
 // podInjectorPodName is the pod's name, or its generateName before the API server made one.

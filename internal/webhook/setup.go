@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/gate"
 )
 
 // Paths the webhooks are served on; config/webhook/manifests.yaml points at the same ones.
@@ -51,19 +52,9 @@ type Webhooks struct {
 // StatefulSets, DaemonSets, Pod metadata, RetryPolicies) on its cache.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	log := mgr.GetLogger().WithName("webhooks")
-	index := newWorkloadIndex()
-	ctx := context.Background()
-	if err := index.register(ctx, mgr.GetCache()); err != nil {
+	index := gate.NewIndex()
+	if err := registerIndex(context.Background(), mgr.GetCache(), index); err != nil {
 		return nil, err
-	}
-	// Create the policy informer now so that the first request does not start (and wait for) it.
-	pinf, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.RetryPolicy{})
-	if err != nil {
-		return nil, fmt.Errorf("getting the RetryPolicy informer: %w", err)
-	}
-	index.addSynced(pinf.HasSynced)
-	if _, err := pinf.AddEventHandler(index.policyHandler()); err != nil {
-		return nil, fmt.Errorf("adding the gate's RetryPolicy handler: %w", err)
 	}
 	if err := mgr.Add(baseRefresher{index}); err != nil {
 		return nil, fmt.Errorf("adding the gate's prepared-graph refresh to the manager: %w", err)
@@ -86,12 +77,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	sort.Strings(skipped)
 	log.Info("the workload gate skips these namespaces (the webhook configurations' namespaceSelector excludes them too)", "namespaces", skipped)
 
-	gate := &WorkloadGate{policies: mgr.GetClient(), index: index, skip: skip, log: log.WithName("gate")}
-	mgr.GetWebhookServer().Register(GatePath, &webhook.Admission{Handler: gate})
+	gh := &WorkloadGate{policies: mgr.GetClient(), index: index, skip: skip, log: log.WithName("gate")}
+	mgr.GetWebhookServer().Register(GatePath, &webhook.Admission{Handler: gh})
 
 	validator := &PolicyValidator{index: index}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RetryPolicy{}).WithValidator(validator).Complete(); err != nil {
 		return nil, fmt.Errorf("registering the RetryPolicy validator: %w", err)
 	}
-	return &Webhooks{Gate: gate, Validator: validator}, nil
+	return &Webhooks{Gate: gh, Validator: validator}, nil
 }

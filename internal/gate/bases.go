@@ -1,12 +1,10 @@
-package webhook
+package gate
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -16,8 +14,8 @@ import (
 // chains reach much of a large namespace in the time its paths take, instead of building and
 // analysing the graph of thousands of services per request. It is valid for one generation of
 // the namespace's workloads and of the policy: the first request after a change would pay for
-// the build, so refresh rebuilds the stale ones in the background, shortly after the change to a
-// workload (changed) or to the policy (policyChanged).
+// the build, so Refresh rebuilds the stale ones in the background, shortly after the change to a
+// workload (changed) or to the policy (PolicyChanged).
 
 // preparedBase is one policy's workload.Base, built for one generation of the namespace and
 // of the policy. mu makes concurrent requests wait for one build rather than each building.
@@ -53,12 +51,12 @@ const (
 )
 
 // WantsBase reports whether a request judging relevant workloads of ns should use Base.
-func (x *workloadIndex) WantsBase(ns string, relevant int) bool {
+func (x *Index) WantsBase(ns string, relevant int) bool {
 	return relevant >= baseMinWorkloads && relevant*baseShare >= x.Len(ns)
 }
 
 // RelevantCount is len(RelevantParsed(ns, svc, ups)), without building the list.
-func (x *workloadIndex) RelevantCount(ns, svc string, ups []string) int {
+func (x *Index) RelevantCount(ns, svc string, ups []string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := x.byNS[ns]
@@ -76,7 +74,7 @@ func (x *workloadIndex) RelevantCount(ns, svc string, ups []string) int {
 // Base returns p's prepared graph of all of ns's workloads (workload.NewBase), built on first
 // use and again after the namespace or the policy's spec changed; nil when ns has no workloads.
 // Requests of one policy share one build.
-func (x *workloadIndex) Base(ns string, p *v1alpha1.RetryPolicy) *workload.Base {
+func (x *Index) Base(ns string, p *v1alpha1.RetryPolicy) *workload.Base {
 	key := p.Namespace + "/" + p.Name
 	x.mu.RLock()
 	n := x.byNS[ns]
@@ -105,7 +103,7 @@ func (x *workloadIndex) Base(ns string, p *v1alpha1.RetryPolicy) *workload.Base 
 }
 
 // build returns pb's graph, building it if the namespace or the policy changed since.
-func (x *workloadIndex) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.RetryPolicy) *workload.Base {
+func (x *Index) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.RetryPolicy) *workload.Base {
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
 	pb.policy = p
@@ -129,7 +127,7 @@ func (x *workloadIndex) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.Retr
 
 // changed records a change to n: its prepared graphs are stale, and refresh is woken to rebuild
 // them. Called with x.mu held for writing.
-func (n *nsWorkloads) changed(x *workloadIndex, ns string) {
+func (n *nsWorkloads) changed(x *Index, ns string) {
 	n.gen++
 	if len(n.bases) > 0 {
 		x.markDirty(ns)
@@ -137,7 +135,7 @@ func (n *nsWorkloads) changed(x *workloadIndex, ns string) {
 }
 
 // markDirty queues ns's prepared graphs for refresh and wakes it.
-func (x *workloadIndex) markDirty(ns string) {
+func (x *Index) markDirty(ns string) {
 	x.dirtyMu.Lock()
 	x.dirty[ns] = true
 	x.dirtyMu.Unlock()
@@ -150,7 +148,7 @@ func (x *workloadIndex) markDirty(ns string) {
 // policyChanged follows a RetryPolicy's informer events: a new generation of a policy with a
 // prepared graph is rebuilt in the background, like a workload change; a deleted policy's graph
 // is dropped.
-func (x *workloadIndex) policyChanged(p *v1alpha1.RetryPolicy, deleted bool) {
+func (x *Index) PolicyChanged(p *v1alpha1.RetryPolicy, deleted bool) {
 	key := p.Namespace + "/" + p.Name
 	x.mu.Lock()
 	n := x.byNS[p.Namespace]
@@ -176,32 +174,10 @@ func (x *workloadIndex) policyChanged(p *v1alpha1.RetryPolicy, deleted bool) {
 	}
 }
 
-// policyHandler feeds policyChanged from the RetryPolicy informer.
-func (x *workloadIndex) policyHandler() toolscache.ResourceEventHandlerFuncs {
-	policy := func(obj any) (*v1alpha1.RetryPolicy, bool) {
-		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		p, ok := obj.(*v1alpha1.RetryPolicy)
-		return p, ok
-	}
-	return toolscache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if p, ok := policy(obj); ok {
-				x.policyChanged(p, false)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if p, ok := policy(obj); ok {
-				x.policyChanged(p, true)
-			}
-		},
-	}
-}
-
-// refresh rebuilds the prepared graphs that changes made stale, off the request path, until ctx
-// ends. It runs on every replica that serves the webhooks (see baseRefresher).
-func (x *workloadIndex) refresh(ctx context.Context) error {
+// Refresh rebuilds the prepared graphs that changes made stale, off the request path, until ctx
+// ends. Every replica that serves the webhooks runs it (internal/webhook adds it to the manager, not
+// leader-elected): each serves from its own index.
+func (x *Index) Refresh(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,7 +197,7 @@ func (x *workloadIndex) refresh(ctx context.Context) error {
 
 // refreshOnce rebuilds the stale prepared graphs of the namespaces marked dirty, and drops those
 // no request used since now - baseIdle.
-func (x *workloadIndex) refreshOnce(now time.Time) {
+func (x *Index) refreshOnce(now time.Time) {
 	x.dirtyMu.Lock()
 	dirty := x.dirty
 	x.dirty = map[string]bool{}
@@ -254,11 +230,3 @@ func (x *workloadIndex) refreshOnce(now time.Time) {
 		}
 	}
 }
-
-// baseRefresher runs the index's refresh as a manager Runnable. Not leader-elected: every
-// replica serves the webhooks from its own index.
-type baseRefresher struct{ x *workloadIndex }
-
-func (r baseRefresher) Start(ctx context.Context) error { return r.x.refresh(ctx) }
-
-func (baseRefresher) NeedLeaderElection() bool { return false }

@@ -1,4 +1,4 @@
-package webhook
+package gate
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ func BenchmarkDecide5k(b *testing.B) {
 	ws := fiveThousand()
 	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, partOfShop)
 	p.Spec.Entrypoints = nil
-	in := GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Workloads: ws, Incoming: deployment("svc-2", "svc-3=3")}
+	in := Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(ws), Incoming: deployment("svc-2", "svc-3=3")}
 	if d := Decide(in); d.Allowed {
 		b.Fatalf("expected a denial")
 	}
@@ -40,17 +40,17 @@ func BenchmarkDecide5k(b *testing.B) {
 // BenchmarkGateDecision5k is what the handler does per request once decoded: pick the relevant
 // workloads from the index of a 5k-workload namespace, then Decide.
 func BenchmarkGateDecision5k(b *testing.B) {
-	x := newWorkloadIndex()
+	x := NewIndex()
 	for _, w := range fiveThousand() {
-		x.put(w)
+		x.Put(w)
 	}
 	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
 	incoming := deployment("svc-2", "svc-3=3")
 	decide := func() Decision {
-		return Decide(GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Workloads: x.Relevant("shop", incoming.ServiceName(), upstreamServices(incoming)), Incoming: incoming})
+		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(x.relevant("shop", incoming.ServiceName(), upstreamServices(incoming))), Incoming: incoming})
 	}
-	if d := decide(); d.Allowed || d.Message != Decide(GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Workloads: x.Workloads("shop"), Incoming: incoming}).Message {
+	if d := decide(); d.Allowed || d.Message != Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(x.Workloads("shop")), Incoming: incoming}).Message {
 		b.Fatalf("the relevant subset decides differently: %q", d.Message)
 	}
 	b.ReportAllocs()
@@ -62,29 +62,28 @@ func BenchmarkGateDecision5k(b *testing.B) {
 // worstCaseIndex is 5000 workloads in chains of five, the last of each calling the shared
 // "auth", which is not a workload yet, all selected by one Reject policy of cap 64: a create of
 // auth with a retrying upstream is judged on paths from all 5000.
-func worstCaseIndex() (*workloadIndex, *v1alpha1.RetryPolicy, workload.Workload) {
-	x := newWorkloadIndex()
+func worstCaseIndex() (*Index, *v1alpha1.RetryPolicy, workload.Workload) {
+	x := NewIndex()
 	for i := 0; i < 4999; i++ {
 		ups := fmt.Sprintf("svc-%d=2", i+1)
 		if i%5 == 4 {
 			ups = "auth=2"
 		}
-		x.put(deployment(fmt.Sprintf("svc-%d", i), ups))
+		x.Put(deployment(fmt.Sprintf("svc-%d", i), ups))
 	}
 	p := testPolicy("checkout", 64, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
 	return x, p, deployment("auth", "db=3")
 }
 
-// handlerInput is the GateInput the handler gives Decide (see WorkloadGate.Handle).
-func handlerInput(x *workloadIndex, p *v1alpha1.RetryPolicy, incoming workload.Workload, useBase bool) GateInput {
-	in := GateInput{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, LoadParsed: func() []*workload.Parsed {
-		return x.RelevantParsed("shop", incoming.ServiceName(), upstreamServices(incoming))
-	}}
+// handlerInput is the Input the handler gives Decide (see WorkloadGate.Handle), with the
+// prepared graph always or never used.
+func handlerInput(x *Index, p *v1alpha1.RetryPolicy, incoming workload.Workload, useBase bool) Input {
+	mode := baseNever
 	if useBase {
-		in.Base = func(p *v1alpha1.RetryPolicy) *workload.Base { return x.Base("shop", p) }
+		mode = baseAlways
 	}
-	return in
+	return Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)}
 }
 
 // BenchmarkGateWorstCase5k is the handler's worst case once decoded: a create of the shared
@@ -112,7 +111,7 @@ func BenchmarkGateWorstCase5kAfterChange(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		x.put(deployment("svc-0", fmt.Sprintf("svc-1=%d", 1+i%2)))
+		x.Put(deployment("svc-0", fmt.Sprintf("svc-1=%d", 1+i%2)))
 		if d := Decide(handlerInput(x, p, incoming, true)); d.Allowed {
 			b.Fatal("admitted")
 		}

@@ -1,4 +1,4 @@
-package webhook
+package gate
 
 import (
 	"context"
@@ -14,17 +14,17 @@ import (
 )
 
 // chainIndex is gateway -x3-> order -x{attempts}-> payment in namespace shop.
-func chainIndex(attempts int) *workloadIndex {
-	x := newWorkloadIndex()
-	x.put(deployment("gateway", "order=3"))
-	x.put(deployment("order", fmt.Sprintf("payment=%d", attempts)))
-	x.put(deployment("payment", ""))
+func chainIndex(attempts int) *Index {
+	x := NewIndex()
+	x.Put(deployment("gateway", "order=3"))
+	x.Put(deployment("order", fmt.Sprintf("payment=%d", attempts)))
+	x.Put(deployment("payment", ""))
 	return x
 }
 
 // fresh reports whether p's prepared graph of ns is built for the namespace's current
 // generation, without building it.
-func (x *workloadIndex) fresh(ns string, p *v1alpha1.RetryPolicy) bool {
+func (x *Index) fresh(ns string, p *v1alpha1.RetryPolicy) bool {
 	x.mu.RLock()
 	var pb *preparedBase
 	var gen uint64
@@ -64,7 +64,7 @@ func TestBaseFollowsTheNamespaceAndThePolicy(t *testing.T) {
 		t.Fatalf("judged %q, want %q", got, want)
 	}
 	// A change to a workload: the next request sees it.
-	x.put(deployment("order", "payment=2"))
+	x.Put(deployment("order", "payment=2"))
 	b3 := x.Base("shop", p)
 	if b3 == b1 {
 		t.Fatalf("a changed namespace kept the old graph")
@@ -95,7 +95,7 @@ func TestRefreshRebuildsStaleBasesInTheBackground(t *testing.T) {
 	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- x.refresh(ctx) }()
+	go func() { done <- x.Refresh(ctx) }()
 	defer func() {
 		cancel()
 		g.Expect(<-done).To(Succeed())
@@ -103,7 +103,7 @@ func TestRefreshRebuildsStaleBasesInTheBackground(t *testing.T) {
 
 	x.Base("shop", p)
 	g.Expect(x.fresh("shop", p)).To(BeTrue())
-	x.put(deployment("order", "payment=2"))
+	x.Put(deployment("order", "payment=2"))
 	// Rebuilt by refresh, without a request (TestRefreshDropsBasesNoRequestUses checks that a
 	// change makes the graph stale).
 	g.Eventually(func() bool { return x.fresh("shop", p) }, 5*time.Second, 10*time.Millisecond).Should(BeTrue())
@@ -116,7 +116,7 @@ func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
 	x := chainIndex(1)
 	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	x.Base("shop", p)
-	x.put(deployment("order", "payment=2"))
+	x.Put(deployment("order", "payment=2"))
 	if x.fresh("shop", p) {
 		t.Fatalf("a change left the graph fresh")
 	}
@@ -125,7 +125,7 @@ func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
 	if !x.fresh("shop", p) {
 		t.Fatalf("a used graph was not rebuilt")
 	}
-	x.put(deployment("order", "payment=3"))
+	x.Put(deployment("order", "payment=3"))
 	// Past it (the policy was deleted, say): dropped, not rebuilt.
 	x.refreshOnce(time.Now().Add(defaultBaseIdle + time.Minute))
 	x.mu.RLock()
@@ -145,7 +145,7 @@ func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = x.refresh(ctx) }()
+	go func() { _ = x.Refresh(ctx) }()
 	incoming := deployment("payment", "ledger=2")
 	want := map[string]bool{
 		"gateway -x3-> order -x1-> payment -x2-> ledger = 6 > cap 4":  true,
@@ -167,7 +167,7 @@ func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 		}()
 	}
 	for i := 0; i < 200; i++ {
-		x.put(deployment("order", fmt.Sprintf("payment=%d", 1+i%2)))
+		x.Put(deployment("order", fmt.Sprintf("payment=%d", 1+i%2)))
 	}
 	wg.Wait()
 	close(errs)
@@ -186,7 +186,7 @@ func TestRefreshFollowsPolicyChanges(t *testing.T) {
 	p2 := p.DeepCopy()
 	p2.Spec.MaxAmplification = 20
 	p2.Generation = 2
-	x.policyChanged(p2, false)
+	x.PolicyChanged(p2, false)
 	if x.fresh("shop", p2) {
 		t.Fatalf("a new policy generation left the graph fresh")
 	}
@@ -198,11 +198,11 @@ func TestRefreshFollowsPolicyChanges(t *testing.T) {
 		t.Fatalf("under cap 20: %+v", j)
 	}
 	// A metadata-only update (same generation) changes nothing; a deleted policy's graph goes.
-	x.policyChanged(p2, false)
+	x.PolicyChanged(p2, false)
 	if !x.fresh("shop", p2) {
 		t.Fatalf("an update without a new generation made the graph stale")
 	}
-	x.policyChanged(p2, true)
+	x.PolicyChanged(p2, true)
 	x.mu.RLock()
 	left := len(x.byNS["shop"].bases)
 	x.mu.RUnlock()

@@ -1,7 +1,8 @@
-package webhook
+package gate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,32 +12,57 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// GateInput is everything the gate decides on. All of it comes from the request and the
-// manager's cache.
-type GateInput struct {
+// Input is everything the gate decides on. All of it comes from the request and the manager's
+// cache.
+type Input struct {
 	// Policies are the RetryPolicies of the workload's namespace.
 	Policies []*v1alpha1.RetryPolicy
-	// Workloads are the cached workloads of the namespace (the stored version of Incoming, if
-	// any, is replaced by Incoming).
-	Workloads []workload.Workload
-	// LoadWorkloads, when Workloads is nil, returns them; called only if some policy must judge
-	// the request, so an update that raises nothing never reads the namespace.
-	LoadWorkloads func() []workload.Workload
-	// Parsed, when not nil, are the workloads already parsed (sorted by workload.Compare, to
-	// spare the sort), and LoadParsed, when Parsed and Workloads are nil, returns them: the
-	// handler's path, from the index, so that a request parses only its own object. Otherwise
-	// Workloads are parsed when a policy must judge.
-	Parsed     []*workload.Parsed
-	LoadParsed func() []*workload.Parsed
-	// Base, when not nil, returns a policy's prepared graph of the namespace's stored workloads
-	// (workload.Base), or nil to build the graph for the request: the handler's path when the
-	// request's relevant workloads are a large part of a large namespace, so that a request does
-	// not build and analyse thousands of services. The verdict is the same either way.
-	Base func(p *v1alpha1.RetryPolicy) *workload.Base
+	// Source is the stored workloads of the namespace that can change the verdict (nil: none).
+	Source Source
 	// Incoming is the object being created or updated.
 	Incoming workload.Workload
 	// Old is the stored object on an update; nil on a create.
 	Old *workload.Workload
+}
+
+// Source is what the gate reads about a request's namespace beyond the request: the stored
+// workloads, and a policy's prepared graph of them. The handler's Source is Index.For (the
+// relevant part of the namespace, from the informers); a test's is a slice.
+type Source interface {
+	// Workloads returns the stored workloads that can change the verdict on the incoming one
+	// (its stored version, if any, is replaced by it), parsed; sorted by workload.Compare spares
+	// a sort. Decide calls it at most once, and only if some policy must judge the request, so
+	// an update that raises nothing never reads the namespace.
+	Workloads() []*workload.Parsed
+	// Prepared returns p's prepared graph of the namespace's stored workloads (workload.Base), or
+	// nil to build the graph of Workloads for the request. The verdict is the same either way;
+	// the prepared graph spares a request whose chains reach much of a large namespace the build
+	// and analysis of thousands of services.
+	Prepared(p *v1alpha1.RetryPolicy) *workload.Base
+}
+
+// stored is a Source read once: Workloads is called at most once per Decide.
+type stored struct {
+	src    Source
+	ps     []*workload.Parsed
+	loaded bool
+}
+
+func (s *stored) workloads() []*workload.Parsed {
+	if !s.loaded {
+		s.loaded = true
+		if s.src != nil {
+			s.ps = s.src.Workloads()
+		}
+	}
+	return s.ps
+}
+
+func (s *stored) prepared(p *v1alpha1.RetryPolicy) *workload.Base {
+	if s.src == nil {
+		return nil
+	}
+	return s.src.Prepared(p)
 }
 
 // Decision is the gate's verdict.
@@ -77,27 +103,6 @@ func (v verdict) message() string {
 	return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
 }
 
-// parsed returns the namespace's workloads parsed, loading or parsing them once.
-func (in *GateInput) parsed() []*workload.Parsed {
-	if in.Parsed != nil {
-		return in.Parsed
-	}
-	if in.Workloads == nil && in.LoadParsed != nil {
-		in.Parsed = in.LoadParsed()
-		in.LoadParsed = nil
-		return in.Parsed
-	}
-	if in.Workloads == nil && in.LoadWorkloads != nil {
-		in.Workloads = in.LoadWorkloads()
-		in.LoadWorkloads = nil
-	}
-	in.Parsed = make([]*workload.Parsed, len(in.Workloads))
-	for i, w := range in.Workloads {
-		in.Parsed[i] = workload.Parse(w)
-	}
-	return in.Parsed
-}
-
 // Decide judges one admission of a workload:
 //
 //   - A workload no policy selects passes untouched.
@@ -115,8 +120,9 @@ func (in *GateInput) parsed() []*workload.Parsed {
 //     own) the workload is still admitted, rewritten as far as it goes, with a warning saying so:
 //     Rewrite mode never refuses a deploy for its numbers.
 //   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
-func Decide(in GateInput) Decision {
+func Decide(in Input) Decision {
 	d := Decision{Allowed: true}
+	src := &stored{src: in.Source}
 	var selecting []*v1alpha1.RetryPolicy
 	for _, p := range in.Policies {
 		ok, err := workload.Selects(p, in.Incoming)
@@ -131,6 +137,7 @@ func Decide(in GateInput) Decision {
 	if len(selecting) == 0 {
 		return d
 	}
+	// Name order: Rewrite and Audit warnings list their policies in it.
 	sort.Slice(selecting, func(i, j int) bool { return policyName(selecting[i]) < policyName(selecting[j]) })
 
 	var rejects, rewrites, audits []verdict
@@ -146,7 +153,7 @@ func Decide(in GateInput) Decision {
 			auditPolicies = append(auditPolicies, p)
 			continue
 		}
-		v, over, err := judge(p, &in)
+		v, over, err := judge(p, in.Incoming, in.Old, src)
 		if err != nil {
 			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
 		}
@@ -162,9 +169,8 @@ func Decide(in GateInput) Decision {
 	}
 
 	if len(rejects) > 0 {
-		sort.SliceStable(rejects, func(i, j int) bool {
-			return rejects[i].policy.Spec.MaxAmplification < rejects[j].policy.Spec.MaxAmplification
-		})
+		// The strictest first, by the ordering the injector uses to pick its policy.
+		slices.SortStableFunc(rejects, func(a, b verdict) int { return workload.CompareStrictness(a.policy, b.policy) })
 		msg := rejects[0].message()
 		if len(rejects) > 1 {
 			others := make([]string, 0, len(rejects)-1)
@@ -176,17 +182,17 @@ func Decide(in GateInput) Decision {
 		return Decision{Message: msg, PolicyErrors: d.PolicyErrors}
 	}
 
-	stored := in.Incoming
+	toStore := in.Incoming
 	if len(rewrites) > 0 {
 		rw, warnings := rewrite(in.Incoming, rewrites)
 		d.Warnings = append(d.Warnings, warnings...)
 		if rw != nil {
 			d.Rewrite = rw
-			stored = withUpstreams(in.Incoming, rw.Upstreams)
+			toStore = withUpstreams(in.Incoming, rw.Upstreams)
 		}
 	}
 	for _, p := range auditPolicies {
-		v, over, err := judge(p, &GateInput{Workloads: in.Workloads, LoadWorkloads: in.LoadWorkloads, Parsed: in.Parsed, LoadParsed: in.LoadParsed, Base: in.Base, Incoming: stored, Old: in.Old})
+		v, over, err := judge(p, toStore, in.Old, src)
 		if err != nil || !over {
 			continue
 		}
@@ -212,14 +218,14 @@ func incomingError(r *workload.Result, incoming workload.Workload) error {
 // judge reports whether p's graph, with the incoming workload in place, is over the cap through
 // the incoming workload's edges, for a request p must judge at all (see Decide). The graph is
 // built only then: an update that raises nothing costs no graph.
-func judge(p *v1alpha1.RetryPolicy, in *GateInput) (verdict, bool, error) {
-	if in.Old != nil {
-		wasSelected, err := workload.Selects(p, *in.Old)
+func judge(p *v1alpha1.RetryPolicy, w workload.Workload, old *workload.Workload, src *stored) (verdict, bool, error) {
+	if old != nil {
+		wasSelected, err := workload.Selects(p, *old)
 		if err != nil {
 			return verdict{}, false, err
 		}
 		if wasSelected {
-			raises, err := workload.RaisesRetries(p, *in.Old, in.Incoming)
+			raises, err := workload.RaisesRetries(p, *old, w)
 			if err != nil {
 				return verdict{}, false, err
 			}
@@ -228,20 +234,18 @@ func judge(p *v1alpha1.RetryPolicy, in *GateInput) (verdict, bool, error) {
 			}
 		}
 	}
-	incoming := workload.Parse(in.Incoming)
-	if in.Base != nil {
-		if b := in.Base(p); b != nil {
-			if j, plan, ok := b.Judge(incoming); ok {
-				if !j.Over {
-					return verdict{}, false, nil
-				}
-				return verdict{policy: p, judge: j, plan: plan}, true, nil
+	incoming := workload.Parse(w)
+	if b := src.prepared(p); b != nil {
+		if j, plan, ok := b.Judge(incoming); ok {
+			if !j.Over {
+				return verdict{}, false, nil
 			}
+			return verdict{policy: p, judge: j, plan: plan}, true, nil
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
-	r := workload.BuildJudgedParsed(p, in.parsed(), incoming)
-	svc := in.Incoming.ServiceName()
+	r := workload.BuildJudgedParsed(p, src.workloads(), incoming)
+	svc := w.ServiceName()
 	j := graph.Judge(r.Graph, r.Cap, svc)
 	if !j.Over {
 		return verdict{}, false, nil

@@ -1,4 +1,4 @@
-package webhook
+package gate
 
 import (
 	"reflect"
@@ -10,6 +10,9 @@ import (
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
 )
+
+// partOfShop selects the shop's workloads (deployment labels them so).
+var partOfShop = map[string]string{"app.kubernetes.io/part-of": "shop"}
 
 func testPolicy(name string, cap int32, mode v1alpha1.Enforcement, labels map[string]string) *v1alpha1.RetryPolicy {
 	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
@@ -57,52 +60,52 @@ func TestDecide(t *testing.T) {
 
 	tests := []struct {
 		name string
-		in   GateInput
+		in   Input
 		want Decision
 	}{
 		{
 			name: "reject: over-cap create, exact message",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: shopWorkloads(), Incoming: over},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(shopWorkloads()), Incoming: over},
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"},
 		},
 		{
 			// A canary of order (admitted earlier under Audit, or before the policy) declares
 			// payment=3; a sibling declaring payment=1 is judged on its own edge, not on the merge.
 			name: "reject: a canary's larger attempts are not held against a sibling",
-			in: GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: append(shopWorkloads(), canaryOf("order-v2", "order", "payment=3")),
+			in: Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(append(shopWorkloads(), canaryOf("order-v2", "order", "payment=3"))),
 				Incoming: lower},
 			want: Decision{Allowed: true},
 		},
 		{
 			name: "reject: a sibling over the cap is judged on its own attempts",
-			in: GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: append(shopWorkloads(), canaryOf("order-v2", "order", "payment=1")),
+			in: Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(append(shopWorkloads(), canaryOf("order-v2", "order", "payment=1"))),
 				Incoming: canaryOf("order-v3", "order", "payment=2")},
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x2-> payment = 6 > cap 4; order may keep payment=1"},
 		},
 		{
 			name: "reject: within-cap create passes",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: shopWorkloads(), Incoming: lower},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(shopWorkloads()), Incoming: lower},
 			want: Decision{Allowed: true},
 		},
 		{
 			name: "reject: an update that raises attempts is refused",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: append(shopWorkloads(), overOld), Incoming: over, Old: &overOld},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(append(shopWorkloads(), overOld)), Incoming: over, Old: &overOld},
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"},
 		},
 		{
 			name: "reject: an update that lowers attempts passes although still over",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: storedOver, Incoming: overOld, Old: &over},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(storedOver), Incoming: overOld, Old: &over},
 			want: Decision{Allowed: true},
 		},
 		{
 			name: "reject: an update that raises nothing (image bump) passes",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{reject}, Workloads: storedOver, Incoming: over, Old: &over},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(storedOver), Incoming: over, Old: &over},
 			want: Decision{Allowed: true},
 		},
 		{
 			name: "an update that brings the workload under the policy is judged like a create",
-			in: GateInput{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, map[string]string{"app.kubernetes.io/part-of": "shop"})},
-				Workloads: shopWorkloads(), Incoming: over, Old: func() *workload.Workload {
+			in: Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, map[string]string{"app.kubernetes.io/part-of": "shop"})},
+				Source: workloads(shopWorkloads()), Incoming: over, Old: func() *workload.Workload {
 					w := over
 					w.Labels = map[string]string{}
 					return &w
@@ -111,43 +114,43 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "rewrite: lowered, old value kept, warning says what changed",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Workloads: shopWorkloads(), Incoming: over},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Source: workloads(shopWorkloads()), Incoming: over},
 			want: Decision{Allowed: true,
 				Rewrite:  &Rewrite{Upstreams: "payment=1", RewrittenFrom: "payment=3"},
 				Warnings: []string{"RetryPolicy shop/checkout rewrote retrycap.dev/upstreams of Deployment shop/order: payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 4)"}},
 		},
 		{
 			name: "rewrite: only the edge over the cap changes, canonical format",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Workloads: shopWorkloads(), Incoming: deployment("order", "payment = 3 ,  audit")},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment = 3 ,  audit")},
 			want: Decision{Allowed: true,
 				Rewrite:  &Rewrite{Upstreams: "payment=1, audit", RewrittenFrom: "payment = 3 ,  audit"},
 				Warnings: []string{"RetryPolicy shop/checkout rewrote retrycap.dev/upstreams of Deployment shop/order: payment = 3 ,  audit -> payment=1, audit (gateway -x3-> order -x3-> payment = 9 > cap 4)"}},
 		},
 		{
 			name: "audit: admitted with the warning",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{audit}, Workloads: shopWorkloads(), Incoming: over},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{audit}, Source: workloads(shopWorkloads()), Incoming: over},
 			want: Decision{Allowed: true, Warnings: []string{"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1 (admitted: enforcement is Audit)"}},
 		},
 		{
 			name: "no policy selects the workload: untouched",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{unselected}, Workloads: shopWorkloads(), Incoming: deployment("order", "payment=x")},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{unselected}, Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=x")},
 			want: Decision{Allowed: true},
 		},
 		{
 			name: "malformed annotation: denied in Audit mode too, with token and column",
-			in:   GateInput{Policies: []*v1alpha1.RetryPolicy{audit}, Workloads: shopWorkloads(), Incoming: deployment("order", "payment=3, inventory=x")},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{audit}, Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=3, inventory=x")},
 			want: Decision{Message: `Deployment shop/order: annotation retrycap.dev/upstreams: token "inventory=x" at column 12: attempts must be an integer 1..100`},
 		},
 		{
 			name: "several Reject policies: the strictest (lowest cap) is named, the others listed",
-			in: GateInput{Policies: []*v1alpha1.RetryPolicy{testPolicy("a-loose", 6, v1alpha1.EnforcementReject, nil), testPolicy("b-strict", 2, v1alpha1.EnforcementReject, nil)},
-				Workloads: shopWorkloads(), Incoming: deployment("order", "payment=3")},
+			in: Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("a-loose", 6, v1alpha1.EnforcementReject, nil), testPolicy("b-strict", 2, v1alpha1.EnforcementReject, nil)},
+				Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=3")},
 			want: Decision{Message: "RetryPolicy shop/b-strict: gateway -x3-> order -x3-> payment = 9 > cap 2; no rewrite fits: even with order: payment=1, gateway -x3-> order -x1-> payment = 3 > cap 2; also over the cap of RetryPolicy shop/a-loose (cap 6)"},
 		},
 		{
 			name: "several Rewrite policies: the minimum wins",
-			in: GateInput{Policies: []*v1alpha1.RetryPolicy{testPolicy("a", 7, v1alpha1.EnforcementRewrite, nil), testPolicy("b", 4, v1alpha1.EnforcementRewrite, nil)},
-				Workloads: shopWorkloads(), Incoming: deployment("order", "payment=3")},
+			in: Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("a", 7, v1alpha1.EnforcementRewrite, nil), testPolicy("b", 4, v1alpha1.EnforcementRewrite, nil)},
+				Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=3")},
 			want: Decision{Allowed: true,
 				Rewrite:  &Rewrite{Upstreams: "payment=1", RewrittenFrom: "payment=3"},
 				Warnings: []string{"RetryPolicies shop/a, shop/b rewrote retrycap.dev/upstreams of Deployment shop/order: payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 7; gateway -x3-> order -x3-> payment = 9 > cap 4)"}},

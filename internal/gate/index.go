@@ -1,31 +1,22 @@
-package webhook
+package gate
 
 import (
-	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// workloadIndex holds every workload the gate may need, by namespace, fed by the manager's
-// informers, together with the service-level call graph of all of them (selected by a policy or
+// Index holds every workload the gate may need, by namespace, fed by the manager's informers
+// (through Put and Remove; internal/webhook registers the handlers), together with the service-level call graph of all of them (selected by a policy or
 // not). An admission request reads only the part of a namespace that can matter to it
 // (Relevant), so its cost follows the size of the workload's chains, not of the namespace.
 // Updates that do not touch a workload's labels or annotations (status, replicas, images) leave
 // the index alone.
-type workloadIndex struct {
+type Index struct {
 	mu   sync.RWMutex
 	byNS map[string]*nsWorkloads
 
@@ -75,13 +66,14 @@ type service struct {
 // edgeCount is a neighbour and the number of workloads declaring the edge.
 type edgeCount struct{ to, n int32 }
 
-func newWorkloadIndex() *workloadIndex {
-	return &workloadIndex{byNS: map[string]*nsWorkloads{}, dirty: map[string]bool{}, wake: make(chan struct{}, 1), baseIdle: defaultBaseIdle}
+// NewIndex returns an empty index; HasSynced is false until a first AddSynced.
+func NewIndex() *Index {
+	return &Index{byNS: map[string]*nsWorkloads{}, dirty: map[string]bool{}, wake: make(chan struct{}, 1), baseIdle: defaultBaseIdle}
 }
 
 // Workloads returns all of the namespace's workloads, sorted by key. The slice is shared: read
 // only. The validator uses it; the gate uses RelevantParsed.
-func (x *workloadIndex) Workloads(ns string) []workload.Workload {
+func (x *Index) Workloads(ns string) []workload.Workload {
 	x.mu.RLock()
 	n := x.byNS[ns]
 	if n == nil {
@@ -106,19 +98,6 @@ func (x *workloadIndex) Workloads(ns string) []workload.Workload {
 	return n.list
 }
 
-// Relevant is RelevantParsed's workloads.
-func (x *workloadIndex) Relevant(ns, svc string, ups []string) []workload.Workload {
-	ps := x.RelevantParsed(ns, svc, ups)
-	if ps == nil {
-		return nil
-	}
-	out := make([]workload.Workload, len(ps))
-	for i, p := range ps {
-		out[i] = p.Workload
-	}
-	return out
-}
-
 // RelevantParsed returns the workloads of ns that can change the gate's judgement of a workload
 // of service svc whose upstreams are ups, parsed and sorted by workload.Compare: those providing
 // svc, every service that reaches svc, and every service reachable from svc or from ups, in the
@@ -128,7 +107,7 @@ func (x *workloadIndex) Relevant(ns, svc string, ups []string) []workload.Worklo
 // subgraph of this one, so the set is a superset of what any policy needs and the judgement is
 // the same as over the whole namespace (TestRelevantMatchesWholeNamespace checks this on random
 // graphs). The slice is the caller's; the workloads are shared and immutable.
-func (x *workloadIndex) RelevantParsed(ns, svc string, ups []string) []*workload.Parsed {
+func (x *Index) RelevantParsed(ns, svc string, ups []string) []*workload.Parsed {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := x.byNS[ns]
@@ -209,7 +188,7 @@ func (n *nsWorkloads) reach(svc string, ups []string) (seen []uint8, visited []i
 }
 
 // Len is the number of indexed workloads in ns.
-func (x *workloadIndex) Len(ns string) int {
+func (x *Index) Len(ns string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if n := x.byNS[ns]; n != nil {
@@ -223,7 +202,8 @@ func sameWorkload(a, b workload.Workload) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
-func (x *workloadIndex) put(w workload.Workload) {
+// Put adds or replaces w (an informer's add or update).
+func (x *Index) Put(w workload.Workload) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.byNS[w.Namespace]
@@ -248,7 +228,8 @@ func (x *workloadIndex) put(w workload.Workload) {
 	n.changed(x, w.Namespace)
 }
 
-func (x *workloadIndex) remove(w workload.Workload) {
+// Remove forgets w (an informer's delete, or a Pod that gained a controller).
+func (x *Index) Remove(w workload.Workload) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.byNS[w.Namespace]
@@ -359,7 +340,7 @@ func dropCount(es []edgeCount, to int32) []edgeCount {
 }
 
 // HasSynced reports whether every informer feeding the index has delivered its initial list.
-func (x *workloadIndex) HasSynced() bool {
+func (x *Index) HasSynced() bool {
 	x.syncedMu.Lock()
 	defer x.syncedMu.Unlock()
 	if len(x.synced) == 0 {
@@ -373,74 +354,9 @@ func (x *workloadIndex) HasSynced() bool {
 	return true
 }
 
-func (x *workloadIndex) addSynced(f func() bool) {
+// AddSynced adds an informer's HasSynced to those HasSynced waits for.
+func (x *Index) AddSynced(f func() bool) {
 	x.syncedMu.Lock()
 	defer x.syncedMu.Unlock()
 	x.synced = append(x.synced, f)
-}
-
-// watchedKinds are the informers the index listens to. Pods are watched as metadata only: a bare
-// Pod's workload is its labels, annotations and owner references, and caching whole Pods would
-// cost the manager memory in proportion to the cluster.
-func watchedKinds() []client.Object {
-	return []client.Object{
-		&appsv1.Deployment{},
-		&appsv1.StatefulSet{},
-		&appsv1.DaemonSet{},
-		&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}},
-	}
-}
-
-// toWorkload reads an informer object; false for anything that is not a workload (a Pod a
-// controller owns). A tombstone is unwrapped.
-func toWorkload(obj any) (workload.Workload, bool) {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	switch o := obj.(type) {
-	case *metav1.PartialObjectMetadata:
-		return workload.FromObject(&corev1.Pod{ObjectMeta: o.ObjectMeta})
-	case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet, *corev1.Pod:
-		return workload.FromObject(o.(client.Object))
-	}
-	return workload.Workload{}, false
-}
-
-// register adds the index's event handlers to the manager's informers (created here if no one
-// else uses them yet; they start with the cache).
-func (x *workloadIndex) register(ctx context.Context, c cache.Cache) error {
-	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if w, ok := toWorkload(obj); ok {
-				x.put(w)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			if w, ok := toWorkload(newObj); ok {
-				x.put(w)
-				return
-			}
-			// A Pod that gained a controller is no longer a bare workload.
-			if w, ok := toWorkload(oldObj); ok {
-				x.remove(w)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if w, ok := toWorkload(obj); ok {
-				x.remove(w)
-			}
-		},
-	}
-	for _, obj := range watchedKinds() {
-		inf, err := c.GetInformer(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("getting the informer for %T: %w", obj, err)
-		}
-		reg, err := inf.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("adding the workload index handler to the %T informer: %w", obj, err)
-		}
-		x.addSynced(reg.HasSynced)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package webhook
+package gate
 
 import (
 	"fmt"
@@ -81,9 +81,9 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 	for round := 0; round < 300; round++ {
 		// Half the rounds without cycles, where the prepared graph answers rather than defers.
 		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
-		x := newWorkloadIndex()
+		x := NewIndex()
 		for _, w := range ws {
-			x.put(w)
+			x.Put(w)
 		}
 		var ps []*v1alpha1.RetryPolicy
 		for k := 1 + r.IntN(2); k > 0; k-- {
@@ -107,24 +107,20 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 			} else {
 				incoming.Name = fmt.Sprintf("new%d", i)
 			}
-			full := Decide(GateInput{Policies: ps, Workloads: ws, Incoming: incoming, Old: old})
-			sub := x.Relevant("shop", incoming.ServiceName(), upstreamServices(incoming))
-			got := Decide(GateInput{Policies: ps, Workloads: sub, Incoming: incoming, Old: old})
+			full := Decide(Input{Policies: ps, Source: workloads(ws), Incoming: incoming, Old: old})
+			sub := x.relevant("shop", incoming.ServiceName(), upstreamServices(incoming))
+			got := Decide(Input{Policies: ps, Source: workloads(sub), Incoming: incoming, Old: old})
 			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
 				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
 			}
 			// The handler's path: the index's parsed workloads, not parsed again.
-			viaIndex := Decide(GateInput{Policies: ps, Incoming: incoming, Old: old, LoadParsed: func() []*workload.Parsed {
-				return x.RelevantParsed("shop", incoming.ServiceName(), upstreamServices(incoming))
-			}})
+			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseNever)})
 			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
 				t.Fatalf("round %d: over the index's parsed workloads the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
 			}
 			// The handler's path for a large share of a large namespace: the policy's prepared
 			// graph of the whole namespace, judged with the incoming edges in place.
-			viaBase := Decide(GateInput{Policies: ps, Incoming: incoming, Old: old, LoadParsed: func() []*workload.Parsed {
-				return x.RelevantParsed("shop", incoming.ServiceName(), upstreamServices(incoming))
-			}, Base: func(p *v1alpha1.RetryPolicy) *workload.Base { return x.Base("shop", p) }})
+			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseAlways)})
 			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
 				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
 			}
@@ -152,24 +148,24 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 }
 
 func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
-	x := newWorkloadIndex()
+	x := NewIndex()
 	w := deployment("order", "payment=3")
-	x.put(w)
+	x.Put(w)
 	list := x.Workloads("shop")
 	same := deployment("order", "payment=3")
-	x.put(same)
+	x.Put(same)
 	if got := x.Workloads("shop"); &got[0] != &list[0] {
 		t.Fatalf("an identical update rebuilt the namespace's list")
 	}
-	x.put(deployment("order", "payment=1, audit"))
-	if got := x.Relevant("shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations[annotations.Upstreams] != "payment=1, audit" {
+	x.Put(deployment("order", "payment=1, audit"))
+	if got := x.relevant("shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations[annotations.Upstreams] != "payment=1, audit" {
 		t.Fatalf("Relevant after an update = %v", got)
 	}
-	x.remove(w)
+	x.Remove(w)
 	if n := x.Len("shop"); n != 0 {
 		t.Fatalf("Len after remove = %d", n)
 	}
-	if got := x.Relevant("shop", "order", nil); got != nil {
+	if got := x.relevant("shop", "order", nil); got != nil {
 		t.Fatalf("Relevant of an emptied namespace = %v", got)
 	}
 }
@@ -180,22 +176,22 @@ func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
 func TestIndexChurnMatchesFreshIndex(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for round := 0; round < 50; round++ {
-		x := newWorkloadIndex()
+		x := NewIndex()
 		live := map[string]workload.Workload{}
 		for step := 0; step < 200; step++ {
 			w := randomNamespace(r, 1)[0]
 			w.Name = fmt.Sprintf("w%d", r.IntN(30))
 			if r.IntN(4) == 0 {
-				x.remove(w)
+				x.Remove(w)
 				delete(live, w.Key())
 				continue
 			}
-			x.put(w)
+			x.Put(w)
 			live[w.Key()] = w
 		}
-		fresh := newWorkloadIndex()
+		fresh := NewIndex()
 		for _, w := range live {
-			fresh.put(w)
+			fresh.Put(w)
 		}
 		if len(live) == 0 {
 			if x.Len("shop") != 0 {
@@ -229,4 +225,17 @@ func TestIndexChurnMatchesFreshIndex(t *testing.T) {
 			}
 		}
 	}
+}
+
+// relevant is RelevantParsed's workloads.
+func (x *Index) relevant(ns, svc string, ups []string) []workload.Workload {
+	ps := x.RelevantParsed(ns, svc, ups)
+	if ps == nil {
+		return nil
+	}
+	out := make([]workload.Workload, len(ps))
+	for i, p := range ps {
+		out[i] = p.Workload
+	}
+	return out
 }

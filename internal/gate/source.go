@@ -1,0 +1,81 @@
+package gate
+
+import (
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// For returns the handler's Source for a request about incoming: its relevant workloads from the
+// index (RelevantParsed), and the policies' prepared graphs when those workloads are a large
+// share of a large namespace (WantsBase). Use it for one request.
+func (x *Index) For(incoming workload.Workload) Source {
+	return &requestSource{x: x, incoming: incoming}
+}
+
+// baseMode says whether a requestSource answers with prepared graphs.
+type baseMode int8
+
+const (
+	baseAuto   baseMode = iota // when WantsBase: the handler's path
+	baseNever                  // always build (tests and benchmarks of the build)
+	baseAlways                 // always (tests and benchmarks of the prepared graph)
+)
+
+type requestSource struct {
+	x        *Index
+	incoming workload.Workload
+	mode     baseMode
+	// ups are incoming's upstream services, computed on first use: an update that raises
+	// nothing needs neither them nor the index.
+	ups    []string
+	upsSet bool
+	// wantsBase is decided once per request: 1 yes, -1 no, 0 not asked yet. A count, not the
+	// list Workloads builds: building the list of 5,000 workloads when the prepared graph then
+	// answers put the worst case's p99 at 0.68-0.70 ms, against 0.57 ms with the count, back to
+	// back; a request that builds walks its (small) relevant set twice instead.
+	wantsBase int8
+}
+
+func (s *requestSource) upstreams() []string {
+	if !s.upsSet {
+		s.ups, s.upsSet = upstreamServices(s.incoming), true
+	}
+	return s.ups
+}
+
+func (s *requestSource) Workloads() []*workload.Parsed {
+	return s.x.RelevantParsed(s.incoming.Namespace, s.incoming.ServiceName(), s.upstreams())
+}
+
+func (s *requestSource) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
+	switch s.mode {
+	case baseNever:
+		return nil
+	case baseAuto:
+		if s.wantsBase == 0 {
+			s.wantsBase = -1
+			ns := s.incoming.Namespace
+			if s.x.WantsBase(ns, s.x.RelevantCount(ns, s.incoming.ServiceName(), s.upstreams())) {
+				s.wantsBase = 1
+			}
+		}
+		if s.wantsBase < 0 {
+			return nil
+		}
+	}
+	return s.x.Base(s.incoming.Namespace, p)
+}
+
+// upstreamServices are w's upstreams as graph nodes of its namespace; nil for a malformed value
+// (Decide refuses it before it looks at the graph).
+func upstreamServices(w workload.Workload) []string {
+	ups, err := workload.Upstreams(w, w.Namespace, 1)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(ups))
+	for i, u := range ups {
+		names[i] = u.Name
+	}
+	return names
+}

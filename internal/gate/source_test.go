@@ -1,0 +1,26 @@
+package gate
+
+import (
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// workloads is a Source over a fixed list of stored workloads: the whole namespace, or any part
+// of it, parsed per decision and never prepared.
+type workloads []workload.Workload
+
+func (ws workloads) Workloads() []*workload.Parsed {
+	ps := make([]*workload.Parsed, len(ws))
+	for i, w := range ws {
+		ps[i] = workload.Parse(w)
+	}
+	return ps
+}
+
+func (workloads) Prepared(*v1alpha1.RetryPolicy) *workload.Base { return nil }
+
+// indexSource is the index's Source for a request about incoming, with the prepared graphs used
+// as mode says rather than as the handler decides.
+func indexSource(x *Index, incoming workload.Workload, mode baseMode) Source {
+	return &requestSource{x: x, incoming: incoming, mode: mode}
+}
