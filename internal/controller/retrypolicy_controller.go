@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -55,41 +54,11 @@ type RetryPolicyReconciler struct {
 	Recorder events.EventRecorder
 	// Now is the clock for lastTransitionTime; nil means time.Now.
 	Now func() time.Time
-
-	mu     sync.Mutex
-	counts map[types.NamespacedName]Counts
-}
-
-// Counts is how often the reconciler ran for one policy and how many status patches it sent
-// that the API server accepted. They let tests assert that nothing is written when nothing
-// changed.
-type Counts struct {
-	Reconciles   int
-	StatusWrites int
-}
-
-// Counts returns the counts for one policy.
-func (r *RetryPolicyReconciler) Counts(key types.NamespacedName) Counts {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.counts[key]
-}
-
-func (r *RetryPolicyReconciler) count(key types.NamespacedName, f func(*Counts)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.counts == nil {
-		r.counts = map[types.NamespacedName]Counts{}
-	}
-	c := r.counts[key]
-	f(&c)
-	r.counts[key] = c
 }
 
 // Reconcile fetches the policy, computes its status from the cached workloads, and patches the
 // status once, only when it changed.
 func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.count(req.NamespacedName, func(c *Counts) { c.Reconciles++ })
 	var p v1alpha1.RetryPolicy
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -149,7 +118,6 @@ func (r *RetryPolicyReconciler) patchStatus(ctx context.Context, p *v1alpha1.Ret
 	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("patching the status of RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	r.count(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, func(c *Counts) { c.StatusWrites++ })
 	return nil
 }
 

@@ -210,7 +210,7 @@ var _ = Describe("RetryPolicy status", func() {
 			WithinMessage: "amplification 4 <= cap 5 (worst path b-job>b-front>b-back)",
 		}))
 		teamB := types.NamespacedName{Namespace: ns, Name: "team-b"}
-		bWrites := reconciler.Counts(teamB).StatusWrites
+		bWrites := counted.Counts(teamB).StatusWrites
 
 		// Deleting a workload of team a changes team-a only.
 		Expect(k8sClient.Delete(ctx, deployment(ns, "a-front", "", nil))).To(Succeed())
@@ -220,7 +220,7 @@ var _ = Describe("RetryPolicy status", func() {
 			Within: "True", WithinWhy: v1alpha1.ReasonWithinCap,
 			WithinMessage: "amplification 1 <= cap 2 (worst path a-back)",
 		}))
-		Expect(reconciler.Counts(teamB).StatusWrites).To(Equal(bWrites))
+		Expect(counted.Counts(teamB).StatusWrites).To(Equal(bWrites))
 
 		// Deleting the bare Pod changes team-b.
 		Expect(k8sClient.Delete(ctx, bare)).To(Succeed())
@@ -244,10 +244,10 @@ var _ = Describe("RetryPolicy status", func() {
 		createSample(ctx, "incident18.yaml", ns)
 		key := types.NamespacedName{Namespace: ns, Name: "checkout"}
 		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(HaveField("Amplification", int64(18)))
-		Expect(reconciler.Counts(key).StatusWrites).To(Equal(1))
+		Expect(counted.Counts(key).StatusWrites).To(Equal(1))
 		var before v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &before)).To(Succeed())
-		start := reconciler.Counts(key)
+		start := counted.Counts(key)
 
 		// Changes the graph does not read never reach the reconciler: image, replicas, the
 		// Deployment's own labels, an unrelated template annotation.
@@ -257,15 +257,15 @@ var _ = Describe("RetryPolicy status", func() {
 			d.Labels["release"] = "canary"
 			d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = time.Now().Format(time.RFC3339)
 		})
-		Consistently(func() Counts { return reconciler.Counts(key) }, "1s").Should(Equal(start))
+		Consistently(func() Counts { return counted.Counts(key) }, "1s").Should(Equal(start))
 
 		// A template label the selector does not use is graph input: the policy is reconciled
 		// (exactly once per change) and nothing is written.
 		for i, v := range []string{"1", "2", "3"} {
 			updateDeployment(ctx, ns, "catalog", func(d *appsv1.Deployment) { d.Spec.Template.Labels["build"] = v })
-			Eventually(func() int { return reconciler.Counts(key).Reconciles }).Should(Equal(start.Reconciles + i + 1))
+			Eventually(func() int { return counted.Counts(key).Reconciles }).Should(Equal(start.Reconciles + i + 1))
 		}
-		Consistently(func() Counts { return reconciler.Counts(key) }, "500ms").Should(Equal(Counts{Reconciles: start.Reconciles + 3, StatusWrites: 1}))
+		Consistently(func() Counts { return counted.Counts(key) }, "500ms").Should(Equal(Counts{Reconciles: start.Reconciles + 3, StatusWrites: 1}))
 		var after v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &after)).To(Succeed())
 		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))

@@ -22,13 +22,14 @@ import (
 )
 
 // The suite runs the reconciler in a real manager against a real kube-apiserver and etcd. It
-// registers its own RetryPolicyReconciler (not operator.NewManager's) so the tests can read the
-// reconciler's write counts; no webhooks run, so this suite does not depend on them.
+// registers its own RetryPolicyReconciler (not operator.NewManager's), on a counting client, so
+// the tests can read the reconciler's reconciles and write counts; no webhooks run, so this suite does not depend on them.
 var (
 	cp         *controlplane.ControlPlane
 	k8sClient  client.Client
 	mgrClient  client.Client // the manager's cached client: what the reconciler sees
 	reconciler *RetryPolicyReconciler
+	counted    *countingClient // the reconciler's client, counting per policy
 	stopMgr    context.CancelFunc
 	// metricsAddr is where the manager serves /metrics.
 	metricsAddr string
@@ -60,7 +61,8 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	reconciler = &RetryPolicyReconciler{}
+	counted = newCountingClient(mgr.GetClient())
+	reconciler = &RetryPolicyReconciler{Client: counted}
 	Expect(reconciler.SetupWithManager(mgr)).To(Succeed())
 	mgrClient = mgr.GetClient()
 
