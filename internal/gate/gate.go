@@ -29,9 +29,9 @@ type Input struct {
 // workloads, and a policy's prepared graph of them. The handler's Source is Index.For (the
 // relevant part of the namespace, from the informers); a test's is a slice.
 type Source interface {
-	// Workloads returns the stored workloads that can change the verdict on the incoming one
-	// (its stored version, if any, is replaced by it), parsed; sorted by workload.Compare spares
-	// a sort. Decide calls it at most once, and only if some policy must judge the request, so
+	// Workloads returns the stored workloads that can change the verdict on the incoming one,
+	// parsed (sorted by workload.Compare spares a sort); the incoming one's stored version may be
+	// among them, Decide puts the incoming one in its place. Decide calls it at most once, and only if some policy must judge the request, so
 	// an update that raises nothing never reads the namespace.
 	Workloads() []*workload.Parsed
 	// Prepared returns p's prepared graph of the namespace's stored workloads (workload.Base), or

@@ -5,7 +5,7 @@
 //
 // It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
 // it returns the pod as it should be stored, or the reason it was skipped. The admission webhook
-// (webhooks.PodInjector) reads those inputs from the manager's cache and turns the result into a
+// (webhook.PodInjector) reads those inputs from the manager's cache and turns the result into a
 // JSON patch; the golden files under testdata pin the output, and a test starts the real
 // retrycap-proxy in --check mode with every rendered command line so the two cannot drift apart.
 package inject
