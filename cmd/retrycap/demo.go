@@ -10,11 +10,8 @@ import (
 	"github.com/retrycap/retrycap/internal/demo"
 )
 
-func init() {
-	subcommands = append(subcommands, newDemoCommand)
-}
-
-func newDemoCommand(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
+// newDemoCmd returns `demo`: the story on an embedded control plane.
+func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 	var o demo.Options
 	var exit bool
 	cmd := &cobra.Command{

@@ -1,10 +1,35 @@
-// Command retrycap is the retrycap CLI: `analyze` checks manifests offline (in CI); other
-// subcommands (graph, storm, demo) live in their own files. Installed as kubectl-retrycap it
-// also runs as `kubectl retrycap ...`.
+// Command retrycap is the full retrycap CLI: `analyze` checks manifests offline (in CI),
+// `graph` shows a cluster's live graph, `storm` runs the retry-storm lab and `demo` the whole
+// story on an embedded control plane. The kubectl plugin (cmd/kubectl-retrycap) carries only
+// analyze and graph, from the same constructors in internal/cli.
 package main
 
-import "os"
+import (
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrycap/retrycap/internal/cli"
+)
 
 func main() {
 	os.Exit(Execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// newRootCmd returns the CLI with its commands, in this order.
+func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := cli.NewRoot(stdin, stdout, stderr)
+	root.AddCommand(
+		cli.NewAnalyzeCmd(stdin, stdout, stderr),
+		cli.NewGraphCmd(stdin, stdout, stderr),
+		newStormCmd(stdin, stdout, stderr),
+		newDemoCmd(stdin, stdout, stderr),
+	)
+	return root
+}
+
+// Execute runs the CLI with args and returns the process exit code.
+func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return cli.Execute(newRootCmd(stdin, stdout, stderr), args)
 }

@@ -11,14 +11,12 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/retrycap/retrycap/internal/cli"
 	"github.com/retrycap/retrycap/internal/storm"
 )
 
-func init() {
-	subcommands = append(subcommands, newStormCommand)
-}
-
-func newStormCommand(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
+// newStormCmd returns `storm`: the retry-storm lab.
+func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	o := storm.Defaults()
 	var short, noProgress, series bool
 	o.ChartPath = "storm.svg"
@@ -61,7 +59,7 @@ func newStormCommand(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 				o = s
 			}
 			if _, ok := storm.Scenarios[o.Scenario]; !ok {
-				return &exitError{code: ExitBadInput, msg: fmt.Sprintf("--scenario %q: unknown, want one of %s", o.Scenario, strings.Join(storm.ScenarioNames(), ", "))}
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--scenario %q: unknown, want one of %s", o.Scenario, strings.Join(storm.ScenarioNames(), ", "))}
 			}
 			o.Out = stderr
 			if f, ok := stderr.(*os.File); ok && !noProgress && isatty.IsTerminal(f.Fd()) {
@@ -71,15 +69,15 @@ func newStormCommand(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			defer stop()
 			res, err := storm.Run(ctx, o)
 			if err != nil {
-				return &exitError{code: ExitBadInput, msg: err.Error()}
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: err.Error()}
 			}
 			if err := res.WriteSummary(stdout); err != nil {
-				return &exitError{code: ExitBadInput, msg: err.Error()}
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: err.Error()}
 			}
 			if series {
 				fmt.Fprintln(stdout)
 				if err := res.WriteSeries(stdout); err != nil {
-					return &exitError{code: ExitBadInput, msg: err.Error()}
+					return &cli.ExitError{Code: cli.ExitBadInput, Msg: err.Error()}
 				}
 			}
 			if !res.Passed() {
@@ -89,7 +87,7 @@ func newStormCommand(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 						missed = append(missed, fmt.Sprintf("%s: want %s, got %s", t.Name, t.Want, t.Got))
 					}
 				}
-				return &exitError{code: ExitOverCap, msg: "storm: retrycap arm missed: " + strings.Join(missed, "; ")}
+				return &cli.ExitError{Code: cli.ExitOverCap, Msg: "storm: retrycap arm missed: " + strings.Join(missed, "; ")}
 			}
 			return nil
 		},

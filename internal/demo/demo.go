@@ -65,7 +65,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 
-	for _, s := range steps {
+	for _, s := range chapters {
 		if err := s(ctx, d); err != nil {
 			return err
 		}
@@ -84,9 +84,16 @@ func Run(ctx context.Context, o Options) (err error) {
 	return nil
 }
 
-// steps are the demo's chapters, in order; later chapters append themselves in init functions of
-// their own files so each chapter stays short.
-var steps = []func(context.Context, *run) error{applySamples, showPolicies}
+// chapters are the demo's chapters, in the order they are told. The first two are below; the
+// admission chapters are in chapters.go and the storm lab in storm.go, so each stays short.
+var chapters = []func(context.Context, *run) error{
+	applySamples,  // the samples: two incident write-ups
+	showPolicies,  // their computed status and violations
+	refuseDeploy,  // Reject: an over-cap deploy refused
+	rewriteDeploy, // Rewrite: the same deploy admitted, lowered
+	injectPod,     // the proxy injected as a native sidecar
+	stormLab,      // naive retries against retrycap, real processes
+}
 
 type run struct {
 	opts Options

@@ -9,10 +9,6 @@ import (
 	"github.com/retrycap/retrycap/internal/storm"
 )
 
-func init() {
-	steps = append(steps, stormLab)
-}
-
 // stormLab runs the lab: real proxies and apps on loopback, naive retries against retrycap under
 // the same outage. The full lab takes under 2 minutes; Short takes about 40 s.
 func stormLab(ctx context.Context, d *run) error {

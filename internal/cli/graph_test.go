@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestGraphBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
-		code := Execute(tt.args, strings.NewReader(""), &stdout, &stderr)
+		code := execute(tt.args, strings.NewReader(""), &stdout, &stderr)
 		if code != ExitBadInput || stderr.String() != tt.want || stdout.Len() != 0 {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit 2, stderr %q", tt.args, code, stderr.String(), stdout.String(), tt.want)
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,11 +9,8 @@ import (
 	"github.com/retrycap/retrycap/internal/analyze"
 )
 
-func init() {
-	subcommands = append(subcommands, newAnalyzeCmd)
-}
-
-func newAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+// NewAnalyzeCmd returns `analyze`: the offline check of manifests.
+func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var files []string
 	var output, namespace string
 	cmd := &cobra.Command{
@@ -33,28 +30,28 @@ documents, and for an invalid annotation the workload, token and column).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
-				return &exitError{ExitBadInput, "analyze: -f PATH is required (a file, a directory or - for stdin)"}
+				return &ExitError{Code: ExitBadInput, Msg: "analyze: -f PATH is required (a file, a directory or - for stdin)"}
 			}
 			render, ok := renderers[output]
 			if !ok {
-				return &exitError{ExitBadInput, fmt.Sprintf("analyze: unknown output %q (table, json, dot, mermaid, tree)", output)}
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: unknown output %q (table, json, dot, mermaid, tree)", output)}
 			}
 			m, errs := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin}.ReadPaths(files)
 			for _, err := range errs {
 				fmt.Fprintln(stderr, "error:", err)
 			}
 			if len(errs) > 0 {
-				return &exitError{ExitBadInput, fmt.Sprintf("analyze: %d error(s) in the input", len(errs))}
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: %d error(s) in the input", len(errs))}
 			}
 			if len(m.Policies) == 0 {
-				return &exitError{ExitBadInput, "analyze: no RetryPolicy (retrycap.dev/v1alpha1) in the input: nothing to check against"}
+				return &ExitError{Code: ExitBadInput, Msg: "analyze: no RetryPolicy (retrycap.dev/v1alpha1) in the input: nothing to check against"}
 			}
 			rep := m.Analyze()
 			if err := render(stdout, rep); err != nil {
-				return &exitError{ExitBadInput, err.Error()}
+				return &ExitError{Code: ExitBadInput, Msg: err.Error()}
 			}
 			if !rep.WithinCap {
-				return &exitError{code: ExitOverCap}
+				return &ExitError{Code: ExitOverCap}
 			}
 			return nil
 		},

@@ -1,12 +1,10 @@
-package main
+package cli
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,27 +17,8 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-func init() {
-	subcommands = append(subcommands, newGraphCmd)
-}
-
-// kubectlPluginName is the name the binary is also installed under, so that kubectl finds it
-// as the plugin `kubectl retrycap`.
-const kubectlPluginName = "kubectl-retrycap"
-
-// applyInvocationName makes help and usage say "kubectl retrycap ..." when the binary runs as
-// kubectl-retrycap (kubectl execs plugins by that file name), and "retrycap ..." otherwise.
-func applyInvocationName(root *cobra.Command, argv0 string) {
-	if strings.TrimSuffix(filepath.Base(argv0), ".exe") != kubectlPluginName {
-		return
-	}
-	if root.Annotations == nil {
-		root.Annotations = map[string]string{}
-	}
-	root.Annotations[cobra.CommandDisplayNameAnnotation] = "kubectl retrycap"
-}
-
-func newGraphCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
+// NewGraphCmd returns `graph`: the live call graph of each RetryPolicy in a cluster.
+func NewGraphCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var kubeconfig, kubeContext, namespace, output string
 	var allNamespaces bool
 	cmd := &cobra.Command{
@@ -63,29 +42,29 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			render, ok := renderers[output]
 			if !ok || output == "table" {
-				return &exitError{ExitBadInput, fmt.Sprintf("graph: unknown output %q (tree, json, dot, mermaid)", output)}
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: unknown output %q (tree, json, dot, mermaid)", output)}
 			}
 			if allNamespaces && len(args) == 1 {
-				return &exitError{ExitBadInput, "graph: a POLICY name needs one namespace; drop -A"}
+				return &ExitError{Code: ExitBadInput, Msg: "graph: a POLICY name needs one namespace; drop -A"}
 			}
 			loading := clientcmd.NewDefaultClientConfigLoadingRules()
 			loading.ExplicitPath = kubeconfig
 			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
 			cfg, err := cc.ClientConfig()
 			if err != nil {
-				return &exitError{ExitBadInput, fmt.Sprintf("graph: loading the kubeconfig: %v", err)}
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: loading the kubeconfig: %v", err)}
 			}
 			ns := namespace
 			if allNamespaces {
 				ns = ""
 			} else if ns == "" {
 				if ns, _, err = cc.Namespace(); err != nil {
-					return &exitError{ExitBadInput, fmt.Sprintf("graph: the kubeconfig context's namespace: %v", err)}
+					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: the kubeconfig context's namespace: %v", err)}
 				}
 			}
 			c, err := client.New(cfg, client.Options{Scheme: retrycapscheme.New()})
 			if err != nil {
-				return &exitError{ExitBadInput, fmt.Sprintf("graph: connecting to %s: %v", cfg.Host, err)}
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: connecting to %s: %v", cfg.Host, err)}
 			}
 			policy := ""
 			if len(args) == 1 {
@@ -93,7 +72,7 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 			}
 			rep, err := liveReport(cmd.Context(), c, ns, policy)
 			if err != nil {
-				return &exitError{ExitBadInput, "graph: " + err.Error()}
+				return &ExitError{Code: ExitBadInput, Msg: "graph: " + err.Error()}
 			}
 			if len(rep.Policies) == 0 {
 				where := "in namespace " + ns
@@ -104,10 +83,10 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 				return nil
 			}
 			if err := render(stdout, rep); err != nil {
-				return &exitError{ExitBadInput, err.Error()}
+				return &ExitError{Code: ExitBadInput, Msg: err.Error()}
 			}
 			if !rep.WithinCap {
-				return &exitError{code: ExitOverCap}
+				return &ExitError{Code: ExitOverCap}
 			}
 			return nil
 		},

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 func run(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Execute(args, strings.NewReader(stdin), &out, &errb)
+	code := execute(args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -1,0 +1,90 @@
+// Package cli holds the retrycap commands that both binaries share: `analyze` (manifests
+// offline, in CI) and `graph` (the live graph of a cluster), the root command and the exit
+// codes. cmd/retrycap (the full CLI: also the storm lab and the demo) and cmd/kubectl-retrycap
+// (the kubectl plugin: only what runs against a cluster or in CI) list their commands
+// explicitly from these constructors, so there is one piece of code per command.
+//
+// Nothing here may import the storm lab, the demo or the embedded control plane: the plugin
+// binary links this package and must stay small (no envtest, no gonum/plot).
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes shared by the subcommands.
+const (
+	ExitOK       = 0
+	ExitOverCap  = 1 // a policy is over its cap or has a retry cycle
+	ExitBadInput = 2 // unreadable or malformed input, bad flags
+)
+
+// ExitError carries an exit code out of a subcommand; its message (if any) is printed by
+// Execute.
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string { return e.Msg }
+
+// NewRoot returns the root command without subcommands, wired to the given streams; the
+// binaries add theirs.
+func NewRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "retrycap",
+		Short:         "Cap retry multiplication along every call chain",
+		Long:          "retrycap computes how retries multiply along call chains and enforces one cap per chain.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Installed as kubectl-retrycap, help says "kubectl retrycap ...".
+	applyInvocationName(root, os.Args[0])
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root
+}
+
+// KubectlPluginName is the name of the kubectl plugin binary, so that kubectl finds it as the
+// plugin `kubectl retrycap`.
+const KubectlPluginName = "kubectl-retrycap"
+
+// applyInvocationName makes help and usage say "kubectl retrycap ..." when the binary runs as
+// kubectl-retrycap (kubectl execs plugins by that file name), and "retrycap ..." otherwise.
+func applyInvocationName(root *cobra.Command, argv0 string) {
+	if strings.TrimSuffix(filepath.Base(argv0), ".exe") != KubectlPluginName {
+		return
+	}
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations[cobra.CommandDisplayNameAnnotation] = "kubectl retrycap"
+}
+
+// Execute runs root with args and returns the process exit code; errors go to root's stderr.
+func Execute(root *cobra.Command, args []string) int {
+	stderr := root.ErrOrStderr()
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Msg != "" {
+			fmt.Fprintln(stderr, "retrycap:", ee.Msg)
+		}
+		return ee.Code
+	}
+	// Flag and argument errors from cobra.
+	fmt.Fprintln(stderr, "retrycap:", err)
+	return ExitBadInput
+}
