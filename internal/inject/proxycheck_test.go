@@ -72,7 +72,7 @@ func TestProxyAcceptsRenderedArgs(t *testing.T) {
 			}
 			for _, a := range args {
 				k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-				if k == "service" || k == "entrypoint" {
+				if k == "service" || k == "namespace" || k == "entrypoint" {
 					want[k] = v
 				}
 			}
