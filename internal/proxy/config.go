@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 	"github.com/retrycap/retrycap/internal/sidecar"
@@ -48,7 +50,7 @@ func (e *FlagError) Unwrap() error { return e.Err }
 // *FlagError (or pflag's own, which also name flag and value).
 func ParseFlags(args []string, out io.Writer) (*Config, error) {
 	c := Defaults()
-	fs := sidecar.NewFlagSet(&c.Args, out)
+	fs := c.flagSet(out)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -60,6 +62,9 @@ func ParseFlags(args []string, out io.Writer) (*Config, error) {
 	}
 	return &c, nil
 }
+
+// flagSet is the proxy's flags, bound to c: the sidecar contract's, and no other.
+func (c *Config) flagSet(out io.Writer) *pflag.FlagSet { return sidecar.NewFlagSet(&c.Args, out) }
 
 func (c *Config) validate() error {
 	bad := func(flag, val string, format string, a ...any) error {

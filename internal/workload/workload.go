@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -414,20 +413,9 @@ func Analyze(p *v1alpha1.RetryPolicy, ws []Workload) (*Result, *graph.Analysis) 
 // NormalizeUpstream maps an upstream name to its node in the graph of a policy in namespace ns:
 // "order", "order.ns", "order.ns.svc" and "order.ns.svc.cluster.local" are all "order";
 // "order.other", "order.other.svc" and "order.other.svc.cluster.local" are "order.other" (a leaf
-// from this policy's view); any other host (api.stripe.com) stays as written, a leaf.
-func NormalizeUpstream(name, ns string) string {
-	parts := strings.Split(name, ".")
-	switch {
-	case len(parts) == 2,
-		len(parts) == 3 && parts[2] == "svc",
-		len(parts) == 5 && parts[2] == "svc" && parts[3] == "cluster" && parts[4] == "local":
-		if parts[1] == ns {
-			return parts[0]
-		}
-		return parts[0] + "." + parts[1]
-	}
-	return name
-}
+// from this policy's view); any other host (api.stripe.com) stays as written, a leaf. It is
+// annotations.UpstreamNode, the rule the proxy matches request hosts by too.
+func NormalizeUpstream(name, ns string) string { return annotations.UpstreamNode(name, ns) }
 
 // Upstreams returns w's upstreams as the graph sees them in a policy of namespace ns with the
 // given default attempts: names normalised, attempts and calls filled in.
