@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/retrycap/retrycap/internal/annotations/nametest"
 	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
@@ -69,5 +70,29 @@ func TestNamespaceFlag(t *testing.T) {
 	_, err = ParseFlags([]string{"--namespace=Shop"}, io.Discard)
 	if err == nil || err.Error() != `invalid value "Shop" for --namespace: not a DNS-1123 label: only lower-case letters, digits and '-' are allowed` {
 		t.Fatalf("--namespace=Shop: %v", err)
+	}
+}
+
+// The table of the upstream-name rule through the proxy's own upstream table: --upstreams and
+// --namespace as the injector renders them, the upstream a request host is served as.
+func TestUpstreamNameRuleInTheProxy(t *testing.T) {
+	for _, c := range nametest.Cases() {
+		a := sidecar.Defaults()
+		a.Upstreams, a.Namespace = c.Upstreams, c.Namespace
+		cfg, err := ParseFlags(a.Render(), io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		p, err := New(cfg, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		got := ""
+		if u := p.match([]byte(c.Host)); u != nil {
+			got = u.name
+		}
+		if got != c.Match {
+			t.Errorf("%s: the proxy serves it as upstream %q, want %q", c, got, c.Match)
+		}
 	}
 }
