@@ -93,7 +93,7 @@ func Decide(cfg Config, in Input) Decision {
 	if err != nil {
 		return skip(InvalidPolicy, "%v", err)
 	}
-	args := ProxyArgs(svc, pod.Namespace, ups, IsEntrypoint(p, in.Workloads, w), settings)
+	args := ProxyArgs(svc, ups, IsEntrypoint(p, in.Workloads, w), settings)
 
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxyContainer(cfg.ProxyImage, args))
 	for i := range pod.Spec.Containers {

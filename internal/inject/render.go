@@ -43,21 +43,20 @@ var NoProxy = []string{
 	"$(" + PodIPEnv + ")",
 }
 
-// ProxyArgs renders the proxy's command line (sidecar.Args.Render): the service and the pod's
-// namespace, its upstreams as the annotation wrote them (canonical form; --default-attempts fills
+// ProxyArgs renders the proxy's command line (sidecar.Args.Render): the service, its upstreams as the annotation wrote them (canonical form; --default-attempts fills
 // in a missing "=N"), whether it is an entrypoint, and the policy's settings.
-func ProxyArgs(service, namespace string, ups []annotations.Upstream, entrypoint bool, s Settings) []string {
-	return SidecarArgs(service, namespace, ups, entrypoint, s).Render()
+// The pod's namespace reaches the proxy as $POD_NAMESPACE (proxyContainer), not as a flag.
+func ProxyArgs(service string, ups []annotations.Upstream, entrypoint bool, s Settings) []string {
+	return SidecarArgs(service, ups, entrypoint, s).Render()
 }
 
 // SidecarArgs is the proxy's configuration for a pod: the flag defaults, with what the pod and
 // the policy say.
-func SidecarArgs(service, namespace string, ups []annotations.Upstream, entrypoint bool, s Settings) sidecar.Args {
+func SidecarArgs(service string, ups []annotations.Upstream, entrypoint bool, s Settings) sidecar.Args {
 	a := sidecar.Defaults()
 	a.Listen = ListenAddr
 	a.Admin = ":" + strconv.Itoa(AdminPort)
 	a.Service = service
-	a.Namespace = namespace
 	a.Upstreams = annotations.FormatUpstreams(ups)
 	a.Entrypoint = entrypoint
 	a.ChainCap = int(s.ChainCap)
@@ -104,7 +103,11 @@ func proxyContainer(image string, args []string) corev1.Container {
 		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a CPU
 		// limit, which this sidecar does not set): with no CPU limit Go would size itself to the
 		// node, one event loop (a thread, its buffers and its upstream pool) per CPU.
-		Env: []corev1.EnvVar{{Name: "GOMAXPROCS", Value: ProxyThreads}},
+		// The pod's namespace (--namespace's default): which upstream names are of this namespace.
+		Env: []corev1.EnvVar{
+			{Name: "GOMAXPROCS", Value: ProxyThreads},
+			{Name: sidecar.NamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+		},
 		Resources: corev1.ResourceRequirements{
 			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst.
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ func (e *FlagError) Unwrap() error { return e.Err }
 // *FlagError (or pflag's own, which also name flag and value).
 func ParseFlags(args []string, out io.Writer) (*Config, error) {
 	c := Defaults()
+	c.Namespace = os.Getenv(sidecar.NamespaceEnv) // the downward API's, in an injected pod
 	fs := c.flagSet(out)
 	if err := fs.Parse(args); err != nil {
 		return nil, err

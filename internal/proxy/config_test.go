@@ -49,7 +49,7 @@ func TestEveryProxyFlagIsRendered(t *testing.T) {
 			if err := fs.Set(name, v); err != nil {
 				t.Fatal(err)
 			}
-			args := c.Args.Render()
+			args := c.Render()
 			if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
 				t.Fatalf("--%s=%s is not rendered: %q", name, v, args)
 			}
@@ -61,11 +61,22 @@ func TestEveryProxyFlagIsRendered(t *testing.T) {
 	}
 }
 
-// The contract's defaults are valid proxy flags, and --namespace must be a DNS-1123 label.
+// --namespace defaults to $POD_NAMESPACE (what the injector sets), and must be a DNS-1123 label.
 func TestNamespaceFlag(t *testing.T) {
+	t.Setenv(sidecar.NamespaceEnv, "")
 	c, err := ParseFlags([]string{"--namespace=shop", "--upstreams=order=3"}, io.Discard)
 	if err != nil || c.Namespace != "shop" {
 		t.Fatalf("ParseFlags: %+v, %v", c, err)
+	}
+	if c, err = ParseFlags(nil, io.Discard); err != nil || c.Namespace != "" {
+		t.Fatalf("ParseFlags(nil) without $%s: namespace %q, %v", sidecar.NamespaceEnv, c.Namespace, err)
+	}
+	t.Setenv(sidecar.NamespaceEnv, "payments")
+	if c, err = ParseFlags(nil, io.Discard); err != nil || c.Namespace != "payments" {
+		t.Fatalf("ParseFlags(nil) with $%s: namespace %q, %v", sidecar.NamespaceEnv, c.Namespace, err)
+	}
+	if c, err = ParseFlags([]string{"--namespace=shop"}, io.Discard); err != nil || c.Namespace != "shop" {
+		t.Fatalf("the flag does not win over $%s: namespace %q, %v", sidecar.NamespaceEnv, c.Namespace, err)
 	}
 	_, err = ParseFlags([]string{"--namespace=Shop"}, io.Discard)
 	if err == nil || err.Error() != `invalid value "Shop" for --namespace: not a DNS-1123 label: only lower-case letters, digits and '-' are allowed` {
@@ -76,6 +87,7 @@ func TestNamespaceFlag(t *testing.T) {
 // The table of the upstream-name rule through the proxy's own upstream table: --upstreams and
 // --namespace as the injector renders them, the upstream a request host is served as.
 func TestUpstreamNameRuleInTheProxy(t *testing.T) {
+	t.Setenv(sidecar.NamespaceEnv, "")
 	for _, c := range nametest.Cases() {
 		a := sidecar.Defaults()
 		a.Upstreams, a.Namespace = c.Upstreams, c.Namespace

@@ -15,6 +15,12 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 )
 
+// NamespaceEnv is the environment variable the proxy reads its --namespace from when the flag is
+// not given. The injector sets it in the sidecar container from the downward API
+// (metadata.namespace) rather than rendering the flag, so a pod's proxy args are what they were
+// before the proxy knew its namespace.
+const NamespaceEnv = "POD_NAMESPACE"
+
 // Where the proxy listens by default; the injector renders these, and points the app containers'
 // HTTP_PROXY at DefaultListen.
 const (
@@ -31,7 +37,7 @@ type Args struct {
 	Listen    string
 	Admin     string
 	Service   string
-	Namespace string // the pod's namespace: which upstream names are in it (see annotations.UpstreamNode)
+	Namespace string // the pod's namespace: which upstream names are in it (see annotations.UpstreamNode); default $POD_NAMESPACE in the proxy
 	Upstreams string // NAME[=ATTEMPTS][*CALLS], comma separated
 	// Entrypoint: this proxy is at a chain entry.
 	Entrypoint      bool
@@ -101,7 +107,7 @@ var flags = []flag{
 	{"listen", "data listener (apps reach it through HTTP_PROXY)", true, func(a *Args) any { return &a.Listen }},
 	{"admin", "admin listener: /metrics, /healthz, /readyz", true, func(a *Args) any { return &a.Admin }},
 	{"service", "this workload's service name (for logs and metrics)", true, func(a *Args) any { return &a.Service }},
-	{"namespace", "this pod's namespace: a host NAME.NAMESPACE[.svc[.cluster.local]] in it names upstream NAME, one in another namespace does not; empty: any namespace", false, func(a *Args) any { return &a.Namespace }},
+	{"namespace", "this pod's namespace (default $" + NamespaceEnv + "): a host NAME.NAMESPACE[.svc[.cluster.local]] in it names upstream NAME, one in another namespace does not; empty: any namespace", false, func(a *Args) any { return &a.Namespace }},
 	{"upstreams", "upstreams and attempts per call: NAME[=ATTEMPTS][*CALLS], comma separated", false, func(a *Args) any { return &a.Upstreams }},
 	{"entrypoint", "this proxy is at a chain entry (generates Idempotency-Keys, remembers per-key spend)", true, func(a *Args) any { return &a.Entrypoint }},
 	{"chain-cap", "chain budget cap (maxAmplification); 0 turns chain budgeting off", true, func(a *Args) any { return &a.ChainCap }},
