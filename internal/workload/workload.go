@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
 )
@@ -286,7 +287,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
 		if !r.Graph.IsSelected(e.Service) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
 		}
-		r.Graph.SetEntrypoint(e.Service, int64(max(e.ClientAttempts, 1)))
+		r.Graph.SetEntrypoint(e.Service, int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1)))
 	}
 	return r
 }
@@ -304,9 +305,17 @@ func edgeValues(u annotations.Upstream, defaultAttempts int64) (attempts, calls 
 	return attempts, calls
 }
 
-// defaultAttempts is the policy's spec.retry.defaultAttempts, at least 1.
+// defaultAttempts is the policy's spec.retry.defaultAttempts (unset: the CRD's default), at least 1.
 func defaultAttempts(p *v1alpha1.RetryPolicy) int64 {
-	return max(int64(p.Spec.Retry.DefaultAttempts), 1)
+	return max(int64(orDefault(p.Spec.Retry.DefaultAttempts, defaults.Attempts)), 1)
+}
+
+// orDefault is v, or def when v is unset (0).
+func orDefault(v, def int32) int32 {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // Base is a policy's graph of a namespace's stored workloads (BuildParsed), analysed once
