@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -292,7 +293,7 @@ func defaultPolicy(p *v1alpha1.RetryPolicy) error {
 		return fmt.Errorf("spec.maxAmplification must be 1..1000, got %d", p.Spec.MaxAmplification)
 	}
 	if p.Spec.Enforcement == "" {
-		p.Spec.Enforcement = v1alpha1.EnforcementReject
+		p.Spec.Enforcement = defaults.Enforcement
 	}
 	switch p.Spec.Enforcement {
 	case v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit:
@@ -300,7 +301,7 @@ func defaultPolicy(p *v1alpha1.RetryPolicy) error {
 		return fmt.Errorf("spec.enforcement must be Reject, Rewrite or Audit, got %q", p.Spec.Enforcement)
 	}
 	if p.Spec.Retry.DefaultAttempts == 0 {
-		p.Spec.Retry.DefaultAttempts = 1
+		p.Spec.Retry.DefaultAttempts = defaults.Attempts
 	}
 	if a := p.Spec.Retry.DefaultAttempts; a < 1 || a > 100 {
 		return fmt.Errorf("spec.retry.defaultAttempts must be 1..100, got %d", a)
@@ -308,7 +309,7 @@ func defaultPolicy(p *v1alpha1.RetryPolicy) error {
 	for i := range p.Spec.Entrypoints {
 		e := &p.Spec.Entrypoints[i]
 		if e.ClientAttempts == 0 {
-			e.ClientAttempts = 1
+			e.ClientAttempts = defaults.ClientAttempts
 		}
 		if e.ClientAttempts < 1 || e.ClientAttempts > 100 {
 			return fmt.Errorf("spec.entrypoints[%d].clientAttempts must be 1..100, got %d", i, e.ClientAttempts)

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -56,7 +57,7 @@ func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload) PolicyReport {
 func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis) PolicyReport {
 	enf := string(p.Spec.Enforcement)
 	if enf == "" {
-		enf = string(v1alpha1.EnforcementReject)
+		enf = defaults.Enforcement
 	}
 	pr := PolicyReport{
 		Namespace: p.Namespace, Name: p.Name, Cap: a.Cap, Enforcement: enf,

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // buildProxy builds the real retrycap-proxy into a temporary directory.
@@ -39,6 +41,8 @@ func TestProxyAcceptsRenderedArgs(t *testing.T) {
 			args := d.Pod.Spec.InitContainers[len(d.Pod.Spec.InitContainers)-1].Args
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(bin, append([]string{"--check"}, args...)...)
+			// The kubelet sets $POD_NAMESPACE from the downward API, as the sidecar's env says.
+			cmd.Env = append(os.Environ(), sidecar.NamespaceEnv+"="+d.Pod.Namespace)
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("retrycap-proxy --check %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
@@ -69,6 +73,7 @@ func TestProxyAcceptsRenderedArgs(t *testing.T) {
 				"breaker-window":        s.BreakerWindow.String(),
 				"breaker-open-for":      s.BreakerOpenFor.String(),
 				"retry-methods":         strings.Join(s.Methods, ","),
+				"namespace":             d.Pod.Namespace,
 			}
 			for _, a := range args {
 				k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")

@@ -2,25 +2,26 @@ package inject
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // Where the proxy listens, and what the app containers are told.
 const (
 	// ListenAddr is the proxy's data listener; loopback only, so nothing outside the pod uses it.
-	ListenAddr = "127.0.0.1:15001"
+	ListenAddr = sidecar.DefaultListen
 	// ProxyURL is the HTTP_PROXY value of the app containers.
 	ProxyURL = "http://" + ListenAddr
 	// AdminPort serves /metrics, /healthz and /readyz.
-	AdminPort = 15020
+	AdminPort = sidecar.DefaultAdminPort
 	// AdminPortName names AdminPort on the container, for probes and scrape configs.
 	AdminPortName = "retrycap-admin"
 	// ProxyThreads is the sidecar's GOMAXPROCS: its event loops and Go's threads.
@@ -42,50 +43,39 @@ var NoProxy = []string{
 	"$(" + PodIPEnv + ")",
 }
 
-// ProxyArgs renders the proxy's command line: the service, its upstreams as the annotation wrote
-// them (canonical form; --default-attempts fills in a missing "=N"), whether it is an entrypoint,
-// and the policy's settings. Flag names and formats are the proxy's own (retrycap-proxy --help).
+// ProxyArgs renders the proxy's command line (sidecar.Args.Render): the service, its upstreams as the annotation wrote them (canonical form; --default-attempts fills
+// in a missing "=N"), whether it is an entrypoint, and the policy's settings.
+// The pod's namespace reaches the proxy as $POD_NAMESPACE (proxyContainer), not as a flag.
 func ProxyArgs(service string, ups []annotations.Upstream, entrypoint bool, s Settings) []string {
-	args := []string{
-		"--listen=" + ListenAddr,
-		"--admin=:" + strconv.Itoa(AdminPort),
-		"--service=" + service,
-	}
-	if len(ups) > 0 {
-		args = append(args, "--upstreams="+annotations.FormatUpstreams(ups))
-	}
-	return append(args,
-		"--entrypoint="+strconv.FormatBool(entrypoint),
-		"--chain-cap="+itoa(s.ChainCap),
-		"--default-attempts="+itoa(s.DefaultAttempts),
-		"--per-try-timeout="+durationFlag(s.PerTryTimeout),
-		"--backoff-base="+durationFlag(s.BackoffBase),
-		"--backoff-max="+durationFlag(s.BackoffMax),
-		"--retry-on="+strings.Join(s.RetryOn, ","),
-		"--retry-methods="+strings.Join(s.Methods, ","),
-		"--budget-percent="+itoa(s.BudgetPercent),
-		"--budget-min-per-second="+itoa(s.BudgetMinPerSecond),
-		"--budget-window="+durationFlag(s.BudgetWindow),
-		"--breaker-failures="+itoa(s.BreakerFailures),
-		"--breaker-window="+durationFlag(s.BreakerWindow),
-		"--breaker-open-for="+durationFlag(s.BreakerOpenFor),
-	)
+	return SidecarArgs(service, ups, entrypoint, s).Render()
+}
+
+// SidecarArgs is the proxy's configuration for a pod: the flag defaults, with what the pod and
+// the policy say.
+func SidecarArgs(service string, ups []annotations.Upstream, entrypoint bool, s Settings) sidecar.Args {
+	a := sidecar.Defaults()
+	a.Listen = ListenAddr
+	a.Admin = ":" + strconv.Itoa(AdminPort)
+	a.Service = service
+	a.Upstreams = annotations.FormatUpstreams(ups)
+	a.Entrypoint = entrypoint
+	a.ChainCap = int(s.ChainCap)
+	a.DefaultAttempts = int(s.DefaultAttempts)
+	a.PerTryTimeout = s.PerTryTimeout
+	a.BackoffBase = s.BackoffBase
+	a.BackoffMax = s.BackoffMax
+	a.RetryOn = strings.Join(s.RetryOn, ",")
+	a.RetryMethods = slices.Clone(s.Methods)
+	a.BudgetPercent = int(s.BudgetPercent)
+	a.BudgetMinPerSecond = int(s.BudgetMinPerSecond)
+	a.BudgetWindow = s.BudgetWindow
+	a.BreakerFailures = int(s.BreakerFailures)
+	a.BreakerWindow = s.BreakerWindow
+	a.BreakerOpenFor = s.BreakerOpenFor
+	return a
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
-
-// durationFlag writes a duration the way a person would ("2s", "100ms", "1m30s"), not Go's
-// "1m0s"; time.ParseDuration reads both.
-func durationFlag(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
 
 // proxyContainer is the sidecar: a native sidecar (restartPolicy Always) so the kubelet starts
 // the app containers only once its startup probe passes and stops it only after they have
@@ -113,7 +103,11 @@ func proxyContainer(image string, args []string) corev1.Container {
 		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a CPU
 		// limit, which this sidecar does not set): with no CPU limit Go would size itself to the
 		// node, one event loop (a thread, its buffers and its upstream pool) per CPU.
-		Env: []corev1.EnvVar{{Name: "GOMAXPROCS", Value: ProxyThreads}},
+		// The pod's namespace (--namespace's default): which upstream names are of this namespace.
+		Env: []corev1.EnvVar{
+			{Name: "GOMAXPROCS", Value: ProxyThreads},
+			{Name: sidecar.NamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+		},
 		Resources: corev1.ResourceRequirements{
 			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst.
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

@@ -10,27 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-)
-
-// The RetryPolicy defaults, as the CRD declares them (+kubebuilder:default). The API server
-// applies them to stored objects; Settings applies them again so that a policy built in code
-// without defaults (a test, the CLI reading manifests) renders the same flags.
-var (
-	defaultRetryOn = []string{"connect-failure", "reset", "502", "503", "504"}
-	defaultMethods = []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}
-)
-
-const (
-	defaultAttempts        = 1
-	defaultPerTryTimeout   = 2 * time.Second
-	defaultBackoffBase     = 100 * time.Millisecond
-	defaultBackoffMax      = 2 * time.Second
-	defaultBudgetPercent   = 20
-	defaultBudgetMinPerSec = 10
-	defaultBudgetWindow    = 10 * time.Second
-	defaultBreakerFailures = 50
-	defaultBreakerWindow   = 30 * time.Second
-	defaultBreakerOpenFor  = 10 * time.Second
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 )
 
 // Settings is what a proxy enforces for one policy, with every default applied.
@@ -50,7 +30,9 @@ type Settings struct {
 	BreakerOpenFor     time.Duration
 }
 
-// SettingsFor applies the CRD defaults to p's spec (nil pointers, zero numbers and nil lists; an
+// SettingsFor applies the CRD defaults (api/v1alpha1/defaults; the API server applies them to
+// stored objects, SettingsFor again so that a policy built in code without them, a test or the
+// CLI reading manifests, renders the same flags) to p's spec (nil pointers, zero numbers and nil lists; an
 // explicitly empty list, e.g. retryOn: [], stays empty and means "nothing") and checks what the
 // proxy would refuse, so that a bad policy is reported here, naming the policy, the field and the
 // value, instead of as a sidecar that never starts.
@@ -58,18 +40,18 @@ func SettingsFor(p *v1alpha1.RetryPolicy) (Settings, error) {
 	spec := p.Spec
 	s := Settings{
 		ChainCap:           spec.MaxAmplification,
-		DefaultAttempts:    orInt(spec.Retry.DefaultAttempts, defaultAttempts),
-		PerTryTimeout:      durOr(spec.Retry.PerTryTimeout, defaultPerTryTimeout),
-		BackoffBase:        durOr(spec.Retry.Backoff.Base, defaultBackoffBase),
-		BackoffMax:         durOr(spec.Retry.Backoff.Max, defaultBackoffMax),
-		RetryOn:            orList(spec.Retry.RetryOn, defaultRetryOn),
-		Methods:            orList(spec.Retry.Methods, defaultMethods),
-		BudgetPercent:      orPtr(spec.Budget.RetryPercent, defaultBudgetPercent),
-		BudgetMinPerSecond: orPtr(spec.Budget.MinRetriesPerSecond, defaultBudgetMinPerSec),
-		BudgetWindow:       durOr(spec.Budget.Window, defaultBudgetWindow),
-		BreakerFailures:    orInt(spec.CircuitBreaker.Failures, defaultBreakerFailures),
-		BreakerWindow:      durOr(spec.CircuitBreaker.Window, defaultBreakerWindow),
-		BreakerOpenFor:     durOr(spec.CircuitBreaker.OpenFor, defaultBreakerOpenFor),
+		DefaultAttempts:    orInt(spec.Retry.DefaultAttempts, defaults.Attempts),
+		PerTryTimeout:      durOr(spec.Retry.PerTryTimeout, defaults.PerTryTimeout),
+		BackoffBase:        durOr(spec.Retry.Backoff.Base, defaults.BackoffBase),
+		BackoffMax:         durOr(spec.Retry.Backoff.Max, defaults.BackoffMax),
+		RetryOn:            orList(spec.Retry.RetryOn, defaults.RetryOn()),
+		Methods:            orList(spec.Retry.Methods, defaults.Methods()),
+		BudgetPercent:      orPtr(spec.Budget.RetryPercent, defaults.BudgetPercent),
+		BudgetMinPerSecond: orPtr(spec.Budget.MinRetriesPerSecond, defaults.BudgetMinPerSecond),
+		BudgetWindow:       durOr(spec.Budget.Window, defaults.BudgetWindow),
+		BreakerFailures:    orInt(spec.CircuitBreaker.Failures, defaults.BreakerFailures),
+		BreakerWindow:      durOr(spec.CircuitBreaker.Window, defaults.BreakerWindow),
+		BreakerOpenFor:     durOr(spec.CircuitBreaker.OpenFor, defaults.BreakerOpenFor),
 	}
 	bad := func(field string, value any, why string) error {
 		return fmt.Errorf("RetryPolicy %s/%s: %s %v: %s", p.Namespace, p.Name, field, value, why)

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 func TestSettingsFor(t *testing.T) {
@@ -69,13 +70,14 @@ func TestSettingsFor(t *testing.T) {
 	}
 }
 
+// The duration format of the rendered flags (sidecar.Duration).
 func TestDurationFlag(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		100 * time.Millisecond: "100ms", 2 * time.Second: "2s", time.Minute: "1m", 90 * time.Second: "1m30s",
 		time.Hour: "1h", 150 * time.Minute: "2h30m", 1500 * time.Millisecond: "1.5s",
 	} {
-		if got := durationFlag(d); got != want {
-			t.Errorf("durationFlag(%v) = %q, want %q", d, got, want)
+		if got := sidecar.Duration(d); got != want {
+			t.Errorf("sidecar.Duration(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,65 +12,26 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
-// Config is the effective configuration of one proxy, built from flags.
+// Config is the effective configuration of one proxy: the command line (sidecar.Args, the
+// contract the injector renders) and what validate derives from it. Upstreams, RetryOn and
+// Resolve are the parsed forms; the flags as written are c.Args.Upstreams, c.Args.RetryOn and
+// c.Args.Resolve.
 type Config struct {
-	Listen             string
-	Admin              string
-	Service            string
-	UpstreamsRaw       string
-	Upstreams          []policy.Upstream
-	Entrypoint         bool
-	ChainCap           int
-	DefaultAttempts    int
-	PerTryTimeout      time.Duration
-	BackoffBase        time.Duration
-	BackoffMax         time.Duration
-	BackoffJitter      bool
-	RetryOnRaw         string
-	RetryOn            policy.RetryOn
-	RetryMethods       []string
-	BudgetPercent      int
-	BudgetMinPerSecond int
-	BudgetWindow       time.Duration
-	BreakerFailures    int
-	BreakerWindow      time.Duration
-	BreakerOpenFor     time.Duration
-	MaxReplayBytes     int
-	KeyTTL             time.Duration
-	ResolveRaw         string
-	Resolve            map[string]string
-	DrainTimeout       time.Duration
-	Engine             string // "loop" (event loops, Linux) or "goroutine"
-	Check              bool
+	sidecar.Args
+	Upstreams []policy.Upstream
+	RetryOn   policy.RetryOn
+	Resolve   map[string]string
 }
 
-// Defaults are the flag defaults; the retry ones match the design's
-// RetryPolicy defaults.
+// Defaults are the flag defaults (sidecar.Defaults); the retry ones are the RetryPolicy
+// defaults.
 func Defaults() Config {
-	return Config{
-		Listen:             "127.0.0.1:15001",
-		Admin:              ":15020",
-		DefaultAttempts:    1,
-		PerTryTimeout:      2 * time.Second,
-		BackoffBase:        100 * time.Millisecond,
-		BackoffMax:         2 * time.Second,
-		BackoffJitter:      true,
-		RetryOnRaw:         "connect-failure,reset,502,503,504",
-		RetryMethods:       []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"},
-		BudgetPercent:      20,
-		BudgetMinPerSecond: 10,
-		BudgetWindow:       10 * time.Second,
-		BreakerFailures:    50,
-		BreakerWindow:      30 * time.Second,
-		BreakerOpenFor:     10 * time.Second,
-		MaxReplayBytes:     64 << 10,
-		KeyTTL:             time.Minute,
-		DrainTimeout:       10 * time.Second,
-		Engine:             "loop",
-	}
+	return Config{Args: sidecar.Defaults()}
 }
 
 // FlagError is a bad flag value; the command exits 2 on it.
@@ -89,34 +51,8 @@ func (e *FlagError) Unwrap() error { return e.Err }
 // *FlagError (or pflag's own, which also name flag and value).
 func ParseFlags(args []string, out io.Writer) (*Config, error) {
 	c := Defaults()
-	fs := pflag.NewFlagSet("retrycap-proxy", pflag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.SortFlags = false
-	fs.StringVar(&c.Listen, "listen", c.Listen, "data listener (apps reach it through HTTP_PROXY)")
-	fs.StringVar(&c.Admin, "admin", c.Admin, "admin listener: /metrics, /healthz, /readyz")
-	fs.StringVar(&c.Service, "service", c.Service, "this workload's service name (for logs and metrics)")
-	fs.StringVar(&c.UpstreamsRaw, "upstreams", c.UpstreamsRaw, "upstreams and attempts per call: NAME[=ATTEMPTS][*CALLS], comma separated")
-	fs.BoolVar(&c.Entrypoint, "entrypoint", c.Entrypoint, "this proxy is at a chain entry (generates Idempotency-Keys, remembers per-key spend)")
-	fs.IntVar(&c.ChainCap, "chain-cap", c.ChainCap, "chain budget cap (maxAmplification); 0 turns chain budgeting off")
-	fs.IntVar(&c.DefaultAttempts, "default-attempts", c.DefaultAttempts, "attempts for an upstream listed without =N")
-	fs.DurationVar(&c.PerTryTimeout, "per-try-timeout", c.PerTryTimeout, "timeout of one attempt up to the response headers (time to first byte), which is all the retry decision reads; a body of known length up to 64 KiB is read within it too, a larger or chunked one then streams to the client, cut after 60s without a byte")
-	fs.DurationVar(&c.BackoffBase, "backoff-base", c.BackoffBase, "backoff base: retry n waits uniform(0, min(max, base*2^(n-1)))")
-	fs.DurationVar(&c.BackoffMax, "backoff-max", c.BackoffMax, "backoff cap")
-	fs.BoolVar(&c.BackoffJitter, "backoff-jitter", c.BackoffJitter, "full jitter; false waits exactly min(max, base*2^(n-1)) (the storm lab's naive arm)")
-	fs.StringVar(&c.RetryOnRaw, "retry-on", c.RetryOnRaw, "retryable failures: connect-failure, reset, timeout, 5xx, status codes")
-	fs.StringSliceVar(&c.RetryMethods, "retry-methods", c.RetryMethods, "methods retried without an Idempotency-Key")
-	fs.IntVar(&c.BudgetPercent, "budget-percent", c.BudgetPercent, "retry budget: percent of requests in the window")
-	fs.IntVar(&c.BudgetMinPerSecond, "budget-min-per-second", c.BudgetMinPerSecond, "retry budget floor, retries per second")
-	fs.DurationVar(&c.BudgetWindow, "budget-window", c.BudgetWindow, "retry budget window")
-	fs.IntVar(&c.BreakerFailures, "breaker-failures", c.BreakerFailures, "failures within --breaker-window that open the breaker; 0 disables it")
-	fs.DurationVar(&c.BreakerWindow, "breaker-window", c.BreakerWindow, "breaker failure window")
-	fs.DurationVar(&c.BreakerOpenFor, "breaker-open-for", c.BreakerOpenFor, "how long an open breaker fails fast before a half-open probe")
-	fs.IntVar(&c.MaxReplayBytes, "max-replay-bytes", c.MaxReplayBytes, "largest request body that is retried")
-	fs.DurationVar(&c.KeyTTL, "key-ttl", c.KeyTTL, "how long an entry proxy remembers an Idempotency-Key's spend")
-	fs.StringVar(&c.ResolveRaw, "resolve", c.ResolveRaw, "static resolution NAME=HOST:PORT, comma separated")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-flight requests may take to finish")
-	fs.StringVar(&c.Engine, "engine", c.Engine, "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine")
-	fs.BoolVar(&c.Check, "check", c.Check, "validate the flags, print the effective configuration and exit")
+	c.Namespace = os.Getenv(sidecar.NamespaceEnv) // the downward API's, in an injected pod
+	fs := c.flagSet(out)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -129,6 +65,9 @@ func ParseFlags(args []string, out io.Writer) (*Config, error) {
 	return &c, nil
 }
 
+// flagSet is the proxy's flags, bound to c: the sidecar contract's, and no other.
+func (c *Config) flagSet(out io.Writer) *pflag.FlagSet { return sidecar.NewFlagSet(&c.Args, out) }
+
 func (c *Config) validate() error {
 	bad := func(flag, val string, format string, a ...any) error {
 		return &FlagError{Flag: flag, Value: val, Err: fmt.Errorf(format, a...)}
@@ -140,9 +79,14 @@ func (c *Config) validate() error {
 			return bad(l.flag, l.v, "port must be 0..65535")
 		}
 	}
-	ups, err := policy.ParseUpstreams(c.UpstreamsRaw)
+	if c.Namespace != "" {
+		if reason := annotations.ValidateLabel(c.Namespace); reason != "" {
+			return bad("namespace", c.Namespace, "not a DNS-1123 label: %s", reason)
+		}
+	}
+	ups, err := policy.ParseUpstreams(c.Args.Upstreams)
 	if err != nil {
-		return &FlagError{Flag: "upstreams", Value: c.UpstreamsRaw, Err: err}
+		return &FlagError{Flag: "upstreams", Value: c.Args.Upstreams, Err: err}
 	}
 	c.Upstreams = ups
 	if c.ChainCap < 0 || c.ChainCap > 1000 {
@@ -167,9 +111,9 @@ func (c *Config) validate() error {
 	if c.BackoffMax < c.BackoffBase {
 		return bad("backoff-max", c.BackoffMax.String(), "must be >= --backoff-base (%s)", c.BackoffBase)
 	}
-	ro, err := policy.ParseRetryOn(c.RetryOnRaw)
+	ro, err := policy.ParseRetryOn(c.Args.RetryOn)
 	if err != nil {
-		return &FlagError{Flag: "retry-on", Value: c.RetryOnRaw, Err: err}
+		return &FlagError{Flag: "retry-on", Value: c.Args.RetryOn, Err: err}
 	}
 	c.RetryOn = ro
 	for i, m := range c.RetryMethods {
@@ -195,15 +139,15 @@ func (c *Config) validate() error {
 		return bad("engine", c.Engine, "must be loop or goroutine")
 	}
 	c.Resolve = map[string]string{}
-	if strings.TrimSpace(c.ResolveRaw) != "" {
-		for _, tok := range strings.Split(c.ResolveRaw, ",") {
+	if strings.TrimSpace(c.Args.Resolve) != "" {
+		for _, tok := range strings.Split(c.Args.Resolve, ",") {
 			tok = strings.TrimSpace(tok)
 			name, addr, ok := strings.Cut(tok, "=")
 			if !ok || name == "" {
-				return bad("resolve", c.ResolveRaw, "entry %q: want NAME=HOST:PORT", tok)
+				return bad("resolve", c.Args.Resolve, "entry %q: want NAME=HOST:PORT", tok)
 			}
 			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return bad("resolve", c.ResolveRaw, "entry %q: want NAME=HOST:PORT: %v", tok, err)
+				return bad("resolve", c.Args.Resolve, "entry %q: want NAME=HOST:PORT: %v", tok, err)
 			}
 			c.Resolve[strings.ToLower(name)] = addr
 		}
@@ -231,8 +175,8 @@ func (c *Config) Describe(w io.Writer) {
 		res = append(res, k+"="+v)
 	}
 	sort.Strings(res)
-	fmt.Fprintf(w, "listen %s\nadmin %s\nservice %s\nupstreams %s\nentrypoint %t\nchain-cap %d\n",
-		c.Listen, c.Admin, c.Service, strings.Join(ups, ","), c.Entrypoint, c.ChainCap)
+	fmt.Fprintf(w, "listen %s\nadmin %s\nservice %s\nnamespace %s\nupstreams %s\nentrypoint %t\nchain-cap %d\n",
+		c.Listen, c.Admin, c.Service, c.Namespace, strings.Join(ups, ","), c.Entrypoint, c.ChainCap)
 	fmt.Fprintf(w, "default-attempts %d\nper-try-timeout %s\nbackoff-base %s\nbackoff-max %s\nbackoff-jitter %t\n",
 		c.DefaultAttempts, c.PerTryTimeout, c.BackoffBase, c.BackoffMax, c.BackoffJitter)
 	fmt.Fprintf(w, "retry-on %s\nretry-methods %s\nbudget-percent %d\nbudget-min-per-second %d\nbudget-window %s\n",

@@ -216,7 +216,7 @@ func (p *Proxy) resolveAddr(addr string) string {
 // match finds the upstream a request host names; nil if none.
 func (p *Proxy) match(host []byte) *upstream {
 	for _, u := range p.ups {
-		if policy.MatchHost(host, u.name) {
+		if policy.MatchHostIn(host, u.name, p.cfg.Namespace) {
 			return u
 		}
 	}

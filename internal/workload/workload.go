@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
 )
@@ -287,7 +287,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
 		if !r.Graph.IsSelected(e.Service) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
 		}
-		r.Graph.SetEntrypoint(e.Service, int64(max(e.ClientAttempts, 1)))
+		r.Graph.SetEntrypoint(e.Service, int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1)))
 	}
 	return r
 }
@@ -305,9 +305,17 @@ func edgeValues(u annotations.Upstream, defaultAttempts int64) (attempts, calls 
 	return attempts, calls
 }
 
-// defaultAttempts is the policy's spec.retry.defaultAttempts, at least 1.
+// defaultAttempts is the policy's spec.retry.defaultAttempts (unset: the CRD's default), at least 1.
 func defaultAttempts(p *v1alpha1.RetryPolicy) int64 {
-	return max(int64(p.Spec.Retry.DefaultAttempts), 1)
+	return max(int64(orDefault(p.Spec.Retry.DefaultAttempts, defaults.Attempts)), 1)
+}
+
+// orDefault is v, or def when v is unset (0).
+func orDefault(v, def int32) int32 {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // Base is a policy's graph of a namespace's stored workloads (BuildParsed), analysed once
@@ -414,20 +422,9 @@ func Analyze(p *v1alpha1.RetryPolicy, ws []Workload) (*Result, *graph.Analysis) 
 // NormalizeUpstream maps an upstream name to its node in the graph of a policy in namespace ns:
 // "order", "order.ns", "order.ns.svc" and "order.ns.svc.cluster.local" are all "order";
 // "order.other", "order.other.svc" and "order.other.svc.cluster.local" are "order.other" (a leaf
-// from this policy's view); any other host (api.stripe.com) stays as written, a leaf.
-func NormalizeUpstream(name, ns string) string {
-	parts := strings.Split(name, ".")
-	switch {
-	case len(parts) == 2,
-		len(parts) == 3 && parts[2] == "svc",
-		len(parts) == 5 && parts[2] == "svc" && parts[3] == "cluster" && parts[4] == "local":
-		if parts[1] == ns {
-			return parts[0]
-		}
-		return parts[0] + "." + parts[1]
-	}
-	return name
-}
+// from this policy's view); any other host (api.stripe.com) stays as written, a leaf. It is
+// annotations.UpstreamNode, the rule the proxy matches request hosts by too.
+func NormalizeUpstream(name, ns string) string { return annotations.UpstreamNode(name, ns) }
 
 // Upstreams returns w's upstreams as the graph sees them in a policy of namespace ns with the
 // given default attempts: names normalised, attempts and calls filled in.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/retrycap/retrycap/internal/annotations"
 )
@@ -34,47 +35,36 @@ func ParseUpstreams(s string) ([]Upstream, error) {
 	return out, nil
 }
 
-// MatchHost reports whether a request host (without port, any case) names
-// upstream name: "order" matches "order", "order.shop" and
-// "order.shop.svc.cluster.local"; "order.shop" matches itself and
-// "order.shop.svc..."; any other name (an external host) matches exactly.
-func MatchHost(host []byte, name string) bool {
+// MatchHostIn reports whether a request host (without port, any case, a trailing dot allowed)
+// names upstream name for a proxy in namespace ns. The rule is the graph's
+// (annotations.UpstreamNode, which internal/workload.NormalizeUpstream is): host and name match
+// when they are the same node. In namespace shop, upstream "order" is matched by "order",
+// "order.shop", "order.shop.svc" and "order.shop.svc.cluster.local", not by "order.other" (a
+// service of namespace other, matched by upstream "order.other"); an external host matches
+// itself only.
+//
+// A proxy not told its namespace (ns "") cannot tell its own from another: there, as before
+// --namespace, upstream "order" is also matched by "order.<any namespace>[.svc...]".
+// It allocates nothing.
+func MatchHostIn(host []byte, name, ns string) bool {
 	if len(host) > 0 && host[len(host)-1] == '.' {
 		host = host[:len(host)-1]
 	}
-	if len(host) < len(name) || !equalFoldASCII(host[:len(name)], name) {
+	n := annotations.UpstreamNode(name, ns)
+	// A node is a prefix of its name, so a host that does not start with n, ending a label, is
+	// not n: the common miss is decided without reading the rest of the host.
+	if len(host) < len(n) || !equalFoldASCII(host[:len(n)], n) || (len(host) > len(n) && host[len(n)] != '.') {
 		return false
 	}
-	rest := host[len(name):]
-	if len(rest) == 0 {
+	if len(annotations.UpstreamNode(host, ns)) == len(n) {
 		return true
 	}
-	if rest[0] != '.' {
-		return false
-	}
-	rest = rest[1:]
-	dots := 0
-	for _, c := range name {
-		if c == '.' {
-			dots++
-		}
-	}
-	switch dots {
-	case 0: // name: the next label is the namespace, then optionally svc...
-		i := indexByte(rest, '.')
-		if i < 0 {
-			return len(rest) > 0
-		}
-		return hasPrefixFold(rest[i+1:], "svc")
-	case 1: // name.namespace
-		return hasPrefixFold(rest, "svc")
+	if ns == "" && len(n) == len(name) && strings.IndexByte(name, '.') < 0 {
+		svc, _, ok := annotations.SplitService(host)
+		return ok && len(svc) == len(name)
 	}
 	return false
 }
 
-func hasPrefixFold(b []byte, p string) bool {
-	if len(b) < len(p) || !equalFoldASCII(b[:len(p)], p) {
-		return false
-	}
-	return len(b) == len(p) || b[len(p)] == '.'
-}
+// MatchHost is MatchHostIn for a proxy not told its namespace.
+func MatchHost(host []byte, name string) bool { return MatchHostIn(host, name, "") }

@@ -1,0 +1,266 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+)
+
+// NamespaceEnv is the environment variable the proxy reads its --namespace from when the flag is
+// not given. The injector sets it in the sidecar container from the downward API
+// (metadata.namespace) rather than rendering the flag, so a pod's proxy args are what they were
+// before the proxy knew its namespace.
+const NamespaceEnv = "POD_NAMESPACE"
+
+// Where the proxy listens by default; the injector renders these, and points the app containers'
+// HTTP_PROXY at DefaultListen.
+const (
+	// DefaultListen is the data listener: loopback only, so nothing outside the pod uses it.
+	DefaultListen = "127.0.0.1:15001"
+	// DefaultAdminPort serves /metrics, /healthz and /readyz, on every address.
+	DefaultAdminPort = 15020
+)
+
+// Args is retrycap-proxy's command line. The grammars of Upstreams (the retrycap.dev/upstreams
+// annotation's), RetryOn and Resolve are their parsers' (internal/annotations,
+// internal/proxy/policy, the proxy's config): Args carries them as written.
+type Args struct {
+	Listen    string
+	Admin     string
+	Service   string
+	Namespace string // the pod's namespace: which upstream names are in it (see annotations.UpstreamNode); default $POD_NAMESPACE in the proxy
+	Upstreams string // NAME[=ATTEMPTS][*CALLS], comma separated
+	// Entrypoint: this proxy is at a chain entry.
+	Entrypoint      bool
+	ChainCap        int
+	DefaultAttempts int
+	PerTryTimeout   time.Duration
+	BackoffBase     time.Duration
+	BackoffMax      time.Duration
+	BackoffJitter   bool
+	RetryOn         string // comma separated
+	// RetryMethods are written as one comma-separated value (CSV, as pflag reads it); nil and
+	// empty both render as "--retry-methods=", which parses as empty.
+	RetryMethods       []string
+	BudgetPercent      int
+	BudgetMinPerSecond int
+	BudgetWindow       time.Duration
+	BreakerFailures    int
+	BreakerWindow      time.Duration
+	BreakerOpenFor     time.Duration
+	MaxReplayBytes     int
+	KeyTTL             time.Duration
+	Resolve            string // NAME=HOST:PORT, comma separated
+	DrainTimeout       time.Duration
+	Engine             string // "loop" or "goroutine"
+	Check              bool
+}
+
+// Defaults are the flag defaults; the retry ones are the RetryPolicy defaults
+// (api/v1alpha1/defaults).
+func Defaults() Args {
+	return Args{
+		Listen:             DefaultListen,
+		Admin:              ":" + strconv.Itoa(DefaultAdminPort),
+		DefaultAttempts:    defaults.Attempts,
+		PerTryTimeout:      defaults.PerTryTimeout,
+		BackoffBase:        defaults.BackoffBase,
+		BackoffMax:         defaults.BackoffMax,
+		BackoffJitter:      true,
+		RetryOn:            strings.Join(defaults.RetryOn(), ","),
+		RetryMethods:       defaults.Methods(),
+		BudgetPercent:      defaults.BudgetPercent,
+		BudgetMinPerSecond: defaults.BudgetMinPerSecond,
+		BudgetWindow:       defaults.BudgetWindow,
+		BreakerFailures:    defaults.BreakerFailures,
+		BreakerWindow:      defaults.BreakerWindow,
+		BreakerOpenFor:     defaults.BreakerOpenFor,
+		MaxReplayBytes:     defaults.MaxReplayBytes,
+		KeyTTL:             defaults.KeyTTL,
+		DrainTimeout:       10 * time.Second,
+		Engine:             "loop",
+	}
+}
+
+// flag is one flag of the contract: its name and help, the Args field it sets, and whether
+// Render writes it even at its default (the flags the injector has always written, so that a
+// pod's spec shows what its proxy enforces). Every other flag is rendered only when it differs
+// from its default.
+type flag struct {
+	name   string
+	usage  string
+	always bool
+	field  func(a *Args) any // a pointer to the field: *string, *int, *bool, *time.Duration or *[]string
+}
+
+// flags, in the order of --help and of Render.
+var flags = []flag{
+	{"listen", "data listener (apps reach it through HTTP_PROXY)", true, func(a *Args) any { return &a.Listen }},
+	{"admin", "admin listener: /metrics, /healthz, /readyz", true, func(a *Args) any { return &a.Admin }},
+	{"service", "this workload's service name (for logs and metrics)", true, func(a *Args) any { return &a.Service }},
+	{"namespace", "this pod's namespace (default $" + NamespaceEnv + "): a host NAME.NAMESPACE[.svc[.cluster.local]] in it names upstream NAME, one in another namespace does not; empty: any namespace", false, func(a *Args) any { return &a.Namespace }},
+	{"upstreams", "upstreams and attempts per call: NAME[=ATTEMPTS][*CALLS], comma separated", false, func(a *Args) any { return &a.Upstreams }},
+	{"entrypoint", "this proxy is at a chain entry (generates Idempotency-Keys, remembers per-key spend)", true, func(a *Args) any { return &a.Entrypoint }},
+	{"chain-cap", "chain budget cap (maxAmplification); 0 turns chain budgeting off", true, func(a *Args) any { return &a.ChainCap }},
+	{"default-attempts", "attempts for an upstream listed without =N", true, func(a *Args) any { return &a.DefaultAttempts }},
+	{"per-try-timeout", "timeout of one attempt up to the response headers (time to first byte), which is all the retry decision reads; a body of known length up to 64 KiB is read within it too, a larger or chunked one then streams to the client, cut after 60s without a byte", true, func(a *Args) any { return &a.PerTryTimeout }},
+	{"backoff-base", "backoff base: retry n waits uniform(0, min(max, base*2^(n-1)))", true, func(a *Args) any { return &a.BackoffBase }},
+	{"backoff-max", "backoff cap", true, func(a *Args) any { return &a.BackoffMax }},
+	{"backoff-jitter", "full jitter; false waits exactly min(max, base*2^(n-1)) (the storm lab's naive arm)", false, func(a *Args) any { return &a.BackoffJitter }},
+	{"retry-on", "retryable failures: connect-failure, reset, timeout, 5xx, status codes", true, func(a *Args) any { return &a.RetryOn }},
+	{"retry-methods", "methods retried without an Idempotency-Key", true, func(a *Args) any { return &a.RetryMethods }},
+	{"budget-percent", "retry budget: percent of requests in the window", true, func(a *Args) any { return &a.BudgetPercent }},
+	{"budget-min-per-second", "retry budget floor, retries per second", true, func(a *Args) any { return &a.BudgetMinPerSecond }},
+	{"budget-window", "retry budget window", true, func(a *Args) any { return &a.BudgetWindow }},
+	{"breaker-failures", "failures within --breaker-window that open the breaker; 0 disables it", true, func(a *Args) any { return &a.BreakerFailures }},
+	{"breaker-window", "breaker failure window", true, func(a *Args) any { return &a.BreakerWindow }},
+	{"breaker-open-for", "how long an open breaker fails fast before a half-open probe", true, func(a *Args) any { return &a.BreakerOpenFor }},
+	{"max-replay-bytes", "largest request body that is retried", false, func(a *Args) any { return &a.MaxReplayBytes }},
+	{"key-ttl", "how long an entry proxy remembers an Idempotency-Key's spend", false, func(a *Args) any { return &a.KeyTTL }},
+	{"resolve", "static resolution NAME=HOST:PORT, comma separated", false, func(a *Args) any { return &a.Resolve }},
+	{"drain-timeout", "on SIGTERM, how long in-flight requests may take to finish", false, func(a *Args) any { return &a.DrainTimeout }},
+	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
+	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
+}
+
+// FlagNames are the names of every flag of the contract, in the order of --help.
+func FlagNames() []string {
+	names := make([]string, len(flags))
+	for i, f := range flags {
+		names[i] = f.name
+	}
+	return names
+}
+
+// Bind registers every flag on fs, each with a's value as its default and a's field as its
+// destination: a := Defaults(); a.Bind(fs); fs.Parse(args).
+func (a *Args) Bind(fs *pflag.FlagSet) {
+	for _, f := range flags {
+		switch p := f.field(a).(type) {
+		case *string:
+			fs.StringVar(p, f.name, *p, f.usage)
+		case *int:
+			fs.IntVar(p, f.name, *p, f.usage)
+		case *bool:
+			fs.BoolVar(p, f.name, *p, f.usage)
+		case *time.Duration:
+			fs.DurationVar(p, f.name, *p, f.usage)
+		case *[]string:
+			fs.StringSliceVar(p, f.name, *p, f.usage)
+		default:
+			panic(fmt.Sprintf("sidecar: flag %s has a field of type %T", f.name, p))
+		}
+	}
+}
+
+// NewFlagSet is the proxy's flag set, bound to a: named retrycap-proxy, errors returned (not
+// exited on), usage and errors written to out, flags listed in the contract's order.
+func NewFlagSet(a *Args, out io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("retrycap-proxy", pflag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.SortFlags = false
+	a.Bind(fs)
+	return fs
+}
+
+// Parse reads a command line into Args, starting from Defaults. It checks the syntax of each
+// flag (pflag's errors name flag and value) and that there are no positional arguments; the
+// proxy validates the values.
+func Parse(args []string) (Args, error) {
+	a := Defaults()
+	fs := NewFlagSet(&a, io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return Args{}, err
+	}
+	if fs.NArg() > 0 {
+		return Args{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return a, nil
+}
+
+// Render writes a as a command line, one "--name=value" per flag, in the contract's order: the
+// flags the injector has always written, and any other that differs from its default. Durations
+// are written the way a person would ("2s", "100ms", "1m30s", not Go's "1m0s").
+func (a Args) Render() []string {
+	def := Defaults()
+	out := make([]string, 0, len(flags))
+	for _, f := range flags {
+		v := f.field(&a)
+		if !f.always && equal(v, f.field(&def)) {
+			continue
+		}
+		out = append(out, "--"+f.name+"="+format(v))
+	}
+	return out
+}
+
+func equal(a, b any) bool {
+	switch a := a.(type) {
+	case *string:
+		return *a == *b.(*string)
+	case *int:
+		return *a == *b.(*int)
+	case *bool:
+		return *a == *b.(*bool)
+	case *time.Duration:
+		return *a == *b.(*time.Duration)
+	case *[]string:
+		return slices.Equal(*a, *b.(*[]string))
+	}
+	panic(fmt.Sprintf("sidecar: no equality for %T", a))
+}
+
+func format(v any) string {
+	switch v := v.(type) {
+	case *string:
+		return *v
+	case *int:
+		return strconv.Itoa(*v)
+	case *bool:
+		return strconv.FormatBool(*v)
+	case *time.Duration:
+		return Duration(*v)
+	case *[]string:
+		return csvLine(*v)
+	}
+	panic(fmt.Sprintf("sidecar: no format for %T", v))
+}
+
+// Duration writes a duration the way a person would ("2s", "100ms", "1m30s", "1h"), not Go's
+// "1m0s"; time.ParseDuration reads both.
+func Duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// csvLine writes a list as pflag's string slices read it: comma separated, an element quoted
+// only if it needs to be (a comma, a quote, a leading space), so plain elements are simply
+// joined with commas.
+func csvLine(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	if len(l) == 1 && l[0] == "" {
+		return `""` // csv writes a lone empty field as nothing, which reads as no element
+	}
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	_ = w.Write(l) // a bytes.Buffer does not fail
+	w.Flush()
+	return strings.TrimSuffix(b.String(), "\n")
+}
