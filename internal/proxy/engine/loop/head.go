@@ -206,10 +206,10 @@ func (s *headSwap) Write(p []byte) (int, error) {
 	}
 	const end = "\r\n\r\n"
 	for i, c := range p {
-		switch {
-		case c == end[s.seen]:
+		switch want := end[s.seen]; c {
+		case want:
 			s.seen++
-		case c == '\r':
+		case '\r':
 			s.seen = 1
 		default:
 			s.seen = 0
