@@ -1,4 +1,4 @@
-package proxy
+package forward
 
 import (
 	"strconv"
@@ -11,27 +11,32 @@ import (
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
-// metrics holds the proxy's Prometheus collectors in its own registry, so
-// several proxies can live in one process (tests, the storm lab).
-type metrics struct {
-	reg      *prometheus.Registry
-	requests *prometheus.CounterVec
+// Metrics holds the proxy's Prometheus collectors in its own registry, so
+// several proxies can live in one process (tests, the storm lab). Both
+// engines count into it.
+type Metrics struct {
+	Reg      *prometheus.Registry
+	Requests *prometheus.CounterVec
 	attempts *prometheus.CounterVec
 	retries  *prometheus.CounterVec
 	denied   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
-	tunnels  *prometheus.CounterVec
-	handoffs *prometheus.CounterVec
-	// loopPanics counts panics an event loop contained (each a bug).
-	loopPanics prometheus.Counter
-	// inFlight is read by a GaugeFunc at scrape time: one atomic add per
+	// Tunnels counts CONNECT and upgrade tunnels by kind.
+	Tunnels *prometheus.CounterVec
+	// Handoffs counts what the event loops hand to the goroutine engine, by
+	// reason (the loop's HandoffReason.String()).
+	Handoffs *prometheus.CounterVec
+	// LoopPanics counts panics an event loop contained (each a bug).
+	LoopPanics prometheus.Counter
+	// InFlight is read by a GaugeFunc at scrape time: one atomic add per
 	// request instead of a Gauge's compare-and-swap loop on a float.
-	inFlight atomic.Int64
+	InFlight atomic.Int64
 }
 
-func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewMetrics creates the collectors in a registry of their own.
+func NewMetrics() *Metrics {
+	m := &Metrics{Reg: prometheus.NewRegistry()}
+	m.Requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_requests_total", Help: "Calls through the proxy by upstream and the status code returned to the app.",
 	}, []string{"upstream", "code"})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -47,34 +52,34 @@ func newMetrics() *metrics {
 		Name: "retrycap_proxy_upstream_latency_seconds", Help: "Latency of one attempt to the upstream.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"upstream"})
-	m.tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.Tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_tunnels_total", Help: "CONNECT and upgrade tunnels opened (never retried).",
 	}, []string{"kind"})
-	m.handoffs = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.Handoffs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_loop_handoffs_total",
 		Help: "Connections the event loops handed to the goroutine engine, by what they could not serve themselves.",
 	}, []string{"reason"})
-	m.loopPanics = prometheus.NewCounter(prometheus.CounterOpts{
+	m.LoopPanics = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "retrycap_proxy_loop_panics_total",
 		Help: "Panics an event loop contained by closing the connection concerned (each one is a bug: please report it with the log line).",
 	})
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "retrycap_proxy_in_flight", Help: "Calls being handled.",
-	}, func() float64 { return float64(m.inFlight.Load()) })
-	m.reg.MustRegister(m.requests, m.attempts, m.retries, m.denied, m.latency, m.tunnels, m.handoffs, m.loopPanics, inFlight,
+	}, func() float64 { return float64(m.InFlight.Load()) })
+	m.Reg.MustRegister(m.Requests, m.attempts, m.retries, m.denied, m.latency, m.Tunnels, m.Handoffs, m.LoopPanics, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// upMetrics are one upstream's children, resolved once so the data path
+// UpMetrics are one upstream's children, resolved once so the data path
 // never hashes label values.
-type upMetrics struct {
+type UpMetrics struct {
 	name     string
-	parent   *metrics
-	attempts prometheus.Counter
-	retries  prometheus.Counter
-	latency  prometheus.Observer
-	denied   [policy.NumReasons]prometheus.Counter
+	parent   *Metrics
+	Attempts prometheus.Counter
+	Retries  prometheus.Counter
+	Latency  prometheus.Observer
+	Denied   [policy.NumReasons]prometheus.Counter
 
 	codeMu sync.Mutex
 	codes  [600]atomic.Pointer[counterBox]
@@ -82,33 +87,33 @@ type upMetrics struct {
 
 type counterBox struct{ c prometheus.Counter }
 
-func (m *metrics) forUpstream(name string, budget *policy.RetryBudget, br *policy.Breaker) *upMetrics {
-	u := &upMetrics{
+func (m *Metrics) forUpstream(name string, budget *policy.RetryBudget, br *policy.Breaker) *UpMetrics {
+	u := &UpMetrics{
 		name: name, parent: m,
-		attempts: m.attempts.WithLabelValues(name),
-		retries:  m.retries.WithLabelValues(name),
-		latency:  m.latency.WithLabelValues(name),
+		Attempts: m.attempts.WithLabelValues(name),
+		Retries:  m.retries.WithLabelValues(name),
+		Latency:  m.latency.WithLabelValues(name),
 	}
 	for r := policy.Reason(1); r < policy.NumReasons; r++ {
-		u.denied[r] = m.denied.WithLabelValues(name, r.String())
+		u.Denied[r] = m.denied.WithLabelValues(name, r.String())
 	}
 	if budget != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		m.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "retrycap_proxy_retry_budget_available", Help: "Retries the budget would grant now.",
 			ConstLabels: prometheus.Labels{"upstream": name},
-		}, func() float64 { return float64(budget.Available(nowNanos())) }))
+		}, func() float64 { return float64(budget.Available(NowNanos())) }))
 	}
 	if br != nil {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		m.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "retrycap_proxy_breaker_state", Help: "Circuit breaker state: 0 closed, 1 open, 2 half-open.",
 			ConstLabels: prometheus.Labels{"upstream": name},
-		}, func() float64 { return float64(br.State(nowNanos())) }))
+		}, func() float64 { return float64(br.State(NowNanos())) }))
 	}
 	return u
 }
 
-// code counts one call's final status; children are created once per code.
-func (u *upMetrics) code(status int) {
+// Code counts one call's final status; children are created once per code.
+func (u *UpMetrics) Code(status int) {
 	if status < 0 || status >= len(u.codes) {
 		status = 0
 	}
@@ -119,7 +124,7 @@ func (u *upMetrics) code(status int) {
 	u.codeMu.Lock()
 	b := u.codes[status].Load()
 	if b == nil {
-		b = &counterBox{c: u.parent.requests.WithLabelValues(u.name, strconv.Itoa(status))}
+		b = &counterBox{c: u.parent.Requests.WithLabelValues(u.name, strconv.Itoa(status))}
 		u.codes[status].Store(b)
 	}
 	u.codeMu.Unlock()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package loop
 
 import (
 	"bufio"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
 )
 
 // stream finishes an attempt whose response body must stream (chunked,
@@ -22,7 +25,7 @@ import (
 func (uc *upConn) stream(body []byte, n int) {
 	l, cl := uc.l, uc.cl
 	c := cl.c
-	l.timers.cancel(cl.t)
+	l.timers.Cancel(cl.t)
 	// The framing the client will get is set before the decision, as the
 	// other engine's transport does (SetBodyStream in RoundTrip): a body
 	// that is not of known length goes out chunked, and the Transfer-Encoding
@@ -31,7 +34,7 @@ func (uc *upConn) stream(body []byte, n int) {
 	if n < 0 {
 		cl.resp.Header.SetContentLength(-1)
 	}
-	retry, wait := cl.x.afterAttempt(nil)
+	retry, wait := cl.x.AfterAttempt(nil)
 	if retry {
 		// The body of an answer being retried is not wanted: drop it with
 		// its connection. Unlike the goroutine engine, which keeps it until
@@ -41,7 +44,7 @@ func (uc *upConn) stream(body []byte, n int) {
 		cl.resp.Header.SetContentLength(0)
 		if wait > 0 {
 			cl.backoff = true
-			l.timers.schedule(cl.t, l.now()+int64(wait))
+			l.timers.Schedule(cl.t, l.now()+int64(wait))
 			return
 		}
 		cl.attempt()
@@ -56,27 +59,27 @@ func (uc *upConn) stream(body []byte, n int) {
 	bodyCopy := append([]byte(nil), body...)
 	rest := append([]byte(nil), c.in...)
 	uc.cl, cl.uc = nil, nil
-	cl.x.end()
+	cl.x.End()
 	c.call = nil
 	l.putCall(cl)
 
 	upFd, clientFd := uc.fd, c.fd
 	uc.closed = true
-	l.forget(upFd)
+	l.poll.Forget(upFd)
 	c.detach()
-	upc, err := fdConn(upFd, "upstream")
+	upc, err := netpoll.FileConn(upFd, "upstream")
 	if err != nil {
-		l.p.logger.Printf("event loop: streaming an answer: %v", err)
+		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
 		_ = unix.Close(clientFd)
 		return
 	}
-	client, err := fdConn(clientFd, "client")
+	client, err := netpoll.FileConn(clientFd, "client")
 	if err != nil {
-		l.p.logger.Printf("event loop: streaming an answer: %v", err)
+		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
 		_ = upc.Close()
 		return
 	}
-	l.p.m.handoffs.WithLabelValues("streamed-response").Inc()
+	l.f.M.Handoffs.WithLabelValues(HandoffStreamedResponse.String()).Inc()
 	l.e.streams.Add(1)
 	l.e.track(client, upc)
 	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient)
@@ -85,14 +88,14 @@ func (uc *upConn) stream(body []byte, n int) {
 // streamAnswer writes r to the client with its body read from the
 // upstream as it arrives (fasthttp decodes the upstream's framing and
 // encodes the client's), each read making progress within
-// bodyIdleTimeout. A body cut short closes the client's connection, so that
+// forward.BodyIdleTimeout. A body cut short closes the client's connection, so that
 // it never looks complete. Afterwards the client's connection is served by
 // the goroutine engine.
-func (e *loopEngine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool) {
+func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool) {
 	defer e.streams.Done()
 	defer e.untrack(client, upc)
 	defer upc.Close()
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: bodyIdleTimeout}), 8192)
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: forward.BodyIdleTimeout}), 8192)
 	var own fasthttp.Response
 	own.StreamBody = true
 	own.Header.SetContentLength(n)
@@ -112,7 +115,9 @@ func (e *loopEngine) streamAnswer(client, upc net.Conn, body []byte, n int, r *f
 	// The other engine's upstreamBody wraps it the same way.
 	r.SetBodyStream(ownedStream{own.BodyStream()}, size)
 	r.ImmediateHeaderFlush = true
-	bw := bufio.NewWriterSize(client, 16<<10)
+	// fasthttp frames the body; the head is the loop's own (head.go).
+	sw := &headSwap{w: client, head: func() []byte { return appendAnswerHead(nil, &r.Header) }}
+	bw := bufio.NewWriterSize(sw, 16<<10)
 	err := r.Write(bw)
 	if err == nil {
 		err = bw.Flush()
@@ -122,7 +127,7 @@ func (e *loopEngine) streamAnswer(client, upc net.Conn, body []byte, n int, r *f
 		_ = client.Close()
 		return
 	}
-	e.handoff.push(&prefixConn{Conn: client, prefix: rest})
+	e.handoff.Push(&prefixConn{Conn: client, prefix: rest})
 }
 
 // ownedStream is a body stream that its reader does not close: the
@@ -145,7 +150,7 @@ func (r *idleReader) Read(p []byte) (int, error) {
 // track and untrack keep the connections of the answers being streamed, so
 // that a drain that runs out of time can cut them (closeStreams) as it
 // cuts the loops' connections.
-func (e *loopEngine) track(conns ...net.Conn) {
+func (e *Engine) track(conns ...net.Conn) {
 	e.streamMu.Lock()
 	defer e.streamMu.Unlock()
 	if e.streamConns == nil {
@@ -156,7 +161,7 @@ func (e *loopEngine) track(conns ...net.Conn) {
 	}
 }
 
-func (e *loopEngine) untrack(conns ...net.Conn) {
+func (e *Engine) untrack(conns ...net.Conn) {
 	e.streamMu.Lock()
 	defer e.streamMu.Unlock()
 	for _, c := range conns {
@@ -164,7 +169,7 @@ func (e *loopEngine) untrack(conns ...net.Conn) {
 	}
 }
 
-func (e *loopEngine) closeStreams() {
+func (e *Engine) closeStreams() {
 	e.streamMu.Lock()
 	defer e.streamMu.Unlock()
 	for c := range e.streamConns {

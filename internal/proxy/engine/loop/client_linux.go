@@ -1,27 +1,15 @@
 //go:build linux
 
-package proxy
+package loop
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"net"
-	"os"
 
 	"golang.org/x/sys/unix"
-)
 
-// Limits of what the loop serves itself; a request beyond them is handed
-// to the goroutine engine, which answers it as it always did (431 for a
-// head over its 8 KiB read buffer, bodies up to 16 MiB).
-const (
-	loopMaxHead = 8 << 10
-	loopMaxBody = bufferedBodyMax
-	// loopMaxInput bounds what a connection may have read ahead of the
-	// request being served (pipelining); beyond it the loop stops reading
-	// that socket until the request is answered.
-	loopMaxInput = loopMaxHead + loopMaxBody
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
 )
 
 // cliConn is a client connection served by a loop: one request at a time,
@@ -42,7 +30,7 @@ type cliConn struct {
 
 func (c *cliConn) writing() bool { return len(c.out) > 0 }
 
-func (c *cliConn) event(ev uint32) {
+func (c *cliConn) Event(ev uint32) {
 	if c.closed {
 		return
 	}
@@ -175,10 +163,10 @@ func (c *cliConn) serve(data []byte) {
 // connection was handed off or closed.
 func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	l := c.l
-	end := headEnd(data)
+	end := HeadEnd(data)
 	if end < 0 {
 		if len(data) > loopMaxHead {
-			c.handoff(data, "head-too-large")
+			c.handoff(data, HandoffHeadTooLarge)
 			return nil, false
 		}
 		c.keep(data)
@@ -188,18 +176,18 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		// Complete but over the limit: handed off too (431), as when it
 		// arrives in pieces; served here, a 9 KiB head got 200 or 431
 		// depending on how its bytes were split.
-		c.handoff(data, "head-too-large")
+		c.handoff(data, HandoffHeadTooLarge)
 		return nil, false
 	}
 	cl := l.getCall()
 	req := &cl.req
 	if err := req.Header.Read(l.parse.reader(data[:end])); err != nil {
 		l.putCall(cl)
-		c.handoff(data, "malformed")
+		c.handoff(data, HandoffMalformed)
 		return nil, false
 	}
 	up, target, bodyLen, why := l.eligible(cl)
-	if why != "" {
+	if why != 0 {
 		l.putCall(cl)
 		c.handoff(data, why)
 		return nil, false
@@ -233,7 +221,7 @@ func (c *cliConn) keep(data []byte) {
 // up to 64 KiB, and nothing that needs the connection's control (CONNECT,
 // Upgrade, Expect). It returns the upstream, the address to reach it at
 // and the body's length, or why not (the hand-off metric's reason).
-func (l *evLoop) eligible(cl *call) (up *upstream, target string, bodyLen int, why string) {
+func (l *evLoop) eligible(cl *call) (up *forward.Upstream, target string, bodyLen int, why HandoffReason) {
 	h := &cl.req.Header
 	// fasthttp: -1 chunked, -2 neither length nor chunked (a request
 	// without a body).
@@ -244,37 +232,37 @@ func (l *evLoop) eligible(cl *call) (up *upstream, target string, bodyLen int, w
 	// One pass over the head finds the names checked here and those the
 	// exchange looks up (it gets the result: cl.seen); a chunked body or a
 	// Transfer-Encoding makes it report every name.
-	cl.seen = scanRequestHeaders(h)
+	cl.seen = forward.ScanRequestHeaders(h)
 	switch {
 	case !h.IsHTTP11():
-		return nil, "", 0, "http/1.0"
+		return nil, "", 0, HandoffHTTP10
 	case h.IsConnect():
-		return nil, "", 0, "connect"
-	case bodyLen < 0 || bodyLen > loopMaxBody || cl.seen&seenTransferEncoding != 0:
-		return nil, "", 0, "request-body"
-	case h.ConnectionUpgrade() || cl.seen&seenUpgrade != 0:
-		return nil, "", 0, "upgrade"
-	case cl.seen&seenExpect != 0:
-		return nil, "", 0, "expect"
+		return nil, "", 0, HandoffConnect
+	case bodyLen < 0 || bodyLen > loopMaxBody || cl.seen&forward.SeenTransferEncoding != 0:
+		return nil, "", 0, HandoffRequestBody
+	case h.ConnectionUpgrade() || cl.seen&forward.SeenUpgrade != 0:
+		return nil, "", 0, HandoffUpgrade
+	case cl.seen&forward.SeenExpect != 0:
+		return nil, "", 0, HandoffExpect
 	}
 	uri := cl.req.URI()
 	if s := uri.Scheme(); string(s) != "http" {
-		return nil, "", 0, "scheme"
+		return nil, "", 0, HandoffScheme
 	}
 	hostPort := uri.Host()
-	up = l.p.match(splitHostPort(hostPort))
+	up = l.f.Match(forward.SplitHostPort(hostPort))
 	if len(hostPort) == 0 || up == nil {
-		return nil, "", 0, "unknown-host"
+		return nil, "", 0, HandoffUnknownHost
 	}
-	return up, l.target(up, hostPort), bodyLen, ""
+	return up, l.target(up, hostPort), bodyLen, 0
 }
 
 // target is the address an upstream request goes to, as the other engine
 // dials it: --resolve for the upstream's name, else the request's host
 // and port (80 by default) through --resolve by host name.
-func (l *evLoop) target(up *upstream, hostPort []byte) string {
-	if up.resolved != "" {
-		return up.resolved
+func (l *evLoop) target(up *forward.Upstream, hostPort []byte) string {
+	if up.Resolved != "" {
+		return up.Resolved
 	}
 	if t, ok := l.targets[string(hostPort)]; ok {
 		return t
@@ -284,7 +272,7 @@ func (l *evLoop) target(up *upstream, hostPort []byte) string {
 	if _, _, err := net.SplitHostPort(hp); err != nil {
 		addr = net.JoinHostPort(hp, "80")
 	}
-	t := l.p.resolveAddr(addr)
+	t := l.f.ResolveAddr(addr)
 	if len(l.targets) < 4096 {
 		l.targets[hp] = t
 	}
@@ -293,37 +281,26 @@ func (l *evLoop) target(up *upstream, hostPort []byte) string {
 
 // handoff gives the connection, with what was read of it, to the
 // goroutine engine, which serves it from then on.
-func (c *cliConn) handoff(data []byte, why string) {
+func (c *cliConn) handoff(data []byte, why HandoffReason) {
 	l := c.l
-	l.p.m.handoffs.WithLabelValues(why).Inc()
+	l.f.M.Handoffs.WithLabelValues(why.String()).Inc()
 	prefix := append([]byte(nil), data...)
 	fd := c.fd
 	c.detach()
-	nc, err := fdConn(fd, "client")
+	nc, err := netpoll.FileConn(fd, "client")
 	if err != nil {
-		l.p.logger.Printf("event loop: hand-off: %v", err)
+		l.f.Logger.Printf("event loop: hand-off: %v", err)
 		return
 	}
-	l.e.handoff.push(&prefixConn{Conn: nc, prefix: prefix})
+	l.e.handoff.Push(&prefixConn{Conn: nc, prefix: prefix})
 }
 
 // detach takes the connection out of the loop without closing its socket.
 func (c *cliConn) detach() {
-	c.l.forget(c.fd)
+	c.l.poll.Forget(c.fd)
 	delete(c.l.clients, c)
 	c.closed = true
 	c.in, c.out = nil, nil
-}
-
-// fdConn turns a socket the loop owned into a net.Conn on Go's poller.
-func fdConn(fd int, name string) (net.Conn, error) {
-	f := os.NewFile(uintptr(fd), name)
-	nc, err := net.FileConn(f) // a duplicate; the original closes below
-	_ = f.Close()
-	if err != nil {
-		return nil, err
-	}
-	return nc, nil
 }
 
 // answer writes the call's response and ends the call.
@@ -337,12 +314,17 @@ func (c *cliConn) answer() {
 		c.closeAfter = true
 		resp.SetConnectionClose()
 	}
-	err := l.render(resp)
-	cl.x.end()
+	var err error
+	if cl.x.UpstreamAnswer() {
+		l.wbuf.b = appendAnswer(l.wbuf.b[:0], resp)
+	} else {
+		err = l.render(resp)
+	}
+	cl.x.End()
 	c.call = nil
 	l.putCall(cl)
 	if err != nil {
-		l.p.logger.Printf("event loop: writing an answer: %v", err)
+		l.f.Logger.Printf("event loop: writing an answer: %v", err)
 		c.close()
 		return
 	}
@@ -351,7 +333,7 @@ func (c *cliConn) answer() {
 
 // write sends b, keeping what the socket does not take for EPOLLOUT.
 func (c *cliConn) write(b []byte) {
-	rest, err := writeSome(c.fd, b)
+	rest, err := netpoll.WriteSome(c.fd, b)
 	if err != nil {
 		c.close()
 		return
@@ -396,71 +378,11 @@ func (c *cliConn) close() {
 	}
 	if cl := c.call; cl != nil {
 		cl.abandon()
-		cl.x.end()
+		cl.x.End()
 		c.call = nil
 		c.l.putCall(cl)
 	}
 	fd := c.fd
 	c.detach()
 	_ = unix.Close(fd)
-}
-
-// headEnd returns the length of the message head at the start of b (the
-// request or status line and the headers, through the empty line), or -1
-// if b does not hold all of it. Lines end in CRLF or a bare LF, as
-// fasthttp's parser accepts.
-func headEnd(b []byte) int {
-	for i := 0; ; {
-		j := bytes.IndexByte(b[i:], '\n')
-		if j < 0 {
-			return -1
-		}
-		i += j + 1
-		if i < len(b) && b[i] == '\n' {
-			return i + 1
-		}
-		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
-			return i + 2
-		}
-		if i+1 >= len(b) {
-			return -1
-		}
-	}
-}
-
-// parser feeds a loop's bytes to fasthttp's header parsers, which read
-// from a bufio.Reader: one reader over a slice, reset per message.
-type parser struct {
-	sr sliceReader
-	br *bufio.Reader
-}
-
-func (ps *parser) init() { ps.br = bufio.NewReaderSize(&ps.sr, 2*loopMaxHead) }
-
-func (ps *parser) reader(b []byte) *bufio.Reader {
-	ps.sr.b = b
-	ps.br.Reset(&ps.sr)
-	return ps.br
-}
-
-type sliceReader struct{ b []byte }
-
-func (r *sliceReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, errEndOfHead
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
-}
-
-var errEndOfHead = errors.New("end of head")
-
-// appendWriter is an io.Writer that appends to b (the loop's one output
-// buffer, through a bufio.Writer for fasthttp's writers).
-type appendWriter struct{ b []byte }
-
-func (w *appendWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
 }

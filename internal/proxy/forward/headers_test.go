@@ -1,9 +1,8 @@
-package proxy
+package forward
 
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"strings"
 	"testing"
 
@@ -13,14 +12,7 @@ import (
 // The one-pass lookups (headers.go) must leave the headers exactly as
 // looking every name up does, and read the same budget, baggage and key.
 func TestSeenMatchesFullLookup(t *testing.T) {
-	cfg, err := ParseFlags([]string{"--upstreams", "backend=3", "--chain-cap", "4"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := New(testConfig(), nil)
 	requests := []string{
 		"GET http://backend/ HTTP/1.1\r\nHost: backend\r\n\r\n",
 		"GET http://backend/ HTTP/1.0\r\nHost: backend\r\n\r\n",
@@ -41,8 +33,8 @@ func TestSeenMatchesFullLookup(t *testing.T) {
 				t.Fatalf("%q: %v", raw, err)
 			}
 		}
-		na, bagA, keyA := p.requestHeadersSeen(&a.Header, seenAll, &scratch{})
-		nb, bagB, keyB := p.requestHeaders(&b.Header, &scratch{})
+		na, bagA, keyA := p.requestHeadersSeen(&a.Header, SeenAll, &Scratch{})
+		nb, bagB, keyB := p.requestHeaders(&b.Header, &Scratch{})
 		if na != nb || bagA != bagB || !bytes.Equal(keyA, keyB) {
 			t.Errorf("%q: full lookup n=%d bag=%v key=%q, one pass n=%d bag=%v key=%q", raw, na, bagA, keyA, nb, bagB, keyB)
 		}
@@ -65,17 +57,17 @@ func TestSeenMatchesFullLookup(t *testing.T) {
 				t.Fatalf("%q: %v", raw, err)
 			}
 		}
-		found := scanResponseHeaders(&b.Header)
+		found := ScanResponseHeaders(&b.Header)
 		for _, k := range []struct {
 			name string
-			bit  seen
+			bit  Seen
 		}{{"Retrycap-Exhausted", seenExhausted}, {"Retry-After", seenRetryAfter}} {
 			if len(b.Header.Peek(k.name)) > 0 && found&k.bit == 0 {
 				t.Errorf("%q: %s present, not seen", raw, k.name)
 			}
 		}
-		stripResponseHopByHopSeen(&a.Header, seenAll, &scratch{})
-		stripResponseHopByHop(&b.Header, &scratch{})
+		stripResponseHopByHopSeen(&a.Header, SeenAll, &Scratch{})
+		stripResponseHopByHop(&b.Header, &Scratch{})
 		if ha, hb := a.Header.String(), b.Header.String(); ha != hb || a.Header.ConnectionClose() != b.Header.ConnectionClose() {
 			t.Errorf("%q: full lookup leaves\n%q, one pass\n%q", raw, ha, hb)
 		}

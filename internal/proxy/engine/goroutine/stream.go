@@ -1,4 +1,4 @@
-package proxy
+package goroutine
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
 )
 
 // Response bodies are streamed, not buffered: the retry decision needs only
@@ -21,9 +23,9 @@ import (
 // Timeouts: --per-try-timeout bounds one attempt up to the end of the
 // response headers (connect, write the request, time to first byte and the
 // headers). The body then has no overall deadline; each read of it must make
-// progress within bodyIdleTimeout.
+// progress within forward.BodyIdleTimeout.
 //
-// Exception: a body of known length up to bufferedBodyMax is read whole
+// Exception: a body of known length up to forward.BufferedBodyMax is read whole
 // within the per-try timeout, as before: a reset or stall in it stays a
 // failed attempt that can be retried, the connection goes back to the pool at
 // once, and the small-response path stays allocation-free. A streamed body
@@ -33,10 +35,6 @@ import (
 // chunked body are not passed on (fasthttp's decoder reads them into its own
 // header, after the client's headers were written).
 
-// bodyIdleTimeout is the longest a streamed response body may go without a
-// byte arriving from the upstream before the proxy cuts it.
-const bodyIdleTimeout = 60 * time.Second
-
 // streamTransport is the fasthttp RoundTripper of every upstream client:
 // fasthttp's default transport, except that the body is left on the
 // connection for upstreamBody to stream, and the per-try deadline ends with
@@ -44,6 +42,12 @@ const bodyIdleTimeout = 60 * time.Second
 type streamTransport struct {
 	perTry time.Duration
 	idle   time.Duration
+	// answer is an empty answer header as fasthttp's server prepares it
+	// for the handler (its NoDefaultDate set), copied over each response
+	// before its head is read: the client reset the response and cleared
+	// that, and an upstream's answer must pass on its own Date (or none),
+	// never the proxy's.
+	answer fasthttp.ResponseHeader
 }
 
 func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
@@ -69,6 +73,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	}
 
 	br := hc.AcquireReader(conn)
+	t.answer.CopyTo(&resp.Header)
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
 	for n := 0; ; n++ {
@@ -77,7 +82,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 			hc.CloseConn(cc)
 			return true, err
 		}
-		if st := resp.StatusCode(); st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= maxInterim {
+		if st := resp.StatusCode(); st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
 			break
 		}
 	}
@@ -89,7 +94,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		releaseConn(hc, cc, closeConn)
 		return false, nil
 	}
-	if cl >= 0 && cl <= bufferedBodyMax {
+	if cl >= 0 && cl <= forward.BufferedBodyMax {
 		// Small and of known length: read it within the per-try deadline,
 		// as before streaming, so that a reset or a stall in it is still a
 		// failed attempt that can be retried.
@@ -126,13 +131,6 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	resp.ImmediateHeaderFlush = true
 	return false, nil
 }
-
-// bufferedBodyMax is the largest known-length body read whole rather than
-// streamed: 64 KiB per request in flight.
-const bufferedBodyMax = 64 << 10
-
-// maxInterim bounds the 1xx answers skipped before the final one.
-const maxInterim = 100
 
 // The pooled connection type fasthttp hands out is unexported; these two
 // take it as an any (a pointer in an interface: no allocation) so that the

@@ -1,4 +1,4 @@
-package proxy
+package forward
 
 import (
 	"bytes"
@@ -17,40 +17,40 @@ import (
 // call before they search; for names that are almost never there that was
 // about 4 % of the proxy's CPU under load, more than the whole retry
 // decision. So one pass over the header first notes which of those names
-// are present (seen), and the lookups run only for those. A lookup that is
+// are present (Seen), and the lookups run only for those. A lookup that is
 // skipped is one that would have found nothing: the set errs only on the
 // side of a name present (any line whose name matches case-insensitively,
 // whatever fasthttp would make of it), and when the pass cannot see every
 // field it reports all of them present, so the handler does exactly what it
 // did before.
 
-// seen is a set of the names below, one bit each.
-type seen uint32
+// Seen is a set of the names below, one bit each.
+type Seen uint32
 
 const (
-	seenConnection seen = 1 << iota
+	seenConnection Seen = 1 << iota
 	seenProxyConnection
 	seenKeepAlive
 	seenProxyAuthorization
 	seenProxyAuthenticate
 	seenTe
 	seenTrailer
-	seenUpgrade
+	SeenUpgrade
 	seenBudget
 	seenBaggage
 	seenIdempotencyKey
 	seenExhausted
 	seenRetryAfter
-	seenTransferEncoding
-	seenExpect
+	SeenTransferEncoding
+	SeenExpect
 
-	// seenAll is every name: the answer when a pass cannot be sure.
-	seenAll seen = 1<<iota - 1
+	// SeenAll is every name: the answer when a pass cannot be sure.
+	SeenAll Seen = 1<<iota - 1
 )
 
 // nameBit is the bit of a header name, matched case-insensitively; 0 for
 // a name the data path does not look up.
-func nameBit(k []byte) seen {
+func nameBit(k []byte) Seen {
 	eq := func(s string) bool { return bytes.EqualFold(k, []byte(s)) }
 	switch len(k) {
 	case 2:
@@ -59,14 +59,14 @@ func nameBit(k []byte) seen {
 		}
 	case 6:
 		if eq("Expect") {
-			return seenExpect
+			return SeenExpect
 		}
 	case 7:
 		switch {
 		case eq("Trailer"):
 			return seenTrailer
 		case eq("Upgrade"):
-			return seenUpgrade
+			return SeenUpgrade
 		case eq(headerBaggage):
 			return seenBaggage
 		}
@@ -94,7 +94,7 @@ func nameBit(k []byte) seen {
 		}
 	case 17:
 		if eq("Transfer-Encoding") {
-			return seenTransferEncoding
+			return SeenTransferEncoding
 		}
 	case 18:
 		switch {
@@ -111,18 +111,18 @@ func nameBit(k []byte) seen {
 	return 0
 }
 
-// scanRequestHeaders finds the names in a request header as the server read
+// ScanRequestHeaders finds the names in a request header as the server read
 // it, from its raw block (the fields as they came over the wire): iterating
 // the parsed fields instead (All) would parse the cookies as a side effect,
 // which changes how they are written upstream. A header without a raw block
 // (built by hand, not read) or with a chunked body, whose trailer section
 // may add fields after the block, counts as having every name.
-func scanRequestHeaders(h *fasthttp.RequestHeader) seen {
+func ScanRequestHeaders(h *fasthttp.RequestHeader) Seen {
 	raw := h.RawHeaders()
 	if len(raw) == 0 || len(h.PeekTrailerKeys()) > 0 {
-		return seenAll
+		return SeenAll
 	}
-	var s seen
+	var s Seen
 	if h.ConnectionClose() {
 		// Set without a Connection field too (HTTP/1.0): the delete of
 		// Connection is what resets it for the upstream request.
@@ -146,22 +146,22 @@ func scanRequestHeaders(h *fasthttp.RequestHeader) seen {
 			break
 		}
 	}
-	if s&seenTransferEncoding != 0 || h.ContentLength() == -1 {
-		return seenAll
+	if s&SeenTransferEncoding != 0 || h.ContentLength() == -1 {
+		return SeenAll
 	}
 	return s
 }
 
-// scanResponseHeaders finds the names in an upstream response header, from
+// ScanResponseHeaders finds the names in an upstream response header, from
 // its parsed fields (a response header has no raw block; iterating it has
 // no side effect). A chunked response, whose trailers may add fields, or one
 // announcing trailers (whose iteration would build the Trailer value)
 // counts as having every name.
-func scanResponseHeaders(h *fasthttp.ResponseHeader) seen {
+func ScanResponseHeaders(h *fasthttp.ResponseHeader) Seen {
 	if h.ContentLength() == -1 || len(h.PeekTrailerKeys()) > 0 {
-		return seenAll
+		return SeenAll
 	}
-	var s seen
+	var s Seen
 	if h.ConnectionClose() {
 		s |= seenConnection
 	}

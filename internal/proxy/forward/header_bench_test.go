@@ -1,9 +1,8 @@
-package proxy
+package forward
 
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -22,15 +21,8 @@ const benchResponse = "HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Mon, 30 Nov 202
 	"Content-Length: 2\r\nConnection: keep-alive\r\n\r\n"
 
 func BenchmarkRequestHeaders(b *testing.B) {
-	cfg, err := ParseFlags([]string{"--upstreams", "backend=3", "--chain-cap", "4"}, io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := New(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sc := &scratch{}
+	p := New(testConfig(), nil)
+	sc := &Scratch{}
 	var h fasthttp.RequestHeader
 	raw := []byte(benchRequest)
 	br := bufio.NewReader(bytes.NewReader(raw))
@@ -47,7 +39,7 @@ func BenchmarkRequestHeaders(b *testing.B) {
 }
 
 func BenchmarkResponseHeaders(b *testing.B) {
-	sc := &scratch{}
+	sc := &Scratch{}
 	var h fasthttp.ResponseHeader
 	raw := []byte(benchResponse)
 	br := bufio.NewReader(bytes.NewReader(raw))

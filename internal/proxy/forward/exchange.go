@@ -1,4 +1,4 @@
-package proxy
+package forward
 
 import (
 	"bytes"
@@ -10,29 +10,29 @@ import (
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
-// exchange is one forwarded call's policy state, from the request to the
+// Exchange is one forwarded call's policy state, from the request to the
 // answer: everything about forwarding that does not depend on how the bytes
 // move. Both engines drive the same exchange (one code path for the chain
 // budget, the key, the breaker, the retry budget and the answer):
 //
-//	if x.begin(...) {
-//		for x.nextAttempt() {
-//			err := <send x.req, read the status and headers into x.resp>
-//			retry, wait := x.afterAttempt(err)
+//	if x.Begin(...) {
+//		for x.NextAttempt() {
+//			err := <send the request, read the status and headers into resp>
+//			retry, wait := x.AfterAttempt(err)
 //			if !retry { break }
-//			<after wait> x.waited()
+//			<after wait> x.Waited()
 //		}
 //	}
-//	<write x.resp to the client>; x.end()
+//	<write resp to the client>; x.End()
 //
-// forward (proxy.go) blocks on each step on the connection's goroutine; the
-// event loop (loop_linux.go) runs the steps from its callbacks and timers.
-type exchange struct {
-	p    *Proxy
-	up   *upstream
+// The goroutine engine blocks on each step on the connection's goroutine;
+// the event loop runs the steps from its callbacks and timers.
+type Exchange struct {
+	f    *Forwarder
+	up   *Upstream
 	req  *fasthttp.Request
 	resp *fasthttp.Response
-	sc   *scratch
+	sc   *Scratch
 
 	key          []byte
 	split        policy.Split
@@ -50,29 +50,33 @@ type exchange struct {
 	ledgerOn     bool
 	chainLimited bool
 	probe        bool
-	counted      bool // inFlight was raised; end lowers it
+	counted      bool // InFlight was raised; End lowers it
+	// upstreamAnswer: resp is an upstream's answer, to be written as it
+	// came (no Date or Content-Type of the proxy's own), not one the proxy
+	// made (which carries the proxy's Date).
+	upstreamAnswer bool
 }
 
-// begin reads the request's headers (chain budget, hop-by-hop headers,
-// Idempotency-Key; seen: the names present, scanRequestHeaders) and sets up
+// Begin reads the request's headers (chain budget, hop-by-hop headers,
+// Idempotency-Key; seen: the names present, ScanRequestHeaders) and sets up
 // the call. It returns false when the call is
 // already answered in resp without an attempt (the key's chain budget is
 // spent). up is nil for a host no --upstreams entry names.
-func (x *exchange) begin(p *Proxy, up *upstream, req *fasthttp.Request, resp *fasthttp.Response, seen seen, sc *scratch) bool {
-	*x = exchange{p: p, req: req, resp: resp, sc: sc, counted: true}
-	p.m.inFlight.Add(1)
+func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp *fasthttp.Response, seen Seen, sc *Scratch) bool {
+	*x = Exchange{f: f, req: req, resp: resp, sc: sc, counted: true}
+	f.M.InFlight.Add(1)
 	known := up != nil
 	if !known {
-		up = p.unknown
+		up = f.Unknown
 	}
 	x.up = up
-	cfg := p.cfg
-	x.start = nowNanos()
+	cfg := f.Cfg
+	x.start = NowNanos()
 
 	x.chainOn = cfg.ChainCap > 0
-	n, hadBag, key := p.requestHeadersSeen(&req.Header, seen, sc)
+	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
 	method := req.Header.Method()
-	x.retryable = known && (p.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
+	x.retryable = known && (f.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
 		// Not retried here (the app did not ask for it), but the key lets
 		// the client retry safely, and counts those retries against the cap.
@@ -88,28 +92,28 @@ func (x *exchange) begin(p *Proxy, up *upstream, req *fasthttp.Request, resp *fa
 	// The attempts the split reserves budget for: none beyond the first
 	// when this hop can never retry, except for a generated key, whose
 	// reservation is what the client's own retries will spend.
-	splitAttempts := up.attempts
+	splitAttempts := up.Attempts
 	if !x.retryable && !x.generated {
 		splitAttempts = 1
 	}
 	x.ledgerOn = x.chainOn && cfg.Entrypoint && len(key) > 0
 	if x.ledgerOn {
-		n -= p.ledger.Spent(key, x.start)
+		n -= f.ledger.Spent(key, x.start)
 		if n <= 0 {
 			x.fail(policy.ReasonChain, "chain budget of this Idempotency-Key is spent")
 			return false
 		}
 	}
 	x.split = policy.SplitBudget(splitAttempts, n)
-	x.maxAttempts = up.attempts
+	x.maxAttempts = up.Attempts
 	if x.chainOn && x.split.Attempts < x.maxAttempts {
 		x.maxAttempts, x.chainLimited = x.split.Attempts, true
 	}
 	if !x.retryable {
 		x.maxAttempts = 1
 	}
-	if up.budget != nil {
-		up.budget.Deposit(x.start)
+	if up.Budget != nil {
+		up.Budget.Deposit(x.start)
 	}
 	x.deadline = x.start + int64(x.maxAttempts)*int64(cfg.PerTryTimeout)
 	// One clock read before each attempt and one after: the breaker, the
@@ -118,10 +122,10 @@ func (x *exchange) begin(p *Proxy, up *upstream, req *fasthttp.Request, resp *fa
 	return true
 }
 
-// nextAttempt prepares the next attempt: the chain budget it carries (header
+// NextAttempt prepares the next attempt: the chain budget it carries (header
 // and baggage), the key's ledger, the breaker's leave. It returns false when
 // the breaker refuses, with the answer in resp.
-func (x *exchange) nextAttempt() bool {
+func (x *Exchange) NextAttempt() bool {
 	x.attempt++
 	up, sc := x.up, x.sc
 	if x.chainOn {
@@ -133,14 +137,14 @@ func (x *exchange) nextAttempt() bool {
 			x.req.Header.SetCanonical(keyBaggage, sc.out)
 		}
 		if x.ledgerOn {
-			x.p.ledger.Add(x.key, b, x.attemptStart)
+			x.f.ledger.Add(x.key, b, x.attemptStart)
 		}
 	}
 	x.probe = false
-	if up.breaker != nil {
-		ok, probe := up.breaker.Allow(x.attemptStart)
+	if up.Breaker != nil {
+		ok, probe := up.Breaker.Allow(x.attemptStart)
 		if !ok {
-			up.m.denied[policy.ReasonBreaker].Inc()
+			up.M.Denied[policy.ReasonBreaker].Inc()
 			if x.attempt == 1 {
 				x.fail(policy.ReasonBreaker, "circuit breaker open")
 				return false
@@ -153,14 +157,14 @@ func (x *exchange) nextAttempt() bool {
 	return true
 }
 
-// afterAttempt judges the attempt that just ended: err is its transport
+// AfterAttempt judges the attempt that just ended: err is its transport
 // error, else resp holds its status and headers. It returns whether to
 // retry and after how long; when not, resp holds the answer for the client.
-func (x *exchange) afterAttempt(err error) (retry bool, wait time.Duration) {
+func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 	up, resp := x.up, x.resp
-	now := nowNanos()
-	up.m.attempts.Inc()
-	up.m.latency.Observe(float64(now-x.attemptStart) / 1e9)
+	now := NowNanos()
+	up.M.Attempts.Inc()
+	up.M.Latency.Observe(float64(now-x.attemptStart) / 1e9)
 	o := policy.Outcome{
 		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
 		Retryable: x.retryable, Remaining: time.Duration(x.deadline - now),
@@ -171,29 +175,29 @@ func (x *exchange) afterAttempt(err error) (retry bool, wait time.Duration) {
 	} else {
 		x.lastErr, x.lastCond = nil, policy.CondNone
 		o.Status = resp.StatusCode()
-		seen := scanResponseHeaders(&resp.Header)
+		seen := ScanResponseHeaders(&resp.Header)
 		o.ExhaustedResp = seen&seenExhausted != 0 && len(resp.Header.Peek(policy.HeaderExhausted)) > 0
 		if (o.Status == 429 || o.Status == 503) && seen&seenRetryAfter != 0 {
 			o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
 		}
 	}
-	if up.breaker != nil {
+	if up.Breaker != nil {
 		if err != nil || o.Status >= 500 {
-			up.breaker.Failure(now, x.probe)
+			up.Breaker.Failure(now, x.probe)
 		} else {
-			up.breaker.Success(now, x.probe)
+			up.Breaker.Success(now, x.probe)
 		}
 	}
-	d := x.p.pol.Decide(&o, up.budget, up.breaker, now)
+	d := x.f.pol.Decide(&o, up.Budget, up.Breaker, now)
 	if d.Retry {
-		up.m.retries.Inc()
+		up.M.Retries.Inc()
 		x.attemptStart = now
 		return true, d.Wait
 	}
 	if d.Reason != policy.ReasonNone {
-		up.m.denied[d.Reason].Inc()
+		up.M.Denied[d.Reason].Inc()
 	}
-	if !x.p.pol.Failed(&o) && err == nil {
+	if !x.f.pol.Failed(&o) && err == nil {
 		// Success or a non-retryable answer: pass it on as is.
 		x.finish()
 		return false, 0
@@ -202,14 +206,23 @@ func (x *exchange) afterAttempt(err error) (retry bool, wait time.Duration) {
 	return false, 0
 }
 
-// waited restarts the attempt clock after a backoff.
-func (x *exchange) waited() { x.attemptStart = nowNanos() }
+// Waited restarts the attempt clock after a backoff.
+func (x *Exchange) Waited() { x.attemptStart = NowNanos() }
 
-// end closes the call's accounting; safe to call more than once and on an
+// Upstream is the upstream the call goes to (the catch-all for a host no
+// --upstreams entry names).
+func (x *Exchange) Upstream() *Upstream { return x.up }
+
+// UpstreamAnswer reports whether the answer in resp is an upstream's, to be
+// written as it came: with no Date or Content-Type of the proxy's own (the
+// answers the proxy makes carry its Date, as fasthttp's server writes them).
+func (x *Exchange) UpstreamAnswer() bool { return x.upstreamAnswer }
+
+// End closes the call's accounting; safe to call more than once and on an
 // exchange that never began.
-func (x *exchange) end() {
+func (x *Exchange) End() {
 	if x.counted {
-		x.p.m.inFlight.Add(-1)
+		x.f.M.InFlight.Add(-1)
 		x.counted = false
 	}
 }
@@ -217,23 +230,27 @@ func (x *exchange) end() {
 // finish cleans the upstream response and counts it. The answer passes on
 // the upstream's Date and Content-Type as they were (none stays none); only
 // the proxy's own answers (giveUp without a response, fail) carry its Date.
-func (x *exchange) finish() {
+// No default Content-Type is set here; the Date is the engine's business
+// (UpstreamAnswer): fasthttp's parser and client clear the server's
+// NoDefaultDate on a header they fill, and no setter is exported.
+func (x *Exchange) finish() {
 	resp := x.resp
-	setServerDefaults(&resp.Header)
+	x.upstreamAnswer = true
+	resp.Header.SetNoDefaultContentType(true)
 	stripResponseHopByHop(&resp.Header, x.sc)
 	resp.Header.ResetConnectionClose()
 	// "A failed response" is any the client may want to retry: a 5xx, a 429 (Too Many
 	// Requests asks for exactly that) or a status --retry-on names.
-	if st := resp.StatusCode(); x.generated && (st >= 500 || st == fasthttp.StatusTooManyRequests || x.p.pol.RetryOn.Status(st)) {
+	if st := resp.StatusCode(); x.generated && (st >= 500 || st == fasthttp.StatusTooManyRequests || x.f.pol.RetryOn.Status(st)) {
 		resp.Header.SetBytesV(headerIdempotencyKey, x.key)
 	}
-	x.up.m.code(resp.StatusCode())
+	x.up.M.Code(resp.StatusCode())
 }
 
 // giveUp ends a call whose last attempt failed: the last upstream response
 // marked Retrycap-Exhausted when the reason is one of the four, or a 5xx
 // made by the proxy when there was no response.
-func (x *exchange) giveUp(reason policy.Reason, attempts int, err error, cond policy.Condition) {
+func (x *Exchange) giveUp(reason policy.Reason, attempts int, err error, cond policy.Condition) {
 	resp := x.resp
 	if err == nil {
 		if reason.Exhausts() {
@@ -249,13 +266,14 @@ func (x *exchange) giveUp(reason policy.Reason, attempts int, err error, cond po
 			status = fasthttp.StatusGatewayTimeout
 		}
 	}
+	x.upstreamAnswer = false
 	resp.Reset()
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType("text/plain; charset=utf-8")
 	if reason.Exhausts() {
 		resp.Header.Set(policy.HeaderExhausted, reason.String())
 	}
-	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", x.up.name, attempts, cond, err)
+	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", x.up.Name, attempts, cond, err)
 	if reason != policy.ReasonNone {
 		msg += "; not retried: " + reason.String()
 	}
@@ -263,16 +281,17 @@ func (x *exchange) giveUp(reason policy.Reason, attempts int, err error, cond po
 	if x.generated {
 		resp.Header.SetBytesV(headerIdempotencyKey, x.key)
 	}
-	x.up.m.code(status)
+	x.up.M.Code(status)
 }
 
 // fail answers with the proxy's own 503 before any attempt was made.
-func (x *exchange) fail(reason policy.Reason, why string) {
+func (x *Exchange) fail(reason policy.Reason, why string) {
 	resp := x.resp
+	x.upstreamAnswer = false
 	resp.Reset()
 	resp.SetStatusCode(fasthttp.StatusServiceUnavailable)
 	resp.Header.SetContentType("text/plain; charset=utf-8")
 	resp.Header.Set(policy.HeaderExhausted, reason.String())
-	resp.SetBodyString("retrycap-proxy: upstream " + x.up.name + ": " + why + "\n")
-	x.up.m.code(fasthttp.StatusServiceUnavailable)
+	resp.SetBodyString("retrycap-proxy: upstream " + x.up.Name + ": " + why + "\n")
+	x.up.M.Code(fasthttp.StatusServiceUnavailable)
 }

@@ -1,4 +1,4 @@
-package proxy
+package goroutine
 
 import (
 	"bufio"
@@ -7,20 +7,22 @@ import (
 	"sync"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
 )
 
 // connect tunnels a CONNECT request: bytes both ways, never retried.
-func (p *Proxy) connect(ctx *fasthttp.RequestCtx) {
+func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 	target := string(ctx.Request.Header.RequestURI())
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		ctx.Error("retrycap-proxy: CONNECT target must be HOST:PORT", fasthttp.StatusBadRequest)
 		return
 	}
-	addr := p.resolveAddr(target)
-	p.m.tunnels.WithLabelValues("connect").Inc()
+	addr := e.f.ResolveAddr(target)
+	e.f.M.Tunnels.WithLabelValues("connect").Inc()
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
-		up, err := net.DialTimeout("tcp", addr, p.cfg.PerTryTimeout)
+		up, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
 		if err != nil {
 			_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 			return
@@ -35,17 +37,17 @@ func (p *Proxy) connect(ctx *fasthttp.RequestCtx) {
 
 // upgrade passes an Upgrade request (websocket, h2c) through untouched:
 // the request head goes to the upstream once, then bytes flow both ways.
-func (p *Proxy) upgrade(ctx *fasthttp.RequestCtx, up *upstream, hostPort []byte) {
+func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPort []byte) {
 	addr := string(hostPort)
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, "80")
 	}
 	if up != nil {
-		if r, ok := p.cfg.Resolve[up.name]; ok {
+		if r, ok := e.f.Cfg.Resolve[up.Name]; ok {
 			addr = r
 		}
 	}
-	addr = p.resolveAddr(addr)
+	addr = e.f.ResolveAddr(addr)
 	// Serialise the head in origin-form before the request is recycled.
 	req := &ctx.Request
 	req.Header.Del("Proxy-Connection")
@@ -57,10 +59,10 @@ func (p *Proxy) upgrade(ctx *fasthttp.RequestCtx, up *upstream, hostPort []byte)
 	}
 	head := append([]byte(nil), req.Header.Header()...)
 	body := append([]byte(nil), req.Body()...)
-	p.m.tunnels.WithLabelValues("upgrade").Inc()
+	e.f.M.Tunnels.WithLabelValues("upgrade").Inc()
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
-		u, err := net.DialTimeout("tcp", addr, p.cfg.PerTryTimeout)
+		u, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
 		if err != nil {
 			_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 			return
