@@ -177,14 +177,14 @@ func Reads(apiVersion, kind string) bool {
 }
 
 var kinds = map[string]bool{
-	"/Namespace":                             true,
-	"/Service":                               true,
-	"/ConfigMap":                             true,
-	GroupIstio + "/VirtualService":           true,
-	GroupGateway + "/HTTPRoute":              true,
-	GroupGateway + "/GRPCRoute":              true,
-	GroupLinkerdPol + "/HTTPRoute":           true,
-	GroupLinkerd + "/ServiceProfile":         true,
+	"/Namespace":                                true,
+	"/Service":                                  true,
+	"/ConfigMap":                                true,
+	GroupIstio + "/VirtualService":              true,
+	GroupGateway + "/HTTPRoute":                 true,
+	GroupGateway + "/GRPCRoute":                 true,
+	GroupLinkerdPol + "/HTTPRoute":              true,
+	GroupLinkerd + "/ServiceProfile":            true,
 	GroupEnvoyGateway + "/BackendTrafficPolicy": true,
 }
 

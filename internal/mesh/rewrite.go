@@ -25,8 +25,8 @@ type Rewrite struct {
 	check  bool  // the field must hold old
 	absent bool  // the field must be unset
 	old    any
-	value   any  // new value: int64 or string
-	remove  bool // Linkerd to 1 try: remove the retry.linkerd.io annotations
+	value  any  // new value: int64 or string
+	remove bool // Linkerd to 1 try: remove the retry.linkerd.io annotations
 }
 
 // PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
