@@ -61,7 +61,7 @@ func TestAddPaths(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
 		"metadata": map[string]any{"name": "ratings", "namespace": "bookinfo"},
-		"spec": map[string]any{"hosts": []any{"ratings"}, "http": []any{map[string]any{"retries": map[string]any{"attempts": int64(3)}}}},
+		"spec":     map[string]any{"hosts": []any{"ratings"}, "http": []any{map[string]any{"retries": map[string]any{"attempts": int64(3)}}}},
 	}}
 	if ok, err := s.AddUnstructured(u); !ok || err != nil {
 		t.Fatalf("AddUnstructured: %v, %v", ok, err)
