@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,9 +47,9 @@ func TestSchemaHasTheFieldsRead(t *testing.T) {
 			"spec.hosts:array", "spec.gateways:array", "spec.exportTo:array", "spec.http[].match[].gateways:array",
 			"spec.http[].retries:object", "spec.http[].retries.attempts:integer"}},
 		{istio, "networking.istio.io", "VirtualService", "v1alpha3", []string{"spec.http[].retries.attempts:integer"}},
-		{exp, "gateway.networking.k8s.io", "HTTPRoute", "v1", append(routeFields, "spec.rules[].retry:object", "spec.rules[].retry.attempts:integer")},
-		{std, "gateway.networking.k8s.io", "HTTPRoute", "v1", append(routeFields, "spec.rules[].retry:absent")},
-		{exp, "gateway.networking.k8s.io", "GRPCRoute", "v1", append(routeFields, "spec.rules[].retry:absent")},
+		{exp, "gateway.networking.k8s.io", "HTTPRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:object", "spec.rules[].retry.attempts:integer"})},
+		{std, "gateway.networking.k8s.io", "HTTPRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
+		{exp, "gateway.networking.k8s.io", "GRPCRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
 		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer"},
 			"spec.targetRef.group:string", "spec.targetRef.kind:string", "spec.targetRef.name:string"),
 			"spec.targetRefs[].group:string", "spec.targetRefs[].kind:string", "spec.targetRefs[].name:string")},
