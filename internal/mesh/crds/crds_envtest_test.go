@@ -128,9 +128,9 @@ func TestRealCRDs(t *testing.T) {
 		gvk  schema.GroupVersionKind
 		name string
 	}{
-		{gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), "reviews"},
-		{gatewayv1.SchemeGroupVersion.WithKind("GRPCRoute"), "details"},
-		{gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute"), "web"},
+		{schema.GroupVersionKind{Group: gatewayv1.GroupVersion.Group, Version: gatewayv1.GroupVersion.Version, Kind: "HTTPRoute"}, "reviews"},
+		{schema.GroupVersionKind{Group: gatewayv1.GroupVersion.Group, Version: gatewayv1.GroupVersion.Version, Kind: "GRPCRoute"}, "details"},
+		{schema.GroupVersionKind{Group: gatewayv1.GroupVersion.Group, Version: gatewayv1.GroupVersion.Version, Kind: "HTTPRoute"}, "web"},
 		{schema.GroupVersionKind{Group: "gateway.envoyproxy.io", Version: "v1alpha1", Kind: "BackendTrafficPolicy"}, "web-retry"},
 	} {
 		u := &unstructured.Unstructured{}
