@@ -84,7 +84,8 @@ type Set struct {
 	opts            Options
 	namespaces      map[string]objectMeta
 	services        map[ServiceRef]objectMeta
-	meshDefault     *meshDefault
+	meshConfig      bool         // the ConfigMap istio-system/istio was added
+	meshDefault     *meshDefault // its defaultHttpRetryPolicy, when it has one
 	virtualServices map[string]*virtualService
 	routes          map[string]*route
 	profiles        map[string]header
@@ -117,7 +118,7 @@ func (s *Set) Counts() map[string]int {
 	}
 	add("Namespace", len(s.namespaces))
 	add("Service", len(s.services))
-	if s.meshDefault != nil {
+	if s.meshConfig {
 		add("ConfigMap", 1)
 	}
 	add("VirtualService", len(s.virtualServices))

@@ -213,6 +213,11 @@ func TestEdge(t *testing.T) {
 				Note: "Istio default from ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: 4, no VirtualService binds reviews"}}},
 		},
 		{
+			name: "MeshConfig without defaultHttpRetryPolicy: Istio's 2 retries", caller: caller("bookinfo"), callee: "reviews",
+			docs: nsIstio + "\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    accessLogFile: /dev/stdout\n",
+			want: Edge{Layers: []Layer{{Kind: Istio, Tries: 3, Default: true, Note: istioNoVS + "reviews"}}},
+		},
+		{
 			name: "MeshConfig default also fills a binding route without retries", caller: caller("bookinfo"), callee: "reviews",
 			docs: nsIstio + "\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultHttpRetryPolicy: {attempts: 0}\n" +
 				"\n---\n" + vs("bookinfo", "reviews", "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}}]"),

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -209,28 +210,45 @@ func (s *Set) AddUnstructured(u *unstructured.Unstructured) (bool, error) {
 }
 
 // AddObject adds a typed object (corev1.Service, a Gateway API HTTPRoute, an Istio
-// VirtualService, ...). Its TypeMeta must be set, as in a manifest; objects from a
-// controller-runtime cache have it empty: set it from the scheme (apiutil.GVKForObject) first.
+// VirtualService, ...). Its TypeMeta must be set, as in a manifest, except for the core kinds
+// (Namespace, Service, ConfigMap), which are recognised by their Go type: objects from a
+// controller-runtime cache have TypeMeta empty (set it from the scheme with apiutil.GVKForObject
+// on a copy for the other kinds). obj is not modified.
 func (s *Set) AddObject(obj runtime.Object) (bool, error) {
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	if gvk.Kind == "" {
-		return false, fmt.Errorf("adding a %T: its apiVersion and kind are not set", obj)
+	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	if kind == "" {
+		switch obj.(type) {
+		case *corev1.Namespace:
+			apiVersion, kind = "v1", "Namespace"
+		case *corev1.Service:
+			apiVersion, kind = "v1", "Service"
+		case *corev1.ConfigMap:
+			apiVersion, kind = "v1", "ConfigMap"
+		default:
+			return false, fmt.Errorf("adding a %T: its apiVersion and kind are not set", obj)
+		}
 	}
 	js, err := json.Marshal(obj)
 	if err != nil {
-		return false, fmt.Errorf("encoding %s: %w", gvk.Kind, err)
+		return false, fmt.Errorf("encoding %s: %w", kind, err)
 	}
-	return s.AddJSON(js)
+	return s.add(js, apiVersion, kind)
 }
 
 // AddJSON adds one object given as JSON. Adding an object a second time (same kind, namespace
 // and name) replaces it: the gate adds the incoming version of an object over the cluster's.
 // An object with an invalid retry field is not added; the error names the object, the field and
 // the value.
-func (s *Set) AddJSON(data []byte) (bool, error) {
+func (s *Set) AddJSON(data []byte) (bool, error) { return s.add(data, "", "") }
+
+// add adds data, with apiVersion and kind when the JSON lacks them.
+func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 	var h header
 	if err := json.Unmarshal(data, &h); err != nil {
 		return false, fmt.Errorf("decoding an object: %w", err)
+	}
+	if h.Kind == "" {
+		h.APIVersion, h.Kind = apiVersion, kind
 	}
 	if !Reads(h.APIVersion, h.Kind) {
 		return false, nil
@@ -267,11 +285,12 @@ func (s *Set) AddJSON(data []byte) (bool, error) {
 		if err := decode(&cm); err != nil {
 			return false, err
 		}
+		cm.header = h
 		d, err := parseMeshConfig(cm)
 		if err != nil {
 			return false, err
 		}
-		s.meshDefault = d
+		s.meshConfig, s.meshDefault = true, d
 	case GroupIstio + "/VirtualService":
 		vs := &virtualService{}
 		if err := decode(vs); err != nil {
@@ -329,9 +348,9 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		_, ok = s.services[r]
 		delete(s.services, r)
 	case "/ConfigMap":
-		ok = namespace == IstioConfigNamespace && name == IstioConfigName && s.meshDefault != nil
+		ok = namespace == IstioConfigNamespace && name == IstioConfigName && s.meshConfig
 		if ok {
-			s.meshDefault = nil
+			s.meshConfig, s.meshDefault = false, nil
 		}
 	default:
 		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies)} {

@@ -55,8 +55,16 @@ func TestAddPaths(t *testing.T) {
 	if ok, err := s.AddObject(ns); !ok || err != nil {
 		t.Fatalf("AddObject(Namespace): %v, %v", ok, err)
 	}
-	if _, err := s.AddObject(&corev1.Service{}); err == nil || err.Error() != "adding a *v1.Service: its apiVersion and kind are not set" {
+	if _, err := s.AddObject(&corev1.Endpoints{}); err == nil || err.Error() != "adding a *v1.Endpoints: its apiVersion and kind are not set" {
 		t.Errorf("AddObject without TypeMeta: %v", err)
+	}
+	// A Service from a cache: no TypeMeta, recognised by its Go type.
+	cached := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "emoji-svc", Namespace: "bookinfo", Annotations: map[string]string{LinkerdRetryLimit: "4"}}}
+	if ok, err := s.AddObject(cached); !ok || err != nil || cached.Kind != "" {
+		t.Fatalf("AddObject(cached Service): %v, %v, kind %q", ok, err, cached.Kind)
+	}
+	if got := s.Edge(Caller{Namespace: "bookinfo", Annotations: map[string]string{LinkerdInject: "enabled", IstioInjectAnnotation: "false"}}, "emoji-svc").Tries(); got != 5 {
+		t.Errorf("Linkerd tries from the cached Service %d, want 5", got)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
@@ -78,7 +86,7 @@ func TestAddPaths(t *testing.T) {
 	if got := s.Edge(c, "ratings").Tries(); got != 2 {
 		t.Errorf("after replacing: tries %d, want 2", got)
 	}
-	if want := map[string]int{"Namespace": 1, "VirtualService": 1}; !reflect.DeepEqual(s.Counts(), want) {
+	if want := map[string]int{"Namespace": 1, "Service": 1, "VirtualService": 1}; !reflect.DeepEqual(s.Counts(), want) {
 		t.Errorf("Counts() = %v, want %v", s.Counts(), want)
 	}
 	if !s.Remove(GroupIstio, "VirtualService", "bookinfo", "ratings") {
