@@ -108,6 +108,33 @@ func NewSet(opts Options) *Set {
 	}
 }
 
+// Clone returns a Set with the same objects, for a judge that adds an incoming version of an
+// object over the cluster's without changing the shared Set. The objects are shared, not copied:
+// Sets never modify an object once added.
+func (s *Set) Clone() *Set {
+	c := NewSet(s.opts)
+	for k, v := range s.namespaces {
+		c.namespaces[k] = v
+	}
+	for k, v := range s.services {
+		c.services[k] = v
+	}
+	for k, v := range s.virtualServices {
+		c.virtualServices[k] = v
+	}
+	for k, v := range s.routes {
+		c.routes[k] = v
+	}
+	for k, v := range s.profiles {
+		c.profiles[k] = v
+	}
+	for k, v := range s.policies {
+		c.policies[k] = v
+	}
+	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
+	return c
+}
+
 // Counts is how many objects of each kind the Set holds ("VirtualService": 2), for reports.
 func (s *Set) Counts() map[string]int {
 	c := map[string]int{}
@@ -290,6 +317,9 @@ func (vs *virtualService) exportedTo(ns string) bool {
 // sidecar.istio.io/inject "true"/"false" first, else its namespace's istio-injection=enabled or
 // istio.io/rev label.
 func (s *Set) InIstio(c Caller) bool {
+	if s == nil {
+		return false
+	}
 	for _, m := range []map[string]string{c.Annotations, c.Labels} {
 		switch m[IstioInjectAnnotation] {
 		case "true":
@@ -309,6 +339,9 @@ func (s *Set) InIstio(c Caller) bool {
 // InLinkerd reports whether the caller runs a Linkerd proxy: linkerd.io/inject "enabled" on its
 // pod template, else on its namespace ("disabled" on the pod template opts out).
 func (s *Set) InLinkerd(c Caller) bool {
+	if s == nil {
+		return false
+	}
 	if v, ok := c.Annotations[LinkerdInject]; ok {
 		return v == "enabled"
 	}
@@ -318,7 +351,11 @@ func (s *Set) InLinkerd(c Caller) bool {
 // Edge returns the layers the caller's mesh adds to its calls to callee (the graph's name in the
 // caller's namespace view: "ratings", "ratings.other", or a longer in-cluster form). A caller in
 // no mesh gets none; an external host gets a layer only from a VirtualService that names it.
+// A nil Set has no layers.
 func (s *Set) Edge(c Caller, callee string) Edge {
+	if s == nil {
+		return Edge{}
+	}
 	x := s.index()
 	ref, inCluster := resolve(callee, c.Namespace)
 	istio, linkerd := s.InIstio(c), s.InLinkerd(c)
@@ -555,6 +592,9 @@ func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
 // Backends lists the Services that a Gateway API route with a Gateway parentRef routes to: the
 // north-south entrypoints, sorted.
 func (s *Set) Backends() []ServiceRef {
+	if s == nil {
+		return nil
+	}
 	x := s.index()
 	out := make([]ServiceRef, 0, len(x.gatewayRoutes))
 	for r := range x.gatewayRoutes {
@@ -569,6 +609,9 @@ func (s *Set) Backends() []ServiceRef {
 // retry takes an Envoy Gateway BackendTrafficPolicy targeting the route, else one targeting its
 // Gateway; none: 1 try. A Service no such route reaches gets no layer.
 func (s *Set) Entry(v ServiceRef) Edge {
+	if s == nil {
+		return Edge{}
+	}
 	x := s.index()
 	var best Layer
 	for _, r := range x.gatewayRoutes[v] {

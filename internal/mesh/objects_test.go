@@ -114,3 +114,22 @@ func TestReads(t *testing.T) {
 		}
 	}
 }
+
+func TestNilAndClone(t *testing.T) {
+	var none *Set
+	c := caller("bookinfo")
+	if e := none.Edge(c, "ratings"); !reflect.DeepEqual(e, Edge{}) || e.Tries() != 1 {
+		t.Errorf("nil Set Edge = %#v", e)
+	}
+	if none.Backends() != nil || !reflect.DeepEqual(none.Entry(ServiceRef{"a", "b"}), Edge{}) {
+		t.Error("nil Set has north-south layers")
+	}
+	base := set(t, Options{}, nsIstio+"\n---\n"+vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3}"))
+	judged := base.Clone()
+	if _, err := judged.AddManifest([]byte(vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 7}"))); err != nil {
+		t.Fatal(err)
+	}
+	if b, j := base.Edge(c, "ratings").Tries(), judged.Edge(c, "ratings").Tries(); b != 4 || j != 8 {
+		t.Errorf("base %d (want 4), clone with the incoming object %d (want 8)", b, j)
+	}
+}
