@@ -55,7 +55,7 @@ func TestAddPaths(t *testing.T) {
 	if ok, err := s.AddObject(ns); !ok || err != nil {
 		t.Fatalf("AddObject(Namespace): %v, %v", ok, err)
 	}
-	if _, err := s.AddObject(&corev1.Endpoints{}); err == nil || err.Error() != "adding a *v1.Endpoints: its apiVersion and kind are not set" {
+	if _, err := s.AddObject(&corev1.Pod{}); err == nil || err.Error() != "adding a *v1.Pod: its apiVersion and kind are not set" {
 		t.Errorf("AddObject without TypeMeta: %v", err)
 	}
 	// A Service from a cache: no TypeMeta, recognised by its Go type.
