@@ -24,9 +24,11 @@ type Rewrite struct {
 	path   []any // keys (string) and indexes (int) of FieldPath
 	check  bool  // the field must hold old
 	absent bool  // the field must be unset
-	old    any
-	value  any  // new value: int64 or string
-	remove bool // Linkerd to 1 try: remove the retry.linkerd.io annotations
+	// blockExists: the field's parent exists (retry: {} without attempts), not only the field.
+	blockExists bool
+	old         any
+	value       any  // new value: int64 or string
+	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations
 }
 
 // PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
@@ -67,6 +69,8 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	} else {
 		if strings.HasSuffix(r.FieldPath, ".retries") || strings.HasSuffix(r.FieldPath, ".retry") {
 			r.FieldPath += ".attempts"
+		} else {
+			r.blockExists = true
 		}
 		r.check, r.absent = !l.Default, l.Default
 		if r.check {
@@ -125,6 +129,59 @@ func (r *Rewrite) Patch(obj []byte) ([]byte, error) {
 		return nil, fmt.Errorf("diffing %s: %w", r.Object, err)
 	}
 	return json.Marshal(ops)
+}
+
+// StaticPatch is the patch that needs no copy of the object, for `kubectl patch --type TYPE -p
+// PATCH` and a client's RawPatch: an RFC 6902 JSON patch ("json"), with a test of the value the
+// layer was computed from where there was one, or, for Linkerd's annotations, a JSON merge patch
+// ("merge"). Apply and Patch, given the object, check it and diff it instead.
+func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
+	if len(r.path) == 3 && r.path[0] == "metadata" && r.path[1] == "annotations" {
+		ann := map[string]any{}
+		if r.remove {
+			for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
+				ann[k] = nil
+			}
+		} else {
+			ann[r.path[2].(string)] = r.value
+		}
+		data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+		return "merge", data
+	}
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	var ops []op
+	ptr := pointer(r.path)
+	switch {
+	case r.check:
+		ops = []op{{"test", ptr, r.old}, {"replace", ptr, r.value}}
+	default:
+		// The block may be missing too: add it whole ("spec.http[1].retries" was unset).
+		ops = []op{{"add", pointer(r.path[:len(r.path)-1]), map[string]any{r.path[len(r.path)-1].(string): r.value}}}
+		if r.blockExists {
+			ops = []op{{"add", ptr, r.value}}
+		}
+	}
+	data, _ := json.Marshal(ops)
+	return "json", data
+}
+
+// pointer is the RFC 6901 JSON pointer of a path.
+func pointer(path []any) string {
+	var b strings.Builder
+	for _, t := range path {
+		b.WriteByte('/')
+		switch t := t.(type) {
+		case int:
+			b.WriteString(strconv.Itoa(t))
+		case string:
+			b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+		}
+	}
+	return b.String()
 }
 
 // walk returns the map that holds the last key of the path, creating missing maps on the way.

@@ -15,7 +15,7 @@ func TestPlanRewrite(t *testing.T) {
 		object     string // YAML
 		suggestion string
 		patch      string
-		after      string // a substring of the rewritten object's JSON
+		static     string // "type patch"
 	}{
 		{
 			name:  "VirtualService attempts 3 -> 0",
@@ -23,6 +23,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3, perTryTimeout: 2s}"),
 			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 0",
 			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0}]`,
+			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":3},{"op":"replace","path":"/spec/http/0/retries/attempts","value":0}]`,
 		},
 		{
 			name:  "a binding route without retries gets a retries block",
@@ -30,6 +31,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 2, object: vs("bookinfo", "reviews", "  hosts: [reviews]\n  http:\n  - retries: {attempts: 0}\n  - route: [{destination: {host: reviews}}]"),
 			suggestion: "VirtualService bookinfo/reviews spec.http[1].retries.attempts: unset (2) -> 1",
 			patch:      `[{"op":"add","path":"/spec/http/1/retries","value":{"attempts":1}}]`,
+			static:     `json [{"op":"add","path":"/spec/http/1/retries","value":{"attempts":1}}]`,
 		},
 		{
 			name:  "HTTPRoute retry {} gets attempts",
@@ -37,6 +39,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 1, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "", "  rules: [{retry: {}}]"),
 			suggestion: "HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts: unset (2) -> 0",
 			patch:      `[{"op":"add","path":"/spec/rules/0/retry/attempts","value":0}]`,
+			static:     `json [{"op":"add","path":"/spec/rules/0/retry/attempts","value":0}]`,
 		},
 		{
 			name:  "BackendTrafficPolicy numRetries 5 -> 1",
@@ -44,6 +47,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 2, object: btp("shop", "p", "{kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
 			suggestion: "BackendTrafficPolicy shop/p spec.retry.numRetries: 5 -> 1",
 			patch:      `[{"op":"replace","path":"/spec/retry/numRetries","value":1}]`,
+			static:     `json [{"op":"test","path":"/spec/retry/numRetries","value":5},{"op":"replace","path":"/spec/retry/numRetries","value":1}]`,
 		},
 		{
 			name:  `Linkerd limit "2" -> "1"`,
@@ -51,6 +55,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 2, object: svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "2"`),
 			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "2" -> "1"`,
 			patch:      `[{"op":"replace","path":"/metadata/annotations/retry.linkerd.io~1limit","value":"1"}]`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/limit":"1"}}}`,
 		},
 		{
 			name:  "Linkerd to 1 try removes the retry annotations",
@@ -58,6 +63,7 @@ func TestPlanRewrite(t *testing.T) {
 			tries: 1, object: svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    other: kept"),
 			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: unset (1) -> removed, with retry.linkerd.io/http and retry.linkerd.io/grpc`,
 			patch:      `[{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1http"}]`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null}}}`,
 		},
 	}
 	for _, tc := range cases {
@@ -79,6 +85,9 @@ func TestPlanRewrite(t *testing.T) {
 			}
 			if string(patch) != tc.patch {
 				t.Errorf("Patch = %s, want %s", patch, tc.patch)
+			}
+			if typ, p := rw.StaticPatch(); typ+" "+string(p) != tc.static {
+				t.Errorf("StaticPatch = %s %s, want %s", typ, p, tc.static)
 			}
 		})
 	}
