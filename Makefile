@@ -77,7 +77,7 @@ test: verify-fmt verify-generated vet lint kube-bins helm-bin ## Run every check
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane.
-	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /internal/controller -e /internal/webhook -e /test/e2e)
+	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /internal/controller -e /internal/webhook -e /internal/mesh/crds -e /test/e2e)
 
 .PHONY: test-e2e
 test-e2e: kube-bins ## Run the end-to-end tests (real API server, manager, kubectl).
