@@ -17,13 +17,10 @@ const (
 // Real service graphs (tens of entrypoints, hundreds of services) are far below it.
 const MaxLoadWork = 1 << 17
 
-// ServiceLoad is a number of requests at one service: what one request at Entrypoint causes there.
+// ServiceLoad is a number of requests at one service.
 type ServiceLoad struct {
 	Service  string `json:"service"`
 	Requests int64  `json:"requests"`
-	// Entrypoint is the entrypoint whose one request causes Requests at Service ("" when the
-	// graph has no entrypoint).
-	Entrypoint string `json:"entrypoint,omitempty"`
 }
 
 // Chain is the worst path from one entrypoint.
@@ -66,9 +63,12 @@ type Analysis struct {
 	// from the entrypoint makes the load of its services (and all below) saturate: a request can
 	// go round it without end. See LoadIsBound.
 	WorstCaseLoad ServiceLoad
+	// LoadEntrypoint is the entrypoint one request at which causes WorstCaseLoad ("" when there
+	// is none, or LoadIsBound).
+	LoadEntrypoint string
 	// LoadIsBound is true when the graph has so many entrypoints that a pass per entrypoint
 	// would cost more than MaxLoadWork edge visits: WorstCaseLoad is then the load of one request
-	// at every entrypoint at once (Entrypoint ""), an upper bound of the per-entrypoint figure.
+	// at every entrypoint at once (LoadEntrypoint ""), an upper bound of the per-entrypoint figure.
 	LoadIsBound bool
 	// Entrypoints are the effective entrypoints: the explicit ones, else the defaults.
 	Entrypoints []Entrypoint
@@ -168,7 +168,7 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	} else {
 		c.forward(true)
 	}
-	a.WorstCaseLoad, a.LoadIsBound = c.worstLoad()
+	a.WorstCaseLoad, a.LoadEntrypoint, a.LoadIsBound = c.worstLoad()
 	if !a.Bounded {
 		a.Amplification = Saturated
 		cyc := c.retryCycle(c.retryComp)
@@ -201,13 +201,13 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 // entrypoint causes at one service. With one entrypoint the forward pass's loads are that
 // entrypoint's; with several, each gets its own pass over what it reaches. h, pred and the
 // forward pass's loads must be final.
-func (c *core) worstLoad() (ServiceLoad, bool) {
+func (c *core) worstLoad() (ServiceLoad, string, bool) {
 	names := c.g.names
 	var best ServiceLoad
 	// Ties: the service named first (lowest id), then the entrypoint listed first: the
 	// entrypoints are visited in order and a later one must be strictly larger, or equal at a
 	// service named earlier.
-	bestV := int32(-1)
+	bestV, bestE := int32(-1), int32(-1)
 	better := func(l int64, v int32, _ int32) bool {
 		if l != best.Requests {
 			return l > best.Requests
@@ -215,20 +215,20 @@ func (c *core) worstLoad() (ServiceLoad, bool) {
 		return v < bestV
 	}
 	if len(c.ents) == 0 {
-		return best, false
+		return best, "", false
 	}
 	bound := int64(len(c.ents))*int64(c.n+len(c.adj.to)) > MaxLoadWork
 	if len(c.ents) == 1 || bound {
 		en := c.ents[0].node
 		for v := range c.v {
 			if l := c.v[v].load; l > 0 && (best.Service == "" || better(l, int32(v), en)) {
-				best, bestV = ServiceLoad{Service: names[v], Requests: l, Entrypoint: names[en]}, int32(v)
+				best, bestV = ServiceLoad{Service: names[v], Requests: l}, int32(v)
 			}
 		}
 		if bound {
-			best.Entrypoint = ""
+			return best, "", true
 		}
-		return best, bound
+		return best, names[en], false
 	}
 	pos := make([]int32, c.n) // node -> index in c.order
 	for i, v := range c.order {
@@ -280,11 +280,11 @@ func (c *core) worstLoad() (ServiceLoad, bool) {
 		}
 		for v, l := range load {
 			if l > 0 && (best.Service == "" || better(l, int32(v), en.node)) {
-				best, bestV = ServiceLoad{Service: names[v], Requests: l, Entrypoint: names[en.node]}, int32(v)
+				best, bestV, bestE = ServiceLoad{Service: names[v], Requests: l}, int32(v), en.node
 			}
 		}
 	}
-	return best, false
+	return best, names[bestE], false
 }
 
 // countViolations is how many distinct paths the violations are drawn from (see Analyze): the

@@ -82,6 +82,7 @@ func TestPropertyAnalyzeMatchesBruteForce(t *testing.T) {
 		// Ties: the service named first, then the entrypoint listed first.
 		var best int64
 		var at ServiceLoad
+		var atEntry string
 		order := map[string]int{}
 		for j, s := range g.Services() {
 			order[s.Name] = j
@@ -90,12 +91,12 @@ func TestPropertyAnalyzeMatchesBruteForce(t *testing.T) {
 			_, load := brute(g, []Entrypoint{ep})
 			for s, l := range load {
 				if l > best || (l == best && order[s] < order[at.Service]) {
-					best, at = l, ServiceLoad{Service: s, Requests: l, Entrypoint: ep.Service}
+					best, at, atEntry = l, ServiceLoad{Service: s, Requests: l}, ep.Service
 				}
 			}
 		}
-		if a.WorstCaseLoad != at {
-			t.Fatalf("graph %d: load %+v, brute force %+v", i, a.WorstCaseLoad, at)
+		if a.WorstCaseLoad != at || a.LoadEntrypoint != atEntry || a.LoadIsBound {
+			t.Fatalf("graph %d: load %+v at %s, brute force %+v at %s", i, a.WorstCaseLoad, a.LoadEntrypoint, at, atEntry)
 		}
 		if len(a.WorstPath) > 0 {
 			f := []int64{a.Chains[0].ClientAttempts}
