@@ -21,5 +21,8 @@ func (r Reader) ReadKustomization(m *Manifests, dir string) []error {
 	if err != nil {
 		return []error{fmt.Errorf("-k %s: %w", dir, err)}
 	}
-	return r.read(m, dir+" (kustomize build)", bytes.NewReader(out))
+	return r.read(m, dir+kustomizeSuffix, bytes.NewReader(out))
 }
+
+// kustomizeSuffix names the output of a kustomization as a file.
+const kustomizeSuffix = " (kustomize build)"

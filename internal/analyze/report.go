@@ -18,7 +18,7 @@ type Report struct {
 	// Unchecked says why the run checked nothing, or not everything: no policy, a policy that
 	// selects no workload, a policy none of whose workloads declares upstreams. analyze exits 2
 	// when it is not empty.
-	Unchecked []string `json:"unchecked,omitempty"`
+	Unchecked []string       `json:"unchecked,omitempty"`
 	Policies  []PolicyReport `json:"policies"`
 	// WithinCap is true when every policy is bounded and within its cap.
 	WithinCap bool `json:"withinCap"`
@@ -28,31 +28,31 @@ type Report struct {
 
 // PolicyReport is one policy's analysis.
 type PolicyReport struct {
-	Namespace     string `json:"namespace"`
-	Name          string `json:"name"`
-	Cap           int64  `json:"cap"`
-	Enforcement   string `json:"enforcement"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Cap         int64  `json:"cap"`
+	Enforcement string `json:"enforcement"`
 	// Workloads is how many workloads the policy selects; WithUpstreams how many of them
 	// declare retrycap.dev/upstreams.
-	Workloads     int    `json:"workloads"`
-	WithUpstreams int    `json:"withUpstreams"`
-	Services      int    `json:"services"`
-	Edges         int    `json:"edges"`
-	Amplification int64  `json:"amplification"`
-	Bounded       bool   `json:"bounded"`
-	WithinCap     bool   `json:"withinCap"`
+	Workloads     int   `json:"workloads"`
+	WithUpstreams int   `json:"withUpstreams"`
+	Services      int   `json:"services"`
+	Edges         int   `json:"edges"`
+	Amplification int64 `json:"amplification"`
+	Bounded       bool  `json:"bounded"`
+	WithinCap     bool  `json:"withinCap"`
 	// WorstPath and WorstPathFactors (client attempts, then each edge's attempts).
-	WorstPath        []string           `json:"worstPath"`
-	WorstPathFactors []int64            `json:"worstPathFactors"`
+	WorstPath        []string `json:"worstPath"`
+	WorstPathFactors []int64  `json:"worstPathFactors"`
 	// WorstCaseLoad is per request at one entrypoint (LoadEntrypoint), the largest; never a sum
 	// over entrypoints unless LoadIsBound.
-	WorstCaseLoad    graph.ServiceLoad  `json:"worstCaseLoad"`
-	LoadEntrypoint   string             `json:"loadEntrypoint,omitempty"`
-	LoadIsBound      bool               `json:"loadIsBound,omitempty"`
-	Entrypoints      []graph.Entrypoint `json:"entrypoints"`
-	Chains           []graph.Chain      `json:"chains"`
-	Cycle            []string           `json:"cycle,omitempty"`
-	Violations       []graph.Violation  `json:"violations"`
+	WorstCaseLoad  graph.ServiceLoad  `json:"worstCaseLoad"`
+	LoadEntrypoint string             `json:"loadEntrypoint,omitempty"`
+	LoadIsBound    bool               `json:"loadIsBound,omitempty"`
+	Entrypoints    []graph.Entrypoint `json:"entrypoints"`
+	Chains         []graph.Chain      `json:"chains"`
+	Cycle          []string           `json:"cycle,omitempty"`
+	Violations     []graph.Violation  `json:"violations"`
 	// ViolationsTotal is how many over-cap paths there are; at most graph.MaxViolations are listed.
 	ViolationsTotal int `json:"violationsTotal"`
 	// Errors are invalid annotations (and a bad selector); Warnings are notes such as an

@@ -3,6 +3,7 @@ package analyze
 import (
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"strings"
 )
 
@@ -72,6 +73,10 @@ const (
 func sarifLocations(s Source) []sarifLocation {
 	if s.File == "" || s.File == "-" || strings.HasPrefix(s.File, "(") {
 		return nil
+	}
+	if dir, ok := strings.CutSuffix(s.File, kustomizeSuffix); ok {
+		// Built output has no file: point at the kustomization.
+		return []sarifLocation{{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: filepath.ToSlash(filepath.Join(dir, "kustomization.yaml"))}}}}
 	}
 	l := sarifLocation{PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: s.File}}}
 	if s.Line > 0 {
