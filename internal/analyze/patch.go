@@ -47,7 +47,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("RetryPolicy %s: %s (the values below are as low as the planner goes)", name, plan.Reason))
 		}
-		def := int32(max(p.Spec.Retry.DefaultAttempts, 1))
+		def := max(p.Spec.Retry.DefaultAttempts, 1)
 		for _, w := range r.Selected {
 			key := w.Key()
 			svc, ok := r.ServiceOf[key]

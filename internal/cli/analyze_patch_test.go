@@ -22,7 +22,9 @@ func TestAnalyzePatchAppliedIsWithinCap(t *testing.T) {
 		{"many (20 of 27 shown)", func(r analyze.Reader, m *analyze.Manifests) []error {
 			return r.ReadPathsInto(m, []string{"testdata/honest/many.yaml"})
 		}, 25},
-		{"kustomize", func(r analyze.Reader, m *analyze.Manifests) []error { return r.ReadKustomization(m, "testdata/honest/kust/overlay") }, 1},
+		{"kustomize", func(r analyze.Reader, m *analyze.Manifests) []error {
+			return r.ReadKustomization(m, "testdata/honest/kust/overlay")
+		}, 1},
 		{"boutique", func(r analyze.Reader, m *analyze.Manifests) []error {
 			return r.ReadPathsInto(m, []string{"testdata/honest/boutique"})
 		}, 1},
