@@ -298,13 +298,24 @@ func (c *core) countViolations(cap int64) int {
 	to, from, att := c.adj.to, c.adj.from, c.att
 	n := 0
 	if c.cyc == nil {
-		for s := range to {
-			if mul(mul(c.v[from[s]].h, att[s]), c.v[to[s]].d) <= cap {
-				continue
+		if c.fused {
+			// forwardAcyclic counted the over-cap edges; a link is a node t whose worst path in
+			// (pred[t]) goes on (succ[t]) over the cap: O(V).
+			n = c.nOver
+			for t := range c.n {
+				if c.pred[t] >= 0 && c.succ[t] >= 0 && mul(c.v[t].h, c.v[t].d) > cap {
+					n--
+				}
 			}
-			n++
-			if t := to[s]; c.pred[t] == int32(s) && c.succ[t] >= 0 {
-				n-- // the same path as the next edge's
+		} else {
+			for s := range to {
+				if mul(mul(c.v[from[s]].h, att[s]), c.v[to[s]].d) <= cap {
+					continue
+				}
+				n++
+				if t := to[s]; c.pred[t] == int32(s) && c.succ[t] >= 0 {
+					n-- // the same path as the next edge's
+				}
 			}
 		}
 		for _, en := range c.ents {

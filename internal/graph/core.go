@@ -31,6 +31,7 @@ type core struct {
 	succ []int32 // slot that gives d, -1 at the end of the path
 
 	fused   bool    // forwardAcyclic collected candidates and the planner's products
+	nOver   int     // forwardAcyclic with candidates: the edges with a path over the cap
 	first   []int32 // runFirst's memo
 	scratch []int32
 
@@ -445,7 +446,11 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 			w.h, pred[t] = ht, pt
 			w.load = add(w.load, mul(lv, acs[i]))
 			w.hp = max(w.hp, mul(hpv, min(at, allow)))
-			if amp := mul(x, w.d); amp > over {
+			amp := mul(x, w.d)
+			if amp > top.cap {
+				c.nOver++
+			}
+			if amp > over {
 				// Once top is full, over is its worst amplification minus one (and overE its
 				// edge id), so most edges are turned away here without a call.
 				e := edge[s]
