@@ -173,7 +173,9 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 				if n := countManifestFiles(path); n > 0 {
 					m.warn(Source{File: path}, "a subdirectory with %d manifest file(s), not read: use -R to read directories recursively", n)
 				}
-			case !d.IsDir() && hasManifestExt(d.Name()) && !isKustomization(d.Name()):
+			case !d.IsDir() && isKustomization(d.Name()):
+				m.warn(Source{File: path}, "a kustomization, passed over: its resources and patches are applied only with -k %s", dir)
+			case !d.IsDir() && hasManifestExt(d.Name()):
 				files = append(files, path)
 			}
 		}
@@ -186,7 +188,11 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		if !d.IsDir() && hasManifestExt(path) && !isKustomization(d.Name()) {
+		if !d.IsDir() && isKustomization(d.Name()) {
+			m.warn(Source{File: path}, "a kustomization, passed over: its resources and patches are applied only with -k %s", filepath.Dir(path))
+			return nil
+		}
+		if !d.IsDir() && hasManifestExt(path) {
 			files = append(files, path)
 		}
 		return nil
