@@ -394,6 +394,12 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 			js, _ = json.Marshal(obj)
 		}
 	}
+	if strings.Contains(tm.Metadata.Name, "{{") || strings.Contains(tm.Metadata.Namespace, "{{") {
+		// A template that happens to parse ("name: '{{ .Values.name }}'"): no object has such a name.
+		m.Summary.Skipped++
+		m.warn(src, "looks like a Helm template (metadata.name %q, metadata.namespace %q): skipped (run helm template first)", tm.Metadata.Name, tm.Metadata.Namespace)
+		return nil
+	}
 	if tm.Kind == "" && tm.APIVersion == "" {
 		m.Summary.Skipped++
 		m.warn(src, "not a Kubernetes manifest (no apiVersion, no kind): skipped")
