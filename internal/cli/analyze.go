@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"os/exec"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +24,7 @@ func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Long: `analyze reads Deployments, StatefulSets, DaemonSets, bare Pods, Services and RetryPolicies
 (also inside any List, such as apps/v1 DeploymentList) from files, directories (*.yaml, *.yml,
 *.json; only the files directly in them unless -R, as kubectl -f), kustomizations (-k DIR, built
-as kustomize build does) or "-" (stdin), multi-document YAML or JSON, and prints first what it
+as kustomize build does: in process in the retrycap CLI, by kubectl kustomize in the plugin) or "-" (stdin), multi-document YAML or JSON, and prints first what it
 read (objects, workloads and how many declare upstreams, Services, mesh objects, ignored kinds,
 every warning), then for every RetryPolicy its cap, amplification, worst path, worst-case load
 and the violations with the attempts that would fit. A file that is not a Kubernetes manifest
@@ -54,7 +58,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			m := analyze.NewManifests()
 			errs := rd.ReadPathsInto(m, files)
 			for _, k := range kustomizations {
-				errs = append(errs, rd.ReadKustomization(m, k)...)
+				errs = append(errs, rd.ReadKustomization(m, k, Kustomize)...)
 			}
 			for _, err := range errs {
 				fmt.Fprintln(stderr, "error:", err)
@@ -98,6 +102,27 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid, tree, patch or sarif")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of objects that do not name one")
 	return cmd
+}
+
+// Kustomize builds a kustomization for analyze -k. The kubectl plugin keeps the default, the
+// real `kubectl kustomize` (there wherever the plugin is, and what kubectl -k runs); the full CLI
+// sets it to internal/analyze/kustomize.Build, the same library in process, which the plugin
+// does not link (it would double its size).
+var Kustomize = KubectlKustomize
+
+// KubectlKustomize runs `kubectl kustomize dir` and returns its output.
+func KubectlKustomize(dir string) ([]byte, error) {
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		return nil, errors.New("-k runs kubectl kustomize, and kubectl is not on PATH (or: kustomize build DIR | retrycap analyze -f -)")
+	}
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(path, "kustomize", dir)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubectl kustomize: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out.Bytes(), nil
 }
 
 var renderers = map[string]func(io.Writer, *analyze.Report) error{

@@ -7,7 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 )
+
+// The tests build kustomizations in process, as the full CLI does.
+func init() { Kustomize = kustomize.Build }
 
 var update = flag.Bool("update", false, "rewrite testdata/cases/*.golden from the current output")
 

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/internal/analyze"
+	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 	"github.com/retrycap/retrycap/internal/annotations"
 )
 
@@ -23,7 +25,7 @@ func TestAnalyzePatchAppliedIsWithinCap(t *testing.T) {
 			return r.ReadPathsInto(m, []string{"testdata/honest/many.yaml"})
 		}, 25},
 		{"kustomize", func(r analyze.Reader, m *analyze.Manifests) []error {
-			return r.ReadKustomization(m, "testdata/honest/kust/overlay")
+			return r.ReadKustomization(m, "testdata/honest/kust/overlay", kustomize.Build)
 		}, 1},
 		{"boutique", func(r analyze.Reader, m *analyze.Manifests) []error {
 			return r.ReadPathsInto(m, []string{"testdata/honest/boutique"})
@@ -139,5 +141,27 @@ func TestAnalyzeWarningsAndExitCodes(t *testing.T) {
 				t.Fatalf("exit %d (want %d)\nwarnings %q\nwant     %q\nstderr %q\nwant   %q\nstdout:\n%s", code, tt.code, warnings, tt.warnings, stderr, tt.stderr, stdout)
 			}
 		})
+	}
+}
+
+// The plugin's -k (kubectl kustomize) reads the same objects as the in-process build.
+func TestKubectlKustomizeMatchesInProcess(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl is not on PATH")
+	}
+	var reports []string
+	for _, build := range []func(string) ([]byte, error){kustomize.Build, KubectlKustomize} {
+		m := analyze.NewManifests()
+		if errs := (analyze.Reader{}).ReadKustomization(m, "testdata/honest/kust/overlay", build); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		var b bytes.Buffer
+		if err := analyze.RenderJSON(&b, m.Analyze()); err != nil {
+			t.Fatal(err)
+		}
+		reports = append(reports, b.String())
+	}
+	if reports[0] != reports[1] {
+		t.Fatalf("in process:\n%s\nkubectl kustomize:\n%s", reports[0], reports[1])
 	}
 }
