@@ -10,10 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 	"github.com/retrycap/retrycap/internal/cli"
 )
 
 func main() {
+	// analyze -k builds kustomizations in process (the plugin runs kubectl kustomize).
+	cli.Kustomize = kustomize.Build
 	os.Exit(Execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
