@@ -15,13 +15,13 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("registering the RetryPolicy controller: %w", err)
 	}
 	if o.Webhooks {
-		if _, err := webhook.SetupWithManager(mgr, webhook.Options{ManagerNamespace: o.Namespace}); err != nil {
+		wh, err := webhook.SetupWithManager(mgr, webhook.Options{ManagerNamespace: o.Namespace})
+		if err != nil {
 			return fmt.Errorf("registering the workload gate and the RetryPolicy validator: %w", err)
 		}
-		if _, err := webhook.SetupPodInjectorWithManager(mgr, webhook.PodInjectorOptions{ProxyImage: o.ProxyImage, ManagerNamespace: o.Namespace}); err != nil {
+		if _, err := webhook.SetupPodInjectorWithManager(mgr, webhook.PodInjectorOptions{ProxyImage: o.ProxyImage, ManagerNamespace: o.Namespace, Index: wh.Index}); err != nil {
 			return fmt.Errorf("registering the pod injector: %w", err)
 		}
 	}
-	_ = o
 	return nil
 }

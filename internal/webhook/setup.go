@@ -39,6 +39,9 @@ type Options struct {
 type Webhooks struct {
 	Gate      *WorkloadGate
 	Validator *PolicyValidator
+	// Index is the workload index the gate reads; pass it to the pod injector
+	// (PodInjectorOptions.Index) so that both read one.
+	Index *gate.Index
 }
 
 // The manager's permissions for the gate and the validator: they read workloads (Pods as
@@ -84,5 +87,5 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RetryPolicy{}).WithValidator(validator).Complete(); err != nil {
 		return nil, fmt.Errorf("registering the RetryPolicy validator: %w", err)
 	}
-	return &Webhooks{Gate: gh, Validator: validator}, nil
+	return &Webhooks{Gate: gh, Validator: validator, Index: index}, nil
 }
