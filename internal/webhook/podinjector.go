@@ -22,6 +22,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -81,7 +82,7 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 	index := o.Index
 	if index == nil {
 		index = gate.NewIndex()
-		if err := registerIndex(ctx, mgr.GetCache(), index); err != nil {
+		if err := cluster.FeedIndex(ctx, mgr.GetCache(), index); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: %w", err)
 		}
 	}
