@@ -22,8 +22,10 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,10 +43,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/controlplane"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 )
+
+var pprofAddr string
 
 type binFlag []string
 
@@ -57,7 +64,9 @@ func main() {
 	sizes := flag.String("sizes", "0,1000,5000,20000", "numbers of Deployments")
 	layouts := flag.String("namespaces", "10,1", "numbers of namespaces the Deployments are spread over")
 	changes := flag.Int("changes", 5, "changes measured per run")
+	flag.StringVar(&pprofAddr, "pprof", "", "serve the managers' pprof on this address and write heap profiles to /tmp/managerscale-heap-LABEL-N.pb.gz")
 	flag.Parse()
+	ctrl.SetLogger(logr.Discard())
 	if len(bins) == 0 {
 		fmt.Fprintln(os.Stderr, "give at least one -bin label=path")
 		os.Exit(2)
@@ -175,6 +184,9 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", "retrycap-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--webhook-port", strconv.Itoa(port), "--webhook-cert-dir", certDir, "--zap-log-level", "error")
+	if pprofAddr != "" {
+		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprofAddr, "--metrics-bind-address", "127.0.0.1:18080")
+	}
 	cmd.Stderr, cmd.Stdout = nil, nil
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -212,6 +224,10 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 			}
 			lat = append(lat, d)
 		}
+	}
+	if pprofAddr != "" {
+		saveProfile(fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr), fmt.Sprintf("/tmp/managerscale-heap-%s-%d.pb.gz", label, per*nss))
+		saveProfile("http://127.0.0.1:18080/metrics", fmt.Sprintf("/tmp/managerscale-metrics-%s-%d.txt", label, per*nss))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	med := time.Duration(0)
@@ -256,6 +272,17 @@ func oneChange(ctx context.Context, c client.Client, per, i int) (time.Duration,
 	return 0, fmt.Errorf("change %d not in the status after a minute (services %d, want %d)", i, p.Status.Services, before+1)
 }
 
+func saveProfile(url, path string) {
+	resp, err := http.Get(url) //nolint:gosec,noctx // a local benchmark
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	_ = os.WriteFile(path, b, 0o600)
+}
+
 func roundAll(ds []time.Duration) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
@@ -291,7 +318,7 @@ func deployment(ns string, i, per int) *appsv1.Deployment {
 	}
 	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.27.3", "team": "payments"}
 	env := []corev1.EnvVar{}
-	for k := 0; k < 14; k++ {
+	for k := 0; k < 6; k++ {
 		env = append(env, corev1.EnvVar{Name: fmt.Sprintf("APP_SETTING_%02d", k), Value: fmt.Sprintf("value-%d-of-the-%s-service-configuration", k, name)})
 	}
 	env = append(env, corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})

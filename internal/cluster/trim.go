@@ -22,24 +22,25 @@ func CacheOptions() cache.Options {
 }
 
 // TrimForCache is the manager's cache transform. A Deployment, StatefulSet or DaemonSet is
-// replaced by a copy holding only its metadata and its pod template's labels and annotations
-// (what workload.FromObject reads): no spec, no status, no managedFields and no
-// last-applied-configuration, which are >95% of a realistic workload's bytes. Any other object
+// replaced by a copy holding only its identity (name, namespace, uid, resourceVersion,
+// generation, timestamps) and its pod template's labels and annotations (what
+// workload.FromObject reads): no spec, no status, no labels or annotations of its own, no
+// managedFields, no last-applied-configuration: >95% of a realistic workload's bytes. Any other object
 // (Pod metadata, Namespaces, RetryPolicies) keeps its content without managedFields and
 // last-applied-configuration. A cached workload is therefore not a complete object: retrycap
 // only reads workloads, and must never write one back from its cache.
 func TrimForCache(in any) (any, error) {
 	switch o := in.(type) {
 	case *appsv1.Deployment:
-		out := &appsv1.Deployment{TypeMeta: o.TypeMeta, ObjectMeta: trimMeta(o.ObjectMeta)}
+		out := &appsv1.Deployment{TypeMeta: o.TypeMeta, ObjectMeta: identity(o.ObjectMeta)}
 		out.Spec.Template.ObjectMeta = templateMeta(o.Spec.Template.ObjectMeta)
 		return out, nil
 	case *appsv1.StatefulSet:
-		out := &appsv1.StatefulSet{TypeMeta: o.TypeMeta, ObjectMeta: trimMeta(o.ObjectMeta)}
+		out := &appsv1.StatefulSet{TypeMeta: o.TypeMeta, ObjectMeta: identity(o.ObjectMeta)}
 		out.Spec.Template.ObjectMeta = templateMeta(o.Spec.Template.ObjectMeta)
 		return out, nil
 	case *appsv1.DaemonSet:
-		out := &appsv1.DaemonSet{TypeMeta: o.TypeMeta, ObjectMeta: trimMeta(o.ObjectMeta)}
+		out := &appsv1.DaemonSet{TypeMeta: o.TypeMeta, ObjectMeta: identity(o.ObjectMeta)}
 		out.Spec.Template.ObjectMeta = templateMeta(o.Spec.Template.ObjectMeta)
 		return out, nil
 	case *metav1.PartialObjectMetadata:
@@ -71,6 +72,12 @@ func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 		m.Annotations = withoutLastApplied(m.Annotations)
 	}
 	return m
+}
+
+// identity is what the cache needs of a workload's own metadata: its key, version and life.
+func identity(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp}
 }
 
 // templateMeta is what the graph reads of a pod template: its labels and annotations.

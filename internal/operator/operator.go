@@ -23,6 +23,8 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz ("0" disables it).
 	ProbeAddr string
+	// PprofAddr serves net/http/pprof ("" or "0": off).
+	PprofAddr string
 	// LeaderElection makes only one replica reconcile (write status); every replica serves the
 	// webhooks from its own warm cache.
 	LeaderElection bool
@@ -71,6 +73,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Cache:                   cluster.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
