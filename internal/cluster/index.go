@@ -83,4 +83,3 @@ func policyHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
 		},
 	}
 }
-
