@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -50,14 +51,30 @@ func main() {
 		os.Exit(2)
 	}
 
-	mgr, err := operator.NewManager(ctrl.GetConfigOrDie(), o)
-	if err != nil {
-		log.Error(err, "unable to set up the manager")
-		os.Exit(1)
+	if err := o.Validate(); err != nil {
+		log.Error(err, "bad flags")
+		os.Exit(2)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	cfg := ctrl.GetConfigOrDie()
+	// Setting up needs the API server (discovery, for the informers). One that does not answer
+	// yet (the manager restarting in place during an outage, or started before it) is waited
+	// for, not fatal: exiting would leave a manager outside a cluster down for good.
+	var mgr ctrl.Manager
+	for {
+		var err error
+		if mgr, err = operator.NewManager(cfg, o); err == nil {
+			break
+		}
+		log.Error(err, "unable to set up the manager; retrying", "in", setupRetry.String())
+		select {
+		case <-ctx.Done():
+			os.Exit(1)
+		case <-time.After(setupRetry):
+		}
 	}
 	log.Info("starting the manager", "webhooks", o.Webhooks, "proxyImage", o.ProxyImage, "leaderElection", o.LeaderElection)
-	ctx := ctrl.SetupSignalHandler()
-	err = mgr.Start(ctx)
+	err := mgr.Start(ctx)
 	if err != nil && lostLeadership(ctx, err) && onLeaderLost == "restart" {
 		// controller-runtime ends the manager when the leader cannot renew its lease within the
 		// renew deadline (an API server outage): another replica may be leading by then, so
@@ -77,6 +94,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// setupRetry is how often setting up is retried while the API server does not answer.
+const setupRetry = time.Second
 
 // defaultGCPercent is the manager's GOGC unless the environment sets one.
 const defaultGCPercent = 50

@@ -64,10 +64,10 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.LeaderElectionNamespace == "" {
 		o.LeaderElectionNamespace = o.Namespace
 	}
-	lease, renew, retry := orDefault(o.LeaseDuration, DefaultLeaseDuration), orDefault(o.RenewDeadline, DefaultRenewDeadline), orDefault(o.RetryPeriod, DefaultRetryPeriod)
-	if o.LeaderElection && (renew >= lease || retry >= renew) {
-		return nil, fmt.Errorf("leader election: want retry period (%s) < renew deadline (%s) < lease duration (%s)", retry, renew, lease)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
+	lease, renew, retry := o.leaseTimings()
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme.New(),
 		Cache:                   cluster.CacheOptions(),
@@ -106,6 +106,20 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// Validate reports options no retry can fix (NewManager's other errors may pass once the API
+// server answers).
+func (o Options) Validate() error {
+	lease, renew, retry := o.leaseTimings()
+	if o.LeaderElection && (renew >= lease || retry >= renew) {
+		return fmt.Errorf("leader election: want retry period (%s) < renew deadline (%s) < lease duration (%s)", retry, renew, lease)
+	}
+	return nil
+}
+
+func (o Options) leaseTimings() (lease, renew, retry time.Duration) {
+	return orDefault(o.LeaseDuration, DefaultLeaseDuration), orDefault(o.RenewDeadline, DefaultRenewDeadline), orDefault(o.RetryPeriod, DefaultRetryPeriod)
 }
 
 func orDefault(d, def time.Duration) time.Duration {
