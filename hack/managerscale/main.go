@@ -216,6 +216,16 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 	peak, rss := rssMiB(cmd.Process.Pid, "VmHWM"), rssMiB(cmd.Process.Pid, "VmRSS")
 
 	var lat []time.Duration
+	cpuDone := make(chan struct{})
+	if pprofAddr != "" && per > 0 {
+		// A CPU profile over the changes.
+		go func() {
+			defer close(cpuDone)
+			saveProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, 1+changes/4), fmt.Sprintf("/tmp/managerscale-cpu-%s-%d.pb.gz", label, per*nss))
+		}()
+	} else {
+		close(cpuDone)
+	}
 	if per > 0 {
 		for i := 0; i < changes; i++ {
 			d, err := oneChange(ctx, c, per, i)
@@ -225,6 +235,7 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 			lat = append(lat, d)
 		}
 	}
+	<-cpuDone
 	if pprofAddr != "" {
 		saveProfile(fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr), fmt.Sprintf("/tmp/managerscale-heap-%s-%d.pb.gz", label, per*nss))
 		saveProfile("http://127.0.0.1:18080/metrics", fmt.Sprintf("/tmp/managerscale-metrics-%s-%d.txt", label, per*nss))
