@@ -81,9 +81,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	if err := g.policies.List(ctx, &list, client.InNamespace(incoming.Namespace)); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap gate: listing the RetryPolicies of namespace %s from the cache: %w", incoming.Namespace, err))
 	}
-	if len(list.Items) == 0 {
-		return admission.Allowed("")
-	}
+	// No policy: Decide returns at once, with any warning about misplaced annotations.
 	policies := make([]*v1alpha1.RetryPolicy, len(list.Items))
 	for i := range list.Items {
 		policies[i] = &list.Items[i]
