@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/controlplane"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 )
@@ -57,6 +58,7 @@ var _ = BeforeSuite(func() {
 	Expect(l.Close()).To(Succeed())
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cluster.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
 	})

@@ -23,6 +23,10 @@ type Index struct {
 	syncedMu sync.Mutex
 	synced   []func() bool
 
+	// subscribers are told of every change (OnChange), after it is applied.
+	subMu       sync.RWMutex
+	subscribers []func(old, new *workload.Workload)
+
 	// The prepared graphs' refresh (see bases.go).
 	dirtyMu sync.Mutex
 	dirty   map[string]bool // namespaces whose prepared graphs a change made stale
@@ -202,8 +206,50 @@ func sameWorkload(a, b workload.Workload) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
+// OnChange adds f to the functions told of each change the index applies, after it applied it
+// (so f reads the index as changed): old is nil for an add, new nil for a removal. f runs on the
+// informer's goroutine: it must be quick (the controller enqueues requests). A Put that changes
+// nothing (same labels and annotations) tells no one.
+func (x *Index) OnChange(f func(old, new *workload.Workload)) {
+	x.subMu.Lock()
+	defer x.subMu.Unlock()
+	x.subscribers = append(x.subscribers, f)
+}
+
+func (x *Index) notify(old, new *workload.Workload) {
+	x.subMu.RLock()
+	defer x.subMu.RUnlock()
+	for _, f := range x.subscribers {
+		f(old, new)
+	}
+}
+
+// Parsed returns the namespace's workloads, parsed and sorted by workload.Compare (the order
+// workload.BuildParsed wants): the controller builds a policy's graph from them without listing,
+// converting or parsing the namespace. The slice is the caller's; the workloads are shared and
+// immutable.
+func (x *Index) Parsed(ns string) []*workload.Parsed {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := x.byNS[ns]
+	if n == nil {
+		return nil
+	}
+	out := make([]*workload.Parsed, len(n.sorted))
+	for i, e := range n.sorted {
+		out[i] = e.p
+	}
+	return out
+}
+
 // Put adds or replaces w (an informer's add or update).
 func (x *Index) Put(w workload.Workload) {
+	if old, changed := x.put(w); changed {
+		x.notify(old, &w)
+	}
+}
+
+func (x *Index) put(w workload.Workload) (*workload.Workload, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.byNS[w.Namespace]
@@ -213,10 +259,12 @@ func (x *Index) Put(w workload.Workload) {
 	}
 	key := w.Key()
 	if prev, ok := n.items[key]; ok && sameWorkload(prev.Workload, w) {
-		return
+		return nil, false
 	}
 	e := workload.Parse(w)
+	var old *workload.Workload
 	if prev, ok := n.items[key]; ok {
+		old = &prev.Workload
 		n.unlink(prev)
 		i := n.position(prev) // same key, same place
 		n.sorted[i] = sortedEntry{e, n.link(e)}
@@ -226,20 +274,27 @@ func (x *Index) Put(w workload.Workload) {
 	n.items[key] = e
 	n.list = nil
 	n.changed(x, w.Namespace)
+	return old, true
 }
 
 // Remove forgets w (an informer's delete, or a Pod that gained a controller).
 func (x *Index) Remove(w workload.Workload) {
+	if old := x.remove(w); old != nil {
+		x.notify(old, nil)
+	}
+}
+
+func (x *Index) remove(w workload.Workload) *workload.Workload {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.byNS[w.Namespace]
 	if n == nil {
-		return
+		return nil
 	}
 	key := w.Key()
 	prev, ok := n.items[key]
 	if !ok {
-		return
+		return nil
 	}
 	n.unlink(prev)
 	delete(n.items, key)
@@ -250,6 +305,7 @@ func (x *Index) Remove(w workload.Workload) {
 	if len(n.items) == 0 {
 		delete(x.byNS, w.Namespace)
 	}
+	return &prev.Workload
 }
 
 // position is where e is, or belongs, in n.sorted.

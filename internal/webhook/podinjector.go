@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +23,9 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/inject"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // PodInjectorPath serves the pod injector (MutatingWebhookConfiguration, inject.retrycap.dev).
@@ -39,6 +42,8 @@ type PodInjectorOptions struct {
 	ProxyImage string
 	// ManagerNamespace is never injected, like kube-system.
 	ManagerNamespace string
+	// Index is the gate's workload index (Webhooks.Index); nil: the injector registers its own.
+	Index *gate.Index
 }
 
 // The manager's permissions for the injector: it reads policies, namespaces and workloads from
@@ -54,6 +59,7 @@ type PodInjectorOptions struct {
 // never calls the API server on a request.
 type PodInjector struct {
 	reader   client.Reader
+	index    *gate.Index
 	decoder  admission.Decoder
 	recorder events.EventRecorder
 	config   inject.Config
@@ -68,9 +74,16 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 		return nil, fmt.Errorf("registering the pod injector: the proxy image is empty (set --proxy-image)")
 	}
 	ctx := context.Background()
-	for _, obj := range append([]client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}}, cluster.WatchedKinds()...) {
+	for _, obj := range []client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
+		}
+	}
+	index := o.Index
+	if index == nil {
+		index = gate.NewIndex()
+		if err := cluster.FeedIndex(ctx, mgr.GetCache(), index); err != nil {
+			return nil, fmt.Errorf("registering the pod injector: %w", err)
 		}
 	}
 	excluded := []string{metav1.NamespaceSystem}
@@ -79,6 +92,7 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 	}
 	h := &PodInjector{
 		reader:   mgr.GetCache(),
+		index:    index,
 		decoder:  admission.NewDecoder(mgr.GetScheme()),
 		recorder: mgr.GetEventRecorder("retrycap-injector"),
 		config:   inject.Config{ProxyImage: o.ProxyImage, ExcludedNamespaces: excluded},
@@ -131,8 +145,9 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	return resp
 }
 
-// input reads what inject.Decide needs from the cache. Workloads are listed only for a pod that
-// asked for the proxy: most pods of a cluster do not, and need no list at all.
+// input reads what inject.Decide needs from the cache. Workloads are read only for a pod that
+// asked for the proxy (most pods of a cluster do not), from the index, and only those that can
+// bear on the pod's service (its callers, transitively): never a list of the namespace.
 func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input, error) {
 	in := inject.Input{Pod: pod}
 	var ns corev1.Namespace
@@ -151,11 +166,10 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if len(in.Policies) == 0 {
 		return in, nil
 	}
-	ws, err := cluster.ListWorkloads(ctx, h.reader, pod.Namespace)
-	if err != nil {
-		return in, fmt.Errorf("reading the workloads from the cache: %w", err)
+	if !h.index.HasSynced() && !toolscache.WaitForCacheSync(ctx.Done(), h.index.HasSynced) {
+		return in, fmt.Errorf("the manager's workload cache has not synced yet")
 	}
-	in.Workloads = ws
+	in.Workloads = h.index.RelevantWorkloads(workload.ForPod(pod))
 	return in, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/controlplane"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 )
@@ -53,6 +54,7 @@ var _ = BeforeSuite(func() {
 	serving := cp.WebhookServing()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cluster.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: serving.Host, Port: serving.Port, CertDir: serving.CertDir}),
@@ -60,7 +62,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	gateWebhooks, err = SetupWithManager(mgr, Options{ManagerNamespace: suiteManagerNamespace})
 	Expect(err).NotTo(HaveOccurred())
-	_, err = SetupPodInjectorWithManager(mgr, PodInjectorOptions{ProxyImage: suiteProxyImage, ManagerNamespace: suiteManagerNamespace})
+	_, err = SetupPodInjectorWithManager(mgr, PodInjectorOptions{ProxyImage: suiteProxyImage, ManagerNamespace: suiteManagerNamespace, Index: gateWebhooks.Index})
 	Expect(err).NotTo(HaveOccurred())
 	mgrClient = mgr.GetClient()
 
