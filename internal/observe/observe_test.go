@@ -57,7 +57,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"istio", []string{"istio-default.log", "istio-json.log", "envoy-default.log"}, 0},
 		{"lab-naive", []string{"lab-naive.log"}, 5},
-		{"lab-retrycap", []string{"lab-retrycap.log"}, 0},
+		{"lab-retrycap", []string{"lab-retrycap.log"}, 5},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
