@@ -263,10 +263,10 @@ func dash(s string) string {
 func tokens(s string) []string {
 	var out []string
 	for i := 0; i < len(s); {
-		switch c := s[i]; {
-		case c == ' ' || c == '\t':
+		switch s[i] {
+		case ' ', '\t':
 			i++
-		case c == '"':
+		case '"':
 			j := strings.IndexByte(s[i+1:], '"')
 			if j < 0 {
 				out = append(out, s[i+1:])
@@ -274,7 +274,7 @@ func tokens(s string) []string {
 			}
 			out = append(out, s[i+1:i+1+j])
 			i += j + 2
-		case c == '[':
+		case '[':
 			j := strings.IndexByte(s[i:], ']')
 			if j < 0 {
 				j = len(s) - i - 1
