@@ -209,3 +209,14 @@ func BenchmarkBeginCommit(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkAppendLine is the background writer's cost per line (formatting only).
+func BenchmarkAppendLine(b *testing.B) {
+	var e Entry
+	fill(&e, 2)
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendLine(buf[:0], "order", &e.Record)
+	}
+}

@@ -230,7 +230,7 @@ func (w *Writer) flush() {
 // when empty.
 func AppendLine(b []byte, service string, r *Record) []byte {
 	b = append(b, `{"log":"`+Marker+`","time":"`...)
-	b = time.Unix(0, r.TimeNanos).UTC().AppendFormat(b, "2006-01-02T15:04:05.000000Z07:00")
+	b = appendTime(b, r.TimeNanos)
 	b = append(b, '"')
 	b = appendStr(b, "service", service)
 	b = appendStr(b, "upstream", r.Upstream)
@@ -270,11 +270,53 @@ func appendStr(b []byte, name, v string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':', '"')
-	for i := 0; i < len(v); i++ {
-		b = appendEscaped(b, v[i])
+	if plain(v) {
+		b = append(b, v...)
+	} else {
+		for i := 0; i < len(v); i++ {
+			b = appendEscaped(b, v[i])
+		}
 	}
 	return append(b, '"')
 }
+
+// plain reports whether a value needs no escaping in a JSON string.
+func plain[T string | []byte](v T) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendTime writes Unix nanoseconds as 2006-01-02T15:04:05.000000Z (UTC, microseconds).
+func appendTime(b []byte, nanos int64) []byte {
+	t := time.Unix(0, nanos).UTC()
+	y, mo, d := t.Date()
+	h, mi, sec := t.Clock()
+	b = append4(b, y)
+	b = append(b, '-')
+	b = append2(b, int(mo))
+	b = append(b, '-')
+	b = append2(b, d)
+	b = append(b, 'T')
+	b = append2(b, h)
+	b = append(b, ':')
+	b = append2(b, mi)
+	b = append(b, ':')
+	b = append2(b, sec)
+	b = append(b, '.')
+	us := t.Nanosecond() / 1000
+	b = append2(b, us/10000)
+	b = append2(b, us/100%100)
+	b = append2(b, us%100)
+	return append(b, 'Z')
+}
+
+func append2(b []byte, n int) []byte { return append(b, byte('0'+n/10%10), byte('0'+n%10)) }
+
+func append4(b []byte, n int) []byte { return append2(append2(b, n/100), n%100) }
 
 func appendBytes(b []byte, name string, v []byte) []byte {
 	if len(v) == 0 {
@@ -283,8 +325,12 @@ func appendBytes(b []byte, name string, v []byte) []byte {
 	b = append(b, ',', '"')
 	b = append(b, name...)
 	b = append(b, '"', ':', '"')
-	for _, c := range v {
-		b = appendEscaped(b, c)
+	if plain(v) {
+		b = append(b, v...)
+	} else {
+		for _, c := range v {
+			b = appendEscaped(b, c)
+		}
 	}
 	return append(b, '"')
 }
