@@ -220,3 +220,25 @@ func BenchmarkAppendLine(b *testing.B) {
 		buf = AppendLine(buf[:0], "order", &e.Record)
 	}
 }
+
+// Long values are cut at their field's maximum; setting fields again (which the data path
+// does not) never overflows the record: the values past its area are empty.
+func TestLongValuesCut(t *testing.T) {
+	var e Entry
+	long := bytes.Repeat([]byte("a"), 1000)
+	e.SetPath(append([]byte("/"), long...))
+	e.SetKey(long)
+	e.SetAuthority(long)
+	if len(e.get(fPath)) != 256 || len(e.get(fKey)) != 96 || len(e.get(fAuthority)) != 128 {
+		t.Fatalf("path %d, key %d, authority %d bytes", len(e.get(fPath)), len(e.get(fKey)), len(e.get(fAuthority)))
+	}
+	for range 10 {
+		e.SetPath(append([]byte("/"), long...))
+		e.SetStormOp([]byte("storm-op=" + string(long)))
+	}
+	e.reset()
+	e.SetMethod([]byte("GET"))
+	if string(e.get(fMethod)) != "GET" || len(e.get(fPath)) != 0 {
+		t.Fatalf("after reset: method %q, path %q", e.get(fMethod), e.get(fPath))
+	}
+}

@@ -1,16 +1,25 @@
 package accesslog
 
-// Field sizes: longer values are cut (a path at 256 bytes, an authority at 128, ...), which
-// keeps a slot fixed-size and the ring preallocated.
+// The byte fields a record carries, and the most of each it keeps: longer values are cut (a
+// path at 256 bytes, an authority at 128, ...), which keeps a slot fixed-size and the ring
+// preallocated. The values are packed one after the other in the record's data area, so a
+// record of short values spans a few cache lines: the background writer, on another core,
+// reads only those.
 const (
-	maxMethod    = 16
-	maxAuthority = 128
-	maxPath      = 256
-	maxTraceID   = 32
-	maxKey       = 96
-	maxRequestID = 96
-	maxStormOp   = 48
+	fMethod = iota
+	fAuthority
+	fPath
+	fTrace
+	fKey
+	fRequestID
+	fStormOp
+	numFields
 )
+
+var fieldMax = [numFields]int{fMethod: 16, fAuthority: 128, fPath: 256, fTrace: 32, fKey: 96, fRequestID: 96, fStormOp: 48}
+
+// dataSize holds every field at its longest.
+const dataSize = 16 + 128 + 256 + 32 + 96 + 96 + 48
 
 var slash = []byte("/")
 
@@ -28,55 +37,56 @@ type Record struct {
 	Exhausted     string
 	Error         string
 
-	method    [maxMethod]byte
-	methodN   uint8
-	authority [maxAuthority]byte
-	authN     uint8
-	path      [maxPath]byte
-	pathN     uint16
-	trace     [maxTraceID]byte
-	traceN    uint8
-	key       [maxKey]byte
-	keyN      uint8
-	reqID     [maxRequestID]byte
-	reqIDN    uint8
-	stormOp   [maxStormOp]byte
-	stormOpN  uint8
+	off, n [numFields]uint16 // field f is data[off[f] : off[f]+n[f]]
+	used   uint16
+	data   [dataSize]byte
 }
 
+// set copies a field's value (cut at its maximum) after the ones already set. Each field is
+// set at most once per record (the area holds every field once at its longest).
+func (r *Record) set(f int, b []byte) {
+	if len(b) > fieldMax[f] {
+		b = b[:fieldMax[f]]
+	}
+	k := copy(r.data[r.used:], b)
+	r.off[f], r.n[f] = r.used, uint16(k)
+	r.used += uint16(k)
+}
+
+// get is a field's value.
+func (r *Record) get(f int) []byte { return r.data[r.off[f] : r.off[f]+r.n[f]] }
+
 // SetMethod copies the method.
-func (r *Record) SetMethod(b []byte) { r.methodN = uint8(copy(r.method[:], b)) }
+func (r *Record) SetMethod(b []byte) { r.set(fMethod, b) }
 
 // SetAuthority copies the host the request named.
-func (r *Record) SetAuthority(b []byte) { r.authN = uint8(copy(r.authority[:], b)) }
+func (r *Record) SetAuthority(b []byte) { r.set(fAuthority, b) }
 
 // SetPath copies the path of a request URI, absolute-form or origin-form, without the query
 // or the fragment.
-func (r *Record) SetPath(uri []byte) { r.pathN = uint16(copy(r.path[:], PathOf(uri))) }
+func (r *Record) SetPath(uri []byte) { r.set(fPath, PathOf(uri)) }
 
 // SetTraceparent copies the trace id of a W3C traceparent (00-TRACEID-SPANID-FLAGS); nothing
 // when it is not one.
 func (r *Record) SetTraceparent(tp []byte) {
-	r.traceN = 0
 	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
-		r.traceN = uint8(copy(r.trace[:], tp[3:35]))
+		r.set(fTrace, tp[3:35])
 	}
 }
 
 // SetKey copies the Idempotency-Key.
-func (r *Record) SetKey(b []byte) { r.keyN = uint8(copy(r.key[:], b)) }
+func (r *Record) SetKey(b []byte) { r.set(fKey, b) }
 
 // SetRequestID copies the X-Request-Id.
-func (r *Record) SetRequestID(b []byte) { r.reqIDN = uint8(copy(r.reqID[:], b)) }
+func (r *Record) SetRequestID(b []byte) { r.set(fRequestID, b) }
 
 // SetStormOp copies the value of the baggage member storm-op, if the baggage has one.
-func (r *Record) SetStormOp(baggage []byte) {
-	r.stormOpN = uint8(copy(r.stormOp[:], BaggageMember(baggage, "storm-op")))
-}
+func (r *Record) SetStormOp(baggage []byte) { r.set(fStormOp, BaggageMember(baggage, "storm-op")) }
 
 // reset clears what the Set methods set.
 func (r *Record) reset() {
-	r.methodN, r.authN, r.pathN, r.traceN, r.keyN, r.reqIDN, r.stormOpN = 0, 0, 0, 0, 0, 0, 0
+	r.n = [numFields]uint16{}
+	r.used = 0
 	r.Exhausted, r.Error = "", ""
 }
 

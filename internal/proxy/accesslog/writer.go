@@ -234,9 +234,9 @@ func AppendLine(b []byte, service string, r *Record) []byte {
 	b = append(b, '"')
 	b = appendStr(b, "service", service)
 	b = appendStr(b, "upstream", r.Upstream)
-	b = appendBytes(b, "method", r.method[:r.methodN])
-	b = appendBytes(b, "authority", r.authority[:r.authN])
-	b = appendBytes(b, "path", r.path[:r.pathN])
+	b = appendBytes(b, "method", r.get(fMethod))
+	b = appendBytes(b, "authority", r.get(fAuthority))
+	b = appendBytes(b, "path", r.get(fPath))
 	b = appendInt(b, "attempt", int64(r.Attempt))
 	if r.BudgetIn >= 0 {
 		b = appendInt(b, "budget_in", int64(r.BudgetIn))
@@ -249,10 +249,10 @@ func AppendLine(b []byte, service string, r *Record) []byte {
 	b = appendInt(b, "duration_us", r.DurationNanos/1000)
 	b = appendStr(b, "exhausted", r.Exhausted)
 	b = appendStr(b, "error", r.Error)
-	b = appendBytes(b, "trace_id", r.trace[:r.traceN])
-	b = appendBytes(b, "idempotency_key", r.key[:r.keyN])
-	b = appendBytes(b, "request_id", r.reqID[:r.reqIDN])
-	b = appendBytes(b, "storm_op", r.stormOp[:r.stormOpN])
+	b = appendBytes(b, "trace_id", r.get(fTrace))
+	b = appendBytes(b, "idempotency_key", r.get(fKey))
+	b = appendBytes(b, "request_id", r.get(fRequestID))
+	b = appendBytes(b, "storm_op", r.get(fStormOp))
 	return append(b, "}\n"...)
 }
 
