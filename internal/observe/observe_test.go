@@ -158,3 +158,26 @@ func TestServiceOfHost(t *testing.T) {
 		}
 	}
 }
+
+// Read from a cluster, an Envoy outbound line names its caller (the pod's service): the call
+// edges then give the depth, and the caller's line of an attempt the callee also logged is not
+// counted twice.
+func TestEnvoyCallerFromSource(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "istio-default.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g := NewGrouper()
+	if _, err := Parse(f, Source{Name: "shop/checkout-1/istio-proxy", Service: "checkout"}, g.Add); err != nil {
+		t.Fatal(err)
+	}
+	kr, ok := g.Key("7c1a4b2e-93d0-9b41-a1f5-2f0d6e1c8a30")
+	if !ok {
+		t.Fatal("no key")
+	}
+	if kr.Attempts != 12 || kr.Deepest != "payment" || kr.Amplification != 9 || len(kr.Services) != 2 ||
+		kr.Services[0].Service != "checkout" || kr.Services[0].Depth != 0 || kr.Services[1].Depth != 1 {
+		t.Fatalf("%+v", kr)
+	}
+}
