@@ -55,7 +55,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 						f.set()
 					}
 				}
-				s.Scenario, s.ProxyBinary, s.ChartPath = o.Scenario, o.ProxyBinary, o.ChartPath
+				s.Scenario, s.ProxyBinary, s.ChartPath, s.AccessLogDir = o.Scenario, o.ProxyBinary, o.ChartPath, o.AccessLogDir
 				o = s
 			}
 			if _, ok := storm.Scenarios[o.Scenario]; !ok {
@@ -102,6 +102,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.DurationVar(&o.UserTimeout, "user-timeout", o.UserTimeout, "how long the edge client waits for one user request, its retries included")
 	f.StringVar(&o.ProxyBinary, "proxy-binary", "", "retrycap-proxy to run (default: retrycap-proxy next to this executable, else on PATH, else this executable acting as the proxy)")
 	f.StringVar(&o.ChartPath, "chart", o.ChartPath, "SVG chart of requests/s at payment; empty for none")
+	f.StringVar(&o.AccessLogDir, "access-logs", "", "directory for the proxies' access logs (ARM/SERVICE.log, read by retrycap observe); empty: a temporary one, removed after the run")
 	f.BoolVar(&short, "short", false, "the ~40 s version (3 s outage in a 14 s run per arm), as the demo runs it")
 	f.BoolVar(&series, "series", false, "also print both arms second by second (requests/s at payment, user success rate)")
 	f.BoolVar(&noProgress, "no-progress", false, "no live progress line (it is shown only on a terminal anyway)")

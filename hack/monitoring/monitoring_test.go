@@ -178,6 +178,7 @@ func TestExportedMetrics(t *testing.T) {
 		"retrycap_proxy_in_flight":                nil,
 		"retrycap_proxy_retry_budget_available":   {"upstream"},
 		"retrycap_proxy_breaker_state":            {"upstream"},
+		"retrycap_proxy_access_log_dropped_total": nil,
 	}
 	for name, labels := range want {
 		m, ok := got[name]

@@ -27,12 +27,17 @@ type Proxy struct {
 	dataLn, adminLn net.Listener
 	ready           atomic.Bool
 	serveDone       chan error
+	accessLog       accessLogOut // --access-log (accesslog.go)
 }
 
 // New builds a proxy from a validated Config. logger may be nil.
 func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 	fw := forward.New(forwardConfig(cfg), logger)
-	return &Proxy{cfg: cfg, fw: fw, m: fw.M, gor: goroutine.New(fw)}, nil
+	p := &Proxy{cfg: cfg, fw: fw, m: fw.M, gor: goroutine.New(fw)}
+	if err := p.openAccessLog(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // useLoops is the engine selection: the event loops where asked for and

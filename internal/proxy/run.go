@@ -83,6 +83,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	err := p.gor.Shutdown(ctx)
 	_ = p.admin.Close()
+	p.closeAccessLog()
 	if err = errors.Join(loopErr, err); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}

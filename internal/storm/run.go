@@ -31,6 +31,9 @@ type Result struct {
 	Targets  []Target
 	// ChartPath is where the chart was written, "" if none.
 	ChartPath string
+	// logsRemoved: the access logs were in a temporary directory, gone
+	// once Run returns.
+	logsRemoved bool
 }
 
 // Passed reports whether the retrycap arm met every target.
@@ -71,7 +74,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	} else if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("storm: proxy binary %q: %w", bin, err)
 	}
-	res := &Result{Options: o, Scenario: sc}
+	removeLogs := false
+	if o.AccessLogDir == "" {
+		dir, err := os.MkdirTemp("", "retrycap-storm-logs")
+		if err != nil {
+			return nil, fmt.Errorf("storm: temp dir for the access logs: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		o.AccessLogDir = dir
+		removeLogs = true
+	} else if err := os.MkdirAll(o.AccessLogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("storm: access-log directory: %w", err)
+	}
+	res := &Result{Options: o, Scenario: sc, logsRemoved: removeLogs}
 	for _, arm := range []string{ArmNaive, ArmRetrycap} {
 		fmt.Fprintf(out, "storm: %s arm: %s, %d user requests/s for %s, payment down at %s for %s\n",
 			arm, sc.Chain(), o.RPS, o.Duration, o.OutageStart, o.OutageLength)
@@ -146,7 +161,7 @@ func isExecutable(p string) bool {
 // runArm starts one arm's chain, runs the load with the outage, waits for
 // the user requests to finish and computes the arm's figures.
 func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmResult, Timeline, error) {
-	c, err := startChain(bin, arm, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()})
+	c, err := startChain(bin, arm, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir)
 	if err != nil {
 		return ArmResult{}, Timeline{}, err
 	}
@@ -335,6 +350,14 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 	}
 	ar := Compute(arm, users, samples, tl, DefaultRecovery)
 	ar.Charges, ar.Replayed, ar.Duplicates = c.payment.Effects().Counts()
+	if o.AccessLogDir != "" {
+		c.close() // flushes the access logs
+		rep, err := ObserveArm(o.AccessLogDir, arm, observeThreshold)
+		if err != nil {
+			return ArmResult{}, tl, err
+		}
+		ar.Observed = rep
+	}
 	return ar, tl, nil
 }
 

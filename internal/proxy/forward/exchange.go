@@ -189,6 +189,7 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		}
 	}
 	d := x.f.pol.Decide(&o, up.Budget, up.Breaker, now)
+	x.logAttempt(now, &o, d)
 	if d.Retry {
 		up.M.Retries.Inc()
 		x.attemptStart = now

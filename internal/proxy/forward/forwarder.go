@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -56,6 +57,7 @@ type Forwarder struct {
 	methods   [][]byte
 	M         *Metrics
 	Logger    *log.Logger
+	accessLog *accesslog.Writer // nil: --access-log=off (EnableAccessLog)
 
 	selfPort []byte       // the data listener's port, for loop detection
 	selfAddr *net.TCPAddr // the data listener's address
