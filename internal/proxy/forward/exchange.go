@@ -74,6 +74,9 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	x.start = NowNanos()
 
 	x.chainOn = cfg.ChainCap > 0
+	// Nothing is added to a request: no default Content-Type for a body
+	// that came without one.
+	req.Header.SetNoDefaultContentType(true)
 	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
 	method := req.Header.Method()
 	x.retryable = known && (f.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes

@@ -2,6 +2,7 @@ package goroutine
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -73,20 +74,38 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	}
 
 	br := hc.AcquireReader(conn)
+	// rd reads the answer: br, or for a head larger than br's buffer (up
+	// to forward.MaxResponseHead) a larger reader over it, after which the
+	// connection is not reused (rd may have read ahead of the answer).
+	rd := br
 	t.answer.CopyTo(&resp.Header)
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
 	for n := 0; ; n++ {
-		if err = resp.Header.Read(br); err != nil {
+		err = resp.Header.Read(rd)
+		var small *fasthttp.ErrSmallBuffer
+		if err != nil && rd == br && errors.As(err, &small) {
+			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
+			t.answer.CopyTo(&resp.Header)
+			if err = resp.Header.Read(rd); errors.As(err, &small) {
+				err = forward.ErrAnswerHeadTooLarge
+			}
+		}
+		if err != nil {
 			hc.ReleaseReader(br)
 			hc.CloseConn(cc)
-			return true, err
+			return err != forward.ErrAnswerHeadTooLarge, err
 		}
 		if st := resp.StatusCode(); st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
 			break
 		}
 	}
-	closeConn := req.ConnectionClose() || resp.ConnectionClose()
+	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+		hc.ReleaseReader(br)
+		hc.CloseConn(cc)
+		return false, forward.ErrUnsolicitedSwitch
+	}
+	closeConn := req.ConnectionClose() || resp.ConnectionClose() || rd != br
 	cl := resp.Header.ContentLength()
 	if st := resp.StatusCode(); req.Header.IsHead() || resp.SkipBody || st < 200 || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
 		resp.SkipBody = true
@@ -98,7 +117,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		// Small and of known length: read it within the per-try deadline,
 		// as before streaming, so that a reset or a stall in it is still a
 		// failed attempt that can be retried.
-		err = resp.ReadBody(br, 0)
+		err = resp.ReadBody(rd, 0)
 		hc.ReleaseReader(br)
 		if err != nil {
 			hc.CloseConn(cc)
@@ -116,7 +135,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	ub.left = cl
 	ub.own.StreamBody = true
 	ub.own.Header.SetContentLength(cl)
-	if err = ub.own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
+	if err = ub.own.ReadBody(rd, 0); err != nil { // sets up the decoder; reads nothing
 		ub.release(true)
 		return false, err
 	}

@@ -1,0 +1,334 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Message framing and headers through the proxy (issue 14, DESIGN.md
+// "Proxy hardening"): each test drives the proxy with a real client or raw
+// bytes and checks the bytes a raw backend received, on the engine the
+// package runs with (-engine=loop, the default, or goroutine).
+
+// frBackend is a raw TCP backend: it parses requests with net/http's
+// reader, records every byte read and each request, and answers each with
+// the bytes answer returns (nil: a 200 "ok"). A 101 answer turns the
+// connection into an echo.
+type frBackend struct {
+	t      testing.TB
+	ln     net.Listener
+	answer func(n int, r *http.Request, body []byte) []byte
+	mu     sync.Mutex
+	raw    []byte
+	reqs   []frRequest
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+type frRequest struct {
+	method, uri, proto string
+	header             http.Header
+	body               string
+}
+
+func newFrBackend(t testing.TB, answer func(n int, r *http.Request, body []byte) []byte) *frBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &frBackend{t: t, ln: ln, answer: answer}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c)
+			b.mu.Unlock()
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				b.serve(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		b.mu.Lock()
+		for _, c := range b.conns {
+			_ = c.Close()
+		}
+		b.mu.Unlock()
+		b.wg.Wait()
+	})
+	return b
+}
+
+type frTee struct {
+	c net.Conn
+	b *frBackend
+}
+
+func (r frTee) Read(p []byte) (int, error) {
+	n, err := r.c.Read(p)
+	r.b.mu.Lock()
+	r.b.raw = append(r.b.raw, p[:n]...)
+	r.b.mu.Unlock()
+	return n, err
+}
+
+func (b *frBackend) serve(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(frTee{c, b})
+	for {
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		b.mu.Lock()
+		b.reqs = append(b.reqs, frRequest{r.Method, r.RequestURI, r.Proto, r.Header, string(body)})
+		n := len(b.reqs)
+		b.mu.Unlock()
+		ans := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		if b.answer != nil {
+			ans = b.answer(n, r, body)
+		}
+		if _, err := c.Write(ans); err != nil {
+			return
+		}
+		if bytes.HasPrefix(ans, []byte("HTTP/1.1 101 ")) {
+			// Echo what follows, prefixed, until the proxy closes.
+			buf := make([]byte, 4096)
+			for {
+				k, err := br.Read(buf)
+				if k > 0 {
+					if _, err := c.Write(append([]byte("echo:"), buf[:k]...)); err != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}
+		if r.Close {
+			return
+		}
+	}
+}
+
+func (b *frBackend) addr() string { return b.ln.Addr().String() }
+
+func (b *frBackend) received() (string, []frRequest) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.raw), append([]frRequest(nil), b.reqs...)
+}
+
+// frExchange writes req to the proxy on a new connection and reads until
+// the proxy closes it or, when answers > 0, until that many answers came
+// (their heads and bodies by net/http's reader); it returns the bytes read.
+func frExchange(t *testing.T, addr, req string, answers int, method string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	br := bufio.NewReader(io.TeeReader(c, &got))
+	if answers <= 0 {
+		_, err := io.ReadAll(br)
+		if err != nil {
+			t.Fatalf("reading the answer: %v (read %q)", err, got.String())
+		}
+		return got.String()
+	}
+	for range answers {
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("reading an answer: %v (read %q)", err, got.String())
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return got.String()[:got.Len()-br.Buffered()]
+}
+
+// curl runs /usr/bin/curl through the proxy, bounded.
+func curl(t *testing.T, p *Proxy, args ...string) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("no curl")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/usr/bin/curl", append([]string{"-sS", "--max-time", "10", "-x", "http://" + p.Addr()}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func chunked(payload string) string {
+	return fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(payload), payload)
+}
+
+// Defect 1: a chunked upgrade request is forwarded with the body it
+// de-chunked and a Content-Length, so the body can never be read as a
+// request of its own.
+func TestFramingChunkedUpgradeNotSmuggled(t *testing.T) {
+	b := newFrBackend(t, nil)
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+	smuggled := "0\r\n\r\nGET /x HTTP/1.1\r\nHost: backend\r\n\r\n"
+	req := "POST http://backend/up HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" +
+		"HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(smuggled)
+	ans := frExchange(t, p.Addr(), req, 1, "POST")
+	if !strings.HasPrefix(ans, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(ans, "\r\n\r\nok") {
+		t.Errorf("answer %q, want the backend's 200 ok", ans)
+	}
+	raw, reqs := b.received()
+	want := "POST /up HTTP/1.1\r\nHost: backend\r\nContent-Length: 39\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" +
+		"Http2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nRetrycap-Budget: 4\r\n\r\n" + smuggled
+	if raw != want {
+		t.Errorf("backend received\n%q\nwant\n%q", raw, want)
+	}
+	first := raw
+	if len(reqs) != 1 || reqs[0].body != smuggled {
+		t.Errorf("backend parsed %d requests %+v, want 1 with the body %q", len(reqs), reqs, smuggled)
+	}
+
+	// Stock curl sends the same (curl --http2 to an http:// URL: Upgrade: h2c).
+	file := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(file, []byte(smuggled), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := curl(t, p, "--http2", "-H", "Transfer-Encoding: chunked", "--data-binary", "@"+file, "http://backend/curl"); out != "ok" {
+		t.Errorf("curl: %q, want ok", out)
+	}
+	raw, reqs = b.received()
+	if len(reqs) != 2 || reqs[1].uri != "/curl" || reqs[1].body != smuggled || reqs[1].header.Get("Transfer-Encoding") != "" {
+		t.Errorf("backend parsed %+v, want a second request /curl with the body %q\nraw %q", reqs, smuggled, raw)
+	}
+	second, _ := strings.CutPrefix(raw, first)
+	if !strings.HasPrefix(second, "POST /curl HTTP/1.1\r\n") || !strings.Contains(second, "\r\nContent-Length: 39\r\n") ||
+		!strings.HasSuffix(second, "\r\nRetrycap-Budget: 4\r\n\r\n"+smuggled) || strings.Contains(second, "Transfer-Encoding") {
+		t.Errorf("backend received from curl %q: want POST /curl with Content-Length: 39, no Transfer-Encoding, the body as sent", second)
+	}
+}
+
+// Defect 2: a refused upgrade leaves an HTTP connection: each later
+// request on it is parsed, routed by its host, stripped and clamped.
+func TestFramingRefusedUpgradeStaysHTTP(t *testing.T) {
+	a, b := newFrBackend(t, nil), newFrBackend(t, nil)
+	p := startProxy(t, "--upstreams", "a=3,b=3", "--resolve", "a="+a.addr()+",b="+b.addr(), "--chain-cap", "4")
+	// curl --http2 to http:// URLs asks the first request to upgrade to
+	// h2c; the backend (like most) ignores that and answers 200.
+	if out := curl(t, p, "--http2", "-H", "Retrycap-Budget: 999", "http://a/one", "http://b/two"); out != "okok" {
+		t.Errorf("curl: %q, want okok", out)
+	}
+	_, ra := a.received()
+	rawB, rb := b.received()
+	if len(ra) != 1 || ra[0].uri != "/one" || ra[0].header.Get("Retrycap-Budget") != "4" {
+		t.Errorf("backend a got %+v, want one request /one with Retrycap-Budget 4", ra)
+	}
+	if len(rb) != 1 || rb[0].uri != "/two" || rb[0].header.Get("Retrycap-Budget") != "4" || rb[0].header.Get("Proxy-Connection") != "" {
+		t.Errorf("backend b got %+v (raw %q), want one request /two with Retrycap-Budget 4 and no Proxy-Connection", rb, rawB)
+	}
+
+	// The same in raw bytes: a refused upgrade, then a request for the
+	// other host on the same connection.
+	req := "GET http://a/up HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" +
+		"GET http://b/next HTTP/1.1\r\nHost: b\r\nRetrycap-Budget: 999\r\nProxy-Connection: keep-alive\r\n\r\n"
+	ans := frExchange(t, p.Addr(), req, 2, "GET")
+	if strings.Count(ans, "HTTP/1.1 200 OK\r\n") != 2 {
+		t.Errorf("answers %q, want two 200s", ans)
+	}
+	rawB2, _ := b.received()
+	if got, want := strings.TrimPrefix(rawB2, rawB), "GET /next HTTP/1.1\r\nHost: b\r\nRetrycap-Budget: 2\r\n\r\n"; got != want {
+		t.Errorf("backend b received %q, want %q", got, want)
+	}
+}
+
+// Defect 6: deleting hop-by-hop fields leaves the others where they were,
+// repeated ones in their order, in requests and in answers.
+func TestFramingHeaderOrderKept(t *testing.T) {
+	answer := []byte("HTTP/1.1 200 OK\r\nX-R: 1\r\nKeep-Alive: timeout=5\r\nX-R: 2\r\nConnection: keep-alive, X-Gone\r\nX-Gone: g\r\nX-R: 3\r\nContent-Length: 2\r\n\r\nok")
+	b := newFrBackend(t, func(int, *http.Request, []byte) []byte { return answer })
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+	// curl always sends Proxy-Connection.
+	out := curl(t, p, "-i", "-H", "X-A: 1", "-H", "X-A: 2", "http://backend/curl")
+	_, reqs := b.received()
+	if len(reqs) != 1 || strings.Join(reqs[0].header["X-A"], ",") != "1,2" || reqs[0].header.Get("Proxy-Connection") != "" {
+		t.Errorf("backend got %+v, want X-A 1 then 2 and no Proxy-Connection", reqs)
+	}
+	if !strings.Contains(out, "X-R: 1\r\nX-R: 2\r\nX-R: 3\r\n") || strings.Contains(out, "X-Gone") || strings.Contains(out, "Keep-Alive") {
+		t.Errorf("curl got %q, want X-R 1, 2, 3 in order, without the hop-by-hop fields", out)
+	}
+
+	raw0, _ := b.received()
+	req := "GET http://backend/raw HTTP/1.1\r\nHost: backend\r\nX-A: 1\r\nConnection: X-Gone\r\nX-B: b\r\nX-Gone: g\r\nX-A: 2\r\n" +
+		"Keep-Alive: 5\r\nTE: trailers\r\nX-A: 3\r\nX-C: c\r\n\r\n"
+	ans := frExchange(t, p.Addr(), req, 1, "GET")
+	raw, _ := b.received()
+	if got, want := strings.TrimPrefix(raw, raw0), "GET /raw HTTP/1.1\r\nHost: backend\r\nX-A: 1\r\nX-B: b\r\nX-A: 2\r\nX-A: 3\r\nX-C: c\r\nRetrycap-Budget: 2\r\n\r\n"; got != want {
+		t.Errorf("backend received\n%q\nwant\n%q", got, want)
+	}
+	if want := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-R: 1\r\nX-R: 2\r\nX-R: 3\r\n\r\nok"; ans != want {
+		t.Errorf("answer\n%q\nwant\n%q", ans, want)
+	}
+}
+
+// Defect 7: answer heads up to 64 KiB pass, on the first attempt; larger
+// ones are a bad answer (502), not a reset to retry.
+func TestFramingLargeAnswerHead(t *testing.T) {
+	for _, size := range []int{9 << 10, 60 << 10, 70 << 10} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			big := strings.Repeat("v", size)
+			b := newFrBackend(t, func(int, *http.Request, []byte) []byte {
+				return []byte("HTTP/1.1 200 OK\r\nX-Big: " + big + "\r\nContent-Length: 2\r\n\r\nok")
+			})
+			p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--retry-methods", "GET")
+			for i, method := range []string{"GET", "POST"} {
+				ans := frExchange(t, p.Addr(), method+" http://backend/ HTTP/1.1\r\nHost: backend\r\nContent-Length: 0\r\n\r\n", 1, method)
+				_, reqs := b.received()
+				if len(reqs) != i+1 {
+					t.Errorf("%s: the backend got %d requests in all, want %d", method, len(reqs), i+1)
+				}
+				if size <= 64<<10 {
+					if want := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Big: " + big + "\r\n\r\nok"; ans != want {
+						t.Errorf("%s: answer %.80q... (%d bytes), want the backend's (%d bytes)", method, ans, len(ans), len(want))
+					}
+				} else if !strings.HasPrefix(ans, "HTTP/1.1 502 Bad Gateway\r\n") {
+					t.Errorf("%s: answer %.200q, want 502", method, ans)
+				}
+			}
+		})
+	}
+}
