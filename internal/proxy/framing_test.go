@@ -132,9 +132,10 @@ func (b *frBackend) serve(c net.Conn) {
 				}
 			}
 		}
-		if r.Close {
-			return
-		}
+		// The connection stays open whatever the request said (until the
+		// proxy closes it): a backend that closes between requests makes a
+		// pooled connection stale, connection management's business (the
+		// other half of issue 14), not framing's.
 	}
 }
 
@@ -331,4 +332,144 @@ func TestFramingLargeAnswerHead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Defect 8, one case each.
+func TestFramingDefect8(t *testing.T) {
+	var mu sync.Mutex
+	next := []byte(nil) // the backend's next answer (nil: 200 ok)
+	setNext := func(b string) {
+		mu.Lock()
+		next = nil
+		if b != "" {
+			next = []byte(b)
+		}
+		mu.Unlock()
+	}
+	b := newFrBackend(t, func(int, *http.Request, []byte) []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if next == nil {
+			return []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+		return next
+	})
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4", "--retry-on", "503,reset")
+	// sent sends req and returns the answer and what the backend received
+	// of it (raw bytes and parsed requests).
+	sent := func(t *testing.T, req string, answers int, method string) (ans, raw string, reqs []frRequest) {
+		t.Helper()
+		raw0, reqs0 := b.received()
+		ans = frExchange(t, p.Addr(), req, answers, method)
+		raw1, reqs1 := b.received()
+		return ans, strings.TrimPrefix(raw1, raw0), reqs1[len(reqs0):]
+	}
+
+	t.Run("HTTP/1.0 client never gets chunked", func(t *testing.T) {
+		setNext("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+		defer setNext("")
+		ans, _, reqs := sent(t, "GET http://backend/ HTTP/1.0\r\nHost: backend\r\n\r\n", 0, "GET")
+		if want := "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello"; ans != want || len(reqs) != 1 {
+			t.Errorf("answer %q (backend got %d requests), want %q", ans, len(reqs), want)
+		}
+	})
+	t.Run("no Content-Type added", func(t *testing.T) {
+		_, raw, _ := sent(t, "POST http://backend/ HTTP/1.1\r\nHost: backend\r\nContent-Length: 4\r\n\r\nbody", 1, "POST")
+		if want := "POST / HTTP/1.1\r\nHost: backend\r\nContent-Length: 4\r\nRetrycap-Budget: 4\r\n\r\nbody"; raw != want {
+			t.Errorf("backend received %q, want %q", raw, want)
+		}
+	})
+	t.Run("smallest budget wins", func(t *testing.T) {
+		for _, c := range []struct{ hdr, budget, bag string }{
+			{"Baggage: retrycap-budget=3,retrycap-budget=1\r\n", "1", "retrycap-budget=1"},
+			{"Baggage: a=1,retrycap-budget=x,retrycap-budget=2\r\n", "2", "a=1,retrycap-budget=2"},
+			{"Retrycap-Budget: 3\r\nRetrycap-Budget: 2\r\n", "2", ""},
+			{"Retrycap-Budget: 2\r\nRetrycap-Budget: 3\r\n", "2", ""},
+			{"Retrycap-Budget: x\r\nRetrycap-Budget: 3\r\n", "3", ""},
+			{"Retrycap-Budget: 3, 1\r\n", "1", ""},
+		} {
+			_, _, reqs := sent(t, "GET http://backend/ HTTP/1.1\r\nHost: backend\r\n"+c.hdr+"\r\n", 1, "GET")
+			// One attempt of three (a split of n >= 3 reserves two retries;
+			// n 1 or 2 fewer): the first attempt's share, n minus retries.
+			want := map[string]string{"1": "1", "2": "1", "3": "1"}[c.budget]
+			if len(reqs) != 1 || reqs[0].header.Get("Retrycap-Budget") != want || strings.Join(reqs[0].header["Retrycap-Budget"], ",") != want {
+				t.Errorf("%q: backend got %+v, want one Retrycap-Budget %s", c.hdr, reqs, want)
+			}
+			if c.bag != "" && strings.Join(reqs[0].header["Baggage"], "|") != strings.Replace(c.bag, "="+c.budget, "="+want, 1) {
+				t.Errorf("%q: backend got baggage %q", c.hdr, reqs[0].header["Baggage"])
+			}
+		}
+	})
+	t.Run("bare LF head is 400", func(t *testing.T) {
+		if *testEngine == "goroutine" {
+			t.Skip("left: fasthttp's parser waits for the CRLF CRLF of a head ended by bare LFs (docs/proxy.md, Hardening)")
+		}
+		// Refused, not served (docs/proxy.md, Hardening): never left hanging.
+		for _, req := range []string{
+			"GET http://backend/lf HTTP/1.1\nHost: backend\n\n",
+			"GET http://backend/lf HTTP/1.1\r\nHost: backend\nX-A: 1\r\n\r\n",
+		} {
+			ans, raw, _ := sent(t, req, 0, "GET")
+			if !strings.HasPrefix(ans, "HTTP/1.1 400 Bad Request\r\n") || raw != "" {
+				t.Errorf("%q: answer %q, backend received %q; want 400 and nothing forwarded", req, ans, raw)
+			}
+		}
+	})
+	t.Run("non-token header name is 400", func(t *testing.T) {
+		for _, bad := range []string{"X A: 1", "X-A : 1", "X\x01A: 1", "X(A): 1", " X-A: 1", "X-A\t: 1", ": 1"} {
+			ans, raw, _ := sent(t, "GET http://backend/ HTTP/1.1\r\nHost: backend\r\n"+bad+"\r\n\r\n", 0, "GET")
+			if !strings.HasPrefix(ans, "HTTP/1.1 400 Bad Request\r\n") || raw != "" {
+				t.Errorf("%q: answer %q, backend received %q; want 400 and nothing forwarded", bad, ans, raw)
+			}
+		}
+	})
+	t.Run("HTTP/1.2 goes as HTTP/1.1, HTTP/2.0 is 505", func(t *testing.T) {
+		// A proxy of its own: a connection the backend closed meanwhile,
+		// pooled, would make the first attempt a retried reset (connection
+		// management, not framing: issue 14's other half).
+		b := newFrBackend(t, nil)
+		p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		sent := func(t *testing.T, req string, answers int, method string) (ans, raw string, reqs []frRequest) {
+			t.Helper()
+			raw0, reqs0 := b.received()
+			ans = frExchange(t, p.Addr(), req, answers, method)
+			raw1, reqs1 := b.received()
+			return ans, strings.TrimPrefix(raw1, raw0), reqs1[len(reqs0):]
+		}
+		ans, raw, _ := sent(t, "GET http://backend/v HTTP/1.2\r\nHost: backend\r\n\r\n", 1, "GET")
+		if !strings.HasPrefix(ans, "HTTP/1.1 200 OK\r\n") || raw != "GET /v HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 2\r\n\r\n" {
+			t.Errorf("answer %q, backend received %q; want 200, forwarded as HTTP/1.1", ans, raw)
+		}
+		for _, v := range []string{"HTTP/2.0", "HTTP/0.9", "HTTP/1.x", "HTTP/1.10"} {
+			ans, raw, _ = sent(t, "GET http://backend/v "+v+"\r\nHost: backend\r\n\r\n", 0, "GET")
+			if (!strings.HasPrefix(ans, "HTTP/1.1 505 HTTP Version Not Supported\r\n") && !strings.HasPrefix(ans, "HTTP/1.1 400 Bad Request\r\n")) || raw != "" {
+				t.Errorf("%s: answer %q, backend received %q; want 505 (or 400) and nothing forwarded", v, ans, raw)
+			}
+		}
+	})
+	t.Run("unsolicited 101 is 502", func(t *testing.T) {
+		setNext("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
+		defer setNext("")
+		for _, m := range []string{"GET", "POST"} {
+			ans, _, reqs := sent(t, m+" http://backend/ HTTP/1.1\r\nHost: backend\r\nContent-Length: 0\r\n\r\n", 1, m)
+			if !strings.HasPrefix(ans, "HTTP/1.1 502 Bad Gateway\r\n") || len(reqs) != 1 {
+				t.Errorf("%s: answer %q, backend got %d requests; want 502 after one", m, ans, len(reqs))
+			}
+		}
+	})
+	t.Run("trailers never promote", func(t *testing.T) {
+		setNext("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+		defer setNext("")
+		for _, announce := range []string{"Trailer: Idempotency-Key\r\n", ""} {
+			req := "POST http://backend/t HTTP/1.1\r\nHost: backend\r\n" + announce + "Transfer-Encoding: chunked\r\n\r\n" +
+				"4\r\nbody\r\n0\r\nIdempotency-Key: k1\r\n\r\n"
+			ans, raw, reqs := sent(t, req, 1, "POST")
+			if !strings.HasPrefix(ans, "HTTP/1.1 503 Service Unavailable\r\n") || len(reqs) != 1 {
+				t.Errorf("%q: answer %q, backend got %d requests; want the 503 after one (a trailer key makes nothing retryable)", announce, ans, len(reqs))
+			}
+			if want := "POST /t HTTP/1.1\r\nHost: backend\r\nContent-Length: 4\r\nRetrycap-Budget: 4\r\n\r\nbody"; raw != want {
+				t.Errorf("%q: backend received %q, want %q", announce, raw, want)
+			}
+		}
+	})
 }

@@ -2,6 +2,7 @@ package goroutine
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -187,6 +188,7 @@ type upstreamBody struct {
 	idle      time.Duration
 	left      int // bytes still to come of a known length; < 0 if unknown
 	eof       bool
+	held      bool // Close does nothing: http10 took the body over
 	closeConn bool
 }
 
@@ -219,7 +221,7 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 // Close ends the body: the connection goes back to the pool only if the body
 // was read to its end.
 func (b *upstreamBody) Close() error {
-	if b.body == nil {
+	if b.body == nil || b.held {
 		return nil
 	}
 	b.release(!b.eof)
@@ -231,6 +233,45 @@ func (b *upstreamBody) release(discard bool) {
 	b.hc.ReleaseReader(b.br)
 	releaseConn(b.hc, b.cc, discard || b.closeConn)
 	b.hc, b.cc, b.conn, b.br, b.body = nil, nil, nil, nil, nil
-	b.eof, b.closeConn = false, false
+	b.eof, b.closeConn, b.held = false, false, false
 	bodyPool.Put(b)
+}
+
+// http10 writes an answer of unknown length (chunked or delimited by the
+// upstream's close) to an HTTP/1.0 client delimited by the end of the
+// connection: HTTP/1.0 has no chunked coding (RFC 9112 7.1), and fasthttp
+// would write it chunked. The head is fasthttp's without the
+// Transfer-Encoding; the body is copied as it arrives, then the
+// connection closes.
+func (e *Engine) http10(ctx *fasthttp.RequestCtx) {
+	resp := &ctx.Response
+	ub, ok := resp.BodyStream().(*upstreamBody)
+	if !ok || resp.Header.ContentLength() >= 0 || resp.SkipBody || ctx.Request.Header.IsHead() {
+		return
+	}
+	resp.Header.SetConnectionClose()
+	head := resp.Header.AppendBytes(nil)
+	var out []byte
+	for rest := head; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n') + 1
+		if i == 0 {
+			i = len(rest)
+		}
+		if line := rest[:i]; len(line) < 18 || !bytes.EqualFold(line[:18], []byte("Transfer-Encoding:")) {
+			out = append(out, line...)
+		}
+		rest = rest[i:]
+	}
+	ub.held = true
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		defer func() {
+			ub.held = false
+			_ = ub.Close()
+		}()
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+		_, _ = io.Copy(c, ub)
+	})
 }
