@@ -84,11 +84,10 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	// is tunnelled before forward and never gets here).
 	for n := 0; ; n++ {
 		err = resp.Header.Read(rd)
-		var small *fasthttp.ErrSmallBuffer
-		if err != nil && rd == br && errors.As(err, &small) {
+		if err != nil && rd == br && isSmallBuffer(err) {
 			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
 			t.answer.CopyTo(&resp.Header)
-			if err = resp.Header.Read(rd); errors.As(err, &small) {
+			if err = resp.Header.Read(rd); isSmallBuffer(err) {
 				err = forward.ErrAnswerHeadTooLarge
 			}
 		}
@@ -274,4 +273,10 @@ func (e *Engine) http10(ctx *fasthttp.RequestCtx) {
 		}
 		_, _ = io.Copy(c, ub)
 	})
+}
+
+// isSmallBuffer: err says a head did not fit the reader's buffer.
+func isSmallBuffer(err error) bool {
+	var small *fasthttp.ErrSmallBuffer
+	return err != nil && errors.As(err, &small)
 }
