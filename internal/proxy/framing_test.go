@@ -457,6 +457,17 @@ func TestFramingDefect8(t *testing.T) {
 			}
 		}
 	})
+	t.Run("Content-Length and Transfer-Encoding: chunked wins, then close", func(t *testing.T) {
+		req := "POST http://backend/both HTTP/1.1\r\nHost: backend\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"4\r\nbody\r\n0\r\n\r\nGET http://backend/after HTTP/1.1\r\nHost: backend\r\n\r\n"
+		ans, raw, _ := sent(t, req, 0, "POST")
+		if !strings.HasPrefix(ans, "HTTP/1.1 200 OK\r\n") || !strings.Contains(ans, "\r\nConnection: close\r\n") || strings.Count(ans, "HTTP/1.1 ") != 1 {
+			t.Errorf("answer %q, want one 200 with Connection: close", ans)
+		}
+		if want := "POST /both HTTP/1.1\r\nHost: backend\r\nContent-Length: 4\r\nRetrycap-Budget: 4\r\n\r\nbody"; raw != want {
+			t.Errorf("backend received %q, want %q", raw, want)
+		}
+	})
 	t.Run("trailers never promote", func(t *testing.T) {
 		setNext("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
 		defer setNext("")

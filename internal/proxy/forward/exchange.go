@@ -78,6 +78,12 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	// that came without one.
 	req.Header.SetNoDefaultContentType(true)
 	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
+	if req.Header.ContentLength() == -1 {
+		// The body was de-chunked (buffered for replay): it goes framed by
+		// its length, the Transfer-Encoding deleted in place (fasthttp's
+		// writer would delete it by moving the last field into its place).
+		SetContentLength(&req.Header, len(req.Body()), sc)
+	}
 	method := req.Header.Method()
 	x.retryable = known && (f.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {

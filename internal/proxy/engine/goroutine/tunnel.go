@@ -189,7 +189,7 @@ func (c *readConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
-	return c.Conn.Close()
+	return c.Close()
 }
 
 // pipe copies both ways until both sides are done; a half close is passed
