@@ -77,6 +77,9 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	// Nothing is added to a request: no default Content-Type for a body
 	// that came without one.
 	req.Header.SetNoDefaultContentType(true)
+	if seen&SeenTransferEncoding != 0 && rawHasTransferEncoding(req.Header.RawHeaders()) {
+		restoreRawOrder(&req.Header, sc)
+	}
 	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
 	if req.Header.ContentLength() == -1 {
 		// The body was de-chunked (buffered for replay): it goes framed by

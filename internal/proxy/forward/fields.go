@@ -85,19 +85,7 @@ func responseUntouched(k []byte) bool {
 func removeRequestFields(h *fasthttp.RequestHeader, drop func(k []byte, sc *Scratch) bool, sc *Scratch) {
 	sc.head = h.AppendBytes(sc.head[:0])
 	snapshot(sc.head, sc)
-	sc.trailers = sc.trailers[:0]
-	for _, k := range h.PeekTrailerKeys() {
-		sc.trailers = append(sc.trailers, k...)
-		sc.trailers = append(sc.trailers, 0)
-	}
-	if len(sc.trailers) > 0 {
-		h.Del(fasthttp.HeaderTrailer) // moves the trailer fields into the header: deleted below
-		for rest := sc.trailers; len(rest) > 0; {
-			i := bytes.IndexByte(rest, 0)
-			h.DelBytes(rest[:i])
-			rest = rest[i+1:]
-		}
-	}
+	delTrailers(h, sc)
 	head := sc.head
 	for _, f := range sc.fields {
 		if k := head[f.k0:f.k1]; !requestUntouched(k) {
@@ -117,6 +105,26 @@ func removeRequestFields(h *fasthttp.RequestHeader, drop func(k []byte, sc *Scra
 	}
 	if !special {
 		h.EnableSpecialHeader()
+	}
+}
+
+// delTrailers deletes the trailer fields (and the fields of their names:
+// the caller adds those it keeps back from its snapshot). fasthttp's Del of
+// Trailer moves the trailer fields into the header.
+func delTrailers(h *fasthttp.RequestHeader, sc *Scratch) {
+	sc.trailers = sc.trailers[:0]
+	for _, k := range h.PeekTrailerKeys() {
+		sc.trailers = append(sc.trailers, k...)
+		sc.trailers = append(sc.trailers, 0)
+	}
+	if len(sc.trailers) == 0 {
+		return
+	}
+	h.Del(fasthttp.HeaderTrailer)
+	for rest := sc.trailers; len(rest) > 0; {
+		i := bytes.IndexByte(rest, 0)
+		h.DelBytes(rest[:i])
+		rest = rest[i+1:]
 	}
 }
 
@@ -150,4 +158,67 @@ func SetContentLength(h *fasthttp.RequestHeader, n int, sc *Scratch) {
 		}, sc)
 	}
 	h.SetContentLength(n)
+}
+
+// restoreRawOrder puts a chunked request's fields back as its raw header
+// block has them (as the client sent them). fasthttp's server, before the
+// handler runs, deletes the Transfer-Encoding of a chunked request whose
+// body is empty by moving the last field into its place, and appends the
+// fields of an unannounced trailer section to the header: those, in no
+// line of the raw block, are dropped (trailers never promote).
+func restoreRawOrder(h *fasthttp.RequestHeader, sc *Scratch) {
+	sc.head = h.AppendBytes(sc.head[:0])
+	snapshot(sc.head, sc)
+	head := sc.head
+	sc.used = append(sc.used[:0], make([]bool, len(sc.fields))...)
+	sc.order = sc.order[:0]
+	// Each raw line's field: the same name and value, else (a value
+	// fasthttp rewrote) the first unused one of the same name.
+	for pass := 0; pass < 2; pass++ {
+		line := 0
+		for raw := h.RawHeaders(); len(raw) > 0; line++ {
+			l := raw
+			if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+				l, raw = raw[:i], raw[i+1:]
+			} else {
+				raw = nil
+			}
+			if len(l) == 0 || (len(l) == 1 && l[0] == '\r') {
+				break // the end of the header section: trailers may follow
+			}
+			if pass == 0 {
+				sc.order = append(sc.order, -1)
+			}
+			c := bytes.IndexByte(l, ':')
+			if c <= 0 || sc.order[line] >= 0 {
+				continue
+			}
+			name, value := trimSpace(l[:c]), bytes.TrimSpace(l[c+1:])
+			for i, f := range sc.fields {
+				k := head[f.k0:f.k1]
+				if sc.used[i] || requestUntouched(k) || !bytes.EqualFold(k, name) || (pass == 0 && !bytes.Equal(head[f.v0:f.v1], value)) {
+					continue
+				}
+				sc.used[i] = true
+				sc.order[line] = i
+				break
+			}
+		}
+	}
+	delTrailers(h, sc)
+	for _, f := range sc.fields {
+		if k := head[f.k0:f.k1]; !requestUntouched(k) {
+			h.DelBytes(k)
+		}
+	}
+	special := h.DisableSpecialHeader()
+	for _, i := range sc.order {
+		if i >= 0 {
+			f := sc.fields[i]
+			h.AddBytesKV(head[f.k0:f.k1], head[f.v0:f.v1])
+		}
+	}
+	if !special {
+		h.EnableSpecialHeader()
+	}
 }

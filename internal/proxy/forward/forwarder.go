@@ -73,6 +73,8 @@ type Scratch struct {
 	head     []byte
 	fields   []field
 	trailers []byte
+	used     []bool
+	order    []int
 }
 
 // New builds the core from a validated Config. logger may be nil.
