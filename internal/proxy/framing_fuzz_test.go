@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -45,7 +46,10 @@ func FuzzFramingDifferential(f *testing.F) {
 		via.reset()
 		direct.reset()
 		proxied := diffSend(t, p.Addr(), wire, len(reqs))
-		diffSend(t, direct.addr(), wire, len(reqs))
+		directly := diffSend(t, direct.addr(), wire, len(reqs))
+		if proxied.stalled && !directly.stalled {
+			t.Fatalf("the proxy left a request unanswered that the backend answered\nwire %q\nanswers %q\ndirect %q", wire, proxied.raw, directly.raw)
+		}
 		got, want := via.taken(), direct.taken()
 		for i := range got {
 			if i >= len(want) {
@@ -222,6 +226,8 @@ type diffAnswers struct {
 	// a request it will not read further, such as one with both
 	// Content-Length and Transfer-Encoding, as HAProxy does).
 	refused bool
+	// stalled: the 5 seconds ran out waiting for an answer.
+	stalled bool
 }
 
 // diffSend writes wire on a new connection and reads up to n answers
@@ -244,6 +250,8 @@ func diffSend(t *testing.T, addr, wire string, n int) diffAnswers {
 	for i := range n {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
+			var ne net.Error
+			out.stalled = errors.As(err, &ne) && ne.Timeout()
 			break
 		}
 		if i == n-1 {
