@@ -74,7 +74,19 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	x.start = NowNanos()
 
 	x.chainOn = cfg.ChainCap > 0
+	// Nothing is added to a request: no default Content-Type for a body
+	// that came without one.
+	req.Header.SetNoDefaultContentType(true)
+	if seen&SeenTransferEncoding != 0 && rawHasTransferEncoding(req.Header.RawHeaders()) {
+		restoreRawOrder(&req.Header, sc)
+	}
 	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
+	if req.Header.ContentLength() == -1 {
+		// The body was de-chunked (buffered for replay): it goes framed by
+		// its length, the Transfer-Encoding deleted in place (fasthttp's
+		// writer would delete it by moving the last field into its place).
+		SetContentLength(&req.Header, len(req.Body()), sc)
+	}
 	method := req.Header.Method()
 	x.retryable = known && (f.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {

@@ -70,6 +70,13 @@ type Scratch struct {
 	out  []byte // rewritten baggage value
 	num  []byte
 	conn []byte // copy of the Connection header, whose tokens name hop-by-hop headers
+	// Deleting fields in place (fields.go): the head as fasthttp writes
+	// it, its header lines, the trailer names.
+	head     []byte
+	fields   []field
+	trailers []byte
+	used     []bool
+	order    []int
 }
 
 // New builds the core from a validated Config. logger may be nil.

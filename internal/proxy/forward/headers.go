@@ -178,3 +178,20 @@ func trimSpace(b []byte) []byte {
 	}
 	return b
 }
+
+// rawHasTransferEncoding reports whether a raw header block has a
+// Transfer-Encoding line.
+func rawHasTransferEncoding(raw []byte) bool {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if c := bytes.IndexByte(line, ':'); c > 0 && bytes.EqualFold(trimSpace(line[:c]), []byte("Transfer-Encoding")) {
+			return true
+		}
+	}
+	return false
+}

@@ -18,6 +18,11 @@ func (f *Forwarder) requestHeaders(h *fasthttp.RequestHeader, sc *Scratch) (n in
 // requestHeadersSeen is requestHeaders with the names present known
 // (headers.go); SeenAll looks every one up.
 func (f *Forwarder) requestHeadersSeen(h *fasthttp.RequestHeader, seen Seen, sc *Scratch) (n int, hadBag bool, key []byte) {
+	if len(h.PeekTrailerKeys()) > 0 {
+		// Trailers never count as headers: not for the budget, the key,
+		// nor upstream (fasthttp looks names up in both sections).
+		removeRequestFields(h, func([]byte, *Scratch) bool { return false }, sc)
+	}
 	if f.Cfg.ChainCap > 0 {
 		n, hadBag = f.incomingBudget(h, seen, sc)
 	}
@@ -46,9 +51,7 @@ func (f *Forwarder) incomingBudget(h *fasthttp.RequestHeader, seen Seen, sc *Scr
 	for _, v := range budgets {
 		n = policy.IncomingBudget(v, true, nil, false, n)
 	}
-	if len(budgets) > 1 {
-		h.Del(policy.HeaderBudget)
-	}
+	dupBudget := len(budgets) > 1
 	if seen&seenBaggage != 0 {
 		bags = h.PeekAll(headerBaggage)
 	}
@@ -63,8 +66,11 @@ func (f *Forwarder) incomingBudget(h *fasthttp.RequestHeader, seen Seen, sc *Scr
 	if hadBag {
 		n = policy.IncomingBudget(nil, false, sc.bag, true, n)
 	}
-	if len(bags) > 1 {
-		h.Del(headerBaggage)
+	if dupBudget || len(bags) > 1 {
+		// Deleted in place (fields.go): the attempt sets one of each.
+		removeRequestFields(h, func(k []byte, _ *Scratch) bool {
+			return (dupBudget && bytes.EqualFold(k, keyBudget)) || (len(bags) > 1 && bytes.EqualFold(k, keyBaggage))
+		}, sc)
 	}
 	return n, hadBag
 }
@@ -81,35 +87,55 @@ var hopByHop = [...]struct {
 	{"Te", seenTe}, {"Trailer", seenTrailer},
 }
 
+// hopMask is the bits of hopByHop.
+const hopMask = seenConnection | seenProxyConnection | seenKeepAlive | seenProxyAuthorization | seenProxyAuthenticate | seenTe | seenTrailer
+
 // stripHopByHop deletes the headers the Connection header nominates and the
-// fixed hop-by-hop list. The server has already read Connection: close for
+// fixed hop-by-hop list, and the trailer fields, the others staying where
+// they are (fields.go). The server has already read Connection: close for
 // the client side; the upstream connection is the proxy's own business.
 func stripHopByHop(h *fasthttp.RequestHeader, seen Seen, sc *Scratch) {
-	if seen&seenConnection != 0 {
-		deleteNominated(h, sc)
+	if seen&hopMask == 0 && len(h.PeekTrailerKeys()) == 0 {
+		return
 	}
-	for _, k := range hopByHop {
-		if seen&k.bit != 0 {
-			h.Del(k.name)
-		}
-	}
+	nominated(h, seen, sc)
+	removeRequestFields(h, dropHop, sc)
 }
 
-// connectionHeader is what request and response headers share for deleteNominated.
-type connectionHeader interface {
-	PeekAll(key string) [][]byte
-	DelBytes(key []byte)
+// StripUpgradeRequest prepares an upgrade request's head (Connection,
+// Upgrade and what Connection nominates go on: they are the upgrade):
+// the proxy's own fields and the trailers are deleted, the rest stays in
+// place.
+func StripUpgradeRequest(h *fasthttp.RequestHeader, sc *Scratch) {
+	removeRequestFields(h, func(k []byte, _ *Scratch) bool {
+		return !bytes.EqualFold(k, []byte("Connection")) && isHop(k)
+	}, sc)
 }
 
-// deleteNominated deletes the headers the Connection header nominates (RFC 9110 7.6.1), other
-// than its own close and keep-alive tokens. The list is collected into scratch first, since
-// deleting while iterating PeekAll's slices would read freed memory.
-func deleteNominated(h connectionHeader, sc *Scratch) {
+// nominated collects the tokens of the Connection header into sc.conn.
+func nominated(h interface{ PeekAll(key string) [][]byte }, seen Seen, sc *Scratch) {
 	sc.conn = sc.conn[:0]
+	if seen&seenConnection == 0 {
+		return
+	}
 	for _, v := range h.PeekAll("Connection") {
 		sc.conn = append(sc.conn, v...)
 		sc.conn = append(sc.conn, ',')
 	}
+}
+
+func isHop(k []byte) bool {
+	for _, x := range hopByHop {
+		if len(k) == len(x.name) && bytes.EqualFold(k, []byte(x.name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// isNominated reports whether the Connection header (sc.conn) names k,
+// other than by its own close and keep-alive tokens.
+func isNominated(k []byte, sc *Scratch) bool {
 	for rest := sc.conn; len(rest) > 0; {
 		tok := rest
 		if i := bytes.IndexByte(rest, ','); i >= 0 {
@@ -118,10 +144,22 @@ func deleteNominated(h connectionHeader, sc *Scratch) {
 			rest = nil
 		}
 		tok = bytes.TrimSpace(tok)
-		if len(tok) > 0 && !bytes.EqualFold(tok, []byte("close")) && !bytes.EqualFold(tok, []byte("keep-alive")) {
-			h.DelBytes(tok)
+		if len(tok) > 0 && bytes.EqualFold(tok, k) && !bytes.EqualFold(tok, []byte("close")) && !bytes.EqualFold(tok, []byte("keep-alive")) {
+			return true
 		}
 	}
+	return false
+}
+
+func dropHop(k []byte, sc *Scratch) bool { return isHop(k) || isNominated(k, sc) }
+
+// dropResponseHop: Trailer announces the trailers the body carries (end to
+// end); Upgrade goes (an upgrade is answered before forward).
+func dropResponseHop(k []byte, sc *Scratch) bool {
+	if bytes.EqualFold(k, []byte("Trailer")) {
+		return false
+	}
+	return isHop(k) || bytes.EqualFold(k, []byte("Upgrade")) || isNominated(k, sc)
 }
 
 // stripResponseHopByHop does the same for the upstream's response.
@@ -130,15 +168,37 @@ func stripResponseHopByHop(h *fasthttp.ResponseHeader, sc *Scratch) {
 }
 
 func stripResponseHopByHopSeen(h *fasthttp.ResponseHeader, seen Seen, sc *Scratch) {
-	if seen&seenConnection != 0 {
-		deleteNominated(h, sc)
+	if seen&(hopMask&^seenTrailer|SeenUpgrade) == 0 {
+		return
 	}
-	for _, k := range hopByHop {
-		if k.name != "Trailer" && seen&k.bit != 0 { // Trailer announces the trailers the body carries: end to end
-			h.Del(k.name)
+	nominated(h, seen, sc)
+	removeResponseFields(h, dropResponseHop, sc)
+}
+
+// StripResponse cleans an upstream's answer as the exchange does (the
+// hop-by-hop fields deleted, no default Content-Type, the connection's
+// close flag the proxy's business), for answers passed on outside an
+// exchange (a refused upgrade).
+func StripResponse(h *fasthttp.ResponseHeader, sc *Scratch) {
+	h.SetNoDefaultContentType(true)
+	stripResponseHopByHop(h, sc)
+	h.ResetConnectionClose()
+}
+
+// PrepareUpgrade readies an upgrade request's head: the chain budget
+// resolved and clamped as for any call (the tunnel is one attempt; it
+// carries the whole budget n), the proxy's own fields and the trailers
+// removed, the rest in place.
+func (f *Forwarder) PrepareUpgrade(h *fasthttp.RequestHeader, sc *Scratch) {
+	h.SetNoDefaultContentType(true)
+	StripUpgradeRequest(h, sc)
+	if f.Cfg.ChainCap > 0 {
+		n, hadBag := f.incomingBudget(h, ScanRequestHeaders(h), sc)
+		sc.num = policy.AppendInt(sc.num[:0], n)
+		h.SetCanonical(keyBudget, sc.num)
+		if hadBag {
+			sc.out = policy.AppendBaggage(sc.out[:0], sc.bag, n)
+			h.SetCanonical(keyBaggage, sc.out)
 		}
-	}
-	if seen&SeenUpgrade != 0 {
-		h.Del("Upgrade")
 	}
 }

@@ -36,10 +36,11 @@ func ParseBudgetHeader(v []byte) (n int, ok bool) {
 	return n, true
 }
 
-// ParseBaggage finds the retrycap-budget member in a W3C baggage header value
-// (members separated by commas, properties after ';') and parses it like
-// ParseBudgetHeader. The first well-formed retrycap-budget member wins;
-// a malformed one counts as absent.
+// ParseBaggage finds the retrycap-budget members in a W3C baggage header
+// value (members separated by commas, properties after ';') and parses each
+// like ParseBudgetHeader. The smallest well-formed member wins (a repeated
+// member can only lower the budget, never raise it, whichever comes first);
+// malformed ones count as absent.
 func ParseBaggage(v []byte) (n int, ok bool) {
 	for len(v) > 0 {
 		var member []byte
@@ -58,9 +59,29 @@ func ParseBaggage(v []byte) (n int, ok bool) {
 		if !equalFoldASCII(trimOWS(member[:eq]), BaggageKey) {
 			continue
 		}
-		return ParseBudgetHeader(member[eq+1:])
+		if m, good := ParseBudgetHeader(member[eq+1:]); good && (!ok || m < n) {
+			n, ok = m, true
+		}
 	}
-	return 0, false
+	return n, ok
+}
+
+// ParseBudgetList parses a Retrycap-Budget field value that may hold
+// several values joined by commas (repeated fields combined, RFC 9110
+// 5.3): the smallest well-formed one wins.
+func ParseBudgetList(v []byte) (n int, ok bool) {
+	for len(v) > 0 {
+		item := v
+		if i := indexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			v = nil
+		}
+		if m, good := ParseBudgetHeader(item); good && (!ok || m < n) {
+			n, ok = m, true
+		}
+	}
+	return n, ok
 }
 
 // AppendBaggage appends to dst the baggage value src with the
@@ -119,7 +140,7 @@ func AppendBaggage(dst, src []byte, n int) []byte {
 func IncomingBudget(header []byte, haveHeader bool, baggage []byte, haveBaggage bool, chainCap int) int {
 	n := chainCap
 	if haveHeader {
-		if v, ok := ParseBudgetHeader(header); ok && v < n {
+		if v, ok := ParseBudgetList(header); ok && v < n {
 			n = v
 		}
 	}

@@ -131,6 +131,21 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	// this copy before it reads an upstream's head, so that the answer
 	// passes the upstream's Date on and adds none.
 	e.answerOnce.Do(func() { ctx.Response.Header.CopyTo(&e.transport.answer) })
+	// A head the proxy does not read (HAProxy answers these 400 too), and
+	// the HTTP version (forward.CheckVersion).
+	if msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders()); msg != "" {
+		ctx.Error("retrycap-proxy: malformed request: "+msg+"\n", fasthttp.StatusBadRequest)
+		ctx.SetConnectionClose()
+		return
+	}
+	switch forward.CheckVersion(ctx.Request.Header.Protocol()) {
+	case forward.VersionAs11:
+		ctx.Request.Header.SetProtocol("HTTP/1.1")
+	case forward.VersionUnsupported:
+		ctx.Error("retrycap-proxy: HTTP version not supported: "+string(ctx.Request.Header.Protocol())+"\n", fasthttp.StatusHTTPVersionNotSupported)
+		ctx.SetConnectionClose()
+		return
+	}
 	if ctx.IsConnect() {
 		e.connect(ctx)
 		return
@@ -155,6 +170,9 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	e.forward(ctx, up)
+	if !ctx.Request.Header.IsHTTP11() {
+		e.http10(ctx)
+	}
 }
 
 // forward runs one call on the connection's goroutine: the attempt loop of

@@ -2,6 +2,8 @@ package goroutine
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -73,20 +75,37 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	}
 
 	br := hc.AcquireReader(conn)
+	// rd reads the answer: br, or for a head larger than br's buffer (up
+	// to forward.MaxResponseHead) a larger reader over it, after which the
+	// connection is not reused (rd may have read ahead of the answer).
+	rd := br
 	t.answer.CopyTo(&resp.Header)
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
 	for n := 0; ; n++ {
-		if err = resp.Header.Read(br); err != nil {
+		err = resp.Header.Read(rd)
+		if err != nil && rd == br && isSmallBuffer(err) {
+			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
+			t.answer.CopyTo(&resp.Header)
+			if err = resp.Header.Read(rd); isSmallBuffer(err) {
+				err = forward.ErrAnswerHeadTooLarge
+			}
+		}
+		if err != nil {
 			hc.ReleaseReader(br)
 			hc.CloseConn(cc)
-			return true, err
+			return err != forward.ErrAnswerHeadTooLarge, err
 		}
 		if st := resp.StatusCode(); st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
 			break
 		}
 	}
-	closeConn := req.ConnectionClose() || resp.ConnectionClose()
+	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
+		hc.ReleaseReader(br)
+		hc.CloseConn(cc)
+		return false, forward.ErrUnsolicitedSwitch
+	}
+	closeConn := req.ConnectionClose() || resp.ConnectionClose() || rd != br
 	cl := resp.Header.ContentLength()
 	if st := resp.StatusCode(); req.Header.IsHead() || resp.SkipBody || st < 200 || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
 		resp.SkipBody = true
@@ -98,7 +117,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		// Small and of known length: read it within the per-try deadline,
 		// as before streaming, so that a reset or a stall in it is still a
 		// failed attempt that can be retried.
-		err = resp.ReadBody(br, 0)
+		err = resp.ReadBody(rd, 0)
 		hc.ReleaseReader(br)
 		if err != nil {
 			hc.CloseConn(cc)
@@ -116,7 +135,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	ub.left = cl
 	ub.own.StreamBody = true
 	ub.own.Header.SetContentLength(cl)
-	if err = ub.own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
+	if err = ub.own.ReadBody(rd, 0); err != nil { // sets up the decoder; reads nothing
 		ub.release(true)
 		return false, err
 	}
@@ -168,6 +187,7 @@ type upstreamBody struct {
 	idle      time.Duration
 	left      int // bytes still to come of a known length; < 0 if unknown
 	eof       bool
+	held      bool // Close does nothing: http10 took the body over
 	closeConn bool
 }
 
@@ -200,7 +220,7 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 // Close ends the body: the connection goes back to the pool only if the body
 // was read to its end.
 func (b *upstreamBody) Close() error {
-	if b.body == nil {
+	if b.body == nil || b.held {
 		return nil
 	}
 	b.release(!b.eof)
@@ -212,6 +232,51 @@ func (b *upstreamBody) release(discard bool) {
 	b.hc.ReleaseReader(b.br)
 	releaseConn(b.hc, b.cc, discard || b.closeConn)
 	b.hc, b.cc, b.conn, b.br, b.body = nil, nil, nil, nil, nil
-	b.eof, b.closeConn = false, false
+	b.eof, b.closeConn, b.held = false, false, false
 	bodyPool.Put(b)
+}
+
+// http10 writes an answer of unknown length (chunked or delimited by the
+// upstream's close) to an HTTP/1.0 client delimited by the end of the
+// connection: HTTP/1.0 has no chunked coding (RFC 9112 7.1), and fasthttp
+// would write it chunked. The head is fasthttp's without the
+// Transfer-Encoding; the body is copied as it arrives, then the
+// connection closes.
+func (e *Engine) http10(ctx *fasthttp.RequestCtx) {
+	resp := &ctx.Response
+	ub, ok := resp.BodyStream().(*upstreamBody)
+	if !ok || resp.Header.ContentLength() >= 0 || resp.SkipBody || ctx.Request.Header.IsHead() {
+		return
+	}
+	resp.Header.SetConnectionClose()
+	head := resp.Header.AppendBytes(nil)
+	var out []byte
+	for rest := head; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n') + 1
+		if i == 0 {
+			i = len(rest)
+		}
+		if line := rest[:i]; len(line) < 18 || !bytes.EqualFold(line[:18], []byte("Transfer-Encoding:")) {
+			out = append(out, line...)
+		}
+		rest = rest[i:]
+	}
+	ub.held = true
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		defer func() {
+			ub.held = false
+			_ = ub.Close()
+		}()
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+		_, _ = io.Copy(c, ub)
+	})
+}
+
+// isSmallBuffer: err says a head did not fit the reader's buffer.
+func isSmallBuffer(err error) bool {
+	var small *fasthttp.ErrSmallBuffer
+	return err != nil && errors.As(err, &small)
 }

@@ -2,9 +2,12 @@ package goroutine
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -35,47 +38,158 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 	})
 }
 
-// upgrade passes an Upgrade request (websocket, h2c) through untouched:
-// the request head goes to the upstream once, then bytes flow both ways.
+// upgrade forwards an Upgrade request (websocket, h2c) and tunnels the
+// connection only once the upstream switched protocols. The request goes
+// once, never retried, with the chain budget clamped and the proxy's own
+// fields removed, framed as it will be read: a body fasthttp de-chunked goes
+// with its Content-Length, never with the Transfer-Encoding it came with
+// (that would let the decoded bytes be read as a second request). The
+// upstream's first final answer decides: a 101 opens the pipe; any other
+// answer is passed on as an ordinary one and the client's connection goes
+// on being parsed and routed request by request.
 func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPort []byte) {
 	addr := string(hostPort)
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		addr = net.JoinHostPort(addr, "80")
 	}
-	if up != nil {
-		if r, ok := e.f.Cfg.Resolve[up.Name]; ok {
-			addr = r
-		}
+	if up != nil && up.Resolved != "" {
+		addr = up.Resolved
 	}
 	addr = e.f.ResolveAddr(addr)
-	// Serialise the head in origin-form before the request is recycled.
+	sc := e.f.GetScratch()
+	defer e.f.PutScratch(sc)
 	req := &ctx.Request
-	req.Header.Del("Proxy-Connection")
-	req.Header.Del("Proxy-Authorization")
+	e.f.PrepareUpgrade(&req.Header, sc)
 	uri := req.URI()
 	req.Header.SetRequestURIBytes(uri.RequestURI())
 	if len(req.Header.Host()) == 0 {
 		req.Header.SetHostBytes(uri.Host())
 	}
-	head := append([]byte(nil), req.Header.Header()...)
-	body := append([]byte(nil), req.Body()...)
-	e.f.M.Tunnels.WithLabelValues("upgrade").Inc()
-	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(c net.Conn) {
-		u, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
+	body := req.Body()
+	if len(body) > 0 || req.Header.ContentLength() == -1 {
+		forward.SetContentLength(&req.Header, len(body), sc) // and no Transfer-Encoding
+	}
+	perTry := e.f.Cfg.PerTryTimeout
+	u, err := net.DialTimeout("tcp", addr, perTry)
+	if err != nil {
+		ctx.Error("retrycap-proxy: upgrade: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		return
+	}
+	_ = u.SetDeadline(time.Now().Add(perTry))
+	w := bufio.NewWriter(u)
+	_, _ = w.Write(req.Header.Header())
+	_, _ = w.Write(body)
+	if err := w.Flush(); err != nil {
+		_ = u.Close()
+		ctx.Error("retrycap-proxy: upgrade: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		return
+	}
+	br := bufio.NewReaderSize(u, 8192)
+	var raw []byte
+	st := 0
+	for n := 0; ; n++ {
+		raw, err = readHead(br, raw[:0], forward.MaxResponseHead)
+		if err == nil {
+			st, err = statusOf(raw)
+		}
 		if err != nil {
-			_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			_ = u.Close()
+			ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+err.Error()+"\n", fasthttp.StatusBadGateway)
 			return
 		}
-		defer u.Close()
-		w := bufio.NewWriter(u)
-		_, _ = w.Write(head)
-		_, _ = w.Write(body)
-		if err := w.Flush(); err != nil {
-			return
+		if st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
+			break
 		}
-		pipe(c, u)
-	})
+	}
+	e.f.M.Tunnels.WithLabelValues("upgrade").Inc()
+	if st == fasthttp.StatusSwitchingProtocols {
+		_ = u.SetDeadline(time.Time{})
+		ctx.HijackSetNoResponse(true)
+		ctx.Hijack(func(c net.Conn) {
+			defer u.Close()
+			if _, err := c.Write(raw); err != nil {
+				return
+			}
+			pipe(c, &readConn{Conn: u, r: br})
+		})
+		return
+	}
+	// Refused: an ordinary answer, on a connection that stays HTTP.
+	defer u.Close()
+	resp := &ctx.Response
+	e.transport.answer.CopyTo(&resp.Header)
+	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
+		resp.Reset()
+		ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		return
+	}
+	if req.Header.IsHead() || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
+		resp.SkipBody = true
+	} else if err := resp.ReadBody(br, forward.MaxRequestBody); err != nil {
+		resp.Reset()
+		ctx.Error("retrycap-proxy: upgrade: reading the answer: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		return
+	}
+	forward.StripResponse(&resp.Header, sc)
+}
+
+// readHead appends one message head (through its empty line) from br to
+// dst, at most max bytes.
+func readHead(br *bufio.Reader, dst []byte, maxLen int) ([]byte, error) {
+	start := len(dst)
+	for {
+		line, err := br.ReadSlice('\n')
+		dst = append(dst, line...)
+		if len(dst)-start > maxLen {
+			return dst, errors.New("answer head too large")
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return dst, err
+		}
+		if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
+			if len(dst)-start == len(line) {
+				continue // an empty line before the status line
+			}
+			return dst, nil
+		}
+	}
+}
+
+// statusOf reads the status code of a status line.
+func statusOf(head []byte) (int, error) {
+	if len(head) < 12 || !bytes.HasPrefix(head, []byte("HTTP/1.")) || head[8] != ' ' {
+		return 0, errors.New("no status line")
+	}
+	st := 0
+	for _, c := range head[9:12] {
+		if c < '0' || c > '9' {
+			return 0, errors.New("bad status")
+		}
+		st = st*10 + int(c-'0')
+	}
+	if st < 100 {
+		return 0, errors.New("bad status")
+	}
+	return st, nil
+}
+
+// readConn is a connection whose first bytes were read into r.
+type readConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *readConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite passes a half close on.
+func (c *readConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
 }
 
 // pipe copies both ways until both sides are done; a half close is passed

@@ -5,6 +5,7 @@ package loop
 import (
 	"errors"
 	"net"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -179,11 +180,22 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.handoff(data, HandoffHeadTooLarge)
 		return nil, false
 	}
+	if forward.BareLF(data[:end]) {
+		// fasthttp's parser (the other engine's) would wait for the end of
+		// this head forever: refused here, as every head the loop reads.
+		c.refuse("a line ends in a bare LF")
+		return nil, false
+	}
 	cl := l.getCall()
 	req := &cl.req
 	if err := req.Header.Read(l.parse.reader(data[:end])); err != nil {
 		l.putCall(cl)
 		c.handoff(data, HandoffMalformed)
+		return nil, false
+	}
+	if msg := forward.BadHeaderLines(req.Header.RawHeaders()); msg != "" {
+		l.putCall(cl)
+		c.refuse(msg)
 		return nil, false
 	}
 	up, target, bodyLen, why := l.eligible(cl)
@@ -207,6 +219,16 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	cl.c, cl.up, cl.target = c, up, target
 	c.call = cl
 	return data[need:], true
+}
+
+// refuse answers a head the proxy does not read with 400 and closes the
+// connection (what follows the head cannot be framed).
+func (c *cliConn) refuse(why string) {
+	msg := "retrycap-proxy: malformed request: " + why + "\n"
+	c.closeAfter = true
+	c.in = c.in[:0]
+	c.write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+		strconv.Itoa(len(msg)) + "\r\nConnection: close\r\n\r\n" + msg))
 }
 
 // keep saves an incomplete request until more of it arrives.

@@ -30,9 +30,12 @@ type evLoop struct {
 	targets map[string]string // request host:port -> address, cached
 	free    []*call
 	parse   parser
-	wbuf    appendWriter // every answer and request is serialised here, then written
-	bw      *bufio.Writer
-	sweepT  *netpoll.Timer
+	// parseAnswer parses answer heads, which may be up to
+	// forward.MaxResponseHead (a request's is up to loopMaxHead).
+	parseAnswer parser
+	wbuf        appendWriter // every answer and request is serialised here, then written
+	bw          *bufio.Writer
+	sweepT      *netpoll.Timer
 	// upstreamIdle is upstreamIdleTimeout (a field so that a test can
 	// shorten it on a running loop).
 	upstreamIdle time.Duration
@@ -57,6 +60,7 @@ func newEvLoop(e *Engine) (*evLoop, error) {
 		upstreamIdle: upstreamIdleTimeout,
 	}
 	l.parse.init()
+	l.parseAnswer.initSize(forward.MaxResponseHead + 1)
 	l.bw = bufio.NewWriterSize(&l.wbuf, 16<<10)
 	l.sweepT = netpoll.NewTimer(l.sweep)
 	// EPOLLEXCLUSIVE: one loop is woken per new connection, not all.

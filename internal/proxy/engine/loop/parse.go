@@ -53,7 +53,9 @@ type parser struct {
 	br *bufio.Reader
 }
 
-func (ps *parser) init() { ps.br = bufio.NewReaderSize(&ps.sr, 2*loopMaxHead) }
+func (ps *parser) init() { ps.initSize(2 * loopMaxHead) }
+
+func (ps *parser) initSize(n int) { ps.br = bufio.NewReaderSize(&ps.sr, n) }
 
 func (ps *parser) reader(b []byte) *bufio.Reader {
 	ps.sr.b = b

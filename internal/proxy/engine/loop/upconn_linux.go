@@ -165,14 +165,18 @@ func (uc *upConn) parse(data []byte) bool {
 		head = data
 		end := HeadEnd(data)
 		if end < 0 {
-			if len(data) > loopMaxHead {
-				cl.failed(fmt.Errorf("response head larger than %d bytes", loopMaxHead))
+			if len(data) > forward.MaxResponseHead {
+				cl.failed(forward.ErrAnswerHeadTooLarge)
 				return true
 			}
 			uc.keep(data)
 			return false
 		}
-		if err := resp.Header.Read(l.parse.reader(data[:end])); err != nil {
+		if end > forward.MaxResponseHead {
+			cl.failed(forward.ErrAnswerHeadTooLarge)
+			return true
+		}
+		if err := resp.Header.Read(l.parseAnswer.reader(data[:end])); err != nil {
 			cl.failed(fmt.Errorf("error when reading response headers: %w", err))
 			return true
 		}
@@ -186,6 +190,11 @@ func (uc *upConn) parse(data []byte) bool {
 		data = data[end:]
 	}
 	st := resp.StatusCode()
+	if st == fasthttp.StatusSwitchingProtocols {
+		// An upgrade is never served here (handed off): nobody asked.
+		cl.failed(forward.ErrUnsolicitedSwitch)
+		return true
+	}
 	reusable := !cl.req.Header.ConnectionClose() && !resp.ConnectionClose()
 	if cl.req.Header.IsHead() || st < 200 || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
 		resp.SkipBody = true

@@ -1,0 +1,224 @@
+package forward
+
+import (
+	"bytes"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Deleting header fields without moving the others.
+//
+// fasthttp's Del fills the hole a deleted field leaves with the last field
+// (delAllArgs swaps): deleting Proxy-Connection from
+// "X-A: 1, Proxy-Connection, X-A: 2" sent "X-A: 2" before "X-A: 1". The
+// order of the field lines of one name is their meaning (RFC 9110 5.3), so
+// the data path never deletes with Del alone: removeRequestFields and
+// removeResponseFields snapshot the fields as fasthttp would write them,
+// delete every name concerned, and add the fields kept back in their order.
+// The fields fasthttp keeps outside its list (Host, User-Agent,
+// Content-Type, Content-Length; a response's Server, Date, Content-Encoding,
+// Set-Cookie, Trailer, and Transfer-Encoding, which fasthttp manages) are
+// not touched: they are written first, or last, wherever they came, as
+// before. It allocates nothing once the scratch buffers have grown.
+
+// field is a header line of a snapshot: name and value, as offsets.
+type field struct{ k0, k1, v0, v1 int }
+
+// snapshot writes h's head into sc.head and lists its header lines in
+// sc.fields (the first line, the status or request line, is skipped).
+func snapshot(head []byte, sc *Scratch) {
+	sc.fields = sc.fields[:0]
+	i := bytes.IndexByte(head, '\n') + 1
+	for i > 0 && i < len(head) {
+		j := bytes.IndexByte(head[i:], '\n')
+		if j < 0 {
+			break
+		}
+		line := head[i : i+j]
+		start := i
+		i += j + 1
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			break
+		}
+		c := bytes.IndexByte(line, ':')
+		if c < 0 {
+			continue
+		}
+		v0 := start + c + 1
+		for v0 < start+len(line) && (head[v0] == ' ' || head[v0] == '\t') {
+			v0++
+		}
+		sc.fields = append(sc.fields, field{start, start + c, v0, start + len(line)})
+	}
+}
+
+// requestUntouched: the names removeRequestFields leaves alone (never in
+// fasthttp's field list, or managed by it).
+func requestUntouched(k []byte) bool {
+	switch len(k) {
+	case 4:
+		return string(k) == fasthttp.HeaderHost
+	case 10:
+		return string(k) == fasthttp.HeaderUserAgent
+	case 12:
+		return string(k) == fasthttp.HeaderContentType
+	case 14:
+		return string(k) == fasthttp.HeaderContentLength
+	}
+	return false
+}
+
+func responseUntouched(k []byte) bool {
+	switch string(k) {
+	case fasthttp.HeaderServer, fasthttp.HeaderDate, fasthttp.HeaderContentType, fasthttp.HeaderContentEncoding,
+		fasthttp.HeaderContentLength, fasthttp.HeaderSetCookie, fasthttp.HeaderTrailer:
+		return true
+	}
+	return bytes.EqualFold(k, []byte(fasthttp.HeaderTransferEncoding))
+}
+
+// removeRequestFields deletes the request's fields whose names drop
+// reports, and its trailer fields (trailers never become header fields,
+// and fasthttp's Del of Trailer would move them into the header), keeping
+// every other field in its place.
+func removeRequestFields(h *fasthttp.RequestHeader, drop func(k []byte, sc *Scratch) bool, sc *Scratch) {
+	sc.head = h.AppendBytes(sc.head[:0])
+	snapshot(sc.head, sc)
+	delTrailers(h, sc)
+	head := sc.head
+	for _, f := range sc.fields {
+		if k := head[f.k0:f.k1]; !requestUntouched(k) {
+			h.DelBytes(k)
+		}
+	}
+	// Added back as plain fields: the special handling of Add would parse
+	// a Cookie into fasthttp's cookie list (written last, merged) and turn
+	// a kept Connection: close into a flag.
+	special := h.DisableSpecialHeader()
+	for _, f := range sc.fields {
+		k := head[f.k0:f.k1]
+		if requestUntouched(k) || drop(k, sc) {
+			continue
+		}
+		h.AddBytesKV(k, head[f.v0:f.v1])
+	}
+	if !special {
+		h.EnableSpecialHeader()
+	}
+}
+
+// delTrailers deletes the trailer fields (and the fields of their names:
+// the caller adds those it keeps back from its snapshot). fasthttp's Del of
+// Trailer moves the trailer fields into the header.
+func delTrailers(h *fasthttp.RequestHeader, sc *Scratch) {
+	sc.trailers = sc.trailers[:0]
+	for _, k := range h.PeekTrailerKeys() {
+		sc.trailers = append(sc.trailers, k...)
+		sc.trailers = append(sc.trailers, 0)
+	}
+	if len(sc.trailers) == 0 {
+		return
+	}
+	h.Del(fasthttp.HeaderTrailer)
+	for rest := sc.trailers; len(rest) > 0; {
+		i := bytes.IndexByte(rest, 0)
+		h.DelBytes(rest[:i])
+		rest = rest[i+1:]
+	}
+}
+
+// removeResponseFields is removeRequestFields for a response; its trailers
+// (announced by Trailer, end to end) stay.
+func removeResponseFields(h *fasthttp.ResponseHeader, drop func(k []byte, sc *Scratch) bool, sc *Scratch) {
+	sc.head = h.AppendBytes(sc.head[:0])
+	snapshot(sc.head, sc)
+	head := sc.head
+	for _, f := range sc.fields {
+		if k := head[f.k0:f.k1]; !responseUntouched(k) {
+			h.DelBytes(k)
+		}
+	}
+	for _, f := range sc.fields {
+		k := head[f.k0:f.k1]
+		if responseUntouched(k) || drop(k, sc) {
+			continue
+		}
+		h.AddBytesKV(k, head[f.v0:f.v1])
+	}
+}
+
+// SetContentLength frames a request by Content-Length n, its
+// Transfer-Encoding deleted in place (fasthttp's SetContentLength deletes it
+// by moving the last field into its place).
+func SetContentLength(h *fasthttp.RequestHeader, n int, sc *Scratch) {
+	if h.ContentLength() == -1 {
+		removeRequestFields(h, func(k []byte, _ *Scratch) bool {
+			return bytes.EqualFold(k, []byte(fasthttp.HeaderTransferEncoding))
+		}, sc)
+	}
+	h.SetContentLength(n)
+}
+
+// restoreRawOrder puts a chunked request's fields back as its raw header
+// block has them (as the client sent them). fasthttp's server, before the
+// handler runs, deletes the Transfer-Encoding of a chunked request whose
+// body is empty by moving the last field into its place, and appends the
+// fields of an unannounced trailer section to the header: those, in no
+// line of the raw block, are dropped (trailers never promote).
+func restoreRawOrder(h *fasthttp.RequestHeader, sc *Scratch) {
+	sc.head = h.AppendBytes(sc.head[:0])
+	snapshot(sc.head, sc)
+	head := sc.head
+	sc.used = append(sc.used[:0], make([]bool, len(sc.fields))...)
+	sc.order = sc.order[:0]
+	// Each raw line's field: the same name and value, else (a value
+	// fasthttp rewrote) the first unused one of the same name.
+	for pass := 0; pass < 2; pass++ {
+		line := 0
+		for raw := h.RawHeaders(); len(raw) > 0; line++ {
+			l := raw
+			if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+				l, raw = raw[:i], raw[i+1:]
+			} else {
+				raw = nil
+			}
+			if len(l) == 0 || (len(l) == 1 && l[0] == '\r') {
+				break // the end of the header section: trailers may follow
+			}
+			if pass == 0 {
+				sc.order = append(sc.order, -1)
+			}
+			c := bytes.IndexByte(l, ':')
+			if c <= 0 || sc.order[line] >= 0 {
+				continue
+			}
+			name, value := trimSpace(l[:c]), bytes.TrimSpace(l[c+1:])
+			for i, f := range sc.fields {
+				k := head[f.k0:f.k1]
+				if sc.used[i] || requestUntouched(k) || !bytes.EqualFold(k, name) || (pass == 0 && !bytes.Equal(head[f.v0:f.v1], value)) {
+					continue
+				}
+				sc.used[i] = true
+				sc.order[line] = i
+				break
+			}
+		}
+	}
+	delTrailers(h, sc)
+	for _, f := range sc.fields {
+		if k := head[f.k0:f.k1]; !requestUntouched(k) {
+			h.DelBytes(k)
+		}
+	}
+	special := h.DisableSpecialHeader()
+	for _, i := range sc.order {
+		if i >= 0 {
+			f := sc.fields[i]
+			h.AddBytesKV(head[f.k0:f.k1], head[f.v0:f.v1])
+		}
+	}
+	if !special {
+		h.EnableSpecialHeader()
+	}
+}

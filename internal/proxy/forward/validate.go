@@ -1,0 +1,103 @@
+package forward
+
+import "bytes"
+
+// What a request head must be for the proxy to read it at all (HAProxy
+// answers 400 to the same): each header line a token name, then ':' with
+// no whitespace between (RFC 9112 5.1), no obs-fold continuation lines,
+// and CRLF line ends (a bare LF is refused here: fasthttp's parser never
+// finds the end of a head ended by bare LFs, and would wait).
+
+// tchar is RFC 9110 5.6.2's token characters.
+var tchar = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// BadHeaderLines reports the first problem in a raw header block (the
+// lines after the request line, through the empty line or to its end):
+// "" when there is none.
+func BadHeaderLines(raw []byte) string {
+	for len(raw) > 0 {
+		i := bytes.IndexByte(raw, '\n')
+		line := raw
+		if i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+			if len(line) == 0 || line[len(line)-1] != '\r' {
+				return "a line ends in a bare LF"
+			}
+			line = line[:len(line)-1]
+		} else {
+			raw = nil
+		}
+		if len(line) == 0 {
+			return ""
+		}
+		if msg := badHeaderLine(line); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+func badHeaderLine(line []byte) string {
+	c := bytes.IndexByte(line, ':')
+	if c <= 0 {
+		if line[0] == ' ' || line[0] == '\t' {
+			return "a folded header line (obs-fold)"
+		}
+		return "a header line without a name"
+	}
+	for _, b := range line[:c] {
+		if !tchar[b] {
+			return "a header name with a byte that is not a token character"
+		}
+	}
+	return ""
+}
+
+// BareLF reports whether a head (request line, headers, empty line) has a
+// line that ends in LF alone.
+func BareLF(head []byte) bool {
+	for i, b := range head {
+		if b == '\n' && (i == 0 || head[i-1] != '\r') {
+			return true
+		}
+	}
+	return false
+}
+
+// Version is what the proxy does with a request's HTTP version: HTTP/1.0
+// and HTTP/1.1 go as they are; a later HTTP/1.x is read as HTTP/1.1, the
+// highest minor version the proxy speaks (RFC 9110 2.5, as HAProxy does);
+// anything else (HTTP/0.9, HTTP/2.0 in an HTTP/1 request line, junk) is
+// 505.
+type Version uint8
+
+const (
+	VersionOK Version = iota
+	VersionAs11
+	VersionUnsupported
+)
+
+// CheckVersion judges a request line's protocol.
+func CheckVersion(p []byte) Version {
+	if len(p) == 8 && bytes.HasPrefix(p, []byte("HTTP/1.")) {
+		switch m := p[7]; {
+		case m == '0' || m == '1':
+			return VersionOK
+		case m >= '2' && m <= '9':
+			return VersionAs11
+		}
+	}
+	return VersionUnsupported
+}
