@@ -15,7 +15,4 @@ const (
 	// MaxRequestBody is the largest request body the proxy reads (it
 	// buffers bodies to replay them).
 	MaxRequestBody = 16 << 20
-	// ClientIdleTimeout closes a client connection idle (between requests)
-	// for this long.
-	ClientIdleTimeout = 90 * time.Second
 )

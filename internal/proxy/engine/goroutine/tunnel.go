@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -81,6 +82,9 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 // pipe copies both ways until both sides are done; a half close is passed
 // on so protocols that rely on it keep working.
 func pipe(a, b net.Conn) {
+	// The server's request deadlines (--http-request-timeout,
+	// --client-timeout) do not apply to a tunnel.
+	_ = a.SetDeadline(time.Time{})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	cp := func(dst, src net.Conn) {
