@@ -28,10 +28,11 @@ type Engine struct {
 	// answerOnce takes the transport's answer template from the first
 	// request the server hands the handler.
 	answerOnce sync.Once
-	// bodyDue holds the request headers (by address: one per connection)
-	// of requests whose head was read and whose body is being read: a
-	// timeout meanwhile is --client-timeout's, not --http-request-timeout's
-	// (fasthttp resets the request on a body error).
+	// bodyDue holds the request headers (by address: one per pooled
+	// RequestCtx) of requests whose head was read and whose body is being
+	// read, with when that began: a timeout meanwhile is --client-timeout's,
+	// not --http-request-timeout's (fasthttp resets the request on a body
+	// error, so the header cannot tell).
 	bodyDue sync.Map
 }
 
@@ -106,7 +107,7 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 		ctx.Error("retrycap-proxy: request header too large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
 	case errors.As(err, &ne) && ne.Timeout():
 		kind, what := forward.TimeoutHTTPRequest, "request head not received within --http-request-timeout"
-		if _, body := e.bodyDue.LoadAndDelete(&ctx.Request.Header); body {
+		if e.bodyTimedOut(ctx) {
 			kind, what = forward.TimeoutClient, "request body not received within --client-timeout"
 		}
 		e.f.M.Timeouts.WithLabelValues(kind).Inc()
@@ -117,12 +118,21 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // headerReceived gives a request's body --client-timeout, from the end of
-// its head.
+// its head, and notes when that began (bodyDue).
 func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if h.ContentLength() != 0 {
-		e.bodyDue.Store(h, nil)
+		e.bodyDue.Store(h, time.Now().UnixNano())
 	}
 	return fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+}
+
+// bodyTimedOut reports whether a timeout on ctx's connection is its body's:
+// a head was read on this connection (since it opened: the header, like
+// ctx, is pooled across connections) and its body was being read.
+func (e *Engine) bodyTimedOut(ctx *fasthttp.RequestCtx) bool {
+	v, ok := e.bodyDue.LoadAndDelete(&ctx.Request.Header)
+	since, _ := v.(int64)
+	return ok && since >= ctx.ConnTime().UnixNano()
 }
 
 func noRetry(*fasthttp.Request, int, error) (bool, bool) { return false, false }
