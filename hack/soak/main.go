@@ -44,8 +44,9 @@ func main() {
 	tunnels := flag.Int("tunnels", 2, "upgrade and CONNECT clients (each)")
 	slow := flag.Int("slowloris", 8, "slowloris clients")
 	settle := flag.Duration("settle", 150*time.Second, "how long to watch RSS after the load (Go forces a GC every 2 minutes, after which the scavenger returns memory)")
+	rounds := flag.Int("rounds", 1, "how many times the load runs (each followed by the settle)")
 	flag.Parse()
-	os.Exit(run(*bin, *engine, *duration, *settle, *kaClients, *pipeClients, *tunnels, *slow))
+	os.Exit(run(*bin, *engine, *duration, *settle, *rounds, *kaClients, *pipeClients, *tunnels, *slow))
 }
 
 type counters struct {
@@ -72,11 +73,11 @@ func (c *counters) String() string {
 	return fmt.Sprintf("%d ok, errors %v", c.ok.Load(), c.errs)
 }
 
-func run(bin, engine string, duration, settle time.Duration, kaClients, pipeClients, tunnels, slow int) int {
+func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, pipeClients, tunnels, slow int) int {
 	up := startUpstream()
 	echo := startEcho()
 	cmd := exec.Command(bin, "--engine", engine, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--service", "soak",
-		"--upstreams", "svc=3", "--resolve", "svc="+up, "--http-request-timeout", "2s", "--breaker-failures", "5")
+		"--upstreams", "svc=3", "--resolve", "svc="+up, "--http-request-timeout", slowBound.String(), "--per-try-timeout", "10s", "--breaker-failures", "5")
 	stdout, _ := cmd.StdoutPipe()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -112,61 +113,70 @@ func run(bin, engine string, duration, settle time.Duration, kaClients, pipeClie
 	baseFds, baseRSS := fds(pid), rss(pid)
 
 	viaProxy, direct, tun, slowc := newCounters(), newCounters(), newCounters(), newCounters()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range kaClients {
-		wg.Add(2)
-		go func() { defer wg.Done(); keepAlive(addr, true, i, stop, viaProxy) }()
-		go func() { defer wg.Done(); keepAlive(up, false, i, stop, direct) }()
-	}
-	for range pipeClients {
-		wg.Add(1)
-		go func() { defer wg.Done(); pipelined(addr, stop, viaProxy) }()
-	}
-	for range tunnels {
-		wg.Add(2)
-		go func() { defer wg.Done(); upgrade(addr, stop, tun) }()
-		go func() { defer wg.Done(); connect(addr, echo, stop, tun) }()
-	}
-	for range slow {
-		wg.Add(1)
-		go func() { defer wg.Done(); slowloris(addr, stop, slowc) }()
-	}
-	var peakFds, peakRSS int
-	start := time.Now()
-	for time.Since(start) < duration {
-		time.Sleep(500 * time.Millisecond)
-		peakFds, peakRSS = max(peakFds, fds(pid)), max(peakRSS, rss(pid))
-	}
-	close(stop)
-	wg.Wait()
-	// Back to the baseline: client connections are closed, pooled upstream
-	// ones go after --upstream-idle-timeout (4 s).
-	deadline := time.Now().Add(30 * time.Second)
-	afterFds := fds(pid)
-	for afterFds > baseFds && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	var peakFds, peakRSS, afterFds, afterRSS int
+	var roundsOut []string
+	// Rounds: the same load again on the same process; what it keeps after
+	// each round must not grow (retained pools, not a leak).
+	for round := 1; round <= rounds; round++ {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range kaClients {
+			wg.Add(2)
+			go func() { defer wg.Done(); keepAlive(addr, true, i, stop, viaProxy) }()
+			go func() { defer wg.Done(); keepAlive(up, false, i, stop, direct) }()
+		}
+		for range pipeClients {
+			wg.Add(1)
+			go func() { defer wg.Done(); pipelined(addr, stop, viaProxy) }()
+		}
+		for range tunnels {
+			wg.Add(2)
+			go func() { defer wg.Done(); upgrade(addr, stop, tun) }()
+			go func() { defer wg.Done(); connect(addr, echo, stop, tun) }()
+		}
+		for range slow {
+			wg.Add(1)
+			go func() { defer wg.Done(); slowloris(addr, stop, slowc) }()
+		}
+		start := time.Now()
+		for time.Since(start) < duration {
+			time.Sleep(500 * time.Millisecond)
+			peakFds, peakRSS = max(peakFds, fds(pid)), max(peakRSS, rss(pid))
+		}
+		close(stop)
+		wg.Wait()
+		// Back to the baseline: client connections are closed, pooled upstream
+		// ones go after --upstream-idle-timeout (4 s).
+		deadline := time.Now().Add(30 * time.Second)
 		afterFds = fds(pid)
-	}
-	afterRSS := rss(pid)
-	for end := time.Now().Add(settle); time.Now().Before(end); {
-		time.Sleep(5 * time.Second)
-		afterRSS = min(afterRSS, rss(pid))
+		for afterFds > baseFds && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			afterFds = fds(pid)
+		}
+		afterRSS = rss(pid)
+		for end := time.Now().Add(settle); time.Now().Before(end); {
+			time.Sleep(5 * time.Second)
+			afterRSS = min(afterRSS, rss(pid))
+		}
+		roundsOut = append(roundsOut, fmt.Sprintf("round %d: after it, %d descriptors, RSS %.1f MiB", round, afterFds, mib(afterRSS)))
 	}
 	metrics := scrape(admin)
 
-	fmt.Printf("soak: engine=%s duration=%s keepalive=%d pipelined=%d tunnels=%d+%d slowloris=%d\n",
-		engine, duration, kaClients, pipeClients, tunnels, tunnels, slow)
+	fmt.Printf("soak: engine=%s duration=%s x%d rounds keepalive=%d pipelined=%d tunnels=%d+%d slowloris=%d\n",
+		engine, duration, rounds, kaClients, pipeClients, tunnels, tunnels, slow)
 	fmt.Printf("proxy path (keep-alive + pipelined): %s\n", viaProxy)
 	fmt.Printf("direct path (keep-alive):            %s\n", direct)
 	fmt.Printf("tunnels (upgrade + CONNECT):         %s\n", tun)
-	fmt.Printf("slowloris:                           %d cut with 408 within 3s (the bound 2s, a sweep, scheduling), %v; the longest took %s\n",
-		slowc.ok.Load(), slowc.errs, time.Duration(slowc.max.Load()).Round(time.Millisecond))
+	fmt.Printf("slowloris:                           %d cut with 408 within %s (the bound %s, a sweep, scheduling), %v; the longest took %s\n",
+		slowc.ok.Load(), slowBound+slowSlack, slowBound, slowc.errs, time.Duration(slowc.max.Load()).Round(time.Millisecond))
 	fmt.Printf("descriptors: baseline %d, peak %d, after %d\n", baseFds, peakFds, afterFds)
 	fmt.Printf("RSS: baseline %.1f MiB, peak %.1f MiB, after %.1f MiB (lowest within %s of the end)\n", mib(baseRSS), mib(peakRSS), mib(afterRSS), settle)
 	for _, m := range []string{"retrycap_proxy_stale_resends_total", "retrycap_proxy_timeouts_total", "retrycap_proxy_accept_pauses_total",
 		`retrycap_proxy_retries_total{upstream="svc"}`, `retrycap_proxy_attempts_total{upstream="svc"}`, "retrycap_proxy_loop_handoffs_total"} {
 		fmt.Printf("  %s\n", strings.Join(grep(metrics, m), "; "))
+	}
+	for _, l := range roundsOut {
+		fmt.Println(l)
 	}
 	fmt.Printf("proxy log lines: %d\n", strings.Count(stderr.String(), "\n"))
 	bad := 0
@@ -198,6 +208,14 @@ func run(bin, engine string, duration, settle time.Duration, kaClients, pipeClie
 	fmt.Println("PASS")
 	return 0
 }
+
+// slowBound is the proxy's --http-request-timeout in the soak; a slowloris
+// must be cut within slowBound+slowSlack (the loop sweeps every quarter of
+// the bound; a loaded machine schedules late).
+const (
+	slowBound = 3 * time.Second
+	slowSlack = 3 * time.Second
+)
 
 func mib(kb int) float64 { return float64(kb) / 1024 }
 
@@ -537,7 +555,7 @@ func connect(addr, target string, stop <-chan struct{}, cs *counters) {
 }
 
 // slowloris sends a head a byte every 300 ms: it must get 408 and be
-// closed within --http-request-timeout (2 s) plus slack.
+// closed within --http-request-timeout (slowBound) plus slack.
 func slowloris(addr string, stop <-chan struct{}, cs *counters) {
 	for {
 		select {
@@ -555,7 +573,7 @@ func slowloris(addr string, stop <-chan struct{}, cs *counters) {
 			start := time.Now()
 			done := make(chan []byte, 1)
 			go func() {
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				_ = c.SetReadDeadline(time.Now().Add(3 * (slowBound + slowSlack)))
 				b, _ := io.ReadAll(c)
 				done <- b
 			}()
@@ -570,7 +588,7 @@ func slowloris(addr string, stop <-chan struct{}, cs *counters) {
 					switch {
 					case !bytes.HasPrefix(b, []byte("HTTP/1.1 408")):
 						cs.fail("not-408")
-					case took > 3*time.Second:
+					case took > slowBound+slowSlack:
 						cs.fail("cut-late")
 					default:
 						cs.ok.Add(1)
