@@ -99,7 +99,9 @@ func (c *Config) validate() error {
 		flag string
 		d    time.Duration
 	}{{"per-try-timeout", c.PerTryTimeout}, {"budget-window", c.BudgetWindow}, {"breaker-window", c.BreakerWindow},
-		{"breaker-open-for", c.BreakerOpenFor}, {"key-ttl", c.KeyTTL}, {"drain-timeout", c.DrainTimeout}}
+		{"breaker-open-for", c.BreakerOpenFor}, {"key-ttl", c.KeyTTL}, {"drain-timeout", c.DrainTimeout},
+		{"http-request-timeout", c.HTTPRequestTimeout}, {"keepalive-timeout", c.KeepAliveTimeout},
+		{"client-timeout", c.ClientTimeout}, {"upstream-idle-timeout", c.UpstreamIdleTimeout}}
 	for _, p := range pos {
 		if p.d <= 0 {
 			return bad(p.flag, p.d.String(), "must be > 0")
@@ -184,7 +186,9 @@ func (c *Config) Describe(w io.Writer) {
 		c.DefaultAttempts, c.PerTryTimeout, c.BackoffBase, c.BackoffMax, c.BackoffJitter)
 	fmt.Fprintf(w, "retry-on %s\nretry-methods %s\nbudget-percent %d\nbudget-min-per-second %d\nbudget-window %s\n",
 		c.RetryOn.String(), strings.Join(c.RetryMethods, ","), c.BudgetPercent, c.BudgetMinPerSecond, c.BudgetWindow)
-	fmt.Fprintf(w, "breaker-failures %d\nbreaker-window %s\nbreaker-open-for %s\nmax-replay-bytes %d\nkey-ttl %s\nresolve %s\ndrain-timeout %s\nengine %s\n",
-		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout, c.Engine)
+	fmt.Fprintf(w, "breaker-failures %d\nbreaker-window %s\nbreaker-open-for %s\nmax-replay-bytes %d\nkey-ttl %s\nresolve %s\ndrain-timeout %s\n",
+		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout)
+	fmt.Fprintf(w, "http-request-timeout %s\nkeepalive-timeout %s\nclient-timeout %s\nupstream-idle-timeout %s\nengine %s\n",
+		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
 	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
 }

@@ -29,5 +29,10 @@ func forwardConfig(c *Config) *forward.Config {
 		KeyTTL:             c.KeyTTL,
 		Resolve:            c.Resolve,
 		Namespace:          c.Namespace,
+
+		HTTPRequestTimeout:  c.HTTPRequestTimeout,
+		KeepAliveTimeout:    c.KeepAliveTimeout,
+		ClientTimeout:       c.ClientTimeout,
+		UpstreamIdleTimeout: c.UpstreamIdleTimeout,
 	}
 }

@@ -32,6 +32,7 @@ func (p *Proxy) Start() error {
 		ln.Close()
 		return fmt.Errorf("admin listener %s: %w", p.cfg.Admin, err)
 	}
+	aln = newReserveListener(aln, &p.fw.Reserve) // the admin port answers while descriptors are exhausted
 	p.dataLn, p.adminLn = ln, aln
 	p.fw.Listening(ln.Addr())
 	mux := http.NewServeMux()

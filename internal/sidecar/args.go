@@ -67,8 +67,14 @@ type Args struct {
 	KeyTTL             time.Duration
 	Resolve            string // NAME=HOST:PORT, comma separated
 	DrainTimeout       time.Duration
-	Engine             string // "loop" or "goroutine"
-	Check              bool
+	// Connection management (HAProxy's timeout http-request, http-keep-alive, client; and a
+	// bound on how long a pooled upstream connection is trusted).
+	HTTPRequestTimeout  time.Duration
+	KeepAliveTimeout    time.Duration
+	ClientTimeout       time.Duration
+	UpstreamIdleTimeout time.Duration
+	Engine              string // "loop" or "goroutine"
+	Check               bool
 	// AccessLog is where the per-attempt access log goes: "off", "stdout" or a file path.
 	AccessLog string
 }
@@ -95,8 +101,16 @@ func Defaults() Args {
 		MaxReplayBytes:     defaults.MaxReplayBytes,
 		KeyTTL:             defaults.KeyTTL,
 		DrainTimeout:       10 * time.Second,
-		Engine:             "loop",
-		AccessLog:          AccessLogOff,
+		// HAProxy answers 408 after its timeout http-request (commonly 10s).
+		HTTPRequestTimeout: 10 * time.Second,
+		// Longer than the clients' own pools keep a connection (Go's http.Transport: 90s),
+		// so that the app, not the proxy, closes an idle one first.
+		KeepAliveTimeout: 90 * time.Second,
+		ClientTimeout:    60 * time.Second,
+		// Shorter than the common upstream keep-alive timeouts (Node.js 5s, Apache 5s).
+		UpstreamIdleTimeout: 4 * time.Second,
+		Engine:              "loop",
+		AccessLog:           AccessLogOff,
 	}
 }
 
@@ -137,6 +151,10 @@ var flags = []flag{
 	{"key-ttl", "how long an entry proxy remembers an Idempotency-Key's spend", false, func(a *Args) any { return &a.KeyTTL }},
 	{"resolve", "static resolution NAME=HOST:PORT, comma separated", false, func(a *Args) any { return &a.Resolve }},
 	{"drain-timeout", "on SIGTERM, how long in-flight requests may take to finish", false, func(a *Args) any { return &a.DrainTimeout }},
+	{"http-request-timeout", "a request head must arrive whole within this, from its first byte (from the accept for a connection's first request): 408 and close after it (HAProxy's timeout http-request); cuts silent connections, partial heads and slowloris", false, func(a *Args) any { return &a.HTTPRequestTimeout }},
+	{"keepalive-timeout", "a client connection idle between requests closes after this (HAProxy's timeout http-keep-alive)", false, func(a *Args) any { return &a.KeepAliveTimeout }},
+	{"client-timeout", "a request body must arrive within this once its head is read: 408 and close after it (HAProxy's timeout client)", false, func(a *Args) any { return &a.ClientTimeout }},
+	{"upstream-idle-timeout", "a pooled upstream connection idle this long is closed, not reused: keep it below the upstreams' own keep-alive timeouts (Node.js: 5s); a request that fails on a reused connection before any answer byte is re-sent once on a fresh one", false, func(a *Args) any { return &a.UpstreamIdleTimeout }},
 	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
 	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
 	{"access-log", "per-attempt access log, JSON lines (retrycap observe reads them): off, stdout, or a file path (appended to); written by a background writer, lines dropped and counted in retrycap_proxy_access_log_dropped_total when it falls behind", false, func(a *Args) any { return &a.AccessLog }},

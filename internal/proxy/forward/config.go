@@ -32,6 +32,12 @@ type Config struct {
 	// Namespace is the pod's namespace (--namespace): host names are matched to upstreams by
 	// the graph's rule in it (annotations.UpstreamNode); empty keeps the lenient match.
 	Namespace string
+	// Connection management: --http-request-timeout, --keepalive-timeout, --client-timeout,
+	// --upstream-idle-timeout.
+	HTTPRequestTimeout  time.Duration
+	KeepAliveTimeout    time.Duration
+	ClientTimeout       time.Duration
+	UpstreamIdleTimeout time.Duration
 }
 
 // UpstreamConfig is one --upstreams entry.

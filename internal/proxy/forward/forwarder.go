@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // Header names the proxy reads or writes besides the chain ones in policy.
@@ -62,6 +64,11 @@ type Forwarder struct {
 	selfPort []byte       // the data listener's port, for loop detection
 	selfAddr *net.TCPAddr // the data listener's address
 	scratch  sync.Pool
+	// Accept is the data listener's accept backoff on descriptor
+	// exhaustion.
+	Accept AcceptPause
+	// Reserve is the admin port's spare descriptor.
+	Reserve Reserve
 }
 
 // Scratch is an exchange's reusable buffers.
@@ -84,6 +91,7 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 	if logger == nil {
 		logger = log.New(io.Discard, "", 0)
 	}
+	cfg.connDefaults()
 	f := &Forwarder{
 		Cfg: cfg,
 		pol: policy.Policy{RetryOn: cfg.RetryOn, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, Jitter: cfg.BackoffJitter},
@@ -91,6 +99,7 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 		ledger: policy.NewKeyLedger(cfg.KeyTTL, 100000),
 	}
 	f.scratch.New = func() any { return &Scratch{} }
+	f.Accept.f = f
 	for _, m := range cfg.RetryMethods {
 		f.methods = append(f.methods, []byte(m))
 	}
@@ -107,6 +116,20 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 	f.Unknown = &Upstream{Name: "unknown", Attempts: 1, Index: -1}
 	f.Unknown.M = f.M.forUpstream("unknown", nil, nil)
 	return f
+}
+
+// connDefaults sets the connection timeouts a Config built by hand (a
+// test's) leaves zero to the flags' defaults.
+func (c *Config) connDefaults() {
+	d := sidecar.Defaults()
+	for _, t := range []struct{ v, def *time.Duration }{
+		{&c.HTTPRequestTimeout, &d.HTTPRequestTimeout}, {&c.KeepAliveTimeout, &d.KeepAliveTimeout},
+		{&c.ClientTimeout, &d.ClientTimeout}, {&c.UpstreamIdleTimeout, &d.UpstreamIdleTimeout},
+	} {
+		if *t.v <= 0 {
+			*t.v = *t.def
+		}
+	}
 }
 
 // GetScratch and PutScratch pool the buffers of exchanges that are not
@@ -132,6 +155,20 @@ func (f *Forwarder) ResolveAddr(addr string) string {
 		return r
 	}
 	return addr
+}
+
+// TargetOf is the address a request for up at hostPort goes to: the
+// upstream's --resolve, else hostPort (port 80 by default) through --resolve
+// by host name.
+func (f *Forwarder) TargetOf(up *Upstream, hostPort []byte) string {
+	if up != nil && up.Resolved != "" {
+		return up.Resolved
+	}
+	addr := string(hostPort)
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "80")
+	}
+	return f.ResolveAddr(addr)
 }
 
 // Match finds the upstream a request host names; nil if none.

@@ -18,7 +18,4 @@ const (
 	// MaxResponseHead is the largest upstream answer head (status line and
 	// headers) the proxy passes on; HAProxy's default buffer passes 16 KiB.
 	MaxResponseHead = 64 << 10
-	// ClientIdleTimeout closes a client connection idle (between requests)
-	// for this long.
-	ClientIdleTimeout = 90 * time.Second
 )

@@ -28,6 +28,15 @@ type Metrics struct {
 	Handoffs *prometheus.CounterVec
 	// LoopPanics counts panics an event loop contained (each a bug).
 	LoopPanics prometheus.Counter
+	// Timeouts counts client connections cut by a timeout, by kind
+	// (TimeoutHTTPRequest, TimeoutClient, TimeoutKeepAlive).
+	Timeouts *prometheus.CounterVec
+	// StaleResends counts requests re-sent on a fresh connection after a
+	// reused one failed before any byte of an answer (the upstream had
+	// closed it): neither an attempt nor a breaker failure.
+	StaleResends prometheus.Counter
+	// AcceptPauses counts the pauses of accepting on descriptor exhaustion.
+	AcceptPauses prometheus.Counter
 	// InFlight is read by a GaugeFunc at scrape time: one atomic add per
 	// request instead of a Gauge's compare-and-swap loop on a float.
 	InFlight atomic.Int64
@@ -63,10 +72,25 @@ func NewMetrics() *Metrics {
 		Name: "retrycap_proxy_loop_panics_total",
 		Help: "Panics an event loop contained by closing the connection concerned (each one is a bug: please report it with the log line).",
 	})
+	m.Timeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_timeouts_total",
+		Help: "Client connections closed by a timeout, by kind: http-request (head not whole in time, 408), client (body not whole in time, 408), keep-alive (idle between requests).",
+	}, []string{"kind"})
+	for _, k := range []string{TimeoutHTTPRequest, TimeoutClient, TimeoutKeepAlive} {
+		m.Timeouts.WithLabelValues(k)
+	}
+	m.StaleResends = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retrycap_proxy_stale_resends_total",
+		Help: "Requests re-sent once on a fresh upstream connection because a reused one failed before any byte of an answer (the upstream had closed it idle); not attempts, not breaker failures.",
+	})
+	m.AcceptPauses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retrycap_proxy_accept_pauses_total",
+		Help: "Pauses of accepting client connections because descriptors ran out (EMFILE/ENFILE); open connections are served meanwhile.",
+	})
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "retrycap_proxy_in_flight", Help: "Calls being handled.",
 	}, func() float64 { return float64(m.InFlight.Load()) })
-	m.Reg.MustRegister(m.Requests, m.attempts, m.retries, m.denied, m.latency, m.Tunnels, m.Handoffs, m.LoopPanics, inFlight,
+	m.Reg.MustRegister(m.Requests, m.attempts, m.retries, m.denied, m.latency, m.Tunnels, m.Handoffs, m.LoopPanics, m.Timeouts, m.StaleResends, m.AcceptPauses, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

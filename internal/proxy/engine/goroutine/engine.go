@@ -28,13 +28,19 @@ type Engine struct {
 	// answerOnce takes the transport's answer template from the first
 	// request the server hands the handler.
 	answerOnce sync.Once
+	// bodyDue holds the request headers (by address: one per pooled
+	// RequestCtx) of requests whose head was read and whose body is being
+	// read, with when that began: a timeout meanwhile is --client-timeout's,
+	// not --http-request-timeout's (fasthttp resets the request on a body
+	// error, so the header cannot tell).
+	bodyDue sync.Map
 }
 
 // New builds the engine on the forwarding core.
 func New(f *forward.Forwarder) *Engine {
 	cfg := f.Cfg
 	e := &Engine{f: f}
-	e.transport = &streamTransport{perTry: cfg.PerTryTimeout, idle: forward.BodyIdleTimeout}
+	e.transport = &streamTransport{f: f, perTry: cfg.PerTryTimeout, idle: forward.BodyIdleTimeout, maxIdle: cfg.UpstreamIdleTimeout}
 	e.client = &fasthttp.Client{
 		Name:                      "",
 		NoDefaultUserAgentHeader:  true,
@@ -45,6 +51,9 @@ func New(f *forward.Forwarder) *Engine {
 		Dial:                      e.dial,
 		ReadBufferSize:            8192,
 		Transport:                 e.transport,
+		// Pooled connections idle longer than this are closed, not reused
+		// (RoundTrip checks each one it takes, too).
+		MaxIdleConnDuration: cfg.UpstreamIdleTimeout,
 	}
 	e.hcs = make([]*fasthttp.HostClient, len(f.Upstreams))
 	for i, up := range f.Upstreams {
@@ -61,17 +70,26 @@ func New(f *forward.Forwarder) *Engine {
 		DisablePreParseMultipartForm: true,
 		LazyRequestTime:              true, // ctx.Time is unused: spare a clock read per request
 		CloseOnShutdown:              true,
-		IdleTimeout:                  forward.ClientIdleTimeout,
-		MaxRequestBodySize:           forward.MaxRequestBody,
-		ReadBufferSize:               8192,
-		Logger:                       f.Logger,
-		ErrorHandler:                 requestError,
+		// --http-request-timeout bounds a connection's first request from
+		// the accept, and every later one from its first byte, up to the end
+		// of its head; HeaderReceived then gives the body --client-timeout.
+		// --keepalive-timeout bounds the wait between requests.
+		ReadTimeout:        cfg.HTTPRequestTimeout,
+		IdleTimeout:        cfg.KeepAliveTimeout,
+		HeaderReceived:     e.headerReceived,
+		MaxRequestBodySize: forward.MaxRequestBody,
+		ReadBufferSize:     8192,
+		Logger:             f.Logger,
+		ErrorHandler:       e.requestError,
 	}
 	return e
 }
 
-// Serve serves the connections ln accepts until Shutdown.
-func (e *Engine) Serve(ln net.Listener) error { return e.srv.Serve(ln) }
+// Serve serves the connections ln accepts until Shutdown. Accepting pauses
+// (with a backoff) while descriptors are exhausted, rather than ending.
+func (e *Engine) Serve(ln net.Listener) error {
+	return e.srv.Serve(&pauseListener{Listener: ln, f: e.f, pause: &e.f.Accept})
+}
 
 // Shutdown stops the server: in-flight requests may finish until ctx ends.
 func (e *Engine) Shutdown(ctx context.Context) error { return e.srv.ShutdownWithContext(ctx) }
@@ -79,7 +97,7 @@ func (e *Engine) Shutdown(ctx context.Context) error { return e.srv.ShutdownWith
 // requestError answers a request the server could not read, saying why;
 // fasthttp's default answers 400 "Error when parsing request" to a body
 // over MaxRequestBodySize too.
-func requestError(ctx *fasthttp.RequestCtx, err error) {
+func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var ne net.Error
 	switch {
@@ -88,10 +106,33 @@ func requestError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &small):
 		ctx.Error("retrycap-proxy: request header too large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
 	case errors.As(err, &ne) && ne.Timeout():
-		ctx.Error("retrycap-proxy: request timeout\n", fasthttp.StatusRequestTimeout)
+		kind, what := forward.TimeoutHTTPRequest, "request head not received within --http-request-timeout"
+		if e.bodyTimedOut(ctx) {
+			kind, what = forward.TimeoutClient, "request body not received within --client-timeout"
+		}
+		e.f.M.Timeouts.WithLabelValues(kind).Inc()
+		ctx.Error("retrycap-proxy: request timeout: "+what+"\n", fasthttp.StatusRequestTimeout)
 	default:
 		ctx.Error("retrycap-proxy: malformed request: "+err.Error()+"\n", fasthttp.StatusBadRequest)
 	}
+}
+
+// headerReceived gives a request's body --client-timeout, from the end of
+// its head, and notes when that began (bodyDue).
+func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if h.ContentLength() != 0 {
+		e.bodyDue.Store(h, time.Now().UnixNano())
+	}
+	return fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+}
+
+// bodyTimedOut reports whether a timeout on ctx's connection is its body's:
+// a head was read on this connection (since it opened: the header, like
+// ctx, is pooled across connections) and its body was being read.
+func (e *Engine) bodyTimedOut(ctx *fasthttp.RequestCtx) bool {
+	v, ok := e.bodyDue.LoadAndDelete(&ctx.Request.Header)
+	since, _ := v.(int64)
+	return ok && since >= ctx.ConnTime().UnixNano()
 }
 
 func noRetry(*fasthttp.Request, int, error) (bool, bool) { return false, false }
@@ -107,6 +148,7 @@ func (e *Engine) hostClient(addr string) *fasthttp.HostClient {
 		Dial:                      e.dialDirect,
 		ReadBufferSize:            8192,
 		Transport:                 e.transport,
+		MaxIdleConnDuration:       e.f.Cfg.UpstreamIdleTimeout,
 	}
 }
 
@@ -115,7 +157,12 @@ func (e *Engine) dialDirect(addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, &forward.DialError{Err: err}
 	}
-	return c, nil
+	if e.f.IsSelfConn(c) {
+		// A name that resolved to the proxy's own listener.
+		_ = c.Close()
+		return nil, &forward.DialError{Err: &forward.LoopError{Addr: addr}}
+	}
+	return newUpConn(c), nil
 }
 
 // dial applies --resolve to hosts reached through the shared client.
@@ -131,6 +178,9 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	// this copy before it reads an upstream's head, so that the answer
 	// passes the upstream's Date on and adds none.
 	e.answerOnce.Do(func() { ctx.Response.Header.CopyTo(&e.transport.answer) })
+	if ctx.Request.Header.ContentLength() != 0 {
+		e.bodyDue.Delete(&ctx.Request.Header) // the body is in
+	}
 	// A head the proxy does not read (HAProxy answers these 400 too), and
 	// the HTTP version (forward.CheckVersion).
 	if msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders()); msg != "" {
@@ -163,6 +213,13 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		// until every connection is used up.
 		ctx.Error("retrycap-proxy: request addressed to the proxy itself ("+string(hostPort)+"): loop refused; send requests for upstreams through HTTP_PROXY in absolute form", fasthttp.StatusLoopDetected)
 		e.f.Unknown.M.Code(fasthttp.StatusLoopDetected)
+		return
+	}
+	if up != nil && e.f.IsSelf([]byte(e.f.TargetOf(up, hostPort))) {
+		// A known upstream that resolves to the proxy's own address
+		// (--upstreams localhost=2 with the proxy's port, or a --resolve).
+		ctx.Error(forward.SelfLoopBody("upstream "+up.Name+" ("+e.f.TargetOf(up, hostPort)+")"), fasthttp.StatusLoopDetected)
+		up.M.Code(fasthttp.StatusLoopDetected)
 		return
 	}
 	if req.Header.ConnectionUpgrade() {

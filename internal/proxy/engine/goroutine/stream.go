@@ -42,8 +42,10 @@ import (
 // connection for upstreamBody to stream, and the per-try deadline ends with
 // the headers.
 type streamTransport struct {
-	perTry time.Duration
-	idle   time.Duration
+	f       *forward.Forwarder
+	perTry  time.Duration
+	idle    time.Duration
+	maxIdle time.Duration // --upstream-idle-timeout: the longest a pooled connection is trusted idle
 	// answer is an empty answer header as fasthttp's server prepares it
 	// for the handler (its NoDefaultDate set), copied over each response
 	// before its head is read: the client reset the response and cleared
@@ -52,16 +54,69 @@ type streamTransport struct {
 	answer fasthttp.ResponseHeader
 }
 
+// maxStaleSkips bounds the pooled connections one request looks at and
+// closes as stale before it takes whatever comes (a fresh one, usually).
+const maxStaleSkips = 64
+
 func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	deadline := time.Now().Add(t.perTry)
-	cc, err := hc.AcquireConn(t.perTry, req.ConnectionClose())
+	// A pooled connection is never trusted blindly: one idle longer than
+	// --upstream-idle-timeout, or whose end the upstream closed, is closed
+	// and the next one taken.
+	var cc any
+	var uc *upConn
+	for skips := 0; ; skips++ {
+		c, err := hc.AcquireConn(t.perTry, req.ConnectionClose())
+		if err != nil {
+			return false, err
+		}
+		cc = c
+		uc, _ = c.Conn().(*upConn)
+		if uc == nil || !uc.used || skips >= maxStaleSkips || uc.alive(time.Now(), t.maxIdle) {
+			break
+		}
+		closeConnAny(hc, cc)
+	}
+	reused := uc != nil && uc.used
+	var before int64
+	if uc != nil {
+		before = uc.nread.Load()
+	}
+	rd, br, err := t.exchange(hc, cc, connOf(cc), deadline, req, resp)
+	if err == nil || !reused || !staleErr(err, before, uc.nread.Load()) {
+		return t.answerBody(hc, cc, rd, br, req, resp, err)
+	}
+	// The reused connection failed before any byte of an answer came back:
+	// the upstream had closed it, and the request never reached the app.
+	// Re-send it once on a fresh connection, whatever its method; it is not
+	// an attempt (the exchange sees only this one's outcome).
+	t.f.M.StaleResends.Inc()
+	if hc.Dial == nil {
+		return true, err
+	}
+	conn, err := hc.Dial(hc.Addr)
 	if err != nil {
 		return false, err
 	}
-	conn := cc.Conn()
+	fresh := &freshConn{conn: conn}
+	rd, br, err = t.exchange(hc, fresh, conn, deadline, req, resp)
+	return t.answerBody(hc, fresh, rd, br, req, resp, err)
+}
+
+// freshConn is a connection dialled for a stale-connection re-send, outside
+// the HostClient's pool: it is closed after its one answer.
+type freshConn struct{ conn net.Conn }
+
+// exchange writes req on conn and reads the answer's status line and headers
+// (skipping interim 1xx answers) into resp, within deadline. rd reads the
+// answer: br, or for a head larger than br's buffer (up to
+// forward.MaxResponseHead) a larger reader over it, after which the
+// connection is not reused (rd may have read ahead of the answer). On an
+// error the connection is closed.
+func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Conn, deadline time.Time, req *fasthttp.Request, resp *fasthttp.Response) (rd, br *bufio.Reader, err error) {
 	if err := conn.SetDeadline(deadline); err != nil {
-		hc.CloseConn(cc)
-		return true, err
+		closeAny(hc, cc)
+		return nil, nil, err
 	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
@@ -70,15 +125,11 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	}
 	hc.ReleaseWriter(bw)
 	if err != nil {
-		hc.CloseConn(cc)
-		return true, err
+		closeAny(hc, cc)
+		return nil, nil, err
 	}
-
-	br := hc.AcquireReader(conn)
-	// rd reads the answer: br, or for a head larger than br's buffer (up
-	// to forward.MaxResponseHead) a larger reader over it, after which the
-	// connection is not reused (rd may have read ahead of the answer).
-	rd := br
+	br = hc.AcquireReader(conn)
+	rd = br
 	t.answer.CopyTo(&resp.Header)
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
@@ -93,8 +144,8 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		}
 		if err != nil {
 			hc.ReleaseReader(br)
-			hc.CloseConn(cc)
-			return err != forward.ErrAnswerHeadTooLarge, err
+			closeAny(hc, cc)
+			return nil, nil, err
 		}
 		if st := resp.StatusCode(); st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
 			break
@@ -102,8 +153,19 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	}
 	if resp.StatusCode() == fasthttp.StatusSwitchingProtocols {
 		hc.ReleaseReader(br)
-		hc.CloseConn(cc)
-		return false, forward.ErrUnsolicitedSwitch
+		closeAny(hc, cc)
+		return nil, nil, forward.ErrUnsolicitedSwitch
+	}
+	return rd, br, nil
+}
+
+// answerBody reads or sets up the body of the answer whose head exchange
+// read (err: exchange's error, returned as it is). The bool is fasthttp's
+// "may retry": never for an answer the app sent (a head too large, an
+// unsolicited 101), which the exchange judges instead.
+func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bufio.Reader, req *fasthttp.Request, resp *fasthttp.Response, err error) (bool, error) {
+	if err != nil {
+		return err != forward.ErrAnswerHeadTooLarge && err != forward.ErrUnsolicitedSwitch, err
 	}
 	closeConn := req.ConnectionClose() || resp.ConnectionClose() || rd != br
 	cl := resp.Header.ContentLength()
@@ -120,7 +182,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		err = resp.ReadBody(rd, 0)
 		hc.ReleaseReader(br)
 		if err != nil {
-			hc.CloseConn(cc)
+			closeAny(hc, cc)
 			return false, err
 		}
 		releaseConn(hc, cc, closeConn)
@@ -129,7 +191,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	// Stream it. A body delimited by the end of the connection (neither a
 	// length nor chunked) leaves the connection unusable.
 	ub := bodyPool.Get().(*upstreamBody)
-	ub.hc, ub.cc, ub.conn, ub.br = hc, cc, conn, br
+	ub.hc, ub.cc, ub.conn, ub.br = hc, cc, connOf(cc), br
 	ub.idle = t.idle
 	ub.closeConn = closeConn || cl == -2
 	ub.left = cl
@@ -151,22 +213,43 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	return false, nil
 }
 
-// The pooled connection type fasthttp hands out is unexported; these two
-// take it as an any (a pointer in an interface: no allocation) so that the
-// pooled upstreamBody can hold it.
-var releaseConnAny, closeConnAny = connOps((*fasthttp.HostClient).AcquireConn, (*fasthttp.HostClient).ReleaseConn, (*fasthttp.HostClient).CloseConn)
+// The pooled connection type fasthttp hands out is unexported; these take
+// it as an any (a pointer in an interface: no allocation) so that the
+// pooled upstreamBody can hold it. A *freshConn (a re-send's) is closed
+// instead of pooled.
+var releaseConnAny, closeConnAny, connAny = connOps((*fasthttp.HostClient).AcquireConn, (*fasthttp.HostClient).ReleaseConn, (*fasthttp.HostClient).CloseConn)
 
-func connOps[C any](_ func(*fasthttp.HostClient, time.Duration, bool) (C, error), release, closeConn func(*fasthttp.HostClient, C)) (rel, cls func(*fasthttp.HostClient, any)) {
+func connOps[C interface{ Conn() net.Conn }](_ func(*fasthttp.HostClient, time.Duration, bool) (C, error), release, closeConn func(*fasthttp.HostClient, C)) (rel, cls func(*fasthttp.HostClient, any), conn func(any) net.Conn) {
 	return func(hc *fasthttp.HostClient, cc any) { release(hc, cc.(C)) }, //nolint:forcetypeassert // only ever stored from AcquireConn
-		func(hc *fasthttp.HostClient, cc any) { closeConn(hc, cc.(C)) } //nolint:forcetypeassert // ditto
+		func(hc *fasthttp.HostClient, cc any) { closeConn(hc, cc.(C)) }, //nolint:forcetypeassert // ditto
+		func(cc any) net.Conn { return cc.(C).Conn() } //nolint:forcetypeassert // ditto
+}
+
+func connOf(cc any) net.Conn {
+	if f, ok := cc.(*freshConn); ok {
+		return f.conn
+	}
+	return connAny(cc)
+}
+
+func closeAny(hc *fasthttp.HostClient, cc any) {
+	if f, ok := cc.(*freshConn); ok {
+		_ = f.conn.Close()
+		return
+	}
+	closeConnAny(hc, cc)
 }
 
 // releaseConn returns a connection whose response has been read in full to
-// the pool, or closes it when either side asked for that.
+// the pool, or closes it when either side asked for that. A pooled one
+// remembers when it went idle (upConn.alive).
 func releaseConn(hc *fasthttp.HostClient, cc any, closeConn bool) {
-	if closeConn {
-		closeConnAny(hc, cc)
+	if _, ok := cc.(*freshConn); ok || closeConn {
+		closeAny(hc, cc)
 		return
+	}
+	if uc, ok := connAny(cc).(*upConn); ok {
+		uc.used, uc.idleSince = true, time.Now()
 	}
 	releaseConnAny(hc, cc)
 }

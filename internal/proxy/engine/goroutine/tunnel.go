@@ -195,6 +195,9 @@ func (c *readConn) CloseWrite() error {
 // pipe copies both ways until both sides are done; a half close is passed
 // on so protocols that rely on it keep working.
 func pipe(a, b net.Conn) {
+	// The server's request deadlines (--http-request-timeout,
+	// --client-timeout) do not apply to a tunnel.
+	_ = a.SetDeadline(time.Time{})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	cp := func(dst, src net.Conn) {

@@ -36,6 +36,11 @@ type call struct {
 	ipNext int
 	ipLeft int
 	port   int
+	// reused: the attempt's connection came from the idle pool; resent:
+	// the attempt was re-sent on a fresh connection after a reused one
+	// failed before any byte of an answer (once per attempt).
+	reused bool
+	resent bool
 }
 
 func (l *evLoop) getCall() *call {
@@ -56,6 +61,7 @@ func (l *evLoop) putCall(cl *call) {
 	cl.req.Reset()
 	cl.resp.Reset()
 	cl.c, cl.up, cl.uc, cl.target, cl.backoff, cl.ips = nil, nil, nil, "", false, nil
+	cl.reused, cl.resent = false, false
 	cl.x = forward.Exchange{}
 	if len(l.free) < 1024 {
 		l.free = append(l.free, cl)
@@ -81,10 +87,13 @@ func (cl *call) attempt() {
 	cl.seq++
 	cl.backoff = false
 	l.timers.Schedule(cl.t, l.now()+int64(l.f.Cfg.PerTryTimeout))
+	cl.resent = false
 	if uc := l.idle(cl.target); uc != nil {
+		cl.reused = true
 		uc.send(cl)
 		return
 	}
+	cl.reused = false
 	cl.dial()
 }
 
@@ -128,11 +137,22 @@ func (cl *call) after(err error) {
 	cl.attempt()
 }
 
-// failed ends the attempt with a transport error.
+// failed ends the attempt with a transport error. On a reused connection
+// that failed before any byte of an answer came back, the upstream had
+// closed it idle and the request never reached the app: it is re-sent once,
+// on a fresh connection, whatever its method, within the same attempt (not
+// counted as one, nor as a breaker failure).
 func (cl *call) failed(err error) {
-	if cl.uc != nil {
-		cl.uc.close()
+	if uc := cl.uc; uc != nil {
+		stale := cl.reused && !cl.resent && uc.got == 0
+		uc.close()
 		cl.uc = nil
+		if stale {
+			cl.resent, cl.reused = true, false
+			cl.l.f.M.StaleResends.Inc()
+			cl.dial()
+			return
+		}
 	}
 	cl.after(err)
 }

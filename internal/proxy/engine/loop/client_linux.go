@@ -22,6 +22,13 @@ type cliConn struct {
 	out        []byte // answer bytes the socket did not take yet
 	call       *call  // the request being served
 	lastActive int64
+	// headStart: when the request head being waited for began (its first
+	// byte; the accept for a connection's first request); 0 when no request
+	// is due (idle between requests). bodySince: when the head of a request
+	// whose body is not all in yet was read; 0 otherwise. The sweep enforces
+	// --http-request-timeout and --client-timeout from them.
+	headStart  int64
+	bodySince  int64
 	closeAfter bool // answer the request in flight, then close
 	eof        bool // the client sent all it will: serve what is buffered, then close
 	unread     bool // stopped reading with bytes possibly left in the socket
@@ -142,6 +149,11 @@ func (c *cliConn) serve(data []byte) {
 	if c.closed || c.call != nil || c.writing() {
 		return
 	}
+	if len(c.in) > 0 && c.headStart == 0 {
+		// Part of the next request is in: its head is due within
+		// --http-request-timeout, however slowly its bytes come.
+		c.headStart = c.l.now()
+	}
 	switch {
 	case c.unread:
 		// Bytes wait in the socket that no edge will announce again; first,
@@ -208,8 +220,12 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	if len(data) < need {
 		l.putCall(cl)
 		c.keep(data)
+		if c.bodySince == 0 {
+			c.bodySince = l.now()
+		}
 		return nil, false
 	}
+	c.headStart, c.bodySince = 0, 0
 	if need > end {
 		req.SetBody(data[end:need])
 	}
@@ -276,7 +292,13 @@ func (l *evLoop) eligible(cl *call) (up *forward.Upstream, target string, bodyLe
 	if len(hostPort) == 0 || up == nil {
 		return nil, "", 0, HandoffUnknownHost
 	}
-	return up, l.target(up, hostPort), bodyLen, 0
+	target = l.target(up, hostPort)
+	if l.f.IsSelf([]byte(target)) {
+		// A known upstream that resolves to the proxy's own listener: the
+		// goroutine engine refuses it (508), as it does any self-loop.
+		return nil, "", 0, HandoffSelfLoop
+	}
+	return up, target, bodyLen, 0
 }
 
 // target is the address an upstream request goes to, as the other engine
@@ -390,6 +412,30 @@ func (c *cliConn) written() {
 	if !c.serving {
 		c.serve(nil)
 	}
+}
+
+// timedOut answers 408 to a request not received in time and closes the
+// connection (the sweep found it: no call is in flight, nothing is being
+// written).
+func (c *cliConn) timedOut(kind string) {
+	c.l.f.M.Timeouts.WithLabelValues(kind).Inc()
+	answer := timeoutHead
+	if kind == forward.TimeoutClient {
+		answer = timeoutBody
+	}
+	_, _ = netpoll.WriteSome(c.fd, answer)
+	c.close()
+}
+
+// The 408 answers, written whole (a socket with nothing queued takes them).
+var (
+	timeoutHead = timeoutAnswer("retrycap-proxy: request timeout: request head not received within --http-request-timeout\n")
+	timeoutBody = timeoutAnswer("retrycap-proxy: request timeout: request body not received within --client-timeout\n")
+)
+
+func timeoutAnswer(body string) []byte {
+	return []byte("HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
 }
 
 // close closes the connection; a call in flight is abandoned (its upstream

@@ -103,6 +103,10 @@ func (cl *call) connect(ip netip.Addr, pn int) error {
 		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: pn, Addr: ip.As16()}
 	}
 	addr := net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(pn))) //nolint:gosec // checked above
+	if l.f.IsSelfAddr(ip, pn) {
+		// A name that resolved to the proxy's own listener.
+		return &forward.DialError{Err: &forward.LoopError{Addr: addr.String()}}
+	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return &forward.DialError{Err: &net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: os.NewSyscallError("socket", err)}}

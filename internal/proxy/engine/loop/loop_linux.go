@@ -36,7 +36,12 @@ type evLoop struct {
 	wbuf        appendWriter // every answer and request is serialised here, then written
 	bw          *bufio.Writer
 	sweepT      *netpoll.Timer
-	// upstreamIdle is upstreamIdleTimeout (a field so that a test can
+	// acceptT ends a pause of accepting (descriptors exhausted): the loop
+	// watches the listener again.
+	acceptT       *netpoll.Timer
+	acceptPaused  bool
+	sweepInterval int64
+	// upstreamIdle is --upstream-idle-timeout (a field so that a test can
 	// shorten it on a running loop).
 	upstreamIdle time.Duration
 	draining     bool
@@ -57,12 +62,14 @@ func newEvLoop(e *Engine) (*evLoop, error) {
 		dns:     make(map[string]*dnsEntry),
 		targets: make(map[string]string),
 
-		upstreamIdle: upstreamIdleTimeout,
+		upstreamIdle: e.f.Cfg.UpstreamIdleTimeout,
 	}
 	l.parse.init()
 	l.parseAnswer.initSize(forward.MaxResponseHead + 1)
 	l.bw = bufio.NewWriterSize(&l.wbuf, 16<<10)
 	l.sweepT = netpoll.NewTimer(l.sweep)
+	l.acceptT = netpoll.NewTimer(l.resumeAccept)
+	l.sweepInterval = int64(sweepEvery(e.f.Cfg))
 	// EPOLLEXCLUSIVE: one loop is woken per new connection, not all.
 	if err := l.poll.Add(e.lnFd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, acceptHandler{l}); err != nil {
 		l.poll.Close()
@@ -89,7 +96,7 @@ func (l *evLoop) run() {
 		l.poll.Close()
 	}()
 	l.nowCache = forward.NowNanos()
-	l.timers.Schedule(l.sweepT, l.nowCache+int64(time.Second))
+	l.timers.Schedule(l.sweepT, l.nowCache+l.sweepInterval)
 	for !l.stopped {
 		wait := l.timers.WaitMillis(l.nowCache)
 		err := l.poll.Wait(wait, l.dispatch, l.runTask)
@@ -149,13 +156,42 @@ func (l *evLoop) contain(what any) {
 	}
 }
 
-// sweep closes client connections idle for longer than the idle timeout
-// (or, for a partial request head, that long without its end), once a
-// second.
+// sweepEvery is how often the sweep runs: once a second, or a quarter of the
+// shortest timeout it enforces when that is shorter (a test's), so that a
+// timeout fires within a quarter of its bound late at most.
+func sweepEvery(cfg *forward.Config) time.Duration {
+	d := time.Second
+	for _, t := range []time.Duration{cfg.HTTPRequestTimeout, cfg.ClientTimeout, cfg.KeepAliveTimeout, cfg.UpstreamIdleTimeout} {
+		if t > 0 && t/4 < d {
+			d = t / 4
+		}
+	}
+	return max(d, 5*time.Millisecond)
+}
+
+// sweep enforces the client timeouts (HAProxy's): a request head not whole
+// within --http-request-timeout of its first byte (of the accept, for a
+// connection's first request) and a body not whole within --client-timeout
+// of its head get 408 and the connection closes; a connection idle between
+// requests for --keepalive-timeout closes.
 func (l *evLoop) sweep() {
-	idle := int64(forward.ClientIdleTimeout)
+	cfg := l.f.Cfg
+	now := l.nowCache
 	for c := range l.clients {
-		if c.call == nil && !c.writing() && l.nowCache-c.lastActive > idle {
+		if c.call != nil || c.writing() {
+			continue
+		}
+		switch {
+		case c.bodySince != 0:
+			if now-c.bodySince > int64(cfg.ClientTimeout) {
+				c.timedOut(forward.TimeoutClient)
+			}
+		case c.headStart != 0:
+			if now-c.headStart > int64(cfg.HTTPRequestTimeout) {
+				c.timedOut(forward.TimeoutHTTPRequest)
+			}
+		case now-c.lastActive > int64(cfg.KeepAliveTimeout):
+			l.f.M.Timeouts.WithLabelValues(forward.TimeoutKeepAlive).Inc()
 			c.close()
 		}
 	}
@@ -171,7 +207,7 @@ func (l *evLoop) sweep() {
 			delete(l.dns, host)
 		}
 	}
-	l.timers.Schedule(l.sweepT, l.nowCache+int64(time.Second))
+	l.timers.Schedule(l.sweepT, l.nowCache+l.sweepInterval)
 }
 
 // drain stops accepting on this loop and closes idle client connections;
@@ -181,6 +217,7 @@ func (l *evLoop) drain() {
 		return
 	}
 	l.draining = true
+	l.timers.Cancel(l.acceptT)
 	l.poll.Forget(l.e.lnFd)
 	for c := range l.clients {
 		if c.call == nil && !c.writing() {
@@ -216,10 +253,25 @@ func (h acceptHandler) Event(uint32) {
 	for i := 0; i < 64; i++ {
 		fd, _, err := unix.Accept4(l.e.lnFd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		if err != nil {
+			if forward.Exhausted(err) {
+				// The listener stays readable: accepting again at once
+				// would spin (and log) at full speed. Stop watching it for a
+				// while; the connections open are served on meanwhile.
+				l.pauseAccept(l.f.Accept.Paused(err))
+				return
+			}
 			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ECONNABORTED) && !errors.Is(err, unix.EINTR) {
 				l.f.Logger.Printf("event loop: accept: %v", err)
 			}
 			return
+		}
+		l.f.Accept.Resumed()
+		if l.f.Reserve.Missing() && !l.f.Reserve.Take() {
+			// The admin port's spare descriptor was taken meanwhile: this
+			// connection's goes back to it.
+			_ = unix.Close(fd)
+			l.f.Reserve.Take()
+			continue
 		}
 		// As Go does for every TCP connection: small answers go out at once.
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
@@ -232,13 +284,42 @@ func (h acceptHandler) Event(uint32) {
 	}
 }
 
+// pauseAccept stops watching the listener for d.
+func (l *evLoop) pauseAccept(d time.Duration) {
+	if l.acceptPaused || l.draining {
+		return
+	}
+	l.acceptPaused = true
+	l.poll.Forget(l.e.lnFd)
+	l.timers.Schedule(l.acceptT, l.nowCache+int64(d))
+}
+
+// resumeAccept watches the listener again after a pause; connections that
+// waited meanwhile are reported at once (the listener is level-triggered).
+func (l *evLoop) resumeAccept() {
+	if !l.acceptPaused || l.draining || l.stopped {
+		return
+	}
+	l.acceptPaused = false
+	if err := l.poll.Add(l.e.lnFd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, acceptHandler{l}); err != nil {
+		l.f.Logger.Printf("event loop: watching the listener again: %v", err)
+		l.pauseAccept(time.Second)
+	}
+}
+
 // adopt makes an accepted connection this loop's.
 func (l *evLoop) adopt(fd int) {
 	if l.draining || l.stopped {
 		_ = unix.Close(fd)
 		return
 	}
-	c := &cliConn{l: l, fd: fd, lastActive: l.nowCache}
+	// A connection's first request head is due within
+	// --http-request-timeout of the accept (HAProxy's rule): a silent
+	// connection gets 408 then.
+	// (The clock is read anew: a connection dealt by another loop comes in
+	// a task, run before this loop's clock of the batch is.)
+	now := forward.NowNanos()
+	c := &cliConn{l: l, fd: fd, lastActive: now, headStart: now}
 	if err := l.poll.Add(fd, netpoll.EdgeEvents, c); err != nil {
 		_ = unix.Close(fd)
 		l.f.Logger.Printf("%v", err)

@@ -2,19 +2,10 @@
 
 package loop
 
-import (
-	"time"
-)
-
 // idlePool is a loop's idle connections to one target, most recent last.
 type idlePool struct{ conns []*upConn }
 
 const maxIdlePerTarget = 256
-
-// upstreamIdleTimeout closes a pooled connection unused this long, as
-// fasthttp's client does (MaxIdleConnDuration): one a NAT or load balancer
-// dropped without a FIN would otherwise cost a request its per-try timeout.
-const upstreamIdleTimeout = 10 * time.Second
 
 // expire closes the connections idle since before cutoff (the oldest
 // are first) and reports whether the pool is empty.
@@ -32,18 +23,30 @@ func (pool *idlePool) expire(cutoff int64) bool {
 	return len(pool.conns) == 0
 }
 
+// idle takes the most recent pooled connection to target that may still be
+// trusted: one idle longer than --upstream-idle-timeout (l.upstreamIdle) is
+// closed, not reused (the upstream may have closed it: Node.js does after
+// 5 s), as is one whose end the upstream closed (hup). The sweep closes the
+// others; a connection closed meanwhile is caught by the re-send
+// (call.failed).
 func (l *evLoop) idle(target string) *upConn {
 	pool := l.pools[target]
 	if pool == nil {
 		return nil
 	}
+	cutoff := l.now() - int64(l.upstreamIdle)
 	for n := len(pool.conns); n > 0; n = len(pool.conns) {
 		uc := pool.conns[n-1]
 		pool.conns[n-1] = nil
 		pool.conns = pool.conns[:n-1]
-		if !uc.closed {
-			return uc
+		if uc.closed {
+			continue
 		}
+		if uc.hup || uc.idleSince < cutoff {
+			uc.close()
+			continue
+		}
+		return uc
 	}
 	return nil
 }

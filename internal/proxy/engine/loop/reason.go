@@ -16,6 +16,7 @@ const (
 	HandoffScheme                                    // not plain http
 	HandoffUnknownHost                               // a host no --upstreams entry names
 	HandoffStreamedResponse                          // an answer whose body streams (the client's connection follows it)
+	HandoffSelfLoop                                  // a known upstream resolving to the proxy's own listener (answered 508)
 )
 
 var reasonNames = [...]string{
@@ -29,6 +30,7 @@ var reasonNames = [...]string{
 	HandoffScheme:           "scheme",
 	HandoffUnknownHost:      "unknown-host",
 	HandoffStreamedResponse: "streamed-response",
+	HandoffSelfLoop:         "self-loop",
 }
 
 // String is the reason's metric label.

@@ -27,6 +27,7 @@ type upConn struct {
 	out        []byte // request bytes the socket did not take yet
 	in         []byte // response bytes read so far (when not all in one read)
 	interim    int    // 1xx answers skipped
+	got        int    // bytes read for the attempt it serves (0: no byte of an answer yet)
 	connecting bool
 	closed     bool
 	idleSince  int64 // when it went back to the pool
@@ -40,7 +41,7 @@ type upConn struct {
 func (uc *upConn) send(cl *call) {
 	l := uc.l
 	uc.cl, cl.uc = cl, uc
-	uc.in, uc.interim = uc.in[:0], 0
+	uc.in, uc.interim, uc.got = uc.in[:0], 0, 0
 	// The request URI goes upstream as the client sent it, as the other
 	// engine's clients send it (DisablePathNormalizing): /./, // and
 	// escapes such as %2F or %7E are not rewritten.
@@ -124,6 +125,7 @@ func (uc *upConn) read(toEnd bool) {
 				uc.close()
 				return
 			}
+			uc.got += n
 			data := l.buf[:n]
 			if len(uc.in) > 0 || n == len(l.buf) {
 				uc.in = append(uc.in, data...)

@@ -1,0 +1,388 @@
+package proxy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+)
+
+// Connection management and timeouts (issue 14, defects 3-5), through real
+// sockets on loopback, on the engine -engine selects.
+
+// kaBackend is a raw HTTP/1.1 keep-alive upstream whose connection handling
+// the tests control: it closes a connection idle for idle (Node.js does
+// after 5 s), and with dropReused it closes a connection on its second
+// request without answering it (the upstream's close racing the proxy's
+// reuse: the request never reaches the app).
+type kaBackend struct {
+	ln         net.Listener
+	idle       time.Duration
+	dropReused bool
+
+	conns        atomic.Int64 // connections accepted
+	closedIdle   atomic.Int64 // closed by the backend, idle
+	closedByPeer atomic.Int64 // closed by the proxy
+	dropped      atomic.Int64 // requests read and dropped unanswered (never "reached the app")
+	mu           sync.Mutex
+	got          []string // requests answered: "METHOD URI BODY", in order
+}
+
+func newKABackend(t *testing.T, idle time.Duration, dropReused bool) *kaBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &kaBackend{ln: ln, idle: idle, dropReused: dropReused}
+	var wg sync.WaitGroup
+	var open sync.Map
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.conns.Add(1)
+			open.Store(c, nil)
+			wg.Add(1)
+			go func() { defer wg.Done(); defer open.Delete(c); b.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		open.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
+		wg.Wait()
+	})
+	return b
+}
+
+func (b *kaBackend) addr() string { return b.ln.Addr().String() }
+
+func (b *kaBackend) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for n := 1; ; n++ {
+		_ = c.SetReadDeadline(time.Now().Add(b.idle))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				b.closedIdle.Add(1)
+			} else {
+				b.closedByPeer.Add(1)
+			}
+			return
+		}
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return
+		}
+		if b.dropReused && n >= 2 {
+			b.dropped.Add(1)
+			return
+		}
+		line := req.Method + " " + req.RequestURI + " " + string(body)
+		b.mu.Lock()
+		b.got = append(b.got, line)
+		b.mu.Unlock()
+		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(line), line); err != nil {
+			return
+		}
+	}
+}
+
+func (b *kaBackend) received() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.got...)
+}
+
+// waitFor polls cond until it holds, for at most 5 seconds: the test waits
+// for what it observes (a close seen by the backend), never for a time.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(time.Millisecond) // polling interval
+	}
+}
+
+// staleRequests are the requests of the stale-connection tests: small POSTs
+// (the loop serves them), then chunked POSTs, which the loop hands to the
+// goroutine engine with the connection (defect 3 was there too).
+func staleRequests() (reqs, want []string) {
+	for i := range 3 {
+		reqs = append(reqs, fmt.Sprintf("POST http://svc/small%d HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\n\r\nhello", i))
+		want = append(want, fmt.Sprintf("POST /small%d hello", i))
+	}
+	for i := range 3 {
+		reqs = append(reqs, fmt.Sprintf("POST http://svc/chunked%d HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nworld\r\n0\r\n\r\n", i))
+		want = append(want, fmt.Sprintf("POST /chunked%d world", i))
+	}
+	return reqs, want
+}
+
+func wantReceived(t *testing.T, b *kaBackend, want []string) {
+	t.Helper()
+	got := b.received()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the backend answered\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestStaleUpstreamClosedIdle (defect 3): the upstream closes idle
+// keep-alive connections sooner than the proxy's bound (Node.js: 5 s, the
+// proxy trusted them 10 s). After the backend has closed the connection the
+// last request used, the next POST must reach it, once, on a fresh
+// connection: no 502, no retry spent, no breaker failure (a breaker that
+// opens on one failure stays closed).
+func TestStaleUpstreamClosedIdle(t *testing.T) {
+	b := newKABackend(t, 100*time.Millisecond, false)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "1", "--upstream-idle-timeout", "1m")
+	c := ltDial(t, p.Addr())
+	_ = c.c.SetDeadline(time.Now().Add(20 * time.Second))
+	reqs, want := staleRequests()
+	for i, r := range reqs {
+		c.send(r)
+		c.expect("POST", 200, want[i])
+		waitFor(t, "the backend closed the idle connection", func() bool { return b.closedIdle.Load() == int64(i+1) })
+	}
+	wantReceived(t, b, want)
+	if got := b.conns.Load(); got != int64(len(reqs)) {
+		t.Fatalf("backend saw %d connections, want %d (one per request: each one it closed was not reused)", got, len(reqs))
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != float64(len(reqs)) {
+		t.Fatalf("%v attempts, want %d", got, len(reqs))
+	}
+}
+
+// TestStaleUpstreamResentOnce (defect 3): the upstream's close races the
+// proxy's reuse: each request on a reused connection is dropped unanswered
+// by the backend. It is re-sent once on a fresh connection, whatever its
+// method; the app gets each request exactly once; the re-send is not an
+// attempt and not a breaker failure.
+func TestStaleUpstreamResentOnce(t *testing.T) {
+	b := newKABackend(t, time.Minute, true)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "1")
+	c := ltDial(t, p.Addr())
+	reqs, want := staleRequests()
+	for i, r := range reqs {
+		c.send(r)
+		c.expect("POST", 200, want[i])
+	}
+	wantReceived(t, b, want)
+	dropped := b.dropped.Load()
+	// A re-send's fresh connection is pooled by the loop (2 drops of its 3
+	// requests, 1 of the 3 it hands over), not by the goroutine engine (3 of
+	// 6: every second request reuses a connection).
+	if dropped < 3 {
+		t.Fatalf("the backend dropped %d requests on reused connections, want at least 3", dropped)
+	}
+	if got := testutil.ToFloat64(p.m.StaleResends); got != float64(dropped) {
+		t.Fatalf("%v stale re-sends, want %d (one per dropped request)", got, dropped)
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != float64(len(reqs)) {
+		t.Fatalf("%v attempts, want %d: a re-send is not an attempt", got, len(reqs))
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Retries); got != 0 {
+		t.Fatalf("%v retries, want 0", got)
+	}
+}
+
+// TestUpstreamIdleBound (defect 3): a pooled connection idle longer than
+// --upstream-idle-timeout is closed by the proxy, not reused.
+func TestUpstreamIdleBound(t *testing.T) {
+	b := newKABackend(t, time.Minute, false)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--upstream-idle-timeout", "100ms")
+	c := ltDial(t, p.Addr())
+	reqs, want := staleRequests()
+	for i, r := range reqs {
+		c.send(r)
+		c.expect("POST", 200, want[i])
+		waitFor(t, "the proxy closed its idle upstream connection", func() bool { return b.closedByPeer.Load() == int64(i+1) })
+	}
+	wantReceived(t, b, want)
+	if got := b.conns.Load(); got != int64(len(reqs)) {
+		t.Fatalf("backend saw %d connections, want %d", got, len(reqs))
+	}
+	if got := testutil.ToFloat64(p.m.StaleResends); got != 0 {
+		t.Fatalf("%v stale re-sends, want 0", got)
+	}
+}
+
+// readTimeoutAnswer reads what the proxy sends until it closes the
+// connection, and how long that took from start.
+func readToClose(t *testing.T, c net.Conn, start time.Time) (string, time.Duration) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("reading: %v", err)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the proxy did not close the connection within 5s (read %q)", b)
+	}
+	return string(b), time.Since(start)
+}
+
+func timeoutsOf(p *Proxy, kind string) float64 {
+	return testutil.ToFloat64(p.m.Timeouts.WithLabelValues(kind))
+}
+
+// TestRequestTimeouts (defect 5): like HAProxy's timeout http-request,
+// http-keep-alive and client. A silent connection, a partial head and a
+// slowloris (a byte every 20 ms) get 408 and are closed within
+// --http-request-timeout; a partial body within --client-timeout; an idle
+// keep-alive connection is closed (no answer) within --keepalive-timeout.
+// None reaches the backend.
+func TestRequestTimeouts(t *testing.T) {
+	b := newLTBackend(t, nil)
+	const bound = 300 * time.Millisecond
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(),
+		"--http-request-timeout", "300ms", "--client-timeout", "300ms", "--keepalive-timeout", "300ms")
+	const head408 = "HTTP/1.1 408 Request Timeout\r\n"
+	check := func(t *testing.T, got string, took time.Duration, want, body string) {
+		t.Helper()
+		if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, body) {
+			t.Fatalf("got %q, want %q ... %q", got, want, body)
+		}
+		// The loop sweeps every quarter of the bound; allow scheduling on
+		// a shared machine.
+		if took < bound-20*time.Millisecond || took > bound+time.Second {
+			t.Fatalf("closed after %s, want about %s", took, bound)
+		}
+	}
+	headBody := "request head not received within --http-request-timeout\n"
+	t.Run("silent", func(t *testing.T) {
+		start := time.Now()
+		c := ltDial(t, p.Addr())
+		got, took := readToClose(t, c.c, start)
+		check(t, got, took, head408, headBody)
+	})
+	t.Run("partial-head", func(t *testing.T) {
+		start := time.Now()
+		c := ltDial(t, p.Addr())
+		c.send("GET http://svc/partial HTTP/1.1\r\nHost: svc\r\n")
+		got, took := readToClose(t, c.c, start)
+		check(t, got, took, head408, headBody)
+	})
+	t.Run("slowloris", func(t *testing.T) {
+		start := time.Now()
+		c := ltDial(t, p.Addr())
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			head := "GET http://svc/slow HTTP/1.1\r\nHost: svc\r\nX-Slow: " + strings.Repeat("a", 1000)
+			tick := time.NewTicker(20 * time.Millisecond) // the attack's pace, not synchronisation
+			defer tick.Stop()
+			for i := 0; i < len(head); i++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				if _, err := c.c.Write([]byte{head[i]}); err != nil {
+					return
+				}
+			}
+		}()
+		got, took := readToClose(t, c.c, start)
+		close(stop)
+		<-done
+		check(t, got, took, head408, headBody)
+	})
+	t.Run("partial-body", func(t *testing.T) {
+		c := ltDial(t, p.Addr())
+		c.send("POST http://svc/body HTTP/1.1\r\nHost: svc\r\nContent-Length: 10\r\n\r\nab")
+		start := time.Now()
+		got, took := readToClose(t, c.c, start)
+		check(t, got, took, head408, "request body not received within --client-timeout\n")
+	})
+	t.Run("keep-alive", func(t *testing.T) {
+		c := ltDial(t, p.Addr())
+		c.send("GET http://svc/ka HTTP/1.1\r\nHost: svc\r\n\r\n")
+		c.expect("", 200, "/ka:")
+		start := time.Now()
+		got, took := readToClose(t, c.c, start)
+		check(t, got, took, "", "")
+		if got != "" {
+			t.Fatalf("an idle keep-alive connection got %q, want a close with nothing", got)
+		}
+	})
+	if got := b.hits.Load(); got != 1 {
+		t.Fatalf("the backend received %d requests, want 1 (the keep-alive one)", got)
+	}
+	if got := timeoutsOf(p, forward.TimeoutHTTPRequest); got != 3 {
+		t.Fatalf("%v http-request timeouts, want 3", got)
+	}
+	if got := timeoutsOf(p, forward.TimeoutClient); got != 1 {
+		t.Fatalf("%v client timeouts, want 1", got)
+	}
+	if p.loops != nil {
+		if got := timeoutsOf(p, forward.TimeoutKeepAlive); got != 1 {
+			t.Fatalf("%v keep-alive timeouts, want 1", got)
+		}
+	}
+}
+
+// openFds counts this process's descriptors.
+func openFds(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	return len(ents)
+}
+
+// TestSelfLoopKnownUpstream (defect 4): a known upstream that resolves to
+// the proxy's own address (--upstreams localhost=2, requests for
+// localhost:<the proxy's port>) is refused with 508 saying why, on every
+// path (the loop's, and a chunked body the loop hands over), and costs no
+// descriptors: before, each request looped through the proxy until they
+// ran out.
+func TestSelfLoopKnownUpstream(t *testing.T) {
+	p := startProxy(t, "--upstreams", "localhost=2")
+	_, port, _ := net.SplitHostPort(p.Addr())
+	before := openFds(t)
+	c := ltDial(t, p.Addr())
+	for i := range 10 {
+		c.send(fmt.Sprintf("GET http://localhost:%s/%d HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, i, port))
+		resp, body := c.read("")
+		if resp.StatusCode != http.StatusLoopDetected || !strings.Contains(body, "loop refused") || !strings.Contains(body, "localhost:"+port) {
+			t.Fatalf("answer %d %q, want 508 saying the upstream resolves to the proxy itself", resp.StatusCode, body)
+		}
+	}
+	c.send(fmt.Sprintf("POST http://localhost:%s/chunked HTTP/1.1\r\nHost: localhost:%s\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", port, port))
+	if resp, body := c.read(""); resp.StatusCode != http.StatusLoopDetected || !strings.Contains(body, "loop refused") {
+		t.Fatalf("answer %d %q, want 508", resp.StatusCode, body)
+	}
+	if after := openFds(t); after > before+4 {
+		t.Fatalf("%d descriptors after the requests, %d before", after, before)
+	}
+	if got := testutil.ToFloat64(p.upstreamByName("localhost").M.Attempts); got != 0 {
+		t.Fatalf("%v attempts, want 0", got)
+	}
+	if got := p.m.InFlight.Load(); got != 0 {
+		t.Fatalf("%d calls in flight, want 0", got)
+	}
+}
