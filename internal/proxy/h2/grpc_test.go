@@ -28,7 +28,9 @@ import (
 )
 
 func failWith(c codes.Code) func(context.Context, int, string) (string, error) {
-	return func(context.Context, int, string) (string, error) { return "", status.Error(c, "test says "+c.String()) }
+	return func(context.Context, int, string) (string, error) {
+		return "", status.Error(c, "test says "+c.String())
+	}
 }
 
 func TestUnaryUnavailableRetriedToAttempts(t *testing.T) {
