@@ -19,6 +19,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/retrycap/retrycap/internal/proxy/h2"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -60,6 +61,7 @@ type Proxy struct {
 	// transport reads an upstream's status and headers within the per-try
 	// timeout and leaves the body to stream (stream.go).
 	transport *streamTransport
+	h2        *h2.Handler // h2c: CONNECT tunnels to upstreams and prior knowledge (h2_seam.go)
 	ledger    *policy.KeyLedger
 	methods   [][]byte
 	m         *metrics
@@ -122,6 +124,9 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 		}
 		up.m = p.m.forUpstream(u.Name, up.budget, up.breaker)
 		p.ups = append(p.ups, up)
+	}
+	if err := p.initH2(); err != nil {
+		return nil, err
 	}
 	p.unknown = &upstream{name: "unknown", attempts: 1}
 	p.unknown.m = p.m.forUpstream("unknown", nil, nil)

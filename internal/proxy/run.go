@@ -56,9 +56,9 @@ func (p *Proxy) Start() error {
 			return err
 		}
 		p.loops = loops
-		go func() { p.serveDone <- p.srv.Serve(p.handoff) }()
+		go func() { p.serveDone <- p.srv.Serve(p.h2Listener(p.handoff)) }()
 	} else {
-		go func() { p.serveDone <- p.srv.Serve(ln) }()
+		go func() { p.serveDone <- p.srv.Serve(p.h2Listener(ln)) }()
 	}
 	p.ready.Store(true)
 	return nil
@@ -82,8 +82,9 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		loopErr = p.loops.shutdown(ctx)
 	}
 	err := p.srv.ShutdownWithContext(ctx)
+	h2Err := p.shutdownH2(ctx)
 	_ = p.admin.Close()
-	if err = errors.Join(loopErr, err); err != nil {
+	if err = errors.Join(loopErr, err, h2Err); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
 	return nil

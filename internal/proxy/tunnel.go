@@ -20,6 +20,9 @@ func (p *Proxy) connect(ctx *fasthttp.RequestCtx) {
 	p.m.tunnels.WithLabelValues("connect").Inc()
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		if p.h2Connect(c, target, addr) { // h2c to a known upstream (h2_seam.go)
+			return
+		}
 		up, err := net.DialTimeout("tcp", addr, p.cfg.PerTryTimeout)
 		if err != nil {
 			_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")

@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/retrycap/retrycap/internal/proxy/h2"
+)
+
+// The glue between the HTTP/1.1 engines and the h2c path (package h2):
+// a CONNECT to a known upstream whose first bytes are the HTTP/2 client
+// preface (grpc-go with HTTPS_PROXY), and "PRI * HTTP/2.0" on the listener
+// (h2c with prior knowledge), are served by p.h2 stream by stream with the
+// upstream's own retry budget and breaker.
+
+// h2PeekTimeout bounds the wait for a tunnel's first bytes: a client that
+// sends nothing first (a server-speaks-first protocol) gets its blind
+// tunnel after it.
+const h2PeekTimeout = time.Second
+
+// initH2 builds p.h2 from the configuration; called by New once the
+// upstreams exist.
+func (p *Proxy) initH2() error {
+	ups := make(map[*upstream]*h2.Upstream, len(p.ups))
+	for _, u := range p.ups {
+		ups[u] = &h2.Upstream{Name: u.name, Attempts: u.attempts, Addr: u.resolved, Budget: u.budget, Breaker: u.breaker}
+	}
+	h, err := h2.New(h2.Config{
+		Lookup: func(host string) *h2.Upstream {
+			if u := p.match([]byte(host)); u != nil {
+				return ups[u]
+			}
+			return nil
+		},
+		IsSelf:         func(hostPort string) bool { return p.isSelf([]byte(hostPort)) },
+		ChainCap:       p.cfg.ChainCap,
+		PerTryTimeout:  p.cfg.PerTryTimeout,
+		Policy:         p.pol,
+		RetryMethods:   p.cfg.RetryMethods,
+		MaxReplayBytes: p.cfg.MaxReplayBytes,
+		Resolve:        p.resolveAddr,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: p.cfg.PerTryTimeout}
+			return d.DialContext(ctx, network, addr)
+		},
+		Registerer: p.m.reg,
+		Now:        nowNanos,
+		Logger:     p.logger,
+	})
+	if err != nil {
+		return err
+	}
+	p.h2 = h
+	return nil
+}
+
+// h2Connect is the start of a hijacked CONNECT tunnel to target. For a
+// host --upstreams names it answers 200 at once and peeks at the first
+// bytes: the HTTP/2 preface hands the connection to the h2c path; anything
+// else (TLS) is dialed and tunnelled untouched, the peeked bytes first (a
+// failed dial closes the tunnel). It returns false, having done nothing,
+// for any other host: the caller tunnels as before.
+func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
+	if p.h2 == nil || p.match([]byte(hostOnly(target))) == nil {
+		return false
+	}
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return true
+	}
+	var buf [len(http2.ClientPreface)]byte
+	_ = c.SetReadDeadline(time.Now().Add(h2PeekTimeout))
+	n, err := io.ReadFull(c, buf[:])
+	_ = c.SetReadDeadline(time.Time{})
+	if n == len(buf) && string(buf[:]) == http2.ClientPreface {
+		p.h2.ServeConn(&prefixConn{Conn: c, prefix: buf[:n]}, target, false)
+		return true
+	}
+	if err != nil && n == 0 && !isTimeout(err) {
+		return true // the client went away
+	}
+	up, err := net.DialTimeout("tcp", addr, p.cfg.PerTryTimeout)
+	if err != nil {
+		return true
+	}
+	defer up.Close()
+	pipe(&prefixConn{Conn: c, prefix: bytes.Clone(buf[:n])}, up)
+	return true
+}
+
+// h2Listener wraps the goroutine engine's listener (the data listener, or
+// the loops' hand-off) so that a connection opening with the HTTP/2
+// client preface, h2c with prior knowledge, goes to the h2c path, each
+// stream routed by its :authority. fasthttp's parser refuses
+// "PRI * HTTP/2.0" (its URI), and the event loop hands such a connection
+// off as malformed with the bytes it read, so this is the one place that
+// sees it for both engines.
+func (p *Proxy) h2Listener(ln net.Listener) net.Listener {
+	if p.h2 == nil {
+		return ln
+	}
+	return &h2SniffListener{Listener: ln, p: p}
+}
+
+type h2SniffListener struct {
+	net.Listener
+	p *Proxy
+}
+
+func (l *h2SniffListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &h2SniffConn{Conn: c, p: l.p}, nil
+}
+
+// h2SniffConn looks at a connection's first bytes as the server reads
+// them: as soon as they differ from the preface (an HTTP/1.1 request: at
+// its first or second byte) they are passed on; the whole preface hands
+// the connection over and ends it for the HTTP/1.1 server.
+type h2SniffConn struct {
+	net.Conn
+	p       *Proxy
+	sniffed bool
+	handed  atomic.Bool
+	pending []byte
+}
+
+func (c *h2SniffConn) Read(b []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(b, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	if c.sniffed {
+		return c.Conn.Read(b)
+	}
+	c.sniffed = true
+	const preface = http2.ClientPreface
+	var buf [len(preface)]byte
+	n := 0
+	for n < len(buf) {
+		k, err := c.Conn.Read(buf[n:])
+		n += k
+		if string(buf[:n]) != preface[:n] || err != nil {
+			c.pending = bytes.Clone(buf[:n])
+			if len(c.pending) == 0 {
+				return 0, err
+			}
+			return c.Read(b)
+		}
+	}
+	c.handed.Store(true)
+	// The HTTP/1.1 server's idle deadline must not outlive it.
+	_ = c.Conn.SetDeadline(time.Time{})
+	go c.p.h2.ServeConn(&prefixConn{Conn: c.Conn, prefix: bytes.Clone(buf[:])}, "", false)
+	return 0, io.EOF
+}
+
+// Deadlines the HTTP/1.1 server sets after the hand-off are ignored.
+func (c *h2SniffConn) SetDeadline(t time.Time) error {
+	if c.handed.Load() {
+		return nil
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *h2SniffConn) SetReadDeadline(t time.Time) error {
+	if c.handed.Load() {
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *h2SniffConn) SetWriteDeadline(t time.Time) error {
+	if c.handed.Load() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// Close leaves a connection handed to the h2c path open: it is its now.
+func (c *h2SniffConn) Close() error {
+	if c.handed.Load() {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+// shutdownH2 sends GOAWAY on the h2c connections and waits for their
+// streams until ctx ends.
+func (p *Proxy) shutdownH2(ctx context.Context) error {
+	if p.h2 == nil {
+		return nil
+	}
+	return p.h2.Shutdown(ctx)
+}
+
+func hostOnly(hostPort string) string {
+	if h, _, err := net.SplitHostPort(hostPort); err == nil {
+		return h
+	}
+	return strings.Trim(hostPort, "[]")
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
