@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,7 +80,12 @@ func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
 	n, err := io.ReadFull(c, buf[:])
 	_ = c.SetReadDeadline(time.Time{})
 	if n == len(buf) && string(buf[:]) == http2.ClientPreface {
-		p.h2.ServeConn(&prefixConn{Conn: c, prefix: buf[:n]}, target, false)
+		g := &guardConn{Conn: c, raw: c}
+		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
+			g.raw = u.UnsafeConn() // fasthttp's hijacked connection does not close itself
+		}
+		p.h2.ServeConn(&prefixConn{Conn: g, prefix: buf[:n]}, target, false)
+		g.end()
 		return true
 	}
 	if err != nil && n == 0 && !isTimeout(err) {
@@ -93,6 +99,46 @@ func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
 	pipe(&prefixConn{Conn: c, prefix: bytes.Clone(buf[:n])}, up)
 	return true
 }
+
+// guardConn keeps a hijacked connection from being used after the hijack
+// handler returned (fasthttp then recycles it): the HTTP/2 server can
+// still be writing a last frame (GOAWAY) from its own goroutine when
+// ServeConn returns.
+type guardConn struct {
+	net.Conn
+	raw  net.Conn // the socket, which Close closes
+	mu   sync.RWMutex
+	dead bool
+}
+
+func (g *guardConn) Read(b []byte) (int, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.dead {
+		return 0, net.ErrClosed
+	}
+	return g.Conn.Read(b)
+}
+
+func (g *guardConn) Write(b []byte) (int, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.dead {
+		return 0, net.ErrClosed
+	}
+	return g.Conn.Write(b)
+}
+
+// end closes the connection (unblocking a write in progress) and waits
+// for it to return; every later use fails.
+func (g *guardConn) end() {
+	_ = g.raw.Close()
+	g.mu.Lock()
+	g.dead = true
+	g.mu.Unlock()
+}
+
+func (g *guardConn) Close() error { return g.raw.Close() }
 
 // h2Listener wraps the goroutine engine's listener (the data listener, or
 // the loops' hand-off) so that a connection opening with the HTTP/2
