@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/retrycap/retrycap/internal/proxy/h2"
 )
 
@@ -75,16 +73,16 @@ func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return true
 	}
-	var buf [len(http2.ClientPreface)]byte
+	var buf [len(h2.ClientPreface)]byte
 	_ = c.SetReadDeadline(time.Now().Add(h2PeekTimeout))
 	n, err := io.ReadFull(c, buf[:])
 	_ = c.SetReadDeadline(time.Time{})
-	if n == len(buf) && string(buf[:]) == http2.ClientPreface {
+	if n == len(buf) && string(buf[:]) == h2.ClientPreface {
 		g := &guardConn{Conn: c, raw: c}
 		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
 			g.raw = u.UnsafeConn() // fasthttp's hijacked connection does not close itself
 		}
-		p.h2.ServeConn(&prefixConn{Conn: g, prefix: buf[:n]}, target, false)
+		p.h2.ServeConn(&prefixConn{Conn: g, prefix: buf[:n]}, target)
 		g.end()
 		return true
 	}
@@ -189,7 +187,7 @@ func (c *h2SniffConn) Read(b []byte) (int, error) {
 		return c.Conn.Read(b)
 	}
 	c.sniffed = true
-	const preface = http2.ClientPreface
+	const preface = h2.ClientPreface
 	var buf [len(preface)]byte
 	n := 0
 	for n < len(buf) {
@@ -206,7 +204,7 @@ func (c *h2SniffConn) Read(b []byte) (int, error) {
 	c.handed.Store(true)
 	// The HTTP/1.1 server's idle deadline must not outlive it.
 	_ = c.Conn.SetDeadline(time.Time{})
-	go c.p.h2.ServeConn(&prefixConn{Conn: c.Conn, prefix: bytes.Clone(buf[:])}, "", false)
+	go c.p.h2.ServeConn(&prefixConn{Conn: c.Conn, prefix: bytes.Clone(buf[:])}, "")
 	return 0, io.EOF
 }
 

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -236,7 +235,7 @@ func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	p := seamProxy(t, "--upstreams", "web=3", "--resolve", "web="+ln.Addr().String())
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, _ string, _ *tls.Config) (net.Conn, error) {
+	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, p.Addr())
 	}}

@@ -179,3 +179,7 @@ func encodeMessage(s string) string {
 	}
 	return b.String()
 }
+
+// ClientPreface is the HTTP/2 client connection preface (RFC 9113 3.4):
+// the first bytes of every h2c connection with prior knowledge.
+const ClientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -2,7 +2,6 @@ package h2
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/http2"
 
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
@@ -72,9 +70,9 @@ type Config struct {
 // Handler terminates h2c client connections and proxies their streams.
 type Handler struct {
 	cfg     Config
-	srv     *http2.Server
-	base    *http.Server
-	tr      *http2.Transport
+	srv     *http.Server
+	ln      *connListener
+	tr      *http.Transport
 	m       *metrics
 	methods map[string]bool
 	unknown *Upstream
@@ -115,41 +113,59 @@ func New(cfg Config) (*Handler, error) {
 	for _, x := range cfg.RetryMethods {
 		h.methods[strings.ToUpper(x)] = true
 	}
-	h.srv = &http2.Server{
-		MaxConcurrentStreams: cfg.MaxConcurrentStreams,
-		IdleTimeout:          cfg.IdleTimeout,
-		// Dead clients are found by pings, as grpc-go's keepalive does.
-		ReadIdleTimeout: 60 * time.Second,
-		PingTimeout:     15 * time.Second,
+	// h2c only, with prior knowledge: the connections handed over start
+	// with the client preface.
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	h.ln = newConnListener()
+	h.srv = &http.Server{
+		Handler:     http.HandlerFunc(h.serveHTTP),
+		Protocols:   &protos,
+		IdleTimeout: cfg.IdleTimeout,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: int(cfg.MaxConcurrentStreams),
+			// Dead clients are found by pings, as grpc-go's keepalive does.
+			SendPingTimeout: 60 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if sc, ok := c.(*servedConn); ok {
+				return context.WithValue(ctx, targetKey{}, sc.target)
+			}
+			return ctx
+		},
+		ErrorLog: cfg.Logger,
 	}
-	h.base = &http.Server{ErrorLog: cfg.Logger}
-	if err := http2.ConfigureServer(h.base, h.srv); err != nil {
-		return nil, err
-	}
+	go func() { _ = h.srv.Serve(h.ln) }()
 	dial := cfg.Dial
-	h.tr = &http2.Transport{
-		AllowHTTP: true, // h2c with prior knowledge: "TLS" dial returns a plain connection
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+	h.tr = &http.Transport{
+		Protocols: &protos, // h2c with prior knowledge to every upstream
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)
 			if err != nil {
 				return nil, &dialError{err}
 			}
 			return c, nil
 		},
-		DisableCompression: true, // pass Accept-Encoding and bodies on untouched
-		ReadIdleTimeout:    30 * time.Second,
-		PingTimeout:        15 * time.Second,
+		DisableCompression:  true, // pass Accept-Encoding and bodies on untouched
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
 	}
 	return h, nil
 }
 
-// ServeConn serves one client connection speaking h2c until it ends.
-// target is the CONNECT host:port the connection was tunnelled to, which
-// every stream is routed to; "" for h2c with prior knowledge on the
-// listener, where each stream is routed by its :authority. sawPreface
-// tells that the client preface was already read from c (the listener's
-// HTTP/1.1 parser took "PRI * HTTP/2.0"); else c starts with it.
-func (h *Handler) ServeConn(c net.Conn, target string, sawPreface bool) {
+type targetKey struct{}
+
+// ServeConn serves one client connection speaking h2c until it ends; c
+// starts with the client preface. target is the CONNECT host:port the
+// connection was tunnelled to, which every stream is routed to; "" for
+// h2c with prior knowledge on the listener, where each stream is routed by
+// its :authority.
+func (h *Handler) ServeConn(c net.Conn, target string) {
 	if h.closing.Load() {
 		_ = c.Close()
 		return
@@ -161,29 +177,82 @@ func (h *Handler) ServeConn(c net.Conn, target string, sawPreface bool) {
 		kind = "prior-knowledge"
 	}
 	h.m.conns.WithLabelValues(kind).Inc()
-	h.srv.ServeConn(c, &http2.ServeConnOpts{
-		BaseConfig:       h.base,
-		SawClientPreface: sawPreface,
-		Handler:          http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, target) }),
-	})
+	sc := &servedConn{Conn: c, target: target, done: make(chan struct{})}
+	if !h.ln.push(sc) {
+		_ = c.Close()
+		return
+	}
+	<-sc.done
 }
 
 // Shutdown sends GOAWAY to every client connection, lets their streams end
 // until ctx does, and closes idle upstream connections.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.closing.Store(true)
-	_ = h.base.Shutdown(ctx) // runs the http2 server's graceful shutdown of each connection
+	err := h.srv.Shutdown(ctx) // GOAWAY on each connection, then waits for them
 	done := make(chan struct{})
 	go func() { h.conns.Wait(); close(done) }()
-	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = ctx.Err()
+		err = errors.Join(err, ctx.Err())
+		_ = h.srv.Close()
 	}
 	h.tr.CloseIdleConnections()
 	return err
 }
+
+// servedConn is a connection handed to the server; Close (by the server,
+// when the connection ends) releases ServeConn.
+type servedConn struct {
+	net.Conn
+	target string
+	once   sync.Once
+	done   chan struct{}
+}
+
+func (c *servedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { close(c.done) })
+	return err
+}
+
+// connListener is the server's listener: it accepts only the connections
+// ServeConn hands over.
+type connListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newConnListener() *connListener {
+	return &connListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *connListener) push(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.closed:
+		return false
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // dialError marks a failure to connect (connect-failure, not reset).
 type dialError struct{ err error }
@@ -240,7 +309,8 @@ func hostOf(hostPort string) string {
 	return strings.Trim(hostPort, "[]")
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, target string) {
+func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	target, _ := r.Context().Value(targetKey{}).(string)
 	hostPort := target
 	if hostPort == "" {
 		hostPort = r.Host

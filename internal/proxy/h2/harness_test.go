@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -110,7 +109,7 @@ func (f *front) serve(c net.Conn) {
 			return
 		}
 		f.h2c.Add(1)
-		h.ServeConn(&bufConn{Conn: c, r: br}, "", false)
+		h.ServeConn(&bufConn{Conn: c, r: br}, "")
 		return
 	}
 	req, err := http.ReadRequest(br)
@@ -124,11 +123,11 @@ func (f *front) serve(c net.Conn) {
 	h, addr := f.lookup(hostOf(target))
 	if h != nil {
 		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		p, _ := br.Peek(len(http2.ClientPreface))
+		p, _ := br.Peek(len(ClientPreface))
 		_ = c.SetReadDeadline(time.Time{})
-		if bytes.Equal(p, []byte(http2.ClientPreface)) {
+		if bytes.Equal(p, []byte(ClientPreface)) {
 			f.h2c.Add(1)
-			h.ServeConn(&bufConn{Conn: c, r: br}, target, false)
+			h.ServeConn(&bufConn{Conn: c, r: br}, target)
 			return
 		}
 	}
