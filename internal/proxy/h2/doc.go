@@ -15,14 +15,17 @@
 // HTTP/1.1 rules (status-based retry-on, methods or Idempotency-Key).
 //
 // The HTTP/2 framing, HPACK, flow control, SETTINGS (max concurrent
-// streams, header list size), GOAWAY, RST_STREAM and pings are
-// golang.org/x/net/http2's, on both sides: its Server terminates the client
-// connection, its Transport (h2c with prior knowledge, connections pooled
-// per upstream address) carries the attempts. The transport re-sends,
-// without it counting as an attempt, a stream an upstream GOAWAY or
-// REFUSED_STREAM shows was never processed; the request body it re-sends
-// comes from the same replay buffer.
+// streams, header list size), GOAWAY, RST_STREAM and pings are net/http's
+// own HTTP/2 implementation (the x/net/http2 code, bundled; x/net/http2
+// v0.62.0 deprecates its own API in favour of it), on both sides: an
+// http.Server with Protocols.UnencryptedHTTP2 terminates the client
+// connections handed to ServeConn, an http.Transport with the same
+// protocols (h2c with prior knowledge, connections pooled per upstream
+// address) carries the attempts. The transport re-sends, without it
+// counting as an attempt, a stream an upstream GOAWAY or REFUSED_STREAM
+// shows was never processed; the request body it re-sends comes from the
+// same replay buffer.
 //
-// The package depends on policy, the standard library, x/net/http2 and
-// prometheus only; the proxy hands it connections through ServeConn.
+// The package depends on policy, the standard library and prometheus
+// only; the proxy hands it connections through ServeConn.
 package h2
