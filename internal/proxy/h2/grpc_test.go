@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -491,5 +492,37 @@ func TestDownUpstreamIsConnectFailure(t *testing.T) {
 	}
 	if got := tr.Get("retrycap-exhausted"); !reflect.DeepEqual(got, []string{"attempts"}) {
 		t.Fatalf("retrycap-exhausted = %q (%v)", got, err)
+	}
+}
+
+// A client-streaming call failed before any answer is retried with every
+// message the client sent replayed, in order.
+func TestClientStreamReplayed(t *testing.T) {
+	b := startBackend(t, &backend{collect: func(n int, ins []string) (string, error) {
+		if n == 1 {
+			return "", status.Error(codes.Unavailable, "read them all, then failed")
+		}
+		return strings.Join(ins, "+"), nil
+	}})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
+	theFront.route(t, "echo", h, b.addr)
+	s, err := dialName(t, "echo").NewStream(ctxT(t), &grpc.StreamDesc{ClientStreams: true}, methodCollect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		if err := s.SendMsg(wrapperspb.String(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	out := new(wrapperspb.StringValue)
+	if err := s.RecvMsg(out); err != nil || out.GetValue() != "a+b+c" {
+		t.Fatalf("out %q err %v", out.GetValue(), err)
+	}
+	if got := b.attempts.Load(); got != 2 {
+		t.Fatalf("server saw %d attempts, want 2", got)
 	}
 }

@@ -299,7 +299,6 @@ type call struct {
 	retryable    bool
 	maxAttempts  int
 	chainLimited bool
-	prevAttempts string // the client's own grpc-previous-rpc-attempts
 }
 
 func hostOf(hostPort string) string {
@@ -353,7 +352,6 @@ func (c *call) setup() {
 		if d, ok := parseTimeout(r.Header.Get(hdrGRPCTimeout)); ok {
 			c.hasDL, c.dl = true, time.Now().Add(d)
 		}
-		c.prevAttempts = r.Header.Get(hdrGRPCPrevious)
 		c.retryable = c.known && (r.ContentLength < 0 || r.ContentLength <= int64(h.cfg.MaxReplayBytes))
 	} else {
 		method := r.Method

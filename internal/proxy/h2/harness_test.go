@@ -206,8 +206,9 @@ func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
 // Echo.Stream (server streaming), on wrapperspb.StringValue.
 
 const (
-	methodCall   = "/retrycap.test.Echo/Call"
-	methodStream = "/retrycap.test.Echo/Stream"
+	methodCall    = "/retrycap.test.Echo/Call"
+	methodStream  = "/retrycap.test.Echo/Stream"
+	methodCollect = "/retrycap.test.Echo/Collect"
 )
 
 // backend is a gRPC server that counts the attempts it sees and answers
@@ -219,6 +220,7 @@ type backend struct {
 	mu       sync.Mutex
 	seen     []metadata.MD // incoming metadata, per attempt
 	unary    func(ctx context.Context, n int, in string) (string, error)
+	collect  func(n int, ins []string) (string, error)
 	stream   func(n int, in string, send func(string) error) error
 }
 
@@ -271,6 +273,29 @@ var echoDesc = grpc.ServiceDesc{
 			b := srv.(*backend)
 			n := b.record(stream.Context())
 			return b.stream(n, in.GetValue(), func(s string) error { return stream.SendMsg(wrapperspb.String(s)) })
+		},
+	}, {
+		StreamName: "Collect", ClientStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			b := srv.(*backend)
+			n := b.record(stream.Context())
+			var ins []string
+			for {
+				in := new(wrapperspb.StringValue)
+				err := stream.RecvMsg(in)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				ins = append(ins, in.GetValue())
+			}
+			out, err := b.collect(n, ins)
+			if err != nil {
+				return err
+			}
+			return stream.SendMsg(wrapperspb.String(out))
 		},
 	}},
 }
