@@ -188,14 +188,18 @@ func (c *h2SniffConn) Read(b []byte) (int, error) {
 	}
 	c.sniffed = true
 	const preface = h2.ClientPreface
-	var buf [len(preface)]byte
-	n := 0
-	for n < len(buf) {
-		k, err := c.Conn.Read(buf[n:])
-		n += k
-		if string(buf[:n]) != preface[:n] || err != nil {
-			c.pending = bytes.Clone(buf[:n])
-			if len(c.pending) == 0 {
+	n, err := c.Conn.Read(b)
+	if k := min(n, len(preface)); string(b[:k]) != preface[:k] || err != nil && n < len(preface) {
+		return n, err // HTTP/1.1 (or the end): read straight into the server's buffer
+	}
+	got := bytes.Clone(b[:n])
+	for len(got) < len(preface) {
+		var more [len(preface)]byte
+		k, err := c.Conn.Read(more[:len(preface)-len(got)])
+		got = append(got, more[:k]...)
+		if string(got) != preface[:len(got)] || err != nil {
+			c.pending = got
+			if len(got) == 0 {
 				return 0, err
 			}
 			return c.Read(b)
@@ -204,7 +208,7 @@ func (c *h2SniffConn) Read(b []byte) (int, error) {
 	c.handed.Store(true)
 	// The HTTP/1.1 server's idle deadline must not outlive it.
 	_ = c.Conn.SetDeadline(time.Time{})
-	go c.p.h2.ServeConn(&prefixConn{Conn: c.Conn, prefix: bytes.Clone(buf[:])}, "")
+	go c.p.h2.ServeConn(&prefixConn{Conn: c.Conn, prefix: got}, "")
 	return 0, io.EOF
 }
 

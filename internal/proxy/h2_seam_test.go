@@ -274,3 +274,25 @@ func mustReq(t *testing.T, method, url string) *http.Request {
 	}
 	return r
 }
+
+// A gRPC client dialing the proxy itself speaks h2c with prior knowledge;
+// its :authority names the upstream.
+func TestH2SeamPriorKnowledgeGRPC(t *testing.T) {
+	f, addr := startFailing(t)
+	p := seamProxy(t, "--upstreams", "order=3", "--resolve", "order="+addr, "--retry-on", "connect-failure,reset,503,unavailable")
+	cc, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithAuthority("order:50051"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = cc.Invoke(ctx, "/seam.Test/Call", new(emptypb.Empty), new(emptypb.Empty))
+	if grpcstatus.Code(err) != codes.Unavailable || f.calls.Load() != 3 {
+		t.Fatalf("err %v after %d calls, want UNAVAILABLE after 3", err, f.calls.Load())
+	}
+	if got := counterValue(t, p, "retrycap_proxy_h2_connections_total", map[string]string{"kind": "prior-knowledge"}); got != 1 {
+		t.Fatalf("h2 connections{prior-knowledge} = %v", got)
+	}
+}
