@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
 func failWith(c codes.Code) func(context.Context, int, string) (string, error) {
@@ -524,5 +526,47 @@ func TestClientStreamReplayed(t *testing.T) {
 	}
 	if got := b.attempts.Load(); got != 2 {
 		t.Fatalf("server saw %d attempts, want 2", got)
+	}
+}
+
+// The breaker (shared with the HTTP/1.1 path: the same object) opens after
+// two failed attempts: the call's third attempt is refused and the last
+// failure returned marked breaker; the next call is answered by the proxy.
+func TestBreakerOpens(t *testing.T) {
+	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
+	br := policy.NewBreaker(2, 10*time.Second, time.Minute)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, breaker: br})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	var tr metadata.MD
+	_, err := callUnary(ctxT(t), cc, "x", grpc.Trailer(&tr))
+	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "test says Unavailable" {
+		t.Fatalf("first call: %v", err)
+	}
+	if got := tr.Get("retrycap-exhausted"); !reflect.DeepEqual(got, []string{"breaker"}) || b.attempts.Load() != 2 {
+		t.Fatalf("first call: retrycap-exhausted %q after %d attempts", got, b.attempts.Load())
+	}
+	tr = nil
+	_, err = callUnary(ctxT(t), cc, "x", grpc.Trailer(&tr))
+	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "retrycap-proxy: upstream echo: circuit breaker open" {
+		t.Fatalf("second call: %v", err)
+	}
+	if got := tr.Get("retrycap-exhausted"); !reflect.DeepEqual(got, []string{"breaker"}) || b.attempts.Load() != 2 {
+		t.Fatalf("second call: retrycap-exhausted %q, server at %d", got, b.attempts.Load())
+	}
+}
+
+// An empty retry budget denies the retry: one attempt, marked budget.
+func TestRetryBudgetDenies(t *testing.T) {
+	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, budget: policy.NewRetryBudget(0, 0, time.Second)})
+	theFront.route(t, "echo", h, b.addr)
+	var tr metadata.MD
+	_, err := callUnary(ctxT(t), dialName(t, "echo"), "x", grpc.Trailer(&tr))
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("err = %v", err)
+	}
+	if got := tr.Get("retrycap-exhausted"); !reflect.DeepEqual(got, []string{"budget"}) || b.attempts.Load() != 1 {
+		t.Fatalf("retrycap-exhausted %q after %d attempts", got, b.attempts.Load())
 	}
 }

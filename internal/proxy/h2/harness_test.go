@@ -155,6 +155,8 @@ type proxyOpts struct {
 	retryOn  string
 	perTry   time.Duration
 	replay   int
+	breaker  *policy.Breaker
+	budget   *policy.RetryBudget
 }
 
 func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -172,10 +174,10 @@ func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := &Upstream{
-		Name: o.name, Attempts: o.attempts, Addr: o.addr,
-		Budget: policy.NewRetryBudget(100, 10000, 10*time.Second),
+	if o.budget == nil {
+		o.budget = policy.NewRetryBudget(100, 10000, 10*time.Second)
 	}
+	up := &Upstream{Name: o.name, Attempts: o.attempts, Addr: o.addr, Budget: o.budget, Breaker: o.breaker}
 	reg := prometheus.NewRegistry()
 	h, err := New(Config{
 		Lookup: func(host string) *Upstream {
