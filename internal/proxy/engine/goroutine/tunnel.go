@@ -21,7 +21,11 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 	addr := e.f.ResolveAddr(target)
 	e.f.M.Tunnels.WithLabelValues("connect").Inc()
 	ctx.HijackSetNoResponse(true)
+	hook := e.ConnectHook
 	ctx.Hijack(func(c net.Conn) {
+		if hook != nil && hook(c, target, addr) {
+			return
+		}
 		up, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
 		if err != nil {
 			_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
@@ -31,7 +35,7 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
-		pipe(c, up)
+		Pipe(c, up)
 	})
 }
 
@@ -74,13 +78,14 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 		if err := w.Flush(); err != nil {
 			return
 		}
-		pipe(c, u)
+		Pipe(c, u)
 	})
 }
 
-// pipe copies both ways until both sides are done; a half close is passed
-// on so protocols that rely on it keep working.
-func pipe(a, b net.Conn) {
+// Pipe copies both ways until both sides are done; a half close is passed
+// on so protocols that rely on it keep working. The h2c path's blind
+// tunnel (package proxy) uses it too.
+func Pipe(a, b net.Conn) {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	cp := func(dst, src net.Conn) {
