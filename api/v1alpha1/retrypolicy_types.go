@@ -149,11 +149,12 @@ type RetrySettings struct {
 	// +optional
 	Backoff Backoff `json:"backoff,omitempty"`
 
-	// RetryOn lists the failures that are retried: connect-failure, reset, timeout, or an HTTP
-	// status code.
-	// +kubebuilder:default={"connect-failure","reset","502","503","504"}
+	// RetryOn lists the failures that are retried: connect-failure, reset, timeout, an HTTP
+	// status code, or a gRPC status code name in lower case with dashes (unavailable,
+	// resource-exhausted, deadline-exceeded, ...), which judges gRPC calls by their grpc-status.
+	// +kubebuilder:default={"connect-failure","reset","502","503","504","unavailable"}
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:items:Pattern=`^(connect-failure|reset|timeout|[45][0-9][0-9])$`
+	// +kubebuilder:validation:items:Pattern=`^(connect-failure|reset|timeout|[45][0-9][0-9]|cancelled|unknown|invalid-argument|deadline-exceeded|not-found|already-exists|permission-denied|resource-exhausted|failed-precondition|aborted|out-of-range|unimplemented|internal|unavailable|data-loss|unauthenticated)$`
 	// +listType=set
 	// +optional
 	RetryOn []string `json:"retryOn,omitempty"`

@@ -119,7 +119,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 	check("retry.perTryTimeout", s.Retry.PerTryTimeout.Duration, 2*time.Second)
 	check("retry.backoff.base", s.Retry.Backoff.Base.Duration, 100*time.Millisecond)
 	check("retry.backoff.max", s.Retry.Backoff.Max.Duration, 2*time.Second)
-	check("retry.retryOn", s.Retry.RetryOn, []string{"connect-failure", "reset", "502", "503", "504"})
+	check("retry.retryOn", s.Retry.RetryOn, []string{"connect-failure", "reset", "502", "503", "504", "unavailable"})
 	check("retry.methods", s.Retry.Methods, []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 	check("budget.retryPercent", *s.Budget.RetryPercent, 20)
 	check("budget.minRetriesPerSecond", *s.Budget.MinRetriesPerSecond, 10)
@@ -149,6 +149,8 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"timeout-float", `{maxAmplification: 4, retry: {perTryTimeout: 1.5s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"backoff-inverted", `{maxAmplification: 4, retry: {backoff: {base: 5s, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `base must not exceed max`},
 		{"retry-on-unknown", `{maxAmplification: 4, retry: {retryOn: [503, "5xx"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"retry-on-grpc-spelling", `{maxAmplification: 4, retry: {retryOn: [unavailable, resource-exhausted, UNAVAILABLE]}}`, "spec.retry.retryOn[2]", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"retry-on-grpc-ok", `{maxAmplification: 4, retry: {retryOn: [ok]}}`, "spec.retry.retryOn[0]", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"retry-on-dup", `{maxAmplification: 4, retry: {retryOn: ["503", "503"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueDuplicate, `Duplicate value`},
 		{"method-unknown", `{maxAmplification: 4, retry: {methods: [GET, FETCH]}}`, "spec.retry.methods[1]", metav1.CauseTypeFieldValueNotSupported, `supported values`},
 		{"percent-101", `{maxAmplification: 4, budget: {retryPercent: 101}}`, "spec.budget.retryPercent", metav1.CauseTypeFieldValueInvalid, `less than or equal to 100`},

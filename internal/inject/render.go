@@ -33,13 +33,18 @@ const (
 )
 
 // NoProxy is what the app containers reach directly: loopback, the API server by its in-cluster
-// names, and the pod itself. In-cluster services are deliberately absent: they are the upstreams
-// the proxy must see. HTTPS_PROXY is not set at all: TLS calls (client-go's to the API server
-// among them) would only be tunnelled, never retried, so they go direct. Go's net/http never
-// proxies loopback anyway; curl, Python and Node read this list.
+// names and by the address client-go's in-cluster config dials ($(KUBERNETES_SERVICE_HOST), the
+// kubelet expands it from the kubernetes service's variables, which every container gets), and
+// the pod itself. In-cluster services are deliberately absent: they are the upstreams the proxy
+// must see. HTTPS_PROXY is set too (setProxyEnv): grpc-go reads only that variable, and through
+// it opens a CONNECT whose h2c the proxy terminates and retries (docs/grpc.md); TLS in a CONNECT
+// stays a blind tunnel, never retried. client-go's calls to the API server are TLS that the
+// proxy could only tunnel, so they go direct by this list. Go's net/http never proxies loopback
+// anyway; curl, Python and Node read this list.
 var NoProxy = []string{
 	"localhost", "127.0.0.1", "::1",
 	"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+	"$(KUBERNETES_SERVICE_HOST)",
 	"$(" + PodIPEnv + ")",
 }
 
@@ -82,7 +87,7 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // proxyContainer is the sidecar: a native sidecar (restartPolicy Always) so the kubelet starts
 // the app containers only once its startup probe passes and stops it only after they have
-// stopped; unprivileged (no iptables: the apps reach it through HTTP_PROXY).
+// stopped; unprivileged (no iptables: the apps reach it through HTTP_PROXY and HTTPS_PROXY).
 func proxyContainer(image string, args []string) corev1.Container {
 	always := corev1.ContainerRestartPolicyAlways
 	yes, no := true, false
@@ -135,10 +140,13 @@ func proxyContainer(image string, args []string) corev1.Container {
 }
 
 // setProxyEnv points an app container at the proxy: RETRYCAP_POD_IP first (a $(VAR) reference
-// only sees variables defined before it), then HTTP_PROXY and http_proxy, and NO_PROXY and
-// no_proxy. What the container already sets is never clobbered silently:
+// only sees variables defined before it), then HTTP_PROXY and http_proxy, HTTPS_PROXY and
+// https_proxy (grpc-go's), and NO_PROXY and no_proxy. What the container already sets is never
+// clobbered silently:
 //   - its own HTTP_PROXY or http_proxy (a corporate egress proxy, say) wins: the container is
 //     left unchanged, and a warning says its calls bypass retrycap;
+//   - its own HTTPS_PROXY or https_proxy wins too: both are left as they are (HTTP_PROXY and
+//     NO_PROXY are still set), and a warning says its gRPC calls bypass retrycap;
 //   - its own NO_PROXY / no_proxy value is kept and retrycap's entries are appended where
 //     missing, in both spellings;
 //   - a NO_PROXY taken from a ConfigMap or Secret cannot be merged: it is kept as is, with a
@@ -152,12 +160,23 @@ func setProxyEnv(c *corev1.Container) []string {
 		}
 	}
 	var warnings []string
-	env := make([]corev1.EnvVar, 0, len(c.Env)+6)
+	env := make([]corev1.EnvVar, 0, len(c.Env)+7)
 	if lastEnv(c.Env, PodIPEnv) < 0 {
 		env = append(env, corev1.EnvVar{Name: PodIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}})
 	}
 	env = append(env, c.Env...)
 	env = append(env, corev1.EnvVar{Name: "HTTP_PROXY", Value: ProxyURL}, corev1.EnvVar{Name: "http_proxy", Value: ProxyURL})
+	ownHTTPS := ""
+	for _, name := range []string{"HTTPS_PROXY", "https_proxy"} {
+		if ownHTTPS == "" && lastEnv(c.Env, name) >= 0 {
+			ownHTTPS = name
+		}
+	}
+	if ownHTTPS != "" {
+		warnings = append(warnings, fmt.Sprintf("container %s sets %s itself, so its gRPC calls do not go through the retrycap proxy", c.Name, ownHTTPS))
+	} else {
+		env = append(env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: ProxyURL}, corev1.EnvVar{Name: "https_proxy", Value: ProxyURL})
+	}
 
 	upper, lower := lastEnv(env, "NO_PROXY"), lastEnv(env, "no_proxy")
 	var fromRef string

@@ -26,7 +26,7 @@ func TestSettingsFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Settings{ChainCap: 4, DefaultAttempts: 1, PerTryTimeout: 2 * time.Second, BackoffBase: 100 * time.Millisecond,
-		BackoffMax: 2 * time.Second, RetryOn: []string{"connect-failure", "reset", "502", "503", "504"},
+		BackoffMax: 2 * time.Second, RetryOn: []string{"connect-failure", "reset", "502", "503", "504", "unavailable"},
 		Methods: []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}, BudgetPercent: 20, BudgetMinPerSecond: 10,
 		BudgetWindow: 10 * time.Second, BreakerFailures: 50, BreakerWindow: 30 * time.Second, BreakerOpenFor: 10 * time.Second, AccessLog: "off"}
 	if !reflect.DeepEqual(got, want) {

@@ -9,6 +9,7 @@ import (
 	"github.com/retrycap/retrycap/internal/proxy/engine/goroutine"
 	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
 	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/h2"
 )
 
 // Proxy is one retrycap-proxy instance. Create it with New, run it with
@@ -22,6 +23,7 @@ type Proxy struct {
 	gor     *goroutine.Engine
 	loops   *loop.Engine       // the event loops, unless --engine=goroutine (or not Linux)
 	handoff *goroutine.Handoff // what the loops hand to gor
+	h2      *h2.Handler        // h2c: CONNECT tunnels to upstreams and prior knowledge (h2_seam.go)
 	admin   *http.Server
 
 	dataLn, adminLn net.Listener
@@ -37,6 +39,10 @@ func New(cfg *Config, logger *log.Logger) (*Proxy, error) {
 	if err := p.openAccessLog(); err != nil {
 		return nil, err
 	}
+	if err := p.initH2(); err != nil {
+		return nil, err
+	}
+	p.gor.ConnectHook = p.h2Connect
 	return p, nil
 }
 

@@ -57,9 +57,9 @@ func (p *Proxy) Start() error {
 			return err
 		}
 		p.loops = loops
-		go func() { p.serveDone <- p.gor.Serve(p.handoff) }()
+		go func() { p.serveDone <- p.gor.Serve(p.h2Listener(p.handoff)) }()
 	} else {
-		go func() { p.serveDone <- p.gor.Serve(ln) }()
+		go func() { p.serveDone <- p.gor.Serve(p.h2Listener(ln)) }()
 	}
 	p.ready.Store(true)
 	return nil
@@ -83,9 +83,10 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		loopErr = p.loops.Shutdown(ctx)
 	}
 	err := p.gor.Shutdown(ctx)
+	h2Err := p.shutdownH2(ctx)
 	_ = p.admin.Close()
 	p.closeAccessLog()
-	if err = errors.Join(loopErr, err); err != nil {
+	if err = errors.Join(loopErr, err, h2Err); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
 	return nil

@@ -139,7 +139,7 @@ var flags = []flag{
 	{"backoff-base", "backoff base: retry n waits uniform(0, min(max, base*2^(n-1)))", true, func(a *Args) any { return &a.BackoffBase }},
 	{"backoff-max", "backoff cap", true, func(a *Args) any { return &a.BackoffMax }},
 	{"backoff-jitter", "full jitter; false waits exactly min(max, base*2^(n-1)) (the storm lab's naive arm)", false, func(a *Args) any { return &a.BackoffJitter }},
-	{"retry-on", "retryable failures: connect-failure, reset, timeout, 5xx, status codes", true, func(a *Args) any { return &a.RetryOn }},
+	{"retry-on", "retryable failures: connect-failure, reset, timeout, 5xx, status codes, gRPC status names (unavailable, ...)", true, func(a *Args) any { return &a.RetryOn }},
 	{"retry-methods", "methods retried without an Idempotency-Key", true, func(a *Args) any { return &a.RetryMethods }},
 	{"budget-percent", "retry budget: percent of requests in the window", true, func(a *Args) any { return &a.BudgetPercent }},
 	{"budget-min-per-second", "retry budget floor, retries per second", true, func(a *Args) any { return &a.BudgetMinPerSecond }},

@@ -17,7 +17,7 @@ func TestRenderInjectorForm(t *testing.T) {
 	want := []string{
 		"--listen=127.0.0.1:15001", "--admin=:15020", "--service=gateway", "--upstreams=order=3", "--entrypoint=true", "--chain-cap=3", "--default-attempts=1",
 		"--per-try-timeout=2s", "--backoff-base=100ms", "--backoff-max=2s",
-		"--retry-on=connect-failure,reset,502,503,504", "--retry-methods=GET,HEAD,OPTIONS,PUT,DELETE",
+		"--retry-on=connect-failure,reset,502,503,504,unavailable", "--retry-methods=GET,HEAD,OPTIONS,PUT,DELETE",
 		"--budget-percent=20", "--budget-min-per-second=10", "--budget-window=10s",
 		"--breaker-failures=50", "--breaker-window=30s", "--breaker-open-for=10s",
 	}

@@ -70,7 +70,7 @@ var _ = Describe("pod injector", Ordered, func() {
 		Expect(sc.Args).To(Equal([]string{
 			"--listen=127.0.0.1:15001", "--admin=:15020", "--service=gateway", "--upstreams=order=3",
 			"--entrypoint=true", "--chain-cap=3", "--default-attempts=1", "--per-try-timeout=2s",
-			"--backoff-base=100ms", "--backoff-max=2s", "--retry-on=connect-failure,reset,502,503,504",
+			"--backoff-base=100ms", "--backoff-max=2s", "--retry-on=connect-failure,reset,502,503,504,unavailable",
 			"--retry-methods=GET,HEAD,OPTIONS,PUT,DELETE", "--budget-percent=20", "--budget-min-per-second=10",
 			"--budget-window=10s", "--breaker-failures=50", "--breaker-window=30s", "--breaker-open-for=10s",
 		}))
@@ -86,12 +86,14 @@ var _ = Describe("pod injector", Ordered, func() {
 		Expect(sc.Resources.Requests.Memory().String()).To(Equal("32Mi"))
 		Expect(sc.Resources.Limits.Memory().String()).To(Equal("64Mi"))
 
-		noProxy := "localhost,127.0.0.1,::1,kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,$(RETRYCAP_POD_IP)"
+		noProxy := "localhost,127.0.0.1,::1,kubernetes,kubernetes.default,kubernetes.default.svc,kubernetes.default.svc.cluster.local,$(KUBERNETES_SERVICE_HOST),$(RETRYCAP_POD_IP)"
 		Expect(p.Spec.Containers[0].Env).To(Equal([]corev1.EnvVar{
 			{Name: "RETRYCAP_POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
 			{Name: "LOG_LEVEL", Value: "debug"},
 			{Name: "HTTP_PROXY", Value: "http://127.0.0.1:15001"},
 			{Name: "http_proxy", Value: "http://127.0.0.1:15001"},
+			{Name: "HTTPS_PROXY", Value: "http://127.0.0.1:15001"},
+			{Name: "https_proxy", Value: "http://127.0.0.1:15001"},
 			{Name: "NO_PROXY", Value: noProxy},
 			{Name: "no_proxy", Value: noProxy},
 		}))

@@ -42,8 +42,11 @@ const (
 	KeyTTL = time.Minute
 )
 
-// RetryOn is spec.retry.retryOn's default, a new slice on each call.
-func RetryOn() []string { return []string{"connect-failure", "reset", "502", "503", "504"} }
+// RetryOn is spec.retry.retryOn's default, a new slice on each call: unavailable is gRPC's
+// UNAVAILABLE, which judges gRPC calls (by grpc-status) and only them.
+func RetryOn() []string {
+	return []string{"connect-failure", "reset", "502", "503", "504", "unavailable"}
+}
 
 // Methods is spec.retry.methods's default, a new slice on each call.
 func Methods() []string { return []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"} }

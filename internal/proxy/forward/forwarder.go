@@ -132,6 +132,10 @@ func (c *Config) connDefaults() {
 	}
 }
 
+// Policy is the retry policy (--retry-on and the backoff) the exchanges
+// decide by; the h2c path (package h2) decides by the same.
+func (f *Forwarder) Policy() policy.Policy { return f.pol }
+
 // GetScratch and PutScratch pool the buffers of exchanges that are not
 // pooled with their own (the goroutine engine's).
 func (f *Forwarder) GetScratch() *Scratch   { return f.scratch.Get().(*Scratch) } //nolint:forcetypeassert // only Scratch is pooled

@@ -15,7 +15,7 @@ const (
 	ReasonBreaker               // the circuit breaker is open
 	ReasonNotRetryable          // method, missing key or body size
 	ReasonExhaustedBelow        // the response already carries Retrycap-Exhausted
-	ReasonRetryAfter            // Retry-After is past the call's deadline
+	ReasonRetryAfter            // Retry-After (gRPC: grpc-retry-pushback-ms) is past the call's deadline or asks for no retry
 )
 
 // NumReasons is the number of Reason values (for metric arrays).
@@ -60,9 +60,12 @@ type Outcome struct {
 	ChainLimited  bool          // MaxAttempts is below the upstream's attempts because of the chain budget
 	Cond          Condition     // transport failure, CondNone if a response arrived
 	Status        int           // response status when Cond == CondNone
+	GRPC          bool          // a gRPC call: judged by GRPCCode, never by Status
+	GRPCCode      int           // grpc-status when GRPC and Cond == CondNone
+	PushbackStop  bool          // gRPC: grpc-retry-pushback-ms asked for no retry (negative or malformed)
 	Retryable     bool          // method, Idempotency-Key and body size allow a retry
 	ExhaustedResp bool          // the response carries Retrycap-Exhausted
-	RetryAfter    time.Duration // from the response; valid if HasRetryAfter
+	RetryAfter    time.Duration // from the response (gRPC: grpc-retry-pushback-ms); valid if HasRetryAfter
 	HasRetryAfter bool
 	Remaining     time.Duration // time left before the call's deadline
 }
@@ -71,6 +74,9 @@ type Outcome struct {
 func (p *Policy) Failed(o *Outcome) bool {
 	if o.Cond != CondNone {
 		return p.RetryOn.Cond(o.Cond)
+	}
+	if o.GRPC {
+		return p.RetryOn.GRPC(o.GRPCCode)
 	}
 	return p.RetryOn.Status(o.Status)
 }
@@ -103,7 +109,12 @@ func (p *Policy) Decide(o *Outcome, budget *RetryBudget, br *Breaker, now int64)
 		return Decision{Reason: ReasonAttempts}
 	}
 	wait := Backoff(p.BackoffBase, p.BackoffMax, o.Attempt, p.Jitter)
-	if o.HasRetryAfter && (o.Status == 429 || o.Status == 503) {
+	if o.PushbackStop {
+		return Decision{Reason: ReasonRetryAfter}
+	}
+	// gRPC's pushback applies to any retryable code (gRPC A6); Retry-After
+	// only to 429 and 503.
+	if o.HasRetryAfter && (o.GRPC || o.Status == 429 || o.Status == 503) {
 		if o.RetryAfter >= o.Remaining {
 			return Decision{Reason: ReasonRetryAfter}
 		}

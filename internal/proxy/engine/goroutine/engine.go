@@ -34,6 +34,14 @@ type Engine struct {
 	// not --http-request-timeout's (fasthttp resets the request on a body
 	// error, so the header cannot tell).
 	bodyDue sync.Map
+
+	// ConnectHook, when set (before Serve), is offered every hijacked
+	// CONNECT tunnel first, with the client connection, the CONNECT target
+	// and its --resolve address: it returns true when it served the
+	// tunnel (it answered the CONNECT itself), false, having done nothing,
+	// to leave it to the blind tunnel. Package proxy sets it to the h2c
+	// path's (h2_seam.go).
+	ConnectHook func(c net.Conn, target, addr string) bool
 }
 
 // New builds the engine on the forwarding core.

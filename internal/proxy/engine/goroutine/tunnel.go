@@ -24,7 +24,14 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 	addr := e.f.ResolveAddr(target)
 	e.f.M.Tunnels.WithLabelValues("connect").Inc()
 	ctx.HijackSetNoResponse(true)
+	hook := e.ConnectHook
 	ctx.Hijack(func(c net.Conn) {
+		// The server's request deadlines (--http-request-timeout,
+		// --client-timeout) do not apply to a tunnel or an h2c session.
+		_ = c.SetDeadline(time.Time{})
+		if hook != nil && hook(c, target, addr) {
+			return
+		}
 		up, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
 		if err != nil {
 			_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
@@ -34,7 +41,7 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
-		pipe(c, up)
+		Pipe(c, up)
 	})
 }
 
@@ -110,7 +117,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 			if _, err := c.Write(raw); err != nil {
 				return
 			}
-			pipe(c, &readConn{Conn: u, r: br})
+			Pipe(c, &readConn{Conn: u, r: br})
 		})
 		return
 	}
@@ -192,9 +199,10 @@ func (c *readConn) CloseWrite() error {
 	return c.Close()
 }
 
-// pipe copies both ways until both sides are done; a half close is passed
-// on so protocols that rely on it keep working.
-func pipe(a, b net.Conn) {
+// Pipe copies both ways until both sides are done; a half close is passed
+// on so protocols that rely on it keep working. The h2c path's blind
+// tunnel (package proxy) uses it too.
+func Pipe(a, b net.Conn) {
 	// The server's request deadlines (--http-request-timeout,
 	// --client-timeout) do not apply to a tunnel.
 	_ = a.SetDeadline(time.Time{})

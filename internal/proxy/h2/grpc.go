@@ -1,0 +1,185 @@
+package h2
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// gRPC metadata the proxy reads or writes (HTTP/2 header names are lower
+// case on the wire; net/http canonicalises them in maps).
+const (
+	hdrGRPCStatus      = "Grpc-Status"
+	hdrGRPCMessage     = "Grpc-Message"
+	hdrGRPCTimeout     = "Grpc-Timeout"
+	hdrGRPCPushback    = "Grpc-Retry-Pushback-Ms"
+	hdrGRPCPrevious    = "Grpc-Previous-Rpc-Attempts"
+	hdrBaggage         = "Baggage"
+	hdrIdempotencyKey  = "Idempotency-Key"
+	hdrRetryAfter      = "Retry-After"
+	codeOK             = 0
+	codeUnknown        = 2
+	codeDeadline       = 4
+	codeInternal       = 13
+	codeUnavailable    = 14
+	codeUnauthenticate = 16
+)
+
+// isGRPC reports whether a request is a gRPC call (gRPC over HTTP/2: the
+// content type is application/grpc, optionally +proto, +json, ...).
+func isGRPC(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;")
+}
+
+// parseTimeout reads grpc-timeout: at most 8 digits and a unit
+// (H, M, S, m, u, n). ok is false when absent or malformed (gRPC then has
+// no deadline).
+func parseTimeout(v string) (time.Duration, bool) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, false
+	}
+	if n > int64(1<<62)/int64(unit) {
+		return 1 << 62, true
+	}
+	return time.Duration(n) * unit, true
+}
+
+// formatTimeout writes d as grpc-timeout, in the finest unit whose value
+// fits 8 digits (rounded up so a forwarded deadline is never shorter by
+// rounding than the time left; at least 1n).
+func formatTimeout(d time.Duration) string {
+	if d <= 0 {
+		d = 1
+	}
+	units := []struct {
+		u time.Duration
+		c byte
+	}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
+	for _, x := range units {
+		v := (d + x.u - 1) / x.u
+		if v < 100000000 {
+			return strconv.FormatInt(int64(v), 10) + string(x.c)
+		}
+	}
+	return "99999999H"
+}
+
+// parsePushback reads grpc-retry-pushback-ms (gRPC A6): a non-negative
+// integer is the wait before the retry; a negative or malformed value means
+// do not retry (stop).
+func parsePushback(vs []string) (wait time.Duration, has, stop bool) {
+	if len(vs) == 0 {
+		return 0, false, false
+	}
+	v := strings.TrimSpace(vs[0])
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, true
+	}
+	if n > int64(1<<62)/int64(time.Millisecond) {
+		n = int64(1<<62) / int64(time.Millisecond)
+	}
+	return time.Duration(n) * time.Millisecond, true, false
+}
+
+// statusFromHTTP maps the HTTP status of a gRPC answer without grpc-status
+// to a code, as gRPC's http-grpc-status-mapping does.
+func statusFromHTTP(s int) int {
+	switch s {
+	case 400:
+		return codeInternal
+	case 401:
+		return codeUnauthenticate
+	case 403:
+		return 7 // PERMISSION_DENIED
+	case 404:
+		return 12 // UNIMPLEMENTED
+	case 429, 502, 503, 504:
+		return codeUnavailable
+	}
+	return codeUnknown
+}
+
+// parseStatus reads a grpc-status value; ok false when absent or malformed.
+func parseStatus(vs []string) (int, bool) {
+	if len(vs) == 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(vs[0]))
+	if err != nil || n < 0 || n > 1<<16 {
+		return 0, false
+	}
+	return n, true
+}
+
+// serverFault reports whether a gRPC code counts as the upstream failing,
+// for the circuit breaker (the codes a server in trouble answers with).
+func serverFault(c int) bool {
+	switch c {
+	case codeUnknown, codeDeadline, codeInternal, codeUnavailable, 15: // DATA_LOSS
+		return true
+	}
+	return false
+}
+
+// codeLabel is a gRPC code as gRPC names it (UNAVAILABLE), for metrics.
+func codeLabel(c int) string {
+	if c >= 0 && c <= 16 {
+		return grpcUpper[c]
+	}
+	return strconv.Itoa(c)
+}
+
+var grpcUpper = func() (out [17]string) {
+	for c := range out {
+		out[c] = strings.ToUpper(strings.ReplaceAll(policy.GRPCCodeName(c), "-", "_"))
+	}
+	return out
+}()
+
+// encodeMessage percent-encodes a grpc-message value: bytes outside
+// printable ASCII, and '%', as %XX (gRPC over HTTP/2).
+func encodeMessage(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// ClientPreface is the HTTP/2 client connection preface (RFC 9113 3.4):
+// the first bytes of every h2c connection with prior knowledge.
+const ClientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -1,0 +1,86 @@
+package h2
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// metrics are the h2c path's series: the HTTP/1.1 ones with a protocol
+// label (grpc: a gRPC call, judged and counted by its gRPC code, UNAVAILABLE;
+// h2: any other HTTP/2 request, counted by its HTTP status).
+type metrics struct {
+	requests *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	resent   *prometheus.CounterVec
+	denied   *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	conns    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_requests_total",
+			Help: "HTTP/2 calls through the proxy by upstream, protocol (grpc or h2) and the code returned to the app (the gRPC code name for grpc, the HTTP status for h2).",
+		}, []string{"upstream", "protocol", "code"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_attempts_total", Help: "HTTP/2 attempts sent to each upstream (first tries and retries).",
+		}, []string{"upstream", "protocol"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_retries_total", Help: "HTTP/2 retries sent to each upstream.",
+		}, []string{"upstream", "protocol"}),
+		resent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_resent_total",
+			Help: "Streams re-sent on a new upstream connection because the upstream never processed them (GOAWAY below their id, REFUSED_STREAM): not attempts.",
+		}, []string{"upstream", "protocol"}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_retries_denied_total", Help: "HTTP/2 retryable failures not retried, by reason.",
+		}, []string{"upstream", "protocol", "reason"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "retrycap_proxy_h2_upstream_latency_seconds", Help: "Latency of one HTTP/2 attempt up to its response headers.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"upstream", "protocol"}),
+		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_connections_total",
+			Help: "Client connections whose h2c the proxy terminated, by how they came (connect: in a CONNECT tunnel; prior-knowledge: on the listener).",
+		}, []string{"kind"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.attempts, m.retries, m.resent, m.denied, m.latency, m.conns} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// upMetrics are one upstream's and protocol's children, resolved once.
+type upMetrics struct {
+	attempts prometheus.Counter
+	retries  prometheus.Counter
+	resent   prometheus.Counter
+	latency  prometheus.Observer
+	denied   [policy.NumReasons]prometheus.Counter
+	requests *prometheus.CounterVec
+	name     string
+	proto    string
+}
+
+func (m *metrics) forUpstream(name, proto string) *upMetrics {
+	u := &upMetrics{
+		attempts: m.attempts.WithLabelValues(name, proto),
+		retries:  m.retries.WithLabelValues(name, proto),
+		resent:   m.resent.WithLabelValues(name, proto),
+		latency:  m.latency.WithLabelValues(name, proto),
+		requests: m.requests, name: name, proto: proto,
+	}
+	for r := policy.Reason(1); r < policy.NumReasons; r++ {
+		u.denied[r] = m.denied.WithLabelValues(name, proto, r.String())
+	}
+	return u
+}
+
+func (u *upMetrics) code(c string) { u.requests.WithLabelValues(u.name, u.proto, c).Inc() }

@@ -1,0 +1,298 @@
+package proxy
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// grpc-go reads HTTPS_PROXY once per process (net/http's
+// ProxyFromEnvironment), before any test runs here: it points at a TCP
+// relay to the proxy the running seam test started (seamTarget).
+var seamTarget atomic.Value // string
+
+func init() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				addr, _ := seamTarget.Load().(string)
+				if addr == "" {
+					return
+				}
+				up, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	os.Setenv("HTTPS_PROXY", "http://"+ln.Addr().String())
+}
+
+func seamProxy(t *testing.T, args ...string) *Proxy {
+	t.Helper()
+	p := startProxy(t, args...)
+	seamTarget.Store(p.Addr())
+	t.Cleanup(func() { seamTarget.Store("") })
+	return p
+}
+
+// failing is a gRPC service (seam.Test/Call, Empty in and out) that
+// answers UNAVAILABLE and counts the calls it saw.
+type failing struct{ calls atomic.Int64 }
+
+var failingDesc = grpc.ServiceDesc{
+	ServiceName: "seam.Test",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Call", Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		if err := dec(new(emptypb.Empty)); err != nil {
+			return nil, err
+		}
+		srv.(*failing).calls.Add(1)
+		return nil, grpcstatus.Error(codes.Unavailable, "down")
+	}}},
+}
+
+func startFailing(t *testing.T, opts ...grpc.ServerOption) (*failing, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &failing{}
+	s := grpc.NewServer(opts...)
+	s.RegisterService(&failingDesc, f)
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(s.Stop)
+	return f, ln.Addr().String()
+}
+
+func counterValue(t *testing.T, p *Proxy, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := p.m.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue next
+				}
+			}
+			sum += metricValue(m)
+		}
+	}
+	return sum
+}
+
+func metricValue(m *dto.Metric) float64 {
+	if c := m.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return m.GetGauge().GetValue()
+}
+
+// A grpc-go client with HTTPS_PROXY opens CONNECT order:50051 and speaks
+// h2c in it: the proxy terminates it and retries UNAVAILABLE.
+func TestH2SeamConnectGRPCRetried(t *testing.T) {
+	f, addr := startFailing(t)
+	p := seamProxy(t, "--upstreams", "order=3", "--resolve", "order="+addr, "--retry-on", "connect-failure,reset,503,unavailable")
+	cc, err := grpc.NewClient("dns:///order:50051", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var tr metadata.MD
+	err = cc.Invoke(ctx, "/seam.Test/Call", new(emptypb.Empty), new(emptypb.Empty), grpc.Trailer(&tr))
+	if grpcstatus.Code(err) != codes.Unavailable {
+		t.Fatalf("err = %v", err)
+	}
+	if got := f.calls.Load(); got != 3 {
+		t.Fatalf("server saw %d calls, want 3", got)
+	}
+	if got := tr.Get("retrycap-exhausted"); !reflect.DeepEqual(got, []string{"attempts"}) {
+		t.Fatalf("retrycap-exhausted = %q", got)
+	}
+	if got := counterValue(t, p, "retrycap_proxy_h2_connections_total", map[string]string{"kind": "connect"}); got != 1 {
+		t.Fatalf("h2 connections{connect} = %v", got)
+	}
+	if got := counterValue(t, p, "retrycap_proxy_h2_requests_total", map[string]string{"upstream": "order", "protocol": "grpc", "code": "UNAVAILABLE"}); got != 1 {
+		t.Fatalf("h2 requests{UNAVAILABLE} = %v", got)
+	}
+}
+
+// TLS in a CONNECT to a known upstream stays a blind tunnel.
+func TestH2SeamConnectTLSUntouched(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "order"}, DNSNames: []string{"order"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	f, addr := startFailing(t, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})))
+	p := seamProxy(t, "--upstreams", "order=3", "--resolve", "order="+addr, "--retry-on", "connect-failure,reset,503,unavailable")
+	cc, err := grpc.NewClient("dns:///order:50051", grpc.WithDisableRetry(),
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "order"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = cc.Invoke(ctx, "/seam.Test/Call", new(emptypb.Empty), new(emptypb.Empty))
+	if grpcstatus.Code(err) != codes.Unavailable || grpcstatus.Convert(err).Message() != "down" {
+		t.Fatalf("err = %v", err)
+	}
+	if got := f.calls.Load(); got != 1 {
+		t.Fatalf("server saw %d calls, want 1 (blind tunnel)", got)
+	}
+	if got := counterValue(t, p, "retrycap_proxy_tunnels_total", map[string]string{"kind": "connect"}); got != 1 {
+		t.Fatalf("tunnels{connect} = %v", got)
+	}
+	if got := counterValue(t, p, "retrycap_proxy_h2_connections_total", nil); got != 0 {
+		t.Fatalf("h2 connections = %v", got)
+	}
+}
+
+// h2c with prior knowledge on the listener, routed by :authority; a plain
+// HTTP/2 request gets the HTTP/1.1 rules: a GET is retried on 503, a POST
+// without Idempotency-Key is not.
+func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
+	var calls atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			w.WriteHeader(http.StatusHTTPVersionNotSupported)
+			return
+		}
+		if n := calls.Add(1); r.Method == http.MethodPost || n < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "hello")
+	})}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	srv.Protocols = &protos
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	p := seamProxy(t, "--upstreams", "web=3", "--resolve", "web="+ln.Addr().String())
+	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, p.Addr())
+	}}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(mustReq(t, http.MethodGet, "http://web/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hello" || calls.Load() != 3 {
+		t.Fatalf("GET: %d %q after %d calls", resp.StatusCode, body, calls.Load())
+	}
+	calls.Store(0)
+	resp, err = tr.RoundTrip(mustReq(t, http.MethodPost, "http://web/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || calls.Load() != 1 {
+		t.Fatalf("POST: %d after %d calls", resp.StatusCode, calls.Load())
+	}
+	if got := counterValue(t, p, "retrycap_proxy_h2_connections_total", map[string]string{"kind": "prior-knowledge"}); got != 1 {
+		t.Fatalf("h2 connections{prior-knowledge} = %v", got)
+	}
+	if got := counterValue(t, p, "retrycap_proxy_h2_requests_total", map[string]string{"upstream": "web", "protocol": "h2", "code": "200"}); got != 1 {
+		t.Fatalf("h2 requests{200} = %v", got)
+	}
+}
+
+func mustReq(t *testing.T, method, url string) *http.Request {
+	t.Helper()
+	r, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A gRPC client dialing the proxy itself speaks h2c with prior knowledge;
+// its :authority names the upstream.
+func TestH2SeamPriorKnowledgeGRPC(t *testing.T) {
+	f, addr := startFailing(t)
+	p := seamProxy(t, "--upstreams", "order=3", "--resolve", "order="+addr, "--retry-on", "connect-failure,reset,503,unavailable")
+	cc, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithAuthority("order:50051"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = cc.Invoke(ctx, "/seam.Test/Call", new(emptypb.Empty), new(emptypb.Empty))
+	if grpcstatus.Code(err) != codes.Unavailable || f.calls.Load() != 3 {
+		t.Fatalf("err %v after %d calls, want UNAVAILABLE after 3", err, f.calls.Load())
+	}
+	if got := counterValue(t, p, "retrycap_proxy_h2_connections_total", map[string]string{"kind": "prior-knowledge"}); got != 1 {
+		t.Fatalf("h2 connections{prior-knowledge} = %v", got)
+	}
+}
