@@ -29,6 +29,9 @@ type requestSource struct {
 	// nothing needs neither them nor the index.
 	ups    []string
 	upsSet bool
+	// nodes are incoming's nodes (workload.ServiceSet.Nodes), computed on first use.
+	nodes    []string
+	nodesSet bool
 	// wantsBase is decided once per request: 1 yes, -1 no, 0 not asked yet. A count, not the
 	// list Workloads builds: building the list of 5,000 workloads when the prepared graph then
 	// answers put the worst case's p99 at 0.68-0.70 ms, against 0.57 ms with the count, back to
@@ -43,9 +46,18 @@ func (s *requestSource) upstreams() []string {
 	return s.ups
 }
 
-func (s *requestSource) Workloads() []*workload.Parsed {
-	return s.x.RelevantParsed(s.incoming.Namespace, s.incoming.ServiceName(), s.upstreams())
+func (s *requestSource) starts() []string {
+	if !s.nodesSet {
+		s.nodes, s.nodesSet = s.x.Nodes(s.incoming), true
+	}
+	return s.nodes
 }
+
+func (s *requestSource) Workloads() []*workload.Parsed {
+	return s.x.RelevantParsed(s.incoming.Namespace, s.starts(), s.upstreams())
+}
+
+func (s *requestSource) Services() *workload.ServiceSet { return s.x.Services(s.incoming.Namespace) }
 
 func (s *requestSource) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
 	switch s.mode {
@@ -55,7 +67,7 @@ func (s *requestSource) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
 		if s.wantsBase == 0 {
 			s.wantsBase = -1
 			ns := s.incoming.Namespace
-			if s.x.WantsBase(ns, s.x.RelevantCount(ns, s.incoming.ServiceName(), s.upstreams())) {
+			if s.x.WantsBase(ns, s.x.RelevantCount(ns, s.starts(), s.upstreams())) {
 				s.wantsBase = 1
 			}
 		}
