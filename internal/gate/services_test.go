@@ -1,0 +1,228 @@
+package gate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// withRandomServices labels ws into groups (app=g0..g5), makes some call Services by name
+// (svc0..svc3), and returns Services over the groups: some named like a workload's service
+// name (s0..), some not (svc0..), some without a selector, some ExternalName.
+func withRandomServices(r *rand.Rand, ws []workload.Workload) []workload.Service {
+	for i := range ws {
+		ws[i].Labels["app"] = fmt.Sprintf("g%d", r.IntN(6))
+		if r.IntN(3) == 0 {
+			up := fmt.Sprintf("svc%d=%d", r.IntN(4), 1+r.IntN(3))
+			if v := ws[i].Annotations[annotations.Upstreams]; v != "" && !strings.Contains(v, up[:4]) {
+				up = v + ", " + up
+			}
+			ws[i].Annotations[annotations.Upstreams] = up
+		}
+	}
+	var svcs []workload.Service
+	for k := r.IntN(7); k > 0; k-- {
+		s := workload.Service{Namespace: "shop", Name: fmt.Sprintf("svc%d", r.IntN(4)), Selector: map[string]string{"app": fmt.Sprintf("g%d", r.IntN(6))}}
+		if r.IntN(3) == 0 {
+			s.Name = fmt.Sprintf("s%d", r.IntN(8))
+		}
+		switch r.IntN(6) {
+		case 0:
+			s.Selector = nil
+		case 1:
+			s.ExternalName = true
+		}
+		svcs = append(svcs, s)
+	}
+	return svcs
+}
+
+// TestRelevantWithServicesMatchesWholeNamespace is TestRelevantMatchesWholeNamespace with
+// Services: the index links workloads under the Services that select them, so the relevant
+// subset, the index's parsed workloads and the prepared graph decide as the whole namespace does.
+func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	modes := []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit}
+	decisions, viaServices := 0, 0
+	for round := 0; round < 300; round++ {
+		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		svcs := withRandomServices(r, ws)
+		x := NewIndex()
+		// Services before and after the workloads: the index relinks either way.
+		half := len(svcs) / 2
+		for _, s := range svcs[:half] {
+			x.PutService(s)
+		}
+		for _, w := range ws {
+			x.Put(w)
+		}
+		for _, s := range svcs[half:] {
+			x.PutService(s)
+		}
+		set := workload.NewServiceSet(svcs)
+		var ps []*v1alpha1.RetryPolicy
+		for k := 1 + r.IntN(2); k > 0; k-- {
+			p := testPolicy(fmt.Sprintf("p%d", k), int32(1+r.IntN(12)), modes[r.IntN(3)], nil)
+			p.Spec.Entrypoints = nil
+			if r.IntN(3) == 0 {
+				p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: fmt.Sprintf("svc%d", r.IntN(4)), ClientAttempts: int32(1 + r.IntN(3))}}
+			}
+			ps = append(ps, p)
+		}
+		for i := 0; i < 5; i++ {
+			base := ws[r.IntN(len(ws))]
+			incoming := randomWorkloads(r, 1, round%2 == 0)[0]
+			incoming.Labels["app"] = fmt.Sprintf("g%d", r.IntN(6))
+			incoming.Name = base.Name
+			var old *workload.Workload
+			if r.IntN(2) == 0 {
+				old = &base
+			} else {
+				incoming.Name = fmt.Sprintf("new%d", i)
+			}
+			nodes, _ := set.Nodes(workload.Parse(incoming))
+			if len(nodes) != 1 || nodes[0] != incoming.ServiceName() {
+				viaServices++
+			}
+			full := Decide(Input{Policies: ps, Source: withServices{workloads(ws), svcs}, Incoming: incoming, Old: old})
+			var sub []workload.Workload
+			for _, p := range x.RelevantParsed("shop", x.Nodes(incoming), upstreamServices(incoming)) {
+				sub = append(sub, p.Workload)
+			}
+			got := Decide(Input{Policies: ps, Source: withServices{workloads(sub), svcs}, Incoming: incoming, Old: old})
+			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
+				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
+			}
+			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseNever)})
+			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
+				t.Fatalf("round %d: over the index the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
+			}
+			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseAlways)})
+			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
+				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
+			}
+			if !full.Allowed || full.Rewrite != nil || len(full.Warnings) > 0 {
+				decisions++
+			}
+		}
+	}
+	if decisions < 100 || viaServices < 300 {
+		t.Fatalf("only %d of 1500 random requests were refused, rewritten or warned, %d reached through a Service: the test says little", decisions, viaServices)
+	}
+	t.Logf("%d decisions, %d requests reached through a Service", decisions, viaServices)
+}
+
+// TestIndexServiceChurnMatchesFreshIndex adds, changes and removes Services around a fixed set
+// of workloads, then checks the index against one built from the surviving Services alone.
+func TestIndexServiceChurnMatchesFreshIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 100; round++ {
+		ws := randomWorkloads(r, 5+r.IntN(20), false)
+		withRandomServices(r, ws) // the groups' labels and Service callers
+		x := NewIndex()
+		for _, w := range ws {
+			x.Put(w)
+		}
+		live := map[string]workload.Service{}
+		for step := 0; step < 20; step++ {
+			s := withRandomServices(r, nil)
+			if len(s) == 0 {
+				continue
+			}
+			if old, ok := live[s[0].Name]; ok && r.IntN(2) == 0 {
+				x.RemoveService(old)
+				delete(live, s[0].Name)
+				continue
+			}
+			x.PutService(s[0])
+			live[s[0].Name] = s[0]
+		}
+		fresh := NewIndex()
+		var list []workload.Service
+		for _, s := range live {
+			fresh.PutService(s)
+			list = append(list, s)
+		}
+		for _, w := range ws {
+			fresh.Put(w)
+		}
+		n, f := x.byNS["shop"], fresh.byNS["shop"]
+		if len(n.ids) != len(f.ids) {
+			t.Fatalf("round %d: %d nodes after churn, %d in a fresh index", round, len(n.ids), len(f.ids))
+		}
+		set := workload.NewServiceSet(list)
+		for _, e := range n.sorted {
+			want, _ := set.Nodes(e.p)
+			var got []string
+			for _, id := range e.nodes {
+				got = append(got, n.services[id].name)
+			}
+			if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
+				t.Fatalf("round %d: %s under %q, want %q", round, e.p.Workload, got, want)
+			}
+		}
+		for name := range f.ids {
+			a := x.RelevantParsed("shop", []string{name}, nil)
+			b := fresh.RelevantParsed("shop", []string{name}, nil)
+			if len(a) != len(b) {
+				t.Fatalf("round %d: %d relevant to %s after churn, %d fresh", round, len(a), name, len(b))
+			}
+		}
+		// Removing every Service and workload leaves nothing behind.
+		for _, s := range live {
+			x.RemoveService(s)
+		}
+		for _, w := range ws {
+			x.Remove(w)
+		}
+		if _, ok := x.byNS["shop"]; ok {
+			t.Fatalf("round %d: the namespace outlived its workloads and Services", round)
+		}
+	}
+}
+
+// A Service created after the workloads changes the verdict and makes the prepared graph stale:
+// emojivoto's web calls emoji-svc, which is a leaf until Service emoji-svc selects Deployment
+// emoji.
+func TestServiceChangesTheVerdict(t *testing.T) {
+	web := deployment("web", "emoji-svc=3")
+	web.Labels["app"] = "web-svc"
+	emoji := deployment("emoji", "db=2")
+	emoji.Labels["app"] = "emoji-svc"
+	x := NewIndex()
+	x.Put(web)
+	x.Put(emoji)
+	p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+	p.Spec.Entrypoints = nil
+	incoming := deployment("web", "emoji-svc=3")
+	incoming.Labels["app"] = "web-svc"
+	decide := func(mode baseMode) Decision {
+		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)})
+	}
+	if d := decide(baseAlways); !d.Allowed {
+		t.Fatalf("before the Service: %+v", d)
+	}
+	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", Selector: map[string]string{"app": "emoji-svc"}})
+	want := "RetryPolicy shop/p: web -x3-> emoji-svc -x2-> db = 6 > cap 4"
+	for _, mode := range []baseMode{baseNever, baseAlways} {
+		d := decide(mode)
+		if d.Allowed || !strings.HasPrefix(d.Message, want) {
+			t.Fatalf("mode %d after the Service: %q, want it to start %q", mode, d.Message, want)
+		}
+	}
+	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", ExternalName: true})
+	if d := decide(baseAlways); !d.Allowed {
+		t.Fatalf("after the Service became ExternalName: %+v", d)
+	}
+	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", Selector: map[string]string{"app": "emoji-svc"}})
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "emoji-svc"})
+	if d := decide(baseAlways); !d.Allowed {
+		t.Fatalf("after the Service was deleted: %+v", d)
+	}
+}
