@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,6 +44,7 @@ const conflictRetry = 100 * time.Millisecond
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // RetryPolicyReconciler keeps the status of each RetryPolicy equal to the analysis of the
@@ -105,7 +107,11 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 	if err != nil {
 		return in, err
 	}
-	in.Result, in.Analysis = workload.Analyze(p, ws)
+	svcs, err := cluster.ListServices(ctx, r.Client, p.Namespace)
+	if err != nil {
+		return in, err
+	}
+	in.Result, in.Analysis = workload.Analyze(p, ws, svcs...)
 	return in, nil
 }
 
@@ -129,8 +135,11 @@ func (r *RetryPolicyReconciler) now() time.Time {
 }
 
 // SetupWithManager watches RetryPolicies (spec changes only: the controller's own status writes
-// do not bring it back) and the workloads (labels, retrycap annotations and existence only),
-// mapping a workload to the policies of its namespace that select it.
+// do not bring it back), the workloads (labels, retrycap annotations and existence only),
+// mapping a workload to the policies of its namespace that select it, and the Services (name,
+// selector and type only, cut down by cluster.ServiceTransform in the manager's cache), mapping a
+// Service to every policy of its namespace: which workloads a Service fronts is the graph's to
+// say.
 func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -147,6 +156,7 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, toPolicies, onlyGraphInput).
 		Watches(&appsv1.DaemonSet{}, toPolicies, onlyGraphInput).
 		Watches(&corev1.Pod{}, toPolicies, onlyGraphInput, builder.OnlyMetadata).
+		Watches(cluster.ServiceObject(), handler.EnqueueRequestsFromMapFunc(r.namespacePolicies), builder.WithPredicates(serviceInputChanged())).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", ControllerName, err)
@@ -176,6 +186,32 @@ func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, obj client.Obje
 		}
 	}
 	return out
+}
+
+// namespacePolicies maps a Service to every policy of its namespace.
+func (r *RetryPolicyReconciler) namespacePolicies(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RetryPolicyList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "listing the RetryPolicies of a Service's namespace", "service", obj.GetNamespace()+"/"+obj.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}}
+	}
+	return out
+}
+
+// serviceInputChanged passes creates and deletes of Services, and updates that change what the
+// graph reads: the selector or whether the type is ExternalName.
+func serviceInputChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			a, okA := cluster.ServiceOf(e.ObjectOld)
+			b, okB := cluster.ServiceOf(e.ObjectNew)
+			return okA != okB || a.ExternalName != b.ExternalName || !maps.Equal(a.Selector, b.Selector)
+		},
+	}
 }
 
 // graphInputChanged passes creates and deletes of workloads, and updates that change what the

@@ -5,10 +5,12 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/scheme"
 )
 
@@ -47,6 +49,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "retrycap-manager.retrycap.dev",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// Services cut down to what the graph reads (cluster.ServiceTransform).
+		Cache: cache.Options{ByObject: cluster.CacheByObject()},
 	}
 	if o.Webhooks {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir})

@@ -14,7 +14,7 @@ import (
 
 // registerIndex feeds the gate's index from the manager's informers (created here if no one else
 // uses them yet; they start with the cache): the workloads (cluster.WatchedKinds, Pods as
-// metadata) and the RetryPolicies, whose changes make their prepared graphs stale. Updates that do
+// metadata), the Services (cut down by cluster.ServiceTransform) and the RetryPolicies, whose changes make their prepared graphs stale. Updates that do
 // not touch a workload's labels or annotations leave the index alone (Index.Put says so).
 func registerIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
 	h := toolscache.ResourceEventHandlerFuncs{
@@ -50,6 +50,17 @@ func registerIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
 		}
 		x.AddSynced(reg.HasSynced)
 	}
+	// Services: a change relinks the workloads it fronts and makes the namespace's prepared
+	// graphs stale, like a workload change.
+	sinf, err := c.GetInformer(ctx, cluster.ServiceObject())
+	if err != nil {
+		return fmt.Errorf("getting the Service informer: %w", err)
+	}
+	sreg, err := sinf.AddEventHandler(serviceHandler(x))
+	if err != nil {
+		return fmt.Errorf("adding the gate's Service handler: %w", err)
+	}
+	x.AddSynced(sreg.HasSynced)
 	// Created now also so that the first request does not start (and wait for) it.
 	pinf, err := c.GetInformer(ctx, &v1alpha1.RetryPolicy{})
 	if err != nil {
@@ -60,6 +71,27 @@ func registerIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
 		return fmt.Errorf("adding the gate's RetryPolicy handler: %w", err)
 	}
 	return nil
+}
+
+// serviceHandler feeds Index.PutService and RemoveService from the Service informer.
+func serviceHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := cluster.ServiceOf(obj); ok {
+				x.PutService(s)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if s, ok := cluster.ServiceOf(obj); ok {
+				x.PutService(s)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := cluster.ServiceOf(obj); ok {
+				x.RemoveService(s)
+			}
+		},
+	}
 }
 
 // policyHandler feeds Index.PolicyChanged from the RetryPolicy informer.

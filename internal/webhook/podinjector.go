@@ -61,14 +61,14 @@ type PodInjector struct {
 }
 
 // SetupPodInjectorWithManager registers the pod injector at PodInjectorPath on the manager's
-// webhook server and creates the informers it reads (Namespaces, RetryPolicies, workloads), so
+// webhook server and creates the informers it reads (Namespaces, RetryPolicies, workloads, Services), so
 // they start with the cache rather than on the first request.
 func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodInjector, error) {
 	if o.ProxyImage == "" {
 		return nil, fmt.Errorf("registering the pod injector: the proxy image is empty (set --proxy-image)")
 	}
 	ctx := context.Background()
-	for _, obj := range append([]client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}}, cluster.WatchedKinds()...) {
+	for _, obj := range append([]client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}, cluster.ServiceObject()}, cluster.WatchedKinds()...) {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
 		}
@@ -156,6 +156,9 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 		return in, fmt.Errorf("reading the workloads from the cache: %w", err)
 	}
 	in.Workloads = ws
+	if in.Services, err = cluster.ListServices(ctx, h.reader, pod.Namespace); err != nil {
+		return in, fmt.Errorf("reading the Services from the cache: %w", err)
+	}
 	return in, nil
 }
 

@@ -136,8 +136,8 @@ type Result struct {
 	// differently named workloads, a Service that is a leaf): shown by analyze, not in the
 	// status.
 	Notes []string
-	// Declaring is how many selected workloads carry a retrycap.dev/upstreams annotation
-	// (valid or not).
+	// Declaring is how many selected workloads carry a non-blank retrycap.dev/upstreams
+	// annotation (valid or not).
 	Declaring int
 	// Services are the Services the graph was built with (nil: none).
 	Services *ServiceSet
@@ -297,7 +297,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 		if x.upstreamsErr != nil {
 			r.Errors = append(r.Errors, x.upstreamsErr)
 		}
-		if x.hasUpstreams {
+		if x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations[annotations.Upstreams]) != "" {
 			r.Declaring++
 		}
 		kept = append(kept, x)
@@ -325,7 +325,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 		r.resolve(kept, def)
 	}
 	for _, e := range p.Spec.Entrypoints {
-		if !r.Graph.IsSelected(e.Service) && !r.isNodeOfSelected(e.Service) {
+		if !r.HasNode(e.Service) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
 		}
 		r.Graph.SetEntrypoint(e.Service, int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1)))
@@ -333,9 +333,13 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 	return r
 }
 
-// isNodeOfSelected reports whether name is a node some selected workload's edges belong to (an
-// own-name node a Service fronts is one, though not selected in the graph).
-func (r *Result) isNodeOfSelected(name string) bool {
+// HasNode reports whether name is a node of some selected workload: its service name, or a
+// Service fronting it (an own-name node a Service fronts is one, though not selected in the
+// graph).
+func (r *Result) HasNode(name string) bool {
+	if r.Graph.IsSelected(name) {
+		return true
+	}
 	for _, nodes := range r.NodesOf {
 		if slices.Contains(nodes, name) {
 			return true
