@@ -108,12 +108,19 @@ type verdict struct {
 	// node is the node judged: the incoming workload's service name, or the Service it is
 	// reached under whose paths are the worst.
 	node string
+	// via is the incoming workload ("Deployment ns/name") when node is a Service's name, not its
+	// own: the message's suggestion names the workload whose annotation to change.
+	via string
 }
 
 func policyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.Name }
 
 func (v verdict) message() string {
-	return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
+	msg := graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
+	if v.via != "" {
+		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
+	}
+	return msg
 }
 
 // Decide judges one admission of a workload:
@@ -274,7 +281,11 @@ func judge(p *v1alpha1.RetryPolicy, w workload.Workload, old *workload.Workload,
 	}
 	// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
 	plan, _ := graph.PlanLocal(r.Graph, r.Cap, svc)
-	return verdict{policy: p, judge: j, plan: plan, node: svc}, true, nil
+	v := verdict{policy: p, judge: j, plan: plan, node: svc}
+	if svc != incoming.ServiceName() {
+		v.via = w.String()
+	}
+	return v, true, nil
 }
 
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'

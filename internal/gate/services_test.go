@@ -209,13 +209,21 @@ func TestServiceChangesTheVerdict(t *testing.T) {
 		t.Fatalf("before the Service: %+v", d)
 	}
 	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", Selector: map[string]string{"app": "emoji-svc"}})
-	want := "RetryPolicy shop/p: web -x3-> emoji-svc -x2-> db = 6 > cap 4"
+	want := "RetryPolicy shop/p: web -x3-> emoji-svc -x2-> db = 6 > cap 4; web may keep emoji-svc=2"
 	for _, mode := range []baseMode{baseNever, baseAlways} {
-		d := decide(mode)
-		if d.Allowed || !strings.HasPrefix(d.Message, want) {
-			t.Fatalf("mode %d after the Service: %q, want it to start %q", mode, d.Message, want)
+		if d := decide(mode); d.Allowed || d.Message != want {
+			t.Fatalf("mode %d after the Service: %q, want %q", mode, d.Message, want)
 		}
 	}
+	// A workload reached as a Service of another name: the suggestion names the workload.
+	canary := deployment("web-canary", "emoji-svc=3")
+	canary.Labels["app"] = "web-svc"
+	x.PutService(workload.Service{Namespace: "shop", Name: "web-svc", Selector: map[string]string{"app": "web-svc"}})
+	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: canary, Source: indexSource(x, canary, baseAuto)})
+	if want := "RetryPolicy shop/p: web-svc -x3-> emoji-svc -x2-> db = 6 > cap 4; Deployment shop/web-canary may keep emoji-svc=2"; d.Allowed || d.Message != want {
+		t.Fatalf("canary: %q, want %q", d.Message, want)
+	}
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "web-svc"})
 	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", ExternalName: true})
 	if d := decide(baseAlways); !d.Allowed {
 		t.Fatalf("after the Service became ExternalName: %+v", d)
