@@ -52,6 +52,8 @@ func (e *InputError) Unwrap() error { return e.Err }
 type Manifests struct {
 	Policies  []*v1alpha1.RetryPolicy
 	Workloads []workload.Workload
+	// Services are the v1 Services read (services.go).
+	Services []workload.Service
 	// Sources maps policies ("RetryPolicy/ns/name") and workloads (Workload.Key) to where
 	// they were read.
 	Sources map[string]Source
@@ -226,6 +228,8 @@ func (r Reader) object(m *Manifests, src Source, js []byte) []error {
 		obj = &appsv1.DaemonSet{}
 	case "v1 Pod":
 		obj = &corev1.Pod{}
+	case "v1 Service":
+		return r.service(m, src, js, &tm)
 	case v1alpha1.GroupVersion.String() + " RetryPolicy":
 		p := &v1alpha1.RetryPolicy{}
 		if err := json.Unmarshal(js, p); err != nil {
@@ -332,7 +336,7 @@ func (m *Manifests) Analyze() *Report {
 	})
 	var prs []PolicyReport
 	for _, p := range ps {
-		prs = append(prs, ForPolicy(p, m.Workloads))
+		prs = append(prs, ForPolicy(p, m.Workloads, m.Services...))
 	}
 	return NewReport(prs)
 }

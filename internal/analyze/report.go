@@ -34,7 +34,8 @@ type PolicyReport struct {
 	Cycle            []string           `json:"cycle,omitempty"`
 	Violations       []graph.Violation  `json:"violations"`
 	// Errors are invalid annotations (and a bad selector); Warnings are notes such as an
-	// entrypoint no selected workload provides.
+	// entrypoint no selected workload provides, then how upstream names resolved through
+	// Services (workload.Result.Notes).
 	Errors   []string  `json:"errors,omitempty"`
 	Warnings []string  `json:"warnings,omitempty"`
 	Graph    GraphView `json:"graph"`
@@ -46,9 +47,9 @@ type GraphView struct {
 	Edges    []graph.Edge    `json:"edges"`
 }
 
-// ForPolicy analyses one policy over the given workloads.
-func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload) PolicyReport {
-	r, a := workload.Analyze(p, ws)
+// ForPolicy analyses one policy over the given workloads and Services.
+func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload, svcs ...workload.Service) PolicyReport {
+	r, a := workload.Analyze(p, ws, svcs...)
 	return FromAnalysis(p, r, a)
 }
 
@@ -64,7 +65,7 @@ func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis
 		Services: a.Services, Edges: a.Edges, Amplification: a.Amplification, Bounded: a.Bounded,
 		WithinCap: a.WithinCap(), WorstPath: a.WorstPath, WorstCaseLoad: a.WorstCaseLoad,
 		Entrypoints: a.Entrypoints, Chains: a.Chains, Cycle: a.Cycle, Violations: a.Violations,
-		Warnings: r.Warnings,
+		Warnings: append(append([]string(nil), r.Warnings...), r.Notes...),
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
 	}
 	if len(a.Chains) > 0 {
