@@ -59,4 +59,15 @@ var _ = Describe("workload gate with Services", Ordered, func() {
 		indexed("web-svc", false)
 		Expect(k8sClient.Create(ctx, webV2())).To(Succeed())
 	})
+
+	It("validates spec.entrypoints naming a Service: no warning for emoji-svc, one for a name nothing provides", func() {
+		c, warnings := gateClient()
+		p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "entry"},
+			Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 9, Enforcement: v1alpha1.EnforcementAudit,
+				Entrypoints: []v1alpha1.Entrypoint{{Service: "emoji-svc", ClientAttempts: 1}, {Service: "web-svc", ClientAttempts: 1}}}}
+		Expect(c.Create(ctx, p)).To(Succeed())
+		Expect(warnings.take()).To(Equal([]string{
+			`spec.entrypoints[1].service: "web-svc" is not the service of any workload this policy selects in namespace emojivoto-gate (yet)`,
+		}))
+	})
 })
