@@ -118,7 +118,7 @@ func (x *Index) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.RetryPolicy)
 	for i, e := range n.sorted {
 		ps[i] = e.p
 	}
-	set := n.set
+	set := n.sharedSet()
 	x.mu.RUnlock()
 	// Built outside the index's lock: informer events go on meanwhile, and a change makes the
 	// next request build again.

@@ -119,6 +119,7 @@ func (v verdict) message() string {
 	msg := graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
 	if v.via != "" {
 		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
+		msg = strings.Replace(msg, "even with "+v.node+": ", "even with "+v.via+": ", 1)
 	}
 	return msg
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrycap/retrycap/internal/workload"
@@ -45,11 +46,11 @@ type nsWorkloads struct {
 	services []service
 	free     []int32             // ids of services that have gone, for reuse
 	list     []workload.Workload // nil: rebuild on next read; read-only once built
-	// svcs are the namespace's Services by name, and set the same indexed for the builder
-	// (nil: none); set is replaced, never modified, on a change (a prepared graph being built
-	// outside the lock holds the old one).
-	svcs map[string]workload.Service
-	set  *workload.ServiceSet
+	// set is the namespace's Services indexed for the builder (nil: none). Changed in place
+	// until it is handed out (setShared: a request or a prepared graph being built outside the
+	// lock may hold it), then copied on the next change (ownSet).
+	set       *workload.ServiceSet
+	setShared atomic.Bool
 	// gen counts the changes to items: a policy's prepared graph (bases) is valid for one.
 	gen uint64
 	// bases are the policies' prepared graphs of the namespace, by policy namespace/name.
@@ -262,7 +263,7 @@ func (x *Index) Remove(w workload.Workload) {
 	n.sorted = slices.Delete(n.sorted, i, i+1)
 	n.list = nil
 	n.changed(x, w.Namespace)
-	if len(n.items) == 0 && len(n.svcs) == 0 {
+	if len(n.items) == 0 && n.set == nil {
 		delete(x.byNS, w.Namespace)
 	}
 }
@@ -283,7 +284,7 @@ func (x *Index) Services(ns string) *workload.ServiceSet {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if n := x.byNS[ns]; n != nil {
-		return n.set
+		return n.sharedSet()
 	}
 	return nil
 }
@@ -306,14 +307,11 @@ func (x *Index) PutService(s workload.Service) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.ns(s.Namespace)
-	old, had := n.svcs[s.Name]
+	old, had := n.set.Get(s.Namespace, s.Name)
 	if had && old.ExternalName == s.ExternalName && maps.Equal(old.Selector, s.Selector) {
 		return
 	}
-	if n.svcs == nil {
-		n.svcs = map[string]workload.Service{}
-	}
-	n.svcs[s.Name] = s
+	n.ownSet().Put(s)
 	n.servicesChanged(x, s.Namespace, s, old, had)
 }
 
@@ -325,27 +323,47 @@ func (x *Index) RemoveService(s workload.Service) {
 	if n == nil {
 		return
 	}
-	old, had := n.svcs[s.Name]
+	old, had := n.set.Get(s.Namespace, s.Name)
 	if !had {
 		return
 	}
-	delete(n.svcs, s.Name)
+	n.ownSet().Remove(s.Namespace, s.Name)
+	if n.set.Len() == 0 {
+		n.set = nil
+	}
 	n.servicesChanged(x, s.Namespace, old, old, true)
-	if len(n.items) == 0 && len(n.svcs) == 0 {
+	if len(n.items) == 0 && n.set == nil {
 		delete(x.byNS, s.Namespace)
 	}
 }
 
-// servicesChanged re-indexes n's Services and relinks the workloads whose nodes the change of
-// Service now (was old, if had) can move: those either version selects, and those whose
-// service name is its name. O(Services + workloads) per change. Called with x.mu held for
-// writing.
-func (n *nsWorkloads) servicesChanged(x *Index, ns string, now, old workload.Service, had bool) {
-	list := make([]workload.Service, 0, len(n.svcs))
-	for _, s := range n.svcs {
-		list = append(list, s)
+// ownSet returns n.set to change in place: a copy if it has been handed out since the last
+// change (a request or a prepared graph may be reading it), so that the informer's initial list
+// of thousands of Services costs one insert each, not a copy of the set each. Called with x.mu
+// held for writing.
+func (n *nsWorkloads) ownSet() *workload.ServiceSet {
+	switch {
+	case n.set == nil:
+		n.set = &workload.ServiceSet{}
+	case n.setShared.Load():
+		n.set = n.set.Clone()
 	}
-	n.set = workload.NewServiceSet(list)
+	n.setShared.Store(false)
+	return n.set
+}
+
+// sharedSet returns n.set, marked as handed out. Called with x.mu held at least for reading.
+func (n *nsWorkloads) sharedSet() *workload.ServiceSet {
+	if n.set != nil && !n.setShared.Load() {
+		n.setShared.Store(true)
+	}
+	return n.set
+}
+
+// servicesChanged relinks the workloads whose nodes the change of Service now (was old, if had)
+// can move: those either version selects, and those whose service name is its name. O(workloads
+// of the namespace) per change. Called with x.mu held for writing.
+func (n *nsWorkloads) servicesChanged(x *Index, ns string, now, old workload.Service, had bool) {
 	for i, e := range n.sorted {
 		w := e.p.Workload
 		if now.Selects(w) || had && old.Selects(w) || e.p.ServiceName() == now.Name {

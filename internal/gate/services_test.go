@@ -234,3 +234,66 @@ func TestServiceChangesTheVerdict(t *testing.T) {
 		t.Fatalf("after the Service was deleted: %+v", d)
 	}
 }
+
+// fiveThousandServices is fiveThousand with a Service in front of every workload (selector
+// app=svc-i): named like the workload (sameName, the common case: one node per workload), or
+// api-i with the callers calling api-(i+1) (two nodes per workload: the Service and its own name).
+func fiveThousandServices(sameName bool) ([]workload.Workload, []workload.Service) {
+	ws := fiveThousand()
+	svcs := make([]workload.Service, len(ws))
+	for i := range ws {
+		ws[i].Labels["app"] = ws[i].Name
+		name := ws[i].Name
+		if !sameName {
+			name = fmt.Sprintf("api-%d", i)
+			if ups := ws[i].Annotations[annotations.Upstreams]; ups != "" {
+				ws[i].Annotations[annotations.Upstreams] = "api-" + strings.TrimPrefix(ups, "svc-")
+			}
+		}
+		svcs[i] = workload.Service{Namespace: "shop", Name: name, Selector: map[string]string{"app": ws[i].Name}}
+	}
+	return ws, svcs
+}
+
+// BenchmarkGateDecision5kServices is the handler's path (index, prepared graph when it pays)
+// in the 5k namespace with a Service in front of every workload.
+func BenchmarkGateDecision5kServices(b *testing.B) {
+	for _, tt := range []struct {
+		name     string
+		sameName bool
+		incoming workload.Workload
+		want     string
+	}{
+		{"same-name", true, deployment("svc-2", "svc-3=3"), "RetryPolicy shop/checkout: svc-0 -x2-> svc-1 -x2-> svc-2 -x3-> svc-3 -x2-> svc-4 = 24 > cap 4; " +
+			"no rewrite fits: even with svc-2: svc-3=1, svc-0 -x2-> svc-1 -x2-> svc-2 -x1-> svc-3 -x2-> svc-4 = 8 > cap 4"},
+		{"api-name", false, deployment("svc-2", "api-3=3"), "RetryPolicy shop/checkout: api-0 -x2-> api-1 -x2-> api-2 -x3-> api-3 -x2-> api-4 = 24 > cap 4; " +
+			"no rewrite fits: even with Deployment shop/svc-2: api-3=1, api-0 -x2-> api-1 -x2-> api-2 -x1-> api-3 -x2-> api-4 = 8 > cap 4"},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			ws, svcs := fiveThousandServices(tt.sameName)
+			x := NewIndex()
+			for _, s := range svcs {
+				x.PutService(s)
+			}
+			for _, w := range ws {
+				x.Put(w)
+			}
+			p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+			p.Spec.Entrypoints = nil
+			incoming := tt.incoming
+			incoming.Labels["app"] = "svc-2"
+			in := Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming}
+			decide := func() Decision {
+				in.Source = x.For(incoming)
+				return Decide(in)
+			}
+			if d := decide(); d.Allowed || d.Message != tt.want {
+				b.Fatalf("%q, want %q", d.Message, tt.want)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				decide()
+			}
+		})
+	}
+}

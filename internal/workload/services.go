@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -41,14 +42,13 @@ func (s Service) Selects(w Workload) bool {
 // ServiceSet is the Services of a graph's input, indexed so that finding the Services that
 // front a workload costs the workload's labels, not the number of Services. A nil *ServiceSet
 // has no Services: every workload is its own service name's node, as before Services. Immutable
-// once made: share it freely.
+// once shared (NewServiceSet's, and With's and Without's results are new sets): share it freely.
 type ServiceSet struct {
 	byName map[string]*Service // namespace/name
 	// byPair are the selecting Services by one of their selector pairs (the smallest key):
 	// "namespace/key=value" -> Services; a workload can only be selected by a Service whose
-	// pair it has.
+	// pair it has. A slice is replaced, never modified, so that a copy of the map may share it.
 	byPair map[string][]*Service
-	list   []Service
 }
 
 // NewServiceSet indexes svcs (a later Service of the same namespace and name replaces an
@@ -59,27 +59,57 @@ func NewServiceSet(svcs []Service) *ServiceSet {
 	}
 	s := &ServiceSet{byName: make(map[string]*Service, len(svcs)), byPair: map[string][]*Service{}}
 	for _, v := range svcs {
-		s.byName[v.Namespace+"/"+v.Name] = &v
-	}
-	s.list = make([]Service, 0, len(s.byName))
-	for _, v := range s.byName {
-		s.list = append(s.list, *v)
-	}
-	sort.Slice(s.list, func(i, j int) bool {
-		a, b := s.list[i], s.list[j]
-		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
-	})
-	for i := range s.list {
-		v := &s.list[i]
-		s.byName[v.Namespace+"/"+v.Name] = v
-		if v.Leaf() {
-			continue
-		}
-		k := minKey(v.Selector)
-		p := v.Namespace + "/" + k + "=" + v.Selector[k]
-		s.byPair[p] = append(s.byPair[p], v)
+		s.Put(v)
 	}
 	return s
+}
+
+// Clone returns a copy of s that Put and Remove may change without changing s; nil for nil.
+func (s *ServiceSet) Clone() *ServiceSet {
+	if s == nil {
+		return nil
+	}
+	return &ServiceSet{byName: maps.Clone(s.byName), byPair: maps.Clone(s.byPair)}
+}
+
+// Put adds or replaces v in s (the zero ServiceSet is an empty one), which must not be shared
+// (see Clone): for a caller that keeps a set up to date one Service at a time (the gate's index). O(Services with v's selector pair).
+func (s *ServiceSet) Put(v Service) {
+	if s.byName == nil {
+		s.byName, s.byPair = map[string]*Service{}, map[string][]*Service{}
+	}
+	s.Remove(v.Namespace, v.Name)
+	p := &v
+	s.byName[v.Namespace+"/"+v.Name] = p
+	if k, ok := pairKey(p); ok {
+		s.byPair[k] = append(slices.Clip(s.byPair[k]), p)
+	}
+}
+
+// Remove deletes Service ns/name from s, which must not be shared (see Clone).
+func (s *ServiceSet) Remove(ns, name string) {
+	old, ok := s.byName[ns+"/"+name]
+	if !ok {
+		return
+	}
+	delete(s.byName, ns+"/"+name)
+	if k, ok := pairKey(old); ok {
+		l := slices.DeleteFunc(slices.Clone(s.byPair[k]), func(x *Service) bool { return x == old })
+		if len(l) == 0 {
+			delete(s.byPair, k)
+		} else {
+			s.byPair[k] = l
+		}
+	}
+}
+
+// pairKey is v's key in byPair; false for a leaf.
+func pairKey(v *Service) (string, bool) {
+	if v.Leaf() {
+		return "", false
+	}
+	k := minKey(v.Selector)
+	return v.Namespace + "/" + k + "=" + v.Selector[k], true
 }
 
 func minKey(m map[string]string) string {
@@ -98,15 +128,23 @@ func (s *ServiceSet) Len() int {
 	if s == nil {
 		return 0
 	}
-	return len(s.list)
+	return len(s.byName)
 }
 
-// List returns the Services sorted by namespace and name (shared: read only).
+// List returns the Services sorted by namespace and name (a new slice).
 func (s *ServiceSet) List() []Service {
 	if s == nil {
 		return nil
 	}
-	return s.list
+	out := make([]Service, 0, len(s.byName))
+	for _, v := range s.byName {
+		out = append(out, *v)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	})
+	return out
 }
 
 // Get returns the Service ns/name.
