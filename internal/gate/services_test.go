@@ -297,3 +297,22 @@ func BenchmarkGateDecision5kServices(b *testing.B) {
 		})
 	}
 }
+
+// The ServiceSet a request or a prepared graph holds is not changed by later Service events.
+func TestIndexServicesHandedOutStayPut(t *testing.T) {
+	x := NewIndex()
+	x.PutService(workload.Service{Namespace: "shop", Name: "a", Selector: map[string]string{"app": "a"}})
+	held := x.Services("shop")
+	x.PutService(workload.Service{Namespace: "shop", Name: "b", Selector: map[string]string{"app": "b"}})
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "a"})
+	if held.Len() != 1 || !held.Has("shop", "a") {
+		t.Fatalf("the handed-out set changed: %+v", held.List())
+	}
+	if now := x.Services("shop"); now.Len() != 1 || !now.Has("shop", "b") {
+		t.Fatalf("the index's set: %+v", now.List())
+	}
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "b"})
+	if x.Services("shop") != nil || x.byNS["shop"] != nil {
+		t.Fatalf("the namespace outlived its last Service")
+	}
+}

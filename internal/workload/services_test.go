@@ -312,3 +312,31 @@ func TestServicesJudged(t *testing.T) {
 		t.Fatalf("prepared %s, built %s", j.Explain(), want.Explain())
 	}
 }
+
+// Put and Remove change a set in place; a Clone taken before is not changed by them, nor is the
+// set it was taken from by changes to the clone.
+func TestServiceSetCloneIsolates(t *testing.T) {
+	w := Parse(deploy("shop", "order-v1", "", lbl("app", "order")))
+	s := &ServiceSet{}
+	s.Put(svc("shop", "order", lbl("app", "order")))
+	s.Put(svc("shop", "orders", lbl("app", "order")))
+	before := s.Clone()
+	s.Remove("shop", "orders")
+	s.Put(svc("shop", "order", lbl("app", "other")))
+	s.Put(svc("shop", "order-api", lbl("app", "order")))
+	if got, _ := before.Nodes(w); !reflect.DeepEqual(got, []string{"order-v1", "order", "orders"}) {
+		t.Fatalf("the clone changed: %q", got)
+	}
+	if got, _ := s.Nodes(w); !reflect.DeepEqual(got, []string{"order-v1", "order-api"}) {
+		t.Fatalf("after the changes: %q", got)
+	}
+	if got := s.List(); len(got) != 2 || got[0].Name != "order" || got[1].Name != "order-api" {
+		t.Fatalf("List %+v", got)
+	}
+	s.Remove("shop", "order")
+	s.Remove("shop", "order-api")
+	s.Remove("shop", "nope")
+	if s.Len() != 0 || before.Len() != 2 {
+		t.Fatalf("lengths %d and %d", s.Len(), before.Len())
+	}
+}
