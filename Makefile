@@ -62,15 +62,22 @@ lint: ## Run golangci-lint (v2, pinned in hack/tools/go.mod).
 kube-bins: ## Build (or find in the cache) kube-apiserver, etcd and kubectl; print their directory.
 	@bash $(KUBE_BINS)
 
+.PHONY: helm-bin
+helm-bin: ## Build (or find in the cache) the helm pinned in hack/helm/go.mod; print its path.
+	@bash hack/helm-bin.sh
+
 .PHONY: test
-test: verify-fmt verify-generated vet lint kube-bins ## Run every check and every test (unit, envtest, e2e).
+test: verify-fmt verify-generated vet lint kube-bins helm-bin ## Run every check and every test (unit, envtest, e2e).
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) test $(GO_TEST_FLAGS) ./...
 	# The proxy's tests once more on its other engine (--engine=goroutine).
 	$(GO) test $(GO_TEST_FLAGS) ./internal/proxy -args -engine=goroutine
+	# The alerts and the Grafana dashboard against the metrics the code exports (a module of its
+	# own: Prometheus' would move the product's Kubernetes versions).
+	cd hack/monitoring && $(GO) test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no control plane.
-	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /internal/controller -e /internal/webhook -e /test/e2e)
+	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /internal/controller -e /internal/webhook -e /internal/mesh/crds -e /test/e2e)
 
 .PHONY: test-e2e
 test-e2e: kube-bins ## Run the end-to-end tests (real API server, manager, kubectl).

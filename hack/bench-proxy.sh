@@ -36,7 +36,11 @@
 # from that noise.
 # The proxies run in a different order each round (rotated), so that none
 # always runs first, or right after the same neighbour.
-#   CONTENDERS="retrycap bare haproxy nginx"  which proxies to run (add "retrycap-goroutine", "gnet")
+# "retrycap-log" is retrycap-proxy (event loops) with --access-log=FILE (one JSON line per
+# attempt, background writer); "haproxy-log" is HAProxy with its own logging on (option httplog,
+# to stdout, redirected to a file): the access-log overhead, each against its own baseline.
+#   CONTENDERS="retrycap bare haproxy nginx"  which proxies to run (add "retrycap-goroutine", "gnet",
+#                                            "retrycap-log", "haproxy-log")
 #   OPEN_LOOP=0                              skip the open-loop load (quick A/B runs)
 #   PROXY_BIN=path                           a prebuilt retrycap-proxy to run instead
 set -euo pipefail
@@ -67,7 +71,7 @@ RATE=${RATE:-2000}
 OL_CONNS=${OL_CONNS:-16}
 CONTENDERS=${CONTENDERS:-retrycap bare haproxy nginx}
 OPEN_LOOP=${OPEN_LOOP:-1}
-BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 ADMIN_PORT=18091
+BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 RCLOG_PORT=18087 HALOG_PORT=18088 ADMIN_PORT=18091
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/bench-proxy.XXXXXX)
@@ -148,6 +152,9 @@ frontend fe
 backend be
 	server s1 127.0.0.1:$BACKEND_PORT
 EOF
+# HAProxy with its own access log: one line per request (option httplog) to stdout.
+sed -e 's/^global$/global\n\tlog stdout format raw local0/' -e 's/^defaults$/defaults\n\tlog global\n\toption httplog/' \
+	-e "s/127.0.0.1:$HAPROXY_PORT/127.0.0.1:$HALOG_PORT/" "$work/haproxy.cfg" >"$work/haproxy-log.cfg"
 }
 
 # wrk scripts: report rps and latency percentiles in one parsable line.
@@ -222,17 +229,33 @@ bench() { # name port plain|forward pid
 
 run_contender() { # name procs
 	case $1 in
-	retrycap | retrycap-goroutine)
-		local engine=loop port=$RETRYCAP_PORT
+	retrycap | retrycap-goroutine | retrycap-log)
+		local engine=loop port=$RETRYCAP_PORT alog=off
 		if [ "$1" = retrycap-goroutine ]; then engine=goroutine port=$RCGO_PORT; fi
+		if [ "$1" = retrycap-log ]; then port=$RCLOG_PORT alog="$work/retrycap-access.log"; fi
 		GOMAXPROCS=$2 "$work/retrycap-proxy" --engine $engine --listen 127.0.0.1:$port --admin 127.0.0.1:$ADMIN_PORT \
-			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 >/dev/null 2>"$work/$1.err" &
+			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 --access-log "$alog" >/dev/null 2>"$work/$1.err" &
 		local rp=$!
 		pids+=($rp)
 		wait_port $port
 		bench "$1/p$2" $port forward $rp | tee -a "$work/results.txt"
+		if [ "$1" = retrycap-log ]; then
+			echo "# retrycap-log/p$2: $(wc -l <"$work/retrycap-access.log") access-log lines, dropped $(curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^retrycap_proxy_access_log_dropped_total/ {print $2}')" | tee -a "$work/results.txt"
+		fi
 		kill -TERM $rp
 		wait $rp || true
+		rm -f "$work/retrycap-access.log"
+		;;
+	haproxy-log)
+		haproxy -f "$work/haproxy-log.cfg" -db >"$work/haproxy-access.log" 2>"$work/haproxy-log.err" &
+		local hlp=$!
+		pids+=($hlp)
+		wait_port $HALOG_PORT
+		bench "haproxy-log/p$2" $HALOG_PORT plain $hlp | tee -a "$work/results.txt"
+		echo "# haproxy-log/p$2: $(wc -l <"$work/haproxy-access.log") access-log lines" | tee -a "$work/results.txt"
+		kill $hlp
+		wait $hlp 2>/dev/null || true
+		rm -f "$work/haproxy-access.log"
 		;;
 	bare)
 		GOMAXPROCS=$2 "$work/bareproxy" -listen 127.0.0.1:$BARE_PORT -backend 127.0.0.1:$BACKEND_PORT 2>"$work/bare.err" &

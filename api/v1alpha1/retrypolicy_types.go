@@ -83,6 +83,36 @@ type RetryPolicySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Injection Injection `json:"injection,omitempty"`
+
+	// Observability is what the injected proxies record besides their metrics.
+	// +kubebuilder:default={}
+	// +optional
+	Observability Observability `json:"observability,omitempty"`
+}
+
+// AccessLog is where the injected proxies write their per-attempt access log.
+// +kubebuilder:validation:Enum=Off;Stdout
+type AccessLog string
+
+// AccessLog values. There is no file: the sidecar's root filesystem is read-only, and the
+// container's stdout is what the cluster's log pipeline and `retrycap observe --from-cluster`
+// (pods/log) read.
+const (
+	// AccessLogOff writes no access log.
+	AccessLogOff AccessLog = "Off"
+	// AccessLogStdout writes one JSON line per attempt to the sidecar's stdout.
+	AccessLogStdout AccessLog = "Stdout"
+)
+
+// Observability controls what the proxies record.
+type Observability struct {
+	// AccessLog is the proxies' per-attempt access log (--access-log): Off, or Stdout (JSON lines
+	// on the sidecar's stdout, which `retrycap observe` reads). Lines are written off the request
+	// path and dropped, counted in retrycap_proxy_access_log_dropped_total, when the writer falls
+	// behind.
+	// +kubebuilder:default=Off
+	// +optional
+	AccessLog AccessLog `json:"accessLog,omitempty"`
 }
 
 // Entrypoint is a service called from outside the cluster.

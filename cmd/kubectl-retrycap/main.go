@@ -24,6 +24,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		cli.NewAnalyzeCmd(stdin, stdout, stderr),
 		cli.NewGraphCmd(stdin, stdout, stderr),
+		cli.NewObserveCmd(stdin, stdout, stderr),
 	)
 	return root
 }

@@ -2,8 +2,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"os"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -13,29 +18,91 @@ import (
 
 func main() {
 	var o operator.Options
+	var onLeaderLost string
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address that serves /metrics; \"0\" disables it")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address that serves /healthz and /readyz")
-	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that only one replica reconciles")
-	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election lease (default: the manager's own)")
+	flag.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address that serves net/http/pprof (heap and CPU profiles); empty: off")
+	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader so that only one replica reconciles (every replica serves the webhooks)")
+	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election lease (default: --namespace)")
+	flag.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", operator.DefaultLeaseDuration, "how long a follower waits after the leader's last renewal before it takes the lease")
+	flag.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", operator.DefaultRenewDeadline, "how long the leader tries to renew before it gives up leadership")
+	flag.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", operator.DefaultRetryPeriod, "how often candidates try to take, and the leader to renew, the lease")
+	flag.StringVar(&onLeaderLost, "on-leader-lost", "restart", "what a leader that could not renew its lease does: \"restart\" (re-executes itself at once, same process id, and runs for the lease again) or \"exit\" (exit code 1; the kubelet restarts it)")
 	flag.BoolVar(&o.Webhooks, "enable-webhooks", true, "serve the admission webhooks (turn off for a local run without TLS)")
 	flag.IntVar(&o.WebhookPort, "webhook-port", 9443, "port the webhook server listens on")
-	flag.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key for the webhook server")
+	flag.StringVar(&o.WebhookHost, "webhook-host", "", "address the webhook server listens on (default: every address)")
+	flag.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key for the webhook server (rewritten files are picked up without a restart)")
 	flag.StringVar(&o.ProxyImage, "proxy-image", operator.DefaultProxyImage, "image of the retrycap-proxy sidecar the injector adds")
-	flag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the manager's own namespace, never acted on by the webhooks (default: $POD_NAMESPACE)")
+	flag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the manager's own namespace, never acted on by the webhooks, and the lease's (default: $POD_NAMESPACE)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	if os.Getenv("GOGC") == "" {
+		// The heap is almost all long-lived cache; at the default GOGC=100 the runtime lets it
+		// grow to twice that before collecting. 50 holds it to 1.5x for a little more GC work,
+		// most of it during the initial sync. GOGC (and GOMEMLIMIT, set from the container's
+		// limit in config/) still win.
+		debug.SetGCPercent(defaultGCPercent)
+	}
+	if onLeaderLost != "restart" && onLeaderLost != "exit" {
+		log.Error(nil, "--on-leader-lost must be \"restart\" or \"exit\"", "value", onLeaderLost)
+		os.Exit(2)
+	}
 
-	mgr, err := operator.NewManager(ctrl.GetConfigOrDie(), o)
-	if err != nil {
-		log.Error(err, "unable to set up the manager")
+	if err := o.Validate(); err != nil {
+		log.Error(err, "bad flags")
+		os.Exit(2)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	cfg := ctrl.GetConfigOrDie()
+	// Setting up needs the API server (discovery, for the informers). One that does not answer
+	// yet (the manager restarting in place during an outage, or started before it) is waited
+	// for, not fatal: exiting would leave a manager outside a cluster down for good.
+	var mgr ctrl.Manager
+	for {
+		var err error
+		if mgr, err = operator.NewManager(cfg, o); err == nil {
+			break
+		}
+		log.Error(err, "unable to set up the manager; retrying", "in", setupRetry.String())
+		select {
+		case <-ctx.Done():
+			os.Exit(1)
+		case <-time.After(setupRetry):
+		}
+	}
+	log.Info("starting the manager", "webhooks", o.Webhooks, "proxyImage", o.ProxyImage, "leaderElection", o.LeaderElection)
+	err := mgr.Start(ctx)
+	if err != nil && lostLeadership(ctx, err) && onLeaderLost == "restart" {
+		// controller-runtime ends the manager when the leader cannot renew its lease within the
+		// renew deadline (an API server outage): another replica may be leading by then, so
+		// this one must stop reconciling. Rather than exit and wait for the kubelet (whose
+		// back-off grows with each restart, and which a manager run outside a cluster does not
+		// have), the process replaces itself with a fresh copy: new caches, a new candidacy.
+		log.Error(err, "leadership lost; restarting in place")
+		exe, xerr := os.Executable()
+		if xerr == nil {
+			xerr = syscall.Exec(exe, os.Args, os.Environ())
+		}
+		log.Error(xerr, "cannot re-execute the manager; exiting")
 		os.Exit(1)
 	}
-	log.Info("starting the manager", "webhooks", o.Webhooks, "proxyImage", o.ProxyImage)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err != nil {
 		log.Error(err, "the manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// setupRetry is how often setting up is retried while the API server does not answer.
+const setupRetry = time.Second
+
+// defaultGCPercent is the manager's GOGC unless the environment sets one.
+const defaultGCPercent = 50
+
+// lostLeadership reports whether the manager ended because it lost its lease, not because it was
+// told to stop.
+func lostLeadership(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost")
 }

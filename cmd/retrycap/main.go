@@ -7,13 +7,28 @@ package main
 import (
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 	"github.com/retrycap/retrycap/internal/cli"
+	"github.com/retrycap/retrycap/internal/proxy"
+	"github.com/retrycap/retrycap/internal/storm"
 )
 
 func main() {
+	// The CLI can also be the proxy: run as retrycap-proxy (a link `retrycap storm` makes when no
+	// retrycap-proxy is installed) or as the hidden `retrycap proxy ARGS...`.
+	if filepath.Base(os.Args[0]) == storm.ProxyName {
+		os.Exit(proxy.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "proxy" {
+		os.Exit(proxy.Main(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	storm.SelfProxy = true
+	// analyze -k builds kustomizations in process (the plugin runs kubectl kustomize).
+	cli.Kustomize = kustomize.Build
 	os.Exit(Execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -23,6 +38,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		cli.NewAnalyzeCmd(stdin, stdout, stderr),
 		cli.NewGraphCmd(stdin, stdout, stderr),
+		cli.NewObserveCmd(stdin, stdout, stderr),
 		newStormCmd(stdin, stdout, stderr),
 		newDemoCmd(stdin, stdout, stderr),
 	)

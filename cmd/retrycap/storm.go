@@ -30,8 +30,8 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			"requests at payment per failed user request, retries during the outage, time to recover and " +
 			"duplicated POST side effects, and writes an SVG chart of requests/s at payment.\n\n" +
 			"Presets: " + scenarioHelp() + ".\n\n" +
-			"It needs retrycap-proxy: --proxy-binary, or run it inside the retrycap repository and it builds " +
-			"./cmd/retrycap-proxy into a temporary directory.\n\n" +
+			"It runs retrycap-proxy: --proxy-binary, else one next to this executable or on PATH, else this " +
+			"executable acting as the proxy.\n\n" +
 			"Exit status: 0 when the retrycap arm meets every target (requests at payment per failed user " +
 			"request <= cap, retries during the outage >= 94 % fewer, recovery >= 10x faster, no duplicated " +
 			"POST side effect), 1 when one is missed, 2 on bad flags or when the lab cannot run.",
@@ -55,7 +55,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 						f.set()
 					}
 				}
-				s.Scenario, s.ProxyBinary, s.ChartPath = o.Scenario, o.ProxyBinary, o.ChartPath
+				s.Scenario, s.ProxyBinary, s.ChartPath, s.AccessLogDir = o.Scenario, o.ProxyBinary, o.ChartPath, o.AccessLogDir
 				o = s
 			}
 			if _, ok := storm.Scenarios[o.Scenario]; !ok {
@@ -100,8 +100,9 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.IntVar(&o.RPS, "rps", o.RPS, "user requests per second (open loop)")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "payment's capacity, requests per second")
 	f.DurationVar(&o.UserTimeout, "user-timeout", o.UserTimeout, "how long the edge client waits for one user request, its retries included")
-	f.StringVar(&o.ProxyBinary, "proxy-binary", "", "retrycap-proxy to run (default: build ./cmd/retrycap-proxy from the repository around the working directory)")
+	f.StringVar(&o.ProxyBinary, "proxy-binary", "", "retrycap-proxy to run (default: retrycap-proxy next to this executable, else on PATH, else this executable acting as the proxy)")
 	f.StringVar(&o.ChartPath, "chart", o.ChartPath, "SVG chart of requests/s at payment; empty for none")
+	f.StringVar(&o.AccessLogDir, "access-logs", "", "directory for the proxies' access logs (ARM/SERVICE.log, read by retrycap observe); empty: a temporary one, removed after the run")
 	f.BoolVar(&short, "short", false, "the ~40 s version (3 s outage in a 14 s run per arm), as the demo runs it")
 	f.BoolVar(&series, "series", false, "also print both arms second by second (requests/s at payment, user success rate)")
 	f.BoolVar(&noProgress, "no-progress", false, "no live progress line (it is shown only on a terminal anyway)")

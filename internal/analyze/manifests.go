@@ -1,21 +1,22 @@
 package analyze
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -25,14 +26,18 @@ import (
 )
 
 // Source says where an object came from: file ("-" for stdin) and 1-based document index among
-// the file's non-empty documents (and item, for a List).
+// the file's non-empty documents (and item, for a List); Line is the document's first line.
 type Source struct {
 	File     string
 	Document int
 	Item     int // 1-based index in a List, 0 when not in one
+	Line     int // 1-based line of the document's first line in File, 0 when not known
 }
 
 func (s Source) String() string {
+	if s.Document == 0 {
+		return s.File
+	}
 	if s.Item > 0 {
 		return fmt.Sprintf("%s: document %d, item %d", s.File, s.Document, s.Item)
 	}
@@ -48,6 +53,34 @@ type InputError struct {
 func (e *InputError) Error() string { return e.Source.String() + ": " + e.Err.Error() }
 func (e *InputError) Unwrap() error { return e.Err }
 
+// Warning is something read that does not stop the check but changes what it means: an
+// annotation in the wrong place, an object given twice, a file skipped, a port dropped.
+type Warning struct {
+	Source Source
+	Msg    string
+}
+
+func (w Warning) String() string { return w.Source.String() + ": " + w.Msg }
+
+// Summary is what was read, printed before the report: a check that read nothing useful must
+// say so rather than pass.
+type Summary struct {
+	Files     int `json:"files"`
+	Objects   int `json:"objects"`
+	Workloads int `json:"workloads"`
+	// WithUpstreams is how many workloads declare retrycap.dev/upstreams.
+	WithUpstreams int `json:"withUpstreams"`
+	Services      int `json:"services"`
+	Policies      int `json:"policies"`
+	// Mesh counts the mesh objects read (VirtualService, HTTPRoute, ...) by kind: their retries
+	// are not counted by this version (a warning says so).
+	Mesh map[string]int `json:"mesh,omitempty"`
+	// Ignored counts the other objects by kind (a Pod a controller owns counts as "Pod (owned)").
+	Ignored map[string]int `json:"ignored,omitempty"`
+	// Skipped is how many files or documents were skipped as not Kubernetes manifests.
+	Skipped int `json:"skipped,omitempty"`
+}
+
 // Manifests are the policies and workloads read from files.
 type Manifests struct {
 	Policies  []*v1alpha1.RetryPolicy
@@ -56,22 +89,47 @@ type Manifests struct {
 	Services []workload.Service
 	// Sources maps policies ("RetryPolicy/ns/name") and workloads (Workload.Key) to where
 	// they were read.
-	Sources map[string]Source
-	// Ignored counts documents of other kinds.
-	Ignored int
+	Sources  map[string]Source
+	Summary  Summary
+	Warnings []Warning
 }
 
 // Reader reads manifests. DefaultNamespace is used for objects without one ("default" if empty).
 type Reader struct {
 	DefaultNamespace string
 	Stdin            io.Reader
+	// Recursive reads directories recursively (-R); otherwise, as kubectl -f DIR, only the
+	// files directly in them, with a warning for each subdirectory that holds manifests.
+	Recursive bool
 }
 
-// ReadPaths reads files, directories (recursively: *.yaml, *.yml, *.json) and "-" (stdin). It
-// stops at the first unreadable path; malformed documents and invalid retrycap annotations are
-// all collected as *InputError.
+// NewManifests returns an empty set to read into.
+func NewManifests() *Manifests { return &Manifests{Sources: map[string]Source{}} }
+
+func (m *Manifests) warn(src Source, format string, args ...any) {
+	m.Warnings = append(m.Warnings, Warning{Source: src, Msg: fmt.Sprintf(format, args...)})
+}
+
+// hasManifestExt reports whether a file name is one a directory read takes.
+func hasManifestExt(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// ReadPaths reads files, directories (*.yaml, *.yml, *.json; recursively with r.Recursive) and
+// "-" (stdin) into a new Manifests. It stops at the first unreadable path; malformed documents
+// and invalid retrycap annotations are all collected as *InputError.
 func (r Reader) ReadPaths(paths []string) (*Manifests, []error) {
-	m := &Manifests{Sources: map[string]Source{}}
+	m := NewManifests()
+	errs := r.ReadPathsInto(m, paths)
+	return m, errs
+}
+
+// ReadPathsInto is ReadPaths into m.
+func (r Reader) ReadPathsInto(m *Manifests, paths []string) []error {
 	var errs []error
 	for _, p := range paths {
 		if p == "-" {
@@ -80,47 +138,88 @@ func (r Reader) ReadPaths(paths []string) (*Manifests, []error) {
 		}
 		st, err := os.Stat(p)
 		if err != nil {
-			return m, append(errs, err)
+			return append(errs, err)
 		}
 		files := []string{p}
 		if st.IsDir() {
-			files = nil
-			err := filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				// Hidden directories (.git, .github) hold no manifests, and a kustomization file is
-				// build input for kustomize, not an object: both are passed over in a walk. Any other
-				// document without a kind is still an error, never silently dropped.
-				if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				if !d.IsDir() && isKustomization(d.Name()) {
-					return nil
-				}
-				switch strings.ToLower(filepath.Ext(path)) {
-				case ".yaml", ".yml", ".json":
-					if !d.IsDir() {
-						files = append(files, path)
-					}
-				}
-				return nil
-			})
+			files, err = r.dirFiles(m, p)
 			if err != nil {
-				return m, append(errs, err)
+				return append(errs, err)
 			}
-			sort.Strings(files)
 		}
 		for _, f := range files {
 			fh, err := os.Open(f)
 			if err != nil {
-				return m, append(errs, err)
+				return append(errs, err)
 			}
 			errs = append(errs, r.read(m, f, fh)...)
 			fh.Close()
 		}
 	}
-	return m, errs
+	return errs
+}
+
+// dirFiles lists the manifest files of dir, sorted. Hidden directories (.git, .github) hold no
+// manifests, and a kustomization file is build input for kustomize (-k), not an object: both are
+// passed over.
+func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
+	var files []string
+	if !r.Recursive {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ents {
+			path := filepath.Join(dir, d.Name())
+			switch {
+			case d.IsDir() && !strings.HasPrefix(d.Name(), "."):
+				if n := countManifestFiles(path); n > 0 {
+					m.warn(Source{File: path}, "a subdirectory with %d manifest file(s), not read: use -R to read directories recursively", n)
+				}
+			case !d.IsDir() && isKustomization(d.Name()):
+				m.warn(Source{File: path}, "a kustomization, passed over: its resources and patches are applied only with -k %s", dir)
+			case !d.IsDir() && hasManifestExt(d.Name()):
+				files = append(files, path)
+			}
+		}
+		return files, nil
+	}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && isKustomization(d.Name()) {
+			m.warn(Source{File: path}, "a kustomization, passed over: its resources and patches are applied only with -k %s", filepath.Dir(path))
+			return nil
+		}
+		if !d.IsDir() && hasManifestExt(path) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+// countManifestFiles counts the manifest files under dir (hidden directories passed over).
+func countManifestFiles(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && hasManifestExt(path) && !isKustomization(d.Name()) {
+			n++
+		}
+		return nil
+	})
+	return n
 }
 
 // Read reads one stream of multi-document YAML (or JSON) named file.
@@ -128,30 +227,86 @@ func (r Reader) Read(m *Manifests, file string, in io.Reader) []error {
 	return r.read(m, file, in)
 }
 
+// document is one YAML document of a file and the line it starts on.
+type document struct {
+	raw  []byte
+	line int
+}
+
+// splitDocuments splits a stream at "---" lines, as k8s.io/apimachinery's YAMLReader does (a
+// separator may be followed by blanks or a comment only), keeping each document's first line.
+func splitDocuments(data []byte) []document {
+	var docs []document
+	var cur []byte
+	start, line := 1, 0
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		var l []byte
+		if i < 0 {
+			l, data = data, nil
+		} else {
+			l, data = data[:i+1], data[i+1:]
+		}
+		line++
+		if bytes.HasPrefix(l, []byte("---")) {
+			rest := bytes.TrimSpace(l[3:])
+			if len(rest) == 0 || rest[0] == '#' {
+				docs = append(docs, document{raw: cur, line: start})
+				cur, start = nil, line+1
+				continue
+			}
+		}
+		if len(cur) == 0 && len(bytes.TrimSpace(l)) == 0 {
+			start = line + 1 // leading blank lines
+		}
+		cur = append(cur, l...)
+	}
+	return append(docs, document{raw: cur, line: start})
+}
+
 func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return []error{&InputError{Source{File: file}, err}}
+	}
+	m.Summary.Files++
+	if filepath.Base(file) == "Chart.yaml" {
+		m.Summary.Skipped++
+		m.warn(Source{File: file}, "a Helm chart, not a Kubernetes manifest: skipped (run helm template first)")
+		return nil
+	}
+	type parsed struct {
+		src Source
+		js  []byte
+		err error
+	}
+	var docs []parsed
+	helm := false
+	n := 0
+	for _, d := range splitDocuments(data) {
+		if isEmpty(d.raw) {
+			continue
+		}
+		n++
+		src := Source{File: file, Document: n, Line: d.line}
+		js, err := yaml.YAMLToJSON(d.raw)
+		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
+			helm = true
+		}
+		docs = append(docs, parsed{src, js, err})
+	}
+	if helm {
+		m.Summary.Skipped++
+		m.warn(Source{File: file}, "looks like a Helm template: skipped (run helm template first)")
+		return nil
+	}
 	var errs []error
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(in))
-	doc := 0
-	for {
-		raw, err := yr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			errs = append(errs, &InputError{Source{File: file, Document: doc + 1}, err})
-			break
-		}
-		if isEmpty(raw) {
+	for _, d := range docs {
+		if d.err != nil {
+			errs = append(errs, &InputError{d.src, d.err})
 			continue
 		}
-		doc++
-		src := Source{File: file, Document: doc}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			errs = append(errs, &InputError{src, err})
-			continue
-		}
-		errs = append(errs, r.object(m, src, js)...)
+		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
 }
@@ -198,26 +353,81 @@ func (r Reader) ident(tm *typeMeta) string {
 	return tm.Kind + " " + ns + "/" + tm.Metadata.Name
 }
 
-func (r Reader) object(m *Manifests, src Source, js []byte) []error {
-	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+// meshKinds are the kinds of objects that carry mesh or gateway retries.
+var meshKinds = map[string]bool{
+	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true,
+	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true,
+}
+
+// unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
+var unreadKinds = map[string]string{
+	"CronJob": "CronJob", "Job": "Job", "Rollout": "Argo Rollout", "ReplicaSet": "ReplicaSet",
+}
+
+// object reads one decoded document (or List item); typed is the apiVersion and kind a typed
+// List gives its items that do not name their own.
+func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []error {
+	trimmed := bytes.TrimSpace(js)
+	if bytes.Equal(trimmed, []byte("null")) {
+		return nil
+	}
+	if len(trimmed) > 0 && trimmed[0] != '{' {
+		m.Summary.Skipped++
+		what := "not a Kubernetes object"
+		if trimmed[0] == '[' {
+			what = "a list, not a Kubernetes object (a JSON patch, as kustomize's patches are?)"
+		}
+		m.warn(src, "%s: skipped", what)
 		return nil
 	}
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
 		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", err)}}
 	}
-	if tm.Kind == "" {
-		return []error{&InputError{src, errors.New("kind is missing")}}
+	if typed != nil {
+		if tm.Kind == "" {
+			tm.Kind = typed.Kind
+		}
+		if tm.APIVersion == "" {
+			tm.APIVersion = typed.APIVersion
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(js, &obj); err == nil {
+			obj["kind"], obj["apiVersion"] = tm.Kind, tm.APIVersion
+			js, _ = json.Marshal(obj)
+		}
 	}
-	if strings.HasSuffix(tm.Kind, "List") && tm.APIVersion == "v1" {
+	if strings.Contains(tm.Metadata.Name, "{{") || strings.Contains(tm.Metadata.Namespace, "{{") {
+		// A template that happens to parse ("name: '{{ .Values.name }}'"): no object has such a name.
+		m.Summary.Skipped++
+		m.warn(src, "looks like a Helm template (metadata.name %q, metadata.namespace %q): skipped (run helm template first)", tm.Metadata.Name, tm.Metadata.Namespace)
+		return nil
+	}
+	if tm.Kind == "" && tm.APIVersion == "" {
+		m.Summary.Skipped++
+		m.warn(src, "not a Kubernetes manifest (no apiVersion, no kind): skipped")
+		return nil
+	}
+	if tm.Kind == "" {
+		return []error{&InputError{src, fmt.Errorf("kind is missing (apiVersion %s)", tm.APIVersion)}}
+	}
+	if tm.APIVersion == "" {
+		return []error{&InputError{src, fmt.Errorf("%s: apiVersion is missing", r.ident(&tm))}}
+	}
+	if strings.HasSuffix(tm.Kind, "List") && tm.Items != nil {
+		var item *typeMeta
+		if tm.Kind != "List" {
+			item = &typeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(tm.Kind, "List")}
+		}
 		var errs []error
 		for i, it := range tm.Items {
 			s := src
 			s.Item = i + 1
-			errs = append(errs, r.object(m, s, it)...)
+			errs = append(errs, r.object(m, s, it, item)...)
 		}
 		return errs
 	}
+	m.Summary.Objects++
 	var obj runtime.Object
 	switch tm.APIVersion + " " + tm.Kind {
 	case "apps/v1 Deployment":
@@ -241,11 +451,22 @@ func (r Reader) object(m *Manifests, src Source, js []byte) []error {
 		if err := defaultPolicy(p); err != nil {
 			return []error{&InputError{src, fmt.Errorf("RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)}}
 		}
+		key := "RetryPolicy/" + p.Namespace + "/" + p.Name
+		if prev, dup := m.Sources[key]; dup {
+			m.warn(src, "RetryPolicy %s/%s is also at %s: the later wins", p.Namespace, p.Name, prev)
+			for i, q := range m.Policies {
+				if q.Namespace == p.Namespace && q.Name == p.Name {
+					m.Policies = append(m.Policies[:i], m.Policies[i+1:]...)
+					break
+				}
+			}
+		}
 		m.Policies = append(m.Policies, p)
-		m.Sources["RetryPolicy/"+p.Namespace+"/"+p.Name] = src
+		m.Summary.Policies = len(m.Policies)
+		m.Sources[key] = src
 		return nil
 	default:
-		m.Ignored++
+		r.ignored(m, src, &tm, js)
 		return nil
 	}
 	if err := json.Unmarshal(js, obj); err != nil {
@@ -253,19 +474,133 @@ func (r Reader) object(m *Manifests, src Source, js []byte) []error {
 	}
 	w, ok := workload.FromObject(obj)
 	if !ok {
-		m.Ignored++ // a Pod a controller owns
+		m.count(&m.Summary.Ignored, "Pod (owned)")
 		return nil
 	}
 	if w.Namespace == "" {
 		w.Namespace = r.namespace()
 	}
+	if tm.Kind != workload.KindPod {
+		own := obj.(metav1.Object).GetAnnotations()
+		w.Annotations = r.ownAnnotations(m, src, w, own)
+	}
+	if prev, dup := m.Sources[w.Key()]; dup {
+		m.warn(src, "%s is also at %s: the later wins", w, prev)
+		for i, x := range m.Workloads {
+			if x.Key() == w.Key() {
+				m.Workloads = append(m.Workloads[:i], m.Workloads[i+1:]...)
+				break
+			}
+		}
+	}
 	m.Workloads = append(m.Workloads, w)
+	m.Summary.Workloads = len(m.Workloads)
+	m.Summary.WithUpstreams = 0
+	for _, x := range m.Workloads {
+		if strings.TrimSpace(x.Annotations[annotations.Upstreams]) != "" {
+			m.Summary.WithUpstreams++
+		}
+	}
 	m.Sources[w.Key()] = src
-	return validate(src, w)
+	return validate(m, src, w)
 }
 
-// validate reports a workload's invalid retrycap annotations, whichever policy selects it.
-func validate(src Source, w workload.Workload) []error {
+func (m *Manifests) count(c *map[string]int, kind string) {
+	if *c == nil {
+		*c = map[string]int{}
+	}
+	(*c)[kind]++
+}
+
+// ownAnnotations merges the retrycap annotations of a workload's own metadata (where `kubectl
+// annotate deploy` puts them) into its pod template's, which win, with a warning either way.
+func (r Reader) ownAnnotations(m *Manifests, src Source, w workload.Workload, own map[string]string) map[string]string {
+	var keys []string
+	for k := range own {
+		if strings.HasPrefix(k, "retrycap.dev/") && k != annotations.RewrittenFrom {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return w.Annotations
+	}
+	sort.Strings(keys)
+	out := make(map[string]string, len(w.Annotations)+len(keys))
+	maps.Copy(out, w.Annotations)
+	for _, k := range keys {
+		if v, ok := w.Annotations[k]; ok {
+			m.warn(src, "%s: annotation %s is on both the %s's metadata (%q) and its pod template (%q): the pod template's wins", w, k, w.Kind, own[k], v)
+			continue
+		}
+		m.warn(src, "%s: annotation %s is on the %s's own metadata: read, but it belongs on the pod template (spec.template.metadata.annotations)", w, k, w.Kind)
+		out[k] = own[k]
+	}
+	return out
+}
+
+// ignored counts an object of a kind the graph does not read, and warns about retrycap
+// annotations on it that would be lost.
+func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
+	if meshKinds[tm.Kind] {
+		m.count(&m.Summary.Mesh, tm.Kind)
+		return
+	}
+	m.count(&m.Summary.Ignored, tm.Kind)
+	what, ok := unreadKinds[tm.Kind]
+	if !ok {
+		return
+	}
+	var o struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Template    *corev1.PodTemplateSpec `json:"template"`
+			JobTemplate *struct {
+				Spec struct {
+					Template corev1.PodTemplateSpec `json:"template"`
+				} `json:"spec"`
+			} `json:"jobTemplate"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(js, &o) != nil {
+		return
+	}
+	found := map[string]bool{}
+	for _, a := range []map[string]string{o.Metadata.Annotations, templateAnnotations(o.Spec.Template), jobTemplateAnnotations(o.Spec.JobTemplate)} {
+		for k := range a {
+			if strings.HasPrefix(k, "retrycap.dev/") {
+				found[k] = true
+			}
+		}
+	}
+	if len(found) == 0 {
+		return
+	}
+	keys := slices.Sorted(maps.Keys(found))
+	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets and bare Pods): not counted",
+		r.ident(tm), strings.Join(keys, ", "), what)
+}
+
+func templateAnnotations(t *corev1.PodTemplateSpec) map[string]string {
+	if t == nil {
+		return nil
+	}
+	return t.Annotations
+}
+
+func jobTemplateAnnotations(t *struct {
+	Spec struct {
+		Template corev1.PodTemplateSpec `json:"template"`
+	} `json:"spec"`
+}) map[string]string {
+	if t == nil {
+		return nil
+	}
+	return t.Spec.Template.Annotations
+}
+
+// validate reports a workload's invalid retrycap annotations, whichever policy selects it, and
+// warns of the ports its upstreams drop.
+func validate(m *Manifests, src Source, w workload.Workload) []error {
 	var errs []error
 	if s := w.Annotations[annotations.Service]; s != "" {
 		if reason := annotations.ValidateLabel(s); reason != "" {
@@ -274,8 +609,12 @@ func validate(src Source, w workload.Workload) []error {
 		}
 	}
 	v := w.Annotations[annotations.Upstreams]
-	if _, err := annotations.ParseUpstreams(v); err != nil {
+	_, warnings, err := annotations.ParseUpstreamsWarn(v)
+	if err != nil {
 		errs = append(errs, &InputError{src, &workload.AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: v, Err: err}})
+	}
+	for _, wn := range warnings {
+		m.warn(src, "%s: annotation %s: %s", w, annotations.Upstreams, wn)
 	}
 	return errs
 }
@@ -325,7 +664,8 @@ func defaultPolicy(p *v1alpha1.RetryPolicy) error {
 	return nil
 }
 
-// Analyze reports on every policy read, sorted by namespace and name.
+// Analyze reports on every policy read, sorted by namespace and name, with what was read, the
+// warnings, and why nothing (or not everything) was checked.
 func (m *Manifests) Analyze() *Report {
 	ps := append([]*v1alpha1.RetryPolicy(nil), m.Policies...)
 	sort.Slice(ps, func(i, j int) bool {
@@ -336,7 +676,60 @@ func (m *Manifests) Analyze() *Report {
 	})
 	var prs []PolicyReport
 	for _, p := range ps {
-		prs = append(prs, ForPolicy(p, m.Workloads, m.Services...))
+		r, a := workload.Analyze(p, m.Workloads, m.Services...)
+		pr := FromAnalysis(p, r, a)
+		pr.source = m.Sources["RetryPolicy/"+p.Namespace+"/"+p.Name]
+		pr.serviceSource = map[string]Source{}
+		for _, w := range r.Selected { // sorted: the first workload of a service
+			if svc := r.ServiceOf[w.Key()]; svc != "" {
+				if _, ok := pr.serviceSource[svc]; !ok {
+					pr.serviceSource[svc] = m.Sources[w.Key()]
+				}
+			}
+			// A Service's node, and a fix that names the workload ("Deployment ns/name: ...").
+			for _, n := range r.Nodes(w.Key()) {
+				if _, ok := pr.serviceSource[n]; !ok {
+					pr.serviceSource[n] = m.Sources[w.Key()]
+				}
+			}
+			pr.serviceSource[w.String()] = m.Sources[w.Key()]
+		}
+		prs = append(prs, pr)
 	}
-	return NewReport(prs)
+	rep := NewReport(prs)
+	sum := m.Summary
+	rep.Summary = &sum
+	rep.warnings = append(rep.warnings, m.Warnings...)
+	if n := 0; len(sum.Mesh) > 0 {
+		for _, c := range sum.Mesh {
+			n += c
+		}
+		rep.warnings = append(rep.warnings, Warning{Source: Source{File: "(input)"},
+			Msg: fmt.Sprintf("%d mesh object(s) read (%s): the retries they configure are not counted by this version", n, kindCounts(sum.Mesh))})
+	}
+	for _, w := range rep.warnings {
+		rep.Warnings = append(rep.Warnings, w.String())
+	}
+	if len(ps) == 0 {
+		rep.Unchecked = append(rep.Unchecked, "no RetryPolicy (retrycap.dev/v1alpha1) in the input: nothing to check against")
+	}
+	for _, p := range rep.Policies {
+		name := "RetryPolicy " + p.Namespace + "/" + p.Name
+		switch {
+		case p.Workloads == 0:
+			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("%s selects no workload (in namespace %s; a policy selects only workloads of its own namespace): nothing checked", name, p.Namespace))
+		case p.WithUpstreams == 0:
+			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("%s: none of its %d workload(s) declares %s: no call edge to check", name, p.Workloads, annotations.Upstreams))
+		}
+	}
+	return rep
+}
+
+// kindCounts renders counts by kind, sorted by kind: "ConfigMap 2, Namespace 1".
+func kindCounts(c map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
 }

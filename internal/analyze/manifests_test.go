@@ -1,8 +1,12 @@
 package analyze
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/retrycap/retrycap/internal/graph"
 )
 
 // A type error in an object's spec names the object (kind, namespace/name) and the document, so
@@ -26,5 +30,33 @@ func TestReadTypeErrorNamesObject(t *testing.T) {
 				t.Fatalf("errors %v, want one starting with %q", errs, tt.want)
 			}
 		})
+	}
+}
+
+// Documents keep the line of their first content (SARIF points there); a separator may carry a
+// comment, and "--- x" is content, not a separator.
+func TestSplitDocumentsLines(t *testing.T) {
+	docs := splitDocuments([]byte("# head\na: 1\n--- # two\n\nb: 2\n---\nc: 3\n--- x\n"))
+	var got []string
+	for _, d := range docs {
+		got = append(got, fmt.Sprintf("%d:%q", d.line, d.raw))
+	}
+	want := []string{`1:"# head\na: 1\n"`, `5:"\nb: 2\n"`, `7:"c: 3\n--- x\n"`}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// A load too costly to take per entrypoint is labelled as the bound it is.
+func TestRenderLoadBound(t *testing.T) {
+	rep := NewReport([]PolicyReport{{Namespace: "ns", Name: "p", Cap: 4, Bounded: true, WithinCap: true,
+		WorstCaseLoad: graph.ServiceLoad{Service: "db", Requests: graph.Saturated}, LoadIsBound: true}})
+	var b bytes.Buffer
+	if err := RenderTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	const want = "  worst-case load:  unbounded requests at db, at most, per request at every entrypoint at once (too many entrypoints to take each; fan-out included)\n"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("table lacks %q:\n%s", want, b.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
 )
 
@@ -45,9 +46,13 @@ func RenderTable(w io.Writer, rep *Report) error {
 		case len(p.WorstPath) > 0:
 			fmt.Fprintf(tw, "  worst path:\t%s\n", graph.Explain(p.WorstPath, p.WorstPathFactors, p.Cap))
 		}
-		if p.WorstCaseLoad.Service != "" {
-			fmt.Fprintf(tw, "  worst-case load:\t%s requests at %s per entry request (fan-out included)\n",
+		switch {
+		case p.WorstCaseLoad.Service != "" && p.LoadIsBound:
+			fmt.Fprintf(tw, "  worst-case load:\t%s requests at %s, at most, per request at every entrypoint at once (too many entrypoints to take each; fan-out included)\n",
 				graph.FormatAmount(p.WorstCaseLoad.Requests), p.WorstCaseLoad.Service)
+		case p.WorstCaseLoad.Service != "":
+			fmt.Fprintf(tw, "  worst-case load:\t%s requests at %s per entry request at %s (fan-out included)\n",
+				graph.FormatAmount(p.WorstCaseLoad.Requests), p.WorstCaseLoad.Service, p.LoadEntrypoint)
 		}
 		if p.Cycle != nil {
 			fmt.Fprintf(tw, "  retry cycle:\t%s\n", strings.Join(p.Cycle, " -> "))
@@ -55,11 +60,15 @@ func RenderTable(w io.Writer, rep *Report) error {
 		if len(p.Chains) > 1 {
 			fmt.Fprintf(tw, "  chains:\n")
 			for _, c := range p.Chains {
-				fmt.Fprintf(tw, "    %s\t%s\t%s\n", c.Entrypoint, amount(c.Amplification, true), strings.Join(c.Path, ">"))
+				fmt.Fprintf(tw, "    %s\t%s\t%s\n", c.Entrypoint, amount(c.Amplification, c.Amplification != graph.Saturated), strings.Join(c.Path, ">"))
 			}
 		}
 		if len(p.Violations) > 0 {
-			fmt.Fprintf(tw, "  violations:\n")
+			if p.ViolationsTotal > len(p.Violations) {
+				fmt.Fprintf(tw, "  violations (%d of %d shown; -o patch gives the whole fix):\n", len(p.Violations), p.ViolationsTotal)
+			} else {
+				fmt.Fprintf(tw, "  violations:\n")
+			}
 			for _, v := range p.Violations {
 				fmt.Fprintf(tw, "    - %s\n", v.Message)
 				if v.Suggestion != "" {
@@ -244,7 +253,9 @@ func writeMermaidPolicy(b *strings.Builder, p *PolicyReport, idPrefix, indent st
 }
 
 // RenderTree writes each policy's graph as an indented tree from its entrypoints, with the
-// attempts on each edge ("-x3->") and the worst path marked "*". A service already shown is not
+// attempts on each edge ("-x3->") and the worst path marked "*": only along the worst path
+// itself (from its entrypoint, hop by hop), never on another branch that shares an edge, and
+// expanded there even where its services were shown before. A service already shown is not
 // expanded again ("(see above)"), and a way back into the current path is marked "(cycle)".
 func RenderTree(w io.Writer, rep *Report) error {
 	var b strings.Builder
@@ -252,7 +263,7 @@ func RenderTree(w io.Writer, rep *Report) error {
 		if i > 0 {
 			b.WriteString("\n")
 		}
-		nodes, edges := onWorst(&p)
+		worst := p.WorstPath
 		fmt.Fprintf(&b, "RetryPolicy %s/%s  cap %d  amplification %s  (* worst path)\n", p.Namespace, p.Name, p.Cap, amount(p.Amplification, p.Bounded))
 		out := map[string][]graph.Edge{}
 		for _, e := range p.Graph.Edges {
@@ -260,8 +271,10 @@ func RenderTree(w io.Writer, rep *Report) error {
 		}
 		shown := map[string]bool{}
 		onPath := map[string]bool{}
-		var walk func(name, prefix string)
-		walk = func(name, prefix string) {
+		// depth is the number of hops from the entrypoint; onWorst: the tree path so far is the
+		// worst path's beginning.
+		var walk func(name, prefix string, depth int, onWorst bool)
+		walk = func(name, prefix string, depth int, onWorst bool) {
 			shown[name] = true
 			onPath[name] = true
 			kids := out[name]
@@ -271,31 +284,67 @@ func RenderTree(w io.Writer, rep *Report) error {
 				if last {
 					branch, next = "└─", "   "
 				}
+				worstHop := onWorst && depth+1 < len(worst) && worst[depth+1] == e.To
 				mark := ""
-				if edges[e.From+">"+e.To] {
+				if worstHop {
 					mark = " *"
 				}
 				fmt.Fprintf(&b, "%s%s -%s-> %s%s", prefix, branch, edgeLabel(e), e.To, mark)
 				switch {
 				case onPath[e.To]:
 					b.WriteString(" (cycle)\n")
-				case shown[e.To] && len(out[e.To]) > 0:
+				case shown[e.To] && len(out[e.To]) > 0 && !worstHop:
 					b.WriteString(" (see above)\n")
 				default:
 					b.WriteString("\n")
-					walk(e.To, prefix+next)
+					walk(e.To, prefix+next, depth+1, worstHop)
 				}
 			}
 			onPath[name] = false
 		}
+		marked := false
 		for _, ep := range p.Entrypoints {
+			isWorst := !marked && len(worst) > 0 && worst[0] == ep.Service
+			marked = marked || isWorst
 			mark := ""
-			if nodes[ep.Service] && len(p.WorstPath) > 0 && p.WorstPath[0] == ep.Service {
+			if isWorst {
 				mark = " *"
 			}
 			fmt.Fprintf(&b, "%s (client x%d)%s\n", ep.Service, ep.ClientAttempts, mark)
-			walk(ep.Service, "")
+			walk(ep.Service, "", 0, isWorst)
 		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// RenderSummary writes what was read, the warnings, and why nothing (or not everything) was
+// checked: analyze prints it first (on stdout before a table or tree, on stderr before the
+// machine formats).
+func RenderSummary(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	if s := rep.Summary; s != nil {
+		fmt.Fprintf(&b, "read: %d file(s), %d object(s): %d workload(s) (%d declare %s), %d Service(s), %d RetryPolicy(ies)",
+			s.Files, s.Objects, s.Workloads, s.WithUpstreams, annotations.Upstreams, s.Services, s.Policies)
+		if len(s.Mesh) > 0 {
+			fmt.Fprintf(&b, "; mesh objects: %s", kindCounts(s.Mesh))
+		}
+		if len(s.Ignored) > 0 {
+			fmt.Fprintf(&b, "; ignored: %s", kindCounts(s.Ignored))
+		}
+		if s.Skipped > 0 {
+			fmt.Fprintf(&b, "; %d skipped (not manifests)", s.Skipped)
+		}
+		b.WriteString("\n")
+	}
+	for _, wn := range rep.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", wn)
+	}
+	for _, u := range rep.Unchecked {
+		fmt.Fprintf(&b, "not checked: %s\n", u)
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

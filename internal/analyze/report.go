@@ -1,44 +1,70 @@
 package analyze
 
 import (
+	"strings"
+
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // Report is the analysis of every policy, in a stable JSON shape.
 type Report struct {
-	Policies []PolicyReport `json:"policies"`
+	// Summary is what was read (nil when the report was not made from files).
+	Summary *Summary `json:"summary,omitempty"`
+	// Warnings are the reader's (see Warning), each with its source.
+	Warnings []string `json:"warnings,omitempty"`
+	// Unchecked says why the run checked nothing, or not everything: no policy, a policy that
+	// selects no workload, a policy none of whose workloads declares upstreams. analyze exits 2
+	// when it is not empty.
+	Unchecked []string       `json:"unchecked,omitempty"`
+	Policies  []PolicyReport `json:"policies"`
 	// WithinCap is true when every policy is bounded and within its cap.
 	WithinCap bool `json:"withinCap"`
+
+	warnings []Warning // with their sources, for SARIF
 }
 
 // PolicyReport is one policy's analysis.
 type PolicyReport struct {
-	Namespace     string `json:"namespace"`
-	Name          string `json:"name"`
-	Cap           int64  `json:"cap"`
-	Enforcement   string `json:"enforcement"`
-	Services      int    `json:"services"`
-	Edges         int    `json:"edges"`
-	Amplification int64  `json:"amplification"`
-	Bounded       bool   `json:"bounded"`
-	WithinCap     bool   `json:"withinCap"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Cap         int64  `json:"cap"`
+	Enforcement string `json:"enforcement"`
+	// Workloads is how many workloads the policy selects; WithUpstreams how many of them
+	// declare retrycap.dev/upstreams.
+	Workloads     int   `json:"workloads"`
+	WithUpstreams int   `json:"withUpstreams"`
+	Services      int   `json:"services"`
+	Edges         int   `json:"edges"`
+	Amplification int64 `json:"amplification"`
+	Bounded       bool  `json:"bounded"`
+	WithinCap     bool  `json:"withinCap"`
 	// WorstPath and WorstPathFactors (client attempts, then each edge's attempts).
-	WorstPath        []string           `json:"worstPath"`
-	WorstPathFactors []int64            `json:"worstPathFactors"`
-	WorstCaseLoad    graph.ServiceLoad  `json:"worstCaseLoad"`
-	Entrypoints      []graph.Entrypoint `json:"entrypoints"`
-	Chains           []graph.Chain      `json:"chains"`
-	Cycle            []string           `json:"cycle,omitempty"`
-	Violations       []graph.Violation  `json:"violations"`
+	WorstPath        []string `json:"worstPath"`
+	WorstPathFactors []int64  `json:"worstPathFactors"`
+	// WorstCaseLoad is per request at one entrypoint (LoadEntrypoint), the largest; never a sum
+	// over entrypoints unless LoadIsBound.
+	WorstCaseLoad  graph.ServiceLoad  `json:"worstCaseLoad"`
+	LoadEntrypoint string             `json:"loadEntrypoint,omitempty"`
+	LoadIsBound    bool               `json:"loadIsBound,omitempty"`
+	Entrypoints    []graph.Entrypoint `json:"entrypoints"`
+	Chains         []graph.Chain      `json:"chains"`
+	Cycle          []string           `json:"cycle,omitempty"`
+	Violations     []graph.Violation  `json:"violations"`
+	// ViolationsTotal is how many over-cap paths there are; at most graph.MaxViolations are listed.
+	ViolationsTotal int `json:"violationsTotal"`
 	// Errors are invalid annotations (and a bad selector); Warnings are notes such as an
 	// entrypoint no selected workload provides, then how upstream names resolved through
 	// Services (workload.Result.Notes).
 	Errors   []string  `json:"errors,omitempty"`
 	Warnings []string  `json:"warnings,omitempty"`
 	Graph    GraphView `json:"graph"`
+
+	source        Source            // where the policy was read, when from files
+	serviceSource map[string]Source // node (service name or Service) or workload ("Deployment ns/name") -> where its first selected workload was read
 }
 
 // GraphView is the graph itself, for renderers.
@@ -64,9 +90,16 @@ func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis
 		Namespace: p.Namespace, Name: p.Name, Cap: a.Cap, Enforcement: enf,
 		Services: a.Services, Edges: a.Edges, Amplification: a.Amplification, Bounded: a.Bounded,
 		WithinCap: a.WithinCap(), WorstPath: a.WorstPath, WorstCaseLoad: a.WorstCaseLoad,
+		LoadEntrypoint: a.LoadEntrypoint, LoadIsBound: a.LoadIsBound,
 		Entrypoints: a.Entrypoints, Chains: a.Chains, Cycle: a.Cycle, Violations: a.Violations,
+		ViolationsTotal: a.ViolationsTotal, Workloads: len(r.Selected),
 		Warnings: append(append([]string(nil), r.Warnings...), r.Notes...),
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
+	}
+	for _, w := range r.Selected {
+		if strings.TrimSpace(w.Annotations[annotations.Upstreams]) != "" {
+			pr.WithUpstreams++
+		}
 	}
 	if len(a.Chains) > 0 {
 		pr.WorstPathFactors = PathFactors(r.Graph, a.Chains[0].ClientAttempts, a.WorstPath)

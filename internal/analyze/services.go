@@ -13,7 +13,8 @@ import (
 // workloads behind the name (workload.ServiceSet). Kept apart from the workload reading in
 // manifests.go.
 
-// service reads a v1 Service into m.Services; its source is recorded as "Service/ns/name".
+// service reads a v1 Service into m.Services and counts it in m.Summary; its source is recorded
+// as "Service/ns/name".
 func (r Reader) service(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
 	var s corev1.Service
 	if err := json.Unmarshal(js, &s); err != nil {
@@ -27,5 +28,6 @@ func (r Reader) service(m *Manifests, src Source, js []byte, tm *typeMeta) []err
 		ExternalName: s.Spec.Type == corev1.ServiceTypeExternalName,
 	})
 	m.Sources["Service/"+s.Namespace+"/"+s.Name] = src
+	m.Summary.Services++
 	return nil
 }

@@ -45,6 +45,29 @@ type Upstream struct {
 	Attempts int32
 	// Calls is how many calls one inbound request makes to it (fan-out); 0 = not given = 1.
 	Calls int32
+	// Port is the port written after the name ("cartservice:7070", the form of the addresses
+	// apps are configured with), 0 when none. The graph and the proxy name services, not ports:
+	// Name is the host alone, and the port is kept only so that FormatUpstreams writes the
+	// value back as written. ParseUpstreamsWarn says that it was dropped.
+	Port int32
+}
+
+// Bounds of a port.
+const (
+	MinPort = 1
+	MaxPort = 65535
+)
+
+// Warning is a note on a value that was accepted, but not exactly as written (a port dropped).
+// Column is the 1-based byte column of Token in the value, as for ParseError.
+type Warning struct {
+	Token   string
+	Column  int
+	Message string
+}
+
+func (w Warning) String() string {
+	return fmt.Sprintf("token %q at column %d: %s", w.Token, w.Column, w.Message)
 }
 
 // ParseError is a malformed upstreams value. Column is the 1-based byte column of Token in
@@ -63,11 +86,22 @@ func (e *ParseError) Error() string {
 // upstreams. Blanks around tokens and around '=' and '*' are allowed; an empty entry (",,",
 // a trailing comma), a bad number, an invalid name or the same name twice is a *ParseError
 // for the first offending token: a value is accepted whole or not at all, never partly.
+//
+// An upstream written host:port ("cartservice:7070=3") is accepted as upstream host; the port
+// is kept in Upstream.Port and ParseUpstreamsWarn reports that it was dropped.
 func ParseUpstreams(value string) ([]Upstream, error) {
+	ups, _, err := ParseUpstreamsWarn(value)
+	return ups, err
+}
+
+// ParseUpstreamsWarn is ParseUpstreams that also returns a Warning for every token whose port
+// was dropped. The warnings are nil when err is not.
+func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 	if strings.TrimSpace(value) == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var out []Upstream
+	var warnings []Warning
 	firstCol := map[string]int{}
 	start := 0
 	for start <= len(value) {
@@ -83,20 +117,24 @@ func ParseUpstreams(value string) ([]Upstream, error) {
 		col := start + lead + 1
 		if tok == "" {
 			// Point at where the entry should have been.
-			return nil, &ParseError{Token: "", Column: start + 1, Reason: "empty entry (two commas, or a comma at the start or end)"}
+			return nil, nil, &ParseError{Token: "", Column: start + 1, Reason: "empty entry (two commas, or a comma at the start or end)"}
 		}
 		u, reason := parseToken(tok)
 		if reason != "" {
-			return nil, &ParseError{Token: tok, Column: col, Reason: reason}
+			return nil, nil, &ParseError{Token: tok, Column: col, Reason: reason}
 		}
 		if c, dup := firstCol[u.Name]; dup {
-			return nil, &ParseError{Token: tok, Column: col, Reason: fmt.Sprintf("upstream %q is listed twice (first at column %d)", u.Name, c)}
+			return nil, nil, &ParseError{Token: tok, Column: col, Reason: fmt.Sprintf("upstream %q is listed twice (first at column %d)", u.Name, c)}
+		}
+		if u.Port != 0 {
+			warnings = append(warnings, Warning{Token: tok, Column: col,
+				Message: fmt.Sprintf("port %d dropped: read as upstream %q (retrycap names services, not ports)", u.Port, u.Name)})
 		}
 		firstCol[u.Name] = col
 		out = append(out, u)
 		start = end + 1
 	}
-	return out, nil
+	return out, warnings, nil
 }
 
 func parseToken(tok string) (Upstream, string) {
@@ -116,6 +154,14 @@ func parseToken(tok string) (Upstream, string) {
 			return u, fmt.Sprintf("attempts must be an integer %d..%d", MinAttempts, MaxAttempts)
 		}
 		u.Attempts = n
+		name = name[:i]
+	}
+	if i := strings.LastIndexByte(name, ':'); i >= 0 {
+		n, ok := parseInt(name[i+1:], MinPort, MaxPort)
+		if !ok {
+			return u, fmt.Sprintf("port must be an integer %d..%d", MinPort, MaxPort)
+		}
+		u.Port = n
 		name = name[:i]
 	}
 	name = strings.TrimSpace(name)
@@ -182,8 +228,8 @@ func ValidateLabel(l string) string {
 	return ""
 }
 
-// FormatUpstreams renders upstreams canonically ("order=3, inventory=2*4"): attempts and calls
-// are written only when given (non-zero), so ParseUpstreams(FormatUpstreams(x)) == x for any x
+// FormatUpstreams renders upstreams canonically ("order=3, inventory=2*4"): a port, attempts
+// and calls are written only when given (non-zero), so ParseUpstreams(FormatUpstreams(x)) == x for any x
 // that ParseUpstreams returned.
 func FormatUpstreams(ups []Upstream) string {
 	var b strings.Builder
@@ -192,6 +238,10 @@ func FormatUpstreams(ups []Upstream) string {
 			b.WriteString(", ")
 		}
 		b.WriteString(u.Name)
+		if u.Port != 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(int(u.Port)))
+		}
 		if u.Attempts != 0 {
 			b.WriteByte('=')
 			b.WriteString(strconv.Itoa(int(u.Attempts)))

@@ -22,6 +22,14 @@ func TestParseUpstreams(t *testing.T) {
 		{in: " order = 3 * 2 ,db", want: []Upstream{{Name: "order", Attempts: 3, Calls: 2}, {Name: "db"}}},
 		{in: "order.shop=2, api.stripe.com", want: []Upstream{{Name: "order.shop", Attempts: 2}, {Name: "api.stripe.com"}}},
 		{in: "order=100*1000", want: []Upstream{{Name: "order", Attempts: 100, Calls: 1000}}},
+		{in: "cartservice:7070=3, redis-cart:6379*2, api.stripe.com:443", want: []Upstream{
+			{Name: "cartservice", Attempts: 3, Port: 7070}, {Name: "redis-cart", Calls: 2, Port: 6379}, {Name: "api.stripe.com", Port: 443}}},
+		{in: "cart : 080 = 2", want: []Upstream{{Name: "cart", Attempts: 2, Port: 80}}},
+		{in: "cart:0", wantErr: `token "cart:0" at column 1: port must be an integer 1..65535`, col: 1},
+		{in: "cart:65536", wantErr: `token "cart:65536" at column 1: port must be an integer 1..65535`, col: 1},
+		{in: "cart:", wantErr: `token "cart:" at column 1: port must be an integer 1..65535`, col: 1},
+		{in: ":80", wantErr: `token ":80" at column 1: missing service name`, col: 1},
+		{in: "cart:7070, cart:8080", wantErr: `token "cart:8080" at column 12: upstream "cart" is listed twice (first at column 1)`, col: 12},
 		{in: "gateway, order=x", wantErr: `token "order=x" at column 10: attempts must be an integer 1..100`, col: 10},
 		{in: "order=0", wantErr: `token "order=0" at column 1: attempts must be an integer 1..100`, col: 1},
 		{in: "order=101", wantErr: `token "order=101" at column 1: attempts must be an integer 1..100`, col: 1},
@@ -64,6 +72,34 @@ func TestParseUpstreams(t *testing.T) {
 	}
 }
 
+// A port is dropped with a warning naming the token, its column and the upstream read; the
+// value keeps it when formatted (a rewrite or the proxy's flag writes what the user wrote).
+func TestParseUpstreamsWarnPort(t *testing.T) {
+	ups, warnings, err := ParseUpstreamsWarn("productcatalogservice:3550=2, currencyservice:7000, ads")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Warning{
+		{Token: "productcatalogservice:3550=2", Column: 1, Message: `port 3550 dropped: read as upstream "productcatalogservice" (retrycap names services, not ports)`},
+		{Token: "currencyservice:7000", Column: 31, Message: `port 7000 dropped: read as upstream "currencyservice" (retrycap names services, not ports)`},
+	}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Fatalf("warnings %#v, want %#v", warnings, want)
+	}
+	if got := warnings[1].String(); got != `token "currencyservice:7000" at column 31: port 7000 dropped: read as upstream "currencyservice" (retrycap names services, not ports)` {
+		t.Fatalf("String() = %q", got)
+	}
+	if got := FormatUpstreams(ups); got != "productcatalogservice:3550=2, currencyservice:7000, ads" {
+		t.Fatalf("FormatUpstreams = %q", got)
+	}
+	if _, w, err := ParseUpstreamsWarn("a=2, b"); w != nil || err != nil {
+		t.Fatalf("no port: warnings %v, error %v", w, err)
+	}
+	if _, w, err := ParseUpstreamsWarn("a:80, a"); w != nil || err == nil {
+		t.Fatalf("an error comes without warnings: %v, %v", w, err)
+	}
+}
+
 func TestFormatUpstreams(t *testing.T) {
 	ups := []Upstream{{Name: "order", Attempts: 3}, {Name: "inventory", Attempts: 2, Calls: 4}, {Name: "db"}, {Name: "cache", Calls: 2}}
 	const want = "order=3, inventory=2*4, db, cache*2"
@@ -84,7 +120,7 @@ func TestFormatUpstreams(t *testing.T) {
 func FuzzParseUpstreams(f *testing.F) {
 	for _, s := range []string{
 		"", "order=3", "order=3, inventory=2*4", " a = 1 * 2 , b.c , d*7", "a,,b", "order=x",
-		"api.stripe.com=2", "a=100*1000", "a=3,a=2", "é=2", "a=3*", "*", "=", ",", "a.b.svc.cluster.local",
+		"api.stripe.com=2", "a=100*1000", "cart:7070=3*2", "a:0", "a:", ":1", "a:1:2", "a=3,a=2", "é=2", "a=3*", "*", "=", ",", "a.b.svc.cluster.local",
 	} {
 		f.Add(s)
 	}

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"os/exec"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,44 +15,80 @@ import (
 
 // NewAnalyzeCmd returns `analyze`: the offline check of manifests.
 func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
-	var files []string
+	var files, kustomizations []string
 	var output, namespace string
+	var recursive bool
 	cmd := &cobra.Command{
-		Use:   "analyze -f PATH...",
+		Use:   "analyze (-f PATH | -k DIR)...",
 		Short: "Check manifests offline: amplification per RetryPolicy, worst paths, violations and fixes",
-		Long: `analyze reads Deployments, StatefulSets, DaemonSets, bare Pods and RetryPolicies from
-files, directories (recursively: *.yaml, *.yml, *.json) or "-" (stdin), multi-document YAML or JSON,
-ignoring other kinds, and prints for every RetryPolicy its cap, amplification, worst path,
-worst-case load, and the violations with the attempts that would fit.
+		Long: `analyze reads Deployments, StatefulSets, DaemonSets, bare Pods, Services and RetryPolicies
+(also inside any List, such as apps/v1 DeploymentList) from files, directories (*.yaml, *.yml,
+*.json; only the files directly in them unless -R, as kubectl -f), kustomizations (-k DIR, built
+as kustomize build does: in process in the retrycap CLI, by kubectl kustomize in the plugin) or "-" (stdin), multi-document YAML or JSON, and prints first what it
+read (objects, workloads and how many declare upstreams, Services, mesh objects, ignored kinds,
+every warning), then for every RetryPolicy its cap, amplification, worst path, worst-case load
+and the violations with the attempts that would fit. A file that is not a Kubernetes manifest
+(app config, a JSON patch, an unrendered Helm template) is skipped with a warning.
 
-Exit status: 0 when every policy is within its cap; 1 when one is over its cap or has a retry
-cycle; 2 on bad input (the file and the 1-based index of the document among its non-empty
-documents, and for an invalid annotation the workload, token and column).`,
+Outputs: table and tree (the summary first, on stdout); json (the summary inside, and on stderr);
+dot, mermaid, patch (the whole combined fix: one merge patch per object, applied together they
+bring every chain within its cap) and sarif (SARIF 2.1.0, for code-scanning UIs), the summary on
+stderr.
+
+Exit status: 0 when something was checked and every policy is within its cap; 1 when one is over
+its cap or has a retry cycle; 2 on bad input (the file and the 1-based index of the document
+among its non-empty documents, and for an invalid annotation the workload, token and column), and
+when nothing was checked: no policy, a policy that selects no workload, or a policy none of whose
+workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 		Example: `  retrycap analyze -f deploy/
+  retrycap analyze -R -f deploy/ -o sarif > retrycap.sarif
+  retrycap analyze -k overlays/prod -o patch > fix.yaml
   kustomize build overlays/prod | retrycap analyze -f - -o json
   retrycap analyze -f config/samples -o dot | dot -Tsvg > graph.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(files) == 0 {
-				return &ExitError{Code: ExitBadInput, Msg: "analyze: -f PATH is required (a file, a directory or - for stdin)"}
+			if len(files) == 0 && len(kustomizations) == 0 {
+				return &ExitError{Code: ExitBadInput, Msg: "analyze: -f PATH or -k DIR is required (a file, a directory, - for stdin, or a kustomization directory)"}
 			}
 			render, ok := renderers[output]
-			if !ok {
-				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: unknown output %q (table, json, dot, mermaid, tree)", output)}
+			if !ok && output != "patch" {
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: unknown output %q (table, json, dot, mermaid, tree, patch, sarif)", output)}
 			}
-			m, errs := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin}.ReadPaths(files)
+			rd := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin, Recursive: recursive}
+			m := analyze.NewManifests()
+			errs := rd.ReadPathsInto(m, files)
+			for _, k := range kustomizations {
+				errs = append(errs, rd.ReadKustomization(m, k, Kustomize)...)
+			}
 			for _, err := range errs {
 				fmt.Fprintln(stderr, "error:", err)
 			}
 			if len(errs) > 0 {
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: %d error(s) in the input", len(errs))}
 			}
-			if len(m.Policies) == 0 {
-				return &ExitError{Code: ExitBadInput, Msg: "analyze: no RetryPolicy (retrycap.dev/v1alpha1) in the input: nothing to check against"}
-			}
 			rep := m.Analyze()
-			if err := render(stdout, rep); err != nil {
+			summaryTo := stderr
+			if output == "table" || output == "tree" {
+				summaryTo = stdout
+			}
+			if err := analyze.RenderSummary(summaryTo, rep); err != nil {
 				return &ExitError{Code: ExitBadInput, Msg: err.Error()}
+			}
+			if len(rep.Policies) == 0 {
+				return &ExitError{Code: ExitBadInput, Msg: "analyze: nothing checked: " + rep.Unchecked[0]}
+			}
+			var err error
+			if output == "patch" {
+				patches, notes := m.Plan()
+				err = analyze.RenderPatch(stdout, patches, notes)
+			} else {
+				err = render(stdout, rep)
+			}
+			if err != nil {
+				return &ExitError{Code: ExitBadInput, Msg: err.Error()}
+			}
+			if len(rep.Unchecked) > 0 {
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: nothing checked for %d of %d RetryPolicy(ies) (see \"not checked\" above)", len(rep.Unchecked), len(rep.Policies))}
 			}
 			if !rep.WithinCap {
 				return &ExitError{Code: ExitOverCap}
@@ -56,10 +96,33 @@ documents, and for an invalid annotation the workload, token and column).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file, directory (recursive) or - for stdin; repeatable")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid or tree")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file, directory or - for stdin; repeatable")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "read the directories given with -f recursively")
+	cmd.Flags().StringArrayVarP(&kustomizations, "kustomize", "k", nil, "a kustomization directory, built as kustomize build does; repeatable")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid, tree, patch or sarif")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of objects that do not name one")
 	return cmd
+}
+
+// Kustomize builds a kustomization for analyze -k. The kubectl plugin keeps the default, the
+// real `kubectl kustomize` (there wherever the plugin is, and what kubectl -k runs); the full CLI
+// sets it to internal/analyze/kustomize.Build, the same library in process, which the plugin
+// does not link (it would double its size).
+var Kustomize = KubectlKustomize
+
+// KubectlKustomize runs `kubectl kustomize dir` and returns its output.
+func KubectlKustomize(dir string) ([]byte, error) {
+	path, err := exec.LookPath("kubectl")
+	if err != nil {
+		return nil, errors.New("-k runs kubectl kustomize, and kubectl is not on PATH (or: kustomize build DIR | retrycap analyze -f -)")
+	}
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(path, "kustomize", dir)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubectl kustomize: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out.Bytes(), nil
 }
 
 var renderers = map[string]func(io.Writer, *analyze.Report) error{
@@ -68,4 +131,5 @@ var renderers = map[string]func(io.Writer, *analyze.Report) error{
 	"dot":     analyze.RenderDOT,
 	"mermaid": analyze.RenderMermaid,
 	"tree":    analyze.RenderTree,
+	"sarif":   analyze.RenderSARIF,
 }

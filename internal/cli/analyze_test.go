@@ -19,12 +19,14 @@ func run(t *testing.T, stdin string, args ...string) (int, string, string) {
 
 func TestAnalyzeStorm27Table(t *testing.T) {
 	code, out, stderr := run(t, "", "analyze", "-f", "testdata/storm27.yaml")
-	const want = `RetryPolicy payments/storm  cap 4  amplification 27  WITHIN CAP: no
+	const want = `read: 1 file(s), 6 object(s): 4 workload(s) (3 declare retrycap.dev/upstreams), 0 Service(s), 1 RetryPolicy(ies); ignored: Namespace 1
+
+RetryPolicy payments/storm  cap 4  amplification 27  WITHIN CAP: no
   enforcement:      Reject
   services, edges:  4, 3
   entrypoints:      frontend (client x1)
   worst path:       client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4
-  worst-case load:  27 requests at payment per entry request (fan-out included)
+  worst-case load:  27 requests at payment per entry request at frontend (fan-out included)
   violations:
     - client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4
       fix: checkout: billing=1; billing: payment=1
@@ -52,7 +54,7 @@ func TestAnalyzeExitCodesAndOutputs(t *testing.T) {
 			jsonAmps: map[string]int64{"shop/checkout": 18, "payments/storm": 27}},
 		{name: "within cap", args: []string{"-f", "testdata/within.yaml"}, code: 0,
 			out: []string{"WITHIN CAP: yes", "client -x1-> gateway -x2-> order -x2-> db = 4 <= cap 4", "12 requests at db"}},
-		{name: "directory, recursive, json and yml", args: []string{"-f", "testdata/dir", "-o", "json"}, code: 0,
+		{name: "directory, recursive, json and yml", args: []string{"-R", "-f", "testdata/dir", "-o", "json"}, code: 0,
 			jsonAmps: map[string]int64{"web/fanout": 6}},
 		{name: "stdin", stdin: string(storm), args: []string{"-f", "-", "-o", "tree"}, code: 1,
 			out: []string{"frontend (client x1) *\n└─ -x3-> checkout *\n   └─ -x3-> billing *\n      └─ -x3-> payment *\n"}},
@@ -67,7 +69,7 @@ func TestAnalyzeExitCodesAndOutputs(t *testing.T) {
 		{name: "bad cap", stdin: "apiVersion: retrycap.dev/v1alpha1\nkind: RetryPolicy\nmetadata: {name: x}\nspec: {}\n", args: []string{"-f", "-"}, code: 2,
 			stderr: []string{"-: document 1: RetryPolicy default/x: spec.maxAmplification must be 1..1000, got 0"}},
 		{name: "missing file", args: []string{"-f", "testdata/nope.yaml"}, code: 2, stderr: []string{"nope.yaml"}},
-		{name: "no -f", args: nil, code: 2, stderr: []string{"-f PATH is required"}},
+		{name: "no -f", args: nil, code: 2, stderr: []string{"-f PATH or -k DIR is required"}},
 		{name: "bad output", args: []string{"-f", "testdata/within.yaml", "-o", "xml"}, code: 2, stderr: []string{`unknown output "xml"`}},
 		{name: "dot", args: []string{"-f", "testdata/incident18.yaml", "-o", "dot"}, code: 1,
 			out: []string{`digraph "shop/checkout" {`, `"gateway" -> "catalog" [label="x3", color=red, penwidth=2];`}},

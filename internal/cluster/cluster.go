@@ -27,7 +27,8 @@ func PodMetadataList() *metav1.PartialObjectMetadataList {
 }
 
 // WatchedKinds are the objects workloads come from, as the cache should hold them: Deployments,
-// StatefulSets and DaemonSets whole, Pods as metadata.
+// StatefulSets and DaemonSets trimmed to metadata and pod-template metadata (TrimForCache), Pods
+// as metadata.
 func WatchedKinds() []client.Object {
 	return []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}, PodMetadata()}
 }

@@ -5,8 +5,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -39,4 +41,67 @@ func TestWorkloadOf(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTrimForCache(t *testing.T) {
+	yes := true
+	replicas := int32(3)
+	meta := metav1.ObjectMeta{
+		Namespace: "shop", Name: "order", UID: "u1", ResourceVersion: "7", Generation: 2,
+		Labels:          map[string]string{"team": "a"},
+		Annotations:     map[string]string{LastAppliedAnnotation: `{"big":"spec"}`, "deployment.kubernetes.io/revision": "4"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "X", Name: "x", UID: "2", Controller: &yes}},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": "order"}, Annotations: map[string]string{"retrycap.dev/upstreams": "payment:3"}, GenerateName: "g"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}},
+	}
+	d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: &replicas, Template: tmpl}, Status: appsv1.DeploymentStatus{Replicas: 3}}
+	got, err := TrimForCache(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "order", UID: "u1", ResourceVersion: "7", Generation: 2}}
+	want.Spec.Template.ObjectMeta = metav1.ObjectMeta{Labels: tmpl.Labels, Annotations: tmpl.Annotations}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("trimmed Deployment:\n got %+v\nwant %+v", got, want)
+	}
+	if w1, _ := WorkloadOf(d); !equality.Semantic.DeepEqual(w1, mustWorkload(t, got)) {
+		t.Fatalf("trimming changed the workload: %+v vs %+v", w1, mustWorkload(t, got))
+	}
+	for _, obj := range []any{&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Template: tmpl}}, &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: tmpl}}} {
+		got, _ := TrimForCache(obj)
+		w := mustWorkload(t, got)
+		if w.Labels["app.kubernetes.io/name"] != "order" || w.Annotations["retrycap.dev/upstreams"] != "payment:3" {
+			t.Fatalf("%T: workload %+v", obj, w)
+		}
+		m := got.(client.Object)
+		if m.GetManagedFields() != nil || m.GetAnnotations()[LastAppliedAnnotation] != "" {
+			t.Fatalf("%T: managedFields or last-applied kept: %+v", obj, m)
+		}
+	}
+	pm := &metav1.PartialObjectMetadata{ObjectMeta: meta}
+	got, _ = TrimForCache(pm)
+	if m := got.(*metav1.PartialObjectMetadata); m.ManagedFields != nil || len(m.Annotations) != 1 || len(m.OwnerReferences) != 1 {
+		t.Fatalf("trimmed pod metadata: %+v", m)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"l": "v"}, ManagedFields: meta.ManagedFields, Annotations: map[string]string{LastAppliedAnnotation: "{}"}}}
+	got, _ = TrimForCache(ns)
+	if n := got.(*corev1.Namespace); n.ManagedFields != nil || n.Annotations != nil || n.Labels["l"] != "v" {
+		t.Fatalf("trimmed namespace: %+v", n)
+	}
+	got, _ = TrimForCache(toolscache.DeletedFinalStateUnknown{Key: "shop/order", Obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: tmpl}}})
+	if dd := got.(toolscache.DeletedFinalStateUnknown).Obj.(*appsv1.Deployment); len(dd.Spec.Template.Spec.Containers) != 0 {
+		t.Fatalf("tombstone not trimmed: %+v", dd)
+	}
+}
+
+func mustWorkload(t *testing.T, obj any) workload.Workload {
+	t.Helper()
+	w, ok := WorkloadOf(obj)
+	if !ok {
+		t.Fatalf("%T is not a workload", obj)
+	}
+	return w
 }

@@ -4,26 +4,32 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// Services are watched as typed corev1.Services cut down by ServiceTransform: the graph reads a
+// Services are watched as typed corev1.Services cut down by ServiceTransform (part of TrimForCache, so of CacheOptions): the graph reads a
 // Service's name, spec.selector and spec.type (PartialObjectMetadata would not carry the
 // selector), and a cluster's Services are many, with ports, IPs and status the graph never reads.
 
 // ServiceObject is the object to watch and cache Services with.
 func ServiceObject() client.Object { return &corev1.Service{} }
 
-// ServiceTransform is the cache transform for Services: it keeps metadata name, namespace,
-// labels, uid and resourceVersion, spec.selector and spec.type, and drops the rest (ports,
-// cluster IPs, annotations, managed fields, status). Anything but a Service passes unchanged.
+// MeshAnnotationPrefix is the prefix of the annotations a Service keeps in the cache: Linkerd's
+// retry annotations (retry.linkerd.io/http, /limit, /timeout, ...), which the mesh layer reads
+// from Services.
+const MeshAnnotationPrefix = "retry.linkerd.io/"
+
+// ServiceTransform is the cache transform for Services (TrimForCache applies it): it keeps
+// metadata name, namespace, labels, uid, resourceVersion and the annotations whose key starts
+// with MeshAnnotationPrefix, spec.selector and spec.type, and drops the rest (ports, cluster
+// IPs, other annotations, managed fields, status). Anything but a Service passes unchanged.
 func ServiceTransform(obj any) (any, error) {
 	s, ok := obj.(*corev1.Service)
 	if !ok {
@@ -32,17 +38,25 @@ func ServiceTransform(obj any) (any, error) {
 	return &corev1.Service{
 		TypeMeta: s.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
-			Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, UID: s.UID,
-			ResourceVersion: s.ResourceVersion, Generation: s.Generation, DeletionTimestamp: s.DeletionTimestamp,
+			Name: s.Name, Namespace: s.Namespace, Labels: s.Labels, Annotations: meshAnnotations(s.Annotations),
+			UID: s.UID, ResourceVersion: s.ResourceVersion, Generation: s.Generation, DeletionTimestamp: s.DeletionTimestamp,
 		},
 		Spec: corev1.ServiceSpec{Selector: s.Spec.Selector, Type: s.Spec.Type},
 	}, nil
 }
 
-// CacheByObject is the manager cache's per-object options the graph needs: Services through
-// ServiceTransform. Set it as cache.Options.ByObject (merged with any others).
-func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{ServiceObject(): {Transform: ServiceTransform}}
+// meshAnnotations is the part of ann whose keys start with MeshAnnotationPrefix; nil if none.
+func meshAnnotations(ann map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range ann {
+		if strings.HasPrefix(k, MeshAnnotationPrefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // FromService reads a Service as the builder's workload.Service.

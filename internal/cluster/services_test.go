@@ -16,8 +16,9 @@ func TestServiceTransformKeepsWhatTheGraphReads(t *testing.T) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "bookinfo", Name: "reviews", UID: "u1", ResourceVersion: "42",
-			Labels:        map[string]string{"app": "reviews"},
-			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+			Labels: map[string]string{"app": "reviews"},
+			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}",
+				"retry.linkerd.io/http": "5xx", "retry.linkerd.io/limit": "2", "linkerd.io/inject": "enabled"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 		},
 		Spec: corev1.ServiceSpec{
@@ -34,11 +35,19 @@ func TestServiceTransformKeepsWhatTheGraphReads(t *testing.T) {
 	want := &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: "reviews", UID: "u1", ResourceVersion: "42",
-			Labels: map[string]string{"app": "reviews"}},
+			Labels:      map[string]string{"app": "reviews"},
+			Annotations: map[string]string{"retry.linkerd.io/http": "5xx", "retry.linkerd.io/limit": "2"}},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "reviews"}, Type: corev1.ServiceTypeClusterIP},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("transformed:\n %#v\nwant\n %#v", got, want)
+	}
+	// The manager's one cache transform cuts Services down the same way, tombstones too.
+	if got, _ := TrimForCache(full); !reflect.DeepEqual(got, want) {
+		t.Fatalf("TrimForCache:\n %#v\nwant\n %#v", got, want)
+	}
+	if got, _ := TrimForCache(toolscache.DeletedFinalStateUnknown{Key: "bookinfo/reviews", Obj: full}); !reflect.DeepEqual(got.(toolscache.DeletedFinalStateUnknown).Obj, want) {
+		t.Fatalf("TrimForCache of a tombstone: %#v", got)
 	}
 	pod := &corev1.Pod{}
 	if same, _ := ServiceTransform(pod); same != pod {

@@ -65,9 +65,13 @@ type countingStatus struct {
 }
 
 func (s countingStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	// Counted before it is sent: the API server shows the write before the call returns, so a
+	// test that saw the new status must already see it counted. A refused patch is taken back.
+	key := client.ObjectKeyFromObject(obj)
+	s.c.count(key, func(n *Counts) { n.StatusWrites++ })
 	err := s.SubResourceWriter.Patch(ctx, obj, patch, opts...)
-	if err == nil {
-		s.c.count(client.ObjectKeyFromObject(obj), func(n *Counts) { n.StatusWrites++ })
+	if err != nil {
+		s.c.count(key, func(n *Counts) { n.StatusWrites-- })
 	}
 	return err
 }

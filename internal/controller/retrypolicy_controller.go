@@ -3,27 +3,26 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -56,6 +55,12 @@ type RetryPolicyReconciler struct {
 	Recorder events.EventRecorder
 	// Now is the clock for lastTransitionTime; nil means time.Now.
 	Now func() time.Time
+	// Index is the workload index (gate.Index, fed by cluster.FeedIndex): the controller builds a
+	// policy's graph from its parsed, sorted workloads, and is told of each change by it (so a
+	// reconcile always sees the change that caused it). The operator shares one with the
+	// webhooks; nil: SetupWithManager makes and feeds its own. A reconciler used without
+	// SetupWithManager and without an Index lists the workloads from Client.
+	Index *gate.Index
 }
 
 // Reconcile fetches the policy, computes its status from the cached workloads, and patches the
@@ -103,6 +108,16 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 			return in, nil
 		}
 	}
+	if r.Index != nil {
+		// Parsed once per workload version, kept sorted: the graph of 20,000 workloads builds
+		// in ~10 ms, where listing, converting and parsing them took most of ~190 ms.
+		// With the namespace's Services: the graph's nodes are the names callers use.
+		in.Result = workload.BuildParsed(p, r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace))
+		in.Analysis = graph.Analyze(in.Result.Graph, in.Result.Cap)
+		// As workload.Analyze does: a fix on an edge out of a Service's node names the workloads.
+		in.Result.NameWorkloads(in.Analysis)
+		return in, nil
+	}
 	ws, err := cluster.ListWorkloads(ctx, r.Client, p.Namespace)
 	if err != nil {
 		return in, err
@@ -135,11 +150,10 @@ func (r *RetryPolicyReconciler) now() time.Time {
 }
 
 // SetupWithManager watches RetryPolicies (spec changes only: the controller's own status writes
-// do not bring it back), the workloads (labels, retrycap annotations and existence only),
-// mapping a workload to the policies of its namespace that select it, and the Services (name,
-// selector and type only, cut down by cluster.ServiceTransform in the manager's cache), mapping a
-// Service to every policy of its namespace: which workloads a Service fronts is the graph's to
-// say.
+// do not bring it back) and the workload index: a changed workload (labels, retrycap
+// annotations and existence only) is mapped to the policies of its namespace that select it, a
+// changed Service (selector and type only; cut down by the manager's cache transform) to every
+// policy of its namespace: which workloads a Service fronts is the graph's to say.
 func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -147,16 +161,16 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder(EventSource)
 	}
-	toPolicies := handler.EnqueueRequestsFromMapFunc(r.policiesFor)
-	onlyGraphInput := builder.WithPredicates(graphInputChanged())
+	if r.Index == nil {
+		r.Index = gate.NewIndex()
+		if err := cluster.FeedIndex(context.Background(), mgr.GetCache(), r.Index); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", ControllerName, err)
+		}
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.RetryPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&appsv1.Deployment{}, toPolicies, onlyGraphInput).
-		Watches(&appsv1.StatefulSet{}, toPolicies, onlyGraphInput).
-		Watches(&appsv1.DaemonSet{}, toPolicies, onlyGraphInput).
-		Watches(&corev1.Pod{}, toPolicies, onlyGraphInput, builder.OnlyMetadata).
-		Watches(cluster.ServiceObject(), handler.EnqueueRequestsFromMapFunc(r.namespacePolicies), builder.WithPredicates(serviceInputChanged())).
+		WatchesRawSource(&indexSource{r: r}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", ControllerName, err)
@@ -164,15 +178,53 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// policiesFor maps a workload to the policies of its namespace that select it. On an update
-// controller-runtime maps the old and the new version, so a policy a label change deselects is
-// reconciled too. A policy with an invalid selector is not mapped: its status does not depend
-// on workloads.
-func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, obj client.Object) []reconcile.Request {
-	w, ok := cluster.WorkloadOf(obj)
-	if !ok {
-		return nil
+// indexSource is the controller's source of workload changes: the index tells it of each change
+// after applying it, so the reconcile it causes reads the index with the change in. (Watching
+// the informers directly, the controller's handler could run before the index's.) It is synced
+// when the index is, and the controller starts its workers only then.
+type indexSource struct {
+	r *RetryPolicyReconciler
+}
+
+func (s *indexSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.r.Index.OnChange(func(c gate.Change) {
+		if c.Service != nil {
+			// The index tells only of changes to a selector or a type.
+			for _, req := range s.r.namespacePolicies(ctx, *c.Service) {
+				q.Add(req)
+			}
+			return
+		}
+		old, new := c.Old, c.New
+		if old != nil && new != nil && sameGraphInput(*old, *new) {
+			return
+		}
+		// On an update both versions are mapped, so a policy a label change deselects is
+		// reconciled too.
+		for _, w := range []*workload.Workload{old, new} {
+			if w == nil {
+				continue
+			}
+			for _, req := range s.r.policiesFor(ctx, *w) {
+				q.Add(req)
+			}
+		}
+	})
+	return nil
+}
+
+func (s *indexSource) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.r.Index.HasSynced) {
+		return fmt.Errorf("waiting for the workload index to sync: %w", ctx.Err())
 	}
+	return nil
+}
+
+func (s *indexSource) String() string { return "workload index" }
+
+// policiesFor maps a workload to the policies of its namespace that select it. A policy with an
+// invalid selector is not mapped: its status does not depend on workloads.
+func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, w workload.Workload) []reconcile.Request {
 	var list v1alpha1.RetryPolicyList
 	if err := r.Client.List(ctx, &list, client.InNamespace(w.Namespace)); err != nil {
 		log.FromContext(ctx).Error(err, "listing the RetryPolicies of a workload's namespace", "workload", w.String())
@@ -188,11 +240,11 @@ func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, obj client.Obje
 	return out
 }
 
-// namespacePolicies maps a Service to every policy of its namespace.
-func (r *RetryPolicyReconciler) namespacePolicies(ctx context.Context, obj client.Object) []reconcile.Request {
+// namespacePolicies maps a Service of namespace ns to every policy of ns.
+func (r *RetryPolicyReconciler) namespacePolicies(ctx context.Context, svc workload.Service) []reconcile.Request {
 	var list v1alpha1.RetryPolicyList
-	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		log.FromContext(ctx).Error(err, "listing the RetryPolicies of a Service's namespace", "service", obj.GetNamespace()+"/"+obj.GetName())
+	if err := r.Client.List(ctx, &list, client.InNamespace(svc.Namespace)); err != nil {
+		log.FromContext(ctx).Error(err, "listing the RetryPolicies of a Service's namespace", "service", svc.Namespace+"/"+svc.Name)
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))
@@ -200,36 +252,4 @@ func (r *RetryPolicyReconciler) namespacePolicies(ctx context.Context, obj clien
 		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}}
 	}
 	return out
-}
-
-// serviceInputChanged passes creates and deletes of Services, and updates that change what the
-// graph reads: the selector or whether the type is ExternalName.
-func serviceInputChanged() predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			a, okA := cluster.ServiceOf(e.ObjectOld)
-			b, okB := cluster.ServiceOf(e.ObjectNew)
-			return okA != okB || a.ExternalName != b.ExternalName || !maps.Equal(a.Selector, b.Selector)
-		},
-	}
-}
-
-// graphInputChanged passes creates and deletes of workloads, and updates that change what the
-// graph reads (labels, retrycap.dev/service, retrycap.dev/upstreams, or whether a Pod is bare):
-// a rollout of a new image or a scale never causes a reconcile.
-func graphInputChanged() predicate.Funcs {
-	isWorkload := func(obj client.Object) bool { _, ok := cluster.WorkloadOf(obj); return ok }
-	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return isWorkload(e.Object) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return isWorkload(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return isWorkload(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			a, okA := cluster.WorkloadOf(e.ObjectOld)
-			b, okB := cluster.WorkloadOf(e.ObjectNew)
-			if okA != okB {
-				return true
-			}
-			return okA && !sameGraphInput(a, b)
-		},
-	}
 }

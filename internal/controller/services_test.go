@@ -15,7 +15,7 @@ import (
 // service is a ClusterIP Service selecting sel.
 func service(ns, name string, sel map[string]string) *corev1.Service {
 	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"owner": "team-web"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{"owner": "team-web", "retry.linkerd.io/limit": "2"}},
 		Spec:       corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
 	}
 }
@@ -58,14 +58,15 @@ var _ = Describe("RetryPolicy status with Services", func() {
 		}}))
 		Expect(st.Chains).To(Equal([]v1alpha1.Chain{{Entrypoint: "vote-bot", Amplification: 9, Path: []string{"vote-bot", "web-svc", "emoji-svc"}}}))
 
-		// The manager caches Services cut down to name, labels, selector and type.
+		// The manager caches Services cut down to name, labels, selector, type and the
+		// retry.linkerd.io/ annotations (the mesh layer reads them).
 		var cached corev1.Service
 		Expect(mgrClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "web-svc"}, &cached)).To(Succeed())
 		Expect(cached.Spec.Selector).To(Equal(map[string]string{"app": "web-svc"}))
 		Expect(cached.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
 		Expect(cached.Spec.Ports).To(BeEmpty())
 		Expect(cached.Spec.ClusterIP).To(BeEmpty())
-		Expect(cached.Annotations).To(BeEmpty())
+		Expect(cached.Annotations).To(Equal(map[string]string{"retry.linkerd.io/limit": "2"}))
 		Expect(cached.ManagedFields).To(BeEmpty())
 
 		// A selector that no longer matches: web-svc is a leaf again; matching again, 9 again.

@@ -7,10 +7,11 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// The controller reads workloads through internal/cluster (cluster.ListWorkloads,
-// cluster.WorkloadOf), like the gate and the injector. Pods are watched and listed as metadata
-// only: a bare Pod's graph input (labels, annotations, controller ownerReference) is all in its
-// metadata, and pod specs and statuses are by far the largest objects a controller could cache.
+// The controller reads workloads from the workload index (gate.Index) that cluster.FeedIndex
+// fills from the manager's informers, like the gate and the injector. Pods are watched as
+// metadata only (a bare Pod's graph input is all in its metadata), and Deployments,
+// StatefulSets and DaemonSets are trimmed to metadata and pod-template metadata in the cache
+// (cluster.TrimForCache).
 
 // sameGraphInput reports whether two versions of a workload give the same graph: same
 // existence as a workload, labels (selection, service name) and the annotations the builder

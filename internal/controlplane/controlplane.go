@@ -22,6 +22,9 @@ type Options struct {
 	// Webhooks installs the webhook configurations from config/webhook, pointed at a local
 	// serving host and port with a generated CA (see ControlPlane.WebhookServing).
 	Webhooks bool
+	// CRDPaths are more CRD files or directories to install beside retrycap's (the mesh APIs'
+	// from internal/mesh/crds).
+	CRDPaths []string
 	// ProgressTo receives the binary build's progress on a machine that has not built them yet.
 	// Nil means os.Stderr.
 	ProgressTo *os.File
@@ -111,7 +114,7 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
-		CRDDirectoryPaths:        []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:        append([]string{filepath.Join(root, "config", "crd", "bases")}, opts.CRDPaths...),
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,

@@ -23,6 +23,9 @@ type Input struct {
 	Incoming workload.Workload
 	// Old is the stored object on an update; nil on a create.
 	Old *workload.Workload
+	// ObjectAnnotations are the annotations on a Deployment's, StatefulSet's or DaemonSet's own
+	// metadata (Incoming holds its pod template's, which is what retrycap reads); nil for a Pod.
+	ObjectAnnotations map[string]string
 }
 
 // Source is what the gate reads about a request's namespace beyond the request: the stored
@@ -126,9 +129,12 @@ func (v verdict) message() string {
 
 // Decide judges one admission of a workload:
 //
+//   - A retrycap annotation on a workload's own metadata rather than its pod template (where
+//     retrycap reads it) gets a warning, whatever else is decided.
 //   - A workload no policy selects passes untouched.
 //   - A malformed retrycap annotation on it is denied whatever the policies' modes; the message
-//     names the workload, the annotation, the token and the column.
+//     names the workload, the annotation, the token and the column (for upstreams) or the value
+//     (retrycap.dev/inject: only "true" or "false").
 //   - A create, an update that raises an attempt or adds an upstream, or an update that brings
 //     the workload under a policy that did not select it before, is judged by every selecting
 //     policy (graph.Judge on its graph with the incoming object in place); any other update
@@ -142,7 +148,10 @@ func (v verdict) message() string {
 //     Rewrite mode never refuses a deploy for its numbers.
 //   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
 func Decide(in Input) Decision {
-	d := Decision{Allowed: true}
+	d := Decision{Allowed: true, Warnings: misplacedAnnotations(in)}
+	deny := func(msg string) Decision {
+		return Decision{Message: msg, Warnings: d.Warnings, PolicyErrors: d.PolicyErrors}
+	}
 	src := &stored{src: in.Source}
 	var selecting []*v1alpha1.RetryPolicy
 	for _, p := range in.Policies {
@@ -158,6 +167,10 @@ func Decide(in Input) Decision {
 	if len(selecting) == 0 {
 		return d
 	}
+	if v, ok := in.Incoming.Annotations[annotations.Inject]; ok && v != "true" && v != "false" {
+		return deny((&workload.AnnotationError{Workload: in.Incoming, Annotation: annotations.Inject, Value: v,
+			Err: fmt.Errorf("value %q is not \"true\" or \"false\"", v)}).Error())
+	}
 	// Name order: Rewrite and Audit warnings list their policies in it.
 	sort.Slice(selecting, func(i, j int) bool { return policyName(selecting[i]) < policyName(selecting[j]) })
 
@@ -167,7 +180,7 @@ func Decide(in Input) Decision {
 		// The incoming workload's own annotations first, on a graph of it alone: the same errors
 		// Build reports, without building the namespace.
 		if err := incomingError(workload.Build(p, []workload.Workload{in.Incoming}), in.Incoming); err != nil {
-			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
+			return deny(err.Error())
 		}
 		if p.Spec.Enforcement == v1alpha1.EnforcementAudit {
 			// Judged below, on what will be stored.
@@ -176,7 +189,7 @@ func Decide(in Input) Decision {
 		}
 		v, over, err := judge(p, in.Incoming, in.Old, src)
 		if err != nil {
-			return Decision{Message: err.Error(), PolicyErrors: d.PolicyErrors}
+			return deny(err.Error())
 		}
 		if !over {
 			continue
@@ -200,7 +213,7 @@ func Decide(in Input) Decision {
 			}
 			msg += "; also over the cap of RetryPolicy " + strings.Join(others, ", ")
 		}
-		return Decision{Message: msg, PolicyErrors: d.PolicyErrors}
+		return deny(msg)
 	}
 
 	toStore := in.Incoming
@@ -223,6 +236,28 @@ func Decide(in Input) Decision {
 		d.Warnings = append(d.Warnings, v.message()+" (admitted: enforcement is Audit)")
 	}
 	return d
+}
+
+// readAnnotations are the annotations retrycap reads from a pod template (or a bare Pod).
+var readAnnotations = []string{annotations.Service, annotations.Upstreams, annotations.Inject}
+
+// misplacedAnnotations warns of each retrycap annotation on a workload's own metadata that its
+// pod template does not carry with the same value: retrycap (like Kubernetes, for the pods it
+// creates) reads only the template's, so the annotation does nothing where it is.
+func misplacedAnnotations(in Input) []string {
+	var out []string
+	for _, k := range readAnnotations {
+		v, ok := in.ObjectAnnotations[k]
+		if !ok {
+			continue
+		}
+		if tv, tok := in.Incoming.Annotations[k]; tok && tv == v {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: annotation %s=%q is on the %s's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations",
+			in.Incoming, k, v, in.Incoming.Kind))
+	}
+	return out
 }
 
 // incomingError returns the first invalid annotation of the incoming workload that Build

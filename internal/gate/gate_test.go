@@ -168,3 +168,47 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// A malformed retrycap.dev/inject is refused under every enforcement mode, with the object, the
+// annotation and the value named; annotations on a workload's own metadata get a warning.
+func TestDecideInjectAndMisplacedAnnotations(t *testing.T) {
+	for _, mode := range []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit} {
+		t.Run(string(mode), func(t *testing.T) {
+			w := deployment("order", "payment=1")
+			w.Annotations[annotations.Inject] = "yes"
+			got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w})
+			want := Decision{Message: `Deployment shop/order: annotation retrycap.dev/inject: value "yes" is not "true" or "false"`}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("Decide = %+v\nwant %+v", got, want)
+			}
+			for _, ok := range []string{"true", "false"} {
+				w.Annotations[annotations.Inject] = ok
+				if d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w}); !d.Allowed {
+					t.Fatalf("inject %q: %+v", ok, d)
+				}
+			}
+		})
+	}
+
+	w := deployment("order", "payment=1")
+	objAnn := map[string]string{annotations.Upstreams: "payment=9", annotations.Inject: "true", annotations.Service: "order", "other": "x"}
+	w.Annotations[annotations.Service] = "order" // the same value on the template: no warning
+	got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: w, ObjectAnnotations: objAnn})
+	want := Decision{Allowed: true, Warnings: []string{
+		`Deployment shop/order: annotation retrycap.dev/upstreams="payment=9" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`,
+		`Deployment shop/order: annotation retrycap.dev/inject="true" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`,
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decide = %+v\nwant %+v", got, want)
+	}
+	// Also with a denial, and when no policy selects the workload.
+	over := deployment("order", "payment=3")
+	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})
+	if got.Allowed || len(got.Warnings) != 1 {
+		t.Fatalf("denied with a misplaced annotation: %+v", got)
+	}
+	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})}, Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})
+	if !got.Allowed || len(got.Warnings) != 1 {
+		t.Fatalf("unselected with a misplaced annotation: %+v", got)
+	}
+}

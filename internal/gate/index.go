@@ -24,6 +24,10 @@ type Index struct {
 	syncedMu sync.Mutex
 	synced   []func() bool
 
+	// subscribers are told of every change (OnChange), after it is applied.
+	subMu       sync.RWMutex
+	subscribers []func(Change)
+
 	// The prepared graphs' refresh (see bases.go).
 	dirtyMu sync.Mutex
 	dirty   map[string]bool // namespaces whose prepared graphs a change made stale
@@ -222,17 +226,72 @@ func sameWorkload(a, b workload.Workload) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
+// Change is one change the index applied: a workload's (Old and New) or a Service's (Service).
+type Change struct {
+	// Old and New are a changed workload's versions: Old nil for an add, New nil for a removal;
+	// both nil for a Service change.
+	Old, New *workload.Workload
+	// Service is a changed Service (its new version, or the removed one); nil for a workload
+	// change. Which workloads it fronts, and so which policies' graphs it changes, is the graph's
+	// to say: a subscriber treats it as a change to every policy of its namespace.
+	Service *workload.Service
+}
+
+// OnChange adds f to the functions told of each change the index applies, after it applied it
+// (so f reads the index as changed): a workload's put or removal, or a Service's. f runs on the
+// informer's goroutine: it must be quick (the controller enqueues requests). A Put or PutService
+// that changes nothing (same labels and annotations; same selector and type) tells no one.
+func (x *Index) OnChange(f func(Change)) {
+	x.subMu.Lock()
+	defer x.subMu.Unlock()
+	x.subscribers = append(x.subscribers, f)
+}
+
+func (x *Index) notify(c Change) {
+	x.subMu.RLock()
+	defer x.subMu.RUnlock()
+	for _, f := range x.subscribers {
+		f(c)
+	}
+}
+
+// Parsed returns the namespace's workloads, parsed and sorted by workload.Compare (the order
+// workload.BuildParsed wants): the controller builds a policy's graph from them without listing,
+// converting or parsing the namespace. The slice is the caller's; the workloads are shared and
+// immutable.
+func (x *Index) Parsed(ns string) []*workload.Parsed {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := x.byNS[ns]
+	if n == nil {
+		return nil
+	}
+	out := make([]*workload.Parsed, len(n.sorted))
+	for i, e := range n.sorted {
+		out[i] = e.p
+	}
+	return out
+}
+
 // Put adds or replaces w (an informer's add or update).
 func (x *Index) Put(w workload.Workload) {
+	if old, changed := x.put(w); changed {
+		x.notify(Change{Old: old, New: &w})
+	}
+}
+
+func (x *Index) put(w workload.Workload) (*workload.Workload, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.ns(w.Namespace)
 	key := w.Key()
 	if prev, ok := n.items[key]; ok && sameWorkload(prev.Workload, w) {
-		return
+		return nil, false
 	}
 	e := workload.Parse(w)
+	var old *workload.Workload
 	if prev, ok := n.items[key]; ok {
+		old = &prev.Workload
 		i := n.position(prev) // same key, same place
 		n.unlink(n.sorted[i])
 		n.sorted[i] = sortedEntry{e, n.link(e)}
@@ -242,20 +301,27 @@ func (x *Index) Put(w workload.Workload) {
 	n.items[key] = e
 	n.list = nil
 	n.changed(x, w.Namespace)
+	return old, true
 }
 
 // Remove forgets w (an informer's delete, or a Pod that gained a controller).
 func (x *Index) Remove(w workload.Workload) {
+	if old := x.remove(w); old != nil {
+		x.notify(Change{Old: old})
+	}
+}
+
+func (x *Index) remove(w workload.Workload) *workload.Workload {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.byNS[w.Namespace]
 	if n == nil {
-		return
+		return nil
 	}
 	key := w.Key()
 	prev, ok := n.items[key]
 	if !ok {
-		return
+		return nil
 	}
 	i := n.position(prev)
 	n.unlink(n.sorted[i])
@@ -266,6 +332,7 @@ func (x *Index) Remove(w workload.Workload) {
 	if len(n.items) == 0 && n.set == nil {
 		delete(x.byNS, w.Namespace)
 	}
+	return &prev.Workload
 }
 
 // ns returns namespace ns's entry, adding it if need be. Called with x.mu held for writing.
@@ -303,29 +370,44 @@ func (x *Index) Nodes(w workload.Workload) []string {
 // PutService adds or replaces a Service (an informer's add or update). A change to its selector
 // or type relinks the workloads it selected or selects, and those of its name, and makes the
 // namespace's prepared graphs stale, like a workload change.
+// Its subscribers (OnChange) are told after it is applied.
 func (x *Index) PutService(s workload.Service) {
+	if x.putService(s) {
+		x.notify(Change{Service: &s})
+	}
+}
+
+func (x *Index) putService(s workload.Service) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.ns(s.Namespace)
 	old, had := n.set.Get(s.Namespace, s.Name)
 	if had && old.ExternalName == s.ExternalName && maps.Equal(old.Selector, s.Selector) {
-		return
+		return false
 	}
 	n.ownSet().Put(s)
 	n.servicesChanged(x, s.Namespace, s, old, had)
+	return true
 }
 
-// RemoveService forgets a Service (an informer's delete).
+// RemoveService forgets a Service (an informer's delete). Its subscribers (OnChange) are told
+// after it is applied.
 func (x *Index) RemoveService(s workload.Service) {
+	if old, ok := x.removeService(s); ok {
+		x.notify(Change{Service: &old})
+	}
+}
+
+func (x *Index) removeService(s workload.Service) (workload.Service, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := x.byNS[s.Namespace]
 	if n == nil {
-		return
+		return workload.Service{}, false
 	}
 	old, had := n.set.Get(s.Namespace, s.Name)
 	if !had {
-		return
+		return workload.Service{}, false
 	}
 	n.ownSet().Remove(s.Namespace, s.Name)
 	if n.set.Len() == 0 {
@@ -335,6 +417,7 @@ func (x *Index) RemoveService(s workload.Service) {
 	if len(n.items) == 0 && n.set == nil {
 		delete(x.byNS, s.Namespace)
 	}
+	return old, true
 }
 
 // ownSet returns n.set to change in place: a copy if it has been handed out since the last

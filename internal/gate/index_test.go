@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -238,4 +239,41 @@ func (x *Index) relevant(ns, svc string, ups []string) []workload.Workload {
 		out[i] = p.Workload
 	}
 	return out
+}
+
+// The injector's question (is the pod's service an entrypoint of the policy's graph?) has the
+// same answer over RelevantWorkloads as over the whole namespace, on random graphs.
+func TestRelevantWorkloadsDecideEntrypoints(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	checked, entry := 0, 0
+	for round := 0; round < 300; round++ {
+		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		x := NewIndex()
+		for _, w := range ws {
+			x.Put(w)
+		}
+		p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+		p.Spec.Entrypoints = nil
+		if r.IntN(2) == 0 {
+			p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}}
+		}
+		for i := 0; i < 5; i++ {
+			w := ws[r.IntN(len(ws))]
+			if r.IntN(2) == 0 {
+				w = randomWorkloads(r, 1+r.IntN(len(ws)), round%2 == 0)[0]
+				w.Name = fmt.Sprintf("new%d", i)
+			}
+			full := inject.IsEntrypoint(p, ws, w)
+			if got := inject.IsEntrypoint(p, x.RelevantWorkloads(w), w); got != full {
+				t.Fatalf("round %d: %s is an entrypoint over its relevant workloads: %v, over the namespace: %v", round, w, got, full)
+			}
+			checked++
+			if full {
+				entry++
+			}
+		}
+	}
+	if entry == 0 || entry == checked {
+		t.Fatalf("degenerate rounds: %d entrypoints of %d", entry, checked)
+	}
 }

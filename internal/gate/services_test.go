@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -314,5 +315,85 @@ func TestIndexServicesHandedOutStayPut(t *testing.T) {
 	x.RemoveService(workload.Service{Namespace: "shop", Name: "b"})
 	if x.Services("shop") != nil || x.byNS["shop"] != nil {
 		t.Fatalf("the namespace outlived its last Service")
+	}
+}
+
+// The injector's question over RelevantWorkloads, with Services: a pod fronted by a Service, or
+// called through one, is an entrypoint over its relevant workloads exactly when it is over the
+// whole namespace.
+func TestRelevantWorkloadsWithServicesDecideEntrypoints(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	checked, entry, fronted := 0, 0, 0
+	for round := 0; round < 300; round++ {
+		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		svcs := withRandomServices(r, ws)
+		x := NewIndex()
+		for _, w := range ws {
+			x.Put(w)
+		}
+		for _, s := range svcs {
+			x.PutService(s)
+		}
+		p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+		p.Spec.Entrypoints = nil
+		for i := 0; i < 5; i++ {
+			w := ws[r.IntN(len(ws))]
+			full := inject.IsEntrypoint(p, ws, w, svcs...)
+			if got := inject.IsEntrypoint(p, x.RelevantWorkloads(w), w, x.Services(w.Namespace).List()...); got != full {
+				t.Fatalf("round %d: %s is an entrypoint over its relevant workloads: %v, over the namespace: %v", round, w, got, full)
+			}
+			checked++
+			if full {
+				entry++
+			}
+			if nodes := x.Nodes(w); len(nodes) != 1 || nodes[0] != w.ServiceName() {
+				fronted++
+			}
+		}
+	}
+	if entry == 0 || entry == checked || fronted == 0 {
+		t.Fatalf("degenerate rounds: %d entrypoints, %d fronted by a Service, of %d", entry, fronted, checked)
+	}
+}
+
+// A Service change that changes the graph is told to the index's subscribers (the controller
+// reconciles the namespace's policies on it), after it is applied; one that changes nothing the
+// graph reads is not.
+func TestIndexTellsServiceChanges(t *testing.T) {
+	x := NewIndex()
+	var got []Change
+	x.OnChange(func(c Change) {
+		if c.Service != nil {
+			// Applied before it is told: two puts, then the removal.
+			_, has := x.Services(c.Service.Namespace).Get(c.Service.Namespace, c.Service.Name)
+			if want := len(got) < 2; has != want {
+				t.Errorf("change %d of %s told before it was applied (in the index: %v)", len(got), c.Service, has)
+			}
+		}
+		got = append(got, c)
+	})
+	s := workload.Service{Namespace: "shop", Name: "orders", Selector: map[string]string{"app": "order"}}
+	x.PutService(s)
+	x.PutService(s) // the same: no change
+	s2 := s
+	s2.Selector = map[string]string{"app": "order-v2"}
+	x.PutService(s2)
+	x.RemoveService(s2)
+	x.RemoveService(s2) // gone: no change
+	if len(got) != 3 {
+		t.Fatalf("told %d changes, want 3: %+v", len(got), got)
+	}
+	for i, c := range got {
+		if c.Service == nil || c.Old != nil || c.New != nil || c.Service.Namespace != "shop" || c.Service.Name != "orders" {
+			t.Fatalf("change %d: %+v", i, c)
+		}
+	}
+	if !reflect.DeepEqual(got[1].Service.Selector, s2.Selector) || !reflect.DeepEqual(got[2].Service.Selector, s2.Selector) {
+		t.Fatalf("changes told: %+v, %+v", got[1].Service, got[2].Service)
+	}
+	w := workload.Workload{Kind: "Deployment", Namespace: "shop", Name: "order", Labels: map[string]string{"app": "order"}}
+	x.Put(w)
+	if len(got) != 4 || got[3].Service != nil || got[3].Old != nil || got[3].New == nil || got[3].New.Name != "order" {
+		t.Fatalf("a workload's put told as %+v", got[len(got)-1])
 	}
 }

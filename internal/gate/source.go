@@ -99,3 +99,17 @@ func upstreamServices(w workload.Workload) []string {
 	}
 	return names
 }
+
+// RelevantWorkloads returns the stored workloads of w's namespace that can bear on w's place in
+// any policy's graph (RelevantParsed for its nodes, the Services fronting it and its own name
+// unless a Service shadows it, and its upstreams, through the Services they name): every service
+// that reaches it, so whether it is a default entrypoint (no selected service calls it) is decided over them
+// as over the whole namespace. The pod injector reads them instead of listing the namespace.
+func (x *Index) RelevantWorkloads(w workload.Workload) []workload.Workload {
+	ps := x.RelevantParsed(w.Namespace, x.Nodes(w), upstreamServices(w))
+	out := make([]workload.Workload, len(ps))
+	for i, p := range ps {
+		out[i] = p.Workload
+	}
+	return out
+}

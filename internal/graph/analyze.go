@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,11 @@ const (
 	MaxChains     = 50
 	MaxViolations = 20
 )
+
+// MaxLoadWork bounds the work of the per-entrypoint loads (entrypoints x (services + edges)):
+// a thousand entrypoints over a 10k-service mesh would cost a hundred times the rest of Analyze.
+// Real service graphs (tens of entrypoints, hundreds of services) are far below it.
+const MaxLoadWork = 1 << 17
 
 // ServiceLoad is a number of requests at one service.
 type ServiceLoad struct {
@@ -53,10 +57,19 @@ type Analysis struct {
 	Bounded bool
 	// WorstPath is the path of the worst chain.
 	WorstPath []string
-	// WorstCaseLoad is the busiest service: the most requests one entry request can cause there
-	// when everything below fails, fan-out included. Any cycle reachable from an entrypoint makes
-	// the load of its services (and all below) saturate: a request can go round it without end.
+	// WorstCaseLoad is the busiest service: the most requests one request at one entrypoint (the
+	// entrypoint for which it is largest; never a sum over entrypoints) can cause there when
+	// everything below fails, fan-out and the client's attempts included. Any cycle reachable
+	// from the entrypoint makes the load of its services (and all below) saturate: a request can
+	// go round it without end. See LoadIsBound.
 	WorstCaseLoad ServiceLoad
+	// LoadEntrypoint is the entrypoint one request at which causes WorstCaseLoad ("" when there
+	// is none, or LoadIsBound).
+	LoadEntrypoint string
+	// LoadIsBound is true when the graph has so many entrypoints that a pass per entrypoint
+	// would cost more than MaxLoadWork edge visits: WorstCaseLoad is then the load of one request
+	// at every entrypoint at once (LoadEntrypoint ""), an upper bound of the per-entrypoint figure.
+	LoadIsBound bool
 	// Entrypoints are the effective entrypoints: the explicit ones, else the defaults.
 	Entrypoints []Entrypoint
 	// Chains has one entry per entrypoint, worst first, ties by name; at most MaxChains.
@@ -65,13 +78,30 @@ type Analysis struct {
 	Cycle []string
 	// Violations are the over-cap paths, worst first, at most MaxViolations (see Analyze).
 	Violations []Violation
+	// ViolationsTotal is how many distinct over-cap paths there are, listed or not: when it is
+	// larger than len(Violations), only the worst MaxViolations are listed.
+	ViolationsTotal int
 }
 
 // WithinCap reports whether every chain is bounded and within the cap.
 func (a *Analysis) WithinCap() bool { return a.Bounded && a.Amplification <= a.Cap }
 
 // Analyze computes amplification, worst paths, chains, worst-case load, retry cycles and
-// violations, in O(V+E) plus the cost of listing at most MaxViolations paths.
+// violations, in O(V+E) plus the cost of listing at most MaxViolations paths (and, with several
+// entrypoints, one pass of the loads per entrypoint below it).
+//
+// Ties, one rule everywhere: declaration order. Among paths of equal amplification the one that
+// starts at the entrypoint listed first (the explicit entrypoints in the order set, else the
+// default ones in the order their services were first named), then takes at each hop the edge
+// declared first. So the worst path is the chain of the first-listed entrypoint among the worst;
+// below a service a path goes on along the first declared edge among those with the worst product
+// below (and never stops early); into a service it comes along the first declared edge among
+// those with the worst product (a service that is itself an entrypoint with that product starts
+// there); violations are listed worst first, then in that order, so the first violation is the
+// worst path; among equal loads, the service named first, then the entrypoint listed first. The
+// workload builder declares services in workload order (namespace, name, kind) and each
+// workload's edges in its annotation's order, so in the CLI "declared first" is "the workload
+// whose name sorts first, the upstream written first".
 //
 // Violations: for every edge that lies on some over-cap path, the worst path through it (worst
 // path into its source, the edge, worst path below its target) is over the cap; these paths,
@@ -97,11 +127,11 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	// Chains: keep the MaxChains worst entrypoints (a sorted window, not a sort of all of
 	// them: a mesh can have thousands), build paths only for those.
 	before := func(x, y rankedEntry) bool {
-		return x.amp > y.amp || (x.amp == y.amp && g.names[x.node] < g.names[y.node])
+		return x.amp > y.amp || (x.amp == y.amp && x.idx < y.idx)
 	}
 	rs := make([]rankedEntry, 0, min(len(c.ents), MaxChains)+1)
-	for _, en := range c.ents {
-		x := rankedEntry{entry: en, amp: mul(en.k, c.v[en.node].d)}
+	for i, en := range c.ents {
+		x := rankedEntry{entry: en, idx: int32(i), amp: mul(en.k, c.v[en.node].d)}
 		if len(rs) == MaxChains && !before(x, rs[MaxChains-1]) {
 			continue
 		}
@@ -138,11 +168,7 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	} else {
 		c.forward(true)
 	}
-	for v := range c.v {
-		if l := c.v[v].load; l > a.WorstCaseLoad.Requests {
-			a.WorstCaseLoad = ServiceLoad{Service: g.names[v], Requests: l}
-		}
-	}
+	a.WorstCaseLoad, a.LoadEntrypoint, a.LoadIsBound = c.worstLoad()
 	if !a.Bounded {
 		a.Amplification = Saturated
 		cyc := c.retryCycle(c.retryComp)
@@ -161,17 +187,166 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 			Message:    "retry cycle " + renderPath(a.Cycle, factors[1:]) + ": amplification unbounded > cap " + strconv.FormatInt(cap, 10),
 			Suggestion: strings.Join(fix, "; "),
 		}}
+		a.ViolationsTotal = 1
 		return a
 	}
 	if over {
+		a.ViolationsTotal = c.countViolations(cap)
 		a.Violations = c.violations(cap, top, rs)
 	}
 	return a
 }
 
+// worstLoad is the busiest (service, entrypoint) pair: the most requests one request at one
+// entrypoint causes at one service. With one entrypoint the forward pass's loads are that
+// entrypoint's; with several, each gets its own pass over what it reaches. h, pred and the
+// forward pass's loads must be final.
+func (c *core) worstLoad() (ServiceLoad, string, bool) {
+	names := c.g.names
+	var best ServiceLoad
+	// Ties: the service named first (lowest id), then the entrypoint listed first: the
+	// entrypoints are visited in order and a later one must be strictly larger, or equal at a
+	// service named earlier.
+	bestV, bestE := int32(-1), int32(-1)
+	better := func(l int64, v int32, _ int32) bool {
+		if l != best.Requests {
+			return l > best.Requests
+		}
+		return v < bestV
+	}
+	if len(c.ents) == 0 {
+		return best, "", false
+	}
+	bound := int64(len(c.ents))*int64(c.n+len(c.adj.to)) > MaxLoadWork
+	if len(c.ents) == 1 || bound {
+		en := c.ents[0].node
+		for v := range c.v {
+			if l := c.v[v].load; l > 0 && (best.Service == "" || better(l, int32(v), en)) {
+				best, bestV = ServiceLoad{Service: names[v], Requests: l}, int32(v)
+			}
+		}
+		if bound {
+			return best, "", true
+		}
+		return best, names[en], false
+	}
+	pos := make([]int32, c.n) // node -> index in c.order
+	for i, v := range c.order {
+		pos[v] = int32(i)
+	}
+	load := make([]int64, c.n)
+	to, ac := c.adj.to, c.adj.attCal
+	for _, en := range c.ents {
+		clear(load)
+		load[en.node] = en.k
+		i := int(pos[en.node])
+		for cp := c.comp[en.node]; i > 0 && c.comp[c.order[i-1]] == cp; i-- {
+			// The entrypoint's component starts here.
+		}
+		for i < c.n {
+			v := c.order[i]
+			cp := c.comp[v]
+			if c.isCyc(cp) {
+				// Any load into a cycle goes round it without end.
+				nodes := c.order[i : i+c.size(cp)]
+				i += len(nodes)
+				reached := false
+				for _, u := range nodes {
+					reached = reached || load[u] > 0
+				}
+				if !reached {
+					continue
+				}
+				for _, u := range nodes {
+					load[u] = Saturated
+				}
+				for _, u := range nodes {
+					lo, hi := c.out(u)
+					for s := lo; s < hi; s++ {
+						load[to[s]] = Saturated
+					}
+				}
+				continue
+			}
+			i++
+			lv := load[v]
+			if lv == 0 {
+				continue
+			}
+			lo, hi := c.out(v)
+			for s := lo; s < hi; s++ {
+				load[to[s]] = add(load[to[s]], mul(lv, ac[s]))
+			}
+		}
+		for v, l := range load {
+			if l > 0 && (best.Service == "" || better(l, int32(v), en.node)) {
+				best, bestV, bestE = ServiceLoad{Service: names[v], Requests: l}, int32(v), en.node
+			}
+		}
+	}
+	return best, names[bestE], false
+}
+
+// countViolations is how many distinct paths the violations are drawn from (see Analyze): the
+// worst paths through the over-cap edges, and the over-cap chains. h, d, pred and succ must be
+// final. On an acyclic graph the edges that share a worst path are a run (see runFirsts): edge
+// s = (u, v) and the next one on its path, succ[v], share it exactly when pred[v] = s; so the
+// count is the over-cap edges less those links, plus the over-cap chains that are not an edge's
+// path (an entrypoint with no edge below, or one the worst path into comes from above). With a
+// cycle the paths are built and compared.
+func (c *core) countViolations(cap int64) int {
+	to, from, att := c.adj.to, c.adj.from, c.att
+	n := 0
+	if c.cyc == nil {
+		if c.fused {
+			// forwardAcyclic counted the over-cap edges; a link is a node t whose worst path in
+			// (pred[t]) goes on (succ[t]) over the cap: O(V).
+			n = c.nOver
+			for t := range c.n {
+				if c.pred[t] >= 0 && c.succ[t] >= 0 && mul(c.v[t].h, c.v[t].d) > cap {
+					n--
+				}
+			}
+		} else {
+			for s := range to {
+				if mul(mul(c.v[from[s]].h, att[s]), c.v[to[s]].d) <= cap {
+					continue
+				}
+				n++
+				if t := to[s]; c.pred[t] == int32(s) && c.succ[t] >= 0 {
+					n-- // the same path as the next edge's
+				}
+			}
+		}
+		for _, en := range c.ents {
+			if mul(en.k, c.v[en.node].d) > cap && (c.succ[en.node] < 0 || c.pred[en.node] >= 0) {
+				n++
+			}
+		}
+		return n
+	}
+	seen := map[string]bool{}
+	for s := range to {
+		u, t := from[s], to[s]
+		if c.comp[u] == c.comp[t] || mul(mul(c.v[u].h, att[s]), c.v[t].d) <= cap {
+			continue
+		}
+		p, _, _ := c.throughEdge(int32(s))
+		seen[pathKey(p)] = true
+	}
+	for _, en := range c.ents {
+		if mul(en.k, c.v[en.node].d) > cap {
+			p, _ := c.suffix(en.node)
+			seen[pathKey(p)] = true
+		}
+	}
+	return len(seen)
+}
+
 // rankedEntry is an entrypoint with the amplification of its worst chain.
 type rankedEntry struct {
 	entry
+	idx int32 // in c.ents
 	amp int64
 	// The worst path from it, once listed.
 	nodes, slots []int32
@@ -286,6 +461,16 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 		addPath(ch.nodes, factors, ch.slots)
 	}
 	names := c.g.names
+	entryOf := make(map[int32]int, len(c.ents))
+	for i, en := range c.ents {
+		entryOf[en.node] = i
+	}
+	entryIdx := func(v int32) int {
+		if i, ok := entryOf[v]; ok {
+			return i
+		}
+		return len(c.ents)
+	}
 	slices.SortFunc(fs, func(x, y found) int {
 		if x.amp != y.amp {
 			if x.amp > y.amp {
@@ -293,10 +478,14 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 			}
 			return 1
 		}
-		// As slices.Compare on the names.
-		for i := range min(len(x.path), len(y.path)) {
-			if d := strings.Compare(names[x.path[i]], names[y.path[i]]); d != 0 {
-				return d
+		// Declaration order (see Analyze): the entrypoint listed first, then hop by hop the
+		// edge declared first.
+		if a, b := entryIdx(x.path[0]), entryIdx(y.path[0]); a != b {
+			return a - b
+		}
+		for i := range min(len(x.slots), len(y.slots)) {
+			if a, b := c.adj.edge[x.slots[i]], c.adj.edge[y.slots[i]]; a != b {
+				return int(a - b)
 			}
 		}
 		return len(x.path) - len(y.path)
@@ -455,8 +644,7 @@ func appendExplain(b []byte, path []string, factors []int64, amp, cap int64, cli
 	b = appendPath(b, path, edges)
 	b = append(b, " = "...)
 	if amp == Saturated {
-		b = strconv.AppendInt(b, amp, 10)
-		b = append(b, " (saturated)"...)
+		b = append(b, Unbounded...)
 	} else {
 		b = strconv.AppendInt(b, amp, 10)
 	}
@@ -498,10 +686,15 @@ func appendPath(b []byte, path []string, edges []int64) []byte {
 	return b
 }
 
-// FormatAmount renders a product or a load; the saturated value reads as such.
+// Unbounded is how a saturated product or load reads in every human-readable output: a retry
+// cycle (or any cycle, for loads) makes it so, and a product past 2^63-1 is beyond any cap.
+// JSON and the API keep the saturated integer, with bounded false where it is a cycle.
+const Unbounded = "unbounded"
+
+// FormatAmount renders a product or a load; the saturated value reads "unbounded".
 func FormatAmount(x int64) string {
 	if x == Saturated {
-		return fmt.Sprintf("%d (saturated)", x)
+		return Unbounded
 	}
 	return strconv.FormatInt(x, 10)
 }

@@ -31,6 +31,7 @@ type core struct {
 	succ []int32 // slot that gives d, -1 at the end of the path
 
 	fused   bool    // forwardAcyclic collected candidates and the planner's products
+	nOver   int     // forwardAcyclic with candidates: the edges with a path over the cap
 	first   []int32 // runFirst's memo
 	scratch []int32
 
@@ -340,7 +341,7 @@ func (c *core) forward(withLoad bool) {
 			vs[en.node].load = add(vs[en.node].load, en.k)
 		}
 	}
-	pred, att := c.pred, c.att
+	pred, att, edge := c.pred, c.att, c.adj.edge
 	off, end, to, ac := c.adj.off, c.adj.end, c.adj.to, c.adj.attCal
 	for i := 0; i < n; {
 		v := c.order[i]
@@ -358,7 +359,7 @@ func (c *core) forward(withLoad bool) {
 		lo, hi := off[v], end[v]
 		for s := lo; s < hi; s++ {
 			w := &vs[to[s]]
-			if x := mul(hv, att[s]); x > w.h {
+			if x := mul(hv, att[s]); x > w.h || (x == w.h && pred[to[s]] >= 0 && edge[s] < edge[pred[to[s]]]) {
 				w.h = x
 				pred[to[s]] = s
 			}
@@ -392,6 +393,7 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 	// The rows are laid out in c.order (see adjacency.rowEnd): each row starts where the
 	// previous one ended.
 	rowEnd, to, att, ac := a.rowEnd, a.to, c.att, a.attCal
+	edge := a.edge
 	if top == nil {
 		var next int32 // the next row's first slot
 		for k, v := range c.order {
@@ -405,8 +407,8 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 			for i, t := range ts {
 				w := &vs[t]
 				x, ht, pt := mul(hv, as[i]), w.h, pred[t]
-				if x > ht {
-					ht, pt = x, lo+int32(i)
+				if s := lo + int32(i); x > ht || (x == ht && pt >= 0 && edge[s] < edge[pt]) {
+					ht, pt = x, s
 				}
 				w.h, pred[t] = ht, pt
 				w.load = add(w.load, mul(lv, acs[i]))
@@ -415,7 +417,7 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 		return
 	}
 	c.fused = true
-	succ, edge := c.succ, a.edge
+	succ := c.succ
 	over, overE := top.cap, int32(-1)
 	var next int32
 	for k, v := range c.order {
@@ -438,13 +440,17 @@ func (c *core) forwardAcyclic(cap int64, top *topK) {
 			// Unconditional stores of conditionally moved values: whether x wins is a coin
 			// toss the branch predictor loses.
 			ht, pt := w.h, pred[t]
-			if x > ht {
+			if x > ht || (x == ht && pt >= 0 && edge[s] < edge[pt]) {
 				ht, pt = x, s
 			}
 			w.h, pred[t] = ht, pt
 			w.load = add(w.load, mul(lv, acs[i]))
 			w.hp = max(w.hp, mul(hpv, min(at, allow)))
-			if amp := mul(x, w.d); amp > over {
+			amp := mul(x, w.d)
+			if amp > top.cap {
+				c.nOver++
+			}
+			if amp > over {
 				// Once top is full, over is its worst amplification minus one (and overE its
 				// edge id), so most edges are turned away here without a call.
 				e := edge[s]
@@ -530,7 +536,7 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 			if c.comp[t] == cp {
 				continue
 			}
-			if x := mul(H, c.att[s]); x > c.v[t].h {
+			if x := mul(H, c.att[s]); x > c.v[t].h || (x == c.v[t].h && c.pred[t] >= 0 && c.adj.edge[s] < c.adj.edge[c.pred[t]]) {
 				c.v[t].h = x
 				c.pred[t] = s
 			}
@@ -620,7 +626,8 @@ func (c *core) backward() {
 				lo = rowEnd[i-1]
 			}
 			// Start below 1 so that, on a tie, the path goes on (to the deepest service)
-			// rather than stopping; the first declared edge wins ties.
+			// rather than stopping; the first declared edge wins ties (see Analyze: the
+			// tie-break rule).
 			dv, sv := int64(0), int32(-1)
 			for s := lo; s < hi; s++ {
 				if x := mul(att[s], vs[to[s]].d); x > dv {

@@ -53,7 +53,7 @@ func TestAnalyze(t *testing.T) {
 			edges:    []e{{"gateway", "catalog", 3, 1}, {"catalog", "db", 3, 1}},
 			eps:      []ep{{"gateway", 2}},
 			cap:      3, amp: 18, bounded: true, worst: "gateway>catalog>db",
-			load:      ServiceLoad{"db", 18},
+			load:      ServiceLoad{Service: "db", Requests: 18},
 			chains:    []string{"gateway:18:gateway>catalog>db"},
 			vmessages: []string{"client -x2-> gateway -x3-> catalog -x3-> db = 18 > cap 3"},
 			vsuggest:  []string{"gateway: catalog=1; catalog: db=1"},
@@ -64,7 +64,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"frontend", "checkout", "billing", "payment"},
 			edges:    []e{{"frontend", "checkout", 3, 1}, {"checkout", "billing", 3, 1}, {"billing", "payment", 3, 1}},
 			cap:      4, amp: 27, bounded: true, worst: "frontend>checkout>billing>payment",
-			load:      ServiceLoad{"payment", 27},
+			load:      ServiceLoad{Service: "payment", Requests: 27},
 			chains:    []string{"frontend:27:frontend>checkout>billing>payment"},
 			vmessages: []string{"client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4"},
 			vsuggest:  []string{"checkout: billing=1; billing: payment=1"},
@@ -76,7 +76,7 @@ func TestAnalyze(t *testing.T) {
 			edges:    []e{{"gateway", "order", 3, 1}, {"order", "payment", 3, 1}, {"payment", "db", 3, 1}},
 			eps:      []ep{{"gateway", 2}},
 			cap:      4, amp: 54, bounded: true, worst: "gateway>order>payment>db",
-			load:      ServiceLoad{"db", 54},
+			load:      ServiceLoad{Service: "db", Requests: 54},
 			chains:    []string{"gateway:54:gateway>order>payment>db"},
 			vmessages: []string{"client -x2-> gateway -x3-> order -x3-> payment -x3-> db = 54 > cap 4"},
 			vsuggest:  []string{"gateway: order=2; order: payment=1; payment: db=1"},
@@ -86,7 +86,7 @@ func TestAnalyze(t *testing.T) {
 			name:     "within cap",
 			services: []string{"a", "b"},
 			edges:    []e{{"a", "b", 2, 1}},
-			cap:      4, amp: 2, bounded: true, worst: "a>b", load: ServiceLoad{"b", 2},
+			cap:      4, amp: 2, bounded: true, worst: "a>b", load: ServiceLoad{Service: "b", Requests: 2},
 			chains: []string{"a:2:a>b"}, entries: []string{"a:1"},
 		},
 		{
@@ -94,7 +94,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"gw", "a", "b", "db"},
 			edges:    []e{{"gw", "a", 3, 1}, {"gw", "b", 3, 1}, {"a", "db", 3, 1}, {"b", "db", 3, 1}},
 			cap:      4, amp: 9, bounded: true, worst: "gw>a>db",
-			load:   ServiceLoad{"db", 18},
+			load:   ServiceLoad{Service: "db", Requests: 18},
 			chains: []string{"gw:9:gw>a>db"},
 			vmessages: []string{
 				"client -x1-> gw -x3-> a -x3-> db = 9 > cap 4",
@@ -108,7 +108,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"gw", "search"},
 			edges:    []e{{"gw", "search", 2, 5}, {"search", "index", 1, 10}},
 			cap:      4, amp: 2, bounded: true, worst: "gw>search>index",
-			load:   ServiceLoad{"index", 100},
+			load:   ServiceLoad{Service: "index", Requests: 100},
 			chains: []string{"gw:2:gw>search>index"}, entries: []string{"gw:1"},
 		},
 		{
@@ -117,7 +117,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"api", "worker"},
 			edges:    []e{{"api", "api.stripe.com", 3, 1}, {"api", "worker.jobs", 2, 1}, {"worker", "db", 2, 1}},
 			cap:      2, amp: 3, bounded: true, worst: "api>api.stripe.com",
-			load: ServiceLoad{"api.stripe.com", 3},
+			load: ServiceLoad{Service: "api.stripe.com", Requests: 3},
 			chains: []string{
 				"api:3:api>api.stripe.com",
 				"worker:2:worker>db",
@@ -131,14 +131,14 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"a", "b", "c"},
 			edges:    []e{{"a", "b", 2, 1}, {"c", "b", 5, 1}},
 			eps:      []ep{{"a", 2}},
-			cap:      4, amp: 4, bounded: true, worst: "a>b", load: ServiceLoad{"b", 4},
+			cap:      4, amp: 4, bounded: true, worst: "a>b", load: ServiceLoad{Service: "b", Requests: 4},
 			chains: []string{"a:4:a>b"}, entries: []string{"a:2"},
 		},
 		{
 			name:     "client attempts alone over the cap",
 			services: []string{"solo"},
 			eps:      []ep{{"solo", 5}},
-			cap:      4, amp: 5, bounded: true, worst: "solo", load: ServiceLoad{"solo", 5},
+			cap:      4, amp: 5, bounded: true, worst: "solo", load: ServiceLoad{Service: "solo", Requests: 5},
 			chains:    []string{"solo:5:solo"},
 			vmessages: []string{"client -x5-> solo = 5 > cap 4"},
 			vsuggest:  []string{"no rewrite fits: client attempts 5 at entrypoint solo exceed cap 4"},
@@ -149,7 +149,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"gw", "a", "b", "c"},
 			edges:    []e{{"gw", "a", 1, 1}, {"a", "b", 1, 1}, {"b", "c", 2, 1}, {"c", "a", 1, 1}},
 			cap:      4, amp: Saturated, bounded: false, worst: "gw>a",
-			load:      ServiceLoad{"a", Saturated},
+			load:      ServiceLoad{Service: "a", Requests: Saturated},
 			chains:    []string{"gw:" + itoa(Saturated) + ":gw>a"},
 			cycle:     "b>c>a>b",
 			vmessages: []string{"retry cycle b -x2-> c -x1-> a -x1-> b: amplification unbounded > cap 4"},
@@ -161,7 +161,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"a"},
 			edges:    []e{{"a", "a", 3, 1}},
 			cap:      4, amp: Saturated, bounded: false, worst: "a",
-			load:      ServiceLoad{"a", Saturated},
+			load:      ServiceLoad{Service: "a", Requests: Saturated},
 			chains:    []string{"a:" + itoa(Saturated) + ":a"},
 			cycle:     "a>a",
 			vmessages: []string{"retry cycle a -x3-> a: amplification unbounded > cap 4"},
@@ -174,7 +174,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"gw", "a", "b", "db"},
 			edges:    []e{{"gw", "a", 3, 1}, {"a", "b", 1, 1}, {"b", "a", 1, 1}, {"b", "db", 2, 1}},
 			cap:      4, amp: 6, bounded: true, worst: "gw>a>b>db",
-			load:      ServiceLoad{"a", Saturated},
+			load:      ServiceLoad{Service: "a", Requests: Saturated},
 			chains:    []string{"gw:6:gw>a>b>db"},
 			vmessages: []string{"client -x1-> gw -x3-> a -x1-> b -x2-> db = 6 > cap 4"},
 			vsuggest:  []string{"b: db=1"},
@@ -185,7 +185,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"x", "y"},
 			edges:    []e{{"x", "y", 1, 1}, {"y", "x", 1, 1}, {"y", "ext", 3, 1}},
 			cap:      4, amp: 3, bounded: true, worst: "x>y>ext",
-			load:   ServiceLoad{"x", Saturated},
+			load:   ServiceLoad{Service: "x", Requests: Saturated},
 			chains: []string{"x:3:x>y>ext"}, entries: []string{"x:1"},
 		},
 		{
@@ -193,13 +193,13 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"s0"},
 			edges:    chainEdges(12, 100),
 			cap:      1000, amp: Saturated, bounded: true,
-			load: ServiceLoad{"s5", Saturated},
+			load: ServiceLoad{Service: "s5", Requests: Saturated},
 		},
 		{
 			name:     "same edge declared twice keeps the larger values",
 			services: []string{"a"},
 			edges:    []e{{"a", "b", 2, 7}, {"a", "b", 3, 1}},
-			cap:      4, amp: 3, bounded: true, worst: "a>b", load: ServiceLoad{"b", 21},
+			cap:      4, amp: 3, bounded: true, worst: "a>b", load: ServiceLoad{Service: "b", Requests: 21},
 			chains: []string{"a:3:a>b"}, entries: []string{"a:1"},
 		},
 		{
@@ -217,7 +217,7 @@ func TestAnalyze(t *testing.T) {
 			if tt.worst != "" && strings.Join(a.WorstPath, ">") != tt.worst {
 				t.Errorf("worst path %v, want %s", a.WorstPath, tt.worst)
 			}
-			if a.WorstCaseLoad != tt.load {
+			if got := a.WorstCaseLoad; got.Service != tt.load.Service || got.Requests != tt.load.Requests {
 				t.Errorf("worst-case load %+v, want %+v", a.WorstCaseLoad, tt.load)
 			}
 			if tt.chains != nil {
@@ -314,8 +314,9 @@ func TestViolationsAtMost20(t *testing.T) {
 	if len(a.Violations) != MaxViolations {
 		t.Fatalf("%d violations", len(a.Violations))
 	}
-	if a.Violations[0].Message != "client -x1-> gw -x5-> s0 = 5 > cap 4" || a.Violations[19].Path[1] != "s9" {
-		t.Fatalf("first %q last %v", a.Violations[0].Message, a.Violations[19].Path)
+	// Equal amplifications: declaration order, so the 20 listed are s0..s19, of 30.
+	if a.Violations[0].Message != "client -x1-> gw -x5-> s0 = 5 > cap 4" || a.Violations[19].Path[1] != "s19" || a.ViolationsTotal != 30 {
+		t.Fatalf("first %q last %v of %d", a.Violations[0].Message, a.Violations[19].Path, a.ViolationsTotal)
 	}
 }
 

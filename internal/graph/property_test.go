@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -73,16 +74,29 @@ func TestPropertyAnalyzeMatchesBruteForce(t *testing.T) {
 	for i := range 500 {
 		g := randomDAG(r, 2+r.IntN(9), 4)
 		a := Analyze(g, 4)
-		amp, load := brute(g, a.Entrypoints)
+		amp, _ := brute(g, a.Entrypoints)
 		if a.Amplification != amp {
 			t.Fatalf("graph %d: amplification %d, brute force %d", i, a.Amplification, amp)
 		}
+		// The load is one entrypoint's (the largest), never a sum over entrypoints.
+		// Ties: the service named first, then the entrypoint listed first.
 		var best int64
-		for _, l := range load {
-			best = max(best, l)
+		var at ServiceLoad
+		var atEntry string
+		order := map[string]int{}
+		for j, s := range g.Services() {
+			order[s.Name] = j
 		}
-		if a.WorstCaseLoad.Requests != best || load[a.WorstCaseLoad.Service] != best {
-			t.Fatalf("graph %d: load %+v, brute force max %d", i, a.WorstCaseLoad, best)
+		for _, ep := range a.Entrypoints {
+			_, load := brute(g, []Entrypoint{ep})
+			for s, l := range load {
+				if l > best || (l == best && order[s] < order[at.Service]) {
+					best, at, atEntry = l, ServiceLoad{Service: s, Requests: l}, ep.Service
+				}
+			}
+		}
+		if a.WorstCaseLoad != at || a.LoadEntrypoint != atEntry || a.LoadIsBound {
+			t.Fatalf("graph %d: load %+v at %s, brute force %+v at %s", i, a.WorstCaseLoad, a.LoadEntrypoint, at, atEntry)
 		}
 		if len(a.WorstPath) > 0 {
 			f := []int64{a.Chains[0].ClientAttempts}
@@ -283,4 +297,46 @@ func reachable(g *Graph, ents []Entrypoint, v string) bool {
 		}
 	}
 	return false
+}
+
+// The count of over-cap paths matches the paths themselves, built and compared; the first
+// violation is the worst path (one tie-break rule); the listed violations are the count's first
+// MaxViolations.
+func TestPropertyViolationsTotal(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for i := range 1500 {
+		n := 2 + r.IntN(14)
+		if i%10 == 0 {
+			n = 40 + r.IntN(40)
+		}
+		g := shuffledDAG(r, n, int64(1+r.IntN(3)))
+		cap := 1 + r.Int64N(10)
+		a := Analyze(g, cap)
+		c := newCore(g, nil)
+		c.backward()
+		c.forward(false)
+		seen := map[string]bool{}
+		for s := range c.adj.to {
+			if mul(mul(c.v[c.adj.from[s]].h, c.att[s]), c.v[c.adj.to[s]].d) > cap {
+				p, _, _ := c.throughEdge(int32(s))
+				seen[pathKey(p)] = true
+			}
+		}
+		for _, en := range c.ents {
+			if mul(en.k, c.v[en.node].d) > cap {
+				p, _ := c.suffix(en.node)
+				seen[pathKey(p)] = true
+			}
+		}
+		c.release()
+		if a.ViolationsTotal != len(seen) {
+			t.Fatalf("graph %d (cap %d): ViolationsTotal %d, %d distinct paths", i, cap, a.ViolationsTotal, len(seen))
+		}
+		if len(a.Violations) != min(len(seen), MaxViolations) {
+			t.Fatalf("graph %d: %d violations listed of %d", i, len(a.Violations), len(seen))
+		}
+		if len(a.Violations) > 0 && !slices.Equal(a.Violations[0].Path, a.WorstPath) {
+			t.Fatalf("graph %d: first violation %v, worst path %v", i, a.Violations[0].Path, a.WorstPath)
+		}
+	}
 }

@@ -128,7 +128,8 @@ type Input struct {
 	Policies []v1alpha1.RetryPolicy
 	// Workloads are the namespace's workloads (Deployments, StatefulSets, DaemonSets, bare Pods),
 	// used to tell whether the pod's service is a default entrypoint: one no selected service
-	// calls. A policy that lists spec.entrypoints does not need them.
+	// calls. A policy that lists spec.entrypoints does not need them. Those that reach the pod's
+	// service are enough (the manager passes gate.Index.RelevantWorkloads).
 	Workloads []workload.Workload
 	// Services are the namespace's Services: a pod whose workload a Service fronts is an
 	// entrypoint when that Service's node is (callers reach the Service).

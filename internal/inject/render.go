@@ -72,6 +72,9 @@ func SidecarArgs(service string, ups []annotations.Upstream, entrypoint bool, s 
 	a.BreakerFailures = int(s.BreakerFailures)
 	a.BreakerWindow = s.BreakerWindow
 	a.BreakerOpenFor = s.BreakerOpenFor
+	if s.AccessLog != "" {
+		a.AccessLog = s.AccessLog
+	}
 	return a
 }
 

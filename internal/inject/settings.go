@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // Settings is what a proxy enforces for one policy, with every default applied.
@@ -28,6 +30,8 @@ type Settings struct {
 	BreakerFailures    int32
 	BreakerWindow      time.Duration
 	BreakerOpenFor     time.Duration
+	// AccessLog is the proxy's --access-log (sidecar.AccessLogOff or sidecar.AccessLogStdout).
+	AccessLog string
 }
 
 // SettingsFor applies the CRD defaults (api/v1alpha1/defaults; the API server applies them to
@@ -52,6 +56,7 @@ func SettingsFor(p *v1alpha1.RetryPolicy) (Settings, error) {
 		BreakerFailures:    orInt(spec.CircuitBreaker.Failures, defaults.BreakerFailures),
 		BreakerWindow:      durOr(spec.CircuitBreaker.Window, defaults.BreakerWindow),
 		BreakerOpenFor:     durOr(spec.CircuitBreaker.OpenFor, defaults.BreakerOpenFor),
+		AccessLog:          sidecar.AccessLogOff,
 	}
 	bad := func(field string, value any, why string) error {
 		return fmt.Errorf("RetryPolicy %s/%s: %s %v: %s", p.Namespace, p.Name, field, value, why)
@@ -79,6 +84,13 @@ func SettingsFor(p *v1alpha1.RetryPolicy) (Settings, error) {
 		return s, bad("spec.circuitBreaker.window", s.BreakerWindow, "must be positive")
 	case s.BreakerOpenFor <= 0:
 		return s, bad("spec.circuitBreaker.openFor", s.BreakerOpenFor, "must be positive")
+	}
+	switch al := cmp.Or(spec.Observability.AccessLog, v1alpha1.AccessLog(defaults.AccessLog)); al {
+	case v1alpha1.AccessLogOff:
+	case v1alpha1.AccessLogStdout:
+		s.AccessLog = sidecar.AccessLogStdout
+	default:
+		return s, bad("spec.observability.accessLog", strconv.Quote(string(al)), "must be Off or Stdout")
 	}
 	for _, r := range s.RetryOn {
 		if strings.ContainsAny(r, ", ") || r == "" {

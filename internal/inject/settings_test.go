@@ -2,6 +2,7 @@ package inject
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestSettingsFor(t *testing.T) {
 	want := Settings{ChainCap: 4, DefaultAttempts: 1, PerTryTimeout: 2 * time.Second, BackoffBase: 100 * time.Millisecond,
 		BackoffMax: 2 * time.Second, RetryOn: []string{"connect-failure", "reset", "502", "503", "504"},
 		Methods: []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}, BudgetPercent: 20, BudgetMinPerSecond: 10,
-		BudgetWindow: 10 * time.Second, BreakerFailures: 50, BreakerWindow: 30 * time.Second, BreakerOpenFor: 10 * time.Second}
+		BudgetWindow: 10 * time.Second, BreakerFailures: 50, BreakerWindow: 30 * time.Second, BreakerOpenFor: 10 * time.Second, AccessLog: "off"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
 	}
@@ -42,6 +43,23 @@ func TestSettingsFor(t *testing.T) {
 	}
 	if got.BudgetPercent != 0 || got.BudgetMinPerSecond != 0 || len(got.RetryOn) != 0 || got.RetryOn == nil || len(got.Methods) != 0 {
 		t.Errorf("explicit zeros: got %+v", got)
+	}
+
+	// The access log: Off renders nothing (the flag's default), Stdout --access-log=stdout.
+	for al, want := range map[v1alpha1.AccessLog][]string{v1alpha1.AccessLogOff: nil, v1alpha1.AccessLogStdout: {"--access-log=stdout"}} {
+		s, err := SettingsFor(policy(func(s *v1alpha1.RetryPolicySpec) { s.Observability.AccessLog = al }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range ProxyArgs("order", nil, false, s) {
+			if strings.HasPrefix(a, "--access-log") {
+				got = append(got, a)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("accessLog %s: rendered %q, want %q", al, got, want)
+		}
 	}
 
 	bad := []struct {
@@ -59,6 +77,7 @@ func TestSettingsFor(t *testing.T) {
 		{"breaker window", func(s *v1alpha1.RetryPolicySpec) { s.CircuitBreaker.Window = d(0) }, "RetryPolicy shop/checkout: spec.circuitBreaker.window 0s: must be positive"},
 		{"retry-on with a comma", func(s *v1alpha1.RetryPolicySpec) { s.Retry.RetryOn = []string{"502,503"} }, `RetryPolicy shop/checkout: spec.retry.retryOn "502,503": is not a failure name or status code`},
 		{"empty method", func(s *v1alpha1.RetryPolicySpec) { s.Retry.Methods = []string{""} }, `RetryPolicy shop/checkout: spec.retry.methods "": is not an HTTP method`},
+		{"access log", func(s *v1alpha1.RetryPolicySpec) { s.Observability.AccessLog = "/var/log/a" }, `RetryPolicy shop/checkout: spec.observability.accessLog "/var/log/a": must be Off or Stdout`},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

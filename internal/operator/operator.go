@@ -2,10 +2,10 @@ package operator
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -23,9 +23,18 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz ("0" disables it).
 	ProbeAddr string
-	// LeaderElection makes only one replica reconcile and serve decisions from a warm cache.
-	LeaderElection          bool
+	// PprofAddr serves net/http/pprof ("" or "0": off).
+	PprofAddr string
+	// LeaderElection makes only one replica reconcile (write status); every replica serves the
+	// webhooks from its own warm cache.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the lease; empty means Namespace (the manager's own), which
+	// also makes --leader-elect work out of cluster.
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod are the lease timings (zero: the defaults
+	// below). A follower takes over a killed leader within LeaseDuration (+ RetryPeriod); a
+	// leader shut down cleanly releases the lease, and a follower takes over within RetryPeriod.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Webhooks serves the admission webhooks; off for a local `make run` without TLS.
 	Webhooks       bool
 	WebhookHost    string
@@ -37,20 +46,44 @@ type Options struct {
 	Namespace string
 }
 
+// Lease timings by default: those of controller-runtime and kube-controller-manager.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// LeaderElectionID names the lease.
+const LeaderElectionID = "retrycap-manager.retrycap.dev"
+
 // NewManager builds a manager with every retrycap controller and (if enabled) webhook registered.
 func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if o.ProxyImage == "" {
 		o.ProxyImage = DefaultProxyImage
 	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = o.Namespace
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	lease, renew, retry := o.leaseTimings()
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme.New(),
+		Cache:                   cluster.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElection,
-		LeaderElectionID:        "retrycap-manager.retrycap.dev",
+		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		// Services cut down to what the graph reads (cluster.ServiceTransform).
-		Cache: cache.Options{ByObject: cluster.CacheByObject()},
+		// A replica that stops (a rollout, a drain, SIGTERM) hands the lease over at once instead
+		// of making the next leader wait out the lease. Safe: the manager stops its
+		// leader-elected runnables (the controller) before it releases.
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &lease,
+		RenewDeadline:                 &renew,
+		RetryPeriod:                   &retry,
 	}
 	if o.Webhooks {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir})
@@ -73,4 +106,25 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// Validate reports options no retry can fix (NewManager's other errors may pass once the API
+// server answers).
+func (o Options) Validate() error {
+	lease, renew, retry := o.leaseTimings()
+	if o.LeaderElection && (renew >= lease || retry >= renew) {
+		return fmt.Errorf("leader election: want retry period (%s) < renew deadline (%s) < lease duration (%s)", retry, renew, lease)
+	}
+	return nil
+}
+
+func (o Options) leaseTimings() (lease, renew, retry time.Duration) {
+	return orDefault(o.LeaseDuration, DefaultLeaseDuration), orDefault(o.RenewDeadline, DefaultRenewDeadline), orDefault(o.RetryPeriod, DefaultRetryPeriod)
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }

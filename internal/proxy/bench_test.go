@@ -16,7 +16,7 @@ func BenchmarkForward(b *testing.B) {
 }
 
 // BenchmarkForwardStreamed is the same with a 256 KiB body, over
-// bufferedBodyMax, so that it streams from the backend through the response
+// forward.BufferedBodyMax, so that it streams from the backend through the response
 // (written to io.Discard here, as the server would write it to the client).
 func BenchmarkForwardStreamed(b *testing.B) {
 	benchForward(b, make([]byte, 256<<10))
@@ -46,7 +46,7 @@ func benchForward(b *testing.B, body []byte) {
 		ctx.Request.SetRequestURI("http://backend/")
 		ctx.Request.Header.Set("Retrycap-Budget", "3")
 		ctx.Response.Reset()
-		p.handle(&ctx)
+		p.gor.Handler(&ctx)
 		if ctx.Response.StatusCode() != 200 {
 			b.Fatalf("status %d", ctx.Response.StatusCode())
 		}

@@ -138,6 +138,9 @@ func (c *Config) validate() error {
 	if c.Engine != "loop" && c.Engine != "goroutine" {
 		return bad("engine", c.Engine, "must be loop or goroutine")
 	}
+	if strings.TrimSpace(c.AccessLog) == "" {
+		return bad("access-log", c.AccessLog, "must be off, stdout or a file path")
+	}
 	c.Resolve = map[string]string{}
 	if strings.TrimSpace(c.Args.Resolve) != "" {
 		for _, tok := range strings.Split(c.Args.Resolve, ",") {
@@ -183,4 +186,5 @@ func (c *Config) Describe(w io.Writer) {
 		c.RetryOn.String(), strings.Join(c.RetryMethods, ","), c.BudgetPercent, c.BudgetMinPerSecond, c.BudgetWindow)
 	fmt.Fprintf(w, "breaker-failures %d\nbreaker-window %s\nbreaker-open-for %s\nmax-replay-bytes %d\nkey-ttl %s\nresolve %s\ndrain-timeout %s\nengine %s\n",
 		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout, c.Engine)
+	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
 }

@@ -100,8 +100,8 @@ func TestUpstreamNameRuleInTheProxy(t *testing.T) {
 			t.Fatalf("%s: %v", c, err)
 		}
 		got := ""
-		if u := p.match([]byte(c.Host)); u != nil {
-			got = u.name
+		if u := p.fw.Match([]byte(c.Host)); u != nil {
+			got = u.Name
 		}
 		if got != c.Match {
 			t.Errorf("%s: the proxy serves it as upstream %q, want %q", c, got, c.Match)

@@ -4,11 +4,17 @@
 // upstream's attempts, the chain budget, the retry budget and the circuit
 // breaker, and tunnels CONNECT and upgrades untouched.
 //
-// Two engines move the bytes. The event loops (loop_*_linux.go, the default
-// on Linux) own non-blocking sockets through epoll and serve the common
-// request; everything else they hand, with its connection, to the goroutine
-// engine (fasthttp's server and client, proxy.go and stream.go), which is
-// also --engine=goroutine. Both drive one exchange per call (exchange.go),
-// and every retry decision is delegated to the engine-independent package
-// policy, so the engines differ in I/O only.
+// This package is the assembly: the flags (config.go), the engine
+// selection and the listeners, the admin endpoints and the drain (proxy.go,
+// run.go). The parts, one idea each:
+//
+//   - forward: the forwarding core both engines drive (the upstream table,
+//     the exchange state machine, the header scan, the metrics);
+//   - policy: every retry decision (budgets, breaker, backoff, keys);
+//   - engine/loop: the event loops (the default on Linux), on netpoll;
+//   - engine/goroutine: fasthttp's server and clients, a goroutine per
+//     connection (--engine=goroutine, and what the loops hand over);
+//   - netpoll: epoll, the eventfd wake-up and the timer heap (no HTTP).
+//
+// The engines differ in I/O only.
 package proxy

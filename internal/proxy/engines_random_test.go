@@ -19,6 +19,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
+	"github.com/retrycap/retrycap/internal/proxy/forward"
 )
 
 // The randomized version of TestEnginesAnswerAlike: generated pairs of a
@@ -513,7 +516,7 @@ func canonical(raw string, head bool) (string, error) {
 			return out.String(), nil
 		}
 		start := len(raw) - sr.Len() - br.Buffered()
-		end := headEnd([]byte(raw[start:]))
+		end := loop.HeadEnd([]byte(raw[start:]))
 		if end < 0 {
 			return out.String(), fmt.Errorf("incomplete answer head at byte %d", start)
 		}
@@ -665,7 +668,7 @@ func quoteAll(reqs []string) string {
 
 // shortMessage quotes a request's head and sums up its body.
 func shortMessage(m string) string {
-	end := headEnd([]byte(m))
+	end := loop.HeadEnd([]byte(m))
 	if end < 0 {
 		return fmt.Sprintf("%q", m)
 	}
@@ -690,7 +693,7 @@ func coverage(cases []*randCase) string {
 			"raw answer":    c.raw,
 			"chunked":       c.chunked,
 			"close-delim":   c.closeDelimited,
-			"over 64 KiB":   c.bodyLen > bufferedBodyMax,
+			"over 64 KiB":   c.bodyLen > forward.BufferedBodyMax,
 			"retry-after":   c.retryAfter != "",
 			"exhausted":     c.exhausted != nil,
 		}

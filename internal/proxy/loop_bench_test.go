@@ -57,7 +57,7 @@ func BenchmarkLoopForward(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if n := testutil.CollectAndCount(p.m.handoffs); n != 0 {
+	if n := testutil.CollectAndCount(p.m.Handoffs); n != 0 {
 		b.Fatalf("%d hand-off reasons counted: the loop did not serve every request", n)
 	}
 }

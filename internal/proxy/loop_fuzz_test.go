@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
 )
 
 // Fuzz tests of the event loop's input handling: whatever bytes a client
@@ -52,7 +54,7 @@ func fzServes(t *testing.T, p *Proxy, host string) {
 	t.Helper()
 	n := 1
 	if p.loops != nil {
-		n = len(p.loops.loops)
+		n = p.loops.NumLoops()
 	}
 	for i := 0; i < n; i++ {
 		c, err := net.DialTimeout("tcp", p.Addr(), 2*time.Second)
@@ -85,9 +87,9 @@ func fzServes(t *testing.T, p *Proxy, host string) {
 func fzWantIdle(t *testing.T, p *Proxy) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for p.m.inFlight.Load() != 0 {
+	for p.m.InFlight.Load() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d calls still in flight after 5s", p.m.inFlight.Load())
+			t.Fatalf("%d calls still in flight after 5s", p.m.InFlight.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -415,7 +417,7 @@ func TestLoopRequestFillsReadBuffer(t *testing.T) {
 	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+backend)
 	for _, first := range []int{0, 100} {
 		head := "POST http://backend/fill HTTP/1.1\r\nHost: backend\r\nContent-Length: %06d\r\n\r\n"
-		n := first + loopReadBuffer - len(fmt.Sprintf(head, 0))
+		n := first + loop.ReadBufferSize - len(fmt.Sprintf(head, 0))
 		req := fmt.Sprintf(head, n) + strings.Repeat("a", n)
 		for i := 0; i < 5; i++ {
 			c := ltDial(t, p.Addr())

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -23,7 +22,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
 )
 
 // The event loop's own edge cases, through real sockets on loopback: raw
@@ -169,7 +169,7 @@ func (c *ltConn) expectClosed() {
 // ones only).
 func ltHandoffs(t *testing.T, p *Proxy) map[string]float64 {
 	t.Helper()
-	mfs, err := p.m.reg.Gather()
+	mfs, err := p.m.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func ltEventually(t *testing.T, what string, cond func() bool) {
 // ltWantIdle checks that no call is in flight any more.
 func ltWantIdle(t *testing.T, p *Proxy) {
 	t.Helper()
-	ltEventually(t, "in-flight calls back to 0", func() bool { return p.m.inFlight.Load() == 0 })
+	ltEventually(t, "in-flight calls back to 0", func() bool { return p.m.InFlight.Load() == 0 })
 }
 
 // ltPattern is n bytes of a position-dependent pattern.
@@ -282,7 +282,7 @@ func TestLoopOrdinaryRequests(t *testing.T) {
 	if r := reqs[1]; r.method != "POST" || r.uri != "/post" || r.key != "k-loop-1" || !bytes.Equal(r.body, sent) {
 		t.Fatalf("backend's second request: %s %s key %q body of %d bytes (intact %t)", r.method, r.uri, r.key, len(r.body), bytes.Equal(r.body, sent))
 	}
-	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 2 {
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 2 {
 		t.Fatalf("attempts %v, want 2", got)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -528,7 +528,7 @@ func TestLoopHandoffs(t *testing.T) {
 		if other.hits.Load() != 1 || b.hits.Load() != 1 {
 			t.Fatalf("other received %d requests, svc %d; want 1 and 1", other.hits.Load(), b.hits.Load())
 		}
-		if got := testutil.ToFloat64(p.upstreamByName("unknown").m.attempts); got != 1 {
+		if got := testutil.ToFloat64(p.upstreamByName("unknown").M.Attempts); got != 1 {
 			t.Fatalf("attempts to the unknown host %v, want 1", got)
 		}
 		ltWantHandoffs(t, p, map[string]float64{"unknown-host": 1})
@@ -758,7 +758,7 @@ func TestLoopUpstreamClosesEachConnection(t *testing.T) {
 	if hits, conns := b.hits.Load(), b.conns.Load(); hits != 20 || conns != 20 {
 		t.Fatalf("backend received %d requests on %d connections, want 20 on 20", hits, conns)
 	}
-	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 20 {
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 20 {
 		t.Fatalf("attempts %v, want 20 (none retried)", got)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -801,29 +801,7 @@ func TestLoopUpstreamClosesWithoutSaying(t *testing.T) {
 
 // ltIdleUpstreams counts the upstream connections in the loops' pools
 // (asked on each loop).
-func ltIdleUpstreams(p *Proxy) int {
-	n := 0
-	for _, l := range p.loops.loops {
-		done := make(chan int, 1)
-		l.post(func() {
-			k := 0
-			for _, pool := range l.pools {
-				for _, uc := range pool.conns {
-					if !uc.closed {
-						k++
-					}
-				}
-			}
-			done <- k
-		})
-		select {
-		case k := <-done:
-			n += k
-		case <-time.After(time.Second):
-		}
-	}
-	return n
-}
+func ltIdleUpstreams(p *Proxy) int { return p.loops.IdleUpstreams() }
 
 // An upstream reached by its DNS name (no --resolve): looked up off the
 // loop; a name that does not resolve is a connect failure, retried, then
@@ -853,7 +831,7 @@ func TestLoopUpstreamByName(t *testing.T) {
 		if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "attempts" || !strings.HasPrefix(body, want) {
 			t.Fatalf("answer %d Retrycap-Exhausted %q body %q; want 503, attempts, %q...", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, want)
 		}
-		if got := testutil.ToFloat64(p.upstreamByName("nonexistent.invalid").m.attempts); got != 3 {
+		if got := testutil.ToFloat64(p.upstreamByName("nonexistent.invalid").M.Attempts); got != 3 {
 			t.Fatalf("attempts %v, want 3", got)
 		}
 		ltWantHandoffs(t, p, nil)
@@ -904,7 +882,7 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 			c := ltDial(t, p.Addr())
 			c.send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
 			ltWait(t, arrived, "the request reaching the backend")
-			if got := p.m.inFlight.Load(); got != 1 {
+			if got := p.m.InFlight.Load(); got != 1 {
 				t.Fatalf("in flight %d, want 1", got)
 			}
 			if reset {
@@ -952,23 +930,7 @@ func TestLoopSlowReader(t *testing.T) {
 // ltPendingOutput reports whether a client connection of the loops has
 // answer bytes its socket did not take yet (asked on each loop).
 func ltPendingOutput(p *Proxy) bool {
-	pending := false
-	for _, l := range p.loops.loops {
-		done := make(chan bool, 1)
-		l.post(func() {
-			out := false
-			for c := range l.clients {
-				out = out || c.writing()
-			}
-			done <- out
-		})
-		select {
-		case out := <-done:
-			pending = pending || out
-		case <-time.After(time.Second):
-		}
-	}
-	return pending
+	return ltClientFlags(p, func(c loop.ClientState) bool { return c.Writing })
 }
 
 // Graceful drain: the request in flight is answered (closing its
@@ -1085,91 +1047,11 @@ func TestLoopManyClients(t *testing.T) {
 	if got := b.hits.Load(); got != clients*each {
 		t.Fatalf("backend received %d requests, want %d", got, clients*each)
 	}
-	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != clients*each {
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != clients*each {
 		t.Fatalf("attempts %v, want %d", got, clients*each)
 	}
 	ltWantHandoffs(t, p, nil)
 	ltWantIdle(t, p)
-}
-
-// refHeadEnd is headEnd's specification: lines end in LF, optionally
-// preceded by one CR; the head ends after the first empty line that
-// follows at least one line (which may itself be empty); -1 while that
-// empty line is not all there.
-func refHeadEnd(b []byte) int {
-	lines := 0
-	for start := 0; ; {
-		i := bytes.IndexByte(b[start:], '\n')
-		if i < 0 {
-			return -1
-		}
-		line := bytes.TrimSuffix(b[start:start+i], []byte("\r"))
-		start += i + 1
-		if len(line) == 0 && lines > 0 {
-			return start
-		}
-		lines++
-	}
-}
-
-// headEnd against its specification.
-func FuzzHeadEnd(f *testing.F) {
-	for _, s := range []string{
-		"",
-		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\n\r\nbody",
-		"GET / HTTP/1.1\nHost: a\n\n",
-		"GET / HTTP/1.1\r\nHost: a\r\n\r",
-		"GET / HTTP/1.1\r\nHost: a\r\n",
-		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
-		"\r\n\r\n",
-		"\n\n",
-		"\r\n",
-		"A\n\r\r\n\n",
-		"A\r\r\n\r\n",
-		"A\n\rB\n\n",
-		"A\n\r",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := headEnd(b), refHeadEnd(b); got != want {
-			t.Fatalf("headEnd(%q) = %d, want %d", b, got, want)
-		}
-	})
-}
-
-// TestLoopConnectTriesEachAddress: a name that resolves to several
-// addresses, the first of them refusing, is reached within one attempt (the
-// next address is tried, as Go's dialer does), so even a request that is
-// never retried (a POST without a key) gets through.
-func TestLoopConnectTriesEachAddress(t *testing.T) {
-	if *testEngine != "loop" {
-		t.Skip("the loop's resolver")
-	}
-	// Each answer closes its connection, so every request dials.
-	b := newBackend(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Header().Set("Connection", "close") })
-	_, port, _ := net.SplitHostPort(b.addr())
-	old := lookupNetIP
-	t.Cleanup(func() { lookupNetIP = old })
-	lookupNetIP = func(context.Context, string, string) ([]netip.Addr, error) {
-		// 127.0.0.2 is loopback too, but the backend listens on 127.0.0.1 only.
-		return []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")}, nil
-	}
-	p := startProxy(t, "--upstreams", "multi.test=3")
-	c := clientFor(p)
-	for i := range 4 {
-		resp := do(t, c, "POST", "http://multi.test:"+port+"/", nil)
-		if resp.StatusCode != 200 {
-			t.Fatalf("request %d: status %d, want 200", i, resp.StatusCode)
-		}
-	}
-	if got := b.hits.Load(); got != 4 {
-		t.Fatalf("backend received %d requests, want 4", got)
-	}
-	if got := testutil.ToFloat64(p.upstreamByName("multi.test").m.attempts); got != 4 {
-		t.Fatalf("attempts %v, want 4 (one per request)", got)
-	}
 }
 
 // TestLoopShutdownTwice: a second Shutdown returns once the first drain has
@@ -1239,7 +1121,7 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 	if p.loops != nil {
 		// The loop has seen the end of the client's stream, with requests
 		// left unread in the socket.
-		ltEventually(t, "the client's end seen by the loop", func() bool { return ltClientFlags(p, func(c *cliConn) bool { return c.eof && c.unread }) })
+		ltEventually(t, "the client's end seen by the loop", func() bool { return ltClientFlags(p, func(c loop.ClientState) bool { return c.EOF && c.Unread }) })
 	}
 	release()
 	c.expect("", 200, "/block:0")
@@ -1257,22 +1139,10 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 
 // ltClientFlags reports whether a client connection of the loops satisfies
 // cond (asked on each loop).
-func ltClientFlags(p *Proxy, cond func(c *cliConn) bool) bool {
+func ltClientFlags(p *Proxy, cond func(c loop.ClientState) bool) bool {
 	found := false
-	for _, l := range p.loops.loops {
-		done := make(chan bool, 1)
-		l.post(func() {
-			ok := false
-			for c := range l.clients {
-				ok = ok || cond(c)
-			}
-			done <- ok
-		})
-		select {
-		case ok := <-done:
-			found = found || ok
-		case <-time.After(time.Second):
-		}
+	for _, c := range p.loops.Clients() {
+		found = found || cond(c)
 	}
 	return found
 }
@@ -1282,21 +1152,9 @@ func ltClientFlags(p *Proxy, cond func(c *cliConn) bool) bool {
 // socket; it returns how many connections it set.
 func ltSetClientSndbuf(p *Proxy) int {
 	n := 0
-	for _, l := range p.loops.loops {
-		done := make(chan int, 1)
-		l.post(func() {
-			k := 0
-			for c := range l.clients {
-				if unixSetSndbuf(c.fd, 4096) == nil {
-					k++
-				}
-			}
-			done <- k
-		})
-		select {
-		case k := <-done:
-			n += k
-		case <-time.After(time.Second):
+	for _, c := range p.loops.Clients() {
+		if unixSetSndbuf(c.FD, 4096) == nil {
+			n++
 		}
 	}
 	return n
@@ -1437,7 +1295,7 @@ func TestLoopConnectionsDealtOut(t *testing.T) {
 	}
 	b := newBackend(t, status(200))
 	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
-	n := len(p.loops.loops)
+	n := p.loops.NumLoops()
 	if n < 2 {
 		t.Skipf("%d loop (GOMAXPROCS=1): nothing to deal out", n)
 	}
@@ -1462,161 +1320,14 @@ func TestLoopConnectionsDealtOut(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	for i, l := range p.loops.loops {
-		got := make(chan int, 1)
-		l.post(func() { got <- len(l.clients) })
-		select {
-		case c := <-got:
-			if c != 4 {
-				t.Errorf("loop %d serves %d connections, want 4 (of %d over %d loops)", i, c, len(conns), n)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("loop %d did not answer", i)
+	per := make([]int, n)
+	for _, c := range p.loops.Clients() {
+		per[c.Loop]++
+	}
+	for i, c := range per {
+		if c != 4 {
+			t.Errorf("loop %d serves %d connections, want 4 (of %d over %d loops)", i, c, len(conns), n)
 		}
-	}
-}
-
-// An epoll event collected for a descriptor that an earlier event of the
-// same batch closed, and whose number a new connection has taken since
-// (the kernel reuses the lowest free number): the event is the old
-// connection's and must not reach the new one. Here the old client's end
-// (it shut its side down) would mark the new client as gone, and its
-// connection would close after the first answer. One loop; a task holds it
-// while the events queue up behind the task that closes the old
-// connection and accepts the new one.
-func TestLoopStaleEventAfterDescriptorReuse(t *testing.T) {
-	if *testEngine != "loop" {
-		t.Skip("the loop's epoll set")
-	}
-	old := runtime.GOMAXPROCS(1)
-	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
-	b := newLTBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	if len(p.loops.loops) != 1 {
-		t.Fatalf("%d loops, want 1", len(p.loops.loops))
-	}
-	l := p.loops.loops[0]
-	x := ltDial(t, p.Addr())
-	ltEventually(t, "the first client on the loop", func() bool { return ltClientFlags(p, func(*cliConn) bool { return true }) })
-	running, hold := make(chan struct{}), make(chan struct{})
-	l.post(func() { close(running); <-hold })
-	ltWait(t, running, "the loop held by a task")
-	fds := make(chan [2]int, 1)
-	l.post(func() {
-		var xc *cliConn
-		for c := range l.clients {
-			xc = c
-		}
-		xfd := xc.fd
-		xc.close()
-		acceptHandler{l}.event(0)
-		wfd := -1
-		for c := range l.clients {
-			wfd = c.fd
-		}
-		fds <- [2]int{xfd, wfd}
-	})
-	w := ltDial(t, p.Addr()) // waits in the listener's backlog
-	if err := x.c.(*net.TCPConn).CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
-	close(hold)
-	var got [2]int
-	select {
-	case got = <-fds:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the task did not run within 5s")
-	}
-	if got[0] != got[1] {
-		t.Skipf("the new connection got descriptor %d, not the old one's %d", got[1], got[0])
-	}
-	w.send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n")
-	w.expect("", 200, "/a:")
-	w.send("GET http://svc/b HTTP/1.1\r\nHost: svc\r\n\r\n")
-	w.expect("", 200, "/b:")
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
-}
-
-// Connections handed to the goroutine engine that it has not taken when its
-// listener closes (fasthttp's Serve stops calling Accept at Shutdown) are
-// closed, not left open for good; so are those handed over after.
-func TestHandoffListenerClosesWhatIsLeft(t *testing.T) {
-	h := newHandoffListener(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	var peers []net.Conn
-	for range 3 {
-		a, b := net.Pipe()
-		t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-		peers = append(peers, b)
-		h.push(&prefixConn{Conn: a})
-	}
-	_ = h.Close()
-	a, b := net.Pipe()
-	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	peers = append(peers, b)
-	h.push(&prefixConn{Conn: a})
-	for i, b := range peers {
-		_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := b.Read(make([]byte, 1)); err != io.EOF {
-			t.Fatalf("connection %d: read %v, want it closed (EOF)", i, err)
-		}
-	}
-}
-
-// A connection accepted by one loop and dealt to another that ends (its
-// drain is over) before it runs the hand-over: the connection is closed,
-// not left open with nobody watching it. Two loops; the second is held in
-// a task, drained, while the first accepts and deals the connection to it.
-func TestLoopAdoptedByAnEndingLoop(t *testing.T) {
-	if *testEngine != "loop" {
-		t.Skip("the loops' hand-over of accepted connections")
-	}
-	old := runtime.GOMAXPROCS(2)
-	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
-	p := startProxy(t, "--upstreams", "svc=3")
-	if len(p.loops.loops) != 2 {
-		t.Fatalf("%d loops, want 2", len(p.loops.loops))
-	}
-	b := p.loops.loops[1]
-	running, hold := make(chan struct{}), make(chan struct{})
-	b.post(func() { b.drain(); close(running); <-hold })
-	ltWait(t, running, "the second loop held")
-	p.loops.nextLoop.Store(0) // the next accepted connection goes to the second loop
-	c := ltDial(t, p.Addr())
-	ltEventually(t, "the connection dealt to the second loop", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.tasks) > 0
-	})
-	close(hold)
-	c.expectClosed()
-}
-
-// TestLoopIdleUpstreamExpires: a pooled upstream connection unused for
-// the idle timeout is closed (one a NAT dropped silently would otherwise
-// cost a request its per-try timeout), and the next request dials anew.
-func TestLoopIdleUpstreamExpires(t *testing.T) {
-	if *testEngine != "loop" {
-		t.Skip("the loops' pools")
-	}
-	b := newLTBackend(t, nil)
-	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
-	for _, l := range p.loops.loops {
-		set := make(chan struct{})
-		l.post(func() { l.upstreamIdle = 50 * time.Millisecond; close(set) })
-		ltWait(t, set, "idle timeout set on the loop")
-	}
-	c := ltDial(t, p.Addr())
-	c.send("GET http://backend/one HTTP/1.1\r\nHost: backend\r\n\r\n")
-	c.expect("", 200, "/one:")
-	if n := ltIdleUpstreams(p); n != 1 {
-		t.Fatalf("%d pooled upstream connections after a request, want 1", n)
-	}
-	ltEventually(t, "the idle upstream connection closed (the loop sweeps once a second)", func() bool { return ltIdleUpstreams(p) == 0 })
-	c.send("GET http://backend/two HTTP/1.1\r\nHost: backend\r\n\r\n")
-	c.expect("", 200, "/two:")
-	if got := b.conns.Load(); got != 2 {
-		t.Fatalf("backend saw %d connections, want 2 (the second dialled after the first expired)", got)
 	}
 }
 
@@ -1696,47 +1407,4 @@ func ltDialSlowReader(t *testing.T, addr string) *ltConn {
 	t.Cleanup(func() { _ = nc.Close() })
 	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 	return &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
-}
-
-// panicky is a loop handler that panics on its event.
-type panicky struct{}
-
-func (panicky) event(uint32) { panic("test: a bug in an event handler") }
-
-// TestLoopContainsPanics: a panic in an event handler, a timer or a posted
-// task is contained (logged, counted) and the loop goes on serving.
-func TestLoopContainsPanics(t *testing.T) {
-	if *testEngine != "loop" {
-		t.Skip("the loops' own code")
-	}
-	b := newLTBackend(t, nil)
-	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
-	l := p.loops.loops[0]
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Close(fds[1]) })
-	added := make(chan error, 1)
-	// Readable only (not EPOLLOUT, which would report the writable socket at once).
-	l.post(func() { added <- l.add(fds[0], unix.EPOLLIN|unix.EPOLLET, panicky{}) })
-	if err := <-added; err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.Write(fds[1], []byte("x")); err != nil { // the handler's event
-		t.Fatal(err)
-	}
-	l.post(func() { l.timers.schedule(newTimer(func() { panic("test: a bug in a timer") }), 0) })
-	l.post(func() { panic("test: a bug in a task") })
-	ltEventually(t, "three panics contained", func() bool { return testutil.ToFloat64(p.m.loopPanics) >= 3 })
-	if n := testutil.ToFloat64(p.m.loopPanics); n != 3 {
-		t.Fatalf("%v panics counted, want 3", n)
-	}
-	// Every loop still serves.
-	for range 2 * len(p.loops.loops) {
-		c := ltDial(t, p.Addr())
-		c.send("GET http://backend/after HTTP/1.1\r\nHost: backend\r\n\r\n")
-		c.expect("", 200, "/after:")
-	}
-	l.post(func() { l.closeFd(fds[0]) })
 }

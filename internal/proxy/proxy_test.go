@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -121,13 +122,13 @@ func do(t *testing.T, c *http.Client, method, target string, hdr map[string]stri
 	return resp
 }
 
-func (p *Proxy) upstreamByName(name string) *upstream {
-	for _, u := range p.ups {
-		if u.name == name {
+func (p *Proxy) upstreamByName(name string) *forward.Upstream {
+	for _, u := range p.fw.Upstreams {
+		if u.Name == name {
 			return u
 		}
 	}
-	return p.unknown
+	return p.fw.Unknown
 }
 
 func TestAttemptsPerFault(t *testing.T) {
@@ -225,7 +226,7 @@ func TestAttemptsPerFault(t *testing.T) {
 			if b != nil && b.hits.Load() != c.wantHits {
 				t.Errorf("backend received %d requests, want %d", b.hits.Load(), c.wantHits)
 			}
-			if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != c.attempts {
+			if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != c.attempts {
 				t.Errorf("attempts metric %v want %v", got, c.attempts)
 			}
 		})
@@ -315,7 +316,7 @@ func TestRetryBudgetLimitsRetries(t *testing.T) {
 		t.Fatalf("backend received %d, want 100 requests + 20 retries", got)
 	}
 	// Every request that got fewer than its 2 retries was denied once.
-	if denied := testutil.ToFloat64(p.upstreamByName("svc").m.denied[policy.ReasonBudget]); denied < 80 {
+	if denied := testutil.ToFloat64(p.upstreamByName("svc").M.Denied[policy.ReasonBudget]); denied < 80 {
 		t.Fatalf("budget denials %v, want at least 80", denied)
 	}
 }
@@ -636,7 +637,7 @@ func TestRequestToItselfRefused(t *testing.T) {
 	if resp.StatusCode != 508 {
 		t.Errorf("origin-form: status %d, want 508", resp.StatusCode)
 	}
-	if got := testutil.ToFloat64(p.m.requests.WithLabelValues("unknown", "508")); got != 4 {
+	if got := testutil.ToFloat64(p.m.Requests.WithLabelValues("unknown", "508")); got != 4 {
 		t.Errorf("requests{unknown,508} = %v, want 4", got)
 	}
 	resp = do(t, clientFor(p), "GET", "http://"+b.addr()+"/", nil)
@@ -656,14 +657,14 @@ func TestRequestBodyTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "PUT http://svc/ HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n", maxRequestBody+1)
+	fmt.Fprintf(conn, "PUT http://svc/ HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n", forward.MaxRequestBody+1)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", maxRequestBody); resp.StatusCode != 413 || string(body) != want {
+	if want := fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody); resp.StatusCode != 413 || string(body) != want {
 		t.Fatalf("status %d body %q, want 413 %q", resp.StatusCode, body, want)
 	}
 	if b.hits.Load() != 0 {

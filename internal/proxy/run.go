@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+
+	"github.com/retrycap/retrycap/internal/proxy/engine/goroutine"
+	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
 )
 
 // Start opens the data and admin listeners and serves in the background.
@@ -31,11 +33,9 @@ func (p *Proxy) Start() error {
 		return fmt.Errorf("admin listener %s: %w", p.cfg.Admin, err)
 	}
 	p.dataLn, p.adminLn = ln, aln
-	if a, ok := ln.Addr().(*net.TCPAddr); ok {
-		p.selfPort = []byte(strconv.Itoa(a.Port))
-	}
+	p.fw.Listening(ln.Addr())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(p.m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(p.m.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !p.ready.Load() {
@@ -47,18 +47,18 @@ func (p *Proxy) Start() error {
 	p.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = p.admin.Serve(aln) }()
 	p.serveDone = make(chan error, 1)
-	if p.cfg.Engine == "loop" && loopsAvailable() {
-		p.handoff = newHandoffListener(ln.Addr())
-		loops, err := startLoops(p, ln, p.handoff)
+	if p.useLoops() {
+		p.handoff = goroutine.NewHandoff(ln.Addr())
+		loops, err := loop.Start(p.fw, ln, p.handoff)
 		if err != nil {
 			ln.Close()
 			aln.Close()
 			return err
 		}
 		p.loops = loops
-		go func() { p.serveDone <- p.srv.Serve(p.handoff) }()
+		go func() { p.serveDone <- p.gor.Serve(p.handoff) }()
 	} else {
-		go func() { p.serveDone <- p.srv.Serve(ln) }()
+		go func() { p.serveDone <- p.gor.Serve(ln) }()
 	}
 	p.ready.Store(true)
 	return nil
@@ -79,10 +79,11 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 		// The loops' listener descriptor closes once they stopped watching
 		// it; this is the proxy's own.
 		_ = p.dataLn.Close()
-		loopErr = p.loops.shutdown(ctx)
+		loopErr = p.loops.Shutdown(ctx)
 	}
-	err := p.srv.ShutdownWithContext(ctx)
+	err := p.gor.Shutdown(ctx)
 	_ = p.admin.Close()
+	p.closeAccessLog()
 	if err = errors.Join(loopErr, err); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}

@@ -55,7 +55,7 @@ func TestSlowChunkedResponsePassesThrough(t *testing.T) {
 	if got := b.hits.Load(); got != 1 {
 		t.Errorf("backend received %d requests, want 1", got)
 	}
-	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 1 {
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 1 {
 		t.Errorf("attempts metric %v want 1", got)
 	}
 }
@@ -120,7 +120,7 @@ func TestLargeFailedResponseRetried(t *testing.T) {
 	if got := b.hits.Load(); got != 3 {
 		t.Errorf("backend received %d requests, want 3", got)
 	}
-	if got := testutil.ToFloat64(p.upstreamByName("svc").m.attempts); got != 3 {
+	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 3 {
 		t.Errorf("attempts metric %v want 3", got)
 	}
 	waitBackendWrites(t, &mu, written, 3)

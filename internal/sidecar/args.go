@@ -21,6 +21,12 @@ import (
 // before the proxy knew its namespace.
 const NamespaceEnv = "POD_NAMESPACE"
 
+// The --access-log values besides a file path.
+const (
+	AccessLogOff    = "off"
+	AccessLogStdout = "stdout"
+)
+
 // Where the proxy listens by default; the injector renders these, and points the app containers'
 // HTTP_PROXY at DefaultListen.
 const (
@@ -63,6 +69,8 @@ type Args struct {
 	DrainTimeout       time.Duration
 	Engine             string // "loop" or "goroutine"
 	Check              bool
+	// AccessLog is where the per-attempt access log goes: "off", "stdout" or a file path.
+	AccessLog string
 }
 
 // Defaults are the flag defaults; the retry ones are the RetryPolicy defaults
@@ -88,6 +96,7 @@ func Defaults() Args {
 		KeyTTL:             defaults.KeyTTL,
 		DrainTimeout:       10 * time.Second,
 		Engine:             "loop",
+		AccessLog:          AccessLogOff,
 	}
 }
 
@@ -130,6 +139,7 @@ var flags = []flag{
 	{"drain-timeout", "on SIGTERM, how long in-flight requests may take to finish", false, func(a *Args) any { return &a.DrainTimeout }},
 	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
 	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
+	{"access-log", "per-attempt access log, JSON lines (retrycap observe reads them): off, stdout, or a file path (appended to); written by a background writer, lines dropped and counted in retrycap_proxy_access_log_dropped_total when it falls behind", false, func(a *Args) any { return &a.AccessLog }},
 }
 
 // FlagNames are the names of every flag of the contract, in the order of --help.

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/observe"
 )
 
 // This file is the lab's accounting: pure functions from what was recorded
@@ -101,6 +103,9 @@ type ArmResult struct {
 	// SuccessRate is the user success rate (0..1) by send time, one value
 	// per second of load; NaN for a second in which nothing was sent.
 	SuccessRate []float64
+
+	// Observed is what `retrycap observe` says of the arm's access logs.
+	Observed *observe.Report
 }
 
 // Compute derives an arm's figures from what was recorded. users need not be sorted.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -106,14 +108,20 @@ type chain struct {
 }
 
 // startChain starts payment, then each app and proxy bottom-up (a proxy
-// must know the address of the app it resolves to).
-func startChain(bin, arm string, sc Scenario, pc PaymentConfig) (c *chain, err error) {
+// must know the address of the app it resolves to). With logDir set, each
+// proxy writes its access log to logDir/ARM/SERVICE.log (AccessLogPaths).
+func startChain(bin, arm string, sc Scenario, pc PaymentConfig, logDir string) (c *chain, err error) {
 	c = &chain{arm: arm, sc: sc, scrapeHC: &http.Client{Timeout: 5 * time.Second}}
 	defer func() {
 		if err != nil {
 			c.close()
 		}
 	}()
+	if logDir != "" {
+		if err := os.MkdirAll(filepath.Join(logDir, arm), 0o755); err != nil {
+			return c, fmt.Errorf("%s arm: access-log directory: %w", arm, err)
+		}
+	}
 	if c.payment, err = StartPayment(pc); err != nil {
 		return c, err
 	}
@@ -121,6 +129,9 @@ func startChain(bin, arm string, sc Scenario, pc PaymentConfig) (c *chain, err e
 	for i := 2; i >= 0; i-- {
 		h := hopNames[i]
 		args := append(proxyArgs(sc, arm, i), "--resolve", h.upstream+"="+next)
+		if logDir != "" {
+			args = append(args, "--access-log", accessLogPath(logDir, arm, i))
+		}
 		p, err := labapp.StartProxy(bin, 10*time.Second, args...)
 		if err != nil {
 			return c, fmt.Errorf("%s arm: %s proxy: %w", arm, h.service, err)
@@ -149,20 +160,24 @@ func startChain(bin, arm string, sc Scenario, pc PaymentConfig) (c *chain, err e
 	return c, nil
 }
 
-// close stops everything; proxies get SIGTERM and a short drain.
+// close stops everything; proxies get SIGTERM and a short drain (which
+// flushes their access logs). Closing twice is closing once.
 func (c *chain) close() {
-	for _, p := range c.proxies {
+	for i, p := range c.proxies {
 		if p != nil {
 			if err := p.Stop(3 * time.Second); err != nil {
 				_ = p.Kill()
 			}
+			c.proxies[i] = nil
 		}
 	}
 	for _, a := range c.apps {
 		_ = a.Close()
 	}
+	c.apps = nil
 	if c.payment != nil {
 		c.payment.Close()
+		c.payment = nil
 	}
 	if c.edge != nil {
 		c.edge.CloseIdleConnections()

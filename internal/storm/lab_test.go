@@ -33,36 +33,40 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 		// per failed user request: requests at payment, retries the
 		// proxies sent, edge client attempts
 		payment, retries, clientAttempts int
+		// per failed user request, from the proxies' access logs
+		// (observe, per key): attempts at gateway (the entry proxy's)
+		atGateway int
 	}{
 		// 3 x 3 x 3: 27 at payment, 2 + 3x2 + 9x2 = 26 retries.
-		{"storm27", ArmNaive, get, 27, 26, 1},
+		{"storm27", ArmNaive, get, 27, 26, 1, 3},
 		// Cap 4: the entry proxy reserves 2 retries (budget 2, 1, 1); the
 		// gateway proxy with 2 splits it 1+1; order gets 1 each: 2+1+1 = 4
 		// at payment; retries: 2 at the entry, 1 at the gateway.
-		{"storm27", ArmRetrycap, get, 4, 3, 1},
+		{"storm27", ArmRetrycap, get, 4, 3, 1, 3},
 		// A POST without a key: the entry proxy adds a key but does not
 		// retry it itself (the app did not ask; the reserved budget is for
 		// the client's own retry with the returned key, which this client
 		// does not make); below, the key makes it retryable: 2 at payment.
-		{"storm27", ArmRetrycap, postWithoutKey, 2, 1, 1},
+		{"storm27", ArmRetrycap, postWithoutKey, 2, 1, 1, 1},
 		// 2 x 1 x 3 x 3 = 18; retries: 2x2 at the gateway, 6x2 at order
 		// (and 1 by the client, counted apart).
-		{"incident18", ArmNaive, getWithKey, 18, 16, 2},
+		{"incident18", ArmNaive, getWithKey, 18, 16, 2, 2},
 		// A POST without a key is resubmitted without one: 18 again.
-		{"incident18", ArmNaive, postWithoutKey, 18, 16, 2},
+		{"incident18", ArmNaive, postWithoutKey, 18, 16, 2, 2},
 		// Cap 3: the first client attempt spends the whole chain (3 at
 		// payment: the gateway's 3 attempts with budget 1 each); the
 		// client's retry with the same key is refused by the entry proxy.
-		{"incident18", ArmRetrycap, getWithKey, 3, 2, 2},
+		{"incident18", ArmRetrycap, getWithKey, 3, 2, 2, 1},
 		// Without a key, the entry proxy generates one and returns it; the
 		// client's retry with it is refused the same way.
-		{"incident18", ArmRetrycap, postWithoutKey, 3, 2, 2},
+		{"incident18", ArmRetrycap, postWithoutKey, 3, 2, 2, 1},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%s/%s", tc.scenario, tc.arm, tc.spec(0).method+map[bool]string{true: "+key", false: ""}[tc.spec(0).key != ""]), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			c, err := startChain(proxyBin, tc.arm, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16})
+			logDir := t.TempDir()
+			c, err := startChain(proxyBin, tc.arm, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +118,46 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 			if charges != wantCharges || replayed != 0 || dups != 0 {
 				t.Fatalf("side effects: %d charged, %d replayed, %d duplicates; want %d, 0, 0", charges, replayed, dups, wantCharges)
 			}
+			c.close() // flushes the access logs
+			checkObserved(t, logDir, tc.arm, n, tc.payment, tc.atGateway)
 		})
+	}
+}
+
+// checkObserved: what observe reads in the chain's access logs is, per user request, exactly
+// what the counters say: n keys (the failed user requests) with want attempts at payment, the
+// deepest service, and atGateway at the entry proxy's upstream; n more (payment back) with one
+// attempt at each of the three services.
+func checkObserved(t *testing.T, dir, arm string, n, want, atGateway int) {
+	t.Helper()
+	g, err := ObserveGrouper(dir, arm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := g.Report(0, 0)
+	if r.Keys != 2*n || r.Keyless != 0 || r.Stats.Bad != 0 || r.OverCount != 2*n {
+		t.Fatalf("observe: %d keys, %d keyless, %d bad lines; want %d, 0, 0", r.Keys, r.Keyless, r.Stats.Bad, 2*n)
+	}
+	failed, ok := 0, 0
+	for _, k := range r.Over {
+		at := map[string]int{}
+		for _, s := range k.Services {
+			at[s.Service] = s.Attempts
+		}
+		switch {
+		case k.Deepest == "payment" && k.Amplification == want && at["gateway"] == atGateway && k.Failures == k.Attempts:
+			failed++
+		case k.Deepest == "payment" && k.Amplification == 1 && k.Attempts == 3 && k.Failures == 0:
+			ok++
+		default:
+			t.Errorf("key %s (%s): %d attempts (%d failed) %+v, deepest %s x%d", k.Key, k.Kind, k.Attempts, k.Failures, k.Services, k.Deepest, k.Amplification)
+		}
+		if len(k.Callers) != 1 || k.Callers[0] != "client" {
+			t.Errorf("key %s: callers %v, want [client]", k.Key, k.Callers)
+		}
+	}
+	if failed != n || ok != n {
+		t.Fatalf("observe: %d keys failed with %d at payment and %d at gateway, %d served once; want %d and %d", failed, want, atGateway, ok, n, n)
 	}
 }
 

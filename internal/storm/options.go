@@ -99,6 +99,10 @@ type Options struct {
 	Progress io.Writer
 	// ChartPath is where the SVG chart is written; empty writes none.
 	ChartPath string
+	// AccessLogDir is where the proxies write their access logs
+	// (ARM/SERVICE.log, read back by observe for each arm's summary); empty:
+	// a temporary directory, removed after the run.
+	AccessLogDir string
 }
 
 // Defaults is the full lab: each arm 45 s at 50 user requests/s against a

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -29,6 +31,9 @@ type Result struct {
 	Targets  []Target
 	// ChartPath is where the chart was written, "" if none.
 	ChartPath string
+	// logsRemoved: the access logs were in a temporary directory, gone
+	// once Run returns.
+	logsRemoved bool
 }
 
 // Passed reports whether the retrycap arm met every target.
@@ -45,8 +50,8 @@ func (r *Result) Passed() bool {
 const sampleEvery = 250 * time.Millisecond
 
 // Run runs both arms on the same load, one after the other, and judges
-// the retrycap arm. It needs a retrycap-proxy: o.ProxyBinary, or one built
-// from the repository the working directory is in.
+// the retrycap arm. It needs a retrycap-proxy: o.ProxyBinary, or one found
+// by findProxy.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o, sc, err := o.withDefaults()
 	if err != nil {
@@ -63,13 +68,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("storm: temp dir for the proxy binary: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		if bin, err = buildProxy(dir); err != nil {
+		if bin, err = findProxy(dir); err != nil {
 			return nil, err
 		}
 	} else if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("storm: proxy binary %q: %w", bin, err)
 	}
-	res := &Result{Options: o, Scenario: sc}
+	removeLogs := false
+	if o.AccessLogDir == "" {
+		dir, err := os.MkdirTemp("", "retrycap-storm-logs")
+		if err != nil {
+			return nil, fmt.Errorf("storm: temp dir for the access logs: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		o.AccessLogDir = dir
+		removeLogs = true
+	} else if err := os.MkdirAll(o.AccessLogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("storm: access-log directory: %w", err)
+	}
+	res := &Result{Options: o, Scenario: sc, logsRemoved: removeLogs}
 	for _, arm := range []string{ArmNaive, ArmRetrycap} {
 		fmt.Fprintf(out, "storm: %s arm: %s, %d user requests/s for %s, payment down at %s for %s\n",
 			arm, sc.Chain(), o.RPS, o.Duration, o.OutageStart, o.OutageLength)
@@ -94,11 +111,40 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// buildProxy builds retrycap-proxy from the repository around the working directory.
-func buildProxy(dir string) (string, error) {
+// SelfProxy is set by a binary that also runs as retrycap-proxy when invoked under that name
+// (the retrycap CLI does): the lab then runs it, through a link named retrycap-proxy, when no
+// retrycap-proxy is installed.
+var SelfProxy bool
+
+// ProxyName is the proxy's executable name.
+const ProxyName = "retrycap-proxy"
+
+// findProxy finds a retrycap-proxy to run without --proxy-binary: next to the running executable,
+// else on PATH, else the running executable itself (SelfProxy) through a link in dir, else one
+// built from the repository around the working directory. Only when none of these can be had does
+// it fail, saying what to install.
+func findProxy(dir string) (string, error) {
+	exe, exeErr := os.Executable()
+	if exeErr == nil {
+		if exe, err := filepath.EvalSymlinks(exe); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), ProxyName); isExecutable(p) {
+				return p, nil
+			}
+		}
+	}
+	if p, err := exec.LookPath(ProxyName); err == nil {
+		return p, nil
+	}
+	if SelfProxy && exeErr == nil {
+		link := filepath.Join(dir, ProxyName)
+		if err := os.Symlink(exe, link); err == nil {
+			return link, nil
+		}
+	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {
-		return "", fmt.Errorf("storm: no --proxy-binary given and cannot build one: %w", err)
+		return "", fmt.Errorf("storm: no %s next to %s or on PATH, and not in the retrycap repository to build one; "+
+			"install it (go install github.com/retrycap/retrycap/cmd/retrycap-proxy@latest) or pass --proxy-binary", ProxyName, exe)
 	}
 	bin, err := labapp.BuildProxy(root, dir)
 	if err != nil {
@@ -107,10 +153,15 @@ func buildProxy(dir string) (string, error) {
 	return bin, nil
 }
 
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
 // runArm starts one arm's chain, runs the load with the outage, waits for
 // the user requests to finish and computes the arm's figures.
 func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmResult, Timeline, error) {
-	c, err := startChain(bin, arm, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()})
+	c, err := startChain(bin, arm, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir)
 	if err != nil {
 		return ArmResult{}, Timeline{}, err
 	}
@@ -299,6 +350,14 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 	}
 	ar := Compute(arm, users, samples, tl, DefaultRecovery)
 	ar.Charges, ar.Replayed, ar.Duplicates = c.payment.Effects().Counts()
+	if o.AccessLogDir != "" {
+		c.close() // flushes the access logs
+		rep, err := ObserveArm(o.AccessLogDir, arm, observeThreshold)
+		if err != nil {
+			return ArmResult{}, tl, err
+		}
+		ar.Observed = rep
+	}
 	return ar, tl, nil
 }
 

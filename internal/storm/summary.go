@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 )
@@ -38,6 +39,18 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(tw, "duplicated POST side effects\t%d\t%d\t\n", n.Duplicates, c.Duplicates)
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("storm summary: %w", err)
+	}
+
+	if n.Observed != nil || c.Observed != nil {
+		fmt.Fprintf(ew, "\nretrycap observe, on each arm's access logs (per key: Idempotency-Key, else storm-op):\n")
+		for _, a := range []ArmResult{n, c} {
+			if a.Observed != nil {
+				fmt.Fprintf(ew, "  %-9s %s\n", a.Arm+":", a.Observed.Summary())
+			}
+		}
+		if r.Options.AccessLogDir != "" && !r.logsRemoved {
+			fmt.Fprintf(ew, "  (logs: retrycap observe -f %s)\n", filepath.Join(r.Options.AccessLogDir, "ARM"))
+		}
 	}
 
 	fmt.Fprintf(ew, "\ntargets (retrycap arm):\n")

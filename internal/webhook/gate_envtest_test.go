@@ -266,6 +266,28 @@ var _ = Describe("workload gate", Ordered, func() {
 		}
 	})
 
+	It("refuses a malformed retrycap.dev/inject in every mode, naming the workload, the annotation and the value", func() {
+		for _, ns := range []string{"shop", "gate-rewrite", "gate-audit"} {
+			d := gateDeployment(ns, "inject-yes", "payment=1", partOfShop)
+			d.Spec.Template.Annotations[annotations.Inject] = "yes"
+			Expect(k8sClient.Create(ctx, d)).To(MatchError(gateDenied+fmt.Sprintf(
+				`Deployment %s/inject-yes: annotation retrycap.dev/inject: value "yes" is not "true" or "false"`, ns)), ns)
+		}
+	})
+
+	It("warns of retrycap annotations on a Deployment's own metadata, with or without a policy", func() {
+		for _, ns := range []string{"shop", "gate-unpoliced"} {
+			if ns == "gate-unpoliced" {
+				Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+			}
+			c, warnings := gateClient()
+			d := gateDeployment(ns, "misplaced", "", map[string]string{"team": "x"})
+			d.Annotations = map[string]string{annotations.Upstreams: "payment=3"}
+			Expect(c.Create(ctx, d)).To(Succeed(), ns)
+			Expect(warnings.take()).To(Equal([]string{fmt.Sprintf(`Deployment %s/misplaced: annotation retrycap.dev/upstreams="payment=3" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`, ns)}), ns)
+		}
+	})
+
 	// 300 Deployments in 60 chains of five, every chain ending at the shared "auth": a create of
 	// auth is judged on paths from all of them, against the policy's prepared graph of the
 	// namespace (the handler uses one from 256 relevant workloads up); an update of a chain,

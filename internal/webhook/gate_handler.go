@@ -48,7 +48,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	incoming, isWorkload, err := decodeWorkload(req.Kind, req.Object.Raw)
+	incoming, objAnn, isWorkload, err := decodeWorkload(req.Kind, req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
 	}
@@ -59,7 +59,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	fillIdentity(&incoming, req)
 	var old *workload.Workload
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		o, ok, err := decodeWorkload(req.Kind, req.OldObject.Raw)
+		o, _, ok, err := decodeWorkload(req.Kind, req.OldObject.Raw)
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
 		}
@@ -81,16 +81,14 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	if err := g.policies.List(ctx, &list, client.InNamespace(incoming.Namespace)); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap gate: listing the RetryPolicies of namespace %s from the cache: %w", incoming.Namespace, err))
 	}
-	if len(list.Items) == 0 {
-		return admission.Allowed("")
-	}
+	// No policy: Decide returns at once, with any warning about misplaced annotations.
 	policies := make([]*v1alpha1.RetryPolicy, len(list.Items))
 	for i := range list.Items {
 		policies[i] = &list.Items[i]
 	}
 	// The index reads only the part of the namespace that can change the verdict, and only if
 	// some policy must judge the request.
-	d := gate.Decide(gate.Input{Policies: policies, Source: g.index.For(incoming), Incoming: incoming, Old: old})
+	d := gate.Decide(gate.Input{Policies: policies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn})
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a RetryPolicy the gate cannot evaluate", "workload", incoming.String())
 	}
@@ -149,24 +147,27 @@ type templated struct {
 }
 
 // decodeWorkload reads the workload of a raw admission object through workload.FromObject (the
-// one place that says what a workload is); false for a Pod a controller owns, or any other kind.
-func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload, bool, error) {
+// one place that says what a workload is), and the annotations of a templated workload's own
+// metadata; false for a Pod a controller owns, or any other kind.
+func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload, map[string]string, bool, error) {
 	if len(raw) == 0 {
-		return workload.Workload{}, false, fmt.Errorf("the request carries no object")
+		return workload.Workload{}, nil, false, fmt.Errorf("the request carries no object")
 	}
+	var objAnn map[string]string
 	var obj runtime.Object
 	switch {
 	case gvk.Group == "" && gvk.Kind == workload.KindPod:
 		var m objectMetaOnly
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return workload.Workload{}, false, err
+			return workload.Workload{}, nil, false, err
 		}
 		obj = &corev1.Pod{ObjectMeta: m.Metadata}
 	case gvk.Group == "apps":
 		var t templated
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return workload.Workload{}, false, err
+			return workload.Workload{}, nil, false, err
 		}
+		objAnn = t.Metadata.Annotations
 		switch gvk.Kind {
 		case workload.KindDeployment:
 			d := &appsv1.Deployment{ObjectMeta: t.Metadata}
@@ -181,13 +182,13 @@ func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload,
 			s.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
 			obj = s
 		default:
-			return workload.Workload{}, false, nil
+			return workload.Workload{}, nil, false, nil
 		}
 	default:
-		return workload.Workload{}, false, nil
+		return workload.Workload{}, nil, false, nil
 	}
 	w, ok := workload.FromObject(obj)
-	return w, ok, nil
+	return w, objAnn, ok, nil
 }
 
 // fillIdentity completes what a create may leave out of the object: its namespace (taken from

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +23,9 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/inject"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // PodInjectorPath serves the pod injector (MutatingWebhookConfiguration, inject.retrycap.dev).
@@ -39,12 +42,14 @@ type PodInjectorOptions struct {
 	ProxyImage string
 	// ManagerNamespace is never injected, like kube-system.
 	ManagerNamespace string
+	// Index is the gate's workload index (Webhooks.Index); nil: the injector registers its own.
+	Index *gate.Index
 }
 
 // The manager's permissions for the injector: it reads policies, namespaces and workloads from
 // its cache and records skips as events.
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;pods;services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -54,6 +59,7 @@ type PodInjectorOptions struct {
 // never calls the API server on a request.
 type PodInjector struct {
 	reader   client.Reader
+	index    *gate.Index
 	decoder  admission.Decoder
 	recorder events.EventRecorder
 	config   inject.Config
@@ -61,16 +67,24 @@ type PodInjector struct {
 }
 
 // SetupPodInjectorWithManager registers the pod injector at PodInjectorPath on the manager's
-// webhook server and creates the informers it reads (Namespaces, RetryPolicies, workloads, Services), so
+// webhook server and creates the informers it reads (Namespaces, RetryPolicies; cluster.FeedIndex those of the
+// workloads and Services when it makes its own index), so
 // they start with the cache rather than on the first request.
 func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodInjector, error) {
 	if o.ProxyImage == "" {
 		return nil, fmt.Errorf("registering the pod injector: the proxy image is empty (set --proxy-image)")
 	}
 	ctx := context.Background()
-	for _, obj := range append([]client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}, cluster.ServiceObject()}, cluster.WatchedKinds()...) {
+	for _, obj := range []client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
+		}
+	}
+	index := o.Index
+	if index == nil {
+		index = gate.NewIndex()
+		if err := cluster.FeedIndex(ctx, mgr.GetCache(), index); err != nil {
+			return nil, fmt.Errorf("registering the pod injector: %w", err)
 		}
 	}
 	excluded := []string{metav1.NamespaceSystem}
@@ -79,6 +93,7 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 	}
 	h := &PodInjector{
 		reader:   mgr.GetCache(),
+		index:    index,
 		decoder:  admission.NewDecoder(mgr.GetScheme()),
 		recorder: mgr.GetEventRecorder("retrycap-injector"),
 		config:   inject.Config{ProxyImage: o.ProxyImage, ExcludedNamespaces: excluded},
@@ -131,8 +146,9 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	return resp
 }
 
-// input reads what inject.Decide needs from the cache. Workloads are listed only for a pod that
-// asked for the proxy: most pods of a cluster do not, and need no list at all.
+// input reads what inject.Decide needs from the cache. Workloads are read only for a pod that
+// asked for the proxy (most pods of a cluster do not), from the index, and only those that can
+// bear on the pod's service (its callers, transitively): never a list of the namespace.
 func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input, error) {
 	in := inject.Input{Pod: pod}
 	var ns corev1.Namespace
@@ -151,14 +167,13 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if len(in.Policies) == 0 {
 		return in, nil
 	}
-	ws, err := cluster.ListWorkloads(ctx, h.reader, pod.Namespace)
-	if err != nil {
-		return in, fmt.Errorf("reading the workloads from the cache: %w", err)
+	if !h.index.HasSynced() && !toolscache.WaitForCacheSync(ctx.Done(), h.index.HasSynced) {
+		return in, fmt.Errorf("the manager's workload cache has not synced yet")
 	}
-	in.Workloads = ws
-	if in.Services, err = cluster.ListServices(ctx, h.reader, pod.Namespace); err != nil {
-		return in, fmt.Errorf("reading the Services from the cache: %w", err)
-	}
+	// The workloads reached from the pod's nodes (the Services fronting it, its own name) and
+	// its upstreams, through Services; the namespace's Services resolve them.
+	in.Workloads = h.index.RelevantWorkloads(workload.ForPod(pod))
+	in.Services = h.index.Services(pod.Namespace).List()
 	return in, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/gate"
 )
 
@@ -33,12 +34,18 @@ type Options struct {
 	// ExcludedNamespaces are further namespaces the handler lets through untouched. Excluding a
 	// namespace in the webhook configurations' namespaceSelector as well saves the round trip.
 	ExcludedNamespaces []string
+	// Index is the workload index, fed by cluster.FeedIndex (the operator shares one with the
+	// controller); nil: SetupWithManager makes and feeds its own.
+	Index *gate.Index
 }
 
 // Webhooks is what SetupWithManager registered.
 type Webhooks struct {
 	Gate      *WorkloadGate
 	Validator *PolicyValidator
+	// Index is the workload index the gate reads; pass it to the pod injector
+	// (PodInjectorOptions.Index) so that both read one.
+	Index *gate.Index
 }
 
 // The manager's permissions for the gate and the validator: they read workloads (Pods as
@@ -53,9 +60,12 @@ type Webhooks struct {
 // StatefulSets, DaemonSets, Pod metadata, RetryPolicies) on its cache.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	log := mgr.GetLogger().WithName("webhooks")
-	index := gate.NewIndex()
-	if err := registerIndex(context.Background(), mgr.GetCache(), index); err != nil {
-		return nil, err
+	index := o.Index
+	if index == nil {
+		index = gate.NewIndex()
+		if err := cluster.FeedIndex(context.Background(), mgr.GetCache(), index); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.Add(baseRefresher{index}); err != nil {
 		return nil, fmt.Errorf("adding the gate's prepared-graph refresh to the manager: %w", err)
@@ -85,5 +95,5 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RetryPolicy{}).WithValidator(validator).Complete(); err != nil {
 		return nil, fmt.Errorf("registering the RetryPolicy validator: %w", err)
 	}
-	return &Webhooks{Gate: gh, Validator: validator}, nil
+	return &Webhooks{Gate: gh, Validator: validator, Index: index}, nil
 }

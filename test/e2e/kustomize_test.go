@@ -197,8 +197,10 @@ func TestDefaultInstall(t *testing.T) {
 		if !slices.Equal(c.Args, wantArgs) {
 			t.Errorf("args %q, want %q", c.Args, wantArgs)
 		}
-		if len(c.Env) != 1 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
-			t.Errorf("env %+v: want POD_NAMESPACE from metadata.namespace", c.Env)
+		if len(c.Env) != 2 || c.Env[0].Name != "POD_NAMESPACE" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" ||
+			c.Env[1].Name != "GOMEMLIMIT" || c.Env[1].ValueFrom == nil || c.Env[1].ValueFrom.ResourceFieldRef == nil ||
+			*c.Env[1].ValueFrom.ResourceFieldRef != (corev1.ResourceFieldSelector{ContainerName: "manager", Resource: "limits.memory"}) {
+			t.Errorf("env %+v: want POD_NAMESPACE from metadata.namespace, GOMEMLIMIT from the manager's limits.memory", c.Env)
 		}
 		ports := map[string]int32{}
 		for _, p := range c.Ports {

@@ -25,12 +25,14 @@ var _ = Describe("Services in the live views", func() {
 			Expect(code).To(Equal(1))
 			offline, _, code := run("retrycap", "analyze", "-f", file, "-o", format)
 			Expect(code).To(Equal(1))
+			// Without the read summary only a run over files has (it counts the 4 Services read).
 			if format == "json" {
 				// analyze also reports how the names resolved; the graph's JSON carries the same.
-				Expect(live).To(MatchJSON(offline))
+				Expect(live).To(MatchJSON(withoutReadSummary(offline, format)))
 				continue
 			}
-			Expect(live).To(Equal(offline), "-o %s", format)
+			Expect(offline).To(HavePrefix("read: 1 file(s), 11 object(s): 6 workload(s) (3 declare retrycap.dev/upstreams), 4 Service(s), 1 RetryPolicy(ies)\n"))
+			Expect(live).To(Equal(withoutReadSummary(offline, format)), "-o %s", format)
 		}
 	})
 

@@ -30,6 +30,8 @@ const (
 	BreakerOpenFor = 10 * time.Second
 	// InjectionEnabled is spec.injection.enabled's default.
 	InjectionEnabled = true
+	// AccessLog is spec.observability.accessLog's default (v1alpha1.AccessLogOff).
+	AccessLog = "Off"
 )
 
 // What the proxy enforces that a RetryPolicy does not (yet) set: not in the CRD.

@@ -98,6 +98,7 @@ func TestCRDDefaultsAreTheGoConstants(t *testing.T) {
 		"circuitBreaker.window":        dur(defaults.BreakerWindow),
 		"circuitBreaker.openFor":       dur(defaults.BreakerOpenFor),
 		"injection.enabled":            defaults.InjectionEnabled,
+		"observability.accessLog":      defaults.AccessLog,
 	}
 	got := crdDefaults(t)
 	keys := func(m map[string]any) []string {
@@ -115,6 +116,9 @@ func TestCRDDefaultsAreTheGoConstants(t *testing.T) {
 		if !reflect.DeepEqual(got[p], want[p]) {
 			t.Errorf("spec.%s: CRD default %#v, Go constant %#v", p, got[p], want[p])
 		}
+	}
+	if defaults.AccessLog != string(v1alpha1.AccessLogOff) {
+		t.Errorf("defaults.AccessLog %q is not v1alpha1.AccessLogOff", defaults.AccessLog)
 	}
 	if defaults.Enforcement != string(v1alpha1.EnforcementReject) {
 		t.Errorf("defaults.Enforcement %q is not v1alpha1.EnforcementReject", defaults.Enforcement)

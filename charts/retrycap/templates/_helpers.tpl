@@ -1,0 +1,72 @@
+{{/*
+Names. Every object is "<fullname>-<part>", as config/default's namePrefix "retrycap-" makes them
+with the release name "retrycap". No Helm-only labels (helm.sh/chart, app.kubernetes.io/managed-by,
+app.kubernetes.io/instance) are added: the objects, selectors included, stay those of
+config/default, so an install moves between kustomize and Helm without a selector change.
+*/}}
+{{- define "retrycap.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "retrycap.managerName" -}}{{ include "retrycap.fullname" . }}-controller-manager{{- end -}}
+{{- define "retrycap.webhookServiceName" -}}{{ include "retrycap.fullname" . }}-webhook-service{{- end -}}
+{{- define "retrycap.certificateName" -}}{{ include "retrycap.fullname" . }}-serving-cert{{- end -}}
+
+{{/* The Secret holding the webhook server's key pair (tls.crt, tls.key, ca.crt). */}}
+{{- define "retrycap.certSecretName" -}}webhook-server-cert{{- end -}}
+
+{{- define "retrycap.selectorLabels" -}}
+app.kubernetes.io/name: retrycap
+control-plane: controller-manager
+{{- end -}}
+
+{{- define "retrycap.managerImage" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "retrycap.proxyImage" -}}
+{{ .Values.proxyImage.repository }}:{{ .Values.proxyImage.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The webhooks' namespaceSelector: the excluded namespaces and the release's own. */}}
+{{- define "retrycap.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ append .Values.excludedNamespaces .Release.Namespace | uniq | toJson }}
+{{- end -}}
+
+{{/*
+The webhook configurations' CA: cert-manager's injection annotation, or nothing here (the
+caBundle is written into each webhook's clientConfig by retrycap.clientConfigCA).
+*/}}
+{{- define "retrycap.webhookAnnotations" -}}
+{{- if eq .Values.certificates.mode "cert-manager" -}}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "retrycap.certificateName" . }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The self-signed bootstrap's key pair, generated once per render and shared by the Secret and the
+caBundles: an existing Secret is reused (helm install/upgrade), else a new CA signs a new
+serving certificate for the webhook Service's names.
+*/}}
+{{- define "retrycap.selfSignedPair" -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (include "retrycap.certSecretName" .) -}}
+{{- if and $secret $secret.data (index $secret.data "ca.crt") (index $secret.data "tls.crt") (index $secret.data "tls.key") -}}
+{{- dict "ca" (index $secret.data "ca.crt") "crt" (index $secret.data "tls.crt") "key" (index $secret.data "tls.key") | toJson -}}
+{{- else -}}
+{{- $svc := include "retrycap.webhookServiceName" . -}}
+{{- $days := int .Values.certificates.selfSigned.validityDays -}}
+{{- $ca := genCA "retrycap-webhook-ca" $days -}}
+{{- $dns := list (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) -}}
+{{- $cert := genSignedCert (index $dns 0) nil $dns $days $ca -}}
+{{- dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) | toJson -}}
+{{- end -}}
+{{- end -}}

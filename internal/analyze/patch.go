@@ -1,0 +1,153 @@
+package analyze
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// Patch is one object's part of the combined fix: its new retrycap.dev/upstreams value.
+type Patch struct {
+	Workload workload.Workload
+	Source   Source
+	Old, New string
+	// Policies are the policies whose plans lower this object's values.
+	Policies []string
+}
+
+// Plan is the whole combined fix of every policy over the cap: for each policy the whole-graph
+// planner (graph.PlanRewrite: retries kept nearest the entrypoints, each edge lowered to what
+// fits under the worst path into it), mapped back to the annotations that declare the edges; a
+// workload several policies select gets the lowest value of any. Applied together, the patches
+// bring every chain within its cap, unless a note says no rewrite fits (client attempts alone
+// over a cap: the values are then as low as they go). Patches are sorted by workload.
+func (m *Manifests) Plan() (patches []Patch, notes []string) {
+	ps := append([]*v1alpha1.RetryPolicy(nil), m.Policies...)
+	sort.Slice(ps, func(i, j int) bool {
+		return ps[i].Namespace+"/"+ps[i].Name < ps[j].Namespace+"/"+ps[j].Name
+	})
+	cur := map[string][]annotations.Upstream{} // workload key -> upstreams being lowered
+	byKey := map[string]*Patch{}
+	for _, p := range ps {
+		r := workload.Build(p, m.Workloads, m.Services...)
+		a := graph.Analyze(r.Graph, r.Cap)
+		if a.WithinCap() {
+			continue
+		}
+		name := p.Namespace + "/" + p.Name
+		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("RetryPolicy %s: %s (the values below are as low as the planner goes)", name, plan.Reason))
+		}
+		def := max(p.Spec.Retry.DefaultAttempts, 1)
+		for _, w := range r.Selected {
+			key := w.Key()
+			// The nodes w's edges belong to: its service name, or the Services selecting it.
+			nodes := r.Nodes(key)
+			if len(nodes) == 0 {
+				continue
+			}
+			ups, seen := cur[key]
+			if !seen {
+				var err error
+				if ups, err = annotations.ParseUpstreams(w.Annotations[annotations.Upstreams]); err != nil {
+					continue // reported as an error already
+				}
+				cur[key] = ups
+			}
+			for i, u := range ups {
+				now := u.Attempts
+				if now == 0 {
+					now = def
+				}
+				v, ok := int64(0), false
+				for _, n := range nodes { // the lowest any of its nodes' edges needs
+					if nv, nok := plan.New(n, workload.NormalizeUpstream(u.Name, w.Namespace)); nok && (!ok || nv < v) {
+						v, ok = nv, true
+					}
+				}
+				if ok && v < int64(now) {
+					ups[i].Attempts = int32(v)
+					pt := byKey[key]
+					if pt == nil {
+						pt = &Patch{Workload: w, Source: m.Sources[key], Old: w.Annotations[annotations.Upstreams]}
+						byKey[key] = pt
+					}
+					if !containsString(pt.Policies, name) {
+						pt.Policies = append(pt.Policies, name)
+					}
+				}
+			}
+		}
+	}
+	for key, pt := range byKey {
+		pt.New = annotations.FormatUpstreams(cur[key])
+		patches = append(patches, *pt)
+	}
+	sort.Slice(patches, func(i, j int) bool { return workload.Compare(patches[i].Workload, patches[j].Workload) < 0 })
+	return patches, notes
+}
+
+func containsString(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// apiVersions of the kinds a patch names.
+var apiVersions = map[string]string{
+	workload.KindDeployment: "apps/v1", workload.KindStatefulSet: "apps/v1", workload.KindDaemonSet: "apps/v1", workload.KindPod: "v1",
+}
+
+// RenderPatch writes the combined fix as a stream of YAML documents, one merge patch per
+// object, each headed by a comment naming the object, where it was read and the old and new
+// values: usable as kustomize patches, or with kubectl patch. The value is written on the pod
+// template (a bare Pod's own metadata), where it belongs and wins over the workload's own.
+func RenderPatch(w io.Writer, patches []Patch, notes []string) error {
+	var b strings.Builder
+	for _, n := range notes {
+		fmt.Fprintf(&b, "# %s\n", n)
+	}
+	if len(patches) == 0 {
+		if len(notes) == 0 {
+			b.WriteString("# nothing to change: every chain is within its cap\n")
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	for i, pt := range patches {
+		if i > 0 || len(notes) > 0 {
+			b.WriteString("---\n")
+		}
+		fmt.Fprintf(&b, "# %s (%s), for RetryPolicy %s: %s %q -> %q\n", pt.Workload, pt.Source, strings.Join(pt.Policies, ", "), annotations.Upstreams, pt.Old, pt.New)
+		ann := map[string]any{"annotations": map[string]string{annotations.Upstreams: pt.New}}
+		obj := map[string]any{
+			"apiVersion": apiVersions[pt.Workload.Kind],
+			"kind":       pt.Workload.Kind,
+			"metadata":   map[string]any{"name": pt.Workload.Name, "namespace": pt.Workload.Namespace},
+		}
+		if pt.Workload.Kind == workload.KindPod {
+			obj["metadata"].(map[string]any)["annotations"] = ann["annotations"]
+		} else {
+			obj["spec"] = map[string]any{"template": map[string]any{"metadata": ann}}
+		}
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		b.Write(out)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

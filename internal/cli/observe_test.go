@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func accessLine(svc, up, key string, attempt, status int) string {
+	return fmt.Sprintf(`{"log":"retrycap-access","time":"2026-12-01T10:00:00.%06dZ","service":%q,"upstream":%q,"method":"GET","authority":%q,"path":"/x","attempt":%d,"budget_in":4,"budget_out":1,"status":%d,"duration_us":1500,"idempotency_key":%q}`,
+		attempt*1000, svc, up, up, attempt, status, key)
+}
+
+func TestObserveFilesDirsStdin(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var a, b strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintln(&a, accessLine("gateway", "order", "k1", i, 503))
+	}
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintln(&b, accessLine("order", "payment", "k1", (i-1)%3+1, 503))
+	}
+	fmt.Fprintln(&b, "2026/12/01 10:00:00 retrycap-proxy: listening") // the proxy's own log: skipped
+	if err := os.WriteFile(filepath.Join(dir, "gateway.log"), []byte(a.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub", "order.log"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "KEY  KIND             METHOD  ATTEMPTS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
+		"k1   idempotency-key  GET     12        12        payment  9              2026-12-01T10:00:00.001Z  3 ms  gateway > order 3 > payment 9\n" +
+		"1 key with more than 5 attempts; peak 12 for one key; longest span 3 ms (1 key, 12 attempts; observed amplification up to 9 at payment)\n"
+	for _, args := range [][]string{
+		{"observe", "-f", dir},
+		{"observe", filepath.Join(dir, "gateway.log"), filepath.Join(dir, "sub")},
+		{"observe", "-f", "-"},
+		{"observe"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := execute(args, strings.NewReader(a.String()+b.String()), &stdout, &stderr)
+		if code != ExitOK || stdout.String() != want || stderr.Len() != 0 {
+			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr: %s\nwant:\n%s", args, code, stdout.String(), stderr.String(), want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"observe", "-f", dir, "-o", "json", "--threshold", "20"}, nil, &stdout, &stderr); code != ExitOK {
+		t.Fatalf("json: exit %d: %s", code, stderr.String())
+	}
+	var rep struct {
+		Summary   string `json:"summary"`
+		OverCount int    `json:"over_count"`
+		Peak      int    `json:"peak_attempts"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.OverCount != 0 || rep.Peak != 12 ||
+		!strings.HasPrefix(rep.Summary, "0 keys with more than 20 attempts; peak 12 for one key") {
+		t.Fatalf("json: %+v %v\n%s", rep, err, stdout.String())
+	}
+}
+
+func TestObserveBadInput(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"observe", "-o", "yaml"}, `retrycap: observe: unknown output "yaml" (table, json)` + "\n"},
+		{[]string{"observe", "--from-cluster", "-f", "x"}, "retrycap: observe: --from-cluster reads no files; drop -f and the arguments\n"},
+		{[]string{"observe", "-l", "app=x"}, "retrycap: observe: -l and -A need --from-cluster\n"},
+		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "retrycap: observe: lstat /nonexistent/retrycap: no such file or directory\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := execute(tt.args, strings.NewReader(""), &stdout, &stderr); code != ExitBadInput || stderr.String() != tt.want {
+			t.Errorf("%v: exit %d, stderr %q; want 2, %q", tt.args, code, stderr.String(), tt.want)
+		}
+	}
+}
+
+// --from-cluster against an API server on loopback that serves pods and pods/log the way the
+// real one does: the selector and the container and sinceSeconds of the log request are
+// checked, a pod without the container is skipped.
+func TestObserveFromCluster(t *testing.T) {
+	logs := map[string]string{
+		"gateway-1": accessLine("gateway", "order", "k1", 1, 503) + "\n" + accessLine("gateway", "order", "k1", 2, 503) + "\n",
+		"order-1":   accessLine("order", "payment", "k1", 1, 503) + "\n" + accessLine("order", "payment", "k1", 2, 503) + "\n",
+	}
+	pod := func(name string, sidecar bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{"app": strings.TrimSuffix(name, "-1")}}}
+		p.Spec.Containers = []corev1.Container{{Name: "app"}}
+		if sidecar {
+			p.Spec.InitContainers = []corev1.Container{{Name: "retrycap-proxy"}}
+		}
+		return p
+	}
+	var requests []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests = append(requests, r.URL.Path+"?"+r.URL.RawQuery)
+		switch {
+		case r.URL.Path == "/api/v1/namespaces/shop/pods":
+			if r.URL.Query().Get("labelSelector") != "part-of=shop" {
+				http.Error(w, "bad selector", 400)
+				return
+			}
+			list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+				Items: []corev1.Pod{pod("order-1", true), pod("gateway-1", true), pod("legacy-1", false)}}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(list)
+		case strings.HasSuffix(r.URL.Path, "/log"):
+			name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/shop/pods/"), "/log")
+			if r.URL.Query().Get("container") != "retrycap-proxy" || r.URL.Query().Get("sinceSeconds") != "2400" {
+				http.Error(w, "bad log options", 400)
+				return
+			}
+			fmt.Fprint(w, logs[name])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\ncontexts:\n- name: c\n  context:\n    cluster: c\n    namespace: shop\ncurrent-context: c\nusers: []\n", srv.URL)
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := execute([]string{"observe", "--from-cluster", "--kubeconfig", kc, "-l", "part-of=shop", "-c", "retrycap-proxy", "--since", "40m", "--threshold", "0"}, nil, &stdout, &stderr)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	wantOut := "KEY  KIND             METHOD  ATTEMPTS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
+		"k1   idempotency-key  GET     4         4         payment  2              2026-12-01T10:00:00.001Z  2 ms  gateway > order 2 > payment 2\n" +
+		"1 key with more than 0 attempts; peak 4 for one key; longest span 2 ms (1 key, 4 attempts; observed amplification up to 2 at payment)\n"
+	wantErr := "\robserve: pod 1/2 shop/gateway-1 (0 attempts so far)\robserve: pod 2/2 shop/order-1 (2 attempts so far)\robserve: 2 pods, 4 lines, 4 attempts\n"
+	if stdout.String() != wantOut || stderr.String() != wantErr {
+		t.Fatalf("stdout:\n%s\nwant:\n%s\nstderr %q\nwant   %q", stdout.String(), wantOut, stderr.String(), wantErr)
+	}
+	if len(requests) != 3 {
+		t.Fatalf("requests %v", requests)
+	}
+}

@@ -1,0 +1,123 @@
+package crds_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/retrycap/retrycap/internal/mesh/crds"
+)
+
+// TestSchemaHasTheFieldsRead checks, in the real CRDs' schemas, every field internal/mesh reads
+// with local structs: if a project renames or retypes one, this fails before the reader goes
+// blind. It needs no API server.
+func TestSchemaHasTheFieldsRead(t *testing.T) {
+	exp, err := crds.GatewayAPI(crds.Experimental)
+	if err != nil {
+		t.Fatal(err)
+	}
+	std, err := crds.GatewayAPI(crds.Standard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	istio, err := crds.Istio()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eg, err := crds.EnvoyGatewayBackendTrafficPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := func(prefix string) []string {
+		return []string{prefix + ".group:string", prefix + ".kind:string", prefix + ".namespace:string", prefix + ".name:string"}
+	}
+	routeFields := append(ref("spec.parentRefs[]"), ref("spec.rules[].backendRefs[]")...)
+	cases := []struct {
+		path, group, kind, version string
+		fields                     []string // "a.b[].c:type"; type "absent" for a field that must not exist
+	}{
+		{istio, "networking.istio.io", "VirtualService", "v1", []string{
+			"spec.hosts:array", "spec.gateways:array", "spec.exportTo:array", "spec.http[].match[].gateways:array",
+			"spec.http[].retries:object", "spec.http[].retries.attempts:integer"}},
+		{istio, "networking.istio.io", "VirtualService", "v1alpha3", []string{"spec.http[].retries.attempts:integer"}},
+		{exp, "gateway.networking.k8s.io", "HTTPRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:object", "spec.rules[].retry.attempts:integer"})},
+		{std, "gateway.networking.k8s.io", "HTTPRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
+		{exp, "gateway.networking.k8s.io", "GRPCRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
+		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer"},
+			"spec.targetRef.group:string", "spec.targetRef.kind:string", "spec.targetRef.name:string"),
+			"spec.targetRefs[].group:string", "spec.targetRefs[].kind:string", "spec.targetRefs[].name:string")},
+	}
+	for _, tc := range cases {
+		schema := findSchema(t, tc.path, tc.group, tc.kind, tc.version)
+		for _, f := range tc.fields {
+			path, typ, _ := strings.Cut(f, ":")
+			got := walk(schema, path)
+			switch {
+			case typ == "absent" && got != nil:
+				t.Errorf("%s %s %s: %s exists (%s)", tc.group, tc.kind, tc.version, path, got.Type)
+			case typ != "absent" && got == nil:
+				t.Errorf("%s %s %s: no field %s", tc.group, tc.kind, tc.version, path)
+			case typ != "absent" && got.Type != typ:
+				t.Errorf("%s %s %s: %s is %s, not %s", tc.group, tc.kind, tc.version, path, got.Type, typ)
+			}
+		}
+	}
+}
+
+func walk(s *apiextensionsv1.JSONSchemaProps, path string) *apiextensionsv1.JSONSchemaProps {
+	for _, p := range strings.Split(path, ".") {
+		name, array := strings.CutSuffix(p, "[]")
+		next, ok := s.Properties[name]
+		if !ok {
+			return nil
+		}
+		s = &next
+		if array {
+			if s.Items == nil || s.Items.Schema == nil {
+				return nil
+			}
+			s = s.Items.Schema
+		}
+	}
+	return s
+}
+
+func findSchema(t *testing.T, path, group, kind, version string) *apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	files := []string{path}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		files, _ = filepath.Glob(filepath.Join(path, "*.yaml"))
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := r.Decode(&crd); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if crd.Kind != "CustomResourceDefinition" || crd.Spec.Group != group || crd.Spec.Names.Kind != kind {
+				continue
+			}
+			for _, v := range crd.Spec.Versions {
+				if v.Name == version && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+					return v.Schema.OpenAPIV3Schema
+				}
+			}
+		}
+	}
+	t.Fatalf("no CRD %s/%s %s in %s", group, kind, version, path)
+	return nil
+}

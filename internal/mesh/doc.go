@@ -1,0 +1,28 @@
+// Package mesh reads the retry layers that a service mesh or a gateway adds to the edges of the
+// graph (DESIGN.md, "Mesh retry layers"). Edges still come from retrycap.dev/upstreams; a mesh
+// object only multiplies the tries on the edges into the Service it configures.
+//
+// A Set holds the mesh objects of one cluster or one manifest set: Namespaces (mesh membership
+// labels and annotations), Services (Linkerd retry annotations), the ConfigMap istio-system/istio
+// (MeshConfig defaultHttpRetryPolicy), Istio VirtualServices, Gateway API HTTPRoutes and
+// GRPCRoutes, Linkerd's own HTTPRoutes and ServiceProfiles, and Envoy Gateway
+// BackendTrafficPolicies. Objects go in as manifests (YAML or JSON, AddManifest), as unstructured
+// objects (a dynamic client's or the manager's metadata-free cache, AddUnstructured) or as typed
+// objects with their TypeMeta (AddObject); every path decodes the same small local structs, so the
+// CLI, the controller and the gate read the same fields and report the same errors, which name
+// the object, the field and the value.
+//
+// Then:
+//
+//   - Set.Edge(caller, v) answers the layers on an edge u -> v: u's namespace and pod-template
+//     labels and annotations decide its mesh, v is the callee as the graph names it in u's
+//     namespace view ("ratings", or "ratings.other" for another namespace; the longer forms
+//     "v.ns.svc[.cluster.local]" are accepted too). Edge.Tries is the product of the layers:
+//     the factor on u's own attempts.
+//   - Set.Backends lists the Services that an HTTPRoute or GRPCRoute with a Gateway parentRef
+//     routes to, and Set.Entry(v) the north-south factor on v's client attempts.
+//   - PlanRewrite(layer, tries) says how to lower a layer's field: the suggestion string and an
+//     edit, applied to the object's JSON (Rewrite.Patch gives the RFC 6902 patch).
+//
+// Every number is tries (1 = no retry). The package is pure: no clients, no cluster.
+package mesh

@@ -1,0 +1,117 @@
+package mesh
+
+import (
+	"reflect"
+	"testing"
+)
+
+func btp(ns, name, target, retry string) string {
+	return "\napiVersion: gateway.envoyproxy.io/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec:\n  targetRefs: [" + target + "]\n" + retry
+}
+
+func TestEntry(t *testing.T) {
+	north := func(rules string) string {
+		return routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  parentRefs: [{name: eg}]\n  rules:\n"+rules)
+	}
+	cases := []struct {
+		name    string
+		docs    string
+		backend ServiceRef
+		want    Edge
+	}{
+		{
+			name: "route retry.attempts 3: 4 tries", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend, port: 80}]\n    retry: {attempts: 3, codes: [500]}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 4,
+				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 3"}}},
+		},
+		{
+			name: "retry {}: 2 retries", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true,
+				Note: "HTTPRoute shop/web spec.rules[0].retry without attempts: 2 retries"}}},
+		},
+		{
+			name: "largest over the rules routing to the backend; other backends' rules do not count", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}\n  - backendRefs: [{name: frontend}, {name: canary}]\n    retry: {attempts: 2}\n  - backendRefs: [{name: other}]\n    retry: {attempts: 9}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[1].retry.attempts", Tries: 3,
+				Note: "HTTPRoute shop/web spec.rules[1].retry.attempts: 2"}}},
+		},
+		{
+			name: "no retry, no BackendTrafficPolicy: 1 try", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
+				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it"}}},
+		},
+		{
+			name: "BackendTrafficPolicy numRetries 5 on the route: 6 tries", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
+				btp("shop", "retry-for-route", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry:\n    numRetries: 5\n    retryOn: {triggers: [connect-failure, retriable-status-codes], httpStatusCodes: [500]}"),
+			want: Edge{Layers: []Layer{{Kind: EnvoyGateway, Object: "BackendTrafficPolicy shop/retry-for-route", FieldPath: "spec.retry.numRetries", Tries: 6,
+				Note: "BackendTrafficPolicy shop/retry-for-route spec.retry.numRetries: 5 (targets HTTPRoute/shop/web)"}}},
+		},
+		{
+			name: "BackendTrafficPolicy on the Gateway, retry {}", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
+				btp("shop", "gw-policy", "{group: gateway.networking.k8s.io, kind: Gateway, name: eg}", "  retry: {}"),
+			want: Edge{Layers: []Layer{{Kind: EnvoyGateway, Object: "BackendTrafficPolicy shop/gw-policy", FieldPath: "spec.retry.numRetries", Tries: 3, Default: true,
+				Note: "BackendTrafficPolicy shop/gw-policy spec.retry without numRetries: 2 retries (targets Gateway/shop/eg)"}}},
+		},
+		{
+			name: "the route's policy wins over the Gateway's", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
+				btp("shop", "gw-policy", "{group: gateway.networking.k8s.io, kind: Gateway, name: eg}", "  retry: {numRetries: 7}") + "\n---\n" +
+				btp("shop", "route-policy", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 1}"),
+			want: Edge{Layers: []Layer{{Kind: EnvoyGateway, Object: "BackendTrafficPolicy shop/route-policy", FieldPath: "spec.retry.numRetries", Tries: 2,
+				Note: "BackendTrafficPolicy shop/route-policy spec.retry.numRetries: 1 (targets HTTPRoute/shop/web)"}}},
+		},
+		{
+			name: "the route's retry wins over a BackendTrafficPolicy", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}") + "\n---\n" +
+				btp("shop", "route-policy", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 2,
+				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 1"}}},
+		},
+		{
+			name: "a policy in another namespace does not target the route", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
+				btp("elsewhere", "p", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
+				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it"}}},
+		},
+		{
+			name: "a backend in another namespace", backend: ServiceRef{"api", "orders"},
+			docs: north("  - backendRefs: [{name: orders, namespace: api}]\n    retry: {attempts: 2}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3,
+				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 2"}}},
+		},
+		{
+			name: "a Service no Gateway route reaches: no layer", backend: ServiceRef{"shop", "cart"},
+			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 3}"),
+			want: Edge{},
+		},
+		{
+			name: "a GAMMA route (Service parent) is not north-south", backend: ServiceRef{"shop", "frontend"},
+			docs: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "mesh", "", "  parentRefs: [{group: '', kind: Service, name: frontend}]\n  rules: [{backendRefs: [{name: frontend}], retry: {attempts: 3}}]"),
+			want: Edge{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := set(t, Options{}, tc.docs)
+			if got := s.Entry(tc.backend); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Entry(%s):\n got %#v\nwant %#v", tc.backend, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBackends(t *testing.T) {
+	s := set(t, Options{}, routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "",
+		"  parentRefs: [{name: eg}, {group: '', kind: Service, name: mesh-only}]\n  rules:\n  - backendRefs: [{name: frontend}, {name: orders, namespace: api}]\n  - backendRefs: [{name: frontend}, {kind: Backend, group: gateway.envoyproxy.io, name: ext}]")+"\n---\n"+
+		routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "mesh", "", "  parentRefs: [{group: '', kind: Service, name: cart}]\n  rules: [{backendRefs: [{name: cart}]}]"))
+	want := []ServiceRef{{"api", "orders"}, {"shop", "frontend"}}
+	if got := s.Backends(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Backends() = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,703 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// Kind names the system that adds a layer.
+type Kind string
+
+// Kinds of layers.
+const (
+	Istio        Kind = "Istio"
+	Linkerd      Kind = "Linkerd"
+	GAMMA        Kind = "GAMMA"        // a Gateway API route with a Service parentRef, in either mesh
+	Gateway      Kind = "Gateway"      // a Gateway API route with a Gateway parentRef (north-south)
+	EnvoyGateway Kind = "EnvoyGateway" // a BackendTrafficPolicy, where the route sets no retry
+)
+
+// Layer is one retry layer on an edge: Tries multiplies the attempts the caller's code makes.
+type Layer struct {
+	Kind Kind
+	// Object is the object that sets it ("VirtualService bookinfo/ratings"); empty for a default
+	// no object declares.
+	Object string
+	// FieldPath is the field of Object that decides Tries ("spec.http[0].retries.attempts"); for a
+	// default on a declared route, the block that is missing ("spec.http[1].retries").
+	FieldPath string
+	Tries     int64
+	// Default: Tries is the system's default, not a number written in Object.
+	Default bool
+	// Note says where Tries comes from, for status and reports:
+	// "Istio default, no VirtualService binds reviews".
+	Note string
+}
+
+// String is "3 (Istio default, no VirtualService binds reviews)".
+func (l Layer) String() string { return fmt.Sprintf("%d (%s)", l.Tries, l.Note) }
+
+// Edge is what the mesh adds to one edge (or, from Entry, to a backend's client attempts).
+type Edge struct {
+	// Layers, in order of application; a meshed caller always gets its mesh's layer, even of
+	// 1 try (a renderer may leave those out of a product).
+	Layers []Layer
+	// Warnings are the exact strings of DESIGN.md's mesh section (see the Warn* functions).
+	Warnings []string
+}
+
+// Tries is the product of the layers: 1 when there is none.
+func (e Edge) Tries() int64 {
+	t := int64(1)
+	for _, l := range e.Layers {
+		t *= l.Tries
+	}
+	return t
+}
+
+// Caller is the calling workload, as the graph builder has it.
+type Caller struct {
+	// Name names the workload in warnings ("Deployment bookinfo/productpage").
+	Name      string
+	Namespace string
+	// Labels and Annotations of the pod template (a bare Pod's own).
+	Labels, Annotations map[string]string
+}
+
+// Options are the settings a Set applies.
+type Options struct {
+	// IstioDefaultRetries overrides Istio's default retries (--istio-default-retries); nil reads
+	// MeshConfig defaultHttpRetryPolicy.attempts from the ConfigMap istio-system/istio when the
+	// Set has it, else Istio's 2.
+	IstioDefaultRetries *int64
+	// DefaultNamespace is given to objects without one ("default" if empty).
+	DefaultNamespace string
+}
+
+// Set is the mesh objects of a cluster or a manifest set. Adding and removing are not safe for
+// concurrent use; queries are, once no goroutine adds or removes.
+type Set struct {
+	opts            Options
+	namespaces      map[string]objectMeta
+	services        map[ServiceRef]objectMeta
+	meshConfig      bool         // the ConfigMap istio-system/istio was added
+	meshDefault     *meshDefault // its defaultHttpRetryPolicy, when it has one
+	virtualServices map[string]*virtualService
+	routes          map[string]*route
+	profiles        map[string]header
+	policies        map[string]*backendTrafficPolicy
+
+	mu  sync.Mutex
+	idx *index
+}
+
+// NewSet returns an empty Set.
+func NewSet(opts Options) *Set {
+	return &Set{
+		opts:            opts,
+		namespaces:      map[string]objectMeta{},
+		services:        map[ServiceRef]objectMeta{},
+		virtualServices: map[string]*virtualService{},
+		routes:          map[string]*route{},
+		profiles:        map[string]header{},
+		policies:        map[string]*backendTrafficPolicy{},
+	}
+}
+
+// Clone returns a Set with the same objects, for a judge that adds an incoming version of an
+// object over the cluster's without changing the shared Set. The objects are shared, not copied:
+// Sets never modify an object once added.
+func (s *Set) Clone() *Set {
+	c := NewSet(s.opts)
+	for k, v := range s.namespaces {
+		c.namespaces[k] = v
+	}
+	for k, v := range s.services {
+		c.services[k] = v
+	}
+	for k, v := range s.virtualServices {
+		c.virtualServices[k] = v
+	}
+	for k, v := range s.routes {
+		c.routes[k] = v
+	}
+	for k, v := range s.profiles {
+		c.profiles[k] = v
+	}
+	for k, v := range s.policies {
+		c.policies[k] = v
+	}
+	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
+	return c
+}
+
+// Counts is how many objects of each kind the Set holds ("VirtualService": 2), for reports.
+func (s *Set) Counts() map[string]int {
+	c := map[string]int{}
+	add := func(kind string, n int) {
+		if n > 0 {
+			c[kind] += n
+		}
+	}
+	add("Namespace", len(s.namespaces))
+	add("Service", len(s.services))
+	if s.meshConfig {
+		add("ConfigMap", 1)
+	}
+	add("VirtualService", len(s.virtualServices))
+	for _, r := range s.routes {
+		add(r.Kind, 1)
+	}
+	add("ServiceProfile", len(s.profiles))
+	add("BackendTrafficPolicy", len(s.policies))
+	return c
+}
+
+// ServiceRef names a Service: namespace and name.
+type ServiceRef struct{ Namespace, Name string }
+
+// String is "bookinfo/ratings".
+func (r ServiceRef) String() string { return r.Namespace + "/" + r.Name }
+
+func (r ServiceRef) fqdn() string { return r.Name + "." + r.Namespace + ".svc.cluster.local" }
+
+// resolve reads a callee name in namespace ns: a Service (ok) or an external host.
+func resolve(name, ns string) (ServiceRef, bool) {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if svc, sns, ok := annotations.SplitService(name); ok {
+		return ServiceRef{sns, svc}, true
+	}
+	if !strings.Contains(name, ".") {
+		return ServiceRef{ns, name}, true
+	}
+	return ServiceRef{Name: name}, false
+}
+
+// index is built on the first query after a change.
+type index struct {
+	vsByService map[ServiceRef][]*virtualService
+	vsByHost    map[string][]*virtualService // external hosts
+	vsWildcard  []*virtualService
+	// routesByService: Gateway API and Linkerd routes whose parentRef is the Service.
+	routesByService map[ServiceRef][]*route
+	// gatewayRoutes: routes with a Gateway parentRef, by backend Service.
+	gatewayRoutes map[ServiceRef][]*route
+	// profiles: ServiceProfiles by the Service they name (FQDN name), any namespace.
+	profiles map[ServiceRef][]header
+	// policies by target: "HTTPRoute/ns/name", "Gateway/ns/name".
+	policies map[string][]*backendTrafficPolicy
+}
+
+func (s *Set) index() *index {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idx != nil {
+		return s.idx
+	}
+	x := &index{
+		vsByService: map[ServiceRef][]*virtualService{}, vsByHost: map[string][]*virtualService{},
+		routesByService: map[ServiceRef][]*route{}, gatewayRoutes: map[ServiceRef][]*route{},
+		profiles: map[ServiceRef][]header{}, policies: map[string][]*backendTrafficPolicy{},
+	}
+	for _, k := range sortedKeys(s.virtualServices) {
+		vs := s.virtualServices[k]
+		if !forMesh(vs.Spec.Gateways) {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, h := range vs.Spec.Hosts {
+			h = strings.ToLower(h)
+			if strings.HasPrefix(h, "*") {
+				if !seen["*"] {
+					x.vsWildcard = append(x.vsWildcard, vs)
+					seen["*"] = true
+				}
+				continue
+			}
+			r, ok := resolve(h, vs.Metadata.Namespace)
+			key := r.String()
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if ok {
+				x.vsByService[r] = append(x.vsByService[r], vs)
+			} else {
+				x.vsByHost[r.Name] = append(x.vsByHost[r.Name], vs)
+			}
+		}
+	}
+	for _, k := range sortedKeys(s.routes) {
+		r := s.routes[k]
+		seen := map[ServiceRef]bool{}
+		gw := false
+		for _, p := range r.Spec.ParentRefs {
+			switch {
+			case p.isService("Gateway"):
+				sr := ServiceRef{p.namespaceOr(r.Metadata.Namespace), p.Name}
+				if !seen[sr] {
+					x.routesByService[sr] = append(x.routesByService[sr], r)
+					seen[sr] = true
+				}
+			case p.isGateway() && r.group() == GroupGateway:
+				gw = true
+			}
+		}
+		if !gw {
+			continue
+		}
+		backends := map[ServiceRef]bool{}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				if b.isService("Service") {
+					backends[ServiceRef{b.namespaceOr(r.Metadata.Namespace), b.Name}] = true
+				}
+			}
+		}
+		for b := range backends {
+			x.gatewayRoutes[b] = append(x.gatewayRoutes[b], r)
+		}
+	}
+	for _, k := range sortedKeys(s.profiles) {
+		p := s.profiles[k]
+		if svc, ns, ok := annotations.SplitService(strings.ToLower(p.Metadata.Name)); ok {
+			x.profiles[ServiceRef{ns, svc}] = append(x.profiles[ServiceRef{ns, svc}], p)
+		}
+	}
+	for _, k := range sortedKeys(s.policies) {
+		p := s.policies[k]
+		targets := p.Spec.TargetRefs
+		if p.Spec.TargetRef != nil {
+			targets = append([]targetRef{*p.Spec.TargetRef}, targets...)
+		}
+		for _, t := range targets {
+			if t.Group != "" && t.Group != GroupGateway {
+				continue
+			}
+			key := t.Kind + "/" + p.Metadata.Namespace + "/" + t.Name
+			x.policies[key] = append(x.policies[key], p)
+		}
+	}
+	s.idx = x
+	return x
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// forMesh: a VirtualService's (or a route match's) gateways apply to sidecars.
+func forMesh(gateways []string) bool {
+	return len(gateways) == 0 || slices.Contains(gateways, "mesh")
+}
+
+// exportedTo: the VirtualService is visible in namespace ns.
+func (vs *virtualService) exportedTo(ns string) bool {
+	if len(vs.Spec.ExportTo) == 0 {
+		return true
+	}
+	for _, e := range vs.Spec.ExportTo {
+		if e == "*" || e == ns || e == "." && vs.Metadata.Namespace == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// InIstio reports whether the caller runs an Istio sidecar: pod annotation (or label)
+// sidecar.istio.io/inject "true"/"false" first, else its namespace's istio-injection=enabled or
+// istio.io/rev label.
+func (s *Set) InIstio(c Caller) bool {
+	if s == nil {
+		return false
+	}
+	for _, m := range []map[string]string{c.Annotations, c.Labels} {
+		switch m[IstioInjectAnnotation] {
+		case "true":
+			return true
+		case "false":
+			return false
+		}
+	}
+	nl := s.namespaces[c.Namespace].Labels
+	if v, ok := nl[IstioInjectionLabel]; ok {
+		return v == "enabled"
+	}
+	_, rev := nl[IstioRevLabel]
+	return rev
+}
+
+// InLinkerd reports whether the caller runs a Linkerd proxy: linkerd.io/inject "enabled" on its
+// pod template, else on its namespace ("disabled" on the pod template opts out).
+func (s *Set) InLinkerd(c Caller) bool {
+	if s == nil {
+		return false
+	}
+	if v, ok := c.Annotations[LinkerdInject]; ok {
+		return v == "enabled"
+	}
+	return s.namespaces[c.Namespace].Annotations[LinkerdInject] == "enabled"
+}
+
+// Edge returns the layers the caller's mesh adds to its calls to callee (the graph's name in the
+// caller's namespace view: "ratings", "ratings.other", or a longer in-cluster form). A caller in
+// no mesh gets none; an external host gets a layer only from a VirtualService that names it.
+// A nil Set has no layers.
+func (s *Set) Edge(c Caller, callee string) Edge {
+	if s == nil {
+		return Edge{}
+	}
+	x := s.index()
+	ref, inCluster := resolve(callee, c.Namespace)
+	istio, linkerd := s.InIstio(c), s.InLinkerd(c)
+	var e Edge
+	switch {
+	case istio && linkerd:
+		e.Warnings = append(e.Warnings, WarnBothMeshes(c.Name))
+		fallthrough
+	case istio:
+		s.istioEdge(x, &e, c, ref, inCluster)
+	case linkerd:
+		if inCluster {
+			s.linkerdEdge(x, &e, c, ref)
+		}
+	}
+	return e
+}
+
+func (s *Set) istioDefault(why string) Layer {
+	switch {
+	case s.opts.IstioDefaultRetries != nil:
+		n := *s.opts.IstioDefaultRetries
+		return Layer{Kind: Istio, Tries: n + 1, Default: true, Note: fmt.Sprintf("Istio default --istio-default-retries=%d, %s", n, why)}
+	case s.meshDefault != nil:
+		return Layer{Kind: Istio, Object: "ConfigMap " + IstioConfigNamespace + "/" + IstioConfigName, FieldPath: "data." + IstioConfigKey,
+			Tries: s.meshDefault.retries + 1, Default: true, Note: "Istio default from " + s.meshDefault.note + ", " + why}
+	}
+	return Layer{Kind: Istio, Tries: IstioDefaultRetries + 1, Default: true, Note: "Istio default, " + why}
+}
+
+// withDefault returns l, or the mesh default with l's object and field when l is a default.
+func withDefault(def, l Layer) Layer {
+	if !l.Default {
+		return l
+	}
+	def.Object, def.FieldPath = l.Object, l.FieldPath
+	return def
+}
+
+func better(a *Layer, b Layer) {
+	if a.Kind == "" || b.Tries > a.Tries {
+		*a = b
+	}
+}
+
+func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster bool) {
+	var vss []*virtualService
+	if inCluster {
+		vss = x.vsByService[ref]
+	} else {
+		vss = x.vsByHost[ref.Name]
+	}
+	for _, vs := range x.vsWildcard {
+		if matchWildcard(vs.Spec.Hosts, ref, inCluster) {
+			vss = append(vss, vs)
+		}
+	}
+	name := ref.Name
+	if inCluster && ref.Namespace != c.Namespace {
+		name = ref.String()
+	}
+	var vsBest Layer
+	for _, vs := range vss {
+		if !vs.exportedTo(c.Namespace) {
+			continue
+		}
+		for i, r := range vs.Spec.HTTP {
+			if !routeForMesh(r.Match) {
+				continue
+			}
+			var l Layer
+			switch {
+			case r.Retries == nil:
+				l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] sets no retries", vs.id(), i)),
+					Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries", i), Default: true})
+			case r.Retries.Attempts == nil:
+				l = Layer{Kind: Istio, Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: 1,
+					Note: fmt.Sprintf("%s spec.http[%d].retries without attempts: no retries", vs.id(), i)}
+			default:
+				n := *r.Retries.Attempts
+				l = Layer{Kind: Istio, Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: n + 1,
+					Note: fmt.Sprintf("%s spec.http[%d].retries.attempts: %d", vs.id(), i, n)}
+			}
+			better(&vsBest, l)
+		}
+	}
+	var gamma Layer
+	if inCluster {
+		for _, r := range x.routesByService[ref] {
+			if r.group() != GroupGateway || !routeApplies(r, ref, c.Namespace) {
+				continue
+			}
+			for i := range r.Spec.Rules {
+				l, ok := gammaRule(r, i)
+				if !ok {
+					l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry", r.id(), i)), l)
+				}
+				better(&gamma, l)
+			}
+		}
+	}
+	switch {
+	case vsBest.Kind != "" && gamma.Kind != "":
+		best := vsBest
+		better(&best, gamma)
+		e.Warnings = append(e.Warnings, WarnVirtualServiceAndRoute(vsBest.Object, gamma.Object, name, best.Tries))
+		e.Layers = append(e.Layers, best)
+	case vsBest.Kind != "":
+		e.Layers = append(e.Layers, vsBest)
+	case gamma.Kind != "":
+		e.Layers = append(e.Layers, gamma)
+	case inCluster:
+		e.Layers = append(e.Layers, s.istioDefault("no VirtualService binds "+name))
+	}
+}
+
+// gammaRule is a route rule's own retry (ok), or a default layer naming the missing block.
+func gammaRule(r *route, i int) (Layer, bool) {
+	rt := r.Spec.Rules[i].Retry
+	switch {
+	case rt == nil:
+		return Layer{Kind: GAMMA, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry", i), Default: true}, false
+	case rt.Attempts == nil:
+		return Layer{Kind: GAMMA, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry.attempts", i), Tries: GatewayAPIDefaultRetries + 1, Default: true,
+			Note: fmt.Sprintf("%s spec.rules[%d].retry without attempts: %d retries", r.id(), i, GatewayAPIDefaultRetries)}, true
+	}
+	n := *rt.Attempts
+	return Layer{Kind: GAMMA, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry.attempts", i), Tries: n + 1,
+		Note: fmt.Sprintf("%s spec.rules[%d].retry.attempts: %d", r.id(), i, n)}, true
+}
+
+// routeApplies: a route with a parentRef to Service ref binds the caller's traffic when it is the
+// producer's route (in the Service's namespace) or the consumer's (in the caller's namespace).
+func routeApplies(r *route, ref ServiceRef, callerNS string) bool {
+	return r.Metadata.Namespace == ref.Namespace || r.Metadata.Namespace == callerNS
+}
+
+func routeForMesh(match []struct {
+	Gateways []string `json:"gateways"`
+}) bool {
+	if len(match) == 0 {
+		return true
+	}
+	for _, m := range match {
+		if forMesh(m.Gateways) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchWildcard(hosts []string, ref ServiceRef, inCluster bool) bool {
+	target := ref.Name
+	if inCluster {
+		target = ref.fqdn()
+	}
+	for _, h := range hosts {
+		h = strings.ToLower(h)
+		if h == "*" || strings.HasPrefix(h, "*.") && strings.HasSuffix(target, h[1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
+	name := ref.Name
+	if ref.Namespace != c.Namespace {
+		name = ref.String()
+	}
+	for _, p := range x.profiles[ref] {
+		if p.Metadata.Namespace == ref.Namespace || p.Metadata.Namespace == c.Namespace {
+			e.Warnings = append(e.Warnings, WarnServiceProfile(p.Metadata.Namespace+"/"+p.Metadata.Name, name))
+			e.Layers = append(e.Layers, Layer{Kind: Linkerd, Object: p.id(), Tries: 1, Default: true,
+				Note: fmt.Sprintf("Linkerd ServiceProfile %s/%s: retry annotations ignored, budget-bounded retries not counted", p.Metadata.Namespace, p.Metadata.Name)})
+			return
+		}
+	}
+	var best Layer
+	svcID := "Service " + ref.String()
+	svcCfg, _ := linkerdRetries(s.services[ref].Annotations, svcID)
+	svcUsed := true
+	var routes []*route
+	for _, r := range x.routesByService[ref] {
+		if routeApplies(r, ref, c.Namespace) {
+			routes = append(routes, r)
+		}
+	}
+	if len(routes) > 0 {
+		svcUsed = false
+	}
+	for _, r := range routes {
+		cfg, _ := linkerdRetries(r.Metadata.Annotations, r.id())
+		if !cfg.set {
+			svcUsed = true
+		} else {
+			better(&best, s.linkerdLayer(e, r.id(), cfg))
+		}
+		if r.group() != GroupGateway {
+			continue
+		}
+		for i := range r.Spec.Rules {
+			if l, ok := gammaRule(r, i); ok {
+				better(&best, l)
+			}
+		}
+	}
+	if svcUsed && svcCfg.set {
+		better(&best, s.linkerdLayer(e, svcID, svcCfg))
+	}
+	if best.Kind == "" {
+		best = Layer{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for " + name}
+	}
+	e.Layers = append(e.Layers, best)
+}
+
+func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
+	l := Layer{Kind: Linkerd, Object: id, FieldPath: cfg.fieldPath, Tries: cfg.retries + 1}
+	switch {
+	case cfg.zero:
+		l.Default = true
+		l.Note = fmt.Sprintf("%s %s: %q, %s: 1 retry", id, cfg.fieldPath, cfg.value, linkerdZeroNote)
+		e.Warnings = append(e.Warnings, WarnLinkerdLimitZero(id))
+	case cfg.fieldPath != annotationPath(LinkerdRetryLimit):
+		l.Default = true
+		l.FieldPath = annotationPath(LinkerdRetryLimit)
+		l.Note = fmt.Sprintf("%s %s: %q without %s: 1 retry", id, cfg.fieldPath, cfg.value, LinkerdRetryLimit)
+	default:
+		l.Note = fmt.Sprintf("%s %s: %q", id, cfg.fieldPath, cfg.value)
+	}
+	return l
+}
+
+// Backends lists the Services that a Gateway API route with a Gateway parentRef routes to: the
+// north-south entrypoints, sorted.
+func (s *Set) Backends() []ServiceRef {
+	if s == nil {
+		return nil
+	}
+	x := s.index()
+	out := make([]ServiceRef, 0, len(x.gatewayRoutes))
+	for r := range x.gatewayRoutes {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b ServiceRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// Entry returns the north-south layer on backend v's client attempts: k'(v) = k(v) x Tries,
+// the largest over the rules of the Gateway-parented routes that route to v. A rule without a
+// retry takes an Envoy Gateway BackendTrafficPolicy targeting the route, else one targeting its
+// Gateway; none: 1 try. A Service no such route reaches gets no layer.
+func (s *Set) Entry(v ServiceRef) Edge {
+	if s == nil {
+		return Edge{}
+	}
+	x := s.index()
+	var best Layer
+	for _, r := range x.gatewayRoutes[v] {
+		for i, rule := range r.Spec.Rules {
+			routesTo := false
+			for _, b := range rule.BackendRefs {
+				if b.isService("Service") && (ServiceRef{b.namespaceOr(r.Metadata.Namespace), b.Name}) == v {
+					routesTo = true
+				}
+			}
+			if !routesTo {
+				continue
+			}
+			if l, ok := gammaRule(r, i); ok {
+				l.Kind = Gateway
+				better(&best, l)
+				continue
+			}
+			better(&best, s.policyLayer(x, r, i))
+		}
+	}
+	if best.Kind == "" {
+		return Edge{}
+	}
+	return Edge{Layers: []Layer{best}}
+}
+
+func (s *Set) policyLayer(x *index, r *route, i int) Layer {
+	pick := func(key string) (Layer, bool) {
+		var best Layer
+		for _, p := range x.policies[key] {
+			if p.Spec.Retry == nil {
+				continue
+			}
+			l := Layer{Kind: EnvoyGateway, Object: p.id(), FieldPath: "spec.retry.numRetries"}
+			if n := p.Spec.Retry.NumRetries; n != nil {
+				l.Tries = *n + 1
+				l.Note = fmt.Sprintf("%s spec.retry.numRetries: %d (targets %s)", p.id(), *n, key)
+			} else {
+				l.Tries, l.Default = EnvoyGatewayDefaultRetries+1, true
+				l.Note = fmt.Sprintf("%s spec.retry without numRetries: %d retries (targets %s)", p.id(), EnvoyGatewayDefaultRetries, key)
+			}
+			better(&best, l)
+		}
+		return best, best.Kind != ""
+	}
+	target := func(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+	if l, ok := pick(target(r.Kind, r.Metadata.Namespace, r.Metadata.Name)); ok {
+		return l
+	}
+	var best Layer
+	for _, p := range r.Spec.ParentRefs {
+		if !p.isGateway() {
+			continue
+		}
+		if l, ok := pick(target("Gateway", p.namespaceOr(r.Metadata.Namespace), p.Name)); ok {
+			better(&best, l)
+		}
+	}
+	if best.Kind != "" {
+		return best
+	}
+	return Layer{Kind: Gateway, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry", i), Tries: 1, Default: true,
+		Note: fmt.Sprintf("%s spec.rules[%d] sets no retry and no BackendTrafficPolicy targets it", r.id(), i)}
+}
+
+const linkerdZeroNote = "treated as unset by Linkerd"
+
+// The warnings, exact strings.
+
+// WarnBothMeshes: a caller both meshes inject; Istio's layer counts.
+func WarnBothMeshes(caller string) string {
+	return caller + " is in both Istio and Linkerd: counting Istio's layer (one sidecar captures the traffic)"
+}
+
+// WarnVirtualServiceAndRoute: a VirtualService and a GAMMA route bind one host; the larger counts.
+func WarnVirtualServiceAndRoute(vs, route, host string, tries int64) string {
+	return fmt.Sprintf("%s and %s both route %s: counting the larger, %d tries", vs, route, host, tries)
+}
+
+// WarnLinkerdLimitZero: retry.linkerd.io/limit "0", which Linkerd treats as unset (1 retry).
+func WarnLinkerdLimitZero(object string) string {
+	return fmt.Sprintf(`%s %s: "0" is treated by Linkerd as unset: counted as 1 retry`, object, annotationPath(LinkerdRetryLimit))
+}
+
+// WarnServiceProfile: a Linkerd ServiceProfile for the callee; its budget is not modelled.
+func WarnServiceProfile(profile, callee string) string {
+	return fmt.Sprintf("Linkerd ServiceProfile %s for %s: Linkerd ignores the retry.linkerd.io annotations and retries under the profile's budget: budget-bounded retries not counted", profile, callee)
+}

@@ -1,0 +1,437 @@
+package mesh
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// API groups the package reads.
+const (
+	GroupCore         = ""
+	GroupIstio        = "networking.istio.io"
+	GroupGateway      = "gateway.networking.k8s.io"
+	GroupLinkerd      = "linkerd.io"
+	GroupLinkerdPol   = "policy.linkerd.io"
+	GroupEnvoyGateway = "gateway.envoyproxy.io"
+)
+
+// Mesh membership and retry keys.
+const (
+	IstioInjectionLabel   = "istio-injection"         // namespace label; "enabled" meshes it
+	IstioRevLabel         = "istio.io/rev"            // namespace label; any value meshes it
+	IstioInjectAnnotation = "sidecar.istio.io/inject" // pod template; "true" in, "false" out
+	LinkerdInject         = "linkerd.io/inject"       // namespace or pod template; "enabled"
+	LinkerdRetryHTTP      = "retry.linkerd.io/http"
+	LinkerdRetryGRPC      = "retry.linkerd.io/grpc"
+	LinkerdRetryLimit     = "retry.linkerd.io/limit"
+)
+
+// The ConfigMap that holds Istio's MeshConfig, and its key.
+const (
+	IstioConfigNamespace = "istio-system"
+	IstioConfigName      = "istio"
+	IstioConfigKey       = "mesh"
+)
+
+// IstioDefaultRetries is Istio's retries when nothing sets them (2: 3 tries).
+const IstioDefaultRetries = 2
+
+// GatewayAPIDefaultRetries is what `retry: {}` means on a Gateway API route, in Istio's and Envoy
+// Gateway's translation (2 retries); EnvoyGatewayDefaultRetries the same for BackendTrafficPolicy.
+const (
+	GatewayAPIDefaultRetries   = 2
+	EnvoyGatewayDefaultRetries = 2
+)
+
+type objectMeta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type header struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   objectMeta `json:"metadata"`
+}
+
+// group is the API group of apiVersion "group/version" ("" for "v1").
+func (h header) group() string {
+	if i := strings.IndexByte(h.APIVersion, '/'); i >= 0 {
+		return h.APIVersion[:i]
+	}
+	return GroupCore
+}
+
+// id is "VirtualService bookinfo/ratings".
+func (h header) id() string { return h.Kind + " " + h.Metadata.Namespace + "/" + h.Metadata.Name }
+
+type virtualService struct {
+	header
+	Spec struct {
+		Hosts    []string `json:"hosts"`
+		Gateways []string `json:"gateways"`
+		ExportTo []string `json:"exportTo"`
+		HTTP     []struct {
+			Match []struct {
+				Gateways []string `json:"gateways"`
+			} `json:"match"`
+			Retries *struct {
+				Attempts *int64 `json:"attempts"`
+			} `json:"retries"`
+		} `json:"http"`
+	} `json:"spec"`
+}
+
+type ref struct {
+	Group     *string `json:"group"`
+	Kind      *string `json:"kind"`
+	Namespace *string `json:"namespace"`
+	Name      string  `json:"name"`
+}
+
+// isService: a parentRef or backendRef naming a core Service (group "" or "core"; parentRefs
+// default to kind Gateway, backendRefs to Service).
+func (r ref) isService(defaultKind string) bool {
+	g := ""
+	if r.Group != nil {
+		g = *r.Group
+	}
+	return r.kindOr(defaultKind) == "Service" && (g == "" || g == "core")
+}
+
+// isGateway: a parentRef naming a Gateway (the default group and kind of a parentRef).
+func (r ref) isGateway() bool {
+	return (r.Group == nil || *r.Group == GroupGateway) && r.kindOr("Gateway") == "Gateway"
+}
+
+func (r ref) kindOr(def string) string {
+	if r.Kind == nil || *r.Kind == "" {
+		return def
+	}
+	return *r.Kind
+}
+
+func (r ref) namespaceOr(def string) string {
+	if r.Namespace == nil || *r.Namespace == "" {
+		return def
+	}
+	return *r.Namespace
+}
+
+type route struct {
+	header
+	Spec struct {
+		ParentRefs []ref `json:"parentRefs"`
+		Rules      []struct {
+			BackendRefs []ref `json:"backendRefs"`
+			Retry       *struct {
+				Attempts *int64 `json:"attempts"`
+			} `json:"retry"`
+		} `json:"rules"`
+	} `json:"spec"`
+}
+
+type targetRef struct {
+	Group string `json:"group"`
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+}
+
+type backendTrafficPolicy struct {
+	header
+	Spec struct {
+		TargetRef  *targetRef  `json:"targetRef"`
+		TargetRefs []targetRef `json:"targetRefs"`
+		Retry      *struct {
+			NumRetries *int64 `json:"numRetries"`
+		} `json:"retry"`
+	} `json:"spec"`
+}
+
+type configMap struct {
+	header
+	Data map[string]string `json:"data"`
+}
+
+type meshConfig struct {
+	DefaultHTTPRetryPolicy *struct {
+		Attempts *int64 `json:"attempts"`
+	} `json:"defaultHttpRetryPolicy"`
+}
+
+// Reads reports whether the package reads objects of this apiVersion and kind (for the CLI's
+// "mesh objects by kind" and "ignored" counts). ConfigMaps are read only for istio-system/istio.
+func Reads(apiVersion, kind string) bool {
+	h := header{APIVersion: apiVersion, Kind: kind}
+	_, ok := kinds[h.group()+"/"+kind]
+	return ok
+}
+
+var kinds = map[string]bool{
+	"/Namespace":                                true,
+	"/Service":                                  true,
+	"/ConfigMap":                                true,
+	GroupIstio + "/VirtualService":              true,
+	GroupGateway + "/HTTPRoute":                 true,
+	GroupGateway + "/GRPCRoute":                 true,
+	GroupLinkerdPol + "/HTTPRoute":              true,
+	GroupLinkerd + "/ServiceProfile":            true,
+	GroupEnvoyGateway + "/BackendTrafficPolicy": true,
+}
+
+// AddManifest adds one object given as YAML or JSON. It returns false, and no error, for a kind
+// the package does not read.
+func (s *Set) AddManifest(data []byte) (bool, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return false, fmt.Errorf("decoding a manifest: %w", err)
+	}
+	return s.AddJSON(js)
+}
+
+// AddUnstructured adds an unstructured object (a dynamic client's, a manifest decoded by
+// apimachinery). It returns false for a kind the package does not read.
+func (s *Set) AddUnstructured(u *unstructured.Unstructured) (bool, error) {
+	js, err := json.Marshal(u.Object)
+	if err != nil {
+		return false, fmt.Errorf("encoding %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return s.AddJSON(js)
+}
+
+// AddObject adds a typed object (corev1.Service, a Gateway API HTTPRoute, an Istio
+// VirtualService, ...). Its TypeMeta must be set, as in a manifest, except for the core kinds
+// (Namespace, Service, ConfigMap), which are recognised by their Go type: objects from a
+// controller-runtime cache have TypeMeta empty (set it from the scheme with apiutil.GVKForObject
+// on a copy for the other kinds). obj is not modified.
+func (s *Set) AddObject(obj runtime.Object) (bool, error) {
+	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	if kind == "" {
+		switch obj.(type) {
+		case *corev1.Namespace:
+			apiVersion, kind = "v1", "Namespace"
+		case *corev1.Service:
+			apiVersion, kind = "v1", "Service"
+		case *corev1.ConfigMap:
+			apiVersion, kind = "v1", "ConfigMap"
+		default:
+			return false, fmt.Errorf("adding a %T: its apiVersion and kind are not set", obj)
+		}
+	}
+	js, err := json.Marshal(obj)
+	if err != nil {
+		return false, fmt.Errorf("encoding %s: %w", kind, err)
+	}
+	return s.add(js, apiVersion, kind)
+}
+
+// AddJSON adds one object given as JSON. Adding an object a second time (same kind, namespace
+// and name) replaces it: the gate adds the incoming version of an object over the cluster's.
+// An object with an invalid retry field is not added; the error names the object, the field and
+// the value.
+func (s *Set) AddJSON(data []byte) (bool, error) { return s.add(data, "", "") }
+
+// add adds data, with apiVersion and kind when the JSON lacks them.
+func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
+	var h header
+	if err := json.Unmarshal(data, &h); err != nil {
+		return false, fmt.Errorf("decoding an object: %w", err)
+	}
+	if h.Kind == "" {
+		h.APIVersion, h.Kind = apiVersion, kind
+	}
+	if !Reads(h.APIVersion, h.Kind) {
+		return false, nil
+	}
+	if h.Metadata.Name == "" {
+		return false, fmt.Errorf("%s object without metadata.name", h.Kind)
+	}
+	if h.Metadata.Namespace == "" && h.Kind != "Namespace" {
+		h.Metadata.Namespace = s.opts.DefaultNamespace
+		if h.Metadata.Namespace == "" {
+			h.Metadata.Namespace = "default"
+		}
+	}
+	decode := func(v any) error {
+		if err := json.Unmarshal(data, v); err != nil {
+			return fmt.Errorf("decoding %s: %w", h.id(), err)
+		}
+		return nil
+	}
+	key := h.group() + "/" + h.Kind + "/" + h.Metadata.Namespace + "/" + h.Metadata.Name
+	switch h.group() + "/" + h.Kind {
+	case "/Namespace":
+		s.namespaces[h.Metadata.Name] = h.Metadata
+	case "/Service":
+		if _, err := linkerdRetries(h.Metadata.Annotations, h.id()); err != nil {
+			return false, err
+		}
+		s.services[ServiceRef{h.Metadata.Namespace, h.Metadata.Name}] = h.Metadata
+	case "/ConfigMap":
+		if h.Metadata.Namespace != IstioConfigNamespace || h.Metadata.Name != IstioConfigName {
+			return false, nil
+		}
+		var cm configMap
+		if err := decode(&cm); err != nil {
+			return false, err
+		}
+		cm.header = h
+		d, err := parseMeshConfig(cm)
+		if err != nil {
+			return false, err
+		}
+		s.meshConfig, s.meshDefault = true, d
+	case GroupIstio + "/VirtualService":
+		vs := &virtualService{}
+		if err := decode(vs); err != nil {
+			return false, err
+		}
+		vs.header = h
+		for i, r := range vs.Spec.HTTP {
+			if r.Retries != nil && r.Retries.Attempts != nil && *r.Retries.Attempts < 0 {
+				return false, fmt.Errorf("%s spec.http[%d].retries.attempts: %d is negative", h.id(), i, *r.Retries.Attempts)
+			}
+		}
+		s.virtualServices[key] = vs
+	case GroupGateway + "/HTTPRoute", GroupGateway + "/GRPCRoute", GroupLinkerdPol + "/HTTPRoute":
+		r := &route{}
+		if err := decode(r); err != nil {
+			return false, err
+		}
+		r.header = h
+		for i, rule := range r.Spec.Rules {
+			if rule.Retry != nil && rule.Retry.Attempts != nil && *rule.Retry.Attempts < 0 {
+				return false, fmt.Errorf("%s spec.rules[%d].retry.attempts: %d is negative", h.id(), i, *rule.Retry.Attempts)
+			}
+		}
+		if _, err := linkerdRetries(h.Metadata.Annotations, h.id()); err != nil {
+			return false, err
+		}
+		s.routes[key] = r
+	case GroupLinkerd + "/ServiceProfile":
+		s.profiles[key] = h
+	case GroupEnvoyGateway + "/BackendTrafficPolicy":
+		p := &backendTrafficPolicy{}
+		if err := decode(p); err != nil {
+			return false, err
+		}
+		p.header = h
+		if p.Spec.Retry != nil && p.Spec.Retry.NumRetries != nil && *p.Spec.Retry.NumRetries < 0 {
+			return false, fmt.Errorf("%s spec.retry.numRetries: %d is negative", h.id(), *p.Spec.Retry.NumRetries)
+		}
+		s.policies[key] = p
+	}
+	s.idx = nil
+	return true, nil
+}
+
+// Remove drops an object (group "" for core kinds); it reports whether the Set held it.
+func (s *Set) Remove(group, kind, namespace, name string) bool {
+	key := group + "/" + kind + "/" + namespace + "/" + name
+	var ok bool
+	switch group + "/" + kind {
+	case "/Namespace":
+		_, ok = s.namespaces[name]
+		delete(s.namespaces, name)
+	case "/Service":
+		r := ServiceRef{namespace, name}
+		_, ok = s.services[r]
+		delete(s.services, r)
+	case "/ConfigMap":
+		ok = namespace == IstioConfigNamespace && name == IstioConfigName && s.meshConfig
+		if ok {
+			s.meshConfig, s.meshDefault = false, nil
+		}
+	default:
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies)} {
+			if m.remove(key) {
+				ok = true
+			}
+		}
+	}
+	s.idx = nil
+	return ok
+}
+
+type keyed[V any] map[string]V
+
+func mapOf[V any](m map[string]V) keyed[V] { return m }
+
+func (m keyed[V]) remove(k string) bool {
+	_, ok := m[k]
+	delete(m, k)
+	return ok
+}
+
+// meshDefault is the MeshConfig's defaultHttpRetryPolicy: retries, and where it was read.
+type meshDefault struct {
+	retries int64
+	note    string
+}
+
+func parseMeshConfig(cm configMap) (*meshDefault, error) {
+	text, ok := cm.Data[IstioConfigKey]
+	if !ok {
+		return nil, nil
+	}
+	var mc meshConfig
+	if err := yaml.Unmarshal([]byte(text), &mc); err != nil {
+		return nil, fmt.Errorf("%s data.%s: decoding the MeshConfig YAML: %w", cm.id(), IstioConfigKey, err)
+	}
+	if mc.DefaultHTTPRetryPolicy == nil {
+		return nil, nil
+	}
+	var n int64
+	if a := mc.DefaultHTTPRetryPolicy.Attempts; a != nil {
+		n = *a
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("%s data.%s defaultHttpRetryPolicy.attempts: %d is negative", cm.id(), IstioConfigKey, n)
+	}
+	return &meshDefault{retries: n, note: fmt.Sprintf("%s data.%s defaultHttpRetryPolicy.attempts: %d", cm.id(), IstioConfigKey, n)}, nil
+}
+
+// linkerdConfig is what the retry.linkerd.io annotations of one object say.
+type linkerdConfig struct {
+	set       bool   // any of http, grpc, limit
+	retries   int64  // limit, 1 when absent or "0"
+	fieldPath string // the annotation that decides the count
+	value     string // its value
+	zero      bool   // limit "0"
+}
+
+var errLimit = errors.New("is not a non-negative integer")
+
+func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
+	var c linkerdConfig
+	limit, hasLimit := ann[LinkerdRetryLimit]
+	for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC} {
+		if v, ok := ann[k]; ok && !c.set {
+			c = linkerdConfig{set: true, retries: 1, fieldPath: annotationPath(k), value: v}
+		}
+	}
+	if !hasLimit {
+		return c, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(limit), 10, 64)
+	if err != nil || n < 0 {
+		return c, fmt.Errorf("%s %s: %q %w", id, annotationPath(LinkerdRetryLimit), limit, errLimit)
+	}
+	c = linkerdConfig{set: true, retries: n, fieldPath: annotationPath(LinkerdRetryLimit), value: limit}
+	if n == 0 {
+		c.retries, c.zero = 1, true
+	}
+	return c, nil
+}
+
+func annotationPath(key string) string { return `metadata.annotations["` + key + `"]` }

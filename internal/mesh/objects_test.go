@@ -1,0 +1,135 @@
+package mesh
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestAddErrors(t *testing.T) {
+	cases := []struct{ doc, want string }{
+		{vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: -1}"),
+			"VirtualService bookinfo/ratings spec.http[0].retries.attempts: -1 is negative"},
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{}, {retry: {attempts: -2}}]"),
+			"HTTPRoute shop/web spec.rules[1].retry.attempts: -2 is negative"},
+		{btp("shop", "p", "{kind: Gateway, name: eg}", "  retry: {numRetries: -1}"),
+			"BackendTrafficPolicy shop/p spec.retry.numRetries: -1 is negative"},
+		{svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "two"`),
+			`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "two" is not a non-negative integer`},
+		{routeDoc("policy.linkerd.io/v1beta3", "HTTPRoute", "e", "r", `retry.linkerd.io/limit: "-1"`, "  rules: [{}]"),
+			`HTTPRoute e/r metadata.annotations["retry.linkerd.io/limit"]: "-1" is not a non-negative integer`},
+		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultHttpRetryPolicy: {attempts: -3}\n",
+			"ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: -3 is negative"},
+		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: \"defaultHttpRetryPolicy: [\"\n",
+			"ConfigMap istio-system/istio data.mesh: decoding the MeshConfig YAML: error converting YAML to JSON: yaml: line 1: did not find expected node content"},
+		{vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: three}"),
+			"decoding VirtualService bookinfo/ratings: json: cannot unmarshal string into Go struct field .spec.http.retries.attempts of type int64"},
+	}
+	for _, tc := range cases {
+		s := NewSet(Options{})
+		_, err := s.AddManifest([]byte(tc.doc))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("AddManifest error = %v\nwant %q", err, tc.want)
+		}
+		if got := s.Counts(); len(got) != 0 {
+			t.Errorf("an invalid object was added: %v", got)
+		}
+	}
+}
+
+func TestAddPaths(t *testing.T) {
+	s := NewSet(Options{})
+	ok, err := s.AddManifest([]byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}"))
+	if ok || err != nil {
+		t.Errorf("a Deployment: read %v, %v; want not read", ok, err)
+	}
+	ok, err = s.AddManifest([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other, namespace: istio-system}\ndata: {mesh: 'x: ['}"))
+	if ok || err != nil {
+		t.Errorf("another ConfigMap: read %v, %v; want not read", ok, err)
+	}
+	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bookinfo", Labels: map[string]string{IstioInjectionLabel: "enabled"}}}
+	if ok, err := s.AddObject(ns); !ok || err != nil {
+		t.Fatalf("AddObject(Namespace): %v, %v", ok, err)
+	}
+	if _, err := s.AddObject(&corev1.Pod{}); err == nil || err.Error() != "adding a *v1.Pod: its apiVersion and kind are not set" {
+		t.Errorf("AddObject without TypeMeta: %v", err)
+	}
+	// A Service from a cache: no TypeMeta, recognised by its Go type.
+	cached := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "emoji-svc", Namespace: "bookinfo", Annotations: map[string]string{LinkerdRetryLimit: "4"}}}
+	if ok, err := s.AddObject(cached); !ok || err != nil || cached.Kind != "" {
+		t.Fatalf("AddObject(cached Service): %v, %v, kind %q", ok, err, cached.Kind)
+	}
+	if got := s.Edge(Caller{Namespace: "bookinfo", Annotations: map[string]string{LinkerdInject: "enabled", IstioInjectAnnotation: "false"}}, "emoji-svc").Tries(); got != 5 {
+		t.Errorf("Linkerd tries from the cached Service %d, want 5", got)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+		"metadata": map[string]any{"name": "ratings", "namespace": "bookinfo"},
+		"spec":     map[string]any{"hosts": []any{"ratings"}, "http": []any{map[string]any{"retries": map[string]any{"attempts": int64(3)}}}},
+	}}
+	if ok, err := s.AddUnstructured(u); !ok || err != nil {
+		t.Fatalf("AddUnstructured: %v, %v", ok, err)
+	}
+	c := caller("bookinfo")
+	if got := s.Edge(c, "ratings").Tries(); got != 4 {
+		t.Errorf("tries %d, want 4", got)
+	}
+	// Adding again replaces: the gate adds the incoming version over the cluster's.
+	u.Object["spec"].(map[string]any)["http"] = []any{map[string]any{"retries": map[string]any{"attempts": int64(1)}}}
+	if _, err := s.AddUnstructured(u); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Edge(c, "ratings").Tries(); got != 2 {
+		t.Errorf("after replacing: tries %d, want 2", got)
+	}
+	if want := map[string]int{"Namespace": 1, "Service": 1, "VirtualService": 1}; !reflect.DeepEqual(s.Counts(), want) {
+		t.Errorf("Counts() = %v, want %v", s.Counts(), want)
+	}
+	if !s.Remove(GroupIstio, "VirtualService", "bookinfo", "ratings") {
+		t.Error("Remove: not held")
+	}
+	if got := s.Edge(c, "ratings").Tries(); got != 3 {
+		t.Errorf("after removing: tries %d, want 3 (the default)", got)
+	}
+	if s.Remove(GroupIstio, "VirtualService", "bookinfo", "ratings") {
+		t.Error("Remove twice: held")
+	}
+}
+
+func TestReads(t *testing.T) {
+	for _, k := range [][2]string{{"v1", "Service"}, {"networking.istio.io/v1alpha3", "VirtualService"}, {"gateway.networking.k8s.io/v1beta1", "HTTPRoute"},
+		{"gateway.networking.k8s.io/v1", "GRPCRoute"}, {"policy.linkerd.io/v1beta3", "HTTPRoute"}, {"linkerd.io/v1alpha2", "ServiceProfile"},
+		{"gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"}} {
+		if !Reads(k[0], k[1]) {
+			t.Errorf("Reads(%s, %s) = false", k[0], k[1])
+		}
+	}
+	for _, k := range [][2]string{{"apps/v1", "Deployment"}, {"networking.istio.io/v1", "DestinationRule"}, {"gateway.networking.k8s.io/v1", "Gateway"}} {
+		if Reads(k[0], k[1]) {
+			t.Errorf("Reads(%s, %s) = true", k[0], k[1])
+		}
+	}
+}
+
+func TestNilAndClone(t *testing.T) {
+	var none *Set
+	c := caller("bookinfo")
+	if e := none.Edge(c, "ratings"); !reflect.DeepEqual(e, Edge{}) || e.Tries() != 1 {
+		t.Errorf("nil Set Edge = %#v", e)
+	}
+	if none.Backends() != nil || !reflect.DeepEqual(none.Entry(ServiceRef{"a", "b"}), Edge{}) {
+		t.Error("nil Set has north-south layers")
+	}
+	base := set(t, Options{}, nsIstio+"\n---\n"+vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3}"))
+	judged := base.Clone()
+	if _, err := judged.AddManifest([]byte(vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 7}"))); err != nil {
+		t.Fatal(err)
+	}
+	if b, j := base.Edge(c, "ratings").Tries(), judged.Edge(c, "ratings").Tries(); b != 4 || j != 8 {
+		t.Errorf("base %d (want 4), clone with the incoming object %d (want 8)", b, j)
+	}
+}

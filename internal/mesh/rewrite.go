@@ -1,0 +1,300 @@
+package mesh
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+)
+
+// Rewrite lowers one layer's field so that the layer gives a target number of tries.
+type Rewrite struct {
+	// Object and FieldPath name what changes (FieldPath may be deeper than the layer's when the
+	// block was missing: "spec.http[1].retries" becomes "spec.http[1].retries.attempts").
+	Object, FieldPath string
+	// From and To are the field's values as the suggestion shows them ("3", "unset (2)",
+	// `"2"`, "removed").
+	From, To string
+	// Suggestion is "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 0".
+	Suggestion string
+
+	path   []any // keys (string) and indexes (int) of FieldPath
+	check  bool  // the field must hold old
+	absent bool  // the field must be unset
+	// blockExists: the field's parent exists (retry: {} without attempts), not only the field.
+	blockExists bool
+	old         any
+	value       any  // new value: int64 or string
+	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations
+}
+
+// PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
+// fewer than l.Tries). A layer no object declares (a mesh default, a ServiceProfile, MeshConfig)
+// cannot be rewritten: the error says what to do instead.
+func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
+	if tries < 1 || tries >= l.Tries {
+		return nil, fmt.Errorf("%s: cannot rewrite %d tries to %d: the target must be at least 1 and below the layer's tries", l.Note, l.Tries, tries)
+	}
+	kind, _, _ := strings.Cut(l.Object, " ")
+	switch {
+	case l.Object == "" || l.FieldPath == "":
+		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
+	case kind == "ConfigMap":
+		return nil, fmt.Errorf("%s: the default is YAML inside %s %s: change defaultHttpRetryPolicy.attempts to %d there, or declare the retries on the callee", l.Note, l.Object, l.FieldPath, tries-1)
+	}
+	r := &Rewrite{Object: l.Object, FieldPath: l.FieldPath}
+	retries := tries - 1
+	if l.Kind == Linkerd {
+		// Only an explicit limit is checked: "0" and a retry annotation without a limit are
+		// both 1 retry, and setting the limit is right for either.
+		r.check = !l.Default
+		switch {
+		case r.check:
+			r.old = strconv.FormatInt(l.Tries-1, 10)
+			r.From = strconv.Quote(r.old.(string))
+		case strings.Contains(l.Note, linkerdZeroNote):
+			r.From = `"0" (1)`
+		default:
+			r.From = "unset (1)"
+		}
+		if retries == 0 {
+			r.remove, r.To = true, "removed, with "+LinkerdRetryHTTP+" and "+LinkerdRetryGRPC
+		} else {
+			r.value = strconv.FormatInt(retries, 10)
+			r.To = strconv.Quote(r.value.(string))
+		}
+	} else {
+		if strings.HasSuffix(r.FieldPath, ".retries") || strings.HasSuffix(r.FieldPath, ".retry") {
+			r.FieldPath += ".attempts"
+		} else {
+			r.blockExists = true
+		}
+		r.check, r.absent = !l.Default, l.Default
+		if r.check {
+			r.old = l.Tries - 1
+			r.From = strconv.FormatInt(l.Tries-1, 10)
+		} else {
+			r.From = fmt.Sprintf("unset (%d)", l.Tries-1)
+		}
+		r.value, r.To = retries, strconv.FormatInt(retries, 10)
+	}
+	path, err := parsePath(r.FieldPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", l.Object, err)
+	}
+	r.path = path
+	r.Suggestion = fmt.Sprintf("%s %s: %s -> %s", r.Object, r.FieldPath, r.From, r.To)
+	return r, nil
+}
+
+// Apply returns the object (JSON) with the field changed. It fails, naming the object, the field
+// and the value, when the object no longer holds the value the layer was computed from.
+func (r *Rewrite) Apply(obj []byte) ([]byte, error) {
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", r.Object, err)
+	}
+	parent, err := r.walk(doc)
+	if err != nil {
+		return nil, err
+	}
+	last := r.path[len(r.path)-1].(string)
+	cur, ok := parent[last]
+	if r.absent && ok || r.check && !sameValue(cur, r.old) {
+		return nil, fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, r.FieldPath, show(cur, ok), r.From)
+	}
+	if r.remove {
+		for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
+			delete(parent, k)
+		}
+	} else {
+		parent[last] = r.value
+	}
+	return json.Marshal(doc)
+}
+
+// Patch is the RFC 6902 JSON patch from obj to Apply(obj): what a mutating webhook returns.
+func (r *Rewrite) Patch(obj []byte) ([]byte, error) {
+	out, err := r.Apply(obj)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := jsonpatch.CreatePatch(obj, out)
+	if err != nil {
+		return nil, fmt.Errorf("diffing %s: %w", r.Object, err)
+	}
+	return json.Marshal(ops)
+}
+
+// StaticPatch is the patch that needs no copy of the object, for `kubectl patch --type TYPE -p
+// PATCH` and a client's RawPatch: an RFC 6902 JSON patch ("json"), with a test of the value the
+// layer was computed from where there was one, or, for Linkerd's annotations, a JSON merge patch
+// ("merge"). Apply and Patch, given the object, check it and diff it instead.
+func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
+	if len(r.path) == 3 && r.path[0] == "metadata" && r.path[1] == "annotations" {
+		ann := map[string]any{}
+		if r.remove {
+			for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
+				ann[k] = nil
+			}
+		} else {
+			ann[r.path[2].(string)] = r.value
+		}
+		data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+		return "merge", data
+	}
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	var ops []op
+	ptr := pointer(r.path)
+	switch {
+	case r.check:
+		ops = []op{{"test", ptr, r.old}, {"replace", ptr, r.value}}
+	default:
+		// The block may be missing too: add it whole ("spec.http[1].retries" was unset).
+		ops = []op{{"add", pointer(r.path[:len(r.path)-1]), map[string]any{r.path[len(r.path)-1].(string): r.value}}}
+		if r.blockExists {
+			ops = []op{{"add", ptr, r.value}}
+		}
+	}
+	data, _ := json.Marshal(ops)
+	return "json", data
+}
+
+// pointer is the RFC 6901 JSON pointer of a path.
+func pointer(path []any) string {
+	var b strings.Builder
+	for _, t := range path {
+		b.WriteByte('/')
+		switch t := t.(type) {
+		case int:
+			b.WriteString(strconv.Itoa(t))
+		case string:
+			b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+		}
+	}
+	return b.String()
+}
+
+// walk returns the map that holds the last key of the path, creating missing maps on the way.
+func (r *Rewrite) walk(doc any) (map[string]any, error) {
+	cur := doc
+	for i, tok := range r.path[:len(r.path)-1] {
+		switch t := tok.(type) {
+		case string:
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s %s: %s is not an object", r.Object, r.FieldPath, pathString(r.path[:i]))
+			}
+			next, ok := m[t]
+			if !ok || next == nil {
+				next = map[string]any{}
+				m[t] = next
+			}
+			cur = next
+		case int:
+			a, ok := cur.([]any)
+			if !ok || t >= len(a) {
+				return nil, fmt.Errorf("%s %s: %s has no item %d", r.Object, r.FieldPath, pathString(r.path[:i]), t)
+			}
+			cur = a[t]
+		}
+	}
+	m, ok := cur.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: %s is not an object", r.Object, r.FieldPath, pathString(r.path[:len(r.path)-1]))
+	}
+	return m, nil
+}
+
+func sameValue(cur, old any) bool {
+	switch o := old.(type) {
+	case int64:
+		n, ok := cur.(json.Number)
+		v, err := n.Int64()
+		return ok && err == nil && v == o
+	case string:
+		s, ok := cur.(string)
+		return ok && s == o
+	}
+	return false
+}
+
+func show(v any, ok bool) string {
+	if !ok {
+		return "unset"
+	}
+	if s, isString := v.(string); isString {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
+}
+
+// parsePath reads "spec.http[0].retries.attempts" and `metadata.annotations["a/b"]`.
+func parsePath(p string) ([]any, error) {
+	var out []any
+	rest := p
+	for rest != "" {
+		switch {
+		case strings.HasPrefix(rest, `["`):
+			end := strings.Index(rest, `"]`)
+			if end < 0 {
+				return nil, fmt.Errorf("field path %q: unterminated key", p)
+			}
+			out = append(out, rest[2:end])
+			rest = rest[end+2:]
+		case rest[0] == '[':
+			end := strings.IndexByte(rest, ']')
+			n, err := strconv.Atoi(rest[1:max(end, 1)])
+			if end < 0 || err != nil {
+				return nil, fmt.Errorf("field path %q: bad index", p)
+			}
+			out = append(out, n)
+			rest = rest[end+1:]
+		case rest[0] == '.':
+			rest = rest[1:]
+		default:
+			end := strings.IndexAny(rest, ".[")
+			if end < 0 {
+				end = len(rest)
+			}
+			out = append(out, rest[:end])
+			rest = rest[end:]
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("field path %q is empty", p)
+	}
+	if _, ok := out[len(out)-1].(string); !ok {
+		return nil, fmt.Errorf("field path %q ends in an index", p)
+	}
+	return out, nil
+}
+
+func pathString(p []any) string {
+	var b strings.Builder
+	for _, t := range p {
+		switch t := t.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", t)
+		case string:
+			if strings.ContainsAny(t, "./") {
+				fmt.Fprintf(&b, "[%q]", t)
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(t)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,179 @@
+package mesh
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestPlanRewrite(t *testing.T) {
+	cases := []struct {
+		name       string
+		layer      Layer
+		tries      int64
+		object     string // YAML
+		suggestion string
+		patch      string
+		static     string // "type patch"
+	}{
+		{
+			name:  "VirtualService attempts 3 -> 0",
+			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 4},
+			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3, perTryTimeout: 2s}"),
+			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 0",
+			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0}]`,
+			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":3},{"op":"replace","path":"/spec/http/0/retries/attempts","value":0}]`,
+		},
+		{
+			name:  "a binding route without retries gets a retries block",
+			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/reviews", FieldPath: "spec.http[1].retries", Tries: 3, Default: true},
+			tries: 2, object: vs("bookinfo", "reviews", "  hosts: [reviews]\n  http:\n  - retries: {attempts: 0}\n  - route: [{destination: {host: reviews}}]"),
+			suggestion: "VirtualService bookinfo/reviews spec.http[1].retries.attempts: unset (2) -> 1",
+			patch:      `[{"op":"add","path":"/spec/http/1/retries","value":{"attempts":1}}]`,
+			static:     `json [{"op":"add","path":"/spec/http/1/retries","value":{"attempts":1}}]`,
+		},
+		{
+			name:  "HTTPRoute retry {} gets attempts",
+			layer: Layer{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true},
+			tries: 1, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "", "  rules: [{retry: {}}]"),
+			suggestion: "HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts: unset (2) -> 0",
+			patch:      `[{"op":"add","path":"/spec/rules/0/retry/attempts","value":0}]`,
+			static:     `json [{"op":"add","path":"/spec/rules/0/retry/attempts","value":0}]`,
+		},
+		{
+			name:  "BackendTrafficPolicy numRetries 5 -> 1",
+			layer: Layer{Kind: EnvoyGateway, Object: "BackendTrafficPolicy shop/p", FieldPath: "spec.retry.numRetries", Tries: 6},
+			tries: 2, object: btp("shop", "p", "{kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
+			suggestion: "BackendTrafficPolicy shop/p spec.retry.numRetries: 5 -> 1",
+			patch:      `[{"op":"replace","path":"/spec/retry/numRetries","value":1}]`,
+			static:     `json [{"op":"test","path":"/spec/retry/numRetries","value":5},{"op":"replace","path":"/spec/retry/numRetries","value":1}]`,
+		},
+		{
+			name:  `Linkerd limit "2" -> "1"`,
+			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 3},
+			tries: 2, object: svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "2"`),
+			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "2" -> "1"`,
+			patch:      `[{"op":"replace","path":"/metadata/annotations/retry.linkerd.io~1limit","value":"1"}]`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/limit":"1"}}}`,
+		},
+		{
+			name:  "Linkerd to 1 try removes the retry annotations",
+			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 2, Default: true},
+			tries: 1, object: svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    other: kept"),
+			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: unset (1) -> removed, with retry.linkerd.io/http and retry.linkerd.io/grpc`,
+			patch:      `[{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1http"}]`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null}}}`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rw, err := PlanRewrite(tc.layer, tc.tries)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rw.Suggestion != tc.suggestion {
+				t.Errorf("Suggestion = %q, want %q", rw.Suggestion, tc.suggestion)
+			}
+			obj, err := yaml.YAMLToJSON([]byte(tc.object))
+			if err != nil {
+				t.Fatal(err)
+			}
+			patch, err := rw.Patch(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(patch) != tc.patch {
+				t.Errorf("Patch = %s, want %s", patch, tc.patch)
+			}
+			if typ, p := rw.StaticPatch(); typ+" "+string(p) != tc.static {
+				t.Errorf("StaticPatch = %s %s, want %s", typ, p, tc.static)
+			}
+		})
+	}
+}
+
+func TestPlanRewriteRefuses(t *testing.T) {
+	cases := []struct {
+		layer Layer
+		tries int64
+		want  string
+	}{
+		{Layer{Kind: Istio, Tries: 3, Default: true, Note: "Istio default, no VirtualService binds reviews"}, 1,
+			"Istio default, no VirtualService binds reviews: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0)"},
+		{Layer{Kind: Istio, Object: "ConfigMap istio-system/istio", FieldPath: "data.mesh", Tries: 5, Default: true, Note: "n"}, 2,
+			"n: the default is YAML inside ConfigMap istio-system/istio data.mesh: change defaultHttpRetryPolicy.attempts to 1 there, or declare the retries on the callee"},
+		{Layer{Kind: Istio, Object: "VirtualService a/b", FieldPath: "spec.http[0].retries.attempts", Tries: 2, Note: "VirtualService a/b spec.http[0].retries.attempts: 1"}, 2,
+			"VirtualService a/b spec.http[0].retries.attempts: 1: cannot rewrite 2 tries to 2: the target must be at least 1 and below the layer's tries"},
+		{Layer{Kind: Linkerd, Object: "ServiceProfile e/x", Tries: 1, Default: true, Note: "p"}, 0,
+			"p: cannot rewrite 1 tries to 0: the target must be at least 1 and below the layer's tries"},
+	}
+	for _, tc := range cases {
+		_, err := PlanRewrite(tc.layer, tc.tries)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("PlanRewrite(%v, %d) error = %v, want %q", tc.layer, tc.tries, err, tc.want)
+		}
+	}
+}
+
+func TestRewriteStaleObject(t *testing.T) {
+	rw, err := PlanRewrite(Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 4}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := yaml.YAMLToJSON([]byte(vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: 5}")))
+	_, err = rw.Apply(obj)
+	want := "VirtualService bookinfo/ratings spec.http[0].retries.attempts is 5, not 3: the object changed since the layer was read"
+	if err == nil || err.Error() != want {
+		t.Errorf("Apply error = %v, want %q", err, want)
+	}
+	obj, _ = yaml.YAMLToJSON([]byte(vs("bookinfo", "ratings", "  http: []")))
+	_, err = rw.Apply(obj)
+	want = "VirtualService bookinfo/ratings spec.http[0].retries.attempts: spec.http has no item 0"
+	if err == nil || err.Error() != want {
+		t.Errorf("Apply error = %v, want %q", err, want)
+	}
+}
+
+// TestRewriteRoundTrip: lowering a layer and reading the object again gives the target tries
+// (the route without retries, at the default 3, is lowered too, one rewrite at a time).
+func TestRewriteRoundTrip(t *testing.T) {
+	obj, err := yaml.YAMLToJSON([]byte(vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3}\n  - route: [{destination: {host: ratings}}]")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := caller("bookinfo")
+	edge := func() Edge {
+		s := set(t, Options{}, nsIstio)
+		if _, err := s.AddJSON(obj); err != nil {
+			t.Fatal(err)
+		}
+		return s.Edge(c, "ratings")
+	}
+	var suggestions []string
+	for want := int64(3); want >= 1; want-- {
+		for edge().Tries() > want {
+			rw, err := PlanRewrite(edge().Layers[0], want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			suggestions = append(suggestions, rw.Suggestion)
+			if obj, err = rw.Apply(obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := edge().Tries(); got != want {
+			t.Fatalf("after rewriting to %d: %d tries", want, got)
+		}
+	}
+	want := []string{
+		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 2",
+		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 -> 1",
+		"VirtualService bookinfo/ratings spec.http[1].retries.attempts: unset (2) -> 1",
+		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 1 -> 0",
+		"VirtualService bookinfo/ratings spec.http[1].retries.attempts: 1 -> 0",
+	}
+	if strings.Join(suggestions, "\n") != strings.Join(want, "\n") {
+		t.Errorf("suggestions:\n%s\nwant:\n%s", strings.Join(suggestions, "\n"), strings.Join(want, "\n"))
+	}
+}

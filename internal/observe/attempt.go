@@ -1,0 +1,139 @@
+package observe
+
+import (
+	"strings"
+	"time"
+)
+
+// Format is where an attempt's line came from.
+type Format string
+
+// The formats Parse reads.
+const (
+	FormatRetrycap  Format = "retrycap"   // retrycap-proxy --access-log (JSON lines)
+	FormatEnvoyText Format = "envoy-text" // Envoy's or Istio's default text format
+	FormatEnvoyJSON Format = "envoy-json" // Istio's default JSON encoding
+)
+
+// Direction tells an Envoy line's side: the caller's sidecar (outbound) or the callee's
+// (inbound). retrycap-proxy only logs outbound attempts.
+type Direction string
+
+// Directions.
+const (
+	Outbound Direction = "outbound"
+	Inbound  Direction = "inbound"
+)
+
+// Attempt is one attempt as a log line tells it.
+type Attempt struct {
+	Format    Format
+	Direction Direction
+	Time      time.Time
+	// Caller is the service that made the attempt ("" when the line does not say: an Envoy
+	// inbound line, or an outbound one read without a source); Target the service it went to.
+	Caller, Target string
+	Method         string
+	Authority      string
+	Path           string // without the query
+	// Number is the attempt's number within its call (1 = first try); 0 when unknown (Envoy).
+	Number int
+	// BudgetIn is the chain budget the call came with, BudgetOut the one this attempt
+	// carried; -1 when unknown.
+	BudgetIn, BudgetOut int
+	// Status is the HTTP status (0: no response); GRPCStatus the grpc-status (-1: none).
+	Status     int
+	GRPCStatus int
+	Duration   time.Duration
+	// Exhausted is the Retrycap-Exhausted reason of the call's answer, or Envoy's response
+	// flags; Error the transport failure (retrycap's condition).
+	Exhausted string
+	Error     string
+	TraceID   string
+	IdemKey   string
+	RequestID string // X-Request-Id
+	StormOp   string // the storm lab's baggage member storm-op
+}
+
+// Key is the attempt's grouping key and what it is: Idempotency-Key, else trace id, else
+// request id (X-Request-Id, else storm-op); "" when the line has none.
+func (a *Attempt) Key() (key, kind string) {
+	switch {
+	case a.IdemKey != "":
+		return a.IdemKey, "idempotency-key"
+	case a.TraceID != "":
+		return a.TraceID, "trace-id"
+	case a.RequestID != "":
+		return a.RequestID, "request-id"
+	case a.StormOp != "":
+		return a.StormOp, "storm-op"
+	}
+	return "", ""
+}
+
+// Failed reports whether the attempt failed: no response, a 5xx or 429, or a gRPC status
+// other than OK, InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
+// FailedPrecondition, OutOfRange, Unauthenticated (the caller's errors).
+func (a *Attempt) Failed() bool {
+	if a.Status == 0 || a.Status >= 500 || a.Status == 429 {
+		return true
+	}
+	switch a.GRPCStatus {
+	case -1, 0, 3, 5, 6, 7, 9, 11, 16:
+		return false
+	}
+	return true
+}
+
+// End is when the attempt ended.
+func (a *Attempt) End() time.Time { return a.Time.Add(a.Duration) }
+
+// ServiceOfHost is the service a host names: the first label of a DNS name
+// (payment.shop.svc.cluster.local -> payment), without the port; an IP stays as it is.
+func ServiceOfHost(h string) string {
+	if strings.HasPrefix(h, "[") {
+		if i := strings.IndexByte(h, ']'); i > 0 {
+			return h[1:i]
+		}
+	}
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.Count(h, ":") == 1 {
+		h = h[:i]
+	}
+	if isIPv4(h) {
+		return h
+	}
+	if i := strings.IndexByte(h, '.'); i > 0 {
+		h = h[:i]
+	}
+	return strings.ToLower(h)
+}
+
+func isIPv4(h string) bool {
+	if h == "" {
+		return false
+	}
+	for _, c := range h {
+		if (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// stripQuery is the path without its query.
+func stripQuery(p string) string {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// TraceIDOf is the trace id of a W3C traceparent (version-traceid-spanid-flags); "" if it is
+// not one.
+func TraceIDOf(tp string) string {
+	parts := strings.Split(strings.TrimSpace(tp), "-")
+	if len(parts) < 4 || len(parts[1]) != 32 {
+		return ""
+	}
+	return strings.ToLower(parts[1])
+}

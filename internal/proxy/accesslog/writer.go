@@ -1,0 +1,351 @@
+package accesslog
+
+import (
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Marker is the value of every line's "log" field, by which observe tells the access log from
+// the proxy's other output on the same stream.
+const Marker = "retrycap-access"
+
+// DefaultSlots is the ring's size when New is given 0: at under 1 KiB a slot, about
+// 3.5 MiB; at 50k attempts/s it absorbs 80 ms of a stalled writer.
+const DefaultSlots = 4096
+
+// Entry is one ring slot: the Record the data path fills between Begin and Commit, and its
+// Vyukov sequence number (pos: free for the producer at pos; pos+1: committed, for the
+// consumer).
+type Entry struct {
+	seq atomic.Uint64
+	Record
+	_ [40]byte // keeps neighbouring slots' sequence numbers on different cache lines
+}
+
+// Writer is the access log of one proxy: a bounded ring of preallocated records filled by the
+// data path and drained by one background goroutine into out.
+type Writer struct {
+	service string
+	out     io.Writer
+	slots   []Entry
+	mask    uint64
+	head    atomic.Uint64 // next position to reserve (producers)
+	_       [56]byte
+	tail    uint64 // next position to read (the consumer only)
+
+	sleeping atomic.Bool
+	wake     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+
+	dropped atomic.Uint64
+	written atomic.Uint64
+	errors  atomic.Uint64
+
+	buf []byte // the consumer's
+}
+
+// New returns a writer of service's attempts to out with a ring of slots entries (rounded up
+// to a power of two; 0: DefaultSlots) and starts its background goroutine; Close stops it.
+func New(service string, out io.Writer, slots int) *Writer {
+	if slots <= 0 {
+		slots = DefaultSlots
+	}
+	n := 1
+	for n < slots {
+		n <<= 1
+	}
+	w := &Writer{
+		service: service, out: out, slots: make([]Entry, n), mask: uint64(n - 1),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		buf: make([]byte, 0, 64<<10),
+	}
+	for i := range w.slots {
+		w.slots[i].seq.Store(uint64(i))
+	}
+	go w.run()
+	return w
+}
+
+// Begin reserves a slot for one attempt's record, or returns nil when the ring is full (the
+// line is dropped and counted). The caller sets the record's fields, then calls Commit with
+// the entry. Begin and Commit never block and never allocate.
+func (w *Writer) Begin() *Entry {
+	for {
+		pos := w.head.Load()
+		s := &w.slots[pos&w.mask]
+		seq := s.seq.Load()
+		switch {
+		case seq == pos:
+			if w.head.CompareAndSwap(pos, pos+1) {
+				s.reset()
+				return s
+			}
+		case seq < pos:
+			w.dropped.Add(1)
+			return nil
+		}
+		// seq > pos: another producer took pos; retry with the new head.
+	}
+}
+
+// Commit hands an entry from Begin to the background writer.
+func (w *Writer) Commit(e *Entry) {
+	e.seq.Store(e.seq.Load() + 1)
+	if w.sleeping.Load() {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Dropped is how many lines were dropped because the ring was full.
+func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
+
+// Written is how many lines were written.
+func (w *Writer) Written() uint64 { return w.written.Load() }
+
+// WriteErrors is how many writes to out failed (their lines are lost).
+func (w *Writer) WriteErrors() uint64 { return w.errors.Load() }
+
+// Close writes what is committed and stops the background goroutine.
+func (w *Writer) Close() error {
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+	return nil
+}
+
+// The background writer's pace: under load it wakes every pollEvery and drains what the ring
+// holds (the data path then never touches a channel: 4096 slots per 5 ms is 800k lines/s before
+// one is dropped), writing its buffer when it is nearly full or flushEvery after the last write.
+// When a poll finds nothing it writes what it has and sleeps until a commit wakes it, so an idle
+// proxy neither polls nor holds lines back.
+const (
+	pollEvery  = 5 * time.Millisecond
+	flushEvery = 200 * time.Millisecond
+)
+
+func (w *Writer) run() {
+	defer close(w.done)
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		n := w.drain()
+		switch {
+		case n == 0:
+			w.flush()
+			last = time.Now()
+			// Sleep until a producer wakes us: announce it, then look once more (a commit
+			// before the announcement is seen here; one after it sees the flag and wakes us).
+			w.sleeping.Store(true)
+			if !w.ready() {
+				select {
+				case <-w.wake:
+				case <-w.stop:
+					w.sleeping.Store(false)
+					w.drain()
+					w.flush()
+					return
+				}
+			}
+			w.sleeping.Store(false)
+			continue
+		case time.Since(last) >= flushEvery:
+			w.flush()
+			last = time.Now()
+		}
+		select {
+		case <-t.C:
+		case <-w.stop:
+			w.drain()
+			w.flush()
+			return
+		}
+	}
+}
+
+// drain formats every committed record, writing the buffer whenever it is nearly full; it
+// returns how many it took.
+func (w *Writer) drain() int {
+	n := 0
+	for w.drainOne() {
+		n++
+		if len(w.buf) >= cap(w.buf)-2048 {
+			w.flush()
+		}
+	}
+	return n
+}
+
+func (w *Writer) ready() bool {
+	s := &w.slots[w.tail&w.mask]
+	return s.seq.Load() == w.tail+1
+}
+
+// drainOne formats the next committed record into buf and frees its slot.
+func (w *Writer) drainOne() bool {
+	s := &w.slots[w.tail&w.mask]
+	if s.seq.Load() != w.tail+1 {
+		return false
+	}
+	w.buf = AppendLine(w.buf, w.service, &s.Record)
+	s.seq.Store(w.tail + w.mask + 1)
+	w.tail++
+	return true
+}
+
+func (w *Writer) flush() {
+	if len(w.buf) == 0 {
+		return
+	}
+	lines := uint64(0)
+	for _, c := range w.buf {
+		if c == '\n' {
+			lines++
+		}
+	}
+	if _, err := w.out.Write(w.buf); err != nil {
+		w.errors.Add(1)
+	} else {
+		w.written.Add(lines)
+	}
+	w.buf = w.buf[:0]
+}
+
+// AppendLine appends r as one JSON line:
+//
+//	{"log":"retrycap-access","time":"2026-12-01T10:00:00.000123Z","service":"order",
+//	 "upstream":"payment","method":"POST","authority":"payment","path":"/charge","attempt":2,
+//	 "budget_in":4,"budget_out":1,"status":503,"grpc_status":14,"duration_us":1520,
+//	 "exhausted":"attempts","error":"connect-failure","trace_id":"4bf9...","idempotency_key":"k",
+//	 "request_id":"r","storm_op":"17"}
+//
+// budget_in/out are left out without a chain budget, grpc_status without one, the strings
+// when empty.
+func AppendLine(b []byte, service string, r *Record) []byte {
+	b = append(b, `{"log":"`+Marker+`","time":"`...)
+	b = appendTime(b, r.TimeNanos)
+	b = append(b, '"')
+	b = appendStr(b, "service", service)
+	b = appendStr(b, "upstream", r.Upstream)
+	b = appendBytes(b, "method", r.get(fMethod))
+	b = appendBytes(b, "authority", r.get(fAuthority))
+	b = appendBytes(b, "path", r.get(fPath))
+	b = appendInt(b, "attempt", int64(r.Attempt))
+	if r.BudgetIn >= 0 {
+		b = appendInt(b, "budget_in", int64(r.BudgetIn))
+		b = appendInt(b, "budget_out", int64(r.BudgetOut))
+	}
+	b = appendInt(b, "status", int64(r.Status))
+	if r.GRPCStatus >= 0 {
+		b = appendInt(b, "grpc_status", int64(r.GRPCStatus))
+	}
+	b = appendInt(b, "duration_us", r.DurationNanos/1000)
+	b = appendStr(b, "exhausted", r.Exhausted)
+	b = appendStr(b, "error", r.Error)
+	b = appendBytes(b, "trace_id", r.get(fTrace))
+	b = appendBytes(b, "idempotency_key", r.get(fKey))
+	b = appendBytes(b, "request_id", r.get(fRequestID))
+	b = appendBytes(b, "storm_op", r.get(fStormOp))
+	return append(b, "}\n"...)
+}
+
+func appendInt(b []byte, name string, v int64) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return strconv.AppendInt(b, v, 10)
+}
+
+func appendStr(b []byte, name, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':', '"')
+	if plain(v) {
+		b = append(b, v...)
+	} else {
+		for i := 0; i < len(v); i++ {
+			b = appendEscaped(b, v[i])
+		}
+	}
+	return append(b, '"')
+}
+
+// plain reports whether a value needs no escaping in a JSON string.
+func plain[T string | []byte](v T) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendTime writes Unix nanoseconds as 2006-01-02T15:04:05.000000Z (UTC, microseconds).
+func appendTime(b []byte, nanos int64) []byte {
+	t := time.Unix(0, nanos).UTC()
+	y, mo, d := t.Date()
+	h, mi, sec := t.Clock()
+	b = append4(b, y)
+	b = append(b, '-')
+	b = append2(b, int(mo))
+	b = append(b, '-')
+	b = append2(b, d)
+	b = append(b, 'T')
+	b = append2(b, h)
+	b = append(b, ':')
+	b = append2(b, mi)
+	b = append(b, ':')
+	b = append2(b, sec)
+	b = append(b, '.')
+	us := t.Nanosecond() / 1000
+	b = append2(b, us/10000)
+	b = append2(b, us/100%100)
+	b = append2(b, us%100)
+	return append(b, 'Z')
+}
+
+func append2(b []byte, n int) []byte { return append(b, byte('0'+n/10%10), byte('0'+n%10)) }
+
+func append4(b []byte, n int) []byte { return append2(append2(b, n/100), n%100) }
+
+func appendBytes(b []byte, name string, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':', '"')
+	if plain(v) {
+		b = append(b, v...)
+	} else {
+		for _, c := range v {
+			b = appendEscaped(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscaped writes one byte of a JSON string: quotes, backslashes and control bytes
+// escaped, bytes >= 0x80 as \u00XX (a header value is bytes, not necessarily UTF-8; observe
+// reads them back as those bytes' Latin-1 letters).
+func appendEscaped(b []byte, c byte) []byte {
+	switch {
+	case c == '"' || c == '\\':
+		return append(b, '\\', c)
+	case c < 0x20 || c >= 0x7f:
+		return append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
+	}
+	return append(b, c)
+}

@@ -1,0 +1,9 @@
+// Package goroutine is the goroutine engine (--engine=goroutine, and what
+// the event loops hand over to): fasthttp's server, a goroutine per
+// connection, and fasthttp's clients with a transport that streams
+// response bodies (stream.go). It serves everything, including what the
+// event loops do not: CONNECT and upgrade tunnels (tunnel.go), chunked or
+// large request bodies, Expect, HTTP/1.0, hosts no upstream names. The
+// policy is the forwarding core's (package forward), so the engines differ
+// in I/O only.
+package goroutine

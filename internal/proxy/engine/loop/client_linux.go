@@ -1,0 +1,388 @@
+//go:build linux
+
+package loop
+
+import (
+	"errors"
+	"net"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
+)
+
+// cliConn is a client connection served by a loop: one request at a time,
+// in order; requests pipelined behind it wait in in (or in the socket).
+type cliConn struct {
+	l          *evLoop
+	fd         int
+	in         []byte // read, not yet served: a partial request or pipelined ones
+	out        []byte // answer bytes the socket did not take yet
+	call       *call  // the request being served
+	lastActive int64
+	closeAfter bool // answer the request in flight, then close
+	eof        bool // the client sent all it will: serve what is buffered, then close
+	unread     bool // stopped reading with bytes possibly left in the socket
+	serving    bool // inside serve: a call answered synchronously returns to its loop
+	closed     bool
+}
+
+func (c *cliConn) writing() bool { return len(c.out) > 0 }
+
+func (c *cliConn) Event(ev uint32) {
+	if c.closed {
+		return
+	}
+	if ev&unix.EPOLLOUT != 0 && c.writing() {
+		c.flush()
+		if c.closed {
+			return
+		}
+	}
+	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		// The client will send nothing more: answer what it sent (a
+		// half-closed client still reads), then close.
+		c.eof = true
+	}
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		c.read()
+	}
+}
+
+// read drains the socket (edge-triggered) into the loop's buffer, or into
+// c.in when bytes are already waiting or a request is being served, then
+// serves what it can.
+func (c *cliConn) read() {
+	l := c.l
+	c.unread = false
+	filled := false // a read filled the buffer: its bytes wait in c.in
+	for {
+		busy := c.call != nil || c.writing()
+		if busy && len(c.in) >= loopMaxInput {
+			c.unread = true
+			return
+		}
+		n, err := unix.Read(c.fd, l.buf)
+		if n > 0 {
+			c.lastActive = l.now()
+			data := l.buf[:n]
+			if busy || len(c.in) > 0 || n == len(l.buf) {
+				c.in = append(c.in, data...)
+				data = nil
+			}
+			if n == len(l.buf) {
+				if len(c.in) >= loopMaxInput {
+					c.unread = true
+					if !busy {
+						c.serve(nil)
+					}
+					return
+				}
+				filled = true
+				continue // edge-triggered: there may be more
+			}
+			if !busy {
+				c.serve(data)
+			}
+			return
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			// The socket held exactly what filled the buffer (a 64 KiB
+			// request, say): serve it now, as no edge will come for it.
+			if filled && !busy && !c.serving {
+				c.serve(nil)
+			}
+			return
+		}
+		// End of stream or an error: nothing more will come.
+		c.eof = true
+		if c.call == nil && !c.writing() && !c.serving {
+			c.serve(nil)
+		}
+		return
+	}
+}
+
+// serve serves the requests in data (nil: in c.in), one at a time: a call
+// that is answered at once (a refused breaker) lets the next one start here
+// instead of recursing.
+func (c *cliConn) serve(data []byte) {
+	c.serving = true
+	for !c.closed && c.call == nil && !c.writing() {
+		fromIn := data == nil
+		if fromIn {
+			data = c.in
+		}
+		if len(data) == 0 {
+			c.in = c.in[:0]
+			break
+		}
+		rest, ok := c.start(data)
+		if !ok {
+			break
+		}
+		// Keep what follows the request (pipelined bytes) before anything
+		// else uses the loop's buffer.
+		if fromIn {
+			c.in = c.in[:copy(c.in, rest)]
+		} else {
+			c.in = append(c.in[:0], rest...)
+		}
+		data = nil
+		if c.call != nil {
+			c.call.run()
+		}
+	}
+	c.serving = false
+	if c.closed || c.call != nil || c.writing() {
+		return
+	}
+	switch {
+	case c.unread:
+		// Bytes wait in the socket that no edge will announce again; first,
+		// even when the client's end was seen: that end comes after them.
+		c.read()
+	case c.eof:
+		// Nothing more will come, and what is left is not a whole request.
+		c.close()
+	case c.l.draining:
+		// Idle now (an answer begun before the drain, without Connection:
+		// close, is out), and the drain closes idle connections: left open,
+		// it would hold the drain until the idle sweep.
+		c.close()
+	}
+}
+
+// start parses the request at the head of data and sets up its call (not
+// run yet). It returns the bytes after the request, and false when it
+// cannot start one: the request is incomplete (kept in c.in), or the
+// connection was handed off or closed.
+func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
+	l := c.l
+	end := HeadEnd(data)
+	if end < 0 {
+		if len(data) > loopMaxHead {
+			c.handoff(data, HandoffHeadTooLarge)
+			return nil, false
+		}
+		c.keep(data)
+		return nil, false
+	}
+	if end > loopMaxHead {
+		// Complete but over the limit: handed off too (431), as when it
+		// arrives in pieces; served here, a 9 KiB head got 200 or 431
+		// depending on how its bytes were split.
+		c.handoff(data, HandoffHeadTooLarge)
+		return nil, false
+	}
+	cl := l.getCall()
+	req := &cl.req
+	if err := req.Header.Read(l.parse.reader(data[:end])); err != nil {
+		l.putCall(cl)
+		c.handoff(data, HandoffMalformed)
+		return nil, false
+	}
+	up, target, bodyLen, why := l.eligible(cl)
+	if why != 0 {
+		l.putCall(cl)
+		c.handoff(data, why)
+		return nil, false
+	}
+	need := end + bodyLen
+	if len(data) < need {
+		l.putCall(cl)
+		c.keep(data)
+		return nil, false
+	}
+	if need > end {
+		req.SetBody(data[end:need])
+	}
+	if req.Header.ConnectionClose() {
+		c.closeAfter = true
+	}
+	cl.c, cl.up, cl.target = c, up, target
+	c.call = cl
+	return data[need:], true
+}
+
+// keep saves an incomplete request until more of it arrives.
+func (c *cliConn) keep(data []byte) {
+	if len(c.in) == 0 || &c.in[0] != &data[0] {
+		c.in = append(c.in[:0], data...)
+	}
+}
+
+// eligible reports whether the loop serves the request itself: HTTP/1.1,
+// plain http, to a known upstream, with no body or a body of known length
+// up to 64 KiB, and nothing that needs the connection's control (CONNECT,
+// Upgrade, Expect). It returns the upstream, the address to reach it at
+// and the body's length, or why not (the hand-off metric's reason).
+func (l *evLoop) eligible(cl *call) (up *forward.Upstream, target string, bodyLen int, why HandoffReason) {
+	h := &cl.req.Header
+	// fasthttp: -1 chunked, -2 neither length nor chunked (a request
+	// without a body).
+	bodyLen = h.ContentLength()
+	if bodyLen == -2 {
+		bodyLen = 0
+	}
+	// One pass over the head finds the names checked here and those the
+	// exchange looks up (it gets the result: cl.seen); a chunked body or a
+	// Transfer-Encoding makes it report every name.
+	cl.seen = forward.ScanRequestHeaders(h)
+	switch {
+	case !h.IsHTTP11():
+		return nil, "", 0, HandoffHTTP10
+	case h.IsConnect():
+		return nil, "", 0, HandoffConnect
+	case bodyLen < 0 || bodyLen > loopMaxBody || cl.seen&forward.SeenTransferEncoding != 0:
+		return nil, "", 0, HandoffRequestBody
+	case h.ConnectionUpgrade() || cl.seen&forward.SeenUpgrade != 0:
+		return nil, "", 0, HandoffUpgrade
+	case cl.seen&forward.SeenExpect != 0:
+		return nil, "", 0, HandoffExpect
+	}
+	uri := cl.req.URI()
+	if s := uri.Scheme(); string(s) != "http" {
+		return nil, "", 0, HandoffScheme
+	}
+	hostPort := uri.Host()
+	up = l.f.Match(forward.SplitHostPort(hostPort))
+	if len(hostPort) == 0 || up == nil {
+		return nil, "", 0, HandoffUnknownHost
+	}
+	return up, l.target(up, hostPort), bodyLen, 0
+}
+
+// target is the address an upstream request goes to, as the other engine
+// dials it: --resolve for the upstream's name, else the request's host
+// and port (80 by default) through --resolve by host name.
+func (l *evLoop) target(up *forward.Upstream, hostPort []byte) string {
+	if up.Resolved != "" {
+		return up.Resolved
+	}
+	if t, ok := l.targets[string(hostPort)]; ok {
+		return t
+	}
+	hp := string(hostPort)
+	addr := hp
+	if _, _, err := net.SplitHostPort(hp); err != nil {
+		addr = net.JoinHostPort(hp, "80")
+	}
+	t := l.f.ResolveAddr(addr)
+	if len(l.targets) < 4096 {
+		l.targets[hp] = t
+	}
+	return t
+}
+
+// handoff gives the connection, with what was read of it, to the
+// goroutine engine, which serves it from then on.
+func (c *cliConn) handoff(data []byte, why HandoffReason) {
+	l := c.l
+	l.f.M.Handoffs.WithLabelValues(why.String()).Inc()
+	prefix := append([]byte(nil), data...)
+	fd := c.fd
+	c.detach()
+	nc, err := netpoll.FileConn(fd, "client")
+	if err != nil {
+		l.f.Logger.Printf("event loop: hand-off: %v", err)
+		return
+	}
+	l.e.handoff.Push(&prefixConn{Conn: nc, prefix: prefix})
+}
+
+// detach takes the connection out of the loop without closing its socket.
+func (c *cliConn) detach() {
+	c.l.poll.Forget(c.fd)
+	delete(c.l.clients, c)
+	c.closed = true
+	c.in, c.out = nil, nil
+}
+
+// answer writes the call's response and ends the call.
+func (c *cliConn) answer() {
+	l, cl := c.l, c.call
+	resp := &cl.resp
+	if cl.req.Header.IsHead() {
+		resp.SkipBody = true
+	}
+	if c.closeAfter || l.draining {
+		c.closeAfter = true
+		resp.SetConnectionClose()
+	}
+	var err error
+	if cl.x.UpstreamAnswer() {
+		l.wbuf.b = appendAnswer(l.wbuf.b[:0], resp)
+	} else {
+		err = l.render(resp)
+	}
+	cl.x.End()
+	c.call = nil
+	l.putCall(cl)
+	if err != nil {
+		l.f.Logger.Printf("event loop: writing an answer: %v", err)
+		c.close()
+		return
+	}
+	c.write(l.wbuf.b)
+}
+
+// write sends b, keeping what the socket does not take for EPOLLOUT.
+func (c *cliConn) write(b []byte) {
+	rest, err := netpoll.WriteSome(c.fd, b)
+	if err != nil {
+		c.close()
+		return
+	}
+	if len(rest) > 0 {
+		c.out = append(c.out, rest...)
+		return
+	}
+	c.written()
+}
+
+// flush sends the rest of an answer once the socket takes more.
+func (c *cliConn) flush() {
+	out := c.out
+	c.out = c.out[:0]
+	c.write(out)
+	if !c.writing() && cap(c.out) > 16<<10 {
+		c.out = nil
+	}
+}
+
+// written: the answer is out; close, or serve what came next.
+func (c *cliConn) written() {
+	c.lastActive = c.l.now()
+	if c.closeAfter {
+		c.close()
+		return
+	}
+	if cap(c.in) > 16<<10 && len(c.in) == 0 {
+		c.in = nil
+	}
+	if !c.serving {
+		c.serve(nil)
+	}
+}
+
+// close closes the connection; a call in flight is abandoned (its upstream
+// connection closed, its timers cancelled).
+func (c *cliConn) close() {
+	if c.closed {
+		return
+	}
+	if cl := c.call; cl != nil {
+		cl.abandon()
+		cl.x.End()
+		c.call = nil
+		c.l.putCall(cl)
+	}
+	fd := c.fd
+	c.detach()
+	_ = unix.Close(fd)
+}

@@ -1,0 +1,255 @@
+//go:build linux
+
+package loop
+
+import (
+	"bufio"
+	"errors"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
+)
+
+// evLoop is one event loop: a poller (epoll, its eventfd and posted
+// tasks), its timers, and the connections and caches it owns.
+type evLoop struct {
+	e      *Engine
+	f      *forward.Forwarder
+	poll   *netpoll.Poller
+	buf    []byte // one read buffer for every client socket of the loop
+	timers netpoll.Timers
+
+	clients map[*cliConn]struct{}
+	pools   map[string]*idlePool
+	dns     map[string]*dnsEntry
+	targets map[string]string // request host:port -> address, cached
+	free    []*call
+	parse   parser
+	wbuf    appendWriter // every answer and request is serialised here, then written
+	bw      *bufio.Writer
+	sweepT  *netpoll.Timer
+	// upstreamIdle is upstreamIdleTimeout (a field so that a test can
+	// shorten it on a running loop).
+	upstreamIdle time.Duration
+	draining     bool
+	stopped      bool
+	nowCache     int64 // the clock as of this batch of events
+}
+
+func newEvLoop(e *Engine) (*evLoop, error) {
+	poll, err := netpoll.New()
+	if err != nil {
+		return nil, err
+	}
+	l := &evLoop{
+		e: e, f: e.f, poll: poll,
+		buf:     make([]byte, ReadBufferSize),
+		clients: make(map[*cliConn]struct{}),
+		pools:   make(map[string]*idlePool),
+		dns:     make(map[string]*dnsEntry),
+		targets: make(map[string]string),
+
+		upstreamIdle: upstreamIdleTimeout,
+	}
+	l.parse.init()
+	l.bw = bufio.NewWriterSize(&l.wbuf, 16<<10)
+	l.sweepT = netpoll.NewTimer(l.sweep)
+	// EPOLLEXCLUSIVE: one loop is woken per new connection, not all.
+	if err := l.poll.Add(e.lnFd, unix.EPOLLIN|unix.EPOLLEXCLUSIVE, acceptHandler{l}); err != nil {
+		l.poll.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// now is the clock for this batch of events (one read per wake-up).
+func (l *evLoop) now() int64 { return l.nowCache }
+
+func (l *evLoop) run() {
+	runtime.LockOSThread()
+	defer l.e.done.Done()
+	defer func() {
+		left := l.poll.Exit()
+		// Tasks posted before the end but not run (a connection dealt to
+		// this loop, a drain): run now, so that none is lost; adopt closes
+		// its connection.
+		l.stopped = true
+		for _, fn := range left {
+			l.runTask(fn)
+		}
+		l.poll.Close()
+	}()
+	l.nowCache = forward.NowNanos()
+	l.timers.Schedule(l.sweepT, l.nowCache+int64(time.Second))
+	for !l.stopped {
+		wait := l.timers.WaitMillis(l.nowCache)
+		err := l.poll.Wait(wait, l.dispatch, l.runTask)
+		l.nowCache = forward.NowNanos()
+		if err != nil {
+			l.f.Logger.Printf("event loop: %v", err)
+			return
+		}
+		l.timers.FireDue(l.nowCache, l.fire)
+		if l.draining && len(l.clients) == 0 {
+			l.stop()
+		}
+	}
+}
+
+// A panic in the code a loop runs for one connection (a bug; the fuzz
+// tests found two) must not take down the sidecar, and with it every call
+// of the pod: dispatch, fire and runTask contain it to that connection,
+// which is closed (abandoning its call), log it with its stack and count it
+// in retrycap_proxy_loop_panics_total; the loop goes on with the others.
+
+func (l *evLoop) dispatch(h netpoll.Handler, ev uint32) {
+	defer l.contain(h)
+	h.Event(ev)
+}
+
+func (l *evLoop) fire(t *netpoll.Timer) {
+	defer l.contain(t.Owner)
+	t.Fire()
+}
+
+func (l *evLoop) runTask(fn func()) {
+	defer l.contain(nil)
+	fn()
+}
+
+// contain is deferred: it recovers a panic and closes what it concerned.
+func (l *evLoop) contain(what any) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	l.f.M.LoopPanics.Inc()
+	l.f.Logger.Printf("event loop: panic, the connection concerned is closed and the loop goes on: %v\n%s", r, debug.Stack())
+	switch x := what.(type) {
+	case *cliConn:
+		x.close()
+	case *upConn:
+		if x.cl != nil && x.cl.c != nil {
+			x.cl.c.close()
+		}
+		x.close()
+	case *call:
+		if x.c != nil {
+			x.c.close()
+		}
+	}
+}
+
+// sweep closes client connections idle for longer than the idle timeout
+// (or, for a partial request head, that long without its end), once a
+// second.
+func (l *evLoop) sweep() {
+	idle := int64(forward.ClientIdleTimeout)
+	for c := range l.clients {
+		if c.call == nil && !c.writing() && l.nowCache-c.lastActive > idle {
+			c.close()
+		}
+	}
+	// Pooled upstream connections idle too long; pools and DNS entries
+	// nobody used for a while go (upstream names may match many hosts).
+	for target, pool := range l.pools {
+		if pool.expire(l.nowCache - int64(l.upstreamIdle)) {
+			delete(l.pools, target)
+		}
+	}
+	for host, e := range l.dns {
+		if !e.pending && len(e.waiters) == 0 && l.nowCache-e.expires > int64(dnsForget) {
+			delete(l.dns, host)
+		}
+	}
+	l.timers.Schedule(l.sweepT, l.nowCache+int64(time.Second))
+}
+
+// drain stops accepting on this loop and closes idle client connections;
+// busy ones close after their answer.
+func (l *evLoop) drain() {
+	if l.draining {
+		return
+	}
+	l.draining = true
+	l.poll.Forget(l.e.lnFd)
+	for c := range l.clients {
+		if c.call == nil && !c.writing() {
+			c.close()
+		}
+	}
+	for _, pool := range l.pools {
+		pool.closeAll()
+	}
+}
+
+// stop closes everything the loop holds and ends it.
+func (l *evLoop) stop() {
+	for c := range l.clients {
+		c.close()
+	}
+	for _, pool := range l.pools {
+		pool.closeAll()
+	}
+	l.stopped = true
+}
+
+type acceptHandler struct{ l *evLoop }
+
+// Event accepts the connections waiting on the listener (a bounded batch,
+// so that a flood of connects does not starve the requests in flight) and
+// deals them out to the loops in turn. Epoll wakes whichever loop is idle
+// for the listener, and clients such as load balancers and benchmark tools
+// open their connections in one burst: kept by the loop that accepted them,
+// they would all land on one loop (measured: 2 loops served as 1).
+func (h acceptHandler) Event(uint32) {
+	l := h.l
+	for i := 0; i < 64; i++ {
+		fd, _, err := unix.Accept4(l.e.lnFd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
+			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ECONNABORTED) && !errors.Is(err, unix.EINTR) {
+				l.f.Logger.Printf("event loop: accept: %v", err)
+			}
+			return
+		}
+		// As Go does for every TCP connection: small answers go out at once.
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		to := l.e.loops[int(l.e.nextLoop.Add(1)%uint32(len(l.e.loops)))] //nolint:gosec // a small count
+		if to == l {
+			l.adopt(fd)
+		} else if !to.poll.Post(func() { to.adopt(fd) }) {
+			_ = unix.Close(fd) // that loop has ended (drained)
+		}
+	}
+}
+
+// adopt makes an accepted connection this loop's.
+func (l *evLoop) adopt(fd int) {
+	if l.draining || l.stopped {
+		_ = unix.Close(fd)
+		return
+	}
+	c := &cliConn{l: l, fd: fd, lastActive: l.nowCache}
+	if err := l.poll.Add(fd, netpoll.EdgeEvents, c); err != nil {
+		_ = unix.Close(fd)
+		l.f.Logger.Printf("%v", err)
+		return
+	}
+	l.clients[c] = struct{}{}
+}
+
+// render serialises m (a request, or an answer the proxy made) into the
+// loop's one output buffer, l.wbuf.b, through fasthttp's writer.
+func (l *evLoop) render(m interface{ Write(*bufio.Writer) error }) error {
+	l.wbuf.b = l.wbuf.b[:0]
+	l.bw.Reset(&l.wbuf)
+	if err := m.Write(l.bw); err != nil {
+		return err
+	}
+	return l.bw.Flush()
+}

@@ -1,0 +1,178 @@
+//go:build linux
+
+package loop
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
+)
+
+// stream finishes an attempt whose response body must stream (chunked,
+// delimited by the end of the connection, or over 64 KiB): the retry
+// decision is made here on the loop from the status and headers, as in the
+// other engine; an answer to pass on is written by a goroutine that streams
+// the body, and the client's connection continues in the goroutine engine.
+// body is what arrived of the body with the head.
+func (uc *upConn) stream(body []byte, n int) {
+	l, cl := uc.l, uc.cl
+	c := cl.c
+	l.timers.Cancel(cl.t)
+	// The framing the client will get is set before the decision, as the
+	// other engine's transport does (SetBodyStream in RoundTrip): a body
+	// that is not of known length goes out chunked, and the Transfer-Encoding
+	// this adds to the headers must come before those the decision adds
+	// (Retrycap-Exhausted), as it does there.
+	if n < 0 {
+		cl.resp.Header.SetContentLength(-1)
+	}
+	retry, wait := cl.x.AfterAttempt(nil)
+	if retry {
+		// The body of an answer being retried is not wanted: drop it with
+		// its connection. Unlike the goroutine engine, which keeps it until
+		// the next attempt, should a breaker refuse that attempt the client
+		// gets this answer's status and headers with an empty body.
+		uc.close()
+		cl.resp.Header.SetContentLength(0)
+		if wait > 0 {
+			cl.backoff = true
+			l.timers.Schedule(cl.t, l.now()+int64(wait))
+			return
+		}
+		cl.attempt()
+		return
+	}
+	r := &fasthttp.Response{}
+	cl.resp.CopyTo(r)
+	closeClient := c.closeAfter || l.draining
+	if closeClient {
+		r.SetConnectionClose()
+	}
+	bodyCopy := append([]byte(nil), body...)
+	rest := append([]byte(nil), c.in...)
+	uc.cl, cl.uc = nil, nil
+	cl.x.End()
+	c.call = nil
+	l.putCall(cl)
+
+	upFd, clientFd := uc.fd, c.fd
+	uc.closed = true
+	l.poll.Forget(upFd)
+	c.detach()
+	upc, err := netpoll.FileConn(upFd, "upstream")
+	if err != nil {
+		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
+		_ = unix.Close(clientFd)
+		return
+	}
+	client, err := netpoll.FileConn(clientFd, "client")
+	if err != nil {
+		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
+		_ = upc.Close()
+		return
+	}
+	l.f.M.Handoffs.WithLabelValues(HandoffStreamedResponse.String()).Inc()
+	l.e.streams.Add(1)
+	l.e.track(client, upc)
+	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient)
+}
+
+// streamAnswer writes r to the client with its body read from the
+// upstream as it arrives (fasthttp decodes the upstream's framing and
+// encodes the client's), each read making progress within
+// forward.BodyIdleTimeout. A body cut short closes the client's connection, so that
+// it never looks complete. Afterwards the client's connection is served by
+// the goroutine engine.
+func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool) {
+	defer e.streams.Done()
+	defer e.untrack(client, upc)
+	defer upc.Close()
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: forward.BodyIdleTimeout}), 8192)
+	var own fasthttp.Response
+	own.StreamBody = true
+	own.Header.SetContentLength(n)
+	if err := own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
+		_ = client.Close()
+		return
+	}
+	size := n
+	if size < 0 {
+		size = -1 // to the client: chunked, whatever framing the upstream used
+	}
+	// r gets the decoder behind a wrapper, so that own alone closes it:
+	// writing r closes r's body stream, and fasthttp's stream closed there
+	// goes back to its pool while own still holds it; own.Reset would then
+	// close it and pool it a second time, by then perhaps another
+	// response's (a data race, and one stream shared by two responses).
+	// The other engine's upstreamBody wraps it the same way.
+	r.SetBodyStream(ownedStream{own.BodyStream()}, size)
+	r.ImmediateHeaderFlush = true
+	// fasthttp frames the body; the head is the loop's own (head.go).
+	sw := &headSwap{w: client, head: func() []byte { return appendAnswerHead(nil, &r.Header) }}
+	bw := bufio.NewWriterSize(sw, 16<<10)
+	err := r.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	own.Reset()
+	if err != nil || closeClient {
+		_ = client.Close()
+		return
+	}
+	e.handoff.Push(&prefixConn{Conn: client, prefix: rest})
+}
+
+// ownedStream is a body stream that its reader does not close: the
+// fasthttp.Response that made it does, on Reset.
+type ownedStream struct{ io.Reader }
+
+// idleReader reads a connection with a deadline per read.
+type idleReader struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	if err := r.c.SetReadDeadline(time.Now().Add(r.idle)); err != nil {
+		return 0, err
+	}
+	return r.c.Read(p)
+}
+
+// track and untrack keep the connections of the answers being streamed, so
+// that a drain that runs out of time can cut them (closeStreams) as it
+// cuts the loops' connections.
+func (e *Engine) track(conns ...net.Conn) {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	if e.streamConns == nil {
+		e.streamConns = make(map[net.Conn]struct{})
+	}
+	for _, c := range conns {
+		e.streamConns[c] = struct{}{}
+	}
+}
+
+func (e *Engine) untrack(conns ...net.Conn) {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	for _, c := range conns {
+		delete(e.streamConns, c)
+	}
+}
+
+func (e *Engine) closeStreams() {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	for c := range e.streamConns {
+		_ = c.Close()
+	}
+}

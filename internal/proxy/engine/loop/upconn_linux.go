@@ -1,0 +1,256 @@
+//go:build linux
+
+package loop
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
+)
+
+// upConn is a connection to an upstream, owned by one loop: serving one
+// attempt, or idle in the loop's pool for its target.
+type upConn struct {
+	l          *evLoop
+	fd         int
+	target     string
+	addr       *net.TCPAddr
+	cl         *call  // the attempt it serves; nil when idle
+	out        []byte // request bytes the socket did not take yet
+	in         []byte // response bytes read so far (when not all in one read)
+	interim    int    // 1xx answers skipped
+	connecting bool
+	closed     bool
+	idleSince  int64 // when it went back to the pool
+	// hup: the upstream closed its end. An answer that came with that end
+	// is its last: pooled, the connection would fail the next request, and
+	// epoll (edge-triggered) would not report the end again.
+	hup bool
+}
+
+// send writes the call's request.
+func (uc *upConn) send(cl *call) {
+	l := uc.l
+	uc.cl, cl.uc = cl, uc
+	uc.in, uc.interim = uc.in[:0], 0
+	// The request URI goes upstream as the client sent it, as the other
+	// engine's clients send it (DisablePathNormalizing): /./, // and
+	// escapes such as %2F or %7E are not rewritten.
+	cl.req.URI().DisablePathNormalizing = true
+	err := l.render(&cl.req)
+	if err != nil {
+		cl.failed(err)
+		return
+	}
+	if uc.connecting {
+		uc.out = append(uc.out[:0], l.wbuf.b...)
+		return
+	}
+	uc.write(l.wbuf.b)
+}
+
+func (uc *upConn) write(b []byte) {
+	rest, err := netpoll.WriteSome(uc.fd, b)
+	if err != nil {
+		uc.cl.failed(&net.OpError{Op: "write", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("write", err)})
+		return
+	}
+	uc.out = append(uc.out[:0], rest...)
+}
+
+func (uc *upConn) Event(ev uint32) {
+	if uc.closed {
+		return
+	}
+	if uc.connecting {
+		if ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) == 0 {
+			return
+		}
+		uc.connecting = false
+		soErr, err := unix.GetsockoptInt(uc.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err == nil && soErr != 0 {
+			err = unix.Errno(soErr) //nolint:gosec // an errno
+		}
+		if err != nil {
+			if uc.cl != nil {
+				uc.cl.connectFailed(uc, &forward.DialError{Err: &net.OpError{Op: "dial", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("connect", err)}})
+			} else {
+				uc.close()
+			}
+			return
+		}
+		if len(uc.out) > 0 {
+			out := uc.out
+			uc.out = uc.out[:0]
+			uc.write(out)
+			if uc.closed {
+				return
+			}
+		}
+	} else if ev&unix.EPOLLOUT != 0 && len(uc.out) > 0 && uc.cl != nil {
+		out := uc.out
+		uc.out = uc.out[:0]
+		uc.write(out)
+		if uc.closed {
+			return
+		}
+	}
+	if ev&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		// When the upstream has also closed, read on to the end: edge
+		// triggering will not report that end again.
+		hup := ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0
+		uc.hup = uc.hup || hup
+		uc.read(hup)
+	}
+}
+
+// read takes what the upstream sent (toEnd: until the end of the stream). An idle connection that becomes
+// readable was closed by the upstream (or sent bytes nobody asked for):
+// it leaves the pool.
+func (uc *upConn) read(toEnd bool) {
+	l := uc.l
+	for {
+		n, err := unix.Read(uc.fd, l.buf)
+		if n > 0 {
+			if uc.cl == nil {
+				uc.close()
+				return
+			}
+			data := l.buf[:n]
+			if len(uc.in) > 0 || n == len(l.buf) {
+				uc.in = append(uc.in, data...)
+				data = uc.in
+			}
+			if uc.parse(data) || (n < len(l.buf) && !toEnd) {
+				return
+			}
+			continue
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.EAGAIN) {
+			return
+		}
+		if uc.cl == nil {
+			uc.close()
+			return
+		}
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		} else {
+			err = &net.OpError{Op: "read", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("read", err)}
+		}
+		uc.cl.failed(fmt.Errorf("the upstream closed the connection before the whole response: %w", err))
+		return
+	}
+}
+
+// parse reads the response in data (everything received for this attempt
+// so far). It returns true when the attempt is over (answered, failed, or
+// streaming), false when more bytes are needed.
+func (uc *upConn) parse(data []byte) bool {
+	l, cl := uc.l, uc.cl
+	resp := &cl.resp
+	var head []byte // from the final answer's status line
+	for {
+		head = data
+		end := HeadEnd(data)
+		if end < 0 {
+			if len(data) > loopMaxHead {
+				cl.failed(fmt.Errorf("response head larger than %d bytes", loopMaxHead))
+				return true
+			}
+			uc.keep(data)
+			return false
+		}
+		if err := resp.Header.Read(l.parse.reader(data[:end])); err != nil {
+			cl.failed(fmt.Errorf("error when reading response headers: %w", err))
+			return true
+		}
+		st := resp.StatusCode()
+		if st >= 200 || st == fasthttp.StatusSwitchingProtocols || uc.interim >= forward.MaxInterim {
+			data = data[end:]
+			break
+		}
+		// An interim 1xx answer: skip it.
+		uc.interim++
+		data = data[end:]
+	}
+	st := resp.StatusCode()
+	reusable := !cl.req.Header.ConnectionClose() && !resp.ConnectionClose()
+	if cl.req.Header.IsHead() || st < 200 || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
+		resp.SkipBody = true
+		uc.done(reusable && len(data) == 0 && st >= 200)
+		return true
+	}
+	n := resp.Header.ContentLength()
+	if n < 0 || n > forward.BufferedBodyMax {
+		// Chunked, delimited by the end of the connection, or large: the
+		// body streams from a goroutine.
+		uc.stream(data, n)
+		return true
+	}
+	if len(data) < n {
+		// The body is not all here: keep the answer from its status line
+		// and parse its head again with the rest (cheap, and rare).
+		uc.keep(head)
+		return false
+	}
+	resp.SetBody(data[:n])
+	uc.done(reusable && len(data) == n)
+	return true
+}
+
+// keep saves a partial response for the next read.
+func (uc *upConn) keep(data []byte) {
+	// data is empty after interim answers that ended the bytes read so
+	// far (&data[0] would panic): nothing to keep.
+	if len(uc.in) == 0 || len(data) == 0 || &uc.in[0] != &data[0] {
+		uc.in = append(uc.in[:0], data...)
+	}
+}
+
+// done: the response is complete. The connection goes back to the pool,
+// or is closed when either side asked for that or it sent more than asked.
+func (uc *upConn) done(reusable bool) {
+	cl := uc.cl
+	uc.cl, cl.uc = nil, nil
+	if cap(uc.in) > 16<<10 {
+		uc.in = nil
+	}
+	uc.in = uc.in[:0]
+	// An answer that came before the whole request was sent (an early
+	// 401 to an upload): the rest of the request is never sent, so the
+	// upstream would read the next request on this connection as the rest
+	// of this one's body.
+	if len(uc.out) > 0 {
+		reusable = false
+	}
+	if reusable && !uc.hup && !uc.l.draining {
+		uc.l.release(uc)
+	} else {
+		uc.close()
+	}
+	cl.after(nil)
+}
+
+func (uc *upConn) close() {
+	if uc.closed {
+		return
+	}
+	uc.closed = true
+	if uc.cl != nil {
+		uc.cl.uc = nil
+		uc.cl = nil
+	}
+	uc.l.poll.CloseFd(uc.fd)
+}

@@ -1,0 +1,41 @@
+package forward
+
+import (
+	"time"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// Config is what the forwarding core and the engines need of the proxy's
+// configuration (package proxy builds it from the flags).
+type Config struct {
+	// Upstreams are the --upstreams entries, attempts resolved (>= 1).
+	Upstreams          []UpstreamConfig
+	Entrypoint         bool
+	ChainCap           int
+	PerTryTimeout      time.Duration
+	BackoffBase        time.Duration
+	BackoffMax         time.Duration
+	BackoffJitter      bool
+	RetryOn            policy.RetryOn
+	RetryMethods       []string
+	BudgetPercent      int
+	BudgetMinPerSecond int
+	BudgetWindow       time.Duration
+	BreakerFailures    int
+	BreakerWindow      time.Duration
+	BreakerOpenFor     time.Duration
+	MaxReplayBytes     int
+	KeyTTL             time.Duration
+	// Resolve is --resolve: lower-case host name -> host:port.
+	Resolve map[string]string
+	// Namespace is the pod's namespace (--namespace): host names are matched to upstreams by
+	// the graph's rule in it (annotations.UpstreamNode); empty keeps the lenient match.
+	Namespace string
+}
+
+// UpstreamConfig is one --upstreams entry.
+type UpstreamConfig struct {
+	Name     string
+	Attempts int
+}

@@ -1,0 +1,298 @@
+package forward
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// Exchange is one forwarded call's policy state, from the request to the
+// answer: everything about forwarding that does not depend on how the bytes
+// move. Both engines drive the same exchange (one code path for the chain
+// budget, the key, the breaker, the retry budget and the answer):
+//
+//	if x.Begin(...) {
+//		for x.NextAttempt() {
+//			err := <send the request, read the status and headers into resp>
+//			retry, wait := x.AfterAttempt(err)
+//			if !retry { break }
+//			<after wait> x.Waited()
+//		}
+//	}
+//	<write resp to the client>; x.End()
+//
+// The goroutine engine blocks on each step on the connection's goroutine;
+// the event loop runs the steps from its callbacks and timers.
+type Exchange struct {
+	f    *Forwarder
+	up   *Upstream
+	req  *fasthttp.Request
+	resp *fasthttp.Response
+	sc   *Scratch
+
+	key          []byte
+	split        policy.Split
+	maxAttempts  int
+	attempt      int // number of the attempt under way (1-based); 0 before the first
+	start        int64
+	deadline     int64
+	attemptStart int64
+	lastErr      error
+	lastCond     policy.Condition
+	hadBag       bool // the app sent baggage (joined into sc.bag)
+	generated    bool
+	retryable    bool
+	chainOn      bool
+	ledgerOn     bool
+	chainLimited bool
+	probe        bool
+	counted      bool // InFlight was raised; End lowers it
+	// upstreamAnswer: resp is an upstream's answer, to be written as it
+	// came (no Date or Content-Type of the proxy's own), not one the proxy
+	// made (which carries the proxy's Date).
+	upstreamAnswer bool
+}
+
+// Begin reads the request's headers (chain budget, hop-by-hop headers,
+// Idempotency-Key; seen: the names present, ScanRequestHeaders) and sets up
+// the call. It returns false when the call is
+// already answered in resp without an attempt (the key's chain budget is
+// spent). up is nil for a host no --upstreams entry names.
+func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp *fasthttp.Response, seen Seen, sc *Scratch) bool {
+	*x = Exchange{f: f, req: req, resp: resp, sc: sc, counted: true}
+	f.M.InFlight.Add(1)
+	known := up != nil
+	if !known {
+		up = f.Unknown
+	}
+	x.up = up
+	cfg := f.Cfg
+	x.start = NowNanos()
+
+	x.chainOn = cfg.ChainCap > 0
+	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
+	method := req.Header.Method()
+	x.retryable = known && (f.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
+	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
+		// Not retried here (the app did not ask for it), but the key lets
+		// the client retry safely, and counts those retries against the cap.
+		key = newKey()
+		req.Header.SetBytesV(headerIdempotencyKey, key)
+		x.generated = true
+	} else if len(key) > 0 {
+		key = append([]byte(nil), key...)
+	}
+	x.key = key
+	x.hadBag = hadBag
+
+	// The attempts the split reserves budget for: none beyond the first
+	// when this hop can never retry, except for a generated key, whose
+	// reservation is what the client's own retries will spend.
+	splitAttempts := up.Attempts
+	if !x.retryable && !x.generated {
+		splitAttempts = 1
+	}
+	x.ledgerOn = x.chainOn && cfg.Entrypoint && len(key) > 0
+	if x.ledgerOn {
+		n -= f.ledger.Spent(key, x.start)
+		if n <= 0 {
+			x.fail(policy.ReasonChain, "chain budget of this Idempotency-Key is spent")
+			return false
+		}
+	}
+	x.split = policy.SplitBudget(splitAttempts, n)
+	x.maxAttempts = up.Attempts
+	if x.chainOn && x.split.Attempts < x.maxAttempts {
+		x.maxAttempts, x.chainLimited = x.split.Attempts, true
+	}
+	if !x.retryable {
+		x.maxAttempts = 1
+	}
+	if up.Budget != nil {
+		up.Budget.Deposit(x.start)
+	}
+	x.deadline = x.start + int64(x.maxAttempts)*int64(cfg.PerTryTimeout)
+	// One clock read before each attempt and one after: the breaker, the
+	// ledger and the latency metric share them.
+	x.attemptStart = x.start
+	return true
+}
+
+// NextAttempt prepares the next attempt: the chain budget it carries (header
+// and baggage), the key's ledger, the breaker's leave. It returns false when
+// the breaker refuses, with the answer in resp.
+func (x *Exchange) NextAttempt() bool {
+	x.attempt++
+	up, sc := x.up, x.sc
+	if x.chainOn {
+		b := x.split.BudgetFor(x.attempt)
+		sc.num = policy.AppendInt(sc.num[:0], b)
+		x.req.Header.SetCanonical(keyBudget, sc.num)
+		if x.hadBag {
+			sc.out = policy.AppendBaggage(sc.out[:0], sc.bag, b)
+			x.req.Header.SetCanonical(keyBaggage, sc.out)
+		}
+		if x.ledgerOn {
+			x.f.ledger.Add(x.key, b, x.attemptStart)
+		}
+	}
+	x.probe = false
+	if up.Breaker != nil {
+		ok, probe := up.Breaker.Allow(x.attemptStart)
+		if !ok {
+			up.M.Denied[policy.ReasonBreaker].Inc()
+			if x.attempt == 1 {
+				x.fail(policy.ReasonBreaker, "circuit breaker open")
+				return false
+			}
+			x.giveUp(policy.ReasonBreaker, x.attempt-1, x.lastErr, x.lastCond)
+			return false
+		}
+		x.probe = probe
+	}
+	return true
+}
+
+// AfterAttempt judges the attempt that just ended: err is its transport
+// error, else resp holds its status and headers. It returns whether to
+// retry and after how long; when not, resp holds the answer for the client.
+func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
+	up, resp := x.up, x.resp
+	now := NowNanos()
+	up.M.Attempts.Inc()
+	up.M.Latency.Observe(float64(now-x.attemptStart) / 1e9)
+	o := policy.Outcome{
+		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
+		Retryable: x.retryable, Remaining: time.Duration(x.deadline - now),
+	}
+	if err != nil {
+		o.Cond = classify(err)
+		x.lastErr, x.lastCond = err, o.Cond
+	} else {
+		x.lastErr, x.lastCond = nil, policy.CondNone
+		o.Status = resp.StatusCode()
+		seen := ScanResponseHeaders(&resp.Header)
+		o.ExhaustedResp = seen&seenExhausted != 0 && len(resp.Header.Peek(policy.HeaderExhausted)) > 0
+		if (o.Status == 429 || o.Status == 503) && seen&seenRetryAfter != 0 {
+			o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
+		}
+	}
+	if up.Breaker != nil {
+		if err != nil || o.Status >= 500 {
+			up.Breaker.Failure(now, x.probe)
+		} else {
+			up.Breaker.Success(now, x.probe)
+		}
+	}
+	d := x.f.pol.Decide(&o, up.Budget, up.Breaker, now)
+	x.logAttempt(now, &o, d)
+	if d.Retry {
+		up.M.Retries.Inc()
+		x.attemptStart = now
+		return true, d.Wait
+	}
+	if d.Reason != policy.ReasonNone {
+		up.M.Denied[d.Reason].Inc()
+	}
+	if !x.f.pol.Failed(&o) && err == nil {
+		// Success or a non-retryable answer: pass it on as is.
+		x.finish()
+		return false, 0
+	}
+	x.giveUp(d.Reason, x.attempt, err, o.Cond)
+	return false, 0
+}
+
+// Waited restarts the attempt clock after a backoff.
+func (x *Exchange) Waited() { x.attemptStart = NowNanos() }
+
+// Upstream is the upstream the call goes to (the catch-all for a host no
+// --upstreams entry names).
+func (x *Exchange) Upstream() *Upstream { return x.up }
+
+// UpstreamAnswer reports whether the answer in resp is an upstream's, to be
+// written as it came: with no Date or Content-Type of the proxy's own (the
+// answers the proxy makes carry its Date, as fasthttp's server writes them).
+func (x *Exchange) UpstreamAnswer() bool { return x.upstreamAnswer }
+
+// End closes the call's accounting; safe to call more than once and on an
+// exchange that never began.
+func (x *Exchange) End() {
+	if x.counted {
+		x.f.M.InFlight.Add(-1)
+		x.counted = false
+	}
+}
+
+// finish cleans the upstream response and counts it. The answer passes on
+// the upstream's Date and Content-Type as they were (none stays none); only
+// the proxy's own answers (giveUp without a response, fail) carry its Date.
+// No default Content-Type is set here; the Date is the engine's business
+// (UpstreamAnswer): fasthttp's parser and client clear the server's
+// NoDefaultDate on a header they fill, and no setter is exported.
+func (x *Exchange) finish() {
+	resp := x.resp
+	x.upstreamAnswer = true
+	resp.Header.SetNoDefaultContentType(true)
+	stripResponseHopByHop(&resp.Header, x.sc)
+	resp.Header.ResetConnectionClose()
+	// "A failed response" is any the client may want to retry: a 5xx, a 429 (Too Many
+	// Requests asks for exactly that) or a status --retry-on names.
+	if st := resp.StatusCode(); x.generated && (st >= 500 || st == fasthttp.StatusTooManyRequests || x.f.pol.RetryOn.Status(st)) {
+		resp.Header.SetBytesV(headerIdempotencyKey, x.key)
+	}
+	x.up.M.Code(resp.StatusCode())
+}
+
+// giveUp ends a call whose last attempt failed: the last upstream response
+// marked Retrycap-Exhausted when the reason is one of the four, or a 5xx
+// made by the proxy when there was no response.
+func (x *Exchange) giveUp(reason policy.Reason, attempts int, err error, cond policy.Condition) {
+	resp := x.resp
+	if err == nil {
+		if reason.Exhausts() {
+			resp.Header.Set(policy.HeaderExhausted, reason.String())
+		}
+		x.finish()
+		return
+	}
+	status := fasthttp.StatusServiceUnavailable
+	if !reason.Exhausts() {
+		status = fasthttp.StatusBadGateway
+		if cond == policy.CondTimeout {
+			status = fasthttp.StatusGatewayTimeout
+		}
+	}
+	x.upstreamAnswer = false
+	resp.Reset()
+	resp.SetStatusCode(status)
+	resp.Header.SetContentType("text/plain; charset=utf-8")
+	if reason.Exhausts() {
+		resp.Header.Set(policy.HeaderExhausted, reason.String())
+	}
+	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", x.up.Name, attempts, cond, err)
+	if reason != policy.ReasonNone {
+		msg += "; not retried: " + reason.String()
+	}
+	resp.SetBodyString(msg + "\n")
+	if x.generated {
+		resp.Header.SetBytesV(headerIdempotencyKey, x.key)
+	}
+	x.up.M.Code(status)
+}
+
+// fail answers with the proxy's own 503 before any attempt was made.
+func (x *Exchange) fail(reason policy.Reason, why string) {
+	resp := x.resp
+	x.upstreamAnswer = false
+	resp.Reset()
+	resp.SetStatusCode(fasthttp.StatusServiceUnavailable)
+	resp.Header.SetContentType("text/plain; charset=utf-8")
+	resp.Header.Set(policy.HeaderExhausted, reason.String())
+	resp.SetBodyString("retrycap-proxy: upstream " + x.up.Name + ": " + why + "\n")
+	x.up.M.Code(fasthttp.StatusServiceUnavailable)
+}

@@ -1,0 +1,199 @@
+package forward
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// Header names the proxy reads or writes besides the chain ones in policy.
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerBaggage        = "Baggage"
+	headerRetryAfter     = "Retry-After"
+)
+
+// The headers the data path sets on every attempt, as canonical byte
+// slices: SetCanonical skips the copy-and-normalise of the key that
+// SetBytesV does each time.
+var (
+	keyBudget  = []byte(policy.HeaderBudget)
+	keyBaggage = []byte(headerBaggage)
+)
+
+// Upstream is one --upstreams entry, or the catch-all for unknown hosts.
+type Upstream struct {
+	Name     string
+	Attempts int
+	Known    bool
+	// Index is the entry's position in Forwarder.Upstreams (-1 for the
+	// catch-all): engines keep per-upstream state of their own by it.
+	Index    int
+	Budget   *policy.RetryBudget
+	Breaker  *policy.Breaker
+	M        *UpMetrics
+	Resolved string // the --resolve address of its name, if any
+}
+
+// Forwarder is the forwarding core of one proxy: the configuration, the
+// upstream table, the policy and the metrics both engines share.
+type Forwarder struct {
+	Cfg *Config
+	pol policy.Policy
+	// Upstreams is the table, in --upstreams order; Unknown is the
+	// catch-all of hosts none of them names.
+	Upstreams []*Upstream
+	Unknown   *Upstream
+	ledger    *policy.KeyLedger
+	methods   [][]byte
+	M         *Metrics
+	Logger    *log.Logger
+	accessLog *accesslog.Writer // nil: --access-log=off (EnableAccessLog)
+
+	selfPort []byte       // the data listener's port, for loop detection
+	selfAddr *net.TCPAddr // the data listener's address
+	scratch  sync.Pool
+}
+
+// Scratch is an exchange's reusable buffers.
+type Scratch struct {
+	bag  []byte // copy of the incoming baggage value (all baggage headers, joined)
+	out  []byte // rewritten baggage value
+	num  []byte
+	conn []byte // copy of the Connection header, whose tokens name hop-by-hop headers
+}
+
+// New builds the core from a validated Config. logger may be nil.
+func New(cfg *Config, logger *log.Logger) *Forwarder {
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	f := &Forwarder{
+		Cfg: cfg,
+		pol: policy.Policy{RetryOn: cfg.RetryOn, BackoffBase: cfg.BackoffBase, BackoffMax: cfg.BackoffMax, Jitter: cfg.BackoffJitter},
+		M:   NewMetrics(), Logger: logger,
+		ledger: policy.NewKeyLedger(cfg.KeyTTL, 100000),
+	}
+	f.scratch.New = func() any { return &Scratch{} }
+	for _, m := range cfg.RetryMethods {
+		f.methods = append(f.methods, []byte(m))
+	}
+	for i, u := range cfg.Upstreams {
+		up := &Upstream{
+			Name: u.Name, Attempts: u.Attempts, Known: true, Index: i,
+			Budget:  policy.NewRetryBudget(cfg.BudgetPercent, cfg.BudgetMinPerSecond, cfg.BudgetWindow),
+			Breaker: policy.NewBreaker(cfg.BreakerFailures, cfg.BreakerWindow, cfg.BreakerOpenFor),
+		}
+		up.Resolved = cfg.Resolve[u.Name]
+		up.M = f.M.forUpstream(u.Name, up.Budget, up.Breaker)
+		f.Upstreams = append(f.Upstreams, up)
+	}
+	f.Unknown = &Upstream{Name: "unknown", Attempts: 1, Index: -1}
+	f.Unknown.M = f.M.forUpstream("unknown", nil, nil)
+	return f
+}
+
+// GetScratch and PutScratch pool the buffers of exchanges that are not
+// pooled with their own (the goroutine engine's).
+func (f *Forwarder) GetScratch() *Scratch   { return f.scratch.Get().(*Scratch) } //nolint:forcetypeassert // only Scratch is pooled
+func (f *Forwarder) PutScratch(sc *Scratch) { f.scratch.Put(sc) }
+
+// Listening records the data listener's address, for IsSelf.
+func (f *Forwarder) Listening(addr net.Addr) {
+	if a, ok := addr.(*net.TCPAddr); ok {
+		f.selfPort = []byte(strconv.Itoa(a.Port))
+		f.selfAddr = a
+	}
+}
+
+// ResolveAddr maps host:port through --resolve (by host name).
+func (f *Forwarder) ResolveAddr(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if r, ok := f.Cfg.Resolve[strings.ToLower(host)]; ok {
+		return r
+	}
+	return addr
+}
+
+// Match finds the upstream a request host names; nil if none.
+func (f *Forwarder) Match(host []byte) *Upstream {
+	for _, u := range f.Upstreams {
+		if policy.MatchHostIn(host, u.Name, f.Cfg.Namespace) {
+			return u
+		}
+	}
+	return nil
+}
+
+// IsSelf reports whether host:port names the data listener: its port on a
+// loopback, unspecified or "localhost" host, or on the listener's own host.
+// A host without a port means 80.
+func (f *Forwarder) IsSelf(hostPort []byte) bool {
+	if len(f.selfPort) == 0 {
+		return false
+	}
+	host := SplitHostPort(hostPort)
+	port := []byte("80")
+	if len(host) < len(hostPort) {
+		if i := bytes.LastIndexByte(hostPort, ':'); i >= 0 {
+			port = hostPort[i+1:]
+		}
+	}
+	if !bytes.Equal(port, f.selfPort) {
+		return false
+	}
+	if bytes.EqualFold(host, []byte("localhost")) {
+		return true
+	}
+	ip := net.ParseIP(string(host))
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	return f.selfAddr.IP.Equal(ip)
+}
+
+// SplitHostPort is the host of host:port ([v6] unbracketed); all of hp
+// when it has no port.
+func SplitHostPort(hp []byte) (host []byte) {
+	if len(hp) > 0 && hp[0] == '[' {
+		if i := bytes.IndexByte(hp, ']'); i > 0 {
+			return hp[1:i]
+		}
+	}
+	if i := bytes.LastIndexByte(hp, ':'); i >= 0 {
+		return hp[:i]
+	}
+	return hp
+}
+
+func (f *Forwarder) methodRetryable(m []byte) bool {
+	for _, x := range f.methods {
+		if bytes.Equal(x, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func newKey() []byte {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	out := make([]byte, 32)
+	hex.Encode(out, b[:])
+	return out
+}

@@ -1,0 +1,132 @@
+package forward
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// Metrics holds the proxy's Prometheus collectors in its own registry, so
+// several proxies can live in one process (tests, the storm lab). Both
+// engines count into it.
+type Metrics struct {
+	Reg      *prometheus.Registry
+	Requests *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	denied   *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	// Tunnels counts CONNECT and upgrade tunnels by kind.
+	Tunnels *prometheus.CounterVec
+	// Handoffs counts what the event loops hand to the goroutine engine, by
+	// reason (the loop's HandoffReason.String()).
+	Handoffs *prometheus.CounterVec
+	// LoopPanics counts panics an event loop contained (each a bug).
+	LoopPanics prometheus.Counter
+	// InFlight is read by a GaugeFunc at scrape time: one atomic add per
+	// request instead of a Gauge's compare-and-swap loop on a float.
+	InFlight atomic.Int64
+}
+
+// NewMetrics creates the collectors in a registry of their own.
+func NewMetrics() *Metrics {
+	m := &Metrics{Reg: prometheus.NewRegistry()}
+	m.Requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_requests_total", Help: "Calls through the proxy by upstream and the status code returned to the app.",
+	}, []string{"upstream", "code"})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_attempts_total", Help: "Attempts sent to each upstream (first tries and retries).",
+	}, []string{"upstream"})
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_retries_total", Help: "Retries sent to each upstream.",
+	}, []string{"upstream"})
+	m.denied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_retries_denied_total", Help: "Retryable failures not retried, by reason.",
+	}, []string{"upstream", "reason"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "retrycap_proxy_upstream_latency_seconds", Help: "Latency of one attempt to the upstream.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"upstream"})
+	m.Tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_tunnels_total", Help: "CONNECT and upgrade tunnels opened (never retried).",
+	}, []string{"kind"})
+	m.Handoffs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_loop_handoffs_total",
+		Help: "Connections the event loops handed to the goroutine engine, by what they could not serve themselves.",
+	}, []string{"reason"})
+	m.LoopPanics = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "retrycap_proxy_loop_panics_total",
+		Help: "Panics an event loop contained by closing the connection concerned (each one is a bug: please report it with the log line).",
+	})
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "retrycap_proxy_in_flight", Help: "Calls being handled.",
+	}, func() float64 { return float64(m.InFlight.Load()) })
+	m.Reg.MustRegister(m.Requests, m.attempts, m.retries, m.denied, m.latency, m.Tunnels, m.Handoffs, m.LoopPanics, inFlight,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// UpMetrics are one upstream's children, resolved once so the data path
+// never hashes label values.
+type UpMetrics struct {
+	name     string
+	parent   *Metrics
+	Attempts prometheus.Counter
+	Retries  prometheus.Counter
+	Latency  prometheus.Observer
+	Denied   [policy.NumReasons]prometheus.Counter
+
+	codeMu sync.Mutex
+	codes  [600]atomic.Pointer[counterBox]
+}
+
+type counterBox struct{ c prometheus.Counter }
+
+func (m *Metrics) forUpstream(name string, budget *policy.RetryBudget, br *policy.Breaker) *UpMetrics {
+	u := &UpMetrics{
+		name: name, parent: m,
+		Attempts: m.attempts.WithLabelValues(name),
+		Retries:  m.retries.WithLabelValues(name),
+		Latency:  m.latency.WithLabelValues(name),
+	}
+	for r := policy.Reason(1); r < policy.NumReasons; r++ {
+		u.Denied[r] = m.denied.WithLabelValues(name, r.String())
+	}
+	if budget != nil {
+		m.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "retrycap_proxy_retry_budget_available", Help: "Retries the budget would grant now.",
+			ConstLabels: prometheus.Labels{"upstream": name},
+		}, func() float64 { return float64(budget.Available(NowNanos())) }))
+	}
+	if br != nil {
+		m.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "retrycap_proxy_breaker_state", Help: "Circuit breaker state: 0 closed, 1 open, 2 half-open.",
+			ConstLabels: prometheus.Labels{"upstream": name},
+		}, func() float64 { return float64(br.State(NowNanos())) }))
+	}
+	return u
+}
+
+// Code counts one call's final status; children are created once per code.
+func (u *UpMetrics) Code(status int) {
+	if status < 0 || status >= len(u.codes) {
+		status = 0
+	}
+	if b := u.codes[status].Load(); b != nil {
+		b.c.Inc()
+		return
+	}
+	u.codeMu.Lock()
+	b := u.codes[status].Load()
+	if b == nil {
+		b = &counterBox{c: u.parent.Requests.WithLabelValues(u.name, strconv.Itoa(status))}
+		u.codes[status].Store(b)
+	}
+	u.codeMu.Unlock()
+	b.c.Inc()
+}
