@@ -29,6 +29,11 @@ const (
 	ReasonRetryCycle        = "RetryCycle"
 	ReasonInvalidAnnotation = "InvalidAnnotation"
 	ReasonReconciled        = "Reconciled"
+	// ReasonNothingSelected (WithinCap Unknown): the policy selects no workload.
+	ReasonNothingSelected = "NothingSelected"
+	// ReasonNoUpstreamsDeclared (WithinCap Unknown): no selected workload declares
+	// retrycap.dev/upstreams, so the graph has no edges to check.
+	ReasonNoUpstreamsDeclared = "NoUpstreamsDeclared"
 )
 
 // RetryPolicySpec declares the cap on retry multiplication for the workloads it selects, and what

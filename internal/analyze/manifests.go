@@ -85,6 +85,8 @@ type Summary struct {
 type Manifests struct {
 	Policies  []*v1alpha1.RetryPolicy
 	Workloads []workload.Workload
+	// Services are the v1 Services read (services.go).
+	Services []workload.Service
 	// Sources maps policies ("RetryPolicy/ns/name") and workloads (Workload.Key) to where
 	// they were read.
 	Sources  map[string]Source
@@ -437,8 +439,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 	case "v1 Pod":
 		obj = &corev1.Pod{}
 	case "v1 Service":
-		m.Summary.Services++
-		return nil
+		return r.service(m, src, js, &tm)
 	case v1alpha1.GroupVersion.String() + " RetryPolicy":
 		p := &v1alpha1.RetryPolicy{}
 		if err := json.Unmarshal(js, p); err != nil {
@@ -675,7 +676,7 @@ func (m *Manifests) Analyze() *Report {
 	})
 	var prs []PolicyReport
 	for _, p := range ps {
-		r, a := workload.Analyze(p, m.Workloads)
+		r, a := workload.Analyze(p, m.Workloads, m.Services...)
 		pr := FromAnalysis(p, r, a)
 		pr.source = m.Sources["RetryPolicy/"+p.Namespace+"/"+p.Name]
 		pr.serviceSource = map[string]Source{}
@@ -685,6 +686,13 @@ func (m *Manifests) Analyze() *Report {
 					pr.serviceSource[svc] = m.Sources[w.Key()]
 				}
 			}
+			// A Service's node, and a fix that names the workload ("Deployment ns/name: ...").
+			for _, n := range r.Nodes(w.Key()) {
+				if _, ok := pr.serviceSource[n]; !ok {
+					pr.serviceSource[n] = m.Sources[w.Key()]
+				}
+			}
+			pr.serviceSource[w.String()] = m.Sources[w.Key()]
 		}
 		prs = append(prs, pr)
 	}

@@ -37,7 +37,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	cur := map[string][]annotations.Upstream{} // workload key -> upstreams being lowered
 	byKey := map[string]*Patch{}
 	for _, p := range ps {
-		r := workload.Build(p, m.Workloads)
+		r := workload.Build(p, m.Workloads, m.Services...)
 		a := graph.Analyze(r.Graph, r.Cap)
 		if a.WithinCap() {
 			continue
@@ -50,8 +50,9 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		def := max(p.Spec.Retry.DefaultAttempts, 1)
 		for _, w := range r.Selected {
 			key := w.Key()
-			svc, ok := r.ServiceOf[key]
-			if !ok {
+			// The nodes w's edges belong to: its service name, or the Services selecting it.
+			nodes := r.Nodes(key)
+			if len(nodes) == 0 {
 				continue
 			}
 			ups, seen := cur[key]
@@ -67,7 +68,13 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 				if now == 0 {
 					now = def
 				}
-				if v, ok := plan.New(svc, workload.NormalizeUpstream(u.Name, w.Namespace)); ok && v < int64(now) {
+				v, ok := int64(0), false
+				for _, n := range nodes { // the lowest any of its nodes' edges needs
+					if nv, nok := plan.New(n, workload.NormalizeUpstream(u.Name, w.Namespace)); nok && (!ok || nv < v) {
+						v, ok = nv, true
+					}
+				}
+				if ok && v < int64(now) {
 					ups[i].Attempts = int32(v)
 					pt := byKey[key]
 					if pt == nil {

@@ -57,13 +57,14 @@ type PolicyReport struct {
 	// ViolationsTotal is how many over-cap paths there are; at most graph.MaxViolations are listed.
 	ViolationsTotal int `json:"violationsTotal"`
 	// Errors are invalid annotations (and a bad selector); Warnings are notes such as an
-	// entrypoint no selected workload provides.
+	// entrypoint no selected workload provides, then how upstream names resolved through
+	// Services (workload.Result.Notes).
 	Errors   []string  `json:"errors,omitempty"`
 	Warnings []string  `json:"warnings,omitempty"`
 	Graph    GraphView `json:"graph"`
 
 	source        Source            // where the policy was read, when from files
-	serviceSource map[string]Source // service -> where its first selected workload was read
+	serviceSource map[string]Source // node (service name or Service) or workload ("Deployment ns/name") -> where its first selected workload was read
 }
 
 // GraphView is the graph itself, for renderers.
@@ -72,9 +73,9 @@ type GraphView struct {
 	Edges    []graph.Edge    `json:"edges"`
 }
 
-// ForPolicy analyses one policy over the given workloads.
-func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload) PolicyReport {
-	r, a := workload.Analyze(p, ws)
+// ForPolicy analyses one policy over the given workloads and Services.
+func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload, svcs ...workload.Service) PolicyReport {
+	r, a := workload.Analyze(p, ws, svcs...)
 	return FromAnalysis(p, r, a)
 }
 
@@ -92,7 +93,7 @@ func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis
 		LoadEntrypoint: a.LoadEntrypoint, LoadIsBound: a.LoadIsBound,
 		Entrypoints: a.Entrypoints, Chains: a.Chains, Cycle: a.Cycle, Violations: a.Violations,
 		ViolationsTotal: a.ViolationsTotal, Workloads: len(r.Selected),
-		Warnings: r.Warnings,
+		Warnings: append(append([]string(nil), r.Warnings...), r.Notes...),
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
 	}
 	for _, w := range r.Selected {

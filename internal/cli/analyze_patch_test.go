@@ -33,6 +33,13 @@ func TestAnalyzePatchAppliedIsWithinCap(t *testing.T) {
 		{"ties", func(r analyze.Reader, m *analyze.Manifests) []error {
 			return r.ReadPathsInto(m, []string{"testdata/honest/ties.yaml"})
 		}, 3},
+		// Through Services: the edges out of a Service's node are the selected workloads' own.
+		{"bookinfo (Services)", func(r analyze.Reader, m *analyze.Manifests) []error {
+			return r.ReadPathsInto(m, []string{"testdata/services/bookinfo.yaml"})
+		}, 2},
+		{"emojivoto (Services)", func(r analyze.Reader, m *analyze.Manifests) []error {
+			return r.ReadPathsInto(m, []string{"testdata/services/emojivoto.yaml"})
+		}, 1},
 		{"storm27 and incident18", func(r analyze.Reader, m *analyze.Manifests) []error {
 			return r.ReadPathsInto(m, []string{"testdata/storm27.yaml", "testdata/incident18.yaml"})
 		}, 4},

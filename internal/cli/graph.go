@@ -14,6 +14,7 @@ import (
 	"github.com/retrycap/retrycap/internal/analyze"
 	"github.com/retrycap/retrycap/internal/cluster"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
+	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -24,14 +25,17 @@ func NewGraphCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graph [POLICY] [-n NAMESPACE | -A]",
 		Short: "Show the live call graph of each RetryPolicy: the attempts on every edge, the worst path marked",
-		Long: `graph reads the RetryPolicies and the workloads (Deployments, StatefulSets, DaemonSets and bare
-Pods) of a namespace from the cluster and prints each policy's graph, computed exactly as the
+		Long: `graph reads the RetryPolicies, the workloads (Deployments, StatefulSets, DaemonSets and bare
+Pods) and the Services of a namespace from the cluster and prints each policy's graph, computed exactly as the
 controller computes its status: as a tree from the entrypoints with the attempts on each edge
 ("-x3->") and the worst path marked "*", or as JSON, Graphviz DOT or Mermaid.
 
 The cluster is found like kubectl finds it: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
 else the in-cluster service account; the namespace defaults to the kubeconfig context's.
-It needs get/list on retrypolicies, deployments, statefulsets, daemonsets and pods.
+Upstream names resolve through the namespace's Services, as in the controller: a Service's
+selector picks the workloads behind the name. A policy that selects no workload, or whose
+workloads declare no upstreams, is said so on stderr: it is not "within its cap".
+It needs get/list on retrypolicies, deployments, statefulsets, daemonsets, pods and services.
 
 Exit status: 0 when every policy shown is within its cap; 1 when one is over its cap or has a
 retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
@@ -70,9 +74,13 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 			if len(args) == 1 {
 				policy = args[0]
 			}
-			rep, err := liveReport(cmd.Context(), c, ns, policy)
+			rep, notes, err := liveReport(cmd.Context(), c, ns, policy)
 			if err != nil {
 				return &ExitError{Code: ExitBadInput, Msg: "graph: " + err.Error()}
+			}
+			// What the tree cannot show: a policy with nothing to check is not "within its cap".
+			for _, n := range notes {
+				fmt.Fprintln(stderr, n)
 			}
 			if len(rep.Policies) == 0 {
 				where := "in namespace " + ns
@@ -101,15 +109,16 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 }
 
 // liveReport reads the policies of ns ("" = every namespace; policy, if set, only that one)
-// and their namespaces' workloads, and analyses them with the shared builder, as the controller
-// does.
-func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analyze.Report, error) {
+// and their namespaces' workloads and Services, and analyses them with the shared builder, as
+// the controller does. notes say, per policy, what its WithinCap condition says when there is
+// nothing to check (it selects no workload, or none declares upstreams).
+func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analyze.Report, []string, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	var list v1alpha1.RetryPolicyList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("listing RetryPolicies: %w", err)
+		return nil, nil, fmt.Errorf("listing RetryPolicies: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]
@@ -120,7 +129,9 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 	})
 	found := false
 	workloadsOf := map[string][]workload.Workload{}
+	servicesOf := map[string][]workload.Service{}
 	var prs []analyze.PolicyReport
+	var notes []string
 	for i := range list.Items {
 		p := &list.Items[i]
 		if policy != "" && p.Name != policy {
@@ -131,14 +142,37 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 		if !ok {
 			var err error
 			if ws, err = cluster.ListWorkloads(ctx, c, p.Namespace); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			workloadsOf[p.Namespace] = ws
+			svcs, err := cluster.ListServices(ctx, c, p.Namespace)
+			if err != nil {
+				return nil, nil, err
+			}
+			servicesOf[p.Namespace] = svcs
 		}
-		prs = append(prs, analyze.ForPolicy(p, ws))
+		r, a := workload.Analyze(p, ws, servicesOf[p.Namespace]...)
+		prs = append(prs, analyze.FromAnalysis(p, r, a))
+		if n := nothingToCheck(r); n != "" {
+			notes = append(notes, "RetryPolicy "+p.Namespace+"/"+p.Name+": "+n)
+		}
 	}
 	if policy != "" && !found {
-		return nil, fmt.Errorf("RetryPolicy %s/%s not found", ns, policy)
+		return nil, nil, fmt.Errorf("RetryPolicy %s/%s not found", ns, policy)
 	}
-	return analyze.NewReport(prs), nil
+	return analyze.NewReport(prs), notes, nil
+}
+
+// nothingToCheck is the WithinCap condition's message when the policy has nothing to check
+// (status.NothingSelectedMessage, status.NoUpstreamsMessage), else "".
+func nothingToCheck(r *workload.Result) string {
+	switch {
+	case len(r.Errors) > 0:
+		return ""
+	case len(r.Selected) == 0:
+		return status.NothingSelectedMessage(r.Policy)
+	case r.Declaring == 0:
+		return status.NoUpstreamsMessage(len(r.Selected))
+	}
+	return ""
 }

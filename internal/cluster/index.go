@@ -11,10 +11,14 @@ import (
 	"github.com/retrycap/retrycap/internal/gate"
 )
 
-// FeedIndex feeds the workload index (gate.Index: the gate, the injector and the controller read it) from the manager's informers (created here if no one else
-// uses them yet; they start with the cache): the workloads (WatchedKinds, Pods as
-// metadata) and the RetryPolicies, whose changes make their prepared graphs stale. Updates that do
-// not touch a workload's labels or annotations leave the index alone (Index.Put says so).
+// FeedIndex feeds the workload index (gate.Index: the gate, the injector and the controller read
+// it) from the manager's informers (created here if no one else uses them yet; they start with
+// the cache): the workloads (WatchedKinds, Pods as metadata), the Services (cut down by
+// ServiceTransform: a change relinks the workloads it fronts, makes the namespace's prepared
+// graphs stale and is told to the index's subscribers, like a workload change) and the
+// RetryPolicies, whose changes make their prepared graphs stale. Updates that do not touch a
+// workload's labels or annotations, or a Service's selector or type, leave the index alone
+// (Index.Put and PutService say so).
 func FeedIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
 	h := toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -49,6 +53,15 @@ func FeedIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
 		}
 		x.AddSynced(reg.HasSynced)
 	}
+	sinf, err := c.GetInformer(ctx, ServiceObject())
+	if err != nil {
+		return fmt.Errorf("getting the Service informer: %w", err)
+	}
+	sreg, err := sinf.AddEventHandler(serviceHandler(x))
+	if err != nil {
+		return fmt.Errorf("adding the workload index handler to the Service informer: %w", err)
+	}
+	x.AddSynced(sreg.HasSynced)
 	// Created now also so that the first request does not start (and wait for) it.
 	pinf, err := c.GetInformer(ctx, &v1alpha1.RetryPolicy{})
 	if err != nil {
@@ -59,6 +72,27 @@ func FeedIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
 		return fmt.Errorf("adding the gate's RetryPolicy handler: %w", err)
 	}
 	return nil
+}
+
+// serviceHandler feeds Index.PutService and RemoveService from the Service informer.
+func serviceHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := ServiceOf(obj); ok {
+				x.PutService(s)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if s, ok := ServiceOf(obj); ok {
+				x.PutService(s)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := ServiceOf(obj); ok {
+				x.RemoveService(s)
+			}
+		},
+	}
 }
 
 // policyHandler feeds Index.PolicyChanged from the RetryPolicy informer.

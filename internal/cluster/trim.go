@@ -16,7 +16,8 @@ const LastAppliedAnnotation = corev1.LastAppliedConfigAnnotation
 // CacheOptions are the manager's cache options: every object is trimmed before it is stored
 // (TrimForCache), so the controller, the gate and the injector read the same small objects and
 // the manager's memory follows the number of workloads, not the size of their specs. Pods are
-// watched as metadata only (PodMetadata) and so are trimmed by the default transform.
+// watched as metadata only (PodMetadata) and so are trimmed by the default transform, and
+// Services are cut down to what the graph and the mesh layer read (ServiceTransform).
 func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: TrimForCache}
 }
@@ -25,7 +26,9 @@ func CacheOptions() cache.Options {
 // replaced by a copy holding only its identity (name, namespace, uid, resourceVersion,
 // generation, timestamps) and its pod template's labels and annotations (what
 // workload.FromObject reads): no spec, no status, no labels or annotations of its own, no
-// managedFields, no last-applied-configuration: >95% of a realistic workload's bytes. Any other object
+// managedFields, no last-applied-configuration: >95% of a realistic workload's bytes. A Service
+// keeps its identity, labels, retry.linkerd.io/ annotations, selector and type
+// (ServiceTransform). Any other object
 // (Pod metadata, Namespaces, RetryPolicies) keeps its content without managedFields and
 // last-applied-configuration. A cached workload is therefore not a complete object: retrycap
 // only reads workloads, and must never write one back from its cache.
@@ -43,6 +46,8 @@ func TrimForCache(in any) (any, error) {
 		out := &appsv1.DaemonSet{TypeMeta: o.TypeMeta, ObjectMeta: identity(o.ObjectMeta)}
 		out.Spec.Template.ObjectMeta = templateMeta(o.Spec.Template.ObjectMeta)
 		return out, nil
+	case *corev1.Service:
+		return ServiceTransform(o)
 	case *metav1.PartialObjectMetadata:
 		o.ObjectMeta = trimMeta(o.ObjectMeta)
 		return o, nil

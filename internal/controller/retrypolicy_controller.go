@@ -43,6 +43,7 @@ const conflictRetry = 100 * time.Millisecond
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // RetryPolicyReconciler keeps the status of each RetryPolicy equal to the analysis of the
@@ -110,15 +111,22 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 	if r.Index != nil {
 		// Parsed once per workload version, kept sorted: the graph of 20,000 workloads builds
 		// in ~10 ms, where listing, converting and parsing them took most of ~190 ms.
-		in.Result = workload.BuildParsed(p, r.Index.Parsed(p.Namespace))
+		// With the namespace's Services: the graph's nodes are the names callers use.
+		in.Result = workload.BuildParsed(p, r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace))
 		in.Analysis = graph.Analyze(in.Result.Graph, in.Result.Cap)
+		// As workload.Analyze does: a fix on an edge out of a Service's node names the workloads.
+		in.Result.NameWorkloads(in.Analysis)
 		return in, nil
 	}
 	ws, err := cluster.ListWorkloads(ctx, r.Client, p.Namespace)
 	if err != nil {
 		return in, err
 	}
-	in.Result, in.Analysis = workload.Analyze(p, ws)
+	svcs, err := cluster.ListServices(ctx, r.Client, p.Namespace)
+	if err != nil {
+		return in, err
+	}
+	in.Result, in.Analysis = workload.Analyze(p, ws, svcs...)
 	return in, nil
 }
 
@@ -142,8 +150,10 @@ func (r *RetryPolicyReconciler) now() time.Time {
 }
 
 // SetupWithManager watches RetryPolicies (spec changes only: the controller's own status writes
-// do not bring it back) and the workload index (labels, retrycap annotations and existence only),
-// mapping a changed workload to the policies of its namespace that select it.
+// do not bring it back) and the workload index: a changed workload (labels, retrycap
+// annotations and existence only) is mapped to the policies of its namespace that select it, a
+// changed Service (selector and type only; cut down by the manager's cache transform) to every
+// policy of its namespace: which workloads a Service fronts is the graph's to say.
 func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -177,7 +187,15 @@ type indexSource struct {
 }
 
 func (s *indexSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	s.r.Index.OnChange(func(old, new *workload.Workload) {
+	s.r.Index.OnChange(func(c gate.Change) {
+		if c.Service != nil {
+			// The index tells only of changes to a selector or a type.
+			for _, req := range s.r.namespacePolicies(ctx, *c.Service) {
+				q.Add(req)
+			}
+			return
+		}
+		old, new := c.Old, c.New
 		if old != nil && new != nil && sameGraphInput(*old, *new) {
 			return
 		}
@@ -218,6 +236,20 @@ func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, w workload.Work
 		if selects, err := workload.Selects(p, w); err == nil && selects {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 		}
+	}
+	return out
+}
+
+// namespacePolicies maps a Service of namespace ns to every policy of ns.
+func (r *RetryPolicyReconciler) namespacePolicies(ctx context.Context, svc workload.Service) []reconcile.Request {
+	var list v1alpha1.RetryPolicyList
+	if err := r.Client.List(ctx, &list, client.InNamespace(svc.Namespace)); err != nil {
+		log.FromContext(ctx).Error(err, "listing the RetryPolicies of a Service's namespace", "service", svc.Namespace+"/"+svc.Name)
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}}
 	}
 	return out
 }

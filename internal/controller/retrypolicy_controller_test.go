@@ -212,13 +212,14 @@ var _ = Describe("RetryPolicy status", func() {
 		teamB := types.NamespacedName{Namespace: ns, Name: "team-b"}
 		bWrites := counted.Counts(teamB).StatusWrites
 
-		// Deleting a workload of team a changes team-a only.
+		// Deleting a workload of team a changes team-a only; what is left declares no upstreams,
+		// which the status says rather than a green WithinCap.
 		Expect(k8sClient.Delete(ctx, deployment(ns, "a-front", "", nil))).To(Succeed())
 		Eventually(verdictOfPolicy(ctx, ns, "team-a")).Should(Equal(verdict{
 			Amplification: 1, WorstPath: "a-back",
 			Ready: "True", ReadyWhy: v1alpha1.ReasonReconciled,
-			Within: "True", WithinWhy: v1alpha1.ReasonWithinCap,
-			WithinMessage: "amplification 1 <= cap 2 (worst path a-back)",
+			Within: "Unknown", WithinWhy: v1alpha1.ReasonNoUpstreamsDeclared,
+			WithinMessage: "none of the 1 selected workload(s) declares retrycap.dev/upstreams: no edges, nothing to check",
 		}))
 		Expect(counted.Counts(teamB).StatusWrites).To(Equal(bWrites))
 

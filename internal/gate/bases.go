@@ -55,15 +55,16 @@ func (x *Index) WantsBase(ns string, relevant int) bool {
 	return relevant >= baseMinWorkloads && relevant*baseShare >= x.Len(ns)
 }
 
-// RelevantCount is len(RelevantParsed(ns, svc, ups)), without building the list.
-func (x *Index) RelevantCount(ns, svc string, ups []string) int {
+// RelevantCount is about len(RelevantParsed(ns, svcs, ups)), without building the list (a
+// workload reached under several nodes counts once per node).
+func (x *Index) RelevantCount(ns string, svcs, ups []string) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := x.byNS[ns]
 	if n == nil {
 		return 0
 	}
-	_, visited := n.reach(svc, ups)
+	_, visited := n.reach(svcs, ups)
 	count := 0
 	for _, id := range visited {
 		count += len(n.services[id].keys)
@@ -117,10 +118,11 @@ func (x *Index) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.RetryPolicy)
 	for i, e := range n.sorted {
 		ps[i] = e.p
 	}
+	set := n.sharedSet()
 	x.mu.RUnlock()
 	// Built outside the index's lock: informer events go on meanwhile, and a change makes the
 	// next request build again.
-	pb.base = workload.NewBase(p, ps)
+	pb.base = workload.NewBase(p, ps, set)
 	pb.gen, pb.policyUID, pb.policyGen = gen, string(p.UID), p.Generation
 	return pb.base
 }

@@ -42,6 +42,9 @@ type Source interface {
 	// the prepared graph spares a request whose chains reach much of a large namespace the build
 	// and analysis of thousands of services.
 	Prepared(p *v1alpha1.RetryPolicy) *workload.Base
+	// Services returns the namespace's Services (nil: none), through which callers reach
+	// workloads (workload.ServiceSet.Nodes).
+	Services() *workload.ServiceSet
 }
 
 // stored is a Source read once: Workloads is called at most once per Decide.
@@ -59,6 +62,13 @@ func (s *stored) workloads() []*workload.Parsed {
 		}
 	}
 	return s.ps
+}
+
+func (s *stored) services() *workload.ServiceSet {
+	if s.src == nil {
+		return nil
+	}
+	return s.src.Services()
 }
 
 func (s *stored) prepared(p *v1alpha1.RetryPolicy) *workload.Base {
@@ -98,12 +108,23 @@ type verdict struct {
 	policy *v1alpha1.RetryPolicy
 	judge  *graph.Judgement
 	plan   *graph.Plan
+	// node is the node judged: the incoming workload's service name, or the Service it is
+	// reached under whose paths are the worst.
+	node string
+	// via is the incoming workload ("Deployment ns/name") when node is a Service's name, not its
+	// own: the message's suggestion names the workload whose annotation to change.
+	via string
 }
 
 func policyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.Name }
 
 func (v verdict) message() string {
-	return graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
+	msg := graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
+	if v.via != "" {
+		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
+		msg = strings.Replace(msg, "even with "+v.node+": ", "even with "+v.via+": ", 1)
+	}
+	return msg
 }
 
 // Decide judges one admission of a workload:
@@ -275,19 +296,32 @@ func judge(p *v1alpha1.RetryPolicy, w workload.Workload, old *workload.Workload,
 			if !j.Over {
 				return verdict{}, false, nil
 			}
-			return verdict{policy: p, judge: j, plan: plan}, true, nil
+			return verdict{policy: p, judge: j, plan: plan, node: incoming.ServiceName()}, true, nil
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
-	r := workload.BuildJudgedParsed(p, src.workloads(), incoming)
-	svc := w.ServiceName()
-	j := graph.Judge(r.Graph, r.Cap, svc)
-	if !j.Over {
+	svcs := src.services()
+	r := workload.BuildJudgedParsed(p, src.workloads(), incoming, svcs)
+	// Every node the workload is reached under carries its edges; the worst is judged (the
+	// first, own name before Services by name, on a tie).
+	var j *graph.Judgement
+	svc := ""
+	for _, n := range r.Nodes(incoming.Key()) {
+		nj := graph.Judge(r.Graph, r.Cap, n)
+		if j == nil || nj.Over && (!j.Over || nj.Amplification > j.Amplification) {
+			j, svc = nj, n
+		}
+	}
+	if j == nil || !j.Over {
 		return verdict{}, false, nil
 	}
 	// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
 	plan, _ := graph.PlanLocal(r.Graph, r.Cap, svc)
-	return verdict{policy: p, judge: j, plan: plan}, true, nil
+	v := verdict{policy: p, judge: j, plan: plan, node: svc}
+	if svc != incoming.ServiceName() {
+		v.via = w.String()
+	}
+	return v, true, nil
 }
 
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'
@@ -299,7 +333,6 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		// Unreachable: Decide denies a malformed value before it plans.
 		return nil, []string{err.Error()}
 	}
-	svc := incoming.ServiceName()
 	var warnings, names, explains []string
 	changed := false
 	for _, v := range rewrites {
@@ -308,7 +341,7 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		}
 		lowered := false
 		for i, u := range ups {
-			n, ok := v.plan.Changed(svc, workload.NormalizeUpstream(u.Name, v.policy.Namespace))
+			n, ok := v.plan.Changed(v.node, workload.NormalizeUpstream(u.Name, v.policy.Namespace))
 			if !ok {
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrycap/retrycap/internal/workload"
@@ -25,7 +26,7 @@ type Index struct {
 
 	// subscribers are told of every change (OnChange), after it is applied.
 	subMu       sync.RWMutex
-	subscribers []func(old, new *workload.Workload)
+	subscribers []func(Change)
 
 	// The prepared graphs' refresh (see bases.go).
 	dirtyMu sync.Mutex
@@ -49,6 +50,11 @@ type nsWorkloads struct {
 	services []service
 	free     []int32             // ids of services that have gone, for reuse
 	list     []workload.Workload // nil: rebuild on next read; read-only once built
+	// set is the namespace's Services indexed for the builder (nil: none). Changed in place
+	// until it is handed out (setShared: a request or a prepared graph being built outside the
+	// lock may hold it), then copied on the next change (ownSet).
+	set       *workload.ServiceSet
+	setShared atomic.Bool
 	// gen counts the changes to items: a policy's prepared graph (bases) is valid for one.
 	gen uint64
 	// bases are the policies' prepared graphs of the namespace, by policy namespace/name.
@@ -56,14 +62,17 @@ type nsWorkloads struct {
 }
 
 type sortedEntry struct {
-	p   *workload.Parsed
-	svc int32
+	p *workload.Parsed
+	// nodes are the ids of the nodes p's edges belong to (workload.ServiceSet.Nodes): its
+	// service name's alone without Services; none when a Service shadows that name without
+	// selecting it.
+	nodes []int32
 }
 
 type service struct {
 	name    string
 	out, in []edgeCount
-	// keys are the workloads that provide the service.
+	// keys are the workloads that provide the service (are reached under its name).
 	keys map[string]struct{}
 }
 
@@ -111,14 +120,14 @@ func (x *Index) Workloads(ns string) []workload.Workload {
 // subgraph of this one, so the set is a superset of what any policy needs and the judgement is
 // the same as over the whole namespace (TestRelevantMatchesWholeNamespace checks this on random
 // graphs). The slice is the caller's; the workloads are shared and immutable.
-func (x *Index) RelevantParsed(ns, svc string, ups []string) []*workload.Parsed {
+func (x *Index) RelevantParsed(ns string, svcs, ups []string) []*workload.Parsed {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := x.byNS[ns]
 	if n == nil {
 		return nil
 	}
-	seen, visited := n.reach(svc, ups)
+	seen, visited := n.reach(svcs, ups)
 	count := 0
 	for _, id := range visited {
 		count += len(n.services[id].keys)
@@ -131,8 +140,11 @@ func (x *Index) RelevantParsed(ns, svc string, ups []string) []*workload.Parsed 
 		// Much of the namespace (a service everything reaches): filtering the sorted list is
 		// cheaper than sorting the subset.
 		for _, e := range n.sorted {
-			if seen[e.svc] != 0 {
-				out = append(out, e.p)
+			for _, id := range e.nodes {
+				if seen[id] != 0 {
+					out = append(out, e.p)
+					break
+				}
 			}
 		}
 		return out
@@ -143,12 +155,15 @@ func (x *Index) RelevantParsed(ns, svc string, ups []string) []*workload.Parsed 
 		}
 	}
 	slices.SortFunc(out, func(a, b *workload.Parsed) int { return workload.Compare(a.Workload, b.Workload) })
-	return out
+	// A workload reached under several nodes (a Service and its own name) was listed once per
+	// node reached.
+	return slices.CompactFunc(out, func(a, b *workload.Parsed) bool { return a == b })
 }
 
-// reach marks the services of n that reach svc (up) or that svc or ups reach (down), and lists
-// each once in visited, so that what follows costs what was reached (see RelevantParsed).
-func (n *nsWorkloads) reach(svc string, ups []string) (seen []uint8, visited []int32) {
+// reach marks the services of n that reach one of svcs (up) or that svcs or ups reach (down),
+// and lists each once in visited, so that what follows costs what was reached (see
+// RelevantParsed).
+func (n *nsWorkloads) reach(svcs, ups []string) (seen []uint8, visited []int32) {
 	// A bit per direction: a service above svc may also lie below one of its upstreams (a
 	// cycle), and must then be walked downwards too.
 	const up, down = 1, 2
@@ -176,11 +191,16 @@ func (n *nsWorkloads) reach(svc string, ups []string) (seen []uint8, visited []i
 			}
 		}
 	}
-	start, ok := n.ids[svc]
-	if ok {
-		stack = append(stack, start)
-		reach(up)
-		stack = append(stack, start)
+	for _, svc := range svcs {
+		if start, ok := n.ids[svc]; ok {
+			stack = append(stack, start)
+		}
+	}
+	reach(up)
+	for _, svc := range svcs {
+		if start, ok := n.ids[svc]; ok {
+			stack = append(stack, start)
+		}
 	}
 	for _, u := range ups {
 		if id, ok := n.ids[u]; ok {
@@ -206,21 +226,32 @@ func sameWorkload(a, b workload.Workload) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
+// Change is one change the index applied: a workload's (Old and New) or a Service's (Service).
+type Change struct {
+	// Old and New are a changed workload's versions: Old nil for an add, New nil for a removal;
+	// both nil for a Service change.
+	Old, New *workload.Workload
+	// Service is a changed Service (its new version, or the removed one); nil for a workload
+	// change. Which workloads it fronts, and so which policies' graphs it changes, is the graph's
+	// to say: a subscriber treats it as a change to every policy of its namespace.
+	Service *workload.Service
+}
+
 // OnChange adds f to the functions told of each change the index applies, after it applied it
-// (so f reads the index as changed): old is nil for an add, new nil for a removal. f runs on the
-// informer's goroutine: it must be quick (the controller enqueues requests). A Put that changes
-// nothing (same labels and annotations) tells no one.
-func (x *Index) OnChange(f func(old, new *workload.Workload)) {
+// (so f reads the index as changed): a workload's put or removal, or a Service's. f runs on the
+// informer's goroutine: it must be quick (the controller enqueues requests). A Put or PutService
+// that changes nothing (same labels and annotations; same selector and type) tells no one.
+func (x *Index) OnChange(f func(Change)) {
 	x.subMu.Lock()
 	defer x.subMu.Unlock()
 	x.subscribers = append(x.subscribers, f)
 }
 
-func (x *Index) notify(old, new *workload.Workload) {
+func (x *Index) notify(c Change) {
 	x.subMu.RLock()
 	defer x.subMu.RUnlock()
 	for _, f := range x.subscribers {
-		f(old, new)
+		f(c)
 	}
 }
 
@@ -245,18 +276,14 @@ func (x *Index) Parsed(ns string) []*workload.Parsed {
 // Put adds or replaces w (an informer's add or update).
 func (x *Index) Put(w workload.Workload) {
 	if old, changed := x.put(w); changed {
-		x.notify(old, &w)
+		x.notify(Change{Old: old, New: &w})
 	}
 }
 
 func (x *Index) put(w workload.Workload) (*workload.Workload, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	n := x.byNS[w.Namespace]
-	if n == nil {
-		n = &nsWorkloads{items: map[string]*workload.Parsed{}, ids: map[string]int32{}}
-		x.byNS[w.Namespace] = n
-	}
+	n := x.ns(w.Namespace)
 	key := w.Key()
 	if prev, ok := n.items[key]; ok && sameWorkload(prev.Workload, w) {
 		return nil, false
@@ -265,8 +292,8 @@ func (x *Index) put(w workload.Workload) (*workload.Workload, bool) {
 	var old *workload.Workload
 	if prev, ok := n.items[key]; ok {
 		old = &prev.Workload
-		n.unlink(prev)
 		i := n.position(prev) // same key, same place
+		n.unlink(n.sorted[i])
 		n.sorted[i] = sortedEntry{e, n.link(e)}
 	} else {
 		n.sorted = slices.Insert(n.sorted, n.position(e), sortedEntry{e, n.link(e)})
@@ -280,7 +307,7 @@ func (x *Index) put(w workload.Workload) (*workload.Workload, bool) {
 // Remove forgets w (an informer's delete, or a Pod that gained a controller).
 func (x *Index) Remove(w workload.Workload) {
 	if old := x.remove(w); old != nil {
-		x.notify(old, nil)
+		x.notify(Change{Old: old})
 	}
 }
 
@@ -296,16 +323,138 @@ func (x *Index) remove(w workload.Workload) *workload.Workload {
 	if !ok {
 		return nil
 	}
-	n.unlink(prev)
-	delete(n.items, key)
 	i := n.position(prev)
+	n.unlink(n.sorted[i])
+	delete(n.items, key)
 	n.sorted = slices.Delete(n.sorted, i, i+1)
 	n.list = nil
 	n.changed(x, w.Namespace)
-	if len(n.items) == 0 {
+	if len(n.items) == 0 && n.set == nil {
 		delete(x.byNS, w.Namespace)
 	}
 	return &prev.Workload
+}
+
+// ns returns namespace ns's entry, adding it if need be. Called with x.mu held for writing.
+func (x *Index) ns(ns string) *nsWorkloads {
+	n := x.byNS[ns]
+	if n == nil {
+		n = &nsWorkloads{items: map[string]*workload.Parsed{}, ids: map[string]int32{}}
+		x.byNS[ns] = n
+	}
+	return n
+}
+
+// Services returns ns's Services indexed for the builder; nil when it has none. Shared and
+// immutable.
+func (x *Index) Services(ns string) *workload.ServiceSet {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if n := x.byNS[ns]; n != nil {
+		return n.sharedSet()
+	}
+	return nil
+}
+
+// Nodes returns the nodes w's edges belong to in its namespace (workload.ServiceSet.Nodes):
+// where a request about w starts its walk.
+func (x *Index) Nodes(w workload.Workload) []string {
+	set := x.Services(w.Namespace)
+	if set == nil {
+		return []string{w.ServiceName()}
+	}
+	nodes, _ := set.Nodes(workload.Parse(w))
+	return nodes
+}
+
+// PutService adds or replaces a Service (an informer's add or update). A change to its selector
+// or type relinks the workloads it selected or selects, and those of its name, and makes the
+// namespace's prepared graphs stale, like a workload change.
+// Its subscribers (OnChange) are told after it is applied.
+func (x *Index) PutService(s workload.Service) {
+	if x.putService(s) {
+		x.notify(Change{Service: &s})
+	}
+}
+
+func (x *Index) putService(s workload.Service) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := x.ns(s.Namespace)
+	old, had := n.set.Get(s.Namespace, s.Name)
+	if had && old.ExternalName == s.ExternalName && maps.Equal(old.Selector, s.Selector) {
+		return false
+	}
+	n.ownSet().Put(s)
+	n.servicesChanged(x, s.Namespace, s, old, had)
+	return true
+}
+
+// RemoveService forgets a Service (an informer's delete). Its subscribers (OnChange) are told
+// after it is applied.
+func (x *Index) RemoveService(s workload.Service) {
+	if old, ok := x.removeService(s); ok {
+		x.notify(Change{Service: &old})
+	}
+}
+
+func (x *Index) removeService(s workload.Service) (workload.Service, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := x.byNS[s.Namespace]
+	if n == nil {
+		return workload.Service{}, false
+	}
+	old, had := n.set.Get(s.Namespace, s.Name)
+	if !had {
+		return workload.Service{}, false
+	}
+	n.ownSet().Remove(s.Namespace, s.Name)
+	if n.set.Len() == 0 {
+		n.set = nil
+	}
+	n.servicesChanged(x, s.Namespace, old, old, true)
+	if len(n.items) == 0 && n.set == nil {
+		delete(x.byNS, s.Namespace)
+	}
+	return old, true
+}
+
+// ownSet returns n.set to change in place: a copy if it has been handed out since the last
+// change (a request or a prepared graph may be reading it), so that the informer's initial list
+// of thousands of Services costs one insert each, not a copy of the set each. Called with x.mu
+// held for writing.
+func (n *nsWorkloads) ownSet() *workload.ServiceSet {
+	switch {
+	case n.set == nil:
+		n.set = &workload.ServiceSet{}
+	case n.setShared.Load():
+		n.set = n.set.Clone()
+	}
+	n.setShared.Store(false)
+	return n.set
+}
+
+// sharedSet returns n.set, marked as handed out. Called with x.mu held at least for reading.
+func (n *nsWorkloads) sharedSet() *workload.ServiceSet {
+	if n.set != nil && !n.setShared.Load() {
+		n.setShared.Store(true)
+	}
+	return n.set
+}
+
+// servicesChanged relinks the workloads whose nodes the change of Service now (was old, if had)
+// can move: those either version selects, and those whose service name is its name. O(workloads
+// of the namespace) per change. Called with x.mu held for writing.
+func (n *nsWorkloads) servicesChanged(x *Index, ns string, now, old workload.Service, had bool) {
+	for i, e := range n.sorted {
+		w := e.p.Workload
+		if now.Selects(w) || had && old.Selects(w) || e.p.ServiceName() == now.Name {
+			n.unlink(e)
+			n.sorted[i].nodes = n.link(e.p)
+		}
+	}
+	n.changed(x, ns)
 }
 
 // position is where e is, or belongs, in n.sorted.
@@ -337,40 +486,54 @@ func (n *nsWorkloads) id(name string) int32 {
 // do not grow the table.
 func (n *nsWorkloads) release(id int32) {
 	s := &n.services[id]
-	if len(s.keys) == 0 && len(s.out) == 0 && len(s.in) == 0 {
+	if s.name != "" && len(s.keys) == 0 && len(s.out) == 0 && len(s.in) == 0 {
 		delete(n.ids, s.name)
 		*s = service{}
 		n.free = append(n.free, id)
 	}
 }
 
-// link adds e's service and edges; it returns the service's id.
-func (n *nsWorkloads) link(e *workload.Parsed) int32 {
-	from := n.id(e.ServiceName())
-	if n.services[from].keys == nil {
-		n.services[from].keys = map[string]struct{}{}
-	}
-	n.services[from].keys[e.Key()] = struct{}{}
-	for _, u := range e.UpstreamNames() {
-		to := n.id(u)
-		n.services[from].out = addCount(n.services[from].out, to)
-		n.services[to].in = addCount(n.services[to].in, from)
-	}
-	return from
-}
-
-func (n *nsWorkloads) unlink(e *workload.Parsed) {
-	from := n.ids[e.ServiceName()]
-	delete(n.services[from].keys, e.Key())
-	for _, u := range e.UpstreamNames() {
-		to := n.ids[u]
-		n.services[from].out = dropCount(n.services[from].out, to)
-		n.services[to].in = dropCount(n.services[to].in, from)
-		if to != from {
-			n.release(to)
+// link adds e's nodes (workload.ServiceSet.Nodes) and their edges; it returns the nodes' ids.
+func (n *nsWorkloads) link(e *workload.Parsed) []int32 {
+	names, _ := n.set.Nodes(e)
+	ids := make([]int32, len(names))
+	for i, name := range names {
+		from := n.id(name)
+		ids[i] = from
+		if n.services[from].keys == nil {
+			n.services[from].keys = map[string]struct{}{}
+		}
+		n.services[from].keys[e.Key()] = struct{}{}
+		for _, u := range e.UpstreamNames() {
+			to := n.id(u)
+			n.services[from].out = addCount(n.services[from].out, to)
+			n.services[to].in = addCount(n.services[to].in, from)
 		}
 	}
-	n.release(from)
+	return ids
+}
+
+// unlink removes what link added for e.
+func (n *nsWorkloads) unlink(e sortedEntry) {
+	ups := e.p.UpstreamNames()
+	tos := make([]int32, len(ups))
+	for i, u := range ups {
+		tos[i] = n.ids[u]
+	}
+	for _, from := range e.nodes {
+		delete(n.services[from].keys, e.p.Key())
+		for _, to := range tos {
+			n.services[from].out = dropCount(n.services[from].out, to)
+			n.services[to].in = dropCount(n.services[to].in, from)
+		}
+	}
+	// Released once every edge is gone: a node may be an upstream of another of e's nodes.
+	for _, to := range tos {
+		n.release(to)
+	}
+	for _, from := range e.nodes {
+		n.release(from)
+	}
 }
 
 func addCount(es []edgeCount, to int32) []edgeCount {

@@ -205,8 +205,8 @@ func TestIndexChurnMatchesFreshIndex(t *testing.T) {
 			t.Fatalf("round %d: %d sorted entries for %d workloads, or out of order", round, len(n.sorted), len(live))
 		}
 		for _, e := range n.sorted {
-			if n.services[e.svc].name != e.p.ServiceName() {
-				t.Fatalf("round %d: %s filed under service %q", round, e.p.Workload, n.services[e.svc].name)
+			if len(e.nodes) != 1 || n.services[e.nodes[0]].name != e.p.ServiceName() {
+				t.Fatalf("round %d: %s filed under nodes %v", round, e.p.Workload, e.nodes)
 			}
 		}
 		if len(n.ids) != len(f.ids) {
@@ -220,7 +220,7 @@ func TestIndexChurnMatchesFreshIndex(t *testing.T) {
 			return k
 		}
 		for name := range f.ids {
-			got, want := keys(x.RelevantParsed("shop", name, nil)), keys(fresh.RelevantParsed("shop", name, nil))
+			got, want := keys(x.RelevantParsed("shop", []string{name}, nil)), keys(fresh.RelevantParsed("shop", []string{name}, nil))
 			if !slices.Equal(got, want) {
 				t.Fatalf("round %d: relevant to %s after churn %v, fresh %v", round, name, got, want)
 			}
@@ -230,7 +230,7 @@ func TestIndexChurnMatchesFreshIndex(t *testing.T) {
 
 // relevant is RelevantParsed's workloads.
 func (x *Index) relevant(ns, svc string, ups []string) []workload.Workload {
-	ps := x.RelevantParsed(ns, svc, ups)
+	ps := x.RelevantParsed(ns, []string{svc}, ups)
 	if ps == nil {
 		return nil
 	}

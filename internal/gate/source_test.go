@@ -19,6 +19,16 @@ func (ws workloads) Workloads() []*workload.Parsed {
 
 func (workloads) Prepared(*v1alpha1.RetryPolicy) *workload.Base { return nil }
 
+func (workloads) Services() *workload.ServiceSet { return nil }
+
+// withServices is a Source over fixed workloads and Services.
+type withServices struct {
+	workloads
+	svcs []workload.Service
+}
+
+func (s withServices) Services() *workload.ServiceSet { return workload.NewServiceSet(s.svcs) }
+
 // indexSource is the index's Source for a request about incoming, with the prepared graphs used
 // as mode says rather than as the handler decides.
 func indexSource(x *Index, incoming workload.Workload, mode baseMode) Source {

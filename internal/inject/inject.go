@@ -92,7 +92,7 @@ func Decide(cfg Config, in Input) Decision {
 	if err != nil {
 		return skip(InvalidPolicy, "%v", err)
 	}
-	args := ProxyArgs(svc, ups, IsEntrypoint(p, in.Workloads, w), settings)
+	args := ProxyArgs(svc, ups, IsEntrypoint(p, in.Workloads, w, in.Services...), settings)
 
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxyContainer(cfg.ProxyImage, args))
 	for i := range pod.Spec.Containers {
@@ -131,6 +131,9 @@ type Input struct {
 	// calls. A policy that lists spec.entrypoints does not need them. Those that reach the pod's
 	// service are enough (the manager passes gate.Index.RelevantWorkloads).
 	Workloads []workload.Workload
+	// Services are the namespace's Services: a pod whose workload a Service fronts is an
+	// entrypoint when that Service's node is (callers reach the Service).
+	Services []workload.Service
 }
 
 // Decision is the outcome for one pod.
@@ -237,19 +240,20 @@ func selectingPolicies(ps []v1alpha1.RetryPolicy, w workload.Workload) (enabled,
 	return enabled, disabled, errs
 }
 
-// IsEntrypoint reports whether w's service is an entrypoint of p's graph, built by the shared
-// builder from ws with w in place of its stored version: listed in spec.entrypoints, or, when the
-// policy lists none, a selected service no selected service calls. The proxy's --entrypoint is
+// IsEntrypoint reports whether one of w's nodes (its service name, or a Service fronting it:
+// workload.ServiceSet.Nodes) is an entrypoint of p's graph, built by the shared builder from ws
+// and svcs with w in place of its stored version: listed in spec.entrypoints, or, when the
+// policy lists none, a selected node no selected node calls. The proxy's --entrypoint is
 // fixed when the pod is created; a policy that lists its entrypoints makes it independent of the
 // order in which workloads are deployed.
-func IsEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload) bool {
-	r := workload.BuildWith(p, ws, w)
-	svc, ok := r.ServiceOf[w.Key()]
-	if !ok {
+func IsEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
+	r := workload.BuildWith(p, ws, w, svcs...)
+	nodes := r.Nodes(w.Key())
+	if len(nodes) == 0 {
 		return false
 	}
 	for _, e := range graph.Analyze(r.Graph, r.Cap).Entrypoints {
-		if e.Service == svc {
+		if slices.Contains(nodes, e.Service) {
 			return true
 		}
 	}

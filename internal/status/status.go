@@ -141,7 +141,11 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 //     workload (Kind namespace/name), the annotation, the token and the column, then what the
 //     valid part shows.
 //  4. CapExceeded (False): the worst violation's message.
-//  5. WithinCap (True).
+//  5. NothingSelected (Unknown): the policy selects no workload; a green WithinCap would claim a
+//     check that did not happen. The message names the selector and the namespace.
+//  6. NoUpstreamsDeclared (Unknown): no selected workload carries retrycap.dev/upstreams, so there
+//     are no edges to check; the message says how many workloads are selected.
+//  7. WithinCap (True).
 func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	c := metav1.Condition{Type: v1alpha1.ConditionWithinCap, ObservedGeneration: in.Generation, LastTransitionTime: in.Now}
 	a := in.Analysis
@@ -161,11 +165,32 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	case !a.WithinCap():
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonCapExceeded
 		c.Message = verdict(a)
+	case in.Result != nil && len(in.Result.Selected) == 0:
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNothingSelected
+		c.Message = NothingSelectedMessage(in.Result.Policy)
+	case in.Result != nil && in.Result.Declaring == 0:
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoUpstreamsDeclared
+		c.Message = NoUpstreamsMessage(len(in.Result.Selected))
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonWithinCap
 		c.Message = verdict(a)
 	}
 	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// NothingSelectedMessage says that p selects no workload: "spec.selector {...} selects no
+// workload in namespace shop: nothing to check", or, without a selector, "namespace shop has no
+// workload: nothing to check".
+func NothingSelectedMessage(p *v1alpha1.RetryPolicy) string {
+	if p.Spec.Selector == nil {
+		return "namespace " + p.Namespace + " has no workload: nothing to check"
+	}
+	return "spec.selector " + renderSelector(p.Spec.Selector) + " selects no workload in namespace " + p.Namespace + ": nothing to check"
+}
+
+// NoUpstreamsMessage says that none of the n selected workloads declares upstreams.
+func NoUpstreamsMessage(n int) string {
+	return fmt.Sprintf("none of the %d selected workload(s) declares retrycap.dev/upstreams: no edges, nothing to check", n)
 }
 
 // cycleMessage is the cycle violation's message: "retry cycle a -x2-> b -x1-> a: amplification

@@ -77,9 +77,31 @@ func TestSet(t *testing.T) {
 			within: cond{"True", "WithinCap", "amplification 1 <= cap 3 (worst path gateway)"},
 		},
 		{
+			// Not a green WithinCap: nothing was checked.
 			name: "no workloads", in: input(pol(3)),
 			ready:  cond{"True", "Reconciled", "analysed 0 selected workload(s): 0 service(s), 0 edge(s)"},
-			within: cond{"True", "WithinCap", "amplification 0 <= cap 3"}, bounded: ptr(true),
+			within: cond{"Unknown", "NothingSelected", "namespace shop has no workload: nothing to check"}, bounded: ptr(true),
+		},
+		{
+			name: "a selector that selects nothing", in: input(func() *v1alpha1.RetryPolicy {
+				p := pol(3)
+				p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "payments"}}
+				return p
+			}(), shop...),
+			ready:  cond{"True", "Reconciled", "analysed 0 selected workload(s): 0 service(s), 0 edge(s)"},
+			within: cond{"Unknown", "NothingSelected", `spec.selector {"matchLabels":{"team":"payments"}} selects no workload in namespace shop: nothing to check`}, bounded: ptr(true),
+		},
+		{
+			name: "selected workloads that declare no upstreams", in: input(pol(3), dep("gateway", ""), dep("db", "")),
+			amplification: 1, bounded: ptr(true), worstPath: "db",
+			ready:  cond{"True", "Reconciled", "analysed 2 selected workload(s): 2 service(s), 0 edge(s)"},
+			within: cond{"Unknown", "NoUpstreamsDeclared", "none of the 2 selected workload(s) declares retrycap.dev/upstreams: no edges, nothing to check"},
+		},
+		{
+			name: "client attempts over the cap without edges: CapExceeded first", in: input(pol(1, client2), dep("gateway", "")),
+			amplification: 2, bounded: ptr(true), worstPath: "gateway", violations: 1,
+			ready:  cond{"True", "Reconciled", "analysed 1 selected workload(s): 1 service(s), 0 edge(s)"},
+			within: cond{"False", "CapExceeded", "client -x2-> gateway = 2 > cap 1"},
 		},
 		{
 			name: "two branches, the worse one at the cap", in: input(pol(3), dep("a", "b=3, c=2"), dep("b", ""), dep("c", "")),
@@ -260,4 +282,32 @@ func deref(b *bool) any {
 		return nil
 	}
 	return *b
+}
+
+// A violation through a Service's node names the workloads whose annotation to change.
+func TestSetNamesTheWorkloadsBehindAService(t *testing.T) {
+	lbl := func(app string) map[string]string { return map[string]string{"app": app} }
+	w := func(name, app, ups string) workload.Workload {
+		return workload.Workload{Kind: workload.KindDeployment, Namespace: "bookinfo", Name: name, Labels: lbl(app), Annotations: map[string]string{annotations.Upstreams: ups}}
+	}
+	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: "p", Generation: 4},
+		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4, Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}}}
+	ws := []workload.Workload{w("productpage-v1", "productpage", "reviews=3"), w("reviews-v1", "reviews", ""), w("reviews-v2", "reviews", "ratings=3"), w("ratings-v1", "ratings", "")}
+	svcs := []workload.Service{
+		{Namespace: "bookinfo", Name: "productpage", Selector: lbl("productpage")},
+		{Namespace: "bookinfo", Name: "reviews", Selector: lbl("reviews")},
+		{Namespace: "bookinfo", Name: "ratings", Selector: lbl("ratings")},
+	}
+	r, a := workload.Analyze(p, ws, svcs...)
+	st := &v1alpha1.RetryPolicyStatus{}
+	Set(st, Input{Generation: 4, Result: r, Analysis: a, Now: t0})
+	want := []v1alpha1.Violation{{Path: []string{"productpage", "reviews", "ratings"}, Amplification: 9,
+		Message:    "client -x1-> productpage -x3-> reviews -x3-> ratings = 9 > cap 4",
+		Suggestion: "Deployment bookinfo/reviews-v2: ratings=1"}}
+	if !reflect.DeepEqual(st.Violations, want) {
+		t.Fatalf("violations\n %+v\nwant\n %+v", st.Violations, want)
+	}
+	if got := condOf(st, v1alpha1.ConditionWithinCap); got != (cond{"False", "CapExceeded", want[0].Message}) {
+		t.Fatalf("WithinCap %+v", got)
+	}
 }

@@ -301,7 +301,7 @@ var _ = Describe("workload gate", Ordered, func() {
 		createChains(ctx, ns, chains*5)
 		waitForPolicy(ctx, p)
 		Eventually(func() int { return gateWebhooks.Gate.index.Len(ns) }, cacheWait).Should(Equal(chains * 5))
-		Expect(gateWebhooks.Gate.index.WantsBase(ns, gateWebhooks.Gate.index.RelevantCount(ns, "auth", []string{"db"}))).To(BeTrue())
+		Expect(gateWebhooks.Gate.index.WantsBase(ns, gateWebhooks.Gate.index.RelevantCount(ns, []string{"auth"}, []string{"db"}))).To(BeTrue())
 
 		// Every chain multiplies to 2^5 = 32 at auth; auth -x2-> db makes 64 > 40. Which of the
 		// 60 equal chains the message names is not fixed (ties): the rest of it is.

@@ -49,7 +49,7 @@ type PodInjectorOptions struct {
 // The manager's permissions for the injector: it reads policies, namespaces and workloads from
 // its cache and records skips as events.
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;pods;services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -67,7 +67,8 @@ type PodInjector struct {
 }
 
 // SetupPodInjectorWithManager registers the pod injector at PodInjectorPath on the manager's
-// webhook server and creates the informers it reads (Namespaces, RetryPolicies, workloads), so
+// webhook server and creates the informers it reads (Namespaces, RetryPolicies; cluster.FeedIndex those of the
+// workloads and Services when it makes its own index), so
 // they start with the cache rather than on the first request.
 func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodInjector, error) {
 	if o.ProxyImage == "" {
@@ -169,7 +170,10 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if !h.index.HasSynced() && !toolscache.WaitForCacheSync(ctx.Done(), h.index.HasSynced) {
 		return in, fmt.Errorf("the manager's workload cache has not synced yet")
 	}
+	// The workloads reached from the pod's nodes (the Services fronting it, its own name) and
+	// its upstreams, through Services; the namespace's Services resolve them.
 	in.Workloads = h.index.RelevantWorkloads(workload.ForPod(pod))
+	in.Services = h.index.Services(pod.Namespace).List()
 	return in, nil
 }
 

@@ -68,9 +68,9 @@ func (v *PolicyValidator) validate(p *v1alpha1.RetryPolicy) (admission.Warnings,
 	if v.index == nil || !v.index.HasSynced() {
 		return append(warnings, "the manager's workload cache has not synced yet: entrypoints and the current amplification were not checked"), nil
 	}
-	r, a := workload.Analyze(p, v.index.Workloads(p.Namespace))
+	r, a := workload.Analyze(p, v.index.Workloads(p.Namespace), v.index.Services(p.Namespace).List()...)
 	for i, e := range p.Spec.Entrypoints {
-		if !r.Graph.IsSelected(e.Service) {
+		if !r.HasNode(e.Service) {
 			warnings = append(warnings, fmt.Sprintf("%s: %q is not the service of any workload this policy selects in namespace %s (yet)",
 				spec.Child("entrypoints").Index(i).Child("service"), e.Service, p.Namespace))
 		}

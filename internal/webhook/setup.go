@@ -52,6 +52,7 @@ type Webhooks struct {
 // metadata) and policies from its cache.
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 
 // SetupWithManager registers the workload gate at GatePath and the RetryPolicy validator at

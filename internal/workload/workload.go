@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -127,16 +129,45 @@ type Result struct {
 	// annotation it is left out. Either way the error is reported here, never dropped silently.
 	Errors []error
 	// Warnings are facts worth showing that are not errors, e.g. an entrypoint no selected
-	// workload provides.
+	// workload provides, or a Service that shadows a workload's service name without selecting
+	// it.
 	Warnings []string
+	// Notes say how upstream names were resolved through Services (a Service that selects
+	// differently named workloads, a Service that is a leaf): shown by analyze, not in the
+	// status.
+	Notes []string
+	// Declaring is how many selected workloads carry a non-blank retrycap.dev/upstreams
+	// annotation (valid or not).
+	Declaring int
+	// Services are the Services the graph was built with (nil: none).
+	Services *ServiceSet
+	// NodesOf maps each selected workload's Key to the nodes its edges belong to (see
+	// ServiceSet.Nodes); nil when the input has no Services (each is ServiceOf's node).
+	NodesOf map[string][]string
+	// fronts are, per Service node, the selected workloads it selects, sorted.
+	fronts map[string][]*Parsed
 }
 
-// Build reads the workloads p selects into p's graph: a node per service, an edge per upstream
-// (attempts default spec.retry.defaultAttempts, calls default 1; the larger values count when
-// two workloads of one service declare the same upstream), and the entrypoints of the spec
-// (clientAttempts default 1), or the graph's defaults when the spec lists none. Workloads are
-// processed in sorted order so the result does not depend on the order of ws.
-func Build(p *v1alpha1.RetryPolicy, ws []Workload) *Result {
+// Nodes returns the nodes the selected workload key's edges belong to: NodesOf, else its service
+// name; nil for a workload the result does not hold.
+func (r *Result) Nodes(key string) []string {
+	if r.NodesOf != nil {
+		return r.NodesOf[key]
+	}
+	if s, ok := r.ServiceOf[key]; ok {
+		return []string{s}
+	}
+	return nil
+}
+
+// Build reads the workloads p selects into p's graph: a node per name callers use, an edge per
+// upstream (attempts default spec.retry.defaultAttempts, calls default 1; the larger values
+// count when two workloads of one node declare the same upstream), and the entrypoints of the
+// spec (clientAttempts default 1), or the graph's defaults when the spec lists none. svcs are
+// the Services of the input (see ServiceSet.Nodes for how they name nodes); without them every
+// workload is the node of its service name. Workloads are processed in sorted order so the
+// result does not depend on the order of ws.
+func Build(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) *Result {
 	selects, err := Matcher(p)
 	var sel []*Parsed
 	if err == nil {
@@ -146,7 +177,7 @@ func Build(p *v1alpha1.RetryPolicy, ws []Workload) *Result {
 			}
 		}
 	}
-	return build(p, sel, err)
+	return build(p, sel, err, NewServiceSet(svcs))
 }
 
 // Parsed is a workload with what Build reads from its annotations parsed once, so that a caller
@@ -220,9 +251,9 @@ func Compare(a, b Workload) int {
 
 func compareParsed(a, b *Parsed) int { return Compare(a.Workload, b.Workload) }
 
-// BuildParsed is Build over workloads parsed beforehand. Already sorted by Compare, they are
-// not sorted again.
-func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed) *Result {
+// BuildParsed is Build over workloads parsed beforehand and Services indexed beforehand (nil:
+// none). Already sorted by Compare, they are not sorted again.
+func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Result {
 	selects, err := Matcher(p)
 	var sel []*Parsed
 	if err == nil {
@@ -233,19 +264,21 @@ func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed) *Result {
 			}
 		}
 	}
-	return build(p, sel, err)
+	return build(p, sel, err, svcs)
 }
 
 // build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged: sel are
-// the selected workloads (sorted here unless they already are), selErr a bad selector.
-func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
+// the selected workloads (sorted here unless they already are), selErr a bad selector, svcs the
+// namespace's Services (nil: none).
+func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSet) *Result {
 	edges := 0
 	for _, x := range sel {
 		edges += len(x.upstreams)
 	}
 	// Upstream-only services (leaves, other namespaces) come on top of the selected ones; the
 	// edge count bounds them.
-	r := &Result{Policy: p, Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.Spec.MaxAmplification), ServiceOf: make(map[string]string, len(sel))}
+	r := &Result{Policy: p, Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.Spec.MaxAmplification),
+		ServiceOf: make(map[string]string, len(sel)), Services: svcs}
 	def := defaultAttempts(p)
 	if selErr != nil {
 		r.Errors = append(r.Errors, selErr)
@@ -264,6 +297,9 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
 		if x.upstreamsErr != nil {
 			r.Errors = append(r.Errors, x.upstreamsErr)
 		}
+		if x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations[annotations.Upstreams]) != "" {
+			r.Declaring++
+		}
 		kept = append(kept, x)
 		r.ServiceOf[x.key] = x.service
 	}
@@ -273,23 +309,174 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error) *Result {
 			r.Selected[i] = x.Workload
 		}
 	}
-	// Services first, so that selected services get the lowest ids in a stable order.
-	for _, x := range kept {
-		r.Graph.AddService(x.service)
-	}
-	for _, x := range kept {
-		for _, u := range x.upstreams {
-			a, c := edgeValues(u, def)
-			r.Graph.AddEdge(x.service, u.Name, a, c)
+	if svcs == nil {
+		// Without Services each workload is the node of its service name: the common case,
+		// kept free of the resolution's maps.
+		for _, x := range kept {
+			r.Graph.AddService(x.service)
 		}
+		for _, x := range kept {
+			for _, u := range x.upstreams {
+				a, c := edgeValues(u, def)
+				r.Graph.AddEdge(x.service, u.Name, a, c)
+			}
+		}
+	} else {
+		r.resolve(kept, def)
 	}
 	for _, e := range p.Spec.Entrypoints {
-		if !r.Graph.IsSelected(e.Service) {
+		if !r.HasNode(e.Service) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
 		}
 		r.Graph.SetEntrypoint(e.Service, int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1)))
 	}
 	return r
+}
+
+// HasNode reports whether name is a node of some selected workload: its service name, or a
+// Service fronting it (an own-name node a Service fronts is one, though not selected in the
+// graph).
+func (r *Result) HasNode(name string) bool {
+	if r.Graph.IsSelected(name) {
+		return true
+	}
+	for _, nodes := range r.NodesOf {
+		if slices.Contains(nodes, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve adds kept's nodes and edges when the input has Services: each workload's edges go to
+// every node it is reached under (ServiceSet.Nodes); a Service node is selected (a default
+// entrypoint candidate) when it fronts a selected workload, an own-name node only when no
+// Service fronts its workload.
+func (r *Result) resolve(kept []*Parsed, def int64) {
+	svcs := r.Services
+	r.NodesOf = make(map[string][]string, len(kept))
+	r.fronts = map[string][]*Parsed{}
+	for _, x := range kept {
+		nodes, fronted := svcs.Nodes(x)
+		r.NodesOf[x.key] = nodes
+		ns := x.Workload.Namespace
+		for _, n := range nodes {
+			if n == x.service && !svcs.Has(ns, n) {
+				if !fronted {
+					r.Graph.AddService(n)
+				}
+				continue
+			}
+			r.Graph.AddService(n)
+			r.fronts[n] = append(r.fronts[n], x)
+		}
+		if s, ok := svcs.Get(ns, x.service); ok && !s.Selects(x.Workload) {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s does not select %s (service name %q): callers of %s reach the Service, not this workload", s, x.Workload, x.service, x.service))
+		}
+	}
+	for _, x := range kept {
+		for _, n := range r.NodesOf[x.key] {
+			for _, u := range x.upstreams {
+				a, c := edgeValues(u, def)
+				r.Graph.AddEdge(n, u.Name, a, c)
+			}
+		}
+	}
+	// What the resolution did, once per Service a selected workload calls.
+	noted := map[string]bool{}
+	for _, x := range kept {
+		for _, u := range x.upstreams {
+			if noted[u.Name] {
+				continue
+			}
+			s, ok := svcs.Get(x.Workload.Namespace, u.Name)
+			if !ok {
+				continue
+			}
+			noted[u.Name] = true
+			switch {
+			case s.ExternalName:
+				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s of type ExternalName: a leaf", u.Name, s))
+			case s.Leaf():
+				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s without a selector: a leaf", u.Name, s))
+			default:
+				var other []string
+				for _, f := range r.fronts[u.Name] {
+					if f.service != u.Name {
+						other = append(other, f.Workload.String())
+					}
+				}
+				if len(other) > 0 {
+					r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", u.Name, s, strings.Join(other, ", ")))
+				}
+			}
+		}
+	}
+}
+
+// Fronted returns the selected workloads whose edges node n carries because Service n selects
+// them, sorted; nil for a node that is no Service's.
+func (r *Result) Fronted(n string) []Workload {
+	var out []Workload
+	for _, x := range r.fronts[n] {
+		out = append(out, x.Workload)
+	}
+	return out
+}
+
+// NameWorkloads rewrites a's suggestions so that a change on an edge out of a Service's node
+// names the workloads whose annotation to change: "reviews: ratings=1" becomes
+// "Deployment bookinfo/reviews-v2: ratings=1" for each workload behind Service reviews that
+// declares ratings with more attempts than that. Suggestions about other nodes (a workload's
+// own service name) are left as they are.
+func (r *Result) NameWorkloads(a *graph.Analysis) {
+	if a == nil || len(r.fronts) == 0 {
+		return
+	}
+	def := defaultAttempts(r.Policy)
+	for i := range a.Violations {
+		v := &a.Violations[i]
+		if v.Suggestion == "" {
+			continue
+		}
+		parts := strings.Split(v.Suggestion, "; ")
+		var out []string
+		for _, part := range parts {
+			out = append(out, r.nameWorkloads(part, def)...)
+		}
+		v.Suggestion = strings.Join(out, "; ")
+	}
+}
+
+// nameWorkloads is NameWorkloads of one "node: upstream=attempts" part.
+func (r *Result) nameWorkloads(part string, def int64) []string {
+	node, change, ok := strings.Cut(part, ": ")
+	fronted := r.fronts[node]
+	if !ok || len(fronted) == 0 {
+		return []string{part}
+	}
+	eq := strings.LastIndexByte(change, '=')
+	if eq < 0 {
+		return []string{part}
+	}
+	up := change[:eq]
+	n, err := strconv.ParseInt(change[eq+1:], 10, 64)
+	if err != nil {
+		return []string{part}
+	}
+	var out []string
+	for _, x := range fronted {
+		for _, u := range x.upstreams {
+			if a, _ := edgeValues(u, def); u.Name == up && a > n {
+				out = append(out, x.Workload.String()+": "+change)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []string{part}
+	}
+	return out
 }
 
 // edgeValues are an upstream's attempts and calls in the graph: 0 (not written) is the policy's
@@ -328,9 +515,9 @@ type Base struct {
 }
 
 // NewBase builds p's graph of ps (sorted by Compare, as the gate's index keeps them; ps is not
-// modified) and analyses it.
-func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed) *Base {
-	r := BuildParsed(p, ps)
+// modified) with the namespace's Services svcs (nil: none) and analyses it.
+func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Base {
+	r := BuildParsed(p, ps, svcs)
 	return &Base{r: r, prep: graph.Prepare(r.Graph), def: defaultAttempts(p)}
 }
 
@@ -339,7 +526,8 @@ func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed) *Base {
 // by the base's policy: the same verdict, numbers and plan (graph.Prepared.JudgeWith says which
 // path is named on a tie). ok is false when only that build can tell: the service on a cycle
 // or the incoming edges closing one, a service name that is invalid, or an update that moves
-// its workload to another service; the caller then builds it.
+// its workload to another service, or a workload reached under more than one node or under a
+// Service's name that is not its own (Services; see ServiceSet.Nodes); the caller then builds it.
 func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok bool) {
 	if incoming.serviceErr != nil {
 		return nil, nil, false
@@ -347,6 +535,15 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 	if prev, stored := b.r.ServiceOf[incoming.key]; stored && prev != incoming.service {
 		// The stored version's edges and selection belong to another service.
 		return nil, nil, false
+	}
+	if b.r.Services != nil {
+		nodes, _ := b.r.Services.Nodes(incoming)
+		if len(nodes) != 1 || nodes[0] != incoming.service {
+			return nil, nil, false
+		}
+		if prev, stored := b.r.NodesOf[incoming.key]; stored && (len(prev) != 1 || prev[0] != incoming.service) {
+			return nil, nil, false
+		}
 	}
 	edges := make([]graph.Edge, len(incoming.upstreams))
 	for i, u := range incoming.upstreams {
@@ -358,45 +555,63 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 
 // BuildWith is Build with incoming in place of the stored workload of the same Kind, Namespace
 // and Name (or added, for a create): what the admission gate judges.
-func BuildWith(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload) *Result {
+func BuildWith(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, svcs ...Service) *Result {
 	all := make([]Workload, 0, len(ws)+1)
 	for _, w := range ws {
 		if w.Key() != incoming.Key() {
 			all = append(all, w)
 		}
 	}
-	return Build(p, append(all, incoming))
+	return Build(p, append(all, incoming), svcs...)
 }
 
 // BuildJudged is BuildWith for the admission gate, which judges the incoming workload's own
-// edges: other workloads sharing its service name (versions, canaries) keep their nodes but
-// contribute no outgoing edges, so the service's edges are exactly the incoming ones with the
-// incoming attempts. Otherwise a canary declaring order->payment=3 would make the merged (larger)
+// edges: other workloads sharing a node with it (its service name; with Services, a Service
+// that selects it too: versions, canaries) keep their nodes but contribute no outgoing edges,
+// so the node's edges are exactly the incoming ones with the incoming attempts. Otherwise a canary declaring order->payment=3 would make the merged (larger)
 // edge refuse a sibling that declares payment=1, and the suggestion would be about its numbers.
-func BuildJudged(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload) *Result {
+func BuildJudged(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, svcs ...Service) *Result {
 	ps := make([]*Parsed, len(ws))
 	for i, w := range ws {
 		ps[i] = Parse(w)
 	}
-	return BuildJudgedParsed(p, ps, Parse(incoming))
+	return BuildJudgedParsed(p, ps, Parse(incoming), NewServiceSet(svcs))
 }
 
 // BuildJudgedParsed is BuildJudged over workloads parsed beforehand; ps sorted by Compare (as
 // the gate's index keeps them) are not sorted again. ps is not modified.
-func BuildJudgedParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed) *Result {
+func BuildJudgedParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet) *Result {
 	all := make([]*Parsed, 0, len(ps)+1)
+	var inNodes []string
+	if svcs != nil {
+		inNodes, _ = svcs.Nodes(incoming)
+	}
 	for _, x := range ps {
 		if x.key == incoming.key {
 			continue
 		}
-		if x.hasUpstreams && x.service == incoming.service {
+		if x.hasUpstreams && sharesNode(x, incoming, inNodes, svcs) {
 			x = withoutUpstreams(x)
 		}
 		all = append(all, x)
 	}
 	// In its sorted place, so that a sorted ps stays sorted; build sorts anything else.
 	at, _ := slices.BinarySearchFunc(all, incoming, compareParsed)
-	return BuildParsed(p, slices.Insert(all, at, incoming))
+	return BuildParsed(p, slices.Insert(all, at, incoming), svcs)
+}
+
+// sharesNode reports whether x's edges go to one of the incoming workload's nodes inNodes.
+func sharesNode(x, incoming *Parsed, inNodes []string, svcs *ServiceSet) bool {
+	if svcs == nil {
+		return x.service == incoming.service
+	}
+	nodes, _ := svcs.Nodes(x)
+	for _, n := range nodes {
+		if slices.Contains(inNodes, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // withoutUpstreams is x as if it had no upstreams annotation (a copy: x is shared).
@@ -413,10 +628,13 @@ func withoutUpstreams(x *Parsed) *Parsed {
 	return &c
 }
 
-// Analyze is Build followed by graph.Analyze with the policy's cap.
-func Analyze(p *v1alpha1.RetryPolicy, ws []Workload) (*Result, *graph.Analysis) {
-	r := Build(p, ws)
-	return r, graph.Analyze(r.Graph, r.Cap)
+// Analyze is Build followed by graph.Analyze with the policy's cap, its suggestions naming the
+// workloads behind a Service's node (NameWorkloads).
+func Analyze(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) (*Result, *graph.Analysis) {
+	r := Build(p, ws, svcs...)
+	a := graph.Analyze(r.Graph, r.Cap)
+	r.NameWorkloads(a)
+	return r, a
 }
 
 // NormalizeUpstream maps an upstream name to its node in the graph of a policy in namespace ns:

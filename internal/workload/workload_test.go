@@ -329,18 +329,18 @@ func TestBuildParsedMatchesBuild(t *testing.T) {
 	if len(want.Errors) != 2 || want.Graph.NumEdges() != 4 {
 		t.Fatalf("the fixture says little: errors %v, edges %v", want.Errors, want.Graph.Edges())
 	}
-	same("unsorted", BuildParsed(p, parse(ws)), want)
+	same("unsorted", BuildParsed(p, parse(ws), nil), want)
 	sorted := parse(ws)
 	slices.SortFunc(sorted, compareParsed)
-	same("sorted", BuildParsed(p, sorted), want)
+	same("sorted", BuildParsed(p, sorted, nil), want)
 
 	incoming := deploy("shop", "order", "payment=4", nil)
 	before := slices.Clone(sorted)
-	same("judged", BuildJudgedParsed(p, sorted, Parse(incoming)), BuildJudged(p, ws, incoming))
+	same("judged", BuildJudgedParsed(p, sorted, Parse(incoming), nil), BuildJudged(p, ws, incoming))
 	if !slices.Equal(sorted, before) || sorted[slices.IndexFunc(sorted, func(x *Parsed) bool { return x.Key() == canary.Key() })].upstreams == nil {
 		t.Fatalf("BuildJudgedParsed changed the shared workloads")
 	}
-	j := BuildJudgedParsed(p, sorted, Parse(incoming))
+	j := BuildJudgedParsed(p, sorted, Parse(incoming), nil)
 	if e, _ := j.Graph.Edge("order", "payment"); e.Attempts != 4 {
 		t.Fatalf("judged order->payment = %+v, want the incoming 4 (the canary's 3 dropped)", e)
 	}

@@ -142,6 +142,7 @@ func TestDefaultInstall(t *testing.T) {
 			{"retrycap.dev", "retrypolicies", "list"}, {"retrycap.dev", "retrypolicies", "watch"},
 			{"retrycap.dev", "retrypolicies/status", "patch"},
 			{"", "pods", "list"}, {"", "pods", "watch"}, {"", "namespaces", "list"}, {"", "namespaces", "watch"},
+			{"", "services", "list"}, {"", "services", "watch"},
 			{"apps", "deployments", "watch"}, {"apps", "statefulsets", "watch"}, {"apps", "daemonsets", "watch"},
 			{"events.k8s.io", "events", "create"}, {"events.k8s.io", "events", "patch"},
 		} {
@@ -149,7 +150,7 @@ func TestDefaultInstall(t *testing.T) {
 				t.Errorf("ClusterRole retrycap-manager-role does not allow %s on %s.%s", need.verb, need.resource, need.group)
 			}
 		}
-		if allows(role.Rules, "", "pods", "update") || allows(role.Rules, "", "secrets", "get") {
+		if allows(role.Rules, "", "pods", "update") || allows(role.Rules, "", "secrets", "get") || allows(role.Rules, "", "services", "update") {
 			t.Errorf("ClusterRole retrycap-manager-role allows more than it needs: %+v", role.Rules)
 		}
 		var leader rbacv1.Role

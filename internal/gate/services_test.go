@@ -1,0 +1,399 @@
+package gate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/inject"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// withRandomServices labels ws into groups (app=g0..g5), makes some call Services by name
+// (svc0..svc3), and returns Services over the groups: some named like a workload's service
+// name (s0..), some not (svc0..), some without a selector, some ExternalName.
+func withRandomServices(r *rand.Rand, ws []workload.Workload) []workload.Service {
+	for i := range ws {
+		ws[i].Labels["app"] = fmt.Sprintf("g%d", r.IntN(6))
+		if r.IntN(3) == 0 {
+			up := fmt.Sprintf("svc%d=%d", r.IntN(4), 1+r.IntN(3))
+			if v := ws[i].Annotations[annotations.Upstreams]; v != "" && !strings.Contains(v, up[:4]) {
+				up = v + ", " + up
+			}
+			ws[i].Annotations[annotations.Upstreams] = up
+		}
+	}
+	var svcs []workload.Service
+	for k := r.IntN(7); k > 0; k-- {
+		s := workload.Service{Namespace: "shop", Name: fmt.Sprintf("svc%d", r.IntN(4)), Selector: map[string]string{"app": fmt.Sprintf("g%d", r.IntN(6))}}
+		if r.IntN(3) == 0 {
+			s.Name = fmt.Sprintf("s%d", r.IntN(8))
+		}
+		switch r.IntN(6) {
+		case 0:
+			s.Selector = nil
+		case 1:
+			s.ExternalName = true
+		}
+		svcs = append(svcs, s)
+	}
+	return svcs
+}
+
+// TestRelevantWithServicesMatchesWholeNamespace is TestRelevantMatchesWholeNamespace with
+// Services: the index links workloads under the Services that select them, so the relevant
+// subset, the index's parsed workloads and the prepared graph decide as the whole namespace does.
+func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	modes := []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit}
+	decisions, viaServices := 0, 0
+	for round := 0; round < 300; round++ {
+		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		svcs := withRandomServices(r, ws)
+		x := NewIndex()
+		// Services before and after the workloads: the index relinks either way.
+		half := len(svcs) / 2
+		for _, s := range svcs[:half] {
+			x.PutService(s)
+		}
+		for _, w := range ws {
+			x.Put(w)
+		}
+		for _, s := range svcs[half:] {
+			x.PutService(s)
+		}
+		set := workload.NewServiceSet(svcs)
+		var ps []*v1alpha1.RetryPolicy
+		for k := 1 + r.IntN(2); k > 0; k-- {
+			p := testPolicy(fmt.Sprintf("p%d", k), int32(1+r.IntN(12)), modes[r.IntN(3)], nil)
+			p.Spec.Entrypoints = nil
+			if r.IntN(3) == 0 {
+				p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: fmt.Sprintf("svc%d", r.IntN(4)), ClientAttempts: int32(1 + r.IntN(3))}}
+			}
+			ps = append(ps, p)
+		}
+		for i := 0; i < 5; i++ {
+			base := ws[r.IntN(len(ws))]
+			incoming := randomWorkloads(r, 1, round%2 == 0)[0]
+			incoming.Labels["app"] = fmt.Sprintf("g%d", r.IntN(6))
+			incoming.Name = base.Name
+			var old *workload.Workload
+			if r.IntN(2) == 0 {
+				old = &base
+			} else {
+				incoming.Name = fmt.Sprintf("new%d", i)
+			}
+			nodes, _ := set.Nodes(workload.Parse(incoming))
+			if len(nodes) != 1 || nodes[0] != incoming.ServiceName() {
+				viaServices++
+			}
+			full := Decide(Input{Policies: ps, Source: withServices{workloads(ws), svcs}, Incoming: incoming, Old: old})
+			var sub []workload.Workload
+			for _, p := range x.RelevantParsed("shop", x.Nodes(incoming), upstreamServices(incoming)) {
+				sub = append(sub, p.Workload)
+			}
+			got := Decide(Input{Policies: ps, Source: withServices{workloads(sub), svcs}, Incoming: incoming, Old: old})
+			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
+				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
+			}
+			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseNever)})
+			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
+				t.Fatalf("round %d: over the index the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
+			}
+			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseAlways)})
+			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
+				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
+			}
+			if !full.Allowed || full.Rewrite != nil || len(full.Warnings) > 0 {
+				decisions++
+			}
+		}
+	}
+	if decisions < 100 || viaServices < 300 {
+		t.Fatalf("only %d of 1500 random requests were refused, rewritten or warned, %d reached through a Service: the test says little", decisions, viaServices)
+	}
+	t.Logf("%d decisions, %d requests reached through a Service", decisions, viaServices)
+}
+
+// TestIndexServiceChurnMatchesFreshIndex adds, changes and removes Services around a fixed set
+// of workloads, then checks the index against one built from the surviving Services alone.
+func TestIndexServiceChurnMatchesFreshIndex(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 100; round++ {
+		ws := randomWorkloads(r, 5+r.IntN(20), false)
+		withRandomServices(r, ws) // the groups' labels and Service callers
+		x := NewIndex()
+		for _, w := range ws {
+			x.Put(w)
+		}
+		live := map[string]workload.Service{}
+		for step := 0; step < 20; step++ {
+			s := withRandomServices(r, nil)
+			if len(s) == 0 {
+				continue
+			}
+			if old, ok := live[s[0].Name]; ok && r.IntN(2) == 0 {
+				x.RemoveService(old)
+				delete(live, s[0].Name)
+				continue
+			}
+			x.PutService(s[0])
+			live[s[0].Name] = s[0]
+		}
+		fresh := NewIndex()
+		var list []workload.Service
+		for _, s := range live {
+			fresh.PutService(s)
+			list = append(list, s)
+		}
+		for _, w := range ws {
+			fresh.Put(w)
+		}
+		n, f := x.byNS["shop"], fresh.byNS["shop"]
+		if len(n.ids) != len(f.ids) {
+			t.Fatalf("round %d: %d nodes after churn, %d in a fresh index", round, len(n.ids), len(f.ids))
+		}
+		set := workload.NewServiceSet(list)
+		for _, e := range n.sorted {
+			want, _ := set.Nodes(e.p)
+			var got []string
+			for _, id := range e.nodes {
+				got = append(got, n.services[id].name)
+			}
+			if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
+				t.Fatalf("round %d: %s under %q, want %q", round, e.p.Workload, got, want)
+			}
+		}
+		for name := range f.ids {
+			a := x.RelevantParsed("shop", []string{name}, nil)
+			b := fresh.RelevantParsed("shop", []string{name}, nil)
+			if len(a) != len(b) {
+				t.Fatalf("round %d: %d relevant to %s after churn, %d fresh", round, len(a), name, len(b))
+			}
+		}
+		// Removing every Service and workload leaves nothing behind.
+		for _, s := range live {
+			x.RemoveService(s)
+		}
+		for _, w := range ws {
+			x.Remove(w)
+		}
+		if _, ok := x.byNS["shop"]; ok {
+			t.Fatalf("round %d: the namespace outlived its workloads and Services", round)
+		}
+	}
+}
+
+// A Service created after the workloads changes the verdict and makes the prepared graph stale:
+// emojivoto's web calls emoji-svc, which is a leaf until Service emoji-svc selects Deployment
+// emoji.
+func TestServiceChangesTheVerdict(t *testing.T) {
+	web := deployment("web", "emoji-svc=3")
+	web.Labels["app"] = "web-svc"
+	emoji := deployment("emoji", "db=2")
+	emoji.Labels["app"] = "emoji-svc"
+	x := NewIndex()
+	x.Put(web)
+	x.Put(emoji)
+	p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+	p.Spec.Entrypoints = nil
+	incoming := deployment("web", "emoji-svc=3")
+	incoming.Labels["app"] = "web-svc"
+	decide := func(mode baseMode) Decision {
+		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)})
+	}
+	if d := decide(baseAlways); !d.Allowed {
+		t.Fatalf("before the Service: %+v", d)
+	}
+	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", Selector: map[string]string{"app": "emoji-svc"}})
+	want := "RetryPolicy shop/p: web -x3-> emoji-svc -x2-> db = 6 > cap 4; web may keep emoji-svc=2"
+	for _, mode := range []baseMode{baseNever, baseAlways} {
+		if d := decide(mode); d.Allowed || d.Message != want {
+			t.Fatalf("mode %d after the Service: %q, want %q", mode, d.Message, want)
+		}
+	}
+	// A workload reached as a Service of another name: the suggestion names the workload.
+	canary := deployment("web-canary", "emoji-svc=3")
+	canary.Labels["app"] = "web-svc"
+	x.PutService(workload.Service{Namespace: "shop", Name: "web-svc", Selector: map[string]string{"app": "web-svc"}})
+	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: canary, Source: indexSource(x, canary, baseAuto)})
+	if want := "RetryPolicy shop/p: web-svc -x3-> emoji-svc -x2-> db = 6 > cap 4; Deployment shop/web-canary may keep emoji-svc=2"; d.Allowed || d.Message != want {
+		t.Fatalf("canary: %q, want %q", d.Message, want)
+	}
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "web-svc"})
+	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", ExternalName: true})
+	if d := decide(baseAlways); !d.Allowed {
+		t.Fatalf("after the Service became ExternalName: %+v", d)
+	}
+	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", Selector: map[string]string{"app": "emoji-svc"}})
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "emoji-svc"})
+	if d := decide(baseAlways); !d.Allowed {
+		t.Fatalf("after the Service was deleted: %+v", d)
+	}
+}
+
+// fiveThousandServices is fiveThousand with a Service in front of every workload (selector
+// app=svc-i): named like the workload (sameName, the common case: one node per workload), or
+// api-i with the callers calling api-(i+1) (two nodes per workload: the Service and its own name).
+func fiveThousandServices(sameName bool) ([]workload.Workload, []workload.Service) {
+	ws := fiveThousand()
+	svcs := make([]workload.Service, len(ws))
+	for i := range ws {
+		ws[i].Labels["app"] = ws[i].Name
+		name := ws[i].Name
+		if !sameName {
+			name = fmt.Sprintf("api-%d", i)
+			if ups := ws[i].Annotations[annotations.Upstreams]; ups != "" {
+				ws[i].Annotations[annotations.Upstreams] = "api-" + strings.TrimPrefix(ups, "svc-")
+			}
+		}
+		svcs[i] = workload.Service{Namespace: "shop", Name: name, Selector: map[string]string{"app": ws[i].Name}}
+	}
+	return ws, svcs
+}
+
+// BenchmarkGateDecision5kServices is the handler's path (index, prepared graph when it pays)
+// in the 5k namespace with a Service in front of every workload.
+func BenchmarkGateDecision5kServices(b *testing.B) {
+	for _, tt := range []struct {
+		name     string
+		sameName bool
+		incoming workload.Workload
+		want     string
+	}{
+		{"same-name", true, deployment("svc-2", "svc-3=3"), "RetryPolicy shop/checkout: svc-0 -x2-> svc-1 -x2-> svc-2 -x3-> svc-3 -x2-> svc-4 = 24 > cap 4; " +
+			"no rewrite fits: even with svc-2: svc-3=1, svc-0 -x2-> svc-1 -x2-> svc-2 -x1-> svc-3 -x2-> svc-4 = 8 > cap 4"},
+		{"api-name", false, deployment("svc-2", "api-3=3"), "RetryPolicy shop/checkout: api-0 -x2-> api-1 -x2-> api-2 -x3-> api-3 -x2-> api-4 = 24 > cap 4; " +
+			"no rewrite fits: even with Deployment shop/svc-2: api-3=1, api-0 -x2-> api-1 -x2-> api-2 -x1-> api-3 -x2-> api-4 = 8 > cap 4"},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			ws, svcs := fiveThousandServices(tt.sameName)
+			x := NewIndex()
+			for _, s := range svcs {
+				x.PutService(s)
+			}
+			for _, w := range ws {
+				x.Put(w)
+			}
+			p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+			p.Spec.Entrypoints = nil
+			incoming := tt.incoming
+			incoming.Labels["app"] = "svc-2"
+			in := Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming}
+			decide := func() Decision {
+				in.Source = x.For(incoming)
+				return Decide(in)
+			}
+			if d := decide(); d.Allowed || d.Message != tt.want {
+				b.Fatalf("%q, want %q", d.Message, tt.want)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				decide()
+			}
+		})
+	}
+}
+
+// The ServiceSet a request or a prepared graph holds is not changed by later Service events.
+func TestIndexServicesHandedOutStayPut(t *testing.T) {
+	x := NewIndex()
+	x.PutService(workload.Service{Namespace: "shop", Name: "a", Selector: map[string]string{"app": "a"}})
+	held := x.Services("shop")
+	x.PutService(workload.Service{Namespace: "shop", Name: "b", Selector: map[string]string{"app": "b"}})
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "a"})
+	if held.Len() != 1 || !held.Has("shop", "a") {
+		t.Fatalf("the handed-out set changed: %+v", held.List())
+	}
+	if now := x.Services("shop"); now.Len() != 1 || !now.Has("shop", "b") {
+		t.Fatalf("the index's set: %+v", now.List())
+	}
+	x.RemoveService(workload.Service{Namespace: "shop", Name: "b"})
+	if x.Services("shop") != nil || x.byNS["shop"] != nil {
+		t.Fatalf("the namespace outlived its last Service")
+	}
+}
+
+// The injector's question over RelevantWorkloads, with Services: a pod fronted by a Service, or
+// called through one, is an entrypoint over its relevant workloads exactly when it is over the
+// whole namespace.
+func TestRelevantWorkloadsWithServicesDecideEntrypoints(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	checked, entry, fronted := 0, 0, 0
+	for round := 0; round < 300; round++ {
+		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		svcs := withRandomServices(r, ws)
+		x := NewIndex()
+		for _, w := range ws {
+			x.Put(w)
+		}
+		for _, s := range svcs {
+			x.PutService(s)
+		}
+		p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+		p.Spec.Entrypoints = nil
+		for i := 0; i < 5; i++ {
+			w := ws[r.IntN(len(ws))]
+			full := inject.IsEntrypoint(p, ws, w, svcs...)
+			if got := inject.IsEntrypoint(p, x.RelevantWorkloads(w), w, x.Services(w.Namespace).List()...); got != full {
+				t.Fatalf("round %d: %s is an entrypoint over its relevant workloads: %v, over the namespace: %v", round, w, got, full)
+			}
+			checked++
+			if full {
+				entry++
+			}
+			if nodes := x.Nodes(w); len(nodes) != 1 || nodes[0] != w.ServiceName() {
+				fronted++
+			}
+		}
+	}
+	if entry == 0 || entry == checked || fronted == 0 {
+		t.Fatalf("degenerate rounds: %d entrypoints, %d fronted by a Service, of %d", entry, fronted, checked)
+	}
+}
+
+// A Service change that changes the graph is told to the index's subscribers (the controller
+// reconciles the namespace's policies on it), after it is applied; one that changes nothing the
+// graph reads is not.
+func TestIndexTellsServiceChanges(t *testing.T) {
+	x := NewIndex()
+	var got []Change
+	x.OnChange(func(c Change) {
+		if c.Service != nil {
+			// Applied before it is told: two puts, then the removal.
+			_, has := x.Services(c.Service.Namespace).Get(c.Service.Namespace, c.Service.Name)
+			if want := len(got) < 2; has != want {
+				t.Errorf("change %d of %s told before it was applied (in the index: %v)", len(got), c.Service, has)
+			}
+		}
+		got = append(got, c)
+	})
+	s := workload.Service{Namespace: "shop", Name: "orders", Selector: map[string]string{"app": "order"}}
+	x.PutService(s)
+	x.PutService(s) // the same: no change
+	s2 := s
+	s2.Selector = map[string]string{"app": "order-v2"}
+	x.PutService(s2)
+	x.RemoveService(s2)
+	x.RemoveService(s2) // gone: no change
+	if len(got) != 3 {
+		t.Fatalf("told %d changes, want 3: %+v", len(got), got)
+	}
+	for i, c := range got {
+		if c.Service == nil || c.Old != nil || c.New != nil || c.Service.Namespace != "shop" || c.Service.Name != "orders" {
+			t.Fatalf("change %d: %+v", i, c)
+		}
+	}
+	if !reflect.DeepEqual(got[1].Service.Selector, s2.Selector) || !reflect.DeepEqual(got[2].Service.Selector, s2.Selector) {
+		t.Fatalf("changes told: %+v, %+v", got[1].Service, got[2].Service)
+	}
+	w := workload.Workload{Kind: "Deployment", Namespace: "shop", Name: "order", Labels: map[string]string{"app": "order"}}
+	x.Put(w)
+	if len(got) != 4 || got[3].Service != nil || got[3].Old != nil || got[3].New == nil || got[3].New.Name != "order" {
+		t.Fatalf("a workload's put told as %+v", got[len(got)-1])
+	}
+}
