@@ -522,40 +522,18 @@ func echoThrough(c net.Conn, br *bufio.Reader, cs *counters) {
 }
 
 func upgrade(addr string, stop <-chan struct{}, cs *counters) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		func() {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				cs.fail("dial")
-				return
-			}
-			defer c.Close()
-			dialed := time.Now()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			gap := time.Since(dialed)
-			_, _ = io.WriteString(c, "GET http://svc/ws HTTP/1.1\r\nHost: svc\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, nil)
-			if err == nil && resp.StatusCode == 408 && gap >= slowBound-time.Second/4 {
-				stalledClients.Add(1)
-				return
-			}
-			if err != nil || resp.StatusCode != 101 {
-				cs.fail("upgrade-answer-" + answerKind(resp, err))
-				return
-			}
-			echoThrough(c, br, cs)
-		}()
-		time.Sleep(50 * time.Millisecond)
-	}
+	tunnels(addr, "GET http://svc/ws HTTP/1.1\r\nHost: svc\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", nil, 101, "upgrade", stop, cs)
 }
 
 func connect(addr, target string, stop <-chan struct{}, cs *counters) {
+	head := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	tunnels(addr, head, &http.Request{Method: "CONNECT"}, 200, "connect", stop, cs)
+}
+
+// tunnels opens tunnels one after another until stop: each sends head, expects
+// the answer want (101 for an upgrade, 200 for a CONNECT; req is what
+// http.ReadResponse needs to read it), then echoes through the tunnel.
+func tunnels(addr, head string, req *http.Request, want int, kind string, stop <-chan struct{}, cs *counters) {
 	for {
 		select {
 		case <-stop:
@@ -572,15 +550,15 @@ func connect(addr, target string, stop <-chan struct{}, cs *counters) {
 			dialed := time.Now()
 			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 			gap := time.Since(dialed)
-			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+			_, _ = io.WriteString(c, head)
 			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+			resp, err := http.ReadResponse(br, req)
 			if err == nil && resp.StatusCode == 408 && gap >= slowBound-time.Second/4 {
 				stalledClients.Add(1)
 				return
 			}
-			if err != nil || resp.StatusCode != 200 {
-				cs.fail("connect-answer-" + answerKind(resp, err))
+			if err != nil || resp.StatusCode != want {
+				cs.fail(kind + "-answer-" + answerKind(resp, err))
 				return
 			}
 			echoThrough(c, br, cs)
