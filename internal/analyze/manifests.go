@@ -22,6 +22,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -72,8 +73,9 @@ type Summary struct {
 	WithUpstreams int `json:"withUpstreams"`
 	Services      int `json:"services"`
 	Policies      int `json:"policies"`
-	// Mesh counts the mesh objects read (VirtualService, HTTPRoute, ...) by kind: their retries
-	// are not counted by this version (a warning says so).
+	// Mesh counts the mesh objects read (VirtualService, HTTPRoute, ...) by kind: the retries of
+	// those mesh.Reads reads multiply the edges they configure; the others (DestinationRule,
+	// MeshRetry) are not counted by this version (a warning says so).
 	Mesh map[string]int `json:"mesh,omitempty"`
 	// Ignored counts the other objects by kind (a Pod a controller owns counts as "Pod (owned)").
 	Ignored map[string]int `json:"ignored,omitempty"`
@@ -92,6 +94,10 @@ type Manifests struct {
 	Sources  map[string]Source
 	Summary  Summary
 	Warnings []Warning
+	// MeshOptions are the mesh Set's (--istio-default-retries), set before reading.
+	MeshOptions mesh.Options
+
+	mesh *mesh.Set // mesh.go
 }
 
 // Reader reads manifests. DefaultNamespace is used for objects without one ("default" if empty).
@@ -359,6 +365,11 @@ var meshKinds = map[string]bool{
 	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true,
 }
 
+// meshRead are the meshKinds whose retries the mesh Set counts.
+var meshRead = map[string]bool{
+	"VirtualService": true, "ServiceProfile": true, "HTTPRoute": true, "GRPCRoute": true, "BackendTrafficPolicy": true,
+}
+
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
 var unreadKinds = map[string]string{
 	"CronJob": "CronJob", "Job": "Job", "Rollout": "Argo Rollout", "ReplicaSet": "ReplicaSet",
@@ -467,7 +478,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		return nil
 	default:
 		r.ignored(m, src, &tm, js)
-		return nil
+		return r.addMesh(m, src, js, &tm)
 	}
 	if err := json.Unmarshal(js, obj); err != nil {
 		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(&tm), err)}}
@@ -676,7 +687,7 @@ func (m *Manifests) Analyze() *Report {
 	})
 	var prs []PolicyReport
 	for _, p := range ps {
-		r, a := workload.Analyze(p, m.Workloads, m.Services...)
+		r, a := workload.AnalyzeMesh(p, m.Workloads, m.mesh, m.Services...)
 		pr := FromAnalysis(p, r, a)
 		pr.source = m.Sources["RetryPolicy/"+p.Namespace+"/"+p.Name]
 		pr.serviceSource = map[string]Source{}
@@ -700,12 +711,17 @@ func (m *Manifests) Analyze() *Report {
 	sum := m.Summary
 	rep.Summary = &sum
 	rep.warnings = append(rep.warnings, m.Warnings...)
-	if n := 0; len(sum.Mesh) > 0 {
-		for _, c := range sum.Mesh {
+	unread := map[string]int{}
+	n := 0
+	for k, c := range sum.Mesh {
+		if !meshRead[k] {
+			unread[k] = c
 			n += c
 		}
+	}
+	if n > 0 {
 		rep.warnings = append(rep.warnings, Warning{Source: Source{File: "(input)"},
-			Msg: fmt.Sprintf("%d mesh object(s) read (%s): the retries they configure are not counted by this version", n, kindCounts(sum.Mesh))})
+			Msg: fmt.Sprintf("%d mesh object(s) read (%s): the retries they configure are not counted by this version", n, kindCounts(unread))})
 	}
 	for _, w := range rep.warnings {
 		rep.Warnings = append(rep.Warnings, w.String())

@@ -46,6 +46,12 @@ func RenderTable(w io.Writer, rep *Report) error {
 		case len(p.WorstPath) > 0:
 			fmt.Fprintf(tw, "  worst path:\t%s\n", graph.Explain(p.WorstPath, p.WorstPathFactors, p.Cap))
 		}
+		if ls := worstLayers(&p); len(ls) > 0 {
+			fmt.Fprintf(tw, "  layers:\n")
+			for _, l := range ls {
+				fmt.Fprintf(tw, "    %s -x%d-> %s: %s\n", l.From, l.Attempts, l.To, l.Explain)
+			}
+		}
 		switch {
 		case p.WorstCaseLoad.Service != "" && p.LoadIsBound:
 			fmt.Fprintf(tw, "  worst-case load:\t%s requests at %s, at most, per request at every entrypoint at once (too many entrypoints to take each; fan-out included)\n",
@@ -102,6 +108,24 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// worstLayers are the mesh layers, of more than 1 try, on the worst path's edges and its
+// entrypoint's client attempts, in path order.
+func worstLayers(p *PolicyReport) []EdgeLayers {
+	var out []EdgeLayers
+	for i, n := range p.WorstPath {
+		from := "client"
+		if i > 0 {
+			from = p.WorstPath[i-1]
+		}
+		for _, l := range p.Layers {
+			if l.From == from && l.To == n && l.Attempts != l.App {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 // RenderJSON writes the report as indented JSON.

@@ -1,6 +1,9 @@
 package analyze
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -62,9 +65,59 @@ type PolicyReport struct {
 	Errors   []string  `json:"errors,omitempty"`
 	Warnings []string  `json:"warnings,omitempty"`
 	Graph    GraphView `json:"graph"`
+	// Layers are the edges (and entrypoints' client attempts) a mesh or a gateway multiplies,
+	// sorted by from and to; empty without mesh objects.
+	Layers []EdgeLayers `json:"layers,omitempty"`
 
 	source        Source            // where the policy was read, when from files
 	serviceSource map[string]Source // node (service name or Service) or workload ("Deployment ns/name") -> where its first selected workload was read
+}
+
+// EdgeLayers are the mesh layers on one edge: Attempts (the graph's) = App x the layers' tries.
+type EdgeLayers struct {
+	// From is "client" for an entrypoint's client attempts.
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Attempts int64  `json:"attempts"`
+	App      int64  `json:"app"`
+	// Caller declares App ("Deployment productpage"; "client attempts" for an entrypoint).
+	Caller string      `json:"caller"`
+	Layers []LayerView `json:"layers"`
+	// Explain is "6 = 2 (Deployment productpage) x 3 (Istio default, no VirtualService binds reviews)".
+	Explain string `json:"explain"`
+}
+
+// LayerView is one mesh.Layer.
+type LayerView struct {
+	Kind      string `json:"kind"`
+	Object    string `json:"object,omitempty"`
+	FieldPath string `json:"fieldPath,omitempty"`
+	Tries     int64  `json:"tries"`
+	Default   bool   `json:"default,omitempty"`
+	Note      string `json:"note"`
+}
+
+func edgeLayers(from string, e workload.MeshEdge) EdgeLayers {
+	el := EdgeLayers{From: from, To: e.To, Attempts: e.Attempts(), App: e.App, Caller: e.Caller, Explain: e.Explain()}
+	for _, l := range e.Layers {
+		el.Layers = append(el.Layers, LayerView{Kind: string(l.Kind), Object: l.Object, FieldPath: l.FieldPath, Tries: l.Tries, Default: l.Default, Note: l.Note})
+	}
+	return el
+}
+
+// meshLayers lists r's mesh layers: the entrypoints', then the edges', sorted.
+func meshLayers(r *workload.Result) []EdgeLayers {
+	var out []EdgeLayers
+	for _, k := range slices.Sorted(maps.Keys(r.MeshEntry)) {
+		out = append(out, edgeLayers("client", r.MeshEntry[k]))
+	}
+	keys := slices.SortedFunc(maps.Keys(r.MeshEdges), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	for _, k := range keys {
+		out = append(out, edgeLayers(k[0], r.MeshEdges[k]))
+	}
+	return out
 }
 
 // GraphView is the graph itself, for renderers.
@@ -95,6 +148,7 @@ func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis
 		ViolationsTotal: a.ViolationsTotal, Workloads: len(r.Selected),
 		Warnings: append(append([]string(nil), r.Warnings...), r.Notes...),
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
+		Layers:   meshLayers(r),
 	}
 	for _, w := range r.Selected {
 		if strings.TrimSpace(w.Annotations[annotations.Upstreams]) != "" {

@@ -29,5 +29,5 @@ func (r Reader) service(m *Manifests, src Source, js []byte, tm *typeMeta) []err
 	})
 	m.Sources["Service/"+s.Namespace+"/"+s.Name] = src
 	m.Summary.Services++
-	return nil
+	return r.addMesh(m, src, js, tm)
 }

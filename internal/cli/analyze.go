@@ -18,6 +18,8 @@ func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var files, kustomizations []string
 	var output, namespace string
 	var recursive bool
+	var istioDefault int64
+	var meshed []string
 	cmd := &cobra.Command{
 		Use:   "analyze (-f PATH | -k DIR)...",
 		Short: "Check manifests offline: amplification per RetryPolicy, worst paths, violations and fixes",
@@ -56,9 +58,24 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			}
 			rd := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin, Recursive: recursive}
 			m := analyze.NewManifests()
+			if cmd.Flags().Changed("istio-default-retries") {
+				if istioDefault < 0 {
+					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --istio-default-retries %d: must be 0 or more", istioDefault)}
+				}
+				m.MeshOptions.IstioDefaultRetries = &istioDefault
+			}
 			errs := rd.ReadPathsInto(m, files)
 			for _, k := range kustomizations {
 				errs = append(errs, rd.ReadKustomization(m, k, Kustomize)...)
+			}
+			for _, nm := range meshed {
+				ns, name, ok := strings.Cut(nm, "=")
+				if !ok || ns == "" {
+					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --meshed-namespace %q: want NAMESPACE=istio or NAMESPACE=linkerd", nm)}
+				}
+				if err := m.SetMeshedNamespace(ns, name); err != nil {
+					return &ExitError{Code: ExitBadInput, Msg: "analyze: --meshed-namespace: " + err.Error()}
+				}
 			}
 			for _, err := range errs {
 				fmt.Fprintln(stderr, "error:", err)
@@ -101,6 +118,8 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 	cmd.Flags().StringArrayVarP(&kustomizations, "kustomize", "k", nil, "a kustomization directory, built as kustomize build does; repeatable")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid, tree, patch or sarif")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of objects that do not name one")
+	cmd.Flags().Int64Var(&istioDefault, "istio-default-retries", 0, "Istio's default retries (MeshConfig defaultHttpRetryPolicy.attempts) for routes that set none; unset: the ConfigMap istio-system/istio in the input, else Istio's 2")
+	cmd.Flags().StringArrayVar(&meshed, "meshed-namespace", nil, "NAMESPACE=istio|linkerd: the namespace has sidecar injection on (when its Namespace object is not in the input; it wins over one that is); repeatable")
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
 )
 
 // Kinds of workloads.
@@ -144,9 +145,45 @@ type Result struct {
 	// NodesOf maps each selected workload's Key to the nodes its edges belong to (see
 	// ServiceSet.Nodes); nil when the input has no Services (each is ServiceOf's node).
 	NodesOf map[string][]string
+	// MeshEdges are the edges a mesh multiplies (BuildMesh; nil without a mesh Set), keyed by
+	// [from, to]: the edge's attempts in the graph are App x the layers' tries.
+	MeshEdges map[[2]string]MeshEdge
+	// MeshEntry are the entrypoints whose client attempts a Gateway-parented route multiplies
+	// (Set.Entry), keyed by service: From is empty, App the spec's client attempts.
+	MeshEntry map[string]MeshEdge
 	// fronts are, per Service node, the selected workloads it selects, sorted.
 	fronts map[string][]*Parsed
+	// mesh is the Set the graph was built with (nil: none).
+	mesh *mesh.Set
 }
+
+// MeshEdge is an edge (or an entrypoint's client attempts) with the mesh layers on it.
+type MeshEdge struct {
+	From, To string
+	// App is the attempts the application makes (the annotation's, or the client attempts);
+	// Caller names the workload that declares them ("Deployment bookinfo/productpage").
+	App    int64
+	Caller string
+	Layers []mesh.Layer
+}
+
+// Attempts is App times the layers' tries.
+func (e MeshEdge) Attempts() int64 { return e.App * mesh.Edge{Layers: e.Layers}.Tries() }
+
+// Explain is "6 = 2 (Deployment productpage) x 3 (Istio default, no VirtualService binds
+// reviews)": the layers of 1 try are left out of the product.
+func (e MeshEdge) Explain() string {
+	parts := []string{fmt.Sprintf("%d (%s)", e.App, e.Caller)}
+	for _, l := range e.Layers {
+		if l.Tries != 1 {
+			parts = append(parts, l.String())
+		}
+	}
+	return fmt.Sprintf("%d = %s", e.Attempts(), strings.Join(parts, " x "))
+}
+
+// Multiplied reports whether some layer has more than 1 try.
+func (e MeshEdge) Multiplied() bool { return mesh.Edge{Layers: e.Layers}.Tries() > 1 }
 
 // Nodes returns the nodes the selected workload key's edges belong to: NodesOf, else its service
 // name; nil for a workload the result does not hold.
@@ -177,7 +214,24 @@ func Build(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) *Result {
 			}
 		}
 	}
-	return build(p, sel, err, NewServiceSet(svcs))
+	return build(p, sel, err, NewServiceSet(svcs), nil)
+}
+
+// BuildMesh is Build with the retry layers of a service mesh or a gateway (nil: none, exactly
+// Build): an edge's attempts are the application's times the tries of set.Edge for its caller,
+// and an entrypoint's client attempts are multiplied by set.Entry when a Gateway-parented route
+// in the policy's namespace routes to it. Mesh warnings go into Result.Warnings.
+func BuildMesh(p *v1alpha1.RetryPolicy, ws []Workload, set *mesh.Set, svcs ...Service) *Result {
+	selects, err := Matcher(p)
+	var sel []*Parsed
+	if err == nil {
+		for _, w := range ws {
+			if selects(w) {
+				sel = append(sel, Parse(w))
+			}
+		}
+	}
+	return build(p, sel, err, NewServiceSet(svcs), set)
 }
 
 // Parsed is a workload with what Build reads from its annotations parsed once, so that a caller
@@ -264,13 +318,13 @@ func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Resul
 			}
 		}
 	}
-	return build(p, sel, err, svcs)
+	return build(p, sel, err, svcs, nil)
 }
 
 // build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged: sel are
 // the selected workloads (sorted here unless they already are), selErr a bad selector, svcs the
 // namespace's Services (nil: none).
-func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSet) *Result {
+func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh.Set) *Result {
 	edges := 0
 	for _, x := range sel {
 		edges += len(x.upstreams)
@@ -278,7 +332,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 	// Upstream-only services (leaves, other namespaces) come on top of the selected ones; the
 	// edge count bounds them.
 	r := &Result{Policy: p, Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.Spec.MaxAmplification),
-		ServiceOf: make(map[string]string, len(sel)), Services: svcs}
+		ServiceOf: make(map[string]string, len(sel)), Services: svcs, mesh: set}
 	def := defaultAttempts(p)
 	if selErr != nil {
 		r.Errors = append(r.Errors, selErr)
@@ -318,7 +372,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 		for _, x := range kept {
 			for _, u := range x.upstreams {
 				a, c := edgeValues(u, def)
-				r.Graph.AddEdge(x.service, u.Name, a, c)
+				r.Graph.AddEdge(x.service, u.Name, r.meshAttempts(x, x.service, u.Name, a), c)
 			}
 		}
 	} else {
@@ -328,9 +382,54 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 		if !r.HasNode(e.Service) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
 		}
-		r.Graph.SetEntrypoint(e.Service, int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1)))
+		client := int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1))
+		if set != nil {
+			if me := set.Entry(mesh.ServiceRef{Namespace: p.Namespace, Name: e.Service}); len(me.Layers) > 0 {
+				if r.MeshEntry == nil {
+					r.MeshEntry = map[string]MeshEdge{}
+				}
+				m := MeshEdge{To: e.Service, App: client, Caller: "client attempts", Layers: me.Layers}
+				r.MeshEntry[e.Service] = m
+				r.addMeshWarnings(me.Warnings)
+				client = m.Attempts()
+			}
+		}
+		r.Graph.SetEntrypoint(e.Service, client)
 	}
 	return r
+}
+
+// meshAttempts is the attempts on the edge from -> to that x declares with app attempts: app
+// without a mesh Set, else app times the tries of the mesh's layers on x's calls to to
+// (recorded in MeshEdges, the largest when several workloads of from declare to).
+func (r *Result) meshAttempts(x *Parsed, from, to string, app int64) int64 {
+	if r.mesh == nil {
+		return app
+	}
+	w := x.Workload
+	e := r.mesh.Edge(mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels, Annotations: w.Annotations}, to)
+	r.addMeshWarnings(e.Warnings)
+	if len(e.Layers) == 0 {
+		return app
+	}
+	m := MeshEdge{From: from, To: to, App: app, Caller: w.Kind + " " + w.Name, Layers: e.Layers}
+	if r.MeshEdges == nil {
+		r.MeshEdges = map[[2]string]MeshEdge{}
+	}
+	k := [2]string{from, to}
+	if prev, ok := r.MeshEdges[k]; !ok || m.Attempts() > prev.Attempts() {
+		r.MeshEdges[k] = m
+	}
+	return m.Attempts()
+}
+
+// addMeshWarnings adds the mesh's warnings, each once.
+func (r *Result) addMeshWarnings(ws []string) {
+	for _, w := range ws {
+		if !slices.Contains(r.Warnings, w) {
+			r.Warnings = append(r.Warnings, w)
+		}
+	}
 }
 
 // HasNode reports whether name is a node of some selected workload: its service name, or a
@@ -378,7 +477,7 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 		for _, n := range r.NodesOf[x.key] {
 			for _, u := range x.upstreams {
 				a, c := edgeValues(u, def)
-				r.Graph.AddEdge(n, u.Name, a, c)
+				r.Graph.AddEdge(n, u.Name, r.meshAttempts(x, n, u.Name, a), c)
 			}
 		}
 	}
@@ -631,10 +730,61 @@ func withoutUpstreams(x *Parsed) *Parsed {
 // Analyze is Build followed by graph.Analyze with the policy's cap, its suggestions naming the
 // workloads behind a Service's node (NameWorkloads).
 func Analyze(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) (*Result, *graph.Analysis) {
-	r := Build(p, ws, svcs...)
+	return AnalyzeMesh(p, ws, nil, svcs...)
+}
+
+// AnalyzeMesh is Analyze over BuildMesh (set nil: Analyze).
+func AnalyzeMesh(p *v1alpha1.RetryPolicy, ws []Workload, set *mesh.Set, svcs ...Service) (*Result, *graph.Analysis) {
+	r := BuildMesh(p, ws, set, svcs...)
 	a := graph.Analyze(r.Graph, r.Cap)
+	r.ExplainMesh(a)
 	r.NameWorkloads(a)
 	return r, a
+}
+
+// ExplainMesh appends to each violation's message the mesh layers of its factors ("; 6 = 2
+// (Deployment productpage) x 3 (Istio default, no VirtualService binds reviews)") and marks a
+// suggested value on a mesh-multiplied edge as the edge's attempts, layers included. A no-op
+// without mesh layers.
+func (r *Result) ExplainMesh(a *graph.Analysis) {
+	if a == nil || (len(r.MeshEdges) == 0 && len(r.MeshEntry) == 0) {
+		return
+	}
+	for i := range a.Violations {
+		v := &a.Violations[i]
+		var ex []string
+		for j, n := range v.Path {
+			m, ok := r.MeshEntry[n]
+			if j > 0 {
+				m, ok = r.MeshEdges[[2]string{v.Path[j-1], n}]
+			}
+			if ok && m.Multiplied() {
+				from := m.From
+				if j == 0 {
+					from = "client"
+				}
+				ex = append(ex, fmt.Sprintf("%s -x%d-> %s: %s", from, m.Attempts(), n, m.Explain()))
+			}
+		}
+		if len(ex) > 0 {
+			v.Message += "; " + strings.Join(ex, "; ")
+		}
+		if v.Suggestion == "" {
+			continue
+		}
+		parts := strings.Split(v.Suggestion, "; ")
+		for k, part := range parts {
+			node, change, ok := strings.Cut(part, ": ")
+			up, _, ok2 := strings.Cut(change, "=")
+			if !ok || !ok2 {
+				continue
+			}
+			if m, ok := r.MeshEdges[[2]string{node, up}]; ok && m.Multiplied() {
+				parts[k] = part + fmt.Sprintf(" (the edge's attempts, mesh layers included: now %s; lower the mesh's retries)", m.Explain())
+			}
+		}
+		v.Suggestion = strings.Join(parts, "; ")
+	}
 }
 
 // NormalizeUpstream maps an upstream name to its node in the graph of a policy in namespace ns:

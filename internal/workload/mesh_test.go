@@ -1,0 +1,56 @@
+package workload
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/mesh"
+)
+
+func meshSet(t *testing.T, docs ...string) *mesh.Set {
+	t.Helper()
+	s := mesh.NewSet(mesh.Options{})
+	for _, d := range docs {
+		if _, err := s.AddManifest([]byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// A nil Set is Build; a Set multiplies the app's attempts by the mesh's tries, and a Gateway
+// route multiplies an entrypoint's client attempts.
+func TestBuildMesh(t *testing.T) {
+	p := policy("shop", "p", 4, v1alpha1.Entrypoint{Service: "gw", ClientAttempts: 2})
+	ws := []Workload{deploy("shop", "gw", "order=2", nil), deploy("shop", "order", "db=1", nil)}
+	plain := Build(p, ws)
+	if got := BuildMesh(p, ws, nil); !reflect.DeepEqual(got.Graph.Edges(), plain.Graph.Edges()) || got.MeshEdges != nil || got.MeshEntry != nil {
+		t.Fatalf("nil set: %+v, want Build's %+v", got.Graph.Edges(), plain.Graph.Edges())
+	}
+	set := meshSet(t,
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}",
+		"apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: db, namespace: shop}\nspec:\n  hosts: [db]\n  http:\n  - route: [{destination: {host: db}}]\n    retries: {attempts: 1}",
+		"apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: shop}\nspec:\n  parentRefs: [{name: eg}]\n  rules:\n  - backendRefs: [{name: gw, port: 80}]\n    retry: {attempts: 2}",
+	)
+	r := BuildMesh(p, ws, set)
+	got := map[string]int64{}
+	for _, e := range r.Graph.Edges() {
+		got[e.From+">"+e.To] = e.Attempts
+	}
+	// gw -> order: 2 x 3 (Istio default); order -> db: 1 x 2 (the VirtualService).
+	if want := map[string]int64{"gw>order": 6, "order>db": 2}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("edges %v, want %v", got, want)
+	}
+	if e := r.MeshEdges[[2]string{"gw", "order"}]; e.Explain() != "6 = 2 (Deployment gw) x 3 (Istio default, no VirtualService binds order)" {
+		t.Fatalf("explain %q", e.Explain())
+	}
+	// Client attempts 2 x 3 tries of the Gateway route.
+	if eps := r.Graph.Entrypoints(); len(eps) != 1 || eps[0].ClientAttempts != 6 {
+		t.Fatalf("entrypoints %+v, want gw x6", eps)
+	}
+	_, a := AnalyzeMesh(p, ws, set)
+	if a.Amplification != 72 || len(a.Violations) == 0 {
+		t.Fatalf("amplification %d, violations %d; want 72 (6 x 6 x 2)", a.Amplification, len(a.Violations))
+	}
+}
