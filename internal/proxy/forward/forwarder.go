@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 	"github.com/retrycap/retrycap/internal/sidecar"
@@ -44,6 +45,8 @@ type Upstream struct {
 	Breaker  *policy.Breaker
 	M        *UpMetrics
 	Resolved string // the --resolve address of its name, if any
+	// node is Name's node in the proxy's namespace (annotations.UpstreamNode), computed once.
+	node string
 }
 
 // Forwarder is the forwarding core of one proxy: the configuration, the
@@ -110,6 +113,7 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 			Breaker: policy.NewBreaker(cfg.BreakerFailures, cfg.BreakerWindow, cfg.BreakerOpenFor),
 		}
 		up.Resolved = cfg.Resolve[u.Name]
+		up.node = annotations.UpstreamNode(u.Name, cfg.Namespace)
 		up.M = f.M.forUpstream(u.Name, up.Budget, up.Breaker)
 		f.Upstreams = append(f.Upstreams, up)
 	}
@@ -176,9 +180,22 @@ func (f *Forwarder) TargetOf(up *Upstream, hostPort []byte) string {
 }
 
 // Match finds the upstream a request host names; nil if none.
+//
+// With a namespace the host's node is computed once and compared with each
+// upstream's precomputed node; without one, the lenient rule of
+// policy.MatchHostIn is applied per upstream.
 func (f *Forwarder) Match(host []byte) *Upstream {
+	if ns := f.Cfg.Namespace; ns != "" {
+		hn := policy.HostNode(host, ns)
+		for _, u := range f.Upstreams {
+			if policy.NodeIs(hn, u.node) {
+				return u
+			}
+		}
+		return nil
+	}
 	for _, u := range f.Upstreams {
-		if policy.MatchHostIn(host, u.Name, f.Cfg.Namespace) {
+		if policy.MatchHost(host, u.Name) {
 			return u
 		}
 	}

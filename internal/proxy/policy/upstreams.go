@@ -66,5 +66,19 @@ func MatchHostIn(host []byte, name, ns string) bool {
 	return false
 }
 
+// HostNode is the node a request host (without port, a trailing dot allowed) is in namespace
+// ns, by the rule MatchHostIn applies. A proxy with many upstreams computes it once per request
+// and compares it with each upstream's UpstreamNode by NodeIs: for ns != "",
+// NodeIs(HostNode(host, ns), annotations.UpstreamNode(name, ns)) is MatchHostIn(host, name, ns).
+func HostNode(host []byte, ns string) []byte {
+	if len(host) > 0 && host[len(host)-1] == '.' {
+		host = host[:len(host)-1]
+	}
+	return annotations.UpstreamNode(host, ns)
+}
+
+// NodeIs reports whether a host's node (HostNode) is node, the host read ASCII-case-insensitively.
+func NodeIs(hostNode []byte, node string) bool { return equalFoldASCII(hostNode, node) }
+
 // MatchHost is MatchHostIn for a proxy not told its namespace.
 func MatchHost(host []byte, name string) bool { return MatchHostIn(host, name, "") }

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/annotations/nametest"
 )
 
@@ -53,5 +55,28 @@ func BenchmarkMatchHostIn(b *testing.B) {
 	for b.Loop() {
 		MatchHostIn(host, "inventory", "shop")
 		MatchHostIn(host, "order", "shop")
+	}
+}
+
+// HostNode computed once and compared by NodeIs is MatchHostIn, for every row of the table and
+// for every upstream of the row (not only the one that matches), in the rows' namespaces.
+func TestHostNodeIsMatchHostIn(t *testing.T) {
+	for _, c := range nametest.Cases() {
+		if c.Namespace == "" {
+			continue // without a namespace the proxy applies MatchHostIn's lenient rule itself
+		}
+		ups, err := ParseUpstreams(c.Upstreams)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		for _, host := range []string{c.Host, strings.ToUpper(c.Host), c.Host + "."} {
+			hn := HostNode([]byte(host), c.Namespace)
+			for _, u := range ups {
+				want := MatchHostIn([]byte(host), u.Name, c.Namespace)
+				if got := NodeIs(hn, annotations.UpstreamNode(u.Name, c.Namespace)); got != want {
+					t.Errorf("%s: host %q, upstream %q: NodeIs %v, MatchHostIn %v", c, host, u.Name, got, want)
+				}
+			}
+		}
 	}
 }
