@@ -86,7 +86,7 @@ func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
 		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
 			g.raw = u.UnsafeConn() // fasthttp's hijacked connection does not close itself
 		}
-		p.h2.ServeConn(&prefixConn{Conn: g, prefix: buf[:n]}, target)
+		p.h2.ServeConn(&forward.PrefixConn{Conn: g, Prefix: buf[:n]}, target)
 		g.end()
 		return true
 	}
@@ -98,7 +98,7 @@ func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
 		return true
 	}
 	defer up.Close()
-	goroutine.Pipe(&prefixConn{Conn: c, prefix: bytes.Clone(buf[:n])}, up)
+	goroutine.Pipe(&forward.PrefixConn{Conn: c, Prefix: bytes.Clone(buf[:n])}, up)
 	return true
 }
 
@@ -212,7 +212,7 @@ func (c *h2SniffConn) Read(b []byte) (int, error) {
 	c.handed.Store(true)
 	// The HTTP/1.1 server's idle deadline must not outlive it.
 	_ = c.Conn.SetDeadline(time.Time{})
-	go c.p.h2.ServeConn(&prefixConn{Conn: c.Conn, prefix: got}, "")
+	go c.p.h2.ServeConn(&forward.PrefixConn{Conn: c.Conn, Prefix: got}, "")
 	return 0, io.EOF
 }
 
@@ -265,20 +265,4 @@ func hostOnly(hostPort string) string {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
-}
-
-// prefixConn is a connection whose first bytes were already read (a copy
-// of the event loop's own, which hands connections over the same way).
-type prefixConn struct {
-	net.Conn
-	prefix []byte
-}
-
-func (c *prefixConn) Read(b []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(b, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
-	}
-	return c.Conn.Read(b)
 }

@@ -336,7 +336,7 @@ func (c *cliConn) handoff(data []byte, why HandoffReason) {
 		l.f.Logger.Printf("event loop: hand-off: %v", err)
 		return
 	}
-	l.e.handoff.Push(&prefixConn{Conn: nc, prefix: prefix})
+	l.e.handoff.Push(&forward.PrefixConn{Conn: nc, Prefix: prefix})
 }
 
 // detach takes the connection out of the loop without closing its socket.

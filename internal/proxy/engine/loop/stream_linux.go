@@ -127,7 +127,7 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 		_ = client.Close()
 		return
 	}
-	e.handoff.Push(&prefixConn{Conn: client, prefix: rest})
+	e.handoff.Push(&forward.PrefixConn{Conn: client, Prefix: rest})
 }
 
 // ownedStream is a body stream that its reader does not close: the
