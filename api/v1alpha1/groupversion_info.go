@@ -19,7 +19,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &RetryPolicy{}, &RetryPolicyList{})
+	s.AddKnownTypes(GroupVersion, &RetryPolicy{}, &RetryPolicyList{}, &ClusterRetryPolicy{}, &ClusterRetryPolicyList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

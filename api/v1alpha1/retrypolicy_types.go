@@ -117,10 +117,12 @@ type Observability struct {
 
 // Entrypoint is a service called from outside the cluster.
 type Entrypoint struct {
-	// Service is the service name, as in the retrycap.dev/service annotation.
+	// Service is the service name, as in the retrycap.dev/service annotation (or a Service's
+	// name). A RetryPolicy names a service of its own namespace ("web"); a ClusterRetryPolicy
+	// names it with its namespace ("web.shop"): CEL on each kind's spec says which.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=127
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
 	// +required
 	Service string `json:"service"`
 
@@ -344,6 +346,7 @@ type RetryPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// +kubebuilder:validation:XValidation:rule="!has(self.entrypoints) || self.entrypoints.all(e, !e.service.contains('.'))",message="a RetryPolicy's entrypoints name services of its own namespace, without a namespace (\"web\", not \"web.shop\"); a chain across namespaces needs a ClusterRetryPolicy",fieldPath=".entrypoints"
 	Spec   RetryPolicySpec   `json:"spec"`
 	Status RetryPolicyStatus `json:"status,omitempty"`
 }

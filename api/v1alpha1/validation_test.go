@@ -205,3 +205,79 @@ func TestKubectlGetPrintsThePrinterColumns(t *testing.T) {
 		t.Errorf("row = %q", lines[1])
 	}
 }
+
+func clusterPolicy(t *testing.T, name, specYAML string) *unstructured.Unstructured {
+	t.Helper()
+	u := policy(t, name, specYAML)
+	u.SetKind("ClusterRetryPolicy")
+	u.SetNamespace("")
+	return u
+}
+
+// The entrypoint rule differs by kind: a RetryPolicy names its own namespace's services, a
+// ClusterRetryPolicy names "service.namespace".
+func TestEntrypointNamesPerKind(t *testing.T) {
+	cases := []struct {
+		name    string
+		obj     *unstructured.Unstructured
+		field   string
+		message string // "" when accepted
+	}{
+		{"rp-qualified", policy(t, "rp-qualified", `{maxAmplification: 4, entrypoints: [{service: web.shop}]}`), "spec.entrypoints",
+			`a RetryPolicy's entrypoints name services of its own namespace, without a namespace ("web", not "web.shop"); a chain across namespaces needs a ClusterRetryPolicy`},
+		{"crp-bare", clusterPolicy(t, "crp-bare", `{namespaceSelector: {}, maxAmplification: 4, entrypoints: [{service: web}]}`), "spec.entrypoints",
+			`a ClusterRetryPolicy's entrypoints name a service with its namespace ("web.shop")`},
+		{"crp-no-selector", clusterPolicy(t, "crp-no-selector", `{maxAmplification: 4}`), "spec.namespaceSelector", `Required value`},
+		{"crp-two-dots", clusterPolicy(t, "crp-two-dots", `{namespaceSelector: {}, maxAmplification: 4, entrypoints: [{service: web.shop.svc}]}`), "spec.entrypoints[0].service", `should match`},
+		{"crp-ok", clusterPolicy(t, "crp-ok", `{namespaceSelector: {matchLabels: {team: x}}, maxAmplification: 4, entrypoints: [{service: web.shop, clientAttempts: 2}]}`), "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := cli.Create(ctx(t), tc.obj)
+			if tc.message == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				var p v1alpha1.ClusterRetryPolicy
+				if err := cli.Get(ctx(t), client.ObjectKeyFromObject(tc.obj), &p); err != nil {
+					t.Fatal(err)
+				}
+				if p.Spec.MaxAmplification != 4 || p.Spec.NamespaceSelector.MatchLabels["team"] != "x" ||
+					p.Spec.Entrypoints[0].Service != "web.shop" || p.Spec.Enforcement != v1alpha1.EnforcementReject || p.Spec.Retry.DefaultAttempts != 1 {
+					t.Errorf("read back as %+v", p.Spec)
+				}
+				return
+			}
+			var status *apierrors.StatusError
+			if !errors.As(err, &status) || !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid status error, got %T: %v", err, err)
+			}
+			var causes []string
+			for _, c := range status.ErrStatus.Details.Causes {
+				causes = append(causes, fmt.Sprintf("%s %q", c.Field, c.Message))
+				if c.Field == tc.field && strings.Contains(c.Message, tc.message) {
+					return
+				}
+			}
+			t.Errorf("no cause with field %s, message ~ %q; causes:\n%s", tc.field, tc.message, strings.Join(causes, "\n"))
+		})
+	}
+}
+
+func TestKubectlGetCRPPrintsThePrinterColumns(t *testing.T) {
+	u := clusterPolicy(t, "columns", `{namespaceSelector: {}, maxAmplification: 9, enforcement: Rewrite}`)
+	if err := cli.Create(ctx(t), u); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := cp.RunKubectl(ctx(t), "", "get", "crp", "columns")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME CAP AMPLIFICATION WORST PATH MODE WITHIN CAP AGE" {
+		t.Fatalf("kubectl get crp:\n%s", out)
+	}
+	if got := strings.Fields(lines[1]); len(got) != 4 || got[0] != "columns" || got[1] != "9" || got[2] != "Rewrite" {
+		t.Errorf("row = %q", lines[1])
+	}
+}
