@@ -258,6 +258,25 @@ func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
 	if resp.StatusCode != 503 || calls.Load() != 1 {
 		t.Fatalf("POST: %d after %d calls", resp.StatusCode, calls.Load())
 	}
+	// With the app's own key a POST is retried; with a key an entry proxy
+	// generated (policy.GeneratedKeyPrefix) it is not: the key is no
+	// promise of idempotency.
+	for _, tc := range []struct {
+		key   string
+		calls int64
+	}{{"k-1", 3}, {"retrycap-gen-00112233445566778899aabbccddeeff", 1}} {
+		calls.Store(0)
+		req := mustReq(t, http.MethodPost, "http://web/x")
+		req.Header.Set("Idempotency-Key", tc.key)
+		resp, err = tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || calls.Load() != tc.calls {
+			t.Fatalf("POST with key %q: %d after %d calls, want 503 after %d", tc.key, resp.StatusCode, calls.Load(), tc.calls)
+		}
+	}
 	if got := counterValue(t, p, "retrycap_proxy_h2_connections_total", map[string]string{"kind": "prior-knowledge"}); got != 1 {
 		t.Fatalf("h2 connections{prior-knowledge} = %v", got)
 	}

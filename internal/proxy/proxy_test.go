@@ -198,6 +198,14 @@ func TestAttemptsPerFault(t *testing.T) {
 		{name: "POST without key sent once", behave: status(503), method: "POST", wantHits: 1, wantCode: 503, attempts: 1},
 		{name: "POST with key retried", behave: status(503), method: "POST", hdr: map[string]string{"Idempotency-Key": "k1"},
 			wantHits: 3, wantCode: 503, exhausted: "attempts", attempts: 3},
+		// A key an entry proxy generated (an app propagating Idempotency-Key
+		// passes it down) is no promise of idempotency: sent once.
+		{name: "POST with a generated key sent once", behave: status(503), method: "POST",
+			hdr: map[string]string{"Idempotency-Key": "retrycap-gen-00112233445566778899aabbccddeeff"}, wantHits: 1, wantCode: 503, attempts: 1},
+		{name: "PATCH with a generated key in upper case sent once", behave: status(503), method: "PATCH",
+			hdr: map[string]string{"Idempotency-Key": "RETRYCAP-GEN-1"}, wantHits: 1, wantCode: 503, attempts: 1},
+		{name: "GET with a generated key retried (the method allows it)", behave: status(503), method: "GET",
+			hdr: map[string]string{"Idempotency-Key": "retrycap-gen-1"}, wantHits: 3, wantCode: 503, exhausted: "attempts", attempts: 3},
 		{name: "body over max-replay-bytes sent once", behave: status(503), method: "PUT", args: []string{"--max-replay-bytes", "2"},
 			wantHits: 1, wantCode: 503, attempts: 1},
 	}
@@ -245,21 +253,26 @@ func TestEntrypointGeneratesKey(t *testing.T) {
 	if b.hits.Load() != 1 || b.keys[0] != key {
 		t.Fatalf("hits %d, backend saw key %q, returned %q", b.hits.Load(), b.keys[0], key)
 	}
+	if !strings.HasPrefix(key, "retrycap-gen-") || len(key) != len("retrycap-gen-")+32 {
+		t.Fatalf("generated key %q: want retrycap-gen- and 32 hex digits", key)
+	}
 	// The first call reserved 2 of the cap for the client's retries: it
-	// forwarded budget 2. Retrying with the key gets what is left (2):
-	// two attempts, budgets 1 and 1; after that nothing is left.
+	// forwarded budget 2. The client's retry with the key gets what is
+	// left (2) in one attempt: a generated key does not make the POST
+	// retryable (the app never said it is idempotent); after that nothing
+	// is left.
 	if b.budgets[0] != "2" {
 		t.Fatalf("first call forwarded budget %q, want 2", b.budgets[0])
 	}
 	resp = do(t, c, "POST", "http://svc/pay", map[string]string{"Idempotency-Key": key})
-	if resp.StatusCode != 503 || b.hits.Load() != 3 {
-		t.Fatalf("retry with key: status %d hits %d, want 503 and 3", resp.StatusCode, b.hits.Load())
+	if resp.StatusCode != 503 || b.hits.Load() != 2 {
+		t.Fatalf("retry with key: status %d hits %d, want 503 and 2", resp.StatusCode, b.hits.Load())
 	}
-	if got := strings.Join(b.budgets[1:], ","); got != "1,1" {
-		t.Fatalf("retry budgets %s, want 1,1", got)
+	if got := strings.Join(b.budgets[1:], ","); got != "2" {
+		t.Fatalf("retry budgets %s, want 2", got)
 	}
 	resp = do(t, c, "POST", "http://svc/pay", map[string]string{"Idempotency-Key": key})
-	if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "chain" || b.hits.Load() != 3 {
+	if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "chain" || b.hits.Load() != 2 {
 		t.Fatalf("spent key: status %d exhausted %q hits %d", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), b.hits.Load())
 	}
 }

@@ -44,10 +44,12 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 		// at payment; retries: 2 at the entry, 1 at the gateway.
 		{"storm27", ArmRetrycap, get, 4, 3, 1, 3},
 		// A POST without a key: the entry proxy adds a key but does not
-		// retry it itself (the app did not ask; the reserved budget is for
-		// the client's own retry with the returned key, which this client
-		// does not make); below, the key makes it retryable: 2 at payment.
-		{"storm27", ArmRetrycap, postWithoutKey, 2, 1, 1, 1},
+		// retry it (the app did not ask; the reserved budget is for the
+		// client's own retry with the returned key, which this client does
+		// not make); the apps pass the generated key down, and no proxy
+		// below retries for it either (policy.GeneratedKeyPrefix): 1 at
+		// payment, no retries.
+		{"storm27", ArmRetrycap, postWithoutKey, 1, 0, 1, 1},
 		// 2 x 1 x 3 x 3 = 18; retries: 2x2 at the gateway, 6x2 at order
 		// (and 1 by the client, counted apart).
 		{"incident18", ArmNaive, getWithKey, 18, 16, 2, 2},
@@ -58,8 +60,10 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 		// client's retry with the same key is refused by the entry proxy.
 		{"incident18", ArmRetrycap, getWithKey, 3, 2, 2, 1},
 		// Without a key, the entry proxy generates one and returns it; the
-		// client's retry with it is refused the same way.
-		{"incident18", ArmRetrycap, postWithoutKey, 3, 2, 2, 1},
+		// POST is sent once at every hop (1 at payment); the client's retry
+		// with the key is refused: the first attempt spent the whole chain
+		// (the entry's one attempt carried the cap).
+		{"incident18", ArmRetrycap, postWithoutKey, 1, 0, 2, 1},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%s/%s", tc.scenario, tc.arm, tc.spec(0).method+map[bool]string{true: "+key", false: ""}[tc.spec(0).key != ""]), func(t *testing.T) {

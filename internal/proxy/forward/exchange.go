@@ -88,7 +88,7 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 		SetContentLength(&req.Header, len(req.Body()), sc)
 	}
 	method := req.Header.Method()
-	x.retryable = known && (f.methodRetryable(method) || len(key) > 0) && len(req.Body()) <= cfg.MaxReplayBytes
+	x.retryable = known && (f.methodRetryable(method) || policy.RetryableKey(key)) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
 		// Not retried here (the app did not ask for it), but the key lets
 		// the client retry safely, and counts those retries against the cap.

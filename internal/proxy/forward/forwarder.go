@@ -258,7 +258,8 @@ func (f *Forwarder) methodRetryable(m []byte) bool {
 func newKey() []byte {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	out := make([]byte, 32)
-	hex.Encode(out, b[:])
+	out := make([]byte, len(policy.GeneratedKeyPrefix)+32)
+	copy(out, policy.GeneratedKeyPrefix)
+	hex.Encode(out[len(policy.GeneratedKeyPrefix):], b[:])
 	return out
 }

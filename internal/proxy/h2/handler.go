@@ -355,7 +355,7 @@ func (c *call) setup() {
 		c.retryable = c.known && (r.ContentLength < 0 || r.ContentLength <= int64(h.cfg.MaxReplayBytes))
 	} else {
 		method := r.Method
-		c.retryable = c.known && (h.methods[method] || r.Header.Get(hdrIdempotencyKey) != "") &&
+		c.retryable = c.known && (h.methods[method] || policy.RetryableKey([]byte(r.Header.Get(hdrIdempotencyKey)))) &&
 			(r.ContentLength < 0 || r.ContentLength <= int64(h.cfg.MaxReplayBytes))
 	}
 	n := 0

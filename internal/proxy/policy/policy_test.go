@@ -327,3 +327,25 @@ func BenchmarkAppendBaggage(b *testing.B) {
 		dst = AppendBaggage(dst[:0], src, 2)
 	}
 }
+
+func TestGeneratedKeys(t *testing.T) {
+	for _, tc := range []struct {
+		key                  string
+		generated, retryable bool
+	}{
+		{"", false, false},
+		{"k-1", false, true},
+		{"retrycap-gen-00112233445566778899aabbccddeeff", true, false},
+		{"Retrycap-Gen-x", true, false},
+		{"retrycap-gen-", true, false},
+		{"retrycap-ge", false, true},
+		{"x-retrycap-gen-1", false, true},
+	} {
+		if got := IsGeneratedKey([]byte(tc.key)); got != tc.generated {
+			t.Errorf("IsGeneratedKey(%q) = %v", tc.key, got)
+		}
+		if got := RetryableKey([]byte(tc.key)); got != tc.retryable {
+			t.Errorf("RetryableKey(%q) = %v", tc.key, got)
+		}
+	}
+}
