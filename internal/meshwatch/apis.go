@@ -17,7 +17,13 @@ type API struct {
 
 // String is "VirtualService networking.istio.io/v1": how the log line and the MeshLayers
 // condition name it.
-func (a API) String() string { return a.Kind + " " + a.Group + "/" + a.Version }
+// A core API is "Namespace v1".
+func (a API) String() string {
+	if a.Group == "" {
+		return a.Kind + " " + a.Version
+	}
+	return a.Kind + " " + a.Group + "/" + a.Version
+}
 
 // GVR is the API's group, version and resource.
 func (a API) GVR() schema.GroupVersionResource {

@@ -372,6 +372,9 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
+	// In path order, for a stable response: the operations replace or add distinct members (no
+	// list insertions), so their order does not matter to the result.
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	changes, err := diffFields(in.Object, cur)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
