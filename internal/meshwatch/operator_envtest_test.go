@@ -111,6 +111,12 @@ func TestOperatorMeshLayers(t *testing.T) {
 		return out, nil
 	}).Should(Equal([]string{"networking.istio.io:virtualservices", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies"}))
 
+	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).To(Succeed())
+	g.Expect(cfg.OwnerReferences).To(HaveLen(1))
+	g.Expect(cfg.OwnerReferences[0].Name).To(Equal("mutating-webhook-configuration"))
+	g.Expect(*cfg.Webhooks[0].FailurePolicy).To(Equal(admissionregistrationv1.Ignore))
+	g.Expect(*cfg.Webhooks[0].ClientConfig.URL).To(Equal("https://" + serving.Host + ":" + strconv.Itoa(serving.Port) + webhook.MeshPath))
+
 	// Reject: a VirtualService with 3 retries on ratings makes 3 x 4 = 12 > 10. The API server
 	// may call the webhook only once it has read the new configuration: a dry run until then.
 	const want = "admission webhook \"mesh.retrycap.dev\" denied the request: RetryPolicy bookinfo/bookinfo: " +
@@ -164,6 +170,26 @@ func TestOperatorMeshLayers(t *testing.T) {
 	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(state{
 		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
 	}))
+
+	// Istio uninstalled (its VirtualService CRD deleted): no longer read, and its namespace label
+	// no longer makes a sidecar layer.
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	crd.SetName("virtualservices.networking.istio.io")
+	g.Expect(c.Delete(ctx, crd)).To(Succeed())
+	withoutIstio := "reads HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"
+	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
+		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: withoutIstio,
+	}))
+	g.Eventually(func() (int, error) {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		err := c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)
+		if err != nil {
+			return 0, err
+		}
+		return len(cfg.Webhooks[0].Rules), nil
+	}).Should(Equal(2))
 }
 
 type state struct {

@@ -91,6 +91,28 @@ func meshAnnotations(ann map[string]string) map[string]string {
 	return out
 }
 
+// MembershipOf returns a (trimmed) Namespace with the mesh membership labels and annotations of
+// the meshes the cluster has only: without Istio, no istio-injection or istio.io/rev label; without
+// Linkerd, no linkerd.io/inject annotation. u is not modified.
+func MembershipOf(u *unstructured.Unstructured, istio, linkerd bool) *unstructured.Unstructured {
+	if istio && linkerd {
+		return u
+	}
+	out := u.DeepCopy()
+	if !istio {
+		l := out.GetLabels()
+		delete(l, mesh.IstioInjectionLabel)
+		delete(l, mesh.IstioRevLabel)
+		out.SetLabels(l)
+	}
+	if !linkerd {
+		a := out.GetAnnotations()
+		delete(a, mesh.LinkerdInject)
+		out.SetAnnotations(a)
+	}
+	return out
+}
+
 // HasLinkerdRetries reports whether a Service carries a retry.linkerd.io/ annotation: only those
 // go into the Set (a Service without one adds no layer).
 func HasLinkerdRetries(u *unstructured.Unstructured) bool {

@@ -173,3 +173,29 @@ func TestAffectedBy(t *testing.T) {
 		}
 	}
 }
+
+func TestMembershipOf(t *testing.T) {
+	ns := obj(t, `apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {istio-injection: enabled, istio.io/rev: canary, team: a}
+  annotations: {linkerd.io/inject: enabled}
+`)
+	for _, tc := range []struct {
+		istio, linkerd bool
+		labels, ann    map[string]string
+	}{
+		{true, true, map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary", "team": "a"}, map[string]string{"linkerd.io/inject": "enabled"}},
+		{false, true, map[string]string{"team": "a"}, map[string]string{"linkerd.io/inject": "enabled"}},
+		{true, false, map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary", "team": "a"}, map[string]string{}},
+	} {
+		got := MembershipOf(ns, tc.istio, tc.linkerd)
+		if !reflect.DeepEqual(got.GetLabels(), tc.labels) || !reflect.DeepEqual(got.GetAnnotations(), tc.ann) {
+			t.Errorf("istio %v linkerd %v: labels %v annotations %v; want %v %v", tc.istio, tc.linkerd, got.GetLabels(), got.GetAnnotations(), tc.labels, tc.ann)
+		}
+	}
+	if len(ns.GetLabels()) != 3 {
+		t.Errorf("MembershipOf modified its argument: %v", ns.GetLabels())
+	}
+}

@@ -51,6 +51,10 @@ type Watcher struct {
 	running map[API]*running
 	subs    []func(Affected)
 	apiSubs []func([]API)
+	// istio, linkerd: a mesh API of theirs is read. A Namespace's membership labels and
+	// annotations count only for a mesh the cluster has: istio-injection=enabled left behind on
+	// a cluster without Istio's CRDs adds no sidecar layer. Guarded by mu.
+	istio, linkerd bool
 }
 
 type running struct {
@@ -183,6 +187,8 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 	if changed || !w.synced.Load() {
 		w.mu.Lock()
 		w.apis.Store(&apis)
+		w.istio = slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio })
+		w.linkerd = slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Linkerd })
 		w.rebuild()
 		w.mu.Unlock()
 		if len(apis) == 0 {
@@ -329,8 +335,11 @@ func (w *Watcher) apply(inf toolscache.SharedIndexInformer, oldObj, newObj any) 
 }
 
 // add adds u to s; an object internal/mesh refuses (a negative attempts) is logged, naming the
-// object, the field and the value, and left out: it adds no layer.
+// object, the field and the value, and left out: it adds no layer. Call with w.mu held.
 func (w *Watcher) add(s *mesh.Set, u *unstructured.Unstructured) {
+	if u.GetKind() == "Namespace" {
+		u = MembershipOf(u, w.istio, w.linkerd)
+	}
 	if _, err := s.AddUnstructured(u); err != nil {
 		w.opts.Log.Error(err, "ignoring a mesh object retrycap cannot read")
 	}

@@ -226,7 +226,7 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 		}
 		return nil
 	}
-	gateHook, err := c.gateWebhook(ctx)
+	owner, gateHook, err := c.gateWebhook(ctx)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,13 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	data, _ := json.Marshal(want)
+	// Owned by the gate's configuration: uninstalling retrycap (which deletes that one) lets the
+	// garbage collector delete this one, which no installer knows of.
+	ref := metav1.OwnerReference{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration", Name: owner.Name, UID: owner.UID}
+	data, _ := json.Marshal(struct {
+		Webhook admissionregistrationv1.MutatingWebhook
+		Owner   metav1.OwnerReference
+	}{want, ref})
 	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:8])
 	if exists && cur.Annotations[meshConfigHash] == hash {
@@ -242,8 +248,9 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 	}
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: MeshWebhookConfiguration,
-			Labels:      map[string]string{"app.kubernetes.io/managed-by": "retrycap-manager"},
-			Annotations: map[string]string{meshConfigHash: hash}},
+			Labels:          map[string]string{"app.kubernetes.io/managed-by": "retrycap-manager"},
+			Annotations:     map[string]string{meshConfigHash: hash},
+			OwnerReferences: []metav1.OwnerReference{ref}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{want},
 	}
 	if exists {
@@ -260,23 +267,24 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 
 // gateWebhook finds the workload gate's webhook in whichever MutatingWebhookConfiguration holds
 // it (config/ and the chart name them differently), with its CA bundle in place.
-func (c *meshConfigurer) gateWebhook(ctx context.Context) (admissionregistrationv1.MutatingWebhook, error) {
+func (c *meshConfigurer) gateWebhook(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, admissionregistrationv1.MutatingWebhook, error) {
 	var list admissionregistrationv1.MutatingWebhookConfigurationList
 	if err := c.reader.List(ctx, &list); err != nil {
-		return admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("listing the MutatingWebhookConfigurations to find %s: %w", GateWebhookName, err)
+		return nil, admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("listing the MutatingWebhookConfigurations to find %s: %w", GateWebhookName, err)
 	}
-	for _, cfg := range list.Items {
+	for i := range list.Items {
+		cfg := &list.Items[i]
 		for _, h := range cfg.Webhooks {
 			if h.Name != GateWebhookName {
 				continue
 			}
 			if len(h.ClientConfig.CABundle) == 0 {
-				return h, fmt.Errorf("MutatingWebhookConfiguration %s webhook %s has no clientConfig.caBundle yet (cert-manager injects it): the mesh webhook copies it", cfg.Name, GateWebhookName)
+				return nil, h, fmt.Errorf("MutatingWebhookConfiguration %s webhook %s has no clientConfig.caBundle yet (cert-manager injects it): the mesh webhook copies it", cfg.Name, GateWebhookName)
 			}
-			return h, nil
+			return cfg, h, nil
 		}
 	}
-	return admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("no MutatingWebhookConfiguration has webhook %s, whose clientConfig (service and CA bundle) the mesh webhook copies: install config/webhook or the chart's webhooks", GateWebhookName)
+	return nil, admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("no MutatingWebhookConfiguration has webhook %s, whose clientConfig (service and CA bundle) the mesh webhook copies: install config/webhook or the chart's webhooks", GateWebhookName)
 }
 
 // MeshWebhook is the mesh webhook for apis, reached as gate is (its clientConfig with MeshPath,
