@@ -40,7 +40,7 @@ func (r *RetryPolicyReconciler) meshSet() *mesh.Set {
 func MeshLayersCondition(apis []string, generation int64) metav1.Condition {
 	if len(apis) == 0 {
 		return metav1.Condition{Type: v1alpha1.ConditionMeshLayers, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoMeshAPIs,
-			ObservedGeneration: generation, Message: "the cluster serves none of the mesh APIs retrycap reads: only the applications' attempts are counted"}
+			ObservedGeneration: generation, Message: "reads no mesh API (the cluster serves none of those retrycap reads, or --mesh-apis excludes them): only the applications' attempts are counted"}
 	}
 	return metav1.Condition{Type: v1alpha1.ConditionMeshLayers, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonMeshAPIsRead,
 		ObservedGeneration: generation, Message: "reads " + strings.Join(apis, ", ")}

@@ -81,7 +81,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 	// No mesh CRD: the chain counts the applications' attempts only, and the condition says why.
 	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
 		Amplification: 1, MeshStatus: "False", MeshReason: v1alpha1.ReasonNoMeshAPIs,
-		MeshMessage: "the cluster serves none of the mesh APIs retrycap reads: only the applications' attempts are counted",
+		MeshMessage: "reads no mesh API (the cluster serves none of those retrycap reads, or --mesh-apis excludes them): only the applications' attempts are counted",
 	}))
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).NotTo(Succeed())

@@ -21,6 +21,9 @@ import (
 	"github.com/retrycap/retrycap/internal/mesh"
 )
 
+// syncTimeout bounds the wait for a new informer's first list.
+const syncTimeout = 30 * time.Second
+
 // DefaultRecheck is how often the served APIs are discovered again (--mesh-recheck-interval).
 const DefaultRecheck = time.Minute
 
@@ -132,6 +135,10 @@ func (w *Watcher) Start(ctx context.Context) error {
 		if err := w.Recheck(ctx); err != nil {
 			w.opts.Log.Error(err, "discovering the mesh APIs; retrying", "in", w.opts.Recheck.String())
 		}
+		// Synced after the first attempt even if it failed: the controller then runs without
+		// mesh layers until a re-check succeeds (and reconciles every policy), rather than
+		// waiting for a discovery that may not come and failing its start.
+		w.synced.Store(true)
 		select {
 		case <-ctx.Done():
 			w.mu.Lock()
@@ -160,7 +167,7 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 	all := append(slices.Clone(apis), supporting(apis)...)
 
 	w.mu.Lock()
-	var started []*running
+	started := map[API]*running{}
 	changed := len(all) != len(w.running)
 	for _, a := range all {
 		if _, ok := w.running[a]; ok {
@@ -169,7 +176,7 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 		changed = true
 		r := w.startInformer(ctx, a)
 		w.running[a] = r
-		started = append(started, r)
+		started[a] = r
 	}
 	for a, r := range w.running {
 		if !slices.Contains(all, a) {
@@ -179,12 +186,24 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 
-	for _, r := range started {
-		if !toolscache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
-			return fmt.Errorf("waiting for the mesh informers to sync: %w", ctx.Err())
+	// Bounded: an API deleted between discovery and the first list never syncs; its informer is
+	// dropped, and the next re-check decides again.
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	for a, r := range started {
+		if !toolscache.WaitForCacheSync(sctx.Done(), r.informer.HasSynced) {
+			w.mu.Lock()
+			for b, r := range started {
+				if !r.informer.HasSynced() {
+					r.stop()
+					delete(w.running, b)
+				}
+			}
+			w.mu.Unlock()
+			return fmt.Errorf("waiting for the informer of %s to sync: %w", a, sctx.Err())
 		}
 	}
-	if changed || !w.synced.Load() {
+	if changed || w.apis.Load() == nil {
 		w.mu.Lock()
 		w.apis.Store(&apis)
 		w.istio = slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio })
@@ -204,7 +223,6 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 			f(slices.Clone(apis))
 		}
 	}
-	w.synced.Store(true)
 	return nil
 }
 
@@ -276,6 +294,16 @@ func (w *Watcher) startInformer(parent context.Context, a API) *running {
 	return &running{informer: inf, stop: cancel}
 }
 
+// runs reports whether inf is a running informer. Call with w.mu held.
+func (w *Watcher) runs(inf toolscache.SharedIndexInformer) bool {
+	for _, r := range w.running {
+		if r.informer == inf {
+			return true
+		}
+	}
+	return false
+}
+
 func asUnstructured(obj any) *unstructured.Unstructured {
 	switch o := obj.(type) {
 	case *unstructured.Unstructured:
@@ -305,7 +333,8 @@ func (w *Watcher) apply(inf toolscache.SharedIndexInformer, oldObj, newObj any) 
 	}
 	w.mu.Lock()
 	prev := w.set.Load()
-	if prev == nil {
+	if prev == nil || !w.runs(inf) {
+		// No Set yet, or a stopped informer's last event: its API's objects are gone.
 		w.mu.Unlock()
 		return
 	}
