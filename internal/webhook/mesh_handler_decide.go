@@ -316,8 +316,7 @@ func (v meshVerdict) message(obj meshObject) string {
 // through another field), and returns the object to store, the patch and the warnings.
 func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, error) {
 	cur := in.Object
-	var from, warnings, names, explains []string
-	seen := map[string]bool{}
+	var warnings, names, explains []string
 	pending := rewrites
 	for round := 0; len(pending) > 0 && round < 16; round++ {
 		v := pending[0]
@@ -329,10 +328,6 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 		out, err := rw.Apply(cur)
 		if err != nil {
 			return nil, nil, nil, err
-		}
-		if !seen[rw.FieldPath] {
-			seen[rw.FieldPath] = true
-			from = append(from, rw.FieldPath+": "+rw.From)
 		}
 		if !slices.Contains(names, meshPolicyName(v.policy)) {
 			names = append(names, meshPolicyName(v.policy))
@@ -352,6 +347,10 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 				pending = append(pending, nv)
 			}
 		}
+	}
+	changes, from, err := diffFields(in.Object, cur)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(cur, &doc); err != nil {
@@ -375,32 +374,28 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 	// In path order, for a stable response: the operations replace or add distinct members (no
 	// list insertions), so their order does not matter to the result.
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
-	changes, err := diffFields(in.Object, cur)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
-	}
 	policies := "RetryPolicy " + strings.Join(names, ", ")
 	if len(names) > 1 {
 		policies = "RetryPolicies " + strings.Join(names, ", ")
 	}
-	w := fmt.Sprintf("%s rewrote %s: %s (%s)", policies, obj.id(), changes, strings.Join(explains, "; "))
+	w := fmt.Sprintf("%s rewrote %s: %s (%s)", policies, obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
 	return final, ops, append([]string{w}, warnings...), nil
 }
 
-// diffFields renders the fields a rewrite changed: "spec.http[0].retries.attempts: 3 -> 1".
-func diffFields(before, after []byte) (string, error) {
+// diffFields renders the fields a rewrite changed, "spec.http[0].retries.attempts: 3 -> 1"
+// each, and their old values, "spec.http[0].retries.attempts: 3" each (unset fields: "unset"),
+// in path order.
+func diffFields(before, after []byte) (changes, from []string, err error) {
 	ops, err := jsonpatch.CreatePatch(before, after)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	var b, a any
-	_ = json.Unmarshal(before, &b)
-	_ = json.Unmarshal(after, &a)
-	var parts []string
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
+	var b any
+	if err := json.Unmarshal(before, &b); err != nil {
+		return nil, nil, err
+	}
 	for _, op := range ops {
-		if op.Path == "/metadata/annotations" || op.Path == "/metadata/annotations/"+escapeJSONPointer(annotations.RewrittenFrom) {
-			continue
-		}
 		old, ok := lookup(b, op.Path)
 		oldS := "unset"
 		if ok {
@@ -410,10 +405,11 @@ func diffFields(before, after []byte) (string, error) {
 		if op.Operation != "remove" {
 			newS = render(op.Value)
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s -> %s", pointerToPath(op.Path), oldS, newS))
+		path := pointerToPath(op.Path)
+		changes = append(changes, fmt.Sprintf("%s: %s -> %s", path, oldS, newS))
+		from = append(from, path+": "+oldS)
 	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", "), nil
+	return changes, from, nil
 }
 
 func render(v any) string {

@@ -57,6 +57,23 @@ spec:
 `
 }
 
+// gatewayRoute is a north-south HTTPRoute from Gateway bookinfo-gateway to productpage with the
+// rule's retry given ("" for none).
+func gatewayRoute(retry string) string {
+	r := `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: bookinfo}
+spec:
+  parentRefs: [{name: bookinfo-gateway}]
+  rules:
+  - backendRefs: [{name: productpage, port: 9080}]
+`
+	if retry != "" {
+		r += "    " + retry + "\n"
+	}
+	return r
+}
+
 func TestDecideMesh(t *testing.T) {
 	istioNS := `apiVersion: v1
 kind: Namespace
@@ -143,6 +160,40 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 4, "")}, object: svc("4"),
 			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/ratings metadata.annotations["retry.linkerd.io/limit"]: "4" makes ` +
 				`productpage -x1-> reviews -x5-> ratings = 5 > cap 4; Service bookinfo/ratings may keep retry.linkerd.io/limit: "3"`},
+		},
+		{
+			name: "a Gateway route multiplies the entrypoint's client attempts", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: gatewayRoute("retry: {attempts: 3}"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 3 makes " +
+				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3; HTTPRoute bookinfo/web may keep attempts: 2"},
+		},
+		{
+			name: "Envoy Gateway: a BackendTrafficPolicy on a route without retry", cluster: []string{gatewayRoute("")},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)}, object: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: bookinfo, annotations: {owner: web}}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
+  retry: {numRetries: 5}
+`,
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote BackendTrafficPolicy bookinfo/retry: spec.retry.numRetries: 5 -> 2 (client -x6-> productpage -x1-> reviews -x1-> ratings = 6 > cap 3)"},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations/retrycap.dev~1rewritten-from", Value: "spec.retry.numRetries: 5"},
+					{Operation: "replace", Path: "/spec/retry/numRetries", Value: float64(2)},
+				}},
+		},
+		{
+			name: "Linkerd Rewrite to one try removes the retry annotations", cluster: []string{linkerdNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 1, v1alpha1.EnforcementRewrite)}, object: svc("2"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{`RetryPolicy bookinfo/bookinfo rewrote Service bookinfo/ratings: metadata.annotations["retry.linkerd.io/http"]: "5xx" -> removed, ` +
+					`metadata.annotations["retry.linkerd.io/limit"]: "2" -> removed (productpage -x1-> reviews -x3-> ratings = 3 > cap 1)`},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "remove", Path: "/metadata/annotations/retry.linkerd.io~1http"},
+					{Operation: "remove", Path: "/metadata/annotations/retry.linkerd.io~1limit"},
+					{Operation: "add", Path: "/metadata/annotations/retrycap.dev~1rewritten-from", Value: `metadata.annotations["retry.linkerd.io/http"]: "5xx"; metadata.annotations["retry.linkerd.io/limit"]: "2"`},
+				}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
