@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gomodules.xyz/jsonpatch/v2"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -13,6 +14,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -233,5 +235,45 @@ func TestPointerToPath(t *testing.T) {
 		if got := pointerToPath(in); got != want {
 			t.Errorf("pointerToPath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestMeshWebhook(t *testing.T) {
+	caBundle := []byte("CA")
+	path := "/gate-workloads"
+	gateHook := admissionregistrationv1.MutatingWebhook{Name: GateWebhookName,
+		ClientConfig:      admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "retrycap-system", Name: "retrycap-webhook-service", Path: &path}, CABundle: caBundle},
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}}}}}
+	vs := meshwatch.API{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices", Kind: "VirtualService"}
+	sp := meshwatch.API{Group: "linkerd.io", Version: "v1alpha2", Resource: "serviceprofiles", Kind: "ServiceProfile"}
+	for _, tc := range []struct {
+		apis []meshwatch.API
+		want []string
+	}{
+		{[]meshwatch.API{vs}, []string{"networking.istio.io/*:virtualservices"}},
+		{[]meshwatch.API{vs, sp}, []string{"networking.istio.io/*:virtualservices", "linkerd.io/*:serviceprofiles", "/v1:services"}},
+	} {
+		h, err := MeshWebhook(tc.apis, gateHook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range h.Rules {
+			got = append(got, r.APIGroups[0]+"/"+r.APIVersions[0]+":"+r.Resources[0])
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("rules %q, want %q", got, tc.want)
+		}
+		if *h.ClientConfig.Service.Path != MeshPath || h.ClientConfig.Service.Name != "retrycap-webhook-service" || string(h.ClientConfig.CABundle) != "CA" ||
+			*gateHook.ClientConfig.Service.Path != "/gate-workloads" || !reflect.DeepEqual(h.NamespaceSelector, gateHook.NamespaceSelector) ||
+			*h.FailurePolicy != admissionregistrationv1.Ignore {
+			t.Errorf("webhook %+v", h)
+		}
+	}
+	url := "https://127.0.0.1:9443/gate-workloads"
+	gateHook.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle}
+	h, err := MeshWebhook([]meshwatch.API{vs}, gateHook)
+	if err != nil || *h.ClientConfig.URL != "https://127.0.0.1:9443/gate-mesh" {
+		t.Errorf("URL %v, %v", h.ClientConfig.URL, err)
 	}
 }
