@@ -13,6 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/operator"
 )
 
@@ -34,9 +36,18 @@ func main() {
 	flag.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key for the webhook server (rewritten files are picked up without a restart)")
 	flag.StringVar(&o.ProxyImage, "proxy-image", operator.DefaultProxyImage, "image of the retrycap-proxy sidecar the injector adds")
 	flag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the manager's own namespace, never acted on by the webhooks, and the lease's (default: $POD_NAMESPACE)")
+	flag.StringVar(&o.MeshAPIs, "mesh-apis", meshwatch.ModeAuto, "the mesh APIs whose retry layers the manager reads, when the cluster serves them: \"auto\" (all), \"none\", or a comma-separated list of resource.group (virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io)")
+	flag.DurationVar(&o.MeshRecheck, "mesh-recheck-interval", meshwatch.DefaultRecheck, "how often the manager discovers again which mesh APIs the cluster serves")
+	istioDefault := flag.Int64("istio-default-retries", mesh.IstioDefaultRetries, "Istio's default retries for routes that set none; unset: the MeshConfig's defaultHttpRetryPolicy.attempts (ConfigMap istio-system/istio), else Istio's 2")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	flag.Visit(func(f *flag.Flag) {
+		// Only when given: unset, the MeshConfig in the cluster decides.
+		if f.Name == "istio-default-retries" {
+			o.IstioDefaultRetries = istioDefault
+		}
+	})
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 	if os.Getenv("GOGC") == "" {

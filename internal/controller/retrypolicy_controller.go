@@ -61,6 +61,9 @@ type RetryPolicyReconciler struct {
 	// webhooks; nil: SetupWithManager makes and feeds its own. A reconciler used without
 	// SetupWithManager and without an Index lists the workloads from Client.
 	Index *gate.Index
+	// Mesh is the source of the mesh retry layers (meshwatch.Watcher); nil: none, exactly as
+	// without a mesh (no MeshLayers condition).
+	Mesh MeshSource
 }
 
 // Reconcile fetches the policy, computes its status from the cached workloads, and patches the
@@ -80,6 +83,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
+	r.setMeshCondition(next, p.Generation)
 	recordMetrics(req.NamespacedName, next)
 	if equality.Semantic.DeepEqual(&p.Status, next) {
 		return ctrl.Result{}, nil
@@ -112,8 +116,10 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 		// Parsed once per workload version, kept sorted: the graph of 20,000 workloads builds
 		// in ~10 ms, where listing, converting and parsing them took most of ~190 ms.
 		// With the namespace's Services: the graph's nodes are the names callers use.
-		in.Result = workload.BuildParsed(p, r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace))
+		in.Result = workload.BuildParsedMesh(p, r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace), r.meshSet())
 		in.Analysis = graph.Analyze(in.Result.Graph, in.Result.Cap)
+		// The violations' messages name each factor's mesh layers.
+		in.Result.ExplainMesh(in.Analysis)
 		// As workload.Analyze does: a fix on an edge out of a Service's node names the workloads.
 		in.Result.NameWorkloads(in.Analysis)
 		return in, nil
@@ -126,7 +132,7 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 	if err != nil {
 		return in, err
 	}
-	in.Result, in.Analysis = workload.Analyze(p, ws, svcs...)
+	in.Result, in.Analysis = workload.AnalyzeMesh(p, ws, r.meshSet(), svcs...)
 	return in, nil
 }
 
@@ -167,11 +173,14 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return fmt.Errorf("setting up the %s controller: %w", ControllerName, err)
 		}
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.RetryPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(&indexSource{r: r}).
-		Complete(r)
+		WatchesRawSource(&indexSource{r: r})
+	if r.Mesh != nil {
+		b = b.WatchesRawSource(&meshChanges{r: r})
+	}
+	err := b.Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", ControllerName, err)
 	}

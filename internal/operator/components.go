@@ -9,6 +9,8 @@ import (
 	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/controller"
 	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/webhook"
 )
 
@@ -20,11 +22,15 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 	if err := cluster.FeedIndex(context.Background(), mgr.GetCache(), index); err != nil {
 		return fmt.Errorf("feeding the workload index: %w", err)
 	}
-	if err := (&controller.RetryPolicyReconciler{Index: index}).SetupWithManager(mgr); err != nil {
+	mw, err := newMeshWatcher(mgr, o)
+	if err != nil {
+		return err
+	}
+	if err := (&controller.RetryPolicyReconciler{Index: index, Mesh: mw}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the RetryPolicy controller: %w", err)
 	}
 	if o.Webhooks {
-		if _, err := webhook.SetupWithManager(mgr, webhook.Options{ManagerNamespace: o.Namespace, Index: index}); err != nil {
+		if _, err := webhook.SetupWithManager(mgr, webhook.Options{ManagerNamespace: o.Namespace, Index: index, Mesh: mw}); err != nil {
 			return fmt.Errorf("registering the workload gate and the RetryPolicy validator: %w", err)
 		}
 		if _, err := webhook.SetupPodInjectorWithManager(mgr, webhook.PodInjectorOptions{ProxyImage: o.ProxyImage, ManagerNamespace: o.Namespace, Index: index}); err != nil {
@@ -32,4 +38,22 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	return nil
+}
+
+// newMeshWatcher adds the mesh watcher (internal/meshwatch) to the manager; with --mesh-apis=none
+// it runs too (no informer, no Set) so that the policies say MeshLayers False.
+func newMeshWatcher(mgr ctrl.Manager, o Options) (*meshwatch.Watcher, error) {
+	sel, err := meshwatch.ParseSelection(o.MeshAPIs)
+	if err != nil {
+		return nil, err
+	}
+	mw, err := meshwatch.New(mgr.GetConfig(), meshwatch.Options{Selection: sel, Recheck: o.MeshRecheck,
+		Mesh: mesh.Options{IstioDefaultRetries: o.IstioDefaultRetries}, Log: mgr.GetLogger().WithName("mesh")})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(mw); err != nil {
+		return nil, fmt.Errorf("adding the mesh watcher: %w", err)
+	}
+	return mw, nil
 }

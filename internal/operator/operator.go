@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/scheme"
 )
 
@@ -44,6 +45,12 @@ type Options struct {
 	ProxyImage string
 	// Namespace is the manager's own namespace; the webhooks never act on it.
 	Namespace string
+	// MeshAPIs is --mesh-apis ("auto", "none", or resource.group names); MeshRecheck how often
+	// the served mesh APIs are discovered again; IstioDefaultRetries is --istio-default-retries
+	// (nil: MeshConfig, else Istio's 2).
+	MeshAPIs            string
+	MeshRecheck         time.Duration
+	IstioDefaultRetries *int64
 }
 
 // Lease timings by default: those of controller-runtime and kube-controller-manager.
@@ -111,6 +118,12 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // Validate reports options no retry can fix (NewManager's other errors may pass once the API
 // server answers).
 func (o Options) Validate() error {
+	if _, err := meshwatch.ParseSelection(o.MeshAPIs); err != nil {
+		return err
+	}
+	if o.IstioDefaultRetries != nil && *o.IstioDefaultRetries < 0 {
+		return fmt.Errorf("--istio-default-retries %d: must be 0 or more", *o.IstioDefaultRetries)
+	}
 	lease, renew, retry := o.leaseTimings()
 	if o.LeaderElection && (renew >= lease || retry >= renew) {
 		return fmt.Errorf("leader election: want retry period (%s) < renew deadline (%s) < lease duration (%s)", retry, renew, lease)

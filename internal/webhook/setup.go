@@ -37,12 +37,17 @@ type Options struct {
 	// Index is the workload index, fed by cluster.FeedIndex (the operator shares one with the
 	// controller); nil: SetupWithManager makes and feeds its own.
 	Index *gate.Index
+	// Mesh is the mesh watcher (nil: no mesh webhook): the mesh gate is served at MeshPath and
+	// the manager keeps MeshWebhookConfiguration for the mesh APIs it reads.
+	Mesh MeshSource
 }
 
 // Webhooks is what SetupWithManager registered.
 type Webhooks struct {
 	Gate      *WorkloadGate
 	Validator *PolicyValidator
+	// Mesh is the mesh gate (nil without Options.Mesh).
+	Mesh *MeshGate
 	// Index is the workload index the gate reads; pass it to the pod injector
 	// (PodInjectorOptions.Index) so that both read one.
 	Index *gate.Index
@@ -95,5 +100,14 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RetryPolicy{}).WithValidator(validator).Complete(); err != nil {
 		return nil, fmt.Errorf("registering the RetryPolicy validator: %w", err)
 	}
-	return &Webhooks{Gate: gh, Validator: validator, Index: index}, nil
+	var mg *MeshGate
+	if o.Mesh != nil {
+		mg = &MeshGate{policies: mgr.GetClient(), index: index, mesh: o.Mesh, skip: skip, log: log.WithName("mesh")}
+		mgr.GetWebhookServer().Register(MeshPath, &webhook.Admission{Handler: mg})
+		c := &meshConfigurer{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), mesh: o.Mesh, log: log.WithName("mesh"), kick: make(chan struct{}, 1)}
+		if err := mgr.Add(c); err != nil {
+			return nil, fmt.Errorf("adding the mesh webhook's configuration to the manager: %w", err)
+		}
+	}
+	return &Webhooks{Gate: gh, Validator: validator, Mesh: mg, Index: index}, nil
 }

@@ -1,0 +1,187 @@
+package meshwatch
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/retrycap/retrycap/internal/mesh"
+)
+
+// API is one mesh API the watcher reads: a resource of a group at the version it lists.
+type API struct {
+	Group, Version, Resource, Kind string
+}
+
+// String is "VirtualService networking.istio.io/v1": how the log line and the MeshLayers
+// condition name it.
+// A core API is "Namespace v1".
+func (a API) String() string {
+	if a.Group == "" {
+		return a.Kind + " " + a.Version
+	}
+	return a.Kind + " " + a.Group + "/" + a.Version
+}
+
+// GVR is the API's group, version and resource.
+func (a API) GVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: a.Group, Version: a.Version, Resource: a.Resource}
+}
+
+// Name is "virtualservices.networking.istio.io", as --mesh-apis and the chart's meshAPIs name it.
+func (a API) Name() string { return a.Resource + "." + a.Group }
+
+// Candidate is a mesh API internal/mesh reads, with the versions that carry the fields it reads,
+// in order of preference when the group's preferred version does not serve the resource.
+type Candidate struct {
+	Group, Resource, Kind string
+	Versions              []string
+	// Linkerd: the API is Linkerd's; a cluster serving it has Linkerd, whose retry annotations
+	// on Services are then read too.
+	Linkerd bool
+	// Istio: a cluster serving it has Istio, whose MeshConfig ConfigMap is then read too.
+	Istio bool
+}
+
+// Name is "virtualservices.networking.istio.io".
+func (c Candidate) Name() string { return c.Resource + "." + c.Group }
+
+// Candidates are every mesh API internal/mesh reads.
+var Candidates = []Candidate{
+	{Group: mesh.GroupIstio, Resource: "virtualservices", Kind: "VirtualService", Versions: []string{"v1", "v1beta1", "v1alpha3"}, Istio: true},
+	{Group: mesh.GroupGateway, Resource: "httproutes", Kind: "HTTPRoute", Versions: []string{"v1", "v1beta1"}},
+	{Group: mesh.GroupGateway, Resource: "grpcroutes", Kind: "GRPCRoute", Versions: []string{"v1", "v1alpha2"}},
+	{Group: mesh.GroupEnvoyGateway, Resource: "backendtrafficpolicies", Kind: "BackendTrafficPolicy", Versions: []string{"v1alpha1"}},
+	{Group: mesh.GroupLinkerd, Resource: "serviceprofiles", Kind: "ServiceProfile", Versions: []string{"v1alpha2"}, Linkerd: true},
+	{Group: mesh.GroupLinkerdPol, Resource: "httproutes", Kind: "HTTPRoute", Versions: []string{"v1", "v1beta3", "v1beta2", "v1beta1"}, Linkerd: true},
+}
+
+// Selection is what --mesh-apis says: every candidate (auto), none, or the named ones.
+type Selection struct {
+	None  bool
+	Names map[string]bool // nil: every candidate
+}
+
+// ModeAuto and ModeNone are the flag's keywords.
+const (
+	ModeAuto = "auto"
+	ModeNone = "none"
+)
+
+// ParseSelection reads --mesh-apis: "auto" (or empty), "none", or a comma-separated list of
+// resource.group names of Candidates ("virtualservices.networking.istio.io,httproutes.gateway.networking.k8s.io").
+func ParseSelection(v string) (Selection, error) {
+	v = strings.TrimSpace(v)
+	switch v {
+	case "", ModeAuto:
+		return Selection{}, nil
+	case ModeNone:
+		return Selection{None: true}, nil
+	}
+	s := Selection{Names: map[string]bool{}}
+	for _, n := range strings.Split(v, ",") {
+		n = strings.ToLower(strings.TrimSpace(n))
+		if !slices.ContainsFunc(Candidates, func(c Candidate) bool { return c.Name() == n }) {
+			names := make([]string, len(Candidates))
+			for i, c := range Candidates {
+				names[i] = c.Name()
+			}
+			return Selection{}, fmt.Errorf("--mesh-apis %q: %q is not a mesh API retrycap reads (auto, none, or a comma-separated list of %s)", v, n, strings.Join(names, ", "))
+		}
+		s.Names[n] = true
+	}
+	return s, nil
+}
+
+// String is the flag's value back: "auto", "none", or the names sorted.
+func (s Selection) String() string {
+	switch {
+	case s.None:
+		return ModeNone
+	case s.Names == nil:
+		return ModeAuto
+	}
+	var names []string
+	for n := range s.Names {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+func (s Selection) wants(c Candidate) bool {
+	return !s.None && (s.Names == nil || s.Names[c.Name()])
+}
+
+// Served is what discovery says of the candidates' groups: each served group's preferred version,
+// and the resources each group version serves ("networking.istio.io/v1" -> virtualservices, ...).
+type Served struct {
+	Preferred map[string]string          // group -> preferred version
+	Versions  map[string][]string        // group -> served versions
+	Resources map[string]map[string]bool // "group/version" -> resource names
+}
+
+// Choose returns the APIs to read, in Candidates' order: each selected candidate the cluster
+// serves, at its group's preferred version when that serves the resource, else the first of the
+// candidate's versions that does.
+func Choose(sel Selection, served Served) []API {
+	var out []API
+	for _, c := range Candidates {
+		if !sel.wants(c) {
+			continue
+		}
+		versions := append([]string{served.Preferred[c.Group]}, c.Versions...)
+		for _, v := range versions {
+			if v != "" && served.Resources[c.Group+"/"+v][c.Resource] {
+				out = append(out, API{Group: c.Group, Version: v, Resource: c.Resource, Kind: c.Kind})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// candidate returns the Candidate of an API.
+func candidate(a API) Candidate {
+	for _, c := range Candidates {
+		if c.Group == a.Group && c.Resource == a.Resource {
+			return c
+		}
+	}
+	return Candidate{}
+}
+
+// Names is the APIs' strings ("VirtualService networking.istio.io/v1"), in order.
+func Names(apis []API) []string {
+	out := make([]string, len(apis))
+	for i, a := range apis {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// Supporting objects read beside the mesh APIs (core v1, always served): Namespaces (mesh
+// membership) whenever any mesh API is read, the ConfigMap istio-system/istio (MeshConfig) when
+// Istio is, Services (Linkerd's retry annotations) when Linkerd is.
+var (
+	namespacesAPI = API{Version: "v1", Resource: "namespaces", Kind: "Namespace"}
+	configMapsAPI = API{Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
+	servicesAPI   = API{Version: "v1", Resource: "services", Kind: "Service"}
+)
+
+// supporting returns the core APIs read with apis.
+func supporting(apis []API) []API {
+	if len(apis) == 0 {
+		return nil
+	}
+	out := []API{namespacesAPI}
+	if slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio }) {
+		out = append(out, configMapsAPI)
+	}
+	if slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Linkerd }) {
+		out = append(out, servicesAPI)
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package meshwatch
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseSelection(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "", want: "auto"},
+		{in: "auto", want: "auto"},
+		{in: "none", want: "none"},
+		{in: "virtualservices.networking.istio.io", want: "virtualservices.networking.istio.io"},
+		{in: " HTTPRoutes.gateway.networking.k8s.io , virtualservices.networking.istio.io", want: "httproutes.gateway.networking.k8s.io,virtualservices.networking.istio.io"},
+		{in: "virtualservice", err: `--mesh-apis "virtualservice": "virtualservice" is not a mesh API retrycap reads (auto, none, or a comma-separated list of ` +
+			"virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
+			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io)"},
+	} {
+		s, err := ParseSelection(tc.in)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("ParseSelection(%q) error = %v, want %s", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || s.String() != tc.want {
+			t.Errorf("ParseSelection(%q) = %s, %v; want %s", tc.in, s, err, tc.want)
+		}
+	}
+}
+
+func TestChoose(t *testing.T) {
+	res := func(names ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, n := range names {
+			m[n] = true
+		}
+		return m
+	}
+	istio := Served{
+		Preferred: map[string]string{"networking.istio.io": "v1"},
+		Resources: map[string]map[string]bool{
+			"networking.istio.io/v1":       res("virtualservices", "destinationrules"),
+			"networking.istio.io/v1alpha3": res("virtualservices", "destinationrules", "envoyfilters"),
+		},
+	}
+	oldIstio := Served{
+		// An Istio before 1.22 serves no v1: its preferred version then.
+		Preferred: map[string]string{"networking.istio.io": "v1beta1"},
+		Resources: map[string]map[string]bool{"networking.istio.io/v1beta1": res("virtualservices"), "networking.istio.io/v1alpha3": res("virtualservices")},
+	}
+	gatewayStandard := Served{
+		// GRPCRoute only in v1; a preferred version without the resource falls back to the list.
+		Preferred: map[string]string{"gateway.networking.k8s.io": "v1beta1", "gateway.envoyproxy.io": "v1alpha1"},
+		Resources: map[string]map[string]bool{
+			"gateway.networking.k8s.io/v1":      res("httproutes", "grpcroutes", "gateways"),
+			"gateway.networking.k8s.io/v1beta1": res("httproutes", "gateways"),
+			"gateway.envoyproxy.io/v1alpha1":    res("backendtrafficpolicies", "envoyproxies"),
+		},
+	}
+	auto, none := Selection{}, Selection{None: true}
+	onlyVS, _ := ParseSelection("virtualservices.networking.istio.io")
+	for _, tc := range []struct {
+		name   string
+		sel    Selection
+		served Served
+		want   []string
+	}{
+		{"nothing served", auto, Served{}, nil},
+		{"istio v1", auto, istio, []string{"VirtualService networking.istio.io/v1"}},
+		{"istio before v1", auto, oldIstio, []string{"VirtualService networking.istio.io/v1beta1"}},
+		{"gateway API and Envoy Gateway", auto, gatewayStandard, []string{
+			"HTTPRoute gateway.networking.k8s.io/v1beta1", "GRPCRoute gateway.networking.k8s.io/v1", "BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"}},
+		{"none", none, istio, nil},
+		{"a list", onlyVS, Served{Preferred: istio.Preferred, Resources: merge(istio.Resources, gatewayStandard.Resources)}, []string{"VirtualService networking.istio.io/v1"}},
+	} {
+		got := Choose(tc.sel, tc.served)
+		if names := Names(got); !reflect.DeepEqual(names, tc.want) && (len(names) != 0 || len(tc.want) != 0) {
+			t.Errorf("%s: Choose = %q, want %q", tc.name, names, tc.want)
+		}
+	}
+}
+
+func merge(ms ...map[string]map[string]bool) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func TestSupporting(t *testing.T) {
+	vs := API{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices", Kind: "VirtualService"}
+	route := API{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes", Kind: "HTTPRoute"}
+	sp := API{Group: "linkerd.io", Version: "v1alpha2", Resource: "serviceprofiles", Kind: "ServiceProfile"}
+	for _, tc := range []struct {
+		apis []API
+		want []string
+	}{
+		{nil, []string{}},
+		{[]API{route}, []string{"Namespace v1"}},
+		{[]API{vs, route}, []string{"Namespace v1", "ConfigMap v1"}},
+		{[]API{sp}, []string{"Namespace v1", "Service v1"}},
+	} {
+		if got := Names(supporting(tc.apis)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("supporting(%v) = %q, want %q", Names(tc.apis), got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,14 @@
+// Package meshwatch is the manager's adapter between the cluster and internal/mesh: it discovers
+// which of the mesh APIs retrycap reads the cluster serves (at start and every re-check
+// interval), runs an informer only for those (objects trimmed in the cache to the fields
+// internal/mesh reads), and keeps the current *mesh.Set as a copy-on-write snapshot that any
+// number of readers (the RetryPolicy controller, the mesh admission webhook) share without
+// locks. Every change of the set is told to the subscribers with the namespaces whose policies
+// it may change; every change of the set of APIs read is logged once.
+//
+// With none of the APIs served (or --mesh-apis=none) it starts no informer and Set returns nil:
+// the manager then runs exactly as without mesh layers.
+//
+// The logic stays in internal/mesh; this package only chooses the APIs (apis.go, pure), trims
+// objects (trim.go, pure) and feeds informers' objects into Sets (watcher.go).
+package meshwatch

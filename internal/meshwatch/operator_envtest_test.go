@@ -1,0 +1,247 @@
+package meshwatch_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/mesh/crds"
+	"github.com/retrycap/retrycap/internal/operator"
+	"github.com/retrycap/retrycap/internal/scheme"
+	"github.com/retrycap/retrycap/internal/webhook"
+)
+
+// TestOperatorMeshLayers runs the whole manager (operator.NewManager, webhooks on) against a
+// real API server that has none of the mesh CRDs, installs the real ones (internal/mesh/crds)
+// while it runs, and follows bookinfo's chain productpage -> reviews -> ratings through the
+// RetryPolicy status and the mesh admission webhook.
+func TestOperatorMeshLayers(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(time.Minute)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+
+	cp, err := controlplane.Start(controlplane.Options{Webhooks: true, ProgressTo: os.Stderr})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(cp.Stop()).To(Succeed()) }()
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	serving := cp.WebhookServing()
+	mgr, err := operator.NewManager(cp.Config, operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0", Webhooks: true,
+		WebhookHost: serving.Host, WebhookPort: serving.Port, WebhookCertDir: serving.CertDir,
+		Namespace: "retrycap-system", MeshRecheck: 200 * time.Millisecond,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		g.Expect(<-done).To(Succeed())
+	}()
+
+	// Three namespaces with the same chain, one per enforcement; Istio's sidecar in each.
+	for _, ns := range []string{"bookinfo", "bookinfo-rw", "bookinfo-audit"} {
+		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"istio-injection": "enabled"}}})).To(Succeed())
+		for _, d := range []struct{ name, upstreams string }{{"productpage", "reviews=1"}, {"reviews", "ratings=1"}, {"ratings", ""}} {
+			g.Expect(c.Create(ctx, deployment(ns, d.name, d.upstreams))).To(Succeed())
+		}
+	}
+	enforcement := map[string]v1alpha1.Enforcement{"bookinfo": v1alpha1.EnforcementReject, "bookinfo-rw": v1alpha1.EnforcementRewrite, "bookinfo-audit": v1alpha1.EnforcementAudit}
+	for ns, e := range enforcement {
+		g.Eventually(func() error {
+			return c.Create(ctx, &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bookinfo"},
+				Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 10, Enforcement: e, Entrypoints: []v1alpha1.Entrypoint{{Service: "productpage"}}}})
+		}).Should(Succeed())
+	}
+
+	// No mesh CRD: the chain counts the applications' attempts only, and the condition says why.
+	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
+		Amplification: 1, MeshStatus: "False", MeshReason: v1alpha1.ReasonNoMeshAPIs,
+		MeshMessage: "reads no mesh API (the cluster serves none of those retrycap reads, or --mesh-apis excludes them): only the applications' attempts are counted",
+	}))
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).NotTo(Succeed())
+
+	// The real CRDs, installed while the manager runs: picked up at the next re-check.
+	paths, err := crds.All()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	const reads = "reads VirtualService networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"
+	// Istio's default on both hops (the namespaces were labelled all along): 3 x 3.
+	istioDefault := state{
+		Amplification: 9, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
+	}
+	for ns := range enforcement {
+		g.Eventually(meshState(ctx, c, ns)).Should(Equal(istioDefault))
+	}
+	g.Eventually(func() ([]string, error) {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg); err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, r := range cfg.Webhooks[0].Rules {
+			out = append(out, strings.Join(r.APIGroups, ",")+":"+strings.Join(r.Resources, ","))
+		}
+		return out, nil
+	}).Should(Equal([]string{"networking.istio.io:virtualservices", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies"}))
+
+	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).To(Succeed())
+	g.Expect(cfg.OwnerReferences).To(HaveLen(1))
+	g.Expect(cfg.OwnerReferences[0].Name).To(Equal("mutating-webhook-configuration"))
+	g.Expect(*cfg.Webhooks[0].FailurePolicy).To(Equal(admissionregistrationv1.Ignore))
+	g.Expect(*cfg.Webhooks[0].ClientConfig.URL).To(Equal("https://" + serving.Host + ":" + strconv.Itoa(serving.Port) + webhook.MeshPath))
+
+	// Reject: a VirtualService with 3 retries on ratings makes 3 x 4 = 12 > 10. The API server
+	// may call the webhook only once it has read the new configuration: a dry run until then.
+	const want = "admission webhook \"mesh.retrycap.dev\" denied the request: RetryPolicy bookinfo/bookinfo: " +
+		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 makes productpage -x3-> reviews -x4-> ratings = 12 > cap 10; " +
+		"VirtualService bookinfo/ratings may keep attempts: 2"
+	g.Eventually(func() string {
+		err := c.Create(ctx, virtualService("bookinfo", 3), client.DryRunAll)
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}).Should(Equal(want))
+	g.Expect(c.Create(ctx, virtualService("bookinfo", 3))).To(MatchError(want))
+	// What fits is admitted, and counted: 3 x 3.
+	g.Expect(c.Create(ctx, virtualService("bookinfo", 2))).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(istioDefault))
+
+	// Rewrite: stored lowered, the old value kept.
+	g.Expect(c.Create(ctx, virtualService("bookinfo-rw", 3))).To(Succeed())
+	stored := &unstructured.Unstructured{}
+	stored.SetAPIVersion("networking.istio.io/v1")
+	stored.SetKind("VirtualService")
+	g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "bookinfo-rw", Name: "ratings"}, stored)).To(Succeed())
+	http, _, _ := unstructured.NestedSlice(stored.Object, "spec", "http")
+	g.Expect(http[0].(map[string]any)["retries"]).To(Equal(map[string]any{"attempts": int64(2)}))
+	g.Expect(stored.GetAnnotations()).To(Equal(map[string]string{annotations.RewrittenFrom: "spec.http[0].retries.attempts: 3"}))
+
+	// Audit: admitted; the status shows each layer of the chain over the cap.
+	g.Expect(c.Create(ctx, virtualService("bookinfo-audit", 3))).To(Succeed())
+	g.Eventually(func() ([]v1alpha1.Violation, error) {
+		var p v1alpha1.RetryPolicy
+		err := c.Get(ctx, types.NamespacedName{Namespace: "bookinfo-audit", Name: "bookinfo"}, &p)
+		return p.Status.Violations, err
+	}).Should(Equal([]v1alpha1.Violation{{
+		Path: []string{"productpage", "reviews", "ratings"}, Amplification: 12,
+		Message: "client -x1-> productpage -x3-> reviews -x4-> ratings = 12 > cap 10; " +
+			"productpage -x3-> reviews: 3 = 1 (Deployment productpage) x 3 (Istio default, no VirtualService binds reviews); " +
+			"reviews -x4-> ratings: 4 = 1 (Deployment reviews) x 4 (VirtualService bookinfo-audit/ratings spec.http[0].retries.attempts: 3)",
+		Suggestion: "reviews: ratings=3 (the edge's attempts, mesh layers included: now 4 = 1 (Deployment reviews) x 4 (VirtualService bookinfo-audit/ratings spec.http[0].retries.attempts: 3); lower the mesh's retries)",
+	}}))
+
+	// Deleting the VirtualService: Istio's default again.
+	g.Expect(c.Delete(ctx, virtualService("bookinfo-audit", 3))).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(istioDefault))
+
+	// The namespace leaves the mesh: no layer.
+	var ns corev1.Namespace
+	g.Expect(c.Get(ctx, types.NamespacedName{Name: "bookinfo-audit"}, &ns)).To(Succeed())
+	delete(ns.Labels, "istio-injection")
+	g.Expect(c.Update(ctx, &ns)).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(state{
+		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
+	}))
+
+	// Istio uninstalled (its VirtualService CRD deleted): no longer read, and its namespace label
+	// no longer makes a sidecar layer.
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	crd.SetName("virtualservices.networking.istio.io")
+	g.Expect(c.Delete(ctx, crd)).To(Succeed())
+	withoutIstio := "reads HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"
+	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
+		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: withoutIstio,
+	}))
+	g.Eventually(func() (int, error) {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		err := c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)
+		if err != nil {
+			return 0, err
+		}
+		return len(cfg.Webhooks[0].Rules), nil
+	}).Should(Equal(2))
+}
+
+type state struct {
+	Amplification                       int64
+	MeshStatus, MeshReason, MeshMessage string
+}
+
+func meshState(ctx context.Context, c client.Client, ns string) func() (state, error) {
+	return func() (state, error) {
+		var p v1alpha1.RetryPolicy
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bookinfo"}, &p); err != nil {
+			return state{}, err
+		}
+		s := state{Amplification: p.Status.Amplification}
+		if m := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionMeshLayers); m != nil {
+			s.MeshStatus, s.MeshReason, s.MeshMessage = string(m.Status), m.Reason, m.Message
+		}
+		return s, nil
+	}
+}
+
+func virtualService(ns string, attempts int) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	data := `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: ` + ns + `}
+spec:
+  hosts: [ratings]
+  http:
+  - route: [{destination: {host: ratings, subset: v1}}]
+    retries: {attempts: ` + strconv.Itoa(attempts) + `}
+`
+	if err := yaml.Unmarshal([]byte(data), &u.Object); err != nil {
+		panic(err)
+	}
+	return u
+}
+
+func deployment(ns, name, upstreams string) *appsv1.Deployment {
+	ann := map[string]string{}
+	if upstreams != "" {
+		ann[annotations.Upstreams] = upstreams
+	}
+	lbl := map[string]string{"app.kubernetes.io/name": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: ann},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}},
+			},
+		},
+	}
+}

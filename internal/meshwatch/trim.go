@@ -1,0 +1,228 @@
+package meshwatch
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/retrycap/retrycap/internal/mesh"
+)
+
+// keep is a tree of the fields kept in the cache: a map names the keys kept (true: the whole
+// value), a one-element slice applies its element's tree to every item of a list (indexes are
+// kept: "spec.http[1]" stays the second route, as field paths in messages name it).
+type keep = map[string]any
+
+var refTree = keep{"group": true, "kind": true, "namespace": true, "name": true}
+
+// specTrees are what internal/mesh reads of each kind's spec (see its objects.go).
+var specTrees = map[string]keep{
+	mesh.GroupIstio + "/VirtualService": {
+		"hosts": true, "gateways": true, "exportTo": true,
+		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true}}},
+	},
+	mesh.GroupGateway + "/HTTPRoute":    routeTree,
+	mesh.GroupGateway + "/GRPCRoute":    routeTree,
+	mesh.GroupLinkerdPol + "/HTTPRoute": routeTree,
+	mesh.GroupEnvoyGateway + "/BackendTrafficPolicy": {
+		"targetRef": refTree, "targetRefs": []any{refTree}, "retry": keep{"numRetries": true},
+	},
+	mesh.GroupLinkerd + "/ServiceProfile": {},
+}
+
+var routeTree = keep{
+	"parentRefs": []any{refTree},
+	"rules":      []any{keep{"backendRefs": []any{refTree}, "retry": keep{"attempts": true}}},
+}
+
+// Trim returns the object cut down to what internal/mesh reads: apiVersion, kind, name,
+// namespace, resourceVersion, the labels of a Namespace, the mesh annotations (linkerd.io/inject,
+// retry.linkerd.io/*, sidecar.istio.io/inject), the fields of the spec the package reads, and a
+// ConfigMap's data.mesh. No status, no managedFields, no last-applied-configuration: a
+// VirtualService with a hundred routes keeps a few bytes per route.
+func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
+	gv := u.GetAPIVersion()
+	group := ""
+	if i := strings.IndexByte(gv, '/'); i >= 0 {
+		group = gv[:i]
+	}
+	md := map[string]any{"name": u.GetName()}
+	if ns := u.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
+	if rv := u.GetResourceVersion(); rv != "" {
+		md["resourceVersion"] = rv
+	}
+	if u.GetKind() == "Namespace" {
+		if l := u.GetLabels(); len(l) > 0 {
+			md["labels"] = toAny(l)
+		}
+	}
+	if a := meshAnnotations(u.GetAnnotations()); len(a) > 0 {
+		md["annotations"] = toAny(a)
+	}
+	out := map[string]any{"apiVersion": gv, "kind": u.GetKind(), "metadata": md}
+	if tree, ok := specTrees[group+"/"+u.GetKind()]; ok {
+		if spec, ok := u.Object["spec"]; ok {
+			out["spec"] = prune(spec, tree)
+		}
+	}
+	if group == "" && u.GetKind() == "ConfigMap" {
+		if data, ok := u.Object["data"].(map[string]any); ok {
+			if m, ok := data[mesh.IstioConfigKey]; ok {
+				out["data"] = map[string]any{mesh.IstioConfigKey: m}
+			}
+		}
+	}
+	return &unstructured.Unstructured{Object: out}
+}
+
+// meshAnnotations are the annotations internal/mesh reads.
+func meshAnnotations(ann map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range ann {
+		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation || strings.HasPrefix(k, "retry.linkerd.io/") {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// MembershipOf returns a (trimmed) Namespace with the mesh membership labels and annotations of
+// the meshes the cluster has only: without Istio, no istio-injection or istio.io/rev label; without
+// Linkerd, no linkerd.io/inject annotation. u is not modified.
+func MembershipOf(u *unstructured.Unstructured, istio, linkerd bool) *unstructured.Unstructured {
+	if istio && linkerd {
+		return u
+	}
+	out := u.DeepCopy()
+	if !istio {
+		l := out.GetLabels()
+		delete(l, mesh.IstioInjectionLabel)
+		delete(l, mesh.IstioRevLabel)
+		out.SetLabels(l)
+	}
+	if !linkerd {
+		a := out.GetAnnotations()
+		delete(a, mesh.LinkerdInject)
+		out.SetAnnotations(a)
+	}
+	return out
+}
+
+// HasLinkerdRetries reports whether a Service carries a retry.linkerd.io/ annotation: only those
+// go into the Set (a Service without one adds no layer).
+func HasLinkerdRetries(u *unstructured.Unstructured) bool {
+	for k := range u.GetAnnotations() {
+		if strings.HasPrefix(k, "retry.linkerd.io/") {
+			return true
+		}
+	}
+	return false
+}
+
+func toAny(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// prune keeps of v what tree names.
+func prune(v any, tree any) any {
+	switch t := tree.(type) {
+	case bool:
+		return v
+	case keep:
+		m, ok := v.(map[string]any)
+		if !ok {
+			// A scalar where the schema has an object: kept, so that decoding reports it.
+			return v
+		}
+		out := make(map[string]any, len(t))
+		for k, sub := range t {
+			if x, ok := m[k]; ok {
+				out[k] = prune(x, sub)
+			}
+		}
+		return out
+	case []any:
+		l, ok := v.([]any)
+		if !ok {
+			return v
+		}
+		out := make([]any, len(l))
+		for i, x := range l {
+			out[i] = prune(x, t[0])
+		}
+		return out
+	}
+	return v
+}
+
+// Affected says whose policies a change of an object may change: the namespaces, or all
+// (every RetryPolicy of the cluster) when callers in any namespace may see the object.
+type Affected struct {
+	All        bool
+	Namespaces []string
+}
+
+// AffectedBy returns the namespaces whose RetryPolicies an object (as trimmed) bears on:
+//   - a Namespace: itself (its callers' mesh membership);
+//   - a VirtualService exported to named namespaces only ("." is its own): those; exported to
+//     every namespace (exportTo empty or "*"): all, since a caller in any namespace may reach
+//     its hosts ("ratings.bookinfo");
+//   - an HTTPRoute or GRPCRoute with a Service parentRef (GAMMA; Linkerd's too), a Service's
+//     Linkerd annotations, the MeshConfig, a BackendTrafficPolicy (its route's backends may be
+//     in other namespaces): all;
+//   - a Gateway-parented route: its namespace and its backends'.
+func AffectedBy(u *unstructured.Unstructured) Affected {
+	ns := u.GetNamespace()
+	switch u.GetKind() {
+	case "Namespace":
+		return Affected{Namespaces: []string{u.GetName()}}
+	case "VirtualService":
+		exp, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "exportTo")
+		if len(exp) == 0 {
+			return Affected{All: true}
+		}
+		var out []string
+		for _, e := range exp {
+			switch e {
+			case "*":
+				return Affected{All: true}
+			case ".":
+				out = append(out, ns)
+			default:
+				out = append(out, e)
+			}
+		}
+		return Affected{Namespaces: out}
+	case "HTTPRoute", "GRPCRoute":
+		out := []string{ns}
+		parents, _, _ := unstructured.NestedSlice(u.Object, "spec", "parentRefs")
+		for _, p := range parents {
+			if m, ok := p.(map[string]any); ok && m["kind"] == "Service" {
+				return Affected{All: true}
+			}
+		}
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+		for _, r := range rules {
+			rm, _ := r.(map[string]any)
+			refs, _ := rm["backendRefs"].([]any)
+			for _, b := range refs {
+				if bm, ok := b.(map[string]any); ok {
+					if bns, ok := bm["namespace"].(string); ok && bns != "" {
+						out = append(out, bns)
+					}
+				}
+			}
+		}
+		return Affected{Namespaces: out}
+	}
+	return Affected{All: true}
+}

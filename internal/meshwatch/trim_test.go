@@ -1,0 +1,201 @@
+package meshwatch
+
+import (
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/internal/mesh"
+)
+
+func obj(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestTrim(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{
+			name: "VirtualService keeps hosts, gateways, exportTo, routes' gateways and retries, by index",
+			in: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: ratings
+  namespace: bookinfo
+  resourceVersion: "7"
+  uid: u1
+  labels: {app: ratings}
+  annotations: {kubectl.kubernetes.io/last-applied-configuration: "{}", owner: team}
+  managedFields: [{manager: kubectl}]
+spec:
+  hosts: [ratings]
+  exportTo: ["."]
+  http:
+  - match: [{gateways: [mesh], uri: {prefix: /a}}]
+    route: [{destination: {host: ratings, subset: v1}, weight: 100}]
+    timeout: 1s
+  - retries: {attempts: 3, perTryTimeout: 2s, retryOn: 5xx}
+status: {observedGeneration: 3}
+`,
+			want: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: bookinfo, resourceVersion: "7"}
+spec:
+  hosts: [ratings]
+  exportTo: ["."]
+  http:
+  - match: [{gateways: [mesh]}]
+  - retries: {attempts: 3}
+`,
+		},
+		{
+			name: "HTTPRoute keeps refs, retry and the Linkerd annotations",
+			in: `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: reviews
+  namespace: bookinfo
+  annotations: {retry.linkerd.io/limit: "2", note: x}
+spec:
+  parentRefs: [{group: "", kind: Service, name: reviews, port: 9080}]
+  rules:
+  - backendRefs: [{name: reviews-v2, port: 9080, weight: 1}]
+    retry: {attempts: 3, codes: [503], backoff: 1s}
+    filters: [{type: RequestHeaderModifier}]
+`,
+			want: `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: reviews
+  namespace: bookinfo
+  annotations: {retry.linkerd.io/limit: "2"}
+spec:
+  parentRefs: [{group: "", kind: Service, name: reviews}]
+  rules:
+  - backendRefs: [{name: reviews-v2}]
+    retry: {attempts: 3}
+`,
+		},
+		{
+			name: "Namespace keeps labels and mesh annotations",
+			in: `apiVersion: v1
+kind: Namespace
+metadata:
+  name: bookinfo
+  labels: {istio-injection: enabled}
+  annotations: {linkerd.io/inject: enabled, other: x}
+spec: {finalizers: [kubernetes]}
+`,
+			want: `apiVersion: v1
+kind: Namespace
+metadata:
+  name: bookinfo
+  labels: {istio-injection: enabled}
+  annotations: {linkerd.io/inject: enabled}
+`,
+		},
+		{
+			name: "MeshConfig keeps data.mesh",
+			in: `apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data: {mesh: "defaultHttpRetryPolicy: {attempts: 1}", meshNetworks: "x"}
+`,
+			want: `apiVersion: v1
+kind: ConfigMap
+metadata: {name: istio, namespace: istio-system}
+data: {mesh: "defaultHttpRetryPolicy: {attempts: 1}"}
+`,
+		},
+		{
+			name: "BackendTrafficPolicy keeps targets and numRetries",
+			in: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: shop}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: backend, sectionName: x}]
+  retry: {numRetries: 5, perRetry: {timeout: 1s}}
+  timeout: {http: {requestTimeout: 5s}}
+`,
+			want: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: shop}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: backend}]
+  retry: {numRetries: 5}
+`,
+		},
+	} {
+		got := Trim(obj(t, tc.in))
+		want := obj(t, tc.want)
+		if !reflect.DeepEqual(got.Object, want.Object) {
+			gy, _ := yaml.Marshal(got.Object)
+			t.Errorf("%s: Trim =\n%s\nwant\n%s", tc.name, gy, tc.want)
+		}
+		// The trimmed object reads as the whole one does.
+		full, trimmed := mesh.NewSet(mesh.Options{}), mesh.NewSet(mesh.Options{})
+		if _, err := full.AddUnstructured(obj(t, tc.in)); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, err := trimmed.AddUnstructured(got); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !reflect.DeepEqual(full.Counts(), trimmed.Counts()) {
+			t.Errorf("%s: counts %v, trimmed %v", tc.name, full.Counts(), trimmed.Counts())
+		}
+	}
+}
+
+func TestAffectedBy(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     Affected
+	}{
+		{"a Namespace: itself", "apiVersion: v1\nkind: Namespace\nmetadata: {name: bookinfo}", Affected{Namespaces: []string{"bookinfo"}}},
+		{"a VirtualService exported everywhere", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: b}\nspec: {hosts: [r]}", Affected{All: true}},
+		{"exportTo *", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: b}\nspec: {exportTo: ['*']}", Affected{All: true}},
+		{"exportTo . and a namespace", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: b}\nspec: {exportTo: [., shop]}", Affected{Namespaces: []string{"b", "shop"}}},
+		{"a GAMMA route: all", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: b}\nspec: {parentRefs: [{kind: Service, name: r}]}", Affected{All: true}},
+		{"a Gateway route: its namespace and its backends'", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: b}\nspec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: x}, {name: y, namespace: shop}]}]}", Affected{Namespaces: []string{"b", "shop"}}},
+		{"a BackendTrafficPolicy: all", "apiVersion: gateway.envoyproxy.io/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: r, namespace: b}", Affected{All: true}},
+		{"a Service: all", "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b}", Affected{All: true}},
+	} {
+		if got := AffectedBy(obj(t, tc.in)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: AffectedBy = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMembershipOf(t *testing.T) {
+	ns := obj(t, `apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {istio-injection: enabled, istio.io/rev: canary, team: a}
+  annotations: {linkerd.io/inject: enabled}
+`)
+	for _, tc := range []struct {
+		istio, linkerd bool
+		labels, ann    map[string]string
+	}{
+		{true, true, map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary", "team": "a"}, map[string]string{"linkerd.io/inject": "enabled"}},
+		{false, true, map[string]string{"team": "a"}, map[string]string{"linkerd.io/inject": "enabled"}},
+		{true, false, map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary", "team": "a"}, map[string]string{}},
+	} {
+		got := MembershipOf(ns, tc.istio, tc.linkerd)
+		if !reflect.DeepEqual(got.GetLabels(), tc.labels) || !reflect.DeepEqual(got.GetAnnotations(), tc.ann) {
+			t.Errorf("istio %v linkerd %v: labels %v annotations %v; want %v %v", tc.istio, tc.linkerd, got.GetLabels(), got.GetAnnotations(), tc.labels, tc.ann)
+		}
+	}
+	if len(ns.GetLabels()) != 3 {
+		t.Errorf("MembershipOf modified its argument: %v", ns.GetLabels())
+	}
+}

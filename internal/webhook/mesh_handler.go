@@ -1,0 +1,357 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/meshwatch"
+)
+
+// The mesh gate's webhook: served at MeshPath, configured by the manager itself in the
+// MutatingWebhookConfiguration MeshWebhookConfiguration with rules for the mesh APIs the cluster
+// serves only (a rule for an API the cluster lacks would be harmless, but one for an API
+// installed later would be missing: the manager follows discovery).
+const (
+	MeshPath                 = "/gate-mesh"
+	MeshWebhookConfiguration = "retrycap-mesh"
+	MeshWebhookName          = "mesh.retrycap.dev"
+	// GateWebhookName is the workload gate's webhook, whose clientConfig (where the API server
+	// reaches the manager, and the CA that signs its certificate) the mesh webhook copies.
+	GateWebhookName = "gate.retrycap.dev"
+	// meshConfigHash records the desired configuration the manager last wrote: the API server
+	// defaults fields, so comparing the stored object with the desired one would always differ.
+	meshConfigHash = "retrycap.dev/config-hash"
+)
+
+// meshConfigResync is how often the configuration is checked again (the CA is rotated, or
+// cert-manager injects it after the manager started).
+const meshConfigResync = 30 * time.Second
+
+// The mesh gate reads the mesh kinds (meshwatch's informers) and manages its own webhook
+// configuration: any MutatingWebhookConfiguration is read to find the workload gate's (its name
+// differs between config/ and the chart), only retrycap-mesh is changed or deleted.
+// +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=linkerd.io,resources=serviceprofiles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy.linkerd.io,resources=httproutes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;services;configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;create
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=retrycap-mesh,verbs=update;patch;delete
+
+// MeshSource is the mesh watcher as the webhooks read it.
+type MeshSource interface {
+	Set() *mesh.Set
+	Read() []meshwatch.API
+	OnAPIsChange(func([]meshwatch.API))
+}
+
+// MeshGate is the admission.Handler of the mesh webhook: DecideMesh over the namespace's
+// policies and workloads from the manager's cache and the watcher's Set.
+type MeshGate struct {
+	policies client.Reader
+	index    *gate.Index
+	mesh     MeshSource
+	skip     map[string]bool
+	log      logr.Logger
+}
+
+// Handle implements admission.Handler.
+func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if g.skip[req.Namespace] {
+		return admission.Allowed("retrycap does not gate namespace " + req.Namespace)
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	set := g.mesh.Set()
+	if set == nil {
+		return admission.Allowed("")
+	}
+	raw, err := withNamespace(req.Object.Raw, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
+	}
+	var old []byte
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		if old, err = withNamespace(req.OldObject.Raw, req.Namespace); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
+		}
+	}
+	if !g.index.HasSynced() {
+		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
+		synced := toolscache.WaitForCacheSync(wctx.Done(), g.index.HasSynced)
+		cancel()
+		if !synced {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("retrycap mesh gate: the manager's workload cache has not synced yet; retry shortly"))
+		}
+	}
+	var list v1alpha1.RetryPolicyList
+	if err := g.policies.List(ctx, &list, client.InNamespace(req.Namespace)); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap mesh gate: listing the RetryPolicies of namespace %s from the cache: %w", req.Namespace, err))
+	}
+	if len(list.Items) == 0 {
+		return admission.Allowed("")
+	}
+	policies := make([]*v1alpha1.RetryPolicy, len(list.Items))
+	for i := range list.Items {
+		policies[i] = &list.Items[i]
+	}
+	d := DecideMesh(MeshInput{Policies: policies, Workloads: g.index.Parsed(req.Namespace), Services: g.index.Services(req.Namespace),
+		Set: set, Object: raw, Old: old})
+	if !d.Allowed {
+		resp := admission.Denied(d.Message)
+		resp.Warnings = d.Warnings
+		return resp
+	}
+	resp := admission.Allowed("")
+	resp.Warnings = d.Warnings
+	if len(d.Patch) > 0 {
+		resp.Patches = d.Patch
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.PatchType = &pt
+	}
+	return resp
+}
+
+// withNamespace returns raw with metadata.namespace set to ns when the object leaves it out (a
+// create may: the request path names it).
+func withNamespace(raw []byte, ns string) ([]byte, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("the request carries no object")
+	}
+	var m struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if m.Metadata.Namespace != "" || ns == "" {
+		return raw, nil
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	md, _ := doc["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		doc["metadata"] = md
+	}
+	md["namespace"] = ns
+	return json.Marshal(doc)
+}
+
+// meshConfigurer keeps MeshWebhookConfiguration in line with the APIs the watcher reads: rules
+// for exactly those (Services, for their Linkerd annotations, when a Linkerd API is read), the
+// gate webhook's clientConfig with MeshPath, its namespaceSelector; deleted when none is read.
+type meshConfigurer struct {
+	reader client.Reader // direct: the manager caches no webhook configuration
+	writer client.Client
+	mesh   MeshSource
+	log    logr.Logger
+	kick   chan struct{}
+}
+
+// NeedLeaderElection: one writer of the configuration.
+func (c *meshConfigurer) NeedLeaderElection() bool { return true }
+
+func (c *meshConfigurer) Start(ctx context.Context) error {
+	c.mesh.OnAPIsChange(func([]meshwatch.API) {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	})
+	t := time.NewTicker(meshConfigResync)
+	defer t.Stop()
+	var last string
+	for {
+		if err := c.Sync(ctx); err != nil {
+			if msg := err.Error(); msg != last {
+				// Once per distinct error: the resync would repeat it every 30 s.
+				c.log.Error(err, "configuring the mesh webhook; retrying", "every", meshConfigResync.String())
+				last = msg
+			}
+		} else {
+			last = ""
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-c.kick:
+		}
+	}
+}
+
+// Sync writes the configuration once.
+func (c *meshConfigurer) Sync(ctx context.Context) error {
+	apis := c.mesh.Read()
+	var cur admissionregistrationv1.MutatingWebhookConfiguration
+	err := c.reader.Get(ctx, types.NamespacedName{Name: MeshWebhookConfiguration}, &cur)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", MeshWebhookConfiguration, err)
+	}
+	if len(apis) == 0 {
+		if exists {
+			if err := c.writer.Delete(ctx, &cur); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting MutatingWebhookConfiguration %s: %w", MeshWebhookConfiguration, err)
+			}
+			c.log.Info("deleted the mesh webhook configuration: no mesh API is read", "name", MeshWebhookConfiguration)
+		}
+		return nil
+	}
+	owner, gateHook, err := c.gateWebhook(ctx)
+	if err != nil {
+		return err
+	}
+	want, err := MeshWebhook(apis, gateHook)
+	if err != nil {
+		return err
+	}
+	// Owned by the gate's configuration: uninstalling retrycap (which deletes that one) lets the
+	// garbage collector delete this one, which no installer knows of.
+	ref := metav1.OwnerReference{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration", Name: owner.Name, UID: owner.UID}
+	data, _ := json.Marshal(struct {
+		Webhook admissionregistrationv1.MutatingWebhook
+		Owner   metav1.OwnerReference
+	}{want, ref})
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:8])
+	if exists && cur.Annotations[meshConfigHash] == hash {
+		return nil
+	}
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: MeshWebhookConfiguration,
+			Labels:          map[string]string{"app.kubernetes.io/managed-by": "retrycap-manager"},
+			Annotations:     map[string]string{meshConfigHash: hash},
+			OwnerReferences: []metav1.OwnerReference{ref}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{want},
+	}
+	if exists {
+		cfg.ResourceVersion = cur.ResourceVersion
+		if err := c.writer.Update(ctx, cfg); err != nil {
+			return fmt.Errorf("updating MutatingWebhookConfiguration %s: %w", MeshWebhookConfiguration, err)
+		}
+	} else if err := c.writer.Create(ctx, cfg); err != nil {
+		return fmt.Errorf("creating MutatingWebhookConfiguration %s: %w", MeshWebhookConfiguration, err)
+	}
+	c.log.Info("configured the mesh webhook", "name", MeshWebhookConfiguration, "apis", meshwatch.Names(apis))
+	return nil
+}
+
+// gateWebhook finds the workload gate's webhook in whichever MutatingWebhookConfiguration holds
+// it (config/ and the chart name them differently), with its CA bundle in place.
+func (c *meshConfigurer) gateWebhook(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, admissionregistrationv1.MutatingWebhook, error) {
+	var list admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := c.reader.List(ctx, &list); err != nil {
+		return nil, admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("listing the MutatingWebhookConfigurations to find %s: %w", GateWebhookName, err)
+	}
+	for i := range list.Items {
+		cfg := &list.Items[i]
+		for _, h := range cfg.Webhooks {
+			if h.Name != GateWebhookName {
+				continue
+			}
+			if len(h.ClientConfig.CABundle) == 0 {
+				return nil, h, fmt.Errorf("MutatingWebhookConfiguration %s webhook %s has no clientConfig.caBundle yet (cert-manager injects it): the mesh webhook copies it", cfg.Name, GateWebhookName)
+			}
+			return cfg, h, nil
+		}
+	}
+	return nil, admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("no MutatingWebhookConfiguration has webhook %s, whose clientConfig (service and CA bundle) the mesh webhook copies: install config/webhook or the chart's webhooks", GateWebhookName)
+}
+
+// MeshWebhook is the mesh webhook for apis, reached as gate is (its clientConfig with MeshPath,
+// its namespaceSelector). Failure policy Ignore: the configuration is the manager's, not the
+// installer's, so it outlives an uninstalled manager until deleted, and must never block mesh
+// changes then; the controller still reports any chain over its cap in the policies' status.
+func MeshWebhook(apis []meshwatch.API, gateHook admissionregistrationv1.MutatingWebhook) (admissionregistrationv1.MutatingWebhook, error) {
+	cc := *gateHook.ClientConfig.DeepCopy()
+	switch {
+	case cc.Service != nil:
+		p := MeshPath
+		cc.Service.Path = &p
+	case cc.URL != nil:
+		u, err := url.Parse(*cc.URL)
+		if err != nil {
+			return admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("webhook %s clientConfig.url %q: %w", GateWebhookName, *cc.URL, err)
+		}
+		u.Path = MeshPath
+		s := u.String()
+		cc.URL = &s
+	default:
+		return admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("webhook %s has neither clientConfig.service nor clientConfig.url", GateWebhookName)
+	}
+	byGroup := map[string][]string{}
+	var groups []string
+	linkerd := false
+	for _, a := range apis {
+		if _, ok := byGroup[a.Group]; !ok {
+			groups = append(groups, a.Group)
+		}
+		if !slices.Contains(byGroup[a.Group], a.Resource) {
+			byGroup[a.Group] = append(byGroup[a.Group], a.Resource)
+		}
+		if a.Group == mesh.GroupLinkerd || a.Group == mesh.GroupLinkerdPol {
+			linkerd = true
+		}
+	}
+	ops := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
+	scope := admissionregistrationv1.NamespacedScope
+	var rules []admissionregistrationv1.RuleWithOperations
+	for _, g := range groups {
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{Operations: ops,
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{g}, APIVersions: []string{"*"}, Resources: byGroup[g], Scope: &scope}})
+	}
+	if linkerd {
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{Operations: ops,
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}, Scope: &scope}})
+	}
+	fail := admissionregistrationv1.Ignore
+	side := admissionregistrationv1.SideEffectClassNone
+	equivalent := admissionregistrationv1.Equivalent
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	timeout := int32(5)
+	return admissionregistrationv1.MutatingWebhook{
+		Name:                    MeshWebhookName,
+		AdmissionReviewVersions: []string{"v1"},
+		ClientConfig:            cc,
+		Rules:                   rules,
+		NamespaceSelector:       gateHook.NamespaceSelector,
+		// Only a Service with a Linkerd retry annotation can raise a Linkerd layer.
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "linkerd-retries-on-services",
+			Expression: "request.kind.kind != 'Service' || (has(object.metadata.annotations) && " +
+				"object.metadata.annotations.exists(k, k.startsWith('" + strings.TrimSuffix(mesh.LinkerdRetryLimit, "limit") + "')))"}},
+		FailurePolicy:      &fail,
+		MatchPolicy:        &equivalent,
+		SideEffects:        &side,
+		TimeoutSeconds:     &timeout,
+		ReinvocationPolicy: &never,
+	}, nil
+}

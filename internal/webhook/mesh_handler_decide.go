@@ -1,0 +1,474 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// MeshInput is everything the mesh gate decides on: pure data, no client (the handler reads it
+// from the request, the manager's cache and the mesh watcher).
+type MeshInput struct {
+	// Policies are the RetryPolicies of the object's namespace.
+	Policies []*v1alpha1.RetryPolicy
+	// Workloads are the namespace's workloads, parsed and sorted (gate.Index.Parsed), and
+	// Services its Services (nil: none).
+	Workloads []*workload.Parsed
+	Services  *workload.ServiceSet
+	// Set is the cluster's mesh Set (it may hold the object's stored version); not modified.
+	Set *mesh.Set
+	// Object is the incoming object (JSON), Old the stored one on an update (nil on a create).
+	Object, Old []byte
+}
+
+// MeshDecision is the mesh gate's verdict.
+type MeshDecision struct {
+	Allowed bool
+	// Message is why the request is denied.
+	Message  string
+	Warnings []string
+	// Patch is the RFC 6902 patch of a rewrite (nil: none): the lowered fields and
+	// retrycap.dev/rewritten-from.
+	Patch []jsonpatch.JsonPatchOperation
+}
+
+// meshVerdict is one policy's judgement of the incoming object.
+type meshVerdict struct {
+	policy *v1alpha1.RetryPolicy
+	layer  mesh.Layer       // the object's layer that raised a chain over the cap
+	judge  *graph.Judgement // the chain, with the object as it is judged
+	// keep is the largest number of tries of layer that fits (0: none does).
+	keep int64
+}
+
+// DecideMesh judges a create or update of a mesh object (VirtualService, HTTPRoute, GRPCRoute,
+// Service with Linkerd retry annotations, BackendTrafficPolicy) against every RetryPolicy of its
+// namespace, as the workload gate judges workloads:
+//
+//   - only a change that raises the tries of one of the object's layers on some edge (or
+//     entrypoint) is judged: a lowering always passes, so a chain over its cap can be repaired;
+//   - a raised edge whose caller's chains go over a policy's cap: Reject denies (the strictest
+//     policy's message, naming the others), Rewrite lowers the field to the largest value that
+//     fits (or 0 retries when none does, with a warning) and records the old value in
+//     retrycap.dev/rewritten-from, Audit warns.
+//
+// An object internal/mesh cannot read (a negative attempts) is denied with the error naming the
+// object, the field and the value.
+func DecideMesh(in MeshInput) MeshDecision {
+	d := MeshDecision{Allowed: true}
+	obj, err := objectHeader(in.Object)
+	if err != nil {
+		return MeshDecision{Message: err.Error()}
+	}
+	oldSet := in.Set.Clone()
+	oldSet.Remove(obj.group, obj.kind, obj.namespace, obj.name)
+	if in.Old != nil {
+		// A stored object internal/mesh cannot read adds no layer: the incoming one is judged
+		// against none.
+		_, _ = oldSet.AddJSON(in.Old)
+	}
+	newSet, err := withObject(oldSet, obj, in.Object)
+	if err != nil {
+		return MeshDecision{Message: err.Error()}
+	}
+	policies := slices.Clone(in.Policies)
+	sort.Slice(policies, func(i, j int) bool { return meshPolicyName(policies[i]) < meshPolicyName(policies[j]) })
+
+	var rejects, rewrites []meshVerdict
+	var audits []*v1alpha1.RetryPolicy
+	for _, p := range policies {
+		if p.Spec.Enforcement == v1alpha1.EnforcementAudit {
+			audits = append(audits, p)
+			continue
+		}
+		v, over := judgeMesh(p, in, obj, oldSet, newSet, in.Object)
+		if !over {
+			continue
+		}
+		if p.Spec.Enforcement == v1alpha1.EnforcementRewrite {
+			rewrites = append(rewrites, v)
+		} else {
+			rejects = append(rejects, v)
+		}
+	}
+	if len(rejects) > 0 {
+		slices.SortStableFunc(rejects, func(a, b meshVerdict) int { return workload.CompareStrictness(a.policy, b.policy) })
+		msg := rejects[0].message(obj)
+		if len(rejects) > 1 {
+			others := make([]string, 0, len(rejects)-1)
+			for _, v := range rejects[1:] {
+				others = append(others, fmt.Sprintf("%s (cap %d)", meshPolicyName(v.policy), v.policy.Spec.MaxAmplification))
+			}
+			msg += "; also over the cap of RetryPolicy " + strings.Join(others, ", ")
+		}
+		return MeshDecision{Message: msg}
+	}
+
+	stored := in.Object
+	if len(rewrites) > 0 {
+		out, patch, warnings, err := rewriteMesh(in, obj, oldSet, rewrites)
+		if err != nil {
+			// Unreachable unless the object changes under the planner: admit it as sent, and say so.
+			d.Warnings = append(d.Warnings, fmt.Sprintf("retrycap could not rewrite %s: %v", obj.id(), err))
+		} else {
+			stored, d.Patch = out, patch
+			d.Warnings = append(d.Warnings, warnings...)
+		}
+	}
+	if len(audits) > 0 {
+		storedSet, err := withObject(oldSet, obj, stored)
+		if err == nil {
+			for _, p := range audits {
+				if v, over := judgeMesh(p, in, obj, oldSet, storedSet, stored); over {
+					d.Warnings = append(d.Warnings, v.message(obj)+" (admitted: enforcement is Audit)")
+				}
+			}
+		}
+	}
+	return d
+}
+
+// meshObject is the identity of the incoming object.
+type meshObject struct {
+	group, kind, namespace, name string
+}
+
+func (o meshObject) id() string { return o.kind + " " + o.namespace + "/" + o.name }
+
+func objectHeader(raw []byte) (meshObject, error) {
+	var h struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name, Namespace string
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return meshObject{}, fmt.Errorf("decoding the object: %w", err)
+	}
+	g, _, ok := strings.Cut(h.APIVersion, "/")
+	if !ok {
+		g = ""
+	}
+	return meshObject{group: g, kind: h.Kind, namespace: h.Metadata.Namespace, name: h.Metadata.Name}, nil
+}
+
+// withObject is base (not modified) with raw in place of the object.
+func withObject(base *mesh.Set, obj meshObject, raw []byte) (*mesh.Set, error) {
+	s := base.Clone()
+	s.Remove(obj.group, obj.kind, obj.namespace, obj.name)
+	if _, err := s.AddJSON(raw); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// raised is an edge (or, with from empty, an entrypoint's client attempts) whose attempts one of
+// the object's layers raised.
+type raised struct {
+	from, to string
+	layer    mesh.Layer
+}
+
+// raisedBy lists the edges of r whose attempts are above old's and carry a layer of obj, in
+// edge order; entrypoints first.
+func raisedBy(r, old *workload.Result, obj meshObject) []raised {
+	var out []raised
+	layerOf := func(m workload.MeshEdge) (mesh.Layer, bool) {
+		for _, l := range m.Layers {
+			if l.Object == obj.id() {
+				return l, true
+			}
+		}
+		return mesh.Layer{}, false
+	}
+	entries := make([]string, 0, len(r.MeshEntry))
+	for k := range r.MeshEntry {
+		entries = append(entries, k)
+	}
+	sort.Strings(entries)
+	for _, k := range entries {
+		m := r.MeshEntry[k]
+		was := m.App
+		if o, ok := old.MeshEntry[k]; ok {
+			was = o.Attempts()
+		}
+		if l, ok := layerOf(m); ok && m.Attempts() > was {
+			out = append(out, raised{to: k, layer: l})
+		}
+	}
+	keys := make([][2]string, 0, len(r.MeshEdges))
+	for k := range r.MeshEdges {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		m := r.MeshEdges[k]
+		was := m.App
+		if o, ok := old.MeshEdges[k]; ok {
+			was = o.Attempts()
+		}
+		if l, ok := layerOf(m); ok && m.Attempts() > was {
+			out = append(out, raised{from: k[0], to: k[1], layer: l})
+		}
+	}
+	return out
+}
+
+// judgeAt is the judgement of the chains through a raised edge: those through its caller's
+// edges, or through the entrypoint.
+func judgeAt(r *workload.Result, e raised) *graph.Judgement {
+	n := e.from
+	if n == "" {
+		n = e.to
+	}
+	return graph.Judge(r.Graph, r.Cap, n)
+}
+
+// judgeMesh reports whether p's graph with set goes over the cap through an edge the object's
+// layer raised (compared with oldSet), and the largest tries of that layer that fit.
+func judgeMesh(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet, set *mesh.Set, raw []byte) (meshVerdict, bool) {
+	old := workload.BuildParsedMesh(p, in.Workloads, in.Services, oldSet)
+	r := workload.BuildParsedMesh(p, in.Workloads, in.Services, set)
+	for _, e := range raisedBy(r, old, obj) {
+		j := judgeAt(r, e)
+		if !j.Over {
+			continue
+		}
+		v := meshVerdict{policy: p, layer: e.layer, judge: j}
+		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
+		// chain longer.
+		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if fitsWith(p, in, obj, oldSet, raw, e, mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		if lo == 0 && fitsWith(p, in, obj, oldSet, raw, e, 1) {
+			lo = 1
+		}
+		v.keep = lo
+		return v, true
+	}
+	return meshVerdict{}, false
+}
+
+// fitsWith reports whether the chains through e fit p's cap with e's layer lowered to tries.
+func fitsWith(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet *mesh.Set, raw []byte, e raised, tries int64) bool {
+	rw, err := mesh.PlanRewrite(e.layer, tries)
+	if err != nil {
+		return false
+	}
+	out, err := rw.Apply(raw)
+	if err != nil {
+		return false
+	}
+	s, err := withObject(oldSet, obj, out)
+	if err != nil {
+		return false
+	}
+	return !judgeAt(workload.BuildParsedMesh(p, in.Workloads, in.Services, s), e).Over
+}
+
+// field is the last part of a layer's field path, as "may keep" names it: "attempts",
+// "numRetries", "retry.linkerd.io/limit".
+func fieldName(path string) string {
+	if i := strings.LastIndex(path, `["`); i >= 0 {
+		return strings.TrimSuffix(path[i+2:], `"]`)
+	}
+	return path[strings.LastIndexByte(path, '.')+1:]
+}
+
+// message is the gate's format plus the object and field path:
+// "RetryPolicy shop/checkout: VirtualService shop/ratings spec.http[0].retries.attempts: 3 makes
+// productpage -x3-> reviews -x4-> ratings = 12 > cap 4; VirtualService shop/ratings may keep attempts: 1".
+func (v meshVerdict) message(obj meshObject) string {
+	full, err := mesh.PlanRewrite(v.layer, 1)
+	if err != nil {
+		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
+		return "RetryPolicy " + meshPolicyName(v.policy) + ": " + v.layer.Note + " makes " + v.judge.Explain()
+	}
+	msg := fmt.Sprintf("RetryPolicy %s: %s %s: %s makes %s", meshPolicyName(v.policy), full.Object, full.FieldPath, full.From, v.judge.Explain())
+	if v.keep == 0 {
+		return msg + fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
+	}
+	if rw, err := mesh.PlanRewrite(v.layer, v.keep); err == nil {
+		return msg + fmt.Sprintf("; %s may keep %s: %s", full.Object, fieldName(rw.FieldPath), rw.To)
+	}
+	return msg
+}
+
+// rewriteMesh lowers the object's fields for the exceeded Rewrite policies, each to the
+// largest value that fits all of them (rounds: a lowered field may leave another policy over
+// through another field), and returns the object to store, the patch and the warnings.
+func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, error) {
+	cur := in.Object
+	var warnings, names, explains []string
+	pending := rewrites
+	for round := 0; len(pending) > 0 && round < 16; round++ {
+		v := pending[0]
+		keep := max(v.keep, 1)
+		rw, err := mesh.PlanRewrite(v.layer, keep)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		out, err := rw.Apply(cur)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if !slices.Contains(names, meshPolicyName(v.policy)) {
+			names = append(names, meshPolicyName(v.policy))
+			explains = append(explains, v.judge.Explain())
+		}
+		if v.keep == 0 {
+			warnings = append(warnings, v.message(obj)+" (admitted: enforcement is Rewrite; "+obj.id()+" is rewritten as far as it goes)")
+		}
+		cur = out
+		set, err := withObject(oldSet, obj, cur)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		pending = pending[:0:0]
+		for _, w := range rewrites {
+			if nv, over := judgeMesh(w.policy, in, obj, oldSet, set, cur); over && nv.layer.Tries > 1 && nv.keep > 0 {
+				pending = append(pending, nv)
+			}
+		}
+	}
+	changes, from, err := diffFields(in.Object, cur)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(cur, &doc); err != nil {
+		return nil, nil, nil, fmt.Errorf("decoding %s: %w", obj.id(), err)
+	}
+	md, _ := doc["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[annotations.RewrittenFrom] = strings.Join(from, "; ")
+	final, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
+	}
+	ops, err := jsonpatch.CreatePatch(in.Object, final)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
+	}
+	// In path order, for a stable response: the operations replace or add distinct members (no
+	// list insertions), so their order does not matter to the result.
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
+	policies := "RetryPolicy " + strings.Join(names, ", ")
+	if len(names) > 1 {
+		policies = "RetryPolicies " + strings.Join(names, ", ")
+	}
+	w := fmt.Sprintf("%s rewrote %s: %s (%s)", policies, obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
+	return final, ops, append([]string{w}, warnings...), nil
+}
+
+// diffFields renders the fields a rewrite changed, "spec.http[0].retries.attempts: 3 -> 1"
+// each, and their old values, "spec.http[0].retries.attempts: 3" each (unset fields: "unset"),
+// in path order.
+func diffFields(before, after []byte) (changes, from []string, err error) {
+	ops, err := jsonpatch.CreatePatch(before, after)
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
+	var b any
+	if err := json.Unmarshal(before, &b); err != nil {
+		return nil, nil, err
+	}
+	for _, op := range ops {
+		old, ok := lookup(b, op.Path)
+		oldS := "unset"
+		if ok {
+			oldS = render(old)
+		}
+		newS := "removed"
+		if op.Operation != "remove" {
+			newS = render(op.Value)
+		}
+		path := pointerToPath(op.Path)
+		changes = append(changes, fmt.Sprintf("%s: %s -> %s", path, oldS, newS))
+		from = append(from, path+": "+oldS)
+	}
+	return changes, from, nil
+}
+
+func render(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", x)
+	case map[string]any, []any:
+		data, _ := json.Marshal(x)
+		return string(data)
+	}
+	return fmt.Sprint(v)
+}
+
+// lookup follows an RFC 6901 pointer.
+func lookup(doc any, ptr string) (any, bool) {
+	cur := doc
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[tok]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			var i int
+			if _, err := fmt.Sscanf(tok, "%d", &i); err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// pointerToPath renders "/spec/http/0/retries/attempts" as "spec.http[0].retries.attempts" and
+// "/metadata/annotations/retry.linkerd.io~1limit" as `metadata.annotations["retry.linkerd.io/limit"]`.
+func pointerToPath(ptr string) string {
+	var b strings.Builder
+	toks := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i, tok := range toks {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		isIndex := tok != "" && strings.Trim(tok, "0123456789") == ""
+		switch {
+		case isIndex:
+			b.WriteString("[" + tok + "]")
+		case i > 0 && toks[0] == "metadata" && i == 2 && toks[1] == "annotations":
+			b.WriteString(`["` + tok + `"]`)
+		default:
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(tok)
+		}
+	}
+	return b.String()
+}
+
+func meshPolicyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.Name }

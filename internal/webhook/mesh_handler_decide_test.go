@@ -1,0 +1,279 @@
+package webhook
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/meshwatch"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+func meshPolicy(name string, cap int32, e v1alpha1.Enforcement) *v1alpha1.RetryPolicy {
+	return &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: name},
+		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: cap, Enforcement: e, Entrypoints: []v1alpha1.Entrypoint{{Service: "productpage"}}}}
+}
+
+// bookinfoChain is productpage -> reviews -> ratings, one attempt each in the application.
+func bookinfoChain() []*workload.Parsed {
+	var out []*workload.Parsed
+	for _, d := range []struct{ name, upstreams string }{{"productpage", "reviews=1"}, {"ratings", ""}, {"reviews", "ratings=1"}} {
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: d.name}}
+		dep.Spec.Template.Annotations = map[string]string{}
+		if d.upstreams != "" {
+			dep.Spec.Template.Annotations[annotations.Upstreams] = d.upstreams
+		}
+		w, _ := workload.FromObject(dep)
+		out = append(out, workload.Parse(w))
+	}
+	return out
+}
+
+func jsonOf(t *testing.T, y string) []byte {
+	t.Helper()
+	data, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func vsYAML(attempts string) string {
+	return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  hosts: [ratings]
+  http:
+  - route: [{destination: {host: ratings}}]
+    retries: {attempts: ` + attempts + `}
+`
+}
+
+// gatewayRoute is a north-south HTTPRoute from Gateway bookinfo-gateway to productpage with the
+// rule's retry given ("" for none).
+func gatewayRoute(retry string) string {
+	r := `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: bookinfo}
+spec:
+  parentRefs: [{name: bookinfo-gateway}]
+  rules:
+  - backendRefs: [{name: productpage, port: 9080}]
+`
+	if retry != "" {
+		r += "    " + retry + "\n"
+	}
+	return r
+}
+
+func TestDecideMesh(t *testing.T) {
+	istioNS := `apiVersion: v1
+kind: Namespace
+metadata: {name: bookinfo, labels: {istio-injection: enabled}}`
+	linkerdNS := `apiVersion: v1
+kind: Namespace
+metadata: {name: bookinfo, annotations: {linkerd.io/inject: enabled}}`
+	svc := func(limit string) string {
+		return `apiVersion: v1
+kind: Service
+metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "` + limit + `"}}`
+	}
+	reject10 := meshPolicy("bookinfo", 10, v1alpha1.EnforcementReject)
+	for _, tc := range []struct {
+		name     string
+		cluster  []string // the Set's objects
+		policies []*v1alpha1.RetryPolicy
+		object   string
+		old      string
+		want     MeshDecision
+	}{
+		{
+			name: "Reject: 3 retries on ratings make 3 x 4 = 12 > 10", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{reject10}, object: vsYAML("3"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 makes " +
+				"productpage -x3-> reviews -x4-> ratings = 12 > cap 10; VirtualService bookinfo/ratings may keep attempts: 2"},
+		},
+		{
+			name: "what fits passes", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{reject10}, object: vsYAML("2"),
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "a lowering passes, even over the cap", cluster: []string{istioNS, vsYAML("5")},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 4, "")}, object: vsYAML("4"), old: vsYAML("5"),
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "a raise is judged: no retry at all fits", cluster: []string{istioNS, vsYAML("1")},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 4, "")}, object: vsYAML("2"), old: vsYAML("1"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 makes " +
+				"productpage -x3-> reviews -x3-> ratings = 9 > cap 4; VirtualService bookinfo/ratings may keep attempts: 0"},
+		},
+		{
+			name: "a raise on a chain over the cap above the object: nothing fits", cluster: []string{istioNS, vsYAML("1")},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 2, "")}, object: vsYAML("2"), old: vsYAML("1"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 makes " +
+				"productpage -x3-> reviews -x3-> ratings = 9 > cap 2; even VirtualService bookinfo/ratings attempts: 0 does not fit: lower the callers' attempts"},
+		},
+		{
+			name: "outside any mesh a VirtualService adds no layer", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 2, "")}, object: vsYAML("3"),
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "Rewrite: lowered to what fits, the old value kept", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 10, v1alpha1.EnforcementRewrite)}, object: vsYAML("3"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 3 -> 2 (productpage -x3-> reviews -x4-> ratings = 12 > cap 10)"},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: "spec.http[0].retries.attempts: 3"}},
+					{Operation: "replace", Path: "/spec/http/0/retries/attempts", Value: float64(2)},
+				}},
+		},
+		{
+			name: "Audit: a warning", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 10, v1alpha1.EnforcementAudit)}, object: vsYAML("3"),
+			want: MeshDecision{Allowed: true, Warnings: []string{"RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 makes " +
+				"productpage -x3-> reviews -x4-> ratings = 12 > cap 10; VirtualService bookinfo/ratings may keep attempts: 2 (admitted: enforcement is Audit)"}},
+		},
+		{
+			name: "several Reject policies: the strictest's message, the others named", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{reject10, meshPolicy("strict", 9, "")}, object: vsYAML("3"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/strict: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 makes " +
+				"productpage -x3-> reviews -x4-> ratings = 12 > cap 9; VirtualService bookinfo/ratings may keep attempts: 2; also over the cap of RetryPolicy bookinfo/bookinfo (cap 10)"},
+		},
+		{
+			name: "a negative attempts is refused, naming the object, the field and the value", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{reject10}, object: vsYAML("-1"),
+			want: MeshDecision{Message: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: -1 is negative"},
+		},
+		{
+			name: "Linkerd: a Service's retry limit", cluster: []string{linkerdNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 4, "")}, object: svc("4"),
+			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/ratings metadata.annotations["retry.linkerd.io/limit"]: "4" makes ` +
+				`productpage -x1-> reviews -x5-> ratings = 5 > cap 4; Service bookinfo/ratings may keep retry.linkerd.io/limit: "3"`},
+		},
+		{
+			name: "a Gateway route multiplies the entrypoint's client attempts", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: gatewayRoute("retry: {attempts: 3}"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 3 makes " +
+				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3; HTTPRoute bookinfo/web may keep attempts: 2"},
+		},
+		{
+			name: "Envoy Gateway: a BackendTrafficPolicy on a route without retry", cluster: []string{gatewayRoute("")},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)}, object: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: bookinfo, annotations: {owner: web}}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
+  retry: {numRetries: 5}
+`,
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote BackendTrafficPolicy bookinfo/retry: spec.retry.numRetries: 5 -> 2 (client -x6-> productpage -x1-> reviews -x1-> ratings = 6 > cap 3)"},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations/retrycap.dev~1rewritten-from", Value: "spec.retry.numRetries: 5"},
+					{Operation: "replace", Path: "/spec/retry/numRetries", Value: float64(2)},
+				}},
+		},
+		{
+			name: "Linkerd Rewrite to one try removes the retry annotations", cluster: []string{linkerdNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 1, v1alpha1.EnforcementRewrite)}, object: svc("2"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{`RetryPolicy bookinfo/bookinfo rewrote Service bookinfo/ratings: metadata.annotations["retry.linkerd.io/http"]: "5xx" -> removed, ` +
+					`metadata.annotations["retry.linkerd.io/limit"]: "2" -> removed (productpage -x1-> reviews -x3-> ratings = 3 > cap 1)`},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "remove", Path: "/metadata/annotations/retry.linkerd.io~1http"},
+					{Operation: "remove", Path: "/metadata/annotations/retry.linkerd.io~1limit"},
+					{Operation: "add", Path: "/metadata/annotations/retrycap.dev~1rewritten-from", Value: `metadata.annotations["retry.linkerd.io/http"]: "5xx"; metadata.annotations["retry.linkerd.io/limit"]: "2"`},
+				}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := mesh.NewSet(mesh.Options{})
+			for _, o := range tc.cluster {
+				if _, err := set.AddManifest([]byte(o)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in := MeshInput{Policies: tc.policies, Workloads: bookinfoChain(), Set: set, Object: jsonOf(t, tc.object)}
+			if tc.old != "" {
+				in.Old = jsonOf(t, tc.old)
+			}
+			got := DecideMesh(in)
+			// Compare the patch through JSON: values decode as float64.
+			if got.Patch != nil {
+				data, _ := json.Marshal(got.Patch)
+				got.Patch = nil
+				if err := json.Unmarshal(data, &got.Patch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("DecideMesh =\n%#v\nwant\n%#v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPointerToPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/spec/http/0/retries/attempts":                 "spec.http[0].retries.attempts",
+		"/metadata/annotations/retry.linkerd.io~1limit": `metadata.annotations["retry.linkerd.io/limit"]`,
+		"/spec/rules/12/retry":                          "spec.rules[12].retry",
+		"/spec/retry/numRetries":                        "spec.retry.numRetries",
+	} {
+		if got := pointerToPath(in); got != want {
+			t.Errorf("pointerToPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMeshWebhook(t *testing.T) {
+	caBundle := []byte("CA")
+	path := "/gate-workloads"
+	gateHook := admissionregistrationv1.MutatingWebhook{Name: GateWebhookName,
+		ClientConfig:      admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: "retrycap-system", Name: "retrycap-webhook-service", Path: &path}, CABundle: caBundle},
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"}}}}}
+	vs := meshwatch.API{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices", Kind: "VirtualService"}
+	sp := meshwatch.API{Group: "linkerd.io", Version: "v1alpha2", Resource: "serviceprofiles", Kind: "ServiceProfile"}
+	for _, tc := range []struct {
+		apis []meshwatch.API
+		want []string
+	}{
+		{[]meshwatch.API{vs}, []string{"networking.istio.io/*:virtualservices"}},
+		{[]meshwatch.API{vs, sp}, []string{"networking.istio.io/*:virtualservices", "linkerd.io/*:serviceprofiles", "/v1:services"}},
+	} {
+		h, err := MeshWebhook(tc.apis, gateHook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range h.Rules {
+			got = append(got, r.APIGroups[0]+"/"+r.APIVersions[0]+":"+r.Resources[0])
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("rules %q, want %q", got, tc.want)
+		}
+		if *h.ClientConfig.Service.Path != MeshPath || h.ClientConfig.Service.Name != "retrycap-webhook-service" || string(h.ClientConfig.CABundle) != "CA" ||
+			*gateHook.ClientConfig.Service.Path != "/gate-workloads" || !reflect.DeepEqual(h.NamespaceSelector, gateHook.NamespaceSelector) ||
+			*h.FailurePolicy != admissionregistrationv1.Ignore {
+			t.Errorf("webhook %+v", h)
+		}
+	}
+	url := "https://127.0.0.1:9443/gate-workloads"
+	gateHook.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle}
+	h, err := MeshWebhook([]meshwatch.API{vs}, gateHook)
+	if err != nil || *h.ClientConfig.URL != "https://127.0.0.1:9443/gate-mesh" {
+		t.Errorf("URL %v, %v", h.ClientConfig.URL, err)
+	}
+}

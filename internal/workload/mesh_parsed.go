@@ -1,0 +1,22 @@
+package workload
+
+import (
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/mesh"
+)
+
+// BuildParsedMesh is BuildParsed with the retry layers of set (nil: exactly BuildParsed), as
+// BuildMesh is Build's: the manager's controller and mesh webhook build from the shared index.
+func BuildParsedMesh(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
+	selects, err := Matcher(p)
+	var sel []*Parsed
+	if err == nil {
+		sel = make([]*Parsed, 0, len(ps))
+		for _, x := range ps {
+			if selects(x.Workload) {
+				sel = append(sel, x)
+			}
+		}
+	}
+	return build(p, sel, err, svcs, set)
+}
