@@ -99,6 +99,7 @@ func TestDefaultInstall(t *testing.T) {
 		want := []string{
 			"admissionregistration.k8s.io/v1 MutatingWebhookConfiguration retrycap-mutating-webhook-configuration",
 			"admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration retrycap-validating-webhook-configuration",
+			"apiextensions.k8s.io/v1 CustomResourceDefinition clusterretrypolicies.retrycap.dev",
 			"apiextensions.k8s.io/v1 CustomResourceDefinition retrypolicies.retrycap.dev",
 			"apps/v1 Deployment retrycap-controller-manager",
 			"cert-manager.io/v1 Certificate retrycap-serving-cert",
