@@ -26,9 +26,8 @@ import (
 // validate-cluster.retrycap.dev).
 const ClusterPolicyValidatorPath = "/validate-retrycap-dev-v1alpha1-clusterretrypolicy"
 
-// ClusterPolicyValidator is PolicyValidator for ClusterRetryPolicies: both selectors' syntax,
-// entrypoints of the form service.namespace (CEL only asks for a dot: "api.stripe.com" has one),
-// and the same warnings against the current graph of the namespaces it selects.
+// ClusterPolicyValidator is PolicyValidator for ClusterRetryPolicies: both selectors' syntax, and
+// the same warnings against the current graph of the namespaces it selects.
 type ClusterPolicyValidator struct {
 	index *gate.Index
 	// namespaces reads the Namespaces' labels (the manager's cache, metadata only).
@@ -128,8 +127,8 @@ func (v *ClusterPolicyValidator) validate(ctx context.Context, p *v1alpha1.Clust
 	return warnings, nil
 }
 
-// clusterPolicyErrors are what the CRD cannot say about p: both selectors' syntax, and each
-// entrypoint a service.namespace name.
+// clusterPolicyErrors are what the CRD cannot say about p: both selectors' syntax. (Its pattern
+// and CEL rule already make each entrypoint "service.namespace".)
 func clusterPolicyErrors(p *v1alpha1.ClusterRetryPolicy) field.ErrorList {
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
@@ -142,12 +141,6 @@ func clusterPolicyErrors(p *v1alpha1.ClusterRetryPolicy) field.ErrorList {
 	if p.Spec.Selector != nil {
 		errs = append(errs, metav1validation.ValidateLabelSelector(p.Spec.Selector,
 			metav1validation.LabelSelectorValidationOptions{}, spec.Child("selector"))...)
-	}
-	for i, e := range p.Spec.Entrypoints {
-		if _, _, ok := annotations.SplitService(e.Service); !ok {
-			errs = append(errs, field.Invalid(spec.Child("entrypoints").Index(i).Child("service"), e.Service,
-				"a ClusterRetryPolicy's entrypoint is service.namespace (or service.namespace.svc[.cluster.local])"))
-		}
 	}
 	return errs
 }
