@@ -109,5 +109,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 			return nil, fmt.Errorf("adding the mesh webhook's configuration to the manager: %w", err)
 		}
 	}
+	if err := setupClusterPolicyValidator(mgr, index); err != nil {
+		return nil, err
+	}
 	return &Webhooks{Gate: gh, Validator: validator, Mesh: mg, Index: index}, nil
 }

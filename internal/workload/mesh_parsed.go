@@ -18,5 +18,5 @@ func BuildParsedMesh(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, se
 			}
 		}
 	}
-	return build(p, sel, err, svcs, set)
+	return build(namespaced(p), sel, err, svcs, set)
 }
