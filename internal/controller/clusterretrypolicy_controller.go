@@ -58,6 +58,9 @@ type ClusterRetryPolicyReconciler struct {
 	// SetupWithManager makes and feeds its own; without SetupWithManager and an Index the
 	// workloads are listed from Client.
 	Index *gate.Index
+	// Mesh is the source of the mesh retry layers, as for the RetryPolicy reconciler (layers
+	// apply per caller's namespace); nil: none.
+	Mesh MeshSource
 }
 
 // Reconcile fetches the policy, computes its status from the cached namespaces and workloads,
@@ -78,6 +81,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	}
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
+	setMeshConditionOf(r.Mesh, next, p.Generation, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
 	if equality.Semantic.DeepEqual(&p.Status, next) {
@@ -133,8 +137,8 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 			ps = append(ps, r.Index.Parsed(ns)...)
 			sets = append(sets, r.Index.Services(ns))
 		}
-		in.Result = workload.BuildClusterParsed(p, s, ps, workload.MergeServiceSets(sets...), nil)
-		in.Analysis = in.Result.Analyze()
+		in.Result = workload.BuildClusterParsed(p, s, ps, workload.MergeServiceSets(sets...), meshSetOf(r.Mesh))
+		in.Analysis = in.Result.Analyze() // with the mesh layers and the workloads named
 		return in, nil
 	}
 	var ws []workload.Workload
@@ -150,7 +154,7 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 		}
 		ws, svcs = append(ws, nws...), append(svcs, nsvcs...)
 	}
-	in.Result, in.Analysis = workload.AnalyzeCluster(p, s, ws, nil, svcs...)
+	in.Result, in.Analysis = workload.AnalyzeCluster(p, s, ws, meshSetOf(r.Mesh), svcs...)
 	return in, nil
 }
 
@@ -217,7 +221,7 @@ func (r *ClusterRetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 			return fmt.Errorf("setting up the %s controller: %w", ClusterControllerName, err)
 		}
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ClusterControllerName).
 		For(&v1alpha1.ClusterRetryPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesMetadata(&corev1.Namespace{}, handler.Funcs{
@@ -234,9 +238,11 @@ func (r *ClusterRetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 				r.enqueue(q, r.policiesSelecting(ctx, e.Object.GetLabels()))
 			},
 		}).
-		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.servicePolicies}).
-		Complete(r)
-	if err != nil {
+		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.servicePolicies})
+	if r.Mesh != nil {
+		b = b.WatchesRawSource(&clusterMeshChanges{r: r})
+	}
+	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", ClusterControllerName, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,11 +30,13 @@ type MeshSource interface {
 }
 
 // meshSet is the current Set, nil without a source.
-func (r *RetryPolicyReconciler) meshSet() *mesh.Set {
-	if r.Mesh == nil {
+func (r *RetryPolicyReconciler) meshSet() *mesh.Set { return meshSetOf(r.Mesh) }
+
+func meshSetOf(src MeshSource) *mesh.Set {
+	if src == nil {
 		return nil
 	}
-	return r.Mesh.Set()
+	return src.Set()
 }
 
 // MeshLayersCondition is the MeshLayers condition for the APIs a source reads.
@@ -48,13 +51,46 @@ func MeshLayersCondition(apis []string, generation int64) metav1.Condition {
 
 // setMeshCondition sets MeshLayers on st when the reconciler has a mesh source.
 func (r *RetryPolicyReconciler) setMeshCondition(st *v1alpha1.RetryPolicyStatus, generation int64) {
-	if r.Mesh == nil {
+	setMeshConditionOf(r.Mesh, st, generation, r.now())
+}
+
+func setMeshConditionOf(src MeshSource, st *v1alpha1.RetryPolicyStatus, generation int64, now time.Time) {
+	if src == nil {
 		return
 	}
-	c := MeshLayersCondition(r.Mesh.APIs(), generation)
-	c.LastTransitionTime = metav1.NewTime(r.now())
+	c := MeshLayersCondition(src.APIs(), generation)
+	c.LastTransitionTime = metav1.NewTime(now)
 	meta.SetStatusCondition(&st.Conditions, c)
 }
+
+// clusterMeshChanges reconciles every ClusterRetryPolicy on each change of the mesh Set: cluster
+// policies are few, and their graphs span namespaces, so any namespace's change may bear on one.
+type clusterMeshChanges struct {
+	r *ClusterRetryPolicyReconciler
+}
+
+func (s *clusterMeshChanges) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.r.Mesh.OnChange(func(meshwatch.Affected) {
+		var list v1alpha1.ClusterRetryPolicyList
+		if err := s.r.Client.List(ctx, &list); err != nil {
+			log.FromContext(ctx).Error(err, "listing the ClusterRetryPolicies a mesh change bears on")
+			return
+		}
+		for i := range list.Items {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+		}
+	})
+	return nil
+}
+
+func (s *clusterMeshChanges) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.r.Mesh.HasSynced) {
+		return fmt.Errorf("waiting for the mesh watcher's first discovery: %w", ctx.Err())
+	}
+	return nil
+}
+
+func (s *clusterMeshChanges) String() string { return "mesh retry layers" }
 
 // meshChanges is the controller's source of mesh changes: each change of the Set reconciles the
 // policies of the namespaces it bears on (all, for an object any namespace's callers may see).

@@ -22,7 +22,6 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/gate"
-	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -117,11 +116,9 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 		// in ~10 ms, where listing, converting and parsing them took most of ~190 ms.
 		// With the namespace's Services: the graph's nodes are the names callers use.
 		in.Result = workload.BuildParsedMesh(p, r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace), r.meshSet())
-		in.Analysis = graph.Analyze(in.Result.Graph, in.Result.Cap)
-		// The violations' messages name each factor's mesh layers.
-		in.Result.ExplainMesh(in.Analysis)
-		// As workload.Analyze does: a fix on an edge out of a Service's node names the workloads.
-		in.Result.NameWorkloads(in.Analysis)
+		// The violations' messages name each factor's mesh layers, and a fix on an edge out of
+		// a Service's node names the workloads, as workload.Analyze does.
+		in.Analysis = in.Result.Analyze()
 		return in, nil
 	}
 	ws, err := cluster.ListWorkloads(ctx, r.Client, p.Namespace)

@@ -29,7 +29,7 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 	if err := (&controller.RetryPolicyReconciler{Index: index, Mesh: mw}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the RetryPolicy controller: %w", err)
 	}
-	if err := (&controller.ClusterRetryPolicyReconciler{Index: index}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.ClusterRetryPolicyReconciler{Index: index, Mesh: mw}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the ClusterRetryPolicy controller: %w", err)
 	}
 	if o.Webhooks {
