@@ -115,14 +115,20 @@ func (e *AnnotationError) Error() string {
 
 func (e *AnnotationError) Unwrap() error { return e.Err }
 
-// Result is the graph of one policy.
+// Result is the graph of one policy: a RetryPolicy's (Policy) or a ClusterRetryPolicy's
+// (ClusterPolicy and Scope); exactly one of Policy and ClusterPolicy is set.
 type Result struct {
 	Policy *v1alpha1.RetryPolicy
-	Graph  *graph.Graph
-	Cap    int64
+	// ClusterPolicy is the cluster policy of BuildCluster's result, Scope its namespaces. Its
+	// graph names every in-cluster node "name.ns" (QualifiedNode), in ServiceOf and NodesOf too.
+	ClusterPolicy *v1alpha1.ClusterRetryPolicy
+	Scope         *ClusterScope
+	Graph         *graph.Graph
+	Cap           int64
 	// Selected are the workloads the policy selects, sorted by namespace, name and kind.
 	Selected []Workload
-	// ServiceOf maps each selected workload's Key to its service name.
+	// ServiceOf maps each selected workload's Key to its service name's node (a cluster
+	// policy's: "name.ns").
 	ServiceOf map[string]string
 	// Errors are the invalid annotations (each an *AnnotationError) and a bad selector. A
 	// workload with an invalid upstreams annotation is still a service in the graph, but none of
@@ -214,7 +220,7 @@ func Build(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) *Result {
 			}
 		}
 	}
-	return build(p, sel, err, NewServiceSet(svcs), nil)
+	return build(namespaced(p), sel, err, NewServiceSet(svcs), nil)
 }
 
 // BuildMesh is Build with the retry layers of a service mesh or a gateway (nil: none, exactly
@@ -231,7 +237,7 @@ func BuildMesh(p *v1alpha1.RetryPolicy, ws []Workload, set *mesh.Set, svcs ...Se
 			}
 		}
 	}
-	return build(p, sel, err, NewServiceSet(svcs), set)
+	return build(namespaced(p), sel, err, NewServiceSet(svcs), set)
 }
 
 // Parsed is a workload with what Build reads from its annotations parsed once, so that a caller
@@ -249,6 +255,10 @@ type Parsed struct {
 	upstreamsErr error
 	// hasUpstreams: the annotation is present (BuildJudged drops a sibling's).
 	hasUpstreams bool
+	// qservice and qupstreams are service and the upstreams' names as a cluster policy's graph
+	// names them (QualifiedName), computed once here rather than per cluster graph.
+	qservice   string
+	qupstreams []string
 }
 
 // Parse reads w's service name and upstreams the way Build does.
@@ -276,6 +286,13 @@ func Parse(w Workload) *Parsed {
 		ups[i].Name = NormalizeUpstream(ups[i].Name, w.Namespace)
 	}
 	x.upstreams = ups
+	x.qservice = QualifiedNode(x.service, w.Namespace)
+	if len(ups) > 0 {
+		x.qupstreams = make([]string, len(ups))
+		for i, u := range ups {
+			x.qupstreams[i] = QualifiedName(u.Name, w.Namespace)
+		}
+	}
 	return x
 }
 
@@ -318,22 +335,24 @@ func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Resul
 			}
 		}
 	}
-	return build(p, sel, err, svcs, nil)
+	return build(namespaced(p), sel, err, svcs, nil)
 }
 
-// build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged: sel are
-// the selected workloads (sorted here unless they already are), selErr a bad selector, svcs the
-// namespace's Services (nil: none).
-func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh.Set) *Result {
+// build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged, and
+// BuildCluster and its kin: p is the policy and how its graph names nodes, sel the selected
+// workloads (sorted here unless they already are), selErr a bad selector, svcs the Services of
+// the namespaces (nil: none).
+func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh.Set) *Result {
 	edges := 0
 	for _, x := range sel {
 		edges += len(x.upstreams)
 	}
 	// Upstream-only services (leaves, other namespaces) come on top of the selected ones; the
 	// edge count bounds them.
-	r := &Result{Policy: p, Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.Spec.MaxAmplification),
+	r := &Result{Policy: p.policy, ClusterPolicy: p.cluster, Scope: p.scope,
+		Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.spec.MaxAmplification),
 		ServiceOf: make(map[string]string, len(sel)), Services: svcs, mesh: set}
-	def := defaultAttempts(p)
+	def := defaultAttempts(p.spec)
 	if selErr != nil {
 		r.Errors = append(r.Errors, selErr)
 	}
@@ -355,7 +374,7 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 			r.Declaring++
 		}
 		kept = append(kept, x)
-		r.ServiceOf[x.key] = x.service
+		r.ServiceOf[x.key] = r.serviceNode(x)
 	}
 	if len(kept) > 0 {
 		r.Selected = make([]Workload, len(kept))
@@ -367,47 +386,51 @@ func build(p *v1alpha1.RetryPolicy, sel []*Parsed, selErr error, svcs *ServiceSe
 		// Without Services each workload is the node of its service name: the common case,
 		// kept free of the resolution's maps.
 		for _, x := range kept {
-			r.Graph.AddService(x.service)
+			r.Graph.AddService(r.serviceNode(x))
 		}
 		for _, x := range kept {
-			for _, u := range x.upstreams {
+			from := r.serviceNode(x)
+			for i, u := range x.upstreams {
 				a, c := edgeValues(u, def)
-				r.Graph.AddEdge(x.service, u.Name, r.meshAttempts(x, x.service, u.Name, a), c)
+				to := r.upstreamNode(x, i)
+				r.Graph.AddEdge(from, to, r.meshAttempts(x, from, u.Name, to, a), c)
 			}
 		}
 	} else {
 		r.resolve(kept, def)
 	}
-	for _, e := range p.Spec.Entrypoints {
-		if !r.HasNode(e.Service) {
+	for _, e := range p.spec.Entrypoints {
+		node, ref := r.entrypoint(e.Service)
+		if !r.HasNode(node) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
 		}
 		client := int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1))
 		if set != nil {
-			if me := set.Entry(mesh.ServiceRef{Namespace: p.Namespace, Name: e.Service}); len(me.Layers) > 0 {
+			if me := set.Entry(ref); len(me.Layers) > 0 {
 				if r.MeshEntry == nil {
 					r.MeshEntry = map[string]MeshEdge{}
 				}
-				m := MeshEdge{To: e.Service, App: client, Caller: "client attempts", Layers: me.Layers}
-				r.MeshEntry[e.Service] = m
+				m := MeshEdge{To: node, App: client, Caller: "client attempts", Layers: me.Layers}
+				r.MeshEntry[node] = m
 				r.addMeshWarnings(me.Warnings)
 				client = m.Attempts()
 			}
 		}
-		r.Graph.SetEntrypoint(e.Service, client)
+		r.Graph.SetEntrypoint(node, client)
 	}
 	return r
 }
 
 // meshAttempts is the attempts on the edge from -> to that x declares with app attempts: app
-// without a mesh Set, else app times the tries of the mesh's layers on x's calls to to
-// (recorded in MeshEdges, the largest when several workloads of from declare to).
-func (r *Result) meshAttempts(x *Parsed, from, to string, app int64) int64 {
+// without a mesh Set, else app times the tries of the mesh's layers on x's calls to callee (the
+// upstream as x's namespace names it, which is what the mesh resolves; to is its graph node),
+// recorded in MeshEdges, the largest when several workloads of from declare to.
+func (r *Result) meshAttempts(x *Parsed, from, callee, to string, app int64) int64 {
 	if r.mesh == nil {
 		return app
 	}
 	w := x.Workload
-	e := r.mesh.Edge(mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels, Annotations: w.Annotations}, to)
+	e := r.mesh.Edge(mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels, Annotations: w.Annotations}, callee)
 	r.addMeshWarnings(e.Warnings)
 	if len(e.Layers) == 0 {
 		return app
@@ -457,60 +480,117 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 	r.fronts = map[string][]*Parsed{}
 	for _, x := range kept {
 		nodes, fronted := svcs.Nodes(x)
-		r.NodesOf[x.key] = nodes
 		ns := x.Workload.Namespace
-		for _, n := range nodes {
+		qnodes := nodes
+		if r.ClusterPolicy != nil {
+			qnodes = make([]string, len(nodes))
+			for i, n := range nodes {
+				qnodes[i] = QualifiedNode(n, ns)
+			}
+		}
+		r.NodesOf[x.key] = qnodes
+		for i, n := range nodes {
+			q := qnodes[i]
 			if n == x.service && !svcs.Has(ns, n) {
 				if !fronted {
-					r.Graph.AddService(n)
+					r.Graph.AddService(q)
 				}
 				continue
 			}
-			r.Graph.AddService(n)
-			r.fronts[n] = append(r.fronts[n], x)
+			r.Graph.AddService(q)
+			r.fronts[q] = append(r.fronts[q], x)
 		}
 		if s, ok := svcs.Get(ns, x.service); ok && !s.Selects(x.Workload) {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s does not select %s (service name %q): callers of %s reach the Service, not this workload", s, x.Workload, x.service, x.service))
+			node := r.serviceNode(x)
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s does not select %s (service name %q): callers of %s reach the Service, not this workload", s, x.Workload, x.service, node))
 		}
 	}
 	for _, x := range kept {
 		for _, n := range r.NodesOf[x.key] {
-			for _, u := range x.upstreams {
+			for i, u := range x.upstreams {
 				a, c := edgeValues(u, def)
-				r.Graph.AddEdge(n, u.Name, r.meshAttempts(x, n, u.Name, a), c)
+				to := r.upstreamNode(x, i)
+				r.Graph.AddEdge(n, to, r.meshAttempts(x, n, u.Name, to, a), c)
 			}
 		}
 	}
 	// What the resolution did, once per Service a selected workload calls.
 	noted := map[string]bool{}
 	for _, x := range kept {
-		for _, u := range x.upstreams {
-			if noted[u.Name] {
+		for i := range x.upstreams {
+			to := r.upstreamNode(x, i)
+			if noted[to] {
 				continue
 			}
-			s, ok := svcs.Get(x.Workload.Namespace, u.Name)
+			s, ok := r.upstreamService(x, i)
 			if !ok {
 				continue
 			}
-			noted[u.Name] = true
+			noted[to] = true
 			switch {
 			case s.ExternalName:
-				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s of type ExternalName: a leaf", u.Name, s))
+				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s of type ExternalName: a leaf", to, s))
 			case s.Leaf():
-				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s without a selector: a leaf", u.Name, s))
+				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s without a selector: a leaf", to, s))
 			default:
 				var other []string
-				for _, f := range r.fronts[u.Name] {
-					if f.service != u.Name {
+				for _, f := range r.fronts[to] {
+					if r.serviceNode(f) != to {
 						other = append(other, f.Workload.String())
 					}
 				}
 				if len(other) > 0 {
-					r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", u.Name, s, strings.Join(other, ", ")))
+					r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", to, s, strings.Join(other, ", ")))
 				}
 			}
 		}
 	}
+}
+
+// serviceNode is x's service name as r's graph names it: the name itself in a RetryPolicy's,
+// "name.ns" in a cluster policy's.
+func (r *Result) serviceNode(x *Parsed) string {
+	if r.ClusterPolicy != nil {
+		return x.qservice
+	}
+	return x.service
+}
+
+// upstreamNode is x's i-th upstream as r's graph names it (see serviceNode).
+func (r *Result) upstreamNode(x *Parsed, i int) string {
+	if r.ClusterPolicy != nil {
+		return x.qupstreams[i]
+	}
+	return x.upstreams[i].Name
+}
+
+// upstreamService is the Service x's i-th upstream resolves through: one of x's namespace for an
+// in-namespace name; for a cluster policy also one of another selected namespace ("name.ns"), a
+// name into an unselected namespace resolving to none (a leaf).
+func (r *Result) upstreamService(x *Parsed, i int) (Service, bool) {
+	name, ns := x.upstreams[i].Name, x.Workload.Namespace
+	if r.ClusterPolicy != nil {
+		if svc, sns, ok := annotations.SplitService(name); ok {
+			if !r.Scope.Has(sns) {
+				return Service{}, false
+			}
+			name, ns = svc, sns
+		}
+	}
+	return r.Services.Get(ns, name)
+}
+
+// entrypoint is an entrypoint's node in r's graph and the Service it names for the mesh: in a
+// RetryPolicy's, the bare service of the policy's namespace; in a cluster policy's,
+// "service.namespace" (also written with .svc[.cluster.local]) is node "service.namespace".
+func (r *Result) entrypoint(service string) (string, mesh.ServiceRef) {
+	if r.ClusterPolicy == nil {
+		return service, mesh.ServiceRef{Namespace: r.Policy.Namespace, Name: service}
+	}
+	if svc, ns, ok := annotations.SplitService(service); ok {
+		return QualifiedNode(svc, ns), mesh.ServiceRef{Namespace: ns, Name: svc}
+	}
+	return service, mesh.ServiceRef{Name: service}
 }
 
 // Fronted returns the selected workloads whose edges node n carries because Service n selects
@@ -532,7 +612,7 @@ func (r *Result) NameWorkloads(a *graph.Analysis) {
 	if a == nil || len(r.fronts) == 0 {
 		return
 	}
-	def := defaultAttempts(r.Policy)
+	def := defaultAttempts(r.Spec())
 	for i := range a.Violations {
 		v := &a.Violations[i]
 		if v.Suggestion == "" {
@@ -565,8 +645,8 @@ func (r *Result) nameWorkloads(part string, def int64) []string {
 	}
 	var out []string
 	for _, x := range fronted {
-		for _, u := range x.upstreams {
-			if a, _ := edgeValues(u, def); u.Name == up && a > n {
+		for i, u := range x.upstreams {
+			if a, _ := edgeValues(u, def); r.upstreamNode(x, i) == up && a > n {
 				out = append(out, x.Workload.String()+": "+change)
 				break
 			}
@@ -592,8 +672,8 @@ func edgeValues(u annotations.Upstream, defaultAttempts int64) (attempts, calls 
 }
 
 // defaultAttempts is the policy's spec.retry.defaultAttempts (unset: the CRD's default), at least 1.
-func defaultAttempts(p *v1alpha1.RetryPolicy) int64 {
-	return max(int64(orDefault(p.Spec.Retry.DefaultAttempts, defaults.Attempts)), 1)
+func defaultAttempts(spec *v1alpha1.RetryPolicySpec) int64 {
+	return max(int64(orDefault(spec.Retry.DefaultAttempts, defaults.Attempts)), 1)
 }
 
 // orDefault is v, or def when v is unset (0).
@@ -616,8 +696,11 @@ type Base struct {
 // NewBase builds p's graph of ps (sorted by Compare, as the gate's index keeps them; ps is not
 // modified) with the namespace's Services svcs (nil: none) and analyses it.
 func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Base {
-	r := BuildParsed(p, ps, svcs)
-	return &Base{r: r, prep: graph.Prepare(r.Graph), def: defaultAttempts(p)}
+	return newBase(BuildParsed(p, ps, svcs))
+}
+
+func newBase(r *Result) *Base {
+	return &Base{r: r, prep: graph.Prepare(r.Graph), def: defaultAttempts(r.Spec())}
 }
 
 // Judge is graph.Judge and graph.PlanLocal of incoming's service on the graph
@@ -631,7 +714,8 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 	if incoming.serviceErr != nil {
 		return nil, nil, false
 	}
-	if prev, stored := b.r.ServiceOf[incoming.key]; stored && prev != incoming.service {
+	node := b.r.serviceNode(incoming)
+	if prev, stored := b.r.ServiceOf[incoming.key]; stored && prev != node {
 		// The stored version's edges and selection belong to another service.
 		return nil, nil, false
 	}
@@ -640,16 +724,16 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 		if len(nodes) != 1 || nodes[0] != incoming.service {
 			return nil, nil, false
 		}
-		if prev, stored := b.r.NodesOf[incoming.key]; stored && (len(prev) != 1 || prev[0] != incoming.service) {
+		if prev, stored := b.r.NodesOf[incoming.key]; stored && (len(prev) != 1 || prev[0] != node) {
 			return nil, nil, false
 		}
 	}
 	edges := make([]graph.Edge, len(incoming.upstreams))
 	for i, u := range incoming.upstreams {
 		a, c := edgeValues(u, b.def)
-		edges[i] = graph.Edge{From: incoming.service, To: u.Name, Attempts: a, Calls: c}
+		edges[i] = graph.Edge{From: node, To: b.r.upstreamNode(incoming, i), Attempts: a, Calls: c}
 	}
-	return b.prep.JudgeWith(b.r.Cap, incoming.service, edges)
+	return b.prep.JudgeWith(b.r.Cap, node, edges)
 }
 
 // BuildWith is Build with incoming in place of the stored workload of the same Kind, Namespace
@@ -680,6 +764,13 @@ func BuildJudged(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, svcs
 // BuildJudgedParsed is BuildJudged over workloads parsed beforehand; ps sorted by Compare (as
 // the gate's index keeps them) are not sorted again. ps is not modified.
 func BuildJudgedParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet) *Result {
+	return BuildParsed(p, judged(ps, incoming, svcs), svcs)
+}
+
+// judged is ps with incoming in place of its stored version (in its sorted place) and the
+// workloads sharing a node with it stripped of their upstreams: BuildJudgedParsed's input. ps
+// is not modified.
+func judged(ps []*Parsed, incoming *Parsed, svcs *ServiceSet) []*Parsed {
 	all := make([]*Parsed, 0, len(ps)+1)
 	var inNodes []string
 	if svcs != nil {
@@ -696,11 +787,16 @@ func BuildJudgedParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed, 
 	}
 	// In its sorted place, so that a sorted ps stays sorted; build sorts anything else.
 	at, _ := slices.BinarySearchFunc(all, incoming, compareParsed)
-	return BuildParsed(p, slices.Insert(all, at, incoming), svcs)
+	return slices.Insert(all, at, incoming)
 }
 
-// sharesNode reports whether x's edges go to one of the incoming workload's nodes inNodes.
+// sharesNode reports whether x's edges go to one of the incoming workload's nodes inNodes: of
+// the same namespace (a cluster policy's ps span several, and "order" of another namespace is
+// another node).
 func sharesNode(x, incoming *Parsed, inNodes []string, svcs *ServiceSet) bool {
+	if x.Workload.Namespace != incoming.Workload.Namespace {
+		return false
+	}
 	if svcs == nil {
 		return x.service == incoming.service
 	}
@@ -723,7 +819,7 @@ func withoutUpstreams(x *Parsed) *Parsed {
 		}
 	}
 	c.Workload.Annotations = ann
-	c.upstreams, c.upstreamsErr, c.hasUpstreams = nil, nil, false
+	c.upstreams, c.upstreamsErr, c.hasUpstreams, c.qupstreams = nil, nil, false, nil
 	return &c
 }
 
@@ -736,10 +832,7 @@ func Analyze(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) (*Result, 
 // AnalyzeMesh is Analyze over BuildMesh (set nil: Analyze).
 func AnalyzeMesh(p *v1alpha1.RetryPolicy, ws []Workload, set *mesh.Set, svcs ...Service) (*Result, *graph.Analysis) {
 	r := BuildMesh(p, ws, set, svcs...)
-	a := graph.Analyze(r.Graph, r.Cap)
-	r.ExplainMesh(a)
-	r.NameWorkloads(a)
-	return r, a
+	return r, r.Analyze()
 }
 
 // ExplainMesh appends to each violation's message the mesh layers of its factors ("; 6 = 2
