@@ -34,6 +34,11 @@ type Index struct {
 	wake    chan struct{}   // capacity 1: a change is waiting for refresh
 	// baseIdle is how long a prepared graph no request uses is kept fresh; then refresh drops it.
 	baseIdle time.Duration
+
+	// The namespaces' labels (namespaces.go), which ClusterRetryPolicies select by; and the
+	// cluster policies' prepared state (cluster.go).
+	nsState
+	clusterState
 }
 
 type nsWorkloads struct {
@@ -226,7 +231,8 @@ func sameWorkload(a, b workload.Workload) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
-// Change is one change the index applied: a workload's (Old and New) or a Service's (Service).
+// Change is one change the index applied: a workload's (Old and New), a Service's (Service) or
+// a namespace's labels (Namespace).
 type Change struct {
 	// Old and New are a changed workload's versions: Old nil for an add, New nil for a removal;
 	// both nil for a Service change.
@@ -235,6 +241,10 @@ type Change struct {
 	// change. Which workloads it fronts, and so which policies' graphs it changes, is the graph's
 	// to say: a subscriber treats it as a change to every policy of its namespace.
 	Service *workload.Service
+	// Namespace is a namespace whose labels changed (or that came or went); nil otherwise. The
+	// ClusterRetryPolicies whose namespaceSelector selected it before or selects it now are the
+	// ones it changes.
+	Namespace *NamespaceChange
 }
 
 // OnChange adds f to the functions told of each change the index applies, after it applied it

@@ -86,6 +86,38 @@ func (s *requestSource) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
 	return s.x.Base(s.incoming.Namespace, p)
 }
 
+// Scope implements ClusterSource: the policy's namespaces from the index's Namespace labels.
+func (s *requestSource) Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error) {
+	return s.x.ClusterScope(p)
+}
+
+// ClusterWorkloads implements ClusterSource: the relevant workloads across the namespaces of sc
+// (RelevantClusterParsed).
+func (s *requestSource) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) []*workload.Parsed {
+	return s.x.RelevantClusterParsed(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams())
+}
+
+// ClusterServices implements ClusterSource.
+func (s *requestSource) ClusterServices(sc *workload.ClusterScope) *workload.ServiceSet {
+	return s.x.ClusterServices(sc.Has)
+}
+
+// ClusterPrepared implements ClusterSource: p's prepared graph of sc when the request's relevant
+// workloads are a large share of those of sc (WantsClusterBase), as Prepared decides for a
+// RetryPolicy.
+func (s *requestSource) ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) *workload.Base {
+	switch s.mode {
+	case baseNever:
+		return nil
+	case baseAuto:
+		n := s.x.RelevantClusterCount(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams())
+		if !s.x.WantsClusterBase(sc, n) {
+			return nil
+		}
+	}
+	return s.x.ClusterBase(p, sc)
+}
+
 // upstreamServices are w's upstreams as graph nodes of its namespace; nil for a malformed value
 // (Decide refuses it before it looks at the graph).
 func upstreamServices(w workload.Workload) []string {

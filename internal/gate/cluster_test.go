@@ -1,0 +1,269 @@
+package gate
+
+import (
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// The incident's three teams as three namespaces: web (shop) -x3-> order (orders) -x3-> payment
+// (payments) -x3-> the payment provider, 3 x 3 x 3 = 27.
+var chainLabels = map[string]map[string]string{
+	"shop":     {"chain": "checkout"},
+	"orders":   {"chain": "checkout"},
+	"payments": {"chain": "checkout"},
+	"other":    {},
+}
+
+func teamDeployment(ns, name, upstreams string) workload.Workload {
+	w := deployment(name, upstreams)
+	w.Namespace = ns
+	return w
+}
+
+func chainWorkloads() []workload.Workload {
+	return []workload.Workload{
+		teamDeployment("shop", "web", "order.orders=3"),
+		teamDeployment("orders", "order", "payment.payments=3"),
+		teamDeployment("payments", "payment", ""),
+	}
+}
+
+func clusterPolicy(name string, cap int32, mode v1alpha1.Enforcement) *v1alpha1.ClusterRetryPolicy {
+	p := &v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"chain": "checkout"}}
+	p.Spec.MaxAmplification = cap
+	p.Spec.Enforcement = mode
+	p.Spec.Retry.DefaultAttempts = 1
+	return p
+}
+
+// clusterWorkloads is a Source and ClusterSource over fixed workloads of several namespaces and
+// their labels, never prepared.
+type clusterWorkloads struct {
+	ws     []workload.Workload
+	labels map[string]map[string]string
+}
+
+func (c clusterWorkloads) Workloads() []*workload.Parsed {
+	var ps []*workload.Parsed
+	for _, w := range c.ws {
+		ps = append(ps, workload.Parse(w))
+	}
+	return ps
+}
+
+func (clusterWorkloads) Prepared(*v1alpha1.RetryPolicy) *workload.Base { return nil }
+func (clusterWorkloads) Services() *workload.ServiceSet                { return nil }
+
+func (c clusterWorkloads) Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error) {
+	return workload.NewClusterScope(p, c.labels)
+}
+
+func (c clusterWorkloads) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) []*workload.Parsed {
+	var ps []*workload.Parsed
+	for _, w := range c.ws {
+		if s.Has(w.Namespace) {
+			ps = append(ps, workload.Parse(w))
+		}
+	}
+	return ps
+}
+
+func (clusterWorkloads) ClusterPrepared(*v1alpha1.ClusterRetryPolicy, *workload.ClusterScope) *workload.Base {
+	return nil
+}
+func (clusterWorkloads) ClusterServices(*workload.ClusterScope) *workload.ServiceSet { return nil }
+
+// namespaced is a RetryPolicy of namespace ns with default entrypoints.
+func namespaced(ns, name string, cap int32, mode v1alpha1.Enforcement) *v1alpha1.RetryPolicy {
+	p := testPolicy(name, cap, mode, nil)
+	p.Namespace = ns
+	p.Spec.Entrypoints = nil
+	return p
+}
+
+func TestDecideClusterPolicies(t *testing.T) {
+	src := clusterWorkloads{ws: chainWorkloads(), labels: chainLabels}
+	over := teamDeployment("payments", "payment", "psp.example.com=3")
+	const chain27 = "web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27"
+	tests := []struct {
+		name string
+		in   Input
+		want Decision
+	}{
+		{
+			name: "reject: the chain across three namespaces, exact message",
+			in: Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)},
+				Source: src, Incoming: over},
+			want: Decision{Message: "ClusterRetryPolicy checkout-chain: " + chain27 + " > cap 10; payment.payments may keep psp.example.com=1"},
+		},
+		{
+			name: "the namespaced policy of payments sees payment alone: within its cap",
+			in: Input{Policies: []*v1alpha1.RetryPolicy{namespaced("payments", "pay", 4, v1alpha1.EnforcementReject)},
+				Source: src, Incoming: over},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "a namespace outside the selector is not judged by the cluster policy",
+			in: Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)},
+				Source: src, Incoming: teamDeployment("other", "batch", "psp.example.com=9")},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "cluster stricter than namespaced: the cluster message first, the namespaced after",
+			in: Input{Policies: []*v1alpha1.RetryPolicy{namespaced("payments", "pay", 2, v1alpha1.EnforcementReject)},
+				ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 1, v1alpha1.EnforcementReject)},
+				Source:          src, Incoming: over},
+			want: Decision{Message: "ClusterRetryPolicy checkout-chain: " + chain27 + " > cap 1; no rewrite fits: even with payment.payments: psp.example.com=1, web.shop -x3-> order.orders -x3-> payment.payments -x1-> psp.example.com = 9 > cap 1; also over the cap of RetryPolicy payments/pay (cap 2)"},
+		},
+		{
+			name: "namespaced stricter than cluster: the namespaced message first",
+			in: Input{Policies: []*v1alpha1.RetryPolicy{namespaced("payments", "pay", 2, v1alpha1.EnforcementReject)},
+				ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject), clusterPolicy("wide", 20, v1alpha1.EnforcementReject)},
+				Source:          src, Incoming: over},
+			want: Decision{Message: "RetryPolicy payments/pay: payment -x3-> psp.example.com = 3 > cap 2; payment may keep psp.example.com=2; also over the cap of ClusterRetryPolicy checkout-chain (cap 10), wide (cap 20)"},
+		},
+		{
+			name: "equal caps: the namespaced policy first",
+			in: Input{Policies: []*v1alpha1.RetryPolicy{namespaced("payments", "pay", 2, v1alpha1.EnforcementReject), namespaced("payments", "zed", 2, v1alpha1.EnforcementReject)},
+				ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("a-chain", 2, v1alpha1.EnforcementReject)},
+				Source:          src, Incoming: over},
+			want: Decision{Message: "RetryPolicy payments/pay: payment -x3-> psp.example.com = 3 > cap 2; payment may keep psp.example.com=2; also over the cap of RetryPolicy payments/zed (cap 2), ClusterRetryPolicy a-chain (cap 2)"},
+		},
+		{
+			name: "rewrite: the minimum over both kinds",
+			in: Input{Policies: []*v1alpha1.RetryPolicy{namespaced("payments", "pay", 2, v1alpha1.EnforcementRewrite)},
+				ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 9, v1alpha1.EnforcementRewrite)},
+				Source:          src, Incoming: over},
+			want: Decision{Allowed: true,
+				Rewrite:  &Rewrite{Upstreams: "psp.example.com=1", RewrittenFrom: "psp.example.com=3"},
+				Warnings: []string{"RetryPolicy payments/pay and ClusterRetryPolicy checkout-chain rewrote retrycap.dev/upstreams of Deployment payments/payment: psp.example.com=3 -> psp.example.com=1 (payment -x3-> psp.example.com = 3 > cap 2; " + chain27 + " > cap 9)"}},
+		},
+		{
+			name: "rewrite by the cluster policy alone; an upstream of the workload's own namespace",
+			in: Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 9, v1alpha1.EnforcementRewrite)},
+				Source:   clusterWorkloads{ws: append(chainWorkloads(), teamDeployment("payments", "ledger", "")), labels: chainLabels},
+				Incoming: teamDeployment("payments", "payment", "ledger=3, ledger.payments.svc=2")},
+			want: Decision{Allowed: true,
+				Rewrite:  &Rewrite{Upstreams: "ledger=1, ledger.payments.svc=1", RewrittenFrom: "ledger=3, ledger.payments.svc=2"},
+				Warnings: []string{"ClusterRetryPolicy checkout-chain rewrote retrycap.dev/upstreams of Deployment payments/payment: ledger=3, ledger.payments.svc=2 -> ledger=1, ledger.payments.svc=1 (web.shop -x3-> order.orders -x3-> payment.payments -x3-> ledger.payments = 27 > cap 9)"}},
+		},
+		{
+			name: "audit: a warning naming the cluster policy",
+			in: Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementAudit)},
+				Source: src, Incoming: over},
+			want: Decision{Allowed: true, Warnings: []string{"ClusterRetryPolicy checkout-chain: " + chain27 + " > cap 10; payment.payments may keep psp.example.com=1 (admitted: enforcement is Audit)"}},
+		},
+		{
+			name: "an update that raises nothing passes the cluster policy",
+			in: Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)},
+				Source: src, Incoming: over, Old: &over},
+			want: Decision{Allowed: true},
+		},
+		{
+			name: "a malformed annotation is denied under a cluster policy",
+			in: Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementAudit)},
+				Source: src, Incoming: teamDeployment("payments", "payment", "psp.example.com=x")},
+			want: Decision{Message: `Deployment payments/payment: annotation retrycap.dev/upstreams: token "psp.example.com=x" at column 1: attempts must be an integer 1..100`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Decide(tt.in)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Decide()\n got  %#v\n want %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideClusterPolicyErrors(t *testing.T) {
+	p := clusterPolicy("broken", 8, v1alpha1.EnforcementReject)
+	p.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "chain", Operator: "Bogus"}}}
+	over := teamDeployment("payments", "payment", "psp.example.com=3")
+	d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: clusterWorkloads{ws: chainWorkloads(), labels: chainLabels}, Incoming: over})
+	if !d.Allowed || len(d.PolicyErrors) != 1 {
+		t.Fatalf("Decide with a bad namespaceSelector = %+v, want allowed with one policy error", d)
+	}
+	want := `ClusterRetryPolicy broken: spec.namespaceSelector: "Bogus" is not a valid label selector operator`
+	if got := d.PolicyErrors[0].Error(); got != want {
+		t.Errorf("policy error = %q, want %q", got, want)
+	}
+	// Without a ClusterSource the cluster policies cannot be judged: reported, not applied.
+	d = Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)}, Source: workloads(chainWorkloads()), Incoming: over})
+	if !d.Allowed || len(d.PolicyErrors) != 1 || d.PolicyErrors[0].Error() != "ClusterRetryPolicy checkout-chain: the gate has no source of namespaces to judge it with" {
+		t.Fatalf("Decide without a ClusterSource = %+v", d)
+	}
+}
+
+// The index's Source judges a cluster policy as the fixed lists do, over the relevant
+// workloads of the selected namespaces, with or without the prepared graph; a relabelled
+// namespace enters or leaves the scope.
+func TestIndexClusterSource(t *testing.T) {
+	x := NewIndex()
+	for ns, l := range chainLabels {
+		x.PutNamespace(ns, l)
+	}
+	for _, w := range chainWorkloads() {
+		x.Put(w)
+	}
+	// Noise the walk must not need: another chain in shop, a workload of an unselected namespace
+	// calling into the chain.
+	x.Put(teamDeployment("shop", "admin", "report=2"))
+	x.Put(teamDeployment("shop", "report", ""))
+	x.Put(teamDeployment("other", "batch", "order.orders=9"))
+	p := clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)
+	p.UID, p.Generation = "u1", 1
+	over := teamDeployment("payments", "payment", "psp.example.com=3")
+	want := "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; payment.payments may keep psp.example.com=1"
+	for _, mode := range []baseMode{baseNever, baseAlways, baseAuto} {
+		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, mode), Incoming: over})
+		if d.Message != want {
+			t.Errorf("mode %d: message %q, want %q", mode, d.Message, want)
+		}
+	}
+	s, err := x.ClusterScope(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := x.RelevantClusterParsed("payments", s.Has, []string{"payment"}, []string{"psp.example.com"})
+	var keys []string
+	for _, ps := range got {
+		keys = append(keys, ps.Key())
+	}
+	if want := []string{"Deployment/orders/order", "Deployment/payments/payment", "Deployment/shop/web"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("RelevantClusterParsed = %v, want %v", keys, want)
+	}
+
+	// other joins the selector: batch's 9 now reaches the chain.
+	var changes []NamespaceChange
+	x.OnChange(func(c Change) {
+		if c.Namespace != nil {
+			changes = append(changes, *c.Namespace)
+		}
+	})
+	x.PutNamespace("other", map[string]string{"chain": "checkout"})
+	x.PutNamespace("other", map[string]string{"chain": "checkout"}) // unchanged: no one told
+	if want := []NamespaceChange{{Name: "other", Old: map[string]string{}, New: map[string]string{"chain": "checkout"}}}; !reflect.DeepEqual(changes, want) {
+		t.Errorf("namespace changes = %+v, want %+v", changes, want)
+	}
+	want = "ClusterRetryPolicy checkout-chain: batch.other -x9-> order.orders -x3-> payment.payments -x3-> psp.example.com = 81 > cap 10; no rewrite fits: even with payment.payments: psp.example.com=1, batch.other -x9-> order.orders -x3-> payment.payments -x1-> psp.example.com = 27 > cap 10"
+	for _, mode := range []baseMode{baseNever, baseAlways} {
+		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, mode), Incoming: over})
+		if d.Message != want {
+			t.Errorf("after the relabel, mode %d: message %q, want %q", mode, d.Message, want)
+		}
+	}
+	x.RemoveNamespace("other")
+	if n := len(changes); n != 2 || !changes[1].Removed {
+		t.Errorf("after RemoveNamespace, changes = %+v", changes)
+	}
+	if l, ok := x.Namespace("shop"); !ok || l["chain"] != "checkout" {
+		t.Errorf("Namespace(shop) = %v, %v", l, ok)
+	}
+}
