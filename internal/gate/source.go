@@ -145,3 +145,15 @@ func (x *Index) RelevantWorkloads(w workload.Workload) []workload.Workload {
 	}
 	return out
 }
+
+// RelevantClusterWorkloads is RelevantWorkloads across the namespaces of s: the stored
+// workloads of those namespaces that can bear on w's place in a cluster policy's graph over s
+// (RelevantClusterParsed). The pod injector decides a cluster policy's entrypoints from them.
+func (x *Index) RelevantClusterWorkloads(w workload.Workload, s *workload.ClusterScope) []workload.Workload {
+	ps := x.RelevantClusterParsed(w.Namespace, s.Has, x.Nodes(w), upstreamServices(w))
+	out := make([]workload.Workload, len(ps))
+	for i, p := range ps {
+		out[i] = p.Workload
+	}
+	return out
+}

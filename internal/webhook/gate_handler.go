@@ -31,8 +31,8 @@ import (
 const cacheSyncWait = 3 * time.Second
 
 // WorkloadGate is the admission.Handler of the workload gate (GatePath): it reads the request,
-// the namespace's RetryPolicies and its workloads from the manager's cache, and applies
-// gate.Decide.
+// the namespace's RetryPolicies, the ClusterRetryPolicies and the workloads from the manager's
+// cache, and applies gate.Decide.
 type WorkloadGate struct {
 	policies client.Reader // the manager's cache-backed client: no API call per request
 	index    *gate.Index
@@ -81,16 +81,27 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	if err := g.policies.List(ctx, &list, client.InNamespace(incoming.Namespace)); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap gate: listing the RetryPolicies of namespace %s from the cache: %w", incoming.Namespace, err))
 	}
+	var clusterList v1alpha1.ClusterRetryPolicyList
+	if err := g.policies.List(ctx, &clusterList); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap gate: listing the ClusterRetryPolicies from the cache: %w", err))
+	}
 	// No policy: Decide returns at once, with any warning about misplaced annotations.
 	policies := make([]*v1alpha1.RetryPolicy, len(list.Items))
 	for i := range list.Items {
 		policies[i] = &list.Items[i]
 	}
-	// The index reads only the part of the namespace that can change the verdict, and only if
+	var clusterPolicies []*v1alpha1.ClusterRetryPolicy
+	if len(clusterList.Items) > 0 {
+		clusterPolicies = make([]*v1alpha1.ClusterRetryPolicy, len(clusterList.Items))
+		for i := range clusterList.Items {
+			clusterPolicies[i] = &clusterList.Items[i]
+		}
+	}
+	// The index reads only the part of the namespaces that can change the verdict, and only if
 	// some policy must judge the request.
-	d := gate.Decide(gate.Input{Policies: policies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn})
+	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn})
 	for _, err := range d.PolicyErrors {
-		g.log.Error(err, "ignoring a RetryPolicy the gate cannot evaluate", "workload", incoming.String())
+		g.log.Error(err, "ignoring a policy the gate cannot evaluate", "workload", incoming.String())
 	}
 	return g.respond(req, d)
 }
