@@ -62,10 +62,13 @@ func (x *Index) RelevantClusterCount(ns string, has func(string) bool, svcs, ups
 // clusterReach is reach across namespaces (see RelevantClusterParsed): the nodes visited, each
 // once. Called with x.mu held for reading.
 func (x *Index) clusterReach(ns string, has func(string) bool, svcs, ups []string) []clusterNode {
-	start := x.byNS[ns]
-	if start == nil || !has(ns) {
+	if !has(ns) {
 		return nil
 	}
+	// The request's namespace may have no entry yet (its first workload), or no node for the
+	// incoming service (its first workload of that service): callers in other namespaces still
+	// name it "svc.ns", and its upstreams into other namespaces still lead somewhere.
+	start := x.byNS[ns]
 	// The selected namespaces the index knows, for the walk upwards: a caller of node "a" of
 	// namespace b from another namespace is its node "a.b".
 	var scope []*nsWorkloads
@@ -88,6 +91,27 @@ func (x *Index) clusterReach(ns string, has func(string) bool, svcs, ups []strin
 	}
 	var visited []clusterNode
 	var stack []clusterNode
+	// callers pushes the nodes of the other selected namespaces that name service name of ns.
+	callers := func(n *nsWorkloads, name, ns string) {
+		for i, m := range scope {
+			if m == n {
+				continue
+			}
+			if id, ok := m.ids[name+"."+ns]; ok {
+				stack = append(stack, clusterNode{m, scopeNames[i], id})
+			}
+		}
+	}
+	// into pushes the node of another selected namespace that name (a node of ns) names.
+	into := func(name, ns string) {
+		if svc, other, ok := annotations.SplitService(name); ok && other != ns && has(other) {
+			if m := x.byNS[other]; m != nil {
+				if id, ok := m.ids[svc]; ok {
+					stack = append(stack, clusterNode{m, other, id})
+				}
+			}
+		}
+	}
 	walk := func(dir uint8) {
 		for len(stack) > 0 {
 			v := stack[len(stack)-1]
@@ -109,45 +133,39 @@ func (x *Index) clusterReach(ns string, has func(string) bool, svcs, ups []strin
 				stack = append(stack, clusterNode{v.n, v.ns, e.to})
 			}
 			if dir == up {
-				// Callers in the other selected namespaces.
-				for i, m := range scope {
-					if m == v.n {
-						continue
-					}
-					if id, ok := m.ids[svc.name+"."+v.ns]; ok {
-						stack = append(stack, clusterNode{m, scopeNames[i], id})
-					}
-				}
-				continue
-			}
-			// A node naming a service of another selected namespace continues there.
-			if name, other, ok := annotations.SplitService(svc.name); ok && other != v.ns && has(other) {
-				if m := x.byNS[other]; m != nil {
-					if id, ok := m.ids[name]; ok {
-						stack = append(stack, clusterNode{m, other, id})
-					}
-				}
+				callers(v.n, svc.name, v.ns)
+			} else {
+				into(svc.name, v.ns)
 			}
 		}
 	}
-	push := func(names []string) {
-		for _, name := range names {
-			if id, ok := start.ids[name]; ok {
-				stack = append(stack, clusterNode{start, ns, id})
-			}
+	local := func(name string) {
+		if start == nil {
+			return
+		}
+		if id, ok := start.ids[name]; ok {
+			stack = append(stack, clusterNode{start, ns, id})
 		}
 	}
-	push(svcs)
+	for _, name := range svcs {
+		local(name)
+		callers(start, name, ns)
+	}
 	walk(up)
-	push(svcs)
-	push(ups)
+	for _, name := range svcs {
+		local(name)
+	}
+	for _, name := range ups {
+		local(name)
+		into(name, ns)
+	}
 	walk(down)
 	return visited
 }
 
 // ClusterServices returns the Services of the namespaces has selects, as one set (nil: none).
-// Built per call: a cluster policy's request reads the Services of several namespaces, each
-// shared and immutable (sharedSet), and the set of the walk is small.
+// Built per call from each namespace's shared, immutable set: a cluster policy's request reads
+// the Services of several namespaces.
 func (x *Index) ClusterServices(has func(string) bool) *workload.ServiceSet {
 	x.mu.RLock()
 	var svcs []workload.Service

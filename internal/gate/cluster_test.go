@@ -267,3 +267,29 @@ func TestIndexClusterSource(t *testing.T) {
 		t.Errorf("Namespace(shop) = %v, %v", l, ok)
 	}
 }
+
+// The first workload of a namespace (the index has no entry for it yet) is still reached by its
+// callers in the other selected namespaces.
+func TestIndexClusterSourceFirstWorkloadOfANamespace(t *testing.T) {
+	x := NewIndex()
+	for ns, l := range chainLabels {
+		x.PutNamespace(ns, l)
+	}
+	x.Put(teamDeployment("shop", "web", "order.orders=3"))
+	x.Put(teamDeployment("orders", "order", "payment.payments=3"))
+	p := clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)
+	over := teamDeployment("payments", "payment", "psp.example.com=3")
+	want := "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; payment.payments may keep psp.example.com=1"
+	for _, mode := range []baseMode{baseNever, baseAlways, baseAuto} {
+		if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, mode), Incoming: over}); d.Message != want {
+			t.Errorf("mode %d: message %q, want %q", mode, d.Message, want)
+		}
+	}
+	// And a caller's first workload reaches down into the other namespaces.
+	x.Put(over)
+	x.Remove(teamDeployment("shop", "web", ""))
+	web := teamDeployment("shop", "web", "order.orders=3")
+	if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, web, baseNever), Incoming: web}); d.Message != "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; web.shop may keep order.orders=1" {
+		t.Errorf("the caller's create: %q", d.Message)
+	}
+}
