@@ -1,7 +1,9 @@
 package gate
 
 import (
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -14,11 +16,17 @@ import (
 // cluster policy reads, as a namespaced one does, only the workloads that can bear on it: those
 // of the services that reach it and of those it reaches, in every selected namespace.
 
-// clusterNode is a node of one namespace's call graph.
+// clusterNode is a node of one namespace's call graph: the namespace by its place in the walk's
+// scope.
 type clusterNode struct {
-	n  *nsWorkloads
-	ns string
-	id int32
+	ns, id int32
+}
+
+// scopeNS is a namespace of a cluster walk.
+type scopeNS struct {
+	name string
+	n    *nsWorkloads
+	seen []uint8 // by service id, allocated when the walk first enters the namespace
 }
 
 // RelevantClusterParsed is RelevantParsed across the namespaces has selects: the workloads of
@@ -28,18 +36,15 @@ type clusterNode struct {
 func (x *Index) RelevantClusterParsed(ns string, has func(string) bool, svcs, ups []string) []*workload.Parsed {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	visited := x.clusterReach(ns, has, svcs, ups)
-	count := 0
-	for _, v := range visited {
-		count += len(v.n.services[v.id].keys)
-	}
+	scope, visited, count := x.clusterReach(ns, has, svcs, ups, math.MaxInt)
 	if count == 0 {
 		return nil
 	}
 	out := make([]*workload.Parsed, 0, count)
 	for _, v := range visited {
-		for k := range v.n.services[v.id].keys {
-			out = append(out, v.n.items[k])
+		n := scope[v.ns].n
+		for k := range n.services[v.id].keys {
+			out = append(out, n.items[k])
 		}
 	}
 	slices.SortFunc(out, func(a, b *workload.Parsed) int { return workload.Compare(a.Workload, b.Workload) })
@@ -48,119 +53,157 @@ func (x *Index) RelevantClusterParsed(ns string, has func(string) bool, svcs, up
 	return slices.CompactFunc(out, func(a, b *workload.Parsed) bool { return a == b })
 }
 
-// RelevantClusterCount is about len(RelevantClusterParsed(...)), without building the list.
-func (x *Index) RelevantClusterCount(ns string, has func(string) bool, svcs, ups []string) int {
+// RelevantClusterCount is about len(RelevantClusterParsed(...)) (a workload reached under
+// several nodes counts once per node), without building the list; the walk stops once the count
+// reaches limit, which it then returns: the handler only asks whether it is a large share of the
+// scope (WantsClusterBase), and a request that will use the prepared graph walks only that share.
+func (x *Index) RelevantClusterCount(ns string, has func(string) bool, svcs, ups []string, limit int) int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	count := 0
-	for _, v := range x.clusterReach(ns, has, svcs, ups) {
-		count += len(v.n.services[v.id].keys)
-	}
-	return count
+	_, _, count := x.clusterReach(ns, has, svcs, ups, limit)
+	return min(count, limit)
 }
 
-// clusterReach is reach across namespaces (see RelevantClusterParsed): the nodes visited, each
-// once. Called with x.mu held for reading.
-func (x *Index) clusterReach(ns string, has func(string) bool, svcs, ups []string) []clusterNode {
+// clusterReach is reach across namespaces (see RelevantClusterParsed): the namespaces of the
+// walk, the nodes visited, each once, and the number of workloads they carry; it stops early
+// once that number reaches limit. Called with x.mu held for reading.
+func (x *Index) clusterReach(ns string, has func(string) bool, svcs, ups []string, limit int) (scope []scopeNS, visited []clusterNode, count int) {
 	if !has(ns) {
-		return nil
+		return nil, nil, 0
 	}
-	// The request's namespace may have no entry yet (its first workload), or no node for the
-	// incoming service (its first workload of that service): callers in other namespaces still
-	// name it "svc.ns", and its upstreams into other namespaces still lead somewhere.
-	start := x.byNS[ns]
-	// The selected namespaces the index knows, for the walk upwards: a caller of node "a" of
-	// namespace b from another namespace is its node "a.b".
-	var scope []*nsWorkloads
-	var scopeNames []string
+	// The selected namespaces the index knows. The request's namespace may have no entry yet
+	// (its first workload), or no node for the incoming service (its first workload of that
+	// service): callers in other namespaces still name it "svc.ns", and its upstreams into other
+	// namespaces still lead somewhere.
+	start := int32(-1)
 	for name, n := range x.byNS {
 		if has(name) {
-			scope = append(scope, n)
-			scopeNames = append(scopeNames, name)
+			if name == ns {
+				start = int32(len(scope))
+			}
+			scope = append(scope, scopeNS{name: name, n: n})
 		}
+	}
+	index := func(name string) int32 {
+		for i := range scope {
+			if scope[i].name == name {
+				return int32(i)
+			}
+		}
+		return -1
 	}
 	const up, down = 1, 2
-	seen := map[*nsWorkloads][]uint8{}
-	mark := func(n *nsWorkloads) []uint8 {
-		s := seen[n]
-		if s == nil {
-			s = make([]uint8, len(n.services))
-			seen[n] = s
-		}
-		return s
-	}
-	var visited []clusterNode
 	var stack []clusterNode
-	// callers pushes the nodes of the other selected namespaces that name service name of ns.
-	callers := func(n *nsWorkloads, name, ns string) {
-		for i, m := range scope {
-			if m == n {
+	// key is reused for the "name.ns" lookups: a map index by string(bytes) does not allocate.
+	var key []byte
+	// callers pushes the nodes of the other selected namespaces that name service name of
+	// namespace at: their node "name.ns". A dotted name is not a service of at but a name of
+	// another namespace (or a host): no one calls it under a longer one.
+	callers := func(at int32, name string) {
+		if strings.IndexByte(name, '.') >= 0 {
+			return
+		}
+		key = append(append(append(key[:0], name...), '.'), scope[at].name...)
+		for i := range scope {
+			if int32(i) == at {
 				continue
 			}
-			if id, ok := m.ids[name+"."+ns]; ok {
-				stack = append(stack, clusterNode{m, scopeNames[i], id})
+			if id, ok := scope[i].n.ids[string(key)]; ok {
+				stack = append(stack, clusterNode{int32(i), id})
 			}
 		}
 	}
-	// into pushes the node of another selected namespace that name (a node of ns) names.
-	into := func(name, ns string) {
-		if svc, other, ok := annotations.SplitService(name); ok && other != ns && has(other) {
-			if m := x.byNS[other]; m != nil {
-				if id, ok := m.ids[svc]; ok {
-					stack = append(stack, clusterNode{m, other, id})
-				}
+	// into pushes the node of another selected namespace that name (a node of namespace at)
+	// names.
+	into := func(at int32, name string) {
+		svc, other, ok := annotations.SplitService(name)
+		if !ok || (at >= 0 && other == scope[at].name) {
+			return
+		}
+		if i := index(other); i >= 0 {
+			if id, ok := scope[i].n.ids[svc]; ok {
+				stack = append(stack, clusterNode{i, id})
 			}
 		}
 	}
-	walk := func(dir uint8) {
+	walk := func(dir uint8) bool {
 		for len(stack) > 0 {
 			v := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			s := mark(v.n)
-			if s[v.id]&dir != 0 {
+			sn := &scope[v.ns]
+			if sn.seen == nil {
+				sn.seen = make([]uint8, len(sn.n.services))
+			}
+			if sn.seen[v.id]&dir != 0 {
 				continue
 			}
-			if s[v.id] == 0 {
+			svc := &sn.n.services[v.id]
+			if sn.seen[v.id] == 0 {
 				visited = append(visited, v)
+				if count += len(svc.keys); count >= limit {
+					return false
+				}
 			}
-			s[v.id] |= dir
-			svc := &v.n.services[v.id]
+			sn.seen[v.id] |= dir
 			next := svc.out
 			if dir == up {
 				next = svc.in
 			}
 			for _, e := range next {
-				stack = append(stack, clusterNode{v.n, v.ns, e.to})
+				stack = append(stack, clusterNode{v.ns, e.to})
 			}
 			if dir == up {
-				callers(v.n, svc.name, v.ns)
+				callers(v.ns, svc.name)
 			} else {
-				into(svc.name, v.ns)
+				into(v.ns, svc.name)
 			}
 		}
+		return true
 	}
 	local := func(name string) {
-		if start == nil {
+		if start < 0 {
 			return
 		}
-		if id, ok := start.ids[name]; ok {
-			stack = append(stack, clusterNode{start, ns, id})
+		if id, ok := scope[start].n.ids[name]; ok {
+			stack = append(stack, clusterNode{start, id})
 		}
 	}
 	for _, name := range svcs {
 		local(name)
-		callers(start, name, ns)
+		if start >= 0 {
+			callers(start, name)
+		} else {
+			// No entry for ns: look for "name.ns" everywhere.
+			key = append(append(append(key[:0], name...), '.'), ns...)
+			for i := range scope {
+				if id, ok := scope[i].n.ids[string(key)]; ok {
+					stack = append(stack, clusterNode{int32(i), id})
+				}
+			}
+		}
 	}
-	walk(up)
+	if !walk(up) {
+		return scope, visited, count
+	}
 	for _, name := range svcs {
 		local(name)
 	}
 	for _, name := range ups {
 		local(name)
-		into(name, ns)
+		if start < 0 {
+			if svc, other, ok := annotations.SplitService(name); ok && other != ns {
+				if i := index(other); i >= 0 {
+					if id, ok := scope[i].n.ids[svc]; ok {
+						stack = append(stack, clusterNode{i, id})
+					}
+				}
+			}
+		} else {
+			into(start, name)
+		}
 	}
 	walk(down)
-	return visited
+	return scope, visited, count
 }
 
 // ClusterServices returns the Services of the namespaces has selects, as one set (nil: none).

@@ -1,12 +1,16 @@
 package gate
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -291,5 +295,92 @@ func TestIndexClusterSourceFirstWorkloadOfANamespace(t *testing.T) {
 	web := teamDeployment("shop", "web", "order.orders=3")
 	if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, web, baseNever), Incoming: web}); d.Message != "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; web.shop may keep order.orders=1" {
 		t.Errorf("the caller's create: %q", d.Message)
+	}
+}
+
+// randomCluster is n workloads over three selected namespaces and one unselected, calling
+// services of their own namespace, of the others ("sK.nsJ", sometimes with .svc), and external
+// hosts, some cycles.
+func randomCluster(r *rand.Rand, n int) []workload.Workload {
+	nss := []string{"shop", "orders", "payments", "other"}
+	svcs := n/3 + 2
+	var ws []workload.Workload
+	for i := 0; i < n; i++ {
+		ns := nss[r.IntN(len(nss))]
+		var ups []string
+		used := map[string]bool{}
+		for k := r.IntN(3); k > 0; k-- {
+			target := fmt.Sprintf("s%d", r.IntN(svcs))
+			switch r.IntN(4) {
+			case 0:
+				target += "." + nss[r.IntN(len(nss))]
+			case 1:
+				target += "." + nss[r.IntN(len(nss))] + ".svc"
+			case 2:
+				if r.IntN(3) == 0 {
+					target = fmt.Sprintf("ext%d.example.com", r.IntN(3))
+				}
+			}
+			if used[target] {
+				continue
+			}
+			used[target] = true
+			ups = append(ups, fmt.Sprintf("%s=%d", target, 1+r.IntN(3)))
+		}
+		w := teamDeployment(ns, fmt.Sprintf("w%d", i), strings.Join(ups, ", "))
+		w.Annotations[annotations.Service] = fmt.Sprintf("s%d", r.IntN(svcs))
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// The cross-namespace walk's claim: a cluster policy decides the same over the relevant
+// workloads of its namespaces as over all of them, and against its prepared graph.
+func TestRelevantClusterMatchesWholeScope(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	modes := []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit}
+	labels := map[string]map[string]string{"shop": chainLabels["shop"], "orders": chainLabels["orders"], "payments": chainLabels["payments"], "other": {}}
+	decisions := 0
+	for round := 0; round < 200; round++ {
+		ws := randomCluster(r, 6+r.IntN(30))
+		x := NewIndex()
+		for ns, l := range labels {
+			x.PutNamespace(ns, l)
+		}
+		for _, w := range ws {
+			x.Put(w)
+		}
+		p := clusterPolicy("chain", int32(1+r.IntN(20)), modes[r.IntN(3)])
+		p.UID, p.Generation = "u", int64(round)
+		full := clusterWorkloads{ws: ws, labels: labels}
+		for i := 0; i < 5; i++ {
+			base := ws[r.IntN(len(ws))]
+			incoming := randomCluster(r, 1)[0]
+			incoming.Namespace = base.Namespace
+			incoming.Name = base.Name
+			var old *workload.Workload
+			if r.IntN(2) == 0 {
+				old = &base
+			} else {
+				incoming.Name = fmt.Sprintf("new%d", i)
+			}
+			in := Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Incoming: incoming, Old: old}
+			in.Source = full
+			want := Decide(in)
+			in.Source = indexSource(x, incoming, baseNever)
+			if got := Decide(in); !reflect.DeepEqual(withoutPaths(got), withoutPaths(want)) {
+				t.Fatalf("round %d: %s over the relevant workloads:\n %#v\nover all of them\n %#v", round, incoming, got, want)
+			}
+			in.Source = indexSource(x, incoming, baseAlways)
+			if got := Decide(in); !reflect.DeepEqual(withoutPaths(got), withoutPaths(want)) {
+				t.Fatalf("round %d: %s against the prepared graph:\n %#v\nover all of them\n %#v", round, incoming, got, want)
+			}
+			if !want.Allowed || want.Rewrite != nil || len(want.Warnings) > 0 {
+				decisions++
+			}
+		}
+	}
+	if decisions < 100 {
+		t.Fatalf("only %d of 1000 decisions refused, rewrote or warned: the test does not exercise the gate", decisions)
 	}
 }

@@ -110,7 +110,9 @@ func (s *requestSource) ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, sc *work
 	case baseNever:
 		return nil
 	case baseAuto:
-		n := s.x.RelevantClusterCount(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams())
+		// The count matters only up to the share that makes the prepared graph worth it.
+		limit := max(baseMinWorkloads, (s.x.ScopeLen(sc)+baseShare-1)/baseShare)
+		n := s.x.RelevantClusterCount(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams(), limit)
 		if !s.x.WantsClusterBase(sc, n) {
 			return nil
 		}
