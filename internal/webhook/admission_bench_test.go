@@ -221,7 +221,9 @@ var _ = Describe("admission latency with a ClusterRetryPolicy over 5000 workload
 			}
 			return n
 		}, 2*time.Minute).Should(Equal(workloads))
-		Eventually(func() error { return mgrClient.Get(ctx, client.ObjectKeyFromObject(crp), &v1alpha1.ClusterRetryPolicy{}) }, cacheWait).Should(Succeed())
+		Eventually(func() error {
+			return mgrClient.Get(ctx, client.ObjectKeyFromObject(crp), &v1alpha1.ClusterRetryPolicy{})
+		}, cacheWait).Should(Succeed())
 		fmt.Fprintf(GinkgoWriter, "created %d Deployments in 10 namespaces in %s\n", workloads, time.Since(start).Round(time.Millisecond))
 	})
 	AfterAll(func() {
