@@ -134,6 +134,22 @@ func (x *Index) clusterReach(w *clusterWalk, ns string, has func(string) bool, s
 		}
 		return -1
 	}
+	// referrers(at) are the other namespaces of the scope with a node naming a service of
+	// namespace at (nsWorkloads.refs), computed on first use: most pairs of namespaces never
+	// name each other, and the walk upwards looks for callers only where they can be.
+	refsOf := make([][]int32, len(scope))
+	refsSet := make([]bool, len(scope))
+	referrers := func(at int32) []int32 {
+		if !refsSet[at] {
+			refsSet[at] = true
+			for i := range scope {
+				if int32(i) != at && scope[i].n.refs[scope[at].name] > 0 {
+					refsOf[at] = append(refsOf[at], int32(i))
+				}
+			}
+		}
+		return refsOf[at]
+	}
 	const up, down = 1, 2
 	// key is reused for the "name.ns" lookups: a map index by string(bytes) does not allocate.
 	// callers pushes the nodes of the other selected namespaces that name service name of
@@ -144,12 +160,9 @@ func (x *Index) clusterReach(w *clusterWalk, ns string, has func(string) bool, s
 			return
 		}
 		key = append(append(append(key[:0], name...), '.'), scope[at].name...)
-		for i := range scope {
-			if int32(i) == at {
-				continue
-			}
+		for _, i := range referrers(at) {
 			if id, ok := scope[i].n.ids[string(key)]; ok {
-				stack = append(stack, clusterNode{int32(i), id})
+				stack = append(stack, clusterNode{i, id})
 			}
 		}
 	}

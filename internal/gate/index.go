@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -54,6 +55,10 @@ type nsWorkloads struct {
 	ids      map[string]int32
 	services []service
 	free     []int32             // ids of services that have gone, for reuse
+	// refs counts the services named "name.other" by the other namespace they name: a cluster
+	// policy's walk upwards looks for callers of a service of other only in the namespaces
+	// that have such a name (cluster_reach.go).
+	refs map[string]int32
 	list     []workload.Workload // nil: rebuild on next read; read-only once built
 	// set is the namespace's Services indexed for the builder (nil: none). Changed in place
 	// until it is handed out (setShared: a request or a prepared graph being built outside the
@@ -489,6 +494,12 @@ func (n *nsWorkloads) id(name string) int32 {
 		n.services = append(n.services, service{name: name})
 	}
 	n.ids[name] = id
+	if _, other, ok := annotations.SplitService(name); ok {
+		if n.refs == nil {
+			n.refs = map[string]int32{}
+		}
+		n.refs[other]++
+	}
 	return id
 }
 
@@ -498,6 +509,11 @@ func (n *nsWorkloads) release(id int32) {
 	s := &n.services[id]
 	if s.name != "" && len(s.keys) == 0 && len(s.out) == 0 && len(s.in) == 0 {
 		delete(n.ids, s.name)
+		if _, other, ok := annotations.SplitService(s.name); ok {
+			if n.refs[other]--; n.refs[other] <= 0 {
+				delete(n.refs, other)
+			}
+		}
 		*s = service{}
 		n.free = append(n.free, id)
 	}
