@@ -54,12 +54,12 @@ type nsWorkloads struct {
 	// maps, so that a request walking thousands of services does no hashing per edge.
 	ids      map[string]int32
 	services []service
-	free     []int32             // ids of services that have gone, for reuse
+	free     []int32 // ids of services that have gone, for reuse
 	// refs counts the services named "name.other" by the other namespace they name: a cluster
 	// policy's walk upwards looks for callers of a service of other only in the namespaces
 	// that have such a name (cluster_reach.go).
 	refs map[string]int32
-	list     []workload.Workload // nil: rebuild on next read; read-only once built
+	list []workload.Workload // nil: rebuild on next read; read-only once built
 	// set is the namespace's Services indexed for the builder (nil: none). Changed in place
 	// until it is handed out (setShared: a request or a prepared graph being built outside the
 	// lock may hold it), then copied on the next change (ownSet).
