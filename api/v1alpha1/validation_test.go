@@ -80,9 +80,12 @@ func TestSamplesAreAccepted(t *testing.T) {
 	}
 	for _, want := range []string{
 		"namespace/payments created", "namespace/shop created",
+		"namespace/storefront created", "namespace/fulfilment created", "namespace/billing created",
 		"deployment.apps/gateway created", "deployment.apps/catalog created", "deployment.apps/db created",
 		"deployment.apps/frontend created", "deployment.apps/checkout created", "deployment.apps/billing created", "deployment.apps/payment created",
+		"deployment.apps/web created", "deployment.apps/order created",
 		"retrypolicy.retrycap.dev/checkout created", "retrypolicy.retrycap.dev/storm created",
+		"clusterretrypolicy.retrycap.dev/checkout-chain created",
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("kubectl apply -k config/samples: missing %q in:\n%s", want, out)
@@ -94,6 +97,13 @@ func TestSamplesAreAccepted(t *testing.T) {
 	}
 	if p.Spec.MaxAmplification != 3 || len(p.Spec.Entrypoints) != 1 || p.Spec.Entrypoints[0].ClientAttempts != 2 {
 		t.Errorf("shop/checkout read back as %+v", p.Spec)
+	}
+	var cp v1alpha1.ClusterRetryPolicy
+	if err := cli.Get(ctx(t), types.NamespacedName{Name: "checkout-chain"}, &cp); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Spec.MaxAmplification != 4 || cp.Spec.NamespaceSelector.MatchLabels["retrycap.dev/chain"] != "checkout" || len(cp.Spec.Entrypoints) != 1 || cp.Spec.Entrypoints[0].Service != "web.storefront" {
+		t.Errorf("checkout-chain read back as %+v", cp.Spec)
 	}
 }
 

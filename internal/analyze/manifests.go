@@ -22,6 +22,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -73,6 +74,8 @@ type Summary struct {
 	WithUpstreams int `json:"withUpstreams"`
 	Services      int `json:"services"`
 	Policies      int `json:"policies"`
+	// ClusterPolicies is how many ClusterRetryPolicies were read.
+	ClusterPolicies int `json:"clusterPolicies,omitempty"`
 	// Mesh counts the mesh objects read (VirtualService, HTTPRoute, ...) by kind: the retries of
 	// those mesh.Reads reads multiply the edges they configure; the others (DestinationRule,
 	// MeshRetry) are not counted by this version (a warning says so).
@@ -85,12 +88,18 @@ type Summary struct {
 
 // Manifests are the policies and workloads read from files.
 type Manifests struct {
-	Policies  []*v1alpha1.RetryPolicy
-	Workloads []workload.Workload
+	Policies []*v1alpha1.RetryPolicy
+	// ClusterPolicies are the ClusterRetryPolicies read (cluster.go).
+	ClusterPolicies []*v1alpha1.ClusterRetryPolicy
+	// NamespaceLabels are the labels of the Namespace objects read, and of those given with
+	// SetNamespaceLabels (--namespace-labels), which win: what a cluster policy's
+	// namespaceSelector selects by.
+	NamespaceLabels map[string]map[string]string
+	Workloads       []workload.Workload
 	// Services are the v1 Services read (services.go).
 	Services []workload.Service
-	// Sources maps policies ("RetryPolicy/ns/name") and workloads (Workload.Key) to where
-	// they were read.
+	// Sources maps policies ("RetryPolicy/ns/name", "ClusterRetryPolicy/name") and workloads
+	// (Workload.Key) to where they were read.
 	Sources  map[string]Source
 	Summary  Summary
 	Warnings []Warning
@@ -98,6 +107,8 @@ type Manifests struct {
 	MeshOptions mesh.Options
 
 	mesh *mesh.Set // mesh.go
+	// flagLabels are the namespaces SetNamespaceLabels gave labels for (cluster.go).
+	flagLabels map[string]bool
 }
 
 // Reader reads manifests. DefaultNamespace is used for objects without one ("default" if empty).
@@ -451,6 +462,8 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		obj = &corev1.Pod{}
 	case "v1 Service":
 		return r.service(m, src, js, &tm)
+	case v1alpha1.GroupVersion.String() + " ClusterRetryPolicy":
+		return r.clusterPolicy(m, src, js, &tm)
 	case v1alpha1.GroupVersion.String() + " RetryPolicy":
 		p := &v1alpha1.RetryPolicy{}
 		if err := json.Unmarshal(js, p); err != nil {
@@ -459,7 +472,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		if p.Namespace == "" {
 			p.Namespace = r.namespace()
 		}
-		if err := defaultPolicy(p); err != nil {
+		if err := defaultPolicy(p.Name, &p.Spec, false); err != nil {
 			return []error{&InputError{src, fmt.Errorf("RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)}}
 		}
 		key := "RetryPolicy/" + p.Namespace + "/" + p.Name
@@ -477,6 +490,11 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		m.Sources[key] = src
 		return nil
 	default:
+		if tm.APIVersion == "v1" && tm.Kind == "Namespace" {
+			if err := m.readNamespace(src, js); err != nil {
+				return []error{err}
+			}
+		}
 		r.ignored(m, src, &tm, js)
 		return r.addMesh(m, src, js, &tm)
 	}
@@ -638,35 +656,42 @@ func (r Reader) namespace() string {
 }
 
 // defaultPolicy applies the CRD defaults that matter offline and the bounds the API server
-// would enforce on them.
-func defaultPolicy(p *v1alpha1.RetryPolicy) error {
-	if p.Name == "" {
+// would enforce on them, to the spec of a policy named name; a cluster policy's entrypoints are
+// "service.namespace".
+func defaultPolicy(name string, spec *v1alpha1.RetryPolicySpec, cluster bool) error {
+	if name == "" {
 		return errors.New("metadata.name is missing")
 	}
-	if p.Spec.MaxAmplification < 1 || p.Spec.MaxAmplification > 1000 {
-		return fmt.Errorf("spec.maxAmplification must be 1..1000, got %d", p.Spec.MaxAmplification)
+	if spec.MaxAmplification < 1 || spec.MaxAmplification > 1000 {
+		return fmt.Errorf("spec.maxAmplification must be 1..1000, got %d", spec.MaxAmplification)
 	}
-	if p.Spec.Enforcement == "" {
-		p.Spec.Enforcement = defaults.Enforcement
+	if spec.Enforcement == "" {
+		spec.Enforcement = defaults.Enforcement
 	}
-	switch p.Spec.Enforcement {
+	switch spec.Enforcement {
 	case v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit:
 	default:
-		return fmt.Errorf("spec.enforcement must be Reject, Rewrite or Audit, got %q", p.Spec.Enforcement)
+		return fmt.Errorf("spec.enforcement must be Reject, Rewrite or Audit, got %q", spec.Enforcement)
 	}
-	if p.Spec.Retry.DefaultAttempts == 0 {
-		p.Spec.Retry.DefaultAttempts = defaults.Attempts
+	if spec.Retry.DefaultAttempts == 0 {
+		spec.Retry.DefaultAttempts = defaults.Attempts
 	}
-	if a := p.Spec.Retry.DefaultAttempts; a < 1 || a > 100 {
+	if a := spec.Retry.DefaultAttempts; a < 1 || a > 100 {
 		return fmt.Errorf("spec.retry.defaultAttempts must be 1..100, got %d", a)
 	}
-	for i := range p.Spec.Entrypoints {
-		e := &p.Spec.Entrypoints[i]
+	for i := range spec.Entrypoints {
+		e := &spec.Entrypoints[i]
 		if e.ClientAttempts == 0 {
 			e.ClientAttempts = defaults.ClientAttempts
 		}
 		if e.ClientAttempts < 1 || e.ClientAttempts > 100 {
 			return fmt.Errorf("spec.entrypoints[%d].clientAttempts must be 1..100, got %d", i, e.ClientAttempts)
+		}
+		if cluster {
+			if reason := clusterEntrypointReason(e.Service); reason != "" {
+				return fmt.Errorf("spec.entrypoints[%d].service %q: %s", i, e.Service, reason)
+			}
+			continue
 		}
 		if reason := annotations.ValidateLabel(e.Service); reason != "" {
 			return fmt.Errorf("spec.entrypoints[%d].service %q: %s", i, e.Service, reason)
@@ -688,25 +713,10 @@ func (m *Manifests) Analyze() *Report {
 	var prs []PolicyReport
 	for _, p := range ps {
 		r, a := workload.AnalyzeMesh(p, m.Workloads, m.mesh, m.Services...)
-		pr := FromAnalysis(p, r, a)
-		pr.source = m.Sources["RetryPolicy/"+p.Namespace+"/"+p.Name]
-		pr.serviceSource = map[string]Source{}
-		for _, w := range r.Selected { // sorted: the first workload of a service
-			if svc := r.ServiceOf[w.Key()]; svc != "" {
-				if _, ok := pr.serviceSource[svc]; !ok {
-					pr.serviceSource[svc] = m.Sources[w.Key()]
-				}
-			}
-			// A Service's node, and a fix that names the workload ("Deployment ns/name: ...").
-			for _, n := range r.Nodes(w.Key()) {
-				if _, ok := pr.serviceSource[n]; !ok {
-					pr.serviceSource[n] = m.Sources[w.Key()]
-				}
-			}
-			pr.serviceSource[w.String()] = m.Sources[w.Key()]
-		}
-		prs = append(prs, pr)
+		prs = append(prs, m.policyReport(r, a, "RetryPolicy/"+p.Namespace+"/"+p.Name))
 	}
+	cprs, unchecked := m.analyzeClusterPolicies()
+	prs = append(prs, cprs...)
 	rep := NewReport(prs)
 	sum := m.Summary
 	rep.Summary = &sum
@@ -726,12 +736,15 @@ func (m *Manifests) Analyze() *Report {
 	for _, w := range rep.warnings {
 		rep.Warnings = append(rep.Warnings, w.String())
 	}
-	if len(ps) == 0 {
+	if len(ps) == 0 && len(m.ClusterPolicies) == 0 {
 		rep.Unchecked = append(rep.Unchecked, "no RetryPolicy (retrycap.dev/v1alpha1) in the input: nothing to check against")
 	}
+	rep.Unchecked = append(rep.Unchecked, unchecked...)
 	for _, p := range rep.Policies {
-		name := "RetryPolicy " + p.Namespace + "/" + p.Name
+		name := p.Title()
 		switch {
+		case p.Workloads == 0 && p.Kind == KindCluster:
+			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("%s selects no workload (%s): nothing checked", name, p.scopeText))
 		case p.Workloads == 0:
 			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("%s selects no workload (in namespace %s; a policy selects only workloads of its own namespace): nothing checked", name, p.Namespace))
 		case p.WithUpstreams == 0:
@@ -739,6 +752,29 @@ func (m *Manifests) Analyze() *Report {
 		}
 	}
 	return rep
+}
+
+// policyReport is the report of r and a with where its policy (at Sources[key]) and each node's
+// first selected workload were read.
+func (m *Manifests) policyReport(r *workload.Result, a *graph.Analysis, key string) PolicyReport {
+	pr := FromResult(r, a)
+	pr.source = m.Sources[key]
+	pr.serviceSource = map[string]Source{}
+	for _, w := range r.Selected { // sorted: the first workload of a service
+		if svc := r.ServiceOf[w.Key()]; svc != "" {
+			if _, ok := pr.serviceSource[svc]; !ok {
+				pr.serviceSource[svc] = m.Sources[w.Key()]
+			}
+		}
+		// A Service's node, and a fix that names the workload ("Deployment ns/name: ...").
+		for _, n := range r.Nodes(w.Key()) {
+			if _, ok := pr.serviceSource[n]; !ok {
+				pr.serviceSource[n] = m.Sources[w.Key()]
+			}
+		}
+		pr.serviceSource[w.String()] = m.Sources[w.Key()]
+	}
+	return pr
 }
 
 // kindCounts renders counts by kind, sorted by kind: "ConfigMap 2, Namespace 1".

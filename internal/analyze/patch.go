@@ -34,20 +34,37 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	sort.Slice(ps, func(i, j int) bool {
 		return ps[i].Namespace+"/"+ps[i].Name < ps[j].Namespace+"/"+ps[j].Name
 	})
+	// The graphs to plan: every RetryPolicy's, then every ClusterRetryPolicy's (by name) over
+	// the namespaces whose labels the input gives.
+	var results []*workload.Result
+	for _, p := range ps {
+		results = append(results, workload.Build(p, m.Workloads, m.Services...))
+	}
+	cps := append([]*v1alpha1.ClusterRetryPolicy(nil), m.ClusterPolicies...)
+	sort.Slice(cps, func(i, j int) bool { return cps[i].Name < cps[j].Name })
+	for _, p := range cps {
+		if s, err := workload.NewClusterScope(p, m.NamespaceLabels); err == nil {
+			results = append(results, workload.BuildCluster(p, s, m.Workloads, nil, m.Services...))
+		}
+	}
 	cur := map[string][]annotations.Upstream{} // workload key -> upstreams being lowered
 	byKey := map[string]*Patch{}
-	for _, p := range ps {
-		r := workload.Build(p, m.Workloads, m.Services...)
+	for _, r := range results {
 		a := graph.Analyze(r.Graph, r.Cap)
 		if a.WithinCap() {
 			continue
 		}
-		name := p.Namespace + "/" + p.Name
+		// "shop/checkout" for a RetryPolicy (the patch's comment says "for RetryPolicy ..."),
+		// "ClusterRetryPolicy checkout" for a cluster policy.
+		name := r.PolicyName()
+		if r.Policy != nil {
+			name = r.Policy.Namespace + "/" + r.Policy.Name
+		}
 		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("RetryPolicy %s: %s (the values below are as low as the planner goes)", name, plan.Reason))
+			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))
 		}
-		def := max(p.Spec.Retry.DefaultAttempts, 1)
+		def := max(r.Spec().Retry.DefaultAttempts, 1)
 		for _, w := range r.Selected {
 			key := w.Key()
 			// The nodes w's edges belong to: its service name, or the Services selecting it.
@@ -70,7 +87,11 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 				}
 				v, ok := int64(0), false
 				for _, n := range nodes { // the lowest any of its nodes' edges needs
-					if nv, nok := plan.New(n, workload.NormalizeUpstream(u.Name, w.Namespace)); nok && (!ok || nv < v) {
+					to := workload.NormalizeUpstream(u.Name, w.Namespace)
+					if r.ClusterPolicy != nil {
+						to = workload.QualifiedName(to, w.Namespace)
+					}
+					if nv, nok := plan.New(n, to); nok && (!ok || nv < v) {
 						v, ok = nv, true
 					}
 				}
@@ -130,7 +151,7 @@ func RenderPatch(w io.Writer, patches []Patch, notes []string) error {
 		if i > 0 || len(notes) > 0 {
 			b.WriteString("---\n")
 		}
-		fmt.Fprintf(&b, "# %s (%s), for RetryPolicy %s: %s %q -> %q\n", pt.Workload, pt.Source, strings.Join(pt.Policies, ", "), annotations.Upstreams, pt.Old, pt.New)
+		fmt.Fprintf(&b, "# %s (%s), for %s: %s %q -> %q\n", pt.Workload, pt.Source, policyList(pt.Policies), annotations.Upstreams, pt.Old, pt.New)
 		ann := map[string]any{"annotations": map[string]string{annotations.Upstreams: pt.New}}
 		obj := map[string]any{
 			"apiVersion": apiVersions[pt.Workload.Kind],
@@ -150,4 +171,25 @@ func RenderPatch(w io.Writer, patches []Patch, notes []string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// policyList names a patch's policies: "RetryPolicy shop/a, shop/b" when all are RetryPolicies
+// (named "ns/name" in Patch.Policies), else each by kind ("RetryPolicy shop/a, ClusterRetryPolicy
+// checkout").
+func policyList(ps []string) string {
+	cluster := false
+	for _, p := range ps {
+		cluster = cluster || strings.HasPrefix(p, "ClusterRetryPolicy ")
+	}
+	if !cluster {
+		return "RetryPolicy " + strings.Join(ps, ", ")
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p
+		if !strings.HasPrefix(p, "ClusterRetryPolicy ") {
+			out[i] = "RetryPolicy " + p
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -31,8 +31,11 @@ func RenderTable(w io.Writer, rep *Report) error {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		fmt.Fprintf(tw, "RetryPolicy %s/%s  cap %d  amplification %s  WITHIN CAP: %s\n",
-			p.Namespace, p.Name, p.Cap, amount(p.Amplification, p.Bounded), yesNo(p.WithinCap))
+		fmt.Fprintf(tw, "%s  cap %d  amplification %s  WITHIN CAP: %s\n",
+			p.Title(), p.Cap, amount(p.Amplification, p.Bounded), yesNo(p.WithinCap))
+		if p.Kind == KindCluster {
+			fmt.Fprintf(tw, "  namespaces:\t%s\n", orNone(strings.Join(p.Namespaces, ", ")))
+		}
 		fmt.Fprintf(tw, "  enforcement:\t%s\n", p.Enforcement)
 		fmt.Fprintf(tw, "  services, edges:\t%d, %d\n", p.Services, p.Edges)
 		var eps []string
@@ -169,15 +172,15 @@ func RenderDOT(w io.Writer, rep *Report) error {
 	case 0:
 	case 1:
 		p := &rep.Policies[0]
-		fmt.Fprintf(&b, "digraph %q {\n  rankdir=LR;\n  node [shape=box];\n", p.Namespace+"/"+p.Name)
+		fmt.Fprintf(&b, "digraph %q {\n  rankdir=LR;\n  node [shape=box];\n", p.ID())
 		writeDOTPolicy(&b, p, "", "  ")
 		b.WriteString("}\n")
 	default:
 		b.WriteString("digraph \"retrycap\" {\n  rankdir=LR;\n  node [shape=box];\n")
 		for i := range rep.Policies {
 			p := &rep.Policies[i]
-			prefix := p.Namespace + "/" + p.Name + "/"
-			fmt.Fprintf(&b, "  subgraph %q {\n", "cluster_"+p.Namespace+"/"+p.Name)
+			prefix := p.ID() + "/"
+			fmt.Fprintf(&b, "  subgraph %q {\n", "cluster_"+p.ID())
 			writeDOTPolicy(&b, p, prefix, "    ")
 			b.WriteString("  }\n")
 		}
@@ -191,7 +194,7 @@ func RenderDOT(w io.Writer, rep *Report) error {
 // carry an explicit label when prefixed.
 func writeDOTPolicy(b *strings.Builder, p *PolicyReport, prefix, indent string) {
 	nodes, edges := onWorst(p)
-	fmt.Fprintf(b, "%slabel=%q;\n", indent, fmt.Sprintf("%s/%s: amplification %s, cap %d", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap))
+	fmt.Fprintf(b, "%slabel=%q;\n", indent, fmt.Sprintf("%s: amplification %s, cap %d", p.ID(), amount(p.Amplification, p.Bounded), p.Cap))
 	for _, s := range p.Graph.Services {
 		var attrs []string
 		if prefix != "" {
@@ -228,13 +231,13 @@ func RenderMermaid(w io.Writer, rep *Report) error {
 	case 0:
 	case 1:
 		p := &rep.Policies[0]
-		fmt.Fprintf(&b, "---\ntitle: %s/%s amplification %s cap %d\n---\nflowchart LR\n", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap)
+		fmt.Fprintf(&b, "---\ntitle: %s amplification %s cap %d\n---\nflowchart LR\n", p.ID(), amount(p.Amplification, p.Bounded), p.Cap)
 		worst, links, _ = writeMermaidPolicy(&b, p, "n", "  ", 0)
 	default:
 		b.WriteString("flowchart LR\n")
 		for i := range rep.Policies {
 			p := &rep.Policies[i]
-			fmt.Fprintf(&b, "  subgraph p%d[%q]\n", i, fmt.Sprintf("%s/%s amplification %s cap %d", p.Namespace, p.Name, amount(p.Amplification, p.Bounded), p.Cap))
+			fmt.Fprintf(&b, "  subgraph p%d[%q]\n", i, fmt.Sprintf("%s amplification %s cap %d", p.ID(), amount(p.Amplification, p.Bounded), p.Cap))
 			w, l, n := writeMermaidPolicy(&b, p, "p"+strconv.Itoa(i)+"n", "    ", linkBase)
 			worst, links, linkBase = append(worst, w...), append(links, l...), linkBase+n
 			b.WriteString("  end\n")
@@ -288,7 +291,7 @@ func RenderTree(w io.Writer, rep *Report) error {
 			b.WriteString("\n")
 		}
 		worst := p.WorstPath
-		fmt.Fprintf(&b, "RetryPolicy %s/%s  cap %d  amplification %s  (* worst path)\n", p.Namespace, p.Name, p.Cap, amount(p.Amplification, p.Bounded))
+		fmt.Fprintf(&b, "%s  cap %d  amplification %s  (* worst path)\n", p.Title(), p.Cap, amount(p.Amplification, p.Bounded))
 		out := map[string][]graph.Edge{}
 		for _, e := range p.Graph.Edges {
 			out[e.From] = append(out[e.From], e)
@@ -350,6 +353,9 @@ func RenderSummary(w io.Writer, rep *Report) error {
 	if s := rep.Summary; s != nil {
 		fmt.Fprintf(&b, "read: %d file(s), %d object(s): %d workload(s) (%d declare %s), %d Service(s), %d RetryPolicy(ies)",
 			s.Files, s.Objects, s.Workloads, s.WithUpstreams, annotations.Upstreams, s.Services, s.Policies)
+		if s.ClusterPolicies > 0 {
+			fmt.Fprintf(&b, ", %d ClusterRetryPolicy(ies)", s.ClusterPolicies)
+		}
 		if len(s.Mesh) > 0 {
 			fmt.Fprintf(&b, "; mesh objects: %s", kindCounts(s.Mesh))
 		}

@@ -30,12 +30,20 @@ type Report struct {
 	warnings []Warning // with their sources, for SARIF
 }
 
-// PolicyReport is one policy's analysis.
+// KindCluster is PolicyReport.Kind of a ClusterRetryPolicy's report.
+const KindCluster = "ClusterRetryPolicy"
+
+// PolicyReport is one policy's analysis: a RetryPolicy's, or a ClusterRetryPolicy's (Kind
+// KindCluster, Namespace empty, every node "name.ns").
 type PolicyReport struct {
-	Namespace   string `json:"namespace"`
-	Name        string `json:"name"`
-	Cap         int64  `json:"cap"`
-	Enforcement string `json:"enforcement"`
+	// Kind is empty for a RetryPolicy, KindCluster for a ClusterRetryPolicy.
+	Kind string `json:"kind,omitempty"`
+	// Namespaces are the namespaces a ClusterRetryPolicy selects (nil for a RetryPolicy).
+	Namespaces  []string `json:"namespaces,omitempty"`
+	Namespace   string   `json:"namespace"`
+	Name        string   `json:"name"`
+	Cap         int64    `json:"cap"`
+	Enforcement string   `json:"enforcement"`
 	// Workloads is how many workloads the policy selects; WithUpstreams how many of them
 	// declare retrycap.dev/upstreams.
 	Workloads     int   `json:"workloads"`
@@ -69,6 +77,7 @@ type PolicyReport struct {
 	// sorted by from and to; empty without mesh objects.
 	Layers []EdgeLayers `json:"layers,omitempty"`
 
+	scopeText     string            // a cluster policy's namespaces and selector, for messages
 	source        Source            // where the policy was read, when from files
 	serviceSource map[string]Source // node (service name or Service) or workload ("Deployment ns/name") -> where its first selected workload was read
 }
@@ -133,14 +142,36 @@ func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload, svcs ...workload
 }
 
 // FromAnalysis builds a report from an existing build and analysis (the controller's or the
-// graph command's).
-func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis) PolicyReport {
-	enf := string(p.Spec.Enforcement)
+// graph command's) of RetryPolicy p.
+func FromAnalysis(_ *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis) PolicyReport {
+	return FromResult(r, a)
+}
+
+// Title names the policy: "RetryPolicy shop/checkout" or "ClusterRetryPolicy checkout".
+func (p *PolicyReport) Title() string {
+	if p.Kind == KindCluster {
+		return KindCluster + " " + p.Name
+	}
+	return "RetryPolicy " + p.Namespace + "/" + p.Name
+}
+
+// ID is the policy's short name in graphs: "shop/checkout", or "checkout" for a cluster policy.
+func (p *PolicyReport) ID() string {
+	if p.Kind == KindCluster {
+		return p.Name
+	}
+	return p.Namespace + "/" + p.Name
+}
+
+// FromResult builds a report from a build of either kind of policy and its analysis.
+func FromResult(r *workload.Result, a *graph.Analysis) PolicyReport {
+	spec := r.Spec()
+	enf := string(spec.Enforcement)
 	if enf == "" {
 		enf = defaults.Enforcement
 	}
 	pr := PolicyReport{
-		Namespace: p.Namespace, Name: p.Name, Cap: a.Cap, Enforcement: enf,
+		Cap: a.Cap, Enforcement: enf,
 		Services: a.Services, Edges: a.Edges, Amplification: a.Amplification, Bounded: a.Bounded,
 		WithinCap: a.WithinCap(), WorstPath: a.WorstPath, WorstCaseLoad: a.WorstCaseLoad,
 		LoadEntrypoint: a.LoadEntrypoint, LoadIsBound: a.LoadIsBound,
@@ -149,6 +180,14 @@ func FromAnalysis(p *v1alpha1.RetryPolicy, r *workload.Result, a *graph.Analysis
 		Warnings: append(append([]string(nil), r.Warnings...), r.Notes...),
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
 		Layers:   meshLayers(r),
+	}
+	if r.ClusterPolicy != nil {
+		pr.Kind, pr.Name, pr.Namespaces = KindCluster, r.ClusterPolicy.Name, r.Scope.Namespaces()
+		if pr.Namespaces == nil {
+			pr.Namespaces = []string{}
+		}
+	} else {
+		pr.Namespace, pr.Name = r.Policy.Namespace, r.Policy.Name
 	}
 	for _, w := range r.Selected {
 		if strings.TrimSpace(w.Annotations[annotations.Upstreams]) != "" {

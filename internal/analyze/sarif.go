@@ -104,7 +104,7 @@ func RenderSARIF(w io.Writer, rep *Report) error {
 			if p.Cycle != nil {
 				rule = RuleRetryCycle
 			}
-			text := "RetryPolicy " + p.Namespace + "/" + p.Name + ": " + v.Message
+			text := p.Title() + ": " + v.Message
 			if v.Suggestion != "" {
 				text += "; fix: " + v.Suggestion
 			}
@@ -122,13 +122,13 @@ func RenderSARIF(w io.Writer, rep *Report) error {
 		}
 		if p.ViolationsTotal > len(p.Violations) {
 			run.Results = append(run.Results, sarifResult{RuleID: RuleOverCap, Level: "note", Locations: sarifLocations(p.source),
-				Message: sarifMessage{Text: "RetryPolicy " + p.Namespace + "/" + p.Name + ": " + itoa(len(p.Violations)) + " of " + itoa(p.ViolationsTotal) + " violations shown; retrycap analyze -o patch gives the whole fix"}})
+				Message: sarifMessage{Text: p.Title() + ": " + itoa(len(p.Violations)) + " of " + itoa(p.ViolationsTotal) + " violations shown; retrycap analyze -o patch gives the whole fix"}})
 		}
 	}
 	for _, u := range rep.Unchecked {
 		var at Source
 		for _, p := range rep.Policies {
-			if strings.HasPrefix(u, "RetryPolicy "+p.Namespace+"/"+p.Name+" ") || strings.HasPrefix(u, "RetryPolicy "+p.Namespace+"/"+p.Name+":") {
+			if strings.HasPrefix(u, p.Title()+" ") || strings.HasPrefix(u, p.Title()+":") {
 				at = p.source
 			}
 		}

@@ -19,7 +19,7 @@ func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var output, namespace string
 	var recursive bool
 	var istioDefault int64
-	var meshed []string
+	var meshed, nsLabels []string
 	cmd := &cobra.Command{
 		Use:   "analyze (-f PATH | -k DIR)...",
 		Short: "Check manifests offline: amplification per RetryPolicy, worst paths, violations and fixes",
@@ -29,7 +29,10 @@ func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 as kustomize build does: in process in the retrycap CLI, by kubectl kustomize in the plugin) or "-" (stdin), multi-document YAML or JSON, and prints first what it
 read (objects, workloads and how many declare upstreams, Services, mesh objects, ignored kinds,
 every warning), then for every RetryPolicy its cap, amplification, worst path, worst-case load
-and the violations with the attempts that would fit. A file that is not a Kubernetes manifest
+and the violations with the attempts that would fit. ClusterRetryPolicies are reported the same
+way over the namespaces they select, by the labels of the Namespace objects in the input (or
+--namespace-labels); a namespace with workloads whose labels are not given is not guessed: it is
+reported as not checked (exit 2). A file that is not a Kubernetes manifest
 (app config, a JSON patch, an unrendered Helm template) is skipped with a warning.
 
 Outputs: table and tree (the summary first, on stdout); json (the summary inside, and on stderr);
@@ -77,6 +80,15 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 					return &ExitError{Code: ExitBadInput, Msg: "analyze: --meshed-namespace: " + err.Error()}
 				}
 			}
+			for _, nl := range nsLabels {
+				ns, labels, _ := strings.Cut(nl, "=")
+				if ns == "" {
+					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --namespace-labels %q: want NAMESPACE=KEY=VALUE,...", nl)}
+				}
+				if err := m.SetNamespaceLabels(ns, labels); err != nil {
+					return &ExitError{Code: ExitBadInput, Msg: "analyze: --namespace-labels: " + err.Error()}
+				}
+			}
 			for _, err := range errs {
 				fmt.Fprintln(stderr, "error:", err)
 			}
@@ -105,7 +117,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 				return &ExitError{Code: ExitBadInput, Msg: err.Error()}
 			}
 			if len(rep.Unchecked) > 0 {
-				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: nothing checked for %d of %d RetryPolicy(ies) (see \"not checked\" above)", len(rep.Unchecked), len(rep.Policies))}
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: nothing checked for %d of %d %s (see \"not checked\" above)", uncheckedPolicies(rep), len(rep.Policies), policyNoun(rep))}
 			}
 			if !rep.WithinCap {
 				return &ExitError{Code: ExitOverCap}
@@ -119,6 +131,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid, tree, patch or sarif")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of objects that do not name one")
 	cmd.Flags().Int64Var(&istioDefault, "istio-default-retries", 0, "Istio's default retries (MeshConfig defaultHttpRetryPolicy.attempts) for routes that set none; unset: the ConfigMap istio-system/istio in the input, else Istio's 2")
+	cmd.Flags().StringArrayVar(&nsLabels, "namespace-labels", nil, "NAMESPACE=KEY=VALUE,...: the namespace's labels, for ClusterRetryPolicies' namespaceSelector (when its Namespace object is not in the input; it wins over one that is; NAMESPACE= for none); repeatable")
 	cmd.Flags().StringArrayVar(&meshed, "meshed-namespace", nil, "NAMESPACE=istio|linkerd: the namespace has sidecar injection on (when its Namespace object is not in the input; it wins over one that is); repeatable")
 	return cmd
 }
@@ -151,4 +164,30 @@ var renderers = map[string]func(io.Writer, *analyze.Report) error{
 	"mermaid": analyze.RenderMermaid,
 	"tree":    analyze.RenderTree,
 	"sarif":   analyze.RenderSARIF,
+}
+
+// policyNoun is "RetryPolicy(ies)", or "policies" when the report has ClusterRetryPolicies.
+func policyNoun(rep *analyze.Report) string {
+	for _, p := range rep.Policies {
+		if p.Kind == analyze.KindCluster {
+			return "policies"
+		}
+	}
+	return "RetryPolicy(ies)"
+}
+
+// uncheckedPolicies is how many of rep's policies have a "not checked" line (a cluster policy may
+// have two: namespaces of unknown labels, and then nothing selected).
+func uncheckedPolicies(rep *analyze.Report) int {
+	n := 0
+	for i := range rep.Policies {
+		t := rep.Policies[i].Title()
+		for _, u := range rep.Unchecked {
+			if strings.HasPrefix(u, t+" ") || strings.HasPrefix(u, t+":") {
+				n++
+				break
+			}
+		}
+	}
+	return max(n, 1)
 }

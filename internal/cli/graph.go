@@ -7,6 +7,9 @@ import (
 	"sort"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,7 +21,8 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// NewGraphCmd returns `graph`: the live call graph of each RetryPolicy in a cluster.
+// NewGraphCmd returns `graph`: the live call graph of each RetryPolicy (and ClusterRetryPolicy)
+// in a cluster.
 func NewGraphCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var kubeconfig, kubeContext, namespace, output string
 	var allNamespaces bool
@@ -35,7 +39,11 @@ else the in-cluster service account; the namespace defaults to the kubeconfig co
 Upstream names resolve through the namespace's Services, as in the controller: a Service's
 selector picks the workloads behind the name. A policy that selects no workload, or whose
 workloads declare no upstreams, is said so on stderr: it is not "within its cap".
-It needs get/list on retrypolicies, deployments, statefulsets, daemonsets, pods and services.
+The ClusterRetryPolicies that select the namespace (with -A: every one) are shown too, each over
+every namespace it selects, nodes named "name.namespace"; POLICY names either kind (a
+RetryPolicy of the namespace and a ClusterRetryPolicy of that name that selects it are both shown).
+It needs get/list on retrypolicies, clusterretrypolicies, namespaces, deployments, statefulsets,
+daemonsets, pods and services.
 
 Exit status: 0 when every policy shown is within its cap; 1 when one is over its cap or has a
 retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
@@ -87,7 +95,7 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 				if ns == "" {
 					where = "in any namespace"
 				}
-				fmt.Fprintf(stderr, "No RetryPolicy found %s.\n", where)
+				fmt.Fprintf(stderr, "No RetryPolicy or ClusterRetryPolicy found %s.\n", where)
 				return nil
 			}
 			if err := render(stdout, rep); err != nil {
@@ -157,10 +165,77 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 			notes = append(notes, "RetryPolicy "+p.Namespace+"/"+p.Name+": "+n)
 		}
 	}
-	if policy != "" && !found {
-		return nil, nil, fmt.Errorf("RetryPolicy %s/%s not found", ns, policy)
+	cprs, cnotes, cfound, err := liveClusterReports(ctx, c, ns, policy)
+	if err != nil {
+		return nil, nil, err
+	}
+	prs, notes = append(prs, cprs...), append(notes, cnotes...)
+	if policy != "" && !found && !cfound {
+		return nil, nil, fmt.Errorf("RetryPolicy %s/%s not found (nor a ClusterRetryPolicy %s selecting namespace %s)", ns, policy, policy, ns)
 	}
 	return analyze.NewReport(prs), notes, nil
+}
+
+// liveClusterReports are the reports of the ClusterRetryPolicies that select namespace ns (""
+// = every cluster policy; policy, if set, only that one), each over the workloads and Services
+// of every namespace it selects, as the controller builds it. A cluster without the
+// ClusterRetryPolicy CRD has none.
+func liveClusterReports(ctx context.Context, c client.Reader, ns, policy string) (prs []analyze.PolicyReport, notes []string, found bool, err error) {
+	var list v1alpha1.ClusterRetryPolicyList
+	if err := c.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return nil, nil, false, nil
+		}
+		return nil, nil, false, fmt.Errorf("listing ClusterRetryPolicies: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil, false, nil
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	var nsList corev1.NamespaceList
+	if err := c.List(ctx, &nsList); err != nil {
+		return nil, nil, false, fmt.Errorf("listing Namespaces: %w", err)
+	}
+	labels := make(map[string]map[string]string, len(nsList.Items))
+	for _, n := range nsList.Items {
+		labels[n.Name] = n.Labels
+	}
+	workloadsOf := map[string][]workload.Workload{}
+	servicesOf := map[string][]workload.Service{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if policy != "" && p.Name != policy {
+			continue
+		}
+		s, err := workload.NewClusterScope(p, labels)
+		if err != nil {
+			notes = append(notes, err.Error())
+			continue
+		}
+		if ns != "" && !s.Has(ns) {
+			continue
+		}
+		found = true
+		var ws []workload.Workload
+		var svcs []workload.Service
+		for _, sns := range s.Namespaces() {
+			if _, ok := workloadsOf[sns]; !ok {
+				if workloadsOf[sns], err = cluster.ListWorkloads(ctx, c, sns); err != nil {
+					return nil, nil, false, err
+				}
+				if servicesOf[sns], err = cluster.ListServices(ctx, c, sns); err != nil {
+					return nil, nil, false, err
+				}
+			}
+			ws, svcs = append(ws, workloadsOf[sns]...), append(svcs, servicesOf[sns]...)
+		}
+		r, a := workload.AnalyzeCluster(p, s, ws, nil, svcs...)
+		prs = append(prs, analyze.FromResult(r, a))
+		if n := nothingToCheck(r); n != "" {
+			notes = append(notes, r.PolicyName()+": "+n)
+		}
+	}
+	return prs, notes, found, nil
 }
 
 // nothingToCheck is the WithinCap condition's message when the policy has nothing to check
@@ -170,7 +245,7 @@ func nothingToCheck(r *workload.Result) string {
 	case len(r.Errors) > 0:
 		return ""
 	case len(r.Selected) == 0:
-		return status.NothingSelectedMessage(r.Policy)
+		return status.NothingSelected(r)
 	case r.Declaring == 0:
 		return status.NoUpstreamsMessage(len(r.Selected))
 	}

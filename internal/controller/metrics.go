@@ -12,11 +12,11 @@ import (
 var (
 	amplificationGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "retrycap_policy_amplification",
-		Help: "Worst-case retry multiplication along any chain of a RetryPolicy's workloads (+Inf for a retry cycle, NaN when the selector is invalid).",
+		Help: "Worst-case retry multiplication along any chain of a RetryPolicy's workloads (+Inf for a retry cycle, NaN when the selector is invalid); namespace empty: a ClusterRetryPolicy's.",
 	}, []string{"namespace", "policy"})
 	withinCapGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "retrycap_policy_within_cap",
-		Help: "1 when a RetryPolicy's condition WithinCap is True, else 0.",
+		Help: "1 when a RetryPolicy's condition WithinCap is True, else 0; namespace empty: a ClusterRetryPolicy's.",
 	}, []string{"namespace", "policy"})
 )
 

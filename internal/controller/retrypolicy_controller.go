@@ -170,7 +170,7 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.RetryPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(&indexSource{r: r}).
+		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.namespacePolicies}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", ControllerName, err)
@@ -178,19 +178,22 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// indexSource is the controller's source of workload changes: the index tells it of each change
+// indexSource is a controller's source of workload changes: the index tells it of each change
 // after applying it, so the reconcile it causes reads the index with the change in. (Watching
 // the informers directly, the controller's handler could run before the index's.) It is synced
-// when the index is, and the controller starts its workers only then.
+// when the index is, and the controller starts its workers only then. Both reconcilers use it,
+// each with its mapping of a workload and of a Service to its policies.
 type indexSource struct {
-	r *RetryPolicyReconciler
+	index            *gate.Index
+	workloadPolicies func(context.Context, workload.Workload) []reconcile.Request
+	servicePolicies  func(context.Context, workload.Service) []reconcile.Request
 }
 
 func (s *indexSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	s.r.Index.OnChange(func(c gate.Change) {
+	s.index.OnChange(func(c gate.Change) {
 		if c.Service != nil {
 			// The index tells only of changes to a selector or a type.
-			for _, req := range s.r.namespacePolicies(ctx, *c.Service) {
+			for _, req := range s.servicePolicies(ctx, *c.Service) {
 				q.Add(req)
 			}
 			return
@@ -205,7 +208,7 @@ func (s *indexSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 			if w == nil {
 				continue
 			}
-			for _, req := range s.r.policiesFor(ctx, *w) {
+			for _, req := range s.workloadPolicies(ctx, *w) {
 				q.Add(req)
 			}
 		}
@@ -214,7 +217,7 @@ func (s *indexSource) Start(ctx context.Context, q workqueue.TypedRateLimitingIn
 }
 
 func (s *indexSource) WaitForSync(ctx context.Context) error {
-	if !toolscache.WaitForCacheSync(ctx.Done(), s.r.Index.HasSynced) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.index.HasSynced) {
 		return fmt.Errorf("waiting for the workload index to sync: %w", ctx.Err())
 	}
 	return nil

@@ -24,7 +24,8 @@ import (
 
 // The suite runs the reconciler in a real manager against a real kube-apiserver and etcd. It
 // registers its own RetryPolicyReconciler (not operator.NewManager's), on a counting client, so
-// the tests can read the reconciler's reconciles and write counts; no webhooks run, so this suite does not depend on them.
+// the tests can read the reconciler's reconciles and write counts, and a
+// ClusterRetryPolicyReconciler over the same index; no webhooks run, so this suite does not depend on them.
 var (
 	cp         *controlplane.ControlPlane
 	k8sClient  client.Client
@@ -66,6 +67,8 @@ var _ = BeforeSuite(func() {
 	counted = newCountingClient(mgr.GetClient())
 	reconciler = &RetryPolicyReconciler{Client: counted}
 	Expect(reconciler.SetupWithManager(mgr)).To(Succeed())
+	// The cluster policies' reconciler reads the same index, as in the operator.
+	Expect((&ClusterRetryPolicyReconciler{Index: reconciler.Index}).SetupWithManager(mgr)).To(Succeed())
 	mgrClient = mgr.GetClient()
 
 	var ctx context.Context

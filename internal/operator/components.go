@@ -23,6 +23,9 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 	if err := (&controller.RetryPolicyReconciler{Index: index}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the RetryPolicy controller: %w", err)
 	}
+	if err := (&controller.ClusterRetryPolicyReconciler{Index: index}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("registering the ClusterRetryPolicy controller: %w", err)
+	}
 	if o.Webhooks {
 		if _, err := webhook.SetupWithManager(mgr, webhook.Options{ManagerNamespace: o.Namespace, Index: index}); err != nil {
 			return fmt.Errorf("registering the workload gate and the RetryPolicy validator: %w", err)

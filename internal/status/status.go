@@ -34,6 +34,9 @@ type Input struct {
 	Selector *metav1.LabelSelector
 	// SelectorError is the parse error of spec.selector; when set, Result and Analysis are nil.
 	SelectorError error
+	// SelectorField names the invalid selector in messages: "spec.selector" when empty; a
+	// ClusterRetryPolicy's may be "spec.namespaceSelector" (Selector is then that one).
+	SelectorField string
 	// Result and Analysis are the shared builder's graph of the policy and its analysis.
 	Result   *workload.Result
 	Analysis *graph.Analysis
@@ -117,7 +120,7 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: in.Generation, LastTransitionTime: in.Now}
 	if in.SelectorError != nil {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidSelector
-		c.Message = fmt.Sprintf("spec.selector %s is invalid: %v", renderSelector(in.Selector), in.SelectorError)
+		c.Message = fmt.Sprintf("%s %s is invalid: %v", in.selectorField(), renderSelector(in.Selector), in.SelectorError)
 	} else {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonReconciled
 		c.Message = fmt.Sprintf("analysed %d selected workload(s): %d service(s), %d edge(s)",
@@ -152,7 +155,7 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	switch {
 	case in.SelectorError != nil:
 		c.Status, c.Reason = metav1.ConditionUnknown, ReasonInvalidSelector
-		c.Message = "no graph: spec.selector is invalid (see condition Ready)"
+		c.Message = "no graph: " + in.selectorField() + " is invalid (see condition Ready)"
 	case !a.Bounded:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonRetryCycle
 		c.Message = cycleMessage(a)
@@ -167,7 +170,7 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 		c.Message = verdict(a)
 	case in.Result != nil && len(in.Result.Selected) == 0:
 		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNothingSelected
-		c.Message = NothingSelectedMessage(in.Result.Policy)
+		c.Message = NothingSelected(in.Result)
 	case in.Result != nil && in.Result.Declaring == 0:
 		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoUpstreamsDeclared
 		c.Message = NoUpstreamsMessage(len(in.Result.Selected))
@@ -186,6 +189,54 @@ func NothingSelectedMessage(p *v1alpha1.RetryPolicy) string {
 		return "namespace " + p.Namespace + " has no workload: nothing to check"
 	}
 	return "spec.selector " + renderSelector(p.Spec.Selector) + " selects no workload in namespace " + p.Namespace + ": nothing to check"
+}
+
+// NothingSelected is the NothingSelected message for r's policy of either kind:
+// NothingSelectedMessage, or ClusterNothingSelectedMessage.
+func NothingSelected(r *workload.Result) string {
+	if r.ClusterPolicy != nil {
+		return ClusterNothingSelectedMessage(r.ClusterPolicy, r.Scope)
+	}
+	return NothingSelectedMessage(r.Policy)
+}
+
+// MaxListedNamespaces is how many selected namespaces a message names; the rest are counted.
+const MaxListedNamespaces = 10
+
+// ClusterNothingSelectedMessage says that cluster policy p, over the namespaces s, selects no
+// workload: "spec.namespaceSelector {...} selects no namespace: nothing to check", "namespaces
+// orders, shop have no workload: nothing to check", or "spec.selector {...} selects no workload
+// in namespaces orders, shop: nothing to check".
+func ClusterNothingSelectedMessage(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) string {
+	nss := s.Namespaces()
+	if len(nss) == 0 {
+		return "spec.namespaceSelector " + renderSelector(p.Spec.NamespaceSelector) + " selects no namespace: nothing to check"
+	}
+	list := nss
+	more := ""
+	if len(list) > MaxListedNamespaces {
+		list, more = list[:MaxListedNamespaces], fmt.Sprintf(" and %d more", len(nss)-MaxListedNamespaces)
+	}
+	word := "namespaces "
+	if len(nss) == 1 {
+		word = "namespace "
+	}
+	named := word + strings.Join(list, ", ") + more
+	if p.Spec.Selector == nil {
+		verb := " have"
+		if len(nss) == 1 {
+			verb = " has"
+		}
+		return named + verb + " no workload: nothing to check"
+	}
+	return "spec.selector " + renderSelector(p.Spec.Selector) + " selects no workload in " + named + ": nothing to check"
+}
+
+func (in Input) selectorField() string {
+	if in.SelectorField == "" {
+		return "spec.selector"
+	}
+	return in.SelectorField
 }
 
 // NoUpstreamsMessage says that none of the n selected workloads declares upstreams.

@@ -97,5 +97,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RetryPolicy{}).WithValidator(validator).Complete(); err != nil {
 		return nil, fmt.Errorf("registering the RetryPolicy validator: %w", err)
 	}
+	if err := setupClusterPolicyValidator(mgr, index); err != nil {
+		return nil, err
+	}
 	return &Webhooks{Gate: gh, Validator: validator, Index: index}, nil
 }

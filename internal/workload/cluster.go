@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -221,4 +222,32 @@ func ClusterPolicyName(p *v1alpha1.ClusterRetryPolicy) string { return "ClusterR
 func RaisesClusterRetries(p *v1alpha1.ClusterRetryPolicy, old, incoming Workload) (bool, error) {
 	rp := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: incoming.Namespace}, Spec: p.Spec.RetryPolicySpec}
 	return RaisesRetries(rp, old, incoming)
+}
+
+// MergeServiceSets is the union of sets of different namespaces (the gate's index keeps one per
+// namespace; a cluster policy's graph resolves through those of every selected namespace). The
+// sets are not modified; nil ones are skipped; nil when all are. Sets sharing a namespace must
+// not be merged (the later one's Services of a name would replace the earlier's in one map and
+// not in the other).
+func MergeServiceSets(sets ...*ServiceSet) *ServiceSet {
+	var out *ServiceSet
+	n := 0
+	for _, s := range sets {
+		if s == nil {
+			continue
+		}
+		if out == nil {
+			// One set: share it as it is (immutable).
+			out = s
+			n = 1
+			continue
+		}
+		if n == 1 {
+			out = out.Clone()
+		}
+		n++
+		maps.Copy(out.byName, s.byName)
+		maps.Copy(out.byPair, s.byPair)
+	}
+	return out
 }

@@ -279,6 +279,7 @@ func TestHelmValues(t *testing.T) {
 		whs, annotations := webhooks(t, objs)
 		want := map[string]admissionregistrationv1.FailurePolicyType{
 			"gate.retrycap.dev": admissionregistrationv1.Ignore, "inject.retrycap.dev": admissionregistrationv1.Fail, "validate.retrycap.dev": admissionregistrationv1.Ignore,
+			"validate-cluster.retrycap.dev": admissionregistrationv1.Ignore,
 		}
 		if len(whs) != len(want) {
 			t.Errorf("webhooks %v", slices.Sorted(maps.Keys(whs)))
@@ -291,6 +292,10 @@ func TestHelmValues(t *testing.T) {
 			wantSel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "monitoring", "platform"},
 			}}}
+			if name == "validate-cluster.retrycap.dev" {
+				// Cluster-scoped objects have no namespace to select by.
+				wantSel = nil
+			}
 			if !reflect.DeepEqual(w.sel, wantSel) {
 				t.Errorf("%s: namespaceSelector %+v, want %+v", name, w.sel, wantSel)
 			}
@@ -354,7 +359,7 @@ func TestHelmValues(t *testing.T) {
 			t.Errorf("tls.crt and tls.key: %v", err)
 		}
 		whs, annotations := webhooks(t, objs)
-		if len(whs) != 3 {
+		if len(whs) != 4 {
 			t.Errorf("webhooks %v", slices.Sorted(maps.Keys(whs)))
 		}
 		for name, w := range whs {

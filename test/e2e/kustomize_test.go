@@ -99,11 +99,14 @@ func TestDefaultInstall(t *testing.T) {
 		want := []string{
 			"admissionregistration.k8s.io/v1 MutatingWebhookConfiguration retrycap-mutating-webhook-configuration",
 			"admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration retrycap-validating-webhook-configuration",
+			"apiextensions.k8s.io/v1 CustomResourceDefinition clusterretrypolicies.retrycap.dev",
 			"apiextensions.k8s.io/v1 CustomResourceDefinition retrypolicies.retrycap.dev",
 			"apps/v1 Deployment retrycap-controller-manager",
 			"cert-manager.io/v1 Certificate retrycap-serving-cert",
 			"cert-manager.io/v1 Issuer retrycap-selfsigned-issuer",
 			"policy/v1 PodDisruptionBudget retrycap-controller-manager",
+			"rbac.authorization.k8s.io/v1 ClusterRole retrycap-clusterretrypolicy-editor-role",
+			"rbac.authorization.k8s.io/v1 ClusterRole retrycap-clusterretrypolicy-viewer-role",
 			"rbac.authorization.k8s.io/v1 ClusterRole retrycap-manager-role",
 			"rbac.authorization.k8s.io/v1 ClusterRole retrycap-retrypolicy-editor-role",
 			"rbac.authorization.k8s.io/v1 ClusterRole retrycap-retrypolicy-viewer-role",
@@ -319,12 +322,18 @@ func TestDefaultInstall(t *testing.T) {
 		}
 		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 		objs.get(t, "ValidatingWebhookConfiguration", "retrycap-validating-webhook-configuration", &vwc)
-		if len(vwc.Webhooks) != 1 || vwc.Webhooks[0].Name != "validate.retrycap.dev" {
+		if len(vwc.Webhooks) != 2 || vwc.Webhooks[0].Name != "validate.retrycap.dev" || vwc.Webhooks[1].Name != "validate-cluster.retrycap.dev" {
 			t.Fatalf("validating webhooks %+v", vwc.Webhooks)
 		}
 		wh := vwc.Webhooks[0]
 		check(vwc.Name, vwc.Annotations, wh.Name, wh.ClientConfig, wh.NamespaceSelector, wh.TimeoutSeconds, wh.FailurePolicy,
 			want{webhook.PolicyValidatorPath, admissionregistrationv1.Fail})
+		// A ClusterRetryPolicy is cluster-scoped: no namespaceSelector applies to it.
+		cw := vwc.Webhooks[1]
+		if cw.NamespaceSelector != nil || cw.ClientConfig.Service == nil || cw.ClientConfig.Service.Path == nil ||
+			*cw.ClientConfig.Service.Path != webhook.ClusterPolicyValidatorPath || cw.FailurePolicy == nil || *cw.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("validate-cluster.retrycap.dev: %+v", cw)
+		}
 	})
 
 	t.Run("cert-manager objects", func(t *testing.T) {
