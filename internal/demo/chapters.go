@@ -79,7 +79,7 @@ func refuseChain(ctx context.Context, d *run) error {
 	if err == nil {
 		return errors.New("the deploy of orders/order that makes the chain 27 was admitted; the ClusterRetryPolicy should have refused it")
 	}
-	if !strings.Contains(out, "denied the request: ClusterRetryPolicy checkout-chain") {
+	if !strings.Contains(out, "denied the request: ClusterRetryPolicy teams-chain") {
 		return fmt.Errorf("kubectl apply failed for another reason than the cluster policy: %w", err)
 	}
 	return nil
