@@ -153,6 +153,14 @@ var _ = Describe("workload gate and pod injector with a ClusterRetryPolicy", Ord
 		Expect(args).To(ContainElements("--service=payment", "--chain-cap=2", "--entrypoint=true"))
 	})
 
+	It("judges a Deployment created right after its Namespace by the ClusterRetryPolicy", func() {
+		// No wait between the two: the gate waits for the namespace's labels to reach its index.
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "crp-fresh", Labels: chainLabel}})).To(Succeed())
+		Expect(k8sClient.Create(ctx, gateDeployment("crp-fresh", "fresh", "order.crp-orders=9", nil))).To(MatchError(gateDenied +
+			"ClusterRetryPolicy crp-chain: fresh.crp-fresh -x9-> order.crp-orders -x3-> payment.crp-payments -x1-> psp.example.com = 27 > cap 10; " +
+			"fresh.crp-fresh may keep order.crp-orders=3"))
+	})
+
 	It("judges a namespace's workloads by the ClusterRetryPolicy once it is relabelled into its selector", func() {
 		// crp-batch is not selected: its caller of order.crp-orders is a chain of its own.
 		Expect(k8sClient.Create(ctx, gateDeployment(batch, "batch", "order.crp-orders=9", nil), client.DryRunAll)).To(Succeed())

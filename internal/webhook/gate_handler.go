@@ -92,6 +92,12 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	}
 	var clusterPolicies []*v1alpha1.ClusterRetryPolicy
 	if len(clusterList.Items) > 0 {
+		// A cluster policy selects by the namespace's labels: a namespace created a moment ago
+		// (kubectl apply of a Namespace and its Deployments) may not have reached the index yet,
+		// and judging without its labels would let the deploy past the cluster policies.
+		if err := g.waitForNamespace(ctx, incoming.Namespace); err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, err)
+		}
 		clusterPolicies = make([]*v1alpha1.ClusterRetryPolicy, len(clusterList.Items))
 		for i := range clusterList.Items {
 			clusterPolicies[i] = &clusterList.Items[i]
@@ -216,6 +222,30 @@ func fillIdentity(w *workload.Workload, req admission.Request) {
 		var m objectMetaOnly
 		if json.Unmarshal(req.Object.Raw, &m) == nil {
 			w.Name = strings.TrimSuffix(m.Metadata.GenerateName, "-")
+		}
+	}
+}
+
+// namespaceWait is how often waitForNamespace looks again.
+const namespaceWait = 10 * time.Millisecond
+
+// waitForNamespace waits, up to cacheSyncWait, until the index has namespace ns's labels.
+func (g *WorkloadGate) waitForNamespace(ctx context.Context, ns string) error {
+	if _, ok := g.index.Namespace(ns); ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
+	defer cancel()
+	t := time.NewTicker(namespaceWait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("retrycap gate: namespace %s is not in the manager's cache yet (its labels decide which ClusterRetryPolicies apply); retry shortly", ns)
+		case <-t.C:
+			if _, ok := g.index.Namespace(ns); ok {
+				return nil
+			}
 		}
 	}
 }
