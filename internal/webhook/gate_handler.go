@@ -231,20 +231,29 @@ const namespaceWait = 10 * time.Millisecond
 
 // waitForNamespace waits, up to cacheSyncWait, until the index has namespace ns's labels.
 func (g *WorkloadGate) waitForNamespace(ctx context.Context, ns string) error {
-	if _, ok := g.index.Namespace(ns); ok {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
 	defer cancel()
+	if !indexedNamespace(ctx, g.index, ns) {
+		return fmt.Errorf("retrycap gate: namespace %s is not in the manager's cache yet (its labels decide which ClusterRetryPolicies apply); retry shortly", ns)
+	}
+	return nil
+}
+
+// indexedNamespace reports whether the index has namespace ns, polling until ctx ends: the
+// Namespace informer may not have delivered a namespace created a moment ago.
+func indexedNamespace(ctx context.Context, x *gate.Index, ns string) bool {
+	if _, ok := x.Namespace(ns); ok {
+		return true
+	}
 	t := time.NewTicker(namespaceWait)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("retrycap gate: namespace %s is not in the manager's cache yet (its labels decide which ClusterRetryPolicies apply); retry shortly", ns)
+			return false
 		case <-t.C:
-			if _, ok := g.index.Namespace(ns); ok {
-				return nil
+			if _, ok := x.Namespace(ns); ok {
+				return true
 			}
 		}
 	}

@@ -156,10 +156,10 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if !h.index.HasSynced() && !toolscache.WaitForCacheSync(ctx.Done(), h.index.HasSynced) {
 		return in, fmt.Errorf("the manager's workload cache has not synced yet")
 	}
-	labels, ok := h.index.Namespace(pod.Namespace)
-	if !ok {
+	if !indexedNamespace(ctx, h.index, pod.Namespace) {
 		return in, fmt.Errorf("reading namespace %s from the cache: not found", pod.Namespace)
 	}
+	labels, _ := h.index.Namespace(pod.Namespace)
 	in.NamespaceLabels = labels
 	if pod.Annotations[annotations.Inject] != "true" && labels[annotations.InjectionLabel] != annotations.InjectionEnabled {
 		return in, nil
