@@ -185,3 +185,20 @@ func BenchmarkGateClusterWorstCase5kBuild(b *testing.B) {
 		Decide(clusterHandlerInput(x, p, incoming, baseNever))
 	}
 }
+
+// BenchmarkGateWorstCase5kAuto is BenchmarkGateWorstCase5k on the handler's own path (the
+// relevant workloads counted to decide on the prepared graph): the RetryPolicy figure to set
+// BenchmarkGateClusterWorstCase5k against.
+func BenchmarkGateWorstCase5kAuto(b *testing.B) {
+	x, p, incoming := worstCaseIndex()
+	in := func() Input {
+		return Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, baseAuto)}
+	}
+	if d := Decide(in()); d.Allowed || !strings.Contains(d.Message, "= 96 > cap 64; auth may keep db=2") {
+		b.Fatalf("expected a denial at 96: %+v", d)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(in())
+	}
+}
