@@ -51,6 +51,7 @@ func clusterPolicy(name string, cap int32, mode v1alpha1.Enforcement) *v1alpha1.
 type clusterWorkloads struct {
 	ws     []workload.Workload
 	labels map[string]map[string]string
+	svcs   []workload.Service
 }
 
 func (c clusterWorkloads) Workloads() []*workload.Parsed {
@@ -81,7 +82,18 @@ func (c clusterWorkloads) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, s *wo
 func (clusterWorkloads) ClusterPrepared(*v1alpha1.ClusterRetryPolicy, *workload.ClusterScope) *workload.Base {
 	return nil
 }
-func (clusterWorkloads) ClusterServices(*workload.ClusterScope) *workload.ServiceSet { return nil }
+func (c clusterWorkloads) ClusterServices(s *workload.ClusterScope) *workload.ServiceSet {
+	var in []workload.Service
+	for _, v := range c.svcs {
+		if s.Has(v.Namespace) {
+			in = append(in, v)
+		}
+	}
+	if len(in) == 0 {
+		return nil
+	}
+	return workload.NewServiceSet(in)
+}
 
 // namespaced is a RetryPolicy of namespace ns with default entrypoints.
 func namespaced(ns, name string, cap int32, mode v1alpha1.Enforcement) *v1alpha1.RetryPolicy {
@@ -382,5 +394,45 @@ func TestRelevantClusterMatchesWholeScope(t *testing.T) {
 	}
 	if decisions < 100 {
 		t.Fatalf("only %d of 1000 decisions refused, rewrote or warned: the test does not exercise the gate", decisions)
+	}
+}
+
+// Through a Service of another namespace: web calls orders-svc.orders, which fronts order and
+// its second version; the version's message names the workload to change, the node its Service.
+func TestDecideClusterThroughAService(t *testing.T) {
+	order := func(name, ups string) workload.Workload {
+		w := teamDeployment("orders", name, ups)
+		w.Labels["app"] = "order"
+		return w
+	}
+	ws := []workload.Workload{teamDeployment("shop", "web", "orders-svc.orders=3"), order("order", "payment.payments=1"), teamDeployment("payments", "payment", "psp.example.com=3")}
+	svcs := []workload.Service{{Namespace: "orders", Name: "orders-svc", Selector: map[string]string{"app": "order"}}}
+	src := clusterWorkloads{ws: ws, labels: chainLabels, svcs: svcs}
+	in := Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)}, Source: src, Incoming: order("order-v2", "payment.payments=3")}
+	want := "ClusterRetryPolicy checkout-chain: web.shop -x3-> orders-svc.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; Deployment orders/order-v2 may keep payment.payments=1"
+	if d := Decide(in); d.Message != want {
+		t.Errorf("message %q\nwant    %q", d.Message, want)
+	}
+	// The index's walk finds the caller through the Service's node.
+	x := NewIndex()
+	for ns, l := range chainLabels {
+		x.PutNamespace(ns, l)
+	}
+	for _, w := range ws {
+		x.Put(w)
+	}
+	for _, v := range svcs {
+		x.PutService(v)
+	}
+	for _, mode := range []baseMode{baseNever, baseAlways} {
+		in.Source = indexSource(x, in.Incoming, mode)
+		if d := Decide(in); d.Message != want {
+			t.Errorf("mode %d: message %q\nwant    %q", mode, d.Message, want)
+		}
+	}
+	// Rewrite lowers the version's own edge, planned at the Service's node.
+	in.ClusterPolicies[0].Spec.Enforcement = v1alpha1.EnforcementRewrite
+	if d := Decide(in); d.Rewrite == nil || *d.Rewrite != (Rewrite{Upstreams: "payment.payments=1", RewrittenFrom: "payment.payments=3"}) {
+		t.Errorf("Rewrite through the Service: %+v", d)
 	}
 }
