@@ -24,6 +24,36 @@ type clusterState struct {
 	workloadGen atomic.Uint64
 	// clusterDirty says a change made some prepared cluster graph stale (Refresh rebuilds it).
 	clusterDirty atomic.Bool
+	// svcSets are the Services of a scope's namespaces as one set (ScopeServices), by scope,
+	// each valid for one workloadGen.
+	svcSets map[*workload.ClusterScope]scopeServices
+}
+
+type scopeServices struct {
+	gen uint64
+	set *workload.ServiceSet
+}
+
+// ScopeServices is ClusterServices(s.Has), kept until the next change to any namespace's
+// workloads or Services (or a new scope): a cluster policy's request reads the Services of all
+// its namespaces, and merging thousands of them per request would cost more than its walk.
+func (x *Index) ScopeServices(s *workload.ClusterScope) *workload.ServiceSet {
+	gen := x.workloadGen.Load()
+	x.clMu.Lock()
+	c, ok := x.svcSets[s]
+	x.clMu.Unlock()
+	if ok && c.gen == gen {
+		return c.set
+	}
+	set := x.ClusterServices(s.Has)
+	x.clMu.Lock()
+	if x.svcSets == nil || len(x.svcSets) > 64 {
+		// Scopes are replaced when labels or policies change: forget the old ones.
+		x.svcSets = map[*workload.ClusterScope]scopeServices{}
+	}
+	x.svcSets[s] = scopeServices{gen: gen, set: set}
+	x.clMu.Unlock()
+	return set
 }
 
 type scopeEntry struct {

@@ -430,6 +430,14 @@ func TestDecideClusterThroughAService(t *testing.T) {
 			t.Errorf("mode %d: message %q\nwant    %q", mode, d.Message, want)
 		}
 	}
+	// Without the Service, orders-svc.orders is a leaf and nothing reaches order-v2 (the
+	// Services read for the cluster policy follow the change).
+	x.RemoveService(svcs[0])
+	in.Source = indexSource(x, in.Incoming, baseNever)
+	if d := Decide(in); !d.Allowed {
+		t.Errorf("after the Service's removal: %+v", d)
+	}
+	x.PutService(svcs[0])
 	// Rewrite lowers the version's own edge, planned at the Service's node.
 	in.ClusterPolicies[0].Spec.Enforcement = v1alpha1.EnforcementRewrite
 	if d := Decide(in); d.Rewrite == nil || *d.Rewrite != (Rewrite{Upstreams: "payment.payments=1", RewrittenFrom: "payment.payments=3"}) {

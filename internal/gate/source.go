@@ -99,7 +99,7 @@ func (s *requestSource) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, sc *wor
 
 // ClusterServices implements ClusterSource.
 func (s *requestSource) ClusterServices(sc *workload.ClusterScope) *workload.ServiceSet {
-	return s.x.ClusterServices(sc.Has)
+	return s.x.ScopeServices(sc)
 }
 
 // ClusterPrepared implements ClusterSource: p's prepared graph of sc when the request's relevant
