@@ -438,7 +438,9 @@ func TestDecideClusterThroughAService(t *testing.T) {
 		t.Errorf("after the Service's removal: %+v", d)
 	}
 	x.PutService(svcs[0])
-	// Rewrite lowers the version's own edge, planned at the Service's node.
+	// Rewrite lowers the version's own edge, planned at the Service's node (a Source is for one
+	// request: a new one).
+	in.Source = indexSource(x, in.Incoming, baseNever)
 	in.ClusterPolicies[0].Spec.Enforcement = v1alpha1.EnforcementRewrite
 	if d := Decide(in); d.Rewrite == nil || *d.Rewrite != (Rewrite{Upstreams: "payment.payments=1", RewrittenFrom: "payment.payments=3"}) {
 		t.Errorf("Rewrite through the Service: %+v", d)
