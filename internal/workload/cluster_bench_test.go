@@ -1,0 +1,92 @@
+package workload
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// chains is n workloads in nss namespaces, chains of four services in each: s(4j) -> s(4j+1) ->
+// s(4j+2) -> s(4j+3), whose last calls s(4j) of the next namespace ("s0.team-01"), or the leaf
+// db in the last namespace: a cluster graph is chains across all namespaces, a namespaced one
+// has a leaf per chain. No cycles.
+func chains(n, nss int) []*Parsed {
+	ps := make([]*Parsed, 0, n)
+	per := n / nss
+	for k := range nss {
+		ns := fmt.Sprintf("team-%02d", k)
+		for i := range per {
+			up := fmt.Sprintf("s%d=2", i+1)
+			if i%4 == 3 {
+				up = "db=2"
+				if k+1 < nss {
+					up = fmt.Sprintf("s%d.team-%02d=2", i-3, k+1)
+				}
+			}
+			ps = append(ps, Parse(deploy(ns, fmt.Sprintf("s%d", i), up, nil)))
+		}
+	}
+	slices.SortFunc(ps, compareParsed)
+	return ps
+}
+
+// BenchmarkBuild compares a cluster policy's graph of 5,000 workloads in 10 namespaces with a
+// RetryPolicy's of 5,000 in one (the anchor): the naming is the only extra work.
+//
+//	go test ./internal/workload -run '^$' -bench 'BenchmarkBuild' -benchmem
+func BenchmarkBuild(b *testing.B) {
+	b.Run("RetryPolicy/5000x1ns", func(b *testing.B) {
+		ps := chains(5000, 1)
+		p := policy("team-00", "p", 1000)
+		b.ReportAllocs()
+		for b.Loop() {
+			BuildParsed(p, ps, nil)
+		}
+	})
+	b.Run("ClusterRetryPolicy/5000x10ns", func(b *testing.B) {
+		ps := chains(5000, 10)
+		nsLabels := map[string]map[string]string{}
+		for k := range 10 {
+			nsLabels[fmt.Sprintf("team-%02d", k)] = map[string]string{"chain": "all"}
+		}
+		p := clusterPolicy("all", 1000, map[string]string{"chain": "all"})
+		s, err := NewClusterScope(p, nsLabels)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			BuildClusterParsed(p, s, ps, nil, nil)
+		}
+	})
+}
+
+// BenchmarkJudge is the gate's prepared path: Base.Judge of one incoming workload, namespaced
+// (anchor) and cluster.
+//
+//	go test ./internal/workload -run '^$' -bench 'BenchmarkJudge' -benchmem
+func BenchmarkJudge(b *testing.B) {
+	b.Run("RetryPolicy/5000x1ns", func(b *testing.B) {
+		ps := chains(5000, 1)
+		base := NewBase(policy("team-00", "p", 1000), ps, nil)
+		in := Parse(deploy("team-00", "s10", "s11=3", nil))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := base.Judge(in); !ok {
+				b.Fatal("not answered")
+			}
+		}
+	})
+	b.Run("ClusterRetryPolicy/5000x10ns", func(b *testing.B) {
+		ps := chains(5000, 10)
+		p := clusterPolicy("all", 1000, nil)
+		base := NewClusterBase(p, NewClusterScopeOf("team-00", "team-01", "team-02", "team-03", "team-04", "team-05", "team-06", "team-07", "team-08", "team-09"), ps, nil)
+		in := Parse(deploy("team-03", "s10", "s11=3", nil))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := base.Judge(in); !ok {
+				b.Fatal("not answered")
+			}
+		}
+	})
+}
