@@ -1,10 +1,12 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -445,4 +447,70 @@ func TestDecideClusterThroughAService(t *testing.T) {
 	if d := Decide(in); d.Rewrite == nil || *d.Rewrite != (Rewrite{Upstreams: "payment.payments=1", RewrittenFrom: "payment.payments=3"}) {
 		t.Errorf("Rewrite through the Service: %+v", d)
 	}
+}
+
+// Requests judged by a cluster policy while workloads, Namespace labels and the policy change and
+// the prepared graphs are refreshed in the background (run with -race): every request gets one
+// of the verdicts of the states it may have read.
+func TestClusterDecideConcurrentWithChanges(t *testing.T) {
+	x := NewIndex()
+	for ns, l := range chainLabels {
+		x.PutNamespace(ns, l)
+	}
+	for i := 0; i < 300; i++ {
+		x.Put(teamDeployment("shop", fmt.Sprintf("web-%d", i), "order.orders=3"))
+	}
+	x.Put(teamDeployment("orders", "order", "payment.payments=3"))
+	p := clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)
+	p.UID, p.Generation = "u", 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = x.Refresh(ctx) }()
+
+	over := teamDeployment("payments", "payment", "psp.example.com=3")
+	allowed := map[string]bool{
+		// Every caller of order reaches payment at 27, whichever web is named.
+		"27": true,
+		// orders relabelled out of the selector: order.orders is a leaf, payment reached by no one.
+		"": true,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			x.Put(teamDeployment("shop", fmt.Sprintf("web-%d", i%300), fmt.Sprintf("order.orders=%d", 2+i%2)))
+			if i%20 == 0 {
+				x.PutNamespace("orders", map[string]string{})
+			} else if i%20 == 10 {
+				x.PutNamespace("orders", chainLabels["orders"])
+			}
+			q := p.DeepCopy()
+			q.Generation = int64(1 + i%3)
+			x.ClusterPolicyChanged(q, false)
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, baseAuto), Incoming: over})
+				key := ""
+				if !d.Allowed {
+					if !strings.HasSuffix(d.Message, "payment.payments -x3-> psp.example.com = 27 > cap 10; payment.payments may keep psp.example.com=1") {
+						t.Errorf("unexpected denial %q", d.Message)
+						return
+					}
+					key = "27"
+				}
+				if !allowed[key] {
+					t.Errorf("unexpected decision %+v", d)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-done
 }
