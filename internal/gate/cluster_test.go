@@ -479,9 +479,10 @@ func TestClusterDecideConcurrentWithChanges(t *testing.T) {
 		defer close(done)
 		for i := 0; i < 200; i++ {
 			x.Put(teamDeployment("shop", fmt.Sprintf("web-%d", i%300), fmt.Sprintf("order.orders=%d", 2+i%2)))
-			if i%20 == 0 {
+			switch i % 20 {
+			case 0:
 				x.PutNamespace("orders", map[string]string{})
-			} else if i%20 == 10 {
+			case 10:
 				x.PutNamespace("orders", chainLabels["orders"])
 			}
 			q := p.DeepCopy()
