@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,6 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -104,4 +106,36 @@ func mustWorkload(t *testing.T, obj any) workload.Workload {
 		t.Fatalf("%T is not a workload", obj)
 	}
 	return w
+}
+
+// The Namespace informer feeds the index its labels, as metadata, whole objects or tombstones.
+func TestNamespaceHandler(t *testing.T) {
+	x := gate.NewIndex()
+	h := namespaceHandler(x)
+	meta := func(labels map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: labels}}
+	}
+	var changes []gate.NamespaceChange
+	x.OnChange(func(c gate.Change) {
+		if c.Namespace != nil {
+			changes = append(changes, *c.Namespace)
+		}
+	})
+	h.OnAdd(meta(map[string]string{"team": "a"}), false)
+	h.OnUpdate(meta(map[string]string{"team": "a"}), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"team": "b"}}})
+	if l, ok := x.Namespace("shop"); !ok || l["team"] != "b" {
+		t.Fatalf("after the update: labels %v, %v; want team=b", l, ok)
+	}
+	h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "shop", Obj: meta(nil)})
+	if _, ok := x.Namespace("shop"); ok {
+		t.Fatal("the deleted namespace is still in the index")
+	}
+	want := []gate.NamespaceChange{
+		{Name: "shop", New: map[string]string{"team": "a"}},
+		{Name: "shop", Old: map[string]string{"team": "a"}, New: map[string]string{"team": "b"}},
+		{Name: "shop", Old: map[string]string{"team": "b"}, Removed: true},
+	}
+	if !reflect.DeepEqual(changes, want) {
+		t.Fatalf("changes = %+v\nwant %+v", changes, want)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -16,7 +18,10 @@ import (
 // the cache): the workloads (WatchedKinds, Pods as metadata), the Services (cut down by
 // ServiceTransform: a change relinks the workloads it fronts, makes the namespace's prepared
 // graphs stale and is told to the index's subscribers, like a workload change) and the
-// RetryPolicies, whose changes make their prepared graphs stale. Updates that do not touch a
+// RetryPolicies, whose changes make their prepared graphs stale; the Namespaces as metadata
+// (NamespaceMetadata: their labels, which ClusterRetryPolicies select by; a relabel is told to
+// the index's subscribers) and the ClusterRetryPolicies, whose changes make their prepared state
+// stale like RetryPolicies'. Updates that do not touch a
 // workload's labels or annotations, or a Service's selector or type, leave the index alone
 // (Index.Put and PutService say so).
 func FeedIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
@@ -71,7 +76,85 @@ func FeedIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
 	if _, err := pinf.AddEventHandler(policyHandler(x)); err != nil {
 		return fmt.Errorf("adding the gate's RetryPolicy handler: %w", err)
 	}
+	ninf, err := c.GetInformer(ctx, NamespaceMetadata())
+	if err != nil {
+		return fmt.Errorf("getting the Namespace informer: %w", err)
+	}
+	nreg, err := ninf.AddEventHandler(namespaceHandler(x))
+	if err != nil {
+		return fmt.Errorf("adding the workload index handler to the Namespace informer: %w", err)
+	}
+	x.AddSynced(nreg.HasSynced)
+	cinf, err := c.GetInformer(ctx, &v1alpha1.ClusterRetryPolicy{})
+	if err != nil {
+		return fmt.Errorf("getting the ClusterRetryPolicy informer: %w", err)
+	}
+	x.AddSynced(cinf.HasSynced)
+	if _, err := cinf.AddEventHandler(clusterPolicyHandler(x)); err != nil {
+		return fmt.Errorf("adding the gate's ClusterRetryPolicy handler: %w", err)
+	}
 	return nil
+}
+
+// NamespaceMetadata is an empty Namespace as metadata only: the index needs its labels alone.
+func NamespaceMetadata() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
+}
+
+// namespaceOf reads a watched Namespace (metadata or whole, or a tombstone of either): its name
+// and labels.
+func namespaceOf(obj any) (string, map[string]string, bool) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		return o.Name, o.Labels, true
+	case *corev1.Namespace:
+		return o.Name, o.Labels, true
+	}
+	return "", nil, false
+}
+
+// namespaceHandler feeds Index.PutNamespace and RemoveNamespace from the Namespace informer.
+func namespaceHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+	put := func(obj any) {
+		if name, labels, ok := namespaceOf(obj); ok {
+			x.PutNamespace(name, labels)
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    put,
+		UpdateFunc: func(_, obj any) { put(obj) },
+		DeleteFunc: func(obj any) {
+			if name, _, ok := namespaceOf(obj); ok {
+				x.RemoveNamespace(name)
+			}
+		},
+	}
+}
+
+// clusterPolicyHandler feeds Index.ClusterPolicyChanged from the ClusterRetryPolicy informer.
+func clusterPolicyHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+	policy := func(obj any) (*v1alpha1.ClusterRetryPolicy, bool) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		p, ok := obj.(*v1alpha1.ClusterRetryPolicy)
+		return p, ok
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if p, ok := policy(obj); ok {
+				x.ClusterPolicyChanged(p, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := policy(obj); ok {
+				x.ClusterPolicyChanged(p, true)
+			}
+		},
+	}
 }
 
 // serviceHandler feeds Index.PutService and RemoveService from the Service informer.

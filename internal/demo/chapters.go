@@ -6,6 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 //go:embed manifests/*.yaml
@@ -57,4 +63,49 @@ func injectPod(ctx context.Context, d *run) error {
 		`{range .spec.initContainers[*]}sidecar: {.name} (restartPolicy {.restartPolicy}){"\n"}  args: {.args}{"\n"}{end}`+
 		`{range .spec.containers[*]}app container {.name}: {range .env[*]}{.name}={.value} {end}{"\n"}{end}`)
 	return err
+}
+
+// refuseChain is the incident itself: three teams, three namespaces, each hop reasonable, one
+// chain at 27, refused by a ClusterRetryPolicy whose graph spans the namespaces.
+func refuseChain(ctx context.Context, d *run) error {
+	d.step("A chain across three teams' namespaces is one chain under a ClusterRetryPolicy (enforcement: Reject)")
+	if _, err := d.kubectl(ctx, manifest("chain.yaml"), "apply", "-f", "-"); err != nil {
+		return err
+	}
+	if err := d.waitForGate(ctx, manifest("chain-order.yaml")); err != nil {
+		return err
+	}
+	out, err := d.kubectl(ctx, manifest("chain-order.yaml"), "apply", "-f", "-")
+	if err == nil {
+		return errors.New("the deploy of orders/order that makes the chain 27 was admitted; the ClusterRetryPolicy should have refused it")
+	}
+	if !strings.Contains(out, "denied the request: ClusterRetryPolicy teams-chain") {
+		return fmt.Errorf("kubectl apply failed for another reason than the cluster policy: %w", err)
+	}
+	return nil
+}
+
+// waitForGate waits until the gate refuses the Deployment of manifest (dry-run creates, polled):
+// kubectl apply returns when the API server stored the policy and the workloads, before the
+// manager's informers delivered them to the gate's index.
+func (d *run) waitForGate(ctx context.Context, manifest string) error {
+	var dep appsv1.Deployment
+	if err := yaml.Unmarshal([]byte(manifest), &dep); err != nil {
+		return fmt.Errorf("demo manifest: %w", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := d.cli.Create(ctx, dep.DeepCopy(), client.DryRunAll)
+		if apierrors.IsForbidden(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gate did not refuse Deployment %s/%s within a minute (last answer: %v)", dep.Namespace, dep.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -75,6 +75,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	d.say("export KUBECONFIG=%s", cp.Kubeconfig)
 	d.say("%s get rp -A", cp.Kubectl)
 	d.say("%s describe rp -n payments storm", cp.Kubectl)
+	d.say("%s get crp", cp.Kubectl)
 	if !o.Wait {
 		return nil
 	}
@@ -92,6 +93,7 @@ var chapters = []func(context.Context, *run) error{
 	refuseDeploy,  // Reject: an over-cap deploy refused
 	rewriteDeploy, // Rewrite: the same deploy admitted, lowered
 	injectPod,     // the proxy injected as a native sidecar
+	refuseChain,   // ClusterRetryPolicy: a chain across three namespaces refused
 	stormLab,      // naive retries against retrycap, real processes
 }
 

@@ -134,6 +134,7 @@ func (n *nsWorkloads) changed(x *Index, ns string) {
 	if len(n.bases) > 0 {
 		x.markDirty(ns)
 	}
+	x.clusterChanged()
 }
 
 // markDirty queues ns's prepared graphs for refresh and wakes it.
@@ -193,7 +194,9 @@ func (x *Index) Refresh(ctx context.Context) error {
 			return nil
 		case <-settle.C:
 		}
-		x.refreshOnce(time.Now())
+		now := time.Now()
+		x.refreshOnce(now)
+		x.refreshCluster(now)
 	}
 }
 

@@ -17,6 +17,11 @@ import (
 type Input struct {
 	// Policies are the RetryPolicies of the workload's namespace.
 	Policies []*v1alpha1.RetryPolicy
+	// ClusterPolicies are the cluster's ClusterRetryPolicies: those whose scope (their
+	// namespaceSelector over the Namespaces' labels) has the workload's namespace judge it on their
+	// graph across namespaces. They need a Source that is a ClusterSource; without one they are
+	// ignored and reported in PolicyErrors.
+	ClusterPolicies []*v1alpha1.ClusterRetryPolicy
 	// Source is the stored workloads of the namespace that can change the verdict (nil: none).
 	Source Source
 	// Incoming is the object being created or updated.
@@ -47,6 +52,23 @@ type Source interface {
 	Services() *workload.ServiceSet
 }
 
+// ClusterSource is what the gate reads beyond the request's namespace for ClusterRetryPolicies:
+// the namespaces a policy selects, and the stored workloads and Services of those namespaces.
+// The handler's Source (Index.For) is one; a test's may be.
+type ClusterSource interface {
+	// Scope returns the namespaces p selects (by the Namespaces' labels); the error names the
+	// policy and its bad namespaceSelector.
+	Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error)
+	// ClusterWorkloads returns the stored workloads of the namespaces of s that can change the
+	// verdict on the incoming one under p, parsed and sorted by workload.Compare.
+	ClusterWorkloads(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) []*workload.Parsed
+	// ClusterPrepared is Prepared for a cluster policy: its prepared graph of the workloads of
+	// s (workload.NewClusterBase), or nil to build the graph of ClusterWorkloads.
+	ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) *workload.Base
+	// ClusterServices returns the Services of the namespaces of s (nil: none).
+	ClusterServices(s *workload.ClusterScope) *workload.ServiceSet
+}
+
 // stored is a Source read once: Workloads is called at most once per Decide.
 type stored struct {
 	src    Source
@@ -71,11 +93,33 @@ func (s *stored) services() *workload.ServiceSet {
 	return s.src.Services()
 }
 
-func (s *stored) prepared(p *v1alpha1.RetryPolicy) *workload.Base {
+func (s *stored) prepared(p policy) *workload.Base {
 	if s.src == nil {
 		return nil
 	}
-	return s.src.Prepared(p)
+	if p.crp != nil {
+		if cs, ok := s.src.(ClusterSource); ok {
+			return cs.ClusterPrepared(p.crp, p.scope)
+		}
+		return nil
+	}
+	return s.src.Prepared(p.rp)
+}
+
+// clusterWorkloads is ClusterSource.ClusterWorkloads (Decide only judges a cluster policy with a
+// ClusterSource); each cluster policy reads its own, its scope being its own.
+func (s *stored) clusterWorkloads(p policy) []*workload.Parsed {
+	if cs, ok := s.src.(ClusterSource); ok {
+		return cs.ClusterWorkloads(p.crp, p.scope)
+	}
+	return nil
+}
+
+func (s *stored) clusterServices(p policy) *workload.ServiceSet {
+	if cs, ok := s.src.(ClusterSource); ok {
+		return cs.ClusterServices(p.scope)
+	}
+	return nil
 }
 
 // Decision is the gate's verdict.
@@ -103,9 +147,54 @@ type Rewrite struct {
 	RewrittenFrom string
 }
 
+// policy is a selecting policy of either kind.
+type policy struct {
+	ref workload.PolicyRef
+	// rp is a RetryPolicy; crp and scope a ClusterRetryPolicy and its namespaces.
+	rp    *v1alpha1.RetryPolicy
+	crp   *v1alpha1.ClusterRetryPolicy
+	scope *workload.ClusterScope
+}
+
+func (p policy) spec() *v1alpha1.RetryPolicySpec {
+	if p.crp != nil {
+		return &p.crp.Spec.RetryPolicySpec
+	}
+	return &p.rp.Spec
+}
+
+// selects reports whether p selected w (for a cluster policy, as its scope is now).
+func (p policy) selects(w workload.Workload) (bool, error) {
+	if p.crp == nil {
+		return workload.Selects(p.rp, w)
+	}
+	m, err := workload.ClusterMatcher(p.crp, p.scope)
+	if err != nil {
+		return false, err
+	}
+	return m(w), nil
+}
+
+// node is the node of service svc of namespace ns in p's graph.
+func (p policy) node(svc, ns string) string {
+	if p.crp != nil {
+		return workload.QualifiedNode(svc, ns)
+	}
+	return svc
+}
+
+// upstreamNode is an upstream name of a workload of namespace ns as p's graph names it.
+func (p policy) upstreamNode(name, ns string) string {
+	n := workload.NormalizeUpstream(name, ns)
+	if p.crp != nil {
+		return workload.QualifiedName(n, ns)
+	}
+	return n
+}
+
 // verdict is one selecting policy's judgement of the incoming workload.
 type verdict struct {
-	policy *v1alpha1.RetryPolicy
+	policy policy
 	judge  *graph.Judgement
 	plan   *graph.Plan
 	// node is the node judged: the incoming workload's service name, or the Service it is
@@ -116,10 +205,12 @@ type verdict struct {
 	via string
 }
 
-func policyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.Name }
-
 func (v verdict) message() string {
-	msg := graph.AdmissionMessage(policyName(v.policy), v.judge, v.plan)
+	msg := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, v.plan)
+	if v.policy.ref.Cluster() {
+		// AdmissionMessage names a RetryPolicy.
+		msg = v.policy.ref.Kind + strings.TrimPrefix(msg, workload.KindRetryPolicy)
+	}
 	if v.via != "" {
 		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
 		msg = strings.Replace(msg, "even with "+v.node+": ", "even with "+v.via+": ", 1)
@@ -131,6 +222,10 @@ func (v verdict) message() string {
 //
 //   - A retrycap annotation on a workload's own metadata rather than its pod template (where
 //     retrycap reads it) gets a warning, whatever else is decided.
+//   - The selecting policies are the RetryPolicies of the workload's namespace that select it and
+//     the ClusterRetryPolicies whose scope (namespaceSelector) has its namespace and whose
+//     selector selects it; a cluster policy judges on its graph across the namespaces of its
+//     scope (nodes "name.ns").
 //   - A workload no policy selects passes untouched.
 //   - A malformed retrycap annotation on it is denied whatever the policies' modes; the message
 //     names the workload, the annotation, the token and the column (for upstreams) or the value
@@ -140,9 +235,11 @@ func (v verdict) message() string {
 //     policy (graph.Judge on its graph with the incoming object in place); any other update
 //     passes, so a chain already over its cap can always be repaired.
 //   - Reject: denied when any Reject policy is exceeded. Several exceeded: the message is the
-//     strictest's (lowest cap, then namespace/name) and names the others after it.
+//     strictest's (workload.CompareRefs: lowest cap, a RetryPolicy before a ClusterRetryPolicy,
+//     then namespace/name) and names the others after it, strictest first ("; also over the cap
+//     of RetryPolicy shop/a (cap 6), ClusterRetryPolicy chain (cap 8)").
 //   - Rewrite: the incoming attempts drop to the minimum over the exceeded Rewrite policies'
-//     local plans; retrycap.dev/rewritten-from keeps the value replaced and a warning says what
+//     local plans, of either kind; retrycap.dev/rewritten-from keeps the value replaced and a warning says what
 //     changed. When even that does not fit (the path into the workload is over the cap on its
 //     own) the workload is still admitted, rewritten as far as it goes, with a warning saying so:
 //     Rewrite mode never refuses a deploy for its numbers.
@@ -153,7 +250,7 @@ func Decide(in Input) Decision {
 		return Decision{Message: msg, Warnings: d.Warnings, PolicyErrors: d.PolicyErrors}
 	}
 	src := &stored{src: in.Source}
-	var selecting []*v1alpha1.RetryPolicy
+	var selecting []policy
 	for _, p := range in.Policies {
 		ok, err := workload.Selects(p, in.Incoming)
 		if err != nil {
@@ -161,7 +258,33 @@ func Decide(in Input) Decision {
 			continue
 		}
 		if ok {
-			selecting = append(selecting, p)
+			selecting = append(selecting, policy{ref: workload.RefOf(p), rp: p})
+		}
+	}
+	if len(in.ClusterPolicies) > 0 {
+		cs, _ := in.Source.(ClusterSource)
+		for _, p := range in.ClusterPolicies {
+			if cs == nil {
+				d.PolicyErrors = append(d.PolicyErrors, fmt.Errorf("%s: the gate has no source of namespaces to judge it with", workload.ClusterPolicyName(p)))
+				continue
+			}
+			scope, err := cs.Scope(p)
+			if err != nil {
+				d.PolicyErrors = append(d.PolicyErrors, err)
+				continue
+			}
+			if !scope.Has(in.Incoming.Namespace) {
+				continue
+			}
+			cp := policy{ref: workload.ClusterRefOf(p), crp: p, scope: scope}
+			ok, err := cp.selects(in.Incoming)
+			if err != nil {
+				d.PolicyErrors = append(d.PolicyErrors, err)
+				continue
+			}
+			if ok {
+				selecting = append(selecting, cp)
+			}
 		}
 	}
 	if len(selecting) == 0 {
@@ -171,18 +294,26 @@ func Decide(in Input) Decision {
 		return deny((&workload.AnnotationError{Workload: in.Incoming, Annotation: annotations.Inject, Value: v,
 			Err: fmt.Errorf("value %q is not \"true\" or \"false\"", v)}).Error())
 	}
-	// Name order: Rewrite and Audit warnings list their policies in it.
-	sort.Slice(selecting, func(i, j int) bool { return policyName(selecting[i]) < policyName(selecting[j]) })
+	// Name order, RetryPolicies before ClusterRetryPolicies: Rewrite and Audit warnings list
+	// their policies in it.
+	sort.SliceStable(selecting, func(i, j int) bool {
+		a, b := selecting[i].ref, selecting[j].ref
+		if a.Kind != b.Kind {
+			return !a.Cluster()
+		}
+		return a.QualifiedName() < b.QualifiedName()
+	})
 
 	var rejects, rewrites, audits []verdict
-	var auditPolicies []*v1alpha1.RetryPolicy
+	var auditPolicies []policy
 	for _, p := range selecting {
 		// The incoming workload's own annotations first, on a graph of it alone: the same errors
 		// Build reports, without building the namespace.
-		if err := incomingError(workload.Build(p, []workload.Workload{in.Incoming}), in.Incoming); err != nil {
+		if err := incomingError(p.buildAlone(in.Incoming), in.Incoming); err != nil {
 			return deny(err.Error())
 		}
-		if p.Spec.Enforcement == v1alpha1.EnforcementAudit {
+		enforcement := p.spec().Enforcement
+		if enforcement == v1alpha1.EnforcementAudit {
 			// Judged below, on what will be stored.
 			auditPolicies = append(auditPolicies, p)
 			continue
@@ -194,7 +325,7 @@ func Decide(in Input) Decision {
 		if !over {
 			continue
 		}
-		if p.Spec.Enforcement == v1alpha1.EnforcementRewrite {
+		if enforcement == v1alpha1.EnforcementRewrite {
 			rewrites = append(rewrites, v)
 		} else {
 			// Reject is the default; an empty value (a policy stored without defaulting) too.
@@ -204,14 +335,14 @@ func Decide(in Input) Decision {
 
 	if len(rejects) > 0 {
 		// The strictest first, by the ordering the injector uses to pick its policy.
-		slices.SortStableFunc(rejects, func(a, b verdict) int { return workload.CompareStrictness(a.policy, b.policy) })
+		slices.SortStableFunc(rejects, func(a, b verdict) int { return workload.CompareRefs(a.policy.ref, b.policy.ref) })
 		msg := rejects[0].message()
 		if len(rejects) > 1 {
-			others := make([]string, 0, len(rejects)-1)
+			refs := make([]workload.PolicyRef, 0, len(rejects)-1)
 			for _, v := range rejects[1:] {
-				others = append(others, fmt.Sprintf("%s (cap %d)", policyName(v.policy), v.policy.Spec.MaxAmplification))
+				refs = append(refs, v.policy.ref)
 			}
-			msg += "; also over the cap of RetryPolicy " + strings.Join(others, ", ")
+			msg += "; also over the cap of " + capList(refs)
 		}
 		return deny(msg)
 	}
@@ -236,6 +367,30 @@ func Decide(in Input) Decision {
 		d.Warnings = append(d.Warnings, v.message()+" (admitted: enforcement is Audit)")
 	}
 	return d
+}
+
+// capList names policies with their caps, in the given order, the kind written where it changes:
+// "RetryPolicy shop/a (cap 6), shop/b (cap 7), ClusterRetryPolicy chain (cap 8)".
+func capList(refs []workload.PolicyRef) string {
+	var b strings.Builder
+	for i, r := range refs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if i == 0 || refs[i-1].Kind != r.Kind {
+			b.WriteString(r.Kind + " ")
+		}
+		fmt.Fprintf(&b, "%s (cap %d)", r.QualifiedName(), r.Cap)
+	}
+	return b.String()
+}
+
+// buildAlone is p's graph of w alone: the errors of w's own annotations.
+func (p policy) buildAlone(w workload.Workload) *workload.Result {
+	if p.crp != nil {
+		return workload.BuildCluster(p.crp, p.scope, []workload.Workload{w}, nil)
+	}
+	return workload.Build(p.rp, []workload.Workload{w})
 }
 
 // readAnnotations are the annotations retrycap reads from a pod template (or a bare Pod).
@@ -274,14 +429,19 @@ func incomingError(r *workload.Result, incoming workload.Workload) error {
 // judge reports whether p's graph, with the incoming workload in place, is over the cap through
 // the incoming workload's edges, for a request p must judge at all (see Decide). The graph is
 // built only then: an update that raises nothing costs no graph.
-func judge(p *v1alpha1.RetryPolicy, w workload.Workload, old *workload.Workload, src *stored) (verdict, bool, error) {
+func judge(p policy, w workload.Workload, old *workload.Workload, src *stored) (verdict, bool, error) {
 	if old != nil {
-		wasSelected, err := workload.Selects(p, *old)
+		wasSelected, err := p.selects(*old)
 		if err != nil {
 			return verdict{}, false, err
 		}
 		if wasSelected {
-			raises, err := workload.RaisesRetries(p, *old, w)
+			var raises bool
+			if p.crp != nil {
+				raises, err = workload.RaisesClusterRetries(p.crp, *old, w)
+			} else {
+				raises, err = workload.RaisesRetries(p.rp, *old, w)
+			}
 			if err != nil {
 				return verdict{}, false, err
 			}
@@ -291,17 +451,22 @@ func judge(p *v1alpha1.RetryPolicy, w workload.Workload, old *workload.Workload,
 		}
 	}
 	incoming := workload.Parse(w)
+	own := p.node(incoming.ServiceName(), w.Namespace)
 	if b := src.prepared(p); b != nil {
 		if j, plan, ok := b.Judge(incoming); ok {
 			if !j.Over {
 				return verdict{}, false, nil
 			}
-			return verdict{policy: p, judge: j, plan: plan, node: incoming.ServiceName()}, true, nil
+			return verdict{policy: p, judge: j, plan: plan, node: own}, true, nil
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
-	svcs := src.services()
-	r := workload.BuildJudgedParsed(p, src.workloads(), incoming, svcs)
+	var r *workload.Result
+	if p.crp != nil {
+		r = workload.BuildClusterJudged(p.crp, p.scope, src.clusterWorkloads(p), incoming, src.clusterServices(p), nil)
+	} else {
+		r = workload.BuildJudgedParsed(p.rp, src.workloads(), incoming, src.services())
+	}
 	// Every node the workload is reached under carries its edges; the worst is judged (the
 	// first, own name before Services by name, on a tie).
 	var j *graph.Judgement
@@ -318,7 +483,7 @@ func judge(p *v1alpha1.RetryPolicy, w workload.Workload, old *workload.Workload,
 	// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
 	plan, _ := graph.PlanLocal(r.Graph, r.Cap, svc)
 	v := verdict{policy: p, judge: j, plan: plan, node: svc}
-	if svc != incoming.ServiceName() {
+	if svc != own {
 		v.via = w.String()
 	}
 	return v, true, nil
@@ -333,7 +498,8 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		// Unreachable: Decide denies a malformed value before it plans.
 		return nil, []string{err.Error()}
 	}
-	var warnings, names, explains []string
+	var warnings, explains []string
+	var lowering []workload.PolicyRef
 	changed := false
 	for _, v := range rewrites {
 		if v.plan == nil {
@@ -341,7 +507,7 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		}
 		lowered := false
 		for i, u := range ups {
-			n, ok := v.plan.Changed(v.node, workload.NormalizeUpstream(u.Name, v.policy.Namespace))
+			n, ok := v.plan.Changed(v.node, v.policy.upstreamNode(u.Name, incoming.Namespace))
 			if !ok {
 				continue
 			}
@@ -351,7 +517,7 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 			}
 		}
 		if lowered {
-			names = append(names, policyName(v.policy))
+			lowering = append(lowering, v.policy.ref)
 			explains = append(explains, v.judge.Explain())
 		}
 		if !v.plan.Fits {
@@ -362,12 +528,30 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		return nil, warnings
 	}
 	value := annotations.FormatUpstreams(ups)
-	policies := "RetryPolicy " + strings.Join(names, ", ")
-	if len(names) > 1 {
-		policies = "RetryPolicies " + strings.Join(names, ", ")
-	}
-	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", policies, annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
+	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", rewriters(lowering), annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
 	return &Rewrite{Upstreams: value, RewrittenFrom: old}, append([]string{w}, warnings...)
+}
+
+// rewriters names the policies that lowered the attempts, by kind: "RetryPolicy shop/a",
+// "RetryPolicies shop/a, shop/b", "RetryPolicy shop/a and ClusterRetryPolicy chain".
+func rewriters(refs []workload.PolicyRef) string {
+	var parts []string
+	for _, kind := range []string{workload.KindRetryPolicy, workload.KindClusterRetryPolicy} {
+		var names []string
+		for _, r := range refs {
+			if r.Kind == kind {
+				names = append(names, r.QualifiedName())
+			}
+		}
+		switch len(names) {
+		case 0:
+		case 1:
+			parts = append(parts, kind+" "+names[0])
+		default:
+			parts = append(parts, strings.TrimSuffix(kind, "y")+"ies "+strings.Join(names, ", "))
+		}
+	}
+	return strings.Join(parts, " and ")
 }
 
 // withUpstreams returns w with its upstreams annotation set to value (a copy; w's maps belong to

@@ -131,3 +131,74 @@ func BenchmarkGateWorstCase5kBuild(b *testing.B) {
 		Decide(handlerInput(x, p, incoming, false))
 	}
 }
+
+// clusterWorstCaseIndex is worstCaseIndex across ten namespaces: chains of five whose every hop
+// goes into the next namespace (svc-i of bench-c<i%10> calls svc-i+1 of bench-c<(i+1)%10>), the
+// last of each calling the shared "auth" of bench-c0, which is not a workload yet; one Reject
+// ClusterRetryPolicy of cap 64 over the ten namespaces: a create of auth with a retrying upstream
+// is judged on paths from all 5000.
+func clusterWorstCaseIndex() (*Index, *v1alpha1.ClusterRetryPolicy, workload.Workload) {
+	x := NewIndex()
+	ns := func(i int) string { return fmt.Sprintf("bench-c%d", i%10) }
+	for i := 0; i < 10; i++ {
+		x.PutNamespace(ns(i), map[string]string{"bench": "cluster"})
+	}
+	for i := 0; i < 4999; i++ {
+		ups := fmt.Sprintf("svc-%d.%s=2", i+1, ns(i+1))
+		if i%5 == 4 {
+			ups = "auth.bench-c0=2"
+		}
+		x.Put(teamDeployment(ns(i), fmt.Sprintf("svc-%d", i), ups))
+	}
+	p := clusterPolicy("chain", 64, v1alpha1.EnforcementReject)
+	p.Spec.NamespaceSelector.MatchLabels = map[string]string{"bench": "cluster"}
+	p.UID, p.Generation = "bench", 1
+	return x, p, teamDeployment("bench-c0", "auth", "db=3")
+}
+
+func clusterHandlerInput(x *Index, p *v1alpha1.ClusterRetryPolicy, incoming workload.Workload, mode baseMode) Input {
+	return Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)}
+}
+
+// BenchmarkGateClusterWorstCase5k is BenchmarkGateWorstCase5k for a ClusterRetryPolicy over ten
+// namespaces: the handler's path (the prepared cluster graph when the relevant workloads are a
+// large share of the scope's).
+func BenchmarkGateClusterWorstCase5k(b *testing.B) {
+	x, p, incoming := clusterWorstCaseIndex()
+	const want = "= 96 > cap 64; auth.bench-c0 may keep db.bench-c0=2"
+	for _, mode := range []baseMode{baseNever, baseAuto} {
+		if d := Decide(clusterHandlerInput(x, p, incoming, mode)); d.Allowed || !strings.Contains(d.Message, want) {
+			b.Fatalf("mode %d: expected a denial at 96: %+v", mode, d)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(clusterHandlerInput(x, p, incoming, baseAuto))
+	}
+}
+
+// BenchmarkGateClusterWorstCase5kBuild is the same request with the cluster graph built for it.
+func BenchmarkGateClusterWorstCase5kBuild(b *testing.B) {
+	x, p, incoming := clusterWorstCaseIndex()
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(clusterHandlerInput(x, p, incoming, baseNever))
+	}
+}
+
+// BenchmarkGateWorstCase5kAuto is BenchmarkGateWorstCase5k on the handler's own path (the
+// relevant workloads counted to decide on the prepared graph): the RetryPolicy figure to set
+// BenchmarkGateClusterWorstCase5k against.
+func BenchmarkGateWorstCase5kAuto(b *testing.B) {
+	x, p, incoming := worstCaseIndex()
+	in := func() Input {
+		return Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, baseAuto)}
+	}
+	if d := Decide(in()); d.Allowed || !strings.Contains(d.Message, "= 96 > cap 64; auth may keep db=2") {
+		b.Fatalf("expected a denial at 96: %+v", d)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(in())
+	}
+}

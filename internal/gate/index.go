@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -34,6 +35,11 @@ type Index struct {
 	wake    chan struct{}   // capacity 1: a change is waiting for refresh
 	// baseIdle is how long a prepared graph no request uses is kept fresh; then refresh drops it.
 	baseIdle time.Duration
+
+	// The namespaces' labels (namespaces.go), which ClusterRetryPolicies select by; and the
+	// cluster policies' prepared state (cluster.go).
+	nsState
+	clusterState
 }
 
 type nsWorkloads struct {
@@ -48,8 +54,12 @@ type nsWorkloads struct {
 	// maps, so that a request walking thousands of services does no hashing per edge.
 	ids      map[string]int32
 	services []service
-	free     []int32             // ids of services that have gone, for reuse
-	list     []workload.Workload // nil: rebuild on next read; read-only once built
+	free     []int32 // ids of services that have gone, for reuse
+	// refs counts the services named "name.other" by the other namespace they name: a cluster
+	// policy's walk upwards looks for callers of a service of other only in the namespaces
+	// that have such a name (cluster_reach.go).
+	refs map[string]int32
+	list []workload.Workload // nil: rebuild on next read; read-only once built
 	// set is the namespace's Services indexed for the builder (nil: none). Changed in place
 	// until it is handed out (setShared: a request or a prepared graph being built outside the
 	// lock may hold it), then copied on the next change (ownSet).
@@ -226,7 +236,8 @@ func sameWorkload(a, b workload.Workload) bool {
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
 }
 
-// Change is one change the index applied: a workload's (Old and New) or a Service's (Service).
+// Change is one change the index applied: a workload's (Old and New), a Service's (Service) or
+// a namespace's labels (Namespace).
 type Change struct {
 	// Old and New are a changed workload's versions: Old nil for an add, New nil for a removal;
 	// both nil for a Service change.
@@ -235,6 +246,10 @@ type Change struct {
 	// change. Which workloads it fronts, and so which policies' graphs it changes, is the graph's
 	// to say: a subscriber treats it as a change to every policy of its namespace.
 	Service *workload.Service
+	// Namespace is a namespace whose labels changed (or that came or went); nil otherwise. The
+	// ClusterRetryPolicies whose namespaceSelector selected it before or selects it now are the
+	// ones it changes.
+	Namespace *NamespaceChange
 }
 
 // OnChange adds f to the functions told of each change the index applies, after it applied it
@@ -479,6 +494,12 @@ func (n *nsWorkloads) id(name string) int32 {
 		n.services = append(n.services, service{name: name})
 	}
 	n.ids[name] = id
+	if _, other, ok := annotations.SplitService(name); ok {
+		if n.refs == nil {
+			n.refs = map[string]int32{}
+		}
+		n.refs[other]++
+	}
 	return id
 }
 
@@ -488,6 +509,11 @@ func (n *nsWorkloads) release(id int32) {
 	s := &n.services[id]
 	if s.name != "" && len(s.keys) == 0 && len(s.out) == 0 && len(s.in) == 0 {
 		delete(n.ids, s.name)
+		if _, other, ok := annotations.SplitService(s.name); ok {
+			if n.refs[other]--; n.refs[other] <= 0 {
+				delete(n.refs, other)
+			}
+		}
 		*s = service{}
 		n.free = append(n.free, id)
 	}

@@ -86,6 +86,40 @@ func (s *requestSource) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
 	return s.x.Base(s.incoming.Namespace, p)
 }
 
+// Scope implements ClusterSource: the policy's namespaces from the index's Namespace labels.
+func (s *requestSource) Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error) {
+	return s.x.ClusterScope(p)
+}
+
+// ClusterWorkloads implements ClusterSource: the relevant workloads across the namespaces of sc
+// (RelevantClusterParsed).
+func (s *requestSource) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) []*workload.Parsed {
+	return s.x.RelevantClusterParsed(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams())
+}
+
+// ClusterServices implements ClusterSource.
+func (s *requestSource) ClusterServices(sc *workload.ClusterScope) *workload.ServiceSet {
+	return s.x.ScopeServices(sc)
+}
+
+// ClusterPrepared implements ClusterSource: p's prepared graph of sc when the request's relevant
+// workloads are a large share of those of sc (WantsClusterBase), as Prepared decides for a
+// RetryPolicy.
+func (s *requestSource) ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) *workload.Base {
+	switch s.mode {
+	case baseNever:
+		return nil
+	case baseAuto:
+		// The count matters only up to the share that makes the prepared graph worth it.
+		limit := max(baseMinWorkloads, (s.x.ScopeLen(sc)+baseShare-1)/baseShare)
+		n := s.x.RelevantClusterCount(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams(), limit)
+		if !s.x.WantsClusterBase(sc, n) {
+			return nil
+		}
+	}
+	return s.x.ClusterBase(p, sc)
+}
+
 // upstreamServices are w's upstreams as graph nodes of its namespace; nil for a malformed value
 // (Decide refuses it before it looks at the graph).
 func upstreamServices(w workload.Workload) []string {
@@ -107,6 +141,18 @@ func upstreamServices(w workload.Workload) []string {
 // as over the whole namespace. The pod injector reads them instead of listing the namespace.
 func (x *Index) RelevantWorkloads(w workload.Workload) []workload.Workload {
 	ps := x.RelevantParsed(w.Namespace, x.Nodes(w), upstreamServices(w))
+	out := make([]workload.Workload, len(ps))
+	for i, p := range ps {
+		out[i] = p.Workload
+	}
+	return out
+}
+
+// RelevantClusterWorkloads is RelevantWorkloads across the namespaces of s: the stored
+// workloads of those namespaces that can bear on w's place in a cluster policy's graph over s
+// (RelevantClusterParsed). The pod injector decides a cluster policy's entrypoints from them.
+func (x *Index) RelevantClusterWorkloads(w workload.Workload, s *workload.ClusterScope) []workload.Workload {
+	ps := x.RelevantClusterParsed(w.Namespace, s.Has, x.Nodes(w), upstreamServices(w))
 	out := make([]workload.Workload, len(ps))
 	for i, p := range ps {
 		out[i] = p.Workload

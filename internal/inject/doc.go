@@ -1,9 +1,11 @@
 // Package inject decides whether a pod gets the retrycap proxy and renders the injected pod: the
 // proxy as a native sidecar (an init container with restartPolicy Always) whose flags come from
-// the pod's annotations and the strictest RetryPolicy that selects it, and HTTP_PROXY/NO_PROXY in
+// the pod's annotations and the strictest policy that selects it, a RetryPolicy or a
+// ClusterRetryPolicy (workload.CompareRefs), and HTTP_PROXY/NO_PROXY in
 // every app container so that standard HTTP clients send their calls through it.
 //
 // It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
+// the ClusterRetryPolicies whose scope has the namespace and the workloads across their scopes,
 // it returns the pod as it should be stored, or the reason it was skipped. The admission webhook
 // (webhook.PodInjector) reads those inputs from the manager's cache and turns the result into a
 // JSON patch; the golden files under testdata pin the output, and a test starts the real

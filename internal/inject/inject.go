@@ -65,19 +65,23 @@ func Decide(cfg Config, in Input) Decision {
 	}
 
 	w := workload.ForPod(pod)
-	selecting, disabled, selErrs := selectingPolicies(in.Policies, w)
+	selecting, disabled, selErrs := selectingPolicies(in, w)
 	if len(selecting) == 0 {
 		if len(disabled) > 0 {
-			d.Policy = disabled[0]
-			return skip(InjectionDisabled, "RetryPolicy %s/%s selects the pod but has spec.injection.enabled false", disabled[0].Namespace, disabled[0].Name)
+			disabled[0].set(&d)
+			return skip(InjectionDisabled, "%s selects the pod but has spec.injection.enabled false", disabled[0].ref)
+		}
+		none := fmt.Sprintf("no RetryPolicy in namespace %s selects the pod", ns)
+		if len(in.ClusterPolicies) > 0 {
+			none = fmt.Sprintf("no RetryPolicy in namespace %s and no ClusterRetryPolicy selects the pod", ns)
 		}
 		if len(selErrs) > 0 {
-			return skip(NoPolicy, "no RetryPolicy in namespace %s selects the pod (%v)", ns, errors.Join(selErrs...))
+			return skip(NoPolicy, "%s (%v)", none, errors.Join(selErrs...))
 		}
-		return skip(NoPolicy, "no RetryPolicy in namespace %s selects the pod", ns)
+		return skip(NoPolicy, "%s", none)
 	}
 	p := selecting[0]
-	d.Policy = p
+	p.set(&d)
 
 	svc := w.ServiceName()
 	if reason := annotations.ValidateLabel(svc); reason != "" {
@@ -88,11 +92,17 @@ func Decide(cfg Config, in Input) Decision {
 	if err != nil {
 		return skip(InvalidAnnotation, "annotation %s %q: %v", annotations.Upstreams, pod.Annotations[annotations.Upstreams], err)
 	}
-	settings, err := SettingsFor(p)
+	settings, err := p.settings()
 	if err != nil {
 		return skip(InvalidPolicy, "%v", err)
 	}
-	args := ProxyArgs(svc, ups, IsEntrypoint(p, in.Workloads, w, in.Services...), settings)
+	var entry bool
+	if p.crp != nil {
+		entry = IsClusterEntrypoint(p.crp, p.scope, in.ClusterWorkloads, w, in.ClusterServices...)
+	} else {
+		entry = IsEntrypoint(p.rp, in.Workloads, w, in.Services...)
+	}
+	args := ProxyArgs(svc, ups, entry, settings)
 
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxyContainer(cfg.ProxyImage, args))
 	for i := range pod.Spec.Containers {
@@ -101,7 +111,7 @@ func Decide(cfg Config, in Input) Decision {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[annotations.InjectedStatus] = p.Namespace + "/" + p.Name
+	pod.Annotations[annotations.InjectedStatus] = p.ref.QualifiedName()
 	delete(pod.Annotations, SkippedAnnotation)
 	if len(d.Warnings) > 0 {
 		pod.Annotations[WarningsAnnotation] = strings.Join(d.Warnings, "; ")
@@ -134,6 +144,22 @@ type Input struct {
 	// Services are the namespace's Services: a pod whose workload a Service fronts is an
 	// entrypoint when that Service's node is (callers reach the Service).
 	Services []workload.Service
+	// ClusterPolicies are the ClusterRetryPolicies whose scope has the pod's namespace, each with
+	// its scope; their selector is applied here. The strictest selecting policy of either kind
+	// (workload.CompareRefs) is rendered.
+	ClusterPolicies []ClusterPolicy
+	// ClusterWorkloads and ClusterServices are, for the cluster policies, what Workloads and
+	// Services are for the namespace's: the workloads (and Services) of the namespaces of their
+	// scopes that reach the pod's service, from which a cluster policy's entrypoints are decided
+	// on its graph across namespaces (gate.Index.RelevantClusterWorkloads).
+	ClusterWorkloads []workload.Workload
+	ClusterServices  []workload.Service
+}
+
+// ClusterPolicy is a ClusterRetryPolicy with the namespaces it selects.
+type ClusterPolicy struct {
+	Policy *v1alpha1.ClusterRetryPolicy
+	Scope  *workload.ClusterScope
 }
 
 // Decision is the outcome for one pod.
@@ -145,9 +171,13 @@ type Decision struct {
 	Injected bool
 	// Skip says why not, when !Injected.
 	Skip *Skip
-	// Policy is the policy whose settings were rendered or, for InjectionDisabled, the strictest
-	// selecting policy; nil when none applies.
+	// Policy is the RetryPolicy whose settings were rendered or, for InjectionDisabled, the
+	// strictest selecting policy; nil when none applies or it is a ClusterRetryPolicy.
 	Policy *v1alpha1.RetryPolicy
+	// ClusterPolicy is the same when that policy is a ClusterRetryPolicy.
+	ClusterPolicy *v1alpha1.ClusterRetryPolicy
+	// Ref names the policy of Policy or ClusterPolicy (zero when neither is set).
+	Ref workload.PolicyRef
 	// Warnings are what the injector left alone (also in WarningsAnnotation).
 	Warnings []string
 }
@@ -214,29 +244,69 @@ func injectedAlready(pod *corev1.Pod) string {
 	return ""
 }
 
-// selectingPolicies returns the policies that select w and have injection enabled, strictest
-// first (workload.CompareStrictness), the selecting ones with injection disabled (strictest
-// first), and the errors of policies whose selector is invalid.
-func selectingPolicies(ps []v1alpha1.RetryPolicy, w workload.Workload) (enabled, disabled []*v1alpha1.RetryPolicy, errs []error) {
-	for i := range ps {
-		p := &ps[i]
+// candidate is a selecting policy of either kind.
+type candidate struct {
+	ref   workload.PolicyRef
+	rp    *v1alpha1.RetryPolicy
+	crp   *v1alpha1.ClusterRetryPolicy
+	scope *workload.ClusterScope
+}
+
+func (c candidate) spec() *v1alpha1.RetryPolicySpec {
+	if c.crp != nil {
+		return &c.crp.Spec.RetryPolicySpec
+	}
+	return &c.rp.Spec
+}
+
+func (c candidate) settings() (Settings, error) {
+	if c.crp != nil {
+		return SettingsForCluster(c.crp)
+	}
+	return SettingsFor(c.rp)
+}
+
+// set records c as d's policy.
+func (c candidate) set(d *Decision) {
+	d.Policy, d.ClusterPolicy, d.Ref = c.rp, c.crp, c.ref
+}
+
+// selectingPolicies returns the policies of either kind that select w and have injection
+// enabled, strictest first (workload.CompareRefs), the selecting ones with injection disabled
+// (strictest first), and the errors of policies whose selector is invalid.
+func selectingPolicies(in Input, w workload.Workload) (enabled, disabled []candidate, errs []error) {
+	add := func(c candidate) {
+		if e := c.spec().Injection.Enabled; e != nil && !*e {
+			disabled = append(disabled, c)
+		} else {
+			enabled = append(enabled, c)
+		}
+	}
+	for i := range in.Policies {
+		p := &in.Policies[i]
 		ok, err := workload.Selects(p, w)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !ok {
+		if ok {
+			add(candidate{ref: workload.RefOf(p), rp: p})
+		}
+	}
+	for _, cp := range in.ClusterPolicies {
+		m, err := workload.ClusterMatcher(cp.Policy, cp.Scope)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		if p.Spec.Injection.Enabled != nil && !*p.Spec.Injection.Enabled {
-			disabled = append(disabled, p)
-		} else {
-			enabled = append(enabled, p)
+		if m(w) {
+			add(candidate{ref: workload.ClusterRefOf(cp.Policy), crp: cp.Policy, scope: cp.Scope})
 		}
 	}
 	// The injector renders enabled[0]: the same strictest policy the gate names first.
-	workload.SortStrictest(enabled)
-	workload.SortStrictest(disabled)
+	byRef := func(a, b candidate) int { return workload.CompareRefs(a.ref, b.ref) }
+	slices.SortStableFunc(enabled, byRef)
+	slices.SortStableFunc(disabled, byRef)
 	return enabled, disabled, errs
 }
 
@@ -248,6 +318,29 @@ func selectingPolicies(ps []v1alpha1.RetryPolicy, w workload.Workload) (enabled,
 // order in which workloads are deployed.
 func IsEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
 	r := workload.BuildWith(p, ws, w, svcs...)
+	nodes := r.Nodes(w.Key())
+	if len(nodes) == 0 {
+		return false
+	}
+	for _, e := range graph.Analyze(r.Graph, r.Cap).Entrypoints {
+		if slices.Contains(nodes, e.Service) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsClusterEntrypoint is IsEntrypoint for a ClusterRetryPolicy over the namespaces of s: whether
+// one of w's nodes ("name.ns") is an entrypoint of p's graph across them, built from ws (of any
+// namespaces; those outside s are not selected) and svcs with w in place of its stored version.
+func IsClusterEntrypoint(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
+	all := make([]workload.Workload, 0, len(ws)+1)
+	for _, x := range ws {
+		if x.Key() != w.Key() {
+			all = append(all, x)
+		}
+	}
+	r := workload.BuildCluster(p, s, append(all, w), nil, svcs...)
 	nodes := r.Nodes(w.Key())
 	if len(nodes) == 0 {
 		return false

@@ -29,7 +29,8 @@ var update = flag.Bool("update", false, "rewrite the testdata/*.injected.yaml go
 var testConfig = Config{ProxyImage: "retrycap/retrycap-proxy:v0.1.0", ExcludedNamespaces: []string{"kube-system", "retrycap-system"}}
 
 // goldenCase is one testdata/<name>.yaml: the pod (the first Pod document), and the rest of the
-// namespace as further documents: its Namespace (for the labels), RetryPolicies, and workloads.
+// namespace as further documents: its Namespace (for the labels), RetryPolicies, and workloads;
+// and for ClusterRetryPolicies the other namespaces and their workloads.
 type goldenCase struct {
 	name  string
 	input Input
@@ -66,6 +67,9 @@ func readInput(path string) (Input, error) {
 		return Input{}, err
 	}
 	var in Input
+	nsLabels := map[string]map[string]string{}
+	var cluster []*v1alpha1.ClusterRetryPolicy
+	var all []workload.Workload
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 1; ; i++ {
 		doc, err := r.Read()
@@ -88,19 +92,39 @@ func readInput(path string) (Input, error) {
 		}
 		switch o := obj.(type) {
 		case *corev1.Namespace:
-			in.NamespaceLabels = o.Labels
+			nsLabels[o.Name] = o.Labels
 		case *v1alpha1.RetryPolicy:
 			in.Policies = append(in.Policies, *o)
+		case *v1alpha1.ClusterRetryPolicy:
+			cluster = append(cluster, o)
 		default:
 			w, ok := workload.FromObject(obj)
 			if !ok {
-				return in, fmt.Errorf("document %d: %T is neither the pod, a Namespace, a RetryPolicy nor a workload", i, obj)
+				return in, fmt.Errorf("document %d: %T is neither the pod, a Namespace, a RetryPolicy, a ClusterRetryPolicy nor a workload", i, obj)
 			}
-			in.Workloads = append(in.Workloads, w)
+			all = append(all, w)
 		}
 	}
 	if in.Pod == nil || in.Pod.Namespace == "" {
 		return in, errors.New("the first Pod document, with a namespace, is the input")
+	}
+	// As the pod injector reads them: the namespace's own workloads for its RetryPolicies, the
+	// cluster policies whose scope has the pod's namespace, and every workload for those.
+	in.NamespaceLabels = nsLabels[in.Pod.Namespace]
+	for _, w := range all {
+		if w.Namespace == in.Pod.Namespace {
+			in.Workloads = append(in.Workloads, w)
+		}
+	}
+	for _, p := range cluster {
+		scope, err := workload.NewClusterScope(p, nsLabels)
+		if err != nil {
+			return in, err
+		}
+		if scope.Has(in.Pod.Namespace) {
+			in.ClusterPolicies = append(in.ClusterPolicies, ClusterPolicy{Policy: p, Scope: scope})
+			in.ClusterWorkloads = all
+		}
 	}
 	return in, nil
 }
@@ -109,7 +133,7 @@ func readInput(path string) (Input, error) {
 func render(d Decision) ([]byte, error) {
 	var b bytes.Buffer
 	if d.Injected {
-		fmt.Fprintf(&b, "# injected: RetryPolicy %s/%s\n", d.Policy.Namespace, d.Policy.Name)
+		fmt.Fprintf(&b, "# injected: %s\n", d.Ref)
 	} else {
 		fmt.Fprintf(&b, "# skipped: %s\n", d.Skip)
 	}

@@ -54,7 +54,13 @@ func TestProxyAcceptsRenderedArgs(t *testing.T) {
 				k, v, _ := strings.Cut(line, " ")
 				effective[k] = v
 			}
-			s, err := SettingsFor(d.Policy)
+			var s Settings
+			var err error
+			if d.ClusterPolicy != nil {
+				s, err = SettingsForCluster(d.ClusterPolicy)
+			} else {
+				s, err = SettingsFor(d.Policy)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/sidecar"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // Settings is what a proxy enforces for one policy, with every default applied.
@@ -41,7 +42,16 @@ type Settings struct {
 // proxy would refuse, so that a bad policy is reported here, naming the policy, the field and the
 // value, instead of as a sidecar that never starts.
 func SettingsFor(p *v1alpha1.RetryPolicy) (Settings, error) {
-	spec := p.Spec
+	return settingsOf(workload.RefOf(p), &p.Spec)
+}
+
+// SettingsForCluster is SettingsFor for a ClusterRetryPolicy: its inline spec, errors naming
+// "ClusterRetryPolicy <name>".
+func SettingsForCluster(p *v1alpha1.ClusterRetryPolicy) (Settings, error) {
+	return settingsOf(workload.ClusterRefOf(p), &p.Spec.RetryPolicySpec)
+}
+
+func settingsOf(ref workload.PolicyRef, spec *v1alpha1.RetryPolicySpec) (Settings, error) {
 	s := Settings{
 		ChainCap:           spec.MaxAmplification,
 		DefaultAttempts:    orInt(spec.Retry.DefaultAttempts, defaults.Attempts),
@@ -59,7 +69,7 @@ func SettingsFor(p *v1alpha1.RetryPolicy) (Settings, error) {
 		AccessLog:          sidecar.AccessLogOff,
 	}
 	bad := func(field string, value any, why string) error {
-		return fmt.Errorf("RetryPolicy %s/%s: %s %v: %s", p.Namespace, p.Name, field, value, why)
+		return fmt.Errorf("%s: %s %v: %s", ref, field, value, why)
 	}
 	switch {
 	case s.ChainCap < 1 || s.ChainCap > 1000:

@@ -31,8 +31,8 @@ import (
 const cacheSyncWait = 3 * time.Second
 
 // WorkloadGate is the admission.Handler of the workload gate (GatePath): it reads the request,
-// the namespace's RetryPolicies and its workloads from the manager's cache, and applies
-// gate.Decide.
+// the namespace's RetryPolicies, the ClusterRetryPolicies and the workloads from the manager's
+// cache, and applies gate.Decide.
 type WorkloadGate struct {
 	policies client.Reader // the manager's cache-backed client: no API call per request
 	index    *gate.Index
@@ -81,16 +81,33 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	if err := g.policies.List(ctx, &list, client.InNamespace(incoming.Namespace)); err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap gate: listing the RetryPolicies of namespace %s from the cache: %w", incoming.Namespace, err))
 	}
+	var clusterList v1alpha1.ClusterRetryPolicyList
+	if err := g.policies.List(ctx, &clusterList); err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap gate: listing the ClusterRetryPolicies from the cache: %w", err))
+	}
 	// No policy: Decide returns at once, with any warning about misplaced annotations.
 	policies := make([]*v1alpha1.RetryPolicy, len(list.Items))
 	for i := range list.Items {
 		policies[i] = &list.Items[i]
 	}
-	// The index reads only the part of the namespace that can change the verdict, and only if
+	var clusterPolicies []*v1alpha1.ClusterRetryPolicy
+	if len(clusterList.Items) > 0 {
+		// A cluster policy selects by the namespace's labels: a namespace created a moment ago
+		// (kubectl apply of a Namespace and its Deployments) may not have reached the index yet,
+		// and judging without its labels would let the deploy past the cluster policies.
+		if err := g.waitForNamespace(ctx, incoming.Namespace); err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, err)
+		}
+		clusterPolicies = make([]*v1alpha1.ClusterRetryPolicy, len(clusterList.Items))
+		for i := range clusterList.Items {
+			clusterPolicies[i] = &clusterList.Items[i]
+		}
+	}
+	// The index reads only the part of the namespaces that can change the verdict, and only if
 	// some policy must judge the request.
-	d := gate.Decide(gate.Input{Policies: policies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn})
+	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn})
 	for _, err := range d.PolicyErrors {
-		g.log.Error(err, "ignoring a RetryPolicy the gate cannot evaluate", "workload", incoming.String())
+		g.log.Error(err, "ignoring a policy the gate cannot evaluate", "workload", incoming.String())
 	}
 	return g.respond(req, d)
 }
@@ -205,6 +222,39 @@ func fillIdentity(w *workload.Workload, req admission.Request) {
 		var m objectMetaOnly
 		if json.Unmarshal(req.Object.Raw, &m) == nil {
 			w.Name = strings.TrimSuffix(m.Metadata.GenerateName, "-")
+		}
+	}
+}
+
+// namespaceWait is how often waitForNamespace looks again.
+const namespaceWait = 10 * time.Millisecond
+
+// waitForNamespace waits, up to cacheSyncWait, until the index has namespace ns's labels.
+func (g *WorkloadGate) waitForNamespace(ctx context.Context, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
+	defer cancel()
+	if !indexedNamespace(ctx, g.index, ns) {
+		return fmt.Errorf("retrycap gate: namespace %s is not in the manager's cache yet (its labels decide which ClusterRetryPolicies apply); retry shortly", ns)
+	}
+	return nil
+}
+
+// indexedNamespace reports whether the index has namespace ns, polling until ctx ends: the
+// Namespace informer may not have delivered a namespace created a moment ago.
+func indexedNamespace(ctx context.Context, x *gate.Index, ns string) bool {
+	if _, ok := x.Namespace(ns); ok {
+		return true
+	}
+	t := time.NewTicker(namespaceWait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			if _, ok := x.Namespace(ns); ok {
+				return true
+			}
 		}
 	}
 }

@@ -48,14 +48,15 @@ type PodInjectorOptions struct {
 
 // The manager's permissions for the injector: it reads policies, namespaces and workloads from
 // its cache and records skips as events.
-// +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies;clusterretrypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces;pods;services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // PodInjector is the admission.Handler of the pod injector (PodInjectorPath, pod CREATE): it
-// reads the pod's namespace, the namespace's RetryPolicies and (for default entrypoints) its
-// workloads from the manager's cache, applies inject.Decide and answers with a JSON patch. It
+// reads the pod's namespace's labels, the namespace's RetryPolicies, the ClusterRetryPolicies
+// whose scope has it and (for default entrypoints) the workloads that reach the pod from the
+// manager's cache and index, applies inject.Decide and answers with a JSON patch. It
 // never calls the API server on a request.
 type PodInjector struct {
 	reader   client.Reader
@@ -67,15 +68,16 @@ type PodInjector struct {
 }
 
 // SetupPodInjectorWithManager registers the pod injector at PodInjectorPath on the manager's
-// webhook server and creates the informers it reads (Namespaces, RetryPolicies; cluster.FeedIndex those of the
-// workloads and Services when it makes its own index), so
+// webhook server and creates the informers it reads (RetryPolicies, ClusterRetryPolicies;
+// cluster.FeedIndex those of the workloads, Services and Namespaces when it makes its own index), so
 // they start with the cache rather than on the first request.
 func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodInjector, error) {
 	if o.ProxyImage == "" {
 		return nil, fmt.Errorf("registering the pod injector: the proxy image is empty (set --proxy-image)")
 	}
 	ctx := context.Background()
-	for _, obj := range []client.Object{&corev1.Namespace{}, &v1alpha1.RetryPolicy{}} {
+	// Namespaces' labels come from the index (cluster.FeedIndex watches them as metadata).
+	for _, obj := range []client.Object{&v1alpha1.RetryPolicy{}, &v1alpha1.ClusterRetryPolicy{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
 		}
@@ -151,12 +153,15 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 // bear on the pod's service (its callers, transitively): never a list of the namespace.
 func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input, error) {
 	in := inject.Input{Pod: pod}
-	var ns corev1.Namespace
-	if err := h.reader.Get(ctx, client.ObjectKey{Name: pod.Namespace}, &ns); err != nil {
-		return in, fmt.Errorf("reading namespace %s from the cache: %w", pod.Namespace, err)
+	if !h.index.HasSynced() && !toolscache.WaitForCacheSync(ctx.Done(), h.index.HasSynced) {
+		return in, fmt.Errorf("the manager's workload cache has not synced yet")
 	}
-	in.NamespaceLabels = ns.Labels
-	if pod.Annotations[annotations.Inject] != "true" && ns.Labels[annotations.InjectionLabel] != annotations.InjectionEnabled {
+	if !indexedNamespace(ctx, h.index, pod.Namespace) {
+		return in, fmt.Errorf("reading namespace %s from the cache: not found", pod.Namespace)
+	}
+	labels, _ := h.index.Namespace(pod.Namespace)
+	in.NamespaceLabels = labels
+	if pod.Annotations[annotations.Inject] != "true" && labels[annotations.InjectionLabel] != annotations.InjectionEnabled {
 		return in, nil
 	}
 	var policies v1alpha1.RetryPolicyList
@@ -164,15 +169,49 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 		return in, fmt.Errorf("listing the RetryPolicies of namespace %s from the cache: %w", pod.Namespace, err)
 	}
 	in.Policies = policies.Items
-	if len(in.Policies) == 0 {
-		return in, nil
+	var clusterPolicies v1alpha1.ClusterRetryPolicyList
+	if err := h.reader.List(ctx, &clusterPolicies); err != nil {
+		return in, fmt.Errorf("listing the ClusterRetryPolicies from the cache: %w", err)
 	}
-	if !h.index.HasSynced() && !toolscache.WaitForCacheSync(ctx.Done(), h.index.HasSynced) {
-		return in, fmt.Errorf("the manager's workload cache has not synced yet")
+	w := workload.ForPod(pod)
+	seen := map[string]bool{}
+	var scopes []*workload.ClusterScope
+	for i := range clusterPolicies.Items {
+		p := &clusterPolicies.Items[i]
+		scope, err := h.index.ClusterScope(p)
+		if err != nil {
+			h.log.Error(err, "ignoring a ClusterRetryPolicy the injector cannot evaluate", "namespace", pod.Namespace, "pod", podInjectorPodName(pod))
+			continue
+		}
+		if !scope.Has(pod.Namespace) {
+			continue
+		}
+		in.ClusterPolicies = append(in.ClusterPolicies, inject.ClusterPolicy{Policy: p, Scope: scope})
+		scopes = append(scopes, scope)
+		// The workloads reached across the policy's namespaces, once each over all policies.
+		for _, x := range h.index.RelevantClusterWorkloads(w, scope) {
+			if !seen[x.Key()] {
+				seen[x.Key()] = true
+				in.ClusterWorkloads = append(in.ClusterWorkloads, x)
+			}
+		}
+	}
+	if len(scopes) > 0 {
+		in.ClusterServices = h.index.ClusterServices(func(ns string) bool {
+			for _, s := range scopes {
+				if s.Has(ns) {
+					return true
+				}
+			}
+			return false
+		}).List()
+	}
+	if len(in.Policies) == 0 && len(in.ClusterPolicies) == 0 {
+		return in, nil
 	}
 	// The workloads reached from the pod's nodes (the Services fronting it, its own name) and
 	// its upstreams, through Services; the namespace's Services resolve them.
-	in.Workloads = h.index.RelevantWorkloads(workload.ForPod(pod))
+	in.Workloads = h.index.RelevantWorkloads(w)
 	in.Services = h.index.Services(pod.Namespace).List()
 	return in, nil
 }
@@ -185,8 +224,8 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 // cluster) are logged at V(1) only: an event for each would flood the event store.
 func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision) {
 	log := h.log.WithValues("namespace", pod.Namespace, "pod", podInjectorPodName(pod))
-	if d.Policy != nil {
-		log = log.WithValues("policy", d.Policy.Namespace+"/"+d.Policy.Name)
+	if d.Ref.Kind != "" {
+		log = log.WithValues("policy", d.Ref.String())
 	}
 	if d.Injected {
 		log.V(1).Info("injected the retrycap proxy", "warnings", d.Warnings)
@@ -210,16 +249,19 @@ func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision
 
 func (h *PodInjector) event(pod *corev1.Pod, d inject.Decision, typ, reason, note string) {
 	var regarding, related runtime.Object
-	if d.Policy != nil {
+	switch {
+	case d.Policy != nil:
 		related = d.Policy
+	case d.ClusterPolicy != nil:
+		related = d.ClusterPolicy
 	}
 	switch owner := metav1.GetControllerOf(pod); {
 	case owner != nil:
 		regarding = &corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Namespace: pod.Namespace, Name: owner.Name, UID: owner.UID}
 	case pod.Name != "":
 		regarding = &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name}
-	case d.Policy != nil:
-		regarding, related = d.Policy, nil
+	case related != nil:
+		regarding, related = related, nil
 	default:
 		return // a nameless bare pod and no policy: the log line is the record
 	}

@@ -54,15 +54,17 @@ type Webhooks struct {
 }
 
 // The manager's permissions for the gate and the validator: they read workloads (Pods as
-// metadata) and policies from its cache.
-// +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// metadata), Namespaces (as metadata: their labels), Services and policies of both kinds from
+// its cache.
+// +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies;clusterretrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 
 // SetupWithManager registers the workload gate at GatePath and the RetryPolicy validator at
 // PolicyValidatorPath on the manager's webhook server, and the informers they read (Deployments,
-// StatefulSets, DaemonSets, Pod metadata, RetryPolicies) on its cache.
+// StatefulSets, DaemonSets, Pod metadata, Services, Namespace metadata, RetryPolicies,
+// ClusterRetryPolicies) on its cache.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	log := mgr.GetLogger().WithName("webhooks")
 	index := o.Index

@@ -7,17 +7,83 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 )
 
-// CompareStrictness orders policies strictest first: the lowest spec.maxAmplification, ties by
-// namespace, then name. It is the one ordering behind "the strictest selecting policy wins": the
-// gate names the strictest exceeded policy first, and the injector renders the strictest
-// selecting policy's settings. Ties are broken by name so that the choice never depends on the
-// order a cache lists policies in.
-func CompareStrictness(a, b *v1alpha1.RetryPolicy) int {
-	return cmp.Or(cmp.Compare(a.Spec.MaxAmplification, b.Spec.MaxAmplification),
+// The kinds of policy a workload can be selected by, as messages name them.
+const (
+	KindRetryPolicy        = "RetryPolicy"
+	KindClusterRetryPolicy = "ClusterRetryPolicy"
+)
+
+// PolicyRef names a policy of either kind with its cap: what "the strictest selecting policy"
+// is decided on, so that the gate and the injector order RetryPolicies and ClusterRetryPolicies
+// by one rule (CompareRefs).
+type PolicyRef struct {
+	// Kind is KindRetryPolicy or KindClusterRetryPolicy.
+	Kind string
+	// Namespace is a RetryPolicy's namespace; empty for a ClusterRetryPolicy.
+	Namespace string
+	Name      string
+	// Cap is the policy's spec.maxAmplification.
+	Cap int32
+}
+
+// RefOf is a RetryPolicy's PolicyRef.
+func RefOf(p *v1alpha1.RetryPolicy) PolicyRef {
+	return PolicyRef{Kind: KindRetryPolicy, Namespace: p.Namespace, Name: p.Name, Cap: p.Spec.MaxAmplification}
+}
+
+// ClusterRefOf is a ClusterRetryPolicy's PolicyRef.
+func ClusterRefOf(p *v1alpha1.ClusterRetryPolicy) PolicyRef {
+	return PolicyRef{Kind: KindClusterRetryPolicy, Name: p.Name, Cap: p.Spec.MaxAmplification}
+}
+
+// Cluster reports whether r is a ClusterRetryPolicy.
+func (r PolicyRef) Cluster() bool { return r.Kind == KindClusterRetryPolicy }
+
+// QualifiedName is how messages name the policy after its kind: "shop/checkout" for a
+// RetryPolicy, "chain" for a ClusterRetryPolicy.
+func (r PolicyRef) QualifiedName() string {
+	if r.Cluster() {
+		return r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// String is "RetryPolicy shop/checkout" or "ClusterRetryPolicy chain".
+func (r PolicyRef) String() string { return r.Kind + " " + r.QualifiedName() }
+
+// CompareRefs orders policies of either kind strictest first: the lowest cap; on a tie a
+// RetryPolicy before a ClusterRetryPolicy, then namespace, then name. A namespaced policy wins a
+// tie because it is the narrower rule, written by the team that owns the namespace for its
+// workloads (its timeouts, budget and breaker are tuned to them), while the cluster policy is
+// the organisation's ceiling over many teams: with equal caps the ceiling is met either way, and
+// the team's own settings are the better ones to render. Names break the remaining ties so that
+// the choice never depends on the order a cache lists policies in.
+func CompareRefs(a, b PolicyRef) int {
+	return cmp.Or(cmp.Compare(a.Cap, b.Cap), cmp.Compare(kindRank(a.Kind), kindRank(b.Kind)),
 		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+func kindRank(kind string) int {
+	if kind == KindClusterRetryPolicy {
+		return 1
+	}
+	return 0
+}
+
+// CompareStrictness is CompareRefs over two RetryPolicies: the lowest spec.maxAmplification, ties
+// by namespace, then name. It is the one ordering behind "the strictest selecting policy wins":
+// the gate names the strictest exceeded policy first, and the injector renders the strictest
+// selecting policy's settings.
+func CompareStrictness(a, b *v1alpha1.RetryPolicy) int {
+	return CompareRefs(RefOf(a), RefOf(b))
 }
 
 // SortStrictest sorts policies strictest first (CompareStrictness).
 func SortStrictest(ps []*v1alpha1.RetryPolicy) {
 	slices.SortStableFunc(ps, CompareStrictness)
+}
+
+// SortRefs sorts policy references of either kind strictest first (CompareRefs).
+func SortRefs(rs []PolicyRef) {
+	slices.SortStableFunc(rs, CompareRefs)
 }

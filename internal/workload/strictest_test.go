@@ -25,3 +25,33 @@ func TestSortStrictest(t *testing.T) {
 		t.Fatalf("SortStrictest = %v, want %v", got, want)
 	}
 }
+
+func TestSortRefsAcrossKinds(t *testing.T) {
+	rp := func(ns, name string, cap int32) PolicyRef {
+		return RefOf(&v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.RetryPolicySpec{MaxAmplification: cap}})
+	}
+	crp := func(name string, cap int32) PolicyRef {
+		return ClusterRefOf(&v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.ClusterRetryPolicySpec{RetryPolicySpec: v1alpha1.RetryPolicySpec{MaxAmplification: cap}}})
+	}
+	rs := []PolicyRef{crp("wide", 9), rp("shop", "b", 4), crp("chain", 4), crp("aaa", 4), rp("shop", "a", 6), crp("tight", 2), rp("other", "z", 4)}
+	SortRefs(rs)
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.String())
+	}
+	// Lowest cap first; on a tie RetryPolicies (by namespace, then name) before
+	// ClusterRetryPolicies (by name).
+	want := []string{"ClusterRetryPolicy tight", "RetryPolicy other/z", "RetryPolicy shop/b", "ClusterRetryPolicy aaa",
+		"ClusterRetryPolicy chain", "RetryPolicy shop/a", "ClusterRetryPolicy wide"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("SortRefs = %v, want %v", got, want)
+	}
+	if got := crp("chain", 4).QualifiedName(); got != "chain" {
+		t.Errorf("QualifiedName of a ClusterRetryPolicy = %q, want %q", got, "chain")
+	}
+	if got := rp("shop", "a", 6).QualifiedName(); got != "shop/a" {
+		t.Errorf("QualifiedName of a RetryPolicy = %q, want %q", got, "shop/a")
+	}
+}
