@@ -111,6 +111,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 	_ = oneRequest(addr, true)
 	time.Sleep(time.Second)
 	baseFds, baseRSS := fds(pid), rss(pid)
+	baseMem := goMem(scrape(admin))
 
 	viaProxy, direct, tun, slowc := newCounters(), newCounters(), newCounters(), newCounters()
 	var peakFds, peakRSS, afterFds, afterRSS int
@@ -158,7 +159,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 			time.Sleep(5 * time.Second)
 			afterRSS = min(afterRSS, rss(pid))
 		}
-		roundsOut = append(roundsOut, fmt.Sprintf("round %d: after it, %d descriptors, RSS %.1f MiB", round, afterFds, mib(afterRSS)))
+		roundsOut = append(roundsOut, fmt.Sprintf("round %d: after it, %d descriptors, RSS %.1f MiB; Go memory %s", round, afterFds, mib(afterRSS), goMem(scrape(admin))))
 	}
 	metrics := scrape(admin)
 
@@ -171,6 +172,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 		slowc.ok.Load(), slowBound+slowSlack, slowBound, slowc.errs, time.Duration(slowc.max.Load()).Round(time.Millisecond))
 	fmt.Printf("descriptors: baseline %d, peak %d, after %d\n", baseFds, peakFds, afterFds)
 	fmt.Printf("RSS: baseline %.1f MiB, peak %.1f MiB, after %.1f MiB (lowest within %s of the end)\n", mib(baseRSS), mib(peakRSS), mib(afterRSS), settle)
+	fmt.Printf("Go memory at the baseline: %s\n", baseMem)
 	for _, m := range []string{"retrycap_proxy_stale_resends_total", "retrycap_proxy_timeouts_total", "retrycap_proxy_accept_pauses_total",
 		`retrycap_proxy_retries_total{upstream="svc"}`, `retrycap_proxy_attempts_total{upstream="svc"}`, "retrycap_proxy_loop_handoffs_total"} {
 		fmt.Printf("  %s\n", strings.Join(grep(metrics, m), "; "))
@@ -245,6 +247,39 @@ func scrape(admin string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// goMemStats are the Go runtime's figures (the admin port's Go collector)
+// that tell retained memory from live memory: the heap in use (live
+// objects and fragmentation), idle spans not yet returned to the OS
+// (idle minus released: RSS the scavenger will give back), stacks.
+var goMemStats = []struct{ name, label string }{
+	{"go_memstats_heap_alloc_bytes", "heap live"},
+	{"go_memstats_heap_inuse_bytes", "heap in use"},
+	{"go_memstats_heap_idle_bytes", "heap idle"},
+	{"go_memstats_heap_released_bytes", "released"},
+	{"go_memstats_stack_inuse_bytes", "stacks"},
+	{"go_memstats_sys_bytes", "from the OS"},
+	{"go_goroutines", "goroutines"},
+}
+
+// goMem is goMemStats from a scrape, MiB (goroutines as a count).
+func goMem(metrics string) string {
+	var out []string
+	for _, m := range goMemStats {
+		for _, l := range grep(metrics, m.name+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, m.name)), 64)
+			if err != nil {
+				continue
+			}
+			if m.name == "go_goroutines" {
+				out = append(out, fmt.Sprintf("%s %.0f", m.label, v))
+			} else {
+				out = append(out, fmt.Sprintf("%s %.1f", m.label, v/(1<<20)))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func grep(text, prefix string) []string {
