@@ -43,7 +43,7 @@ func main() {
 	pipeClients := flag.Int("pipelined", 4, "pipelining clients")
 	tunnels := flag.Int("tunnels", 2, "upgrade and CONNECT clients (each)")
 	slow := flag.Int("slowloris", 8, "slowloris clients")
-	settle := flag.Duration("settle", 150*time.Second, "how long to watch RSS after the load (Go forces a GC every 2 minutes, after which the scavenger returns memory)")
+	settle := flag.Duration("settle", 290*time.Second, "how long to watch RSS after the load: two of the forced GCs Go runs every 2 minutes of an idle process (a sync.Pool keeps its objects through one GC, drops them at the next; the scavenger then returns the pages)")
 	rounds := flag.Int("rounds", 1, "how many times the load runs (each followed by the settle)")
 	flag.Parse()
 	os.Exit(run(*bin, *engine, *duration, *settle, *rounds, *kaClients, *pipeClients, *tunnels, *slow))
@@ -111,7 +111,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 	_ = oneRequest(addr, true)
 	time.Sleep(time.Second)
 	baseFds, baseRSS := fds(pid), rss(pid)
-	baseMem := goMem(scrape(admin))
+	baseMem, baseParts := goMem(scrape(admin)), rssParts(pid)
 
 	viaProxy, direct, tun, slowc := newCounters(), newCounters(), newCounters(), newCounters()
 	var peakFds, peakRSS, afterFds, afterRSS int
@@ -159,7 +159,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 			time.Sleep(5 * time.Second)
 			afterRSS = min(afterRSS, rss(pid))
 		}
-		roundsOut = append(roundsOut, fmt.Sprintf("round %d: after it, %d descriptors, RSS %.1f MiB; Go memory %s", round, afterFds, mib(afterRSS), goMem(scrape(admin))))
+		roundsOut = append(roundsOut, fmt.Sprintf("round %d: after it, %d descriptors, RSS %.1f MiB (%s); Go memory %s", round, afterFds, mib(afterRSS), rssParts(pid), goMem(scrape(admin))))
 	}
 	metrics := scrape(admin)
 
@@ -172,7 +172,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 		slowc.ok.Load(), slowBound+slowSlack, slowBound, slowc.errs, time.Duration(slowc.max.Load()).Round(time.Millisecond))
 	fmt.Printf("descriptors: baseline %d, peak %d, after %d\n", baseFds, peakFds, afterFds)
 	fmt.Printf("RSS: baseline %.1f MiB, peak %.1f MiB, after %.1f MiB (lowest within %s of the end)\n", mib(baseRSS), mib(peakRSS), mib(afterRSS), settle)
-	fmt.Printf("Go memory at the baseline: %s\n", baseMem)
+	fmt.Printf("at the baseline: RSS %s; Go memory %s\n", baseParts, baseMem)
 	for _, m := range []string{"retrycap_proxy_stale_resends_total", "retrycap_proxy_timeouts_total", "retrycap_proxy_accept_pauses_total",
 		`retrycap_proxy_retries_total{upstream="svc"}`, `retrycap_proxy_attempts_total{upstream="svc"}`, "retrycap_proxy_loop_handoffs_total"} {
 		fmt.Printf("  %s\n", strings.Join(grep(metrics, m), "; "))
@@ -228,15 +228,25 @@ func fds(pid int) int {
 }
 
 // rss is VmRSS in KiB.
-func rss(pid int) int {
+func rss(pid int) int { return status(pid, "VmRSS") }
+
+// status is a KiB field of /proc/PID/status.
+func status(pid int, field string) int {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return n
 		}
 	}
 	return 0
+}
+
+// rssParts splits the resident set: anonymous memory (the heap, stacks,
+// the runtime's own) and file pages (the binary's code and data, mapped
+// in as the load runs paths the baseline did not).
+func rssParts(pid int) string {
+	return fmt.Sprintf("anonymous %.1f MiB, file %.1f MiB", mib(status(pid, "RssAnon")), mib(status(pid, "RssFile")))
 }
 
 func scrape(admin string) string {
