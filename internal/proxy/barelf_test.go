@@ -124,3 +124,22 @@ func methodOf(req string) string {
 	m, _, _ := strings.Cut(req, " ")
 	return m
 }
+
+// A head fasthttp parses but the proxy does not read (a header name with a
+// space, an obs-fold line) gets the loop's bytes on either engine too.
+func TestFramingParsedHeadRefusedAlike(t *testing.T) {
+	b := newFrBackend(t, nil)
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+	for bad, why := range map[string]string{
+		"X A: 1":       "a header name with a byte that is not a token character",
+		"X-A: 1\r\n b": "a folded header line (obs-fold)",
+	} {
+		ans := frExchange(t, p.Addr(), "GET http://backend/ HTTP/1.1\r\nHost: backend\r\n"+bad+"\r\n\r\n", 0, "GET")
+		if want := string(forward.MalformedAnswer(why)); ans != want {
+			t.Errorf("%q: the client read\n%q\nwant\n%q", bad, ans, want)
+		}
+	}
+	if raw, _ := b.received(); raw != "" {
+		t.Errorf("backend received %q, want nothing", raw)
+	}
+}
