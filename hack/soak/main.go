@@ -14,6 +14,10 @@
 // It prints one summary and exits 1 if the proxy path had an error the
 // direct path does not have (a class of error, or more of them), if a
 // slowloris was not cut, or if descriptors are not back to the baseline.
+// RSS is reported, not judged: with the Go runtime's figures (the admin
+// port's Go collector) and the resident set split into anonymous and file
+// pages, at the baseline and after each round, it tells retained memory
+// from a leak (docs/operating.md, "The proxy's memory after a load").
 package main
 
 import (
