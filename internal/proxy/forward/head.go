@@ -19,35 +19,48 @@ import (
 // if b does not hold all of it. Lines end in CRLF or a bare LF, as
 // fasthttp's parser accepts.
 func HeadEnd(b []byte) int {
+	end, _ := scanHead(b)
+	return end
+}
+
+// CheckHead finds the request head at the start of b (end: HeadEnd's) and
+// gives the verdict on it before it is parsed: refuse is "" to parse it,
+// else why it is refused (400, then the close). A bare LF is refused here
+// because fasthttp's parser never finds the end of a head ended by bare
+// LFs: it would wait for the head timeout. The rules that need the parsed
+// head (BadHeaderLines, CheckVersion) come after the parse, on either
+// engine. One pass finds the end and the bare LFs.
+func CheckHead(b []byte) (end int, refuse string) {
+	end, bare := scanHead(b)
+	if end >= 0 && bare {
+		refuse = "a line ends in a bare LF"
+	}
+	return end, refuse
+}
+
+// scanHead is HeadEnd, and whether a line of the head (through its end, or
+// of what b holds of it) ends in a bare LF.
+func scanHead(b []byte) (end int, bareLF bool) {
 	for i := 0; ; {
 		j := bytes.IndexByte(b[i:], '\n')
 		if j < 0 {
-			return -1
+			return -1, bareLF
 		}
-		i += j + 1
+		i += j
+		if i == 0 || b[i-1] != '\r' {
+			bareLF = true
+		}
+		i++
 		if i < len(b) && b[i] == '\n' {
-			return i + 1
+			return i + 1, true // the empty line is a bare LF
 		}
 		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
-			return i + 2
+			return i + 2, bareLF
 		}
 		if i+1 >= len(b) {
-			return -1
+			return -1, bareLF
 		}
 	}
-}
-
-// RefuseHead is the verdict on a whole request head (HeadEnd's) before it
-// is parsed: "" to parse it, else why it is refused (400, then the close).
-// A bare LF is refused here because fasthttp's parser never finds the end
-// of a head ended by bare LFs: it would wait for the head timeout. The
-// rules that need the parsed head (BadHeaderLines, CheckVersion) come
-// after the parse, on either engine.
-func RefuseHead(head []byte) string {
-	if BareLF(head) {
-		return "a line ends in a bare LF"
-	}
-	return ""
 }
 
 // MalformedAnswer is the answer to a head the proxy does not read, byte for

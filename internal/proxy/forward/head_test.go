@@ -25,7 +25,8 @@ func refHeadEnd(b []byte) int {
 	}
 }
 
-// HeadEnd against its specification.
+// HeadEnd against its specification, and CheckHead against HeadEnd and
+// BareLF.
 func FuzzHeadEnd(f *testing.F) {
 	for _, s := range []string{
 		"",
@@ -48,6 +49,12 @@ func FuzzHeadEnd(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, want := HeadEnd(b), refHeadEnd(b); got != want {
 			t.Fatalf("HeadEnd(%q) = %d, want %d", b, got, want)
+		}
+		// CheckHead: the same end, refused exactly when a line of that
+		// head ends in a bare LF.
+		end, refuse := CheckHead(b)
+		if want := end >= 0 && BareLF(b[:end]); end != HeadEnd(b) || (refuse != "") != want {
+			t.Fatalf("CheckHead(%q) = %d, %q; want %d, refused %t", b, end, refuse, HeadEnd(b), want)
 		}
 	})
 }

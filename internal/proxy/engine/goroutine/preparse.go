@@ -13,7 +13,7 @@ import (
 // headConn is the pre-parser in front of fasthttp's server: every client
 // connection of the engine (accepted, or handed over by a loop) is read
 // through one. It finds each request head in the bytes as they arrive and
-// gives it forward.RefuseHead's verdict, the event loop's, before fasthttp
+// gives it forward.CheckHead's verdict, the event loop's, before fasthttp
 // sees it: a refused head (a bare LF, on which fasthttp's parser would
 // wait for the head timeout) is answered with forward.MalformedAnswer,
 // byte for byte the loop's answer, and the connection closes. Everything
@@ -214,7 +214,7 @@ func (c *headConn) scan(data []byte) int {
 				c.part = append(c.part, rest...)
 				head = c.part
 			}
-			end := forward.HeadEnd(head)
+			end, why := forward.CheckHead(head)
 			if end < 0 {
 				if len(head) > scanMaxHead {
 					c.stop()
@@ -224,7 +224,7 @@ func (c *headConn) scan(data []byte) int {
 				// Passed on: fasthttp waits for the rest of it too.
 				return len(data)
 			}
-			if why := forward.RefuseHead(head[:end]); why != "" {
+			if why != "" {
 				c.refusal = forward.MalformedAnswer(why)
 				c.part = c.part[:0]
 				return i

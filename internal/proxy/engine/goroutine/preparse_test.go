@@ -108,3 +108,63 @@ func TestChunkSize(t *testing.T) {
 		}
 	}
 }
+
+// reqConn brings n copies of req, one per read (a keep-alive client
+// waiting for each answer), and discards what is written.
+type reqConn struct {
+	splitConn
+	req []byte
+	n   int
+}
+
+func (c *reqConn) Read(p []byte) (int, error) {
+	if c.n == 0 {
+		return 0, io.EOF
+	}
+	c.n--
+	return copy(p, c.req), nil
+}
+
+func (c *reqConn) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkHeadConn is fasthttp's server serving keep-alive GETs (the
+// bench's request, one per read), without and with the pre-parser: its
+// cost per request, next to the whole proxy's (docs/benchmarks.md).
+func BenchmarkHeadConn(b *testing.B) {
+	req := []byte("GET http://backend/ HTTP/1.1\r\nHost: backend\r\n\r\n")
+	for _, wrap := range []bool{false, true} {
+		b.Run(map[bool]string{false: "fasthttp", true: "fasthttp+headConn"}[wrap], func(b *testing.B) {
+			srv := &fasthttp.Server{
+				Handler: func(ctx *fasthttp.RequestCtx) {
+					servedRequest(ctx.Conn())
+					ctx.SetBodyString("ok")
+				},
+				NoDefaultServerHeader: true, NoDefaultContentType: true, NoDefaultDate: true,
+				ReadBufferSize: 8192, Logger: discard{},
+			}
+			var c net.Conn = &reqConn{req: req, n: b.N}
+			if wrap {
+				c = newHeadConn(c)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			_ = srv.ServeConn(c)
+		})
+	}
+}
+
+// BenchmarkHeadConnRead is the pre-parser alone: one keep-alive GET per
+// read, served before the next (what fasthttp's server does around it).
+func BenchmarkHeadConnRead(b *testing.B) {
+	req := []byte("GET http://backend/ HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c := newHeadConn(&reqConn{req: req, n: b.N})
+	p := make([]byte, 8192)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if n, err := c.Read(p); n != len(req) || err != nil {
+			b.Fatalf("read %d, %v", n, err)
+		}
+		servedRequest(c)
+	}
+}

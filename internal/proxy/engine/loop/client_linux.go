@@ -176,7 +176,7 @@ func (c *cliConn) serve(data []byte) {
 // connection was handed off or closed.
 func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	l := c.l
-	end := forward.HeadEnd(data)
+	end, refusal := forward.CheckHead(data)
 	if end < 0 {
 		if len(data) > loopMaxHead {
 			c.handoff(data, HandoffHeadTooLarge)
@@ -192,11 +192,11 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.handoff(data, HandoffHeadTooLarge)
 		return nil, false
 	}
-	if why := forward.RefuseHead(data[:end]); why != "" {
+	if refusal != "" {
 		// Refused before it is parsed, as the goroutine engine's pre-parser
 		// refuses it (fasthttp's parser would wait for the end of a head
 		// ended by bare LFs).
-		c.refuse(why)
+		c.refuse(refusal)
 		return nil, false
 	}
 	cl := l.getCall()
