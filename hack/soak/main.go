@@ -14,6 +14,10 @@
 // It prints one summary and exits 1 if the proxy path had an error the
 // direct path does not have (a class of error, or more of them), if a
 // slowloris was not cut, or if descriptors are not back to the baseline.
+// RSS is reported, not judged: with the Go runtime's figures (the admin
+// port's Go collector) and the resident set split into anonymous and file
+// pages, at the baseline and after each round, it tells retained memory
+// from a leak (docs/operating.md, "The proxy's memory after a load").
 package main
 
 import (
@@ -43,7 +47,7 @@ func main() {
 	pipeClients := flag.Int("pipelined", 4, "pipelining clients")
 	tunnels := flag.Int("tunnels", 2, "upgrade and CONNECT clients (each)")
 	slow := flag.Int("slowloris", 8, "slowloris clients")
-	settle := flag.Duration("settle", 150*time.Second, "how long to watch RSS after the load (Go forces a GC every 2 minutes, after which the scavenger returns memory)")
+	settle := flag.Duration("settle", 290*time.Second, "how long to watch RSS after the load: two of the forced GCs Go runs every 2 minutes of an idle process (a sync.Pool keeps its objects through one GC, drops them at the next; the scavenger then returns the pages)")
 	rounds := flag.Int("rounds", 1, "how many times the load runs (each followed by the settle)")
 	flag.Parse()
 	os.Exit(run(*bin, *engine, *duration, *settle, *rounds, *kaClients, *pipeClients, *tunnels, *slow))
@@ -111,6 +115,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 	_ = oneRequest(addr, true)
 	time.Sleep(time.Second)
 	baseFds, baseRSS := fds(pid), rss(pid)
+	baseMem, baseParts := goMem(scrape(admin)), rssParts(pid)
 
 	viaProxy, direct, tun, slowc := newCounters(), newCounters(), newCounters(), newCounters()
 	var peakFds, peakRSS, afterFds, afterRSS int
@@ -158,7 +163,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 			time.Sleep(5 * time.Second)
 			afterRSS = min(afterRSS, rss(pid))
 		}
-		roundsOut = append(roundsOut, fmt.Sprintf("round %d: after it, %d descriptors, RSS %.1f MiB", round, afterFds, mib(afterRSS)))
+		roundsOut = append(roundsOut, fmt.Sprintf("round %d: after it, %d descriptors, RSS %.1f MiB (%s); Go memory %s", round, afterFds, mib(afterRSS), rssParts(pid), goMem(scrape(admin))))
 	}
 	metrics := scrape(admin)
 
@@ -171,6 +176,7 @@ func run(bin, engine string, duration, settle time.Duration, rounds, kaClients, 
 		slowc.ok.Load(), slowBound+slowSlack, slowBound, slowc.errs, time.Duration(slowc.max.Load()).Round(time.Millisecond))
 	fmt.Printf("descriptors: baseline %d, peak %d, after %d\n", baseFds, peakFds, afterFds)
 	fmt.Printf("RSS: baseline %.1f MiB, peak %.1f MiB, after %.1f MiB (lowest within %s of the end)\n", mib(baseRSS), mib(peakRSS), mib(afterRSS), settle)
+	fmt.Printf("at the baseline: RSS %s; Go memory %s\n", baseParts, baseMem)
 	for _, m := range []string{"retrycap_proxy_stale_resends_total", "retrycap_proxy_timeouts_total", "retrycap_proxy_accept_pauses_total",
 		`retrycap_proxy_retries_total{upstream="svc"}`, `retrycap_proxy_attempts_total{upstream="svc"}`, "retrycap_proxy_loop_handoffs_total"} {
 		fmt.Printf("  %s\n", strings.Join(grep(metrics, m), "; "))
@@ -226,15 +232,25 @@ func fds(pid int) int {
 }
 
 // rss is VmRSS in KiB.
-func rss(pid int) int {
+func rss(pid int) int { return status(pid, "VmRSS") }
+
+// status is a KiB field of /proc/PID/status.
+func status(pid int, field string) int {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
 			return n
 		}
 	}
 	return 0
+}
+
+// rssParts splits the resident set: anonymous memory (the heap, stacks,
+// the runtime's own) and file pages (the binary's code and data, mapped
+// in as the load runs paths the baseline did not).
+func rssParts(pid int) string {
+	return fmt.Sprintf("anonymous %.1f MiB, file %.1f MiB", mib(status(pid, "RssAnon")), mib(status(pid, "RssFile")))
 }
 
 func scrape(admin string) string {
@@ -245,6 +261,39 @@ func scrape(admin string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// goMemStats are the Go runtime's figures (the admin port's Go collector)
+// that tell retained memory from live memory: the heap in use (live
+// objects and fragmentation), idle spans not yet returned to the OS
+// (idle minus released: RSS the scavenger will give back), stacks.
+var goMemStats = []struct{ name, label string }{
+	{"go_memstats_heap_alloc_bytes", "heap live"},
+	{"go_memstats_heap_inuse_bytes", "heap in use"},
+	{"go_memstats_heap_idle_bytes", "heap idle"},
+	{"go_memstats_heap_released_bytes", "released"},
+	{"go_memstats_stack_inuse_bytes", "stacks"},
+	{"go_memstats_sys_bytes", "from the OS"},
+	{"go_goroutines", "goroutines"},
+}
+
+// goMem is goMemStats from a scrape, MiB (goroutines as a count).
+func goMem(metrics string) string {
+	var out []string
+	for _, m := range goMemStats {
+		for _, l := range grep(metrics, m.name+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, m.name)), 64)
+			if err != nil {
+				continue
+			}
+			if m.name == "go_goroutines" {
+				out = append(out, fmt.Sprintf("%s %.0f", m.label, v))
+			} else {
+				out = append(out, fmt.Sprintf("%s %.1f", m.label, v/(1<<20)))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func grep(text, prefix string) []string {

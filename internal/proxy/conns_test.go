@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // Connection management and timeouts (issue 14, defects 3-5), through real
@@ -157,12 +158,12 @@ func wantReceived(t *testing.T, b *kaBackend, want []string) {
 func TestStaleUpstreamClosedIdle(t *testing.T) {
 	b := newKABackend(t, 100*time.Millisecond, false)
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "1", "--upstream-idle-timeout", "1m")
-	c := ltDial(t, p.Addr())
-	_ = c.c.SetDeadline(time.Now().Add(20 * time.Second))
+	c := proxytest.Dial(t, p.Addr())
+	_ = c.C.SetDeadline(time.Now().Add(20 * time.Second))
 	reqs, want := staleRequests()
 	for i, r := range reqs {
-		c.send(r)
-		c.expect("POST", 200, want[i])
+		c.Send(r)
+		c.Expect("POST", 200, want[i])
 		waitFor(t, "the backend closed the idle connection", func() bool { return b.closedIdle.Load() == int64(i+1) })
 	}
 	wantReceived(t, b, want)
@@ -182,11 +183,11 @@ func TestStaleUpstreamClosedIdle(t *testing.T) {
 func TestStaleUpstreamResentOnce(t *testing.T) {
 	b := newKABackend(t, time.Minute, true)
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "1")
-	c := ltDial(t, p.Addr())
+	c := proxytest.Dial(t, p.Addr())
 	reqs, want := staleRequests()
 	for i, r := range reqs {
-		c.send(r)
-		c.expect("POST", 200, want[i])
+		c.Send(r)
+		c.Expect("POST", 200, want[i])
 	}
 	wantReceived(t, b, want)
 	dropped := b.dropped.Load()
@@ -212,11 +213,11 @@ func TestStaleUpstreamResentOnce(t *testing.T) {
 func TestUpstreamIdleBound(t *testing.T) {
 	b := newKABackend(t, time.Minute, false)
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--upstream-idle-timeout", "100ms")
-	c := ltDial(t, p.Addr())
+	c := proxytest.Dial(t, p.Addr())
 	reqs, want := staleRequests()
 	for i, r := range reqs {
-		c.send(r)
-		c.expect("POST", 200, want[i])
+		c.Send(r)
+		c.Expect("POST", 200, want[i])
 		waitFor(t, "the proxy closed its idle upstream connection", func() bool { return b.closedByPeer.Load() == int64(i+1) })
 	}
 	wantReceived(t, b, want)
@@ -254,9 +255,9 @@ func timeoutsOf(p *Proxy, kind string) float64 {
 // keep-alive connection is closed (no answer) within --keepalive-timeout.
 // None reaches the backend.
 func TestRequestTimeouts(t *testing.T) {
-	b := newLTBackend(t, nil)
+	b := proxytest.NewBackend(t, nil)
 	const bound = 300 * time.Millisecond
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(),
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr(),
 		"--http-request-timeout", "300ms", "--client-timeout", "300ms", "--keepalive-timeout", "300ms")
 	const head408 = "HTTP/1.1 408 Request Timeout\r\n"
 	check := func(t *testing.T, got string, took time.Duration, want, body string) {
@@ -273,20 +274,20 @@ func TestRequestTimeouts(t *testing.T) {
 	headBody := "request head not received within --http-request-timeout\n"
 	t.Run("silent", func(t *testing.T) {
 		start := time.Now()
-		c := ltDial(t, p.Addr())
-		got, took := readToClose(t, c.c, start)
+		c := proxytest.Dial(t, p.Addr())
+		got, took := readToClose(t, c.C, start)
 		check(t, got, took, head408, headBody)
 	})
 	t.Run("partial-head", func(t *testing.T) {
 		start := time.Now()
-		c := ltDial(t, p.Addr())
-		c.send("GET http://svc/partial HTTP/1.1\r\nHost: svc\r\n")
-		got, took := readToClose(t, c.c, start)
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("GET http://svc/partial HTTP/1.1\r\nHost: svc\r\n")
+		got, took := readToClose(t, c.C, start)
 		check(t, got, took, head408, headBody)
 	})
 	t.Run("slowloris", func(t *testing.T) {
 		start := time.Now()
-		c := ltDial(t, p.Addr())
+		c := proxytest.Dial(t, p.Addr())
 		stop := make(chan struct{})
 		done := make(chan struct{})
 		go func() {
@@ -300,35 +301,35 @@ func TestRequestTimeouts(t *testing.T) {
 					return
 				case <-tick.C:
 				}
-				if _, err := c.c.Write([]byte{head[i]}); err != nil {
+				if _, err := c.C.Write([]byte{head[i]}); err != nil {
 					return
 				}
 			}
 		}()
-		got, took := readToClose(t, c.c, start)
+		got, took := readToClose(t, c.C, start)
 		close(stop)
 		<-done
 		check(t, got, took, head408, headBody)
 	})
 	t.Run("partial-body", func(t *testing.T) {
-		c := ltDial(t, p.Addr())
-		c.send("POST http://svc/body HTTP/1.1\r\nHost: svc\r\nContent-Length: 10\r\n\r\nab")
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("POST http://svc/body HTTP/1.1\r\nHost: svc\r\nContent-Length: 10\r\n\r\nab")
 		start := time.Now()
-		got, took := readToClose(t, c.c, start)
+		got, took := readToClose(t, c.C, start)
 		check(t, got, took, head408, "request body not received within --client-timeout\n")
 	})
 	t.Run("keep-alive", func(t *testing.T) {
-		c := ltDial(t, p.Addr())
-		c.send("GET http://svc/ka HTTP/1.1\r\nHost: svc\r\n\r\n")
-		c.expect("", 200, "/ka:")
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("GET http://svc/ka HTTP/1.1\r\nHost: svc\r\n\r\n")
+		c.Expect("", 200, "/ka:")
 		start := time.Now()
-		got, took := readToClose(t, c.c, start)
+		got, took := readToClose(t, c.C, start)
 		check(t, got, took, "", "")
 		if got != "" {
 			t.Fatalf("an idle keep-alive connection got %q, want a close with nothing", got)
 		}
 	})
-	if got := b.hits.Load(); got != 1 {
+	if got := b.Hits.Load(); got != 1 {
 		t.Fatalf("the backend received %d requests, want 1 (the keep-alive one)", got)
 	}
 	if got := timeoutsOf(p, forward.TimeoutHTTPRequest); got != 3 {
@@ -364,16 +365,16 @@ func TestSelfLoopKnownUpstream(t *testing.T) {
 	p := startProxy(t, "--upstreams", "localhost=2")
 	_, port, _ := net.SplitHostPort(p.Addr())
 	before := openFds(t)
-	c := ltDial(t, p.Addr())
+	c := proxytest.Dial(t, p.Addr())
 	for i := range 10 {
-		c.send(fmt.Sprintf("GET http://localhost:%s/%d HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, i, port))
-		resp, body := c.read("")
+		c.Send(fmt.Sprintf("GET http://localhost:%s/%d HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, i, port))
+		resp, body := c.Answer("")
 		if resp.StatusCode != http.StatusLoopDetected || !strings.Contains(body, "loop refused") || !strings.Contains(body, "localhost:"+port) {
 			t.Fatalf("answer %d %q, want 508 saying the upstream resolves to the proxy itself", resp.StatusCode, body)
 		}
 	}
-	c.send(fmt.Sprintf("POST http://localhost:%s/chunked HTTP/1.1\r\nHost: localhost:%s\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", port, port))
-	if resp, body := c.read(""); resp.StatusCode != http.StatusLoopDetected || !strings.Contains(body, "loop refused") {
+	c.Send(fmt.Sprintf("POST http://localhost:%s/chunked HTTP/1.1\r\nHost: localhost:%s\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n", port, port))
+	if resp, body := c.Answer(""); resp.StatusCode != http.StatusLoopDetected || !strings.Contains(body, "loop refused") {
 		t.Fatalf("answer %d %q, want 508", resp.StatusCode, body)
 	}
 	if after := openFds(t); after > before+4 {

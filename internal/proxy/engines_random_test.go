@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
 	"github.com/retrycap/retrycap/internal/proxy/forward"
 )
 
@@ -516,7 +515,7 @@ func canonical(raw string, head bool) (string, error) {
 			return out.String(), nil
 		}
 		start := len(raw) - sr.Len() - br.Buffered()
-		end := loop.HeadEnd([]byte(raw[start:]))
+		end := forward.HeadEnd([]byte(raw[start:]))
 		if end < 0 {
 			return out.String(), fmt.Errorf("incomplete answer head at byte %d", start)
 		}
@@ -668,7 +667,7 @@ func quoteAll(reqs []string) string {
 
 // shortMessage quotes a request's head and sums up its body.
 func shortMessage(m string) string {
-	end := loop.HeadEnd([]byte(m))
+	end := forward.HeadEnd([]byte(m))
 	if end < 0 {
 		return fmt.Sprintf("%q", m)
 	}

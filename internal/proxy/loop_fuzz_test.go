@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // Fuzz tests of the event loop's input handling: whatever bytes a client
@@ -420,14 +421,14 @@ func TestLoopRequestFillsReadBuffer(t *testing.T) {
 		n := first + loop.ReadBufferSize - len(fmt.Sprintf(head, 0))
 		req := fmt.Sprintf(head, n) + strings.Repeat("a", n)
 		for i := 0; i < 5; i++ {
-			c := ltDial(t, p.Addr())
+			c := proxytest.Dial(t, p.Addr())
 			if first > 0 {
-				c.send(req[:first])
+				c.Send(req[:first])
 				time.Sleep(10 * time.Millisecond)
 			}
-			c.send(req[first:])
-			c.expect("POST", 200, "ok")
-			_ = c.c.Close()
+			c.Send(req[first:])
+			c.Expect("POST", 200, "ok")
+			_ = c.C.Close()
 		}
 	}
 	fzWantIdle(t, p)
@@ -469,8 +470,8 @@ func TestLoopInterimEndsRead(t *testing.T) {
 		}
 	}()
 	p := startProxy(t, "--upstreams", "backend=1", "--resolve", "backend="+ln.Addr().String())
-	c := ltDial(t, p.Addr())
-	c.send("GET http://backend/interim HTTP/1.1\r\nHost: backend\r\n\r\n")
-	c.expect("", 200, "ok")
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://backend/interim HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "ok")
 	fzWantIdle(t, p)
 }

@@ -11,8 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/retrycap/retrycap/internal/proxy/engine/loop"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // The event loop's own edge cases, through real sockets on loopback: raw
@@ -31,139 +30,6 @@ import (
 // selects (the loop by default); what only the loop does (hand-offs, and
 // their counter) is asserted when the proxy runs the loop, and the answers
 // must be the same on either engine.
-
-// ltBackend is a loopback HTTP server that counts requests and
-// connections and records each request with its whole body.
-type ltBackend struct {
-	ln    net.Listener
-	srv   *http.Server
-	hits  atomic.Int64
-	conns atomic.Int64
-	mu    sync.Mutex
-	reqs  []ltRequest
-}
-
-type ltRequest struct {
-	method, uri, key string
-	body             []byte
-}
-
-// newLTBackend serves h (nil: ltEcho) after reading and recording the
-// request's body.
-func newLTBackend(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body []byte)) *ltBackend {
-	t.Helper()
-	if h == nil {
-		h = ltEcho
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &ltBackend{ln: ln}
-	b.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				w.WriteHeader(400)
-				return
-			}
-			b.mu.Lock()
-			b.reqs = append(b.reqs, ltRequest{method: r.Method, uri: r.RequestURI, key: r.Header.Get("Idempotency-Key"), body: body})
-			b.mu.Unlock()
-			b.hits.Add(1)
-			h(w, r, body)
-		}),
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				b.conns.Add(1)
-			}
-		},
-		ReadHeaderTimeout: 5 * time.Second,
-	}
-	go func() { _ = b.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = b.srv.Close() })
-	return b
-}
-
-func (b *ltBackend) addr() string { return b.ln.Addr().String() }
-
-func (b *ltBackend) requests() []ltRequest {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]ltRequest(nil), b.reqs...)
-}
-
-// ltEcho answers "<path>:<body>" with the method in X-Method.
-func ltEcho(w http.ResponseWriter, r *http.Request, body []byte) {
-	w.Header().Set("X-Method", r.Method)
-	_, _ = io.WriteString(w, r.URL.Path+":"+string(body))
-}
-
-// ltConn is a raw client connection to the proxy; every read and write on
-// it must be done within 5 seconds of the dial.
-type ltConn struct {
-	t  *testing.T
-	c  net.Conn
-	br *bufio.Reader
-}
-
-func ltDial(t *testing.T, addr string) *ltConn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	return &ltConn{t: t, c: c, br: bufio.NewReader(c)}
-}
-
-func (c *ltConn) send(s string) {
-	c.t.Helper()
-	if _, err := io.WriteString(c.c, s); err != nil {
-		c.t.Fatalf("writing the request: %v", err)
-	}
-}
-
-// read reads one answer (to a request with method, "" for GET) and its
-// whole body.
-func (c *ltConn) read(method string) (*http.Response, string) {
-	c.t.Helper()
-	if method == "" {
-		method = "GET"
-	}
-	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
-	if err != nil {
-		c.t.Fatalf("reading the answer: %v", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		c.t.Fatalf("reading the answer's body: %v", err)
-	}
-	return resp, string(body)
-}
-
-// expect reads an answer and checks its status and body.
-func (c *ltConn) expect(method string, code int, body string) *http.Response {
-	c.t.Helper()
-	resp, got := c.read(method)
-	if resp.StatusCode != code || got != body {
-		c.t.Fatalf("answer %d %q, want %d %q", resp.StatusCode, got, code, body)
-	}
-	return resp
-}
-
-// expectClosed checks that the proxy closed the connection with nothing
-// more to read: an end of stream, or a reset when the proxy closed it with
-// bytes of the client's still unread.
-func (c *ltConn) expectClosed() {
-	c.t.Helper()
-	b, err := c.br.ReadByte()
-	if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
-		c.t.Fatalf("read %q, %v; want the connection closed", b, err)
-	}
-}
 
 // ltHandoffs is retrycap_proxy_loop_handoffs_total by reason (non-zero
 // ones only).
@@ -209,44 +75,18 @@ func ltWantHandoffs(t *testing.T, p *Proxy, want map[string]float64) {
 	}
 }
 
-// ltEventually polls cond until it holds, for at most 5 seconds.
-func ltEventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		runtime.Gosched()
-	}
-}
-
 // ltWantIdle checks that no call is in flight any more.
 func ltWantIdle(t *testing.T, p *Proxy) {
 	t.Helper()
-	ltEventually(t, "in-flight calls back to 0", func() bool { return p.m.InFlight.Load() == 0 })
-}
-
-// ltPattern is n bytes of a position-dependent pattern.
-func ltPattern(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = 'a' + byte(i*7+i/26)%26
-	}
-	return b
-}
-
-func ltClient(p *Proxy) *http.Client {
-	u, _ := url.Parse("http://" + p.Addr())
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+	proxytest.Eventually(t, "in-flight calls back to 0", func() bool { return p.m.InFlight.Load() == 0 })
 }
 
 // The common request is served by the loop: answered as the upstream
 // answered, the body forwarded intact, nothing handed off.
 func TestLoopOrdinaryRequests(t *testing.T) {
-	b := newLTBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltClient(p)
+	b := proxytest.NewBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.Client(p.Addr())
 	defer c.Transport.(*http.Transport).CloseIdleConnections()
 
 	resp, err := c.Get("http://svc/get?x=1")
@@ -259,7 +99,7 @@ func TestLoopOrdinaryRequests(t *testing.T) {
 		t.Fatalf("GET: %d %q X-Method %q", resp.StatusCode, body, resp.Header.Get("X-Method"))
 	}
 
-	sent := ltPattern(1024)
+	sent := proxytest.Pattern(1024)
 	req, _ := http.NewRequest("POST", "http://svc/post", bytes.NewReader(sent))
 	req.Header.Set("Idempotency-Key", "k-loop-1")
 	resp, err = c.Do(req)
@@ -272,15 +112,15 @@ func TestLoopOrdinaryRequests(t *testing.T) {
 		t.Fatalf("POST: %d X-Method %q body of %d bytes", resp.StatusCode, resp.Header.Get("X-Method"), len(body))
 	}
 
-	reqs := b.requests()
+	reqs := b.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("backend received %d requests, want 2", len(reqs))
 	}
-	if r := reqs[0]; r.method != "GET" || r.uri != "/get?x=1" || len(r.body) != 0 {
-		t.Fatalf("backend's first request: %s %s body %q", r.method, r.uri, r.body)
+	if r := reqs[0]; r.Method != "GET" || r.URI != "/get?x=1" || len(r.Body) != 0 {
+		t.Fatalf("backend's first request: %s %s body %q", r.Method, r.URI, r.Body)
 	}
-	if r := reqs[1]; r.method != "POST" || r.uri != "/post" || r.key != "k-loop-1" || !bytes.Equal(r.body, sent) {
-		t.Fatalf("backend's second request: %s %s key %q body of %d bytes (intact %t)", r.method, r.uri, r.key, len(r.body), bytes.Equal(r.body, sent))
+	if r := reqs[1]; r.Method != "POST" || r.URI != "/post" || r.Key != "k-loop-1" || !bytes.Equal(r.Body, sent) {
+		t.Fatalf("backend's second request: %s %s key %q body of %d bytes (intact %t)", r.Method, r.URI, r.Key, len(r.Body), bytes.Equal(r.Body, sent))
 	}
 	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 2 {
 		t.Fatalf("attempts %v, want 2", got)
@@ -292,19 +132,19 @@ func TestLoopOrdinaryRequests(t *testing.T) {
 // Three requests in one write on one connection (the second with a
 // body): three answers, in order.
 func TestLoopPipelining(t *testing.T) {
-	b := newLTBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDial(t, p.Addr())
-	c.send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" +
+	b := proxytest.NewBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" +
 		"POST http://svc/b HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\n\r\nhello" +
 		"GET http://svc/c HTTP/1.1\r\nHost: svc\r\n\r\n")
-	c.expect("", 200, "/a:")
-	c.expect("", 200, "/b:hello")
-	c.expect("", 200, "/c:")
+	c.Expect("", 200, "/a:")
+	c.Expect("", 200, "/b:hello")
+	c.Expect("", 200, "/c:")
 	// And the connection goes on.
-	c.send("GET http://svc/d HTTP/1.1\r\nHost: svc\r\n\r\n")
-	c.expect("", 200, "/d:")
-	if got := b.hits.Load(); got != 4 {
+	c.Send("GET http://svc/d HTTP/1.1\r\nHost: svc\r\n\r\n")
+	c.Expect("", 200, "/d:")
+	if got := b.Hits.Load(); got != 4 {
 		t.Fatalf("backend received %d requests, want 4", got)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -315,7 +155,7 @@ func TestLoopPipelining(t *testing.T) {
 // goroutine engine takes the connection with the bytes read ahead), and
 // an answer that streams (the same, after the body).
 func TestLoopPipelinedHandoffs(t *testing.T) {
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.URL.Path == "/chunked" {
 			rc := http.NewResponseController(w)
 			for i := range 3 {
@@ -324,7 +164,7 @@ func TestLoopPipelinedHandoffs(t *testing.T) {
 			}
 			return
 		}
-		ltEcho(w, r, body)
+		proxytest.Echo(w, r, body)
 	})
 	for _, tc := range []struct {
 		name, second, answer, reason string
@@ -333,17 +173,17 @@ func TestLoopPipelinedHandoffs(t *testing.T) {
 		{"streamed answer", "GET http://svc/chunked HTTP/1.1\r\nHost: svc\r\n\r\n", "chunk 0\nchunk 1\nchunk 2\n", "streamed-response"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hits := b.hits.Load()
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-			c := ltDial(t, p.Addr())
-			c.send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" + tc.second +
+			hits := b.Hits.Load()
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" + tc.second +
 				"POST http://svc/c HTTP/1.1\r\nHost: svc\r\nContent-Length: 3\r\n\r\nxyz" +
 				"GET http://svc/d HTTP/1.1\r\nHost: svc\r\n\r\n")
-			c.expect("", 200, "/a:")
-			c.expect("", 200, tc.answer)
-			c.expect("", 200, "/c:xyz")
-			c.expect("", 200, "/d:")
-			if got := b.hits.Load() - hits; got != 4 {
+			c.Expect("", 200, "/a:")
+			c.Expect("", 200, tc.answer)
+			c.Expect("", 200, "/c:xyz")
+			c.Expect("", 200, "/d:")
+			if got := b.Hits.Load() - hits; got != 4 {
 				t.Fatalf("backend received %d requests, want 4", got)
 			}
 			ltWantHandoffs(t, p, map[string]float64{tc.reason: 1})
@@ -356,13 +196,13 @@ func TestLoopPipelinedHandoffs(t *testing.T) {
 // it stops reading the socket and resumes as it answers; every request is
 // answered, in order.
 func TestLoopPipelineBeyondReadAhead(t *testing.T) {
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		fmt.Fprintf(w, "%s:%d", r.URL.Path, len(body))
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDial(t, p.Addr())
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.Dial(t, p.Addr())
 	const n = 8
-	body := string(ltPattern(30 << 10))
+	body := string(proxytest.Pattern(30 << 10))
 	var all strings.Builder
 	for i := range n {
 		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
@@ -372,23 +212,23 @@ func TestLoopPipelineBeyondReadAhead(t *testing.T) {
 	// before answering.
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := io.WriteString(c.c, all.String())
+		_, err := io.WriteString(c.C, all.String())
 		wrote <- err
 	}()
 	for i := range n {
-		c.expect("", 200, fmt.Sprintf("/%d:%d", i, len(body)))
+		c.Expect("", 200, fmt.Sprintf("/%d:%d", i, len(body)))
 	}
-	c.expect("", 200, "/last:0")
+	c.Expect("", 200, "/last:0")
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
 	}
-	reqs := b.requests()
+	reqs := b.Requests()
 	if len(reqs) != n+1 {
 		t.Fatalf("backend received %d requests, want %d", len(reqs), n+1)
 	}
 	for i, r := range reqs[:n] {
-		if r.uri != fmt.Sprintf("/%d", i) || string(r.body) != body {
-			t.Fatalf("request %d: %s, body of %d bytes (intact %t)", i, r.uri, len(r.body), string(r.body) == body)
+		if r.URI != fmt.Sprintf("/%d", i) || string(r.Body) != body {
+			t.Fatalf("request %d: %s, body of %d bytes (intact %t)", i, r.URI, len(r.Body), string(r.Body) == body)
 		}
 	}
 	ltWantHandoffs(t, p, nil)
@@ -399,35 +239,35 @@ func TestLoopPipelineBeyondReadAhead(t *testing.T) {
 // of 64 KiB are served on the loop, one byte more is handed off (request)
 // or streamed (answer); either way the connection goes on.
 func TestLoopBodyLimits(t *testing.T) {
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		var n int
 		if _, err := fmt.Sscanf(r.URL.Path, "/size/%d", &n); err == nil {
 			w.Header().Set("Content-Length", strconv.Itoa(n))
-			_, _ = w.Write(ltPattern(n))
+			_, _ = w.Write(proxytest.Pattern(n))
 			return
 		}
-		fmt.Fprintf(w, "%s:%d:%t", r.URL.Path, len(body), bytes.Equal(body, ltPattern(len(body))))
+		fmt.Fprintf(w, "%s:%d:%t", r.URL.Path, len(body), bytes.Equal(body, proxytest.Pattern(len(body))))
 	})
 	for _, tc := range []struct {
 		name, req, answer, reason string
 	}{
-		{"request body of 64 KiB", fmt.Sprintf("PUT http://svc/put HTTP/1.1\r\nHost: svc\r\nContent-Length: 65536\r\n\r\n%s", ltPattern(65536)), "/put:65536:true", ""},
-		{"request body of 64 KiB + 1", fmt.Sprintf("PUT http://svc/put HTTP/1.1\r\nHost: svc\r\nContent-Length: 65537\r\n\r\n%s", ltPattern(65537)), "/put:65537:true", "request-body"},
-		{"answer body of 64 KiB", "GET http://svc/size/65536 HTTP/1.1\r\nHost: svc\r\n\r\n", string(ltPattern(65536)), ""},
-		{"answer body of 64 KiB + 1", "GET http://svc/size/65537 HTTP/1.1\r\nHost: svc\r\n\r\n", string(ltPattern(65537)), "streamed-response"},
+		{"request body of 64 KiB", fmt.Sprintf("PUT http://svc/put HTTP/1.1\r\nHost: svc\r\nContent-Length: 65536\r\n\r\n%s", proxytest.Pattern(65536)), "/put:65536:true", ""},
+		{"request body of 64 KiB + 1", fmt.Sprintf("PUT http://svc/put HTTP/1.1\r\nHost: svc\r\nContent-Length: 65537\r\n\r\n%s", proxytest.Pattern(65537)), "/put:65537:true", "request-body"},
+		{"answer body of 64 KiB", "GET http://svc/size/65536 HTTP/1.1\r\nHost: svc\r\n\r\n", string(proxytest.Pattern(65536)), ""},
+		{"answer body of 64 KiB + 1", "GET http://svc/size/65537 HTTP/1.1\r\nHost: svc\r\n\r\n", string(proxytest.Pattern(65537)), "streamed-response"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hits := b.hits.Load()
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-			c := ltDial(t, p.Addr())
-			c.send(tc.req)
-			resp := c.expect("", 200, tc.answer)
+			hits := b.Hits.Load()
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			c := proxytest.Dial(t, p.Addr())
+			c.Send(tc.req)
+			resp := c.Expect("", 200, tc.answer)
 			if resp.ContentLength != int64(len(tc.answer)) {
 				t.Fatalf("Content-Length %d, want %d", resp.ContentLength, len(tc.answer))
 			}
-			c.send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
-			c.expect("", 200, "/next:0:true")
-			if got := b.hits.Load() - hits; got != 2 {
+			c.Send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
+			c.Expect("", 200, "/next:0:true")
+			if got := b.Hits.Load() - hits; got != 2 {
 				t.Fatalf("backend received %d requests, want 2", got)
 			}
 			want := map[string]float64{}
@@ -442,17 +282,17 @@ func TestLoopBodyLimits(t *testing.T) {
 
 // A request that arrives one byte at a time, body included.
 func TestLoopRequestByteByByte(t *testing.T) {
-	b := newLTBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDial(t, p.Addr())
-	body := ltPattern(100)
+	b := proxytest.NewBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.Dial(t, p.Addr())
+	body := proxytest.Pattern(100)
 	req := "POST http://svc/slow HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: k-slow\r\nContent-Length: 100\r\n\r\n" + string(body)
 	for i := 0; i < len(req); i++ {
-		c.send(req[i : i+1])
+		c.Send(req[i : i+1])
 	}
-	c.expect("", 200, "/slow:"+string(body))
-	reqs := b.requests()
-	if len(reqs) != 1 || reqs[0].key != "k-slow" || !bytes.Equal(reqs[0].body, body) {
+	c.Expect("", 200, "/slow:"+string(body))
+	reqs := b.Requests()
+	if len(reqs) != 1 || reqs[0].Key != "k-slow" || !bytes.Equal(reqs[0].Body, body) {
 		t.Fatalf("backend received %d requests (%+v)", len(reqs), reqs)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -467,21 +307,21 @@ func TestLoopHandoffs(t *testing.T) {
 	const next = "GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n"
 	// setup returns the backend svc names, the one "other" names, and
 	// the proxy.
-	setup := func(t *testing.T) (*ltBackend, *ltBackend, *Proxy) {
-		b := newLTBackend(t, nil)
-		other := newLTBackend(t, nil)
-		p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr()+",other="+other.addr())
+	setup := func(t *testing.T) (*proxytest.Backend, *proxytest.Backend, *Proxy) {
+		b := proxytest.NewBackend(t, nil)
+		other := proxytest.NewBackend(t, nil)
+		p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr()+",other="+other.Addr())
 		return b, other, p
 	}
 
 	t.Run("http/1.0", func(t *testing.T) {
 		b, _, p := setup(t)
-		c := ltDial(t, p.Addr())
-		c.send("GET http://svc/old HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n")
-		c.expect("", 200, "/old:")
-		c.send(next)
-		c.expect("", 200, "/next:")
-		if got := b.hits.Load(); got != 2 {
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("GET http://svc/old HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n")
+		c.Expect("", 200, "/old:")
+		c.Send(next)
+		c.Expect("", 200, "/next:")
+		if got := b.Hits.Load(); got != 2 {
 			t.Fatalf("backend received %d requests, want 2", got)
 		}
 		ltWantHandoffs(t, p, map[string]float64{"http/1.0": 1})
@@ -490,14 +330,14 @@ func TestLoopHandoffs(t *testing.T) {
 
 	t.Run("expect", func(t *testing.T) {
 		b, _, p := setup(t)
-		c := ltDial(t, p.Addr())
-		c.send("PUT http://svc/e HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
-		c.expect("", 100, "")
-		c.send("hello")
-		c.expect("", 200, "/e:hello")
-		c.send(next)
-		c.expect("", 200, "/next:")
-		if reqs := b.requests(); len(reqs) != 2 || string(reqs[0].body) != "hello" {
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("PUT http://svc/e HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		c.Expect("", 100, "")
+		c.Send("hello")
+		c.Expect("", 200, "/e:hello")
+		c.Send(next)
+		c.Expect("", 200, "/next:")
+		if reqs := b.Requests(); len(reqs) != 2 || string(reqs[0].Body) != "hello" {
 			t.Fatalf("backend received %+v", reqs)
 		}
 		ltWantHandoffs(t, p, map[string]float64{"expect": 1})
@@ -506,12 +346,12 @@ func TestLoopHandoffs(t *testing.T) {
 
 	t.Run("chunked request body", func(t *testing.T) {
 		b, _, p := setup(t)
-		c := ltDial(t, p.Addr())
-		c.send("PUT http://svc/chunked HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
-		c.expect("", 200, "/chunked:hello world")
-		c.send(next)
-		c.expect("", 200, "/next:")
-		if reqs := b.requests(); len(reqs) != 2 || string(reqs[0].body) != "hello world" {
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("PUT http://svc/chunked HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+		c.Expect("", 200, "/chunked:hello world")
+		c.Send(next)
+		c.Expect("", 200, "/next:")
+		if reqs := b.Requests(); len(reqs) != 2 || string(reqs[0].Body) != "hello world" {
 			t.Fatalf("backend received %+v", reqs)
 		}
 		ltWantHandoffs(t, p, map[string]float64{"request-body": 1})
@@ -520,13 +360,13 @@ func TestLoopHandoffs(t *testing.T) {
 
 	t.Run("unknown host", func(t *testing.T) {
 		b, other, p := setup(t)
-		c := ltDial(t, p.Addr())
-		c.send("GET http://other/u HTTP/1.1\r\nHost: other\r\n\r\n")
-		c.expect("", 200, "/u:")
-		c.send(next)
-		c.expect("", 200, "/next:")
-		if other.hits.Load() != 1 || b.hits.Load() != 1 {
-			t.Fatalf("other received %d requests, svc %d; want 1 and 1", other.hits.Load(), b.hits.Load())
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("GET http://other/u HTTP/1.1\r\nHost: other\r\n\r\n")
+		c.Expect("", 200, "/u:")
+		c.Send(next)
+		c.Expect("", 200, "/next:")
+		if other.Hits.Load() != 1 || b.Hits.Load() != 1 {
+			t.Fatalf("other received %d requests, svc %d; want 1 and 1", other.Hits.Load(), b.Hits.Load())
 		}
 		if got := testutil.ToFloat64(p.upstreamByName("unknown").M.Attempts); got != 1 {
 			t.Fatalf("attempts to the unknown host %v, want 1", got)
@@ -544,12 +384,12 @@ func TestLoopHandoffs(t *testing.T) {
 	}
 	t.Run("head of 8192 bytes", func(t *testing.T) {
 		b, _, p := setup(t)
-		c := ltDial(t, p.Addr())
-		c.send(bigHead(8192))
-		c.expect("", 200, "/big:")
-		c.send(next)
-		c.expect("", 200, "/next:")
-		if got := b.hits.Load(); got != 2 {
+		c := proxytest.Dial(t, p.Addr())
+		c.Send(bigHead(8192))
+		c.Expect("", 200, "/big:")
+		c.Send(next)
+		c.Expect("", 200, "/next:")
+		if got := b.Hits.Load(); got != 2 {
 			t.Fatalf("backend received %d requests, want 2", got)
 		}
 		ltWantHandoffs(t, p, nil)
@@ -558,23 +398,23 @@ func TestLoopHandoffs(t *testing.T) {
 	for _, pieces := range []int{1, 2} {
 		t.Run(fmt.Sprintf("head of 8193 bytes in %d writes", pieces), func(t *testing.T) {
 			b, _, p := setup(t)
-			c := ltDial(t, p.Addr())
+			c := proxytest.Dial(t, p.Addr())
 			h := bigHead(8193)
 			if pieces == 2 {
-				c.send(h[:4096])
+				c.Send(h[:4096])
 				h = h[4096:]
 			}
-			c.send(h)
-			resp := c.expect("", 431, "retrycap-proxy: request header too large\n")
+			c.Send(h)
+			resp := c.Expect("", 431, "retrycap-proxy: request header too large\n")
 			if !resp.Close {
 				t.Fatalf("431 without Connection: close (%v)", resp.Header)
 			}
-			c.expectClosed()
+			c.ExpectClosed()
 			// A new connection is served.
-			c2 := ltDial(t, p.Addr())
-			c2.send(next)
-			c2.expect("", 200, "/next:")
-			if got := b.hits.Load(); got != 1 {
+			c2 := proxytest.Dial(t, p.Addr())
+			c2.Send(next)
+			c2.Expect("", 200, "/next:")
+			if got := b.Hits.Load(); got != 1 {
 				t.Fatalf("backend received %d requests, want 1", got)
 			}
 			ltWantHandoffs(t, p, map[string]float64{"head-too-large": 1})
@@ -584,18 +424,18 @@ func TestLoopHandoffs(t *testing.T) {
 
 	t.Run("malformed head", func(t *testing.T) {
 		b, _, p := setup(t)
-		c := ltDial(t, p.Addr())
-		c.send("GET http://svc/ HTTP/1.1\r\nbad header line\r\n\r\n")
-		resp := c.expect("", 400, "retrycap-proxy: malformed request: error when reading request headers: malformed mime header: missing colon: "+
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("GET http://svc/ HTTP/1.1\r\nbad header line\r\n\r\n")
+		resp := c.Expect("", 400, "retrycap-proxy: malformed request: error when reading request headers: malformed mime header: missing colon: "+
 			"\"bad header line\": buffer size=45, contents: \"GET http://svc/ HTTP/1.1\\r\\nbad header line\\r\\n\\r\\n\"\n")
 		if !resp.Close {
 			t.Fatalf("400 without Connection: close (%v)", resp.Header)
 		}
-		c.expectClosed()
-		c2 := ltDial(t, p.Addr())
-		c2.send(next)
-		c2.expect("", 200, "/next:")
-		if got := b.hits.Load(); got != 1 {
+		c.ExpectClosed()
+		c2 := proxytest.Dial(t, p.Addr())
+		c2.Send(next)
+		c2.Expect("", 200, "/next:")
+		if got := b.Hits.Load(); got != 1 {
 			t.Fatalf("backend received %d requests, want 1", got)
 		}
 		ltWantHandoffs(t, p, map[string]float64{"malformed": 1})
@@ -619,15 +459,15 @@ func TestLoopConnectHandoff(t *testing.T) {
 		_, _ = io.Copy(c, c)
 	}()
 	p := startProxy(t)
-	c := ltDial(t, p.Addr())
-	c.send(fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr()))
-	resp, err := http.ReadResponse(c.br, &http.Request{Method: "CONNECT"})
+	c := proxytest.Dial(t, p.Addr())
+	c.Send(fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr(), ln.Addr()))
+	resp, err := http.ReadResponse(c.BR, &http.Request{Method: "CONNECT"})
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
-	c.send("through")
+	c.Send("through")
 	buf := make([]byte, len("through"))
-	if _, err := io.ReadFull(c.br, buf); err != nil || string(buf) != "through" {
+	if _, err := io.ReadFull(c.BR, buf); err != nil || string(buf) != "through" {
 		t.Fatalf("echo %q %v", buf, err)
 	}
 	ltWantHandoffs(t, p, map[string]float64{"connect": 1})
@@ -636,8 +476,8 @@ func TestLoopConnectHandoff(t *testing.T) {
 // Answers whose body must stream: decided on the loop, streamed by a
 // goroutine, the client's connection then served by the goroutine engine.
 func TestLoopStreamedResponses(t *testing.T) {
-	large := ltPattern(200 << 10)
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	large := proxytest.Pattern(200 << 10)
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		switch r.URL.Path {
 		case "/chunked":
 			// Flushed before the handler ends: net/http sends it chunked.
@@ -659,7 +499,7 @@ func TestLoopStreamedResponses(t *testing.T) {
 			_ = buf.Flush()
 			_ = c.Close()
 		default:
-			ltEcho(w, r, body)
+			proxytest.Echo(w, r, body)
 		}
 	})
 	for _, tc := range []struct {
@@ -671,11 +511,11 @@ func TestLoopStreamedResponses(t *testing.T) {
 		{"/eof", "until the end of the connection", true},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			hits := b.hits.Load()
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-			c := ltDial(t, p.Addr())
-			c.send("GET http://svc" + tc.path + " HTTP/1.1\r\nHost: svc\r\n\r\n")
-			resp := c.expect("", 200, tc.body)
+			hits := b.Hits.Load()
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("GET http://svc" + tc.path + " HTTP/1.1\r\nHost: svc\r\n\r\n")
+			resp := c.Expect("", 200, tc.body)
 			if tc.chunked {
 				if len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
 					t.Fatalf("Transfer-Encoding %v, want chunked", resp.TransferEncoding)
@@ -687,9 +527,9 @@ func TestLoopStreamedResponses(t *testing.T) {
 				t.Fatal("the streamed answer closes the client's connection")
 			}
 			// The connection goes on in the goroutine engine.
-			c.send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
-			c.expect("", 200, "/next:")
-			if got := b.hits.Load() - hits; got != 2 {
+			c.Send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
+			c.Expect("", 200, "/next:")
+			if got := b.Hits.Load() - hits; got != 2 {
 				t.Fatalf("backend received %d requests, want 2", got)
 			}
 			ltWantHandoffs(t, p, map[string]float64{"streamed-response": 1})
@@ -711,7 +551,7 @@ func TestLoopResponseInPieces(t *testing.T) {
 		{"after an interim 100", []string{"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n", "Content-Length: 11\r\n", "X-Piece: yes\r\n\r\nhello", " world"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+			b := proxytest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 				c, buf, err := http.NewResponseController(w).Hijack()
 				if err != nil {
 					return
@@ -722,16 +562,16 @@ func TestLoopResponseInPieces(t *testing.T) {
 					_ = buf.Flush()
 				}
 			})
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-			c := ltDial(t, p.Addr())
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			c := proxytest.Dial(t, p.Addr())
 			for i := range 2 {
-				c.send("GET http://svc/pieces HTTP/1.1\r\nHost: svc\r\n\r\n")
-				resp := c.expect("", 200, "hello world")
+				c.Send("GET http://svc/pieces HTTP/1.1\r\nHost: svc\r\n\r\n")
+				resp := c.Expect("", 200, "hello world")
 				if resp.Header.Get("X-Piece") != "yes" || resp.ContentLength != 11 {
 					t.Fatalf("answer %d: X-Piece %q Content-Length %d", i, resp.Header.Get("X-Piece"), resp.ContentLength)
 				}
 			}
-			if got := b.hits.Load(); got != 2 {
+			if got := b.Hits.Load(); got != 2 {
 				t.Fatalf("backend received %d requests, want 2", got)
 			}
 			ltWantHandoffs(t, p, nil)
@@ -743,19 +583,19 @@ func TestLoopResponseInPieces(t *testing.T) {
 // An upstream that closes every connection after its answer: each
 // request goes on a new upstream connection, the client's stays open.
 func TestLoopUpstreamClosesEachConnection(t *testing.T) {
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.Header().Set("Connection", "close")
-		ltEcho(w, r, body)
+		proxytest.Echo(w, r, body)
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDial(t, p.Addr())
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.Dial(t, p.Addr())
 	for i := range 20 {
-		c.send(fmt.Sprintf("GET http://svc/%d HTTP/1.1\r\nHost: svc\r\n\r\n", i))
-		if resp := c.expect("", 200, fmt.Sprintf("/%d:", i)); resp.Close {
+		c.Send(fmt.Sprintf("GET http://svc/%d HTTP/1.1\r\nHost: svc\r\n\r\n", i))
+		if resp := c.Expect("", 200, fmt.Sprintf("/%d:", i)); resp.Close {
 			t.Fatalf("answer %d closes the client's connection", i)
 		}
 	}
-	if hits, conns := b.hits.Load(), b.conns.Load(); hits != 20 || conns != 20 {
+	if hits, conns := b.Hits.Load(), b.Conns.Load(); hits != 20 || conns != 20 {
 		t.Fatalf("backend received %d requests on %d connections, want 20 on 20", hits, conns)
 	}
 	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 20 {
@@ -773,7 +613,7 @@ func TestLoopUpstreamClosesEachConnection(t *testing.T) {
 // be empty, so that a later end has been seen; an end that came with the
 // answer must not leave the connection there.
 func TestLoopUpstreamClosesWithoutSaying(t *testing.T) {
-	b := newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		c, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
@@ -782,17 +622,17 @@ func TestLoopUpstreamClosesWithoutSaying(t *testing.T) {
 		_ = buf.Flush()
 		_ = c.Close()
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
 	if p.loops == nil {
 		t.Skip("fasthttp's client reuses such a connection: every second request fails")
 	}
-	c := ltDial(t, p.Addr())
+	c := proxytest.Dial(t, p.Addr())
 	for i := range 20 {
-		ltEventually(t, "the upstream's closed connection out of the pool", func() bool { return ltIdleUpstreams(p) == 0 })
-		c.send(fmt.Sprintf("POST http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi", i))
-		c.expect("", 200, "ok")
+		proxytest.Eventually(t, "the upstream's closed connection out of the pool", func() bool { return ltIdleUpstreams(p) == 0 })
+		c.Send(fmt.Sprintf("POST http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi", i))
+		c.Expect("", 200, "ok")
 	}
-	if hits, conns := b.hits.Load(), b.conns.Load(); hits != 20 || conns != 20 {
+	if hits, conns := b.Hits.Load(), b.Conns.Load(); hits != 20 || conns != 20 {
 		t.Fatalf("backend received %d requests on %d connections, want 20 on 20", hits, conns)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -808,14 +648,14 @@ func ltIdleUpstreams(p *Proxy) int { return p.loops.IdleUpstreams() }
 // exhausted.
 func TestLoopUpstreamByName(t *testing.T) {
 	t.Run("localhost", func(t *testing.T) {
-		b := newLTBackend(t, nil)
-		_, port, _ := net.SplitHostPort(b.addr())
+		b := proxytest.NewBackend(t, nil)
+		_, port, _ := net.SplitHostPort(b.Addr())
 		p := startProxy(t, "--upstreams", "localhost=3", "--per-try-timeout", "2s")
-		c := ltDial(t, p.Addr())
+		c := proxytest.Dial(t, p.Addr())
 		for i := range 2 { // the second from the loop's DNS cache
-			c.send("GET http://localhost:" + port + "/dns HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n")
-			c.expect("", 200, "/dns:")
-			if got := b.hits.Load(); got != int64(i+1) {
+			c.Send("GET http://localhost:" + port + "/dns HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n")
+			c.Expect("", 200, "/dns:")
+			if got := b.Hits.Load(); got != int64(i+1) {
 				t.Fatalf("backend received %d requests, want %d", got, i+1)
 			}
 		}
@@ -824,9 +664,9 @@ func TestLoopUpstreamByName(t *testing.T) {
 	})
 	t.Run("unresolvable", func(t *testing.T) {
 		p := startProxy(t, "--upstreams", "nonexistent.invalid=3", "--per-try-timeout", "2s")
-		c := ltDial(t, p.Addr())
-		c.send("GET http://nonexistent.invalid/ HTTP/1.1\r\nHost: nonexistent.invalid\r\n\r\n")
-		resp, body := c.read("")
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("GET http://nonexistent.invalid/ HTTP/1.1\r\nHost: nonexistent.invalid\r\n\r\n")
+		resp, body := c.Answer("")
 		const want = "retrycap-proxy: upstream nonexistent.invalid: 3 attempt(s), last failed with connect-failure ("
 		if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "attempts" || !strings.HasPrefix(body, want) {
 			t.Fatalf("answer %d Retrycap-Exhausted %q body %q; want 503, attempts, %q...", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, want)
@@ -842,13 +682,13 @@ func TestLoopUpstreamByName(t *testing.T) {
 // ltBlocking is a backend whose /block requests wait for release, each
 // signalling on arrived first, and on gone if the proxy closes the
 // connection before the release; other paths echo.
-func ltBlocking(t *testing.T) (b *ltBackend, arrived, gone chan struct{}, release func()) {
+func ltBlocking(t *testing.T) (b *proxytest.Backend, arrived, gone chan struct{}, release func()) {
 	arrived, gone = make(chan struct{}, 16), make(chan struct{}, 16)
 	released := make(chan struct{})
 	var once sync.Once
 	release = func() { once.Do(func() { close(released) }) }
 	t.Cleanup(release)
-	b = newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	b = proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.URL.Path == "/block" {
 			arrived <- struct{}{}
 			select {
@@ -858,18 +698,9 @@ func ltBlocking(t *testing.T) (b *ltBackend, arrived, gone chan struct{}, releas
 				return
 			}
 		}
-		ltEcho(w, r, body)
+		proxytest.Echo(w, r, body)
 	})
 	return b, arrived, gone, release
-}
-
-func ltWait(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: not within 5s", what)
-	}
 }
 
 // A client that leaves while its call is in flight: the call ends when
@@ -878,23 +709,23 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 	for _, reset := range []bool{false, true} {
 		t.Run(map[bool]string{false: "closed", true: "reset"}[reset], func(t *testing.T) {
 			b, arrived, _, release := ltBlocking(t)
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-			c := ltDial(t, p.Addr())
-			c.send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
-			ltWait(t, arrived, "the request reaching the backend")
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
+			proxytest.Wait(t, arrived, "the request reaching the backend")
 			if got := p.m.InFlight.Load(); got != 1 {
 				t.Fatalf("in flight %d, want 1", got)
 			}
 			if reset {
-				_ = c.c.(*net.TCPConn).SetLinger(0)
+				_ = c.C.(*net.TCPConn).SetLinger(0)
 			}
-			_ = c.c.Close()
+			_ = c.C.Close()
 			release()
 			ltWantIdle(t, p)
-			c2 := ltDial(t, p.Addr())
-			c2.send("GET http://svc/after HTTP/1.1\r\nHost: svc\r\n\r\n")
-			c2.expect("", 200, "/after:")
-			if got := b.hits.Load(); got != 2 {
+			c2 := proxytest.Dial(t, p.Addr())
+			c2.Send("GET http://svc/after HTTP/1.1\r\nHost: svc\r\n\r\n")
+			c2.Expect("", 200, "/after:")
+			if got := b.Hits.Load(); got != 2 {
 				t.Fatalf("backend received %d requests, want 2", got)
 			}
 			ltWantHandoffs(t, p, nil)
@@ -908,19 +739,19 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 // it as the socket drains, answer after answer, in order.
 func TestLoopSlowReader(t *testing.T) {
 	b := ltBigAnswers(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDialSlowReader(t, p.Addr())
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.DialSlowReader(t, p.Addr())
 	const n = 200
-	c.send(strings.Repeat("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n", n))
+	c.Send(strings.Repeat("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n", n))
 	if p.loops != nil {
 		// Read nothing until an answer waits in the loop for the socket.
-		ltEventually(t, "an answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
+		proxytest.Eventually(t, "an answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
 	}
-	want := string(ltPattern(60 << 10))
+	want := string(proxytest.Pattern(60 << 10))
 	for range n {
-		c.expect("", 200, want)
+		c.Expect("", 200, want)
 	}
-	if got := b.hits.Load(); got != n {
+	if got := b.Hits.Load(); got != n {
 		t.Fatalf("backend received %d requests, want %d", got, n)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -937,16 +768,16 @@ func ltPendingOutput(p *Proxy) bool {
 // connection), then the listener refuses new connections.
 func TestLoopGracefulDrain(t *testing.T) {
 	b, arrived, _, release := ltBlocking(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDial(t, p.Addr())
-	c.send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
-	ltWait(t, arrived, "the request reaching the backend")
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
+	proxytest.Wait(t, arrived, "the request reaching the backend")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Shutdown(ctx) }()
 	// Once the listener refuses, every loop is draining.
-	ltEventually(t, "the listener closed", func() bool {
+	proxytest.Eventually(t, "the listener closed", func() bool {
 		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 		if err != nil {
 			return true
@@ -955,12 +786,12 @@ func TestLoopGracefulDrain(t *testing.T) {
 		return false
 	})
 	release()
-	resp := c.expect("", 200, "/block:")
+	resp := c.Expect("", 200, "/block:")
 	// (net/http reads "Connection: close" into Close, and drops the header.)
 	if !resp.Close {
 		t.Fatal("the answer in flight during the drain lacks Connection: close")
 	}
-	c.expectClosed()
+	c.ExpectClosed()
 	select {
 	case err := <-stopped:
 		if err != nil {
@@ -975,7 +806,7 @@ func TestLoopGracefulDrain(t *testing.T) {
 		}
 		t.Fatalf("a connection after Shutdown: %v, want refused", err)
 	}
-	if got := b.hits.Load(); got != 1 {
+	if got := b.Hits.Load(); got != 1 {
 		t.Fatalf("backend received %d requests, want 1", got)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -988,23 +819,23 @@ func TestLoopGracefulDrain(t *testing.T) {
 // (The goroutine engine leaves such a call to finish.)
 func TestLoopDrainTimeout(t *testing.T) {
 	b, arrived, gone, release := ltBlocking(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
 	if p.loops == nil {
 		t.Skip("the event loop's drain")
 	}
-	c := ltDial(t, p.Addr())
-	c.send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
-	ltWait(t, arrived, "the request reaching the backend")
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
+	proxytest.Wait(t, arrived, "the request reaching the backend")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := p.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown: %v, want the deadline exceeded", err)
 	}
-	c.expectClosed()
-	ltWait(t, gone, "the upstream connection closed")
+	c.ExpectClosed()
+	proxytest.Wait(t, gone, "the upstream connection closed")
 	release()
 	ltWantIdle(t, p)
-	if got := b.hits.Load(); got != 1 {
+	if got := b.Hits.Load(); got != 1 {
 		t.Fatalf("backend received %d requests, want 1", got)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -1013,15 +844,15 @@ func TestLoopDrainTimeout(t *testing.T) {
 // 200 clients at once, each on its own connection, 5 requests each.
 func TestLoopManyClients(t *testing.T) {
 	const clients, each = 200, 5
-	b := newLTBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+	b := proxytest.NewBackend(t, nil)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := ltClient(p)
+			c := proxytest.Client(p.Addr())
 			defer c.Transport.(*http.Transport).CloseIdleConnections()
 			for j := range each {
 				path := fmt.Sprintf("/c%d/r%d", i, j)
@@ -1044,7 +875,7 @@ func TestLoopManyClients(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := b.hits.Load(); got != clients*each {
+	if got := b.Hits.Load(); got != clients*each {
 		t.Fatalf("backend received %d requests, want %d", got, clients*each)
 	}
 	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != clients*each {
@@ -1084,17 +915,17 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(released) }) }
 	t.Cleanup(release)
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.URL.Path == "/block" {
 			arrived <- struct{}{}
 			<-released
 		}
 		fmt.Fprintf(w, "%s:%d", r.URL.Path, len(body))
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDial(t, p.Addr())
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.Dial(t, p.Addr())
 	const n = 5
-	body := string(ltPattern(30 << 10))
+	body := string(proxytest.Pattern(30 << 10))
 	var all strings.Builder
 	all.WriteString("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
 	for i := range n {
@@ -1103,13 +934,13 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := io.WriteString(c.c, all.String())
+		_, err := io.WriteString(c.C, all.String())
 		if err == nil {
-			err = c.c.(*net.TCPConn).CloseWrite()
+			err = c.C.(*net.TCPConn).CloseWrite()
 		}
 		wrote <- err
 	}()
-	ltWait(t, arrived, "the first request reaching the backend")
+	proxytest.Wait(t, arrived, "the first request reaching the backend")
 	select {
 	case err := <-wrote:
 		if err != nil {
@@ -1121,16 +952,16 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 	if p.loops != nil {
 		// The loop has seen the end of the client's stream, with requests
 		// left unread in the socket.
-		ltEventually(t, "the client's end seen by the loop", func() bool { return ltClientFlags(p, func(c loop.ClientState) bool { return c.EOF && c.Unread }) })
+		proxytest.Eventually(t, "the client's end seen by the loop", func() bool { return ltClientFlags(p, func(c loop.ClientState) bool { return c.EOF && c.Unread }) })
 	}
 	release()
-	c.expect("", 200, "/block:0")
+	c.Expect("", 200, "/block:0")
 	for i := range n {
-		c.expect("", 200, fmt.Sprintf("/%d:%d", i, len(body)))
+		c.Expect("", 200, fmt.Sprintf("/%d:%d", i, len(body)))
 	}
-	c.expect("", 200, "/last:0")
-	c.expectClosed()
-	if got := b.hits.Load(); got != n+2 {
+	c.Expect("", 200, "/last:0")
+	c.ExpectClosed()
+	if got := b.Hits.Load(); got != n+2 {
 		t.Fatalf("backend received %d requests, want %d", got, n+2)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -1170,20 +1001,20 @@ func unixSetSndbuf(fd, size int) error {
 // is not left open until the idle timeout.
 func TestLoopDrainWhileWriting(t *testing.T) {
 	b := ltBigAnswers(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
-	c := ltDialSlowReader(t, p.Addr())
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	c := proxytest.DialSlowReader(t, p.Addr())
 	if p.loops != nil {
-		ltEventually(t, "the client's connection on a loop", func() bool { return ltSetClientSndbuf(p) == 1 })
+		proxytest.Eventually(t, "the client's connection on a loop", func() bool { return ltSetClientSndbuf(p) == 1 })
 	}
-	c.send("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n")
+	c.Send("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n")
 	if p.loops != nil {
-		ltEventually(t, "the answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
+		proxytest.Eventually(t, "the answer waiting for the client's socket", func() bool { return ltPendingOutput(p) })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Shutdown(ctx) }()
-	ltEventually(t, "the listener closed", func() bool {
+	proxytest.Eventually(t, "the listener closed", func() bool {
 		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 		if err != nil {
 			return true
@@ -1191,8 +1022,8 @@ func TestLoopDrainWhileWriting(t *testing.T) {
 		_ = nc.Close()
 		return false
 	})
-	c.expect("", 200, string(ltPattern(60<<10)))
-	c.expectClosed()
+	c.Expect("", 200, string(proxytest.Pattern(60<<10)))
+	c.ExpectClosed()
 	select {
 	case err := <-stopped:
 		if err != nil {
@@ -1201,7 +1032,7 @@ func TestLoopDrainWhileWriting(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Shutdown did not return within 5s")
 	}
-	if got := b.hits.Load(); got != 1 {
+	if got := b.Hits.Load(); got != 1 {
 		t.Fatalf("backend received %d requests, want 1", got)
 	}
 	ltWantHandoffs(t, p, nil)
@@ -1273,13 +1104,13 @@ func TestLoopEarlyAnswerBeforeRequestSent(t *testing.T) {
 		}
 	}()
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+ln.Addr().String(), "--per-try-timeout", "1s")
-	c := ltDial(t, p.Addr())
-	c.send(fmt.Sprintf("POST http://svc/first HTTP/1.1\r\nHost: svc\r\nContent-Length: 65536\r\n\r\n%s", ltPattern(65536)))
-	c.expect("", 401, "no")
+	c := proxytest.Dial(t, p.Addr())
+	c.Send(fmt.Sprintf("POST http://svc/first HTTP/1.1\r\nHost: svc\r\nContent-Length: 65536\r\n\r\n%s", proxytest.Pattern(65536)))
+	c.Expect("", 401, "no")
 	close(answered)
 	// Not retried (a POST without a key): it must reach the upstream as sent.
-	c.send("POST http://svc/second HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi")
-	c.expect("", 200, "second")
+	c.Send("POST http://svc/second HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi")
+	c.Expect("", 200, "second")
 	if got := seconds.Load(); got != 1 {
 		t.Fatalf("the upstream read /second %d times, want 1", got)
 	}
@@ -1339,13 +1170,13 @@ func TestLoopDrainDeadlineCutsStreams(t *testing.T) {
 		t.Skip("the loop's streamed answers")
 	}
 	gone := make(chan struct{}, 1)
-	b := newLTBackend(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		_, _ = io.WriteString(w, "first chunk\n")
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // never finishes on its own
 		gone <- struct{}{}
 	})
-	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.Addr())
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -1376,35 +1207,13 @@ func TestLoopDrainDeadlineCutsStreams(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("the client's connection stayed open %v after the drain deadline", d)
 	}
-	ltWait(t, gone, "the upstream connection closed")
+	proxytest.Wait(t, gone, "the upstream connection closed")
 }
 
 // ltBigAnswers is a backend answering 60 KiB of ltPattern to every request.
-func ltBigAnswers(t *testing.T) *ltBackend {
-	return newLTBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+func ltBigAnswers(t *testing.T) *proxytest.Backend {
+	return proxytest.NewBackend(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		w.Header().Set("Content-Length", strconv.Itoa(60<<10))
-		_, _ = w.Write(ltPattern(60 << 10))
+		_, _ = w.Write(proxytest.Pattern(60 << 10))
 	})
-}
-
-// ltDialSlowReader connects with a 4 KiB receive buffer, so that large
-// answers back up in the proxy.
-func ltDialSlowReader(t *testing.T, addr string) *ltConn {
-	t.Helper()
-	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-	return &ltConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 512)}
 }

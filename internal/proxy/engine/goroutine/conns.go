@@ -115,7 +115,9 @@ func (l *pauseListener) Accept() (net.Conn, error) {
 				l.f.Reserve.Take()
 				continue
 			}
-			return c, nil
+			// Read through the pre-parser (preparse.go), as every
+			// connection the engine serves.
+			return newHeadConn(c), nil
 		}
 		if !forward.Exhausted(err) {
 			return nil, err

@@ -5,5 +5,8 @@
 // event loops do not: CONNECT and upgrade tunnels (tunnel.go), chunked or
 // large request bodies, Expect, HTTP/1.0, hosts no upstream names. The
 // policy is the forwarding core's (package forward), so the engines differ
-// in I/O only.
+// in I/O only. Every connection is read through a pre-parser (preparse.go)
+// that gives each request head the loop's verdict before fasthttp parses
+// it, so that a head fasthttp would wait on (a bare LF) gets the loop's 400
+// at once.
 package goroutine

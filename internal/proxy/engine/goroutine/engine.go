@@ -189,11 +189,11 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	if ctx.Request.Header.ContentLength() != 0 {
 		e.bodyDue.Delete(&ctx.Request.Header) // the body is in
 	}
+	servedRequest(ctx.Conn())
 	// A head the proxy does not read (HAProxy answers these 400 too), and
 	// the HTTP version (forward.CheckVersion).
 	if msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders()); msg != "" {
-		ctx.Error("retrycap-proxy: malformed request: "+msg+"\n", fasthttp.StatusBadRequest)
-		ctx.SetConnectionClose()
+		refuseParsed(ctx, msg)
 		return
 	}
 	switch forward.CheckVersion(ctx.Request.Header.Protocol()) {
@@ -238,6 +238,16 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	if !ctx.Request.Header.IsHTTP11() {
 		e.http10(ctx)
 	}
+}
+
+// refuseParsed answers a parsed head the proxy does not read as the loop
+// does (forward.MalformedAnswer: no Date; ctx.Error would reset the answer
+// and with it the server's NoDefaultDate), and closes the connection.
+func refuseParsed(ctx *fasthttp.RequestCtx, why string) {
+	ctx.SetStatusCode(fasthttp.StatusBadRequest)
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString("retrycap-proxy: malformed request: " + why + "\n")
+	ctx.SetConnectionClose()
 }
 
 // forward runs one call on the connection's goroutine: the attempt loop of

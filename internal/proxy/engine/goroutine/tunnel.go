@@ -23,6 +23,7 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 	}
 	addr := e.f.ResolveAddr(target)
 	e.f.M.Tunnels.WithLabelValues("connect").Inc()
+	stopScan(ctx.Conn())
 	ctx.HijackSetNoResponse(true)
 	hook := e.ConnectHook
 	ctx.Hijack(func(c net.Conn) {
@@ -111,6 +112,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	e.f.M.Tunnels.WithLabelValues("upgrade").Inc()
 	if st == fasthttp.StatusSwitchingProtocols {
 		_ = u.SetDeadline(time.Time{})
+		stopScan(ctx.Conn())
 		ctx.HijackSetNoResponse(true)
 		ctx.Hijack(func(c net.Conn) {
 			defer u.Close()

@@ -176,7 +176,7 @@ func (c *cliConn) serve(data []byte) {
 // connection was handed off or closed.
 func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	l := c.l
-	end := HeadEnd(data)
+	end, refusal := forward.CheckHead(data)
 	if end < 0 {
 		if len(data) > loopMaxHead {
 			c.handoff(data, HandoffHeadTooLarge)
@@ -192,15 +192,16 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.handoff(data, HandoffHeadTooLarge)
 		return nil, false
 	}
-	if forward.BareLF(data[:end]) {
-		// fasthttp's parser (the other engine's) would wait for the end of
-		// this head forever: refused here, as every head the loop reads.
-		c.refuse("a line ends in a bare LF")
+	if refusal != "" {
+		// Refused before it is parsed, as the goroutine engine's pre-parser
+		// refuses it (fasthttp's parser would wait for the end of a head
+		// ended by bare LFs).
+		c.refuse(refusal)
 		return nil, false
 	}
 	cl := l.getCall()
 	req := &cl.req
-	if err := req.Header.Read(l.parse.reader(data[:end])); err != nil {
+	if err := req.Header.Read(l.parse.Reader(data[:end])); err != nil {
 		l.putCall(cl)
 		c.handoff(data, HandoffMalformed)
 		return nil, false
@@ -240,11 +241,9 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 // refuse answers a head the proxy does not read with 400 and closes the
 // connection (what follows the head cannot be framed).
 func (c *cliConn) refuse(why string) {
-	msg := "retrycap-proxy: malformed request: " + why + "\n"
 	c.closeAfter = true
 	c.in = c.in[:0]
-	c.write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
-		strconv.Itoa(len(msg)) + "\r\nConnection: close\r\n\r\n" + msg))
+	c.write(forward.MalformedAnswer(why))
 }
 
 // keep saves an incomplete request until more of it arrives.

@@ -33,8 +33,10 @@
 // per-loop resolver cache), connect (non-blocking connects over a name's
 // addresses), upconn (an upstream connection: the request out, the answer
 // in), pool (idle upstream connections), stream (answers whose body
-// streams), head (the answer heads the loop writes itself), parse (framing
-// and fasthttp's parsers over the loop's buffers).
+// streams), head (the answer heads the loop writes itself), parse (the
+// loop's limits; where a head ends, what is refused before it is parsed
+// and the parser over the loop's buffers are package forward's, head.go,
+// shared with the goroutine engine's pre-parser).
 //
 // The loop writes an upstream's answer head itself (head.go): fasthttp
 // writes a Date of its own unless its server's NoDefaultDate is set on the

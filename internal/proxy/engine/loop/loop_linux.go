@@ -29,10 +29,10 @@ type evLoop struct {
 	dns     map[string]*dnsEntry
 	targets map[string]string // request host:port -> address, cached
 	free    []*call
-	parse   parser
+	parse   forward.HeadParser
 	// parseAnswer parses answer heads, which may be up to
 	// forward.MaxResponseHead (a request's is up to loopMaxHead).
-	parseAnswer parser
+	parseAnswer forward.HeadParser
 	wbuf        appendWriter // every answer and request is serialised here, then written
 	bw          *bufio.Writer
 	sweepT      *netpoll.Timer
@@ -64,8 +64,8 @@ func newEvLoop(e *Engine) (*evLoop, error) {
 
 		upstreamIdle: e.f.Cfg.UpstreamIdleTimeout,
 	}
-	l.parse.init()
-	l.parseAnswer.initSize(forward.MaxResponseHead + 1)
+	l.parse.Init(2 * loopMaxHead)
+	l.parseAnswer.Init(forward.MaxResponseHead + 1)
 	l.bw = bufio.NewWriterSize(&l.wbuf, 16<<10)
 	l.sweepT = netpoll.NewTimer(l.sweep)
 	l.acceptT = netpoll.NewTimer(l.resumeAccept)

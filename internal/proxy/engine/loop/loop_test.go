@@ -3,20 +3,14 @@
 package loop
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +21,7 @@ import (
 	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/netpoll"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // The loops' own mechanics (their epoll set, timers, tasks, resolver,
@@ -94,126 +89,6 @@ func startLoops(t testing.TB, ups, resolve string) *testProxy {
 	return &testProxy{f: f, e: e, ln: ln}
 }
 
-// ltBackend is a loopback HTTP server that counts requests and connections.
-type ltBackend struct {
-	ln    net.Listener
-	srv   *http.Server
-	hits  atomic.Int64
-	conns atomic.Int64
-}
-
-// newLTBackend serves h (nil: "<path>:<body>") after reading the request's
-// body.
-func newLTBackend(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body []byte)) *ltBackend {
-	t.Helper()
-	if h == nil {
-		h = func(w http.ResponseWriter, r *http.Request, body []byte) {
-			_, _ = io.WriteString(w, r.URL.Path+":"+string(body))
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &ltBackend{ln: ln}
-	b.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				w.WriteHeader(400)
-				return
-			}
-			b.hits.Add(1)
-			h(w, r, body)
-		}),
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				b.conns.Add(1)
-			}
-		},
-		ReadHeaderTimeout: 5 * time.Second,
-	}
-	go func() { _ = b.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = b.srv.Close() })
-	return b
-}
-
-func (b *ltBackend) addr() string { return b.ln.Addr().String() }
-
-// ltConn is a raw client connection to the proxy; every read and write on
-// it must be done within 5 seconds of the dial.
-type ltConn struct {
-	t  *testing.T
-	c  net.Conn
-	br *bufio.Reader
-}
-
-func ltDial(t *testing.T, addr string) *ltConn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	return &ltConn{t: t, c: c, br: bufio.NewReader(c)}
-}
-
-func (c *ltConn) send(s string) {
-	c.t.Helper()
-	if _, err := io.WriteString(c.c, s); err != nil {
-		c.t.Fatalf("writing the request: %v", err)
-	}
-}
-
-// expect reads an answer to a GET and checks its status and body.
-func (c *ltConn) expect(_ string, code int, body string) {
-	c.t.Helper()
-	resp, err := http.ReadResponse(c.br, &http.Request{Method: "GET"})
-	if err != nil {
-		c.t.Fatalf("reading the answer: %v", err)
-	}
-	got, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		c.t.Fatalf("reading the answer's body: %v", err)
-	}
-	if resp.StatusCode != code || string(got) != body {
-		c.t.Fatalf("answer %d %q, want %d %q", resp.StatusCode, got, code, body)
-	}
-}
-
-// expectClosed checks that the proxy closed the connection with nothing
-// more to read.
-func (c *ltConn) expectClosed() {
-	c.t.Helper()
-	b, err := c.br.ReadByte()
-	if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
-		c.t.Fatalf("read %q, %v; want the connection closed", b, err)
-	}
-}
-
-// ltEventually polls cond until it holds, for at most 5 seconds.
-func ltEventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		runtime.Gosched()
-	}
-}
-
-func ltWait(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: not within 5s", what)
-	}
-}
-
 // ltWantHandoffs(t, p, nil) checks that the loops handed nothing off.
 func ltWantHandoffs(t *testing.T, p *testProxy, want map[string]float64) {
 	t.Helper()
@@ -225,7 +100,7 @@ func ltWantHandoffs(t *testing.T, p *testProxy, want map[string]float64) {
 // ltWantIdle checks that no call is in flight any more.
 func ltWantIdle(t *testing.T, p *testProxy) {
 	t.Helper()
-	ltEventually(t, "in-flight calls back to 0", func() bool { return p.f.M.InFlight.Load() == 0 })
+	proxytest.Eventually(t, "in-flight calls back to 0", func() bool { return p.f.M.InFlight.Load() == 0 })
 }
 
 // ltClientFlags reports whether a client connection of the loops satisfies
@@ -246,15 +121,9 @@ func ltClientFlags(p *testProxy, cond func(c *cliConn) bool) bool {
 
 func ltIdleUpstreams(p *testProxy) int { return p.e.IdleUpstreams() }
 
-// ltHTTPClient is an http.Client that sends through the proxy.
-func ltHTTPClient(p *testProxy) *http.Client {
-	u, _ := url.Parse("http://" + p.Addr())
-	return &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
-}
-
 // newBackend answers each request with behave (after counting it in hits).
-func newBackend(t *testing.T, behave func(int64, http.ResponseWriter, *http.Request)) *ltBackend {
-	return newLTBackend(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { behave(0, w, r) })
+func newBackend(t *testing.T, behave func(int64, http.ResponseWriter, *http.Request)) *proxytest.Backend {
+	return proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { behave(0, w, r) })
 }
 
 func do(t *testing.T, c *http.Client, method, target string, _ map[string]string) *http.Response {
@@ -272,53 +141,6 @@ func do(t *testing.T, c *http.Client, method, target string, _ map[string]string
 	return resp
 }
 
-// refHeadEnd is headEnd's specification: lines end in LF, optionally
-// preceded by one CR; the head ends after the first empty line that
-// follows at least one line (which may itself be empty); -1 while that
-// empty line is not all there.
-func refHeadEnd(b []byte) int {
-	lines := 0
-	for start := 0; ; {
-		i := bytes.IndexByte(b[start:], '\n')
-		if i < 0 {
-			return -1
-		}
-		line := bytes.TrimSuffix(b[start:start+i], []byte("\r"))
-		start += i + 1
-		if len(line) == 0 && lines > 0 {
-			return start
-		}
-		lines++
-	}
-}
-
-// headEnd against its specification.
-func FuzzHeadEnd(f *testing.F) {
-	for _, s := range []string{
-		"",
-		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
-		"GET / HTTP/1.1\r\nHost: a\r\n\r\nbody",
-		"GET / HTTP/1.1\nHost: a\n\n",
-		"GET / HTTP/1.1\r\nHost: a\r\n\r",
-		"GET / HTTP/1.1\r\nHost: a\r\n",
-		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
-		"\r\n\r\n",
-		"\n\n",
-		"\r\n",
-		"A\n\r\r\n\n",
-		"A\r\r\n\r\n",
-		"A\n\rB\n\n",
-		"A\n\r",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := HeadEnd(b), refHeadEnd(b); got != want {
-			t.Fatalf("HeadEnd(%q) = %d, want %d", b, got, want)
-		}
-	})
-}
-
 // TestLoopConnectTriesEachAddress: a name that resolves to several
 // addresses, the first of them refusing, is reached within one attempt (the
 // next address is tried, as Go's dialer does), so even a request that is
@@ -326,7 +148,7 @@ func FuzzHeadEnd(f *testing.F) {
 func TestLoopConnectTriesEachAddress(t *testing.T) {
 	// Each answer closes its connection, so every request dials.
 	b := newBackend(t, func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Header().Set("Connection", "close") })
-	_, port, _ := net.SplitHostPort(b.addr())
+	_, port, _ := net.SplitHostPort(b.Addr())
 	old := lookupNetIP
 	t.Cleanup(func() { lookupNetIP = old })
 	lookupNetIP = func(context.Context, string, string) ([]netip.Addr, error) {
@@ -334,14 +156,14 @@ func TestLoopConnectTriesEachAddress(t *testing.T) {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")}, nil
 	}
 	p := startLoops(t, "multi.test=3", "")
-	c := ltHTTPClient(p)
+	c := proxytest.Client(p.Addr())
 	for i := range 4 {
 		resp := do(t, c, "POST", "http://multi.test:"+port+"/", nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("request %d: status %d, want 200", i, resp.StatusCode)
 		}
 	}
-	if got := b.hits.Load(); got != 4 {
+	if got := b.Hits.Load(); got != 4 {
 		t.Fatalf("backend received %d requests, want 4", got)
 	}
 	if got := testutil.ToFloat64(p.f.Upstreams[0].M.Attempts); got != 4 {
@@ -360,17 +182,17 @@ func TestLoopConnectTriesEachAddress(t *testing.T) {
 func TestLoopStaleEventAfterDescriptorReuse(t *testing.T) {
 	old := runtime.GOMAXPROCS(1)
 	t.Cleanup(func() { runtime.GOMAXPROCS(old) })
-	b := newLTBackend(t, nil)
-	p := startLoops(t, "svc=3", "svc="+b.addr())
+	b := proxytest.NewBackend(t, nil)
+	p := startLoops(t, "svc=3", "svc="+b.Addr())
 	if len(p.e.loops) != 1 {
 		t.Fatalf("%d loops, want 1", len(p.e.loops))
 	}
 	l := p.e.loops[0]
-	x := ltDial(t, p.Addr())
-	ltEventually(t, "the first client on the loop", func() bool { return ltClientFlags(p, func(*cliConn) bool { return true }) })
+	x := proxytest.Dial(t, p.Addr())
+	proxytest.Eventually(t, "the first client on the loop", func() bool { return ltClientFlags(p, func(*cliConn) bool { return true }) })
 	running, hold := make(chan struct{}), make(chan struct{})
 	l.poll.Post(func() { close(running); <-hold })
-	ltWait(t, running, "the loop held by a task")
+	proxytest.Wait(t, running, "the loop held by a task")
 	fds := make(chan [2]int, 1)
 	l.poll.Post(func() {
 		var xc *cliConn
@@ -386,8 +208,8 @@ func TestLoopStaleEventAfterDescriptorReuse(t *testing.T) {
 		}
 		fds <- [2]int{xfd, wfd}
 	})
-	w := ltDial(t, p.Addr()) // waits in the listener's backlog
-	if err := x.c.(*net.TCPConn).CloseWrite(); err != nil {
+	w := proxytest.Dial(t, p.Addr()) // waits in the listener's backlog
+	if err := x.C.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	close(hold)
@@ -400,10 +222,10 @@ func TestLoopStaleEventAfterDescriptorReuse(t *testing.T) {
 	if got[0] != got[1] {
 		t.Skipf("the new connection got descriptor %d, not the old one's %d", got[1], got[0])
 	}
-	w.send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n")
-	w.expect("", 200, "/a:")
-	w.send("GET http://svc/b HTTP/1.1\r\nHost: svc\r\n\r\n")
-	w.expect("", 200, "/b:")
+	w.Send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n")
+	w.Expect("", 200, "/a:")
+	w.Send("GET http://svc/b HTTP/1.1\r\nHost: svc\r\n\r\n")
+	w.Expect("", 200, "/b:")
 	ltWantHandoffs(t, p, nil)
 	ltWantIdle(t, p)
 }
@@ -422,35 +244,35 @@ func TestLoopAdoptedByAnEndingLoop(t *testing.T) {
 	b := p.e.loops[1]
 	running, hold := make(chan struct{}), make(chan struct{})
 	b.poll.Post(func() { b.drain(); close(running); <-hold })
-	ltWait(t, running, "the second loop held")
+	proxytest.Wait(t, running, "the second loop held")
 	p.e.nextLoop.Store(0) // the next accepted connection goes to the second loop
-	c := ltDial(t, p.Addr())
-	ltEventually(t, "the connection dealt to the second loop", func() bool { return b.poll.Queued() > 0 })
+	c := proxytest.Dial(t, p.Addr())
+	proxytest.Eventually(t, "the connection dealt to the second loop", func() bool { return b.poll.Queued() > 0 })
 	close(hold)
-	c.expectClosed()
+	c.ExpectClosed()
 }
 
 // TestLoopIdleUpstreamExpires: a pooled upstream connection unused for
 // the idle timeout is closed (one a NAT dropped silently would otherwise
 // cost a request its per-try timeout), and the next request dials anew.
 func TestLoopIdleUpstreamExpires(t *testing.T) {
-	b := newLTBackend(t, nil)
-	p := startLoops(t, "backend=3", "backend="+b.addr())
+	b := proxytest.NewBackend(t, nil)
+	p := startLoops(t, "backend=3", "backend="+b.Addr())
 	for _, l := range p.e.loops {
 		set := make(chan struct{})
 		l.poll.Post(func() { l.upstreamIdle = 50 * time.Millisecond; close(set) })
-		ltWait(t, set, "idle timeout set on the loop")
+		proxytest.Wait(t, set, "idle timeout set on the loop")
 	}
-	c := ltDial(t, p.Addr())
-	c.send("GET http://backend/one HTTP/1.1\r\nHost: backend\r\n\r\n")
-	c.expect("", 200, "/one:")
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://backend/one HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "/one:")
 	if n := ltIdleUpstreams(p); n != 1 {
 		t.Fatalf("%d pooled upstream connections after a request, want 1", n)
 	}
-	ltEventually(t, "the idle upstream connection closed (the loop sweeps once a second)", func() bool { return ltIdleUpstreams(p) == 0 })
-	c.send("GET http://backend/two HTTP/1.1\r\nHost: backend\r\n\r\n")
-	c.expect("", 200, "/two:")
-	if got := b.conns.Load(); got != 2 {
+	proxytest.Eventually(t, "the idle upstream connection closed (the loop sweeps once a second)", func() bool { return ltIdleUpstreams(p) == 0 })
+	c.Send("GET http://backend/two HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "/two:")
+	if got := b.Conns.Load(); got != 2 {
 		t.Fatalf("backend saw %d connections, want 2 (the second dialled after the first expired)", got)
 	}
 }
@@ -463,8 +285,8 @@ func (panicky) Event(uint32) { panic("test: a bug in an event handler") }
 // TestLoopContainsPanics: a panic in an event handler, a timer or a posted
 // task is contained (logged, counted) and the loop goes on serving.
 func TestLoopContainsPanics(t *testing.T) {
-	b := newLTBackend(t, nil)
-	p := startLoops(t, "backend=3", "backend="+b.addr())
+	b := proxytest.NewBackend(t, nil)
+	p := startLoops(t, "backend=3", "backend="+b.Addr())
 	l := p.e.loops[0]
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -482,15 +304,15 @@ func TestLoopContainsPanics(t *testing.T) {
 	}
 	l.poll.Post(func() { l.timers.Schedule(netpoll.NewTimer(func() { panic("test: a bug in a timer") }), 0) })
 	l.poll.Post(func() { panic("test: a bug in a task") })
-	ltEventually(t, "three panics contained", func() bool { return testutil.ToFloat64(p.f.M.LoopPanics) >= 3 })
+	proxytest.Eventually(t, "three panics contained", func() bool { return testutil.ToFloat64(p.f.M.LoopPanics) >= 3 })
 	if n := testutil.ToFloat64(p.f.M.LoopPanics); n != 3 {
 		t.Fatalf("%v panics counted, want 3", n)
 	}
 	// Every loop still serves.
 	for range 2 * len(p.e.loops) {
-		c := ltDial(t, p.Addr())
-		c.send("GET http://backend/after HTTP/1.1\r\nHost: backend\r\n\r\n")
-		c.expect("", 200, "/after:")
+		c := proxytest.Dial(t, p.Addr())
+		c.Send("GET http://backend/after HTTP/1.1\r\nHost: backend\r\n\r\n")
+		c.Expect("", 200, "/after:")
 	}
 	l.poll.Post(func() { l.poll.CloseFd(fds[0]) })
 }

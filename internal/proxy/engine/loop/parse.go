@@ -1,12 +1,6 @@
 package loop
 
-import (
-	"bufio"
-	"bytes"
-	"errors"
-
-	"github.com/retrycap/retrycap/internal/proxy/forward"
-)
+import "github.com/retrycap/retrycap/internal/proxy/forward"
 
 // ReadBufferSize is a loop's one read buffer, shared by its client sockets.
 const ReadBufferSize = 64 << 10
@@ -22,59 +16,6 @@ const (
 	// that socket until the request is answered.
 	loopMaxInput = loopMaxHead + loopMaxBody
 )
-
-// HeadEnd returns the length of the message head at the start of b (the
-// request or status line and the headers, through the empty line), or -1
-// if b does not hold all of it. Lines end in CRLF or a bare LF, as
-// fasthttp's parser accepts.
-func HeadEnd(b []byte) int {
-	for i := 0; ; {
-		j := bytes.IndexByte(b[i:], '\n')
-		if j < 0 {
-			return -1
-		}
-		i += j + 1
-		if i < len(b) && b[i] == '\n' {
-			return i + 1
-		}
-		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
-			return i + 2
-		}
-		if i+1 >= len(b) {
-			return -1
-		}
-	}
-}
-
-// parser feeds a loop's bytes to fasthttp's header parsers, which read
-// from a bufio.Reader: one reader over a slice, reset per message.
-type parser struct {
-	sr sliceReader
-	br *bufio.Reader
-}
-
-func (ps *parser) init() { ps.initSize(2 * loopMaxHead) }
-
-func (ps *parser) initSize(n int) { ps.br = bufio.NewReaderSize(&ps.sr, n) }
-
-func (ps *parser) reader(b []byte) *bufio.Reader {
-	ps.sr.b = b
-	ps.br.Reset(&ps.sr)
-	return ps.br
-}
-
-type sliceReader struct{ b []byte }
-
-func (r *sliceReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, errEndOfHead
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
-}
-
-var errEndOfHead = errors.New("end of head")
 
 // appendWriter is an io.Writer that appends to b (the loop's one output
 // buffer, through a bufio.Writer for fasthttp's writers).

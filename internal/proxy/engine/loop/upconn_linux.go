@@ -165,7 +165,7 @@ func (uc *upConn) parse(data []byte) bool {
 	var head []byte // from the final answer's status line
 	for {
 		head = data
-		end := HeadEnd(data)
+		end := forward.HeadEnd(data)
 		if end < 0 {
 			if len(data) > forward.MaxResponseHead {
 				cl.failed(forward.ErrAnswerHeadTooLarge)
@@ -178,7 +178,7 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(forward.ErrAnswerHeadTooLarge)
 			return true
 		}
-		if err := resp.Header.Read(l.parseAnswer.reader(data[:end])); err != nil {
+		if err := resp.Header.Read(l.parseAnswer.Reader(data[:end])); err != nil {
 			cl.failed(fmt.Errorf("error when reading response headers: %w", err))
 			return true
 		}

@@ -1,0 +1,348 @@
+package goroutine
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+)
+
+// headConn is the pre-parser in front of fasthttp's server: every client
+// connection of the engine (accepted, or handed over by a loop) is read
+// through one. It finds each request head in the bytes as they arrive and
+// gives it forward.CheckHead's verdict, the event loop's, before fasthttp
+// sees it: a refused head (a bare LF, on which fasthttp's parser would
+// wait for the head timeout) is answered with forward.MalformedAnswer,
+// byte for byte the loop's answer, and the connection closes. Everything
+// else passes unchanged, in the same reads.
+//
+// To find the heads after the first it follows each request's framing: a
+// Content-Length body, a chunked one (sizes, data, the last chunk and its
+// trailers). The framing comes from fasthttp's parser (forward.HeadParser)
+// only when bytes follow a head in the same read; a head that ends its read
+// (the common keep-alive request) costs no parse: at the next read the
+// handler has either had the request (it had no body: fasthttp never asked
+// for one) or not (fasthttp is reading its body, so the head is parsed
+// then). The handler counts its requests (served): a head is refused only
+// when fasthttp has finished every request before it, so a framing this
+// scanner got wrong never refuses a body; it stops scanning instead.
+//
+// Once the connection is a tunnel (CONNECT, a 101), or its framing is one
+// this does not follow, or a head exceeds fasthttp's read buffer (fasthttp
+// answers 431), scanning stops for good (off) and fasthttp reads on as it
+// always did.
+//
+// All of it runs on the connection's serving goroutine (fasthttp's reads
+// and its handler), so nothing is locked.
+type headConn struct {
+	net.Conn
+	st  scanState
+	off bool
+	// part is what was read so far of a head, a chunk-size line, or the
+	// last chunk and its trailers, begun in an earlier read.
+	part []byte
+	// last is the head passed on whose framing is not known yet (stAwait).
+	last []byte
+	// left: body bytes still to come (stBody), of the chunk (stChunkData),
+	// of the CRLF after it (stChunkEnd).
+	left int64
+	// heads passed on to fasthttp; served, requests the handler got.
+	heads, served int
+	// refusal is the answer to a refused head, written at the next read;
+	// held, the bytes from that head on (passed on after all if the
+	// refusal does not stand).
+	refusal []byte
+	held    []byte
+	refused bool
+	hp      *headParse
+}
+
+type scanState uint8
+
+const (
+	stHead      scanState = iota // the next byte starts (or part continues) a head
+	stAwait                      // a head ended its read; its framing is decided at the next read
+	stBody                       // a Content-Length body
+	stChunkSize                  // a chunk-size line
+	stChunkData                  // a chunk's data
+	stChunkEnd                   // the CRLF after a chunk's data
+	stTrailer                    // the last chunk and its trailers
+)
+
+// Bounds of what is scanned: a head larger than fasthttp's read buffer is
+// fasthttp's (431); a chunk-size line or trailer section beyond these is
+// left to fasthttp too.
+const (
+	scanMaxHead      = 8 << 10 // the server's ReadBufferSize
+	scanMaxChunkLine = 1 << 10
+)
+
+// errHeadRefused ends fasthttp's read of a refused head. It wraps
+// net.ErrClosed, which fasthttp's server takes for a connection closed
+// under it: it answers nothing (the refusal is out) and closes.
+var errHeadRefused = fmt.Errorf("retrycap-proxy: request head refused: %w", net.ErrClosed)
+
+// headParse is a fasthttp header and a reader over a head in memory, for
+// the framing of a head that bytes follow.
+type headParse struct {
+	h  fasthttp.RequestHeader
+	ps forward.HeadParser
+}
+
+func newHeadConn(c net.Conn) *headConn { return &headConn{Conn: c} }
+
+// servedRequest: the handler has the next request of c (a headConn, or any
+// other connection, which is ignored).
+func servedRequest(c net.Conn) {
+	if hc, ok := c.(*headConn); ok {
+		hc.served++
+	}
+}
+
+// stopScan: c becomes a tunnel (a CONNECT, a 101): nothing on it is a
+// request head any more.
+func stopScan(c net.Conn) {
+	if hc, ok := c.(*headConn); ok {
+		hc.stop()
+	}
+}
+
+// stop ends scanning: what is held, and all that follows, passes unread.
+func (c *headConn) stop() {
+	c.off = true
+	c.refusal = nil
+	c.part, c.last = nil, nil
+}
+
+func (c *headConn) Read(p []byte) (int, error) {
+	if c.refused {
+		return 0, errHeadRefused
+	}
+	if c.refusal != nil {
+		return c.refuse(p)
+	}
+	if c.off {
+		if len(c.held) > 0 {
+			n := copy(p, c.held)
+			c.held = c.held[n:]
+			return n, nil
+		}
+		return c.Conn.Read(p)
+	}
+	if c.st == stAwait {
+		c.resolve()
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.off {
+		if k := c.scan(p[:n]); k < n {
+			c.held = append(c.held[:0], p[k:n]...)
+			if k == 0 {
+				return c.refuse(p)
+			}
+			return k, nil
+		}
+	}
+	return n, err
+}
+
+// refuse writes the refusal of the head held, if fasthttp has finished
+// every request before it; if not, fasthttp frames those requests
+// otherwise than the scanner did, so the bytes held are passed on and
+// scanning stops.
+func (c *headConn) refuse(p []byte) (int, error) {
+	if c.served != c.heads {
+		c.stop()
+		n := copy(p, c.held)
+		c.held = c.held[n:]
+		return n, nil
+	}
+	_, _ = c.Write(c.refusal)
+	c.refusal, c.held, c.refused = nil, nil, true
+	return 0, errHeadRefused
+}
+
+// resolve decides the framing of the head that ended the last read: the
+// handler had its request (no body), or fasthttp is reading its body.
+func (c *headConn) resolve() {
+	switch c.served {
+	case c.heads:
+		c.st = stHead
+	case c.heads - 1:
+		c.frame(c.last)
+	default:
+		c.stop()
+	}
+	c.last = c.last[:0]
+}
+
+// frame sets the state after head (passed on) from its framing, as
+// fasthttp's parser reads it.
+func (c *headConn) frame(head []byte) {
+	if c.hp == nil {
+		c.hp = &headParse{}
+		c.hp.ps.Init(scanMaxHead + 1)
+	}
+	h := &c.hp.h
+	h.Reset()
+	if err := h.Read(c.hp.ps.Reader(head)); err != nil || h.IsConnect() || h.ConnectionUpgrade() || len(h.Peek(fasthttp.HeaderUpgrade)) > 0 {
+		// fasthttp refuses it too (and closes), or it may become a tunnel.
+		c.stop()
+		return
+	}
+	switch n := h.ContentLength(); {
+	case n == -1:
+		c.st = stChunkSize
+	case n > 0:
+		c.st, c.left = stBody, int64(n)
+	default: // 0, or -2: neither a length nor chunked (no body)
+		c.st = stHead
+	}
+}
+
+// scan follows data, one read, and returns how much of it passes on: all of
+// it, or the bytes before a refused head (c.refusal set).
+func (c *headConn) scan(data []byte) int {
+	for i := 0; i < len(data) && !c.off; {
+		rest := data[i:]
+		switch c.st {
+		case stHead:
+			head, before := rest, len(c.part)
+			if before > 0 {
+				c.part = append(c.part, rest...)
+				head = c.part
+			}
+			end, why := forward.CheckHead(head)
+			if end < 0 {
+				if len(head) > scanMaxHead {
+					c.stop()
+				} else if before == 0 {
+					c.part = append(c.part, rest...)
+				}
+				// Passed on: fasthttp waits for the rest of it too.
+				return len(data)
+			}
+			if why != "" {
+				c.refusal = forward.MalformedAnswer(why)
+				c.part = c.part[:0]
+				return i
+			}
+			c.heads++
+			i += end - before
+			if i == len(data) {
+				c.last = append(c.last[:0], head[:end]...)
+				c.st = stAwait
+			} else {
+				c.frame(head[:end])
+			}
+			if c.part != nil {
+				c.part = c.part[:0]
+			}
+		case stBody:
+			k := min(int64(len(rest)), c.left)
+			c.left -= k
+			i += int(k)
+			if c.left == 0 {
+				c.st = stHead
+			}
+		case stChunkSize:
+			j := bytes.IndexByte(rest, '\n')
+			if j < 0 {
+				c.part = append(c.part, rest...)
+				if len(c.part) > scanMaxChunkLine {
+					c.stop()
+				}
+				return len(data)
+			}
+			line := rest[:j+1]
+			if len(c.part) > 0 {
+				c.part = append(c.part, line...)
+				line = c.part
+			}
+			i += j + 1
+			size, ok := chunkSize(line)
+			switch {
+			case !ok:
+				c.stop()
+			case size == 0:
+				c.part = append(c.part[:0], line...)
+				c.st = stTrailer
+			default:
+				c.part = c.part[:0]
+				c.st, c.left = stChunkData, size
+			}
+		case stChunkData:
+			k := min(int64(len(rest)), c.left)
+			c.left -= k
+			i += int(k)
+			if c.left == 0 {
+				c.st, c.left = stChunkEnd, 2
+			}
+		case stChunkEnd:
+			if rest[0] != "\r\n"[2-c.left] {
+				c.stop()
+				break
+			}
+			i++
+			c.left--
+			if c.left == 0 {
+				c.st = stChunkSize
+			}
+		case stTrailer:
+			// The last chunk's line, then the trailer fields through the
+			// empty line: a head's shape.
+			before := len(c.part)
+			c.part = append(c.part, rest...)
+			end := forward.HeadEnd(c.part)
+			if end < 0 {
+				if len(c.part) > scanMaxHead {
+					c.stop()
+				}
+				return len(data)
+			}
+			if forward.BareLF(c.part[:end]) {
+				// Not a head: fasthttp's to answer (it waits, as for any
+				// trailer it cannot end).
+				c.stop()
+				break
+			}
+			i += end - before
+			c.part = c.part[:0]
+			c.st = stHead
+		case stAwait:
+			// Only at the start of a read (resolve); never mid-scan.
+			c.stop()
+		}
+	}
+	return len(data)
+}
+
+// chunkSize reads a chunk-size line (through its LF): the hex size, then
+// whatever fasthttp's parser allows before the CRLF (extensions), which it
+// checks itself. ok is false for a line this does not follow.
+func chunkSize(line []byte) (size int64, ok bool) {
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return 0, false
+	}
+	digits := 0
+	for _, b := range line {
+		var d byte
+		switch {
+		case b >= '0' && b <= '9':
+			d = b - '0'
+		case b >= 'a' && b <= 'f':
+			d = b - 'a' + 10
+		case b >= 'A' && b <= 'F':
+			d = b - 'A' + 10
+		default:
+			return size, digits > 0
+		}
+		if digits++; digits > 15 {
+			return 0, false
+		}
+		size = size<<4 | int64(d)
+	}
+	return size, digits > 0
+}

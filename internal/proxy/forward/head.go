@@ -1,0 +1,106 @@
+package forward
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"strconv"
+)
+
+// The part of reading a request head that comes before fasthttp's parser,
+// shared by both engines: where a head ends, what is refused before it is
+// parsed, and the answer to a refused head. The event loop applies it to
+// every head it reads; the goroutine engine's pre-parser (headConn in
+// package goroutine) to every head its connections bring, before fasthttp
+// sees it, so that both answer alike.
+
+// HeadEnd returns the length of the message head at the start of b (the
+// request or status line and the headers, through the empty line), or -1
+// if b does not hold all of it. Lines end in CRLF or a bare LF, as
+// fasthttp's parser accepts.
+func HeadEnd(b []byte) int {
+	end, _ := scanHead(b)
+	return end
+}
+
+// CheckHead finds the request head at the start of b (end: HeadEnd's) and
+// gives the verdict on it before it is parsed: refuse is "" to parse it,
+// else why it is refused (400, then the close). A bare LF is refused here
+// because fasthttp's parser never finds the end of a head ended by bare
+// LFs: it would wait for the head timeout. The rules that need the parsed
+// head (BadHeaderLines, CheckVersion) come after the parse, on either
+// engine. One pass finds the end and the bare LFs.
+func CheckHead(b []byte) (end int, refuse string) {
+	end, bare := scanHead(b)
+	if end >= 0 && bare {
+		refuse = "a line ends in a bare LF"
+	}
+	return end, refuse
+}
+
+// scanHead is HeadEnd, and whether a line of the head (through its end, or
+// of what b holds of it) ends in a bare LF.
+func scanHead(b []byte) (end int, bareLF bool) {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1, bareLF
+		}
+		i += j
+		if i == 0 || b[i-1] != '\r' {
+			bareLF = true
+		}
+		i++
+		if i < len(b) && b[i] == '\n' {
+			return i + 1, true // the empty line is a bare LF
+		}
+		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
+			return i + 2, bareLF
+		}
+		if i+1 >= len(b) {
+			return -1, bareLF
+		}
+	}
+}
+
+// MalformedAnswer is the answer to a head the proxy does not read, byte for
+// byte on either engine: 400, no Date (as the loop writes its own answers),
+// and the close (what follows the head cannot be framed).
+func MalformedAnswer(why string) []byte {
+	msg := "retrycap-proxy: malformed request: " + why + "\n"
+	return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+		strconv.Itoa(len(msg)) + "\r\nConnection: close\r\n\r\n" + msg)
+}
+
+// HeadParser feeds a head held in memory to fasthttp's header parsers,
+// which read from a bufio.Reader: one reader over a slice, reset per head.
+// The loops parse every head they read with one; the goroutine engine's
+// pre-parser the few whose framing it must know before fasthttp has read
+// them (bytes follow the head in the same read).
+type HeadParser struct {
+	sr sliceReader
+	br *bufio.Reader
+}
+
+// Init sizes the reader for heads up to n bytes.
+func (ps *HeadParser) Init(n int) { ps.br = bufio.NewReaderSize(&ps.sr, n) }
+
+// Reader is a reader over b, and nothing after it.
+func (ps *HeadParser) Reader(b []byte) *bufio.Reader {
+	ps.sr.b = b
+	ps.br.Reset(&ps.sr)
+	return ps.br
+}
+
+type sliceReader struct{ b []byte }
+
+func (r *sliceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, errEndOfHead
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+var errEndOfHead = errors.New("end of head")

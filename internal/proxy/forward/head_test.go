@@ -1,0 +1,60 @@
+package forward
+
+import (
+	"bytes"
+	"testing"
+)
+
+// refHeadEnd is HeadEnd's specification: lines end in LF, optionally
+// preceded by one CR; the head ends after the first empty line that
+// follows at least one line (which may itself be empty); -1 while that
+// empty line is not all there.
+func refHeadEnd(b []byte) int {
+	lines := 0
+	for start := 0; ; {
+		i := bytes.IndexByte(b[start:], '\n')
+		if i < 0 {
+			return -1
+		}
+		line := bytes.TrimSuffix(b[start:start+i], []byte("\r"))
+		start += i + 1
+		if len(line) == 0 && lines > 0 {
+			return start
+		}
+		lines++
+	}
+}
+
+// HeadEnd against its specification, and CheckHead against HeadEnd and
+// BareLF.
+func FuzzHeadEnd(f *testing.F) {
+	for _, s := range []string{
+		"",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\nbody",
+		"GET / HTTP/1.1\nHost: a\n\n",
+		"GET / HTTP/1.1\r\nHost: a\r\n\r",
+		"GET / HTTP/1.1\r\nHost: a\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+		"\r\n\r\n",
+		"\n\n",
+		"\r\n",
+		"A\n\r\r\n\n",
+		"A\r\r\n\r\n",
+		"A\n\rB\n\n",
+		"A\n\r",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := HeadEnd(b), refHeadEnd(b); got != want {
+			t.Fatalf("HeadEnd(%q) = %d, want %d", b, got, want)
+		}
+		// CheckHead: the same end, refused exactly when a line of that
+		// head ends in a bare LF.
+		end, refuse := CheckHead(b)
+		if want := end >= 0 && BareLF(b[:end]); end != HeadEnd(b) || (refuse != "") != want {
+			t.Fatalf("CheckHead(%q) = %d, %q; want %d, refused %t", b, end, refuse, HeadEnd(b), want)
+		}
+	})
+}

@@ -1,0 +1,8 @@
+// Package proxytest holds the socket-test helpers the proxy's test
+// packages share (package proxy's tests of the assembled proxy on either
+// engine, package loop's of the event loop's own mechanics): a loopback
+// backend that counts and records requests, a raw client connection with a
+// deadline that reads answers with net/http's reader, polling with a
+// deadline instead of sleeps, and a body pattern. Test code only: nothing
+// outside _test.go files imports it.
+package proxytest
