@@ -164,7 +164,9 @@ func New(cfg Config) (*Handler, error) {
 			if err != nil {
 				return nil, &dialError{err}
 			}
-			return c, nil
+			// As on the client side: the transport flushes a request's
+			// HEADERS, DATA and END_STREAM one by one.
+			return newCoalesceConn(c), nil
 		},
 		DisableCompression:  true, // pass Accept-Encoding and bodies on untouched
 		MaxIdleConnsPerHost: 64,
@@ -196,7 +198,8 @@ func (h *Handler) ServeConn(c net.Conn, target string) {
 		kind = "prior-knowledge"
 	}
 	h.m.conns.WithLabelValues(kind).Inc()
-	sc := &servedConn{Conn: c, target: target, done: make(chan struct{})}
+	// Writes batched (coalesce.go): the server flushes after nearly every frame.
+	sc := &servedConn{Conn: newCoalesceConn(c), target: target, done: make(chan struct{})}
 	if !h.ln.push(sc) {
 		_ = c.Close()
 		return
