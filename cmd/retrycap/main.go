@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 	"github.com/retrycap/retrycap/internal/cli"
+	"github.com/retrycap/retrycap/internal/labapp"
 	"github.com/retrycap/retrycap/internal/proxy"
 	"github.com/retrycap/retrycap/internal/storm"
 )
@@ -26,6 +27,8 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "proxy" {
 		os.Exit(proxy.Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
+	// `storm --protocol grpc` runs its gRPC apps as children of this executable.
+	labapp.RunGRPCChild()
 	storm.SelfProxy = true
 	// analyze -k builds kustomizations in process (the plugin runs kubectl kustomize).
 	cli.Kustomize = kustomize.Build

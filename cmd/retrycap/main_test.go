@@ -18,3 +18,13 @@ func TestCommands(t *testing.T) {
 		t.Fatalf("commands %v, want %v", got, want)
 	}
 }
+
+// storm --protocol takes http or grpc; anything else is bad input (exit 2) naming the flag
+// and the value, before any process starts.
+func TestStormProtocolFlag(t *testing.T) {
+	var stderr strings.Builder
+	code := Execute([]string{"storm", "--protocol", "quic"}, strings.NewReader(""), io.Discard, &stderr)
+	if want := `--protocol "quic": unknown, want http or grpc`; code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), want)
+	}
+}

@@ -55,11 +55,14 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 						f.set()
 					}
 				}
-				s.Scenario, s.ProxyBinary, s.ChartPath, s.AccessLogDir = o.Scenario, o.ProxyBinary, o.ChartPath, o.AccessLogDir
+				s.Scenario, s.ProxyBinary, s.ChartPath, s.AccessLogDir, s.Protocol = o.Scenario, o.ProxyBinary, o.ChartPath, o.AccessLogDir, o.Protocol
 				o = s
 			}
 			if _, ok := storm.Scenarios[o.Scenario]; !ok {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--scenario %q: unknown, want one of %s", o.Scenario, strings.Join(storm.ScenarioNames(), ", "))}
+			}
+			if o.Protocol != storm.ProtocolHTTP && o.Protocol != storm.ProtocolGRPC {
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--protocol %q: unknown, want %s or %s", o.Protocol, storm.ProtocolHTTP, storm.ProtocolGRPC)}
 			}
 			o.Out = stderr
 			if f, ok := stderr.(*os.File); ok && !noProgress && isatty.IsTerminal(f.Fd()) {
@@ -94,6 +97,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Scenario, "scenario", o.Scenario, "preset: "+strings.Join(storm.ScenarioNames(), ", "))
+	f.StringVar(&o.Protocol, "protocol", storm.ProtocolHTTP, "the chain's protocol: http, or grpc (every hop a gRPC call, the apps reaching their proxies through HTTPS_PROXY)")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "load per arm")
 	f.DurationVar(&o.OutageStart, "outage-start", o.OutageStart, "when payment is killed, after the load began")
 	f.DurationVar(&o.OutageLength, "outage-length", o.OutageLength, "how long payment stays down")

@@ -39,8 +39,10 @@ func BuildProxy(moduleRoot, dir string) (string, error) {
 
 // RunTestsWithProxy is the TestMain of a package whose tests start real proxy processes: it
 // builds retrycap-proxy from moduleRoot into a temporary directory, stores the binary's path in
-// *bin, runs the tests, removes the directory and returns the exit code for os.Exit.
+// *bin, runs the tests, removes the directory and returns the exit code for os.Exit. The test
+// binary can be a gRPC lab app child too (RunGRPCChild): started as one, it is that and exits.
 func RunTestsWithProxy(m interface{ Run() int }, moduleRoot string, bin *string) int {
+	RunGRPCChild()
 	dir, err := os.MkdirTemp("", "retrycap-proxy-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -56,6 +56,9 @@ func (p *Proxy) initH2() error {
 		Registerer: p.m.Reg,
 		Now:        forward.NowNanos,
 		Logger:     f.Logger,
+		AccessLog:  p.accessLog.w,
+		Entrypoint: f.Cfg.Entrypoint,
+		KeyTTL:     f.Cfg.KeyTTL,
 	})
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -313,5 +314,33 @@ func TestH2SeamPriorKnowledgeGRPC(t *testing.T) {
 	}
 	if got := counterValue(t, p, "retrycap_proxy_h2_connections_total", map[string]string{"kind": "prior-knowledge"}); got != 1 {
 		t.Fatalf("h2 connections{prior-knowledge} = %v", got)
+	}
+	checkH2CHandoffLine(t, p)
+}
+
+// checkH2CHandoffLine: with the event-loop engine, the prior-knowledge
+// connection was handed to the goroutine engine with reason h2c (one
+// connection, one hand-off), not as a malformed head; the goroutine engine
+// hands nothing off.
+func checkH2CHandoffLine(t *testing.T, p *Proxy) {
+	t.Helper()
+	want := []string{`retrycap_proxy_loop_handoffs_total{reason="h2c"} 1`}
+	if p.loops == nil {
+		want = nil
+	}
+	resp, err := http.Get("http://" + p.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "retrycap_proxy_loop_handoffs_total{") && !strings.HasSuffix(l, " 0") {
+			lines = append(lines, l)
+		}
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("hand-off lines %q, want %q", lines, want)
 	}
 }

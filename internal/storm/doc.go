@@ -7,7 +7,9 @@
 // breaker, jittered backoff). It measures what the incident write-ups
 // measured (requests at payment per failed user request, retries during the
 // outage, time to recover, duplicated POST side effects) and draws requests/s
-// at payment over time for both arms as an SVG chart.
+// at payment over time for both arms as an SVG chart. Options.Protocol runs
+// the same chains over gRPC (grpc.go: the edge client; the apps are
+// labapp's gRPC apps in child processes, payment a gRPC service).
 //
 // account.go is the pure accounting (bucketing, ratios, recovery) with table
 // tests; payment.go is the payment service; lab.go starts one arm's chain;

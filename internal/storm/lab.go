@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/retrycap/retrycap/internal/labapp"
 )
@@ -30,6 +34,19 @@ const (
 	ArmNaive    = "naive"
 	ArmRetrycap = "retrycap"
 )
+
+// Protocols of the lab's chain (Options.Protocol).
+const (
+	ProtocolHTTP = "http"
+	// ProtocolGRPC: every hop is a gRPC call (retrycap.lab.Chain, labapp):
+	// the edge client and the apps reach their proxies with CONNECT, as
+	// grpc-go does with HTTPS_PROXY, and the proxies terminate the h2c.
+	ProtocolGRPC = "grpc"
+)
+
+// grpcPort is the port of the names the gRPC chain calls (gateway:50051):
+// the proxies' --resolve maps each name to its app, whatever the port.
+const grpcPort = "50051"
 
 // perTryTimeouts per hop (entry->gateway, gateway->order, order->payment),
 // the same in both arms: 10x payment's service time at the bottom (room for
@@ -97,12 +114,16 @@ func proxyArgs(sc Scenario, arm string, i int) []string {
 // chain is one arm's running chain.
 type chain struct {
 	arm      string
+	proto    string
 	sc       Scenario
 	payment  *Payment
 	apps     []*labapp.App
 	proxies  [3]*labapp.ProxyProc // entry, gateway, order
 	edge     *http.Client
 	scrapeHC *http.Client
+	// The gRPC chain: its apps (child processes) and the edge client.
+	gapps []*labapp.GRPCProc
+	gedge *grpc.ClientConn
 	// clientRetries counts the edge client's own retries.
 	clientRetries atomic.Int64
 }
@@ -111,7 +132,17 @@ type chain struct {
 // must know the address of the app it resolves to). With logDir set, each
 // proxy writes its access log to logDir/ARM/SERVICE.log (AccessLogPaths).
 func startChain(bin, arm string, sc Scenario, pc PaymentConfig, logDir string) (c *chain, err error) {
-	c = &chain{arm: arm, sc: sc, scrapeHC: &http.Client{Timeout: 5 * time.Second}}
+	return startChainProto(bin, arm, ProtocolHTTP, sc, pc, logDir)
+}
+
+// startChainProto is startChain for either protocol. The gRPC chain's
+// apps are child processes (labapp.StartGRPCProcess), each with
+// HTTPS_PROXY set to its own proxy as the injector sets it; the edge client
+// (the user, in this process) opens its CONNECT itself, since grpc-go
+// reads HTTPS_PROXY once per process and each arm has its own entry proxy.
+func startChainProto(bin, arm, proto string, sc Scenario, pc PaymentConfig, logDir string) (c *chain, err error) {
+	c = &chain{arm: arm, proto: proto, sc: sc, scrapeHC: &http.Client{Timeout: 5 * time.Second}}
+	pc.GRPC = proto == ProtocolGRPC
 	defer func() {
 		if err != nil {
 			c.close()
@@ -140,6 +171,17 @@ func startChain(bin, arm string, sc Scenario, pc PaymentConfig, logDir string) (
 		if i == 0 {
 			break
 		}
+		if proto == ProtocolGRPC {
+			app, err := labapp.StartGRPCProcess(labapp.GRPCConfig{
+				Name: h.service, Upstream: h.upstream + ":" + grpcPort, Timeout: 30 * time.Second,
+			}, p.URL(), 20*time.Second)
+			if err != nil {
+				return c, fmt.Errorf("%s arm: %w", arm, err)
+			}
+			c.gapps = append(c.gapps, app)
+			next = app.Addr
+			continue
+		}
 		app, err := labapp.Start(labapp.Config{
 			Name: h.service, Upstreams: []string{"http://" + h.upstream + "/" + h.upstream},
 			ProxyURL: p.URL(), Propagation: labapp.PropagateBoth, Timeout: 30 * time.Second,
@@ -149,6 +191,18 @@ func startChain(bin, arm string, sc Scenario, pc PaymentConfig, logDir string) (
 		}
 		c.apps = append(c.apps, app)
 		next = app.Addr()
+	}
+	if proto == ProtocolGRPC {
+		entry := c.proxies[0].Addr
+		c.gedge, err = grpc.NewClient("passthrough:///"+hopNames[0].upstream+":"+grpcPort,
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry(),
+			grpc.WithContextDialer(func(ctx context.Context, target string) (net.Conn, error) {
+				return dialConnect(ctx, entry, target)
+			}))
+		if err != nil {
+			return c, fmt.Errorf("%s arm: edge gRPC client: %w", arm, err)
+		}
+		return c, nil
 	}
 	u, err := url.Parse(c.proxies[0].URL())
 	if err != nil {
@@ -175,6 +229,14 @@ func (c *chain) close() {
 		_ = a.Close()
 	}
 	c.apps = nil
+	for _, a := range c.gapps {
+		a.Stop(3 * time.Second)
+	}
+	c.gapps = nil
+	if c.gedge != nil {
+		_ = c.gedge.Close()
+		c.gedge = nil
+	}
 	if c.payment != nil {
 		c.payment.Close()
 		c.payment = nil
@@ -242,6 +304,9 @@ func (c *chain) userRequest(ctx context.Context, u userSpec) (ok bool, attempts 
 }
 
 func (c *chain) attempt(ctx context.Context, u userSpec, key string) (status int, returnedKey string, err error) {
+	if c.proto == ProtocolGRPC {
+		return c.attemptGRPC(ctx, u, key), "", nil
+	}
 	req, err := http.NewRequestWithContext(ctx, u.method, "http://gateway/buy", nil)
 	if err != nil {
 		return 0, "", fmt.Errorf("user request %s: %w", u.op, err)
@@ -271,9 +336,9 @@ func (c *chain) counters(ctx context.Context) (payment, retries float64, err err
 			return 0, 0, err
 		}
 		up := hopNames[i].upstream
-		retries += m["retrycap_proxy_retries_total"][up]
+		retries += m[c.series("retries")][up]
 		if i == 2 {
-			payment = m["retrycap_proxy_attempts_total"][up]
+			payment = m[c.series("attempts")][up]
 		}
 	}
 	return payment, retries, nil
@@ -290,7 +355,17 @@ func (c *chain) scrape(ctx context.Context, p *labapp.ProxyProc) (map[string]map
 		return nil, fmt.Errorf("metrics of %s: %w", p.AdminAddr, err)
 	}
 	defer resp.Body.Close()
-	return parseCounters(resp.Body, "retrycap_proxy_attempts_total", "retrycap_proxy_retries_total")
+	return parseCounters(resp.Body, c.series("attempts"), c.series("retries"))
+}
+
+// series is the proxies' counter of attempts or retries for the chain's
+// protocol: the HTTP/1.1 path's, or the h2c path's (its protocol label
+// "grpc", summed over by parseCounters).
+func (c *chain) series(what string) string {
+	if c.proto == ProtocolGRPC {
+		return "retrycap_proxy_h2_" + what + "_total"
+	}
+	return "retrycap_proxy_" + what + "_total"
 }
 
 // parseCounters reads Prometheus text exposition lines of the named

@@ -73,6 +73,9 @@ func ScenarioNames() []string {
 type Options struct {
 	// Scenario is a key of Scenarios; default "storm27".
 	Scenario string
+	// Protocol is the chain's protocol: ProtocolHTTP (default) or
+	// ProtocolGRPC (every hop a gRPC call through the proxies' h2c path).
+	Protocol string
 	// Duration is how long each arm's load runs.
 	Duration time.Duration
 	// OutageStart is when payment is killed, after the load began.
@@ -141,6 +144,9 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	if o.Scenario == "" {
 		o.Scenario = d.Scenario
 	}
+	if o.Protocol == "" {
+		o.Protocol = ProtocolHTTP
+	}
 	if o.Duration == 0 {
 		o.Duration = d.Duration
 	}
@@ -167,6 +173,8 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 		return o, sc, fmt.Errorf("storm: scenario %q: unknown, want one of %s", o.Scenario, strings.Join(ScenarioNames(), ", "))
 	}
 	switch {
+	case o.Protocol != ProtocolHTTP && o.Protocol != ProtocolGRPC:
+		return o, sc, fmt.Errorf("storm: protocol %q: unknown, want %s or %s", o.Protocol, ProtocolHTTP, ProtocolGRPC)
 	case o.RPS < 1 || o.RPS > 2000:
 		return o, sc, fmt.Errorf("storm: rps %d: want 1..2000", o.RPS)
 	case o.Capacity < 1:

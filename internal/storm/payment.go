@@ -11,6 +11,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrycap/retrycap/internal/labapp"
 )
 
 // The payment service of the lab. labapp's leaf answers at once, so its
@@ -96,6 +103,10 @@ type PaymentConfig struct {
 	Workers int           // requests served at once
 	Work    time.Duration // time one request occupies a worker
 	Queue   int           // requests that may wait for a worker; beyond, 503 at once
+	// GRPC serves the lab's gRPC service (labapp.RegisterGRPC) instead of
+	// HTTP: Buy is the charge (a POST's side effect), a full queue answers
+	// UNAVAILABLE; otherwise the same capacity, kill and restore.
+	GRPC bool
 }
 
 // Payment is the running payment service.
@@ -113,6 +124,7 @@ type Payment struct {
 // paymentLife is one incarnation: its server, queue and workers.
 type paymentLife struct {
 	srv     *http.Server
+	gsrv    *grpc.Server // with PaymentConfig.GRPC, in place of srv
 	ctx     context.Context
 	cancel  context.CancelFunc
 	workers chan struct{}
@@ -158,6 +170,10 @@ func (p *Payment) Kill() {
 		return
 	}
 	life.cancel()
+	if life.gsrv != nil {
+		life.gsrv.Stop()
+		return
+	}
 	_ = life.srv.Close()
 }
 
@@ -184,8 +200,18 @@ func (p *Payment) Restore() error {
 	p.addr = ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	life := &paymentLife{ctx: ctx, cancel: cancel, workers: make(chan struct{}, p.cfg.Workers)}
-	life.srv = &http.Server{Handler: p.handler(life), ReadHeaderTimeout: 10 * time.Second}
 	p.life = life
+	if p.cfg.GRPC {
+		life.gsrv = grpc.NewServer()
+		labapp.RegisterGRPC(life.gsrv, p.grpcHandler(life))
+		go func() {
+			if err := life.gsrv.Serve(ln); err != nil {
+				cancel()
+			}
+		}()
+		return nil
+	}
+	life.srv = &http.Server{Handler: p.handler(life), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := life.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cancel()
@@ -197,42 +223,76 @@ func (p *Payment) Restore() error {
 // Close stops payment for good.
 func (p *Payment) Close() { p.Kill() }
 
+// serveOne is one request's life at payment, either protocol: counted,
+// refused when the queue is full, else queued for a worker and served
+// (the charge booked for a POST, charge true), unless payment is killed
+// meanwhile. It does not watch its caller: a caller that gave up is served
+// all the same.
+func (p *Payment) serveOne(life *paymentLife, charge bool, op, key string) (served, rejected bool) {
+	p.received.Add(1)
+	if life.waiting.Add(1) > int64(p.cfg.Workers+p.cfg.Queue) {
+		life.waiting.Add(-1)
+		p.rejected.Add(1)
+		return false, true
+	}
+	defer life.waiting.Add(-1)
+	select {
+	case life.workers <- struct{}{}:
+	case <-life.ctx.Done():
+		return false, false // killed while queued
+	}
+	t := time.NewTimer(p.cfg.Work)
+	select {
+	case <-t.C:
+	case <-life.ctx.Done():
+		t.Stop()
+		<-life.workers
+		return false, false // killed while serving
+	}
+	<-life.workers
+	if charge {
+		p.effects.Record(op, key)
+	}
+	p.served.Add(1)
+	return true, false
+}
+
 func (p *Payment) handler(life *paymentLife) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p.received.Add(1)
 		_, _ = io.Copy(io.Discard, r.Body)
-		if life.waiting.Add(1) > int64(p.cfg.Workers+p.cfg.Queue) {
-			life.waiting.Add(-1)
-			p.rejected.Add(1)
+		served, rejected := p.serveOne(life, r.Method == http.MethodPost, opOf(r.Header.Values("Baggage")), r.Header.Get("Idempotency-Key"))
+		switch {
+		case rejected:
 			http.Error(w, "payment: over capacity", http.StatusServiceUnavailable)
-			return
+		case served:
+			_, _ = io.WriteString(w, "payment: ok\n")
 		}
-		defer life.waiting.Add(-1)
-		select {
-		case life.workers <- struct{}{}:
-		case <-life.ctx.Done():
-			return // killed while queued
-		}
-		t := time.NewTimer(p.cfg.Work)
-		select {
-		case <-t.C:
-		case <-life.ctx.Done():
-			t.Stop()
-			<-life.workers
-			return // killed while serving
-		}
-		<-life.workers
-		if r.Method == http.MethodPost {
-			p.effects.Record(opOf(r), r.Header.Get("Idempotency-Key"))
-		}
-		p.served.Add(1)
-		_, _ = io.WriteString(w, "payment: ok\n")
 	}
 }
 
-// opOf reads the user operation id from the request's baggage.
-func opOf(r *http.Request) string {
-	for _, bag := range r.Header.Values("Baggage") {
+// grpcHandler is payment over gRPC: Buy is the charge; a full queue is
+// UNAVAILABLE; a call dropped by a kill ends with the connection.
+func (p *Payment) grpcHandler(life *paymentLife) labapp.GRPCHandler {
+	return func(ctx context.Context, method string) error {
+		md, _ := metadata.FromIncomingContext(ctx)
+		key := ""
+		if ks := md.Get("idempotency-key"); len(ks) > 0 {
+			key = ks[0]
+		}
+		served, rejected := p.serveOne(life, method == labapp.GRPCBuy, opOf(md.Get("baggage")), key)
+		switch {
+		case rejected:
+			return status.Error(codes.Unavailable, "payment: over capacity")
+		case !served:
+			return status.Error(codes.Unavailable, "payment: killed")
+		}
+		return nil
+	}
+}
+
+// opOf reads the user operation id from a request's baggage values.
+func opOf(bags []string) string {
+	for _, bag := range bags {
 		for _, m := range strings.Split(bag, ",") {
 			if i := strings.IndexByte(m, ';'); i >= 0 {
 				m = m[:i]

@@ -88,8 +88,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res := &Result{Options: o, Scenario: sc, logsRemoved: removeLogs}
 	for _, arm := range []string{ArmNaive, ArmRetrycap} {
-		fmt.Fprintf(out, "storm: %s arm: %s, %d user requests/s for %s, payment down at %s for %s\n",
-			arm, sc.Chain(), o.RPS, o.Duration, o.OutageStart, o.OutageLength)
+		fmt.Fprintf(out, "storm: %s arm (%s): %s, %d user requests/s for %s, payment down at %s for %s\n",
+			arm, o.Protocol, sc.Chain(), o.RPS, o.Duration, o.OutageStart, o.OutageLength)
 		ar, tl, err := runArm(ctx, bin, arm, sc, o)
 		if err != nil {
 			return nil, err
@@ -161,7 +161,7 @@ func isExecutable(p string) bool {
 // runArm starts one arm's chain, runs the load with the outage, waits for
 // the user requests to finish and computes the arm's figures.
 func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmResult, Timeline, error) {
-	c, err := startChain(bin, arm, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir)
+	c, err := startChainProto(bin, arm, o.Protocol, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir)
 	if err != nil {
 		return ArmResult{}, Timeline{}, err
 	}
@@ -300,6 +300,9 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 			break
 		}
 		u := loadMix(i, sc)
+		if o.Protocol == ProtocolGRPC {
+			u = grpcSpec(u)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -15,8 +15,14 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	o, sc := r.Options, r.Scenario
 	ew := &errWriter{w: w}
 	fmt.Fprintf(ew, "retrycap storm: scenario %s: %s (%s)\n", sc.Name, sc.Chain(), sc.Description)
-	fmt.Fprintf(ew, "load: %d user requests/s, open loop, %s per arm (3 in 5 GET, 1 in 5 POST with Idempotency-Key, 1 in 5 POST without)\n",
-		o.RPS, o.Duration)
+	if o.Protocol == ProtocolGRPC {
+		fmt.Fprintf(ew, "protocol: gRPC (retrycap.lab.Chain over h2c; apps through their proxies with HTTPS_PROXY)\n")
+		fmt.Fprintf(ew, "load: %d user requests/s, open loop, %s per arm (3 in 5 Get, 2 in 5 Buy with idempotency-key)\n",
+			o.RPS, o.Duration)
+	} else {
+		fmt.Fprintf(ew, "load: %d user requests/s, open loop, %s per arm (3 in 5 GET, 1 in 5 POST with Idempotency-Key, 1 in 5 POST without)\n",
+			o.RPS, o.Duration)
+	}
 	fmt.Fprintf(ew, "payment: %d req/s (%d workers x %s, queue %d); killed at %.1f s, restored at %.1f s\n",
 		o.Capacity, o.workers(), o.Work, o.queue(), r.Timeline.OutageStart.Seconds(), r.Timeline.Restore.Seconds())
 	fmt.Fprintf(ew, "arms: naive = %d attempts per hop as declared, no jitter, no budget, no breaker; retrycap = same attempts, chain cap %d, budget, breaker, jitter\n\n",

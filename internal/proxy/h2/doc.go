@@ -24,8 +24,9 @@
 // address) carries the attempts. The transport re-sends, without it
 // counting as an attempt, a stream an upstream GOAWAY or REFUSED_STREAM
 // shows was never processed; the request body it re-sends comes from the
-// same replay buffer.
+// same replay buffer. Both sides' connections batch their writes
+// (coalesce.go): the library flushes after nearly every frame.
 //
-// The package depends on policy, the standard library and prometheus
+// The package depends on policy, accesslog, the standard library and prometheus
 // only; the proxy hands it connections through ServeConn.
 package h2

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -65,6 +66,17 @@ type Config struct {
 	MaxConcurrentStreams uint32
 	// IdleTimeout closes (GOAWAY) a client connection idle that long; 0: 5m.
 	IdleTimeout time.Duration
+	// AccessLog takes one line per attempt (--access-log), as the HTTP/1.1
+	// path writes them, with grpc_status for gRPC; nil: none.
+	AccessLog *accesslog.Writer
+	// Entrypoint is --entrypoint: a call carrying an Idempotency-Key
+	// (gRPC metadata idempotency-key) is charged in a key ledger, so a
+	// client retrying with the same key gets what is left of the chain
+	// budget, not a fresh cap (as on the HTTP/1.1 path; the ledger is this
+	// path's own). No key is generated here.
+	Entrypoint bool
+	// KeyTTL is how long the ledger remembers a key (--key-ttl); 0: 10m.
+	KeyTTL time.Duration
 }
 
 // Handler terminates h2c client connections and proxies their streams.
@@ -79,6 +91,7 @@ type Handler struct {
 	ups     sync.Map // *Upstream -> *[2]*upMetrics (grpc, h2)
 	conns   sync.WaitGroup
 	closing atomic.Bool
+	ledger  *policy.KeyLedger // nil unless Entrypoint
 }
 
 // New builds a Handler.
@@ -110,6 +123,12 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("h2 metrics: %w", err)
 	}
 	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}}
+	if cfg.Entrypoint {
+		if cfg.KeyTTL <= 0 {
+			cfg.KeyTTL = 10 * time.Minute
+		}
+		h.ledger = policy.NewKeyLedger(cfg.KeyTTL, 100000)
+	}
 	for _, x := range cfg.RetryMethods {
 		h.methods[strings.ToUpper(x)] = true
 	}
@@ -145,7 +164,9 @@ func New(cfg Config) (*Handler, error) {
 			if err != nil {
 				return nil, &dialError{err}
 			}
-			return c, nil
+			// As on the client side: the transport flushes a request's
+			// HEADERS, DATA and END_STREAM one by one.
+			return newCoalesceConn(c), nil
 		},
 		DisableCompression:  true, // pass Accept-Encoding and bodies on untouched
 		MaxIdleConnsPerHost: 64,
@@ -177,7 +198,8 @@ func (h *Handler) ServeConn(c net.Conn, target string) {
 		kind = "prior-knowledge"
 	}
 	h.m.conns.WithLabelValues(kind).Inc()
-	sc := &servedConn{Conn: c, target: target, done: make(chan struct{})}
+	// Writes batched (coalesce.go): the server flushes after nearly every frame.
+	sc := &servedConn{Conn: newCoalesceConn(c), target: target, done: make(chan struct{})}
 	if !h.ln.push(sc) {
 		_ = c.Close()
 		return
@@ -299,6 +321,9 @@ type call struct {
 	retryable    bool
 	maxAttempts  int
 	chainLimited bool
+	key          string // Idempotency-Key, "" for none
+	ledgerOn     bool   // the key is charged in the entry proxy's ledger
+	attemptStart int64
 }
 
 func hostOf(hostPort string) string {
@@ -346,7 +371,9 @@ func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // setup reads the request's policy inputs: deadline, chain budget, whether
 // it may be retried, and the split of the chain budget over its attempts.
-func (c *call) setup() {
+// It returns false when the call is answered without an attempt (its key's
+// chain budget is spent).
+func (c *call) setup() bool {
 	h, r := c.h, c.r
 	if c.grpc {
 		if d, ok := parseTimeout(r.Header.Get(hdrGRPCTimeout)); ok {
@@ -371,6 +398,16 @@ func (c *call) setup() {
 			n = policy.IncomingBudget(nil, false, []byte(c.bag), true, n)
 		}
 	}
+	c.key = r.Header.Get(hdrIdempotencyKey)
+	c.ledgerOn = c.chainOn && h.ledger != nil && c.key != "" && c.known
+	if c.ledgerOn {
+		n -= h.ledger.Spent([]byte(c.key), c.start)
+		if n <= 0 {
+			c.m.denied[policy.ReasonChain].Inc()
+			c.answer(policy.ReasonChain, "chain budget of this Idempotency-Key is spent", 0)
+			return false
+		}
+	}
 	splitAttempts := c.up.Attempts
 	if !c.retryable {
 		splitAttempts = 1
@@ -387,6 +424,7 @@ func (c *call) setup() {
 	if c.hasDL {
 		c.end = c.start + int64(time.Until(c.dl))
 	}
+	return true
 }
 
 // attemptResult is what one attempt ended in.
@@ -413,7 +451,9 @@ func (a *attemptResult) discard() {
 
 func (c *call) run() {
 	h, r := c.h, c.r
-	c.setup()
+	if !c.setup() {
+		return
+	}
 	if c.known && c.up.Budget != nil {
 		c.up.Budget.Deposit(c.start)
 	}
@@ -452,6 +492,7 @@ func (c *call) run() {
 			c.deadline()
 			return
 		}
+		c.attemptStart = now
 		res := c.attempt(ctx, attempt)
 		now = h.cfg.Now()
 		c.m.attempts.Inc()
@@ -498,6 +539,7 @@ func (c *call) run() {
 		if c.known {
 			d = pol.Decide(&o, c.up.Budget, c.up.Breaker, now)
 		}
+		c.logAttempt(attempt, now, res, d)
 		if d.Retry {
 			c.m.retries.Inc()
 			// Kept (unread) until the next attempt is allowed: a breaker
@@ -538,6 +580,9 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	if c.chainOn {
 		b := c.split.BudgetFor(n)
 		hdr.Set(policy.HeaderBudget, strconv.Itoa(b))
+		if c.ledgerOn {
+			h.ledger.Add([]byte(c.key), b, c.attemptStart)
+		}
 		if c.hadBag {
 			hdr.Set(hdrBaggage, string(policy.AppendBaggage(nil, []byte(c.bag), b)))
 		}
@@ -837,4 +882,52 @@ func parseRetryAfter(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(time.Until(t), 0), true
+}
+
+// logAttempt writes the attempt that just ended (at now) to the access log,
+// if there is one, in the HTTP/1.1 path's format: the HTTP status it rode
+// on, for gRPC the grpc-status (0 once a message committed the answer: the
+// real status comes later, in trailers the decision never waits for).
+func (c *call) logAttempt(n int, now int64, res *attemptResult, d policy.Decision) {
+	w := c.h.cfg.AccessLog
+	if w == nil {
+		return
+	}
+	e := w.Begin()
+	if e == nil {
+		return // dropped, counted by the writer
+	}
+	r := c.r
+	e.TimeNanos, e.DurationNanos = c.attemptStart, now-c.attemptStart
+	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = c.up.Name, n, 0, -1
+	e.BudgetIn, e.BudgetOut = -1, -1
+	if c.chainOn {
+		e.BudgetIn, e.BudgetOut = c.split.First+c.split.Attempts-1, c.split.BudgetFor(n)
+	}
+	if res.err != nil {
+		e.Error = res.cond.String()
+	} else {
+		e.Status = res.resp.StatusCode
+		if c.grpc {
+			e.GRPCStatus = res.code
+			if res.first != nil {
+				e.GRPCStatus = codeOK
+			}
+		}
+	}
+	if !d.Retry && d.Reason != policy.ReasonNone {
+		e.Exhausted = d.Reason.String()
+	}
+	e.SetMethod([]byte(r.Method))
+	e.SetAuthority([]byte(r.Host))
+	e.SetPath([]byte(r.URL.Path))
+	e.SetTraceparent([]byte(r.Header.Get("Traceparent")))
+	e.SetKey([]byte(c.key))
+	e.SetRequestID([]byte(r.Header.Get("X-Request-Id")))
+	if c.hadBag {
+		e.SetStormOp([]byte(c.bag))
+	} else {
+		e.SetStormOp([]byte(r.Header.Get(hdrBaggage)))
+	}
+	w.Commit(e)
 }

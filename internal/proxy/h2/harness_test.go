@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -157,6 +158,9 @@ type proxyOpts struct {
 	replay   int
 	breaker  *policy.Breaker
 	budget   *policy.RetryBudget
+	// accessLog and entrypoint: Config.AccessLog and Config.Entrypoint.
+	accessLog  *accesslog.Writer
+	entrypoint bool
 }
 
 func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -192,6 +196,8 @@ func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
 		RetryMethods:   []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"},
 		MaxReplayBytes: o.replay,
 		Registerer:     reg,
+		AccessLog:      o.accessLog,
+		Entrypoint:     o.entrypoint,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@
 package loop
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"strconv"
@@ -190,6 +191,14 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		// arrives in pieces; served here, a 9 KiB head got 200 or 431
 		// depending on how its bytes were split.
 		c.handoff(data, HandoffHeadTooLarge)
+		return nil, false
+	}
+	if bytes.HasPrefix(data, h2cPrefaceHead) {
+		// h2c with prior knowledge: the preface's first part parses as a
+		// head ("PRI * HTTP/2.0") that fasthttp refuses; the goroutine
+		// engine's listener hands it to the h2c path. Counted apart from
+		// the malformed heads it would otherwise be counted with.
+		c.handoff(data, HandoffH2C)
 		return nil, false
 	}
 	if refusal != "" {

@@ -17,6 +17,7 @@ const (
 	HandoffUnknownHost                               // a host no --upstreams entry names
 	HandoffStreamedResponse                          // an answer whose body streams (the client's connection follows it)
 	HandoffSelfLoop                                  // a known upstream resolving to the proxy's own listener (answered 508)
+	HandoffH2C                                       // h2c with prior knowledge (the HTTP/2 client preface), for the h2c path
 )
 
 var reasonNames = [...]string{
@@ -31,6 +32,7 @@ var reasonNames = [...]string{
 	HandoffUnknownHost:      "unknown-host",
 	HandoffStreamedResponse: "streamed-response",
 	HandoffSelfLoop:         "self-loop",
+	HandoffH2C:              "h2c",
 }
 
 // String is the reason's metric label.
@@ -40,3 +42,7 @@ func (r HandoffReason) String() string {
 	}
 	return "unknown"
 }
+
+// h2cPrefaceHead is the head-shaped start of the HTTP/2 client preface
+// (RFC 9113 3.4: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").
+var h2cPrefaceHead = []byte("PRI * HTTP/2.0\r\n\r\n")

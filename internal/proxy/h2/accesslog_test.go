@@ -1,0 +1,79 @@
+package h2
+
+import (
+	"bytes"
+	"regexp"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
+)
+
+// lockedBuf is the access log's output, read by the test after Close.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+var logTime = regexp.MustCompile(`"time":"[^"]*"|"duration_us":[0-9]+`)
+
+// Every attempt of a gRPC call is one access-log line in the HTTP/1.1
+// path's format, with grpc_status; an entry proxy charges a call's
+// Idempotency-Key in its ledger, so the client's retry with the same key
+// after the chain budget is spent is refused without an attempt
+// (UNAVAILABLE, retrycap-exhausted: chain) and logs nothing.
+func TestAccessLogAndKeyLedger(t *testing.T) {
+	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
+	out := &lockedBuf{}
+	w := accesslog.New("client", out, 0)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, accessLog: w, entrypoint: true})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	ctx := metadata.AppendToOutgoingContext(ctxT(t), "idempotency-key", "k1", "baggage", "storm-op=7")
+	if _, err := callUnary(ctx, cc, "x"); status.Code(err) != codes.Unavailable {
+		t.Fatalf("first call: %v", err)
+	}
+	var tr metadata.MD
+	_, err := callUnary(ctx, cc, "x", grpc.Trailer(&tr))
+	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "retrycap-proxy: upstream echo: chain budget of this Idempotency-Key is spent" {
+		t.Fatalf("retry with the spent key: %v", err)
+	}
+	if got := b.attempts.Load(); got != 3 {
+		t.Fatalf("server saw %d attempts, want 3 (the second call refused)", got)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	line := func(n, budget int, exhausted string) string {
+		s := `{"log":"retrycap-access",TIME,"service":"client","upstream":"echo","method":"POST","authority":"echo:50051",` +
+			`"path":"/retrycap.test.Echo/Call","attempt":` + itoa(n) + `,"budget_in":4,"budget_out":` + itoa(budget) +
+			`,"status":200,"grpc_status":14,DUR`
+		if exhausted != "" {
+			s += `,"exhausted":"` + exhausted + `"`
+		}
+		return s + `,"idempotency_key":"k1","storm_op":"7"}` + "\n"
+	}
+	want := line(1, 2, "") + line(2, 1, "") + line(3, 1, "attempts")
+	got := logTime.ReplaceAllStringFunc(out.b.String(), func(m string) string {
+		if m[1] == 't' {
+			return "TIME"
+		}
+		return "DUR"
+	})
+	if got != want {
+		t.Fatalf("access log:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func itoa(n int) string { return string(rune('0' + n)) }
