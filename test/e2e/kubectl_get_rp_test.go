@@ -145,7 +145,7 @@ var _ = Describe("kubectl get rp and kubectl retrycap graph", func() {
 		stdout, stderr, code := run("retrycap", "graph", "nope", "-n", "shop")
 		Expect(code).To(Equal(2))
 		Expect(stdout).To(BeEmpty())
-		Expect(stderr).To(Equal("retrycap: graph: RetryPolicy shop/nope not found\n"))
+		Expect(stderr).To(Equal("retrycap: graph: RetryPolicy shop/nope not found (nor a ClusterRetryPolicy nope selecting namespace shop)\n"))
 
 		stdout, stderr, code = run("retrycap", "graph", "-n", "default")
 		Expect(code).To(Equal(0))

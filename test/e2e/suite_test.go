@@ -50,6 +50,11 @@ var stopManager context.CancelFunc
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// Gomega's default of 1 s is too short for a reconcile on a loaded 2-core machine (it made a
+	// spec fail with the right state reached 0.4 s later); a spec still fails at once on a wrong
+	// final state through its Expect, and polls every 50 ms.
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	RunSpecs(t, "retrycap end to end")
 }
 
