@@ -245,7 +245,9 @@ var _ = Describe("RetryPolicy status", func() {
 		createSample(ctx, "incident18.yaml", ns)
 		key := types.NamespacedName{Namespace: ns, Name: "checkout"}
 		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(HaveField("Amplification", int64(18)))
-		Expect(counted.Counts(key).StatusWrites).To(Equal(1))
+		// At least one write; more when the informers delivered the sample's workloads to
+		// separate reconciles (a loaded machine): each intermediate graph is a real status.
+		Expect(counted.Counts(key).StatusWrites).To(BeNumerically(">=", 1))
 		var before v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &before)).To(Succeed())
 		start := counted.Counts(key)
@@ -266,7 +268,7 @@ var _ = Describe("RetryPolicy status", func() {
 			updateDeployment(ctx, ns, "catalog", func(d *appsv1.Deployment) { d.Spec.Template.Labels["build"] = v })
 			Eventually(func() int { return counted.Counts(key).Reconciles }).Should(Equal(start.Reconciles + i + 1))
 		}
-		Consistently(func() Counts { return counted.Counts(key) }, "500ms").Should(Equal(Counts{Reconciles: start.Reconciles + 3, StatusWrites: 1}))
+		Consistently(func() Counts { return counted.Counts(key) }, "500ms").Should(Equal(Counts{Reconciles: start.Reconciles + 3, StatusWrites: start.StatusWrites}))
 		var after v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &after)).To(Succeed())
 		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))
