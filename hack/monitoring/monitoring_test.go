@@ -2,6 +2,7 @@ package monitoring
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,8 +19,10 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/promqltest"
+	"github.com/prometheus/prometheus/template"
 	"gopkg.in/yaml.v3"
 )
 
@@ -527,6 +530,38 @@ func TestDashboard(t *testing.T) {
 	for name, m := range exported {
 		if !seen[name] {
 			t.Errorf("%s (%s) is exported but no panel of %s shows it", name, m.file, dashboardFile)
+		}
+	}
+}
+
+// TestAlertSummariesPerPolicyKind expands the over-cap alert's summary as the rule manager does
+// (its $labels prelude, Prometheus' template package) for a RetryPolicy's series and for a
+// ClusterRetryPolicy's (cluster-scoped: namespace="").
+func TestAlertSummariesPerPolicyKind(t *testing.T) {
+	var summary string
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "RetrycapAmplificationOverCap" {
+				summary = r.Annotations["summary"]
+			}
+		}
+	}
+	for _, c := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"namespace": "shop", "policy": "checkout"}, "RetryPolicy shop/checkout is over its retry cap."},
+		{map[string]string{"namespace": "", "policy": "teams-chain"}, "ClusterRetryPolicy teams-chain is over its retry cap."},
+	} {
+		data := template.AlertTemplateData(c.labels, nil, "", promql.Sample{F: 0})
+		e := template.NewTemplateExpander(context.Background(), "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$value := .Value}}"+summary,
+			"summary", data, model.Time(0), nil, nil, nil)
+		got, err := e.Expand()
+		if err != nil {
+			t.Fatalf("%v: %v", c.labels, err)
+		}
+		if got != c.want {
+			t.Errorf("%v: summary %q, want %q", c.labels, got, c.want)
 		}
 	}
 }
