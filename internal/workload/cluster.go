@@ -135,14 +135,7 @@ func ClusterMatcher(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope) (func(Workl
 // entrypoints are the selected nodes nobody calls.
 func BuildCluster(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ws []Workload, set *mesh.Set, svcs ...Service) *Result {
 	selects, err := ClusterMatcher(p, s)
-	var sel []*Parsed
-	if err == nil {
-		for _, w := range ws {
-			if selects(w) {
-				sel = append(sel, Parse(w))
-			}
-		}
-	}
+	sel := parseSelected(ws, selects, err)
 	return build(clustered(p, s), sel, err, NewServiceSet(svcs), set)
 }
 
@@ -151,15 +144,7 @@ func BuildCluster(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ws []Workload
 // sorted again) and Services indexed beforehand (nil: none).
 func BuildClusterParsed(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
 	selects, err := ClusterMatcher(p, s)
-	var sel []*Parsed
-	if err == nil {
-		sel = make([]*Parsed, 0, len(ps))
-		for _, x := range ps {
-			if selects(x.Workload) {
-				sel = append(sel, x)
-			}
-		}
-	}
+	sel := selectParsed(ps, selects, err)
 	return build(clustered(p, s), sel, err, svcs, set)
 }
 

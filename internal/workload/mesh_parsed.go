@@ -9,14 +9,6 @@ import (
 // BuildMesh is Build's: the manager's controller and mesh webhook build from the shared index.
 func BuildParsedMesh(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
 	selects, err := Matcher(p)
-	var sel []*Parsed
-	if err == nil {
-		sel = make([]*Parsed, 0, len(ps))
-		for _, x := range ps {
-			if selects(x.Workload) {
-				sel = append(sel, x)
-			}
-		}
-	}
+	sel := selectParsed(ps, selects, err)
 	return build(namespaced(p), sel, err, svcs, set)
 }

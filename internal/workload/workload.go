@@ -100,6 +100,34 @@ func Matcher(p *v1alpha1.RetryPolicy) (func(Workload) bool, error) {
 	return func(w Workload) bool { return w.Namespace == p.Namespace && sel.Matches(labels.Set(w.Labels)) }, nil
 }
 
+// parseSelected parses the workloads of ws that selects selects; none on a bad selector (err).
+func parseSelected(ws []Workload, selects func(Workload) bool, err error) []*Parsed {
+	if err != nil {
+		return nil
+	}
+	var sel []*Parsed
+	for _, w := range ws {
+		if selects(w) {
+			sel = append(sel, Parse(w))
+		}
+	}
+	return sel
+}
+
+// selectParsed is the part of ps that selects selects, in order; none on a bad selector (err).
+func selectParsed(ps []*Parsed, selects func(Workload) bool, err error) []*Parsed {
+	if err != nil {
+		return nil
+	}
+	sel := make([]*Parsed, 0, len(ps))
+	for _, x := range ps {
+		if selects(x.Workload) {
+			sel = append(sel, x)
+		}
+	}
+	return sel
+}
+
 // AnnotationError is an invalid retrycap annotation on one workload.
 type AnnotationError struct {
 	Workload   Workload
@@ -212,14 +240,7 @@ func (r *Result) Nodes(key string) []string {
 // result does not depend on the order of ws.
 func Build(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) *Result {
 	selects, err := Matcher(p)
-	var sel []*Parsed
-	if err == nil {
-		for _, w := range ws {
-			if selects(w) {
-				sel = append(sel, Parse(w))
-			}
-		}
-	}
+	sel := parseSelected(ws, selects, err)
 	return build(namespaced(p), sel, err, NewServiceSet(svcs), nil)
 }
 
@@ -229,14 +250,7 @@ func Build(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) *Result {
 // in the policy's namespace routes to it. Mesh warnings go into Result.Warnings.
 func BuildMesh(p *v1alpha1.RetryPolicy, ws []Workload, set *mesh.Set, svcs ...Service) *Result {
 	selects, err := Matcher(p)
-	var sel []*Parsed
-	if err == nil {
-		for _, w := range ws {
-			if selects(w) {
-				sel = append(sel, Parse(w))
-			}
-		}
-	}
+	sel := parseSelected(ws, selects, err)
 	return build(namespaced(p), sel, err, NewServiceSet(svcs), set)
 }
 
