@@ -719,9 +719,11 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 		}
 	}
 	edges := make([]graph.Edge, len(incoming.upstreams))
+	// The attempts with the mesh layers on each call, as build counts them (IncomingEdges).
+	mes := b.r.IncomingEdges(incoming, node)
 	for i, u := range incoming.upstreams {
-		a, c := edgeValues(u, b.def)
-		edges[i] = graph.Edge{From: node, To: b.r.upstreamNode(incoming, i), Attempts: a, Calls: c}
+		_, c := edgeValues(u, b.def)
+		edges[i] = graph.Edge{From: node, To: mes[i].To, Attempts: mes[i].Attempts(), Calls: c}
 	}
 	return b.prep.JudgeWith(b.r.Cap, node, edges)
 }
