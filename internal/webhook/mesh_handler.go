@@ -65,6 +65,9 @@ type MeshSource interface {
 	Set() *mesh.Set
 	Read() []meshwatch.API
 	OnAPIsChange(func([]meshwatch.API))
+	// OnChange subscribes to every change of the Set (the workload gate's prepared graphs are
+	// rebuilt with it).
+	OnChange(func(meshwatch.Affected))
 }
 
 // MeshGate is the admission.Handler of the mesh webhook: DecideMesh over the namespace's
