@@ -111,3 +111,35 @@ func TestPreparedGraphFollowsTheMesh(t *testing.T) {
 		t.Fatalf("judged on a prepared graph without the request's mesh layers: %+v", d)
 	}
 }
+
+// A ClusterRetryPolicy counts the layers of each caller's namespace, on the graph built for the
+// request and on its prepared graph alike.
+func TestDecideClusterMesh(t *testing.T) {
+	set := testMeshSet(t,
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}",
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: orders, labels: {istio.io/rev: stable}}")
+	x := NewIndex()
+	for ns, l := range chainLabels {
+		x.PutNamespace(ns, l)
+	}
+	x.Put(teamDeployment("shop", "web", "order.orders=1"))
+	x.Put(teamDeployment("payments", "payment", ""))
+	x.SetMesh(set)
+	p := clusterPolicy("checkout-chain", 8, v1alpha1.EnforcementReject)
+	p.UID, p.Generation = "u1", 1
+	in := teamDeployment("orders", "order", "payment.payments=1")
+	want := "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments = 9 > cap 8; " +
+		"web.shop -x3-> order.orders: 3 = 1 (Deployment web) x 3 (Istio default, no VirtualService binds orders/order); " +
+		"order.orders -x3-> payment.payments: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payments/payment); " +
+		"even with order.orders: payment.payments=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 2: lower the mesh's retries on it"
+	for _, mode := range []baseMode{baseNever, baseAlways} {
+		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, in, mode), Incoming: in, Mesh: set})
+		if d.Message != want {
+			t.Errorf("mode %d: message\n %q, want\n %q", mode, d.Message, want)
+		}
+		// Without the Set: 1 x 1.
+		if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, in, mode), Incoming: in}); !d.Allowed {
+			t.Errorf("mode %d, no Set: %+v", mode, d)
+		}
+	}
+}
