@@ -11,8 +11,8 @@ import (
 	"github.com/retrycap/retrycap/internal/annotations"
 )
 
-// TestMeshPatchGolden renders -o patch for each input of testdata/mesh (manifests in the shape
-// of bookinfo, the Gateway API conformance route, ...) against NAME.patch.golden (go test
+// TestMeshPatchGolden renders -o table and -o patch for each input of testdata/mesh (manifests in the shape
+// of bookinfo, the Gateway API conformance route, ...) against NAME.table.golden and NAME.patch.golden (go test
 // ./internal/analyze -run MeshPatchGolden -update rewrites them), then applies what it printed
 // (the mesh objects as printed, read after the input so that they replace theirs; the workloads'
 // new upstreams) and analyses again: within every cap, unless a note says what no patch of the
@@ -29,27 +29,21 @@ func TestMeshPatchGolden(t *testing.T) {
 			if errs := (Reader{}).ReadPathsInto(m, []string{in}); len(errs) > 0 {
 				t.Fatal(errs)
 			}
-			if m.Analyze().WithinCap {
+			rep := m.Analyze()
+			if rep.WithinCap {
 				t.Fatal("within cap before the patch")
 			}
+			var table bytes.Buffer
+			if err := RenderTable(&table, rep); err != nil {
+				t.Fatal(err)
+			}
+			compareGolden(t, filepath.Join("testdata", "mesh", name+".table.golden"), table.Bytes())
 			patches, notes := m.Plan()
 			var b bytes.Buffer
 			if err := RenderPatch(&b, patches, notes); err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "mesh", name+".patch.golden")
-			if *update {
-				if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if b.String() != string(want) {
-				t.Errorf("-o patch differs from %s:\n--- got\n%s\n--- want\n%s", golden, b.String(), want)
-			}
+			compareGolden(t, filepath.Join("testdata", "mesh", name+".patch.golden"), b.Bytes())
 
 			// Applied: the printed mesh objects after the input, the workloads' new values.
 			after := NewManifests()
@@ -81,5 +75,22 @@ func TestMeshPatchGolden(t *testing.T) {
 				t.Errorf("after the patch: within cap %v, with notes %q", within, notes)
 			}
 		})
+	}
+}
+
+// compareGolden compares got with the golden file (rewritten with -update).
+func compareGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", golden, got, want)
 	}
 }

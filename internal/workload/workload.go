@@ -408,6 +408,9 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		}
 		r.Graph.SetEntrypoint(node, client)
 	}
+	if len(p.spec.Entrypoints) == 0 {
+		r.gatewayEntrypoints() // mesh_entry.go
+	}
 	return r
 }
 
