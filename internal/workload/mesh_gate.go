@@ -119,3 +119,15 @@ func RaisesMeshRetries(set *mesh.Set, old, incoming Workload) bool {
 	}
 	return false
 }
+
+// BuildWithMesh is BuildWith with the retry layers of set (nil: exactly BuildWith): the pod
+// injector decides a pod's default entrypoints on it (a Gateway-routed Service is one).
+func BuildWithMesh(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, set *mesh.Set, svcs ...Service) *Result {
+	all := make([]Workload, 0, len(ws)+1)
+	for _, w := range ws {
+		if w.Key() != incoming.Key() {
+			all = append(all, w)
+		}
+	}
+	return BuildMesh(p, append(all, incoming), set, svcs...)
+}
