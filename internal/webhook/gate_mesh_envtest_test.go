@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -89,6 +90,39 @@ func TestGateMeshLayers(t *testing.T) {
 
 	// The same in the unmeshed namespace: 1 x 1 x 1.
 	g.Expect(c.Create(ctx, bookinfoDeployment("plain", "productpage", "reviews=1"))).To(Succeed())
+
+	// The mesh webhook judges the policies of the namespaces a VirtualService is exported to,
+	// not only its own (istio-config has none): reviews -x5-> ratings = 5 > cap 4.
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-config"}})).To(Succeed())
+	const wantVS = "admission webhook \"mesh.retrycap.dev\" denied the request: RetryPolicy bookinfo/bookinfo: " +
+		"VirtualService istio-config/ratings spec.http[0].retries.attempts: 4 makes reviews -x5-> ratings = 5 > cap 4; " +
+		"VirtualService istio-config/ratings may keep attempts: 3"
+	g.Eventually(func() string {
+		err := c.Create(ctx, exportedVirtualService(4), client.DryRunAll)
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}).Should(Equal(wantVS))
+	g.Expect(c.Create(ctx, exportedVirtualService(3))).To(Succeed())
+}
+
+// exportedVirtualService binds bookinfo's ratings from namespace istio-config, exported to
+// bookinfo, with attempts retries.
+func exportedVirtualService(attempts int64) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+		"metadata": map[string]any{"name": "ratings", "namespace": "istio-config"},
+		"spec": map[string]any{
+			"hosts":    []any{"ratings.bookinfo.svc.cluster.local"},
+			"exportTo": []any{"bookinfo"},
+			"http": []any{map[string]any{
+				"route":   []any{map[string]any{"destination": map[string]any{"host": "ratings.bookinfo.svc.cluster.local"}}},
+				"retries": map[string]any{"attempts": attempts},
+			}},
+		},
+	}}
+	return u
 }
 
 func bookinfoDeployment(ns, name, upstreams string) *appsv1.Deployment {
