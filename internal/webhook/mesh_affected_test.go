@@ -36,7 +36,7 @@ func TestDecideMeshOtherNamespacesPolicies(t *testing.T) {
 		want MeshDecision
 	}{
 		{name: "exported to shop: shop's policy refuses it",
-			in: MeshInput{Policies: []*v1alpha1.RetryPolicy{p}, Namespaces: map[string]MeshNamespace{"shop": shop}, Set: set, Object: vs(`[".", shop]`)},
+			in:   MeshInput{Policies: []*v1alpha1.RetryPolicy{p}, Namespaces: map[string]MeshNamespace{"shop": shop}, Set: set, Object: vs(`[".", shop]`)},
 			want: MeshDecision{Message: "RetryPolicy shop/shop: VirtualService ratings/ratings spec.http[0].retries.attempts: 4 makes web -x5-> ratings.ratings = 5 > cap 4; VirtualService ratings/ratings may keep attempts: 3"}},
 		{name: "exported to ratings only: shop's callers do not see it",
 			in:   MeshInput{Policies: []*v1alpha1.RetryPolicy{p}, Namespaces: map[string]MeshNamespace{"shop": shop}, Set: set, Object: vs(`["."]`)},
