@@ -722,11 +722,15 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 		}
 	}
 	edges := make([]graph.Edge, len(incoming.upstreams))
-	// The attempts with the mesh layers on each call, as build counts them (IncomingEdges).
-	mes := b.r.IncomingEdges(incoming, node)
 	for i, u := range incoming.upstreams {
-		_, c := edgeValues(u, b.def)
-		edges[i] = graph.Edge{From: node, To: mes[i].To, Attempts: mes[i].Attempts(), Calls: c}
+		a, c := edgeValues(u, b.def)
+		edges[i] = graph.Edge{From: node, To: b.r.upstreamNode(incoming, i), Attempts: a, Calls: c}
+	}
+	if b.r.mesh != nil {
+		// The attempts with the mesh layers on each call, as build counts them.
+		for i, e := range b.r.IncomingEdges(incoming, node) {
+			edges[i].Attempts = e.Attempts()
+		}
 	}
 	return b.prep.JudgeWith(b.r.Cap, node, edges)
 }
