@@ -107,6 +107,9 @@ type Manifests struct {
 	MeshOptions mesh.Options
 
 	mesh *mesh.Set // mesh.go
+	// meshObjects are the mesh objects read, as JSON, by "Kind ns/name" (mesh.Layer.Object):
+	// -o patch rewrites their retry fields (mesh_patch.go).
+	meshObjects map[string]meshObject
 	// flagLabels are the namespaces SetNamespaceLabels gave labels for (cluster.go).
 	flagLabels map[string]bool
 }

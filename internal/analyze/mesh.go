@@ -37,6 +37,7 @@ func (r Reader) addMesh(m *Manifests, src Source, js []byte, tm *typeMeta) []err
 	if _, err := m.meshSet(r.namespace()).AddJSON(js); err != nil {
 		return []error{&InputError{src, err}}
 	}
+	m.keepMeshObject(src, js, tm, r.namespace())
 	return nil
 }
 

@@ -14,13 +14,16 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// Patch is one object's part of the combined fix: its new retrycap.dev/upstreams value.
+// Patch is one object's part of the combined fix: a workload's new retrycap.dev/upstreams
+// value, or (Mesh set) a mesh object's lowered retry fields.
 type Patch struct {
 	Workload workload.Workload
 	Source   Source
 	Old, New string
 	// Policies are the policies whose plans lower this object's values.
 	Policies []string
+	// Mesh is a mesh object's patch (Workload, Old and New are then empty).
+	Mesh *MeshPatch
 }
 
 // Plan is the whole combined fix of every policy over the cap: for each policy the whole-graph
@@ -38,17 +41,18 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	// the namespaces whose labels the input gives.
 	var results []*workload.Result
 	for _, p := range ps {
-		results = append(results, workload.Build(p, m.Workloads, m.Services...))
+		results = append(results, workload.BuildMesh(p, m.Workloads, m.mesh, m.Services...))
 	}
 	cps := append([]*v1alpha1.ClusterRetryPolicy(nil), m.ClusterPolicies...)
 	sort.Slice(cps, func(i, j int) bool { return cps[i].Name < cps[j].Name })
 	for _, p := range cps {
 		if s, err := workload.NewClusterScope(p, m.NamespaceLabels); err == nil {
-			results = append(results, workload.BuildCluster(p, s, m.Workloads, nil, m.Services...))
+			results = append(results, workload.BuildCluster(p, s, m.Workloads, m.mesh, m.Services...))
 		}
 	}
 	cur := map[string][]annotations.Upstream{} // workload key -> upstreams being lowered
 	byKey := map[string]*Patch{}
+	demands := map[string]*meshDemand{} // a mesh layer's field -> the fewest tries it may give
 	for _, r := range results {
 		a := graph.Analyze(r.Graph, r.Cap)
 		if a.WithinCap() {
@@ -65,6 +69,16 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))
 		}
 		def := max(r.Spec().Retry.DefaultAttempts, 1)
+		lower := func(w workload.Workload, key string) {
+			pt := byKey[key]
+			if pt == nil {
+				pt = &Patch{Workload: w, Source: m.Sources[key], Old: w.Annotations[annotations.Upstreams]}
+				byKey[key] = pt
+			}
+			if !containsString(pt.Policies, name) {
+				pt.Policies = append(pt.Policies, name)
+			}
+		}
 		for _, w := range r.Selected {
 			key := w.Key()
 			// The nodes w's edges belong to: its service name, or the Services selecting it.
@@ -80,30 +94,38 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 				}
 				cur[key] = ups
 			}
-			for i, u := range ups {
-				now := u.Attempts
-				if now == 0 {
-					now = def
+			x := workload.Parse(w)
+			for _, n := range nodes {
+				// The edges out of n as the graph carries them: the app's attempts times the
+				// mesh layers on w's calls.
+				edges := r.IncomingEdges(x, n)
+				if len(edges) != len(ups) {
+					continue
 				}
-				v, ok := int64(0), false
-				for _, n := range nodes { // the lowest any of its nodes' edges needs
-					to := workload.NormalizeUpstream(u.Name, w.Namespace)
-					if r.ClusterPolicy != nil {
-						to = workload.QualifiedName(to, w.Namespace)
+				for i, u := range ups {
+					now := int64(u.Attempts)
+					if now == 0 {
+						now = int64(def)
 					}
-					if nv, nok := plan.New(n, to); nok && (!ok || nv < v) {
-						v, ok = nv, true
+					v, ok := plan.New(n, edges[i].To)
+					if !ok || v >= now*(edges[i].Attempts()/max(edges[i].App, 1)) {
+						continue
 					}
-				}
-				if ok && v < int64(now) {
-					ups[i].Attempts = int32(v)
-					pt := byKey[key]
-					if pt == nil {
-						pt = &Patch{Workload: w, Source: m.Sources[key], Old: w.Annotations[annotations.Upstreams]}
-						byKey[key] = pt
+					app, l, tries, meshed := splitEdge(edges[i], now, v)
+					if app < now {
+						ups[i].Attempts = int32(app)
+						lower(w, key)
 					}
-					if !containsString(pt.Policies, name) {
-						pt.Policies = append(pt.Policies, name)
+					if meshed && l.Tries > 1 && tries < l.Tries {
+						k := l.Object + " " + l.FieldPath + " " + l.Note
+						if d := demands[k]; d == nil {
+							demands[k] = &meshDemand{layer: l, tries: tries, policies: []string{name}}
+						} else {
+							d.tries = min(d.tries, tries)
+							if !containsString(d.policies, name) {
+								d.policies = append(d.policies, name)
+							}
+						}
 					}
 				}
 			}
@@ -114,7 +136,8 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		patches = append(patches, *pt)
 	}
 	sort.Slice(patches, func(i, j int) bool { return workload.Compare(patches[i].Workload, patches[j].Workload) < 0 })
-	return patches, notes
+	mp, mnotes := m.planMesh(demands)
+	return append(patches, mp...), append(notes, mnotes...)
 }
 
 func containsString(xs []string, s string) bool {
@@ -150,6 +173,20 @@ func RenderPatch(w io.Writer, patches []Patch, notes []string) error {
 	for i, pt := range patches {
 		if i > 0 || len(notes) > 0 {
 			b.WriteString("---\n")
+		}
+		if pt.Mesh != nil {
+			// The whole object with its retry fields lowered (a list such as spec.http cannot be
+			// merge-patched one item at a time): kubectl apply takes it as it is.
+			fmt.Fprintf(&b, "# %s (%s), for %s: %s\n", pt.Mesh.Object, pt.Source, policyList(pt.Policies), strings.Join(pt.Mesh.Changes, "; "))
+			out, err := yaml.JSONToYAML(pt.Mesh.JSON)
+			if err != nil {
+				return fmt.Errorf("rendering %s: %w", pt.Mesh.Object, err)
+			}
+			b.Write(out)
+			if len(out) > 0 && out[len(out)-1] != '\n' {
+				b.WriteByte('\n')
+			}
+			continue
 		}
 		fmt.Fprintf(&b, "# %s (%s), for %s: %s %q -> %q\n", pt.Workload, pt.Source, policyList(pt.Policies), annotations.Upstreams, pt.Old, pt.New)
 		ann := map[string]any{"annotations": map[string]string{annotations.Upstreams: pt.New}}

@@ -119,10 +119,11 @@ func (x *Index) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.RetryPolicy)
 		ps[i] = e.p
 	}
 	set := n.sharedSet()
+	meshSet := x.Mesh()
 	x.mu.RUnlock()
 	// Built outside the index's lock: informer events go on meanwhile, and a change makes the
 	// next request build again.
-	pb.base = workload.NewBase(p, ps, set)
+	pb.base = workload.NewBaseMesh(p, ps, set, meshSet)
 	pb.gen, pb.policyUID, pb.policyGen = gen, string(p.UID), p.Generation
 	return pb.base
 }

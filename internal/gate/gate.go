@@ -9,6 +9,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -31,6 +32,10 @@ type Input struct {
 	// ObjectAnnotations are the annotations on a Deployment's, StatefulSet's or DaemonSet's own
 	// metadata (Incoming holds its pod template's, which is what retrycap reads); nil for a Pod.
 	ObjectAnnotations map[string]string
+	// Mesh is the mesh retry layers the graphs count (the manager's meshwatch.Watcher.Set; nil:
+	// none, only the applications' attempts). A prepared graph built with another Set is not
+	// used.
+	Mesh *mesh.Set
 }
 
 // Source is what the gate reads about a request's namespace beyond the request: the stored
@@ -203,10 +208,19 @@ type verdict struct {
 	// via is the incoming workload ("Deployment ns/name") when node is a Service's name, not its
 	// own: the message's suggestion names the workload whose annotation to change.
 	via string
+	// layers are the mesh layers of the path's multiplied factors (Result.ExplainJudgement),
+	// "" without any.
+	layers string
 }
 
 func (v verdict) message() string {
 	msg := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, v.plan)
+	if v.layers != "" {
+		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
+		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
+		head := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, nil)
+		msg = head + "; " + v.layers + msg[len(head):]
+	}
 	if v.policy.ref.Cluster() {
 		// AdmissionMessage names a RetryPolicy.
 		msg = v.policy.ref.Kind + strings.TrimPrefix(msg, workload.KindRetryPolicy)
@@ -318,7 +332,7 @@ func Decide(in Input) Decision {
 			auditPolicies = append(auditPolicies, p)
 			continue
 		}
-		v, over, err := judge(p, in.Incoming, in.Old, src)
+		v, over, err := judge(p, in.Incoming, in.Old, src, in.Mesh)
 		if err != nil {
 			return deny(err.Error())
 		}
@@ -357,7 +371,7 @@ func Decide(in Input) Decision {
 		}
 	}
 	for _, p := range auditPolicies {
-		v, over, err := judge(p, toStore, in.Old, src)
+		v, over, err := judge(p, toStore, in.Old, src, in.Mesh)
 		if err != nil || !over {
 			continue
 		}
@@ -429,7 +443,7 @@ func incomingError(r *workload.Result, incoming workload.Workload) error {
 // judge reports whether p's graph, with the incoming workload in place, is over the cap through
 // the incoming workload's edges, for a request p must judge at all (see Decide). The graph is
 // built only then: an update that raises nothing costs no graph.
-func judge(p policy, w workload.Workload, old *workload.Workload, src *stored) (verdict, bool, error) {
+func judge(p policy, w workload.Workload, old *workload.Workload, src *stored, set *mesh.Set) (verdict, bool, error) {
 	if old != nil {
 		wasSelected, err := p.selects(*old)
 		if err != nil {
@@ -445,27 +459,27 @@ func judge(p policy, w workload.Workload, old *workload.Workload, src *stored) (
 			if err != nil {
 				return verdict{}, false, err
 			}
-			if !raises {
+			if !raises && !workload.RaisesMeshRetries(set, *old, w) {
 				return verdict{}, false, nil
 			}
 		}
 	}
 	incoming := workload.Parse(w)
 	own := p.node(incoming.ServiceName(), w.Namespace)
-	if b := src.prepared(p); b != nil {
+	if b := src.prepared(p); b != nil && b.Mesh() == set {
 		if j, plan, ok := b.Judge(incoming); ok {
 			if !j.Over {
 				return verdict{}, false, nil
 			}
-			return verdict{policy: p, judge: j, plan: plan, node: own}, true, nil
+			return meshVerdict(verdict{policy: p, judge: j, plan: plan, node: own}, b.Result(), incoming), true, nil
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
 	var r *workload.Result
 	if p.crp != nil {
-		r = workload.BuildClusterJudged(p.crp, p.scope, src.clusterWorkloads(p), incoming, src.clusterServices(p), nil)
+		r = workload.BuildClusterJudged(p.crp, p.scope, src.clusterWorkloads(p), incoming, src.clusterServices(p), set)
 	} else {
-		r = workload.BuildJudgedParsed(p.rp, src.workloads(), incoming, src.services())
+		r = workload.BuildJudgedParsedMesh(p.rp, src.workloads(), incoming, src.services(), set)
 	}
 	// Every node the workload is reached under carries its edges; the worst is judged (the
 	// first, own name before Services by name, on a tie).
@@ -486,7 +500,7 @@ func judge(p policy, w workload.Workload, old *workload.Workload, src *stored) (
 	if svc != own {
 		v.via = w.String()
 	}
-	return v, true, nil
+	return meshVerdict(v, r, incoming), true, nil
 }
 
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'

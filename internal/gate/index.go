@@ -40,6 +40,7 @@ type Index struct {
 	// cluster policies' prepared state (cluster.go).
 	nsState
 	clusterState
+	meshState // the mesh layers of the prepared graphs (mesh.go)
 }
 
 type nsWorkloads struct {

@@ -271,8 +271,12 @@ func (c *core) entrypoints() {
 		}
 	}
 	for v := range c.n {
-		if g.selected[v] && !called[v] {
-			c.ents = append(c.ents, entry{node: int32(v), k: 1})
+		k, extra := g.extra[int32(v)]
+		switch {
+		case g.selected[v] && !called[v]:
+			c.ents = append(c.ents, entry{node: int32(v), k: max(k, 1)})
+		case extra:
+			c.ents = append(c.ents, entry{node: int32(v), k: k})
 		}
 	}
 	if c.cyc == nil {

@@ -25,6 +25,9 @@ type Graph struct {
 
 	entries []entry // explicit entrypoints, in the order set
 	entryOf map[int32]int
+	// extra are default entrypoints beside the services nobody calls (AddDefaultEntrypoint),
+	// by node: used only without explicit ones.
+	extra map[int32]int64
 
 	// adj is the adjacency every pass reads, built on first use after a change and dropped by
 	// every change. Atomic so that concurrent readers (Analyze and Judge on one graph) may both
@@ -221,6 +224,18 @@ func (g *Graph) SetEntrypoint(name string, clientAttempts int64) {
 	}
 	g.entryOf[id] = len(g.entries)
 	g.entries = append(g.entries, entry{node: id, k: clientAttempts})
+}
+
+// AddDefaultEntrypoint makes name an entrypoint with clientAttempts (at least 1; the larger
+// wins) when no explicit entrypoint is set, beside the default ones (the selected services no
+// selected service calls): a service that outside clients reach, e.g. through a Gateway route,
+// although services of the graph call it too. Ignored once SetEntrypoint is used.
+func (g *Graph) AddDefaultEntrypoint(name string, clientAttempts int64) {
+	id := g.intern(name)
+	if g.extra == nil {
+		g.extra = map[int32]int64{}
+	}
+	g.extra[id] = max(g.extra[id], clientAttempts, 1)
 }
 
 // Len is the number of services.

@@ -215,11 +215,15 @@ func (pg *Prepared) JudgeWith(cap int64, service string, edges []Edge) (j *Judge
 		in.h = c.v[s].h
 	}
 	if len(g.entries) == 0 && (s < 0 || !pg.called[s]) {
-		// Selected and called by no selected service: a default entrypoint, client attempts 1.
-		// forward keeps a caller's path only when it is strictly worse.
-		if in.h <= 1 {
-			in.h, in.start = 1, true
+		// Selected and called by no selected service: a default entrypoint, client attempts 1
+		// (or AddDefaultEntrypoint's). forward keeps a caller's path only when it is strictly
+		// worse.
+		if k := max(g.extra[s], 1); in.h <= k {
+			in.h, in.start = k, true
 		}
+	} else if k, ok := g.extra[s]; ok && len(g.entries) == 0 && in.h <= k {
+		// Also called inside the graph, and reached from outside (AddDefaultEntrypoint).
+		in.h, in.start = k, true
 	}
 	j = judgeOut(in, es, cap)
 	cap = max(cap, 1)

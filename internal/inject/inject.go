@@ -11,6 +11,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -98,9 +99,9 @@ func Decide(cfg Config, in Input) Decision {
 	}
 	var entry bool
 	if p.crp != nil {
-		entry = IsClusterEntrypoint(p.crp, p.scope, in.ClusterWorkloads, w, in.ClusterServices...)
+		entry = isClusterEntrypoint(p.crp, p.scope, in.ClusterWorkloads, w, in.Mesh, in.ClusterServices...)
 	} else {
-		entry = IsEntrypoint(p.rp, in.Workloads, w, in.Services...)
+		entry = isEntrypoint(p.rp, in.Workloads, w, in.Mesh, in.Services...)
 	}
 	args := ProxyArgs(svc, ups, entry, settings)
 
@@ -154,6 +155,9 @@ type Input struct {
 	// on its graph across namespaces (gate.Index.RelevantClusterWorkloads).
 	ClusterWorkloads []workload.Workload
 	ClusterServices  []workload.Service
+	// Mesh is the mesh retry layers the gate counts (nil: none): a Service a Gateway-parented
+	// route routes to is a default entrypoint of a policy that lists none.
+	Mesh *mesh.Set
 }
 
 // ClusterPolicy is a ClusterRetryPolicy with the namespaces it selects.
@@ -317,7 +321,12 @@ func selectingPolicies(in Input, w workload.Workload) (enabled, disabled []candi
 // fixed when the pod is created; a policy that lists its entrypoints makes it independent of the
 // order in which workloads are deployed.
 func IsEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
-	r := workload.BuildWith(p, ws, w, svcs...)
+	return isEntrypoint(p, ws, w, nil, svcs...)
+}
+
+// isEntrypoint is IsEntrypoint on the graph with the mesh layers of set (the gate's).
+func isEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload, set *mesh.Set, svcs ...workload.Service) bool {
+	r := workload.BuildWithMesh(p, ws, w, set, svcs...)
 	nodes := r.Nodes(w.Key())
 	if len(nodes) == 0 {
 		return false
@@ -334,13 +343,18 @@ func IsEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Wo
 // one of w's nodes ("name.ns") is an entrypoint of p's graph across them, built from ws (of any
 // namespaces; those outside s are not selected) and svcs with w in place of its stored version.
 func IsClusterEntrypoint(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
+	return isClusterEntrypoint(p, s, ws, w, nil, svcs...)
+}
+
+// isClusterEntrypoint is IsClusterEntrypoint on the graph with the mesh layers of set.
+func isClusterEntrypoint(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope, ws []workload.Workload, w workload.Workload, set *mesh.Set, svcs ...workload.Service) bool {
 	all := make([]workload.Workload, 0, len(ws)+1)
 	for _, x := range ws {
 		if x.Key() != w.Key() {
 			all = append(all, x)
 		}
 	}
-	r := workload.BuildCluster(p, s, append(all, w), nil, svcs...)
+	r := workload.BuildCluster(p, s, append(all, w), set, svcs...)
 	nodes := r.Nodes(w.Key())
 	if len(nodes) == 0 {
 		return false

@@ -22,6 +22,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -38,6 +39,17 @@ type WorkloadGate struct {
 	index    *gate.Index
 	skip     map[string]bool
 	log      logr.Logger
+	// mesh is the mesh watcher (nil: no mesh layers): the gate counts its current Set's layers,
+	// as the controller and the mesh gate do.
+	mesh MeshSource
+}
+
+// meshSet is the mesh watcher's current Set (nil without one).
+func (g *WorkloadGate) meshSet() *mesh.Set {
+	if g.mesh == nil {
+		return nil
+	}
+	return g.mesh.Set()
 }
 
 // Handle implements admission.Handler.
@@ -105,7 +117,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	}
 	// The index reads only the part of the namespaces that can change the verdict, and only if
 	// some policy must judge the request.
-	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn})
+	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn, Mesh: g.meshSet()})
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a policy the gate cannot evaluate", "workload", incoming.String())
 	}

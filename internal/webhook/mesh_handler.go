@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,6 +67,9 @@ type MeshSource interface {
 	Set() *mesh.Set
 	Read() []meshwatch.API
 	OnAPIsChange(func([]meshwatch.API))
+	// OnChange subscribes to every change of the Set (the workload gate's prepared graphs are
+	// rebuilt with it).
+	OnChange(func(meshwatch.Affected))
 }
 
 // MeshGate is the admission.Handler of the mesh webhook: DecideMesh over the namespace's
@@ -107,19 +112,25 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("retrycap mesh gate: the manager's workload cache has not synced yet; retry shortly"))
 		}
 	}
-	var list v1alpha1.RetryPolicyList
-	if err := g.policies.List(ctx, &list, client.InNamespace(req.Namespace)); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap mesh gate: listing the RetryPolicies of namespace %s from the cache: %w", req.Namespace, err))
+	policies, err := g.affectedPolicies(ctx, req.Namespace, raw, old)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if len(list.Items) == 0 {
+	if len(policies) == 0 {
 		return admission.Allowed("")
 	}
-	policies := make([]*v1alpha1.RetryPolicy, len(list.Items))
-	for i := range list.Items {
-		policies[i] = &list.Items[i]
+	in := MeshInput{Policies: policies, Workloads: g.index.Parsed(req.Namespace), Services: g.index.Services(req.Namespace),
+		Set: set, Object: raw, Old: old}
+	for _, p := range policies {
+		if _, ok := in.Namespaces[p.Namespace]; p.Namespace == req.Namespace || ok {
+			continue
+		}
+		if in.Namespaces == nil {
+			in.Namespaces = map[string]MeshNamespace{}
+		}
+		in.Namespaces[p.Namespace] = MeshNamespace{Workloads: g.index.Parsed(p.Namespace), Services: g.index.Services(p.Namespace)}
 	}
-	d := DecideMesh(MeshInput{Policies: policies, Workloads: g.index.Parsed(req.Namespace), Services: g.index.Services(req.Namespace),
-		Set: set, Object: raw, Old: old})
+	d := DecideMesh(in)
 	if !d.Allowed {
 		resp := admission.Denied(d.Message)
 		resp.Warnings = d.Warnings
@@ -133,6 +144,62 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 		resp.PatchType = &pt
 	}
 	return resp
+}
+
+// affectedPolicies are the RetryPolicies of the namespaces whose chains the object (as sent, and
+// as stored) bears on (meshwatch.AffectedBy: its own namespace, a VirtualService's exportTo
+// namespaces, or every namespace), from the cache.
+func (g *MeshGate) affectedPolicies(ctx context.Context, ns string, raw, old []byte) ([]*v1alpha1.RetryPolicy, error) {
+	namespaces := map[string]bool{ns: true}
+	all := false
+	for _, data := range [][]byte{raw, old} {
+		if data == nil {
+			continue
+		}
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON(data); err != nil {
+			// DecideMesh names the object and the error; its own namespace is judged.
+			continue
+		}
+		a := meshwatch.AffectedBy(&u)
+		all = all || a.All
+		for _, n := range a.Namespaces {
+			namespaces[n] = true
+		}
+	}
+	var lists []v1alpha1.RetryPolicyList
+	if all {
+		var list v1alpha1.RetryPolicyList
+		if err := g.policies.List(ctx, &list); err != nil {
+			return nil, fmt.Errorf("retrycap mesh gate: listing the RetryPolicies from the cache: %w", err)
+		}
+		lists = append(lists, list)
+	} else {
+		names := make([]string, 0, len(namespaces))
+		for n := range namespaces {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if g.skip[n] {
+				continue
+			}
+			var list v1alpha1.RetryPolicyList
+			if err := g.policies.List(ctx, &list, client.InNamespace(n)); err != nil {
+				return nil, fmt.Errorf("retrycap mesh gate: listing the RetryPolicies of namespace %s from the cache: %w", n, err)
+			}
+			lists = append(lists, list)
+		}
+	}
+	var out []*v1alpha1.RetryPolicy
+	for i := range lists {
+		for j := range lists[i].Items {
+			if p := &lists[i].Items[j]; !g.skip[p.Namespace] {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
 }
 
 // withNamespace returns raw with metadata.namespace set to ns when the object leaves it out (a

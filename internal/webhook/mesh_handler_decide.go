@@ -19,16 +19,34 @@ import (
 // MeshInput is everything the mesh gate decides on: pure data, no client (the handler reads it
 // from the request, the manager's cache and the mesh watcher).
 type MeshInput struct {
-	// Policies are the RetryPolicies of the object's namespace.
+	// Policies are the RetryPolicies of the namespaces whose chains the object bears on (its
+	// own; a VirtualService's exportTo namespaces, or every namespace: meshwatch.AffectedBy).
 	Policies []*v1alpha1.RetryPolicy
-	// Workloads are the namespace's workloads, parsed and sorted (gate.Index.Parsed), and
-	// Services its Services (nil: none).
+	// Workloads are the object's namespace's workloads, parsed and sorted (gate.Index.Parsed),
+	// and Services its Services (nil: none).
 	Workloads []*workload.Parsed
 	Services  *workload.ServiceSet
+	// Namespaces are the workloads and Services of the other policies' namespaces (a policy of
+	// a namespace missing here is judged on Workloads and Services).
+	Namespaces map[string]MeshNamespace
 	// Set is the cluster's mesh Set (it may hold the object's stored version); not modified.
 	Set *mesh.Set
 	// Object is the incoming object (JSON), Old the stored one on an update (nil on a create).
 	Object, Old []byte
+}
+
+// MeshNamespace is one namespace's workloads (parsed, sorted) and Services, for MeshInput.
+type MeshNamespace struct {
+	Workloads []*workload.Parsed
+	Services  *workload.ServiceSet
+}
+
+// of is the workloads and Services p's graph is built from.
+func (in MeshInput) of(p *v1alpha1.RetryPolicy) ([]*workload.Parsed, *workload.ServiceSet) {
+	if n, ok := in.Namespaces[p.Namespace]; ok {
+		return n.Workloads, n.Services
+	}
+	return in.Workloads, in.Services
 }
 
 // MeshDecision is the mesh gate's verdict.
@@ -52,8 +70,9 @@ type meshVerdict struct {
 }
 
 // DecideMesh judges a create or update of a mesh object (VirtualService, HTTPRoute, GRPCRoute,
-// Service with Linkerd retry annotations, BackendTrafficPolicy) against every RetryPolicy of its
-// namespace, as the workload gate judges workloads:
+// Service with Linkerd retry annotations, BackendTrafficPolicy) against every RetryPolicy of the
+// namespaces it bears on (in.Policies), each on its own namespace's graph, as the workload gate
+// judges workloads:
 //
 //   - only a change that raises the tries of one of the object's layers on some edge (or
 //     entrypoint) is judged: a lowering always passes, so a chain over its cap can be repaired;
@@ -238,8 +257,9 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 // judgeMesh reports whether p's graph with set goes over the cap through an edge the object's
 // layer raised (compared with oldSet), and the largest tries of that layer that fit.
 func judgeMesh(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet, set *mesh.Set, raw []byte) (meshVerdict, bool) {
-	old := workload.BuildParsedMesh(p, in.Workloads, in.Services, oldSet)
-	r := workload.BuildParsedMesh(p, in.Workloads, in.Services, set)
+	ws, svcs := in.of(p)
+	old := workload.BuildParsedMesh(p, ws, svcs, oldSet)
+	r := workload.BuildParsedMesh(p, ws, svcs, set)
 	for _, e := range raisedBy(r, old, obj) {
 		j := judgeAt(r, e)
 		if !j.Over {
@@ -280,7 +300,8 @@ func fitsWith(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet *mes
 	if err != nil {
 		return false
 	}
-	return !judgeAt(workload.BuildParsedMesh(p, in.Workloads, in.Services, s), e).Over
+	ws, svcs := in.of(p)
+	return !judgeAt(workload.BuildParsedMesh(p, ws, svcs, s), e).Over
 }
 
 // field is the last part of a layer's field path, as "may keep" names it: "attempts",

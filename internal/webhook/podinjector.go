@@ -213,6 +213,10 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	// its upstreams, through Services; the namespace's Services resolve them.
 	in.Workloads = h.index.RelevantWorkloads(w)
 	in.Services = h.index.Services(pod.Namespace).List()
+	// The mesh layers the gate counts (the index follows the mesh watcher when the injector
+	// shares the gate's index, as the manager does): a Gateway-routed Service is a default
+	// entrypoint.
+	in.Mesh = h.index.Mesh()
 	return in, nil
 }
 

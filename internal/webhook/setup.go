@@ -11,6 +11,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/meshwatch"
 )
 
 // Paths the webhooks are served on; config/webhook/manifests.yaml points at the same ones.
@@ -95,7 +96,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	sort.Strings(skipped)
 	log.Info("the workload gate skips these namespaces (the webhook configurations' namespaceSelector excludes them too)", "namespaces", skipped)
 
-	gh := &WorkloadGate{policies: mgr.GetClient(), index: index, skip: skip, log: log.WithName("gate")}
+	gh := &WorkloadGate{policies: mgr.GetClient(), index: index, skip: skip, log: log.WithName("gate"), mesh: o.Mesh}
+	if o.Mesh != nil {
+		// The prepared graphs count the watcher's layers, rebuilt on every change of its Set.
+		index.SetMesh(o.Mesh.Set())
+		o.Mesh.OnChange(func(meshwatch.Affected) { index.SetMesh(o.Mesh.Set()) })
+	}
 	mgr.GetWebhookServer().Register(GatePath, &webhook.Admission{Handler: gh})
 
 	validator := &PolicyValidator{index: index}

@@ -422,6 +422,9 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		}
 		r.Graph.SetEntrypoint(node, client)
 	}
+	if len(p.spec.Entrypoints) == 0 {
+		r.gatewayEntrypoints() // mesh_entry.go
+	}
 	return r
 }
 
@@ -736,6 +739,12 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 	for i, u := range incoming.upstreams {
 		a, c := edgeValues(u, b.def)
 		edges[i] = graph.Edge{From: node, To: b.r.upstreamNode(incoming, i), Attempts: a, Calls: c}
+	}
+	if b.r.mesh != nil {
+		// The attempts with the mesh layers on each call, as build counts them.
+		for i, e := range b.r.IncomingEdges(incoming, node) {
+			edges[i].Attempts = e.Attempts()
+		}
 	}
 	return b.prep.JudgeWith(b.r.Cap, node, edges)
 }

@@ -1,0 +1,134 @@
+package analyze
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// The mesh layer's part of -o patch (DESIGN.md, "Mesh retry layers": the rewrite planner may
+// lower either layer; it lowers the mesh layer first when the app's value is 1, else the app's
+// annotation). An edge u -> v carries the app's attempts times the mesh's tries; the whole-graph
+// plan says how many the edge may carry, and this says which number to change.
+
+// meshObject is a mesh object as read: its JSON (what the rewrite is applied to) and where.
+type meshObject struct {
+	src Source
+	js  []byte
+}
+
+// keepMeshObject records a mesh object of the input by "Kind ns/name", the name mesh.Layer.Object
+// gives it; a later one of the same name replaces it, as in the Set.
+func (m *Manifests) keepMeshObject(src Source, js []byte, tm *typeMeta, defaultNS string) {
+	ns := tm.Metadata.Namespace
+	if ns == "" && tm.Kind != "Namespace" {
+		ns = defaultNS
+	}
+	if m.meshObjects == nil {
+		m.meshObjects = map[string]meshObject{}
+	}
+	m.meshObjects[tm.Kind+" "+ns+"/"+tm.Metadata.Name] = meshObject{src: src, js: js}
+}
+
+// MeshPatch is a mesh object's part of the combined fix: the object with its retry fields
+// lowered.
+type MeshPatch struct {
+	// Object is "VirtualService bookinfo/ratings".
+	Object string
+	// Changes are the fields lowered, as suggestions ("spec.http[0].retries.attempts: 3 -> 0"),
+	// in field-path order.
+	Changes []string
+	// JSON is the whole object with the fields lowered.
+	JSON []byte
+}
+
+// meshDemand is the fewest tries some edge allows one layer's field.
+type meshDemand struct {
+	layer    mesh.Layer
+	tries    int64
+	policies []string
+}
+
+// splitEdge divides a planned edge value between the app's attempts and the mesh's tries of an
+// edge whose layers are e.Layers (app attempts now): the new app attempts, and, when the mesh
+// layer must go down too (the app's value is 1, or the app alone cannot bring the edge within
+// planned), the layer to lower and the tries it may give. ok is false when the mesh has no
+// layer of more than 1 try on the edge (the app's value alone is planned).
+func splitEdge(e workload.MeshEdge, now, planned int64) (app int64, l mesh.Layer, tries int64, ok bool) {
+	t := e.Attempts() / max(e.App, 1)
+	if t <= 1 {
+		return planned, mesh.Layer{}, 0, false
+	}
+	app = now
+	if now > 1 {
+		app = max(planned/t, 1)
+	}
+	if app*t <= planned {
+		return app, mesh.Layer{}, 0, true
+	}
+	// The largest layer goes down: the others' tries stay.
+	best := -1
+	for i, x := range e.Layers {
+		if best < 0 || x.Tries > e.Layers[best].Tries {
+			best = i
+		}
+	}
+	l = e.Layers[best]
+	others := t / l.Tries
+	return app, l, max(planned/(app*others), 1), true
+}
+
+// planMesh turns the demands into patches of the objects read, one per object with every field
+// of it lowered, and notes for the layers no object of the input declares (Istio's default, a
+// MeshConfig) or whose object is not in the input.
+func (m *Manifests) planMesh(demands map[string]*meshDemand) ([]Patch, []string) {
+	keys := make([]string, 0, len(demands))
+	for k := range demands {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var notes []string
+	byObject := map[string]*Patch{}
+	var order []string
+	for _, k := range keys {
+		d := demands[k]
+		rw, err := mesh.PlanRewrite(d.layer, d.tries)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%s: %v", policyList(d.policies), err))
+			continue
+		}
+		obj, ok := m.meshObjects[rw.Object]
+		pt := byObject[rw.Object]
+		if !ok {
+			notes = append(notes, fmt.Sprintf("%s: %s (the object is not in the input)", policyList(d.policies), rw.Suggestion))
+			continue
+		}
+		if pt == nil {
+			pt = &Patch{Source: obj.src, Mesh: &MeshPatch{Object: rw.Object, JSON: obj.js}}
+			byObject[rw.Object] = pt
+			order = append(order, rw.Object)
+		}
+		out, err := rw.Apply(pt.Mesh.JSON)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%s: %v", policyList(d.policies), err))
+			continue
+		}
+		pt.Mesh.JSON = out
+		pt.Mesh.Changes = append(pt.Mesh.Changes, rw.FieldPath+": "+rw.From+" -> "+rw.To)
+		for _, p := range d.policies {
+			if !containsString(pt.Policies, p) {
+				pt.Policies = append(pt.Policies, p)
+			}
+		}
+	}
+	sort.Strings(order)
+	patches := make([]Patch, 0, len(order))
+	for _, o := range order {
+		if pt := byObject[o]; len(pt.Mesh.Changes) > 0 {
+			patches = append(patches, *pt)
+		}
+	}
+	return patches, notes
+}

@@ -1,0 +1,144 @@
+package webhook_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/mesh/crds"
+	"github.com/retrycap/retrycap/internal/operator"
+	"github.com/retrycap/retrycap/internal/scheme"
+)
+
+// TestGateMeshLayers runs the whole manager (operator.NewManager: the mesh watcher's Set wired
+// into the workload gate) against a real API server with Istio's real CRDs: a Deployment whose
+// upstreams make bookinfo's chain is judged with Istio's default 2 retries on every meshed hop,
+// and only in a meshed namespace. An external test package: internal/operator imports this one.
+func TestGateMeshLayers(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(time.Minute)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
+
+	istio, err := crds.Istio()
+	g.Expect(err).NotTo(HaveOccurred())
+	cp, err := controlplane.Start(controlplane.Options{Webhooks: true, CRDPaths: []string{istio}, ProgressTo: os.Stderr})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { g.Expect(cp.Stop()).To(Succeed()) }()
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	serving := cp.WebhookServing()
+	mgr, err := operator.NewManager(cp.Config, operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0", Webhooks: true,
+		WebhookHost: serving.Host, WebhookPort: serving.Port, WebhookCertDir: serving.CertDir,
+		Namespace: "retrycap-system", MeshRecheck: 200 * time.Millisecond,
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		g.Expect(<-done).To(Succeed())
+	}()
+
+	// The same chain in a meshed and an unmeshed namespace, no VirtualService: productpage
+	// -x1-> reviews -x1-> ratings, a cap-4 Reject policy in each.
+	for ns, labels := range map[string]map[string]string{"bookinfo": {"istio-injection": "enabled"}, "plain": nil} {
+		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}})).To(Succeed())
+		g.Eventually(func() error {
+			return c.Create(ctx, &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bookinfo"},
+				Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4, Enforcement: v1alpha1.EnforcementReject}})
+		}).Should(Succeed())
+		for _, d := range []struct{ name, upstreams string }{{"ratings", ""}, {"reviews", "ratings=1"}} {
+			// reviews -x3-> ratings alone is 3: within the cap.
+			g.Eventually(func() error { return c.Create(ctx, bookinfoDeployment(ns, d.name, d.upstreams)) }).Should(Succeed())
+		}
+	}
+
+	// productpage makes the chain 3 x 3 = 9 under Istio's default: refused, with the layers. The
+	// gate reads the Set the watcher builds from the Namespace's labels: until it has them (a
+	// dry run each time) the create would pass.
+	const want = "admission webhook \"gate.retrycap.dev\" denied the request: RetryPolicy bookinfo/bookinfo: " +
+		"productpage -x3-> reviews -x3-> ratings = 9 > cap 4; " +
+		"productpage -x3-> reviews: 3 = 1 (Deployment productpage) x 3 (Istio default, no VirtualService binds reviews); " +
+		"reviews -x3-> ratings: 3 = 1 (Deployment reviews) x 3 (Istio default, no VirtualService binds ratings); " +
+		"even with productpage: reviews=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the mesh's retries on it"
+	g.Eventually(func() string {
+		err := c.Create(ctx, bookinfoDeployment("bookinfo", "productpage", "reviews=1"), client.DryRunAll)
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}).Should(Equal(want))
+	g.Expect(c.Create(ctx, bookinfoDeployment("bookinfo", "productpage", "reviews=1"))).To(MatchError(want))
+
+	// The same in the unmeshed namespace: 1 x 1 x 1.
+	g.Expect(c.Create(ctx, bookinfoDeployment("plain", "productpage", "reviews=1"))).To(Succeed())
+
+	// The mesh webhook judges the policies of the namespaces a VirtualService is exported to,
+	// not only its own (istio-config has none): reviews -x5-> ratings = 5 > cap 4.
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-config"}})).To(Succeed())
+	const wantVS = "admission webhook \"mesh.retrycap.dev\" denied the request: RetryPolicy bookinfo/bookinfo: " +
+		"VirtualService istio-config/ratings spec.http[0].retries.attempts: 4 makes reviews -x5-> ratings = 5 > cap 4; " +
+		"VirtualService istio-config/ratings may keep attempts: 3"
+	g.Eventually(func() string {
+		err := c.Create(ctx, exportedVirtualService(4), client.DryRunAll)
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}).Should(Equal(wantVS))
+	g.Expect(c.Create(ctx, exportedVirtualService(3))).To(Succeed())
+}
+
+// exportedVirtualService binds bookinfo's ratings from namespace istio-config, exported to
+// bookinfo, with attempts retries.
+func exportedVirtualService(attempts int64) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+		"metadata": map[string]any{"name": "ratings", "namespace": "istio-config"},
+		"spec": map[string]any{
+			"hosts":    []any{"ratings.bookinfo.svc.cluster.local"},
+			"exportTo": []any{"bookinfo"},
+			"http": []any{map[string]any{
+				"route":   []any{map[string]any{"destination": map[string]any{"host": "ratings.bookinfo.svc.cluster.local"}}},
+				"retries": map[string]any{"attempts": attempts},
+			}},
+		},
+	}}
+	return u
+}
+
+func bookinfoDeployment(ns, name, upstreams string) *appsv1.Deployment {
+	ann := map[string]string{}
+	if upstreams != "" {
+		ann[annotations.Upstreams] = upstreams
+	}
+	lbl := map[string]string{"app.kubernetes.io/name": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: ann},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}},
+			},
+		},
+	}
+}
