@@ -309,6 +309,16 @@ func (h *Handler) metricsFor(up *Upstream, grpc bool) *upMetrics {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// callPool keeps the per-stream state for the next stream (one allocation
+// less per call): nothing refers to a call once its handler returned (the
+// replay's re-send function holds the replay, not the call).
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+func putCall(c *call) {
+	*c = call{}
+	callPool.Put(c)
+}
+
 // call is one stream's policy state.
 type call struct {
 	h       *Handler
@@ -352,7 +362,9 @@ func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if hostPort == "" {
 		hostPort = r.Host
 	}
-	c := &call{h: h, w: w, r: r, grpc: isGRPC(r.Header), start: h.cfg.Now()}
+	c := callPool.Get().(*call)
+	*c = call{h: h, w: w, r: r, grpc: isGRPC(r.Header), start: h.cfg.Now()}
+	defer putCall(c)
 	up := h.cfg.Lookup(hostOf(hostPort))
 	c.known = up != nil
 	if up == nil {
@@ -596,7 +608,14 @@ func (c *call) run() {
 // needs: the response headers, and for gRPC the first message or the end.
 func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	h, r := c.h, c.r
-	hdr := r.Header.Clone()
+	// The first attempt sends the request's own header map, which the
+	// handler owns (the server reads it no more): no clone of every field
+	// per call. A retry sends a clone, as the previous attempt's stream
+	// may still be reading the map while it is cut.
+	hdr := r.Header
+	if n > 1 {
+		hdr = r.Header.Clone()
+	}
 	hdr.Del("Trailer")
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // the transport adds none then
@@ -648,12 +667,12 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 			return &attemptResult{err: err, cond: policy.CondReset}
 		}
 		out.Body = b
-		m := c.m
+		m, body := c.m, c.body
 		out.GetBody = func() (io.ReadCloser, error) {
 			// The transport re-sends a stream the upstream never processed
 			// (GOAWAY below its id, REFUSED_STREAM): not an attempt.
 			m.resent.Inc()
-			return c.body.reader()
+			return body.reader()
 		}
 	} else {
 		out.Body = http.NoBody
