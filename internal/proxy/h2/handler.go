@@ -99,7 +99,6 @@ type Handler struct {
 	conns   sync.WaitGroup
 	closing atomic.Bool
 	ledger  *policy.KeyLedger // nil unless Entrypoint
-	pools   sync.Map          // known upstreams' addresses -> *upPool (upconn.go)
 }
 
 // New builds a Handler.
@@ -232,7 +231,6 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		_ = h.srv.Close()
 	}
 	h.tr.CloseIdleConnections()
-	h.closeAll()
 	return err
 }
 
@@ -309,16 +307,6 @@ func (h *Handler) metricsFor(up *Upstream, grpc bool) *upMetrics {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// callPool keeps the per-stream state for the next stream (one allocation
-// less per call): nothing refers to a call once its handler returned (the
-// replay's re-send function holds the replay, not the call).
-var callPool = sync.Pool{New: func() any { return new(call) }}
-
-func putCall(c *call) {
-	*c = call{}
-	callPool.Put(c)
-}
-
 // call is one stream's policy state.
 type call struct {
 	h       *Handler
@@ -362,9 +350,7 @@ func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if hostPort == "" {
 		hostPort = r.Host
 	}
-	c := callPool.Get().(*call)
-	*c = call{h: h, w: w, r: r, grpc: isGRPC(r.Header), start: h.cfg.Now()}
-	defer putCall(c)
+	c := &call{h: h, w: w, r: r, grpc: isGRPC(r.Header), start: h.cfg.Now()}
 	up := h.cfg.Lookup(hostOf(hostPort))
 	c.known = up != nil
 	if up == nil {
@@ -608,14 +594,7 @@ func (c *call) run() {
 // needs: the response headers, and for gRPC the first message or the end.
 func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	h, r := c.h, c.r
-	// The first attempt sends the request's own header map, which the
-	// handler owns (the server reads it no more): no clone of every field
-	// per call. A retry sends a clone, as the previous attempt's stream
-	// may still be reading the map while it is cut.
-	hdr := r.Header
-	if n > 1 {
-		hdr = r.Header.Clone()
-	}
+	hdr := r.Header.Clone()
 	hdr.Del("Trailer")
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // the transport adds none then
@@ -667,19 +646,19 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 			return &attemptResult{err: err, cond: policy.CondReset}
 		}
 		out.Body = b
-		m, body := c.m, c.body
+		m := c.m
 		out.GetBody = func() (io.ReadCloser, error) {
 			// The transport re-sends a stream the upstream never processed
 			// (GOAWAY below its id, REFUSED_STREAM): not an attempt.
 			m.resent.Inc()
-			return body.reader()
+			return c.body.reader()
 		}
 	} else {
 		out.Body = http.NoBody
 	}
 	out = out.WithContext(actx)
 	t0 := time.Now()
-	resp, err := c.roundTrip(out)
+	resp, err := h.tr.RoundTrip(out)
 	stopped := timer.Stop()
 	c.m.latency.Observe(time.Since(t0).Seconds())
 	res := &attemptResult{resp: resp, err: err}
@@ -730,38 +709,6 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 			res.resp, res.err = nil, rerr
 			res.cond = classify(rerr, timedOut.Load())
 			return res
-		}
-	}
-}
-
-// roundTrip sends one attempt: to a known upstream on a connection of its
-// pool (upconn.go), re-sent on another while the upstream did not process
-// it (GOAWAY below its id, REFUSED_STREAM; not an attempt, as the
-// Transport's own re-sends are not); to any other host through the
-// Transport.
-func (c *call) roundTrip(out *http.Request) (*http.Response, error) {
-	if !c.known {
-		return c.h.tr.RoundTrip(out)
-	}
-	p := c.h.pool(c.addr)
-	for resend := 0; ; resend++ {
-		cc, err := p.get(out.Context())
-		if err != nil {
-			return nil, err
-		}
-		resp, err := cc.RoundTrip(out)
-		// As many times as the Transport would (http2's RoundTripOpt).
-		if !unprocessed(err) || resend == 6 || out.Context().Err() != nil {
-			return resp, err
-		}
-		if out.GetBody != nil {
-			b, berr := out.GetBody() // counts the re-send
-			if berr != nil {
-				return nil, err
-			}
-			out.Body = b
-		} else {
-			c.m.resent.Inc()
 		}
 	}
 }
