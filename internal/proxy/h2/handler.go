@@ -99,6 +99,7 @@ type Handler struct {
 	conns   sync.WaitGroup
 	closing atomic.Bool
 	ledger  *policy.KeyLedger // nil unless Entrypoint
+	pools   sync.Map          // known upstreams' addresses -> *upPool (upconn.go)
 }
 
 // New builds a Handler.
@@ -231,6 +232,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		_ = h.srv.Close()
 	}
 	h.tr.CloseIdleConnections()
+	h.closeAll()
 	return err
 }
 
@@ -658,7 +660,7 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	}
 	out = out.WithContext(actx)
 	t0 := time.Now()
-	resp, err := h.tr.RoundTrip(out)
+	resp, err := c.roundTrip(out)
 	stopped := timer.Stop()
 	c.m.latency.Observe(time.Since(t0).Seconds())
 	res := &attemptResult{resp: resp, err: err}
@@ -709,6 +711,38 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 			res.resp, res.err = nil, rerr
 			res.cond = classify(rerr, timedOut.Load())
 			return res
+		}
+	}
+}
+
+// roundTrip sends one attempt: to a known upstream on a connection of its
+// pool (upconn.go), re-sent on another while the upstream did not process
+// it (GOAWAY below its id, REFUSED_STREAM; not an attempt, as the
+// Transport's own re-sends are not); to any other host through the
+// Transport.
+func (c *call) roundTrip(out *http.Request) (*http.Response, error) {
+	if !c.known {
+		return c.h.tr.RoundTrip(out)
+	}
+	p := c.h.pool(c.addr)
+	for resend := 0; ; resend++ {
+		cc, err := p.get(out.Context())
+		if err != nil {
+			return nil, err
+		}
+		resp, err := cc.RoundTrip(out)
+		// As many times as the Transport would (http2's RoundTripOpt).
+		if !unprocessed(err) || resend == 6 || out.Context().Err() != nil {
+			return resp, err
+		}
+		if out.GetBody != nil {
+			b, berr := out.GetBody() // counts the re-send
+			if berr != nil {
+				return nil, err
+			}
+			out.Body = b
+		} else {
+			c.m.resent.Inc()
 		}
 	}
 }
