@@ -17,7 +17,7 @@ import (
 // connection with room (one atomic load and the connection's own lock);
 // the pool's lock is taken only to dial. A connection is dropped from the
 // pool when it becomes unusable (GOAWAY, closed, idle timeout), through
-// its state hook; a full one (the upstream's MAX_CONCURRENT_STREAMS
+// its state hook or, at the latest, at the next dial (prune); a full one (the upstream's MAX_CONCURRENT_STREAMS
 // reached) gets a sibling, as the Transport does.
 type upPool struct {
 	h     *Handler
@@ -56,6 +56,7 @@ func (p *upPool) get(ctx context.Context) (*http.ClientConn, error) {
 			}
 		}
 		p.mu.Lock()
+		p.prune()
 		d := p.dialing
 		if d == nil {
 			d = &dialWait{done: make(chan struct{})}
@@ -107,6 +108,27 @@ func (p *upPool) add(cc *http.ClientConn) {
 	}
 	s = append(s, cc)
 	p.conns.Store(&s)
+}
+
+// prune drops the connections that became unusable (an idle one the
+// library closed, say) without their state hook having run yet, so the
+// list cannot grow with dead ones; p.mu held.
+func (p *upPool) prune() {
+	old := p.conns.Load()
+	if old == nil {
+		return
+	}
+	s := make([]*http.ClientConn, 0, len(*old))
+	for _, c := range *old {
+		if c.Err() == nil {
+			s = append(s, c)
+		} else {
+			_ = c.Close()
+		}
+	}
+	if len(s) != len(*old) {
+		p.conns.Store(&s)
+	}
 }
 
 // changed is a connection's state hook: an unusable one leaves the pool
