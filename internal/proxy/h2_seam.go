@@ -27,7 +27,8 @@ import (
 const h2PeekTimeout = time.Second
 
 // initH2 builds p.h2 from the forwarding core (its upstreams, with their
-// retry budgets and breakers, its policy and its registry); called by New.
+// retry budgets and breakers, its policy, its key ledger and its
+// registry); called by New.
 func (p *Proxy) initH2() error {
 	f := p.fw
 	ups := make(map[*forward.Upstream]*h2.Upstream, len(f.Upstreams))
@@ -58,7 +59,10 @@ func (p *Proxy) initH2() error {
 		Logger:     f.Logger,
 		AccessLog:  p.accessLog.w,
 		Entrypoint: f.Cfg.Entrypoint,
-		KeyTTL:     f.Cfg.KeyTTL,
+		// One ledger for both protocols: a client alternating between
+		// HTTP/1.1 and HTTP/2 with one key has one chain budget.
+		Ledger: f.Ledger(),
+		KeyTTL: f.Cfg.KeyTTL,
 	})
 	if err != nil {
 		return err

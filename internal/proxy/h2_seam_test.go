@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -342,5 +344,195 @@ func checkH2CHandoffLine(t *testing.T, p *Proxy) {
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("hand-off lines %q, want %q", lines, want)
+	}
+}
+
+// newDualBackend is newBackend serving HTTP/1.1 and h2c with prior
+// knowledge on one port (the same app, reached over either protocol); it
+// also records each request's protocol major version.
+func newDualBackend(t *testing.T, behave func(n int64, w http.ResponseWriter, r *http.Request)) (*backend, func() []int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	b := &backend{t: t, ln: ln, behave: behave}
+	var majors []int
+	b.srv = &http.Server{Protocols: &protos, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := b.hits.Add(1)
+		b.mu.Lock()
+		b.budgets = append(b.budgets, r.Header.Get("Retrycap-Budget"))
+		b.keys = append(b.keys, r.Header.Get("Idempotency-Key"))
+		b.bags = append(b.bags, r.Header.Get("Baggage"))
+		majors = append(majors, r.ProtoMajor)
+		b.mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		b.behave(n, w, r)
+	})}
+	go func() { _ = b.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = b.srv.Close() })
+	return b, func() []int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return append([]int(nil), majors...)
+	}
+}
+
+// h2Client speaks h2c with prior knowledge to the proxy's listener; the
+// URL's host is the :authority that routes the stream.
+func h2Client(t *testing.T, p *Proxy) *http.Client {
+	t.Helper()
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, p.Addr())
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Timeout: 15 * time.Second, Transport: tr}
+}
+
+// doBody is do, returning the answer's body too.
+func doBody(t *testing.T, c *http.Client, method, target string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, target, strings.NewReader("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(body)
+}
+
+var generatedKeyRE = regexp.MustCompile(`^retrycap-gen-[0-9a-f]{32}$`)
+
+// At an entrypoint a plain HTTP/2 POST or PATCH without a key gets a
+// generated Idempotency-Key, as over HTTP/1.1: sent once (it makes nothing
+// retryable), passed to the app, returned on every failed answer the client
+// may retry (5xx, 429, a --retry-on status), not on a success or a plain
+// client error; a GET gets none.
+func TestH2SeamEntrypointGeneratesKey(t *testing.T) {
+	b, majors := newDualBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.Header.Get("X-Status"))
+		w.WriteHeader(code)
+	})
+	p := seamProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--entrypoint", "--chain-cap", "4",
+		"--retry-on", "connect-failure,reset,409,502,503,504")
+	c := h2Client(t, p)
+	for i, tt := range []struct {
+		method  string
+		code    int
+		wantKey bool
+	}{
+		{"POST", 200, false}, {"POST", 404, false}, {"POST", 409, true}, {"POST", 429, true},
+		{"POST", 500, true}, {"POST", 503, true}, {"PATCH", 503, true}, {"GET", 200, false},
+	} {
+		resp, _ := doBody(t, c, tt.method, "http://svc/pay", map[string]string{"X-Status": strconv.Itoa(tt.code)})
+		key := resp.Header.Get("Idempotency-Key")
+		if resp.StatusCode != tt.code || (key != "") != tt.wantKey {
+			t.Fatalf("%s answered %d: status %d key %q, want %d and key %t", tt.method, tt.code, resp.StatusCode, key, tt.code, tt.wantKey)
+		}
+		if got := b.hits.Load(); got != int64(i+1) {
+			t.Fatalf("%s answered %d: backend hits %d, want %d (one attempt each)", tt.method, tt.code, got, i+1)
+		}
+		seen := b.keys[i]
+		switch {
+		case tt.method == "GET" && seen != "":
+			t.Fatalf("GET: backend saw key %q, want none", seen)
+		case tt.method != "GET" && !generatedKeyRE.MatchString(seen):
+			t.Fatalf("%s: backend saw key %q, want retrycap-gen- and 32 hex digits", tt.method, seen)
+		case tt.wantKey && key != seen:
+			t.Fatalf("%s answered %d: client got key %q, backend saw %q", tt.method, tt.code, key, seen)
+		}
+		// The generated key's split reserves for the client's retries:
+		// the one attempt forwards 2 of the cap of 4 (a GET, retryable
+		// here, forwards 2 as its first attempt of three too).
+		if b.budgets[i] != "2" {
+			t.Fatalf("%s: forwarded budget %q, want 2", tt.method, b.budgets[i])
+		}
+	}
+	if got := majors(); !reflect.DeepEqual(got, []int{2, 2, 2, 2, 2, 2, 2, 2}) {
+		t.Fatalf("backend protocols %v, want HTTP/2 throughout", got)
+	}
+	// Keys are fresh per call.
+	if b.keys[2] == b.keys[3] {
+		t.Fatalf("two calls got the same key %q", b.keys[2])
+	}
+}
+
+// One ledger for both protocols: the chain budget a key spent over
+// HTTP/1.1 is what an HTTP/2 retry with the key is left with, and the
+// other way round, so a client alternating between them gets one budget,
+// not two.
+func TestH2SeamLedgerSharedAcrossProtocols(t *testing.T) {
+	b, majors := newDualBackend(t, status(503))
+	p := seamProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--entrypoint", "--chain-cap", "4")
+	h1, h2c := clientFor(p), h2Client(t, p)
+	const spent = "retrycap-proxy: upstream svc: chain budget of this Idempotency-Key is spent\n"
+	for _, tc := range []struct {
+		name          string
+		first, second *http.Client
+	}{{"HTTP/1.1 then HTTP/2", h1, h2c}, {"HTTP/2 then HTTP/1.1", h2c, h1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := b.hits.Load()
+			// The keyless POST: a generated key, one attempt forwarding 2
+			// (2 reserved for the client's retries).
+			resp, _ := doBody(t, tc.first, "POST", "http://svc/pay", nil)
+			key := resp.Header.Get("Idempotency-Key")
+			if resp.StatusCode != 503 || !generatedKeyRE.MatchString(key) {
+				t.Fatalf("first call: status %d key %q", resp.StatusCode, key)
+			}
+			// The client's retry over the other protocol gets what is left: 2.
+			resp, _ = doBody(t, tc.second, "POST", "http://svc/pay", map[string]string{"Idempotency-Key": key})
+			if resp.StatusCode != 503 || resp.Header.Get("Idempotency-Key") != "" {
+				t.Fatalf("retry: status %d key %q, want 503 and no key (the client's own now)", resp.StatusCode, resp.Header.Get("Idempotency-Key"))
+			}
+			// Nothing is left, over either protocol.
+			for _, c := range []*http.Client{tc.first, tc.second} {
+				resp, body := doBody(t, c, "POST", "http://svc/pay", map[string]string{"Idempotency-Key": key})
+				if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "chain" || body != spent {
+					t.Fatalf("spent key: status %d exhausted %q body %q", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body)
+				}
+			}
+			if got := b.hits.Load() - from; got != 2 {
+				t.Fatalf("backend saw %d calls, want 2", got)
+			}
+			if got := strings.Join(b.budgets[from:], ","); got != "2,2" {
+				t.Fatalf("budgets forwarded %s, want 2,2", got)
+			}
+			if got := b.keys[from:]; !reflect.DeepEqual(got, []string{key, key}) {
+				t.Fatalf("backend saw keys %q, want %q twice", got, key)
+			}
+		})
+	}
+	// An app's own key, retryable: three HTTP/2 attempts spend the whole
+	// cap (2, 1, 1); an HTTP/1.1 retry with it is refused without an attempt.
+	from := b.hits.Load()
+	resp, _ := doBody(t, h2c, "POST", "http://svc/pay", map[string]string{"Idempotency-Key": "k-1"})
+	if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "attempts" {
+		t.Fatalf("app key over HTTP/2: status %d exhausted %q", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"))
+	}
+	resp, _ = doBody(t, h1, "POST", "http://svc/pay", map[string]string{"Idempotency-Key": "k-1"})
+	if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "chain" {
+		t.Fatalf("app key over HTTP/1.1: status %d exhausted %q", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"))
+	}
+	if got := strings.Join(b.budgets[from:], ","); got != "2,1,1" {
+		t.Fatalf("app key: budgets forwarded %s, want 2,1,1", got)
+	}
+	if got := majors(); !reflect.DeepEqual(got, []int{1, 2, 2, 1, 2, 2, 2}) {
+		t.Fatalf("backend protocols %v", got)
+	}
+	if got := p.fw.Ledger().Len(); got != 3 {
+		t.Fatalf("ledger holds %d keys, want 3", got)
 	}
 }

@@ -2,8 +2,6 @@ package forward
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"log"
 	"net"
@@ -140,6 +138,11 @@ func (c *Config) connDefaults() {
 // decide by; the h2c path (package h2) decides by the same.
 func (f *Forwarder) Policy() policy.Policy { return f.pol }
 
+// Ledger is the entry proxy's Idempotency-Key ledger: the h2c path
+// (package h2) charges the same one, so a client switching between
+// HTTP/1.1 and HTTP/2 with one key has one chain budget, not two.
+func (f *Forwarder) Ledger() *policy.KeyLedger { return f.ledger }
+
 // GetScratch and PutScratch pool the buffers of exchanges that are not
 // pooled with their own (the goroutine engine's).
 func (f *Forwarder) GetScratch() *Scratch   { return f.scratch.Get().(*Scratch) } //nolint:forcetypeassert // only Scratch is pooled
@@ -255,11 +258,6 @@ func (f *Forwarder) methodRetryable(m []byte) bool {
 	return false
 }
 
-func newKey() []byte {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	out := make([]byte, len(policy.GeneratedKeyPrefix)+32)
-	copy(out, policy.GeneratedKeyPrefix)
-	hex.Encode(out[len(policy.GeneratedKeyPrefix):], b[:])
-	return out
-}
+// newKey is the generated Idempotency-Key (policy.NewKey, shared with the
+// h2c path).
+func newKey() []byte { return policy.NewKey() }

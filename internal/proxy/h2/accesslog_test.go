@@ -77,3 +77,24 @@ func TestAccessLogAndKeyLedger(t *testing.T) {
 }
 
 func itoa(n int) string { return string(rune('0' + n)) }
+
+// At an entrypoint a gRPC call without a key gets none: its retries follow
+// grpc-status, not the HTTP/1.1 method and key rules (the generated key is
+// for plain HTTP/2 POST and PATCH).
+func TestEntrypointGeneratesNoKeyForGRPC(t *testing.T) {
+	b := startBackend(t, &backend{})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, entrypoint: true})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	if _, err := callUnary(ctxT(t), cc, "x"); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.seen) != 1 || len(b.seen[0].Get("idempotency-key")) != 0 {
+		t.Fatalf("server saw %d calls, idempotency-key %q; want 1 call and none", len(b.seen), b.seen[0].Get("idempotency-key"))
+	}
+	if got := h.ledger.Len(); got != 0 {
+		t.Fatalf("ledger holds %d keys, want 0", got)
+	}
+}

@@ -70,12 +70,19 @@ type Config struct {
 	// path writes them, with grpc_status for gRPC; nil: none.
 	AccessLog *accesslog.Writer
 	// Entrypoint is --entrypoint: a call carrying an Idempotency-Key
-	// (gRPC metadata idempotency-key) is charged in a key ledger, so a
+	// (gRPC metadata idempotency-key) is charged in the key ledger, so a
 	// client retrying with the same key gets what is left of the chain
-	// budget, not a fresh cap (as on the HTTP/1.1 path; the ledger is this
-	// path's own). No key is generated here.
+	// budget, not a fresh cap, as on the HTTP/1.1 path; a plain HTTP/2
+	// POST or PATCH without a key gets a generated one (policy.NewKey),
+	// returned on a failed answer. gRPC calls get none: their retries
+	// follow grpc-status, not the method and key rules.
 	Entrypoint bool
-	// KeyTTL is how long the ledger remembers a key (--key-ttl); 0: 10m.
+	// Ledger is the key ledger charged at an entrypoint: the HTTP/1.1
+	// path's (forward.Forwarder.Ledger), so one key has one chain budget
+	// whichever protocol the client retries with. nil with Entrypoint: a
+	// ledger of this Handler's own, remembering keys for KeyTTL.
+	Ledger *policy.KeyLedger
+	// KeyTTL is how long an own ledger remembers a key; 0: 10m.
 	KeyTTL time.Duration
 }
 
@@ -92,6 +99,7 @@ type Handler struct {
 	conns   sync.WaitGroup
 	closing atomic.Bool
 	ledger  *policy.KeyLedger // nil unless Entrypoint
+	pools   sync.Map          // known upstreams' addresses -> *upPool (upconn.go)
 }
 
 // New builds a Handler.
@@ -124,10 +132,13 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}}
 	if cfg.Entrypoint {
-		if cfg.KeyTTL <= 0 {
-			cfg.KeyTTL = 10 * time.Minute
+		h.ledger = cfg.Ledger
+		if h.ledger == nil {
+			if cfg.KeyTTL <= 0 {
+				cfg.KeyTTL = 10 * time.Minute
+			}
+			h.ledger = policy.NewKeyLedger(cfg.KeyTTL, 100000)
 		}
-		h.ledger = policy.NewKeyLedger(cfg.KeyTTL, 100000)
 	}
 	for _, x := range cfg.RetryMethods {
 		h.methods[strings.ToUpper(x)] = true
@@ -221,6 +232,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		_ = h.srv.Close()
 	}
 	h.tr.CloseIdleConnections()
+	h.closeAll()
 	return err
 }
 
@@ -322,6 +334,7 @@ type call struct {
 	maxAttempts  int
 	chainLimited bool
 	key          string // Idempotency-Key, "" for none
+	generated    bool   // key was generated here (entrypoint, keyless POST/PATCH)
 	ledgerOn     bool   // the key is charged in the entry proxy's ledger
 	attemptStart int64
 }
@@ -399,7 +412,15 @@ func (c *call) setup() bool {
 		}
 	}
 	c.key = r.Header.Get(hdrIdempotencyKey)
-	c.ledgerOn = c.chainOn && h.ledger != nil && c.key != "" && c.known
+	if c.key == "" && h.ledger != nil && !c.grpc && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
+		// As on the HTTP/1.1 path (forward.Exchange.Begin): not retried
+		// here (the app did not ask for it), but the key lets the client
+		// retry safely and counts those retries against the cap.
+		c.key, c.generated = string(policy.NewKey()), true
+	}
+	// Unknown hosts too, as on the HTTP/1.1 path: the key's budget is the
+	// chain's, wherever the call went.
+	c.ledgerOn = c.chainOn && h.ledger != nil && c.key != ""
 	if c.ledgerOn {
 		n -= h.ledger.Spent([]byte(c.key), c.start)
 		if n <= 0 {
@@ -408,8 +429,11 @@ func (c *call) setup() bool {
 			return false
 		}
 	}
+	// The attempts the split reserves budget for: none beyond the first
+	// when this hop can never retry, except for a generated key, whose
+	// reservation is what the client's own retries will spend.
 	splitAttempts := c.up.Attempts
-	if !c.retryable {
+	if !c.retryable && !c.generated {
 		splitAttempts = 1
 	}
 	c.split = policy.SplitBudget(splitAttempts, n)
@@ -587,6 +611,9 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 			hdr.Set(hdrBaggage, string(policy.AppendBaggage(nil, []byte(c.bag), b)))
 		}
 	}
+	if c.generated {
+		hdr[hdrIdempotencyKey] = []string{c.key}
+	}
 	if c.grpc {
 		if n > 1 {
 			hdr.Set(hdrGRPCPrevious, strconv.Itoa(n-1))
@@ -633,7 +660,7 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	}
 	out = out.WithContext(actx)
 	t0 := time.Now()
-	resp, err := h.tr.RoundTrip(out)
+	resp, err := c.roundTrip(out)
 	stopped := timer.Stop()
 	c.m.latency.Observe(time.Since(t0).Seconds())
 	res := &attemptResult{resp: resp, err: err}
@@ -684,6 +711,38 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 			res.resp, res.err = nil, rerr
 			res.cond = classify(rerr, timedOut.Load())
 			return res
+		}
+	}
+}
+
+// roundTrip sends one attempt: to a known upstream on a connection of its
+// pool (upconn.go), re-sent on another while the upstream did not process
+// it (GOAWAY below its id, REFUSED_STREAM; not an attempt, as the
+// Transport's own re-sends are not); to any other host through the
+// Transport.
+func (c *call) roundTrip(out *http.Request) (*http.Response, error) {
+	if !c.known {
+		return c.h.tr.RoundTrip(out)
+	}
+	p := c.h.pool(c.addr)
+	for resend := 0; ; resend++ {
+		cc, err := p.get(out.Context())
+		if err != nil {
+			return nil, err
+		}
+		resp, err := cc.RoundTrip(out)
+		// As many times as the Transport would (http2's RoundTripOpt).
+		if !unprocessed(err) || resend == 6 || out.Context().Err() != nil {
+			return resp, err
+		}
+		if out.GetBody != nil {
+			b, berr := out.GetBody() // counts the re-send
+			if berr != nil {
+				return nil, err
+			}
+			out.Body = b
+		} else {
+			c.m.resent.Inc()
 		}
 	}
 }
@@ -764,6 +823,9 @@ func (c *call) relay(res *attemptResult, reason policy.Reason) {
 	} else {
 		if exhausted {
 			wh.Set(policy.HeaderExhausted, reason.String())
+		}
+		if c.generated && c.h.failedStatus(resp.StatusCode) {
+			wh[hdrIdempotencyKey] = []string{c.key}
 		}
 		c.m.code(strconv.Itoa(resp.StatusCode))
 	}
@@ -849,6 +911,11 @@ func (c *call) answer(reason policy.Reason, why string, status int) {
 	if status == 0 {
 		status = http.StatusServiceUnavailable
 	}
+	if c.generated {
+		// The proxy's own answers are all failures the client may retry
+		// (502, 503, 504), as forward.Exchange.giveUp returns the key.
+		wh[hdrIdempotencyKey] = []string{c.key}
+	}
 	wh.Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, msg+"\n")
@@ -867,6 +934,14 @@ func (c *call) deadline() {
 	wh.Set(hdrGRPCMessage, encodeMessage("retrycap-proxy: upstream "+c.up.Name+": deadline exceeded"))
 	c.w.WriteHeader(http.StatusOK)
 	c.m.code(codeLabel(codeDeadline))
+}
+
+// failedStatus reports whether an upstream's HTTP status is a failed
+// answer the client may retry, on which a generated key is returned: a
+// 5xx, a 429 (it asks for exactly that) or a status --retry-on names, as
+// forward.Exchange.finish decides.
+func (h *Handler) failedStatus(st int) bool {
+	return st >= 500 || st == http.StatusTooManyRequests || h.cfg.Policy.RetryOn.Status(st)
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date.

@@ -103,11 +103,18 @@ func (a *attemptBody) Read(p []byte) (int, error) {
 		}
 		r.reading = true
 		r.mu.Unlock()
-		tmp := make([]byte, min(max(len(p), 4<<10), 32<<10))
+		// Read into a pooled buffer and keep only what came: the transport
+		// reads with a frame-sized p (16 KiB and more), and a fresh
+		// zeroed buffer that size per read (two per unary call: the
+		// message, then the end) was most of the proxy's allocation and
+		// so of its GC work, for 5-byte messages.
+		bufp := bufPool.Get().(*[]byte) //nolint:forcetypeassert // only *[]byte is pooled
+		tmp := (*bufp)[:min(max(len(p), 4<<10), len(*bufp))]
 		n, err := r.src.Read(tmp)
 		r.mu.Lock()
 		r.reading = false
 		r.buf = append(r.buf, tmp[:n]...)
+		bufPool.Put(bufp)
 		if !r.overflow && r.base+int64(len(r.buf)) > int64(r.maxReplay) {
 			r.overflow = true
 		}

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"container/list"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"time"
 )
@@ -101,6 +103,19 @@ func (l *KeyLedger) Len() int {
 // retried"). The prefix is how proxies further down tell the two apart;
 // a client that sends such a key itself gets the same treatment.
 const GeneratedKeyPrefix = "retrycap-gen-"
+
+// NewKey generates an Idempotency-Key for a POST or PATCH that came to an
+// entry proxy without one: GeneratedKeyPrefix and 32 hex digits of
+// crypto/rand (both protocols generate it here, so every key an entry
+// proxy makes has the one format proxies further down recognise).
+func NewKey() []byte {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand: Go 1.24+ panics rather than return an error)
+	out := make([]byte, len(GeneratedKeyPrefix)+hex.EncodedLen(len(b)))
+	copy(out, GeneratedKeyPrefix)
+	hex.Encode(out[len(GeneratedKeyPrefix):], b[:])
+	return out
+}
 
 // IsGeneratedKey reports whether key is one an entry proxy generated
 // (GeneratedKeyPrefix, compared without regard to case, as header values

@@ -1,0 +1,59 @@
+#!/bin/bash
+# Before/after of two retrycap-proxy builds against HAProxy in the same run
+# (docs/benchmarks.md, gRPC section): per throughput shape, HAProxy, proxy
+# A, proxy B, HAProxy again (a ratio is to the mean of the two HAProxy
+# runs around it). B_ENV is the environment of B only (e.g. "GOGC=200
+# GOMEMLIMIT=26MiB"). The bench's ports +100, so it can run beside bench.sh.
+# Usage (from the repository root):
+#   go build -o /tmp/before ./cmd/retrycap-proxy   # at the old commit
+#   go build -o /tmp/after ./cmd/retrycap-proxy    # at the new one
+#   DUR=5s internal/proxy/h2/grpcbench/quick.sh /tmp/before /tmp/after [B_ENV]
+set -u
+A=$1; B=$2; BENV=${3:-}
+DUR=${DUR:-5s}
+W=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
+cat > "$W/haproxy.cfg" <<CFG
+global
+    nbthread 1
+    maxconn 5000
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend grpc_in
+    bind 127.0.0.1:19203 proto h2
+    default_backend grpc_out
+backend grpc_out
+    http-reuse always
+    server s1 127.0.0.1:19200 proto h2
+CFG
+G=$W/grpcbench
+go build -o "$G" ./internal/proxy/h2/grpcbench || exit 1
+$G -serve 127.0.0.1:19200 &
+ARGS="--upstreams echo=3 --resolve echo=127.0.0.1:19200 --retry-on connect-failure,reset,503,unavailable --chain-cap 4"
+GOMAXPROCS=1 $A --listen 127.0.0.1:19201 --admin 127.0.0.1:19202 $ARGS > "$W/a.log" 2>&1 & RA=$!
+env GOMAXPROCS=1 $BENV $B --listen 127.0.0.1:19211 --admin 127.0.0.1:19212 $ARGS > "$W/b.log" 2>&1 & RB=$!
+/usr/sbin/haproxy -f "$W/haproxy.cfg" > "$W/hap.log" 2>&1 &
+sleep 1
+rss() { awk '/VmRSS/{print $2" kB"}' /proc/$1/status; }
+# The proxy's CPU time (user + system, clock ticks) around a run: per call
+# it is less at the mercy of the machine's load than req/s is (it counts
+# the warm-up too, the same for both).
+ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+run() { # label pid port shape...
+  local l=$1 pid=$2 port=$3 t0 out; shift 3
+  t0=$(ticks $pid)
+  out=$(HTTPS_PROXY=http://127.0.0.1:$port $G -label $l -target dns:///echo:50051 -conns $1 -concurrency $2 -duration $DUR)
+  echo "$out cpu_ticks=$(( $(ticks $pid) - t0 ))"
+}
+for shape in ${SHAPES:-"1 16" "64 256"}; do
+  set -- $shape
+  echo "uptime: $(uptime | sed 's/.*load/load/')"
+  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -duration $DUR
+  run A $RA 19201 $1 $2
+  run B $RB 19211 $1 $2
+  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -duration $DUR
+done
+echo "RSS: A $(rss $RA), B $(rss $RB)"

@@ -1,0 +1,163 @@
+package h2
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// frame writes one HTTP/2 frame (RFC 9113 4.1) with a payload.
+func frame(t *testing.T, c net.Conn, typ, flags byte, stream uint32, payload []byte) {
+	t.Helper()
+	var h [9]byte
+	h[0], h[1], h[2] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+	h[3], h[4] = typ, flags
+	binary.BigEndian.PutUint32(h[5:], stream)
+	if _, err := c.Write(append(h[:], payload...)); err != nil {
+		t.Errorf("write frame: %v", err)
+	}
+}
+
+// refusingUpstream answers its first connection's first stream by refusing
+// it as refuse does (it never processes it), and serves every later
+// connection with a real h2c server that answers "ok" and counts.
+func refusingUpstream(t *testing.T, refuse func(c net.Conn, stream uint32)) (addr string, served *atomic.Int64, refusedStreams *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, refusedStreams = new(atomic.Int64), new(atomic.Int64)
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	later := newConnListener()
+	srv := &http.Server{Protocols: &protos, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served.Add(1)
+		_, _ = io.WriteString(w, "ok")
+	})}
+	go func() { _ = srv.Serve(later) }()
+	t.Cleanup(func() { _ = srv.Close(); _ = ln.Close() })
+	go func() {
+		first := true
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !first {
+				later.push(c)
+				continue
+			}
+			first = false
+			go func() {
+				defer c.Close()
+				var preface [len(ClientPreface)]byte
+				if _, err := io.ReadFull(c, preface[:]); err != nil {
+					return
+				}
+				frame(t, c, 0x4, 0, 0, nil) // SETTINGS, defaults
+				for {
+					var h [9]byte
+					if _, err := io.ReadFull(c, h[:]); err != nil {
+						return
+					}
+					n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+					if _, err := io.CopyN(io.Discard, c, int64(n)); err != nil {
+						return
+					}
+					stream := binary.BigEndian.Uint32(h[5:]) & 0x7fffffff
+					switch {
+					case h[3] == 0x4 && h[4]&0x1 == 0: // their SETTINGS: ACK
+						frame(t, c, 0x4, 0x1, 0, nil)
+					case h[3] == 0x1: // HEADERS: a request
+						refusedStreams.Add(1)
+						refuse(c, stream)
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), served, refusedStreams
+}
+
+// A stream the upstream never processed (a GOAWAY whose last-stream-id is
+// below it, or REFUSED_STREAM) is re-sent on a new connection of the
+// upstream's pool: the client gets the answer, and it is one attempt (the
+// upstream allows one), counted as re-sent.
+func TestUnprocessedStreamResent(t *testing.T) {
+	goaway := func(c net.Conn, last uint32) {
+		// GOAWAY, NO_ERROR: no stream above last was processed.
+		p := make([]byte, 8)
+		binary.BigEndian.PutUint32(p, last)
+		frame(t, c, 0x7, 0, 0, p)
+	}
+	for _, tc := range []struct {
+		name   string
+		refuse func(c net.Conn, stream uint32)
+		resent int64
+	}{
+		{"goaway", func(c net.Conn, _ uint32) { goaway(c, 0) }, 1},
+		// The connection stays usable after a REFUSED_STREAM (as with the
+		// Transport, the stream is re-sent on it); this upstream then
+		// goes away without processing the second try either.
+		{"refused-stream", func(c net.Conn, stream uint32) {
+			if stream == 1 {
+				frame(t, c, 0x3, 0, stream, []byte{0, 0, 0, 0x7}) // RST_STREAM REFUSED_STREAM
+				return
+			}
+			goaway(c, 1)
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, served, refused := refusingUpstream(t, tc.refuse)
+			h, _ := newHandler(t, proxyOpts{name: "web", addr: addr, attempts: 1})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ln.Close() })
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go h.ServeConn(c, "")
+				}
+			}()
+			var protos http.Protocols
+			protos.SetUnencryptedHTTP2(true)
+			tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, ln.Addr().String())
+			}}
+			t.Cleanup(tr.CloseIdleConnections)
+			c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			resp, err := c.Get("http://web/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(body) != "ok" {
+				t.Fatalf("answer %d %q, want 200 ok", resp.StatusCode, body)
+			}
+			if refused.Load() != tc.resent || served.Load() != 1 {
+				t.Fatalf("refused %d, served %d; want %d and 1", refused.Load(), served.Load(), tc.resent)
+			}
+			if got := testutil.ToFloat64(h.m.attempts.WithLabelValues("web", "h2")); got != 1 {
+				t.Fatalf("attempts %v, want 1", got)
+			}
+			if got := testutil.ToFloat64(h.m.resent.WithLabelValues("web", "h2")); got != float64(tc.resent) {
+				t.Fatalf("resent %v, want %d", got, tc.resent)
+			}
+		})
+	}
+}
