@@ -108,8 +108,8 @@ func TestAgainstPrometheus(t *testing.T) {
 	const n = 20
 	send(n)
 	for q, want := range map[string]float64{
-		`sum(retrycap_proxy_requests_total{service="order"})`:  n + 1,
-		`sum(retrycap_proxy_attempts_total{service="order"})`:  3 * (n + 1),
+		`sum(retrycap_proxy_requests_total{service="order"})`:   n + 1,
+		`sum(retrycap_proxy_attempts_total{service="order"})`:   3 * (n + 1),
 		`sum(retrycap_proxy_requests_total{service="gateway"})`: n + 1,
 		`sum(retrycap_proxy_attempts_total{service="gateway"})`: n + 1,
 	} {

@@ -65,7 +65,7 @@ func New(o Options) (*Client, error) {
 	if o.CallerLabel == "" {
 		o.CallerLabel = DefaultCallerLabel
 	}
-	if !model.LabelName(o.CallerLabel).IsValidLegacy() {
+	if !model.LegacyValidation.IsValidLabelName(o.CallerLabel) {
 		return nil, fmt.Errorf("--prometheus-caller-label %q: not a Prometheus label name", o.CallerLabel)
 	}
 	// A client of its own: the HTTP timeout bounds a Prometheus that accepts and never answers
