@@ -8,6 +8,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -94,7 +96,22 @@ var _ = Describe("Observed amplification (--prometheus-url)", func() {
 		prom := promtest.Start(GinkgoT(), cp.RepoRoot, map[string]string{po.AdminAddr: "order", pg.AdminAddr: "gateway"})
 		q, err := promquery.New(promquery.Options{URL: prom.URL, Window: 10 * time.Minute})
 		Expect(err).NotTo(HaveOccurred())
+		// The burst after the first scrape of both proxies: its samples are the window's start.
+		pc, err := api.NewClient(api.Config{Address: prom.URL})
+		Expect(err).NotTo(HaveOccurred())
+		promAPI := promv1.NewAPI(pc)
+		instant := func(q string) func() (string, error) {
+			return func() (string, error) {
+				v, _, _, err := promAPI.Query(ctx, q, time.Now())
+				if err != nil {
+					return "", err
+				}
+				return v.String(), nil
+			}
+		}
+		Eventually(instant(`count(retrycap_proxy_requests_total)`)).Should(MatchRegexp(`^\{\} => 2 @`))
 		send(20)
+		Eventually(instant(`sum(retrycap_proxy_attempts_total{service="order"})`)).Should(MatchRegexp(`^\{\} => 63 @`))
 
 		// A manager of its own with an Observer, watching this namespace only (the suite's
 		// reconciler keeps running: it leaves the observed side as it finds it).
