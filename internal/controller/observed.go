@@ -49,7 +49,11 @@ type Observer struct {
 // Start polls at once, then every Interval, until ctx ends. A failed query is an Observation
 // too (its error goes into the condition); nothing here ends the manager.
 func (o *Observer) Start(ctx context.Context) error {
-	t := time.NewTicker(o.Interval)
+	every := o.Interval
+	if every <= 0 {
+		every = time.Minute // a ticker needs a positive period; the manager's default
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		o.Poll(ctx)
