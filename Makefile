@@ -66,8 +66,12 @@ kube-bins: ## Build (or find in the cache) kube-apiserver, etcd and kubectl; pri
 helm-bin: ## Build (or find in the cache) the helm pinned in hack/helm/go.mod; print its path.
 	@bash hack/helm-bin.sh
 
+.PHONY: prometheus-bin
+prometheus-bin: ## Build (or find in the cache) the Prometheus server pinned in hack/prometheus/go.mod; print its path.
+	@bash hack/prometheus-bin.sh
+
 .PHONY: test
-test: verify-fmt verify-generated vet lint kube-bins helm-bin ## Run every check and every test (unit, envtest, e2e).
+test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin ## Run every check and every test (unit, envtest, e2e).
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) test $(GO_TEST_FLAGS) ./...
 	# The proxy's tests once more on its other engine (--engine=goroutine).
 	$(GO) test $(GO_TEST_FLAGS) ./internal/proxy -args -engine=goroutine
@@ -76,7 +80,7 @@ test: verify-fmt verify-generated vet lint kube-bins helm-bin ## Run every check
 	cd hack/monitoring && $(GO) test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-unit
-test-unit: ## Run the tests that need no control plane.
+test-unit: prometheus-bin ## Run the tests that need no control plane.
 	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /internal/controller -e /internal/webhook -e /internal/mesh/crds -e /test/e2e)
 
 .PHONY: test-e2e

@@ -300,7 +300,12 @@ type RetryPolicyStatus struct {
 	// +optional
 	Violations []Violation `json:"violations,omitempty"`
 
-	// Conditions: Ready, WithinCap.
+	// ObservedAmplification is what the proxies counted (a manager with --prometheus-url only).
+	// +optional
+	ObservedAmplification *ObservedAmplification `json:"observedAmplification,omitempty"`
+
+	// Conditions: Ready, WithinCap (and MeshLayers, ObservedWithinComputed when the manager
+	// reads those sources).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

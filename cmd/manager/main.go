@@ -16,6 +16,7 @@ import (
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/operator"
+	"github.com/retrycap/retrycap/internal/promquery"
 )
 
 func main() {
@@ -39,6 +40,12 @@ func main() {
 	flag.StringVar(&o.MeshAPIs, "mesh-apis", meshwatch.ModeAuto, "the mesh APIs whose retry layers the manager reads, when the cluster serves them: \"auto\" (all), \"none\", or a comma-separated list of resource.group (virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io)")
 	flag.DurationVar(&o.MeshRecheck, "mesh-recheck-interval", meshwatch.DefaultRecheck, "how often the manager discovers again which mesh APIs the cluster serves")
 	istioDefault := flag.Int64("istio-default-retries", mesh.IstioDefaultRetries, "Istio's default retries for routes that set none; unset: the MeshConfig's defaultHttpRetryPolicy.attempts (ConfigMap istio-system/istio), else Istio's 2")
+	flag.StringVar(&o.Prometheus.URL, "prometheus-url", "", "Prometheus base URL: the manager queries the proxies' (and Envoy's) per-upstream counters and puts the observed tries and amplification beside the computed ones in the policy status, with the ObservedWithinComputed condition; empty: off")
+	flag.DurationVar(&o.Prometheus.Interval, "prometheus-interval", operator.DefaultPrometheusInterval, "how often the manager queries --prometheus-url")
+	flag.DurationVar(&o.Prometheus.Window, "prometheus-window", promquery.DefaultWindow, "the range the counters' increase is taken over")
+	flag.DurationVar(&o.Prometheus.Timeout, "prometheus-timeout", promquery.DefaultTimeout, "bound of one query (HTTP request and Prometheus' evaluation)")
+	flag.Uint64Var(&o.Prometheus.SeriesLimit, "prometheus-series-limit", promquery.DefaultSeriesLimit, "most series one query may return; a query that reaches it is reported as an error")
+	flag.StringVar(&o.Prometheus.CallerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label that names the calling service on the proxies' series (the scrape configuration adds it)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -26,6 +26,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/observed"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -61,6 +62,9 @@ type ClusterRetryPolicyReconciler struct {
 	// Mesh is the source of the mesh retry layers, as for the RetryPolicy reconciler (layers
 	// apply per caller's namespace); nil: none.
 	Mesh MeshSource
+	// Observed is the poller of the proxies' counters, as for the RetryPolicy reconciler (nodes
+	// named "name.ns"); nil: none.
+	Observed *Observer
 }
 
 // Reconcile fetches the policy, computes its status from the cached namespaces and workloads,
@@ -82,6 +86,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
 	setMeshConditionOf(r.Mesh, next, p.Generation, r.now())
+	setObserved(r.Observed, next, in.Result, observed.Qualified, p.Generation, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
 	if equality.Semantic.DeepEqual(&p.Status, next) {
@@ -241,6 +246,9 @@ func (r *ClusterRetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.servicePolicies})
 	if r.Mesh != nil {
 		b = b.WatchesRawSource(&clusterMeshChanges{r: r})
+	}
+	if r.Observed != nil {
+		b = b.WatchesRawSource(r.observedSource())
 	}
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", ClusterControllerName, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/observed"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -63,6 +64,9 @@ type RetryPolicyReconciler struct {
 	// Mesh is the source of the mesh retry layers (meshwatch.Watcher); nil: none, exactly as
 	// without a mesh (no MeshLayers condition).
 	Mesh MeshSource
+	// Observed is the poller of the proxies' counters (--prometheus-url); nil: no observed
+	// amplification and no ObservedWithinComputed condition.
+	Observed *Observer
 }
 
 // Reconcile fetches the policy, computes its status from the cached workloads, and patches the
@@ -83,6 +87,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
 	r.setMeshCondition(next, p.Generation)
+	setObserved(r.Observed, next, in.Result, observed.InNamespace(p.Namespace), p.Generation, r.now())
 	recordMetrics(req.NamespacedName, next)
 	if equality.Semantic.DeepEqual(&p.Status, next) {
 		return ctrl.Result{}, nil
@@ -176,6 +181,9 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.namespacePolicies})
 	if r.Mesh != nil {
 		b = b.WatchesRawSource(&meshChanges{r: r})
+	}
+	if r.Observed != nil {
+		b = b.WatchesRawSource(r.observedSource())
 	}
 	err := b.Complete(r)
 	if err != nil {

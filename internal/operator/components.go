@@ -26,10 +26,14 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := (&controller.RetryPolicyReconciler{Index: index, Mesh: mw}).SetupWithManager(mgr); err != nil {
+	obs, err := newObserver(mgr, o.Prometheus)
+	if err != nil {
+		return err
+	}
+	if err := (&controller.RetryPolicyReconciler{Index: index, Mesh: mw, Observed: obs}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the RetryPolicy controller: %w", err)
 	}
-	if err := (&controller.ClusterRetryPolicyReconciler{Index: index, Mesh: mw}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.ClusterRetryPolicyReconciler{Index: index, Mesh: mw, Observed: obs}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the ClusterRetryPolicy controller: %w", err)
 	}
 	if o.Webhooks {

@@ -51,6 +51,8 @@ type Options struct {
 	MeshAPIs            string
 	MeshRecheck         time.Duration
 	IstioDefaultRetries *int64
+	// Prometheus is --prometheus-url and its companions (observed.go); zero: off.
+	Prometheus Prometheus
 }
 
 // Lease timings by default: those of controller-runtime and kube-controller-manager.
@@ -123,6 +125,9 @@ func (o Options) Validate() error {
 	}
 	if o.IstioDefaultRetries != nil && *o.IstioDefaultRetries < 0 {
 		return fmt.Errorf("--istio-default-retries %d: must be 0 or more", *o.IstioDefaultRetries)
+	}
+	if err := o.Prometheus.validate(); err != nil {
+		return err
 	}
 	lease, renew, retry := o.leaseTimings()
 	if o.LeaderElection && (renew >= lease || retry >= renew) {

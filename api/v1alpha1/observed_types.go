@@ -1,0 +1,51 @@
+package v1alpha1
+
+// The observed side of a policy's status: set only by a manager started with --prometheus-url
+// (DESIGN.md, "Observed amplification"). Without it neither the field nor the condition appears.
+
+const (
+	// ConditionObservedWithinComputed is True when no edge's observed tries (attempts / calls
+	// over the query window) exceed the tries the graph computes for it; False (reason
+	// UndeclaredRetries) names the edge that does: a retry layer the graph does not know.
+	ConditionObservedWithinComputed = "ObservedWithinComputed"
+	// ReasonObservedWithinComputed: every observed edge is within its computed tries.
+	ReasonObservedWithinComputed = "WithinComputed"
+	// ReasonUndeclaredRetries: an edge was observed making more tries than the graph computes.
+	ReasonUndeclaredRetries = "UndeclaredRetries"
+	// ReasonPrometheusUnavailable: the last query failed (Unknown); the message has the URL and
+	// the error.
+	ReasonPrometheusUnavailable = "PrometheusUnavailable"
+)
+
+// ObservedAmplification is what the proxies counted over the query window: the observed tries
+// per edge and their product along the worst observed path.
+type ObservedAmplification struct {
+	// Amplification is the product of the observed tries along WorstPath, two decimals
+	// ("3.00"): an average over the window, not an integer.
+	Amplification string `json:"amplification"`
+
+	// WorstPath is the path of the largest observed product, services joined by ">".
+	// +optional
+	WorstPath string `json:"worstPath,omitempty"`
+
+	// Window is the query window the counters were taken over ("5m0s").
+	Window string `json:"window"`
+
+	// Edges are the edges with traffic in the window, worst observed tries first (at most 20).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Edges []ObservedEdge `json:"edges,omitempty"`
+}
+
+// ObservedEdge is one caller -> upstream edge as its counters saw it.
+type ObservedEdge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Tries is attempts / calls over the window, two decimals.
+	Tries string `json:"tries"`
+	// Computed is the tries the graph computes for the edge (1 for an edge the graph lacks).
+	Computed int64 `json:"computed"`
+	// Source is what counted it: retrycap-proxy, envoy (joined by "+" when both did).
+	Source string `json:"source"`
+}

@@ -1,0 +1,5 @@
+// Package prometheus pins the Prometheus server (github.com/prometheus/prometheus) that the
+// observed-amplification test scrapes the lab's proxies with. It is a module of its own:
+// Prometheus' module graph (cloud service discovery, OpenTelemetry) would move the product's
+// Kubernetes and gRPC versions. hack/prometheus-bin.sh builds the binary into the cache.
+package prometheus

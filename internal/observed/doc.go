@@ -1,0 +1,9 @@
+// Package observed turns what the proxies (and a mesh's sidecars) counted over a window into the
+// observed side of a policy's status: per edge the tries actually made (attempts / calls), their
+// product along the worst path, and the ObservedWithinComputed condition, which is False when an
+// edge's observed tries exceed the ones the graph computes for it (a retry layer the graph does
+// not know: application code, a mesh it does not read, a proxy configured by hand).
+//
+// It is pure: series in, numbers and a condition out. internal/promquery fetches the series from
+// Prometheus; internal/controller puts the result into the status.
+package observed

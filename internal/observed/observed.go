@@ -1,0 +1,295 @@
+package observed
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/graph"
+)
+
+// Sources of series.
+const (
+	SourceRetrycap = "retrycap-proxy"
+	SourceEnvoy    = "envoy"
+)
+
+// Tolerance is how far observed tries may exceed the computed ones before the edge counts as
+// exceeding: the counters of one target are read at the same scrape times, so their ratio is
+// exact up to float rounding, but an edge summed over pods scraped at different times is not.
+const Tolerance = 0.01
+
+// MaxEdges is how many edges the status lists (the API's MaxItems).
+const MaxEdges = 20
+
+// Series is one edge's counters over the window, as a query returns them (summed over pods).
+type Series struct {
+	Source string
+	// Namespace is the caller's namespace ("" when the scrape has no namespace label: a lab).
+	Namespace string
+	// Caller and Upstream are the names the counters carry: the caller's service name and the
+	// upstream as the caller names it (the proxy's --upstreams entry, Envoy's cluster host).
+	Caller, Upstream string
+	// Attempts are the attempts sent (first tries and retries), Calls the calls the layer
+	// received from above (the application's calls, for the proxy).
+	Attempts, Calls float64
+}
+
+// Edge is one edge's observed tries beside the computed ones.
+type Edge struct {
+	From, To string
+	// Tries is the product over the sources of each source's attempts / calls: layers on one
+	// edge multiply, as they do in the graph.
+	Tries float64
+	// Computed is the graph's attempts on the edge, 1 when the graph lacks it (no retry layer
+	// declared on it).
+	Computed int64
+	// Declared reports whether the graph has the edge.
+	Declared bool
+	// Sources are the sources that counted the edge, sorted.
+	Sources []string
+}
+
+// Exceeds reports whether the edge's observed tries exceed its computed ones.
+func (e Edge) Exceeds() bool { return e.Tries > float64(e.Computed)+Tolerance }
+
+// Report is the observed side of one policy.
+type Report struct {
+	// Edges are the edges with calls in the window, worst tries first, then by name.
+	Edges []Edge
+	// Amplification is the largest product of observed tries along a path; WorstPath that path
+	// (nil when no edge was observed).
+	Amplification float64
+	WorstPath     []string
+	// Exceeding are the edges whose observed tries exceed the computed ones, in Edges' order.
+	Exceeding []Edge
+}
+
+// Node maps a series' caller or upstream name to a graph node; ok false drops the series (not
+// this policy's). Identity for a RetryPolicy whose series are filtered by namespace first.
+type Node func(s Series) (from, to string, ok bool)
+
+// InNamespace keeps the series of namespace ns (and those without a namespace, from a scrape
+// that has none), named as they come: a RetryPolicy's nodes are its namespace's service names.
+func InNamespace(ns string) Node {
+	return func(s Series) (string, string, bool) {
+		if s.Namespace != "" && s.Namespace != ns {
+			return "", "", false
+		}
+		return s.Caller, s.Upstream, true
+	}
+}
+
+// Qualified names a series' nodes as a ClusterRetryPolicy's graph does ("name.ns"): the caller
+// in its namespace, an upstream without a dot in the caller's namespace, one with a dot as it
+// is written (an upstream "payment.billing" is node "payment.billing"). A series without a
+// namespace cannot be placed and is dropped.
+func Qualified(s Series) (string, string, bool) {
+	if s.Namespace == "" {
+		return "", "", false
+	}
+	to := s.Upstream
+	if !strings.Contains(to, ".") {
+		to += "." + s.Namespace
+	}
+	return s.Caller + "." + s.Namespace, to, true
+}
+
+// Compute joins the series with the graph's edges: per edge the observed tries (per source
+// attempts / calls, multiplied across sources), the computed attempts beside them, and the
+// largest product of observed tries along a path of the observed edges.
+func Compute(edges []graph.Edge, series []Series, node Node) Report {
+	computed := make(map[[2]string]int64, len(edges))
+	for _, e := range edges {
+		computed[[2]string{e.From, e.To}] = e.Attempts
+	}
+	type counts struct{ attempts, calls float64 }
+	per := map[[2]string]map[string]*counts{}
+	for _, s := range series {
+		from, to, ok := node(s)
+		if !ok || from == "" || to == "" {
+			continue
+		}
+		k := [2]string{from, to}
+		if per[k] == nil {
+			per[k] = map[string]*counts{}
+		}
+		c := per[k][s.Source]
+		if c == nil {
+			c = &counts{}
+			per[k][s.Source] = c
+		}
+		c.attempts += s.Attempts
+		c.calls += s.Calls
+	}
+	var r Report
+	for k, bySource := range per {
+		e := Edge{From: k[0], To: k[1], Tries: 1, Computed: 1}
+		for src, c := range bySource {
+			if c.calls <= 0 {
+				continue // no call in the window: nothing to divide by
+			}
+			e.Tries *= c.attempts / c.calls
+			e.Sources = append(e.Sources, src)
+		}
+		if len(e.Sources) == 0 {
+			continue
+		}
+		sort.Strings(e.Sources)
+		if a, ok := computed[k]; ok {
+			e.Computed, e.Declared = a, true
+		}
+		r.Edges = append(r.Edges, e)
+	}
+	sort.Slice(r.Edges, func(i, j int) bool {
+		a, b := r.Edges[i], r.Edges[j]
+		if a.Tries != b.Tries {
+			return a.Tries > b.Tries
+		}
+		if a.From != b.From {
+			return a.From < b.From
+		}
+		return a.To < b.To
+	})
+	for _, e := range r.Edges {
+		if e.Exceeds() {
+			r.Exceeding = append(r.Exceeding, e)
+		}
+	}
+	r.Amplification, r.WorstPath = worstPath(r.Edges)
+	return r
+}
+
+// worstPath is the largest product of tries along a simple path of edges, and the path: a
+// depth-first search from every node, memoised per node within one start. Tries are usually at
+// least 1, but an average below 1 is possible (calls refused before any attempt: an open
+// breaker), so the worst path need not be the longest; of equal products the longer path is kept (an edge of
+// 1 try still shows where the chain goes). A cycle is not followed around (the
+// computed amplification of a retry cycle is unbounded anyway): a back edge is skipped, and a
+// fresh memo per start keeps the skip from hiding a path that starts inside the cycle. That is
+// O(V x (V+E)) over the observed edges, which the query's series limit bounds.
+func worstPath(edges []Edge) (float64, []string) {
+	out := map[string][]Edge{}
+	nodes := map[string]bool{}
+	for _, e := range edges {
+		out[e.From] = append(out[e.From], e)
+		nodes[e.From], nodes[e.To] = true, true
+	}
+	for _, es := range out {
+		sort.Slice(es, func(i, j int) bool { return es[i].To < es[j].To })
+	}
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	type best struct {
+		product float64
+		next    string // "" at the path's end
+	}
+	var topProduct float64
+	var topPath []string
+	for _, start := range names {
+		if len(out[start]) == 0 {
+			continue
+		}
+		memo := map[string]best{}
+		onStack := map[string]bool{}
+		var visit func(n string) best
+		visit = func(n string) best {
+			if b, ok := memo[n]; ok {
+				return b
+			}
+			onStack[n] = true
+			b := best{product: 1}
+			for _, e := range out[n] {
+				if onStack[e.To] {
+					continue
+				}
+				if p := e.Tries * visit(e.To).product; p > b.product || (p == b.product && b.next == "") {
+					b = best{product: p, next: e.To}
+				}
+			}
+			onStack[n] = false
+			memo[n] = b
+			return b
+		}
+		b := visit(start)
+		if b.next == "" || (topPath != nil && b.product <= topProduct) {
+			continue
+		}
+		path := []string{start}
+		for n, seen := start, map[string]bool{start: true}; memo[n].next != "" && !seen[memo[n].next]; {
+			n = memo[n].next
+			seen[n] = true
+			path = append(path, n)
+		}
+		topProduct, topPath = b.product, path
+	}
+	if topPath == nil {
+		if len(edges) > 0 {
+			return 1, nil // every edge averaged below one try: no path multiplies
+		}
+		return 0, nil
+	}
+	return topProduct, topPath
+}
+
+// Format writes a ratio with two decimals, as the status carries it.
+func Format(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
+
+// Status is the report as the policy status carries it: the edges worst first (at most
+// MaxEdges), the amplification and the worst path.
+func Status(r Report, window time.Duration) *v1alpha1.ObservedAmplification {
+	st := &v1alpha1.ObservedAmplification{
+		Amplification: Format(r.Amplification),
+		WorstPath:     strings.Join(r.WorstPath, ">"),
+		Window:        window.String(),
+	}
+	for i, e := range r.Edges {
+		if i == MaxEdges {
+			break
+		}
+		st.Edges = append(st.Edges, v1alpha1.ObservedEdge{From: e.From, To: e.To, Tries: Format(e.Tries), Computed: e.Computed, Source: strings.Join(e.Sources, "+")})
+	}
+	return st
+}
+
+// Condition is ObservedWithinComputed for a report: False naming the worst exceeding edge (and
+// how many others exceed), True otherwise.
+func Condition(r Report, window time.Duration, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionObservedWithinComputed, ObservedGeneration: generation}
+	if len(r.Exceeding) == 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonObservedWithinComputed
+		c.Message = fmt.Sprintf("%d edges observed over %s, none with more tries than computed; observed amplification %s", len(r.Edges), window, Format(r.Amplification))
+		if len(r.WorstPath) > 0 {
+			c.Message += " along " + strings.Join(r.WorstPath, ">")
+		}
+		return c
+	}
+	e := r.Exceeding[0]
+	c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUndeclaredRetries
+	declared := fmt.Sprintf("the graph computes %d", e.Computed)
+	if !e.Declared {
+		declared = "the graph has no such edge (1)"
+	}
+	c.Message = fmt.Sprintf("edge %s>%s: %s tries per call observed over %s (%s), %s: a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)",
+		e.From, e.To, Format(e.Tries), window, strings.Join(e.Sources, "+"), declared)
+	if n := len(r.Exceeding) - 1; n > 0 {
+		c.Message += fmt.Sprintf("; %d more edges exceed theirs", n)
+	}
+	return c
+}
+
+// Unavailable is ObservedWithinComputed when the query failed: Unknown, with the URL and the
+// error.
+func Unavailable(url string, err error, generation int64) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionObservedWithinComputed, Status: metav1.ConditionUnknown,
+		Reason: v1alpha1.ReasonPrometheusUnavailable, ObservedGeneration: generation,
+		Message: fmt.Sprintf("querying Prometheus at %s: %v", url, err)}
+}

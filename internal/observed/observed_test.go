@@ -1,0 +1,244 @@
+package observed
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/graph"
+)
+
+func TestCompute(t *testing.T) {
+	chain := []graph.Edge{
+		{From: "gateway", To: "order", Attempts: 3, Calls: 1},
+		{From: "order", To: "payment", Attempts: 2, Calls: 1},
+	}
+	tests := []struct {
+		name      string
+		edges     []graph.Edge
+		series    []Series
+		node      Node
+		want      []Edge
+		amp       float64
+		path      []string
+		exceeding []string // "from>to"
+	}{
+		{
+			name:  "declared chain within its tries",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Namespace: "shop", Caller: "gateway", Upstream: "order", Attempts: 300, Calls: 100},
+				{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 600, Calls: 300},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "gateway", To: "order", Tries: 3, Computed: 3, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:  6,
+			path: []string{"gateway", "order", "payment"},
+		},
+		{
+			name:  "a proxy making more attempts than declared",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 10},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "order", To: "payment", Tries: 4, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "gateway", To: "order", Tries: 1, Computed: 3, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:       4,
+			path:      []string{"gateway", "order", "payment"},
+			exceeding: []string{"order>payment"},
+		},
+		{
+			name:  "two pods summed, two layers multiplied, another namespace dropped",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 30, Calls: 20},
+				{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 10, Calls: 20},
+				{Source: SourceEnvoy, Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 80, Calls: 40},
+				{Source: SourceRetrycap, Namespace: "other", Caller: "order", Upstream: "payment", Attempts: 99, Calls: 1},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "order", To: "payment", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceEnvoy, SourceRetrycap}},
+			},
+			amp:  2,
+			path: []string{"order", "payment"},
+		},
+		{
+			name:  "an edge the graph lacks, retrying",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 25, Calls: 10},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 20, Calls: 10},
+				{Source: SourceRetrycap, Caller: "audit", Upstream: "log", Attempts: 0, Calls: 0},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "payment", To: "bank", Tries: 2.5, Computed: 1, Sources: []string{SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:       5,
+			path:      []string{"order", "payment", "bank"},
+			exceeding: []string{"payment>bank"},
+		},
+		{
+			name:  "within the tolerance",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 2009, Calls: 1000},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{{From: "order", To: "payment", Tries: 2.009, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}}},
+			amp:  2.009,
+			path: []string{"order", "payment"},
+		},
+		{
+			name:  "a cycle is followed once around",
+			edges: []graph.Edge{{From: "a", To: "b", Attempts: 2}, {From: "b", To: "a", Attempts: 2}},
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "a", Upstream: "b", Attempts: 20, Calls: 10},
+				{Source: SourceRetrycap, Caller: "b", Upstream: "a", Attempts: 30, Calls: 10},
+			},
+			node: InNamespace("x"),
+			want: []Edge{
+				{From: "b", To: "a", Tries: 3, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "a", To: "b", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:       3,
+			path:      []string{"b", "a"},
+			exceeding: []string{"b>a"},
+		},
+		{
+			name: "cluster policy: qualified names, a series without namespace dropped",
+			edges: []graph.Edge{
+				{From: "order.shop", To: "payment.billing", Attempts: 3},
+			},
+			series: []Series{
+				{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "payment.billing", Attempts: 30, Calls: 10},
+				{Source: SourceRetrycap, Namespace: "billing", Caller: "payment", Upstream: "bank", Attempts: 10, Calls: 10},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 50, Calls: 10},
+			},
+			node: Qualified,
+			want: []Edge{
+				{From: "order.shop", To: "payment.billing", Tries: 3, Computed: 3, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "payment.billing", To: "bank.billing", Tries: 1, Computed: 1, Sources: []string{SourceRetrycap}},
+			},
+			amp:  3,
+			path: []string{"order.shop", "payment.billing", "bank.billing"},
+		},
+		{
+			name:   "calls refused before any attempt: no path multiplies",
+			edges:  chain,
+			series: []Series{{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 5, Calls: 10}},
+			node:   InNamespace("shop"),
+			want:   []Edge{{From: "order", To: "payment", Tries: 0.5, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}}},
+			amp:    1,
+		},
+		{
+			name:  "nothing observed",
+			edges: chain,
+			node:  InNamespace("shop"),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Compute(tc.edges, tc.series, tc.node)
+			if !reflect.DeepEqual(r.Edges, tc.want) {
+				t.Errorf("edges:\n got %+v\nwant %+v", r.Edges, tc.want)
+			}
+			if r.Amplification != tc.amp || !reflect.DeepEqual(r.WorstPath, tc.path) {
+				t.Errorf("amplification %v along %v, want %v along %v", r.Amplification, r.WorstPath, tc.amp, tc.path)
+			}
+			var ex []string
+			for _, e := range r.Exceeding {
+				ex = append(ex, e.From+">"+e.To)
+			}
+			if !reflect.DeepEqual(ex, tc.exceeding) {
+				t.Errorf("exceeding %v, want %v", ex, tc.exceeding)
+			}
+		})
+	}
+}
+
+func TestConditionAndStatus(t *testing.T) {
+	w := 5 * time.Minute
+	chain := []graph.Edge{{From: "gateway", To: "order", Attempts: 3}, {From: "order", To: "payment", Attempts: 2}}
+	tests := []struct {
+		name   string
+		series []Series
+		want   metav1.Condition
+		status *v1alpha1.ObservedAmplification
+	}{
+		{
+			name: "within",
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 30, Calls: 10},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 50, Calls: 30},
+			},
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 7,
+				Message: "2 edges observed over 5m0s, none with more tries than computed; observed amplification 5.00 along gateway>order>payment"},
+			status: &v1alpha1.ObservedAmplification{Amplification: "5.00", WorstPath: "gateway>order>payment", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "gateway", To: "order", Tries: "3.00", Computed: 3, Source: "retrycap-proxy"},
+				{From: "order", To: "payment", Tries: "1.67", Computed: 2, Source: "retrycap-proxy"},
+			}},
+		},
+		{
+			name: "declared edge exceeded, and an undeclared one",
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 10},
+				{Source: SourceEnvoy, Caller: "payment", Upstream: "bank", Attempts: 30, Calls: 10},
+			},
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
+				Message: "edge order>payment: 4.00 tries per call observed over 5m0s (retrycap-proxy), the graph computes 2: a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand); 1 more edges exceed theirs"},
+			status: &v1alpha1.ObservedAmplification{Amplification: "12.00", WorstPath: "order>payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "order", To: "payment", Tries: "4.00", Computed: 2, Source: "retrycap-proxy"},
+				{From: "payment", To: "bank", Tries: "3.00", Computed: 1, Source: "envoy"},
+			}},
+		},
+		{
+			name:   "only an undeclared edge",
+			series: []Series{{Source: SourceEnvoy, Caller: "payment", Upstream: "bank", Attempts: 30, Calls: 10}},
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
+				Message: "edge payment>bank: 3.00 tries per call observed over 5m0s (envoy), the graph has no such edge (1): a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)"},
+			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "payment", To: "bank", Tries: "3.00", Computed: 1, Source: "envoy"},
+			}},
+		},
+		{
+			name: "no traffic",
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 7,
+				Message: "0 edges observed over 5m0s, none with more tries than computed; observed amplification 0.00"},
+			status: &v1alpha1.ObservedAmplification{Amplification: "0.00", Window: "5m0s"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Compute(chain, tc.series, InNamespace("shop"))
+			if got := Condition(r, w, 7); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("condition:\n got %+v\nwant %+v", got, tc.want)
+			}
+			if got := Status(r, w); !reflect.DeepEqual(got, tc.status) {
+				t.Errorf("status:\n got %+v\nwant %+v", got, tc.status)
+			}
+		})
+	}
+}
+
+func TestStatusCapsEdges(t *testing.T) {
+	var series []Series
+	for i := range 25 {
+		series = append(series, Series{Source: SourceRetrycap, Caller: "c", Upstream: string(rune('a' + i)), Attempts: 1, Calls: 1})
+	}
+	if n := len(Status(Compute(nil, series, InNamespace("x")), time.Minute).Edges); n != MaxEdges {
+		t.Fatalf("status lists %d edges, want %d", n, MaxEdges)
+	}
+}

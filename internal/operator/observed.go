@@ -1,0 +1,60 @@
+package operator
+
+import (
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/retrycap/retrycap/internal/controller"
+	"github.com/retrycap/retrycap/internal/promquery"
+)
+
+// DefaultPrometheusInterval is how often the manager queries Prometheus with --prometheus-url.
+const DefaultPrometheusInterval = time.Minute
+
+// Prometheus are the --prometheus-* options: the observed amplification (docs/observe.md).
+type Prometheus struct {
+	// URL is Prometheus' base URL; empty: off (no field, no condition, no query).
+	URL string
+	// Interval is how often it is queried; Window the range of the counters' increase;
+	// Timeout bounds one query; SeriesLimit the series one query may return; CallerLabel the
+	// label that names the calling service on the proxies' series.
+	Interval, Window, Timeout time.Duration
+	SeriesLimit               uint64
+	CallerLabel               string
+}
+
+// validate checks the options without starting anything.
+func (p Prometheus) validate() error {
+	if p.URL == "" {
+		return nil
+	}
+	if _, err := p.client(); err != nil {
+		return err
+	}
+	if p.Interval < 0 {
+		return fmt.Errorf("--prometheus-interval %s: must be positive", p.Interval)
+	}
+	return nil
+}
+
+func (p Prometheus) client() (*promquery.Client, error) {
+	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel})
+}
+
+// newObserver adds the Prometheus poller to the manager; nil without --prometheus-url.
+func newObserver(mgr ctrl.Manager, p Prometheus) (*controller.Observer, error) {
+	if p.URL == "" {
+		return nil, nil
+	}
+	c, err := p.client()
+	if err != nil {
+		return nil, err
+	}
+	o := &controller.Observer{Query: c, Interval: orDefault(p.Interval, DefaultPrometheusInterval)}
+	if err := mgr.Add(o); err != nil {
+		return nil, fmt.Errorf("adding the Prometheus poller: %w", err)
+	}
+	return o, nil
+}

@@ -1,0 +1,156 @@
+package promtest
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// T is what the helpers need of a test (testing.T, ginkgo's GinkgoT()).
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
+// Binary is the Prometheus server's path: $RETRYCAP_PROMETHEUS, else what
+// hack/prometheus-bin.sh under repoRoot prints (it builds the binary into the cache the first
+// time on a machine: minutes; then it returns at once).
+func Binary(repoRoot string) (string, error) {
+	binOnce.Do(func() {
+		if p := os.Getenv("RETRYCAP_PROMETHEUS"); p != "" {
+			binPath = p
+			return
+		}
+		cmd := exec.Command("bash", filepath.Join(repoRoot, "hack", "prometheus-bin.sh"))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			binErr = fmt.Errorf("hack/prometheus-bin.sh: %w", err)
+			return
+		}
+		binPath = strings.TrimSpace(string(out))
+	})
+	return binPath, binErr
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// FreeAddr is a loopback address nothing listens on (just closed): Prometheus takes its port
+// from the command line and does not say which one it bound.
+func FreeAddr(t T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("%v", err)
+	}
+	return addr
+}
+
+// Server is a running Prometheus.
+type Server struct {
+	URL  string
+	stop func()
+}
+
+// Stop ends the server (SIGINT, then SIGKILL after 10 s) and waits for it; idempotent.
+func (s *Server) Stop() { s.stop() }
+
+// Start runs Prometheus scraping every target (an admin address -> its "service" label) every
+// 100 ms, and waits until it is ready. It is stopped at the test's cleanup.
+func Start(t T, repoRoot string, targets map[string]string) *Server {
+	t.Helper()
+	bin, err := Binary(repoRoot)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	dir := t.TempDir()
+	addrs := make([]string, 0, len(targets))
+	for a := range targets {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	var cfg strings.Builder
+	cfg.WriteString("global:\n  scrape_interval: 100ms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n  static_configs:\n")
+	if len(addrs) == 0 {
+		cfg.WriteString("  []\n")
+	}
+	for _, a := range addrs {
+		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {service: %q}\n", a, targets[a])
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
+		t.Fatalf("%v", err)
+	}
+	addr := FreeAddr(t)
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	logs := &lockedBuilder{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s := &Server{URL: "http://" + addr, stop: sync.OnceFunc(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})}
+	t.Cleanup(s.Stop)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("Prometheus exited before it was ready:\n%s", logs.String())
+		default:
+		}
+		resp, err := http.Get(s.URL + "/-/ready")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus at %s not ready within 60s (%v):\n%s", s.URL, err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
