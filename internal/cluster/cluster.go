@@ -33,7 +33,8 @@ func WatchedKinds() []client.Object {
 	return []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}, PodMetadata()}
 }
 
-// WorkloadOf reads a watched object as a workload: a Deployment, StatefulSet or DaemonSet, or a
+// WorkloadOf reads a watched object as a workload: a Deployment, StatefulSet or DaemonSet (as the
+// cache holds it, CachedWorkload, or whole), or a
 // Pod (whole or metadata-only) without a controller ownerReference; false for anything else (a
 // Pod a controller owns: its workload is the controller's). An informer's tombstone
 // (DeletedFinalStateUnknown) is unwrapped.
@@ -42,6 +43,8 @@ func WorkloadOf(obj any) (workload.Workload, bool) {
 		obj = t.Obj
 	}
 	switch o := obj.(type) {
+	case *CachedWorkload:
+		return o.Workload(), true
 	case *metav1.PartialObjectMetadata:
 		return workload.FromObject(&corev1.Pod{ObjectMeta: o.ObjectMeta})
 	case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet, *corev1.Pod:
