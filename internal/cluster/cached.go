@@ -90,7 +90,14 @@ func cachedWorkload(kind string, meta, tmpl metav1.ObjectMeta) *CachedWorkload {
 	if len(tmpl.Labels) > 0 {
 		c.Labels = make(map[string]string, len(tmpl.Labels))
 		for k, v := range tmpl.Labels {
-			c.Labels[intern(k)] = intern(v)
+			if v == c.Name {
+				// app.kubernetes.io/name is often the workload's name: share that string
+				// rather than intern a value no other workload has.
+				v = c.Name
+			} else {
+				v = intern(v)
+			}
+			c.Labels[intern(k)] = v
 		}
 	}
 	for k, v := range tmpl.Annotations {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/internal/workload"
@@ -91,6 +92,31 @@ func ListWorkloads(ctx context.Context, r client.Reader, ns string) ([]workload.
 	for i := range pods.Items {
 		if w, ok := WorkloadOf(&pods.Items[i]); ok {
 			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// CachedWorkloads are the workloads of namespace ns as the informers of c (a cache built with
+// CacheOptions) hold them: what feeds the workload index. ListWorkloads cannot read such a cache:
+// a Deployment, StatefulSet or DaemonSet is held as a CachedWorkload, which a typed List or Get
+// refuses ("cache had type *cluster.CachedWorkload"). Tests wait on it for the cache to have
+// caught up; nothing in the manager reads workloads but through the index.
+func CachedWorkloads(ctx context.Context, c cache.Cache, ns string) ([]workload.Workload, error) {
+	var out []workload.Workload
+	for _, obj := range WatchedKinds() {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("getting the informer for %T: %w", obj, err)
+		}
+		s, ok := inf.(interface{ GetStore() toolscache.Store })
+		if !ok {
+			return nil, fmt.Errorf("the informer for %T (%T) has no store to read", obj, inf)
+		}
+		for _, o := range s.GetStore().List() {
+			if w, ok := WorkloadOf(o); ok && w.Namespace == ns {
+				out = append(out, w)
+			}
 		}
 	}
 	return out, nil
