@@ -27,9 +27,9 @@ func PodMetadataList() *metav1.PartialObjectMetadataList {
 	return l
 }
 
-// WatchedKinds are the objects workloads come from, as the cache should hold them: Deployments,
-// StatefulSets and DaemonSets trimmed to metadata and pod-template metadata (TrimForCache), Pods
-// as metadata.
+// WatchedKinds are the objects workloads come from, as informers are asked for them:
+// Deployments, StatefulSets and DaemonSets (which TrimForCache stores as CachedWorkload), Pods as
+// metadata.
 func WatchedKinds() []client.Object {
 	return []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}, PodMetadata()}
 }

@@ -63,7 +63,7 @@ func TestTrimForCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &CachedWorkload{Kind: workload.KindDeployment, Namespace: "shop", Name: "order", ResourceVersion: "7",
+	want := &CachedWorkload{Kind: workload.KindDeployment, Namespace: "shop", Name: "order",
 		Labels: map[string]string{"app.kubernetes.io/name": "order"}, Annotations: map[string]string{"retrycap.dev/upstreams": "payment:3"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("trimmed Deployment:\n got %+v\nwant %+v", got, want)
