@@ -3,6 +3,7 @@ package cluster
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +68,10 @@ func TestTrimForCache(t *testing.T) {
 		Labels: map[string]string{"app.kubernetes.io/name": "order"}, Annotations: map[string]string{"retrycap.dev/upstreams": "payment:3"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("trimmed Deployment:\n got %+v\nwant %+v", got, want)
+	}
+	// What the cache holds per workload besides its maps (docs/benchmarks/manager-scale.md).
+	if size := unsafe.Sizeof(CachedWorkload{}); size != 64 {
+		t.Fatalf("CachedWorkload is %d bytes, want 64", size)
 	}
 	if w1, _ := WorkloadOf(d); !equality.Semantic.DeepEqual(w1, mustWorkload(t, got)) {
 		t.Fatalf("trimming changed the workload: %+v vs %+v", w1, mustWorkload(t, got))
