@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/internal/workload"
@@ -26,14 +27,15 @@ func PodMetadataList() *metav1.PartialObjectMetadataList {
 	return l
 }
 
-// WatchedKinds are the objects workloads come from, as the cache should hold them: Deployments,
-// StatefulSets and DaemonSets trimmed to metadata and pod-template metadata (TrimForCache), Pods
-// as metadata.
+// WatchedKinds are the objects workloads come from, as informers are asked for them:
+// Deployments, StatefulSets and DaemonSets (which TrimForCache stores as CachedWorkload), Pods as
+// metadata.
 func WatchedKinds() []client.Object {
 	return []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}, PodMetadata()}
 }
 
-// WorkloadOf reads a watched object as a workload: a Deployment, StatefulSet or DaemonSet, or a
+// WorkloadOf reads a watched object as a workload: a Deployment, StatefulSet or DaemonSet (as the
+// cache holds it, CachedWorkload, or whole), or a
 // Pod (whole or metadata-only) without a controller ownerReference; false for anything else (a
 // Pod a controller owns: its workload is the controller's). An informer's tombstone
 // (DeletedFinalStateUnknown) is unwrapped.
@@ -42,6 +44,8 @@ func WorkloadOf(obj any) (workload.Workload, bool) {
 		obj = t.Obj
 	}
 	switch o := obj.(type) {
+	case *CachedWorkload:
+		return o.Workload(), true
 	case *metav1.PartialObjectMetadata:
 		return workload.FromObject(&corev1.Pod{ObjectMeta: o.ObjectMeta})
 	case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet, *corev1.Pod:
@@ -88,6 +92,31 @@ func ListWorkloads(ctx context.Context, r client.Reader, ns string) ([]workload.
 	for i := range pods.Items {
 		if w, ok := WorkloadOf(&pods.Items[i]); ok {
 			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// CachedWorkloads are the workloads of namespace ns as the informers of c (a cache built with
+// CacheOptions) hold them: what feeds the workload index. ListWorkloads cannot read such a cache:
+// a Deployment, StatefulSet or DaemonSet is held as a CachedWorkload, which a typed List or Get
+// refuses ("cache had type *cluster.CachedWorkload"). Tests wait on it for the cache to have
+// caught up; nothing in the manager reads workloads but through the index.
+func CachedWorkloads(ctx context.Context, c cache.Cache, ns string) ([]workload.Workload, error) {
+	var out []workload.Workload
+	for _, obj := range WatchedKinds() {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("getting the informer for %T: %w", obj, err)
+		}
+		s, ok := inf.(interface{ GetStore() toolscache.Store })
+		if !ok {
+			return nil, fmt.Errorf("the informer for %T (%T) has no store to read", obj, inf)
+		}
+		for _, o := range s.GetStore().List() {
+			if w, ok := WorkloadOf(o); ok && w.Namespace == ns {
+				out = append(out, w)
+			}
 		}
 	}
 	return out, nil

@@ -3,13 +3,13 @@ package cluster
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -64,10 +64,14 @@ func TestTrimForCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "order", UID: "u1", ResourceVersion: "7", Generation: 2}}
-	want.Spec.Template.ObjectMeta = metav1.ObjectMeta{Labels: tmpl.Labels, Annotations: tmpl.Annotations}
-	if !equality.Semantic.DeepEqual(got, want) {
+	want := &CachedWorkload{Kind: workload.KindDeployment, Namespace: "shop", Name: "order",
+		Labels: map[string]string{"app.kubernetes.io/name": "order"}, Annotations: map[string]string{"retrycap.dev/upstreams": "payment:3"}}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("trimmed Deployment:\n got %+v\nwant %+v", got, want)
+	}
+	// What the cache holds per workload besides its maps (docs/benchmarks/manager-scale.md).
+	if size := unsafe.Sizeof(CachedWorkload{}); size != 64 {
+		t.Fatalf("CachedWorkload is %d bytes, want 64", size)
 	}
 	if w1, _ := WorkloadOf(d); !equality.Semantic.DeepEqual(w1, mustWorkload(t, got)) {
 		t.Fatalf("trimming changed the workload: %+v vs %+v", w1, mustWorkload(t, got))
@@ -78,11 +82,34 @@ func TestTrimForCache(t *testing.T) {
 		if w.Labels["app.kubernetes.io/name"] != "order" || w.Annotations["retrycap.dev/upstreams"] != "payment:3" {
 			t.Fatalf("%T: workload %+v", obj, w)
 		}
-		m := got.(client.Object)
-		if m.GetManagedFields() != nil || m.GetAnnotations()[LastAppliedAnnotation] != "" {
-			t.Fatalf("%T: managedFields or last-applied kept: %+v", obj, m)
-		}
 	}
+	// Only the annotations retrycap reads are kept; an object of the informer's (its key) is
+	// what the store needs.
+	noisy := tmpl.DeepCopy()
+	noisy.Annotations = map[string]string{"prometheus.io/scrape": "true", "retrycap.dev/service": "orders",
+		"sidecar.istio.io/inject": "true", "linkerd.io/inject": "enabled", "checksum/config": "abc"}
+	got, _ = TrimForCache(&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: *noisy}})
+	if a := got.(*CachedWorkload).Annotations; !reflect.DeepEqual(a, map[string]string{"retrycap.dev/service": "orders",
+		"sidecar.istio.io/inject": "true", "linkerd.io/inject": "enabled"}) {
+		t.Fatalf("kept template annotations %v", a)
+	}
+	if key, err := toolscache.MetaNamespaceKeyFunc(got); err != nil || key != "shop/order" {
+		t.Fatalf("informer key of the cached workload = %q, %v; want shop/order", key, err)
+	}
+	if cp := got.(*CachedWorkload).DeepCopyObject().(*CachedWorkload); !reflect.DeepEqual(cp, got) || cp.GetObjectKind().GroupVersionKind().String() != "apps/v1, Kind=Deployment" {
+		t.Fatalf("deep copy %+v (kind %v) of %+v", cp, cp.GetObjectKind().GroupVersionKind(), got)
+	}
+	got, _ = TrimForCache(&appsv1.Deployment{ObjectMeta: meta})
+	if c := got.(*CachedWorkload); c.Labels != nil || c.Annotations != nil {
+		t.Fatalf("workload without template metadata cached as %+v", c)
+	}
+	// A Pod a controller owns is no workload: its identity and owners only.
+	owned := &metav1.PartialObjectMetadata{ObjectMeta: meta}
+	got, _ = TrimForCache(owned)
+	if m := got.(*metav1.PartialObjectMetadata); !reflect.DeepEqual(m.ObjectMeta, metav1.ObjectMeta{Namespace: "shop", Name: "order", UID: "u1", ResourceVersion: "7", OwnerReferences: meta.OwnerReferences}) {
+		t.Fatalf("trimmed owned pod metadata: %+v", m.ObjectMeta)
+	}
+	meta.OwnerReferences[0].Controller = nil
 	pm := &metav1.PartialObjectMetadata{ObjectMeta: meta}
 	got, _ = TrimForCache(pm)
 	if m := got.(*metav1.PartialObjectMetadata); m.ManagedFields != nil || len(m.Annotations) != 1 || len(m.OwnerReferences) != 1 {
@@ -94,8 +121,11 @@ func TestTrimForCache(t *testing.T) {
 		t.Fatalf("trimmed namespace: %+v", n)
 	}
 	got, _ = TrimForCache(toolscache.DeletedFinalStateUnknown{Key: "shop/order", Obj: &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: tmpl}}})
-	if dd := got.(toolscache.DeletedFinalStateUnknown).Obj.(*appsv1.Deployment); len(dd.Spec.Template.Spec.Containers) != 0 {
+	if dd := got.(toolscache.DeletedFinalStateUnknown).Obj.(*CachedWorkload); dd.Name != "order" {
 		t.Fatalf("tombstone not trimmed: %+v", dd)
+	}
+	if w, ok := WorkloadOf(got); !ok || w.Key() != "Deployment/shop/order" {
+		t.Fatalf("WorkloadOf(tombstone of a cached workload) = %+v, %v", w, ok)
 	}
 }
 

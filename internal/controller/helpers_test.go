@@ -19,7 +19,6 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
-	"github.com/retrycap/retrycap/internal/cluster"
 )
 
 // createSample creates a config/samples scenario in namespace ns: the workloads first, then,
@@ -45,11 +44,12 @@ func createSample(ctx context.Context, file, ns string) {
 	}
 }
 
-func waitForCachedWorkloads(ctx context.Context, ns string, n int) {
-	Eventually(func() (int, error) {
-		ws, err := cluster.ListWorkloads(ctx, mgrClient, ns)
-		return len(ws), err
-	}).Should(Equal(n), "workloads of namespace %s in the manager's cache", ns)
+func waitForCachedWorkloads(_ context.Context, ns string, n int) {
+	// The index the reconciler reads (fed by the manager's cache, which holds workloads as
+	// cluster.CachedWorkload, not as typed objects a cached client could get).
+	Eventually(func() int {
+		return reconciler.Index.Len(ns)
+	}).Should(Equal(n), "workloads of namespace %s in the manager's workload index", ns)
 }
 
 func createNamespace(ctx context.Context, ns string) {

@@ -10,8 +10,8 @@ import (
 // The controller reads workloads from the workload index (gate.Index) that cluster.FeedIndex
 // fills from the manager's informers, like the gate and the injector. Pods are watched as
 // metadata only (a bare Pod's graph input is all in its metadata), and Deployments,
-// StatefulSets and DaemonSets are trimmed to metadata and pod-template metadata in the cache
-// (cluster.TrimForCache).
+// StatefulSets and DaemonSets are held in the cache as cluster.CachedWorkload (cluster.TrimForCache):
+// kind, key, pod-template labels and the annotations retrycap reads.
 
 // sameGraphInput reports whether two versions of a workload give the same graph: same
 // existence as a workload, labels (selection, service name) and the annotations the builder

@@ -75,9 +75,7 @@ func (x *Index) RelevantClusterParsed(ns string, has func(string) bool, svcs, up
 	out := make([]*workload.Parsed, 0, count)
 	for _, v := range w.visited {
 		n := w.scope[v.ns].n
-		for k := range n.services[v.id].keys {
-			out = append(out, n.items[k])
-		}
+		out = append(out, n.services[v.id].keys...)
 	}
 	slices.SortFunc(out, func(a, b *workload.Parsed) int { return workload.Compare(a.Workload, b.Workload) })
 	// A workload reached under several nodes (a Service and its own name) was listed once per

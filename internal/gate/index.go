@@ -83,8 +83,11 @@ type sortedEntry struct {
 type service struct {
 	name    string
 	out, in []edgeCount
-	// keys are the workloads that provide the service (are reached under its name).
-	keys map[string]struct{}
+	// keys are the workloads that provide the service (are reached under its name), in no
+	// order: a slice, not a set, since a service is provided by one workload or a few (a
+	// Go map of one entry costs ~300 bytes, and there is one per service), and removal
+	// compares pointers (an entry's *workload.Parsed is the one link added).
+	keys []*workload.Parsed
 }
 
 // edgeCount is a neighbour and the number of workloads declaring the edge.
@@ -161,9 +164,7 @@ func (x *Index) RelevantParsed(ns string, svcs, ups []string) []*workload.Parsed
 		return out
 	}
 	for _, id := range visited {
-		for k := range n.services[id].keys {
-			out = append(out, n.items[k])
-		}
+		out = append(out, n.services[id].keys...)
 	}
 	slices.SortFunc(out, func(a, b *workload.Parsed) int { return workload.Compare(a.Workload, b.Workload) })
 	// A workload reached under several nodes (a Service and its own name) was listed once per
@@ -314,7 +315,7 @@ func (x *Index) put(w workload.Workload) (*workload.Workload, bool) {
 	} else {
 		n.sorted = slices.Insert(n.sorted, n.position(e), sortedEntry{e, n.link(e)})
 	}
-	n.items[key] = e
+	n.items[e.Key()] = e // the parsed entry's key: one copy of the string, not two
 	n.list = nil
 	n.changed(x, w.Namespace)
 	return old, true
@@ -527,10 +528,7 @@ func (n *nsWorkloads) link(e *workload.Parsed) []int32 {
 	for i, name := range names {
 		from := n.id(name)
 		ids[i] = from
-		if n.services[from].keys == nil {
-			n.services[from].keys = map[string]struct{}{}
-		}
-		n.services[from].keys[e.Key()] = struct{}{}
+		n.services[from].keys = append(n.services[from].keys, e)
 		for _, u := range e.UpstreamNames() {
 			to := n.id(u)
 			n.services[from].out = addCount(n.services[from].out, to)
@@ -548,7 +546,7 @@ func (n *nsWorkloads) unlink(e sortedEntry) {
 		tos[i] = n.ids[u]
 	}
 	for _, from := range e.nodes {
-		delete(n.services[from].keys, e.p.Key())
+		n.services[from].keys = dropKey(n.services[from].keys, e.p)
 		for _, to := range tos {
 			n.services[from].out = dropCount(n.services[from].out, to)
 			n.services[to].in = dropCount(n.services[to].in, from)
@@ -561,6 +559,22 @@ func (n *nsWorkloads) unlink(e sortedEntry) {
 	for _, from := range e.nodes {
 		n.release(from)
 	}
+}
+
+// dropKey removes p from keys (order does not matter: the last entry takes its place).
+func dropKey(keys []*workload.Parsed, p *workload.Parsed) []*workload.Parsed {
+	for i, k := range keys {
+		if k == p {
+			last := len(keys) - 1
+			keys[i] = keys[last]
+			keys[last] = nil
+			if last == 0 {
+				return nil
+			}
+			return keys[:last]
+		}
+	}
+	return keys
 }
 
 func addCount(es []edgeCount, to int32) []edgeCount {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // warningRecorder collects the admission warnings the API server returns to a client.
@@ -99,7 +100,8 @@ func gateNamespace(ctx context.Context, ns string, policy *v1alpha1.RetryPolicy)
 	Eventually(func(g Gomega) {
 		g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.RetryPolicy{})).To(Succeed())
 		for _, name := range []string{"gateway", "payment"} {
-			g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})).To(Succeed())
+			_, ok := indexedDeployment(ns, name)
+			g.Expect(ok).To(BeTrue(), "Deployment %s/%s in the workload index", ns, name)
 		}
 	}, cacheWait).Should(Succeed())
 }
@@ -114,13 +116,25 @@ func waitForPolicy(ctx context.Context, p *v1alpha1.RetryPolicy) {
 	}, cacheWait).Should(Succeed())
 }
 
-// waitForUpstreams waits until the manager's cache has the Deployment's current upstreams.
+// waitForUpstreams waits until the workload index (fed by the manager's cache) has the Deployment's current upstreams.
 func waitForUpstreams(ctx context.Context, ns, name, upstreams string) {
 	Eventually(func(g Gomega) {
-		var d appsv1.Deployment
-		g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)).To(Succeed())
-		g.Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue(annotations.Upstreams, upstreams))
+		w, ok := indexedDeployment(ns, name)
+		g.Expect(ok).To(BeTrue(), "Deployment %s/%s in the workload index", ns, name)
+		g.Expect(w.Annotations).To(HaveKeyWithValue(annotations.Upstreams, upstreams))
 	}, cacheWait).Should(Succeed())
+}
+
+// indexedDeployment is the Deployment ns/name as the gate's workload index holds it: the
+// manager's cache holds workloads as cluster.CachedWorkload, which a cached client cannot get
+// as a typed Deployment.
+func indexedDeployment(ns, name string) (workload.Workload, bool) {
+	for _, w := range gateWebhooks.Index.Workloads(ns) {
+		if w.Kind == workload.KindDeployment && w.Name == name {
+			return w, true
+		}
+	}
+	return workload.Workload{}, false
 }
 
 func setUpstreams(ctx context.Context, c client.Client, ns, name, upstreams string) error {

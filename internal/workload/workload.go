@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -269,10 +270,34 @@ type Parsed struct {
 	upstreamsErr error
 	// hasUpstreams: the annotation is present (BuildJudged drops a sibling's).
 	hasUpstreams bool
-	// qservice and qupstreams are service and the upstreams' names as a cluster policy's graph
-	// names them (QualifiedName), computed once here rather than per cluster graph.
-	qservice   string
-	qupstreams []string
+	// q is service and the upstreams' names as a cluster policy's graph names them
+	// (QualifiedName), computed on the first cluster graph that reads them rather than per
+	// graph, and not at all for a namespace no ClusterRetryPolicy selects: at 20,000 workloads
+	// computing them up front held ~2.7 MB of strings no namespaced policy reads.
+	q atomic.Pointer[qualified]
+}
+
+// qualified are a Parsed's names in a cluster policy's graph.
+type qualified struct {
+	service   string
+	upstreams []string
+}
+
+// qualified returns x.q, computing it if need be. Builds of several policies may race to compute
+// it: each computes the same names, and the first stored is kept.
+func (x *Parsed) qualified() *qualified {
+	if q := x.q.Load(); q != nil {
+		return q
+	}
+	q := &qualified{service: QualifiedNode(x.service, x.Workload.Namespace)}
+	if len(x.upstreams) > 0 {
+		q.upstreams = make([]string, len(x.upstreams))
+		for i, u := range x.upstreams {
+			q.upstreams[i] = QualifiedName(u.Name, x.Workload.Namespace)
+		}
+	}
+	x.q.CompareAndSwap(nil, q)
+	return x.q.Load()
 }
 
 // Parse reads w's service name and upstreams the way Build does.
@@ -300,13 +325,6 @@ func Parse(w Workload) *Parsed {
 		ups[i].Name = NormalizeUpstream(ups[i].Name, w.Namespace)
 	}
 	x.upstreams = ups
-	x.qservice = QualifiedNode(x.service, w.Namespace)
-	if len(ups) > 0 {
-		x.qupstreams = make([]string, len(ups))
-		for i, u := range ups {
-			x.qupstreams[i] = QualifiedName(u.Name, w.Namespace)
-		}
-	}
 	return x
 }
 
@@ -558,7 +576,7 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 // "name.ns" in a cluster policy's.
 func (r *Result) serviceNode(x *Parsed) string {
 	if r.ClusterPolicy != nil {
-		return x.qservice
+		return x.qualified().service
 	}
 	return x.service
 }
@@ -566,7 +584,7 @@ func (r *Result) serviceNode(x *Parsed) string {
 // upstreamNode is x's i-th upstream as r's graph names it (see serviceNode).
 func (r *Result) upstreamNode(x *Parsed, i int) string {
 	if r.ClusterPolicy != nil {
-		return x.qupstreams[i]
+		return x.qualified().upstreams[i]
 	}
 	return x.upstreams[i].Name
 }
@@ -824,16 +842,16 @@ func sharesNode(x, incoming *Parsed, inNodes []string, svcs *ServiceSet) bool {
 
 // withoutUpstreams is x as if it had no upstreams annotation (a copy: x is shared).
 func withoutUpstreams(x *Parsed) *Parsed {
-	c := *x
 	ann := make(map[string]string, len(x.Workload.Annotations))
 	for k, v := range x.Workload.Annotations {
 		if k != annotations.Upstreams {
 			ann[k] = v
 		}
 	}
+	// Field by field, not *x: q is an atomic (not to be copied), and is computed anew.
+	c := &Parsed{Workload: x.Workload, key: x.key, service: x.service, serviceErr: x.serviceErr}
 	c.Workload.Annotations = ann
-	c.upstreams, c.upstreamsErr, c.hasUpstreams, c.qupstreams = nil, nil, false, nil
-	return &c
+	return c
 }
 
 // Analyze is Build followed by graph.Analyze with the policy's cap, its suggestions naming the

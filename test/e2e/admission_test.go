@@ -9,10 +9,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/cluster"
 )
 
 // admissionChain is the design's example: gateway -x3-> order -x3-> payment against cap 4, with
@@ -81,9 +81,15 @@ var _ = Describe("admission through kubectl", func() {
 		Eventually(func(g Gomega) {
 			cached := Env.Manager.GetClient()
 			g.Expect(cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "checkout"}, &v1alpha1.RetryPolicy{})).To(Succeed())
-			for _, name := range []string{"gateway", "payment"} {
-				g.Expect(cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})).To(Succeed())
+			// Workloads are cached as cluster.CachedWorkload: read from the informers.
+			ws, err := cluster.CachedWorkloads(ctx, Env.Manager.GetCache(), ns)
+			g.Expect(err).NotTo(HaveOccurred())
+			names := map[string]bool{}
+			for _, w := range ws {
+				names[w.Name] = true
 			}
+			g.Expect(names).To(HaveKey("gateway"))
+			g.Expect(names).To(HaveKey("payment"))
 		}, cacheWait).Should(Succeed())
 	}
 	orderFile := func(ns string) string {
