@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -89,21 +88,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	setObserved(r.Observed, next, in.Result, observed.Qualified, p.Generation, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
-	if equality.Semantic.DeepEqual(&p.Status, next) {
-		return ctrl.Result{}, nil
-	}
-	old := p.Status.DeepCopy()
-	if err := r.patchStatus(ctx, &p, next); err != nil {
-		if apierrors.IsConflict(err) {
-			log.FromContext(ctx).V(1).Info("status patch lost a race with a newer version; retrying", "error", err.Error())
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	if typ, reason, note, ok := status.WithinCapEvent(old, next); ok {
-		r.Recorder.Eventf(&p, nil, typ, reason, "Analyze", "%s", note)
-	}
-	return ctrl.Result{}, nil
+	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder)
 }
 
 // compute selects the namespaces, builds the policy's graph of their workloads with the shared

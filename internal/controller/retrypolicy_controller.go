@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -89,11 +90,18 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	r.setMeshCondition(next, p.Generation)
 	setObserved(r.Observed, next, in.Result, observed.InNamespace(p.Namespace), p.Generation, r.now())
 	recordMetrics(req.NamespacedName, next)
-	if equality.Semantic.DeepEqual(&p.Status, next) {
+	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder)
+}
+
+// writeStatus is the end of both reconcilers: nothing when next equals the stored status cur;
+// else one patch (a conflict with a newer version is retried after conflictRetry, not an error)
+// and the WithinCap event when the condition changed.
+func writeStatus(ctx context.Context, obj runtime.Object, cur, next *v1alpha1.RetryPolicyStatus, patch func() error, rec events.EventRecorder) (ctrl.Result, error) {
+	if equality.Semantic.DeepEqual(cur, next) {
 		return ctrl.Result{}, nil
 	}
-	old := p.Status.DeepCopy()
-	if err := r.patchStatus(ctx, &p, next); err != nil {
+	old := cur.DeepCopy()
+	if err := patch(); err != nil {
 		if apierrors.IsConflict(err) {
 			log.FromContext(ctx).V(1).Info("status patch lost a race with a newer version; retrying", "error", err.Error())
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -101,7 +109,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, err
 	}
 	if typ, reason, note, ok := status.WithinCapEvent(old, next); ok {
-		r.Recorder.Eventf(&p, nil, typ, reason, "Analyze", "%s", note)
+		rec.Eventf(obj, nil, typ, reason, "Analyze", "%s", note)
 	}
 	return ctrl.Result{}, nil
 }
