@@ -3,13 +3,8 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
-	"net"
 	"path/filepath"
 	"testing"
-
-	"github.com/valyala/fasthttp"
 )
 
 // BenchmarkLoopForwardAccessLog is BenchmarkLoopForward with --access-log=PATH and a request
@@ -26,45 +21,10 @@ func BenchmarkLoopForwardAccessLog(b *testing.B) {
 func BenchmarkLoopForwardAccessLogOff(b *testing.B) { benchLoopLogged(b, "off") }
 
 func benchLoopLogged(b *testing.B, accessLog string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Shutdown() }()
-	p := startProxy(b, "--engine", "loop", "--service", "bench", "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String(), "--chain-cap", "4",
-		"--breaker-failures", "50", "--budget-percent", "20", "--budget-min-per-second", "10", "--access-log", accessLog)
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	req := []byte("GET http://backend/orders/17?expand=1 HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 3\r\n" +
-		"Traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n" +
-		"X-Request-Id: 84961386-6d84-929d-98bd-c5aee93b5c88\r\nBaggage: storm-op=17,userid=9\r\n\r\n")
-	br := bufio.NewReaderSize(c, 4096)
-	want := []byte("\r\n\r\nok")
-	buf := make([]byte, 4096)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.Write(req); err != nil {
-			b.Fatal(err)
-		}
-		n := 0
-		for !bytes.HasSuffix(buf[:n], want) {
-			m, err := br.Read(buf[n:])
-			if err != nil {
-				b.Fatalf("after %q: %v", buf[:n], err)
-			}
-			n += m
-		}
-		if !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200 ")) {
-			b.Fatalf("answer %q", buf[:n])
-		}
-	}
-	b.StopTimer()
+	p := benchLoopRequests(b, []byte("GET http://backend/orders/17?expand=1 HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 3\r\n"+
+		"Traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n"+
+		"X-Request-Id: 84961386-6d84-929d-98bd-c5aee93b5c88\r\nBaggage: storm-op=17,userid=9\r\n\r\n"),
+		"--service", "bench", "--access-log", accessLog)
 	if w := p.accessLog.w; w != nil {
 		_ = w.Close()
 		b.ReportMetric(float64(w.Dropped()), "dropped")

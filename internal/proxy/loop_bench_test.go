@@ -17,23 +17,32 @@ import (
 // client's and the upstream's socket I/O. The client and the backend do
 // not allocate per request, so allocs/op is the proxy's.
 func BenchmarkLoopForward(b *testing.B) {
+	p := benchLoopRequests(b, []byte("GET http://backend/ HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 3\r\n\r\n"))
+	if n := testutil.CollectAndCount(p.m.Handoffs); n != 0 {
+		b.Fatalf("%d hand-off reasons counted: the loop did not serve every request", n)
+	}
+}
+
+// benchLoopRequests sends req b.N times over one keep-alive connection through a loop-engine
+// proxy (args added to the deployed defaults) to a fasthttp backend answering "ok", reading each
+// answer whole; it returns the proxy, timer stopped, for the caller's checks.
+func benchLoopRequests(b *testing.B, req []byte, args ...string) *Proxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
 	go func() { _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Shutdown() }()
+	b.Cleanup(func() { _ = srv.Shutdown() })
 	// The retry budget and breaker as deployed (their defaults), not the
 	// tests' permissive settings: this is the sidecar's path.
-	p := startProxy(b, "--engine", "loop", "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String(), "--chain-cap", "4",
-		"--breaker-failures", "50", "--budget-percent", "20", "--budget-min-per-second", "10")
+	p := startProxy(b, append([]string{"--engine", "loop", "--upstreams", "backend=3", "--resolve", "backend=" + ln.Addr().String(), "--chain-cap", "4",
+		"--breaker-failures", "50", "--budget-percent", "20", "--budget-min-per-second", "10"}, args...)...)
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
-	req := []byte("GET http://backend/ HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 3\r\n\r\n")
+	b.Cleanup(func() { _ = c.Close() })
 	br := bufio.NewReaderSize(c, 4096)
 	want := []byte("\r\n\r\nok")
 	buf := make([]byte, 4096)
@@ -57,7 +66,5 @@ func BenchmarkLoopForward(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if n := testutil.CollectAndCount(p.m.Handoffs); n != 0 {
-		b.Fatalf("%d hand-off reasons counted: the loop did not serve every request", n)
-	}
+	return p
 }
