@@ -2,7 +2,6 @@ package meshwatch_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,18 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
-	"github.com/retrycap/retrycap/internal/controlplane"
 	"github.com/retrycap/retrycap/internal/mesh/crds"
-	"github.com/retrycap/retrycap/internal/operator"
-	"github.com/retrycap/retrycap/internal/scheme"
+	"github.com/retrycap/retrycap/internal/operator/operatortest"
 	"github.com/retrycap/retrycap/internal/webhook"
 )
 
@@ -39,29 +34,9 @@ func TestOperatorMeshLayers(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-
-	cp, err := controlplane.Start(controlplane.Options{Webhooks: true, ProgressTo: os.Stderr})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(cp.Stop()).To(Succeed()) }()
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
-	g.Expect(err).NotTo(HaveOccurred())
-
+	op := operatortest.Start(t)
+	cp, c, ctx := op.CP, op.Client, op.Ctx
 	serving := cp.WebhookServing()
-	mgr, err := operator.NewManager(cp.Config, operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Webhooks: true,
-		WebhookHost: serving.Host, WebhookPort: serving.Port, WebhookCertDir: serving.CertDir,
-		Namespace: "retrycap-system", MeshRecheck: 200 * time.Millisecond,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		g.Expect(<-done).To(Succeed())
-	}()
 
 	// Three namespaces with the same chain, one per enforcement; Istio's sidecar in each.
 	for _, ns := range []string{"bookinfo", "bookinfo-rw", "bookinfo-audit"} {

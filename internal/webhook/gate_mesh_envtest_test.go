@@ -1,8 +1,6 @@
 package webhook_test
 
 import (
-	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -11,16 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
-	"github.com/retrycap/retrycap/internal/controlplane"
 	"github.com/retrycap/retrycap/internal/mesh/crds"
-	"github.com/retrycap/retrycap/internal/operator"
-	"github.com/retrycap/retrycap/internal/scheme"
+	"github.com/retrycap/retrycap/internal/operator/operatortest"
 )
 
 // TestGateMeshLayers runs the whole manager (operator.NewManager: the mesh watcher's Set wired
@@ -31,31 +25,10 @@ func TestGateMeshLayers(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true)))
-
 	istio, err := crds.Istio()
 	g.Expect(err).NotTo(HaveOccurred())
-	cp, err := controlplane.Start(controlplane.Options{Webhooks: true, CRDPaths: []string{istio}, ProgressTo: os.Stderr})
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { g.Expect(cp.Stop()).To(Succeed()) }()
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
-	g.Expect(err).NotTo(HaveOccurred())
-
-	serving := cp.WebhookServing()
-	mgr, err := operator.NewManager(cp.Config, operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Webhooks: true,
-		WebhookHost: serving.Host, WebhookPort: serving.Port, WebhookCertDir: serving.CertDir,
-		Namespace: "retrycap-system", MeshRecheck: 200 * time.Millisecond,
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		g.Expect(<-done).To(Succeed())
-	}()
+	op := operatortest.Start(t, istio)
+	c, ctx := op.Client, op.Ctx
 
 	// The same chain in a meshed and an unmeshed namespace, no VirtualService: productpage
 	// -x1-> reviews -x1-> ratings, a cap-4 Reject policy in each.
