@@ -75,7 +75,7 @@ func TestDecideMeshClusterPolicies(t *testing.T) {
 		want     MeshDecision
 	}{
 		{
-			name: "over the cluster cap only: 3 x 4 = 12 > 10, the namespace's own chain 4 within 20",
+			name:     "over the cluster cap only: 3 x 4 = 12 > 10, the namespace's own chain 4 within 20",
 			policies: []*v1alpha1.RetryPolicy{pay(20)}, clusters: []MeshClusterPolicy{cluster(crossPolicy("crp-chain", 10, ""), both)},
 			object: bankVS("3", ""),
 			want:   MeshDecision{Message: "ClusterRetryPolicy crp-chain: " + crossed + "; VirtualService payments/bank may keep attempts: 2"},
