@@ -20,7 +20,8 @@ import (
 // TestGateMeshLayers runs the whole manager (operator.NewManager: the mesh watcher's Set wired
 // into the workload gate) against a real API server with Istio's real CRDs: a Deployment whose
 // upstreams make bookinfo's chain is judged with Istio's default 2 retries on every meshed hop,
-// and only in a meshed namespace. An external test package: internal/operator imports this one.
+// and only in a meshed namespace; the mesh webhook judges VirtualServices against RetryPolicies
+// and ClusterRetryPolicies (meshGateClusterPolicy). An external test package: internal/operator imports this one.
 func TestGateMeshLayers(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
@@ -78,6 +79,8 @@ func TestGateMeshLayers(t *testing.T) {
 		return err.Error()
 	}).Should(Equal(wantVS))
 	g.Expect(c.Create(ctx, exportedVirtualService(3))).To(Succeed())
+
+	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
 }
 
 // exportedVirtualService binds bookinfo's ratings from namespace istio-config, exported to

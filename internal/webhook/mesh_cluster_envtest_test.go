@@ -11,22 +11,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/mesh/crds"
 	"github.com/retrycap/retrycap/internal/operator/operatortest"
 )
 
-// TestMeshGateClusterPolicy runs the whole manager against a real API server with Istio's real
-// CRDs: a VirtualService that raises the last hop of a chain across namespaces (web in shop ->
-// pay in payments -> bank) is refused by the ClusterRetryPolicy that selects both namespaces,
-// though no RetryPolicy of either namespace sees the chain, and admitted once the policy's cap
-// allows it.
-func TestMeshGateClusterPolicy(t *testing.T) {
+// meshGateClusterPolicy plays, on TestGateMeshLayers' manager (one per test binary: the
+// controllers' names are process-wide), a VirtualService that raises the last hop of a chain
+// across namespaces (web in shop -> pay in payments -> bank): refused by the ClusterRetryPolicy
+// that selects both namespaces, though no RetryPolicy of either namespace sees the chain, and
+// admitted once the policy's cap allows it.
+func meshGateClusterPolicy(t *testing.T, op *operatortest.Operator) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	istio, err := crds.Istio()
-	g.Expect(err).NotTo(HaveOccurred())
-	op := operatortest.Start(t, istio)
 	c, ctx := op.Client, op.Ctx
 
 	for _, ns := range []string{"shop", "payments"} {
