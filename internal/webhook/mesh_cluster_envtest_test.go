@@ -44,13 +44,7 @@ func meshGateClusterPolicy(t *testing.T, op *operatortest.Operator) {
 	const want = "admission webhook \"mesh.retrycap.dev\" denied the request: ClusterRetryPolicy crp-chain: " +
 		"VirtualService payments/bank spec.http[0].retries.attempts: 3 makes web.shop -x3-> pay.payments -x4-> bank.payments = 12 > cap 10; " +
 		"VirtualService payments/bank may keep attempts: 2"
-	g.Eventually(func() string {
-		err := c.Create(ctx, bankVirtualService(3), client.DryRunAll)
-		if err == nil {
-			return ""
-		}
-		return err.Error()
-	}).Should(Equal(want))
+	g.Eventually(dryRunDenial(op, bankVirtualService(3))).Should(Equal(want))
 	g.Expect(c.Create(ctx, bankVirtualService(3))).To(MatchError(want))
 
 	// A cap of 12 allows it: admitted once the manager's cache has the new cap.

@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"encoding/json"
-	"reflect"
 	"slices"
 	"testing"
 
@@ -155,17 +153,7 @@ func TestDecideMeshClusterPolicies(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got := DecideMesh(MeshInput{Policies: tc.policies, ClusterPolicies: tc.clusters, Workloads: payments, Set: set, Object: jsonOf(t, tc.object)})
-			if got.Patch != nil {
-				data, _ := json.Marshal(got.Patch)
-				got.Patch = nil
-				if err := json.Unmarshal(data, &got.Patch); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("DecideMesh =\n%#v\nwant\n%#v", got, tc.want)
-			}
+			expectMeshDecision(t, DecideMesh(MeshInput{Policies: tc.policies, ClusterPolicies: tc.clusters, Workloads: payments, Set: set, Object: jsonOf(t, tc.object)}), tc.want)
 		})
 	}
 }
