@@ -310,7 +310,11 @@ func grep(text, prefix string) []string {
 // len(body)" and the body, closing each connection idle for a random time
 // (20 ms to 3 s, decided per connection); an Upgrade request gets 101 and
 // its bytes echoed.
-func startUpstream() string {
+func startUpstream() string { return serve(serveUpstream) }
+
+// serve listens on a loopback port and runs handle on each connection, in its own goroutine;
+// it returns the address.
+func serve(handle func(net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
@@ -321,7 +325,7 @@ func startUpstream() string {
 			if err != nil {
 				return
 			}
-			go serveUpstream(c)
+			go handle(c)
 		}
 	}()
 	return ln.Addr().String()
@@ -356,20 +360,7 @@ func serveUpstream(c net.Conn) {
 
 // startEcho is a TCP echo server (the CONNECT target).
 func startEcho() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
+	return serve(func(c net.Conn) { defer c.Close(); _, _ = io.Copy(c, c) })
 }
 
 // request writes one request of the mix: GET, a small POST, a POST over

@@ -135,19 +135,7 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 		in.Namespaces[p.Namespace] = MeshNamespace{Workloads: g.index.Parsed(p.Namespace), Services: g.index.Services(p.Namespace)}
 	}
 	d := DecideMesh(in)
-	if !d.Allowed {
-		resp := admission.Denied(d.Message)
-		resp.Warnings = d.Warnings
-		return resp
-	}
-	resp := admission.Allowed("")
-	resp.Warnings = d.Warnings
-	if len(d.Patch) > 0 {
-		resp.Patches = d.Patch
-		pt := admissionv1.PatchTypeJSONPatch
-		resp.PatchType = &pt
-	}
-	return resp
+	return verdictResponse(d.Allowed, d.Message, d.Warnings, d.Patch)
 }
 
 // affectedPolicies are the RetryPolicies of the namespaces whose chains the object (as sent, and
