@@ -99,6 +99,10 @@ func TestAgainstPrometheus(t *testing.T) {
 		})
 	}
 	promtest.Settle(t, prom, shop, lab)
+	for _, q := range []string{"count_over_time(retrycap_proxy_requests_total[10m])", "count_over_time(up[10m]) - sum_over_time(up[10m])"} {
+		v, err := c.query(context.Background(), q, time.Now())
+		t.Logf("%s: %v %v", q, v, err) // the samples behind the extrapolation, for a reader of a failure
+	}
 	series, err := c.Series(context.Background(), time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -173,13 +173,13 @@ func (c *Chain) attempts() map[string]float64 {
 // MinSamples is how many samples of every series Settle waits for: increase() extrapolates a
 // series that starts and ends inside the window by half its average sample interval at each
 // end, a factor of 1 + 1/(samples-1) that differs between two targets by about
-// (difference in samples)/samples^2, under 0.1 % here: ratios of two targets' counters (the
+// (difference in samples)/samples^2, about 0.03 % here: ratios of two targets' counters (the
 // calls per inbound request) come out exact to two decimals.
-const MinSamples = 60
+const MinSamples = 100
 
 // Settle makes the chains' counters final in Prometheus, so that every ratio is exact: it waits
 // until Prometheus has every proxy's last attempts and at least MinSamples samples of every
-// series, stops the proxies, and waits for three failed scrapes of each (its series end: a
+// series, stops the proxies, and waits until none was scraped for a second (its series end: a
 // query later extrapolates their end by the same rule for all of them).
 func Settle(t T, s *Server, chains ...*Chain) {
 	t.Helper()
@@ -221,9 +221,12 @@ func Settle(t T, s *Server, chains ...*Chain) {
 			}
 		}
 	}
-	poll(t, "three failed scrapes of every proxy", func() (bool, string) {
-		v, err := vector(prom, "min(count_over_time(up[10m]) - sum_over_time(up[10m]))")
-		if err != nil || len(v) != 1 || float64(v[0].Value) < 3 {
+	// No successful scrape of any proxy in the last second: every series' last sample is more
+	// than 1.1 sample intervals before any later query (increase() then extrapolates its end by
+	// half an interval, as it does its start). Failed scrapes before the stop do not count.
+	poll(t, "no successful scrape of the stopped proxies for a second", func() (bool, string) {
+		v, err := vector(prom, "max(max_over_time(up[1s]))")
+		if err != nil || len(v) != 1 || float64(v[0].Value) != 0 {
 			return false, fmt.Sprintf("%v %v", v, err)
 		}
 		return true, ""
