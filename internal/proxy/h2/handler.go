@@ -85,7 +85,17 @@ type Config struct {
 	Ledger *policy.KeyLedger
 	// KeyTTL is how long an own ledger remembers a key; 0: 10m.
 	KeyTTL time.Duration
+	// Engine is the HTTP/2 implementation (--h2-engine): EngineRelay, the
+	// frame relay (relay*.go), or EngineStdlib ("" too), net/http's
+	// server and transport.
+	Engine string
 }
+
+// The engines Config.Engine names.
+const (
+	EngineStdlib = "stdlib"
+	EngineRelay  = "relay"
+)
 
 // Handler terminates h2c client connections and proxies their streams.
 type Handler struct {
@@ -101,6 +111,10 @@ type Handler struct {
 	closing atomic.Bool
 	ledger  *policy.KeyLedger // nil unless Entrypoint
 	pools   sync.Map          // known upstreams' addresses -> *upPool (upconn.go)
+	relay   bool              // Engine is EngineRelay
+	rmu     sync.Mutex
+	rconns  map[*cconn]struct{} // the relay's client connections
+	rpools  sync.Map            // the relay's upstream addresses -> *rpool
 }
 
 // New builds a Handler.
@@ -127,11 +141,16 @@ func New(cfg Config) (*Handler, error) {
 		d := &net.Dialer{Timeout: cfg.PerTryTimeout}
 		cfg.Dial = d.DialContext
 	}
+	switch cfg.Engine {
+	case "", EngineStdlib, EngineRelay:
+	default:
+		return nil, fmt.Errorf("h2 engine %q: must be %s or %s", cfg.Engine, EngineRelay, EngineStdlib)
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("h2 metrics: %w", err)
 	}
-	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}}
+	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}, relay: cfg.Engine == EngineRelay}
 	if cfg.Entrypoint {
 		h.ledger = cfg.Ledger
 		if h.ledger == nil {
@@ -167,7 +186,9 @@ func New(cfg Config) (*Handler, error) {
 		},
 		ErrorLog: cfg.Logger,
 	}
-	go func() { _ = h.srv.Serve(h.ln) }()
+	if !h.relay {
+		go func() { _ = h.srv.Serve(h.ln) }()
+	}
 	dial := cfg.Dial
 	h.tr = &http.Transport{
 		Protocols: &protos, // h2c with prior knowledge to every upstream
@@ -210,6 +231,10 @@ func (h *Handler) ServeConn(c net.Conn, target string) {
 		kind = "prior-knowledge"
 	}
 	h.m.conns.WithLabelValues(kind).Inc()
+	if h.relay {
+		h.serveRelay(c, target)
+		return
+	}
 	// Writes batched (coalesce.go): the server flushes after nearly every frame.
 	sc := &servedConn{Conn: newCoalesceConn(c), target: target, done: make(chan struct{})}
 	if !h.ln.push(sc) {
@@ -223,6 +248,11 @@ func (h *Handler) ServeConn(c net.Conn, target string) {
 // until ctx does, and closes idle upstream connections.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.closing.Store(true)
+	if h.relay {
+		h.relayShutdown(ctx.Done())
+		h.conns.Wait()
+		return ctx.Err()
+	}
 	err := h.srv.Shutdown(ctx) // GOAWAY on each connection, then waits for them
 	done := make(chan struct{})
 	go func() { h.conns.Wait(); close(done) }()

@@ -147,6 +147,27 @@ func (f *front) serve(c net.Conn) {
 	<-done
 }
 
+// engines are the HTTP/2 engines every test of the h2c path runs on.
+var engines = []string{EngineStdlib, EngineRelay}
+
+// forEngines runs test once per engine, as subtests named after it
+// (newHandler reads the engine from the test's name).
+func forEngines(t *testing.T, test func(t *testing.T)) {
+	for _, e := range engines {
+		t.Run(e, test)
+	}
+}
+
+// engineOf is the engine of the (sub)test t runs in.
+func engineOf(t *testing.T) string {
+	for _, part := range strings.Split(t.Name(), "/") {
+		if part == EngineRelay || part == EngineStdlib {
+			return part
+		}
+	}
+	return EngineStdlib
+}
+
 // proxyOpts configures a test Handler: one upstream named name at addr.
 type proxyOpts struct {
 	name     string
@@ -198,6 +219,7 @@ func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
 		Registerer:     reg,
 		AccessLog:      o.accessLog,
 		Entrypoint:     o.entrypoint,
+		Engine:         engineOf(t),
 	})
 	if err != nil {
 		t.Fatal(err)
