@@ -241,7 +241,9 @@ func testH2SeamConnectTLSUntouched(t *testing.T) {
 // h2c with prior knowledge on the listener, routed by :authority; a plain
 // HTTP/2 request gets the HTTP/1.1 rules: a GET is retried on 503, a POST
 // without Idempotency-Key is not.
-func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) { forH2Engines(t, testH2SeamPriorKnowledgeHTTPRules) }
+func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
+	forH2Engines(t, testH2SeamPriorKnowledgeHTTPRules)
+}
 
 func testH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
 	var calls atomic.Int64
@@ -451,7 +453,9 @@ var generatedKeyRE = regexp.MustCompile(`^retrycap-gen-[0-9a-f]{32}$`)
 // retryable), passed to the app, returned on every failed answer the client
 // may retry (5xx, 429, a --retry-on status), not on a success or a plain
 // client error; a GET gets none.
-func TestH2SeamEntrypointGeneratesKey(t *testing.T) { forH2Engines(t, testH2SeamEntrypointGeneratesKey) }
+func TestH2SeamEntrypointGeneratesKey(t *testing.T) {
+	forH2Engines(t, testH2SeamEntrypointGeneratesKey)
+}
 
 func testH2SeamEntrypointGeneratesKey(t *testing.T) {
 	b, majors := newDualBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
@@ -506,7 +510,9 @@ func testH2SeamEntrypointGeneratesKey(t *testing.T) {
 // HTTP/1.1 is what an HTTP/2 retry with the key is left with, and the
 // other way round, so a client alternating between them gets one budget,
 // not two.
-func TestH2SeamLedgerSharedAcrossProtocols(t *testing.T) { forH2Engines(t, testH2SeamLedgerSharedAcrossProtocols) }
+func TestH2SeamLedgerSharedAcrossProtocols(t *testing.T) {
+	forH2Engines(t, testH2SeamLedgerSharedAcrossProtocols)
+}
 
 func testH2SeamLedgerSharedAcrossProtocols(t *testing.T) {
 	b, majors := newDualBackend(t, status(503))
