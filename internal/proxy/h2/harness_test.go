@@ -186,6 +186,12 @@ type proxyOpts struct {
 
 func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
 	t.Helper()
+	return newHandlerEngine(t, o, engineOf(t))
+}
+
+// newHandlerEngine is newHandler on a given engine.
+func newHandlerEngine(t *testing.T, o proxyOpts, engine string) (*Handler, *prometheus.Registry) {
+	t.Helper()
 	if o.retryOn == "" {
 		o.retryOn = "connect-failure,reset,502,503,504,unavailable"
 	}
@@ -219,7 +225,7 @@ func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
 		Registerer:     reg,
 		AccessLog:      o.accessLog,
 		Entrypoint:     o.entrypoint,
-		Engine:         engineOf(t),
+		Engine:         engine,
 	})
 	if err != nil {
 		t.Fatal(err)
