@@ -115,6 +115,11 @@ type Handler struct {
 	rmu     sync.Mutex
 	rconns  map[*cconn]struct{} // the relay's client connections
 	rpools  sync.Map            // the relay's upstream addresses -> *rpool
+	// The relay's connections with writes not flushed yet (relay_write.go).
+	dmu        sync.Mutex
+	dirty      []*batchConn
+	spareDirty []*batchConn
+	dtimer     *time.Timer
 }
 
 // New builds a Handler.
@@ -189,6 +194,8 @@ func New(cfg Config) (*Handler, error) {
 	if !h.relay {
 		go func() { _ = h.srv.Serve(h.ln) }()
 	}
+	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	h.dtimer.Stop()
 	dial := cfg.Dial
 	h.tr = &http.Transport{
 		Protocols: &protos, // h2c with prior knowledge to every upstream

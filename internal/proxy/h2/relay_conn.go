@@ -103,7 +103,7 @@ func listSize(lists ...[]hpack.HeaderField) uint32 {
 type cconn struct {
 	h      *Handler
 	nc     net.Conn
-	cw     *coalesceConn
+	cw     *batchConn
 	br     *bufio.Reader
 	target string
 
@@ -126,7 +126,7 @@ type cconn struct {
 // ends; c starts with the client preface.
 func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
-		h: h, nc: c, cw: newCoalesceConn(c), br: bufio.NewReaderSize(c, 16<<10), target: target,
+		h: h, nc: c, cw: newBatchConn(h, c), br: bufio.NewReaderSize(c, 16<<10), target: target,
 		streams: map[uint32]*rstream{}, sendWin: initialWindow, recvWin: relayConnWindow,
 		peerInitWin: initialWindow, done: make(chan struct{}),
 	}
@@ -140,6 +140,7 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 
 func (cc *cconn) serve() {
 	defer close(cc.done)
+	defer cc.h.flushDirty()
 	defer cc.teardown()
 	var preface [len(ClientPreface)]byte
 	_ = cc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -199,6 +200,9 @@ func (cc *cconn) serve() {
 		}
 		if !cc.frame(f) {
 			return
+		}
+		if cc.br.Buffered() == 0 {
+			cc.h.flushDirty() // before the reader sleeps
 		}
 	}
 }
@@ -441,7 +445,7 @@ func (cc *cconn) removeStream(s *rstream) {
 		if cc.goingAway && cc.h.closing.Load() {
 			// Shutdown: the last stream ended, so does the connection.
 			cc.closed = true
-			go func() { _ = cc.nc.Close() }()
+			go func() { _ = cc.cw.Close() }()
 			return
 		}
 		cc.armIdle()
@@ -486,7 +490,7 @@ func (cc *cconn) shutdown() {
 	_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("shutting down"))
 	if len(cc.streams) == 0 {
 		cc.closed = true
-		go func() { _ = cc.nc.Close() }()
+		go func() { _ = cc.cw.Close() }()
 	}
 }
 
@@ -534,6 +538,7 @@ func (h *Handler) relayShutdown(done <-chan struct{}) {
 	for _, cc := range conns {
 		cc.shutdown()
 	}
+	h.flushDirty()
 	for _, cc := range conns {
 		select {
 		case <-cc.done:

@@ -340,6 +340,7 @@ func (s *rstream) credit(n int64) {
 // perTryTimeout ends an attempt without its response headers.
 func (a *ratt) perTryTimeout() {
 	cc := a.s.cc
+	defer cc.h.flushDirty()
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if a.closed || a.judged || a.gotHeaders || a.s.done {
@@ -638,6 +639,7 @@ func (a *ratt) unprocessedLocked(err error) {
 	wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<a.resends, 25*time.Millisecond)) + 1))
 	time.AfterFunc(wait, func() {
 		cc := s.cc
+		defer cc.h.flushDirty()
 		cc.mu.Lock()
 		defer cc.mu.Unlock()
 		if s.att == a && !a.judged && !a.closed && !s.done {
@@ -662,6 +664,7 @@ func (s *rstream) decide(a *ratt) {
 		if d.Wait > 0 {
 			var t *time.Timer
 			t = time.AfterFunc(d.Wait, func() {
+				defer s.cc.h.flushDirty()
 				s.cc.mu.Lock()
 				defer s.cc.mu.Unlock()
 				if s.timer == t && !s.done {
@@ -902,6 +905,7 @@ func (s *rstream) close() {
 // onDeadline is grpc-timeout passing.
 func (s *rstream) onDeadline() {
 	cc := s.cc
+	defer cc.h.flushDirty()
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if s.done {

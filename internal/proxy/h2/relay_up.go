@@ -77,6 +77,7 @@ func (p *rpool) kick() {
 		for _, a := range ws {
 			a.retryAcquire(nil)
 		}
+		p.h.flushDirty()
 	}()
 }
 
@@ -96,6 +97,7 @@ func (p *rpool) dial() {
 	for _, a := range ws {
 		a.retryAcquire(err)
 	}
+	p.h.flushDirty()
 }
 
 func (p *rpool) remove(uc *upconn) {
@@ -118,7 +120,7 @@ func (h *Handler) relayClosePools() {
 		p.conns = nil
 		p.mu.Unlock()
 		for _, uc := range conns {
-			_ = uc.nc.Close()
+			_ = uc.cw.Close()
 		}
 		return true
 	})
@@ -128,7 +130,8 @@ func (h *Handler) relayClosePools() {
 type upconn struct {
 	pool *rpool
 	nc   net.Conn
-	cw   *coalesceConn
+	cw   *batchConn
+	br   *bufio.Reader
 	fr   *http2.Framer
 
 	// wmu serialises writes (and stream ids: a new stream's HEADERS go
@@ -163,9 +166,9 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 	if err != nil {
 		return nil, &dialError{err}
 	}
-	uc := &upconn{pool: p, nc: nc, cw: newCoalesceConn(nc), nextID: 1, streams: map[uint32]*ratt{},
+	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(nc, 16<<10), nextID: 1, streams: map[uint32]*ratt{},
 		maxStreams: 100, sendWin: initialWindow, recvWin: relayConnWindow, peerInitWin: initialWindow}
-	uc.fr = http2.NewFramer(uc.cw, bufio.NewReaderSize(nc, 16<<10))
+	uc.fr = http2.NewFramer(uc.cw, uc.br)
 	uc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	uc.fr.MaxHeaderListSize = relayMaxHeaderList
 	uc.fr.SetReuseFrames()
@@ -183,6 +186,9 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
 	)
 	_ = uc.fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
+	if err := uc.cw.Flush(); err != nil {
+		return fail(err)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetReadDeadline(dl)
 	}
@@ -298,8 +304,12 @@ func (uc *upconn) readLoop() {
 		if !uc.frame(f) {
 			break
 		}
+		if uc.br.Buffered() == 0 {
+			uc.pool.h.flushDirty() // before the reader sleeps
+		}
 	}
 	uc.lost(err)
+	uc.pool.h.flushDirty()
 }
 
 func (uc *upconn) write(fn func(fr *http2.Framer)) {
@@ -490,7 +500,7 @@ func (uc *upconn) close(a *ratt, rst bool, code http2.ErrCode, uncredited int64)
 		uc.credit(uncredited)
 	}
 	if drained {
-		_ = uc.nc.Close()
+		_ = uc.cw.Close()
 	}
 	if full {
 		uc.pool.kick()
@@ -512,7 +522,7 @@ func (uc *upconn) armIdleLocked() {
 		if idle {
 			uc.pool.remove(uc)
 			uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCodeNo, []byte("idle")) })
-			_ = uc.nc.Close()
+			_ = uc.cw.Close()
 		}
 	})
 }
