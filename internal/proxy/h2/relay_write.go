@@ -91,7 +91,7 @@ func (b *batchConn) Flush() error {
 // Close writes what is pending (at most a second: a last GOAWAY should go
 // out, a stuck peer must not hold the close), then closes.
 func (b *batchConn) Close() error {
-	_ = b.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = b.SetWriteDeadline(time.Now().Add(time.Second))
 	_ = b.Flush()
 	b.mu.Lock()
 	b.closed = true
