@@ -444,8 +444,7 @@ func (cc *cconn) removeStream(s *rstream) {
 	if len(cc.streams) == 0 {
 		if cc.goingAway && cc.h.closing.Load() {
 			// Shutdown: the last stream ended, so does the connection.
-			cc.closed = true
-			go func() { _ = cc.cw.Close() }()
+			cc.stopReader()
 			return
 		}
 		cc.armIdle()
@@ -461,15 +460,11 @@ func (cc *cconn) armIdle() {
 	}
 	cc.idle = time.AfterFunc(cc.h.cfg.IdleTimeout, func() {
 		cc.mu.Lock()
-		idle := len(cc.streams) == 0 && !cc.closed
-		if idle {
+		if len(cc.streams) == 0 && !cc.closed {
 			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("idle"))
-			cc.closed = true
+			cc.stopReader()
 		}
 		cc.mu.Unlock()
-		if idle {
-			_ = cc.cw.Close()
-		}
 	})
 }
 
@@ -489,9 +484,15 @@ func (cc *cconn) shutdown() {
 	cc.goingAway = true
 	_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("shutting down"))
 	if len(cc.streams) == 0 {
-		cc.closed = true
-		go func() { _ = cc.cw.Close() }()
+		cc.stopReader()
 	}
+}
+
+// stopReader makes the reader goroutine end the connection (teardown
+// closes it: only that goroutine does, before ServeConn returns); mu held,
+// the connection not torn down yet.
+func (cc *cconn) stopReader() {
+	_ = cc.nc.SetReadDeadline(time.Now())
 }
 
 // teardown ends every stream of a connection that is gone and closes it.
@@ -543,7 +544,11 @@ func (h *Handler) relayShutdown(done <-chan struct{}) {
 		select {
 		case <-cc.done:
 		case <-done:
-			_ = cc.nc.Close()
+			cc.mu.Lock()
+			if !cc.closed {
+				cc.stopReader()
+			}
+			cc.mu.Unlock()
 			<-cc.done
 		}
 	}

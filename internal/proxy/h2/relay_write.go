@@ -22,6 +22,7 @@ type batchConn struct {
 	h *Handler
 
 	mu      sync.Mutex
+	cond    sync.Cond // signalled when a write(2) returns
 	pending []byte
 	spare   []byte
 	writing bool // a Flush is in write(2); it writes what comes meanwhile too
@@ -35,7 +36,11 @@ const (
 	flushSafetyNet = 2 * time.Millisecond
 )
 
-func newBatchConn(h *Handler, c net.Conn) *batchConn { return &batchConn{Conn: c, h: h} }
+func newBatchConn(h *Handler, c net.Conn) *batchConn {
+	b := &batchConn{Conn: c, h: h}
+	b.cond.L = &b.mu
+	return b
+}
 
 func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
@@ -68,7 +73,7 @@ func (b *batchConn) Write(p []byte) (int, error) {
 func (b *batchConn) Flush() error {
 	b.mu.Lock()
 	b.queued = false
-	for !b.writing && len(b.pending) > 0 && b.err == nil {
+	for !b.writing && !b.closed && len(b.pending) > 0 && b.err == nil {
 		buf := b.pending
 		b.pending = b.spare[:0]
 		b.writing = true
@@ -76,6 +81,7 @@ func (b *batchConn) Flush() error {
 		_, err := b.Conn.Write(buf)
 		b.mu.Lock()
 		b.writing = false
+		b.cond.Broadcast()
 		if cap(buf) <= batchMax {
 			b.spare = buf[:0]
 		}
@@ -89,13 +95,26 @@ func (b *batchConn) Flush() error {
 }
 
 // Close writes what is pending (at most a second: a last GOAWAY should go
-// out, a stuck peer must not hold the close), then closes.
+// out, a stuck peer must not hold the close), then closes. A write(2)
+// under way ends first: after Close nothing touches the connection (a
+// hijacked one is recycled once its handler returns).
 func (b *batchConn) Close() error {
-	_ = b.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = b.Flush()
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
 	b.closed = true
+	for b.writing {
+		b.cond.Wait()
+	}
+	buf, err := b.pending, b.err
+	b.pending = nil
 	b.mu.Unlock()
+	if len(buf) > 0 && err == nil {
+		_ = b.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = b.Conn.Write(buf)
+	}
 	return b.Conn.Close()
 }
 
