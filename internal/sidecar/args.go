@@ -111,7 +111,7 @@ func Defaults() Args {
 		// Shorter than the common upstream keep-alive timeouts (Node.js 5s, Apache 5s).
 		UpstreamIdleTimeout: 4 * time.Second,
 		Engine:              "loop",
-		H2Engine:            "stdlib",
+		H2Engine:            "relay",
 		AccessLog:           AccessLogOff,
 	}
 }
