@@ -75,7 +75,7 @@ func (b *batchConn) Flush() error {
 	b.queued = false
 	for !b.writing && !b.closed && len(b.pending) > 0 && b.err == nil {
 		buf := b.pending
-		b.pending = b.spare[:0]
+		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
 		b.writing = true
 		b.mu.Unlock()
 		_, err := b.Conn.Write(buf)
