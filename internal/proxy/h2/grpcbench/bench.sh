@@ -65,8 +65,8 @@ viaproxy() { # label pid port shape...
 for shape in "1 16 0" "64 256 0" "1 16 2000" "64 64 2000"; do
   set -- $shape
   env -u HTTPS_PROXY $B -label direct   -target 127.0.0.1:19100 -conns $1 -concurrency $2 -rate $3 -duration $DUR
-  viaproxy retrycap-relay $R 19101 $1 $2 $3
   viaproxy retrycap-stdlib $RS 19105 $1 $2 $3
+  viaproxy retrycap-relay $R 19101 $1 $2 $3
   env -u HTTPS_PROXY $B -label haproxy  -target 127.0.0.1:19103 -conns $1 -concurrency $2 -rate $3 -duration $DUR
   env -u HTTPS_PROXY $B -label nginx    -target 127.0.0.1:19104 -conns $1 -concurrency $2 -rate $3 -duration $DUR
   echo "uptime: $(uptime | sed 's/.*load/load/'); RSS after the shape: relay $(rss $R), stdlib $(rss $RS), haproxy $(rss $H)"
