@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -27,6 +28,7 @@ var diffSeed = flag.Uint64("diff.seed", 0, "seed of TestEnginesDifferential (0: 
 //	O ok (a unary answer, or two messages)   U UNAVAILABLE   I INVALID_ARGUMENT
 //	X INTERNAL   P UNAVAILABLE with pushback -1   Z UNAVAILABLE with pushback 0
 //	M one message, then UNAVAILABLE (unary: UNAVAILABLE)
+//	S slow: answers OK after the proxy's per-try timeout (150 ms) passed
 //
 // and records what each attempt carried.
 type planBackend struct {
@@ -44,6 +46,10 @@ func (p *planBackend) attempt(ctx context.Context) (byte, func(string) error) {
 	b := byte('O')
 	if n < len(plan) {
 		b = plan[n]
+	}
+	if b == 'S' {
+		time.Sleep(300 * time.Millisecond) // beyond the per-try timeout: the proxy gave up on it
+		b = 'O'
 	}
 	fail := func(string) error {
 		switch b {
@@ -134,7 +140,8 @@ var planDesc = grpc.ServiceDesc{
 }
 
 // TestEnginesDifferential sends the same random calls (unary, server
-// streaming, client streaming; a random plan of answers per attempt)
+// streaming, client streaming; a random plan of answers per attempt,
+// per-try timeouts among them)
 // through a Handler on each engine: the client's results (code, message,
 // messages received), the attempts the server saw and what each carried
 // (grpc-previous-rpc-attempts, retrycap-budget) must be equal.
@@ -158,11 +165,12 @@ func TestEnginesDifferential(t *testing.T) {
 	addr := ln.Addr().String()
 	ccs := map[string]*grpc.ClientConn{}
 	for _, e := range engines {
-		h, _ := newHandlerEngine(t, proxyOpts{name: "diff-" + e, addr: addr, attempts: 3, chainCap: 4}, e)
+		h, _ := newHandlerEngine(t, proxyOpts{name: "diff-" + e, addr: addr, attempts: 3, chainCap: 4,
+			perTry: 150 * time.Millisecond, retryOn: "connect-failure,reset,timeout,502,503,504,unavailable"}, e)
 		theFront.route(t, "diff-"+e, h, addr)
 		ccs[e] = dialName(t, "diff-"+e)
 	}
-	letters := "OUIXPZM"
+	letters := "OUIXPZMOS"
 	ctx := ctxT(t)
 	for i := range 120 {
 		var plan []byte
@@ -174,7 +182,7 @@ func TestEnginesDifferential(t *testing.T) {
 		for _, e := range engines {
 			call := fmt.Sprintf("%d-%s", i, e)
 			cctx := metadata.AppendToOutgoingContext(ctx, "x-call", call, "x-plan", string(plan))
-			results[e] = diffCall(cctx, ccs[e], kind)
+			results[e] = strings.ReplaceAll(diffCall(cctx, ccs[e], kind), "diff-"+e, "diff-*")
 		}
 		be.mu.Lock()
 		seenS, seenR := be.seen[fmt.Sprintf("%d-stdlib", i)], be.seen[fmt.Sprintf("%d-relay", i)]

@@ -529,6 +529,10 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	if res.err != nil {
 		cancel()
 		res.cond = classify(res.err, timedOut.Load())
+		if timedOut.Load() {
+			// The per-try timeout cancelled it: say so, not "context canceled".
+			res.err = context.DeadlineExceeded
+		}
 		return res
 	}
 	// From here the attempt lives as long as the call: cancel goes with the body.
