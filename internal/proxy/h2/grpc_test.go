@@ -616,3 +616,57 @@ func testRetryBudgetDenies(t *testing.T) {
 		t.Fatalf("retrycap-exhausted %q after %d attempts", got, b.attempts.Load())
 	}
 }
+
+// Shutdown sends GOAWAY and lets the calls under way finish: a call the
+// server holds completes after Shutdown began (not before 100 ms, while
+// the server holds it), and Shutdown returns nil once it did.
+func TestShutdownDrains(t *testing.T) { forEngines(t, testShutdownDrains) }
+
+func testShutdownDrains(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	b := startBackend(t, &backend{unary: func(ctx context.Context, _ int, in string) (string, error) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return "late:" + in, nil
+	}})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 1})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	ctx := ctxT(t)
+	got := make(chan error, 1)
+	go func() {
+		out, err := callUnary(ctx, cc, "x")
+		if err == nil && out != "late:x" {
+			err = errors.New("answer " + out)
+		}
+		got <- err
+	}()
+	<-arrived
+	down := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		down <- h.Shutdown(sctx)
+	}()
+	// Shutdown waits for the call.
+	select {
+	case err := <-down:
+		t.Fatalf("Shutdown returned %v with a call under way", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-got; err != nil {
+		t.Fatalf("the call under way: %v", err)
+	}
+	if err := <-down; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if got := b.attempts.Load(); got != 1 {
+		t.Fatalf("server saw %d calls, want 1", got)
+	}
+}
