@@ -499,10 +499,10 @@ func (cc *cconn) stopReader() {
 func (cc *cconn) teardown() {
 	cc.mu.Lock()
 	cc.closed = true
-	cc.stopIdle()
 	for _, s := range cc.streams {
 		s.clientReset()
 	}
+	cc.stopIdle() // after the streams: the last one's end re-arms it
 	cc.mu.Unlock()
 	_ = cc.cw.Close()
 }
