@@ -48,17 +48,23 @@ func newFrameOut(fr *http2.Framer) *frameOut {
 	return o
 }
 
-// headers writes one header block, pseudo, then fields but those skip
-// names (replaced by extra), then extra, as HEADERS and CONTINUATION
-// frames.
-func (o *frameOut) headers(id uint32, end bool, pseudo, fields []hpack.HeaderField, skip func(string) bool, extra []hpack.HeaderField) error {
+// headers writes one header block, pseudo, then fields but those extra
+// replaces (and Host, with skipHost), then extra, as HEADERS and
+// CONTINUATION frames.
+func (o *frameOut) headers(id uint32, end bool, pseudo, fields, extra []hpack.HeaderField, skipHost bool) error {
 	o.hbuf.Reset()
 	for i := range pseudo {
 		_ = o.enc.WriteField(pseudo[i])
 	}
+fields:
 	for i := range fields {
-		if skip != nil && skip(fields[i].Name) {
+		if skipHost && fields[i].Name == "host" {
 			continue
+		}
+		for j := range extra {
+			if extra[j].Name == fields[i].Name {
+				continue fields
+			}
 		}
 		_ = o.enc.WriteField(fields[i])
 	}
@@ -357,7 +363,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		return true
 	}
 	if f.Truncated {
-		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "431"}}, nil, nil, nil)
+		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "431"}}, nil, nil, false)
 		return true
 	}
 	if why := badRequestFields(f); why != "" {
@@ -366,7 +372,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		return true
 	}
 	if f.PseudoValue("method") == "CONNECT" {
-		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, nil)
+		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
 		return true
 	}
 	cc.stopIdle()

@@ -65,20 +65,23 @@ type rstream struct {
 // ratt is one attempt (one upstream stream; a re-send after GOAWAY or
 // REFUSED_STREAM is the same attempt on a new one).
 type ratt struct {
-	s       *rstream
-	n       int
-	extra   []hpack.HeaderField // the fields this attempt sets (attemptHeaders)
-	uc      *upconn
-	id      uint32
-	waiting bool // queued for a connection
-	opened  bool // registered on uc, HEADERS sent
-	sent    int64
-	sentEnd bool
-	sendWin int64
-	blocked bool // in uc.blocked; under uc.mu
-	ptimer  *time.Timer
-	t0      time.Time
-	resends int
+	s     *rstream
+	n     int
+	extra []hpack.HeaderField // the fields this attempt sets (attemptHeaders), in extraBuf
+	// The attempt's own arrays for its pseudo-headers and extra fields.
+	pseudoBuf [4]hpack.HeaderField
+	extraBuf  [5]hpack.HeaderField
+	uc        *upconn
+	id        uint32
+	waiting   bool // queued for a connection
+	opened    bool // registered on uc, HEADERS sent
+	sent      int64
+	sentEnd   bool
+	sendWin   int64
+	blocked   bool // in uc.blocked; under uc.mu
+	ptimer    *time.Timer
+	t0        time.Time
+	resends   int
 
 	timedOut   bool
 	gotHeaders bool
@@ -161,7 +164,7 @@ func (s *rstream) next() {
 	cs.attemptStart = now
 	a := &ratt{s: s, n: n, t0: time.Now()}
 	s.att = a
-	a.extra = cs.attemptHeaders(n, nil)
+	a.extra = cs.attemptHeaders(n, a.extraBuf[:0])
 	if n > 1 && s.overflow {
 		a.res = outcome{err: errReplayOverflow, cond: policy.CondReset}
 		s.decide(a)
@@ -179,7 +182,7 @@ func (s *rstream) dispatch(a *ratt) {
 			return // waiting for a dial; retryAcquire goes on
 		}
 		end := s.reqEnd && s.base == 0 && len(s.body) == 0 && s.reqTrailers == nil
-		ok, err := uc.open(a, s.pseudo(), s.fields, a.skip, a.extra, end)
+		ok, err := uc.open(a, s.pseudo(a), s.fields, a.extra, end)
 		if !ok {
 			continue // the connection closed under us: the pool has dropped it
 		}
@@ -193,32 +196,20 @@ func (s *rstream) dispatch(a *ratt) {
 	}
 }
 
-// pseudo are the request's pseudo-header fields for an attempt.
-func (s *rstream) pseudo() []hpack.HeaderField {
+// pseudo are the request's pseudo-header fields for attempt a (in its
+// own array: no allocation per attempt).
+func (s *rstream) pseudo(a *ratt) []hpack.HeaderField {
 	authority := s.cs.authority
 	if authority == "" {
 		authority = s.cs.addr
 	}
-	return []hpack.HeaderField{
+	a.pseudoBuf = [4]hpack.HeaderField{
 		{Name: ":method", Value: s.cs.method},
 		{Name: ":scheme", Value: "http"},
 		{Name: ":authority", Value: authority},
 		{Name: ":path", Value: s.cs.path},
 	}
-}
-
-// skip leaves out of the request the fields the attempt sets (as
-// http.Header.Set replaces them on the stdlib path) and Host.
-func (a *ratt) skip(name string) bool {
-	if name == "host" {
-		return true
-	}
-	for i := range a.extra {
-		if a.extra[i].Name == name {
-			return true
-		}
-	}
-	return false
+	return a.pseudoBuf[:]
 }
 
 // retryAcquire is the pool's answer to a queued attempt: a connection may
@@ -288,7 +279,7 @@ func (a *ratt) pushBody() {
 			if s.reqTrailers != nil {
 				tr := s.reqTrailers
 				uc.wmu.Lock()
-				_ = uc.out.headers(id, true, nil, tr, nil, nil)
+				_ = uc.out.headers(id, true, nil, tr, nil, false)
 				uc.wmu.Unlock()
 			} else {
 				uc.write(func(fr *http2.Framer) { _ = fr.WriteData(id, true, nil) })
@@ -784,17 +775,6 @@ func (s *rstream) writeHeaders(status int, fields, extra []hpack.HeaderField, en
 		return
 	}
 	cc := s.cc
-	var skip func(string) bool
-	if len(extra) > 0 {
-		skip = func(name string) bool {
-			for i := range extra {
-				if extra[i].Name == name {
-					return true
-				}
-			}
-			return false
-		}
-	}
 	pseudo := [1]hpack.HeaderField{{Name: ":status", Value: strconv.Itoa(status)}}
 	if cc.out.maxList != 0 && listSize(pseudo[:], fields, extra) > cc.out.maxList {
 		// Larger than the client accepts: it could not read the answer.
@@ -803,7 +783,7 @@ func (s *rstream) writeHeaders(status int, fields, extra []hpack.HeaderField, en
 		s.close()
 		return
 	}
-	_ = cc.out.headers(s.id, end, pseudo[:], fields, skip, extra)
+	_ = cc.out.headers(s.id, end, pseudo[:], fields, extra, false)
 	s.headersSent = true
 	if end {
 		s.respDone = true
@@ -852,7 +832,7 @@ func (s *rstream) flushOut() {
 	}
 	if len(s.outq) == 0 && s.outEnd {
 		if len(s.outTrailers) > 0 {
-			_ = s.cc.out.headers(s.id, true, nil, s.outTrailers, nil, nil)
+			_ = s.cc.out.headers(s.id, true, nil, s.outTrailers, nil, false)
 		} else {
 			_ = s.cc.out.fr.WriteData(s.id, true, nil)
 		}

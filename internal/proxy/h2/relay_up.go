@@ -439,7 +439,7 @@ func (uc *upconn) lost(err error) {
 
 // open registers a's stream under a new id and writes its HEADERS (the
 // slot was reserved); false if the connection closed meanwhile.
-func (uc *upconn) open(a *ratt, pseudo, fields []hpack.HeaderField, skip func(string) bool, extra []hpack.HeaderField, end bool) (bool, error) {
+func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end bool) (bool, error) {
 	uc.wmu.Lock()
 	defer uc.wmu.Unlock()
 	if uc.out.maxList != 0 && listSize(pseudo, fields, extra) > uc.out.maxList {
@@ -457,7 +457,7 @@ func (uc *upconn) open(a *ratt, pseudo, fields []hpack.HeaderField, skip func(st
 	a.uc, a.id = uc, id
 	a.sendWin = uc.peerInitWin
 	uc.mu.Unlock()
-	_ = uc.out.headers(id, end, pseudo, fields, skip, extra)
+	_ = uc.out.headers(id, end, pseudo, fields, extra, true)
 	return true, nil
 }
 
