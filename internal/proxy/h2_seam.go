@@ -63,6 +63,7 @@ func (p *Proxy) initH2() error {
 		// HTTP/1.1 and HTTP/2 with one key has one chain budget.
 		Ledger: f.Ledger(),
 		KeyTTL: f.Cfg.KeyTTL,
+		Engine: p.cfg.H2Engine,
 	})
 	if err != nil {
 		return err

@@ -37,6 +37,10 @@ func failWith(c codes.Code) func(context.Context, int, string) (string, error) {
 }
 
 func TestUnaryUnavailableRetriedToAttempts(t *testing.T) {
+	forEngines(t, testUnaryUnavailableRetriedToAttempts)
+}
+
+func testUnaryUnavailableRetriedToAttempts(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
 	theFront.route(t, "echo", h, b.addr)
@@ -66,6 +70,10 @@ func TestUnaryUnavailableRetriedToAttempts(t *testing.T) {
 }
 
 func TestUnaryInvalidArgumentNotRetried(t *testing.T) {
+	forEngines(t, testUnaryInvalidArgumentNotRetried)
+}
+
+func testUnaryInvalidArgumentNotRetried(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.InvalidArgument)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
 	theFront.route(t, "echo", h, b.addr)
@@ -88,7 +96,9 @@ func pushback(v string) func(context.Context, int, string) (string, error) {
 	}
 }
 
-func TestPushbackNegativeStopsRetries(t *testing.T) {
+func TestPushbackNegativeStopsRetries(t *testing.T) { forEngines(t, testPushbackNegativeStopsRetries) }
+
+func testPushbackNegativeStopsRetries(t *testing.T) {
 	b := startBackend(t, &backend{unary: pushback("-1")})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
 	theFront.route(t, "echo", h, b.addr)
@@ -108,7 +118,9 @@ func TestPushbackNegativeStopsRetries(t *testing.T) {
 	}
 }
 
-func TestPushbackWaitHonoured(t *testing.T) {
+func TestPushbackWaitHonoured(t *testing.T) { forEngines(t, testPushbackWaitHonoured) }
+
+func testPushbackWaitHonoured(t *testing.T) {
 	var mu sync.Mutex
 	var at []time.Time
 	pb := pushback("200")
@@ -132,7 +144,9 @@ func TestPushbackWaitHonoured(t *testing.T) {
 	}
 }
 
-func TestFailTwiceThenOK(t *testing.T) {
+func TestFailTwiceThenOK(t *testing.T) { forEngines(t, testFailTwiceThenOK) }
+
+func testFailTwiceThenOK(t *testing.T) {
 	b := startBackend(t, &backend{unary: func(_ context.Context, n int, in string) (string, error) {
 		if n < 3 {
 			return "", status.Error(codes.Unavailable, "not yet")
@@ -158,7 +172,9 @@ func TestFailTwiceThenOK(t *testing.T) {
 	}
 }
 
-func TestReplayLimitStopsRetries(t *testing.T) {
+func TestReplayLimitStopsRetries(t *testing.T) { forEngines(t, testReplayLimitStopsRetries) }
+
+func testReplayLimitStopsRetries(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, replay: 100})
 	theFront.route(t, "echo", h, b.addr)
@@ -176,6 +192,10 @@ func TestReplayLimitStopsRetries(t *testing.T) {
 }
 
 func TestServerStreamNotRetriedAfterAMessage(t *testing.T) {
+	forEngines(t, testServerStreamNotRetriedAfterAMessage)
+}
+
+func testServerStreamNotRetriedAfterAMessage(t *testing.T) {
 	b := startBackend(t, &backend{stream: func(n int, in string, send func(string) error) error {
 		if err := send("first"); err != nil {
 			return err
@@ -209,6 +229,10 @@ func TestServerStreamNotRetriedAfterAMessage(t *testing.T) {
 }
 
 func TestServerStreamRetriedBeforeAnyMessage(t *testing.T) {
+	forEngines(t, testServerStreamRetriedBeforeAnyMessage)
+}
+
+func testServerStreamRetriedBeforeAnyMessage(t *testing.T) {
 	b := startBackend(t, &backend{stream: func(n int, in string, send func(string) error) error {
 		if n == 1 {
 			return status.Error(codes.Unavailable, "no message yet")
@@ -247,7 +271,9 @@ func TestServerStreamRetriedBeforeAnyMessage(t *testing.T) {
 	}
 }
 
-func TestDeadlineForwardedReduced(t *testing.T) {
+func TestDeadlineForwardedReduced(t *testing.T) { forEngines(t, testDeadlineForwardedReduced) }
+
+func testDeadlineForwardedReduced(t *testing.T) {
 	var left time.Duration
 	b := startBackend(t, &backend{unary: func(ctx context.Context, n int, _ string) (string, error) {
 		dl, ok := ctx.Deadline()
@@ -269,7 +295,9 @@ func TestDeadlineForwardedReduced(t *testing.T) {
 	}
 }
 
-func TestSpoofedBudgetClamped(t *testing.T) {
+func TestSpoofedBudgetClamped(t *testing.T) { forEngines(t, testSpoofedBudgetClamped) }
+
+func testSpoofedBudgetClamped(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4})
 	theFront.route(t, "echo", h, b.addr)
@@ -291,7 +319,9 @@ func TestSpoofedBudgetClamped(t *testing.T) {
 // its caller's own sidecar making 3 attempts; svc3 always answers
 // UNAVAILABLE and the apps propagate retrycap-budget. With cap 4 the last
 // tier sees at most 4 calls per client call; with the cap off, 27.
-func TestChainThreeTiers(t *testing.T) {
+func TestChainThreeTiers(t *testing.T) { forEngines(t, testChainThreeTiers) }
+
+func testChainThreeTiers(t *testing.T) {
 	for _, tc := range []struct {
 		cap, want int
 	}{{4, 4}, {0, 27}} {
@@ -336,6 +366,10 @@ func TestChainThreeTiers(t *testing.T) {
 }
 
 func TestHundredConcurrentStreamsOneConnection(t *testing.T) {
+	forEngines(t, testHundredConcurrentStreamsOneConnection)
+}
+
+func testHundredConcurrentStreamsOneConnection(t *testing.T) {
 	const n = 100
 	arrived := make(chan struct{}, n)
 	release := make(chan struct{})
@@ -389,7 +423,9 @@ func TestHundredConcurrentStreamsOneConnection(t *testing.T) {
 // (GOAWAY every 50ms) while calls flow; every call succeeds, and each
 // reaches the server exactly once (a stream above the GOAWAY's last id is
 // re-sent on a new connection, and it is not an attempt).
-func TestUpstreamGoAwayLosesNoCall(t *testing.T) {
+func TestUpstreamGoAwayLosesNoCall(t *testing.T) { forEngines(t, testUpstreamGoAwayLosesNoCall) }
+
+func testUpstreamGoAwayLosesNoCall(t *testing.T) {
 	b := startBackend(t, &backend{}, grpc.KeepaliveParams(keepalive.ServerParameters{
 		MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: 10 * time.Second,
 	}))
@@ -449,7 +485,9 @@ func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
 // TestTLSThroughConnectUntouched: gRPC over TLS to a known upstream is
 // tunnelled blind: the call reaches the server once (UNAVAILABLE is not
 // retried) and the h2c path serves nothing.
-func TestTLSThroughConnectUntouched(t *testing.T) {
+func TestTLSThroughConnectUntouched(t *testing.T) { forEngines(t, testTLSThroughConnectUntouched) }
+
+func testTLSThroughConnectUntouched(t *testing.T) {
 	cert, pool := selfSigned(t, "secure")
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)},
 		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
@@ -477,7 +515,9 @@ func TestTLSThroughConnectUntouched(t *testing.T) {
 	}
 }
 
-func TestDownUpstreamIsConnectFailure(t *testing.T) {
+func TestDownUpstreamIsConnectFailure(t *testing.T) { forEngines(t, testDownUpstreamIsConnectFailure) }
+
+func testDownUpstreamIsConnectFailure(t *testing.T) {
 	// A port nothing listens on: every attempt is a connect failure.
 	b := startBackend(t, &backend{})
 	addr := b.addr
@@ -499,7 +539,9 @@ func TestDownUpstreamIsConnectFailure(t *testing.T) {
 
 // A client-streaming call failed before any answer is retried with every
 // message the client sent replayed, in order.
-func TestClientStreamReplayed(t *testing.T) {
+func TestClientStreamReplayed(t *testing.T) { forEngines(t, testClientStreamReplayed) }
+
+func testClientStreamReplayed(t *testing.T) {
 	b := startBackend(t, &backend{collect: func(n int, ins []string) (string, error) {
 		if n == 1 {
 			return "", status.Error(codes.Unavailable, "read them all, then failed")
@@ -532,7 +574,9 @@ func TestClientStreamReplayed(t *testing.T) {
 // The breaker (shared with the HTTP/1.1 path: the same object) opens after
 // two failed attempts: the call's third attempt is refused and the last
 // failure returned marked breaker; the next call is answered by the proxy.
-func TestBreakerOpens(t *testing.T) {
+func TestBreakerOpens(t *testing.T) { forEngines(t, testBreakerOpens) }
+
+func testBreakerOpens(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	br := policy.NewBreaker(2, 10*time.Second, time.Minute)
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, breaker: br})
@@ -557,7 +601,9 @@ func TestBreakerOpens(t *testing.T) {
 }
 
 // An empty retry budget denies the retry: one attempt, marked budget.
-func TestRetryBudgetDenies(t *testing.T) {
+func TestRetryBudgetDenies(t *testing.T) { forEngines(t, testRetryBudgetDenies) }
+
+func testRetryBudgetDenies(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, budget: policy.NewRetryBudget(0, 0, time.Second)})
 	theFront.route(t, "echo", h, b.addr)
@@ -568,5 +614,59 @@ func TestRetryBudgetDenies(t *testing.T) {
 	}
 	if got := tr.Get("retrycap-exhausted"); !reflect.DeepEqual(got, []string{"budget"}) || b.attempts.Load() != 1 {
 		t.Fatalf("retrycap-exhausted %q after %d attempts", got, b.attempts.Load())
+	}
+}
+
+// Shutdown sends GOAWAY and lets the calls under way finish: a call the
+// server holds completes after Shutdown began (not before 100 ms, while
+// the server holds it), and Shutdown returns nil once it did.
+func TestShutdownDrains(t *testing.T) { forEngines(t, testShutdownDrains) }
+
+func testShutdownDrains(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	b := startBackend(t, &backend{unary: func(ctx context.Context, _ int, in string) (string, error) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return "late:" + in, nil
+	}})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 1})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	ctx := ctxT(t)
+	got := make(chan error, 1)
+	go func() {
+		out, err := callUnary(ctx, cc, "x")
+		if err == nil && out != "late:x" {
+			err = errors.New("answer " + out)
+		}
+		got <- err
+	}()
+	<-arrived
+	down := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		down <- h.Shutdown(sctx)
+	}()
+	// Shutdown waits for the call.
+	select {
+	case err := <-down:
+		t.Fatalf("Shutdown returned %v with a call under way", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-got; err != nil {
+		t.Fatalf("the call under way: %v", err)
+	}
+	if err := <-down; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if got := b.attempts.Load(); got != 1 {
+		t.Fatalf("server saw %d calls, want 1", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
@@ -84,7 +85,17 @@ type Config struct {
 	Ledger *policy.KeyLedger
 	// KeyTTL is how long an own ledger remembers a key; 0: 10m.
 	KeyTTL time.Duration
+	// Engine is the HTTP/2 implementation (--h2-engine): EngineRelay, the
+	// frame relay (relay*.go), or EngineStdlib ("" too), net/http's
+	// server and transport.
+	Engine string
 }
+
+// The engines Config.Engine names.
+const (
+	EngineStdlib = "stdlib"
+	EngineRelay  = "relay"
+)
 
 // Handler terminates h2c client connections and proxies their streams.
 type Handler struct {
@@ -100,6 +111,15 @@ type Handler struct {
 	closing atomic.Bool
 	ledger  *policy.KeyLedger // nil unless Entrypoint
 	pools   sync.Map          // known upstreams' addresses -> *upPool (upconn.go)
+	relay   bool              // Engine is EngineRelay
+	rmu     sync.Mutex
+	rconns  map[*cconn]struct{} // the relay's client connections
+	rpools  sync.Map            // the relay's upstream addresses -> *rpool
+	// The relay's connections with writes not flushed yet (relay_write.go).
+	dmu        sync.Mutex
+	dirty      []*batchConn
+	spareDirty []*batchConn
+	dtimer     *time.Timer
 }
 
 // New builds a Handler.
@@ -126,11 +146,16 @@ func New(cfg Config) (*Handler, error) {
 		d := &net.Dialer{Timeout: cfg.PerTryTimeout}
 		cfg.Dial = d.DialContext
 	}
+	switch cfg.Engine {
+	case "", EngineStdlib, EngineRelay:
+	default:
+		return nil, fmt.Errorf("h2 engine %q: must be %s or %s", cfg.Engine, EngineRelay, EngineStdlib)
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("h2 metrics: %w", err)
 	}
-	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}}
+	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}, relay: cfg.Engine == EngineRelay}
 	if cfg.Entrypoint {
 		h.ledger = cfg.Ledger
 		if h.ledger == nil {
@@ -166,7 +191,11 @@ func New(cfg Config) (*Handler, error) {
 		},
 		ErrorLog: cfg.Logger,
 	}
-	go func() { _ = h.srv.Serve(h.ln) }()
+	if !h.relay {
+		go func() { _ = h.srv.Serve(h.ln) }()
+	}
+	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	h.dtimer.Stop()
 	dial := cfg.Dial
 	h.tr = &http.Transport{
 		Protocols: &protos, // h2c with prior knowledge to every upstream
@@ -209,6 +238,10 @@ func (h *Handler) ServeConn(c net.Conn, target string) {
 		kind = "prior-knowledge"
 	}
 	h.m.conns.WithLabelValues(kind).Inc()
+	if h.relay {
+		h.serveRelay(c, target)
+		return
+	}
 	// Writes batched (coalesce.go): the server flushes after nearly every frame.
 	sc := &servedConn{Conn: newCoalesceConn(c), target: target, done: make(chan struct{})}
 	if !h.ln.push(sc) {
@@ -222,6 +255,11 @@ func (h *Handler) ServeConn(c net.Conn, target string) {
 // until ctx does, and closes idle upstream connections.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.closing.Store(true)
+	if h.relay {
+		h.relayShutdown(ctx.Done())
+		h.conns.Wait()
+		return ctx.Err()
+	}
 	err := h.srv.Shutdown(ctx) // GOAWAY on each connection, then waits for them
 	done := make(chan struct{})
 	go func() { h.conns.Wait(); close(done) }()
@@ -309,34 +347,13 @@ func (h *Handler) metricsFor(up *Upstream, grpc bool) *upMetrics {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// call is one stream's policy state.
+// call is one stream of the stdlib engine: the shared policy state
+// (callState, decide.go) and net/http's request and response writer.
 type call struct {
-	h       *Handler
-	w       http.ResponseWriter
-	r       *http.Request
-	up      *Upstream
-	m       *upMetrics
-	known   bool
-	grpc    bool
-	addr    string
-	start   int64
-	end     int64 // the deadline the policy reads (pushback, Retry-After)
-	hasDL   bool  // the gRPC client set grpc-timeout
-	dl      time.Time
-	chainOn bool
-	split   policy.Split
-	hadBag  bool
-	bag     string
-	body    *replay
-	// retryable: the call may be re-sent (a gRPC call always, until its
-	// messages overflow the replay buffer; other requests by method or key).
-	retryable    bool
-	maxAttempts  int
-	chainLimited bool
-	key          string // Idempotency-Key, "" for none
-	generated    bool   // key was generated here (entrypoint, keyless POST/PATCH)
-	ledgerOn     bool   // the key is charged in the entry proxy's ledger
-	attemptStart int64
+	*callState
+	w    http.ResponseWriter
+	r    *http.Request
+	body *replay
 }
 
 func hostOf(hostPort string) string {
@@ -352,115 +369,33 @@ func (h *Handler) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if hostPort == "" {
 		hostPort = r.Host
 	}
-	c := &call{h: h, w: w, r: r, grpc: isGRPC(r.Header), start: h.cfg.Now()}
-	up := h.cfg.Lookup(hostOf(hostPort))
-	c.known = up != nil
-	if up == nil {
-		up = h.unknown
-	}
-	c.up = up
-	c.m = h.metricsFor(up, c.grpc)
-	if hostPort == "" {
-		c.answer(policy.ReasonNone, "request has no :authority", http.StatusBadRequest)
+	cs, own := h.newCall(hostPort, r.Method, r.Host, r.URL.Path, r.Header, r.ContentLength, isGRPC(r.Header))
+	c := &call{callState: cs, w: w, r: r}
+	if own != nil {
+		c.writeOwn(own)
 		return
-	}
-	if !c.known && h.cfg.IsSelf != nil && h.cfg.IsSelf(hostPort) {
-		c.answer(policy.ReasonNone, "request addressed to the proxy itself ("+hostPort+"): loop refused", http.StatusLoopDetected)
-		return
-	}
-	c.addr = up.Addr
-	if c.addr == "" {
-		hp := hostPort
-		if _, _, err := net.SplitHostPort(hp); err != nil {
-			hp = net.JoinHostPort(hp, "80")
-		}
-		c.addr = hp
-		if h.cfg.Resolve != nil {
-			c.addr = h.cfg.Resolve(hp)
-		}
 	}
 	c.run()
 }
 
-// setup reads the request's policy inputs: deadline, chain budget, whether
-// it may be retried, and the split of the chain budget over its attempts.
-// It returns false when the call is answered without an attempt (its key's
-// chain budget is spent).
-func (c *call) setup() bool {
-	h, r := c.h, c.r
-	if c.grpc {
-		if d, ok := parseTimeout(r.Header.Get(hdrGRPCTimeout)); ok {
-			c.hasDL, c.dl = true, time.Now().Add(d)
-		}
-		c.retryable = c.known && (r.ContentLength < 0 || r.ContentLength <= int64(h.cfg.MaxReplayBytes))
-	} else {
-		method := r.Method
-		c.retryable = c.known && (h.methods[method] || policy.RetryableKey([]byte(r.Header.Get(hdrIdempotencyKey)))) &&
-			(r.ContentLength < 0 || r.ContentLength <= int64(h.cfg.MaxReplayBytes))
+// writeOwn writes one of the proxy's own answers.
+func (c *call) writeOwn(a *ownAnswer) {
+	wh := c.w.Header()
+	for _, f := range a.fields {
+		wh.Set(f.Name, f.Value)
 	}
-	n := 0
-	c.chainOn = h.cfg.ChainCap > 0
-	if c.chainOn {
-		n = h.cfg.ChainCap
-		for _, v := range r.Header.Values(policy.HeaderBudget) {
-			n = policy.IncomingBudget([]byte(v), true, nil, false, n)
-		}
-		if bags := r.Header.Values(hdrBaggage); len(bags) > 0 {
-			c.hadBag = true
-			c.bag = strings.Join(bags, ",")
-			n = policy.IncomingBudget(nil, false, []byte(c.bag), true, n)
-		}
+	c.w.WriteHeader(a.status)
+	if a.body != "" {
+		_, _ = io.WriteString(c.w, a.body)
 	}
-	c.key = r.Header.Get(hdrIdempotencyKey)
-	if c.key == "" && h.ledger != nil && !c.grpc && (r.Method == http.MethodPost || r.Method == http.MethodPatch) {
-		// As on the HTTP/1.1 path (forward.Exchange.Begin): not retried
-		// here (the app did not ask for it), but the key lets the client
-		// retry safely and counts those retries against the cap.
-		c.key, c.generated = string(policy.NewKey()), true
-	}
-	// Unknown hosts too, as on the HTTP/1.1 path: the key's budget is the
-	// chain's, wherever the call went.
-	c.ledgerOn = c.chainOn && h.ledger != nil && c.key != ""
-	if c.ledgerOn {
-		n -= h.ledger.Spent([]byte(c.key), c.start)
-		if n <= 0 {
-			c.m.denied[policy.ReasonChain].Inc()
-			c.answer(policy.ReasonChain, "chain budget of this Idempotency-Key is spent", 0)
-			return false
-		}
-	}
-	// The attempts the split reserves budget for: none beyond the first
-	// when this hop can never retry, except for a generated key, whose
-	// reservation is what the client's own retries will spend.
-	splitAttempts := c.up.Attempts
-	if !c.retryable && !c.generated {
-		splitAttempts = 1
-	}
-	c.split = policy.SplitBudget(splitAttempts, n)
-	c.maxAttempts = max(c.up.Attempts, 1)
-	if c.chainOn && c.split.Attempts < c.maxAttempts {
-		c.maxAttempts, c.chainLimited = c.split.Attempts, true
-	}
-	if !c.retryable {
-		c.maxAttempts = 1
-	}
-	c.end = c.start + int64(c.maxAttempts)*int64(h.cfg.PerTryTimeout)
-	if c.hasDL {
-		c.end = c.start + int64(time.Until(c.dl))
-	}
-	return true
 }
 
 // attemptResult is what one attempt ended in.
 type attemptResult struct {
-	resp     *http.Response
-	err      error
-	cond     policy.Condition
-	first    []byte // gRPC: the first bytes of the response body (committed), nil if none
-	bufp     *[]byte
-	eof      bool // gRPC: the response ended without a message
-	code     int  // gRPC: grpc-status (or mapped from HTTP)
-	inTrails bool // gRPC: the status came in trailers after headers (not trailers-only)
+	outcome
+	resp  *http.Response
+	first []byte // gRPC: the first bytes of the response body (committed), nil if none
+	bufp  *[]byte
 }
 
 func (a *attemptResult) discard() {
@@ -475,12 +410,6 @@ func (a *attemptResult) discard() {
 
 func (c *call) run() {
 	h, r := c.h, c.r
-	if !c.setup() {
-		return
-	}
-	if c.known && c.up.Budget != nil {
-		c.up.Budget.Deposit(c.start)
-	}
 	if r.Body != nil && r.Body != http.NoBody {
 		c.body = newReplay(r.Body, c.h.cfg.MaxReplayBytes)
 	}
@@ -493,79 +422,28 @@ func (c *call) run() {
 	var last *attemptResult
 	for attempt := 1; ; attempt++ {
 		now := h.cfg.Now()
-		probe := false
-		if br := c.up.Breaker; br != nil && c.known {
-			ok, p := br.Allow(now)
-			if !ok {
-				c.m.denied[policy.ReasonBreaker].Inc()
-				if last == nil {
-					c.answer(policy.ReasonBreaker, "circuit breaker open", 0)
-					return
-				}
-				// The last failure is the answer, as for HTTP/1.1.
-				c.finish(last, policy.ReasonBreaker, attempt-1)
+		ok, probe := c.allow(now)
+		if !ok {
+			if last == nil {
+				c.writeOwn(c.ownAnswer(policy.ReasonBreaker, "circuit breaker open", 0))
 				return
 			}
-			probe = p
+			// The last failure is the answer, as for HTTP/1.1.
+			c.finish(last, policy.ReasonBreaker, attempt-1)
+			return
 		}
 		if last != nil {
 			last.discard()
 			last = nil
 		}
 		if c.hasDL && !time.Now().Before(c.dl) {
-			c.deadline()
+			c.writeOwn(c.deadlineAnswer())
 			return
 		}
 		c.attemptStart = now
 		res := c.attempt(ctx, attempt)
-		now = h.cfg.Now()
-		c.m.attempts.Inc()
-		o := policy.Outcome{
-			Attempt: attempt, MaxAttempts: c.maxAttempts, ChainLimited: c.chainLimited,
-			Retryable: c.retryable && (c.body == nil || c.body.replayable()),
-			Remaining: time.Duration(c.end - now), GRPC: c.grpc, Cond: res.cond,
-		}
-		fault := res.err != nil
-		if res.err == nil {
-			resp := res.resp
-			o.Status = resp.StatusCode
-			o.ExhaustedResp = resp.Header.Get(policy.HeaderExhausted) != "" || resp.Trailer.Get(policy.HeaderExhausted) != ""
-			if c.grpc {
-				o.GRPCCode = res.code
-				fault = res.first == nil && serverFault(res.code)
-				if res.first == nil {
-					pb := resp.Header.Values(hdrGRPCPushback)
-					if len(pb) == 0 {
-						pb = resp.Trailer.Values(hdrGRPCPushback)
-					}
-					o.RetryAfter, o.HasRetryAfter, o.PushbackStop = parsePushback(pb)
-				} else {
-					// Committed: a message reached (is reaching) the client.
-					o.Retryable = false
-					o.GRPCCode = codeOK
-				}
-			} else {
-				fault = resp.StatusCode >= 500
-				if v := resp.Header.Get(hdrRetryAfter); v != "" && (o.Status == 429 || o.Status == 503) {
-					o.RetryAfter, o.HasRetryAfter = parseRetryAfter(v)
-				}
-			}
-		}
-		if br := c.up.Breaker; br != nil && c.known {
-			if fault {
-				br.Failure(now, probe)
-			} else {
-				br.Success(now, probe)
-			}
-		}
-		pol := &h.cfg.Policy
-		var d policy.Decision
-		if c.known {
-			d = pol.Decide(&o, c.up.Budget, c.up.Breaker, now)
-		}
-		c.logAttempt(attempt, now, res, d)
+		d := c.judge(attempt, probe, c.body == nil || c.body.replayable(), &res.outcome)
 		if d.Retry {
-			c.m.retries.Inc()
 			// Kept (unread) until the next attempt is allowed: a breaker
 			// refusing it returns this failure.
 			last = res
@@ -577,15 +455,12 @@ func (c *call) run() {
 					t.Stop()
 					last.discard()
 					if c.hasDL && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-						c.deadline()
+						c.writeOwn(c.deadlineAnswer())
 					}
 					return
 				}
 			}
 			continue
-		}
-		if d.Reason != policy.ReasonNone {
-			c.m.denied[d.Reason].Inc()
 		}
 		c.finish(res, d.Reason, attempt)
 		return
@@ -601,26 +476,9 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // the transport adds none then
 	}
-	if c.chainOn {
-		b := c.split.BudgetFor(n)
-		hdr.Set(policy.HeaderBudget, strconv.Itoa(b))
-		if c.ledgerOn {
-			h.ledger.Add([]byte(c.key), b, c.attemptStart)
-		}
-		if c.hadBag {
-			hdr.Set(hdrBaggage, string(policy.AppendBaggage(nil, []byte(c.bag), b)))
-		}
-	}
-	if c.generated {
-		hdr[hdrIdempotencyKey] = []string{c.key}
-	}
-	if c.grpc {
-		if n > 1 {
-			hdr.Set(hdrGRPCPrevious, strconv.Itoa(n-1))
-		}
-		if c.hasDL {
-			hdr.Set(hdrGRPCTimeout, formatTimeout(time.Until(c.dl)))
-		}
+	var setBuf [5]hpack.HeaderField
+	for _, f := range c.attemptHeaders(n, setBuf[:0]) {
+		hdr[http.CanonicalHeaderKey(f.Name)] = []string{f.Value}
 	}
 	actx, cancel := context.WithCancel(ctx)
 	var timedOut atomic.Bool
@@ -645,7 +503,7 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 		if err != nil {
 			timer.Stop()
 			cancel()
-			return &attemptResult{err: err, cond: policy.CondReset}
+			return &attemptResult{outcome: outcome{err: err, cond: policy.CondReset}}
 		}
 		out.Body = b
 		m := c.m
@@ -663,7 +521,7 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	resp, err := c.roundTrip(out)
 	stopped := timer.Stop()
 	c.m.latency.Observe(time.Since(t0).Seconds())
-	res := &attemptResult{resp: resp, err: err}
+	res := &attemptResult{resp: resp, outcome: outcome{err: err}}
 	if err == nil && !stopped && timedOut.Load() {
 		_ = resp.Body.Close()
 		res.resp, res.err = nil, context.DeadlineExceeded
@@ -671,13 +529,21 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	if res.err != nil {
 		cancel()
 		res.cond = classify(res.err, timedOut.Load())
+		if timedOut.Load() {
+			// The per-try timeout cancelled it: say so, not "context canceled".
+			res.err = context.DeadlineExceeded
+		}
 		return res
 	}
 	// From here the attempt lives as long as the call: cancel goes with the body.
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	res.status = resp.StatusCode
+	res.exhausted = resp.Header.Get(policy.HeaderExhausted) != ""
 	if !c.grpc {
+		res.retryAfter = resp.Header.Get(hdrRetryAfter)
 		return res
 	}
+	res.pushback = resp.Header.Values(hdrGRPCPushback)
 	if code, ok := parseStatus(resp.Header.Values(hdrGRPCStatus)); ok {
 		// Trailers-only: the whole answer is in the headers.
 		res.code, res.eof = code, true
@@ -692,12 +558,16 @@ func (c *call) attempt(ctx context.Context, n int) *attemptResult {
 	for {
 		k, rerr := resp.Body.Read(*bufp)
 		if k > 0 {
-			res.first, res.bufp = (*bufp)[:k], bufp
+			res.first, res.bufp, res.committed = (*bufp)[:k], bufp, true
 			return res
 		}
 		if rerr == io.EOF {
 			bufPool.Put(bufp)
 			res.eof, res.inTrails = true, true
+			res.exhausted = res.exhausted || resp.Trailer.Get(policy.HeaderExhausted) != ""
+			if len(res.pushback) == 0 {
+				res.pushback = resp.Trailer.Values(hdrGRPCPushback)
+			}
 			if code, ok := parseStatus(resp.Trailer.Values(hdrGRPCStatus)); ok {
 				res.code = code
 			} else {
@@ -775,22 +645,7 @@ func classify(err error, timedOut bool) policy.Condition {
 // when the reason is one of the four), or the proxy's own when there is none.
 func (c *call) finish(res *attemptResult, reason policy.Reason, attempts int) {
 	if res.err != nil {
-		if c.hasDL && !time.Now().Before(c.dl) {
-			c.deadline()
-			return
-		}
-		msg := fmt.Sprintf("%d attempt(s), last failed with %s (%v)", attempts, res.cond, res.err)
-		if reason != policy.ReasonNone {
-			msg += "; not retried: " + reason.String()
-		}
-		status := http.StatusServiceUnavailable
-		if !reason.Exhausts() {
-			status = http.StatusBadGateway
-			if res.cond == policy.CondTimeout {
-				status = http.StatusGatewayTimeout
-			}
-		}
-		c.answer(reason, msg, status)
+		c.writeOwn(c.giveUp(res.err, res.cond, reason, attempts))
 		return
 	}
 	c.relay(res, reason)
@@ -808,26 +663,9 @@ func (c *call) relay(res *attemptResult, reason policy.Reason) {
 		}
 		wh[k] = vs
 	}
-	exhausted := reason.Exhausts()
-	if c.grpc {
-		code := res.code
-		if res.first != nil {
-			code = codeOK // unknown until the trailers; counted then
-		}
-		if exhausted && !res.inTrails {
-			wh.Set(policy.HeaderExhausted, reason.String())
-		}
-		if res.eof {
-			c.m.code(codeLabel(code))
-		}
-	} else {
-		if exhausted {
-			wh.Set(policy.HeaderExhausted, reason.String())
-		}
-		if c.generated && c.h.failedStatus(resp.StatusCode) {
-			wh[hdrIdempotencyKey] = []string{c.key}
-		}
-		c.m.code(strconv.Itoa(resp.StatusCode))
+	var extra [2]hpack.HeaderField
+	for _, f := range c.headerExtras(&res.outcome, reason, extra[:0]) {
+		wh[http.CanonicalHeaderKey(f.Name)] = []string{f.Value}
 	}
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
@@ -867,73 +705,17 @@ func (c *call) relay(res *attemptResult, reason policy.Reason) {
 			// The upstream broke the stream: so does the proxy (RST_STREAM).
 			panic(http.ErrAbortHandler)
 		}
-		wh.Set(http.TrailerPrefix+hdrGRPCStatus, strconv.Itoa(codeUnavailable))
-		wh.Set(http.TrailerPrefix+hdrGRPCMessage, encodeMessage("retrycap-proxy: upstream "+c.up.Name+" broke the stream after the answer began: "+broken.Error()))
-		c.m.code(codeLabel(codeUnavailable))
+		for _, f := range c.brokenTrailers(broken) {
+			wh.Set(http.TrailerPrefix+f.Name, f.Value)
+		}
 		return
 	}
 	for k, vs := range resp.Trailer {
 		wh[http.TrailerPrefix+k] = vs
 	}
-	if c.grpc {
-		if res.inTrails && exhausted {
-			wh.Set(http.TrailerPrefix+policy.HeaderExhausted, reason.String())
-		}
-		if res.first != nil {
-			code, ok := parseStatus(resp.Trailer.Values(hdrGRPCStatus))
-			if !ok {
-				code = codeInternal
-			}
-			c.m.code(codeLabel(code))
-		}
+	for _, f := range c.trailerExtras(&res.outcome, reason, resp.Trailer.Values(hdrGRPCStatus), extra[:0]) {
+		wh.Set(http.TrailerPrefix+f.Name, f.Value)
 	}
-}
-
-// answer is the proxy's own answer: for gRPC a trailers-only
-// UNAVAILABLE whose grpc-message says why, else an HTTP status (503 by
-// default) with the reason in the body. Both carry Retrycap-Exhausted when
-// reason is one of the four.
-func (c *call) answer(reason policy.Reason, why string, status int) {
-	w := c.w
-	wh := w.Header()
-	if reason.Exhausts() {
-		wh.Set(policy.HeaderExhausted, reason.String())
-	}
-	msg := "retrycap-proxy: upstream " + c.up.Name + ": " + why
-	if c.grpc {
-		wh.Set("Content-Type", "application/grpc")
-		wh.Set(hdrGRPCStatus, strconv.Itoa(codeUnavailable))
-		wh.Set(hdrGRPCMessage, encodeMessage(msg))
-		w.WriteHeader(http.StatusOK)
-		c.m.code(codeLabel(codeUnavailable))
-		return
-	}
-	if status == 0 {
-		status = http.StatusServiceUnavailable
-	}
-	if c.generated {
-		// The proxy's own answers are all failures the client may retry
-		// (502, 503, 504), as forward.Exchange.giveUp returns the key.
-		wh[hdrIdempotencyKey] = []string{c.key}
-	}
-	wh.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, msg+"\n")
-	c.m.code(strconv.Itoa(status))
-}
-
-// deadline answers a gRPC call whose grpc-timeout passed.
-func (c *call) deadline() {
-	if !c.grpc {
-		c.answer(policy.ReasonNone, "deadline exceeded", http.StatusGatewayTimeout)
-		return
-	}
-	wh := c.w.Header()
-	wh.Set("Content-Type", "application/grpc")
-	wh.Set(hdrGRPCStatus, strconv.Itoa(codeDeadline))
-	wh.Set(hdrGRPCMessage, encodeMessage("retrycap-proxy: upstream "+c.up.Name+": deadline exceeded"))
-	c.w.WriteHeader(http.StatusOK)
-	c.m.code(codeLabel(codeDeadline))
 }
 
 // failedStatus reports whether an upstream's HTTP status is a failed
@@ -957,52 +739,4 @@ func parseRetryAfter(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(time.Until(t), 0), true
-}
-
-// logAttempt writes the attempt that just ended (at now) to the access log,
-// if there is one, in the HTTP/1.1 path's format: the HTTP status it rode
-// on, for gRPC the grpc-status (0 once a message committed the answer: the
-// real status comes later, in trailers the decision never waits for).
-func (c *call) logAttempt(n int, now int64, res *attemptResult, d policy.Decision) {
-	w := c.h.cfg.AccessLog
-	if w == nil {
-		return
-	}
-	e := w.Begin()
-	if e == nil {
-		return // dropped, counted by the writer
-	}
-	r := c.r
-	e.TimeNanos, e.DurationNanos = c.attemptStart, now-c.attemptStart
-	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = c.up.Name, n, 0, -1
-	e.BudgetIn, e.BudgetOut = -1, -1
-	if c.chainOn {
-		e.BudgetIn, e.BudgetOut = c.split.First+c.split.Attempts-1, c.split.BudgetFor(n)
-	}
-	if res.err != nil {
-		e.Error = res.cond.String()
-	} else {
-		e.Status = res.resp.StatusCode
-		if c.grpc {
-			e.GRPCStatus = res.code
-			if res.first != nil {
-				e.GRPCStatus = codeOK
-			}
-		}
-	}
-	if !d.Retry && d.Reason != policy.ReasonNone {
-		e.Exhausted = d.Reason.String()
-	}
-	e.SetMethod([]byte(r.Method))
-	e.SetAuthority([]byte(r.Host))
-	e.SetPath([]byte(r.URL.Path))
-	e.SetTraceparent([]byte(r.Header.Get("Traceparent")))
-	e.SetKey([]byte(c.key))
-	e.SetRequestID([]byte(r.Header.Get("X-Request-Id")))
-	if c.hadBag {
-		e.SetStormOp([]byte(c.bag))
-	} else {
-		e.SetStormOp([]byte(r.Header.Get(hdrBaggage)))
-	}
-	w.Commit(e)
 }

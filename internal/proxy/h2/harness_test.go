@@ -147,6 +147,27 @@ func (f *front) serve(c net.Conn) {
 	<-done
 }
 
+// engines are the HTTP/2 engines every test of the h2c path runs on.
+var engines = []string{EngineStdlib, EngineRelay}
+
+// forEngines runs test once per engine, as subtests named after it
+// (newHandler reads the engine from the test's name).
+func forEngines(t *testing.T, test func(t *testing.T)) {
+	for _, e := range engines {
+		t.Run(e, test)
+	}
+}
+
+// engineOf is the engine of the (sub)test t runs in.
+func engineOf(t *testing.T) string {
+	for _, part := range strings.Split(t.Name(), "/") {
+		if part == EngineRelay || part == EngineStdlib {
+			return part
+		}
+	}
+	return EngineStdlib
+}
+
 // proxyOpts configures a test Handler: one upstream named name at addr.
 type proxyOpts struct {
 	name     string
@@ -164,6 +185,12 @@ type proxyOpts struct {
 }
 
 func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
+	t.Helper()
+	return newHandlerEngine(t, o, engineOf(t))
+}
+
+// newHandlerEngine is newHandler on a given engine.
+func newHandlerEngine(t *testing.T, o proxyOpts, engine string) (*Handler, *prometheus.Registry) {
 	t.Helper()
 	if o.retryOn == "" {
 		o.retryOn = "connect-failure,reset,502,503,504,unavailable"
@@ -198,6 +225,7 @@ func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
 		Registerer:     reg,
 		AccessLog:      o.accessLog,
 		Entrypoint:     o.entrypoint,
+		Engine:         engine,
 	})
 	if err != nil {
 		t.Fatal(err)

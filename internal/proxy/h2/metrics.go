@@ -1,6 +1,8 @@
 package h2
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retrycap/retrycap/internal/proxy/policy"
@@ -67,6 +69,7 @@ type upMetrics struct {
 	requests *prometheus.CounterVec
 	name     string
 	proto    string
+	codes    sync.Map // code label -> prometheus.Counter, resolved once
 }
 
 func (m *metrics) forUpstream(name, proto string) *upMetrics {
@@ -83,4 +86,12 @@ func (m *metrics) forUpstream(name, proto string) *upMetrics {
 	return u
 }
 
-func (u *upMetrics) code(c string) { u.requests.WithLabelValues(u.name, u.proto, c).Inc() }
+func (u *upMetrics) code(c string) {
+	if v, ok := u.codes.Load(c); ok {
+		v.(prometheus.Counter).Inc()
+		return
+	}
+	ctr := u.requests.WithLabelValues(u.name, u.proto, c)
+	u.codes.Store(c, ctr)
+	ctr.Inc()
+}

@@ -91,7 +91,9 @@ func refusingUpstream(t *testing.T, refuse func(c net.Conn, stream uint32)) (add
 // below it, or REFUSED_STREAM) is re-sent on a new connection of the
 // upstream's pool: the client gets the answer, and it is one attempt (the
 // upstream allows one), counted as re-sent.
-func TestUnprocessedStreamResent(t *testing.T) {
+func TestUnprocessedStreamResent(t *testing.T) { forEngines(t, testUnprocessedStreamResent) }
+
+func testUnprocessedStreamResent(t *testing.T) {
 	goaway := func(c net.Conn, last uint32) {
 		// GOAWAY, NO_ERROR: no stream above last was processed.
 		p := make([]byte, 8)

@@ -1,0 +1,484 @@
+package h2
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// The policy of one call, shared by both engines (the stdlib path in
+// handler.go and the frame relay in relay*.go): what a request's headers
+// mean for its retries (setup), the headers each attempt carries
+// (attemptHeaders), what to do with an attempt's result (judge), and the
+// answers the proxy writes itself (ownAnswer, giveUp, deadlineAnswer) or
+// adds to an upstream's (headerExtras, trailerExtras, brokenTrailers).
+// Either engine only moves bytes; nothing here is written twice.
+
+// reqHeaders is a request's header fields as an engine holds them:
+// http.Header (canonical keys) or fieldHeaders (HPACK fields, lower case).
+type reqHeaders interface {
+	Values(key string) []string
+}
+
+// fieldHeaders is a decoded HPACK header list as reqHeaders.
+type fieldHeaders []hpack.HeaderField
+
+// Values returns the values of the regular fields named key (any case).
+func (f fieldHeaders) Values(key string) []string {
+	var out []string
+	for i := range f {
+		if len(f[i].Name) == len(key) && f[i].Name[0] != ':' && strings.EqualFold(f[i].Name, key) {
+			out = append(out, f[i].Value)
+		}
+	}
+	return out
+}
+
+func first(h reqHeaders, key string) string {
+	if vs := h.Values(key); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// callState is one call's policy state.
+type callState struct {
+	h         *Handler
+	up        *Upstream
+	m         *upMetrics
+	known     bool
+	grpc      bool
+	addr      string
+	method    string
+	authority string
+	path      string
+	hdr       reqHeaders
+	// contentLength is the request's declared body length, -1 unknown.
+	contentLength int64
+	start         int64
+	end           int64 // the deadline the policy reads (pushback, Retry-After)
+	hasDL         bool  // the gRPC client set grpc-timeout
+	dl            time.Time
+	chainOn       bool
+	split         policy.Split
+	hadBag        bool
+	bag           string
+	// retryable: the call may be re-sent (a gRPC call always, until its
+	// messages overflow the replay buffer; other requests by method or key).
+	retryable    bool
+	maxAttempts  int
+	chainLimited bool
+	key          string // Idempotency-Key, "" for none
+	generated    bool   // key was generated here (entrypoint, keyless POST/PATCH)
+	ledgerOn     bool   // the key is charged in the entry proxy's ledger
+	attemptStart int64
+}
+
+// ownAnswer is an answer the proxy writes itself: the status, the header
+// fields (lower-case names, no pseudo-headers), and a body ("" for none).
+type ownAnswer struct {
+	status int
+	fields []hpack.HeaderField
+	body   string
+}
+
+// newCall routes a request (hostPort: the CONNECT target, or the
+// request's authority) and reads its policy inputs. A non-nil answer means
+// the call is answered without an attempt.
+func (h *Handler) newCall(hostPort, method, authority, path string, hdr reqHeaders, contentLength int64, grpc bool) (*callState, *ownAnswer) {
+	c := &callState{h: h, grpc: grpc, method: method, authority: authority, path: path, hdr: hdr, contentLength: contentLength, start: h.cfg.Now()}
+	up := h.cfg.Lookup(hostOf(hostPort))
+	c.known = up != nil
+	if up == nil {
+		up = h.unknown
+	}
+	c.up = up
+	c.m = h.metricsFor(up, c.grpc)
+	if hostPort == "" {
+		return c, c.ownAnswer(policy.ReasonNone, "request has no :authority", http.StatusBadRequest)
+	}
+	if !c.known && h.cfg.IsSelf != nil && h.cfg.IsSelf(hostPort) {
+		return c, c.ownAnswer(policy.ReasonNone, "request addressed to the proxy itself ("+hostPort+"): loop refused", http.StatusLoopDetected)
+	}
+	c.addr = up.Addr
+	if c.addr == "" {
+		hp := hostPort
+		if _, _, err := net.SplitHostPort(hp); err != nil {
+			hp = net.JoinHostPort(hp, "80")
+		}
+		c.addr = hp
+		if h.cfg.Resolve != nil {
+			c.addr = h.cfg.Resolve(hp)
+		}
+	}
+	if a := c.setup(); a != nil {
+		return c, a
+	}
+	if c.known && c.up.Budget != nil {
+		c.up.Budget.Deposit(c.start)
+	}
+	return c, nil
+}
+
+// setup reads the request's policy inputs: deadline, chain budget, whether
+// it may be retried, and the split of the chain budget over its attempts.
+// A non-nil answer means the call is answered without an attempt (its
+// key's chain budget is spent).
+func (c *callState) setup() *ownAnswer {
+	h := c.h
+	fits := c.contentLength < 0 || c.contentLength <= int64(h.cfg.MaxReplayBytes)
+	if c.grpc {
+		if d, ok := parseTimeout(first(c.hdr, hdrGRPCTimeout)); ok {
+			c.hasDL, c.dl = true, time.Now().Add(d)
+		}
+		c.retryable = c.known && fits
+	} else {
+		c.retryable = c.known && (h.methods[c.method] || policy.RetryableKey([]byte(first(c.hdr, hdrIdempotencyKey)))) && fits
+	}
+	n := 0
+	c.chainOn = h.cfg.ChainCap > 0
+	if c.chainOn {
+		n = h.cfg.ChainCap
+		for _, v := range c.hdr.Values(policy.HeaderBudget) {
+			n = policy.IncomingBudget([]byte(v), true, nil, false, n)
+		}
+		if bags := c.hdr.Values(hdrBaggage); len(bags) > 0 {
+			c.hadBag = true
+			c.bag = strings.Join(bags, ",")
+			n = policy.IncomingBudget(nil, false, []byte(c.bag), true, n)
+		}
+	}
+	c.key = first(c.hdr, hdrIdempotencyKey)
+	if c.key == "" && h.ledger != nil && !c.grpc && (c.method == http.MethodPost || c.method == http.MethodPatch) {
+		// As on the HTTP/1.1 path (forward.Exchange.Begin): not retried
+		// here (the app did not ask for it), but the key lets the client
+		// retry safely and counts those retries against the cap.
+		c.key, c.generated = string(policy.NewKey()), true
+	}
+	// Unknown hosts too, as on the HTTP/1.1 path: the key's budget is the
+	// chain's, wherever the call went.
+	c.ledgerOn = c.chainOn && h.ledger != nil && c.key != ""
+	if c.ledgerOn {
+		n -= h.ledger.Spent([]byte(c.key), c.start)
+		if n <= 0 {
+			c.m.denied[policy.ReasonChain].Inc()
+			return c.ownAnswer(policy.ReasonChain, "chain budget of this Idempotency-Key is spent", 0)
+		}
+	}
+	// The attempts the split reserves budget for: none beyond the first
+	// when this hop can never retry, except for a generated key, whose
+	// reservation is what the client's own retries will spend.
+	splitAttempts := c.up.Attempts
+	if !c.retryable && !c.generated {
+		splitAttempts = 1
+	}
+	c.split = policy.SplitBudget(splitAttempts, n)
+	c.maxAttempts = max(c.up.Attempts, 1)
+	if c.chainOn && c.split.Attempts < c.maxAttempts {
+		c.maxAttempts, c.chainLimited = c.split.Attempts, true
+	}
+	if !c.retryable {
+		c.maxAttempts = 1
+	}
+	c.end = c.start + int64(c.maxAttempts)*int64(h.cfg.PerTryTimeout)
+	if c.hasDL {
+		c.end = c.start + int64(time.Until(c.dl))
+	}
+	return nil
+}
+
+// Lower-case names of the fields attemptHeaders sets.
+const (
+	fieldBudget   = "retrycap-budget"
+	fieldBaggage  = "baggage"
+	fieldKey      = "idempotency-key"
+	fieldPrevious = "grpc-previous-rpc-attempts"
+	fieldTimeout  = "grpc-timeout"
+)
+
+// attemptHeaders are the fields attempt n sets on the request, each
+// replacing the request's own of that name: the chain budget (header and
+// baggage), a generated key, and for gRPC grpc-previous-rpc-attempts and
+// the remaining grpc-timeout. It charges the key ledger for the attempt.
+func (c *callState) attemptHeaders(n int, out []hpack.HeaderField) []hpack.HeaderField {
+	if c.chainOn {
+		b := c.split.BudgetFor(n)
+		out = append(out, hpack.HeaderField{Name: fieldBudget, Value: strconv.Itoa(b)})
+		if c.ledgerOn {
+			c.h.ledger.Add([]byte(c.key), b, c.attemptStart)
+		}
+		if c.hadBag {
+			out = append(out, hpack.HeaderField{Name: fieldBaggage, Value: string(policy.AppendBaggage(nil, []byte(c.bag), b))})
+		}
+	}
+	if c.generated {
+		out = append(out, hpack.HeaderField{Name: fieldKey, Value: c.key})
+	}
+	if c.grpc {
+		if n > 1 {
+			out = append(out, hpack.HeaderField{Name: fieldPrevious, Value: strconv.Itoa(n - 1)})
+		}
+		if c.hasDL {
+			out = append(out, hpack.HeaderField{Name: fieldTimeout, Value: formatTimeout(time.Until(c.dl))})
+		}
+	}
+	return out
+}
+
+// allow asks the breaker for attempt n's go-ahead; ok false counts the
+// denial.
+func (c *callState) allow(now int64) (ok, probe bool) {
+	br := c.up.Breaker
+	if br == nil || !c.known {
+		return true, false
+	}
+	ok, probe = br.Allow(now)
+	if !ok {
+		c.m.denied[policy.ReasonBreaker].Inc()
+	}
+	return ok, probe
+}
+
+// outcome is what one attempt ended in, as the decision reads it.
+type outcome struct {
+	err       error // transport failure; nil if an answer came
+	cond      policy.Condition
+	status    int  // HTTP status of the answer
+	exhausted bool // the answer carries Retrycap-Exhausted (headers or trailers)
+	// gRPC:
+	committed  bool     // a message came (is reaching the client): never retried
+	eof        bool     // the answer ended without a message
+	code       int      // grpc-status (or mapped from the HTTP status)
+	inTrails   bool     // the status came in trailers after headers (not trailers-only)
+	pushback   []string // grpc-retry-pushback-ms, from the headers or else the trailers
+	retryAfter string   // plain HTTP/2: Retry-After
+}
+
+// judge is the end of attempt n (started with the breaker's probe flag):
+// the breaker told, the retry decision, the metrics and the access-log
+// line. replayable is whether the request body can still be re-sent.
+func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.Decision {
+	h := c.h
+	now := h.cfg.Now()
+	c.m.attempts.Inc()
+	o := policy.Outcome{
+		Attempt: n, MaxAttempts: c.maxAttempts, ChainLimited: c.chainLimited,
+		Retryable: c.retryable && replayable,
+		Remaining: time.Duration(c.end - now), GRPC: c.grpc, Cond: res.cond,
+	}
+	fault := res.err != nil
+	if res.err == nil {
+		o.Status = res.status
+		o.ExhaustedResp = res.exhausted
+		if c.grpc {
+			o.GRPCCode = res.code
+			fault = !res.committed && serverFault(res.code)
+			if !res.committed {
+				o.RetryAfter, o.HasRetryAfter, o.PushbackStop = parsePushback(res.pushback)
+			} else {
+				// Committed: a message reached (is reaching) the client.
+				o.Retryable = false
+				o.GRPCCode = codeOK
+			}
+		} else {
+			fault = res.status >= 500
+			if res.retryAfter != "" && (o.Status == 429 || o.Status == 503) {
+				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(res.retryAfter)
+			}
+		}
+	}
+	if br := c.up.Breaker; br != nil && c.known {
+		if fault {
+			br.Failure(now, probe)
+		} else {
+			br.Success(now, probe)
+		}
+	}
+	var d policy.Decision
+	if c.known {
+		d = h.cfg.Policy.Decide(&o, c.up.Budget, c.up.Breaker, now)
+	}
+	c.logAttempt(n, now, res, d)
+	if d.Retry {
+		c.m.retries.Inc()
+	} else if d.Reason != policy.ReasonNone {
+		c.m.denied[d.Reason].Inc()
+	}
+	return d
+}
+
+// ownAnswer is the proxy's own answer: for gRPC a trailers-only
+// UNAVAILABLE whose grpc-message says why, else an HTTP status (503 by
+// default) with the reason in the body. Both carry Retrycap-Exhausted when
+// reason is one of the four. It counts the answer.
+func (c *callState) ownAnswer(reason policy.Reason, why string, status int) *ownAnswer {
+	a := &ownAnswer{}
+	if reason.Exhausts() {
+		a.fields = append(a.fields, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
+	}
+	msg := "retrycap-proxy: upstream " + c.up.Name + ": " + why
+	if c.grpc {
+		a.status = http.StatusOK
+		a.fields = append(a.fields,
+			hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+			hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(codeUnavailable)},
+			hpack.HeaderField{Name: "grpc-message", Value: encodeMessage(msg)})
+		c.m.code(codeLabel(codeUnavailable))
+		return a
+	}
+	if status == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	a.status = status
+	if c.generated {
+		// The proxy's own answers are all failures the client may retry
+		// (502, 503, 504), as forward.Exchange.giveUp returns the key.
+		a.fields = append(a.fields, hpack.HeaderField{Name: fieldKey, Value: c.key})
+	}
+	a.fields = append(a.fields, hpack.HeaderField{Name: "content-type", Value: "text/plain; charset=utf-8"})
+	a.body = msg + "\n"
+	c.m.code(strconv.Itoa(status))
+	return a
+}
+
+// deadlineAnswer answers a call whose grpc-timeout passed.
+func (c *callState) deadlineAnswer() *ownAnswer {
+	if !c.grpc {
+		return c.ownAnswer(policy.ReasonNone, "deadline exceeded", http.StatusGatewayTimeout)
+	}
+	c.m.code(codeLabel(codeDeadline))
+	return &ownAnswer{status: http.StatusOK, fields: []hpack.HeaderField{
+		{Name: "content-type", Value: "application/grpc"},
+		{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
+		{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded")},
+	}}
+}
+
+// giveUp is the answer to a call whose last attempt (of attempts) failed
+// in transport (err, cond) and is not retried for reason.
+func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int) *ownAnswer {
+	if c.hasDL && !time.Now().Before(c.dl) {
+		return c.deadlineAnswer()
+	}
+	msg := fmt.Sprintf("%d attempt(s), last failed with %s (%v)", attempts, cond, err)
+	if reason != policy.ReasonNone {
+		msg += "; not retried: " + reason.String()
+	}
+	status := http.StatusServiceUnavailable
+	if !reason.Exhausts() {
+		status = http.StatusBadGateway
+		if cond == policy.CondTimeout {
+			status = http.StatusGatewayTimeout
+		}
+	}
+	return c.ownAnswer(reason, msg, status)
+}
+
+// headerExtras are the fields added to the headers of an upstream's
+// answer passed on after reason: Retrycap-Exhausted (gRPC: here unless the
+// status comes in trailers), a generated key on a failed plain answer. It
+// counts the answer when its code is known now.
+func (c *callState) headerExtras(res *outcome, reason policy.Reason, out []hpack.HeaderField) []hpack.HeaderField {
+	exhausted := reason.Exhausts()
+	if c.grpc {
+		if exhausted && !res.inTrails {
+			out = append(out, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
+		}
+		if res.eof {
+			c.m.code(codeLabel(res.code))
+		}
+		return out
+	}
+	if exhausted {
+		out = append(out, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
+	}
+	if c.generated && c.h.failedStatus(res.status) {
+		out = append(out, hpack.HeaderField{Name: fieldKey, Value: c.key})
+	}
+	c.m.code(strconv.Itoa(res.status))
+	return out
+}
+
+// trailerExtras are the fields added to an upstream's trailers passed on
+// (grpcStatus: their grpc-status values); it counts a committed gRPC
+// answer by its final code.
+func (c *callState) trailerExtras(res *outcome, reason policy.Reason, grpcStatus []string, out []hpack.HeaderField) []hpack.HeaderField {
+	if !c.grpc {
+		return out
+	}
+	if res.inTrails && reason.Exhausts() {
+		out = append(out, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
+	}
+	if res.committed {
+		code, ok := parseStatus(grpcStatus)
+		if !ok {
+			code = codeInternal
+		}
+		c.m.code(codeLabel(code))
+	}
+	return out
+}
+
+// brokenTrailers end a gRPC answer the upstream broke after it began
+// (a proper status rather than a reset), counted.
+func (c *callState) brokenTrailers(err error) []hpack.HeaderField {
+	c.m.code(codeLabel(codeUnavailable))
+	return []hpack.HeaderField{
+		{Name: "grpc-status", Value: strconv.Itoa(codeUnavailable)},
+		{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + " broke the stream after the answer began: " + err.Error())},
+	}
+}
+
+// logAttempt writes the attempt that just ended (at now) to the access log,
+// if there is one, in the HTTP/1.1 path's format: the HTTP status it rode
+// on, for gRPC the grpc-status (0 once a message committed the answer: the
+// real status comes later, in trailers the decision never waits for).
+func (c *callState) logAttempt(n int, now int64, res *outcome, d policy.Decision) {
+	w := c.h.cfg.AccessLog
+	if w == nil {
+		return
+	}
+	e := w.Begin()
+	if e == nil {
+		return // dropped, counted by the writer
+	}
+	e.TimeNanos, e.DurationNanos = c.attemptStart, now-c.attemptStart
+	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = c.up.Name, n, 0, -1
+	e.BudgetIn, e.BudgetOut = -1, -1
+	if c.chainOn {
+		e.BudgetIn, e.BudgetOut = c.split.First+c.split.Attempts-1, c.split.BudgetFor(n)
+	}
+	if res.err != nil {
+		e.Error = res.cond.String()
+	} else {
+		e.Status = res.status
+		if c.grpc {
+			e.GRPCStatus = res.code
+			if res.committed {
+				e.GRPCStatus = codeOK
+			}
+		}
+	}
+	if !d.Retry && d.Reason != policy.ReasonNone {
+		e.Exhausted = d.Reason.String()
+	}
+	e.SetMethod([]byte(c.method))
+	e.SetAuthority([]byte(c.authority))
+	e.SetPath([]byte(c.path))
+	e.SetTraceparent([]byte(first(c.hdr, "Traceparent")))
+	e.SetKey([]byte(c.key))
+	e.SetRequestID([]byte(first(c.hdr, "X-Request-Id")))
+	if c.hadBag {
+		e.SetStormOp([]byte(c.bag))
+	} else {
+		e.SetStormOp([]byte(first(c.hdr, hdrBaggage)))
+	}
+	w.Commit(e)
+}

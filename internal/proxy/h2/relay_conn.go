@@ -1,0 +1,577 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// The frame relay's client side: one connection's reader goroutine and
+// its streams (relay_stream.go) as state machines in a map.
+
+// Flow-control windows the relay advertises, to clients and to upstreams
+// alike: what one peer may send before the relay passed it on. They bound
+// what the relay buffers per stream and per connection.
+const (
+	relayStreamWindow = 256 << 10
+	relayConnWindow   = 1 << 20
+	// relayMaxHeaderList is the MAX_HEADER_LIST_SIZE advertised (the
+	// HTTP/1.1 path reads heads up to 64 KiB; net/http's default is 1 MB).
+	relayMaxHeaderList = 1 << 20
+	initialWindow      = 65535
+	maxWindow          = 1<<31 - 1
+)
+
+// frameOut encodes frames for one connection: a Framer whose writes are
+// batched by a coalesceConn (one write(2) per wake-up of its writer
+// goroutine) and the connection's HPACK encoder. Its user serialises it.
+type frameOut struct {
+	fr       *http2.Framer
+	enc      *hpack.Encoder
+	hbuf     bytes.Buffer
+	maxFrame uint32 // the peer's SETTINGS_MAX_FRAME_SIZE
+	maxList  uint32 // the peer's SETTINGS_MAX_HEADER_LIST_SIZE (0: unlimited)
+}
+
+func newFrameOut(fr *http2.Framer) *frameOut {
+	o := &frameOut{fr: fr, maxFrame: 16384}
+	o.enc = hpack.NewEncoder(&o.hbuf)
+	return o
+}
+
+// headers writes one header block, pseudo, then fields but those extra
+// replaces (and Host, with skipHost), then extra, as HEADERS and
+// CONTINUATION frames.
+func (o *frameOut) headers(id uint32, end bool, pseudo, fields, extra []hpack.HeaderField, skipHost bool) error {
+	o.hbuf.Reset()
+	for i := range pseudo {
+		_ = o.enc.WriteField(pseudo[i])
+	}
+fields:
+	for i := range fields {
+		if skipHost && fields[i].Name == "host" {
+			continue
+		}
+		for j := range extra {
+			if extra[j].Name == fields[i].Name {
+				continue fields
+			}
+		}
+		_ = o.enc.WriteField(fields[i])
+	}
+	for i := range extra {
+		_ = o.enc.WriteField(extra[i])
+	}
+	blk := o.hbuf.Bytes()
+	firstFrame := true
+	for firstFrame || len(blk) > 0 {
+		n := min(len(blk), int(o.maxFrame))
+		frag := blk[:n]
+		blk = blk[n:]
+		var err error
+		if firstFrame {
+			err = o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frag, EndStream: end, EndHeaders: len(blk) == 0})
+		} else {
+			err = o.fr.WriteContinuation(id, len(blk) == 0, frag)
+		}
+		if err != nil {
+			return err
+		}
+		firstFrame = false
+	}
+	return nil
+}
+
+// listSize is a header list's size as SETTINGS_MAX_HEADER_LIST_SIZE counts it.
+func listSize(lists ...[]hpack.HeaderField) uint32 {
+	var n uint32
+	for _, l := range lists {
+		for i := range l {
+			n += l[i].Size()
+		}
+	}
+	return n
+}
+
+// cconn is one client connection served by the relay. Everything on it,
+// its streams' state and every frame written to it, is under mu: the
+// reader goroutine, the upstream readers delivering answers and the
+// timers all take it.
+type cconn struct {
+	h      *Handler
+	nc     net.Conn
+	cw     *batchConn
+	br     *bufio.Reader
+	target string
+
+	mu          sync.Mutex
+	out         *frameOut
+	streams     map[uint32]*rstream
+	maxSeen     uint32 // highest client stream id seen
+	sendWin     int64  // connection window toward the client
+	recvWin     int64  // what the client may still send on the connection
+	recvPending int64  // received bytes not yet credited (connection level)
+	peerInitWin int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	blocked     []*rstream
+	goingAway   bool
+	closed      bool
+	idle        *time.Timer
+	done        chan struct{}
+}
+
+// serveRelay serves one client connection with the frame relay until it
+// ends; c starts with the client preface.
+func (h *Handler) serveRelay(c net.Conn, target string) {
+	cc := &cconn{
+		h: h, nc: c, cw: newBatchConn(h, c), br: bufio.NewReaderSize(c, 16<<10), target: target,
+		streams: map[uint32]*rstream{}, sendWin: initialWindow, recvWin: relayConnWindow,
+		peerInitWin: initialWindow, done: make(chan struct{}),
+	}
+	if !h.relayAdd(cc) {
+		_ = c.Close()
+		return
+	}
+	defer h.relayDel(cc)
+	cc.serve()
+}
+
+func (cc *cconn) serve() {
+	defer close(cc.done)
+	defer cc.h.flushDirty()
+	defer cc.teardown()
+	var preface [len(ClientPreface)]byte
+	_ = cc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(cc.br, preface[:]); err != nil || string(preface[:]) != ClientPreface {
+		return
+	}
+	_ = cc.nc.SetReadDeadline(time.Time{})
+	fr := http2.NewFramer(cc.cw, cc.br)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.MaxHeaderListSize = relayMaxHeaderList
+	fr.SetReuseFrames()
+	cc.mu.Lock()
+	cc.out = newFrameOut(fr)
+	_ = fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: cc.h.cfg.MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: relayStreamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
+	)
+	_ = fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
+	cc.armIdle()
+	cc.mu.Unlock()
+	firstFrame := true
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			var ce http2.ConnectionError
+			switch {
+			case errors.As(err, &se):
+				cc.mu.Lock()
+				if se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
+					cc.maxSeen = se.StreamID // a malformed request still uses its id
+				}
+				if s := cc.streams[se.StreamID]; s != nil {
+					s.clientReset()
+				}
+				_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
+				cc.mu.Unlock()
+				continue
+			case errors.As(err, &ce):
+				detail := "frame error"
+				if d := fr.ErrorDetail(); d != nil {
+					detail = d.Error()
+				}
+				cc.goAway(http2.ErrCode(ce), detail)
+			case errors.Is(err, http2.ErrFrameTooLarge):
+				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
+			}
+			return
+		}
+		if firstFrame {
+			firstFrame = false
+			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+				cc.goAway(http2.ErrCodeProtocol, "the client preface is not followed by SETTINGS")
+				return
+			}
+		}
+		if !cc.frame(f) {
+			return
+		}
+		if cc.br.Buffered() == 0 {
+			cc.h.flushDirty() // before the reader sleeps
+		}
+	}
+}
+
+// goAway ends the connection with a GOAWAY naming the error.
+func (cc *cconn) goAway(code http2.ErrCode, debug string) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.out != nil {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, code, []byte(debug))
+	}
+}
+
+// frame handles one frame from the client; false ends the connection.
+func (cc *cconn) frame(f http2.Frame) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return true
+		}
+		err := f.ForeachSetting(func(s http2.Setting) error {
+			if err := s.Valid(); err != nil {
+				return err
+			}
+			switch s.ID {
+			case http2.SettingInitialWindowSize:
+				delta := int64(s.Val) - cc.peerInitWin
+				cc.peerInitWin = int64(s.Val)
+				for _, st := range cc.streams {
+					st.sendWin += delta
+					if st.sendWin > maxWindow {
+						return http2.ConnectionError(http2.ErrCodeFlowControl)
+					}
+				}
+				if delta > 0 {
+					cc.flushAll()
+				}
+			case http2.SettingMaxFrameSize:
+				cc.out.maxFrame = s.Val
+			case http2.SettingHeaderTableSize:
+				cc.out.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			case http2.SettingMaxHeaderListSize:
+				cc.out.maxList = s.Val
+			}
+			return nil
+		})
+		if err != nil {
+			code := http2.ErrCodeProtocol
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				code = http2.ErrCode(ce)
+			}
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, code, []byte("bad SETTINGS: "+err.Error()))
+			return false
+		}
+		_ = cc.out.fr.WriteSettingsAck()
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			_ = cc.out.fr.WritePing(true, f.Data)
+		}
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			cc.sendWin += int64(f.Increment)
+			if cc.sendWin > maxWindow {
+				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("connection window over 2^31-1"))
+				return false
+			}
+			cc.flushAll()
+			return true
+		}
+		if s := cc.streams[f.StreamID]; s != nil {
+			s.sendWin += int64(f.Increment)
+			if s.sendWin > maxWindow {
+				s.clientReset()
+				_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
+				return true
+			}
+			s.flushOut()
+		}
+	case *http2.MetaHeadersFrame:
+		return cc.onHeaders(f)
+	case *http2.DataFrame:
+		return cc.onData(f)
+	case *http2.RSTStreamFrame:
+		if s := cc.streams[f.StreamID]; s != nil {
+			s.clientReset()
+		}
+	case *http2.GoAwayFrame:
+		cc.goingAway = true
+	case *http2.PushPromiseFrame:
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("PUSH_PROMISE from a client"))
+		return false
+	case *http2.PriorityFrame:
+		// Ignored (RFC 9113 5.3.2: priority signals are advisory).
+	}
+	return true
+}
+
+// connSpecific are the fields RFC 9113 8.2.2 forbids (connection-specific).
+var connSpecific = map[string]bool{"connection": true, "proxy-connection": true, "keep-alive": true, "transfer-encoding": true, "upgrade": true}
+
+// badRequestFields reports why a request's header list is malformed, ""
+// when it is not: the pseudo-headers a request needs, no
+// connection-specific fields, TE only "trailers" (lower case and
+// pseudo-headers first are the Framer's checks).
+func badRequestFields(f *http2.MetaHeadersFrame) string {
+	method := f.PseudoValue("method")
+	if method == "" || f.PseudoValue("path") == "" || f.PseudoValue("scheme") == "" {
+		if method != "CONNECT" {
+			return "request without :method, :scheme or :path"
+		}
+	}
+	if f.PseudoValue("status") != "" {
+		return ":status in a request"
+	}
+	for _, hf := range f.RegularFields() {
+		if connSpecific[hf.Name] {
+			return "connection-specific field " + hf.Name
+		}
+		if hf.Name == "te" && hf.Value != "trailers" {
+			return `te other than "trailers"`
+		}
+	}
+	return ""
+}
+
+func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
+	id := f.StreamID
+	if s := cc.streams[id]; s != nil {
+		// Trailers of the request.
+		if !f.StreamEnded() || s.reqEnd || len(f.PseudoFields()) > 0 {
+			s.clientReset()
+			_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+			return true
+		}
+		s.onRequestTrailers(f.RegularFields())
+		return true
+	}
+	if id%2 == 0 {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
+		return false
+	}
+	if id <= cc.maxSeen {
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
+		return true
+	}
+	cc.maxSeen = id
+	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams {
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		return true
+	}
+	if f.Truncated {
+		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "431"}}, nil, nil, false)
+		return true
+	}
+	if why := badRequestFields(f); why != "" {
+		cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+		return true
+	}
+	if f.PseudoValue("method") == "CONNECT" {
+		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
+		return true
+	}
+	cc.stopIdle()
+	s := newStream(cc, f)
+	cc.streams[id] = s
+	s.start()
+	return true
+}
+
+func (cc *cconn) onData(f *http2.DataFrame) bool {
+	n := int64(f.Length) // padding included: it counts against the windows
+	cc.recvWin -= n
+	if cc.recvWin < 0 {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("DATA beyond the connection window"))
+		return false
+	}
+	s := cc.streams[f.StreamID]
+	if s == nil {
+		if f.StreamID > cc.maxSeen {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("DATA on an idle stream"))
+			return false
+		}
+		cc.creditConn(n)
+		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
+		return true
+	}
+	if s.reqEnd {
+		cc.creditConn(n)
+		s.clientReset()
+		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
+		return true
+	}
+	s.recvWin -= n
+	if s.recvWin < 0 {
+		cc.creditConn(n)
+		s.clientReset()
+		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
+		return true
+	}
+	data := f.Data()
+	if pad := n - int64(len(data)); pad > 0 {
+		s.credit(pad)
+	}
+	s.onRequestData(data, f.StreamEnded())
+	return true
+}
+
+// creditConn gives the client back n bytes of connection window, in
+// WINDOW_UPDATEs of at least a quarter of it; mu held.
+func (cc *cconn) creditConn(n int64) {
+	cc.recvPending += n
+	if cc.recvPending >= relayConnWindow/4 {
+		_ = cc.out.fr.WriteWindowUpdate(0, uint32(cc.recvPending))
+		cc.recvWin += cc.recvPending
+		cc.recvPending = 0
+	}
+}
+
+// flushAll writes what the streams held back for the connection window; mu held.
+func (cc *cconn) flushAll() {
+	b := cc.blocked
+	cc.blocked = nil
+	for _, s := range b {
+		s.connBlocked = false
+		s.flushOut()
+	}
+}
+
+// removeStream forgets a finished stream; mu held.
+func (cc *cconn) removeStream(s *rstream) {
+	if cc.streams[s.id] != s {
+		return
+	}
+	delete(cc.streams, s.id)
+	if len(cc.streams) == 0 {
+		if cc.goingAway && cc.h.closing.Load() {
+			// Shutdown: the last stream ended, so does the connection.
+			cc.stopReader()
+			return
+		}
+		cc.armIdle()
+	}
+}
+
+// armIdle closes the connection (GOAWAY) after IdleTimeout without a
+// stream; mu held.
+func (cc *cconn) armIdle() {
+	if cc.idle != nil {
+		cc.idle.Reset(cc.h.cfg.IdleTimeout)
+		return
+	}
+	cc.idle = time.AfterFunc(cc.h.cfg.IdleTimeout, func() {
+		cc.mu.Lock()
+		if len(cc.streams) == 0 && !cc.closed {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("idle"))
+			cc.stopReader()
+		}
+		cc.mu.Unlock()
+	})
+}
+
+func (cc *cconn) stopIdle() {
+	if cc.idle != nil {
+		cc.idle.Stop()
+	}
+}
+
+// shutdown sends GOAWAY: no new streams, the open ones finish.
+func (cc *cconn) shutdown() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.out == nil || cc.closed {
+		return
+	}
+	cc.goingAway = true
+	_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("shutting down"))
+	if len(cc.streams) == 0 {
+		cc.stopReader()
+	}
+}
+
+// stopReader makes the reader goroutine end the connection (teardown
+// closes it: only that goroutine does, before ServeConn returns); mu held,
+// the connection not torn down yet.
+func (cc *cconn) stopReader() {
+	_ = cc.nc.SetReadDeadline(time.Now())
+}
+
+// teardown ends every stream of a connection that is gone and closes it.
+func (cc *cconn) teardown() {
+	cc.mu.Lock()
+	cc.closed = true
+	for _, s := range cc.streams {
+		s.clientReset()
+	}
+	cc.stopIdle() // after the streams: the last one's end re-arms it
+	cc.mu.Unlock()
+	_ = cc.cw.Close()
+}
+
+// relayAdd registers a client connection (Shutdown's GOAWAY reaches it).
+func (h *Handler) relayAdd(cc *cconn) bool {
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
+	if h.closing.Load() {
+		return false
+	}
+	if h.rconns == nil {
+		h.rconns = map[*cconn]struct{}{}
+	}
+	h.rconns[cc] = struct{}{}
+	return true
+}
+
+func (h *Handler) relayDel(cc *cconn) {
+	h.rmu.Lock()
+	delete(h.rconns, cc)
+	h.rmu.Unlock()
+}
+
+// relayShutdown sends GOAWAY on every relayed client connection and waits
+// for them to end until done is closed, then closes what is left.
+func (h *Handler) relayShutdown(done <-chan struct{}) {
+	h.rmu.Lock()
+	conns := make([]*cconn, 0, len(h.rconns))
+	for cc := range h.rconns {
+		conns = append(conns, cc)
+	}
+	h.rmu.Unlock()
+	for _, cc := range conns {
+		cc.shutdown()
+	}
+	h.flushDirty()
+	for _, cc := range conns {
+		select {
+		case <-cc.done:
+		case <-done:
+			cc.mu.Lock()
+			if !cc.closed {
+				cc.stopReader()
+			}
+			cc.mu.Unlock()
+			<-cc.done
+		}
+	}
+	h.relayClosePools()
+}
+
+// hostField is the request's Host field, for requests without :authority.
+func hostField(fields []hpack.HeaderField) string {
+	for _, f := range fields {
+		if f.Name == "host" {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// grpcContentType reports whether a content-type is gRPC's.
+func grpcContentType(ct string) bool {
+	return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;")
+}

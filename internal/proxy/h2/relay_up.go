@@ -1,0 +1,562 @@
+package h2
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// The frame relay's upstream side: per address a small pool of h2c
+// connections (prior knowledge), each with one reader goroutine that
+// hands frames to the attempts (relay_stream.go) they belong to.
+
+// upIdleTimeout closes an upstream connection without a stream that long.
+const upIdleTimeout = 90 * time.Second
+
+// errConnLost is an upstream connection that ended under a stream.
+var errConnLost = errors.New("retrycap-proxy: upstream connection lost")
+
+// rpool is one upstream address's connections.
+type rpool struct {
+	h    *Handler
+	addr string
+
+	mu      sync.Mutex
+	conns   []*upconn
+	dialing bool
+	waiters []*ratt // attempts waiting for a connection with room
+}
+
+func (h *Handler) relayPool(addr string) *rpool {
+	if v, ok := h.rpools.Load(addr); ok {
+		return v.(*rpool)
+	}
+	v, _ := h.rpools.LoadOrStore(addr, &rpool{h: h, addr: addr})
+	return v.(*rpool)
+}
+
+// acquire reserves a stream on a connection with room, or queues a for
+// the next one (dialing it); the caller holds a's client connection's mu.
+func (p *rpool) acquire(a *ratt) *upconn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, uc := range p.conns {
+		if uc.reserve() {
+			return uc
+		}
+	}
+	a.waiting = true
+	p.waiters = append(p.waiters, a)
+	if !p.dialing {
+		p.dialing = true
+		go p.dial()
+	}
+	return nil
+}
+
+// kick hands the waiting attempts another try (a connection got room),
+// from a goroutine of its own: the caller may hold a client connection's
+// mu, and the waiters take theirs.
+func (p *rpool) kick() {
+	p.mu.Lock()
+	ws := p.waiters
+	p.waiters = nil
+	p.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	go func() {
+		for _, a := range ws {
+			a.retryAcquire(nil)
+		}
+		p.h.flushDirty()
+	}()
+}
+
+func (p *rpool) dial() {
+	uc, err := p.h.dialUp(p)
+	p.mu.Lock()
+	p.dialing = false
+	if err == nil {
+		p.conns = append(p.conns, uc)
+	}
+	ws := p.waiters
+	p.waiters = nil
+	p.mu.Unlock()
+	if err == nil {
+		go uc.readLoop()
+	}
+	for _, a := range ws {
+		a.retryAcquire(err)
+	}
+	p.h.flushDirty()
+}
+
+func (p *rpool) remove(uc *upconn) {
+	p.mu.Lock()
+	for i, c := range p.conns {
+		if c == uc {
+			p.conns = append(p.conns[:i:i], p.conns[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+}
+
+// relayClosePools closes every upstream connection (Shutdown).
+func (h *Handler) relayClosePools() {
+	h.rpools.Range(func(_, v any) bool {
+		p := v.(*rpool)
+		p.mu.Lock()
+		conns := p.conns
+		p.conns = nil
+		p.mu.Unlock()
+		for _, uc := range conns {
+			_ = uc.cw.Close()
+		}
+		return true
+	})
+}
+
+// upconn is one h2c connection to an upstream.
+type upconn struct {
+	pool *rpool
+	nc   net.Conn
+	cw   *batchConn
+	br   *bufio.Reader
+	fr   *http2.Framer
+
+	// wmu serialises writes (and stream ids: a new stream's HEADERS go
+	// out in id order); never taken with mu held.
+	wmu    sync.Mutex
+	out    *frameOut
+	nextID uint32
+
+	mu          sync.Mutex
+	streams     map[uint32]*ratt
+	active      uint32 // reserved streams, sent or about to be
+	maxStreams  uint32 // the upstream's SETTINGS_MAX_CONCURRENT_STREAMS
+	sendWin     int64
+	recvWin     int64
+	recvPending int64
+	peerInitWin int64
+	blocked     []*ratt
+	goAway      bool
+	lastID      uint32 // GOAWAY's last-stream-id
+	closed      bool
+	idleGen     int
+}
+
+// dialUp opens an h2c connection with prior knowledge and reads the
+// upstream's SETTINGS (the first frame it must send) before any stream
+// goes on it, so its MAX_CONCURRENT_STREAMS is known; bounded by the
+// per-try timeout.
+func (h *Handler) dialUp(p *rpool) (*upconn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.PerTryTimeout)
+	defer cancel()
+	nc, err := h.cfg.Dial(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(nc, 16<<10), nextID: 1, streams: map[uint32]*ratt{},
+		maxStreams: 100, sendWin: initialWindow, recvWin: relayConnWindow, peerInitWin: initialWindow}
+	uc.fr = http2.NewFramer(uc.cw, uc.br)
+	uc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	uc.fr.MaxHeaderListSize = relayMaxHeaderList
+	uc.fr.SetReuseFrames()
+	uc.out = newFrameOut(uc.fr)
+	fail := func(err error) (*upconn, error) {
+		_ = uc.cw.Close()
+		return nil, &dialError{err}
+	}
+	if _, err := io.WriteString(uc.cw, ClientPreface); err != nil {
+		return fail(err)
+	}
+	_ = uc.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: relayStreamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
+	)
+	_ = uc.fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
+	if err := uc.cw.Flush(); err != nil {
+		return fail(err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetReadDeadline(dl)
+	}
+	f, err := uc.fr.ReadFrame()
+	_ = nc.SetReadDeadline(time.Time{})
+	if err != nil {
+		return fail(fmt.Errorf("h2c handshake: %w", err))
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok || sf.IsAck() {
+		return fail(fmt.Errorf("h2c handshake: first frame %v, not SETTINGS", f.Header().Type))
+	}
+	if err := uc.settings(sf); err != nil {
+		return fail(fmt.Errorf("h2c handshake: %w", err))
+	}
+	return uc, nil
+}
+
+// reserve takes a stream slot if the connection has one.
+func (uc *upconn) reserve() bool {
+	uc.mu.Lock()
+	defer uc.mu.Unlock()
+	if uc.goAway || uc.closed || uc.active >= uc.maxStreams {
+		return false
+	}
+	uc.active++
+	uc.idleGen++
+	return true
+}
+
+// settings applies the upstream's SETTINGS and acknowledges them.
+func (uc *upconn) settings(sf *http2.SettingsFrame) error {
+	var grown []*ratt
+	var delta int64
+	more := false
+	err := sf.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingMaxConcurrentStreams:
+			uc.mu.Lock()
+			more = s.Val > uc.maxStreams
+			uc.maxStreams = s.Val
+			uc.mu.Unlock()
+		case http2.SettingInitialWindowSize:
+			uc.mu.Lock()
+			delta = int64(s.Val) - uc.peerInitWin
+			uc.peerInitWin = int64(s.Val)
+			for _, a := range uc.streams {
+				grown = append(grown, a)
+			}
+			uc.mu.Unlock()
+		case http2.SettingMaxFrameSize:
+			uc.wmu.Lock()
+			uc.out.maxFrame = s.Val
+			uc.wmu.Unlock()
+		case http2.SettingHeaderTableSize:
+			uc.wmu.Lock()
+			uc.out.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			uc.wmu.Unlock()
+		case http2.SettingMaxHeaderListSize:
+			uc.wmu.Lock()
+			uc.out.maxList = s.Val
+			uc.wmu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	uc.wmu.Lock()
+	_ = uc.fr.WriteSettingsAck()
+	uc.wmu.Unlock()
+	for _, a := range grown {
+		a.windowUpdate(uc, delta)
+	}
+	if more {
+		uc.pool.kick()
+	}
+	return nil
+}
+
+func (uc *upconn) lookup(id uint32) *ratt {
+	uc.mu.Lock()
+	a := uc.streams[id]
+	uc.mu.Unlock()
+	return a
+}
+
+// readLoop is the connection's reader goroutine.
+func (uc *upconn) readLoop() {
+	var err error
+	for {
+		var f http2.Frame
+		f, err = uc.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				// A malformed answer on one stream: it is reset.
+				if a := uc.lookup(se.StreamID); a != nil {
+					a.upstreamReset(se.Code, err)
+				}
+				uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(se.StreamID, se.Code) })
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCode(ce), []byte("retrycap-proxy: bad frame")) })
+			}
+			break
+		}
+		if !uc.frame(f) {
+			break
+		}
+		if uc.br.Buffered() == 0 {
+			uc.pool.h.flushDirty() // before the reader sleeps
+		}
+	}
+	uc.lost(err)
+	uc.pool.h.flushDirty()
+}
+
+func (uc *upconn) write(fn func(fr *http2.Framer)) {
+	uc.wmu.Lock()
+	fn(uc.fr)
+	uc.wmu.Unlock()
+}
+
+func (uc *upconn) frame(f http2.Frame) bool {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			if err := uc.settings(f); err != nil {
+				uc.write(func(fr *http2.Framer) {
+					_ = fr.WriteGoAway(0, http2.ErrCodeProtocol, []byte("bad SETTINGS: "+err.Error()))
+				})
+				return false
+			}
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			data := f.Data
+			uc.write(func(fr *http2.Framer) { _ = fr.WritePing(true, data) })
+		}
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			uc.mu.Lock()
+			uc.sendWin += int64(f.Increment)
+			over := uc.sendWin > maxWindow
+			b := uc.blocked
+			uc.blocked = nil
+			for _, a := range b {
+				a.blocked = false
+			}
+			uc.mu.Unlock()
+			if over {
+				uc.write(func(fr *http2.Framer) {
+					_ = fr.WriteGoAway(0, http2.ErrCodeFlowControl, []byte("connection window over 2^31-1"))
+				})
+				return false
+			}
+			for _, a := range b {
+				a.windowUpdate(uc, 0)
+			}
+			return true
+		}
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.windowUpdate(uc, int64(f.Increment))
+		}
+	case *http2.MetaHeadersFrame:
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.onHeaders(f)
+		}
+	case *http2.DataFrame:
+		n := int64(f.Length)
+		uc.mu.Lock()
+		uc.recvWin -= n
+		over := uc.recvWin < 0
+		uc.mu.Unlock()
+		if over {
+			uc.write(func(fr *http2.Framer) {
+				_ = fr.WriteGoAway(0, http2.ErrCodeFlowControl, []byte("DATA beyond the connection window"))
+			})
+			return false
+		}
+		a := uc.lookup(f.StreamID)
+		if a == nil {
+			uc.credit(n)
+			return true
+		}
+		a.onData(f)
+	case *http2.RSTStreamFrame:
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.upstreamReset(f.ErrCode, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
+		}
+	case *http2.GoAwayFrame:
+		uc.mu.Lock()
+		uc.goAway, uc.lastID = true, f.LastStreamID
+		var unprocessed []*ratt
+		for id, a := range uc.streams {
+			if id > f.LastStreamID {
+				unprocessed = append(unprocessed, a)
+			}
+		}
+		empty := len(uc.streams) == len(unprocessed)
+		uc.mu.Unlock()
+		uc.pool.remove(uc)
+		for _, a := range unprocessed {
+			a.unprocessed(uc, errors.New("retrycap-proxy: upstream sent GOAWAY below the stream"))
+		}
+		if empty {
+			return false
+		}
+	case *http2.PushPromiseFrame:
+		uc.write(func(fr *http2.Framer) {
+			_ = fr.WriteGoAway(0, http2.ErrCodeProtocol, []byte("PUSH_PROMISE with push disabled"))
+		})
+		return false
+	}
+	return true
+}
+
+// lost ends the connection: the streams on it fail (or, those above a
+// GOAWAY's last-stream-id, were never processed and go elsewhere).
+func (uc *upconn) lost(err error) {
+	uc.pool.remove(uc)
+	uc.mu.Lock()
+	uc.closed = true
+	streams := uc.streams
+	uc.streams = map[uint32]*ratt{}
+	goAway, last := uc.goAway, uc.lastID
+	uc.mu.Unlock()
+	_ = uc.cw.Close()
+	if err == nil || errors.Is(err, io.EOF) {
+		err = errConnLost
+	} else {
+		err = fmt.Errorf("%w: %w", errConnLost, err)
+	}
+	for id, a := range streams {
+		if goAway && id > last {
+			a.unprocessed(uc, err)
+			continue
+		}
+		a.connLost(uc, err)
+	}
+}
+
+// open registers a's stream under a new id and writes its HEADERS (the
+// slot was reserved); false if the connection closed meanwhile.
+func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end bool) (bool, error) {
+	uc.wmu.Lock()
+	defer uc.wmu.Unlock()
+	if uc.out.maxList != 0 && listSize(pseudo, fields, extra) > uc.out.maxList {
+		uc.unreserveLocked()
+		return true, errors.New("retrycap-proxy: request header list larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE")
+	}
+	id := uc.nextID
+	uc.mu.Lock()
+	if uc.closed {
+		uc.mu.Unlock()
+		return false, nil
+	}
+	uc.nextID += 2
+	uc.streams[id] = a
+	a.uc, a.id = uc, id
+	a.sendWin = uc.peerInitWin
+	uc.mu.Unlock()
+	_ = uc.out.headers(id, end, pseudo, fields, extra, true)
+	return true, nil
+}
+
+// unreserveLocked gives back a slot reserved for a stream that was never
+// opened; wmu held.
+func (uc *upconn) unreserveLocked() {
+	uc.mu.Lock()
+	uc.active--
+	uc.armIdleLocked()
+	uc.mu.Unlock()
+}
+
+// close forgets stream a (reset with code unless ok) and frees its slot.
+func (uc *upconn) close(a *ratt, rst bool, code http2.ErrCode, uncredited int64) {
+	uc.mu.Lock()
+	if uc.streams[a.id] == a {
+		delete(uc.streams, a.id)
+	} else {
+		rst = false // the connection is gone or the stream was never there
+	}
+	uc.active--
+	full := uc.active+1 == uc.maxStreams
+	if a.blocked {
+		for i, b := range uc.blocked {
+			if b == a {
+				uc.blocked = append(uc.blocked[:i:i], uc.blocked[i+1:]...)
+				break
+			}
+		}
+		a.blocked = false
+	}
+	drained := uc.goAway && len(uc.streams) == 0
+	uc.armIdleLocked()
+	uc.mu.Unlock()
+	if rst {
+		id := a.id
+		uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(id, code) })
+	}
+	if uncredited > 0 {
+		uc.credit(uncredited)
+	}
+	if drained {
+		_ = uc.cw.Close()
+	}
+	if full {
+		uc.pool.kick()
+	}
+}
+
+// armIdleLocked closes the connection once it had no stream for
+// upIdleTimeout; mu held.
+func (uc *upconn) armIdleLocked() {
+	if uc.active != 0 || uc.closed {
+		return
+	}
+	uc.idleGen++
+	gen := uc.idleGen
+	time.AfterFunc(upIdleTimeout, func() {
+		uc.mu.Lock()
+		idle := uc.idleGen == gen && uc.active == 0 && !uc.closed
+		uc.mu.Unlock()
+		if idle {
+			uc.pool.remove(uc)
+			uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCodeNo, []byte("idle")) })
+			_ = uc.cw.Close()
+		}
+	})
+}
+
+// takeWindow takes up to want bytes of connection window for a (whose
+// stream window is the caller's, under its client connection's mu);
+// with none left a waits in blocked for the next WINDOW_UPDATE.
+func (uc *upconn) takeWindow(a *ratt, want int64) int64 {
+	uc.mu.Lock()
+	defer uc.mu.Unlock()
+	n := min(want, uc.sendWin)
+	if n <= 0 {
+		if !a.blocked {
+			a.blocked = true
+			uc.blocked = append(uc.blocked, a)
+		}
+		return 0
+	}
+	uc.sendWin -= n
+	return n
+}
+
+// credit gives the upstream back n bytes of connection window, in
+// WINDOW_UPDATEs of at least a quarter of it.
+func (uc *upconn) credit(n int64) {
+	uc.mu.Lock()
+	uc.recvPending += n
+	send := uc.recvPending
+	if send < relayConnWindow/4 {
+		uc.mu.Unlock()
+		return
+	}
+	uc.recvPending = 0
+	uc.recvWin += send
+	uc.mu.Unlock()
+	uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(0, uint32(send)) })
+}
