@@ -60,6 +60,8 @@ type Exchange struct {
 	// respScanned says it is there.
 	respSeen    Seen
 	respScanned bool
+	// reqSeen is the request's names (Begin's seen), for the access log's lookups.
+	reqSeen Seen
 }
 
 // Begin reads the request's headers (chain budget, hop-by-hop headers,
@@ -68,7 +70,7 @@ type Exchange struct {
 // already answered in resp without an attempt (the key's chain budget is
 // spent). up is nil for a host no --upstreams entry names.
 func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp *fasthttp.Response, seen Seen, sc *Scratch) bool {
-	*x = Exchange{f: f, req: req, resp: resp, sc: sc, counted: true}
+	*x = Exchange{f: f, req: req, resp: resp, sc: sc, counted: true, reqSeen: seen}
 	f.M.InFlight.Add(1)
 	known := up != nil
 	if !known {
