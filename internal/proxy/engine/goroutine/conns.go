@@ -107,14 +107,16 @@ func (l *pauseListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			l.pause.Resumed()
 			if l.f.Reserve.Missing() && !l.f.Reserve.Take() {
 				// The admin port's spare descriptor was taken meanwhile:
-				// this connection's goes back to it.
+				// this connection's goes back to it. Not a resume: the
+				// pause goes on growing (reset, it had this accept retry
+				// every 10 ms, each time in the admin port's way).
 				_ = c.Close()
 				l.f.Reserve.Take()
 				continue
 			}
+			l.pause.Resumed()
 			// Read through the pre-parser (preparse.go), as every
 			// connection the engine serves.
 			return newHeadConn(c), nil
