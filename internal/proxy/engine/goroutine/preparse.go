@@ -70,7 +70,7 @@ type headConn struct {
 	// trailerRefused: the refusal was of trailers, answered by the
 	// server's error handler.
 	trailerRefused bool
-	hp      *headParse
+	hp             *headParse
 }
 
 type scanState uint8
