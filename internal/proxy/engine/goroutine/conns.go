@@ -52,7 +52,7 @@ func (u *upConn) Read(p []byte) (int, error) {
 }
 
 func (u *upConn) peek(fd uintptr) bool {
-	n, _, err := unix.Recvfrom(int(fd), u.peekBuf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT) //nolint:gosec // a descriptor
+	n, err := peekByte(fd, &u.peekBuf)
 	// Anything but "nothing to read yet" means the connection is not an
 	// idle keep-alive one any more: EOF (n == 0), a reset, or stray bytes.
 	u.closedPeek = !errors.Is(err, unix.EAGAIN) || n > 0
