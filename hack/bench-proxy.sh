@@ -43,6 +43,9 @@
 #                                            "retrycap-log", "haproxy-log")
 #   OPEN_LOOP=0                              skip the open-loop load (quick A/B runs)
 #   PROXY_BIN=path                           a prebuilt retrycap-proxy to run instead
+#   PROXY_BIN_B=path                         a second prebuilt retrycap-proxy, contender "retrycap-b"
+#                                            (event loops, access log not set: an older build works),
+#                                            to A/B two builds in the same run against the same anchor
 set -euo pipefail
 
 # On a shared machine other work skews every figure. With autogroup
@@ -71,7 +74,7 @@ RATE=${RATE:-2000}
 OL_CONNS=${OL_CONNS:-16}
 CONTENDERS=${CONTENDERS:-retrycap bare haproxy nginx}
 OPEN_LOOP=${OPEN_LOOP:-1}
-BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 RCLOG_PORT=18087 HALOG_PORT=18088 ADMIN_PORT=18091
+BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 RCLOG_PORT=18087 HALOG_PORT=18088 RCB_PORT=18089 ADMIN_PORT=18091
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/bench-proxy.XXXXXX)
@@ -94,6 +97,7 @@ fi
 echo "building retrycap-proxy" >&2
 (cd "$root" && go build -o "$work/retrycap-proxy" ./cmd/retrycap-proxy && go build -o "$work/loadgen" ./hack/loadgen && go build -o "$work/bareproxy" ./hack/loadgen/bareproxy)
 [ -n "${PROXY_BIN:-}" ] && cp "$PROXY_BIN" "$work/retrycap-proxy"
+[ -n "${PROXY_BIN_B:-}" ] && cp "$PROXY_BIN_B" "$work/retrycap-proxy-b"
 case " $CONTENDERS " in *" gnet "*) (cd "$root/hack/gnetprobe" && go build -o "$work/gnetprobe" .) ;; esac
 
 userline=""
@@ -245,6 +249,16 @@ run_contender() { # name procs
 		kill -TERM $rp
 		wait $rp || true
 		rm -f "$work/retrycap-access.log"
+		;;
+	retrycap-b)
+		GOMAXPROCS=$2 "$work/retrycap-proxy-b" --listen 127.0.0.1:$RCB_PORT --admin 127.0.0.1:$ADMIN_PORT \
+			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 >/dev/null 2>"$work/$1.err" &
+		local rbp=$!
+		pids+=($rbp)
+		wait_port $RCB_PORT
+		bench "$1/p$2" $RCB_PORT forward $rbp | tee -a "$work/results.txt"
+		kill -TERM $rbp
+		wait $rbp || true
 		;;
 	haproxy-log)
 		haproxy -f "$work/haproxy-log.cfg" -db >"$work/haproxy-access.log" 2>"$work/haproxy-log.err" &

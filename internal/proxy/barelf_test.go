@@ -19,7 +19,8 @@ import (
 // (the goroutine engine's pre-parser, headConn, answers those). The
 // head timeout is a minute, and every read here has 5 seconds: a head left
 // waiting fails the test. Bytes that only look like such a head inside a
-// body are a body, forwarded.
+// body are a body, forwarded. A bare LF in a chunked request's trailer
+// section is refused alike, the request not forwarded.
 func TestFramingBareLFRefusedOnEveryPath(t *testing.T) {
 	b := newFrBackend(t, nil)
 	p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4", "--http-request-timeout", "1m")
@@ -37,6 +38,12 @@ func TestFramingBareLFRefusedOnEveryPath(t *testing.T) {
 	chunkedPost := "POST http://backend/c HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked("GET /x HTTP/1.1\nHost: x\n\n")
 	lengthPost := "POST http://backend/l HTTP/1.1\r\nHost: backend\r\nContent-Length: 25\r\n\r\nGET /y HTTP/1.1\nHost: y\n\n"
 	expect := "POST http://backend/e HTTP/1.1\r\nHost: backend\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"
+	// Chunked requests whose trailer section has a bare LF (the loop hands
+	// every chunked request off; the pre-parser refuses these).
+	chunkedHead := "POST http://backend/t HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n"
+	lfTrailer := chunkedHead + "2\r\nhi\r\n0\r\nX-T: 1\n\r\n"
+	lfTrailerEnd := chunkedHead + "2\r\nhi\r\n0\r\nX-T: 1\r\n\n"
+	lfNoTrailer := chunkedHead + "2\r\nhi\r\n0\r\n\n"
 	for _, c := range []struct {
 		name string
 		// sends, each written once the answers to the one before are read
@@ -60,6 +67,13 @@ func TestFramingBareLFRefusedOnEveryPath(t *testing.T) {
 		{"after Expect (handed off by the loop)", []string{expect, get, lfEnd}, []int{1, 1, 0}, "HTTP/1.1 100 Continue\r\n\r\n" + ok + ok + refusal, []string{"/e", "/ok"}},
 		{"after a head sent in pieces", []string{"GET http://backend/ok HTTP/1.1\r\nHo", "st: backend\r\n\r\n", lfLine}, []int{0, 1, 0}, ok + refusal, []string{"/ok"}},
 		{"a head sent in pieces", []string{get, "GET http://backend/lf HTTP/1.1\r\nHost: backend\r", "\n\n"}, []int{1, 0, 0}, ok + refusal, []string{"/ok"}},
+		{"chunked trailer field", []string{lfTrailer}, []int{0}, refusal, nil},
+		{"chunked trailers' empty line", []string{lfTrailerEnd}, []int{0}, refusal, nil},
+		{"chunked, no trailer field", []string{lfNoTrailer}, []int{0}, refusal, nil},
+		{"chunked trailer, head first", []string{chunkedHead, "2\r\nhi\r\n0\r\nX-T: 1\n\r\n"}, []int{0, 0}, refusal, nil},
+		{"chunked trailer in pieces", []string{chunkedHead + "2\r\nhi\r\n0\r\nX-T: 1\n", "X-U: 2\r\n\r\n"}, []int{0, 0}, refusal, nil},
+		{"chunked trailer, keep-alive", []string{get, lfTrailer}, []int{1, 0}, ok + refusal, []string{"/ok"}},
+		{"chunked trailer, pipelined", []string{get + chunkedPost + lfTrailer}, []int{0}, ok + ok + refusal, []string{"/ok", "/c"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, before := b.received()

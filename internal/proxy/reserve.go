@@ -25,7 +25,7 @@ func newReserveListener(ln net.Listener, r *forward.Reserve) *reserveListener {
 }
 
 func (l *reserveListener) Accept() (net.Conn, error) {
-	wait := 5 * time.Millisecond
+	wait := reserveWaitMin
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
@@ -38,12 +38,30 @@ func (l *reserveListener) Accept() (net.Conn, error) {
 			if c, err = l.Listener.Accept(); err == nil {
 				return &spareConn{Conn: c, r: l.r}, nil
 			}
+			// The data path's accept took the descriptor freed for this
+			// one (it gives it back at once, forward.Reserve), or the
+			// connection went: try again soon.
 			l.r.Take()
+		} else if l.r.Take() {
+			// The spare was missing and a descriptor is free again: the
+			// admin port has its spare back before the data path takes it.
+			continue
 		}
+		// The pause stays short: a spare lost to the data path comes back
+		// within its accept's close, and the admin port is what a kubelet
+		// probes (a 1 s backoff after a few lost rounds took /healthz past
+		// a 5 s probe timeout under load: TestDescriptorExhaustion).
 		time.Sleep(wait)
-		wait = min(2*wait, time.Second)
+		wait = min(2*wait, reserveWaitMax)
 	}
 }
+
+// The admin listener's wait between accepts while descriptors are
+// exhausted and its spare is out (at most 20 wake-ups a second).
+const (
+	reserveWaitMin = time.Millisecond
+	reserveWaitMax = 50 * time.Millisecond
+)
 
 func (l *reserveListener) Close() error {
 	l.r.Close()

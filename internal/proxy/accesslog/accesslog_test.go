@@ -46,6 +46,38 @@ func TestLineRoundTrip(t *testing.T) {
 	}
 }
 
+// The writer formats a line's date and time of day once per second: its lines are
+// AppendLine's, within a second, across a change of second, day and year, and back.
+func TestWriterTimePrefix(t *testing.T) {
+	var out syncBuffer
+	w := New("order", &out, 16)
+	base := time.Date(2026, 12, 31, 23, 59, 59, 999998000, time.UTC).UnixNano()
+	offsets := []int64{0, 1000, 2000, 3000, 1e9, 1e9 + 5000, -2e9, 0}
+	var want []byte
+	for i, d := range offsets {
+		e := w.Begin()
+		if e == nil {
+			t.Fatal("ring full")
+		}
+		fill(e, i+1)
+		e.TimeNanos = base + d
+		want = AppendLine(want, "order", &e.Record)
+		w.Commit(e)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != string(want) {
+		t.Fatalf("writer wrote\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(string(want), `"time":"2027-01-01T00:00:00.000000Z"`) {
+		t.Fatalf("the offsets miss the change of year:\n%s", want)
+	}
+	if w.Written() != uint64(len(offsets)) {
+		t.Fatalf("Written %d, want %d", w.Written(), len(offsets))
+	}
+}
+
 func TestPathOf(t *testing.T) {
 	for in, want := range map[string]string{"http://order/buy?x=1": "/buy", "/buy?x": "/buy", "/a#f": "/a",
 		"http://order": "/", "http://order?x": "/", "*": "*", "https://h:1/p/q": "/p/q"} {

@@ -46,7 +46,12 @@ type Writer struct {
 	written atomic.Uint64
 	errors  atomic.Uint64
 
-	buf []byte // the consumer's
+	buf   []byte // the consumer's
+	lines uint64 // lines in buf
+	// The consumer's clock prefix: the line time's "2006-01-02T15:04:05." for the Unix second
+	// sec, formatted once per second rather than once per line.
+	sec    int64
+	prefix []byte
 }
 
 // New returns a writer of service's attempts to out with a ring of slots entries (rounded up
@@ -194,7 +199,8 @@ func (w *Writer) drainOne() bool {
 	if s.seq.Load() != w.tail+1 {
 		return false
 	}
-	w.buf = AppendLine(w.buf, w.service, &s.Record)
+	w.buf = w.appendLine(w.buf, &s.Record)
+	w.lines++
 	s.seq.Store(w.tail + w.mask + 1)
 	w.tail++
 	return true
@@ -204,18 +210,12 @@ func (w *Writer) flush() {
 	if len(w.buf) == 0 {
 		return
 	}
-	lines := uint64(0)
-	for _, c := range w.buf {
-		if c == '\n' {
-			lines++
-		}
-	}
 	if _, err := w.out.Write(w.buf); err != nil {
 		w.errors.Add(1)
 	} else {
-		w.written.Add(lines)
+		w.written.Add(w.lines)
 	}
-	w.buf = w.buf[:0]
+	w.buf, w.lines = w.buf[:0], 0
 }
 
 // AppendLine appends r as one JSON line:
@@ -231,6 +231,29 @@ func (w *Writer) flush() {
 func AppendLine(b []byte, service string, r *Record) []byte {
 	b = append(b, `{"log":"`+Marker+`","time":"`...)
 	b = appendTime(b, r.TimeNanos)
+	return appendFields(b, service, r)
+}
+
+// appendLine is AppendLine with the writer's clock prefix: the date and the time of day are
+// formatted when the second changes, the microseconds per line.
+func (w *Writer) appendLine(b []byte, r *Record) []byte {
+	b = append(b, `{"log":"`+Marker+`","time":"`...)
+	sec, ns := r.TimeNanos/1e9, r.TimeNanos%1e9
+	if ns < 0 {
+		sec, ns = sec-1, ns+1e9
+	}
+	if sec != w.sec || len(w.prefix) == 0 {
+		w.prefix = appendTime(w.prefix[:0], sec*1e9)
+		w.prefix = w.prefix[:len(w.prefix)-len("000000Z")]
+		w.sec = sec
+	}
+	b = append(b, w.prefix...)
+	b = appendMicros(b, int(ns/1000))
+	return appendFields(b, w.service, r)
+}
+
+// appendFields is a line after its time (from the time's closing quote).
+func appendFields(b []byte, service string, r *Record) []byte {
 	b = append(b, '"')
 	b = appendStr(b, "service", service)
 	b = appendStr(b, "upstream", r.Upstream)
@@ -307,7 +330,11 @@ func appendTime(b []byte, nanos int64) []byte {
 	b = append(b, ':')
 	b = append2(b, sec)
 	b = append(b, '.')
-	us := t.Nanosecond() / 1000
+	return appendMicros(b, t.Nanosecond()/1000)
+}
+
+// appendMicros ends a time with its microseconds: "000123Z".
+func appendMicros(b []byte, us int) []byte {
 	b = append2(b, us/10000)
 	b = append2(b, us/100%100)
 	b = append2(b, us%100)

@@ -46,8 +46,12 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	}
 	if o.Cond != policy.CondNone {
 		e.Error = o.Cond.String()
-	} else if g := x.resp.Header.PeekBytes(keyGRPCStatus); len(g) > 0 {
-		e.GRPCStatus = parseSmallInt(g)
+	} else if x.respSeen&seenGRPCStatus != 0 {
+		// Looked up only when the answer has the field (its scan in AfterAttempt): each
+		// lookup of an absent name costs a pass over the header.
+		if g := x.resp.Header.PeekBytes(keyGRPCStatus); len(g) > 0 {
+			e.GRPCStatus = parseSmallInt(g)
+		}
 	}
 	if !d.Retry && d.Reason != policy.ReasonNone {
 		e.Exhausted = d.Reason.String()
@@ -55,12 +59,16 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	e.SetMethod(req.Header.Method())
 	e.SetAuthority(req.Header.Host())
 	e.SetPath(req.Header.RequestURI())
-	e.SetTraceparent(req.Header.PeekBytes(keyTraceparent))
+	if x.reqSeen&seenTraceparent != 0 {
+		e.SetTraceparent(req.Header.PeekBytes(keyTraceparent))
+	}
 	e.SetKey(x.key)
-	e.SetRequestID(req.Header.PeekBytes(keyRequestID))
+	if x.reqSeen&seenRequestID != 0 {
+		e.SetRequestID(req.Header.PeekBytes(keyRequestID))
+	}
 	if x.hadBag {
 		e.SetStormOp(x.sc.bag)
-	} else {
+	} else if x.reqSeen&seenBaggage != 0 {
 		e.SetStormOp(req.Header.PeekBytes(keyBaggage))
 	}
 	w.Commit(e)

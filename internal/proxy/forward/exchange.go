@@ -55,6 +55,13 @@ type Exchange struct {
 	// came (no Date or Content-Type of the proxy's own), not one the proxy
 	// made (which carries the proxy's Date).
 	upstreamAnswer bool
+	// respSeen is ScanResponseHeaders of the answer in resp, from the
+	// AfterAttempt that judged it (finish strips by it: one scan per answer);
+	// respScanned says it is there.
+	respSeen    Seen
+	respScanned bool
+	// reqSeen is the request's names (Begin's seen), for the access log's lookups.
+	reqSeen Seen
 }
 
 // Begin reads the request's headers (chain budget, hop-by-hop headers,
@@ -63,7 +70,7 @@ type Exchange struct {
 // already answered in resp without an attempt (the key's chain budget is
 // spent). up is nil for a host no --upstreams entry names.
 func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp *fasthttp.Response, seen Seen, sc *Scratch) bool {
-	*x = Exchange{f: f, req: req, resp: resp, sc: sc, counted: true}
+	*x = Exchange{f: f, req: req, resp: resp, sc: sc, counted: true, reqSeen: seen}
 	f.M.InFlight.Add(1)
 	known := up != nil
 	if !known {
@@ -181,6 +188,7 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
 		Retryable: x.retryable, Remaining: time.Duration(x.deadline - now),
 	}
+	x.respScanned = false
 	if err != nil {
 		o.Cond = classify(err)
 		x.lastErr, x.lastCond = err, o.Cond
@@ -188,6 +196,7 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		x.lastErr, x.lastCond = nil, policy.CondNone
 		o.Status = resp.StatusCode()
 		seen := ScanResponseHeaders(&resp.Header)
+		x.respSeen, x.respScanned = seen, true
 		o.ExhaustedResp = seen&seenExhausted != 0 && len(resp.Header.Peek(policy.HeaderExhausted)) > 0
 		if (o.Status == 429 || o.Status == 503) && seen&seenRetryAfter != 0 {
 			o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
@@ -250,7 +259,13 @@ func (x *Exchange) finish() {
 	resp := x.resp
 	x.upstreamAnswer = true
 	resp.Header.SetNoDefaultContentType(true)
-	stripResponseHopByHop(&resp.Header, x.sc)
+	// The names seen when the answer was judged: what the exchange adds
+	// since (Retrycap-Exhausted) is no hop-by-hop field.
+	seen := x.respSeen
+	if !x.respScanned {
+		seen = ScanResponseHeaders(&resp.Header)
+	}
+	stripResponseHopByHopSeen(&resp.Header, seen, x.sc)
 	resp.Header.ResetConnectionClose()
 	// "A failed response" is any the client may want to retry: a 5xx, a 429 (Too Many
 	// Requests asks for exactly that) or a status --retry-on names.

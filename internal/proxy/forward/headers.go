@@ -43,6 +43,10 @@ const (
 	seenRetryAfter
 	SeenTransferEncoding
 	SeenExpect
+	// Read only for the access log.
+	seenTraceparent
+	seenRequestID
+	seenGRPCStatus
 
 	// SeenAll is every name: the answer when a pass cannot be sure.
 	SeenAll Seen = 1<<iota - 1
@@ -78,8 +82,17 @@ func nameBit(k []byte) Seen {
 			return seenKeepAlive
 		}
 	case 11:
-		if eq(headerRetryAfter) {
+		switch {
+		case eq(headerRetryAfter):
 			return seenRetryAfter
+		case eq("Traceparent"):
+			return seenTraceparent
+		case eq("Grpc-Status"):
+			return seenGRPCStatus
+		}
+	case 12:
+		if eq("X-Request-Id") {
+			return seenRequestID
 		}
 	case 15:
 		switch {

@@ -49,6 +49,12 @@ func TestSeenMatchesFullLookup(t *testing.T) {
 		"HTTP/1.1 503 Unavailable\r\nContent-Length: 2\r\nretrycap-exhausted: budget\r\nretry-after: 1\r\nProxy-Authenticate: x\r\nTe: y\r\n\r\nok",
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n2\r\nok\r\n0\r\nX-T: 1\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTrailer: X-T\r\n\r\nok",
+		// The Connection-only fast path (connectionOnlyAtEnd) and each case it leaves to the rebuild.
+		"HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Tue, 01 Dec 2026 15:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 2\r\nConnection: keep-alive\r\nconnection: close\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nX-A: 1\r\nX-A: 2\r\nX-B: 3\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nX-A: 1\r\nX-Hop: 2\r\nConnection: Keep-Alive, X-Hop\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nX-A: 1\r\nConnection: , close ,\r\nSet-Cookie: a=b\r\nContent-Length: 2\r\n\r\nok",
 	}
 	for _, raw := range responses {
 		var a, b fasthttp.Response
@@ -70,6 +76,29 @@ func TestSeenMatchesFullLookup(t *testing.T) {
 		stripResponseHopByHop(&b.Header, &Scratch{})
 		if ha, hb := a.Header.String(), b.Header.String(); ha != hb || a.Header.ConnectionClose() != b.Header.ConnectionClose() {
 			t.Errorf("%q: full lookup leaves\n%q, one pass\n%q", raw, ha, hb)
+		}
+	}
+}
+
+// Either path deletes the Connection field and moves nothing (the fields as All yields them:
+// the ones fasthttp keeps apart first).
+func TestStripResponseConnectionAtEnd(t *testing.T) {
+	for raw, want := range map[string]string{
+		"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 2\r\nX-A: 1\r\nX-A: 2\r\nConnection: keep-alive\r\n\r\nok": "Content-Length: 2\r\nServer: nginx\r\nX-A: 1\r\nX-A: 2\r\n",
+		"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nX-A: 1\r\nX-A: 2\r\nX-B: 3\r\nContent-Length: 2\r\n\r\nok":        "Content-Length: 2\r\nX-A: 1\r\nX-A: 2\r\nX-B: 3\r\n",
+	} {
+		var r fasthttp.Response
+		if err := r.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		r.Header.SetNoDefaultContentType(true)
+		stripResponseHopByHop(&r.Header, &Scratch{})
+		got := ""
+		for k, v := range r.Header.All() {
+			got += string(k) + ": " + string(v) + "\r\n"
+		}
+		if got != want {
+			t.Errorf("%q: got\n%q, want\n%q", raw, got, want)
 		}
 	}
 }

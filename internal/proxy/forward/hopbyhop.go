@@ -168,11 +168,62 @@ func stripResponseHopByHop(h *fasthttp.ResponseHeader, sc *Scratch) {
 }
 
 func stripResponseHopByHopSeen(h *fasthttp.ResponseHeader, seen Seen, sc *Scratch) {
-	if seen&(hopMask&^seenTrailer|SeenUpgrade) == 0 {
+	hops := seen & (hopMask&^seenTrailer | SeenUpgrade)
+	if hops == 0 {
+		return
+	}
+	if hops == seenConnection && connectionOnlyAtEnd(h) {
+		// The common answer (nginx, Node.js, most servers): its only
+		// hop-by-hop field is a Connection: keep-alive (or close), last.
+		// Del moves nothing into its place then; the snapshot and rebuild
+		// below cost ~4 % of the loop's CPU per request.
+		h.Del(hConnection)
 		return
 	}
 	nominated(h, seen, sc)
 	removeResponseFields(h, dropResponseHop, sc)
+}
+
+const hConnection = "Connection"
+
+// connectionOnlyAtEnd reports whether deleting h's Connection fields with
+// fasthttp's Del keeps every other field in its place and deletes all that
+// dropResponseHop would: each field of that name (spelt exactly so, as
+// Del's normalised key matches it) comes after every field of another name
+// in fasthttp's list, and names no field (only close and keep-alive tokens).
+func connectionOnlyAtEnd(h *fasthttp.ResponseHeader) bool {
+	conn := false
+	for k, v := range h.All() {
+		if len(k) != len(hConnection) || !bytes.EqualFold(k, []byte(hConnection)) {
+			if conn {
+				return false // a field after a Connection: Del would move it
+			}
+			continue
+		}
+		if string(k) != hConnection || !onlyConnectionTokens(v) {
+			return false
+		}
+		conn = true
+	}
+	return true
+}
+
+// onlyConnectionTokens: the Connection value v is a list of close and
+// keep-alive tokens (and empty elements) only.
+func onlyConnectionTokens(v []byte) bool {
+	for rest := v; len(rest) > 0; {
+		tok := rest
+		if i := bytes.IndexByte(rest, ','); i >= 0 {
+			tok, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		tok = trimSpace(tok)
+		if len(tok) > 0 && !bytes.EqualFold(tok, []byte("close")) && !bytes.EqualFold(tok, []byte("keep-alive")) {
+			return false
+		}
+	}
+	return true
 }
 
 // StripResponse cleans an upstream's answer as the exchange does (the

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,8 +36,12 @@ type Breaker struct {
 	openFor   int64
 	bucketNs  int64
 
-	mu       sync.Mutex
-	state    BreakerState
+	mu    sync.Mutex
+	state BreakerState
+	// open mirrors state != BreakerClosed (written under mu): Allow reads
+	// it without the lock, which every attempt of every event loop would
+	// otherwise take while the breaker is closed (nearly always).
+	open     atomic.Bool
 	until    int64 // end of the open period
 	probing  bool  // a half-open probe is in flight
 	head     int64
@@ -77,7 +82,7 @@ func (b *Breaker) advance(now int64) int {
 // attempt is the single half-open probe; the caller must then report its
 // outcome with Success or Failure (every allowed attempt should).
 func (b *Breaker) Allow(now int64) (ok, probe bool) {
-	if b.threshold <= 0 {
+	if b.threshold <= 0 || !b.open.Load() {
 		return true, false
 	}
 	b.mu.Lock()
@@ -90,6 +95,7 @@ func (b *Breaker) Allow(now int64) (ok, probe bool) {
 			return false, false
 		}
 		b.state = BreakerHalfOpen
+		b.open.Store(true)
 		b.probing = false
 	}
 	if b.probing {
@@ -112,12 +118,14 @@ func (b *Breaker) Closed(now int64) bool {
 
 // Success records a successful attempt.
 func (b *Breaker) Success(now int64, probe bool) {
-	if b.threshold <= 0 {
+	// Only a half-open probe's success changes anything.
+	if b.threshold <= 0 || !probe {
 		return
 	}
 	b.mu.Lock()
 	if b.state == BreakerHalfOpen && probe {
 		b.state = BreakerClosed
+		b.open.Store(false)
 		b.probing = false
 		b.failures = 0
 		b.buckets = [budgetBuckets]int64{}
@@ -135,6 +143,7 @@ func (b *Breaker) Failure(now int64, probe bool) {
 	case BreakerHalfOpen:
 		if probe {
 			b.state = BreakerOpen
+			b.open.Store(true)
 			b.until = now + b.openFor
 			b.probing = false
 		}
@@ -144,6 +153,7 @@ func (b *Breaker) Failure(now int64, probe bool) {
 		b.failures++
 		if b.failures >= b.threshold {
 			b.state = BreakerOpen
+			b.open.Store(true)
 			b.until = now + b.openFor
 			b.failures = 0
 			b.buckets = [budgetBuckets]int64{}

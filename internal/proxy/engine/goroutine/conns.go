@@ -52,7 +52,7 @@ func (u *upConn) Read(p []byte) (int, error) {
 }
 
 func (u *upConn) peek(fd uintptr) bool {
-	n, _, err := unix.Recvfrom(int(fd), u.peekBuf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT) //nolint:gosec // a descriptor
+	n, err := peekByte(fd, &u.peekBuf)
 	// Anything but "nothing to read yet" means the connection is not an
 	// idle keep-alive one any more: EOF (n == 0), a reset, or stray bytes.
 	u.closedPeek = !errors.Is(err, unix.EAGAIN) || n > 0
@@ -107,14 +107,16 @@ func (l *pauseListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			l.pause.Resumed()
 			if l.f.Reserve.Missing() && !l.f.Reserve.Take() {
 				// The admin port's spare descriptor was taken meanwhile:
-				// this connection's goes back to it.
+				// this connection's goes back to it. Not a resume: the
+				// pause goes on growing (reset, it had this accept retry
+				// every 10 ms, each time in the admin port's way).
 				_ = c.Close()
 				l.f.Reserve.Take()
 				continue
 			}
+			l.pause.Resumed()
 			// Read through the pre-parser (preparse.go), as every
 			// connection the engine serves.
 			return newHeadConn(c), nil

@@ -2,6 +2,7 @@ package goroutine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 
@@ -16,8 +17,12 @@ import (
 // gives it forward.CheckHead's verdict, the event loop's, before fasthttp
 // sees it: a refused head (a bare LF, on which fasthttp's parser would
 // wait for the head timeout) is answered with forward.MalformedAnswer,
-// byte for byte the loop's answer, and the connection closes. Everything
-// else passes unchanged, in the same reads.
+// byte for byte the loop's answer, and the connection closes. A chunked
+// body's trailer section with a bare LF, on which fasthttp waits alike, is
+// refused the same way, the request not served: its answer comes from the
+// server's error handler (requestError), after the answers fasthttp holds
+// for the requests before it. Everything else passes unchanged, in the
+// same reads.
 //
 // To find the heads after the first it follows each request's framing: a
 // Content-Length body, a chunked one (sizes, data, the last chunk and its
@@ -57,7 +62,15 @@ type headConn struct {
 	refusal []byte
 	held    []byte
 	refused bool
-	hp      *headParse
+	// refuseAt is how many requests the handler must have had for the
+	// refusal to stand: every one before the refused head (heads), or,
+	// for bare LFs in a chunked body's trailers, every one before the
+	// request they end (heads-1: fasthttp is reading its body).
+	refuseAt int
+	// trailerRefused: the refusal was of trailers, answered by the
+	// server's error handler.
+	trailerRefused bool
+	hp             *headParse
 }
 
 type scanState uint8
@@ -153,15 +166,34 @@ func (c *headConn) Read(p []byte) (int, error) {
 // otherwise than the scanner did, so the bytes held are passed on and
 // scanning stops.
 func (c *headConn) refuse(p []byte) (int, error) {
-	if c.served != c.heads {
+	if c.served != c.refuseAt {
 		c.stop()
 		n := copy(p, c.held)
 		c.held = c.held[n:]
 		return n, nil
 	}
+	if c.refuseAt != c.heads {
+		// Trailers: fasthttp is reading the request's body, with the
+		// answers to the requests before it perhaps still in its buffer.
+		// Its error handler answers (requestError), after those.
+		c.refusal, c.held, c.refused, c.trailerRefused = nil, nil, true, true
+		return 0, errTrailerRefused
+	}
 	_, _ = c.Write(c.refusal)
 	c.refusal, c.held, c.refused = nil, nil, true
 	return 0, errHeadRefused
+}
+
+// errTrailerRefused ends fasthttp's read of a chunked body whose trailer
+// section has a bare LF (fasthttp's error handler gets another error for
+// it: trailerRefused tells).
+var errTrailerRefused = errors.New("retrycap-proxy: chunked trailers refused: a line ends in a bare LF")
+
+// trailerRefused reports whether c (a request's connection) refused the
+// trailers of the request being read.
+func trailerRefused(c net.Conn) bool {
+	hc, ok := c.(*headConn)
+	return ok && hc.trailerRefused
 }
 
 // resolve decides the framing of the head that ended the last read: the
@@ -225,7 +257,7 @@ func (c *headConn) scan(data []byte) int {
 				return len(data)
 			}
 			if why != "" {
-				c.refusal = forward.MalformedAnswer(why)
+				c.refusal, c.refuseAt = forward.MalformedAnswer(why), c.heads
 				c.part = c.part[:0]
 				return i
 			}
@@ -303,10 +335,15 @@ func (c *headConn) scan(data []byte) int {
 				return len(data)
 			}
 			if forward.BareLF(c.part[:end]) {
-				// Not a head: fasthttp's to answer (it waits, as for any
-				// trailer it cannot end).
-				c.stop()
-				break
+				// fasthttp's parser never finds the end of trailers ended
+				// by bare LFs (it would wait for --http-request-timeout):
+				// the request is refused as a head with a bare LF is, with
+				// the same answer, before fasthttp has the rest of it. What
+				// of the last chunk came in earlier reads is fasthttp's
+				// already; this read's part of it is held.
+				c.refusal, c.refuseAt = forward.MalformedAnswer("a line ends in a bare LF"), c.heads-1
+				c.part = c.part[:0]
+				return i
 			}
 			i += end - before
 			c.part = c.part[:0]

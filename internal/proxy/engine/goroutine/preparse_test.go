@@ -42,8 +42,9 @@ func (c *splitConn) SetWriteDeadline(time.Time) error { return nil }
 // body, a chunked one with an extension and a trailer, each body holding
 // bytes shaped like a bare-LF head) through fasthttp's server, the wire
 // cut into reads of every size from 1 byte to all of it: the requests are
-// answered, in order, and the bare-LF head that ends the wire gets
-// forward.MalformedAnswer, whatever the cut; without it, the answers only.
+// answered, in order, and the bare-LF head (or a chunked request's
+// bare-LF trailers) that ends the wire gets forward.MalformedAnswer,
+// whatever the cut; without it, the answers only.
 func TestHeadConnEverySplit(t *testing.T) {
 	fake := "GET /f HTTP/1.1\nHost: f\n\n"
 	requests := "GET /a HTTP/1.1\r\nHost: a\r\n\r\n" +
@@ -58,6 +59,8 @@ func TestHeadConnEverySplit(t *testing.T) {
 	}{
 		{"ending in a bare-LF head", requests + "GET /lf HTTP/1.1\r\nHost: a\n\r\n", strings.Repeat(ok, 4) + refusal},
 		{"ending in a request", requests, strings.Repeat(ok, 4)},
+		{"ending in bare-LF trailers", requests + "POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX-T: 1\n\r\n", strings.Repeat(ok, 4) + refusal},
+		{"ending in a bare-LF empty line after the last chunk", requests + "POST /t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\n", strings.Repeat(ok, 4) + refusal},
 	} {
 		for k := 1; k <= len(c.wire); k++ {
 			var bodies []string
@@ -66,6 +69,14 @@ func TestHeadConnEverySplit(t *testing.T) {
 					servedRequest(ctx.Conn())
 					bodies = append(bodies, string(ctx.Path())+"="+string(ctx.Request.Body()))
 					ctx.SetBodyString("ok")
+				},
+				// The engine's error handler's answer to refused trailers (requestError).
+				ErrorHandler: func(ctx *fasthttp.RequestCtx, err error) {
+					if trailerRefused(ctx.Conn()) {
+						refuseParsed(ctx, "a line ends in a bare LF")
+						return
+					}
+					ctx.Error("unexpected: "+err.Error(), fasthttp.StatusBadRequest)
 				},
 				NoDefaultServerHeader: true, NoDefaultContentType: true, NoDefaultDate: true,
 				ReadBufferSize: 8192, Logger: discard{},

@@ -42,13 +42,16 @@ func Available() bool { return true }
 // Start starts the engine on the proxy's data listener: GOMAXPROCS loops.
 // The connections the loops do not serve themselves go to handoff (the
 // goroutine engine's listener), with the bytes read of them.
-func Start(f *forward.Forwarder, ln net.Listener, handoff Sink) (*Engine, error) {
+// n is the number of loops; 0 is GOMAXPROCS.
+func Start(f *forward.Forwarder, ln net.Listener, handoff Sink, n int) (*Engine, error) {
 	fd, err := netpoll.ListenerFd(ln)
 	if err != nil {
 		return nil, err
 	}
 	e := &Engine{f: f, lnFd: fd, handoff: handoff}
-	n := runtime.GOMAXPROCS(0)
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
 	for i := 0; i < n; i++ {
 		l, err := newEvLoop(e)
 		if err != nil {

@@ -99,8 +99,11 @@ func appendAnswerHead(dst []byte, h *fasthttp.ResponseHeader) []byte {
 	// each Set-Cookie, Trailer (those present), then the other fields in
 	// order, then a Connection: close the fields do not carry.
 	var length, ctype, cenc, server, trailer []byte
+	cookies := false
 	for k, v := range h.All() {
 		switch string(k) {
+		case hSetCookie:
+			cookies = true
 		case hContentLength:
 			length = v
 		case hContentType:
@@ -154,9 +157,11 @@ func appendAnswerHead(dst []byte, h *fasthttp.ResponseHeader) []byte {
 	if len(trailer) > 0 {
 		dst = appendLine(dst, hTrailer, trailer)
 	}
-	for k, v := range h.All() {
-		if string(k) == hSetCookie {
-			dst = appendLine(dst, hSetCookie, v)
+	if cookies {
+		for k, v := range h.All() {
+			if string(k) == hSetCookie {
+				dst = appendLine(dst, hSetCookie, v)
+			}
 		}
 	}
 	if synthetic {

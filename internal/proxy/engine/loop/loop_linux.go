@@ -265,14 +265,16 @@ func (h acceptHandler) Event(uint32) {
 			}
 			return
 		}
-		l.f.Accept.Resumed()
 		if l.f.Reserve.Missing() && !l.f.Reserve.Take() {
 			// The admin port's spare descriptor was taken meanwhile: this
-			// connection's goes back to it.
+			// connection's goes back to it. Not a resume (the pause's
+			// backoff goes on): reset, it had the loop retry every 10 ms,
+			// each time in the admin port's way.
 			_ = unix.Close(fd)
 			l.f.Reserve.Take()
 			continue
 		}
+		l.f.Accept.Resumed()
 		// As Go does for every TCP connection: small answers go out at once.
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 		to := l.e.loops[int(l.e.nextLoop.Add(1)%uint32(len(l.e.loops)))] //nolint:gosec // a small count

@@ -76,7 +76,7 @@ func startLoops(t testing.TB, ups, resolve string) *testProxy {
 	f.Listening(ln.Addr())
 	g := goroutine.New(f)
 	h := goroutine.NewHandoff(ln.Addr())
-	e, err := Start(f, ln, h)
+	e, err := Start(f, ln, h, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ type Engine struct{}
 func Available() bool { return false }
 
 // Start fails: the event loops are Linux only.
-func Start(*forward.Forwarder, net.Listener, Sink) (*Engine, error) {
+func Start(*forward.Forwarder, net.Listener, Sink, int) (*Engine, error) {
 	return nil, errors.New("event loop: Linux only")
 }
 
