@@ -328,6 +328,12 @@ func Parse(w Workload) *Parsed {
 	return x
 }
 
+// declares reports whether x carries a non-blank upstreams annotation (valid or not): what
+// Result.Declaring counts.
+func (x *Parsed) declares() bool {
+	return x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations[annotations.Upstreams]) != ""
+}
+
 // Key is Workload.Key, computed once.
 func (x *Parsed) Key() string { return x.key }
 
@@ -392,7 +398,7 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		if x.upstreamsErr != nil {
 			r.Errors = append(r.Errors, x.upstreamsErr)
 		}
-		if x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations[annotations.Upstreams]) != "" {
+		if x.declares() {
 			r.Declaring++
 		}
 		kept = append(kept, x)
