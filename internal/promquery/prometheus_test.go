@@ -151,8 +151,8 @@ func TestAgainstPrometheus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, _ := workload.Analyze(p, []workload.Workload{
-				{Kind: "Deployment", Namespace: "shop", Name: "gateway", Annotations: map[string]string{annotations.Upstreams: "order=1"}},
-				{Kind: "Deployment", Namespace: "shop", Name: "order", Annotations: map[string]string{annotations.Upstreams: tc.orderUpstreams}},
+				{Kind: "Deployment", Namespace: "shop", Name: "gateway", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: "order=1"})},
+				{Kind: "Deployment", Namespace: "shop", Name: "order", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: tc.orderUpstreams})},
 				{Kind: "Deployment", Namespace: "shop", Name: "payment"},
 			})
 			r := observed.Compute(res.Graph.Edges(), series, observed.InNamespace("shop"))

@@ -20,27 +20,29 @@ import (
 // workloads per service), and random upstreams: services of the pool, an external host, one of
 // another namespace, itself, with attempts and calls written or not, now and then malformed or
 // blank.
-func randomWorkload(rng *rand.Rand, ns, name string) Workload {
-	w := Workload{Kind: KindDeployment, Namespace: ns, Name: name, Labels: map[string]string{}, Annotations: map[string]string{}}
+func randomWorkload(rng *rand.Rand, ns, name string) (w Workload) {
+	w = Workload{Kind: KindDeployment, Namespace: ns, Name: name}
+	lbls, ann := map[string]string{}, map[string]string{}
+	defer func() { w.Labels, w.Annotations = PairsOf(lbls), PairsOf(ann) }()
 	if rng.IntN(3) > 0 {
-		w.Labels["tier"] = []string{"a", "b"}[rng.IntN(2)]
+		lbls["tier"] = []string{"a", "b"}[rng.IntN(2)]
 	}
 	switch rng.IntN(6) {
 	case 0:
-		w.Labels[annotations.NameLabel] = fmt.Sprintf("s%d", rng.IntN(6))
+		lbls[annotations.NameLabel] = fmt.Sprintf("s%d", rng.IntN(6))
 	case 1:
-		w.Annotations[annotations.Service] = fmt.Sprintf("s%d", rng.IntN(6))
+		ann[annotations.Service] = fmt.Sprintf("s%d", rng.IntN(6))
 	case 2:
-		w.Annotations[annotations.Service] = "Bad_Name" // invalid: left out
+		ann[annotations.Service] = "Bad_Name" // invalid: left out
 	}
 	switch rng.IntN(8) {
 	case 0:
 		return w // no upstreams annotation
 	case 1:
-		w.Annotations[annotations.Upstreams] = "  "
+		ann[annotations.Upstreams] = "  "
 		return w
 	case 2:
-		w.Annotations[annotations.Upstreams] = "s1=x"
+		ann[annotations.Upstreams] = "s1=x"
 		return w
 	}
 	pool := []string{"s0", "s1", "s2", "s3", "s4", "s5", "leaf1", "leaf2", "api.stripe.com", "s1.other", name}
@@ -55,7 +57,7 @@ func randomWorkload(rng *rand.Rand, ns, name string) Workload {
 		}
 		ups = append(ups, u)
 	}
-	w.Annotations[annotations.Upstreams] = strings.Join(ups, ", ")
+	ann[annotations.Upstreams] = strings.Join(ups, ", ")
 	return w
 }
 
@@ -151,12 +153,16 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 				// everything (labels, service name: built anew).
 				if x, ok := items[key]; ok && k < 9 {
 					w := x.Workload
-					w.Annotations = randomWorkload(rng, ns, n).Annotations
-					if s, ok := x.Workload.Annotations[annotations.Service]; ok {
-						w.Annotations[annotations.Service] = s
-					} else {
-						delete(w.Annotations, annotations.Service)
+					ann := randomWorkload(rng, ns, n).Annotations.Map()
+					if ann == nil {
+						ann = map[string]string{}
 					}
+					if s, ok := x.Workload.Annotations.Lookup(annotations.Service); ok {
+						ann[annotations.Service] = s
+					} else {
+						delete(ann, annotations.Service)
+					}
+					w.Annotations = PairsOf(ann)
 					items[key], what = Parse(w), "update upstreams of "+key
 				} else {
 					items[key], what = Parse(randomWorkload(rng, ns, n)), "put "+key

@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -33,7 +32,13 @@ const (
 // and annotations (a bare Pod's own).
 type Workload struct {
 	Kind, Namespace, Name string
-	Labels, Annotations   map[string]string
+	Labels, Annotations   Pairs
+}
+
+// meshCaller is w as the mesh layers read a caller. The mesh reads maps: made per call, which
+// costs only where mesh layers are read.
+func (w Workload) meshCaller() mesh.Caller {
+	return mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels.Map(), Annotations: w.Annotations.Map()}
 }
 
 // String is "Deployment shop/gateway".
@@ -63,16 +68,16 @@ func FromObject(obj runtime.Object) (Workload, bool) {
 }
 
 func fromTemplate(kind string, meta, tmpl metav1.ObjectMeta) Workload {
-	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: tmpl.Labels, Annotations: tmpl.Annotations}
+	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations)}
 }
 
 // ServiceName is the annotation retrycap.dev/service, else the label app.kubernetes.io/name,
 // else the workload's name.
 func (w Workload) ServiceName() string {
-	if s := w.Annotations[annotations.Service]; s != "" {
+	if s := w.Annotations.Get(annotations.Service); s != "" {
 		return s
 	}
-	if s := w.Labels[annotations.NameLabel]; s != "" {
+	if s := w.Labels.Get(annotations.NameLabel); s != "" {
 		return s
 	}
 	return w.Name
@@ -98,7 +103,7 @@ func Matcher(p *v1alpha1.RetryPolicy) (func(Workload) bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("RetryPolicy %s/%s: selector: %w", p.Namespace, p.Name, err)
 	}
-	return func(w Workload) bool { return w.Namespace == p.Namespace && sel.Matches(labels.Set(w.Labels)) }, nil
+	return func(w Workload) bool { return w.Namespace == p.Namespace && sel.Matches(w.Labels) }, nil
 }
 
 // parseSelected parses the workloads of ws that selects selects; none on a bad selector (err).
@@ -305,16 +310,16 @@ func Parse(w Workload) *Parsed {
 	x := &Parsed{Workload: w, key: w.Key(), service: w.ServiceName()}
 	if reason := annotations.ValidateLabel(x.service); reason != "" {
 		src := annotations.Service
-		if w.Annotations[annotations.Service] == "" {
+		if w.Annotations.Get(annotations.Service) == "" {
 			src = "label " + annotations.NameLabel
-			if w.Labels[annotations.NameLabel] == "" {
+			if w.Labels.Get(annotations.NameLabel) == "" {
 				src = "name"
 			}
 		}
 		x.serviceErr = &AnnotationError{Workload: w, Annotation: src, Value: x.service,
 			Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", x.service, reason)}
 	}
-	val, ok := w.Annotations[annotations.Upstreams]
+	val, ok := w.Annotations.Lookup(annotations.Upstreams)
 	x.hasUpstreams = ok
 	ups, err := annotations.ParseUpstreams(val)
 	if err != nil {
@@ -331,7 +336,7 @@ func Parse(w Workload) *Parsed {
 // declares reports whether x carries a non-blank upstreams annotation (valid or not): what
 // Result.Declaring counts.
 func (x *Parsed) declares() bool {
-	return x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations[annotations.Upstreams]) != ""
+	return x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations.Get(annotations.Upstreams)) != ""
 }
 
 // Key is Workload.Key, computed once.
@@ -461,7 +466,7 @@ func (r *Result) meshAttempts(x *Parsed, from, callee, to string, app int64) int
 		return app
 	}
 	w := x.Workload
-	e := r.mesh.Edge(mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels, Annotations: w.Annotations}, callee)
+	e := r.mesh.Edge(w.meshCaller(), callee)
 	r.addMeshWarnings(e.Warnings)
 	if len(e.Layers) == 0 {
 		return app
@@ -848,15 +853,9 @@ func sharesNode(x, incoming *Parsed, inNodes []string, svcs *ServiceSet) bool {
 
 // withoutUpstreams is x as if it had no upstreams annotation (a copy: x is shared).
 func withoutUpstreams(x *Parsed) *Parsed {
-	ann := make(map[string]string, len(x.Workload.Annotations))
-	for k, v := range x.Workload.Annotations {
-		if k != annotations.Upstreams {
-			ann[k] = v
-		}
-	}
 	// Field by field, not *x: q is an atomic (not to be copied), and is computed anew.
 	c := &Parsed{Workload: x.Workload, key: x.key, service: x.service, serviceErr: x.serviceErr}
-	c.Workload.Annotations = ann
+	c.Workload.Annotations = x.Workload.Annotations.Without(annotations.Upstreams)
 	return c
 }
 
@@ -927,9 +926,9 @@ func NormalizeUpstream(name, ns string) string { return annotations.UpstreamNode
 // Upstreams returns w's upstreams as the graph sees them in a policy of namespace ns with the
 // given default attempts: names normalised, attempts and calls filled in.
 func Upstreams(w Workload, ns string, defaultAttempts int32) ([]annotations.Upstream, error) {
-	ups, err := annotations.ParseUpstreams(w.Annotations[annotations.Upstreams])
+	ups, err := annotations.ParseUpstreams(w.Annotations.Get(annotations.Upstreams))
 	if err != nil {
-		return nil, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: w.Annotations[annotations.Upstreams], Err: err}
+		return nil, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: w.Annotations.Get(annotations.Upstreams), Err: err}
 	}
 	for i := range ups {
 		ups[i].Name = NormalizeUpstream(ups[i].Name, ns)
