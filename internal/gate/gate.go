@@ -571,11 +571,6 @@ func rewriters(refs []workload.PolicyRef) string {
 // withUpstreams returns w with its upstreams annotation set to value (a copy; w's maps belong to
 // the request or the cache).
 func withUpstreams(w workload.Workload, value string) workload.Workload {
-	ann := make(map[string]string, w.Annotations.Len()+1)
-	for k, v := range w.Annotations.All() {
-		ann[k] = v
-	}
-	ann[annotations.Upstreams] = value
-	w.Annotations = workload.PairsOf(ann)
+	w.Annotations = w.Annotations.With(annotations.Upstreams, value)
 	return w
 }

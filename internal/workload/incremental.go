@@ -243,7 +243,7 @@ func (in *Incremental) patch(old, x *Parsed) {
 		if k < 0 {
 			k = len(r.Errors)
 		}
-		r.Errors = slices.Insert(r.Errors, k, error(x.upstreamsErr))
+		r.Errors = slices.Insert(r.Errors, k, x.upstreamsErr)
 	}
 
 	// Edges that keep their first upstream keep their place and take the new values; the others
