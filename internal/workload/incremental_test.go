@@ -104,7 +104,7 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 	if testing.Short() {
 		seeds = 60
 	}
-	patched, total := 0, 0
+	patched, withServices, total := 0, 0, 0
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 18))
 		p := policy("shop", "p", int32(2+rng.IntN(30)))
@@ -134,7 +134,18 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 			ns, n := name()
 			items[ns+"/"+n] = Parse(randomWorkload(rng, ns, n))
 		}
+		// Services in most seeds: one fronting tier a under another name, one of a service
+		// name selecting by app.kubernetes.io/name, one without a selector, one ExternalName.
+		services := NewServiceSet([]Service{
+			{Namespace: "shop", Name: "s1", Selector: map[string]string{"tier": "a"}},
+			{Namespace: "shop", Name: "s2", Selector: map[string]string{annotations.NameLabel: "s2"}},
+			{Namespace: "shop", Name: "leaf1"},
+			{Namespace: "shop", Name: "leaf2", ExternalName: true, Selector: map[string]string{"tier": "b"}},
+		})
 		var svcs *ServiceSet
+		if rng.IntN(3) > 0 {
+			svcs = services
+		}
 		inc := NewIncremental(p, sorted(), svcs, nil)
 		checkSame(t, fmt.Sprintf("seed %d: initial", seed), inc.Result(), BuildParsedMesh(p, sorted(), svcs, nil))
 		for step := range steps {
@@ -172,7 +183,7 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 				what = "delete " + key
 			case k < 16:
 				if svcs == nil {
-					svcs, what = NewServiceSet([]Service{{Namespace: "shop", Name: "s1", Selector: map[string]string{"tier": "a"}}}), "a Service"
+					svcs, what = services.Clone(), "Services"
 				} else {
 					svcs, what = nil, "no Service"
 				}
@@ -187,15 +198,18 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 			total++
 			if inc.Update(p, ps, svcs, nil) {
 				patched++
+				if svcs != nil && len(inc.Result().Notes) > 0 {
+					withServices++
+				}
 			}
 			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildParsedMesh(p, ps, svcs, nil))
 		}
 	}
 	// The patch must be what most steps take, or this tests the build against itself.
-	if patched*3 < total {
-		t.Fatalf("%d of %d steps patched; want at least a third", patched, total)
+	if patched*3 < total || withServices*10 < total {
+		t.Fatalf("%d of %d steps patched, %d with Services and notes; want at least a third, a tenth", patched, total, withServices)
 	}
-	t.Logf("%d of %d steps patched", patched, total)
+	t.Logf("%d of %d steps patched, %d with Services and notes", patched, total, withServices)
 }
 
 // TestIncrementalFallsBack: the cases the patch does not decide are built anew (Update reports

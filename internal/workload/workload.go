@@ -193,6 +193,9 @@ type Result struct {
 	MeshEntry map[string]MeshEdge
 	// fronts are, per Service node, the selected workloads it selects, sorted.
 	fronts map[string][]*Parsed
+	// kept are the selected workloads with a valid service name, sorted: the graph's input
+	// (what Incremental patches).
+	kept []*Parsed
 	// mesh is the Set the graph was built with (nil: none).
 	mesh *mesh.Set
 }
@@ -409,6 +412,7 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		kept = append(kept, x)
 		r.ServiceOf[x.key] = r.serviceNode(x)
 	}
+	r.kept = kept
 	if len(kept) > 0 {
 		r.Selected = make([]Workload, len(kept))
 		for i, x := range kept {
@@ -550,7 +554,12 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 			}
 		}
 	}
-	// What the resolution did, once per Service a selected workload calls.
+	r.addNotes(kept)
+}
+
+// addNotes adds what the resolution through Services did, once per Service a selected workload
+// of kept calls, in the order the workloads first call them.
+func (r *Result) addNotes(kept []*Parsed) {
 	noted := map[string]bool{}
 	for _, x := range kept {
 		for i := range x.upstreams {
@@ -558,29 +567,42 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 			if noted[to] {
 				continue
 			}
-			s, ok := r.upstreamService(x, i)
-			if !ok {
+			if _, ok := r.upstreamService(x, i); !ok {
 				continue
 			}
 			noted[to] = true
-			switch {
-			case s.ExternalName:
-				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s of type ExternalName: a leaf", to, s))
-			case s.Leaf():
-				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s without a selector: a leaf", to, s))
-			default:
-				var other []string
-				for _, f := range r.fronts[to] {
-					if r.serviceNode(f) != to {
-						other = append(other, f.Workload.String())
-					}
-				}
-				if len(other) > 0 {
-					r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", to, s, strings.Join(other, ", ")))
-				}
+			if n, ok := r.note(x, i); ok {
+				r.Notes = append(r.Notes, n)
 			}
 		}
 	}
+}
+
+// note is the note on x's i-th upstream, a Service's name: a leaf (ExternalName, or no
+// selector), or resolved to the edges of workloads of other service names it selects; false when
+// there is nothing to say (not a Service, or one that selects only workloads of its own name).
+func (r *Result) note(x *Parsed, i int) (string, bool) {
+	to := r.upstreamNode(x, i)
+	s, ok := r.upstreamService(x, i)
+	if !ok {
+		return "", false
+	}
+	switch {
+	case s.ExternalName:
+		return fmt.Sprintf("upstream %q is %s of type ExternalName: a leaf", to, s), true
+	case s.Leaf():
+		return fmt.Sprintf("upstream %q is %s without a selector: a leaf", to, s), true
+	}
+	var other []string
+	for _, f := range r.fronts[to] {
+		if r.serviceNode(f) != to {
+			other = append(other, f.Workload.String())
+		}
+	}
+	if len(other) == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", to, s, strings.Join(other, ", ")), true
 }
 
 // serviceNode is x's service name as r's graph names it: the name itself in a RetryPolicy's,
