@@ -78,6 +78,8 @@ test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin ## 
 	# The alerts and the Grafana dashboard against the metrics the code exports (a module of its
 	# own: Prometheus' would move the product's Kubernetes versions).
 	cd hack/monitoring && $(GO) test $(GO_TEST_FLAGS) ./...
+	# The PodMonitor relabelings docs/observe.md documents, through Prometheus' own relabel code.
+	cd hack/prometheus && $(GO) test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: prometheus-bin ## Run the tests that need no control plane.

@@ -20,8 +20,9 @@ const (
 // ObservedAmplification is what the proxies counted over the query window: the observed tries
 // per edge and their product along the worst observed path.
 type ObservedAmplification struct {
-	// Amplification is the product of the observed tries along WorstPath, two decimals
-	// ("3.00"): an average over the window, not an integer.
+	// Amplification is the product of the observed factors (tries per call x calls per
+	// inbound request, where measured) along WorstPath, two decimals ("3.00"): an average over
+	// the window, not an integer.
 	Amplification string `json:"amplification"`
 
 	// WorstPath is the path of the largest observed product, services joined by ">".
@@ -31,7 +32,8 @@ type ObservedAmplification struct {
 	// Window is the query window the counters were taken over ("5m0s").
 	Window string `json:"window"`
 
-	// Edges are the edges with traffic in the window, worst observed tries first (at most 20).
+	// Edges are the edges with traffic in the window, worst observed factor (tries x calls per
+	// request) first (at most 20).
 	// +kubebuilder:validation:MaxItems=20
 	// +listType=atomic
 	// +optional
@@ -44,8 +46,19 @@ type ObservedEdge struct {
 	To   string `json:"to"`
 	// Tries is attempts / calls over the window, two decimals.
 	Tries string `json:"tries"`
+	// CallsPerRequest is the calls From's application made to To per request From received
+	// (the attempts its callers' proxies or sidecars sent it), two decimals; "not measured"
+	// when no counted layer sent From a request (an entrypoint). Application retries behind
+	// the proxy and fan-out raise it.
+	// +optional
+	CallsPerRequest string `json:"callsPerRequest,omitempty"`
 	// Computed is the tries the graph computes for the edge (1 for an edge the graph lacks).
 	Computed int64 `json:"computed"`
-	// Source is what counted it: retrycap-proxy, envoy (joined by "+" when both did).
+	// ComputedCalls is the calls per request the graph declares on the edge (the
+	// annotation's fan-out; 1 when not declared or for an edge the graph lacks).
+	// +optional
+	ComputedCalls int64 `json:"computedCalls,omitempty"`
+	// Source is what counted it: retrycap-proxy, envoy, linkerd (joined by "+" when several
+	// did).
 	Source string `json:"source"`
 }

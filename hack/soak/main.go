@@ -310,7 +310,11 @@ func grep(text, prefix string) []string {
 // len(body)" and the body, closing each connection idle for a random time
 // (20 ms to 3 s, decided per connection); an Upgrade request gets 101 and
 // its bytes echoed.
-func startUpstream() string {
+func startUpstream() string { return serve(serveUpstream) }
+
+// serve listens on a loopback port and runs handle on each connection, in its own goroutine;
+// it returns the address.
+func serve(handle func(net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
@@ -321,7 +325,7 @@ func startUpstream() string {
 			if err != nil {
 				return
 			}
-			go serveUpstream(c)
+			go handle(c)
 		}
 	}()
 	return ln.Addr().String()
@@ -356,20 +360,7 @@ func serveUpstream(c net.Conn) {
 
 // startEcho is a TCP echo server (the CONNECT target).
 func startEcho() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
+	return serve(func(c net.Conn) { defer c.Close(); _, _ = io.Copy(c, c) })
 }
 
 // request writes one request of the mix: GET, a small POST, a POST over
@@ -459,12 +450,7 @@ func keepAlive(addr string, viaProxy bool, id int, stop <-chan struct{}, cs *cou
 			c.Close()
 		}
 	}()
-	for n := id; ; n++ {
-		select {
-		case <-stop:
-			return
-		default:
-		}
+	for n := id; !stopped(stop); n++ {
 		if c == nil {
 			var err error
 			if c, err = net.Dial("tcp", addr); err != nil {
@@ -495,49 +481,68 @@ func keepAlive(addr string, viaProxy bool, id int, stop <-chan struct{}, cs *cou
 
 // pipelined writes five requests at once, then reads the five answers.
 func pipelined(addr string, stop <-chan struct{}, cs *counters) {
-	for n := 0; ; n += 5 {
-		select {
-		case <-stop:
-			return
-		default:
+	n := -5
+	connections(addr, stop, cs, func() time.Duration {
+		return time.Duration(rand.IntN(20)) * time.Millisecond //nolint:gosec // a load generator
+	}, func(c net.Conn) {
+		n += 5
+		dialed := time.Now()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		var buf bytes.Buffer
+		var wants []string
+		for i := range 5 {
+			w, _ := request(&buf, true, 4*(n+i)) // GETs: the loop pipelines them
+			wants = append(wants, w)
 		}
-		func() {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				cs.fail("dial")
-				return
-			}
-			defer c.Close()
-			dialed := time.Now()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			var buf bytes.Buffer
-			var wants []string
-			for i := range 5 {
-				w, _ := request(&buf, true, 4*(n+i)) // GETs: the loop pipelines them
-				wants = append(wants, w)
-			}
-			gap := time.Since(dialed)
-			if _, err := c.Write(buf.Bytes()); err != nil {
-				cs.fail(classify(err))
-				return
-			}
-			br := bufio.NewReader(c)
-			for _, w := range wants {
-				if kind, ok := readAnswer(br, w); !ok {
-					if kind == "status-408" && gap >= slowBound-time.Second/4 {
-						// This client itself was not scheduled between its
-						// connect and its first byte for the whole bound
-						// (a loaded machine): the 408 is the rule applied.
-						stalledClients.Add(1)
-						return
-					}
-					cs.fail("pipelined-" + kind)
+		gap := time.Since(dialed)
+		if _, err := c.Write(buf.Bytes()); err != nil {
+			cs.fail(classify(err))
+			return
+		}
+		br := bufio.NewReader(c)
+		for _, w := range wants {
+			if kind, ok := readAnswer(br, w); !ok {
+				if kind == "status-408" && gap >= slowBound-time.Second/4 {
+					// This client itself was not scheduled between its
+					// connect and its first byte for the whole bound
+					// (a loaded machine): the 408 is the rule applied.
+					stalledClients.Add(1)
 					return
 				}
-				cs.ok.Add(1)
+				cs.fail("pipelined-" + kind)
+				return
 			}
-		}()
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) //nolint:gosec // a load generator
+			cs.ok.Add(1)
+		}
+	})
+}
+
+// connections is the loop of the clients that open a connection per exchange: until stop, dial
+// addr (a failure counted as "dial"), hand the connection to one, close it, wait pause() (nil:
+// not at all).
+func connections(addr string, stop <-chan struct{}, cs *counters, pause func() time.Duration, one func(c net.Conn)) {
+	for !stopped(stop) {
+		if c, err := net.Dial("tcp", addr); err != nil {
+			cs.fail("dial")
+		} else {
+			func() {
+				defer c.Close()
+				one(c)
+			}()
+		}
+		if pause != nil {
+			time.Sleep(pause())
+		}
+	}
+}
+
+// stopped reports whether stop is closed, without waiting.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -583,85 +588,58 @@ func connect(addr, target string, stop <-chan struct{}, cs *counters) {
 // the answer want (101 for an upgrade, 200 for a CONNECT; req is what
 // http.ReadResponse needs to read it), then echoes through the tunnel.
 func tunnels(addr, head string, req *http.Request, want int, kind string, stop <-chan struct{}, cs *counters) {
-	for {
-		select {
-		case <-stop:
+	connections(addr, stop, cs, func() time.Duration { return 50 * time.Millisecond }, func(c net.Conn) {
+		dialed := time.Now()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		gap := time.Since(dialed)
+		_, _ = io.WriteString(c, head)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, req)
+		if err == nil && resp.StatusCode == 408 && gap >= slowBound-time.Second/4 {
+			stalledClients.Add(1)
 			return
-		default:
 		}
-		func() {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				cs.fail("dial")
-				return
-			}
-			defer c.Close()
-			dialed := time.Now()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			gap := time.Since(dialed)
-			_, _ = io.WriteString(c, head)
-			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, req)
-			if err == nil && resp.StatusCode == 408 && gap >= slowBound-time.Second/4 {
-				stalledClients.Add(1)
-				return
-			}
-			if err != nil || resp.StatusCode != want {
-				cs.fail(kind + "-answer-" + answerKind(resp, err))
-				return
-			}
-			echoThrough(c, br, cs)
-		}()
-		time.Sleep(50 * time.Millisecond)
-	}
+		if err != nil || resp.StatusCode != want {
+			cs.fail(kind + "-answer-" + answerKind(resp, err))
+			return
+		}
+		echoThrough(c, br, cs)
+	})
 }
 
 // slowloris sends a head a byte every 300 ms: it must get 408 and be
 // closed within --http-request-timeout (slowBound) plus slack.
 func slowloris(addr string, stop <-chan struct{}, cs *counters) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		func() {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				cs.fail("dial")
-				return
-			}
-			defer c.Close()
-			start := time.Now()
-			done := make(chan []byte, 1)
-			go func() {
-				_ = c.SetReadDeadline(time.Now().Add(3 * (slowBound + slowSlack)))
-				b, _ := io.ReadAll(c)
-				done <- b
-			}()
-			head := "GET http://svc/slow HTTP/1.1\r\nHost: svc\r\nX-Slow: " + strings.Repeat("a", 100)
-			for i := 0; ; i++ {
-				select {
-				case b := <-done:
-					took := time.Since(start)
-					if int64(took) > cs.max.Load() {
-						cs.max.Store(int64(took))
-					}
-					switch {
-					case !bytes.HasPrefix(b, []byte("HTTP/1.1 408")):
-						cs.fail("not-408")
-					case took > slowBound+slowSlack:
-						cs.fail("cut-late")
-					default:
-						cs.ok.Add(1)
-					}
-					return
-				case <-time.After(300 * time.Millisecond):
-				}
-				if i < len(head) {
-					_, _ = c.Write([]byte{head[i]})
-				}
-			}
+	connections(addr, stop, cs, nil, func(c net.Conn) {
+		start := time.Now()
+		done := make(chan []byte, 1)
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(3 * (slowBound + slowSlack)))
+			b, _ := io.ReadAll(c)
+			done <- b
 		}()
-	}
+		head := "GET http://svc/slow HTTP/1.1\r\nHost: svc\r\nX-Slow: " + strings.Repeat("a", 100)
+		for i := 0; ; i++ {
+			select {
+			case b := <-done:
+				took := time.Since(start)
+				if int64(took) > cs.max.Load() {
+					cs.max.Store(int64(took))
+				}
+				switch {
+				case !bytes.HasPrefix(b, []byte("HTTP/1.1 408")):
+					cs.fail("not-408")
+				case took > slowBound+slowSlack:
+					cs.fail("cut-late")
+				default:
+					cs.ok.Add(1)
+				}
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			if i < len(head) {
+				_, _ = c.Write([]byte{head[i]})
+			}
+		}
+	})
 }

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -37,6 +36,53 @@ func observedCondition(st v1alpha1.RetryPolicyStatus) *metav1.Condition {
 	return &out
 }
 
+// promInstant evaluates q in the Prometheus at url now, as a string ("{} => 2 @[...]").
+func promInstant(ctx context.Context, url, q string) func() (string, error) {
+	return func() (string, error) {
+		pc, err := api.NewClient(api.Config{Address: url})
+		if err != nil {
+			return "", err
+		}
+		v, _, _, err := promv1.NewAPI(pc).Query(ctx, q, time.Now())
+		if err != nil {
+			return "", err
+		}
+		return v.String(), nil
+	}
+}
+
+// startObservedManager runs a manager of its own with an Observer of q polling every 200 ms,
+// caching the namespaces given (and the cluster-scoped objects), with the reconciler setup
+// adds; it stops at the spec's cleanup.
+func startObservedManager(ctx context.Context, q *promquery.Client, namespaces []string, setup func(ctrl.Manager, *Observer) error) {
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+		Scheme: scheme.New(),
+		Cache: func() cache.Options {
+			o := cluster.CacheOptions()
+			o.DefaultNamespaces = map[string]cache.Config{}
+			for _, ns := range namespaces {
+				o.DefaultNamespaces[ns] = cache.Config{}
+			}
+			return o
+		}(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	obs := &Observer{Query: q, Interval: 200 * time.Millisecond}
+	Expect(mgr.Add(obs)).To(Succeed())
+	Expect(setup(mgr, obs)).To(Succeed())
+	mctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	DeferCleanup(func() { stop(); <-done })
+}
+
 var _ = Describe("Observed amplification (--prometheus-url)", func() {
 	ctx := context.Background()
 
@@ -63,86 +109,29 @@ var _ = Describe("Observed amplification (--prometheus-url)", func() {
 		// (configured by hand: the annotation says 2), gateway's 1.
 		bin, err := labapp.BuildProxy(cp.RepoRoot, GinkgoT().TempDir())
 		Expect(err).NotTo(HaveOccurred())
-		common := []string{"--chain-cap", "0", "--backoff-base", "1ms", "--backoff-max", "2ms",
-			"--budget-percent", "100", "--budget-min-per-second", "10000", "--breaker-failures", "0"}
-		startProxy := func(args ...string) *labapp.ProxyProc {
-			p, err := labapp.StartProxy(bin, 10*time.Second, append(common, args...)...)
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func() { _ = p.Stop(5 * time.Second) })
-			return p
-		}
-		startApp := func(cfg labapp.Config) *labapp.App {
-			a, err := labapp.Start(cfg)
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(a.Close)
-			return a
-		}
-		payment := startApp(labapp.Config{Name: "payment"})
-		payment.SetFailing(true)
-		po := startProxy("--service", "order", "--upstreams", "payment=3", "--resolve", "payment="+payment.Addr())
-		order := startApp(labapp.Config{Name: "order", Upstreams: []string{"http://payment/charge"}, ProxyURL: po.URL()})
-		pg := startProxy("--service", "gateway", "--upstreams", "order=1", "--resolve", "order="+order.Addr())
-		gateway := startApp(labapp.Config{Name: "gateway", Upstreams: []string{"http://order/checkout"}, ProxyURL: pg.URL()})
-		send := func(n int) {
-			for range n {
-				resp, err := http.Get(gateway.URL() + "/buy")
-				Expect(err).NotTo(HaveOccurred())
-				Expect(resp.Body.Close()).To(Succeed())
-			}
-		}
+		chain := promtest.StartChain(GinkgoT(), promtest.ChainConfig{ProxyBin: bin, OrderAttempts: 3})
 		// Before Prometheus starts, so that every counter exists at its first scrape (see
 		// internal/promquery's test).
-		send(1)
-		prom := promtest.Start(GinkgoT(), cp.RepoRoot, map[string]string{po.AdminAddr: "order", pg.AdminAddr: "gateway"})
+		chain.Send(GinkgoT(), 1)
+		prom := promtest.StartTargets(GinkgoT(), cp.RepoRoot, chain.Targets())
 		q, err := promquery.New(promquery.Options{URL: prom.URL, Window: 10 * time.Minute})
 		Expect(err).NotTo(HaveOccurred())
 		// The burst after the first scrape of both proxies: its samples are the window's start.
-		pc, err := api.NewClient(api.Config{Address: prom.URL})
-		Expect(err).NotTo(HaveOccurred())
-		promAPI := promv1.NewAPI(pc)
-		instant := func(q string) func() (string, error) {
-			return func() (string, error) {
-				v, _, _, err := promAPI.Query(ctx, q, time.Now())
-				if err != nil {
-					return "", err
-				}
-				return v.String(), nil
-			}
-		}
-		Eventually(instant(`count(retrycap_proxy_requests_total)`)).Should(MatchRegexp(`^\{\} => 2 @`))
-		send(20)
-		Eventually(instant(`sum(retrycap_proxy_attempts_total{service="order"})`)).Should(MatchRegexp(`^\{\} => 63 @`))
+		Eventually(promInstant(ctx, prom.URL, `count(retrycap_proxy_requests_total)`)).Should(MatchRegexp(`^\{\} => 2 @`))
+		chain.Send(GinkgoT(), 20)
+		// The counters final, the proxies stopped: the ratios across targets are exact.
+		promtest.Settle(GinkgoT(), prom, chain)
 
 		// A manager of its own with an Observer, watching this namespace only (the suite's
 		// reconciler keeps running: it leaves the observed side as it finds it).
-		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-			Scheme: scheme.New(),
-			Cache: func() cache.Options {
-				o := cluster.CacheOptions()
-				o.DefaultNamespaces = map[string]cache.Config{ns: {}}
-				return o
-			}(),
-			Metrics:                metricsserver.Options{BindAddress: "0"},
-			HealthProbeBindAddress: "0",
-			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		startObservedManager(ctx, q, []string{ns}, func(mgr ctrl.Manager, obs *Observer) error {
+			return (&RetryPolicyReconciler{Observed: obs}).SetupWithManager(mgr)
 		})
-		Expect(err).NotTo(HaveOccurred())
-		obs := &Observer{Query: q, Interval: 200 * time.Millisecond}
-		Expect(mgr.Add(obs)).To(Succeed())
-		Expect((&RetryPolicyReconciler{Observed: obs}).SetupWithManager(mgr)).To(Succeed())
-		mctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer GinkgoRecover()
-			defer close(done)
-			Expect(mgr.Start(mctx)).To(Succeed())
-		}()
-		DeferCleanup(func() { stop(); <-done })
 
 		edges := func(computed int64) []v1alpha1.ObservedEdge {
 			return []v1alpha1.ObservedEdge{
-				{From: "order", To: "payment", Tries: "3.00", Computed: computed, Source: "retrycap-proxy"},
-				{From: "gateway", To: "order", Tries: "1.00", Computed: 1, Source: "retrycap-proxy"},
+				{From: "order", To: "payment", Tries: "3.00", CallsPerRequest: "1.00", Computed: computed, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "1.00", CallsPerRequest: "not measured", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
 			}
 		}
 		observedOf := func() (*v1alpha1.ObservedAmplification, *metav1.Condition, error) {
@@ -164,7 +153,7 @@ var _ = Describe("Observed amplification (--prometheus-url)", func() {
 			o, c, err := observedOf()
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(c).To(Equal(&metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 1,
-				Message: "2 edges observed over 10m0s, none with more tries than computed; observed amplification 3.00 along gateway>order>payment"}))
+				Message: "2 edges observed over 10m0s, none with more tries per call or calls per request than computed; observed amplification 3.00 along gateway>order>payment; calls per inbound request not measured at gateway (no counted layer sent them a request)"}))
 			g.Expect(o).To(Equal(&v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "10m0s", Edges: edges(3)}))
 		}).Should(Succeed())
 
@@ -177,6 +166,72 @@ var _ = Describe("Observed amplification (--prometheus-url)", func() {
 			g.Expect(c).To(Equal(&metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionUnknown, Reason: "PrometheusUnavailable", ObservedGeneration: 1,
 				Message: fmt.Sprintf("querying Prometheus at %s: query %s: dial tcp %s: connect: connection refused", prom.URL, promquery.Queries(10*time.Minute, "service")[0], host)}))
 			g.Expect(o).To(Equal(&v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "10m0s", Edges: edges(3)}))
+		}).Should(Succeed())
+	})
+	It("puts the observed figures of a chain across two namespaces into a ClusterRetryPolicy's status, nodes named name.ns", func() {
+		const front, shop = "observed-front", "observed-orders"
+		sel := map[string]string{chainLabel: "observed"}
+		Expect(k8sClient.Create(ctx, labelledNamespace(front, sel))).To(Succeed())
+		Expect(k8sClient.Create(ctx, labelledNamespace(shop, sel))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(front, "gateway", "order."+shop+"=1", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(shop, "order", "payment=1", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(shop, "payment", "", nil))).To(Succeed())
+		waitForCachedWorkloads(ctx, front, 1)
+		waitForCachedWorkloads(ctx, shop, 2)
+		Expect(k8sClient.Create(ctx, clusterPolicy("observed-checkout", 10, sel))).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8sClient.Delete(ctx, &v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "observed-checkout"}})).To(Succeed())
+		})
+		Eventually(func() (int64, error) {
+			st, err := clusterStatusOf(ctx, "observed-checkout")()
+			return st.Amplification, err
+		}).Should(Equal(int64(1)))
+
+		// gateway in one namespace calls order of the other by "order.<ns>"; order's
+		// application calls payment (of its own namespace) 3 times per request itself, through
+		// a proxy that makes 1 attempt per call. The scrape adds each proxy's namespace.
+		bin, err := labapp.BuildProxy(cp.RepoRoot, GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		chain := promtest.StartChain(GinkgoT(), promtest.ChainConfig{ProxyBin: bin, OrderAttempts: 1, OrderAppTries: 3, Order: "order." + shop,
+			GatewayLabels: map[string]string{"namespace": front}, OrderLabels: map[string]string{"namespace": shop}})
+		chain.Send(GinkgoT(), 1)
+		prom := promtest.StartTargets(GinkgoT(), cp.RepoRoot, chain.Targets())
+		q, err := promquery.New(promquery.Options{URL: prom.URL, Window: 10 * time.Minute})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(promInstant(ctx, prom.URL, `count(retrycap_proxy_requests_total)`)).Should(MatchRegexp(`^\{\} => 2 @`))
+		chain.Send(GinkgoT(), 20)
+		promtest.Settle(GinkgoT(), prom, chain)
+
+		startObservedManager(ctx, q, []string{front, shop}, func(mgr ctrl.Manager, obs *Observer) error {
+			return (&ClusterRetryPolicyReconciler{Observed: obs}).SetupWithManager(mgr)
+		})
+		observedOf := func() (*v1alpha1.ObservedAmplification, *metav1.Condition, error) {
+			st, err := clusterStatusOf(ctx, "observed-checkout")()
+			return st.ObservedAmplification, observedCondition(st), err
+		}
+		edges := func(computedCalls int64) []v1alpha1.ObservedEdge {
+			return []v1alpha1.ObservedEdge{
+				{From: "order." + shop, To: "payment." + shop, Tries: "1.00", CallsPerRequest: "3.00", Computed: 1, ComputedCalls: computedCalls, Source: "retrycap-proxy"},
+				{From: "gateway." + front, To: "order." + shop, Tries: "1.00", CallsPerRequest: "not measured", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
+			}
+		}
+		path := "gateway." + front + ">order." + shop + ">payment." + shop
+		Eventually(func(g Gomega) {
+			o, c, err := observedOf()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(c).To(Equal(&metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 1,
+				Message: "edge order." + shop + ">payment." + shop + ": 3.00 calls per inbound request at order." + shop + " observed over 10m0s (retrycap-proxy), the graph declares 1: the application retries by itself behind its proxy (app retries?), or fans out more calls per request than its annotation declares"}))
+			g.Expect(o).To(Equal(&v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: path, Window: "10m0s", Edges: edges(1)}))
+		}).Should(Succeed())
+
+		// The annotation declares the application's three calls: within.
+		setUpstreams(ctx, shop, "order", "payment=1*3")
+		Eventually(func(g Gomega) {
+			o, c, err := observedOf()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(c).To(Equal(&metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 1,
+				Message: "2 edges observed over 10m0s, none with more tries per call or calls per request than computed; observed amplification 3.00 along " + path + "; calls per inbound request not measured at gateway." + front + " (no counted layer sent them a request)"}))
+			g.Expect(o).To(Equal(&v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: path, Window: "10m0s", Edges: edges(3)}))
 		}).Should(Succeed())
 	})
 })

@@ -356,7 +356,7 @@ func Decide(in Input) Decision {
 			for _, v := range rejects[1:] {
 				refs = append(refs, v.policy.ref)
 			}
-			msg += "; also over the cap of " + capList(refs)
+			msg += "; also over the cap of " + CapList(refs)
 		}
 		return deny(msg)
 	}
@@ -383,9 +383,10 @@ func Decide(in Input) Decision {
 	return d
 }
 
-// capList names policies with their caps, in the given order, the kind written where it changes:
+// CapList names policies with their caps, in the given order, the kind written where it changes
+// (the workload gate's and the mesh gate's "also over the cap of ..."):
 // "RetryPolicy shop/a (cap 6), shop/b (cap 7), ClusterRetryPolicy chain (cap 8)".
-func capList(refs []workload.PolicyRef) string {
+func CapList(refs []workload.PolicyRef) string {
 	var b strings.Builder
 	for i, r := range refs {
 		if i > 0 {
@@ -542,13 +543,13 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		return nil, warnings
 	}
 	value := annotations.FormatUpstreams(ups)
-	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", rewriters(lowering), annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
+	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", Rewriters(lowering), annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
 	return &Rewrite{Upstreams: value, RewrittenFrom: old}, append([]string{w}, warnings...)
 }
 
-// rewriters names the policies that lowered the attempts, by kind: "RetryPolicy shop/a",
+// Rewriters names the policies that lowered the attempts, by kind: "RetryPolicy shop/a",
 // "RetryPolicies shop/a, shop/b", "RetryPolicy shop/a and ClusterRetryPolicy chain".
-func rewriters(refs []workload.PolicyRef) string {
+func Rewriters(refs []workload.PolicyRef) string {
 	var parts []string
 	for _, kind := range []string{workload.KindRetryPolicy, workload.KindClusterRetryPolicy} {
 		var names []string

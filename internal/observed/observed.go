@@ -17,12 +17,25 @@ import (
 const (
 	SourceRetrycap = "retrycap-proxy"
 	SourceEnvoy    = "envoy"
+	SourceLinkerd  = "linkerd"
 )
 
 // Tolerance is how far observed tries may exceed the computed ones before the edge counts as
 // exceeding: the counters of one target are read at the same scrape times, so their ratio is
 // exact up to float rounding, but an edge summed over pods scraped at different times is not.
 const Tolerance = 0.01
+
+// CallsTolerance is how far the observed calls per inbound request may exceed the calls the
+// graph declares: that ratio divides the counters of two targets (the caller's proxy and its
+// callers' proxies), scraped at different instants and each extrapolated by increase() over the
+// window, so it is exact only for a steady rate; 0.05 keeps an honest application within while
+// a retry on every tenth request (1.10) already shows.
+const CallsTolerance = 0.05
+
+// NotMeasured is what the status says for the calls per inbound request of an edge whose caller
+// received no request any counted layer sent (an entrypoint, or a service whose callers have
+// no proxy): the factor is left out rather than taken as 1.
+const NotMeasured = "not measured"
 
 // MaxEdges is how many edges the status lists (the API's MaxItems).
 const MaxEdges = 20
@@ -40,34 +53,78 @@ type Series struct {
 	Attempts, Calls float64
 }
 
+// innermost ranks the sources by how near the application they sit when several count one
+// edge: the injected proxy takes the application's calls (HTTP_PROXY) and a mesh sidecar
+// captures the proxy's attempts, so the proxy's calls are the application's.
+func innermost(src string) int {
+	if src == SourceRetrycap {
+		return 0
+	}
+	return 1
+}
+
 // Edge is one edge's observed tries beside the computed ones.
 type Edge struct {
 	From, To string
 	// Tries is the product over the sources of each source's attempts / calls: layers on one
 	// edge multiply, as they do in the graph.
 	Tries float64
+	// CallsPerRequest is how many calls From's application made to To per request From
+	// received: the calls its innermost layer took on this edge over the requests the layers
+	// of From's callers sent to From (their attempts, summed over callers). An application
+	// that retries by itself behind its proxy raises it (each of its retries is a new call to
+	// the proxy, so Tries does not move), and so does a fan-out. Meaningful only when
+	// CallsMeasured.
+	CallsPerRequest float64
+	// CallsMeasured is false when no counted layer sent From a request in the window (an
+	// entrypoint, or callers without a proxy): the factor is then left out of Factor.
+	CallsMeasured bool
 	// Computed is the graph's attempts on the edge, 1 when the graph lacks it (no retry layer
-	// declared on it).
-	Computed int64
+	// declared on it); ComputedCalls the graph's calls per request on it (the annotation's
+	// fan-out, 1 when not declared or the edge is not in the graph).
+	Computed, ComputedCalls int64
 	// Declared reports whether the graph has the edge.
 	Declared bool
 	// Sources are the sources that counted the edge, sorted.
 	Sources []string
 }
 
-// Exceeds reports whether the edge's observed tries exceed its computed ones.
-func (e Edge) Exceeds() bool { return e.Tries > float64(e.Computed)+Tolerance }
+// Factor is the edge's observed load multiplier, what the graph's attempts x calls bound:
+// tries per call times calls per inbound request, or the tries alone when the calls per
+// request were not measured.
+func (e Edge) Factor() float64 {
+	if e.CallsMeasured {
+		return e.Tries * e.CallsPerRequest
+	}
+	return e.Tries
+}
+
+// TriesExceed reports whether the edge's observed tries exceed its computed attempts.
+func (e Edge) TriesExceed() bool { return e.Tries > float64(e.Computed)+Tolerance }
+
+// CallsExceed reports whether the calls per inbound request were measured and exceed the
+// graph's calls on the edge.
+func (e Edge) CallsExceed() bool {
+	return e.CallsMeasured && e.CallsPerRequest > float64(e.ComputedCalls)+CallsTolerance
+}
+
+// Exceeds reports whether either observed factor exceeds its computed one.
+func (e Edge) Exceeds() bool { return e.TriesExceed() || e.CallsExceed() }
 
 // Report is the observed side of one policy.
 type Report struct {
-	// Edges are the edges with calls in the window, worst tries first, then by name.
+	// Edges are the edges with calls in the window, worst Factor first, then by name.
 	Edges []Edge
-	// Amplification is the largest product of observed tries along a path; WorstPath that path
-	// (nil when no edge was observed).
+	// Amplification is the largest product of observed factors along a path; WorstPath that
+	// path (nil when no edge was observed).
 	Amplification float64
 	WorstPath     []string
-	// Exceeding are the edges whose observed tries exceed the computed ones, in Edges' order.
+	// Exceeding are the edges whose observed tries or calls per request exceed the computed
+	// ones, in Edges' order.
 	Exceeding []Edge
+	// Unmeasured are the callers of observed edges whose calls per inbound request were not
+	// measured (no counted layer sent them a request), sorted.
+	Unmeasured []string
 }
 
 // Node maps a series' caller or upstream name to a graph node; ok false drops the series (not
@@ -101,12 +158,14 @@ func Qualified(s Series) (string, string, bool) {
 }
 
 // Compute joins the series with the graph's edges: per edge the observed tries (per source
-// attempts / calls, multiplied across sources), the computed attempts beside them, and the
-// largest product of observed tries along a path of the observed edges.
+// attempts / calls, multiplied across sources) and calls per inbound request at the caller, the
+// computed attempts and calls beside them, and the largest product of observed factors along a
+// path of the observed edges.
 func Compute(edges []graph.Edge, series []Series, node Node) Report {
-	computed := make(map[[2]string]int64, len(edges))
+	type declared struct{ attempts, calls int64 }
+	computed := make(map[[2]string]declared, len(edges))
 	for _, e := range edges {
-		computed[[2]string{e.From, e.To}] = e.Attempts
+		computed[[2]string{e.From, e.To}] = declared{e.Attempts, max(e.Calls, 1)}
 	}
 	type counts struct{ attempts, calls float64 }
 	per := map[[2]string]map[string]*counts{}
@@ -128,8 +187,10 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 		c.calls += s.Calls
 	}
 	var r Report
+	appCalls := map[[2]string]float64{}
+	inbound := map[string]float64{} // requests the counted layers sent to a node
 	for k, bySource := range per {
-		e := Edge{From: k[0], To: k[1], Tries: 1, Computed: 1}
+		e := Edge{From: k[0], To: k[1], Tries: 1, Computed: 1, ComputedCalls: 1}
 		for src, c := range bySource {
 			if c.calls <= 0 {
 				continue // no call in the window: nothing to divide by
@@ -140,16 +201,41 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 		if len(e.Sources) == 0 {
 			continue
 		}
+		sort.Slice(e.Sources, func(i, j int) bool {
+			a, b := e.Sources[i], e.Sources[j]
+			if innermost(a) != innermost(b) {
+				return innermost(a) < innermost(b)
+			}
+			return a < b
+		})
+		// The application's calls are its innermost layer's; what reaches the callee is those
+		// calls times every layer's tries (the outermost layer's attempts).
+		calls := bySource[e.Sources[0]].calls
+		appCalls[k] = calls
+		inbound[k[1]] += calls * e.Tries
 		sort.Strings(e.Sources)
-		if a, ok := computed[k]; ok {
-			e.Computed, e.Declared = a, true
+		if d, ok := computed[k]; ok {
+			e.Computed, e.ComputedCalls, e.Declared = d.attempts, d.calls, true
 		}
 		r.Edges = append(r.Edges, e)
 	}
+	unmeasured := map[string]bool{}
+	for i := range r.Edges {
+		e := &r.Edges[i]
+		if in := inbound[e.From]; in > 0 {
+			e.CallsPerRequest, e.CallsMeasured = appCalls[[2]string{e.From, e.To}]/in, true
+		} else {
+			unmeasured[e.From] = true
+		}
+	}
+	for n := range unmeasured {
+		r.Unmeasured = append(r.Unmeasured, n)
+	}
+	sort.Strings(r.Unmeasured)
 	sort.Slice(r.Edges, func(i, j int) bool {
 		a, b := r.Edges[i], r.Edges[j]
-		if a.Tries != b.Tries {
-			return a.Tries > b.Tries
+		if fa, fb := a.Factor(), b.Factor(); fa != fb {
+			return fa > fb
 		}
 		if a.From != b.From {
 			return a.From < b.From
@@ -165,10 +251,10 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 	return r
 }
 
-// worstPath is the largest product of tries along a simple path of edges, and the path: a
-// depth-first search from every node, memoised per node within one start. Tries are usually at
-// least 1, but an average below 1 is possible (calls refused before any attempt: an open
-// breaker), so the worst path need not be the longest; of equal products the longer path is kept (an edge of
+// worstPath is the largest product of factors along a simple path of edges, and the path: a
+// depth-first search from every node, memoised per node within one start. Factors are usually
+// at least 1, but an average below 1 is possible (calls refused before any attempt: an open
+// breaker; a service calling another on some requests only), so the worst path need not be the longest; of equal products the longer path is kept (an edge of
 // 1 try still shows where the chain goes). A cycle is not followed around (the
 // computed amplification of a retry cycle is unbounded anyway): a back edge is skipped, and a
 // fresh memo per start keeps the skip from hiding a path that starts inside the cycle. That is
@@ -211,7 +297,7 @@ func worstPath(edges []Edge) (float64, []string) {
 				if onStack[e.To] {
 					continue
 				}
-				if p := e.Tries * visit(e.To).product; p > b.product || (p == b.product && b.next == "") {
+				if p := e.Factor() * visit(e.To).product; p > b.product || (p == b.product && b.next == "") {
 					b = best{product: p, next: e.To}
 				}
 			}
@@ -233,7 +319,7 @@ func worstPath(edges []Edge) (float64, []string) {
 	}
 	if topPath == nil {
 		if len(edges) > 0 {
-			return 1, nil // every edge averaged below one try: no path multiplies
+			return 1, nil // every edge's factor averaged below one: no path multiplies
 		}
 		return 0, nil
 	}
@@ -255,31 +341,58 @@ func Status(r Report, window time.Duration) *v1alpha1.ObservedAmplification {
 		if i == MaxEdges {
 			break
 		}
-		st.Edges = append(st.Edges, v1alpha1.ObservedEdge{From: e.From, To: e.To, Tries: Format(e.Tries), Computed: e.Computed, Source: strings.Join(e.Sources, "+")})
+		cpr := NotMeasured
+		if e.CallsMeasured {
+			cpr = Format(e.CallsPerRequest)
+		}
+		st.Edges = append(st.Edges, v1alpha1.ObservedEdge{From: e.From, To: e.To, Tries: Format(e.Tries), CallsPerRequest: cpr,
+			Computed: e.Computed, ComputedCalls: e.ComputedCalls, Source: strings.Join(e.Sources, "+")})
 	}
 	return st
 }
 
-// Condition is ObservedWithinComputed for a report: False naming the worst exceeding edge (and
-// how many others exceed), True otherwise.
+// What the False condition says each exceeding factor may be.
+const (
+	triesCause = "a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)"
+	callsCause = "the application retries by itself behind its proxy (app retries?), or fans out more calls per request than its annotation declares"
+)
+
+// Condition is ObservedWithinComputed for a report: False naming the worst exceeding edge, the
+// factor that exceeds (tries per call, calls per inbound request, or both), and how many
+// others exceed; True otherwise. Callers whose calls per request were not measured are named.
 func Condition(r Report, window time.Duration, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionObservedWithinComputed, ObservedGeneration: generation}
 	if len(r.Exceeding) == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonObservedWithinComputed
-		c.Message = fmt.Sprintf("%d edges observed over %s, none with more tries than computed; observed amplification %s", len(r.Edges), window, Format(r.Amplification))
+		c.Message = fmt.Sprintf("%d edges observed over %s, none with more tries per call or calls per request than computed; observed amplification %s", len(r.Edges), window, Format(r.Amplification))
 		if len(r.WorstPath) > 0 {
 			c.Message += " along " + strings.Join(r.WorstPath, ">")
+		}
+		if len(r.Unmeasured) > 0 {
+			c.Message += "; calls per inbound request not measured at " + strings.Join(r.Unmeasured, ", ") + " (no counted layer sent them a request)"
 		}
 		return c
 	}
 	e := r.Exceeding[0]
 	c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUndeclaredRetries
-	declared := fmt.Sprintf("the graph computes %d", e.Computed)
-	if !e.Declared {
-		declared = "the graph has no such edge (1)"
+	var parts []string
+	if e.TriesExceed() {
+		declared := fmt.Sprintf("the graph computes %d", e.Computed)
+		if !e.Declared {
+			declared = "the graph has no such edge (1)"
+		}
+		parts = append(parts, fmt.Sprintf("%s tries per call observed over %s (%s), %s: %s",
+			Format(e.Tries), window, strings.Join(e.Sources, "+"), declared, triesCause))
 	}
-	c.Message = fmt.Sprintf("edge %s>%s: %s tries per call observed over %s (%s), %s: a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)",
-		e.From, e.To, Format(e.Tries), window, strings.Join(e.Sources, "+"), declared)
+	if e.CallsExceed() {
+		declared := fmt.Sprintf("the graph declares %d", e.ComputedCalls)
+		if !e.Declared {
+			declared = "the graph has no such edge (1)"
+		}
+		parts = append(parts, fmt.Sprintf("%s calls per inbound request at %s observed over %s (%s), %s: %s",
+			Format(e.CallsPerRequest), e.From, window, strings.Join(e.Sources, "+"), declared, callsCause))
+	}
+	c.Message = fmt.Sprintf("edge %s>%s: %s", e.From, e.To, strings.Join(parts, "; and "))
 	if n := len(r.Exceeding) - 1; n > 0 {
 		c.Message += fmt.Sprintf("; %d more edges exceed theirs", n)
 	}

@@ -25,6 +25,7 @@ func TestCompute(t *testing.T) {
 		amp       float64
 		path      []string
 		exceeding []string // "from>to"
+		unmeasure []string
 	}{
 		{
 			name:  "declared chain within its tries",
@@ -35,11 +36,12 @@ func TestCompute(t *testing.T) {
 			},
 			node: InNamespace("shop"),
 			want: []Edge{
-				{From: "gateway", To: "order", Tries: 3, Computed: 3, Declared: true, Sources: []string{SourceRetrycap}},
-				{From: "order", To: "payment", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "gateway", To: "order", Tries: 3, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 2, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
 			},
-			amp:  6,
-			path: []string{"gateway", "order", "payment"},
+			amp:       6,
+			path:      []string{"gateway", "order", "payment"},
+			unmeasure: []string{"gateway"},
 		},
 		{
 			name:  "a proxy making more attempts than declared",
@@ -50,12 +52,71 @@ func TestCompute(t *testing.T) {
 			},
 			node: InNamespace("shop"),
 			want: []Edge{
-				{From: "order", To: "payment", Tries: 4, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
-				{From: "gateway", To: "order", Tries: 1, Computed: 3, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 4, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "gateway", To: "order", Tries: 1, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
 			},
 			amp:       4,
 			path:      []string{"gateway", "order", "payment"},
 			exceeding: []string{"order>payment"},
+			unmeasure: []string{"gateway"},
+		},
+		{
+			name:  "an application retrying behind its proxy: 3 calls per inbound request, 1 try each",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 30, Calls: 30},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "order", To: "payment", Tries: 1, CallsPerRequest: 3, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "gateway", To: "order", Tries: 1, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:       3,
+			path:      []string{"gateway", "order", "payment"},
+			exceeding: []string{"order>payment"},
+			unmeasure: []string{"gateway"},
+		},
+		{
+			name: "a declared fan-out of 4 is within; 1.04 calls per request is within the tolerance",
+			edges: []graph.Edge{
+				{From: "gateway", To: "order", Attempts: 1, Calls: 1},
+				{From: "order", To: "inventory", Attempts: 2, Calls: 4},
+				{From: "order", To: "payment", Attempts: 1, Calls: 1},
+			},
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 100, Calls: 100},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "inventory", Attempts: 400, Calls: 400},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 104, Calls: 104},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "order", To: "inventory", Tries: 1, CallsPerRequest: 4, CallsMeasured: true, Computed: 2, ComputedCalls: 4, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 1, CallsPerRequest: 1.04, CallsMeasured: true, Computed: 1, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "gateway", To: "order", Tries: 1, Computed: 1, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:       4,
+			path:      []string{"gateway", "order", "inventory"},
+			unmeasure: []string{"gateway"},
+		},
+		{
+			name:  "two callers' requests summed at order, one of them retried by its proxy",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
+				{Source: SourceRetrycap, Caller: "admin", Upstream: "order", Attempts: 10, Calls: 5},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 20},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "admin", To: "order", Tries: 2, Computed: 1, ComputedCalls: 1, Sources: []string{SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 2, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "gateway", To: "order", Tries: 1, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:       4,
+			path:      []string{"admin", "order", "payment"},
+			exceeding: []string{"admin>order"},
+			unmeasure: []string{"admin", "gateway"},
 		},
 		{
 			name:  "two pods summed, two layers multiplied, another namespace dropped",
@@ -68,27 +129,48 @@ func TestCompute(t *testing.T) {
 			},
 			node: InNamespace("shop"),
 			want: []Edge{
-				{From: "order", To: "payment", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceEnvoy, SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 2, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceEnvoy, SourceRetrycap}},
 			},
-			amp:  2,
-			path: []string{"order", "payment"},
+			amp:       2,
+			path:      []string{"order", "payment"},
+			unmeasure: []string{"order"},
+		},
+		{
+			// gateway's app makes 20 calls, its proxy 20 attempts, the sidecar 40: order
+			// receives 40 requests and its app makes 40 calls to payment.
+			name:  "layers on the inbound edge: the requests are the outermost layer's attempts",
+			edges: chain,
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 20, Calls: 20},
+				{Source: SourceEnvoy, Caller: "gateway", Upstream: "order", Attempts: 40, Calls: 20},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 40},
+			},
+			node: InNamespace("shop"),
+			want: []Edge{
+				{From: "gateway", To: "order", Tries: 2, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceEnvoy, SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 1, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+			},
+			amp:       2,
+			path:      []string{"gateway", "order", "payment"},
+			unmeasure: []string{"gateway"},
 		},
 		{
 			name:  "an edge the graph lacks, retrying",
 			edges: chain,
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 25, Calls: 10},
+				{Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 50, Calls: 20},
 				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 20, Calls: 10},
 				{Source: SourceRetrycap, Caller: "audit", Upstream: "log", Attempts: 0, Calls: 0},
 			},
 			node: InNamespace("shop"),
 			want: []Edge{
-				{From: "payment", To: "bank", Tries: 2.5, Computed: 1, Sources: []string{SourceRetrycap}},
-				{From: "order", To: "payment", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "payment", To: "bank", Tries: 2.5, CallsPerRequest: 1, CallsMeasured: true, Computed: 1, ComputedCalls: 1, Sources: []string{SourceRetrycap}},
+				{From: "order", To: "payment", Tries: 2, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
 			},
 			amp:       5,
 			path:      []string{"order", "payment", "bank"},
 			exceeding: []string{"payment>bank"},
+			unmeasure: []string{"order"},
 		},
 		{
 			name:  "within the tolerance",
@@ -96,12 +178,15 @@ func TestCompute(t *testing.T) {
 			series: []Series{
 				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 2009, Calls: 1000},
 			},
-			node: InNamespace("shop"),
-			want: []Edge{{From: "order", To: "payment", Tries: 2.009, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}}},
-			amp:  2.009,
-			path: []string{"order", "payment"},
+			node:      InNamespace("shop"),
+			want:      []Edge{{From: "order", To: "payment", Tries: 2.009, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}}},
+			amp:       2.009,
+			path:      []string{"order", "payment"},
+			unmeasure: []string{"order"},
 		},
 		{
+			// a receives b's 30 attempts and makes 10 calls: 1/3 call per request, b
+			// receives 20 and makes 10: 1/2.
 			name:  "a cycle is followed once around",
 			edges: []graph.Edge{{From: "a", To: "b", Attempts: 2}, {From: "b", To: "a", Attempts: 2}},
 			series: []Series{
@@ -110,10 +195,10 @@ func TestCompute(t *testing.T) {
 			},
 			node: InNamespace("x"),
 			want: []Edge{
-				{From: "b", To: "a", Tries: 3, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
-				{From: "a", To: "b", Tries: 2, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "b", To: "a", Tries: 3, CallsPerRequest: 0.5, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "a", To: "b", Tries: 2, CallsPerRequest: 10.0 / 30, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
 			},
-			amp:       3,
+			amp:       1.5,
 			path:      []string{"b", "a"},
 			exceeding: []string{"b>a"},
 		},
@@ -124,24 +209,26 @@ func TestCompute(t *testing.T) {
 			},
 			series: []Series{
 				{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "payment.billing", Attempts: 30, Calls: 10},
-				{Source: SourceRetrycap, Namespace: "billing", Caller: "payment", Upstream: "bank", Attempts: 10, Calls: 10},
+				{Source: SourceRetrycap, Namespace: "billing", Caller: "payment", Upstream: "bank", Attempts: 30, Calls: 30},
 				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 50, Calls: 10},
 			},
 			node: Qualified,
 			want: []Edge{
-				{From: "order.shop", To: "payment.billing", Tries: 3, Computed: 3, Declared: true, Sources: []string{SourceRetrycap}},
-				{From: "payment.billing", To: "bank.billing", Tries: 1, Computed: 1, Sources: []string{SourceRetrycap}},
+				{From: "order.shop", To: "payment.billing", Tries: 3, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
+				{From: "payment.billing", To: "bank.billing", Tries: 1, CallsPerRequest: 1, CallsMeasured: true, Computed: 1, ComputedCalls: 1, Sources: []string{SourceRetrycap}},
 			},
-			amp:  3,
-			path: []string{"order.shop", "payment.billing", "bank.billing"},
+			amp:       3,
+			path:      []string{"order.shop", "payment.billing", "bank.billing"},
+			unmeasure: []string{"order.shop"},
 		},
 		{
-			name:   "calls refused before any attempt: no path multiplies",
-			edges:  chain,
-			series: []Series{{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 5, Calls: 10}},
-			node:   InNamespace("shop"),
-			want:   []Edge{{From: "order", To: "payment", Tries: 0.5, Computed: 2, Declared: true, Sources: []string{SourceRetrycap}}},
-			amp:    1,
+			name:      "calls refused before any attempt: no path multiplies",
+			edges:     chain,
+			series:    []Series{{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 5, Calls: 10}},
+			node:      InNamespace("shop"),
+			want:      []Edge{{From: "order", To: "payment", Tries: 0.5, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}}},
+			amp:       1,
+			unmeasure: []string{"order"},
 		},
 		{
 			name:  "nothing observed",
@@ -165,13 +252,18 @@ func TestCompute(t *testing.T) {
 			if !reflect.DeepEqual(ex, tc.exceeding) {
 				t.Errorf("exceeding %v, want %v", ex, tc.exceeding)
 			}
+			if !reflect.DeepEqual(r.Unmeasured, tc.unmeasure) {
+				t.Errorf("unmeasured %v, want %v", r.Unmeasured, tc.unmeasure)
+			}
 		})
 	}
 }
 
 func TestConditionAndStatus(t *testing.T) {
 	w := 5 * time.Minute
-	chain := []graph.Edge{{From: "gateway", To: "order", Attempts: 3}, {From: "order", To: "payment", Attempts: 2}}
+	chain := []graph.Edge{{From: "gateway", To: "order", Attempts: 3, Calls: 1}, {From: "order", To: "payment", Attempts: 2, Calls: 1}}
+	const triesCause = ": a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)"
+	const callsCause = ": the application retries by itself behind its proxy (app retries?), or fans out more calls per request than its annotation declares"
 	tests := []struct {
 		name   string
 		series []Series
@@ -185,38 +277,77 @@ func TestConditionAndStatus(t *testing.T) {
 				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 50, Calls: 30},
 			},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 7,
-				Message: "2 edges observed over 5m0s, none with more tries than computed; observed amplification 5.00 along gateway>order>payment"},
+				Message: "2 edges observed over 5m0s, none with more tries per call or calls per request than computed; observed amplification 5.00 along gateway>order>payment; calls per inbound request not measured at gateway (no counted layer sent them a request)"},
 			status: &v1alpha1.ObservedAmplification{Amplification: "5.00", WorstPath: "gateway>order>payment", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
-				{From: "gateway", To: "order", Tries: "3.00", Computed: 3, Source: "retrycap-proxy"},
-				{From: "order", To: "payment", Tries: "1.67", Computed: 2, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "3.00", CallsPerRequest: "not measured", Computed: 3, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "order", To: "payment", Tries: "1.67", CallsPerRequest: "1.00", Computed: 2, ComputedCalls: 1, Source: "retrycap-proxy"},
 			}},
 		},
 		{
 			name: "declared edge exceeded, and an undeclared one",
 			series: []Series{
 				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 10},
-				{Source: SourceEnvoy, Caller: "payment", Upstream: "bank", Attempts: 30, Calls: 10},
+				{Source: SourceEnvoy, Caller: "payment", Upstream: "bank", Attempts: 120, Calls: 40},
 			},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
-				Message: "edge order>payment: 4.00 tries per call observed over 5m0s (retrycap-proxy), the graph computes 2: a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand); 1 more edges exceed theirs"},
+				Message: "edge order>payment: 4.00 tries per call observed over 5m0s (retrycap-proxy), the graph computes 2" + triesCause + "; 1 more edges exceed theirs"},
 			status: &v1alpha1.ObservedAmplification{Amplification: "12.00", WorstPath: "order>payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
-				{From: "order", To: "payment", Tries: "4.00", Computed: 2, Source: "retrycap-proxy"},
-				{From: "payment", To: "bank", Tries: "3.00", Computed: 1, Source: "envoy"},
+				{From: "order", To: "payment", Tries: "4.00", CallsPerRequest: "not measured", Computed: 2, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "payment", To: "bank", Tries: "3.00", CallsPerRequest: "1.00", Computed: 1, ComputedCalls: 1, Source: "envoy"},
 			}},
 		},
 		{
 			name:   "only an undeclared edge",
 			series: []Series{{Source: SourceEnvoy, Caller: "payment", Upstream: "bank", Attempts: 30, Calls: 10}},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
-				Message: "edge payment>bank: 3.00 tries per call observed over 5m0s (envoy), the graph has no such edge (1): a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)"},
+				Message: "edge payment>bank: 3.00 tries per call observed over 5m0s (envoy), the graph has no such edge (1)" + triesCause},
 			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
-				{From: "payment", To: "bank", Tries: "3.00", Computed: 1, Source: "envoy"},
+				{From: "payment", To: "bank", Tries: "3.00", CallsPerRequest: "not measured", Computed: 1, ComputedCalls: 1, Source: "envoy"},
+			}},
+		},
+		{
+			name: "an application retrying behind its proxy",
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 21, Calls: 21},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 63, Calls: 63},
+			},
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
+				Message: "edge order>payment: 3.00 calls per inbound request at order observed over 5m0s (retrycap-proxy), the graph declares 1" + callsCause},
+			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "order", To: "payment", Tries: "1.00", CallsPerRequest: "3.00", Computed: 2, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "1.00", CallsPerRequest: "not measured", Computed: 3, ComputedCalls: 1, Source: "retrycap-proxy"},
+			}},
+		},
+		{
+			name: "both factors exceed on one edge, the calls on an undeclared one",
+			series: []Series{
+				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
+				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 60, Calls: 20},
+				{Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 120, Calls: 120},
+			},
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
+				Message: "edge order>payment: 3.00 tries per call observed over 5m0s (retrycap-proxy), the graph computes 2" + triesCause +
+					"; and 2.00 calls per inbound request at order observed over 5m0s (retrycap-proxy), the graph declares 1" + callsCause + "; 1 more edges exceed theirs"},
+			status: &v1alpha1.ObservedAmplification{Amplification: "12.00", WorstPath: "gateway>order>payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "order", To: "payment", Tries: "3.00", CallsPerRequest: "2.00", Computed: 2, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "payment", To: "bank", Tries: "1.00", CallsPerRequest: "2.00", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "1.00", CallsPerRequest: "not measured", Computed: 3, ComputedCalls: 1, Source: "retrycap-proxy"},
+			}},
+		},
+		{
+			name:   "only the calls of an undeclared edge",
+			series: []Series{{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 10, Calls: 10}, {Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 25, Calls: 25}},
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
+				Message: "edge payment>bank: 2.50 calls per inbound request at payment observed over 5m0s (retrycap-proxy), the graph has no such edge (1)" + callsCause},
+			status: &v1alpha1.ObservedAmplification{Amplification: "2.50", WorstPath: "order>payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "payment", To: "bank", Tries: "1.00", CallsPerRequest: "2.50", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "order", To: "payment", Tries: "1.00", CallsPerRequest: "not measured", Computed: 2, ComputedCalls: 1, Source: "retrycap-proxy"},
 			}},
 		},
 		{
 			name: "no traffic",
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 7,
-				Message: "0 edges observed over 5m0s, none with more tries than computed; observed amplification 0.00"},
+				Message: "0 edges observed over 5m0s, none with more tries per call or calls per request than computed; observed amplification 0.00"},
 			status: &v1alpha1.ObservedAmplification{Amplification: "0.00", Window: "5m0s"},
 		},
 	}

@@ -36,12 +36,24 @@ func TestJoin(t *testing.T) {
 	retry := model.Vector{
 		sample(20, "namespace", "shop", "service", "cart", "envoy_cluster_name", "outbound|8080||payment.shop.svc.cluster.local"),
 	}
-	got := Join(attempts, calls, total, retry, "service")
+	// Linkerd, as the queries return it: summed by the caller and the route's parent Service.
+	lreq := model.Vector{
+		sample(40, "namespace", "shop", "service", "web", "parent_namespace", "shop", "parent_name", "payment"),
+		sample(8, "namespace", "shop", "service", "web", "parent_namespace", "billing", "parent_name", "bank"),
+		sample(3, "namespace", "shop", "service", "web", "parent_namespace", "", "parent_name", ""), // a default parent
+		sample(5, "namespace", "shop", "parent_namespace", "shop", "parent_name", "payment"),        // no caller label
+	}
+	lretry := model.Vector{
+		sample(80, "namespace", "shop", "service", "web", "parent_namespace", "shop", "parent_name", "payment"),
+	}
+	got := Join(Vectors{Attempts: attempts, Calls: calls, EnvoyTotal: total, EnvoyRetry: retry, LinkerdRequests: lreq, LinkerdRetries: lretry}, "service")
 	want := []observed.Series{
 		{Source: "retrycap-proxy", Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 30, Calls: 10},
 		{Source: "retrycap-proxy", Caller: "lab", Upstream: "x", Attempts: 4, Calls: 2},
 		{Source: "envoy", Namespace: "shop", Caller: "cart", Upstream: "payment", Attempts: 60, Calls: 40},
 		{Source: "envoy", Namespace: "shop", Caller: "cart", Upstream: "bank.billing", Attempts: 9, Calls: 9},
+		{Source: "linkerd", Namespace: "shop", Caller: "web", Upstream: "payment", Attempts: 120, Calls: 40},
+		{Source: "linkerd", Namespace: "shop", Caller: "web", Upstream: "bank.billing", Attempts: 8, Calls: 8},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Join:\n got %+v\nwant %+v", got, want)
@@ -68,6 +80,24 @@ func TestEnvoyUpstream(t *testing.T) {
 	}
 }
 
+func TestLinkerdUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		name, parentNS, ns, want string
+		ok                       bool
+	}{
+		{"payment", "shop", "shop", "payment", true},
+		{"payment", "billing", "shop", "payment.billing", true},
+		{"payment", "billing", "", "payment.billing", true},
+		{"", "shop", "shop", "", false},
+		{"payment", "", "shop", "", false},
+	} {
+		got, ok := LinkerdUpstream(tc.name, tc.parentNS, tc.ns)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("LinkerdUpstream(%q, %q, %q) = %q, %v; want %q, %v", tc.name, tc.parentNS, tc.ns, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
 func TestQueries(t *testing.T) {
 	got := Queries(5*time.Minute, "app")
 	want := []string{
@@ -75,6 +105,8 @@ func TestQueries(t *testing.T) {
 		"sum by (namespace, app, upstream) (increase(retrycap_proxy_requests_total[5m]))",
 		`sum by (namespace, app, envoy_cluster_name) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[5m]))`,
 		`sum by (namespace, app, envoy_cluster_name) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[5m]))`,
+		`sum by (namespace, app, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[5m]))`,
+		`sum by (namespace, app, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[5m]))`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Queries:\n got %q\nwant %q", got, want)

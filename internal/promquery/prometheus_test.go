@@ -3,7 +3,6 @@ package promquery
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -56,108 +55,116 @@ func instant(c *Client, q string) (float64, error) {
 }
 
 // TestAgainstPrometheus runs the lab's chain gateway -> order -> payment (payment always
-// failing) with real proxies: gateway's proxy makes 1 attempt per call to order, order's makes
-// 3 to payment. A real Prometheus scrapes both. The counters then say 3 tries on order ->
-// payment: within a graph whose annotations declare payment=3, over one that declares
-// payment=2 (the proxy was configured by hand: a retry layer the graph does not know).
+// failing) twice with real proxies, a real Prometheus scraping all four. In namespace shop
+// order is the lab app (one call per request) and its proxy makes 3 attempts per call: 3 tries
+// on order -> payment, within a graph whose annotations declare payment=3, over one that
+// declares payment=2 (the proxy was configured by hand). In namespace lab order's application
+// calls payment 3 times per request itself, through a proxy that makes 1 attempt per call:
+// 1 try per call, 3 calls per inbound request at order, over a graph that declares payment=1,
+// within one that declares the fan-out (payment=1*3).
 func TestAgainstPrometheus(t *testing.T) {
-	common := []string{"--chain-cap", "0", "--backoff-base", "1ms", "--backoff-max", "2ms",
-		"--budget-percent", "100", "--budget-min-per-second", "10000", "--breaker-failures", "0"}
-	payment, err := labapp.Start(labapp.Config{Name: "payment"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = payment.Close() })
-	payment.SetFailing(true)
-	po := startProxy(t, append(common, "--service", "order", "--upstreams", "payment=3", "--resolve", "payment="+payment.Addr())...)
-	order, err := labapp.Start(labapp.Config{Name: "order", Upstreams: []string{"http://payment/charge"}, ProxyURL: po.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = order.Close() })
-	pg := startProxy(t, append(common, "--service", "gateway", "--upstreams", "order=1", "--resolve", "order="+order.Addr())...)
-	gateway, err := labapp.Start(labapp.Config{Name: "gateway", Upstreams: []string{"http://order/checkout"}, ProxyURL: pg.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gateway.Close() })
-
-	send := func(n int) {
-		for range n {
-			resp, err := http.Get(gateway.URL() + "/buy")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-		}
-	}
+	shop := promtest.StartChain(t, promtest.ChainConfig{ProxyBin: proxyBin, OrderAttempts: 3, Labels: map[string]string{"namespace": "shop"}})
+	lab := promtest.StartChain(t, promtest.ChainConfig{ProxyBin: proxyBin, OrderAttempts: 1, OrderAppTries: 3, Labels: map[string]string{"namespace": "lab"}})
 	// One request before Prometheus starts: every counter of both edges exists at its first
 	// scrape, so the first and last samples in the window are of the same scrapes for the
 	// attempts and the calls, and increase() extrapolates both by the same factor.
-	send(1)
-	prom := promtest.Start(t, "../..", map[string]string{po.AdminAddr: "order", pg.AdminAddr: "gateway"})
+	shop.Send(t, 1)
+	lab.Send(t, 1)
+	prom := promtest.StartTargets(t, "../..", append(shop.Targets(), lab.Targets()...))
 	url, stop := prom.URL, prom.Stop
-	c, err := New(Options{URL: url, Window: time.Minute})
+	const window = 10 * time.Minute
+	c, err := New(Options{URL: url, Window: window})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the first scrape of both proxies", func() (bool, string) {
+	eventually(t, 30*time.Second, "the first scrape of the four proxies", func() (bool, string) {
 		v, err := instant(c, `count(retrycap_proxy_requests_total)`)
-		return err == nil && v == 2, fmt.Sprint(v, err)
+		return err == nil && v == 4, fmt.Sprint(v, err)
 	})
 	const n = 20
-	send(n)
+	shop.Send(t, n)
+	lab.Send(t, n)
 	for q, want := range map[string]float64{
-		`sum(retrycap_proxy_requests_total{service="order"})`:   n + 1,
-		`sum(retrycap_proxy_attempts_total{service="order"})`:   3 * (n + 1),
-		`sum(retrycap_proxy_requests_total{service="gateway"})`: n + 1,
-		`sum(retrycap_proxy_attempts_total{service="gateway"})`: n + 1,
+		`sum(retrycap_proxy_requests_total{namespace="shop",service="order"})`:   n + 1,
+		`sum(retrycap_proxy_attempts_total{namespace="shop",service="order"})`:   3 * (n + 1),
+		`sum(retrycap_proxy_requests_total{namespace="shop",service="gateway"})`: n + 1,
+		`sum(retrycap_proxy_attempts_total{namespace="shop",service="gateway"})`: n + 1,
+		`sum(retrycap_proxy_requests_total{namespace="lab",service="order"})`:    3 * (n + 1),
+		`sum(retrycap_proxy_attempts_total{namespace="lab",service="order"})`:    3 * (n + 1),
+		`sum(retrycap_proxy_attempts_total{namespace="lab",service="gateway"})`:  n + 1,
 	} {
 		eventually(t, 30*time.Second, "Prometheus has "+q+" = "+fmt.Sprint(want), func() (bool, string) {
 			v, err := instant(c, q)
 			return err == nil && v == want, fmt.Sprint(v, err)
 		})
 	}
+	promtest.Settle(t, prom, shop, lab)
+	for _, q := range []string{"count_over_time(retrycap_proxy_requests_total[10m])", "count_over_time(up[10m]) - sum_over_time(up[10m])"} {
+		v, err := c.query(context.Background(), q, time.Now())
+		t.Logf("%s: %v %v", q, v, err) // the samples behind the extrapolation, for a reader of a failure
+	}
 	series, err := c.Series(context.Background(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout"}}
-
+	const (
+		notMeasured = "; calls per inbound request not measured at gateway (no counted layer sent them a request)"
+		triesCause  = ": a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)"
+		callsCause  = ": the application retries by itself behind its proxy (app retries?), or fans out more calls per request than its annotation declares"
+	)
 	for _, tc := range []struct {
-		name, orderUpstreams string
-		want                 metav1.Condition
-		status               *v1alpha1.ObservedAmplification
+		name, ns, orderUpstreams string
+		want                     metav1.Condition
+		status                   *v1alpha1.ObservedAmplification
 	}{
 		{
-			name: "declared", orderUpstreams: "payment=3",
+			name: "proxy retries declared", ns: "shop", orderUpstreams: "payment=3",
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 1,
-				Message: "2 edges observed over 1m0s, none with more tries than computed; observed amplification 3.00 along gateway>order>payment"},
-			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "1m0s", Edges: []v1alpha1.ObservedEdge{
-				{From: "order", To: "payment", Tries: "3.00", Computed: 3, Source: "retrycap-proxy"},
-				{From: "gateway", To: "order", Tries: "1.00", Computed: 1, Source: "retrycap-proxy"},
+				Message: "2 edges observed over 10m0s, none with more tries per call or calls per request than computed; observed amplification 3.00 along gateway>order>payment" + notMeasured},
+			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "10m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "order", To: "payment", Tries: "3.00", CallsPerRequest: "1.00", Computed: 3, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "1.00", CallsPerRequest: "not measured", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
 			}},
 		},
 		{
-			name: "undeclared retry layer", orderUpstreams: "payment=2",
+			name: "a proxy configured by hand", ns: "shop", orderUpstreams: "payment=2",
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 1,
-				Message: "edge order>payment: 3.00 tries per call observed over 1m0s (retrycap-proxy), the graph computes 2: a retry layer the graph does not know (application code, a mesh it does not read, or a proxy configured by hand)"},
-			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "1m0s", Edges: []v1alpha1.ObservedEdge{
-				{From: "order", To: "payment", Tries: "3.00", Computed: 2, Source: "retrycap-proxy"},
-				{From: "gateway", To: "order", Tries: "1.00", Computed: 1, Source: "retrycap-proxy"},
+				Message: "edge order>payment: 3.00 tries per call observed over 10m0s (retrycap-proxy), the graph computes 2" + triesCause},
+			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "10m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "order", To: "payment", Tries: "3.00", CallsPerRequest: "1.00", Computed: 2, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "1.00", CallsPerRequest: "not measured", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
+			}},
+		},
+		{
+			name: "an application retrying behind its proxy", ns: "lab", orderUpstreams: "payment=1",
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 1,
+				Message: "edge order>payment: 3.00 calls per inbound request at order observed over 10m0s (retrycap-proxy), the graph declares 1" + callsCause},
+			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "10m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "order", To: "payment", Tries: "1.00", CallsPerRequest: "3.00", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "1.00", CallsPerRequest: "not measured", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
+			}},
+		},
+		{
+			name: "the application's calls declared as a fan-out", ns: "lab", orderUpstreams: "payment=1*3",
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 1,
+				Message: "2 edges observed over 10m0s, none with more tries per call or calls per request than computed; observed amplification 3.00 along gateway>order>payment" + notMeasured},
+			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "gateway>order>payment", Window: "10m0s", Edges: []v1alpha1.ObservedEdge{
+				{From: "order", To: "payment", Tries: "1.00", CallsPerRequest: "3.00", Computed: 1, ComputedCalls: 3, Source: "retrycap-proxy"},
+				{From: "gateway", To: "order", Tries: "1.00", CallsPerRequest: "not measured", Computed: 1, ComputedCalls: 1, Source: "retrycap-proxy"},
 			}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: "checkout"}}
 			res, _ := workload.Analyze(p, []workload.Workload{
-				{Kind: "Deployment", Namespace: "shop", Name: "gateway", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: "order=1"})},
-				{Kind: "Deployment", Namespace: "shop", Name: "order", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: tc.orderUpstreams})},
-				{Kind: "Deployment", Namespace: "shop", Name: "payment"},
+				{Kind: "Deployment", Namespace: tc.ns, Name: "gateway", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: "order=1"})},
+				{Kind: "Deployment", Namespace: tc.ns, Name: "order", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: tc.orderUpstreams})},
+				{Kind: "Deployment", Namespace: tc.ns, Name: "payment"},
 			})
-			r := observed.Compute(res.Graph.Edges(), series, observed.InNamespace("shop"))
+			r := observed.Compute(res.Graph.Edges(), series, observed.InNamespace(tc.ns))
 			for _, e := range r.Edges {
-				t.Logf("%s>%s: %.9f tries (computed %d)", e.From, e.To, e.Tries, e.Computed)
+				t.Logf("%s>%s: %.9f tries, %.9f calls per request (computed %d x %d)", e.From, e.To, e.Tries, e.CallsPerRequest, e.Computed, e.ComputedCalls)
 			}
 			if got := observed.Condition(r, c.Window(), 1); got != tc.want {
 				t.Errorf("condition:\n got %+v\nwant %+v", got, tc.want)
@@ -176,7 +183,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	}
 	host := strings.TrimPrefix(url, "http://")
 	want := metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionUnknown, Reason: "PrometheusUnavailable", ObservedGeneration: 1,
-		Message: "querying Prometheus at " + url + ": query " + Queries(time.Minute, "service")[0] + ": dial tcp " + host + ": connect: connection refused"}
+		Message: "querying Prometheus at " + url + ": query " + Queries(window, "service")[0] + ": dial tcp " + host + ": connect: connection refused"}
 	if got := observed.Unavailable(c.URL(), err, 1); got != want {
 		t.Errorf("condition:\n got %+v\nwant %+v", got, want)
 	}

@@ -84,7 +84,8 @@ func (c *Client) URL() string { return c.opts.URL }
 func (c *Client) Window() time.Duration { return c.opts.Window }
 
 // Queries are the PromQL queries Series runs, in order, for a window and a caller label:
-// attempts and calls for retrycap-proxy's counters, then Envoy's total and retries.
+// attempts and calls for retrycap-proxy's counters, Envoy's total and retries, then Linkerd's
+// route requests and retries (HTTP and gRPC routes; only those whose parent is a Service).
 func Queries(window time.Duration, caller string) []string {
 	w := model.Duration(window).String()
 	by := "namespace, " + caller
@@ -93,7 +94,16 @@ func Queries(window time.Duration, caller string) []string {
 		fmt.Sprintf("sum by (%s, upstream) (increase(retrycap_proxy_requests_total[%s]))", by, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, by, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, by, w),
 	}
+}
+
+// Vectors are the answers to Queries, in their order.
+type Vectors struct {
+	Attempts, Calls                 model.Vector
+	EnvoyTotal, EnvoyRetry          model.Vector
+	LinkerdRequests, LinkerdRetries model.Vector
 }
 
 // Series runs the queries at now and joins their results into per-edge series. Any error (the
@@ -101,15 +111,15 @@ func Queries(window time.Duration, caller string) []string {
 // partial set of edges would make a partial product look like the worst path.
 func (c *Client) Series(ctx context.Context, now time.Time) ([]observed.Series, error) {
 	qs := Queries(c.opts.Window, c.opts.CallerLabel)
-	results := make([]model.Vector, len(qs))
-	for i, q := range qs {
-		v, err := c.query(ctx, q, now)
+	var vs Vectors
+	for i, dst := range []*model.Vector{&vs.Attempts, &vs.Calls, &vs.EnvoyTotal, &vs.EnvoyRetry, &vs.LinkerdRequests, &vs.LinkerdRetries} {
+		v, err := c.query(ctx, qs[i], now)
 		if err != nil {
 			return nil, err
 		}
-		results[i] = v
+		*dst = v
 	}
-	return Join(results[0], results[1], results[2], results[3], c.opts.CallerLabel), nil
+	return Join(vs, c.opts.CallerLabel), nil
 }
 
 func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vector, error) {
@@ -139,66 +149,68 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// Join pairs the four vectors into series: retrycap-proxy's attempts with its calls per
-// (namespace, caller, upstream), Envoy's totals with its retries per (namespace, caller,
-// cluster); Envoy's calls are its totals minus its retries. A sample without a caller cannot be
-// placed on the graph and is dropped, as is an Envoy cluster that is not an outbound service.
-func Join(attempts, calls, envoyTotal, envoyRetry model.Vector, caller string) []observed.Series {
+// Join pairs the vectors into series: retrycap-proxy's attempts with its calls per
+// (namespace, caller, upstream); Envoy's totals with its retries per (namespace, caller,
+// cluster), its calls being its totals minus its retries; Linkerd's route requests with its
+// retries per (namespace, caller, parent Service), its attempts being the requests plus the
+// retries. A sample without a caller cannot be placed on the graph and is dropped, as is an
+// Envoy cluster that is not an outbound service and a Linkerd parent without a name.
+func Join(v Vectors, caller string) []observed.Series {
 	type key struct{ ns, caller, upstream string }
-	var order []key
-	rc := map[key]*observed.Series{}
-	get := func(k key, src string) *observed.Series {
-		s := rc[k]
-		if s == nil {
-			s = &observed.Series{Source: src, Namespace: k.ns, Caller: k.caller, Upstream: k.upstream}
-			rc[k] = s
-			order = append(order, k)
-		}
-		return s
-	}
 	label := func(m model.Metric, name string) string { return string(m[model.LabelName(name)]) }
-	for _, smp := range attempts {
-		if k := (key{label(smp.Metric, "namespace"), label(smp.Metric, caller), label(smp.Metric, "upstream")}); k.caller != "" && k.upstream != "" {
-			get(k, observed.SourceRetrycap).Attempts += float64(smp.Value)
-		}
-	}
-	for _, smp := range calls {
-		if k := (key{label(smp.Metric, "namespace"), label(smp.Metric, caller), label(smp.Metric, "upstream")}); k.caller != "" && k.upstream != "" {
-			get(k, observed.SourceRetrycap).Calls += float64(smp.Value)
-		}
-	}
-	out := make([]observed.Series, 0, len(order))
-	for _, k := range order {
-		out = append(out, *rc[k])
-	}
-	// Envoy: the same caller and namespace labels; the upstream from the cluster's name.
-	order, rc = nil, map[key]*observed.Series{}
-	total := map[key]float64{}
-	retry := map[key]float64{}
-	for _, vec := range []struct {
-		v   model.Vector
-		sum map[key]float64
-	}{{envoyTotal, total}, {envoyRetry, retry}} {
-		for _, smp := range vec.v {
-			ns := label(smp.Metric, "namespace")
-			up, ok := EnvoyUpstream(label(smp.Metric, "envoy_cluster_name"), ns)
-			k := key{ns, label(smp.Metric, caller), up}
-			if !ok || k.caller == "" {
-				continue
-			}
-			if _, seen := total[k]; !seen {
-				if _, seen := retry[k]; !seen {
+	// pair sums two vectors per key, in the order the keys first appear; up maps a sample to
+	// its upstream (ok false: not a graph edge).
+	pair := func(first, second model.Vector, up func(m model.Metric, ns string) (string, bool)) ([]key, map[key]*[2]float64) {
+		var order []key
+		sums := map[key]*[2]float64{}
+		for i, vec := range []model.Vector{first, second} {
+			for _, smp := range vec {
+				ns := label(smp.Metric, "namespace")
+				u, ok := up(smp.Metric, ns)
+				k := key{ns, label(smp.Metric, caller), u}
+				if !ok || k.caller == "" || k.upstream == "" {
+					continue
+				}
+				if sums[k] == nil {
+					sums[k] = &[2]float64{}
 					order = append(order, k)
 				}
+				sums[k][i] += float64(smp.Value)
 			}
-			vec.sum[k] += float64(smp.Value)
+		}
+		return order, sums
+	}
+	var out []observed.Series
+	add := func(src string, order []key, sums map[key]*[2]float64, counts func(a, b float64) (attempts, calls float64)) {
+		for _, k := range order {
+			a, c := counts(sums[k][0], sums[k][1])
+			out = append(out, observed.Series{Source: src, Namespace: k.ns, Caller: k.caller, Upstream: k.upstream, Attempts: a, Calls: c})
 		}
 	}
-	for _, k := range order {
-		t, r := total[k], retry[k]
-		out = append(out, observed.Series{Source: observed.SourceEnvoy, Namespace: k.ns, Caller: k.caller, Upstream: k.upstream, Attempts: t, Calls: t - r})
-	}
+	order, sums := pair(v.Attempts, v.Calls, func(m model.Metric, _ string) (string, bool) { return label(m, "upstream"), true })
+	add(observed.SourceRetrycap, order, sums, func(attempts, calls float64) (float64, float64) { return attempts, calls })
+	order, sums = pair(v.EnvoyTotal, v.EnvoyRetry, func(m model.Metric, ns string) (string, bool) {
+		return EnvoyUpstream(label(m, "envoy_cluster_name"), ns)
+	})
+	add(observed.SourceEnvoy, order, sums, func(total, retry float64) (float64, float64) { return total, total - retry })
+	order, sums = pair(v.LinkerdRequests, v.LinkerdRetries, func(m model.Metric, ns string) (string, bool) {
+		return LinkerdUpstream(label(m, "parent_name"), label(m, "parent_namespace"), ns)
+	})
+	add(observed.SourceLinkerd, order, sums, func(requests, retries float64) (float64, float64) { return requests + retries, requests })
 	return out
+}
+
+// LinkerdUpstream names a Linkerd route's parent Service as a caller in namespace ns names it:
+// "payment" from its own namespace, "payment.billing" from another (and when the scrape gives
+// the caller no namespace). A parent without a name or namespace is not a Service of the graph.
+func LinkerdUpstream(name, parentNS, ns string) (string, bool) {
+	if name == "" || parentNS == "" {
+		return "", false
+	}
+	if parentNS == ns {
+		return name, true
+	}
+	return name + "." + parentNS, true
 }
 
 // EnvoyUpstream maps an Istio outbound cluster name, "outbound|PORT|SUBSET|HOST", to the

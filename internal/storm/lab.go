@@ -128,14 +128,10 @@ type chain struct {
 	clientRetries atomic.Int64
 }
 
-// startChain starts payment, then each app and proxy bottom-up (a proxy
-// must know the address of the app it resolves to). With logDir set, each
-// proxy writes its access log to logDir/ARM/SERVICE.log (AccessLogPaths).
-func startChain(bin, arm string, sc Scenario, pc PaymentConfig, logDir string) (c *chain, err error) {
-	return startChainProto(bin, arm, ProtocolHTTP, sc, pc, logDir)
-}
-
-// startChainProto is startChain for either protocol. The gRPC chain's
+// startChainProto starts payment, then each app and proxy bottom-up (a proxy
+// must know the address of the app it resolves to), for either protocol.
+// With logDir set, each proxy writes its access log to logDir/ARM/SERVICE.log
+// (AccessLogPaths). The gRPC chain's
 // apps are child processes (labapp.StartGRPCProcess), each with
 // HTTPS_PROXY set to its own proxy as the injector sets it; the edge client
 // (the user, in this process) opens its CONNECT itself, since grpc-go

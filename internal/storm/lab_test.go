@@ -26,17 +26,7 @@ func TestMain(m *testing.M) {
 // only the chain cap limits it, and jitter changes only when attempts are
 // made, never how many.
 func TestExactCountsPerUserRequest(t *testing.T) {
-	const n = 3
-	cases := []struct {
-		scenario, arm string
-		spec          func(i int) userSpec
-		// per failed user request: requests at payment, retries the
-		// proxies sent, edge client attempts
-		payment, retries, clientAttempts int
-		// per failed user request, from the proxies' access logs
-		// (observe, per key): attempts at gateway (the entry proxy's)
-		atGateway int
-	}{
+	runExactCounts(t, ProtocolHTTP, "requests", []exactCase{
 		// 3 x 3 x 3: 27 at payment, 2 + 3x2 + 9x2 = 26 retries.
 		{"storm27", ArmNaive, get, 27, 26, 1, 3},
 		// Cap 4: the entry proxy reserves 2 retries (budget 2, 1, 1); the
@@ -64,13 +54,36 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 		// with the key is refused: the first attempt spent the whole chain
 		// (the entry's one attempt carried the cap).
 		{"incident18", ArmRetrycap, postWithoutKey, 1, 0, 2, 1},
-	}
+	}, nil)
+}
+
+// exactCase is one row of the exact-count tests of either protocol.
+type exactCase struct {
+	scenario, arm string
+	spec          func(i int) userSpec
+	// per failed user request: requests (calls) at payment, retries the proxies sent, edge
+	// client attempts; attempts at gateway (the entry proxy's), from the proxies' access logs
+	// (observe, per key)
+	payment, retries, clientAttempts, atGateway int
+}
+
+// runExactCounts runs each case on a chain of protocol proto, in parallel: payment down for
+// exactly n = 3 sequential user requests, then back for n more, every count exact (noun names
+// what payment receives in the messages: "requests", "calls"); then checks the access logs
+// (checkObserved, and extra when not nil).
+func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra func(t *testing.T, logDir, arm string)) {
+	const n = 3
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s/%s/%s", tc.scenario, tc.arm, tc.spec(0).method+map[bool]string{true: "+key", false: ""}[tc.spec(0).key != ""]), func(t *testing.T) {
+		name := tc.spec(0).method
+		if tc.spec(0).key != "" {
+			name += "+key"
+		}
+		t.Run(fmt.Sprintf("%s/%s/%s", tc.scenario, tc.arm, name), func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
 			logDir := t.TempDir()
-			c, err := startChain(proxyBin, tc.arm, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir)
+			c, err := startChainProto(proxyBin, tc.arm, proto, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,8 +101,8 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 			if pay != float64(n*tc.payment) || ret != float64(n*tc.retries) {
-				t.Fatalf("payment down for %d user requests: %v requests at payment, %v retries; want %d, %d",
-					n, pay, ret, n*tc.payment, n*tc.retries)
+				t.Fatalf("payment down for %d user requests: %v %s at payment, %v retries; want %d, %d",
+					n, pay, noun, ret, n*tc.payment, n*tc.retries)
 			}
 			if got := c.clientRetries.Load(); got != int64(n*(tc.clientAttempts-1)) {
 				t.Fatalf("edge client retries %d, want %d", got, n*(tc.clientAttempts-1))
@@ -111,8 +124,8 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 			if pay2-pay != n || ret2 != ret || c.payment.Received() != n || c.payment.Served() != n {
-				t.Fatalf("payment back: %v more requests at payment, %v more retries, received %d, served %d; want %d, 0, %d, %d",
-					pay2-pay, ret2-ret, c.payment.Received(), c.payment.Served(), n, n, n)
+				t.Fatalf("payment back: %v more %s at payment, %v more retries, received %d, served %d; want %d, 0, %d, %d",
+					pay2-pay, noun, ret2-ret, c.payment.Received(), c.payment.Served(), n, n, n)
 			}
 			charges, replayed, dups := c.payment.Effects().Counts()
 			wantCharges := int64(0)
@@ -124,6 +137,9 @@ func TestExactCountsPerUserRequest(t *testing.T) {
 			}
 			c.close() // flushes the access logs
 			checkObserved(t, logDir, tc.arm, n, tc.payment, tc.atGateway)
+			if extra != nil {
+				extra(t, logDir, tc.arm)
+			}
 		})
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/gate"
-	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -65,27 +64,18 @@ func (v *ClusterPolicyValidator) ValidateDelete(context.Context, *v1alpha1.Clust
 }
 
 func (v *ClusterPolicyValidator) validate(ctx context.Context, p *v1alpha1.ClusterRetryPolicy) (admission.Warnings, error) {
-	spec := field.NewPath("spec")
 	errs := clusterPolicyErrors(p)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("ClusterRetryPolicy").GroupKind(), p.Name, errs)
 	}
 
-	var warnings admission.Warnings
-	cap := int64(p.Spec.MaxAmplification)
-	for i, e := range p.Spec.Entrypoints {
-		if int64(e.ClientAttempts) > cap {
-			warnings = append(warnings, fmt.Sprintf("%s: %d exceeds spec.maxAmplification %d: every chain from %s is over the cap whatever its services retry, and no rewrite can fit",
-				spec.Child("entrypoints").Index(i).Child("clientAttempts"), e.ClientAttempts, cap, e.Service))
-		}
-	}
 	if v.index == nil || !v.index.HasSynced() {
-		return append(warnings, "the manager's workload cache has not synced yet: entrypoints and the current amplification were not checked"), nil
+		return specWarnings(&p.Spec.RetryPolicySpec, checkedGraph{unchecked: "the manager's workload cache has not synced yet"}), nil
 	}
 	l := &metav1.PartialObjectMetadataList{}
 	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
 	if err := v.namespaces.List(ctx, l); err != nil {
-		return append(warnings, fmt.Sprintf("listing Namespaces: %v: entrypoints and the current amplification were not checked", err)), nil
+		return specWarnings(&p.Spec.RetryPolicySpec, checkedGraph{unchecked: fmt.Sprintf("listing Namespaces: %v", err)}), nil
 	}
 	nsLabels := make(map[string]map[string]string, len(l.Items))
 	for i := range l.Items {
@@ -96,8 +86,12 @@ func (v *ClusterPolicyValidator) validate(ctx context.Context, p *v1alpha1.Clust
 		// clusterPolicyErrors refused what NewClusterScope refuses.
 		return nil, apierrors.NewInternalError(err)
 	}
+	g := checkedGraph{node: func(entry string) string {
+		svc, ns, _ := annotations.SplitService(entry)
+		return workload.QualifiedNode(svc, ns)
+	}}
 	if s.Len() == 0 {
-		warnings = append(warnings, "spec.namespaceSelector: selects no namespace (yet): nothing is checked")
+		g.notes = append(g.notes, "spec.namespaceSelector: selects no namespace (yet): nothing is checked")
 	}
 	var ws []workload.Workload
 	var svcs []workload.Service
@@ -105,26 +99,8 @@ func (v *ClusterPolicyValidator) validate(ctx context.Context, p *v1alpha1.Clust
 		ws = append(ws, v.index.Workloads(ns)...)
 		svcs = append(svcs, v.index.Services(ns).List()...)
 	}
-	r, a := workload.AnalyzeCluster(p, s, ws, nil, svcs...)
-	for i, e := range p.Spec.Entrypoints {
-		svc, ns, _ := annotations.SplitService(e.Service)
-		if !r.HasNode(workload.QualifiedNode(svc, ns)) {
-			warnings = append(warnings, fmt.Sprintf("%s: %q is not the service of any workload this policy selects (yet)",
-				spec.Child("entrypoints").Index(i).Child("service"), e.Service))
-		}
-	}
-	if !a.WithinCap() {
-		worst := graph.FormatAmount(a.Amplification)
-		if len(a.Violations) > 0 {
-			worst = a.Violations[0].Message
-		}
-		if more := len(a.Violations) - 1; more > 0 {
-			worst += fmt.Sprintf("; and %d more paths", more)
-		}
-		warnings = append(warnings, fmt.Sprintf("spec.maxAmplification: the current graph already exceeds the cap (%s): deploys that raise retries on those paths will be %s",
-			worst, modeConsequence(p.Spec.Enforcement)))
-	}
-	return warnings, nil
+	g.r, g.a = workload.AnalyzeCluster(p, s, ws, nil, svcs...)
+	return specWarnings(&p.Spec.RetryPolicySpec, g), nil
 }
 
 // clusterPolicyErrors are what the CRD cannot say about p: both selectors' syntax. (Its pattern

@@ -125,15 +125,25 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 }
 
 func (g *WorkloadGate) respond(req admission.Request, d gate.Decision) admission.Response {
-	if !d.Allowed {
-		resp := admission.Denied(d.Message)
-		resp.Warnings = d.Warnings
+	var patch []jsonpatch.JsonPatchOperation
+	if d.Rewrite != nil {
+		patch = annotationPatch(req.Kind.Kind, d.Rewrite)
+	}
+	return verdictResponse(d.Allowed, d.Message, d.Warnings, patch)
+}
+
+// verdictResponse is the response of either gate's verdict: denied with message, or allowed
+// with patch (a JSON patch; nil: none); with the warnings either way.
+func verdictResponse(allowed bool, message string, warnings []string, patch []jsonpatch.JsonPatchOperation) admission.Response {
+	if !allowed {
+		resp := admission.Denied(message)
+		resp.Warnings = warnings
 		return resp
 	}
 	resp := admission.Allowed("")
-	resp.Warnings = d.Warnings
-	if d.Rewrite != nil {
-		resp.Patches = annotationPatch(req.Kind.Kind, d.Rewrite)
+	resp.Warnings = warnings
+	if len(patch) > 0 {
+		resp.Patches = patch
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
 	}

@@ -20,7 +20,8 @@ import (
 // TestGateMeshLayers runs the whole manager (operator.NewManager: the mesh watcher's Set wired
 // into the workload gate) against a real API server with Istio's real CRDs: a Deployment whose
 // upstreams make bookinfo's chain is judged with Istio's default 2 retries on every meshed hop,
-// and only in a meshed namespace. An external test package: internal/operator imports this one.
+// and only in a meshed namespace; the mesh webhook judges VirtualServices against RetryPolicies
+// and ClusterRetryPolicies (meshGateClusterPolicy). An external test package: internal/operator imports this one.
 func TestGateMeshLayers(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
@@ -52,13 +53,7 @@ func TestGateMeshLayers(t *testing.T) {
 		"productpage -x3-> reviews: 3 = 1 (Deployment productpage) x 3 (Istio default, no VirtualService binds reviews); " +
 		"reviews -x3-> ratings: 3 = 1 (Deployment reviews) x 3 (Istio default, no VirtualService binds ratings); " +
 		"even with productpage: reviews=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the mesh's retries on it"
-	g.Eventually(func() string {
-		err := c.Create(ctx, bookinfoDeployment("bookinfo", "productpage", "reviews=1"), client.DryRunAll)
-		if err == nil {
-			return ""
-		}
-		return err.Error()
-	}).Should(Equal(want))
+	g.Eventually(dryRunDenial(op, bookinfoDeployment("bookinfo", "productpage", "reviews=1"))).Should(Equal(want))
 	g.Expect(c.Create(ctx, bookinfoDeployment("bookinfo", "productpage", "reviews=1"))).To(MatchError(want))
 
 	// The same in the unmeshed namespace: 1 x 1 x 1.
@@ -70,14 +65,21 @@ func TestGateMeshLayers(t *testing.T) {
 	const wantVS = "admission webhook \"mesh.retrycap.dev\" denied the request: RetryPolicy bookinfo/bookinfo: " +
 		"VirtualService istio-config/ratings spec.http[0].retries.attempts: 4 makes reviews -x5-> ratings = 5 > cap 4; " +
 		"VirtualService istio-config/ratings may keep attempts: 3"
-	g.Eventually(func() string {
-		err := c.Create(ctx, exportedVirtualService(4), client.DryRunAll)
-		if err == nil {
-			return ""
-		}
-		return err.Error()
-	}).Should(Equal(wantVS))
+	g.Eventually(dryRunDenial(op, exportedVirtualService(4))).Should(Equal(wantVS))
 	g.Expect(c.Create(ctx, exportedVirtualService(3))).To(Succeed())
+
+	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
+}
+
+// dryRunDenial is, for Eventually, why a dry-run create of obj is refused ("" while it is
+// admitted: the webhooks judge once the manager's caches and the mesh watcher have caught up).
+func dryRunDenial(op *operatortest.Operator, obj client.Object) func() string {
+	return func() string {
+		if err := op.Client.Create(op.Ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
 }
 
 // exportedVirtualService binds bookinfo's ratings from namespace istio-config, exported to

@@ -18,7 +18,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,14 +111,19 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("retrycap mesh gate: the manager's workload cache has not synced yet; retry shortly"))
 		}
 	}
-	policies, err := g.affectedPolicies(ctx, req.Namespace, raw, old)
+	bears := MeshBearsOn(req.Namespace, raw, old)
+	policies, err := g.affectedPolicies(ctx, bears)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if len(policies) == 0 {
+	clusters, err := g.clusterPolicies(ctx, req.Namespace, bears, set, raw, old)
+	if err != nil {
+		return admission.Errored(http.StatusServiceUnavailable, err)
+	}
+	if len(policies) == 0 && len(clusters) == 0 {
 		return admission.Allowed("")
 	}
-	in := MeshInput{Policies: policies, Workloads: g.index.Parsed(req.Namespace), Services: g.index.Services(req.Namespace),
+	in := MeshInput{Policies: policies, ClusterPolicies: clusters, Workloads: g.index.Parsed(req.Namespace), Services: g.index.Services(req.Namespace),
 		Set: set, Object: raw, Old: old}
 	for _, p := range policies {
 		if _, ok := in.Namespaces[p.Namespace]; p.Namespace == req.Namespace || ok {
@@ -131,42 +135,14 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 		in.Namespaces[p.Namespace] = MeshNamespace{Workloads: g.index.Parsed(p.Namespace), Services: g.index.Services(p.Namespace)}
 	}
 	d := DecideMesh(in)
-	if !d.Allowed {
-		resp := admission.Denied(d.Message)
-		resp.Warnings = d.Warnings
-		return resp
-	}
-	resp := admission.Allowed("")
-	resp.Warnings = d.Warnings
-	if len(d.Patch) > 0 {
-		resp.Patches = d.Patch
-		pt := admissionv1.PatchTypeJSONPatch
-		resp.PatchType = &pt
-	}
-	return resp
+	return verdictResponse(d.Allowed, d.Message, d.Warnings, d.Patch)
 }
 
 // affectedPolicies are the RetryPolicies of the namespaces whose chains the object (as sent, and
-// as stored) bears on (meshwatch.AffectedBy: its own namespace, a VirtualService's exportTo
-// namespaces, or every namespace), from the cache.
-func (g *MeshGate) affectedPolicies(ctx context.Context, ns string, raw, old []byte) ([]*v1alpha1.RetryPolicy, error) {
-	namespaces := map[string]bool{ns: true}
-	all := false
-	for _, data := range [][]byte{raw, old} {
-		if data == nil {
-			continue
-		}
-		var u unstructured.Unstructured
-		if err := u.UnmarshalJSON(data); err != nil {
-			// DecideMesh names the object and the error; its own namespace is judged.
-			continue
-		}
-		a := meshwatch.AffectedBy(&u)
-		all = all || a.All
-		for _, n := range a.Namespaces {
-			namespaces[n] = true
-		}
-	}
+// as stored) bears on (MeshBearsOn: its own namespace, a VirtualService's exportTo namespaces,
+// or every namespace), from the cache.
+func (g *MeshGate) affectedPolicies(ctx context.Context, bears MeshBearing) ([]*v1alpha1.RetryPolicy, error) {
+	namespaces, all := bears.Namespaces, bears.All
 	var lists []v1alpha1.RetryPolicyList
 	if all {
 		var list v1alpha1.RetryPolicyList

@@ -8,11 +8,14 @@ import (
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -22,6 +25,9 @@ type MeshInput struct {
 	// Policies are the RetryPolicies of the namespaces whose chains the object bears on (its
 	// own; a VirtualService's exportTo namespaces, or every namespace: meshwatch.AffectedBy).
 	Policies []*v1alpha1.RetryPolicy
+	// ClusterPolicies are the ClusterRetryPolicies with their scopes and workloads; those whose
+	// scope has none of the namespaces the object bears on are not consulted (MeshBearsOn).
+	ClusterPolicies []MeshClusterPolicy
 	// Workloads are the object's namespace's workloads, parsed and sorted (gate.Index.Parsed),
 	// and Services its Services (nil: none).
 	Workloads []*workload.Parsed
@@ -41,12 +47,101 @@ type MeshNamespace struct {
 	Services  *workload.ServiceSet
 }
 
-// of is the workloads and Services p's graph is built from.
-func (in MeshInput) of(p *v1alpha1.RetryPolicy) ([]*workload.Parsed, *workload.ServiceSet) {
-	if n, ok := in.Namespaces[p.Namespace]; ok {
-		return n.Workloads, n.Services
+// MeshClusterPolicy is a ClusterRetryPolicy as the mesh gate judges it: its graph across the
+// namespaces of Scope (workload.BuildClusterParsed, nodes "name.ns") of Workloads and Services.
+type MeshClusterPolicy struct {
+	Policy *v1alpha1.ClusterRetryPolicy
+	Scope  *workload.ClusterScope
+	// Workloads are the stored workloads of the scope's namespaces that can change the verdict
+	// (the handler's relevance walk from the callers whose edges the object raises), parsed and
+	// sorted by workload.Compare; Services are those of the scope's namespaces (nil: none).
+	Workloads []*workload.Parsed
+	Services  *workload.ServiceSet
+}
+
+// judgedPolicy is a policy of either kind the mesh gate judges: its name and cap, its spec,
+// and its graph with a given Set.
+type judgedPolicy struct {
+	ref   workload.PolicyRef
+	spec  *v1alpha1.RetryPolicySpec
+	build func(set *mesh.Set) *workload.Result
+}
+
+// judged are the policies in.Object is judged by, in name order, RetryPolicies before
+// ClusterRetryPolicies (Rewrite and Audit warnings list them so, as the workload gate's do).
+func (in MeshInput) judged(bears MeshBearing) []judgedPolicy {
+	out := make([]judgedPolicy, 0, len(in.Policies)+len(in.ClusterPolicies))
+	for _, p := range in.Policies {
+		ws, svcs := in.Workloads, in.Services
+		if n, ok := in.Namespaces[p.Namespace]; ok {
+			ws, svcs = n.Workloads, n.Services
+		}
+		out = append(out, judgedPolicy{ref: workload.RefOf(p), spec: &p.Spec,
+			build: func(set *mesh.Set) *workload.Result { return workload.BuildParsedMesh(p, ws, svcs, set) }})
 	}
-	return in.Workloads, in.Services
+	for _, c := range in.ClusterPolicies {
+		if !bears.Consults(c.Scope) {
+			continue
+		}
+		out = append(out, judgedPolicy{ref: workload.ClusterRefOf(c.Policy), spec: &c.Policy.Spec.RetryPolicySpec,
+			build: func(set *mesh.Set) *workload.Result {
+				return workload.BuildClusterParsed(c.Policy, c.Scope, c.Workloads, c.Services, set)
+			}})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].ref, out[j].ref
+		if a.Kind != b.Kind {
+			return !a.Cluster()
+		}
+		return a.QualifiedName() < b.QualifiedName()
+	})
+	return out
+}
+
+// MeshBearing is the namespaces whose callers a mesh object's layers reach (meshwatch.AffectedBy
+// of the object as sent and as stored): its own, a VirtualService's exportTo namespaces, or
+// every namespace (All).
+type MeshBearing struct {
+	All        bool
+	Namespaces map[string]bool
+}
+
+// MeshBearsOn is the bearing of the object raw in namespace ns (with its stored version old, nil
+// on a create). A version that does not decode adds nothing: DecideMesh names it and its error.
+func MeshBearsOn(ns string, raw, old []byte) MeshBearing {
+	b := MeshBearing{Namespaces: map[string]bool{ns: true}}
+	for _, data := range [][]byte{raw, old} {
+		if data == nil {
+			continue
+		}
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON(data); err != nil {
+			continue
+		}
+		a := meshwatch.AffectedBy(&u)
+		b.All = b.All || a.All
+		for _, n := range a.Namespaces {
+			b.Namespaces[n] = true
+		}
+	}
+	return b
+}
+
+// Consults reports whether a ClusterRetryPolicy of scope s can see the object's layers: its
+// graph has a caller the layers reach only if s selects one of the namespaces they reach.
+func (b MeshBearing) Consults(s *workload.ClusterScope) bool {
+	if s.Len() == 0 {
+		return false
+	}
+	if b.All {
+		return true
+	}
+	for n := range b.Namespaces {
+		if s.Has(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // MeshDecision is the mesh gate's verdict.
@@ -62,73 +157,85 @@ type MeshDecision struct {
 
 // meshVerdict is one policy's judgement of the incoming object.
 type meshVerdict struct {
-	policy *v1alpha1.RetryPolicy
+	policy judgedPolicy
 	layer  mesh.Layer       // the object's layer that raised a chain over the cap
 	judge  *graph.Judgement // the chain, with the object as it is judged
 	// keep is the largest number of tries of layer that fits (0: none does).
 	keep int64
 }
 
+// meshSets are the cluster's Set without the object (with its stored version on an update) and
+// with the incoming one in its place, and the object's identity: what DecideMesh compares, and
+// what the handler finds the raised callers with. Set is not modified.
+func meshSets(set *mesh.Set, raw, old []byte) (obj meshObject, before, after *mesh.Set, err error) {
+	obj, err = objectHeader(raw)
+	if err != nil {
+		return meshObject{}, nil, nil, err
+	}
+	before = set.Clone()
+	before.Remove(obj.group, obj.kind, obj.namespace, obj.name)
+	if old != nil {
+		// A stored object internal/mesh cannot read adds no layer: the incoming one is judged
+		// against none.
+		_, _ = before.AddJSON(old)
+	}
+	after, err = withObject(before, obj, raw)
+	if err != nil {
+		return meshObject{}, nil, nil, err
+	}
+	return obj, before, after, nil
+}
+
 // DecideMesh judges a create or update of a mesh object (VirtualService, HTTPRoute, GRPCRoute,
 // Service with Linkerd retry annotations, BackendTrafficPolicy) against every RetryPolicy of the
-// namespaces it bears on (in.Policies), each on its own namespace's graph, as the workload gate
-// judges workloads:
+// namespaces it bears on (in.Policies), each on its own namespace's graph, and every
+// ClusterRetryPolicy whose scope has one of those namespaces (in.ClusterPolicies), on its graph
+// across its namespaces, as the workload gate judges workloads:
 //
 //   - only a change that raises the tries of one of the object's layers on some edge (or
 //     entrypoint) is judged: a lowering always passes, so a chain over its cap can be repaired;
 //   - a raised edge whose caller's chains go over a policy's cap: Reject denies (the strictest
-//     policy's message, naming the others), Rewrite lowers the field to the largest value that
-//     fits (or 0 retries when none does, with a warning) and records the old value in
-//     retrycap.dev/rewritten-from, Audit warns.
+//     policy's message, workload.CompareRefs: lowest cap, a RetryPolicy before a
+//     ClusterRetryPolicy, then namespace/name; naming the others after it, strictest first),
+//     Rewrite lowers the field to the largest value that fits (or 0 retries when none does, with
+//     a warning) and records the old value in retrycap.dev/rewritten-from, Audit warns.
 //
 // An object internal/mesh cannot read (a negative attempts) is denied with the error naming the
 // object, the field and the value.
 func DecideMesh(in MeshInput) MeshDecision {
 	d := MeshDecision{Allowed: true}
-	obj, err := objectHeader(in.Object)
+	obj, oldSet, newSet, err := meshSets(in.Set, in.Object, in.Old)
 	if err != nil {
 		return MeshDecision{Message: err.Error()}
 	}
-	oldSet := in.Set.Clone()
-	oldSet.Remove(obj.group, obj.kind, obj.namespace, obj.name)
-	if in.Old != nil {
-		// A stored object internal/mesh cannot read adds no layer: the incoming one is judged
-		// against none.
-		_, _ = oldSet.AddJSON(in.Old)
-	}
-	newSet, err := withObject(oldSet, obj, in.Object)
-	if err != nil {
-		return MeshDecision{Message: err.Error()}
-	}
-	policies := slices.Clone(in.Policies)
-	sort.Slice(policies, func(i, j int) bool { return meshPolicyName(policies[i]) < meshPolicyName(policies[j]) })
+	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
 
 	var rejects, rewrites []meshVerdict
-	var audits []*v1alpha1.RetryPolicy
+	var audits []judgedPolicy
 	for _, p := range policies {
-		if p.Spec.Enforcement == v1alpha1.EnforcementAudit {
+		if p.spec.Enforcement == v1alpha1.EnforcementAudit {
 			audits = append(audits, p)
 			continue
 		}
-		v, over := judgeMesh(p, in, obj, oldSet, newSet, in.Object)
+		v, over := judgeMesh(p, obj, oldSet, newSet, in.Object)
 		if !over {
 			continue
 		}
-		if p.Spec.Enforcement == v1alpha1.EnforcementRewrite {
+		if p.spec.Enforcement == v1alpha1.EnforcementRewrite {
 			rewrites = append(rewrites, v)
 		} else {
 			rejects = append(rejects, v)
 		}
 	}
 	if len(rejects) > 0 {
-		slices.SortStableFunc(rejects, func(a, b meshVerdict) int { return workload.CompareStrictness(a.policy, b.policy) })
+		slices.SortStableFunc(rejects, func(a, b meshVerdict) int { return workload.CompareRefs(a.policy.ref, b.policy.ref) })
 		msg := rejects[0].message(obj)
 		if len(rejects) > 1 {
-			others := make([]string, 0, len(rejects)-1)
+			refs := make([]workload.PolicyRef, 0, len(rejects)-1)
 			for _, v := range rejects[1:] {
-				others = append(others, fmt.Sprintf("%s (cap %d)", meshPolicyName(v.policy), v.policy.Spec.MaxAmplification))
+				refs = append(refs, v.policy.ref)
 			}
-			msg += "; also over the cap of RetryPolicy " + strings.Join(others, ", ")
+			msg += "; also over the cap of " + gate.CapList(refs)
 		}
 		return MeshDecision{Message: msg}
 	}
@@ -148,7 +255,7 @@ func DecideMesh(in MeshInput) MeshDecision {
 		storedSet, err := withObject(oldSet, obj, stored)
 		if err == nil {
 			for _, p := range audits {
-				if v, over := judgeMesh(p, in, obj, oldSet, storedSet, stored); over {
+				if v, over := judgeMesh(p, obj, oldSet, storedSet, stored); over {
 					d.Warnings = append(d.Warnings, v.message(obj)+" (admitted: enforcement is Audit)")
 				}
 			}
@@ -256,10 +363,9 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 
 // judgeMesh reports whether p's graph with set goes over the cap through an edge the object's
 // layer raised (compared with oldSet), and the largest tries of that layer that fit.
-func judgeMesh(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet, set *mesh.Set, raw []byte) (meshVerdict, bool) {
-	ws, svcs := in.of(p)
-	old := workload.BuildParsedMesh(p, ws, svcs, oldSet)
-	r := workload.BuildParsedMesh(p, ws, svcs, set)
+func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte) (meshVerdict, bool) {
+	old := p.build(oldSet)
+	r := p.build(set)
 	for _, e := range raisedBy(r, old, obj) {
 		j := judgeAt(r, e)
 		if !j.Over {
@@ -271,13 +377,13 @@ func judgeMesh(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet, se
 		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
-			if fitsWith(p, in, obj, oldSet, raw, e, mid) {
+			if fitsWith(p, obj, oldSet, raw, e, mid) {
 				lo = mid
 			} else {
 				hi = mid
 			}
 		}
-		if lo == 0 && fitsWith(p, in, obj, oldSet, raw, e, 1) {
+		if lo == 0 && fitsWith(p, obj, oldSet, raw, e, 1) {
 			lo = 1
 		}
 		v.keep = lo
@@ -287,7 +393,7 @@ func judgeMesh(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet, se
 }
 
 // fitsWith reports whether the chains through e fit p's cap with e's layer lowered to tries.
-func fitsWith(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet *mesh.Set, raw []byte, e raised, tries int64) bool {
+func fitsWith(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte, e raised, tries int64) bool {
 	rw, err := mesh.PlanRewrite(e.layer, tries)
 	if err != nil {
 		return false
@@ -300,8 +406,7 @@ func fitsWith(p *v1alpha1.RetryPolicy, in MeshInput, obj meshObject, oldSet *mes
 	if err != nil {
 		return false
 	}
-	ws, svcs := in.of(p)
-	return !judgeAt(workload.BuildParsedMesh(p, ws, svcs, s), e).Over
+	return !judgeAt(p.build(s), e).Over
 }
 
 // field is the last part of a layer's field path, as "may keep" names it: "attempts",
@@ -313,16 +418,17 @@ func fieldName(path string) string {
 	return path[strings.LastIndexByte(path, '.')+1:]
 }
 
-// message is the gate's format plus the object and field path:
+// message is the gate's format plus the object and field path (a ClusterRetryPolicy named
+// "ClusterRetryPolicy chain: ..."):
 // "RetryPolicy shop/checkout: VirtualService shop/ratings spec.http[0].retries.attempts: 3 makes
 // productpage -x3-> reviews -x4-> ratings = 12 > cap 4; VirtualService shop/ratings may keep attempts: 1".
 func (v meshVerdict) message(obj meshObject) string {
 	full, err := mesh.PlanRewrite(v.layer, 1)
 	if err != nil {
 		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
-		return "RetryPolicy " + meshPolicyName(v.policy) + ": " + v.layer.Note + " makes " + v.judge.Explain()
+		return v.policy.ref.String() + ": " + v.layer.Note + " makes " + v.judge.Explain()
 	}
-	msg := fmt.Sprintf("RetryPolicy %s: %s %s: %s makes %s", meshPolicyName(v.policy), full.Object, full.FieldPath, full.From, v.judge.Explain())
+	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.ref, full.Object, full.FieldPath, full.From, v.judge.Explain())
 	if v.keep == 0 {
 		return msg + fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
 	}
@@ -337,7 +443,8 @@ func (v meshVerdict) message(obj meshObject) string {
 // through another field), and returns the object to store, the patch and the warnings.
 func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, error) {
 	cur := in.Object
-	var warnings, names, explains []string
+	var warnings, explains []string
+	var refs []workload.PolicyRef
 	pending := rewrites
 	for round := 0; len(pending) > 0 && round < 16; round++ {
 		v := pending[0]
@@ -350,8 +457,8 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if !slices.Contains(names, meshPolicyName(v.policy)) {
-			names = append(names, meshPolicyName(v.policy))
+		if !slices.Contains(refs, v.policy.ref) {
+			refs = append(refs, v.policy.ref)
 			explains = append(explains, v.judge.Explain())
 		}
 		if v.keep == 0 {
@@ -364,7 +471,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 		}
 		pending = pending[:0:0]
 		for _, w := range rewrites {
-			if nv, over := judgeMesh(w.policy, in, obj, oldSet, set, cur); over && nv.layer.Tries > 1 && nv.keep > 0 {
+			if nv, over := judgeMesh(w.policy, obj, oldSet, set, cur); over && nv.layer.Tries > 1 && nv.keep > 0 {
 				pending = append(pending, nv)
 			}
 		}
@@ -395,11 +502,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 	// In path order, for a stable response: the operations replace or add distinct members (no
 	// list insertions), so their order does not matter to the result.
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
-	policies := "RetryPolicy " + strings.Join(names, ", ")
-	if len(names) > 1 {
-		policies = "RetryPolicies " + strings.Join(names, ", ")
-	}
-	w := fmt.Sprintf("%s rewrote %s: %s (%s)", policies, obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
+	w := fmt.Sprintf("%s rewrote %s: %s (%s)", gate.Rewriters(refs), obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
 	return final, ops, append([]string{w}, warnings...), nil
 }
 
@@ -491,5 +594,3 @@ func pointerToPath(ptr string) string {
 	}
 	return b.String()
 }
-
-func meshPolicyName(p *v1alpha1.RetryPolicy) string { return p.Namespace + "/" + p.Name }

@@ -209,19 +209,24 @@ spec:
 			if tc.old != "" {
 				in.Old = jsonOf(t, tc.old)
 			}
-			got := DecideMesh(in)
-			// Compare the patch through JSON: values decode as float64.
-			if got.Patch != nil {
-				data, _ := json.Marshal(got.Patch)
-				got.Patch = nil
-				if err := json.Unmarshal(data, &got.Patch); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("DecideMesh =\n%#v\nwant\n%#v", got, tc.want)
-			}
+			expectMeshDecision(t, DecideMesh(in), tc.want)
 		})
+	}
+}
+
+// expectMeshDecision fails t unless got is want, the patches compared through JSON (values
+// decode as float64).
+func expectMeshDecision(t *testing.T, got, want MeshDecision) {
+	t.Helper()
+	if got.Patch != nil {
+		data, _ := json.Marshal(got.Patch)
+		got.Patch = nil
+		if err := json.Unmarshal(data, &got.Patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("DecideMesh =\n%#v\nwant\n%#v", got, want)
 	}
 }
 

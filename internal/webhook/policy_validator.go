@@ -57,36 +57,63 @@ func (v *PolicyValidator) validate(p *v1alpha1.RetryPolicy) (admission.Warnings,
 		return nil, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("RetryPolicy").GroupKind(), p.Name, errs)
 	}
 
-	var warnings admission.Warnings
-	cap := int64(p.Spec.MaxAmplification)
-	for i, e := range p.Spec.Entrypoints {
-		if int64(e.ClientAttempts) > cap {
-			warnings = append(warnings, fmt.Sprintf("%s: %d exceeds spec.maxAmplification %d: every chain from %s is over the cap whatever its services retry, and no rewrite can fit",
-				spec.Child("entrypoints").Index(i).Child("clientAttempts"), e.ClientAttempts, cap, e.Service))
-		}
-	}
 	if v.index == nil || !v.index.HasSynced() {
-		return append(warnings, "the manager's workload cache has not synced yet: entrypoints and the current amplification were not checked"), nil
+		return specWarnings(&p.Spec, checkedGraph{unchecked: "the manager's workload cache has not synced yet"}), nil
 	}
 	r, a := workload.Analyze(p, v.index.Workloads(p.Namespace), v.index.Services(p.Namespace).List()...)
-	for i, e := range p.Spec.Entrypoints {
-		if !r.HasNode(e.Service) {
-			warnings = append(warnings, fmt.Sprintf("%s: %q is not the service of any workload this policy selects in namespace %s (yet)",
-				spec.Child("entrypoints").Index(i).Child("service"), e.Service, p.Namespace))
+	return specWarnings(&p.Spec, checkedGraph{r: r, a: a, node: func(svc string) string { return svc }, where: " in namespace " + p.Namespace}), nil
+}
+
+// checkedGraph is what a validator checked a policy's spec against: its current graph (r, a),
+// or why it could not (unchecked), and its own notes on the selection.
+type checkedGraph struct {
+	// unchecked says why the graph was not checked ("": it was, r and a are set).
+	unchecked string
+	// notes come after the client attempts' warnings, before the graph's ("selects no namespace").
+	notes []string
+	r     *workload.Result
+	a     *graph.Analysis
+	// node is an entrypoint's node in r, where says where its workloads were looked for in the
+	// warning (" in namespace shop", or "" for a cluster policy).
+	node  func(service string) string
+	where string
+}
+
+// specWarnings are the warnings of a policy's spec, of either kind: client attempts above the
+// cap (always), then what g says: the entrypoints no selected workload provides and a cap the
+// current graph already exceeds, or why those were not checked.
+func specWarnings(spec *v1alpha1.RetryPolicySpec, g checkedGraph) admission.Warnings {
+	path := field.NewPath("spec")
+	var warnings admission.Warnings
+	cap := int64(spec.MaxAmplification)
+	for i, e := range spec.Entrypoints {
+		if int64(e.ClientAttempts) > cap {
+			warnings = append(warnings, fmt.Sprintf("%s: %d exceeds spec.maxAmplification %d: every chain from %s is over the cap whatever its services retry, and no rewrite can fit",
+				path.Child("entrypoints").Index(i).Child("clientAttempts"), e.ClientAttempts, cap, e.Service))
 		}
 	}
-	if !a.WithinCap() {
-		worst := graph.FormatAmount(a.Amplification)
-		if len(a.Violations) > 0 {
-			worst = a.Violations[0].Message
+	if g.unchecked != "" {
+		return append(warnings, g.unchecked+": entrypoints and the current amplification were not checked")
+	}
+	warnings = append(warnings, g.notes...)
+	for i, e := range spec.Entrypoints {
+		if !g.r.HasNode(g.node(e.Service)) {
+			warnings = append(warnings, fmt.Sprintf("%s: %q is not the service of any workload this policy selects%s (yet)",
+				path.Child("entrypoints").Index(i).Child("service"), e.Service, g.where))
 		}
-		if more := len(a.Violations) - 1; more > 0 {
+	}
+	if !g.a.WithinCap() {
+		worst := graph.FormatAmount(g.a.Amplification)
+		if len(g.a.Violations) > 0 {
+			worst = g.a.Violations[0].Message
+		}
+		if more := len(g.a.Violations) - 1; more > 0 {
 			worst += fmt.Sprintf("; and %d more paths", more)
 		}
 		warnings = append(warnings, fmt.Sprintf("spec.maxAmplification: the current graph already exceeds the cap (%s): deploys that raise retries on those paths will be %s",
-			worst, modeConsequence(p.Spec.Enforcement)))
+			worst, modeConsequence(spec.Enforcement)))
 	}
-	return warnings, nil
+	return warnings
 }
 
 func modeConsequence(e v1alpha1.Enforcement) string {

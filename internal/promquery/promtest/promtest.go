@@ -76,23 +76,46 @@ func (s *Server) Stop() { s.stop() }
 // 100 ms, and waits until it is ready. It is stopped at the test's cleanup.
 func Start(t T, repoRoot string, targets map[string]string) *Server {
 	t.Helper()
+	ts := make([]Target, 0, len(targets))
+	for a, svc := range targets {
+		ts = append(ts, Target{Addr: a, Labels: map[string]string{"service": svc}})
+	}
+	return StartTargets(t, repoRoot, ts)
+}
+
+// Target is one scrape target: its address and the labels the scrape adds to its series (what
+// a PodMonitor's relabelings add in a cluster: service, namespace).
+type Target struct {
+	Addr   string
+	Labels map[string]string
+}
+
+// StartTargets is Start with the labels of each target given.
+func StartTargets(t T, repoRoot string, targets []Target) *Server {
+	t.Helper()
 	bin, err := Binary(repoRoot)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	dir := t.TempDir()
-	addrs := make([]string, 0, len(targets))
-	for a := range targets {
-		addrs = append(addrs, a)
-	}
-	sort.Strings(addrs)
+	targets = append([]Target(nil), targets...)
+	sort.Slice(targets, func(i, j int) bool { return targets[i].Addr < targets[j].Addr })
 	var cfg strings.Builder
 	cfg.WriteString("global:\n  scrape_interval: 100ms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n  static_configs:\n")
-	if len(addrs) == 0 {
+	if len(targets) == 0 {
 		cfg.WriteString("  []\n")
 	}
-	for _, a := range addrs {
-		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {service: %q}\n", a, targets[a])
+	for _, tg := range targets {
+		names := make([]string, 0, len(tg.Labels))
+		for n := range tg.Labels {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		lbls := make([]string, len(names))
+		for i, n := range names {
+			lbls[i] = fmt.Sprintf("%s: %q", n, tg.Labels[n])
+		}
+		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {%s}\n", tg.Addr, strings.Join(lbls, ", "))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
 		t.Fatalf("%v", err)
