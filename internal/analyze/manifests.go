@@ -514,7 +514,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 	}
 	if tm.Kind != workload.KindPod {
 		own := obj.(metav1.Object).GetAnnotations()
-		w.Annotations = r.ownAnnotations(m, src, w, own)
+		w.Annotations = workload.PairsOf(r.ownAnnotations(m, src, w, own))
 	}
 	if prev, dup := m.Sources[w.Key()]; dup {
 		m.warn(src, "%s is also at %s: the later wins", w, prev)
@@ -529,7 +529,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 	m.Summary.Workloads = len(m.Workloads)
 	m.Summary.WithUpstreams = 0
 	for _, x := range m.Workloads {
-		if strings.TrimSpace(x.Annotations[annotations.Upstreams]) != "" {
+		if strings.TrimSpace(x.Annotations.Get(annotations.Upstreams)) != "" {
 			m.Summary.WithUpstreams++
 		}
 	}
@@ -554,13 +554,13 @@ func (r Reader) ownAnnotations(m *Manifests, src Source, w workload.Workload, ow
 		}
 	}
 	if len(keys) == 0 {
-		return w.Annotations
+		return w.Annotations.Map()
 	}
 	sort.Strings(keys)
-	out := make(map[string]string, len(w.Annotations)+len(keys))
-	maps.Copy(out, w.Annotations)
+	out := make(map[string]string, w.Annotations.Len()+len(keys))
+	maps.Insert(out, w.Annotations.All())
 	for _, k := range keys {
-		if v, ok := w.Annotations[k]; ok {
+		if v, ok := w.Annotations.Lookup(k); ok {
 			m.warn(src, "%s: annotation %s is on both the %s's metadata (%q) and its pod template (%q): the pod template's wins", w, k, w.Kind, own[k], v)
 			continue
 		}
@@ -634,13 +634,13 @@ func jobTemplateAnnotations(t *struct {
 // warns of the ports its upstreams drop.
 func validate(m *Manifests, src Source, w workload.Workload) []error {
 	var errs []error
-	if s := w.Annotations[annotations.Service]; s != "" {
+	if s := w.Annotations.Get(annotations.Service); s != "" {
 		if reason := annotations.ValidateLabel(s); reason != "" {
 			errs = append(errs, &InputError{src, &workload.AnnotationError{Workload: w, Annotation: annotations.Service, Value: s,
 				Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", s, reason)}})
 		}
 	}
-	v := w.Annotations[annotations.Upstreams]
+	v := w.Annotations.Get(annotations.Upstreams)
 	_, warnings, err := annotations.ParseUpstreamsWarn(v)
 	if err != nil {
 		errs = append(errs, &InputError{src, &workload.AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: v, Err: err}})

@@ -2,7 +2,7 @@ package analyze
 
 import (
 	"bytes"
-	"maps"
+	"github.com/retrycap/retrycap/internal/workload"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,9 +65,9 @@ func TestMeshPatchGolden(t *testing.T) {
 				}
 				for i, w := range after.Workloads {
 					if w.Key() == pt.Workload.Key() {
-						ann := maps.Clone(w.Annotations)
+						ann := w.Annotations.Map()
 						ann[annotations.Upstreams] = pt.New
-						after.Workloads[i].Annotations = ann
+						after.Workloads[i].Annotations = workload.PairsOf(ann)
 					}
 				}
 			}

@@ -72,7 +72,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		lower := func(w workload.Workload, key string) {
 			pt := byKey[key]
 			if pt == nil {
-				pt = &Patch{Workload: w, Source: m.Sources[key], Old: w.Annotations[annotations.Upstreams]}
+				pt = &Patch{Workload: w, Source: m.Sources[key], Old: w.Annotations.Get(annotations.Upstreams)}
 				byKey[key] = pt
 			}
 			if !containsString(pt.Policies, name) {
@@ -89,7 +89,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 			ups, seen := cur[key]
 			if !seen {
 				var err error
-				if ups, err = annotations.ParseUpstreams(w.Annotations[annotations.Upstreams]); err != nil {
+				if ups, err = annotations.ParseUpstreams(w.Annotations.Get(annotations.Upstreams)); err != nil {
 					continue // reported as an error already
 				}
 				cur[key] = ups

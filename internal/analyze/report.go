@@ -190,7 +190,7 @@ func FromResult(r *workload.Result, a *graph.Analysis) PolicyReport {
 		pr.Namespace, pr.Name = r.Policy.Namespace, r.Policy.Name
 	}
 	for _, w := range r.Selected {
-		if strings.TrimSpace(w.Annotations[annotations.Upstreams]) != "" {
+		if strings.TrimSpace(w.Annotations.Get(annotations.Upstreams)) != "" {
 			pr.WithUpstreams++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/retrycap/retrycap/internal/analyze"
 	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // The whole combined fix (-o patch), applied to the objects it names and analysed again, brings
@@ -84,7 +85,7 @@ func TestAnalyzePatchAppliedIsWithinCap(t *testing.T) {
 				applied := false
 				for i, w := range m.Workloads {
 					if w.Kind == p.Kind && w.Namespace == p.Metadata.Namespace && w.Name == p.Metadata.Name {
-						m.Workloads[i].Annotations = map[string]string{annotations.Upstreams: v}
+						m.Workloads[i].Annotations = workload.PairsOf(map[string]string{annotations.Upstreams: v})
 						applied = true
 					}
 				}

@@ -7,7 +7,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -65,21 +64,22 @@ func TestTrimForCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &CachedWorkload{Kind: workload.KindDeployment, Namespace: "shop", Name: "order",
-		Labels: map[string]string{"app.kubernetes.io/name": "order"}, Annotations: map[string]string{"retrycap.dev/upstreams": "payment:3"}}
+		Labels: workload.PairsOf(map[string]string{"app.kubernetes.io/name": "order"}), Annotations: workload.PairsOf(map[string]string{"retrycap.dev/upstreams": "payment:3"})}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("trimmed Deployment:\n got %+v\nwant %+v", got, want)
 	}
-	// What the cache holds per workload besides its maps (docs/benchmarks/manager-scale.md).
-	if size := unsafe.Sizeof(CachedWorkload{}); size != 64 {
-		t.Fatalf("CachedWorkload is %d bytes, want 64", size)
+	// What the cache holds per workload besides its pairs' backing arrays
+	// (docs/benchmarks/manager-scale.md): three strings and two slice headers.
+	if size := unsafe.Sizeof(CachedWorkload{}); size != 96 {
+		t.Fatalf("CachedWorkload is %d bytes, want 96", size)
 	}
-	if w1, _ := WorkloadOf(d); !equality.Semantic.DeepEqual(w1, mustWorkload(t, got)) {
+	if w1, _ := WorkloadOf(d); !reflect.DeepEqual(w1, mustWorkload(t, got)) {
 		t.Fatalf("trimming changed the workload: %+v vs %+v", w1, mustWorkload(t, got))
 	}
 	for _, obj := range []any{&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Template: tmpl}}, &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: tmpl}}} {
 		got, _ := TrimForCache(obj)
 		w := mustWorkload(t, got)
-		if w.Labels["app.kubernetes.io/name"] != "order" || w.Annotations["retrycap.dev/upstreams"] != "payment:3" {
+		if w.Labels.Get("app.kubernetes.io/name") != "order" || w.Annotations.Get("retrycap.dev/upstreams") != "payment:3" {
 			t.Fatalf("%T: workload %+v", obj, w)
 		}
 	}
@@ -89,7 +89,7 @@ func TestTrimForCache(t *testing.T) {
 	noisy.Annotations = map[string]string{"prometheus.io/scrape": "true", "retrycap.dev/service": "orders",
 		"sidecar.istio.io/inject": "true", "linkerd.io/inject": "enabled", "checksum/config": "abc"}
 	got, _ = TrimForCache(&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Template: *noisy}})
-	if a := got.(*CachedWorkload).Annotations; !reflect.DeepEqual(a, map[string]string{"retrycap.dev/service": "orders",
+	if a := got.(*CachedWorkload).Annotations.Map(); !reflect.DeepEqual(a, map[string]string{"retrycap.dev/service": "orders",
 		"sidecar.istio.io/inject": "true", "linkerd.io/inject": "enabled"}) {
 		t.Fatalf("kept template annotations %v", a)
 	}
@@ -100,7 +100,7 @@ func TestTrimForCache(t *testing.T) {
 		t.Fatalf("deep copy %+v (kind %v) of %+v", cp, cp.GetObjectKind().GroupVersionKind(), got)
 	}
 	got, _ = TrimForCache(&appsv1.Deployment{ObjectMeta: meta})
-	if c := got.(*CachedWorkload); c.Labels != nil || c.Annotations != nil {
+	if c := got.(*CachedWorkload); c.Labels.Len() != 0 || c.Annotations.Len() != 0 {
 		t.Fatalf("workload without template metadata cached as %+v", c)
 	}
 	// A Pod a controller owns is no workload: its identity and owners only.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -80,6 +81,21 @@ func relabelNamespace(ctx context.Context, ns string, lbls map[string]string) {
 	}).Should(Succeed())
 }
 
+// waitForCachedNamespace waits until the manager's cache (what the reconciler selects namespaces
+// from) has namespace ns with labels lbls (and the API server's kubernetes.io/metadata.name). Without it, a loaded machine's first reconcile of a
+// new cluster policy could see a namespace not yet cached or not yet labelled, and record its
+// first event with the numbers of a partial graph (the spec expects exactly one such event, with
+// the whole chain's numbers).
+func waitForCachedNamespace(ctx context.Context, ns string, lbls map[string]string) {
+	want := map[string]string{"kubernetes.io/metadata.name": ns}
+	maps.Copy(want, lbls)
+	Eventually(func() (map[string]string, error) {
+		m := namespaceMeta()
+		err := mgrClient.Get(ctx, types.NamespacedName{Name: ns}, m)
+		return m.Labels, err
+	}).Should(Equal(want), "namespace %s's labels in the manager's cache", ns)
+}
+
 var _ = Describe("ClusterRetryPolicy status", func() {
 	ctx := context.Background()
 
@@ -96,6 +112,9 @@ var _ = Describe("ClusterRetryPolicy status", func() {
 		Expect(k8sClient.Create(ctx, deployment(crpPayments, "payment", "", nil))).To(Succeed())
 		for _, ns := range []string{crpShop, crpOrders, crpPayments, "crp-other"} {
 			waitForCachedWorkloads(ctx, ns, 1)
+		}
+		for _, ns := range []string{crpShop, crpOrders, crpPayments} {
+			waitForCachedNamespace(ctx, ns, checkout)
 		}
 		// A RetryPolicy of orders: payment.crp-payments is a leaf of its graph.
 		Expect(k8sClient.Create(ctx, policy(crpOrders, "orders", 4, nil))).To(Succeed())

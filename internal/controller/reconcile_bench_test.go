@@ -247,8 +247,8 @@ func BenchmarkCompute5k(b *testing.B) {
 	for i := range ws {
 		name := fmt.Sprintf("svc-%04d", i)
 		ws[i] = workload.Workload{Kind: workload.KindDeployment, Namespace: "bench", Name: name,
-			Labels:      map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "bench"},
-			Annotations: map[string]string{"retrycap.dev/upstreams": benchUpstreams(i, benchWorkloads)}}
+			Labels:      workload.PairsOf(map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "bench"}),
+			Annotations: workload.PairsOf(map[string]string{"retrycap.dev/upstreams": benchUpstreams(i, benchWorkloads)})}
 	}
 	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "all", Generation: 1},
 		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 16, Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}}}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -68,6 +69,39 @@ type RetryPolicyReconciler struct {
 	// Observed is the poller of the proxies' counters (--prometheus-url); nil: no observed
 	// amplification and no ObservedWithinComputed condition.
 	Observed *Observer
+
+	// graphs are the policies' last graphs (with the Index): a change of one workload's
+	// upstreams is patched into its policy's graph rather than the namespace's graph built
+	// again (workload.Incremental).
+	graphs policyGraphs
+}
+
+// policyGraphs are the reconciler's kept graphs by policy. A policy is reconciled by one worker
+// at a time, so its Incremental is never used concurrently; the map is shared by the workers.
+type policyGraphs struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*workload.Incremental
+}
+
+func (g *policyGraphs) get(k types.NamespacedName) *workload.Incremental {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[k]
+}
+
+func (g *policyGraphs) put(k types.NamespacedName, in *workload.Incremental) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[types.NamespacedName]*workload.Incremental{}
+	}
+	g.m[k] = in
+}
+
+func (g *policyGraphs) forget(k types.NamespacedName) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.m, k)
 }
 
 // Reconcile fetches the policy, computes its status from the cached workloads, and patches the
@@ -77,6 +111,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.NamespacedName)
+			r.graphs.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting RetryPolicy %s: %w", req.NamespacedName, err)
@@ -118,17 +153,30 @@ func writeStatus(ctx context.Context, obj runtime.Object, cur, next *v1alpha1.Re
 // builder and analyses it.
 func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPolicy) (status.Input, error) {
 	in := status.Input{Generation: p.Generation, Selector: p.Spec.Selector, Now: metav1.NewTime(r.now())}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	if p.Spec.Selector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(p.Spec.Selector); err != nil {
 			in.SelectorError = err
+			r.graphs.forget(key)
 			return in, nil
 		}
 	}
 	if r.Index != nil {
-		// Parsed once per workload version, kept sorted: the graph of 20,000 workloads builds
-		// in ~10 ms, where listing, converting and parsing them took most of ~190 ms.
-		// With the namespace's Services: the graph's nodes are the names callers use.
-		in.Result = workload.BuildParsedMesh(p, r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace), r.meshSet())
+		// Parsed once per workload version, kept sorted, with the namespace's Services (the
+		// graph's nodes are the names callers use). The policy's last graph is patched when the
+		// change is one the patch decides (a workload's upstreams): building the graph of
+		// 20,000 workloads costs ~30 ms and its garbage, the patch well under 1 ms.
+		ps, svcs, set := r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace), r.meshSet()
+		if g := r.graphs.get(key); g != nil {
+			if !g.Update(p, ps, svcs, set) {
+				log.FromContext(ctx).V(1).Info("graph built anew", "workloads", len(ps))
+			}
+			in.Result = g.Result()
+		} else {
+			g := workload.NewIncremental(p, ps, svcs, set)
+			r.graphs.put(key, g)
+			in.Result = g.Result()
+		}
 		// The violations' messages name each factor's mesh layers, and a fix on an edge out of
 		// a Service's node names the workloads, as workload.Analyze does.
 		in.Analysis = in.Result.Analyze()

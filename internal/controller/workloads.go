@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"maps"
-
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -17,7 +15,7 @@ import (
 // existence as a workload, labels (selection, service name) and the annotations the builder
 // reads. Replicas, images, resources and status never matter.
 func sameGraphInput(a, b workload.Workload) bool {
-	return a.Kind == b.Kind && maps.Equal(a.Labels, b.Labels) &&
-		a.Annotations[annotations.Service] == b.Annotations[annotations.Service] &&
-		a.Annotations[annotations.Upstreams] == b.Annotations[annotations.Upstreams]
+	return a.Kind == b.Kind && a.Labels.Equal(b.Labels) &&
+		a.Annotations.Get(annotations.Service) == b.Annotations.Get(annotations.Service) &&
+		a.Annotations.Get(annotations.Upstreams) == b.Annotations.Get(annotations.Upstreams)
 }

@@ -342,7 +342,7 @@ func randomCluster(r *rand.Rand, n int) []workload.Workload {
 			ups = append(ups, fmt.Sprintf("%s=%d", target, 1+r.IntN(3)))
 		}
 		w := teamDeployment(ns, fmt.Sprintf("w%d", i), strings.Join(ups, ", "))
-		w.Annotations[annotations.Service] = fmt.Sprintf("s%d", r.IntN(svcs))
+		w.Annotations = w.Annotations.With(annotations.Service, fmt.Sprintf("s%d", r.IntN(svcs)))
 		ws = append(ws, w)
 	}
 	return ws
@@ -404,7 +404,7 @@ func TestRelevantClusterMatchesWholeScope(t *testing.T) {
 func TestDecideClusterThroughAService(t *testing.T) {
 	order := func(name, ups string) workload.Workload {
 		w := teamDeployment("orders", name, ups)
-		w.Labels["app"] = "order"
+		w.Labels = w.Labels.With("app", "order")
 		return w
 	}
 	ws := []workload.Workload{teamDeployment("shop", "web", "orders-svc.orders=3"), order("order", "payment.payments=1"), teamDeployment("payments", "payment", "psp.example.com=3")}

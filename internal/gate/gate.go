@@ -304,7 +304,7 @@ func Decide(in Input) Decision {
 	if len(selecting) == 0 {
 		return d
 	}
-	if v, ok := in.Incoming.Annotations[annotations.Inject]; ok && v != "true" && v != "false" {
+	if v, ok := in.Incoming.Annotations.Lookup(annotations.Inject); ok && v != "true" && v != "false" {
 		return deny((&workload.AnnotationError{Workload: in.Incoming, Annotation: annotations.Inject, Value: v,
 			Err: fmt.Errorf("value %q is not \"true\" or \"false\"", v)}).Error())
 	}
@@ -421,7 +421,7 @@ func misplacedAnnotations(in Input) []string {
 		if !ok {
 			continue
 		}
-		if tv, tok := in.Incoming.Annotations[k]; tok && tv == v {
+		if tv, tok := in.Incoming.Annotations.Lookup(k); tok && tv == v {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s: annotation %s=%q is on the %s's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations",
@@ -507,7 +507,7 @@ func judge(p policy, w workload.Workload, old *workload.Workload, src *stored, s
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'
 // local plans allow. It returns nil when nothing changes, and the warnings for the client.
 func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string) {
-	old := incoming.Annotations[annotations.Upstreams]
+	old := incoming.Annotations.Get(annotations.Upstreams)
 	ups, err := annotations.ParseUpstreams(old)
 	if err != nil {
 		// Unreachable: Decide denies a malformed value before it plans.
@@ -572,11 +572,6 @@ func Rewriters(refs []workload.PolicyRef) string {
 // withUpstreams returns w with its upstreams annotation set to value (a copy; w's maps belong to
 // the request or the cache).
 func withUpstreams(w workload.Workload, value string) workload.Workload {
-	ann := make(map[string]string, len(w.Annotations)+1)
-	for k, v := range w.Annotations {
-		ann[k] = v
-	}
-	ann[annotations.Upstreams] = value
-	w.Annotations = ann
+	w.Annotations = w.Annotations.With(annotations.Upstreams, value)
 	return w
 }

@@ -28,10 +28,10 @@ func testPolicy(name string, cap int32, mode v1alpha1.Enforcement, labels map[st
 
 func deployment(name, upstreams string) workload.Workload {
 	w := workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name,
-		Labels:      map[string]string{"app.kubernetes.io/part-of": "shop"},
-		Annotations: map[string]string{}}
+		Labels:      workload.PairsOf(map[string]string{"app.kubernetes.io/part-of": "shop"}),
+		Annotations: workload.PairsOf(map[string]string{})}
 	if upstreams != "" {
-		w.Annotations[annotations.Upstreams] = upstreams
+		w.Annotations = w.Annotations.With(annotations.Upstreams, upstreams)
 	}
 	return w
 }
@@ -39,7 +39,7 @@ func deployment(name, upstreams string) workload.Workload {
 // canaryOf is a Deployment named name whose service is service (retrycap.dev/service).
 func canaryOf(name, service, upstreams string) workload.Workload {
 	w := deployment(name, upstreams)
-	w.Annotations[annotations.Service] = service
+	w.Annotations = w.Annotations.With(annotations.Service, service)
 	return w
 }
 
@@ -107,7 +107,7 @@ func TestDecide(t *testing.T) {
 			in: Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, map[string]string{"app.kubernetes.io/part-of": "shop"})},
 				Source: workloads(shopWorkloads()), Incoming: over, Old: func() *workload.Workload {
 					w := over
-					w.Labels = map[string]string{}
+					w.Labels = workload.PairsOf(map[string]string{})
 					return &w
 				}()},
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"},
@@ -175,14 +175,14 @@ func TestDecideInjectAndMisplacedAnnotations(t *testing.T) {
 	for _, mode := range []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit} {
 		t.Run(string(mode), func(t *testing.T) {
 			w := deployment("order", "payment=1")
-			w.Annotations[annotations.Inject] = "yes"
+			w.Annotations = w.Annotations.With(annotations.Inject, "yes")
 			got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w})
 			want := Decision{Message: `Deployment shop/order: annotation retrycap.dev/inject: value "yes" is not "true" or "false"`}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("Decide = %+v\nwant %+v", got, want)
 			}
 			for _, ok := range []string{"true", "false"} {
-				w.Annotations[annotations.Inject] = ok
+				w.Annotations = w.Annotations.With(annotations.Inject, ok)
 				if d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w}); !d.Allowed {
 					t.Fatalf("inject %q: %+v", ok, d)
 				}
@@ -192,7 +192,7 @@ func TestDecideInjectAndMisplacedAnnotations(t *testing.T) {
 
 	w := deployment("order", "payment=1")
 	objAnn := map[string]string{annotations.Upstreams: "payment=9", annotations.Inject: "true", annotations.Service: "order", "other": "x"}
-	w.Annotations[annotations.Service] = "order" // the same value on the template: no warning
+	w.Annotations = w.Annotations.With(annotations.Service, "order") // the same value on the template: no warning
 	got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: w, ObjectAnnotations: objAnn})
 	want := Decision{Allowed: true, Warnings: []string{
 		`Deployment shop/order: annotation retrycap.dev/upstreams="payment=9" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`,

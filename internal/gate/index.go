@@ -235,7 +235,7 @@ func (x *Index) Len(ns string) int {
 
 func sameWorkload(a, b workload.Workload) bool {
 	return a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name &&
-		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+		a.Labels.Equal(b.Labels) && a.Annotations.Equal(b.Annotations)
 }
 
 // Change is one change the index applied: a workload's (Old and New), a Service's (Service) or

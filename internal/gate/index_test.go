@@ -48,9 +48,9 @@ func randomWorkloads(r *rand.Rand, n int, acyclic bool) []workload.Workload {
 			ups = append(ups, fmt.Sprintf("%s=%d", name, 1+r.IntN(3)))
 		}
 		w := deployment(fmt.Sprintf("w%d", i), strings.Join(ups, ", "))
-		w.Annotations[annotations.Service] = fmt.Sprintf("s%d", own)
+		w.Annotations = w.Annotations.With(annotations.Service, fmt.Sprintf("s%d", own))
 		if r.IntN(3) == 0 {
-			w.Labels["tier"] = "edge"
+			w.Labels = w.Labels.With("tier", "edge")
 		}
 		ws = append(ws, w)
 	}
@@ -159,7 +159,7 @@ func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
 		t.Fatalf("an identical update rebuilt the namespace's list")
 	}
 	x.Put(deployment("order", "payment=1, audit"))
-	if got := x.relevant("shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations[annotations.Upstreams] != "payment=1, audit" {
+	if got := x.relevant("shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations.Get(annotations.Upstreams) != "payment=1, audit" {
 		t.Fatalf("Relevant after an update = %v", got)
 	}
 	x.Remove(w)

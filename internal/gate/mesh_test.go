@@ -35,7 +35,7 @@ func TestDecideMesh(t *testing.T) {
 	stored := []workload.Workload{deployment("gateway", "order=1"), deployment("payment", "")}
 	order := deployment("order", "payment=1")
 	injected := deployment("order", "payment=1")
-	injected.Annotations["sidecar.istio.io/inject"] = "true"
+	injected.Annotations = injected.Annotations.With("sidecar.istio.io/inject", "true")
 
 	const layers = "gateway -x3-> order: 3 = 1 (Deployment gateway) x 3 (Istio default, no VirtualService binds order); order -x3-> payment: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payment)"
 	tests := []struct {

@@ -18,13 +18,13 @@ import (
 // name (s0..), some not (svc0..), some without a selector, some ExternalName.
 func withRandomServices(r *rand.Rand, ws []workload.Workload) []workload.Service {
 	for i := range ws {
-		ws[i].Labels["app"] = fmt.Sprintf("g%d", r.IntN(6))
+		ws[i].Labels = ws[i].Labels.With("app", fmt.Sprintf("g%d", r.IntN(6)))
 		if r.IntN(3) == 0 {
 			up := fmt.Sprintf("svc%d=%d", r.IntN(4), 1+r.IntN(3))
-			if v := ws[i].Annotations[annotations.Upstreams]; v != "" && !strings.Contains(v, up[:4]) {
+			if v := ws[i].Annotations.Get(annotations.Upstreams); v != "" && !strings.Contains(v, up[:4]) {
 				up = v + ", " + up
 			}
-			ws[i].Annotations[annotations.Upstreams] = up
+			ws[i].Annotations = ws[i].Annotations.With(annotations.Upstreams, up)
 		}
 	}
 	var svcs []workload.Service
@@ -79,7 +79,7 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			base := ws[r.IntN(len(ws))]
 			incoming := randomWorkloads(r, 1, round%2 == 0)[0]
-			incoming.Labels["app"] = fmt.Sprintf("g%d", r.IntN(6))
+			incoming.Labels = incoming.Labels.With("app", fmt.Sprintf("g%d", r.IntN(6)))
 			incoming.Name = base.Name
 			var old *workload.Workload
 			if r.IntN(2) == 0 {
@@ -193,16 +193,16 @@ func TestIndexServiceChurnMatchesFreshIndex(t *testing.T) {
 // emoji.
 func TestServiceChangesTheVerdict(t *testing.T) {
 	web := deployment("web", "emoji-svc=3")
-	web.Labels["app"] = "web-svc"
+	web.Labels = web.Labels.With("app", "web-svc")
 	emoji := deployment("emoji", "db=2")
-	emoji.Labels["app"] = "emoji-svc"
+	emoji.Labels = emoji.Labels.With("app", "emoji-svc")
 	x := NewIndex()
 	x.Put(web)
 	x.Put(emoji)
 	p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
 	incoming := deployment("web", "emoji-svc=3")
-	incoming.Labels["app"] = "web-svc"
+	incoming.Labels = incoming.Labels.With("app", "web-svc")
 	decide := func(mode baseMode) Decision {
 		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)})
 	}
@@ -218,7 +218,7 @@ func TestServiceChangesTheVerdict(t *testing.T) {
 	}
 	// A workload reached as a Service of another name: the suggestion names the workload.
 	canary := deployment("web-canary", "emoji-svc=3")
-	canary.Labels["app"] = "web-svc"
+	canary.Labels = canary.Labels.With("app", "web-svc")
 	x.PutService(workload.Service{Namespace: "shop", Name: "web-svc", Selector: map[string]string{"app": "web-svc"}})
 	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: canary, Source: indexSource(x, canary, baseAuto)})
 	if want := "RetryPolicy shop/p: web-svc -x3-> emoji-svc -x2-> db = 6 > cap 4; Deployment shop/web-canary may keep emoji-svc=2"; d.Allowed || d.Message != want {
@@ -243,12 +243,12 @@ func fiveThousandServices(sameName bool) ([]workload.Workload, []workload.Servic
 	ws := fiveThousand()
 	svcs := make([]workload.Service, len(ws))
 	for i := range ws {
-		ws[i].Labels["app"] = ws[i].Name
+		ws[i].Labels = ws[i].Labels.With("app", ws[i].Name)
 		name := ws[i].Name
 		if !sameName {
 			name = fmt.Sprintf("api-%d", i)
-			if ups := ws[i].Annotations[annotations.Upstreams]; ups != "" {
-				ws[i].Annotations[annotations.Upstreams] = "api-" + strings.TrimPrefix(ups, "svc-")
+			if ups := ws[i].Annotations.Get(annotations.Upstreams); ups != "" {
+				ws[i].Annotations = ws[i].Annotations.With(annotations.Upstreams, "api-"+strings.TrimPrefix(ups, "svc-"))
 			}
 		}
 		svcs[i] = workload.Service{Namespace: "shop", Name: name, Selector: map[string]string{"app": ws[i].Name}}
@@ -282,7 +282,7 @@ func BenchmarkGateDecision5kServices(b *testing.B) {
 			p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
 			p.Spec.Entrypoints = nil
 			incoming := tt.incoming
-			incoming.Labels["app"] = "svc-2"
+			incoming.Labels = incoming.Labels.With("app", "svc-2")
 			in := Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming}
 			decide := func() Decision {
 				in.Source = x.For(incoming)
@@ -391,7 +391,7 @@ func TestIndexTellsServiceChanges(t *testing.T) {
 	if !reflect.DeepEqual(got[1].Service.Selector, s2.Selector) || !reflect.DeepEqual(got[2].Service.Selector, s2.Selector) {
 		t.Fatalf("changes told: %+v, %+v", got[1].Service, got[2].Service)
 	}
-	w := workload.Workload{Kind: "Deployment", Namespace: "shop", Name: "order", Labels: map[string]string{"app": "order"}}
+	w := workload.Workload{Kind: "Deployment", Namespace: "shop", Name: "order", Labels: workload.PairsOf(map[string]string{"app": "order"})}
 	x.Put(w)
 	if len(got) != 4 || got[3].Service != nil || got[3].Old != nil || got[3].New == nil || got[3].New.Name != "order" {
 		t.Fatalf("a workload's put told as %+v", got[len(got)-1])

@@ -16,7 +16,7 @@ import (
 func TestIsEntrypointThroughAGatewayRoute(t *testing.T) {
 	dep := func(name, ups string) workload.Workload {
 		return workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name,
-			Labels: map[string]string{"app": name}, Annotations: map[string]string{annotations.Upstreams: ups}}
+			Labels: workload.PairsOf(map[string]string{"app": name}), Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: ups})}
 	}
 	ws := []workload.Workload{dep("web", "api=1"), dep("api", "db=1"), dep("db", "")}
 	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 9}}

@@ -15,7 +15,7 @@ import (
 func TestIsEntrypointThroughServices(t *testing.T) {
 	dep := func(name, app, ups string) workload.Workload {
 		return workload.Workload{Kind: workload.KindDeployment, Namespace: "emojivoto", Name: name,
-			Labels: map[string]string{"app": app}, Annotations: map[string]string{annotations.Upstreams: ups}}
+			Labels: workload.PairsOf(map[string]string{"app": app}), Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: ups})}
 	}
 	ws := []workload.Workload{dep("vote-bot", "vote-bot", "web-svc=3"), dep("web", "web-svc", "emoji-svc=3"), dep("emoji", "emoji-svc", "")}
 	svcs := []workload.Service{

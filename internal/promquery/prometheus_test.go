@@ -158,8 +158,8 @@ func TestAgainstPrometheus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: "checkout"}}
 			res, _ := workload.Analyze(p, []workload.Workload{
-				{Kind: "Deployment", Namespace: tc.ns, Name: "gateway", Annotations: map[string]string{annotations.Upstreams: "order=1"}},
-				{Kind: "Deployment", Namespace: tc.ns, Name: "order", Annotations: map[string]string{annotations.Upstreams: tc.orderUpstreams}},
+				{Kind: "Deployment", Namespace: tc.ns, Name: "gateway", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: "order=1"})},
+				{Kind: "Deployment", Namespace: tc.ns, Name: "order", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: tc.orderUpstreams})},
 				{Kind: "Deployment", Namespace: tc.ns, Name: "payment"},
 			})
 			r := observed.Compute(res.Graph.Edges(), series, observed.InNamespace(tc.ns))

@@ -23,8 +23,8 @@ func clusterPol(sel *metav1.LabelSelector) *v1alpha1.ClusterRetryPolicy {
 // messages name its namespaces.
 func TestSetCluster(t *testing.T) {
 	chain := []workload.Workload{
-		{Kind: workload.KindDeployment, Namespace: "shop", Name: "web", Annotations: map[string]string{annotations.Upstreams: "order.orders=3"}},
-		{Kind: workload.KindDeployment, Namespace: "orders", Name: "order", Annotations: map[string]string{annotations.Upstreams: "payment.payments=3"}},
+		{Kind: workload.KindDeployment, Namespace: "shop", Name: "web", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: "order.orders=3"})},
+		{Kind: workload.KindDeployment, Namespace: "orders", Name: "order", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: "payment.payments=3"})},
 		{Kind: workload.KindDeployment, Namespace: "payments", Name: "payment"},
 	}
 	labels := map[string]map[string]string{"shop": {"chain": "checkout"}, "orders": {"chain": "checkout"}, "payments": {"chain": "checkout"}}

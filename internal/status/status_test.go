@@ -17,7 +17,7 @@ import (
 
 func dep(name, upstreams string) workload.Workload {
 	return workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name,
-		Labels: map[string]string{"part-of": "shop"}, Annotations: map[string]string{annotations.Upstreams: upstreams}}
+		Labels: workload.PairsOf(map[string]string{"part-of": "shop"}), Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: upstreams})}
 }
 
 func pol(cap int32, eps ...v1alpha1.Entrypoint) *v1alpha1.RetryPolicy {
@@ -288,7 +288,7 @@ func deref(b *bool) any {
 func TestSetNamesTheWorkloadsBehindAService(t *testing.T) {
 	lbl := func(app string) map[string]string { return map[string]string{"app": app} }
 	w := func(name, app, ups string) workload.Workload {
-		return workload.Workload{Kind: workload.KindDeployment, Namespace: "bookinfo", Name: name, Labels: lbl(app), Annotations: map[string]string{annotations.Upstreams: ups}}
+		return workload.Workload{Kind: workload.KindDeployment, Namespace: "bookinfo", Name: name, Labels: workload.PairsOf(lbl(app)), Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: ups})}
 	}
 	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: "p", Generation: 4},
 		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4, Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}}}

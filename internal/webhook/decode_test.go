@@ -13,13 +13,13 @@ func TestDecodeWorkloadObjectAnnotations(t *testing.T) {
 	dep := []byte(`{"metadata":{"name":"order","namespace":"shop","annotations":{"retrycap.dev/upstreams":"payment=9"}},
 		"spec":{"template":{"metadata":{"annotations":{"retrycap.dev/upstreams":"payment=1"}}}}}`)
 	w, objAnn, ok, err := decodeWorkload(metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, dep)
-	if err != nil || !ok || w.Annotations["retrycap.dev/upstreams"] != "payment=1" ||
+	if err != nil || !ok || w.Annotations.Get("retrycap.dev/upstreams") != "payment=1" ||
 		!maps.Equal(objAnn, map[string]string{"retrycap.dev/upstreams": "payment=9"}) {
 		t.Fatalf("decodeWorkload(Deployment) = %+v, %v, %v, %v", w, objAnn, ok, err)
 	}
 	pod := []byte(`{"metadata":{"name":"cart","namespace":"shop","annotations":{"retrycap.dev/upstreams":"payment=1"}}}`)
 	w, objAnn, ok, err = decodeWorkload(metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, pod)
-	if err != nil || !ok || w.Annotations["retrycap.dev/upstreams"] != "payment=1" || objAnn != nil {
+	if err != nil || !ok || w.Annotations.Get("retrycap.dev/upstreams") != "payment=1" || objAnn != nil {
 		t.Fatalf("decodeWorkload(Pod) = %+v, %v, %v, %v", w, objAnn, ok, err)
 	}
 }

@@ -121,7 +121,7 @@ func waitForUpstreams(ctx context.Context, ns, name, upstreams string) {
 	Eventually(func(g Gomega) {
 		w, ok := indexedDeployment(ns, name)
 		g.Expect(ok).To(BeTrue(), "Deployment %s/%s in the workload index", ns, name)
-		g.Expect(w.Annotations).To(HaveKeyWithValue(annotations.Upstreams, upstreams))
+		g.Expect(w.Annotations.Map()).To(HaveKeyWithValue(annotations.Upstreams, upstreams))
 	}, cacheWait).Should(Succeed())
 }
 
@@ -345,7 +345,7 @@ var _ = Describe("workload gate", Ordered, func() {
 		Eventually(func() string {
 			for _, w := range gateWebhooks.Gate.index.Workloads(ns) {
 				if w.Name == "svc-3" {
-					return w.Annotations[annotations.Upstreams]
+					return w.Annotations.Get(annotations.Upstreams)
 				}
 			}
 			return ""

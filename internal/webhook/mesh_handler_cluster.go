@@ -75,7 +75,7 @@ func (g *MeshGate) clusterWorkloads(scope *workload.ClusterScope, bears MeshBear
 			if err != nil || len(ups) == 0 {
 				continue
 			}
-			c := mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels, Annotations: w.Annotations}
+			c := mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels.Map(), Annotations: w.Annotations.Map()}
 			names := make([]string, len(ups))
 			raises := false
 			for i, u := range ups {

@@ -124,7 +124,7 @@ func ClusterMatcher(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope) (func(Workl
 	if err != nil {
 		return nil, fmt.Errorf("ClusterRetryPolicy %s: spec.selector: %w", p.Name, err)
 	}
-	return func(w Workload) bool { return s.Has(w.Namespace) && sel.Matches(labels.Set(w.Labels)) }, nil
+	return func(w Workload) bool { return s.Has(w.Namespace) && sel.Matches(w.Labels) }, nil
 }
 
 // BuildCluster is BuildMesh for a ClusterRetryPolicy over the namespaces s selects (set nil: no

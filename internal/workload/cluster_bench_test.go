@@ -90,3 +90,58 @@ func BenchmarkJudge(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkIncremental is one workload's upstream change at 20,000 workloads in one namespace:
+// patched (Incremental.Update, then the analysis) against the build it replaces (the anchor),
+// without and with a Service per workload (the notes are made again on each patch).
+//
+//	go test ./internal/workload -run '^$' -bench 'BenchmarkIncremental' -benchmem
+func BenchmarkIncremental(b *testing.B) {
+	const n = 20000
+	for _, withServices := range []bool{false, true} {
+		ps := chains(n, 1)
+		var svcs *ServiceSet
+		name := "no Services"
+		if withServices {
+			name = "a Service per workload"
+			list := make([]Service, n)
+			for i, x := range ps {
+				list[i] = Service{Namespace: "team-00", Name: x.service, Selector: map[string]string{"app": x.service}}
+				w := x.Workload
+				w.Labels = PairsFrom("app", x.service)
+				ps[i] = Parse(w)
+			}
+			svcs = NewServiceSet(list)
+		}
+		p := policy("team-00", "p", 1000)
+		// Two versions of the last workload's upstreams, alternately.
+		last := ps[len(ps)-1].Workload
+		versions := [2][]*Parsed{slices.Clone(ps), slices.Clone(ps)}
+		for k, up := range []string{"db=2, extra-a=2", "db=3"} {
+			w := last
+			w.Annotations = w.Annotations.With("retrycap.dev/upstreams", up)
+			versions[k][len(ps)-1] = Parse(w)
+		}
+		b.Run(name+"/build", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				BuildParsedMesh(p, versions[i%2], svcs, nil).Analyze()
+				i++
+			}
+		})
+		b.Run(name+"/patch", func(b *testing.B) {
+			inc := NewIncremental(p, versions[1], svcs, nil)
+			inc.Update(p, versions[0], svcs, nil) // the patch's index, once
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if !inc.Update(p, versions[i%2], svcs, nil) {
+					b.Fatal("not patched")
+				}
+				inc.Result().Analyze()
+				i++
+			}
+		})
+	}
+}

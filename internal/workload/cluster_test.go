@@ -314,10 +314,10 @@ func TestBuildClusterJudged(t *testing.T) {
 
 func withService(w Workload, name string) Workload {
 	ann := map[string]string{"retrycap.dev/service": name}
-	for k, v := range w.Annotations {
+	for k, v := range w.Annotations.All() {
 		ann[k] = v
 	}
-	w.Annotations = ann
+	w.Annotations = PairsOf(ann)
 	return w
 }
 

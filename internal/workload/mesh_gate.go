@@ -48,7 +48,7 @@ func (r *Result) IncomingEdges(x *Parsed, node string) []MeshEdge {
 	}
 	def := defaultAttempts(r.Spec())
 	w := x.Workload
-	caller := mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels, Annotations: w.Annotations}
+	caller := w.meshCaller()
 	out := make([]MeshEdge, len(x.upstreams))
 	for i, u := range x.upstreams {
 		a, _ := edgeValues(u, def)
@@ -110,8 +110,8 @@ func RaisesMeshRetries(set *mesh.Set, old, incoming Workload) bool {
 	if err != nil {
 		return false
 	}
-	oc := mesh.Caller{Name: old.String(), Namespace: old.Namespace, Labels: old.Labels, Annotations: old.Annotations}
-	nc := mesh.Caller{Name: incoming.String(), Namespace: incoming.Namespace, Labels: incoming.Labels, Annotations: incoming.Annotations}
+	oc := old.meshCaller()
+	nc := incoming.meshCaller()
 	for _, u := range ups {
 		if set.Edge(nc, u.Name).Tries() > set.Edge(oc, u.Name).Tries() {
 			return true

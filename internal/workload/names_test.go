@@ -38,7 +38,7 @@ func TestUpstreamNameRule(t *testing.T) {
 		}
 		// The graph: the nodes of the workload's upstreams, in its namespace.
 		x := Parse(Workload{Kind: KindDeployment, Namespace: c.Namespace, Name: "caller",
-			Annotations: map[string]string{annotations.Upstreams: c.Upstreams}})
+			Annotations: PairsOf(map[string]string{annotations.Upstreams: c.Upstreams})})
 		nodes := x.UpstreamNames()
 		if c.Match != "" {
 			if got := NormalizeUpstream(c.Match, c.Namespace); got != c.Node {

@@ -19,7 +19,7 @@ const podTemplateHashLabel = "pod-template-hash"
 // has generated one, its generateName without the trailing "-". Labels and annotations are the
 // pod's own.
 func ForPod(pod *corev1.Pod) Workload {
-	w := Workload{Kind: KindPod, Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels, Annotations: pod.Annotations}
+	w := Workload{Kind: KindPod, Namespace: pod.Namespace, Name: pod.Name, Labels: PairsOf(pod.Labels), Annotations: PairsOf(pod.Annotations)}
 	if w.Name == "" {
 		w.Name = strings.TrimSuffix(pod.GenerateName, "-")
 	}

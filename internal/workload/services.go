@@ -32,7 +32,7 @@ func (s Service) Selects(w Workload) bool {
 		return false
 	}
 	for k, v := range s.Selector {
-		if lv, ok := w.Labels[k]; !ok || lv != v {
+		if lv, ok := w.Labels.Lookup(k); !ok || lv != v {
 			return false
 		}
 	}
@@ -170,12 +170,12 @@ func (s *ServiceSet) Has(ns, name string) bool {
 
 // Fronting returns the names of the Services that select w, sorted; nil when none does.
 func (s *ServiceSet) Fronting(w Workload) []string {
-	if s == nil || len(w.Labels) == 0 {
+	if s == nil || w.Labels.Len() == 0 {
 		return nil
 	}
 	var out []string
 	var b strings.Builder
-	for k, v := range w.Labels {
+	for k, v := range w.Labels.All() {
 		b.Reset()
 		b.WriteString(w.Namespace)
 		b.WriteByte('/')

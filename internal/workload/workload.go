@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -33,7 +32,13 @@ const (
 // and annotations (a bare Pod's own).
 type Workload struct {
 	Kind, Namespace, Name string
-	Labels, Annotations   map[string]string
+	Labels, Annotations   Pairs
+}
+
+// meshCaller is w as the mesh layers read a caller. The mesh reads maps: made per call, which
+// costs only where mesh layers are read.
+func (w Workload) meshCaller() mesh.Caller {
+	return mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels.Map(), Annotations: w.Annotations.Map()}
 }
 
 // String is "Deployment shop/gateway".
@@ -63,16 +68,16 @@ func FromObject(obj runtime.Object) (Workload, bool) {
 }
 
 func fromTemplate(kind string, meta, tmpl metav1.ObjectMeta) Workload {
-	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: tmpl.Labels, Annotations: tmpl.Annotations}
+	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations)}
 }
 
 // ServiceName is the annotation retrycap.dev/service, else the label app.kubernetes.io/name,
 // else the workload's name.
 func (w Workload) ServiceName() string {
-	if s := w.Annotations[annotations.Service]; s != "" {
+	if s := w.Annotations.Get(annotations.Service); s != "" {
 		return s
 	}
-	if s := w.Labels[annotations.NameLabel]; s != "" {
+	if s := w.Labels.Get(annotations.NameLabel); s != "" {
 		return s
 	}
 	return w.Name
@@ -98,7 +103,7 @@ func Matcher(p *v1alpha1.RetryPolicy) (func(Workload) bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("RetryPolicy %s/%s: selector: %w", p.Namespace, p.Name, err)
 	}
-	return func(w Workload) bool { return w.Namespace == p.Namespace && sel.Matches(labels.Set(w.Labels)) }, nil
+	return func(w Workload) bool { return w.Namespace == p.Namespace && sel.Matches(w.Labels) }, nil
 }
 
 // parseSelected parses the workloads of ws that selects selects; none on a bad selector (err).
@@ -188,6 +193,9 @@ type Result struct {
 	MeshEntry map[string]MeshEdge
 	// fronts are, per Service node, the selected workloads it selects, sorted.
 	fronts map[string][]*Parsed
+	// kept are the selected workloads with a valid service name, sorted: the graph's input
+	// (what Incremental patches).
+	kept []*Parsed
 	// mesh is the Set the graph was built with (nil: none).
 	mesh *mesh.Set
 }
@@ -305,16 +313,16 @@ func Parse(w Workload) *Parsed {
 	x := &Parsed{Workload: w, key: w.Key(), service: w.ServiceName()}
 	if reason := annotations.ValidateLabel(x.service); reason != "" {
 		src := annotations.Service
-		if w.Annotations[annotations.Service] == "" {
+		if w.Annotations.Get(annotations.Service) == "" {
 			src = "label " + annotations.NameLabel
-			if w.Labels[annotations.NameLabel] == "" {
+			if w.Labels.Get(annotations.NameLabel) == "" {
 				src = "name"
 			}
 		}
 		x.serviceErr = &AnnotationError{Workload: w, Annotation: src, Value: x.service,
 			Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", x.service, reason)}
 	}
-	val, ok := w.Annotations[annotations.Upstreams]
+	val, ok := w.Annotations.Lookup(annotations.Upstreams)
 	x.hasUpstreams = ok
 	ups, err := annotations.ParseUpstreams(val)
 	if err != nil {
@@ -326,6 +334,12 @@ func Parse(w Workload) *Parsed {
 	}
 	x.upstreams = ups
 	return x
+}
+
+// declares reports whether x carries a non-blank upstreams annotation (valid or not): what
+// Result.Declaring counts.
+func (x *Parsed) declares() bool {
+	return x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations.Get(annotations.Upstreams)) != ""
 }
 
 // Key is Workload.Key, computed once.
@@ -392,12 +406,13 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		if x.upstreamsErr != nil {
 			r.Errors = append(r.Errors, x.upstreamsErr)
 		}
-		if x.hasUpstreams && strings.TrimSpace(x.Workload.Annotations[annotations.Upstreams]) != "" {
+		if x.declares() {
 			r.Declaring++
 		}
 		kept = append(kept, x)
 		r.ServiceOf[x.key] = r.serviceNode(x)
 	}
+	r.kept = kept
 	if len(kept) > 0 {
 		r.Selected = make([]Workload, len(kept))
 		for i, x := range kept {
@@ -455,7 +470,7 @@ func (r *Result) meshAttempts(x *Parsed, from, callee, to string, app int64) int
 		return app
 	}
 	w := x.Workload
-	e := r.mesh.Edge(mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels, Annotations: w.Annotations}, callee)
+	e := r.mesh.Edge(w.meshCaller(), callee)
 	r.addMeshWarnings(e.Warnings)
 	if len(e.Layers) == 0 {
 		return app
@@ -539,7 +554,12 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 			}
 		}
 	}
-	// What the resolution did, once per Service a selected workload calls.
+	r.addNotes(kept)
+}
+
+// addNotes adds what the resolution through Services did, once per Service a selected workload
+// of kept calls, in the order the workloads first call them.
+func (r *Result) addNotes(kept []*Parsed) {
 	noted := map[string]bool{}
 	for _, x := range kept {
 		for i := range x.upstreams {
@@ -547,29 +567,42 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 			if noted[to] {
 				continue
 			}
-			s, ok := r.upstreamService(x, i)
-			if !ok {
+			if _, ok := r.upstreamService(x, i); !ok {
 				continue
 			}
 			noted[to] = true
-			switch {
-			case s.ExternalName:
-				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s of type ExternalName: a leaf", to, s))
-			case s.Leaf():
-				r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s without a selector: a leaf", to, s))
-			default:
-				var other []string
-				for _, f := range r.fronts[to] {
-					if r.serviceNode(f) != to {
-						other = append(other, f.Workload.String())
-					}
-				}
-				if len(other) > 0 {
-					r.Notes = append(r.Notes, fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", to, s, strings.Join(other, ", ")))
-				}
+			if n, ok := r.note(x, i); ok {
+				r.Notes = append(r.Notes, n)
 			}
 		}
 	}
+}
+
+// note is the note on x's i-th upstream, a Service's name: a leaf (ExternalName, or no
+// selector), or resolved to the edges of workloads of other service names it selects; false when
+// there is nothing to say (not a Service, or one that selects only workloads of its own name).
+func (r *Result) note(x *Parsed, i int) (string, bool) {
+	to := r.upstreamNode(x, i)
+	s, ok := r.upstreamService(x, i)
+	if !ok {
+		return "", false
+	}
+	switch {
+	case s.ExternalName:
+		return fmt.Sprintf("upstream %q is %s of type ExternalName: a leaf", to, s), true
+	case s.Leaf():
+		return fmt.Sprintf("upstream %q is %s without a selector: a leaf", to, s), true
+	}
+	var other []string
+	for _, f := range r.fronts[to] {
+		if r.serviceNode(f) != to {
+			other = append(other, f.Workload.String())
+		}
+	}
+	if len(other) == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", to, s, strings.Join(other, ", ")), true
 }
 
 // serviceNode is x's service name as r's graph names it: the name itself in a RetryPolicy's,
@@ -842,15 +875,9 @@ func sharesNode(x, incoming *Parsed, inNodes []string, svcs *ServiceSet) bool {
 
 // withoutUpstreams is x as if it had no upstreams annotation (a copy: x is shared).
 func withoutUpstreams(x *Parsed) *Parsed {
-	ann := make(map[string]string, len(x.Workload.Annotations))
-	for k, v := range x.Workload.Annotations {
-		if k != annotations.Upstreams {
-			ann[k] = v
-		}
-	}
 	// Field by field, not *x: q is an atomic (not to be copied), and is computed anew.
 	c := &Parsed{Workload: x.Workload, key: x.key, service: x.service, serviceErr: x.serviceErr}
-	c.Workload.Annotations = ann
+	c.Workload.Annotations = x.Workload.Annotations.Without(annotations.Upstreams)
 	return c
 }
 
@@ -921,9 +948,9 @@ func NormalizeUpstream(name, ns string) string { return annotations.UpstreamNode
 // Upstreams returns w's upstreams as the graph sees them in a policy of namespace ns with the
 // given default attempts: names normalised, attempts and calls filled in.
 func Upstreams(w Workload, ns string, defaultAttempts int32) ([]annotations.Upstream, error) {
-	ups, err := annotations.ParseUpstreams(w.Annotations[annotations.Upstreams])
+	ups, err := annotations.ParseUpstreams(w.Annotations.Get(annotations.Upstreams))
 	if err != nil {
-		return nil, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: w.Annotations[annotations.Upstreams], Err: err}
+		return nil, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: w.Annotations.Get(annotations.Upstreams), Err: err}
 	}
 	for i := range ups {
 		ups[i].Name = NormalizeUpstream(ups[i].Name, ns)

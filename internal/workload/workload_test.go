@@ -23,7 +23,7 @@ func deploy(ns, name, upstreams string, lbls map[string]string) Workload {
 	if upstreams != "" {
 		ann[annotations.Upstreams] = upstreams
 	}
-	return Workload{Kind: KindDeployment, Namespace: ns, Name: name, Labels: lbls, Annotations: ann}
+	return Workload{Kind: KindDeployment, Namespace: ns, Name: name, Labels: PairsOf(lbls), Annotations: PairsOf(ann)}
 }
 
 func policy(ns, name string, cap int32, eps ...v1alpha1.Entrypoint) *v1alpha1.RetryPolicy {
@@ -59,7 +59,7 @@ func TestFromObject(t *testing.T) {
 		if !ok {
 			continue
 		}
-		want := Workload{Kind: tt.kind, Namespace: "shop", Name: "x", Labels: tmpl.Labels, Annotations: tmpl.Annotations}
+		want := Workload{Kind: tt.kind, Namespace: "shop", Name: "x", Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations)}
 		if !reflect.DeepEqual(w, want) {
 			t.Fatalf("%T: %+v", tt.obj, w)
 		}
@@ -71,11 +71,11 @@ func TestServiceName(t *testing.T) {
 	if w.ServiceName() != "order-v2" {
 		t.Fatal(w.ServiceName())
 	}
-	w.Labels = map[string]string{annotations.NameLabel: "order"}
+	w.Labels = PairsOf(map[string]string{annotations.NameLabel: "order"})
 	if w.ServiceName() != "order" {
 		t.Fatal(w.ServiceName())
 	}
-	w.Annotations = map[string]string{annotations.Service: "orders"}
+	w.Annotations = PairsOf(map[string]string{annotations.Service: "orders"})
 	if w.ServiceName() != "orders" {
 		t.Fatal(w.ServiceName())
 	}
@@ -149,7 +149,7 @@ func TestBuildNamesDefaultsAndMerges(t *testing.T) {
 		deploy("shop", "order", "payment=2*5, ledger.finance.svc", shop),
 		canary,
 		deploy("shop", "batch", "order=9", nil), // unselected: its edge does not count
-		{Kind: KindStatefulSet, Namespace: "shop", Name: "payment", Labels: shop},
+		{Kind: KindStatefulSet, Namespace: "shop", Name: "payment", Labels: PairsOf(shop)},
 	}
 	r := Build(p, ws)
 	if len(r.Errors) != 0 {
@@ -177,7 +177,7 @@ func TestBuildInvalidAnnotation(t *testing.T) {
 	ws := []Workload{
 		deploy("shop", "gateway", "order=3", nil),
 		deploy("shop", "order", "db=2, payment=x", nil),
-		{Kind: KindPod, Namespace: "shop", Name: "debug", Annotations: map[string]string{annotations.Service: "Bad_Name"}},
+		{Kind: KindPod, Namespace: "shop", Name: "debug", Annotations: PairsOf(map[string]string{annotations.Service: "Bad_Name"})},
 	}
 	r := Build(p, ws)
 	if len(r.Errors) != 2 {
@@ -257,7 +257,7 @@ func TestNormalizeUpstream(t *testing.T) {
 func TestBuildJudgedDropsSiblingEdges(t *testing.T) {
 	p := policy("shop", "checkout", 4)
 	canary := deploy("shop", "order-v2", "payment=3, audit=2", nil)
-	canary.Annotations[annotations.Service] = "order"
+	canary.Annotations = canary.Annotations.With(annotations.Service, "order")
 	stored := []Workload{deploy("shop", "gateway", "order=3", nil), canary, deploy("shop", "payment", "db=2", nil)}
 	incoming := deploy("shop", "order", "payment=1", nil)
 	for _, tt := range []struct {
@@ -281,7 +281,7 @@ func TestBuildJudgedDropsSiblingEdges(t *testing.T) {
 			}
 		})
 	}
-	if canary.Annotations[annotations.Upstreams] != "payment=3, audit=2" {
+	if canary.Annotations.Get(annotations.Upstreams) != "payment=3, audit=2" {
 		t.Fatal("BuildJudged changed the cached workload's annotations")
 	}
 }
@@ -292,7 +292,7 @@ func TestBuildParsedMatchesBuild(t *testing.T) {
 	bad := deploy("shop", "Bad_Name", "order=2", nil)
 	malformed := deploy("shop", "broken", "order=", nil)
 	canary := deploy("shop", "order-canary", "payment=3", nil)
-	canary.Annotations[annotations.Service] = "order"
+	canary.Annotations = canary.Annotations.With(annotations.Service, "order")
 	ws := []Workload{
 		deploy("shop", "order", "payment=2, audit.other, api.stripe.com=3", nil),
 		deploy("shop", "gateway", "order.shop.svc.cluster.local", nil),
