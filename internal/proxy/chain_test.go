@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrycap/retrycap/internal/labapp"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // proxyBin is retrycap-proxy built once for the tests that need real
@@ -172,11 +173,11 @@ func TestGracefulShutdown(t *testing.T) {
 		resp.Body.Close()
 		res <- result{code: resp.StatusCode, body: string(b)}
 	}()
-	waitFor(t, func() bool { return started.Load() == 1 })
+	proxytest.Eventually(t, "the request at the backend", func() bool { return started.Load() == 1 })
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Stop(10 * time.Second) }()
 	// New connections are refused once the listener is closed.
-	waitFor(t, func() bool {
+	proxytest.Eventually(t, "the listener closed", func() bool {
 		conn, err := net.DialTimeout("tcp", p.Addr, 100*time.Millisecond)
 		if err != nil {
 			return true
@@ -195,17 +196,6 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if !strings.Contains(p.Log(), "draining") {
 		t.Fatalf("log: %s", p.Log())
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval
 	}
 }
 

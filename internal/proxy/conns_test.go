@@ -113,19 +113,6 @@ func (b *kaBackend) received() []string {
 	return append([]string(nil), b.got...)
 }
 
-// waitFor polls cond until it holds, for at most 5 seconds: the test waits
-// for what it observes (a close seen by the backend), never for a time.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond) // polling interval
-	}
-}
-
 // staleRequests are the requests of the stale-connection tests: small POSTs
 // (the loop serves them), then chunked POSTs, which the loop hands to the
 // goroutine engine with the connection (defect 3 was there too).
@@ -164,7 +151,7 @@ func TestStaleUpstreamClosedIdle(t *testing.T) {
 	for i, r := range reqs {
 		c.Send(r)
 		c.Expect("POST", 200, want[i])
-		waitFor(t, "the backend closed the idle connection", func() bool { return b.closedIdle.Load() == int64(i+1) })
+		proxytest.Eventually(t, "the backend closed the idle connection", func() bool { return b.closedIdle.Load() == int64(i+1) })
 	}
 	wantReceived(t, b, want)
 	if got := b.conns.Load(); got != int64(len(reqs)) {
@@ -218,7 +205,7 @@ func TestUpstreamIdleBound(t *testing.T) {
 	for i, r := range reqs {
 		c.Send(r)
 		c.Expect("POST", 200, want[i])
-		waitFor(t, "the proxy closed its idle upstream connection", func() bool { return b.closedByPeer.Load() == int64(i+1) })
+		proxytest.Eventually(t, "the proxy closed its idle upstream connection", func() bool { return b.closedByPeer.Load() == int64(i+1) })
 	}
 	wantReceived(t, b, want)
 	if got := b.conns.Load(); got != int64(len(reqs)) {
