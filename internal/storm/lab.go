@@ -129,14 +129,16 @@ type chain struct {
 }
 
 // startChainProto starts payment, then each app and proxy bottom-up (a proxy
-// must know the address of the app it resolves to), for either protocol.
+// must know the address of the app it resolves to), for either protocol;
+// extra(i), if not nil, is appended to hop i's proxy's flags (later flags
+// win: the tests set their per-try timeouts and the h2 engine so).
 // With logDir set, each proxy writes its access log to logDir/ARM/SERVICE.log
 // (AccessLogPaths). The gRPC chain's
 // apps are child processes (labapp.StartGRPCProcess), each with
 // HTTPS_PROXY set to its own proxy as the injector sets it; the edge client
 // (the user, in this process) opens its CONNECT itself, since grpc-go
 // reads HTTPS_PROXY once per process and each arm has its own entry proxy.
-func startChainProto(bin, arm, proto string, sc Scenario, pc PaymentConfig, logDir string) (c *chain, err error) {
+func startChainProto(bin, arm, proto string, sc Scenario, pc PaymentConfig, logDir string, extra func(hop int) []string) (c *chain, err error) {
 	c = &chain{arm: arm, proto: proto, sc: sc, scrapeHC: &http.Client{Timeout: 5 * time.Second}}
 	pc.GRPC = proto == ProtocolGRPC
 	defer func() {
@@ -156,6 +158,9 @@ func startChainProto(bin, arm, proto string, sc Scenario, pc PaymentConfig, logD
 	for i := 2; i >= 0; i-- {
 		h := hopNames[i]
 		args := append(proxyArgs(sc, arm, i), "--resolve", h.upstream+"="+next)
+		if extra != nil {
+			args = append(args, extra(i)...)
+		}
 		if logDir != "" {
 			args = append(args, "--access-log", accessLogPath(logDir, arm, i))
 		}

@@ -18,13 +18,38 @@ func TestMain(m *testing.M) {
 	os.Exit(labapp.RunTestsWithProxy(m, "../..", &proxyBin))
 }
 
-// The exact counts of the lab's chains, with the lab's own proxy flags: a
-// fault of known length (payment down for exactly n sequential user
-// requests), then payment back for n more. Sequential requests make the
-// counts exact: the retrycap arm's budget (floor 10/s over 10 s = 100
-// retries) and breaker (50 failures) are far from binding at n = 3, so
-// only the chain cap limits it, and jitter changes only when attempts are
-// made, never how many.
+// exactPerTryTimeouts are the exact-count tests' per-try timeouts per hop (entry, gateway,
+// order), in place of the lab's (4 s, 2 s, 500 ms: the storm's, where payment is slow). In
+// these tests no attempt waits on anything: payment refuses connections (killed) or serves in 1
+// ms, so every attempt ends by its answer and a per-try timer is never part of the count. One
+// that fires measures only a stall of the machine, and cuts the hop's call short (timeout is not
+// in the default retry-on): a gateway attempt timed out after one call at payment loses that
+// attempt's 2 order retries and the gateway's 2 retries, 8 calls of a client attempt's 9 (the
+// "46 calls at payment, want 54" seen under CI load). On a loaded 2-core machine (6 yes loops
+// and a go build -a loop, load average 15) each of the lab's three fired in incident18's naive
+// arm: a client attempt (1.2 s unloaded) took 4.9 s at the entry proxy, order calls (0.3 s)
+// took over 2 s at the gateway's, a refused connection 680 ms at order's. These are the lab's
+// x10, nested as the lab's are, below the test's 60 s: a stream a proxy really dropped still
+// ends in a timeout and a wrong count. TestExactCountsThroughAStall holds them to a 2.5 s stall.
+var exactPerTryTimeouts = [3]time.Duration{40 * time.Second, 20 * time.Second, 5 * time.Second}
+
+// exactProxyArgs are the flags the exact-count tests add to hop i's proxy's: the per-try
+// timeout, and --h2-engine when RETRYCAP_STORM_H2_ENGINE is set (relay, stdlib; unset, the
+// proxy's default), to run the gRPC chains on either engine.
+func exactProxyArgs(i int) []string {
+	args := []string{"--per-try-timeout", exactPerTryTimeouts[i].String()}
+	if e := os.Getenv("RETRYCAP_STORM_H2_ENGINE"); e != "" {
+		args = append(args, "--h2-engine", e)
+	}
+	return args
+}
+
+// The exact counts of the lab's chains, with the lab's own proxy flags but the per-try
+// timeouts (exactPerTryTimeouts): a fault of known length (payment down for exactly n
+// sequential user requests), then payment back for n more. Sequential requests make the counts
+// exact: the retrycap arm's budget (floor 10/s over 10 s = 100 retries) and breaker (50
+// failures) are far from binding at n = 3, so only the chain cap limits it, and jitter changes
+// only when attempts are made, never how many.
 func TestExactCountsPerUserRequest(t *testing.T) {
 	runExactCounts(t, ProtocolHTTP, "requests", []exactCase{
 		// 3 x 3 x 3: 27 at payment, 2 + 3x2 + 9x2 = 26 retries.
@@ -83,7 +108,7 @@ func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra f
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			logDir := t.TempDir()
-			c, err := startChainProto(proxyBin, tc.arm, proto, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir)
+			c, err := startChainProto(proxyBin, tc.arm, proto, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir, exactProxyArgs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -161,7 +161,7 @@ func isExecutable(p string) bool {
 // runArm starts one arm's chain, runs the load with the outage, waits for
 // the user requests to finish and computes the arm's figures.
 func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmResult, Timeline, error) {
-	c, err := startChainProto(bin, arm, o.Protocol, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir)
+	c, err := startChainProto(bin, arm, o.Protocol, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir, nil)
 	if err != nil {
 		return ArmResult{}, Timeline{}, err
 	}
