@@ -314,6 +314,21 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 	return d
 }
 
+// judgeGone is the end of attempt n because the client went away (it
+// reset the stream, or its connection ended) while the attempt was under
+// way: a reset failure, counted, charged to the breaker and logged like
+// any, but without a retry decision (there is nobody to answer: no retry,
+// no denial, no answer counted). Both engines call it, so a client's
+// cancel reads the same in the metrics and the access log on either.
+func (c *callState) judgeGone(n int, probe bool, res *outcome) {
+	now := c.h.cfg.Now()
+	c.m.attempts.Inc()
+	if br := c.up.Breaker; br != nil && c.known {
+		br.Failure(now, probe)
+	}
+	c.logAttempt(n, now, res, policy.Decision{})
+}
+
 // ownAnswer is the proxy's own answer: for gRPC a trailers-only
 // UNAVAILABLE whose grpc-message says why, else an HTTP status (503 by
 // default) with the reason in the body. Both carry Retrycap-Exhausted when

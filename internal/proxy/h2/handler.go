@@ -442,6 +442,15 @@ func (c *call) run() {
 		}
 		c.attemptStart = now
 		res := c.attempt(ctx, attempt)
+		if res.err != nil && r.Context().Err() != nil {
+			// The client reset the stream or its connection ended (the
+			// request's own context, not the deadline's): judged without
+			// a retry decision, as the relay does.
+			res.outcome.err, res.cond = context.Canceled, policy.CondReset
+			c.judgeGone(attempt, probe, &res.outcome)
+			res.discard()
+			return
+		}
 		d := c.judge(attempt, probe, c.body == nil || c.body.replayable(), &res.outcome)
 		if d.Retry {
 			// Kept (unread) until the next attempt is allowed: a breaker

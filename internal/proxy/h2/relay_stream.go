@@ -854,6 +854,16 @@ func (s *rstream) endStream() {
 // clientReset: the client reset the stream (or the connection is gone):
 // the attempts end, nothing more is written.
 func (s *rstream) clientReset() {
+	if a := s.att; a != nil && !a.judged && !s.done {
+		// An attempt under way is judged as the stdlib engine judges it
+		// (judgeGone): a reset failure, no retry decision.
+		a.judged = true
+		if a.ptimer != nil {
+			a.ptimer.Stop()
+		}
+		a.res = outcome{err: context.Canceled, cond: policy.CondReset}
+		s.cs.judgeGone(a.n, s.probe, &a.res)
+	}
 	s.respDone = true
 	s.close()
 }
