@@ -182,6 +182,8 @@ type proxyOpts struct {
 	// accessLog and entrypoint: Config.AccessLog and Config.Entrypoint.
 	accessLog  *accesslog.Writer
 	entrypoint bool
+	// Config.PingInterval, PingTimeout, IdleTimeout (0: the defaults).
+	pingInterval, pingTimeout, idle time.Duration
 }
 
 func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -226,6 +228,9 @@ func newHandlerEngine(t *testing.T, o proxyOpts, engine string) (*Handler, *prom
 		AccessLog:      o.accessLog,
 		Entrypoint:     o.entrypoint,
 		Engine:         engine,
+		PingInterval:   o.pingInterval,
+		PingTimeout:    o.pingTimeout,
+		IdleTimeout:    o.idle,
 	})
 	if err != nil {
 		t.Fatal(err)
