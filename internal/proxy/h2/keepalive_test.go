@@ -1,8 +1,12 @@
 package h2
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,5 +62,58 @@ func testIdleConnectionClosed(t *testing.T) {
 		if _, ok := f.(*http2.SettingsFrame); !ok {
 			t.Fatalf("after GOAWAY: %v", f)
 		}
+	}
+}
+
+// The per-try timeout (one timer per client connection on the relay)
+// ends an attempt without its response headers: two hanging attempts,
+// then the third answers; eight calls at once on one connection, so the
+// attempts' timeouts interleave.
+func TestPerTryTimeoutRetried(t *testing.T) { forEngines(t, testPerTryTimeoutRetried) }
+
+func testPerTryTimeoutRetried(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	b := startBackend(t, &backend{unary: func(ctx context.Context, _ int, in string) (string, error) {
+		mu.Lock()
+		seen[in]++
+		n := seen[in]
+		mu.Unlock()
+		if n < 3 {
+			<-ctx.Done() // hangs until the proxy gives the attempt up
+			return "", ctx.Err()
+		}
+		return "ok " + in, nil
+	}})
+	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, perTry: 100 * time.Millisecond,
+		retryOn: "connect-failure,reset,timeout,unavailable"})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := strconv.Itoa(i)
+			out, err := callUnary(ctxT(t), cc, in)
+			if err == nil && out != "ok "+in {
+				err = fmt.Errorf("answer %q", out)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	want := "retrycap_proxy_h2_attempts_total{protocol=grpc,upstream=echo} 24\n" +
+		"retrycap_proxy_h2_connections_total{kind=connect} 1\n" +
+		"retrycap_proxy_h2_requests_total{code=OK,protocol=grpc,upstream=echo} 8\n" +
+		"retrycap_proxy_h2_retries_total{protocol=grpc,upstream=echo} 16\n"
+	if got := h2Counters(t, reg); got != want {
+		t.Fatalf("metrics:\n%s\nwant:\n%s", got, want)
 	}
 }

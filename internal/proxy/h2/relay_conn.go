@@ -140,6 +140,15 @@ type cconn struct {
 	pingSent  bool
 	pingData  [8]byte
 	pingDue   time.Duration
+
+	// The per-try timeouts of the attempts under way, one timer for all:
+	// every attempt has the same timeout, so the list in start order is
+	// in deadline order too; the timer is due at the head's deadline
+	// (or earlier: an attempt that ended is unlinked, the timer not
+	// touched; it re-arms for the new head when it fires).
+	tryHead, tryTail *ratt
+	tries            *time.Timer
+	triesArmed       bool
 }
 
 // serveRelay serves one client connection with the frame relay until it
@@ -513,6 +522,69 @@ func (cc *cconn) keepalive() {
 	cc.armKeepalive(now)
 }
 
+// trackTry starts attempt a's per-try timeout; mu held.
+func (cc *cconn) trackTry(a *ratt) {
+	now := time.Since(cc.born)
+	a.due, a.inTries = now+cc.h.cfg.PerTryTimeout, true
+	a.tprev, a.tnext = cc.tryTail, nil
+	if cc.tryTail != nil {
+		cc.tryTail.tnext = a
+	} else {
+		cc.tryHead = a
+	}
+	cc.tryTail = a
+	if !cc.triesArmed {
+		cc.triesArmed = true
+		if cc.tries == nil {
+			cc.tries = time.AfterFunc(cc.h.cfg.PerTryTimeout, cc.onTries)
+		} else {
+			cc.tries.Reset(a.due - now)
+		}
+	}
+}
+
+// untrackTry ends attempt a's per-try timeout (it got its headers, or
+// ended); mu held.
+func (cc *cconn) untrackTry(a *ratt) {
+	if !a.inTries {
+		return
+	}
+	a.inTries = false
+	if a.tprev != nil {
+		a.tprev.tnext = a.tnext
+	} else {
+		cc.tryHead = a.tnext
+	}
+	if a.tnext != nil {
+		a.tnext.tprev = a.tprev
+	} else {
+		cc.tryTail = a.tprev
+	}
+	a.tprev, a.tnext = nil, nil
+}
+
+// onTries fails the attempts whose per-try timeout passed and re-arms
+// for the next one.
+func (cc *cconn) onTries() {
+	defer cc.h.flushDirty()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.triesArmed = false
+	if cc.closed {
+		return
+	}
+	now := time.Since(cc.born)
+	for cc.tryHead != nil && cc.tryHead.due <= now {
+		a := cc.tryHead
+		cc.untrackTry(a)
+		a.perTryTimeout() // may start the next attempt: at the tail
+	}
+	if h := cc.tryHead; h != nil && !cc.triesArmed {
+		cc.triesArmed = true
+		cc.tries.Reset(h.due - now)
+	}
+}
+
 // armKeepalive sets the timer for the next check; mu held.
 func (cc *cconn) armKeepalive(now time.Duration) {
 	cfg := &cc.h.cfg
@@ -558,6 +630,9 @@ func (cc *cconn) teardown() {
 	}
 	if cc.ka != nil {
 		cc.ka.Stop()
+	}
+	if cc.tries != nil {
+		cc.tries.Stop()
 	}
 	cc.mu.Unlock()
 	_ = cc.cw.Close()

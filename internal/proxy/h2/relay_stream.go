@@ -79,7 +79,11 @@ type ratt struct {
 	sentEnd   bool
 	sendWin   int64
 	blocked   bool // in uc.blocked; under uc.mu
-	ptimer    *time.Timer
+	// The per-try timeout: a in its client connection's list of attempts
+	// under way, in start order (cconn.tries), due at due (since cc.born).
+	tprev, tnext *ratt
+	inTries      bool
+	due          time.Duration
 	t0        time.Time
 	resends   int
 
@@ -170,7 +174,7 @@ func (s *rstream) next() {
 		s.decide(a)
 		return
 	}
-	a.ptimer = time.AfterFunc(cs.h.cfg.PerTryTimeout, a.perTryTimeout)
+	s.cc.trackTry(a)
 	s.dispatch(a)
 }
 
@@ -328,12 +332,9 @@ func (s *rstream) credit(n int64) {
 	}
 }
 
-// perTryTimeout ends an attempt without its response headers.
+// perTryTimeout ends an attempt without its response headers; the
+// connection's mu held (onTries).
 func (a *ratt) perTryTimeout() {
-	cc := a.s.cc
-	defer cc.h.flushDirty()
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	if a.closed || a.judged || a.gotHeaders || a.s.done {
 		return
 	}
@@ -368,9 +369,7 @@ func (a *ratt) release() {
 		return
 	}
 	a.closed = true
-	if a.ptimer != nil {
-		a.ptimer.Stop()
-	}
+	a.s.cc.untrackTry(a)
 	if a.uc != nil && a.opened {
 		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel, a.uncredited)
 		a.uncredited = 0
@@ -443,9 +442,7 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 			return // informational: not passed on (as the Transport does)
 		}
 		a.gotHeaders = true
-		if a.ptimer != nil {
-			a.ptimer.Stop()
-		}
+		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
 		a.hdrs = f.RegularFields()
 		a.upEnded = f.StreamEnded()
@@ -642,9 +639,7 @@ func (a *ratt) unprocessedLocked(err error) {
 // decide judges an attempt's result and acts on it.
 func (s *rstream) decide(a *ratt) {
 	a.judged = true
-	if a.ptimer != nil {
-		a.ptimer.Stop()
-	}
+	a.s.cc.untrackTry(a)
 	d := s.cs.judge(a.n, s.probe, !s.overflow, &a.res)
 	if d.Retry {
 		s.att = nil
@@ -858,9 +853,7 @@ func (s *rstream) clientReset() {
 		// An attempt under way is judged as the stdlib engine judges it
 		// (judgeGone): a reset failure, no retry decision.
 		a.judged = true
-		if a.ptimer != nil {
-			a.ptimer.Stop()
-		}
+		a.s.cc.untrackTry(a)
 		a.res = outcome{err: context.Canceled, cond: policy.CondReset}
 		s.cs.judgeGone(a.n, s.probe, &a.res)
 	}
