@@ -60,6 +60,12 @@ type rstream struct {
 	timer   *time.Timer // backoff
 	dlTimer *time.Timer // grpc-timeout
 	done    bool
+
+	// Allocated with the stream: its policy state, its header list as
+	// the policy reads it, and its first attempt (most calls have one).
+	call  callState
+	hdr   fieldHeaders
+	first ratt
 }
 
 // ratt is one attempt (one upstream stream; a re-send after GOAWAY or
@@ -112,18 +118,20 @@ func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
 	if hostPort == "" {
 		hostPort = authority
 	}
-	hdr := fieldHeaders(regular)
+	s := &rstream{cc: cc, id: f.StreamID, fields: regular, hdr: fieldHeaders(regular),
+		recvWin: relayStreamWindow, sendWin: cc.peerInitWin, reqEnd: f.StreamEnded()}
+	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
 	if f.StreamEnded() {
 		cl = 0
-	} else if v := first(hdr, "content-length"); v != "" {
+	} else if v := fieldValue(regular, "content-length"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			cl = n
 		}
 	}
-	cs, own := cc.h.newCall(hostPort, f.PseudoValue("method"), authority, f.PseudoValue("path"), hdr, cl, grpcContentType(first(hdr, "content-type")))
-	return &rstream{cc: cc, id: f.StreamID, cs: cs, own: own, fields: regular,
-		recvWin: relayStreamWindow, sendWin: cc.peerInitWin, reqEnd: f.StreamEnded()}
+	s.cs = &s.call
+	s.own = cc.h.initCall(s.cs, hostPort, f.PseudoValue("method"), authority, f.PseudoValue("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
+	return s
 }
 
 // start runs the call; mu held (as for every method below).
@@ -166,7 +174,13 @@ func (s *rstream) next() {
 	}
 	s.n, s.probe = n, probe
 	cs.attemptStart = now
-	a := &ratt{s: s, n: n, t0: time.Now()}
+	var a *ratt
+	if n == 1 {
+		a = &s.first
+		*a = ratt{s: s, n: n, t0: time.Now()}
+	} else {
+		a = &ratt{s: s, n: n, t0: time.Now()}
+	}
 	s.att = a
 	a.extra = cs.attemptHeaders(n, a.extraBuf[:0])
 	if n > 1 && s.overflow {
