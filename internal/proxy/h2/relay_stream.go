@@ -90,8 +90,8 @@ type ratt struct {
 	tprev, tnext *ratt
 	inTries      bool
 	due          time.Duration
-	t0        time.Time
-	resends   int
+	t0           time.Time
+	resends      int
 
 	timedOut   bool
 	gotHeaders bool
