@@ -458,7 +458,7 @@ func (c *call) run() {
 			// The client reset the stream or its connection ended (the
 			// request's own context, not the deadline's): judged without
 			// a retry decision, as the relay does.
-			res.outcome.err, res.cond = context.Canceled, policy.CondReset
+			res.err, res.cond = context.Canceled, policy.CondReset
 			c.judgeGone(attempt, probe, &res.outcome)
 			res.discard()
 			return
