@@ -431,6 +431,16 @@ func fieldValue(fs []hpack.HeaderField, name string) string {
 	return ""
 }
 
+// fieldLookup is the first value of the fields named name, if any.
+func fieldLookup(fs []hpack.HeaderField, name string) (string, bool) {
+	for i := range fs {
+		if fs[i].Name == name {
+			return fs[i].Value, true
+		}
+	}
+	return "", false
+}
+
 func fieldValues(fs []hpack.HeaderField, name string) []string {
 	var out []string
 	for i := range fs {
@@ -731,7 +741,11 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 // relayEnd passes on the end of the upstream's answer, after its body.
 func (s *rstream) relayEnd(a *ratt) {
 	var buf [1]hpack.HeaderField
-	extra := s.cs.trailerExtras(&a.res, s.reason, fieldValues(a.trailers, "grpc-status"), buf[:0])
+	var st []string
+	if v, ok := fieldLookup(a.trailers, "grpc-status"); ok {
+		st = []string{v} // its first value is all parseStatus reads; on the stack
+	}
+	extra := s.cs.trailerExtras(&a.res, s.reason, st, buf[:0])
 	if len(extra) > 0 {
 		tr := make([]hpack.HeaderField, 0, len(a.trailers)+len(extra))
 		for _, f := range a.trailers {
