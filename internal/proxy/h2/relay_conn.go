@@ -579,7 +579,9 @@ func (cc *cconn) onTries() {
 		cc.untrackTry(a)
 		a.perTryTimeout() // may start the next attempt: at the tail
 	}
-	if h := cc.tryHead; h != nil && !cc.triesArmed {
+	if h := cc.tryHead; h != nil {
+		// For the head even if a retry started above armed it for its
+		// own (later) deadline.
 		cc.triesArmed = true
 		cc.tries.Reset(h.due - now)
 	}
