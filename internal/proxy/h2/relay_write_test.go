@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -67,43 +66,5 @@ func TestBatchConnOrderFlushAndClose(t *testing.T) {
 			t.Fatalf("writer %d: line %d (%d fields) after %d", w, i, len(f), next[w]-1)
 		}
 		next[w]++
-	}
-}
-
-// A client connection's attempts under way form a list in start order
-// (the per-try timeouts' deadline order): unlinking keeps the others in
-// order, twice is a no-op.
-func TestTriesList(t *testing.T) {
-	cc := &cconn{h: &Handler{cfg: Config{PerTryTimeout: time.Hour}}, born: time.Now()}
-	as := []*ratt{{n: 1}, {n: 2}, {n: 3}, {n: 4}}
-	for _, a := range as {
-		cc.trackTry(a)
-	}
-	defer cc.tries.Stop()
-	order := func() (out []int) {
-		for a := cc.tryHead; a != nil; a = a.tnext {
-			out = append(out, a.n)
-		}
-		if cc.tryTail != nil && cc.tryTail.tnext != nil {
-			t.Fatal("tail has a successor")
-		}
-		return out
-	}
-	for i, step := range []struct {
-		untrack int
-		want    []int
-	}{{2, []int{1, 3, 4}}, {2, []int{1, 3, 4}}, {1, []int{3, 4}}, {4, []int{3}}, {3, nil}} {
-		cc.untrackTry(as[step.untrack-1])
-		if got := order(); !slices.Equal(got, step.want) {
-			t.Fatalf("step %d: list %v, want %v", i, got, step.want)
-		}
-	}
-	if cc.tryHead != nil || cc.tryTail != nil {
-		t.Fatal("empty list has a head or a tail")
-	}
-	for i := 1; i < len(as); i++ {
-		if as[i].due < as[i-1].due {
-			t.Fatalf("attempt %d due before attempt %d", i+1, i)
-		}
 	}
 }
