@@ -22,7 +22,7 @@ import (
 func TestKeepalivePing(t *testing.T) { forEngines(t, testKeepalivePing) }
 
 func testKeepalivePing(t *testing.T) {
-	h, _ := newHandler(t, proxyOpts{name: "echo", addr: "127.0.0.1:1", attempts: 1, pingInterval: 50 * time.Millisecond, pingTimeout: 200 * time.Millisecond})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: "127.0.0.1:1", attempts: 1, pingInterval: 50 * time.Millisecond, pingTimeout: 2 * time.Second})
 	rc := newRawClient(t, h)
 	isPing := func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && !p.IsAck() }
 	p1 := rc.until("the first PING", isPing).(*http2.PingFrame)
@@ -86,7 +86,7 @@ func testPerTryTimeoutRetried(t *testing.T) {
 		}
 		return "ok " + in, nil
 	}})
-	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, perTry: 100 * time.Millisecond,
+	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, perTry: time.Second,
 		retryOn: "connect-failure,reset,timeout,unavailable"})
 	theFront.route(t, "echo", h, b.addr)
 	cc := dialName(t, "echo")
