@@ -93,7 +93,14 @@ type ownAnswer struct {
 // request's authority) and reads its policy inputs. A non-nil answer means
 // the call is answered without an attempt.
 func (h *Handler) newCall(hostPort, method, authority, path string, hdr reqHeaders, contentLength int64, grpc bool) (*callState, *ownAnswer) {
-	c := &callState{h: h, grpc: grpc, method: method, authority: authority, path: path, hdr: hdr, contentLength: contentLength, start: h.cfg.Now()}
+	c := &callState{}
+	return c, h.initCall(c, hostPort, method, authority, path, hdr, contentLength, grpc)
+}
+
+// initCall is newCall into c (the relay's, inside its stream: one
+// allocation per call fewer).
+func (h *Handler) initCall(c *callState, hostPort, method, authority, path string, hdr reqHeaders, contentLength int64, grpc bool) *ownAnswer {
+	*c = callState{h: h, grpc: grpc, method: method, authority: authority, path: path, hdr: hdr, contentLength: contentLength, start: h.cfg.Now()}
 	up := h.cfg.Lookup(hostOf(hostPort))
 	c.known = up != nil
 	if up == nil {
@@ -102,10 +109,10 @@ func (h *Handler) newCall(hostPort, method, authority, path string, hdr reqHeade
 	c.up = up
 	c.m = h.metricsFor(up, c.grpc)
 	if hostPort == "" {
-		return c, c.ownAnswer(policy.ReasonNone, "request has no :authority", http.StatusBadRequest)
+		return c.ownAnswer(policy.ReasonNone, "request has no :authority", http.StatusBadRequest)
 	}
 	if !c.known && h.cfg.IsSelf != nil && h.cfg.IsSelf(hostPort) {
-		return c, c.ownAnswer(policy.ReasonNone, "request addressed to the proxy itself ("+hostPort+"): loop refused", http.StatusLoopDetected)
+		return c.ownAnswer(policy.ReasonNone, "request addressed to the proxy itself ("+hostPort+"): loop refused", http.StatusLoopDetected)
 	}
 	c.addr = up.Addr
 	if c.addr == "" {
@@ -119,12 +126,12 @@ func (h *Handler) newCall(hostPort, method, authority, path string, hdr reqHeade
 		}
 	}
 	if a := c.setup(); a != nil {
-		return c, a
+		return a
 	}
 	if c.known && c.up.Budget != nil {
 		c.up.Budget.Deposit(c.start)
 	}
-	return c, nil
+	return nil
 }
 
 // setup reads the request's policy inputs: deadline, chain budget, whether
@@ -312,6 +319,21 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		c.m.denied[d.Reason].Inc()
 	}
 	return d
+}
+
+// judgeGone is the end of attempt n because the client went away (it
+// reset the stream, or its connection ended) while the attempt was under
+// way: a reset failure, counted, charged to the breaker and logged like
+// any, but without a retry decision (there is nobody to answer: no retry,
+// no denial, no answer counted). Both engines call it, so a client's
+// cancel reads the same in the metrics and the access log on either.
+func (c *callState) judgeGone(n int, probe bool, res *outcome) {
+	now := c.h.cfg.Now()
+	c.m.attempts.Inc()
+	if br := c.up.Breaker; br != nil && c.known {
+		br.Failure(now, probe)
+	}
+	c.logAttempt(n, now, res, policy.Decision{})
 }
 
 // ownAnswer is the proxy's own answer: for gRPC a trailers-only

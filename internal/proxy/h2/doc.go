@@ -32,8 +32,13 @@
 // goroutine per stream); per upstream address a pool of h2c connections
 // (prior knowledge, SETTINGS read before the first stream), each with one
 // reader goroutine handing frames to the attempts they belong to; client
-// stream ids map to upstream ids per attempt. Timers (per try, backoff,
-// re-send, grpc-timeout) are time.AfterFunc. Writes are batched per
+// stream ids map to upstream ids per attempt. The timers every call would
+// touch are one per connection: a client connection's per-try timeouts
+// (its attempts in start order), its keepalive PING and idle close, an
+// upstream connection's idle close; backoff, re-send and grpc-timeout are
+// time.AfterFunc. A client that resets a stream (or goes) with an
+// attempt under way has it judged as the stdlib engine does (judgeGone:
+// a reset failure, no retry decision). Writes are batched per
 // connection and flushed by the goroutine that wrote once its reader has
 // drained what the socket had (relay_write.go). As an intermediary it
 // honours SETTINGS both ways (MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE,
@@ -41,7 +46,8 @@
 // WINDOW_UPDATEs as the other side consumes (request bytes when they went
 // up, answer bytes when they went to the client: what it buffers is
 // bounded by the windows it advertises, 256 KiB a stream and 1 MiB a
-// connection, plus the replay buffer), answers PING, passes RST_STREAM
+// connection, plus the replay buffer), answers PING (and pings a client
+// quiet for Config.PingInterval, as net/http's server), passes RST_STREAM
 // both ways, sends GOAWAY on shutdown and on protocol errors (the reason in
 // the debug data), ignores PRIORITY, refuses malformed requests
 // (connection-specific fields, TE other than "trailers", missing

@@ -67,6 +67,12 @@ type Config struct {
 	MaxConcurrentStreams uint32
 	// IdleTimeout closes (GOAWAY) a client connection idle that long; 0: 5m.
 	IdleTimeout time.Duration
+	// PingInterval: a client connection nothing was read from for that
+	// long is sent a PING; 0: 60s (as grpc-go's keepalive finds a dead
+	// peer). PingTimeout: unanswered that long, the connection is closed;
+	// 0: 15s. Both engines.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
 	// AccessLog takes one line per attempt (--access-log), as the HTTP/1.1
 	// path writes them, with grpc_status for gRPC; nil: none.
 	AccessLog *accesslog.Writer
@@ -142,6 +148,12 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 60 * time.Second
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = 15 * time.Second
+	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: cfg.PerTryTimeout}
 		cfg.Dial = d.DialContext
@@ -180,8 +192,8 @@ func New(cfg Config) (*Handler, error) {
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: int(cfg.MaxConcurrentStreams),
 			// Dead clients are found by pings, as grpc-go's keepalive does.
-			SendPingTimeout: 60 * time.Second,
-			PingTimeout:     15 * time.Second,
+			SendPingTimeout: cfg.PingInterval,
+			PingTimeout:     cfg.PingTimeout,
 		},
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if sc, ok := c.(*servedConn); ok {
@@ -442,6 +454,15 @@ func (c *call) run() {
 		}
 		c.attemptStart = now
 		res := c.attempt(ctx, attempt)
+		if res.err != nil && r.Context().Err() != nil {
+			// The client reset the stream or its connection ended (the
+			// request's own context, not the deadline's): judged without
+			// a retry decision, as the relay does.
+			res.err, res.cond = context.Canceled, policy.CondReset
+			c.judgeGone(attempt, probe, &res.outcome)
+			res.discard()
+			return
+		}
 		d := c.judge(attempt, probe, c.body == nil || c.body.replayable(), &res.outcome)
 		if d.Retry {
 			// Kept (unread) until the next attempt is allowed: a breaker

@@ -65,7 +65,7 @@ type front struct {
 	tunnels atomic.Int64 // tunnelled blind
 }
 
-func (f *front) route(t *testing.T, host string, h *Handler, addr string) {
+func (f *front) route(t testing.TB, host string, h *Handler, addr string) {
 	f.mu.Lock()
 	f.routes[host], f.addrs[host] = h, addr
 	f.mu.Unlock()
@@ -159,7 +159,7 @@ func forEngines(t *testing.T, test func(t *testing.T)) {
 }
 
 // engineOf is the engine of the (sub)test t runs in.
-func engineOf(t *testing.T) string {
+func engineOf(t testing.TB) string {
 	for _, part := range strings.Split(t.Name(), "/") {
 		if part == EngineRelay || part == EngineStdlib {
 			return part
@@ -182,15 +182,17 @@ type proxyOpts struct {
 	// accessLog and entrypoint: Config.AccessLog and Config.Entrypoint.
 	accessLog  *accesslog.Writer
 	entrypoint bool
+	// Config.PingInterval, PingTimeout, IdleTimeout (0: the defaults).
+	pingInterval, pingTimeout, idle time.Duration
 }
 
-func newHandler(t *testing.T, o proxyOpts) (*Handler, *prometheus.Registry) {
+func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
 	t.Helper()
 	return newHandlerEngine(t, o, engineOf(t))
 }
 
 // newHandlerEngine is newHandler on a given engine.
-func newHandlerEngine(t *testing.T, o proxyOpts, engine string) (*Handler, *prometheus.Registry) {
+func newHandlerEngine(t testing.TB, o proxyOpts, engine string) (*Handler, *prometheus.Registry) {
 	t.Helper()
 	if o.retryOn == "" {
 		o.retryOn = "connect-failure,reset,502,503,504,unavailable"
@@ -226,6 +228,9 @@ func newHandlerEngine(t *testing.T, o proxyOpts, engine string) (*Handler, *prom
 		AccessLog:      o.accessLog,
 		Entrypoint:     o.entrypoint,
 		Engine:         engine,
+		PingInterval:   o.pingInterval,
+		PingTimeout:    o.pingTimeout,
+		IdleTimeout:    o.idle,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +341,7 @@ var echoDesc = grpc.ServiceDesc{
 	}},
 }
 
-func startBackend(t *testing.T, b *backend, opts ...grpc.ServerOption) *backend {
+func startBackend(t testing.TB, b *backend, opts ...grpc.ServerOption) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -356,7 +361,7 @@ func startBackend(t *testing.T, b *backend, opts ...grpc.ServerOption) *backend 
 // dialName is a grpc-go client of name:port through HTTPS_PROXY, as an app
 // with the injected environment makes it (grpc-go's own retries off, so
 // every retry seen is the proxy's).
-func dialName(t *testing.T, name string, opts ...grpc.DialOption) *grpc.ClientConn {
+func dialName(t testing.TB, name string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry()}, opts...)
 	cc, err := grpc.NewClient("dns:///"+name+":50051", opts...)

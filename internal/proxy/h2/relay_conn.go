@@ -3,12 +3,15 @@ package h2
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -124,8 +127,28 @@ type cconn struct {
 	blocked     []*rstream
 	goingAway   bool
 	closed      bool
-	idle        *time.Timer
 	done        chan struct{}
+
+	// Keepalive and idle close, on one timer per connection (keepalive):
+	// times are since born (monotonic). lastRead is when the reader last
+	// drained the socket (stored by the reader without mu).
+	born      time.Time
+	lastRead  atomic.Int64
+	idleSince time.Duration // when the last stream ended (0 at first)
+	ka        *time.Timer
+	kaAt      time.Duration // when ka fires
+	pingSent  bool
+	pingData  [8]byte
+	pingDue   time.Duration
+
+	// The per-try timeouts of the attempts under way, one timer for all:
+	// every attempt has the same timeout, so the list in start order is
+	// in deadline order too; the timer is due at the head's deadline
+	// (or earlier: an attempt that ended is unlinked, the timer not
+	// touched; it re-arms for the new head when it fires).
+	tryHead, tryTail *ratt
+	tries            *time.Timer
+	triesArmed       bool
 }
 
 // serveRelay serves one client connection with the frame relay until it
@@ -134,7 +157,7 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
 		h: h, nc: c, cw: newBatchConn(h, c), br: bufio.NewReaderSize(c, 16<<10), target: target,
 		streams: map[uint32]*rstream{}, sendWin: initialWindow, recvWin: relayConnWindow,
-		peerInitWin: initialWindow, done: make(chan struct{}),
+		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
 	}
 	if !h.relayAdd(cc) {
 		_ = c.Close()
@@ -166,7 +189,9 @@ func (cc *cconn) serve() {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
 	)
 	_ = fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
-	cc.armIdle()
+	cc.lastRead.Store(int64(time.Since(cc.born)))
+	cc.ka = time.AfterFunc(time.Hour, cc.keepalive)
+	cc.armKeepalive(time.Since(cc.born))
 	cc.mu.Unlock()
 	firstFrame := true
 	for {
@@ -208,6 +233,8 @@ func (cc *cconn) serve() {
 			return
 		}
 		if cc.br.Buffered() == 0 {
+			// Once per read(2), not per frame: what keepalive reads.
+			cc.lastRead.Store(int64(time.Since(cc.born)))
 			cc.h.flushDirty() // before the reader sleeps
 		}
 	}
@@ -270,6 +297,8 @@ func (cc *cconn) frame(f http2.Frame) bool {
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			_ = cc.out.fr.WritePing(true, f.Data)
+		} else if cc.pingSent && f.Data == cc.pingData {
+			cc.pingSent = false // the keepalive timer re-arms when it fires
 		}
 	case *http2.WindowUpdateFrame:
 		if f.StreamID == 0 {
@@ -375,7 +404,6 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
 		return true
 	}
-	cc.stopIdle()
 	s := newStream(cc, f)
 	cc.streams[id] = s
 	s.start()
@@ -453,31 +481,125 @@ func (cc *cconn) removeStream(s *rstream) {
 			cc.stopReader()
 			return
 		}
-		cc.armIdle()
+		cc.idleSince = time.Since(cc.born)
+		if at := cc.idleSince + cc.h.cfg.IdleTimeout; at < cc.kaAt {
+			cc.ka.Reset(at - cc.idleSince)
+			cc.kaAt = at
+		}
 	}
 }
 
-// armIdle closes the connection (GOAWAY) after IdleTimeout without a
-// stream; mu held.
-func (cc *cconn) armIdle() {
-	if cc.idle != nil {
-		cc.idle.Reset(cc.h.cfg.IdleTimeout)
+// keepalive is the connection's one timer, as net/http's server behaves:
+// a PING to a client nothing was read from for PingInterval, the
+// connection closed when it goes unanswered PingTimeout, GOAWAY and close
+// after IdleTimeout without a stream. Nothing per stream touches the
+// timer with the defaults (a stream ending re-arms it only when the idle
+// close is due before the next ping check).
+func (cc *cconn) keepalive() {
+	defer cc.h.flushDirty()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
 		return
 	}
-	cc.idle = time.AfterFunc(cc.h.cfg.IdleTimeout, func() {
-		cc.mu.Lock()
-		if len(cc.streams) == 0 && !cc.closed {
-			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("idle"))
-			cc.stopReader()
-		}
-		cc.mu.Unlock()
-	})
+	cfg := &cc.h.cfg
+	now := time.Since(cc.born)
+	if cc.pingSent && now >= cc.pingDue {
+		cfg.Logger.Printf("h2 relay: client connection: timeout waiting for PING response")
+		cc.stopReader()
+		return
+	}
+	if len(cc.streams) == 0 && now-cc.idleSince >= cfg.IdleTimeout {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("idle"))
+		cc.stopReader()
+		return
+	}
+	if !cc.pingSent && now-time.Duration(cc.lastRead.Load()) >= cfg.PingInterval {
+		binary.LittleEndian.PutUint64(cc.pingData[:], rand.Uint64())
+		_ = cc.out.fr.WritePing(false, cc.pingData)
+		cc.pingSent, cc.pingDue = true, now+cfg.PingTimeout
+	}
+	cc.armKeepalive(now)
 }
 
-func (cc *cconn) stopIdle() {
-	if cc.idle != nil {
-		cc.idle.Stop()
+// trackTry starts attempt a's per-try timeout; mu held.
+func (cc *cconn) trackTry(a *ratt) {
+	now := time.Since(cc.born)
+	a.due, a.inTries = now+cc.h.cfg.PerTryTimeout, true
+	a.tprev, a.tnext = cc.tryTail, nil
+	if cc.tryTail != nil {
+		cc.tryTail.tnext = a
+	} else {
+		cc.tryHead = a
 	}
+	cc.tryTail = a
+	if !cc.triesArmed {
+		cc.triesArmed = true
+		if cc.tries == nil {
+			cc.tries = time.AfterFunc(cc.h.cfg.PerTryTimeout, cc.onTries)
+		} else {
+			cc.tries.Reset(a.due - now)
+		}
+	}
+}
+
+// untrackTry ends attempt a's per-try timeout (it got its headers, or
+// ended); mu held.
+func (cc *cconn) untrackTry(a *ratt) {
+	if !a.inTries {
+		return
+	}
+	a.inTries = false
+	if a.tprev != nil {
+		a.tprev.tnext = a.tnext
+	} else {
+		cc.tryHead = a.tnext
+	}
+	if a.tnext != nil {
+		a.tnext.tprev = a.tprev
+	} else {
+		cc.tryTail = a.tprev
+	}
+	a.tprev, a.tnext = nil, nil
+}
+
+// onTries fails the attempts whose per-try timeout passed and re-arms
+// for the next one.
+func (cc *cconn) onTries() {
+	defer cc.h.flushDirty()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.triesArmed = false
+	if cc.closed {
+		return
+	}
+	now := time.Since(cc.born)
+	for cc.tryHead != nil && cc.tryHead.due <= now {
+		a := cc.tryHead
+		cc.untrackTry(a)
+		a.perTryTimeout() // may start the next attempt: at the tail
+	}
+	if h := cc.tryHead; h != nil {
+		// For the head even if a retry started above armed it for its
+		// own (later) deadline.
+		cc.triesArmed = true
+		cc.tries.Reset(h.due - now)
+	}
+}
+
+// armKeepalive sets the timer for the next check; mu held.
+func (cc *cconn) armKeepalive(now time.Duration) {
+	cfg := &cc.h.cfg
+	at := time.Duration(cc.lastRead.Load()) + cfg.PingInterval
+	if cc.pingSent {
+		at = cc.pingDue
+	}
+	if len(cc.streams) == 0 {
+		at = min(at, cc.idleSince+cfg.IdleTimeout)
+	}
+	at = max(at, now+time.Millisecond)
+	cc.ka.Reset(at - now)
+	cc.kaAt = at
 }
 
 // shutdown sends GOAWAY: no new streams, the open ones finish.
@@ -508,7 +630,12 @@ func (cc *cconn) teardown() {
 	for _, s := range cc.streams {
 		s.clientReset()
 	}
-	cc.stopIdle() // after the streams: the last one's end re-arms it
+	if cc.ka != nil {
+		cc.ka.Stop()
+	}
+	if cc.tries != nil {
+		cc.tries.Stop()
+	}
 	cc.mu.Unlock()
 	_ = cc.cw.Close()
 }

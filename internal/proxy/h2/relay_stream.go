@@ -60,6 +60,12 @@ type rstream struct {
 	timer   *time.Timer // backoff
 	dlTimer *time.Timer // grpc-timeout
 	done    bool
+
+	// Allocated with the stream: its policy state, its header list as
+	// the policy reads it, and its first attempt (most calls have one).
+	call  callState
+	hdr   fieldHeaders
+	first ratt
 }
 
 // ratt is one attempt (one upstream stream; a re-send after GOAWAY or
@@ -79,9 +85,13 @@ type ratt struct {
 	sentEnd   bool
 	sendWin   int64
 	blocked   bool // in uc.blocked; under uc.mu
-	ptimer    *time.Timer
-	t0        time.Time
-	resends   int
+	// The per-try timeout: a in its client connection's list of attempts
+	// under way, in start order (cconn.tries), due at due (since cc.born).
+	tprev, tnext *ratt
+	inTries      bool
+	due          time.Duration
+	t0           time.Time
+	resends      int
 
 	timedOut   bool
 	gotHeaders bool
@@ -108,18 +118,20 @@ func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
 	if hostPort == "" {
 		hostPort = authority
 	}
-	hdr := fieldHeaders(regular)
+	s := &rstream{cc: cc, id: f.StreamID, fields: regular, hdr: fieldHeaders(regular),
+		recvWin: relayStreamWindow, sendWin: cc.peerInitWin, reqEnd: f.StreamEnded()}
+	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
 	if f.StreamEnded() {
 		cl = 0
-	} else if v := first(hdr, "content-length"); v != "" {
+	} else if v := fieldValue(regular, "content-length"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			cl = n
 		}
 	}
-	cs, own := cc.h.newCall(hostPort, f.PseudoValue("method"), authority, f.PseudoValue("path"), hdr, cl, grpcContentType(first(hdr, "content-type")))
-	return &rstream{cc: cc, id: f.StreamID, cs: cs, own: own, fields: regular,
-		recvWin: relayStreamWindow, sendWin: cc.peerInitWin, reqEnd: f.StreamEnded()}
+	s.cs = &s.call
+	s.own = cc.h.initCall(s.cs, hostPort, f.PseudoValue("method"), authority, f.PseudoValue("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
+	return s
 }
 
 // start runs the call; mu held (as for every method below).
@@ -162,7 +174,13 @@ func (s *rstream) next() {
 	}
 	s.n, s.probe = n, probe
 	cs.attemptStart = now
-	a := &ratt{s: s, n: n, t0: time.Now()}
+	var a *ratt
+	if n == 1 {
+		a = &s.first
+		*a = ratt{s: s, n: n, t0: time.Now()}
+	} else {
+		a = &ratt{s: s, n: n, t0: time.Now()}
+	}
 	s.att = a
 	a.extra = cs.attemptHeaders(n, a.extraBuf[:0])
 	if n > 1 && s.overflow {
@@ -170,7 +188,7 @@ func (s *rstream) next() {
 		s.decide(a)
 		return
 	}
-	a.ptimer = time.AfterFunc(cs.h.cfg.PerTryTimeout, a.perTryTimeout)
+	s.cc.trackTry(a)
 	s.dispatch(a)
 }
 
@@ -328,12 +346,9 @@ func (s *rstream) credit(n int64) {
 	}
 }
 
-// perTryTimeout ends an attempt without its response headers.
+// perTryTimeout ends an attempt without its response headers; the
+// connection's mu held (onTries).
 func (a *ratt) perTryTimeout() {
-	cc := a.s.cc
-	defer cc.h.flushDirty()
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	if a.closed || a.judged || a.gotHeaders || a.s.done {
 		return
 	}
@@ -368,9 +383,7 @@ func (a *ratt) release() {
 		return
 	}
 	a.closed = true
-	if a.ptimer != nil {
-		a.ptimer.Stop()
-	}
+	a.s.cc.untrackTry(a)
 	if a.uc != nil && a.opened {
 		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel, a.uncredited)
 		a.uncredited = 0
@@ -418,6 +431,16 @@ func fieldValue(fs []hpack.HeaderField, name string) string {
 	return ""
 }
 
+// fieldLookup is the first value of the fields named name, if any.
+func fieldLookup(fs []hpack.HeaderField, name string) (string, bool) {
+	for i := range fs {
+		if fs[i].Name == name {
+			return fs[i].Value, true
+		}
+	}
+	return "", false
+}
+
 func fieldValues(fs []hpack.HeaderField, name string) []string {
 	var out []string
 	for i := range fs {
@@ -443,9 +466,7 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 			return // informational: not passed on (as the Transport does)
 		}
 		a.gotHeaders = true
-		if a.ptimer != nil {
-			a.ptimer.Stop()
-		}
+		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
 		a.hdrs = f.RegularFields()
 		a.upEnded = f.StreamEnded()
@@ -642,9 +663,7 @@ func (a *ratt) unprocessedLocked(err error) {
 // decide judges an attempt's result and acts on it.
 func (s *rstream) decide(a *ratt) {
 	a.judged = true
-	if a.ptimer != nil {
-		a.ptimer.Stop()
-	}
+	a.s.cc.untrackTry(a)
 	d := s.cs.judge(a.n, s.probe, !s.overflow, &a.res)
 	if d.Retry {
 		s.att = nil
@@ -722,7 +741,11 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 // relayEnd passes on the end of the upstream's answer, after its body.
 func (s *rstream) relayEnd(a *ratt) {
 	var buf [1]hpack.HeaderField
-	extra := s.cs.trailerExtras(&a.res, s.reason, fieldValues(a.trailers, "grpc-status"), buf[:0])
+	var st []string
+	if v, ok := fieldLookup(a.trailers, "grpc-status"); ok {
+		st = []string{v} // its first value is all parseStatus reads; on the stack
+	}
+	extra := s.cs.trailerExtras(&a.res, s.reason, st, buf[:0])
 	if len(extra) > 0 {
 		tr := make([]hpack.HeaderField, 0, len(a.trailers)+len(extra))
 		for _, f := range a.trailers {
@@ -854,6 +877,14 @@ func (s *rstream) endStream() {
 // clientReset: the client reset the stream (or the connection is gone):
 // the attempts end, nothing more is written.
 func (s *rstream) clientReset() {
+	if a := s.att; a != nil && !a.judged && !s.done {
+		// An attempt under way is judged as the stdlib engine judges it
+		// (judgeGone): a reset failure, no retry decision.
+		a.judged = true
+		a.s.cc.untrackTry(a)
+		a.res = outcome{err: context.Canceled, cond: policy.CondReset}
+		s.cs.judgeGone(a.n, s.probe, &a.res)
+	}
 	s.respDone = true
 	s.close()
 }

@@ -92,6 +92,10 @@ func (p *rpool) dial() {
 	p.waiters = nil
 	p.mu.Unlock()
 	if err == nil {
+		uc.mu.Lock()
+		uc.idleSince = time.Now()
+		uc.idle = time.AfterFunc(upIdleTimeout, uc.onIdle)
+		uc.mu.Unlock()
 		go uc.readLoop()
 	}
 	for _, a := range ws {
@@ -152,7 +156,10 @@ type upconn struct {
 	goAway      bool
 	lastID      uint32 // GOAWAY's last-stream-id
 	closed      bool
-	idleGen     int
+	// The idle close: one timer per connection (idle), re-armed when it
+	// fires, not per stream; idleSince is when active last fell to 0.
+	idle      *time.Timer
+	idleSince time.Time
 }
 
 // dialUp opens an h2c connection with prior knowledge and reads the
@@ -215,7 +222,6 @@ func (uc *upconn) reserve() bool {
 		return false
 	}
 	uc.active++
-	uc.idleGen++
 	return true
 }
 
@@ -418,6 +424,9 @@ func (uc *upconn) lost(err error) {
 	uc.pool.remove(uc)
 	uc.mu.Lock()
 	uc.closed = true
+	if uc.idle != nil {
+		uc.idle.Stop()
+	}
 	streams := uc.streams
 	uc.streams = map[uint32]*ratt{}
 	goAway, last := uc.goAway, uc.lastID
@@ -507,24 +516,36 @@ func (uc *upconn) close(a *ratt, rst bool, code http2.ErrCode, uncredited int64)
 	}
 }
 
-// armIdleLocked closes the connection once it had no stream for
-// upIdleTimeout; mu held.
+// armIdleLocked notes when the connection fell idle (its timer,
+// onIdle, closes it upIdleTimeout after); mu held.
 func (uc *upconn) armIdleLocked() {
-	if uc.active != 0 || uc.closed {
+	if uc.active == 0 && !uc.closed {
+		uc.idleSince = time.Now()
+	}
+}
+
+// onIdle closes the connection if it had no stream for upIdleTimeout,
+// else waits for the next time it could have.
+func (uc *upconn) onIdle() {
+	uc.mu.Lock()
+	if uc.closed {
+		uc.mu.Unlock()
 		return
 	}
-	uc.idleGen++
-	gen := uc.idleGen
-	time.AfterFunc(upIdleTimeout, func() {
-		uc.mu.Lock()
-		idle := uc.idleGen == gen && uc.active == 0 && !uc.closed
+	wait := upIdleTimeout
+	if uc.active == 0 {
+		wait -= time.Since(uc.idleSince)
+	}
+	if wait > 0 {
+		uc.idle.Reset(wait)
 		uc.mu.Unlock()
-		if idle {
-			uc.pool.remove(uc)
-			uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCodeNo, []byte("idle")) })
-			_ = uc.cw.Close()
-		}
-	})
+		return
+	}
+	uc.goAway = true // reserve takes no stream on it any more
+	uc.mu.Unlock()
+	uc.pool.remove(uc)
+	uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCodeNo, []byte("idle")) })
+	_ = uc.cw.Close()
 }
 
 // takeWindow takes up to want bytes of connection window for a (whose

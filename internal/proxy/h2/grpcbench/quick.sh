@@ -4,6 +4,10 @@
 # A, proxy B, HAProxy again (a ratio is to the mean of the two HAProxy
 # runs around it). B_ENV is the environment of B only (e.g. "GOGC=200
 # GOMEMLIMIT=26MiB"). The bench's ports +100, so it can run beside bench.sh.
+# SHAPES overrides the shapes: "conns concurrency [calls/s]" each; a paced
+# shape (calls/s given) runs the echo server direct first (the added
+# latency is the proxy's p50/p99 minus direct's), e.g.
+#   SHAPES='"64 64 2000" "1 16 2000"' (eval'd).
 # Usage (from the repository root):
 #   go build -o /tmp/before ./cmd/retrycap-proxy   # at the old commit
 #   go build -o /tmp/after ./cmd/retrycap-proxy    # at the new one
@@ -45,15 +49,20 @@ ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 run() { # label pid port shape...
   local l=$1 pid=$2 port=$3 t0 out; shift 3
   t0=$(ticks $pid)
-  out=$(HTTPS_PROXY=http://127.0.0.1:$port $G -label $l -target dns:///echo:50051 -conns $1 -concurrency $2 -duration $DUR)
+  out=$(HTTPS_PROXY=http://127.0.0.1:$port $G -label $l -target dns:///echo:50051 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR)
   echo "$out cpu_ticks=$(( $(ticks $pid) - t0 ))"
 }
-for shape in ${SHAPES:-"1 16" "64 256"}; do
+SHAPES=${SHAPES:-'"1 16" "64 256"'}
+eval "set -- $SHAPES"
+for shape in "$@"; do
   set -- $shape
   echo "uptime: $(uptime | sed 's/.*load/load/')"
-  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -duration $DUR
-  run A $RA 19201 $1 $2
-  run B $RB 19211 $1 $2
-  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -duration $DUR
+  if [ "${3:-0}" != 0 ]; then
+    env -u HTTPS_PROXY $G -label direct -target 127.0.0.1:19200 -conns $1 -concurrency $2 -rate $3 -duration $DUR
+  fi
+  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR
+  run A $RA 19201 $1 $2 ${3:-0}
+  run B $RB 19211 $1 $2 ${3:-0}
+  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR
 done
 echo "RSS: A $(rss $RA), B $(rss $RB)"

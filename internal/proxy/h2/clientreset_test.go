@@ -1,0 +1,136 @@
+package h2
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// h2Counters are the registry's retrycap_proxy_h2_* counter series, one
+// "name{labels} value" line each, sorted (the latency histogram left out).
+func h2Counters(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if mf.GetType() != 0 || !strings.HasPrefix(mf.GetName(), "retrycap_proxy_h2_") { // 0: COUNTER
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetCounter().GetValue() == 0 {
+				continue
+			}
+			b.WriteString(mf.GetName() + "{")
+			for i, l := range m.GetLabel() {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				b.WriteString(l.GetName() + "=" + l.GetValue())
+			}
+			b.WriteString("} " + strconvF(m.GetCounter().GetValue()) + "\n")
+		}
+	}
+	return b.String()
+}
+
+func strconvF(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// A client that gives up on a call (RST_STREAM: its context cancelled; or
+// its connection closed) while an attempt is under way: the attempt is
+// judged as a reset failure, as on the HTTP/1.1 path when the client
+// goes: one attempt counted, the breaker charged (threshold 1: the next
+// call is refused), one access-log line with error "reset" and nothing
+// retried (the client is gone). Both engines, the same metric lines and
+// the same log line.
+func TestClientResetJudged(t *testing.T) { forEngines(t, testClientResetJudged) }
+
+func testClientResetJudged(t *testing.T) {
+	for _, how := range []string{"rst-stream", "connection-lost"} {
+		t.Run(how, func(t *testing.T) {
+			upCancelled := make(chan struct{}, 1)
+			b := startBackend(t, &backend{unary: func(ctx context.Context, n int, _ string) (string, error) {
+				<-ctx.Done() // until the proxy resets the upstream stream
+				upCancelled <- struct{}{}
+				return "", ctx.Err()
+			}})
+			out := &lockedBuf{}
+			w := accesslog.New("client", out, 0)
+			br := policy.NewBreaker(1, 10*time.Second, time.Minute)
+			h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, accessLog: w, breaker: br})
+			theFront.route(t, "echo", h, b.addr)
+			cc := dialName(t, "echo")
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { _, err := callUnary(ctx, cc, "x"); errc <- err }()
+			waitFor(t, "the attempt at the server", func() bool { return b.attempts.Load() == 1 })
+			if how == "rst-stream" {
+				cancel()
+			} else {
+				_ = cc.Close()
+			}
+			if err := <-errc; status.Code(err) != codes.Canceled {
+				t.Fatalf("client: %v", err)
+			}
+			select {
+			case <-upCancelled:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the upstream stream was not reset")
+			}
+			waitFor(t, "the attempt judged", func() bool {
+				return strings.Contains(h2Counters(t, reg), "attempts_total")
+			})
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantM := "retrycap_proxy_h2_attempts_total{protocol=grpc,upstream=echo} 1\n" +
+				"retrycap_proxy_h2_connections_total{kind=connect} 1\n"
+			if got := h2Counters(t, reg); got != wantM {
+				t.Fatalf("metrics:\n%s\nwant:\n%s", got, wantM)
+			}
+			wantL := `{"log":"retrycap-access",TIME,"service":"client","upstream":"echo","method":"POST","authority":"echo:50051",` +
+				`"path":"/retrycap.test.Echo/Call","attempt":1,"budget_in":4,"budget_out":2,"status":0,DUR,"error":"reset"}` + "\n"
+			got := logTime.ReplaceAllStringFunc(out.b.String(), func(m string) string {
+				if m[1] == 't' {
+					return "TIME"
+				}
+				return "DUR"
+			})
+			if got != wantL {
+				t.Fatalf("access log:\n%s\nwant:\n%s", got, wantL)
+			}
+			if b.attempts.Load() != 1 {
+				t.Fatalf("server saw %d attempts, want 1", b.attempts.Load())
+			}
+			// The breaker was charged: the next call is refused.
+			_, err := callUnary(ctxT(t), dialName(t, "echo"), "x")
+			if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "retrycap-proxy: upstream echo: circuit breaker open" {
+				t.Fatalf("next call: %v", err)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
