@@ -46,6 +46,8 @@
 #   PROXY_BIN_B=path                         a second prebuilt retrycap-proxy, contender "retrycap-b"
 #                                            (event loops, access log not set: an older build works),
 #                                            to A/B two builds in the same run against the same anchor
+#                                            ("retrycap-b-log": the same with --access-log=FILE, an
+#                                            access-log A/B of two builds)
 set -euo pipefail
 
 # On a shared machine other work skews every figure. With autogroup
@@ -74,7 +76,7 @@ RATE=${RATE:-2000}
 OL_CONNS=${OL_CONNS:-16}
 CONTENDERS=${CONTENDERS:-retrycap bare haproxy nginx}
 OPEN_LOOP=${OPEN_LOOP:-1}
-BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 RCLOG_PORT=18087 HALOG_PORT=18088 RCB_PORT=18089 ADMIN_PORT=18091
+BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 RCLOG_PORT=18087 HALOG_PORT=18088 RCB_PORT=18089 RCBLOG_PORT=18090 ADMIN_PORT=18091
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/bench-proxy.XXXXXX)
@@ -250,15 +252,21 @@ run_contender() { # name procs
 		wait $rp || true
 		rm -f "$work/retrycap-access.log"
 		;;
-	retrycap-b)
-		GOMAXPROCS=$2 "$work/retrycap-proxy-b" --listen 127.0.0.1:$RCB_PORT --admin 127.0.0.1:$ADMIN_PORT \
-			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 >/dev/null 2>"$work/$1.err" &
+	retrycap-b | retrycap-b-log)
+		local bport=$RCB_PORT blog=()
+		if [ "$1" = retrycap-b-log ]; then bport=$RCBLOG_PORT blog=(--access-log "$work/retrycap-b-access.log"); fi
+		GOMAXPROCS=$2 "$work/retrycap-proxy-b" --listen 127.0.0.1:$bport --admin 127.0.0.1:$ADMIN_PORT \
+			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 "${blog[@]}" >/dev/null 2>"$work/$1.err" &
 		local rbp=$!
 		pids+=($rbp)
-		wait_port $RCB_PORT
-		bench "$1/p$2" $RCB_PORT forward $rbp | tee -a "$work/results.txt"
+		wait_port $bport
+		bench "$1/p$2" $bport forward $rbp | tee -a "$work/results.txt"
+		if [ "$1" = retrycap-b-log ]; then
+			echo "# retrycap-b-log/p$2: $(wc -l <"$work/retrycap-b-access.log") access-log lines, dropped $(curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^retrycap_proxy_access_log_dropped_total/ {print $2}')" | tee -a "$work/results.txt"
+		fi
 		kill -TERM $rbp
 		wait $rbp || true
+		rm -f "$work/retrycap-b-access.log"
 		;;
 	haproxy-log)
 		haproxy -f "$work/haproxy-log.cfg" -db >"$work/haproxy-access.log" 2>"$work/haproxy-log.err" &

@@ -274,3 +274,199 @@ func TestLongValuesCut(t *testing.T) {
 		t.Fatalf("after reset: method %q, path %q", e.get(fMethod), e.get(fPath))
 	}
 }
+
+// A loop's ring writes exactly AppendLine's lines, in commit order, for every record Begin took:
+// records of every size (the longest values, cut; empty ones; escapes; no chain budget or
+// grpc status; long strings), through many laps of the smallest ring (the skip at its end).
+func TestRingLinesAreAppendLines(t *testing.T) {
+	var out syncBuffer
+	w := New("order", &out, 16)
+	r := w.NewRing(1)
+	if r.lines != 128 {
+		t.Fatalf("smallest ring: %d lines, want 128", r.lines)
+	}
+	long := strings.Repeat("x", 1000)
+	var want []byte
+	taken, dropped := 0, 0
+	for i := range 3000 {
+		e := r.Begin()
+		if e == nil {
+			dropped++
+			continue
+		}
+		fill(e, i%70000)
+		switch i % 5 {
+		case 1:
+			e.reset()
+			e.Upstream, e.BudgetIn, e.BudgetOut, e.GRPCStatus, e.Status = "unknown", -1, -1, 14, 0
+			e.Error = "connect-failure"
+		case 2:
+			e.reset()
+			e.Upstream = long
+			e.Exhausted, e.Error = long, "e\"\x01\xff"
+			e.SetMethod([]byte(long))
+			e.SetAuthority([]byte(long))
+			e.SetPath([]byte("/" + long))
+			e.SetTraceparent([]byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"))
+			e.SetKey([]byte(long))
+			e.SetRequestID([]byte(long))
+			e.SetStormOp([]byte("storm-op=" + long))
+		case 3:
+			e.SetPath([]byte("/" + strings.Repeat("p", i%300)))
+		}
+		rec := e.Record
+		rec.Upstream, rec.Exhausted, rec.Error = rec.Upstream[:min(len(rec.Upstream), strMax)],
+			rec.Exhausted[:min(len(rec.Exhausted), strMax)], rec.Error[:min(len(rec.Error), strMax)]
+		want = AppendLine(want, "order", &rec)
+		w.Commit(e) // the Writer's Commit takes a ring's record too
+		taken++
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != string(want) {
+		t.Fatalf("ring wrote %d bytes, want %d; first difference at %d", len(got), len(want), firstDiff(got, string(want)))
+	}
+	if w.Written() != uint64(taken) || w.Dropped() != uint64(dropped) || r.Dropped() != uint64(dropped) {
+		t.Fatalf("written %d dropped %d (ring %d), want %d, %d", w.Written(), w.Dropped(), r.Dropped(), taken, dropped)
+	}
+}
+
+func firstDiff(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// The loop's half allocates nothing either.
+func TestRingBeginCommitAllocs(t *testing.T) {
+	w := New("order", &bytes.Buffer{}, 16)
+	defer w.Close()
+	r := w.NewRing(0)
+	tp := []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	uri := []byte("http://payment/charge?x=1")
+	allocs := testing.AllocsPerRun(1000, func() {
+		if e := w.BeginOn(r); e != nil {
+			e.Upstream, e.Attempt, e.Status, e.Exhausted = "payment", 1, 200, "attempts"
+			e.SetPath(uri)
+			e.SetTraceparent(tp)
+			w.Commit(e)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per logged attempt", allocs)
+	}
+}
+
+// Two loops' rings at a moderate rate (5k lines/s each, half a second) beside the shared ring:
+// no line lost, and each producer's lines in the order it committed them.
+func TestRingsNoLossInOrder(t *testing.T) {
+	var out syncBuffer
+	w := New("order", &out, DefaultSlots)
+	const producers, perProducer = 3, 2500
+	var wg sync.WaitGroup
+	for p := range producers {
+		var r *Ring
+		if p < 2 {
+			r = w.NewRing(0)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(200 * time.Microsecond)
+			defer tick.Stop()
+			for i := range perProducer {
+				<-tick.C
+				e := w.BeginOn(r) // the third producer: the shared ring
+				if e == nil {
+					continue
+				}
+				fill(e, i+1)
+				e.Upstream = [producers]string{"loop0", "loop1", "shared"}[p]
+				w.Commit(e)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]int{}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	for _, l := range lines {
+		a, ok, err := observe.ParseLine([]byte(l), observe.Source{})
+		if err != nil || !ok {
+			t.Fatalf("line %q: %v %v", l, ok, err)
+		}
+		if a.Number != last[a.Target]+1 {
+			t.Fatalf("%s: attempt %d after %d", a.Target, a.Number, last[a.Target])
+		}
+		last[a.Target] = a.Number
+	}
+	if w.Dropped() != 0 || w.Written() != producers*perProducer || len(lines) != producers*perProducer ||
+		last["loop0"] != perProducer || last["loop1"] != perProducer || last["shared"] != perProducer {
+		t.Fatalf("dropped %d, written %d, lines %d, last %v; want 0, %d", w.Dropped(), w.Written(), len(lines), last, producers*perProducer)
+	}
+}
+
+// Under overload a loop's ring drops and counts, exactly: the smallest ring (128 lines) takes
+// records while it has room for two of the longest (2 x 24 lines); fill's record is 3 lines, so
+// it holds 27 (81 lines) and drops the rest.
+func TestRingDropsCounted(t *testing.T) {
+	out := &blockingWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	w := New("order", out, 16)
+	r := w.NewRing(1)
+	if maxRecordLines != 24 {
+		t.Fatalf("longest record %d lines, want 24", maxRecordLines)
+	}
+	e := r.Begin()
+	fill(e, 0)
+	r.Commit(e)
+	<-out.entered // the writer took it (the ring is empty) and is stuck writing it
+	const held, extra = 27, 100
+	for i := 1; i <= held+extra; i++ {
+		if e := r.Begin(); e != nil {
+			fill(e, i)
+			r.Commit(e)
+		}
+	}
+	if r.pos != 3*(1+held) {
+		t.Fatalf("ring at line %d, want %d (records of 3 lines)", r.pos, 3*(1+held))
+	}
+	if w.Dropped() != extra || r.Dropped() != extra {
+		t.Fatalf("dropped %d (ring %d), want %d", w.Dropped(), r.Dropped(), extra)
+	}
+	close(out.release)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Written() != 1+held || out.lines() != 1+held {
+		t.Fatalf("written %d (%d lines out), want %d", w.Written(), out.lines(), 1+held)
+	}
+}
+
+// BenchmarkRingBeginCommit is BenchmarkBeginCommit with a ring per producer (an event loop's):
+// the A/B of the layouts.
+func BenchmarkRingBeginCommit(b *testing.B) {
+	w := New("order", discard{}, 16)
+	defer w.Close()
+	tp := []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	uri := []byte("http://payment/charge?x=1")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := w.NewRing(0)
+		for pb.Next() {
+			if e := r.Begin(); e != nil {
+				e.Upstream, e.Attempt, e.Status = "payment", 1, 200
+				e.SetMethod([]byte("GET"))
+				e.SetPath(uri)
+				e.SetTraceparent(tp)
+				r.Commit(e)
+			}
+		}
+	})
+	b.ReportMetric(float64(w.Dropped())/float64(b.N), "dropped/op")
+}

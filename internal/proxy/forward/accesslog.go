@@ -25,6 +25,20 @@ func (f *Forwarder) EnableAccessLog(w *accesslog.Writer) {
 	}, func() float64 { return float64(w.Dropped()) }))
 }
 
+// AccessLogRing is a new ring of the access log for one event loop (its single producer), or
+// nil when the log is off: the loop's exchanges log into it (Exchange.LogTo) rather than into
+// the ring every producer shares. Call it before serving.
+func (f *Forwarder) AccessLogRing() *accesslog.Ring {
+	if f.accessLog == nil {
+		return nil
+	}
+	return f.accessLog.NewRing(0)
+}
+
+// LogTo makes the exchange's attempts go to r (an event loop's ring; nil: the shared one).
+// After Begin, which clears it.
+func (x *Exchange) LogTo(r *accesslog.Ring) { x.logRing = r }
+
 // logAttempt writes the attempt that just ended (AfterAttempt: now, its transport error's
 // condition or its response in resp, the decision on it) to the access log, if there is one:
 // a ring slot filled in place, no allocation, no I/O.
@@ -33,7 +47,7 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	if w == nil {
 		return
 	}
-	e := w.Begin()
+	e := w.BeginOn(x.logRing)
 	if e == nil {
 		return // dropped, counted
 	}

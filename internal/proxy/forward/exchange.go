@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -33,6 +34,8 @@ type Exchange struct {
 	req  *fasthttp.Request
 	resp *fasthttp.Response
 	sc   *Scratch
+	// logRing: the access log's ring of the event loop serving the exchange (LogTo).
+	logRing *accesslog.Ring
 
 	key          []byte
 	split        policy.Split

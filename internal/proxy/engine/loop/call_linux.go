@@ -74,6 +74,7 @@ func (cl *call) run() {
 		cl.c.answer()
 		return
 	}
+	cl.x.LogTo(cl.l.alog)
 	cl.attempt()
 }
 

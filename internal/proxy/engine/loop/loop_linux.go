@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/netpoll"
 )
@@ -47,6 +48,9 @@ type evLoop struct {
 	draining     bool
 	stopped      bool
 	nowCache     int64 // the clock as of this batch of events
+	// alog is the loop's own access-log ring (nil: --access-log=off): its calls log there,
+	// sharing no cache line with the other loops.
+	alog *accesslog.Ring
 }
 
 func newEvLoop(e *Engine) (*evLoop, error) {
@@ -63,6 +67,7 @@ func newEvLoop(e *Engine) (*evLoop, error) {
 		targets: make(map[string]string),
 
 		upstreamIdle: e.f.Cfg.UpstreamIdleTimeout,
+		alog:         e.f.AccessLogRing(),
 	}
 	l.parse.Init(2 * loopMaxHead)
 	l.parseAnswer.Init(forward.MaxResponseHead + 1)
