@@ -3,6 +3,7 @@ package workload
 import (
 	"reflect"
 	"slices"
+	"sort"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -26,11 +27,15 @@ import (
 // selects neither before nor after. The edges of each node it is reached under are recomputed
 // from that node's workloads (a Service's node carries the edges of every workload it selects),
 // and the notes on the resolution through Services are made again (one pass over the selected
-// workloads' upstreams, without the graph's maps). Anything else is built anew: a workload added
-// or removed or (de)selected (the selected nodes and their order move), a service name or, with
-// Services, a label changed, a Service changed (the namespace's ServiceSet is another), mesh
-// layers (a caller's layers depend on its labels and the mesh's objects), a policy spec changed,
-// more than maxPatched workloads changed since the last call.
+// workloads' upstreams, without the graph's maps). Without Services also a selected workload
+// added or removed, (de)selected by a label change, or renamed (another service name, a
+// malformed one): a removal and an add, each of which patches the edges of the workload's one
+// node and keeps the selected nodes in the order of their first workload (graph.SelectAt,
+// graph.Unselect). Anything else is built anew: with Services a workload added, removed,
+// (de)selected or relabelled (the Services' nodes and their order move), a Service changed (the
+// namespace's ServiceSet is another), mesh layers (a caller's layers depend on its labels and
+// the mesh's objects), a policy spec changed, more than maxPatched workloads changed since the
+// last call.
 //
 // Not safe for concurrent use; the Result it hands out is changed by the next Update.
 type Incremental struct {
@@ -121,13 +126,38 @@ func (in *Incremental) Update(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *Servi
 			return false
 		}
 	}
+	moved := false
 	for _, c := range changes {
-		if in.selects(c[0].Workload) {
-			in.patch(c[0], c[1])
+		old, x := c[0], c[1]
+		so := old != nil && in.selects(old.Workload)
+		sx := x != nil && in.selects(x.Workload)
+		if so && sx && in.inPlace(old, x) {
+			in.patch(old, x)
+			continue
+		}
+		// Without Services any other change is a removal and an add: each leaves the Result
+		// what a build of the workloads as of then gives, so both together do too.
+		if so {
+			in.remove(old)
+			moved = true
+		}
+		if sx {
+			in.add(x)
+			moved = true
 		}
 	}
 	in.ps, in.p, in.r.Policy = ps, p, p
+	if moved {
+		in.entrypointWarnings()
+	}
 	return true
+}
+
+// inPlace: old and x (the same key, both selected) are reached under the same valid service
+// name, and with Services carry the same labels: the same nodes, whose edges patch recomputes.
+func (in *Incremental) inPlace(old, x *Parsed) bool {
+	return old.service == x.service && old.serviceErr == nil && x.serviceErr == nil &&
+		(in.svcs == nil || old.Workload.Labels.Equal(x.Workload.Labels))
 }
 
 // canPatch: the same spec and namespace, the same Services (the index hands out a new set on
@@ -137,19 +167,21 @@ func (in *Incremental) canPatch(p *v1alpha1.RetryPolicy, svcs *ServiceSet, set *
 		p.Namespace == in.p.Namespace && reflect.DeepEqual(p.Spec, in.p.Spec)
 }
 
-// local reports whether replacing old by x (both non-nil: the same key) is a change the patch
-// decides: unselected both times (nothing changes), or selected both times under the same valid
-// service name.
+// local reports whether replacing old by x (the same key; nil: added or removed) is a change the
+// patch decides: unselected both times (nothing changes); without Services any other (a
+// selected workload added, removed, (de)selected, renamed: a removal and an add); with Services
+// only one selected both times under the same valid service name and labels (the Services'
+// nodes of a workload depend on its labels, and their order on every workload they front).
 func (in *Incremental) local(old, x *Parsed) bool {
-	if old == nil || x == nil {
-		return false
-	}
-	so, sx := in.selects(old.Workload), in.selects(x.Workload)
+	so := old != nil && in.selects(old.Workload)
+	sx := x != nil && in.selects(x.Workload)
 	if !so && !sx {
 		return true
 	}
-	return so && sx && old.service == x.service && old.serviceErr == nil && x.serviceErr == nil &&
-		(in.svcs == nil || old.Workload.Labels.Equal(x.Workload.Labels))
+	if in.svcs == nil {
+		return true
+	}
+	return so && sx && in.inPlace(old, x)
 }
 
 // diffParsed lists the pairs (old, new) of a and b (both sorted by Compare, keys unique) that
@@ -270,22 +302,8 @@ func (in *Incremental) patch(old, x *Parsed) {
 		r.kept[k] = x
 	}
 	r.Declaring += declares(x) - declares(old)
-	if old.upstreamsErr != nil {
-		r.Errors = slices.DeleteFunc(r.Errors, func(e error) bool { return e == old.upstreamsErr })
-		if len(r.Errors) == 0 {
-			r.Errors = nil // as built: no errors is nil
-		}
-	}
-	if x.upstreamsErr != nil {
-		k := slices.IndexFunc(r.Errors, func(e error) bool {
-			ae, ok := e.(*AnnotationError)
-			return ok && Compare(ae.Workload, x.Workload) > 0
-		})
-		if k < 0 {
-			k = len(r.Errors)
-		}
-		r.Errors = slices.Insert(r.Errors, k, x.upstreamsErr)
-	}
+	in.dropError(old)
+	in.addError(x)
 
 	def := defaultAttempts(&in.p.Spec)
 	for _, n := range in.nodes(x) {
@@ -392,5 +410,141 @@ func (in *Incremental) patchNotes(old, x *Parsed) {
 	}
 	if len(r.Notes) == 0 {
 		r.Notes = nil // as built
+	}
+}
+
+// errorOf is the error build reports for selected x: its service annotation's, else its
+// upstreams annotation's (nil: none).
+func errorOf(x *Parsed) error {
+	if x.serviceErr != nil {
+		return x.serviceErr
+	}
+	return x.upstreamsErr
+}
+
+// dropError removes selected old's error from Result.Errors.
+func (in *Incremental) dropError(old *Parsed) {
+	r := in.r
+	if err := errorOf(old); err != nil {
+		r.Errors = slices.DeleteFunc(r.Errors, func(e error) bool { return e == err })
+		if len(r.Errors) == 0 {
+			r.Errors = nil // as built: no errors is nil
+		}
+	}
+}
+
+// addError puts selected x's error where build reports it: the errors are in the order of the
+// workloads (one at most per workload; a bad selector, first, is never patched).
+func (in *Incremental) addError(x *Parsed) {
+	r := in.r
+	err := errorOf(x)
+	if err == nil {
+		return
+	}
+	k := slices.IndexFunc(r.Errors, func(e error) bool {
+		ae, ok := e.(*AnnotationError)
+		return ok && Compare(ae.Workload, x.Workload) > 0
+	})
+	if k < 0 {
+		k = len(r.Errors)
+	}
+	r.Errors = slices.Insert(r.Errors, k, err)
+}
+
+// remove takes selected workload old out of the Result (without Services: its one node is its
+// service name's): its edges go from its node (the node's other providers' stay, with their own
+// values), and the node is no longer selected when old was its last provider, or moves to where
+// its new first provider puts it.
+func (in *Incremental) remove(old *Parsed) {
+	in.index()
+	r := in.r
+	in.dropError(old)
+	if old.serviceErr != nil {
+		return // not in the graph
+	}
+	if k, ok := slices.BinarySearchFunc(r.kept, old, compareParsed); ok {
+		r.kept = slices.Delete(r.kept, k, k+1)
+		r.Selected = slices.Delete(r.Selected, k, k+1)
+	}
+	if len(r.kept) == 0 {
+		r.kept, r.Selected = nil, nil // as built
+	}
+	delete(r.ServiceOf, old.key)
+	r.Declaring -= declares(old)
+	s := old.service
+	provs := in.providers[s]
+	before := in.outEdges(s, provs, defaultAttempts(&in.p.Spec))
+	i := slices.Index(provs, old)
+	provs = slices.Delete(provs, i, i+1)
+	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(&in.p.Spec)))
+	if len(provs) == 0 {
+		delete(in.providers, s)
+		r.Graph.Unselect(s)
+		_ = r.Graph.NormalizeOrder() // no default entrypoints without mesh layers
+		return
+	}
+	in.providers[s] = provs
+	_ = r.Graph.NormalizeOrder()
+	if i == 0 {
+		in.place(s)
+	}
+}
+
+// add puts selected workload x into the Result (without Services; see remove).
+func (in *Incremental) add(x *Parsed) {
+	in.index()
+	r := in.r
+	in.addError(x)
+	if x.serviceErr != nil {
+		return
+	}
+	k, _ := slices.BinarySearchFunc(r.kept, x, compareParsed)
+	r.kept = slices.Insert(r.kept, k, x)
+	r.Selected = slices.Insert(r.Selected, k, x.Workload)
+	r.ServiceOf[x.key] = x.service
+	r.Declaring += declares(x)
+	s := x.service
+	provs := in.providers[s]
+	before := in.outEdges(s, provs, defaultAttempts(&in.p.Spec))
+	i, _ := slices.BinarySearchFunc(provs, x, compareParsed)
+	provs = slices.Insert(provs, i, x)
+	in.providers[s] = provs
+	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(&in.p.Spec)))
+	_ = r.Graph.NormalizeOrder()
+	if i == 0 {
+		in.place(s)
+	}
+}
+
+// place moves selected node s (its providers set, the graph's order normalized otherwise) to
+// where the build adds it: the selected nodes are in the order of their first providers
+// (AddService in the order of the sorted workloads), all of them before the others.
+func (in *Incremental) place(s string) {
+	g := in.r.Graph
+	m := len(in.providers) - 1 // the selected nodes besides s
+	cur := m                   // s's position among them when it is not yet selected: none skipped
+	if g.IsSelected(s) {
+		cur, _ = g.NodeIndex(s)
+	}
+	first := in.providers[s][0]
+	pos := sort.Search(m, func(i int) bool {
+		if i >= cur {
+			i++
+		}
+		return compareParsed(in.providers[g.ServiceAt(i).Name][0], first) > 0
+	})
+	// In range and no default entrypoints without mesh layers: this cannot fail.
+	_ = g.SelectAt(pos, s)
+}
+
+// entrypointWarnings are the build's warnings without Services and mesh layers: an entrypoint no
+// selected workload provides.
+func (in *Incremental) entrypointWarnings() {
+	r := in.r
+	r.Warnings = nil
+	for _, e := range in.p.Spec.Entrypoints {
+		if node, _ := r.entrypoint(e.Service); !r.HasNode(node) {
+			r.Warnings = append(r.Warnings, entrypointWarning(e.Service))
+		}
 	}
 }

@@ -104,7 +104,7 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 	if testing.Short() {
 		seeds = 60
 	}
-	patched, withServices, total := 0, 0, 0
+	patched, withServices, patchedMoves, total := 0, 0, 0, 0
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 18))
 		p := policy("shop", "p", int32(2+rng.IntN(30)))
@@ -196,8 +196,12 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 			}
 			ps := sorted()
 			total++
+			before := len(inc.Result().Selected)
 			if inc.Update(p, ps, svcs, nil) {
 				patched++
+				if len(inc.Result().Selected) != before {
+					patchedMoves++ // a selected workload added or removed, or (de)selected
+				}
 				if svcs != nil && len(inc.Result().Notes) > 0 {
 					withServices++
 				}
@@ -205,11 +209,13 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildParsedMesh(p, ps, svcs, nil))
 		}
 	}
-	// The patch must be what most steps take, or this tests the build against itself.
-	if patched*3 < total || withServices*10 < total {
-		t.Fatalf("%d of %d steps patched, %d with Services and notes; want at least a third, a tenth", patched, total, withServices)
+	// The patch must be what most steps take, or this tests the build against itself; adds and
+	// removes are patched only without Services (a third of the seeds).
+	if patched*3 < total || withServices*10 < total || patchedMoves*25 < total {
+		t.Fatalf("%d of %d steps patched, %d with Services and notes, %d adding or removing a selected workload; want at least a third, a tenth, a 25th",
+			patched, total, withServices, patchedMoves)
 	}
-	t.Logf("%d of %d steps patched, %d with Services and notes", patched, total, withServices)
+	t.Logf("%d of %d steps patched, %d with Services and notes, %d adding or removing a selected workload", patched, total, withServices, patchedMoves)
 }
 
 // TestIncrementalFallsBack: the cases the patch does not decide are built anew (Update reports
@@ -219,6 +225,7 @@ func TestIncrementalFallsBack(t *testing.T) {
 	a := Parse(deploy("shop", "a", "b=2", nil))
 	b := Parse(deploy("shop", "b", "c=2", nil))
 	ps := []*Parsed{a, b}
+	svcB := NewServiceSet([]Service{{Namespace: "shop", Name: "b", Selector: map[string]string{"app": "b"}}})
 	tests := []struct {
 		name    string
 		p       *v1alpha1.RetryPolicy
@@ -228,15 +235,21 @@ func TestIncrementalFallsBack(t *testing.T) {
 	}{
 		{"upstreams changed", p, []*Parsed{Parse(deploy("shop", "a", "b=3, d", nil)), b}, nil, true},
 		{"nothing changed", p, ps, nil, true},
-		{"workload added", p, []*Parsed{a, b, Parse(deploy("shop", "c", "", nil))}, nil, false},
-		{"workload removed", p, []*Parsed{a}, nil, false},
-		{"service name changed", p, []*Parsed{Parse(deploy("shop", "a", "b=2", map[string]string{annotations.NameLabel: "x"})), b}, nil, false},
-		{"a Service", p, ps, NewServiceSet([]Service{{Namespace: "shop", Name: "b", Selector: map[string]string{"app": "b"}}}), false},
+		{"workload added", p, []*Parsed{a, b, Parse(deploy("shop", "c", "", nil))}, nil, true},
+		{"workload removed", p, []*Parsed{a}, nil, true},
+		{"service name changed", p, []*Parsed{Parse(deploy("shop", "a", "b=2", map[string]string{annotations.NameLabel: "x"})), b}, nil, true},
+		{"workload added with Services", p, []*Parsed{a, b, Parse(deploy("shop", "c", "", nil))}, svcB, false},
+		{"workload removed with Services", p, []*Parsed{a}, svcB, false},
+		{"a Service", p, ps, svcB, false},
 		{"spec changed", policy("shop", "p", 5), ps, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			inc := NewIncremental(p, ps, nil, nil)
+			var svcs *ServiceSet
+			if strings.HasSuffix(tt.name, "with Services") {
+				svcs = tt.svcs // built with the Services: only the workloads change
+			}
+			inc := NewIncremental(p, ps, svcs, nil)
 			if got := inc.Update(tt.p, tt.ps, tt.svcs, nil); got != tt.patched {
 				t.Fatalf("Update patched = %v, want %v", got, tt.patched)
 			}
