@@ -6,12 +6,12 @@ import (
 	"sort"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/mesh"
 )
 
-// Incremental is a RetryPolicy's graph kept from one change to the next: the controller holds one
-// per policy and, when a workload's upstreams change, patches the change into the graph instead
+// Incremental is a policy's graph kept from one change to the next (a RetryPolicy's, or a
+// ClusterRetryPolicy's over its namespaces: NewClusterIncremental, nodes "name.ns"): the
+// controller holds one per policy and, when a workload's upstreams change, patches the change into the graph instead
 // of building the namespace's graph again. At 20,000 workloads in one namespace the build is
 // ~30 ms of map work on an idle core (and the garbage of a 20,000-service graph per change);
 // the patch costs the changed workload's edges plus O(V+E) of integer work, and the analysis
@@ -34,13 +34,13 @@ import (
 // graph.Unselect). Anything else is built anew: with Services a workload added, removed,
 // (de)selected or relabelled (the Services' nodes and their order move), a Service changed (the
 // namespace's ServiceSet is another), mesh layers (a caller's layers depend on its labels and
-// the mesh's objects), a policy spec changed, more than maxPatched workloads changed since the
-// last call.
+// the mesh's objects), a policy spec changed, for a cluster policy another set of namespaces,
+// more than maxPatched workloads changed since the last call.
 //
 // Not safe for concurrent use; the Result it hands out is changed by the next Update.
 type Incremental struct {
-	r *Result
-	p *v1alpha1.RetryPolicy
+	r   *Result
+	ref policyRef // the policy (of either kind) and its scope
 	// ps are the workloads the graph is of (the caller's slice, sorted by Compare, not modified).
 	ps      []*Parsed
 	svcs    *ServiceSet
@@ -82,7 +82,7 @@ func (in *Incremental) nodes(x *Parsed) []string {
 	if in.r.NodesOf != nil {
 		return in.r.NodesOf[x.key]
 	}
-	return []string{x.service}
+	return []string{in.r.serviceNode(x)}
 }
 
 // maxPatched is how many changed workloads one Update patches before it builds anew: a burst of
@@ -93,24 +93,49 @@ const maxPatched = 16
 // with the Services svcs and the mesh layers set (nil: none): BuildParsedMesh's result.
 func NewIncremental(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Incremental {
 	in := &Incremental{}
-	in.rebuild(p, ps, svcs, set)
+	in.rebuild(namespaced(p), ps, svcs, set)
+	return in
+}
+
+// NewClusterIncremental is NewIncremental for a ClusterRetryPolicy over the namespaces s selects:
+// BuildClusterParsed's result (ps from several namespaces, sorted by Compare, not modified).
+func NewClusterIncremental(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Incremental {
+	in := &Incremental{}
+	in.rebuild(clustered(p, s), ps, svcs, set)
 	return in
 }
 
 // Result is the graph as of the last NewIncremental or Update.
 func (in *Incremental) Result() *Result { return in.r }
 
-func (in *Incremental) rebuild(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) {
-	selects, err := Matcher(p)
-	*in = Incremental{r: build(namespaced(p), selectParsed(ps, selects, err), err, svcs, set), p: p, ps: ps, svcs: svcs, set: set, selects: selects}
+func (in *Incremental) rebuild(ref policyRef, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) {
+	var selects func(Workload) bool
+	var err error
+	if ref.cluster != nil {
+		selects, err = ClusterMatcher(ref.cluster, ref.scope)
+	} else {
+		selects, err = Matcher(ref.policy)
+	}
+	*in = Incremental{r: build(ref, selectParsed(ps, selects, err), err, svcs, set), ref: ref, ps: ps, svcs: svcs, set: set, selects: selects}
 	if err != nil {
 		in.selects = nil
 	}
 }
 
 // Update brings the Result to BuildParsedMesh(p, ps, svcs, set): patched when the change can be
-// decided locally (see Incremental), built anew otherwise. patched says which.
+// decided locally (see Incremental), built anew otherwise. patched says which. in must have
+// been made by NewIncremental.
 func (in *Incremental) Update(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
+	return in.update(namespaced(p), ps, svcs, set)
+}
+
+// UpdateCluster is Update for a cluster policy (in made by NewClusterIncremental): the Result
+// brought to BuildClusterParsed(p, s, ps, svcs, set). Another set of namespaces is built anew.
+func (in *Incremental) UpdateCluster(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
+	return in.update(clustered(p, s), ps, svcs, set)
+}
+
+func (in *Incremental) update(p policyRef, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
 	if !in.canPatch(p, svcs, set) {
 		in.rebuild(p, ps, svcs, set)
 		return false
@@ -146,7 +171,8 @@ func (in *Incremental) Update(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *Servi
 			moved = true
 		}
 	}
-	in.ps, in.p, in.r.Policy = ps, p, p
+	in.ps, in.ref = ps, p
+	in.r.Policy, in.r.ClusterPolicy, in.r.Scope = p.policy, p.cluster, p.scope
 	if moved {
 		in.entrypointWarnings()
 	}
@@ -160,11 +186,21 @@ func (in *Incremental) inPlace(old, x *Parsed) bool {
 		(in.svcs == nil || old.Workload.Labels.Equal(x.Workload.Labels))
 }
 
-// canPatch: the same spec and namespace, the same Services (the index hands out a new set on
-// every change of one), no mesh layers before or after, a valid selector.
-func (in *Incremental) canPatch(p *v1alpha1.RetryPolicy, svcs *ServiceSet, set *mesh.Set) bool {
-	return in.selects != nil && svcs == in.svcs && set == nil && in.set == nil &&
-		p.Namespace == in.p.Namespace && reflect.DeepEqual(p.Spec, in.p.Spec)
+// canPatch: the same kind of policy, the same spec, namespace or selected namespaces, the same
+// Services (the index hands out a new set on every change of one), no mesh layers before or
+// after, a valid selector.
+func (in *Incremental) canPatch(p policyRef, svcs *ServiceSet, set *mesh.Set) bool {
+	if in.selects == nil || svcs != in.svcs || set != nil || in.set != nil || (p.cluster == nil) != (in.ref.cluster == nil) {
+		return false
+	}
+	if p.cluster != nil {
+		if !slices.Equal(p.scope.namespaces, in.ref.scope.namespaces) {
+			return false
+		}
+	} else if p.policy.Namespace != in.ref.policy.Namespace {
+		return false
+	}
+	return reflect.DeepEqual(*p.spec, *in.ref.spec)
 }
 
 // local reports whether replacing old by x (the same key; nil: added or removed) is a change the
@@ -233,8 +269,9 @@ func (in *Incremental) index() {
 	if in.r.Services != nil {
 		in.callers = map[string][]*Parsed{}
 		for _, x := range in.r.kept {
-			for i, u := range x.upstreams {
-				c := in.callers[u.Name]
+			for i := range x.upstreams {
+				to := in.r.upstreamNode(x, i)
+				c := in.callers[to]
 				if len(c) > 0 && c[len(c)-1] == x {
 					continue // named twice by x
 				}
@@ -242,10 +279,10 @@ func (in *Incremental) index() {
 					// The notes in the build's order: the first upstream naming each node.
 					if _, ok := in.r.note(x, i); ok {
 						in.noteFirst = append(in.noteFirst, mention{p: x, i: i})
-						in.noteTo = append(in.noteTo, u.Name)
+						in.noteTo = append(in.noteTo, to)
 					}
 				}
-				in.callers[u.Name] = append(c, x)
+				in.callers[to] = append(c, x)
 			}
 		}
 	}
@@ -253,7 +290,7 @@ func (in *Incremental) index() {
 		for j, n := range in.nodes(x) {
 			in.providers[n] = append(in.providers[n], x)
 			for i := range x.upstreams {
-				e, _ := g.EdgeIndex(n, x.upstreams[i].Name)
+				e, _ := g.EdgeIndex(n, in.r.upstreamNode(x, i))
 				if in.first[e].p == nil {
 					in.first[e] = mention{x, j, i}
 				}
@@ -279,9 +316,10 @@ func (in *Incremental) outEdges(n string, ps []*Parsed, def int64) []outEdge {
 		for i, u := range x.upstreams {
 			a, c := edgeValues(u, def)
 			a, c = max(a, 1), max(c, 1)
-			k := slices.IndexFunc(out, func(e outEdge) bool { return e.to == u.Name })
+			to := in.r.upstreamNode(x, i)
+			k := slices.IndexFunc(out, func(e outEdge) bool { return e.to == to })
 			if k < 0 {
-				out = append(out, outEdge{to: u.Name, att: a, cal: c, first: mention{x, j, i}})
+				out = append(out, outEdge{to: to, att: a, cal: c, first: mention{x, j, i}})
 				continue
 			}
 			out[k].att, out[k].cal = max(out[k].att, a), max(out[k].cal, c)
@@ -305,7 +343,7 @@ func (in *Incremental) patch(old, x *Parsed) {
 	in.dropError(old)
 	in.addError(x)
 
-	def := defaultAttempts(&in.p.Spec)
+	def := defaultAttempts(in.ref.spec)
 	for _, n := range in.nodes(x) {
 		if fr := r.fronts[n]; fr != nil {
 			if k := slices.Index(fr, old); k >= 0 {
@@ -371,17 +409,17 @@ func declares(x *Parsed) int {
 func (in *Incremental) patchNotes(old, x *Parsed) {
 	r := in.r
 	var names []string
-	for _, u := range old.upstreams {
-		names = append(names, u.Name)
+	for i := range old.upstreams {
+		names = append(names, r.upstreamNode(old, i))
 	}
-	for _, u := range x.upstreams {
-		names = append(names, u.Name)
+	for i := range x.upstreams {
+		names = append(names, r.upstreamNode(x, i))
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
 	for _, t := range names {
 		c := slices.DeleteFunc(in.callers[t], func(p *Parsed) bool { return p == old })
-		if slices.ContainsFunc(x.upstreams, func(u annotations.Upstream) bool { return u.Name == t }) {
+		if in.upstreamIndex(x, t) >= 0 {
 			k, _ := slices.BinarySearchFunc(c, x, compareParsed)
 			c = slices.Insert(c, k, x)
 		}
@@ -398,7 +436,7 @@ func (in *Incremental) patchNotes(old, x *Parsed) {
 		if len(c) == 0 {
 			continue
 		}
-		m := mention{p: c[0], i: slices.IndexFunc(c[0].upstreams, func(u annotations.Upstream) bool { return u.Name == t })}
+		m := mention{p: c[0], i: in.upstreamIndex(c[0], t)}
 		text, ok := r.note(m.p, m.i)
 		if !ok {
 			continue
@@ -471,12 +509,12 @@ func (in *Incremental) remove(old *Parsed) {
 	}
 	delete(r.ServiceOf, old.key)
 	r.Declaring -= declares(old)
-	s := old.service
+	s := r.serviceNode(old)
 	provs := in.providers[s]
-	before := in.outEdges(s, provs, defaultAttempts(&in.p.Spec))
+	before := in.outEdges(s, provs, defaultAttempts(in.ref.spec))
 	i := slices.Index(provs, old)
 	provs = slices.Delete(provs, i, i+1)
-	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(&in.p.Spec)))
+	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(in.ref.spec)))
 	if len(provs) == 0 {
 		delete(in.providers, s)
 		r.Graph.Unselect(s)
@@ -501,15 +539,15 @@ func (in *Incremental) add(x *Parsed) {
 	k, _ := slices.BinarySearchFunc(r.kept, x, compareParsed)
 	r.kept = slices.Insert(r.kept, k, x)
 	r.Selected = slices.Insert(r.Selected, k, x.Workload)
-	r.ServiceOf[x.key] = x.service
+	s := r.serviceNode(x)
+	r.ServiceOf[x.key] = s
 	r.Declaring += declares(x)
-	s := x.service
 	provs := in.providers[s]
-	before := in.outEdges(s, provs, defaultAttempts(&in.p.Spec))
+	before := in.outEdges(s, provs, defaultAttempts(in.ref.spec))
 	i, _ := slices.BinarySearchFunc(provs, x, compareParsed)
 	provs = slices.Insert(provs, i, x)
 	in.providers[s] = provs
-	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(&in.p.Spec)))
+	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(in.ref.spec)))
 	_ = r.Graph.NormalizeOrder()
 	if i == 0 {
 		in.place(s)
@@ -542,9 +580,19 @@ func (in *Incremental) place(s string) {
 func (in *Incremental) entrypointWarnings() {
 	r := in.r
 	r.Warnings = nil
-	for _, e := range in.p.Spec.Entrypoints {
+	for _, e := range in.ref.spec.Entrypoints {
 		if node, _ := r.entrypoint(e.Service); !r.HasNode(node) {
 			r.Warnings = append(r.Warnings, entrypointWarning(e.Service))
 		}
 	}
+}
+
+// upstreamIndex is the first of x's upstreams whose node is t; -1 when none is.
+func (in *Incremental) upstreamIndex(x *Parsed, t string) int {
+	for i := range x.upstreams {
+		if in.r.upstreamNode(x, i) == t {
+			return i
+		}
+	}
+	return -1
 }
