@@ -41,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/go-logr/logr"
@@ -53,6 +54,23 @@ import (
 
 var pprofAddr string
 
+// binEnv are extra environment variables per binary label ("label=KEY=VALUE", repeatable): e.g.
+// client-go's feature gates (KUBE_FEATURE_WatchListClient=false) to compare a manager's initial
+// sync with and without a feature on the same objects.
+var binEnv = map[string][]string{}
+
+type envFlag struct{}
+
+func (envFlag) String() string { return "" }
+func (envFlag) Set(v string) error {
+	label, kv, ok := strings.Cut(v, "=")
+	if !ok || !strings.Contains(kv, "=") {
+		return fmt.Errorf("-binenv %q: want label=KEY=VALUE", v)
+	}
+	binEnv[label] = append(binEnv[label], kv)
+	return nil
+}
+
 type binFlag []string
 
 func (b *binFlag) String() string     { return strings.Join(*b, ",") }
@@ -64,6 +82,7 @@ func main() {
 	sizes := flag.String("sizes", "0,1000,5000,20000", "numbers of Deployments")
 	layouts := flag.String("namespaces", "10,1", "numbers of namespaces the Deployments are spread over")
 	changes := flag.Int("changes", 5, "changes measured per run")
+	flag.Var(envFlag{}, "binenv", "label=KEY=VALUE: an environment variable for the binary of that label (repeat)")
 	flag.StringVar(&pprofAddr, "pprof", "", "serve the managers' pprof on this address and write heap profiles to /tmp/managerscale-heap-LABEL-N.pb.gz")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -153,6 +172,11 @@ func runConfig(bins []string, n, nss, changes int) error {
 	apiPID := childPID("kube-apiserver")
 	fmt.Printf("## %d Deployments in %d namespace(s) (%d bytes each as stored; created in %s); kube-apiserver RSS %.0f MiB\n",
 		n, nss, size, time.Since(t0).Round(time.Second), rssMiB(apiPID, "VmRSS"))
+	if n > 0 {
+		if err := anchors(ctx, &cfg); err != nil {
+			return err
+		}
+	}
 
 	certDir, err := os.MkdirTemp("", "managerscale-certs")
 	if err != nil {
@@ -169,6 +193,67 @@ func runConfig(bins []string, n, nss, changes int) error {
 		}
 	}
 	return nil
+}
+
+// anchors times what any client of this API server pays for the Deployments, the floor under
+// a manager's time to status: one typed List of them all (JSON decoded; resourceVersion "0",
+// from the watch cache, what an informer's list asks for), the same in pages of 500 (from etcd),
+// and a metadata-only List. A client of its own, with the rate limit off.
+func anchors(ctx context.Context, cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{Scheme: retrycapscheme.New()})
+	if err != nil {
+		return err
+	}
+	var out []string
+	for _, a := range []struct {
+		name string
+		list func() (int, error)
+	}{
+		{"typed List rv=0", func() (int, error) {
+			var l appsv1.DeploymentList
+			err := c.List(ctx, &l, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			return len(l.Items), err
+		}},
+		{"typed List pages of 500", func() (int, error) {
+			n := 0
+			opts := &client.ListOptions{Limit: 500}
+			for {
+				var l appsv1.DeploymentList
+				if err := c.List(ctx, &l, opts); err != nil {
+					return n, err
+				}
+				n += len(l.Items)
+				if l.Continue == "" {
+					return n, nil
+				}
+				opts.Continue = l.Continue
+			}
+		}},
+		{"metadata List rv=0", func() (int, error) {
+			l := &metav1.PartialObjectMetadataList{}
+			l.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
+			err := c.List(ctx, l, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			return len(l.Items), err
+		}},
+	} {
+		t := time.Now()
+		n, err := a.list()
+		if err != nil {
+			return fmt.Errorf("anchor %s: %w", a.name, err)
+		}
+		out = append(out, fmt.Sprintf("%s %.2fs (%d)", a.name, time.Since(t).Seconds(), n))
+	}
+	fmt.Printf("anchor   %s; load %s\n", strings.Join(out, ", "), loadAvg())
+	return nil
+}
+
+// loadAvg is the 1-minute load average.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label, bin string, nss, per, changes, apiPID int) error {
@@ -188,6 +273,9 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprofAddr, "--metrics-bind-address", "127.0.0.1:18080")
 	}
 	cmd.Stderr, cmd.Stdout = nil, nil
+	if env := binEnv[label]; len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
@@ -245,8 +333,8 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 	if len(lat) > 0 {
 		med = lat[len(lat)/2]
 	}
-	fmt.Printf("%-8s status of %d policies in %6.2fs  manager peak RSS %6.1f MiB (now %6.1f)  change latency median %6.1f ms %v  kube-apiserver RSS %.0f MiB\n",
-		label, nss, toStatus.Seconds(), peak, rss, float64(med.Microseconds())/1000, roundAll(lat), rssMiB(apiPID, "VmRSS"))
+	fmt.Printf("%-8s status of %d policies in %6.2fs  manager peak RSS %6.1f MiB (now %6.1f)  change latency median %6.1f ms %v  kube-apiserver RSS %.0f MiB  load %s\n",
+		label, nss, toStatus.Seconds(), peak, rss, float64(med.Microseconds())/1000, roundAll(lat), rssMiB(apiPID, "VmRSS"), loadAvg())
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	return nil
 }
