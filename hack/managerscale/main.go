@@ -54,6 +54,9 @@ import (
 
 var pprofAddr string
 
+// rollouts is how many new services are created and deleted per run (-rollouts).
+var rollouts int
+
 // binEnv are extra environment variables per binary label ("label=KEY=VALUE", repeatable): e.g.
 // client-go's feature gates (KUBE_FEATURE_WatchListClient=false) to compare a manager's initial
 // sync with and without a feature on the same objects.
@@ -82,6 +85,7 @@ func main() {
 	sizes := flag.String("sizes", "0,1000,5000,20000", "numbers of Deployments")
 	layouts := flag.String("namespaces", "10,1", "numbers of namespaces the Deployments are spread over")
 	changes := flag.Int("changes", 5, "changes measured per run")
+	flag.IntVar(&rollouts, "rollouts", 0, "Deployments of a new service created, then deleted, measured per run (each until the status counts it)")
 	flag.Var(envFlag{}, "binenv", "label=KEY=VALUE: an environment variable for the binary of that label (repeat)")
 	flag.StringVar(&pprofAddr, "pprof", "", "serve the managers' pprof on this address and write heap profiles to /tmp/managerscale-heap-LABEL-N.pb.gz")
 	flag.Parse()
@@ -324,6 +328,20 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 		}
 	}
 	<-cpuDone
+	var adds, dels []time.Duration
+	for i := 0; i < rollouts && per > 0; i++ {
+		a, d, err := oneRollout(ctx, c, per, i)
+		if err != nil {
+			return err
+		}
+		adds, dels = append(adds, a), append(dels, d)
+	}
+	if len(adds) > 0 {
+		sort.Slice(adds, func(i, j int) bool { return adds[i] < adds[j] })
+		sort.Slice(dels, func(i, j int) bool { return dels[i] < dels[j] })
+		fmt.Printf("%-8s new service created: median %6.1f ms %v; deleted: median %6.1f ms %v  load %s\n", label,
+			float64(adds[len(adds)/2].Microseconds())/1000, roundAll(adds), float64(dels[len(dels)/2].Microseconds())/1000, roundAll(dels), loadAvg())
+	}
 	if pprofAddr != "" {
 		saveProfile(fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr), fmt.Sprintf("/tmp/managerscale-heap-%s-%d.pb.gz", label, per*nss))
 		saveProfile("http://127.0.0.1:18080/metrics", fmt.Sprintf("/tmp/managerscale-metrics-%s-%d.txt", label, per*nss))
@@ -369,6 +387,45 @@ func oneChange(ctx context.Context, c client.Client, per, i int) (time.Duration,
 		time.Sleep(time.Millisecond)
 	}
 	return 0, fmt.Errorf("change %d not in the status after a minute (services %d, want %d)", i, p.Status.Services, before+1)
+}
+
+// oneRollout creates a Deployment of a new service in namespace 0 (no upstreams; the policy
+// selects it) and waits until the policy's status counts one more service, then deletes it and
+// waits until the count is back: the latencies of both.
+func oneRollout(ctx context.Context, c client.Client, per, i int) (add, del time.Duration, err error) {
+	var p v1alpha1.RetryPolicy
+	key := client.ObjectKey{Namespace: nsName(0), Name: "chain"}
+	if err := c.Get(ctx, key, &p); err != nil {
+		return 0, 0, err
+	}
+	before := p.Status.Services
+	d := deployment(nsName(0), per+1000+i, per)
+	wait := func(want int32) (time.Duration, error) {
+		start := time.Now()
+		for time.Since(start) < time.Minute {
+			if err := c.Get(ctx, key, &p); err == nil && p.Status.Services == want {
+				return time.Since(start), nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return 0, fmt.Errorf("rollout %d: status counts %d services after a minute, want %d", i, p.Status.Services, want)
+	}
+	start := time.Now()
+	if err := c.Create(ctx, d); err != nil {
+		return 0, 0, err
+	}
+	if _, err := wait(before + 1); err != nil {
+		return 0, 0, err
+	}
+	add = time.Since(start)
+	start = time.Now()
+	if err := c.Delete(ctx, d); err != nil {
+		return 0, 0, err
+	}
+	if _, err := wait(before); err != nil {
+		return 0, 0, err
+	}
+	return add, time.Since(start), nil
 }
 
 func saveProfile(url, path string) {
