@@ -273,8 +273,12 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", "retrycap-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--webhook-port", strconv.Itoa(port), "--webhook-cert-dir", certDir, "--zap-log-level", "error")
+	metricsAddr := ""
 	if pprofAddr != "" {
-		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprofAddr, "--metrics-bind-address", "127.0.0.1:18080")
+		// A free port for /metrics: a fixed one may be another process's on a shared machine
+		// (the manager then exits at once and the run waits for a status that never comes).
+		metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort())
+		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprofAddr, "--metrics-bind-address", metricsAddr)
 	}
 	cmd.Stderr, cmd.Stdout = nil, nil
 	if env := binEnv[label]; len(env) > 0 {
@@ -344,7 +348,7 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 	}
 	if pprofAddr != "" {
 		saveProfile(fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr), fmt.Sprintf("/tmp/managerscale-heap-%s-%d.pb.gz", label, per*nss))
-		saveProfile("http://127.0.0.1:18080/metrics", fmt.Sprintf("/tmp/managerscale-metrics-%s-%d.txt", label, per*nss))
+		saveProfile("http://"+metricsAddr+"/metrics", fmt.Sprintf("/tmp/managerscale-metrics-%s-%d.txt", label, per*nss))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	med := time.Duration(0)

@@ -235,9 +235,12 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 // patchStatus is RetryPolicyReconciler.patchStatus for a cluster policy: one merge patch with
 // the resourceVersion it was computed from.
 func (r *ClusterRetryPolicyReconciler) patchStatus(ctx context.Context, p *v1alpha1.ClusterRetryPolicy, next *v1alpha1.RetryPolicyStatus) error {
-	base := p.DeepCopy()
+	patch, err := statusPatch(p.ResourceVersion, &p.Status, next)
+	if err != nil {
+		return fmt.Errorf("patching the status of ClusterRetryPolicy %s: %w", p.Name, err)
+	}
 	p.Status = *next
-	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, patch); err != nil {
 		return fmt.Errorf("patching the status of ClusterRetryPolicy %s: %w", p.Name, err)
 	}
 	return nil

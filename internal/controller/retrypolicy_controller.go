@@ -198,9 +198,12 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 // from: a status computed from a stale cache is refused (Conflict) instead of overwriting a
 // newer one, and no event is recorded for it.
 func (r *RetryPolicyReconciler) patchStatus(ctx context.Context, p *v1alpha1.RetryPolicy, next *v1alpha1.RetryPolicyStatus) error {
-	base := p.DeepCopy()
+	patch, err := statusPatch(p.ResourceVersion, &p.Status, next)
+	if err != nil {
+		return fmt.Errorf("patching the status of RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)
+	}
 	p.Status = *next
-	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, patch); err != nil {
 		return fmt.Errorf("patching the status of RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
