@@ -70,6 +70,8 @@ type ClusterRetryPolicyReconciler struct {
 	// graphs are the policies' last graphs (with the Index), patched on a change as the
 	// RetryPolicy reconciler's are (workload.Incremental over the selected namespaces).
 	graphs clusterGraphs
+	// written are the policies' last status writes (writeStatus).
+	written writtenStatuses
 }
 
 // clusterGraphs are the cluster reconciler's kept graphs by policy, with the per-namespace
@@ -117,6 +119,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.NamespacedName)
 			r.graphs.forget(req.Name)
+			r.written.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting ClusterRetryPolicy %s: %w", req.Name, err)
@@ -131,7 +134,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	setObserved(r.Observed, next, in.Result, observed.Qualified, p.Generation, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
-	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder)
+	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
 }
 
 // compute selects the namespaces, builds the policy's graph of their workloads with the shared

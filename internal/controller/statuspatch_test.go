@@ -84,3 +84,31 @@ func decodeNumbers(t *testing.T, b []byte) any {
 	}
 	return v
 }
+
+// TestSkipWrite: an unchanged status is not written, unless the cache is behind this
+// reconciler's last write and that write was another status (a change undone before the cache
+// saw the write of the change).
+func TestSkipWrite(t *testing.T) {
+	s := func(n int32) *v1alpha1.RetryPolicyStatus { return &v1alpha1.RetryPolicyStatus{Services: n} }
+	tests := []struct {
+		name      string
+		cur, next *v1alpha1.RetryPolicyStatus
+		curRV     string
+		last      *written
+		skip      bool
+	}{
+		{"changed", s(1), s(2), "5", nil, false},
+		{"unchanged, never written", s(1), s(1), "5", nil, true},
+		{"unchanged, the cache has the last write", s(2), s(2), "7", &written{rv: "7", status: s(2)}, true},
+		{"unchanged, the last write was the same", s(2), s(2), "5", &written{rv: "7", status: s(2)}, true},
+		{"undone before the cache saw the write", s(1), s(1), "5", &written{rv: "7", status: s(2)}, false},
+		{"changed, the cache behind", s(1), s(3), "5", &written{rv: "7", status: s(2)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := skipWrite(tt.cur, tt.next, tt.curRV, tt.last); got != tt.skip {
+				t.Fatalf("skipWrite = %v, want %v", got, tt.skip)
+			}
+		})
+	}
+}
