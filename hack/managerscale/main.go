@@ -41,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/go-logr/logr"
@@ -53,6 +54,26 @@ import (
 
 var pprofAddr string
 
+// rollouts is how many new services are created and deleted per run (-rollouts).
+var rollouts int
+
+// binEnv are extra environment variables per binary label ("label=KEY=VALUE", repeatable): e.g.
+// client-go's feature gates (KUBE_FEATURE_WatchListClient=false) to compare a manager's initial
+// sync with and without a feature on the same objects.
+var binEnv = map[string][]string{}
+
+type envFlag struct{}
+
+func (envFlag) String() string { return "" }
+func (envFlag) Set(v string) error {
+	label, kv, ok := strings.Cut(v, "=")
+	if !ok || !strings.Contains(kv, "=") {
+		return fmt.Errorf("-binenv %q: want label=KEY=VALUE", v)
+	}
+	binEnv[label] = append(binEnv[label], kv)
+	return nil
+}
+
 type binFlag []string
 
 func (b *binFlag) String() string     { return strings.Join(*b, ",") }
@@ -64,6 +85,8 @@ func main() {
 	sizes := flag.String("sizes", "0,1000,5000,20000", "numbers of Deployments")
 	layouts := flag.String("namespaces", "10,1", "numbers of namespaces the Deployments are spread over")
 	changes := flag.Int("changes", 5, "changes measured per run")
+	flag.IntVar(&rollouts, "rollouts", 0, "Deployments of a new service created, then deleted, measured per run (each until the status counts it)")
+	flag.Var(envFlag{}, "binenv", "label=KEY=VALUE: an environment variable for the binary of that label (repeat)")
 	flag.StringVar(&pprofAddr, "pprof", "", "serve the managers' pprof on this address and write heap profiles to /tmp/managerscale-heap-LABEL-N.pb.gz")
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -153,6 +176,11 @@ func runConfig(bins []string, n, nss, changes int) error {
 	apiPID := childPID("kube-apiserver")
 	fmt.Printf("## %d Deployments in %d namespace(s) (%d bytes each as stored; created in %s); kube-apiserver RSS %.0f MiB\n",
 		n, nss, size, time.Since(t0).Round(time.Second), rssMiB(apiPID, "VmRSS"))
+	if n > 0 {
+		if err := anchors(ctx, &cfg); err != nil {
+			return err
+		}
+	}
 
 	certDir, err := os.MkdirTemp("", "managerscale-certs")
 	if err != nil {
@@ -171,6 +199,67 @@ func runConfig(bins []string, n, nss, changes int) error {
 	return nil
 }
 
+// anchors times what any client of this API server pays for the Deployments, the floor under
+// a manager's time to status: one typed List of them all (JSON decoded; resourceVersion "0",
+// from the watch cache, what an informer's list asks for), the same in pages of 500 (from etcd),
+// and a metadata-only List. A client of its own, with the rate limit off.
+func anchors(ctx context.Context, cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{Scheme: retrycapscheme.New()})
+	if err != nil {
+		return err
+	}
+	var out []string
+	for _, a := range []struct {
+		name string
+		list func() (int, error)
+	}{
+		{"typed List rv=0", func() (int, error) {
+			var l appsv1.DeploymentList
+			err := c.List(ctx, &l, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			return len(l.Items), err
+		}},
+		{"typed List pages of 500", func() (int, error) {
+			n := 0
+			opts := &client.ListOptions{Limit: 500}
+			for {
+				var l appsv1.DeploymentList
+				if err := c.List(ctx, &l, opts); err != nil {
+					return n, err
+				}
+				n += len(l.Items)
+				if l.Continue == "" {
+					return n, nil
+				}
+				opts.Continue = l.Continue
+			}
+		}},
+		{"metadata List rv=0", func() (int, error) {
+			l := &metav1.PartialObjectMetadataList{}
+			l.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
+			err := c.List(ctx, l, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			return len(l.Items), err
+		}},
+	} {
+		t := time.Now()
+		n, err := a.list()
+		if err != nil {
+			return fmt.Errorf("anchor %s: %w", a.name, err)
+		}
+		out = append(out, fmt.Sprintf("%s %.2fs (%d)", a.name, time.Since(t).Seconds(), n))
+	}
+	fmt.Printf("anchor   %s; load %s\n", strings.Join(out, ", "), loadAvg())
+	return nil
+}
+
+// loadAvg is the 1-minute load average.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
 func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label, bin string, nss, per, changes, apiPID int) error {
 	// Fresh policies: the time to status counts from no status at all.
 	for k := 0; k < nss; k++ {
@@ -184,10 +273,17 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 	cmd := exec.Command(bin, "--kubeconfig", kubeconfig, "--namespace", "retrycap-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--webhook-port", strconv.Itoa(port), "--webhook-cert-dir", certDir, "--zap-log-level", "error")
+	metricsAddr := ""
 	if pprofAddr != "" {
-		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprofAddr, "--metrics-bind-address", "127.0.0.1:18080")
+		// A free port for /metrics: a fixed one may be another process's on a shared machine
+		// (the manager then exits at once and the run waits for a status that never comes).
+		metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort())
+		cmd.Args = append(cmd.Args, "--pprof-bind-address", pprofAddr, "--metrics-bind-address", metricsAddr)
 	}
 	cmd.Stderr, cmd.Stdout = nil, nil
+	if env := binEnv[label]; len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
@@ -236,17 +332,31 @@ func runManager(ctx context.Context, c client.Client, kubeconfig, certDir, label
 		}
 	}
 	<-cpuDone
+	var adds, dels []time.Duration
+	for i := 0; i < rollouts && per > 0; i++ {
+		a, d, err := oneRollout(ctx, c, per, i)
+		if err != nil {
+			return err
+		}
+		adds, dels = append(adds, a), append(dels, d)
+	}
+	if len(adds) > 0 {
+		sort.Slice(adds, func(i, j int) bool { return adds[i] < adds[j] })
+		sort.Slice(dels, func(i, j int) bool { return dels[i] < dels[j] })
+		fmt.Printf("%-8s new service created: median %6.1f ms %v; deleted: median %6.1f ms %v  load %s\n", label,
+			float64(adds[len(adds)/2].Microseconds())/1000, roundAll(adds), float64(dels[len(dels)/2].Microseconds())/1000, roundAll(dels), loadAvg())
+	}
 	if pprofAddr != "" {
 		saveProfile(fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr), fmt.Sprintf("/tmp/managerscale-heap-%s-%d.pb.gz", label, per*nss))
-		saveProfile("http://127.0.0.1:18080/metrics", fmt.Sprintf("/tmp/managerscale-metrics-%s-%d.txt", label, per*nss))
+		saveProfile("http://"+metricsAddr+"/metrics", fmt.Sprintf("/tmp/managerscale-metrics-%s-%d.txt", label, per*nss))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	med := time.Duration(0)
 	if len(lat) > 0 {
 		med = lat[len(lat)/2]
 	}
-	fmt.Printf("%-8s status of %d policies in %6.2fs  manager peak RSS %6.1f MiB (now %6.1f)  change latency median %6.1f ms %v  kube-apiserver RSS %.0f MiB\n",
-		label, nss, toStatus.Seconds(), peak, rss, float64(med.Microseconds())/1000, roundAll(lat), rssMiB(apiPID, "VmRSS"))
+	fmt.Printf("%-8s status of %d policies in %6.2fs  manager peak RSS %6.1f MiB (now %6.1f)  change latency median %6.1f ms %v  kube-apiserver RSS %.0f MiB  load %s\n",
+		label, nss, toStatus.Seconds(), peak, rss, float64(med.Microseconds())/1000, roundAll(lat), rssMiB(apiPID, "VmRSS"), loadAvg())
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	return nil
 }
@@ -281,6 +391,45 @@ func oneChange(ctx context.Context, c client.Client, per, i int) (time.Duration,
 		time.Sleep(time.Millisecond)
 	}
 	return 0, fmt.Errorf("change %d not in the status after a minute (services %d, want %d)", i, p.Status.Services, before+1)
+}
+
+// oneRollout creates a Deployment of a new service in namespace 0 (no upstreams; the policy
+// selects it) and waits until the policy's status counts one more service, then deletes it and
+// waits until the count is back: the latencies of both.
+func oneRollout(ctx context.Context, c client.Client, per, i int) (add, del time.Duration, err error) {
+	var p v1alpha1.RetryPolicy
+	key := client.ObjectKey{Namespace: nsName(0), Name: "chain"}
+	if err := c.Get(ctx, key, &p); err != nil {
+		return 0, 0, err
+	}
+	before := p.Status.Services
+	d := deployment(nsName(0), per+1000+i, per)
+	wait := func(want int32) (time.Duration, error) {
+		start := time.Now()
+		for time.Since(start) < time.Minute {
+			if err := c.Get(ctx, key, &p); err == nil && p.Status.Services == want {
+				return time.Since(start), nil
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return 0, fmt.Errorf("rollout %d: status counts %d services after a minute, want %d", i, p.Status.Services, want)
+	}
+	start := time.Now()
+	if err := c.Create(ctx, d); err != nil {
+		return 0, 0, err
+	}
+	if _, err := wait(before + 1); err != nil {
+		return 0, 0, err
+	}
+	add = time.Since(start)
+	start = time.Now()
+	if err := c.Delete(ctx, d); err != nil {
+		return 0, 0, err
+	}
+	if _, err := wait(before); err != nil {
+		return 0, 0, err
+	}
+	return add, time.Since(start), nil
 }
 
 func saveProfile(url, path string) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +66,48 @@ type ClusterRetryPolicyReconciler struct {
 	// Observed is the poller of the proxies' counters, as for the RetryPolicy reconciler (nodes
 	// named "name.ns"); nil: none.
 	Observed *Observer
+
+	// graphs are the policies' last graphs (with the Index), patched on a change as the
+	// RetryPolicy reconciler's are (workload.Incremental over the selected namespaces).
+	graphs clusterGraphs
+	// written are the policies' last status writes (writeStatus).
+	written writtenStatuses
+}
+
+// clusterGraphs are the cluster reconciler's kept graphs by policy, with the per-namespace
+// Service sets their merged set was made of: merged again only when one of them is another (the
+// index hands out a new set per change), so that an unchanged merge is the same set and the
+// graph can be patched.
+type clusterGraphs struct {
+	mu sync.Mutex
+	m  map[string]*clusterGraph
+}
+
+type clusterGraph struct {
+	in     *workload.Incremental
+	sets   []*workload.ServiceSet
+	merged *workload.ServiceSet
+}
+
+func (g *clusterGraphs) get(name string) *clusterGraph {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[name]
+}
+
+func (g *clusterGraphs) put(name string, c *clusterGraph) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]*clusterGraph{}
+	}
+	g.m[name] = c
+}
+
+func (g *clusterGraphs) forget(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.m, name)
 }
 
 // Reconcile fetches the policy, computes its status from the cached namespaces and workloads,
@@ -74,6 +118,8 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if err := r.Client.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.NamespacedName)
+			r.graphs.forget(req.Name)
+			r.written.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting ClusterRetryPolicy %s: %w", req.Name, err)
@@ -88,7 +134,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	setObserved(r.Observed, next, in.Result, observed.Qualified, p.Generation, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
-	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder)
+	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
 }
 
 // compute selects the namespaces, builds the policy's graph of their workloads with the shared
@@ -127,7 +173,21 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 			ps = append(ps, r.Index.Parsed(ns)...)
 			sets = append(sets, r.Index.Services(ns))
 		}
-		in.Result = workload.BuildClusterParsed(p, s, ps, workload.MergeServiceSets(sets...), meshSetOf(r.Mesh))
+		set := meshSetOf(r.Mesh)
+		if g := r.graphs.get(p.Name); g != nil {
+			if !slices.Equal(g.sets, sets) {
+				g.sets, g.merged = sets, workload.MergeServiceSets(sets...)
+			}
+			if !g.in.UpdateCluster(p, s, ps, g.merged, set) {
+				log.FromContext(ctx).V(1).Info("graph built anew", "workloads", len(ps))
+			}
+			in.Result = g.in.Result()
+		} else {
+			merged := workload.MergeServiceSets(sets...)
+			g := &clusterGraph{in: workload.NewClusterIncremental(p, s, ps, merged, set), sets: sets, merged: merged}
+			r.graphs.put(p.Name, g)
+			in.Result = g.in.Result()
+		}
 		in.Analysis = in.Result.Analyze() // with the mesh layers and the workloads named
 		return in, nil
 	}
@@ -178,9 +238,12 @@ func namespaceLabels(ctx context.Context, c client.Reader) (map[string]map[strin
 // patchStatus is RetryPolicyReconciler.patchStatus for a cluster policy: one merge patch with
 // the resourceVersion it was computed from.
 func (r *ClusterRetryPolicyReconciler) patchStatus(ctx context.Context, p *v1alpha1.ClusterRetryPolicy, next *v1alpha1.RetryPolicyStatus) error {
-	base := p.DeepCopy()
+	patch, err := statusPatch(p.ResourceVersion, &p.Status, next)
+	if err != nil {
+		return fmt.Errorf("patching the status of ClusterRetryPolicy %s: %w", p.Name, err)
+	}
 	p.Status = *next
-	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, patch); err != nil {
 		return fmt.Errorf("patching the status of ClusterRetryPolicy %s: %w", p.Name, err)
 	}
 	return nil

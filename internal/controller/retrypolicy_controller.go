@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -74,6 +73,8 @@ type RetryPolicyReconciler struct {
 	// upstreams is patched into its policy's graph rather than the namespace's graph built
 	// again (workload.Incremental).
 	graphs policyGraphs
+	// written are the policies' last status writes (writeStatus).
+	written writtenStatuses
 }
 
 // policyGraphs are the reconciler's kept graphs by policy. A policy is reconciled by one worker
@@ -112,6 +113,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.NamespacedName)
 			r.graphs.forget(req.NamespacedName)
+			r.written.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting RetryPolicy %s: %w", req.NamespacedName, err)
@@ -125,14 +127,17 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	r.setMeshCondition(next, p.Generation)
 	setObserved(r.Observed, next, in.Result, observed.InNamespace(p.Namespace), p.Generation, r.now())
 	recordMetrics(req.NamespacedName, next)
-	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder)
+	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
 }
 
-// writeStatus is the end of both reconcilers: nothing when next equals the stored status cur;
-// else one patch (a conflict with a newer version is retried after conflictRetry, not an error)
-// and the WithinCap event when the condition changed.
-func writeStatus(ctx context.Context, obj runtime.Object, cur, next *v1alpha1.RetryPolicyStatus, patch func() error, rec events.EventRecorder) (ctrl.Result, error) {
-	if equality.Semantic.DeepEqual(cur, next) {
+// writeStatus is the end of both reconcilers: nothing when next equals the stored status cur
+// (unless the cache is behind the policy's last write: skipWrite); else one patch (a conflict
+// with a newer version is retried after conflictRetry, not an error) and the WithinCap event
+// when the condition changed. obj is the policy as read (its resourceVersion is cur's, and
+// after the patch the written one's).
+func writeStatus(ctx context.Context, obj client.Object, cur, next *v1alpha1.RetryPolicyStatus, patch func() error, rec events.EventRecorder, w *writtenStatuses) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(obj)
+	if skipWrite(cur, next, obj.GetResourceVersion(), w.get(key)) {
 		return ctrl.Result{}, nil
 	}
 	old := cur.DeepCopy()
@@ -143,10 +148,62 @@ func writeStatus(ctx context.Context, obj runtime.Object, cur, next *v1alpha1.Re
 		}
 		return ctrl.Result{}, err
 	}
+	w.put(key, written{rv: obj.GetResourceVersion(), status: next.DeepCopy()})
 	if typ, reason, note, ok := status.WithinCapEvent(old, next); ok {
 		rec.Eventf(obj, nil, typ, reason, "Analyze", "%s", note)
 	}
 	return ctrl.Result{}, nil
+}
+
+// written is a policy's last status write: the status and the resourceVersion the API server
+// gave the policy with it.
+type written struct {
+	rv     string
+	status *v1alpha1.RetryPolicyStatus
+}
+
+// writtenStatuses are the reconciler's last writes by policy.
+type writtenStatuses struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]written
+}
+
+func (w *writtenStatuses) get(k types.NamespacedName) *written {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if x, ok := w.m[k]; ok {
+		return &x
+	}
+	return nil
+}
+
+func (w *writtenStatuses) put(k types.NamespacedName, x written) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[types.NamespacedName]written{}
+	}
+	w.m[k] = x
+}
+
+func (w *writtenStatuses) forget(k types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, k)
+}
+
+// skipWrite says whether next need not be written: it equals the cached status cur (of
+// resourceVersion curRV), and the cache is not behind this reconciler's last write last (nil:
+// none), or that write was next too. Without the second half a change and its undoing in quick
+// succession (a Deployment created, then deleted) left the first's status in place: the
+// reconcile of the undoing read the policy from a cache that had not yet seen the first write,
+// found next equal to the status before it, and wrote nothing (managerscale -rollouts, main at
+// 1a3ed84: twice in 15 rollouts). A stale cache now costs a patch that conflicts and is retried.
+func skipWrite(cur, next *v1alpha1.RetryPolicyStatus, curRV string, last *written) bool {
+	if !equality.Semantic.DeepEqual(cur, next) {
+		return false
+	}
+	return last == nil || last.rv == curRV || equality.Semantic.DeepEqual(last.status, next)
 }
 
 // compute builds the policy's graph from the cached workloads of its namespace with the shared
@@ -198,9 +255,12 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 // from: a status computed from a stale cache is refused (Conflict) instead of overwriting a
 // newer one, and no event is recorded for it.
 func (r *RetryPolicyReconciler) patchStatus(ctx context.Context, p *v1alpha1.RetryPolicy, next *v1alpha1.RetryPolicyStatus) error {
-	base := p.DeepCopy()
+	patch, err := statusPatch(p.ResourceVersion, &p.Status, next)
+	if err != nil {
+		return fmt.Errorf("patching the status of RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)
+	}
 	p.Status = *next
-	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.Client.Status().Patch(ctx, p, patch); err != nil {
 		return fmt.Errorf("patching the status of RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil

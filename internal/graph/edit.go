@@ -91,6 +91,47 @@ func (g *Graph) RemoveEdge(from, to string) bool {
 // otherwise, and the graph is left as it was). O(V+E); nothing moves when the order is already
 // that one.
 func (g *Graph) NormalizeOrder() error {
+	return g.normalize(-1, 0)
+}
+
+// SelectAt makes name a selected node (adding it when absent) at position pos of the selected
+// nodes' order, the other selected nodes keeping theirs (0 <= pos <= their number), and then
+// normalizes the order as NormalizeOrder does: what a builder gives that adds the selected
+// services in that order. For a caller that keeps the selected nodes in the order of their first
+// provider when a provider comes or goes. An error when pos is out of range (the graph left as
+// it was) or NormalizeOrder's.
+func (g *Graph) SelectAt(pos int, name string) error {
+	others := 0
+	for v, sel := range g.selected {
+		if sel && g.names[v] != name {
+			others++
+		}
+	}
+	if pos < 0 || pos > others {
+		return fmt.Errorf("selecting %q at %d: out of range [0, %d]", name, pos, others)
+	}
+	v := g.intern(name)
+	g.selected[v] = true
+	return g.normalize(v, pos)
+}
+
+// Unselect makes name an upstream-only node: NormalizeOrder then puts it where an edge first
+// names it, or drops it when none does. False when there is no such node.
+func (g *Graph) Unselect(name string) bool {
+	v, ok := g.ids[name]
+	if !ok {
+		return false
+	}
+	if g.selected[v] {
+		g.selected[v] = false
+		g.dropAdjacency()
+	}
+	return true
+}
+
+// normalize is NormalizeOrder with selected node at (when at >= 0) placed at position atPos of
+// the selected nodes.
+func (g *Graph) normalize(at int32, atPos int) error {
 	n := len(g.names)
 	pos := make([]int32, n) // old id -> new id + 1; 0: not named
 	order := make([]int32, 0, n)
@@ -100,10 +141,18 @@ func (g *Graph) NormalizeOrder() error {
 			pos[v] = int32(len(order))
 		}
 	}
+	k := 0 // selected nodes named besides at (SelectAt checked atPos against their number)
 	for v := range n {
-		if g.selected[v] {
-			name(int32(v))
+		if k == atPos && at >= 0 {
+			name(at)
 		}
+		if g.selected[v] && int32(v) != at {
+			name(int32(v))
+			k++
+		}
+	}
+	if at >= 0 {
+		name(at) // atPos == others
 	}
 	for e := range g.eFrom {
 		name(g.eFrom[e])
@@ -169,6 +218,12 @@ func (g *Graph) NormalizeOrder() error {
 	}
 	g.dropAdjacency()
 	return nil
+}
+
+// NodeIndex is name's position in the order the nodes were named in.
+func (g *Graph) NodeIndex(name string) (int, bool) {
+	v, ok := g.ids[name]
+	return int(v), ok
 }
 
 // ServiceAt is the node at position i of the order the nodes were named in (0 <= i < Len).

@@ -82,3 +82,63 @@ func same(t *testing.T, g, want *Graph) {
 		t.Fatalf("analysis\n %+v\nwant\n %+v", a, b)
 	}
 }
+
+// TestSelectAtAndUnselect: a selected node comes in at a position of the selected nodes' order
+// (an upstream-only node becoming selected moves up there), and an unselected one goes where its
+// first edge names it, or away: the graph a builder makes of the final declarations.
+func TestSelectAtAndUnselect(t *testing.T) {
+	g := New()
+	g.AddService("a")
+	g.AddService("c")
+	g.AddEdge("a", "x", 2, 1)
+	g.AddEdge("c", "b", 3, 1)
+	g.SetEntrypoint("a", 2)
+	// b, an upstream of c, becomes a selected service between a and c, calling y.
+	if err := g.SelectAt(1, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.InsertEdge(1, "b", "y", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.NormalizeOrder(); err != nil {
+		t.Fatal(err)
+	}
+	want := New()
+	want.AddService("a")
+	want.AddService("b")
+	want.AddService("c")
+	want.AddEdge("a", "x", 2, 1)
+	want.AddEdge("b", "y", 1, 1)
+	want.AddEdge("c", "b", 3, 1)
+	want.SetEntrypoint("a", 2)
+	same(t, g, want)
+	if i, ok := g.NodeIndex("b"); !ok || i != 1 {
+		t.Fatalf("NodeIndex(b) = %d, %v; want 1, true", i, ok)
+	}
+
+	// A new node last; then a unselected (still an entrypoint: it stays, after the edges' nodes).
+	if err := g.SelectAt(3, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if !g.Unselect("a") || g.Unselect("nope") || !g.RemoveEdge("a", "x") {
+		t.Fatal("Unselect a / nope, RemoveEdge a->x: want true, false, true")
+	}
+	if err := g.NormalizeOrder(); err != nil {
+		t.Fatal(err)
+	}
+	want = New()
+	want.AddService("b")
+	want.AddService("c")
+	want.AddService("d")
+	want.AddEdge("b", "y", 1, 1)
+	want.AddEdge("c", "b", 3, 1)
+	want.SetEntrypoint("a", 2)
+	same(t, g, want)
+	if g.Has("x") {
+		t.Fatal("x still a node")
+	}
+
+	if err := g.SelectAt(4, "e"); err == nil || err.Error() != `selecting "e" at 4: out of range [0, 3]` || g.Has("e") {
+		t.Fatalf("SelectAt out of range: %v", err)
+	}
+}

@@ -130,6 +130,31 @@ func BenchmarkIncremental(b *testing.B) {
 				i++
 			}
 		})
+		if !withServices {
+			// A rollout of a new service: the last workload added and removed, alternately.
+			added := [2][]*Parsed{ps, ps[:len(ps)-1]}
+			b.Run(name+"/add-remove build", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					BuildParsedMesh(p, added[i%2], svcs, nil).Analyze()
+					i++
+				}
+			})
+			b.Run(name+"/add-remove patch", func(b *testing.B) {
+				inc := NewIncremental(p, added[1], svcs, nil)
+				inc.Update(p, added[0], svcs, nil) // the patch's index, once
+				b.ReportAllocs()
+				i := 1
+				for b.Loop() {
+					if !inc.Update(p, added[i%2], svcs, nil) {
+						b.Fatal("not patched")
+					}
+					inc.Result().Analyze()
+					i++
+				}
+			})
+		}
 		b.Run(name+"/patch", func(b *testing.B) {
 			inc := NewIncremental(p, versions[1], svcs, nil)
 			inc.Update(p, versions[0], svcs, nil) // the patch's index, once
@@ -144,4 +169,53 @@ func BenchmarkIncremental(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkClusterIncremental is BenchmarkIncremental for a ClusterRetryPolicy over 20,000
+// workloads in 10 namespaces without Services: one workload's upstreams changed, patched
+// (Incremental.UpdateCluster, then the analysis) against the build (the anchor).
+//
+//	go test ./internal/workload -run '^$' -bench 'BenchmarkClusterIncremental' -benchmem
+func BenchmarkClusterIncremental(b *testing.B) {
+	ps := chains(20000, 10)
+	p := clusterPolicy("c", 1000, map[string]string{})
+	s := NewClusterScopeOf(namespacesOf(ps)...)
+	last := ps[len(ps)-1].Workload
+	versions := [2][]*Parsed{slices.Clone(ps), slices.Clone(ps)}
+	for k, up := range []string{"db=2, extra-a=2", "db=3"} {
+		w := last
+		w.Annotations = w.Annotations.With("retrycap.dev/upstreams", up)
+		versions[k][len(ps)-1] = Parse(w)
+	}
+	b.Run("build", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			BuildClusterParsed(p, s, versions[i%2], nil, nil).Analyze()
+			i++
+		}
+	})
+	b.Run("patch", func(b *testing.B) {
+		inc := NewClusterIncremental(p, s, versions[1], nil, nil)
+		inc.UpdateCluster(p, s, versions[0], nil, nil)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if !inc.UpdateCluster(p, s, versions[i%2], nil, nil) {
+				b.Fatal("not patched")
+			}
+			inc.Result().Analyze()
+			i++
+		}
+	})
+}
+
+func namespacesOf(ps []*Parsed) []string {
+	var out []string
+	for _, x := range ps {
+		if len(out) == 0 || out[len(out)-1] != x.Workload.Namespace {
+			out = append(out, x.Workload.Namespace)
+		}
+	}
+	return out
 }

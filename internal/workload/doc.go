@@ -7,9 +7,10 @@
 //
 // A workload's labels and annotations are Pairs (sorted pairs in one slice, not Go maps: at tens
 // of thousands of workloads the maps were most of the manager's heap). The controller keeps each
-// RetryPolicy's graph as an Incremental, which patches a workload's upstream change into it
-// through the builder's own per-workload steps instead of building it again, with exactly the
-// build's result (incremental.go).
+// policy's graph (RetryPolicy or ClusterRetryPolicy) as an Incremental, which patches a
+// workload's upstream change, and without Services a workload added, removed, (de)selected or
+// renamed, into it through the builder's own per-workload steps instead of building it again,
+// with exactly the build's result (incremental.go).
 //
 // It is pure: it imports API types but no clients, and never talks to a cluster.
 package workload

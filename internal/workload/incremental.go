@@ -3,14 +3,15 @@ package workload
 import (
 	"reflect"
 	"slices"
+	"sort"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/mesh"
 )
 
-// Incremental is a RetryPolicy's graph kept from one change to the next: the controller holds one
-// per policy and, when a workload's upstreams change, patches the change into the graph instead
+// Incremental is a policy's graph kept from one change to the next (a RetryPolicy's, or a
+// ClusterRetryPolicy's over its namespaces: NewClusterIncremental, nodes "name.ns"): the
+// controller holds one per policy and, when a workload's upstreams change, patches the change into the graph instead
 // of building the namespace's graph again. At 20,000 workloads in one namespace the build is
 // ~30 ms of map work on an idle core (and the garbage of a 20,000-service graph per change);
 // the patch costs the changed workload's edges plus O(V+E) of integer work, and the analysis
@@ -26,16 +27,20 @@ import (
 // selects neither before nor after. The edges of each node it is reached under are recomputed
 // from that node's workloads (a Service's node carries the edges of every workload it selects),
 // and the notes on the resolution through Services are made again (one pass over the selected
-// workloads' upstreams, without the graph's maps). Anything else is built anew: a workload added
-// or removed or (de)selected (the selected nodes and their order move), a service name or, with
-// Services, a label changed, a Service changed (the namespace's ServiceSet is another), mesh
-// layers (a caller's layers depend on its labels and the mesh's objects), a policy spec changed,
+// workloads' upstreams, without the graph's maps). Without Services also a selected workload
+// added or removed, (de)selected by a label change, or renamed (another service name, a
+// malformed one): a removal and an add, each of which patches the edges of the workload's one
+// node and keeps the selected nodes in the order of their first workload (graph.SelectAt,
+// graph.Unselect). Anything else is built anew: with Services a workload added, removed,
+// (de)selected or relabelled (the Services' nodes and their order move), a Service changed (the
+// namespace's ServiceSet is another), mesh layers (a caller's layers depend on its labels and
+// the mesh's objects), a policy spec changed, for a cluster policy another set of namespaces,
 // more than maxPatched workloads changed since the last call.
 //
 // Not safe for concurrent use; the Result it hands out is changed by the next Update.
 type Incremental struct {
-	r *Result
-	p *v1alpha1.RetryPolicy
+	r   *Result
+	ref policyRef // the policy (of either kind) and its scope
 	// ps are the workloads the graph is of (the caller's slice, sorted by Compare, not modified).
 	ps      []*Parsed
 	svcs    *ServiceSet
@@ -77,7 +82,7 @@ func (in *Incremental) nodes(x *Parsed) []string {
 	if in.r.NodesOf != nil {
 		return in.r.NodesOf[x.key]
 	}
-	return []string{x.service}
+	return []string{in.r.serviceNode(x)}
 }
 
 // maxPatched is how many changed workloads one Update patches before it builds anew: a burst of
@@ -88,24 +93,49 @@ const maxPatched = 16
 // with the Services svcs and the mesh layers set (nil: none): BuildParsedMesh's result.
 func NewIncremental(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Incremental {
 	in := &Incremental{}
-	in.rebuild(p, ps, svcs, set)
+	in.rebuild(namespaced(p), ps, svcs, set)
+	return in
+}
+
+// NewClusterIncremental is NewIncremental for a ClusterRetryPolicy over the namespaces s selects:
+// BuildClusterParsed's result (ps from several namespaces, sorted by Compare, not modified).
+func NewClusterIncremental(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Incremental {
+	in := &Incremental{}
+	in.rebuild(clustered(p, s), ps, svcs, set)
 	return in
 }
 
 // Result is the graph as of the last NewIncremental or Update.
 func (in *Incremental) Result() *Result { return in.r }
 
-func (in *Incremental) rebuild(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) {
-	selects, err := Matcher(p)
-	*in = Incremental{r: build(namespaced(p), selectParsed(ps, selects, err), err, svcs, set), p: p, ps: ps, svcs: svcs, set: set, selects: selects}
+func (in *Incremental) rebuild(ref policyRef, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) {
+	var selects func(Workload) bool
+	var err error
+	if ref.cluster != nil {
+		selects, err = ClusterMatcher(ref.cluster, ref.scope)
+	} else {
+		selects, err = Matcher(ref.policy)
+	}
+	*in = Incremental{r: build(ref, selectParsed(ps, selects, err), err, svcs, set), ref: ref, ps: ps, svcs: svcs, set: set, selects: selects}
 	if err != nil {
 		in.selects = nil
 	}
 }
 
 // Update brings the Result to BuildParsedMesh(p, ps, svcs, set): patched when the change can be
-// decided locally (see Incremental), built anew otherwise. patched says which.
+// decided locally (see Incremental), built anew otherwise. patched says which. in must have
+// been made by NewIncremental.
 func (in *Incremental) Update(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
+	return in.update(namespaced(p), ps, svcs, set)
+}
+
+// UpdateCluster is Update for a cluster policy (in made by NewClusterIncremental): the Result
+// brought to BuildClusterParsed(p, s, ps, svcs, set). Another set of namespaces is built anew.
+func (in *Incremental) UpdateCluster(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
+	return in.update(clustered(p, s), ps, svcs, set)
+}
+
+func (in *Incremental) update(p policyRef, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
 	if !in.canPatch(p, svcs, set) {
 		in.rebuild(p, ps, svcs, set)
 		return false
@@ -121,35 +151,73 @@ func (in *Incremental) Update(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *Servi
 			return false
 		}
 	}
+	moved := false
 	for _, c := range changes {
-		if in.selects(c[0].Workload) {
-			in.patch(c[0], c[1])
+		old, x := c[0], c[1]
+		so := old != nil && in.selects(old.Workload)
+		sx := x != nil && in.selects(x.Workload)
+		if so && sx && in.inPlace(old, x) {
+			in.patch(old, x)
+			continue
+		}
+		// Without Services any other change is a removal and an add: each leaves the Result
+		// what a build of the workloads as of then gives, so both together do too.
+		if so {
+			in.remove(old)
+			moved = true
+		}
+		if sx {
+			in.add(x)
+			moved = true
 		}
 	}
-	in.ps, in.p, in.r.Policy = ps, p, p
+	in.ps, in.ref = ps, p
+	in.r.Policy, in.r.ClusterPolicy, in.r.Scope = p.policy, p.cluster, p.scope
+	if moved {
+		in.entrypointWarnings()
+	}
 	return true
 }
 
-// canPatch: the same spec and namespace, the same Services (the index hands out a new set on
-// every change of one), no mesh layers before or after, a valid selector.
-func (in *Incremental) canPatch(p *v1alpha1.RetryPolicy, svcs *ServiceSet, set *mesh.Set) bool {
-	return in.selects != nil && svcs == in.svcs && set == nil && in.set == nil &&
-		p.Namespace == in.p.Namespace && reflect.DeepEqual(p.Spec, in.p.Spec)
+// inPlace: old and x (the same key, both selected) are reached under the same valid service
+// name, and with Services carry the same labels: the same nodes, whose edges patch recomputes.
+func (in *Incremental) inPlace(old, x *Parsed) bool {
+	return old.service == x.service && old.serviceErr == nil && x.serviceErr == nil &&
+		(in.svcs == nil || old.Workload.Labels.Equal(x.Workload.Labels))
 }
 
-// local reports whether replacing old by x (both non-nil: the same key) is a change the patch
-// decides: unselected both times (nothing changes), or selected both times under the same valid
-// service name.
-func (in *Incremental) local(old, x *Parsed) bool {
-	if old == nil || x == nil {
+// canPatch: the same kind of policy, the same spec, namespace or selected namespaces, the same
+// Services (the index hands out a new set on every change of one), no mesh layers before or
+// after, a valid selector.
+func (in *Incremental) canPatch(p policyRef, svcs *ServiceSet, set *mesh.Set) bool {
+	if in.selects == nil || svcs != in.svcs || set != nil || in.set != nil || (p.cluster == nil) != (in.ref.cluster == nil) {
 		return false
 	}
-	so, sx := in.selects(old.Workload), in.selects(x.Workload)
+	if p.cluster != nil {
+		if !slices.Equal(p.scope.namespaces, in.ref.scope.namespaces) {
+			return false
+		}
+	} else if p.policy.Namespace != in.ref.policy.Namespace {
+		return false
+	}
+	return reflect.DeepEqual(*p.spec, *in.ref.spec)
+}
+
+// local reports whether replacing old by x (the same key; nil: added or removed) is a change the
+// patch decides: unselected both times (nothing changes); without Services any other (a
+// selected workload added, removed, (de)selected, renamed: a removal and an add); with Services
+// only one selected both times under the same valid service name and labels (the Services'
+// nodes of a workload depend on its labels, and their order on every workload they front).
+func (in *Incremental) local(old, x *Parsed) bool {
+	so := old != nil && in.selects(old.Workload)
+	sx := x != nil && in.selects(x.Workload)
 	if !so && !sx {
 		return true
 	}
-	return so && sx && old.service == x.service && old.serviceErr == nil && x.serviceErr == nil &&
-		(in.svcs == nil || old.Workload.Labels.Equal(x.Workload.Labels))
+	if in.svcs == nil {
+		return true
+	}
+	return so && sx && in.inPlace(old, x)
 }
 
 // diffParsed lists the pairs (old, new) of a and b (both sorted by Compare, keys unique) that
@@ -201,8 +269,9 @@ func (in *Incremental) index() {
 	if in.r.Services != nil {
 		in.callers = map[string][]*Parsed{}
 		for _, x := range in.r.kept {
-			for i, u := range x.upstreams {
-				c := in.callers[u.Name]
+			for i := range x.upstreams {
+				to := in.r.upstreamNode(x, i)
+				c := in.callers[to]
 				if len(c) > 0 && c[len(c)-1] == x {
 					continue // named twice by x
 				}
@@ -210,10 +279,10 @@ func (in *Incremental) index() {
 					// The notes in the build's order: the first upstream naming each node.
 					if _, ok := in.r.note(x, i); ok {
 						in.noteFirst = append(in.noteFirst, mention{p: x, i: i})
-						in.noteTo = append(in.noteTo, u.Name)
+						in.noteTo = append(in.noteTo, to)
 					}
 				}
-				in.callers[u.Name] = append(c, x)
+				in.callers[to] = append(c, x)
 			}
 		}
 	}
@@ -221,7 +290,7 @@ func (in *Incremental) index() {
 		for j, n := range in.nodes(x) {
 			in.providers[n] = append(in.providers[n], x)
 			for i := range x.upstreams {
-				e, _ := g.EdgeIndex(n, x.upstreams[i].Name)
+				e, _ := g.EdgeIndex(n, in.r.upstreamNode(x, i))
 				if in.first[e].p == nil {
 					in.first[e] = mention{x, j, i}
 				}
@@ -247,9 +316,10 @@ func (in *Incremental) outEdges(n string, ps []*Parsed, def int64) []outEdge {
 		for i, u := range x.upstreams {
 			a, c := edgeValues(u, def)
 			a, c = max(a, 1), max(c, 1)
-			k := slices.IndexFunc(out, func(e outEdge) bool { return e.to == u.Name })
+			to := in.r.upstreamNode(x, i)
+			k := slices.IndexFunc(out, func(e outEdge) bool { return e.to == to })
 			if k < 0 {
-				out = append(out, outEdge{to: u.Name, att: a, cal: c, first: mention{x, j, i}})
+				out = append(out, outEdge{to: to, att: a, cal: c, first: mention{x, j, i}})
 				continue
 			}
 			out[k].att, out[k].cal = max(out[k].att, a), max(out[k].cal, c)
@@ -270,24 +340,10 @@ func (in *Incremental) patch(old, x *Parsed) {
 		r.kept[k] = x
 	}
 	r.Declaring += declares(x) - declares(old)
-	if old.upstreamsErr != nil {
-		r.Errors = slices.DeleteFunc(r.Errors, func(e error) bool { return e == old.upstreamsErr })
-		if len(r.Errors) == 0 {
-			r.Errors = nil // as built: no errors is nil
-		}
-	}
-	if x.upstreamsErr != nil {
-		k := slices.IndexFunc(r.Errors, func(e error) bool {
-			ae, ok := e.(*AnnotationError)
-			return ok && Compare(ae.Workload, x.Workload) > 0
-		})
-		if k < 0 {
-			k = len(r.Errors)
-		}
-		r.Errors = slices.Insert(r.Errors, k, x.upstreamsErr)
-	}
+	in.dropError(old)
+	in.addError(x)
 
-	def := defaultAttempts(&in.p.Spec)
+	def := defaultAttempts(in.ref.spec)
 	for _, n := range in.nodes(x) {
 		if fr := r.fronts[n]; fr != nil {
 			if k := slices.Index(fr, old); k >= 0 {
@@ -353,17 +409,17 @@ func declares(x *Parsed) int {
 func (in *Incremental) patchNotes(old, x *Parsed) {
 	r := in.r
 	var names []string
-	for _, u := range old.upstreams {
-		names = append(names, u.Name)
+	for i := range old.upstreams {
+		names = append(names, r.upstreamNode(old, i))
 	}
-	for _, u := range x.upstreams {
-		names = append(names, u.Name)
+	for i := range x.upstreams {
+		names = append(names, r.upstreamNode(x, i))
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
 	for _, t := range names {
 		c := slices.DeleteFunc(in.callers[t], func(p *Parsed) bool { return p == old })
-		if slices.ContainsFunc(x.upstreams, func(u annotations.Upstream) bool { return u.Name == t }) {
+		if in.upstreamIndex(x, t) >= 0 {
 			k, _ := slices.BinarySearchFunc(c, x, compareParsed)
 			c = slices.Insert(c, k, x)
 		}
@@ -380,7 +436,7 @@ func (in *Incremental) patchNotes(old, x *Parsed) {
 		if len(c) == 0 {
 			continue
 		}
-		m := mention{p: c[0], i: slices.IndexFunc(c[0].upstreams, func(u annotations.Upstream) bool { return u.Name == t })}
+		m := mention{p: c[0], i: in.upstreamIndex(c[0], t)}
 		text, ok := r.note(m.p, m.i)
 		if !ok {
 			continue
@@ -393,4 +449,150 @@ func (in *Incremental) patchNotes(old, x *Parsed) {
 	if len(r.Notes) == 0 {
 		r.Notes = nil // as built
 	}
+}
+
+// errorOf is the error build reports for selected x: its service annotation's, else its
+// upstreams annotation's (nil: none).
+func errorOf(x *Parsed) error {
+	if x.serviceErr != nil {
+		return x.serviceErr
+	}
+	return x.upstreamsErr
+}
+
+// dropError removes selected old's error from Result.Errors.
+func (in *Incremental) dropError(old *Parsed) {
+	r := in.r
+	if err := errorOf(old); err != nil {
+		r.Errors = slices.DeleteFunc(r.Errors, func(e error) bool { return e == err })
+		if len(r.Errors) == 0 {
+			r.Errors = nil // as built: no errors is nil
+		}
+	}
+}
+
+// addError puts selected x's error where build reports it: the errors are in the order of the
+// workloads (one at most per workload; a bad selector, first, is never patched).
+func (in *Incremental) addError(x *Parsed) {
+	r := in.r
+	err := errorOf(x)
+	if err == nil {
+		return
+	}
+	k := slices.IndexFunc(r.Errors, func(e error) bool {
+		ae, ok := e.(*AnnotationError)
+		return ok && Compare(ae.Workload, x.Workload) > 0
+	})
+	if k < 0 {
+		k = len(r.Errors)
+	}
+	r.Errors = slices.Insert(r.Errors, k, err)
+}
+
+// remove takes selected workload old out of the Result (without Services: its one node is its
+// service name's): its edges go from its node (the node's other providers' stay, with their own
+// values), and the node is no longer selected when old was its last provider, or moves to where
+// its new first provider puts it.
+func (in *Incremental) remove(old *Parsed) {
+	in.index()
+	r := in.r
+	in.dropError(old)
+	if old.serviceErr != nil {
+		return // not in the graph
+	}
+	if k, ok := slices.BinarySearchFunc(r.kept, old, compareParsed); ok {
+		r.kept = slices.Delete(r.kept, k, k+1)
+		r.Selected = slices.Delete(r.Selected, k, k+1)
+	}
+	if len(r.kept) == 0 {
+		r.kept, r.Selected = nil, nil // as built
+	}
+	delete(r.ServiceOf, old.key)
+	r.Declaring -= declares(old)
+	s := r.serviceNode(old)
+	provs := in.providers[s]
+	before := in.outEdges(s, provs, defaultAttempts(in.ref.spec))
+	i := slices.Index(provs, old)
+	provs = slices.Delete(provs, i, i+1)
+	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(in.ref.spec)))
+	if len(provs) == 0 {
+		delete(in.providers, s)
+		r.Graph.Unselect(s)
+		_ = r.Graph.NormalizeOrder() // no default entrypoints without mesh layers
+		return
+	}
+	in.providers[s] = provs
+	_ = r.Graph.NormalizeOrder()
+	if i == 0 {
+		in.place(s)
+	}
+}
+
+// add puts selected workload x into the Result (without Services; see remove).
+func (in *Incremental) add(x *Parsed) {
+	in.index()
+	r := in.r
+	in.addError(x)
+	if x.serviceErr != nil {
+		return
+	}
+	k, _ := slices.BinarySearchFunc(r.kept, x, compareParsed)
+	r.kept = slices.Insert(r.kept, k, x)
+	r.Selected = slices.Insert(r.Selected, k, x.Workload)
+	s := r.serviceNode(x)
+	r.ServiceOf[x.key] = s
+	r.Declaring += declares(x)
+	provs := in.providers[s]
+	before := in.outEdges(s, provs, defaultAttempts(in.ref.spec))
+	i, _ := slices.BinarySearchFunc(provs, x, compareParsed)
+	provs = slices.Insert(provs, i, x)
+	in.providers[s] = provs
+	in.patchEdges(s, before, in.outEdges(s, provs, defaultAttempts(in.ref.spec)))
+	_ = r.Graph.NormalizeOrder()
+	if i == 0 {
+		in.place(s)
+	}
+}
+
+// place moves selected node s (its providers set, the graph's order normalized otherwise) to
+// where the build adds it: the selected nodes are in the order of their first providers
+// (AddService in the order of the sorted workloads), all of them before the others.
+func (in *Incremental) place(s string) {
+	g := in.r.Graph
+	m := len(in.providers) - 1 // the selected nodes besides s
+	cur := m                   // s's position among them when it is not yet selected: none skipped
+	if g.IsSelected(s) {
+		cur, _ = g.NodeIndex(s)
+	}
+	first := in.providers[s][0]
+	pos := sort.Search(m, func(i int) bool {
+		if i >= cur {
+			i++
+		}
+		return compareParsed(in.providers[g.ServiceAt(i).Name][0], first) > 0
+	})
+	// In range and no default entrypoints without mesh layers: this cannot fail.
+	_ = g.SelectAt(pos, s)
+}
+
+// entrypointWarnings are the build's warnings without Services and mesh layers: an entrypoint no
+// selected workload provides.
+func (in *Incremental) entrypointWarnings() {
+	r := in.r
+	r.Warnings = nil
+	for _, e := range in.ref.spec.Entrypoints {
+		if node, _ := r.entrypoint(e.Service); !r.HasNode(node) {
+			r.Warnings = append(r.Warnings, entrypointWarning(e.Service))
+		}
+	}
+}
+
+// upstreamIndex is the first of x's upstreams whose node is t; -1 when none is.
+func (in *Incremental) upstreamIndex(x *Parsed, t string) int {
+	for i := range x.upstreams {
+		if in.r.upstreamNode(x, i) == t {
+			return i
+		}
+	}
+	return -1
 }

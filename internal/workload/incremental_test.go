@@ -45,7 +45,7 @@ func randomWorkload(rng *rand.Rand, ns, name string) (w Workload) {
 		ann[annotations.Upstreams] = "s1=x"
 		return w
 	}
-	pool := []string{"s0", "s1", "s2", "s3", "s4", "s5", "leaf1", "leaf2", "api.stripe.com", "s1.other", name}
+	pool := []string{"s0", "s1", "s2", "s3", "s4", "s5", "leaf1", "leaf2", "api.stripe.com", "s1.other", "s0.pay", name}
 	var ups []string
 	for _, k := range rng.Perm(len(pool))[:rng.IntN(4)] {
 		u := pool[k]
@@ -104,7 +104,7 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 	if testing.Short() {
 		seeds = 60
 	}
-	patched, withServices, total := 0, 0, 0
+	patched, withServices, patchedMoves, total := 0, 0, 0, 0
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 18))
 		p := policy("shop", "p", int32(2+rng.IntN(30)))
@@ -196,8 +196,12 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 			}
 			ps := sorted()
 			total++
+			before := len(inc.Result().Selected)
 			if inc.Update(p, ps, svcs, nil) {
 				patched++
+				if len(inc.Result().Selected) != before {
+					patchedMoves++ // a selected workload added or removed, or (de)selected
+				}
 				if svcs != nil && len(inc.Result().Notes) > 0 {
 					withServices++
 				}
@@ -205,11 +209,13 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildParsedMesh(p, ps, svcs, nil))
 		}
 	}
-	// The patch must be what most steps take, or this tests the build against itself.
-	if patched*3 < total || withServices*10 < total {
-		t.Fatalf("%d of %d steps patched, %d with Services and notes; want at least a third, a tenth", patched, total, withServices)
+	// The patch must be what most steps take, or this tests the build against itself; adds and
+	// removes are patched only without Services (a third of the seeds).
+	if patched*3 < total || withServices*10 < total || patchedMoves*25 < total {
+		t.Fatalf("%d of %d steps patched, %d with Services and notes, %d adding or removing a selected workload; want at least a third, a tenth, a 25th",
+			patched, total, withServices, patchedMoves)
 	}
-	t.Logf("%d of %d steps patched, %d with Services and notes", patched, total, withServices)
+	t.Logf("%d of %d steps patched, %d with Services and notes, %d adding or removing a selected workload", patched, total, withServices, patchedMoves)
 }
 
 // TestIncrementalFallsBack: the cases the patch does not decide are built anew (Update reports
@@ -219,6 +225,7 @@ func TestIncrementalFallsBack(t *testing.T) {
 	a := Parse(deploy("shop", "a", "b=2", nil))
 	b := Parse(deploy("shop", "b", "c=2", nil))
 	ps := []*Parsed{a, b}
+	svcB := NewServiceSet([]Service{{Namespace: "shop", Name: "b", Selector: map[string]string{"app": "b"}}})
 	tests := []struct {
 		name    string
 		p       *v1alpha1.RetryPolicy
@@ -228,15 +235,21 @@ func TestIncrementalFallsBack(t *testing.T) {
 	}{
 		{"upstreams changed", p, []*Parsed{Parse(deploy("shop", "a", "b=3, d", nil)), b}, nil, true},
 		{"nothing changed", p, ps, nil, true},
-		{"workload added", p, []*Parsed{a, b, Parse(deploy("shop", "c", "", nil))}, nil, false},
-		{"workload removed", p, []*Parsed{a}, nil, false},
-		{"service name changed", p, []*Parsed{Parse(deploy("shop", "a", "b=2", map[string]string{annotations.NameLabel: "x"})), b}, nil, false},
-		{"a Service", p, ps, NewServiceSet([]Service{{Namespace: "shop", Name: "b", Selector: map[string]string{"app": "b"}}}), false},
+		{"workload added", p, []*Parsed{a, b, Parse(deploy("shop", "c", "", nil))}, nil, true},
+		{"workload removed", p, []*Parsed{a}, nil, true},
+		{"service name changed", p, []*Parsed{Parse(deploy("shop", "a", "b=2", map[string]string{annotations.NameLabel: "x"})), b}, nil, true},
+		{"workload added with Services", p, []*Parsed{a, b, Parse(deploy("shop", "c", "", nil))}, svcB, false},
+		{"workload removed with Services", p, []*Parsed{a}, svcB, false},
+		{"a Service", p, ps, svcB, false},
 		{"spec changed", policy("shop", "p", 5), ps, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			inc := NewIncremental(p, ps, nil, nil)
+			var svcs *ServiceSet
+			if strings.HasSuffix(tt.name, "with Services") {
+				svcs = tt.svcs // built with the Services: only the workloads change
+			}
+			inc := NewIncremental(p, ps, svcs, nil)
 			if got := inc.Update(tt.p, tt.ps, tt.svcs, nil); got != tt.patched {
 				t.Fatalf("Update patched = %v, want %v", got, tt.patched)
 			}
@@ -267,4 +280,103 @@ func TestNormalizeOrderDropsAndMoves(t *testing.T) {
 	if got := inc.Result().Graph.Services(); !reflect.DeepEqual(got, want) || inc.Result().Graph.Has("x") {
 		t.Fatalf("services %v, want %v (x gone)", got, want)
 	}
+}
+
+// TestClusterIncrementalEqualsBuild is TestIncrementalEqualsBuild for a ClusterRetryPolicy over
+// namespaces shop and pay (other unselected): nodes "name.ns", upstreams across the selected
+// namespaces and into the unselected one, Services of both merged; now and then the scope
+// changes (pay leaves or comes back: built anew).
+func TestClusterIncrementalEqualsBuild(t *testing.T) {
+	seeds, steps := 200, 60
+	if testing.Short() {
+		seeds = 40
+	}
+	patched, patchedMoves, total := 0, 0, 0
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 19))
+		p := clusterPolicy("c", int32(2+rng.IntN(30)), map[string]string{})
+		if rng.IntN(3) == 0 {
+			p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "a"}}
+		}
+		if rng.IntN(3) == 0 {
+			p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "s0.shop", ClientAttempts: 2}, {Service: "s1.pay"}}
+		}
+		full := NewClusterScopeOf("shop", "pay")
+		s := full
+		items := map[string]*Parsed{}
+		sorted := func() []*Parsed {
+			ps := make([]*Parsed, 0, len(items))
+			for _, x := range items {
+				ps = append(ps, x)
+			}
+			slices.SortFunc(ps, compareParsed)
+			return ps
+		}
+		name := func() (string, string) {
+			ns := []string{"shop", "shop", "pay", "other"}[rng.IntN(4)]
+			return ns, fmt.Sprintf("w%d", rng.IntN(8))
+		}
+		for range 6 + rng.IntN(8) {
+			ns, n := name()
+			items[ns+"/"+n] = Parse(randomWorkload(rng, ns, n))
+		}
+		services := MergeServiceSets(
+			NewServiceSet([]Service{
+				{Namespace: "shop", Name: "s1", Selector: map[string]string{"tier": "a"}},
+				{Namespace: "shop", Name: "leaf1"},
+			}),
+			NewServiceSet([]Service{
+				{Namespace: "pay", Name: "s0", Selector: map[string]string{annotations.NameLabel: "s0"}},
+				{Namespace: "pay", Name: "leaf2", ExternalName: true},
+			}))
+		var svcs *ServiceSet
+		if rng.IntN(3) == 0 {
+			svcs = services
+		}
+		inc := NewClusterIncremental(p, s, sorted(), svcs, nil)
+		checkSame(t, fmt.Sprintf("seed %d: initial", seed), inc.Result(), BuildClusterParsed(p, s, sorted(), svcs, nil))
+		for step := range steps {
+			ns, n := name()
+			k := rng.IntN(20)
+			if k < 9 && len(items) > 0 {
+				x := sorted()[rng.IntN(len(items))]
+				ns, n = x.Workload.Namespace, x.Workload.Name
+			}
+			key := ns + "/" + n
+			what := ""
+			switch {
+			case k < 14:
+				items[key], what = Parse(randomWorkload(rng, ns, n)), "put "+key
+			case k < 17:
+				delete(items, key)
+				what = "delete " + key
+			case k < 18:
+				if s == full {
+					s, what = NewClusterScopeOf("shop"), "scope shop"
+				} else {
+					s, what = full, "scope shop, pay"
+				}
+			case k < 19:
+				p = p.DeepCopy()
+				p.Spec.MaxAmplification = int32(2 + rng.IntN(30))
+				what = "cap"
+			default:
+				what = "nothing"
+			}
+			ps := sorted()
+			total++
+			before := len(inc.Result().Selected)
+			if inc.UpdateCluster(p, s, ps, svcs, nil) {
+				patched++
+				if len(inc.Result().Selected) != before {
+					patchedMoves++
+				}
+			}
+			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildClusterParsed(p, s, ps, svcs, nil))
+		}
+	}
+	if patched*3 < total || patchedMoves*10 < total {
+		t.Fatalf("%d of %d steps patched, %d adding or removing a selected workload; want at least a third, a tenth", patched, total, patchedMoves)
+	}
+	t.Logf("%d of %d steps patched, %d adding or removing a selected workload", patched, total, patchedMoves)
 }

@@ -412,6 +412,9 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		kept = append(kept, x)
 		r.ServiceOf[x.key] = r.serviceNode(x)
 	}
+	if len(kept) == 0 {
+		kept = nil // one form of none, which Incremental's removals also leave
+	}
 	r.kept = kept
 	if len(kept) > 0 {
 		r.Selected = make([]Workload, len(kept))
@@ -439,7 +442,7 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 	for _, e := range p.spec.Entrypoints {
 		node, ref := r.entrypoint(e.Service)
 		if !r.HasNode(node) {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("entrypoint %q is not the service of any selected workload", e.Service))
+			r.Warnings = append(r.Warnings, entrypointWarning(e.Service))
 		}
 		client := int64(max(orDefault(e.ClientAttempts, defaults.ClientAttempts), 1))
 		if set != nil {
@@ -459,6 +462,11 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		r.gatewayEntrypoints() // mesh_entry.go
 	}
 	return r
+}
+
+// entrypointWarning is the warning on an entrypoint no selected workload provides.
+func entrypointWarning(service string) string {
+	return fmt.Sprintf("entrypoint %q is not the service of any selected workload", service)
 }
 
 // meshAttempts is the attempts on the edge from -> to that x declares with app attempts: app
