@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/retrycap/retrycap/internal/proxy/forward"
 )
 
@@ -31,7 +29,6 @@ type upConn struct {
 	// reset, or bytes nobody asked for).
 	closedPeek bool
 	peekFn     func(fd uintptr) bool
-	peekBuf    [1]byte
 }
 
 func newUpConn(c net.Conn) *upConn {
@@ -52,10 +49,9 @@ func (u *upConn) Read(p []byte) (int, error) {
 }
 
 func (u *upConn) peek(fd uintptr) bool {
-	n, err := peekByte(fd, &u.peekBuf)
-	// Anything but "nothing to read yet" means the connection is not an
-	// idle keep-alive one any more: EOF (n == 0), a reset, or stray bytes.
-	u.closedPeek = !errors.Is(err, unix.EAGAIN) || n > 0
+	// Anything on an idle keep-alive connection (EOF, a reset, stray bytes)
+	// means it must not carry a request.
+	u.closedPeek = idleEnded(fd)
 	return true
 }
 

@@ -2,21 +2,17 @@
 
 package goroutine
 
-import (
-	"unsafe"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// peekByte looks at the next byte of a socket without taking it or
-// waiting. unix.Recvfrom allocates the sender's address (a RawSockaddrAny
-// that escapes, 113 bytes per call): with a pooled connection checked on
-// every request it was the goroutine engine's one allocation per request.
-// A connected socket needs no address, so the system call gets none.
-func peekByte(fd uintptr, b *[1]byte) (int, error) {
-	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil //nolint:gosec // at most 1
+// idleEnded reports whether anything happened on an idle keep-alive socket
+// since its last answer: bytes, the upstream's close (POLLRDHUP, or POLLIN
+// with EOF), a reset or an error. poll(2) with a zero timeout looks without
+// reading or waiting, and needs no buffer or address: unix.Recvfrom with
+// MSG_PEEK allocated the sender's address (113 bytes per call), the
+// goroutine engine's one allocation per request on a pooled connection.
+// A failed poll counts as ended: the connection is not reused.
+func idleEnded(fd uintptr) bool {
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}} //nolint:gosec // a descriptor
+	n, err := unix.Poll(fds[:], 0)
+	return err != nil || n > 0 && fds[0].Revents != 0
 }

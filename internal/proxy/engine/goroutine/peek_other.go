@@ -2,10 +2,17 @@
 
 package goroutine
 
-import "golang.org/x/sys/unix"
+import (
+	"errors"
 
-// peekByte looks at the next byte of a socket without taking it or waiting.
-func peekByte(fd uintptr, b *[1]byte) (int, error) {
+	"golang.org/x/sys/unix"
+)
+
+// idleEnded reports whether anything happened on an idle keep-alive socket
+// since its last answer (bytes, EOF, a reset): a peek that finds nothing
+// to read yet is the only "still idle".
+func idleEnded(fd uintptr) bool {
+	var b [1]byte
 	n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT) //nolint:gosec // a descriptor
-	return n, err
+	return !errors.Is(err, unix.EAGAIN) || n > 0
 }
