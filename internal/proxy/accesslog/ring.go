@@ -3,7 +3,6 @@ package accesslog
 import (
 	"encoding/binary"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Ring is the access log of one event loop: a single-producer ring the loop's thread alone
@@ -81,12 +80,11 @@ func (w *Writer) NewRing(bytes int) *Ring {
 	for n*lineSize < uint64(bytes) || n < uint64(4*maxRecordLines) {
 		n <<= 1
 	}
-	raw := make([]byte, n*lineSize+lineSize)
-	off := 0
-	if a := uintptr(unsafe.Pointer(&raw[0])) & (lineSize - 1); a != 0 {
-		off = int(lineSize - a)
-	}
-	r := &Ring{w: w, buf: raw[off : off+int(n*lineSize)], lines: n, mask: n - 1, half: n / 2}
+	// No alignment fix-up: the buffer is a power of two bytes (n 64-byte
+	// lines), which Go's allocator places at a multiple of its size class
+	// in a page-aligned span (or in a span of its own), so ring lines are
+	// cache lines. Were they not, only speed would suffer, never a record.
+	r := &Ring{w: w, buf: make([]byte, n*lineSize), lines: n, mask: n - 1, half: n / 2}
 	r.stage.ring = r
 	w.ringsMu.Lock()
 	rings := append(append([]*Ring(nil), w.loadRings()...), r)
@@ -221,15 +219,35 @@ func (w *Writer) unpack(b []byte) {
 		p += n
 	}
 	var strs [3]string
-	q := 0
 	for i := range strs {
 		n := int(le.Uint16(b[28+2*(numFields+i):]))
-		copy(w.strs[q:], b[p:p+n])
-		if n > 0 {
-			strs[i] = unsafe.String(&w.strs[q], n)
-		}
-		q += n
+		strs[i] = w.intern(b[p : p+n])
 		p += n
 	}
 	s.Upstream, s.Exhausted, s.Error = strs[0], strs[1], strs[2]
+}
+
+// maxInterned bounds the writer's interned strings. The three string fields
+// come from small sets (the --upstreams names, the exhaustion reasons, the
+// failure conditions), so the map fills once and unpacking allocates
+// nothing; past the bound a string is allocated per line (still correct).
+const maxInterned = 256
+
+// intern returns b as a string without allocating when it was seen before.
+// Only the writer's goroutine calls it.
+func (w *Writer) intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := w.interned[string(b)]; ok { // the lookup does not allocate
+		return s
+	}
+	s := string(b)
+	if len(w.interned) < maxInterned {
+		if w.interned == nil {
+			w.interned = make(map[string]string, 16)
+		}
+		w.interned[s] = s
+	}
+	return s
 }

@@ -61,9 +61,10 @@ type Writer struct {
 	// sec, formatted once per second rather than once per line.
 	sec    int64
 	prefix []byte
-	// scratch is a loop ring's record unpacked for formatting; strs holds its strings.
+	// scratch is a loop ring's record unpacked for formatting.
 	scratch Record
-	strs    [3 * strMax]byte
+	// interned holds the scratch's strings (see intern).
+	interned map[string]string
 }
 
 // New returns a writer of service's attempts to out with a ring of slots entries (rounded up
