@@ -118,17 +118,9 @@ var planDesc = grpc.ServiceDesc{
 	}, {
 		StreamName: "Collect", ClientStreams: true,
 		Handler: func(srv any, stream grpc.ServerStream) error {
-			var ins []string
-			for {
-				in := new(wrapperspb.StringValue)
-				err := stream.RecvMsg(in)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return err
-				}
-				ins = append(ins, in.GetValue())
+			ins, err := recvAll(stream)
+			if err != nil {
+				return err
 			}
 			_, fail := srv.(*planBackend).attempt(stream.Context())
 			if err := fail(""); err != nil {

@@ -320,17 +320,9 @@ var echoDesc = grpc.ServiceDesc{
 		Handler: func(srv any, stream grpc.ServerStream) error {
 			b := srv.(*backend)
 			n := b.record(stream.Context())
-			var ins []string
-			for {
-				in := new(wrapperspb.StringValue)
-				err := stream.RecvMsg(in)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return err
-				}
-				ins = append(ins, in.GetValue())
+			ins, err := recvAll(stream)
+			if err != nil {
+				return err
 			}
 			out, err := b.collect(n, ins)
 			if err != nil {
@@ -382,4 +374,20 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// recvAll reads a client stream's messages up to its end.
+func recvAll(stream grpc.ServerStream) ([]string, error) {
+	var ins []string
+	for {
+		in := new(wrapperspb.StringValue)
+		err := stream.RecvMsg(in)
+		if err == io.EOF {
+			return ins, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		ins = append(ins, in.GetValue())
+	}
 }
