@@ -357,9 +357,10 @@ func (d *discoverer) envEdges(res *Result) {
 	drops := 0
 	example := ""
 	for _, pe := range d.in.Pods {
-		if !d.scope(pe.Namespace) || d.isGateway(pe.Namespace, pe.Name) {
+		if !d.scope(pe.Namespace) {
 			continue
 		}
+		gateway := d.isGateway(pe.Namespace, pe.Name)
 		t := target{kind: pe.Kind, ns: pe.Namespace, name: pe.Name}
 		if w := d.byKey[pe.Key()]; w != nil {
 			t.w = w
@@ -388,6 +389,10 @@ func (d *discoverer) envEdges(res *Result) {
 				to := Callee{ns, r.Name}
 				if why := NonHTTPReason(r, svc); why != "" {
 					res.NonHTTP = append(res.NonHTTP, NonHTTPResult{From: pe.Namespace + "/" + pe.Name, To: to.String(), Source: src, Why: why})
+					continue
+				}
+				if gateway {
+					res.Entrypoints = append(res.Entrypoints, EntrypointResult{Namespace: to.Namespace, Service: to.Name, Via: pe.Namespace + "/" + pe.Name, Source: src})
 					continue
 				}
 				a := d.acc(t)
