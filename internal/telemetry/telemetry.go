@@ -177,8 +177,10 @@ func (w *warnings) add(reason string, m model.Metric) {
 	w.n[reason]++
 }
 
+// list is sorted by reason: the same whatever order the queries ran in.
 func (w *warnings) list() []string {
 	out := make([]string, 0, len(w.order))
+	sort.Strings(w.order)
 	for _, r := range w.order {
 		out = append(out, fmt.Sprintf("%s: %d series (e.g. %s)", r, w.n[r], w.ex[r]))
 	}

@@ -132,9 +132,9 @@ func TestRead(t *testing.T) {
 			"edge otel-servicegraph shop/frontend (service) > shop/checkout 0.50/s",
 			"apart otel-servicegraph shop/checkout > shop/orders 0.10/s: a database call (connection_type database): no HTTP retry applies",
 			"entry otel-servicegraph shop/frontend via outside the mesh 0.05/s",
-			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="database", server="orders"})`,
-			`warning otel-servicegraph: no client namespace dimension (configure the connector's dimensions: [k8s.namespace.name]): not an edge: 1 series (e.g. {client="a", server="b"})`,
 			`warning otel-servicegraph: an increase that is not a number >= 0 (NaN): 1 series (e.g. {client="a", client_k8s_namespace_name="shop", server="c"})`,
+			`warning otel-servicegraph: no client namespace dimension (configure the connector's dimensions: [k8s.namespace.name]): not an edge: 1 series (e.g. {client="a", server="b"})`,
+			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="database", server="orders"})`,
 		},
 	}, {
 		name: "retrycap: names as the proxy's --upstreams wrote them; unknown hosts",
@@ -150,8 +150,8 @@ func TestRead(t *testing.T) {
 			"edge retrycap shop/order (service) > api.example.com 0.10/s",
 			"edge retrycap shop/order (service) > billing/bank 0.10/s",
 			"edge retrycap shop/order (service) > shop/payment 1.00/s",
-			`warning retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge: 1 series (e.g. {namespace="shop", service="order", upstream="unknown"})`,
 			`warning retrycap: no namespace or no service label (the scrape adds them: docs/observe.md): not an edge: 1 series (e.g. {namespace="shop", upstream="payment"})`,
+			`warning retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge: 1 series (e.g. {namespace="shop", service="order", upstream="unknown"})`,
 		},
 	}, {
 		name:    "series that exist and never increased: the source is detected, no edge",

@@ -109,9 +109,11 @@ func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *S
 	targets = append([]Target(nil), targets...)
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Addr < targets[j].Addr })
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 100ms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n  static_configs:\n")
+	cfg.WriteString("global:\n  scrape_interval: 100ms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n")
 	if len(targets) == 0 {
-		cfg.WriteString("  []\n")
+		cfg.WriteString("  static_configs: []\n")
+	} else {
+		cfg.WriteString("  static_configs:\n")
 	}
 	for _, tg := range targets {
 		names := make([]string, 0, len(tg.Labels))
