@@ -16,9 +16,6 @@ const (
 	ReasonGraphComplete = "GraphComplete"
 	// ReasonUndeclaredEdges: edges were observed that no annotation declares.
 	ReasonUndeclaredEdges = "UndeclaredEdges"
-	// ReasonObservationExpired: Prometheus has been unavailable for longer than the window; the
-	// last observation is dropped and the status computed on declarations alone (Unknown).
-	ReasonObservationExpired = "ObservationExpired"
 )
 
 // GraphStatus compares the declared call graph with the observed one.
