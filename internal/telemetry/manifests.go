@@ -132,28 +132,28 @@ func (s *ManifestSet) AddObject(js []byte) error {
 	case "apps/v1 Deployment":
 		var o appsv1.Deployment
 		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("Deployment: %w", err)
+			return fmt.Errorf("decoding a Deployment: %w", err)
 		}
 		ns(&o.ObjectMeta)
 		s.pods = append(s.pods, podRaw{"Deployment", o.ObjectMeta, o.Spec.Template})
 	case "apps/v1 StatefulSet":
 		var o appsv1.StatefulSet
 		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("StatefulSet: %w", err)
+			return fmt.Errorf("decoding a StatefulSet: %w", err)
 		}
 		ns(&o.ObjectMeta)
 		s.pods = append(s.pods, podRaw{"StatefulSet", o.ObjectMeta, o.Spec.Template})
 	case "apps/v1 DaemonSet":
 		var o appsv1.DaemonSet
 		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("DaemonSet: %w", err)
+			return fmt.Errorf("decoding a DaemonSet: %w", err)
 		}
 		ns(&o.ObjectMeta)
 		s.pods = append(s.pods, podRaw{"DaemonSet", o.ObjectMeta, o.Spec.Template})
 	case "v1 Pod":
 		var o corev1.Pod
 		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("Pod: %w", err)
+			return fmt.Errorf("decoding a Pod: %w", err)
 		}
 		ns(&o.ObjectMeta)
 		if metav1.GetControllerOf(&o) != nil {
@@ -163,14 +163,14 @@ func (s *ManifestSet) AddObject(js []byte) error {
 	case "v1 ConfigMap":
 		var o corev1.ConfigMap
 		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("ConfigMap: %w", err)
+			return fmt.Errorf("decoding a ConfigMap: %w", err)
 		}
 		ns(&o.ObjectMeta)
 		s.configMaps[o.Namespace+"/"+o.Name] = o.Data
 	case "v1 Service":
 		var o corev1.Service
 		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("Service: %w", err)
+			return fmt.Errorf("decoding a Service: %w", err)
 		}
 		ns(&o.ObjectMeta)
 		d := ServiceDef{Namespace: o.Namespace, Name: o.Name, Selector: o.Spec.Selector}
