@@ -180,6 +180,63 @@ func TestDiscoverFromPrometheus(t *testing.T) {
 		t.Errorf("stderr\n%s\nwant\n%s", stderr, strings.Join(wantWarn, "\n"))
 	}
 
+	// With manifests too: Istio's source_workload maps to the StatefulSet the manifests hold;
+	// its existing annotation is kept and compared; an env edge the telemetry did not observe
+	// is questioned (notObserved), one it did is confirmed.
+	manifest := filepath.Join(t.TempDir(), "web.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations: {retrycap.dev/upstreams: "payment=2, ledger"}
+    spec:
+      containers:
+      - name: app
+        image: web
+        env:
+        - {name: CART, value: "cart:8080"}
+        - {name: LEGACY, value: "http://legacy:8080"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = run(t, "", "discover", "--prometheus-url", prom.URL, "--since", "1m", "-n", "shop", "-f", manifest, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	res = telemetry.Result{}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, w := range res.Workloads {
+		if w.Name != "web" {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %s/%s existing=%t %q", w.Kind, w.Namespace, w.Name, w.Existing, w.Upstreams))
+		for _, p := range w.Discovered {
+			got = append(got, fmt.Sprintf("  %s %q notObserved=%t", p.Upstream, p.Sources, p.NotObserved))
+		}
+		for _, d := range w.Differences {
+			got = append(got, fmt.Sprintf("  diff %s declared=%q observed=%t", d.Upstream, d.Declared, d.Observed != ""))
+		}
+	}
+	want = []string{
+		`StatefulSet shop/web existing=true ["payment=2" "ledger"]`,
+		`  cart ["env CART (container app)" "istio"] notObserved=false`,
+		`  legacy ["env LEGACY (container app)"] notObserved=true`,
+		`  payment ["istio"] notObserved=false`,
+		`  diff ledger declared="ledger" observed=false`,
+		`  diff cart declared="" observed=true`,
+		`  diff legacy declared="" observed=true`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("with manifests: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
 	// -n scopes to the callers of one namespace; -o patch writes one patch per workload.
 	code, stdout, stderr = run(t, "", "discover", "--prometheus-url", prom.URL, "--since", "1m", "-n", "bookinfo", "-o", "patch")
 	if code != 0 {
