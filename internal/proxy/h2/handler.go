@@ -91,6 +91,16 @@ type Config struct {
 	Ledger *policy.KeyLedger
 	// KeyTTL is how long an own ledger remembers a key; 0: 10m.
 	KeyTTL time.Duration
+	// RequestTimeout is --http-request-timeout on HTTP/2: the client
+	// preface and its first SETTINGS must arrive within it of the
+	// connection's start, and every frame (a header block with its
+	// CONTINUATIONs) within it of its first byte, else the connection is
+	// closed (slowloris: HAProxy's timeout http-request); 0: 10s.
+	RequestTimeout time.Duration
+	// WriteTimeout bounds one write(2) to a connection (a client that
+	// stops reading loses its connection after it, nothing else);
+	// 0: 10s.
+	WriteTimeout time.Duration
 	// Engine is the HTTP/2 implementation (--h2-engine): EngineRelay, the
 	// frame relay (relay*.go), or EngineStdlib ("" too), net/http's
 	// server and transport.
@@ -153,6 +163,12 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = 15 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = defaultWriteTimeout
 	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: cfg.PerTryTimeout}

@@ -165,7 +165,7 @@ func engineOf(t testing.TB) string {
 			return part
 		}
 	}
-	return EngineStdlib
+	return EngineRelay
 }
 
 // proxyOpts configures a test Handler: one upstream named name at addr.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,19 @@ const (
 	relayMaxHeaderList = 1 << 20
 	initialWindow      = 65535
 	maxWindow          = 1<<31 - 1
+	// relayMaxFrame is the largest frame the relay reads (the protocol's
+	// default SETTINGS_MAX_FRAME_SIZE: it advertises none, so a larger
+	// frame is a FRAME_SIZE_ERROR, RFC 9113 4.2) and writes (a peer
+	// announcing 16 MiB frames does not grow the relay's buffers).
+	relayMaxFrame = 16384
+	// Rapid reset (CVE-2023-44487): more than resetLimit streams reset by
+	// the client within resetWindow end the connection with GOAWAY
+	// ENHANCE_YOUR_CALM, so an upstream sees at most that many
+	// started-then-abandoned streams per connection and window (x/net's
+	// server: more than 4 x MAX_CONCURRENT_STREAMS handlers waiting to
+	// start).
+	resetLimit  = 200
+	resetWindow = time.Second
 )
 
 // frameOut encodes frames for one connection: a Framer whose writes are
@@ -46,7 +60,7 @@ type frameOut struct {
 }
 
 func newFrameOut(fr *http2.Framer) *frameOut {
-	o := &frameOut{fr: fr, maxFrame: 16384}
+	o := &frameOut{fr: fr, maxFrame: relayMaxFrame}
 	o.enc = hpack.NewEncoder(&o.hbuf)
 	return o
 }
@@ -113,6 +127,7 @@ type cconn struct {
 	h      *Handler
 	nc     net.Conn
 	cw     *batchConn
+	rd     clientReader
 	br     *bufio.Reader
 	target string
 
@@ -128,6 +143,11 @@ type cconn struct {
 	goingAway   bool
 	closed      bool
 	done        chan struct{}
+	// stop tells the reader to end the connection (stopReader).
+	stop atomic.Bool
+	// Streams the client reset in the current resetWindow (rapid reset).
+	resets     int
+	resetsFrom time.Duration
 
 	// Keepalive and idle close, on one timer per connection (keepalive):
 	// times are since born (monotonic). lastRead is when the reader last
@@ -155,10 +175,20 @@ type cconn struct {
 // ends; c starts with the client preface.
 func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
-		h: h, nc: c, cw: newBatchConn(h, c), br: bufio.NewReaderSize(c, 16<<10), target: target,
+		h: h, nc: c, cw: newBatchConn(h, c), target: target,
 		streams: map[uint32]*rstream{}, sendWin: initialWindow, recvWin: relayConnWindow,
 		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
 	}
+	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
+	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
+	cc.cw.onFail = func(err error) {
+		if errors.Is(err, errStuck) || errors.Is(err, os.ErrDeadlineExceeded) {
+			h.m.closed.WithLabelValues("not-reading").Inc()
+			h.cfg.Logger.Printf("h2 relay: client connection: not reading its answers: %v", err)
+		}
+		cc.stopReader()
+	}
+	cc.cw.onDrain = cc.onDrain
 	if !h.relayAdd(cc) {
 		_ = c.Close()
 		return
@@ -172,12 +202,14 @@ func (cc *cconn) serve() {
 	defer cc.h.flushDirty()
 	defer cc.teardown()
 	var preface [len(ClientPreface)]byte
-	_ = cc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(cc.br, preface[:]); err != nil || string(preface[:]) != ClientPreface {
+		if errors.Is(err, errReadTimeout) {
+			cc.h.m.closed.WithLabelValues("timeout").Inc()
+		}
 		return
 	}
-	_ = cc.nc.SetReadDeadline(time.Time{})
 	fr := http2.NewFramer(cc.cw, cc.br)
+	fr.SetMaxReadFrameSize(relayMaxFrame)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.MaxHeaderListSize = relayMaxHeaderList
 	fr.SetReuseFrames()
@@ -195,6 +227,15 @@ func (cc *cconn) serve() {
 	cc.mu.Unlock()
 	firstFrame := true
 	for {
+		if !firstFrame {
+			// A frame under way (its first bytes are buffered) must
+			// arrive whole within RequestTimeout; between frames no
+			// deadline (keepalive and the idle close watch them).
+			cc.rd.mid = cc.br.Buffered() > 0
+			if cc.rd.mid {
+				cc.rd.since = time.Now()
+			}
+		}
 		f, err := fr.ReadFrame()
 		if err != nil {
 			var se http2.StreamError
@@ -218,7 +259,12 @@ func (cc *cconn) serve() {
 				}
 				cc.goAway(http2.ErrCode(ce), detail)
 			case errors.Is(err, http2.ErrFrameTooLarge):
+				cc.h.m.closed.WithLabelValues("frame-size").Inc()
 				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
+			case errors.Is(err, errReadTimeout):
+				cc.h.m.closed.WithLabelValues("timeout").Inc()
+				cc.h.cfg.Logger.Printf("h2 relay: client connection: %v", err)
+				cc.goAway(http2.ErrCodeNo, err.Error())
 			}
 			return
 		}
@@ -276,7 +322,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 					cc.flushAll()
 				}
 			case http2.SettingMaxFrameSize:
-				cc.out.maxFrame = s.Val
+				cc.out.maxFrame = min(s.Val, relayMaxFrame)
 			case http2.SettingHeaderTableSize:
 				cc.out.enc.SetMaxDynamicTableSizeLimit(s.Val)
 			case http2.SettingMaxHeaderListSize:
@@ -326,6 +372,10 @@ func (cc *cconn) frame(f http2.Frame) bool {
 	case *http2.RSTStreamFrame:
 		if s := cc.streams[f.StreamID]; s != nil {
 			s.clientReset()
+			if !cc.countReset() {
+				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte("too many streams reset (rapid reset)"))
+				return false
+			}
 		}
 	case *http2.GoAwayFrame:
 		cc.goingAway = true
@@ -446,6 +496,74 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 	}
 	s.onRequestData(data, f.StreamEnded())
 	return true
+}
+
+// countReset counts a stream the client reset; false when the connection
+// passed the rapid-reset limit; mu held.
+func (cc *cconn) countReset() bool {
+	now := time.Since(cc.born)
+	if now-cc.resetsFrom >= resetWindow {
+		cc.resets, cc.resetsFrom = 0, now
+	}
+	cc.resets++
+	if cc.resets > resetLimit {
+		cc.h.m.closed.WithLabelValues("rapid-reset").Inc()
+		cc.h.cfg.Logger.Printf("h2 relay: client connection: more than %d streams reset within %s: GOAWAY ENHANCE_YOUR_CALM", resetLimit, resetWindow)
+		return false
+	}
+	return true
+}
+
+// onDrain resumes the answers that waited for the client's socket
+// (batchConn.room); the writer goroutine calls it.
+func (cc *cconn) onDrain() {
+	cc.mu.Lock()
+	if !cc.closed {
+		cc.flushAll()
+	}
+	cc.mu.Unlock()
+	cc.h.flushDirty()
+}
+
+// errReadTimeout is a client too slow with its preface, SETTINGS or a frame.
+var errReadTimeout = errors.New("preface, SETTINGS or a frame not received whole within --http-request-timeout")
+
+// clientReader is the client connection's reads under the Framer's
+// buffered reader; it keeps the read deadline: the preface and the first
+// SETTINGS within RequestTimeout of the connection's start, a frame
+// under way (mid) within RequestTimeout of its first byte, none between
+// frames; and ends the reads once stopReader was called.
+type clientReader struct {
+	cc    *cconn
+	mid   bool
+	since time.Time
+	dl    time.Time // the deadline set
+}
+
+func (r *clientReader) Read(p []byte) (int, error) {
+	cc := r.cc
+	if cc.stop.Load() {
+		return 0, net.ErrClosed
+	}
+	var want time.Time
+	if r.mid {
+		want = r.since.Add(cc.h.cfg.RequestTimeout)
+	}
+	if !want.Equal(r.dl) {
+		r.dl = want
+		_ = cc.nc.SetReadDeadline(want)
+		if cc.stop.Load() { // stopReader's deadline may have been overwritten
+			return 0, net.ErrClosed
+		}
+	}
+	n, err := cc.nc.Read(p)
+	if n > 0 && !r.mid {
+		r.mid, r.since = true, time.Now()
+	}
+	if err != nil && r.mid && errors.Is(err, os.ErrDeadlineExceeded) && !cc.stop.Load() {
+		err = errReadTimeout
+	}
+	return n, err
 }
 
 // creditConn gives the client back n bytes of connection window, in
@@ -620,6 +738,7 @@ func (cc *cconn) shutdown() {
 // closes it: only that goroutine does, before ServeConn returns); mu held,
 // the connection not torn down yet.
 func (cc *cconn) stopReader() {
+	cc.stop.Store(true)
 	_ = cc.nc.SetReadDeadline(time.Now())
 }
 

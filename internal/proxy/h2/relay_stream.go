@@ -821,9 +821,13 @@ func (s *rstream) writeOut(data []byte) int64 {
 		return 0
 	}
 	for w < int64(len(data)) {
-		k := min(int64(len(data))-w, s.sendWin, cc.sendWin, int64(cc.out.maxFrame))
+		// Bounded by the windows and by what may be pending on the
+		// client's socket (room: a client that does not read holds
+		// answers here, where the upstream's credit waits for them).
+		room := int64(cc.cw.room())
+		k := min(int64(len(data))-w, s.sendWin, cc.sendWin, int64(cc.out.maxFrame), room)
 		if k <= 0 {
-			if cc.sendWin <= 0 && !s.connBlocked {
+			if (cc.sendWin <= 0 || room <= 0) && !s.connBlocked {
 				s.connBlocked = true
 				cc.blocked = append(cc.blocked, s)
 			}
@@ -906,6 +910,21 @@ func (s *rstream) close() {
 			a.release()
 		}
 	}
+	if s.connBlocked {
+		// Freed now, not when the window opens (a client that resets
+		// streams waiting for it and never opens it would keep them).
+		s.connBlocked = false
+		bl := s.cc.blocked
+		for i, b := range bl {
+			if b == s {
+				copy(bl[i:], bl[i+1:])
+				bl[len(bl)-1] = nil
+				s.cc.blocked = bl[:len(bl)-1]
+				break
+			}
+		}
+	}
+	s.outq, s.body = nil, nil
 	if s.uncredited > 0 {
 		s.cc.creditConn(s.uncredited)
 		s.uncredited = 0

@@ -175,7 +175,10 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 	}
 	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(nc, 16<<10), nextID: 1, streams: map[uint32]*ratt{},
 		maxStreams: 100, sendWin: initialWindow, recvWin: relayConnWindow, peerInitWin: initialWindow}
+	uc.cw.onFail = func(error) { _ = nc.SetReadDeadline(time.Now()) } // the reader ends it (lost)
+	uc.cw.onDrain = uc.onDrain
 	uc.fr = http2.NewFramer(uc.cw, uc.br)
+	uc.fr.SetMaxReadFrameSize(relayMaxFrame)
 	uc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	uc.fr.MaxHeaderListSize = relayMaxHeaderList
 	uc.fr.SetReuseFrames()
@@ -250,7 +253,7 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 			uc.mu.Unlock()
 		case http2.SettingMaxFrameSize:
 			uc.wmu.Lock()
-			uc.out.maxFrame = s.Val
+			uc.out.maxFrame = min(s.Val, relayMaxFrame)
 			uc.wmu.Unlock()
 		case http2.SettingHeaderTableSize:
 			uc.wmu.Lock()
@@ -345,11 +348,6 @@ func (uc *upconn) frame(f http2.Frame) bool {
 			uc.mu.Lock()
 			uc.sendWin += int64(f.Increment)
 			over := uc.sendWin > maxWindow
-			b := uc.blocked
-			uc.blocked = nil
-			for _, a := range b {
-				a.blocked = false
-			}
 			uc.mu.Unlock()
 			if over {
 				uc.write(func(fr *http2.Framer) {
@@ -357,9 +355,7 @@ func (uc *upconn) frame(f http2.Frame) bool {
 				})
 				return false
 			}
-			for _, a := range b {
-				a.windowUpdate(uc, 0)
-			}
+			uc.unblock()
 			return true
 		}
 		if a := uc.lookup(f.StreamID); a != nil {
@@ -554,7 +550,7 @@ func (uc *upconn) onIdle() {
 func (uc *upconn) takeWindow(a *ratt, want int64) int64 {
 	uc.mu.Lock()
 	defer uc.mu.Unlock()
-	n := min(want, uc.sendWin)
+	n := min(want, uc.sendWin, int64(uc.cw.room()))
 	if n <= 0 {
 		if !a.blocked {
 			a.blocked = true
@@ -564,6 +560,27 @@ func (uc *upconn) takeWindow(a *ratt, want int64) int64 {
 	}
 	uc.sendWin -= n
 	return n
+}
+
+// unblock resumes the attempts that waited for the connection window or
+// for room on the socket.
+func (uc *upconn) unblock() {
+	uc.mu.Lock()
+	b := uc.blocked
+	uc.blocked = nil
+	for _, a := range b {
+		a.blocked = false
+	}
+	uc.mu.Unlock()
+	for _, a := range b {
+		a.windowUpdate(uc, 0)
+	}
+}
+
+// onDrain is the writer's: room again on the socket.
+func (uc *upconn) onDrain() {
+	uc.unblock()
+	uc.pool.h.flushDirty()
 }
 
 // credit gives the upstream back n bytes of connection window, in

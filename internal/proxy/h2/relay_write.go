@@ -1,44 +1,84 @@
 package h2
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
 )
 
-// batchConn batches the relay's writes to one connection without a
-// writer goroutine: a Write appends to a pending buffer and marks the
-// connection dirty; the goroutine that wrote flushes every dirty
-// connection (Handler.flushDirty) once it has no more input at hand: a
-// reader goroutine when its buffered reader is drained (so the frames of
-// every stream in one read(2) go out in one write(2) per connection), a
-// timer when it is done. A write that nobody flushed within
-// flushSafetyNet (a path that forgot) is flushed by a timer.
+// batchConn batches the relay's writes to one connection and writes them
+// from the connection's own writer goroutine, never from the goroutine
+// that produced them: an upstream connection's reader hands a client its
+// answer by appending frames here, so a client that stops reading blocks
+// only its own writer, never the reader that serves every other client
+// of that upstream (as x/net's server writes only from its serve loop's
+// writer, never from a handler).
 //
-// A Write over batchMax pending bytes writes at once (the caller then
-// waits for the socket, as flow control and TCP back-pressure want).
+// A Write appends to the pending buffer and marks the connection dirty;
+// the goroutine that wrote kicks every dirty connection's writer
+// (Handler.flushDirty) once it has no more input at hand: a reader
+// goroutine when its buffered reader is drained (so the frames of every
+// stream in one read(2) go out in one write(2) per connection), a timer
+// when it is done. A write that nobody kicked within flushSafetyNet (a
+// path that forgot) is kicked by a timer.
+//
+// What may be pending is bounded, as x/net's server bounds its queued
+// control frames (maxQueuedControlFrames): answer DATA is written only
+// while pending is under softMax (room; above it the streams wait as
+// for a flow-control window and onDrain resumes them), and a connection
+// whose pending passes hardMax (a peer that floods PING or SETTINGS and
+// never reads the answers) has failed: onFail ends it. A write(2) that
+// does not finish within writeTimeout fails the connection too
+// (net/http's WriteTimeout, x/net's WriteByteTimeout): a client that
+// stops reading loses its own connection, nothing else.
 type batchConn struct {
 	net.Conn
-	h *Handler
+	h            *Handler
+	writeTimeout time.Duration
+	// onDrain runs on the writer goroutine when pending fell under
+	// softMax/2 after a caller found no room; onFail once when the
+	// connection failed (write error, timeout, hardMax).
+	onDrain func()
+	onFail  func(err error)
 
-	mu      sync.Mutex
-	cond    sync.Cond // signalled when a write(2) returns
-	pending []byte
-	spare   []byte
-	writing bool // a Flush is in write(2); it writes what comes meanwhile too
-	queued  bool // in h.dirty
-	err     error
-	closed  bool
+	mu       sync.Mutex
+	cond     sync.Cond // the writer waits on it; so does Close for a write(2) to end
+	pending  []byte
+	spare    []byte
+	writing  bool // the writer is in write(2)
+	queued   bool // in h.dirty
+	kicked   bool // the writer may write what is pending
+	wantRoom bool
+	err      error
+	failed   bool // onFail ran
+	closed   bool
 }
 
 const (
-	batchMax       = 256 << 10
+	// softMax: above it no answer DATA is added (the streams wait).
+	softMax = 256 << 10
+	// hardMax: above it the peer is not reading what it makes the relay
+	// write (control frames, headers): the connection ends. 1 MiB holds
+	// ~60,000 PING acknowledgements (x/net: 10,000 queued control frames).
+	hardMax = softMax + 1<<20
+	// spareMax is the largest buffer kept for the next batch.
+	spareMax       = softMax
 	flushSafetyNet = 2 * time.Millisecond
+	// defaultWriteTimeout bounds one write(2) of a batch (Config.WriteTimeout).
+	defaultWriteTimeout = 10 * time.Second
 )
 
+// errStuck is a connection whose peer does not read what it makes the relay write.
+var errStuck = errors.New("retrycap-proxy: peer not reading: more than 1.25 MiB of frames pending")
+
 func newBatchConn(h *Handler, c net.Conn) *batchConn {
-	b := &batchConn{Conn: c, h: h}
+	b := &batchConn{Conn: c, h: h, writeTimeout: h.cfg.WriteTimeout}
+	if b.writeTimeout <= 0 {
+		b.writeTimeout = defaultWriteTimeout
+	}
 	b.cond.L = &b.mu
+	go b.writeLoop()
 	return b
 }
 
@@ -53,51 +93,115 @@ func (b *batchConn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	b.pending = append(b.pending, p...)
-	big := len(b.pending) > batchMax
-	enqueue := !b.queued && !big
+	if len(b.pending) > hardMax {
+		b.err = errStuck
+		b.pending = nil
+		b.cond.Broadcast()
+		b.mu.Unlock()
+		b.fail(errStuck)
+		return 0, errStuck
+	}
+	enqueue := !b.queued
 	if enqueue {
 		b.queued = true
 	}
 	b.mu.Unlock()
-	if big {
-		return len(p), b.Flush()
-	}
 	if enqueue {
 		b.h.markDirty(b)
 	}
 	return len(p), nil
 }
 
-// Flush writes what is pending; a Flush under way elsewhere writes it
-// instead (after its own write returns).
+// room is how many bytes of answer DATA may be added now; at 0 the
+// caller waits for onDrain.
+func (b *batchConn) room() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := softMax - len(b.pending)
+	if r <= 0 {
+		b.wantRoom = true
+		r = 0
+	}
+	return r
+}
+
+// Flush lets the writer goroutine write what is pending; it never
+// writes itself, so it never blocks.
 func (b *batchConn) Flush() error {
 	b.mu.Lock()
 	b.queued = false
-	for !b.writing && !b.closed && len(b.pending) > 0 && b.err == nil {
-		buf := b.pending
-		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
-		b.writing = true
-		b.mu.Unlock()
-		_, err := b.Conn.Write(buf)
-		b.mu.Lock()
-		b.writing = false
+	if len(b.pending) > 0 && !b.kicked {
+		b.kicked = true
 		b.cond.Broadcast()
-		if cap(buf) <= batchMax {
-			b.spare = buf[:0]
-		}
-		if err != nil && b.err == nil {
-			b.err = err
-		}
 	}
 	err := b.err
 	b.mu.Unlock()
 	return err
 }
 
+// writeLoop is the connection's writer goroutine; it ends with the
+// connection.
+func (b *batchConn) writeLoop() {
+	b.mu.Lock()
+	for {
+		for !b.closed && b.err == nil && (!b.kicked || len(b.pending) == 0) {
+			b.cond.Wait()
+		}
+		if b.closed || b.err != nil {
+			b.mu.Unlock()
+			return
+		}
+		buf := b.pending
+		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
+		b.kicked = len(b.pending) > 0
+		b.writing = true
+		// Under mu: Close's shorter deadline cannot be overwritten.
+		_ = b.SetWriteDeadline(time.Now().Add(b.writeTimeout))
+		b.mu.Unlock()
+		_, err := b.Conn.Write(buf)
+		b.mu.Lock()
+		b.writing = false
+		b.cond.Broadcast()
+		if cap(buf) <= spareMax {
+			b.spare = buf[:0]
+		}
+		if err != nil {
+			if b.err == nil {
+				b.err = err
+			}
+			b.mu.Unlock()
+			b.fail(err)
+			return
+		}
+		// Whatever came while writing goes next, without another kick.
+		b.kicked = len(b.pending) > 0
+		drain := b.wantRoom && len(b.pending) < softMax/2
+		if drain {
+			b.wantRoom = false
+			if b.onDrain != nil {
+				b.mu.Unlock()
+				b.onDrain()
+				b.mu.Lock()
+			}
+		}
+	}
+}
+
+// fail runs onFail once.
+func (b *batchConn) fail(err error) {
+	b.mu.Lock()
+	run := !b.failed && !b.closed
+	b.failed = true
+	b.mu.Unlock()
+	if run && b.onFail != nil {
+		b.onFail(err)
+	}
+}
+
 // Close writes what is pending (at most a second: a last GOAWAY should go
 // out, a stuck peer must not hold the close), then closes. A write(2)
-// under way ends first: after Close nothing touches the connection (a
-// hijacked one is recycled once its handler returns).
+// under way ends first (within that second): after Close nothing touches
+// the connection (a hijacked one is recycled once its handler returns).
 func (b *batchConn) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -105,6 +209,10 @@ func (b *batchConn) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.cond.Broadcast()
+	if b.writing {
+		_ = b.SetWriteDeadline(time.Now().Add(time.Second))
+	}
 	for b.writing {
 		b.cond.Wait()
 	}
@@ -129,7 +237,8 @@ func (h *Handler) markDirty(b *batchConn) {
 	}
 }
 
-// flushDirty flushes every connection written to since the last flush.
+// flushDirty kicks the writer of every connection written to since the
+// last flush (it writes nothing itself).
 func (h *Handler) flushDirty() {
 	for {
 		h.dmu.Lock()
