@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -160,6 +161,8 @@ type upconn struct {
 	// fires, not per stream; idleSince is when active last fell to 0.
 	idle      *time.Timer
 	idleSince time.Time
+	// werr is the write error that failed the connection (batchConn.onFail).
+	werr atomic.Pointer[error]
 }
 
 // dialUp opens an h2c connection with prior knowledge and reads the
@@ -175,7 +178,11 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 	}
 	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(nc, 16<<10), nextID: 1, streams: map[uint32]*ratt{},
 		maxStreams: 100, sendWin: initialWindow, recvWin: relayConnWindow, peerInitWin: initialWindow}
-	uc.cw.onFail = func(error) { _ = nc.SetReadDeadline(time.Now()) } // the reader ends it (lost)
+	uc.cw.onFail = func(err error) {
+		// The reader ends the connection (lost) with the write's error.
+		uc.werr.Store(&err)
+		_ = nc.SetReadDeadline(time.Now())
+	}
 	uc.cw.onDrain = uc.onDrain
 	uc.fr = http2.NewFramer(uc.cw, uc.br)
 	uc.fr.SetMaxReadFrameSize(relayMaxFrame)
@@ -316,6 +323,9 @@ func (uc *upconn) readLoop() {
 		if uc.br.Buffered() == 0 {
 			uc.pool.h.flushDirty() // before the reader sleeps
 		}
+	}
+	if werr := uc.werr.Load(); werr != nil {
+		err = *werr // not the deadline that stopped the reader
 	}
 	uc.lost(err)
 	uc.pool.h.flushDirty()

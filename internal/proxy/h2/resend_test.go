@@ -3,15 +3,20 @@ package h2
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // frame writes one HTTP/2 frame (RFC 9113 4.1) with a payload.
@@ -198,3 +203,142 @@ func (l *connListener) Close() error {
 }
 
 func (l *connListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// resettingUpstream is a raw h2c upstream that reads each request whole
+// (HEADERS and its body up to END_STREAM) and then resets the TCP
+// connection, as a backend that crashes mid-request: every request it
+// read may have had its side effect. It counts the requests it saw per
+// x-id header (HEADERS received).
+func resettingUpstream(t *testing.T) (string, func(id string) int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var mu sync.Mutex
+	seen := map[string]int{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var preface [len(ClientPreface)]byte
+				if _, err := io.ReadFull(c, preface[:]); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, c)
+				fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+				_ = fr.WriteSettings()
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() {
+							_ = fr.WriteSettingsAck()
+						}
+					case *http2.MetaHeadersFrame:
+						mu.Lock()
+						seen[f.PseudoValue("method")+" "+fieldValue(f.RegularFields(), "x-id")]++
+						mu.Unlock()
+					case *http2.DataFrame:
+						if f.StreamEnded() {
+							if tc, ok := c.(*net.TCPConn); ok {
+								_ = tc.SetLinger(0) // RST, not FIN
+							}
+							return
+						}
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[id]
+	}
+}
+
+// A POST without an Idempotency-Key that reached the upstream, which then
+// reset the connection, is answered 502 and never re-sent (it may have
+// been executed): only a stream the upstream provably never processed is
+// (TestUnprocessedStreamResent). One at a time each POST reaches the
+// upstream exactly once; 30 POSTs and 30 PUTs at once over one client
+// connection (a reset then also hits streams of other calls, whose
+// HEADERS may or may not have been read): each POST at most once and
+// answered 502, each PUT (retryable by method) at most its 3 attempts.
+func TestWrittenRequestNotResent(t *testing.T) {
+	addr, seen := resettingUpstream(t)
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: addr, attempts: 3})
+	front := serveDirect(t, h, "")
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, front)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	do := func(m, id string) (int, string, error) {
+		req, _ := http.NewRequest(m, "http://web/order", strings.NewReader("order "+id))
+		req.Header.Set("X-Id", id)
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), nil
+	}
+	for i := range 10 {
+		id := "seq" + strconv.Itoa(i)
+		if st, body, err := do("POST", id); err != nil || st != http.StatusBadGateway {
+			t.Fatalf("POST %s: %d %q, %v; want 502", id, st, body, err)
+		}
+		if n := seen("POST " + id); n != 1 {
+			t.Fatalf("POST %s reached the upstream %d times, want exactly 1", id, n)
+		}
+	}
+	const calls = 30
+	errs := make(chan error, 2*calls)
+	for i := range calls {
+		for _, m := range []string{"POST", "PUT"} {
+			go func() {
+				id := strconv.Itoa(i)
+				st, body, err := do(m, id)
+				// POST: 502, not retryable; PUT: the proxy's 503 once its
+				// attempts are spent.
+				want := map[string]int{"POST": http.StatusBadGateway, "PUT": http.StatusServiceUnavailable}[m]
+				if err == nil && st != want {
+					err = fmt.Errorf("%s %s: %d %q; want %d", m, id, st, body, want)
+				}
+				errs <- err
+			}()
+		}
+	}
+	for range 2 * calls {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	posts := 0
+	for i := range calls {
+		id := strconv.Itoa(i)
+		n := seen("POST " + id)
+		if n > 1 {
+			t.Fatalf("POST %s reached the upstream %d times, want at most 1", id, n)
+		}
+		posts += n
+		if n := seen("PUT " + id); n > 3 {
+			t.Fatalf("PUT %s reached the upstream %d times, want at most 3", id, n)
+		}
+	}
+	t.Logf("concurrent phase: %d of %d POSTs reached the upstream (once each), all answered 502", posts, calls)
+}
