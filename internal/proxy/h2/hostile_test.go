@@ -614,3 +614,210 @@ func TestSlowClientsTimedOut(t *testing.T) {
 		}
 	})
 }
+
+// 5b. Clients that read their socket but open no window (SETTINGS
+// INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE), 16 calls each whose answers
+// never end, next to healthy grpc-go clients of the same upstream
+// connection: what the upstream may send on a client's behalf is bounded
+// (relayClientBudget: the windows advertised upstream for its streams
+// never exceed it), so with 8 of them the proxy's heap grows by at most
+// 20 MiB (per client: 1 MiB held in slices grown by append, at most
+// twice that, plus its connection's buffers), and every healthy call succeeds
+// (before, their held answers took the upstream connection's whole window
+// and every other client of that upstream stalled).
+func TestZeroWindowClientsBounded(t *testing.T) {
+	up := floodUpstream(t)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1, perTry: 3 * time.Second})
+	addr := serveDirect(t, h, "echo:50051")
+	theFront.route(t, "echo", h, up)
+	healthy := dialName(t, "echo")
+	if out, err := callUnary(ctxT(t), healthy, "warm"); err != nil || len(out) != 4096 {
+		t.Fatalf("warm-up: %d bytes, %v", len(out), err)
+	}
+	hs := sampleHeap()
+	const clients = 8
+	for range clients {
+		r := dialHostile(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		for i := range 16 {
+			id := uint32(2*i + 1)
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: true,
+				BlockFragment: r.block(":method", "POST", ":scheme", "http", ":path", "/retrycap.test.Echo/Endless", ":authority", "echo:50051",
+					"content-type", "application/grpc", "te", "trailers")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() { _, _ = io.Copy(io.Discard, r.c) }()
+	}
+	waitFor(t, "the zero-window clients' budgets spent", func() bool {
+		h.rmu.Lock()
+		defer h.rmu.Unlock()
+		full := 0
+		for cc := range h.rconns {
+			cc.mu.Lock()
+			if cc.upHeld == relayClientBudget {
+				full++
+			}
+			cc.mu.Unlock()
+		}
+		return full == clients
+	})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				out, err := callUnary(ctx, healthy, "x")
+				cancel()
+				if err != nil || len(out) != 4096 {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g := hs.growth()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of 80 healthy calls failed next to zero-window clients (first: %v)", n, firstErr.Load())
+	}
+	h.rmu.Lock()
+	for cc := range h.rconns {
+		cc.mu.Lock()
+		if cc.upHeld > relayClientBudget || cc.upHeld < 0 {
+			t.Errorf("a client holds %d bytes of upstream window, want 0 .. %d", cc.upHeld, relayClientBudget)
+		}
+		cc.mu.Unlock()
+	}
+	h.rmu.Unlock()
+	if g > 20<<20 {
+		t.Fatalf("heap grew %d MiB with %d zero-window clients, want < 20", g>>20, clients)
+	}
+	t.Logf("heap peak growth %.1f MiB", float64(g)/(1<<20))
+}
+
+// floodUpstream is a raw h2c upstream that honours flow control exactly
+// and allocates nothing per stream: a call to methodCall is answered with
+// a 4 KiB message (a gRPC answer); any other path gets response headers
+// and then DATA without end, as fast as the windows allow (from one
+// shared buffer), so what the proxy's heap holds is the proxy's own.
+func floodUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	chunk := make([]byte, 16384)
+	// A StringValue of 4,096 bytes (field 1, length 0x80 0x20), framed.
+	pb := append([]byte{0x0a, 0x80, 0x20}, bytes.Repeat([]byte("x"), 4096)...)
+	answer := make([]byte, 5, 5+len(pb))
+	binary.BigEndian.PutUint32(answer[1:], uint32(len(pb)))
+	answer = append(answer, pb...)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var preface [len(ClientPreface)]byte
+				if _, err := io.ReadFull(c, preface[:]); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, c)
+				fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+				var hb bytes.Buffer
+				enc := hpack.NewEncoder(&hb)
+				block := func(kv ...string) []byte {
+					hb.Reset()
+					for i := 0; i < len(kv); i += 2 {
+						_ = enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+					}
+					return append([]byte(nil), hb.Bytes()...)
+				}
+				_ = fr.WriteSettings()
+				type st struct {
+					win     int64
+					endless bool
+					ans     []byte // what is left to send of a 4 KiB answer
+					started bool
+				}
+				streams := map[uint32]*st{}
+				var connWin, initWin int64 = 65535, 65535
+				pump := func() {
+					for id, s := range streams {
+						if !s.started {
+							continue
+						}
+						for connWin > 0 && s.win > 0 {
+							src := chunk
+							if !s.endless {
+								src = s.ans
+							}
+							n := min(int64(len(src)), connWin, s.win, 16384)
+							if n == 0 {
+								break
+							}
+							_ = fr.WriteData(id, false, src[:n])
+							connWin -= n
+							s.win -= n
+							if !s.endless {
+								s.ans = s.ans[n:]
+								if len(s.ans) == 0 {
+									_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block("grpc-status", "0"), EndHeaders: true, EndStream: true})
+									delete(streams, id)
+									break
+								}
+							}
+						}
+					}
+				}
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() {
+							if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+								for _, s := range streams {
+									s.win += int64(v) - initWin
+								}
+								initWin = int64(v)
+							}
+							_ = fr.WriteSettingsAck()
+						}
+					case *http2.MetaHeadersFrame:
+						s := &st{win: initWin, endless: f.PseudoValue("path") != methodCall, ans: answer}
+						streams[f.StreamID] = s
+						if s.endless {
+							s.started = true
+							_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: block(":status", "200", "content-type", "application/grpc"), EndHeaders: true})
+						}
+					case *http2.DataFrame:
+						if s := streams[f.StreamID]; s != nil && f.StreamEnded() && !s.endless {
+							s.started = true
+							_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: block(":status", "200", "content-type", "application/grpc"), EndHeaders: true})
+						}
+					case *http2.WindowUpdateFrame:
+						if f.StreamID == 0 {
+							connWin += int64(f.Increment)
+						} else if s := streams[f.StreamID]; s != nil {
+							s.win += int64(f.Increment)
+						}
+					case *http2.RSTStreamFrame:
+						delete(streams, f.StreamID)
+					}
+					pump()
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}

@@ -143,6 +143,11 @@ type cconn struct {
 	goingAway   bool
 	closed      bool
 	done        chan struct{}
+	// What upstreams may still send, or sent and the client has not
+	// taken, for this connection's streams (flow.go), and the attempts
+	// waiting for it to top their windows up.
+	upHeld  int64
+	starved []*ratt
 	// stop tells the reader to end the connection (stopReader).
 	stop atomic.Bool
 	// Streams the client reset in the current resetWindow (rapid reset).

@@ -100,9 +100,14 @@ type ratt struct {
 	hasTrails  bool
 	q          []byte // answer bytes received, not yet passed on
 	upEnded    bool
-	upCredit   int64 // stream credit owed to the upstream
-	uncredited int64 // connection credit owed to the upstream
-	judged     bool
+	// The answer's flow control toward the upstream (flow.go): upAvail
+	// is the window the upstream may still send into, held what it sent
+	// that was not passed on to the client yet; both are charged to the
+	// client connection's budget (cconn.upHeld).
+	upAvail int64
+	held    int64
+	starved bool // in cc.starved: waiting for budget to top its window up
+	judged  bool
 	closed     bool
 	res        outcome
 	err        error // failed after it was judged (held, or relayed)
@@ -209,6 +214,7 @@ func (s *rstream) dispatch(a *ratt) {
 			return
 		}
 		a.opened, a.sentEnd = true, end
+		a.grantUp()
 		a.pushBody()
 		return
 	}
@@ -384,28 +390,9 @@ func (a *ratt) release() {
 	}
 	a.closed = true
 	a.s.cc.untrackTry(a)
+	a.returnBudget()
 	if a.uc != nil && a.opened {
-		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel, a.uncredited)
-		a.uncredited = 0
-	}
-}
-
-// creditUp gives the upstream back k bytes of the attempt's answer, once
-// they were passed on (or dropped).
-func (a *ratt) creditUp(k int64) {
-	if k <= 0 || a.closed {
-		return
-	}
-	a.uncredited -= k
-	a.uc.credit(k)
-	if a.upEnded {
-		return
-	}
-	a.upCredit += k
-	if a.upCredit >= relayStreamWindow/4 {
-		n, id := a.upCredit, a.id
-		a.upCredit = 0
-		a.uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(id, uint32(n)) })
+		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel)
 	}
 }
 
@@ -541,10 +528,14 @@ func (a *ratt) onData(f *http2.DataFrame) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if a.closed {
-		a.uc.credit(n)
+		return // the connection window was credited on receipt
+	}
+	if a.upAvail -= n; a.upAvail < 0 {
+		a.upAvail = 0
+		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream sent DATA beyond the stream's window"))
 		return
 	}
-	a.uncredited += n
+	a.held += n
 	if pad := n - int64(len(data)); pad > 0 {
 		a.creditUp(pad)
 	}
@@ -643,8 +634,8 @@ func (a *ratt) unprocessedLocked(err error) {
 		a.fail(err)
 		return
 	}
-	a.uc.close(a, false, 0, a.uncredited)
-	a.uncredited = 0
+	a.returnBudget()
+	a.uc.close(a, false, 0)
 	a.resends++
 	s.cs.m.resent.Inc()
 	a.uc, a.id, a.opened, a.sent, a.sentEnd, a.sendWin = nil, 0, false, 0, false, 0
@@ -928,6 +919,12 @@ func (s *rstream) close() {
 	if s.uncredited > 0 {
 		s.cc.creditConn(s.uncredited)
 		s.uncredited = 0
+	}
+	if a := s.relayed; a != nil && a.held > 0 {
+		// What it sent that the client never took.
+		s.cc.upHeld -= a.held
+		a.held = 0
+		s.cc.feedStarved()
 	}
 	s.cc.removeStream(s)
 }

@@ -199,7 +199,9 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 	}
 	_ = uc.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-		http2.Setting{ID: http2.SettingInitialWindowSize, Val: relayStreamWindow},
+		// 0: each stream's window is granted from its client's budget
+		// (flow.go) by a WINDOW_UPDATE after its HEADERS.
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
 	)
 	_ = uc.fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
@@ -387,12 +389,14 @@ func (uc *upconn) frame(f http2.Frame) bool {
 			})
 			return false
 		}
-		a := uc.lookup(f.StreamID)
-		if a == nil {
-			uc.credit(n)
-			return true
+		// The connection window is credited on receipt: what the relay
+		// holds is bounded per client by the stream windows it grants
+		// (flow.go), so a client that takes nothing never holds the
+		// window every other client of this connection needs.
+		uc.credit(n)
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.onData(f)
 		}
-		a.onData(f)
 	case *http2.RSTStreamFrame:
 		if a := uc.lookup(f.StreamID); a != nil {
 			a.upstreamReset(f.ErrCode, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
@@ -486,7 +490,7 @@ func (uc *upconn) unreserveLocked() {
 }
 
 // close forgets stream a (reset with code unless ok) and frees its slot.
-func (uc *upconn) close(a *ratt, rst bool, code http2.ErrCode, uncredited int64) {
+func (uc *upconn) close(a *ratt, rst bool, code http2.ErrCode) {
 	uc.mu.Lock()
 	if uc.streams[a.id] == a {
 		delete(uc.streams, a.id)
@@ -510,9 +514,6 @@ func (uc *upconn) close(a *ratt, rst bool, code http2.ErrCode, uncredited int64)
 	if rst {
 		id := a.id
 		uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(id, code) })
-	}
-	if uncredited > 0 {
-		uc.credit(uncredited)
 	}
 	if drained {
 		_ = uc.cw.Close()
