@@ -108,9 +108,9 @@ type ratt struct {
 	held    int64
 	starved bool // in cc.starved: waiting for budget to top its window up
 	judged  bool
-	closed     bool
-	res        outcome
-	err        error // failed after it was judged (held, or relayed)
+	closed  bool
+	res     outcome
+	err     error // failed after it was judged (held, or relayed)
 }
 
 func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
