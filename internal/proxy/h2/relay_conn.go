@@ -361,7 +361,12 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			cc.flushAll()
 			return true
 		}
-		if s := cc.streams[f.StreamID]; s != nil {
+		st, s := cc.state(f.StreamID)
+		if st == stateIdle {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("WINDOW_UPDATE on an idle stream"))
+			return false
+		}
+		if s != nil {
 			s.sendWin += int64(f.Increment)
 			if s.sendWin > maxWindow {
 				s.clientReset()
@@ -375,7 +380,12 @@ func (cc *cconn) frame(f http2.Frame) bool {
 	case *http2.DataFrame:
 		return cc.onData(f)
 	case *http2.RSTStreamFrame:
-		if s := cc.streams[f.StreamID]; s != nil {
+		st, s := cc.state(f.StreamID)
+		if st == stateIdle {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("RST_STREAM on an idle stream"))
+			return false
+		}
+		if s != nil {
 			s.clientReset()
 			if !cc.countReset() {
 				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte("too many streams reset (rapid reset)"))
@@ -391,6 +401,33 @@ func (cc *cconn) frame(f http2.Frame) bool {
 		// Ignored (RFC 9113 5.3.2: priority signals are advisory).
 	}
 	return true
+}
+
+// streamState is a client stream's state as RFC 9113 section 5.1 names
+// them, for what a frame may do to it; a client only opens streams (push
+// is not used), so reserved states do not occur.
+type streamState uint8
+
+const (
+	stateIdle             streamState = iota // not opened yet (an id above every one seen, or even)
+	stateOpen                                // the request under way
+	stateHalfClosedRemote                    // the request ended, the answer goes on
+	stateClosed                              // ended (or refused, or reset)
+)
+
+// state is stream id's state, and the stream while it is open or half
+// closed; mu held.
+func (cc *cconn) state(id uint32) (streamState, *rstream) {
+	if s := cc.streams[id]; s != nil {
+		if s.reqEnd {
+			return stateHalfClosedRemote, s
+		}
+		return stateOpen, s
+	}
+	if id%2 == 0 || id > cc.maxSeen {
+		return stateIdle, nil
+	}
+	return stateClosed, nil
 }
 
 // connSpecific are the fields RFC 9113 8.2.2 forbids (connection-specific).
@@ -423,23 +460,30 @@ func badRequestFields(f *http2.MetaHeadersFrame) string {
 
 func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	id := f.StreamID
-	if s := cc.streams[id]; s != nil {
+	if id%2 == 0 {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
+		return false
+	}
+	switch st, s := cc.state(id); st {
+	case stateHalfClosedRemote:
+		// The request ended: nothing more but WINDOW_UPDATE, PRIORITY
+		// or RST_STREAM (RFC 9113 5.1).
+		s.clientReset()
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
+		return true
+	case stateOpen:
 		// Trailers of the request.
-		if !f.StreamEnded() || s.reqEnd || len(f.PseudoFields()) > 0 {
+		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
 			s.clientReset()
 			_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 			return true
 		}
 		s.onRequestTrailers(f.RegularFields())
 		return true
-	}
-	if id%2 == 0 {
-		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
+	case stateClosed:
+		// A new stream's id must be above every earlier one (5.1.1).
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("stream id "+strconv.FormatUint(uint64(id), 10)+" not above the last one"))
 		return false
-	}
-	if id <= cc.maxSeen {
-		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
-		return true
 	}
 	cc.maxSeen = id
 	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams {
