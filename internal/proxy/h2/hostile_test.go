@@ -821,3 +821,42 @@ func floodUpstream(t *testing.T) string {
 	}()
 	return ln.Addr().String()
 }
+
+// 4c. A busy client that cancels some of its calls is not a rapid reset:
+// 1,000 streams opened and 300 of them reset within the window (more than
+// resetLimit, but under half of what it opened): no GOAWAY, the
+// connection answers a PING after.
+func TestCancellingClientNotRapidReset(t *testing.T) {
+	up, _, _ := countingUpstream(t)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+	addr := serveDirect(t, h, "echo:50051")
+	r := dialHostile(t, addr)
+	blk := r.grpcHeaders()
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	for i := range 1000 {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: blk, EndHeaders: true})
+	}
+	for i := range 300 {
+		_ = fr.WriteRSTStream(uint32(2*i+1), http2.ErrCodeCancel)
+	}
+	_ = fr.WritePing(false, [8]byte{9})
+	if _, err := r.c.Write(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v for a client that reset 300 of 1,000 streams", f.ErrCode)
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == [8]byte{9} {
+				return
+			}
+		}
+	}
+}

@@ -39,11 +39,12 @@ const (
 	// announcing 16 MiB frames does not grow the relay's buffers).
 	relayMaxFrame = 16384
 	// Rapid reset (CVE-2023-44487): more than resetLimit streams reset by
-	// the client within resetWindow end the connection with GOAWAY
-	// ENHANCE_YOUR_CALM, so an upstream sees at most that many
-	// started-then-abandoned streams per connection and window (x/net's
-	// server: more than 4 x MAX_CONCURRENT_STREAMS handlers waiting to
-	// start).
+	// the client within resetWindow, and more than half the streams it
+	// opened in it, end the connection with GOAWAY ENHANCE_YOUR_CALM, so
+	// an upstream sees at most that many started-then-abandoned streams
+	// per connection and window; a busy client cancelling a few percent of
+	// its calls is not one (x/net's server: more than 4 x
+	// MAX_CONCURRENT_STREAMS handlers waiting to start).
 	resetLimit  = 200
 	resetWindow = time.Second
 )
@@ -150,9 +151,10 @@ type cconn struct {
 	starved []*ratt
 	// stop tells the reader to end the connection (stopReader).
 	stop atomic.Bool
-	// Streams the client reset in the current resetWindow (rapid reset).
-	resets     int
-	resetsFrom time.Duration
+	// Streams the client opened and reset in the current resetWindow
+	// (rapid reset).
+	opened, resets int
+	resetsFrom     time.Duration
 
 	// Keepalive and idle close, on one timer per connection (keepalive):
 	// times are since born (monotonic). lastRead is when the reader last
@@ -503,6 +505,8 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
 		return true
 	}
+	cc.rollResetWindow()
+	cc.opened++
 	s := newStream(cc, f)
 	cc.streams[id] = s
 	s.start()
@@ -550,17 +554,22 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 // countReset counts a stream the client reset; false when the connection
 // passed the rapid-reset limit; mu held.
 func (cc *cconn) countReset() bool {
-	now := time.Since(cc.born)
-	if now-cc.resetsFrom >= resetWindow {
-		cc.resets, cc.resetsFrom = 0, now
-	}
+	cc.rollResetWindow()
 	cc.resets++
-	if cc.resets > resetLimit {
+	if cc.resets > resetLimit && 2*cc.resets > cc.opened {
 		cc.h.m.closed.WithLabelValues("rapid-reset").Inc()
 		cc.h.cfg.Logger.Printf("h2 relay: client connection: more than %d streams reset within %s: GOAWAY ENHANCE_YOUR_CALM", resetLimit, resetWindow)
 		return false
 	}
 	return true
+}
+
+// rollResetWindow starts a new rapid-reset window when the last one
+// passed; mu held.
+func (cc *cconn) rollResetWindow() {
+	if now := time.Since(cc.born); now-cc.resetsFrom >= resetWindow {
+		cc.opened, cc.resets, cc.resetsFrom = 0, 0, now
+	}
 }
 
 // onDrain resumes the answers that waited for the client's socket
