@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -332,6 +333,10 @@ func TestControlFloodNotReading(t *testing.T) {
 			for sent[i] < 512<<20 {
 				n, err := r.c.Write(chunk)
 				sent[i] += int64(n)
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Errorf("flooding client %d: the proxy neither read nor closed for 30 s", i)
+					return
+				}
 				if err != nil {
 					return // closed by the proxy
 				}
@@ -362,8 +367,10 @@ func TestControlFloodNotReading(t *testing.T) {
 
 // 3. One client that stops reading with calls answered 1 MiB each, next
 // to 16 healthy grpc-go clients of the same upstream (one upstream
-// connection): every healthy call succeeds, and the stalled client alone
-// loses its connection, after the write timeout.
+// connection) making calls answered 4 KiB: every healthy call succeeds
+// (before, the upstream connection's reader blocked writing into the
+// stalled client's socket and every call on that connection waited), and
+// the stalled client alone loses its connection, after the write timeout.
 func TestStalledClientDoesNotStallOthers(t *testing.T) {
 	b := startBackend(t, &backend{unary: func(_ context.Context, _ int, in string) (string, error) { return bigAnswers(in), nil }})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 1, perTry: 2 * time.Second, writeTimeout: 2 * time.Second})
@@ -386,10 +393,10 @@ func TestStalledClientDoesNotStallOthers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 10 {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				out, err := callUnary(ctx, cc, "big")
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				out, err := callUnary(ctx, cc, "4k")
 				cancel()
-				if err != nil || len(out) != 1<<20 {
+				if err != nil || len(out) != 4096 {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
 				}
