@@ -357,7 +357,9 @@ func TestControlFloodNotReading(t *testing.T) {
 		}
 	}
 	if got := testutil.ToFloat64(h.m.closed.WithLabelValues("not-reading")); got != 4 {
-		t.Fatalf("connections closed for not reading: %v, want 4", got)
+		t.Fatalf("connections closed for not reading: %v, want 4 (timeout %v, rapid-reset %v, frame-size %v)", got,
+			testutil.ToFloat64(h.m.closed.WithLabelValues("timeout")), testutil.ToFloat64(h.m.closed.WithLabelValues("rapid-reset")),
+			testutil.ToFloat64(h.m.closed.WithLabelValues("frame-size")))
 	}
 	if g > 24<<20 {
 		t.Fatalf("heap grew %d MiB under 4 flooding clients, want < 24", g>>20)
