@@ -24,10 +24,13 @@
 // each attempt's result (breaker, retry decision, metrics, access-log
 // line) and writes the proxy's own answers; the relay only moves frames.
 //
-// The frame relay (relay_conn.go: a client connection and its stream
-// states; relay_stream.go: a stream and its attempts; relay_up.go: the
-// upstream pools and connections; relay_write.go: the writes; flow.go:
-// the answers' flow control toward the upstreams) is built on
+// The frame relay, one file per type (cconn.go: a client connection,
+// its reader and its streams' RFC 9113 states; rstream.go: a stream,
+// rstream, and its attempts, ratt; rpool.go: an upstream address's pool;
+// upconn.go: an upstream connection; batchconn.go: a connection's
+// batched writes and its writer; window.go: flow-control windows,
+// outflow and inflow, as x/net keeps them; flow.go: the per-client
+// budget the upstream stream windows come from) is built on
 // golang.org/x/net/http2's Framer (ReadFrame, Write*Frame,
 // ReadMetaHeaders with an hpack.Decoder, so CONTINUATION, padding and
 // header-list limits are the library's) and http2/hpack's Encoder. Per

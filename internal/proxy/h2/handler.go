@@ -115,7 +115,7 @@ type Handler struct {
 	rmu     sync.Mutex
 	rconns  map[*cconn]struct{} // the relay's client connections
 	rpools  sync.Map            // the relay's upstream addresses -> *rpool
-	// The relay's connections with writes not flushed yet (relay_write.go).
+	// The relay's connections with writes not flushed yet (batchconn.go).
 	dmu        sync.Mutex
 	dirty      []*batchConn
 	spareDirty []*batchConn

@@ -37,13 +37,12 @@ type rstream struct {
 	overflow    bool
 	reqEnd      bool
 	reqTrailers []hpack.HeaderField
-	recvWin     int64 // what the client may still send on the stream
-	uncredited  int64 // received (padding too), not credited back
-	creditQueue int64 // stream credit not yet sent
-	fwd         int64 // body bytes passed on to an attempt (credited)
+	recvWin     inflow // the client's on the stream
+	uncredited  int64  // received (padding too), not credited back
+	fwd         int64  // body bytes passed on to an attempt (credited)
 
 	// The answer toward the client.
-	sendWin     int64
+	sendWin     outflow
 	outq        []byte
 	outEnd      bool
 	outTrailers []hpack.HeaderField
@@ -83,8 +82,8 @@ type ratt struct {
 	opened    bool // registered on uc, HEADERS sent
 	sent      int64
 	sentEnd   bool
-	sendWin   int64
-	blocked   bool // in uc.blocked; under uc.mu
+	sendWin   outflow // the upstream's stream window
+	blocked   bool    // in uc.blocked; under uc.mu
 	// The per-try timeout: a in its client connection's list of attempts
 	// under way, in start order (cconn.tries), due at due (since cc.born).
 	tprev, tnext *ratt
@@ -124,7 +123,7 @@ func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
 		hostPort = authority
 	}
 	s := &rstream{cc: cc, id: f.StreamID, fields: regular, hdr: fieldHeaders(regular),
-		recvWin: relayStreamWindow, sendWin: cc.peerInitWin, reqEnd: f.StreamEnded()}
+		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.StreamEnded()}
 	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
 	if f.StreamEnded() {
@@ -267,7 +266,7 @@ func (a *ratt) pushBody() {
 	for {
 		avail := s.base + int64(len(s.body)) - a.sent
 		if avail > 0 {
-			want := min(avail, a.sendWin, 16384)
+			want := min(avail, a.sendWin.available(), 16384)
 			if want <= 0 {
 				return // the stream window: a WINDOW_UPDATE goes on
 			}
@@ -278,7 +277,7 @@ func (a *ratt) pushBody() {
 			off := a.sent - s.base
 			chunk := s.body[off : off+k]
 			a.sent += k
-			a.sendWin -= k
+			a.sendWin.take(k)
 			last := a.sent == s.base+int64(len(s.body)) && s.reqEnd && s.reqTrailers == nil
 			id := a.id
 			uc.write(func(fr *http2.Framer) { _ = fr.WriteData(id, last, chunk) })
@@ -344,11 +343,8 @@ func (s *rstream) credit(n int64) {
 	if s.reqEnd || s.done {
 		return
 	}
-	s.creditQueue += n
-	if s.creditQueue >= relayStreamWindow/4 {
-		_ = s.cc.out.fr.WriteWindowUpdate(s.id, uint32(s.creditQueue))
-		s.recvWin += s.creditQueue
-		s.creditQueue = 0
+	if k := s.recvWin.add(n); k > 0 {
+		_ = s.cc.out.fr.WriteWindowUpdate(s.id, k)
 	}
 }
 
@@ -405,7 +401,10 @@ func (a *ratt) windowUpdate(uc *upconn, delta int64) {
 	if a.closed || a.uc != uc {
 		return
 	}
-	a.sendWin += delta
+	if !a.sendWin.add(delta) {
+		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream stream window over 2^31-1"))
+		return
+	}
 	a.pushBody()
 }
 
@@ -638,7 +637,7 @@ func (a *ratt) unprocessedLocked(err error) {
 	a.uc.close(a, false, 0)
 	a.resends++
 	s.cs.m.resent.Inc()
-	a.uc, a.id, a.opened, a.sent, a.sentEnd, a.sendWin = nil, 0, false, 0, false, 0
+	a.uc, a.id, a.opened, a.sent, a.sentEnd, a.sendWin = nil, 0, false, 0, false, outflow{}
 	wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<a.resends, 25*time.Millisecond)) + 1))
 	time.AfterFunc(wait, func() {
 		cc := s.cc
@@ -816,17 +815,17 @@ func (s *rstream) writeOut(data []byte) int64 {
 		// client's socket (room: a client that does not read holds
 		// answers here, where the upstream's credit waits for them).
 		room := int64(cc.cw.room())
-		k := min(int64(len(data))-w, s.sendWin, cc.sendWin, int64(cc.out.maxFrame), room)
+		k := min(int64(len(data))-w, s.sendWin.available(), cc.sendWin.available(), int64(cc.out.maxFrame), room)
 		if k <= 0 {
-			if (cc.sendWin <= 0 || room <= 0) && !s.connBlocked {
+			if (cc.sendWin.available() <= 0 || room <= 0) && !s.connBlocked {
 				s.connBlocked = true
 				cc.blocked = append(cc.blocked, s)
 			}
 			break
 		}
 		_ = cc.out.fr.WriteData(s.id, false, data[w:w+k])
-		s.sendWin -= k
-		cc.sendWin -= k
+		s.sendWin.take(k)
+		cc.sendWin.take(k)
 		w += k
 	}
 	return w

@@ -20,7 +20,7 @@ import (
 )
 
 // The frame relay's client side: one connection's reader goroutine and
-// its streams (relay_stream.go) as state machines in a map.
+// its streams (rstream.go) as state machines in a map.
 
 // Flow-control windows the relay advertises, to clients and to upstreams
 // alike: what one peer may send before the relay passed it on. They bound
@@ -135,11 +135,10 @@ type cconn struct {
 	mu          sync.Mutex
 	out         *frameOut
 	streams     map[uint32]*rstream
-	maxSeen     uint32 // highest client stream id seen
-	sendWin     int64  // connection window toward the client
-	recvWin     int64  // what the client may still send on the connection
-	recvPending int64  // received bytes not yet credited (connection level)
-	peerInitWin int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxSeen     uint32  // highest client stream id seen
+	sendWin     outflow // the connection's window toward the client
+	recvWin     inflow  // the client's on the connection
+	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	blocked     []*rstream
 	goingAway   bool
 	closed      bool
@@ -183,7 +182,7 @@ type cconn struct {
 func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
 		h: h, nc: c, cw: newBatchConn(h, c), target: target,
-		streams: map[uint32]*rstream{}, sendWin: initialWindow, recvWin: relayConnWindow,
+		streams: map[uint32]*rstream{}, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow),
 		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
 	}
 	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
@@ -320,8 +319,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 				delta := int64(s.Val) - cc.peerInitWin
 				cc.peerInitWin = int64(s.Val)
 				for _, st := range cc.streams {
-					st.sendWin += delta
-					if st.sendWin > maxWindow {
+					if !st.sendWin.add(delta) {
 						return http2.ConnectionError(http2.ErrCodeFlowControl)
 					}
 				}
@@ -355,8 +353,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 		}
 	case *http2.WindowUpdateFrame:
 		if f.StreamID == 0 {
-			cc.sendWin += int64(f.Increment)
-			if cc.sendWin > maxWindow {
+			if !cc.sendWin.add(int64(f.Increment)) {
 				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("connection window over 2^31-1"))
 				return false
 			}
@@ -369,8 +366,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			return false
 		}
 		if s != nil {
-			s.sendWin += int64(f.Increment)
-			if s.sendWin > maxWindow {
+			if !s.sendWin.add(int64(f.Increment)) {
 				s.clientReset()
 				_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
 				return true
@@ -515,8 +511,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 
 func (cc *cconn) onData(f *http2.DataFrame) bool {
 	n := int64(f.Length) // padding included: it counts against the windows
-	cc.recvWin -= n
-	if cc.recvWin < 0 {
+	if !cc.recvWin.take(n) {
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("DATA beyond the connection window"))
 		return false
 	}
@@ -536,8 +531,7 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
 		return true
 	}
-	s.recvWin -= n
-	if s.recvWin < 0 {
+	if !s.recvWin.take(n) {
 		cc.creditConn(n)
 		s.clientReset()
 		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
@@ -627,11 +621,8 @@ func (r *clientReader) Read(p []byte) (int, error) {
 // creditConn gives the client back n bytes of connection window, in
 // WINDOW_UPDATEs of at least a quarter of it; mu held.
 func (cc *cconn) creditConn(n int64) {
-	cc.recvPending += n
-	if cc.recvPending >= relayConnWindow/4 {
-		_ = cc.out.fr.WriteWindowUpdate(0, uint32(cc.recvPending))
-		cc.recvWin += cc.recvPending
-		cc.recvPending = 0
+	if k := cc.recvWin.add(n); k > 0 {
+		_ = cc.out.fr.WriteWindowUpdate(0, k)
 	}
 }
 

@@ -17,119 +17,13 @@ import (
 
 // The frame relay's upstream side: per address a small pool of h2c
 // connections (prior knowledge), each with one reader goroutine that
-// hands frames to the attempts (relay_stream.go) they belong to.
+// hands frames to the attempts (rstream.go) they belong to.
 
 // upIdleTimeout closes an upstream connection without a stream that long.
 const upIdleTimeout = 90 * time.Second
 
 // errConnLost is an upstream connection that ended under a stream.
 var errConnLost = errors.New("retrycap-proxy: upstream connection lost")
-
-// rpool is one upstream address's connections.
-type rpool struct {
-	h    *Handler
-	addr string
-
-	mu      sync.Mutex
-	conns   []*upconn
-	dialing bool
-	waiters []*ratt // attempts waiting for a connection with room
-}
-
-func (h *Handler) relayPool(addr string) *rpool {
-	if v, ok := h.rpools.Load(addr); ok {
-		return v.(*rpool)
-	}
-	v, _ := h.rpools.LoadOrStore(addr, &rpool{h: h, addr: addr})
-	return v.(*rpool)
-}
-
-// acquire reserves a stream on a connection with room, or queues a for
-// the next one (dialing it); the caller holds a's client connection's mu.
-func (p *rpool) acquire(a *ratt) *upconn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, uc := range p.conns {
-		if uc.reserve() {
-			return uc
-		}
-	}
-	a.waiting = true
-	p.waiters = append(p.waiters, a)
-	if !p.dialing {
-		p.dialing = true
-		go p.dial()
-	}
-	return nil
-}
-
-// kick hands the waiting attempts another try (a connection got room),
-// from a goroutine of its own: the caller may hold a client connection's
-// mu, and the waiters take theirs.
-func (p *rpool) kick() {
-	p.mu.Lock()
-	ws := p.waiters
-	p.waiters = nil
-	p.mu.Unlock()
-	if len(ws) == 0 {
-		return
-	}
-	go func() {
-		for _, a := range ws {
-			a.retryAcquire(nil)
-		}
-		p.h.flushDirty()
-	}()
-}
-
-func (p *rpool) dial() {
-	uc, err := p.h.dialUp(p)
-	p.mu.Lock()
-	p.dialing = false
-	if err == nil {
-		p.conns = append(p.conns, uc)
-	}
-	ws := p.waiters
-	p.waiters = nil
-	p.mu.Unlock()
-	if err == nil {
-		uc.mu.Lock()
-		uc.idleSince = time.Now()
-		uc.idle = time.AfterFunc(upIdleTimeout, uc.onIdle)
-		uc.mu.Unlock()
-		go uc.readLoop()
-	}
-	for _, a := range ws {
-		a.retryAcquire(err)
-	}
-	p.h.flushDirty()
-}
-
-func (p *rpool) remove(uc *upconn) {
-	p.mu.Lock()
-	for i, c := range p.conns {
-		if c == uc {
-			p.conns = append(p.conns[:i:i], p.conns[i+1:]...)
-			break
-		}
-	}
-	p.mu.Unlock()
-}
-
-// relayClosePools closes every upstream connection (Shutdown).
-func (h *Handler) relayClosePools() {
-	h.rpools.Range(func(_, v any) bool {
-		p := v.(*rpool)
-		p.mu.Lock()
-		conns := p.conns
-		p.conns = nil
-		p.mu.Unlock()
-		for _, uc := range conns {
-			_ = uc.cw.Close()
-		}
-		return true
-	})
-}
 
 // upconn is one h2c connection to an upstream.
 type upconn struct {
@@ -147,11 +41,10 @@ type upconn struct {
 
 	mu          sync.Mutex
 	streams     map[uint32]*ratt
-	active      uint32 // reserved streams, sent or about to be
-	maxStreams  uint32 // the upstream's SETTINGS_MAX_CONCURRENT_STREAMS
-	sendWin     int64
-	recvWin     int64
-	recvPending int64
+	active      uint32  // reserved streams, sent or about to be
+	maxStreams  uint32  // the upstream's SETTINGS_MAX_CONCURRENT_STREAMS
+	sendWin     outflow // the upstream's connection window
+	recvWin     inflow  // the relay's, credited on receipt (flow.go)
 	peerInitWin int64
 	blocked     []*ratt
 	goAway      bool
@@ -177,7 +70,7 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 		return nil, &dialError{err}
 	}
 	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(nc, 16<<10), nextID: 1, streams: map[uint32]*ratt{},
-		maxStreams: 100, sendWin: initialWindow, recvWin: relayConnWindow, peerInitWin: initialWindow}
+		maxStreams: 100, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow), peerInitWin: initialWindow}
 	uc.cw.onFail = func(err error) {
 		// The reader ends the connection (lost) with the write's error.
 		uc.werr.Store(&err)
@@ -358,8 +251,7 @@ func (uc *upconn) frame(f http2.Frame) bool {
 	case *http2.WindowUpdateFrame:
 		if f.StreamID == 0 {
 			uc.mu.Lock()
-			uc.sendWin += int64(f.Increment)
-			over := uc.sendWin > maxWindow
+			over := !uc.sendWin.add(int64(f.Increment))
 			uc.mu.Unlock()
 			if over {
 				uc.write(func(fr *http2.Framer) {
@@ -380,8 +272,7 @@ func (uc *upconn) frame(f http2.Frame) bool {
 	case *http2.DataFrame:
 		n := int64(f.Length)
 		uc.mu.Lock()
-		uc.recvWin -= n
-		over := uc.recvWin < 0
+		over := !uc.recvWin.take(n)
 		uc.mu.Unlock()
 		if over {
 			uc.write(func(fr *http2.Framer) {
@@ -474,7 +365,7 @@ func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end b
 	uc.nextID += 2
 	uc.streams[id] = a
 	a.uc, a.id = uc, id
-	a.sendWin = uc.peerInitWin
+	a.sendWin = outflow{uc.peerInitWin}
 	uc.mu.Unlock()
 	_ = uc.out.headers(id, end, pseudo, fields, extra, true)
 	return true, nil
@@ -561,7 +452,7 @@ func (uc *upconn) onIdle() {
 func (uc *upconn) takeWindow(a *ratt, want int64) int64 {
 	uc.mu.Lock()
 	defer uc.mu.Unlock()
-	n := min(want, uc.sendWin, int64(uc.cw.room()))
+	n := min(want, uc.sendWin.available(), int64(uc.cw.room()))
 	if n <= 0 {
 		if !a.blocked {
 			a.blocked = true
@@ -569,7 +460,7 @@ func (uc *upconn) takeWindow(a *ratt, want int64) int64 {
 		}
 		return 0
 	}
-	uc.sendWin -= n
+	uc.sendWin.take(n)
 	return n
 }
 
@@ -598,14 +489,9 @@ func (uc *upconn) onDrain() {
 // WINDOW_UPDATEs of at least a quarter of it.
 func (uc *upconn) credit(n int64) {
 	uc.mu.Lock()
-	uc.recvPending += n
-	send := uc.recvPending
-	if send < relayConnWindow/4 {
-		uc.mu.Unlock()
-		return
-	}
-	uc.recvPending = 0
-	uc.recvWin += send
+	k := uc.recvWin.add(n)
 	uc.mu.Unlock()
-	uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(0, uint32(send)) })
+	if k > 0 {
+		uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(0, k) })
+	}
 }
