@@ -89,16 +89,10 @@ type ownAnswer struct {
 	body   string
 }
 
-// newCall routes a request (hostPort: the CONNECT target, or the
-// request's authority) and reads its policy inputs. A non-nil answer means
-// the call is answered without an attempt.
-func (h *Handler) newCall(hostPort, method, authority, path string, hdr reqHeaders, contentLength int64, grpc bool) (*callState, *ownAnswer) {
-	c := &callState{}
-	return c, h.initCall(c, hostPort, method, authority, path, hdr, contentLength, grpc)
-}
-
-// initCall is newCall into c (the relay's, inside its stream: one
-// allocation per call fewer).
+// initCall routes a request into c (hostPort: the CONNECT target, or the
+// request's authority) and reads its policy inputs; c is the relay's,
+// inside its stream (one allocation per call fewer). A non-nil answer
+// means the call is answered without an attempt.
 func (h *Handler) initCall(c *callState, hostPort, method, authority, path string, hdr reqHeaders, contentLength int64, grpc bool) *ownAnswer {
 	*c = callState{h: h, grpc: grpc, method: method, authority: authority, path: path, hdr: hdr, contentLength: contentLength, start: h.cfg.Now()}
 	up := h.cfg.Lookup(hostOf(hostPort))
