@@ -50,6 +50,7 @@ type batchConn struct {
 	queued   bool // in h.dirty
 	kicked   bool // the writer may write what is pending
 	wantRoom bool
+	dl       time.Time // the write deadline set
 	err      error
 	failed   bool // onFail ran
 	closed   bool
@@ -155,8 +156,14 @@ func (b *batchConn) writeLoop() {
 		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
 		b.kicked = len(b.pending) > 0
 		b.writing = true
-		// Under mu: Close's shorter deadline cannot be overwritten.
-		_ = b.SetWriteDeadline(time.Now().Add(b.writeTimeout))
+		// The deadline is renewed only once half of it is gone (setting
+		// it re-arms a runtime timer, per write(2) a measurable cost):
+		// a write(2) still ends within writeTimeout, and gets at least
+		// half of it. Under mu: Close's shorter deadline is not overwritten.
+		if now := time.Now(); b.dl.Sub(now) < b.writeTimeout/2 {
+			b.dl = now.Add(b.writeTimeout)
+			_ = b.SetWriteDeadline(b.dl)
+		}
 		b.mu.Unlock()
 		_, err := b.Conn.Write(buf)
 		b.mu.Lock()

@@ -1,7 +1,5 @@
 package h2
 
-import "golang.org/x/net/http2"
-
 // relayClientBudget bounds what upstreams may send on behalf of one
 // client connection's streams before the client took it: the stream
 // windows the relay grants upstream (SETTINGS_INITIAL_WINDOW_SIZE 0,
@@ -14,6 +12,13 @@ import "golang.org/x/net/http2"
 // 4 MiB: 50 such streams made the upstream push 201 MiB into the proxy.)
 const relayClientBudget = 1 << 20
 
+// relayFirstGrant is a stream's first window: a frame, what most answers
+// (a unary call's) need whole; a stream whose answer goes on past it is
+// topped up toward relayStreamWindow as the client takes what came. So
+// 64 streams of one client start at once without waiting for budget,
+// and a large answer ramps up in one round trip.
+const relayFirstGrant = relayMaxFrame
+
 // grantUp tops attempt a's upstream window up toward relayStreamWindow
 // from its client connection's budget, in WINDOW_UPDATEs of at least a
 // quarter window unless the upstream has none left; an attempt the
@@ -24,12 +29,16 @@ func (a *ratt) grantUp() {
 	if a.closed || !a.opened || a.upEnded {
 		return
 	}
-	want := relayStreamWindow - a.upAvail - a.held
-	if want <= 0 || a.upAvail > 0 && want < relayStreamWindow/4 {
+	target := int64(relayStreamWindow)
+	if !a.grown {
+		target = relayFirstGrant
+	}
+	want := target - a.upAvail - a.held
+	if want <= 0 || a.upAvail > 0 && want < target/4 {
 		return
 	}
 	g := min(want, relayClientBudget-cc.upHeld)
-	if g <= 0 || a.upAvail > 0 && g < relayStreamWindow/4 {
+	if g <= 0 || a.upAvail > 0 && g < target/4 {
 		if !a.starved {
 			a.starved = true
 			cc.starved = append(cc.starved, a)
@@ -38,8 +47,7 @@ func (a *ratt) grantUp() {
 	}
 	a.upAvail += g
 	cc.upHeld += g
-	id := a.id
-	a.uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(id, uint32(g)) })
+	a.uc.writeWindowUpdate(a.id, uint32(g))
 	if g < want && !a.starved {
 		a.starved = true
 		cc.starved = append(cc.starved, a)
@@ -56,6 +64,7 @@ func (a *ratt) creditUp(k int64) {
 	}
 	a.held -= k
 	a.s.cc.upHeld -= k
+	a.grown = true // its answer flows: its window may grow to relayStreamWindow
 	a.grantUp()
 	a.s.cc.feedStarved()
 }
@@ -86,10 +95,10 @@ func (a *ratt) returnBudget() {
 	cc.feedStarved()
 }
 
-// feedStarved tops up the attempts waiting for budget once a quarter
-// window of it is free; mu held.
+// feedStarved tops up the attempts waiting for budget once a first
+// grant's worth of it is free; mu held.
 func (cc *cconn) feedStarved() {
-	if len(cc.starved) == 0 || relayClientBudget-cc.upHeld < relayStreamWindow/4 {
+	if len(cc.starved) == 0 || relayClientBudget-cc.upHeld < relayFirstGrant {
 		return
 	}
 	st := cc.starved

@@ -625,11 +625,12 @@ func TestSlowClientsTimedOut(t *testing.T) {
 }
 
 // 5b. Clients that read their socket but open no window (SETTINGS
-// INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE), 16 calls each whose answers
+// INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE), 100 calls each whose answers
 // never end, next to healthy grpc-go clients of the same upstream
 // connection: what the upstream may send on a client's behalf is bounded
 // (relayClientBudget: the windows advertised upstream for its streams
-// never exceed it), so with 8 of them the proxy's heap grows by at most
+// never exceed it; 64 of its streams get a first window, the others
+// wait), so with 8 of them the proxy's heap grows by at most
 // 20 MiB (per client: 1 MiB held in slices grown by append, at most
 // twice that, plus its connection's buffers), and every healthy call succeeds
 // (before, their held answers took the upstream connection's whole window
@@ -647,7 +648,7 @@ func TestZeroWindowClientsBounded(t *testing.T) {
 	const clients = 8
 	for range clients {
 		r := dialHostile(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
-		for i := range 16 {
+		for i := range 100 {
 			id := uint32(2*i + 1)
 			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: true,
 				BlockFragment: r.block(":method", "POST", ":scheme", "http", ":path", "/retrycap.test.Echo/Endless", ":authority", "echo:50051",

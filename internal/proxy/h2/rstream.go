@@ -106,6 +106,7 @@ type ratt struct {
 	upAvail int64
 	held    int64
 	starved bool // in cc.starved: waiting for budget to top its window up
+	grown   bool // its answer flowed: its window may grow past relayFirstGrant
 	judged  bool
 	closed  bool
 	res     outcome

@@ -226,6 +226,14 @@ func (uc *upconn) readLoop() {
 	uc.pool.h.flushDirty()
 }
 
+// writeWindowUpdate writes a WINDOW_UPDATE (without a closure: one per
+// stream and call).
+func (uc *upconn) writeWindowUpdate(id, n uint32) {
+	uc.wmu.Lock()
+	_ = uc.fr.WriteWindowUpdate(id, n)
+	uc.wmu.Unlock()
+}
+
 func (uc *upconn) write(fn func(fr *http2.Framer)) {
 	uc.wmu.Lock()
 	fn(uc.fr)
