@@ -421,6 +421,20 @@ func TestUpstreamGoAwayLosesNoCall(t *testing.T) {
 	if got := b.attempts.Load(); got != workers*per {
 		t.Fatalf("server saw %d calls, want %d", got, workers*per)
 	}
+	// Every re-send gave its window budget back (flow.go).
+	waitFor(t, "the client connection's budget given back", func() bool {
+		h.rmu.Lock()
+		defer h.rmu.Unlock()
+		for c := range h.rconns {
+			c.mu.Lock()
+			held, n := c.upHeld, len(c.streams)
+			c.mu.Unlock()
+			if held != 0 || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	t.Logf("re-sent after GOAWAY: %v", testutil.ToFloat64(h.m.resent.WithLabelValues("echo", "grpc")))
 }
 

@@ -329,8 +329,10 @@ func TestControlFloodNotReading(t *testing.T) {
 				}
 			}
 			chunk := buf.Bytes()
-			_ = r.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			for sent[i] < 512<<20 {
+				// Per write: one blocked 30 s means the proxy stopped
+				// reading (a slow proxy, as under -race, is not that).
+				_ = r.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 				n, err := r.c.Write(chunk)
 				sent[i] += int64(n)
 				if errors.Is(err, os.ErrDeadlineExceeded) {
