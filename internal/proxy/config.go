@@ -140,9 +140,6 @@ func (c *Config) validate() error {
 	if c.Engine != "loop" && c.Engine != "goroutine" {
 		return bad("engine", c.Engine, "must be loop or goroutine")
 	}
-	if c.H2Engine != "relay" && c.H2Engine != "stdlib" {
-		return bad("h2-engine", c.H2Engine, "must be relay or stdlib")
-	}
 	if strings.TrimSpace(c.AccessLog) == "" {
 		return bad("access-log", c.AccessLog, "must be off, stdout or a file path")
 	}
@@ -193,5 +190,5 @@ func (c *Config) Describe(w io.Writer) {
 		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout)
 	fmt.Fprintf(w, "http-request-timeout %s\nkeepalive-timeout %s\nclient-timeout %s\nupstream-idle-timeout %s\nengine %s\n",
 		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
-	fmt.Fprintf(w, "h2-engine %s\naccess-log %s\n", c.H2Engine, c.AccessLog)
+	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
 }

@@ -63,7 +63,12 @@ func (p *Proxy) initH2() error {
 		// HTTP/1.1 and HTTP/2 with one key has one chain budget.
 		Ledger: f.Ledger(),
 		KeyTTL: f.Cfg.KeyTTL,
-		Engine: p.cfg.H2Engine,
+		// --http-request-timeout bounds the preface, the first SETTINGS
+		// and every frame from its first byte (slowloris), as it bounds
+		// an HTTP/1.1 head; --client-timeout a write to a client that
+		// stopped reading (HAProxy's timeout client).
+		RequestTimeout: f.Cfg.HTTPRequestTimeout,
+		WriteTimeout:   f.Cfg.ClientTimeout,
 	})
 	if err != nil {
 		return err

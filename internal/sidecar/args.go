@@ -74,7 +74,6 @@ type Args struct {
 	ClientTimeout       time.Duration
 	UpstreamIdleTimeout time.Duration
 	Engine              string // "loop" or "goroutine"
-	H2Engine            string // "relay" or "stdlib": the h2c path's HTTP/2 implementation
 	Check               bool
 	// AccessLog is where the per-attempt access log goes: "off", "stdout" or a file path.
 	AccessLog string
@@ -111,7 +110,6 @@ func Defaults() Args {
 		// Shorter than the common upstream keep-alive timeouts (Node.js 5s, Apache 5s).
 		UpstreamIdleTimeout: 4 * time.Second,
 		Engine:              "loop",
-		H2Engine:            "relay",
 		AccessLog:           AccessLogOff,
 	}
 }
@@ -158,7 +156,6 @@ var flags = []flag{
 	{"client-timeout", "a request body must arrive within this once its head is read: 408 and close after it (HAProxy's timeout client)", false, func(a *Args) any { return &a.ClientTimeout }},
 	{"upstream-idle-timeout", "a pooled upstream connection idle this long is closed, not reused: keep it below the upstreams' own keep-alive timeouts (Node.js: 5s); a request that fails on a reused connection before any answer byte is re-sent once on a fresh one", false, func(a *Args) any { return &a.UpstreamIdleTimeout }},
 	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
-	{"h2-engine", "HTTP/2 implementation of the h2c path (gRPC through CONNECT, prior knowledge): relay (a frame relay on x/net/http2's Framer and HPACK, a goroutine per connection) or stdlib (net/http's HTTP/2 server and transport)", false, func(a *Args) any { return &a.H2Engine }},
 	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
 	{"access-log", "per-attempt access log, JSON lines (retrycap observe reads them): off, stdout, or a file path (appended to); written by a background writer, lines dropped and counted in retrycap_proxy_access_log_dropped_total when it falls behind", false, func(a *Args) any { return &a.AccessLog }},
 }
