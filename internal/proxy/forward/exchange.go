@@ -49,6 +49,7 @@ type Exchange struct {
 	hadBag       bool // the app sent baggage (joined into sc.bag)
 	generated    bool
 	retryable    bool
+	replayable   bool
 	chainOn      bool
 	ledgerOn     bool
 	chainLimited bool
@@ -98,10 +99,10 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 		SetContentLength(&req.Header, len(req.Body()), sc)
 	}
 	method := req.Header.Method()
-	x.retryable = known && (f.methodRetryable(method) || policy.RetryableKey(key)) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
-		// Not retried here (the app did not ask for it), but the key lets
-		// the client retry safely, and counts those retries against the cap.
+		// Not retried here (the app did not ask for it; unless the upstream
+		// deduplicates by key, see replayable), but the key lets the client
+		// retry safely, and counts those retries against the cap.
 		key = newKey()
 		req.Header.SetBytesV(headerIdempotencyKey, key)
 		x.generated = true
@@ -110,6 +111,11 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	}
 	x.key = key
 	x.hadBag = hadBag
+	// Whether the request may reach the upstream more than once: as a
+	// retry (a known upstream only), or as the re-send of a pooled
+	// connection's failure (MayResend).
+	x.replayable = f.replayable(up, method, key, len(req.Body()))
+	x.retryable = known && x.replayable
 
 	// The attempts the split reserves budget for: none beyond the first
 	// when this hop can never retry, except for a generated key, whose
@@ -230,6 +236,17 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 	x.giveUp(d.Reason, x.attempt, err, o.Cond)
 	return false, 0
 }
+
+// MayResend reports whether the attempt, having failed on a pooled
+// connection before any byte of an answer came back, may be sent again on
+// a fresh connection (policy.MayResend): wroteAny says whether any byte of
+// the request had left for the upstream.
+func (x *Exchange) MayResend(wroteAny bool) bool { return policy.MayResend(wroteAny, x.replayable) }
+
+// Replayable reports whether the request may reach the upstream more than
+// once (an engine checks a pooled connection before it sends one that may
+// not).
+func (x *Exchange) Replayable() bool { return x.replayable }
 
 // Waited restarts the attempt clock after a backoff.
 func (x *Exchange) Waited() { x.attemptStart = NowNanos() }

@@ -19,3 +19,31 @@ func TestNewKey(t *testing.T) {
 		t.Fatalf("two keys equal: %q", a)
 	}
 }
+
+func TestKeyRetryableAndMayResend(t *testing.T) {
+	gen := string(NewKey())
+	for _, tc := range []struct {
+		key   string
+		dedup bool
+		want  bool
+	}{
+		{"", false, false}, {"", true, false},
+		{"client-key-1", false, true}, {"client-key-1", true, true},
+		{gen, false, false}, {gen, true, true},
+		{"RETRYCAP-GEN-abc", false, false}, {"RETRYCAP-GEN-abc", true, true},
+	} {
+		if got := KeyRetryable([]byte(tc.key), tc.dedup); got != tc.want {
+			t.Errorf("KeyRetryable(%q, dedup %t) = %t, want %t", tc.key, tc.dedup, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ wroteAny, replayable, want bool }{
+		{false, false, true}, // never reached the upstream: any request
+		{false, true, true},
+		{true, true, true},   // may have reached it: only a replayable one
+		{true, false, false}, // a keyless POST the upstream may be running
+	} {
+		if got := MayResend(tc.wroteAny, tc.replayable); got != tc.want {
+			t.Errorf("MayResend(wroteAny %t, replayable %t) = %t, want %t", tc.wroteAny, tc.replayable, got, tc.want)
+		}
+	}
+}
