@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // Issue 25, part 1: a request that is not safe to repeat reaches the
@@ -253,5 +256,62 @@ func TestKeylessPostResetNotResent(t *testing.T) {
 				t.Fatalf("%v retries, want 0 (a keyless POST is not retryable)", got)
 			}
 		})
+	}
+}
+
+// TestClientCancelNotUpstreamFailure (issue 25, part 4): 60 clients send a
+// request to an upstream that is slow but healthy, and close their
+// connections while it runs (a user who gave up). Their cancellations are
+// not the upstream's failures: the breaker (5 failures open it) stays
+// closed, nothing is retried, and the next client gets 200 (HAProxy and
+// nginx do the same; before the fix: 503 "circuit breaker open").
+func TestClientCancelNotUpstreamFailure(t *testing.T) {
+	var running atomic.Int64
+	release := make(chan struct{})
+	b := newBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			running.Add(1)
+			select {
+			case <-r.Context().Done(): // the proxy closed the upstream connection
+			case <-release:
+			}
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	defer close(release)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "5", "--breaker-open-for", "1m", "--per-try-timeout", "500ms")
+	const n = 60
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+		if _, err := fmt.Fprintf(c, "GET http://svc/slow HTTP/1.1\r\nHost: svc\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxytest.Eventually(t, "the backend runs all 60 requests", func() bool { return running.Load() == n })
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	// Every cancelled call has ended in the proxy (the goroutine engine
+	// notices only when its attempt ends, after the per-try timeout).
+	proxytest.Eventually(t, "no call in flight", func() bool { return p.m.InFlight.Load() == 0 })
+	up := p.upstreamByName("svc")
+	c := &keepAliveClient{addr: p.Addr()}
+	defer c.close()
+	code, body, err := c.do("GET", "GET http://svc/ok HTTP/1.1\r\nHost: svc\r\n\r\n")
+	t.Logf("after %d cancelled calls: %d %q; backend requests %d, breaker state %s, retries %v", n, code, body, b.hits.Load(), up.Breaker.State(forward.NowNanos()), testutil.ToFloat64(up.M.Retries))
+	if err != nil || code != 200 || body != "ok" {
+		t.Fatalf("after %d cancelled calls: %d %q %v, want 200 \"ok\"", n, code, body, err)
+	}
+	if got := b.hits.Load(); got != n+1 {
+		t.Fatalf("the backend got %d requests, want %d (a cancelled call is not retried)", got, n+1)
+	}
+	if got := testutil.ToFloat64(up.M.Retries); got != 0 {
+		t.Fatalf("%v retries, want 0", got)
 	}
 }

@@ -189,6 +189,10 @@ type h2SniffConn struct {
 	pending []byte
 }
 
+// NetConn is the connection sniffed (the goroutine engine looks through it
+// for a client's close).
+func (c *h2SniffConn) NetConn() net.Conn { return c.Conn }
+
 func (c *h2SniffConn) Read(b []byte) (int, error) {
 	if len(c.pending) > 0 {
 		n := copy(b, c.pending)

@@ -48,6 +48,9 @@ type Exchange struct {
 	lastCond     policy.Condition
 	hadBag       bool // the app sent baggage (joined into sc.bag)
 	generated    bool
+	// clientGone: the client closed its end while the attempt ran
+	// (ClientGone).
+	clientGone   bool
 	retryable    bool
 	replayable   bool
 	chainOn      bool
@@ -211,13 +214,24 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 			o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
 		}
 	}
-	if up.Breaker != nil {
-		if err != nil || o.Status >= 500 {
+	failed := err != nil || o.Status >= 500
+	if x.clientGone && failed {
+		// The client's own cancellation: the attempt's failure (a timeout,
+		// a reset of the upstream connection the proxy closed) says
+		// nothing about the upstream. Not a breaker failure, and not
+		// retried (nobody waits for the answer; no retry budget spent).
+		if up.Breaker != nil {
+			up.Breaker.Cancel(x.probe)
+		}
+		o.Retryable = false
+	} else if up.Breaker != nil {
+		if failed {
 			up.Breaker.Failure(now, x.probe)
 		} else {
 			up.Breaker.Success(now, x.probe)
 		}
 	}
+	x.probe = false // reported
 	d := x.f.pol.Decide(&o, up.Budget, up.Breaker, now)
 	x.logAttempt(now, &o, d)
 	if d.Retry {
@@ -247,6 +261,23 @@ func (x *Exchange) MayResend(wroteAny bool) bool { return policy.MayResend(wrote
 // once (an engine checks a pooled connection before it sends one that may
 // not).
 func (x *Exchange) Replayable() bool { return x.replayable }
+
+// ClientGone tells the exchange, before AfterAttempt, that the client
+// closed its end of the connection (or reset it) while the attempt ran: a
+// failed attempt is then the client's cancellation, not the upstream's
+// failure (AfterAttempt). A half-closed client that still reads gets the
+// answer; it is not retried for it.
+func (x *Exchange) ClientGone() { x.clientGone = true }
+
+// Abandon ends an attempt that will have no outcome (its client went away
+// and the engine dropped it): a half-open probe's place is given back to
+// the breaker; nothing is counted as the upstream's failure.
+func (x *Exchange) Abandon() {
+	if x.probe && x.up != nil && x.up.Breaker != nil {
+		x.up.Breaker.Cancel(true)
+		x.probe = false
+	}
+}
 
 // Waited restarts the attempt clock after a backoff.
 func (x *Exchange) Waited() { x.attemptStart = NowNanos() }

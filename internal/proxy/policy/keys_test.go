@@ -3,6 +3,7 @@ package policy
 import (
 	"regexp"
 	"testing"
+	"time"
 )
 
 // A generated key is the prefix and 32 hex digits, recognised as generated
@@ -45,5 +46,33 @@ func TestKeyRetryableAndMayResend(t *testing.T) {
 		if got := MayResend(tc.wroteAny, tc.replayable); got != tc.want {
 			t.Errorf("MayResend(wroteAny %t, replayable %t) = %t, want %t", tc.wroteAny, tc.replayable, got, tc.want)
 		}
+	}
+}
+
+// A cancelled half-open probe gives its place back: the next attempt
+// probes, and the breaker counts nothing for the cancellation.
+func TestBreakerCancelProbe(t *testing.T) {
+	b := NewBreaker(1, time.Second, time.Second)
+	b.Failure(0, false)
+	if ok, _ := b.Allow(1); ok {
+		t.Fatal("open breaker allowed an attempt")
+	}
+	now := int64(2 * time.Second)
+	if ok, probe := b.Allow(now); !ok || !probe {
+		t.Fatalf("half-open: ok %t probe %t, want the probe", ok, probe)
+	}
+	if ok, _ := b.Allow(now); ok {
+		t.Fatal("a second attempt while the probe runs")
+	}
+	b.Cancel(true)
+	if s := b.State(now); s != BreakerHalfOpen {
+		t.Fatalf("state %s after a cancelled probe, want half-open", s)
+	}
+	if ok, probe := b.Allow(now); !ok || !probe {
+		t.Fatalf("after the cancel: ok %t probe %t, want a new probe", ok, probe)
+	}
+	b.Success(now, true)
+	if s := b.State(now); s != BreakerClosed {
+		t.Fatalf("state %s, want closed", s)
 	}
 }

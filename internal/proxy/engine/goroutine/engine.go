@@ -279,6 +279,12 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		} else {
 			err = e.client.DoTimeout(&ctx.Request, &ctx.Response, perTry)
 		}
+		if (err != nil || ctx.Response.StatusCode() >= 500) && clientClosed(ctx.Conn()) {
+			// The client closed its end while the attempt ran (fasthttp
+			// does not watch it): its own cancellation, not the upstream's
+			// failure. Looked at only for a failed attempt (one poll(2)).
+			x.ClientGone()
+		}
 		retry, wait := x.AfterAttempt(err)
 		if !retry {
 			return

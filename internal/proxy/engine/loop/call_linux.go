@@ -125,6 +125,11 @@ func (cl *call) onTimer() {
 func (cl *call) after(err error) {
 	l := cl.l
 	l.timers.Cancel(cl.t)
+	if cl.c.eof {
+		// The client closed its end while the attempt ran: its own
+		// cancellation, not the upstream's failure.
+		cl.x.ClientGone()
+	}
 	retry, wait := cl.x.AfterAttempt(err)
 	if !retry {
 		cl.c.answer()
@@ -163,6 +168,9 @@ func (cl *call) failed(err error) {
 
 // abandon stops the call's attempt and timers (its client went away).
 func (cl *call) abandon() {
+	if !cl.backoff {
+		cl.x.Abandon() // an attempt under way has no outcome
+	}
 	cl.seq++
 	cl.l.timers.Cancel(cl.t)
 	if cl.uc != nil {
