@@ -234,7 +234,14 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		up.M.Code(fasthttp.StatusLoopDetected)
 		return
 	}
-	if req.Header.ConnectionUpgrade() {
+	if forward.H2CUpgrade(&req.Header) {
+		// Upgrade: h2c never becomes a tunnel (it would carry its streams
+		// around the retry policy, their chain budget unclamped): the
+		// request is served as HTTP/1.1, without its upgrade fields.
+		sc := e.f.GetScratch()
+		forward.DropH2CUpgrade(&req.Header, sc)
+		e.f.PutScratch(sc)
+	} else if req.Header.ConnectionUpgrade() {
 		e.upgrade(ctx, up, hostPort)
 		return
 	}
