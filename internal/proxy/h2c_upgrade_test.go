@@ -116,4 +116,3 @@ func TestH2CUpgradeCurl(t *testing.T) {
 		t.Fatalf("the upstream saw %q, want %q", got, want)
 	}
 }
-
