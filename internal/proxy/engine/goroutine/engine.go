@@ -99,6 +99,11 @@ func (e *Engine) Serve(ln net.Listener) error {
 	return e.srv.Serve(&pauseListener{Listener: ln, f: e.f, pause: &e.f.Accept})
 }
 
+// ServeConn serves the HTTP/1.1 requests on c until it closes, as a
+// connection of the listener (through the pre-parser): the inside of a
+// CONNECT tunnel to a known upstream that carries plain HTTP/1.1.
+func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(newHeadConn(c)) }
+
 // Shutdown stops the server: in-flight requests may finish until ctx ends.
 func (e *Engine) Shutdown(ctx context.Context) error { return e.srv.ShutdownWithContext(ctx) }
 
