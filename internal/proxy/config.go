@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +90,16 @@ func (c *Config) validate() error {
 		return &FlagError{Flag: "upstreams", Value: c.Args.Upstreams, Err: err}
 	}
 	c.Upstreams = ups
+	if strings.TrimSpace(c.DedupUpstreams) != "" {
+		for _, tok := range strings.Split(c.DedupUpstreams, ",") {
+			name := strings.ToLower(strings.TrimSpace(tok))
+			i := slices.IndexFunc(c.Upstreams, func(u policy.Upstream) bool { return strings.EqualFold(u.Name, name) })
+			if i < 0 {
+				return bad("dedup-upstreams", c.DedupUpstreams, "%q is not an upstream of --upstreams (%s)", name, c.Args.Upstreams)
+			}
+			c.Upstreams[i].Dedup = true
+		}
+	}
 	if c.ChainCap < 0 || c.ChainCap > 1000 {
 		return bad("chain-cap", strconv.Itoa(c.ChainCap), "must be 0 (off) or 1..1000")
 	}
@@ -194,4 +205,11 @@ func (c *Config) Describe(w io.Writer) {
 	fmt.Fprintf(w, "http-request-timeout %s\nkeepalive-timeout %s\nclient-timeout %s\nupstream-idle-timeout %s\nengine %s\n",
 		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
 	fmt.Fprintf(w, "h2-engine %s\naccess-log %s\n", c.H2Engine, c.AccessLog)
+	var dedup []string
+	for _, u := range c.Upstreams {
+		if u.Dedup {
+			dedup = append(dedup, u.Name)
+		}
+	}
+	fmt.Fprintf(w, "dedup-upstreams %s\n", strings.Join(dedup, ","))
 }

@@ -33,7 +33,7 @@ func (p *Proxy) initH2() error {
 	f := p.fw
 	ups := make(map[*forward.Upstream]*h2.Upstream, len(f.Upstreams))
 	for _, u := range f.Upstreams {
-		ups[u] = &h2.Upstream{Name: u.Name, Attempts: u.Attempts, Addr: u.Resolved, Budget: u.Budget, Breaker: u.Breaker}
+		ups[u] = &h2.Upstream{Name: u.Name, Attempts: u.Attempts, Addr: u.Resolved, Budget: u.Budget, Breaker: u.Breaker, Dedup: u.Dedup}
 	}
 	perTry := f.Cfg.PerTryTimeout
 	h, err := h2.New(h2.Config{
