@@ -370,8 +370,3 @@ func hostOnly(hostPort string) string {
 	}
 	return strings.Trim(hostPort, "[]")
 }
-
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
-}
