@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -12,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
@@ -66,7 +63,9 @@ func TestConnectLatePrefaceJudged(t *testing.T) {
 	b := newH2CBackend(t, 2)
 	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.ln.Addr().String(), "--chain-cap", "4")
 	c, _ := connectTo(t, p.Addr(), "svc:80")
-	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(context.Context, string, string, *tls.Config) (net.Conn, error) {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos, DialContext: func(context.Context, string, string) (net.Conn, error) {
 		return &lateConn{Conn: c, delay: 1500 * time.Millisecond}, nil
 	}}
 	defer tr.CloseIdleConnections()

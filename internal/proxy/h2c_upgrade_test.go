@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/h2c"
+	"golang.org/x/net/http2/h2c" //nolint:staticcheck // the one server that accepts an h2c upgrade (net/http's Protocols serve prior knowledge only): the upstream this case needs
 
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
@@ -54,7 +54,7 @@ func newH2CBackend(t *testing.T, failFirst int) *h2cBackend {
 		}
 		_, _ = io.WriteString(w, "ok "+r.URL.Path)
 	})
-	srv := &http.Server{Handler: h2c.NewHandler(h, &http2.Server{}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h2c.NewHandler(h, &http2.Server{}), ReadHeaderTimeout: 10 * time.Second} //nolint:staticcheck // see the import
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return b
