@@ -196,6 +196,13 @@ func (c *Config) Describe(w io.Writer) {
 	sort.Strings(res)
 	fmt.Fprintf(w, "listen %s\nadmin %s\nservice %s\nnamespace %s\nupstreams %s\nentrypoint %t\nchain-cap %d\n",
 		c.Listen, c.Admin, c.Service, c.Namespace, strings.Join(ups, ","), c.Entrypoint, c.ChainCap)
+	var dedup []string
+	for _, u := range c.Upstreams {
+		if u.Dedup {
+			dedup = append(dedup, u.Name)
+		}
+	}
+	fmt.Fprintf(w, "dedup-upstreams %s\n", strings.Join(dedup, ","))
 	fmt.Fprintf(w, "default-attempts %d\nper-try-timeout %s\nbackoff-base %s\nbackoff-max %s\nbackoff-jitter %t\n",
 		c.DefaultAttempts, c.PerTryTimeout, c.BackoffBase, c.BackoffMax, c.BackoffJitter)
 	fmt.Fprintf(w, "retry-on %s\nretry-methods %s\nbudget-percent %d\nbudget-min-per-second %d\nbudget-window %s\n",
@@ -205,11 +212,4 @@ func (c *Config) Describe(w io.Writer) {
 	fmt.Fprintf(w, "http-request-timeout %s\nkeepalive-timeout %s\nclient-timeout %s\nupstream-idle-timeout %s\nengine %s\n",
 		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
 	fmt.Fprintf(w, "h2-engine %s\naccess-log %s\n", c.H2Engine, c.AccessLog)
-	var dedup []string
-	for _, u := range c.Upstreams {
-		if u.Dedup {
-			dedup = append(dedup, u.Name)
-		}
-	}
-	fmt.Fprintf(w, "dedup-upstreams %s\n", strings.Join(dedup, ","))
 }
