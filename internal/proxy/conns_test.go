@@ -83,6 +83,11 @@ func (b *kaBackend) serve(c net.Conn) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				// Closed before it is counted: a test that waits for the
+				// count sends its next request after the close (the
+				// upstream's close before the request, which the proxy
+				// must see), not racing it (which a POST may lose: 502).
+				_ = c.Close()
 				b.closedIdle.Add(1)
 			} else {
 				b.closedByPeer.Add(1)
