@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +90,16 @@ func (c *Config) validate() error {
 		return &FlagError{Flag: "upstreams", Value: c.Args.Upstreams, Err: err}
 	}
 	c.Upstreams = ups
+	if strings.TrimSpace(c.DedupUpstreams) != "" {
+		for _, tok := range strings.Split(c.DedupUpstreams, ",") {
+			name := strings.ToLower(strings.TrimSpace(tok))
+			i := slices.IndexFunc(c.Upstreams, func(u policy.Upstream) bool { return strings.EqualFold(u.Name, name) })
+			if i < 0 {
+				return bad("dedup-upstreams", c.DedupUpstreams, "%q is not an upstream of --upstreams (%s)", name, c.Args.Upstreams)
+			}
+			c.Upstreams[i].Dedup = true
+		}
+	}
 	if c.ChainCap < 0 || c.ChainCap > 1000 {
 		return bad("chain-cap", strconv.Itoa(c.ChainCap), "must be 0 (off) or 1..1000")
 	}
@@ -182,6 +193,13 @@ func (c *Config) Describe(w io.Writer) {
 	sort.Strings(res)
 	fmt.Fprintf(w, "listen %s\nadmin %s\nservice %s\nnamespace %s\nupstreams %s\nentrypoint %t\nchain-cap %d\n",
 		c.Listen, c.Admin, c.Service, c.Namespace, strings.Join(ups, ","), c.Entrypoint, c.ChainCap)
+	var dedup []string
+	for _, u := range c.Upstreams {
+		if u.Dedup {
+			dedup = append(dedup, u.Name)
+		}
+	}
+	fmt.Fprintf(w, "dedup-upstreams %s\n", strings.Join(dedup, ","))
 	fmt.Fprintf(w, "default-attempts %d\nper-try-timeout %s\nbackoff-base %s\nbackoff-max %s\nbackoff-jitter %t\n",
 		c.DefaultAttempts, c.PerTryTimeout, c.BackoffBase, c.BackoffMax, c.BackoffJitter)
 	fmt.Fprintf(w, "retry-on %s\nretry-methods %s\nbudget-percent %d\nbudget-min-per-second %d\nbudget-window %s\n",

@@ -141,7 +141,7 @@ func (c *callState) setup() *ownAnswer {
 		}
 		c.retryable = c.known && fits
 	} else {
-		c.retryable = c.known && (h.methods[c.method] || policy.RetryableKey([]byte(first(c.hdr, hdrIdempotencyKey)))) && fits
+		c.retryable = c.known && (h.methods[c.method] || policy.KeyRetryable([]byte(first(c.hdr, hdrIdempotencyKey)), c.up.Dedup)) && fits
 	}
 	n := 0
 	c.chainOn = h.cfg.ChainCap > 0
@@ -162,6 +162,7 @@ func (c *callState) setup() *ownAnswer {
 		// here (the app did not ask for it), but the key lets the client
 		// retry safely and counts those retries against the cap.
 		c.key, c.generated = string(policy.NewKey()), true
+		c.retryable = c.known && policy.KeyRetryable([]byte(c.key), c.up.Dedup) && fits // only toward an upstream that deduplicates
 	}
 	// Unknown hosts too, as on the HTTP/1.1 path: the key's budget is the
 	// chain's, wherever the call went.

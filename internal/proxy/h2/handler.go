@@ -29,6 +29,7 @@ type Upstream struct {
 	Addr     string              // address to dial; "" = the call's host:port through Config.Resolve
 	Budget   *policy.RetryBudget // nil: no retry budget
 	Breaker  *policy.Breaker     // nil: no breaker
+	Dedup    bool                // deduplicates by Idempotency-Key: any key makes a POST retryable (policy.KeyRetryable)
 }
 
 // Config is what the h2c path needs from the proxy; every field but Lookup
