@@ -28,7 +28,7 @@ type MeshInput struct {
 	// ClusterPolicies are the ClusterRetryPolicies with their scopes and workloads; those whose
 	// scope has none of the namespaces the object bears on are not consulted (MeshBearsOn).
 	ClusterPolicies []MeshClusterPolicy
-	// Workloads are the object's namespace's workloads, parsed and sorted (gate.Index.Parsed),
+	// Workloads are the object's namespace's workloads, parsed and sorted (index.Index.Parsed),
 	// and Services its Services (nil: none).
 	Workloads []*workload.Parsed
 	Services  *workload.ServiceSet
