@@ -210,7 +210,7 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	in.Workloads = h.index.RelevantWorkloads(w)
 	in.Services = h.index.Services(pod.Namespace).List()
 	// The mesh layers the gate counts (the index follows the mesh watcher when the injector
-	// shares the gate's index, as the manager does): a Gateway-routed Service is a default
+	// shares the workload index, as the manager does): a Gateway-routed Service is a default
 	// entrypoint.
 	in.Mesh = h.index.Mesh()
 	return in, nil
