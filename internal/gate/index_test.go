@@ -30,13 +30,9 @@ func relevant(x *index.Index, ns, svc string, ups []string) []workload.Workload 
 	return out
 }
 
-// randomNamespace is n workloads over fewer services (so some share one), calling random
-// services (some outside the namespace, some cycles), some labelled for a selector.
-func randomNamespace(r *rand.Rand, n int) []workload.Workload {
-	return randomWorkloads(r, n, false)
-}
-
-// randomWorkloads is randomNamespace, without cycles when acyclic (a service calls only services
+// randomWorkloads is n workloads over fewer services (so some share one), calling random
+// services (some outside the namespace, some cycles unless acyclic), some labelled for a
+// selector. Without cycles when acyclic (a service calls only services
 // numbered above its own).
 func randomWorkloads(r *rand.Rand, n int, acyclic bool) []workload.Workload {
 	svcs := n*2/3 + 1
