@@ -304,8 +304,13 @@ type RetryPolicyStatus struct {
 	// +optional
 	ObservedAmplification *ObservedAmplification `json:"observedAmplification,omitempty"`
 
-	// Conditions: Ready, WithinCap (and MeshLayers, ObservedWithinComputed when the manager
-	// reads those sources).
+	// Graph compares the declared edges with the ones telemetry observed (a manager with
+	// --prometheus-url only): graph_types.go.
+	// +optional
+	Graph *GraphStatus `json:"graph,omitempty"`
+
+	// Conditions: Ready, WithinCap (and MeshLayers, ObservedWithinComputed, GraphComplete when
+	// the manager reads those sources).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

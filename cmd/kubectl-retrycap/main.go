@@ -25,6 +25,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		cli.NewAnalyzeCmd(stdin, stdout, stderr),
 		cli.NewGraphCmd(stdin, stdout, stderr),
 		cli.NewObserveCmd(stdin, stdout, stderr),
+		cli.NewDiscoverCmd(stdin, stdout, stderr),
 	)
 	return root
 }

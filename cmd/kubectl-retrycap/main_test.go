@@ -18,7 +18,7 @@ func TestCommands(t *testing.T) {
 		got = append(got, c.Name())
 	}
 	slices.Sort(got)
-	if want := []string{"analyze", "graph", "observe"}; !slices.Equal(got, want) {
+	if want := []string{"analyze", "discover", "graph", "observe"}; !slices.Equal(got, want) {
 		t.Fatalf("commands %v, want %v", got, want)
 	}
 }

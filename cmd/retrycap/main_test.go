@@ -14,7 +14,7 @@ func TestCommands(t *testing.T) {
 		got = append(got, c.Name())
 	}
 	slices.Sort(got)
-	if want := []string{"analyze", "demo", "graph", "observe", "storm"}; !slices.Equal(got, want) {
+	if want := []string{"analyze", "demo", "discover", "graph", "observe", "storm"}; !slices.Equal(got, want) {
 		t.Fatalf("commands %v, want %v", got, want)
 	}
 }

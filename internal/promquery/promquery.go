@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -127,7 +128,7 @@ func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vect
 	defer cancel()
 	val, _, _, err := c.api.Query(ctx, q, now, v1.WithTimeout(c.opts.Timeout), v1.WithLimit(c.opts.SeriesLimit))
 	if err != nil {
-		return nil, fmt.Errorf("query %s: %w", q, unwrapURLError(err))
+		return nil, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err)))
 	}
 	v, ok := val.(model.Vector)
 	if !ok {
@@ -137,6 +138,28 @@ func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vect
 		return nil, fmt.Errorf("query %s: %d series, the limit (--prometheus-series-limit): the edges would be incomplete", q, len(v))
 	}
 	return v, nil
+}
+
+// describe says what an HTTP status in client_golang's error means: its message is only
+// "client error: 401", which does not say that the server asked for credentials.
+func describe(err error) error {
+	var ae *v1.Error
+	if !errors.As(err, &ae) {
+		return err
+	}
+	code, ok := strings.CutPrefix(ae.Msg, "client error: ")
+	if !ok {
+		code, ok = strings.CutPrefix(ae.Msg, "server error: ")
+	}
+	n, cerr := strconv.Atoi(code)
+	if !ok || cerr != nil {
+		return err
+	}
+	switch n {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Errorf("HTTP %d %s: Prometheus refused the query without credentials (retrycap sends none; query it through a proxy that authenticates, or allow the caller): %w", n, http.StatusText(n), err)
+	}
+	return fmt.Errorf("HTTP %d %s: %w", n, http.StatusText(n), err)
 }
 
 // unwrapURLError keeps the message short and stable: net/http's *url.Error repeats the method

@@ -93,6 +93,14 @@ type Target struct {
 // StartTargets is Start with the labels of each target given.
 func StartTargets(t T, repoRoot string, targets []Target) *Server {
 	t.Helper()
+	return StartTargetsArgs(t, repoRoot, targets)
+}
+
+// StartTargetsArgs is StartTargets with more command-line arguments for Prometheus
+// (--web.config.file=... for a server that asks for credentials). Readiness is then polled
+// (a 401 from /-/ready counts as up: the server answers).
+func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *Server {
+	t.Helper()
 	bin, err := Binary(repoRoot)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -101,9 +109,11 @@ func StartTargets(t T, repoRoot string, targets []Target) *Server {
 	targets = append([]Target(nil), targets...)
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Addr < targets[j].Addr })
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 100ms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n  static_configs:\n")
+	cfg.WriteString("global:\n  scrape_interval: 100ms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n")
 	if len(targets) == 0 {
-		cfg.WriteString("  []\n")
+		cfg.WriteString("  static_configs: []\n")
+	} else {
+		cfg.WriteString("  static_configs:\n")
 	}
 	for _, tg := range targets {
 		names := make([]string, 0, len(tg.Labels))
@@ -121,8 +131,8 @@ func StartTargets(t T, repoRoot string, targets []Target) *Server {
 		t.Fatalf("%v", err)
 	}
 	addr := FreeAddr(t)
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
+	cmd := exec.Command(bin, append([]string{"--config.file=" + filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr, "--log.level=warn"}, args...)...)
 	logs := &lockedBuilder{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -150,7 +160,8 @@ func StartTargets(t T, repoRoot string, targets []Target) *Server {
 		resp, err := http.Get(s.URL + "/-/ready")
 		if err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			// 401: a server that asks for credentials (--web.config.file) answers, so it is up.
+			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
 				return s
 			}
 		}

@@ -1,0 +1,72 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// The graph from telemetry in a policy's status (DESIGN.md, "The graph from telemetry"): set only
+// by a manager started with --prometheus-url. The admission gate never reads it: declarations
+// (and the mesh) are judged as they are.
+
+const (
+	// ConditionGraphComplete is True when every edge telemetry observed over the window between
+	// the policy's services is declared; False (reason UndeclaredEdges) names up to 10 that are
+	// not, with the annotation that would declare each; Unknown (PrometheusUnavailable) when
+	// the last query failed.
+	ConditionGraphComplete = "GraphComplete"
+	// ReasonGraphComplete: every observed edge is declared.
+	ReasonGraphComplete = "GraphComplete"
+	// ReasonUndeclaredEdges: edges were observed that no annotation declares.
+	ReasonUndeclaredEdges = "UndeclaredEdges"
+)
+
+// GraphStatus compares the declared call graph with the observed one.
+type GraphStatus struct {
+	// Window is the query window the counters' increase was taken over ("5m0s").
+	Window string `json:"window"`
+	// ObservedAt is when the observation was made: a Prometheus that is down keeps the last
+	// good observation until a window has passed since it.
+	ObservedAt metav1.Time `json:"observedAt"`
+	// Sources are the telemetry sources whose series exist (istio, linkerd,
+	// otel-servicegraph, retrycap).
+	// +listType=atomic
+	// +optional
+	Sources []string `json:"sources,omitempty"`
+	// Counts of edges between the policy's services.
+	Counts GraphCounts `json:"counts"`
+	// Undeclared are observed edges no annotation declares, highest rate first (at most 20).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Undeclared []GraphEdge `json:"undeclared,omitempty"`
+	// MoreUndeclared is how many undeclared edges the list leaves out.
+	// +optional
+	MoreUndeclared int32 `json:"moreUndeclared,omitempty"`
+	// Stale are declared edges not observed over the window (at most 20).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Stale []GraphEdge `json:"stale,omitempty"`
+	// MoreStale is how many stale edges the list leaves out.
+	// +optional
+	MoreStale int32 `json:"moreStale,omitempty"`
+}
+
+// GraphCounts are the edge counts of a GraphStatus.
+type GraphCounts struct {
+	// Observed: edges whose counters increased over the window.
+	Observed int32 `json:"observed"`
+	// Declared: edges the annotations (and mesh layers) declare.
+	Declared int32 `json:"declared"`
+	// Undeclared: observed, not declared.
+	Undeclared int32 `json:"undeclared"`
+	// Stale: declared, not observed over the window.
+	Stale int32 `json:"stale"`
+}
+
+// GraphEdge is one edge of a GraphStatus list.
+type GraphEdge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// RatePerSecond is the observed rate over the window, three significant digits ("2.50";
+	// "0" for a stale edge): a string, as the API carries no floats.
+	RatePerSecond string `json:"ratePerSecond"`
+}

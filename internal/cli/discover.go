@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrycap/retrycap/internal/analyze"
+	"github.com/retrycap/retrycap/internal/promquery"
+	"github.com/retrycap/retrycap/internal/telemetry"
+)
+
+// NewDiscoverCmd returns `discover`: the retrycap.dev/upstreams each workload needs, from the
+// edges a Prometheus has observed and the Services the manifests' env names.
+func NewDiscoverCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var (
+		files, kustomizations, gateways []string
+		recursive, allNamespaces        bool
+		namespace, output, promURL      string
+		callerLabel                     string
+		since, timeout                  time.Duration
+		seriesLimit                     uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "discover [--prometheus-url URL] [-f PATH | -k DIR]... [-n NAMESPACE | -A]",
+		Short: "Propose the retrycap.dev/upstreams each workload needs, from observed telemetry and the manifests' env",
+		Long: `discover finds the calls each workload makes and writes them as the retrycap.dev/upstreams
+annotation it needs, without attempts (one try each: no telemetry shows an application's own
+retries; add =N by hand where the app retries).
+
+From a Prometheus (--prometheus-url; the counters' increase over --since, to the second): Istio's
+istio_requests_total (reporters source and waypoint; destination over source gives the sidecars'
+tries per call, shown beside), Linkerd's response_total{direction="outbound"} and its route series,
+the OpenTelemetry service graph's traces_service_graph_request_total, retrycap-proxy's
+retrycap_proxy_requests_total: each detected by whether its series exist. An edge whose counter did
+not increase over the window is not observed. Mesh gateways (istio-ingressgateway, Gateway API
+gateways, --gateway) are callers, never workloads: their callees are entrypoints. TCP-only,
+database and messaging edges are listed apart, never proposed.
+
+From manifests (-f, -k): container env values, and the ConfigMaps env and envFrom reference, that
+name a Service: http://name:port/..., name:port, name.ns[.svc[.cluster.local]]. They
+over-approximate (a shared ConfigMap names Services a workload may never call): each is marked
+with its variable, and with a Prometheus too, the ones it did not observe are marked notObserved.
+
+A workload that already declares retrycap.dev/upstreams keeps it: the differences are listed.
+-o yaml (default) and -o json: {workloads: [{namespace, kind, name, upstreams, annotation,
+discovered, differences}], entrypoints, nonHTTP, warnings}; -o patch: one merge patch per
+workload to annotate (kubectl patch KIND NAME -n NS --type merge --patch-file FILE).
+
+Exit status: 0 when something was found; 2 on bad input, when Prometheus cannot be queried
+(unreachable, an auth failure, a timeout, an answer at --prometheus-series-limit), and when
+nothing was found at all. See docs/telemetry.md.`,
+		Example: `  retrycap discover --prometheus-url http://prometheus.monitoring:9090 -n shop --since 1h
+  retrycap discover -f release/kubernetes-manifests.yaml -o patch > upstreams.yaml
+  kubectl retrycap discover --prometheus-url http://localhost:9090 -k overlays/prod -A -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bad := func(format string, a ...any) error {
+				return &ExitError{Code: ExitBadInput, Msg: "discover: " + fmt.Sprintf(format, a...)}
+			}
+			if output != "yaml" && output != "json" && output != "patch" {
+				return bad("unknown output %q (yaml, json, patch)", output)
+			}
+			if promURL == "" && len(files) == 0 && len(kustomizations) == 0 {
+				return bad("--prometheus-url URL, -f PATH or -k DIR is required")
+			}
+			if allNamespaces && cmd.Flags().Changed("namespace") {
+				return bad("-n and -A exclude each other")
+			}
+			if since < time.Second || since%time.Second != 0 {
+				return bad("--since %s: want whole seconds, at least 1s", since)
+			}
+			in := telemetry.Input{Gateways: gateways}
+			if cmd.Flags().Changed("namespace") {
+				in.InScope = func(ns string) bool { return ns == namespace }
+			}
+			if len(files) > 0 || len(kustomizations) > 0 {
+				m, ms, errs := readDiscoverManifests(stdin, files, kustomizations, namespace, recursive)
+				for _, w := range m.Warnings {
+					fmt.Fprintln(stderr, "warning:", w)
+				}
+				for _, err := range errs {
+					fmt.Fprintln(stderr, "error:", err)
+				}
+				if len(errs) > 0 {
+					return bad("%d error(s) in the input", len(errs))
+				}
+				pods, warns := ms.Pods()
+				for _, w := range warns {
+					fmt.Fprintln(stderr, "warning:", w)
+				}
+				in.Workloads, in.Pods, in.Services = m.Workloads, pods, ms.Services
+				if in.Pods == nil {
+					in.Pods = []telemetry.PodEnv{}
+				}
+			}
+			if promURL != "" {
+				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel})
+				if err != nil {
+					return bad("%v", err)
+				}
+				ctx := cmd.Context()
+				if ctx == nil {
+					ctx = context.Background()
+				}
+				ob, err := c.Graph(ctx, time.Now(), gateways)
+				if err != nil {
+					return bad("Prometheus at %s: %v", promURL, err)
+				}
+				in.Observation = ob
+			}
+			res := telemetry.Discover(in)
+			for _, w := range res.Warnings {
+				fmt.Fprintln(stderr, "warning:", w)
+			}
+			var err error
+			switch output {
+			case "json":
+				err = telemetry.RenderJSON(stdout, res)
+			case "yaml":
+				err = telemetry.RenderYAML(stdout, res)
+			default:
+				err = telemetry.RenderPatch(stdout, res)
+			}
+			if err != nil {
+				return bad("%v", err)
+			}
+			if !res.Found() {
+				what := []string{}
+				if promURL != "" {
+					srcs := "no source's series exist"
+					if len(in.Observation.Sources) > 0 {
+						srcs = fmt.Sprintf("series of %v exist, none increased", in.Observation.Sources)
+					}
+					what = append(what, fmt.Sprintf("no edge observed over %s at %s (%s)", since, promURL, srcs))
+				}
+				if in.Pods != nil {
+					what = append(what, fmt.Sprintf("no env value of %d workload(s) names a Service", len(in.Pods)))
+				}
+				return bad("nothing found: %s", strings.Join(what, "; "))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&files, "filename", "f", nil, "file, directory or - for stdin; repeatable")
+	f.BoolVarP(&recursive, "recursive", "R", false, "read the directories given with -f recursively")
+	f.StringArrayVarP(&kustomizations, "kustomize", "k", nil, "a kustomization directory, built as kustomize build does; repeatable")
+	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml, json or patch")
+	f.StringVarP(&namespace, "namespace", "n", "default", "only the workloads of this namespace (and the namespace of manifests' objects that name none); without -n, every namespace")
+	f.BoolVarP(&allNamespaces, "all-namespaces", "A", false, "every namespace (the default without -n)")
+	f.StringVar(&promURL, "prometheus-url", "", "Prometheus base URL to read the observed edges from")
+	f.DurationVar(&since, "since", promquery.DefaultWindow, "the window the counters' increase is taken over, in whole seconds")
+	f.DurationVar(&timeout, "prometheus-timeout", promquery.DefaultTimeout, "bound of one query (HTTP request and Prometheus' evaluation)")
+	f.Uint64Var(&seriesLimit, "prometheus-series-limit", promquery.DefaultSeriesLimit, "most series one query may return (one per edge); an answer that reaches it is an error, not a truncated graph")
+	f.StringVar(&callerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label naming the calling service on retrycap-proxy's series (the scrape adds it)")
+	f.StringArrayVar(&gateways, "gateway", nil, "NAMESPACE/NAME or NAME: a gateway workload besides istio-ingressgateway, istio-egressgateway and those the manifests label as gateways; repeatable")
+	return cmd
+}
+
+// readDiscoverManifests reads -f and -k through analyze's reader (workloads, annotations,
+// Services) and, from the same bytes, the env, ConfigMaps and Service ports discover needs.
+func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, namespace string, recursive bool) (*analyze.Manifests, *telemetry.ManifestSet, []error) {
+	rd := analyze.Reader{DefaultNamespace: namespace, Recursive: recursive}
+	m := analyze.NewManifests()
+	ms := telemetry.NewManifestSet(namespace)
+	var errs []error
+	read := func(name string, data []byte) {
+		errs = append(errs, rd.Read(m, name, bytes.NewReader(data))...)
+		if err := ms.AddStream(data); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	for _, p := range files {
+		if p == "-" {
+			data, err := io.ReadAll(stdin)
+			if err != nil {
+				return m, ms, append(errs, fmt.Errorf("stdin: %w", err))
+			}
+			read("-", data)
+			continue
+		}
+		paths, err := manifestFiles(p, recursive)
+		if err != nil {
+			return m, ms, append(errs, err)
+		}
+		for _, f := range paths {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return m, ms, append(errs, err)
+			}
+			read(f, data)
+		}
+	}
+	for _, k := range kustomizations {
+		errs = append(errs, rd.ReadKustomization(m, k, func(dir string) ([]byte, error) {
+			out, err := Kustomize(dir)
+			if err == nil {
+				if err := ms.AddStream(out); err != nil {
+					return nil, err
+				}
+			}
+			return out, err
+		})...)
+	}
+	return m, ms, errs
+}
+
+// manifestFiles lists what -f PATH reads: the file, or a directory's *.yaml, *.yml and *.json
+// (recursively with -R; hidden directories and kustomization files passed over, as analyze does).
+func manifestFiles(p string, recursive bool) ([]string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{p}, nil
+	}
+	var out []string
+	err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != p && (!recursive || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		switch d.Name() {
+		case "kustomization.yaml", "kustomization.yml", "Kustomization":
+			return nil
+		}
+		out = append(out, path)
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}

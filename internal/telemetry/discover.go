@@ -1,0 +1,530 @@
+package telemetry
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// Input is what Discover merges: an observation (nil without --prometheus-url) and the
+// manifests' workloads (as internal/analyze read them: kind, labels, annotations), their env
+// and Services (nil without -f/-k).
+type Input struct {
+	Observation *Observation
+	Workloads   []workload.Workload
+	Pods        []PodEnv
+	Services    []ServiceDef
+	// InScope says whether a caller's namespace is asked for (-n, -A); nil: every namespace.
+	InScope func(namespace string) bool
+	// Gateways are more gateway workloads ("namespace/name" or "name"), as Options.Gateways.
+	Gateways []string
+}
+
+// Proposal is one upstream a workload needs, and what shows it.
+type Proposal struct {
+	// Upstream is the entry as the annotation writes it: the Service's name from its own
+	// namespace, name.namespace from another; never attempts (discover does not invent them).
+	Upstream string `json:"upstream"`
+	// Sources are what showed the edge: a telemetry source, or "env NAME (container C[,
+	// ConfigMap M key K])".
+	Sources []string `json:"sources"`
+	// RatePerSecond is the highest rate a telemetry source observed over the window.
+	RatePerSecond float64 `json:"ratePerSecond,omitempty"`
+	// ObservedTries are the tries per call the data shows (Istio), 0 when it does not: reported
+	// beside, never written into the annotation.
+	ObservedTries float64 `json:"observedTries,omitempty"`
+	// NotObserved: only the manifests name the edge, and the telemetry given did not observe it
+	// over the window (an env value that names a Service the workload may never call).
+	NotObserved bool `json:"notObserved,omitempty"`
+	// ServiceNotInInput: the env value names a Service the manifests do not hold.
+	ServiceNotInInput bool `json:"serviceNotInInput,omitempty"`
+}
+
+// Difference is one upstream on which an existing annotation and what was discovered differ.
+type Difference struct {
+	Upstream string `json:"upstream"`
+	// Declared is the annotation's entry ("payment=3"), "" when it does not declare it.
+	Declared string `json:"declared"`
+	// Observed is what showed the edge (the sources), "" when nothing did.
+	Observed string `json:"observed"`
+}
+
+// WorkloadResult is one workload's upstreams.
+type WorkloadResult struct {
+	Namespace string `json:"namespace"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	// KindInferred: neither the data nor the manifests say the kind (Istio's source_workload
+	// names a controller; a service name of the service graph or of a proxy names no
+	// workload): Deployment is assumed.
+	KindInferred bool `json:"kindInferred,omitempty"`
+	// Upstreams are the entries of the annotation: the existing one's, kept as written, else
+	// the ones discovered, bare (one try each).
+	Upstreams []string `json:"upstreams"`
+	// Annotation is the retrycap.dev/upstreams value those entries make.
+	Annotation string `json:"annotation"`
+	// Existing: the workload already declares retrycap.dev/upstreams; it is kept, never
+	// overwritten, and Differences say where it differs from what was discovered.
+	Existing    bool         `json:"existing,omitempty"`
+	Discovered  []Proposal   `json:"discovered"`
+	Differences []Difference `json:"differences"`
+}
+
+// EntrypointResult is a Service a gateway or a caller outside the mesh calls.
+type EntrypointResult struct {
+	Namespace     string  `json:"namespace"`
+	Service       string  `json:"service"`
+	Via           string  `json:"via"`
+	Source        string  `json:"source"`
+	RatePerSecond float64 `json:"ratePerSecond,omitempty"`
+}
+
+// NonHTTPResult is an edge listed apart: no HTTP retry applies to it.
+type NonHTTPResult struct {
+	From          string  `json:"from"`
+	To            string  `json:"to"`
+	Source        string  `json:"source"`
+	RatePerSecond float64 `json:"ratePerSecond,omitempty"`
+	Why           string  `json:"why"`
+}
+
+// Result is what Discover found.
+type Result struct {
+	// Window is the telemetry's window ("5m0s"), "" without telemetry.
+	Window string `json:"window,omitempty"`
+	// Sources are the telemetry sources detected, and "env" when manifests were read.
+	Sources     []string           `json:"sources"`
+	Workloads   []WorkloadResult   `json:"workloads"`
+	Entrypoints []EntrypointResult `json:"entrypoints,omitempty"`
+	NonHTTP     []NonHTTPResult    `json:"nonHTTP,omitempty"`
+	Warnings    []string           `json:"warnings,omitempty"`
+}
+
+// Found reports whether anything was discovered: an edge, an entrypoint or a non-HTTP edge.
+func (r *Result) Found() bool {
+	for _, w := range r.Workloads {
+		if len(w.Discovered) > 0 {
+			return true
+		}
+	}
+	return len(r.Entrypoints) > 0 || len(r.NonHTTP) > 0
+}
+
+// gatewayLabels mark a workload as a mesh gateway: Istio's gateway charts' istio label, and
+// the label Gateway API implementations (Istio's, Envoy Gateway's) put on the Deployment of a
+// Gateway.
+var gatewayLabels = []string{"gateway.networking.k8s.io/gateway-name", "gateway.envoyproxy.io/owning-gateway-name"}
+
+func isGatewayWorkload(labels workload.Pairs) bool {
+	if v := labels.Get("istio"); v == "ingressgateway" || v == "egressgateway" {
+		return true
+	}
+	for _, l := range gatewayLabels {
+		if _, ok := labels.Lookup(l); ok {
+			return true
+		}
+	}
+	return false
+}
+
+type target struct {
+	kind, ns, name string
+	inferred       bool
+	w              *workload.Workload
+}
+
+func (t target) key() string { return t.kind + "/" + t.ns + "/" + t.name }
+
+type discoverer struct {
+	in        Input
+	byNSName  map[string][]*workload.Workload // ns/name -> workloads of any kind
+	byKey     map[string]*workload.Workload
+	byService map[string][]*workload.Workload // ns/service name -> workloads (ServiceName, and Services selecting them)
+	services  map[string]*ServiceDef
+	svcNS     map[string]bool // namespaces with a Service in the input
+	gateways  map[string]bool
+	results   map[string]*acc
+	warn      []string
+	unmapped  map[string]bool
+}
+
+type acc struct {
+	t     target
+	props map[string]*Proposal // node -> proposal
+	order []string
+}
+
+// Discover merges the observed edges and the manifests' env edges into the upstreams each
+// workload needs.
+func Discover(in Input) *Result {
+	d := &discoverer{in: in, byNSName: map[string][]*workload.Workload{}, byKey: map[string]*workload.Workload{}, byService: map[string][]*workload.Workload{},
+		services: map[string]*ServiceDef{}, svcNS: map[string]bool{}, gateways: map[string]bool{}, results: map[string]*acc{}, unmapped: map[string]bool{}}
+	for _, g := range append(append([]string(nil), DefaultGateways...), in.Gateways...) {
+		if !strings.Contains(g, "/") {
+			g = "/" + g
+		}
+		d.gateways[g] = true
+	}
+	for i := range in.Services {
+		s := &in.Services[i]
+		d.services[s.Namespace+"/"+s.Name] = s
+		d.svcNS[s.Namespace] = true
+	}
+	for i := range in.Workloads {
+		w := &in.Workloads[i]
+		d.byKey[w.Key()] = w
+		d.byNSName[w.Namespace+"/"+w.Name] = append(d.byNSName[w.Namespace+"/"+w.Name], w)
+		d.byService[w.Namespace+"/"+w.ServiceName()] = append(d.byService[w.Namespace+"/"+w.ServiceName()], w)
+		if isGatewayWorkload(w.Labels) {
+			d.gateways[w.Namespace+"/"+w.Name] = true
+		}
+	}
+	for _, s := range in.Services {
+		if len(s.Selector) == 0 {
+			continue
+		}
+		for i := range in.Workloads {
+			w := &in.Workloads[i]
+			if selects(s, w) && !containsWorkload(d.byService[s.Namespace+"/"+s.Name], w) {
+				d.byService[s.Namespace+"/"+s.Name] = append(d.byService[s.Namespace+"/"+s.Name], w)
+			}
+		}
+	}
+	res := &Result{Sources: []string{}, Workloads: []WorkloadResult{}}
+	ob := in.Observation
+	if ob != nil {
+		res.Window = ob.Window.String()
+		for _, s := range ob.Sources {
+			res.Sources = append(res.Sources, string(s))
+		}
+		res.Warnings = append(res.Warnings, ob.Warnings...)
+		for _, e := range ob.Edges {
+			d.telemetryEdge(e, res)
+		}
+		for _, e := range ob.NonHTTP {
+			if d.scope(e.From.Namespace) {
+				res.NonHTTP = append(res.NonHTTP, NonHTTPResult{From: e.From.String(), To: e.To.String(), Source: string(e.Source), RatePerSecond: e.RatePerSecond, Why: e.Why})
+			}
+		}
+		for _, e := range ob.Entrypoints {
+			if d.scope(e.Namespace) {
+				res.Entrypoints = append(res.Entrypoints, EntrypointResult{Namespace: e.Namespace, Service: e.Name, Via: e.Via, Source: string(e.Source), RatePerSecond: e.RatePerSecond})
+			}
+		}
+	}
+	if in.Pods != nil || in.Workloads != nil {
+		res.Sources = append(res.Sources, string(SourceEnv))
+	}
+	d.envEdges(res)
+	d.finish(res)
+	res.Warnings = append(res.Warnings, d.warn...)
+	return res
+}
+
+func containsWorkload(ws []*workload.Workload, w *workload.Workload) bool {
+	for _, x := range ws {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+func selects(s ServiceDef, w *workload.Workload) bool {
+	if s.Namespace != w.Namespace || len(s.Selector) == 0 {
+		return false
+	}
+	for k, v := range s.Selector {
+		if lv, ok := w.Labels.Lookup(k); !ok || lv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *discoverer) scope(ns string) bool { return d.in.InScope == nil || d.in.InScope(ns) }
+
+func (d *discoverer) isGateway(ns, name string) bool {
+	return d.gateways[ns+"/"+name] || d.gateways["/"+name]
+}
+
+// targets maps a caller to the workloads that make its calls.
+func (d *discoverer) targets(c Caller, src Source) []target {
+	manifests := len(d.in.Workloads) > 0
+	unmapped := func(what string) {
+		k := string(src) + " " + c.String()
+		if manifests && !d.unmapped[k] {
+			d.unmapped[k] = true
+			d.warn = append(d.warn, fmt.Sprintf("%s: %s %s maps to no workload of the manifests: listed as a Deployment of that name (kind inferred)", src, what, c))
+		}
+	}
+	switch {
+	case c.Kind != "":
+		if w := d.byKey[c.Kind+"/"+c.Namespace+"/"+c.Name]; w != nil {
+			return []target{{kind: w.Kind, ns: w.Namespace, name: w.Name, w: w}}
+		}
+		if manifests {
+			unmapped(strings.ToLower(c.Kind))
+		}
+		return []target{{kind: c.Kind, ns: c.Namespace, name: c.Name}}
+	case !c.Service:
+		ws := d.byNSName[c.Namespace+"/"+c.Name]
+		if len(ws) > 0 {
+			w := ws[0]
+			for _, x := range ws {
+				if x.Kind == workload.KindDeployment {
+					w = x
+				}
+			}
+			return []target{{kind: w.Kind, ns: w.Namespace, name: w.Name, w: w}}
+		}
+		unmapped("workload")
+		return []target{{kind: workload.KindDeployment, ns: c.Namespace, name: c.Name, inferred: true}}
+	}
+	ws := d.byService[c.Namespace+"/"+c.Name]
+	if len(ws) == 0 {
+		unmapped("service")
+		return []target{{kind: workload.KindDeployment, ns: c.Namespace, name: c.Name, inferred: true}}
+	}
+	out := make([]target, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, target{kind: w.Kind, ns: w.Namespace, name: w.Name, w: w})
+	}
+	return out
+}
+
+// upstreamName writes a callee as an annotation entry of a caller in namespace ns.
+func upstreamName(to Callee, ns string) string {
+	if to.Namespace == "" || to.Namespace == ns {
+		return to.Name
+	}
+	return to.Name + "." + to.Namespace
+}
+
+func (d *discoverer) acc(t target) *acc {
+	a := d.results[t.key()]
+	if a == nil {
+		a = &acc{t: t, props: map[string]*Proposal{}}
+		d.results[t.key()] = a
+	}
+	return a
+}
+
+func (a *acc) proposal(up string) *Proposal {
+	node := annotations.UpstreamNode(up, a.t.ns)
+	p := a.props[node]
+	if p == nil {
+		p = &Proposal{Upstream: up}
+		a.props[node] = p
+		a.order = append(a.order, node)
+	}
+	return p
+}
+
+func addSource(p *Proposal, s string) {
+	for _, x := range p.Sources {
+		if x == s {
+			return
+		}
+	}
+	p.Sources = append(p.Sources, s)
+}
+
+func (d *discoverer) telemetryEdge(e Edge, res *Result) {
+	if !d.scope(e.From.Namespace) {
+		return
+	}
+	for _, t := range d.targets(e.From, e.Source) {
+		if d.isGateway(t.ns, t.name) {
+			res.Entrypoints = append(res.Entrypoints, EntrypointResult{Namespace: e.To.Namespace, Service: e.To.Name, Via: t.ns + "/" + t.name, Source: string(e.Source), RatePerSecond: e.RatePerSecond})
+			continue
+		}
+		a := d.acc(t)
+		p := a.proposal(upstreamName(e.To, t.ns))
+		addSource(p, string(e.Source))
+		p.RatePerSecond = max(p.RatePerSecond, e.RatePerSecond)
+		if e.Tries > 0 {
+			p.ObservedTries = e.Tries
+		}
+	}
+}
+
+func (d *discoverer) envEdges(res *Result) {
+	drops := 0
+	example := ""
+	for _, pe := range d.in.Pods {
+		if !d.scope(pe.Namespace) {
+			continue
+		}
+		gateway := d.isGateway(pe.Namespace, pe.Name)
+		t := target{kind: pe.Kind, ns: pe.Namespace, name: pe.Name}
+		if w := d.byKey[pe.Key()]; w != nil {
+			t.w = w
+		}
+		for _, ev := range pe.Env {
+			for _, r := range ParseServiceRefs(ev.Value) {
+				ns := r.Namespace
+				if ns == "" {
+					ns = pe.Namespace
+				}
+				svc := d.services[ns+"/"+r.Name]
+				if svc != nil && selectsPod(*svc, pe) {
+					continue // the workload's own Service (its listen address)
+				}
+				inInput := svc != nil
+				if !inInput && !r.Qualified && d.svcNS[ns] {
+					// The namespace's Services are in the input and none has this name: the
+					// value is something else (a host of another kind, a placeholder).
+					drops++
+					if example == "" {
+						example = fmt.Sprintf("%s %s/%s env %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.Name, ev.Value)
+					}
+					continue
+				}
+				src := "env " + ev.String()
+				to := Callee{ns, r.Name}
+				if why := NonHTTPReason(r, svc); why != "" {
+					res.NonHTTP = append(res.NonHTTP, NonHTTPResult{From: pe.Namespace + "/" + pe.Name, To: to.String(), Source: src, Why: why})
+					continue
+				}
+				if gateway {
+					res.Entrypoints = append(res.Entrypoints, EntrypointResult{Namespace: to.Namespace, Service: to.Name, Via: pe.Namespace + "/" + pe.Name, Source: src})
+					continue
+				}
+				a := d.acc(t)
+				p := a.proposal(upstreamName(to, pe.Namespace))
+				addSource(p, src)
+				if !inInput {
+					p.ServiceNotInInput = true
+				}
+			}
+		}
+	}
+	if drops > 0 {
+		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form host:port or URL name no Service of the input in a namespace whose Services it holds: not edges (e.g. %s)", drops, example))
+	}
+}
+
+func selectsPod(s ServiceDef, pe PodEnv) bool {
+	if s.Namespace != pe.Namespace || len(s.Selector) == 0 {
+		return false
+	}
+	for k, v := range s.Selector {
+		if pe.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// finish turns the accumulated proposals into results, against the existing annotations.
+func (d *discoverer) finish(res *Result) {
+	// Workloads that declare upstreams are listed even when nothing was discovered for them:
+	// their declarations are then all differences.
+	for i := range d.in.Workloads {
+		w := &d.in.Workloads[i]
+		if w.Annotations.Get(annotations.Upstreams) != "" && d.scope(w.Namespace) && !d.isGateway(w.Namespace, w.Name) {
+			d.acc(target{kind: w.Kind, ns: w.Namespace, name: w.Name, w: w})
+		}
+	}
+	telemetry := d.in.Observation != nil
+	keys := make([]string, 0, len(d.results))
+	for k := range d.results {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a := d.results[k]
+		wr := WorkloadResult{Namespace: a.t.ns, Kind: a.t.kind, Name: a.t.name, KindInferred: a.t.inferred, Upstreams: []string{}, Discovered: []Proposal{}, Differences: []Difference{}}
+		sort.Strings(a.order)
+		for _, node := range a.order {
+			p := a.props[node]
+			sort.Strings(p.Sources)
+			env, tel := false, false
+			for _, s := range p.Sources {
+				if strings.HasPrefix(s, "env ") {
+					env = true
+				} else {
+					tel = true
+				}
+			}
+			p.NotObserved = telemetry && env && !tel
+			wr.Discovered = append(wr.Discovered, *p)
+		}
+		declared := ""
+		if a.t.w != nil {
+			declared = a.t.w.Annotations.Get(annotations.Upstreams)
+		}
+		if declared == "" {
+			for _, p := range wr.Discovered {
+				wr.Upstreams = append(wr.Upstreams, p.Upstream)
+			}
+			wr.Annotation = strings.Join(wr.Upstreams, ", ")
+			res.Workloads = append(res.Workloads, wr)
+			continue
+		}
+		wr.Existing, wr.Annotation = true, declared
+		ups, err := annotations.ParseUpstreams(declared)
+		if err != nil {
+			d.warn = append(d.warn, fmt.Sprintf("%s %s/%s: annotation %s %q: %v: kept, not compared", a.t.kind, a.t.ns, a.t.name, annotations.Upstreams, declared, err))
+			wr.Upstreams = append(wr.Upstreams, declared)
+			res.Workloads = append(res.Workloads, wr)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, u := range ups {
+			entry := annotations.FormatUpstreams([]annotations.Upstream{u})
+			wr.Upstreams = append(wr.Upstreams, entry)
+			node := annotations.UpstreamNode(u.Name, a.t.ns)
+			seen[node] = true
+			if _, ok := a.props[node]; !ok {
+				wr.Differences = append(wr.Differences, Difference{Upstream: u.Name, Declared: entry})
+			}
+		}
+		for _, node := range a.order {
+			if !seen[node] {
+				p := a.props[node]
+				wr.Differences = append(wr.Differences, Difference{Upstream: p.Upstream, Observed: describe(*p)})
+			}
+		}
+		res.Workloads = append(res.Workloads, wr)
+	}
+	sort.SliceStable(res.Entrypoints, func(i, j int) bool {
+		a, b := res.Entrypoints[i], res.Entrypoints[j]
+		return a.Namespace+"/"+a.Service+"|"+a.Via+"|"+a.Source < b.Namespace+"/"+b.Service+"|"+b.Via+"|"+b.Source
+	})
+	sort.SliceStable(res.NonHTTP, func(i, j int) bool {
+		a, b := res.NonHTTP[i], res.NonHTTP[j]
+		return a.From+"|"+a.To+"|"+a.Source < b.From+"|"+b.To+"|"+b.Source
+	})
+}
+
+// describe is a proposal's sources and rate in one string: "istio 2.5/s", "env PAYMENT_ADDR
+// (container app)".
+func describe(p Proposal) string {
+	parts := make([]string, 0, len(p.Sources))
+	for _, s := range p.Sources {
+		if !strings.HasPrefix(s, "env ") && p.RatePerSecond > 0 {
+			s += " " + FormatRate(p.RatePerSecond) + "/s"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// FormatRate writes a rate with three significant digits at most, no exponent.
+func FormatRate(r float64) string {
+	switch {
+	case r >= 100:
+		return strconv.FormatFloat(r, 'f', 0, 64)
+	case r >= 10:
+		return strconv.FormatFloat(r, 'f', 1, 64)
+	case r >= 1:
+		return strconv.FormatFloat(r, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(r, 'f', 3, 64)
+}

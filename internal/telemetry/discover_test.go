@@ -1,0 +1,127 @@
+package telemetry
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+func wl(kind, ns, name string, labels, anns map[string]string) workload.Workload {
+	return workload.Workload{Kind: kind, Namespace: ns, Name: name, Labels: workload.PairsOf(labels), Annotations: workload.PairsOf(anns)}
+}
+
+// TestDiscoverMerges: telemetry callers map to the manifests' workloads (Istio's by name, the
+// service graph's by service name and by the Services selecting them), an unmapped caller is a
+// Deployment with the kind inferred and a warning, an existing annotation is kept with its
+// differences, env edges the telemetry did not observe are marked, a gateway workload's calls
+// make entrypoints.
+func TestDiscoverMerges(t *testing.T) {
+	ob := Read([]Answer{
+		answer("istio_requests_total",
+			istio("source", "web", "shop", "payment", "shop", 60),
+			istio("destination", "web", "shop", "payment", "shop", 120),
+			istio("source", "web", "shop", "bank", "billing", 6),
+			istio("source", "ghost", "shop", "payment", "shop", 6),
+			istio("source", "edge", "shop", "web", "shop", 6),
+		),
+		answer("traces_service_graph_request_total",
+			sample(30, "client", "orders", "server", "payment", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
+		),
+	}, Options{Window: time.Minute})
+	in := Input{
+		Observation: ob,
+		Workloads: []workload.Workload{
+			wl("StatefulSet", "shop", "web", map[string]string{"app": "web"}, map[string]string{"retrycap.dev/upstreams": "payment=3, stock"}),
+			wl("Deployment", "shop", "order-v2", map[string]string{"app": "order"}, nil),
+			wl("Deployment", "shop", "edge", map[string]string{"istio": "ingressgateway"}, nil),
+		},
+		Services: []ServiceDef{{Namespace: "shop", Name: "orders", Selector: map[string]string{"app": "order"}}},
+		Pods: []PodEnv{{Kind: "Deployment", Namespace: "shop", Name: "order-v2", Labels: map[string]string{"app": "order"},
+			Env: []EnvVar{{Container: "app", Name: "STOCK", Value: "stock.inventory.svc:80"}}}},
+	}
+	res := Discover(in)
+	var b bytes.Buffer
+	if err := RenderYAML(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	const want = `entrypoints:
+- namespace: shop
+  ratePerSecond: 0.1
+  service: web
+  source: istio
+  via: shop/edge
+sources:
+- istio
+- otel-servicegraph
+- env
+warnings:
+- 'istio: workload shop/ghost maps to no workload of the manifests: listed as a Deployment
+  of that name (kind inferred)'
+window: 1m0s
+workloads:
+- annotation: payment
+  differences: []
+  discovered:
+  - ratePerSecond: 0.1
+    sources:
+    - istio
+    upstream: payment
+  kind: Deployment
+  kindInferred: true
+  name: ghost
+  namespace: shop
+  upstreams:
+  - payment
+- annotation: payment, stock.inventory
+  differences: []
+  discovered:
+  - ratePerSecond: 0.5
+    sources:
+    - otel-servicegraph
+    upstream: payment
+  - notObserved: true
+    serviceNotInInput: true
+    sources:
+    - env STOCK (container app)
+    upstream: stock.inventory
+  kind: Deployment
+  name: order-v2
+  namespace: shop
+  upstreams:
+  - payment
+  - stock.inventory
+- annotation: payment=3, stock
+  differences:
+  - declared: stock
+    observed: ""
+    upstream: stock
+  - declared: ""
+    observed: istio 0.100/s
+    upstream: bank.billing
+  discovered:
+  - ratePerSecond: 0.1
+    sources:
+    - istio
+    upstream: bank.billing
+  - observedTries: 2
+    ratePerSecond: 1
+    sources:
+    - istio
+    upstream: payment
+  existing: true
+  kind: StatefulSet
+  name: web
+  namespace: shop
+  upstreams:
+  - payment=3
+  - stock
+`
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	if !res.Found() {
+		t.Fatal("Found() false")
+	}
+}

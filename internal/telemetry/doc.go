@@ -1,0 +1,17 @@
+// Package telemetry reads the call graph a cluster has already observed out of Prometheus query
+// results: Istio's istio_requests_total (reporters source, waypoint and destination) and
+// istio_tcp_connections_opened_total, Linkerd's response_total{direction="outbound"} and its
+// 2.16+ route series, the OpenTelemetry service-graph connector's (and Tempo's and Beyla's)
+// traces_service_graph_request_total, and retrycap-proxy's retrycap_proxy_requests_total. Each
+// reader turns one query's answer into caller -> callee edges with their rate over the window;
+// edges whose counters did not increase are not observed; series that cannot be placed on the
+// graph (a missing label, an "unknown" destination) are counted in warnings, never dropped
+// silently. docs/telemetry.md cites each label set's source.
+//
+// It also reads the edges manifests imply (container env values and the ConfigMaps they
+// reference that name a Service) and merges both into the retrycap.dev/upstreams each workload
+// needs (Discover), against what the workloads already declare.
+//
+// It is pure: query results and decoded manifests in, edges and proposals out. internal/promquery
+// runs the queries; internal/cli's discover command reads the files and renders the result.
+package telemetry

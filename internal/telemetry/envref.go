@@ -1,0 +1,145 @@
+package telemetry
+
+import (
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// ServiceRef is a reference to a Service found in an env value.
+type ServiceRef struct {
+	// Name and Namespace of the Service; Namespace "" when the value gives none (the caller's).
+	Name, Namespace string
+	Port            int32
+	// Scheme is the URL's scheme, lower case, "" for host:port.
+	Scheme string
+	// Qualified: the value used the name.ns.svc[.cluster.local] form, which names a Service
+	// whatever else the input holds.
+	Qualified bool
+}
+
+// ParseServiceRefs reads the forms of an env value that name a Service: a URL
+// ("http://payment:8080/charge", "postgresql://user@accounts-db:5432/db"), host:port
+// ("payment:8080"), and name.ns, name.ns.svc, name.ns.svc.cluster.local with or without a
+// port; a comma- or space-separated list of them. A bare name without a port is not read (a
+// word is not an address), nor localhost, an IP address or a host outside the cluster forms.
+func ParseServiceRefs(value string) []ServiceRef {
+	var out []ServiceRef
+	for _, tok := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == ';' || r == '\n' || r == '\t' }) {
+		var host, port, scheme string
+		if i := strings.Index(tok, "://"); i > 0 {
+			t := strings.TrimPrefix(tok, "jdbc:")
+			u, err := url.Parse(t)
+			if err != nil || u.Host == "" {
+				continue
+			}
+			scheme, host, port = strings.ToLower(u.Scheme), u.Hostname(), u.Port()
+		} else {
+			h := tok
+			if j := strings.IndexByte(h, '/'); j >= 0 {
+				h = h[:j]
+			}
+			if j := strings.LastIndexByte(h, ':'); j >= 0 {
+				host, port = h[:j], h[j+1:]
+				if strings.Contains(host, ":") {
+					continue // an IPv6 address or something else
+				}
+			} else {
+				host = h
+			}
+		}
+		host = strings.ToLower(strings.TrimSuffix(host, "."))
+		var p int32
+		if port != "" {
+			n, err := strconv.ParseUint(port, 10, 16)
+			if err != nil || n == 0 {
+				continue
+			}
+			p = int32(n)
+		}
+		if host == "" || host == "localhost" || net.ParseIP(host) != nil {
+			continue
+		}
+		r := ServiceRef{Port: p, Scheme: scheme}
+		if svc, ns, ok := annotations.SplitService(host); ok {
+			if len(validation.IsDNS1123Label(svc)) > 0 || len(validation.IsDNS1123Label(ns)) > 0 {
+				continue
+			}
+			r.Name, r.Namespace, r.Qualified = svc, ns, strings.Contains(host, ".svc")
+		} else {
+			if strings.Contains(host, ".") || len(validation.IsDNS1123Label(host)) > 0 {
+				continue // a host outside the cluster, or not a name
+			}
+			if p == 0 && scheme == "" {
+				continue // a bare word
+			}
+			r.Name = host
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// httpSchemes are URL schemes of HTTP and gRPC calls; nonHTTPSchemes of protocols no HTTP
+// retry applies to.
+var (
+	httpSchemes    = map[string]bool{"http": true, "https": true, "grpc": true, "grpcs": true, "h2c": true, "ws": true, "wss": true, "dns": true}
+	nonHTTPSchemes = map[string]bool{"postgres": true, "postgresql": true, "mysql": true, "mariadb": true, "redis": true, "rediss": true, "mongodb": true, "mongodb+srv": true,
+		"amqp": true, "amqps": true, "kafka": true, "nats": true, "tcp": true, "memcached": true, "cassandra": true, "sqlserver": true, "mssql": true, "zookeeper": true}
+	// wellKnownTCP are the default ports of databases, caches and brokers.
+	wellKnownTCP = map[int32]string{3306: "MySQL", 5432: "PostgreSQL", 6379: "Redis", 27017: "MongoDB", 9042: "Cassandra", 11211: "memcached",
+		5672: "AMQP", 9092: "Kafka", 4222: "NATS", 2181: "ZooKeeper", 1433: "SQL Server", 26257: "CockroachDB"}
+	// tcpPortPrefixes are the Service port name prefixes Istio's protocol selection reads as
+	// TCP (istio.io "Protocol Selection"); httpPortPrefixes as HTTP or gRPC.
+	tcpPortPrefixes  = map[string]bool{"tcp": true, "tls": true, "mongo": true, "mysql": true, "redis": true, "udp": true}
+	httpPortPrefixes = map[string]bool{"http": true, "http2": true, "https": true, "grpc": true, "grpc-web": true, "h2c": true}
+)
+
+// NonHTTPReason says why an edge to svc through r is not HTTP (no HTTP retry applies), "" when
+// it is, or may be: the URL's scheme, then the Service port's appProtocol or name (Istio's
+// prefixes), then a database's or broker's well-known port.
+func NonHTTPReason(r ServiceRef, svc *ServiceDef) string {
+	if httpSchemes[r.Scheme] {
+		return ""
+	}
+	if nonHTTPSchemes[r.Scheme] {
+		return "a " + r.Scheme + " URL: no HTTP retry applies"
+	}
+	if svc != nil {
+		for _, p := range svc.Ports {
+			if r.Port != 0 && p.Port != r.Port {
+				continue
+			}
+			if r.Port == 0 && len(svc.Ports) != 1 {
+				break
+			}
+			ap := strings.ToLower(p.AppProtocol)
+			switch {
+			case ap == "":
+			case httpPortPrefixes[ap] || ap == "kubernetes.io/h2c" || ap == "kubernetes.io/ws" || ap == "kubernetes.io/wss":
+				return ""
+			default:
+				return "Service port " + strconv.Itoa(int(p.Port)) + " has appProtocol " + p.AppProtocol + ": no HTTP retry applies"
+			}
+			prefix, _, _ := strings.Cut(strings.ToLower(p.Name), "-")
+			if strings.HasPrefix(strings.ToLower(p.Name), "grpc-web") {
+				prefix = "grpc-web"
+			}
+			if httpPortPrefixes[prefix] {
+				return ""
+			}
+			if tcpPortPrefixes[prefix] {
+				return "Service port " + strconv.Itoa(int(p.Port)) + " is named " + p.Name + " (a TCP protocol): no HTTP retry applies"
+			}
+		}
+	}
+	if what, ok := wellKnownTCP[r.Port]; ok {
+		return "port " + strconv.Itoa(int(r.Port)) + " (" + what + "): no HTTP retry applies"
+	}
+	return ""
+}

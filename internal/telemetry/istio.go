@@ -1,0 +1,99 @@
+package telemetry
+
+import "github.com/prometheus/common/model"
+
+// Outside is an Entrypoint's Via for a caller outside the mesh (Istio's source_workload
+// "unknown": the request came from no sidecar).
+const Outside = "outside the mesh"
+
+// istio reads istio_requests_total and istio_tcp_connections_opened_total summed by reporter
+// and the four edge labels Kiali groups its graph by (source_workload,
+// source_workload_namespace, destination_service_name, destination_service_namespace).
+func (r *reader) istio(httpS, tcpS []*model.Sample) {
+	type key struct {
+		from Caller
+		to   Callee
+	}
+	type counts struct{ source, waypoint, destination float64 }
+	place := func(s *model.Sample) (key, bool, bool) {
+		src, srcNS := label(s.Metric, "source_workload"), label(s.Metric, "source_workload_namespace")
+		dst, dstNS := label(s.Metric, "destination_service_name"), label(s.Metric, "destination_service_namespace")
+		switch {
+		case dst == "" || dst == "unknown":
+			r.w.add("istio: destination_service_name missing or unknown (traffic to no Service: PassthroughCluster, BlackHoleCluster, a pod IP): not an edge", s.Metric)
+			return key{}, false, false
+		case dstNS == "" || dstNS == "unknown":
+			r.w.add("istio: destination_service_namespace missing or unknown (a host outside the cluster's Services): not an edge", s.Metric)
+			return key{}, false, false
+		case src == "unknown":
+			return key{to: Callee{dstNS, dst}}, true, true
+		case src == "" || srcNS == "" || srcNS == "unknown":
+			r.w.add("istio: source_workload or source_workload_namespace missing: not an edge", s.Metric)
+			return key{}, false, false
+		}
+		return key{Caller{Namespace: srcNS, Name: src}, Callee{dstNS, dst}}, false, true
+	}
+	byKey := map[key]*counts{}
+	var order []key
+	outside := map[Callee]float64{}
+	for _, s := range httpS {
+		k, out, ok := place(s)
+		if !ok {
+			continue
+		}
+		v, ok := value(&r.w, SourceIstio, s)
+		if !ok {
+			continue
+		}
+		if out {
+			// Only the destination's sidecar sees a caller without one.
+			outside[k.to] += v
+			continue
+		}
+		c := byKey[k]
+		if c == nil {
+			c = &counts{}
+			byKey[k] = c
+			order = append(order, k)
+		}
+		switch label(s.Metric, "reporter") {
+		case "source":
+			c.source += v
+		case "waypoint":
+			c.waypoint += v
+		case "destination":
+			c.destination += v
+		default:
+			r.w.add("istio: reporter neither source, waypoint nor destination", s.Metric)
+		}
+	}
+	for _, k := range order {
+		c := byKey[k]
+		calls, tries := c.source, 0.0
+		switch {
+		case c.source > 0:
+			if c.destination > 0 {
+				tries = c.destination / c.source
+			}
+		case c.waypoint > 0:
+			calls = c.waypoint
+		default:
+			calls = c.destination
+		}
+		r.addEdge(SourceIstio, k.from, k.to, calls, tries, "")
+	}
+	for to, v := range outside {
+		r.addEntry(SourceIstio, to, Outside, v)
+	}
+	for _, s := range tcpS {
+		k, out, ok := place(s)
+		if !ok || out {
+			continue
+		}
+		v, ok := value(&r.w, SourceIstio, s)
+		if !ok {
+			continue
+		}
+		r.addEdge(SourceIstio, k.from, k.to, v, 0, "TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies")
+	}
+}

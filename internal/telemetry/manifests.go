@@ -1,0 +1,241 @@
+package telemetry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// ServicePort is one port of a Service, as read from the manifests.
+type ServicePort struct {
+	Name, AppProtocol string
+	Port              int32
+}
+
+// ServiceDef is a v1 Service read from the manifests, with what discover needs of it.
+type ServiceDef struct {
+	Namespace, Name string
+	Selector        map[string]string
+	Ports           []ServicePort
+}
+
+// EnvVar is one environment variable of a container, its value resolved.
+type EnvVar struct {
+	Container, Name, Value string
+	// From says where the value came from when not written in the container: "ConfigMap
+	// NAME key KEY" (valueFrom.configMapKeyRef, or envFrom.configMapRef).
+	From string
+}
+
+// String names the variable for an edge's source: "PAYMENT_ADDR (container app)", with its
+// ConfigMap when it came from one.
+func (e EnvVar) String() string {
+	s := e.Name + " (container " + e.Container
+	if e.From != "" {
+		s += ", " + e.From
+	}
+	return s + ")"
+}
+
+// PodEnv is a workload's containers' environment.
+type PodEnv struct {
+	Kind, Namespace, Name string
+	Labels                map[string]string
+	Env                   []EnvVar
+}
+
+// Key is Kind/Namespace/Name, as internal/workload's Workload.Key.
+func (p PodEnv) Key() string { return p.Kind + "/" + p.Namespace + "/" + p.Name }
+
+type podRaw struct {
+	kind string
+	meta metav1.ObjectMeta
+	tmpl corev1.PodTemplateSpec
+}
+
+// ManifestSet collects, from the same files analyze reads, the containers' env, the ConfigMaps
+// and the Services (with their ports: a port's protocol says whether an edge is HTTP).
+type ManifestSet struct {
+	Services   []ServiceDef
+	configMaps map[string]map[string]string // namespace/name -> data
+	pods       []podRaw
+	// DefaultNamespace is the namespace of objects that name none ("default" when empty).
+	DefaultNamespace string
+}
+
+// NewManifestSet returns an empty set.
+func NewManifestSet(defaultNamespace string) *ManifestSet {
+	if defaultNamespace == "" {
+		defaultNamespace = "default"
+	}
+	return &ManifestSet{configMaps: map[string]map[string]string{}, DefaultNamespace: defaultNamespace}
+}
+
+// AddStream reads a stream of YAML (or JSON) documents. Documents that are not objects of the
+// kinds it reads are passed over (analyze reports on every document; this reads beside it).
+func (s *ManifestSet) AddStream(data []byte) error {
+	rd := utilyaml.NewYAMLReader(bufioReader(data))
+	for n := 1; ; n++ {
+		doc, err := rd.Read()
+		if err != nil {
+			if isEOF(err) {
+				return nil
+			}
+			return fmt.Errorf("document %d: %w", n, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			continue // analyze reports the malformed document
+		}
+		if err := s.AddObject(js); err != nil {
+			return fmt.Errorf("document %d: %w", n, err)
+		}
+	}
+}
+
+// AddObject reads one object (JSON): a Deployment, StatefulSet, DaemonSet, bare Pod,
+// ConfigMap, Service or a List of them.
+func (s *ManifestSet) AddObject(js []byte) error {
+	var tm struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(js, &tm); err != nil {
+		return nil //nolint:nilerr // not an object: analyze says so
+	}
+	if strings.HasSuffix(tm.Kind, "List") {
+		for _, it := range tm.Items {
+			if err := s.AddObject(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ns := func(m *metav1.ObjectMeta) {
+		if m.Namespace == "" {
+			m.Namespace = s.DefaultNamespace
+		}
+	}
+	switch tm.APIVersion + " " + tm.Kind {
+	case "apps/v1 Deployment":
+		var o appsv1.Deployment
+		if err := json.Unmarshal(js, &o); err != nil {
+			return fmt.Errorf("decoding a Deployment: %w", err)
+		}
+		ns(&o.ObjectMeta)
+		s.pods = append(s.pods, podRaw{"Deployment", o.ObjectMeta, o.Spec.Template})
+	case "apps/v1 StatefulSet":
+		var o appsv1.StatefulSet
+		if err := json.Unmarshal(js, &o); err != nil {
+			return fmt.Errorf("decoding a StatefulSet: %w", err)
+		}
+		ns(&o.ObjectMeta)
+		s.pods = append(s.pods, podRaw{"StatefulSet", o.ObjectMeta, o.Spec.Template})
+	case "apps/v1 DaemonSet":
+		var o appsv1.DaemonSet
+		if err := json.Unmarshal(js, &o); err != nil {
+			return fmt.Errorf("decoding a DaemonSet: %w", err)
+		}
+		ns(&o.ObjectMeta)
+		s.pods = append(s.pods, podRaw{"DaemonSet", o.ObjectMeta, o.Spec.Template})
+	case "v1 Pod":
+		var o corev1.Pod
+		if err := json.Unmarshal(js, &o); err != nil {
+			return fmt.Errorf("decoding a Pod: %w", err)
+		}
+		ns(&o.ObjectMeta)
+		if metav1.GetControllerOf(&o) != nil {
+			return nil
+		}
+		s.pods = append(s.pods, podRaw{"Pod", o.ObjectMeta, corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}})
+	case "v1 ConfigMap":
+		var o corev1.ConfigMap
+		if err := json.Unmarshal(js, &o); err != nil {
+			return fmt.Errorf("decoding a ConfigMap: %w", err)
+		}
+		ns(&o.ObjectMeta)
+		s.configMaps[o.Namespace+"/"+o.Name] = o.Data
+	case "v1 Service":
+		var o corev1.Service
+		if err := json.Unmarshal(js, &o); err != nil {
+			return fmt.Errorf("decoding a Service: %w", err)
+		}
+		ns(&o.ObjectMeta)
+		d := ServiceDef{Namespace: o.Namespace, Name: o.Name, Selector: o.Spec.Selector}
+		for _, p := range o.Spec.Ports {
+			ap := ""
+			if p.AppProtocol != nil {
+				ap = *p.AppProtocol
+			}
+			d.Ports = append(d.Ports, ServicePort{Name: p.Name, AppProtocol: ap, Port: p.Port})
+		}
+		s.Services = append(s.Services, d)
+	}
+	return nil
+}
+
+// Pods resolves every workload's env (ConfigMap references against the ConfigMaps read) and
+// returns them sorted by key, with a warning for each reference to a ConfigMap, or a key of
+// one, that the input does not hold (its values are unknown, not empty).
+func (s *ManifestSet) Pods() ([]PodEnv, []string) {
+	var out []PodEnv
+	var warns []string
+	for _, p := range s.pods {
+		pe := PodEnv{Kind: p.kind, Namespace: p.meta.Namespace, Name: p.meta.Name, Labels: p.tmpl.Labels}
+		cs := append(append([]corev1.Container(nil), p.tmpl.Spec.InitContainers...), p.tmpl.Spec.Containers...)
+		for _, c := range cs {
+			for _, ef := range c.EnvFrom {
+				if ef.ConfigMapRef == nil {
+					continue
+				}
+				data, ok := s.configMaps[pe.Namespace+"/"+ef.ConfigMapRef.Name]
+				if !ok {
+					if ef.ConfigMapRef.Optional == nil || !*ef.ConfigMapRef.Optional {
+						warns = append(warns, fmt.Sprintf("%s %s/%s container %s: envFrom ConfigMap %q is not in the input: its values are not read", pe.Kind, pe.Namespace, pe.Name, c.Name, ef.ConfigMapRef.Name))
+					}
+					continue
+				}
+				keys := make([]string, 0, len(data))
+				for k := range data {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for _, k := range keys {
+					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: ef.Prefix + k, Value: data[k], From: fmt.Sprintf("ConfigMap %s key %s", ef.ConfigMapRef.Name, k)})
+				}
+			}
+			for _, e := range c.Env {
+				switch {
+				case e.ValueFrom == nil:
+					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: e.Name, Value: e.Value})
+				case e.ValueFrom.ConfigMapKeyRef != nil:
+					ref := e.ValueFrom.ConfigMapKeyRef
+					data, ok := s.configMaps[pe.Namespace+"/"+ref.Name]
+					v, has := data[ref.Key]
+					if !ok || !has {
+						if ref.Optional == nil || !*ref.Optional {
+							warns = append(warns, fmt.Sprintf("%s %s/%s container %s: env %s names ConfigMap %q key %q, not in the input: its value is not read", pe.Kind, pe.Namespace, pe.Name, c.Name, e.Name, ref.Name, ref.Key))
+						}
+						continue
+					}
+					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: e.Name, Value: v, From: fmt.Sprintf("ConfigMap %s key %s", ref.Name, ref.Key)})
+				}
+			}
+		}
+		out = append(out, pe)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out, warns
+}

@@ -1,0 +1,108 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// RenderJSON writes the result as one JSON object.
+func RenderJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// RenderYAML writes the result as YAML (the JSON's fields).
+func RenderYAML(w io.Writer, r *Result) error {
+	js, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	out, err := yaml.JSONToYAML(js)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+var apiVersions = map[string]string{"Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "Pod": "v1"}
+
+// RenderPatch writes one merge patch per workload that needs an annotation and has none
+// (kubectl patch KIND NAME -n NS --type merge --patch-file, or a kustomize patch), each headed
+// by a comment saying what showed each upstream. A workload that already declares upstreams
+// gets no patch (its annotation is kept) but a comment listing the differences. Entries are
+// bare names: one try each; discover never writes attempts.
+func RenderPatch(w io.Writer, r *Result) error {
+	var b strings.Builder
+	n := 0
+	for _, wr := range r.Workloads {
+		if wr.Existing {
+			if len(wr.Differences) == 0 {
+				fmt.Fprintf(&b, "# %s %s/%s keeps %s %q: what was discovered agrees\n", wr.Kind, wr.Namespace, wr.Name, annotations.Upstreams, wr.Annotation)
+				continue
+			}
+			fmt.Fprintf(&b, "# %s %s/%s keeps %s %q; it differs from what was discovered:\n", wr.Kind, wr.Namespace, wr.Name, annotations.Upstreams, wr.Annotation)
+			for _, d := range wr.Differences {
+				if d.Declared == "" {
+					fmt.Fprintf(&b, "#   %s: observed (%s), not declared\n", d.Upstream, d.Observed)
+				} else {
+					fmt.Fprintf(&b, "#   %s: declared (%s), not observed\n", d.Upstream, d.Declared)
+				}
+			}
+			continue
+		}
+		if len(wr.Upstreams) == 0 {
+			continue
+		}
+		if n > 0 || b.Len() > 0 {
+			b.WriteString("---\n")
+		}
+		n++
+		inferred := ""
+		if wr.KindInferred {
+			inferred = " (kind inferred: the data names no kind)"
+		}
+		fmt.Fprintf(&b, "# %s %s/%s%s: %s %q, one try each (add =N where the app retries)\n", wr.Kind, wr.Namespace, wr.Name, inferred, annotations.Upstreams, wr.Annotation)
+		for _, p := range wr.Discovered {
+			note := ""
+			if p.ObservedTries > 0 {
+				note = fmt.Sprintf(", %s tries per call observed", FormatRate(p.ObservedTries))
+			}
+			if p.NotObserved {
+				note += ", not observed over the window"
+			}
+			if p.ServiceNotInInput {
+				note += ", Service not in the input"
+			}
+			fmt.Fprintf(&b, "#   %s: %s%s\n", p.Upstream, describe(p), note)
+		}
+		ann := map[string]any{"annotations": map[string]string{annotations.Upstreams: wr.Annotation}}
+		obj := map[string]any{
+			"apiVersion": apiVersions[wr.Kind],
+			"kind":       wr.Kind,
+			"metadata":   map[string]any{"name": wr.Name, "namespace": wr.Namespace},
+		}
+		if wr.Kind == "Pod" {
+			obj["metadata"].(map[string]any)["annotations"] = ann["annotations"]
+		} else {
+			obj["spec"] = map[string]any{"template": map[string]any{"metadata": ann}}
+		}
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		b.Write(out)
+	}
+	if n == 0 {
+		b.WriteString("# nothing to patch: every workload found already declares its upstreams\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,182 @@
+package telemetry
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
+)
+
+// Status list and message caps.
+const (
+	// MaxListed is the most edges each of status.graph's lists holds (the CRD's MaxItems).
+	MaxListed = 20
+	// MaxNamed is the most undeclared edges the GraphComplete condition's message names.
+	MaxNamed = 10
+)
+
+// NodeEdge is an observed edge between two nodes of a policy's graph, named as the graph names
+// them ("payment"; "payment.billing" in a cluster policy's graph), with its rate.
+type NodeEdge struct {
+	From, To      string
+	RatePerSecond float64
+}
+
+// Snapshot is one good observation of a policy's edges.
+type Snapshot struct {
+	Edges   []NodeEdge
+	Sources []string
+	Window  time.Duration
+	At      time.Time
+}
+
+// CompareGraph counts and lists a policy's edges: observed (in the snapshot), declared (in the
+// graph built from the annotations and the mesh), undeclared (observed, not declared: highest
+// rate first) and stale (declared, not observed over the window). An edge observed twice
+// (two sources, two workloads of one service) counts once, at its highest rate.
+func CompareGraph(g *graph.Graph, s Snapshot) *v1alpha1.GraphStatus {
+	declared := map[[2]string]bool{}
+	for _, e := range g.Edges() {
+		declared[[2]string{e.From, e.To}] = true
+	}
+	observed := map[[2]string]float64{}
+	for _, e := range s.Edges {
+		k := [2]string{e.From, e.To}
+		if r, ok := observed[k]; !ok || e.RatePerSecond > r {
+			observed[k] = e.RatePerSecond
+		}
+	}
+	var undeclared, stale []v1alpha1.GraphEdge
+	rates := map[[2]string]float64{}
+	for k, r := range observed {
+		if !declared[k] {
+			undeclared = append(undeclared, v1alpha1.GraphEdge{From: k[0], To: k[1], RatePerSecond: FormatRate(r)})
+			rates[k] = r
+		}
+	}
+	for k := range declared {
+		if _, ok := observed[k]; !ok {
+			stale = append(stale, v1alpha1.GraphEdge{From: k[0], To: k[1], RatePerSecond: "0"})
+		}
+	}
+	sort.Slice(undeclared, func(i, j int) bool {
+		a, b := undeclared[i], undeclared[j]
+		ra, rb := rates[[2]string{a.From, a.To}], rates[[2]string{b.From, b.To}]
+		if ra != rb {
+			return ra > rb
+		}
+		return a.From+">"+a.To < b.From+">"+b.To
+	})
+	sort.Slice(stale, func(i, j int) bool { return stale[i].From+">"+stale[i].To < stale[j].From+">"+stale[j].To })
+	gs := &v1alpha1.GraphStatus{
+		Window: s.Window.String(), ObservedAt: metav1.NewTime(s.At), Sources: s.Sources,
+		Counts: v1alpha1.GraphCounts{Observed: int32(len(observed)), Declared: int32(len(declared)), Undeclared: int32(len(undeclared)), Stale: int32(len(stale))},
+	}
+	gs.Undeclared, gs.MoreUndeclared = capEdges(undeclared)
+	gs.Stale, gs.MoreStale = capEdges(stale)
+	return gs
+}
+
+func capEdges(es []v1alpha1.GraphEdge) ([]v1alpha1.GraphEdge, int32) {
+	if len(es) <= MaxListed {
+		return es, 0
+	}
+	return es[:MaxListed], int32(len(es) - MaxListed)
+}
+
+// EntryFor is the annotation entry the caller node from would declare the callee node to
+// with: a cluster policy's nodes are "name.namespace", and an entry names a Service of the
+// caller's own namespace by its name alone.
+func EntryFor(from, to string) string {
+	_, fns, fok := annotations.SplitService(from)
+	svc, tns, tok := annotations.SplitService(to)
+	if fok && tok && fns == tns {
+		return svc
+	}
+	return to
+}
+
+// GraphCondition is GraphComplete for a comparison: True when every observed edge is declared;
+// False (UndeclaredEdges) naming up to MaxNamed undeclared edges, each with the entry that would
+// declare it, and saying that the application's attempts on them are unknown (the amplification
+// counts each with one try times its mesh layers).
+func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionGraphComplete, ObservedGeneration: generation}
+	if gs.Counts.Undeclared == 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonGraphComplete
+		c.Message = fmt.Sprintf("every edge observed over %s (%d, from %s) is declared; %d declared, %d of them not observed (stale)",
+			gs.Window, gs.Counts.Observed, sourcesOrNone(gs.Sources), gs.Counts.Declared, gs.Counts.Stale)
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUndeclaredEdges
+	var parts []string
+	for i, e := range gs.Undeclared {
+		if i == MaxNamed {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s>%s (%s/s; declare: %s %q on %s)", e.From, e.To, e.RatePerSecond, annotations.Upstreams, EntryFor(e.From, e.To), e.From))
+	}
+	c.Message = fmt.Sprintf("%d edge(s) observed over %s (from %s) are not declared: %s", gs.Counts.Undeclared, gs.Window, sourcesOrNone(gs.Sources), strings.Join(parts, ", "))
+	if n := int(gs.Counts.Undeclared) - len(parts); n > 0 {
+		c.Message += fmt.Sprintf(", and %d more", n)
+	}
+	c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
+	return c
+}
+
+func sourcesOrNone(ss []string) string {
+	if len(ss) == 0 {
+		return "no source"
+	}
+	return strings.Join(ss, ", ")
+}
+
+// GraphUnavailable is what a failed query leaves: GraphComplete Unknown (PrometheusUnavailable,
+// naming the URL and the error), and the last good observation while a window has not passed
+// since it (nil after: the status is then computed on declarations alone, and the message says
+// so). A Prometheus that is down never silently turns into "declared only".
+func GraphUnavailable(url string, err error, last *Snapshot, now time.Time, generation int64) (metav1.Condition, *Snapshot) {
+	c := metav1.Condition{Type: v1alpha1.ConditionGraphComplete, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonPrometheusUnavailable, ObservedGeneration: generation}
+	c.Message = fmt.Sprintf("querying Prometheus at %s: %v", url, err)
+	switch {
+	case last == nil:
+		c.Message += "; no observation yet: the status is computed on declarations alone"
+		return c, nil
+	case now.Sub(last.At) <= last.Window:
+		c.Message += fmt.Sprintf("; keeping the observation of %s until %s (one window)", last.At.UTC().Format(time.RFC3339), last.At.Add(last.Window).UTC().Format(time.RFC3339))
+		return c, last
+	}
+	c.Message += fmt.Sprintf("; the last observation (%s) is older than the window (%s): the status is computed on declarations alone", last.At.UTC().Format(time.RFC3339), last.Window)
+	return c, nil
+}
+
+// AddUndeclared puts the undeclared observed edges into g for the amplification: each with one
+// application attempt times the tries of its mesh layers (meshTries, 1 when none), and one call
+// per request. Declared edges are left as declared.
+func AddUndeclared(g *graph.Graph, s Snapshot, meshTries func(from, to string) int64) int {
+	n := 0
+	seen := map[[2]string]bool{}
+	for _, e := range s.Edges {
+		k := [2]string{e.From, e.To}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if _, ok := g.EdgeIndex(e.From, e.To); ok {
+			continue
+		}
+		t := int64(1)
+		if meshTries != nil {
+			t = max(1, meshTries(e.From, e.To))
+		}
+		g.AddEdge(e.From, e.To, t, 1)
+		n++
+	}
+	return n
+}

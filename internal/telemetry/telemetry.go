@@ -1,0 +1,359 @@
+package telemetry
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// Source names where an edge was seen.
+type Source string
+
+// The sources.
+const (
+	SourceIstio    Source = "istio"
+	SourceLinkerd  Source = "linkerd"
+	SourceOTel     Source = "otel-servicegraph"
+	SourceRetrycap Source = "retrycap"
+	// SourceEnv is an edge the manifests imply (a container's env value naming a Service).
+	SourceEnv Source = "env"
+)
+
+// Caller is the calling side of an edge as the data names it.
+type Caller struct {
+	Namespace, Name string
+	// Kind is the workload kind when the data says it (Linkerd's deployment, statefulset and
+	// daemonset labels); "" when Name is a workload (a controller) of a kind the data does not
+	// say (Istio's source_workload), or when Service is set.
+	Kind string
+	// Service is set when Name is a service name (the OpenTelemetry service graph's client,
+	// retrycap-proxy's caller label), not a workload's: mapping it to workloads needs the
+	// manifests or the cluster.
+	Service bool
+}
+
+func (c Caller) String() string { return c.Namespace + "/" + c.Name }
+
+// Callee is the called Service. Namespace is "" for a name the data gives without one (an
+// OpenTelemetry server without a namespace dimension, a host outside the cluster).
+type Callee struct{ Namespace, Name string }
+
+func (c Callee) String() string {
+	if c.Namespace == "" {
+		return c.Name
+	}
+	return c.Namespace + "/" + c.Name
+}
+
+// Edge is one caller -> callee pair observed over the window by one source.
+type Edge struct {
+	Source Source
+	From   Caller
+	To     Callee
+	// Requests is the counter's increase over the window: the calls as the caller's side counts
+	// them where the data has that side (Istio's source or waypoint reporter), else as the
+	// callee's side does.
+	Requests float64
+	// RatePerSecond is Requests over the window.
+	RatePerSecond float64
+	// Tries is the tries per call the data shows, 0 when it does not: for Istio the
+	// destination-reported requests over the source-reported ones on the edge (each try of the
+	// source sidecar reaches the destination's, which counts it; kiali#3673).
+	Tries float64
+	// Why is, for an edge that is not HTTP (Istio TCP, a database or messaging edge of the
+	// service graph), why it is listed apart.
+	Why string
+}
+
+// Entrypoint is a Service that a mesh gateway, or a caller outside the mesh, calls: an
+// entrypoint of the graph, not an upstream of a workload (gateways are never annotated).
+type Entrypoint struct {
+	Callee
+	// Via is the gateway (namespace/name) or "outside the mesh".
+	Via    string
+	Source Source
+	// RatePerSecond is the entry traffic's rate over the window.
+	RatePerSecond float64
+}
+
+// Observation is what one Prometheus showed over a window.
+type Observation struct {
+	Window time.Duration
+	// Sources are the sources whose series exist (a query answered at least one series,
+	// increased or not), in the order of Queries.
+	Sources []Source
+	// Edges are the HTTP and gRPC edges whose counters increased over the window, sorted.
+	Edges []Edge
+	// NonHTTP are the edges no HTTP retry applies to (TCP-only, database, messaging), listed
+	// apart and never proposed as upstreams.
+	NonHTTP []Edge
+	// Entrypoints are the Services gateways and callers outside the mesh call.
+	Entrypoints []Entrypoint
+	// Warnings say what the series held that could not be placed on the graph, per reason with
+	// a count and an example.
+	Warnings []string
+}
+
+// Query is one PromQL query a source is read by.
+type Query struct {
+	Source Source
+	// Metric is the series it reads, for messages.
+	Metric string
+	PromQL string
+}
+
+// Answer is a Query's result.
+type Answer struct {
+	Query  Query
+	Vector model.Vector
+}
+
+// Options configure Read.
+type Options struct {
+	// Window is the range the counters' increase was taken over (the queries' range).
+	Window time.Duration
+	// Gateways are the callers that are mesh gateways ("namespace/name" or "name" for any
+	// namespace), besides DefaultGateways: their callees are entrypoints.
+	Gateways []string
+	// CallerLabel is the label naming the caller on retrycap-proxy's series (the scrape adds it;
+	// promquery's --prometheus-caller-label), "service" when empty.
+	CallerLabel string
+}
+
+// DefaultGateways are the workload names of Istio's gateways as its charts install them.
+var DefaultGateways = []string{"istio-ingressgateway", "istio-egressgateway"}
+
+// Labels read from each source (docs/telemetry.md cites where each project defines them).
+var (
+	istioEdgeLabels   = []string{"source_workload", "source_workload_namespace", "destination_service_name", "destination_service_namespace"}
+	linkerdCallers    = []string{"deployment", "statefulset", "daemonset"}
+	otelNamespaceDims = [][2]string{{"client_k8s_namespace_name", "server_k8s_namespace_name"}, {"client_service_namespace", "server_service_namespace"}}
+)
+
+// Queries are the queries Read needs for a window, in order: Istio's HTTP requests and TCP
+// connections, Linkerd's outbound responses and its route requests, the service graph's
+// requests, retrycap-proxy's requests. Each is an aggregation by the edge's labels, so its
+// answer has one series per edge (and reporter), never one per pod.
+func Queries(window time.Duration, callerLabel string) []Query {
+	if callerLabel == "" {
+		callerLabel = "service"
+	}
+	w := model.Duration(window).String()
+	lk := strings.Join(append([]string{"namespace"}, linkerdCallers...), ", ")
+	var otelBy []string
+	for _, d := range otelNamespaceDims {
+		otelBy = append(otelBy, d[0], d[1])
+	}
+	return []Query{
+		{SourceIstio, "istio_requests_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_requests_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
+		{SourceIstio, "istio_tcp_connections_opened_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_tcp_connections_opened_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
+		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service) (increase(response_total{direction="outbound"}[%s]))`, lk, w)},
+		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, w)},
+		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), w)},
+		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, w)},
+	}
+}
+
+// warnings collects the series that could not be placed, per reason, with a count and the
+// first example.
+type warnings struct {
+	order []string
+	n     map[string]int
+	ex    map[string]string
+}
+
+func (w *warnings) add(reason string, m model.Metric) {
+	if w.n == nil {
+		w.n, w.ex = map[string]int{}, map[string]string{}
+	}
+	if w.n[reason] == 0 {
+		w.order = append(w.order, reason)
+		w.ex[reason] = m.String()
+	}
+	w.n[reason]++
+}
+
+// list is sorted by reason: the same whatever order the queries ran in.
+func (w *warnings) list() []string {
+	out := make([]string, 0, len(w.order))
+	sort.Strings(w.order)
+	for _, r := range w.order {
+		out = append(out, fmt.Sprintf("%s: %d series (e.g. %s)", r, w.n[r], w.ex[r]))
+	}
+	return out
+}
+
+func label(m model.Metric, name string) string { return string(m[model.LabelName(name)]) }
+
+// value is a sample's increase, ok false (and a warning) when it is not a finite number >= 0.
+func value(w *warnings, src Source, s *model.Sample) (float64, bool) {
+	v := float64(s.Value)
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		w.add(fmt.Sprintf("%s: an increase that is not a number >= 0 (%v)", src, v), s.Metric)
+		return 0, false
+	}
+	return v, true
+}
+
+// reader accumulates one Read.
+type reader struct {
+	o        Options
+	secs     float64
+	w        warnings
+	gateways map[string]bool // "ns/name" and "/name" (any namespace)
+	edges    map[edgeKey]*Edge
+	nonHTTP  map[edgeKey]*Edge
+	entries  map[string]*Entrypoint
+	sources  []Source
+}
+
+type edgeKey struct {
+	src  Source
+	from Caller
+	to   Callee
+}
+
+func (r *reader) isGateway(ns, name string) bool {
+	return r.gateways[ns+"/"+name] || r.gateways["/"+name]
+}
+
+// Read turns the answers to Queries into an Observation.
+func Read(answers []Answer, o Options) *Observation {
+	r := &reader{o: o, secs: o.Window.Seconds(), gateways: map[string]bool{}, edges: map[edgeKey]*Edge{}, nonHTTP: map[edgeKey]*Edge{}, entries: map[string]*Entrypoint{}}
+	if r.secs <= 0 {
+		r.secs = 1
+	}
+	for _, g := range append(append([]string(nil), DefaultGateways...), o.Gateways...) {
+		if ns, name, ok := strings.Cut(g, "/"); ok {
+			r.gateways[ns+"/"+name] = true
+		} else {
+			r.gateways["/"+g] = true
+		}
+	}
+	var istioHTTP, istioTCP []*model.Sample
+	for _, a := range answers {
+		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
+			r.sources = append(r.sources, a.Query.Source)
+		}
+		switch a.Query.Metric {
+		case "istio_requests_total":
+			istioHTTP = append(istioHTTP, a.Vector...)
+		case "istio_tcp_connections_opened_total":
+			istioTCP = append(istioTCP, a.Vector...)
+		case "response_total", "outbound_http_route_request_statuses_total":
+			r.linkerd(a.Query.Metric, a.Vector)
+		case "traces_service_graph_request_total":
+			r.otel(a.Vector)
+		case "retrycap_proxy_requests_total":
+			r.retrycap(a.Vector)
+		}
+	}
+	if istioHTTP != nil || istioTCP != nil {
+		r.istio(istioHTTP, istioTCP)
+	}
+	return r.result()
+}
+
+func containsSource(ss []Source, s Source) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// addEdge adds requests to the edge (keeping the larger count where two series of one source
+// count the same calls, as Linkerd's two families do).
+func (r *reader) addEdge(src Source, from Caller, to Callee, requests, tries float64, why string) {
+	if requests <= 0 {
+		return // not observed in the window: the counter did not increase
+	}
+	if r.isGateway(from.Namespace, from.Name) {
+		r.addEntry(src, to, from.Namespace+"/"+from.Name, requests)
+		return
+	}
+	m := r.edges
+	if why != "" {
+		m = r.nonHTTP
+	}
+	k := edgeKey{src: src, from: from, to: to}
+	e := m[k]
+	if e == nil {
+		e = &Edge{Source: src, From: from, To: to, Why: why}
+		m[k] = e
+	}
+	if requests > e.Requests {
+		e.Requests = requests
+		e.RatePerSecond = requests / r.secs
+	}
+	if tries > 0 {
+		e.Tries = tries
+	}
+}
+
+func (r *reader) addEntry(src Source, to Callee, via string, requests float64) {
+	if requests <= 0 {
+		return
+	}
+	k := string(src) + "|" + to.Namespace + "/" + to.Name + "|" + via
+	e := r.entries[k]
+	if e == nil {
+		e = &Entrypoint{Callee: to, Via: via, Source: src}
+		r.entries[k] = e
+	}
+	e.RatePerSecond = max(e.RatePerSecond, requests/r.secs)
+}
+
+func (r *reader) result() *Observation {
+	ob := &Observation{Window: r.o.Window, Sources: r.sources, Warnings: r.w.list()}
+	for _, e := range r.edges {
+		ob.Edges = append(ob.Edges, *e)
+	}
+	// An Istio TCP edge whose pair also carried HTTP is HTTP (ambient's ztunnel counts every
+	// connection, HTTP or not): only TCP-only pairs are listed apart.
+	http := map[[2]string]bool{}
+	for _, e := range ob.Edges {
+		http[[2]string{e.From.String(), e.To.String()}] = true
+	}
+	for _, e := range r.nonHTTP {
+		if e.Source == SourceIstio && http[[2]string{e.From.String(), e.To.String()}] {
+			continue
+		}
+		ob.NonHTTP = append(ob.NonHTTP, *e)
+	}
+	for _, e := range r.entries {
+		ob.Entrypoints = append(ob.Entrypoints, *e)
+	}
+	SortEdges(ob.Edges)
+	SortEdges(ob.NonHTTP)
+	sort.Slice(ob.Entrypoints, func(i, j int) bool {
+		a, b := ob.Entrypoints[i], ob.Entrypoints[j]
+		return fmt.Sprint(a.Namespace, "/", a.Name, "|", a.Via, "|", a.Source) < fmt.Sprint(b.Namespace, "/", b.Name, "|", b.Via, "|", b.Source)
+	})
+	return ob
+}
+
+// SortEdges sorts by caller, callee, then source.
+func SortEdges(es []Edge) {
+	sort.Slice(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if a.From.Namespace != b.From.Namespace {
+			return a.From.Namespace < b.From.Namespace
+		}
+		if a.From.Name != b.From.Name {
+			return a.From.Name < b.From.Name
+		}
+		if a.To.Namespace != b.To.Namespace {
+			return a.To.Namespace < b.To.Namespace
+		}
+		if a.To.Name != b.To.Name {
+			return a.To.Name < b.To.Name
+		}
+		return a.Source < b.Source
+	})
+}

@@ -1,0 +1,250 @@
+package telemetry
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+func sample(v float64, kv ...string) *model.Sample {
+	m := model.Metric{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[model.LabelName(kv[i])] = model.LabelValue(kv[i+1])
+	}
+	return &model.Sample{Metric: m, Value: model.SampleValue(v)}
+}
+
+func istio(reporter, src, srcNS, dst, dstNS string, v float64) *model.Sample {
+	return sample(v, "reporter", reporter, "source_workload", src, "source_workload_namespace", srcNS, "destination_service_name", dst, "destination_service_namespace", dstNS)
+}
+
+func answer(metric string, ss ...*model.Sample) Answer {
+	for _, q := range Queries(time.Minute, "") {
+		if q.Metric == metric {
+			return Answer{Query: q, Vector: model.Vector(ss)}
+		}
+	}
+	panic(metric)
+}
+
+// summary writes an observation one line per item, rates per second over the 60 s window.
+func summary(ob *Observation) []string {
+	var out []string
+	for _, e := range ob.Edges {
+		s := fmt.Sprintf("edge %s %s%s > %s %.2f/s", e.Source, e.From, kind(e.From), e.To, e.RatePerSecond)
+		if e.Tries > 0 {
+			s += fmt.Sprintf(" tries %.2f", e.Tries)
+		}
+		out = append(out, s)
+	}
+	for _, e := range ob.NonHTTP {
+		out = append(out, fmt.Sprintf("apart %s %s > %s %.2f/s: %s", e.Source, e.From, e.To, e.RatePerSecond, e.Why))
+	}
+	for _, e := range ob.Entrypoints {
+		out = append(out, fmt.Sprintf("entry %s %s via %s %.2f/s", e.Source, e.Callee, e.Via, e.RatePerSecond))
+	}
+	for _, w := range ob.Warnings {
+		out = append(out, "warning "+w)
+	}
+	return out
+}
+
+func kind(c Caller) string {
+	switch {
+	case c.Service:
+		return " (service)"
+	case c.Kind != "":
+		return " (" + c.Kind + ")"
+	}
+	return ""
+}
+
+func TestRead(t *testing.T) {
+	cases := []struct {
+		name    string
+		answers []Answer
+		sources string
+		want    []string
+	}{{
+		name: "istio: tries from destination over source, waypoint, gateway, outside, zero and unknown",
+		answers: []Answer{answer("istio_requests_total",
+			istio("source", "web", "shop", "payment", "shop", 60),
+			istio("destination", "web", "shop", "payment", "shop", 180),
+			istio("source", "web", "shop", "cart", "shop", 30),
+			istio("source", "web", "shop", "ledger", "shop", 0),
+			istio("waypoint", "reviews", "bookinfo", "ratings", "bookinfo", 12),
+			istio("source", "istio-ingressgateway", "istio-system", "web", "shop", 120),
+			istio("destination", "unknown", "unknown", "web", "shop", 6),
+			istio("source", "web", "shop", "PassthroughCluster", "unknown", 9),
+			istio("source", "web", "", "cart", "shop", 3),
+		), answer("istio_tcp_connections_opened_total",
+			istio("source", "web", "shop", "postgres", "shop", 6),
+			istio("source", "web", "shop", "payment", "shop", 6),
+		)},
+		sources: "[istio]",
+		want: []string{
+			"edge istio bookinfo/reviews > bookinfo/ratings 0.20/s",
+			"edge istio shop/web > shop/cart 0.50/s",
+			"edge istio shop/web > shop/payment 1.00/s tries 3.00",
+			"apart istio shop/web > shop/postgres 0.10/s: TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies",
+			"entry istio shop/web via istio-system/istio-ingressgateway 2.00/s",
+			"entry istio shop/web via outside the mesh 0.10/s",
+			`warning istio: destination_service_namespace missing or unknown (a host outside the cluster's Services): not an edge: 1 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="unknown", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+			`warning istio: source_workload or source_workload_namespace missing: not an edge: 1 series (e.g. {destination_service_name="cart", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace=""})`,
+		},
+	}, {
+		name: "linkerd: both families, the larger count, kinds from the scrape's labels",
+		answers: []Answer{answer("response_total",
+			sample(60, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment"),
+			sample(6, "namespace", "shop", "statefulset", "ledger", "dst_namespace", "billing", "dst_service", "bank"),
+			sample(6, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop"),
+			sample(6, "namespace", "shop", "dst_namespace", "shop", "dst_service", "payment"),
+		), answer("outbound_http_route_request_statuses_total",
+			sample(66, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment"),
+			sample(0, "namespace", "shop", "daemonset", "agent", "parent_namespace", "shop", "parent_name", "collector"),
+		)},
+		sources: "[linkerd]",
+		want: []string{
+			"edge linkerd shop/checkout (Deployment) > shop/payment 1.10/s",
+			"edge linkerd shop/ledger (StatefulSet) > billing/bank 0.10/s",
+			`warning linkerd response_total: no dst_namespace or dst_service (a destination that is not a Service): not an edge: 1 series (e.g. {deployment="checkout", dst_namespace="shop", namespace="shop"})`,
+			`warning linkerd response_total: no namespace, or none of deployment, statefulset, daemonset (the scrape's labels): not an edge: 1 series (e.g. {dst_namespace="shop", dst_service="payment", namespace="shop"})`,
+		},
+	}, {
+		name: "otel service graph: the connector's and Beyla's namespace dimensions, virtual nodes, databases",
+		answers: []Answer{answer("traces_service_graph_request_total",
+			sample(30, "client", "frontend", "server", "checkout", "connection_type", "", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
+			sample(12, "client", "ads", "server", "catalog", "client_service_namespace", "shop", "server_service_namespace", "catalog"),
+			sample(6, "client", "checkout", "server", "orders", "connection_type", "database", "client_k8s_namespace_name", "shop"),
+			sample(3, "client", "user", "server", "frontend", "connection_type", "virtual_node", "server_k8s_namespace_name", "shop"),
+			sample(3, "client", "checkout", "server", "payment.billing.svc.cluster.local:8443", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(3, "client", "a", "server", "b"),
+			sample(math.NaN(), "client", "a", "server", "c", "client_k8s_namespace_name", "shop"),
+		)},
+		sources: "[otel-servicegraph]",
+		want: []string{
+			"edge otel-servicegraph shop/ads (service) > catalog/catalog 0.20/s",
+			"edge otel-servicegraph shop/checkout (service) > billing/payment 0.05/s",
+			"edge otel-servicegraph shop/frontend (service) > shop/checkout 0.50/s",
+			"apart otel-servicegraph shop/checkout > shop/orders 0.10/s: a database call (connection_type database): no HTTP retry applies",
+			"entry otel-servicegraph shop/frontend via outside the mesh 0.05/s",
+			`warning otel-servicegraph: an increase that is not a number >= 0 (NaN): 1 series (e.g. {client="a", client_k8s_namespace_name="shop", server="c"})`,
+			`warning otel-servicegraph: no client namespace dimension (configure the connector's dimensions: [k8s.namespace.name]): not an edge: 1 series (e.g. {client="a", server="b"})`,
+			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="database", server="orders"})`,
+		},
+	}, {
+		name: "retrycap: names as the proxy's --upstreams wrote them; unknown hosts",
+		answers: []Answer{answer("retrycap_proxy_requests_total",
+			sample(60, "namespace", "shop", "service", "order", "upstream", "payment"),
+			sample(6, "namespace", "shop", "service", "order", "upstream", "bank.billing"),
+			sample(6, "namespace", "shop", "service", "order", "upstream", "api.example.com"),
+			sample(6, "namespace", "shop", "service", "order", "upstream", "unknown"),
+			sample(6, "namespace", "shop", "upstream", "payment"),
+		)},
+		sources: "[retrycap]",
+		want: []string{
+			"edge retrycap shop/order (service) > api.example.com 0.10/s",
+			"edge retrycap shop/order (service) > billing/bank 0.10/s",
+			"edge retrycap shop/order (service) > shop/payment 1.00/s",
+			`warning retrycap: no namespace or no service label (the scrape adds them: docs/observe.md): not an edge: 1 series (e.g. {namespace="shop", upstream="payment"})`,
+			`warning retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge: 1 series (e.g. {namespace="shop", service="order", upstream="unknown"})`,
+		},
+	}, {
+		name:    "series that exist and never increased: the source is detected, no edge",
+		answers: []Answer{answer("istio_requests_total", istio("source", "web", "shop", "payment", "shop", 0)), answer("response_total")},
+		sources: "[istio]",
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ob := Read(c.answers, Options{Window: time.Minute})
+			if got := fmt.Sprint(ob.Sources); got != c.sources {
+				t.Errorf("sources %s, want %s", got, c.sources)
+			}
+			got := summary(ob)
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestGatewaysOption(t *testing.T) {
+	ob := Read([]Answer{answer("response_total",
+		sample(60, "namespace", "ingress-nginx", "deployment", "ingress-nginx-controller", "dst_namespace", "shop", "dst_service", "web"),
+	)}, Options{Window: time.Minute, Gateways: []string{"ingress-nginx/ingress-nginx-controller"}})
+	want := "entry linkerd shop/web via ingress-nginx/ingress-nginx-controller 1.00/s"
+	if got := strings.Join(summary(ob), "\n"); got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+func TestQueriesHonourTheWindowToTheSecond(t *testing.T) {
+	for _, q := range Queries(90*time.Second+time.Hour, "svc") {
+		if !strings.Contains(q.PromQL, "[1h1m30s]") {
+			t.Errorf("%s: %s", q.Metric, q.PromQL)
+		}
+	}
+	if q := Queries(time.Minute, "svc")[5].PromQL; q != "sum by (namespace, svc, upstream) (increase(retrycap_proxy_requests_total[1m]))" {
+		t.Errorf("retrycap query %s", q)
+	}
+}
+
+func TestParseServiceRefs(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"productcatalogservice:3550", "[{productcatalogservice  3550  false}]"},
+		{"http://payment:8080/charge", "[{payment  8080 http false}]"},
+		{"postgresql://accounts-admin:pw@accounts-db:5432/accounts-db", "[{accounts-db  5432 postgresql false}]"},
+		{"jdbc:postgresql://ledger-db:5432/postgresdb", "[{ledger-db  5432 postgresql false}]"},
+		{"payment.billing", "[{payment billing 0  false}]"},
+		{"payment.billing.svc.cluster.local:443", "[{payment billing 443  true}]"},
+		{"a:1, b.other.svc:2", "[{a  1  false} {b other 2  true}]"},
+		{"payment", "[]"},
+		{"localhost:8080", "[]"},
+		{"0.0.0.0:8080", "[]"},
+		{"10.0.0.1:8080", "[]"},
+		{":8080", "[]"},
+		{"api.example.com:443", "[]"},
+		{"https://api.example.com/v1", "[]"},
+		{"Payment_Svc:80", "[]"},
+		{"payment:99999", "[]"},
+		{"[::1]:8080", "[]"},
+		{"true", "[]"},
+	}
+	for _, c := range cases {
+		got := ParseServiceRefs(c.in)
+		if got == nil {
+			got = []ServiceRef{}
+		}
+		if s := fmt.Sprint(got); s != c.want {
+			t.Errorf("%q: got %s, want %s", c.in, s, c.want)
+		}
+	}
+}
+
+func TestNonHTTPReason(t *testing.T) {
+	svc := func(ports ...ServicePort) *ServiceDef { return &ServiceDef{Name: "s", Namespace: "n", Ports: ports} }
+	cases := []struct {
+		ref  ServiceRef
+		svc  *ServiceDef
+		want string
+	}{
+		{ServiceRef{Name: "s", Port: 6379, Scheme: "http"}, nil, ""},
+		{ServiceRef{Name: "s", Port: 80, Scheme: "redis"}, nil, "a redis URL: no HTTP retry applies"},
+		{ServiceRef{Name: "s", Port: 6379}, svc(ServicePort{Name: "tcp-redis", Port: 6379}), "Service port 6379 is named tcp-redis (a TCP protocol): no HTTP retry applies"},
+		{ServiceRef{Name: "s", Port: 9000}, svc(ServicePort{Name: "x", Port: 9000, AppProtocol: "kafka"}), "Service port 9000 has appProtocol kafka: no HTTP retry applies"},
+		{ServiceRef{Name: "s", Port: 5432}, svc(ServicePort{Name: "http", Port: 5432}), ""},
+		{ServiceRef{Name: "s", Port: 9000}, svc(ServicePort{Name: "grpc-web", Port: 9000}), ""},
+		{ServiceRef{Name: "s", Port: 5432}, nil, "port 5432 (PostgreSQL): no HTTP retry applies"},
+		{ServiceRef{Name: "s"}, svc(ServicePort{Name: "mongo", Port: 27017}), "Service port 27017 is named mongo (a TCP protocol): no HTTP retry applies"},
+		{ServiceRef{Name: "s", Port: 8080}, svc(ServicePort{Name: "web", Port: 8080}), ""},
+	}
+	for i, c := range cases {
+		if got := NonHTTPReason(c.ref, c.svc); got != c.want {
+			t.Errorf("%d %+v: got %q, want %q", i, c.ref, got, c.want)
+		}
+	}
+}
