@@ -39,8 +39,8 @@ func TestObserveFilesDirsStdin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "sub", "order.log"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := "KEY  KIND             METHOD  ATTEMPTS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
-		"k1   idempotency-key  GET     12        12        payment  9              2026-12-01T10:00:00.001Z  3 ms  gateway > order 3 > payment 9\n" +
+	want := "KEY  KIND             METHOD  ATTEMPTS  CHAIN LINKS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
+		"k1   idempotency-key  GET     12        0            12        payment  9              2026-12-01T10:00:00.001Z  3 ms  gateway > order 3 > payment 9\n" +
 		"1 key with more than 5 attempts; peak 12 for one key; longest span 3 ms (1 key, 12 attempts; observed amplification up to 9 at payment)\n"
 	for _, args := range [][]string{
 		{"observe", "-f", dir},
@@ -50,7 +50,7 @@ func TestObserveFilesDirsStdin(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(args, strings.NewReader(a.String()+b.String()), &stdout, &stderr)
-		if code != ExitOK || stdout.String() != want || stderr.Len() != 0 {
+		if code != ExitOK || stdout.String() != want || stderr.String() != "observe: 13 lines read: 12 attempts, 1 skipped, 0 bad, 0 over the line limit\n" {
 			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr: %s\nwant:\n%s", args, code, stdout.String(), stderr.String(), want)
 		}
 	}
@@ -74,10 +74,15 @@ func TestObserveBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"observe", "-o", "yaml"}, `retrycap: observe: unknown output "yaml" (table, json)` + "\n"},
+		{[]string{"observe", "-o", "yaml"}, `retrycap: observe: unknown output "yaml" (table, json, sql, logql, csv)` + "\n"},
 		{[]string{"observe", "--from-cluster", "-f", "x"}, "retrycap: observe: --from-cluster reads no files; drop -f and the arguments\n"},
 		{[]string{"observe", "-l", "app=x"}, "retrycap: observe: -l and -A need --from-cluster\n"},
-		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "retrycap: observe: lstat /nonexistent/retrycap: no such file or directory\n"},
+		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "observe: 0 lines read: 0 attempts, 0 skipped, 0 bad, 0 over the line limit\nretrycap: observe: lstat /nonexistent/retrycap: no such file or directory\n"},
+		{[]string{"observe", "--table", "logs; DROP TABLE x", "-o", "sql"}, `retrycap: observe: --table: table "logs; DROP TABLE x": want an identifier (letters, digits, _; optionally schema.table)` + "\n"},
+		{[]string{"observe", "--dialect", "mysql", "-o", "sql"}, `retrycap: observe: --dialect "mysql": want postgres or clickhouse` + "\n"},
+		{[]string{"observe", "-o", "sql", "-f", "x.log"}, "retrycap: observe: -o sql prints the query for the store and reads no logs: drop -f, the arguments and --from-cluster (load the table with -o csv)\n"},
+		{[]string{"observe", "--postgres", "host=/tmp", "-f", "x.log"}, "retrycap: observe: --postgres reads the table, not logs: drop -f, the arguments and --from-cluster\n"},
+		{[]string{"observe", "--max-line", "10"}, "retrycap: observe: --max-line 10: must be at least 1024 bytes\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := execute(tt.args, strings.NewReader(""), &stdout, &stderr); code != ExitBadInput || stderr.String() != tt.want {
@@ -137,10 +142,10 @@ func TestObserveFromCluster(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	wantOut := "KEY  KIND             METHOD  ATTEMPTS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
-		"k1   idempotency-key  GET     4         4         payment  2              2026-12-01T10:00:00.001Z  2 ms  gateway > order 2 > payment 2\n" +
+	wantOut := "KEY  KIND             METHOD  ATTEMPTS  CHAIN LINKS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
+		"k1   idempotency-key  GET     4         0            4         payment  2              2026-12-01T10:00:00.001Z  2 ms  gateway > order 2 > payment 2\n" +
 		"1 key with more than 0 attempts; peak 4 for one key; longest span 2 ms (1 key, 4 attempts; observed amplification up to 2 at payment)\n"
-	wantErr := "\robserve: pod 1/2 shop/gateway-1 (0 attempts so far)\robserve: pod 2/2 shop/order-1 (2 attempts so far)\robserve: 2 pods, 4 lines, 4 attempts\n"
+	wantErr := "\robserve: pod 1/2 shop/gateway-1 (0 attempts so far)\robserve: pod 2/2 shop/order-1 (2 attempts so far)\robserve: 2 pods read\nobserve: 4 lines read: 4 attempts, 0 skipped, 0 bad, 0 over the line limit\n"
 	if stdout.String() != wantOut || stderr.String() != wantErr {
 		t.Fatalf("stdout:\n%s\nwant:\n%s\nstderr %q\nwant   %q", stdout.String(), wantOut, stderr.String(), wantErr)
 	}
