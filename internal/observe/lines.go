@@ -126,7 +126,7 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 			}
 			line = long
 		}
-		if len(line) > 0 {
+		if len(line) > 0 || tooLong {
 			st.Lines++
 			line = bytes.TrimRight(line, "\r\n")
 			if !tooLong && len(line) > maxLine {

@@ -192,9 +192,9 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 	r := &p.r
 	var (
 		logMark, startTime, timeField, code, cluster, sni []byte
-		durMS, durUS, svc, upstream, attempt                []byte
-		bin, bout, grpc, tp                                  []byte
-		haveCode, haveStart                                  bool
+		durMS, durUS, svc, upstream, attempt              []byte
+		bin, bout, grpc, tp                               []byte
+		haveCode, haveStart                               bool
 	)
 	err := scanJSONObject(line, &p.scratch, func(k, v []byte, isStr bool) {
 		if !isStr && string(v) == "null" {
