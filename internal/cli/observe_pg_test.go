@@ -207,4 +207,3 @@ func reportFromPSQL(t *testing.T, out string, threshold int) *observe.Report {
 	}
 	return r
 }
-
