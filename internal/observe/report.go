@@ -1,11 +1,15 @@
 package observe
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
+	"hash/maphash"
 	"io"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -81,41 +85,103 @@ const (
 
 var kindNames = [...]string{"idempotency-key", "trace-id", "request-id", "storm-op", ""}
 
-// The aggregates. Memory is per key, never per attempt: a key costs its map entry and name,
-// one keyAgg, and per service it reached one svcAgg, per call edge 8 bytes, per distinct trace
-// id 16 bytes (docs/observe.md has the figures). Service and method names are interned once
-// for the whole run.
+// The aggregates. Memory is per key, never per attempt, and holds no pointer the garbage
+// collector would have to follow: a key costs one slot of a map from its 128-bit hash, its
+// bytes in a key arena, one keyAgg (48 bytes), and per service it reached one svcNode (32
+// bytes), per call edge one edgeNode (12), per distinct trace id one traceNode (20), all in
+// chunked slabs that grow without copying (docs/observe.md has the measured figures). Service
+// and method names are interned once for the whole run.
 type keyAgg struct {
 	first, end int64 // Unix ns
-	svcs       []svcAgg
-	edges      []uint64 // caller<<32 | target, service ids
-	traces     [][16]byte
-	methods    uint64 // bit i: method id i (ids >= 64 are folded into bit 63)
+	methods    uint64
+	keyOff     uint64 // arena chunk << 32 | offset
+	keyLen     uint32
+	svc        uint32 // head of the key's service list (node index + 1; 0: none)
+	trace      uint32
+	edge       uint32
 	kind       kindCode
 }
 
-type svcAgg struct {
-	id                       uint32
-	in, out, inFail, outFail uint32
+type svcNode struct {
 	first                    int64
+	id, next                 uint32
+	in, out, inFail, outFail uint32
+}
+
+type traceNode struct {
+	id   [16]byte
+	next uint32
+}
+
+type edgeNode struct {
+	from, to, next uint32
+}
+
+const chunkBits = 14
+
+// slab is a growable array in fixed chunks: appending never copies, an element's address is
+// stable.
+type slab[T any] struct {
+	chunks [][]T
+	n      uint32
+}
+
+func (s *slab[T]) add(v T) uint32 {
+	c := s.n >> chunkBits
+	if int(c) == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]T, 0, 1<<chunkBits))
+	}
+	s.chunks[c] = append(s.chunks[c], v)
+	s.n++
+	return s.n - 1
+}
+
+func (s *slab[T]) at(i uint32) *T { return &s.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+
+const arenaChunk = 1 << 20
+
+// arena holds the keys' bytes.
+type arena struct{ chunks [][]byte }
+
+func (a *arena) add(b []byte) uint64 {
+	n := len(a.chunks)
+	if n == 0 || len(a.chunks[n-1])+len(b) > cap(a.chunks[n-1]) {
+		a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, len(b))))
+		n++
+	}
+	off := len(a.chunks[n-1])
+	a.chunks[n-1] = append(a.chunks[n-1], b...)
+	return uint64(n-1)<<32 | uint64(off)
+}
+
+func (a *arena) get(off uint64, n uint32) []byte {
+	c, o := off>>32, uint32(off)
+	return a.chunks[c][o : o+n]
 }
 
 // Grouper folds attempts into per-key aggregates.
 type Grouper struct {
-	index   map[string]uint32
-	keys    []string
-	aggs    []keyAgg
-	names   map[string]uint32
-	svcName []string
-	methods map[string]uint32
-	mName   []string
-	keyless int
-	stats   Stats
+	seed1, seed2 maphash.Seed
+	index        map[[16]byte]uint32
+	collide      map[string]uint32 // keys whose hash an earlier key already had
+	keys         arena
+	aggs         slab[keyAgg]
+	svcs         slab[svcNode]
+	traces       slab[traceNode]
+	edges        slab[edgeNode]
+	names        map[string]uint32
+	svcName      []string
+	methods      map[string]uint32
+	mName        []string
+	keyless      int
+	stats        Stats
+	scratch      shapeBuf
 }
 
 // NewGrouper returns an empty grouper.
 func NewGrouper() *Grouper {
-	return &Grouper{index: map[string]uint32{}, names: map[string]uint32{}, methods: map[string]uint32{}}
+	return &Grouper{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), index: map[[16]byte]uint32{},
+		names: map[string]uint32{}, methods: map[string]uint32{}}
 }
 
 func (g *Grouper) intern(b []byte) uint32 {
@@ -162,21 +228,59 @@ func (g *Grouper) Add(a Attempt) {
 	g.fold(&r)
 }
 
+func (g *Grouper) hash(k []byte) [16]byte {
+	var h [16]byte
+	binary.LittleEndian.PutUint64(h[:8], maphash.Bytes(g.seed1, k))
+	binary.LittleEndian.PutUint64(h[8:], maphash.Bytes(g.seed2, k))
+	return h
+}
+
+func (g *Grouper) find(k []byte) (uint32, bool) {
+	idx, ok := g.index[g.hash(k)]
+	if !ok {
+		return 0, false
+	}
+	if string(g.keyBytes(idx)) == string(k) {
+		return idx, true
+	}
+	idx, ok = g.collide[string(k)]
+	return idx, ok
+}
+
+// lookup finds or adds key k: by its 128-bit hash, the bytes compared (a second key with the
+// same hash goes to the collision map: exact, whatever the hash does).
+func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) uint32 {
+	h := g.hash(k)
+	idx, ok := g.index[h]
+	if ok {
+		a := g.aggs.at(idx)
+		if string(g.keys.get(a.keyOff, a.keyLen)) == string(k) {
+			return idx
+		}
+		if i, ok := g.collide[string(k)]; ok {
+			return i
+		}
+	}
+	n := g.aggs.add(keyAgg{kind: kind, first: start, end: end, keyOff: g.keys.add(k), keyLen: uint32(len(k))})
+	if ok {
+		if g.collide == nil {
+			g.collide = map[string]uint32{}
+		}
+		g.collide[string(k)] = n
+	} else {
+		g.index[h] = n
+	}
+	return n
+}
+
 func (g *Grouper) fold(r *rec) {
 	k, kind := r.key()
 	if kind == kindNone {
 		g.keyless++
 		return
 	}
-	idx, ok := g.index[string(k)]
-	if !ok {
-		s := string(k)
-		idx = uint32(len(g.aggs))
-		g.index[s] = idx
-		g.keys = append(g.keys, s)
-		g.aggs = append(g.aggs, keyAgg{kind: kind, first: r.start, end: r.start + r.dur})
-	}
-	a := &g.aggs[idx]
+	idx := g.lookup(k, kind, r.start, r.start+r.dur)
+	a := g.aggs.at(idx)
 	a.kind = min(a.kind, kind)
 	if r.start < a.first {
 		a.first = r.start
@@ -186,16 +290,18 @@ func (g *Grouper) fold(r *rec) {
 	}
 	a.methods |= g.method(r.method)
 	t := g.intern(r.target)
-	var s *svcAgg
-	for i := range a.svcs {
-		if a.svcs[i].id == t {
-			s = &a.svcs[i]
+	var s *svcNode
+	for j := a.svc; j != 0; {
+		n := g.svcs.at(j - 1)
+		if n.id == t {
+			s = n
 			break
 		}
+		j = n.next
 	}
 	if s == nil {
-		a.svcs = append(a.svcs, svcAgg{id: t, first: r.start})
-		s = &a.svcs[len(a.svcs)-1]
+		a.svc = g.svcs.add(svcNode{id: t, first: r.start, next: a.svc}) + 1
+		s = g.svcs.at(a.svc - 1)
 	}
 	if r.start < s.first {
 		s.first = r.start
@@ -213,21 +319,39 @@ func (g *Grouper) fold(r *rec) {
 		}
 	}
 	if len(r.caller) > 0 && string(r.caller) != string(r.target) {
-		e := uint64(g.intern(r.caller))<<32 | uint64(t)
-		if !slices.Contains(a.edges, e) {
-			a.edges = append(a.edges, e)
+		c := g.intern(r.caller)
+		found := false
+		for i := a.edge; i != 0; {
+			e := g.edges.at(i - 1)
+			if e.from == c && e.to == t {
+				found = true
+				break
+			}
+			i = e.next
+		}
+		if !found {
+			a.edge = g.edges.add(edgeNode{from: c, to: t, next: a.edge}) + 1
 		}
 	}
 	if len(r.traceID) > 0 {
 		id := traceKey(r.traceID)
-		if !slices.Contains(a.traces, id) {
-			a.traces = append(a.traces, id)
+		found := false
+		for i := a.trace; i != 0; {
+			tn := g.traces.at(i - 1)
+			if tn.id == id {
+				found = true
+				break
+			}
+			i = tn.next
+		}
+		if !found {
+			a.trace = g.traces.add(traceNode{id: id, next: a.trace}) + 1
 		}
 	}
 }
 
 // traceKey is a trace id in 16 bytes: the id itself when it is W3C's 32 hex digits, else an
-// FNV-128a hash of it (a collision between two ids of one key is as likely as 2^-128).
+// FNV-128a hash of it (two ids of one key taken for one: as likely as 2^-128).
 func traceKey(b []byte) [16]byte {
 	var k [16]byte
 	if len(b) == 32 {
@@ -247,71 +371,173 @@ func (g *Grouper) AddStats(s Stats) { g.stats.Add(s) }
 // Stats is what was read so far.
 func (g *Grouper) Stats() Stats { return g.stats }
 
-// attempts is a key's attempts without building its report: at a service with inbound lines
-// only those count (the caller's outbound line of the same attempt is not counted twice).
-func (a *keyAgg) attempts() int {
-	n := 0
-	for _, s := range a.svcs {
-		if s.in > 0 {
-			n += int(s.in)
-		} else {
-			n += int(s.out)
-		}
-	}
-	return n
+func (g *Grouper) keyString(i uint32) string {
+	a := g.aggs.at(i)
+	return string(g.keys.get(a.keyOff, a.keyLen))
 }
 
-// maxAtService bounds the key's amplification (the attempts at one of its services).
-func (a *keyAgg) maxAtService() int {
-	m := 0
-	for _, s := range a.svcs {
-		n := s.out
-		if s.in > 0 {
-			n = s.in
-		}
-		m = max(m, int(n))
-	}
-	return m
+// shapeBuf is the scratch of shape: a key's services with their attempts and depths.
+type shapeBuf struct {
+	svcs  []shapeSvc
+	edges []edgeNode
 }
 
-// Report groups what was added: keys over threshold attempts, worst first, at most limit of
-// them (0: all).
-func (g *Grouper) Report(threshold, limit int) *Report {
-	r := &Report{Stats: g.stats, Keyless: g.keyless, Keys: len(g.aggs), Threshold: threshold, Over: []KeyReport{}}
-	var over []uint32
-	for i := range g.aggs {
-		a := &g.aggs[i]
-		att := a.attempts()
-		k := g.keys[i]
-		if att > r.PeakAttempts || (att == r.PeakAttempts && k < r.PeakKey) {
-			r.PeakAttempts, r.PeakKey = att, k
+type shapeSvc struct {
+	id, attempts, failures uint32
+	depth                  int
+	first                  int64
+}
+
+// shape lays out key i's services (at a service with inbound lines only those count: the
+// caller's outbound line of the same attempt is not counted twice), shallowest first, and
+// returns the index of the deepest (the greatest depth, among equals the most attempts) and
+// whether the depths came from call edges. No allocation once the scratch has grown.
+func (g *Grouper) shape(i uint32) (deepest int, withEdges bool) {
+	a := g.aggs.at(i)
+	b := &g.scratch
+	b.svcs, b.edges = b.svcs[:0], b.edges[:0]
+	for j := a.svc; j != 0; {
+		s := g.svcs.at(j - 1)
+		att, fails := s.out, s.outFail
+		if s.in > 0 {
+			att, fails = s.in, s.inFail
 		}
-		if span := time.Duration(a.end - a.first); span > r.LongestSpan || (span == r.LongestSpan && (r.LongestSpanKey == "" || k < r.LongestSpanKey)) {
-			r.LongestSpan, r.LongestSpanKey = span, k
+		b.svcs = append(b.svcs, shapeSvc{id: s.id, attempts: att, failures: fails, first: s.first})
+		j = s.next
+	}
+	for j := a.edge; j != 0; {
+		e := g.edges.at(j - 1)
+		b.edges = append(b.edges, *e)
+		j = e.next
+	}
+	if len(b.edges) > 0 {
+		g.depths()
+	}
+	// Shallowest first; without edges, the depth is the order in which the services were
+	// first reached (then the name).
+	slices.SortFunc(b.svcs, func(x, y shapeSvc) int {
+		return cmp.Or(cmp.Compare(x.depth, y.depth), cmp.Compare(x.first, y.first), cmp.Compare(g.svcName[x.id], g.svcName[y.id]))
+	})
+	if len(b.edges) == 0 {
+		for j := range b.svcs {
+			b.svcs[j].depth = j + 1
 		}
-		if att > threshold {
-			over = append(over, uint32(i))
+	}
+	deepest = -1
+	for j, s := range b.svcs {
+		if deepest < 0 || s.depth > b.svcs[deepest].depth || (s.depth == b.svcs[deepest].depth && s.attempts > b.svcs[deepest].attempts) {
+			deepest = j
 		}
-		// The amplification needs the depths: only computed where it can beat the peak.
-		if len(a.svcs) > 0 && a.maxAtService() >= r.PeakAmplification {
-			kr := g.summarize(uint32(i))
-			if kr.Amplification > r.PeakAmplification || (kr.Amplification == r.PeakAmplification && kr.Deepest < r.PeakAmplificationAt) {
-				r.PeakAmplification, r.PeakAmplificationAt = kr.Amplification, kr.Deepest
+	}
+	return deepest, len(b.edges) > 0
+}
+
+// depths sets each service's depth below the roots of the call edges (a caller no one calls
+// is at depth 0, a service no known caller calls at 1): the longest path, bounded by the
+// number of services so that a cycle ends.
+func (g *Grouper) depths() {
+	b := &g.scratch
+	depthOf := func(id uint32) int {
+		for _, s := range b.svcs {
+			if s.id == id {
+				return s.depth
+			}
+		}
+		return 0 // a caller that received nothing in this key: a root
+	}
+	set := func(id uint32, d int) {
+		for j := range b.svcs {
+			if b.svcs[j].id == id {
+				b.svcs[j].depth = d
 			}
 		}
 	}
-	all := make([]KeyReport, 0, len(over))
-	for _, i := range over {
-		all = append(all, g.summarize(i))
+	for j := range b.svcs {
+		// a target no known caller calls: one below an unknown root; a caller no one calls: a root
+		b.svcs[j].depth = 1
+		caller, called := false, false
+		for _, e := range b.edges {
+			caller = caller || e.from == b.svcs[j].id
+			called = called || e.to == b.svcs[j].id
+		}
+		if caller && !called {
+			b.svcs[j].depth = 0
+		}
 	}
-	SortKeys(all)
-	r.OverCount = len(all)
-	if limit > 0 && len(all) > limit {
-		all = all[:limit]
+	limit := 2*len(b.svcs) + len(b.edges)
+	for range limit {
+		changed := false
+		for _, e := range b.edges {
+			if d := depthOf(e.from) + 1; d > depthOf(e.to) && d <= limit {
+				set(e.to, d)
+				changed = true
+			}
+		}
+		if !changed {
+			break
+		}
 	}
-	r.Over = append(r.Over, all...)
+}
+
+// Report groups what was added: keys over threshold attempts, worst first, at most limit of
+// them (0: all). Only the keys listed are written out; the rest are ranked from their
+// aggregates.
+func (g *Grouper) Report(threshold, limit int) *Report {
+	r := &Report{Stats: g.stats, Keyless: g.keyless, Keys: int(g.aggs.n), Threshold: threshold, Over: []KeyReport{}}
+	type rank struct {
+		idx           uint32
+		attempts, amp uint32
+		first         int64
+	}
+	var over []rank
+	var peakKey, spanKey uint32
+	for i := uint32(0); i < g.aggs.n; i++ {
+		a := g.aggs.at(i)
+		deepest, _ := g.shape(i)
+		att := uint32(0)
+		for _, s := range g.scratch.svcs {
+			att += s.attempts
+		}
+		amp, at := uint32(0), ""
+		if deepest >= 0 {
+			amp, at = g.scratch.svcs[deepest].attempts, g.svcName[g.scratch.svcs[deepest].id]
+		}
+		if int(att) > r.PeakAttempts || (int(att) == r.PeakAttempts && g.keyLess(i, peakKey)) || i == 0 {
+			r.PeakAttempts, peakKey = int(att), i
+		}
+		if span := time.Duration(a.end - a.first); span > r.LongestSpan || (span == r.LongestSpan && g.keyLess(i, spanKey)) || i == 0 {
+			r.LongestSpan, spanKey = span, i
+		}
+		if int(amp) > r.PeakAmplification || (int(amp) == r.PeakAmplification && at < r.PeakAmplificationAt) {
+			r.PeakAmplification, r.PeakAmplificationAt = int(amp), at
+		}
+		if int(att) > threshold {
+			over = append(over, rank{i, att, amp, a.first})
+		}
+	}
+	if g.aggs.n > 0 {
+		r.PeakKey, r.LongestSpanKey = g.keyString(peakKey), g.keyString(spanKey)
+	}
+	slices.SortFunc(over, func(x, y rank) int {
+		return cmp.Or(cmp.Compare(y.attempts, x.attempts), cmp.Compare(y.amp, x.amp), cmp.Compare(x.first, y.first),
+			bytes.Compare(g.keyBytes(x.idx), g.keyBytes(y.idx)))
+	})
+	r.OverCount = len(over)
+	if limit > 0 && len(over) > limit {
+		over = over[:limit]
+	}
+	for _, o := range over {
+		r.Over = append(r.Over, g.summarize(o.idx))
+	}
 	return r
 }
+
+func (g *Grouper) keyBytes(i uint32) []byte {
+	a := g.aggs.at(i)
+	return g.keys.get(a.keyOff, a.keyLen)
+}
+
+func (g *Grouper) keyLess(i, j uint32) bool { return bytes.Compare(g.keyBytes(i), g.keyBytes(j)) < 0 }
 
 // SortKeys orders keys worst first: most attempts, then the highest amplification, then the
 // earliest, then by name.
@@ -324,7 +550,7 @@ func SortKeys(all []KeyReport) {
 
 // Key returns one key's report, false if no attempt had it.
 func (g *Grouper) Key(k string) (KeyReport, bool) {
-	i, ok := g.index[k]
+	i, ok := g.find([]byte(k))
 	if !ok {
 		return KeyReport{}, false
 	}
@@ -333,132 +559,41 @@ func (g *Grouper) Key(k string) (KeyReport, bool) {
 
 // summarize tells one key's story from its aggregate.
 func (g *Grouper) summarize(i uint32) KeyReport {
-	a := &g.aggs[i]
-	kr := KeyReport{Key: g.keys[i], Kind: kindNames[a.kind], ChainLinks: len(a.traces),
-		First: time.Unix(0, a.first).UTC(), Span: time.Duration(a.end - a.first)}
+	a := g.aggs.at(i)
+	kr := KeyReport{Key: g.keyString(i), Kind: kindNames[a.kind], First: time.Unix(0, a.first).UTC(), Span: time.Duration(a.end - a.first)}
+	for j := a.trace; j != 0; j = g.traces.at(j - 1).next {
+		kr.ChainLinks++
+	}
+	var ms []string
 	for id := range g.mName {
 		if a.methods&(1<<min(id, 63)) != 0 {
-			if kr.Methods != "" {
-				kr.Methods += ","
+			ms = append(ms, g.mName[id])
+		}
+	}
+	slices.Sort(ms)
+	kr.Methods = strings.Join(ms, ",")
+	deepest, withEdges := g.shape(i)
+	for _, s := range g.scratch.svcs {
+		kr.Attempts += int(s.attempts)
+		kr.Failures += int(s.failures)
+		kr.Services = append(kr.Services, ServiceAttempts{Service: g.svcName[s.id], Attempts: int(s.attempts), Failures: int(s.failures), Depth: s.depth})
+	}
+	if deepest >= 0 {
+		kr.Deepest, kr.Amplification = kr.Services[deepest].Service, kr.Services[deepest].Attempts
+	}
+	if withEdges {
+		for _, e := range g.scratch.edges {
+			c := g.svcName[e.from]
+			received := false
+			for _, s := range kr.Services {
+				received = received || s.Service == c
 			}
-			kr.Methods += g.mName[id]
+			if !received && !slices.Contains(kr.Callers, c) {
+				kr.Callers = append(kr.Callers, c)
+			}
 		}
-	}
-	if kr.Methods != "" {
-		ms := splitComma(kr.Methods)
-		slices.Sort(ms)
-		kr.Methods = joinComma(ms)
-	}
-	names := make([]string, len(a.svcs))
-	first := map[string]int64{}
-	for j, s := range a.svcs {
-		names[j] = g.svcName[s.id]
-		first[names[j]] = s.first
-	}
-	edges := map[string][]string{}
-	callers := map[string]bool{}
-	for _, e := range a.edges {
-		c, t := g.svcName[e>>32], g.svcName[uint32(e)]
-		edges[c] = append(edges[c], t)
-		callers[c] = true
-	}
-	depth := depths(names, edges, callers)
-	for j, s := range a.svcs {
-		att, fails := int(s.out), int(s.outFail)
-		if s.in > 0 {
-			att, fails = int(s.in), int(s.inFail)
-		}
-		kr.Attempts += att
-		kr.Failures += fails
-		kr.Services = append(kr.Services, ServiceAttempts{Service: names[j], Attempts: att, Failures: fails, Depth: depth[names[j]]})
-	}
-	// Shallowest first; without edges, the depth is the order in which the services were
-	// first reached.
-	slices.SortStableFunc(kr.Services, func(x, y ServiceAttempts) int {
-		return cmp.Or(cmp.Compare(x.Depth, y.Depth), cmp.Compare(first[x.Service], first[y.Service]), cmp.Compare(x.Service, y.Service))
-	})
-	if len(edges) == 0 {
-		for j := range kr.Services {
-			kr.Services[j].Depth = j + 1
-		}
-	}
-	for c := range callers {
-		if _, ok := first[c]; !ok {
-			kr.Callers = append(kr.Callers, c)
-		}
-	}
-	slices.Sort(kr.Callers)
-	deepest := -1
-	for _, s := range kr.Services {
-		if deepest < 0 || s.Depth > deepest || (s.Depth == deepest && s.Attempts > kr.Amplification) {
-			kr.Deepest, kr.Amplification, deepest = s.Service, s.Attempts, s.Depth
-		}
+		slices.Sort(kr.Callers)
 	}
 	return kr
 }
 
-func splitComma(s string) []string {
-	var out []string
-	for s != "" {
-		i := 0
-		for i < len(s) && s[i] != ',' {
-			i++
-		}
-		out = append(out, s[:i])
-		if i < len(s) {
-			i++
-		}
-		s = s[i:]
-	}
-	return out
-}
-
-func joinComma(ms []string) string {
-	out := ""
-	for i, m := range ms {
-		if i > 0 {
-			out += ","
-		}
-		out += m
-	}
-	return out
-}
-
-// depths is each target's depth below the roots of the call edges (a caller no one calls
-// is at depth 0): the longest path, bounded by the number of services so that a cycle ends.
-func depths(names []string, edges map[string][]string, callers map[string]bool) map[string]int {
-	d := map[string]int{}
-	if len(edges) == 0 {
-		return d
-	}
-	called := map[string]bool{}
-	for _, ts := range edges {
-		for _, t := range ts {
-			called[t] = true
-		}
-	}
-	for _, n := range names {
-		d[n] = 1 // a target no known caller calls: one below an unknown root
-	}
-	for c := range callers {
-		if !called[c] {
-			d[c] = 0
-		}
-	}
-	limit := len(names) + len(callers)
-	for range limit {
-		changed := false
-		for c, ts := range edges {
-			for _, t := range ts {
-				if d[c]+1 > d[t] && d[c]+1 <= limit {
-					d[t] = d[c] + 1
-					changed = true
-				}
-			}
-		}
-		if !changed {
-			break
-		}
-	}
-	return d
-}

@@ -262,3 +262,38 @@ func TestConsumeAllocs(t *testing.T) {
 		t.Fatalf("%v allocs per fold of two lines", n)
 	}
 }
+
+// BenchmarkConsume folds the file $OBSERVE_BENCH_FILE (hack/observe-bench/gen writes one), else
+// the gateway and mixed test logs, per line.
+func BenchmarkConsume(b *testing.B) {
+	var data []byte
+	if f := os.Getenv("OBSERVE_BENCH_FILE"); f != "" {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data = d
+	} else {
+		for _, f := range []string{"gateway/istio-ingressgateway.log", "gateway/frontend/0.log", "gateway/checkout.log", "mixed/mixed.log"} {
+			d, err := os.ReadFile(filepath.Join("testdata", f))
+			if err != nil {
+				b.Fatal(err)
+			}
+			data = append(data, d...)
+			if data[len(data)-1] != '\n' {
+				data = append(data, '\n')
+			}
+		}
+	}
+	lines := bytes.Count(data, []byte("\n"))
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for range b.N {
+		g := NewGrouper()
+		if _, err := g.Consume(bytes.NewReader(data), Source{}, DefaultMaxLine); err != nil {
+			b.Fatal(err)
+		}
+		g.Report(5, 20)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}
