@@ -3,10 +3,12 @@ package observe
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -296,4 +298,35 @@ func BenchmarkConsume(b *testing.B) {
 		g.Report(5, 20)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+}
+
+// BenchmarkBytesPerKey is the memory a key costs once folded (a key with 3 services, 2 call
+// edges, 2 trace ids: retrycap's log of web -> order -> payment and a user retry): the heap
+// in use after folding 200,000 such keys, per key (docs/observe.md).
+func BenchmarkBytesPerKey(b *testing.B) {
+	const keys = 200_000
+	var lines [][]byte
+	for i := range keys {
+		for _, l := range []struct{ svc, up, tr string }{{"web", "order", "a"}, {"order", "payment", "a"}, {"order", "catalog", "b"}} {
+			lines = append(lines, fmt.Appendf(nil, `{"log":"retrycap-access","time":"2026-12-01T11:38:39.490502Z","service":%q,"upstream":%q,"method":"POST","attempt":1,"status":503,"duration_us":100,"trace_id":"%031x%s","idempotency_key":"order-%08d"}`,
+				l.svc, l.up, i, l.tr, i))
+		}
+	}
+	for range b.N {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g := NewGrouper()
+		p := &parser{}
+		for _, l := range lines {
+			if k, err := p.parse(l); k != lineAttempt {
+				b.Fatal(err)
+			}
+			g.fold(&p.r)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/keys, "B/key")
+		runtime.KeepAlive(g)
+	}
 }
