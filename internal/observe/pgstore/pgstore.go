@@ -1,6 +1,3 @@
-// Package pgstore runs observe's aggregation in PostgreSQL (observe --postgres DSN --table T):
-// the query internal/observe prints with -o sql, sent through pgx, its rows rendered as a
-// Report like a file run's. It is the only part of observe that imports a client.
 package pgstore
 
 import (
