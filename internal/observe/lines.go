@@ -157,6 +157,14 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 			}
 		}
 		if err == io.EOF {
+			// A CRI line whose final part never came (the file cut after a P line): one
+			// line, bad.
+			for i := range shapes.partial {
+				if len(shapes.partial[i]) > 0 || shapes.over[i] {
+					st.Lines++
+					st.Bad++
+				}
+			}
 			return st, nil
 		}
 		if err != nil {

@@ -330,3 +330,20 @@ func BenchmarkBytesPerKey(b *testing.B) {
 		runtime.KeepAlive(g)
 	}
 }
+
+// CRI shapes: parts joined, a part-only tail counted bad, stderr and stdout parts apart.
+func TestCRIParts(t *testing.T) {
+	line := `{"log":"retrycap-access","time":"2026-12-01T11:38:39.490502Z","service":"web","upstream":"order","attempt":1,"status":503,"duration_us":100,"idempotency_key":"k1"}`
+	in := "2026-12-01T11:38:39.490502123Z stdout P " + line[:40] + "\n" +
+		"2026-12-01T11:38:39.490502123Z stderr F some warning\n" +
+		"2026-12-01T11:38:39.490502123Z stdout F " + line[40:] + "\n" +
+		"2026-12-01T11:38:39.490502123Z stdout P " + line[:70] + "\n"
+	g := NewGrouper()
+	st, err := g.Consume(strings.NewReader(in), Source{}, DefaultMaxLine)
+	if err != nil || st != (Stats{Lines: 3, Attempts: 1, Skipped: 1, Bad: 1}) {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if kr, ok := g.Key("k1"); !ok || kr.Attempts != 1 {
+		t.Fatalf("%+v", kr)
+	}
+}
