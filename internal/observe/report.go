@@ -596,4 +596,3 @@ func (g *Grouper) summarize(i uint32) KeyReport {
 	}
 	return kr
 }
-
