@@ -127,8 +127,6 @@ const (
 	lineAttempt
 )
 
-var errNotAccess = errors.New("not an access-log line")
-
 // parse reads one line (already without its CRI / kubectl prefixes) into p.r.
 func (p *parser) parse(line []byte) (lineKind, error) {
 	p.scratch = p.scratch[:0]

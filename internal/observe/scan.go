@@ -2,7 +2,6 @@ package observe
 
 import (
 	"errors"
-	"strconv"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -46,15 +45,15 @@ func scanJSONObject(line []byte, scratch *[]byte, f jsonField) error {
 		if i >= len(line) {
 			return errJSON
 		}
-		switch c := line[i]; {
-		case c == '"':
+		switch line[i] {
+		case '"':
 			val, next, err := scanString(line, i, scratch)
 			if err != nil {
 				return err
 			}
 			f(key, val, true)
 			i = next
-		case c == '{' || c == '[':
+		case '{', '[':
 			next, err := skipNested(line, i)
 			if err != nil {
 				return err
@@ -273,7 +272,7 @@ func parseTime(b []byte) (int64, bool) {
 	h, ok4 := num(b[11:13])
 	mi, ok5 := num(b[14:16])
 	s, ok6 := num(b[17:19])
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 {
 		return 0, false
 	}
 	i := 19
@@ -339,6 +338,3 @@ func daysFromCivil(y, m, d int) int64 {
 	doe := yoe*365 + yoe/4 - yoe/100 + doy
 	return int64(era)*146097 + int64(doe) - 719468
 }
-
-// formatInt is strconv.Itoa for the few places that render numbers.
-func formatInt(n int) string { return strconv.Itoa(n) }
