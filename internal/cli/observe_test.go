@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -151,5 +152,36 @@ func TestObserveFromCluster(t *testing.T) {
 	}
 	if len(requests) != 3 {
 		t.Fatalf("requests %v", requests)
+	}
+}
+
+// stdin starting with gzip's magic is read through gzip (zcat-less `kubectl cp` of a rotation),
+// and the counts go to stderr in every output format, -o json and -o csv too.
+func TestObserveGzipStdinAndStats(t *testing.T) {
+	var plain strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintln(&plain, accessLine("gateway", "order", "k1", i, 503))
+	}
+	plain.WriteString("not a log line\n")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write([]byte(plain.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const stats = "observe: 4 lines read: 3 attempts, 1 skipped, 0 bad, 0 over the line limit\n"
+	for _, o := range []string{"table", "json", "csv"} {
+		var stdout, stderr bytes.Buffer
+		if code := execute([]string{"observe", "-o", o, "--threshold", "0"}, bytes.NewReader(gz.Bytes()), &stdout, &stderr); code != ExitOK || stderr.String() != stats {
+			t.Errorf("-o %s: exit %d, stderr %q", o, code, stderr.String())
+		}
+		if o == "csv" && strings.Count(stdout.String(), "\n") != 4 {
+			t.Errorf("csv: %q", stdout.String())
+		}
+		if o == "table" && !strings.Contains(stdout.String(), "k1   idempotency-key  GET     3") {
+			t.Errorf("table: %q", stdout.String())
+		}
 	}
 }
