@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/retrycap/retrycap/internal/observe"
+	"github.com/retrycap/retrycap/internal/observe/pgstore"
 )
 
 // ProxyContainerName is the injected sidecar's container name, observe's default -c.
@@ -28,34 +32,48 @@ func NewObserveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		files                                           []string
 		fromCluster, allNamespaces                      bool
 		selector, container, kubeconfig, kubeCtx, ns, o string
+		dialect, table, pgDSN, logqlSelector            string
 		since                                           time.Duration
-		threshold, top                                  int
+		threshold, top, maxLine                         int
 	)
 	cmd := &cobra.Command{
-		Use:   "observe [-f LOGS]... [--from-cluster -l SELECTOR]",
-		Short: "Per request, what really happened: attempts, services, span, failures and the observed amplification, from access logs",
+		Use:   "observe [-f LOGS]... [--from-cluster -l SELECTOR] [--postgres DSN --table T]",
+		Short: "Per request, what really happened: attempts, chain links, services, span, failures and the observed amplification, from access logs",
 		Long: `observe reads access logs and groups the attempts per key (Idempotency-Key, else the
 traceparent trace id, else the request id: X-Request-Id, or the storm lab's storm-op): the attempts,
-the services that took part, the first attempt, the span, the failures and the observed
-amplification (the attempts at the deepest service the key reached). It lists the keys with more
-than --threshold attempts, worst first, and ends with a summary line.
+the chain links (distinct trace ids), the services that took part, the first attempt, the span,
+the failures and the observed amplification (the attempts at the deepest service the key reached).
+It lists the keys with more than --threshold attempts, worst first, and ends with a summary line;
+the lines read, skipped, bad and over --max-line go to stderr.
 
 It reads retrycap-proxy's access log (--access-log, JSON lines) and Envoy's and Istio's access logs
-in their default text and JSON formats (keyed by x-request-id), from files, directories (every
-file below), stdin ("-", the default without -f and --from-cluster), or with --from-cluster the
-logs of container -c of the pods -l selects, through the API server (pods/log; needs list on pods
-and get on pods/log).`,
+in their default text and JSON formats (keyed by x-request-id), as written, through the kubelet's
+CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz, from files,
+directories (every file below), stdin ("-", the default without -f and --from-cluster), or with
+--from-cluster the logs of container -c of the pods -l selects, through the API server
+(pods/log; needs list on pods and get on pods/log). Memory is per key, not per line.
+
+In a log store: -o sql prints the same aggregation as a query over a table of attempts (--dialect
+postgres or clickhouse, --table), -o logql what Loki can compute, -o csv the rows to load the
+table with; --postgres DSN runs the query in PostgreSQL and prints the answer like a file run.`,
 		Example: `  retrycap observe -f /var/log/proxies/
   kubectl logs deploy/order -c retrycap-proxy | retrycap observe
+  kubectl logs -n istio-system -l app=istio-ingressgateway --prefix --timestamps | retrycap observe
+  retrycap observe /var/log/pods/istio-system_istio-ingressgateway-*/istio-proxy/   # CRI files, *.gz rotations
   kubectl retrycap observe --from-cluster -n shop -l app.kubernetes.io/part-of=shop -c retrycap-proxy --since 40m
-  kubectl retrycap observe --from-cluster -n istio-system -l app=istio-ingressgateway -c istio-proxy -o json`,
+  kubectl retrycap observe --from-cluster -n istio-system -l app=istio-ingressgateway -c istio-proxy -o json
+  retrycap observe -f gateway.log -o csv | psql -c "\copy access_log FROM STDIN CSV HEADER"
+  retrycap observe -o sql --table access_log | psql
+  retrycap observe --postgres "host=/run/postgresql dbname=logs" --table access_log`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			bad := func(format string, a ...any) error {
 				return &ExitError{Code: ExitBadInput, Msg: "observe: " + fmt.Sprintf(format, a...)}
 			}
-			if o != "table" && o != "json" {
-				return bad("unknown output %q (table, json)", o)
+			switch o {
+			case "table", "json", "sql", "logql", "csv":
+			default:
+				return bad("unknown output %q (table, json, sql, logql, csv)", o)
 			}
 			files = append(files, args...)
 			if fromCluster && len(files) > 0 {
@@ -67,22 +85,88 @@ and get on pods/log).`,
 			if threshold < 0 || top < 0 || since < 0 {
 				return bad("--threshold, --top and --since must be >= 0")
 			}
-			g := observe.NewGrouper()
-			if fromCluster {
-				if err := readCluster(cmd.Context(), g, clusterSource{kubeconfig, kubeCtx, ns, allNamespaces, selector, container, since}, stderr); err != nil {
+			if maxLine < 1024 {
+				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
+			}
+			d := observe.Dialect(dialect)
+			if d != observe.Postgres && d != observe.ClickHouse {
+				return bad("--dialect %q: want postgres or clickhouse", dialect)
+			}
+			if err := observe.CheckTable(table); err != nil {
+				return bad("--table: %v", err)
+			}
+			storeRun := pgDSN != ""
+			if storeRun && (fromCluster || len(files) > 0) {
+				return bad("--postgres reads the table, not logs: drop -f, the arguments and --from-cluster")
+			}
+			if storeRun && o != "table" && o != "json" {
+				return bad("--postgres answers as a file run: -o table or json, not %s", o)
+			}
+			switch o {
+			case "sql":
+				if fromCluster || len(files) > 0 {
+					return bad("-o sql prints the query for the store and reads no logs: drop -f, the arguments and --from-cluster (load the table with -o csv)")
+				}
+				return printSQL(stdout, d, table, threshold, top)
+			case "logql":
+				if fromCluster || len(files) > 0 {
+					return bad("-o logql prints the query for Loki and reads no logs: drop -f, the arguments and --from-cluster")
+				}
+				_, err := io.WriteString(stdout, observe.LogQL(logqlSelector, since, threshold, top))
+				return err
+			}
+			var r *observe.Report
+			if storeRun {
+				rep, err := pgstore.Run(cmd.Context(), pgDSN, table, threshold, top)
+				if err != nil {
 					return bad("%v", err)
 				}
+				r = rep
+				fmt.Fprintf(stderr, "observe: %s rows read from %s (the table's attempts)\n", observe.Thousands(r.Stats.Attempts), table)
 			} else {
-				if len(files) == 0 {
-					files = []string{"-"}
+				var sink consumer
+				var csvw *observe.CSVWriter
+				g := observe.NewGrouper()
+				if o == "csv" {
+					csvw = observe.NewCSVWriter(stdout)
+					sink = csvw.Consume
+				} else {
+					sink = g.Consume
 				}
-				for _, f := range files {
-					if err := readPath(g, f, stdin); err != nil {
-						return bad("%v", err)
+				var total observe.Stats
+				var err error
+				if fromCluster {
+					total, err = readCluster(cmd.Context(), sink, maxLine, clusterSource{kubeconfig, kubeCtx, ns, allNamespaces, selector, container, since}, stderr)
+				} else {
+					if len(files) == 0 {
+						files = []string{"-"}
+					}
+					for _, f := range files {
+						st, ferr := readPath(sink, maxLine, f, stdin)
+						total.Add(st)
+						if ferr != nil {
+							err = ferr
+							break
+						}
 					}
 				}
+				// The counts always go to stderr, whatever the output: a run that read
+				// nothing it knew, or skipped lines, says so.
+				fmt.Fprintf(stderr, "observe: %s\n", total)
+				if err != nil {
+					return bad("%v", err)
+				}
+				if o == "csv" {
+					if err := csvw.Flush(); err != nil {
+						return bad("%v", err)
+					}
+					return nil
+				}
+				if total.Attempts == 0 {
+					fmt.Fprintln(stderr, "observe: no access-log line among them (retrycap-proxy --access-log, Envoy's or Istio's default formats)")
+				}
+				r = g.Report(threshold, top)
 			}
-			r := g.Report(threshold, top)
 			var err error
 			if o == "json" {
 				err = r.WriteJSON(stdout)
@@ -96,44 +180,86 @@ and get on pods/log).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&files, "file", "f", nil, `log file or directory ("-" for stdin); repeatable`)
+	f.StringArrayVarP(&files, "file", "f", nil, `log file or directory ("-" for stdin; *.gz read through gzip); repeatable`)
 	f.BoolVar(&fromCluster, "from-cluster", false, "read the sidecars' logs from the cluster (pods/log)")
 	f.StringVarP(&selector, "selector", "l", "", "--from-cluster: label selector of the pods")
 	f.StringVarP(&container, "container", "c", ProxyContainerName, "--from-cluster: the container whose log to read (istio-proxy for Envoy's)")
-	f.DurationVar(&since, "since", 0, "--from-cluster: only lines newer than this (e.g. 40m); 0: all")
+	f.DurationVar(&since, "since", 0, "--from-cluster: only lines newer than this (e.g. 40m); 0: all. -o logql: the query's range (default 1h)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	f.StringVar(&kubeCtx, "context", "", "kubeconfig context to use (default: the current context)")
 	f.StringVarP(&ns, "namespace", "n", "", "--from-cluster: namespace of the pods (default: the context's)")
 	f.BoolVarP(&allNamespaces, "all-namespaces", "A", false, "--from-cluster: every namespace")
 	f.IntVar(&threshold, "threshold", 5, "list the keys with more attempts than this")
 	f.IntVar(&top, "top", 20, "list at most this many keys (0: all); the summary counts them all")
-	f.StringVarP(&o, "output", "o", "table", "output format: table or json")
+	f.IntVar(&maxLine, "max-line", observe.DefaultMaxLine, "longest line parsed, bytes; a longer one is counted and skipped")
+	f.StringVarP(&o, "output", "o", "table", "output: table, json, sql (the query for a log store), logql (for Loki) or csv (the rows to load)")
+	f.StringVar(&dialect, "dialect", string(observe.Postgres), "-o sql: postgres or clickhouse")
+	f.StringVar(&table, "table", "access_log", "-o sql, --postgres: the table of attempts (the columns -o csv writes)")
+	f.StringVar(&pgDSN, "postgres", "", "run the query in this PostgreSQL (a libpq connection string or URL) and print the answer")
+	f.StringVar(&logqlSelector, "logql-selector", `{container=~"istio-proxy|retrycap-proxy"}`, "-o logql: the stream selector")
 	return cmd
 }
 
-// readPath parses a file, every regular file under a directory, or stdin ("-").
-func readPath(g *observe.Grouper, path string, stdin io.Reader) error {
-	if path == "-" {
-		st, err := observe.Parse(stdin, observe.Source{Name: "stdin"}, g.Add)
-		g.AddStats(st)
+// consumer reads one stream of lines (the grouper, or the CSV writer).
+type consumer func(r io.Reader, src observe.Source, maxLine int) (observe.Stats, error)
+
+func printSQL(w io.Writer, d observe.Dialect, table string, threshold, top int) error {
+	list, err := observe.ListQuery(d, table, threshold, top)
+	if err != nil {
 		return err
 	}
-	return filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	sum, err := observe.SummaryQuery(d, table, threshold)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "-- retrycap observe as SQL (%s) over %s; the table:\n%s\n-- the keys with more than %d attempts, worst first:\n%s\n-- the summary line:\n%s",
+		d, table, commentOut(observe.CreateTable(d, table)), threshold, list, sum)
+	return err
+}
+
+func commentOut(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		b.WriteString("-- ")
+		b.WriteString(l)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// readPath parses a file, every regular file under a directory, or stdin ("-"); a name
+// ending in .gz, or stdin starting with gzip's magic, is read through gzip.
+func readPath(sink consumer, maxLine int, path string, stdin io.Reader) (observe.Stats, error) {
+	var total observe.Stats
+	if path == "-" {
+		br := bufio.NewReader(stdin)
+		var in io.Reader = br
+		if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+			zr, err := gzip.NewReader(br)
+			if err != nil {
+				return total, fmt.Errorf("stdin: %w", err)
+			}
+			in = zr
+		}
+		return sink(in, observe.Source{Name: "stdin"}, maxLine)
+	}
+	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		fh, err := os.Open(p)
+		fh, err := observe.Open(p, func(n string) (io.ReadCloser, error) { return os.Open(n) })
 		if err != nil {
 			return err
 		}
 		defer fh.Close()
-		st, err := observe.Parse(fh, observe.Source{Name: p}, g.Add)
-		g.AddStats(st)
+		st, err := sink(fh, observe.Source{Name: p}, maxLine)
+		total.Add(st)
 		return err
 	})
+	return total, err
 }
 
 type clusterSource struct {
@@ -145,7 +271,8 @@ type clusterSource struct {
 
 // readCluster lists the pods the selector picks and streams container's log of each through the
 // API server, with a progress line on stderr.
-func readCluster(ctx context.Context, g *observe.Grouper, s clusterSource, stderr io.Writer) error {
+func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSource, stderr io.Writer) (observe.Stats, error) {
+	var total observe.Stats
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -154,23 +281,23 @@ func readCluster(ctx context.Context, g *observe.Grouper, s clusterSource, stder
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: s.kubeCtx})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
+		return observe.Stats{}, fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	ns := s.namespace
 	if s.all {
 		ns = ""
 	} else if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {
-			return fmt.Errorf("the kubeconfig context's namespace: %w", err)
+			return observe.Stats{}, fmt.Errorf("the kubeconfig context's namespace: %w", err)
 		}
 	}
 	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+		return observe.Stats{}, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	pods, err := core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: s.selector})
 	if err != nil {
-		return fmt.Errorf("listing pods: %w", err)
+		return observe.Stats{}, fmt.Errorf("listing pods: %w", err)
 	}
 	var with []corev1.Pod
 	for _, p := range pods.Items {
@@ -182,33 +309,31 @@ func readCluster(ctx context.Context, g *observe.Grouper, s clusterSource, stder
 		return with[i].Namespace+"/"+with[i].Name < with[j].Namespace+"/"+with[j].Name
 	})
 	if len(with) == 0 {
-		return fmt.Errorf("no pod with a container %q among the %d pods selected", s.container, len(pods.Items))
+		return observe.Stats{}, fmt.Errorf("no pod with a container %q among the %d pods selected", s.container, len(pods.Items))
 	}
 	opts := &corev1.PodLogOptions{Container: s.container}
 	if s.since > 0 {
 		secs := int64((s.since + time.Second - 1) / time.Second)
 		opts.SinceSeconds = &secs
 	}
-	var total observe.Stats
 	for i := range with {
 		p := &with[i]
 		fmt.Fprintf(stderr, "\robserve: pod %d/%d %s/%s (%s attempts so far)", i+1, len(with), p.Namespace, p.Name, observe.Thousands(total.Attempts))
 		rc, err := core.Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
 		if err != nil {
 			fmt.Fprintln(stderr)
-			return fmt.Errorf("log of %s/%s container %s: %w", p.Namespace, p.Name, s.container, err)
+			return total, fmt.Errorf("log of %s/%s container %s: %w", p.Namespace, p.Name, s.container, err)
 		}
-		st, err := observe.Parse(rc, observe.Source{Name: p.Namespace + "/" + p.Name + "/" + s.container, Service: serviceOfPod(p)}, g.Add)
+		st, err := sink(rc, observe.Source{Name: p.Namespace + "/" + p.Name + "/" + s.container, Service: serviceOfPod(p)}, maxLine)
 		rc.Close()
-		g.AddStats(st)
 		total.Add(st)
 		if err != nil {
 			fmt.Fprintln(stderr)
-			return err
+			return total, err
 		}
 	}
-	fmt.Fprintf(stderr, "\robserve: %d pods, %s lines, %s attempts\n", len(with), observe.Thousands(total.Lines), observe.Thousands(total.Attempts))
-	return nil
+	fmt.Fprintf(stderr, "\robserve: %d pods read\n", len(with))
+	return total, nil
 }
 
 func hasContainer(p *corev1.Pod, name string) bool {

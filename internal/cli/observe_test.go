@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -39,8 +40,8 @@ func TestObserveFilesDirsStdin(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "sub", "order.log"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := "KEY  KIND             METHOD  ATTEMPTS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
-		"k1   idempotency-key  GET     12        12        payment  9              2026-12-01T10:00:00.001Z  3 ms  gateway > order 3 > payment 9\n" +
+	want := "KEY  KIND             METHOD  ATTEMPTS  CHAIN LINKS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
+		"k1   idempotency-key  GET     12        0            12        payment  9              2026-12-01T10:00:00.001Z  3 ms  gateway > order 3 > payment 9\n" +
 		"1 key with more than 5 attempts; peak 12 for one key; longest span 3 ms (1 key, 12 attempts; observed amplification up to 9 at payment)\n"
 	for _, args := range [][]string{
 		{"observe", "-f", dir},
@@ -50,7 +51,7 @@ func TestObserveFilesDirsStdin(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(args, strings.NewReader(a.String()+b.String()), &stdout, &stderr)
-		if code != ExitOK || stdout.String() != want || stderr.Len() != 0 {
+		if code != ExitOK || stdout.String() != want || stderr.String() != "observe: 13 lines read: 12 attempts, 1 skipped, 0 bad, 0 over the line limit\n" {
 			t.Errorf("%v: exit %d\nstdout:\n%s\nstderr: %s\nwant:\n%s", args, code, stdout.String(), stderr.String(), want)
 		}
 	}
@@ -74,10 +75,15 @@ func TestObserveBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"observe", "-o", "yaml"}, `retrycap: observe: unknown output "yaml" (table, json)` + "\n"},
+		{[]string{"observe", "-o", "yaml"}, `retrycap: observe: unknown output "yaml" (table, json, sql, logql, csv)` + "\n"},
 		{[]string{"observe", "--from-cluster", "-f", "x"}, "retrycap: observe: --from-cluster reads no files; drop -f and the arguments\n"},
 		{[]string{"observe", "-l", "app=x"}, "retrycap: observe: -l and -A need --from-cluster\n"},
-		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "retrycap: observe: lstat /nonexistent/retrycap: no such file or directory\n"},
+		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "observe: 0 lines read: 0 attempts, 0 skipped, 0 bad, 0 over the line limit\nretrycap: observe: lstat /nonexistent/retrycap: no such file or directory\n"},
+		{[]string{"observe", "--table", "logs; DROP TABLE x", "-o", "sql"}, `retrycap: observe: --table: table "logs; DROP TABLE x": want an identifier (letters, digits, _; optionally schema.table)` + "\n"},
+		{[]string{"observe", "--dialect", "mysql", "-o", "sql"}, `retrycap: observe: --dialect "mysql": want postgres or clickhouse` + "\n"},
+		{[]string{"observe", "-o", "sql", "-f", "x.log"}, "retrycap: observe: -o sql prints the query for the store and reads no logs: drop -f, the arguments and --from-cluster (load the table with -o csv)\n"},
+		{[]string{"observe", "--postgres", "host=/tmp", "-f", "x.log"}, "retrycap: observe: --postgres reads the table, not logs: drop -f, the arguments and --from-cluster\n"},
+		{[]string{"observe", "--max-line", "10"}, "retrycap: observe: --max-line 10: must be at least 1024 bytes\n"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := execute(tt.args, strings.NewReader(""), &stdout, &stderr); code != ExitBadInput || stderr.String() != tt.want {
@@ -137,14 +143,45 @@ func TestObserveFromCluster(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	wantOut := "KEY  KIND             METHOD  ATTEMPTS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
-		"k1   idempotency-key  GET     4         4         payment  2              2026-12-01T10:00:00.001Z  2 ms  gateway > order 2 > payment 2\n" +
+	wantOut := "KEY  KIND             METHOD  ATTEMPTS  CHAIN LINKS  FAILURES  DEEPEST  AMPLIFICATION  FIRST                     SPAN  SERVICES (attempts)\n" +
+		"k1   idempotency-key  GET     4         0            4         payment  2              2026-12-01T10:00:00.001Z  2 ms  gateway > order 2 > payment 2\n" +
 		"1 key with more than 0 attempts; peak 4 for one key; longest span 2 ms (1 key, 4 attempts; observed amplification up to 2 at payment)\n"
-	wantErr := "\robserve: pod 1/2 shop/gateway-1 (0 attempts so far)\robserve: pod 2/2 shop/order-1 (2 attempts so far)\robserve: 2 pods, 4 lines, 4 attempts\n"
+	wantErr := "\robserve: pod 1/2 shop/gateway-1 (0 attempts so far)\robserve: pod 2/2 shop/order-1 (2 attempts so far)\robserve: 2 pods read\nobserve: 4 lines read: 4 attempts, 0 skipped, 0 bad, 0 over the line limit\n"
 	if stdout.String() != wantOut || stderr.String() != wantErr {
 		t.Fatalf("stdout:\n%s\nwant:\n%s\nstderr %q\nwant   %q", stdout.String(), wantOut, stderr.String(), wantErr)
 	}
 	if len(requests) != 3 {
 		t.Fatalf("requests %v", requests)
+	}
+}
+
+// stdin starting with gzip's magic is read through gzip (zcat-less `kubectl cp` of a rotation),
+// and the counts go to stderr in every output format, -o json and -o csv too.
+func TestObserveGzipStdinAndStats(t *testing.T) {
+	var plain strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintln(&plain, accessLine("gateway", "order", "k1", i, 503))
+	}
+	plain.WriteString("not a log line\n")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write([]byte(plain.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const stats = "observe: 4 lines read: 3 attempts, 1 skipped, 0 bad, 0 over the line limit\n"
+	for _, o := range []string{"table", "json", "csv"} {
+		var stdout, stderr bytes.Buffer
+		if code := execute([]string{"observe", "-o", o, "--threshold", "0"}, bytes.NewReader(gz.Bytes()), &stdout, &stderr); code != ExitOK || stderr.String() != stats {
+			t.Errorf("-o %s: exit %d, stderr %q", o, code, stderr.String())
+		}
+		if o == "csv" && strings.Count(stdout.String(), "\n") != 4 {
+			t.Errorf("csv: %q", stdout.String())
+		}
+		if o == "table" && !strings.Contains(stdout.String(), "k1   idempotency-key  GET     3") {
+			t.Errorf("table: %q", stdout.String())
+		}
 	}
 }

@@ -120,14 +120,6 @@ func isIPv4(h string) bool {
 	return true
 }
 
-// stripQuery is the path without its query.
-func stripQuery(p string) string {
-	if i := strings.IndexAny(p, "?#"); i >= 0 {
-		return p[:i]
-	}
-	return p
-}
-
 // TraceIDOf is the trace id of a W3C traceparent (version-traceid-spanid-flags); "" if it is
 // not one.
 func TraceIDOf(tp string) string {

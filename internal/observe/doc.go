@@ -1,9 +1,22 @@
 // Package observe answers "what really happened, per request" from access logs: it reads
-// retrycap-proxy's per-attempt access log (JSON lines, internal/proxy/accesslog) and Envoy's or
-// Istio's access logs in their default text and JSON formats, groups the attempts per key
-// (Idempotency-Key, else the traceparent trace id, else the request id: X-Request-Id, or the
-// storm lab's baggage member storm-op) and reports, per key: the attempts, the services that
-// took part, the first attempt, the span, the failures and the observed amplification (the
-// attempts at the deepest service the key reached). It is pure: readers in, a Report out, and
-// renderers (table, JSON, the summary line) for it; the command is internal/cli/observe.go.
+// retrycap-proxy's per-attempt access log (JSON lines, internal/proxy/accesslog) and Envoy's and
+// Istio's access logs in their default text and JSON formats, as written, inside the kubelet's
+// CRI log files or as kubectl logs --timestamps/--prefix print them, gzip'd or not.
+//
+// It streams: each line is parsed in place by hand-written scanners (no reflection; a line is
+// a format only with that format's exact field count, so a truncated line is bad, never a
+// shorter format; a line over the limit is counted and skipped), folded into its key's
+// aggregate (Idempotency-Key, else the traceparent trace id, else the request id: X-Request-Id,
+// or the storm lab's baggage member storm-op) and forgotten: memory is per key (pointer-free
+// slabs), never per line. The report gives per key the write-up's columns: attempts, chain
+// links (distinct trace ids), the services that took part, the first attempt, the span, the
+// failures, and the observed amplification (the attempts at the deepest service the key
+// reached). Lines at an Istio gateway and behind it are named by their upstream cluster or
+// SNI, never by the browser's Host.
+//
+// The same aggregation is also written as a query for a log store (sql.go: PostgreSQL and
+// ClickHouse over a table of attempts, whose rows CSVWriter writes; LogQL for Loki), and a
+// store's rows are rendered like a file run's (StoreReport). The package is pure: readers in,
+// a Report out; internal/observe/pgstore runs the query in PostgreSQL, the command is
+// internal/cli/observe.go.
 package observe

@@ -139,13 +139,14 @@ func TestFormatting(t *testing.T) {
 		}
 	}
 	for d, want := range map[time.Duration]string{340 * time.Millisecond: "340 ms", 4200 * time.Millisecond: "4.2 s",
-		22 * time.Minute: "22 min", 65 * time.Minute: "1 h 5 min"} {
+		195600 * time.Millisecond: "195.6 s", 3969 * time.Millisecond: "3.9 s", 22 * time.Minute: "1,320.0 s",
+		65*time.Minute + 12300*time.Millisecond: "1 h 5 min 12.3 s"} {
 		if got := Span(d); got != want {
 			t.Errorf("Span(%v) = %q, want %q", d, got, want)
 		}
 	}
 	r := &Report{OverCount: 1412, Threshold: 5, PeakAttempts: 31, LongestSpan: 22 * time.Minute, Keys: 90000}
-	if got := r.Summary(); !strings.HasPrefix(got, "1,412 keys with more than 5 attempts; peak 31 for one key; longest span 22 min") {
+	if got := r.Summary(); !strings.HasPrefix(got, "1,412 keys with more than 5 attempts; peak 31 for one key; longest span 1,320.0 s (22 min) (90,000 keys") {
 		t.Errorf("summary %q", got)
 	}
 }

@@ -1,13 +1,11 @@
 package observe
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -20,16 +18,18 @@ type Source struct {
 	// Name labels the stream in errors (a file, "stdin", namespace/pod/container).
 	Name string
 	// Service is the service whose sidecar wrote the stream, when known (--from-cluster: the
-	// pod's app label): the caller of its Envoy outbound lines, which do not name it.
+	// pod's app label): the caller of its Envoy outbound lines, which do not name it, and the
+	// callee of its inbound lines when they carry no SNI.
 	Service string
 }
 
-// Stats counts what a parse read.
+// Stats counts what a parse read. Lines = Attempts + Skipped + Bad + TooLong.
 type Stats struct {
 	Lines    int `json:"lines"`    // lines read
 	Attempts int `json:"attempts"` // lines that were attempts
-	Skipped  int `json:"skipped"`  // other lines (the proxy's own log, blank, unknown)
-	Bad      int `json:"bad"`      // lines that looked like access-log lines but did not parse
+	Skipped  int `json:"skipped"`  // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
+	Bad      int `json:"bad"`      // lines that looked like access-log lines but did not parse (a truncated line)
+	TooLong  int `json:"too_long"` // lines over the line limit, not parsed
 }
 
 // Add adds o to s.
@@ -38,111 +38,280 @@ func (s *Stats) Add(o Stats) {
 	s.Attempts += o.Attempts
 	s.Skipped += o.Skipped
 	s.Bad += o.Bad
+	s.TooLong += o.TooLong
 }
+
+// String is the stats line observe prints on stderr.
+func (s Stats) String() string {
+	return fmt.Sprintf("%s lines read: %s attempts, %s skipped, %s bad, %s over the line limit",
+		Thousands(s.Lines), Thousands(s.Attempts), Thousands(s.Skipped), Thousands(s.Bad), Thousands(s.TooLong))
+}
+
+// rec is one parsed line: its values are sub-slices of the line (or of the scratch buffer the
+// parse unescaped into), valid until the next line. It is what the hot path folds: no string
+// and no allocation per line.
+type rec struct {
+	format              Format
+	dir                 Direction
+	start, dur          int64 // Unix ns, ns
+	caller, target      []byte
+	method, authority   []byte
+	path                []byte
+	number              int
+	budgetIn, budgetOut int
+	status, grpc        int
+	exhausted, errText  []byte
+	traceID, idem       []byte
+	rid, stormOp        []byte
+}
+
+func (r *rec) reset() {
+	*r = rec{budgetIn: -1, budgetOut: -1, grpc: -1}
+}
+
+// key is the record's grouping key and its kind (see Attempt.Key).
+func (r *rec) key() ([]byte, kindCode) {
+	switch {
+	case len(r.idem) > 0:
+		return r.idem, kindIdem
+	case len(r.traceID) > 0:
+		return r.traceID, kindTrace
+	case len(r.rid) > 0:
+		return r.rid, kindRequest
+	case len(r.stormOp) > 0:
+		return r.stormOp, kindStorm
+	}
+	return nil, kindNone
+}
+
+func (r *rec) failed() bool {
+	return failed(r.status, r.grpc)
+}
+
+func failed(status, grpc int) bool {
+	if status == 0 || status >= 500 || status == 429 {
+		return true
+	}
+	switch grpc {
+	case -1, 0, 3, 5, 6, 7, 9, 11, 16:
+		return false
+	}
+	return true
+}
+
+// attempt materialises the record (strings copied).
+func (r *rec) attempt() Attempt {
+	return Attempt{
+		Format: r.format, Direction: r.dir, Time: time.Unix(0, r.start).UTC(),
+		Caller: string(r.caller), Target: string(r.target), Method: string(r.method), Authority: string(r.authority),
+		Path: string(r.path), Number: r.number, BudgetIn: r.budgetIn, BudgetOut: r.budgetOut,
+		Status: r.status, GRPCStatus: r.grpc, Duration: time.Duration(r.dur), Exhausted: string(r.exhausted),
+		Error: string(r.errText), TraceID: string(r.traceID), IdemKey: string(r.idem), RequestID: string(r.rid),
+		StormOp: string(r.stormOp),
+	}
+}
+
+// parser holds the per-stream scratch the line parsers reuse.
+type parser struct {
+	src     Source
+	scratch []byte
+	toks    [envoyMaxTokens]tok
+	r       rec
+}
+
+type lineKind uint8
+
+const (
+	lineSkipped lineKind = iota
+	lineBad
+	lineAttempt
+)
+
+// parse reads one line (already without its CRI / kubectl prefixes) into p.r.
+func (p *parser) parse(line []byte) (lineKind, error) {
+	p.scratch = p.scratch[:0]
+	p.r.reset()
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return lineSkipped, nil
+	}
+	switch line[0] {
+	case '{':
+		return p.parseJSON(line)
+	case '[':
+		// Envoy's own log lines, "[2026-11-24 13:47:51.233][1][info] ...": a space, not a T,
+		// between the date and the time.
+		if len(line) > 12 && line[11] == ' ' && isDigit(line[1]) {
+			return lineSkipped, nil
+		}
+		if len(line) < 2 || !isDigit(line[1]) {
+			return lineSkipped, nil
+		}
+		if err := p.parseEnvoyText(line); err != nil {
+			return lineBad, err
+		}
+		return lineAttempt, nil
+	}
+	return lineSkipped, nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // Parse reads access-log lines of any of the formats from r, calling emit for each attempt. A
 // line of no known format is skipped (counted); a line that starts like one but does not parse
-// is counted as bad. Errors are the reader's.
+// is counted as bad; a line over DefaultMaxLine is counted and skipped. Errors are the
+// reader's.
 func Parse(r io.Reader, src Source, emit func(Attempt)) (Stats, error) {
-	var st Stats
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		st.Lines++
-		line := bytes.TrimSpace(sc.Bytes())
-		a, ok, err := ParseLine(line, src)
-		switch {
-		case err != nil:
-			st.Bad++
-		case !ok:
-			st.Skipped++
-		default:
-			st.Attempts++
-			emit(a)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return st, fmt.Errorf("%s: %w", src.Name, err)
-	}
-	return st, nil
+	return ParseLimit(r, src, DefaultMaxLine, emit)
+}
+
+// ParseLimit is Parse with a line limit.
+func ParseLimit(r io.Reader, src Source, maxLine int, emit func(Attempt)) (Stats, error) {
+	p := &parser{src: src}
+	return scanLines(r, src, maxLine, p, func(r *rec) { emit(r.attempt()) })
 }
 
 // ParseLine parses one line: ok false (and no error) for a line of no known format.
 func ParseLine(line []byte, src Source) (a Attempt, ok bool, err error) {
-	if len(line) == 0 {
-		return a, false, nil
-	}
-	switch line[0] {
-	case '{':
-		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) {
-			return parseRetrycap(line)
-		}
-		if bytes.Contains(line, []byte(`"start_time"`)) && bytes.Contains(line, []byte(`"response_code"`)) {
-			return parseEnvoyJSON(line, src)
-		}
-	case '[':
-		return parseEnvoyText(line, src)
+	p := &parser{src: src}
+	k, err := p.parse(stripShapes(line, nil))
+	switch k {
+	case lineAttempt:
+		return p.r.attempt(), true, nil
+	case lineBad:
+		return a, false, err
 	}
 	return a, false, nil
 }
 
-// retrycapLine is retrycap-proxy's access-log record (internal/proxy/accesslog writes it).
-type retrycapLine struct {
-	Log        string `json:"log"`
-	Time       string `json:"time"`
-	Service    string `json:"service"`
-	Upstream   string `json:"upstream"`
-	Method     string `json:"method"`
-	Authority  string `json:"authority"`
-	Path       string `json:"path"`
-	Attempt    int    `json:"attempt"`
-	BudgetIn   *int   `json:"budget_in"`
-	BudgetOut  *int   `json:"budget_out"`
-	Status     int    `json:"status"`
-	GRPCStatus *int   `json:"grpc_status"`
-	DurationUS int64  `json:"duration_us"`
-	Exhausted  string `json:"exhausted"`
-	Error      string `json:"error"`
-	TraceID    string `json:"trace_id"`
-	IdemKey    string `json:"idempotency_key"`
-	RequestID  string `json:"request_id"`
-	StormOp    string `json:"storm_op"`
-}
+// --- retrycap's and Istio's JSON ---
 
-func parseRetrycap(line []byte) (Attempt, bool, error) {
-	var l retrycapLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		return Attempt{}, false, err
-	}
-	if l.Log != RetrycapLogMarker {
-		return Attempt{}, false, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, l.Time)
+func (p *parser) parseJSON(line []byte) (lineKind, error) {
+	r := &p.r
+	var (
+		logMark, startTime, timeField, code, cluster, sni []byte
+		durMS, durUS, svc, upstream, attempt              []byte
+		bin, bout, grpc, tp                               []byte
+		haveCode, haveStart                               bool
+	)
+	err := scanJSONObject(line, &p.scratch, func(k, v []byte, isStr bool) {
+		if !isStr && string(v) == "null" {
+			return
+		}
+		switch string(k) {
+		case "log":
+			logMark = v
+		case "time":
+			timeField = v
+		case "start_time":
+			startTime, haveStart = v, true
+		case "service":
+			svc = v
+		case "upstream":
+			upstream = v
+		case "method":
+			r.method = v
+		case "authority":
+			r.authority = v
+		case "path":
+			r.path = v
+		case "attempt":
+			attempt = v
+		case "budget_in":
+			bin = v
+		case "budget_out":
+			bout = v
+		case "status":
+			code = v
+		case "response_code":
+			code, haveCode = v, true
+		case "grpc_status":
+			grpc = v
+		case "duration_us":
+			durUS = v
+		case "duration":
+			durMS = v
+		case "exhausted":
+			r.exhausted = v
+		case "response_flags":
+			r.exhausted = v
+		case "error":
+			r.errText = v
+		case "trace_id":
+			r.traceID = v
+		case "traceparent":
+			tp = v
+		case "idempotency_key":
+			r.idem = v
+		case "request_id":
+			r.rid = v
+		case "storm_op":
+			r.stormOp = v
+		case "upstream_cluster":
+			cluster = v
+		case "requested_server_name":
+			sni = v
+		}
+	})
 	if err != nil {
-		return Attempt{}, false, fmt.Errorf("time: %w", err)
+		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) || bytes.Contains(line, []byte(`"start_time"`)) {
+			return lineBad, fmt.Errorf("%w (truncated?)", err)
+		}
+		return lineSkipped, nil
 	}
-	target := l.Upstream
-	if target == "" || target == "unknown" {
-		target = ServiceOfHost(l.Authority)
+	switch {
+	case string(logMark) == RetrycapLogMarker:
+		r.format, r.dir = FormatRetrycap, Outbound
+		t, ok := parseTime(timeField)
+		if !ok {
+			return lineBad, fmt.Errorf("time %q", timeField)
+		}
+		r.start = t
+		if n, ok := atoi(durUS); ok {
+			r.dur = n * 1000
+		}
+		if n, ok := atoi(code); ok {
+			r.status = int(n)
+		} else if len(code) > 0 {
+			return lineBad, fmt.Errorf("status %q", code)
+		}
+		if n, ok := atoi(attempt); ok {
+			r.number = int(n)
+		}
+		if n, ok := atoi(bin); ok {
+			r.budgetIn = int(n)
+		}
+		if n, ok := atoi(bout); ok {
+			r.budgetOut = int(n)
+		}
+		if n, ok := atoi(grpc); ok {
+			r.grpc = int(n)
+		}
+		r.caller = svc
+		if len(upstream) > 0 && string(upstream) != "unknown" {
+			r.target = upstream
+		} else {
+			r.target = p.serviceOfHost(r.authority)
+		}
+		r.path = stripQueryB(r.path)
+		return lineAttempt, nil
+	case haveStart && haveCode:
+		r.format = FormatEnvoyJSON
+		if err := p.envoyFields(startTime, code, durMS, cluster, sni); err != nil {
+			return lineBad, err
+		}
+		if len(r.traceID) == 0 {
+			r.traceID = traceIDOfB(tp)
+		}
+		return lineAttempt, nil
 	}
-	a := Attempt{
-		Format: FormatRetrycap, Direction: Outbound, Time: t.UTC(),
-		Caller: l.Service, Target: target, Method: l.Method, Authority: l.Authority, Path: stripQuery(l.Path),
-		Number: l.Attempt, BudgetIn: intOr(l.BudgetIn, -1), BudgetOut: intOr(l.BudgetOut, -1),
-		Status: l.Status, GRPCStatus: intOr(l.GRPCStatus, -1), Duration: time.Duration(l.DurationUS) * time.Microsecond,
-		Exhausted: l.Exhausted, Error: l.Error, TraceID: l.TraceID, IdemKey: l.IdemKey, RequestID: l.RequestID, StormOp: l.StormOp,
-	}
-	return a, true, nil
+	return lineSkipped, nil
 }
 
-func intOr(p *int, d int) int {
-	if p == nil {
-		return d
-	}
-	return *p
-}
+// --- Envoy's and Istio's text formats ---
 
-// Envoy's and Istio's default text formats, field by field (Istio's since 1.9):
+// Envoy's default format (13 fields) and Istio's default text format (22 fields; the
+// EnvoyTextLogFormat of istio/istio pilot/pkg/model/telemetry_logging.go, Istio 1.9 on):
 //
 //	[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE%
 //	%RESPONSE_FLAGS% [Istio: %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS%
@@ -151,144 +320,281 @@ func intOr(p *int, d int) int {
 //	"%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%" [Istio: %UPSTREAM_CLUSTER_RAW%
 //	%UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS%
 //	%REQUESTED_SERVER_NAME% %ROUTE_NAME%]
+//
+// A line is one of them only with exactly that many fields, quoted exactly where the format
+// quotes: a truncated Istio line is never read as a shorter Envoy one.
 const (
-	envoyFields = 13
-	istioFields = 22
+	envoyFields    = 13
+	istioFields    = 22
+	envoyMaxTokens = istioFields + 1
 )
 
-func parseEnvoyText(line []byte, src Source) (Attempt, bool, error) {
-	f := tokens(string(line))
-	var code, flags, dur, rid, authority, cluster, reqLine, start string
-	switch {
-	case len(f) >= istioFields:
-		start, reqLine, code, flags, dur, rid, authority, cluster = f[0], f[1], f[2], f[3], f[9], f[13], f[14], f[16]
-	case len(f) >= envoyFields:
-		start, reqLine, code, flags, dur, rid, authority = f[0], f[1], f[2], f[3], f[6], f[10], f[11]
-	default:
-		return Attempt{}, false, fmt.Errorf("envoy text line: %d fields, want %d (Envoy) or %d (Istio)", len(f), envoyFields, istioFields)
+// quoted fields of each format (bit i: field i is "quoted").
+var (
+	envoyQuoted = bits(1, 8, 9, 10, 11, 12)
+	istioQuoted = bits(1, 6, 11, 12, 13, 14, 15)
+)
+
+func bits(is ...int) uint32 {
+	var b uint32
+	for _, i := range is {
+		b |= 1 << i
 	}
-	e := envoyRecord{start: start, code: code, flags: flags, dur: dur, rid: rid, authority: authority, cluster: cluster}
-	e.method, e.path, _ = strings.Cut(reqLine, " ")
-	e.path, _, _ = strings.Cut(e.path, " ")
-	return e.attempt(FormatEnvoyText, src)
+	return b
 }
 
-// istioJSON is Istio's default JSON encoding (meshConfig.accessLogEncoding: JSON), the fields
-// observe reads.
-type istioJSON struct {
-	StartTime       string          `json:"start_time"`
-	Method          string          `json:"method"`
-	Path            string          `json:"path"`
-	ResponseCode    json.RawMessage `json:"response_code"`
-	ResponseFlags   string          `json:"response_flags"`
-	Duration        json.RawMessage `json:"duration"`
-	RequestID       string          `json:"request_id"`
-	Authority       string          `json:"authority"`
-	UpstreamCluster string          `json:"upstream_cluster"`
-	Traceparent     string          `json:"traceparent"`
+type tok struct {
+	b      []byte
+	quoted bool
 }
 
-func parseEnvoyJSON(line []byte, src Source) (Attempt, bool, error) {
-	var j istioJSON
-	if err := json.Unmarshal(line, &j); err != nil {
-		return Attempt{}, false, err
-	}
-	e := envoyRecord{
-		start: j.StartTime, method: j.Method, path: j.Path, code: rawString(j.ResponseCode), flags: j.ResponseFlags,
-		dur: rawString(j.Duration), rid: j.RequestID, authority: j.Authority, cluster: j.UpstreamCluster,
-	}
-	a, ok, err := e.attempt(FormatEnvoyJSON, src)
-	a.TraceID = TraceIDOf(j.Traceparent)
-	return a, ok, err
-}
+var errTruncated = errors.New("unterminated field (truncated line?)")
 
-func rawString(r json.RawMessage) string {
-	s := strings.TrimSpace(string(r))
-	if uq, err := strconv.Unquote(s); err == nil {
-		return uq
-	}
-	return s
-}
-
-type envoyRecord struct {
-	start, method, path, code, flags, dur, rid, authority, cluster string
-}
-
-func (e envoyRecord) attempt(format Format, src Source) (Attempt, bool, error) {
-	t, err := time.Parse(time.RFC3339Nano, strings.Trim(e.start, "[]"))
-	if err != nil {
-		return Attempt{}, false, fmt.Errorf("start time: %w", err)
-	}
-	a := Attempt{
-		Format: format, Time: t.UTC(), Method: dash(e.method), Authority: dash(e.authority), Path: stripQuery(dash(e.path)),
-		BudgetIn: -1, BudgetOut: -1, GRPCStatus: -1, RequestID: dash(e.rid),
-	}
-	if a.Status, err = strconv.Atoi(e.code); err != nil {
-		return Attempt{}, false, fmt.Errorf("response code %q: %w", e.code, err)
-	}
-	if ms, err := strconv.ParseInt(e.dur, 10, 64); err == nil {
-		a.Duration = time.Duration(ms) * time.Millisecond
-	}
-	if fl := dash(e.flags); fl != "" {
-		a.Exhausted = fl
-	}
-	// outbound|8080||payment.shop.svc.cluster.local, inbound|8080||
-	dir, rest, _ := strings.Cut(dash(e.cluster), "|")
-	switch dir {
-	case "inbound":
-		a.Direction = Inbound
-		a.Target = ServiceOfHost(a.Authority)
-	default:
-		a.Direction = Outbound
-		a.Caller = src.Service
-		parts := strings.Split(rest, "|")
-		if len(parts) == 3 && parts[2] != "" {
-			a.Target = ServiceOfHost(parts[2])
-		} else {
-			a.Target = ServiceOfHost(a.Authority)
-		}
-	}
-	return a, true, nil
-}
-
-func dash(s string) string {
-	if s == "-" {
-		return ""
-	}
-	return s
-}
-
-// tokens splits an Envoy text line: [bracketed] and "quoted" fields are one field each (the
-// brackets kept, the quotes removed), the rest split on spaces.
-func tokens(s string) []string {
-	var out []string
+// tokenize splits an Envoy text line into p.toks: [bracketed] (brackets dropped) and "quoted"
+// fields are one field each, the rest split on blanks. More than envoyMaxTokens is reported as
+// that many.
+func (p *parser) tokenize(s []byte) (int, uint32, uint32, error) {
+	n := 0
+	var quoted, bracketed uint32
 	for i := 0; i < len(s); {
-		switch s[i] {
-		case ' ', '\t':
+		c := s[i]
+		if c == ' ' || c == '\t' {
 			i++
+			continue
+		}
+		if n == envoyMaxTokens {
+			return n, quoted, bracketed, nil
+		}
+		switch c {
 		case '"':
-			j := strings.IndexByte(s[i+1:], '"')
+			j := bytes.IndexByte(s[i+1:], '"')
 			if j < 0 {
-				out = append(out, s[i+1:])
-				return out
+				return n, quoted, bracketed, errTruncated
 			}
-			out = append(out, s[i+1:i+1+j])
+			p.toks[n] = tok{s[i+1 : i+1+j], true}
+			quoted |= 1 << n
 			i += j + 2
 		case '[':
-			j := strings.IndexByte(s[i:], ']')
+			j := bytes.IndexByte(s[i:], ']')
 			if j < 0 {
-				j = len(s) - i - 1
+				return n, quoted, bracketed, errTruncated
 			}
-			out = append(out, s[i:i+j+1])
+			p.toks[n] = tok{s[i+1 : i+j], false}
+			bracketed |= 1 << n
 			i += j + 1
 		default:
-			j := strings.IndexAny(s[i:], " \t")
-			if j < 0 {
-				j = len(s) - i
+			j := i
+			for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+				j++
 			}
-			out = append(out, s[i:i+j])
-			i += j
+			p.toks[n] = tok{s[i:j], false}
+			i = j
+		}
+		n++
+	}
+	return n, quoted, bracketed, nil
+}
+
+func (p *parser) parseEnvoyText(line []byte) error {
+	n, quoted, bracketed, err := p.tokenize(line)
+	if err != nil {
+		return err
+	}
+	if bracketed != 1 {
+		return fmt.Errorf("envoy text line: a [bracketed] field other than the start time")
+	}
+	f := p.toks[:n]
+	r := &p.r
+	r.format = FormatEnvoyText
+	var start, reqLine, code, dur, cluster, sni []byte
+	switch {
+	case n == istioFields && quoted == istioQuoted:
+		start, reqLine, code, r.exhausted, dur, r.rid, r.authority, cluster, sni =
+			f[0].b, f[1].b, f[2].b, f[3].b, f[9].b, f[13].b, f[14].b, f[16].b, f[20].b
+		if !numOrDash(f[7].b) || !numOrDash(f[8].b) {
+			return fmt.Errorf("istio text line: bytes fields %q %q are not numbers", f[7].b, f[8].b)
+		}
+	case n == envoyFields && quoted == envoyQuoted:
+		start, reqLine, code, r.exhausted, dur, r.rid, r.authority =
+			f[0].b, f[1].b, f[2].b, f[3].b, f[6].b, f[10].b, f[11].b
+		if !numOrDash(f[4].b) || !numOrDash(f[5].b) {
+			return fmt.Errorf("envoy text line: bytes fields %q %q are not numbers", f[4].b, f[5].b)
+		}
+	default:
+		return fmt.Errorf("envoy text line: %d fields, want exactly %d (Envoy's default format) or %d (Istio's)", n, envoyFields, istioFields)
+	}
+	if !numOrDash(dur) {
+		return fmt.Errorf("envoy text line: duration %q", dur)
+	}
+	// "POST /pay?card=4242 HTTP/1.1"
+	m, rest, _ := bytes.Cut(reqLine, []byte(" "))
+	path, _, _ := bytes.Cut(rest, []byte(" "))
+	r.method, r.path = dashB(m), path
+	r.rid, r.authority, r.exhausted = dashB(r.rid), dashB(r.authority), dashB(r.exhausted)
+	return p.envoyFields(start, code, dur, cluster, sni)
+}
+
+func numOrDash(b []byte) bool {
+	if string(b) == "-" {
+		return true
+	}
+	_, ok := atoi(b)
+	return ok
+}
+
+// envoyFields fills what both Envoy formats share: time, status, duration, and the names.
+func (p *parser) envoyFields(start, code, durMS, cluster, sni []byte) error {
+	r := &p.r
+	t, ok := parseTime(start)
+	if !ok {
+		return fmt.Errorf("start time %q", start)
+	}
+	r.start = t
+	n, ok := atoi(code)
+	if !ok {
+		return fmt.Errorf("response code %q", code)
+	}
+	r.status = int(n)
+	if ms, ok := atoi(durMS); ok {
+		r.dur = ms * int64(time.Millisecond)
+	}
+	r.method, r.rid, r.authority, r.exhausted = dashB(r.method), dashB(r.rid), dashB(r.authority), dashB(r.exhausted)
+	r.path = stripQueryB(dashB(r.path))
+	p.names(dashB(cluster), dashB(sni))
+	return nil
+}
+
+// names sets direction, caller and target. Outbound (the caller's sidecar, or a gateway):
+// the callee is the host of the upstream cluster (outbound|8080||frontend.ns.svc.cluster.local),
+// the caller the stream's service. Inbound (the callee's sidecar): the callee is the host of
+// the SNI the caller's sidecar sent (outbound_.8080_._.frontend.ns.svc.cluster.local), else of
+// an inbound cluster that names one (inbound|8080|http|frontend...), else the stream's
+// service; only without any of them the :authority, which behind an ingress gateway is the
+// browser's Host and names no service.
+func (p *parser) names(cluster, sni []byte) {
+	r := &p.r
+	dir, rest, _ := bytes.Cut(cluster, []byte("|"))
+	if string(dir) == "inbound" {
+		r.dir = Inbound
+		switch {
+		case len(hostOfSNI(sni)) > 0:
+			r.target = p.serviceOfHost(hostOfSNI(sni))
+		case len(hostOfCluster(rest)) > 0:
+			r.target = p.serviceOfHost(hostOfCluster(rest))
+		case p.src.Service != "":
+			r.target = []byte(p.src.Service)
+		default:
+			r.target = p.serviceOfHost(r.authority)
+		}
+		return
+	}
+	r.dir = Outbound
+	r.caller = []byte(p.src.Service)
+	if h := hostOfCluster(rest); len(h) > 0 {
+		r.target = p.serviceOfHost(h)
+	} else {
+		r.target = p.serviceOfHost(r.authority)
+	}
+}
+
+// hostOfCluster is HOST of "PORT|SUBSET|HOST" (the part of an Istio cluster name after its
+// direction).
+func hostOfCluster(rest []byte) []byte {
+	i := bytes.LastIndexByte(rest, '|')
+	if i < 0 || bytes.Count(rest, []byte("|")) != 2 {
+		return nil
+	}
+	return rest[i+1:]
+}
+
+// hostOfSNI is HOST of Istio's mTLS SNI "outbound_.PORT_.SUBSET_.HOST".
+func hostOfSNI(sni []byte) []byte {
+	if !bytes.HasPrefix(sni, []byte("outbound_.")) {
+		return nil
+	}
+	rest := sni[len("outbound_."):]
+	for range 2 {
+		i := bytes.Index(rest, []byte("_."))
+		if i < 0 {
+			return nil
+		}
+		rest = rest[i+2:]
+	}
+	return rest
+}
+
+func dashB(b []byte) []byte {
+	if len(b) == 1 && b[0] == '-' {
+		return nil
+	}
+	return b
+}
+
+func stripQueryB(p []byte) []byte {
+	if i := bytes.IndexAny(p, "?#"); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+func traceIDOfB(tp []byte) []byte {
+	tp = bytes.TrimSpace(tp)
+	// version-traceid-spanid-flags: 2-32-16-2
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' {
+		return nil
+	}
+	id := tp[3:35]
+	for _, c := range id {
+		if c >= 'A' && c <= 'F' {
+			return bytes.ToLower(id)
 		}
 	}
-	return out
+	return id
 }
+
+// serviceOfHost is ServiceOfHost over bytes: a sub-slice of h, or a lower-cased copy in the
+// scratch buffer.
+func (p *parser) serviceOfHost(h []byte) []byte {
+	if len(h) > 0 && h[0] == '[' {
+		if i := bytes.IndexByte(h, ']'); i > 0 {
+			return h[1:i]
+		}
+	}
+	if i := bytes.LastIndexByte(h, ':'); i >= 0 && bytes.Count(h, []byte(":")) == 1 {
+		h = h[:i]
+	}
+	if isIPv4B(h) {
+		return h
+	}
+	if i := bytes.IndexByte(h, '.'); i > 0 {
+		h = h[:i]
+	}
+	for _, c := range h {
+		if c >= 'A' && c <= 'Z' {
+			from := len(p.scratch)
+			for _, c := range h {
+				if c >= 'A' && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				p.scratch = append(p.scratch, c)
+			}
+			return p.scratch[from:]
+		}
+	}
+	return h
+}
+
+func isIPv4B(h []byte) bool {
+	if len(h) == 0 {
+		return false
+	}
+	for _, c := range h {
+		if (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// itoa for the CSV writer.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

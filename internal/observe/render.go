@@ -18,6 +18,9 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "%s %s with more than %d %s; peak %s for one key; longest span %s",
 		Thousands(r.OverCount), plural(r.OverCount, "key", "keys"), r.Threshold, plural(r.Threshold, "attempt", "attempts"),
 		Thousands(r.PeakAttempts), Span(r.LongestSpan))
+	if r.LongestSpan >= time.Minute && r.LongestSpan < time.Hour {
+		fmt.Fprintf(&b, " (%d min)", int(r.LongestSpan.Round(time.Minute)/time.Minute))
+	}
 	fmt.Fprintf(&b, " (%s %s, %s attempts", Thousands(r.Keys), plural(r.Keys, "key", "keys"), Thousands(r.Stats.Attempts))
 	if r.PeakAmplification > 0 {
 		fmt.Fprintf(&b, "; observed amplification up to %s at %s", Thousands(r.PeakAmplification), r.PeakAmplificationAt)
@@ -30,9 +33,9 @@ func (r *Report) Summary() string {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(r.Over) > 0 {
-		fmt.Fprintln(tw, "KEY\tKIND\tMETHOD\tATTEMPTS\tFAILURES\tDEEPEST\tAMPLIFICATION\tFIRST\tSPAN\tSERVICES (attempts)")
+		fmt.Fprintln(tw, "KEY\tKIND\tMETHOD\tATTEMPTS\tCHAIN LINKS\tFAILURES\tDEEPEST\tAMPLIFICATION\tFIRST\tSPAN\tSERVICES (attempts)")
 		for _, k := range r.Over {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", k.Key, k.Kind, k.Methods, k.Attempts, k.Failures,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", k.Key, k.Kind, dashIfEmpty(k.Methods), k.Attempts, k.ChainLinks, k.Failures,
 				k.Deepest, k.Amplification, k.First.UTC().Format("2006-01-02T15:04:05.000Z"), Span(k.Span), servicesCell(k))
 		}
 		if r.OverCount > len(r.Over) {
@@ -97,19 +100,32 @@ func Thousands(n int) string {
 	return b.String()
 }
 
-// Span writes a duration the way the write-up did: "340 ms", "4.2 s", "22 min", "1 h 5 min".
+// Span writes a duration: milliseconds under a second ("340 ms"), seconds with one decimal
+// under an hour ("195.6 s", not rounded to minutes: a storm's span is read to the tenth),
+// then hours, minutes and seconds ("1 h 5 min 12.3 s"). Tenths are truncated, never rounded
+// up (3.96 s is "3.9 s"), so that a span shown is never longer than the one measured.
 func Span(d time.Duration) string {
 	switch {
 	case d < time.Second:
 		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
 	case d < time.Hour:
-		return strconv.Itoa(int(d.Round(time.Minute)/time.Minute)) + " min"
+		return tenths(d) + " s"
 	}
 	h := int(d / time.Hour)
-	m := int((d % time.Hour).Round(time.Minute) / time.Minute)
-	return fmt.Sprintf("%d h %d min", h, m)
+	m := int(d % time.Hour / time.Minute)
+	return fmt.Sprintf("%d h %d min %s s", h, m, tenths(d%time.Minute))
+}
+
+func tenths(d time.Duration) string {
+	t := int64(d / (100 * time.Millisecond))
+	return Thousands(int(t/10)) + "." + strconv.FormatInt(t%10, 10)
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func plural(n int, one, many string) string {

@@ -1,8 +1,15 @@
 package observe
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/binary"
+	"encoding/hex"
+	"hash/fnv"
+	"hash/maphash"
+	"io"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -14,12 +21,17 @@ type ServiceAttempts struct {
 	Depth    int    `json:"depth"`
 }
 
-// KeyReport is one key's story.
+// KeyReport is one key's story: the write-up's columns (attempts, chain links, services, first
+// attempt, span, failures) and the observed amplification.
 type KeyReport struct {
 	Key      string `json:"key"`
 	Kind     string `json:"kind"` // idempotency-key, trace-id, request-id or storm-op
 	Attempts int    `json:"attempts"`
-	Failures int    `json:"failures"`
+	// ChainLinks is the number of distinct trace ids among the key's attempts (the write-up's
+	// count(DISTINCT trace_id)): how many times the user's side started the chain over (a user
+	// retrying the same Idempotency-Key five times: 5). 0 when no line carried a trace id.
+	ChainLinks int `json:"chain_links"`
+	Failures   int `json:"failures"`
 	// Services are the services the attempts went to, shallowest first.
 	Services []ServiceAttempts `json:"services"`
 	// Callers are the services that made attempts and received none in this key (the
@@ -54,225 +66,533 @@ type Report struct {
 	PeakAmplificationAt string        `json:"peak_amplification_at"`
 	LongestSpan         time.Duration `json:"longest_span_ns"`
 	LongestSpanKey      string        `json:"longest_span_key"`
+	// FromStore is set when the answer came from a log store's query (observe --postgres):
+	// the store does not compute depths, so Deepest and Amplification are those of the last
+	// service the key reached.
+	FromStore bool `json:"from_store,omitempty"`
 }
 
-// Grouper collects attempts per key.
+// kindCode orders the key kinds by precedence.
+type kindCode uint8
+
+const (
+	kindIdem kindCode = iota
+	kindTrace
+	kindRequest
+	kindStorm
+	kindNone
+)
+
+var kindNames = [...]string{"idempotency-key", "trace-id", "request-id", "storm-op", ""}
+
+// The aggregates. Memory is per key, never per attempt, and holds no pointer the garbage
+// collector would have to follow: a key costs one slot of a map from its 128-bit hash, its
+// bytes in a key arena, one keyAgg (48 bytes), and per service it reached one svcNode (32
+// bytes), per call edge one edgeNode (12), per distinct trace id one traceNode (20), all in
+// chunked slabs that grow without copying (docs/observe.md has the measured figures). Service
+// and method names are interned once for the whole run.
+type keyAgg struct {
+	first, end int64 // Unix ns
+	methods    uint64
+	keyOff     uint64 // arena chunk << 32 | offset
+	keyLen     uint32
+	svc        uint32 // head of the key's service list (node index + 1; 0: none)
+	trace      uint32
+	edge       uint32
+	kind       kindCode
+}
+
+type svcNode struct {
+	first                    int64
+	id, next                 uint32
+	in, out, inFail, outFail uint32
+}
+
+type traceNode struct {
+	id   [16]byte
+	next uint32
+}
+
+type edgeNode struct {
+	from, to, next uint32
+}
+
+const chunkBits = 14
+
+// slab is a growable array in fixed chunks: appending never copies, an element's address is
+// stable.
+type slab[T any] struct {
+	chunks [][]T
+	n      uint32
+}
+
+func (s *slab[T]) add(v T) uint32 {
+	c := s.n >> chunkBits
+	if int(c) == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]T, 0, 1<<chunkBits))
+	}
+	s.chunks[c] = append(s.chunks[c], v)
+	s.n++
+	return s.n - 1
+}
+
+func (s *slab[T]) at(i uint32) *T { return &s.chunks[i>>chunkBits][i&(1<<chunkBits-1)] }
+
+const arenaChunk = 1 << 20
+
+// arena holds the keys' bytes.
+type arena struct{ chunks [][]byte }
+
+func (a *arena) add(b []byte) uint64 {
+	n := len(a.chunks)
+	if n == 0 || len(a.chunks[n-1])+len(b) > cap(a.chunks[n-1]) {
+		a.chunks = append(a.chunks, make([]byte, 0, max(arenaChunk, len(b))))
+		n++
+	}
+	off := len(a.chunks[n-1])
+	a.chunks[n-1] = append(a.chunks[n-1], b...)
+	return uint64(n-1)<<32 | uint64(off)
+}
+
+func (a *arena) get(off uint64, n uint32) []byte {
+	c, o := off>>32, uint32(off)
+	return a.chunks[c][o : o+n]
+}
+
+// Grouper folds attempts into per-key aggregates.
 type Grouper struct {
-	keys    map[string]*group
-	order   []string
-	keyless int
-	stats   Stats
-}
-
-type group struct {
-	kind     string
-	attempts []Attempt
+	seed1, seed2 maphash.Seed
+	index        map[[16]byte]uint32
+	collide      map[string]uint32 // keys whose hash an earlier key already had
+	keys         arena
+	aggs         slab[keyAgg]
+	svcs         slab[svcNode]
+	traces       slab[traceNode]
+	edges        slab[edgeNode]
+	names        map[string]uint32
+	svcName      []string
+	methods      map[string]uint32
+	mName        []string
+	keyless      int
+	stats        Stats
+	scratch      shapeBuf
 }
 
 // NewGrouper returns an empty grouper.
-func NewGrouper() *Grouper { return &Grouper{keys: map[string]*group{}} }
+func NewGrouper() *Grouper {
+	return &Grouper{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), index: map[[16]byte]uint32{},
+		names: map[string]uint32{}, methods: map[string]uint32{}}
+}
 
-// Add takes one attempt.
+func (g *Grouper) intern(b []byte) uint32 {
+	if id, ok := g.names[string(b)]; ok {
+		return id
+	}
+	s := string(b)
+	id := uint32(len(g.svcName))
+	g.svcName = append(g.svcName, s)
+	g.names[s] = id
+	return id
+}
+
+func (g *Grouper) method(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	id, ok := g.methods[string(b)]
+	if !ok {
+		id = uint32(len(g.mName))
+		s := string(b)
+		g.mName = append(g.mName, s)
+		g.methods[s] = id
+	}
+	return 1 << min(id, 63)
+}
+
+// Consume parses r (any of the formats and line shapes) and folds its attempts: the hot
+// path, no allocation per line once its key and names were seen.
+func (g *Grouper) Consume(r io.Reader, src Source, maxLine int) (Stats, error) {
+	p := &parser{src: src}
+	st, err := scanLines(r, src, maxLine, p, g.fold)
+	g.stats.Add(st)
+	return st, err
+}
+
+// Add folds one attempt.
 func (g *Grouper) Add(a Attempt) {
-	k, kind := a.Key()
-	if k == "" {
+	r := rec{
+		dir: a.Direction, start: a.Time.UnixNano(), dur: int64(a.Duration), caller: []byte(a.Caller), target: []byte(a.Target),
+		method: []byte(a.Method), status: a.Status, grpc: a.GRPCStatus, traceID: []byte(a.TraceID), idem: []byte(a.IdemKey),
+		rid: []byte(a.RequestID), stormOp: []byte(a.StormOp),
+	}
+	g.fold(&r)
+}
+
+func (g *Grouper) hash(k []byte) [16]byte {
+	var h [16]byte
+	binary.LittleEndian.PutUint64(h[:8], maphash.Bytes(g.seed1, k))
+	binary.LittleEndian.PutUint64(h[8:], maphash.Bytes(g.seed2, k))
+	return h
+}
+
+func (g *Grouper) find(k []byte) (uint32, bool) {
+	idx, ok := g.index[g.hash(k)]
+	if !ok {
+		return 0, false
+	}
+	if string(g.keyBytes(idx)) == string(k) {
+		return idx, true
+	}
+	idx, ok = g.collide[string(k)]
+	return idx, ok
+}
+
+// lookup finds or adds key k: by its 128-bit hash, the bytes compared (a second key with the
+// same hash goes to the collision map: exact, whatever the hash does).
+func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) uint32 {
+	h := g.hash(k)
+	idx, ok := g.index[h]
+	if ok {
+		a := g.aggs.at(idx)
+		if string(g.keys.get(a.keyOff, a.keyLen)) == string(k) {
+			return idx
+		}
+		if i, ok := g.collide[string(k)]; ok {
+			return i
+		}
+	}
+	n := g.aggs.add(keyAgg{kind: kind, first: start, end: end, keyOff: g.keys.add(k), keyLen: uint32(len(k))})
+	if ok {
+		if g.collide == nil {
+			g.collide = map[string]uint32{}
+		}
+		g.collide[string(k)] = n
+	} else {
+		g.index[h] = n
+	}
+	return n
+}
+
+func (g *Grouper) fold(r *rec) {
+	k, kind := r.key()
+	if kind == kindNone {
 		g.keyless++
 		return
 	}
-	gr := g.keys[k]
-	if gr == nil {
-		gr = &group{kind: kind}
-		g.keys[k] = gr
-		g.order = append(g.order, k)
+	idx := g.lookup(k, kind, r.start, r.start+r.dur)
+	a := g.aggs.at(idx)
+	a.kind = min(a.kind, kind)
+	if r.start < a.first {
+		a.first = r.start
 	}
-	gr.attempts = append(gr.attempts, a)
+	if e := r.start + r.dur; e > a.end {
+		a.end = e
+	}
+	a.methods |= g.method(r.method)
+	t := g.intern(r.target)
+	var s *svcNode
+	for j := a.svc; j != 0; {
+		n := g.svcs.at(j - 1)
+		if n.id == t {
+			s = n
+			break
+		}
+		j = n.next
+	}
+	if s == nil {
+		a.svc = g.svcs.add(svcNode{id: t, first: r.start, next: a.svc}) + 1
+		s = g.svcs.at(a.svc - 1)
+	}
+	if r.start < s.first {
+		s.first = r.start
+	}
+	fail := r.failed()
+	if r.dir == Inbound {
+		s.in++
+		if fail {
+			s.inFail++
+		}
+	} else {
+		s.out++
+		if fail {
+			s.outFail++
+		}
+	}
+	if len(r.caller) > 0 && string(r.caller) != string(r.target) {
+		c := g.intern(r.caller)
+		found := false
+		for i := a.edge; i != 0; {
+			e := g.edges.at(i - 1)
+			if e.from == c && e.to == t {
+				found = true
+				break
+			}
+			i = e.next
+		}
+		if !found {
+			a.edge = g.edges.add(edgeNode{from: c, to: t, next: a.edge}) + 1
+		}
+	}
+	if len(r.traceID) > 0 {
+		id := traceKey(r.traceID)
+		found := false
+		for i := a.trace; i != 0; {
+			tn := g.traces.at(i - 1)
+			if tn.id == id {
+				found = true
+				break
+			}
+			i = tn.next
+		}
+		if !found {
+			a.trace = g.traces.add(traceNode{id: id, next: a.trace}) + 1
+		}
+	}
+}
+
+// traceKey is a trace id in 16 bytes: the id itself when it is W3C's 32 hex digits, else an
+// FNV-128a hash of it (two ids of one key taken for one: as likely as 2^-128).
+func traceKey(b []byte) [16]byte {
+	var k [16]byte
+	if len(b) == 32 {
+		if _, err := hex.Decode(k[:], b); err == nil {
+			return k
+		}
+	}
+	h := fnv.New128a()
+	h.Write(b)
+	h.Sum(k[:0])
+	return k
 }
 
 // AddStats adds a parse's counts to the report's.
 func (g *Grouper) AddStats(s Stats) { g.stats.Add(s) }
 
-// Report groups what was added: keys over threshold attempts, worst first, at most limit of
-// them (0: all).
-func (g *Grouper) Report(threshold, limit int) *Report {
-	r := &Report{Stats: g.stats, Keyless: g.keyless, Keys: len(g.keys), Threshold: threshold, Over: []KeyReport{}}
-	var all []KeyReport
-	for _, k := range g.order {
-		kr := summarize(k, g.keys[k])
-		if kr.Attempts > r.PeakAttempts || (kr.Attempts == r.PeakAttempts && kr.Key < r.PeakKey) {
-			r.PeakAttempts, r.PeakKey = kr.Attempts, kr.Key
-		}
-		if kr.Amplification > r.PeakAmplification {
-			r.PeakAmplification, r.PeakAmplificationAt = kr.Amplification, kr.Deepest
-		}
-		if kr.Span > r.LongestSpan || (kr.Span == r.LongestSpan && r.LongestSpanKey == "") {
-			r.LongestSpan, r.LongestSpanKey = kr.Span, kr.Key
-		}
-		if kr.Attempts > threshold {
-			all = append(all, kr)
-		}
-	}
-	slices.SortFunc(all, func(a, b KeyReport) int {
-		return cmp.Or(cmp.Compare(b.Attempts, a.Attempts), cmp.Compare(b.Amplification, a.Amplification),
-			a.First.Compare(b.First), cmp.Compare(a.Key, b.Key))
-	})
-	r.OverCount = len(all)
-	if limit > 0 && len(all) > limit {
-		all = all[:limit]
-	}
-	r.Over = append(r.Over, all...)
-	return r
+// Stats is what was read so far.
+func (g *Grouper) Stats() Stats { return g.stats }
+
+func (g *Grouper) keyString(i uint32) string {
+	a := g.aggs.at(i)
+	return string(g.keys.get(a.keyOff, a.keyLen))
 }
 
-// Key returns one key's report, false if no attempt had it.
-func (g *Grouper) Key(k string) (KeyReport, bool) {
-	gr := g.keys[k]
-	if gr == nil {
-		return KeyReport{}, false
-	}
-	return summarize(k, gr), true
+// shapeBuf is the scratch of shape: a key's services with their attempts and depths.
+type shapeBuf struct {
+	svcs  []shapeSvc
+	edges []edgeNode
 }
 
-// summarize tells one key's story. An attempt seen by two Envoy sidecars (the caller's
-// outbound line and the callee's inbound one) is counted once: at a service with inbound
-// lines, only those count.
-func summarize(k string, gr *group) KeyReport {
-	kr := KeyReport{Key: k, Kind: gr.kind}
-	type svc struct {
-		in, out, inFail, outFail int
-		first                    time.Time
-	}
-	svcs := map[string]*svc{}
-	var names []string
-	edges := map[string][]string{}
-	callers := map[string]bool{}
-	var end time.Time
-	methods := map[string]bool{}
-	for i := range gr.attempts {
-		a := &gr.attempts[i]
-		s := svcs[a.Target]
-		if s == nil {
-			s = &svc{first: a.Time}
-			svcs[a.Target] = s
-			names = append(names, a.Target)
-		}
-		if a.Time.Before(s.first) {
-			s.first = a.Time
-		}
-		fail := a.Failed()
-		if a.Direction == Inbound {
-			s.in++
-			if fail {
-				s.inFail++
-			}
-		} else {
-			s.out++
-			if fail {
-				s.outFail++
-			}
-		}
-		if a.Caller != "" && a.Caller != a.Target {
-			if !slices.Contains(edges[a.Caller], a.Target) {
-				edges[a.Caller] = append(edges[a.Caller], a.Target)
-			}
-			callers[a.Caller] = true
-		}
-		if kr.First.IsZero() || a.Time.Before(kr.First) {
-			kr.First = a.Time
-		}
-		if e := a.End(); e.After(end) {
-			end = e
-		}
-		if a.Method != "" {
-			methods[a.Method] = true
-		}
-	}
-	kr.Span = end.Sub(kr.First)
-	ms := make([]string, 0, len(methods))
-	for m := range methods {
-		ms = append(ms, m)
-	}
-	slices.Sort(ms)
-	for i, m := range ms {
-		if i > 0 {
-			kr.Methods += ","
-		}
-		kr.Methods += m
-	}
-	depth := depths(names, edges, callers)
-	for _, n := range names {
-		s := svcs[n]
+type shapeSvc struct {
+	id, attempts, failures uint32
+	depth                  int
+	first                  int64
+}
+
+// shape lays out key i's services (at a service with inbound lines only those count: the
+// caller's outbound line of the same attempt is not counted twice), shallowest first, and
+// returns the index of the deepest (the greatest depth, among equals the most attempts) and
+// whether the depths came from call edges. No allocation once the scratch has grown.
+func (g *Grouper) shape(i uint32) (deepest int, withEdges bool) {
+	a := g.aggs.at(i)
+	b := &g.scratch
+	b.svcs, b.edges = b.svcs[:0], b.edges[:0]
+	for j := a.svc; j != 0; {
+		s := g.svcs.at(j - 1)
 		att, fails := s.out, s.outFail
 		if s.in > 0 {
 			att, fails = s.in, s.inFail
 		}
-		kr.Attempts += att
-		kr.Failures += fails
-		kr.Services = append(kr.Services, ServiceAttempts{Service: n, Attempts: att, Failures: fails, Depth: depth[n]})
+		b.svcs = append(b.svcs, shapeSvc{id: s.id, attempts: att, failures: fails, first: s.first})
+		j = s.next
+	}
+	for j := a.edge; j != 0; {
+		e := g.edges.at(j - 1)
+		b.edges = append(b.edges, *e)
+		j = e.next
+	}
+	if len(b.edges) > 0 {
+		g.depths()
 	}
 	// Shallowest first; without edges, the depth is the order in which the services were
-	// first reached.
-	slices.SortStableFunc(kr.Services, func(a, b ServiceAttempts) int {
-		return cmp.Or(cmp.Compare(a.Depth, b.Depth), svcs[a.Service].first.Compare(svcs[b.Service].first))
+	// first reached (then the name).
+	slices.SortFunc(b.svcs, func(x, y shapeSvc) int {
+		return cmp.Or(cmp.Compare(x.depth, y.depth), cmp.Compare(x.first, y.first), cmp.Compare(g.svcName[x.id], g.svcName[y.id]))
 	})
-	if len(edges) == 0 {
-		for i := range kr.Services {
-			kr.Services[i].Depth = i + 1
+	if len(b.edges) == 0 {
+		for j := range b.svcs {
+			b.svcs[j].depth = j + 1
 		}
 	}
-	for c := range callers {
-		if svcs[c] == nil {
-			kr.Callers = append(kr.Callers, c)
+	deepest = -1
+	for j, s := range b.svcs {
+		if deepest < 0 || s.depth > b.svcs[deepest].depth || (s.depth == b.svcs[deepest].depth && s.attempts > b.svcs[deepest].attempts) {
+			deepest = j
 		}
 	}
-	slices.Sort(kr.Callers)
-	// The deepest: the greatest depth; among equals the most attempts.
-	for _, s := range kr.Services {
-		if kr.Deepest == "" || s.Depth > depth[kr.Deepest] || (s.Depth == depth[kr.Deepest] && s.Attempts > kr.Amplification) {
-			kr.Deepest, kr.Amplification = s.Service, s.Attempts
-			depth[kr.Deepest] = s.Depth
-		}
-	}
-	return kr
+	return deepest, len(b.edges) > 0
 }
 
-// depths is each target's depth below the roots of the call edges (a caller no one calls
-// is at depth 0): the longest path, bounded by the number of services so that a cycle ends.
-func depths(names []string, edges map[string][]string, callers map[string]bool) map[string]int {
-	d := map[string]int{}
-	if len(edges) == 0 {
-		return d
+// depths sets each service's depth below the roots of the call edges (a caller no one calls
+// is at depth 0, a service no known caller calls at 1): the longest path, bounded by the
+// number of services so that a cycle ends.
+func (g *Grouper) depths() {
+	b := &g.scratch
+	depthOf := func(id uint32) int {
+		for _, s := range b.svcs {
+			if s.id == id {
+				return s.depth
+			}
+		}
+		return 0 // a caller that received nothing in this key: a root
 	}
-	called := map[string]bool{}
-	for _, ts := range edges {
-		for _, t := range ts {
-			called[t] = true
+	set := func(id uint32, d int) {
+		for j := range b.svcs {
+			if b.svcs[j].id == id {
+				b.svcs[j].depth = d
+			}
 		}
 	}
-	for _, n := range names {
-		d[n] = 1 // a target no known caller calls: one below an unknown root
-	}
-	var roots []string
-	for c := range callers {
-		if !called[c] {
-			roots = append(roots, c)
-			d[c] = 0
+	for j := range b.svcs {
+		// a target no known caller calls: one below an unknown root; a caller no one calls: a root
+		b.svcs[j].depth = 1
+		caller, called := false, false
+		for _, e := range b.edges {
+			caller = caller || e.from == b.svcs[j].id
+			called = called || e.to == b.svcs[j].id
+		}
+		if caller && !called {
+			b.svcs[j].depth = 0
 		}
 	}
-	slices.Sort(roots)
-	limit := len(names) + len(callers)
+	limit := 2*len(b.svcs) + len(b.edges)
 	for range limit {
 		changed := false
-		for c, ts := range edges {
-			for _, t := range ts {
-				if d[c]+1 > d[t] && d[c]+1 <= limit {
-					d[t] = d[c] + 1
-					changed = true
-				}
+		for _, e := range b.edges {
+			if d := depthOf(e.from) + 1; d > depthOf(e.to) && d <= limit {
+				set(e.to, d)
+				changed = true
 			}
 		}
 		if !changed {
 			break
 		}
 	}
-	return d
+}
+
+// Report groups what was added: keys over threshold attempts, worst first, at most limit of
+// them (0: all). Only the keys listed are written out; the rest are ranked from their
+// aggregates.
+func (g *Grouper) Report(threshold, limit int) *Report {
+	r := &Report{Stats: g.stats, Keyless: g.keyless, Keys: int(g.aggs.n), Threshold: threshold, Over: []KeyReport{}}
+	type rank struct {
+		idx           uint32
+		attempts, amp uint32
+		first         int64
+	}
+	var over []rank
+	var peakKey, spanKey uint32
+	for i := uint32(0); i < g.aggs.n; i++ {
+		a := g.aggs.at(i)
+		deepest, _ := g.shape(i)
+		att := uint32(0)
+		for _, s := range g.scratch.svcs {
+			att += s.attempts
+		}
+		amp, at := uint32(0), ""
+		if deepest >= 0 {
+			amp, at = g.scratch.svcs[deepest].attempts, g.svcName[g.scratch.svcs[deepest].id]
+		}
+		if int(att) > r.PeakAttempts || (int(att) == r.PeakAttempts && g.keyLess(i, peakKey)) || i == 0 {
+			r.PeakAttempts, peakKey = int(att), i
+		}
+		if span := time.Duration(a.end - a.first); span > r.LongestSpan || (span == r.LongestSpan && g.keyLess(i, spanKey)) || i == 0 {
+			r.LongestSpan, spanKey = span, i
+		}
+		if int(amp) > r.PeakAmplification || (int(amp) == r.PeakAmplification && at < r.PeakAmplificationAt) {
+			r.PeakAmplification, r.PeakAmplificationAt = int(amp), at
+		}
+		if int(att) > threshold {
+			over = append(over, rank{i, att, amp, a.first})
+		}
+	}
+	if g.aggs.n > 0 {
+		r.PeakKey, r.LongestSpanKey = g.keyString(peakKey), g.keyString(spanKey)
+	}
+	slices.SortFunc(over, func(x, y rank) int {
+		return cmp.Or(cmp.Compare(y.attempts, x.attempts), cmp.Compare(y.amp, x.amp), cmp.Compare(x.first, y.first),
+			bytes.Compare(g.keyBytes(x.idx), g.keyBytes(y.idx)))
+	})
+	r.OverCount = len(over)
+	if limit > 0 && len(over) > limit {
+		over = over[:limit]
+	}
+	for _, o := range over {
+		r.Over = append(r.Over, g.summarize(o.idx))
+	}
+	return r
+}
+
+func (g *Grouper) keyBytes(i uint32) []byte {
+	a := g.aggs.at(i)
+	return g.keys.get(a.keyOff, a.keyLen)
+}
+
+func (g *Grouper) keyLess(i, j uint32) bool { return bytes.Compare(g.keyBytes(i), g.keyBytes(j)) < 0 }
+
+// SortKeys orders keys worst first: most attempts, then the highest amplification, then the
+// earliest, then by name.
+func SortKeys(all []KeyReport) {
+	slices.SortFunc(all, func(a, b KeyReport) int {
+		return cmp.Or(cmp.Compare(b.Attempts, a.Attempts), cmp.Compare(b.Amplification, a.Amplification),
+			a.First.Compare(b.First), cmp.Compare(a.Key, b.Key))
+	})
+}
+
+// Key returns one key's report, false if no attempt had it.
+func (g *Grouper) Key(k string) (KeyReport, bool) {
+	i, ok := g.find([]byte(k))
+	if !ok {
+		return KeyReport{}, false
+	}
+	return g.summarize(i), true
+}
+
+// summarize tells one key's story from its aggregate.
+func (g *Grouper) summarize(i uint32) KeyReport {
+	a := g.aggs.at(i)
+	kr := KeyReport{Key: g.keyString(i), Kind: kindNames[a.kind], First: time.Unix(0, a.first).UTC(), Span: time.Duration(a.end - a.first)}
+	for j := a.trace; j != 0; j = g.traces.at(j - 1).next {
+		kr.ChainLinks++
+	}
+	var ms []string
+	for id := range g.mName {
+		if a.methods&(1<<min(id, 63)) != 0 {
+			ms = append(ms, g.mName[id])
+		}
+	}
+	slices.Sort(ms)
+	kr.Methods = strings.Join(ms, ",")
+	deepest, withEdges := g.shape(i)
+	for _, s := range g.scratch.svcs {
+		kr.Attempts += int(s.attempts)
+		kr.Failures += int(s.failures)
+		kr.Services = append(kr.Services, ServiceAttempts{Service: g.svcName[s.id], Attempts: int(s.attempts), Failures: int(s.failures), Depth: s.depth})
+	}
+	if deepest >= 0 {
+		kr.Deepest, kr.Amplification = kr.Services[deepest].Service, kr.Services[deepest].Attempts
+	}
+	if withEdges {
+		for _, e := range g.scratch.edges {
+			c := g.svcName[e.from]
+			received := false
+			for _, s := range kr.Services {
+				received = received || s.Service == c
+			}
+			if !received && !slices.Contains(kr.Callers, c) {
+				kr.Callers = append(kr.Callers, c)
+			}
+		}
+		slices.Sort(kr.Callers)
+	}
+	return kr
 }

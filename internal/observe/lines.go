@@ -1,0 +1,204 @@
+package observe
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// DefaultMaxLine is the longest line observe parses (1 MiB): a longer one is counted in
+// Stats.TooLong and skipped, and the run goes on. Memory for a line is at most this.
+const DefaultMaxLine = 1 << 20
+
+const readBuffer = 256 << 10
+
+// shapeState carries what the line shapes need across lines: the CRI partial lines ("P") of
+// each stream waiting for their final part ("F").
+type shapeState struct {
+	partial [2][]byte // stdout, stderr
+	max     int
+	over    [2]bool
+}
+
+// stripShapes removes what the kubelet and kubectl put in front of a container's line:
+//
+//	[pod/NAME/CONTAINER] ...                       kubectl logs --prefix
+//	2026-11-24T14:02:11.118123456Z ...             kubectl logs --timestamps
+//	2026-11-24T14:02:11.118123456Z stdout F ...    the CRI log file on the node (/var/log/pods/...)
+//
+// A CRI partial line (tag P: the runtime split a line over 16 KiB) is held in st and nil
+// returned until its final part; st nil reads P lines as if they were whole.
+func stripShapes(line []byte, st *shapeState) []byte {
+	if bytes.HasPrefix(line, []byte("[pod/")) {
+		if i := bytes.Index(line, []byte("] ")); i > 0 {
+			line = line[i+2:]
+		}
+	}
+	if len(line) < 21 || !isDigit(line[0]) || line[4] != '-' {
+		return line
+	}
+	sp := bytes.IndexByte(line, ' ')
+	if sp < 20 || sp > 36 {
+		return line
+	}
+	if _, ok := parseTime(line[:sp]); !ok {
+		return line
+	}
+	line = line[sp+1:]
+	var stream int
+	switch {
+	case bytes.HasPrefix(line, []byte("stdout ")):
+		stream = 0
+	case bytes.HasPrefix(line, []byte("stderr ")):
+		stream = 1
+	default:
+		return line // --timestamps
+	}
+	rest := line[len("stdout "):]
+	if len(rest) < 2 || (rest[0] != 'F' && rest[0] != 'P') || (len(rest) > 1 && rest[1] != ' ') {
+		return line
+	}
+	tag, content := rest[0], rest[2:]
+	if st == nil {
+		return content
+	}
+	if tag == 'P' {
+		if !st.over[stream] {
+			if len(st.partial[stream])+len(content) > st.max {
+				st.over[stream] = true
+				st.partial[stream] = st.partial[stream][:0]
+			} else {
+				st.partial[stream] = append(st.partial[stream], content...)
+			}
+		}
+		return nil
+	}
+	if st.over[stream] {
+		st.over[stream] = false
+		return tooLongMarker
+	}
+	if len(st.partial[stream]) > 0 {
+		if len(st.partial[stream])+len(content) > st.max {
+			st.partial[stream] = st.partial[stream][:0]
+			return tooLongMarker
+		}
+		whole := append(st.partial[stream], content...)
+		st.partial[stream] = whole[:0]
+		return whole
+	}
+	return content
+}
+
+// tooLongMarker is returned by stripShapes for a CRI line whose parts add up to more than the
+// limit (compared by identity, never by content).
+var tooLongMarker = []byte{0}
+
+// scanLines reads r line by line with bounded memory (a line over maxLine is counted in
+// TooLong and skipped up to its newline), strips the line shapes, parses each line with p and
+// calls fold for each attempt.
+func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec)) (Stats, error) {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
+	var st Stats
+	br := bufio.NewReaderSize(r, readBuffer)
+	shapes := &shapeState{max: maxLine}
+	var long []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		tooLong := false
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				if !tooLong {
+					if len(long)+len(line) > maxLine+2 {
+						tooLong = true
+						long = long[:0]
+					} else {
+						long = append(long, line...)
+					}
+				}
+			}
+			line = long
+		}
+		if len(line) > 0 || tooLong {
+			st.Lines++
+			line = bytes.TrimRight(line, "\r\n")
+			if !tooLong && len(line) > maxLine {
+				tooLong = true
+			}
+			if tooLong {
+				st.TooLong++
+			} else {
+				body := stripShapes(line, shapes)
+				switch {
+				case body == nil:
+					// a CRI partial line: counted with its final part
+					st.Lines--
+				case len(body) == 1 && &body[0] == &tooLongMarker[0]:
+					st.TooLong++
+				default:
+					k, _ := p.parse(body)
+					switch k {
+					case lineAttempt:
+						st.Attempts++
+						fold(&p.r)
+					case lineBad:
+						st.Bad++
+					default:
+						st.Skipped++
+					}
+				}
+			}
+		}
+		if err == io.EOF {
+			// A CRI line whose final part never came (the file cut after a P line): one
+			// line, bad.
+			for i := range shapes.partial {
+				if len(shapes.partial[i]) > 0 || shapes.over[i] {
+					st.Lines++
+					st.Bad++
+				}
+			}
+			return st, nil
+		}
+		if err != nil {
+			return st, fmt.Errorf("%s: line %d: %w", src.Name, st.Lines+1, err)
+		}
+	}
+}
+
+// Open opens a log file, through gzip when its name ends in .gz (a rotated log).
+func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasSuffix(path, ".gz") {
+		return f, nil
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: named .gz but not gzip: %w", path, err)
+	}
+	return &gzipFile{zr, f}, nil
+}
+
+type gzipFile struct {
+	*gzip.Reader
+	f io.Closer
+}
+
+func (g *gzipFile) Close() error {
+	err := g.Reader.Close()
+	if cerr := g.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
