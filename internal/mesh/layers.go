@@ -18,6 +18,7 @@ const (
 	Linkerd      Kind = "Linkerd"
 	GAMMA        Kind = "GAMMA"        // a Gateway API route with a Service parentRef, in either mesh
 	Gateway      Kind = "Gateway"      // a Gateway API route with a Gateway parentRef (north-south)
+	IstioIngress Kind = "IstioIngress" // a VirtualService bound to an Istio ingress Gateway (north-south)
 	EnvoyGateway Kind = "EnvoyGateway" // a BackendTrafficPolicy, where the route sets no retry
 )
 
@@ -66,6 +67,11 @@ type Caller struct {
 	Namespace string
 	// Labels and Annotations of the pod template (a bare Pod's own).
 	Labels, Annotations map[string]string
+	// Containers are the names of the pod template's containers and init containers: a
+	// manifest already injected (istioctl kube-inject, linkerd inject --manual) carries the
+	// mesh's proxy container ("istio-proxy", "linkerd-proxy") and is meshed whatever the
+	// namespace says.
+	Containers []string
 }
 
 // Options are the settings a Set applies.
@@ -190,6 +196,9 @@ type index struct {
 	profiles map[ServiceRef][]header
 	// policies by target: "HTTPRoute/ns/name", "Gateway/ns/name".
 	policies map[string][]*backendTrafficPolicy
+	// ingress: the http routes of VirtualServices bound to an Istio ingress Gateway, by the
+	// Service they route to (ingress.go).
+	ingress map[ServiceRef][]ingressRoute
 }
 
 func (s *Set) index() *index {
@@ -202,9 +211,11 @@ func (s *Set) index() *index {
 		vsByService: map[ServiceRef][]*virtualService{}, vsByHost: map[string][]*virtualService{},
 		routesByService: map[ServiceRef][]*route{}, gatewayRoutes: map[ServiceRef][]*route{},
 		profiles: map[ServiceRef][]header{}, policies: map[string][]*backendTrafficPolicy{},
+		ingress: map[ServiceRef][]ingressRoute{},
 	}
 	for _, k := range sortedKeys(s.virtualServices) {
 		vs := s.virtualServices[k]
+		x.addIngress(vs) // ingress.go
 		if !forMesh(vs.Spec.Gateways) {
 			continue
 		}
@@ -313,12 +324,15 @@ func (vs *virtualService) exportedTo(ns string) bool {
 	return false
 }
 
-// InIstio reports whether the caller runs an Istio sidecar: pod annotation (or label)
-// sidecar.istio.io/inject "true"/"false" first, else its namespace's istio-injection=enabled or
+// InIstio reports whether the caller runs an Istio sidecar: already injected (injected.go)
+// first, then pod annotation (or label) sidecar.istio.io/inject "true"/"false", else its namespace's istio-injection=enabled or
 // istio.io/rev label.
 func (s *Set) InIstio(c Caller) bool {
 	if s == nil {
 		return false
+	}
+	if injectedIstio(c) {
+		return true
 	}
 	for _, m := range []map[string]string{c.Annotations, c.Labels} {
 		switch m[IstioInjectAnnotation] {
@@ -336,11 +350,15 @@ func (s *Set) InIstio(c Caller) bool {
 	return rev
 }
 
-// InLinkerd reports whether the caller runs a Linkerd proxy: linkerd.io/inject "enabled" on its
+// InLinkerd reports whether the caller runs a Linkerd proxy: already injected (injected.go), else
+// linkerd.io/inject "enabled" on its
 // pod template, else on its namespace ("disabled" on the pod template opts out).
 func (s *Set) InLinkerd(c Caller) bool {
 	if s == nil {
 		return false
+	}
+	if injectedLinkerd(c) {
+		return true
 	}
 	if v, ok := c.Annotations[LinkerdInject]; ok {
 		return v == "enabled"
@@ -493,9 +511,7 @@ func routeApplies(r *route, ref ServiceRef, callerNS string) bool {
 	return r.Metadata.Namespace == ref.Namespace || r.Metadata.Namespace == callerNS
 }
 
-func routeForMesh(match []struct {
-	Gateways []string `json:"gateways"`
-}) bool {
+func routeForMesh(match []httpMatch) bool {
 	if len(match) == 0 {
 		return true
 	}
@@ -589,23 +605,29 @@ func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
 	return l
 }
 
-// Backends lists the Services that a Gateway API route with a Gateway parentRef routes to: the
-// north-south entrypoints, sorted.
+// Backends lists the Services that a Gateway API route with a Gateway parentRef, or an Istio
+// VirtualService bound to an ingress Gateway, routes to: the north-south entrypoints, sorted.
 func (s *Set) Backends() []ServiceRef {
 	if s == nil {
 		return nil
 	}
 	x := s.index()
-	out := make([]ServiceRef, 0, len(x.gatewayRoutes))
+	out := make([]ServiceRef, 0, len(x.gatewayRoutes)+len(x.ingress))
 	for r := range x.gatewayRoutes {
 		out = append(out, r)
+	}
+	for r := range x.ingress {
+		if _, dup := x.gatewayRoutes[r]; !dup {
+			out = append(out, r)
+		}
 	}
 	slices.SortFunc(out, func(a, b ServiceRef) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
 // Entry returns the north-south layer on backend v's client attempts: k'(v) = k(v) x Tries,
-// the largest over the rules of the Gateway-parented routes that route to v. A rule without a
+// the largest over the rules of the Gateway-parented routes, and the http routes of the
+// VirtualServices bound to an Istio ingress Gateway (ingress.go), that route to v. A rule without a
 // retry takes an Envoy Gateway BackendTrafficPolicy targeting the route, else one targeting its
 // Gateway; none: 1 try. A Service no such route reaches gets no layer.
 func (s *Set) Entry(v ServiceRef) Edge {
@@ -632,6 +654,9 @@ func (s *Set) Entry(v ServiceRef) Edge {
 			}
 			better(&best, s.policyLayer(x, r, i))
 		}
+	}
+	for _, ir := range x.ingress[v] {
+		better(&best, s.ingressLayer(ir))
 	}
 	if best.Kind == "" {
 		return Edge{}
