@@ -31,8 +31,12 @@ func RenderTable(w io.Writer, rep *Report) error {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		fmt.Fprintf(tw, "%s  cap %d  amplification %s  WITHIN CAP: %s\n",
-			p.Title(), p.Cap, amount(p.Amplification, p.Bounded), yesNo(p.WithinCap))
+		if p.NotChecked != "" {
+			fmt.Fprintf(tw, "%s  cap %d  NOT CHECKED (see \"not checked\" above)\n", p.Title(), p.Cap)
+		} else {
+			fmt.Fprintf(tw, "%s  cap %d  amplification %s  WITHIN CAP: %s\n",
+				p.Title(), p.Cap, amount(p.Amplification, p.Bounded), yesNo(p.WithinCap))
+		}
 		if p.Kind == KindCluster {
 			fmt.Fprintf(tw, "  namespaces:\t%s\n", orNone(strings.Join(p.Namespaces, ", ")))
 		}

@@ -76,6 +76,9 @@ type PolicyReport struct {
 	// Layers are the edges (and entrypoints' client attempts) a mesh or a gateway multiplies,
 	// sorted by from and to; empty without mesh objects.
 	Layers []EdgeLayers `json:"layers,omitempty"`
+	// NotChecked says why nothing of the policy was checked (it then is not within its cap
+	// either: WithinCap is false, and analyze exits 2 unless another policy is over its cap).
+	NotChecked string `json:"notChecked,omitempty"`
 
 	scopeText     string            // a cluster policy's namespaces and selector, for messages
 	source        Source            // where the policy was read, when from files
@@ -225,6 +228,23 @@ func PathFactors(g *graph.Graph, client int64, path []string) []int64 {
 		f = append(f, e.Attempts)
 	}
 	return f
+}
+
+// markNotChecked records that nothing of p was checked: not within its cap, and no
+// amplification to show.
+func (p *PolicyReport) markNotChecked(why string) {
+	p.NotChecked, p.WithinCap = why, false
+}
+
+// OverCap reports whether some checked policy is over its cap (or unbounded): analyze's exit 1,
+// which wins over "not checked" (exit 2) for the others.
+func (r *Report) OverCap() bool {
+	for _, p := range r.Policies {
+		if p.NotChecked == "" && !p.WithinCap {
+			return true
+		}
+	}
+	return false
 }
 
 // NewReport collects policy reports.

@@ -117,7 +117,9 @@ func TestAnalyzeExitCodesAndOutputs(t *testing.T) {
 // A directory laid out for kustomize (a kustomization.yaml beside the manifests, a hidden
 // directory) is analysed as the manifests it holds: the samples' directory is exactly that.
 func TestAnalyzeKustomizeDirectory(t *testing.T) {
-	code, stdout, stderr := run(t, "", "analyze", "-f", "../../config/samples", "-o", "json")
+	// A directory holding a kustomization is built (-k); -f on it is refused (see the
+	// kustomize-dir-as-files golden case).
+	code, stdout, stderr := run(t, "", "analyze", "-k", "../../config/samples", "-o", "json")
 	if code != ExitOverCap {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitOverCap, stderr)
 	}
