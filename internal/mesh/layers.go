@@ -90,8 +90,9 @@ type Set struct {
 	opts            Options
 	namespaces      map[string]objectMeta
 	services        map[ServiceRef]objectMeta
-	meshConfig      bool         // the ConfigMap istio-system/istio was added
-	meshDefault     *meshDefault // its defaultHttpRetryPolicy, when it has one
+	ports           map[ServiceRef][]servicePort // ports.go
+	meshConfig      bool                         // the ConfigMap istio-system/istio was added
+	meshDefault     *meshDefault                 // its defaultHttpRetryPolicy, when it has one
 	virtualServices map[string]*virtualService
 	routes          map[string]*route
 	profiles        map[string]header
@@ -107,6 +108,7 @@ func NewSet(opts Options) *Set {
 		opts:            opts,
 		namespaces:      map[string]objectMeta{},
 		services:        map[ServiceRef]objectMeta{},
+		ports:           map[ServiceRef][]servicePort{},
 		virtualServices: map[string]*virtualService{},
 		routes:          map[string]*route{},
 		profiles:        map[string]header{},
@@ -124,6 +126,9 @@ func (s *Set) Clone() *Set {
 	}
 	for k, v := range s.services {
 		c.services[k] = v
+	}
+	for k, v := range s.ports {
+		c.ports[k] = v
 	}
 	for k, v := range s.virtualServices {
 		c.virtualServices[k] = v
@@ -370,10 +375,23 @@ func (s *Set) InLinkerd(c Caller) bool {
 // caller's namespace view: "ratings", "ratings.other", or a longer in-cluster form). A caller in
 // no mesh gets none; an external host gets a layer only from a VirtualService that names it.
 // A nil Set has no layers.
-func (s *Set) Edge(c Caller, callee string) Edge {
+func (s *Set) Edge(c Caller, callee string) Edge { return s.EdgePort(c, callee, 0) }
+
+// EdgePort is Edge for a call to port of callee (0: not written in the upstream): a mesh
+// retries HTTP and gRPC only, so a call to a TCP port of the Service gets a 1-try layer that
+// says so (ports.go).
+func (s *Set) EdgePort(c Caller, callee string, port int32) Edge {
 	if s == nil {
 		return Edge{}
 	}
+	e := s.edge(c, callee)
+	if len(e.Layers) > 0 {
+		s.onlyHTTP(&e, c, callee, port)
+	}
+	return e
+}
+
+func (s *Set) edge(c Caller, callee string) Edge {
 	x := s.index()
 	ref, inCluster := resolve(callee, c.Namespace)
 	istio, linkerd := s.InIstio(c), s.InLinkerd(c)

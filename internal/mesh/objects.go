@@ -291,6 +291,11 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			return false, err
 		}
 		s.services[ServiceRef{h.Metadata.Namespace, h.Metadata.Name}] = h.Metadata
+		var svc serviceSpec
+		if err := decode(&svc); err != nil {
+			return false, err
+		}
+		s.setPorts(ServiceRef{h.Metadata.Namespace, h.Metadata.Name}, svc.Spec.Ports) // ports.go
 	case "/ConfigMap":
 		if h.Metadata.Namespace != IstioConfigNamespace || h.Metadata.Name != IstioConfigName {
 			return false, nil
@@ -361,6 +366,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		r := ServiceRef{namespace, name}
 		_, ok = s.services[r]
 		delete(s.services, r)
+		delete(s.ports, r)
 	case "/ConfigMap":
 		ok = namespace == IstioConfigNamespace && name == IstioConfigName && s.meshConfig
 		if ok {
