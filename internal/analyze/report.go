@@ -64,6 +64,14 @@ type PolicyReport struct {
 	Entrypoints    []graph.Entrypoint `json:"entrypoints"`
 	Chains         []graph.Chain      `json:"chains"`
 	Cycle          []string           `json:"cycle,omitempty"`
+	// Cycles name the graph's cycles, which are not call loops: the numbers are over chains
+	// that visit a service at most once (graph.CycleReport).
+	Cycles []graph.CycleReport `json:"cycles,omitempty"`
+	// AmplificationIsBound: the worst chain runs through a cycle too large to search exactly,
+	// and Amplification is an upper bound.
+	AmplificationIsBound bool `json:"amplificationIsBound,omitempty"`
+	// LoadUnbounded says why WorstCaseLoad is unbounded.
+	LoadUnbounded string `json:"loadUnbounded,omitempty"`
 	Violations     []graph.Violation  `json:"violations"`
 	// ViolationsTotal is how many over-cap paths there are; at most graph.MaxViolations are listed.
 	ViolationsTotal int `json:"violationsTotal"`
@@ -179,6 +187,7 @@ func FromResult(r *workload.Result, a *graph.Analysis) PolicyReport {
 		WithinCap: a.WithinCap(), WorstPath: a.WorstPath, WorstCaseLoad: a.WorstCaseLoad,
 		LoadEntrypoint: a.LoadEntrypoint, LoadIsBound: a.LoadIsBound,
 		Entrypoints: a.Entrypoints, Chains: a.Chains, Cycle: a.Cycle, Violations: a.Violations,
+		Cycles: a.Cycles, AmplificationIsBound: a.AmplificationIsBound, LoadUnbounded: a.LoadUnbounded,
 		ViolationsTotal: a.ViolationsTotal, Workloads: len(r.Selected),
 		Warnings: append(append([]string(nil), r.Warnings...), r.Notes...),
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
