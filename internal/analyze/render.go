@@ -102,7 +102,7 @@ func RenderTable(w io.Writer, rep *Report) error {
 		for _, e := range p.Errors {
 			fmt.Fprintf(tw, "  error: %s\n", e)
 		}
-		for _, wn := range p.Warnings {
+		for _, wn := range groupWarnings(p.Warnings) {
 			fmt.Fprintf(tw, "  warning: %s\n", wn)
 		}
 	}
@@ -400,7 +400,7 @@ func RenderSummary(w io.Writer, rep *Report) error {
 		}
 		b.WriteString("\n")
 	}
-	for _, wn := range rep.Warnings {
+	for _, wn := range groupWarnings(rep.Warnings) {
 		fmt.Fprintf(&b, "warning: %s\n", wn)
 	}
 	for _, u := range rep.Unchecked {

@@ -156,7 +156,15 @@ func KubectlKustomize(dir string) ([]byte, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("kubectl kustomize: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return out.Bytes(), nil
+	// What kubectl kustomize printed (deprecation notices) goes at the head of the output as
+	// comment lines, which analyze summarises in one warning.
+	var head bytes.Buffer
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			head.WriteString(analyze.ChatterPrefix + l + "\n")
+		}
+	}
+	return append(head.Bytes(), out.Bytes()...), nil
 }
 
 var renderers = map[string]func(io.Writer, *analyze.Report) error{
