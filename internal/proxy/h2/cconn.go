@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 )
 
 // The frame relay's client side: one connection's reader goroutine and
-// its streams (relay_stream.go) as state machines in a map.
+// its streams (rstream.go) as state machines in a map.
 
 // Flow-control windows the relay advertises, to clients and to upstreams
 // alike: what one peer may send before the relay passed it on. They bound
@@ -32,6 +33,20 @@ const (
 	relayMaxHeaderList = 1 << 20
 	initialWindow      = 65535
 	maxWindow          = 1<<31 - 1
+	// relayMaxFrame is the largest frame the relay reads (the protocol's
+	// default SETTINGS_MAX_FRAME_SIZE: it advertises none, so a larger
+	// frame is a FRAME_SIZE_ERROR, RFC 9113 4.2) and writes (a peer
+	// announcing 16 MiB frames does not grow the relay's buffers).
+	relayMaxFrame = 16384
+	// Rapid reset (CVE-2023-44487): more than resetLimit streams reset by
+	// the client within resetWindow, and more than half the streams it
+	// opened in it, end the connection with GOAWAY ENHANCE_YOUR_CALM, so
+	// an upstream sees at most that many started-then-abandoned streams
+	// per connection and window; a busy client cancelling a few percent of
+	// its calls is not one (x/net's server: more than 4 x
+	// MAX_CONCURRENT_STREAMS handlers waiting to start).
+	resetLimit  = 200
+	resetWindow = time.Second
 )
 
 // frameOut encodes frames for one connection: a Framer whose writes are
@@ -46,7 +61,7 @@ type frameOut struct {
 }
 
 func newFrameOut(fr *http2.Framer) *frameOut {
-	o := &frameOut{fr: fr, maxFrame: 16384}
+	o := &frameOut{fr: fr, maxFrame: relayMaxFrame}
 	o.enc = hpack.NewEncoder(&o.hbuf)
 	return o
 }
@@ -113,21 +128,32 @@ type cconn struct {
 	h      *Handler
 	nc     net.Conn
 	cw     *batchConn
+	rd     clientReader
 	br     *bufio.Reader
 	target string
 
 	mu          sync.Mutex
 	out         *frameOut
 	streams     map[uint32]*rstream
-	maxSeen     uint32 // highest client stream id seen
-	sendWin     int64  // connection window toward the client
-	recvWin     int64  // what the client may still send on the connection
-	recvPending int64  // received bytes not yet credited (connection level)
-	peerInitWin int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxSeen     uint32  // highest client stream id seen
+	sendWin     outflow // the connection's window toward the client
+	recvWin     inflow  // the client's on the connection
+	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	blocked     []*rstream
 	goingAway   bool
 	closed      bool
 	done        chan struct{}
+	// What upstreams may still send, or sent and the client has not
+	// taken, for this connection's streams (flow.go), and the attempts
+	// waiting for it to top their windows up.
+	upHeld  int64
+	starved []*ratt
+	// stop tells the reader to end the connection (stopReader).
+	stop atomic.Bool
+	// Streams the client opened and reset in the current resetWindow
+	// (rapid reset).
+	opened, resets int
+	resetsFrom     time.Duration
 
 	// Keepalive and idle close, on one timer per connection (keepalive):
 	// times are since born (monotonic). lastRead is when the reader last
@@ -155,10 +181,20 @@ type cconn struct {
 // ends; c starts with the client preface.
 func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
-		h: h, nc: c, cw: newBatchConn(h, c), br: bufio.NewReaderSize(c, 16<<10), target: target,
-		streams: map[uint32]*rstream{}, sendWin: initialWindow, recvWin: relayConnWindow,
+		h: h, nc: c, cw: newBatchConn(h, c), target: target,
+		streams: map[uint32]*rstream{}, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow),
 		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
 	}
+	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
+	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
+	cc.cw.onFail = func(err error) {
+		if errors.Is(err, errStuck) || errors.Is(err, os.ErrDeadlineExceeded) {
+			h.m.closed.WithLabelValues("not-reading").Inc()
+			h.cfg.Logger.Printf("h2 relay: client connection: not reading its answers: %v", err)
+		}
+		cc.stopReader()
+	}
+	cc.cw.onDrain = cc.onDrain
 	if !h.relayAdd(cc) {
 		_ = c.Close()
 		return
@@ -172,12 +208,14 @@ func (cc *cconn) serve() {
 	defer cc.h.flushDirty()
 	defer cc.teardown()
 	var preface [len(ClientPreface)]byte
-	_ = cc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadFull(cc.br, preface[:]); err != nil || string(preface[:]) != ClientPreface {
+		if errors.Is(err, errReadTimeout) {
+			cc.h.m.closed.WithLabelValues("timeout").Inc()
+		}
 		return
 	}
-	_ = cc.nc.SetReadDeadline(time.Time{})
 	fr := http2.NewFramer(cc.cw, cc.br)
+	fr.SetMaxReadFrameSize(relayMaxFrame)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.MaxHeaderListSize = relayMaxHeaderList
 	fr.SetReuseFrames()
@@ -195,6 +233,15 @@ func (cc *cconn) serve() {
 	cc.mu.Unlock()
 	firstFrame := true
 	for {
+		if !firstFrame {
+			// A frame under way (its first bytes are buffered) must
+			// arrive whole within RequestTimeout; between frames no
+			// deadline (keepalive and the idle close watch them).
+			cc.rd.mid = cc.br.Buffered() > 0
+			if cc.rd.mid {
+				cc.rd.since = time.Now()
+			}
+		}
 		f, err := fr.ReadFrame()
 		if err != nil {
 			var se http2.StreamError
@@ -218,7 +265,12 @@ func (cc *cconn) serve() {
 				}
 				cc.goAway(http2.ErrCode(ce), detail)
 			case errors.Is(err, http2.ErrFrameTooLarge):
+				cc.h.m.closed.WithLabelValues("frame-size").Inc()
 				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
+			case errors.Is(err, errReadTimeout):
+				cc.h.m.closed.WithLabelValues("timeout").Inc()
+				cc.h.cfg.Logger.Printf("h2 relay: client connection: %v", err)
+				cc.goAway(http2.ErrCodeNo, err.Error())
 			}
 			return
 		}
@@ -267,8 +319,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 				delta := int64(s.Val) - cc.peerInitWin
 				cc.peerInitWin = int64(s.Val)
 				for _, st := range cc.streams {
-					st.sendWin += delta
-					if st.sendWin > maxWindow {
+					if !st.sendWin.add(delta) {
 						return http2.ConnectionError(http2.ErrCodeFlowControl)
 					}
 				}
@@ -276,7 +327,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 					cc.flushAll()
 				}
 			case http2.SettingMaxFrameSize:
-				cc.out.maxFrame = s.Val
+				cc.out.maxFrame = min(s.Val, relayMaxFrame)
 			case http2.SettingHeaderTableSize:
 				cc.out.enc.SetMaxDynamicTableSizeLimit(s.Val)
 			case http2.SettingMaxHeaderListSize:
@@ -302,17 +353,20 @@ func (cc *cconn) frame(f http2.Frame) bool {
 		}
 	case *http2.WindowUpdateFrame:
 		if f.StreamID == 0 {
-			cc.sendWin += int64(f.Increment)
-			if cc.sendWin > maxWindow {
+			if !cc.sendWin.add(int64(f.Increment)) {
 				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("connection window over 2^31-1"))
 				return false
 			}
 			cc.flushAll()
 			return true
 		}
-		if s := cc.streams[f.StreamID]; s != nil {
-			s.sendWin += int64(f.Increment)
-			if s.sendWin > maxWindow {
+		st, s := cc.state(f.StreamID)
+		if st == stateIdle {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("WINDOW_UPDATE on an idle stream"))
+			return false
+		}
+		if s != nil {
+			if !s.sendWin.add(int64(f.Increment)) {
 				s.clientReset()
 				_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
 				return true
@@ -324,8 +378,17 @@ func (cc *cconn) frame(f http2.Frame) bool {
 	case *http2.DataFrame:
 		return cc.onData(f)
 	case *http2.RSTStreamFrame:
-		if s := cc.streams[f.StreamID]; s != nil {
+		st, s := cc.state(f.StreamID)
+		if st == stateIdle {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("RST_STREAM on an idle stream"))
+			return false
+		}
+		if s != nil {
 			s.clientReset()
+			if !cc.countReset() {
+				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte("too many streams reset (rapid reset)"))
+				return false
+			}
 		}
 	case *http2.GoAwayFrame:
 		cc.goingAway = true
@@ -336,6 +399,33 @@ func (cc *cconn) frame(f http2.Frame) bool {
 		// Ignored (RFC 9113 5.3.2: priority signals are advisory).
 	}
 	return true
+}
+
+// streamState is a client stream's state as RFC 9113 section 5.1 names
+// them, for what a frame may do to it; a client only opens streams (push
+// is not used), so reserved states do not occur.
+type streamState uint8
+
+const (
+	stateIdle             streamState = iota // not opened yet (an id above every one seen, or even)
+	stateOpen                                // the request under way
+	stateHalfClosedRemote                    // the request ended, the answer goes on
+	stateClosed                              // ended (or refused, or reset)
+)
+
+// state is stream id's state, and the stream while it is open or half
+// closed; mu held.
+func (cc *cconn) state(id uint32) (streamState, *rstream) {
+	if s := cc.streams[id]; s != nil {
+		if s.reqEnd {
+			return stateHalfClosedRemote, s
+		}
+		return stateOpen, s
+	}
+	if id%2 == 0 || id > cc.maxSeen {
+		return stateIdle, nil
+	}
+	return stateClosed, nil
 }
 
 // connSpecific are the fields RFC 9113 8.2.2 forbids (connection-specific).
@@ -368,23 +458,30 @@ func badRequestFields(f *http2.MetaHeadersFrame) string {
 
 func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	id := f.StreamID
-	if s := cc.streams[id]; s != nil {
+	if id%2 == 0 {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
+		return false
+	}
+	switch st, s := cc.state(id); st {
+	case stateHalfClosedRemote:
+		// The request ended: nothing more but WINDOW_UPDATE, PRIORITY
+		// or RST_STREAM (RFC 9113 5.1).
+		s.clientReset()
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
+		return true
+	case stateOpen:
 		// Trailers of the request.
-		if !f.StreamEnded() || s.reqEnd || len(f.PseudoFields()) > 0 {
+		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
 			s.clientReset()
 			_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 			return true
 		}
 		s.onRequestTrailers(f.RegularFields())
 		return true
-	}
-	if id%2 == 0 {
-		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
+	case stateClosed:
+		// A new stream's id must be above every earlier one (5.1.1).
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("stream id "+strconv.FormatUint(uint64(id), 10)+" not above the last one"))
 		return false
-	}
-	if id <= cc.maxSeen {
-		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
-		return true
 	}
 	cc.maxSeen = id
 	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams {
@@ -404,6 +501,8 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
 		return true
 	}
+	cc.rollResetWindow()
+	cc.opened++
 	s := newStream(cc, f)
 	cc.streams[id] = s
 	s.start()
@@ -412,8 +511,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 
 func (cc *cconn) onData(f *http2.DataFrame) bool {
 	n := int64(f.Length) // padding included: it counts against the windows
-	cc.recvWin -= n
-	if cc.recvWin < 0 {
+	if !cc.recvWin.take(n) {
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("DATA beyond the connection window"))
 		return false
 	}
@@ -433,8 +531,7 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
 		return true
 	}
-	s.recvWin -= n
-	if s.recvWin < 0 {
+	if !s.recvWin.take(n) {
 		cc.creditConn(n)
 		s.clientReset()
 		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
@@ -448,14 +545,84 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 	return true
 }
 
+// countReset counts a stream the client reset; false when the connection
+// passed the rapid-reset limit; mu held.
+func (cc *cconn) countReset() bool {
+	cc.rollResetWindow()
+	cc.resets++
+	if cc.resets > resetLimit && 2*cc.resets > cc.opened {
+		cc.h.m.closed.WithLabelValues("rapid-reset").Inc()
+		cc.h.cfg.Logger.Printf("h2 relay: client connection: more than %d streams reset within %s: GOAWAY ENHANCE_YOUR_CALM", resetLimit, resetWindow)
+		return false
+	}
+	return true
+}
+
+// rollResetWindow starts a new rapid-reset window when the last one
+// passed; mu held.
+func (cc *cconn) rollResetWindow() {
+	if now := time.Since(cc.born); now-cc.resetsFrom >= resetWindow {
+		cc.opened, cc.resets, cc.resetsFrom = 0, 0, now
+	}
+}
+
+// onDrain resumes the answers that waited for the client's socket
+// (batchConn.room); the writer goroutine calls it.
+func (cc *cconn) onDrain() {
+	cc.mu.Lock()
+	if !cc.closed {
+		cc.flushAll()
+	}
+	cc.mu.Unlock()
+	cc.h.flushDirty()
+}
+
+// errReadTimeout is a client too slow with its preface, SETTINGS or a frame.
+var errReadTimeout = errors.New("preface, SETTINGS or a frame not received whole within --http-request-timeout")
+
+// clientReader is the client connection's reads under the Framer's
+// buffered reader; it keeps the read deadline: the preface and the first
+// SETTINGS within RequestTimeout of the connection's start, a frame
+// under way (mid) within RequestTimeout of its first byte, none between
+// frames; and ends the reads once stopReader was called.
+type clientReader struct {
+	cc    *cconn
+	mid   bool
+	since time.Time
+	dl    time.Time // the deadline set
+}
+
+func (r *clientReader) Read(p []byte) (int, error) {
+	cc := r.cc
+	if cc.stop.Load() {
+		return 0, net.ErrClosed
+	}
+	var want time.Time
+	if r.mid {
+		want = r.since.Add(cc.h.cfg.RequestTimeout)
+	}
+	if !want.Equal(r.dl) {
+		r.dl = want
+		_ = cc.nc.SetReadDeadline(want)
+		if cc.stop.Load() { // stopReader's deadline may have been overwritten
+			return 0, net.ErrClosed
+		}
+	}
+	n, err := cc.nc.Read(p)
+	if n > 0 && !r.mid {
+		r.mid, r.since = true, time.Now()
+	}
+	if err != nil && r.mid && errors.Is(err, os.ErrDeadlineExceeded) && !cc.stop.Load() {
+		err = errReadTimeout
+	}
+	return n, err
+}
+
 // creditConn gives the client back n bytes of connection window, in
 // WINDOW_UPDATEs of at least a quarter of it; mu held.
 func (cc *cconn) creditConn(n int64) {
-	cc.recvPending += n
-	if cc.recvPending >= relayConnWindow/4 {
-		_ = cc.out.fr.WriteWindowUpdate(0, uint32(cc.recvPending))
-		cc.recvWin += cc.recvPending
-		cc.recvPending = 0
+	if k := cc.recvWin.add(n); k > 0 {
+		_ = cc.out.fr.WriteWindowUpdate(0, k)
 	}
 }
 
@@ -620,6 +787,7 @@ func (cc *cconn) shutdown() {
 // closes it: only that goroutine does, before ServeConn returns); mu held,
 // the connection not torn down yet.
 func (cc *cconn) stopReader() {
+	cc.stop.Store(true)
 	_ = cc.nc.SetReadDeadline(time.Now())
 }
 

@@ -37,13 +37,12 @@ type rstream struct {
 	overflow    bool
 	reqEnd      bool
 	reqTrailers []hpack.HeaderField
-	recvWin     int64 // what the client may still send on the stream
-	uncredited  int64 // received (padding too), not credited back
-	creditQueue int64 // stream credit not yet sent
-	fwd         int64 // body bytes passed on to an attempt (credited)
+	recvWin     inflow // the client's on the stream
+	uncredited  int64  // received (padding too), not credited back
+	fwd         int64  // body bytes passed on to an attempt (credited)
 
 	// The answer toward the client.
-	sendWin     int64
+	sendWin     outflow
 	outq        []byte
 	outEnd      bool
 	outTrailers []hpack.HeaderField
@@ -83,8 +82,8 @@ type ratt struct {
 	opened    bool // registered on uc, HEADERS sent
 	sent      int64
 	sentEnd   bool
-	sendWin   int64
-	blocked   bool // in uc.blocked; under uc.mu
+	sendWin   outflow // the upstream's stream window
+	blocked   bool    // in uc.blocked; under uc.mu
 	// The per-try timeout: a in its client connection's list of attempts
 	// under way, in start order (cconn.tries), due at due (since cc.born).
 	tprev, tnext *ratt
@@ -100,12 +99,18 @@ type ratt struct {
 	hasTrails  bool
 	q          []byte // answer bytes received, not yet passed on
 	upEnded    bool
-	upCredit   int64 // stream credit owed to the upstream
-	uncredited int64 // connection credit owed to the upstream
-	judged     bool
-	closed     bool
-	res        outcome
-	err        error // failed after it was judged (held, or relayed)
+	// The answer's flow control toward the upstream (flow.go): upAvail
+	// is the window the upstream may still send into, held what it sent
+	// that was not passed on to the client yet; both are charged to the
+	// client connection's budget (cconn.upHeld).
+	upAvail int64
+	held    int64
+	starved bool // in cc.starved: waiting for budget to top its window up
+	grown   bool // its answer flowed: its window may grow past relayFirstGrant
+	judged  bool
+	closed  bool
+	res     outcome
+	err     error // failed after it was judged (held, or relayed)
 }
 
 func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
@@ -119,7 +124,7 @@ func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
 		hostPort = authority
 	}
 	s := &rstream{cc: cc, id: f.StreamID, fields: regular, hdr: fieldHeaders(regular),
-		recvWin: relayStreamWindow, sendWin: cc.peerInitWin, reqEnd: f.StreamEnded()}
+		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.StreamEnded()}
 	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
 	if f.StreamEnded() {
@@ -209,6 +214,7 @@ func (s *rstream) dispatch(a *ratt) {
 			return
 		}
 		a.opened, a.sentEnd = true, end
+		a.grantUp()
 		a.pushBody()
 		return
 	}
@@ -261,7 +267,7 @@ func (a *ratt) pushBody() {
 	for {
 		avail := s.base + int64(len(s.body)) - a.sent
 		if avail > 0 {
-			want := min(avail, a.sendWin, 16384)
+			want := min(avail, a.sendWin.available(), 16384)
 			if want <= 0 {
 				return // the stream window: a WINDOW_UPDATE goes on
 			}
@@ -272,7 +278,7 @@ func (a *ratt) pushBody() {
 			off := a.sent - s.base
 			chunk := s.body[off : off+k]
 			a.sent += k
-			a.sendWin -= k
+			a.sendWin.take(k)
 			last := a.sent == s.base+int64(len(s.body)) && s.reqEnd && s.reqTrailers == nil
 			id := a.id
 			uc.write(func(fr *http2.Framer) { _ = fr.WriteData(id, last, chunk) })
@@ -338,11 +344,8 @@ func (s *rstream) credit(n int64) {
 	if s.reqEnd || s.done {
 		return
 	}
-	s.creditQueue += n
-	if s.creditQueue >= relayStreamWindow/4 {
-		_ = s.cc.out.fr.WriteWindowUpdate(s.id, uint32(s.creditQueue))
-		s.recvWin += s.creditQueue
-		s.creditQueue = 0
+	if k := s.recvWin.add(n); k > 0 {
+		_ = s.cc.out.fr.WriteWindowUpdate(s.id, k)
 	}
 }
 
@@ -384,28 +387,9 @@ func (a *ratt) release() {
 	}
 	a.closed = true
 	a.s.cc.untrackTry(a)
+	a.returnBudget()
 	if a.uc != nil && a.opened {
-		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel, a.uncredited)
-		a.uncredited = 0
-	}
-}
-
-// creditUp gives the upstream back k bytes of the attempt's answer, once
-// they were passed on (or dropped).
-func (a *ratt) creditUp(k int64) {
-	if k <= 0 || a.closed {
-		return
-	}
-	a.uncredited -= k
-	a.uc.credit(k)
-	if a.upEnded {
-		return
-	}
-	a.upCredit += k
-	if a.upCredit >= relayStreamWindow/4 {
-		n, id := a.upCredit, a.id
-		a.upCredit = 0
-		a.uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(id, uint32(n)) })
+		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel)
 	}
 }
 
@@ -418,7 +402,10 @@ func (a *ratt) windowUpdate(uc *upconn, delta int64) {
 	if a.closed || a.uc != uc {
 		return
 	}
-	a.sendWin += delta
+	if !a.sendWin.add(delta) {
+		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream stream window over 2^31-1"))
+		return
+	}
 	a.pushBody()
 }
 
@@ -541,10 +528,14 @@ func (a *ratt) onData(f *http2.DataFrame) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if a.closed {
-		a.uc.credit(n)
+		return // the connection window was credited on receipt
+	}
+	if a.upAvail -= n; a.upAvail < 0 {
+		a.upAvail = 0
+		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream sent DATA beyond the stream's window"))
 		return
 	}
-	a.uncredited += n
+	a.held += n
 	if pad := n - int64(len(data)); pad > 0 {
 		a.creditUp(pad)
 	}
@@ -643,11 +634,11 @@ func (a *ratt) unprocessedLocked(err error) {
 		a.fail(err)
 		return
 	}
-	a.uc.close(a, false, 0, a.uncredited)
-	a.uncredited = 0
+	a.returnBudget()
+	a.uc.close(a, false, 0)
 	a.resends++
 	s.cs.m.resent.Inc()
-	a.uc, a.id, a.opened, a.sent, a.sentEnd, a.sendWin = nil, 0, false, 0, false, 0
+	a.uc, a.id, a.opened, a.sent, a.sentEnd, a.sendWin = nil, 0, false, 0, false, outflow{}
 	wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<a.resends, 25*time.Millisecond)) + 1))
 	time.AfterFunc(wait, func() {
 		cc := s.cc
@@ -821,17 +812,21 @@ func (s *rstream) writeOut(data []byte) int64 {
 		return 0
 	}
 	for w < int64(len(data)) {
-		k := min(int64(len(data))-w, s.sendWin, cc.sendWin, int64(cc.out.maxFrame))
+		// Bounded by the windows and by what may be pending on the
+		// client's socket (room: a client that does not read holds
+		// answers here, where the upstream's credit waits for them).
+		room := int64(cc.cw.room())
+		k := min(int64(len(data))-w, s.sendWin.available(), cc.sendWin.available(), int64(cc.out.maxFrame), room)
 		if k <= 0 {
-			if cc.sendWin <= 0 && !s.connBlocked {
+			if (cc.sendWin.available() <= 0 || room <= 0) && !s.connBlocked {
 				s.connBlocked = true
 				cc.blocked = append(cc.blocked, s)
 			}
 			break
 		}
 		_ = cc.out.fr.WriteData(s.id, false, data[w:w+k])
-		s.sendWin -= k
-		cc.sendWin -= k
+		s.sendWin.take(k)
+		cc.sendWin.take(k)
 		w += k
 	}
 	return w
@@ -906,9 +901,30 @@ func (s *rstream) close() {
 			a.release()
 		}
 	}
+	if s.connBlocked {
+		// Freed now, not when the window opens (a client that resets
+		// streams waiting for it and never opens it would keep them).
+		s.connBlocked = false
+		bl := s.cc.blocked
+		for i, b := range bl {
+			if b == s {
+				copy(bl[i:], bl[i+1:])
+				bl[len(bl)-1] = nil
+				s.cc.blocked = bl[:len(bl)-1]
+				break
+			}
+		}
+	}
+	s.outq, s.body = nil, nil
 	if s.uncredited > 0 {
 		s.cc.creditConn(s.uncredited)
 		s.uncredited = 0
+	}
+	if a := s.relayed; a != nil && a.held > 0 {
+		// What it sent that the client never took.
+		s.cc.upHeld -= a.held
+		a.held = 0
+		s.cc.feedStarved()
 	}
 	s.cc.removeStream(s)
 }
