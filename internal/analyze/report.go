@@ -71,8 +71,8 @@ type PolicyReport struct {
 	// and Amplification is an upper bound.
 	AmplificationIsBound bool `json:"amplificationIsBound,omitempty"`
 	// LoadUnbounded says why WorstCaseLoad is unbounded.
-	LoadUnbounded string `json:"loadUnbounded,omitempty"`
-	Violations     []graph.Violation  `json:"violations"`
+	LoadUnbounded string            `json:"loadUnbounded,omitempty"`
+	Violations    []graph.Violation `json:"violations"`
 	// ViolationsTotal is how many over-cap paths there are; at most graph.MaxViolations are listed.
 	ViolationsTotal int `json:"violationsTotal"`
 	// Errors are invalid annotations (and a bad selector); Warnings are notes such as an
