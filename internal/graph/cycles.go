@@ -542,14 +542,6 @@ func (sp *simple) componentLoad(nodes []int32, cp int32, load []int64) string {
 		c.g.names[nodes[0]], len(nodes), MaxExactComponent, MaxComponentWork)
 }
 
-// cycleNames renders cycles for messages: "a -> b -> a; c -> d -> c".
-func cycleNames(rs []CycleReport) string {
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = r.String()
-	}
-	return strings.Join(parts, "; ")
-}
 
 // judgeSimple is Judge on a graph with cycles but no retrying self-loop: the worst chain (over
 // simple paths, as Analyze takes them) that leaves the service along one of its edges. It looks
