@@ -542,7 +542,6 @@ func (sp *simple) componentLoad(nodes []int32, cp int32, load []int64) string {
 		c.g.names[nodes[0]], len(nodes), MaxExactComponent, MaxComponentWork)
 }
 
-
 // judgeSimple is Judge on a graph with cycles but no retrying self-loop: the worst chain (over
 // simple paths, as Analyze takes them) that leaves the service along one of its edges. It looks
 // at each entrypoint's worst chain, so a path over the cap through the service that is not its
