@@ -236,6 +236,16 @@ func (sp *simple) component(nodes []int32, cp int32) {
 			sp.local[w] = -1
 		}
 	}()
+	// A service that calls itself with retries: a chain returns to it, without end.
+	for _, u := range nodes {
+		if s := c.slotBetween(u, u); s >= 0 && c.att[s] > 1 {
+			for _, v := range nodes {
+				sp.d[v] = Saturated
+			}
+			c.treeFrom(nodes, cp, u, false)
+			return
+		}
+	}
 	retries := false
 	var inside []int64
 	for _, u := range nodes {
@@ -540,72 +550,4 @@ func (sp *simple) componentLoad(nodes []int32, cp int32, load []int64) string {
 	}
 	return fmt.Sprintf("the cycle through %s has %d services, more than retrycap searches exactly (%d services, %d path steps): its load is not bounded here",
 		c.g.names[nodes[0]], len(nodes), MaxExactComponent, MaxComponentWork)
-}
-
-// judgeSimple is Judge on a graph with cycles but no retrying self-loop: the worst chain (over
-// simple paths, as Analyze takes them) that leaves the service along one of its edges. It looks
-// at each entrypoint's worst chain, so a path over the cap through the service that is not its
-// entrypoint's worst is not seen here; Analyze (the policy's status) still lists that chain.
-func (c *core) judgeSimple(g *Graph, cap int64, s int32, j *Judgement) *Judgement {
-	a := c.analyzeSimple(g, cap)
-	name := g.names[s]
-	for _, ch := range a.Chains {
-		i := slices.Index(ch.Path, name)
-		if i < 0 || i+1 >= len(ch.Path) || (j.Path != nil && ch.Amplification <= j.Amplification) {
-			continue
-		}
-		j.Path, j.Amplification = ch.Path, ch.Amplification
-		j.Factors = []int64{ch.ClientAttempts}
-		for k := 0; k+1 < len(ch.Path); k++ {
-			e, _ := g.Edge(ch.Path[k], ch.Path[k+1])
-			j.Factors = append(j.Factors, e.Attempts)
-		}
-	}
-	j.Over = j.Path != nil && j.Amplification > cap
-	return j
-}
-
-// planLocalSimple is PlanLocal on a graph with cycles but no retrying self-loop: the service's
-// edges, in declaration order, each lowered to the largest value at which no chain through the
-// service (as judgeSimple sees them) is over the cap, until none is.
-func planLocalSimple(g *Graph, cap int64, s int32) (*Plan, error) {
-	adj := g.adjacency()
-	att := slices.Clone(adj.att)
-	name := g.names[s]
-	over := func() bool {
-		c := newCore(g, att)
-		defer c.release()
-		return c.judgeSimple(g, cap, s, &Judgement{Service: name, Cap: cap}).Over
-	}
-	p := &Plan{Cap: cap, Fits: true, Attempts: map[EdgeKey]int64{}}
-	lo, hi := adj.off[s], adj.end[s]
-	for e := lo; e < hi && over(); e++ {
-		// The largest value in [1, now] that is not over (over is monotone in the attempts).
-		l, h := int64(1), att[e]
-		for l < h {
-			m := l + (h-l+1)/2
-			att[e] = m
-			if over() {
-				h = m - 1
-			} else {
-				l = m
-			}
-		}
-		att[e] = l
-	}
-	if over() {
-		p.Fits = false
-		p.Reason = "no rewrite fits: a chain through " + name + " stays over the cap with its edges at 1"
-	}
-	for e := lo; e < hi; e++ {
-		to := g.names[adj.to[e]]
-		p.Attempts[EdgeKey{name, to}] = att[e]
-		if att[e] < adj.att[e] {
-			p.Changes = append(p.Changes, Change{From: name, To: to, Old: adj.att[e], New: att[e]})
-		}
-	}
-	if !p.Fits {
-		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
-	}
-	return p, nil
 }

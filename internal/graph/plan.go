@@ -200,11 +200,6 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 	att := append([]int64(nil), adj.att...)
 	c := newCore(g, att)
 	defer c.release()
-	if c.anyRetry {
-		if sr, _ := c.selfLoops(); sr < 0 {
-			return planLocalSimple(g, cap, s) // cycles.go
-		}
-	}
 	cs := c.comp[s]
 	lo, hi := c.out(s)
 	for e := lo; e < hi; e++ {
@@ -282,11 +277,6 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 	}
 	c := newCore(g, nil)
 	defer c.release()
-	if c.anyRetry {
-		if sr, _ := c.selfLoops(); sr < 0 {
-			return c.judgeSimple(g, cap, s, j) // cycles.go
-		}
-	}
 	c.forward(false)
 	c.backward()
 	cs := c.comp[s]
