@@ -1,4 +1,4 @@
-package cluster
+package kubeobj
 
 import (
 	"context"
@@ -100,7 +100,7 @@ func ListWorkloads(ctx context.Context, r client.Reader, ns string) ([]workload.
 // CachedWorkloads are the workloads of namespace ns as the informers of c (a cache built with
 // CacheOptions) hold them: what feeds the workload index. ListWorkloads cannot read such a cache:
 // a Deployment, StatefulSet or DaemonSet is held as a CachedWorkload, which a typed List or Get
-// refuses ("cache had type *cluster.CachedWorkload"). Tests wait on it for the cache to have
+// refuses ("cache had type *kubeobj.CachedWorkload"). Tests wait on it for the cache to have
 // caught up; nothing in the manager reads workloads but through the index.
 func CachedWorkloads(ctx context.Context, c cache.Cache, ns string) ([]workload.Workload, error) {
 	var out []workload.Workload

@@ -1,4 +1,4 @@
-package gate
+package index
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // chainIndex is gateway -x3-> order -x{attempts}-> payment in namespace shop.
 func chainIndex(attempts int) *Index {
-	x := NewIndex()
+	x := New()
 	x.Put(deployment("gateway", "order=3"))
 	x.Put(deployment("order", fmt.Sprintf("payment=%d", attempts)))
 	x.Put(deployment("payment", ""))

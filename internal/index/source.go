@@ -1,4 +1,4 @@
-package gate
+package index
 
 import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -8,23 +8,32 @@ import (
 // For returns the handler's Source for a request about incoming: its relevant workloads from the
 // index (RelevantParsed), and the policies' prepared graphs when those workloads are a large
 // share of a large namespace (WantsBase). Use it for one request.
-func (x *Index) For(incoming workload.Workload) Source {
-	return &requestSource{x: x, incoming: incoming}
+func (x *Index) For(incoming workload.Workload) *Request {
+	return &Request{x: x, incoming: incoming}
 }
 
-// baseMode says whether a requestSource answers with prepared graphs.
-type baseMode int8
+// BaseMode says whether a Request answers with prepared graphs: the handler's is BaseAuto;
+// tests and benchmarks comparing the two paths force one (ForMode).
+type BaseMode int8
 
 const (
-	baseAuto   baseMode = iota // when WantsBase: the handler's path
-	baseNever                  // always build (tests and benchmarks of the build)
-	baseAlways                 // always (tests and benchmarks of the prepared graph)
+	BaseAuto   BaseMode = iota // when WantsBase: the handler's path
+	BaseNever                  // always build (tests and benchmarks of the build)
+	BaseAlways                 // always (tests and benchmarks of the prepared graph)
 )
 
-type requestSource struct {
+// ForMode is For with the prepared graphs used as mode says rather than as the handler decides:
+// the differential tests and benchmarks of the gate judge one request both ways.
+func (x *Index) ForMode(incoming workload.Workload, mode BaseMode) *Request {
+	return &Request{x: x, incoming: incoming, mode: mode}
+}
+
+// Request is the gate's Source (and ClusterSource) for one admission request: the relevant
+// stored workloads, Services and prepared graphs, read from the index on first use.
+type Request struct {
 	x        *Index
 	incoming workload.Workload
-	mode     baseMode
+	mode     BaseMode
 	// ups are incoming's upstream services, computed on first use: an update that raises
 	// nothing needs neither them nor the index.
 	ups    []string
@@ -40,14 +49,14 @@ type requestSource struct {
 	wantsBase int8
 }
 
-func (s *requestSource) upstreams() []string {
+func (s *Request) upstreams() []string {
 	if !s.upsSet {
-		s.ups, s.upsSet = upstreamServices(s.incoming), true
+		s.ups, s.upsSet = UpstreamServices(s.incoming), true
 	}
 	return s.ups
 }
 
-func (s *requestSource) starts() []string {
+func (s *Request) starts() []string {
 	if !s.nodesSet {
 		s.nodesSet = true
 		if set := s.x.Services(s.incoming.Namespace); set == nil {
@@ -61,17 +70,17 @@ func (s *requestSource) starts() []string {
 	return s.nodes
 }
 
-func (s *requestSource) Workloads() []*workload.Parsed {
+func (s *Request) Workloads() []*workload.Parsed {
 	return s.x.RelevantParsed(s.incoming.Namespace, s.starts(), s.upstreams())
 }
 
-func (s *requestSource) Services() *workload.ServiceSet { return s.x.Services(s.incoming.Namespace) }
+func (s *Request) Services() *workload.ServiceSet { return s.x.Services(s.incoming.Namespace) }
 
-func (s *requestSource) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
+func (s *Request) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
 	switch s.mode {
-	case baseNever:
+	case BaseNever:
 		return nil
-	case baseAuto:
+	case BaseAuto:
 		if s.wantsBase == 0 {
 			s.wantsBase = -1
 			ns := s.incoming.Namespace
@@ -87,29 +96,29 @@ func (s *requestSource) Prepared(p *v1alpha1.RetryPolicy) *workload.Base {
 }
 
 // Scope implements ClusterSource: the policy's namespaces from the index's Namespace labels.
-func (s *requestSource) Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error) {
+func (s *Request) Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error) {
 	return s.x.ClusterScope(p)
 }
 
 // ClusterWorkloads implements ClusterSource: the relevant workloads across the namespaces of sc
 // (RelevantClusterParsed).
-func (s *requestSource) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) []*workload.Parsed {
+func (s *Request) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) []*workload.Parsed {
 	return s.x.RelevantClusterParsed(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams())
 }
 
 // ClusterServices implements ClusterSource.
-func (s *requestSource) ClusterServices(sc *workload.ClusterScope) *workload.ServiceSet {
+func (s *Request) ClusterServices(sc *workload.ClusterScope) *workload.ServiceSet {
 	return s.x.ScopeServices(sc)
 }
 
 // ClusterPrepared implements ClusterSource: p's prepared graph of sc when the request's relevant
 // workloads are a large share of those of sc (WantsClusterBase), as Prepared decides for a
 // RetryPolicy.
-func (s *requestSource) ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) *workload.Base {
+func (s *Request) ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, sc *workload.ClusterScope) *workload.Base {
 	switch s.mode {
-	case baseNever:
+	case BaseNever:
 		return nil
-	case baseAuto:
+	case BaseAuto:
 		// The count matters only up to the share that makes the prepared graph worth it.
 		limit := max(baseMinWorkloads, (s.x.ScopeLen(sc)+baseShare-1)/baseShare)
 		n := s.x.RelevantClusterCount(s.incoming.Namespace, sc.Has, s.starts(), s.upstreams(), limit)
@@ -120,9 +129,9 @@ func (s *requestSource) ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, sc *work
 	return s.x.ClusterBase(p, sc)
 }
 
-// upstreamServices are w's upstreams as graph nodes of its namespace; nil for a malformed value
+// UpstreamServices are w's upstreams as graph nodes of its namespace; nil for a malformed value
 // (Decide refuses it before it looks at the graph).
-func upstreamServices(w workload.Workload) []string {
+func UpstreamServices(w workload.Workload) []string {
 	ups, err := workload.Upstreams(w, w.Namespace, 1)
 	if err != nil {
 		return nil
@@ -140,7 +149,7 @@ func upstreamServices(w workload.Workload) []string {
 // that reaches it, so whether it is a default entrypoint (no selected service calls it) is decided over them
 // as over the whole namespace. The pod injector reads them instead of listing the namespace.
 func (x *Index) RelevantWorkloads(w workload.Workload) []workload.Workload {
-	ps := x.RelevantParsed(w.Namespace, x.Nodes(w), upstreamServices(w))
+	ps := x.RelevantParsed(w.Namespace, x.Nodes(w), UpstreamServices(w))
 	out := make([]workload.Workload, len(ps))
 	for i, p := range ps {
 		out[i] = p.Workload
@@ -152,7 +161,7 @@ func (x *Index) RelevantWorkloads(w workload.Workload) []workload.Workload {
 // workloads of those namespaces that can bear on w's place in a cluster policy's graph over s
 // (RelevantClusterParsed). The pod injector decides a cluster policy's entrypoints from them.
 func (x *Index) RelevantClusterWorkloads(w workload.Workload, s *workload.ClusterScope) []workload.Workload {
-	ps := x.RelevantClusterParsed(w.Namespace, s.Has, x.Nodes(w), upstreamServices(w))
+	ps := x.RelevantClusterParsed(w.Namespace, s.Has, x.Nodes(w), UpstreamServices(w))
 	out := make([]workload.Workload, len(ps))
 	for i, p := range ps {
 		out[i] = p.Workload

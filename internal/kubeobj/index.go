@@ -1,4 +1,4 @@
-package cluster
+package kubeobj
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
 )
 
-// FeedIndex feeds the workload index (gate.Index: the gate, the injector and the controller read
+// FeedIndex feeds the workload index (index.Index: the gate, the injector and the controller read
 // it) from the manager's informers (created here if no one else uses them yet; they start with
 // the cache): the workloads (WatchedKinds, Pods as metadata), the Services (cut down by
 // ServiceTransform: a change relinks the workloads it fronts, makes the namespace's prepared
@@ -24,7 +24,7 @@ import (
 // stale like RetryPolicies'. Updates that do not touch a
 // workload's labels or annotations, or a Service's selector or type, leave the index alone
 // (Index.Put and PutService say so).
-func FeedIndex(ctx context.Context, c cache.Cache, x *gate.Index) error {
+func FeedIndex(ctx context.Context, c cache.Cache, x *index.Index) error {
 	h := toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if w, ok := WorkloadOf(obj); ok {
@@ -117,7 +117,7 @@ func namespaceOf(obj any) (string, map[string]string, bool) {
 }
 
 // namespaceHandler feeds Index.PutNamespace and RemoveNamespace from the Namespace informer.
-func namespaceHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+func namespaceHandler(x *index.Index) toolscache.ResourceEventHandlerFuncs {
 	put := func(obj any) {
 		if name, labels, ok := namespaceOf(obj); ok {
 			x.PutNamespace(name, labels)
@@ -135,7 +135,7 @@ func namespaceHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
 }
 
 // clusterPolicyHandler feeds Index.ClusterPolicyChanged from the ClusterRetryPolicy informer.
-func clusterPolicyHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+func clusterPolicyHandler(x *index.Index) toolscache.ResourceEventHandlerFuncs {
 	policy := func(obj any) (*v1alpha1.ClusterRetryPolicy, bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -158,7 +158,7 @@ func clusterPolicyHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
 }
 
 // serviceHandler feeds Index.PutService and RemoveService from the Service informer.
-func serviceHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+func serviceHandler(x *index.Index) toolscache.ResourceEventHandlerFuncs {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if s, ok := ServiceOf(obj); ok {
@@ -179,7 +179,7 @@ func serviceHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
 }
 
 // policyHandler feeds Index.PolicyChanged from the RetryPolicy informer.
-func policyHandler(x *gate.Index) toolscache.ResourceEventHandlerFuncs {
+func policyHandler(x *index.Index) toolscache.ResourceEventHandlerFuncs {
 	policy := func(obj any) (*v1alpha1.RetryPolicy, bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj

@@ -1,4 +1,4 @@
-package gate
+package index
 
 import (
 	"maps"
@@ -6,7 +6,7 @@ import (
 )
 
 // The namespaces' labels, which a ClusterRetryPolicy's namespaceSelector selects by: fed by a
-// metadata-only Namespace informer (cluster.FeedIndex), read by the gate (which cluster policies
+// metadata-only Namespace informer (kubeobj.FeedIndex), read by the gate (which cluster policies
 // select a request's namespace, and which namespaces their graphs span) and by the injector (the
 // injection label).
 

@@ -1,4 +1,4 @@
-package gate
+package index
 
 import (
 	"maps"
@@ -94,7 +94,7 @@ type service struct {
 type edgeCount struct{ to, n int32 }
 
 // NewIndex returns an empty index; HasSynced is false until a first AddSynced.
-func NewIndex() *Index {
+func New() *Index {
 	return &Index{byNS: map[string]*nsWorkloads{}, dirty: map[string]bool{}, wake: make(chan struct{}, 1), baseIdle: defaultBaseIdle}
 }
 

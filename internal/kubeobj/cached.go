@@ -1,4 +1,4 @@
-package cluster
+package kubeobj
 
 import (
 	"maps"
@@ -21,12 +21,12 @@ import (
 // the manager's live heap; this one is 96 (and its labels and annotations as workload.Pairs).
 //
 // Why it is safe: every reader of cached workloads goes through the workload index
-// (cluster.FeedIndex reads the informers' events with WorkloadOf, which reads this type) or
+// (kubeobj.FeedIndex reads the informers' events with WorkloadOf, which reads this type) or
 // through WorkloadOf on an informer's object; no one gets a typed Deployment, StatefulSet or
 // DaemonSet from the manager's cache (ListWorkloads is for the CLI's direct client and for a
 // reconciler built without the index, never with CacheOptions). A Get or List of one from a
 // cache built with CacheOptions fails with controller-runtime's "cache had type
-// *cluster.CachedWorkload" error instead of returning a hollow object. The informer needs only
+// *kubeobj.CachedWorkload" error instead of returning a hollow object. The informer needs only
 // the object's key (meta.Accessor: GetObjectMeta), which this type provides.
 type CachedWorkload struct {
 	// Kind is workload.KindDeployment, KindStatefulSet or KindDaemonSet.

@@ -1,4 +1,4 @@
-package cluster
+package kubeobj
 
 import (
 	appsv1 "k8s.io/api/apps/v1"

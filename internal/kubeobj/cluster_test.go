@@ -1,4 +1,4 @@
-package cluster
+package kubeobj
 
 import (
 	"reflect"
@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -140,13 +140,13 @@ func mustWorkload(t *testing.T, obj any) workload.Workload {
 
 // The Namespace informer feeds the index its labels, as metadata, whole objects or tombstones.
 func TestNamespaceHandler(t *testing.T) {
-	x := gate.NewIndex()
+	x := index.New()
 	h := namespaceHandler(x)
 	meta := func(labels map[string]string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: labels}}
 	}
-	var changes []gate.NamespaceChange
-	x.OnChange(func(c gate.Change) {
+	var changes []index.NamespaceChange
+	x.OnChange(func(c index.Change) {
 		if c.Namespace != nil {
 			changes = append(changes, *c.Namespace)
 		}
@@ -160,7 +160,7 @@ func TestNamespaceHandler(t *testing.T) {
 	if _, ok := x.Namespace("shop"); ok {
 		t.Fatal("the deleted namespace is still in the index")
 	}
-	want := []gate.NamespaceChange{
+	want := []index.NamespaceChange{
 		{Name: "shop", New: map[string]string{"team": "a"}},
 		{Name: "shop", Old: map[string]string{"team": "a"}, New: map[string]string{"team": "b"}},
 		{Name: "shop", Old: map[string]string{"team": "b"}, Removed: true},
