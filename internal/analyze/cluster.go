@@ -37,15 +37,22 @@ func (r Reader) clusterPolicy(m *Manifests, src Source, js []byte, tm *typeMeta)
 	if _, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector); err != nil {
 		return []error{&InputError{src, fmt.Errorf("ClusterRetryPolicy %s: spec.namespaceSelector %s: %w", p.Name, renderSelector(p.Spec.NamespaceSelector), err)}}
 	}
-	key := "ClusterRetryPolicy/" + p.Name
-	if prev, dup := m.Sources[key]; dup {
-		m.warn(src, "ClusterRetryPolicy %s is also at %s: the later wins", p.Name, prev)
-		m.ClusterPolicies = slices.DeleteFunc(m.ClusterPolicies, func(q *v1alpha1.ClusterRetryPolicy) bool { return q.Name == p.Name })
-	}
+	m.ClusterPolicies = laterWins(m, m.ClusterPolicies, "ClusterRetryPolicy/"+p.Name, "ClusterRetryPolicy "+p.Name, src,
+		func(q *v1alpha1.ClusterRetryPolicy) bool { return q.Name == p.Name })
 	m.ClusterPolicies = append(m.ClusterPolicies, p)
 	m.Summary.ClusterPolicies = len(m.ClusterPolicies)
-	m.Sources[key] = src
 	return nil
+}
+
+// namespaceObject reads a Namespace: its labels (what a cluster policy's namespaceSelector
+// selects by), and its mesh labels and annotations into the mesh Set; it is counted as ignored,
+// as it is not graph input.
+func (r Reader) namespaceObject(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+	if err := m.readNamespace(src, js); err != nil {
+		return []error{err}
+	}
+	r.ignored(m, src, tm, js)
+	return r.addMesh(m, src, js, tm)
 }
 
 // clusterEntrypointReason says why a cluster policy's entrypoint is not "service.namespace"

@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"fmt"
+	"strings"
 )
 
 // ReadKustomization builds the kustomization in dir with build (internal/analyze/kustomize's
@@ -13,7 +14,42 @@ func (r Reader) ReadKustomization(m *Manifests, dir string, build func(dir strin
 	if err != nil {
 		return []error{fmt.Errorf("-k %s: %w", dir, err)}
 	}
+	out = m.kustomizeChatter(dir, out)
 	return r.read(m, dir+kustomizeSuffix, bytes.NewReader(out))
+}
+
+// ChatterPrefix starts the comment lines at the head of a build's output that carry what
+// kustomize printed on its own (internal/analyze/kustomize and KubectlKustomize put them there).
+const ChatterPrefix = "# kustomize: "
+
+// kustomizeChatter takes kustomize's own lines off the head of out and summarises them in one
+// warning: a deprecation notice per kustomization file of a large tree is not about retries, and
+// repeated 43 times it buries what is.
+func (m *Manifests) kustomizeChatter(dir string, out []byte) []byte {
+	var lines []string
+	for bytes.HasPrefix(out, []byte(ChatterPrefix)) {
+		line, rest, _ := bytes.Cut(out, []byte("\n"))
+		lines = append(lines, strings.TrimSpace(strings.TrimPrefix(string(line), ChatterPrefix)))
+		out = rest
+	}
+	if len(lines) == 0 {
+		return out
+	}
+	distinct := map[string]bool{}
+	deprecations := 0
+	for _, l := range lines {
+		distinct[l] = true
+		if strings.Contains(l, "deprecated") {
+			deprecations++
+		}
+	}
+	what := "line(s)"
+	if deprecations == len(lines) {
+		what = "deprecation notice(s)"
+	}
+	m.warn(Source{File: dir + kustomizeSuffix}, "kustomize printed %d %s of its own (%d distinct; e.g. %q): not about retries, not repeated here",
+		len(lines), what, len(distinct), strings.TrimPrefix(lines[0], "# "))
+	return out
 }
 
 // kustomizeSuffix names the output of a kustomization as a file.

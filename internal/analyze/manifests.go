@@ -13,10 +13,8 @@ import (
 	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -179,9 +177,22 @@ func (r Reader) ReadPathsInto(m *Manifests, paths []string) []error {
 	return errs
 }
 
+// KustomizationError is -f on a directory that holds a kustomization: its files are build input
+// (a patch file looks like a whole Deployment, and reading it as one gives a false answer), so
+// the directory is refused rather than read; -k builds it, and its plain manifests can still be
+// named one by one with -f.
+type KustomizationError struct {
+	Dir  string // the directory read with -f (-R: the one under it that holds the kustomization)
+	File string // the kustomization file
+}
+
+func (e *KustomizationError) Error() string {
+	return fmt.Sprintf("%s holds a kustomization (%s): its files are kustomize's build input, not objects (a patch is not a Deployment): use -k %s, or name its plain manifests one by one with -f",
+		e.Dir, filepath.Base(e.File), e.Dir)
+}
+
 // dirFiles lists the manifest files of dir, sorted. Hidden directories (.git, .github) hold no
-// manifests, and a kustomization file is build input for kustomize (-k), not an object: both are
-// passed over.
+// manifests; a directory holding a kustomization is refused (KustomizationError).
 func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 	var files []string
 	if !r.Recursive {
@@ -197,7 +208,7 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 					m.warn(Source{File: path}, "a subdirectory with %d manifest file(s), not read: use -R to read directories recursively", n)
 				}
 			case !d.IsDir() && isKustomization(d.Name()):
-				m.warn(Source{File: path}, "a kustomization, passed over: its resources and patches are applied only with -k %s", dir)
+				return nil, &KustomizationError{Dir: dir, File: path}
 			case !d.IsDir() && hasManifestExt(d.Name()):
 				files = append(files, path)
 			}
@@ -212,8 +223,7 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 			return filepath.SkipDir
 		}
 		if !d.IsDir() && isKustomization(d.Name()) {
-			m.warn(Source{File: path}, "a kustomization, passed over: its resources and patches are applied only with -k %s", filepath.Dir(path))
-			return nil
+			return &KustomizationError{Dir: filepath.Dir(path), File: path}
 		}
 		if !d.IsDir() && hasManifestExt(path) {
 			files = append(files, path)
@@ -373,22 +383,6 @@ func (r Reader) ident(tm *typeMeta) string {
 	return tm.Kind + " " + ns + "/" + tm.Metadata.Name
 }
 
-// meshKinds are the kinds of objects that carry mesh or gateway retries.
-var meshKinds = map[string]bool{
-	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true,
-	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true,
-}
-
-// meshRead are the meshKinds whose retries the mesh Set counts.
-var meshRead = map[string]bool{
-	"VirtualService": true, "ServiceProfile": true, "HTTPRoute": true, "GRPCRoute": true, "BackendTrafficPolicy": true,
-}
-
-// unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
-var unreadKinds = map[string]string{
-	"CronJob": "CronJob", "Job": "Job", "Rollout": "Argo Rollout", "ReplicaSet": "ReplicaSet",
-}
-
 // object reads one decoded document (or List item); typed is the apiVersion and kind a typed
 // List gives its items that do not name their own.
 func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []error {
@@ -453,88 +447,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		return errs
 	}
 	m.Summary.Objects++
-	var obj runtime.Object
-	switch tm.APIVersion + " " + tm.Kind {
-	case "apps/v1 Deployment":
-		obj = &appsv1.Deployment{}
-	case "apps/v1 StatefulSet":
-		obj = &appsv1.StatefulSet{}
-	case "apps/v1 DaemonSet":
-		obj = &appsv1.DaemonSet{}
-	case "v1 Pod":
-		obj = &corev1.Pod{}
-	case "v1 Service":
-		return r.service(m, src, js, &tm)
-	case v1alpha1.GroupVersion.String() + " ClusterRetryPolicy":
-		return r.clusterPolicy(m, src, js, &tm)
-	case v1alpha1.GroupVersion.String() + " RetryPolicy":
-		p := &v1alpha1.RetryPolicy{}
-		if err := json.Unmarshal(js, p); err != nil {
-			return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(&tm), err)}}
-		}
-		if p.Namespace == "" {
-			p.Namespace = r.namespace()
-		}
-		if err := defaultPolicy(p.Name, &p.Spec, false); err != nil {
-			return []error{&InputError{src, fmt.Errorf("RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)}}
-		}
-		key := "RetryPolicy/" + p.Namespace + "/" + p.Name
-		if prev, dup := m.Sources[key]; dup {
-			m.warn(src, "RetryPolicy %s/%s is also at %s: the later wins", p.Namespace, p.Name, prev)
-			for i, q := range m.Policies {
-				if q.Namespace == p.Namespace && q.Name == p.Name {
-					m.Policies = append(m.Policies[:i], m.Policies[i+1:]...)
-					break
-				}
-			}
-		}
-		m.Policies = append(m.Policies, p)
-		m.Summary.Policies = len(m.Policies)
-		m.Sources[key] = src
-		return nil
-	default:
-		if tm.APIVersion == "v1" && tm.Kind == "Namespace" {
-			if err := m.readNamespace(src, js); err != nil {
-				return []error{err}
-			}
-		}
-		r.ignored(m, src, &tm, js)
-		return r.addMesh(m, src, js, &tm)
-	}
-	if err := json.Unmarshal(js, obj); err != nil {
-		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(&tm), err)}}
-	}
-	w, ok := workload.FromObject(obj)
-	if !ok {
-		m.count(&m.Summary.Ignored, "Pod (owned)")
-		return nil
-	}
-	if w.Namespace == "" {
-		w.Namespace = r.namespace()
-	}
-	if tm.Kind != workload.KindPod {
-		own := obj.(metav1.Object).GetAnnotations()
-		w.Annotations = workload.PairsOf(r.ownAnnotations(m, src, w, own))
-	}
-	if prev, dup := m.Sources[w.Key()]; dup {
-		m.warn(src, "%s is also at %s: the later wins", w, prev)
-		for i, x := range m.Workloads {
-			if x.Key() == w.Key() {
-				m.Workloads = append(m.Workloads[:i], m.Workloads[i+1:]...)
-				break
-			}
-		}
-	}
-	m.Workloads = append(m.Workloads, w)
-	m.Summary.Workloads = len(m.Workloads)
-	m.Summary.WithUpstreams = 0
-	for _, x := range m.Workloads {
-		if strings.TrimSpace(x.Annotations.Get(annotations.Upstreams)) != "" {
-			m.Summary.WithUpstreams++
-		}
-	}
-	m.Sources[w.Key()] = src
-	return validate(m, src, w)
+	return r.readKind(m, src, js, &tm) // kinds.go
 }
 
 func (m *Manifests) count(c *map[string]int, kind string) {
@@ -743,15 +656,24 @@ func (m *Manifests) Analyze() *Report {
 		rep.Unchecked = append(rep.Unchecked, "no RetryPolicy (retrycap.dev/v1alpha1) in the input: nothing to check against")
 	}
 	rep.Unchecked = append(rep.Unchecked, unchecked...)
-	for _, p := range rep.Policies {
+	for i := range rep.Policies {
+		p := &rep.Policies[i]
 		name := p.Title()
+		var why string
 		switch {
 		case p.Workloads == 0 && p.Kind == KindCluster:
-			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("%s selects no workload (%s): nothing checked", name, p.scopeText))
+			why = fmt.Sprintf("%s selects no workload (%s): nothing checked", name, p.scopeText)
 		case p.Workloads == 0:
-			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("%s selects no workload (in namespace %s; a policy selects only workloads of its own namespace): nothing checked", name, p.Namespace))
-		case p.WithUpstreams == 0:
-			rep.Unchecked = append(rep.Unchecked, fmt.Sprintf("%s: none of its %d workload(s) declares %s: no call edge to check", name, p.Workloads, annotations.Upstreams))
+			why = fmt.Sprintf("%s selects no workload (in namespace %s; a policy selects only workloads of its own namespace): nothing checked", name, p.Namespace)
+		case p.WithUpstreams == 0 && len(p.Layers) == 0:
+			// A gateway or mesh layer on an entrypoint's client attempts is something checked
+			// (a route's retries alone can be over the cap); nothing at all contributes here.
+			why = fmt.Sprintf("%s: none of its %d workload(s) declares %s, and no gateway or mesh route retries into them: no call edge to check", name, p.Workloads, annotations.Upstreams)
+		}
+		if why != "" {
+			rep.Unchecked = append(rep.Unchecked, why)
+			p.markNotChecked(why)
+			rep.WithinCap = false
 		}
 	}
 	return rep

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -29,6 +30,19 @@ func (m *Manifests) keepMeshObject(src Source, js []byte, tm *typeMeta, defaultN
 	if m.meshObjects == nil {
 		m.meshObjects = map[string]meshObject{}
 	}
+	if tm.Metadata.Namespace == "" && tm.Kind != "Namespace" {
+		// The object was read into ns: its patch must say so, or kubectl applies it to
+		// whatever namespace the context has.
+		var obj map[string]any
+		if json.Unmarshal(js, &obj) == nil {
+			if md, ok := obj["metadata"].(map[string]any); ok {
+				md["namespace"] = ns
+				if out, err := json.Marshal(obj); err == nil {
+					js = out
+				}
+			}
+		}
+	}
 	m.meshObjects[tm.Kind+" "+ns+"/"+tm.Metadata.Name] = meshObject{src: src, js: js}
 }
 
@@ -51,33 +65,11 @@ type meshDemand struct {
 	policies []string
 }
 
-// splitEdge divides a planned edge value between the app's attempts and the mesh's tries of an
-// edge whose layers are e.Layers (app attempts now): the new app attempts, and, when the mesh
-// layer must go down too (the app's value is 1, or the app alone cannot bring the edge within
-// planned), the layer to lower and the tries it may give. ok is false when the mesh has no
-// layer of more than 1 try on the edge (the app's value alone is planned).
+// splitEdge is mesh.Split of a planned edge value over an edge whose layers are e.Layers (app
+// attempts now); ok is false when the mesh has no layer of more than 1 try on the edge.
 func splitEdge(e workload.MeshEdge, now, planned int64) (app int64, l mesh.Layer, tries int64, ok bool) {
-	t := e.Attempts() / max(e.App, 1)
-	if t <= 1 {
-		return planned, mesh.Layer{}, 0, false
-	}
-	app = now
-	if now > 1 {
-		app = max(planned/t, 1)
-	}
-	if app*t <= planned {
-		return app, mesh.Layer{}, 0, true
-	}
-	// The largest layer goes down: the others' tries stay.
-	best := -1
-	for i, x := range e.Layers {
-		if best < 0 || x.Tries > e.Layers[best].Tries {
-			best = i
-		}
-	}
-	l = e.Layers[best]
-	others := t / l.Tries
-	return app, l, max(planned/(app*others), 1), true
+	app, l, tries, _, ok = mesh.Split(now, e.Layers, planned)
+	return app, l, tries, ok
 }
 
 // planMesh turns the demands into patches of the objects read, one per object with every field

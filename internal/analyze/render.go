@@ -31,8 +31,12 @@ func RenderTable(w io.Writer, rep *Report) error {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		fmt.Fprintf(tw, "%s  cap %d  amplification %s  WITHIN CAP: %s\n",
-			p.Title(), p.Cap, amount(p.Amplification, p.Bounded), yesNo(p.WithinCap))
+		if p.NotChecked != "" {
+			fmt.Fprintf(tw, "%s  cap %d  NOT CHECKED (see \"not checked\" above)\n", p.Title(), p.Cap)
+		} else {
+			fmt.Fprintf(tw, "%s  cap %d  amplification %s%s  WITHIN CAP: %s\n",
+				p.Title(), p.Cap, atMost(p.AmplificationIsBound), amount(p.Amplification, p.Bounded), yesNo(p.WithinCap))
+		}
 		if p.Kind == KindCluster {
 			fmt.Fprintf(tw, "  namespaces:\t%s\n", orNone(strings.Join(p.Namespaces, ", ")))
 		}
@@ -63,8 +67,18 @@ func RenderTable(w io.Writer, rep *Report) error {
 			fmt.Fprintf(tw, "  worst-case load:\t%s requests at %s per entry request at %s (fan-out included)\n",
 				graph.FormatAmount(p.WorstCaseLoad.Requests), p.WorstCaseLoad.Service, p.LoadEntrypoint)
 		}
+		if p.LoadUnbounded != "" {
+			fmt.Fprintf(tw, "  load unbounded:\t%s\n", p.LoadUnbounded)
+		}
 		if p.Cycle != nil {
 			fmt.Fprintf(tw, "  retry cycle:\t%s\n", strings.Join(p.Cycle, " -> "))
+		}
+		for i, c := range p.Cycles {
+			label := ""
+			if i == 0 {
+				label = "cycles:"
+			}
+			fmt.Fprintf(tw, "  %s\t%s%s\n", label, c.String(), cycleNote(c))
 		}
 		if len(p.Chains) > 1 {
 			fmt.Fprintf(tw, "  chains:\n")
@@ -88,7 +102,7 @@ func RenderTable(w io.Writer, rep *Report) error {
 		for _, e := range p.Errors {
 			fmt.Fprintf(tw, "  error: %s\n", e)
 		}
-		for _, wn := range p.Warnings {
+		for _, wn := range groupWarnings(p.Warnings) {
 			fmt.Fprintf(tw, "  warning: %s\n", wn)
 		}
 	}
@@ -97,6 +111,25 @@ func RenderTable(w io.Writer, rep *Report) error {
 		fmt.Fprintln(tw, BudgetNote)
 	}
 	return tw.Flush()
+}
+
+// atMost prefixes an amplification that is an upper bound.
+func atMost(bound bool) string {
+	if bound {
+		return "at most "
+	}
+	return ""
+}
+
+// cycleNote says how a cycle was counted.
+func cycleNote(c graph.CycleReport) string {
+	switch {
+	case !c.Exact:
+		return ": not a call loop; too large to search, its numbers are upper bounds"
+	case c.Retries:
+		return ": not a call loop, retries counted once per chain (chains visit each service once)"
+	}
+	return ": not a call loop, no retries on it"
 }
 
 func amount(x int64, bounded bool) string {
@@ -367,7 +400,7 @@ func RenderSummary(w io.Writer, rep *Report) error {
 		}
 		b.WriteString("\n")
 	}
-	for _, wn := range rep.Warnings {
+	for _, wn := range groupWarnings(rep.Warnings) {
 		fmt.Fprintf(&b, "warning: %s\n", wn)
 	}
 	for _, u := range rep.Unchecked {

@@ -64,7 +64,15 @@ type PolicyReport struct {
 	Entrypoints    []graph.Entrypoint `json:"entrypoints"`
 	Chains         []graph.Chain      `json:"chains"`
 	Cycle          []string           `json:"cycle,omitempty"`
-	Violations     []graph.Violation  `json:"violations"`
+	// Cycles name the graph's cycles, which are not call loops: the numbers are over chains
+	// that visit a service at most once (graph.CycleReport).
+	Cycles []graph.CycleReport `json:"cycles,omitempty"`
+	// AmplificationIsBound: the worst chain runs through a cycle too large to search exactly,
+	// and Amplification is an upper bound.
+	AmplificationIsBound bool `json:"amplificationIsBound,omitempty"`
+	// LoadUnbounded says why WorstCaseLoad is unbounded.
+	LoadUnbounded string            `json:"loadUnbounded,omitempty"`
+	Violations    []graph.Violation `json:"violations"`
 	// ViolationsTotal is how many over-cap paths there are; at most graph.MaxViolations are listed.
 	ViolationsTotal int `json:"violationsTotal"`
 	// Errors are invalid annotations (and a bad selector); Warnings are notes such as an
@@ -76,6 +84,9 @@ type PolicyReport struct {
 	// Layers are the edges (and entrypoints' client attempts) a mesh or a gateway multiplies,
 	// sorted by from and to; empty without mesh objects.
 	Layers []EdgeLayers `json:"layers,omitempty"`
+	// NotChecked says why nothing of the policy was checked (it then is not within its cap
+	// either: WithinCap is false, and analyze exits 2 unless another policy is over its cap).
+	NotChecked string `json:"notChecked,omitempty"`
 
 	scopeText     string            // a cluster policy's namespaces and selector, for messages
 	source        Source            // where the policy was read, when from files
@@ -176,6 +187,7 @@ func FromResult(r *workload.Result, a *graph.Analysis) PolicyReport {
 		WithinCap: a.WithinCap(), WorstPath: a.WorstPath, WorstCaseLoad: a.WorstCaseLoad,
 		LoadEntrypoint: a.LoadEntrypoint, LoadIsBound: a.LoadIsBound,
 		Entrypoints: a.Entrypoints, Chains: a.Chains, Cycle: a.Cycle, Violations: a.Violations,
+		Cycles: a.Cycles, AmplificationIsBound: a.AmplificationIsBound, LoadUnbounded: a.LoadUnbounded,
 		ViolationsTotal: a.ViolationsTotal, Workloads: len(r.Selected),
 		Warnings: append(append([]string(nil), r.Warnings...), r.Notes...),
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
@@ -225,6 +237,23 @@ func PathFactors(g *graph.Graph, client int64, path []string) []int64 {
 		f = append(f, e.Attempts)
 	}
 	return f
+}
+
+// markNotChecked records that nothing of p was checked: not within its cap, and no
+// amplification to show.
+func (p *PolicyReport) markNotChecked(why string) {
+	p.NotChecked, p.WithinCap = why, false
+}
+
+// OverCap reports whether some checked policy is over its cap (or unbounded): analyze's exit 1,
+// which wins over "not checked" (exit 2) for the others.
+func (r *Report) OverCap() bool {
+	for _, p := range r.Policies {
+		if p.NotChecked == "" && !p.WithinCap {
+			return true
+		}
+	}
+	return false
 }
 
 // NewReport collects policy reports.

@@ -23,11 +23,12 @@ func (r Reader) service(m *Manifests, src Source, js []byte, tm *typeMeta) []err
 	if s.Namespace == "" {
 		s.Namespace = r.namespace()
 	}
+	m.Services = laterWins(m, m.Services, "Service/"+s.Namespace+"/"+s.Name, "Service "+s.Namespace+"/"+s.Name, src,
+		func(x workload.Service) bool { return x.Namespace == s.Namespace && x.Name == s.Name })
 	m.Services = append(m.Services, workload.Service{
 		Namespace: s.Namespace, Name: s.Name, Selector: s.Spec.Selector,
 		ExternalName: s.Spec.Type == corev1.ServiceTypeExternalName,
 	})
-	m.Sources["Service/"+s.Namespace+"/"+s.Name] = src
-	m.Summary.Services++
+	m.Summary.Services = len(m.Services)
 	return r.addMesh(m, src, js, tm)
 }

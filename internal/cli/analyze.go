@@ -116,11 +116,13 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			if err != nil {
 				return &ExitError{Code: ExitBadInput, Msg: err.Error()}
 			}
+			// Over the cap wins: what was checked and failed is the answer (exit 1); exit 2 says
+			// only that something was not checked while nothing checked failed.
+			if rep.OverCap() {
+				return &ExitError{Code: ExitOverCap}
+			}
 			if len(rep.Unchecked) > 0 {
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: nothing checked for %d of %d %s (see \"not checked\" above)", uncheckedPolicies(rep), len(rep.Policies), policyNoun(rep))}
-			}
-			if !rep.WithinCap {
-				return &ExitError{Code: ExitOverCap}
 			}
 			return nil
 		},
@@ -154,7 +156,15 @@ func KubectlKustomize(dir string) ([]byte, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("kubectl kustomize: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return out.Bytes(), nil
+	// What kubectl kustomize printed (deprecation notices) goes at the head of the output as
+	// comment lines, which analyze summarises in one warning.
+	var head bytes.Buffer
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			head.WriteString(analyze.ChatterPrefix + l + "\n")
+		}
+	}
+	return append(head.Bytes(), out.Bytes()...), nil
 }
 
 var renderers = map[string]func(io.Writer, *analyze.Report) error{

@@ -58,10 +58,12 @@ func TestAnalyzeExitCodesAndOutputs(t *testing.T) {
 			jsonAmps: map[string]int64{"web/fanout": 6}},
 		{name: "stdin", stdin: string(storm), args: []string{"-f", "-", "-o", "tree"}, code: 1,
 			out: []string{"frontend (client x1) *\n└─ -x3-> checkout *\n   └─ -x3-> billing *\n      └─ -x3-> payment *\n"}},
-		{name: "retry cycle in a List, default namespace", args: []string{"-f", "testdata/cycle.yaml"}, code: 1,
-			out: []string{"RetryPolicy default/loop  cap 4  amplification unbounded", "retry cycle order -x2-> payment -x1-> order: amplification unbounded > cap 4", "fix: order: payment=1"}},
-		{name: "namespace flag", args: []string{"-f", "testdata/cycle.yaml", "-n", "lab", "-o", "json"}, code: 1,
-			out: []string{`"namespace": "lab"`, `"bounded": false`}},
+		// A cycle is not a call loop: chains visit each service once (gateway>order>payment).
+		{name: "retry cycle in a List, default namespace", args: []string{"-f", "testdata/cycle.yaml"}, code: 0,
+			out: []string{"RetryPolicy default/loop  cap 4  amplification 2  WITHIN CAP: yes", "client -x1-> gateway -x1-> order -x2-> payment = 2 <= cap 4",
+				"cycles:           order -> payment -> order: not a call loop, retries counted once per chain (chains visit each service once)"}},
+		{name: "namespace flag", args: []string{"-f", "testdata/cycle.yaml", "-n", "lab", "-o", "json"}, code: 0,
+			out: []string{`"namespace": "lab"`, `"bounded": true`, `"cycle": [`}},
 		{name: "bad annotation", args: []string{"-f", "testdata/bad-annotation.yaml"}, code: 2,
 			stderr: []string{`testdata/bad-annotation.yaml: document 2: Deployment shop/gateway: annotation retrycap.dev/upstreams: token "order=x" at column 12: attempts must be an integer 1..100`}},
 		{name: "malformed yaml", stdin: "apiVersion: v1\nkind: [", args: []string{"-f", "-"}, code: 2, stderr: []string{"-: document 1:"}},
@@ -117,7 +119,9 @@ func TestAnalyzeExitCodesAndOutputs(t *testing.T) {
 // A directory laid out for kustomize (a kustomization.yaml beside the manifests, a hidden
 // directory) is analysed as the manifests it holds: the samples' directory is exactly that.
 func TestAnalyzeKustomizeDirectory(t *testing.T) {
-	code, stdout, stderr := run(t, "", "analyze", "-f", "../../config/samples", "-o", "json")
+	// A directory holding a kustomization is built (-k); -f on it is refused (see the
+	// kustomize-dir-as-files golden case).
+	code, stdout, stderr := run(t, "", "analyze", "-k", "../../config/samples", "-o", "json")
 	if code != ExitOverCap {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitOverCap, stderr)
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"math"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -113,7 +112,10 @@ var _ = Describe("RetryPolicy status", func() {
 		Expect(gauge("retrycap_policy_amplification", ns, "checkout")).To(Equal(2.0))
 	})
 
-	It("reports a retry cycle as unbounded with reason RetryCycle and the cycle's path", func() {
+	It("reports a cycle as no call loop: the worst chain that visits each service once", func() {
+		// gateway calls catalog for one endpoint, catalog calls gateway for another: no request
+		// goes round (DESIGN.md, "Real inputs, third round"), so the chain is gateway>catalog,
+		// 2 x 2 = 4 > cap 3, not unbounded.
 		ns := "cycle"
 		createNamespace(ctx, ns)
 		Expect(k8sClient.Create(ctx, deployment(ns, "gateway", "catalog=2", nil))).To(Succeed())
@@ -122,19 +124,19 @@ var _ = Describe("RetryPolicy status", func() {
 		Expect(k8sClient.Create(ctx, policy(ns, "loop", 3, nil, v1alpha1.Entrypoint{Service: "gateway", ClientAttempts: 2}))).To(Succeed())
 
 		Eventually(verdictOfPolicy(ctx, ns, "loop")).Should(Equal(verdict{
-			Amplification: math.MaxInt64, WorstPath: "gateway>catalog>gateway",
+			Amplification: 4, WorstPath: "gateway>catalog",
 			Ready: "True", ReadyWhy: v1alpha1.ReasonReconciled,
-			Within: "False", WithinWhy: v1alpha1.ReasonRetryCycle,
-			WithinMessage: "retry cycle gateway -x2-> catalog -x1-> gateway: amplification unbounded > cap 3",
+			Within: "False", WithinWhy: v1alpha1.ReasonCapExceeded,
+			WithinMessage: "client -x2-> gateway -x2-> catalog = 4 > cap 3",
 		}))
 		st, _ := statusOf(ctx, ns, "loop")()
-		Expect(st.Bounded).To(Equal(ptr.To(false)))
+		Expect(st.Bounded).To(Equal(ptr.To(true)))
 		Expect(st.Violations).To(Equal([]v1alpha1.Violation{{
-			Path: []string{"gateway", "catalog", "gateway"}, Amplification: math.MaxInt64,
-			Message:    "retry cycle gateway -x2-> catalog -x1-> gateway: amplification unbounded > cap 3",
+			Path: []string{"gateway", "catalog"}, Amplification: 4,
+			Message:    "client -x2-> gateway -x2-> catalog = 4 > cap 3",
 			Suggestion: "gateway: catalog=1",
 		}}))
-		Eventually(func() (float64, error) { return gauge("retrycap_policy_amplification", ns, "loop") }).Should(Equal(math.Inf(1)))
+		Eventually(func() (float64, error) { return gauge("retrycap_policy_amplification", ns, "loop") }).Should(Equal(4.0))
 	})
 
 	It("reports a malformed annotation as InvalidAnnotation naming the workload, with the valid part", func() {

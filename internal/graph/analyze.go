@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,8 +75,18 @@ type Analysis struct {
 	Entrypoints []Entrypoint
 	// Chains has one entry per entrypoint, worst first, ties by name; at most MaxChains.
 	Chains []Chain
-	// Cycle is a concrete retry cycle, e.g. [a b c a], when !Bounded.
+	// Cycle is a concrete retry cycle, e.g. [a b c a], when !Bounded: a service that calls
+	// itself with retries ([a a]); other cycles are not call loops (cycles.go).
 	Cycle []string
+	// Cycles name the graph's cycles (its strongly connected components), in topological order;
+	// nil when it has none or when !Bounded.
+	Cycles []CycleReport
+	// AmplificationIsBound is true when the worst chain runs through a cycle too large to
+	// search exactly: Amplification is then an upper bound (cycles.go).
+	AmplificationIsBound bool
+	// LoadUnbounded says why WorstCaseLoad is unbounded ("" when it is not): a service that
+	// calls itself, or a cycle too large to search.
+	LoadUnbounded string
 	// Violations are the over-cap paths, worst first, at most MaxViolations (see Analyze).
 	Violations []Violation
 	// ViolationsTotal is how many distinct over-cap paths there are, listed or not: when it is
@@ -118,6 +129,16 @@ func Analyze(g *Graph, cap int64) *Analysis { return analyze(g, cap, true) }
 func analyze(g *Graph, cap int64, fused bool) *Analysis {
 	c := newCore(g, nil)
 	defer c.release()
+	selfRetry := int32(-1)
+	if c.anyRetry {
+		// A cycle is not a call loop: the worst case over chains that visit a service at most
+		// once (cycles.go), unless a service calls itself with retries. (A cycle without a
+		// retry multiplies by 1: the passes below give the same products; only its loads are
+		// taken over chains, below.)
+		if selfRetry, _ = c.selfLoops(); selfRetry < 0 {
+			return c.analyzeSimple(g, cap)
+		}
+	}
 	c.backward()
 	a := &Analysis{Cap: cap, Services: c.n, Edges: len(g.eFrom), Bounded: !c.anyRetry}
 
@@ -169,9 +190,19 @@ func analyze(g *Graph, cap int64, fused bool) *Analysis {
 		c.forward(true)
 	}
 	a.WorstCaseLoad, a.LoadEntrypoint, a.LoadIsBound = c.worstLoad()
+	if c.cyc != nil && a.Bounded {
+		sp := newSimple(c)
+		a.WorstCaseLoad, a.LoadEntrypoint, a.LoadIsBound, a.LoadUnbounded = sp.worstLoad()
+		a.Cycles = sp.cycles()
+	}
+	if a.WorstCaseLoad.Requests == Saturated && a.LoadUnbounded == "" {
+		a.LoadUnbounded = "the product of attempts and calls passes 2^63-1"
+	}
 	if !a.Bounded {
 		a.Amplification = Saturated
-		cyc := c.retryCycle(c.retryComp)
+		u := c.adj.from[selfRetry]
+		cyc := []int32{u, u}
+		a.LoadUnbounded = fmt.Sprintf("%s calls itself with %d attempts: a request can go round without end", g.names[u], c.att[selfRetry])
 		a.Cycle = c.names(cyc)
 		factors := []int64{1}
 		var fix []string

@@ -145,16 +145,15 @@ func TestAnalyze(t *testing.T) {
 			entries:   []string{"solo:5"},
 		},
 		{
+			// A cycle is not a call loop: the worst chain visits each service once,
+			// gw>a>b>c (b's retry counts once), and the loads are over those chains.
 			name:     "retry cycle",
 			services: []string{"gw", "a", "b", "c"},
 			edges:    []e{{"gw", "a", 1, 1}, {"a", "b", 1, 1}, {"b", "c", 2, 1}, {"c", "a", 1, 1}},
-			cap:      4, amp: Saturated, bounded: false, worst: "gw>a",
-			load:      ServiceLoad{Service: "a", Requests: Saturated},
-			chains:    []string{"gw:" + itoa(Saturated) + ":gw>a"},
-			cycle:     "b>c>a>b",
-			vmessages: []string{"retry cycle b -x2-> c -x1-> a -x1-> b: amplification unbounded > cap 4"},
-			vsuggest:  []string{"b: c=1"},
-			entries:   []string{"gw:1"},
+			cap:      4, amp: 2, bounded: true, worst: "gw>a>b>c",
+			load:    ServiceLoad{Service: "c", Requests: 2},
+			chains:  []string{"gw:2:gw>a>b>c"},
+			entries: []string{"gw:1"},
 		},
 		{
 			name:     "self retry",
@@ -169,12 +168,13 @@ func TestAnalyze(t *testing.T) {
 			entries:   []string{"a:1"},
 		},
 		{
-			name: "cycle without retries is bounded; its load saturates",
-			// gw -3-> a <-> b (attempts 1) -2-> db: amplification 6 through the loop.
+			name: "cycle without retries is bounded, and so is its load",
+			// gw -3-> a <-> b (attempts 1) -2-> db: amplification 6 through the cycle; the load
+			// is over chains that visit a service once: 6 at db.
 			services: []string{"gw", "a", "b", "db"},
 			edges:    []e{{"gw", "a", 3, 1}, {"a", "b", 1, 1}, {"b", "a", 1, 1}, {"b", "db", 2, 1}},
 			cap:      4, amp: 6, bounded: true, worst: "gw>a>b>db",
-			load:      ServiceLoad{Service: "a", Requests: Saturated},
+			load:      ServiceLoad{Service: "db", Requests: 6},
 			chains:    []string{"gw:6:gw>a>b>db"},
 			vmessages: []string{"client -x1-> gw -x3-> a -x1-> b -x2-> db = 6 > cap 4"},
 			vsuggest:  []string{"b: db=1"},
@@ -185,7 +185,7 @@ func TestAnalyze(t *testing.T) {
 			services: []string{"x", "y"},
 			edges:    []e{{"x", "y", 1, 1}, {"y", "x", 1, 1}, {"y", "ext", 3, 1}},
 			cap:      4, amp: 3, bounded: true, worst: "x>y>ext",
-			load:   ServiceLoad{Service: "x", Requests: Saturated},
+			load:   ServiceLoad{Service: "ext", Requests: 3},
 			chains: []string{"x:3:x>y>ext"}, entries: []string{"x:1"},
 		},
 		{

@@ -18,6 +18,7 @@ const (
 	Linkerd      Kind = "Linkerd"
 	GAMMA        Kind = "GAMMA"        // a Gateway API route with a Service parentRef, in either mesh
 	Gateway      Kind = "Gateway"      // a Gateway API route with a Gateway parentRef (north-south)
+	IstioIngress Kind = "IstioIngress" // a VirtualService bound to an Istio ingress Gateway (north-south)
 	EnvoyGateway Kind = "EnvoyGateway" // a BackendTrafficPolicy, where the route sets no retry
 )
 
@@ -66,6 +67,11 @@ type Caller struct {
 	Namespace string
 	// Labels and Annotations of the pod template (a bare Pod's own).
 	Labels, Annotations map[string]string
+	// Containers are the names of the pod template's containers and init containers: a
+	// manifest already injected (istioctl kube-inject, linkerd inject --manual) carries the
+	// mesh's proxy container ("istio-proxy", "linkerd-proxy") and is meshed whatever the
+	// namespace says.
+	Containers []string
 }
 
 // Options are the settings a Set applies.
@@ -84,8 +90,9 @@ type Set struct {
 	opts            Options
 	namespaces      map[string]objectMeta
 	services        map[ServiceRef]objectMeta
-	meshConfig      bool         // the ConfigMap istio-system/istio was added
-	meshDefault     *meshDefault // its defaultHttpRetryPolicy, when it has one
+	ports           map[ServiceRef][]servicePort // ports.go
+	meshConfig      bool                         // the ConfigMap istio-system/istio was added
+	meshDefault     *meshDefault                 // its defaultHttpRetryPolicy, when it has one
 	virtualServices map[string]*virtualService
 	routes          map[string]*route
 	profiles        map[string]header
@@ -101,6 +108,7 @@ func NewSet(opts Options) *Set {
 		opts:            opts,
 		namespaces:      map[string]objectMeta{},
 		services:        map[ServiceRef]objectMeta{},
+		ports:           map[ServiceRef][]servicePort{},
 		virtualServices: map[string]*virtualService{},
 		routes:          map[string]*route{},
 		profiles:        map[string]header{},
@@ -118,6 +126,9 @@ func (s *Set) Clone() *Set {
 	}
 	for k, v := range s.services {
 		c.services[k] = v
+	}
+	for k, v := range s.ports {
+		c.ports[k] = v
 	}
 	for k, v := range s.virtualServices {
 		c.virtualServices[k] = v
@@ -190,6 +201,9 @@ type index struct {
 	profiles map[ServiceRef][]header
 	// policies by target: "HTTPRoute/ns/name", "Gateway/ns/name".
 	policies map[string][]*backendTrafficPolicy
+	// ingress: the http routes of VirtualServices bound to an Istio ingress Gateway, by the
+	// Service they route to (ingress.go).
+	ingress map[ServiceRef][]ingressRoute
 }
 
 func (s *Set) index() *index {
@@ -202,9 +216,11 @@ func (s *Set) index() *index {
 		vsByService: map[ServiceRef][]*virtualService{}, vsByHost: map[string][]*virtualService{},
 		routesByService: map[ServiceRef][]*route{}, gatewayRoutes: map[ServiceRef][]*route{},
 		profiles: map[ServiceRef][]header{}, policies: map[string][]*backendTrafficPolicy{},
+		ingress: map[ServiceRef][]ingressRoute{},
 	}
 	for _, k := range sortedKeys(s.virtualServices) {
 		vs := s.virtualServices[k]
+		x.addIngress(vs) // ingress.go
 		if !forMesh(vs.Spec.Gateways) {
 			continue
 		}
@@ -313,12 +329,15 @@ func (vs *virtualService) exportedTo(ns string) bool {
 	return false
 }
 
-// InIstio reports whether the caller runs an Istio sidecar: pod annotation (or label)
-// sidecar.istio.io/inject "true"/"false" first, else its namespace's istio-injection=enabled or
+// InIstio reports whether the caller runs an Istio sidecar: already injected (injected.go)
+// first, then pod annotation (or label) sidecar.istio.io/inject "true"/"false", else its namespace's istio-injection=enabled or
 // istio.io/rev label.
 func (s *Set) InIstio(c Caller) bool {
 	if s == nil {
 		return false
+	}
+	if injectedIstio(c) {
+		return true
 	}
 	for _, m := range []map[string]string{c.Annotations, c.Labels} {
 		switch m[IstioInjectAnnotation] {
@@ -336,11 +355,15 @@ func (s *Set) InIstio(c Caller) bool {
 	return rev
 }
 
-// InLinkerd reports whether the caller runs a Linkerd proxy: linkerd.io/inject "enabled" on its
+// InLinkerd reports whether the caller runs a Linkerd proxy: already injected (injected.go), else
+// linkerd.io/inject "enabled" on its
 // pod template, else on its namespace ("disabled" on the pod template opts out).
 func (s *Set) InLinkerd(c Caller) bool {
 	if s == nil {
 		return false
+	}
+	if injectedLinkerd(c) {
+		return true
 	}
 	if v, ok := c.Annotations[LinkerdInject]; ok {
 		return v == "enabled"
@@ -352,10 +375,23 @@ func (s *Set) InLinkerd(c Caller) bool {
 // caller's namespace view: "ratings", "ratings.other", or a longer in-cluster form). A caller in
 // no mesh gets none; an external host gets a layer only from a VirtualService that names it.
 // A nil Set has no layers.
-func (s *Set) Edge(c Caller, callee string) Edge {
+func (s *Set) Edge(c Caller, callee string) Edge { return s.EdgePort(c, callee, 0) }
+
+// EdgePort is Edge for a call to port of callee (0: not written in the upstream): a mesh
+// retries HTTP and gRPC only, so a call to a TCP port of the Service gets a 1-try layer that
+// says so (ports.go).
+func (s *Set) EdgePort(c Caller, callee string, port int32) Edge {
 	if s == nil {
 		return Edge{}
 	}
+	e := s.edge(c, callee)
+	if len(e.Layers) > 0 {
+		s.onlyHTTP(&e, c, callee, port)
+	}
+	return e
+}
+
+func (s *Set) edge(c Caller, callee string) Edge {
 	x := s.index()
 	ref, inCluster := resolve(callee, c.Namespace)
 	istio, linkerd := s.InIstio(c), s.InLinkerd(c)
@@ -493,9 +529,7 @@ func routeApplies(r *route, ref ServiceRef, callerNS string) bool {
 	return r.Metadata.Namespace == ref.Namespace || r.Metadata.Namespace == callerNS
 }
 
-func routeForMesh(match []struct {
-	Gateways []string `json:"gateways"`
-}) bool {
+func routeForMesh(match []httpMatch) bool {
 	if len(match) == 0 {
 		return true
 	}
@@ -589,23 +623,29 @@ func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
 	return l
 }
 
-// Backends lists the Services that a Gateway API route with a Gateway parentRef routes to: the
-// north-south entrypoints, sorted.
+// Backends lists the Services that a Gateway API route with a Gateway parentRef, or an Istio
+// VirtualService bound to an ingress Gateway, routes to: the north-south entrypoints, sorted.
 func (s *Set) Backends() []ServiceRef {
 	if s == nil {
 		return nil
 	}
 	x := s.index()
-	out := make([]ServiceRef, 0, len(x.gatewayRoutes))
+	out := make([]ServiceRef, 0, len(x.gatewayRoutes)+len(x.ingress))
 	for r := range x.gatewayRoutes {
 		out = append(out, r)
+	}
+	for r := range x.ingress {
+		if _, dup := x.gatewayRoutes[r]; !dup {
+			out = append(out, r)
+		}
 	}
 	slices.SortFunc(out, func(a, b ServiceRef) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 
 // Entry returns the north-south layer on backend v's client attempts: k'(v) = k(v) x Tries,
-// the largest over the rules of the Gateway-parented routes that route to v. A rule without a
+// the largest over the rules of the Gateway-parented routes, and the http routes of the
+// VirtualServices bound to an Istio ingress Gateway (ingress.go), that route to v. A rule without a
 // retry takes an Envoy Gateway BackendTrafficPolicy targeting the route, else one targeting its
 // Gateway; none: 1 try. A Service no such route reaches gets no layer.
 func (s *Set) Entry(v ServiceRef) Edge {
@@ -632,6 +672,9 @@ func (s *Set) Entry(v ServiceRef) Edge {
 			}
 			better(&best, s.policyLayer(x, r, i))
 		}
+	}
+	for _, ir := range x.ingress[v] {
+		better(&best, s.ingressLayer(ir))
 	}
 	if best.Kind == "" {
 		return Edge{}

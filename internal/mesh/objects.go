@@ -78,18 +78,32 @@ func (h header) id() string { return h.Kind + " " + h.Metadata.Namespace + "/" +
 type virtualService struct {
 	header
 	Spec struct {
-		Hosts    []string `json:"hosts"`
-		Gateways []string `json:"gateways"`
-		ExportTo []string `json:"exportTo"`
-		HTTP     []struct {
-			Match []struct {
-				Gateways []string `json:"gateways"`
-			} `json:"match"`
-			Retries *struct {
-				Attempts *int64 `json:"attempts"`
-			} `json:"retries"`
-		} `json:"http"`
+		Hosts    []string    `json:"hosts"`
+		Gateways []string    `json:"gateways"`
+		ExportTo []string    `json:"exportTo"`
+		HTTP     []httpRoute `json:"http"`
 	} `json:"spec"`
+}
+
+// httpRoute is a VirtualService's spec.http[i].
+type httpRoute struct {
+	Match []httpMatch `json:"match"`
+	// Route: the destinations, which an ingress Gateway's VirtualService routes to (ingress.go).
+	Route []struct {
+		Destination struct {
+			Host string `json:"host"`
+			Port struct {
+				Number int32 `json:"number"`
+			} `json:"port"`
+		} `json:"destination"`
+	} `json:"route"`
+	Retries *struct {
+		Attempts *int64 `json:"attempts"`
+	} `json:"retries"`
+}
+
+type httpMatch struct {
+	Gateways []string `json:"gateways"`
 }
 
 type ref struct {
@@ -277,6 +291,11 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			return false, err
 		}
 		s.services[ServiceRef{h.Metadata.Namespace, h.Metadata.Name}] = h.Metadata
+		var svc serviceSpec
+		if err := decode(&svc); err != nil {
+			return false, err
+		}
+		s.setPorts(ServiceRef{h.Metadata.Namespace, h.Metadata.Name}, svc.Spec.Ports) // ports.go
 	case "/ConfigMap":
 		if h.Metadata.Namespace != IstioConfigNamespace || h.Metadata.Name != IstioConfigName {
 			return false, nil
@@ -347,6 +366,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		r := ServiceRef{namespace, name}
 		_, ok = s.services[r]
 		delete(s.services, r)
+		delete(s.ports, r)
 	case "/ConfigMap":
 		ok = namespace == IstioConfigNamespace && name == IstioConfigName && s.meshConfig
 		if ok {

@@ -54,7 +54,7 @@ func (r *Result) IncomingEdges(x *Parsed, node string) []MeshEdge {
 		a, _ := edgeValues(u, def)
 		out[i] = MeshEdge{From: node, To: r.upstreamNode(x, i), App: a, Caller: w.Kind + " " + w.Name}
 		if r.mesh != nil {
-			out[i].Layers = r.mesh.Edge(caller, u.Name).Layers
+			out[i].Layers = r.mesh.EdgePort(caller, u.Name, u.Port).Layers
 		}
 	}
 	return out
@@ -113,7 +113,7 @@ func RaisesMeshRetries(set *mesh.Set, old, incoming Workload) bool {
 	oc := old.meshCaller()
 	nc := incoming.meshCaller()
 	for _, u := range ups {
-		if set.Edge(nc, u.Name).Tries() > set.Edge(oc, u.Name).Tries() {
+		if set.EdgePort(nc, u.Name, u.Port).Tries() > set.EdgePort(oc, u.Name, u.Port).Tries() {
 			return true
 		}
 	}

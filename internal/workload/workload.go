@@ -433,7 +433,7 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 			for i, u := range x.upstreams {
 				a, c := edgeValues(u, def)
 				to := r.upstreamNode(x, i)
-				r.Graph.AddEdge(from, to, r.meshAttempts(x, from, u.Name, to, a), c)
+				r.Graph.AddEdge(from, to, r.meshAttempts(x, from, u.Name, u.Port, to, a), c)
 			}
 		}
 	} else {
@@ -473,12 +473,14 @@ func entrypointWarning(service string) string {
 // without a mesh Set, else app times the tries of the mesh's layers on x's calls to callee (the
 // upstream as x's namespace names it, which is what the mesh resolves; to is its graph node),
 // recorded in MeshEdges, the largest when several workloads of from declare to.
-func (r *Result) meshAttempts(x *Parsed, from, callee, to string, app int64) int64 {
+func (r *Result) meshAttempts(x *Parsed, from, callee string, port int32, to string, app int64) int64 {
 	if r.mesh == nil {
 		return app
 	}
 	w := x.Workload
-	e := r.mesh.Edge(w.meshCaller(), callee)
+	// The port the upstream names picks the Service port whose protocol decides whether the
+	// mesh retries at all (HTTP and gRPC only: mesh.EdgePort).
+	e := r.mesh.EdgePort(w.meshCaller(), callee, port)
 	r.addMeshWarnings(e.Warnings)
 	if len(e.Layers) == 0 {
 		return app
@@ -558,7 +560,7 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 			for i, u := range x.upstreams {
 				a, c := edgeValues(u, def)
 				to := r.upstreamNode(x, i)
-				r.Graph.AddEdge(n, to, r.meshAttempts(x, n, u.Name, to, a), c)
+				r.Graph.AddEdge(n, to, r.meshAttempts(x, n, u.Name, u.Port, to, a), c)
 			}
 		}
 	}
@@ -931,18 +933,7 @@ func (r *Result) ExplainMesh(a *graph.Analysis) {
 		if v.Suggestion == "" {
 			continue
 		}
-		parts := strings.Split(v.Suggestion, "; ")
-		for k, part := range parts {
-			node, change, ok := strings.Cut(part, ": ")
-			up, _, ok2 := strings.Cut(change, "=")
-			if !ok || !ok2 {
-				continue
-			}
-			if m, ok := r.MeshEdges[[2]string{node, up}]; ok && m.Multiplied() {
-				parts[k] = part + fmt.Sprintf(" (the edge's attempts, mesh layers included: now %s; lower the mesh's retries)", m.Explain())
-			}
-		}
-		v.Suggestion = strings.Join(parts, "; ")
+		v.Suggestion = r.meshSuggestion(v)
 	}
 }
 

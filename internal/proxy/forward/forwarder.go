@@ -189,16 +189,19 @@ func (f *Forwarder) TargetOf(up *Upstream, hostPort []byte) string {
 // Match finds the upstream a request host names; nil if none.
 //
 // With a namespace the host's node is computed once and compared with each
-// upstream's precomputed node; without one, the lenient rule of
+// upstream's precomputed node; without one, an upstream listed exactly as
+// the host names it wins ("order.other=1" for host order.other, though
+// "order=3" is listed first), and only then the lenient rule of
 // policy.MatchHostIn is applied per upstream.
 func (f *Forwarder) Match(host []byte) *Upstream {
-	if ns := f.Cfg.Namespace; ns != "" {
-		hn := policy.HostNode(host, ns)
-		for _, u := range f.Upstreams {
-			if policy.NodeIs(hn, u.node) {
-				return u
-			}
+	ns := f.Cfg.Namespace
+	hn := policy.HostNode(host, ns)
+	for _, u := range f.Upstreams {
+		if policy.NodeIs(hn, u.node) {
+			return u
 		}
+	}
+	if ns != "" {
 		return nil
 	}
 	for _, u := range f.Upstreams {

@@ -1,0 +1,134 @@
+package analyze
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// The object reader is a table: "apiVersion kind" to the function that reads an object of that
+// kind into Manifests. Every kind not in the table is counted (as a mesh object or as ignored),
+// warned about when it carries retrycap annotations retrycap cannot read, and offered to the
+// mesh Set, which keeps the kinds whose retries it counts. Adding a kind is one row.
+
+// kindReader reads one object whose apiVersion and kind are tm's; js is the whole object.
+type kindReader func(r Reader, m *Manifests, src Source, js []byte, tm *typeMeta) []error
+
+// readers are the kinds the graph reads, by "apiVersion kind".
+var readers = map[string]kindReader{
+	"apps/v1 Deployment":  workloadReader(func() runtime.Object { return &appsv1.Deployment{} }),
+	"apps/v1 StatefulSet": workloadReader(func() runtime.Object { return &appsv1.StatefulSet{} }),
+	"apps/v1 DaemonSet":   workloadReader(func() runtime.Object { return &appsv1.DaemonSet{} }),
+	"v1 Pod":              workloadReader(func() runtime.Object { return &corev1.Pod{} }),
+	"v1 Service":          Reader.service,         // services.go
+	"v1 Namespace":        Reader.namespaceObject, // cluster.go: labels for cluster policies; then the mesh Set
+	v1alpha1.GroupVersion.String() + " RetryPolicy":        Reader.policy,
+	v1alpha1.GroupVersion.String() + " ClusterRetryPolicy": Reader.clusterPolicy, // cluster.go
+}
+
+// meshKinds are the kinds of objects that carry mesh or gateway retries (counted as mesh objects
+// in the summary, whether this version reads their retries or not).
+var meshKinds = map[string]bool{
+	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true,
+	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true,
+}
+
+// meshRead are the meshKinds whose retries the mesh Set counts.
+var meshRead = map[string]bool{
+	"VirtualService": true, "ServiceProfile": true, "HTTPRoute": true, "GRPCRoute": true, "BackendTrafficPolicy": true,
+}
+
+// unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
+var unreadKinds = map[string]string{
+	"CronJob": "CronJob", "Job": "Job", "Rollout": "Argo Rollout", "ReplicaSet": "ReplicaSet",
+}
+
+// readKind reads one object (not a List) by its kind.
+func (r Reader) readKind(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+	if read, ok := readers[tm.APIVersion+" "+tm.Kind]; ok {
+		return read(r, m, src, js, tm)
+	}
+	r.ignored(m, src, tm, js)
+	return r.addMesh(m, src, js, tm) // mesh.go
+}
+
+// laterWins is the one rule for an object given twice: the later wins, with a warning naming
+// both places. key names the object in m.Sources ("RetryPolicy/ns/name", a workload's Key);
+// what names it in the warning; same picks the earlier one out of objs, which is returned
+// without it.
+func laterWins[T any](m *Manifests, objs []T, key, what string, src Source, same func(T) bool) []T {
+	if prev, dup := m.Sources[key]; dup {
+		m.warn(src, "%s is also at %s: the later wins", what, prev)
+		objs = slices.DeleteFunc(objs, same)
+	}
+	m.Sources[key] = src
+	return objs
+}
+
+// policy reads a RetryPolicy into m.Policies.
+func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+	p := &v1alpha1.RetryPolicy{}
+	if err := json.Unmarshal(js, p); err != nil {
+		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+	}
+	if p.Namespace == "" {
+		p.Namespace = r.namespace()
+	}
+	if err := defaultPolicy(p.Name, &p.Spec, false); err != nil {
+		return []error{&InputError{src, fmt.Errorf("RetryPolicy %s/%s: %w", p.Namespace, p.Name, err)}}
+	}
+	m.Policies = laterWins(m, m.Policies, "RetryPolicy/"+p.Namespace+"/"+p.Name, "RetryPolicy "+p.Namespace+"/"+p.Name, src,
+		func(q *v1alpha1.RetryPolicy) bool { return q.Namespace == p.Namespace && q.Name == p.Name })
+	m.Policies = append(m.Policies, p)
+	m.Summary.Policies = len(m.Policies)
+	return nil
+}
+
+// workloadReader reads a Deployment, StatefulSet, DaemonSet or bare Pod (newObj makes the typed
+// object) into m.Workloads; a Pod a controller owns is counted, not read (its workload is).
+func workloadReader(newObj func() runtime.Object) kindReader {
+	return func(r Reader, m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+		obj := newObj()
+		if err := json.Unmarshal(js, obj); err != nil {
+			return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+		}
+		w, ok := workload.FromObject(obj)
+		if !ok {
+			m.count(&m.Summary.Ignored, "Pod (owned)")
+			return nil
+		}
+		if w.Namespace == "" {
+			w.Namespace = r.namespace()
+		}
+		if tm.Kind != workload.KindPod {
+			own := obj.(metav1.Object).GetAnnotations()
+			w.Annotations = workload.PairsOf(r.ownAnnotations(m, src, w, own))
+		}
+		declares := func(x workload.Workload) bool {
+			return strings.TrimSpace(x.Annotations.Get(annotations.Upstreams)) != ""
+		}
+		m.Workloads = laterWins(m, m.Workloads, w.Key(), w.String(), src, func(x workload.Workload) bool {
+			if x.Key() == w.Key() && declares(x) {
+				m.Summary.WithUpstreams--
+			}
+			return x.Key() == w.Key()
+		})
+		m.Workloads = append(m.Workloads, w)
+		m.Summary.Workloads = len(m.Workloads)
+		if declares(w) {
+			m.Summary.WithUpstreams++
+		}
+		return validate(m, src, w)
+	}
+}

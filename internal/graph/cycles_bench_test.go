@@ -1,0 +1,47 @@
+package graph
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// cyclicLayered is layeredGraph(n) with one edge in every 25 from an even tier answered by a call
+// back (callee to caller, 2 attempts): small retry cycles across the mesh, as where A calls B for
+// one endpoint and B calls A for another.
+func cyclicLayered(n int) (*Graph, *Graph) {
+	base := layeredGraph(n, layers)
+	g := New()
+	for _, s := range base.Services() {
+		if s.Selected {
+			g.AddService(s.Name)
+		}
+	}
+	for i, e := range base.Edges() {
+		g.AddEdge(e.From, e.To, e.Attempts, e.Calls)
+		if i%25 == 0 && tier(e.From, n)%2 == 0 {
+			g.AddEdge(e.To, e.From, 2, 1)
+		}
+	}
+	for _, ep := range base.Entrypoints() {
+		g.SetEntrypoint(ep.Service, ep.ClientAttempts)
+	}
+	return base, g
+}
+
+// BenchmarkAnalyzeCycles is Analyze on the 10k-service layered graph with retry cycles (the
+// simple-path search of cycles.go), next to the same graph without the calls back (today's
+// analysis of an acyclic graph, the anchor: before cycles.go a retry cycle ended the analysis at
+// once with "unbounded").
+func BenchmarkAnalyzeCycles(b *testing.B) {
+	base, g := cyclicLayered(10000)
+	a := Analyze(g, 4)
+	b.Logf("cycles: %d, bounded %v, upper bound %v", len(a.Cycles), a.Bounded, a.AmplificationIsBound)
+	b.Run("acyclic", func(b *testing.B) { loop(b, func() { Analyze(base, 4) }) })
+	b.Run("cycles", func(b *testing.B) { loop(b, func() { Analyze(g, 4) }) })
+}
+
+func tier(name string, n int) int {
+	i, _ := strconv.Atoi(strings.TrimPrefix(name, "svc-"))
+	return i / (n / layers)
+}
