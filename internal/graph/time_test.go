@@ -85,6 +85,25 @@ func TestAnalyzeTime(t *testing.T) {
 			total: 1,
 		},
 		{
+			name:  "worked example in docs/concepts.md",
+			edges: []e{{"gateway", "order", 3, 1}, {"order", "payment", 9, 1}, {"payment", "db", 1, 1}},
+			eps:   []ep{{"gateway", 2}},
+			hops: []hopDecl{
+				{"gateway", "order", Hop{rc(3, time.Second)}},
+				{"order", "payment", Hop{rc(3, 200*ms), istio(3, 0, 0)}},
+				{"payment", "db", Hop{rc(1, 500*ms)}},
+			},
+			max:   5 * time.Second,
+			worst: "6s", worstPath: "gateway>order>payment>db",
+			chains:     []string{"gateway:6s:gateway>order>payment>db:3s,900ms,500ms,unbounded"},
+			violations: []string{"client -x2-> gateway 3s -> order 900ms -> payment 500ms -> db ? = 6s > maxTimeToAnswer 5s"},
+			inversions: []string{"order -> payment: retrycap per-try timeout 200ms < Istio VirtualService shop/payment's worst time on payment 1.575s: " +
+				"order retries while payment still works on the abandoned try"},
+			fixes: []string{"retrycap per-try timeout for payment >= 1.575s, or Istio VirtualService shop/payment finishing within 200ms " +
+				"(its tries x per-try timeout + backoff, or its timeout)"},
+			total: 1,
+		},
+		{
 			// b -> c: 2 x 2s = 2s x 2 = 4s (no backoff); a -> b: 3 x min(1s, 4s) = 3s.
 			name:  "inversion across a hop",
 			edges: []e{{"a", "b", 3, 1}, {"b", "c", 2, 1}},
