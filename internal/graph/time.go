@@ -101,6 +101,9 @@ type layerT struct {
 type hopRec struct {
 	lo, hi int32 // its layers: timing.flat[lo:hi], wire order
 	next   int32
+	// client is, for an entry hop, the client's own tries when the entrypoint's client
+	// attempts in the graph already include the hop's (0: the graph's are the client's own).
+	client int64
 	hop    Hop
 }
 
@@ -142,6 +145,13 @@ func (g *Graph) SetHop(from, to string, h Hop) bool { return g.hop(from, to, h, 
 func (g *Graph) AddHop(from, to string, h Hop) bool { return g.hop(from, to, h, false) }
 
 func (g *Graph) hop(from, to string, h Hop, replace bool) bool {
+	if _, ok := g.Edge(from, to); !ok {
+		return false
+	}
+	return g.timing().hop(g, from, to, h, replace)
+}
+
+func (tm *timing) hop(g *Graph, from, to string, h Hop, replace bool) bool {
 	f, ok1 := g.ids[from]
 	t, ok2 := g.ids[to]
 	if !ok1 || !ok2 {
@@ -151,7 +161,6 @@ func (g *Graph) hop(from, to string, h Hop, replace bool) bool {
 	if !ok {
 		return false
 	}
-	tm := g.timing()
 	for len(tm.eHop) < len(g.eFrom) {
 		tm.eHop = append(tm.eHop, -1)
 	}
@@ -205,6 +214,44 @@ func (g *Graph) SetEntryHop(name string, h Hop) {
 		first = -1
 	}
 	tm.entry[id] = tm.add(first, h)
+}
+
+// Timing is hops kept apart from their graph, for a caller that must not change a graph other
+// goroutines read (the controller's and the gate's builds): the same as SetHop, AddHop and
+// SetEntryHop on the graph, read by AnalyzeTimeWith. It refers to the graph's edges by position:
+// the graph must not change while the Timing is used.
+type Timing struct {
+	g *Graph
+	t timing
+}
+
+// NewTiming returns an empty Timing for g.
+func NewTiming(g *Graph) *Timing { return &Timing{g: g, t: timing{entry: map[int32]int32{}}} }
+
+// SetHop is Graph.SetHop.
+func (t *Timing) SetHop(from, to string, h Hop) bool { return t.t.hop(t.g, from, to, h, true) }
+
+// AddHop is Graph.AddHop.
+func (t *Timing) AddHop(from, to string, h Hop) bool { return t.t.hop(t.g, from, to, h, false) }
+
+// AddEntryHop is Graph.SetEntryHop for a node the graph has, where the graph's client attempts
+// of the entrypoint already include the hop's tries (as a builder that multiplies a gateway
+// route's tries into them does) and client is the outside client's own tries (0: the graph's
+// client attempts are the client's own, as for SetEntryHop); it reports false, and does
+// nothing, for a node the graph has not.
+func (t *Timing) AddEntryHop(name string, client int64, h Hop) bool {
+	id, ok := t.g.ids[name]
+	if !ok {
+		return false
+	}
+	first, ok := t.t.entry[id]
+	if !ok {
+		first = -1
+	}
+	r := t.t.add(first, h)
+	t.t.hops[r].client = max(client, 0)
+	t.t.entry[id] = r
+	return true
 }
 
 func reduce(l TimeLayer) layerT {
@@ -398,33 +445,37 @@ func (p *timePass) keep(r, i int32, l *layerT, inner int64) {
 // wait on takes x (unknown: a leaf's own time); with check it offers the inversions.
 func (p *timePass) through(r int32, x int64, unknown, check bool) int64 {
 	worst := int64(-1)
-	hops, flat := p.tm.hops, p.tm.flat
-	for r >= 0 {
-		rec := &hops[r]
-		y, u := x, unknown
-		for i := rec.hi - 1; i >= rec.lo; i-- {
-			l := &flat[i]
-			if l.p > 0 {
-				if check && y > l.p && !u {
-					p.offer(r, i-rec.lo, l, y)
-				}
-				u = false
-				if l.p < y {
-					y = l.p
-				}
-			}
-			y = add(mul(l.a, y), l.b)
-			if l.t > 0 {
-				u = false
-				if l.t < y {
-					y = l.t
-				}
-			}
-		}
-		worst = max(worst, y)
-		r = rec.next
+	for ; r >= 0; r = p.tm.hops[r].next {
+		worst = max(worst, p.throughOne(r, x, unknown, check))
 	}
 	return worst
+}
+
+// throughOne is through for record r alone.
+func (p *timePass) throughOne(r int32, x int64, unknown, check bool) int64 {
+	rec := &p.tm.hops[r]
+	flat := p.tm.flat
+	y, u := x, unknown
+	for i := rec.hi - 1; i >= rec.lo; i-- {
+		l := &flat[i]
+		if l.p > 0 {
+			if check && y > l.p && !u {
+				p.offer(r, i-rec.lo, l, y)
+			}
+			u = false
+			if l.p < y {
+				y = l.p
+			}
+		}
+		y = add(mul(l.a, y), l.b)
+		if l.t > 0 {
+			u = false
+			if l.t < y {
+				y = l.t
+			}
+		}
+	}
+	return y
 }
 
 // hopTime is the time of edge slot s when its callee takes x.
@@ -571,6 +622,19 @@ func (p *timePass) node(v int32, check bool) bool {
 // stays unbounded: a request can go round it without end), at most maxLoopRounds passes, after
 // which the figures are upper bounds (UpperBound).
 func AnalyzeTime(g *Graph, maxTime time.Duration) *TimeAnalysis {
+	return analyzeTime(g, g.time, maxTime)
+}
+
+// AnalyzeTimeWith is AnalyzeTime with the hops of t (made for g) instead of g's own.
+func AnalyzeTimeWith(g *Graph, t *Timing, maxTime time.Duration) *TimeAnalysis {
+	var tm *timing
+	if t != nil {
+		tm = &t.t
+	}
+	return analyzeTime(g, tm, maxTime)
+}
+
+func analyzeTime(g *Graph, tm *timing, maxTime time.Duration) *TimeAnalysis {
 	c := newCore(g, nil)
 	defer c.release()
 	buf := nodePool.Get().(*[]nodeT)
@@ -579,7 +643,7 @@ func AnalyzeTime(g *Graph, maxTime time.Duration) *TimeAnalysis {
 		*buf = make([]nodeT, c.n)
 	}
 	// Every node is written by the pass before it is read: no clearing needed.
-	p := &timePass{c: c, tm: g.time, v: (*buf)[:c.n]}
+	p := &timePass{c: c, tm: tm, v: (*buf)[:c.n]}
 	if p.tm == nil {
 		p.tm = &timing{}
 	}
@@ -626,10 +690,20 @@ func AnalyzeTime(g *Graph, maxTime time.Duration) *TimeAnalysis {
 // route layers over T(v), then k tries of that.
 func (p *timePass) entryTime(v int32, k int64, check bool) int64 {
 	x := p.v[v].t
-	if r, ok := p.tm.entry[v]; ok {
-		x = p.through(r, x, p.v[v].leaf, check)
+	r, ok := p.tm.entry[v]
+	if !ok {
+		return mul(k, x)
 	}
-	return mul(k, x)
+	worst := int64(-1)
+	for ; r >= 0; r = p.tm.hops[r].next {
+		// One record at a time: each may come with its own client tries.
+		kr := k
+		if c := p.tm.hops[r].client; c > 0 {
+			kr = c
+		}
+		worst = max(worst, mul(kr, p.throughOne(r, x, p.v[v].leaf, check)))
+	}
+	return worst
 }
 
 // path follows succ from v: the chain below v and each service's time. A call loop with no

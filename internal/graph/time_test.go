@@ -207,6 +207,21 @@ func TestAnalyzeTime(t *testing.T) {
 				g.SetEntryHop(n, h)
 			}
 			ta := AnalyzeTime(g, tc.max)
+			// The same hops kept apart from the graph give the same analysis.
+			tt := NewTiming(g)
+			for i, h := range tc.hops {
+				if i > 0 && tc.hops[i-1].from == h.from && tc.hops[i-1].to == h.to {
+					tt.AddHop(h.from, h.to, h.hop)
+				} else {
+					tt.SetHop(h.from, h.to, h.hop)
+				}
+			}
+			for n, h := range tc.entryHops {
+				tt.AddEntryHop(n, 0, h)
+			}
+			if tw := AnalyzeTimeWith(g, tt, tc.max); !reflect.DeepEqual(tw, ta) {
+				t.Errorf("AnalyzeTimeWith differs:\n%+v\n%+v", tw, ta)
+			}
 			if got := FormatTime(ta.Worst); got != tc.worst {
 				t.Errorf("worst %s, want %s", got, tc.worst)
 			}
@@ -420,5 +435,25 @@ func TestAnalyzeTimeProperty(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestEntryHopClientTries: a builder that multiplies a gateway route's tries into the client
+// attempts (2 x 3 = 6 in the graph) gives the client's own 2 with the route's hop; the route's 3
+// tries are then timed once, not twice.
+func TestEntryHopClientTries(t *testing.T) {
+	g := build([]string{"web"}, []e{{"web", "db", 1, 1}}, []ep{{"web", 6}})
+	tt := NewTiming(g)
+	tt.SetHop("web", "db", Hop{rc(1, 500*ms)})
+	route := Hop{{Name: "HTTPRoute shop/web", Tries: 3, PerTry: time.Second, BackoffBase: 25 * ms, BackoffMax: 250 * ms}}
+	if !tt.AddEntryHop("web", 2, route) || tt.AddEntryHop("nope", 2, route) {
+		t.Fatal("AddEntryHop: a node of the graph, and not another")
+	}
+	// 2 x (3 x min(1s, 500ms) + 25ms + 50ms) = 3.15s.
+	if got := FormatTime(AnalyzeTimeWith(g, tt, 0).Worst); got != "3.15s" {
+		t.Fatalf("worst %s, want 3.15s", got)
+	}
+	if g.Has("nope") {
+		t.Fatal("AddEntryHop added a node")
 	}
 }
