@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/graph"
 )
 
 // The time side of the layers (DESIGN.md, "Time along the chain"): the timeouts and backoff each
@@ -303,4 +305,27 @@ func (s *Set) LayerTime(l Layer) LayerTime {
 		lt.BackoffMax = max(rt.max, lt.BackoffBase)
 	}
 	return lt
+}
+
+// TimeLayer is l as the time model's layer: its tries with LayerTime's timeouts and backoff,
+// named by its system and object ("Istio VirtualService shop/payment"; "Istio default" where no
+// object declares it).
+func (s *Set) TimeLayer(l Layer) graph.TimeLayer {
+	lt := s.LayerTime(l)
+	name := string(l.Kind) + " default"
+	if l.Object != "" {
+		name = string(l.Kind) + " " + l.Object
+	}
+	return graph.TimeLayer{Name: name, Tries: l.Tries, PerTry: lt.PerTry, Timeout: lt.Timeout, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax}
+}
+
+// Hop is the time model's hop of an edge whose caller's own layer (its app, or retrycap's
+// proxy) is own, with the mesh layers of e under it, in wire order.
+func (s *Set) Hop(own graph.TimeLayer, e Edge) graph.Hop {
+	h := make(graph.Hop, 0, 1+len(e.Layers))
+	h = append(h, own)
+	for _, l := range e.Layers {
+		h = append(h, s.TimeLayer(l))
+	}
+	return h
 }
