@@ -30,6 +30,12 @@ RetryPolicy payments/storm  cap 4  amplification 27  WITHIN CAP: no
   violations:
     - client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4
       fix: checkout: billing=1; billing: payment=1
+  worst time to answer:  6.3s (frontend -> checkout -> billing -> payment)
+  timeout inversions:
+    - checkout -> billing: Deployment payments/checkout per-try timeout 2s < billing's worst time 6.3s: checkout retries while billing still works on the abandoned try
+      fix: Deployment payments/checkout per-try timeout for billing >= 6.3s, or a timeout of at most 2s on billing's own calls
+    - frontend -> checkout: Deployment payments/frontend per-try timeout 2s < checkout's worst time 6.3s: frontend retries while checkout still works on the abandoned try
+      fix: Deployment payments/frontend per-try timeout for checkout >= 6.3s, or a timeout of at most 2s on checkout's own calls
 
 ` + analyze.BudgetNote + "\n"
 	if code != ExitOverCap || out != want || stderr != "" {

@@ -443,10 +443,23 @@ func (p *timePass) keep(r, i int32, l *layerT, inner int64) {
 
 // through is the time of the hops from record r on (an edge's or an entry's) when what they
 // wait on takes x (unknown: a leaf's own time); with check it offers the inversions.
+// With several records (workloads sharing a service name that declare the edge differently),
+// the worst one counts, and only its inversions are offered: the others are not what a caller
+// of the service waits on in the worst case. Ties: the record declared first.
 func (p *timePass) through(r int32, x int64, unknown, check bool) int64 {
-	worst := int64(-1)
+	if p.tm.hops[r].next < 0 {
+		return p.throughOne(r, x, unknown, check)
+	}
+	worst, wr := int64(-1), int32(-1)
+	// Records are linked newest first: walk them all and keep the last one at the worst, the
+	// one declared first.
 	for ; r >= 0; r = p.tm.hops[r].next {
-		worst = max(worst, p.throughOne(r, x, unknown, check))
+		if y := p.throughOne(r, x, unknown, false); y >= worst {
+			worst, wr = y, r
+		}
+	}
+	if check {
+		p.throughOne(wr, x, unknown, true)
 	}
 	return worst
 }
@@ -611,7 +624,7 @@ func (p *timePass) node(v int32, check bool) bool {
 		}
 	}
 	changed := best != p.v[v].t
-	p.v[v].t, p.v[v].succ = best, bs
+	p.v[v] = nodeT{t: best, succ: bs} // all of it: the buffer is recycled (nodePool)
 	return changed
 }
 

@@ -457,3 +457,18 @@ func TestEntryHopClientTries(t *testing.T) {
 		t.Fatal("AddEntryHop added a node")
 	}
 }
+
+// TestAnalyzeTimeRecycledBuffers: the per-node results come from a pool; a node that was a leaf
+// in the graph analysed before must not stay one (it would hide an inversion over it).
+func TestAnalyzeTimeRecycledBuffers(t *testing.T) {
+	g1 := build([]string{"a"}, []e{{"a", "b", 1, 1}}, nil)
+	g2 := build([]string{"a"}, []e{{"a", "b", 3, 1}, {"b", "c", 2, 1}}, nil)
+	g2.SetHop("a", "b", Hop{{Name: "retrycap", Tries: 3, PerTry: time.Second}})
+	g2.SetHop("b", "c", Hop{{Name: "retrycap", Tries: 2, PerTry: 2 * time.Second}})
+	for range 20 {
+		AnalyzeTime(g1, 0)
+		if ta := AnalyzeTime(g2, 0); ta.InversionsTotal != 1 {
+			t.Fatalf("inversions %d, want 1 (a -> b: 1s < 4s)", ta.InversionsTotal)
+		}
+	}
+}
