@@ -56,7 +56,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: ## Run golangci-lint (v2, pinned in hack/tools/go.mod).
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 .PHONY: kube-bins
 kube-bins: ## Build (or find in the cache) kube-apiserver, etcd and kubectl; print their directory.

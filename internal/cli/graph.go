@@ -15,7 +15,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/analyze"
-	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -149,11 +149,11 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 		ws, ok := workloadsOf[p.Namespace]
 		if !ok {
 			var err error
-			if ws, err = cluster.ListWorkloads(ctx, c, p.Namespace); err != nil {
+			if ws, err = kubeobj.ListWorkloads(ctx, c, p.Namespace); err != nil {
 				return nil, nil, err
 			}
 			workloadsOf[p.Namespace] = ws
-			svcs, err := cluster.ListServices(ctx, c, p.Namespace)
+			svcs, err := kubeobj.ListServices(ctx, c, p.Namespace)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -220,10 +220,10 @@ func liveClusterReports(ctx context.Context, c client.Reader, ns, policy string)
 		var svcs []workload.Service
 		for _, sns := range s.Namespaces() {
 			if _, ok := workloadsOf[sns]; !ok {
-				if workloadsOf[sns], err = cluster.ListWorkloads(ctx, c, sns); err != nil {
+				if workloadsOf[sns], err = kubeobj.ListWorkloads(ctx, c, sns); err != nil {
 					return nil, nil, false, err
 				}
-				if servicesOf[sns], err = cluster.ListServices(ctx, c, sns); err != nil {
+				if servicesOf[sns], err = kubeobj.ListServices(ctx, c, sns); err != nil {
 					return nil, nil, false, err
 				}
 			}

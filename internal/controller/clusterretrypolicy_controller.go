@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/cluster"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	"github.com/retrycap/retrycap/internal/observed"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -55,11 +55,11 @@ type ClusterRetryPolicyReconciler struct {
 	Recorder events.EventRecorder
 	// Now is the clock for lastTransitionTime; nil means time.Now.
 	Now func() time.Time
-	// Index is the workload index the RetryPolicy reconciler reads (gate.Index): the graph is
-	// built from its parsed workloads and Services of each selected namespace. nil:
-	// SetupWithManager makes and feeds its own; without SetupWithManager and an Index the
-	// workloads are listed from Client.
-	Index *gate.Index
+	// Index is the workload index the RetryPolicy reconciler reads (index.Index): the graph is
+	// built from its parsed workloads and Services of each selected namespace. SetupWithManager
+	// requires it; a reconciler driven directly (tests of Reconcile) without one lists the
+	// workloads from Client.
+	Index *index.Index
 	// Mesh is the source of the mesh retry layers, as for the RetryPolicy reconciler (layers
 	// apply per caller's namespace); nil: none.
 	Mesh MeshSource
@@ -194,11 +194,11 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 	var ws []workload.Workload
 	var svcs []workload.Service
 	for _, ns := range s.Namespaces() {
-		nws, err := cluster.ListWorkloads(ctx, r.Client, ns)
+		nws, err := kubeobj.ListWorkloads(ctx, r.Client, ns)
 		if err != nil {
 			return in, err
 		}
-		nsvcs, err := cluster.ListServices(ctx, r.Client, ns)
+		nsvcs, err := kubeobj.ListServices(ctx, r.Client, ns)
 		if err != nil {
 			return in, err
 		}
@@ -269,10 +269,7 @@ func (r *ClusterRetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 		r.Recorder = mgr.GetEventRecorder(ClusterEventSource)
 	}
 	if r.Index == nil {
-		r.Index = gate.NewIndex()
-		if err := cluster.FeedIndex(context.Background(), mgr.GetCache(), r.Index); err != nil {
-			return fmt.Errorf("setting up the %s controller: %w", ClusterControllerName, err)
-		}
+		return fmt.Errorf("setting up the %s controller: Index is nil (make one with index.New and feed it with kubeobj.FeedIndex)", ClusterControllerName)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ClusterControllerName).

@@ -14,11 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/index"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 )
 
 // createSample creates a config/samples scenario in namespace ns: the workloads first, then,
@@ -46,7 +49,7 @@ func createSample(ctx context.Context, file, ns string) {
 
 func waitForCachedWorkloads(_ context.Context, ns string, n int) {
 	// The index the reconciler reads (fed by the manager's cache, which holds workloads as
-	// cluster.CachedWorkload, not as typed objects a cached client could get).
+	// kubeobj.CachedWorkload, not as typed objects a cached client could get).
 	Eventually(func() int {
 		return reconciler.Index.Len(ns)
 	}).Should(Equal(n), "workloads of namespace %s in the manager's workload index", ns)
@@ -216,4 +219,11 @@ func scrapeMetrics() (string, error) {
 		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
 	return string(body), nil
+}
+
+// fedIndex is a workload index fed from mgr's cache, as the operator makes the one it shares.
+func fedIndex(mgr ctrl.Manager) *index.Index {
+	x := index.New()
+	Expect(kubeobj.FeedIndex(context.Background(), mgr.GetCache(), x)).To(Succeed())
+	return x
 }

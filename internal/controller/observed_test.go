@@ -18,7 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	"github.com/retrycap/retrycap/internal/labapp"
 	"github.com/retrycap/retrycap/internal/promquery"
 	"github.com/retrycap/retrycap/internal/promquery/promtest"
@@ -58,7 +58,7 @@ func startObservedManager(ctx context.Context, q *promquery.Client, namespaces [
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme: scheme.New(),
 		Cache: func() cache.Options {
-			o := cluster.CacheOptions()
+			o := kubeobj.CacheOptions()
 			o.DefaultNamespaces = map[string]cache.Config{}
 			for _, ns := range namespaces {
 				o.DefaultNamespaces[ns] = cache.Config{}
@@ -125,7 +125,7 @@ var _ = Describe("Observed amplification (--prometheus-url)", func() {
 		// A manager of its own with an Observer, watching this namespace only (the suite's
 		// reconciler keeps running: it leaves the observed side as it finds it).
 		startObservedManager(ctx, q, []string{ns}, func(mgr ctrl.Manager, obs *Observer) error {
-			return (&RetryPolicyReconciler{Observed: obs}).SetupWithManager(mgr)
+			return (&RetryPolicyReconciler{Observed: obs, Index: fedIndex(mgr)}).SetupWithManager(mgr)
 		})
 
 		edges := func(computed int64) []v1alpha1.ObservedEdge {
@@ -203,7 +203,7 @@ var _ = Describe("Observed amplification (--prometheus-url)", func() {
 		promtest.Settle(GinkgoT(), prom, chain)
 
 		startObservedManager(ctx, q, []string{front, shop}, func(mgr ctrl.Manager, obs *Observer) error {
-			return (&ClusterRetryPolicyReconciler{Observed: obs}).SetupWithManager(mgr)
+			return (&ClusterRetryPolicyReconciler{Observed: obs, Index: fedIndex(mgr)}).SetupWithManager(mgr)
 		})
 		observedOf := func() (*v1alpha1.ObservedAmplification, *metav1.Condition, error) {
 			st, err := clusterStatusOf(ctx, "observed-checkout")()

@@ -22,8 +22,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -107,7 +107,7 @@ func BenchmarkReconcile5k(b *testing.B) {
 	// Warm up: starts and syncs the informers, writes the first status; then wait until the
 	// cache holds that status so that the noop runs write nothing.
 	waitFor(b, func() bool {
-		ws, err := cluster.ListWorkloads(ctx, cached, ns)
+		ws, err := kubeobj.ListWorkloads(ctx, cached, ns)
 		return err == nil && len(ws) == benchWorkloads
 	})
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
@@ -139,7 +139,7 @@ func BenchmarkReconcile5k(b *testing.B) {
 		if err := cached.Get(ctx, key, &pol); err != nil {
 			b.Fatal(err)
 		}
-		ws, err := cluster.ListWorkloads(ctx, cached, ns)
+		ws, err := kubeobj.ListWorkloads(ctx, cached, ns)
 		if err != nil {
 			b.Fatal(err)
 		}

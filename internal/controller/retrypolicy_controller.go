@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/cluster"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	"github.com/retrycap/retrycap/internal/observed"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
@@ -56,12 +56,12 @@ type RetryPolicyReconciler struct {
 	Recorder events.EventRecorder
 	// Now is the clock for lastTransitionTime; nil means time.Now.
 	Now func() time.Time
-	// Index is the workload index (gate.Index, fed by cluster.FeedIndex): the controller builds a
+	// Index is the workload index (index.Index, fed by kubeobj.FeedIndex): the controller builds a
 	// policy's graph from its parsed, sorted workloads, and is told of each change by it (so a
 	// reconcile always sees the change that caused it). The operator shares one with the
-	// webhooks; nil: SetupWithManager makes and feeds its own. A reconciler used without
-	// SetupWithManager and without an Index lists the workloads from Client.
-	Index *gate.Index
+	// webhooks. SetupWithManager requires it (a missing index is an error, not a second copy); a
+	// reconciler driven directly (tests of Reconcile) without one lists the workloads from Client.
+	Index *index.Index
 	// Mesh is the source of the mesh retry layers (meshwatch.Watcher); nil: none, exactly as
 	// without a mesh (no MeshLayers condition).
 	Mesh MeshSource
@@ -239,11 +239,11 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 		in.Analysis = in.Result.Analyze()
 		return in, nil
 	}
-	ws, err := cluster.ListWorkloads(ctx, r.Client, p.Namespace)
+	ws, err := kubeobj.ListWorkloads(ctx, r.Client, p.Namespace)
 	if err != nil {
 		return in, err
 	}
-	svcs, err := cluster.ListServices(ctx, r.Client, p.Namespace)
+	svcs, err := kubeobj.ListServices(ctx, r.Client, p.Namespace)
 	if err != nil {
 		return in, err
 	}
@@ -286,10 +286,7 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Recorder = mgr.GetEventRecorder(EventSource)
 	}
 	if r.Index == nil {
-		r.Index = gate.NewIndex()
-		if err := cluster.FeedIndex(context.Background(), mgr.GetCache(), r.Index); err != nil {
-			return fmt.Errorf("setting up the %s controller: %w", ControllerName, err)
-		}
+		return fmt.Errorf("setting up the %s controller: Index is nil (make one with index.New and feed it with kubeobj.FeedIndex)", ControllerName)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -314,13 +311,13 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // when the index is, and the controller starts its workers only then. Both reconcilers use it,
 // each with its mapping of a workload and of a Service to its policies.
 type indexSource struct {
-	index            *gate.Index
+	index            *index.Index
 	workloadPolicies func(context.Context, workload.Workload) []reconcile.Request
 	servicePolicies  func(context.Context, workload.Service) []reconcile.Request
 }
 
 func (s *indexSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	s.index.OnChange(func(c gate.Change) {
+	s.index.OnChange(func(c index.Change) {
 		if c.Service != nil {
 			// The index tells only of changes to a selector or a type.
 			for _, req := range s.servicePolicies(ctx, *c.Service) {

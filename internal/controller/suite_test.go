@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 )
 
@@ -65,13 +65,13 @@ var _ = BeforeSuite(func() {
 	Expect(l.Close()).To(Succeed())
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cluster.CacheOptions(),
+		Cache:                  kubeobj.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
 	counted = newCountingClient(mgr.GetClient())
-	reconciler = &RetryPolicyReconciler{Client: counted}
+	reconciler = &RetryPolicyReconciler{Client: counted, Index: fedIndex(mgr)}
 	Expect(reconciler.SetupWithManager(mgr)).To(Succeed())
 	// The cluster policies' reconciler reads the same index, as in the operator.
 	Expect((&ClusterRetryPolicyReconciler{Index: reconciler.Index}).SetupWithManager(mgr)).To(Succeed())

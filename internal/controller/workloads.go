@@ -5,10 +5,10 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// The controller reads workloads from the workload index (gate.Index) that cluster.FeedIndex
+// The controller reads workloads from the workload index (index.Index) that kubeobj.FeedIndex
 // fills from the manager's informers, like the gate and the injector. Pods are watched as
 // metadata only (a bare Pod's graph input is all in its metadata), and Deployments,
-// StatefulSets and DaemonSets are held in the cache as cluster.CachedWorkload (cluster.TrimForCache):
+// StatefulSets and DaemonSets are held in the cache as kubeobj.CachedWorkload (kubeobj.TrimForCache):
 // kind, key, pod-template labels and the annotations retrycap reads.
 
 // sameGraphInput reports whether two versions of a workload give the same graph: same

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -223,7 +224,7 @@ func TestDecideClusterPolicyErrors(t *testing.T) {
 // workloads of the selected namespaces, with or without the prepared graph; a relabelled
 // namespace enters or leaves the scope.
 func TestIndexClusterSource(t *testing.T) {
-	x := NewIndex()
+	x := index.New()
 	for ns, l := range chainLabels {
 		x.PutNamespace(ns, l)
 	}
@@ -239,8 +240,8 @@ func TestIndexClusterSource(t *testing.T) {
 	p.UID, p.Generation = "u1", 1
 	over := teamDeployment("payments", "payment", "psp.example.com=3")
 	want := "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; payment.payments may keep psp.example.com=1"
-	for _, mode := range []baseMode{baseNever, baseAlways, baseAuto} {
-		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, mode), Incoming: over})
+	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways, index.BaseAuto} {
+		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(over, mode), Incoming: over})
 		if d.Message != want {
 			t.Errorf("mode %d: message %q, want %q", mode, d.Message, want)
 		}
@@ -259,20 +260,20 @@ func TestIndexClusterSource(t *testing.T) {
 	}
 
 	// other joins the selector: batch's 9 now reaches the chain.
-	var changes []NamespaceChange
-	x.OnChange(func(c Change) {
+	var changes []index.NamespaceChange
+	x.OnChange(func(c index.Change) {
 		if c.Namespace != nil {
 			changes = append(changes, *c.Namespace)
 		}
 	})
 	x.PutNamespace("other", map[string]string{"chain": "checkout"})
 	x.PutNamespace("other", map[string]string{"chain": "checkout"}) // unchanged: no one told
-	if want := []NamespaceChange{{Name: "other", Old: map[string]string{}, New: map[string]string{"chain": "checkout"}}}; !reflect.DeepEqual(changes, want) {
+	if want := []index.NamespaceChange{{Name: "other", Old: map[string]string{}, New: map[string]string{"chain": "checkout"}}}; !reflect.DeepEqual(changes, want) {
 		t.Errorf("namespace changes = %+v, want %+v", changes, want)
 	}
 	want = "ClusterRetryPolicy checkout-chain: batch.other -x9-> order.orders -x3-> payment.payments -x3-> psp.example.com = 81 > cap 10; no rewrite fits: even with payment.payments: psp.example.com=1, batch.other -x9-> order.orders -x3-> payment.payments -x1-> psp.example.com = 27 > cap 10"
-	for _, mode := range []baseMode{baseNever, baseAlways} {
-		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, mode), Incoming: over})
+	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways} {
+		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(over, mode), Incoming: over})
 		if d.Message != want {
 			t.Errorf("after the relabel, mode %d: message %q, want %q", mode, d.Message, want)
 		}
@@ -289,7 +290,7 @@ func TestIndexClusterSource(t *testing.T) {
 // The first workload of a namespace (the index has no entry for it yet) is still reached by its
 // callers in the other selected namespaces.
 func TestIndexClusterSourceFirstWorkloadOfANamespace(t *testing.T) {
-	x := NewIndex()
+	x := index.New()
 	for ns, l := range chainLabels {
 		x.PutNamespace(ns, l)
 	}
@@ -298,8 +299,8 @@ func TestIndexClusterSourceFirstWorkloadOfANamespace(t *testing.T) {
 	p := clusterPolicy("checkout-chain", 10, v1alpha1.EnforcementReject)
 	over := teamDeployment("payments", "payment", "psp.example.com=3")
 	want := "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; payment.payments may keep psp.example.com=1"
-	for _, mode := range []baseMode{baseNever, baseAlways, baseAuto} {
-		if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, mode), Incoming: over}); d.Message != want {
+	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways, index.BaseAuto} {
+		if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(over, mode), Incoming: over}); d.Message != want {
 			t.Errorf("mode %d: message %q, want %q", mode, d.Message, want)
 		}
 	}
@@ -307,7 +308,7 @@ func TestIndexClusterSourceFirstWorkloadOfANamespace(t *testing.T) {
 	x.Put(over)
 	x.Remove(teamDeployment("shop", "web", ""))
 	web := teamDeployment("shop", "web", "order.orders=3")
-	if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, web, baseNever), Incoming: web}); d.Message != "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; web.shop may keep order.orders=1" {
+	if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(web, index.BaseNever), Incoming: web}); d.Message != "ClusterRetryPolicy checkout-chain: web.shop -x3-> order.orders -x3-> payment.payments -x3-> psp.example.com = 27 > cap 10; web.shop may keep order.orders=1" {
 		t.Errorf("the caller's create: %q", d.Message)
 	}
 }
@@ -357,7 +358,7 @@ func TestRelevantClusterMatchesWholeScope(t *testing.T) {
 	decisions := 0
 	for round := 0; round < 200; round++ {
 		ws := randomCluster(r, 6+r.IntN(30))
-		x := NewIndex()
+		x := index.New()
 		for ns, l := range labels {
 			x.PutNamespace(ns, l)
 		}
@@ -381,11 +382,11 @@ func TestRelevantClusterMatchesWholeScope(t *testing.T) {
 			in := Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Incoming: incoming, Old: old}
 			in.Source = full
 			want := Decide(in)
-			in.Source = indexSource(x, incoming, baseNever)
+			in.Source = x.ForMode(incoming, index.BaseNever)
 			if got := Decide(in); !reflect.DeepEqual(withoutPaths(got), withoutPaths(want)) {
 				t.Fatalf("round %d: %s over the relevant workloads:\n %#v\nover all of them\n %#v", round, incoming, got, want)
 			}
-			in.Source = indexSource(x, incoming, baseAlways)
+			in.Source = x.ForMode(incoming, index.BaseAlways)
 			if got := Decide(in); !reflect.DeepEqual(withoutPaths(got), withoutPaths(want)) {
 				t.Fatalf("round %d: %s against the prepared graph:\n %#v\nover all of them\n %#v", round, incoming, got, want)
 			}
@@ -416,7 +417,7 @@ func TestDecideClusterThroughAService(t *testing.T) {
 		t.Errorf("message %q\nwant    %q", d.Message, want)
 	}
 	// The index's walk finds the caller through the Service's node.
-	x := NewIndex()
+	x := index.New()
 	for ns, l := range chainLabels {
 		x.PutNamespace(ns, l)
 	}
@@ -426,8 +427,8 @@ func TestDecideClusterThroughAService(t *testing.T) {
 	for _, v := range svcs {
 		x.PutService(v)
 	}
-	for _, mode := range []baseMode{baseNever, baseAlways} {
-		in.Source = indexSource(x, in.Incoming, mode)
+	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways} {
+		in.Source = x.ForMode(in.Incoming, mode)
 		if d := Decide(in); d.Message != want {
 			t.Errorf("mode %d: message %q\nwant    %q", mode, d.Message, want)
 		}
@@ -435,14 +436,14 @@ func TestDecideClusterThroughAService(t *testing.T) {
 	// Without the Service, orders-svc.orders is a leaf and nothing reaches order-v2 (the
 	// Services read for the cluster policy follow the change).
 	x.RemoveService(svcs[0])
-	in.Source = indexSource(x, in.Incoming, baseNever)
+	in.Source = x.ForMode(in.Incoming, index.BaseNever)
 	if d := Decide(in); !d.Allowed {
 		t.Errorf("after the Service's removal: %+v", d)
 	}
 	x.PutService(svcs[0])
 	// Rewrite lowers the version's own edge, planned at the Service's node (a Source is for one
 	// request: a new one).
-	in.Source = indexSource(x, in.Incoming, baseNever)
+	in.Source = x.ForMode(in.Incoming, index.BaseNever)
 	in.ClusterPolicies[0].Spec.Enforcement = v1alpha1.EnforcementRewrite
 	if d := Decide(in); d.Rewrite == nil || *d.Rewrite != (Rewrite{Upstreams: "payment.payments=1", RewrittenFrom: "payment.payments=3"}) {
 		t.Errorf("Rewrite through the Service: %+v", d)
@@ -453,7 +454,7 @@ func TestDecideClusterThroughAService(t *testing.T) {
 // the prepared graphs are refreshed in the background (run with -race): every request gets one
 // of the verdicts of the states it may have read.
 func TestClusterDecideConcurrentWithChanges(t *testing.T) {
-	x := NewIndex()
+	x := index.New()
 	for ns, l := range chainLabels {
 		x.PutNamespace(ns, l)
 	}
@@ -496,7 +497,7 @@ func TestClusterDecideConcurrentWithChanges(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
-				d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, over, baseAuto), Incoming: over})
+				d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(over, index.BaseAuto), Incoming: over})
 				key := ""
 				if !d.Allowed {
 					if !strings.HasSuffix(d.Message, "payment.payments -x3-> psp.example.com = 27 > cap 10; payment.payments may keep psp.example.com=1") {

@@ -2,8 +2,6 @@ package gate
 
 import (
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -308,78 +306,32 @@ func Decide(in Input) Decision {
 		return deny((&workload.AnnotationError{Workload: in.Incoming, Annotation: annotations.Inject, Value: v,
 			Err: fmt.Errorf("value %q is not \"true\" or \"false\"", v)}).Error())
 	}
-	// Name order, RetryPolicies before ClusterRetryPolicies: Rewrite and Audit warnings list
-	// their policies in it.
-	sort.SliceStable(selecting, func(i, j int) bool {
-		a, b := selecting[i].ref, selecting[j].ref
-		if a.Kind != b.Kind {
-			return !a.Cluster()
-		}
-		return a.QualifiedName() < b.QualifiedName()
-	})
-
-	var rejects, rewrites, audits []verdict
-	var auditPolicies []policy
-	for _, p := range selecting {
+	toStore := in.Incoming
+	e := Enforce(selecting, Steps[policy, verdict]{
+		Policy: func(p policy) (workload.PolicyRef, v1alpha1.Enforcement) { return p.ref, p.spec().Enforcement },
 		// The incoming workload's own annotations first, on a graph of it alone: the same errors
 		// Build reports, without building the namespace.
-		if err := incomingError(p.buildAlone(in.Incoming), in.Incoming); err != nil {
-			return deny(err.Error())
-		}
-		enforcement := p.spec().Enforcement
-		if enforcement == v1alpha1.EnforcementAudit {
-			// Judged below, on what will be stored.
-			auditPolicies = append(auditPolicies, p)
-			continue
-		}
-		v, over, err := judge(p, in.Incoming, in.Old, src, in.Mesh)
-		if err != nil {
-			return deny(err.Error())
-		}
-		if !over {
-			continue
-		}
-		if enforcement == v1alpha1.EnforcementRewrite {
-			rewrites = append(rewrites, v)
-		} else {
-			// Reject is the default; an empty value (a policy stored without defaulting) too.
-			rejects = append(rejects, v)
-		}
-	}
-
-	if len(rejects) > 0 {
-		// The strictest first, by the ordering the injector uses to pick its policy.
-		slices.SortStableFunc(rejects, func(a, b verdict) int { return workload.CompareRefs(a.policy.ref, b.policy.ref) })
-		msg := rejects[0].message()
-		if len(rejects) > 1 {
-			refs := make([]workload.PolicyRef, 0, len(rejects)-1)
-			for _, v := range rejects[1:] {
-				refs = append(refs, v.policy.ref)
+		Check:   func(p policy) error { return incomingError(p.buildAlone(in.Incoming), in.Incoming) },
+		Judge:   func(p policy) (verdict, bool, error) { return judge(p, in.Incoming, in.Old, src, in.Mesh) },
+		Ref:     func(v verdict) workload.PolicyRef { return v.policy.ref },
+		Message: verdict.message,
+		Rewrite: func(vs []verdict) []string {
+			rw, warnings := rewrite(in.Incoming, vs)
+			if rw != nil {
+				d.Rewrite = rw
+				toStore = withUpstreams(in.Incoming, rw.Upstreams)
 			}
-			msg += "; also over the cap of " + CapList(refs)
-		}
-		return deny(msg)
+			return warnings
+		},
+		Audit: func(p policy) (verdict, bool) {
+			v, over, err := judge(p, toStore, in.Old, src, in.Mesh)
+			return v, err == nil && over
+		},
+	})
+	if e.Denied {
+		return deny(e.Message)
 	}
-
-	toStore := in.Incoming
-	if len(rewrites) > 0 {
-		rw, warnings := rewrite(in.Incoming, rewrites)
-		d.Warnings = append(d.Warnings, warnings...)
-		if rw != nil {
-			d.Rewrite = rw
-			toStore = withUpstreams(in.Incoming, rw.Upstreams)
-		}
-	}
-	for _, p := range auditPolicies {
-		v, over, err := judge(p, toStore, in.Old, src, in.Mesh)
-		if err != nil || !over {
-			continue
-		}
-		audits = append(audits, v)
-	}
-	for _, v := range audits {
-		d.Warnings = append(d.Warnings, v.message()+" (admitted: enforcement is Audit)")
-	}
+	d.Warnings = append(d.Warnings, e.Warnings...)
 	return d
 }
 

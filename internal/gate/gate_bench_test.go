@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkDecide5k(b *testing.B) {
 // BenchmarkGateDecision5k is what the handler does per request once decoded: pick the relevant
 // workloads from the index of a 5k-workload namespace, then Decide.
 func BenchmarkGateDecision5k(b *testing.B) {
-	x := NewIndex()
+	x := index.New()
 	for _, w := range fiveThousand() {
 		x.Put(w)
 	}
@@ -48,7 +49,7 @@ func BenchmarkGateDecision5k(b *testing.B) {
 	p.Spec.Entrypoints = nil
 	incoming := deployment("svc-2", "svc-3=3")
 	decide := func() Decision {
-		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(x.relevant("shop", incoming.ServiceName(), upstreamServices(incoming))), Incoming: incoming})
+		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(relevant(x, "shop", incoming.ServiceName(), index.UpstreamServices(incoming))), Incoming: incoming})
 	}
 	if d := decide(); d.Allowed || d.Message != Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(x.Workloads("shop")), Incoming: incoming}).Message {
 		b.Fatalf("the relevant subset decides differently: %q", d.Message)
@@ -62,8 +63,8 @@ func BenchmarkGateDecision5k(b *testing.B) {
 // worstCaseIndex is 5000 workloads in chains of five, the last of each calling the shared
 // "auth", which is not a workload yet, all selected by one Reject policy of cap 64: a create of
 // auth with a retrying upstream is judged on paths from all 5000.
-func worstCaseIndex() (*Index, *v1alpha1.RetryPolicy, workload.Workload) {
-	x := NewIndex()
+func worstCaseIndex() (*index.Index, *v1alpha1.RetryPolicy, workload.Workload) {
+	x := index.New()
 	for i := 0; i < 4999; i++ {
 		ups := fmt.Sprintf("svc-%d=2", i+1)
 		if i%5 == 4 {
@@ -78,12 +79,12 @@ func worstCaseIndex() (*Index, *v1alpha1.RetryPolicy, workload.Workload) {
 
 // handlerInput is the Input the handler gives Decide (see WorkloadGate.Handle), with the
 // prepared graph always or never used.
-func handlerInput(x *Index, p *v1alpha1.RetryPolicy, incoming workload.Workload, useBase bool) Input {
-	mode := baseNever
+func handlerInput(x *index.Index, p *v1alpha1.RetryPolicy, incoming workload.Workload, useBase bool) Input {
+	mode := index.BaseNever
 	if useBase {
-		mode = baseAlways
+		mode = index.BaseAlways
 	}
-	return Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)}
+	return Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: x.ForMode(incoming, mode)}
 }
 
 // BenchmarkGateWorstCase5k is the handler's worst case once decoded: a create of the shared
@@ -137,8 +138,8 @@ func BenchmarkGateWorstCase5kBuild(b *testing.B) {
 // last of each calling the shared "auth" of bench-c0, which is not a workload yet; one Reject
 // ClusterRetryPolicy of cap 64 over the ten namespaces: a create of auth with a retrying upstream
 // is judged on paths from all 5000.
-func clusterWorstCaseIndex() (*Index, *v1alpha1.ClusterRetryPolicy, workload.Workload) {
-	x := NewIndex()
+func clusterWorstCaseIndex() (*index.Index, *v1alpha1.ClusterRetryPolicy, workload.Workload) {
+	x := index.New()
 	ns := func(i int) string { return fmt.Sprintf("bench-c%d", i%10) }
 	for i := 0; i < 10; i++ {
 		x.PutNamespace(ns(i), map[string]string{"bench": "cluster"})
@@ -156,8 +157,8 @@ func clusterWorstCaseIndex() (*Index, *v1alpha1.ClusterRetryPolicy, workload.Wor
 	return x, p, teamDeployment("bench-c0", "auth", "db=3")
 }
 
-func clusterHandlerInput(x *Index, p *v1alpha1.ClusterRetryPolicy, incoming workload.Workload, mode baseMode) Input {
-	return Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)}
+func clusterHandlerInput(x *index.Index, p *v1alpha1.ClusterRetryPolicy, incoming workload.Workload, mode index.BaseMode) Input {
+	return Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Incoming: incoming, Source: x.ForMode(incoming, mode)}
 }
 
 // BenchmarkGateClusterWorstCase5k is BenchmarkGateWorstCase5k for a ClusterRetryPolicy over ten
@@ -166,14 +167,14 @@ func clusterHandlerInput(x *Index, p *v1alpha1.ClusterRetryPolicy, incoming work
 func BenchmarkGateClusterWorstCase5k(b *testing.B) {
 	x, p, incoming := clusterWorstCaseIndex()
 	const want = "= 96 > cap 64; auth.bench-c0 may keep db.bench-c0=2"
-	for _, mode := range []baseMode{baseNever, baseAuto} {
+	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAuto} {
 		if d := Decide(clusterHandlerInput(x, p, incoming, mode)); d.Allowed || !strings.Contains(d.Message, want) {
 			b.Fatalf("mode %d: expected a denial at 96: %+v", mode, d)
 		}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		Decide(clusterHandlerInput(x, p, incoming, baseAuto))
+		Decide(clusterHandlerInput(x, p, incoming, index.BaseAuto))
 	}
 }
 
@@ -182,7 +183,7 @@ func BenchmarkGateClusterWorstCase5kBuild(b *testing.B) {
 	x, p, incoming := clusterWorstCaseIndex()
 	b.ReportAllocs()
 	for b.Loop() {
-		Decide(clusterHandlerInput(x, p, incoming, baseNever))
+		Decide(clusterHandlerInput(x, p, incoming, index.BaseNever))
 	}
 }
 
@@ -192,7 +193,7 @@ func BenchmarkGateClusterWorstCase5kBuild(b *testing.B) {
 func BenchmarkGateWorstCase5kAuto(b *testing.B) {
 	x, p, incoming := worstCaseIndex()
 	in := func() Input {
-		return Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, baseAuto)}
+		return Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: x.ForMode(incoming, index.BaseAuto)}
 	}
 	if d := Decide(in()); d.Allowed || !strings.Contains(d.Message, "= 96 > cap 64; auth may keep db=2") {
 		b.Fatalf("expected a denial at 96: %+v", d)

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -13,17 +12,27 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// randomNamespace is n workloads over fewer services (so some share one), calling random
-// services (some outside the namespace, some cycles), some labelled for a selector.
-func randomNamespace(r *rand.Rand, n int) []workload.Workload {
-	return randomWorkloads(r, n, false)
+// relevant is RelevantParsed's workloads.
+func relevant(x *index.Index, ns, svc string, ups []string) []workload.Workload {
+	ps := x.RelevantParsed(ns, []string{svc}, ups)
+	if ps == nil {
+		return nil
+	}
+	out := make([]workload.Workload, len(ps))
+	for i, p := range ps {
+		out[i] = p.Workload
+	}
+	return out
 }
 
-// randomWorkloads is randomNamespace, without cycles when acyclic (a service calls only services
+// randomWorkloads is n workloads over fewer services (so some share one), calling random
+// services (some outside the namespace, some cycles unless acyclic), some labelled for a
+// selector. Without cycles when acyclic (a service calls only services
 // numbered above its own).
 func randomWorkloads(r *rand.Rand, n int, acyclic bool) []workload.Workload {
 	svcs := n*2/3 + 1
@@ -82,7 +91,7 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 	for round := 0; round < 300; round++ {
 		// Half the rounds without cycles, where the prepared graph answers rather than defers.
 		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
-		x := NewIndex()
+		x := index.New()
 		for _, w := range ws {
 			x.Put(w)
 		}
@@ -109,19 +118,19 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 				incoming.Name = fmt.Sprintf("new%d", i)
 			}
 			full := Decide(Input{Policies: ps, Source: workloads(ws), Incoming: incoming, Old: old})
-			sub := x.relevant("shop", incoming.ServiceName(), upstreamServices(incoming))
+			sub := relevant(x, "shop", incoming.ServiceName(), index.UpstreamServices(incoming))
 			got := Decide(Input{Policies: ps, Source: workloads(sub), Incoming: incoming, Old: old})
 			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
 				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
 			}
 			// The handler's path: the index's parsed workloads, not parsed again.
-			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseNever)})
+			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseNever)})
 			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
 				t.Fatalf("round %d: over the index's parsed workloads the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
 			}
 			// The handler's path for a large share of a large namespace: the policy's prepared
 			// graph of the whole namespace, judged with the incoming edges in place.
-			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseAlways)})
+			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseAlways)})
 			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
 				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
 			}
@@ -149,7 +158,7 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 }
 
 func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
-	x := NewIndex()
+	x := index.New()
 	w := deployment("order", "payment=3")
 	x.Put(w)
 	list := x.Workloads("shop")
@@ -159,86 +168,16 @@ func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
 		t.Fatalf("an identical update rebuilt the namespace's list")
 	}
 	x.Put(deployment("order", "payment=1, audit"))
-	if got := x.relevant("shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations.Get(annotations.Upstreams) != "payment=1, audit" {
+	if got := relevant(x, "shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations.Get(annotations.Upstreams) != "payment=1, audit" {
 		t.Fatalf("Relevant after an update = %v", got)
 	}
 	x.Remove(w)
 	if n := x.Len("shop"); n != 0 {
 		t.Fatalf("Len after remove = %d", n)
 	}
-	if got := x.relevant("shop", "order", nil); got != nil {
+	if got := relevant(x, "shop", "order", nil); got != nil {
 		t.Fatalf("Relevant of an emptied namespace = %v", got)
 	}
-}
-
-// TestIndexChurnMatchesFreshIndex puts, updates and removes random workloads, then checks the
-// index against one built from the surviving workloads alone: the same relevant sets, the
-// workloads kept sorted, and no services left over from names that are gone.
-func TestIndexChurnMatchesFreshIndex(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for round := 0; round < 50; round++ {
-		x := NewIndex()
-		live := map[string]workload.Workload{}
-		for step := 0; step < 200; step++ {
-			w := randomNamespace(r, 1)[0]
-			w.Name = fmt.Sprintf("w%d", r.IntN(30))
-			if r.IntN(4) == 0 {
-				x.Remove(w)
-				delete(live, w.Key())
-				continue
-			}
-			x.Put(w)
-			live[w.Key()] = w
-		}
-		fresh := NewIndex()
-		for _, w := range live {
-			fresh.Put(w)
-		}
-		if len(live) == 0 {
-			if x.Len("shop") != 0 {
-				t.Fatalf("round %d: %d workloads left after removing all", round, x.Len("shop"))
-			}
-			continue
-		}
-		n, f := x.byNS["shop"], fresh.byNS["shop"]
-		if !slices.IsSortedFunc(n.sorted, func(a, b sortedEntry) int { return workload.Compare(a.p.Workload, b.p.Workload) }) || len(n.sorted) != len(live) {
-			t.Fatalf("round %d: %d sorted entries for %d workloads, or out of order", round, len(n.sorted), len(live))
-		}
-		for _, e := range n.sorted {
-			if len(e.nodes) != 1 || n.services[e.nodes[0]].name != e.p.ServiceName() {
-				t.Fatalf("round %d: %s filed under nodes %v", round, e.p.Workload, e.nodes)
-			}
-		}
-		if len(n.ids) != len(f.ids) {
-			t.Fatalf("round %d: %d services after churn, %d in a fresh index", round, len(n.ids), len(f.ids))
-		}
-		keys := func(ps []*workload.Parsed) []string {
-			var k []string
-			for _, p := range ps {
-				k = append(k, p.Key())
-			}
-			return k
-		}
-		for name := range f.ids {
-			got, want := keys(x.RelevantParsed("shop", []string{name}, nil)), keys(fresh.RelevantParsed("shop", []string{name}, nil))
-			if !slices.Equal(got, want) {
-				t.Fatalf("round %d: relevant to %s after churn %v, fresh %v", round, name, got, want)
-			}
-		}
-	}
-}
-
-// relevant is RelevantParsed's workloads.
-func (x *Index) relevant(ns, svc string, ups []string) []workload.Workload {
-	ps := x.RelevantParsed(ns, []string{svc}, ups)
-	if ps == nil {
-		return nil
-	}
-	out := make([]workload.Workload, len(ps))
-	for i, p := range ps {
-		out[i] = p.Workload
-	}
-	return out
 }
 
 // The injector's question (is the pod's service an entrypoint of the policy's graph?) has the
@@ -248,7 +187,7 @@ func TestRelevantWorkloadsDecideEntrypoints(t *testing.T) {
 	checked, entry := 0, 0
 	for round := 0; round < 300; round++ {
 		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
-		x := NewIndex()
+		x := index.New()
 		for _, w := range ws {
 			x.Put(w)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -70,14 +71,14 @@ func TestDecideMesh(t *testing.T) {
 			want: Decision{Allowed: true}},
 	}
 	for _, tt := range tests {
-		for _, mode := range []baseMode{baseNever, baseAlways} {
-			t.Run(tt.name+"/"+map[baseMode]string{baseNever: "built", baseAlways: "prepared"}[mode], func(t *testing.T) {
-				x := NewIndex()
+		for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways} {
+			t.Run(tt.name+"/"+map[index.BaseMode]string{index.BaseNever: "built", index.BaseAlways: "prepared"}[mode], func(t *testing.T) {
+				x := index.New()
 				for _, w := range tt.ws {
 					x.Put(w)
 				}
 				x.SetMesh(tt.set)
-				got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{tt.pol}, Source: indexSource(x, tt.in, mode), Incoming: tt.in, Old: tt.old, Mesh: tt.set})
+				got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{tt.pol}, Source: x.ForMode(tt.in, mode), Incoming: tt.in, Old: tt.old, Mesh: tt.set})
 				if !reflect.DeepEqual(got, tt.want) {
 					t.Errorf("Decide()\n got  %#v\n want %#v", got, tt.want)
 				}
@@ -89,7 +90,7 @@ func TestDecideMesh(t *testing.T) {
 // A prepared graph is rebuilt with the index's new Set, and one built with another Set than
 // the request's is not used: the verdict is the request's Set's.
 func TestPreparedGraphFollowsTheMesh(t *testing.T) {
-	x := NewIndex()
+	x := index.New()
 	for _, w := range []workload.Workload{deployment("gateway", "order=1"), deployment("payment", "")} {
 		x.Put(w)
 	}
@@ -106,7 +107,7 @@ func TestPreparedGraphFollowsTheMesh(t *testing.T) {
 	}
 	// The request's Set is newer than the index's: built with the request's.
 	x.SetMesh(nil)
-	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: indexSource(x, in, baseAlways), Incoming: in, Mesh: istio})
+	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: x.ForMode(in, index.BaseAlways), Incoming: in, Mesh: istio})
 	if d.Allowed {
 		t.Fatalf("judged on a prepared graph without the request's mesh layers: %+v", d)
 	}
@@ -118,7 +119,7 @@ func TestDecideClusterMesh(t *testing.T) {
 	set := testMeshSet(t,
 		"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}",
 		"apiVersion: v1\nkind: Namespace\nmetadata: {name: orders, labels: {istio.io/rev: stable}}")
-	x := NewIndex()
+	x := index.New()
 	for ns, l := range chainLabels {
 		x.PutNamespace(ns, l)
 	}
@@ -132,13 +133,13 @@ func TestDecideClusterMesh(t *testing.T) {
 		"web.shop -x3-> order.orders: 3 = 1 (Deployment web) x 3 (Istio default, no VirtualService binds orders/order); " +
 		"order.orders -x3-> payment.payments: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payments/payment); " +
 		"even with order.orders: payment.payments=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 2: lower the mesh's retries on it"
-	for _, mode := range []baseMode{baseNever, baseAlways} {
-		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, in, mode), Incoming: in, Mesh: set})
+	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways} {
+		d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(in, mode), Incoming: in, Mesh: set})
 		if d.Message != want {
 			t.Errorf("mode %d: message\n %q, want\n %q", mode, d.Message, want)
 		}
 		// Without the Set: 1 x 1.
-		if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: indexSource(x, in, mode), Incoming: in}); !d.Allowed {
+		if d := Decide(Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Source: x.ForMode(in, mode), Incoming: in}); !d.Allowed {
 			t.Errorf("mode %d, no Set: %+v", mode, d)
 		}
 	}

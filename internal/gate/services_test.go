@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -54,7 +55,7 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 	for round := 0; round < 300; round++ {
 		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
 		svcs := withRandomServices(r, ws)
-		x := NewIndex()
+		x := index.New()
 		// Services before and after the workloads: the index relinks either way.
 		half := len(svcs) / 2
 		for _, s := range svcs[:half] {
@@ -93,18 +94,18 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 			}
 			full := Decide(Input{Policies: ps, Source: withServices{workloads(ws), svcs}, Incoming: incoming, Old: old})
 			var sub []workload.Workload
-			for _, p := range x.RelevantParsed("shop", x.Nodes(incoming), upstreamServices(incoming)) {
+			for _, p := range x.RelevantParsed("shop", x.Nodes(incoming), index.UpstreamServices(incoming)) {
 				sub = append(sub, p.Workload)
 			}
 			got := Decide(Input{Policies: ps, Source: withServices{workloads(sub), svcs}, Incoming: incoming, Old: old})
 			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
 				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
 			}
-			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseNever)})
+			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseNever)})
 			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
 				t.Fatalf("round %d: over the index the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
 			}
-			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: indexSource(x, incoming, baseAlways)})
+			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseAlways)})
 			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
 				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
 			}
@@ -119,75 +120,6 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 	t.Logf("%d decisions, %d requests reached through a Service", decisions, viaServices)
 }
 
-// TestIndexServiceChurnMatchesFreshIndex adds, changes and removes Services around a fixed set
-// of workloads, then checks the index against one built from the surviving Services alone.
-func TestIndexServiceChurnMatchesFreshIndex(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	for round := 0; round < 100; round++ {
-		ws := randomWorkloads(r, 5+r.IntN(20), false)
-		withRandomServices(r, ws) // the groups' labels and Service callers
-		x := NewIndex()
-		for _, w := range ws {
-			x.Put(w)
-		}
-		live := map[string]workload.Service{}
-		for step := 0; step < 20; step++ {
-			s := withRandomServices(r, nil)
-			if len(s) == 0 {
-				continue
-			}
-			if old, ok := live[s[0].Name]; ok && r.IntN(2) == 0 {
-				x.RemoveService(old)
-				delete(live, s[0].Name)
-				continue
-			}
-			x.PutService(s[0])
-			live[s[0].Name] = s[0]
-		}
-		fresh := NewIndex()
-		var list []workload.Service
-		for _, s := range live {
-			fresh.PutService(s)
-			list = append(list, s)
-		}
-		for _, w := range ws {
-			fresh.Put(w)
-		}
-		n, f := x.byNS["shop"], fresh.byNS["shop"]
-		if len(n.ids) != len(f.ids) {
-			t.Fatalf("round %d: %d nodes after churn, %d in a fresh index", round, len(n.ids), len(f.ids))
-		}
-		set := workload.NewServiceSet(list)
-		for _, e := range n.sorted {
-			want, _ := set.Nodes(e.p)
-			var got []string
-			for _, id := range e.nodes {
-				got = append(got, n.services[id].name)
-			}
-			if !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
-				t.Fatalf("round %d: %s under %q, want %q", round, e.p.Workload, got, want)
-			}
-		}
-		for name := range f.ids {
-			a := x.RelevantParsed("shop", []string{name}, nil)
-			b := fresh.RelevantParsed("shop", []string{name}, nil)
-			if len(a) != len(b) {
-				t.Fatalf("round %d: %d relevant to %s after churn, %d fresh", round, len(a), name, len(b))
-			}
-		}
-		// Removing every Service and workload leaves nothing behind.
-		for _, s := range live {
-			x.RemoveService(s)
-		}
-		for _, w := range ws {
-			x.Remove(w)
-		}
-		if _, ok := x.byNS["shop"]; ok {
-			t.Fatalf("round %d: the namespace outlived its workloads and Services", round)
-		}
-	}
-}
-
 // A Service created after the workloads changes the verdict and makes the prepared graph stale:
 // emojivoto's web calls emoji-svc, which is a leaf until Service emoji-svc selects Deployment
 // emoji.
@@ -196,22 +128,22 @@ func TestServiceChangesTheVerdict(t *testing.T) {
 	web.Labels = web.Labels.With("app", "web-svc")
 	emoji := deployment("emoji", "db=2")
 	emoji.Labels = emoji.Labels.With("app", "emoji-svc")
-	x := NewIndex()
+	x := index.New()
 	x.Put(web)
 	x.Put(emoji)
 	p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
 	incoming := deployment("web", "emoji-svc=3")
 	incoming.Labels = incoming.Labels.With("app", "web-svc")
-	decide := func(mode baseMode) Decision {
-		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: indexSource(x, incoming, mode)})
+	decide := func(mode index.BaseMode) Decision {
+		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: x.ForMode(incoming, mode)})
 	}
-	if d := decide(baseAlways); !d.Allowed {
+	if d := decide(index.BaseAlways); !d.Allowed {
 		t.Fatalf("before the Service: %+v", d)
 	}
 	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", Selector: map[string]string{"app": "emoji-svc"}})
 	want := "RetryPolicy shop/p: web -x3-> emoji-svc -x2-> db = 6 > cap 4; web may keep emoji-svc=2"
-	for _, mode := range []baseMode{baseNever, baseAlways} {
+	for _, mode := range []index.BaseMode{index.BaseNever, index.BaseAlways} {
 		if d := decide(mode); d.Allowed || d.Message != want {
 			t.Fatalf("mode %d after the Service: %q, want %q", mode, d.Message, want)
 		}
@@ -220,18 +152,18 @@ func TestServiceChangesTheVerdict(t *testing.T) {
 	canary := deployment("web-canary", "emoji-svc=3")
 	canary.Labels = canary.Labels.With("app", "web-svc")
 	x.PutService(workload.Service{Namespace: "shop", Name: "web-svc", Selector: map[string]string{"app": "web-svc"}})
-	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: canary, Source: indexSource(x, canary, baseAuto)})
+	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: canary, Source: x.ForMode(canary, index.BaseAuto)})
 	if want := "RetryPolicy shop/p: web-svc -x3-> emoji-svc -x2-> db = 6 > cap 4; Deployment shop/web-canary may keep emoji-svc=2"; d.Allowed || d.Message != want {
 		t.Fatalf("canary: %q, want %q", d.Message, want)
 	}
 	x.RemoveService(workload.Service{Namespace: "shop", Name: "web-svc"})
 	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", ExternalName: true})
-	if d := decide(baseAlways); !d.Allowed {
+	if d := decide(index.BaseAlways); !d.Allowed {
 		t.Fatalf("after the Service became ExternalName: %+v", d)
 	}
 	x.PutService(workload.Service{Namespace: "shop", Name: "emoji-svc", Selector: map[string]string{"app": "emoji-svc"}})
 	x.RemoveService(workload.Service{Namespace: "shop", Name: "emoji-svc"})
-	if d := decide(baseAlways); !d.Allowed {
+	if d := decide(index.BaseAlways); !d.Allowed {
 		t.Fatalf("after the Service was deleted: %+v", d)
 	}
 }
@@ -272,7 +204,7 @@ func BenchmarkGateDecision5kServices(b *testing.B) {
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			ws, svcs := fiveThousandServices(tt.sameName)
-			x := NewIndex()
+			x := index.New()
 			for _, s := range svcs {
 				x.PutService(s)
 			}
@@ -299,25 +231,6 @@ func BenchmarkGateDecision5kServices(b *testing.B) {
 	}
 }
 
-// The ServiceSet a request or a prepared graph holds is not changed by later Service events.
-func TestIndexServicesHandedOutStayPut(t *testing.T) {
-	x := NewIndex()
-	x.PutService(workload.Service{Namespace: "shop", Name: "a", Selector: map[string]string{"app": "a"}})
-	held := x.Services("shop")
-	x.PutService(workload.Service{Namespace: "shop", Name: "b", Selector: map[string]string{"app": "b"}})
-	x.RemoveService(workload.Service{Namespace: "shop", Name: "a"})
-	if held.Len() != 1 || !held.Has("shop", "a") {
-		t.Fatalf("the handed-out set changed: %+v", held.List())
-	}
-	if now := x.Services("shop"); now.Len() != 1 || !now.Has("shop", "b") {
-		t.Fatalf("the index's set: %+v", now.List())
-	}
-	x.RemoveService(workload.Service{Namespace: "shop", Name: "b"})
-	if x.Services("shop") != nil || x.byNS["shop"] != nil {
-		t.Fatalf("the namespace outlived its last Service")
-	}
-}
-
 // The injector's question over RelevantWorkloads, with Services: a pod fronted by a Service, or
 // called through one, is an entrypoint over its relevant workloads exactly when it is over the
 // whole namespace.
@@ -327,7 +240,7 @@ func TestRelevantWorkloadsWithServicesDecideEntrypoints(t *testing.T) {
 	for round := 0; round < 300; round++ {
 		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
 		svcs := withRandomServices(r, ws)
-		x := NewIndex()
+		x := index.New()
 		for _, w := range ws {
 			x.Put(w)
 		}
@@ -360,9 +273,9 @@ func TestRelevantWorkloadsWithServicesDecideEntrypoints(t *testing.T) {
 // reconciles the namespace's policies on it), after it is applied; one that changes nothing the
 // graph reads is not.
 func TestIndexTellsServiceChanges(t *testing.T) {
-	x := NewIndex()
-	var got []Change
-	x.OnChange(func(c Change) {
+	x := index.New()
+	var got []index.Change
+	x.OnChange(func(c index.Change) {
 		if c.Service != nil {
 			// Applied before it is told: two puts, then the removal.
 			_, has := x.Services(c.Service.Namespace).Get(c.Service.Namespace, c.Service.Name)

@@ -28,9 +28,3 @@ type withServices struct {
 }
 
 func (s withServices) Services() *workload.ServiceSet { return workload.NewServiceSet(s.svcs) }
-
-// indexSource is the index's Source for a request about incoming, with the prepared graphs used
-// as mode says rather than as the handler decides.
-func indexSource(x *Index, incoming workload.Workload, mode baseMode) Source {
-	return &requestSource{x: x, incoming: incoming, mode: mode}
-}

@@ -140,7 +140,7 @@ type Input struct {
 	// Workloads are the namespace's workloads (Deployments, StatefulSets, DaemonSets, bare Pods),
 	// used to tell whether the pod's service is a default entrypoint: one no selected service
 	// calls. A policy that lists spec.entrypoints does not need them. Those that reach the pod's
-	// service are enough (the manager passes gate.Index.RelevantWorkloads).
+	// service are enough (the manager passes index.Index.RelevantWorkloads).
 	Workloads []workload.Workload
 	// Services are the namespace's Services: a pod whose workload a Service fronts is an
 	// entrypoint when that Service's node is (callers reach the Service).
@@ -152,7 +152,7 @@ type Input struct {
 	// ClusterWorkloads and ClusterServices are, for the cluster policies, what Workloads and
 	// Services are for the namespace's: the workloads (and Services) of the namespaces of their
 	// scopes that reach the pod's service, from which a cluster policy's entrypoints are decided
-	// on its graph across namespaces (gate.Index.RelevantClusterWorkloads).
+	// on its graph across namespaces (index.Index.RelevantClusterWorkloads).
 	ClusterWorkloads []workload.Workload
 	ClusterServices  []workload.Service
 	// Mesh is the mesh retry layers the gate counts (nil: none): a Service a Gateway-parented

@@ -6,9 +6,9 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/controller"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/webhook"
@@ -18,8 +18,8 @@ import (
 // manager's (trimmed) informers: the controller, the gate and the injector read the same objects
 // once parsed.
 func setupComponents(mgr ctrl.Manager, o Options) error {
-	index := gate.NewIndex()
-	if err := cluster.FeedIndex(context.Background(), mgr.GetCache(), index); err != nil {
+	idx := index.New()
+	if err := kubeobj.FeedIndex(context.Background(), mgr.GetCache(), idx); err != nil {
 		return fmt.Errorf("feeding the workload index: %w", err)
 	}
 	mw, err := newMeshWatcher(mgr, o)
@@ -30,17 +30,17 @@ func setupComponents(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := (&controller.RetryPolicyReconciler{Index: index, Mesh: mw, Observed: obs}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.RetryPolicyReconciler{Index: idx, Mesh: mw, Observed: obs}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the RetryPolicy controller: %w", err)
 	}
-	if err := (&controller.ClusterRetryPolicyReconciler{Index: index, Mesh: mw, Observed: obs}).SetupWithManager(mgr); err != nil {
+	if err := (&controller.ClusterRetryPolicyReconciler{Index: idx, Mesh: mw, Observed: obs}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("registering the ClusterRetryPolicy controller: %w", err)
 	}
 	if o.Webhooks {
-		if _, err := webhook.SetupWithManager(mgr, webhook.Options{ManagerNamespace: o.Namespace, Index: index, Mesh: mw}); err != nil {
+		if _, err := webhook.SetupWithManager(mgr, webhook.Options{ManagerNamespace: o.Namespace, Index: idx, Mesh: mw}); err != nil {
 			return fmt.Errorf("registering the workload gate and the RetryPolicy validator: %w", err)
 		}
-		if _, err := webhook.SetupPodInjectorWithManager(mgr, webhook.PodInjectorOptions{ProxyImage: o.ProxyImage, ManagerNamespace: o.Namespace, Index: index}); err != nil {
+		if _, err := webhook.SetupPodInjectorWithManager(mgr, webhook.PodInjectorOptions{ProxyImage: o.ProxyImage, ManagerNamespace: o.Namespace, Index: idx}); err != nil {
 			return fmt.Errorf("registering the pod injector: %w", err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/scheme"
 )
@@ -79,7 +79,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	lease, renew, retry := o.leaseTimings()
 	mgrOpts := ctrl.Options{
 		Scheme:                  scheme.New(),
-		Cache:                   cluster.CacheOptions(),
+		Cache:                   kubeobj.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		PprofBindAddress:        o.PprofAddr,

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +90,16 @@ func (c *Config) validate() error {
 		return &FlagError{Flag: "upstreams", Value: c.Args.Upstreams, Err: err}
 	}
 	c.Upstreams = ups
+	if strings.TrimSpace(c.DedupUpstreams) != "" {
+		for _, tok := range strings.Split(c.DedupUpstreams, ",") {
+			name := strings.ToLower(strings.TrimSpace(tok))
+			i := slices.IndexFunc(c.Upstreams, func(u policy.Upstream) bool { return strings.EqualFold(u.Name, name) })
+			if i < 0 {
+				return bad("dedup-upstreams", c.DedupUpstreams, "%q is not an upstream of --upstreams (%s)", name, c.Args.Upstreams)
+			}
+			c.Upstreams[i].Dedup = true
+		}
+	}
 	if c.ChainCap < 0 || c.ChainCap > 1000 {
 		return bad("chain-cap", strconv.Itoa(c.ChainCap), "must be 0 (off) or 1..1000")
 	}
@@ -140,9 +151,6 @@ func (c *Config) validate() error {
 	if c.Engine != "loop" && c.Engine != "goroutine" {
 		return bad("engine", c.Engine, "must be loop or goroutine")
 	}
-	if c.H2Engine != "relay" && c.H2Engine != "stdlib" {
-		return bad("h2-engine", c.H2Engine, "must be relay or stdlib")
-	}
 	if strings.TrimSpace(c.AccessLog) == "" {
 		return bad("access-log", c.AccessLog, "must be off, stdout or a file path")
 	}
@@ -185,6 +193,13 @@ func (c *Config) Describe(w io.Writer) {
 	sort.Strings(res)
 	fmt.Fprintf(w, "listen %s\nadmin %s\nservice %s\nnamespace %s\nupstreams %s\nentrypoint %t\nchain-cap %d\n",
 		c.Listen, c.Admin, c.Service, c.Namespace, strings.Join(ups, ","), c.Entrypoint, c.ChainCap)
+	var dedup []string
+	for _, u := range c.Upstreams {
+		if u.Dedup {
+			dedup = append(dedup, u.Name)
+		}
+	}
+	fmt.Fprintf(w, "dedup-upstreams %s\n", strings.Join(dedup, ","))
 	fmt.Fprintf(w, "default-attempts %d\nper-try-timeout %s\nbackoff-base %s\nbackoff-max %s\nbackoff-jitter %t\n",
 		c.DefaultAttempts, c.PerTryTimeout, c.BackoffBase, c.BackoffMax, c.BackoffJitter)
 	fmt.Fprintf(w, "retry-on %s\nretry-methods %s\nbudget-percent %d\nbudget-min-per-second %d\nbudget-window %s\n",
@@ -193,5 +208,5 @@ func (c *Config) Describe(w io.Writer) {
 		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout)
 	fmt.Fprintf(w, "http-request-timeout %s\nkeepalive-timeout %s\nclient-timeout %s\nupstream-idle-timeout %s\nengine %s\n",
 		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
-	fmt.Fprintf(w, "h2-engine %s\naccess-log %s\n", c.H2Engine, c.AccessLog)
+	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
 }

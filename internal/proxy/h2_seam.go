@@ -21,10 +21,10 @@ import (
 // (h2c with prior knowledge), are served by p.h2 stream by stream with the
 // upstream's own retry budget and breaker.
 
-// h2PeekTimeout bounds the wait for a tunnel's first bytes: a client that
-// sends nothing first (a server-speaks-first protocol) gets its blind
-// tunnel after it.
-const h2PeekTimeout = time.Second
+// A CONNECT to a known upstream is judged by its first bytes, however late
+// they come within --http-request-timeout (tunnelKind): a tunnel to a
+// service the policy covers is never opened blind because the client was
+// slow (a 1 s peek used to tunnel an h2c preface that came after it).
 
 // initH2 builds p.h2 from the forwarding core (its upstreams, with their
 // retry budgets and breakers, its policy, its key ledger and its
@@ -33,7 +33,7 @@ func (p *Proxy) initH2() error {
 	f := p.fw
 	ups := make(map[*forward.Upstream]*h2.Upstream, len(f.Upstreams))
 	for _, u := range f.Upstreams {
-		ups[u] = &h2.Upstream{Name: u.Name, Attempts: u.Attempts, Addr: u.Resolved, Budget: u.Budget, Breaker: u.Breaker}
+		ups[u] = &h2.Upstream{Name: u.Name, Attempts: u.Attempts, Addr: u.Resolved, Budget: u.Budget, Breaker: u.Breaker, Dedup: u.Dedup}
 	}
 	perTry := f.Cfg.PerTryTimeout
 	h, err := h2.New(h2.Config{
@@ -63,7 +63,12 @@ func (p *Proxy) initH2() error {
 		// HTTP/1.1 and HTTP/2 with one key has one chain budget.
 		Ledger: f.Ledger(),
 		KeyTTL: f.Cfg.KeyTTL,
-		Engine: p.cfg.H2Engine,
+		// --http-request-timeout bounds the preface, the first SETTINGS
+		// and every frame from its first byte (slowloris), as it bounds
+		// an HTTP/1.1 head; --client-timeout a write to a client that
+		// stopped reading (HAProxy's timeout client).
+		RequestTimeout: f.Cfg.HTTPRequestTimeout,
+		WriteTimeout:   f.Cfg.ClientTimeout,
 	})
 	if err != nil {
 		return err
@@ -73,10 +78,15 @@ func (p *Proxy) initH2() error {
 }
 
 // h2Connect is the start of a hijacked CONNECT tunnel to target. For a
-// host --upstreams names it answers 200 at once and peeks at the first
-// bytes: the HTTP/2 preface hands the connection to the h2c path; anything
-// else (TLS) is dialed and tunnelled untouched, the peeked bytes first (a
-// failed dial closes the tunnel). It returns false, having done nothing,
+// host --upstreams names it answers 200 at once and waits for the first
+// bytes, up to --http-request-timeout, then judges them (tunnelKind): the
+// HTTP/2 preface hands the connection to the h2c path; HTTP/1.x requests
+// are served by the HTTP/1.1 engine, each with the policy (routed by its own
+// Host, as any request); TLS is dialed and tunnelled untouched, the bytes
+// read first (a failed dial closes the tunnel): the proxy cannot see into
+// it. Anything else, or nothing within the wait, closes the tunnel: the
+// known upstreams are HTTP services, and a tunnel to one is never opened
+// without knowing what it carries. It returns false, having done nothing,
 // for any other host: the caller tunnels as before.
 func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
 	if p.h2 == nil || p.fw.Match([]byte(hostOnly(target))) == nil {
@@ -85,29 +95,121 @@ func (p *Proxy) h2Connect(c net.Conn, target, addr string) bool {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return true
 	}
-	var buf [len(h2.ClientPreface)]byte
-	_ = c.SetReadDeadline(time.Now().Add(h2PeekTimeout))
-	n, err := io.ReadFull(c, buf[:])
-	_ = c.SetReadDeadline(time.Time{})
-	if n == len(buf) && string(buf[:]) == h2.ClientPreface {
+	kind, first := readTunnelStart(c, p.fw.Cfg.HTTPRequestTimeout)
+	switch kind {
+	case tunnelH2:
 		g := &guardConn{Conn: c, raw: c}
 		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
 			g.raw = u.UnsafeConn() // fasthttp's hijacked connection does not close itself
 		}
-		p.h2.ServeConn(&forward.PrefixConn{Conn: g, Prefix: buf[:n]}, target)
+		p.h2.ServeConn(&forward.PrefixConn{Conn: g, Prefix: first}, target)
 		g.end()
-		return true
+	case tunnelHTTP1:
+		_ = p.gor.ServeConn(&forward.PrefixConn{Conn: c, Prefix: first})
+	case tunnelTLS:
+		up, err := net.DialTimeout("tcp", addr, p.fw.Cfg.PerTryTimeout)
+		if err != nil {
+			return true
+		}
+		defer up.Close()
+		goroutine.Pipe(&forward.PrefixConn{Conn: c, Prefix: first}, up)
+	default:
+		p.fw.Logger.Printf("retrycap-proxy: CONNECT %s: closed: %s", target, kind)
 	}
-	if err != nil && n == 0 && !isTimeout(err) {
-		return true // the client went away
-	}
-	up, err := net.DialTimeout("tcp", addr, p.fw.Cfg.PerTryTimeout)
-	if err != nil {
-		return true
-	}
-	defer up.Close()
-	goroutine.Pipe(&forward.PrefixConn{Conn: c, Prefix: bytes.Clone(buf[:n])}, up)
 	return true
+}
+
+// tunnelKind is what the first bytes in a CONNECT tunnel to a known
+// upstream are.
+type tunnelKind int
+
+const (
+	tunnelMore    tunnelKind = iota // not known yet: more bytes needed
+	tunnelH2                        // the HTTP/2 client preface (h2c with prior knowledge)
+	tunnelHTTP1                     // an HTTP/1.x request line (a method and a space)
+	tunnelTLS                       // a TLS handshake record
+	tunnelOther                     // none of these
+	tunnelNothing                   // no byte within the wait, or the client went away
+)
+
+func (k tunnelKind) String() string {
+	switch k {
+	case tunnelH2:
+		return "h2c"
+	case tunnelHTTP1:
+		return "HTTP/1.1"
+	case tunnelTLS:
+		return "TLS"
+	case tunnelOther:
+		return "neither TLS, HTTP/1.1 nor the HTTP/2 preface in its first bytes"
+	case tunnelNothing:
+		return "no complete start within --http-request-timeout"
+	}
+	return "undecided"
+}
+
+// maxTunnelStart bounds the bytes read to judge a tunnel (the preface is
+// 24; the longest method token an HTTP/1.1 proxy need accept is far
+// shorter).
+const maxTunnelStart = 64
+
+// classifyTunnel judges a tunnel's first bytes b.
+func classifyTunnel(b []byte) tunnelKind {
+	if len(b) == 0 {
+		return tunnelMore
+	}
+	if b[0] == 0x16 { // TLS record type 22, handshake: a ClientHello
+		return tunnelTLS
+	}
+	const preface = h2.ClientPreface
+	if k := min(len(b), len(preface)); string(b[:k]) == preface[:k] {
+		if k == len(preface) {
+			return tunnelH2
+		}
+		return tunnelMore
+	}
+	for i, ch := range b {
+		if ch == ' ' && i > 0 {
+			return tunnelHTTP1
+		}
+		if !isTokenChar(ch) {
+			return tunnelOther
+		}
+	}
+	if len(b) >= maxTunnelStart {
+		return tunnelOther
+	}
+	return tunnelMore
+}
+
+// isTokenChar: a tchar of RFC 9110 5.6.2 (a method is a token).
+func isTokenChar(ch byte) bool {
+	switch {
+	case 'a' <= ch && ch <= 'z', 'A' <= ch && ch <= 'Z', '0' <= ch && ch <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", ch) >= 0
+}
+
+// readTunnelStart reads c's first bytes until classifyTunnel decides, or
+// the wait (from now) ends: tunnelNothing then, as when the client goes
+// away first. The bytes read are returned (a copy: they go first to
+// whatever serves the tunnel).
+func readTunnelStart(c net.Conn, wait time.Duration) (tunnelKind, []byte) {
+	var buf [maxTunnelStart]byte
+	n := 0
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	for {
+		k, err := c.Read(buf[n:])
+		n += k
+		if kind := classifyTunnel(buf[:n]); kind != tunnelMore {
+			return kind, bytes.Clone(buf[:n])
+		}
+		if err != nil {
+			return tunnelNothing, nil
+		}
+	}
 }
 
 // guardConn keeps a hijacked connection from being used after the hijack
@@ -189,6 +291,10 @@ type h2SniffConn struct {
 	pending []byte
 }
 
+// NetConn is the connection sniffed (the goroutine engine looks through it
+// for a client's close).
+func (c *h2SniffConn) NetConn() net.Conn { return c.Conn }
+
 func (c *h2SniffConn) Read(b []byte) (int, error) {
 	if len(c.pending) > 0 {
 		n := copy(b, c.pending)
@@ -268,9 +374,4 @@ func hostOnly(hostPort string) string {
 		return h
 	}
 	return strings.Trim(hostPort, "[]")
-}
-
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
 }

@@ -68,31 +68,9 @@ func init() {
 	os.Setenv("HTTPS_PROXY", "http://"+ln.Addr().String())
 }
 
-// h2Engines are the --h2-engine values every seam test runs on.
-var h2Engines = []string{"stdlib", "relay"}
-
-// forH2Engines runs test once per h2 engine, as subtests named after it
-// (seamProxy reads the engine from the test's name).
-func forH2Engines(t *testing.T, test func(t *testing.T)) {
-	for _, e := range h2Engines {
-		t.Run(e, test)
-	}
-}
-
-func h2EngineOf(t *testing.T) string {
-	for _, part := range strings.Split(t.Name(), "/") {
-		for _, e := range h2Engines {
-			if part == e {
-				return e
-			}
-		}
-	}
-	return "stdlib"
-}
-
 func seamProxy(t *testing.T, args ...string) *Proxy {
 	t.Helper()
-	p := startProxy(t, append([]string{"--h2-engine", h2EngineOf(t)}, args...)...)
+	p := startProxy(t, args...)
 	seamTarget.Store(p.Addr())
 	t.Cleanup(func() { seamTarget.Store("") })
 	return p
@@ -165,9 +143,8 @@ func metricValue(m *dto.Metric) float64 {
 
 // A grpc-go client with HTTPS_PROXY opens CONNECT order:50051 and speaks
 // h2c in it: the proxy terminates it and retries UNAVAILABLE.
-func TestH2SeamConnectGRPCRetried(t *testing.T) { forH2Engines(t, testH2SeamConnectGRPCRetried) }
 
-func testH2SeamConnectGRPCRetried(t *testing.T) {
+func TestH2SeamConnectGRPCRetried(t *testing.T) {
 	f, addr := startFailing(t)
 	p := seamProxy(t, "--upstreams", "order=3", "--resolve", "order="+addr, "--retry-on", "connect-failure,reset,503,unavailable")
 	cc, err := grpc.NewClient("dns:///order:50051", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
@@ -197,9 +174,8 @@ func testH2SeamConnectGRPCRetried(t *testing.T) {
 }
 
 // TLS in a CONNECT to a known upstream stays a blind tunnel.
-func TestH2SeamConnectTLSUntouched(t *testing.T) { forH2Engines(t, testH2SeamConnectTLSUntouched) }
 
-func testH2SeamConnectTLSUntouched(t *testing.T) {
+func TestH2SeamConnectTLSUntouched(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -241,11 +217,8 @@ func testH2SeamConnectTLSUntouched(t *testing.T) {
 // h2c with prior knowledge on the listener, routed by :authority; a plain
 // HTTP/2 request gets the HTTP/1.1 rules: a GET is retried on 503, a POST
 // without Idempotency-Key is not.
-func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
-	forH2Engines(t, testH2SeamPriorKnowledgeHTTPRules)
-}
 
-func testH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
+func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
 	var calls atomic.Int64
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != 2 {
@@ -329,9 +302,8 @@ func mustReq(t *testing.T, method, url string) *http.Request {
 
 // A gRPC client dialing the proxy itself speaks h2c with prior knowledge;
 // its :authority names the upstream.
-func TestH2SeamPriorKnowledgeGRPC(t *testing.T) { forH2Engines(t, testH2SeamPriorKnowledgeGRPC) }
 
-func testH2SeamPriorKnowledgeGRPC(t *testing.T) {
+func TestH2SeamPriorKnowledgeGRPC(t *testing.T) {
 	f, addr := startFailing(t)
 	p := seamProxy(t, "--upstreams", "order=3", "--resolve", "order="+addr, "--retry-on", "connect-failure,reset,503,unavailable")
 	cc, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithAuthority("order:50051"),
@@ -453,11 +425,8 @@ var generatedKeyRE = regexp.MustCompile(`^retrycap-gen-[0-9a-f]{32}$`)
 // retryable), passed to the app, returned on every failed answer the client
 // may retry (5xx, 429, a --retry-on status), not on a success or a plain
 // client error; a GET gets none.
-func TestH2SeamEntrypointGeneratesKey(t *testing.T) {
-	forH2Engines(t, testH2SeamEntrypointGeneratesKey)
-}
 
-func testH2SeamEntrypointGeneratesKey(t *testing.T) {
+func TestH2SeamEntrypointGeneratesKey(t *testing.T) {
 	b, majors := newDualBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.Header.Get("X-Status"))
 		w.WriteHeader(code)
@@ -510,11 +479,8 @@ func testH2SeamEntrypointGeneratesKey(t *testing.T) {
 // HTTP/1.1 is what an HTTP/2 retry with the key is left with, and the
 // other way round, so a client alternating between them gets one budget,
 // not two.
-func TestH2SeamLedgerSharedAcrossProtocols(t *testing.T) {
-	forH2Engines(t, testH2SeamLedgerSharedAcrossProtocols)
-}
 
-func testH2SeamLedgerSharedAcrossProtocols(t *testing.T) {
+func TestH2SeamLedgerSharedAcrossProtocols(t *testing.T) {
 	b, majors := newDualBackend(t, status(503))
 	p := seamProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--entrypoint", "--chain-cap", "4")
 	h1, h2c := clientFor(p), h2Client(t, p)

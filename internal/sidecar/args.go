@@ -45,6 +45,10 @@ type Args struct {
 	Service   string
 	Namespace string // the pod's namespace: which upstream names are in it (see annotations.UpstreamNode); default $POD_NAMESPACE in the proxy
 	Upstreams string // NAME[=ATTEMPTS][*CALLS], comma separated
+	// DedupUpstreams names the upstreams (each one of Upstreams) that deduplicate requests by
+	// Idempotency-Key: toward them any key, a generated one included, makes a POST or PATCH
+	// retryable. Comma separated.
+	DedupUpstreams string
 	// Entrypoint: this proxy is at a chain entry.
 	Entrypoint      bool
 	ChainCap        int
@@ -74,7 +78,6 @@ type Args struct {
 	ClientTimeout       time.Duration
 	UpstreamIdleTimeout time.Duration
 	Engine              string // "loop" or "goroutine"
-	H2Engine            string // "relay" or "stdlib": the h2c path's HTTP/2 implementation
 	Check               bool
 	// AccessLog is where the per-attempt access log goes: "off", "stdout" or a file path.
 	AccessLog string
@@ -111,7 +114,6 @@ func Defaults() Args {
 		// Shorter than the common upstream keep-alive timeouts (Node.js 5s, Apache 5s).
 		UpstreamIdleTimeout: 4 * time.Second,
 		Engine:              "loop",
-		H2Engine:            "relay",
 		AccessLog:           AccessLogOff,
 	}
 }
@@ -134,6 +136,7 @@ var flags = []flag{
 	{"service", "this workload's service name (for logs and metrics)", true, func(a *Args) any { return &a.Service }},
 	{"namespace", "this pod's namespace (default $" + NamespaceEnv + "): a host NAME.NAMESPACE[.svc[.cluster.local]] in it names upstream NAME, one in another namespace does not; empty: any namespace", false, func(a *Args) any { return &a.Namespace }},
 	{"upstreams", "upstreams and attempts per call: NAME[=ATTEMPTS][*CALLS], comma separated", false, func(a *Args) any { return &a.Upstreams }},
+	{"dedup-upstreams", "upstreams (of --upstreams) that deduplicate requests by Idempotency-Key, comma separated: toward them a key the entry proxy generated makes a POST/PATCH retryable too; toward any other only a key the client sent does", false, func(a *Args) any { return &a.DedupUpstreams }},
 	{"entrypoint", "this proxy is at a chain entry (generates Idempotency-Keys, remembers per-key spend)", true, func(a *Args) any { return &a.Entrypoint }},
 	{"chain-cap", "chain budget cap (maxAmplification); 0 turns chain budgeting off", true, func(a *Args) any { return &a.ChainCap }},
 	{"default-attempts", "attempts for an upstream listed without =N", true, func(a *Args) any { return &a.DefaultAttempts }},
@@ -156,9 +159,8 @@ var flags = []flag{
 	{"http-request-timeout", "a request head must arrive whole within this, from its first byte (from the accept for a connection's first request): 408 and close after it (HAProxy's timeout http-request); cuts silent connections, partial heads and slowloris", false, func(a *Args) any { return &a.HTTPRequestTimeout }},
 	{"keepalive-timeout", "a client connection idle between requests closes after this (HAProxy's timeout http-keep-alive)", false, func(a *Args) any { return &a.KeepAliveTimeout }},
 	{"client-timeout", "a request body must arrive within this once its head is read: 408 and close after it (HAProxy's timeout client)", false, func(a *Args) any { return &a.ClientTimeout }},
-	{"upstream-idle-timeout", "a pooled upstream connection idle this long is closed, not reused: keep it below the upstreams' own keep-alive timeouts (Node.js: 5s); a request that fails on a reused connection before any answer byte is re-sent once on a fresh one", false, func(a *Args) any { return &a.UpstreamIdleTimeout }},
+	{"upstream-idle-timeout", "a pooled upstream connection idle this long is closed, not reused: keep it below the upstreams' own keep-alive timeouts (Node.js: 5s); a request that fails on a reused connection before any answer byte is re-sent once on a fresh one only if no byte of it was written or it is replayable (a keyless POST that was written gets 502)", false, func(a *Args) any { return &a.UpstreamIdleTimeout }},
 	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
-	{"h2-engine", "HTTP/2 implementation of the h2c path (gRPC through CONNECT, prior knowledge): relay (a frame relay on x/net/http2's Framer and HPACK, a goroutine per connection) or stdlib (net/http's HTTP/2 server and transport)", false, func(a *Args) any { return &a.H2Engine }},
 	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
 	{"access-log", "per-attempt access log, JSON lines (retrycap observe reads them): off, stdout, or a file path (appended to); written by a background writer, lines dropped and counted in retrycap_proxy_access_log_dropped_total when it falls behind", false, func(a *Args) any { return &a.AccessLog }},
 }

@@ -34,14 +34,9 @@ func TestMain(m *testing.M) {
 var exactPerTryTimeouts = [3]time.Duration{40 * time.Second, 20 * time.Second, 5 * time.Second}
 
 // exactProxyArgs are the flags the exact-count tests add to hop i's proxy's: the per-try
-// timeout, and --h2-engine when RETRYCAP_STORM_H2_ENGINE is set (relay, stdlib; unset, the
-// proxy's default), to run the gRPC chains on either engine.
+// timeout.
 func exactProxyArgs(i int) []string {
-	args := []string{"--per-try-timeout", exactPerTryTimeouts[i].String()}
-	if e := os.Getenv("RETRYCAP_STORM_H2_ENGINE"); e != "" {
-		args = append(args, "--h2-engine", e)
-	}
-	return args
+	return []string{"--per-try-timeout", exactPerTryTimeouts[i].String()}
 }
 
 // The exact counts of the lab's chains, with the lab's own proxy flags but the per-try

@@ -16,7 +16,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -28,7 +28,7 @@ const ClusterPolicyValidatorPath = "/validate-retrycap-dev-v1alpha1-clusterretry
 // ClusterPolicyValidator is PolicyValidator for ClusterRetryPolicies: both selectors' syntax, and
 // the same warnings against the current graph of the namespaces it selects.
 type ClusterPolicyValidator struct {
-	index *gate.Index
+	index *index.Index
 	// namespaces reads the Namespaces' labels (the manager's cache, metadata only).
 	namespaces client.Reader
 }
@@ -36,7 +36,7 @@ type ClusterPolicyValidator struct {
 var _ admission.Validator[*v1alpha1.ClusterRetryPolicy] = &ClusterPolicyValidator{}
 
 // setupClusterPolicyValidator registers the validator on mgr's webhook server.
-func setupClusterPolicyValidator(mgr ctrl.Manager, index *gate.Index) error {
+func setupClusterPolicyValidator(mgr ctrl.Manager, index *index.Index) error {
 	v := &ClusterPolicyValidator{index: index, namespaces: mgr.GetClient()}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ClusterRetryPolicy{}).WithValidator(v).Complete(); err != nil {
 		return fmt.Errorf("registering the ClusterRetryPolicy validator: %w", err)

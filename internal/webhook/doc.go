@@ -1,11 +1,16 @@
-// Package webhook holds retrycap's admission webhooks as thin admission.Handlers and their setup
-// on the manager: the workload gate (the decision is internal/gate's Decide, over the gate's
-// index, which informers.go feeds from the manager's cache), the RetryPolicy validator (what CEL
-// in the CRD cannot check) and the pod injector (the decision is internal/inject's Decide).
+// Package webhook holds retrycap's five admission webhooks as thin admission.Handlers and their
+// setup on the manager:
+//   - the workload gate (GatePath; the decision is internal/gate's Decide),
+//   - the mesh gate (MeshPath: Istio VirtualServices, Gateway API routes, Linkerd ServiceProfiles
+//     judged against both policy kinds; mesh_handler*.go),
+//   - the RetryPolicy validator (PolicyValidatorPath: what CEL in the CRD cannot check),
+//   - the ClusterRetryPolicy validator (ClusterPolicyValidatorPath),
+//   - the pod injector (PodInjectorPath; the decision is internal/inject's Decide).
 //
-// A handler decodes the request, reads what the decision needs from the manager's informers
-// (workloads through internal/cluster), calls the pure decision and writes the response; no
-// admission request calls the API server. The webhook configurations are hand-written in
-// config/webhook/manifests.yaml: envtest installs exactly that file, so the tests exercise the
-// shipped configuration.
+// All of them read the one shared workload index (internal/index) the operator makes and
+// internal/kubeobj feeds; setup without it is an error. A handler decodes the request, reads
+// what the decision needs from the index and the manager's cache, calls the pure decision and
+// writes the response; no admission request calls the API server. The webhook configurations
+// are hand-written in config/webhook/manifests.yaml: envtest installs exactly that file, so the
+// tests exercise the shipped configuration.
 package webhook

@@ -126,7 +126,7 @@ func waitForUpstreams(ctx context.Context, ns, name, upstreams string) {
 }
 
 // indexedDeployment is the Deployment ns/name as the gate's workload index holds it: the
-// manager's cache holds workloads as cluster.CachedWorkload, which a cached client cannot get
+// manager's cache holds workloads as kubeobj.CachedWorkload, which a cached client cannot get
 // as a typed Deployment.
 func indexedDeployment(ns, name string) (workload.Workload, bool) {
 	for _, w := range gateWebhooks.Index.Workloads(ns) {

@@ -22,6 +22,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -36,7 +37,7 @@ const cacheSyncWait = 3 * time.Second
 // cache, and applies gate.Decide.
 type WorkloadGate struct {
 	policies client.Reader // the manager's cache-backed client: no API call per request
-	index    *gate.Index
+	index    *index.Index
 	skip     map[string]bool
 	log      logr.Logger
 	// mesh is the mesh watcher (nil: no mesh layers): the gate counts its current Set's layers,
@@ -263,7 +264,7 @@ func (g *WorkloadGate) waitForNamespace(ctx context.Context, ns string) error {
 
 // indexedNamespace reports whether the index has namespace ns, polling until ctx ends: the
 // Namespace informer may not have delivered a namespace created a moment ago.
-func indexedNamespace(ctx context.Context, x *gate.Index, ns string) bool {
+func indexedNamespace(ctx context.Context, x *index.Index, ns string) bool {
 	if _, ok := x.Namespace(ns); ok {
 		return true
 	}

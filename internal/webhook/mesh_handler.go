@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/meshwatch"
 )
@@ -75,7 +75,7 @@ type MeshSource interface {
 // policies and workloads from the manager's cache and the watcher's Set.
 type MeshGate struct {
 	policies client.Reader
-	index    *gate.Index
+	index    *index.Index
 	mesh     MeshSource
 	skip     map[string]bool
 	log      logr.Logger

@@ -59,7 +59,7 @@ func (g *MeshGate) clusterPolicies(ctx context.Context, ns string, bears MeshBea
 // clusterWorkloads are the stored workloads of scope's namespaces that can bear on the verdict:
 // for every workload of a namespace the layers reach whose tries on some call are higher with
 // after than with before (the caller of a raised edge), the workloads the workload gate would
-// judge that caller with (gate.Index.RelevantClusterParsed: the services that reach it and those
+// judge that caller with (index.Index.RelevantClusterParsed: the services that reach it and those
 // it reaches, across the scope), and likewise for every backend of a Gateway route whose client
 // attempts after raises. The graph of these judges every raised edge as the graph of the whole
 // scope would: the chains through a caller run only through them. Sorted by workload.Compare.

@@ -28,7 +28,7 @@ type MeshInput struct {
 	// ClusterPolicies are the ClusterRetryPolicies with their scopes and workloads; those whose
 	// scope has none of the namespaces the object bears on are not consulted (MeshBearsOn).
 	ClusterPolicies []MeshClusterPolicy
-	// Workloads are the object's namespace's workloads, parsed and sorted (gate.Index.Parsed),
+	// Workloads are the object's namespace's workloads, parsed and sorted (index.Index.Parsed),
 	// and Services its Services (nil: none).
 	Workloads []*workload.Parsed
 	Services  *workload.ServiceSet
@@ -67,8 +67,8 @@ type judgedPolicy struct {
 	build func(set *mesh.Set) *workload.Result
 }
 
-// judged are the policies in.Object is judged by, in name order, RetryPolicies before
-// ClusterRetryPolicies (Rewrite and Audit warnings list them so, as the workload gate's do).
+// judged are the policies in.Object is judged by (gate.Enforce puts them in name order,
+// RetryPolicies before ClusterRetryPolicies, as the workload gate's).
 func (in MeshInput) judged(bears MeshBearing) []judgedPolicy {
 	out := make([]judgedPolicy, 0, len(in.Policies)+len(in.ClusterPolicies))
 	for _, p := range in.Policies {
@@ -88,13 +88,6 @@ func (in MeshInput) judged(bears MeshBearing) []judgedPolicy {
 				return workload.BuildClusterParsed(c.Policy, c.Scope, c.Workloads, c.Services, set)
 			}})
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].ref, out[j].ref
-		if a.Kind != b.Kind {
-			return !a.Cluster()
-		}
-		return a.QualifiedName() < b.QualifiedName()
-	})
 	return out
 }
 
@@ -210,57 +203,45 @@ func DecideMesh(in MeshInput) MeshDecision {
 	}
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
 
-	var rejects, rewrites []meshVerdict
-	var audits []judgedPolicy
-	for _, p := range policies {
-		if p.spec.Enforcement == v1alpha1.EnforcementAudit {
-			audits = append(audits, p)
-			continue
-		}
-		v, over := judgeMesh(p, obj, oldSet, newSet, in.Object)
-		if !over {
-			continue
-		}
-		if p.spec.Enforcement == v1alpha1.EnforcementRewrite {
-			rewrites = append(rewrites, v)
-		} else {
-			rejects = append(rejects, v)
-		}
-	}
-	if len(rejects) > 0 {
-		slices.SortStableFunc(rejects, func(a, b meshVerdict) int { return workload.CompareRefs(a.policy.ref, b.policy.ref) })
-		msg := rejects[0].message(obj)
-		if len(rejects) > 1 {
-			refs := make([]workload.PolicyRef, 0, len(rejects)-1)
-			for _, v := range rejects[1:] {
-				refs = append(refs, v.policy.ref)
-			}
-			msg += "; also over the cap of " + gate.CapList(refs)
-		}
-		return MeshDecision{Message: msg}
-	}
-
 	stored := in.Object
-	if len(rewrites) > 0 {
-		out, patch, warnings, err := rewriteMesh(in, obj, oldSet, rewrites)
-		if err != nil {
-			// Unreachable unless the object changes under the planner: admit it as sent, and say so.
-			d.Warnings = append(d.Warnings, fmt.Sprintf("retrycap could not rewrite %s: %v", obj.id(), err))
-		} else {
+	// The Set with what will be stored, made once for the Audit policies (nil: the object
+	// cannot be read back, and they are not judged).
+	var storedSet *mesh.Set
+	storedSetMade := false
+	e := gate.Enforce(policies, gate.Steps[judgedPolicy, meshVerdict]{
+		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) { return p.ref, p.spec.Enforcement },
+		Judge: func(p judgedPolicy) (meshVerdict, bool, error) {
+			v, over := judgeMesh(p, obj, oldSet, newSet, in.Object)
+			return v, over, nil
+		},
+		Ref:     func(v meshVerdict) workload.PolicyRef { return v.policy.ref },
+		Message: func(v meshVerdict) string { return v.message(obj) },
+		Rewrite: func(rewrites []meshVerdict) []string {
+			out, patch, warnings, err := rewriteMesh(in, obj, oldSet, rewrites)
+			if err != nil {
+				// Unreachable unless the object changes under the planner: admit it as sent, and say so.
+				return []string{fmt.Sprintf("retrycap could not rewrite %s: %v", obj.id(), err)}
+			}
 			stored, d.Patch = out, patch
-			d.Warnings = append(d.Warnings, warnings...)
-		}
-	}
-	if len(audits) > 0 {
-		storedSet, err := withObject(oldSet, obj, stored)
-		if err == nil {
-			for _, p := range audits {
-				if v, over := judgeMesh(p, obj, oldSet, storedSet, stored); over {
-					d.Warnings = append(d.Warnings, v.message(obj)+" (admitted: enforcement is Audit)")
+			return warnings
+		},
+		Audit: func(p judgedPolicy) (meshVerdict, bool) {
+			if !storedSetMade {
+				storedSetMade = true
+				if set, err := withObject(oldSet, obj, stored); err == nil {
+					storedSet = set
 				}
 			}
-		}
+			if storedSet == nil {
+				return meshVerdict{}, false
+			}
+			return judgeMesh(p, obj, oldSet, storedSet, stored)
+		},
+	})
+	if e.Denied {
+		return MeshDecision{Message: e.Message}
 	}
+	d.Warnings = e.Warnings
 	return d
 }
 

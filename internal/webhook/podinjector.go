@@ -22,8 +22,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
-	"github.com/retrycap/retrycap/internal/cluster"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -42,8 +41,8 @@ type PodInjectorOptions struct {
 	ProxyImage string
 	// ManagerNamespace is never injected, like kube-system.
 	ManagerNamespace string
-	// Index is the gate's workload index (Webhooks.Index); nil: the injector registers its own.
-	Index *gate.Index
+	// Index is the gate's workload index (Webhooks.Index). Required.
+	Index *index.Index
 }
 
 // The manager's permissions for the injector: it reads policies, namespaces and workloads from
@@ -60,7 +59,7 @@ type PodInjectorOptions struct {
 // never calls the API server on a request.
 type PodInjector struct {
 	reader   client.Reader
-	index    *gate.Index
+	index    *index.Index
 	decoder  admission.Decoder
 	recorder events.EventRecorder
 	config   inject.Config
@@ -69,14 +68,14 @@ type PodInjector struct {
 
 // SetupPodInjectorWithManager registers the pod injector at PodInjectorPath on the manager's
 // webhook server and creates the informers it reads (RetryPolicies, ClusterRetryPolicies;
-// cluster.FeedIndex those of the workloads, Services and Namespaces when it makes its own index), so
+// the workloads, Services and Namespaces come from o.Index, which kubeobj.FeedIndex feeds), so
 // they start with the cache rather than on the first request.
 func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodInjector, error) {
 	if o.ProxyImage == "" {
 		return nil, fmt.Errorf("registering the pod injector: the proxy image is empty (set --proxy-image)")
 	}
 	ctx := context.Background()
-	// Namespaces' labels come from the index (cluster.FeedIndex watches them as metadata).
+	// Namespaces' labels come from the index (kubeobj.FeedIndex watches them as metadata).
 	for _, obj := range []client.Object{&v1alpha1.RetryPolicy{}, &v1alpha1.ClusterRetryPolicy{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
@@ -84,10 +83,7 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 	}
 	index := o.Index
 	if index == nil {
-		index = gate.NewIndex()
-		if err := cluster.FeedIndex(ctx, mgr.GetCache(), index); err != nil {
-			return nil, fmt.Errorf("registering the pod injector: %w", err)
-		}
+		return nil, fmt.Errorf("registering the pod injector: PodInjectorOptions.Index is nil (make one with index.New and feed it with kubeobj.FeedIndex)")
 	}
 	excluded := []string{metav1.NamespaceSystem}
 	if o.ManagerNamespace != "" && o.ManagerNamespace != metav1.NamespaceSystem {
@@ -214,7 +210,7 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	in.Workloads = h.index.RelevantWorkloads(w)
 	in.Services = h.index.Services(pod.Namespace).List()
 	// The mesh layers the gate counts (the index follows the mesh watcher when the injector
-	// shares the gate's index, as the manager does): a Gateway-routed Service is a default
+	// shares the workload index, as the manager does): a Gateway-routed Service is a default
 	// entrypoint.
 	in.Mesh = h.index.Mesh()
 	return in, nil

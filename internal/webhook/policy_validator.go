@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -21,7 +21,7 @@ import (
 // policy against the current graph (from the manager's cache): an entrypoint no selected workload
 // provides, client attempts above the cap (no rewrite can fit), a cap the graph already exceeds.
 type PolicyValidator struct {
-	index *gate.Index
+	index *index.Index
 }
 
 var _ admission.Validator[*v1alpha1.RetryPolicy] = &PolicyValidator{}

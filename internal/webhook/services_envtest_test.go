@@ -23,7 +23,7 @@ var _ = Describe("workload gate with Services", Ordered, func() {
 			Spec:       corev1.ServiceSpec{Selector: app(name), Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}},
 		}
 	}
-	// indexed waits until the gate's index has (or no longer has) Service name.
+	// indexed waits until the shared workload index has (or no longer has) Service name.
 	indexed := func(name string, want bool) {
 		Eventually(func() bool { return gateWebhooks.Gate.index.Services(ns).Has(ns, name) }, cacheWait).Should(Equal(want))
 	}

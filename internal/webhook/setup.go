@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"fmt"
 	"sort"
 
@@ -9,8 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/cluster"
-	"github.com/retrycap/retrycap/internal/gate"
+	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/meshwatch"
 )
 
@@ -35,9 +33,9 @@ type Options struct {
 	// ExcludedNamespaces are further namespaces the handler lets through untouched. Excluding a
 	// namespace in the webhook configurations' namespaceSelector as well saves the round trip.
 	ExcludedNamespaces []string
-	// Index is the workload index, fed by cluster.FeedIndex (the operator shares one with the
-	// controller); nil: SetupWithManager makes and feeds its own.
-	Index *gate.Index
+	// Index is the workload index, fed by kubeobj.FeedIndex (the operator shares one with the
+	// controller). Required: SetupWithManager fails without it rather than feed a second copy.
+	Index *index.Index
 	// Mesh is the mesh watcher (nil: no mesh webhook): the mesh gate is served at MeshPath and
 	// the manager keeps MeshWebhookConfiguration for the mesh APIs it reads.
 	Mesh MeshSource
@@ -51,7 +49,7 @@ type Webhooks struct {
 	Mesh *MeshGate
 	// Index is the workload index the gate reads; pass it to the pod injector
 	// (PodInjectorOptions.Index) so that both read one.
-	Index *gate.Index
+	Index *index.Index
 }
 
 // The manager's permissions for the gate and the validator: they read workloads (Pods as
@@ -70,10 +68,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	log := mgr.GetLogger().WithName("webhooks")
 	index := o.Index
 	if index == nil {
-		index = gate.NewIndex()
-		if err := cluster.FeedIndex(context.Background(), mgr.GetCache(), index); err != nil {
-			return nil, err
-		}
+		return nil, fmt.Errorf("registering the workload gate: Options.Index is nil (make one with index.New and feed it with kubeobj.FeedIndex)")
 	}
 	if err := mgr.Add(baseRefresher{index}); err != nil {
 		return nil, fmt.Errorf("adding the gate's prepared-graph refresh to the manager: %w", err)

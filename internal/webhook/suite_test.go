@@ -13,8 +13,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/retrycap/retrycap/internal/cluster"
 	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/index"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 	retrycapscheme "github.com/retrycap/retrycap/internal/scheme"
 )
 
@@ -60,13 +61,17 @@ var _ = BeforeSuite(func() {
 	serving := cp.WebhookServing()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cluster.CacheOptions(),
+		Cache:                  kubeobj.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer:          webhook.NewServer(webhook.Options{Host: serving.Host, Port: serving.Port, CertDir: serving.CertDir}),
 	})
 	Expect(err).NotTo(HaveOccurred())
-	gateWebhooks, err = SetupWithManager(mgr, Options{ManagerNamespace: suiteManagerNamespace})
+	// One index fed from the manager's cache, shared by the gate and the injector, as the
+	// operator makes it; without one both setups fail (TestSetupWithoutIndex).
+	idx := index.New()
+	Expect(kubeobj.FeedIndex(context.Background(), mgr.GetCache(), idx)).To(Succeed())
+	gateWebhooks, err = SetupWithManager(mgr, Options{ManagerNamespace: suiteManagerNamespace, Index: idx})
 	Expect(err).NotTo(HaveOccurred())
 	_, err = SetupPodInjectorWithManager(mgr, PodInjectorOptions{ProxyImage: suiteProxyImage, ManagerNamespace: suiteManagerNamespace, Index: gateWebhooks.Index})
 	Expect(err).NotTo(HaveOccurred())

@@ -140,7 +140,7 @@ func BuildCluster(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ws []Workload
 }
 
 // BuildClusterParsed is BuildCluster over workloads parsed beforehand (from several namespaces,
-// e.g. the gate's index per selected namespace, concatenated: sorted by Compare they are not
+// e.g. the shared workload index per selected namespace, concatenated: sorted by Compare they are not
 // sorted again) and Services indexed beforehand (nil: none).
 func BuildClusterParsed(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
 	selects, err := ClusterMatcher(p, s)
@@ -209,7 +209,7 @@ func RaisesClusterRetries(p *v1alpha1.ClusterRetryPolicy, old, incoming Workload
 	return RaisesRetries(rp, old, incoming)
 }
 
-// MergeServiceSets is the union of sets of different namespaces (the gate's index keeps one per
+// MergeServiceSets is the union of sets of different namespaces (the shared workload index keeps one per
 // namespace; a cluster policy's graph resolves through those of every selected namespace). The
 // sets are not modified; nil ones are skipped; nil when all are. Sets sharing a namespace must
 // not be merged (the later one's Services of a name would replace the earlier's in one map and

@@ -73,7 +73,7 @@ func (s *ServiceSet) Clone() *ServiceSet {
 }
 
 // Put adds or replaces v in s (the zero ServiceSet is an empty one), which must not be shared
-// (see Clone): for a caller that keeps a set up to date one Service at a time (the gate's index). O(Services with v's selector pair).
+// (see Clone): for a caller that keeps a set up to date one Service at a time (the shared workload index). O(Services with v's selector pair).
 func (s *ServiceSet) Put(v Service) {
 	if s.byName == nil {
 		s.byName, s.byPair = map[string]*Service{}, map[string][]*Service{}

@@ -393,7 +393,7 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		r.Errors = append(r.Errors, selErr)
 	}
 	// slices.SortFunc, not sort.Slice: no reflection per swap, which showed at 5k workloads; and
-	// not at all when the caller keeps them sorted (the gate's index).
+	// not at all when the caller keeps them sorted (the shared workload index).
 	if !slices.IsSortedFunc(sel, compareParsed) {
 		slices.SortFunc(sel, compareParsed)
 	}
@@ -759,7 +759,7 @@ type Base struct {
 	def  int64
 }
 
-// NewBase builds p's graph of ps (sorted by Compare, as the gate's index keeps them; ps is not
+// NewBase builds p's graph of ps (sorted by Compare, as the shared workload index keeps them; ps is not
 // modified) with the namespace's Services svcs (nil: none) and analyses it.
 func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Base {
 	return newBase(BuildParsed(p, ps, svcs))
@@ -834,7 +834,7 @@ func BuildJudged(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, svcs
 }
 
 // BuildJudgedParsed is BuildJudged over workloads parsed beforehand; ps sorted by Compare (as
-// the gate's index keeps them) are not sorted again. ps is not modified.
+// the shared workload index keeps them) are not sorted again. ps is not modified.
 func BuildJudgedParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet) *Result {
 	return BuildParsed(p, judged(ps, incoming, svcs), svcs)
 }

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/cluster"
+	"github.com/retrycap/retrycap/internal/kubeobj"
 )
 
 // admissionChain is the design's example: gateway -x3-> order -x3-> payment against cap 4, with
@@ -81,8 +81,8 @@ var _ = Describe("admission through kubectl", func() {
 		Eventually(func(g Gomega) {
 			cached := Env.Manager.GetClient()
 			g.Expect(cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "checkout"}, &v1alpha1.RetryPolicy{})).To(Succeed())
-			// Workloads are cached as cluster.CachedWorkload: read from the informers.
-			ws, err := cluster.CachedWorkloads(ctx, Env.Manager.GetCache(), ns)
+			// Workloads are cached as kubeobj.CachedWorkload: read from the informers.
+			ws, err := kubeobj.CachedWorkloads(ctx, Env.Manager.GetCache(), ns)
 			g.Expect(err).NotTo(HaveOccurred())
 			names := map[string]bool{}
 			for _, w := range ws {

@@ -44,4 +44,8 @@ type Config struct {
 type UpstreamConfig struct {
 	Name     string
 	Attempts int
+	// Dedup: the upstream is declared to deduplicate requests by
+	// Idempotency-Key (--dedup-upstreams), so that any key, a generated one
+	// included, makes a POST or PATCH to it retryable (policy.KeyRetryable).
+	Dedup bool
 }

@@ -48,7 +48,11 @@ type Exchange struct {
 	lastCond     policy.Condition
 	hadBag       bool // the app sent baggage (joined into sc.bag)
 	generated    bool
+	// clientGone: the client closed its end while the attempt ran
+	// (ClientGone).
+	clientGone   bool
 	retryable    bool
+	replayable   bool
 	chainOn      bool
 	ledgerOn     bool
 	chainLimited bool
@@ -98,10 +102,10 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 		SetContentLength(&req.Header, len(req.Body()), sc)
 	}
 	method := req.Header.Method()
-	x.retryable = known && (f.methodRetryable(method) || policy.RetryableKey(key)) && len(req.Body()) <= cfg.MaxReplayBytes
 	if len(key) == 0 && cfg.Entrypoint && (bytes.Equal(method, []byte("POST")) || bytes.Equal(method, []byte("PATCH"))) {
-		// Not retried here (the app did not ask for it), but the key lets
-		// the client retry safely, and counts those retries against the cap.
+		// Not retried here (the app did not ask for it; unless the upstream
+		// deduplicates by key, see replayable), but the key lets the client
+		// retry safely, and counts those retries against the cap.
 		key = newKey()
 		req.Header.SetBytesV(headerIdempotencyKey, key)
 		x.generated = true
@@ -110,6 +114,11 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	}
 	x.key = key
 	x.hadBag = hadBag
+	// Whether the request may reach the upstream more than once: as a
+	// retry (a known upstream only), or as the re-send of a pooled
+	// connection's failure (MayResend).
+	x.replayable = f.replayable(up, method, key, len(req.Body()))
+	x.retryable = known && x.replayable
 
 	// The attempts the split reserves budget for: none beyond the first
 	// when this hop can never retry, except for a generated key, whose
@@ -205,13 +214,24 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 			o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
 		}
 	}
-	if up.Breaker != nil {
-		if err != nil || o.Status >= 500 {
+	failed := err != nil || o.Status >= 500
+	if x.clientGone && failed {
+		// The client's own cancellation: the attempt's failure (a timeout,
+		// a reset of the upstream connection the proxy closed) says
+		// nothing about the upstream. Not a breaker failure, and not
+		// retried (nobody waits for the answer; no retry budget spent).
+		if up.Breaker != nil {
+			up.Breaker.Cancel(x.probe)
+		}
+		o.Retryable = false
+	} else if up.Breaker != nil {
+		if failed {
 			up.Breaker.Failure(now, x.probe)
 		} else {
 			up.Breaker.Success(now, x.probe)
 		}
 	}
+	x.probe = false // reported
 	d := x.f.pol.Decide(&o, up.Budget, up.Breaker, now)
 	x.logAttempt(now, &o, d)
 	if d.Retry {
@@ -229,6 +249,34 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 	}
 	x.giveUp(d.Reason, x.attempt, err, o.Cond)
 	return false, 0
+}
+
+// MayResend reports whether the attempt, having failed on a pooled
+// connection before any byte of an answer came back, may be sent again on
+// a fresh connection (policy.MayResend): wroteAny says whether any byte of
+// the request had left for the upstream.
+func (x *Exchange) MayResend(wroteAny bool) bool { return policy.MayResend(wroteAny, x.replayable) }
+
+// Replayable reports whether the request may reach the upstream more than
+// once (an engine checks a pooled connection before it sends one that may
+// not).
+func (x *Exchange) Replayable() bool { return x.replayable }
+
+// ClientGone tells the exchange, before AfterAttempt, that the client
+// closed its end of the connection (or reset it) while the attempt ran: a
+// failed attempt is then the client's cancellation, not the upstream's
+// failure (AfterAttempt). A half-closed client that still reads gets the
+// answer; it is not retried for it.
+func (x *Exchange) ClientGone() { x.clientGone = true }
+
+// Abandon ends an attempt that will have no outcome (its client went away
+// and the engine dropped it): a half-open probe's place is given back to
+// the breaker; nothing is counted as the upstream's failure.
+func (x *Exchange) Abandon() {
+	if x.probe && x.up != nil && x.up.Breaker != nil {
+		x.up.Breaker.Cancel(true)
+		x.probe = false
+	}
 }
 
 // Waited restarts the attempt clock after a backoff.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
@@ -43,6 +45,8 @@ type Upstream struct {
 	Breaker  *policy.Breaker
 	M        *UpMetrics
 	Resolved string // the --resolve address of its name, if any
+	// Dedup: declared to deduplicate by Idempotency-Key (UpstreamConfig.Dedup).
+	Dedup bool
 	// node is Name's node in the proxy's namespace (annotations.UpstreamNode), computed once.
 	node string
 }
@@ -106,7 +110,7 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 	}
 	for i, u := range cfg.Upstreams {
 		up := &Upstream{
-			Name: u.Name, Attempts: u.Attempts, Known: true, Index: i,
+			Name: u.Name, Attempts: u.Attempts, Known: true, Index: i, Dedup: u.Dedup,
 			Budget:  policy.NewRetryBudget(cfg.BudgetPercent, cfg.BudgetMinPerSecond, cfg.BudgetWindow),
 			Breaker: policy.NewBreaker(cfg.BreakerFailures, cfg.BreakerWindow, cfg.BreakerOpenFor),
 		}
@@ -256,6 +260,23 @@ func (f *Forwarder) methodRetryable(m []byte) bool {
 		}
 	}
 	return false
+}
+
+// replayable is the one rule of whether a request may reach an upstream
+// more than once: an idempotent method (--retry-methods), or a key that
+// makes it retryable toward up (policy.KeyRetryable: the client's own, or
+// any for an upstream that deduplicates), and a body within
+// --max-replay-bytes. up may be nil (a host no --upstreams entry names).
+func (f *Forwarder) replayable(up *Upstream, method, key []byte, bodyLen int) bool {
+	return (f.methodRetryable(method) || policy.KeyRetryable(key, up != nil && up.Dedup)) && bodyLen <= f.Cfg.MaxReplayBytes
+}
+
+// Replayable reports whether req (as forwarded: its Idempotency-Key is the
+// one it went upstream with) may reach its upstream more than once
+// (replayable): what an engine asks, on the rare path of a pooled
+// connection that failed, when it does not hold the request's Exchange.
+func (f *Forwarder) Replayable(req *fasthttp.Request) bool {
+	return f.replayable(f.Match(SplitHostPort(req.URI().Host())), req.Header.Method(), req.Header.Peek(headerIdempotencyKey), len(req.Body()))
 }
 
 // newKey is the generated Idempotency-Key (policy.NewKey, shared with the

@@ -253,3 +253,37 @@ func (f *Forwarder) PrepareUpgrade(h *fasthttp.RequestHeader, sc *Scratch) {
 		}
 	}
 }
+
+// H2CUpgrade reports whether the request asks to switch to h2c: an Upgrade
+// field one of whose protocols is h2c (RFC 9113 deprecates that upgrade;
+// Go's and HAProxy's servers ignore it). The proxy never opens a tunnel
+// for it: the request is served as HTTP/1.1, with the policy
+// (DropH2CUpgrade). It is not an upgrade to any protocol then, even if
+// the field names others too: an upgrade is one tunnel, and the client
+// asked first for one the proxy refuses.
+func H2CUpgrade(h *fasthttp.RequestHeader) bool {
+	v := h.Peek("Upgrade")
+	for len(v) > 0 {
+		tok := v
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			tok, v = v[:i], v[i+1:]
+		} else {
+			v = nil
+		}
+		if bytes.EqualFold(trimSpace(tok), []byte("h2c")) {
+			return true
+		}
+	}
+	return false
+}
+
+// DropH2CUpgrade turns an h2c upgrade request into a plain HTTP/1.1 one:
+// its Upgrade and HTTP2-Settings fields are deleted in place (the
+// Connection field and what it names go as for any request, stripped by the
+// exchange), so no upstream sees an upgrade it could accept, and the
+// request is forwarded with the policy like any other.
+func DropH2CUpgrade(h *fasthttp.RequestHeader, sc *Scratch) {
+	removeRequestFields(h, func(k []byte, _ *Scratch) bool {
+		return bytes.EqualFold(k, []byte("Upgrade")) || bytes.EqualFold(k, []byte("HTTP2-Settings"))
+	}, sc)
+}

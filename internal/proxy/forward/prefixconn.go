@@ -10,6 +10,9 @@ type PrefixConn struct {
 	Prefix []byte
 }
 
+// NetConn is the connection under the prefix.
+func (c *PrefixConn) NetConn() net.Conn { return c.Conn }
+
 func (c *PrefixConn) Read(p []byte) (int, error) {
 	if len(c.Prefix) > 0 {
 		n := copy(p, c.Prefix)

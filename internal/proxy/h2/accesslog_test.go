@@ -33,9 +33,8 @@ var logTime = regexp.MustCompile(`"time":"[^"]*"|"duration_us":[0-9]+`)
 // Idempotency-Key in its ledger, so the client's retry with the same key
 // after the chain budget is spent is refused without an attempt
 // (UNAVAILABLE, retrycap-exhausted: chain) and logs nothing.
-func TestAccessLogAndKeyLedger(t *testing.T) { forEngines(t, testAccessLogAndKeyLedger) }
 
-func testAccessLogAndKeyLedger(t *testing.T) {
+func TestAccessLogAndKeyLedger(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	out := &lockedBuf{}
 	w := accesslog.New("client", out, 0)
@@ -83,11 +82,8 @@ func itoa(n int) string { return string(rune('0' + n)) }
 // At an entrypoint a gRPC call without a key gets none: its retries follow
 // grpc-status, not the HTTP/1.1 method and key rules (the generated key is
 // for plain HTTP/2 POST and PATCH).
-func TestEntrypointGeneratesNoKeyForGRPC(t *testing.T) {
-	forEngines(t, testEntrypointGeneratesNoKeyForGRPC)
-}
 
-func testEntrypointGeneratesNoKeyForGRPC(t *testing.T) {
+func TestEntrypointGeneratesNoKeyForGRPC(t *testing.T) {
 	b := startBackend(t, &backend{})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, entrypoint: true})
 	theFront.route(t, "echo", h, b.addr)

@@ -2,7 +2,6 @@ package h2
 
 import (
 	"context"
-	"flag"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,8 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 )
-
-var benchEngine = flag.String("bench.engine", EngineRelay, "the engine BenchmarkRelayUnary runs on")
 
 // BenchmarkRelayUnary: unary gRPC calls with a small message through the
 // frame relay over real loopback sockets (grpc-go clients through the
@@ -22,8 +19,6 @@ var benchEngine = flag.String("bench.engine", EngineRelay, "the engine Benchmark
 //
 //	go test -run '^$' -bench RelayUnary/conns=64 -cpuprofile cpu.out -memprofile mem.out ./internal/proxy/h2/
 //	go tool pprof -focus 'proxy/h2\.' -top cpu.out
-//
-// -bench.engine=stdlib runs the same through the stdlib engine.
 func BenchmarkRelayUnary(b *testing.B) {
 	for _, shape := range [][2]int{{1, 16}, {64, 256}} {
 		b.Run("conns="+strconv.Itoa(shape[0]), func(b *testing.B) { benchUnary(b, shape[0], shape[1]) })
@@ -32,7 +27,7 @@ func BenchmarkRelayUnary(b *testing.B) {
 
 func benchUnary(b *testing.B, conns, conc int) {
 	back := startBackend(b, &backend{})
-	h, _ := newHandlerEngine(b, proxyOpts{name: "echo", addr: back.addr, attempts: 3, chainCap: 4}, *benchEngine)
+	h, _ := newHandler(b, proxyOpts{name: "echo", addr: back.addr, attempts: 3, chainCap: 4})
 	theFront.route(b, "echo", h, back.addr)
 	ccs := make([]*grpc.ClientConn, conns)
 	for i := range ccs {

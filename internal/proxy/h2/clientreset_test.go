@@ -48,19 +48,20 @@ func h2Counters(t *testing.T, reg *prometheus.Registry) string {
 func strconvF(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // A client that gives up on a call (RST_STREAM: its context cancelled; or
-// its connection closed) while an attempt is under way: the attempt is
-// judged as a reset failure, as on the HTTP/1.1 path when the client
-// goes: one attempt counted, the breaker charged (threshold 1: the next
-// call is refused), one access-log line with error "reset" and nothing
-// retried (the client is gone). Both engines, the same metric lines and
-// the same log line.
-func TestClientResetJudged(t *testing.T) { forEngines(t, testClientResetJudged) }
+// its connection closed) while an attempt is under way: its own
+// cancellation, not an upstream failure: one attempt counted, one
+// access-log line with error "cancelled", nothing retried (the client is
+// gone) and the breaker not charged (threshold 1: the next call goes
+// through and is answered).
 
-func testClientResetJudged(t *testing.T) {
+func TestClientResetJudged(t *testing.T) {
 	for _, how := range []string{"rst-stream", "connection-lost"} {
 		t.Run(how, func(t *testing.T) {
 			upCancelled := make(chan struct{}, 1)
 			b := startBackend(t, &backend{unary: func(ctx context.Context, n int, _ string) (string, error) {
+				if n > 1 {
+					return "ok", nil
+				}
 				<-ctx.Done() // until the proxy resets the upstream stream
 				upCancelled <- struct{}{}
 				return "", ctx.Err()
@@ -101,7 +102,7 @@ func testClientResetJudged(t *testing.T) {
 				t.Fatalf("metrics:\n%s\nwant:\n%s", got, wantM)
 			}
 			wantL := `{"log":"retrycap-access",TIME,"service":"client","upstream":"echo","method":"POST","authority":"echo:50051",` +
-				`"path":"/retrycap.test.Echo/Call","attempt":1,"budget_in":4,"budget_out":2,"status":0,DUR,"error":"reset"}` + "\n"
+				`"path":"/retrycap.test.Echo/Call","attempt":1,"budget_in":4,"budget_out":2,"status":0,DUR,"error":"cancelled"}` + "\n"
 			got := logTime.ReplaceAllStringFunc(out.b.String(), func(m string) string {
 				if m[1] == 't' {
 					return "TIME"
@@ -114,10 +115,12 @@ func testClientResetJudged(t *testing.T) {
 			if b.attempts.Load() != 1 {
 				t.Fatalf("server saw %d attempts, want 1", b.attempts.Load())
 			}
-			// The breaker was charged: the next call is refused.
-			_, err := callUnary(ctxT(t), dialName(t, "echo"), "x")
-			if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "retrycap-proxy: upstream echo: circuit breaker open" {
-				t.Fatalf("next call: %v", err)
+			// The breaker was not charged: the next call is answered.
+			if out, err := callUnary(ctxT(t), dialName(t, "echo"), "x"); err != nil || out != "ok" {
+				t.Fatalf("next call: %q, %v; want ok", out, err)
+			}
+			if st := br.State(time.Now().UnixNano()); st != policy.BreakerClosed {
+				t.Fatalf("breaker %v, want closed", st)
 			}
 		})
 	}
@@ -132,5 +135,58 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Sixty calls cancelled by their clients at once (RST_STREAM CANCEL while
+// the upstream holds them) against a breaker that opens at 5 failures:
+// the breaker stays closed, nothing is retried or taken from the retry
+// budget, and the next client's call is answered (before: 503 / UNAVAILABLE
+// "circuit breaker open").
+func TestClientCancellationsDoNotOpenBreaker(t *testing.T) {
+	const calls = 60
+	held := make(chan struct{}, calls)
+	b := startBackend(t, &backend{unary: func(ctx context.Context, _ int, in string) (string, error) {
+		if in == "healthy" {
+			return "ok", nil
+		}
+		held <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	}})
+	br := policy.NewBreaker(5, 10*time.Second, time.Minute)
+	budget := policy.NewRetryBudget(0, 0, 10*time.Second) // no retry allowed: a retry would be denied and counted
+	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, breaker: br, budget: budget})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	errs := make(chan error, calls)
+	for range calls {
+		go func() { _, err := callUnary(ctx, cc, "x"); errs <- err }()
+	}
+	for range calls {
+		<-held
+	}
+	cancel()
+	for range calls {
+		if err := <-errs; status.Code(err) != codes.Canceled {
+			t.Fatalf("cancelled call: %v", err)
+		}
+	}
+	waitFor(t, "60 attempts judged", func() bool {
+		return strings.Contains(h2Counters(t, reg), "attempts_total{protocol=grpc,upstream=echo} 60\n")
+	})
+	if st := br.State(time.Now().UnixNano()); st != policy.BreakerClosed {
+		t.Fatalf("breaker %v after %d client cancellations, want closed", st, calls)
+	}
+	out, err := callUnary(ctxT(t), dialName(t, "echo"), "healthy")
+	if err != nil || out != "ok" {
+		t.Fatalf("next client: %q, %v; want ok", out, err)
+	}
+	want := "retrycap_proxy_h2_attempts_total{protocol=grpc,upstream=echo} 61\n" +
+		"retrycap_proxy_h2_connections_total{kind=connect} 2\n" +
+		"retrycap_proxy_h2_requests_total{code=OK,protocol=grpc,upstream=echo} 1\n"
+	if got := h2Counters(t, reg); got != want {
+		t.Fatalf("metrics:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -89,16 +89,10 @@ type ownAnswer struct {
 	body   string
 }
 
-// newCall routes a request (hostPort: the CONNECT target, or the
-// request's authority) and reads its policy inputs. A non-nil answer means
-// the call is answered without an attempt.
-func (h *Handler) newCall(hostPort, method, authority, path string, hdr reqHeaders, contentLength int64, grpc bool) (*callState, *ownAnswer) {
-	c := &callState{}
-	return c, h.initCall(c, hostPort, method, authority, path, hdr, contentLength, grpc)
-}
-
-// initCall is newCall into c (the relay's, inside its stream: one
-// allocation per call fewer).
+// initCall routes a request into c (hostPort: the CONNECT target, or the
+// request's authority) and reads its policy inputs; c is the relay's,
+// inside its stream (one allocation per call fewer). A non-nil answer
+// means the call is answered without an attempt.
 func (h *Handler) initCall(c *callState, hostPort, method, authority, path string, hdr reqHeaders, contentLength int64, grpc bool) *ownAnswer {
 	*c = callState{h: h, grpc: grpc, method: method, authority: authority, path: path, hdr: hdr, contentLength: contentLength, start: h.cfg.Now()}
 	up := h.cfg.Lookup(hostOf(hostPort))
@@ -147,7 +141,7 @@ func (c *callState) setup() *ownAnswer {
 		}
 		c.retryable = c.known && fits
 	} else {
-		c.retryable = c.known && (h.methods[c.method] || policy.RetryableKey([]byte(first(c.hdr, hdrIdempotencyKey)))) && fits
+		c.retryable = c.known && (h.methods[c.method] || policy.KeyRetryable([]byte(first(c.hdr, hdrIdempotencyKey)), c.up.Dedup)) && fits
 	}
 	n := 0
 	c.chainOn = h.cfg.ChainCap > 0
@@ -168,6 +162,7 @@ func (c *callState) setup() *ownAnswer {
 		// here (the app did not ask for it), but the key lets the client
 		// retry safely and counts those retries against the cap.
 		c.key, c.generated = string(policy.NewKey()), true
+		c.retryable = c.known && policy.KeyRetryable([]byte(c.key), c.up.Dedup) && fits // only toward an upstream that deduplicates
 	}
 	// Unknown hosts too, as on the HTTP/1.1 path: the key's budget is the
 	// chain's, wherever the call went.
@@ -266,6 +261,7 @@ type outcome struct {
 	inTrails   bool     // the status came in trailers after headers (not trailers-only)
 	pushback   []string // grpc-retry-pushback-ms, from the headers or else the trailers
 	retryAfter string   // plain HTTP/2: Retry-After
+	gone       bool     // the client cancelled (judgeGone)
 }
 
 // judge is the end of attempt n (started with the breaker's probe flag):
@@ -323,16 +319,22 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 
 // judgeGone is the end of attempt n because the client went away (it
 // reset the stream, or its connection ended) while the attempt was under
-// way: a reset failure, counted, charged to the breaker and logged like
-// any, but without a retry decision (there is nobody to answer: no retry,
-// no denial, no answer counted). Both engines call it, so a client's
-// cancel reads the same in the metrics and the access log on either.
+// way: the client's own cancellation, not an upstream failure. It is
+// counted as an attempt and logged (error "cancelled"), but the breaker
+// is not charged and nothing is decided (there is nobody to answer: no
+// retry, no denial, no answer counted, nothing taken from the retry
+// budget). A half-open probe the client abandoned told nothing either,
+// but the breaker lets nothing else through until its probe is judged
+// and policy.Breaker has no way to give the probe back: it is judged a
+// failure, which keeps the breaker open for one more period rather than
+// closing it on an upstream nobody saw answer.
 func (c *callState) judgeGone(n int, probe bool, res *outcome) {
 	now := c.h.cfg.Now()
 	c.m.attempts.Inc()
-	if br := c.up.Breaker; br != nil && c.known {
+	if br := c.up.Breaker; br != nil && c.known && probe {
 		br.Failure(now, probe)
 	}
+	res.gone = true
 	c.logAttempt(n, now, res, policy.Decision{})
 }
 
@@ -477,7 +479,9 @@ func (c *callState) logAttempt(n int, now int64, res *outcome, d policy.Decision
 	if c.chainOn {
 		e.BudgetIn, e.BudgetOut = c.split.First+c.split.Attempts-1, c.split.BudgetFor(n)
 	}
-	if res.err != nil {
+	if res.gone {
+		e.Error = "cancelled"
+	} else if res.err != nil {
 		e.Error = res.cond.String()
 	} else {
 		e.Status = res.status

@@ -1,7 +1,6 @@
 package h2
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -27,13 +26,6 @@ const (
 	codeUnavailable    = 14
 	codeUnauthenticate = 16
 )
-
-// isGRPC reports whether a request is a gRPC call (gRPC over HTTP/2: the
-// content type is application/grpc, optionally +proto, +json, ...).
-func isGRPC(h http.Header) bool {
-	ct := h.Get("Content-Type")
-	return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;")
-}
 
 // parseTimeout reads grpc-timeout: at most 8 digits and a unit
 // (H, M, S, m, u, n). ok is false when absent or malformed (gRPC then has

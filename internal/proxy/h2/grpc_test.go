@@ -37,10 +37,6 @@ func failWith(c codes.Code) func(context.Context, int, string) (string, error) {
 }
 
 func TestUnaryUnavailableRetriedToAttempts(t *testing.T) {
-	forEngines(t, testUnaryUnavailableRetriedToAttempts)
-}
-
-func testUnaryUnavailableRetriedToAttempts(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
 	theFront.route(t, "echo", h, b.addr)
@@ -70,10 +66,6 @@ func testUnaryUnavailableRetriedToAttempts(t *testing.T) {
 }
 
 func TestUnaryInvalidArgumentNotRetried(t *testing.T) {
-	forEngines(t, testUnaryInvalidArgumentNotRetried)
-}
-
-func testUnaryInvalidArgumentNotRetried(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.InvalidArgument)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
 	theFront.route(t, "echo", h, b.addr)
@@ -96,9 +88,7 @@ func pushback(v string) func(context.Context, int, string) (string, error) {
 	}
 }
 
-func TestPushbackNegativeStopsRetries(t *testing.T) { forEngines(t, testPushbackNegativeStopsRetries) }
-
-func testPushbackNegativeStopsRetries(t *testing.T) {
+func TestPushbackNegativeStopsRetries(t *testing.T) {
 	b := startBackend(t, &backend{unary: pushback("-1")})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
 	theFront.route(t, "echo", h, b.addr)
@@ -118,9 +108,7 @@ func testPushbackNegativeStopsRetries(t *testing.T) {
 	}
 }
 
-func TestPushbackWaitHonoured(t *testing.T) { forEngines(t, testPushbackWaitHonoured) }
-
-func testPushbackWaitHonoured(t *testing.T) {
+func TestPushbackWaitHonoured(t *testing.T) {
 	var mu sync.Mutex
 	var at []time.Time
 	pb := pushback("200")
@@ -144,9 +132,7 @@ func testPushbackWaitHonoured(t *testing.T) {
 	}
 }
 
-func TestFailTwiceThenOK(t *testing.T) { forEngines(t, testFailTwiceThenOK) }
-
-func testFailTwiceThenOK(t *testing.T) {
+func TestFailTwiceThenOK(t *testing.T) {
 	b := startBackend(t, &backend{unary: func(_ context.Context, n int, in string) (string, error) {
 		if n < 3 {
 			return "", status.Error(codes.Unavailable, "not yet")
@@ -172,9 +158,7 @@ func testFailTwiceThenOK(t *testing.T) {
 	}
 }
 
-func TestReplayLimitStopsRetries(t *testing.T) { forEngines(t, testReplayLimitStopsRetries) }
-
-func testReplayLimitStopsRetries(t *testing.T) {
+func TestReplayLimitStopsRetries(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, replay: 100})
 	theFront.route(t, "echo", h, b.addr)
@@ -192,10 +176,6 @@ func testReplayLimitStopsRetries(t *testing.T) {
 }
 
 func TestServerStreamNotRetriedAfterAMessage(t *testing.T) {
-	forEngines(t, testServerStreamNotRetriedAfterAMessage)
-}
-
-func testServerStreamNotRetriedAfterAMessage(t *testing.T) {
 	b := startBackend(t, &backend{stream: func(n int, in string, send func(string) error) error {
 		if err := send("first"); err != nil {
 			return err
@@ -229,10 +209,6 @@ func testServerStreamNotRetriedAfterAMessage(t *testing.T) {
 }
 
 func TestServerStreamRetriedBeforeAnyMessage(t *testing.T) {
-	forEngines(t, testServerStreamRetriedBeforeAnyMessage)
-}
-
-func testServerStreamRetriedBeforeAnyMessage(t *testing.T) {
 	b := startBackend(t, &backend{stream: func(n int, in string, send func(string) error) error {
 		if n == 1 {
 			return status.Error(codes.Unavailable, "no message yet")
@@ -271,9 +247,7 @@ func testServerStreamRetriedBeforeAnyMessage(t *testing.T) {
 	}
 }
 
-func TestDeadlineForwardedReduced(t *testing.T) { forEngines(t, testDeadlineForwardedReduced) }
-
-func testDeadlineForwardedReduced(t *testing.T) {
+func TestDeadlineForwardedReduced(t *testing.T) {
 	var left time.Duration
 	b := startBackend(t, &backend{unary: func(ctx context.Context, n int, _ string) (string, error) {
 		dl, ok := ctx.Deadline()
@@ -295,9 +269,7 @@ func testDeadlineForwardedReduced(t *testing.T) {
 	}
 }
 
-func TestSpoofedBudgetClamped(t *testing.T) { forEngines(t, testSpoofedBudgetClamped) }
-
-func testSpoofedBudgetClamped(t *testing.T) {
+func TestSpoofedBudgetClamped(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4})
 	theFront.route(t, "echo", h, b.addr)
@@ -319,9 +291,8 @@ func testSpoofedBudgetClamped(t *testing.T) {
 // its caller's own sidecar making 3 attempts; svc3 always answers
 // UNAVAILABLE and the apps propagate retrycap-budget. With cap 4 the last
 // tier sees at most 4 calls per client call; with the cap off, 27.
-func TestChainThreeTiers(t *testing.T) { forEngines(t, testChainThreeTiers) }
 
-func testChainThreeTiers(t *testing.T) {
+func TestChainThreeTiers(t *testing.T) {
 	for _, tc := range []struct {
 		cap, want int
 	}{{4, 4}, {0, 27}} {
@@ -366,10 +337,6 @@ func testChainThreeTiers(t *testing.T) {
 }
 
 func TestHundredConcurrentStreamsOneConnection(t *testing.T) {
-	forEngines(t, testHundredConcurrentStreamsOneConnection)
-}
-
-func testHundredConcurrentStreamsOneConnection(t *testing.T) {
 	const n = 100
 	arrived := make(chan struct{}, n)
 	release := make(chan struct{})
@@ -423,9 +390,8 @@ func testHundredConcurrentStreamsOneConnection(t *testing.T) {
 // (GOAWAY every 50ms) while calls flow; every call succeeds, and each
 // reaches the server exactly once (a stream above the GOAWAY's last id is
 // re-sent on a new connection, and it is not an attempt).
-func TestUpstreamGoAwayLosesNoCall(t *testing.T) { forEngines(t, testUpstreamGoAwayLosesNoCall) }
 
-func testUpstreamGoAwayLosesNoCall(t *testing.T) {
+func TestUpstreamGoAwayLosesNoCall(t *testing.T) {
 	b := startBackend(t, &backend{}, grpc.KeepaliveParams(keepalive.ServerParameters{
 		MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: 10 * time.Second,
 	}))
@@ -455,6 +421,20 @@ func testUpstreamGoAwayLosesNoCall(t *testing.T) {
 	if got := b.attempts.Load(); got != workers*per {
 		t.Fatalf("server saw %d calls, want %d", got, workers*per)
 	}
+	// Every re-send gave its window budget back (flow.go).
+	waitFor(t, "the client connection's budget given back", func() bool {
+		h.rmu.Lock()
+		defer h.rmu.Unlock()
+		for c := range h.rconns {
+			c.mu.Lock()
+			held, n := c.upHeld, len(c.streams)
+			c.mu.Unlock()
+			if held != 0 || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	t.Logf("re-sent after GOAWAY: %v", testutil.ToFloat64(h.m.resent.WithLabelValues("echo", "grpc")))
 }
 
@@ -485,9 +465,8 @@ func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
 // TestTLSThroughConnectUntouched: gRPC over TLS to a known upstream is
 // tunnelled blind: the call reaches the server once (UNAVAILABLE is not
 // retried) and the h2c path serves nothing.
-func TestTLSThroughConnectUntouched(t *testing.T) { forEngines(t, testTLSThroughConnectUntouched) }
 
-func testTLSThroughConnectUntouched(t *testing.T) {
+func TestTLSThroughConnectUntouched(t *testing.T) {
 	cert, pool := selfSigned(t, "secure")
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)},
 		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}})))
@@ -515,9 +494,7 @@ func testTLSThroughConnectUntouched(t *testing.T) {
 	}
 }
 
-func TestDownUpstreamIsConnectFailure(t *testing.T) { forEngines(t, testDownUpstreamIsConnectFailure) }
-
-func testDownUpstreamIsConnectFailure(t *testing.T) {
+func TestDownUpstreamIsConnectFailure(t *testing.T) {
 	// A port nothing listens on: every attempt is a connect failure.
 	b := startBackend(t, &backend{})
 	addr := b.addr
@@ -539,9 +516,8 @@ func testDownUpstreamIsConnectFailure(t *testing.T) {
 
 // A client-streaming call failed before any answer is retried with every
 // message the client sent replayed, in order.
-func TestClientStreamReplayed(t *testing.T) { forEngines(t, testClientStreamReplayed) }
 
-func testClientStreamReplayed(t *testing.T) {
+func TestClientStreamReplayed(t *testing.T) {
 	b := startBackend(t, &backend{collect: func(n int, ins []string) (string, error) {
 		if n == 1 {
 			return "", status.Error(codes.Unavailable, "read them all, then failed")
@@ -574,9 +550,8 @@ func testClientStreamReplayed(t *testing.T) {
 // The breaker (shared with the HTTP/1.1 path: the same object) opens after
 // two failed attempts: the call's third attempt is refused and the last
 // failure returned marked breaker; the next call is answered by the proxy.
-func TestBreakerOpens(t *testing.T) { forEngines(t, testBreakerOpens) }
 
-func testBreakerOpens(t *testing.T) {
+func TestBreakerOpens(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	br := policy.NewBreaker(2, 10*time.Second, time.Minute)
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, breaker: br})
@@ -601,9 +576,8 @@ func testBreakerOpens(t *testing.T) {
 }
 
 // An empty retry budget denies the retry: one attempt, marked budget.
-func TestRetryBudgetDenies(t *testing.T) { forEngines(t, testRetryBudgetDenies) }
 
-func testRetryBudgetDenies(t *testing.T) {
+func TestRetryBudgetDenies(t *testing.T) {
 	b := startBackend(t, &backend{unary: failWith(codes.Unavailable)})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, budget: policy.NewRetryBudget(0, 0, time.Second)})
 	theFront.route(t, "echo", h, b.addr)
@@ -620,9 +594,8 @@ func testRetryBudgetDenies(t *testing.T) {
 // Shutdown sends GOAWAY and lets the calls under way finish: a call the
 // server holds completes after Shutdown began (not before 100 ms, while
 // the server holds it), and Shutdown returns nil once it did.
-func TestShutdownDrains(t *testing.T) { forEngines(t, testShutdownDrains) }
 
-func testShutdownDrains(t *testing.T) {
+func TestShutdownDrains(t *testing.T) {
 	arrived := make(chan struct{}, 1)
 	release := make(chan struct{})
 	b := startBackend(t, &backend{unary: func(ctx context.Context, _ int, in string) (string, error) {

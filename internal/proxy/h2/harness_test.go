@@ -147,27 +147,6 @@ func (f *front) serve(c net.Conn) {
 	<-done
 }
 
-// engines are the HTTP/2 engines every test of the h2c path runs on.
-var engines = []string{EngineStdlib, EngineRelay}
-
-// forEngines runs test once per engine, as subtests named after it
-// (newHandler reads the engine from the test's name).
-func forEngines(t *testing.T, test func(t *testing.T)) {
-	for _, e := range engines {
-		t.Run(e, test)
-	}
-}
-
-// engineOf is the engine of the (sub)test t runs in.
-func engineOf(t testing.TB) string {
-	for _, part := range strings.Split(t.Name(), "/") {
-		if part == EngineRelay || part == EngineStdlib {
-			return part
-		}
-	}
-	return EngineStdlib
-}
-
 // proxyOpts configures a test Handler: one upstream named name at addr.
 type proxyOpts struct {
 	name     string
@@ -184,15 +163,11 @@ type proxyOpts struct {
 	entrypoint bool
 	// Config.PingInterval, PingTimeout, IdleTimeout (0: the defaults).
 	pingInterval, pingTimeout, idle time.Duration
+	// Config.RequestTimeout, WriteTimeout (0: the defaults).
+	requestTimeout, writeTimeout time.Duration
 }
 
 func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
-	t.Helper()
-	return newHandlerEngine(t, o, engineOf(t))
-}
-
-// newHandlerEngine is newHandler on a given engine.
-func newHandlerEngine(t testing.TB, o proxyOpts, engine string) (*Handler, *prometheus.Registry) {
 	t.Helper()
 	if o.retryOn == "" {
 		o.retryOn = "connect-failure,reset,502,503,504,unavailable"
@@ -227,10 +202,11 @@ func newHandlerEngine(t testing.TB, o proxyOpts, engine string) (*Handler, *prom
 		Registerer:     reg,
 		AccessLog:      o.accessLog,
 		Entrypoint:     o.entrypoint,
-		Engine:         engine,
 		PingInterval:   o.pingInterval,
 		PingTimeout:    o.pingTimeout,
 		IdleTimeout:    o.idle,
+		RequestTimeout: o.requestTimeout,
+		WriteTimeout:   o.writeTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)

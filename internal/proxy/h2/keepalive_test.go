@@ -19,9 +19,8 @@ import (
 // comes after the next quiet interval; unanswered, the connection is
 // closed without a GOAWAY. The intervals are Config's, short here; the
 // test waits on frames, not on time.
-func TestKeepalivePing(t *testing.T) { forEngines(t, testKeepalivePing) }
 
-func testKeepalivePing(t *testing.T) {
+func TestKeepalivePing(t *testing.T) {
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: "127.0.0.1:1", attempts: 1, pingInterval: 50 * time.Millisecond, pingTimeout: 2 * time.Second})
 	rc := newRawClient(t, h)
 	isPing := func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && !p.IsAck() }
@@ -43,9 +42,8 @@ func testKeepalivePing(t *testing.T) {
 
 // A client connection without a stream for IdleTimeout gets GOAWAY
 // (NO_ERROR, last stream 0) and is closed, on both engines.
-func TestIdleConnectionClosed(t *testing.T) { forEngines(t, testIdleConnectionClosed) }
 
-func testIdleConnectionClosed(t *testing.T) {
+func TestIdleConnectionClosed(t *testing.T) {
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: "127.0.0.1:1", attempts: 1, idle: 100 * time.Millisecond})
 	rc := newRawClient(t, h)
 	g := rc.until("GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok }).(*http2.GoAwayFrame)
@@ -70,9 +68,8 @@ func testIdleConnectionClosed(t *testing.T) {
 // ends an attempt without its response headers: two hanging attempts,
 // then the third answers; eight calls at once on one connection, so the
 // attempts' timeouts interleave.
-func TestPerTryTimeoutRetried(t *testing.T) { forEngines(t, testPerTryTimeoutRetried) }
 
-func testPerTryTimeoutRetried(t *testing.T) {
+func TestPerTryTimeoutRetried(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	b := startBackend(t, &backend{unary: func(ctx context.Context, _ int, in string) (string, error) {

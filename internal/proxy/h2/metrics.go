@@ -19,6 +19,7 @@ type metrics struct {
 	denied   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	conns    *prometheus.CounterVec
+	closed   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,9 +49,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "retrycap_proxy_h2_connections_total",
 			Help: "Client connections whose h2c the proxy terminated, by how they came (connect: in a CONNECT tunnel; prior-knowledge: on the listener).",
 		}, []string{"kind"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retrycap_proxy_h2_connections_refused_total",
+			Help: "Client connections the proxy ended for what the client did, by reason: rapid-reset (GOAWAY ENHANCE_YOUR_CALM), frame-size (GOAWAY FRAME_SIZE_ERROR), timeout (preface, SETTINGS or a frame not whole within --http-request-timeout), not-reading (its writes pending past the bound, or a write not done within the write timeout).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.attempts, m.retries, m.resent, m.denied, m.latency, m.conns} {
+		for _, c := range []prometheus.Collector{m.requests, m.attempts, m.retries, m.resent, m.denied, m.latency, m.conns, m.closed} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

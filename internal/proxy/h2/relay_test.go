@@ -83,7 +83,7 @@ func (rc *rawClient) until(what string, ok func(http2.Frame) bool) http2.Frame {
 // PROTOCOL_ERROR (connection-specific fields, TE other than trailers,
 // a missing :path) and answers a protocol error with GOAWAY naming it.
 func TestRelayIntermediary(t *testing.T) {
-	h, _ := newHandlerEngine(t, proxyOpts{name: "echo", addr: "127.0.0.1:1", attempts: 1}, EngineRelay)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: "127.0.0.1:1", attempts: 1})
 	rc := newRawClient(t, h)
 	rc.w <- func() { _ = rc.fr.WritePing(false, [8]byte{1, 2, 3, 4, 5, 6, 7, 8}) }
 	p := rc.until("PING ack", func(f http2.Frame) bool { pf, ok := f.(*http2.PingFrame); return ok && pf.IsAck() }).(*http2.PingFrame)
@@ -115,9 +115,8 @@ func TestRelayIntermediary(t *testing.T) {
 // (the relay credits WINDOW_UPDATEs as each side consumes), on both
 // engines: a 3 MiB unary request and answer, retried once with the
 // request replayed (under a 4 MiB --max-replay-bytes).
-func TestLargeMessagesThroughWindows(t *testing.T) { forEngines(t, testLargeMessagesThroughWindows) }
 
-func testLargeMessagesThroughWindows(t *testing.T) {
+func TestLargeMessagesThroughWindows(t *testing.T) {
 	big := strings.Repeat("0123456789abcdef", 3<<16) // 3 MiB
 	b := startBackend(t, &backend{unary: func(_ context.Context, n int, in string) (string, error) {
 		if n == 1 {

@@ -1,190 +1,505 @@
 package h2
 
 import (
+	"bufio"
 	"context"
 	"errors"
-	"net/http"
-	"strings"
+	"fmt"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
-// upPool holds the HTTP/2 connections to one known upstream address as
-// net/http ClientConns (Transport.NewClientConn, Go 1.26), outside the
-// Transport's own pool: that pool's lookup (getConn, a lock, a wantConn
-// and a channel per request even with a single connection) was 9 % of the
-// proxy's CPU under load. Here a request reserves a stream on the first
-// connection with room (one atomic load and the connection's own lock);
-// the pool's lock is taken only to dial. A connection is dropped from the
-// pool when it becomes unusable (GOAWAY, closed, idle timeout), through
-// its state hook or, at the latest, at the next dial (prune); a full one (the upstream's MAX_CONCURRENT_STREAMS
-// reached) gets a sibling, as the Transport does.
-type upPool struct {
-	h     *Handler
-	addr  string
-	conns atomic.Pointer[[]*http.ClientConn] // copy on write, under mu
+// The frame relay's upstream side: per address a small pool of h2c
+// connections (prior knowledge), each with one reader goroutine that
+// hands frames to the attempts (rstream.go) they belong to.
 
-	mu      sync.Mutex
-	dialing *dialWait // the dial under way, nil if none
+// upIdleTimeout closes an upstream connection without a stream that long.
+const upIdleTimeout = 90 * time.Second
+
+// errConnLost is an upstream connection that ended under a stream.
+var errConnLost = errors.New("retrycap-proxy: upstream connection lost")
+
+// upconn is one h2c connection to an upstream.
+type upconn struct {
+	pool *rpool
+	nc   net.Conn
+	cw   *batchConn
+	br   *bufio.Reader
+	fr   *http2.Framer
+
+	// wmu serialises writes (and stream ids: a new stream's HEADERS go
+	// out in id order); never taken with mu held.
+	wmu    sync.Mutex
+	out    *frameOut
+	nextID uint32
+
+	mu          sync.Mutex
+	streams     map[uint32]*ratt
+	active      uint32  // reserved streams, sent or about to be
+	maxStreams  uint32  // the upstream's SETTINGS_MAX_CONCURRENT_STREAMS
+	sendWin     outflow // the upstream's connection window
+	recvWin     inflow  // the relay's, credited on receipt (flow.go)
+	peerInitWin int64
+	blocked     []*ratt
+	goAway      bool
+	lastID      uint32 // GOAWAY's last-stream-id
+	closed      bool
+	// The idle close: one timer per connection (idle), re-armed when it
+	// fires, not per stream; idleSince is when active last fell to 0.
+	idle      *time.Timer
+	idleSince time.Time
+	// werr is the write error that failed the connection (batchConn.onFail).
+	werr atomic.Pointer[error]
 }
 
-// dialWait is a dial the requests that found no room wait for together,
-// so a down upstream costs one dial per wave of calls, not one each in turn.
-type dialWait struct {
-	done chan struct{}
-	err  error
-}
-
-// pool returns the pool of addr.
-func (h *Handler) pool(addr string) *upPool {
-	if v, ok := h.pools.Load(addr); ok {
-		return v.(*upPool)
-	}
-	v, _ := h.pools.LoadOrStore(addr, &upPool{h: h, addr: addr})
-	return v.(*upPool)
-}
-
-// get reserves a stream on a connection to the address (dialing one if
-// none has room); the caller makes exactly one RoundTrip on it.
-func (p *upPool) get(ctx context.Context) (*http.ClientConn, error) {
-	for {
-		if s := p.conns.Load(); s != nil {
-			for _, cc := range *s {
-				if cc.Reserve() == nil {
-					return cc, nil
-				}
-			}
-		}
-		p.mu.Lock()
-		p.prune()
-		d := p.dialing
-		if d == nil {
-			d = &dialWait{done: make(chan struct{})}
-			p.dialing = d
-			go p.dial(d)
-		}
-		p.mu.Unlock()
-		select {
-		case <-d.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if d.err != nil {
-			return nil, d.err
-		}
-	}
-}
-
-// dial opens a connection for the waiters of d; bounded by the dial's own
-// timeout (Config.Dial), not by one waiter's context.
-func (p *upPool) dial(d *dialWait) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.h.cfg.PerTryTimeout)
+// dialUp opens an h2c connection with prior knowledge and reads the
+// upstream's SETTINGS (the first frame it must send) before any stream
+// goes on it, so its MAX_CONCURRENT_STREAMS is known; bounded by the
+// per-try timeout.
+func (h *Handler) dialUp(p *rpool) (*upconn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.PerTryTimeout)
 	defer cancel()
-	cc, err := p.h.tr.NewClientConn(ctx, "http", p.addr)
-	p.mu.Lock()
-	if err == nil {
-		p.add(cc)
-	} else {
-		var de *dialError
-		if !errors.As(err, &de) {
-			err = &dialError{err}
-		}
-		d.err = err
+	nc, err := h.cfg.Dial(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, &dialError{err}
 	}
-	p.dialing = nil
-	p.mu.Unlock()
-	close(d.done)
-	if cc != nil {
-		// After it is in the pool: the hook may run at once and remove it.
-		cc.SetStateHook(p.changed)
+	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(nc, 16<<10), nextID: 1, streams: map[uint32]*ratt{},
+		maxStreams: 100, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow), peerInitWin: initialWindow}
+	uc.cw.onFail = func(err error) {
+		// The reader ends the connection (lost) with the write's error.
+		uc.werr.Store(&err)
+		_ = nc.SetReadDeadline(time.Now())
 	}
+	uc.cw.onDrain = uc.onDrain
+	uc.fr = http2.NewFramer(uc.cw, uc.br)
+	uc.fr.SetMaxReadFrameSize(relayMaxFrame)
+	uc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	uc.fr.MaxHeaderListSize = relayMaxHeaderList
+	uc.fr.SetReuseFrames()
+	uc.out = newFrameOut(uc.fr)
+	fail := func(err error) (*upconn, error) {
+		_ = uc.cw.Close()
+		return nil, &dialError{err}
+	}
+	if _, err := io.WriteString(uc.cw, ClientPreface); err != nil {
+		return fail(err)
+	}
+	_ = uc.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		// 0: each stream's window is granted from its client's budget
+		// (flow.go) by a WINDOW_UPDATE after its HEADERS.
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
+	)
+	_ = uc.fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
+	if err := uc.cw.Flush(); err != nil {
+		return fail(err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetReadDeadline(dl)
+	}
+	f, err := uc.fr.ReadFrame()
+	_ = nc.SetReadDeadline(time.Time{})
+	if err != nil {
+		return fail(fmt.Errorf("h2c handshake: %w", err))
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok || sf.IsAck() {
+		return fail(fmt.Errorf("h2c handshake: first frame %v, not SETTINGS", f.Header().Type))
+	}
+	if err := uc.settings(sf); err != nil {
+		return fail(fmt.Errorf("h2c handshake: %w", err))
+	}
+	return uc, nil
 }
 
-// add puts cc in the pool; p.mu held.
-func (p *upPool) add(cc *http.ClientConn) {
-	var s []*http.ClientConn
-	if old := p.conns.Load(); old != nil {
-		s = append(s, *old...)
-	}
-	s = append(s, cc)
-	p.conns.Store(&s)
-}
-
-// prune drops the connections that became unusable (an idle one the
-// library closed, say) without their state hook having run yet, so the
-// list cannot grow with dead ones; p.mu held.
-func (p *upPool) prune() {
-	old := p.conns.Load()
-	if old == nil {
-		return
-	}
-	s := make([]*http.ClientConn, 0, len(*old))
-	for _, c := range *old {
-		if c.Err() == nil {
-			s = append(s, c)
-		} else {
-			_ = c.Close()
-		}
-	}
-	if len(s) != len(*old) {
-		p.conns.Store(&s)
-	}
-}
-
-// changed is a connection's state hook: an unusable one leaves the pool
-// and is closed (its streams have ended or failed with it).
-func (p *upPool) changed(cc *http.ClientConn) {
-	if cc.Err() == nil {
-		return
-	}
-	p.mu.Lock()
-	if old := p.conns.Load(); old != nil {
-		s := make([]*http.ClientConn, 0, len(*old))
-		for _, c := range *old {
-			if c != cc {
-				s = append(s, c)
-			}
-		}
-		p.conns.Store(&s)
-	}
-	p.mu.Unlock()
-	_ = cc.Close()
-}
-
-// closeAll closes every connection of every pool (Shutdown, after the
-// client connections ended).
-func (h *Handler) closeAll() {
-	h.pools.Range(func(_, v any) bool {
-		p := v.(*upPool)
-		p.mu.Lock()
-		old := p.conns.Load()
-		p.conns.Store(nil)
-		p.mu.Unlock()
-		if old != nil {
-			for _, cc := range *old {
-				_ = cc.Close()
-			}
-		}
-		return true
-	})
-}
-
-// unprocessed reports whether a RoundTrip on a ClientConn failed before
-// the upstream processed the stream, so that it may be re-sent on another
-// connection without counting an attempt: a GOAWAY whose last-stream-id is
-// below the stream's, a REFUSED_STREAM, a connection that was unusable
-// when the stream was to start. http.Transport decides the same
-// (http2canRetryError in net/http's h2_bundle.go) but its errors are
-// unexported, so they are recognised by their text (Go 1.26's);
-// TestUnprocessedStreamResent makes an upstream send both and fails if a
-// Go release changes them.
-func unprocessed(err error) bool {
-	if err == nil {
+// reserve takes a stream slot if the connection has one.
+func (uc *upconn) reserve() bool {
+	uc.mu.Lock()
+	defer uc.mu.Unlock()
+	if uc.goAway || uc.closed || uc.active >= uc.maxStreams {
 		return false
 	}
-	s := err.Error()
-	return s == "http2: Transport received Server's graceful shutdown GOAWAY" ||
-		s == "http2: client conn not usable" ||
-		s == "http2: client conn could not be established" ||
-		strings.Contains(s, "; REFUSED_STREAM")
+	uc.active++
+	return true
+}
+
+// settings applies the upstream's SETTINGS and acknowledges them.
+func (uc *upconn) settings(sf *http2.SettingsFrame) error {
+	var grown []*ratt
+	var delta int64
+	more := false
+	err := sf.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingMaxConcurrentStreams:
+			uc.mu.Lock()
+			more = s.Val > uc.maxStreams
+			uc.maxStreams = s.Val
+			uc.mu.Unlock()
+		case http2.SettingInitialWindowSize:
+			uc.mu.Lock()
+			delta = int64(s.Val) - uc.peerInitWin
+			uc.peerInitWin = int64(s.Val)
+			for _, a := range uc.streams {
+				grown = append(grown, a)
+			}
+			uc.mu.Unlock()
+		case http2.SettingMaxFrameSize:
+			uc.wmu.Lock()
+			uc.out.maxFrame = min(s.Val, relayMaxFrame)
+			uc.wmu.Unlock()
+		case http2.SettingHeaderTableSize:
+			uc.wmu.Lock()
+			uc.out.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			uc.wmu.Unlock()
+		case http2.SettingMaxHeaderListSize:
+			uc.wmu.Lock()
+			uc.out.maxList = s.Val
+			uc.wmu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	uc.wmu.Lock()
+	_ = uc.fr.WriteSettingsAck()
+	uc.wmu.Unlock()
+	for _, a := range grown {
+		a.windowUpdate(uc, delta)
+	}
+	if more {
+		uc.pool.kick()
+	}
+	return nil
+}
+
+func (uc *upconn) lookup(id uint32) *ratt {
+	uc.mu.Lock()
+	a := uc.streams[id]
+	uc.mu.Unlock()
+	return a
+}
+
+// readLoop is the connection's reader goroutine.
+func (uc *upconn) readLoop() {
+	var err error
+	for {
+		var f http2.Frame
+		f, err = uc.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				// A malformed answer on one stream: it is reset.
+				if a := uc.lookup(se.StreamID); a != nil {
+					a.upstreamReset(se.Code, err)
+				}
+				uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(se.StreamID, se.Code) })
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCode(ce), []byte("retrycap-proxy: bad frame")) })
+			}
+			break
+		}
+		if !uc.frame(f) {
+			break
+		}
+		if uc.br.Buffered() == 0 {
+			uc.pool.h.flushDirty() // before the reader sleeps
+		}
+	}
+	if werr := uc.werr.Load(); werr != nil {
+		err = *werr // not the deadline that stopped the reader
+	}
+	uc.lost(err)
+	uc.pool.h.flushDirty()
+}
+
+// writeWindowUpdate writes a WINDOW_UPDATE (without a closure: one per
+// stream and call).
+func (uc *upconn) writeWindowUpdate(id, n uint32) {
+	uc.wmu.Lock()
+	_ = uc.fr.WriteWindowUpdate(id, n)
+	uc.wmu.Unlock()
+}
+
+func (uc *upconn) write(fn func(fr *http2.Framer)) {
+	uc.wmu.Lock()
+	fn(uc.fr)
+	uc.wmu.Unlock()
+}
+
+func (uc *upconn) frame(f http2.Frame) bool {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			if err := uc.settings(f); err != nil {
+				uc.write(func(fr *http2.Framer) {
+					_ = fr.WriteGoAway(0, http2.ErrCodeProtocol, []byte("bad SETTINGS: "+err.Error()))
+				})
+				return false
+			}
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			data := f.Data
+			uc.write(func(fr *http2.Framer) { _ = fr.WritePing(true, data) })
+		}
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			uc.mu.Lock()
+			over := !uc.sendWin.add(int64(f.Increment))
+			uc.mu.Unlock()
+			if over {
+				uc.write(func(fr *http2.Framer) {
+					_ = fr.WriteGoAway(0, http2.ErrCodeFlowControl, []byte("connection window over 2^31-1"))
+				})
+				return false
+			}
+			uc.unblock()
+			return true
+		}
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.windowUpdate(uc, int64(f.Increment))
+		}
+	case *http2.MetaHeadersFrame:
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.onHeaders(f)
+		}
+	case *http2.DataFrame:
+		n := int64(f.Length)
+		uc.mu.Lock()
+		over := !uc.recvWin.take(n)
+		uc.mu.Unlock()
+		if over {
+			uc.write(func(fr *http2.Framer) {
+				_ = fr.WriteGoAway(0, http2.ErrCodeFlowControl, []byte("DATA beyond the connection window"))
+			})
+			return false
+		}
+		// The connection window is credited on receipt: what the relay
+		// holds is bounded per client by the stream windows it grants
+		// (flow.go), so a client that takes nothing never holds the
+		// window every other client of this connection needs.
+		uc.credit(n)
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.onData(f)
+		}
+	case *http2.RSTStreamFrame:
+		if a := uc.lookup(f.StreamID); a != nil {
+			a.upstreamReset(f.ErrCode, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
+		}
+	case *http2.GoAwayFrame:
+		uc.mu.Lock()
+		uc.goAway, uc.lastID = true, f.LastStreamID
+		var unprocessed []*ratt
+		for id, a := range uc.streams {
+			if id > f.LastStreamID {
+				unprocessed = append(unprocessed, a)
+			}
+		}
+		empty := len(uc.streams) == len(unprocessed)
+		uc.mu.Unlock()
+		uc.pool.remove(uc)
+		for _, a := range unprocessed {
+			a.unprocessed(uc, errors.New("retrycap-proxy: upstream sent GOAWAY below the stream"))
+		}
+		if empty {
+			return false
+		}
+	case *http2.PushPromiseFrame:
+		uc.write(func(fr *http2.Framer) {
+			_ = fr.WriteGoAway(0, http2.ErrCodeProtocol, []byte("PUSH_PROMISE with push disabled"))
+		})
+		return false
+	}
+	return true
+}
+
+// lost ends the connection: the streams on it fail (or, those above a
+// GOAWAY's last-stream-id, were never processed and go elsewhere).
+func (uc *upconn) lost(err error) {
+	uc.pool.remove(uc)
+	uc.mu.Lock()
+	uc.closed = true
+	if uc.idle != nil {
+		uc.idle.Stop()
+	}
+	streams := uc.streams
+	uc.streams = map[uint32]*ratt{}
+	goAway, last := uc.goAway, uc.lastID
+	uc.mu.Unlock()
+	_ = uc.cw.Close()
+	if err == nil || errors.Is(err, io.EOF) {
+		err = errConnLost
+	} else {
+		err = fmt.Errorf("%w: %w", errConnLost, err)
+	}
+	for id, a := range streams {
+		if goAway && id > last {
+			a.unprocessed(uc, err)
+			continue
+		}
+		a.connLost(uc, err)
+	}
+}
+
+// open registers a's stream under a new id and writes its HEADERS (the
+// slot was reserved); false if the connection closed meanwhile.
+func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end bool) (bool, error) {
+	uc.wmu.Lock()
+	defer uc.wmu.Unlock()
+	if uc.out.maxList != 0 && listSize(pseudo, fields, extra) > uc.out.maxList {
+		uc.unreserveLocked()
+		return true, errors.New("retrycap-proxy: request header list larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE")
+	}
+	id := uc.nextID
+	uc.mu.Lock()
+	if uc.closed {
+		uc.mu.Unlock()
+		return false, nil
+	}
+	uc.nextID += 2
+	uc.streams[id] = a
+	a.uc, a.id = uc, id
+	a.sendWin = outflow{uc.peerInitWin}
+	uc.mu.Unlock()
+	_ = uc.out.headers(id, end, pseudo, fields, extra, true)
+	return true, nil
+}
+
+// unreserveLocked gives back a slot reserved for a stream that was never
+// opened; wmu held.
+func (uc *upconn) unreserveLocked() {
+	uc.mu.Lock()
+	uc.active--
+	uc.armIdleLocked()
+	uc.mu.Unlock()
+}
+
+// close forgets stream a (reset with code unless ok) and frees its slot.
+func (uc *upconn) close(a *ratt, rst bool, code http2.ErrCode) {
+	uc.mu.Lock()
+	if uc.streams[a.id] == a {
+		delete(uc.streams, a.id)
+	} else {
+		rst = false // the connection is gone or the stream was never there
+	}
+	uc.active--
+	full := uc.active+1 == uc.maxStreams
+	if a.blocked {
+		for i, b := range uc.blocked {
+			if b == a {
+				uc.blocked = append(uc.blocked[:i:i], uc.blocked[i+1:]...)
+				break
+			}
+		}
+		a.blocked = false
+	}
+	drained := uc.goAway && len(uc.streams) == 0
+	uc.armIdleLocked()
+	uc.mu.Unlock()
+	if rst {
+		id := a.id
+		uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(id, code) })
+	}
+	if drained {
+		_ = uc.cw.Close()
+	}
+	if full {
+		uc.pool.kick()
+	}
+}
+
+// armIdleLocked notes when the connection fell idle (its timer,
+// onIdle, closes it upIdleTimeout after); mu held.
+func (uc *upconn) armIdleLocked() {
+	if uc.active == 0 && !uc.closed {
+		uc.idleSince = time.Now()
+	}
+}
+
+// onIdle closes the connection if it had no stream for upIdleTimeout,
+// else waits for the next time it could have.
+func (uc *upconn) onIdle() {
+	uc.mu.Lock()
+	if uc.closed {
+		uc.mu.Unlock()
+		return
+	}
+	wait := upIdleTimeout
+	if uc.active == 0 {
+		wait -= time.Since(uc.idleSince)
+	}
+	if wait > 0 {
+		uc.idle.Reset(wait)
+		uc.mu.Unlock()
+		return
+	}
+	uc.goAway = true // reserve takes no stream on it any more
+	uc.mu.Unlock()
+	uc.pool.remove(uc)
+	uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCodeNo, []byte("idle")) })
+	_ = uc.cw.Close()
+}
+
+// takeWindow takes up to want bytes of connection window for a (whose
+// stream window is the caller's, under its client connection's mu);
+// with none left a waits in blocked for the next WINDOW_UPDATE.
+func (uc *upconn) takeWindow(a *ratt, want int64) int64 {
+	uc.mu.Lock()
+	defer uc.mu.Unlock()
+	n := min(want, uc.sendWin.available(), int64(uc.cw.room()))
+	if n <= 0 {
+		if !a.blocked {
+			a.blocked = true
+			uc.blocked = append(uc.blocked, a)
+		}
+		return 0
+	}
+	uc.sendWin.take(n)
+	return n
+}
+
+// unblock resumes the attempts that waited for the connection window or
+// for room on the socket.
+func (uc *upconn) unblock() {
+	uc.mu.Lock()
+	b := uc.blocked
+	uc.blocked = nil
+	for _, a := range b {
+		a.blocked = false
+	}
+	uc.mu.Unlock()
+	for _, a := range b {
+		a.windowUpdate(uc, 0)
+	}
+}
+
+// onDrain is the writer's: room again on the socket.
+func (uc *upconn) onDrain() {
+	uc.unblock()
+	uc.pool.h.flushDirty()
+}
+
+// credit gives the upstream back n bytes of connection window, in
+// WINDOW_UPDATEs of at least a quarter of it.
+func (uc *upconn) credit(n int64) {
+	uc.mu.Lock()
+	k := uc.recvWin.add(n)
+	uc.mu.Unlock()
+	if k > 0 {
+		uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(0, k) })
+	}
 }

@@ -133,6 +133,21 @@ func (b *Breaker) Success(now int64, probe bool) {
 	b.mu.Unlock()
 }
 
+// Cancel records an attempt that ended with no outcome for the upstream
+// (its client went away): nothing is counted, and a half-open probe's
+// place is given back, so that the next attempt probes instead of the
+// breaker staying half-open with nobody probing.
+func (b *Breaker) Cancel(probe bool) {
+	if b.threshold <= 0 || !probe {
+		return
+	}
+	b.mu.Lock()
+	if b.state == BreakerHalfOpen {
+		b.probing = false
+	}
+	b.mu.Unlock()
+}
+
 // Failure records a failed attempt and opens the breaker at the threshold.
 func (b *Breaker) Failure(now int64, probe bool) {
 	if b.threshold <= 0 {

@@ -3,6 +3,7 @@ package policy
 import (
 	"regexp"
 	"testing"
+	"time"
 )
 
 // A generated key is the prefix and 32 hex digits, recognised as generated
@@ -17,5 +18,61 @@ func TestNewKey(t *testing.T) {
 	}
 	if string(a) == string(b) {
 		t.Fatalf("two keys equal: %q", a)
+	}
+}
+
+func TestKeyRetryableAndMayResend(t *testing.T) {
+	gen := string(NewKey())
+	for _, tc := range []struct {
+		key   string
+		dedup bool
+		want  bool
+	}{
+		{"", false, false}, {"", true, false},
+		{"client-key-1", false, true}, {"client-key-1", true, true},
+		{gen, false, false}, {gen, true, true},
+		{"RETRYCAP-GEN-abc", false, false}, {"RETRYCAP-GEN-abc", true, true},
+	} {
+		if got := KeyRetryable([]byte(tc.key), tc.dedup); got != tc.want {
+			t.Errorf("KeyRetryable(%q, dedup %t) = %t, want %t", tc.key, tc.dedup, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ wroteAny, replayable, want bool }{
+		{false, false, true}, // never reached the upstream: any request
+		{false, true, true},
+		{true, true, true},   // may have reached it: only a replayable one
+		{true, false, false}, // a keyless POST the upstream may be running
+	} {
+		if got := MayResend(tc.wroteAny, tc.replayable); got != tc.want {
+			t.Errorf("MayResend(wroteAny %t, replayable %t) = %t, want %t", tc.wroteAny, tc.replayable, got, tc.want)
+		}
+	}
+}
+
+// A cancelled half-open probe gives its place back: the next attempt
+// probes, and the breaker counts nothing for the cancellation.
+func TestBreakerCancelProbe(t *testing.T) {
+	b := NewBreaker(1, time.Second, time.Second)
+	b.Failure(0, false)
+	if ok, _ := b.Allow(1); ok {
+		t.Fatal("open breaker allowed an attempt")
+	}
+	now := int64(2 * time.Second)
+	if ok, probe := b.Allow(now); !ok || !probe {
+		t.Fatalf("half-open: ok %t probe %t, want the probe", ok, probe)
+	}
+	if ok, _ := b.Allow(now); ok {
+		t.Fatal("a second attempt while the probe runs")
+	}
+	b.Cancel(true)
+	if s := b.State(now); s != BreakerHalfOpen {
+		t.Fatalf("state %s after a cancelled probe, want half-open", s)
+	}
+	if ok, probe := b.Allow(now); !ok || !probe {
+		t.Fatalf("after the cancel: ok %t probe %t, want a new probe", ok, probe)
+	}
+	b.Success(now, true)
+	if s := b.State(now); s != BreakerClosed {
+		t.Fatalf("state %s, want closed", s)
 	}
 }

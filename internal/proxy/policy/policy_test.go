@@ -240,7 +240,7 @@ func TestParseUpstreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Upstream{{"order", 3, 1}, {"inventory", 2, 4}, {"db", 0, 1}, {"api.example.com", 2, 1}}
+	want := []Upstream{{Name: "order", Attempts: 3, Calls: 1}, {Name: "inventory", Attempts: 2, Calls: 4}, {Name: "db", Calls: 1}, {Name: "api.example.com", Attempts: 2, Calls: 1}}
 	if len(us) != len(want) {
 		t.Fatalf("%+v", us)
 	}

@@ -14,6 +14,9 @@ type Upstream struct {
 	Name     string
 	Attempts int // 0 = use --default-attempts
 	Calls    int
+	// Dedup: the upstream deduplicates by Idempotency-Key (--dedup-upstreams), so any key
+	// makes a POST or PATCH to it retryable (KeyRetryable).
+	Dedup bool
 }
 
 // ParseUpstreams parses --upstreams with the workload annotation's own parser

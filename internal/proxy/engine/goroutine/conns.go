@@ -16,11 +16,16 @@ import (
 // connection is never trusted blindly (forward.Stale): one idle longer than
 // --upstream-idle-timeout, or whose end the upstream closed, is not reused,
 // and a request that fails on a reused one before any byte of an answer came
-// back is re-sent once on a fresh connection.
+// back is re-sent once on a fresh connection when policy.MayResend allows
+// (no byte of it was written, or it is replayable): it counts the bytes
+// written of it too.
 type upConn struct {
 	net.Conn
 	rc    syscall.RawConn // for the non-blocking look at the socket (nil: none)
 	nread atomic.Int64
+	// nwritten: bytes the socket took (written only by the goroutine
+	// holding the connection for an exchange).
+	nwritten int64
 	// used: it served a request (it is a pooled connection when acquired
 	// again); idleSince: when its last answer ended.
 	used      bool
@@ -45,6 +50,12 @@ func newUpConn(c net.Conn) *upConn {
 func (u *upConn) Read(p []byte) (int, error) {
 	n, err := u.Conn.Read(p)
 	u.nread.Add(int64(n))
+	return n, err
+}
+
+func (u *upConn) Write(p []byte) (int, error) {
+	n, err := u.Conn.Write(p)
+	u.nwritten += int64(n)
 	return n, err
 }
 

@@ -99,6 +99,11 @@ func (e *Engine) Serve(ln net.Listener) error {
 	return e.srv.Serve(&pauseListener{Listener: ln, f: e.f, pause: &e.f.Accept})
 }
 
+// ServeConn serves the HTTP/1.1 requests on c until it closes, as a
+// connection of the listener (through the pre-parser): the inside of a
+// CONNECT tunnel to a known upstream that carries plain HTTP/1.1.
+func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(newHeadConn(c)) }
+
 // Shutdown stops the server: in-flight requests may finish until ctx ends.
 func (e *Engine) Shutdown(ctx context.Context) error { return e.srv.ShutdownWithContext(ctx) }
 
@@ -234,7 +239,14 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		up.M.Code(fasthttp.StatusLoopDetected)
 		return
 	}
-	if req.Header.ConnectionUpgrade() {
+	if forward.H2CUpgrade(&req.Header) {
+		// Upgrade: h2c never becomes a tunnel (it would carry its streams
+		// around the retry policy, their chain budget unclamped): the
+		// request is served as HTTP/1.1, without its upgrade fields.
+		sc := e.f.GetScratch()
+		forward.DropH2CUpgrade(&req.Header, sc)
+		e.f.PutScratch(sc)
+	} else if req.Header.ConnectionUpgrade() {
 		e.upgrade(ctx, up, hostPort)
 		return
 	}
@@ -278,6 +290,12 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 			err = hc.DoTimeout(&ctx.Request, &ctx.Response, perTry)
 		} else {
 			err = e.client.DoTimeout(&ctx.Request, &ctx.Response, perTry)
+		}
+		if (err != nil || ctx.Response.StatusCode() >= 500) && clientClosed(ctx.Conn()) {
+			// The client closed its end while the attempt ran (fasthttp
+			// does not watch it): its own cancellation, not the upstream's
+			// failure. Looked at only for a failed attempt (one poll(2)).
+			x.ClientGone()
 		}
 		retry, wait := x.AfterAttempt(err)
 		if !retry {

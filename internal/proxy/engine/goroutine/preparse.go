@@ -109,6 +109,9 @@ func newHeadConn(c net.Conn) *headConn { return &headConn{Conn: c} }
 
 // servedRequest: the handler has the next request of c (a headConn, or any
 // other connection, which is ignored).
+// NetConn is the connection the pre-parser reads (clientClosed looks at it).
+func (c *headConn) NetConn() net.Conn { return c.Conn }
+
 func servedRequest(c net.Conn) {
 	if hc, ok := c.(*headConn); ok {
 		hc.served++

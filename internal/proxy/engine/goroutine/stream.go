@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
 // Response bodies are streamed, not buffered: the retry decision needs only
@@ -78,18 +79,22 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		closeConnAny(hc, cc)
 	}
 	reused := uc != nil && uc.used
-	var before int64
+	var before, wroteBefore int64
 	if uc != nil {
-		before = uc.nread.Load()
+		before, wroteBefore = uc.nread.Load(), uc.nwritten
 	}
 	rd, br, err := t.exchange(hc, cc, connOf(cc), deadline, req, resp)
-	if err == nil || !reused || !staleErr(err, before, uc.nread.Load()) {
+	if err == nil || !reused || !staleErr(err, before, uc.nread.Load()) || !policy.MayResend(uc.nwritten != wroteBefore, t.f.Replayable(req)) {
 		return t.answerBody(hc, cc, rd, br, req, resp, err)
 	}
 	// The reused connection failed before any byte of an answer came back:
-	// the upstream had closed it, and the request never reached the app.
-	// Re-send it once on a fresh connection, whatever its method; it is not
-	// an attempt (the exchange sees only this one's outcome).
+	// the upstream may have closed it idle. Re-send it once on a fresh
+	// connection only when that is safe (policy.MayResend, Go's transport's
+	// rule): no byte of it was written, or it is replayable anyway. A
+	// request not safe to repeat that was written may be running at the
+	// upstream (an app that read the body, then crashed): it fails, and the
+	// exchange answers 502. A re-send is not an attempt (the exchange sees
+	// only this one's outcome).
 	t.f.M.StaleResends.Inc()
 	if hc.Dial == nil {
 		return true, err

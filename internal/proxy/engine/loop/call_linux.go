@@ -89,7 +89,7 @@ func (cl *call) attempt() {
 	cl.backoff = false
 	l.timers.Schedule(cl.t, l.now()+int64(l.f.Cfg.PerTryTimeout))
 	cl.resent = false
-	if uc := l.idle(cl.target); uc != nil {
+	if uc := l.idle(cl.target, !cl.x.Replayable()); uc != nil {
 		cl.reused = true
 		uc.send(cl)
 		return
@@ -125,6 +125,11 @@ func (cl *call) onTimer() {
 func (cl *call) after(err error) {
 	l := cl.l
 	l.timers.Cancel(cl.t)
+	if cl.c.eof {
+		// The client closed its end while the attempt ran: its own
+		// cancellation, not the upstream's failure.
+		cl.x.ClientGone()
+	}
 	retry, wait := cl.x.AfterAttempt(err)
 	if !retry {
 		cl.c.answer()
@@ -139,13 +144,16 @@ func (cl *call) after(err error) {
 }
 
 // failed ends the attempt with a transport error. On a reused connection
-// that failed before any byte of an answer came back, the upstream had
-// closed it idle and the request never reached the app: it is re-sent once,
-// on a fresh connection, whatever its method, within the same attempt (not
-// counted as one, nor as a breaker failure).
+// that failed before any byte of an answer came back, the upstream may have
+// closed it idle: the request is re-sent once, on a fresh connection,
+// within the same attempt (not counted as one, nor as a breaker failure),
+// only when that is safe (policy.MayResend, Go's transport's rule): no byte
+// of it left for the upstream, or it is replayable anyway. Otherwise the
+// upstream may be running it (an app that read the body, then crashed): a
+// request not safe to repeat fails here, and its exchange answers 502.
 func (cl *call) failed(err error) {
 	if uc := cl.uc; uc != nil {
-		stale := cl.reused && !cl.resent && uc.got == 0
+		stale := cl.reused && !cl.resent && uc.got == 0 && cl.x.MayResend(uc.sent > 0)
 		uc.close()
 		cl.uc = nil
 		if stale {
@@ -160,6 +168,9 @@ func (cl *call) failed(err error) {
 
 // abandon stops the call's attempt and timers (its client went away).
 func (cl *call) abandon() {
+	if !cl.backoff {
+		cl.x.Abandon() // an attempt under way has no outcome
+	}
 	cl.seq++
 	cl.l.timers.Cancel(cl.t)
 	if cl.uc != nil {

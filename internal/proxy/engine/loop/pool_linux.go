@@ -2,6 +2,8 @@
 
 package loop
 
+import "golang.org/x/sys/unix"
+
 // idlePool is a loop's idle connections to one target, most recent last.
 type idlePool struct{ conns []*upConn }
 
@@ -28,8 +30,12 @@ func (pool *idlePool) expire(cutoff int64) bool {
 // closed, not reused (the upstream may have closed it: Node.js does after
 // 5 s), as is one whose end the upstream closed (hup). The sweep closes the
 // others; a connection closed meanwhile is caught by the re-send
-// (call.failed).
-func (l *evLoop) idle(target string) *upConn {
+// (call.failed) when the request is replayable. For one that is not (check),
+// the socket itself is looked at first (idleEnded: a zero-timeout poll, one
+// system call): a close the loop has not processed yet (its event may be
+// in the same epoll batch as the request's) is seen before the write, so
+// the request goes on a fresh connection instead of failing with 502.
+func (l *evLoop) idle(target string, check bool) *upConn {
 	pool := l.pools[target]
 	if pool == nil {
 		return nil
@@ -42,7 +48,7 @@ func (l *evLoop) idle(target string) *upConn {
 		if uc.closed {
 			continue
 		}
-		if uc.hup || uc.idleSince < cutoff {
+		if uc.hup || uc.idleSince < cutoff || (check && idleEnded(uc.fd)) {
 			uc.close()
 			continue
 		}
@@ -70,4 +76,15 @@ func (pool *idlePool) closeAll() {
 		uc.close()
 	}
 	pool.conns = pool.conns[:0]
+}
+
+// idleEnded reports whether anything happened on an idle keep-alive socket
+// since its last answer: bytes, the upstream's close, a reset or an error
+// (poll(2) with a zero timeout; a failed poll counts as ended). The
+// goroutine engine's check of a pooled connection, which the loop makes
+// before it sends a request that is not safe to repeat.
+func idleEnded(fd int) bool {
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}} //nolint:gosec // a descriptor
+	n, err := unix.Poll(fds[:], 0)
+	return err != nil || n > 0 && fds[0].Revents != 0
 }

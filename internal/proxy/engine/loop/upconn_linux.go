@@ -19,15 +19,18 @@ import (
 // upConn is a connection to an upstream, owned by one loop: serving one
 // attempt, or idle in the loop's pool for its target.
 type upConn struct {
-	l          *evLoop
-	fd         int
-	target     string
-	addr       *net.TCPAddr
-	cl         *call  // the attempt it serves; nil when idle
-	out        []byte // request bytes the socket did not take yet
-	in         []byte // response bytes read so far (when not all in one read)
-	interim    int    // 1xx answers skipped
-	got        int    // bytes read for the attempt it serves (0: no byte of an answer yet)
+	l       *evLoop
+	fd      int
+	target  string
+	addr    *net.TCPAddr
+	cl      *call  // the attempt it serves; nil when idle
+	out     []byte // request bytes the socket did not take yet
+	in      []byte // response bytes read so far (when not all in one read)
+	interim int    // 1xx answers skipped
+	got     int    // bytes read for the attempt it serves (0: no byte of an answer yet)
+	// sent: bytes of the attempt's request the socket took (0: none left
+	// for the upstream; the request provably never reached it).
+	sent       int
 	connecting bool
 	closed     bool
 	idleSince  int64 // when it went back to the pool
@@ -41,7 +44,7 @@ type upConn struct {
 func (uc *upConn) send(cl *call) {
 	l := uc.l
 	uc.cl, cl.uc = cl, uc
-	uc.in, uc.interim, uc.got = uc.in[:0], 0, 0
+	uc.in, uc.interim, uc.got, uc.sent = uc.in[:0], 0, 0, 0
 	// The request URI goes upstream as the client sent it, as the other
 	// engine's clients send it (DisablePathNormalizing): /./, // and
 	// escapes such as %2F or %7E are not rewritten.
@@ -60,6 +63,7 @@ func (uc *upConn) send(cl *call) {
 
 func (uc *upConn) write(b []byte) {
 	rest, err := netpoll.WriteSome(uc.fd, b)
+	uc.sent += len(b) - len(rest)
 	if err != nil {
 		uc.cl.failed(&net.OpError{Op: "write", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("write", err)})
 		return

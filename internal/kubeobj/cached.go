@@ -1,0 +1,103 @@
+package kubeobj
+
+import (
+	"maps"
+	"strings"
+	"unique"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// CachedWorkload is how the manager's cache holds a Deployment, StatefulSet or DaemonSet
+// (TrimForCache returns one): the workload's kind and key and its pod template's labels and the
+// annotations retrycap reads (KeepTemplateAnnotation), nothing else. A typed appsv1.Deployment
+// is 1,232 bytes even with an empty spec: at 20,000 workloads that struct alone was a third of
+// the manager's live heap; this one is 96 (and its labels and annotations as workload.Pairs).
+//
+// Why it is safe: every reader of cached workloads goes through the workload index
+// (kubeobj.FeedIndex reads the informers' events with WorkloadOf, which reads this type) or
+// through WorkloadOf on an informer's object; no one gets a typed Deployment, StatefulSet or
+// DaemonSet from the manager's cache (ListWorkloads is for the CLI's direct client and for a
+// reconciler built without the index, never with CacheOptions). A Get or List of one from a
+// cache built with CacheOptions fails with controller-runtime's "cache had type
+// *kubeobj.CachedWorkload" error instead of returning a hollow object. The informer needs only
+// the object's key (meta.Accessor: GetObjectMeta), which this type provides.
+type CachedWorkload struct {
+	// Kind is workload.KindDeployment, KindStatefulSet or KindDaemonSet.
+	Kind string
+	// Namespace and Name are the key (no uid or resourceVersion: nothing reads them, and the
+	// informer keeps its own resourceVersion).
+	Namespace, Name string
+	// Labels and Annotations are the pod template's, in the builder's compact form
+	// (workload.Pairs: sorted pairs in one slice, not Go maps of ~330 bytes each), shared with
+	// the workload index (immutable). Annotations holds only what KeepTemplateAnnotation keeps.
+	Labels, Annotations workload.Pairs
+}
+
+// Workload is c as the shared builder's workload. The pairs are shared, not copied.
+func (c *CachedWorkload) Workload() workload.Workload {
+	return workload.Workload{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Labels: c.Labels, Annotations: c.Annotations}
+}
+
+// GetObjectKind is runtime.Object's: the kind's apps/v1 group version.
+func (c *CachedWorkload) GetObjectKind() schema.ObjectKind {
+	return &metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: c.Kind}
+}
+
+// DeepCopyObject is runtime.Object's. The pairs are immutable: shared.
+func (c *CachedWorkload) DeepCopyObject() runtime.Object {
+	out := *c
+	return &out
+}
+
+// GetObjectMeta is metav1.ObjectMetaAccessor's, what meta.Accessor (and so the informer's key
+// and namespace index functions) reads: a fresh ObjectMeta with the key.
+func (c *CachedWorkload) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name}
+}
+
+// KeepTemplateAnnotation reports whether the cache keeps a pod-template annotation: retrycap's
+// own (retrycap.dev/...: the service name and upstreams the graph reads) and the mesh injection
+// switches the mesh layers read (mesh.Set.InIstio, InLinkerd). Any other (prometheus.io/...,
+// checksums, tooling) is read by nothing in retrycap, so a change to it is no change to the
+// index either.
+func KeepTemplateAnnotation(key string) bool {
+	return strings.HasPrefix(key, retrycapPrefix) || key == mesh.IstioInjectAnnotation || key == mesh.LinkerdInject
+}
+
+// retrycapPrefix starts every retrycap annotation (annotations.Service, Upstreams, Inject, ...).
+const retrycapPrefix = "retrycap.dev/"
+
+// cachedWorkload is the stub of a workload of kind kind.
+func cachedWorkload(kind string, meta, tmpl metav1.ObjectMeta) *CachedWorkload {
+	c := &CachedWorkload{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name}
+	c.Labels = workload.PairsOfFunc(len(tmpl.Labels), maps.All(tmpl.Labels), func(k, v string) (string, string, bool) {
+		if v == c.Name {
+			// app.kubernetes.io/name is often the workload's name: share that string rather
+			// than intern a value no other workload has.
+			return intern(k), c.Name, true
+		}
+		return intern(k), intern(v), true
+	})
+	c.Annotations = workload.PairsOfFunc(0, maps.All(tmpl.Annotations), func(k, v string) (string, string, bool) {
+		return intern(k), v, KeepTemplateAnnotation(k)
+	})
+	return c
+}
+
+// intern returns the canonical copy of s: label keys (app.kubernetes.io/name, team), common
+// values (a part-of, a version) and namespaces repeat across thousands of workloads, and each
+// decoded object carries its own copy. unique's table holds its entries weakly, so names that
+// go are forgotten; a string not yet shared costs one lookup.
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}

@@ -1,0 +1,99 @@
+package kubeobj
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// LastAppliedAnnotation is kubectl's copy of the whole object as last applied: on a workload as
+// large as its spec, and read by nothing in retrycap.
+const LastAppliedAnnotation = corev1.LastAppliedConfigAnnotation
+
+// CacheOptions are the manager's cache options: every object is trimmed before it is stored
+// (TrimForCache), so the controller, the gate and the injector read the same small objects and
+// the manager's memory follows the number of workloads, not the size of their specs. Pods are
+// watched as metadata only (PodMetadata) and so are trimmed by the default transform, and
+// Services are cut down to what the graph and the mesh layer read (ServiceTransform).
+func CacheOptions() cache.Options {
+	return cache.Options{DefaultTransform: TrimForCache}
+}
+
+// TrimForCache is the manager's cache transform. A Deployment, StatefulSet or DaemonSet is
+// replaced by a CachedWorkload: its kind, namespace and name, its pod
+// template's labels (keys and values interned) and the template annotations retrycap reads
+// (KeepTemplateAnnotation); no spec, no status, no metadata of its own: >98% of a realistic
+// workload's bytes, and a struct of 96 bytes instead of a typed Deployment's 1,232. A Service
+// keeps its identity, labels, retry.linkerd.io/ annotations, selector and type
+// (ServiceTransform). A Pod's metadata (PodMetadata) keeps, when a controller owns the Pod, its
+// identity and owner references alone: WorkloadOf reads such a Pod as no workload, and in a real
+// cluster Pods outnumber workloads (replicas) with labels and annotations of their own. Any
+// other object (a bare Pod's metadata, Namespaces, RetryPolicies) keeps its content without
+// managedFields and last-applied-configuration. A cached workload is therefore not an object
+// of the API: retrycap reads workloads only through the workload index (WorkloadOf), never
+// writes one back from its cache.
+func TrimForCache(in any) (any, error) {
+	switch o := in.(type) {
+	case *appsv1.Deployment:
+		return cachedWorkload(workload.KindDeployment, o.ObjectMeta, o.Spec.Template.ObjectMeta), nil
+	case *appsv1.StatefulSet:
+		return cachedWorkload(workload.KindStatefulSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), nil
+	case *appsv1.DaemonSet:
+		return cachedWorkload(workload.KindDaemonSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), nil
+	case *CachedWorkload:
+		return o, nil
+	case *corev1.Service:
+		return ServiceTransform(o)
+	case *metav1.PartialObjectMetadata:
+		if metav1.GetControllerOf(o) != nil {
+			o.ObjectMeta = metav1.ObjectMeta{Namespace: intern(o.Namespace), Name: o.Name, UID: o.UID,
+				ResourceVersion: o.ResourceVersion, OwnerReferences: o.OwnerReferences}
+			return o, nil
+		}
+		o.ObjectMeta = trimMeta(o.ObjectMeta)
+		return o, nil
+	case toolscache.DeletedFinalStateUnknown:
+		obj, err := TrimForCache(o.Obj)
+		if err != nil {
+			return nil, err
+		}
+		o.Obj = obj
+		return o, nil
+	case client.Object:
+		o.SetManagedFields(nil)
+		if ann := o.GetAnnotations(); ann != nil {
+			if _, ok := ann[LastAppliedAnnotation]; ok {
+				o.SetAnnotations(withoutLastApplied(ann))
+			}
+		}
+		return o, nil
+	}
+	return in, nil
+}
+
+// trimMeta is m without managedFields and last-applied-configuration.
+func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.ManagedFields = nil
+	if _, ok := m.Annotations[LastAppliedAnnotation]; ok {
+		m.Annotations = withoutLastApplied(m.Annotations)
+	}
+	return m
+}
+
+func withoutLastApplied(ann map[string]string) map[string]string {
+	out := make(map[string]string, len(ann)-1)
+	for k, v := range ann {
+		if k != LastAppliedAnnotation {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

@@ -1,0 +1,317 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
+)
+
+// Issue 25, part 1: a request that is not safe to repeat reaches the
+// upstream at most once. The backend below reads each request whole (the
+// app has it) and then, for some, resets the connection (SO_LINGER 0: a
+// crash mid-request, a killed pod). Before the fix the proxy took such a
+// reset on a pooled connection for a stale connection and re-sent the POST
+// on a fresh one: executed twice.
+
+// resetBackend is a raw-socket keep-alive upstream. Each request names an
+// id in its path (/p/ID); the backend reads the whole request, counts an
+// execution of that id, and then either answers 200 "ok ID" or, when
+// reset(id), resets the connection without answering.
+type resetBackend struct {
+	ln    net.Listener
+	reset func(id int) bool
+
+	mu     sync.Mutex
+	execs  map[int]int // executions per id
+	resets atomic.Int64
+	conns  atomic.Int64
+}
+
+func newResetBackend(t *testing.T, reset func(id int) bool) *resetBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &resetBackend{ln: ln, reset: reset, execs: map[int]int{}}
+	var wg sync.WaitGroup
+	var open sync.Map
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.conns.Add(1)
+			open.Store(c, nil)
+			wg.Add(1)
+			go func() { defer wg.Done(); defer open.Delete(c); b.serve(c.(*net.TCPConn)) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		open.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
+		wg.Wait()
+	})
+	return b
+}
+
+func (b *resetBackend) serve(c *net.TCPConn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if _, err := io.Copy(io.Discard, req.Body); err != nil {
+			return
+		}
+		id, err := strconv.Atoi(strings.TrimPrefix(req.URL.Path, "/p/"))
+		if err != nil {
+			id = -1
+		}
+		b.mu.Lock()
+		b.execs[id]++
+		b.mu.Unlock()
+		if b.reset(id) {
+			b.resets.Add(1)
+			_ = c.SetLinger(0) // close sends RST
+			return
+		}
+		body := "ok " + strconv.Itoa(id)
+		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+			return
+		}
+	}
+}
+
+func (b *resetBackend) executions() map[int]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[int]int, len(b.execs))
+	for k, v := range b.execs {
+		out[k] = v
+	}
+	return out
+}
+
+// keepAliveClient sends requests through the proxy on one client
+// connection, dialling a new one when the proxy closed the last.
+type keepAliveClient struct {
+	addr string
+	c    net.Conn
+	br   *bufio.Reader
+}
+
+func (k *keepAliveClient) do(method, raw string) (int, string, error) {
+	if k.c == nil {
+		c, err := net.DialTimeout("tcp", k.addr, 5*time.Second)
+		if err != nil {
+			return 0, "", err
+		}
+		k.c, k.br = c, bufio.NewReader(c)
+	}
+	_ = k.c.SetDeadline(time.Now().Add(20 * time.Second))
+	_, err := io.WriteString(k.c, raw)
+	var resp *http.Response
+	if err == nil {
+		resp, err = http.ReadResponse(k.br, &http.Request{Method: method})
+	}
+	if err != nil {
+		k.close()
+		return 0, "", err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		k.close()
+		return 0, "", err
+	}
+	if resp.Close {
+		k.close()
+	}
+	return resp.StatusCode, string(body), nil
+}
+
+func (k *keepAliveClient) close() {
+	if k.c != nil {
+		_ = k.c.Close()
+		k.c = nil
+	}
+}
+
+// runKeylessPosts sends n keyless POSTs (ids 0..n-1) through the proxy,
+// conc at a time, and returns the answer status per id.
+func runKeylessPosts(t *testing.T, proxyAddr string, n, conc int) map[int]int {
+	t.Helper()
+	var next atomic.Int64
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, conc)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := &keepAliveClient{addr: proxyAddr}
+			defer k.close()
+			for {
+				id := int(next.Add(1)) - 1
+				if id >= n {
+					return
+				}
+				body := "order " + strconv.Itoa(id)
+				raw := fmt.Sprintf("POST http://svc/p/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
+				code, got, err := k.do("POST", raw)
+				if err != nil {
+					errs <- fmt.Errorf("POST %d: %w", id, err)
+					return
+				}
+				if code == 200 && got != "ok "+strconv.Itoa(id) {
+					errs <- fmt.Errorf("POST %d: 200 with body %q", id, got)
+					return
+				}
+				mu.Lock()
+				codes[id] = code
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return codes
+}
+
+// TestKeylessPostResetNotResent: 300 keyless POSTs, 20 at a time (and 60
+// one at a time), to a backend that reads every request whole and resets
+// the connection after every third. Each POST is executed exactly once;
+// the reset ones are answered 502 (never re-sent, neither as a stale
+// connection nor as a retry), the others 200.
+func TestKeylessPostResetNotResent(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, conc int
+	}{{"concurrent", 300, 20}, {"sequential", 60, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newResetBackend(t, func(id int) bool { return id%3 == 0 })
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.ln.Addr().String())
+			codes := runKeylessPosts(t, p.Addr(), tc.n, tc.conc)
+			execs := b.executions()
+			var dups, missing, got502, got200 int
+			for id := range tc.n {
+				switch e := execs[id]; {
+				case e == 0:
+					missing++
+				case e > 1:
+					dups++
+					t.Errorf("POST %d executed %d times", id, e)
+				}
+				switch codes[id] {
+				case 502:
+					got502++
+					if id%3 != 0 {
+						t.Errorf("POST %d (not reset) answered 502", id)
+					}
+				case 200:
+					got200++
+					if id%3 == 0 {
+						t.Errorf("POST %d (reset) answered 200", id)
+					}
+				default:
+					t.Errorf("POST %d answered %d", id, codes[id])
+				}
+			}
+			wantResets := (tc.n + 2) / 3
+			t.Logf("%s: %d POSTs, %d executed twice or more, %d never, %d answered 502, %d answered 200, backend resets %d, connections %d, stale re-sends %v",
+				tc.name, tc.n, dups, missing, got502, got200, b.resets.Load(), b.conns.Load(), testutil.ToFloat64(p.m.StaleResends))
+			if dups != 0 || missing != 0 || len(execs) != tc.n {
+				t.Fatalf("%d POSTs executed more than once, %d never, %d ids seen; want each of %d exactly once", dups, missing, len(execs), tc.n)
+			}
+			if got502 != wantResets || got200 != tc.n-wantResets || b.resets.Load() != int64(wantResets) {
+				t.Fatalf("%d answered 502 and %d 200, backend reset %d; want %d, %d, %d", got502, got200, b.resets.Load(), wantResets, tc.n-wantResets, wantResets)
+			}
+			if got := testutil.ToFloat64(p.m.StaleResends); got != 0 {
+				t.Fatalf("%v stale re-sends, want 0 (the backend never closes an idle connection)", got)
+			}
+			if got := testutil.ToFloat64(p.upstreamByName("svc").M.Retries); got != 0 {
+				t.Fatalf("%v retries, want 0 (a keyless POST is not retryable)", got)
+			}
+		})
+	}
+}
+
+// TestClientCancelNotUpstreamFailure (issue 25, part 4): 60 clients send a
+// request to an upstream that is slow but healthy, and close their
+// connections while it runs (a user who gave up). Their cancellations are
+// not the upstream's failures: the breaker (5 failures open it) stays
+// closed, nothing is retried, and the next client gets 200 (HAProxy and
+// nginx do the same; before the fix: 503 "circuit breaker open").
+func TestClientCancelNotUpstreamFailure(t *testing.T) {
+	var running atomic.Int64
+	release := make(chan struct{})
+	b := newBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			running.Add(1)
+			select {
+			case <-r.Context().Done(): // the proxy closed the upstream connection
+			case <-release:
+			}
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	defer close(release)
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "5", "--breaker-open-for", "1m", "--per-try-timeout", "500ms")
+	const n = 60
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+		if _, err := fmt.Fprintf(c, "GET http://svc/slow HTTP/1.1\r\nHost: svc\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxytest.Eventually(t, "the backend runs all 60 requests", func() bool { return running.Load() == n })
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	// Every cancelled call has ended in the proxy (the goroutine engine
+	// notices only when its attempt ends, after the per-try timeout).
+	proxytest.Eventually(t, "no call in flight", func() bool { return p.m.InFlight.Load() == 0 })
+	up := p.upstreamByName("svc")
+	c := &keepAliveClient{addr: p.Addr()}
+	defer c.close()
+	code, body, err := c.do("GET", "GET http://svc/ok HTTP/1.1\r\nHost: svc\r\n\r\n")
+	t.Logf("after %d cancelled calls: %d %q; backend requests %d, breaker state %s, retries %v", n, code, body, b.hits.Load(), up.Breaker.State(forward.NowNanos()), testutil.ToFloat64(up.M.Retries))
+	if err != nil || code != 200 || body != "ok" {
+		t.Fatalf("after %d cancelled calls: %d %q %v, want 200 \"ok\"", n, code, body, err)
+	}
+	if got := b.hits.Load(); got != n+1 {
+		t.Fatalf("the backend got %d requests, want %d (a cancelled call is not retried)", got, n+1)
+	}
+	if got := testutil.ToFloat64(up.M.Retries); got != 0 {
+		t.Fatalf("%v retries, want 0", got)
+	}
+}

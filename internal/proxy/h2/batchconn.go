@@ -1,0 +1,274 @@
+package h2
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// batchConn batches the relay's writes to one connection and writes them
+// from the connection's own writer goroutine, never from the goroutine
+// that produced them: an upstream connection's reader hands a client its
+// answer by appending frames here, so a client that stops reading blocks
+// only its own writer, never the reader that serves every other client
+// of that upstream (as x/net's server writes only from its serve loop's
+// writer, never from a handler).
+//
+// A Write appends to the pending buffer and marks the connection dirty;
+// the goroutine that wrote kicks every dirty connection's writer
+// (Handler.flushDirty) once it has no more input at hand: a reader
+// goroutine when its buffered reader is drained (so the frames of every
+// stream in one read(2) go out in one write(2) per connection), a timer
+// when it is done. A write that nobody kicked within flushSafetyNet (a
+// path that forgot) is kicked by a timer.
+//
+// What may be pending is bounded, as x/net's server bounds its queued
+// control frames (maxQueuedControlFrames): answer DATA is written only
+// while pending is under softMax (room; above it the streams wait as
+// for a flow-control window and onDrain resumes them), and a connection
+// whose pending passes hardMax (a peer that floods PING or SETTINGS and
+// never reads the answers) has failed: onFail ends it. A write(2) that
+// does not finish within writeTimeout fails the connection too
+// (net/http's WriteTimeout, x/net's WriteByteTimeout): a client that
+// stops reading loses its own connection, nothing else.
+type batchConn struct {
+	net.Conn
+	h            *Handler
+	writeTimeout time.Duration
+	// onDrain runs on the writer goroutine when pending fell under
+	// softMax/2 after a caller found no room; onFail once when the
+	// connection failed (write error, timeout, hardMax).
+	onDrain func()
+	onFail  func(err error)
+
+	mu       sync.Mutex
+	cond     sync.Cond // the writer waits on it; so does Close for a write(2) to end
+	pending  []byte
+	spare    []byte
+	writing  bool // the writer is in write(2)
+	queued   bool // in h.dirty
+	kicked   bool // the writer may write what is pending
+	wantRoom bool
+	dl       time.Time // the write deadline set
+	err      error
+	failed   bool // onFail ran
+	closed   bool
+}
+
+const (
+	// softMax: above it no answer DATA is added (the streams wait).
+	softMax = 256 << 10
+	// hardMax: above it the peer is not reading what it makes the relay
+	// write (control frames, headers): the connection ends. 1 MiB holds
+	// ~60,000 PING acknowledgements (x/net: 10,000 queued control frames).
+	hardMax = softMax + 1<<20
+	// spareMax is the largest buffer kept for the next batch.
+	spareMax       = softMax
+	flushSafetyNet = 2 * time.Millisecond
+	// defaultWriteTimeout bounds one write(2) of a batch (Config.WriteTimeout).
+	defaultWriteTimeout = 10 * time.Second
+)
+
+// errStuck is a connection whose peer does not read what it makes the relay write.
+var errStuck = errors.New("retrycap-proxy: peer not reading: more than 1.25 MiB of frames pending")
+
+func newBatchConn(h *Handler, c net.Conn) *batchConn {
+	b := &batchConn{Conn: c, h: h, writeTimeout: h.cfg.WriteTimeout}
+	if b.writeTimeout <= 0 {
+		b.writeTimeout = defaultWriteTimeout
+	}
+	b.cond.L = &b.mu
+	go b.writeLoop()
+	return b
+}
+
+func (b *batchConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.err != nil || b.closed {
+		err := b.err
+		b.mu.Unlock()
+		if err == nil {
+			err = net.ErrClosed
+		}
+		return 0, err
+	}
+	b.pending = append(b.pending, p...)
+	if len(b.pending) > hardMax {
+		b.err = errStuck
+		b.pending = nil
+		b.cond.Broadcast()
+		b.mu.Unlock()
+		b.fail(errStuck)
+		return 0, errStuck
+	}
+	enqueue := !b.queued
+	if enqueue {
+		b.queued = true
+	}
+	b.mu.Unlock()
+	if enqueue {
+		b.h.markDirty(b)
+	}
+	return len(p), nil
+}
+
+// room is how many bytes of answer DATA may be added now; at 0 the
+// caller waits for onDrain.
+func (b *batchConn) room() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := softMax - len(b.pending)
+	if r <= 0 {
+		b.wantRoom = true
+		r = 0
+	}
+	return r
+}
+
+// Flush lets the writer goroutine write what is pending; it never
+// writes itself, so it never blocks.
+func (b *batchConn) Flush() error {
+	b.mu.Lock()
+	b.queued = false
+	if len(b.pending) > 0 && !b.kicked {
+		b.kicked = true
+		b.cond.Broadcast()
+	}
+	err := b.err
+	b.mu.Unlock()
+	return err
+}
+
+// writeLoop is the connection's writer goroutine; it ends with the
+// connection.
+func (b *batchConn) writeLoop() {
+	b.mu.Lock()
+	for {
+		for !b.closed && b.err == nil && (!b.kicked || len(b.pending) == 0) {
+			b.cond.Wait()
+		}
+		if b.closed || b.err != nil {
+			b.mu.Unlock()
+			return
+		}
+		buf := b.pending
+		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
+		b.kicked = len(b.pending) > 0
+		b.writing = true
+		// The deadline is renewed only once half of it is gone (setting
+		// it re-arms a runtime timer, per write(2) a measurable cost):
+		// a write(2) still ends within writeTimeout, and gets at least
+		// half of it. Under mu: Close's shorter deadline is not overwritten.
+		if now := time.Now(); b.dl.Sub(now) < b.writeTimeout/2 {
+			b.dl = now.Add(b.writeTimeout)
+			_ = b.SetWriteDeadline(b.dl)
+		}
+		b.mu.Unlock()
+		_, err := b.Conn.Write(buf)
+		b.mu.Lock()
+		b.writing = false
+		b.cond.Broadcast()
+		if cap(buf) <= spareMax {
+			b.spare = buf[:0]
+		}
+		if err != nil {
+			if b.err == nil {
+				b.err = err
+			}
+			b.mu.Unlock()
+			b.fail(err)
+			return
+		}
+		// Whatever came while writing goes next, without another kick.
+		b.kicked = len(b.pending) > 0
+		drain := b.wantRoom && len(b.pending) < softMax/2
+		if drain {
+			b.wantRoom = false
+			if b.onDrain != nil {
+				b.mu.Unlock()
+				b.onDrain()
+				b.mu.Lock()
+			}
+		}
+	}
+}
+
+// fail runs onFail once.
+func (b *batchConn) fail(err error) {
+	b.mu.Lock()
+	run := !b.failed && !b.closed
+	b.failed = true
+	b.mu.Unlock()
+	if run && b.onFail != nil {
+		b.onFail(err)
+	}
+}
+
+// Close writes what is pending (at most a second: a last GOAWAY should go
+// out, a stuck peer must not hold the close), then closes. A write(2)
+// under way ends first (within that second): after Close nothing touches
+// the connection (a hijacked one is recycled once its handler returns).
+func (b *batchConn) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.cond.Broadcast()
+	if b.writing {
+		_ = b.SetWriteDeadline(time.Now().Add(time.Second))
+	}
+	for b.writing {
+		b.cond.Wait()
+	}
+	buf, err := b.pending, b.err
+	b.pending = nil
+	b.mu.Unlock()
+	if len(buf) > 0 && err == nil {
+		_ = b.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = b.Conn.Write(buf)
+	}
+	return b.Conn.Close()
+}
+
+// markDirty queues a connection with pending writes for flushDirty.
+func (h *Handler) markDirty(b *batchConn) {
+	h.dmu.Lock()
+	h.dirty = append(h.dirty, b)
+	first := len(h.dirty) == 1
+	h.dmu.Unlock()
+	if first {
+		h.dtimer.Reset(flushSafetyNet)
+	}
+}
+
+// flushDirty kicks the writer of every connection written to since the
+// last flush (it writes nothing itself).
+func (h *Handler) flushDirty() {
+	for {
+		h.dmu.Lock()
+		d := h.dirty
+		h.dirty = h.spareDirty[:0]
+		h.spareDirty = nil
+		h.dmu.Unlock()
+		if len(d) == 0 {
+			h.dmu.Lock()
+			if h.spareDirty == nil {
+				h.spareDirty = d[:0]
+			}
+			h.dmu.Unlock()
+			return
+		}
+		for i, b := range d {
+			_ = b.Flush()
+			d[i] = nil
+		}
+		h.dmu.Lock()
+		if h.spareDirty == nil {
+			h.spareDirty = d[:0]
+		}
+		h.dmu.Unlock()
+	}
+}

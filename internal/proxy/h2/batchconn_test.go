@@ -1,0 +1,139 @@
+package h2
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Writes from many goroutines, each flushing now and then, some large,
+// reach the peer whole and in each writer's order (written by the
+// connection's writer goroutine); Close sends what is pending; a Write
+// after it is refused.
+func TestBatchConnOrderFlushAndClose(t *testing.T) {
+	h := &Handler{}
+	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty) // the safety net flushes what no writer did
+	a, b := net.Pipe()
+	c := newBatchConn(h, a)
+	var got bytes.Buffer
+	read := make(chan error, 1)
+	go func() { _, err := io.Copy(&got, b); read <- err }()
+	const writers, each = 8, 300
+	pad := bytes.Repeat([]byte("x"), 4<<10)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				rec := []byte("w" + strconv.Itoa(w) + " " + strconv.Itoa(i))
+				if i%50 == 7 {
+					rec = append(append(rec, ' '), pad...)
+				}
+				if _, err := c.Write(append(rec, '\n')); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					_ = c.Flush()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("late")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after close: %v, want net.ErrClosed", err)
+	}
+	_ = b.Close()
+	<-read
+	next := make([]int, writers)
+	lines := bytes.Split(bytes.TrimSuffix(got.Bytes(), []byte("\n")), []byte("\n"))
+	if len(lines) != writers*each {
+		t.Fatalf("%d lines, want %d", len(lines), writers*each)
+	}
+	for _, l := range lines {
+		f := bytes.Fields(l[1:])
+		w, _ := strconv.Atoi(string(f[0]))
+		i, _ := strconv.Atoi(string(f[1]))
+		if i != next[w] || len(f) == 3 && len(f[2]) != len(pad) {
+			t.Fatalf("writer %d: line %d (%d fields) after %d", w, i, len(f), next[w]-1)
+		}
+		next[w]++
+	}
+}
+
+// A peer that does not read: the writer's write(2) blocks, the frames
+// pile up to hardMax, the next Write fails with errStuck, onFail runs
+// once, and Close returns within its one-second bound.
+func TestBatchConnPeerNotReading(t *testing.T) {
+	h := &Handler{cfg: Config{WriteTimeout: time.Hour}}
+	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	a, b := net.Pipe() // unbuffered: nothing is written until b reads
+	defer b.Close()
+	c := newBatchConn(h, a)
+	var fails []error
+	var mu sync.Mutex
+	c.onFail = func(err error) { mu.Lock(); fails = append(fails, err); mu.Unlock() }
+	ping := make([]byte, 17) // a PING acknowledgement's size
+	var n int
+	var err error
+	for n = 0; n < 1<<20; n++ {
+		if _, err = c.Write(ping); err != nil {
+			break
+		}
+		if n%100 == 0 {
+			_ = c.Flush()
+		}
+	}
+	if !errors.Is(err, errStuck) {
+		t.Fatalf("write %d: %v, want errStuck", n, err)
+	}
+	// The writer took one batch before it blocked: at most hardMax more.
+	if n*17 > 2*hardMax {
+		t.Fatalf("%d bytes accepted before errStuck, want <= %d", n*17, 2*hardMax)
+	}
+	mu.Lock()
+	if len(fails) != 1 || !errors.Is(fails[0], errStuck) {
+		t.Fatalf("onFail calls %v, want one errStuck", fails)
+	}
+	mu.Unlock()
+	start := time.Now()
+	_ = c.Close()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Close took %v with the peer not reading", d)
+	}
+}
+
+// A write(2) that does not finish within the write timeout fails the
+// connection (onFail with the deadline error).
+func TestBatchConnWriteTimeout(t *testing.T) {
+	h := &Handler{cfg: Config{WriteTimeout: 50 * time.Millisecond}}
+	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	a, b := net.Pipe()
+	defer b.Close()
+	c := newBatchConn(h, a)
+	failed := make(chan error, 1)
+	c.onFail = func(err error) { failed <- err }
+	if _, err := c.Write([]byte("never read")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Flush()
+	select {
+	case err := <-failed:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("onFail(%v), want a deadline error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failure 10 s after a 50 ms write timeout")
+	}
+	_ = c.Close()
+}

@@ -1,0 +1,872 @@
+package h2
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// The frame relay's client side: one connection's reader goroutine and
+// its streams (rstream.go) as state machines in a map.
+
+// Flow-control windows the relay advertises, to clients and to upstreams
+// alike: what one peer may send before the relay passed it on. They bound
+// what the relay buffers per stream and per connection.
+const (
+	relayStreamWindow = 256 << 10
+	relayConnWindow   = 1 << 20
+	// relayMaxHeaderList is the MAX_HEADER_LIST_SIZE advertised (the
+	// HTTP/1.1 path reads heads up to 64 KiB; net/http's default is 1 MB).
+	relayMaxHeaderList = 1 << 20
+	initialWindow      = 65535
+	maxWindow          = 1<<31 - 1
+	// relayMaxFrame is the largest frame the relay reads (the protocol's
+	// default SETTINGS_MAX_FRAME_SIZE: it advertises none, so a larger
+	// frame is a FRAME_SIZE_ERROR, RFC 9113 4.2) and writes (a peer
+	// announcing 16 MiB frames does not grow the relay's buffers).
+	relayMaxFrame = 16384
+	// Rapid reset (CVE-2023-44487): more than resetLimit streams reset by
+	// the client within resetWindow, and more than half the streams it
+	// opened in it, end the connection with GOAWAY ENHANCE_YOUR_CALM, so
+	// an upstream sees at most that many started-then-abandoned streams
+	// per connection and window; a busy client cancelling a few percent of
+	// its calls is not one (x/net's server: more than 4 x
+	// MAX_CONCURRENT_STREAMS handlers waiting to start).
+	resetLimit  = 200
+	resetWindow = time.Second
+)
+
+// frameOut encodes frames for one connection: a Framer whose writes are
+// batched by a coalesceConn (one write(2) per wake-up of its writer
+// goroutine) and the connection's HPACK encoder. Its user serialises it.
+type frameOut struct {
+	fr       *http2.Framer
+	enc      *hpack.Encoder
+	hbuf     bytes.Buffer
+	maxFrame uint32 // the peer's SETTINGS_MAX_FRAME_SIZE
+	maxList  uint32 // the peer's SETTINGS_MAX_HEADER_LIST_SIZE (0: unlimited)
+}
+
+func newFrameOut(fr *http2.Framer) *frameOut {
+	o := &frameOut{fr: fr, maxFrame: relayMaxFrame}
+	o.enc = hpack.NewEncoder(&o.hbuf)
+	return o
+}
+
+// headers writes one header block, pseudo, then fields but those extra
+// replaces (and Host, with skipHost), then extra, as HEADERS and
+// CONTINUATION frames.
+func (o *frameOut) headers(id uint32, end bool, pseudo, fields, extra []hpack.HeaderField, skipHost bool) error {
+	o.hbuf.Reset()
+	for i := range pseudo {
+		_ = o.enc.WriteField(pseudo[i])
+	}
+fields:
+	for i := range fields {
+		if skipHost && fields[i].Name == "host" {
+			continue
+		}
+		for j := range extra {
+			if extra[j].Name == fields[i].Name {
+				continue fields
+			}
+		}
+		_ = o.enc.WriteField(fields[i])
+	}
+	for i := range extra {
+		_ = o.enc.WriteField(extra[i])
+	}
+	blk := o.hbuf.Bytes()
+	firstFrame := true
+	for firstFrame || len(blk) > 0 {
+		n := min(len(blk), int(o.maxFrame))
+		frag := blk[:n]
+		blk = blk[n:]
+		var err error
+		if firstFrame {
+			err = o.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frag, EndStream: end, EndHeaders: len(blk) == 0})
+		} else {
+			err = o.fr.WriteContinuation(id, len(blk) == 0, frag)
+		}
+		if err != nil {
+			return err
+		}
+		firstFrame = false
+	}
+	return nil
+}
+
+// listSize is a header list's size as SETTINGS_MAX_HEADER_LIST_SIZE counts it.
+func listSize(lists ...[]hpack.HeaderField) uint32 {
+	var n uint32
+	for _, l := range lists {
+		for i := range l {
+			n += l[i].Size()
+		}
+	}
+	return n
+}
+
+// cconn is one client connection served by the relay. Everything on it,
+// its streams' state and every frame written to it, is under mu: the
+// reader goroutine, the upstream readers delivering answers and the
+// timers all take it.
+type cconn struct {
+	h      *Handler
+	nc     net.Conn
+	cw     *batchConn
+	rd     clientReader
+	br     *bufio.Reader
+	target string
+
+	mu          sync.Mutex
+	out         *frameOut
+	streams     map[uint32]*rstream
+	maxSeen     uint32  // highest client stream id seen
+	sendWin     outflow // the connection's window toward the client
+	recvWin     inflow  // the client's on the connection
+	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	blocked     []*rstream
+	goingAway   bool
+	closed      bool
+	done        chan struct{}
+	// What upstreams may still send, or sent and the client has not
+	// taken, for this connection's streams (flow.go), and the attempts
+	// waiting for it to top their windows up.
+	upHeld  int64
+	starved []*ratt
+	// stop tells the reader to end the connection (stopReader).
+	stop atomic.Bool
+	// Streams the client opened and reset in the current resetWindow
+	// (rapid reset).
+	opened, resets int
+	resetsFrom     time.Duration
+
+	// Keepalive and idle close, on one timer per connection (keepalive):
+	// times are since born (monotonic). lastRead is when the reader last
+	// drained the socket (stored by the reader without mu).
+	born      time.Time
+	lastRead  atomic.Int64
+	idleSince time.Duration // when the last stream ended (0 at first)
+	ka        *time.Timer
+	kaAt      time.Duration // when ka fires
+	pingSent  bool
+	pingData  [8]byte
+	pingDue   time.Duration
+
+	// The per-try timeouts of the attempts under way, one timer for all:
+	// every attempt has the same timeout, so the list in start order is
+	// in deadline order too; the timer is due at the head's deadline
+	// (or earlier: an attempt that ended is unlinked, the timer not
+	// touched; it re-arms for the new head when it fires).
+	tryHead, tryTail *ratt
+	tries            *time.Timer
+	triesArmed       bool
+}
+
+// serveRelay serves one client connection with the frame relay until it
+// ends; c starts with the client preface.
+func (h *Handler) serveRelay(c net.Conn, target string) {
+	cc := &cconn{
+		h: h, nc: c, cw: newBatchConn(h, c), target: target,
+		streams: map[uint32]*rstream{}, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow),
+		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
+	}
+	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
+	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
+	cc.cw.onFail = func(err error) {
+		if errors.Is(err, errStuck) || errors.Is(err, os.ErrDeadlineExceeded) {
+			h.m.closed.WithLabelValues("not-reading").Inc()
+			h.cfg.Logger.Printf("h2 relay: client connection: not reading its answers: %v", err)
+		}
+		cc.stopReader()
+	}
+	cc.cw.onDrain = cc.onDrain
+	if !h.relayAdd(cc) {
+		_ = c.Close()
+		return
+	}
+	defer h.relayDel(cc)
+	cc.serve()
+}
+
+func (cc *cconn) serve() {
+	defer close(cc.done)
+	defer cc.h.flushDirty()
+	defer cc.teardown()
+	var preface [len(ClientPreface)]byte
+	if _, err := io.ReadFull(cc.br, preface[:]); err != nil || string(preface[:]) != ClientPreface {
+		if errors.Is(err, errReadTimeout) {
+			cc.h.m.closed.WithLabelValues("timeout").Inc()
+		}
+		return
+	}
+	fr := http2.NewFramer(cc.cw, cc.br)
+	fr.SetMaxReadFrameSize(relayMaxFrame)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.MaxHeaderListSize = relayMaxHeaderList
+	fr.SetReuseFrames()
+	cc.mu.Lock()
+	cc.out = newFrameOut(fr)
+	_ = fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: cc.h.cfg.MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: relayStreamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: relayMaxHeaderList},
+	)
+	_ = fr.WriteWindowUpdate(0, relayConnWindow-initialWindow)
+	cc.lastRead.Store(int64(time.Since(cc.born)))
+	cc.ka = time.AfterFunc(time.Hour, cc.keepalive)
+	cc.armKeepalive(time.Since(cc.born))
+	cc.mu.Unlock()
+	firstFrame := true
+	for {
+		if !firstFrame {
+			// A frame under way (its first bytes are buffered) must
+			// arrive whole within RequestTimeout; between frames no
+			// deadline (keepalive and the idle close watch them).
+			cc.rd.mid = cc.br.Buffered() > 0
+			if cc.rd.mid {
+				cc.rd.since = time.Now()
+			}
+		}
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			var ce http2.ConnectionError
+			switch {
+			case errors.As(err, &se):
+				cc.mu.Lock()
+				if se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
+					cc.maxSeen = se.StreamID // a malformed request still uses its id
+				}
+				if s := cc.streams[se.StreamID]; s != nil {
+					s.clientReset()
+				}
+				_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
+				cc.mu.Unlock()
+				continue
+			case errors.As(err, &ce):
+				detail := "frame error"
+				if d := fr.ErrorDetail(); d != nil {
+					detail = d.Error()
+				}
+				cc.goAway(http2.ErrCode(ce), detail)
+			case errors.Is(err, http2.ErrFrameTooLarge):
+				cc.h.m.closed.WithLabelValues("frame-size").Inc()
+				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
+			case errors.Is(err, errReadTimeout):
+				cc.h.m.closed.WithLabelValues("timeout").Inc()
+				cc.h.cfg.Logger.Printf("h2 relay: client connection: %v", err)
+				cc.goAway(http2.ErrCodeNo, err.Error())
+			}
+			return
+		}
+		if firstFrame {
+			firstFrame = false
+			if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
+				cc.goAway(http2.ErrCodeProtocol, "the client preface is not followed by SETTINGS")
+				return
+			}
+		}
+		if !cc.frame(f) {
+			return
+		}
+		if cc.br.Buffered() == 0 {
+			// Once per read(2), not per frame: what keepalive reads.
+			cc.lastRead.Store(int64(time.Since(cc.born)))
+			cc.h.flushDirty() // before the reader sleeps
+		}
+	}
+}
+
+// goAway ends the connection with a GOAWAY naming the error.
+func (cc *cconn) goAway(code http2.ErrCode, debug string) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.out != nil {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, code, []byte(debug))
+	}
+}
+
+// frame handles one frame from the client; false ends the connection.
+func (cc *cconn) frame(f http2.Frame) bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return true
+		}
+		err := f.ForeachSetting(func(s http2.Setting) error {
+			if err := s.Valid(); err != nil {
+				return err
+			}
+			switch s.ID {
+			case http2.SettingInitialWindowSize:
+				delta := int64(s.Val) - cc.peerInitWin
+				cc.peerInitWin = int64(s.Val)
+				for _, st := range cc.streams {
+					if !st.sendWin.add(delta) {
+						return http2.ConnectionError(http2.ErrCodeFlowControl)
+					}
+				}
+				if delta > 0 {
+					cc.flushAll()
+				}
+			case http2.SettingMaxFrameSize:
+				cc.out.maxFrame = min(s.Val, relayMaxFrame)
+			case http2.SettingHeaderTableSize:
+				cc.out.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			case http2.SettingMaxHeaderListSize:
+				cc.out.maxList = s.Val
+			}
+			return nil
+		})
+		if err != nil {
+			code := http2.ErrCodeProtocol
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				code = http2.ErrCode(ce)
+			}
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, code, []byte("bad SETTINGS: "+err.Error()))
+			return false
+		}
+		_ = cc.out.fr.WriteSettingsAck()
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			_ = cc.out.fr.WritePing(true, f.Data)
+		} else if cc.pingSent && f.Data == cc.pingData {
+			cc.pingSent = false // the keepalive timer re-arms when it fires
+		}
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			if !cc.sendWin.add(int64(f.Increment)) {
+				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("connection window over 2^31-1"))
+				return false
+			}
+			cc.flushAll()
+			return true
+		}
+		st, s := cc.state(f.StreamID)
+		if st == stateIdle {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("WINDOW_UPDATE on an idle stream"))
+			return false
+		}
+		if s != nil {
+			if !s.sendWin.add(int64(f.Increment)) {
+				s.clientReset()
+				_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
+				return true
+			}
+			s.flushOut()
+		}
+	case *http2.MetaHeadersFrame:
+		return cc.onHeaders(f)
+	case *http2.DataFrame:
+		return cc.onData(f)
+	case *http2.RSTStreamFrame:
+		st, s := cc.state(f.StreamID)
+		if st == stateIdle {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("RST_STREAM on an idle stream"))
+			return false
+		}
+		if s != nil {
+			s.clientReset()
+			if !cc.countReset() {
+				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte("too many streams reset (rapid reset)"))
+				return false
+			}
+		}
+	case *http2.GoAwayFrame:
+		cc.goingAway = true
+	case *http2.PushPromiseFrame:
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("PUSH_PROMISE from a client"))
+		return false
+	case *http2.PriorityFrame:
+		// Ignored (RFC 9113 5.3.2: priority signals are advisory).
+	}
+	return true
+}
+
+// streamState is a client stream's state as RFC 9113 section 5.1 names
+// them, for what a frame may do to it; a client only opens streams (push
+// is not used), so reserved states do not occur.
+type streamState uint8
+
+const (
+	stateIdle             streamState = iota // not opened yet (an id above every one seen, or even)
+	stateOpen                                // the request under way
+	stateHalfClosedRemote                    // the request ended, the answer goes on
+	stateClosed                              // ended (or refused, or reset)
+)
+
+// state is stream id's state, and the stream while it is open or half
+// closed; mu held.
+func (cc *cconn) state(id uint32) (streamState, *rstream) {
+	if s := cc.streams[id]; s != nil {
+		if s.reqEnd {
+			return stateHalfClosedRemote, s
+		}
+		return stateOpen, s
+	}
+	if id%2 == 0 || id > cc.maxSeen {
+		return stateIdle, nil
+	}
+	return stateClosed, nil
+}
+
+// connSpecific are the fields RFC 9113 8.2.2 forbids (connection-specific).
+var connSpecific = map[string]bool{"connection": true, "proxy-connection": true, "keep-alive": true, "transfer-encoding": true, "upgrade": true}
+
+// badRequestFields reports why a request's header list is malformed, ""
+// when it is not: the pseudo-headers a request needs, no
+// connection-specific fields, TE only "trailers" (lower case and
+// pseudo-headers first are the Framer's checks).
+func badRequestFields(f *http2.MetaHeadersFrame) string {
+	method := f.PseudoValue("method")
+	if method == "" || f.PseudoValue("path") == "" || f.PseudoValue("scheme") == "" {
+		if method != "CONNECT" {
+			return "request without :method, :scheme or :path"
+		}
+	}
+	if f.PseudoValue("status") != "" {
+		return ":status in a request"
+	}
+	for _, hf := range f.RegularFields() {
+		if connSpecific[hf.Name] {
+			return "connection-specific field " + hf.Name
+		}
+		if hf.Name == "te" && hf.Value != "trailers" {
+			return `te other than "trailers"`
+		}
+	}
+	return ""
+}
+
+func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
+	id := f.StreamID
+	if id%2 == 0 {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
+		return false
+	}
+	switch st, s := cc.state(id); st {
+	case stateHalfClosedRemote:
+		// The request ended: nothing more but WINDOW_UPDATE, PRIORITY
+		// or RST_STREAM (RFC 9113 5.1).
+		s.clientReset()
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
+		return true
+	case stateOpen:
+		// Trailers of the request.
+		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+			s.clientReset()
+			_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+			return true
+		}
+		s.onRequestTrailers(f.RegularFields())
+		return true
+	case stateClosed:
+		// A new stream's id must be above every earlier one (5.1.1).
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("stream id "+strconv.FormatUint(uint64(id), 10)+" not above the last one"))
+		return false
+	}
+	cc.maxSeen = id
+	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams {
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		return true
+	}
+	if f.Truncated {
+		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "431"}}, nil, nil, false)
+		return true
+	}
+	if why := badRequestFields(f); why != "" {
+		cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
+		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+		return true
+	}
+	if f.PseudoValue("method") == "CONNECT" {
+		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
+		return true
+	}
+	cc.rollResetWindow()
+	cc.opened++
+	s := newStream(cc, f)
+	cc.streams[id] = s
+	s.start()
+	return true
+}
+
+func (cc *cconn) onData(f *http2.DataFrame) bool {
+	n := int64(f.Length) // padding included: it counts against the windows
+	if !cc.recvWin.take(n) {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("DATA beyond the connection window"))
+		return false
+	}
+	s := cc.streams[f.StreamID]
+	if s == nil {
+		if f.StreamID > cc.maxSeen {
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("DATA on an idle stream"))
+			return false
+		}
+		cc.creditConn(n)
+		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
+		return true
+	}
+	if s.reqEnd {
+		cc.creditConn(n)
+		s.clientReset()
+		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
+		return true
+	}
+	if !s.recvWin.take(n) {
+		cc.creditConn(n)
+		s.clientReset()
+		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
+		return true
+	}
+	data := f.Data()
+	if pad := n - int64(len(data)); pad > 0 {
+		s.credit(pad)
+	}
+	s.onRequestData(data, f.StreamEnded())
+	return true
+}
+
+// countReset counts a stream the client reset; false when the connection
+// passed the rapid-reset limit; mu held.
+func (cc *cconn) countReset() bool {
+	cc.rollResetWindow()
+	cc.resets++
+	if cc.resets > resetLimit && 2*cc.resets > cc.opened {
+		cc.h.m.closed.WithLabelValues("rapid-reset").Inc()
+		cc.h.cfg.Logger.Printf("h2 relay: client connection: more than %d streams reset within %s: GOAWAY ENHANCE_YOUR_CALM", resetLimit, resetWindow)
+		return false
+	}
+	return true
+}
+
+// rollResetWindow starts a new rapid-reset window when the last one
+// passed; mu held.
+func (cc *cconn) rollResetWindow() {
+	if now := time.Since(cc.born); now-cc.resetsFrom >= resetWindow {
+		cc.opened, cc.resets, cc.resetsFrom = 0, 0, now
+	}
+}
+
+// onDrain resumes the answers that waited for the client's socket
+// (batchConn.room); the writer goroutine calls it.
+func (cc *cconn) onDrain() {
+	cc.mu.Lock()
+	if !cc.closed {
+		cc.flushAll()
+	}
+	cc.mu.Unlock()
+	cc.h.flushDirty()
+}
+
+// errReadTimeout is a client too slow with its preface, SETTINGS or a frame.
+var errReadTimeout = errors.New("preface, SETTINGS or a frame not received whole within --http-request-timeout")
+
+// clientReader is the client connection's reads under the Framer's
+// buffered reader; it keeps the read deadline: the preface and the first
+// SETTINGS within RequestTimeout of the connection's start, a frame
+// under way (mid) within RequestTimeout of its first byte, none between
+// frames; and ends the reads once stopReader was called.
+type clientReader struct {
+	cc    *cconn
+	mid   bool
+	since time.Time
+	dl    time.Time // the deadline set
+}
+
+func (r *clientReader) Read(p []byte) (int, error) {
+	cc := r.cc
+	if cc.stop.Load() {
+		return 0, net.ErrClosed
+	}
+	var want time.Time
+	if r.mid {
+		want = r.since.Add(cc.h.cfg.RequestTimeout)
+	}
+	if !want.Equal(r.dl) {
+		r.dl = want
+		_ = cc.nc.SetReadDeadline(want)
+		if cc.stop.Load() { // stopReader's deadline may have been overwritten
+			return 0, net.ErrClosed
+		}
+	}
+	n, err := cc.nc.Read(p)
+	if n > 0 && !r.mid {
+		r.mid, r.since = true, time.Now()
+	}
+	if err != nil && r.mid && errors.Is(err, os.ErrDeadlineExceeded) && !cc.stop.Load() {
+		err = errReadTimeout
+	}
+	return n, err
+}
+
+// creditConn gives the client back n bytes of connection window, in
+// WINDOW_UPDATEs of at least a quarter of it; mu held.
+func (cc *cconn) creditConn(n int64) {
+	if k := cc.recvWin.add(n); k > 0 {
+		_ = cc.out.fr.WriteWindowUpdate(0, k)
+	}
+}
+
+// flushAll writes what the streams held back for the connection window; mu held.
+func (cc *cconn) flushAll() {
+	b := cc.blocked
+	cc.blocked = nil
+	for _, s := range b {
+		s.connBlocked = false
+		s.flushOut()
+	}
+}
+
+// removeStream forgets a finished stream; mu held.
+func (cc *cconn) removeStream(s *rstream) {
+	if cc.streams[s.id] != s {
+		return
+	}
+	delete(cc.streams, s.id)
+	if len(cc.streams) == 0 {
+		if cc.goingAway && cc.h.closing.Load() {
+			// Shutdown: the last stream ended, so does the connection.
+			cc.stopReader()
+			return
+		}
+		cc.idleSince = time.Since(cc.born)
+		if at := cc.idleSince + cc.h.cfg.IdleTimeout; at < cc.kaAt {
+			cc.ka.Reset(at - cc.idleSince)
+			cc.kaAt = at
+		}
+	}
+}
+
+// keepalive is the connection's one timer, as net/http's server behaves:
+// a PING to a client nothing was read from for PingInterval, the
+// connection closed when it goes unanswered PingTimeout, GOAWAY and close
+// after IdleTimeout without a stream. Nothing per stream touches the
+// timer with the defaults (a stream ending re-arms it only when the idle
+// close is due before the next ping check).
+func (cc *cconn) keepalive() {
+	defer cc.h.flushDirty()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return
+	}
+	cfg := &cc.h.cfg
+	now := time.Since(cc.born)
+	if cc.pingSent && now >= cc.pingDue {
+		cfg.Logger.Printf("h2 relay: client connection: timeout waiting for PING response")
+		cc.stopReader()
+		return
+	}
+	if len(cc.streams) == 0 && now-cc.idleSince >= cfg.IdleTimeout {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("idle"))
+		cc.stopReader()
+		return
+	}
+	if !cc.pingSent && now-time.Duration(cc.lastRead.Load()) >= cfg.PingInterval {
+		binary.LittleEndian.PutUint64(cc.pingData[:], rand.Uint64())
+		_ = cc.out.fr.WritePing(false, cc.pingData)
+		cc.pingSent, cc.pingDue = true, now+cfg.PingTimeout
+	}
+	cc.armKeepalive(now)
+}
+
+// trackTry starts attempt a's per-try timeout; mu held.
+func (cc *cconn) trackTry(a *ratt) {
+	now := time.Since(cc.born)
+	a.due, a.inTries = now+cc.h.cfg.PerTryTimeout, true
+	a.tprev, a.tnext = cc.tryTail, nil
+	if cc.tryTail != nil {
+		cc.tryTail.tnext = a
+	} else {
+		cc.tryHead = a
+	}
+	cc.tryTail = a
+	if !cc.triesArmed {
+		cc.triesArmed = true
+		if cc.tries == nil {
+			cc.tries = time.AfterFunc(cc.h.cfg.PerTryTimeout, cc.onTries)
+		} else {
+			cc.tries.Reset(a.due - now)
+		}
+	}
+}
+
+// untrackTry ends attempt a's per-try timeout (it got its headers, or
+// ended); mu held.
+func (cc *cconn) untrackTry(a *ratt) {
+	if !a.inTries {
+		return
+	}
+	a.inTries = false
+	if a.tprev != nil {
+		a.tprev.tnext = a.tnext
+	} else {
+		cc.tryHead = a.tnext
+	}
+	if a.tnext != nil {
+		a.tnext.tprev = a.tprev
+	} else {
+		cc.tryTail = a.tprev
+	}
+	a.tprev, a.tnext = nil, nil
+}
+
+// onTries fails the attempts whose per-try timeout passed and re-arms
+// for the next one.
+func (cc *cconn) onTries() {
+	defer cc.h.flushDirty()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.triesArmed = false
+	if cc.closed {
+		return
+	}
+	now := time.Since(cc.born)
+	for cc.tryHead != nil && cc.tryHead.due <= now {
+		a := cc.tryHead
+		cc.untrackTry(a)
+		a.perTryTimeout() // may start the next attempt: at the tail
+	}
+	if h := cc.tryHead; h != nil {
+		// For the head even if a retry started above armed it for its
+		// own (later) deadline.
+		cc.triesArmed = true
+		cc.tries.Reset(h.due - now)
+	}
+}
+
+// armKeepalive sets the timer for the next check; mu held.
+func (cc *cconn) armKeepalive(now time.Duration) {
+	cfg := &cc.h.cfg
+	at := time.Duration(cc.lastRead.Load()) + cfg.PingInterval
+	if cc.pingSent {
+		at = cc.pingDue
+	}
+	if len(cc.streams) == 0 {
+		at = min(at, cc.idleSince+cfg.IdleTimeout)
+	}
+	at = max(at, now+time.Millisecond)
+	cc.ka.Reset(at - now)
+	cc.kaAt = at
+}
+
+// shutdown sends GOAWAY: no new streams, the open ones finish.
+func (cc *cconn) shutdown() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.out == nil || cc.closed {
+		return
+	}
+	cc.goingAway = true
+	_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeNo, []byte("shutting down"))
+	if len(cc.streams) == 0 {
+		cc.stopReader()
+	}
+}
+
+// stopReader makes the reader goroutine end the connection (teardown
+// closes it: only that goroutine does, before ServeConn returns); mu held,
+// the connection not torn down yet.
+func (cc *cconn) stopReader() {
+	cc.stop.Store(true)
+	_ = cc.nc.SetReadDeadline(time.Now())
+}
+
+// teardown ends every stream of a connection that is gone and closes it.
+func (cc *cconn) teardown() {
+	cc.mu.Lock()
+	cc.closed = true
+	for _, s := range cc.streams {
+		s.clientReset()
+	}
+	if cc.ka != nil {
+		cc.ka.Stop()
+	}
+	if cc.tries != nil {
+		cc.tries.Stop()
+	}
+	cc.mu.Unlock()
+	_ = cc.cw.Close()
+}
+
+// relayAdd registers a client connection (Shutdown's GOAWAY reaches it).
+func (h *Handler) relayAdd(cc *cconn) bool {
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
+	if h.closing.Load() {
+		return false
+	}
+	if h.rconns == nil {
+		h.rconns = map[*cconn]struct{}{}
+	}
+	h.rconns[cc] = struct{}{}
+	return true
+}
+
+func (h *Handler) relayDel(cc *cconn) {
+	h.rmu.Lock()
+	delete(h.rconns, cc)
+	h.rmu.Unlock()
+}
+
+// relayShutdown sends GOAWAY on every relayed client connection and waits
+// for them to end until done is closed, then closes what is left.
+func (h *Handler) relayShutdown(done <-chan struct{}) {
+	h.rmu.Lock()
+	conns := make([]*cconn, 0, len(h.rconns))
+	for cc := range h.rconns {
+		conns = append(conns, cc)
+	}
+	h.rmu.Unlock()
+	for _, cc := range conns {
+		cc.shutdown()
+	}
+	h.flushDirty()
+	for _, cc := range conns {
+		select {
+		case <-cc.done:
+		case <-done:
+			cc.mu.Lock()
+			if !cc.closed {
+				cc.stopReader()
+			}
+			cc.mu.Unlock()
+			<-cc.done
+		}
+	}
+	h.relayClosePools()
+}
+
+// hostField is the request's Host field, for requests without :authority.
+func hostField(fields []hpack.HeaderField) string {
+	for _, f := range fields {
+		if f.Name == "host" {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// grpcContentType reports whether a content-type is gRPC's.
+func grpcContentType(ct string) bool {
+	return ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;")
+}

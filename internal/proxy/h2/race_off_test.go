@@ -1,5 +1,0 @@
-//go:build !race
-
-package h2
-
-const raceEnabled = false

@@ -1,0 +1,112 @@
+package h2
+
+import (
+	"sync"
+	"time"
+)
+
+// rpool is one upstream address's connections.
+type rpool struct {
+	h    *Handler
+	addr string
+
+	mu      sync.Mutex
+	conns   []*upconn
+	dialing bool
+	waiters []*ratt // attempts waiting for a connection with room
+}
+
+func (h *Handler) relayPool(addr string) *rpool {
+	if v, ok := h.rpools.Load(addr); ok {
+		return v.(*rpool)
+	}
+	v, _ := h.rpools.LoadOrStore(addr, &rpool{h: h, addr: addr})
+	return v.(*rpool)
+}
+
+// acquire reserves a stream on a connection with room, or queues a for
+// the next one (dialing it); the caller holds a's client connection's mu.
+func (p *rpool) acquire(a *ratt) *upconn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, uc := range p.conns {
+		if uc.reserve() {
+			return uc
+		}
+	}
+	a.waiting = true
+	p.waiters = append(p.waiters, a)
+	if !p.dialing {
+		p.dialing = true
+		go p.dial()
+	}
+	return nil
+}
+
+// kick hands the waiting attempts another try (a connection got room),
+// from a goroutine of its own: the caller may hold a client connection's
+// mu, and the waiters take theirs.
+func (p *rpool) kick() {
+	p.mu.Lock()
+	ws := p.waiters
+	p.waiters = nil
+	p.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	go func() {
+		for _, a := range ws {
+			a.retryAcquire(nil)
+		}
+		p.h.flushDirty()
+	}()
+}
+
+func (p *rpool) dial() {
+	uc, err := p.h.dialUp(p)
+	p.mu.Lock()
+	p.dialing = false
+	if err == nil {
+		p.conns = append(p.conns, uc)
+	}
+	ws := p.waiters
+	p.waiters = nil
+	p.mu.Unlock()
+	if err == nil {
+		uc.mu.Lock()
+		uc.idleSince = time.Now()
+		uc.idle = time.AfterFunc(upIdleTimeout, uc.onIdle)
+		uc.mu.Unlock()
+		go uc.readLoop()
+	}
+	for _, a := range ws {
+		a.retryAcquire(err)
+	}
+	p.h.flushDirty()
+}
+
+func (p *rpool) remove(uc *upconn) {
+	p.mu.Lock()
+	for i, c := range p.conns {
+		if c == uc {
+			p.conns = append(p.conns[:i:i], p.conns[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+}
+
+// relayClosePools closes every upstream connection (Shutdown).
+func (h *Handler) relayClosePools() {
+	h.rpools.Range(func(_, v any) bool {
+		p := v.(*rpool)
+		p.mu.Lock()
+		conns := p.conns
+		p.conns = nil
+		p.mu.Unlock()
+		for _, uc := range conns {
+			_ = uc.cw.Close()
+		}
+		return true
+	})
+}

@@ -1,0 +1,956 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
+)
+
+// A relayed stream and its attempts, as state machines driven by frames
+// (the client's reader, the upstreams' readers) and timers (per try,
+// backoff, re-send, grpc-timeout), all under the client connection's mu.
+// The policy is callState's (decide.go), the stdlib path's own.
+
+var errReplayOverflow = errors.New("retrycap-proxy: request body larger than --max-replay-bytes: cannot re-send")
+
+// rstream is one client stream.
+type rstream struct {
+	cc     *cconn
+	id     uint32
+	cs     *callState
+	own    *ownAnswer // answered without an attempt
+	pool   *rpool
+	fields []hpack.HeaderField // the request's regular fields
+
+	// The request body as the client sent it: kept whole for replay while
+	// it fits --max-replay-bytes (gRPC A6), else from the current
+	// attempt's offset (base) on.
+	body        []byte
+	base        int64
+	overflow    bool
+	reqEnd      bool
+	reqTrailers []hpack.HeaderField
+	recvWin     inflow // the client's on the stream
+	uncredited  int64  // received (padding too), not credited back
+	fwd         int64  // body bytes passed on to an attempt (credited)
+
+	// The answer toward the client.
+	sendWin     outflow
+	outq        []byte
+	outEnd      bool
+	outTrailers []hpack.HeaderField
+	connBlocked bool
+	headersSent bool
+	respDone    bool
+
+	n       int
+	probe   bool
+	att     *ratt // the attempt the request body goes to
+	last    *ratt // a failed attempt kept until the next is allowed (a breaker refusing it passes it on)
+	relayed *ratt // the attempt whose answer is passed on
+	reason  policy.Reason
+	timer   *time.Timer // backoff
+	dlTimer *time.Timer // grpc-timeout
+	done    bool
+
+	// Allocated with the stream: its policy state, its header list as
+	// the policy reads it, and its first attempt (most calls have one).
+	call  callState
+	hdr   fieldHeaders
+	first ratt
+}
+
+// ratt is one attempt (one upstream stream; a re-send after GOAWAY or
+// REFUSED_STREAM is the same attempt on a new one).
+type ratt struct {
+	s     *rstream
+	n     int
+	extra []hpack.HeaderField // the fields this attempt sets (attemptHeaders), in extraBuf
+	// The attempt's own arrays for its pseudo-headers and extra fields.
+	pseudoBuf [4]hpack.HeaderField
+	extraBuf  [5]hpack.HeaderField
+	uc        *upconn
+	id        uint32
+	waiting   bool // queued for a connection
+	opened    bool // registered on uc, HEADERS sent
+	sent      int64
+	sentEnd   bool
+	sendWin   outflow // the upstream's stream window
+	blocked   bool    // in uc.blocked; under uc.mu
+	// The per-try timeout: a in its client connection's list of attempts
+	// under way, in start order (cconn.tries), due at due (since cc.born).
+	tprev, tnext *ratt
+	inTries      bool
+	due          time.Duration
+	t0           time.Time
+	resends      int
+
+	timedOut   bool
+	gotHeaders bool
+	hdrs       []hpack.HeaderField
+	trailers   []hpack.HeaderField
+	hasTrails  bool
+	q          []byte // answer bytes received, not yet passed on
+	upEnded    bool
+	// The answer's flow control toward the upstream (flow.go): upAvail
+	// is the window the upstream may still send into, held what it sent
+	// that was not passed on to the client yet; both are charged to the
+	// client connection's budget (cconn.upHeld).
+	upAvail int64
+	held    int64
+	starved bool // in cc.starved: waiting for budget to top its window up
+	grown   bool // its answer flowed: its window may grow past relayFirstGrant
+	judged  bool
+	closed  bool
+	res     outcome
+	err     error // failed after it was judged (held, or relayed)
+}
+
+func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
+	authority := f.PseudoValue("authority")
+	regular := f.RegularFields()
+	if authority == "" {
+		authority = hostField(regular)
+	}
+	hostPort := cc.target
+	if hostPort == "" {
+		hostPort = authority
+	}
+	s := &rstream{cc: cc, id: f.StreamID, fields: regular, hdr: fieldHeaders(regular),
+		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.StreamEnded()}
+	hdr := &s.hdr // a pointer into s: no allocation for the interface
+	cl := int64(-1)
+	if f.StreamEnded() {
+		cl = 0
+	} else if v := fieldValue(regular, "content-length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			cl = n
+		}
+	}
+	s.cs = &s.call
+	s.own = cc.h.initCall(s.cs, hostPort, f.PseudoValue("method"), authority, f.PseudoValue("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
+	return s
+}
+
+// start runs the call; mu held (as for every method below).
+func (s *rstream) start() {
+	if s.own != nil {
+		s.answer(s.own)
+		return
+	}
+	s.pool = s.cc.h.relayPool(s.cs.addr)
+	if s.cs.hasDL {
+		s.dlTimer = time.AfterFunc(time.Until(s.cs.dl), s.onDeadline)
+	}
+	s.next()
+}
+
+// next starts the next attempt, if the breaker and the deadline let it.
+func (s *rstream) next() {
+	cs := s.cs
+	n := s.n + 1
+	now := cs.h.cfg.Now()
+	ok, probe := cs.allow(now)
+	if !ok {
+		if s.last == nil {
+			s.answer(cs.ownAnswer(policy.ReasonBreaker, "circuit breaker open", 0))
+			return
+		}
+		// The last failure is the answer, as for HTTP/1.1.
+		l := s.last
+		s.last = nil
+		s.finish(l, policy.ReasonBreaker, n-1)
+		return
+	}
+	if s.last != nil {
+		s.last.release()
+		s.last = nil
+	}
+	if cs.hasDL && !time.Now().Before(cs.dl) {
+		s.answer(cs.deadlineAnswer())
+		return
+	}
+	s.n, s.probe = n, probe
+	cs.attemptStart = now
+	var a *ratt
+	if n == 1 {
+		a = &s.first
+		*a = ratt{s: s, n: n, t0: time.Now()}
+	} else {
+		a = &ratt{s: s, n: n, t0: time.Now()}
+	}
+	s.att = a
+	a.extra = cs.attemptHeaders(n, a.extraBuf[:0])
+	if n > 1 && s.overflow {
+		a.res = outcome{err: errReplayOverflow, cond: policy.CondReset}
+		s.decide(a)
+		return
+	}
+	s.cc.trackTry(a)
+	s.dispatch(a)
+}
+
+// dispatch puts a on a connection of the upstream's pool, or in its queue.
+func (s *rstream) dispatch(a *ratt) {
+	for {
+		uc := s.pool.acquire(a)
+		if uc == nil {
+			return // waiting for a dial; retryAcquire goes on
+		}
+		end := s.reqEnd && s.base == 0 && len(s.body) == 0 && s.reqTrailers == nil
+		ok, err := uc.open(a, s.pseudo(a), s.fields, a.extra, end)
+		if !ok {
+			continue // the connection closed under us: the pool has dropped it
+		}
+		if err != nil {
+			a.fail(err)
+			return
+		}
+		a.opened, a.sentEnd = true, end
+		a.grantUp()
+		a.pushBody()
+		return
+	}
+}
+
+// pseudo are the request's pseudo-header fields for attempt a (in its
+// own array: no allocation per attempt).
+func (s *rstream) pseudo(a *ratt) []hpack.HeaderField {
+	authority := s.cs.authority
+	if authority == "" {
+		authority = s.cs.addr
+	}
+	a.pseudoBuf = [4]hpack.HeaderField{
+		{Name: ":method", Value: s.cs.method},
+		{Name: ":scheme", Value: "http"},
+		{Name: ":authority", Value: authority},
+		{Name: ":path", Value: s.cs.path},
+	}
+	return a.pseudoBuf[:]
+}
+
+// retryAcquire is the pool's answer to a queued attempt: a connection may
+// have room now, or the dial failed (err).
+func (a *ratt) retryAcquire(err error) {
+	cc := a.s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if !a.waiting {
+		return
+	}
+	a.waiting = false
+	if a.s.att != a || a.judged || a.closed || a.s.done {
+		return
+	}
+	if err != nil {
+		a.fail(err)
+		return
+	}
+	a.s.dispatch(a)
+}
+
+// pushBody sends the request body the attempt has not sent yet, as far as
+// the upstream's windows allow, then the end of the request.
+func (a *ratt) pushBody() {
+	s := a.s
+	if s.att != a || !a.opened || a.closed || a.sentEnd {
+		return
+	}
+	uc := a.uc
+	for {
+		avail := s.base + int64(len(s.body)) - a.sent
+		if avail > 0 {
+			want := min(avail, a.sendWin.available(), 16384)
+			if want <= 0 {
+				return // the stream window: a WINDOW_UPDATE goes on
+			}
+			k := uc.takeWindow(a, want)
+			if k == 0 {
+				return
+			}
+			off := a.sent - s.base
+			chunk := s.body[off : off+k]
+			a.sent += k
+			a.sendWin.take(k)
+			last := a.sent == s.base+int64(len(s.body)) && s.reqEnd && s.reqTrailers == nil
+			id := a.id
+			uc.write(func(fr *http2.Framer) { _ = fr.WriteData(id, last, chunk) })
+			if a.sent > s.fwd {
+				s.credit(a.sent - s.fwd)
+				s.fwd = a.sent
+			}
+			if s.overflow {
+				// Nothing before this attempt's offset will be sent again.
+				s.body = s.body[a.sent-s.base:]
+				s.base = a.sent
+			}
+			if last {
+				a.sentEnd = true
+				return
+			}
+			continue
+		}
+		if s.reqEnd {
+			a.sentEnd = true
+			id := a.id
+			if s.reqTrailers != nil {
+				tr := s.reqTrailers
+				uc.wmu.Lock()
+				_ = uc.out.headers(id, true, nil, tr, nil, false)
+				uc.wmu.Unlock()
+			} else {
+				uc.write(func(fr *http2.Framer) { _ = fr.WriteData(id, true, nil) })
+			}
+		}
+		return
+	}
+}
+
+// onRequestData takes DATA from the client.
+func (s *rstream) onRequestData(data []byte, end bool) {
+	s.uncredited += int64(len(data))
+	s.body = append(s.body, data...)
+	if !s.overflow && s.base+int64(len(s.body)) > int64(s.cc.h.cfg.MaxReplayBytes) {
+		s.overflow = true
+	}
+	if end {
+		s.reqEnd = true
+	}
+	if s.att != nil {
+		s.att.pushBody()
+	}
+}
+
+func (s *rstream) onRequestTrailers(fields []hpack.HeaderField) {
+	s.reqTrailers = fields
+	s.reqEnd = true
+	if s.att != nil {
+		s.att.pushBody()
+	}
+}
+
+// credit gives the client back n bytes of window (stream and
+// connection), once they were passed on.
+func (s *rstream) credit(n int64) {
+	s.uncredited -= n
+	s.cc.creditConn(n)
+	if s.reqEnd || s.done {
+		return
+	}
+	if k := s.recvWin.add(n); k > 0 {
+		_ = s.cc.out.fr.WriteWindowUpdate(s.id, k)
+	}
+}
+
+// perTryTimeout ends an attempt without its response headers; the
+// connection's mu held (onTries).
+func (a *ratt) perTryTimeout() {
+	if a.closed || a.judged || a.gotHeaders || a.s.done {
+		return
+	}
+	a.timedOut = true
+	a.fail(context.DeadlineExceeded)
+}
+
+// fail ends an attempt in a transport failure.
+func (a *ratt) fail(err error) {
+	s := a.s
+	if a.judged {
+		a.err = err
+		a.release()
+		if s.relayed == a {
+			s.broken(err)
+		}
+		return
+	}
+	if s.att != a || s.done {
+		a.release()
+		return
+	}
+	a.res = outcome{err: err, cond: classify(err, a.timedOut)}
+	a.release()
+	s.decide(a)
+}
+
+// release frees the attempt's upstream stream (reset unless both sides
+// ended) and gives back the window its unread bytes held.
+func (a *ratt) release() {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	a.s.cc.untrackTry(a)
+	a.returnBudget()
+	if a.uc != nil && a.opened {
+		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel)
+	}
+}
+
+// windowUpdate is the upstream's WINDOW_UPDATE for the stream (delta), or
+// for the connection (delta 0, the attempt was blocked on it).
+func (a *ratt) windowUpdate(uc *upconn, delta int64) {
+	cc := a.s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if a.closed || a.uc != uc {
+		return
+	}
+	if !a.sendWin.add(delta) {
+		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream stream window over 2^31-1"))
+		return
+	}
+	a.pushBody()
+}
+
+func fieldValue(fs []hpack.HeaderField, name string) string {
+	for i := range fs {
+		if fs[i].Name == name {
+			return fs[i].Value
+		}
+	}
+	return ""
+}
+
+// fieldLookup is the first value of the fields named name, if any.
+func fieldLookup(fs []hpack.HeaderField, name string) (string, bool) {
+	for i := range fs {
+		if fs[i].Name == name {
+			return fs[i].Value, true
+		}
+	}
+	return "", false
+}
+
+func fieldValues(fs []hpack.HeaderField, name string) []string {
+	var out []string
+	for i := range fs {
+		if fs[i].Name == name {
+			out = append(out, fs[i].Value)
+		}
+	}
+	return out
+}
+
+// onHeaders is the upstream's HEADERS: the answer's, or its trailers.
+func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
+	s := a.s
+	cc := s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if a.closed {
+		return
+	}
+	if !a.gotHeaders {
+		code, _ := strconv.Atoi(f.PseudoValue("status"))
+		if code >= 100 && code < 200 {
+			return // informational: not passed on (as the Transport does)
+		}
+		a.gotHeaders = true
+		a.s.cc.untrackTry(a)
+		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
+		a.hdrs = f.RegularFields()
+		a.upEnded = f.StreamEnded()
+		r := &a.res
+		r.status = code
+		r.exhausted = fieldValue(a.hdrs, "retrycap-exhausted") != ""
+		if a.judged {
+			return
+		}
+		if !s.cs.grpc {
+			r.retryAfter = fieldValue(a.hdrs, "retry-after")
+			a.upDone()
+			s.decide(a)
+			return
+		}
+		r.pushback = fieldValues(a.hdrs, "grpc-retry-pushback-ms")
+		if c, ok := parseStatus(fieldValues(a.hdrs, "grpc-status")); ok {
+			// Trailers-only: the whole answer is in the headers.
+			r.code, r.eof = c, true
+		} else if code != 200 {
+			r.code, r.eof = statusFromHTTP(code), true
+		} else if a.upEnded {
+			r.code, r.eof, r.inTrails = codeInternal, true, true
+		} else {
+			return // held back until a message or the trailers
+		}
+		a.upDone()
+		s.decide(a)
+		return
+	}
+	// Trailers.
+	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent a second HEADERS that does not end the stream"))
+		return
+	}
+	a.trailers, a.hasTrails, a.upEnded = f.RegularFields(), true, true
+	a.upDone()
+	if !a.judged {
+		r := &a.res
+		r.eof, r.inTrails = true, true
+		r.exhausted = r.exhausted || fieldValue(a.trailers, "retrycap-exhausted") != ""
+		if len(r.pushback) == 0 {
+			r.pushback = fieldValues(a.trailers, "grpc-retry-pushback-ms")
+		}
+		if c, ok := parseStatus(fieldValues(a.trailers, "grpc-status")); ok {
+			r.code = c
+		} else {
+			r.code = codeInternal
+		}
+		s.decide(a)
+		return
+	}
+	if s.relayed == a {
+		s.relayEnd(a)
+	}
+}
+
+// upDone frees the upstream stream once the answer ended (the request's
+// rest, if any, is not wanted any more).
+func (a *ratt) upDone() {
+	if a.upEnded {
+		a.release()
+	}
+}
+
+// onData is the upstream's DATA for the attempt.
+func (a *ratt) onData(f *http2.DataFrame) {
+	s := a.s
+	cc := s.cc
+	data := f.Data()
+	n := int64(f.Length)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if a.closed {
+		return // the connection window was credited on receipt
+	}
+	if a.upAvail -= n; a.upAvail < 0 {
+		a.upAvail = 0
+		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream sent DATA beyond the stream's window"))
+		return
+	}
+	a.held += n
+	if pad := n - int64(len(data)); pad > 0 {
+		a.creditUp(pad)
+	}
+	if !a.gotHeaders {
+		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent DATA before HEADERS"))
+		return
+	}
+	end := f.StreamEnded()
+	switch {
+	case !a.judged: // gRPC, held back
+		if len(data) > 0 {
+			a.q = append(a.q, data...)
+			a.res.committed = true
+			if end {
+				a.upEnded = true
+			}
+			s.decide(a)
+		} else if end {
+			a.upEnded = true
+			a.res.eof, a.res.inTrails, a.res.code = true, true, codeInternal
+			a.upDone()
+			s.decide(a)
+			return
+		}
+	case s.relayed == a:
+		if len(s.outq) == 0 && len(data) > 0 {
+			k := s.writeOut(data)
+			a.creditUp(k)
+			data = data[k:]
+		}
+		s.outq = append(s.outq, data...)
+		if end {
+			a.upEnded = true
+			s.relayEnd(a)
+		}
+	default: // kept as the last failure: its body waits
+		a.q = append(a.q, data...)
+		if end {
+			a.upEnded = true
+		}
+	}
+	a.upDone()
+}
+
+// upstreamReset is the upstream's RST_STREAM (or a malformed answer).
+func (a *ratt) upstreamReset(code http2.ErrCode, err error) {
+	cc := a.s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if a.closed {
+		return
+	}
+	a.upstreamResetLocked(code, err)
+}
+
+func (a *ratt) upstreamResetLocked(code http2.ErrCode, err error) {
+	if code == http2.ErrCodeRefusedStream && !a.gotHeaders {
+		a.unprocessedLocked(err)
+		return
+	}
+	a.upEnded = true
+	a.fail(err)
+}
+
+// connLost: the connection under the attempt ended.
+func (a *ratt) connLost(uc *upconn, err error) {
+	cc := a.s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if a.closed || a.uc != uc {
+		return
+	}
+	a.upEnded = true
+	a.fail(err)
+}
+
+// unprocessed: the upstream never processed the stream (GOAWAY below
+// its id, REFUSED_STREAM).
+func (a *ratt) unprocessed(uc *upconn, err error) {
+	cc := a.s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if a.closed || a.uc != uc {
+		return
+	}
+	a.unprocessedLocked(err)
+}
+
+// unprocessedLocked re-sends the attempt on another connection after a
+// small backoff, without counting an attempt, as often as the Transport
+// would; a body that overflowed the replay buffer cannot be re-sent.
+func (a *ratt) unprocessedLocked(err error) {
+	s := a.s
+	if a.judged || s.att != a || s.done || a.resends >= 6 || s.overflow {
+		a.upEnded = true
+		a.fail(err)
+		return
+	}
+	a.returnBudget()
+	a.uc.close(a, false, 0)
+	a.resends++
+	s.cs.m.resent.Inc()
+	a.uc, a.id, a.opened, a.sent, a.sentEnd, a.sendWin = nil, 0, false, 0, false, outflow{}
+	wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<a.resends, 25*time.Millisecond)) + 1))
+	time.AfterFunc(wait, func() {
+		cc := s.cc
+		defer cc.h.flushDirty()
+		cc.mu.Lock()
+		defer cc.mu.Unlock()
+		if s.att == a && !a.judged && !a.closed && !s.done {
+			s.dispatch(a)
+		}
+	})
+}
+
+// decide judges an attempt's result and acts on it.
+func (s *rstream) decide(a *ratt) {
+	a.judged = true
+	a.s.cc.untrackTry(a)
+	d := s.cs.judge(a.n, s.probe, !s.overflow, &a.res)
+	if d.Retry {
+		s.att = nil
+		if a.res.err != nil || a.upEnded || s.cs.grpc {
+			a.release()
+		}
+		s.last = a
+		if d.Wait > 0 {
+			var t *time.Timer
+			t = time.AfterFunc(d.Wait, func() {
+				defer s.cc.h.flushDirty()
+				s.cc.mu.Lock()
+				defer s.cc.mu.Unlock()
+				if s.timer == t && !s.done {
+					s.timer = nil
+					s.next()
+				}
+			})
+			s.timer = t
+			return
+		}
+		s.next()
+		return
+	}
+	s.finish(a, d.Reason, a.n)
+}
+
+// finish passes on an attempt's answer, or answers for it.
+func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
+	if a.res.err != nil {
+		a.release()
+		s.att = nil
+		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts))
+		return
+	}
+	s.att = a
+	s.relay(a, reason)
+	a.pushBody()
+}
+
+// relay passes an upstream's answer on: headers (with the policy's
+// extras), the body as it streams, the trailers.
+func (s *rstream) relay(a *ratt, reason policy.Reason) {
+	s.relayed, s.reason = a, reason
+	var buf [2]hpack.HeaderField
+	extra := s.cs.headerExtras(&a.res, reason, buf[:0])
+	if s.cs.grpc && a.res.eof && !a.res.inTrails {
+		// Trailers-only (or a non-200 answer): the headers are the answer.
+		s.writeHeaders(a.res.status, a.hdrs, extra, true)
+		a.release()
+		s.endStream()
+		return
+	}
+	endNow := !s.cs.grpc && a.upEnded && len(a.q) == 0 && !a.hasTrails
+	s.writeHeaders(a.res.status, a.hdrs, extra, endNow)
+	if endNow {
+		s.endStream()
+		return
+	}
+	if len(a.q) > 0 {
+		k := s.writeOut(a.q)
+		a.creditUp(k)
+		s.outq = append(s.outq, a.q[k:]...)
+		a.q = nil
+	}
+	if a.err != nil {
+		s.broken(a.err)
+		return
+	}
+	if a.upEnded {
+		s.relayEnd(a)
+	}
+}
+
+// relayEnd passes on the end of the upstream's answer, after its body.
+func (s *rstream) relayEnd(a *ratt) {
+	var buf [1]hpack.HeaderField
+	var st []string
+	if v, ok := fieldLookup(a.trailers, "grpc-status"); ok {
+		st = []string{v} // its first value is all parseStatus reads; on the stack
+	}
+	extra := s.cs.trailerExtras(&a.res, s.reason, st, buf[:0])
+	if len(extra) > 0 {
+		tr := make([]hpack.HeaderField, 0, len(a.trailers)+len(extra))
+		for _, f := range a.trailers {
+			if f.Name != extra[0].Name {
+				tr = append(tr, f)
+			}
+		}
+		s.outTrailers = append(tr, extra...)
+	} else {
+		s.outTrailers = a.trailers
+	}
+	s.outEnd = true
+	s.flushOut()
+}
+
+// broken ends an answer the upstream broke after it began: gRPC gets
+// trailers saying so, anything else a reset.
+func (s *rstream) broken(err error) {
+	if s.respDone {
+		return
+	}
+	if s.cs.grpc {
+		s.outTrailers = s.cs.brokenTrailers(err)
+		s.outEnd = true
+		s.flushOut()
+		return
+	}
+	_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
+	s.respDone = true
+	s.close()
+}
+
+// answer writes one of the proxy's own answers.
+func (s *rstream) answer(o *ownAnswer) {
+	s.att = nil
+	s.writeHeaders(o.status, nil, o.fields, o.body == "")
+	if o.body == "" {
+		s.endStream()
+		return
+	}
+	s.outq = append(s.outq, o.body...)
+	s.outEnd = true
+	s.flushOut()
+}
+
+// writeHeaders writes the answer's headers: :status, the upstream's
+// fields but those extra replaces, extra.
+func (s *rstream) writeHeaders(status int, fields, extra []hpack.HeaderField, end bool) {
+	if s.respDone {
+		return
+	}
+	cc := s.cc
+	pseudo := [1]hpack.HeaderField{{Name: ":status", Value: strconv.Itoa(status)}}
+	if cc.out.maxList != 0 && listSize(pseudo[:], fields, extra) > cc.out.maxList {
+		// Larger than the client accepts: it could not read the answer.
+		_ = cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
+		s.respDone = true
+		s.close()
+		return
+	}
+	_ = cc.out.headers(s.id, end, pseudo[:], fields, extra, false)
+	s.headersSent = true
+	if end {
+		s.respDone = true
+	}
+}
+
+// writeOut writes as much of data as the client's windows allow.
+func (s *rstream) writeOut(data []byte) int64 {
+	cc := s.cc
+	var w int64
+	if s.respDone {
+		return 0
+	}
+	for w < int64(len(data)) {
+		// Bounded by the windows and by what may be pending on the
+		// client's socket (room: a client that does not read holds
+		// answers here, where the upstream's credit waits for them).
+		room := int64(cc.cw.room())
+		k := min(int64(len(data))-w, s.sendWin.available(), cc.sendWin.available(), int64(cc.out.maxFrame), room)
+		if k <= 0 {
+			if (cc.sendWin.available() <= 0 || room <= 0) && !s.connBlocked {
+				s.connBlocked = true
+				cc.blocked = append(cc.blocked, s)
+			}
+			break
+		}
+		_ = cc.out.fr.WriteData(s.id, false, data[w:w+k])
+		s.sendWin.take(k)
+		cc.sendWin.take(k)
+		w += k
+	}
+	return w
+}
+
+// flushOut writes what the windows held back, then the end when due.
+func (s *rstream) flushOut() {
+	if s.respDone {
+		return
+	}
+	if len(s.outq) > 0 {
+		k := s.writeOut(s.outq)
+		if s.relayed != nil {
+			s.relayed.creditUp(k)
+		}
+		if k == int64(len(s.outq)) {
+			s.outq = s.outq[:0]
+		} else {
+			s.outq = s.outq[k:]
+		}
+	}
+	if len(s.outq) == 0 && s.outEnd {
+		if len(s.outTrailers) > 0 {
+			_ = s.cc.out.headers(s.id, true, nil, s.outTrailers, nil, false)
+		} else {
+			_ = s.cc.out.fr.WriteData(s.id, true, nil)
+		}
+		s.respDone = true
+		s.endStream()
+	}
+}
+
+// endStream: the answer went out whole. A request still under way is
+// told to stop (RST_STREAM NO_ERROR, RFC 9113 8.1).
+func (s *rstream) endStream() {
+	if !s.reqEnd {
+		_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeNo)
+	}
+	s.respDone = true
+	s.close()
+}
+
+// clientReset: the client reset the stream (or the connection is gone):
+// the attempts end, nothing more is written.
+func (s *rstream) clientReset() {
+	if a := s.att; a != nil && !a.judged && !s.done {
+		// An attempt under way is judged as the stdlib engine judges it
+		// (judgeGone): a reset failure, no retry decision.
+		a.judged = true
+		a.s.cc.untrackTry(a)
+		a.res = outcome{err: context.Canceled, cond: policy.CondReset}
+		s.cs.judgeGone(a.n, s.probe, &a.res)
+	}
+	s.respDone = true
+	s.close()
+}
+
+// close forgets the stream.
+func (s *rstream) close() {
+	if s.done {
+		return
+	}
+	s.done = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.dlTimer != nil {
+		s.dlTimer.Stop()
+	}
+	for _, a := range [...]*ratt{s.att, s.last, s.relayed} {
+		if a != nil {
+			a.release()
+		}
+	}
+	if s.connBlocked {
+		// Freed now, not when the window opens (a client that resets
+		// streams waiting for it and never opens it would keep them).
+		s.connBlocked = false
+		bl := s.cc.blocked
+		for i, b := range bl {
+			if b == s {
+				copy(bl[i:], bl[i+1:])
+				bl[len(bl)-1] = nil
+				s.cc.blocked = bl[:len(bl)-1]
+				break
+			}
+		}
+	}
+	s.outq, s.body = nil, nil
+	if s.uncredited > 0 {
+		s.cc.creditConn(s.uncredited)
+		s.uncredited = 0
+	}
+	if a := s.relayed; a != nil && a.held > 0 {
+		// What it sent that the client never took.
+		s.cc.upHeld -= a.held
+		a.held = 0
+		s.cc.feedStarved()
+	}
+	s.cc.removeStream(s)
+}
+
+// onDeadline is grpc-timeout passing.
+func (s *rstream) onDeadline() {
+	cc := s.cc
+	defer cc.h.flushDirty()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if s.done {
+		return
+	}
+	switch {
+	case s.relayed != nil:
+		s.relayed.release()
+		s.broken(context.DeadlineExceeded)
+	case s.att != nil && !s.att.judged:
+		s.att.fail(context.DeadlineExceeded)
+	case s.timer != nil:
+		s.timer.Stop()
+		s.timer = nil
+		if s.last != nil {
+			s.last.release()
+			s.last = nil
+		}
+		s.answer(s.cs.deadlineAnswer())
+	}
+}
