@@ -97,6 +97,7 @@ type Set struct {
 	routes          map[string]*route
 	profiles        map[string]header
 	policies        map[string]*backendTrafficPolicy
+	times           map[string]objTimes // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
 	idx *index
@@ -143,6 +144,10 @@ func (s *Set) Clone() *Set {
 		c.policies[k] = v
 	}
 	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
+	c.times = make(map[string]objTimes, len(s.times))
+	for k, v := range s.times {
+		c.times[k] = v
+	}
 	return c
 }
 
