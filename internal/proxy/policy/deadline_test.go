@@ -160,3 +160,10 @@ func TestAppendDeadlineBaggage(t *testing.T) {
 		t.Errorf("AppendBaggage = %q", got)
 	}
 }
+
+// deadline is a Retrycap-Exhausted value, as the four are.
+func TestReasonDeadline(t *testing.T) {
+	if ReasonDeadline.String() != "deadline" || !ReasonDeadline.Exhausts() || ReasonRetryAfter.Exhausts() {
+		t.Fatalf("ReasonDeadline: %q exhausts=%t; retry-after exhausts=%t", ReasonDeadline, ReasonDeadline.Exhausts(), ReasonRetryAfter.Exhausts())
+	}
+}
