@@ -185,8 +185,8 @@ func (x *Exchange) NextAttempt() bool {
 		}
 	}
 	if x.dl.Set() {
-		// The time left, rounded down: each hop only lowers it.
-		ms := x.dl.HeaderMs(x.attemptStart)
+		// The time left now, rounded down: each hop only lowers it.
+		ms := x.dl.HeaderMs(NowNanos())
 		if ms == 0 {
 			// A retry whose backoff ran into the deadline (Decide left it
 			// room; a stalled machine did not).

@@ -105,15 +105,16 @@ type Decision struct {
 // the budget only when everything else allows a retry, so denied retries
 // cost the budget nothing. It does not allocate.
 func (p *Policy) Decide(o *Outcome, budget *RetryBudget, br *Breaker, now int64) Decision {
+	if o.DeadlineCut {
+		// Cut by the caller's deadline (whether or not --retry-on names
+		// timeouts): nobody waits for a retry.
+		return Decision{Reason: ReasonDeadline}
+	}
 	if !p.Failed(o) {
 		return Decision{}
 	}
 	if o.ExhaustedResp {
 		return Decision{Reason: ReasonExhaustedBelow}
-	}
-	if o.DeadlineCut {
-		// Cut by the caller's deadline: nobody waits for a retry.
-		return Decision{Reason: ReasonDeadline}
 	}
 	if !o.Retryable {
 		return Decision{Reason: ReasonNotRetryable}
