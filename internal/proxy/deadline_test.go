@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
 // Three proxies in a row on loopback (entry --max-time-to-answer 1200ms,
@@ -100,6 +102,31 @@ func TestDeadlineHeaderValues(t *testing.T) {
 		got, err := strconv.Atoi(string(buf[:n]))
 		if err != nil || got < tc.lo || got > tc.hi {
 			t.Errorf("%s: upstream saw %q, want %d..%d", tc.name, buf[:n], tc.lo, tc.hi)
+		}
+	}
+}
+
+// A retry starts only with half a try's timeout left after its backoff:
+// with 800ms left and a 2s per-try timeout, a 503 is not retried (one
+// attempt, answered 503 Retrycap-Exhausted: deadline, counted as denied);
+// with 5s left it is (three attempts).
+func TestDeadlineDeniesRetryWithoutRoom(t *testing.T) {
+	for _, tc := range []struct {
+		deadline  string
+		hits      int64
+		exhausted string
+		denied    float64
+	}{
+		{"800", 1, "deadline", 1},
+		{"5000", 3, "attempts", 0},
+	} {
+		b := newBackend(t, status(503))
+		p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr())
+		resp := do(t, clientFor(p), "GET", "http://svc/", map[string]string{"Retrycap-Deadline": tc.deadline})
+		denied := testutil.ToFloat64(p.upstreamByName("svc").M.Denied[policy.ReasonDeadline])
+		if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != tc.exhausted || b.hits.Load() != tc.hits || denied != tc.denied {
+			t.Errorf("deadline %s: %d %q, %d attempts, %v denied; want 503 %q, %d, %v",
+				tc.deadline, resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), b.hits.Load(), denied, tc.exhausted, tc.hits, tc.denied)
 		}
 	}
 }
