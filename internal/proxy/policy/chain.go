@@ -88,6 +88,11 @@ func ParseBudgetList(v []byte) (n int, ok bool) {
 // retrycap-budget member set to n: an existing member is replaced in place
 // (keeping other members and their order), otherwise it is appended.
 func AppendBaggage(dst, src []byte, n int) []byte {
+	return appendBaggageMember(dst, src, BaggageKey, n)
+}
+
+// appendBaggageMember is AppendBaggage for any member key.
+func appendBaggageMember(dst, src []byte, memberKey string, n int) []byte {
 	replaced := false
 	first := true
 	for len(src) > 0 {
@@ -109,14 +114,14 @@ func AppendBaggage(dst, src []byte, n int) []byte {
 			dst = append(dst, ',')
 		}
 		first = false
-		if equalFoldASCII(key, BaggageKey) {
+		if equalFoldASCII(key, memberKey) {
 			if replaced {
 				// Drop duplicates so a stale second member cannot confuse a parser below.
 				dst = dst[:len(dst)-1]
 				continue
 			}
 			replaced = true
-			dst = append(dst, BaggageKey...)
+			dst = append(dst, memberKey...)
 			dst = append(dst, '=')
 			dst = appendInt(dst, n)
 			continue
@@ -127,7 +132,7 @@ func AppendBaggage(dst, src []byte, n int) []byte {
 		if !first {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, BaggageKey...)
+		dst = append(dst, memberKey...)
 		dst = append(dst, '=')
 		dst = appendInt(dst, n)
 	}
