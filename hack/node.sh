@@ -45,6 +45,9 @@ DNS_IP=$NODE_IP
 PAUSE_IMAGE=retrycap/node-pause:v0.1.0
 WAIT=${RETRYCAP_NODE_WAIT:-180}
 # Start order; `down` stops them in reverse.
+# Host directories that components create whatever they are told (removed by `down` only if `up`
+# created them, and then only when empty).
+HOST_PATHS="/run/containerd/s /run/containerd /var/lib/cni/results /var/lib/cni /var/log/containers /var/log/pods"
 COMPONENTS=(etcd kube-apiserver forwarder containerd kube-controller-manager kube-scheduler kubelet kube-proxy coredns)
 
 T0=$SECONDS
@@ -184,6 +187,7 @@ ensure_packages() {
   [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
   command -v iptables >/dev/null || need+=(iptables)
   command -v openssl >/dev/null || need+=(openssl)
+  command -v curl >/dev/null || need+=(curl)
   [ "${#need[@]}" -eq 0 ] && return
   log "installing ${need[*]} (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
@@ -230,7 +234,12 @@ cmd_up() {
   kb="$(bash "$ROOT/hack/kube-bins.sh")"
   log "node binaries (hack/node-bins.sh)"
   nb="$(bash "$ROOT/hack/node-bins.sh")"
-  mkdir -p "$RUN"/{pids,logs,pki,bin} "$STATE"/{etcd,containerd,kubelet,cni/net.d,cni/ipam}
+  mkdir -p "$RUN"/{pids,logs,pki,bin} "$STATE"/{etcd,containerd,kubelet,cni/net.d,cni/ipam,pod-logs}
+  # Host paths some components write to whatever their configuration says (containerd 1.6's shim
+  # sockets, libcni's result cache, the kubelet's /var/log/containers links): what is there before
+  # the node starts is kept by `down`.
+  for d in $HOST_PATHS; do [ -e "$d" ] && echo "$d"; done >"$RUN/host-paths-before"
+  ls -1 /run/containerd/s 2>/dev/null | sed 's#^#/run/containerd/s/#' >"$RUN/shim-sockets-before" || true
   log "building the forwarder and the pause image"
   (cd "$ROOT" && CGO_ENABLED=0 go build -o "$RUN/bin/nodehelper" ./hack/nodehelper)
   (cd "$ROOT/hack/images" && CGO_ENABLED=0 go build -trimpath -o "$RUN/bin/pause" ./pause &&
@@ -345,6 +354,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$RUN/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$STATE/cni/net.d"
@@ -414,6 +424,9 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 shutdownGracePeriod: 0s
+# Everything under the node's own directories (the defaults are the host's).
+volumePluginDir: $STATE/kubelet/volume-plugins
+podLogsDir: $STATE/pod-logs
 EOF
   start kubelet "$nb/kubelet" --config="$RUN/kubelet.yaml" --kubeconfig="$RUN/kubelet.kubeconfig" \
     --root-dir="$STATE/kubelet" --cert-dir="$STATE/kubelet/pki" --node-ip="$NODE_IP" \
@@ -545,7 +558,23 @@ cmd_down() {
   for h in $(hierarchies); do
     [ -d "$h/$CGROUP" ] && find "$h/$CGROUP" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
-  # 6. The state; --one-file-system: never into a mount that could not be removed.
+  # 6. What components wrote outside the node's directories: containerd 1.6's shim sockets (new
+  # ones only), libcni's cached results for the node's network, the kubelet's log links.
+  if [ -f "$RUN/shim-sockets-before" ]; then
+    local s
+    for s in /run/containerd/s/*; do
+      [ -S "$s" ] || continue
+      grep -qxF "$s" "$RUN/shim-sockets-before" || rm -f "$s"
+    done
+  fi
+  rm -f /var/lib/cni/results/retrycap-node-* 2>/dev/null || true
+  find /var/log/containers -maxdepth 1 -lname "$STATE/*" -delete 2>/dev/null || true
+  if [ -f "$RUN/host-paths-before" ]; then
+    for d in $HOST_PATHS; do
+      grep -qxF "$d" "$RUN/host-paths-before" || rmdir "$d" 2>/dev/null || true
+    done
+  fi
+  # 7. The state; --one-file-system: never into a mount that could not be removed.
   [ -n "$(our_mounts)" ] || rm -rf --one-file-system "$STATE" "$RUN" 2>/dev/null || true
 
   # What is left, said once each.

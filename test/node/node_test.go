@@ -90,6 +90,8 @@ func TestNode(t *testing.T) {
 		{"samples: status 27 and 18", testSamples},
 		{"over-cap Deployment refused with the policy's message", testRefused},
 		{"admitted Deployment injected, Running, native sidecar ready", testInjected},
+		{"storm without injection: 27 requests at payment per failed user request", testStormPlain},
+		{"storm with the policy: at most 4 requests at payment per failed user request", testStormPolicy},
 		{"helm uninstall leaves no webhook configuration", testUninstall},
 	}
 	for _, s := range steps {
