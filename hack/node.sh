@@ -155,10 +155,14 @@ start() {
   [ -s "$RUN/pids/$name" ] || die "$name did not start (see $RUN/logs/$name.log)"
 }
 
+# alive NAME: the component's recorded PID is a live process (a zombie waiting for its reaper
+# counts as gone).
 alive() {
-  local pid
+  local pid st
   pid="$(cat "$RUN/pids/$1" 2>/dev/null || true)"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+  [ -n "$pid" ] || return 1
+  st="$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)"
+  [ -n "$st" ] && [ "$st" != Z ]
 }
 
 # wait_for WHAT COMPONENT CMD...: polls CMD every second until it succeeds, the component dies
