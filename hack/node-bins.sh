@@ -31,7 +31,8 @@ step() {
   local label=$1 start=$SECONDS pid
   shift
   log "$label"
-  ( while sleep 30; do log "  ... still $label ($((SECONDS - start))s)"; done ) >&2 &
+  # The heartbeat closes the lock's descriptors: killed or orphaned, it must not hold the lock.
+  ( exec 8>&- 9>&-; while sleep 30; do log "  ... still $label ($((SECONDS - start))s)"; done ) >&2 &
   pid=$!
   if "$@"; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; return 0; fi
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
