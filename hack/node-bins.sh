@@ -83,7 +83,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   # Versions stamped as a release build does: kubectl version and the node's kubeletVersion show
   # v1.37.2, not v0.0.0-master (which the API server's version skew checks would reject).
-  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version/verflag.programName=kubernetes"
+  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
   for c in "${missing[@]}"; do
     start=$(date +%s)
     step "compiling $c v$KUBE_VERSION (first run on this machine: minutes)" \

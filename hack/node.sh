@@ -15,7 +15,7 @@
 # kubelet, kube-proxy (iptables mode) and CoreDNS (hack/node-bins.sh), Debian's containerd, runc,
 # CNI plugins and iptables (installed when missing). Isolation:
 #   - every component runs in the network namespace $NETNS (`ip netns list`): the node's address
-#     10.250.0.2 on a dummy interface, the pod bridge cni0 (10.244.0.0/24), the Service CIDR
+#     10.250.0.2 on a veth pair inside it, the pod bridge cni0 (10.244.0.0/24), the Service CIDR
 #     10.96.0.0/24 and kube-proxy's rules, CoreDNS on the node address; nothing is added to the
 #     host's interfaces and nothing of the cluster listens outside it, except
 #   - the API server, reachable from the host on 127.0.0.1:<ephemeral port> through a forwarder
@@ -282,15 +282,17 @@ EOF
   kubeconfig "$RUN/scheduler.kubeconfig" "$inner" "$t_sched"
   kubeconfig "$RUN/proxy.kubeconfig" "$inner" "$t_proxy"
 
-  log "network namespace $NETNS (node address $NODE_IP on a dummy interface)"
+  log "network namespace $NETNS (node address $NODE_IP on a veth pair inside it)"
   ip netns add "$NETNS"
   in_ns ip link set lo up
-  in_ns ip link add node0 type dummy
+  # The node's address on a veth pair whose both ends stay in the namespace (this kind of machine
+  # has no dummy device driver): a real, non-loopback interface that leads nowhere.
+  in_ns ip link add node0 type veth peer name node0-peer
   in_ns ip addr add "$NODE_IP/24" dev node0
+  in_ns ip link set node0-peer up
   in_ns ip link set node0 up
-  # A default route that leads nowhere (a dummy device drops what it is sent): components that
-  # look for one find it; nothing leaves the namespace.
-  in_ns ip route add default dev node0
+  # Anything not for the node or a pod fails at once: nothing leaves the namespace.
+  in_ns ip route add unreachable default
   in_ns sysctl -qw net.ipv4.ip_forward=1
   # Pod-to-Service traffic whose reply crosses the bridge must pass through conntrack.
   modprobe br_netfilter 2>/dev/null || true
@@ -328,6 +330,11 @@ EOF
     exec "$@"
   ' bash "$RUN/pids/forwarder" "${procs[@]}" -- "$RUN/bin/nodehelper" forward "$NETNS" "$NODE_IP:6443" "$RUN/apiserver.port" \
     </dev/null >>"$RUN/logs/forwarder.log" 2>&1 &
+  local i
+  for i in $(seq 1 50); do
+    [ -s "$RUN/pids/forwarder" ] && break
+    sleep 0.1
+  done
   wait_for "forwarder listening" forwarder test -s "$RUN/apiserver.port"
   local port
   port="$(cat "$RUN/apiserver.port")"
