@@ -293,6 +293,9 @@ EOF
   in_ns ip link set node0 up
   # Anything not for the node or a pod fails at once: nothing leaves the namespace.
   in_ns ip route add unreachable default
+  # Service addresses need a route for the first routing decision of locally made connections
+  # (the API server calling a webhook's Service); kube-proxy's OUTPUT rules then rewrite them.
+  in_ns ip route add "$SERVICE_CIDR" dev node0
   in_ns sysctl -qw net.ipv4.ip_forward=1
   # Pod-to-Service traffic whose reply crosses the bridge must pass through conntrack.
   modprobe br_netfilter 2>/dev/null || true
