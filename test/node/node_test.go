@@ -283,7 +283,13 @@ spec:
 `
 
 func orderFile(t *testing.T, attempts string) string {
-	path := filepath.Join(t.TempDir(), "order.yaml")
+	// Not t.TempDir(): a subtest's name puts commas in it, and kubectl -f splits paths on commas.
+	dir, err := os.MkdirTemp("", "node-order-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "order.yaml")
 	doc := strings.NewReplacer("NS", gateNS, "ATTEMPTS", attempts).Replace(order)
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
