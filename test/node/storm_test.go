@@ -9,7 +9,8 @@ import (
 )
 
 // stormChain is the storm lab's chain as real Deployments of the lab app: frontend -> checkout ->
-// billing -> payment, each app trying its upstream ATTEMPTS times, payment failing (503 to
+// billing -> payment, each app trying its upstream __APP__ times (its own retries) and declaring
+// __DECLARED__ attempts, payment failing (503 to
 // everything). One Service per tier: the apps call each other by their DNS names.
 const stormChain = `apiVersion: v1
 kind: Namespace
@@ -23,12 +24,12 @@ spec:
   template:
     metadata:
       labels: {app.kubernetes.io/name: frontend, app.kubernetes.io/part-of: storm}
-      annotations: {retrycap.dev/upstreams: "checkout=ATTEMPTS"}
+      annotations: {retrycap.dev/upstreams: "checkout=__DECLARED__"}
     spec:
       containers:
       - name: app
         image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_UPSTREAMS, value: "http://checkout:8080/"}, {name: LAB_ATTEMPTS, value: "ATTEMPTS"}]
+        env: [{name: LAB_UPSTREAMS, value: "http://checkout:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
         readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
 ---
 apiVersion: apps/v1
@@ -39,12 +40,12 @@ spec:
   template:
     metadata:
       labels: {app.kubernetes.io/name: checkout, app.kubernetes.io/part-of: storm}
-      annotations: {retrycap.dev/upstreams: "billing=ATTEMPTS"}
+      annotations: {retrycap.dev/upstreams: "billing=__DECLARED__"}
     spec:
       containers:
       - name: app
         image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_UPSTREAMS, value: "http://billing:8080/"}, {name: LAB_ATTEMPTS, value: "ATTEMPTS"}]
+        env: [{name: LAB_UPSTREAMS, value: "http://billing:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
         readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
 ---
 apiVersion: apps/v1
@@ -55,12 +56,12 @@ spec:
   template:
     metadata:
       labels: {app.kubernetes.io/name: billing, app.kubernetes.io/part-of: storm}
-      annotations: {retrycap.dev/upstreams: "payment=ATTEMPTS"}
+      annotations: {retrycap.dev/upstreams: "payment=__DECLARED__"}
     spec:
       containers:
       - name: app
         image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_UPSTREAMS, value: "http://payment:8080/"}, {name: LAB_ATTEMPTS, value: "ATTEMPTS"}]
+        env: [{name: LAB_UPSTREAMS, value: "http://payment:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
         readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
 ---
 apiVersion: apps/v1
@@ -136,7 +137,7 @@ func (h *harness) labStat(t *testing.T, base, key string) int {
 // payment 27 requests, counted by payment itself.
 func testStormPlain(t *testing.T, h *harness) {
 	const ns = "storm-plain"
-	h.mustK(t, strings.NewReplacer("NS", ns, "ATTEMPTS", "3").Replace(stormChain), "apply", "-f", "-")
+	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "3").Replace(stormChain), "apply", "-f", "-")
 	eventually(t, 5*time.Minute, "the chain's four Deployments Available", func() error {
 		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
 		if r.err != nil {
@@ -232,7 +233,7 @@ func (h *harness) proxyMetric(t *testing.T, ip, name, match string) int {
 func testStormPolicy(t *testing.T, h *harness) {
 	const ns = "storm-policy"
 	h.mustK(t, strings.ReplaceAll(stormPolicy, "NS", ns), "apply", "-f", "-")
-	h.mustK(t, strings.NewReplacer("NS", ns, "ATTEMPTS", "3", `{name: LAB_ATTEMPTS, value: "3"}`, `{name: LAB_ATTEMPTS, value: "1"}`).
+	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "1").
 		Replace(stormChain[strings.Index(stormChain, "---\n")+4:]), "apply", "-f", "-")
 	eventually(t, 5*time.Minute, "the injected chain's four Deployments Available", func() error {
 		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
