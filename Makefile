@@ -71,7 +71,7 @@ prometheus-bin: ## Build (or find in the cache) the Prometheus server pinned in 
 	@bash hack/prometheus-bin.sh
 
 .PHONY: test
-test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin ## Run every check and every test (unit, envtest, e2e).
+test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin node-bins ## Run every check and every test (unit, envtest, e2e, the e2e on a real node).
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) test $(GO_TEST_FLAGS) ./...
 	# The proxy's tests once more on its other engine (--engine=goroutine).
 	$(GO) test $(GO_TEST_FLAGS) ./internal/proxy -args -engine=goroutine
@@ -80,8 +80,8 @@ test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin ## 
 	cd hack/monitoring && $(GO) test $(GO_TEST_FLAGS) ./...
 	# The PodMonitor relabelings docs/observe.md documents, through Prometheus' own relabel code.
 	cd hack/prometheus && $(GO) test $(GO_TEST_FLAGS) ./...
-	# The e2e suite on a real node (hack/node.sh, test/node) is `make test-node`: it joins this
-	# target, last and alone on the cores, once it has passed reliably here (docs/development.md).
+	# The e2e suite on a real node (hack/node.sh, test/node): last and alone on the cores.
+	$(MAKE) --no-print-directory test-node
 
 .PHONY: test-unit
 test-unit: prometheus-bin ## Run the tests that need no control plane.
