@@ -56,43 +56,14 @@ func ParseDeadlineHeader(v []byte) (ms int64, ok bool) {
 // several values joined by commas (repeated fields combined, RFC 9110
 // 5.3): the smallest well-formed one wins, malformed ones count as absent.
 func ParseDeadlineList(v []byte) (ms int64, ok bool) {
-	for len(v) > 0 {
-		item := v
-		if i := indexByte(v, ','); i >= 0 {
-			item, v = v[:i], v[i+1:]
-		} else {
-			v = nil
-		}
-		if m, good := ParseDeadlineHeader(item); good && (!ok || m < ms) {
-			ms, ok = m, true
-		}
-	}
-	return ms, ok
+	return smallestListItem(v, ParseDeadlineHeader)
 }
 
 // ParseDeadlineBaggage finds the retrycap-deadline members of a W3C
 // baggage value and parses each like ParseDeadlineHeader: the smallest
 // well-formed member wins, malformed ones count as absent.
 func ParseDeadlineBaggage(v []byte) (ms int64, ok bool) {
-	for len(v) > 0 {
-		var member []byte
-		if i := indexByte(v, ','); i >= 0 {
-			member, v = v[:i], v[i+1:]
-		} else {
-			member, v = v, nil
-		}
-		if i := indexByte(member, ';'); i >= 0 {
-			member = member[:i]
-		}
-		eq := indexByte(member, '=')
-		if eq < 0 || !equalFoldASCII(trimOWS(member[:eq]), DeadlineBaggageKey) {
-			continue
-		}
-		if m, good := ParseDeadlineHeader(member[eq+1:]); good && (!ok || m < ms) {
-			ms, ok = m, true
-		}
-	}
-	return ms, ok
+	return smallestBaggageMember(v, DeadlineBaggageKey, ParseDeadlineHeader)
 }
 
 // IncomingDeadline resolves the time a call may take from what the app
