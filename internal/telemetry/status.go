@@ -180,3 +180,10 @@ func AddUndeclared(g *graph.Graph, s Snapshot, meshTries func(from, to string) i
 	}
 	return n
 }
+
+// NoTelemetry is GraphComplete when Prometheus answered but holds none of the sources' series:
+// Unknown, since nothing was compared ("nothing was checked" is never a pass).
+func NoTelemetry(url string, window time.Duration, generation int64) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionGraphComplete, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNoTelemetry, ObservedGeneration: generation,
+		Message: fmt.Sprintf("Prometheus at %s holds no series of istio_requests_total, Linkerd's response_total or route series, traces_service_graph_request_total or retrycap_proxy_requests_total over %s: no edge could be observed, the declarations are unchecked", url, window)}
+}
