@@ -50,7 +50,7 @@ func setGraph(o *Observer, st *v1alpha1.RetryPolicyStatus, res *workload.Result,
 	default:
 		s := telemetry.OnNodes(obs.Graph, obs.GraphAt, caller, callee)
 		gs = telemetry.CompareGraph(res.Graph, s)
-		c = telemetry.GraphCondition(gs, generation)
+		c = telemetry.GraphConditionDeclared(gs, generation)
 	}
 	c.LastTransitionTime = metav1.NewTime(now)
 	status.SetGraph(st, gs, c)
