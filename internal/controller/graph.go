@@ -81,8 +81,10 @@ func nodeMappers(res *workload.Result, cluster bool, namespace string) (func(tel
 	}
 	caller := func(c telemetry.Caller) (string, bool) {
 		if c.Service {
-			n := name(c.Name, c.Namespace)
-			return n, c.Namespace != "" && services[n]
+			if n := name(c.Name, c.Namespace); c.Namespace != "" && services[n] {
+				return n, true
+			}
+			return "", false
 		}
 		for _, w := range byWorkload[[2]string{c.Namespace, c.Name}] {
 			if c.Kind == "" || strings.EqualFold(c.Kind, w.Kind) {
