@@ -24,8 +24,8 @@ func TestDemoEndToEnd(t *testing.T) {
 	got := out.String()
 	for _, want := range []string{
 		// The samples' computed status, as kubectl get rp -A prints it.
-		"payments    storm      4     27              frontend>checkout>billing>payment   Reject   False",
-		"shop        checkout   3     18              gateway>catalog>db                  Reject   False",
+		"payments    storm      4     27              frontend>checkout>billing>payment   6.3s         Reject   False",
+		"shop        checkout   3     18              gateway>catalog>db                  12.6s        Reject   False",
 		"client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4\n  suggestion: checkout: billing=1; billing: payment=1\n",
 		// The refused deploy.
 		`admission webhook "gate.retrycap.dev" denied the request: RetryPolicy orders/orders: web -x2-> orders -x3-> ledger = 6 > cap 4; orders may keep ledger=2`,

@@ -130,7 +130,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 		Message: "client -x1-> productpage -x3-> reviews -x4-> ratings = 12 > cap 10; " +
 			"productpage -x3-> reviews: 3 = 1 (Deployment productpage) x 3 (Istio default, no VirtualService binds reviews); " +
 			"reviews -x4-> ratings: 4 = 1 (Deployment reviews) x 4 (VirtualService bookinfo-audit/ratings spec.http[0].retries.attempts: 3)",
-		Suggestion: "reviews: ratings=3 (the edge's attempts, mesh layers included: now 4 = 1 (Deployment reviews) x 4 (VirtualService bookinfo-audit/ratings spec.http[0].retries.attempts: 3); lower the mesh's retries)",
+		Suggestion: "VirtualService bookinfo-audit/ratings spec.http[0].retries.attempts: 3 -> 2",
 	}}))
 
 	// Deleting the VirtualService: Istio's default again.
