@@ -97,6 +97,8 @@ type Set struct {
 	routes          map[string]*route
 	profiles        map[string]header
 	policies        map[string]*backendTrafficPolicy
+	kumaMeshes      map[string]*kumaMesh  // kuma.go, by name
+	kumaRetries     map[string]*meshRetry // kuma.go
 
 	mu  sync.Mutex
 	idx *index
@@ -113,6 +115,8 @@ func NewSet(opts Options) *Set {
 		routes:          map[string]*route{},
 		profiles:        map[string]header{},
 		policies:        map[string]*backendTrafficPolicy{},
+		kumaMeshes:      map[string]*kumaMesh{},
+		kumaRetries:     map[string]*meshRetry{},
 	}
 }
 
@@ -142,6 +146,12 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.policies {
 		c.policies[k] = v
 	}
+	for k, v := range s.kumaMeshes {
+		c.kumaMeshes[k] = v
+	}
+	for k, v := range s.kumaRetries {
+		c.kumaRetries[k] = v
+	}
 	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
 	return c
 }
@@ -165,6 +175,8 @@ func (s *Set) Counts() map[string]int {
 	}
 	add("ServiceProfile", len(s.profiles))
 	add("BackendTrafficPolicy", len(s.policies))
+	add("Mesh", len(s.kumaMeshes))
+	add("MeshRetry", len(s.kumaRetries))
 	return c
 }
 
@@ -406,6 +418,9 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		if inCluster {
 			s.linkerdEdge(x, &e, c, ref)
 		}
+	}
+	if inCluster {
+		s.kumaEdge(&e, c, ref) // kuma.go
 	}
 	return e
 }
