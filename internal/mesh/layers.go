@@ -97,8 +97,9 @@ type Set struct {
 	routes          map[string]*route
 	profiles        map[string]header
 	policies        map[string]*backendTrafficPolicy
-	kumaMeshes      map[string]*kumaMesh  // kuma.go, by name
-	kumaRetries     map[string]*meshRetry // kuma.go
+	kumaMeshes      map[string]*kumaMesh   // kuma.go, by name
+	kumaRetries     map[string]*meshRetry  // kuma.go
+	resiliencies    map[string]*resiliency // dapr.go
 
 	mu  sync.Mutex
 	idx *index
@@ -117,6 +118,7 @@ func NewSet(opts Options) *Set {
 		policies:        map[string]*backendTrafficPolicy{},
 		kumaMeshes:      map[string]*kumaMesh{},
 		kumaRetries:     map[string]*meshRetry{},
+		resiliencies:    map[string]*resiliency{},
 	}
 }
 
@@ -152,6 +154,9 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.kumaRetries {
 		c.kumaRetries[k] = v
 	}
+	for k, v := range s.resiliencies {
+		c.resiliencies[k] = v
+	}
 	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
 	return c
 }
@@ -177,6 +182,7 @@ func (s *Set) Counts() map[string]int {
 	add("BackendTrafficPolicy", len(s.policies))
 	add("Mesh", len(s.kumaMeshes))
 	add("MeshRetry", len(s.kumaRetries))
+	add("Resiliency", len(s.resiliencies))
 	return c
 }
 
@@ -421,6 +427,7 @@ func (s *Set) edge(c Caller, callee string) Edge {
 	}
 	if inCluster {
 		s.kumaEdge(&e, c, ref) // kuma.go
+		s.daprEdge(&e, c, ref) // dapr.go
 	}
 	return e
 }

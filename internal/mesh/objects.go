@@ -203,6 +203,7 @@ var kinds = map[string]bool{
 	GroupEnvoyGateway + "/BackendTrafficPolicy": true,
 	GroupKuma + "/Mesh":                         true,
 	GroupKuma + "/MeshRetry":                    true,
+	GroupDapr + "/Resiliency":                   true,
 }
 
 // AddManifest adds one object given as YAML or JSON. It returns false, and no error, for a kind
@@ -355,6 +356,10 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if err := s.addKuma(key, h, decode); err != nil { // kuma.go
 			return false, err
 		}
+	case GroupDapr + "/Resiliency":
+		if err := s.addResiliency(key, h, decode); err != nil { // dapr.go
+			return false, err
+		}
 	}
 	s.idx = nil
 	return true, nil
@@ -382,7 +387,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		_, ok = s.kumaMeshes[name]
 		delete(s.kumaMeshes, name)
 	default:
-		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries)} {
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies)} {
 			if m.remove(key) {
 				ok = true
 			}
