@@ -130,13 +130,13 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 		return
 	}
 	var best Layer
-	any := false
+	found := false
 	for _, k := range sortedKeys(s.kumaRetries) {
 		r := s.kumaRetries[k]
 		if r.mesh() != mesh {
 			continue
 		}
-		any = true
+		found = true
 		for i, t := range r.Spec.To {
 			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, r.Metadata.Namespace, ref) {
 				continue
@@ -157,7 +157,7 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 			}
 		}
 	}
-	if !any {
+	if !found {
 		m, ok := s.kumaMeshes[mesh]
 		if !ok || slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
 			return
