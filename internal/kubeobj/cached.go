@@ -69,7 +69,8 @@ func (c *CachedWorkload) GetObjectMeta() metav1.Object {
 // index either.
 func KeepTemplateAnnotation(key string) bool {
 	return strings.HasPrefix(key, retrycapPrefix) || key == mesh.IstioInjectAnnotation || key == mesh.LinkerdInject ||
-		key == mesh.KumaSidecarInjection || key == mesh.KumaMeshLabel || key == mesh.DaprEnabled || key == mesh.DaprAppID
+		key == mesh.KumaSidecarInjection || key == mesh.KumaMeshLabel || key == mesh.DaprEnabled || key == mesh.DaprAppID ||
+		key == mesh.ConsulConnectInject
 }
 
 // retrycapPrefix starts every retrycap annotation (annotations.Service, Upstreams, Inject, ...).

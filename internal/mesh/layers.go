@@ -97,9 +97,10 @@ type Set struct {
 	routes          map[string]*route
 	profiles        map[string]header
 	policies        map[string]*backendTrafficPolicy
-	kumaMeshes      map[string]*kumaMesh   // kuma.go, by name
-	kumaRetries     map[string]*meshRetry  // kuma.go
-	resiliencies    map[string]*resiliency // dapr.go
+	kumaMeshes      map[string]*kumaMesh      // kuma.go, by name
+	kumaRetries     map[string]*meshRetry     // kuma.go
+	resiliencies    map[string]*resiliency    // dapr.go
+	routers         map[string]*serviceRouter // consul.go
 
 	mu  sync.Mutex
 	idx *index
@@ -119,6 +120,7 @@ func NewSet(opts Options) *Set {
 		kumaMeshes:      map[string]*kumaMesh{},
 		kumaRetries:     map[string]*meshRetry{},
 		resiliencies:    map[string]*resiliency{},
+		routers:         map[string]*serviceRouter{},
 	}
 }
 
@@ -157,6 +159,9 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.resiliencies {
 		c.resiliencies[k] = v
 	}
+	for k, v := range s.routers {
+		c.routers[k] = v
+	}
 	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
 	return c
 }
@@ -183,6 +188,7 @@ func (s *Set) Counts() map[string]int {
 	add("Mesh", len(s.kumaMeshes))
 	add("MeshRetry", len(s.kumaRetries))
 	add("Resiliency", len(s.resiliencies))
+	add("ServiceRouter", len(s.routers))
 	return c
 }
 
@@ -426,8 +432,9 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		}
 	}
 	if inCluster {
-		s.kumaEdge(&e, c, ref) // kuma.go
-		s.daprEdge(&e, c, ref) // dapr.go
+		s.kumaEdge(&e, c, ref)   // kuma.go
+		s.daprEdge(&e, c, ref)   // dapr.go
+		s.consulEdge(&e, c, ref) // consul.go
 	}
 	return e
 }

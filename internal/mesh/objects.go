@@ -204,6 +204,7 @@ var kinds = map[string]bool{
 	GroupKuma + "/Mesh":                         true,
 	GroupKuma + "/MeshRetry":                    true,
 	GroupDapr + "/Resiliency":                   true,
+	GroupConsul + "/ServiceRouter":              true,
 }
 
 // AddManifest adds one object given as YAML or JSON. It returns false, and no error, for a kind
@@ -360,6 +361,10 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if err := s.addResiliency(key, h, decode); err != nil { // dapr.go
 			return false, err
 		}
+	case GroupConsul + "/ServiceRouter":
+		if err := s.addServiceRouter(key, h, decode); err != nil { // consul.go
+			return false, err
+		}
 	}
 	s.idx = nil
 	return true, nil
@@ -387,7 +392,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		_, ok = s.kumaMeshes[name]
 		delete(s.kumaMeshes, name)
 	default:
-		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies)} {
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers)} {
 			if m.remove(key) {
 				ok = true
 			}
