@@ -71,7 +71,7 @@ prometheus-bin: ## Build (or find in the cache) the Prometheus server pinned in 
 	@bash hack/prometheus-bin.sh
 
 .PHONY: test
-test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin ## Run every check and every test (unit, envtest, e2e).
+test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin node-bins ## Run every check and every test (unit, envtest, e2e, the e2e on a real node).
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) test $(GO_TEST_FLAGS) ./...
 	# The proxy's tests once more on its other engine (--engine=goroutine).
 	$(GO) test $(GO_TEST_FLAGS) ./internal/proxy -args -engine=goroutine
@@ -80,6 +80,8 @@ test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin ## 
 	cd hack/monitoring && $(GO) test $(GO_TEST_FLAGS) ./...
 	# The PodMonitor relabelings docs/observe.md documents, through Prometheus' own relabel code.
 	cd hack/prometheus && $(GO) test $(GO_TEST_FLAGS) ./...
+	# The e2e suite on a real node (hack/node.sh, test/node): last and alone on the cores.
+	$(MAKE) --no-print-directory test-node
 
 .PHONY: test-unit
 test-unit: prometheus-bin ## Run the tests that need no control plane.
@@ -92,6 +94,14 @@ test-e2e: kube-bins ## Run the end-to-end tests (real API server, manager, kubec
 .PHONY: bench
 bench: ## Run the Go benchmarks (figures go in docs/benchmarks.md).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+.PHONY: node-bins
+node-bins: ## Build (or find in the cache) kubelet, kube-proxy, kube-controller-manager, kube-scheduler and CoreDNS; print their directory.
+	@bash hack/node-bins.sh
+
+.PHONY: test-node
+test-node: kube-bins helm-bin node-bins ## The e2e suite on a real single-node cluster (hack/node.sh; root, cgroups; skipped with the reason elsewhere).
+	RETRYCAP_NODE_E2E=1 $(GO) test -count=1 -timeout=60m -v ./test/node/
 
 ##@ Build
 
@@ -113,6 +123,14 @@ run: ## Run the manager against the current kubeconfig, webhooks off.
 .PHONY: demo
 demo: kube-bins ## The main job on an embedded control plane (real kube-apiserver + etcd); Ctrl-C to stop.
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) run ./cmd/retrycap demo
+
+.PHONY: images
+images: ## Image tarballs (manager, proxy, lab app, node pause) under bin/images/, no daemon or registry; one `<ref> <tarball>` line each.
+	@bash hack/images.sh
+
+.PHONY: demo-node
+demo-node: kube-bins helm-bin node-bins ## The demo's story on a real single-node cluster (hack/node.sh); leaves it running.
+	@bash hack/demo-node.sh
 
 .PHONY: docker-build
 docker-build: ## Build the images (needs a Docker engine; none runs on the development machines).

@@ -29,6 +29,7 @@ type ClusterRetryPolicySpec struct {
 // +kubebuilder:printcolumn:name="Cap",type=integer,JSONPath=`.spec.maxAmplification`
 // +kubebuilder:printcolumn:name="Amplification",type=integer,JSONPath=`.status.amplification`
 // +kubebuilder:printcolumn:name="Worst Path",type=string,JSONPath=`.status.worstPath`
+// +kubebuilder:printcolumn:name="Worst Time",type=string,JSONPath=`.status.worstTimeToAnswer`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.enforcement`
 // +kubebuilder:printcolumn:name="Within Cap",type=string,JSONPath=`.status.conditions[?(@.type=="WithinCap")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

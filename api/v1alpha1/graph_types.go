@@ -16,6 +16,9 @@ const (
 	ReasonGraphComplete = "GraphComplete"
 	// ReasonUndeclaredEdges: edges were observed that no annotation declares.
 	ReasonUndeclaredEdges = "UndeclaredEdges"
+	// ReasonNoTelemetry: Prometheus answered, but none of the sources' series exist (no Istio,
+	// Linkerd, OpenTelemetry service graph or retrycap-proxy counters): nothing was compared.
+	ReasonNoTelemetry = "NoTelemetry"
 )
 
 // GraphStatus compares the declared call graph with the observed one.

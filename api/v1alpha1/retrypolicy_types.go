@@ -34,7 +34,17 @@ const (
 	// ReasonNoUpstreamsDeclared (WithinCap Unknown): no selected workload declares
 	// retrycap.dev/upstreams, so the graph has no edges to check.
 	ReasonNoUpstreamsDeclared = "NoUpstreamsDeclared"
+
+	// ConditionWithinMaxTime is True when no chain's worst time to answer exceeds
+	// spec.maxTimeToAnswer (set only when the spec sets it).
+	ConditionWithinMaxTime = "WithinMaxTime"
+	// ReasonWithinMaxTime and ReasonMaxTimeExceeded are its reasons.
+	ReasonWithinMaxTime   = "WithinMaxTime"
+	ReasonMaxTimeExceeded = "MaxTimeExceeded"
 )
+
+// WorstTimeUnbounded is status.worstTimeToAnswer when nothing bounds a chain's time.
+const WorstTimeUnbounded = "unbounded"
 
 // RetryPolicySpec declares the cap on retry multiplication for the workloads it selects, and what
 // the injected proxies do at run time.
@@ -50,6 +60,16 @@ type RetryPolicySpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	// +required
 	MaxAmplification int32 `json:"maxAmplification"`
+
+	// MaxTimeToAnswer is the most an entrypoint's client may wait for an answer in the worst case
+	// (every try of every hop timing out): a chain whose worst time to answer is longer is a
+	// violation, refused at admission like one over maxAmplification. Unset: the worst time is
+	// reported, not checked.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +optional
+	MaxTimeToAnswer *metav1.Duration `json:"maxTimeToAnswer,omitempty"`
 
 	// Entrypoints are the services that callers outside the cluster reach. Default: every selected
 	// service that no selected service calls, with one client attempt.
@@ -300,6 +320,38 @@ type RetryPolicyStatus struct {
 	// +optional
 	Violations []Violation `json:"violations,omitempty"`
 
+	// WorstTimeToAnswer is the longest an entrypoint's client can wait for an answer, all tries
+	// and backoffs along the chain included (a duration, "6.4s"), or "unbounded" when no timeout
+	// bounds some chain.
+	// +optional
+	WorstTimeToAnswer string `json:"worstTimeToAnswer,omitempty"`
+
+	// WorstTimePath is the chain that takes WorstTimeToAnswer, services joined by ">".
+	// +optional
+	WorstTimePath string `json:"worstTimePath,omitempty"`
+
+	// WorstTimeUnbounded says why WorstTimeToAnswer is "unbounded".
+	// +optional
+	WorstTimeUnbounded string `json:"worstTimeUnbounded,omitempty"`
+
+	// TimeViolations are the chains whose worst time to answer exceeds spec.maxTimeToAnswer,
+	// worst first.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	TimeViolations []TimeViolation `json:"timeViolations,omitempty"`
+
+	// TimeoutInversions are the hops whose caller's per-try timeout is shorter than the callee's
+	// worst time (the caller retries while the callee still works), the largest gap first.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	TimeoutInversions []TimeoutInversion `json:"timeoutInversions,omitempty"`
+
+	// TimeoutInversionsTotal counts them all, listed or not.
+	// +optional
+	TimeoutInversionsTotal int32 `json:"timeoutInversionsTotal,omitempty"`
+
 	// ObservedAmplification is what the proxies counted (a manager with --prometheus-url only).
 	// +optional
 	ObservedAmplification *ObservedAmplification `json:"observedAmplification,omitempty"`
@@ -341,6 +393,33 @@ type Violation struct {
 	Suggestion string `json:"suggestion,omitempty"`
 }
 
+// TimeViolation is a chain whose worst time to answer exceeds spec.maxTimeToAnswer.
+type TimeViolation struct {
+	// +listType=atomic
+	Path []string `json:"path"`
+	// WorstTimeToAnswer is the chain's worst time, a duration or "unbounded".
+	WorstTimeToAnswer string `json:"worstTimeToAnswer"`
+	// Message shows each service's worst time along the path, e.g.
+	// "client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 5s".
+	Message string `json:"message"`
+}
+
+// TimeoutInversion is a hop whose caller's per-try timeout is shorter than the worst time of
+// what it waits on: the callee, or a retrying layer inside the hop (a mesh sidecar).
+type TimeoutInversion struct {
+	Caller string `json:"caller"`
+	Callee string `json:"callee"`
+	// Layer is whose per-try timeout it is ("retrycap", "Istio VirtualService shop/payment").
+	Layer string `json:"layer"`
+	// PerTryTimeout is that per-try timeout; InnerTime the worst time it is shorter than (a
+	// duration or "unbounded").
+	PerTryTimeout string `json:"perTryTimeout"`
+	InnerTime     string `json:"innerTime"`
+	Message       string `json:"message"`
+	// Fix gives the timeouts that fit.
+	Fix string `json:"fix"`
+}
+
 // RetryPolicy caps retry multiplication along every call chain of the workloads it selects.
 //
 // +kubebuilder:object:root=true
@@ -349,6 +428,7 @@ type Violation struct {
 // +kubebuilder:printcolumn:name="Cap",type=integer,JSONPath=`.spec.maxAmplification`
 // +kubebuilder:printcolumn:name="Amplification",type=integer,JSONPath=`.status.amplification`
 // +kubebuilder:printcolumn:name="Worst Path",type=string,JSONPath=`.status.worstPath`
+// +kubebuilder:printcolumn:name="Worst Time",type=string,JSONPath=`.status.worstTimeToAnswer`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.enforcement`
 // +kubebuilder:printcolumn:name="Within Cap",type=string,JSONPath=`.status.conditions[?(@.type=="WithinCap")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

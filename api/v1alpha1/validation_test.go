@@ -157,6 +157,8 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"attempts-101", `{maxAmplification: 4, retry: {defaultAttempts: 101}}`, "spec.retry.defaultAttempts", metav1.CauseTypeFieldValueInvalid, `less than or equal to 100`},
 		{"timeout-zero", `{maxAmplification: 4, retry: {perTryTimeout: 0s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `must be a positive duration`},
 		{"timeout-float", `{maxAmplification: 4, retry: {perTryTimeout: 1.5s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `should match`},
+		{"max-time-zero", `{maxAmplification: 4, maxTimeToAnswer: 0s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `must be a positive duration`},
+		{"max-time-float", `{maxAmplification: 4, maxTimeToAnswer: 2.5s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"backoff-inverted", `{maxAmplification: 4, retry: {backoff: {base: 5s, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `base must not exceed max`},
 		{"retry-on-unknown", `{maxAmplification: 4, retry: {retryOn: [503, "5xx"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"retry-on-grpc-spelling", `{maxAmplification: 4, retry: {retryOn: [unavailable, resource-exhausted, UNAVAILABLE]}}`, "spec.retry.retryOn[2]", metav1.CauseTypeFieldValueInvalid, `should match`},
@@ -207,7 +209,7 @@ func TestKubectlGetPrintsThePrinterColumns(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("want a header and one row, got:\n%s", out)
 	}
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME CAP AMPLIFICATION WORST PATH MODE WITHIN CAP AGE" {
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME CAP AMPLIFICATION WORST PATH WORST TIME MODE WITHIN CAP AGE" {
 		t.Errorf("header = %q", lines[0])
 	}
 	// No controller runs here, so the status columns are empty: name, cap, mode and age remain.
@@ -284,7 +286,7 @@ func TestKubectlGetCRPPrintsThePrinterColumns(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME CAP AMPLIFICATION WORST PATH MODE WITHIN CAP AGE" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME CAP AMPLIFICATION WORST PATH WORST TIME MODE WITHIN CAP AGE" {
 		t.Fatalf("kubectl get crp:\n%s", out)
 	}
 	if got := strings.Fields(lines[1]); len(got) != 4 || got[0] != "columns" || got[1] != "9" || got[2] != "Rewrite" {

@@ -99,6 +99,7 @@ func RenderTable(w io.Writer, rep *Report) error {
 				}
 			}
 		}
+		renderTime(tw, &p) // time.go
 		for _, e := range p.Errors {
 			fmt.Fprintf(tw, "  error: %s\n", e)
 		}

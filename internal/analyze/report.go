@@ -27,7 +27,8 @@ type Report struct {
 	// WithinCap is true when every policy is bounded and within its cap.
 	WithinCap bool `json:"withinCap"`
 
-	warnings []Warning // with their sources, for SARIF
+	warnings        []Warning // with their sources, for SARIF
+	failOnInversion bool      // SetFailOnInversion (time.go)
 }
 
 // KindCluster is PolicyReport.Kind of a ClusterRetryPolicy's report.
@@ -87,6 +88,8 @@ type PolicyReport struct {
 	// NotChecked says why nothing of the policy was checked (it then is not within its cap
 	// either: WithinCap is false, and analyze exits 2 unless another policy is over its cap).
 	NotChecked string `json:"notChecked,omitempty"`
+	// TimeReport is the time along the chains (time.go), inline.
+	TimeReport
 
 	scopeText     string            // a cluster policy's namespaces and selector, for messages
 	source        Source            // where the policy was read, when from files
@@ -193,6 +196,7 @@ func FromResult(r *workload.Result, a *graph.Analysis) PolicyReport {
 		Graph:    GraphView{Services: r.Graph.Services(), Edges: r.Graph.Edges()},
 		Layers:   meshLayers(r),
 	}
+	pr.TimeReport = timeReport(r) // time.go
 	if r.ClusterPolicy != nil {
 		pr.Kind, pr.Name, pr.Namespaces = KindCluster, r.ClusterPolicy.Name, r.Scope.Namespaces()
 		if pr.Namespaces == nil {

@@ -96,6 +96,8 @@ func RenderSARIF(w io.Writer, rep *Report) error {
 			{ID: RuleRetryCycle, ShortDescription: sarifMessage{Text: "a cycle of calls with a retry in it: amplification unbounded"}},
 			{ID: RuleNothingChecked, ShortDescription: sarifMessage{Text: "a RetryPolicy with nothing to check"}},
 			{ID: RuleInput, ShortDescription: sarifMessage{Text: "input read, but not as written"}},
+			{ID: RuleOverMaxTime, ShortDescription: sarifMessage{Text: "a call chain's worst time to answer is over its RetryPolicy's maxTimeToAnswer"}},
+			{ID: RuleTimeoutInversion, ShortDescription: sarifMessage{Text: "a caller's per-try timeout is shorter than its callee's worst time: it retries while the callee still works"}},
 		},
 	}}, Results: []sarifResult{}}
 	for _, p := range rep.Policies {
@@ -120,6 +122,7 @@ func RenderSARIF(w io.Writer, rep *Report) error {
 			}
 			run.Results = append(run.Results, sarifResult{RuleID: rule, Level: "error", Message: sarifMessage{Text: text}, Locations: sarifLocations(at)})
 		}
+		sarifTime(&run, &p, rep.failOnInversion) // time.go
 		if p.ViolationsTotal > len(p.Violations) {
 			run.Results = append(run.Results, sarifResult{RuleID: RuleOverCap, Level: "note", Locations: sarifLocations(p.source),
 				Message: sarifMessage{Text: p.Title() + ": " + itoa(len(p.Violations)) + " of " + itoa(p.ViolationsTotal) + " violations shown; retrycap analyze -o patch gives the whole fix"}})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -12,7 +13,7 @@ const (
 	// Service is this workload's service name (default: label app.kubernetes.io/name, else the
 	// workload's name).
 	Service = "retrycap.dev/service"
-	// Upstreams lists the services a workload calls, e.g. "order=3, inventory=2*4".
+	// Upstreams lists the services a workload calls, e.g. "order=3, inventory=2*4, payment=3/2s".
 	Upstreams = "retrycap.dev/upstreams"
 	// Inject is "true"/"false": force or skip the proxy for this workload.
 	Inject = "retrycap.dev/inject"
@@ -45,12 +46,21 @@ type Upstream struct {
 	Attempts int32
 	// Calls is how many calls one inbound request makes to it (fan-out); 0 = not given = 1.
 	Calls int32
+	// PerTryTimeout bounds each try to this upstream ("payment=3/2s"); 0 = not given (the
+	// policy's spec.retry.perTryTimeout applies). The time model reads it; see docs/annotations.md.
+	PerTryTimeout time.Duration
 	// Port is the port written after the name ("cartservice:7070", the form of the addresses
 	// apps are configured with), 0 when none. The graph and the proxy name services, not ports:
 	// Name is the host alone, and the port is kept only so that FormatUpstreams writes the
 	// value back as written. ParseUpstreamsWarn says that it was dropped.
 	Port int32
 }
+
+// Bounds of a per-upstream per-try timeout.
+const (
+	MinPerTryTimeout = time.Millisecond
+	MaxPerTryTimeout = time.Hour
+)
 
 // Bounds of a port.
 const (
@@ -148,6 +158,14 @@ func parseToken(tok string) (Upstream, string) {
 		u.Calls = n
 		name = name[:i]
 	}
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		d, reason := parseTimeout(name[i+1:])
+		if reason != "" {
+			return u, reason
+		}
+		u.PerTryTimeout = d
+		name = name[:i]
+	}
 	if i := strings.IndexByte(name, '='); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinAttempts, MaxAttempts)
 		if !ok {
@@ -173,6 +191,58 @@ func parseToken(tok string) (Upstream, string) {
 	}
 	u.Name = name
 	return u, ""
+}
+
+// parseTimeout reads a per-try timeout: one or more groups of decimal digits and a unit (ns, us,
+// ms, s, m, h), as the policy's durations are written ("2s", "1500ms", "1m30s"), between
+// MinPerTryTimeout and MaxPerTryTimeout. No sign, no fraction, no blank inside.
+func parseTimeout(s string) (time.Duration, string) {
+	const want = "per-try timeout must be a duration of digits and units ns, us, ms, s, m, h (\"500ms\", \"2s\", \"1m30s\")"
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, want
+	}
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		k := j
+		for k < len(s) && (s[k] < '0' || s[k] > '9') {
+			k++
+		}
+		switch s[j:k] {
+		case "ns", "us", "ms", "s", "m", "h":
+		default:
+			return 0, want
+		}
+		if j == i {
+			return 0, want
+		}
+		i = k
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, want
+	}
+	if d < MinPerTryTimeout || d > MaxPerTryTimeout {
+		return 0, fmt.Sprintf("per-try timeout %s is out of range %s..%s", s, MinPerTryTimeout, MaxPerTryTimeout)
+	}
+	return d, ""
+}
+
+// FormatTimeout writes d in the largest unit that divides it exactly ("2s", "1500ms", "90s"),
+// a form parseTimeout reads back to d.
+func FormatTimeout(d time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
 }
 
 // parseInt accepts only decimal digits (blanks around them allowed): no sign, no '+'.
@@ -228,8 +298,8 @@ func ValidateLabel(l string) string {
 	return ""
 }
 
-// FormatUpstreams renders upstreams canonically ("order=3, inventory=2*4"): a port, attempts
-// and calls are written only when given (non-zero), so ParseUpstreams(FormatUpstreams(x)) == x for any x
+// FormatUpstreams renders upstreams canonically ("order=3, inventory=2*4, payment=3/2s"): a
+// port, attempts, a per-try timeout (in FormatTimeout's form) and calls are written only when given (non-zero), so ParseUpstreams(FormatUpstreams(x)) == x for any x
 // that ParseUpstreams returned.
 func FormatUpstreams(ups []Upstream) string {
 	var b strings.Builder
@@ -245,6 +315,10 @@ func FormatUpstreams(ups []Upstream) string {
 		if u.Attempts != 0 {
 			b.WriteByte('=')
 			b.WriteString(strconv.Itoa(int(u.Attempts)))
+		}
+		if u.PerTryTimeout != 0 {
+			b.WriteByte('/')
+			b.WriteString(FormatTimeout(u.PerTryTimeout))
 		}
 		if u.Calls != 0 {
 			b.WriteByte('*')

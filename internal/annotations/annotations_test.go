@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestParseUpstreams(t *testing.T) {
@@ -44,6 +45,19 @@ func TestParseUpstreams(t *testing.T) {
 		{in: "Order=3", wantErr: `token "Order=3" at column 1: "Order" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed`, col: 1},
 		{in: "a..b", wantErr: `token "a..b" at column 1: "a..b" is not a service name, name.namespace or host: empty label`, col: 1},
 		{in: "-a", wantErr: `token "-a" at column 1: "-a" is not a service name, name.namespace or host: must start and end with a letter or digit`, col: 1},
+		{in: "payment=3/2s", want: []Upstream{{Name: "payment", Attempts: 3, PerTryTimeout: 2 * time.Second}}},
+		{in: "payment/1500ms*2, cart:7070 = 2 / 1m30s", want: []Upstream{
+			{Name: "payment", Calls: 2, PerTryTimeout: 1500 * time.Millisecond}, {Name: "cart", Attempts: 2, Port: 7070, PerTryTimeout: 90 * time.Second}}},
+		{in: "payment=3/1ms, db/1h", want: []Upstream{{Name: "payment", Attempts: 3, PerTryTimeout: time.Millisecond}, {Name: "db", PerTryTimeout: time.Hour}}},
+		{in: "payment=3/2", wantErr: `token "payment=3/2" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, col: 1},
+		{in: "a, payment=3/1.5s", wantErr: `token "payment=3/1.5s" at column 4: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, col: 4},
+		{in: "payment=3/-2s", wantErr: `token "payment=3/-2s" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, col: 1},
+		{in: "payment=3/", wantErr: `token "payment=3/" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, col: 1},
+		{in: "payment=3/0s", wantErr: `token "payment=3/0s" at column 1: per-try timeout 0s is out of range 1ms..1h0m0s`, col: 1},
+		{in: "payment=3/500us", wantErr: `token "payment=3/500us" at column 1: per-try timeout 500us is out of range 1ms..1h0m0s`, col: 1},
+		{in: "payment=3/2h", wantErr: `token "payment=3/2h" at column 1: per-try timeout 2h is out of range 1ms..1h0m0s`, col: 1},
+		{in: "payment/2s=3", wantErr: `token "payment/2s=3" at column 1: per-try timeout must be a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, col: 1},
+		{in: "payment*2/2s", wantErr: `token "payment*2/2s" at column 1: calls must be an integer 1..1000`, col: 1},
 		{in: "order=3, db, order=2", wantErr: `token "order=2" at column 14: upstream "order" is listed twice (first at column 1)`, col: 14},
 	}
 	for _, tt := range tests {
@@ -101,8 +115,9 @@ func TestParseUpstreamsWarnPort(t *testing.T) {
 }
 
 func TestFormatUpstreams(t *testing.T) {
-	ups := []Upstream{{Name: "order", Attempts: 3}, {Name: "inventory", Attempts: 2, Calls: 4}, {Name: "db"}, {Name: "cache", Calls: 2}}
-	const want = "order=3, inventory=2*4, db, cache*2"
+	ups := []Upstream{{Name: "order", Attempts: 3}, {Name: "inventory", Attempts: 2, Calls: 4}, {Name: "db"}, {Name: "cache", Calls: 2},
+		{Name: "payment", Attempts: 3, PerTryTimeout: 1500 * time.Millisecond, Calls: 2}, {Name: "slow", PerTryTimeout: 90 * time.Second}}
+	const want = "order=3, inventory=2*4, db, cache*2, payment=3/1500ms*2, slow/90s"
 	if got := FormatUpstreams(ups); got != want {
 		t.Fatalf("FormatUpstreams = %q, want %q", got, want)
 	}
@@ -121,6 +136,7 @@ func FuzzParseUpstreams(f *testing.F) {
 	for _, s := range []string{
 		"", "order=3", "order=3, inventory=2*4", " a = 1 * 2 , b.c , d*7", "a,,b", "order=x",
 		"api.stripe.com=2", "a=100*1000", "cart:7070=3*2", "a:0", "a:", ":1", "a:1:2", "a=3,a=2", "é=2", "a=3*", "*", "=", ",", "a.b.svc.cluster.local",
+		"payment=3/2s", "p/1m30s*2", "p=2/1.5s", "p/", "p/0ms", "p=1/99999999999999999999h",
 	} {
 		f.Add(s)
 	}

@@ -20,6 +20,7 @@ func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var recursive bool
 	var istioDefault int64
 	var meshed, nsLabels []string
+	var failOnInversion bool
 	cmd := &cobra.Command{
 		Use:   "analyze (-f PATH | -k DIR)...",
 		Short: "Check manifests offline: amplification per RetryPolicy, worst paths, violations and fixes",
@@ -40,8 +41,14 @@ dot, mermaid, patch (the whole combined fix: one merge patch per object, applied
 bring every chain within its cap) and sarif (SARIF 2.1.0, for code-scanning UIs), the summary on
 stderr.
 
+Each policy also gets its worst time to answer (every try of every hop timing out, backoff
+included; "unbounded" where no timeout bounds a chain), the chains over spec.maxTimeToAnswer and
+the timeout inversions (a caller's per-try timeout shorter than its callee's worst time): see
+docs/concepts.md.
+
 Exit status: 0 when something was checked and every policy is within its cap; 1 when one is over
-its cap or has a retry cycle; 2 on bad input (the file and the 1-based index of the document
+its cap, has a retry cycle or a chain over its maxTimeToAnswer (or, with --fail-on-inversion, a
+timeout inversion); 2 on bad input (the file and the 1-based index of the document
 among its non-empty documents, and for an invalid annotation the workload, token and column), and
 when nothing was checked: no policy, a policy that selects no workload, or a policy none of whose
 workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
@@ -96,6 +103,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: %d error(s) in the input", len(errs))}
 			}
 			rep := m.Analyze()
+			rep.SetFailOnInversion(failOnInversion)
 			summaryTo := stderr
 			if output == "table" || output == "tree" {
 				summaryTo = stdout
@@ -118,11 +126,14 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			}
 			// Over the cap wins: what was checked and failed is the answer (exit 1); exit 2 says
 			// only that something was not checked while nothing checked failed.
-			if rep.OverCap() {
+			if rep.OverCap() || rep.OverMaxTime() {
 				return &ExitError{Code: ExitOverCap}
 			}
 			if len(rep.Unchecked) > 0 {
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: nothing checked for %d of %d %s (see \"not checked\" above)", uncheckedPolicies(rep), len(rep.Policies), policyNoun(rep))}
+			}
+			if n := rep.TimeoutInversions(); failOnInversion && n > 0 {
+				return &ExitError{Code: ExitOverCap, Msg: fmt.Sprintf("analyze: %d timeout inversion(s) (--fail-on-inversion)", n)}
 			}
 			return nil
 		},
@@ -134,6 +145,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of objects that do not name one")
 	cmd.Flags().Int64Var(&istioDefault, "istio-default-retries", 0, "Istio's default retries (MeshConfig defaultHttpRetryPolicy.attempts) for routes that set none; unset: the ConfigMap istio-system/istio in the input, else Istio's 2")
 	cmd.Flags().StringArrayVar(&nsLabels, "namespace-labels", nil, "NAMESPACE=KEY=VALUE,...: the namespace's labels, for ClusterRetryPolicies' namespaceSelector (when its Namespace object is not in the input; it wins over one that is; NAMESPACE= for none); repeatable")
+	cmd.Flags().BoolVar(&failOnInversion, "fail-on-inversion", false, "exit 1 on a timeout inversion (a caller's per-try timeout shorter than its callee's worst time), an error in SARIF; without it they are warnings")
 	cmd.Flags().StringArrayVar(&meshed, "meshed-namespace", nil, "NAMESPACE=istio|linkerd: the namespace has sidecar injection on (when its Namespace object is not in the input; it wins over one that is); repeatable")
 	return cmd
 }

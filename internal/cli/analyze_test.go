@@ -30,6 +30,12 @@ RetryPolicy payments/storm  cap 4  amplification 27  WITHIN CAP: no
   violations:
     - client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4
       fix: checkout: billing=1; billing: payment=1
+  worst time to answer:  6.3s (frontend -> checkout -> billing -> payment)
+  timeout inversions:
+    - checkout -> billing: Deployment payments/checkout per-try timeout 2s < billing's worst time 6.3s: checkout retries while billing still works on the abandoned try
+      fix: Deployment payments/checkout per-try timeout for billing >= 6.3s, or a timeout of at most 2s on billing's own calls
+    - frontend -> checkout: Deployment payments/frontend per-try timeout 2s < checkout's worst time 6.3s: frontend retries while checkout still works on the abandoned try
+      fix: Deployment payments/frontend per-try timeout for checkout >= 6.3s, or a timeout of at most 2s on checkout's own calls
 
 ` + analyze.BudgetNote + "\n"
 	if code != ExitOverCap || out != want || stderr != "" {
@@ -61,7 +67,7 @@ func TestAnalyzeExitCodesAndOutputs(t *testing.T) {
 		// A cycle is not a call loop: chains visit each service once (gateway>order>payment).
 		{name: "retry cycle in a List, default namespace", args: []string{"-f", "testdata/cycle.yaml"}, code: 0,
 			out: []string{"RetryPolicy default/loop  cap 4  amplification 2  WITHIN CAP: yes", "client -x1-> gateway -x1-> order -x2-> payment = 2 <= cap 4",
-				"cycles:           order -> payment -> order: not a call loop, retries counted once per chain (chains visit each service once)"}},
+				"cycles:                order -> payment -> order: not a call loop, retries counted once per chain (chains visit each service once)"}},
 		{name: "namespace flag", args: []string{"-f", "testdata/cycle.yaml", "-n", "lab", "-o", "json"}, code: 0,
 			out: []string{`"namespace": "lab"`, `"bounded": true`, `"cycle": [`}},
 		{name: "bad annotation", args: []string{"-f", "testdata/bad-annotation.yaml"}, code: 2,

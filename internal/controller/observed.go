@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/observed"
+	"github.com/retrycap/retrycap/internal/telemetry"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -31,6 +32,23 @@ type Observation struct {
 	Err    error
 	URL    string
 	Window time.Duration
+
+	// Graphs says the querier also reads the observed graph (a GraphQuerier); the fields below
+	// are then set. Graph is this poll's graph (nil when GraphErr), GraphAt its query time;
+	// LastGraph and LastGraphAt are the last good one, kept across failed polls so that the
+	// status can keep it for one window (telemetry.GraphUnavailable).
+	Graphs      bool
+	Graph       *telemetry.Observation
+	GraphErr    error
+	GraphAt     time.Time
+	LastGraph   *telemetry.Observation
+	LastGraphAt time.Time
+}
+
+// GraphQuerier runs the discover queries (promquery.Client): the edges Istio, Linkerd, the
+// OpenTelemetry service graph and the proxies observed over the window.
+type GraphQuerier interface {
+	Graph(ctx context.Context, now time.Time, gateways []string) (*telemetry.Observation, error)
 }
 
 // Observer polls a SeriesQuerier every Interval and tells its subscribers after each poll;
@@ -74,8 +92,24 @@ func (o *Observer) Poll(ctx context.Context) {
 	if err != nil {
 		log.FromContext(ctx).Info("observed amplification: query failed", "url", o.Query.URL(), "error", err.Error())
 	}
+	next := &Observation{Series: series, Err: err, URL: o.Query.URL(), Window: o.Query.Window()}
+	if gq, ok := o.Query.(GraphQuerier); ok {
+		// The graph's queries run here, in the poller, never in a reconcile: a Prometheus that
+		// is slow holds up the next poll, not the controller.
+		next.Graphs, next.GraphAt = true, time.Now()
+		next.Graph, next.GraphErr = gq.Graph(ctx, next.GraphAt, nil)
+		if next.GraphErr != nil {
+			next.Graph = nil
+			log.FromContext(ctx).Info("observed graph: query failed", "url", o.Query.URL(), "error", next.GraphErr.Error())
+		}
+	}
 	o.mu.Lock()
-	o.latest = &Observation{Series: series, Err: err, URL: o.Query.URL(), Window: o.Query.Window()}
+	if next.Graph != nil {
+		next.LastGraph, next.LastGraphAt = next.Graph, next.GraphAt
+	} else if o.latest != nil {
+		next.LastGraph, next.LastGraphAt = o.latest.LastGraph, o.latest.LastGraphAt
+	}
+	o.latest = next
 	subs := append([]func(){}, o.subs...)
 	o.mu.Unlock()
 	for _, f := range subs {

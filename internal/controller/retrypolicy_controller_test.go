@@ -39,6 +39,15 @@ var _ = Describe("RetryPolicy status", func() {
 				Message:    "client -x2-> gateway -x3-> catalog -x3-> db = 18 > cap 3",
 				Suggestion: "gateway: catalog=1; catalog: db=1",
 			}},
+			// Time along the chain (issue 29): the sample's 2s per-try timeout and 100ms..2s
+			// backoff on both hops: 2 x (3 x min(2s, 6.3s) + 300ms).
+			WorstTimeToAnswer: "12.6s", WorstTimePath: "gateway>catalog>db",
+			TimeoutInversions: []v1alpha1.TimeoutInversion{{
+				Caller: "gateway", Callee: "catalog", Layer: "Deployment shop/gateway", PerTryTimeout: "2s", InnerTime: "6.3s",
+				Message: "gateway -> catalog: Deployment shop/gateway per-try timeout 2s < catalog's worst time 6.3s: gateway retries while catalog still works on the abandoned try",
+				Fix:     "Deployment shop/gateway per-try timeout for catalog >= 6.3s, or a timeout of at most 2s on catalog's own calls",
+			}},
+			TimeoutInversionsTotal: 1,
 		})))
 		st, err := statusOf(ctx, "shop", "checkout")()
 		Expect(err).NotTo(HaveOccurred())

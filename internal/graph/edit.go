@@ -59,6 +59,7 @@ func (g *Graph) InsertEdge(pos int, from, to string, attempts, calls int64) erro
 	for e := pos; e < len(g.eFrom); e++ {
 		g.edgeIdx[edgeKey(g.eFrom[e], g.eTo[e])] = int32(e)
 	}
+	g.time.insertEdge(pos)
 	g.dropAdjacency()
 	return nil
 }
@@ -78,6 +79,7 @@ func (g *Graph) RemoveEdge(from, to string) bool {
 	for e := i; e < len(g.eFrom); e++ {
 		g.edgeIdx[edgeKey(g.eFrom[e], g.eTo[e])] = int32(e)
 	}
+	g.time.removeEdge(i)
 	g.dropAdjacency()
 	return true
 }
@@ -209,6 +211,7 @@ func (g *Graph) normalize(at int32, atPos int) error {
 		g.entries[i].node = pos[g.entries[i].node] - 1
 		g.entryOf[g.entries[i].node] = i
 	}
+	g.time.renumber(pos)
 	if len(g.extra) > 0 {
 		extra := make(map[int32]int64, len(g.extra))
 		for v, k := range g.extra {

@@ -33,6 +33,9 @@ type Graph struct {
 	// every change. Atomic so that concurrent readers (Analyze and Judge on one graph) may both
 	// build it: they build the same thing, and the last store wins.
 	adj atomic.Pointer[adjacency]
+
+	// time is the hops' layers for the time model (time.go); nil until SetHop or SetEntryHop.
+	time *timing
 }
 
 // adjacency is the graph in compressed sparse row form: node v's outgoing edges are the slots

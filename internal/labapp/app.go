@@ -47,6 +47,10 @@ type Config struct {
 	Timeout time.Duration
 	// FailStatus is what a failing leaf answers; default 503.
 	FailStatus int
+	// Attempts is how many times the app itself tries each upstream call that failed (a 5xx, or
+	// no answer): the app's own retries, under whatever a proxy does. Only a GET, or a request
+	// with an Idempotency-Key, is tried again. Default 1.
+	Attempts int
 }
 
 // Stats are an app's counters since start (or the last ResetStats).
@@ -204,8 +208,18 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, a.cfg.Name+": failing", a.cfg.FailStatus)
 		return
 	}
+	attempts := a.cfg.Attempts
+	if attempts < 1 || (r.Method != http.MethodGet && r.Header.Get("Idempotency-Key") == "") {
+		attempts = 1
+	}
 	for _, u := range a.cfg.Upstreams {
-		if err := a.call(r, u); err != nil {
+		var err error
+		for try := 0; try < attempts; try++ {
+			if err = a.call(r, u); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			a.failed.Add(1)
 			http.Error(w, a.cfg.Name+": "+err.Error(), http.StatusBadGateway)
 			return

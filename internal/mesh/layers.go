@@ -101,6 +101,7 @@ type Set struct {
 	kumaRetries     map[string]*meshRetry     // kuma.go
 	resiliencies    map[string]*resiliency    // dapr.go
 	routers         map[string]*serviceRouter // consul.go
+	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
 	idx *index
@@ -163,6 +164,10 @@ func (s *Set) Clone() *Set {
 		c.routers[k] = v
 	}
 	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
+	c.times = make(map[string]objTimes, len(s.times))
+	for k, v := range s.times {
+		c.times[k] = v
+	}
 	return c
 }
 

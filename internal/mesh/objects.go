@@ -287,6 +287,9 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		return nil
 	}
 	key := h.group() + "/" + h.Kind + "/" + h.Metadata.Namespace + "/" + h.Metadata.Name
+	if err := s.addTimes(h, key, data); err != nil { // time.go
+		return false, err
+	}
 	switch h.group() + "/" + h.Kind {
 	case "/Namespace":
 		s.namespaces[h.Metadata.Name] = h.Metadata
@@ -373,6 +376,7 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 // Remove drops an object (group "" for core kinds); it reports whether the Set held it.
 func (s *Set) Remove(group, kind, namespace, name string) bool {
 	key := group + "/" + kind + "/" + namespace + "/" + name
+	delete(s.times, key)
 	var ok bool
 	switch group + "/" + kind {
 	case "/Namespace":

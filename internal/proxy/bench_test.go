@@ -15,6 +15,13 @@ func BenchmarkForward(b *testing.B) {
 	benchForward(b, []byte("ok"))
 }
 
+// BenchmarkForwardDeadline is BenchmarkForward with Retrycap-Deadline on
+// every request (read, and forwarded reduced on the attempt): its cost
+// beside BenchmarkForward in the same run is the deadline's (docs/benchmarks.md).
+func BenchmarkForwardDeadline(b *testing.B) {
+	benchForward(b, []byte("ok"), "Retrycap-Deadline", "30000")
+}
+
 // BenchmarkForwardStreamed is the same with a 256 KiB body, over
 // forward.BufferedBodyMax, so that it streams from the backend through the response
 // (written to io.Discard here, as the server would write it to the client).
@@ -22,7 +29,7 @@ func BenchmarkForwardStreamed(b *testing.B) {
 	benchForward(b, make([]byte, 256<<10))
 }
 
-func benchForward(b *testing.B, body []byte) {
+func benchForward(b *testing.B, body []byte, extra ...string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -45,6 +52,9 @@ func benchForward(b *testing.B, body []byte) {
 		ctx.Request.Reset()
 		ctx.Request.SetRequestURI("http://backend/")
 		ctx.Request.Header.Set("Retrycap-Budget", "3")
+		for j := 0; j+1 < len(extra); j += 2 {
+			ctx.Request.Header.Set(extra[j], extra[j+1])
+		}
 		ctx.Response.Reset()
 		p.gor.Handler(&ctx)
 		if ctx.Response.StatusCode() != 200 {

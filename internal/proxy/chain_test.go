@@ -206,6 +206,17 @@ func TestCheckFlag(t *testing.T) {
 	if err != nil || !strings.Contains(out, "upstreams order=3*1,inventory=2*4") || !strings.Contains(out, "chain-cap 4") {
 		t.Fatalf("--check: %v\n%s", err, out)
 	}
+	out, err = runBin("--check", "--max-time-to-answer", "2500ms")
+	if err != nil || !strings.Contains(out, "\nmax-time-to-answer 2.5s\n") {
+		t.Fatalf("--check --max-time-to-answer: %v\n%s", err, out)
+	}
+	for _, v := range []string{"-1s", "25h", "500us"} {
+		out, err = runBin("--check", "--max-time-to-answer", v)
+		ee, ok := err.(interface{ ExitCode() int })
+		if !ok || ee.ExitCode() != 2 || !strings.Contains(out, "for --max-time-to-answer: must be 0 (none) or 1ms..24h0m0s") {
+			t.Fatalf("--max-time-to-answer %s: %v\n%s", v, err, out)
+		}
+	}
 	out, err = runBin("--check", "--budget-percent", "101")
 	ee, ok := err.(interface{ ExitCode() int })
 	if !ok || ee.ExitCode() != 2 || !strings.Contains(out, `"101" for --budget-percent`) {

@@ -118,6 +118,9 @@ func (c *Config) validate() error {
 			return bad(p.flag, p.d.String(), "must be > 0")
 		}
 	}
+	if c.MaxTimeToAnswer < 0 || c.MaxTimeToAnswer > policy.MaxDeadline || (c.MaxTimeToAnswer > 0 && c.MaxTimeToAnswer < time.Millisecond) {
+		return bad("max-time-to-answer", c.MaxTimeToAnswer.String(), "must be 0 (none) or 1ms..%s", policy.MaxDeadline)
+	}
 	if c.BackoffBase < 0 {
 		return bad("backoff-base", c.BackoffBase.String(), "must be >= 0")
 	}
@@ -200,6 +203,7 @@ func (c *Config) Describe(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "dedup-upstreams %s\n", strings.Join(dedup, ","))
+	fmt.Fprintf(w, "max-time-to-answer %s\n", c.MaxTimeToAnswer)
 	fmt.Fprintf(w, "default-attempts %d\nper-try-timeout %s\nbackoff-base %s\nbackoff-max %s\nbackoff-jitter %t\n",
 		c.DefaultAttempts, c.PerTryTimeout, c.BackoffBase, c.BackoffMax, c.BackoffJitter)
 	fmt.Fprintf(w, "retry-on %s\nretry-methods %s\nbudget-percent %d\nbudget-min-per-second %d\nbudget-window %s\n",

@@ -14,6 +14,7 @@ func forwardConfig(c *Config) *forward.Config {
 		Entrypoint:         c.Entrypoint,
 		ChainCap:           c.ChainCap,
 		PerTryTimeout:      c.PerTryTimeout,
+		MaxTimeToAnswer:    c.MaxTimeToAnswer,
 		BackoffBase:        c.BackoffBase,
 		BackoffMax:         c.BackoffMax,
 		BackoffJitter:      c.BackoffJitter,

@@ -54,6 +54,9 @@ type Args struct {
 	ChainCap        int
 	DefaultAttempts int
 	PerTryTimeout   time.Duration
+	// MaxTimeToAnswer bounds the time a call through this proxy may take (the entrypoint's
+	// maxTimeToAnswer): it sets Retrycap-Deadline when the caller sent none or a larger one. 0: none.
+	MaxTimeToAnswer time.Duration
 	BackoffBase     time.Duration
 	BackoffMax      time.Duration
 	BackoffJitter   bool
@@ -141,6 +144,7 @@ var flags = []flag{
 	{"chain-cap", "chain budget cap (maxAmplification); 0 turns chain budgeting off", true, func(a *Args) any { return &a.ChainCap }},
 	{"default-attempts", "attempts for an upstream listed without =N", true, func(a *Args) any { return &a.DefaultAttempts }},
 	{"per-try-timeout", "timeout of one attempt up to the response headers (time to first byte), which is all the retry decision reads; a body of known length up to 64 KiB is read within it too, a larger or chunked one then streams to the client, cut after 60s without a byte", true, func(a *Args) any { return &a.PerTryTimeout }},
+	{"max-time-to-answer", "the most a call through this proxy may take (the entrypoint's maxTimeToAnswer), 1ms..24h; 0: none. Sets Retrycap-Deadline (ms left) on the request when the caller sent none or a larger one (a caller can lower it, never raise it); every proxy below forwards it reduced by the time spent, bounds each attempt by it, starts no retry that cannot finish in it and answers 504 once it is gone", false, func(a *Args) any { return &a.MaxTimeToAnswer }},
 	{"backoff-base", "backoff base: retry n waits uniform(0, min(max, base*2^(n-1)))", true, func(a *Args) any { return &a.BackoffBase }},
 	{"backoff-max", "backoff cap", true, func(a *Args) any { return &a.BackoffMax }},
 	{"backoff-jitter", "full jitter; false waits exactly min(max, base*2^(n-1)) (the storm lab's naive arm)", false, func(a *Args) any { return &a.BackoffJitter }},

@@ -42,7 +42,7 @@ func TestRoundTrip(t *testing.T) {
 		"every flag changed": func(a *Args) {
 			*a = Args{
 				Listen: "0.0.0.0:0", Admin: "127.0.0.1:9", Service: "s", Namespace: "ns", Upstreams: "a,b.c=2",
-				Entrypoint: true, ChainCap: 1000, DefaultAttempts: 100, PerTryTimeout: 1500 * time.Millisecond,
+				Entrypoint: true, ChainCap: 1000, DefaultAttempts: 100, PerTryTimeout: 1500 * time.Millisecond, MaxTimeToAnswer: 3 * time.Second,
 				BackoffBase: time.Nanosecond, BackoffMax: 90 * time.Minute, BackoffJitter: false,
 				RetryOn: "5xx,timeout", RetryMethods: []string{"POST"}, BudgetPercent: 100, BudgetMinPerSecond: 0,
 				BudgetWindow: time.Hour, BreakerFailures: 0, BreakerWindow: time.Minute + time.Second,

@@ -40,6 +40,11 @@ type Input struct {
 	// Result and Analysis are the shared builder's graph of the policy and its analysis.
 	Result   *workload.Result
 	Analysis *graph.Analysis
+	// Time is the time analysis of Result (time.go); nil: computed from Result by Set.
+	Time *graph.TimeAnalysis
+	// MaxTimeToAnswer is spec.maxTimeToAnswer, read when there is no Result (an invalid
+	// selector), so that WithinMaxTime still says why it is Unknown.
+	MaxTimeToAnswer *metav1.Duration
 	// Now is the time written as lastTransitionTime of a condition whose status changes.
 	Now metav1.Time
 }
@@ -52,6 +57,7 @@ func Set(st *v1alpha1.RetryPolicyStatus, in Input) {
 	SetViolations(st, in.Analysis)
 	SetReady(st, in)
 	SetWithinCap(st, in)
+	SetTime(st, in, in.timeOf())
 }
 
 // SetGraphSummary writes services, edges, amplification, bounded, worstPath (the retry cycle's

@@ -107,6 +107,17 @@ func EntryFor(from, to string) string {
 // declare it, and saying that the application's attempts on them are unknown (the amplification
 // counts each with one try times its mesh layers).
 func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
+	return graphCondition(gs, generation, true)
+}
+
+// GraphConditionDeclared is GraphCondition for a status whose amplification is computed on the
+// declared edges alone (the manager's today: the undeclared edges are listed, not added to the
+// graph the amplification is computed on); the message says so.
+func GraphConditionDeclared(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
+	return graphCondition(gs, generation, false)
+}
+
+func graphCondition(gs *v1alpha1.GraphStatus, generation int64, counted bool) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionGraphComplete, ObservedGeneration: generation}
 	if gs.Counts.Undeclared == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonGraphComplete
@@ -126,7 +137,11 @@ func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition
 	if n := int(gs.Counts.Undeclared) - len(parts); n > 0 {
 		c.Message += fmt.Sprintf(", and %d more", n)
 	}
-	c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
+	if counted {
+		c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
+	} else {
+		c.Message += "; the amplification is computed on the declared edges alone and does not count them (the application's own attempts on them are unknown)"
+	}
 	return c
 }
 
@@ -179,4 +194,11 @@ func AddUndeclared(g *graph.Graph, s Snapshot, meshTries func(from, to string) i
 		n++
 	}
 	return n
+}
+
+// NoTelemetry is GraphComplete when Prometheus answered but holds none of the sources' series:
+// Unknown, since nothing was compared ("nothing was checked" is never a pass).
+func NoTelemetry(url string, window time.Duration, generation int64) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionGraphComplete, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNoTelemetry, ObservedGeneration: generation,
+		Message: fmt.Sprintf("Prometheus at %s holds no series of istio_requests_total, Linkerd's response_total or route series, traces_service_graph_request_total or retrycap_proxy_requests_total over %s: no edge could be observed, the declarations are unchecked", url, window)}
 }

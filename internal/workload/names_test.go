@@ -18,17 +18,15 @@ func TestUpstreamNameRule(t *testing.T) {
 		t.Fatalf("only %d cases", len(cases))
 	}
 	for _, c := range cases {
-		// The proxy: the first upstream, in --upstreams order, that the host matches.
+		// The proxy: the upstream the host names (policy.MatchIn: an exact listing first, then the
+		// first lenient match in --upstreams order).
 		ups, err := proxypolicy.ParseUpstreams(c.Upstreams)
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)
 		}
 		matched := ""
-		for _, u := range ups {
-			if proxypolicy.MatchHostIn([]byte(c.Host), u.Name, c.Namespace) {
-				matched = u.Name
-				break
-			}
+		if i := proxypolicy.MatchIn([]byte(c.Host), ups, func(u proxypolicy.Upstream) string { return u.Name }, c.Namespace); i >= 0 {
+			matched = ups[i].Name
 		}
 		if matched != c.Match {
 			t.Errorf("%s: proxy matches %q, want %q", c, matched, c.Match)

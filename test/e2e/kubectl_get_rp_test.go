@@ -75,7 +75,7 @@ var _ = Describe("kubectl get rp and kubectl retrycap graph", func() {
 		}
 	})
 
-	It("kubectl get rp shows the cap, amplification, worst path, mode and verdict of each sample", func() {
+	It("kubectl get rp shows the cap, amplification, worst path, worst time, mode and verdict of each sample", func() {
 		get := func(ns string) func() (string, error) {
 			return func() (string, error) {
 				out, _, err := Env.CP.RunKubectl(ctx, "", "get", "rp", "-n", ns)
@@ -83,11 +83,11 @@ var _ = Describe("kubectl get rp and kubectl retrycap graph", func() {
 			}
 		}
 		Eventually(get("shop")).Should(Equal(
-			"NAME       CAP   AMPLIFICATION   WORST PATH           MODE     WITHIN CAP   AGE\n" +
-				"checkout   3     18              gateway>catalog>db   Reject   False        <age>\n"))
+			"NAME       CAP   AMPLIFICATION   WORST PATH           WORST TIME   MODE     WITHIN CAP   AGE\n" +
+				"checkout   3     18              gateway>catalog>db   12.6s        Reject   False        <age>\n"))
 		Eventually(get("payments")).Should(Equal(
-			"NAME    CAP   AMPLIFICATION   WORST PATH                          MODE     WITHIN CAP   AGE\n" +
-				"storm   4     27              frontend>checkout>billing>payment   Reject   False        <age>\n"))
+			"NAME    CAP   AMPLIFICATION   WORST PATH                          WORST TIME   MODE     WITHIN CAP   AGE\n" +
+				"storm   4     27              frontend>checkout>billing>payment   6.3s         Reject   False        <age>\n"))
 	})
 
 	It("kubectl retrycap graph prints the tree with the factors and the worst path marked", func() {

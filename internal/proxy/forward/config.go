@@ -10,10 +10,12 @@ import (
 // configuration (package proxy builds it from the flags).
 type Config struct {
 	// Upstreams are the --upstreams entries, attempts resolved (>= 1).
-	Upstreams          []UpstreamConfig
-	Entrypoint         bool
-	ChainCap           int
-	PerTryTimeout      time.Duration
+	Upstreams     []UpstreamConfig
+	Entrypoint    bool
+	ChainCap      int
+	PerTryTimeout time.Duration
+	// MaxTimeToAnswer is --max-time-to-answer: the bound on a call's deadline (0: none).
+	MaxTimeToAnswer    time.Duration
 	BackoffBase        time.Duration
 	BackoffMax         time.Duration
 	BackoffJitter      bool

@@ -47,7 +47,14 @@ type Exchange struct {
 	lastErr      error
 	lastCond     policy.Condition
 	hadBag       bool // the app sent baggage (joined into sc.bag)
-	generated    bool
+	// dl is the caller's deadline (Retrycap-Deadline, its baggage member,
+	// --max-time-to-answer: the smallest), arrived the time it left when
+	// the call arrived; cut says the attempt under way is bounded by it,
+	// not by the per-try timeout (TryTimeout).
+	dl        policy.Deadline
+	arrived   time.Duration
+	cut       bool
+	generated bool
 	// clientGone: the client closed its end while the attempt ran
 	// (ClientGone).
 	clientGone   bool
@@ -95,6 +102,9 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 		restoreRawOrder(&req.Header, sc)
 	}
 	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
+	if !x.deadlineIn(hadBag) {
+		return false
+	}
 	if req.Header.ContentLength() == -1 {
 		// The body was de-chunked (buffered for replay): it goes framed by
 		// its length, the Transfer-Encoding deleted in place (fasthttp's
@@ -147,6 +157,9 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 		up.Budget.Deposit(x.start)
 	}
 	x.deadline = x.start + int64(x.maxAttempts)*int64(cfg.PerTryTimeout)
+	if x.dl.Set() && x.start+int64(x.arrived) < x.deadline {
+		x.deadline = x.start + int64(x.arrived)
+	}
 	// One clock read before each attempt and one after: the breaker, the
 	// ledger and the latency metric share them.
 	x.attemptStart = x.start
@@ -169,6 +182,26 @@ func (x *Exchange) NextAttempt() bool {
 		}
 		if x.ledgerOn {
 			x.f.ledger.Add(x.key, b, x.attemptStart)
+		}
+	}
+	if x.dl.Set() {
+		// The time left now, rounded down: each hop only lowers it.
+		ms := x.dl.HeaderMs(NowNanos())
+		if ms == 0 {
+			// A retry whose backoff ran into the deadline (Decide left it
+			// room; a stalled machine did not).
+			x.giveUp(policy.ReasonDeadline, x.attempt-1, x.lastErr, x.lastCond)
+			return false
+		}
+		sc.num = policy.AppendInt(sc.num[:0], int(ms))
+		x.req.Header.SetCanonical(keyDeadline, sc.num)
+		if x.hadBag {
+			bag := sc.bag
+			if x.chainOn {
+				bag = sc.out
+			}
+			sc.out2 = policy.AppendDeadlineBaggage(sc.out2[:0], bag, ms)
+			x.req.Header.SetCanonical(keyBaggage, sc.out2)
 		}
 	}
 	x.probe = false
@@ -199,11 +232,13 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 	o := policy.Outcome{
 		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
 		Retryable: x.retryable, Remaining: time.Duration(x.deadline - now),
+		Deadline: x.dl, PerTry: x.f.Cfg.PerTryTimeout, Arrived: x.arrived,
 	}
 	x.respScanned = false
 	if err != nil {
 		o.Cond = classify(err)
 		x.lastErr, x.lastCond = err, o.Cond
+		o.DeadlineCut = x.cut && o.Cond == policy.CondTimeout
 	} else {
 		x.lastErr, x.lastCond = nil, policy.CondNone
 		o.Status = resp.StatusCode()
@@ -279,6 +314,42 @@ func (x *Exchange) Abandon() {
 	}
 }
 
+// TryTimeout is the timeout of the attempt NextAttempt just prepared:
+// min(--per-try-timeout, the caller's time left). An attempt that times
+// out bounded by the deadline is not retried and reports deadline.
+func (x *Exchange) TryTimeout() time.Duration {
+	t, cut := x.dl.TryTimeout(x.attemptStart, x.f.Cfg.PerTryTimeout)
+	x.cut = cut
+	if t <= 0 {
+		t = time.Nanosecond // gone: the attempt ends at once (NextAttempt refuses a retry then)
+	}
+	return t
+}
+
+// deadlineIn resolves the caller's deadline from every Retrycap-Deadline
+// header, the baggage's retrycap-deadline members (read when the app sent
+// baggage and chain budgeting joined it into sc.bag) and
+// --max-time-to-answer: the smallest valid value wins, a malformed one
+// counts as absent (policy.IncomingDeadline). Repeated headers are deleted
+// so that the one value NextAttempt sets is all a hop below reads. With no
+// time left it answers 504 Retrycap-Exhausted: deadline at once and
+// returns false: nothing is forwarded.
+func (x *Exchange) deadlineIn(hadBag bool) bool {
+	h := &x.req.Header
+	vals := h.PeekAll(policy.HeaderDeadline)
+	d, ok := policy.IncomingDeadline(vals, x.sc.bag, hadBag && x.f.Cfg.ChainCap > 0, x.f.Cfg.MaxTimeToAnswer)
+	if len(vals) > 1 {
+		removeRequestFields(h, func(k []byte, _ *Scratch) bool { return bytes.EqualFold(k, keyDeadline) }, x.sc)
+	}
+	x.dl, x.arrived = policy.DeadlineAt(x.start, d, ok), d
+	if ok && d < time.Millisecond {
+		x.up.M.Denied[policy.ReasonDeadline].Inc()
+		x.failStatus(fasthttp.StatusGatewayTimeout, policy.ReasonDeadline, "no time left (Retrycap-Deadline: 0): nothing forwarded")
+		return false
+	}
+	return true
+}
+
 // Waited restarts the attempt clock after a backoff.
 func (x *Exchange) Waited() { x.attemptStart = NowNanos() }
 
@@ -339,7 +410,9 @@ func (x *Exchange) giveUp(reason policy.Reason, attempts int, err error, cond po
 		return
 	}
 	status := fasthttp.StatusServiceUnavailable
-	if !reason.Exhausts() {
+	if reason == policy.ReasonDeadline {
+		status = fasthttp.StatusGatewayTimeout
+	} else if !reason.Exhausts() {
 		status = fasthttp.StatusBadGateway
 		if cond == policy.CondTimeout {
 			status = fasthttp.StatusGatewayTimeout
@@ -365,12 +438,17 @@ func (x *Exchange) giveUp(reason policy.Reason, attempts int, err error, cond po
 
 // fail answers with the proxy's own 503 before any attempt was made.
 func (x *Exchange) fail(reason policy.Reason, why string) {
+	x.failStatus(fasthttp.StatusServiceUnavailable, reason, why)
+}
+
+// failStatus is fail with another status (504 for a deadline gone).
+func (x *Exchange) failStatus(status int, reason policy.Reason, why string) {
 	resp := x.resp
 	x.upstreamAnswer = false
 	resp.Reset()
-	resp.SetStatusCode(fasthttp.StatusServiceUnavailable)
+	resp.SetStatusCode(status)
 	resp.Header.SetContentType("text/plain; charset=utf-8")
 	resp.Header.Set(policy.HeaderExhausted, reason.String())
 	resp.SetBodyString("retrycap-proxy: upstream " + x.up.Name + ": " + why + "\n")
-	x.up.M.Code(fasthttp.StatusServiceUnavailable)
+	x.up.M.Code(status)
 }

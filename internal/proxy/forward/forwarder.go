@@ -29,8 +29,9 @@ const (
 // slices: SetCanonical skips the copy-and-normalise of the key that
 // SetBytesV does each time.
 var (
-	keyBudget  = []byte(policy.HeaderBudget)
-	keyBaggage = []byte(headerBaggage)
+	keyBudget   = []byte(policy.HeaderBudget)
+	keyBaggage  = []byte(headerBaggage)
+	keyDeadline = []byte(policy.HeaderDeadline)
 )
 
 // Upstream is one --upstreams entry, or the catch-all for unknown hosts.
@@ -80,6 +81,7 @@ type Forwarder struct {
 type Scratch struct {
 	bag  []byte // copy of the incoming baggage value (all baggage headers, joined)
 	out  []byte // rewritten baggage value
+	out2 []byte // rewritten baggage value with the deadline member too
 	num  []byte
 	conn []byte // copy of the Connection header, whose tokens name hop-by-hop headers
 	// Deleting fields in place (fields.go): the head as fasthttp writes

@@ -190,3 +190,50 @@ func TestClientCancellationsDoNotOpenBreaker(t *testing.T) {
 		t.Fatalf("metrics:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A half-open breaker's probe abandoned by its client (RST_STREAM while
+// the upstream holds it) gives its place back: the breaker stays
+// half-open, not reopened, and the next call is the probe, answered, and
+// closes the breaker. Before, the abandoned probe was judged a failure and
+// the next call was refused "circuit breaker open" for openFor.
+func TestClientAbandonedProbeGivenBack(t *testing.T) {
+	const openFor = 2 * time.Second
+	held := make(chan struct{}, 1)
+	b := startBackend(t, &backend{unary: func(ctx context.Context, _ int, in string) (string, error) {
+		if in == "healthy" {
+			return "ok", nil
+		}
+		held <- struct{}{}
+		<-ctx.Done()
+		return "", ctx.Err()
+	}})
+	br := policy.NewBreaker(1, 10*time.Second, openFor)
+	br.Failure(time.Now().UnixNano(), false) // threshold 1: open
+	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, breaker: br})
+	theFront.route(t, "echo", h, b.addr)
+	waitFor(t, "the breaker half-open", func() bool {
+		return br.State(time.Now().UnixNano()) == policy.BreakerHalfOpen
+	})
+	cc := dialName(t, "echo")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	errc := make(chan error, 1)
+	go func() { _, err := callUnary(ctx, cc, "x"); errc <- err }()
+	<-held // the probe is at the upstream
+	cancel()
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled probe: %v", err)
+	}
+	waitFor(t, "the probe judged", func() bool {
+		return strings.Contains(h2Counters(t, reg), "attempts_total{protocol=grpc,upstream=echo} 1\n")
+	})
+	if st := br.State(time.Now().UnixNano()); st != policy.BreakerHalfOpen {
+		t.Fatalf("breaker %v after an abandoned probe, want half-open", st)
+	}
+	out, err := callUnary(ctxT(t), dialName(t, "echo"), "healthy")
+	if err != nil || out != "ok" {
+		t.Fatalf("next call: %q, %v; want ok (the probe)", out, err)
+	}
+	if st := br.State(time.Now().UnixNano()); st != policy.BreakerClosed {
+		t.Fatalf("breaker %v after the next probe answered, want closed", st)
+	}
+}

@@ -323,16 +323,15 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 // counted as an attempt and logged (error "cancelled"), but the breaker
 // is not charged and nothing is decided (there is nobody to answer: no
 // retry, no denial, no answer counted, nothing taken from the retry
-// budget). A half-open probe the client abandoned told nothing either,
-// but the breaker lets nothing else through until its probe is judged
-// and policy.Breaker has no way to give the probe back: it is judged a
-// failure, which keeps the breaker open for one more period rather than
-// closing it on an upstream nobody saw answer.
+// budget). A half-open probe the client abandoned told nothing either:
+// its place is given back (policy.Breaker.Cancel), so that the next
+// attempt probes, rather than the breaker staying half-open with nobody
+// probing or being reopened on an upstream nobody saw fail.
 func (c *callState) judgeGone(n int, probe bool, res *outcome) {
 	now := c.h.cfg.Now()
 	c.m.attempts.Inc()
-	if br := c.up.Breaker; br != nil && c.known && probe {
-		br.Failure(now, probe)
+	if br := c.up.Breaker; br != nil && c.known {
+		br.Cancel(probe)
 	}
 	res.gone = true
 	c.logAttempt(n, now, res, policy.Decision{})

@@ -48,7 +48,8 @@
 // backoff, re-send and grpc-timeout are time.AfterFunc. A client that
 // resets a stream (or goes) with an attempt under way has it judged as
 // its own cancellation (judgeGone: counted and logged, the breaker not
-// charged, no retry decision).
+// charged, an abandoned half-open probe's place given back, no retry
+// decision).
 //
 // As an intermediary it honours SETTINGS both ways (MAX_CONCURRENT_STREAMS,
 // INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE,

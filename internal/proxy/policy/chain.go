@@ -42,6 +42,40 @@ func ParseBudgetHeader(v []byte) (n int, ok bool) {
 // member can only lower the budget, never raise it, whichever comes first);
 // malformed ones count as absent.
 func ParseBaggage(v []byte) (n int, ok bool) {
+	return smallestBaggageMember(v, BaggageKey, ParseBudgetHeader)
+}
+
+// ParseBudgetList parses a Retrycap-Budget field value that may hold
+// several values joined by commas (repeated fields combined, RFC 9110
+// 5.3): the smallest well-formed one wins.
+func ParseBudgetList(v []byte) (n int, ok bool) {
+	return smallestListItem(v, ParseBudgetHeader)
+}
+
+// smallestListItem parses each comma-separated item of a field value with
+// parse and returns the smallest well-formed one (a repeated field can only
+// lower a bound, never raise it). The Retrycap-Budget and Retrycap-Deadline
+// fields share it.
+func smallestListItem[T int | int64](v []byte, parse func([]byte) (T, bool)) (least T, ok bool) {
+	for len(v) > 0 {
+		item := v
+		if i := indexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			v = nil
+		}
+		if m, good := parse(item); good && (!ok || m < least) {
+			least, ok = m, true
+		}
+	}
+	return least, ok
+}
+
+// smallestBaggageMember finds the members named key in a W3C baggage value
+// (members separated by commas, properties after ';'), parses each value
+// with parse and returns the smallest well-formed one; malformed members
+// count as absent.
+func smallestBaggageMember[T int | int64](v []byte, key string, parse func([]byte) (T, bool)) (least T, ok bool) {
 	for len(v) > 0 {
 		var member []byte
 		if i := indexByte(v, ','); i >= 0 {
@@ -53,41 +87,25 @@ func ParseBaggage(v []byte) (n int, ok bool) {
 			member = member[:i]
 		}
 		eq := indexByte(member, '=')
-		if eq < 0 {
+		if eq < 0 || !equalFoldASCII(trimOWS(member[:eq]), key) {
 			continue
 		}
-		if !equalFoldASCII(trimOWS(member[:eq]), BaggageKey) {
-			continue
-		}
-		if m, good := ParseBudgetHeader(member[eq+1:]); good && (!ok || m < n) {
-			n, ok = m, true
+		if m, good := parse(member[eq+1:]); good && (!ok || m < least) {
+			least, ok = m, true
 		}
 	}
-	return n, ok
-}
-
-// ParseBudgetList parses a Retrycap-Budget field value that may hold
-// several values joined by commas (repeated fields combined, RFC 9110
-// 5.3): the smallest well-formed one wins.
-func ParseBudgetList(v []byte) (n int, ok bool) {
-	for len(v) > 0 {
-		item := v
-		if i := indexByte(v, ','); i >= 0 {
-			item, v = v[:i], v[i+1:]
-		} else {
-			v = nil
-		}
-		if m, good := ParseBudgetHeader(item); good && (!ok || m < n) {
-			n, ok = m, true
-		}
-	}
-	return n, ok
+	return least, ok
 }
 
 // AppendBaggage appends to dst the baggage value src with the
 // retrycap-budget member set to n: an existing member is replaced in place
 // (keeping other members and their order), otherwise it is appended.
 func AppendBaggage(dst, src []byte, n int) []byte {
+	return appendBaggageMember(dst, src, BaggageKey, n)
+}
+
+// appendBaggageMember is AppendBaggage for any member key.
+func appendBaggageMember(dst, src []byte, memberKey string, n int) []byte {
 	replaced := false
 	first := true
 	for len(src) > 0 {
@@ -109,14 +127,14 @@ func AppendBaggage(dst, src []byte, n int) []byte {
 			dst = append(dst, ',')
 		}
 		first = false
-		if equalFoldASCII(key, BaggageKey) {
+		if equalFoldASCII(key, memberKey) {
 			if replaced {
 				// Drop duplicates so a stale second member cannot confuse a parser below.
 				dst = dst[:len(dst)-1]
 				continue
 			}
 			replaced = true
-			dst = append(dst, BaggageKey...)
+			dst = append(dst, memberKey...)
 			dst = append(dst, '=')
 			dst = appendInt(dst, n)
 			continue
@@ -127,7 +145,7 @@ func AppendBaggage(dst, src []byte, n int) []byte {
 		if !first {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, BaggageKey...)
+		dst = append(dst, memberKey...)
 		dst = append(dst, '=')
 		dst = appendInt(dst, n)
 	}

@@ -2,8 +2,8 @@ package policy
 
 import "time"
 
-// Reason says why a call stopped retrying. The first four are the values of
-// the Retrycap-Exhausted header; the rest are only metric labels.
+// Reason says why a call stopped retrying. The first four and deadline are
+// the values of the Retrycap-Exhausted header; the rest are only metric labels.
 type Reason uint8
 
 // Reasons, in the order Decide checks them.
@@ -16,10 +16,11 @@ const (
 	ReasonNotRetryable          // method, missing key or body size
 	ReasonExhaustedBelow        // the response already carries Retrycap-Exhausted
 	ReasonRetryAfter            // Retry-After (gRPC: grpc-retry-pushback-ms) is past the call's deadline or asks for no retry
+	ReasonDeadline              // the caller's deadline (Retrycap-Deadline) cut the attempt or leaves no room for a retry
 )
 
 // NumReasons is the number of Reason values (for metric arrays).
-const NumReasons = 8
+const NumReasons = 9
 
 func (r Reason) String() string {
 	switch r {
@@ -37,13 +38,17 @@ func (r Reason) String() string {
 		return "exhausted-below"
 	case ReasonRetryAfter:
 		return "retry-after"
+	case ReasonDeadline:
+		return "deadline"
 	}
 	return "none"
 }
 
 // Exhausts reports whether giving up for this reason marks the response
 // with Retrycap-Exhausted.
-func (r Reason) Exhausts() bool { return r >= ReasonAttempts && r <= ReasonBreaker }
+func (r Reason) Exhausts() bool {
+	return (r >= ReasonAttempts && r <= ReasonBreaker) || r == ReasonDeadline
+}
 
 // Policy is the per-proxy retry configuration that Decide reads.
 type Policy struct {
@@ -68,6 +73,13 @@ type Outcome struct {
 	RetryAfter    time.Duration // from the response (gRPC: grpc-retry-pushback-ms); valid if HasRetryAfter
 	HasRetryAfter bool
 	Remaining     time.Duration // time left before the call's deadline
+	// Deadline is the caller's (Retrycap-Deadline, grpc-timeout); DeadlineCut says the
+	// attempt's timeout was the time left, not the per-try timeout, and it timed out; PerTry
+	// and Arrived (the time the call arrived with) size the least room a retry needs.
+	Deadline    Deadline
+	DeadlineCut bool
+	PerTry      time.Duration
+	Arrived     time.Duration
 }
 
 // Failed reports whether the outcome is a failure that retryOn covers.
@@ -93,6 +105,11 @@ type Decision struct {
 // the budget only when everything else allows a retry, so denied retries
 // cost the budget nothing. It does not allocate.
 func (p *Policy) Decide(o *Outcome, budget *RetryBudget, br *Breaker, now int64) Decision {
+	if o.DeadlineCut {
+		// Cut by the caller's deadline (whether or not --retry-on names
+		// timeouts): nobody waits for a retry.
+		return Decision{Reason: ReasonDeadline}
+	}
 	if !p.Failed(o) {
 		return Decision{}
 	}
@@ -119,6 +136,9 @@ func (p *Policy) Decide(o *Outcome, budget *RetryBudget, br *Breaker, now int64)
 			return Decision{Reason: ReasonRetryAfter}
 		}
 		wait = o.RetryAfter
+	}
+	if !o.Deadline.RetryFits(now, wait, o.PerTry, o.Arrived) {
+		return Decision{Reason: ReasonDeadline}
 	}
 	if br != nil && !br.Closed(now) {
 		return Decision{Reason: ReasonBreaker}

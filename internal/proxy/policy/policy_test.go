@@ -214,6 +214,24 @@ func TestDecide(t *testing.T) {
 		{"exhausted below", func(o *Outcome) { o.ExhaustedResp = true }, false, ReasonExhaustedBelow, 0},
 		{"retry-after honoured", func(o *Outcome) { o.Status = 429; o.HasRetryAfter = true; o.RetryAfter = 30 * time.Millisecond }, true, ReasonNone, 30 * time.Millisecond},
 		{"retry-after too long", func(o *Outcome) { o.Status = 429; o.HasRetryAfter = true; o.RetryAfter = 2 * time.Second }, false, ReasonRetryAfter, 0},
+		// The caller's deadline: sec+100ms. A retry after 1ms backoff needs half of a 100ms try (50ms).
+		{"deadline: room for a retry", func(o *Outcome) {
+			o.Deadline = DeadlineAt(sec, 100*time.Millisecond, true)
+			o.PerTry = 100 * time.Millisecond
+		}, true, ReasonNone, time.Millisecond},
+		{"deadline: half a try left exactly", func(o *Outcome) {
+			o.Deadline = DeadlineAt(sec, 51*time.Millisecond, true)
+			o.PerTry = 100 * time.Millisecond
+		}, true, ReasonNone, time.Millisecond},
+		{"deadline: a sliver left", func(o *Outcome) {
+			o.Deadline = DeadlineAt(sec, 50*time.Millisecond, true)
+			o.PerTry = 100 * time.Millisecond
+		}, false, ReasonDeadline, 0},
+		{"deadline: no per-try, half of arrived", func(o *Outcome) {
+			o.Deadline = DeadlineAt(sec, 40*time.Millisecond, true)
+			o.Arrived = 100 * time.Millisecond
+		}, false, ReasonDeadline, 0},
+		{"deadline cut the attempt", func(o *Outcome) { o.Cond = CondConnectFailure; o.DeadlineCut = true }, false, ReasonDeadline, 0},
 	}
 	for _, c := range cases {
 		o := base

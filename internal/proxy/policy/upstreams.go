@@ -85,3 +85,27 @@ func NodeIs(hostNode []byte, node string) bool { return equalFoldASCII(hostNode,
 
 // MatchHost is MatchHostIn for a proxy not told its namespace.
 func MatchHost(host []byte, name string) bool { return MatchHostIn(host, name, "") }
+
+// MatchIn is the upstream, of a proxy's list in --upstreams order, that a request host names:
+// the first whose node is the host's (an exact listing, "order.other" for host "order.other"),
+// else, for a proxy not told its namespace, the first the lenient rule of MatchHostIn matches
+// ("order" for "order.other"): a listed name is never shadowed by a shorter one listed before
+// it. -1: none. forward.Forwarder.Match applies the same rule over its precomputed nodes (the
+// upstream-name table runs against both).
+func MatchIn[U any](host []byte, ups []U, name func(U) string, ns string) int {
+	hn := HostNode(host, ns)
+	for i, u := range ups {
+		if NodeIs(hn, annotations.UpstreamNode(name(u), ns)) {
+			return i
+		}
+	}
+	if ns != "" {
+		return -1
+	}
+	for i, u := range ups {
+		if MatchHost(host, name(u)) {
+			return i
+		}
+	}
+	return -1
+}

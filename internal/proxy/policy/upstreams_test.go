@@ -37,11 +37,8 @@ func TestMatchHostInTable(t *testing.T) {
 			t.Fatalf("%s: %v", c, err)
 		}
 		matched := ""
-		for _, u := range ups {
-			if MatchHostIn([]byte(c.Host), u.Name, c.Namespace) {
-				matched = u.Name
-				break
-			}
+		if i := MatchIn([]byte(c.Host), ups, func(u Upstream) string { return u.Name }, c.Namespace); i >= 0 {
+			matched = ups[i].Name
 		}
 		if matched != c.Match {
 			t.Errorf("%s: matches %q, want %q", c, matched, c.Match)

@@ -276,7 +276,6 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 	if !x.Begin(e.f, up, &ctx.Request, &ctx.Response, forward.ScanRequestHeaders(&ctx.Request.Header), sc) {
 		return
 	}
-	perTry := e.f.Cfg.PerTryTimeout
 	var hc *fasthttp.HostClient
 	if u := x.Upstream(); u.Index >= 0 {
 		hc = e.hcs[u.Index]
@@ -287,9 +286,9 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		// the client streams afterwards under an idle timeout (stream.go).
 		var err error
 		if hc != nil {
-			err = hc.DoTimeout(&ctx.Request, &ctx.Response, perTry)
+			err = hc.DoTimeout(&ctx.Request, &ctx.Response, x.TryTimeout())
 		} else {
-			err = e.client.DoTimeout(&ctx.Request, &ctx.Response, perTry)
+			err = e.client.DoTimeout(&ctx.Request, &ctx.Response, x.TryTimeout())
 		}
 		if (err != nil || ctx.Response.StatusCode() >= 500) && clientClosed(ctx.Conn()) {
 			// The client closed its end while the attempt ran (fasthttp

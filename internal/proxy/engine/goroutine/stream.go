@@ -60,14 +60,20 @@ type streamTransport struct {
 const maxStaleSkips = 64
 
 func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
-	deadline := time.Now().Add(t.perTry)
+	// The attempt's timeout as DoTimeout set it (forward.Exchange.TryTimeout:
+	// min(per-try, the caller's time left)); --per-try-timeout otherwise.
+	perTry := t.perTry
+	if to := req.GetTimeOut(); to > 0 && to < perTry {
+		perTry = to
+	}
+	deadline := time.Now().Add(perTry)
 	// A pooled connection is never trusted blindly: one idle longer than
 	// --upstream-idle-timeout, or whose end the upstream closed, is closed
 	// and the next one taken.
 	var cc any
 	var uc *upConn
 	for skips := 0; ; skips++ {
-		c, err := hc.AcquireConn(t.perTry, req.ConnectionClose())
+		c, err := hc.AcquireConn(perTry, req.ConnectionClose())
 		if err != nil {
 			return false, err
 		}

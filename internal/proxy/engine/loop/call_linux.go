@@ -87,7 +87,7 @@ func (cl *call) attempt() {
 	l := cl.l
 	cl.seq++
 	cl.backoff = false
-	l.timers.Schedule(cl.t, l.now()+int64(l.f.Cfg.PerTryTimeout))
+	l.timers.Schedule(cl.t, l.now()+int64(cl.x.TryTimeout()))
 	cl.resent = false
 	if uc := l.idle(cl.target, !cl.x.Replayable()); uc != nil {
 		cl.reused = true

@@ -1,0 +1,77 @@
+// Command lab-app is the storm lab's chain app (internal/labapp) as a container's process: the
+// image retrycap/lab-app the samples and the node e2e suite (test/node) deploy. For each inbound
+// request it calls its upstreams in order, through HTTP_PROXY when set (the injected
+// retrycap-proxy), trying each up to --attempts times (the app's own retries); with no upstreams
+// it is a leaf that answers 200, or --fail's status. GET /_labapp/fail?on=1|0 switches failing at
+// run time and GET /_labapp/stats shows its counters.
+//
+//	lab-app [--listen :8080] [--name NAME] [--upstreams URL,...] [--attempts N] [--fail]
+//
+// Flags default from the environment (LAB_LISTEN, LAB_NAME or HOSTNAME, LAB_UPSTREAMS,
+// LAB_ATTEMPTS, LAB_FAIL), so a Deployment can set either.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/retrycap/retrycap/internal/labapp"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "lab-app:", err)
+		os.Exit(1)
+	}
+}
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("lab-app", flag.ContinueOnError)
+	listen := fs.String("listen", env("LAB_LISTEN", ":8080"), "address to serve on")
+	name := fs.String("name", env("LAB_NAME", env("HOSTNAME", "lab-app")), "service name (in answers and errors)")
+	upstreams := fs.String("upstreams", env("LAB_UPSTREAMS", ""), "comma-separated URLs called for every request; empty: a leaf")
+	attemptsDef, err := strconv.Atoi(env("LAB_ATTEMPTS", "1"))
+	if err != nil {
+		return fmt.Errorf("LAB_ATTEMPTS=%q: not a number", os.Getenv("LAB_ATTEMPTS"))
+	}
+	attempts := fs.Int("attempts", attemptsDef, "tries per failed upstream call (the app's own retries)")
+	fail := fs.Bool("fail", env("LAB_FAIL", "") == "1" || env("LAB_FAIL", "") == "true", "start failing (503 to everything)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *attempts < 1 {
+		return fmt.Errorf("--attempts=%d: must be at least 1", *attempts)
+	}
+	var ups []string
+	for _, u := range strings.Split(*upstreams, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			ups = append(ups, u)
+		}
+	}
+	// The injected sidecar sets HTTP_PROXY; every upstream call goes through it.
+	proxy := env("HTTP_PROXY", os.Getenv("http_proxy"))
+	app, err := labapp.Start(labapp.Config{Name: *name, Listen: *listen, Upstreams: ups, ProxyURL: proxy, Attempts: *attempts})
+	if err != nil {
+		return err
+	}
+	app.SetFailing(*fail)
+	fmt.Fprintf(os.Stderr, "lab-app %s: serving on %s, upstreams %v, attempts %d, proxy %q, failing %v\n", *name, app.Addr(), ups, *attempts, proxy, *fail)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	<-ctx.Done()
+	// SIGTERM: finish what is in flight (Close drains for up to 2s), then exit 0.
+	return app.Close()
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `make demo-node`: the demo's story on a real single-node cluster (hack/node.sh) instead of an
+# embedded control plane: the chart installed with helm, the samples' policies reporting 27 and
+# 18, an over-cap Deployment refused at admission, and the samples' pods running with the
+# injected sidecar under a real kubelet. Leaves the node running; `hack/node.sh down` removes it.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+say() { printf '\n== %s\n' "$*"; }
+
+kubectl="$(bash hack/kube-bins.sh)/kubectl"
+helm="$(bash hack/helm-bin.sh)"
+if [ -f /run/retrycap-node/kubeconfig ] && bash hack/node.sh status | grep -q 'kubelet running'; then
+  export KUBECONFIG=/run/retrycap-node/kubeconfig
+else
+  say "starting the node (hack/node.sh up)"
+  eval "$(bash hack/node.sh up)"
+fi
+say "building and loading the images (make images; hack/node.sh load)"
+mapfile -t tarballs < <(bash hack/images.sh | awk '{print $2}')
+bash hack/node.sh load "${tarballs[@]}"
+
+say "helm install retrycap (self-signed certificates: no cert-manager on the node)"
+"$helm" upgrade --install retrycap charts/retrycap -n retrycap-system --create-namespace \
+  --set certificates.mode=self-signed --wait --timeout 8m
+"$kubectl" -n retrycap-system get deployments,pods -o wide
+
+say "the samples: storm27 (3 x 3 x 3 against cap 4) and incident18 (2 x 3 x 3 against cap 3)"
+"$kubectl" apply -f config/samples/storm27.yaml -f config/samples/incident18.yaml
+for i in $(seq 1 120); do
+  a="$("$kubectl" get retrypolicy storm -n payments -o jsonpath='{.status.amplification}' 2>/dev/null || true)"
+  b="$("$kubectl" get retrypolicy checkout -n shop -o jsonpath='{.status.amplification}' 2>/dev/null || true)"
+  [ "$a" = 27 ] && [ "$b" = 18 ] && break
+  sleep 1
+done
+"$kubectl" get retrypolicies -A
+
+say "a deploy that makes it worse is refused at admission"
+"$kubectl" patch deployment billing -n payments --type merge \
+  -p '{"spec":{"template":{"metadata":{"annotations":{"retrycap.dev/upstreams":"payment=5"}}}}}' || true
+
+say "the samples' pods, each with the injected retrycap-proxy as a native sidecar"
+"$kubectl" wait --for=condition=Ready pods --all -n payments --timeout=5m >/dev/null || true
+"$kubectl" get pods -n payments -o 'custom-columns=POD:.metadata.name,STATUS:.status.phase,SIDECAR:.spec.initContainers[*].name,RESTART:.spec.initContainers[*].restartPolicy,READY:.status.containerStatuses[*].ready'
+
+say "the node stays up: export KUBECONFIG=$KUBECONFIG; remove it with hack/node.sh down"

@@ -1,0 +1,124 @@
+package mesh
+
+import (
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+// TestLayerTime reads each system's timeouts off the object and rule that decide the layer's
+// tries, through Edge and Entry as the graph builders call them.
+func TestLayerTime(t *testing.T) {
+	north := func(rules string) string {
+		return routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  parentRefs: [{name: eg}]\n  rules:\n"+rules)
+	}
+	envoy := func(per, total time.Duration, source string) LayerTime {
+		return LayerTime{PerTry: per, Timeout: total, BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax, Source: source}
+	}
+	cases := []struct {
+		name   string
+		docs   string
+		caller Caller
+		callee string
+		entry  *ServiceRef
+		want   LayerTime
+	}{
+		{
+			name: "Istio default route: no timeout, Envoy's backoff", docs: nsIstio, caller: caller("bookinfo"), callee: "reviews",
+			want: envoy(0, 0, ""),
+		},
+		{
+			name: "VirtualService timeout and perTryTimeout of the route that decides the tries", caller: caller("bookinfo"), callee: "ratings",
+			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 1}\n    timeout: 9s\n  - retries: {attempts: 4, perTryTimeout: 0.5s}\n    timeout: 3s"),
+			want: envoy(500*ms, 3*time.Second, "VirtualService bookinfo/ratings spec.http[1]"),
+		},
+		{
+			name: "VirtualService timeout 0s is no timeout; a route without retries gets the default tries and its timeout", caller: caller("bookinfo"), callee: "ratings",
+			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - timeout: 0s\n    retries: {attempts: 1}\n  - timeout: 2s"),
+			want: envoy(0, 2*time.Second, "VirtualService bookinfo/ratings spec.http[1]"),
+		},
+		{
+			name: "Linkerd: retry.linkerd.io/timeout per try, the smaller of request and response timeouts", caller: caller("emojivoto"), callee: "emoji-svc",
+			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/timeout: 300ms\n    timeout.linkerd.io/request: 2s\n    timeout.linkerd.io/response: 1500ms"),
+			want: LayerTime{PerTry: 300 * ms, Timeout: 1500 * ms, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "Service emojivoto/emoji-svc"},
+		},
+		{
+			name: "GAMMA rule: timeouts.backendRequest per try, request overall, retry.backoff the base", caller: caller("bookinfo"), callee: "reviews",
+			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "",
+				"  parentRefs: [{group: \"\", kind: Service, name: reviews}]\n  rules:\n  - retry: {attempts: 2, backoff: 100ms}\n    timeouts: {request: 4s, backendRequest: 1s}"),
+			want: LayerTime{PerTry: time.Second, Timeout: 4 * time.Second, BackoffBase: 100 * ms, BackoffMax: time.Second, Source: "HTTPRoute bookinfo/reviews spec.rules[0]"},
+		},
+		{
+			name: "north-south route rule timeouts", entry: &ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 2}\n    timeouts: {request: 10s}"),
+			want: envoy(0, 10*time.Second, "HTTPRoute shop/web spec.rules[0]"),
+		},
+		{
+			name: "Envoy Gateway BackendTrafficPolicy: requestTimeout, perRetry timeout and backOff", entry: &ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
+				btp("shop", "p", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}",
+					"  timeout: {http: {requestTimeout: 8s}}\n  retry:\n    numRetries: 3\n    perRetry: {timeout: 2s, backOff: {baseInterval: 50ms, maxInterval: 400ms}}"),
+			want: LayerTime{PerTry: 2 * time.Second, Timeout: 8 * time.Second, BackoffBase: 50 * ms, BackoffMax: 400 * ms, Source: "BackendTrafficPolicy shop/p"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := set(t, Options{}, tc.docs)
+			var e Edge
+			if tc.entry != nil {
+				e = s.Entry(*tc.entry)
+			} else {
+				e = s.Edge(tc.caller, tc.callee)
+			}
+			if len(e.Layers) != 1 {
+				t.Fatalf("layers %+v", e.Layers)
+			}
+			if got := s.LayerTime(e.Layers[0]); got != tc.want {
+				t.Errorf("LayerTime(%+v)\n got %+v\nwant %+v", e.Layers[0], got, tc.want)
+			}
+			// A clone reads the same; removing the object drops its timeouts.
+			if got := s.Clone().LayerTime(e.Layers[0]); got != tc.want {
+				t.Errorf("clone: %+v", got)
+			}
+		})
+	}
+}
+
+func TestLayerTimeErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{vs("bookinfo", "ratings", "  http:\n  - timeout: \"1.5\"\n"),
+			`VirtualService bookinfo/ratings spec.http[0].timeout: "1.5" is not a duration ("500ms", "2s")`},
+		{vs("bookinfo", "ratings", "  http:\n  - {}\n  - retries: {attempts: 2, perTryTimeout: -1s}\n"),
+			`VirtualService bookinfo/ratings spec.http[1].retries.perTryTimeout: "-1s" is not a duration ("500ms", "2s")`},
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{timeouts: {backendRequest: soon}}]"),
+			`HTTPRoute shop/web spec.rules[0].timeouts.backendRequest: "soon" is not a duration ("500ms", "2s")`},
+		{svc("emojivoto", "emoji-svc", `retry.linkerd.io/timeout: "5"`),
+			`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "5" is not a duration ("500ms", "2s")`},
+		{btp("shop", "p", "{kind: Gateway, name: eg}", "  retry: {perRetry: {backOff: {baseInterval: x}}}"),
+			`BackendTrafficPolicy shop/p spec.retry.perRetry.backOff.baseInterval: "x" is not a duration ("500ms", "2s")`},
+	} {
+		s := NewSet(Options{})
+		_, err := s.AddManifest([]byte(tc.doc))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("AddManifest error = %v\nwant %q", err, tc.want)
+		}
+		if got := s.Counts(); len(got) != 0 {
+			t.Errorf("an invalid object was added: %v", got)
+		}
+	}
+}
+
+func TestLayerTimeRemoved(t *testing.T) {
+	s := set(t, Options{}, nsIstio+"\n---\n"+vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 2, perTryTimeout: 1s}"))
+	l := s.Edge(caller("bookinfo"), "ratings").Layers[0]
+	if got := s.LayerTime(l).PerTry; got != time.Second {
+		t.Fatalf("per try %v", got)
+	}
+	if !s.Remove(GroupIstio, "VirtualService", "bookinfo", "ratings") {
+		t.Fatal("not removed")
+	}
+	if got := s.LayerTime(l); got.PerTry != 0 || got.Source != "" {
+		t.Fatalf("after remove: %+v", got)
+	}
+}

@@ -1,0 +1,28 @@
+package telemetry
+
+import "time"
+
+// OnNodes places an observation's HTTP edges on a policy's graph: caller names the node of an
+// edge's caller (a selected workload's service node; false: the caller is not one of the
+// policy's workloads, and the edge is not the policy's), callee the node of its callee (false:
+// not placeable, e.g. outside the policy's scope). Edges whose two ends land on one node (a
+// service calling itself through its Service) are kept: the graph can declare them too. The
+// snapshot carries the observation's window and sources and the time at of its query.
+func OnNodes(o *Observation, at time.Time, caller func(Caller) (string, bool), callee func(Callee) (string, bool)) Snapshot {
+	s := Snapshot{Window: o.Window, At: at}
+	for _, src := range o.Sources {
+		s.Sources = append(s.Sources, string(src))
+	}
+	for _, e := range o.Edges {
+		from, ok := caller(e.From)
+		if !ok {
+			continue
+		}
+		to, ok := callee(e.To)
+		if !ok {
+			continue
+		}
+		s.Edges = append(s.Edges, NodeEdge{From: from, To: to, RatePerSecond: e.RatePerSecond})
+	}
+	return s
+}

@@ -1,0 +1,62 @@
+package telemetry
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestOnNodes(t *testing.T) {
+	o := &Observation{Window: 5 * time.Minute, Sources: []Source{SourceIstio, SourceOTel}, Edges: []Edge{
+		{Source: SourceIstio, From: Caller{Namespace: "shop", Name: "web-v2"}, To: Callee{Namespace: "shop", Name: "cart"}, RatePerSecond: 2},
+		{Source: SourceIstio, From: Caller{Namespace: "other", Name: "web"}, To: Callee{Namespace: "shop", Name: "cart"}, RatePerSecond: 3},
+		{Source: SourceOTel, From: Caller{Namespace: "shop", Name: "web", Service: true}, To: Callee{Name: "api.example.com"}, RatePerSecond: 4},
+		{Source: SourceOTel, From: Caller{Namespace: "shop", Name: "web", Service: true}, To: Callee{Namespace: "billing", Name: "bank"}, RatePerSecond: 5},
+	}}
+	caller := func(c Caller) (string, bool) {
+		if c.Namespace != "shop" {
+			return "", false
+		}
+		if c.Name == "web-v2" {
+			return "web", true // a workload whose service name differs
+		}
+		return c.Name, true
+	}
+	callee := func(c Callee) (string, bool) {
+		if c.Namespace == "" {
+			return "", false
+		}
+		if c.Namespace == "shop" {
+			return c.Name, true
+		}
+		return c.Name + "." + c.Namespace, true
+	}
+	s := OnNodes(o, t0, caller, callee)
+	if got := fmt.Sprint(s.Edges, s.Sources, s.Window, s.At.Equal(t0)); got != "[{web cart 2} {web bank.billing 5}] [istio otel-servicegraph] 5m0s true" {
+		t.Errorf("got %s", got)
+	}
+}
+
+func TestGraphConditionDeclared(t *testing.T) {
+	gs := CompareGraph(chain(), Snapshot{Window: time.Minute, At: t0, Sources: []string{"istio"}, Edges: []NodeEdge{{"order", "stock", 1.25}}})
+	c := GraphConditionDeclared(gs, 3)
+	want := metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionFalse, Reason: "UndeclaredEdges", ObservedGeneration: 3,
+		Message: `1 edge(s) observed over 1m0s (from istio) are not declared: order>stock (1.25/s; declare: retrycap.dev/upstreams "stock" on order); the amplification is computed on the declared edges alone and does not count them (the application's own attempts on them are unknown)`}
+	if c != want {
+		t.Errorf("condition\n got %+v\nwant %+v", c, want)
+	}
+	if a, b := GraphConditionDeclared(CompareGraph(chain(), Snapshot{Window: time.Minute, At: t0}), 1), GraphCondition(CompareGraph(chain(), Snapshot{Window: time.Minute, At: t0}), 1); a != b {
+		t.Errorf("True differs: %+v %+v", a, b)
+	}
+}
+
+func TestNoTelemetry(t *testing.T) {
+	c := NoTelemetry("http://prom:9090", 5*time.Minute, 2)
+	want := metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionUnknown, Reason: "NoTelemetry", ObservedGeneration: 2,
+		Message: "Prometheus at http://prom:9090 holds no series of istio_requests_total, Linkerd's response_total or route series, traces_service_graph_request_total or retrycap_proxy_requests_total over 5m0s: no edge could be observed, the declarations are unchecked"}
+	if c != want {
+		t.Errorf("got %+v", c)
+	}
+}

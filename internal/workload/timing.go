@@ -1,0 +1,91 @@
+package workload
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
+)
+
+// Time along the chain (DESIGN.md; the model is graph.AnalyzeTime's): the hops of r's graph with
+// their timeouts, kept apart from the graph (graph.Timing) so that a Result others read is not
+// changed.
+
+// OwnLayer is the time layer of workload w's own calls to upstream u (attempts and calls filled
+// in, as Upstreams gives them): u's attempts, its per-try timeout from the annotation
+// ("payment=3/2s") or else the policy's spec.retry.perTryTimeout, and the policy's backoff,
+// which retrycap's proxy applies. Named after the workload, whose annotation sets it.
+func OwnLayer(spec *v1alpha1.RetryPolicySpec, w Workload, u annotations.Upstream) graph.TimeLayer {
+	l := graph.TimeLayer{Name: w.String(), Tries: int64(max(u.Attempts, 1)), PerTry: u.PerTryTimeout,
+		BackoffBase: defaults.BackoffBase, BackoffMax: defaults.BackoffMax}
+	if l.PerTry == 0 {
+		l.PerTry = duration(spec.Retry.PerTryTimeout, defaults.PerTryTimeout)
+	}
+	l.BackoffBase = duration(spec.Retry.Backoff.Base, defaults.BackoffBase)
+	l.BackoffMax = duration(spec.Retry.Backoff.Max, defaults.BackoffMax)
+	return l
+}
+
+func duration(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}
+
+// MaxTimeToAnswer is the policy's spec.maxTimeToAnswer, 0 when unset.
+func (r *Result) MaxTimeToAnswer() time.Duration {
+	if d := r.Spec().MaxTimeToAnswer; d != nil {
+		return d.Duration
+	}
+	return 0
+}
+
+// Timing returns the hops of r's graph: for every edge a selected workload declares, its own
+// layer (OwnLayer) and the mesh's layers under it (mesh.Set.Hop), each declaration of a shared
+// edge kept (the worst counts); for every entrypoint a north-south route reaches, the route's
+// layer with the client's own tries. r's graph is not changed.
+func (r *Result) Timing() *graph.Timing {
+	t := graph.NewTiming(r.Graph)
+	spec := r.Spec()
+	def := defaultAttempts(spec)
+	for _, x := range r.kept {
+		nodes := []string{r.serviceNode(x)}
+		if r.NodesOf != nil {
+			nodes = r.NodesOf[x.key]
+		}
+		for i, u := range x.upstreams {
+			a, _ := edgeValues(u, def)
+			u.Attempts = int32(a)
+			own := OwnLayer(spec, x.Workload, u)
+			var me mesh.Edge
+			if r.mesh != nil {
+				me = r.mesh.Edge(x.Workload.meshCaller(), u.Name)
+			}
+			h := r.mesh.Hop(own, me)
+			to := r.upstreamNode(x, i)
+			for _, n := range nodes {
+				t.AddHop(n, to, h)
+			}
+		}
+	}
+	for node, m := range r.MeshEntry {
+		h := make(graph.Hop, 0, len(m.Layers))
+		for _, l := range m.Layers {
+			h = append(h, r.mesh.TimeLayer(l))
+		}
+		t.AddEntryHop(node, m.App, h)
+	}
+	return t
+}
+
+// AnalyzeTime is graph.AnalyzeTimeWith of r's graph and Timing, checked against the policy's
+// spec.maxTimeToAnswer.
+func (r *Result) AnalyzeTime() *graph.TimeAnalysis {
+	return graph.AnalyzeTimeWith(r.Graph, r.Timing(), r.MaxTimeToAnswer())
+}

@@ -1,0 +1,278 @@
+package node
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stormChain is the storm lab's chain as real Deployments of the lab app: frontend -> checkout ->
+// billing -> payment, each app trying its upstream __APP__ times (its own retries) and declaring
+// __DECLARED__ attempts, payment failing (503 to
+// everything). One Service per tier: the apps call each other by their DNS names.
+const stormChain = `apiVersion: v1
+kind: Namespace
+metadata: {name: NS}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: frontend, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: frontend}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: frontend, app.kubernetes.io/part-of: storm}
+      annotations: {retrycap.dev/upstreams: "checkout=__DECLARED__"}
+    spec:
+      containers:
+      - name: app
+        image: retrycap/lab-app:v0.1.0
+        env: [{name: LAB_UPSTREAMS, value: "http://checkout:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
+        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: checkout, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: checkout}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: checkout, app.kubernetes.io/part-of: storm}
+      annotations: {retrycap.dev/upstreams: "billing=__DECLARED__"}
+    spec:
+      containers:
+      - name: app
+        image: retrycap/lab-app:v0.1.0
+        env: [{name: LAB_UPSTREAMS, value: "http://billing:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
+        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: billing, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: billing}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: billing, app.kubernetes.io/part-of: storm}
+      annotations: {retrycap.dev/upstreams: "payment=__DECLARED__"}
+    spec:
+      containers:
+      - name: app
+        image: retrycap/lab-app:v0.1.0
+        env: [{name: LAB_UPSTREAMS, value: "http://payment:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
+        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: payment, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: payment}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: payment, app.kubernetes.io/part-of: storm}
+    spec:
+      containers:
+      - name: app
+        image: retrycap/lab-app:v0.1.0
+        env: [{name: LAB_FAIL, value: "1"}]
+        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: frontend, namespace: NS}
+spec: {selector: {app.kubernetes.io/name: frontend}, ports: [{name: http, port: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: checkout, namespace: NS}
+spec: {selector: {app.kubernetes.io/name: checkout}, ports: [{name: http, port: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: billing, namespace: NS}
+spec: {selector: {app.kubernetes.io/name: billing}, ports: [{name: http, port: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: payment, namespace: NS}
+spec: {selector: {app.kubernetes.io/name: payment}, ports: [{name: http, port: 8080}]}
+`
+
+// inNode runs curl inside the node's network namespace (the Service addresses exist only there).
+func (h *harness) inNode(url string) result {
+	return run(time.Minute, h.root, nil, "", "nsenter", "--net=/run/netns/"+netnsName,
+		"curl", "-sS", "--max-time", "30", "-w", "\n%{http_code}", url)
+}
+
+// serviceURL is http://<ClusterIP>:8080 of a Service.
+func (h *harness) serviceURL(t *testing.T, ns, name string) string {
+	t.Helper()
+	ip := strings.TrimSpace(h.mustK(t, "", "get", "service", name, "-n", ns, "-o", "jsonpath={.spec.clusterIP}"))
+	return "http://" + ip + ":8080"
+}
+
+// labStat reads one counter of a lab app's /_labapp/stats through its Service.
+func (h *harness) labStat(t *testing.T, base, key string) int {
+	t.Helper()
+	r := h.inNode(base + "/_labapp/stats")
+	if r.err != nil {
+		t.Fatalf("stats at %s: %s", base, r)
+	}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("stats at %s: %q", base, line)
+			}
+			return n
+		}
+	}
+	t.Fatalf("stats at %s: no %q in %q", base, key, r.stdout)
+	return 0
+}
+
+// testStormPlain: no injection, the apps' own retries 3 x 3 x 3: every failed user request costs
+// payment 27 requests, counted by payment itself.
+func testStormPlain(t *testing.T, h *harness) {
+	const ns = "storm-plain"
+	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "3").Replace(stormChain), "apply", "-f", "-")
+	eventually(t, 5*time.Minute, "the chain's four Deployments Available", func() error {
+		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
+		if r.err != nil {
+			return fmt.Errorf("%s", r)
+		}
+		if got := strings.TrimSpace(r.stdout); got != "billing=1 checkout=1 frontend=1 payment=1" {
+			return fmt.Errorf("available: %q", got)
+		}
+		return nil
+	})
+	front, pay := h.serviceURL(t, ns, "frontend"), h.serviceURL(t, ns, "payment")
+	before := h.labStat(t, pay, "received")
+	const users = 4
+	for i := 0; i < users; i++ {
+		r := h.inNode(front + "/")
+		if r.err != nil {
+			t.Fatalf("user request %d: %s", i, r)
+		}
+		if code := r.stdout[strings.LastIndex(r.stdout, "\n")+1:]; code != "502" {
+			t.Fatalf("user request %d: status %s, want 502 (payment is failing): %s", i, code, r)
+		}
+	}
+	got := h.labStat(t, pay, "received") - before
+	t.Logf("storm without injection: %d requests at payment for %d failed user requests (%.1f each)", got, users, float64(got)/users)
+	if got != 27*users {
+		t.Fatalf("requests at payment: %d for %d failed user requests, want %d (3 x 3 x 3 each)", got, users, 27*users)
+	}
+}
+
+// stormPolicy is a cap of 4 on the storm chain, Audit so that the over-cap chain is admitted (and
+// reported) and its pods injected with the cap: the chain budget is what bounds it at run time.
+const stormPolicy = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: NS
+  labels: {retrycap.dev/injection: enabled}
+---
+apiVersion: retrycap.dev/v1alpha1
+kind: RetryPolicy
+metadata: {name: storm, namespace: NS}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/part-of: storm}}
+  maxAmplification: 4
+  entrypoints: [{service: frontend}]
+  enforcement: Audit
+`
+
+// podIP is the IP of the one Running pod of a Deployment.
+func (h *harness) podIP(t *testing.T, ns, app string) string {
+	t.Helper()
+	out := strings.TrimSpace(h.mustK(t, "", "get", "pods", "-n", ns, "-l", "app.kubernetes.io/name="+app,
+		"--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].status.podIP}"))
+	if out == "" || strings.Contains(out, " ") {
+		t.Fatalf("pods of %s/%s: IPs %q, want one", ns, app, out)
+	}
+	return out
+}
+
+// proxyMetric sums a counter of a sidecar's /metrics (admin port 15020) over the series whose
+// labels contain match.
+func (h *harness) proxyMetric(t *testing.T, ip, name, match string) int {
+	t.Helper()
+	r := h.inNode("http://" + ip + ":15020/metrics")
+	if r.err != nil {
+		t.Fatalf("sidecar metrics at %s: %s", ip, r)
+	}
+	total, found := 0.0, false
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if !strings.HasPrefix(line, name) || !strings.Contains(line, match) {
+			continue
+		}
+		rest := strings.TrimPrefix(line, name)
+		if rest != "" && rest[0] != '{' && rest[0] != ' ' {
+			continue // another metric whose name starts with this one
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("sidecar metrics at %s: %q", ip, line)
+		}
+		total += v
+		found = true
+	}
+	if !found {
+		return 0
+	}
+	return int(total)
+}
+
+// testStormPolicy: the same chain injected, the apps not retrying themselves, the sidecars
+// retrying 3 times per hop as declared under a chain cap of 4: at most 4 requests at payment per
+// failed user request, counted by payment and by billing's sidecar.
+func testStormPolicy(t *testing.T, h *harness) {
+	const ns = "storm-policy"
+	h.mustK(t, strings.ReplaceAll(stormPolicy, "NS", ns), "apply", "-f", "-")
+	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "1").
+		Replace(stormChain[strings.Index(stormChain, "---\n")+4:]), "apply", "-f", "-")
+	eventually(t, 5*time.Minute, "the injected chain's four Deployments Available", func() error {
+		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
+		if r.err != nil {
+			return fmt.Errorf("%s", r)
+		}
+		if got := strings.TrimSpace(r.stdout); got != "billing=1 checkout=1 frontend=1 payment=1" {
+			return fmt.Errorf("available: %q", got)
+		}
+		return nil
+	})
+	for _, app := range []string{"frontend", "checkout", "billing", "payment"} {
+		out := h.mustK(t, "", "get", "pods", "-n", ns, "-l", "app.kubernetes.io/name="+app, "-o", "jsonpath={.items[*].spec.initContainers[*].name}")
+		if strings.TrimSpace(out) != "retrycap-proxy" {
+			t.Fatalf("%s's pod is not injected: init containers %q", app, out)
+		}
+	}
+	front, pay := h.serviceURL(t, ns, "frontend"), h.serviceURL(t, ns, "payment")
+	billingIP := h.podIP(t, ns, "billing")
+	before := h.labStat(t, pay, "received")
+	attemptsBefore := h.proxyMetric(t, billingIP, "retrycap_proxy_attempts_total", `upstream="payment"`)
+	const users = 4
+	for i := 0; i < users; i++ {
+		r := h.inNode(front + "/")
+		if r.err != nil {
+			t.Fatalf("user request %d: %s", i, r)
+		}
+		if code := r.stdout[strings.LastIndex(r.stdout, "\n")+1:]; code != "502" {
+			t.Fatalf("user request %d: status %s, want 502 (payment is failing): %s", i, code, r)
+		}
+	}
+	got := h.labStat(t, pay, "received") - before
+	viaProxy := h.proxyMetric(t, billingIP, "retrycap_proxy_attempts_total", `upstream="payment"`) - attemptsBefore
+	t.Logf("storm with the policy (cap 4): %d requests at payment for %d failed user requests (%.2f each); billing's sidecar counted %d attempts at payment",
+		got, users, float64(got)/users, viaProxy)
+	if got < users || got > 4*users {
+		t.Fatalf("requests at payment: %d for %d failed user requests, want between %d and %d (cap 4)", got, users, users, 4*users)
+	}
+	if viaProxy != got {
+		t.Fatalf("billing's sidecar counted %d attempts at payment, payment received %d", viaProxy, got)
+	}
+}
