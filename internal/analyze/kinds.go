@@ -41,12 +41,15 @@ var readers = map[string]kindReader{
 // in the summary, whether this version reads their retries or not).
 var meshKinds = map[string]bool{
 	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true,
-	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true,
+	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true, "Mesh": true, "Resiliency": true, "ServiceRouter": true,
 }
 
 // meshRead are the meshKinds whose retries the mesh Set counts.
 var meshRead = map[string]bool{
 	"VirtualService": true, "ServiceProfile": true, "HTTPRoute": true, "GRPCRoute": true, "BackendTrafficPolicy": true,
+	"MeshRetry": true, "Mesh": true, // Kuma (internal/mesh/kuma.go)
+	"Resiliency":    true, // Dapr (internal/mesh/dapr.go)
+	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
 }
 
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.

@@ -64,11 +64,13 @@ func (c *CachedWorkload) GetObjectMeta() metav1.Object {
 
 // KeepTemplateAnnotation reports whether the cache keeps a pod-template annotation: retrycap's
 // own (retrycap.dev/...: the service name and upstreams the graph reads) and the mesh injection
-// switches the mesh layers read (mesh.Set.InIstio, InLinkerd). Any other (prometheus.io/...,
+// switches the mesh layers read (mesh.Set.InIstio, InLinkerd, InKuma). Any other (prometheus.io/...,
 // checksums, tooling) is read by nothing in retrycap, so a change to it is no change to the
 // index either.
 func KeepTemplateAnnotation(key string) bool {
-	return strings.HasPrefix(key, retrycapPrefix) || key == mesh.IstioInjectAnnotation || key == mesh.LinkerdInject
+	return strings.HasPrefix(key, retrycapPrefix) || key == mesh.IstioInjectAnnotation || key == mesh.LinkerdInject ||
+		key == mesh.KumaSidecarInjection || key == mesh.KumaMeshLabel || key == mesh.DaprEnabled || key == mesh.DaprAppID ||
+		key == mesh.ConsulConnectInject
 }
 
 // retrycapPrefix starts every retrycap annotation (annotations.Service, Upstreams, Inject, ...).

@@ -97,7 +97,11 @@ type Set struct {
 	routes          map[string]*route
 	profiles        map[string]header
 	policies        map[string]*backendTrafficPolicy
-	times           map[string]objTimes // the objects' timeouts, by key (time.go)
+	kumaMeshes      map[string]*kumaMesh      // kuma.go, by name
+	kumaRetries     map[string]*meshRetry     // kuma.go
+	resiliencies    map[string]*resiliency    // dapr.go
+	routers         map[string]*serviceRouter // consul.go
+	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
 	idx *index
@@ -114,6 +118,10 @@ func NewSet(opts Options) *Set {
 		routes:          map[string]*route{},
 		profiles:        map[string]header{},
 		policies:        map[string]*backendTrafficPolicy{},
+		kumaMeshes:      map[string]*kumaMesh{},
+		kumaRetries:     map[string]*meshRetry{},
+		resiliencies:    map[string]*resiliency{},
+		routers:         map[string]*serviceRouter{},
 	}
 }
 
@@ -143,6 +151,18 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.policies {
 		c.policies[k] = v
 	}
+	for k, v := range s.kumaMeshes {
+		c.kumaMeshes[k] = v
+	}
+	for k, v := range s.kumaRetries {
+		c.kumaRetries[k] = v
+	}
+	for k, v := range s.resiliencies {
+		c.resiliencies[k] = v
+	}
+	for k, v := range s.routers {
+		c.routers[k] = v
+	}
 	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
 	c.times = make(map[string]objTimes, len(s.times))
 	for k, v := range s.times {
@@ -170,6 +190,10 @@ func (s *Set) Counts() map[string]int {
 	}
 	add("ServiceProfile", len(s.profiles))
 	add("BackendTrafficPolicy", len(s.policies))
+	add("Mesh", len(s.kumaMeshes))
+	add("MeshRetry", len(s.kumaRetries))
+	add("Resiliency", len(s.resiliencies))
+	add("ServiceRouter", len(s.routers))
 	return c
 }
 
@@ -411,6 +435,11 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		if inCluster {
 			s.linkerdEdge(x, &e, c, ref)
 		}
+	}
+	if inCluster {
+		s.kumaEdge(&e, c, ref)   // kuma.go
+		s.daprEdge(&e, c, ref)   // dapr.go
+		s.consulEdge(&e, c, ref) // consul.go
 	}
 	return e
 }

@@ -201,6 +201,10 @@ var kinds = map[string]bool{
 	GroupLinkerdPol + "/HTTPRoute":              true,
 	GroupLinkerd + "/ServiceProfile":            true,
 	GroupEnvoyGateway + "/BackendTrafficPolicy": true,
+	GroupKuma + "/Mesh":                         true,
+	GroupKuma + "/MeshRetry":                    true,
+	GroupDapr + "/Resiliency":                   true,
+	GroupConsul + "/ServiceRouter":              true,
 }
 
 // AddManifest adds one object given as YAML or JSON. It returns false, and no error, for a kind
@@ -352,6 +356,18 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			return false, fmt.Errorf("%s spec.retry.numRetries: %d is negative", h.id(), *p.Spec.Retry.NumRetries)
 		}
 		s.policies[key] = p
+	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry":
+		if err := s.addKuma(key, h, decode); err != nil { // kuma.go
+			return false, err
+		}
+	case GroupDapr + "/Resiliency":
+		if err := s.addResiliency(key, h, decode); err != nil { // dapr.go
+			return false, err
+		}
+	case GroupConsul + "/ServiceRouter":
+		if err := s.addServiceRouter(key, h, decode); err != nil { // consul.go
+			return false, err
+		}
 	}
 	s.idx = nil
 	return true, nil
@@ -376,8 +392,11 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		if ok {
 			s.meshConfig, s.meshDefault = false, nil
 		}
+	case GroupKuma + "/Mesh":
+		_, ok = s.kumaMeshes[name]
+		delete(s.kumaMeshes, name)
 	default:
-		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies)} {
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers)} {
 			if m.remove(key) {
 				ok = true
 			}

@@ -33,6 +33,9 @@ const (
 type Workload struct {
 	Kind, Namespace, Name string
 	Labels, Annotations   Pairs
+	// AWS is the AWS SDKs' retry environment of the pod's containers (aws.go): the tries of an
+	// upstream *.amazonaws.com listed without "=N".
+	AWS AWSEnv
 }
 
 // meshCaller is w as the mesh layers read a caller. The mesh reads maps: made per call, which
@@ -53,22 +56,22 @@ func (w Workload) Key() string { return w.Kind + "/" + w.Namespace + "/" + w.Nam
 func FromObject(obj runtime.Object) (Workload, bool) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		return fromTemplate(KindDeployment, o.ObjectMeta, o.Spec.Template.ObjectMeta), true
+		return fromTemplate(KindDeployment, o.ObjectMeta, o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec), true
 	case *appsv1.StatefulSet:
-		return fromTemplate(KindStatefulSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), true
+		return fromTemplate(KindStatefulSet, o.ObjectMeta, o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec), true
 	case *appsv1.DaemonSet:
-		return fromTemplate(KindDaemonSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), true
+		return fromTemplate(KindDaemonSet, o.ObjectMeta, o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec), true
 	case *corev1.Pod:
 		if metav1.GetControllerOf(o) != nil {
 			return Workload{}, false
 		}
-		return fromTemplate(KindPod, o.ObjectMeta, o.ObjectMeta), true
+		return fromTemplate(KindPod, o.ObjectMeta, o.ObjectMeta, &o.Spec), true
 	}
 	return Workload{}, false
 }
 
-func fromTemplate(kind string, meta, tmpl metav1.ObjectMeta) Workload {
-	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations)}
+func fromTemplate(kind string, meta, tmpl metav1.ObjectMeta, spec *corev1.PodSpec) Workload {
+	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations), AWS: awsEnvOf(spec)}
 }
 
 // ServiceName is the annotation retrycap.dev/service, else the label app.kubernetes.io/name,
@@ -278,6 +281,10 @@ type Parsed struct {
 	upstreamsErr error
 	// hasUpstreams: the annotation is present (BuildJudged drops a sibling's).
 	hasUpstreams bool
+	// awsNotes say which upstreams took the AWS SDK's tries (aws.go); envErr is an invalid
+	// AWS SDK environment (*EnvError): its AWS upstreams keep the policy's default.
+	awsNotes []string
+	envErr   error
 	// q is service and the upstreams' names as a cluster policy's graph names them
 	// (QualifiedName), computed on the first cluster graph that reads them rather than per
 	// graph, and not at all for a namespace no ClusterRetryPolicy selects: at 20,000 workloads
@@ -333,6 +340,7 @@ func Parse(w Workload) *Parsed {
 		ups[i].Name = NormalizeUpstream(ups[i].Name, w.Namespace)
 	}
 	x.upstreams = ups
+	x.awsNotes, x.envErr = applyAWS(x)
 	return x
 }
 
@@ -406,6 +414,10 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		if x.upstreamsErr != nil {
 			r.Errors = append(r.Errors, x.upstreamsErr)
 		}
+		if x.envErr != nil {
+			r.Errors = append(r.Errors, x.envErr)
+		}
+		r.Notes = append(r.Notes, x.awsNotes...)
 		if x.declares() {
 			r.Declaring++
 		}

@@ -1,0 +1,81 @@
+package mesh
+
+import "fmt"
+
+// Consul service mesh (hashicorp/consul): a caller whose pod template has
+// consul.hashicorp.com/connect-inject "true" runs an Envoy sidecar. Its retries to a Service v
+// come from the ServiceRouter (consul.hashicorp.com/v1alpha1) named v in v's namespace,
+// spec.routes[].destination, translated by agent/xds/routes.go getRetryPolicyForDestination:
+// numRetries > 0 sets Envoy's num_retries, and retryOn, retryOnConnectFailure and
+// retryOnStatusCodes make Envoy's retry_on. A destination with no retry condition has an empty
+// retry_on, and Envoy retries nothing: numRetries alone gives no retry. With a condition and no
+// numRetries, Envoy's default 1 retry. No ServiceRouter: Consul sets no retry policy (1 try).
+// The largest over the routes applies (which route a request takes is not known).
+const (
+	GroupConsul              = "consul.hashicorp.com"
+	ConsulConnectInject      = "consul.hashicorp.com/connect-inject"
+	Consul              Kind = "Consul"
+)
+
+type serviceRouter struct {
+	header
+	Spec struct {
+		Routes []struct {
+			Destination *struct {
+				NumRetries            int64    `json:"numRetries"`
+				RetryOn               []string `json:"retryOn"`
+				RetryOnConnectFailure bool     `json:"retryOnConnectFailure"`
+				RetryOnStatusCodes    []int    `json:"retryOnStatusCodes"`
+			} `json:"destination"`
+		} `json:"routes"`
+	} `json:"spec"`
+}
+
+func (s *Set) addServiceRouter(key string, h header, decode func(any) error) error {
+	r := &serviceRouter{}
+	if err := decode(r); err != nil {
+		return err
+	}
+	r.header = h
+	for i, rt := range r.Spec.Routes {
+		if d := rt.Destination; d != nil && d.NumRetries < 0 {
+			return fmt.Errorf("%s spec.routes[%d].destination.numRetries: %d is negative", h.id(), i, d.NumRetries)
+		}
+	}
+	s.routers[key] = r
+	return nil
+}
+
+// consulEdge adds the Consul layer of a call from c to the in-cluster Service ref.
+func (s *Set) consulEdge(e *Edge, c Caller, ref ServiceRef) {
+	if c.Annotations[ConsulConnectInject] != "true" {
+		return
+	}
+	var best Layer
+	r, ok := s.routers[GroupConsul+"/ServiceRouter/"+ref.Namespace+"/"+ref.Name]
+	if ok {
+		for i, rt := range r.Spec.Routes {
+			d := rt.Destination
+			if d == nil {
+				continue
+			}
+			path := fmt.Sprintf("spec.routes[%d].destination.numRetries", i)
+			if len(d.RetryOn) == 0 && !d.RetryOnConnectFailure && len(d.RetryOnStatusCodes) == 0 {
+				if d.NumRetries > 0 {
+					better(&best, Layer{Kind: Consul, Object: r.id(), FieldPath: path, Tries: 1,
+						Note: fmt.Sprintf("Consul %s: numRetries %d with no retry condition retries nothing", r.id(), d.NumRetries)})
+				}
+				continue
+			}
+			n, note := d.NumRetries, fmt.Sprintf("numRetries %d", d.NumRetries)
+			if n == 0 {
+				n, note = 1, "a retry condition without numRetries: Envoy's 1 retry"
+			}
+			better(&best, Layer{Kind: Consul, Object: r.id(), FieldPath: path, Tries: n + 1, Note: fmt.Sprintf("Consul %s %s", r.id(), note)})
+		}
+	}
+	if best.Kind == "" {
+		best = Layer{Kind: Consul, Tries: 1, Default: true, Note: fmt.Sprintf("Consul: no ServiceRouter %s sets retries", ref)}
+	}
+	e.Layers = append(e.Layers, best)
+}

@@ -1,0 +1,109 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Dapr (dapr/dapr): a caller whose pod template has dapr.io/enabled "true" invokes other apps
+// through its sidecar (service invocation, the callee named by its app-id: the upstream's name).
+// How the retries combine, read from dapr/dapr pkg/messaging/direct_messaging.go
+// (invokeWithRetry): when no Resiliency policy targets the callee app
+// (resiliency.PolicyDefined(app.id, EndpointPolicy{}) false), the built-in policy
+// DaprBuiltInServiceRetries runs (3 retries, constant 1 s: 4 tries; retried on the gRPC codes
+// Unavailable and Unauthenticated of the sidecar-to-sidecar call); when one does, the built-in
+// retries are not run and the target's policy is the only one: it REPLACES, not floors. A
+// Resiliency may redefine DaprBuiltInServiceRetries (spec.policies.retries), which Dapr's docs
+// say cannot go below the default: that override is floored at 3 retries.
+//
+// A Resiliency (dapr.io/v1alpha1) applies to the apps of its namespace that its scopes list
+// (none: all). spec.targets.apps.<app-id>.retry names spec.policies.retries.<name>, whose
+// maxRetries is retries (tries = n + 1); -1, Dapr's default when unset, is unbounded: an error
+// naming the field, which no cap can bound.
+const (
+	GroupDapr                    = "dapr.io"
+	DaprEnabled                  = "dapr.io/enabled"
+	DaprAppID                    = "dapr.io/app-id"
+	DaprBuiltInServiceRetry      = "DaprBuiltInServiceRetries"
+	DaprBuiltInRetries           = 3
+	Dapr                    Kind = "Dapr"
+)
+
+type daprRetry struct {
+	MaxRetries *int64 `json:"maxRetries"`
+}
+
+type resiliency struct {
+	header
+	Scopes []string `json:"scopes"`
+	Spec   struct {
+		Policies struct {
+			Retries map[string]daprRetry `json:"retries"`
+		} `json:"policies"`
+		Targets struct {
+			Apps map[string]struct {
+				Retry string `json:"retry"`
+			} `json:"apps"`
+		} `json:"targets"`
+	} `json:"spec"`
+}
+
+// addResiliency decodes a Resiliency; a target naming a retry policy that is missing or
+// unbounded is an error naming the field.
+func (s *Set) addResiliency(key string, h header, decode func(any) error) error {
+	r := &resiliency{}
+	if err := decode(r); err != nil {
+		return err
+	}
+	r.header = h
+	for _, app := range sortedKeys(r.Spec.Targets.Apps) {
+		name := r.Spec.Targets.Apps[app].Retry
+		if name == "" {
+			continue
+		}
+		p, ok := r.Spec.Policies.Retries[name]
+		if !ok {
+			return fmt.Errorf("%s spec.targets.apps.%s.retry: %q is not in spec.policies.retries", h.id(), app, name)
+		}
+		if p.MaxRetries == nil || *p.MaxRetries < 0 {
+			v := "unset (Dapr's default -1)"
+			if p.MaxRetries != nil {
+				v = fmt.Sprint(*p.MaxRetries)
+			}
+			return fmt.Errorf("%s spec.policies.retries.%s.maxRetries: %s retries without bound (target app %s): set a number", h.id(), name, v, app)
+		}
+	}
+	s.resiliencies[key] = r
+	return nil
+}
+
+// daprEdge adds the Dapr layer of a call from c to the app ref.Name in c's namespace.
+func (s *Set) daprEdge(e *Edge, c Caller, ref ServiceRef) {
+	if c.Annotations[DaprEnabled] != "true" {
+		return
+	}
+	appID := c.Annotations[DaprAppID]
+	builtIn := Layer{Kind: Dapr, Tries: DaprBuiltInRetries + 1, Default: true,
+		Note: fmt.Sprintf("Dapr built-in %s (%d retries), no Resiliency targets app %s", DaprBuiltInServiceRetry, DaprBuiltInRetries, ref.Name)}
+	var target Layer
+	for _, k := range sortedKeys(s.resiliencies) {
+		r := s.resiliencies[k]
+		if r.Metadata.Namespace != c.Namespace || len(r.Scopes) > 0 && !slices.Contains(r.Scopes, appID) {
+			continue
+		}
+		if t, ok := r.Spec.Targets.Apps[ref.Name]; ok && t.Retry != "" && ref.Namespace == c.Namespace {
+			n := *r.Spec.Policies.Retries[t.Retry].MaxRetries
+			better(&target, Layer{Kind: Dapr, Object: r.id(), FieldPath: "spec.policies.retries." + t.Retry + ".maxRetries",
+				Tries: n + 1, Note: fmt.Sprintf("Dapr %s retry policy %s, maxRetries %d (replaces the built-in retries)", r.id(), t.Retry, n)})
+		}
+		if p, ok := r.Spec.Policies.Retries[DaprBuiltInServiceRetry]; ok && p.MaxRetries != nil && *p.MaxRetries > DaprBuiltInRetries {
+			better(&builtIn, Layer{Kind: Dapr, Object: r.id(), FieldPath: "spec.policies.retries." + DaprBuiltInServiceRetry + ".maxRetries",
+				Tries: *p.MaxRetries + 1, Note: fmt.Sprintf("Dapr %s overrides %s: maxRetries %d", r.id(), DaprBuiltInServiceRetry, *p.MaxRetries)})
+		}
+	}
+	if target.Kind != "" {
+		e.Layers = append(e.Layers, target)
+		return
+	}
+	e.Layers = append(e.Layers, builtIn)
+}

@@ -1,0 +1,188 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Kuma (kumahq/kuma): a caller is in Kuma when its pod template, else its namespace, has
+// kuma.io/sidecar-injection "enabled" (label or annotation; "disabled" on the pod opts out). Its
+// outbound retries are MeshRetry objects (kuma.io/v1alpha1) of its mesh (label kuma.io/mesh,
+// "default" when absent): spec.to[].default.http.numRetries and .grpc.numRetries, retries (tries
+// = n + 1), for a to[].targetRef of kind Mesh or the callee's MeshService (by name and
+// namespace, or the legacy "name_namespace_svc_port" form). The largest applies: Kuma merges the
+// matching policies, more specific over less, and the largest is an upper bound of any merge. The
+// top-level targetRef (which callers) is not narrowed: an upper bound too, said in the docs.
+//
+// Every new mesh gets the MeshRetry "mesh-retry-all-<mesh>" (HTTP and gRPC numRetries 5; TCP
+// maxConnectAttempt 5, connection attempts that resend no request) unless its Mesh object's
+// spec.skipCreatingInitialPolicies lists "*" or "MeshRetry": when the Mesh object is in the input
+// and no MeshRetry of that mesh is, that default is assumed and said so.
+const (
+	GroupKuma                  = "kuma.io"
+	KumaSidecarInjection       = "kuma.io/sidecar-injection"
+	KumaMeshLabel              = "kuma.io/mesh"
+	KumaDefaultMesh            = "default"
+	KumaDefaultNumRetries      = 5
+	Kuma                  Kind = "Kuma"
+)
+
+type kumaMesh struct {
+	header
+	Spec struct {
+		SkipCreatingInitialPolicies []string `json:"skipCreatingInitialPolicies"`
+	} `json:"spec"`
+}
+
+type kumaRetryConf struct {
+	NumRetries *int64 `json:"numRetries"`
+}
+
+type meshRetry struct {
+	header
+	Spec struct {
+		To []struct {
+			TargetRef struct {
+				Kind      string `json:"kind"`
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"targetRef"`
+			Default struct {
+				HTTP *kumaRetryConf `json:"http"`
+				GRPC *kumaRetryConf `json:"grpc"`
+			} `json:"default"`
+		} `json:"to"`
+	} `json:"spec"`
+}
+
+func (m *meshRetry) mesh() string {
+	if v := m.Metadata.Labels[KumaMeshLabel]; v != "" {
+		return v
+	}
+	return KumaDefaultMesh
+}
+
+// addKuma decodes a Mesh or MeshRetry into s; a negative numRetries is an error naming the field.
+func (s *Set) addKuma(key string, h header, decode func(any) error) error {
+	if h.Kind == "Mesh" {
+		m := &kumaMesh{}
+		if err := decode(m); err != nil {
+			return err
+		}
+		m.header = h
+		s.kumaMeshes[h.Metadata.Name] = m
+		return nil
+	}
+	r := &meshRetry{}
+	if err := decode(r); err != nil {
+		return err
+	}
+	r.header = h
+	for i, t := range r.Spec.To {
+		for proto, c := range map[string]*kumaRetryConf{"http": t.Default.HTTP, "grpc": t.Default.GRPC} {
+			if c != nil && c.NumRetries != nil && *c.NumRetries < 0 {
+				return fmt.Errorf("%s spec.to[%d].default.%s.numRetries: %d is negative", h.id(), i, proto, *c.NumRetries)
+			}
+		}
+	}
+	s.kumaRetries[key] = r
+	return nil
+}
+
+// kumaMeshOf is the caller's Kuma mesh, and whether it is in Kuma at all.
+func (s *Set) kumaMeshOf(c Caller) (string, bool) {
+	ns := s.namespaces[c.Namespace]
+	in := false
+	for _, m := range []map[string]string{ns.Labels, ns.Annotations, c.Labels, c.Annotations} {
+		switch m[KumaSidecarInjection] {
+		case "enabled", "true":
+			in = true
+		case "disabled", "false":
+			in = false
+		}
+	}
+	if !in {
+		return "", false
+	}
+	mesh := KumaDefaultMesh
+	for _, m := range []map[string]string{ns.Labels, ns.Annotations, c.Labels, c.Annotations} {
+		if v := m[KumaMeshLabel]; v != "" {
+			mesh = v
+		}
+	}
+	return mesh, true
+}
+
+// InKuma reports whether the caller runs a Kuma sidecar.
+func (s *Set) InKuma(c Caller) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.kumaMeshOf(c)
+	return ok
+}
+
+// kumaEdge adds the Kuma layer of a call from c to the in-cluster Service ref.
+func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
+	mesh, ok := s.kumaMeshOf(c)
+	if !ok {
+		return
+	}
+	var best Layer
+	found := false
+	for _, k := range sortedKeys(s.kumaRetries) {
+		r := s.kumaRetries[k]
+		if r.mesh() != mesh {
+			continue
+		}
+		found = true
+		for i, t := range r.Spec.To {
+			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, r.Metadata.Namespace, ref) {
+				continue
+			}
+			for _, pc := range []struct {
+				proto string
+				conf  *kumaRetryConf
+			}{{"http", t.Default.HTTP}, {"grpc", t.Default.GRPC}} {
+				if pc.conf == nil {
+					continue
+				}
+				n, note := int64(1), "no numRetries: Envoy's 1 retry"
+				if pc.conf.NumRetries != nil {
+					n, note = *pc.conf.NumRetries, fmt.Sprintf("numRetries %d", *pc.conf.NumRetries)
+				}
+				better(&best, Layer{Kind: Kuma, Object: r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", i, pc.proto),
+					Tries: n + 1, Note: fmt.Sprintf("Kuma %s %s", r.id(), note)})
+			}
+		}
+	}
+	if !found {
+		m, ok := s.kumaMeshes[mesh]
+		if !ok || slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
+			return
+		}
+		best = Layer{Kind: Kuma, Tries: KumaDefaultNumRetries + 1, Default: true,
+			Note: fmt.Sprintf("Kuma default MeshRetry mesh-retry-all-%s (%d retries), assumed: Mesh %s is in the input and no MeshRetry of it is", mesh, KumaDefaultNumRetries, mesh)}
+	}
+	if best.Kind != "" {
+		e.Layers = append(e.Layers, best)
+	}
+}
+
+// kumaTargets: a to[].targetRef covers the Service ref (policyNS: the MeshRetry's namespace).
+func kumaTargets(kind, name, ns, policyNS string, ref ServiceRef) bool {
+	switch kind {
+	case "Mesh":
+		return true
+	case "MeshService":
+		if name == ref.Name {
+			if ns == "" {
+				ns = policyNS
+			}
+			return ns == ref.Namespace
+		}
+		return strings.HasPrefix(name, ref.Name+"_"+ref.Namespace+"_svc")
+	}
+	return false
+}
