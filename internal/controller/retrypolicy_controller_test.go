@@ -259,6 +259,12 @@ var _ = Describe("RetryPolicy status", func() {
 		// At least one write; more when the informers delivered the sample's workloads to
 		// separate reconciles (a loaded machine): each intermediate graph is a real status.
 		Expect(counted.Counts(key).StatusWrites).To(BeNumerically(">=", 1))
+		// The sample's creation may still have reconciles queued (its workloads delivered one by
+		// one on a loaded machine): start counting once the counts have held still for a second.
+		Eventually(func(g Gomega) {
+			settled := counted.Counts(key)
+			g.Consistently(func() Counts { return counted.Counts(key) }, "1s").Should(Equal(settled))
+		}, "60s").Should(Succeed())
 		var before v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &before)).To(Succeed())
 		start := counted.Counts(key)
