@@ -544,6 +544,13 @@ cmd_down() {
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
+  # A SIGKILLed process is gone only once it has exited (a large heap takes a moment).
+  for i in $(seq 1 100); do
+    local any=
+    for c in "${COMPONENTS[@]}"; do alive "$c" && any=1; done
+    [ -z "$any" ] && break
+    sleep 0.1
+  done
   # 2. What they left running: containerd's shims and the pods' processes, every one in the
   # node's cgroups. A frozen cgroup would hold a SIGKILL: thaw first.
   for i in $(seq 1 50); do

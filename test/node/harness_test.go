@@ -125,7 +125,9 @@ func script(t *testing.T, root string, timeout time.Duration, name string, args 
 func leftovers(pids []int) []string {
 	var left []string
 	for _, pid := range pids {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		// A zombie has exited and waits for its reaper (killed shims and components are
+		// re-parented to the machine's init): gone, as hack/node.sh's alive() counts it.
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !isZombie(st) {
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 			left = append(left, fmt.Sprintf("process %d (%s)", pid, strings.TrimSpace(string(comm))))
 		}
@@ -154,6 +156,13 @@ func leftovers(pids []int) []string {
 		}
 	}
 	return left
+}
+
+// isZombie reads the state field of a /proc/PID/stat line (the field after the command's
+// closing parenthesis).
+func isZombie(stat []byte) bool {
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 func dirExists(p string) bool {

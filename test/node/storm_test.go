@@ -133,6 +133,21 @@ func (h *harness) labStat(t *testing.T, base, key string) int {
 	return 0
 }
 
+// waitServices waits until each Service URL answers the lab app's stats: a Deployment is
+// Available before kube-proxy has written its Service's rules (a first curl to a new VIP can be
+// refused, curl exit 7).
+func (h *harness) waitServices(t *testing.T, bases ...string) {
+	t.Helper()
+	for _, base := range bases {
+		eventually(t, 2*time.Minute, base+" answers through its Service", func() error {
+			if r := h.inNode(base + "/_labapp/stats"); r.err != nil {
+				return fmt.Errorf("%s", r)
+			}
+			return nil
+		})
+	}
+}
+
 // testStormPlain: no injection, the apps' own retries 3 x 3 x 3: every failed user request costs
 // payment 27 requests, counted by payment itself.
 func testStormPlain(t *testing.T, h *harness) {
@@ -149,6 +164,7 @@ func testStormPlain(t *testing.T, h *harness) {
 		return nil
 	})
 	front, pay := h.serviceURL(t, ns, "frontend"), h.serviceURL(t, ns, "payment")
+	h.waitServices(t, front, h.serviceURL(t, ns, "checkout"), h.serviceURL(t, ns, "billing"), pay)
 	before := h.labStat(t, pay, "received")
 	const users = 4
 	for i := 0; i < users; i++ {
@@ -253,6 +269,7 @@ func testStormPolicy(t *testing.T, h *harness) {
 	}
 	front, pay := h.serviceURL(t, ns, "frontend"), h.serviceURL(t, ns, "payment")
 	billingIP := h.podIP(t, ns, "billing")
+	h.waitServices(t, front, h.serviceURL(t, ns, "checkout"), h.serviceURL(t, ns, "billing"), pay)
 	before := h.labStat(t, pay, "received")
 	attemptsBefore := h.proxyMetric(t, billingIP, "retrycap_proxy_attempts_total", `upstream="payment"`)
 	const users = 4
