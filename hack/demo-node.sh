@@ -11,7 +11,9 @@ say() { printf '\n== %s\n' "$*"; }
 
 kubectl="$(bash hack/kube-bins.sh)/kubectl"
 helm="$(bash hack/helm-bin.sh)"
-if [ -f /run/retrycap-node/kubeconfig ] && bash hack/node.sh status | grep -q 'kubelet running'; then
+# The status read whole first: `| grep -q` under pipefail fails when grep closes the pipe early.
+status="$(bash hack/node.sh status 2>&1 || true)"
+if [ -f /run/retrycap-node/kubeconfig ] && [[ $status == *"kubelet running"* ]]; then
   export KUBECONFIG=/run/retrycap-node/kubeconfig
 else
   say "starting the node (hack/node.sh up)"
@@ -41,7 +43,11 @@ say "a deploy that makes it worse is refused at admission"
   -p '{"spec":{"template":{"metadata":{"annotations":{"retrycap.dev/upstreams":"payment=5"}}}}}' || true
 
 say "the samples' pods, each with the injected retrycap-proxy as a native sidecar"
-"$kubectl" wait --for=condition=Ready pods --all -n payments --timeout=5m >/dev/null || true
+# The samples' Deployments were created in the same apply as their policy, before it existed:
+# their first pods were admitted without a sidecar ("NoPolicy"). A restart re-creates them
+# under the policy, as a team adopting retrycap would do.
+"$kubectl" rollout restart deployment -n payments
+"$kubectl" rollout status deployment -n payments --timeout=5m  # waits for the new pods, Ready
 "$kubectl" get pods -n payments -o 'custom-columns=POD:.metadata.name,STATUS:.status.phase,SIDECAR:.spec.initContainers[*].name,RESTART:.spec.initContainers[*].restartPolicy,READY:.status.containerStatuses[*].ready'
 
 say "the node stays up: export KUBECONFIG=$KUBECONFIG; remove it with hack/node.sh down"
