@@ -103,7 +103,7 @@ func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra f
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			logDir := t.TempDir()
-			c, err := startChainProto(proxyBin, tc.arm, proto, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir, exactProxyArgs)
+			c, err := startChainProto(proxyBin, tc.arm, proto, Scenarios[tc.scenario], 0, PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir, exactProxyArgs)
 			if err != nil {
 				t.Fatal(err)
 			}

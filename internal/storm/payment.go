@@ -107,6 +107,9 @@ type PaymentConfig struct {
 	// HTTP: Buy is the charge (a POST's side effect), a full queue answers
 	// UNAVAILABLE; otherwise the same capacity, kill and restore.
 	GRPC bool
+	// Arrived, if set, is called with the user operation id (storm-op, "" if none) of each
+	// request as it reaches payment, before it is queued or refused.
+	Arrived func(op string)
 }
 
 // Payment is the running payment service.
@@ -229,6 +232,9 @@ func (p *Payment) Close() { p.Kill() }
 // meanwhile. It does not watch its caller: a caller that gave up is served
 // all the same.
 func (p *Payment) serveOne(life *paymentLife, charge bool, op, key string) (served, rejected bool) {
+	if p.cfg.Arrived != nil {
+		p.cfg.Arrived(op)
+	}
 	p.received.Add(1)
 	if life.waiting.Add(1) > int64(p.cfg.Workers+p.cfg.Queue) {
 		life.waiting.Add(-1)
