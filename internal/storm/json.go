@@ -10,7 +10,8 @@ import (
 
 // The lab's result as JSON (`retrycap storm -o json`): the figures of the summary, for a
 // script or CI to read. Durations are Go duration strings rounded to the millisecond
-// ("5.4s", "312ms"), as analyze's JSON writes worstTimeToAnswer; counts are numbers.
+// ("5.4s", "312ms"; to the microsecond under 10 ms), as analyze's JSON writes
+// worstTimeToAnswer; counts are numbers.
 
 type jsonResult struct {
 	Scenario        string       `json:"scenario"`
@@ -63,8 +64,15 @@ type jsonTarget struct {
 	Met  bool   `json:"met"`
 }
 
-// jsonDuration is d as a Go duration string, rounded to the millisecond.
-func jsonDuration(d time.Duration) string { return d.Round(time.Millisecond).String() }
+// jsonDuration is d as a Go duration string, rounded to the millisecond, or to the
+// microsecond under 10 ms (a refused call answers in a fraction of a millisecond: "0s" would
+// say nothing).
+func jsonDuration(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
 
 // finite keeps a figure JSON can carry: NaN and infinities (never expected) become 0.
 func finite(f float64) float64 {

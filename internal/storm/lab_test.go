@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -156,11 +157,38 @@ func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra f
 				t.Fatalf("side effects: %d charged, %d replayed, %d duplicates; want %d, 0, 0", charges, replayed, dups, wantCharges)
 			}
 			c.close() // flushes the access logs
+			checkArrivals(t, c, proto, n, tc.atGateway)
 			checkObserved(t, logDir, tc.arm, n, tc.payment, tc.atGateway)
 			if extra != nil {
 				extra(t, logDir, tc.arm)
 			}
 		})
+	}
+}
+
+// checkArrivals: the tiers recorded (for the orphaned attempts) exactly what reached them: at
+// payment, n requests, all once it was back (none while it refused connections), each with its
+// user request's storm-op; over HTTP, at gateway atGateway per failed user request and one per
+// served one.
+func checkArrivals(t *testing.T, c *chain, proto string, n, atGateway int) {
+	t.Helper()
+	at := map[string]int{}
+	ops := map[string]bool{}
+	for _, a := range c.arrived.since(time.Time{}) {
+		at[a.Tier]++
+		if a.Tier == "payment" {
+			ops[a.Op] = true
+		}
+	}
+	want := map[string]bool{}
+	for i := n; i < 2*n; i++ {
+		want[fmt.Sprint(i)] = true
+	}
+	if at["payment"] != n || !reflect.DeepEqual(ops, want) {
+		t.Fatalf("arrivals at payment: %d, ops %v; want %d, %v", at["payment"], ops, n, want)
+	}
+	if proto == ProtocolHTTP && at["gateway"] != n*atGateway+n {
+		t.Fatalf("arrivals at gateway: %d, want %d", at["gateway"], n*atGateway+n)
 	}
 }
 
