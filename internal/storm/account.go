@@ -474,10 +474,17 @@ func Judge(naive, rc ArmResult, chainCap int, step, maxTime time.Duration) []Tar
 	return ts
 }
 
-// FormatWait renders a wait in seconds with two decimals ("5.40 s"): the lab's waits span
-// milliseconds (a refused call) to its user timeout.
+// FormatWait renders a wait: from a second on in seconds with two decimals ("5.40 s"), below
+// in milliseconds ("340 ms", "0.7 ms" under 10 ms): the lab's waits span a fraction of a
+// millisecond (a call failed fast) to its user timeout.
 func FormatWait(d time.Duration) string {
-	return fmt.Sprintf("%.2f s", d.Seconds())
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 }
 
 // FormatRecovery renders a Recovery for the summary.

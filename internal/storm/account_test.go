@@ -212,7 +212,7 @@ func TestComputeAndJudge(t *testing.T) {
 		{"retries during the outage", ">= 94 % fewer", "99.9 % fewer (2 vs 2600)", true},
 		{"time to recover", ">= 10x shorter", ">= 12.0x", true},
 		{"duplicated POST side effects", "0", "0 (naive 0)", true},
-		{"user's wait during the outage, p99", "<= 5.65 s (max time to answer 5.40 s + 0.25 s)", "0.20 s (naive 3.00 s)", true},
+		{"user's wait during the outage, p99", "<= 5.65 s (max time to answer 5.40 s + 250 ms)", "200 ms (naive 3.00 s)", true},
 		{"orphaned attempts (started after the user stopped waiting)", "0", "0 of 500 attempts checked (naive 1200 of 6800)", true},
 	}
 	if !reflect.DeepEqual(ts, want) {
@@ -237,6 +237,18 @@ func TestComputeAndJudge(t *testing.T) {
 	}
 	if s := FormatRecovery(n.Recovery); s != "did not recover within 15.0 s (> 12.0 s)" {
 		t.Fatalf("FormatRecovery: %q", s)
+	}
+}
+
+func TestFormatWait(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{{0, "0.0 ms"}, {694 * time.Microsecond, "0.7 ms"}, {9949 * time.Microsecond, "9.9 ms"}, {10 * ms, "10 ms"}, {339600 * time.Microsecond, "340 ms"},
+		{999 * ms, "999 ms"}, {time.Second, "1.00 s"}, {5363 * ms, "5.36 s"}} {
+		if got := FormatWait(c.d); got != c.want {
+			t.Errorf("FormatWait(%s) = %q, want %q", c.d, got, c.want)
+		}
 	}
 }
 
