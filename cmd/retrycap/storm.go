@@ -54,6 +54,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 					{"capacity", func() { s.Capacity = o.Capacity }},
 					{"user-timeout", func() { s.UserTimeout = o.UserTimeout }},
 					{"max-time-to-answer", func() { s.MaxTimeToAnswer = o.MaxTimeToAnswer }},
+					{"outage", func() { s.Outage = o.Outage }},
 				} {
 					if cmd.Flags().Changed(f.name) {
 						f.set()
@@ -64,6 +65,9 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			}
 			if _, ok := storm.Scenarios[o.Scenario]; !ok {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--scenario %q: unknown, want one of %s", o.Scenario, strings.Join(storm.ScenarioNames(), ", "))}
+			}
+			if o.Outage != storm.OutageKill && o.Outage != storm.OutageHang {
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--outage %q: unknown, want %s or %s", o.Outage, storm.OutageKill, storm.OutageHang)}
 			}
 			if o.Protocol != storm.ProtocolHTTP && o.Protocol != storm.ProtocolGRPC {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--protocol %q: unknown, want %s or %s", o.Protocol, storm.ProtocolHTTP, storm.ProtocolGRPC)}
@@ -114,6 +118,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&o.Protocol, "protocol", storm.ProtocolHTTP, "the chain's protocol: http, or grpc (every hop a gRPC call, the apps reaching their proxies through HTTPS_PROXY)")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "load per arm")
 	f.DurationVar(&o.OutageStart, "outage-start", o.OutageStart, "when payment is killed, after the load began")
+	f.StringVar(&o.Outage, "outage", storm.OutageKill, "how payment goes down: kill (connections refused) or hang (requests read, none answered: the callers' timeouts add up)")
 	f.DurationVar(&o.OutageLength, "outage-length", o.OutageLength, "how long payment stays down")
 	f.IntVar(&o.RPS, "rps", o.RPS, "user requests per second (open loop)")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "payment's capacity, requests per second")

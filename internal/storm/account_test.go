@@ -360,6 +360,7 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{RPS: -1}, "storm: rps -1: want 1..2000"},
 		{Options{Capacity: 5}, "storm: capacity 5 req/s x work 50ms = 0.25 workers: want at least 1"},
 		{Options{Duration: 17 * time.Second}, "storm: duration 17s: must leave at least 3s after the outage (5s + 10s) to judge recovery"},
+		{Options{Outage: "flood"}, `storm: outage "flood": unknown, want kill or hang`},
 		{Options{MaxTimeToAnswer: 7 * time.Second}, "storm: max time to answer 7s: want 1ms..the user timeout (6s)"},
 		{Options{MaxTimeToAnswer: -time.Second}, "storm: max time to answer -1s: want 1ms..the user timeout (6s)"},
 		{Options{OutageLength: -time.Second}, "storm: durations must be positive (duration 45s, outage start 5s, outage length -1s, user timeout 6s)"},

@@ -17,6 +17,7 @@ type jsonResult struct {
 	Scenario        string       `json:"scenario"`
 	Chain           string       `json:"chain"`
 	Protocol        string       `json:"protocol"`
+	Outage          string       `json:"outage"`
 	ChainCap        int          `json:"chainCap"`
 	UserTimeout     string       `json:"userTimeout"`
 	MaxTimeToAnswer string       `json:"maxTimeToAnswer"`
@@ -107,7 +108,7 @@ func armJSON(a ArmResult) jsonArm {
 // WriteJSON writes the result as one indented JSON object.
 func (r *Result) WriteJSON(w io.Writer) error {
 	j := jsonResult{
-		Scenario: r.Scenario.Name, Chain: r.Scenario.Chain(), Protocol: r.Options.Protocol, ChainCap: r.Scenario.ChainCap,
+		Scenario: r.Scenario.Name, Chain: r.Scenario.Chain(), Protocol: r.Options.Protocol, Outage: r.Options.Outage, ChainCap: r.Scenario.ChainCap,
 		UserTimeout: jsonDuration(r.Options.UserTimeout), MaxTimeToAnswer: jsonDuration(r.Options.MaxTimeToAnswer),
 		OutageStart: jsonDuration(r.Timeline.OutageStart), Restore: jsonDuration(r.Timeline.Restore),
 		Naive: armJSON(r.Naive), Retrycap: armJSON(r.Retrycap), Passed: r.Passed(), Chart: r.ChartPath,

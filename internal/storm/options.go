@@ -42,6 +42,12 @@ func (s Scenario) Chain() string {
 		s.ClientAttempts, s.Attempts[0], s.Attempts[1], s.Attempts[2], s.Amplification())
 }
 
+// Outages: how payment goes down (Options.Outage).
+const (
+	OutageKill = "kill" // killed: connections refused, then restarted on the same address
+	OutageHang = "hang" // hung: requests accepted and read, none answered until restored
+)
+
 // Scenarios are the presets reproducing the two incident write-ups.
 var Scenarios = map[string]Scenario{
 	"storm27": {
@@ -82,6 +88,10 @@ type Options struct {
 	OutageStart time.Duration
 	// OutageLength is how long payment stays down.
 	OutageLength time.Duration
+	// Outage is how payment goes down: OutageKill (default: a crash, connections refused) or
+	// OutageHang (it accepts and reads requests but answers none: the callers' timeouts add
+	// up, the second write-up's spinner).
+	Outage string
 	// RPS is the open-loop load, user requests per second.
 	RPS int
 	// Capacity is what payment can serve, requests per second
@@ -152,6 +162,9 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	if o.Protocol == "" {
 		o.Protocol = ProtocolHTTP
 	}
+	if o.Outage == "" {
+		o.Outage = OutageKill
+	}
 	if o.Duration == 0 {
 		o.Duration = d.Duration
 	}
@@ -183,6 +196,8 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	switch {
 	case o.Protocol != ProtocolHTTP && o.Protocol != ProtocolGRPC:
 		return o, sc, fmt.Errorf("storm: protocol %q: unknown, want %s or %s", o.Protocol, ProtocolHTTP, ProtocolGRPC)
+	case o.Outage != OutageKill && o.Outage != OutageHang:
+		return o, sc, fmt.Errorf("storm: outage %q: unknown, want %s or %s", o.Outage, OutageKill, OutageHang)
 	case o.RPS < 1 || o.RPS > 2000:
 		return o, sc, fmt.Errorf("storm: rps %d: want 1..2000", o.RPS)
 	case o.Capacity < 1:

@@ -88,8 +88,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res := &Result{Options: o, Scenario: sc, logsRemoved: removeLogs}
 	for _, arm := range []string{ArmNaive, ArmRetrycap} {
-		fmt.Fprintf(out, "storm: %s arm (%s): %s, %d user requests/s for %s, payment down at %s for %s\n",
-			arm, o.Protocol, sc.Chain(), o.RPS, o.Duration, o.OutageStart, o.OutageLength)
+		fmt.Fprintf(out, "storm: %s arm (%s): %s, %d user requests/s for %s, payment down (%s) at %s for %s\n",
+			arm, o.Protocol, sc.Chain(), o.RPS, o.Duration, o.Outage, o.OutageStart, o.OutageLength)
 		ar, tl, err := runArm(ctx, bin, arm, sc, o)
 		if err != nil {
 			return nil, err
@@ -286,7 +286,7 @@ func (r *armRun) finalSample(ctx context.Context) error {
 // to the ones before (open loop). The outage is driven by the same clock:
 // payment killed at OutageStart, restored OutageLength later. It returns
 // whether payment was restored, and the first error (payment's restore, or
-// ctx's end).
+// ctx's end). Killed stands for hung too (Options.Outage).
 func (r *armRun) drive(ctx context.Context) (restored bool, runErr error) {
 	o := r.o
 	interval := time.Second / time.Duration(o.RPS)
@@ -300,7 +300,11 @@ func (r *armRun) drive(ctx context.Context) (restored bool, runErr error) {
 		for {
 			now := r.since()
 			if !killed && now >= o.OutageStart {
-				r.c.payment.Kill()
+				if o.Outage == OutageHang {
+					r.c.payment.Hang()
+				} else {
+					r.c.payment.Kill()
+				}
 				killed, r.tl.OutageStart = true, r.since()
 			}
 			if killed && !restored && now >= o.OutageStart+o.OutageLength {

@@ -25,8 +25,12 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(ew, "load: %d user requests/s, open loop, %s per arm (3 in 5 GET, 1 in 5 POST with Idempotency-Key, 1 in 5 POST without)\n",
 			o.RPS, o.Duration)
 	}
-	fmt.Fprintf(ew, "payment: %d req/s (%d workers x %s, queue %d); killed at %.1f s, restored at %.1f s\n",
-		o.Capacity, o.workers(), o.Work, o.queue(), r.Timeline.OutageStart.Seconds(), r.Timeline.Restore.Seconds())
+	down := "killed (connections refused)"
+	if o.Outage == OutageHang {
+		down = "hung (requests read, none answered)"
+	}
+	fmt.Fprintf(ew, "payment: %d req/s (%d workers x %s, queue %d); %s at %.1f s, restored at %.1f s\n",
+		o.Capacity, o.workers(), o.Work, o.queue(), down, r.Timeline.OutageStart.Seconds(), r.Timeline.Restore.Seconds())
 	fmt.Fprintf(ew, "arms: naive = %d attempts per hop as declared, no jitter, no budget, no breaker; retrycap = same attempts, chain cap %d, budget, breaker, jitter, max time to answer %s\n",
 		sc.Attempts[2], sc.ChainCap, o.MaxTimeToAnswer)
 	fmt.Fprintf(ew, "user timeout: %s (the edge client gives up on a user request after it, its own retries included)\n\n", o.UserTimeout)
