@@ -15,8 +15,11 @@ import (
 // TestTimeAlongTheChain runs the lab, both arms, on real proxies for a short storm27 (payment
 // down from 1 s to 5 s of an 8 s load at 20 user requests/s; the user's timeout 3 s, the
 // retrycap arm's max time to answer 2.7 s). The naive chain keeps working after its users gave
-// up: a user request fails over about 3.9 s of backoffs and refused connections, past its 3 s
-// timeout, and the tiers below keep receiving its retries (orphaned attempts > 0). The
+// up: with refused connections a user request takes at least 3.9 s (order: 3 attempts and 100 +
+// 200 ms of backoff, 0.3 s; gateway: 3 x 0.3 + 0.3 = 1.2 s; entry: 3 x 1.2 + 0.3 = 3.9 s), past
+// its 3 s timeout, and the tiers below keep receiving its retries (orphaned attempts > 0): the
+// entry proxy stops retrying for a client that went away, but lets the attempt under way run
+// to its end. The
 // retrycap arm's entry proxy sets Retrycap-Deadline; every tier stops in time: 0 orphaned
 // attempts, and the user's wait during the outage at p99 within 2.7 s plus waitSlack (250 ms,
 // the answer's trip and scheduling on a busy machine; the user would give up at 3 s).
@@ -42,9 +45,10 @@ func TestTimeAlongTheChain(t *testing.T) {
 			t.Fatalf("%s arm: orphans %+v, wait %+v: want attempts checked, every one joined to its user request, waits measured",
 				a.Arm, a.Orphans, a.Wait)
 		}
-		// Every user request sent in the outage has its wait: 20/s for the outage's 4 s (the
-		// measured kill and restore may move either end by a send or two).
-		if a.Wait.N < 78 || a.Wait.N > 82 {
+		// Every user request sent in the outage has its wait: 20/s for the outage's 4 s, 80
+		// (the kill and the restore are measured when the driver gets to them: a stall of the
+		// machine moves either end, by a send per 50 ms).
+		if a.Wait.N < 72 || a.Wait.N > 88 {
 			t.Fatalf("%s arm: %d waits measured in a 4 s outage at 20/s", a.Arm, a.Wait.N)
 		}
 	}
