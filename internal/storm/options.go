@@ -132,6 +132,7 @@ func Defaults() Options {
 		Duration:     45 * time.Second,
 		OutageStart:  5 * time.Second,
 		OutageLength: 10 * time.Second,
+		Outage:       OutageKill,
 		RPS:          50,
 		Capacity:     100,
 		Work:         50 * time.Millisecond,
