@@ -628,7 +628,7 @@ func (m *Manifests) Analyze() *Report {
 	})
 	var prs []PolicyReport
 	for _, p := range ps {
-		r, a := workload.AnalyzeMesh(p, m.Workloads, m.mesh, m.Services...)
+		r, a := workload.Analyze(workload.ForRetryPolicy(p), m.Workloads, m.mesh, m.Services...)
 		prs = append(prs, m.policyReport(r, a, "RetryPolicy/"+p.Namespace+"/"+p.Name))
 	}
 	cprs, unchecked := m.analyzeClusterPolicies()

@@ -233,7 +233,7 @@ func (x *Index) buildCluster(pb *preparedClusterBase, p *v1alpha1.ClusterRetryPo
 	if len(svcs) > 0 {
 		set = workload.NewServiceSet(svcs)
 	}
-	pb.base = workload.NewClusterBaseMesh(p, s, ps, set, meshSet)
+	pb.base = workload.NewBase(workload.ForClusterRetryPolicy(p, s), ps, set, meshSet)
 	pb.workloadGen, pb.nsGen, pb.policyUID, pb.policyGen = gen, nsGen, string(p.UID), p.Generation
 	return pb.base
 }

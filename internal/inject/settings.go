@@ -40,18 +40,10 @@ type Settings struct {
 // CLI reading manifests, renders the same flags) to p's spec (nil pointers, zero numbers and nil lists; an
 // explicitly empty list, e.g. retryOn: [], stays empty and means "nothing") and checks what the
 // proxy would refuse, so that a bad policy is reported here, naming the policy, the field and the
-// value, instead of as a sidecar that never starts.
-func SettingsFor(p *v1alpha1.RetryPolicy) (Settings, error) {
-	return settingsOf(workload.RefOf(p), &p.Spec)
-}
-
-// SettingsForCluster is SettingsFor for a ClusterRetryPolicy: its inline spec, errors naming
-// "ClusterRetryPolicy <name>".
-func SettingsForCluster(p *v1alpha1.ClusterRetryPolicy) (Settings, error) {
-	return settingsOf(workload.ClusterRefOf(p), &p.Spec.RetryPolicySpec)
-}
-
-func settingsOf(ref workload.PolicyRef, spec *v1alpha1.RetryPolicySpec) (Settings, error) {
+// value, instead of as a sidecar that never starts. The errors name the policy by its kind
+// ("RetryPolicy shop/checkout", "ClusterRetryPolicy chain").
+func SettingsFor(p *workload.Policy) (Settings, error) {
+	ref, spec := p.Ref(), p.Spec()
 	s := Settings{
 		ChainCap:           spec.MaxAmplification,
 		DefaultAttempts:    orInt(spec.Retry.DefaultAttempts, defaults.Attempts),
