@@ -199,7 +199,9 @@ func Decide(in Input) Decision {
 		src = none{}
 	}
 	e := Enforce(selecting, Steps[*workload.Policy, verdict]{
-		Policy: func(p *workload.Policy) (workload.PolicyRef, v1alpha1.Enforcement) { return p.Ref(), p.Spec().Enforcement },
+		Policy: func(p *workload.Policy) (workload.PolicyRef, v1alpha1.Enforcement) {
+			return p.Ref(), p.Spec().Enforcement
+		},
 		// The incoming workload's own annotations first, on a graph of it alone: the same errors
 		// Build reports, without building the namespace.
 		Check: func(p *workload.Policy) error {

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/workload"
 	"github.com/retrycap/retrycap/internal/sidecar"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 func TestSettingsFor(t *testing.T) {

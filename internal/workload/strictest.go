@@ -2,7 +2,6 @@ package workload
 
 import (
 	"cmp"
-
 )
 
 // The kinds of policy a workload can be selected by, as messages name them.
