@@ -73,12 +73,25 @@ func (s *Request) starts() []string {
 	return s.nodes
 }
 
+// The index keeps its prepared graphs per API object (its UID and generation say when one is
+// stale) and walks relevance per kind: a RetryPolicy's graph is of its namespace and stale when
+// that namespace changes; a ClusterRetryPolicy's spans its scope, its walk follows "name.ns"
+// across namespaces and its graph is stale when any namespace or their labels change. The
+// Request's three Source methods are where the kinds part (clusterPolicy); the gate sees one
+// Policy.
+
+// clusterPolicy is p's ClusterRetryPolicy; false for a RetryPolicy.
+func clusterPolicy(p *workload.Policy) (*v1alpha1.ClusterRetryPolicy, bool) {
+	c, ok := p.Object().(*v1alpha1.ClusterRetryPolicy)
+	return c, ok
+}
+
 // Workloads implements gate.Source: the relevant stored workloads of p's namespaces. A
 // RetryPolicy's are those of the request's namespace (RelevantParsed, read once per request and
 // shared by its RetryPolicies); a ClusterRetryPolicy's those across the namespaces of its scope
 // (RelevantClusterParsed).
 func (s *Request) Workloads(p *workload.Policy) []*workload.Parsed {
-	if _, ok := p.Object().(*v1alpha1.ClusterRetryPolicy); ok {
+	if _, ok := clusterPolicy(p); ok {
 		return s.x.RelevantClusterParsed(s.incoming.Namespace, p.Scope().Has, s.starts(), s.upstreams())
 	}
 	if !s.psSet {
@@ -89,7 +102,7 @@ func (s *Request) Workloads(p *workload.Policy) []*workload.Parsed {
 
 // Services implements gate.Source: the Services of p's namespaces.
 func (s *Request) Services(p *workload.Policy) *workload.ServiceSet {
-	if _, ok := p.Object().(*v1alpha1.ClusterRetryPolicy); ok {
+	if _, ok := clusterPolicy(p); ok {
 		return s.x.ScopeServices(p.Scope())
 	}
 	return s.x.Services(s.incoming.Namespace)
@@ -97,15 +110,13 @@ func (s *Request) Services(p *workload.Policy) *workload.ServiceSet {
 
 // Prepared implements gate.Source: p's prepared graph when the request's relevant workloads are
 // a large share of a large namespace (WantsBase; for a ClusterRetryPolicy, of its scope:
-// WantsClusterBase). The index keeps the prepared graphs per API object (its UID and
-// generation say when one is stale), so this is where the kinds part: a RetryPolicy's graph is
-// stale when its namespace changes, a ClusterRetryPolicy's when any namespace or its labels do.
+// WantsClusterBase).
 func (s *Request) Prepared(p *workload.Policy) *workload.Base {
-	switch o := p.Object().(type) {
-	case *v1alpha1.RetryPolicy:
-		return s.prepared(o)
-	case *v1alpha1.ClusterRetryPolicy:
-		return s.clusterPrepared(o, p.Scope())
+	if c, ok := clusterPolicy(p); ok {
+		return s.clusterPrepared(c, p.Scope())
+	}
+	if rp, ok := p.Object().(*v1alpha1.RetryPolicy); ok {
+		return s.prepared(rp)
 	}
 	return nil
 }

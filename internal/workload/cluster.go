@@ -23,10 +23,10 @@ import (
 // "name.ns". Every in-cluster node of such a graph has this form.
 func QualifiedNode(name, ns string) string { return name + "." + ns }
 
-// QualifiedName is an upstream name as normalised for namespace ns (NormalizeUpstream) named for
+// qualifiedName is an upstream name as normalised for namespace ns (NormalizeUpstream) named for
 // a cluster policy's graph: a service of ns ("order") is "order.ns"; a service of another
 // namespace ("payment.payments") and an external host ("api.stripe.com") stay as they are.
-func QualifiedName(normalized, ns string) string {
+func qualifiedName(normalized, ns string) string {
 	if strings.IndexByte(normalized, '.') < 0 {
 		return QualifiedNode(normalized, ns)
 	}

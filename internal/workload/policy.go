@@ -126,7 +126,7 @@ func (p *Policy) Node(svc, ns string) string {
 func (p *Policy) UpstreamNode(name, ns string) string {
 	n := NormalizeUpstream(name, ns)
 	if p.qualified {
-		return QualifiedName(n, ns)
+		return qualifiedName(n, ns)
 	}
 	return n
 }

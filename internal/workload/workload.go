@@ -269,7 +269,7 @@ func (x *Parsed) qualified() *qualified {
 	if len(x.upstreams) > 0 {
 		q.upstreams = make([]string, len(x.upstreams))
 		for i, u := range x.upstreams {
-			q.upstreams[i] = QualifiedName(u.Name, x.Workload.Namespace)
+			q.upstreams[i] = qualifiedName(u.Name, x.Workload.Namespace)
 		}
 	}
 	x.q.CompareAndSwap(nil, q)
