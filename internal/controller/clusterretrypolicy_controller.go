@@ -132,7 +132,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	status.Set(next, in)
 	setMeshConditionOf(r.Mesh, next, p.Generation, r.now())
 	setObserved(r.Observed, next, in.Result, observed.Qualified, p.Generation, r.now())
-	setGraph(r.Observed, next, in.Result, true, "", p.Generation, r.now())
+	setGraph(r.Observed, next, in.Result, p.Generation, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
 	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)

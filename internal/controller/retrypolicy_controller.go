@@ -126,7 +126,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	status.Set(next, in)
 	r.setMeshCondition(next, p.Generation)
 	setObserved(r.Observed, next, in.Result, observed.InNamespace(p.Namespace), p.Generation, r.now())
-	setGraph(r.Observed, next, in.Result, false, p.Namespace, p.Generation, r.now())
+	setGraph(r.Observed, next, in.Result, p.Generation, r.now())
 	recordMetrics(req.NamespacedName, next)
 	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
 }

@@ -111,10 +111,11 @@ func (p *Policy) selects(w Workload) bool {
 	return p.scope.Has(w.Namespace) && (p.sel == nil || p.sel.Matches(w.Labels))
 }
 
-// Node is the node of service svc of namespace ns in p's graph: svc in a RetryPolicy's, "svc.ns"
-// in a ClusterRetryPolicy's.
+// Node is the node of service svc of namespace ns in p's graph: "svc.ns" in a
+// ClusterRetryPolicy's; in a RetryPolicy's svc for a service of its namespace, and "svc.ns" (a
+// leaf, as an upstream annotation names it) for one of another.
 func (p *Policy) Node(svc, ns string) string {
-	if p.qualified {
+	if p.qualified || ns != p.ref.Namespace {
 		return QualifiedNode(svc, ns)
 	}
 	return svc
