@@ -48,7 +48,7 @@ type MeshNamespace struct {
 }
 
 // MeshClusterPolicy is a ClusterRetryPolicy as the mesh gate judges it: its graph across the
-// namespaces of Scope (workload.BuildClusterParsed, nodes "name.ns") of Workloads and Services.
+// namespaces of Scope (workload.BuildParsed, nodes "name.ns") of Workloads and Services.
 type MeshClusterPolicy struct {
 	Policy *v1alpha1.ClusterRetryPolicy
 	Scope  *workload.ClusterScope

@@ -104,7 +104,7 @@ func (s *ClusterScope) Len() int {
 
 // Analyze is graph.Analyze of r's graph with its cap, the violations explained with their mesh
 // layers (ExplainMesh) and the suggestions naming the workloads behind a Service's node
-// (NameWorkloads): what Analyze and AnalyzeCluster return.
+// (NameWorkloads): what Analyze returns.
 func (r *Result) Analyze() *graph.Analysis {
 	a := graph.Analyze(r.Graph, r.Cap)
 	r.ExplainMesh(a)

@@ -148,7 +148,7 @@ type Result struct {
 	// NodesOf maps each selected workload's Key to the nodes its edges belong to (see
 	// ServiceSet.Nodes); nil when the input has no Services (each is ServiceOf's node).
 	NodesOf map[string][]string
-	// MeshEdges are the edges a mesh multiplies (BuildMesh; nil without a mesh Set), keyed by
+	// MeshEdges are the edges a mesh multiplies (Build with a mesh Set; nil without one), keyed by
 	// [from, to]: the edge's attempts in the graph are App x the layers' tries.
 	MeshEdges map[[2]string]MeshEdge
 	// MeshEntry are the entrypoints whose client attempts a Gateway-parented route multiplies
@@ -705,7 +705,7 @@ func newBase(r *Result) *Base {
 }
 
 // Judge is graph.Judge and graph.PlanLocal of incoming's service on the graph
-// BuildJudgedParsed builds with incoming in place of its stored version, incoming being selected
+// BuildJudged builds with incoming in place of its stored version, incoming being selected
 // by the base's policy: the same verdict, numbers and plan (graph.Prepared.JudgeWith says which
 // path is named on a tie). ok is false when only that build can tell: the service on a cycle
 // or the incoming edges closing one, a service name that is invalid, or an update that moves
@@ -769,7 +769,7 @@ func BuildJudged(p *Policy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet, se
 }
 
 // judged is ps with incoming in place of its stored version (in its sorted place) and the
-// workloads sharing a node with it stripped of their upstreams: BuildJudgedParsed's input. ps
+// workloads sharing a node with it stripped of their upstreams: BuildJudged's input. ps
 // is not modified.
 func judged(ps []*Parsed, incoming *Parsed, svcs *ServiceSet) []*Parsed {
 	all := make([]*Parsed, 0, len(ps)+1)
