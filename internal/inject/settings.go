@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/sidecar"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -33,6 +34,12 @@ type Settings struct {
 	BreakerOpenFor     time.Duration
 	// AccessLog is the proxy's --access-log (sidecar.AccessLogOff or sidecar.AccessLogStdout).
 	AccessLog string
+	// MaxTimeToAnswer is spec.maxTimeToAnswer (0: none), the proxy's --max-time-to-answer.
+	MaxTimeToAnswer time.Duration
+	// DedupUpstreams is spec.retry.dedupUpstreams: upstream names whose app deduplicates by
+	// Idempotency-Key. The proxy's --dedup-upstreams is the listed names among a pod's
+	// upstreams (SidecarArgs).
+	DedupUpstreams []string
 }
 
 // SettingsFor applies the CRD defaults (api/v1alpha1/defaults; the API server applies them to
@@ -67,6 +74,8 @@ func settingsOf(ref workload.PolicyRef, spec *v1alpha1.RetryPolicySpec) (Setting
 		BreakerWindow:      durOr(spec.CircuitBreaker.Window, defaults.BreakerWindow),
 		BreakerOpenFor:     durOr(spec.CircuitBreaker.OpenFor, defaults.BreakerOpenFor),
 		AccessLog:          sidecar.AccessLogOff,
+		MaxTimeToAnswer:    durOr(spec.MaxTimeToAnswer, 0),
+		DedupUpstreams:     slices.Clone(spec.Retry.DedupUpstreams),
 	}
 	bad := func(field string, value any, why string) error {
 		return fmt.Errorf("%s: %s %v: %s", ref, field, value, why)
@@ -110,6 +119,15 @@ func settingsOf(ref workload.PolicyRef, spec *v1alpha1.RetryPolicySpec) (Setting
 	for _, m := range s.Methods {
 		if strings.ContainsAny(m, ", ") || m == "" {
 			return s, bad("spec.retry.methods", strconv.Quote(m), "is not an HTTP method")
+		}
+	}
+	// The proxy's own bounds (its --max-time-to-answer: 1ms..24h).
+	if d := s.MaxTimeToAnswer; d < 0 || (d > 0 && d < time.Millisecond) || d > 24*time.Hour {
+		return s, bad("spec.maxTimeToAnswer", d, "must be 1ms..24h")
+	}
+	for _, u := range s.DedupUpstreams {
+		if r := annotations.ValidateHost(u); r != "" {
+			return s, bad("spec.retry.dedupUpstreams", strconv.Quote(u), "is not an upstream name: "+r)
 		}
 	}
 	return s, nil

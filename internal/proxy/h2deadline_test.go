@@ -34,15 +34,20 @@ import (
 // tier below the entry that records the grpc-timeout each hop forwards.
 
 // silentServer is a grpc-go server that answers no call: each call is
-// counted, its arrival and the deadline it carried recorded, and it ends
-// when the caller gives up (its context is done).
+// counted, its arrival and the deadline it carried recorded, and noted as
+// ended when its context is done (the caller reset it, or its deadline
+// passed). Its handler then still answers nothing until the test ends: a
+// grpc-go handler that returned at its own deadline would answer
+// DEADLINE_EXCEEDED a moment before the tier above cuts the attempt, and
+// the tests are about the proxies' answer.
 type silentServer struct {
-	addr  string
-	calls atomic.Int64
-	mu    sync.Mutex
-	at    []time.Time     // arrival of each call
-	left  []time.Duration // its context's time left on arrival
-	ended chan struct{}   // one per call that ended
+	addr    string
+	calls   atomic.Int64
+	mu      sync.Mutex
+	at      []time.Time     // arrival of each call
+	left    []time.Duration // its context's time left on arrival
+	ended   chan struct{}   // one per call that ended
+	release chan struct{}   // closed when the test ends: the handlers return
 }
 
 func startSilent(t *testing.T) *silentServer {
@@ -51,7 +56,7 @@ func startSilent(t *testing.T) *silentServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &silentServer{addr: ln.Addr().String(), ended: make(chan struct{}, 64)}
+	s := &silentServer{addr: ln.Addr().String(), ended: make(chan struct{}, 64), release: make(chan struct{})}
 	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
 		ctx := stream.Context()
 		now := time.Now()
@@ -68,10 +73,12 @@ func startSilent(t *testing.T) *silentServer {
 		_ = stream.RecvMsg(new(emptypb.Empty))
 		<-ctx.Done()
 		s.ended <- struct{}{}
+		<-s.release
 		return grpcstatus.FromContextError(ctx.Err()).Err()
 	}))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
+	t.Cleanup(func() { close(s.release) }) // before Stop (cleanups run last first)
 	return s
 }
 
