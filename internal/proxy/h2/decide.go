@@ -41,6 +41,23 @@ func (f fieldHeaders) Values(key string) []string {
 	return out
 }
 
+// eachValue calls fn with every value of the regular fields named key
+// (lower case) without collecting them: no allocation on the relay's
+// header list.
+func eachValue(h reqHeaders, key string, fn func(v string)) {
+	if f, ok := h.(*fieldHeaders); ok {
+		for i := range *f {
+			if hf := &(*f)[i]; len(hf.Name) == len(key) && strings.EqualFold(hf.Name, key) {
+				fn(hf.Value)
+			}
+		}
+		return
+	}
+	for _, v := range h.Values(key) {
+		fn(v)
+	}
+}
+
 func first(h reqHeaders, key string) string {
 	if vs := h.Values(key); len(vs) > 0 {
 		return vs[0]
@@ -231,12 +248,12 @@ func (c *callState) deadlineIn() (gone bool) {
 			d, ok = v, true
 		}
 	}
-	for _, v := range c.hdr.Values(policy.HeaderDeadline) {
+	eachValue(c.hdr, fieldDeadline, func(v string) {
 		c.dlField = true
 		if ms, good := policy.ParseDeadlineList([]byte(v)); good {
 			lower(time.Duration(ms) * time.Millisecond)
 		}
-	}
+	})
 	if c.hadBag {
 		if ms, good := policy.ParseDeadlineBaggage([]byte(c.bag)); good {
 			c.dlField = true
@@ -244,11 +261,11 @@ func (c *callState) deadlineIn() (gone bool) {
 		}
 	}
 	if c.grpc {
-		for _, v := range c.hdr.Values(policy.HeaderGRPCTimeout) {
+		eachValue(c.hdr, fieldTimeout, func(v string) {
 			if g, good := policy.ParseGRPCTimeout([]byte(v)); good {
 				lower(g)
 			}
-		}
+		})
 	}
 	c.dl, c.arrived = policy.DeadlineAt(c.start, d, ok), d
 	return ok && d < time.Millisecond
