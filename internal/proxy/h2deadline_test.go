@@ -333,6 +333,7 @@ func TestH2DeadlineThreeTiersGRPC(t *testing.T) {
 				t.Fatalf("the bottom's call started %v after the client's, after the deadline %v", at.Sub(start), tc.bound)
 			}
 			prev := tc.bound
+			var chain []string
 			for i, tp := range taps {
 				reqs := tp.requests()
 				if len(reqs) != 1 {
@@ -346,7 +347,9 @@ func TestH2DeadlineThreeTiersGRPC(t *testing.T) {
 					t.Fatalf("grpc-timeout below tier %d = %v (%s), want below %v (the hop above) and above %v", i+1, d, reqs[0]["grpc-timeout"], prev, tc.bound/2)
 				}
 				prev = d
+				chain = append(chain, reqs[0]["grpc-timeout"])
 			}
+			t.Logf("grpc-timeout below tiers 1, 2, 3: %v; the bottom's deadline on arrival %v; answered after %v", chain, left, took)
 			if left <= 0 || left >= prev {
 				t.Fatalf("the bottom's deadline on arrival %v, want within (0, %v): what the last tier forwarded", left, prev)
 			}
