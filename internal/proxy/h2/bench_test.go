@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,7 @@ func BenchmarkCallDeadline(b *testing.B) {
 			var buf [6]hpack.HeaderField
 			hdr := fieldHeaders(fields)
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
 				if a := h.initCall(&c, "echo:50051", "POST", "echo:50051", "/retrycap.test.Echo/Call", &hdr, -1, tc.grpc); a != nil {
 					b.Fatal("answered without an attempt")
@@ -90,6 +92,7 @@ func BenchmarkCallDeadline(b *testing.B) {
 					b.Fatal("no try timeout")
 				}
 			}
+			cpu.report(b)
 		})
 	}
 }
@@ -111,6 +114,7 @@ func benchUnary(b *testing.B, conns, conc int, withCtx func(context.Context) (co
 	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
 	for w := range conc {
 		wg.Add(1)
 		go func() {
@@ -130,7 +134,26 @@ func benchUnary(b *testing.B, conns, conc int, withCtx func(context.Context) (co
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu.report(b)
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d calls failed", n)
 	}
+}
+
+// cpuMeter reports the process's CPU time (user + system, every thread:
+// the GC's too) per op as "cpu-ns/op": on a loaded machine a benchmark's
+// wall time per op is mostly the waits for a core, while the CPU it used
+// is what the compared variants differ in.
+type cpuMeter struct{ start time.Duration }
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func startCPU() cpuMeter { return cpuMeter{processCPU()} }
+
+func (m cpuMeter) report(b *testing.B) {
+	b.ReportMetric(float64(processCPU()-m.start)/float64(b.N), "cpu-ns/op")
 }
