@@ -13,6 +13,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
+	proxypolicy "github.com/retrycap/retrycap/internal/proxy/policy"
 	"github.com/retrycap/retrycap/internal/sidecar"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -121,9 +122,15 @@ func settingsOf(ref workload.PolicyRef, spec *v1alpha1.RetryPolicySpec) (Setting
 			return s, bad("spec.retry.methods", strconv.Quote(m), "is not an HTTP method")
 		}
 	}
-	// The proxy's own bounds (its --max-time-to-answer: 1ms..24h).
-	if d := s.MaxTimeToAnswer; d < 0 || (d > 0 && d < time.Millisecond) || d > 24*time.Hour {
-		return s, bad("spec.maxTimeToAnswer", d, "must be 1ms..24h")
+	// The proxy's bounds on --max-time-to-answer are 1ms..24h (its deadline's unit and
+	// policy.MaxDeadline). Below a millisecond every call would be answered 504 at once: refused,
+	// naming the value. Above a day (the API allows it, for the static check) a run-time deadline
+	// is none in practice, as a Retrycap-Deadline over a day counts as absent: not rendered.
+	if d := s.MaxTimeToAnswer; d < 0 || (d > 0 && d < time.Millisecond) {
+		return s, bad("spec.maxTimeToAnswer", d, "must be at least 1ms for the proxy's deadline")
+	}
+	if s.MaxTimeToAnswer > proxypolicy.MaxDeadline {
+		s.MaxTimeToAnswer = 0
 	}
 	for _, u := range s.DedupUpstreams {
 		if r := annotations.ValidateHost(u); r != "" {
