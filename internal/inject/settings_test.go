@@ -115,7 +115,7 @@ func TestRenderTimeAndDedup(t *testing.T) {
 	} {
 		p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4, MaxTimeToAnswer: tc.mtta}}
 		p.Spec.Retry.DedupUpstreams = tc.dedup
-		s, err := SettingsFor(p)
+		s, err := settingsOf(p)
 		if err != nil {
 			t.Fatal(err)
 		}
