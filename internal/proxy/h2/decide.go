@@ -1,6 +1,8 @@
 package h2
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -562,8 +564,16 @@ func (c *callState) trailerExtras(res *outcome, reason policy.Reason, grpcStatus
 }
 
 // brokenTrailers end a gRPC answer the upstream broke after it began
-// (a proper status rather than a reset), counted.
+// (a proper status rather than a reset), counted; one the call's deadline
+// ended (onDeadline) is DEADLINE_EXCEEDED.
 func (c *callState) brokenTrailers(err error) []hpack.HeaderField {
+	if errors.Is(err, context.DeadlineExceeded) {
+		c.m.code(codeLabel(codeDeadline))
+		return []hpack.HeaderField{
+			{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
+			{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded while the answer streamed")},
+		}
+	}
 	c.m.code(codeLabel(codeUnavailable))
 	return []hpack.HeaderField{
 		{Name: "grpc-status", Value: strconv.Itoa(codeUnavailable)},
