@@ -332,19 +332,5 @@ func (j *Judgement) Explain() string {
 // plan is PlanLocal's result for the judged service (nil to omit); several changes read
 // "order may keep payment=1, inventory=2"; when nothing fits, the plan's reason follows instead.
 func AdmissionMessage(policy string, j *Judgement, plan *Plan) string {
-	msg := "RetryPolicy " + policy + ": " + j.Explain()
-	if plan == nil {
-		return msg
-	}
-	if !plan.Fits {
-		return msg + "; " + plan.Reason
-	}
-	if len(plan.Changes) > 0 {
-		parts := make([]string, len(plan.Changes))
-		for i, ch := range plan.Changes {
-			parts[i] = ch.To + "=" + strconv.FormatInt(ch.New, 10)
-		}
-		msg += "; " + j.Service + " may keep " + strings.Join(parts, ", ")
-	}
-	return msg
+	return "RetryPolicy " + policy + ": " + j.Explain() + PlanSuffix(j.Service, plan)
 }

@@ -652,6 +652,18 @@ func analyzeTime(g *Graph, tm *timing, maxTime time.Duration) *TimeAnalysis {
 	defer c.release()
 	buf := nodePool.Get().(*[]nodeT)
 	defer nodePool.Put(buf)
+	p := newTimePass(c, tm, buf)
+	p.best = make([]invCand, 0, MaxInversions+1)
+	ta := &TimeAnalysis{Max: max(maxTime, 0)}
+	ta.UpperBound = !p.settle(true)
+	p.chains(ta)
+	p.inversions(ta)
+	return ta
+}
+
+// newTimePass prepares the pass over c with the hops of tm (nil: none), its per-node results in
+// buf (grown as needed).
+func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 	if cap(*buf) < c.n {
 		*buf = make([]nodeT, c.n)
 	}
@@ -662,13 +674,20 @@ func analyzeTime(g *Graph, tm *timing, maxTime time.Duration) *TimeAnalysis {
 	}
 	cc := p.tm.compile(c.adj)
 	p.slot, p.multi, p.flat = cc.slot, cc.multi, cc.flat
-	p.best = make([]invCand, 0, MaxInversions+1)
-	ta := &TimeAnalysis{Max: max(maxTime, 0)}
+	return p
+}
+
+// settle computes every node's worst time, in reverse topological order, a call loop's nodes
+// together (see AnalyzeTime); with check it offers the inversions. It reports false when some
+// loop did not settle within maxLoopRounds (the figures are then upper bounds).
+func (p *timePass) settle(check bool) bool {
+	c := p.c
+	settledAll := true
 	for i := c.n - 1; i >= 0; {
 		v := c.order[i]
 		cp := c.comp[v]
 		if !c.isCyc(cp) {
-			p.node(v, true)
+			p.node(v, check)
 			i--
 			continue
 		}
@@ -688,21 +707,23 @@ func analyzeTime(g *Graph, tm *timing, maxTime time.Duration) *TimeAnalysis {
 			}
 		}
 		if !settled {
-			ta.UpperBound = true
+			settledAll = false
 		}
 		for j := len(nodes) - 1; j >= 0; j-- {
-			p.node(nodes[j], true)
+			p.node(nodes[j], check)
 		}
 	}
-	p.chains(ta)
-	p.inversions(ta)
-	return ta
+	return settledAll
 }
 
 // entryTime is what one request at entrypoint v costs its client with k tries: the entry's
 // route layers over T(v), then k tries of that.
 func (p *timePass) entryTime(v int32, k int64, check bool) int64 {
-	x := p.v[v].t
+	return p.entryTimeAt(v, k, p.v[v].t, check)
+}
+
+// entryTimeAt is entryTime when v takes x.
+func (p *timePass) entryTimeAt(v int32, k int64, x int64, check bool) int64 {
 	r, ok := p.tm.entry[v]
 	if !ok {
 		return mul(k, x)
