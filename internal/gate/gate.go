@@ -209,15 +209,19 @@ type verdict struct {
 	// layers are the mesh layers of the path's multiplied factors (Result.ExplainJudgement),
 	// "" without any.
 	layers string
+	// time is the judgement against the policy's maxTimeToAnswer when a chain through the
+	// workload is over it (time.go); nil otherwise. judge is then nil when the cap is not over.
+	time *timeVerdict
+	// timeVia is the incoming workload when the time's node is a Service's name, not its own.
+	timeVia string
 }
 
 func (v verdict) message() string {
-	msg := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, v.plan)
-	if v.layers != "" {
-		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
-		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
-		head := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, nil)
-		msg = head + "; " + v.layers + msg[len(head):]
+	var msg string
+	if v.time != nil {
+		msg = v.timeMessage()
+	} else {
+		msg = v.capMessage()
 	}
 	if v.policy.ref.Cluster() {
 		// AdmissionMessage names a RetryPolicy.
@@ -226,6 +230,21 @@ func (v verdict) message() string {
 	if v.via != "" {
 		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
 		msg = strings.Replace(msg, "even with "+v.node+": ", "even with "+v.via+": ", 1)
+	}
+	if v.timeVia != "" {
+		msg = strings.Replace(msg, "even with "+v.time.node+": ", "even with "+v.timeVia+": ", 1)
+	}
+	return msg
+}
+
+// capMessage is the message of a verdict over the cap alone.
+func (v verdict) capMessage() string {
+	msg := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, v.plan)
+	if v.layers != "" {
+		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
+		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
+		head := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, nil)
+		msg = head + "; " + v.layers + msg[len(head):]
 	}
 	return msg
 }
@@ -311,10 +330,17 @@ func Decide(in Input) Decision {
 		Policy: func(p policy) (workload.PolicyRef, v1alpha1.Enforcement) { return p.ref, p.spec().Enforcement },
 		// The incoming workload's own annotations first, on a graph of it alone: the same errors
 		// Build reports, without building the namespace.
-		Check:   func(p policy) error { return incomingError(p.buildAlone(in.Incoming), in.Incoming) },
-		Judge:   func(p policy) (verdict, bool, error) { return judge(p, in.Incoming, in.Old, src, in.Mesh) },
+		Check: func(p policy) error { return incomingError(p.buildAlone(in.Incoming), in.Incoming) },
+		Judge: func(p policy) (verdict, bool, error) {
+			v, over, err := judge(p, in.Incoming, in.Old, src, in.Mesh)
+			if err == nil && over && p.spec().Enforcement == v1alpha1.EnforcementRewrite {
+				err = refusedRewrite(v)
+			}
+			return v, over, err
+		},
 		Ref:     func(v verdict) workload.PolicyRef { return v.policy.ref },
 		Message: verdict.message,
+		Also:    also,
 		Rewrite: func(vs []verdict) []string {
 			rw, warnings := rewrite(in.Incoming, vs)
 			if rw != nil {
@@ -412,14 +438,15 @@ func judge(p policy, w workload.Workload, old *workload.Workload, src *stored, s
 			if err != nil {
 				return verdict{}, false, err
 			}
-			if !raises && !workload.RaisesMeshRetries(set, *old, w) {
+			if !raises && !workload.RaisesMeshRetries(set, *old, w) && (p.maxTime() == 0 || !raisesTime(p.spec(), *old, w)) {
 				return verdict{}, false, nil
 			}
 		}
 	}
 	incoming := workload.Parse(w)
 	own := p.node(incoming.ServiceName(), w.Namespace)
-	if b := src.prepared(p); b != nil && b.Mesh() == set {
+	// A policy with a maxTimeToAnswer is judged on a build: a prepared graph carries no hops.
+	if b := src.prepared(p); b != nil && b.Mesh() == set && p.maxTime() == 0 {
 		if j, plan, ok := b.Judge(incoming); ok {
 			if !j.Over {
 				return verdict{}, false, nil
@@ -444,16 +471,31 @@ func judge(p policy, w workload.Workload, old *workload.Workload, src *stored, s
 			j, svc = nj, n
 		}
 	}
-	if j == nil || !j.Over {
+	tv := judgeTime(p, r, incoming)
+	capOver := j != nil && j.Over
+	if !capOver && tv == nil {
 		return verdict{}, false, nil
 	}
-	// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
-	plan, _ := graph.PlanLocal(r.Graph, r.Cap, svc)
-	v := verdict{policy: p, judge: j, plan: plan, node: svc}
-	if svc != own {
+	v := verdict{policy: p, node: svc, time: tv}
+	if capOver {
+		// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
+		v.judge = j
+		v.plan, _ = graph.PlanLocal(r.Graph, r.Cap, svc)
+	} else {
+		v.node = tv.node
+	}
+	if v.node != own {
 		v.via = w.String()
 	}
-	return meshVerdict(v, r, incoming), true, nil
+	v = meshVerdict(v, r, incoming)
+	if tv != nil {
+		// The time's plan is in the application's attempts already (graph.JudgeTime).
+		v.plan = graph.MergePlans(v.plan, renamed(tv.plan, v.node))
+		if tv.node != own {
+			v.timeVia = w.String()
+		}
+	}
+	return v, true, nil
 }
 
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'
@@ -485,7 +527,7 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		}
 		if lowered {
 			lowering = append(lowering, v.policy.ref)
-			explains = append(explains, v.judge.Explain())
+			explains = append(explains, v.explain())
 		}
 		if !v.plan.Fits {
 			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite; "+incoming.String()+" is rewritten as far as it goes)")

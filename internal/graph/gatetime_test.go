@@ -53,10 +53,10 @@ func TestJudgeTime(t *testing.T) {
 		{
 			// The slow search chain (20s) does not take part in order's: order's is judged on
 			// its own (6s), and search's edges are not the request's.
-			name:  "only the chains through the service",
-			edges: append(slices.Clone(base), e{"gateway", "search", 1, 1}),
-			eps:   []ep{{"gateway", 2}},
-			hops:  append(slices.Clone(baseHops), hopDecl{"gateway", "search", Hop{rc(1, 20*time.Second)}}),
+			name:    "only the chains through the service",
+			edges:   append(slices.Clone(base), e{"gateway", "search", 1, 1}),
+			eps:     []ep{{"gateway", 2}},
+			hops:    append(slices.Clone(baseHops), hopDecl{"gateway", "search", Hop{rc(1, 20*time.Second)}}),
 			service: "order", max: 10 * time.Second, chain: "6s",
 		},
 		{
