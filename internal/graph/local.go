@@ -179,8 +179,10 @@ func (pg *Prepared) JudgeWith(cap int64, service string, edges []Edge) (j *Judge
 	if !known {
 		s = -1
 	}
-	if s >= 0 && c.isCyc(c.comp[s]) {
-		// The paths into the service may run through its own edges.
+	if s >= 0 && c.isCyc(c.comp[s]) || c.anyRetry {
+		// The paths into the service may run through its own edges; and with a retry cycle
+		// anywhere the worst case is over chains that visit a service once (judgesimple.go),
+		// which the prepared products do not hold.
 		return nil, nil, false
 	}
 	es := make([]localEdge, 0, len(edges))

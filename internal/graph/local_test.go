@@ -98,8 +98,13 @@ func TestPropertyJudgeWithMatchesRebuild(t *testing.T) {
 		j, plan, ok := Prepare(g).JudgeWith(capV, service, edges)
 		judged := replaceOut(g, service, edges)
 		if !ok {
-			// Declined only for a cycle through the service, before or after.
-			if !onCycle(g, service) && !onCycle(judged, service) {
+			// Declined only for a cycle through the service, before or after, or a retry
+			// cycle anywhere (judgesimple.go: the worst case is then over simple paths).
+			retryCycle := false
+			for _, e := range g.Edges() {
+				retryCycle = retryCycle || e.Attempts > 1 && pathExists(g, e.To, e.From)
+			}
+			if !onCycle(g, service) && !onCycle(judged, service) && !retryCycle {
 				t.Fatalf("case %d: JudgeWith declined an acyclic result (%s with %v)", i, service, edges)
 			}
 			fellBack++
@@ -129,8 +134,9 @@ func TestPropertyJudgeWithMatchesRebuild(t *testing.T) {
 			t.Fatalf("case %d: reason %q, rebuild %q", i, plan.Reason, wantP.Reason)
 		}
 	}
-	// Both branches were exercised, most cases answered, graphs with cycles elsewhere too.
-	if answered < 2000 || fellBack == 0 || answeredCyclic < 200 {
+	// Both branches were exercised, most cases answered, graphs with cycles elsewhere too
+	// (cycles without a retry: a retry cycle anywhere falls back).
+	if answered < 2000 || fellBack == 0 || answeredCyclic < 40 {
 		t.Fatalf("answered %d (%d with a cycle elsewhere), fell back %d", answered, answeredCyclic, fellBack)
 	}
 	t.Logf("answered %d (%d with a cycle elsewhere), fell back %d", answered, answeredCyclic, fellBack)
