@@ -79,16 +79,16 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 	// The worst chain through any of the edges.
 	worst, ws, we := int64(-1), int32(-1), -1
 	for e := lo; e < hi; e++ {
-		x := gt.hop(e, 0)
-		if y, en := gt.eval(x); y > worst {
+		if y, en := gt.eval(e, 0); y > worst {
 			worst, ws, we = y, e, en
 		}
 	}
 	if we < 0 {
 		return j, nil
 	}
-	gt.eval(gt.hop(ws, 0)) // chain reads the pass of the worst edge
-	j.Chain = gt.chain(we, ws, worst)
+	gt.eval(ws, 0) // chain reads the pass of the worst edge
+	j.Chain = gt.chain(we, ws, 0, worst)
+	j.UpperBound = j.UpperBound || gt.upper
 	j.Over = worst > int64(maxTime)
 	if !j.Over {
 		return j, nil
@@ -104,7 +104,7 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 	for _, e := range slots {
 		to := g.names[c.adj.to[e]]
 		cur := gt.tries(e)
-		fits := func(n int64) bool { y, _ := gt.eval(gt.hop(e, n)); return y <= limit }
+		fits := func(n int64) bool { y, _ := gt.eval(e, n); return y <= limit }
 		n := cur
 		if !fits(cur) {
 			// The largest n in [1, cur) that fits: fits is monotone in n.
@@ -121,8 +121,11 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 			if n == 0 {
 				n = 1
 				if plan.Fits {
-					y, en := gt.eval(gt.hop(e, 1))
-					ch := gt.chain(en, e, y)
+					y, en := gt.eval(e, 1)
+					if en < 0 {
+						continue // no chain through the edge at all
+					}
+					ch := gt.chain(en, e, 1, y)
 					plan.Fits = false
 					plan.Reason = "no rewrite fits: even with " + service + ": " + to + "=1, " + explainTime(ch, maxTime)
 				}
@@ -137,21 +140,32 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 }
 
 // gateTime is JudgeTime's restricted pass: the nodes that reach s, grouped by component in
-// reverse topological order, and their times V with the slot giving each.
+// reverse topological order, and their times V with the slot giving each (-1 in vv: no chain
+// through s from there). The ways in and on follow the simple-path rule (timecycles.go): a
+// cyclic component before s's is searched for the worst way across towards s, and s's own, when
+// cyclic, for the worst way from each of its services to s whose way on from the edge's callee
+// does not return to it.
 type gateTime struct {
 	p       *timePass
-	s       int32
+	s, cs   int32
 	reach   []bool
 	nodes   []int32 // the nodes reaching s (s excluded), sinks first
 	groups  []int32 // nodes[groups[i]:groups[i+1]] is one component
 	vv      []int64
 	vs      []int32
 	reached bool // some entrypoint reaches s (or is s)
+	// csSearch: s's component is cyclic and searched (timecycles.go); cpath is, for its nodes,
+	// the way to s that gives vv (the node first, s last).
+	csSearch bool
+	cpath    map[int32][]int32
+	upper    bool // a component too large to search: the times are upper bounds
 }
 
 func newGateTime(p *timePass, s int32) *gateTime {
 	c := p.c
-	gt := &gateTime{p: p, s: s, reach: make([]bool, c.n), vv: make([]int64, c.n), vs: make([]int32, c.n)}
+	gt := &gateTime{p: p, s: s, cs: c.comp[s], reach: make([]bool, c.n), vv: make([]int64, c.n), vs: make([]int32, c.n),
+		cpath: map[int32][]int32{}}
+	gt.csSearch = c.isCyc(gt.cs) && p.searched[gt.cs]
 	gt.reach[s] = true
 	for i := c.n - 1; i >= 0; {
 		v := c.order[i]
@@ -180,6 +194,9 @@ func newGateTime(p *timePass, s int32) *gateTime {
 				gt.nodes = append(gt.nodes, u)
 			}
 		}
+		if c.isCyc(c.comp[v]) {
+			p.localIndex(comp)
+		}
 	}
 	gt.groups = append(gt.groups, int32(len(gt.nodes)))
 	for _, en := range c.ents {
@@ -207,11 +224,10 @@ func (gt *gateTime) tries(e int32) int64 {
 	return n
 }
 
-// hop is slot e's time over its callee's worst time with its first layer at n tries (n <= 0:
-// as declared).
-func (gt *gateTime) hop(e int32, n int64) int64 {
+// hop is slot e's time when its callee takes x, its first layer at n tries (n <= 0: as
+// declared).
+func (gt *gateTime) hop(e int32, n int64, x int64) int64 {
 	p := gt.p
-	x := p.v[p.c.adj.to[e]].t
 	if n <= 0 {
 		return p.hopTime(e, x, false, false)
 	}
@@ -243,39 +259,78 @@ func (gt *gateTime) hop(e int32, n int64) int64 {
 	return worst
 }
 
-// eval is the worst chain time through s when s takes x, and the entrypoint (its index in the
-// core's entrypoints) that waits it; -1 when none reaches s.
-func (gt *gateTime) eval(x int64) (int64, int) {
+// cont is the time the callee of s's slot e takes on a chain that visited (C's services, by
+// bit) before: its worst time outside s's component, else its worst way on that does not
+// return (-1: it is on the chain already).
+func (gt *gateTime) cont(e int32, visited uint64) (int64, bool) {
 	p, c := gt.p, gt.p.c
-	gt.vv[gt.s], gt.vs[gt.s] = x, -1
+	t := c.adj.to[e]
+	if !gt.csSearch || c.comp[t] != gt.cs {
+		return p.v[t].t, p.v[t].leaf
+	}
+	bit := uint64(1) << uint(p.local[t])
+	if visited&bit != 0 {
+		return -1, false
+	}
+	work := 0
+	x, leaf, ok := p.searchT(t, gt.cs, p.local, visited|bit, &work)
+	if !ok {
+		gt.upper = true
+		return p.v[t].t, p.v[t].leaf
+	}
+	return x, leaf
+}
+
+// eval is the worst chain time through s's slot e with its first layer at n tries (n <= 0: as
+// declared), and the entrypoint (its index in the core's entrypoints) that waits it; -1 when
+// none reaches s that way.
+func (gt *gateTime) eval(e int32, n int64) (int64, int) {
+	p, c := gt.p, gt.p.c
+	gt.vv[gt.s], gt.vs[gt.s] = -1, -1
+	if gt.csSearch {
+		if x, _ := gt.cont(e, 1<<uint(p.local[gt.s])); x >= 0 {
+			gt.vv[gt.s] = gt.hop(e, n, x)
+		}
+	} else {
+		gt.vv[gt.s] = gt.hop(e, n, p.v[c.adj.to[e]].t)
+	}
 	for g := 0; g+1 < len(gt.groups); g++ {
 		nodes := gt.nodes[gt.groups[g]:gt.groups[g+1]]
 		if len(nodes) == 0 {
 			continue // s's own component, s alone
 		}
-		if !c.isCyc(c.comp[nodes[0]]) {
+		cp := c.comp[nodes[0]]
+		switch {
+		case !c.isCyc(cp):
 			gt.node(nodes[0])
-			continue
-		}
-		// A call loop: from "unbounded" down, as AnalyzeTime's pass.
-		for _, u := range nodes {
-			gt.vv[u], gt.vs[u] = int64(Forever), -1
-		}
-		for round := 0; round < maxLoopRounds; round++ {
-			changed := false
-			for k := len(nodes) - 1; k >= 0; k-- {
-				if gt.node(nodes[k]) {
-					changed = true
-				}
+		case cp == gt.cs && gt.csSearch:
+			gt.intoS(e, n, nodes)
+		case cp != gt.cs && p.searched[cp]:
+			for _, u := range nodes {
+				gt.vv[u], gt.vs[u] = gt.across(u, cp, 1<<uint(p.local[u]))
 			}
-			if !changed {
-				break
+		default:
+			// Too large to search: from "unbounded" down, as AnalyzeTime's pass, an upper bound.
+			gt.upper = true
+			for _, u := range nodes {
+				gt.vv[u], gt.vs[u] = int64(Forever), -1
+			}
+			for round := 0; round < maxLoopRounds; round++ {
+				changed := false
+				for k := len(nodes) - 1; k >= 0; k-- {
+					if gt.node(nodes[k]) {
+						changed = true
+					}
+				}
+				if !changed {
+					break
+				}
 			}
 		}
 	}
 	worst, we := int64(-1), -1
 	for i, en := range c.ents {
-		if !gt.reach[en.node] {
+		if !gt.reach[en.node] || gt.vv[en.node] < 0 {
 			continue
 		}
 		if y := p.entryTimeAt(en.node, en.k, gt.vv[en.node], false); y > worst {
@@ -292,7 +347,7 @@ func (gt *gateTime) node(u int32) bool {
 	lo, hi := c.out(u)
 	for e := lo; e < hi; e++ {
 		w := c.adj.to[e]
-		if !gt.reach[w] {
+		if !gt.reach[w] || gt.vv[w] < 0 {
 			continue
 		}
 		if y := p.hopTime(e, gt.vv[w], false, false); y > best {
@@ -304,61 +359,151 @@ func (gt *gateTime) node(u int32) bool {
 	return changed
 }
 
+// across is V(u) for u in a searched cyclic component cp before s's: the worst way across cp,
+// not returning to a service of visited, to a service outside it with a chain through s; and
+// the slot it starts with.
+func (gt *gateTime) across(u, cp int32, visited uint64) (int64, int32) {
+	p, c := gt.p, gt.p.c
+	best, bs := int64(-1), int32(-1)
+	lo, hi := c.out(u)
+	for e := lo; e < hi; e++ {
+		w := c.adj.to[e]
+		if !gt.reach[w] {
+			continue
+		}
+		x := gt.vv[w]
+		if c.comp[w] == cp {
+			bit := uint64(1) << uint(p.local[w])
+			if visited&bit != 0 {
+				continue
+			}
+			x, _ = gt.across(w, cp, visited|bit)
+		}
+		if x < 0 {
+			continue
+		}
+		if y := p.hopTime(e, x, false, false); y > best {
+			best, bs = y, e
+		}
+	}
+	return best, bs
+}
+
+// intoS is V for the services of s's cyclic component (nodes, s excluded): the worst simple way
+// from each to s, then slot e at n tries, then the callee's way on that does not return.
+func (gt *gateTime) intoS(e int32, n int64, nodes []int32) {
+	p, c, s := gt.p, gt.p.c, gt.s
+	for _, a := range nodes {
+		best := int64(-1)
+		var bestPath []int32
+		stack := []int32{a}
+		var walk func(u int32, visited uint64)
+		walk = func(u int32, visited uint64) {
+			if u == s {
+				x, _ := gt.cont(e, visited)
+				if x < 0 {
+					return
+				}
+				y := gt.hop(e, n, x)
+				for k := len(stack) - 2; k >= 0; k-- {
+					y = p.hopTime(c.slotBetween(stack[k], stack[k+1]), y, false, false)
+				}
+				if y > best {
+					best, bestPath = y, slices.Clone(stack)
+				}
+				return
+			}
+			lo, hi := c.out(u)
+			for x := lo; x < hi; x++ {
+				w := c.adj.to[x]
+				if c.comp[w] != gt.cs {
+					continue
+				}
+				bit := uint64(1) << uint(p.local[w])
+				if visited&bit != 0 {
+					continue
+				}
+				stack = append(stack, w)
+				walk(w, visited|bit)
+				stack = stack[:len(stack)-1]
+			}
+		}
+		walk(a, 1<<uint(p.local[a]))
+		gt.vv[a], gt.vs[a] = best, -1
+		gt.cpath[a] = bestPath
+	}
+}
+
 // chain is the chain of entrypoint en (an index into the core's entrypoints) through slot e of
-// s, taking time y: the restricted pass's way down to s, the edge, then the callee's worst
-// continuation. eval must have run with e's time last.
-func (gt *gateTime) chain(en int, e int32, y int64) TimeChain {
+// s at n tries, taking time y: the restricted pass's way down to s, the edge, then the callee's
+// worst way on. eval must have run with e and n last.
+func (gt *gateTime) chain(en int, e int32, n int64, y int64) TimeChain {
 	p, c := gt.p, gt.p.c
 	ent := c.ents[en]
-	var nodes []int32
-	var times []time.Duration
-	seen := map[int32]bool{}
-	for v := ent.node; v != gt.s; {
-		nodes = append(nodes, v)
-		times = append(times, time.Duration(gt.vv[v]))
-		seen[v] = true
-		sl := gt.vs[v]
+	var steps []chainStep
+	var visitedK uint64
+	inK := int32(-1)
+	var pre uint64 // s's component's services on the way in
+	v := ent.node
+	for v != gt.s && len(steps) <= c.n {
+		cp := c.comp[v]
+		if cp == gt.cs && gt.csSearch {
+			// The searched way to s: each service's time composed back from s's.
+			path := gt.cpath[v]
+			x, _ := gt.contOf(e, path)
+			ys := make([]int64, len(path))
+			ys[len(path)-1] = gt.hop(e, n, x)
+			for k := len(path) - 2; k >= 0; k-- {
+				ys[k] = p.hopTime(c.slotBetween(path[k], path[k+1]), ys[k+1], false, false)
+			}
+			for k, u := range path[:len(path)-1] {
+				steps = append(steps, chainStep{v: u, t: ys[k]})
+				pre |= 1 << uint(p.local[u])
+			}
+			break
+		}
+		var sl int32
+		t := gt.vv[v]
+		if c.isCyc(cp) && p.searched[cp] {
+			if inK != cp {
+				inK, visitedK = cp, 0
+			}
+			visitedK |= 1 << uint(p.local[v])
+			t, sl = gt.across(v, cp, visitedK)
+		} else {
+			sl = gt.vs[v]
+		}
+		steps = append(steps, chainStep{v: v, t: t})
 		if sl < 0 {
-			break // unreachable: every node reaching s has a slot towards it
+			break // a loop too large to search with no timeout: the fixpoint's way ends here
 		}
 		v = c.adj.to[sl]
-		if seen[v] {
-			break // a loop with no timeout: the path stops where it returns
-		}
 	}
-	nodes = append(nodes, gt.s)
-	times = append(times, time.Duration(gt.vv[gt.s]))
-	below, loop := p.path(c.adj.to[e])
-	for _, v := range below {
-		nodes = append(nodes, v)
-		times = append(times, time.Duration(p.v[v].t))
+	if gt.csSearch {
+		pre |= 1 << uint(p.local[gt.s])
 	}
-	ch := TimeChain{Entrypoint: c.g.names[ent.node], ClientAttempts: ent.k, Time: time.Duration(y), Path: c.names(nodes), Times: times}
+	x, leaf := gt.cont(e, pre)
+	steps = append(steps, chainStep{v: gt.s, t: gt.hop(e, n, x)})
+	below, loop := p.chainFrom(c.adj.to[e], gt.csSearch, pre, x, leaf)
+	steps = append(steps, below...)
+	ch := TimeChain{Entrypoint: c.g.names[ent.node], ClientAttempts: ent.k, Time: time.Duration(y)}
+	for _, st := range steps {
+		ch.Path = append(ch.Path, c.g.names[st.v])
+		ch.Times = append(ch.Times, time.Duration(st.t))
+	}
 	if y == int64(Forever) {
-		ch.Unbounded = gt.why(nodes, times, loop)
+		ch.Unbounded = p.why(steps, loop)
 	}
 	return ch
 }
 
-// why is timePass.why over a chain with the given times (the restricted pass's down to s).
-func (gt *gateTime) why(nodes []int32, times []time.Duration, loop bool) string {
-	p := gt.p
-	names := p.c.g.names
-	first := len(nodes) - 1
-	for i, v := range nodes {
-		if times[i] == Forever && !p.v[v].leaf {
-			first = i
-			break
-		}
+// contOf is cont for the way in path (inside s's component, s last).
+func (gt *gateTime) contOf(e int32, path []int32) (int64, bool) {
+	var visited uint64
+	for _, u := range path {
+		visited |= 1 << uint(gt.p.local[u])
 	}
-	tail := nodes[first:]
-	if loop {
-		return "no timeout bounds the call loop " + joinNames(names, tail, " -> ")
-	}
-	if len(tail) < 2 {
-		return "no timeout between the client and " + names[nodes[0]] + ", and its own time is unknown"
-	}
-	return "no timeout on " + joinNames(names, tail, " -> ") + ", and " + names[tail[len(tail)-1]] + "'s own time is unknown"
+	return gt.cont(e, visited)
 }
 
 // PlanSuffix is what AdmissionMessage appends for plan at service: "; order may keep

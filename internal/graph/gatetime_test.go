@@ -113,25 +113,31 @@ func TestJudgeTime(t *testing.T) {
 	}
 }
 
-// TestJudgeTimeProperty checks JudgeTime against brute force on random DAGs with random layers:
+// TestJudgeTimeProperty checks JudgeTime against brute force on random graphs, half with cycles
+// (the chains visit a service once), with random layers:
 // the judged time is the worst over every path from an entrypoint through one of the service's
 // edges, the chain named takes it, and the plan's counts are the largest that fit (with them
 // every such path is within the maximum; one more on a lowered edge is over), or Fits is false
 // only when 1 does not fit.
 func TestJudgeTimeProperty(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 2))
-	checked := 0
+	checked, checkedCyclic := 0, 0
 	for iter := range 400 {
-		g := randomDAG(r, 2+r.IntN(8), 3)
-		for _, ed := range g.Edges() {
-			if r.IntN(6) == 0 {
-				continue
+		var g *Graph
+		if iter%2 == 0 {
+			g = randomTimedCyclic(r)
+		} else {
+			g = randomDAG(r, 2+r.IntN(8), 3)
+			for _, ed := range g.Edges() {
+				if r.IntN(6) == 0 {
+					continue
+				}
+				h := Hop{randomLayer(r)}
+				if r.IntN(3) == 0 {
+					h = append(h, randomLayer(r))
+				}
+				g.SetHop(ed.From, ed.To, h)
 			}
-			h := Hop{randomLayer(r)}
-			if r.IntN(3) == 0 {
-				h = append(h, randomLayer(r))
-			}
-			g.SetHop(ed.From, ed.To, h)
 		}
 		c := newCore(g, nil)
 		var ents []Entrypoint
@@ -147,18 +153,20 @@ func TestJudgeTimeProperty(t *testing.T) {
 		through := func(to string) int64 {
 			worst := int64(-1)
 			for _, en := range ents {
+				// The chains that visit a service once, to where every call would return.
 				var walk func(path []string, via bool)
 				walk = func(path []string, via bool) {
 					v := path[len(path)-1]
-					out := g.OutEdges(v)
-					if len(out) == 0 {
-						if via {
-							worst = max(worst, pathTime(g, path, en.ClientAttempts))
+					ended := true
+					for _, ed := range g.OutEdges(v) {
+						if slices.Contains(path, ed.To) {
+							continue
 						}
-						return
-					}
-					for _, ed := range out {
+						ended = false
 						walk(append(slices.Clone(path), ed.To), via || v == svc && (to == "" || ed.To == to))
+					}
+					if ended && via {
+						worst = max(worst, pathTime(g, path, en.ClientAttempts))
 					}
 				}
 				walk([]string{en.Service}, false)
@@ -180,6 +188,14 @@ func TestJudgeTimeProperty(t *testing.T) {
 		}
 		if got := pathTime(g, j.Chain.Path, j.Chain.ClientAttempts); got != want || !slices.Contains(j.Chain.Path, svc) {
 			t.Fatalf("iter %d: %s: chain %v takes %v, judged %v", iter, svc, j.Chain.Path, time.Duration(got), time.Duration(want))
+		}
+		for k, v := range j.Chain.Path {
+			if slices.Contains(j.Chain.Path[:k], v) {
+				t.Fatalf("iter %d: chain %v visits %s twice", iter, j.Chain.Path, v)
+			}
+		}
+		if g.adjacency().order == nil {
+			checkedCyclic++
 		}
 		if j.Over != (want > int64(maxT)) {
 			t.Fatalf("iter %d: over %t for %v against %v", iter, j.Over, time.Duration(want), maxT)
@@ -220,8 +236,8 @@ func TestJudgeTimeProperty(t *testing.T) {
 			setFirst(orig)
 		}
 	}
-	if checked < 100 {
-		t.Fatalf("only %d judgements checked", checked)
+	if checked < 100 || checkedCyclic < 40 {
+		t.Fatalf("only %d judgements checked, %d on graphs with a cycle", checked, checkedCyclic)
 	}
 }
 

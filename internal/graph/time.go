@@ -348,6 +348,11 @@ type timePass struct {
 	best  []invCand
 	total int
 	cur   invCand // the hop being checked (order, caller, callee)
+
+	// searched marks the cyclic components whose times are over chains that visit a service
+	// once (timecycles.go); local is the search's scratch.
+	searched map[int32]bool
+	local    []int32
 }
 
 // nodePool recycles the per-node results between analyses, as bufferPool does for Analyze's.
@@ -694,6 +699,11 @@ func (p *timePass) settle(check bool) bool {
 		size := c.size(cp)
 		nodes := c.order[i-size+1 : i+1]
 		i -= size
+		if p.simpleTimes(nodes, cp, check) {
+			continue
+		}
+		// Too large to search: the greatest fixpoint round the loop, an upper bound.
+		settledAll = false
 		for _, u := range nodes {
 			p.v[u] = nodeT{t: int64(Forever), succ: -1}
 		}
@@ -740,29 +750,6 @@ func (p *timePass) entryTimeAt(v int32, k int64, x int64, check bool) int64 {
 	return worst
 }
 
-// path follows succ from v: the chain below v and each service's time. A call loop with no
-// timeout can make succ return to a service: the path stops there.
-func (p *timePass) path(v int32) (nodes []int32, loop bool) {
-	var seen map[int32]bool // only a graph with a cycle can return to a service
-	if p.c.cyc != nil {
-		seen = map[int32]bool{}
-	}
-	for {
-		nodes = append(nodes, v)
-		if seen != nil {
-			seen[v] = true
-		}
-		s := p.v[v].succ
-		if s < 0 {
-			return nodes, false
-		}
-		v = p.c.adj.to[s]
-		if seen[v] {
-			return append(nodes, v), true
-		}
-	}
-}
-
 func (p *timePass) chains(ta *TimeAnalysis) {
 	c := p.c
 	type ranked struct {
@@ -785,14 +772,15 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 	})
 	rs = rs[:min(len(rs), MaxChains)]
 	for _, r := range rs {
-		nodes, loop := p.path(r.en.node)
-		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time), Path: c.names(nodes)}
-		ch.Times = make([]time.Duration, len(nodes))
-		for i, v := range nodes {
-			ch.Times[i] = time.Duration(p.v[v].t)
+		steps, loop := p.chainFrom(r.en.node, false, 0, 0, false)
+		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time)}
+		ch.Path = make([]string, len(steps))
+		ch.Times = make([]time.Duration, len(steps))
+		for i, st := range steps {
+			ch.Path[i], ch.Times[i] = c.g.names[st.v], time.Duration(st.t)
 		}
 		if r.time == int64(Forever) {
-			ch.Unbounded = p.why(nodes, loop)
+			ch.Unbounded = p.why(steps, loop)
 		}
 		ta.Chains = append(ta.Chains, ch)
 		if ta.Max > 0 && ch.Time > ta.Max {
@@ -807,21 +795,24 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 
 // why says what leaves a chain unbounded: the hops from the first service whose time is
 // unbounded down to the leaf have no timeout, or go round a loop.
-func (p *timePass) why(nodes []int32, loop bool) string {
+func (p *timePass) why(steps []chainStep, loop bool) string {
 	names := p.c.g.names
-	first := len(nodes) - 1
-	for i, v := range nodes {
-		if p.v[v].t == int64(Forever) && !p.v[v].leaf {
+	first := len(steps) - 1
+	for i, st := range steps {
+		if st.t == int64(Forever) && !st.leaf {
 			first = i
 			break
 		}
 	}
-	tail := nodes[first:]
+	tail := make([]int32, 0, len(steps)-first)
+	for _, st := range steps[first:] {
+		tail = append(tail, st.v)
+	}
 	if loop {
 		return "no timeout bounds the call loop " + joinNames(names, tail, " -> ")
 	}
 	if len(tail) < 2 {
-		return "no timeout between the client and " + names[nodes[0]] + ", and its own time is unknown"
+		return "no timeout between the client and " + names[steps[0].v] + ", and its own time is unknown"
 	}
 	return "no timeout on " + joinNames(names, tail, " -> ") + ", and " + names[tail[len(tail)-1]] + "'s own time is unknown"
 }
