@@ -485,7 +485,7 @@ func (gt *gateTime) chain(en int, e int32, n int64, y int64) TimeChain {
 	x, leaf := gt.cont(e, pre)
 	steps = append(steps, chainStep{v: gt.s, t: gt.hop(e, n, x)})
 	below, loop := p.chainFrom(c.adj.to[e], gt.csSearch, pre, x, leaf)
-	steps = append(steps, below...)
+	steps = append(steps, below...) // a copy: below is chainFrom's scratch
 	ch := TimeChain{Entrypoint: c.g.names[ent.node], ClientAttempts: ent.k, Time: time.Duration(y)}
 	for _, st := range steps {
 		ch.Path = append(ch.Path, c.g.names[st.v])

@@ -322,8 +322,10 @@ type TimeAnalysis struct {
 	// InversionsTotal counts them all.
 	Inversions      []Inversion
 	InversionsTotal int
-	// Violations are the chains over Max (at most MaxChains, worst first).
-	Violations []TimeViolation
+	// Violations are the chains over Max, worst first, at most MaxViolations (as Analyze's, and
+	// the status's); ViolationsTotal counts them all, one per entrypoint.
+	Violations      []TimeViolation
+	ViolationsTotal int
 	// UpperBound is true when a call loop's times did not settle within the passes allowed
 	// (maxLoopRounds): its figures are then upper bounds, said as such.
 	UpperBound bool
@@ -340,7 +342,7 @@ type timePass struct {
 	c     *core
 	tm    *timing
 	v     []nodeT
-	slot  []int32 // the compiled hops (see timing.compile)
+	span  []span // the compiled hops (see timing.compile)
 	multi []int32
 	flat  []layerT
 
@@ -353,6 +355,7 @@ type timePass struct {
 	// once (timecycles.go); local is the search's scratch.
 	searched map[int32]bool
 	local    []int32
+	steps    []chainStep // chainFrom's scratch
 }
 
 // nodePool recycles the per-node results between analyses, as bufferPool does for Analyze's.
@@ -498,7 +501,7 @@ func (p *timePass) throughOne(r int32, x int64, unknown, check bool) int64 {
 
 // hopTime is the time of edge slot s when its callee takes x.
 func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
-	lo, hi := p.slot[s], p.slot[s+1]
+	lo, hi := p.span[s].lo, p.span[s].hi
 	if lo == hi {
 		if p.multi != nil && p.multi[s] >= 0 {
 			// Several declarations: the slow path over the records.
@@ -531,30 +534,36 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 	return y
 }
 
-// compiled is the hops laid out by slot for one adjacency, so that the pass reads the layers in
-// the order it walks the edges: slot s's layers are flat[slot[s]:slot[s+1]]. An edge with several
-// records (declared by several workloads) has none there and multi[s] is its first record, read
-// from the records (multi is nil when no edge has several). Built on the first analysis after a
-// change and kept while neither the adjacency nor the hops change.
+// compiled is the hops laid out for the pass: slot s's layers are flat[span[s].lo:span[s].hi],
+// and on an acyclic graph flat holds them in the order the pass walks the edges (callers in
+// reverse topological order, a caller's edges in slot order), so that the pass reads the layers
+// front to back instead of jumping by slot. An edge with several records (declared by several
+// workloads) has none there and multi[s] is its first record, read from the records (multi is nil
+// when no edge has several). Built on the first analysis after a change and kept while neither
+// the adjacency nor the hops change.
 type compiled struct {
 	adj   *adjacency
 	gen   int
-	slot  []int32
+	span  []span
 	multi []int32
 	flat  []layerT
 }
+
+// span is a range of compiled layers.
+type span struct{ lo, hi int32 }
 
 func (t *timing) compile(a *adjacency) *compiled {
 	if c := t.cache.Load(); c != nil && c.adj == a && c.gen == t.gen {
 		return c
 	}
 	m := len(a.to)
-	c := &compiled{adj: a, gen: t.gen, slot: make([]int32, m+1), flat: make([]layerT, 0, m)}
-	for s := range m {
-		c.slot[s] = int32(len(c.flat))
+	c := &compiled{adj: a, gen: t.gen, span: make([]span, m), flat: make([]layerT, 0, m)}
+	lay := func(s int32) {
+		lo := int32(len(c.flat))
+		c.span[s] = span{lo, lo}
 		r := t.hopOf(a.edge[s])
 		if r < 0 {
-			continue
+			return
 		}
 		rec := t.hops[r]
 		if rec.next >= 0 {
@@ -565,11 +574,23 @@ func (t *timing) compile(a *adjacency) *compiled {
 				}
 			}
 			c.multi[s] = r
-			continue
+			return
 		}
 		c.flat = append(c.flat, t.flat[rec.lo:rec.hi]...)
+		c.span[s].hi = int32(len(c.flat))
 	}
-	c.slot[m] = int32(len(c.flat))
+	if a.order != nil {
+		for i := len(a.order) - 1; i >= 0; i-- {
+			v := a.order[i]
+			for s := a.off[v]; s < a.end[v]; s++ {
+				lay(s)
+			}
+		}
+	} else {
+		for s := range int32(m) {
+			lay(s)
+		}
+	}
 	// Concurrent analyses of one graph may both build it: the same thing, the last store wins.
 	t.cache.Store(c)
 	return c
@@ -584,11 +605,11 @@ func (p *timePass) node(v int32, check bool) bool {
 		return false
 	}
 	best, bs := int64(-1), int32(-1)
-	to, slot, flat := p.c.adj.to, p.slot, p.flat
+	to, spans, flat := p.c.adj.to, p.span, p.flat
 	for s := lo; s < hi; s++ {
 		w := to[s]
 		y, u := p.v[w].t, p.v[w].leaf
-		if a, b := slot[s], slot[s+1]; a == b {
+		if a, b := spans[s].lo, spans[s].hi; a == b {
 			// No compiled layers: no hop, or several records.
 			if check {
 				p.cur = invCand{caller: v, callee: w}
@@ -678,7 +699,7 @@ func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 		p.tm = &timing{}
 	}
 	cc := p.tm.compile(c.adj)
-	p.slot, p.multi, p.flat = cc.slot, cc.multi, cc.flat
+	p.span, p.multi, p.flat = cc.span, cc.multi, cc.flat
 	return p
 }
 
@@ -770,6 +791,13 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 		return x.idx - y.idx
 	})
+	if ta.Max > 0 {
+		for _, r := range rs {
+			if r.time > int64(ta.Max) {
+				ta.ViolationsTotal++
+			}
+		}
+	}
 	rs = rs[:min(len(rs), MaxChains)]
 	for _, r := range rs {
 		steps, loop := p.chainFrom(r.en.node, false, 0, 0, false)
@@ -783,7 +811,7 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 			ch.Unbounded = p.why(steps, loop)
 		}
 		ta.Chains = append(ta.Chains, ch)
-		if ta.Max > 0 && ch.Time > ta.Max {
+		if ta.Max > 0 && ch.Time > ta.Max && len(ta.Violations) < MaxViolations {
 			ta.Violations = append(ta.Violations, TimeViolation{Path: ch.Path, Time: ch.Time, Max: ta.Max,
 				Message: explainTime(ch, ta.Max)})
 		}

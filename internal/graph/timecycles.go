@@ -145,6 +145,8 @@ func (p *timePass) chainFrom(v int32, inPre bool, pre uint64, t0 int64, leaf0 bo
 	if c.cyc != nil {
 		seen = map[int32]bool{}
 	}
+	steps = p.steps[:0] // p's scratch: the caller copies what it keeps
+	defer func() { p.steps = steps[:0] }()
 	cur := chainStep{v: v, t: t0, leaf: leaf0}
 	if !inPre {
 		cur.t, cur.leaf = p.v[v].t, p.v[v].leaf
