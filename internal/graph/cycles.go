@@ -392,7 +392,9 @@ func (sp *simple) cycles() []CycleReport {
 		if !c.isCyc(cp) {
 			continue
 		}
-		r := CycleReport{Services: c.names(slices.Sorted(slices.Values(nodes))), Exact: !sp.inexact[cp]}
+		sorted := slices.Clone(nodes)
+		slices.Sort(sorted)
+		r := CycleReport{Services: c.names(sorted), Exact: !sp.inexact[cp]}
 		var cyc []int32
 		for _, u := range nodes {
 			lo, hi := c.out(u)
