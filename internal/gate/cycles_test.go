@@ -35,7 +35,7 @@ func TestGateAgreesWithStatusOnCycles(t *testing.T) {
 		if r.IntN(2) == 0 {
 			p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: fmt.Sprintf("s%d", r.IntN(4)), ClientAttempts: int32(1 + r.IntN(2))}}
 		}
-		res := workload.Build(p, ws)
+		res := workload.Build(workload.ForRetryPolicy(p), ws, nil)
 		a := res.Analyze()
 		if len(a.Cycles) == 0 && a.Bounded {
 			continue

@@ -30,8 +30,8 @@ type timeVerdict struct {
 }
 
 // maxTime is p's spec.maxTimeToAnswer, 0 when unset.
-func (p policy) maxTime() time.Duration {
-	if d := p.spec().MaxTimeToAnswer; d != nil && d.Duration > 0 {
+func maxTime(p *workload.Policy) time.Duration {
+	if d := p.Spec().MaxTimeToAnswer; d != nil && d.Duration > 0 {
 		return d.Duration
 	}
 	return 0
@@ -41,8 +41,8 @@ func (p policy) maxTime() time.Duration {
 // chain over them (the first node on a tie: its own name before Services'), and the plan that
 // keeps the chains through every node within it (the lower count of each upstream), named by
 // the node judged. nil when p sets no maximum or no chain through the workload is over it.
-func judgeTime(p policy, r *workload.Result, incoming *workload.Parsed) *timeVerdict {
-	maxT := p.maxTime()
+func judgeTime(p *workload.Policy, r *workload.Result, incoming *workload.Parsed) *timeVerdict {
+	maxT := maxTime(p)
 	if maxT == 0 {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (v verdict) timeMessage() string {
 		}
 	}
 	parts = append(parts, v.time.judge.Explain())
-	return workload.KindRetryPolicy + " " + v.policy.ref.QualifiedName() + ": " + strings.Join(parts, "; ") + graph.PlanSuffix(v.node, v.plan)
+	return workload.KindRetryPolicy + " " + v.policy.Ref().QualifiedName() + ": " + strings.Join(parts, "; ") + graph.PlanSuffix(v.node, v.plan)
 }
 
 // refusedRewrite is the error that refuses a workload under a Rewrite policy whose
@@ -170,11 +170,11 @@ func also(vs []verdict) string {
 	var maxes []time.Duration
 	for _, v := range vs {
 		if v.capOver() {
-			caps = append(caps, v.policy.ref)
+			caps = append(caps, v.policy.Ref())
 		}
 		if v.time != nil {
-			times = append(times, v.policy.ref)
-			maxes = append(maxes, v.policy.maxTime())
+			times = append(times, v.policy.Ref())
+			maxes = append(maxes, maxTime(v.policy))
 		}
 	}
 	var s string
