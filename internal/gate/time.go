@@ -162,19 +162,39 @@ func TimeList(refs []workload.PolicyRef, maxes []time.Duration) string {
 	return b.String()
 }
 
-// also names the other exceeded Reject policies after the strictest's message: those over the
-// cap ("; also over the cap of ..."), then those over their maxTimeToAnswer ("; also over the
-// maxTimeToAnswer of ..."), strictest first; a policy over both is in both.
+// also names the other exceeded Reject policies after the strictest's message (AlsoOver).
 func also(vs []verdict) string {
+	over := make([]Over, len(vs))
+	for i, v := range vs {
+		over[i] = Over{Ref: v.policy.Ref(), Cap: v.capOver()}
+		if v.time != nil {
+			over[i].MaxTime = maxTime(v.policy)
+		}
+	}
+	return AlsoOver(over)
+}
+
+// Over is what one exceeded policy is over: its cap, and/or its maxTimeToAnswer (MaxTime > 0).
+type Over struct {
+	Ref     workload.PolicyRef
+	Cap     bool
+	MaxTime time.Duration
+}
+
+// AlsoOver names the other exceeded Reject policies after the strictest's message, as both
+// admission gates do: those over the cap ("; also over the cap of ..."), then those over their
+// maxTimeToAnswer ("; also over the maxTimeToAnswer of ..."), in the given order (strictest
+// first); a policy over both is in both.
+func AlsoOver(vs []Over) string {
 	var caps, times []workload.PolicyRef
 	var maxes []time.Duration
 	for _, v := range vs {
-		if v.capOver() {
-			caps = append(caps, v.policy.Ref())
+		if v.Cap {
+			caps = append(caps, v.Ref)
 		}
-		if v.time != nil {
-			times = append(times, v.policy.Ref())
-			maxes = append(maxes, maxTime(v.policy))
+		if v.MaxTime > 0 {
+			times = append(times, v.Ref)
+			maxes = append(maxes, v.MaxTime)
 		}
 	}
 	var s string

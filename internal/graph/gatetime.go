@@ -139,6 +139,59 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 	return j, plan
 }
 
+// JudgeTimeEdge is JudgeTime's judgement of the chains through the one edge from -> to (the mesh
+// gate's: a mesh object's layer raised the tries of that edge), without a plan. Not over when
+// the edge is not in g or no entrypoint reaches it.
+func JudgeTimeEdge(g *Graph, t *Timing, from, to string, maxTime time.Duration) *TimeJudgement {
+	j := &TimeJudgement{Service: from, Max: maxTime}
+	s, ok := g.ids[from]
+	tt, ok2 := g.ids[to]
+	if !ok || !ok2 || maxTime <= 0 {
+		return j
+	}
+	var tm *timing
+	if t != nil {
+		tm = &t.t
+	} else {
+		tm = g.time
+	}
+	c := newCore(g, nil)
+	defer c.release()
+	buf := nodePool.Get().(*[]nodeT)
+	defer nodePool.Put(buf)
+	p := newTimePass(c, tm, buf)
+	j.UpperBound = !p.settle(false)
+	e := c.slotBetween(s, tt)
+	gt := newGateTime(p, s)
+	if e < 0 || !gt.reached {
+		return j
+	}
+	y, en := gt.eval(e, 0)
+	if en < 0 {
+		return j
+	}
+	j.Chain = gt.chain(en, e, 0, y)
+	j.Over = y > int64(maxTime)
+	j.UpperBound = j.UpperBound || gt.upper
+	return j
+}
+
+// EntryTime is the time analysis's chain of entrypoint name against maxTime (the mesh gate's,
+// for a layer on an entrypoint's route); not over when name is no entrypoint.
+func EntryTime(g *Graph, t *Timing, name string, maxTime time.Duration) *TimeJudgement {
+	j := &TimeJudgement{Service: name, Max: maxTime}
+	if maxTime <= 0 {
+		return j
+	}
+	ta := AnalyzeTimeWith(g, t, 0)
+	for _, ch := range ta.Chains {
+		if ch.Entrypoint == name {
+			j.Chain, j.Over, j.UpperBound = ch, ch.Time > maxTime, ta.UpperBound
+		}
+	}
+	return j
+}
+
 // gateTime is JudgeTime's restricted pass: the nodes that reach s, grouped by component in
 // reverse topological order, and their times V with the slot giving each (-1 in vv: no chain
 // through s from there). The ways in and on follow the simple-path rule (timecycles.go): a
