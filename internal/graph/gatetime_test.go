@@ -197,6 +197,13 @@ func TestJudgeTimeProperty(t *testing.T) {
 		if g.adjacency().order == nil {
 			checkedCyclic++
 		}
+		for _, ed := range g.OutEdges(svc) {
+			// The mesh gate's judgement of one edge: the worst chain through it.
+			je := JudgeTimeEdge(g, nil, svc, ed.To, maxT)
+			if w := through(ed.To); (w >= 0) != (len(je.Chain.Path) > 0) || w >= 0 && (int64(je.Chain.Time) != w || je.Over != (w > int64(maxT))) {
+				t.Fatalf("iter %d: JudgeTimeEdge(%s -> %s) = %v over %v, brute force %v", iter, svc, ed.To, je.Chain.Time, je.Over, time.Duration(w))
+			}
+		}
 		if j.Over != (want > int64(maxT)) {
 			t.Fatalf("iter %d: over %t for %v against %v", iter, j.Over, time.Duration(want), maxT)
 		}
