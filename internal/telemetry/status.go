@@ -34,6 +34,8 @@ type Snapshot struct {
 	Sources []string
 	Window  time.Duration
 	At      time.Time
+	// Entrypoints are the nodes gateways and callers outside the mesh were observed calling.
+	Entrypoints []string
 }
 
 // CompareGraph counts and lists a policy's edges: observed (in the snapshot), declared (in the
@@ -191,6 +193,25 @@ func AddUndeclared(g *graph.Graph, s Snapshot, meshTries func(from, to string) i
 			t = max(1, meshTries(e.From, e.To))
 		}
 		g.AddEdge(e.From, e.To, t, 1)
+		n++
+	}
+	return n
+}
+
+// AddEntrypoints makes the nodes s saw called by a mesh gateway or a caller outside the mesh
+// default entrypoints of g (one client attempt: what the gateway's own retries add is its mesh
+// layer's, which the declared graph carries), as a Gateway-parented route does: they count
+// although services of the graph call them too. Only nodes isOwn accepts (the policy's own
+// services: a gateway calling a Service of another namespace makes no chain of this policy) are
+// added; explicit entrypoints in the spec override every default one (graph.AddDefaultEntrypoint).
+// It returns how many it added.
+func AddEntrypoints(g *graph.Graph, s Snapshot, isOwn func(node string) bool) int {
+	n := 0
+	for _, e := range s.Entrypoints {
+		if isOwn != nil && !isOwn(e) {
+			continue
+		}
+		g.AddDefaultEntrypoint(e, 1)
 		n++
 	}
 	return n
