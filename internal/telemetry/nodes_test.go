@@ -14,6 +14,11 @@ func TestOnNodes(t *testing.T) {
 		{Source: SourceIstio, From: Caller{Namespace: "other", Name: "web"}, To: Callee{Namespace: "shop", Name: "cart"}, RatePerSecond: 3},
 		{Source: SourceOTel, From: Caller{Namespace: "shop", Name: "web", Service: true}, To: Callee{Name: "api.example.com"}, RatePerSecond: 4},
 		{Source: SourceOTel, From: Caller{Namespace: "shop", Name: "web", Service: true}, To: Callee{Namespace: "billing", Name: "bank"}, RatePerSecond: 5},
+	}, Entrypoints: []Entrypoint{
+		{Callee: Callee{Namespace: "shop", Name: "web"}, Via: "istio-system/istio-ingressgateway", Source: SourceIstio},
+		{Callee: Callee{Namespace: "shop", Name: "web"}, Via: "outside the mesh", Source: SourceIstio},
+		{Callee: Callee{Name: "nowhere"}, Via: "outside the mesh", Source: SourceOTel},
+		{Callee: Callee{Namespace: "billing", Name: "bank"}, Via: "billing/gw", Source: SourceIstio},
 	}}
 	caller := func(c Caller) (string, bool) {
 		if c.Namespace != "shop" {
@@ -36,6 +41,10 @@ func TestOnNodes(t *testing.T) {
 	s := OnNodes(o, t0, caller, callee)
 	if got := fmt.Sprint(s.Edges, s.Sources, s.Window, s.At.Equal(t0)); got != "[{web cart 2} {web bank.billing 5}] [istio otel-servicegraph] 5m0s true" {
 		t.Errorf("got %s", got)
+	}
+	// Each entrypoint once, in order; one the callee mapping cannot place is not one.
+	if got := fmt.Sprint(s.Entrypoints); got != "[web bank.billing]" {
+		t.Errorf("entrypoints %s", got)
 	}
 }
 
