@@ -26,7 +26,9 @@ func TestGraphViewApply(t *testing.T) {
 		gs := telemetry.CompareGraph(g, s)
 		return graphView{set: true, gs: gs, cond: telemetry.GraphCondition(gs, 1), counted: &s, window: s.Window}
 	}
-	cart := func(rate float64) telemetry.NodeEdge { return telemetry.NodeEdge{From: "web", To: "cart", RatePerSecond: rate} }
+	cart := func(rate float64) telemetry.NodeEdge {
+		return telemetry.NodeEdge{From: "web", To: "cart", RatePerSecond: rate}
+	}
 	pay := telemetry.NodeEdge{From: "web", To: "payment", RatePerSecond: 1}
 	st := &v1alpha1.RetryPolicyStatus{}
 	view(t0, pay, cart(2)).apply(st, t0)
@@ -66,4 +68,3 @@ func TestGraphViewApply(t *testing.T) {
 		t.Errorf("down: %+v", got)
 	}
 }
-

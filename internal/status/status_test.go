@@ -4,8 +4,8 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
