@@ -11,14 +11,17 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/promquery"
 	"github.com/retrycap/retrycap/internal/promquery/promtest"
+	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/telemetry"
 )
 
@@ -229,6 +232,78 @@ var _ = Describe("Observed graph (--prometheus-url): status.graph and GraphCompl
 			g.Expect(gs).NotTo(BeNil())
 			g.Expect(gs.Counts).To(Equal(v1alpha1.GraphCounts{Observed: 3, Declared: 2, Undeclared: 1, Stale: 0}))
 			g.Expect(ch).To(Equal(counted))
+		}).Should(Succeed())
+	})
+})
+
+var _ = Describe("Observed graph (--prometheus-url) on a ClusterRetryPolicy", func() {
+	ctx := context.Background()
+
+	It("counts an undeclared edge across namespaces in the amplification, nodes named name.ns, until declared", func() {
+		// web (graph-front) -3-> payment (graph-orders); cart -4-> ledger; Istio saw payment
+		// call cart too, which nobody declares.
+		const front, orders = "graph-front", "graph-orders"
+		sel := map[string]string{chainLabel: "graph"}
+		Expect(k8sClient.Create(ctx, labelledNamespace(front, sel))).To(Succeed())
+		Expect(k8sClient.Create(ctx, labelledNamespace(orders, sel))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(front, "web", "payment."+orders+"=3", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(orders, "payment", "", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(orders, "cart", "ledger=4", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(orders, "ledger", "", nil))).To(Succeed())
+		waitForCachedWorkloads(ctx, front, 1)
+		waitForCachedWorkloads(ctx, orders, 3)
+		Expect(k8sClient.Create(ctx, clusterPolicy("graph-checkout", 10, sel))).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8sClient.Delete(ctx, &v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "graph-checkout"}})).To(Succeed())
+		})
+
+		exp := &istioExporter{at: time.Now().Add(-time.Second).UnixMilli(), edges: []istioEdge{
+			{reporter: "source", src: "web", srcNS: front, dst: "payment", ns: orders, total: 400},
+			{reporter: "source", src: "payment", dst: "cart", ns: orders, total: 1000},
+			{reporter: "source", src: "cart", dst: "ledger", ns: orders, total: 100},
+		}}
+		srv := httptest.NewServer(exp)
+		DeferCleanup(srv.Close)
+		prom := promtest.StartTargets(GinkgoT(), cp.RepoRoot, []promtest.Target{{Addr: srv.Listener.Addr().String()}})
+		Eventually(promInstant(ctx, prom.URL, `count(istio_requests_total)`)).Should(MatchRegexp(`^\{\} => 3 @`))
+		exp.jump()
+		Eventually(promInstant(ctx, prom.URL, `count(count_over_time(istio_requests_total[10m]) == 2)`)).Should(MatchRegexp(`^\{\} => 3 @`))
+		q, err := promquery.New(promquery.Options{URL: prom.URL, Window: 10 * time.Minute})
+		Expect(err).NotTo(HaveOccurred())
+		startObservedManager(ctx, q, []string{front, orders}, func(mgr ctrl.Manager, obs *Observer) error {
+			return (&ClusterRetryPolicyReconciler{Observed: obs, Index: fedIndex(mgr)}).SetupWithManager(mgr)
+		})
+
+		web, payment, cart, ledger := "web."+front, "payment."+orders, "cart."+orders, "ledger."+orders
+		path := web + ">" + payment + ">" + cart + ">" + ledger
+		exceeded := "False CapExceeded: client -x1-> " + web + " -x3-> " + payment + " -x1-> " + cart + " -x4-> " + ledger + " = 12 > cap 10"
+		graphOf := func() (*v1alpha1.GraphStatus, *metav1.Condition, chainOf, error) {
+			st, err := clusterStatusOf(ctx, "graph-checkout")()
+			return st.Graph, graphCondition(st), chainsOf(st), err
+		}
+		Eventually(func(g Gomega) {
+			gs, c, ch, err := graphOf()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(gs).NotTo(BeNil())
+			g.Expect(gs.Counts).To(Equal(v1alpha1.GraphCounts{Observed: 3, Declared: 2, Undeclared: 1, Stale: 0}))
+			g.Expect(gs.Undeclared).To(Equal([]v1alpha1.GraphEdge{{From: payment, To: cart, RatePerSecond: "2.50"}}))
+			g.Expect(c).To(Equal(&metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionFalse, Reason: "UndeclaredEdges", ObservedGeneration: 1,
+				Message: `1 edge(s) observed over 10m0s (from istio) are not declared: ` + payment + `>` + cart + ` (2.50/s; declare: retrycap.dev/upstreams "cart" on ` + payment + `); the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown`}))
+			g.Expect(ch).To(Equal(chainOf{Amplification: 12, WorstPath: path, Chains: []string{web + "=12"}, Within: exceeded + "; " + status.ObservedEdgesNote(1)}))
+		}).Should(Succeed())
+
+		// Declared: complete, the same amplification, now from the declaration.
+		updateDeployment(ctx, orders, "payment", func(d *appsv1.Deployment) {
+			d.Spec.Template.Annotations = map[string]string{annotations.Upstreams: "cart"}
+		})
+		Eventually(func(g Gomega) {
+			gs, c, ch, err := graphOf()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(gs).NotTo(BeNil())
+			g.Expect(gs.Counts).To(Equal(v1alpha1.GraphCounts{Observed: 3, Declared: 3, Undeclared: 0, Stale: 0}))
+			g.Expect(c).To(Equal(&metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionTrue, Reason: "GraphComplete", ObservedGeneration: 1,
+				Message: "every edge observed over 10m0s (3, from istio) is declared; 3 declared, 0 of them not observed (stale)"}))
+			g.Expect(ch).To(Equal(chainOf{Amplification: 12, WorstPath: path, Chains: []string{web + "=12"}, Within: exceeded}))
 		}).Should(Succeed())
 	})
 })
