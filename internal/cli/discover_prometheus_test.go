@@ -312,8 +312,25 @@ func TestDiscoverPrometheusFailures(t *testing.T) {
 	}
 	locked := promtest.StartTargetsArgs(t, "../..", nil, "--web.config.file="+web)
 	code, _, stderr = run(t, "", "discover", "--prometheus-url", locked.URL)
-	if code != ExitBadInput || !strings.HasSuffix(stderr, ": HTTP 401 Unauthorized: Prometheus refused the query without credentials (retrycap sends none; query it through a proxy that authenticates, or allow the caller): client_error: client error: 401\n") {
+	if code != ExitBadInput || !strings.HasSuffix(stderr, ": HTTP 401 Unauthorized: Prometheus refused the query: its credentials are missing or wrong (--prometheus-bearer-token-file, or --prometheus-username and --prometheus-password-file): client_error: client error: 401\n") {
 		t.Errorf("auth: exit %d: %s", code, stderr)
+	}
+	// With the credentials the queries answer: nothing found (this Prometheus scrapes nothing),
+	// which is exit 2 with its message, not an auth failure. Polled: the server answers 401
+	// before its storage is ready, then 503 until it is.
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		code, _, stderr = run(t, "", "discover", "--prometheus-url", locked.URL, "--prometheus-username", "admin", "--prometheus-password-file", pw)
+		if !strings.Contains(stderr, "HTTP 503") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
+	if want := "retrycap: discover: nothing found: no edge observed over 5m0s at " + locked.URL + " (no source's series exist)\n"; code != ExitBadInput || stderr != want {
+		t.Errorf("with credentials: exit %d: %q, want %q", code, stderr, want)
 	}
 
 	// An answer that reaches --prometheus-series-limit is refused: a graph cut at the limit
