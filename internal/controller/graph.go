@@ -134,7 +134,7 @@ func sameEdges(a, b []v1alpha1.GraphEdge) bool {
 // graph's services also call). The time along the chains stays the declared graph's: an
 // observed edge carries no timeout.
 func countObserved(in *status.Input, v graphView, rebuild func() *workload.Result) {
-	if v.counted == nil || in.Result == nil || rebuild == nil || !addsToGraph(in.Result, *v.counted) {
+	if v.counted == nil || in.Result == nil || rebuild == nil || (v.gs.Counts.Undeclared == 0 && !addsEntrypoint(in.Result, *v.counted)) {
 		return
 	}
 	declared := in.Result
@@ -147,22 +147,17 @@ func countObserved(in *status.Input, v graphView, rebuild func() *workload.Resul
 	in.Result, in.Analysis, in.ObservedEdges = r, r.Analyze(), n
 }
 
-// addsToGraph says whether s changes res's graph: an edge it does not declare, or (without
-// explicit entrypoints) a gateway-called node of its own that its services call (one nobody
-// calls is a default entrypoint already).
-func addsToGraph(res *workload.Result, s telemetry.Snapshot) bool {
+// addsEntrypoint says whether s makes an entrypoint of res's graph that is not one already:
+// without explicit entrypoints, a gateway-called node of its own that its services call (one
+// nobody calls is a default entrypoint already). The undeclared edges are CompareGraph's count.
+func addsEntrypoint(res *workload.Result, s telemetry.Snapshot) bool {
 	g := res.Graph
-	for _, e := range s.Edges {
-		if _, ok := g.EdgeIndex(e.From, e.To); !ok {
-			return true
-		}
-	}
 	if len(s.Entrypoints) == 0 || len(g.Entrypoints()) > 0 {
 		return false
 	}
 	called := map[string]bool{}
-	for _, e := range g.Edges() {
-		called[e.To] = true
+	for i := range g.NumEdges() {
+		called[g.EdgeAt(i).To] = true
 	}
 	for _, n := range s.Entrypoints {
 		if called[n] && res.HasNode(n) {

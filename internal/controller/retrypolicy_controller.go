@@ -122,7 +122,15 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// The observed graph is compared with the declared one, then counted in the amplification.
+	next := r.nextStatus(&p, in, rebuild)
+	recordMetrics(req.NamespacedName, next)
+	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
+}
+
+// nextStatus is the status p's reconcile writes, from its computed input (no I/O): the
+// analysis, the mesh condition, the observed amplification and the observed graph, which is
+// compared with the declared one and then counted in the amplification (countObserved).
+func (r *RetryPolicyReconciler) nextStatus(p *v1alpha1.RetryPolicy, in status.Input, rebuild func() *workload.Result) *v1alpha1.RetryPolicyStatus {
 	gv := observeGraph(r.Observed, in.Result, false, p.Namespace, p.Generation)
 	countObserved(&in, gv, rebuild)
 	next := p.Status.DeepCopy()
@@ -130,8 +138,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	r.setMeshCondition(next, p.Generation)
 	setObserved(r.Observed, next, in.Result, observed.InNamespace(p.Namespace), p.Generation, r.now())
 	gv.apply(next, r.now())
-	recordMetrics(req.NamespacedName, next)
-	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
+	return next
 }
 
 // writeStatus is the end of both reconcilers: nothing when next equals the stored status cur

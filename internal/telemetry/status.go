@@ -1,8 +1,9 @@
 package telemetry
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,44 +44,55 @@ type Snapshot struct {
 // rate first) and stale (declared, not observed over the window). An edge observed twice
 // (two sources, two workloads of one service) counts once, at its highest rate.
 func CompareGraph(g *graph.Graph, s Snapshot) *v1alpha1.GraphStatus {
-	declared := map[[2]string]bool{}
-	for _, e := range g.Edges() {
-		declared[[2]string{e.From, e.To}] = true
-	}
-	observed := map[[2]string]float64{}
+	// The declared side is the graph's own edge index (no map of its 20,000 edges per
+	// reconcile); the observed one deduplicates.
+	observed := make(map[[2]string]float64, len(s.Edges))
 	for _, e := range s.Edges {
 		k := [2]string{e.From, e.To}
 		if r, ok := observed[k]; !ok || e.RatePerSecond > r {
 			observed[k] = e.RatePerSecond
 		}
 	}
-	var undeclared, stale []v1alpha1.GraphEdge
-	rates := map[[2]string]float64{}
+	type rated struct {
+		from, to string
+		rate     float64
+	}
+	var un []rated
 	for k, r := range observed {
-		if !declared[k] {
-			undeclared = append(undeclared, v1alpha1.GraphEdge{From: k[0], To: k[1], RatePerSecond: FormatRate(r)})
-			rates[k] = r
+		if _, ok := g.EdgeIndex(k[0], k[1]); !ok {
+			un = append(un, rated{k[0], k[1], r})
 		}
 	}
-	for k := range declared {
-		if _, ok := observed[k]; !ok {
-			stale = append(stale, v1alpha1.GraphEdge{From: k[0], To: k[1], RatePerSecond: "0"})
+	var stale []v1alpha1.GraphEdge
+	declared := g.NumEdges()
+	for i := range declared {
+		e := g.EdgeAt(i)
+		if _, ok := observed[[2]string{e.From, e.To}]; !ok {
+			stale = append(stale, v1alpha1.GraphEdge{From: e.From, To: e.To, RatePerSecond: "0"})
 		}
 	}
-	sort.Slice(undeclared, func(i, j int) bool {
-		a, b := undeclared[i], undeclared[j]
-		ra, rb := rates[[2]string{a.From, a.To}], rates[[2]string{b.From, b.To}]
-		if ra != rb {
-			return ra > rb
+	// Highest rate first, then by name; only the listed ones are formatted.
+	slices.SortFunc(un, func(a, b rated) int {
+		if a.rate != b.rate {
+			return cmp.Compare(b.rate, a.rate)
 		}
-		return a.From+">"+a.To < b.From+">"+b.To
+		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
 	})
-	sort.Slice(stale, func(i, j int) bool { return stale[i].From+">"+stale[i].To < stale[j].From+">"+stale[j].To })
+	slices.SortFunc(stale, func(a, b v1alpha1.GraphEdge) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+	var undeclared []v1alpha1.GraphEdge
+	for i, e := range un {
+		if i == MaxListed {
+			break
+		}
+		undeclared = append(undeclared, v1alpha1.GraphEdge{From: e.from, To: e.to, RatePerSecond: FormatRate(e.rate)})
+	}
 	gs := &v1alpha1.GraphStatus{
 		Window: s.Window.String(), ObservedAt: metav1.NewTime(s.At), Sources: s.Sources,
-		Counts: v1alpha1.GraphCounts{Observed: int32(len(observed)), Declared: int32(len(declared)), Undeclared: int32(len(undeclared)), Stale: int32(len(stale))},
+		Counts: v1alpha1.GraphCounts{Observed: int32(len(observed)), Declared: int32(declared), Undeclared: int32(len(un)), Stale: int32(len(stale))},
 	}
-	gs.Undeclared, gs.MoreUndeclared = capEdges(undeclared)
+	gs.Undeclared, gs.MoreUndeclared = undeclared, int32(len(un)-len(undeclared))
 	gs.Stale, gs.MoreStale = capEdges(stale)
 	return gs
 }
