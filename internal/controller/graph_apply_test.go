@@ -2,6 +2,8 @@ package controller
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,8 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/telemetry"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // TestGraphViewApply: a poll whose edges are the stored status's keeps the stored graph (its
@@ -66,5 +72,93 @@ func TestGraphViewApply(t *testing.T) {
 	graphView{set: true, gs: telemetry.CompareGraph(g, *snap), cond: c, counted: snap, window: snap.Window}.apply(next, t0.Add(time.Minute))
 	if got := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionGraphComplete); got.Status != metav1.ConditionUnknown || got.Reason != v1alpha1.ReasonPrometheusUnavailable {
 		t.Errorf("down: %+v", got)
+	}
+}
+
+// TestObserveGraphAndCount: a good poll is counted (the undeclared edge in the amplification);
+// a failed one keeps the last good observation, still counted, until its window has passed
+// since it; then the status is on declarations alone and the condition says so.
+func TestObserveGraphAndCount(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	dep := func(name, ups string) workload.Workload {
+		w := workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name}
+		if ups != "" {
+			w.Annotations = workload.PairsFrom(annotations.Upstreams, ups)
+		}
+		return w
+	}
+	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout", Generation: 1}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 10}}
+	ws := []workload.Workload{dep("web", "payment=3"), dep("payment", ""), dep("cart", "ledger=4"), dep("ledger", "")}
+	ob := &telemetry.Observation{Window: 5 * time.Minute, Sources: []telemetry.Source{telemetry.SourceIstio}, Edges: []telemetry.Edge{
+		{Source: telemetry.SourceIstio, From: telemetry.Caller{Namespace: "shop", Name: "payment"}, To: telemetry.Callee{Namespace: "shop", Name: "cart"}, Requests: 60, RatePerSecond: 0.2},
+	}}
+	for _, tc := range []struct {
+		name    string
+		obs     *Observation
+		amp     int64
+		reason  string
+		message string
+	}{
+		{"a good poll", &Observation{Graphs: true, Graph: ob, GraphAt: t0, LastGraph: ob, LastGraphAt: t0, URL: "http://prom:9090"}, 12, "UndeclaredEdges", ""},
+		{"down, within the window", &Observation{Graphs: true, GraphErr: errors.New("connection refused"), GraphAt: t0.Add(5 * time.Minute), LastGraph: ob, LastGraphAt: t0, URL: "http://prom:9090"}, 12, "PrometheusUnavailable",
+			"querying Prometheus at http://prom:9090: connection refused; keeping the observation of 2026-12-02T03:00:00Z until 2026-12-02T03:05:00Z (one window)"},
+		{"down, past the window", &Observation{Graphs: true, GraphErr: errors.New("connection refused"), GraphAt: t0.Add(5*time.Minute + time.Second), LastGraph: ob, LastGraphAt: t0, URL: "http://prom:9090"}, 4, "PrometheusUnavailable",
+			"querying Prometheus at http://prom:9090: connection refused; the last observation (2026-12-02T03:00:00Z) is older than the window (5m0s): the status is computed on declarations alone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Observer{latest: tc.obs}
+			res, a := workload.Analyze(p, ws)
+			in := status.Input{Generation: 1, Result: res, Analysis: a, Now: metav1.NewTime(t0)}
+			v := observeGraph(o, res, false, "shop", 1)
+			countObserved(&in, v, func() *workload.Result { r, _ := workload.Analyze(p, ws); return r })
+			st := &v1alpha1.RetryPolicyStatus{}
+			status.Set(st, in)
+			v.apply(st, t0)
+			c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionGraphComplete)
+			if st.Amplification != tc.amp || c.Reason != tc.reason || (tc.message != "" && c.Message != tc.message) {
+				t.Errorf("amplification %d, %s: %s", st.Amplification, c.Reason, c.Message)
+			}
+			if (tc.amp == 12) != (st.Graph != nil) {
+				t.Errorf("status.graph %+v", st.Graph)
+			}
+		})
+	}
+}
+
+// TestCountObservedMeshLayers: in an Istio-injected namespace an undeclared edge counts with
+// one application attempt times Istio's default 3 tries, explained as a declared one is; a
+// Service the ingress gateway calls is a chain's start although web calls it too.
+func TestCountObservedMeshLayers(t *testing.T) {
+	set := mesh.NewSet(mesh.Options{})
+	if _, err := set.AddManifest([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}")); err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout", Generation: 1}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 100}}
+	ws := []workload.Workload{
+		{Kind: workload.KindDeployment, Namespace: "shop", Name: "web", Annotations: workload.PairsFrom(annotations.Upstreams, "payment")},
+		{Kind: workload.KindDeployment, Namespace: "shop", Name: "payment"},
+		{Kind: workload.KindDeployment, Namespace: "shop", Name: "cart"},
+	}
+	ob := &telemetry.Observation{Window: 5 * time.Minute, Sources: []telemetry.Source{telemetry.SourceIstio}, Edges: []telemetry.Edge{
+		{Source: telemetry.SourceIstio, From: telemetry.Caller{Namespace: "shop", Name: "payment"}, To: telemetry.Callee{Namespace: "shop", Name: "cart"}, Requests: 60, RatePerSecond: 0.2},
+	}, Entrypoints: []telemetry.Entrypoint{{Callee: telemetry.Callee{Namespace: "shop", Name: "payment"}, Via: "istio-system/istio-ingressgateway", Source: telemetry.SourceIstio}}}
+	build := func() *workload.Result { return workload.BuildMesh(p, ws, set) }
+	res := build()
+	in := status.Input{Generation: 1, Result: res, Analysis: res.Analyze(), Now: metav1.Now()}
+	if in.Analysis.Amplification != 3 {
+		t.Fatalf("declared: %d", in.Analysis.Amplification)
+	}
+	v := observeGraph(&Observer{latest: &Observation{Graphs: true, Graph: ob, GraphAt: time.Now(), URL: "http://prom:9090"}}, res, false, "shop", 1)
+	countObserved(&in, v, build)
+	var chains []string
+	for _, c := range in.Analysis.Chains {
+		chains = append(chains, fmt.Sprintf("%s=%d", c.Entrypoint, c.Amplification))
+	}
+	// web -3-> payment -3-> cart: 9; payment, called by the gateway, is a chain's start: 3.
+	if in.Analysis.Amplification != 9 || in.ObservedEdges != 1 || strings.Join(chains, " ") != "web=9 payment=3" {
+		t.Errorf("amplification %d, %d observed edge(s), chains %v", in.Analysis.Amplification, in.ObservedEdges, chains)
+	}
+	if e := in.Result.MeshEdges[[2]string{"payment", "cart"}]; e.Explain() != "3 = 1 (Deployment payment) x 3 (Istio default, no VirtualService binds cart)" {
+		t.Errorf("explained %q", e.Explain())
 	}
 }
