@@ -128,7 +128,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	gv := observeGraph(r.Observed, in.Result, true, "", p.Generation)
+	gv := observeGraph(r.Observed, in.Result, p.Generation)
 	countObserved(&in, gv, rebuild)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
@@ -178,23 +178,24 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 			sets = append(sets, r.Index.Services(ns))
 		}
 		set := meshSetOf(r.Mesh)
+		pol := workload.ForClusterRetryPolicy(p, s)
 		if g := r.graphs.get(p.Name); g != nil {
 			if !slices.Equal(g.sets, sets) {
 				g.sets, g.merged = sets, workload.MergeServiceSets(sets...)
 			}
-			if !g.in.UpdateCluster(p, s, ps, g.merged, set) {
+			if !g.in.Update(pol, ps, g.merged, set) {
 				log.FromContext(ctx).V(1).Info("graph built anew", "workloads", len(ps))
 			}
 			in.Result = g.in.Result()
 		} else {
 			merged := workload.MergeServiceSets(sets...)
-			g := &clusterGraph{in: workload.NewClusterIncremental(p, s, ps, merged, set), sets: sets, merged: merged}
+			g := &clusterGraph{in: workload.NewIncremental(pol, ps, merged, set), sets: sets, merged: merged}
 			r.graphs.put(p.Name, g)
 			in.Result = g.in.Result()
 		}
 		in.Analysis = in.Result.Analyze() // with the mesh layers and the workloads named
 		merged := r.graphs.get(p.Name).merged
-		return in, func() *workload.Result { return workload.BuildClusterParsed(p, s, ps, merged, set) }, nil
+		return in, func() *workload.Result { return workload.BuildParsed(pol, ps, merged, set) }, nil
 	}
 	var ws []workload.Workload
 	var svcs []workload.Service
@@ -209,9 +210,9 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 		}
 		ws, svcs = append(ws, nws...), append(svcs, nsvcs...)
 	}
-	set := meshSetOf(r.Mesh)
-	in.Result, in.Analysis = workload.AnalyzeCluster(p, s, ws, set, svcs...)
-	return in, func() *workload.Result { return workload.BuildCluster(p, s, ws, set, svcs...) }, nil
+	pol, set := workload.ForClusterRetryPolicy(p, s), meshSetOf(r.Mesh)
+	in.Result, in.Analysis = workload.Analyze(pol, ws, set, svcs...)
+	return in, func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }, nil
 }
 
 // namespaceMetaList is the list of Namespaces as metadata: the manager's cache serves it from a
@@ -372,7 +373,7 @@ func (r *ClusterRetryPolicyReconciler) policiesFor(ctx context.Context, w worklo
 		if err != nil {
 			continue
 		}
-		if m, err := workload.ClusterMatcher(p, s); err == nil && m(w) {
+		if ok, err := workload.ForClusterRetryPolicy(p, s).Selects(w); err == nil && ok {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
 		}
 	}

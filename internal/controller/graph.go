@@ -37,7 +37,7 @@ type graphView struct {
 // Prometheus). A failed poll keeps the last good observation for one window, then the status is
 // on declarations alone and the condition says so. res must be the declared graph (before
 // countObserved): the comparison is of declarations against observations.
-func observeGraph(o *Observer, res *workload.Result, cluster bool, namespace string, generation int64) graphView {
+func observeGraph(o *Observer, res *workload.Result, generation int64) graphView {
 	obs := o.Latest()
 	if obs == nil || !obs.Graphs {
 		return graphView{}
@@ -45,7 +45,7 @@ func observeGraph(o *Observer, res *workload.Result, cluster bool, namespace str
 	if res == nil {
 		return graphView{set: true, clear: true}
 	}
-	caller, callee := nodeMappers(res, cluster, namespace)
+	caller, callee := nodeMappers(res)
 	v := graphView{set: true}
 	switch {
 	case obs.GraphErr != nil:
@@ -212,15 +212,10 @@ func meshTries(r *workload.Result) func(from, to string) int64 {
 // node; the service graph's and the proxies' name a service: kept when it is a selected
 // workload's service node); any other caller's edges are not the policy's. A callee in the
 // policy's namespace is its Service's name, one elsewhere "name.ns" (as an annotation writes
-// it); a cluster policy names every node "name.ns". A callee without a namespace (a host the
-// data does not place) is dropped.
-func nodeMappers(res *workload.Result, cluster bool, namespace string) (func(telemetry.Caller) (string, bool), func(telemetry.Callee) (string, bool)) {
-	name := func(n, ns string) string {
-		if !cluster && ns == namespace {
-			return n
-		}
-		return workload.QualifiedNode(n, ns)
-	}
+// it); a cluster policy names every node "name.ns" (workload.Policy.Node). A callee without a
+// namespace (a host the data does not place) is dropped.
+func nodeMappers(res *workload.Result) (func(telemetry.Caller) (string, bool), func(telemetry.Callee) (string, bool)) {
+	name := res.Policy.Node
 	byWorkload := make(map[[2]string][]workload.Workload, len(res.Selected))
 	services := make(map[string]bool, len(res.ServiceOf))
 	for _, w := range res.Selected {

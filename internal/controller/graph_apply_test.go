@@ -107,10 +107,10 @@ func TestObserveGraphAndCount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &Observer{latest: tc.obs}
-			res, a := workload.Analyze(p, ws)
+			res, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil)
 			in := status.Input{Generation: 1, Result: res, Analysis: a, Now: metav1.NewTime(t0)}
-			v := observeGraph(o, res, false, "shop", 1)
-			countObserved(&in, v, func() *workload.Result { r, _ := workload.Analyze(p, ws); return r })
+			v := observeGraph(o, res, 1)
+			countObserved(&in, v, func() *workload.Result { r, _ := workload.Analyze(workload.ForRetryPolicy(p), ws, nil); return r })
 			st := &v1alpha1.RetryPolicyStatus{}
 			status.Set(st, in)
 			v.apply(st, t0)
@@ -142,13 +142,13 @@ func TestCountObservedMeshLayers(t *testing.T) {
 	ob := &telemetry.Observation{Window: 5 * time.Minute, Sources: []telemetry.Source{telemetry.SourceIstio}, Edges: []telemetry.Edge{
 		{Source: telemetry.SourceIstio, From: telemetry.Caller{Namespace: "shop", Name: "payment"}, To: telemetry.Callee{Namespace: "shop", Name: "cart"}, Requests: 60, RatePerSecond: 0.2},
 	}, Entrypoints: []telemetry.Entrypoint{{Callee: telemetry.Callee{Namespace: "shop", Name: "payment"}, Via: "istio-system/istio-ingressgateway", Source: telemetry.SourceIstio}}}
-	build := func() *workload.Result { return workload.BuildMesh(p, ws, set) }
+	build := func() *workload.Result { return workload.Build(workload.ForRetryPolicy(p), ws, set) }
 	res := build()
 	in := status.Input{Generation: 1, Result: res, Analysis: res.Analyze(), Now: metav1.Now()}
 	if in.Analysis.Amplification != 3 {
 		t.Fatalf("declared: %d", in.Analysis.Amplification)
 	}
-	v := observeGraph(&Observer{latest: &Observation{Graphs: true, Graph: ob, GraphAt: time.Now(), URL: "http://prom:9090"}}, res, false, "shop", 1)
+	v := observeGraph(&Observer{latest: &Observation{Graphs: true, Graph: ob, GraphAt: time.Now(), URL: "http://prom:9090"}}, res, 1)
 	countObserved(&in, v, build)
 	var chains []string
 	for _, c := range in.Analysis.Chains {

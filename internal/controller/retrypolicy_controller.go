@@ -131,7 +131,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // analysis, the mesh condition, the observed amplification and the observed graph, which is
 // compared with the declared one and then counted in the amplification (countObserved).
 func (r *RetryPolicyReconciler) nextStatus(p *v1alpha1.RetryPolicy, in status.Input, rebuild func() *workload.Result) *v1alpha1.RetryPolicyStatus {
-	gv := observeGraph(r.Observed, in.Result, false, p.Namespace, p.Generation)
+	gv := observeGraph(r.Observed, in.Result, p.Generation)
 	countObserved(&in, gv, rebuild)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
@@ -236,20 +236,21 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 		// change is one the patch decides (a workload's upstreams): building the graph of
 		// 20,000 workloads costs ~30 ms and its garbage, the patch well under 1 ms.
 		ps, svcs, set := r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace), r.meshSet()
+		pol := workload.ForRetryPolicy(p)
 		if g := r.graphs.get(key); g != nil {
-			if !g.Update(p, ps, svcs, set) {
+			if !g.Update(pol, ps, svcs, set) {
 				log.FromContext(ctx).V(1).Info("graph built anew", "workloads", len(ps))
 			}
 			in.Result = g.Result()
 		} else {
-			g := workload.NewIncremental(p, ps, svcs, set)
+			g := workload.NewIncremental(pol, ps, svcs, set)
 			r.graphs.put(key, g)
 			in.Result = g.Result()
 		}
 		// The violations' messages name each factor's mesh layers, and a fix on an edge out of
 		// a Service's node names the workloads, as workload.Analyze does.
 		in.Analysis = in.Result.Analyze()
-		return in, func() *workload.Result { return workload.BuildParsedMesh(p, ps, svcs, set) }, nil
+		return in, func() *workload.Result { return workload.BuildParsed(pol, ps, svcs, set) }, nil
 	}
 	ws, err := kubeobj.ListWorkloads(ctx, r.Client, p.Namespace)
 	if err != nil {
@@ -259,9 +260,9 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 	if err != nil {
 		return in, nil, err
 	}
-	set := r.meshSet()
-	in.Result, in.Analysis = workload.AnalyzeMesh(p, ws, set, svcs...)
-	return in, func() *workload.Result { return workload.BuildMesh(p, ws, set, svcs...) }, nil
+	pol, set := workload.ForRetryPolicy(p), r.meshSet()
+	in.Result, in.Analysis = workload.Analyze(pol, ws, set, svcs...)
+	return in, func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }, nil
 }
 
 // patchStatus sends one merge patch of the status, with the resourceVersion it was computed
@@ -376,7 +377,7 @@ func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, w workload.Work
 	var out []reconcile.Request
 	for i := range list.Items {
 		p := &list.Items[i]
-		if selects, err := workload.Selects(p, w); err == nil && selects {
+		if selects, err := workload.ForRetryPolicy(p).Selects(w); err == nil && selects {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 		}
 	}
