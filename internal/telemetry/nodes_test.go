@@ -48,19 +48,6 @@ func TestOnNodes(t *testing.T) {
 	}
 }
 
-func TestGraphConditionDeclared(t *testing.T) {
-	gs := CompareGraph(chain(), Snapshot{Window: time.Minute, At: t0, Sources: []string{"istio"}, Edges: []NodeEdge{{"order", "stock", 1.25}}})
-	c := GraphConditionDeclared(gs, 3)
-	want := metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionFalse, Reason: "UndeclaredEdges", ObservedGeneration: 3,
-		Message: `1 edge(s) observed over 1m0s (from istio) are not declared: order>stock (1.25/s; declare: retrycap.dev/upstreams "stock" on order); the amplification is computed on the declared edges alone and does not count them (the application's own attempts on them are unknown)`}
-	if c != want {
-		t.Errorf("condition\n got %+v\nwant %+v", c, want)
-	}
-	if a, b := GraphConditionDeclared(CompareGraph(chain(), Snapshot{Window: time.Minute, At: t0}), 1), GraphCondition(CompareGraph(chain(), Snapshot{Window: time.Minute, At: t0}), 1); a != b {
-		t.Errorf("True differs: %+v %+v", a, b)
-	}
-}
-
 func TestNoTelemetry(t *testing.T) {
 	c := NoTelemetry("http://prom:9090", 5*time.Minute, 2)
 	want := metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionUnknown, Reason: "NoTelemetry", ObservedGeneration: 2,

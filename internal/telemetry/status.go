@@ -121,17 +121,6 @@ func EntryFor(from, to string) string {
 // declare it, and saying that the application's attempts on them are unknown (the amplification
 // counts each with one try times its mesh layers).
 func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
-	return graphCondition(gs, generation, true)
-}
-
-// GraphConditionDeclared is GraphCondition for a status whose amplification is computed on the
-// declared edges alone (the manager's today: the undeclared edges are listed, not added to the
-// graph the amplification is computed on); the message says so.
-func GraphConditionDeclared(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
-	return graphCondition(gs, generation, false)
-}
-
-func graphCondition(gs *v1alpha1.GraphStatus, generation int64, counted bool) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionGraphComplete, ObservedGeneration: generation}
 	if gs.Counts.Undeclared == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonGraphComplete
@@ -151,11 +140,7 @@ func graphCondition(gs *v1alpha1.GraphStatus, generation int64, counted bool) me
 	if n := int(gs.Counts.Undeclared) - len(parts); n > 0 {
 		c.Message += fmt.Sprintf(", and %d more", n)
 	}
-	if counted {
-		c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
-	} else {
-		c.Message += "; the amplification is computed on the declared edges alone and does not count them (the application's own attempts on them are unknown)"
-	}
+	c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
 	return c
 }
 
