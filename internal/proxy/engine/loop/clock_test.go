@@ -1,0 +1,145 @@
+//go:build linux
+
+package loop
+
+import (
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
+)
+
+// The loop's clock after an idle wait. A loop reads the clock once per
+// wake-up; it once read it only after a batch of events, so each handler
+// saw the time of the wake-up before, stale by however long the loop had
+// slept: a per-try timer armed from it was due at once after a pause longer
+// than the per-try timeout (an attempt at a healthy upstream timed out after
+// 31 µs, one at a hung upstream lasted 320 ms of 500). These tests idle a
+// loop longer than the per-try timeout, which is the scenario, not a
+// synchronisation: nothing waits for the proxy by sleeping.
+
+const (
+	clockPerTry = 200 * time.Millisecond
+	clockIdle   = 300 * time.Millisecond // > clockPerTry
+)
+
+// quiet pushes every loop's sweep an hour out, so that only sockets and
+// tasks wake a loop: between two requests it sleeps in epoll_wait.
+func quiet(t *testing.T, p *testProxy) {
+	t.Helper()
+	for _, l := range p.e.loops {
+		set := make(chan struct{})
+		l.poll.Post(func() {
+			l.sweepInterval = int64(time.Hour)
+			l.timers.Schedule(l.sweepT, l.now()+l.sweepInterval)
+			close(set)
+		})
+		proxytest.Wait(t, set, "the sweep pushed out on the loop")
+	}
+}
+
+func withPerTry(cfg *forward.Config) { cfg.PerTryTimeout = clockPerTry }
+
+// TestLoopClockFreshInTask: a task posted to a loop that slept sees a
+// clock no older than its posting.
+func TestLoopClockFreshInTask(t *testing.T) {
+	p := startLoops(t, "backend=1", "backend=127.0.0.1:1")
+	quiet(t, p)
+	for i, l := range p.e.loops {
+		time.Sleep(clockIdle / 3) // the loop idle in epoll_wait
+		before := forward.NowNanos()
+		got := ask(l, l.now)
+		if got < before {
+			t.Fatalf("loop %d: a task posted at %d saw the clock at %d, %v stale", i, before, got, time.Duration(before-got))
+		}
+	}
+}
+
+// TestLoopPerTryAfterIdleHealthy: two GETs clockIdle apart on one
+// keep-alive connection to a healthy upstream: both answered 200, each
+// with exactly one attempt (the second was once timed out at once on the
+// pooled connection and re-sent: two executions at the upstream).
+func TestLoopPerTryAfterIdleHealthy(t *testing.T) {
+	b := proxytest.NewBackend(t, nil)
+	p := startLoopsWith(t, "backend=3", "backend="+b.Addr(), withPerTry)
+	quiet(t, p)
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://backend/one HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "/one:")
+	time.Sleep(clockIdle)
+	c.Send("GET http://backend/two HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "/two:")
+	ltWantIdle(t, p)
+	reqs := b.Requests()
+	if len(reqs) != 2 || reqs[0].URI != "http://backend/one" && reqs[0].URI != "/one" || reqs[1].URI != "http://backend/two" && reqs[1].URI != "/two" {
+		t.Fatalf("the upstream served %+v, want /one then /two, once each", reqs)
+	}
+	if n := b.Conns.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d connections, want 1 (the pooled one re-used, never timed out)", n)
+	}
+	up := p.f.Upstreams[0]
+	if n := testutil.ToFloat64(up.M.Attempts); n != 2 {
+		t.Fatalf("%v attempts counted, want 2", n)
+	}
+	if n := testutil.ToFloat64(p.f.M.StaleResends); n != 0 {
+		t.Fatalf("%v stale re-sends, want 0", n)
+	}
+}
+
+// TestLoopPerTryAfterIdleHung: after the loop idled clockIdle, an attempt
+// at an upstream that accepts and never answers lasts the per-try timeout,
+// measured at the upstream from its accept to the proxy's close.
+func TestLoopPerTryAfterIdleHung(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	held := make(chan time.Duration, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		accepted := time.Now()
+		defer conn.Close()
+		_, err = io.Copy(io.Discard, conn) // until the proxy closes its end
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Logf("hung upstream: reading: %v", err)
+		}
+		held <- time.Since(accepted)
+	}()
+	p := startLoopsWith(t, "backend=1", "backend="+ln.Addr().String(), withPerTry)
+	quiet(t, p)
+	c := proxytest.Dial(t, p.Addr())
+	proxytest.Eventually(t, "the client connection adopted by a loop", func() bool {
+		return ltClientFlags(p, func(*cliConn) bool { return true })
+	})
+	time.Sleep(clockIdle)
+	c.Send("GET http://backend/hung HTTP/1.1\r\nHost: backend\r\n\r\n")
+	resp, body := c.Answer("")
+	if resp.StatusCode != 504 {
+		t.Fatalf("answer %d %q, want 504", resp.StatusCode, body)
+	}
+	var d time.Duration
+	select {
+	case d = <-held:
+	case <-time.After(proxytest.Bound):
+		t.Fatalf("the hung upstream's connection not closed within %v", proxytest.Bound)
+	}
+	// A lower bound only. The timer is armed from the clock of the
+	// wake-up that read the request, a few microseconds before the connect,
+	// and the upstream's goroutine sees its accept a scheduling delay late:
+	// hence the 10 ms of slack, far below the stale clock's shortfall (the
+	// attempt was cut at once, after ~0 ms).
+	if d < clockPerTry-10*time.Millisecond {
+		t.Fatalf("the attempt held the upstream %v, want the per-try timeout %v", d, clockPerTry)
+	}
+	t.Logf("the attempt held the upstream %v (per-try timeout %v)", d, clockPerTry)
+}
