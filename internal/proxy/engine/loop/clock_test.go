@@ -124,8 +124,8 @@ func TestLoopPerTryAfterIdleHung(t *testing.T) {
 	time.Sleep(clockIdle)
 	c.Send("GET http://backend/hung HTTP/1.1\r\nHost: backend\r\n\r\n")
 	resp, body := c.Answer("")
-	if resp.StatusCode != 504 {
-		t.Fatalf("answer %d %q, want 504", resp.StatusCode, body)
+	if want := "retrycap-proxy: upstream backend: 1 attempt(s), last failed with timeout (fasthttp: timeout)\n"; resp.StatusCode != 504 || body != want {
+		t.Fatalf("answer %d %q, want 504 %q", resp.StatusCode, body, want)
 	}
 	var d time.Duration
 	select {
@@ -142,4 +142,59 @@ func TestLoopPerTryAfterIdleHung(t *testing.T) {
 		t.Fatalf("the attempt held the upstream %v, want the per-try timeout %v", d, clockPerTry)
 	}
 	t.Logf("the attempt held the upstream %v (per-try timeout %v)", d, clockPerTry)
+}
+
+// TestLoopPoolCutoffAfterIdle: a pooled upstream connection idle longer
+// than --upstream-idle-timeout is not re-used by the first request after
+// the loop slept (the cutoff was once taken from the stale clock, so the
+// connection looked idle for no time at all), even before a sweep closed it.
+func TestLoopPoolCutoffAfterIdle(t *testing.T) {
+	b := proxytest.NewBackend(t, nil)
+	p := startLoops(t, "backend=3", "backend="+b.Addr())
+	quiet(t, p)
+	for _, l := range p.e.loops {
+		set := make(chan struct{})
+		l.poll.Post(func() { l.upstreamIdle = clockPerTry; close(set) })
+		proxytest.Wait(t, set, "idle timeout set on the loop")
+	}
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://backend/one HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "/one:")
+	if n := ltIdleUpstreams(p); n != 1 {
+		t.Fatalf("%d pooled upstream connections after a request, want 1", n)
+	}
+	time.Sleep(clockIdle) // idle past the idle timeout, no sweep
+	c.Send("GET http://backend/two HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "/two:")
+	if n := b.Conns.Load(); n != 2 {
+		t.Fatalf("the upstream saw %d connections, want 2 (the one idle past the timeout not re-used)", n)
+	}
+}
+
+// TestLoopHeadStartAfterIdle: the --http-request-timeout of a keep-alive
+// connection's next request runs from its first byte, not from the loop's
+// previous wake-up (a request after a pause was once cut that much early).
+func TestLoopHeadStartAfterIdle(t *testing.T) {
+	b := proxytest.NewBackend(t, nil)
+	p := startLoops(t, "backend=3", "backend="+b.Addr())
+	quiet(t, p)
+	c := proxytest.Dial(t, p.Addr())
+	c.Send("GET http://backend/one HTTP/1.1\r\nHost: backend\r\n\r\n")
+	c.Expect("", 200, "/one:")
+	time.Sleep(clockIdle)
+	before := forward.NowNanos()
+	c.Send("GET http://backend/two HTTP/1.1\r\n") // a partial head
+	var start, active int64
+	proxytest.Eventually(t, "the partial head read", func() bool {
+		return ltClientFlags(p, func(c *cliConn) bool {
+			start, active = c.headStart, c.lastActive
+			return c.headStart != 0
+		})
+	})
+	if start < before || active < before {
+		t.Fatalf("a head begun at %d: its start taken at %d (%v early), the connection's activity at %d",
+			before, start, time.Duration(before-start), active)
+	}
+	c.Send("Host: backend\r\n\r\n")
+	c.Expect("", 200, "/two:")
 }
