@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
@@ -197,4 +198,50 @@ func TestLoopHeadStartAfterIdle(t *testing.T) {
 	}
 	c.Send("Host: backend\r\n\r\n")
 	c.Expect("", 200, "/two:")
+}
+
+// BenchmarkLoopClock is the cost of the loop's clock against a wake-up:
+// now() within a batch (the cached value), the one read a wake-up pays
+// (now() after the wait), and, as the anchor in the same run, a wake-up of
+// an idle poller by a posted task (eventfd write, epoll_wait, eventfd read).
+func BenchmarkLoopClock(b *testing.B) {
+	l := &evLoop{}
+	l.refresh()
+	var sink int64
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			sink += l.now()
+		}
+	})
+	b.Run("wake-read", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			l.stale = true
+			sink += l.now()
+		}
+	})
+	b.Run("wake-up", func(b *testing.B) {
+		poll, err := netpoll.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer poll.Close()
+		ran := 0
+		task := func() { ran++ }
+		run := func(fn func()) { fn() }
+		b.ReportAllocs()
+		for range b.N {
+			poll.Post(task)
+			if err := poll.Wait(-1, nil, run); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if ran != b.N {
+			b.Fatalf("%d tasks ran, want %d", ran, b.N)
+		}
+	})
+	if sink == 0 {
+		b.Fatal("the clock read 0")
+	}
 }
