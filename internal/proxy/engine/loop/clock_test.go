@@ -55,7 +55,10 @@ func TestLoopClockFreshInTask(t *testing.T) {
 	for i, l := range p.e.loops {
 		time.Sleep(clockIdle / 3) // the loop idle in epoll_wait
 		before := forward.NowNanos()
-		got := ask(l, l.now)
+		var got int64
+		done := make(chan struct{})
+		l.poll.Post(func() { got = l.now(); close(done) })
+		proxytest.Wait(t, done, "the task run")
 		if got < before {
 			t.Fatalf("loop %d: a task posted at %d saw the clock at %d, %v stale", i, before, got, time.Duration(before-got))
 		}
