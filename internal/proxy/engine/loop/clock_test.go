@@ -26,8 +26,8 @@ import (
 // synchronisation: nothing waits for the proxy by sleeping.
 
 const (
-	clockPerTry = 200 * time.Millisecond
-	clockIdle   = 300 * time.Millisecond // > clockPerTry
+	clockPerTry = time.Second             // a healthy answer under a loaded CI machine stays well inside it
+	clockIdle   = 1500 * time.Millisecond // > clockPerTry
 )
 
 // quiet pushes every loop's sweep an hour out, so that only sockets and
