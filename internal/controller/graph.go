@@ -38,7 +38,11 @@ type graphView struct {
 // on declarations alone and the condition says so. res must be the declared graph (before
 // countObserved): the comparison is of declarations against observations.
 func observeGraph(o *Observer, res *workload.Result, generation int64) graphView {
-	obs := o.Latest()
+	return observeGraphOf(o.Latest(), res, generation)
+}
+
+// observeGraphOf is observeGraph on the poll obs (nil: none yet).
+func observeGraphOf(obs *Observation, res *workload.Result, generation int64) graphView {
 	if obs == nil || !obs.Graphs {
 		return graphView{}
 	}
