@@ -84,9 +84,11 @@ func telBenchObservation(ns string) *telemetry.Observation {
 //
 //   - declared-10k: 10,000 edges declared, no telemetry (the anchor of half-declared).
 //   - telemetry-half: the same, and 20,000 observed: 10,000 of them undeclared, counted in the
-//     amplification (a graph built anew with them, analysed, every reconcile).
+//     amplification (a graph built anew with them and analysed once per poll and declared
+//     graph; the reconciles in between reuse it: countedViews).
 //   - declared-20k: every observed edge declared, no telemetry (the anchor of complete).
-//   - telemetry-complete: the same, 20,000 observed, all declared: compared, nothing rebuilt.
+//   - telemetry-complete: the same, 20,000 observed, all declared: compared once per poll,
+//     nothing rebuilt.
 //
 // The heap each case keeps (the index, the kept graph and, with telemetry, the Observer's
 // latest observation) is reported as retained-MiB.
