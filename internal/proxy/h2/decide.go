@@ -404,7 +404,7 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		} else {
 			fault = res.status >= 500
 			if res.retryAfter != "" && (o.Status == 429 || o.Status == 503) {
-				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(res.retryAfter)
+				o.RetryAfter, o.HasRetryAfter = policy.ParseRetryAfter(res.retryAfter, time.Now())
 			}
 		}
 	}
