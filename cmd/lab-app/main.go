@@ -5,10 +5,16 @@
 // it is a leaf that answers 200, or --fail's status. GET /_labapp/fail?on=1|0 switches failing at
 // run time and GET /_labapp/stats shows its counters.
 //
-//	lab-app [--listen :8080] [--name NAME] [--upstreams URL,...] [--attempts N] [--fail]
+//	lab-app [--listen :8080] [--name NAME] [--upstreams URL,...] [--attempts N] [--fail] [--shutdown-delay 5s]
 //
 // Flags default from the environment (LAB_LISTEN, LAB_NAME or HOSTNAME, LAB_UPSTREAMS,
-// LAB_ATTEMPTS, LAB_FAIL), so a Deployment can set either.
+// LAB_ATTEMPTS, LAB_FAIL, LAB_SHUTDOWN_DELAY), so a Deployment can set either.
+//
+// On SIGTERM it keeps serving for --shutdown-delay before it stops: the kubelet signals the
+// container and the endpoints controller and kube-proxy remove the pod from its Service at the
+// same time, not before, so requests keep arriving for a moment (on the test node, a rolling
+// update of an app that stopped at once lost 16 of 286 requests: refused, or sent to a pod
+// already gone). The pod's terminationGracePeriodSeconds (30 by default) must exceed it.
 package main
 
 import (
@@ -20,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/labapp"
 )
@@ -48,9 +55,17 @@ func run(args []string) error {
 		return fmt.Errorf("LAB_ATTEMPTS=%q: not a number", os.Getenv("LAB_ATTEMPTS"))
 	}
 	attempts := fs.Int("attempts", attemptsDef, "tries per failed upstream call (the app's own retries)")
+	delayDef, err := time.ParseDuration(env("LAB_SHUTDOWN_DELAY", "5s"))
+	if err != nil {
+		return fmt.Errorf("LAB_SHUTDOWN_DELAY=%q: %w", os.Getenv("LAB_SHUTDOWN_DELAY"), err)
+	}
+	delay := fs.Duration("shutdown-delay", delayDef, "how long to keep serving after SIGTERM, while the pod leaves its Service's endpoints")
 	fail := fs.Bool("fail", env("LAB_FAIL", "") == "1" || env("LAB_FAIL", "") == "true", "start failing (503 to everything)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *delay < 0 {
+		return fmt.Errorf("--shutdown-delay=%s: must not be negative", *delay)
 	}
 	if *attempts < 1 {
 		return fmt.Errorf("--attempts=%d: must be at least 1", *attempts)
@@ -72,6 +87,17 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	<-ctx.Done()
-	// SIGTERM: finish what is in flight (Close drains for up to 2s), then exit 0.
+	// SIGTERM: keep answering while the endpoints are removed (keep-alive connections closed
+	// after their current request, so their clients reconnect elsewhere), then finish what is in
+	// flight (Close drains for up to 2s) and exit 0. A second signal stops at once.
+	stop()
+	fmt.Fprintf(os.Stderr, "lab-app %s: terminating: serving %s more, then stopping\n", *name, *delay)
+	app.Drain()
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case <-time.After(*delay):
+	case <-again:
+	}
 	return app.Close()
 }

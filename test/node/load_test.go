@@ -65,6 +65,7 @@ func nodeClient() *http.Client {
 // failure with its reason.
 type steadyLoad struct {
 	sent, ok atomic.Int64
+	phase    atomic.Value // string: what was happening, prefixed to each failure's reason
 	mu       sync.Mutex
 	failures map[string]int
 	stop     chan struct{}
@@ -73,6 +74,7 @@ type steadyLoad struct {
 
 func startLoad(url string, perSecond int) *steadyLoad {
 	l := &steadyLoad{failures: map[string]int{}, stop: make(chan struct{})}
+	l.phase.Store("")
 	client := nodeClient()
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	l.done.Add(1)
@@ -114,6 +116,9 @@ func (l *steadyLoad) fail(why string) {
 	// The same error on another connection differs only by its ports: counted together.
 	if i := strings.Index(why, "->"); i >= 0 {
 		why = why[:i] + "->..."
+	}
+	if p := l.phase.Load().(string); p != "" {
+		why = "(" + p + ") " + why
 	}
 	l.mu.Lock()
 	l.failures[why]++

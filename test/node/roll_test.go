@@ -135,8 +135,10 @@ func testRollingUpdate(t *testing.T, h *harness) {
 	const rate = 25 // requests per second
 	load := startLoad(front+"/", rate)
 	start := time.Now()
+	load.phase.Store("back's rollout")
 	h.rollAndWait(t, rollNS, "back")
 	mid := load.sent.Load()
+	load.phase.Store("front's rollout")
 	h.rollAndWait(t, rollNS, "front")
 	sent, ok, failures := load.finish()
 	t.Logf("rolling update of back then front under %d req/s for %.1fs: %d sent (%d during back's rollout), %d answered 200, failures: %v",
