@@ -5,10 +5,18 @@
 // it is a leaf that answers 200, or --fail's status. GET /_labapp/fail?on=1|0 switches failing at
 // run time and GET /_labapp/stats shows its counters.
 //
-//	lab-app [--listen :8080] [--name NAME] [--upstreams URL,...] [--attempts N] [--fail] [--shutdown-delay 5s]
+//	lab-app [--protocol http|grpc] [--listen :8080] [--stats-listen :8081] [--name NAME]
+//	        [--upstreams URL,...] [--attempts N] [--fail] [--shutdown-delay 5s]
 //
-// Flags default from the environment (LAB_LISTEN, LAB_NAME or HOSTNAME, LAB_UPSTREAMS,
-// LAB_ATTEMPTS, LAB_FAIL, LAB_SHUTDOWN_DELAY), so a Deployment can set either.
+// Flags default from the environment (LAB_PROTOCOL, LAB_LISTEN, LAB_STATS_LISTEN, LAB_NAME or
+// HOSTNAME, LAB_UPSTREAMS, LAB_ATTEMPTS, LAB_FAIL, LAB_SHUTDOWN_DELAY), so a Deployment can set
+// either.
+//
+// With --protocol grpc it is the storm lab's gRPC chain app (labapp.StartGRPC): it serves
+// retrycap.lab.Chain on --listen and calls its one upstream, NAME:PORT, through HTTPS_PROXY as
+// grpc-go does (the injected sidecar), trying an UNAVAILABLE call --attempts times; --fail
+// answers UNAVAILABLE. Its counters are then served over HTTP on --stats-listen, at
+// /_labapp/stats ("received N" and "failed N" lines), which is also its readiness path.
 //
 // On SIGTERM it keeps serving for --shutdown-delay before it stops: the kubelet signals the
 // container and the endpoints controller and kube-proxy remove the pod from its Service at the
@@ -21,6 +29,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -47,7 +57,9 @@ func env(k, def string) string {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("lab-app", flag.ContinueOnError)
+	protocol := fs.String("protocol", env("LAB_PROTOCOL", "http"), "http, or grpc (the Chain service)")
 	listen := fs.String("listen", env("LAB_LISTEN", ":8080"), "address to serve on")
+	statsListen := fs.String("stats-listen", env("LAB_STATS_LISTEN", ":8081"), "--protocol grpc: address of the HTTP counters (/_labapp/stats)")
 	name := fs.String("name", env("LAB_NAME", env("HOSTNAME", "lab-app")), "service name (in answers and errors)")
 	upstreams := fs.String("upstreams", env("LAB_UPSTREAMS", ""), "comma-separated URLs called for every request; empty: a leaf")
 	attemptsDef, err := strconv.Atoi(env("LAB_ATTEMPTS", "1"))
@@ -76,6 +88,13 @@ func run(args []string) error {
 			ups = append(ups, u)
 		}
 	}
+	switch *protocol {
+	case "http":
+	case "grpc":
+		return runGRPC(*name, *listen, *statsListen, ups, *attempts, *fail, *delay)
+	default:
+		return fmt.Errorf("--protocol=%q: must be http or grpc", *protocol)
+	}
 	// The injected sidecar sets HTTP_PROXY; every upstream call goes through it.
 	proxy := env("HTTP_PROXY", os.Getenv("http_proxy"))
 	app, err := labapp.Start(labapp.Config{Name: *name, Listen: *listen, Upstreams: ups, ProxyURL: proxy, Attempts: *attempts})
@@ -100,4 +119,48 @@ func run(args []string) error {
 	case <-again:
 	}
 	return app.Close()
+}
+
+// runGRPC is --protocol grpc: the gRPC chain app, its counters on an HTTP listener of their own.
+func runGRPC(name, listen, statsListen string, ups []string, attempts int, fail bool, delay time.Duration) error {
+	if len(ups) > 1 {
+		return fmt.Errorf("--upstreams=%s: a gRPC app calls one upstream, NAME:PORT", strings.Join(ups, ","))
+	}
+	up := ""
+	if len(ups) == 1 {
+		up = ups[0]
+		if _, port, err := net.SplitHostPort(up); err != nil || port == "" || strings.Contains(up, "/") {
+			return fmt.Errorf("--upstreams=%s: a gRPC upstream is NAME:PORT (dialed as dns:///NAME:PORT)", up)
+		}
+	}
+	stats, err := net.Listen("tcp", statsListen)
+	if err != nil {
+		return fmt.Errorf("--stats-listen=%s: %w", statsListen, err)
+	}
+	app, err := labapp.StartGRPC(labapp.GRPCConfig{Name: name, Listen: listen, Upstream: up, Fail: fail, Attempts: attempts})
+	if err != nil {
+		stats.Close()
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/_labapp/stats", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "received %d\nfailed %d\n", app.Received(), app.Failed())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(stats) }()
+	fmt.Fprintf(os.Stderr, "lab-app %s: serving gRPC on %s (counters on %s), upstream %q, attempts %d, proxy %q, failing %v\n",
+		name, app.Addr(), stats.Addr(), up, attempts, env("HTTPS_PROXY", os.Getenv("https_proxy")), fail)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	<-ctx.Done()
+	stop()
+	// As the HTTP app: keep answering while the endpoints are removed, then stop.
+	fmt.Fprintf(os.Stderr, "lab-app %s: terminating: serving %s more, then stopping\n", name, delay)
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case <-time.After(delay):
+	case <-again:
+	}
+	app.Close()
+	return srv.Close()
 }
