@@ -180,6 +180,9 @@ func testLeaderFailover(t *testing.T, h *harness) {
 	if tookLease > failoverBound {
 		t.Errorf("the lease changed hands %.1fs after the leader's pod was deleted: over the documented %s", tookLease.Seconds(), failoverBound)
 	}
+	if wrote > failoverBound {
+		t.Errorf("the new leader wrote the status %.1fs after the leader's pod was deleted: over the documented %s", wrote.Seconds(), failoverBound)
+	}
 }
 
 // bumpCap raises a RetryPolicy's maxAmplification by one and returns its new generation.

@@ -142,6 +142,7 @@ func teardown(t *testing.T, h *harness) {
 	if r.err != nil {
 		t.Errorf("hack/node.sh down after the kubelet and containerd were killed: %s", r)
 	}
+	t.Logf("hack/node.sh down said:\n%s", r.stderr)
 	// A SIGKILLed process takes a moment to exit (kube-apiserver frees a large heap): what is
 	// still there after 30 s is left behind.
 	eventually(t, 30*time.Second, "nothing left behind after hack/node.sh down", func() error {
