@@ -26,7 +26,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -88,10 +87,14 @@ func run(args []string) error {
 			ups = append(ups, u)
 		}
 	}
+	// The handler first: a SIGTERM that came before it would kill the app without its delay.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	switch *protocol {
 	case "http":
 	case "grpc":
-		return runGRPC(*name, *listen, *statsListen, ups, *attempts, *fail, *delay)
+		return runGRPC(sigs, *name, *listen, *statsListen, ups, *attempts, *fail, *delay)
 	default:
 		return fmt.Errorf("--protocol=%q: must be http or grpc", *protocol)
 	}
@@ -103,26 +106,15 @@ func run(args []string) error {
 	}
 	app.SetFailing(*fail)
 	fmt.Fprintf(os.Stderr, "lab-app %s: serving on %s, upstreams %v, attempts %d, proxy %q, failing %v\n", *name, app.Addr(), ups, *attempts, proxy, *fail)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	<-ctx.Done()
 	// SIGTERM: keep answering while the endpoints are removed (keep-alive connections closed
 	// after their current request, so their clients reconnect elsewhere), then finish what is in
-	// flight (Close drains for up to 2s) and exit 0. A second signal stops at once.
-	stop()
-	fmt.Fprintf(os.Stderr, "lab-app %s: terminating: serving %s more, then stopping\n", *name, *delay)
-	app.Drain()
-	again := make(chan os.Signal, 1)
-	signal.Notify(again, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case <-time.After(*delay):
-	case <-again:
-	}
+	// flight (Close drains for up to 2s) and exit 0.
+	awaitStop(sigs, *name, *delay, app.Drain)
 	return app.Close()
 }
 
 // runGRPC is --protocol grpc: the gRPC chain app, its counters on an HTTP listener of their own.
-func runGRPC(name, listen, statsListen string, ups []string, attempts int, fail bool, delay time.Duration) error {
+func runGRPC(sigs <-chan os.Signal, name, listen, statsListen string, ups []string, attempts int, fail bool, delay time.Duration) error {
 	if len(ups) > 1 {
 		return fmt.Errorf("--upstreams=%s: a gRPC app calls one upstream, NAME:PORT", strings.Join(ups, ","))
 	}
@@ -150,17 +142,20 @@ func runGRPC(name, listen, statsListen string, ups []string, attempts int, fail 
 	go func() { _ = srv.Serve(stats) }()
 	fmt.Fprintf(os.Stderr, "lab-app %s: serving gRPC on %s (counters on %s), upstream %q, attempts %d, proxy %q, failing %v\n",
 		name, app.Addr(), stats.Addr(), up, attempts, env("HTTPS_PROXY", os.Getenv("https_proxy")), fail)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	<-ctx.Done()
-	stop()
 	// As the HTTP app: keep answering while the endpoints are removed, then stop.
-	fmt.Fprintf(os.Stderr, "lab-app %s: terminating: serving %s more, then stopping\n", name, delay)
-	again := make(chan os.Signal, 1)
-	signal.Notify(again, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case <-time.After(delay):
-	case <-again:
-	}
+	awaitStop(sigs, name, delay, func() {})
 	app.Close()
 	return srv.Close()
+}
+
+// awaitStop waits for the first SIGTERM or SIGINT, drains, says so, and keeps serving for delay
+// (a second signal cuts it short).
+func awaitStop(sigs <-chan os.Signal, name string, delay time.Duration, drain func()) {
+	<-sigs
+	drain()
+	fmt.Fprintf(os.Stderr, "lab-app %s: terminating: serving %s more, then stopping\n", name, delay)
+	select {
+	case <-time.After(delay):
+	case <-sigs:
+	}
 }
