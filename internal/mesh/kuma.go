@@ -44,9 +44,10 @@ type meshRetry struct {
 	Spec struct {
 		To []struct {
 			TargetRef struct {
-				Kind      string `json:"kind"`
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
+				Kind      string            `json:"kind"`
+				Name      string            `json:"name"`
+				Namespace string            `json:"namespace"`
+				Labels    map[string]string `json:"labels"`
 			} `json:"targetRef"`
 			Default struct {
 				HTTP *kumaRetryConf `json:"http"`
@@ -138,7 +139,7 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 		}
 		found = true
 		for i, t := range r.Spec.To {
-			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, r.Metadata.Namespace, ref) {
+			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
 				continue
 			}
 			for _, pc := range []struct {
@@ -170,12 +171,41 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 	}
 }
 
+// Kuma's MeshService labels (kumahq/kuma api/mesh/v1alpha1/dataplane_helpers.go: DisplayName,
+// KubeNamespaceTag, KubeServiceTag): the MeshService Kuma makes of a Kubernetes Service carries
+// the Service's name and namespace in them.
+const (
+	KumaDisplayName   = "kuma.io/display-name"
+	KumaKubeNamespace = "k8s.kuma.io/namespace"
+	KumaKubeService   = "k8s.kuma.io/service-name"
+)
+
 // kumaTargets: a to[].targetRef covers the Service ref (policyNS: the MeshRetry's namespace).
-func kumaTargets(kind, name, ns, policyNS string, ref ServiceRef) bool {
+// Kuma 2.x names a MeshService by name (and namespace, else the policy's); Kuma since its v3 API
+// (kumahq/kuma #17603, OutboundTargetRef: kind, labels, sectionName only, at 348b6528) selects
+// MeshServices by labels: those naming the Service (kuma.io/display-name,
+// k8s.kuma.io/service-name) and its namespace (k8s.kuma.io/namespace) must agree with ref; any
+// other label (a zone, a team) is taken to match, an upper bound.
+func kumaTargets(kind, name, ns string, labels map[string]string, policyNS string, ref ServiceRef) bool {
 	switch kind {
 	case "Mesh":
 		return true
 	case "MeshService":
+		if name == "" && len(labels) > 0 {
+			for k, v := range labels {
+				switch k {
+				case KumaDisplayName, KumaKubeService:
+					if v != ref.Name {
+						return false
+					}
+				case KumaKubeNamespace:
+					if v != ref.Namespace {
+						return false
+					}
+				}
+			}
+			return true
+		}
 		if name == ref.Name {
 			if ns == "" {
 				ns = policyNS

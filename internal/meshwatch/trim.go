@@ -30,7 +30,7 @@ var specTrees = map[string]keep{
 	mesh.GroupLinkerd + "/ServiceProfile": {},
 	mesh.GroupKuma + "/Mesh":              {"skipCreatingInitialPolicies": true},
 	mesh.GroupKuma + "/MeshRetry": {
-		"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true},
+		"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true, "labels": true},
 			"default": keep{"http": keep{"numRetries": true}, "grpc": keep{"numRetries": true}}}},
 	},
 	mesh.GroupDapr + "/Resiliency": {
