@@ -20,12 +20,14 @@ import (
 // spec.skipCreatingInitialPolicies lists "*" or "MeshRetry": when the Mesh object is in the input
 // and no MeshRetry of that mesh is, that default is assumed and said so.
 const (
-	GroupKuma                  = "kuma.io"
-	KumaSidecarInjection       = "kuma.io/sidecar-injection"
-	KumaMeshLabel              = "kuma.io/mesh"
-	KumaDefaultMesh            = "default"
-	KumaDefaultNumRetries      = 5
-	Kuma                  Kind = "Kuma"
+	GroupKuma                   = "kuma.io"
+	KumaSidecarInjection        = "kuma.io/sidecar-injection"
+	KumaMeshLabel               = "kuma.io/mesh"
+	KumaDefaultMesh             = "default"
+	KumaDefaultNumRetries       = 5
+	KumaDefaultRetryPrefix      = "mesh-retry-all-"
+	KumaSystemNamespace         = "kuma-system"
+	Kuma                   Kind = "Kuma"
 )
 
 type kumaMesh struct {
@@ -149,12 +151,14 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 				if pc.conf == nil {
 					continue
 				}
-				n, note := int64(1), "no numRetries: Envoy's 1 retry"
+				// No numRetries: Envoy's default 1 retry, not written in the object (Default: a
+				// rewrite sets the field rather than checking it).
+				n, note, unset := int64(1), "no numRetries: Envoy's 1 retry", true
 				if pc.conf.NumRetries != nil {
-					n, note = *pc.conf.NumRetries, fmt.Sprintf("numRetries %d", *pc.conf.NumRetries)
+					n, note, unset = *pc.conf.NumRetries, fmt.Sprintf("numRetries %d", *pc.conf.NumRetries), false
 				}
 				better(&best, Layer{Kind: Kuma, Object: r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", i, pc.proto),
-					Tries: n + 1, Note: fmt.Sprintf("Kuma %s %s", r.id(), note)})
+					Tries: n + 1, Default: unset, Note: fmt.Sprintf("Kuma %s %s", r.id(), note)})
 			}
 		}
 	}
@@ -163,7 +167,11 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 		if !ok || slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
 			return
 		}
-		best = Layer{Kind: Kuma, Tries: KumaDefaultNumRetries + 1, Default: true,
+		// The object Kuma creates (kumahq/kuma pkg/defaults/mesh/mesh.go: "mesh-retry-all-<mesh>"
+		// in the system namespace on Kubernetes; meshretry.go: to[0] Mesh, http and grpc
+		// numRetries 5) is named, so that the fix names its field.
+		best = Layer{Kind: Kuma, Object: "MeshRetry " + KumaSystemNamespace + "/" + KumaDefaultRetryPrefix + mesh,
+			FieldPath: "spec.to[0].default.http.numRetries", Tries: KumaDefaultNumRetries + 1, Default: true,
 			Note: fmt.Sprintf("Kuma default MeshRetry mesh-retry-all-%s (%d retries), assumed: Mesh %s is in the input and no MeshRetry of it is", mesh, KumaDefaultNumRetries, mesh)}
 	}
 	if best.Kind != "" {
