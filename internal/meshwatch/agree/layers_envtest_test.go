@@ -288,4 +288,48 @@ func TestNewLayersStatusGateAnalyzeAgree(t *testing.T) {
 	g.Expect(p.Status.Violations).NotTo(BeEmpty())
 	g.Expect(p.Status.Violations[0].Message).To(Equal(after.Violations[0].Message))
 	g.Expect(p.Status.Violations[0].Suggestion).To(Equal(after.Violations[0].Suggestion))
+
+	// Cap 2: the levers are the mesh objects' fields, in their own units, the same in analyze
+	// and the status (Consul's numRetries cannot give 1 try: 0 is unset, Envoy's 1 retry).
+	afterInput := strings.Replace(layersInput, deploymentsYAML[strings.Index(deploymentsYAML, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: audit"):], strings.TrimPrefix(auditToS3, "\n"), 1)
+	capped := analyzeInput(t, strings.Replace(afterInput, "maxAmplification: 60", "maxAmplification: 2", 1))
+	const fix = "MeshRetry shop/orders-retry spec.to[0].default.http.numRetries: 2 -> 1; Resiliency shop/payments spec.policies.retries.once.maxRetries: 1 -> 0; " +
+		"payment -> ledger: Consul ServiceRouter shop/ledger numRetries 2: ServiceRouter shop/ledger spec.routes[0].destination.numRetries cannot give 1 try (0 is unset, Envoy's 1 retry): " +
+		"remove retryOn, retryOnConnectFailure and retryOnStatusCodes of spec.routes[0].destination; " +
+		"ledger -> audit: Istio default, no VirtualService binds audit: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0); " +
+		"audit: archive.s3.amazonaws.com=1"
+	g.Expect(capped.Violations[0].Suggestion).To(Equal(fix))
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(policy.Object, int64(2), "spec", "maxAmplification")).To(Succeed())
+	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	g.Eventually(func() ([]string, error) {
+		var p v1alpha1.RetryPolicy
+		err := c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: "shop"}, &p)
+		var out []string
+		for _, v := range p.Status.Violations {
+			out = append(out, v.Suggestion)
+		}
+		return out, err
+	}).Should(HaveExactElements(capped.Violations[0].Suggestion, capped.Violations[1].Suggestion))
+
+	// The mesh gate on the MeshRetry, in its unit: raising numRetries to 3 makes 216 > 162.
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(policy.Object, int64(162), "spec", "maxAmplification")).To(Succeed())
+	g.Expect(unstructured.SetNestedField(policy.Object, "Reject", "spec", "enforcement")).To(Succeed())
+	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	mr := &unstructured.Unstructured{}
+	mr.SetAPIVersion("kuma.io/v1alpha1")
+	mr.SetKind("MeshRetry")
+	const wantMesh = `admission webhook "mesh.retrycap.dev" denied the request: RetryPolicy shop/shop: MeshRetry shop/orders-retry spec.to[0].default.http.numRetries: 3 makes ` +
+		"frontend -x4-> orders -x2-> payment -x3-> ledger -x3-> audit -x3-> archive.s3.amazonaws.com = 216 > cap 162; MeshRetry shop/orders-retry may keep numRetries: 2"
+	g.Eventually(func() string {
+		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: "orders-retry"}, mr)).To(Succeed())
+		to, _, _ := unstructured.NestedSlice(mr.Object, "spec", "to")
+		g.Expect(unstructured.SetNestedField(to[0].(map[string]any), int64(3), "default", "http", "numRetries")).To(Succeed())
+		g.Expect(unstructured.SetNestedSlice(mr.Object, to, "spec", "to")).To(Succeed())
+		if err := c.Update(ctx, mr, client.DryRunAll); err != nil {
+			return err.Error()
+		}
+		return ""
+	}).Should(Equal(wantMesh))
 }
