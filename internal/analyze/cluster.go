@@ -163,7 +163,7 @@ func (m *Manifests) analyzeClusterPolicies() (prs []PolicyReport, unchecked []st
 			unchecked = append(unchecked, err.Error())
 			continue
 		}
-		r, a := workload.AnalyzeCluster(p, s, m.Workloads, m.mesh, m.Services...)
+		r, a := workload.Analyze(workload.ForClusterRetryPolicy(p, s), m.Workloads, m.mesh, m.Services...)
 		pr := m.policyReport(r, a, "ClusterRetryPolicy/"+p.Name)
 		if s.Len() == 0 {
 			pr.scopeText = "spec.namespaceSelector " + sel + " selects no namespace of the input"

@@ -578,8 +578,8 @@ func defaultPolicy(name string, spec *v1alpha1.RetryPolicySpec, cluster bool) er
 	if name == "" {
 		return errors.New("metadata.name is missing")
 	}
-	if spec.MaxAmplification < 1 || spec.MaxAmplification > 1000 {
-		return fmt.Errorf("spec.maxAmplification must be 1..1000, got %d", spec.MaxAmplification)
+	if spec.MaxAmplification < defaults.MaxAmplificationMin || spec.MaxAmplification > defaults.MaxAmplificationMax {
+		return fmt.Errorf("spec.maxAmplification must be %d..%d, got %d", defaults.MaxAmplificationMin, defaults.MaxAmplificationMax, spec.MaxAmplification)
 	}
 	if spec.Enforcement == "" {
 		spec.Enforcement = defaults.Enforcement
@@ -592,16 +592,16 @@ func defaultPolicy(name string, spec *v1alpha1.RetryPolicySpec, cluster bool) er
 	if spec.Retry.DefaultAttempts == 0 {
 		spec.Retry.DefaultAttempts = defaults.Attempts
 	}
-	if a := spec.Retry.DefaultAttempts; a < 1 || a > 100 {
-		return fmt.Errorf("spec.retry.defaultAttempts must be 1..100, got %d", a)
+	if a := spec.Retry.DefaultAttempts; a < defaults.AttemptsMin || a > defaults.AttemptsMax {
+		return fmt.Errorf("spec.retry.defaultAttempts must be %d..%d, got %d", defaults.AttemptsMin, defaults.AttemptsMax, a)
 	}
 	for i := range spec.Entrypoints {
 		e := &spec.Entrypoints[i]
 		if e.ClientAttempts == 0 {
 			e.ClientAttempts = defaults.ClientAttempts
 		}
-		if e.ClientAttempts < 1 || e.ClientAttempts > 100 {
-			return fmt.Errorf("spec.entrypoints[%d].clientAttempts must be 1..100, got %d", i, e.ClientAttempts)
+		if e.ClientAttempts < defaults.AttemptsMin || e.ClientAttempts > defaults.AttemptsMax {
+			return fmt.Errorf("spec.entrypoints[%d].clientAttempts must be %d..%d, got %d", i, defaults.AttemptsMin, defaults.AttemptsMax, e.ClientAttempts)
 		}
 		if cluster {
 			if reason := clusterEntrypointReason(e.Service); reason != "" {
@@ -628,7 +628,7 @@ func (m *Manifests) Analyze() *Report {
 	})
 	var prs []PolicyReport
 	for _, p := range ps {
-		r, a := workload.AnalyzeMesh(p, m.Workloads, m.mesh, m.Services...)
+		r, a := workload.Analyze(workload.ForRetryPolicy(p), m.Workloads, m.mesh, m.Services...)
 		prs = append(prs, m.policyReport(r, a, "RetryPolicy/"+p.Namespace+"/"+p.Name))
 	}
 	cprs, unchecked := m.analyzeClusterPolicies()

@@ -10,7 +10,7 @@ import (
 
 // Mesh retry layers (DESIGN.md, "Mesh retry layers"): the Namespaces, Services, the ConfigMap
 // istio-system/istio and the mesh and gateway routes of the input go into one mesh.Set, which
-// multiplies the attempts on the edges into the Services they configure (workload.BuildMesh).
+// multiplies the attempts on the edges into the Services they configure (workload.Build with the mesh Set).
 
 // meshSet returns m's mesh Set, made on first use with m.MeshOptions and objects without a
 // namespace in ns.

@@ -41,13 +41,13 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	// the namespaces whose labels the input gives.
 	var results []*workload.Result
 	for _, p := range ps {
-		results = append(results, workload.BuildMesh(p, m.Workloads, m.mesh, m.Services...))
+		results = append(results, workload.Build(workload.ForRetryPolicy(p), m.Workloads, m.mesh, m.Services...))
 	}
 	cps := append([]*v1alpha1.ClusterRetryPolicy(nil), m.ClusterPolicies...)
 	sort.Slice(cps, func(i, j int) bool { return cps[i].Name < cps[j].Name })
 	for _, p := range cps {
 		if s, err := workload.NewClusterScope(p, m.NamespaceLabels); err == nil {
-			results = append(results, workload.BuildCluster(p, s, m.Workloads, m.mesh, m.Services...))
+			results = append(results, workload.Build(workload.ForClusterRetryPolicy(p, s), m.Workloads, m.mesh, m.Services...))
 		}
 	}
 	cur := map[string][]annotations.Upstream{} // workload key -> upstreams being lowered
@@ -60,10 +60,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		}
 		// "shop/checkout" for a RetryPolicy (the patch's comment says "for RetryPolicy ..."),
 		// "ClusterRetryPolicy checkout" for a cluster policy.
-		name := r.PolicyName()
-		if r.Policy != nil {
-			name = r.Policy.Namespace + "/" + r.Policy.Name
-		}
+		name := strings.TrimPrefix(r.PolicyName(), workload.KindRetryPolicy+" ")
 		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))

@@ -151,7 +151,7 @@ type GraphView struct {
 
 // ForPolicy analyses one policy over the given workloads and Services.
 func ForPolicy(p *v1alpha1.RetryPolicy, ws []workload.Workload, svcs ...workload.Service) PolicyReport {
-	r, a := workload.Analyze(p, ws, svcs...)
+	r, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil, svcs...)
 	return FromAnalysis(p, r, a)
 }
 
@@ -197,13 +197,14 @@ func FromResult(r *workload.Result, a *graph.Analysis) PolicyReport {
 		Layers:   meshLayers(r),
 	}
 	pr.TimeReport = timeReport(r) // time.go
-	if r.ClusterPolicy != nil {
-		pr.Kind, pr.Name, pr.Namespaces = KindCluster, r.ClusterPolicy.Name, r.Scope.Namespaces()
+	ref := r.Policy.Ref()
+	pr.Namespace, pr.Name = ref.Namespace, ref.Name
+	if ref.Kind == workload.KindClusterRetryPolicy {
+		// The report's schema: kind and namespaces are said of a cluster policy only.
+		pr.Kind, pr.Namespaces = KindCluster, r.Policy.Scope().Namespaces()
 		if pr.Namespaces == nil {
 			pr.Namespaces = []string{}
 		}
-	} else {
-		pr.Namespace, pr.Name = r.Policy.Namespace, r.Policy.Name
 	}
 	for _, w := range r.Selected {
 		if strings.TrimSpace(w.Annotations.Get(annotations.Upstreams)) != "" {

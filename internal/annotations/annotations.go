@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 )
 
 // Annotation and label keys.
@@ -31,10 +33,11 @@ const (
 	NameLabel = "app.kubernetes.io/name"
 )
 
-// Bounds of the grammar, from the design.
+// Bounds of the grammar, from the design: an upstream's attempts are tries per call, bounded as
+// the policy's spec.retry.defaultAttempts is (api/v1alpha1/defaults, checked against the CRD).
 const (
-	MinAttempts = 1
-	MaxAttempts = 100
+	MinAttempts = defaults.AttemptsMin
+	MaxAttempts = defaults.AttemptsMax
 	MinCalls    = 1
 	MaxCalls    = 1000
 )

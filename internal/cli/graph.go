@@ -159,7 +159,7 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 			}
 			servicesOf[p.Namespace] = svcs
 		}
-		r, a := workload.Analyze(p, ws, servicesOf[p.Namespace]...)
+		r, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil, servicesOf[p.Namespace]...)
 		prs = append(prs, analyze.FromAnalysis(p, r, a))
 		if n := nothingToCheck(r); n != "" {
 			notes = append(notes, "RetryPolicy "+p.Namespace+"/"+p.Name+": "+n)
@@ -229,7 +229,7 @@ func liveClusterReports(ctx context.Context, c client.Reader, ns, policy string)
 			}
 			ws, svcs = append(ws, workloadsOf[sns]...), append(svcs, servicesOf[sns]...)
 		}
-		r, a := workload.AnalyzeCluster(p, s, ws, nil, svcs...)
+		r, a := workload.Analyze(workload.ForClusterRetryPolicy(p, s), ws, nil, svcs...)
 		prs = append(prs, analyze.FromResult(r, a))
 		if n := nothingToCheck(r); n != "" {
 			notes = append(notes, r.PolicyName()+": "+n)

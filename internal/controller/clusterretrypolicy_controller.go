@@ -132,7 +132,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	status.Set(next, in)
 	setMeshConditionOf(r.Mesh, next, p.Generation, r.now())
 	setObserved(r.Observed, next, in.Result, observed.Qualified, p.Generation, r.now())
-	setGraph(r.Observed, next, in.Result, true, "", p.Generation, r.now())
+	setGraph(r.Observed, next, in.Result, p.Generation, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
 	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
@@ -175,17 +175,18 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 			sets = append(sets, r.Index.Services(ns))
 		}
 		set := meshSetOf(r.Mesh)
+		pol := workload.ForClusterRetryPolicy(p, s)
 		if g := r.graphs.get(p.Name); g != nil {
 			if !slices.Equal(g.sets, sets) {
 				g.sets, g.merged = sets, workload.MergeServiceSets(sets...)
 			}
-			if !g.in.UpdateCluster(p, s, ps, g.merged, set) {
+			if !g.in.Update(pol, ps, g.merged, set) {
 				log.FromContext(ctx).V(1).Info("graph built anew", "workloads", len(ps))
 			}
 			in.Result = g.in.Result()
 		} else {
 			merged := workload.MergeServiceSets(sets...)
-			g := &clusterGraph{in: workload.NewClusterIncremental(p, s, ps, merged, set), sets: sets, merged: merged}
+			g := &clusterGraph{in: workload.NewIncremental(pol, ps, merged, set), sets: sets, merged: merged}
 			r.graphs.put(p.Name, g)
 			in.Result = g.in.Result()
 		}
@@ -205,7 +206,7 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 		}
 		ws, svcs = append(ws, nws...), append(svcs, nsvcs...)
 	}
-	in.Result, in.Analysis = workload.AnalyzeCluster(p, s, ws, meshSetOf(r.Mesh), svcs...)
+	in.Result, in.Analysis = workload.Analyze(workload.ForClusterRetryPolicy(p, s), ws, meshSetOf(r.Mesh), svcs...)
 	return in, nil
 }
 
@@ -367,7 +368,7 @@ func (r *ClusterRetryPolicyReconciler) policiesFor(ctx context.Context, w worklo
 		if err != nil {
 			continue
 		}
-		if m, err := workload.ClusterMatcher(p, s); err == nil && m(w) {
+		if ok, err := workload.ForClusterRetryPolicy(p, s).Selects(w); err == nil && ok {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // declarations alone and the condition says so. The amplification is not recomputed with the
 // undeclared edges here (telemetry.AddUndeclared): the graph the status is computed on is the
 // shared incremental one, and the admission gate must keep judging declarations alone.
-func setGraph(o *Observer, st *v1alpha1.RetryPolicyStatus, res *workload.Result, cluster bool, namespace string, generation int64, now time.Time) {
+func setGraph(o *Observer, st *v1alpha1.RetryPolicyStatus, res *workload.Result, generation int64, now time.Time) {
 	obs := o.Latest()
 	if obs == nil || !obs.Graphs {
 		return
@@ -28,7 +28,7 @@ func setGraph(o *Observer, st *v1alpha1.RetryPolicyStatus, res *workload.Result,
 		status.ClearGraph(st)
 		return
 	}
-	caller, callee := nodeMappers(res, cluster, namespace)
+	caller, callee := nodeMappers(res)
 	var (
 		c    metav1.Condition
 		snap *telemetry.Snapshot
@@ -61,15 +61,10 @@ func setGraph(o *Observer, st *v1alpha1.RetryPolicyStatus, res *workload.Result,
 // node; the service graph's and the proxies' name a service: kept when it is a selected
 // workload's service node); any other caller's edges are not the policy's. A callee in the
 // policy's namespace is its Service's name, one elsewhere "name.ns" (as an annotation writes
-// it); a cluster policy names every node "name.ns". A callee without a namespace (a host the
-// data does not place) is dropped.
-func nodeMappers(res *workload.Result, cluster bool, namespace string) (func(telemetry.Caller) (string, bool), func(telemetry.Callee) (string, bool)) {
-	name := func(n, ns string) string {
-		if !cluster && ns == namespace {
-			return n
-		}
-		return workload.QualifiedNode(n, ns)
-	}
+// it); a cluster policy names every node "name.ns" (workload.Policy.Node). A callee without a
+// namespace (a host the data does not place) is dropped.
+func nodeMappers(res *workload.Result) (func(telemetry.Caller) (string, bool), func(telemetry.Callee) (string, bool)) {
+	name := res.Policy.Node
 	byWorkload := make(map[[2]string][]workload.Workload, len(res.Selected))
 	services := make(map[string]bool, len(res.ServiceOf))
 	for _, w := range res.Selected {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/telemetry"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -24,8 +27,12 @@ func TestNodeMappers(t *testing.T) {
 		{true, map[string]string{web.Key(): "web.shop", db.Key(): "db.shop"},
 			"web.shop/true web.shop/true /false web.shop/true /false db.shop/true /false | cart.shop/true bank.billing/true /false"},
 	} {
-		res := &workload.Result{Selected: []workload.Workload{db, web}, ServiceOf: tc.serviceOf}
-		caller, callee := nodeMappers(res, tc.cluster, "shop")
+		pol := workload.ForRetryPolicy(&v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p"}})
+		if tc.cluster {
+			pol = workload.ForClusterRetryPolicy(&v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, workload.NewClusterScopeOf("shop", "billing"))
+		}
+		res := &workload.Result{Policy: pol, Selected: []workload.Workload{db, web}, ServiceOf: tc.serviceOf}
+		caller, callee := nodeMappers(res)
 		var got string
 		for _, c := range []telemetry.Caller{
 			{Namespace: "shop", Name: "web-v2"},                     // Istio: the workload

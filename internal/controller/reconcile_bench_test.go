@@ -145,7 +145,7 @@ func BenchmarkReconcile5k(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			res, a := workload.Analyze(&pol, ws)
+			res, a := workload.Analyze(workload.ForRetryPolicy(&pol), ws, nil)
 			next := pol.Status.DeepCopy()
 			status.Set(next, status.Input{Generation: pol.Generation, Result: res, Analysis: a, Now: metav1.Now()})
 		}
@@ -254,7 +254,7 @@ func BenchmarkCompute5k(b *testing.B) {
 		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 16, Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		res, a := workload.Analyze(p, ws)
+		res, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil)
 		var st v1alpha1.RetryPolicyStatus
 		status.Set(&st, status.Input{Generation: p.Generation, Result: res, Analysis: a, Now: metav1.Now()})
 		if len(st.Violations) != 20 {

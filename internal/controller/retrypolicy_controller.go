@@ -126,7 +126,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	status.Set(next, in)
 	r.setMeshCondition(next, p.Generation)
 	setObserved(r.Observed, next, in.Result, observed.InNamespace(p.Namespace), p.Generation, r.now())
-	setGraph(r.Observed, next, in.Result, false, p.Namespace, p.Generation, r.now())
+	setGraph(r.Observed, next, in.Result, p.Generation, r.now())
 	recordMetrics(req.NamespacedName, next)
 	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
 }
@@ -225,13 +225,14 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 		// change is one the patch decides (a workload's upstreams): building the graph of
 		// 20,000 workloads costs ~30 ms and its garbage, the patch well under 1 ms.
 		ps, svcs, set := r.Index.Parsed(p.Namespace), r.Index.Services(p.Namespace), r.meshSet()
+		pol := workload.ForRetryPolicy(p)
 		if g := r.graphs.get(key); g != nil {
-			if !g.Update(p, ps, svcs, set) {
+			if !g.Update(pol, ps, svcs, set) {
 				log.FromContext(ctx).V(1).Info("graph built anew", "workloads", len(ps))
 			}
 			in.Result = g.Result()
 		} else {
-			g := workload.NewIncremental(p, ps, svcs, set)
+			g := workload.NewIncremental(pol, ps, svcs, set)
 			r.graphs.put(key, g)
 			in.Result = g.Result()
 		}
@@ -248,7 +249,7 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 	if err != nil {
 		return in, err
 	}
-	in.Result, in.Analysis = workload.AnalyzeMesh(p, ws, r.meshSet(), svcs...)
+	in.Result, in.Analysis = workload.Analyze(workload.ForRetryPolicy(p), ws, r.meshSet(), svcs...)
 	return in, nil
 }
 
@@ -364,7 +365,7 @@ func (r *RetryPolicyReconciler) policiesFor(ctx context.Context, w workload.Work
 	var out []reconcile.Request
 	for i := range list.Items {
 		p := &list.Items[i]
-		if selects, err := workload.Selects(p, w); err == nil && selects {
+		if selects, err := workload.ForRetryPolicy(p).Selects(w); err == nil && selects {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 		}
 	}

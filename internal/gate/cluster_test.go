@@ -57,38 +57,28 @@ type clusterWorkloads struct {
 	svcs   []workload.Service
 }
 
-func (c clusterWorkloads) Workloads() []*workload.Parsed {
-	var ps []*workload.Parsed
-	for _, w := range c.ws {
-		ps = append(ps, workload.Parse(w))
-	}
-	return ps
-}
-
-func (clusterWorkloads) Prepared(*v1alpha1.RetryPolicy) *workload.Base { return nil }
-func (clusterWorkloads) Services() *workload.ServiceSet                { return nil }
-
 func (c clusterWorkloads) Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error) {
 	return workload.NewClusterScope(p, c.labels)
 }
 
-func (c clusterWorkloads) ClusterWorkloads(_ *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) []*workload.Parsed {
+// Workloads are those of p's namespaces.
+func (c clusterWorkloads) Workloads(p *workload.Policy) []*workload.Parsed {
 	var ps []*workload.Parsed
 	for _, w := range c.ws {
-		if s.Has(w.Namespace) {
+		if p.Scope().Has(w.Namespace) {
 			ps = append(ps, workload.Parse(w))
 		}
 	}
 	return ps
 }
 
-func (clusterWorkloads) ClusterPrepared(*v1alpha1.ClusterRetryPolicy, *workload.ClusterScope) *workload.Base {
-	return nil
-}
-func (c clusterWorkloads) ClusterServices(s *workload.ClusterScope) *workload.ServiceSet {
+func (clusterWorkloads) Prepared(*workload.Policy) *workload.Base { return nil }
+
+// Services are those of p's namespaces.
+func (c clusterWorkloads) Services(p *workload.Policy) *workload.ServiceSet {
 	var in []workload.Service
 	for _, v := range c.svcs {
-		if s.Has(v.Namespace) {
+		if p.Scope().Has(v.Namespace) {
 			in = append(in, v)
 		}
 	}

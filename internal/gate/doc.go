@@ -2,8 +2,10 @@
 // create or update of a workload against the RetryPolicies of its namespace and the
 // ClusterRetryPolicies whose namespaceSelector selects it (Reject, Rewrite or Audit when a chain
 // through the workload's own edges would exceed a cap; the strictest of either kind named
-// first), reading the namespace through a Source, and the namespaces of a cluster policy through
-// a ClusterSource. The handler's Source is a request on the shared workload index
+// first). Decide adapts each API object once (workload.ForRetryPolicy, ForClusterRetryPolicy)
+// and judges every selecting policy as one workload.Policy, reading the stored workloads of its
+// namespaces through a Source (and a cluster policy's namespaces through a ClusterSource's
+// Scope). The handler's Source is a request on the shared workload index
 // (internal/index: index.Index.For), which reads only the part of a namespace that can change
 // the verdict and answers from a policy's prepared graph when the request's chains reach much of
 // a large namespace. mesh.go puts a verdict's plan in the application's terms when mesh layers

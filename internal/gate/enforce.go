@@ -54,10 +54,7 @@ func Enforce[P, V any](policies []P, s Steps[P, V]) Enforced {
 	sort.SliceStable(policies, func(i, j int) bool {
 		a, _ := s.Policy(policies[i])
 		b, _ := s.Policy(policies[j])
-		if a.Kind != b.Kind {
-			return !a.Cluster()
-		}
-		return a.QualifiedName() < b.QualifiedName()
+		return workload.CompareNames(a, b) < 0
 	})
 	var rejects, rewrites []V
 	var audits []P

@@ -36,93 +36,35 @@ type Input struct {
 	Mesh *mesh.Set
 }
 
-// Source is what the gate reads about a request's namespace beyond the request: the stored
-// workloads, and a policy's prepared graph of them. The handler's Source is Index.For (the
-// relevant part of the namespace, from the informers); a test's is a slice.
+// Source is what the gate reads beyond the request for a selecting policy of either kind: the
+// stored workloads of its namespaces and their Services, and its prepared graph of them. The
+// handler's Source is Index.For (the relevant part of the namespaces, from the informers); a
+// test's is a slice.
 type Source interface {
-	// Workloads returns the stored workloads that can change the verdict on the incoming one,
-	// parsed (sorted by workload.Compare spares a sort); the incoming one's stored version may be
-	// among them, Decide puts the incoming one in its place. Decide calls it at most once, and only if some policy must judge the request, so
-	// an update that raises nothing never reads the namespace.
-	Workloads() []*workload.Parsed
-	// Prepared returns p's prepared graph of the namespace's stored workloads (workload.Base), or
-	// nil to build the graph of Workloads for the request. The verdict is the same either way;
-	// the prepared graph spares a request whose chains reach much of a large namespace the build
-	// and analysis of thousands of services.
-	Prepared(p *v1alpha1.RetryPolicy) *workload.Base
-	// Services returns the namespace's Services (nil: none), through which callers reach
+	// Workloads returns the stored workloads of p's namespaces (p.Scope()) that can change the
+	// verdict on the incoming one, parsed (sorted by workload.Compare spares a sort); the
+	// incoming one's stored version may be among them, Decide puts the incoming one in its
+	// place. Decide calls it only if p must judge the request, so an update that raises nothing
+	// never reads the namespaces.
+	Workloads(p *workload.Policy) []*workload.Parsed
+	// Prepared returns p's prepared graph of the stored workloads of its namespaces
+	// (workload.Base), or nil to build the graph of Workloads for the request. The verdict is
+	// the same either way; the prepared graph spares a request whose chains reach much of a
+	// large namespace the build and analysis of thousands of services.
+	Prepared(p *workload.Policy) *workload.Base
+	// Services returns the Services of p's namespaces (nil: none), through which callers reach
 	// workloads (workload.ServiceSet.Nodes).
-	Services() *workload.ServiceSet
+	Services(p *workload.Policy) *workload.ServiceSet
 }
 
-// ClusterSource is what the gate reads beyond the request's namespace for ClusterRetryPolicies:
-// the namespaces a policy selects, and the stored workloads and Services of those namespaces.
-// The handler's Source (Index.For) is one; a test's may be.
+// ClusterSource is a Source that also knows the namespaces a ClusterRetryPolicy selects (by the
+// Namespaces' labels). The handler's Source (Index.For) is one; a test's may be. Without one the
+// ClusterRetryPolicies are ignored and reported in Decision.PolicyErrors.
 type ClusterSource interface {
-	// Scope returns the namespaces p selects (by the Namespaces' labels); the error names the
-	// policy and its bad namespaceSelector.
+	Source
+	// Scope returns the namespaces p selects; the error names the policy and its bad
+	// namespaceSelector.
 	Scope(p *v1alpha1.ClusterRetryPolicy) (*workload.ClusterScope, error)
-	// ClusterWorkloads returns the stored workloads of the namespaces of s that can change the
-	// verdict on the incoming one under p, parsed and sorted by workload.Compare.
-	ClusterWorkloads(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) []*workload.Parsed
-	// ClusterPrepared is Prepared for a cluster policy: its prepared graph of the workloads of
-	// s (workload.NewClusterBase), or nil to build the graph of ClusterWorkloads.
-	ClusterPrepared(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) *workload.Base
-	// ClusterServices returns the Services of the namespaces of s (nil: none).
-	ClusterServices(s *workload.ClusterScope) *workload.ServiceSet
-}
-
-// stored is a Source read once: Workloads is called at most once per Decide.
-type stored struct {
-	src    Source
-	ps     []*workload.Parsed
-	loaded bool
-}
-
-func (s *stored) workloads() []*workload.Parsed {
-	if !s.loaded {
-		s.loaded = true
-		if s.src != nil {
-			s.ps = s.src.Workloads()
-		}
-	}
-	return s.ps
-}
-
-func (s *stored) services() *workload.ServiceSet {
-	if s.src == nil {
-		return nil
-	}
-	return s.src.Services()
-}
-
-func (s *stored) prepared(p policy) *workload.Base {
-	if s.src == nil {
-		return nil
-	}
-	if p.crp != nil {
-		if cs, ok := s.src.(ClusterSource); ok {
-			return cs.ClusterPrepared(p.crp, p.scope)
-		}
-		return nil
-	}
-	return s.src.Prepared(p.rp)
-}
-
-// clusterWorkloads is ClusterSource.ClusterWorkloads (Decide only judges a cluster policy with a
-// ClusterSource); each cluster policy reads its own, its scope being its own.
-func (s *stored) clusterWorkloads(p policy) []*workload.Parsed {
-	if cs, ok := s.src.(ClusterSource); ok {
-		return cs.ClusterWorkloads(p.crp, p.scope)
-	}
-	return nil
-}
-
-func (s *stored) clusterServices(p policy) *workload.ServiceSet {
-	if cs, ok := s.src.(ClusterSource); ok {
-		return cs.ClusterServices(p.scope)
-	}
-	return nil
 }
 
 // Decision is the gate's verdict.
@@ -150,54 +92,9 @@ type Rewrite struct {
 	RewrittenFrom string
 }
 
-// policy is a selecting policy of either kind.
-type policy struct {
-	ref workload.PolicyRef
-	// rp is a RetryPolicy; crp and scope a ClusterRetryPolicy and its namespaces.
-	rp    *v1alpha1.RetryPolicy
-	crp   *v1alpha1.ClusterRetryPolicy
-	scope *workload.ClusterScope
-}
-
-func (p policy) spec() *v1alpha1.RetryPolicySpec {
-	if p.crp != nil {
-		return &p.crp.Spec.RetryPolicySpec
-	}
-	return &p.rp.Spec
-}
-
-// selects reports whether p selected w (for a cluster policy, as its scope is now).
-func (p policy) selects(w workload.Workload) (bool, error) {
-	if p.crp == nil {
-		return workload.Selects(p.rp, w)
-	}
-	m, err := workload.ClusterMatcher(p.crp, p.scope)
-	if err != nil {
-		return false, err
-	}
-	return m(w), nil
-}
-
-// node is the node of service svc of namespace ns in p's graph.
-func (p policy) node(svc, ns string) string {
-	if p.crp != nil {
-		return workload.QualifiedNode(svc, ns)
-	}
-	return svc
-}
-
-// upstreamNode is an upstream name of a workload of namespace ns as p's graph names it.
-func (p policy) upstreamNode(name, ns string) string {
-	n := workload.NormalizeUpstream(name, ns)
-	if p.crp != nil {
-		return workload.QualifiedName(n, ns)
-	}
-	return n
-}
-
 // verdict is one selecting policy's judgement of the incoming workload.
 type verdict struct {
-	policy policy
+	policy *workload.Policy
 	judge  *graph.Judgement
 	plan   *graph.Plan
 	// node is the node judged: the incoming workload's service name, or the Service it is
@@ -212,17 +109,16 @@ type verdict struct {
 }
 
 func (v verdict) message() string {
-	msg := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, v.plan)
+	ref := v.policy.Ref()
+	msg := graph.AdmissionMessage(ref.QualifiedName(), v.judge, v.plan)
 	if v.layers != "" {
 		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
 		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
-		head := graph.AdmissionMessage(v.policy.ref.QualifiedName(), v.judge, nil)
+		head := graph.AdmissionMessage(ref.QualifiedName(), v.judge, nil)
 		msg = head + "; " + v.layers + msg[len(head):]
 	}
-	if v.policy.ref.Cluster() {
-		// AdmissionMessage names a RetryPolicy.
-		msg = v.policy.ref.Kind + strings.TrimPrefix(msg, workload.KindRetryPolicy)
-	}
+	// AdmissionMessage names a RetryPolicy; the policy's own kind in its place.
+	msg = ref.Kind + strings.TrimPrefix(msg, workload.KindRetryPolicy)
 	if v.via != "" {
 		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
 		msg = strings.Replace(msg, "even with "+v.node+": ", "even with "+v.via+": ", 1)
@@ -261,23 +157,23 @@ func Decide(in Input) Decision {
 	deny := func(msg string) Decision {
 		return Decision{Message: msg, Warnings: d.Warnings, PolicyErrors: d.PolicyErrors}
 	}
-	src := &stored{src: in.Source}
-	var selecting []policy
-	for _, p := range in.Policies {
-		ok, err := workload.Selects(p, in.Incoming)
+	var selecting []*workload.Policy
+	selected := func(p *workload.Policy) {
+		ok, err := p.Selects(in.Incoming)
 		if err != nil {
 			d.PolicyErrors = append(d.PolicyErrors, err)
-			continue
+		} else if ok {
+			selecting = append(selecting, p)
 		}
-		if ok {
-			selecting = append(selecting, policy{ref: workload.RefOf(p), rp: p})
-		}
+	}
+	for _, p := range in.Policies {
+		selected(workload.ForRetryPolicy(p))
 	}
 	if len(in.ClusterPolicies) > 0 {
 		cs, _ := in.Source.(ClusterSource)
 		for _, p := range in.ClusterPolicies {
 			if cs == nil {
-				d.PolicyErrors = append(d.PolicyErrors, fmt.Errorf("%s: the gate has no source of namespaces to judge it with", workload.ClusterPolicyName(p)))
+				d.PolicyErrors = append(d.PolicyErrors, fmt.Errorf("ClusterRetryPolicy %s: the gate has no source of namespaces to judge it with", p.Name))
 				continue
 			}
 			scope, err := cs.Scope(p)
@@ -285,17 +181,8 @@ func Decide(in Input) Decision {
 				d.PolicyErrors = append(d.PolicyErrors, err)
 				continue
 			}
-			if !scope.Has(in.Incoming.Namespace) {
-				continue
-			}
-			cp := policy{ref: workload.ClusterRefOf(p), crp: p, scope: scope}
-			ok, err := cp.selects(in.Incoming)
-			if err != nil {
-				d.PolicyErrors = append(d.PolicyErrors, err)
-				continue
-			}
-			if ok {
-				selecting = append(selecting, cp)
+			if scope.Has(in.Incoming.Namespace) {
+				selected(workload.ForClusterRetryPolicy(p, scope))
 			}
 		}
 	}
@@ -307,13 +194,21 @@ func Decide(in Input) Decision {
 			Err: fmt.Errorf("value %q is not \"true\" or \"false\"", v)}).Error())
 	}
 	toStore := in.Incoming
-	e := Enforce(selecting, Steps[policy, verdict]{
-		Policy: func(p policy) (workload.PolicyRef, v1alpha1.Enforcement) { return p.ref, p.spec().Enforcement },
+	src := in.Source
+	if src == nil {
+		src = none{}
+	}
+	e := Enforce(selecting, Steps[*workload.Policy, verdict]{
+		Policy: func(p *workload.Policy) (workload.PolicyRef, v1alpha1.Enforcement) {
+			return p.Ref(), p.Spec().Enforcement
+		},
 		// The incoming workload's own annotations first, on a graph of it alone: the same errors
 		// Build reports, without building the namespace.
-		Check:   func(p policy) error { return incomingError(p.buildAlone(in.Incoming), in.Incoming) },
-		Judge:   func(p policy) (verdict, bool, error) { return judge(p, in.Incoming, in.Old, src, in.Mesh) },
-		Ref:     func(v verdict) workload.PolicyRef { return v.policy.ref },
+		Check: func(p *workload.Policy) error {
+			return incomingError(workload.Build(p, []workload.Workload{in.Incoming}, nil), in.Incoming)
+		},
+		Judge:   func(p *workload.Policy) (verdict, bool, error) { return judge(p, in.Incoming, in.Old, src, in.Mesh) },
+		Ref:     func(v verdict) workload.PolicyRef { return v.policy.Ref() },
 		Message: verdict.message,
 		Rewrite: func(vs []verdict) []string {
 			rw, warnings := rewrite(in.Incoming, vs)
@@ -323,7 +218,7 @@ func Decide(in Input) Decision {
 			}
 			return warnings
 		},
-		Audit: func(p policy) (verdict, bool) {
+		Audit: func(p *workload.Policy) (verdict, bool) {
 			v, over, err := judge(p, toStore, in.Old, src, in.Mesh)
 			return v, err == nil && over
 		},
@@ -350,14 +245,6 @@ func CapList(refs []workload.PolicyRef) string {
 		fmt.Fprintf(&b, "%s (cap %d)", r.QualifiedName(), r.Cap)
 	}
 	return b.String()
-}
-
-// buildAlone is p's graph of w alone: the errors of w's own annotations.
-func (p policy) buildAlone(w workload.Workload) *workload.Result {
-	if p.crp != nil {
-		return workload.BuildCluster(p.crp, p.scope, []workload.Workload{w}, nil)
-	}
-	return workload.Build(p.rp, []workload.Workload{w})
 }
 
 // readAnnotations are the annotations retrycap reads from a pod template (or a bare Pod).
@@ -396,19 +283,14 @@ func incomingError(r *workload.Result, incoming workload.Workload) error {
 // judge reports whether p's graph, with the incoming workload in place, is over the cap through
 // the incoming workload's edges, for a request p must judge at all (see Decide). The graph is
 // built only then: an update that raises nothing costs no graph.
-func judge(p policy, w workload.Workload, old *workload.Workload, src *stored, set *mesh.Set) (verdict, bool, error) {
+func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src Source, set *mesh.Set) (verdict, bool, error) {
 	if old != nil {
-		wasSelected, err := p.selects(*old)
+		wasSelected, err := p.Selects(*old)
 		if err != nil {
 			return verdict{}, false, err
 		}
 		if wasSelected {
-			var raises bool
-			if p.crp != nil {
-				raises, err = workload.RaisesClusterRetries(p.crp, *old, w)
-			} else {
-				raises, err = workload.RaisesRetries(p.rp, *old, w)
-			}
+			raises, err := workload.RaisesRetries(p, *old, w)
 			if err != nil {
 				return verdict{}, false, err
 			}
@@ -418,8 +300,8 @@ func judge(p policy, w workload.Workload, old *workload.Workload, src *stored, s
 		}
 	}
 	incoming := workload.Parse(w)
-	own := p.node(incoming.ServiceName(), w.Namespace)
-	if b := src.prepared(p); b != nil && b.Mesh() == set {
+	own := p.Node(incoming.ServiceName(), w.Namespace)
+	if b := src.Prepared(p); b != nil && b.Mesh() == set {
 		if j, plan, ok := b.Judge(incoming); ok {
 			if !j.Over {
 				return verdict{}, false, nil
@@ -428,12 +310,7 @@ func judge(p policy, w workload.Workload, old *workload.Workload, src *stored, s
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
-	var r *workload.Result
-	if p.crp != nil {
-		r = workload.BuildClusterJudged(p.crp, p.scope, src.clusterWorkloads(p), incoming, src.clusterServices(p), set)
-	} else {
-		r = workload.BuildJudgedParsedMesh(p.rp, src.workloads(), incoming, src.services(), set)
-	}
+	r := workload.BuildJudged(p, src.Workloads(p), incoming, src.Services(p), set)
 	// Every node the workload is reached under carries its edges; the worst is judged (the
 	// first, own name before Services by name, on a tie).
 	var j *graph.Judgement
@@ -474,7 +351,7 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		}
 		lowered := false
 		for i, u := range ups {
-			n, ok := v.plan.Changed(v.node, v.policy.upstreamNode(u.Name, incoming.Namespace))
+			n, ok := v.plan.Changed(v.node, v.policy.UpstreamNode(u.Name, incoming.Namespace))
 			if !ok {
 				continue
 			}
@@ -484,7 +361,7 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 			}
 		}
 		if lowered {
-			lowering = append(lowering, v.policy.ref)
+			lowering = append(lowering, v.policy.Ref())
 			explains = append(explains, v.judge.Explain())
 		}
 		if !v.plan.Fits {
@@ -527,3 +404,10 @@ func withUpstreams(w workload.Workload, value string) workload.Workload {
 	w.Annotations = w.Annotations.With(annotations.Upstreams, value)
 	return w
 }
+
+// none is the Source of a gate given none: no stored workloads, Services or prepared graphs.
+type none struct{}
+
+func (none) Workloads(*workload.Policy) []*workload.Parsed  { return nil }
+func (none) Prepared(*workload.Policy) *workload.Base       { return nil }
+func (none) Services(*workload.Policy) *workload.ServiceSet { return nil }

@@ -135,7 +135,7 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
 			}
 			for _, p := range ps {
-				if ok, _ := workload.Selects(p, incoming); ok {
+				if ok, _ := workload.ForRetryPolicy(p).Selects(incoming); ok {
 					if _, _, answered := x.Base("shop", p).Judge(workload.Parse(incoming)); answered {
 						prepared++
 					}
@@ -202,8 +202,8 @@ func TestRelevantWorkloadsDecideEntrypoints(t *testing.T) {
 				w = randomWorkloads(r, 1+r.IntN(len(ws)), round%2 == 0)[0]
 				w.Name = fmt.Sprintf("new%d", i)
 			}
-			full := inject.IsEntrypoint(p, ws, w)
-			if got := inject.IsEntrypoint(p, x.RelevantWorkloads(w), w); got != full {
+			full := inject.IsEntrypoint(workload.ForRetryPolicy(p), ws, w)
+			if got := inject.IsEntrypoint(workload.ForRetryPolicy(p), x.RelevantWorkloads(w), w); got != full {
 				t.Fatalf("round %d: %s is an entrypoint over its relevant workloads: %v, over the namespace: %v", round, w, got, full)
 			}
 			checked++

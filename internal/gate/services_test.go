@@ -251,8 +251,8 @@ func TestRelevantWorkloadsWithServicesDecideEntrypoints(t *testing.T) {
 		p.Spec.Entrypoints = nil
 		for i := 0; i < 5; i++ {
 			w := ws[r.IntN(len(ws))]
-			full := inject.IsEntrypoint(p, ws, w, svcs...)
-			if got := inject.IsEntrypoint(p, x.RelevantWorkloads(w), w, x.Services(w.Namespace).List()...); got != full {
+			full := inject.IsEntrypoint(workload.ForRetryPolicy(p), ws, w, svcs...)
+			if got := inject.IsEntrypoint(workload.ForRetryPolicy(p), x.RelevantWorkloads(w), w, x.Services(w.Namespace).List()...); got != full {
 				t.Fatalf("round %d: %s is an entrypoint over its relevant workloads: %v, over the namespace: %v", round, w, got, full)
 			}
 			checked++

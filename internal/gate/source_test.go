@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -9,7 +8,7 @@ import (
 // of it, parsed per decision and never prepared.
 type workloads []workload.Workload
 
-func (ws workloads) Workloads() []*workload.Parsed {
+func (ws workloads) Workloads(*workload.Policy) []*workload.Parsed {
 	ps := make([]*workload.Parsed, len(ws))
 	for i, w := range ws {
 		ps[i] = workload.Parse(w)
@@ -17,9 +16,9 @@ func (ws workloads) Workloads() []*workload.Parsed {
 	return ps
 }
 
-func (workloads) Prepared(*v1alpha1.RetryPolicy) *workload.Base { return nil }
+func (workloads) Prepared(*workload.Policy) *workload.Base { return nil }
 
-func (workloads) Services() *workload.ServiceSet { return nil }
+func (workloads) Services(*workload.Policy) *workload.ServiceSet { return nil }
 
 // withServices is a Source over fixed workloads and Services.
 type withServices struct {
@@ -27,4 +26,6 @@ type withServices struct {
 	svcs []workload.Service
 }
 
-func (s withServices) Services() *workload.ServiceSet { return workload.NewServiceSet(s.svcs) }
+func (s withServices) Services(*workload.Policy) *workload.ServiceSet {
+	return workload.NewServiceSet(s.svcs)
+}

@@ -123,7 +123,7 @@ func (x *Index) build(n *nsWorkloads, pb *preparedBase, p *v1alpha1.RetryPolicy)
 	x.mu.RUnlock()
 	// Built outside the index's lock: informer events go on meanwhile, and a change makes the
 	// next request build again.
-	pb.base = workload.NewBaseMesh(p, ps, set, meshSet)
+	pb.base = workload.NewBase(workload.ForRetryPolicy(p), ps, set, meshSet)
 	pb.gen, pb.policyUID, pb.policyGen = gen, string(p.UID), p.Generation
 	return pb.base
 }

@@ -11,7 +11,7 @@ import (
 
 // ClusterRetryPolicies in the index: each policy's scope (the namespaces its namespaceSelector
 // selects, computed once per generation of the policy and of the namespaces' labels) and its
-// prepared graph over the workloads of its scope (workload.NewClusterBase), the cluster
+// prepared graph over the workloads of its scope (workload.NewBase), the cluster
 // counterpart of a RetryPolicy's per-namespace prepared graph (bases.go): valid for one
 // generation of the index's workloads and Services in any namespace (workloadGen), of the
 // namespaces' labels and of the policy, rebuilt in the background by Refresh after a change.
@@ -227,13 +227,13 @@ func (x *Index) buildCluster(pb *preparedClusterBase, p *v1alpha1.ClusterRetryPo
 	if len(ps) == 0 {
 		return nil
 	}
-	// Sorted by workload.Compare (namespace first) as NewClusterBase wants: the namespaces in
+	// Sorted by workload.Compare (namespace first) as NewBase wants: the namespaces in
 	// name order (Namespaces), each sorted.
 	var set *workload.ServiceSet
 	if len(svcs) > 0 {
 		set = workload.NewServiceSet(svcs)
 	}
-	pb.base = workload.NewClusterBaseMesh(p, s, ps, set, meshSet)
+	pb.base = workload.NewBase(workload.ForClusterRetryPolicy(p, s), ps, set, meshSet)
 	pb.workloadGen, pb.nsGen, pb.policyUID, pb.policyGen = gen, nsGen, string(p.UID), p.Generation
 	return pb.base
 }

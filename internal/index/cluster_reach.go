@@ -98,163 +98,207 @@ func (x *Index) RelevantClusterCount(ns string, has func(string) bool, svcs, ups
 // clusterReach is reach across namespaces (see RelevantClusterParsed): it leaves in w the
 // namespaces of the walk and the nodes visited, each once, and returns the number of workloads
 // they carry; it stops early once that number reaches limit. Called with x.mu held for reading.
-func (x *Index) clusterReach(w *clusterWalk, ns string, has func(string) bool, svcs, ups []string, limit int) (count int) {
+//
+// The walk goes up from the incoming workload's nodes (svcs) to every caller, in its namespace
+// and through "name.ns" in the others, then down from its nodes and upstreams (ups) to every
+// callee, across into the namespaces its names lead to.
+func (x *Index) clusterReach(w *clusterWalk, ns string, has func(string) bool, svcs, ups []string, limit int) int {
 	if !has(ns) {
 		return 0
 	}
-	// The selected namespaces the index knows. The request's namespace may have no entry yet
-	// (its first workload), or no node for the incoming service (its first workload of that
-	// service): callers in other namespaces still name it "svc.ns", and its upstreams into other
-	// namespaces still lead somewhere.
-	start := int32(-1)
-	scope := w.scope
+	r := crossWalk{w: w, limit: limit, stack: w.stack, visited: w.visited, key: w.key}
+	r.enter(x, ns, has)
+	r.reach(ns, svcs, ups)
+	w.stack, w.visited, w.key = r.stack, r.visited, r.key
+	return r.count
+}
+
+// crossWalk is one clusterReach: the namespaces of the walk, its stack and what it visited
+// (w's buffers, given back when it ends), and the workloads counted.
+type crossWalk struct {
+	w     *clusterWalk
+	scope []scopeNS
+	// start is the request's namespace in scope; -1 when the index has no entry for it.
+	start          int32
+	stack, visited []clusterNode
+	// key is reused for the "name.ns" lookups: a map index by string(bytes) does not allocate.
+	key []byte
+	// refsOf[at] are the namespaces naming a service of at (referrers), once refsSet[at].
+	refsOf       [][]int32
+	refsSet      []bool
+	count, limit int
+}
+
+// The directions of the walk, as marks: a node is walked once in each.
+const walkUp, walkDown = 1, 2
+
+// enter makes the walk's scope: the selected namespaces the index knows. The request's
+// namespace may have no entry yet (its first workload), or no node for the incoming service
+// (its first workload of that service): callers in other namespaces still name it "svc.ns", and
+// its upstreams into other namespaces still lead somewhere.
+func (r *crossWalk) enter(x *Index, ns string, has func(string) bool) {
+	r.start = -1
+	scope := r.w.scope
 	marks := 0
 	for name, n := range x.byNS {
 		if has(name) {
 			if name == ns {
-				start = int32(len(scope))
+				r.start = int32(len(scope))
 			}
 			scope = append(scope, scopeNS{name: name, n: n})
 			marks += len(n.services)
 		}
 	}
-	w.scope = scope
-	if cap(w.seen) < marks {
-		w.seen = make([]uint8, 0, marks)
+	r.scope, r.w.scope = scope, scope
+	if cap(r.w.seen) < marks {
+		r.w.seen = make([]uint8, 0, marks)
 	}
-	stack, visited, key := w.stack, w.visited, w.key
-	defer func() { w.stack, w.visited, w.key = stack, visited, key }()
-	index := func(name string) int32 {
-		for i := range scope {
-			if scope[i].name == name {
-				return int32(i)
-			}
-		}
-		return -1
-	}
-	// referrers(at) are the other namespaces of the scope with a node naming a service of
-	// namespace at (nsWorkloads.refs), computed on first use: most pairs of namespaces never
-	// name each other, and the walk upwards looks for callers only where they can be.
-	refsOf := make([][]int32, len(scope))
-	refsSet := make([]bool, len(scope))
-	referrers := func(at int32) []int32 {
-		if !refsSet[at] {
-			refsSet[at] = true
-			for i := range scope {
-				if int32(i) != at && scope[i].n.refs[scope[at].name] > 0 {
-					refsOf[at] = append(refsOf[at], int32(i))
-				}
-			}
-		}
-		return refsOf[at]
-	}
-	const up, down = 1, 2
-	// key is reused for the "name.ns" lookups: a map index by string(bytes) does not allocate.
-	// callers pushes the nodes of the other selected namespaces that name service name of
-	// namespace at: their node "name.ns". A dotted name is not a service of at but a name of
-	// another namespace (or a host): no one calls it under a longer one.
-	callers := func(at int32, name string) {
-		if strings.IndexByte(name, '.') >= 0 {
-			return
-		}
-		key = append(append(append(key[:0], name...), '.'), scope[at].name...)
-		for _, i := range referrers(at) {
-			if id, ok := scope[i].n.ids[string(key)]; ok {
-				stack = append(stack, clusterNode{i, id})
-			}
-		}
-	}
-	// into pushes the node of another selected namespace that name (a node of namespace at)
-	// names.
-	into := func(at int32, name string) {
-		svc, other, ok := annotations.SplitService(name)
-		if !ok || (at >= 0 && other == scope[at].name) {
-			return
-		}
-		if i := index(other); i >= 0 {
-			if id, ok := scope[i].n.ids[svc]; ok {
-				stack = append(stack, clusterNode{i, id})
-			}
-		}
-	}
-	walk := func(dir uint8) bool {
-		for len(stack) > 0 {
-			v := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			sn := &scope[v.ns]
-			if sn.seen == nil {
-				sn.seen = w.marks(len(sn.n.services))
-			}
-			if sn.seen[v.id]&dir != 0 {
-				continue
-			}
-			svc := &sn.n.services[v.id]
-			if sn.seen[v.id] == 0 {
-				visited = append(visited, v)
-				if count += len(svc.keys); count >= limit {
-					return false
-				}
-			}
-			sn.seen[v.id] |= dir
-			next := svc.out
-			if dir == up {
-				next = svc.in
-			}
-			for _, e := range next {
-				stack = append(stack, clusterNode{v.ns, e.to})
-			}
-			if dir == up {
-				callers(v.ns, svc.name)
-			} else {
-				into(v.ns, svc.name)
-			}
-		}
-		return true
-	}
-	local := func(name string) {
-		if start < 0 {
-			return
-		}
-		if id, ok := scope[start].n.ids[name]; ok {
-			stack = append(stack, clusterNode{start, id})
-		}
-	}
+	r.refsOf = make([][]int32, len(scope))
+	r.refsSet = make([]bool, len(scope))
+}
+
+// reach walks up from svcs, then down from svcs and ups (see clusterReach).
+func (r *crossWalk) reach(ns string, svcs, ups []string) {
 	for _, name := range svcs {
-		local(name)
-		if start >= 0 {
-			callers(start, name)
+		r.local(name)
+		if r.start >= 0 {
+			r.callers(r.start, name)
 		} else {
-			// No entry for ns: look for "name.ns" everywhere.
-			key = append(append(append(key[:0], name...), '.'), ns...)
-			for i := range scope {
-				if id, ok := scope[i].n.ids[string(key)]; ok {
-					stack = append(stack, clusterNode{int32(i), id})
-				}
-			}
+			r.callersOfMissing(name, ns)
 		}
 	}
-	if !walk(up) {
-		return count
+	if !r.walk(walkUp) {
+		return
 	}
 	for _, name := range svcs {
-		local(name)
+		r.local(name)
 	}
 	for _, name := range ups {
-		local(name)
-		if start < 0 {
-			if svc, other, ok := annotations.SplitService(name); ok && other != ns {
-				if i := index(other); i >= 0 {
-					if id, ok := scope[i].n.ids[svc]; ok {
-						stack = append(stack, clusterNode{i, id})
-					}
-				}
-			}
-		} else {
-			into(start, name)
+		r.local(name)
+		if r.start >= 0 {
+			r.into(r.start, name)
+		} else if svc, other, ok := annotations.SplitService(name); ok && other != ns {
+			r.push(other, svc)
 		}
 	}
-	walk(down)
-	return count
+	r.walk(walkDown)
+}
+
+// index is namespace name's place in the scope; -1 when it is not in it.
+func (r *crossWalk) index(name string) int32 {
+	for i := range r.scope {
+		if r.scope[i].name == name {
+			return int32(i)
+		}
+	}
+	return -1
+}
+
+// push puts node svc of namespace ns on the stack, when the scope has both.
+func (r *crossWalk) push(ns, svc string) {
+	if i := r.index(ns); i >= 0 {
+		if id, ok := r.scope[i].n.ids[svc]; ok {
+			r.stack = append(r.stack, clusterNode{i, id})
+		}
+	}
+}
+
+// local puts node name of the request's namespace on the stack, when it has one.
+func (r *crossWalk) local(name string) {
+	if r.start < 0 {
+		return
+	}
+	if id, ok := r.scope[r.start].n.ids[name]; ok {
+		r.stack = append(r.stack, clusterNode{r.start, id})
+	}
+}
+
+// referrers are the other namespaces of the scope with a node naming a service of namespace at
+// (nsWorkloads.refs), computed on first use: most pairs of namespaces never name each other, and
+// the walk upwards looks for callers only where they can be.
+func (r *crossWalk) referrers(at int32) []int32 {
+	if !r.refsSet[at] {
+		r.refsSet[at] = true
+		for i := range r.scope {
+			if int32(i) != at && r.scope[i].n.refs[r.scope[at].name] > 0 {
+				r.refsOf[at] = append(r.refsOf[at], int32(i))
+			}
+		}
+	}
+	return r.refsOf[at]
+}
+
+// callers pushes the nodes of the other selected namespaces that name service name of
+// namespace at: their node "name.ns". A dotted name is not a service of at but a name of
+// another namespace (or a host): no one calls it under a longer one.
+func (r *crossWalk) callers(at int32, name string) {
+	if strings.IndexByte(name, '.') >= 0 {
+		return
+	}
+	r.key = append(append(append(r.key[:0], name...), '.'), r.scope[at].name...)
+	for _, i := range r.referrers(at) {
+		if id, ok := r.scope[i].n.ids[string(r.key)]; ok {
+			r.stack = append(r.stack, clusterNode{i, id})
+		}
+	}
+}
+
+// callersOfMissing is callers for a namespace ns the index has no entry for: "name.ns" looked
+// for in every namespace of the scope.
+func (r *crossWalk) callersOfMissing(name, ns string) {
+	r.key = append(append(append(r.key[:0], name...), '.'), ns...)
+	for i := range r.scope {
+		if id, ok := r.scope[i].n.ids[string(r.key)]; ok {
+			r.stack = append(r.stack, clusterNode{int32(i), id})
+		}
+	}
+}
+
+// into pushes the node of another selected namespace that name (a node of namespace at) names.
+func (r *crossWalk) into(at int32, name string) {
+	svc, other, ok := annotations.SplitService(name)
+	if !ok || other == r.scope[at].name {
+		return
+	}
+	r.push(other, svc)
+}
+
+// walk visits the stack's nodes and what they lead to in direction dir (up: callers, down:
+// callees), each node once per direction, counting the workloads of each node visited the first
+// time; false when the count reached the limit.
+func (r *crossWalk) walk(dir uint8) bool {
+	for len(r.stack) > 0 {
+		v := r.stack[len(r.stack)-1]
+		r.stack = r.stack[:len(r.stack)-1]
+		sn := &r.scope[v.ns]
+		if sn.seen == nil {
+			sn.seen = r.w.marks(len(sn.n.services))
+		}
+		if sn.seen[v.id]&dir != 0 {
+			continue
+		}
+		svc := &sn.n.services[v.id]
+		if sn.seen[v.id] == 0 {
+			r.visited = append(r.visited, v)
+			if r.count += len(svc.keys); r.count >= r.limit {
+				return false
+			}
+		}
+		sn.seen[v.id] |= dir
+		next := svc.out
+		if dir == walkUp {
+			next = svc.in
+		}
+		for _, e := range next {
+			r.stack = append(r.stack, clusterNode{v.ns, e.to})
+		}
+		if dir == walkUp {
+			r.callers(v.ns, svc.name)
+		} else {
+			r.into(v.ns, svc.name)
+		}
+	}
+	return true
 }
 
 // ClusterServices returns the Services of the namespaces has selects, as one set (nil: none).

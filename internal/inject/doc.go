@@ -2,7 +2,9 @@
 // proxy as a native sidecar (an init container with restartPolicy Always) whose flags come from
 // the pod's annotations and the strictest policy that selects it, a RetryPolicy or a
 // ClusterRetryPolicy (workload.CompareRefs), and HTTP_PROXY/NO_PROXY in
-// every app container so that standard HTTP clients send their calls through it.
+// every app container so that standard HTTP clients send their calls through it. A policy of
+// either kind is one workload.Policy here: its selection, its graph (IsEntrypoint) and its
+// proxy settings (SettingsFor) are read through it.
 //
 // It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
 // the ClusterRetryPolicies whose scope has the namespace and the workloads across their scopes,

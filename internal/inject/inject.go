@@ -69,8 +69,8 @@ func Decide(cfg Config, in Input) Decision {
 	selecting, disabled, selErrs := selectingPolicies(in, w)
 	if len(selecting) == 0 {
 		if len(disabled) > 0 {
-			disabled[0].set(&d)
-			return skip(InjectionDisabled, "%s selects the pod but has spec.injection.enabled false", disabled[0].ref)
+			d.Policy = disabled[0].policy
+			return skip(InjectionDisabled, "%s selects the pod but has spec.injection.enabled false", d.Policy)
 		}
 		none := fmt.Sprintf("no RetryPolicy in namespace %s selects the pod", ns)
 		if len(in.ClusterPolicies) > 0 {
@@ -82,7 +82,7 @@ func Decide(cfg Config, in Input) Decision {
 		return skip(NoPolicy, "%s", none)
 	}
 	p := selecting[0]
-	p.set(&d)
+	d.Policy = p.policy
 
 	svc := w.ServiceName()
 	if reason := annotations.ValidateLabel(svc); reason != "" {
@@ -93,16 +93,11 @@ func Decide(cfg Config, in Input) Decision {
 	if err != nil {
 		return skip(InvalidAnnotation, "annotation %s %q: %v", annotations.Upstreams, pod.Annotations[annotations.Upstreams], err)
 	}
-	settings, err := p.settings()
+	settings, err := SettingsFor(p.policy)
 	if err != nil {
 		return skip(InvalidPolicy, "%v", err)
 	}
-	var entry bool
-	if p.crp != nil {
-		entry = isClusterEntrypoint(p.crp, p.scope, in.ClusterWorkloads, w, in.Mesh, in.ClusterServices...)
-	} else {
-		entry = isEntrypoint(p.rp, in.Workloads, w, in.Mesh, in.Services...)
-	}
+	entry := isEntrypoint(p.policy, p.ws, w, in.Mesh, p.svcs...)
 	args := ProxyArgs(svc, ups, entry, settings)
 
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxyContainer(cfg.ProxyImage, args))
@@ -112,7 +107,7 @@ func Decide(cfg Config, in Input) Decision {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[annotations.InjectedStatus] = p.ref.QualifiedName()
+	pod.Annotations[annotations.InjectedStatus] = p.policy.Ref().QualifiedName()
 	delete(pod.Annotations, SkippedAnnotation)
 	if len(d.Warnings) > 0 {
 		pod.Annotations[WarningsAnnotation] = strings.Join(d.Warnings, "; ")
@@ -175,13 +170,9 @@ type Decision struct {
 	Injected bool
 	// Skip says why not, when !Injected.
 	Skip *Skip
-	// Policy is the RetryPolicy whose settings were rendered or, for InjectionDisabled, the
-	// strictest selecting policy; nil when none applies or it is a ClusterRetryPolicy.
-	Policy *v1alpha1.RetryPolicy
-	// ClusterPolicy is the same when that policy is a ClusterRetryPolicy.
-	ClusterPolicy *v1alpha1.ClusterRetryPolicy
-	// Ref names the policy of Policy or ClusterPolicy (zero when neither is set).
-	Ref workload.PolicyRef
+	// Policy is the policy (of either kind) whose settings were rendered or, for
+	// InjectionDisabled, the strictest selecting policy; nil when none applies.
+	Policy *workload.Policy
 	// Warnings are what the injector left alone (also in WarningsAnnotation).
 	Warnings []string
 }
@@ -248,31 +239,13 @@ func injectedAlready(pod *corev1.Pod) string {
 	return ""
 }
 
-// candidate is a selecting policy of either kind.
+// candidate is a selecting policy with what its graph is built from to decide the pod's
+// entrypoint: the namespace's workloads and Services for a RetryPolicy, those reached across
+// the scopes for a ClusterRetryPolicy.
 type candidate struct {
-	ref   workload.PolicyRef
-	rp    *v1alpha1.RetryPolicy
-	crp   *v1alpha1.ClusterRetryPolicy
-	scope *workload.ClusterScope
-}
-
-func (c candidate) spec() *v1alpha1.RetryPolicySpec {
-	if c.crp != nil {
-		return &c.crp.Spec.RetryPolicySpec
-	}
-	return &c.rp.Spec
-}
-
-func (c candidate) settings() (Settings, error) {
-	if c.crp != nil {
-		return SettingsForCluster(c.crp)
-	}
-	return SettingsFor(c.rp)
-}
-
-// set records c as d's policy.
-func (c candidate) set(d *Decision) {
-	d.Policy, d.ClusterPolicy, d.Ref = c.rp, c.crp, c.ref
+	policy *workload.Policy
+	ws     []workload.Workload
+	svcs   []workload.Service
 }
 
 // selectingPolicies returns the policies of either kind that select w and have injection
@@ -280,81 +253,44 @@ func (c candidate) set(d *Decision) {
 // (strictest first), and the errors of policies whose selector is invalid.
 func selectingPolicies(in Input, w workload.Workload) (enabled, disabled []candidate, errs []error) {
 	add := func(c candidate) {
-		if e := c.spec().Injection.Enabled; e != nil && !*e {
+		ok, err := c.policy.Selects(w)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !ok:
+		case c.policy.Spec().Injection.Enabled != nil && !*c.policy.Spec().Injection.Enabled:
 			disabled = append(disabled, c)
-		} else {
+		default:
 			enabled = append(enabled, c)
 		}
 	}
 	for i := range in.Policies {
-		p := &in.Policies[i]
-		ok, err := workload.Selects(p, w)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if ok {
-			add(candidate{ref: workload.RefOf(p), rp: p})
-		}
+		add(candidate{policy: workload.ForRetryPolicy(&in.Policies[i]), ws: in.Workloads, svcs: in.Services})
 	}
 	for _, cp := range in.ClusterPolicies {
-		m, err := workload.ClusterMatcher(cp.Policy, cp.Scope)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if m(w) {
-			add(candidate{ref: workload.ClusterRefOf(cp.Policy), crp: cp.Policy, scope: cp.Scope})
-		}
+		add(candidate{policy: workload.ForClusterRetryPolicy(cp.Policy, cp.Scope), ws: in.ClusterWorkloads, svcs: in.ClusterServices})
 	}
 	// The injector renders enabled[0]: the same strictest policy the gate names first.
-	byRef := func(a, b candidate) int { return workload.CompareRefs(a.ref, b.ref) }
+	byRef := func(a, b candidate) int { return workload.CompareRefs(a.policy.Ref(), b.policy.Ref()) }
 	slices.SortStableFunc(enabled, byRef)
 	slices.SortStableFunc(disabled, byRef)
 	return enabled, disabled, errs
 }
 
 // IsEntrypoint reports whether one of w's nodes (its service name, or a Service fronting it:
-// workload.ServiceSet.Nodes) is an entrypoint of p's graph, built by the shared builder from ws
-// and svcs with w in place of its stored version: listed in spec.entrypoints, or, when the
-// policy lists none, a selected node no selected node calls. The proxy's --entrypoint is
-// fixed when the pod is created; a policy that lists its entrypoints makes it independent of the
-// order in which workloads are deployed.
-func IsEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
+// workload.ServiceSet.Nodes; "name.ns" for a ClusterRetryPolicy) is an entrypoint of p's graph,
+// built by the shared builder from ws (of any namespaces; those outside p's scope are not
+// selected) and svcs with w in place of its stored version: listed in spec.entrypoints, or,
+// when the policy lists none, a selected node no selected node calls. The proxy's --entrypoint
+// is fixed when the pod is created; a policy that lists its entrypoints makes it independent of
+// the order in which workloads are deployed.
+func IsEntrypoint(p *workload.Policy, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
 	return isEntrypoint(p, ws, w, nil, svcs...)
 }
 
 // isEntrypoint is IsEntrypoint on the graph with the mesh layers of set (the gate's).
-func isEntrypoint(p *v1alpha1.RetryPolicy, ws []workload.Workload, w workload.Workload, set *mesh.Set, svcs ...workload.Service) bool {
-	r := workload.BuildWithMesh(p, ws, w, set, svcs...)
-	nodes := r.Nodes(w.Key())
-	if len(nodes) == 0 {
-		return false
-	}
-	for _, e := range graph.Analyze(r.Graph, r.Cap).Entrypoints {
-		if slices.Contains(nodes, e.Service) {
-			return true
-		}
-	}
-	return false
-}
-
-// IsClusterEntrypoint is IsEntrypoint for a ClusterRetryPolicy over the namespaces of s: whether
-// one of w's nodes ("name.ns") is an entrypoint of p's graph across them, built from ws (of any
-// namespaces; those outside s are not selected) and svcs with w in place of its stored version.
-func IsClusterEntrypoint(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope, ws []workload.Workload, w workload.Workload, svcs ...workload.Service) bool {
-	return isClusterEntrypoint(p, s, ws, w, nil, svcs...)
-}
-
-// isClusterEntrypoint is IsClusterEntrypoint on the graph with the mesh layers of set.
-func isClusterEntrypoint(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope, ws []workload.Workload, w workload.Workload, set *mesh.Set, svcs ...workload.Service) bool {
-	all := make([]workload.Workload, 0, len(ws)+1)
-	for _, x := range ws {
-		if x.Key() != w.Key() {
-			all = append(all, x)
-		}
-	}
-	r := workload.BuildCluster(p, s, append(all, w), set, svcs...)
+func isEntrypoint(p *workload.Policy, ws []workload.Workload, w workload.Workload, set *mesh.Set, svcs ...workload.Service) bool {
+	r := workload.BuildWith(p, ws, w, set, svcs...)
 	nodes := r.Nodes(w.Key())
 	if len(nodes) == 0 {
 		return false

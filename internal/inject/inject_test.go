@@ -133,7 +133,7 @@ func readInput(path string) (Input, error) {
 func render(d Decision) ([]byte, error) {
 	var b bytes.Buffer
 	if d.Injected {
-		fmt.Fprintf(&b, "# injected: %s\n", d.Ref)
+		fmt.Fprintf(&b, "# injected: %s\n", d.Policy)
 	} else {
 		fmt.Fprintf(&b, "# skipped: %s\n", d.Skip)
 	}

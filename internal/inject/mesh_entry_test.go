@@ -31,7 +31,7 @@ func TestIsEntrypointThroughAGatewayRoute(t *testing.T) {
 	}{
 		{nil, ws[1], false}, {set, ws[1], true}, {set, ws[0], true}, {set, ws[2], false},
 	} {
-		if got := isEntrypoint(p, ws, tt.w, tt.set); got != tt.want {
+		if got := isEntrypoint(workload.ForRetryPolicy(p), ws, tt.w, tt.set); got != tt.want {
 			t.Errorf("%s, Set %v: entrypoint %v, want %v", tt.w, tt.set != nil, got, tt.want)
 		}
 	}

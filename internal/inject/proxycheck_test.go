@@ -54,13 +54,7 @@ func TestProxyAcceptsRenderedArgs(t *testing.T) {
 				k, v, _ := strings.Cut(line, " ")
 				effective[k] = v
 			}
-			var s Settings
-			var err error
-			if d.ClusterPolicy != nil {
-				s, err = SettingsForCluster(d.ClusterPolicy)
-			} else {
-				s, err = SettingsFor(d.Policy)
-			}
+			s, err := SettingsFor(d.Policy)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,13 +35,13 @@ func TestIsEntrypointThroughServices(t *testing.T) {
 		{ws[2], svcs, false, "web-svc calls emoji-svc"},
 	}
 	for _, tt := range tests {
-		if got := IsEntrypoint(p, ws, tt.w, tt.svcs...); got != tt.want {
+		if got := IsEntrypoint(workload.ForRetryPolicy(p), ws, tt.w, tt.svcs...); got != tt.want {
 			t.Errorf("%s with %d Services: entrypoint %v, want %v (%s)", tt.w, len(tt.svcs), got, tt.want, tt.why)
 		}
 	}
 	// A Service named as an entrypoint makes the workloads behind it entrypoints.
 	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "web-svc"}}
-	if !IsEntrypoint(p, ws, ws[1], svcs...) || IsEntrypoint(p, ws, ws[0], svcs...) {
+	if !IsEntrypoint(workload.ForRetryPolicy(p), ws, ws[1], svcs...) || IsEntrypoint(workload.ForRetryPolicy(p), ws, ws[0], svcs...) {
 		t.Errorf("spec.entrypoints [web-svc]: web should be the entrypoint, vote-bot not")
 	}
 }

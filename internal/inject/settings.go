@@ -40,18 +40,10 @@ type Settings struct {
 // CLI reading manifests, renders the same flags) to p's spec (nil pointers, zero numbers and nil lists; an
 // explicitly empty list, e.g. retryOn: [], stays empty and means "nothing") and checks what the
 // proxy would refuse, so that a bad policy is reported here, naming the policy, the field and the
-// value, instead of as a sidecar that never starts.
-func SettingsFor(p *v1alpha1.RetryPolicy) (Settings, error) {
-	return settingsOf(workload.RefOf(p), &p.Spec)
-}
-
-// SettingsForCluster is SettingsFor for a ClusterRetryPolicy: its inline spec, errors naming
-// "ClusterRetryPolicy <name>".
-func SettingsForCluster(p *v1alpha1.ClusterRetryPolicy) (Settings, error) {
-	return settingsOf(workload.ClusterRefOf(p), &p.Spec.RetryPolicySpec)
-}
-
-func settingsOf(ref workload.PolicyRef, spec *v1alpha1.RetryPolicySpec) (Settings, error) {
+// value, instead of as a sidecar that never starts. The errors name the policy by its kind
+// ("RetryPolicy shop/checkout", "ClusterRetryPolicy chain").
+func SettingsFor(p *workload.Policy) (Settings, error) {
+	ref, spec := p.Ref(), p.Spec()
 	s := Settings{
 		ChainCap:           spec.MaxAmplification,
 		DefaultAttempts:    orInt(spec.Retry.DefaultAttempts, defaults.Attempts),
@@ -72,18 +64,18 @@ func settingsOf(ref workload.PolicyRef, spec *v1alpha1.RetryPolicySpec) (Setting
 		return fmt.Errorf("%s: %s %v: %s", ref, field, value, why)
 	}
 	switch {
-	case s.ChainCap < 1 || s.ChainCap > 1000:
-		return s, bad("spec.maxAmplification", s.ChainCap, "must be 1..1000")
-	case s.DefaultAttempts < 1 || s.DefaultAttempts > 100:
-		return s, bad("spec.retry.defaultAttempts", s.DefaultAttempts, "must be 1..100")
+	case s.ChainCap < defaults.MaxAmplificationMin || s.ChainCap > defaults.MaxAmplificationMax:
+		return s, bad("spec.maxAmplification", s.ChainCap, fmt.Sprintf("must be %d..%d", defaults.MaxAmplificationMin, defaults.MaxAmplificationMax))
+	case s.DefaultAttempts < defaults.AttemptsMin || s.DefaultAttempts > defaults.AttemptsMax:
+		return s, bad("spec.retry.defaultAttempts", s.DefaultAttempts, fmt.Sprintf("must be %d..%d", defaults.AttemptsMin, defaults.AttemptsMax))
 	case s.PerTryTimeout <= 0:
 		return s, bad("spec.retry.perTryTimeout", s.PerTryTimeout, "must be positive")
 	case s.BackoffBase <= 0:
 		return s, bad("spec.retry.backoff.base", s.BackoffBase, "must be positive")
 	case s.BackoffMax < s.BackoffBase:
 		return s, bad("spec.retry.backoff.max", s.BackoffMax, fmt.Sprintf("must not be below spec.retry.backoff.base (%s)", s.BackoffBase))
-	case s.BudgetPercent < 0 || s.BudgetPercent > 100:
-		return s, bad("spec.budget.retryPercent", s.BudgetPercent, "must be 0..100")
+	case s.BudgetPercent < defaults.BudgetPercentMin || s.BudgetPercent > defaults.BudgetPercentMax:
+		return s, bad("spec.budget.retryPercent", s.BudgetPercent, fmt.Sprintf("must be %d..%d", defaults.BudgetPercentMin, defaults.BudgetPercentMax))
 	case s.BudgetMinPerSecond < 0:
 		return s, bad("spec.budget.minRetriesPerSecond", s.BudgetMinPerSecond, "must not be negative")
 	case s.BudgetWindow <= 0:

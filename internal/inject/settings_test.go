@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/sidecar"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 func TestSettingsFor(t *testing.T) {
@@ -21,7 +22,7 @@ func TestSettingsFor(t *testing.T) {
 	d := func(x time.Duration) *metav1.Duration { return &metav1.Duration{Duration: x} }
 	zero := int32(0)
 
-	got, err := SettingsFor(policy(func(*v1alpha1.RetryPolicySpec) {}))
+	got, err := settingsOf(policy(func(*v1alpha1.RetryPolicySpec) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestSettingsFor(t *testing.T) {
 	}
 
 	// Explicit zeros and empty lists are kept, not defaulted.
-	got, err = SettingsFor(policy(func(s *v1alpha1.RetryPolicySpec) {
+	got, err = settingsOf(policy(func(s *v1alpha1.RetryPolicySpec) {
 		s.Budget.RetryPercent, s.Budget.MinRetriesPerSecond = &zero, &zero
 		s.Retry.RetryOn, s.Retry.Methods = []string{}, []string{}
 	}))
@@ -47,7 +48,7 @@ func TestSettingsFor(t *testing.T) {
 
 	// The access log: Off renders nothing (the flag's default), Stdout --access-log=stdout.
 	for al, want := range map[v1alpha1.AccessLog][]string{v1alpha1.AccessLogOff: nil, v1alpha1.AccessLogStdout: {"--access-log=stdout"}} {
-		s, err := SettingsFor(policy(func(s *v1alpha1.RetryPolicySpec) { s.Observability.AccessLog = al }))
+		s, err := settingsOf(policy(func(s *v1alpha1.RetryPolicySpec) { s.Observability.AccessLog = al }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestSettingsFor(t *testing.T) {
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := SettingsFor(policy(tt.mut))
+			_, err := settingsOf(policy(tt.mut))
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("err = %v, want %q", err, tt.want)
 			}
@@ -106,4 +107,9 @@ func TestMergeList(t *testing.T) {
 	if got != "a,b,c,d,e" {
 		t.Errorf("mergeList = %q, want a,b,c,d,e", got)
 	}
+}
+
+// settingsOf is SettingsFor of a RetryPolicy.
+func settingsOf(p *v1alpha1.RetryPolicy) (Settings, error) {
+	return SettingsFor(workload.ForRetryPolicy(p))
 }

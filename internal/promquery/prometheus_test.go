@@ -157,11 +157,11 @@ func TestAgainstPrometheus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: "checkout"}}
-			res, _ := workload.Analyze(p, []workload.Workload{
+			res, _ := workload.Analyze(workload.ForRetryPolicy(p), []workload.Workload{
 				{Kind: "Deployment", Namespace: tc.ns, Name: "gateway", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: "order=1"})},
 				{Kind: "Deployment", Namespace: tc.ns, Name: "order", Annotations: workload.PairsOf(map[string]string{annotations.Upstreams: tc.orderUpstreams})},
 				{Kind: "Deployment", Namespace: tc.ns, Name: "payment"},
-			})
+			}, nil)
 			r := observed.Compute(res.Graph.Edges(), series, observed.InNamespace(tc.ns))
 			for _, e := range r.Edges {
 				t.Logf("%s>%s: %.9f tries, %.9f calls per request (computed %d x %d)", e.From, e.To, e.Tries, e.CallsPerRequest, e.Computed, e.ComputedCalls)

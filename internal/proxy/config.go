@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 	"github.com/retrycap/retrycap/internal/sidecar"
@@ -100,11 +101,11 @@ func (c *Config) validate() error {
 			c.Upstreams[i].Dedup = true
 		}
 	}
-	if c.ChainCap < 0 || c.ChainCap > 1000 {
-		return bad("chain-cap", strconv.Itoa(c.ChainCap), "must be 0 (off) or 1..1000")
+	if c.ChainCap < 0 || c.ChainCap > defaults.MaxAmplificationMax {
+		return bad("chain-cap", strconv.Itoa(c.ChainCap), "must be 0 (off) or %d..%d", defaults.MaxAmplificationMin, defaults.MaxAmplificationMax)
 	}
-	if c.DefaultAttempts < 1 || c.DefaultAttempts > 100 {
-		return bad("default-attempts", strconv.Itoa(c.DefaultAttempts), "must be 1..100")
+	if c.DefaultAttempts < defaults.AttemptsMin || c.DefaultAttempts > defaults.AttemptsMax {
+		return bad("default-attempts", strconv.Itoa(c.DefaultAttempts), "must be %d..%d", defaults.AttemptsMin, defaults.AttemptsMax)
 	}
 	pos := []struct {
 		flag string
@@ -139,8 +140,8 @@ func (c *Config) validate() error {
 		}
 		c.RetryMethods[i] = m
 	}
-	if c.BudgetPercent < 0 || c.BudgetPercent > 100 {
-		return bad("budget-percent", strconv.Itoa(c.BudgetPercent), "must be 0..100")
+	if c.BudgetPercent < defaults.BudgetPercentMin || c.BudgetPercent > defaults.BudgetPercentMax {
+		return bad("budget-percent", strconv.Itoa(c.BudgetPercent), "must be %d..%d", defaults.BudgetPercentMin, defaults.BudgetPercentMax)
 	}
 	if c.BudgetMinPerSecond < 0 {
 		return bad("budget-min-per-second", strconv.Itoa(c.BudgetMinPerSecond), "must be >= 0")

@@ -65,7 +65,7 @@ func TestSetCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, a := workload.AnalyzeCluster(tt.p, s, tt.ws, nil)
+			r, a := workload.Analyze(workload.ForClusterRetryPolicy(tt.p, s), tt.ws, nil)
 			var st v1alpha1.RetryPolicyStatus
 			Set(&st, Input{Generation: tt.p.Generation, Selector: tt.p.Spec.Selector, Result: r, Analysis: a, Now: t0})
 			if st.WorstPath != tt.worst {

@@ -187,36 +187,23 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	meta.SetStatusCondition(&st.Conditions, c)
 }
 
-// NothingSelectedMessage says that p selects no workload: "spec.selector {...} selects no
-// workload in namespace shop: nothing to check", or, without a selector, "namespace shop has no
-// workload: nothing to check".
-func NothingSelectedMessage(p *v1alpha1.RetryPolicy) string {
-	if p.Spec.Selector == nil {
-		return "namespace " + p.Namespace + " has no workload: nothing to check"
-	}
-	return "spec.selector " + renderSelector(p.Spec.Selector) + " selects no workload in namespace " + p.Namespace + ": nothing to check"
-}
-
-// NothingSelected is the NothingSelected message for r's policy of either kind:
-// NothingSelectedMessage, or ClusterNothingSelectedMessage.
-func NothingSelected(r *workload.Result) string {
-	if r.ClusterPolicy != nil {
-		return ClusterNothingSelectedMessage(r.ClusterPolicy, r.Scope)
-	}
-	return NothingSelectedMessage(r.Policy)
-}
+// NothingSelected is the NothingSelected message for r's policy of either kind
+// (NothingSelectedMessage).
+func NothingSelected(r *workload.Result) string { return NothingSelectedMessage(r.Policy) }
 
 // MaxListedNamespaces is how many selected namespaces a message names; the rest are counted.
 const MaxListedNamespaces = 10
 
-// ClusterNothingSelectedMessage says that cluster policy p, over the namespaces s, selects no
-// workload: "spec.namespaceSelector {...} selects no namespace: nothing to check", "namespaces
-// orders, shop have no workload: nothing to check", or "spec.selector {...} selects no workload
-// in namespaces orders, shop: nothing to check".
-func ClusterNothingSelectedMessage(p *v1alpha1.ClusterRetryPolicy, s *workload.ClusterScope) string {
-	nss := s.Namespaces()
+// NothingSelectedMessage says that policy p, over the namespaces of its scope, selects no
+// workload: "namespace shop has no workload: nothing to check", "spec.selector {...} selects no
+// workload in namespace shop: nothing to check" (a RetryPolicy's, or a ClusterRetryPolicy's over
+// one namespace), "namespaces orders, shop have no workload: nothing to check", or, for a
+// ClusterRetryPolicy that selects no namespace, "spec.namespaceSelector {...} selects no
+// namespace: nothing to check".
+func NothingSelectedMessage(p *workload.Policy) string {
+	nss := p.Scope().Namespaces()
 	if len(nss) == 0 {
-		return "spec.namespaceSelector " + renderSelector(p.Spec.NamespaceSelector) + " selects no namespace: nothing to check"
+		return "spec.namespaceSelector " + renderSelector(p.NamespaceSelector()) + " selects no namespace: nothing to check"
 	}
 	list := nss
 	more := ""
@@ -228,14 +215,14 @@ func ClusterNothingSelectedMessage(p *v1alpha1.ClusterRetryPolicy, s *workload.C
 		word = "namespace "
 	}
 	named := word + strings.Join(list, ", ") + more
-	if p.Spec.Selector == nil {
+	if p.Spec().Selector == nil {
 		verb := " have"
 		if len(nss) == 1 {
 			verb = " has"
 		}
 		return named + verb + " no workload: nothing to check"
 	}
-	return "spec.selector " + renderSelector(p.Spec.Selector) + " selects no workload in " + named + ": nothing to check"
+	return "spec.selector " + renderSelector(p.Spec().Selector) + " selects no workload in " + named + ": nothing to check"
 }
 
 func (in Input) selectorField() string {

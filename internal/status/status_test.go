@@ -30,7 +30,7 @@ func pol(cap int32, eps ...v1alpha1.Entrypoint) *v1alpha1.RetryPolicy {
 var t0 = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 
 func input(p *v1alpha1.RetryPolicy, ws ...workload.Workload) Input {
-	r, a := workload.Analyze(p, ws)
+	r, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil)
 	return Input{Generation: p.Generation, Selector: p.Spec.Selector, Result: r, Analysis: a, Now: t0}
 }
 
@@ -300,7 +300,7 @@ func TestSetNamesTheWorkloadsBehindAService(t *testing.T) {
 		{Namespace: "bookinfo", Name: "reviews", Selector: lbl("reviews")},
 		{Namespace: "bookinfo", Name: "ratings", Selector: lbl("ratings")},
 	}
-	r, a := workload.Analyze(p, ws, svcs...)
+	r, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil, svcs...)
 	st := &v1alpha1.RetryPolicyStatus{}
 	Set(st, Input{Generation: 4, Result: r, Analysis: a, Now: t0})
 	want := []v1alpha1.Violation{{Path: []string{"productpage", "reviews", "ratings"}, Amplification: 9,

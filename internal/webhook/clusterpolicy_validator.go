@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -86,9 +85,10 @@ func (v *ClusterPolicyValidator) validate(ctx context.Context, p *v1alpha1.Clust
 		// clusterPolicyErrors refused what NewClusterScope refuses.
 		return nil, apierrors.NewInternalError(err)
 	}
+	pol := workload.ForClusterRetryPolicy(p, s)
 	g := checkedGraph{node: func(entry string) string {
-		svc, ns, _ := annotations.SplitService(entry)
-		return workload.QualifiedNode(svc, ns)
+		n, _ := pol.Entrypoint(entry)
+		return n
 	}}
 	if s.Len() == 0 {
 		g.notes = append(g.notes, "spec.namespaceSelector: selects no namespace (yet): nothing is checked")
@@ -99,7 +99,7 @@ func (v *ClusterPolicyValidator) validate(ctx context.Context, p *v1alpha1.Clust
 		ws = append(ws, v.index.Workloads(ns)...)
 		svcs = append(svcs, v.index.Services(ns).List()...)
 	}
-	g.r, g.a = workload.AnalyzeCluster(p, s, ws, nil, svcs...)
+	g.r, g.a = workload.Analyze(pol, ws, nil, svcs...)
 	return specWarnings(&p.Spec.RetryPolicySpec, g), nil
 }
 

@@ -48,7 +48,7 @@ type MeshNamespace struct {
 }
 
 // MeshClusterPolicy is a ClusterRetryPolicy as the mesh gate judges it: its graph across the
-// namespaces of Scope (workload.BuildClusterParsed, nodes "name.ns") of Workloads and Services.
+// namespaces of Scope (workload.BuildParsed, nodes "name.ns") of Workloads and Services.
 type MeshClusterPolicy struct {
 	Policy *v1alpha1.ClusterRetryPolicy
 	Scope  *workload.ClusterScope
@@ -59,12 +59,17 @@ type MeshClusterPolicy struct {
 	Services  *workload.ServiceSet
 }
 
-// judgedPolicy is a policy of either kind the mesh gate judges: its name and cap, its spec,
-// and its graph with a given Set.
+// judgedPolicy is a policy the mesh gate judges with what its graph is built from: the
+// workloads and Services of its namespaces.
 type judgedPolicy struct {
-	ref   workload.PolicyRef
-	spec  *v1alpha1.RetryPolicySpec
-	build func(set *mesh.Set) *workload.Result
+	*workload.Policy
+	ws   []*workload.Parsed
+	svcs *workload.ServiceSet
+}
+
+// build is p's graph with the mesh layers of set.
+func (p judgedPolicy) build(set *mesh.Set) *workload.Result {
+	return workload.BuildParsed(p.Policy, p.ws, p.svcs, set)
 }
 
 // judged are the policies in.Object is judged by (gate.Enforce puts them in name order,
@@ -72,21 +77,16 @@ type judgedPolicy struct {
 func (in MeshInput) judged(bears MeshBearing) []judgedPolicy {
 	out := make([]judgedPolicy, 0, len(in.Policies)+len(in.ClusterPolicies))
 	for _, p := range in.Policies {
-		ws, svcs := in.Workloads, in.Services
+		jp := judgedPolicy{Policy: workload.ForRetryPolicy(p), ws: in.Workloads, svcs: in.Services}
 		if n, ok := in.Namespaces[p.Namespace]; ok {
-			ws, svcs = n.Workloads, n.Services
+			jp.ws, jp.svcs = n.Workloads, n.Services
 		}
-		out = append(out, judgedPolicy{ref: workload.RefOf(p), spec: &p.Spec,
-			build: func(set *mesh.Set) *workload.Result { return workload.BuildParsedMesh(p, ws, svcs, set) }})
+		out = append(out, jp)
 	}
 	for _, c := range in.ClusterPolicies {
-		if !bears.Consults(c.Scope) {
-			continue
+		if bears.Consults(c.Scope) {
+			out = append(out, judgedPolicy{Policy: workload.ForClusterRetryPolicy(c.Policy, c.Scope), ws: c.Workloads, svcs: c.Services})
 		}
-		out = append(out, judgedPolicy{ref: workload.ClusterRefOf(c.Policy), spec: &c.Policy.Spec.RetryPolicySpec,
-			build: func(set *mesh.Set) *workload.Result {
-				return workload.BuildClusterParsed(c.Policy, c.Scope, c.Workloads, c.Services, set)
-			}})
 	}
 	return out
 }
@@ -209,12 +209,14 @@ func DecideMesh(in MeshInput) MeshDecision {
 	var storedSet *mesh.Set
 	storedSetMade := false
 	e := gate.Enforce(policies, gate.Steps[judgedPolicy, meshVerdict]{
-		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) { return p.ref, p.spec.Enforcement },
+		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) {
+			return p.Ref(), p.Spec().Enforcement
+		},
 		Judge: func(p judgedPolicy) (meshVerdict, bool, error) {
 			v, over := judgeMesh(p, obj, oldSet, newSet, in.Object)
 			return v, over, nil
 		},
-		Ref:     func(v meshVerdict) workload.PolicyRef { return v.policy.ref },
+		Ref:     func(v meshVerdict) workload.PolicyRef { return v.policy.Ref() },
 		Message: func(v meshVerdict) string { return v.message(obj) },
 		Rewrite: func(rewrites []meshVerdict) []string {
 			out, patch, warnings, err := rewriteMesh(in, obj, oldSet, rewrites)
@@ -407,9 +409,9 @@ func (v meshVerdict) message(obj meshObject) string {
 	full, err := mesh.PlanRewrite(v.layer, 1)
 	if err != nil {
 		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
-		return v.policy.ref.String() + ": " + v.layer.Note + " makes " + v.judge.Explain()
+		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.judge.Explain()
 	}
-	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.ref, full.Object, full.FieldPath, full.From, v.judge.Explain())
+	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), full.Object, full.FieldPath, full.From, v.judge.Explain())
 	if v.keep == 0 {
 		return msg + fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
 	}
@@ -438,8 +440,8 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if !slices.Contains(refs, v.policy.ref) {
-			refs = append(refs, v.policy.ref)
+		if !slices.Contains(refs, v.policy.Ref()) {
+			refs = append(refs, v.policy.Ref())
 			explains = append(explains, v.judge.Explain())
 		}
 		if v.keep == 0 {

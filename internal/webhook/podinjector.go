@@ -224,8 +224,8 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 // cluster) are logged at V(1) only: an event for each would flood the event store.
 func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision) {
 	log := h.log.WithValues("namespace", pod.Namespace, "pod", podInjectorPodName(pod))
-	if d.Ref.Kind != "" {
-		log = log.WithValues("policy", d.Ref.String())
+	if d.Policy != nil {
+		log = log.WithValues("policy", d.Policy.String())
 	}
 	if d.Injected {
 		log.V(1).Info("injected the retrycap proxy", "warnings", d.Warnings)
@@ -249,11 +249,8 @@ func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision
 
 func (h *PodInjector) event(pod *corev1.Pod, d inject.Decision, typ, reason, note string) {
 	var regarding, related runtime.Object
-	switch {
-	case d.Policy != nil:
-		related = d.Policy
-	case d.ClusterPolicy != nil:
-		related = d.ClusterPolicy
+	if d.Policy != nil {
+		related = d.Policy.Object()
 	}
 	switch owner := metav1.GetControllerOf(pod); {
 	case owner != nil:

@@ -60,8 +60,13 @@ func (v *PolicyValidator) validate(p *v1alpha1.RetryPolicy) (admission.Warnings,
 	if v.index == nil || !v.index.HasSynced() {
 		return specWarnings(&p.Spec, checkedGraph{unchecked: "the manager's workload cache has not synced yet"}), nil
 	}
-	r, a := workload.Analyze(p, v.index.Workloads(p.Namespace), v.index.Services(p.Namespace).List()...)
-	return specWarnings(&p.Spec, checkedGraph{r: r, a: a, node: func(svc string) string { return svc }, where: " in namespace " + p.Namespace}), nil
+	pol := workload.ForRetryPolicy(p)
+	r, a := workload.Analyze(pol, v.index.Workloads(p.Namespace), nil, v.index.Services(p.Namespace).List()...)
+	node := func(entry string) string {
+		n, _ := pol.Entrypoint(entry)
+		return n
+	}
+	return specWarnings(&p.Spec, checkedGraph{r: r, a: a, node: node, where: " in namespace " + p.Namespace}), nil
 }
 
 // checkedGraph is what a validator checked a policy's spec against: its current graph (r, a),

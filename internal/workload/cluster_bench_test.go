@@ -40,7 +40,7 @@ func BenchmarkBuild(b *testing.B) {
 		p := policy("team-00", "p", 1000)
 		b.ReportAllocs()
 		for b.Loop() {
-			BuildParsed(p, ps, nil)
+			BuildParsed(ForRetryPolicy(p), ps, nil, nil)
 		}
 	})
 	b.Run("ClusterRetryPolicy/5000x10ns", func(b *testing.B) {
@@ -56,7 +56,7 @@ func BenchmarkBuild(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			BuildClusterParsed(p, s, ps, nil, nil)
+			BuildParsed(ForClusterRetryPolicy(p, s), ps, nil, nil)
 		}
 	})
 }
@@ -68,7 +68,7 @@ func BenchmarkBuild(b *testing.B) {
 func BenchmarkJudge(b *testing.B) {
 	b.Run("RetryPolicy/5000x1ns", func(b *testing.B) {
 		ps := chains(5000, 1)
-		base := NewBase(policy("team-00", "p", 1000), ps, nil)
+		base := NewBase(ForRetryPolicy(policy("team-00", "p", 1000)), ps, nil, nil)
 		in := Parse(deploy("team-00", "s10", "s11=3", nil))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -80,7 +80,7 @@ func BenchmarkJudge(b *testing.B) {
 	b.Run("ClusterRetryPolicy/5000x10ns", func(b *testing.B) {
 		ps := chains(5000, 10)
 		p := clusterPolicy("all", 1000, nil)
-		base := NewClusterBase(p, NewClusterScopeOf("team-00", "team-01", "team-02", "team-03", "team-04", "team-05", "team-06", "team-07", "team-08", "team-09"), ps, nil)
+		base := NewBase(ForClusterRetryPolicy(p, NewClusterScopeOf("team-00", "team-01", "team-02", "team-03", "team-04", "team-05", "team-06", "team-07", "team-08", "team-09")), ps, nil, nil)
 		in := Parse(deploy("team-03", "s10", "s11=3", nil))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -126,7 +126,7 @@ func BenchmarkIncremental(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				BuildParsedMesh(p, versions[i%2], svcs, nil).Analyze()
+				BuildParsed(ForRetryPolicy(p), versions[i%2], svcs, nil).Analyze()
 				i++
 			}
 		})
@@ -137,17 +137,17 @@ func BenchmarkIncremental(b *testing.B) {
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {
-					BuildParsedMesh(p, added[i%2], svcs, nil).Analyze()
+					BuildParsed(ForRetryPolicy(p), added[i%2], svcs, nil).Analyze()
 					i++
 				}
 			})
 			b.Run(name+"/add-remove patch", func(b *testing.B) {
-				inc := NewIncremental(p, added[1], svcs, nil)
-				inc.Update(p, added[0], svcs, nil) // the patch's index, once
+				inc := NewIncremental(ForRetryPolicy(p), added[1], svcs, nil)
+				inc.Update(ForRetryPolicy(p), added[0], svcs, nil) // the patch's index, once
 				b.ReportAllocs()
 				i := 1
 				for b.Loop() {
-					if !inc.Update(p, added[i%2], svcs, nil) {
+					if !inc.Update(ForRetryPolicy(p), added[i%2], svcs, nil) {
 						b.Fatal("not patched")
 					}
 					inc.Result().Analyze()
@@ -156,12 +156,12 @@ func BenchmarkIncremental(b *testing.B) {
 			})
 		}
 		b.Run(name+"/patch", func(b *testing.B) {
-			inc := NewIncremental(p, versions[1], svcs, nil)
-			inc.Update(p, versions[0], svcs, nil) // the patch's index, once
+			inc := NewIncremental(ForRetryPolicy(p), versions[1], svcs, nil)
+			inc.Update(ForRetryPolicy(p), versions[0], svcs, nil) // the patch's index, once
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if !inc.Update(p, versions[i%2], svcs, nil) {
+				if !inc.Update(ForRetryPolicy(p), versions[i%2], svcs, nil) {
 					b.Fatal("not patched")
 				}
 				inc.Result().Analyze()
@@ -191,17 +191,17 @@ func BenchmarkClusterIncremental(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			BuildClusterParsed(p, s, versions[i%2], nil, nil).Analyze()
+			BuildParsed(ForClusterRetryPolicy(p, s), versions[i%2], nil, nil).Analyze()
 			i++
 		}
 	})
 	b.Run("patch", func(b *testing.B) {
-		inc := NewClusterIncremental(p, s, versions[1], nil, nil)
-		inc.UpdateCluster(p, s, versions[0], nil, nil)
+		inc := NewIncremental(ForClusterRetryPolicy(p, s), versions[1], nil, nil)
+		inc.Update(ForClusterRetryPolicy(p, s), versions[0], nil, nil)
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if !inc.UpdateCluster(p, s, versions[i%2], nil, nil) {
+			if !inc.Update(ForClusterRetryPolicy(p, s), versions[i%2], nil, nil) {
 				b.Fatal("not patched")
 			}
 			inc.Result().Analyze()

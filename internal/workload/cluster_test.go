@@ -179,12 +179,12 @@ func TestBuildCluster(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := scope(t, tt.p, tt.nsLabels)
-			r, a := AnalyzeCluster(tt.p, s, tt.ws, nil, tt.svcs...)
+			r, a := Analyze(ForClusterRetryPolicy(tt.p, s), tt.ws, nil, tt.svcs...)
 			if len(r.Errors) > 0 {
 				t.Fatalf("errors %v", r.Errors)
 			}
-			if r.ClusterPolicy != tt.p || r.Policy != nil || r.PolicyName() != "ClusterRetryPolicy "+tt.p.Name {
-				t.Fatalf("policy %v %v %q", r.ClusterPolicy, r.Policy, r.PolicyName())
+			if r.Policy.Object() != tt.p || r.PolicyName() != "ClusterRetryPolicy "+tt.p.Name {
+				t.Fatalf("policy %v %q", r.Policy.Object(), r.PolicyName())
 			}
 			var sel []string
 			for _, w := range r.Selected {
@@ -237,7 +237,7 @@ func TestClusterScopeErrors(t *testing.T) {
 	if got := s.Namespaces(); !reflect.DeepEqual(got, []string{"orders", "payments", "shop"}) || !s.Has("shop") || s.Has("bank") {
 		t.Fatalf("namespaces %q", got)
 	}
-	r := BuildCluster(p, s, chain(), nil)
+	r := Build(ForClusterRetryPolicy(p, s), chain(), nil)
 	if len(r.Errors) != 1 || !strings.HasPrefix(r.Errors[0].Error(), "ClusterRetryPolicy checkout: spec.selector: ") || len(r.Selected) != 0 {
 		t.Fatalf("bad selector: errors %v, selected %v", r.Errors, r.Selected)
 	}
@@ -251,7 +251,7 @@ func TestBuildClusterMesh(t *testing.T) {
 		"apiVersion: v1\nkind: Namespace\nmetadata: {name: orders}",
 	)
 	p := clusterPolicy("checkout", 4, map[string]string{"chain": "checkout"}, web3)
-	r, a := AnalyzeCluster(p, scope(t, p, teams), chain(), set)
+	r, a := Analyze(ForClusterRetryPolicy(p, scope(t, p, teams)), chain(), set)
 	got := map[string]int64{}
 	for _, e := range r.Graph.Edges() {
 		got[e.From+">"+e.To] = e.Attempts
@@ -286,7 +286,7 @@ func TestBuildClusterJudged(t *testing.T) {
 	}
 	slices.SortFunc(ps, compareParsed)
 	incoming := Parse(deploy("orders", "order", "payment.payments=1", lbl("app", "order")))
-	r := BuildClusterJudged(p, s, ps, incoming, nil, nil)
+	r := BuildJudged(ForClusterRetryPolicy(p, s), ps, incoming, nil, nil)
 	got := map[string]int64{}
 	for _, e := range r.Graph.Edges() {
 		got[e.From+">"+e.To] = e.Attempts
@@ -298,16 +298,16 @@ func TestBuildClusterJudged(t *testing.T) {
 	if j.Over != true || j.Amplification != 9 || !reflect.DeepEqual(j.Path, []string{"web.shop", "order.orders", "payment.payments"}) {
 		t.Fatalf("judgement %+v", j)
 	}
-	bj, _, ok := NewClusterBase(p, s, ps, nil).Judge(incoming)
+	bj, _, ok := NewBase(ForClusterRetryPolicy(p, s), ps, nil, nil).Judge(incoming)
 	if !ok || !reflect.DeepEqual(bj, j) {
 		t.Fatalf("base judgement %+v (answered %v), want %+v", bj, ok, j)
 	}
 	// A change that lowers nothing raises nothing; a new upstream does.
 	old := deploy("orders", "order", "payment.payments=3", nil)
-	if up, err := RaisesClusterRetries(p, old, deploy("orders", "order", "payment.payments.svc=3", nil)); err != nil || up {
+	if up, err := RaisesRetries(ForClusterRetryPolicy(p, nil), old, deploy("orders", "order", "payment.payments.svc=3", nil)); err != nil || up {
 		t.Fatalf("same upstream, other spelling: raises %v, %v", up, err)
 	}
-	if up, err := RaisesClusterRetries(p, old, deploy("orders", "order", "payment.payments=3, fraud=1", nil)); err != nil || !up {
+	if up, err := RaisesRetries(ForClusterRetryPolicy(p, nil), old, deploy("orders", "order", "payment.payments=3, fraud=1", nil)); err != nil || !up {
 		t.Fatalf("new upstream: raises %v, %v", up, err)
 	}
 }
@@ -325,7 +325,7 @@ func withService(w Workload, name string) Workload {
 // and names its nodes as before.
 func TestClusterAndNamespacedAgree(t *testing.T) {
 	rp := policy("orders", "p", 4, v1alpha1.Entrypoint{Service: "order", ClientAttempts: 3})
-	_, a := Analyze(rp, chain())
+	_, a := Analyze(ForRetryPolicy(rp), chain(), nil)
 	if a.Amplification != 9 || !reflect.DeepEqual(a.WorstPath, []string{"order", "payment.payments"}) {
 		t.Fatalf("RetryPolicy: %d %q", a.Amplification, a.WorstPath)
 	}

@@ -1,9 +1,23 @@
 // Package workload reads Kubernetes objects (Deployments, StatefulSets, DaemonSets, bare Pods)
-// and a RetryPolicy or a ClusterRetryPolicy into the graph of that policy: which workloads it
-// selects, their service names, their upstreams (with the policy's default attempts and names
-// normalised), and the entrypoints. A cluster policy's graph spans the namespaces it selects and
-// names every node "name.ns" (cluster.go); it is the same builder. The controller, the admission webhooks and the CLI all use this one builder, so
+// and a policy into the graph of that policy: which workloads it selects, their service names,
+// their upstreams (with the policy's default attempts and names normalised), and the
+// entrypoints. The controller, the admission webhooks and the CLI all use this one builder, so
 // they agree on every number and every error.
+//
+// A policy of either kind is one Policy (policy.go): ForRetryPolicy and ForClusterRetryPolicy
+// adapt the two API types, and are the only place that tells them apart. A RetryPolicy is a
+// policy over its own namespace with plain node names; a ClusterRetryPolicy a policy over the
+// namespaces its namespaceSelector selects (ClusterScope) whose nodes are "name.ns"
+// (cluster.go). The Policy carries its reference and the strictest-first order (PolicyRef,
+// CompareRefs: strictest.go), spec, scope, selection (Selects) and naming (Node, UpstreamNode,
+// Entrypoint), and every pure package reads a policy through it.
+//
+// The builders, one per question a caller asks, all over the one build: Build (workloads as
+// read), BuildParsed (workloads parsed beforehand, the index's), BuildWith (an incoming workload
+// in place of its stored version: the injector's entrypoint), BuildJudged (the same for the
+// gate, the incoming workload's own edges only), Analyze (Build and the analysis), NewBase (a
+// graph analysed once that the gate judges an incoming workload against) and NewIncremental (a
+// graph the controller patches). Each takes the mesh layers (a *mesh.Set, nil: none).
 //
 // A workload's labels and annotations are Pairs (sorted pairs in one slice, not Go maps: at tens
 // of thousands of workloads the maps were most of the manager's heap). The controller keeps each

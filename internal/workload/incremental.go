@@ -5,12 +5,11 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/mesh"
 )
 
-// Incremental is a policy's graph kept from one change to the next (a RetryPolicy's, or a
-// ClusterRetryPolicy's over its namespaces: NewClusterIncremental, nodes "name.ns"): the
+// Incremental is a policy's graph kept from one change to the next (of either kind: a
+// ClusterRetryPolicy's spans its namespaces, nodes "name.ns"): the
 // controller holds one per policy and, when a workload's upstreams change, patches the change into the graph instead
 // of building the namespace's graph again. At 20,000 workloads in one namespace the build is
 // ~30 ms of map work on an idle core (and the garbage of a 20,000-service graph per change);
@@ -40,12 +39,11 @@ import (
 // Not safe for concurrent use; the Result it hands out is changed by the next Update.
 type Incremental struct {
 	r   *Result
-	ref policyRef // the policy (of either kind) and its scope
+	ref *Policy // the policy (of either kind), its scope and selector
 	// ps are the workloads the graph is of (the caller's slice, sorted by Compare, not modified).
-	ps      []*Parsed
-	svcs    *ServiceSet
-	set     *mesh.Set
-	selects func(Workload) bool
+	ps   []*Parsed
+	svcs *ServiceSet
+	set  *mesh.Set
 	// What a patch reads, made on the first patch (O(workloads + edges), about a build's cost):
 	// providers are the selected workloads whose edges each node carries, sorted; first is, per
 	// edge in declaration order, the upstream that names it first (the graph's edges are sorted
@@ -90,52 +88,28 @@ func (in *Incremental) nodes(x *Parsed) []string {
 const maxPatched = 16
 
 // NewIncremental builds p's graph of ps (sorted by Compare, as the index keeps them; not modified)
-// with the Services svcs and the mesh layers set (nil: none): BuildParsedMesh's result.
-func NewIncremental(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Incremental {
+// with the Services svcs and the mesh layers set (nil: none): BuildParsed's result.
+func NewIncremental(p *Policy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Incremental {
 	in := &Incremental{}
-	in.rebuild(namespaced(p), ps, svcs, set)
-	return in
-}
-
-// NewClusterIncremental is NewIncremental for a ClusterRetryPolicy over the namespaces s selects:
-// BuildClusterParsed's result (ps from several namespaces, sorted by Compare, not modified).
-func NewClusterIncremental(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Incremental {
-	in := &Incremental{}
-	in.rebuild(clustered(p, s), ps, svcs, set)
+	in.rebuild(p, ps, svcs, set)
 	return in
 }
 
 // Result is the graph as of the last NewIncremental or Update.
 func (in *Incremental) Result() *Result { return in.r }
 
-func (in *Incremental) rebuild(ref policyRef, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) {
-	var selects func(Workload) bool
-	var err error
-	if ref.cluster != nil {
-		selects, err = ClusterMatcher(ref.cluster, ref.scope)
-	} else {
-		selects, err = Matcher(ref.policy)
-	}
-	*in = Incremental{r: build(ref, selectParsed(ps, selects, err), err, svcs, set), ref: ref, ps: ps, svcs: svcs, set: set, selects: selects}
-	if err != nil {
-		in.selects = nil
-	}
+func (in *Incremental) rebuild(p *Policy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) {
+	*in = Incremental{r: BuildParsed(p, ps, svcs, set), ref: p, ps: ps, svcs: svcs, set: set}
 }
 
-// Update brings the Result to BuildParsedMesh(p, ps, svcs, set): patched when the change can be
-// decided locally (see Incremental), built anew otherwise. patched says which. in must have
-// been made by NewIncremental.
-func (in *Incremental) Update(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
-	return in.update(namespaced(p), ps, svcs, set)
+// Update brings the Result to BuildParsed(p, ps, svcs, set): patched when the change can be
+// decided locally (see Incremental), built anew otherwise (another kind or set of namespaces
+// too). patched says which.
+func (in *Incremental) Update(p *Policy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
+	return in.update(p, ps, svcs, set)
 }
 
-// UpdateCluster is Update for a cluster policy (in made by NewClusterIncremental): the Result
-// brought to BuildClusterParsed(p, s, ps, svcs, set). Another set of namespaces is built anew.
-func (in *Incremental) UpdateCluster(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
-	return in.update(clustered(p, s), ps, svcs, set)
-}
-
-func (in *Incremental) update(p policyRef, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
+func (in *Incremental) update(p *Policy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) (patched bool) {
 	if !in.canPatch(p, svcs, set) {
 		in.rebuild(p, ps, svcs, set)
 		return false
@@ -154,8 +128,8 @@ func (in *Incremental) update(p policyRef, ps []*Parsed, svcs *ServiceSet, set *
 	moved := false
 	for _, c := range changes {
 		old, x := c[0], c[1]
-		so := old != nil && in.selects(old.Workload)
-		sx := x != nil && in.selects(x.Workload)
+		so := old != nil && in.ref.selects(old.Workload)
+		sx := x != nil && in.ref.selects(x.Workload)
 		if so && sx && in.inPlace(old, x) {
 			in.patch(old, x)
 			continue
@@ -172,7 +146,7 @@ func (in *Incremental) update(p policyRef, ps []*Parsed, svcs *ServiceSet, set *
 		}
 	}
 	in.ps, in.ref = ps, p
-	in.r.Policy, in.r.ClusterPolicy, in.r.Scope = p.policy, p.cluster, p.scope
+	in.r.Policy = p
 	if moved {
 		in.entrypointWarnings()
 	}
@@ -189,15 +163,8 @@ func (in *Incremental) inPlace(old, x *Parsed) bool {
 // canPatch: the same kind of policy, the same spec, namespace or selected namespaces, the same
 // Services (the index hands out a new set on every change of one), no mesh layers before or
 // after, a valid selector.
-func (in *Incremental) canPatch(p policyRef, svcs *ServiceSet, set *mesh.Set) bool {
-	if in.selects == nil || svcs != in.svcs || set != nil || in.set != nil || (p.cluster == nil) != (in.ref.cluster == nil) {
-		return false
-	}
-	if p.cluster != nil {
-		if !slices.Equal(p.scope.namespaces, in.ref.scope.namespaces) {
-			return false
-		}
-	} else if p.policy.Namespace != in.ref.policy.Namespace {
+func (in *Incremental) canPatch(p *Policy, svcs *ServiceSet, set *mesh.Set) bool {
+	if in.ref.selErr != nil || svcs != in.svcs || set != nil || in.set != nil || !p.sameGraphInput(in.ref) {
 		return false
 	}
 	return reflect.DeepEqual(*p.spec, *in.ref.spec)
@@ -209,8 +176,8 @@ func (in *Incremental) canPatch(p policyRef, svcs *ServiceSet, set *mesh.Set) bo
 // only one selected both times under the same valid service name and labels (the Services'
 // nodes of a workload depend on its labels, and their order on every workload they front).
 func (in *Incremental) local(old, x *Parsed) bool {
-	so := old != nil && in.selects(old.Workload)
-	sx := x != nil && in.selects(x.Workload)
+	so := old != nil && in.ref.selects(old.Workload)
+	sx := x != nil && in.ref.selects(x.Workload)
 	if !so && !sx {
 		return true
 	}
@@ -581,7 +548,7 @@ func (in *Incremental) entrypointWarnings() {
 	r := in.r
 	r.Warnings = nil
 	for _, e := range in.ref.spec.Entrypoints {
-		if node, _ := r.entrypoint(e.Service); !r.HasNode(node) {
+		if node, _ := in.ref.Entrypoint(e.Service); !r.HasNode(node) {
 			r.Warnings = append(r.Warnings, entrypointWarning(e.Service))
 		}
 	}

@@ -146,8 +146,8 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 		if rng.IntN(3) > 0 {
 			svcs = services
 		}
-		inc := NewIncremental(p, sorted(), svcs, nil)
-		checkSame(t, fmt.Sprintf("seed %d: initial", seed), inc.Result(), BuildParsedMesh(p, sorted(), svcs, nil))
+		inc := NewIncremental(ForRetryPolicy(p), sorted(), svcs, nil)
+		checkSame(t, fmt.Sprintf("seed %d: initial", seed), inc.Result(), BuildParsed(ForRetryPolicy(p), sorted(), svcs, nil))
 		for step := range steps {
 			ns, n := name()
 			k := rng.IntN(20)
@@ -197,7 +197,7 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 			ps := sorted()
 			total++
 			before := len(inc.Result().Selected)
-			if inc.Update(p, ps, svcs, nil) {
+			if inc.Update(ForRetryPolicy(p), ps, svcs, nil) {
 				patched++
 				if len(inc.Result().Selected) != before {
 					patchedMoves++ // a selected workload added or removed, or (de)selected
@@ -206,7 +206,7 @@ func TestIncrementalEqualsBuild(t *testing.T) {
 					withServices++
 				}
 			}
-			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildParsedMesh(p, ps, svcs, nil))
+			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildParsed(ForRetryPolicy(p), ps, svcs, nil))
 		}
 	}
 	// The patch must be what most steps take, or this tests the build against itself; adds and
@@ -249,11 +249,11 @@ func TestIncrementalFallsBack(t *testing.T) {
 			if strings.HasSuffix(tt.name, "with Services") {
 				svcs = tt.svcs // built with the Services: only the workloads change
 			}
-			inc := NewIncremental(p, ps, svcs, nil)
-			if got := inc.Update(tt.p, tt.ps, tt.svcs, nil); got != tt.patched {
+			inc := NewIncremental(ForRetryPolicy(p), ps, svcs, nil)
+			if got := inc.Update(ForRetryPolicy(tt.p), tt.ps, tt.svcs, nil); got != tt.patched {
 				t.Fatalf("Update patched = %v, want %v", got, tt.patched)
 			}
-			checkSame(t, tt.name, inc.Result(), BuildParsedMesh(tt.p, tt.ps, tt.svcs, nil))
+			checkSame(t, tt.name, inc.Result(), BuildParsed(ForRetryPolicy(tt.p), tt.ps, tt.svcs, nil))
 		})
 	}
 }
@@ -265,9 +265,9 @@ func TestNormalizeOrderDropsAndMoves(t *testing.T) {
 	p := policy("shop", "p", 100)
 	a := Parse(deploy("shop", "a", "x", nil))
 	b := Parse(deploy("shop", "b", "y", nil))
-	inc := NewIncremental(p, []*Parsed{a, b}, nil, nil)
+	inc := NewIncremental(ForRetryPolicy(p), []*Parsed{a, b}, nil, nil)
 	a2 := Parse(deploy("shop", "a", "z, x", nil))
-	if !inc.Update(p, []*Parsed{a2, b}, nil, nil) {
+	if !inc.Update(ForRetryPolicy(p), []*Parsed{a2, b}, nil, nil) {
 		t.Fatal("not patched")
 	}
 	want := []graph.Service{{Name: "a", Selected: true}, {Name: "b", Selected: true}, {Name: "z"}, {Name: "x"}, {Name: "y"}}
@@ -275,7 +275,7 @@ func TestNormalizeOrderDropsAndMoves(t *testing.T) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
 	a3 := Parse(deploy("shop", "a", "", nil))
-	inc.Update(p, []*Parsed{a3, b}, nil, nil)
+	inc.Update(ForRetryPolicy(p), []*Parsed{a3, b}, nil, nil)
 	want = []graph.Service{{Name: "a", Selected: true}, {Name: "b", Selected: true}, {Name: "y"}}
 	if got := inc.Result().Graph.Services(); !reflect.DeepEqual(got, want) || inc.Result().Graph.Has("x") {
 		t.Fatalf("services %v, want %v (x gone)", got, want)
@@ -333,8 +333,8 @@ func TestClusterIncrementalEqualsBuild(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			svcs = services
 		}
-		inc := NewClusterIncremental(p, s, sorted(), svcs, nil)
-		checkSame(t, fmt.Sprintf("seed %d: initial", seed), inc.Result(), BuildClusterParsed(p, s, sorted(), svcs, nil))
+		inc := NewIncremental(ForClusterRetryPolicy(p, s), sorted(), svcs, nil)
+		checkSame(t, fmt.Sprintf("seed %d: initial", seed), inc.Result(), BuildParsed(ForClusterRetryPolicy(p, s), sorted(), svcs, nil))
 		for step := range steps {
 			ns, n := name()
 			k := rng.IntN(20)
@@ -366,13 +366,13 @@ func TestClusterIncrementalEqualsBuild(t *testing.T) {
 			ps := sorted()
 			total++
 			before := len(inc.Result().Selected)
-			if inc.UpdateCluster(p, s, ps, svcs, nil) {
+			if inc.Update(ForClusterRetryPolicy(p, s), ps, svcs, nil) {
 				patched++
 				if len(inc.Result().Selected) != before {
 					patchedMoves++
 				}
 			}
-			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildClusterParsed(p, s, ps, svcs, nil))
+			checkSame(t, fmt.Sprintf("seed %d step %d (%s)", seed, step, what), inc.Result(), BuildParsed(ForClusterRetryPolicy(p, s), ps, svcs, nil))
 		}
 	}
 	if patched*3 < total || patchedMoves*10 < total {

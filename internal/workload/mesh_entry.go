@@ -11,16 +11,10 @@ func (r *Result) gatewayEntrypoints() {
 		return
 	}
 	for _, ref := range r.mesh.Backends() {
-		node := ref.Name
-		switch {
-		case r.ClusterPolicy != nil:
-			if !r.Scope.Has(ref.Namespace) {
-				continue
-			}
-			node = QualifiedNode(ref.Name, ref.Namespace)
-		case ref.Namespace != r.Policy.Namespace:
+		if !r.Policy.Scope().Has(ref.Namespace) {
 			continue
 		}
+		node := r.Policy.Node(ref.Name, ref.Namespace)
 		if !r.HasNode(node) {
 			continue
 		}

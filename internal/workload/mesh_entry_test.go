@@ -54,13 +54,13 @@ func TestGatewayDefaultEntrypoints(t *testing.T) {
 			if tt.docs == nil {
 				set = nil
 			}
-			r := BuildMesh(tt.p, ws, set)
+			r := Build(ForRetryPolicy(tt.p), ws, set)
 			a := r.Analyze()
 			if !reflect.DeepEqual(a.Entrypoints, tt.want) || a.Amplification != tt.amp {
 				t.Errorf("entrypoints %+v, amplification %d; want %+v, %d", a.Entrypoints, a.Amplification, tt.want, tt.amp)
 			}
 			// The prepared graph judges api as the built one does.
-			b := NewBaseMesh(tt.p, parseAll(ws), nil, set)
+			b := NewBase(ForRetryPolicy(tt.p), parseAll(ws), nil, set)
 			j, _, ok := b.Judge(Parse(ws[1]))
 			if want := graph.Judge(r.Graph, r.Cap, "api"); !ok || j.Amplification != want.Amplification || j.Over != want.Over {
 				t.Errorf("Base.Judge(api) = %+v, %v; Judge = %+v", j, ok, want)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/mesh"
 )
@@ -12,22 +11,6 @@ import (
 // The admission gate's view of the mesh layers: the prepared graphs and the judged builds carry
 // the Set they were built with, and the incoming workload's edges are computed with its layers
 // without recording them in a shared Result (a Base is read by concurrent requests).
-
-// NewBaseMesh is NewBase with the retry layers of set (nil: exactly NewBase).
-func NewBaseMesh(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Base {
-	return newBase(BuildParsedMesh(p, ps, svcs, set))
-}
-
-// NewClusterBaseMesh is NewClusterBase with the retry layers of set (nil: exactly NewClusterBase).
-func NewClusterBaseMesh(p *v1alpha1.ClusterRetryPolicy, s *ClusterScope, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Base {
-	return newBase(BuildClusterParsed(p, s, ps, svcs, set))
-}
-
-// BuildJudgedParsedMesh is BuildJudgedParsed with the retry layers of set (nil: exactly
-// BuildJudgedParsed).
-func BuildJudgedParsedMesh(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
-	return BuildParsedMesh(p, judged(ps, incoming, svcs), svcs, set)
-}
 
 // Mesh is the Set b was built with (nil: none): a verdict on b counts exactly its layers.
 func (b *Base) Mesh() *mesh.Set { return b.r.mesh }
@@ -118,16 +101,4 @@ func RaisesMeshRetries(set *mesh.Set, old, incoming Workload) bool {
 		}
 	}
 	return false
-}
-
-// BuildWithMesh is BuildWith with the retry layers of set (nil: exactly BuildWith): the pod
-// injector decides a pod's default entrypoints on it (a Gateway-routed Service is one).
-func BuildWithMesh(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, set *mesh.Set, svcs ...Service) *Result {
-	all := make([]Workload, 0, len(ws)+1)
-	for _, w := range ws {
-		if w.Key() != incoming.Key() {
-			all = append(all, w)
-		}
-	}
-	return BuildMesh(p, append(all, incoming), set, svcs...)
 }

@@ -24,8 +24,8 @@ func meshSet(t *testing.T, docs ...string) *mesh.Set {
 func TestBuildMesh(t *testing.T) {
 	p := policy("shop", "p", 4, v1alpha1.Entrypoint{Service: "gw", ClientAttempts: 2})
 	ws := []Workload{deploy("shop", "gw", "order=2", nil), deploy("shop", "order", "db=1", nil)}
-	plain := Build(p, ws)
-	if got := BuildMesh(p, ws, nil); !reflect.DeepEqual(got.Graph.Edges(), plain.Graph.Edges()) || got.MeshEdges != nil || got.MeshEntry != nil {
+	plain := Build(ForRetryPolicy(p), ws, nil)
+	if got := Build(ForRetryPolicy(p), ws, nil); !reflect.DeepEqual(got.Graph.Edges(), plain.Graph.Edges()) || got.MeshEdges != nil || got.MeshEntry != nil {
 		t.Fatalf("nil set: %+v, want Build's %+v", got.Graph.Edges(), plain.Graph.Edges())
 	}
 	set := meshSet(t,
@@ -33,7 +33,7 @@ func TestBuildMesh(t *testing.T) {
 		"apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: db, namespace: shop}\nspec:\n  hosts: [db]\n  http:\n  - route: [{destination: {host: db}}]\n    retries: {attempts: 1}",
 		"apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: shop}\nspec:\n  parentRefs: [{name: eg}]\n  rules:\n  - backendRefs: [{name: gw, port: 80}]\n    retry: {attempts: 2}",
 	)
-	r := BuildMesh(p, ws, set)
+	r := Build(ForRetryPolicy(p), ws, set)
 	got := map[string]int64{}
 	for _, e := range r.Graph.Edges() {
 		got[e.From+">"+e.To] = e.Attempts
@@ -49,7 +49,7 @@ func TestBuildMesh(t *testing.T) {
 	if eps := r.Graph.Entrypoints(); len(eps) != 1 || eps[0].ClientAttempts != 6 {
 		t.Fatalf("entrypoints %+v, want gw x6", eps)
 	}
-	_, a := AnalyzeMesh(p, ws, set)
+	_, a := Analyze(ForRetryPolicy(p), ws, set)
 	if a.Amplification != 72 || len(a.Violations) == 0 {
 		t.Fatalf("amplification %d, violations %d; want 72 (6 x 6 x 2)", a.Amplification, len(a.Violations))
 	}

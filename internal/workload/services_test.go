@@ -195,7 +195,7 @@ func TestServicesResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, a := Analyze(tt.p, tt.ws, tt.svcs...)
+			r, a := Analyze(ForRetryPolicy(tt.p), tt.ws, nil, tt.svcs...)
 			if a.Amplification != tt.amp || !reflect.DeepEqual(a.WorstPath, tt.path) {
 				t.Fatalf("amplification %d path %v, want %d %v", a.Amplification, a.WorstPath, tt.amp, tt.path)
 			}
@@ -238,7 +238,7 @@ func TestServiceAliases(t *testing.T) {
 	p := policy("bookinfo", "p", 100)
 	for _, callee := range []string{"reviews", "reviews-v2"} {
 		ws := append([]Workload{deploy("bookinfo", "canary-client", callee+"=2", lbl("app", "canary-client"))}, bw...)
-		_, a := Analyze(p, ws, bs...)
+		_, a := Analyze(ForRetryPolicy(p), ws, nil, bs...)
 		var chain graph.Chain
 		for _, c := range a.Chains {
 			if c.Entrypoint == "canary-client" {
@@ -284,7 +284,7 @@ func TestServicesJudged(t *testing.T) {
 	bw, bs := bookinfo()
 	p := policy("bookinfo", "p", 4)
 	incoming := deploy("bookinfo", "reviews-v2", "ratings=1", lbl("app", "reviews", "version", "v2"))
-	r := BuildJudged(p, bw, incoming, bs...)
+	r := BuildJudged(ForRetryPolicy(p), parseAll(bw), Parse(incoming), NewServiceSet(bs), nil)
 	if e, _ := r.Graph.Edge("reviews", "ratings"); e.Attempts != 1 {
 		t.Fatalf("judged reviews->ratings = %+v, want the incoming 1 (reviews-v3's 2 dropped)", e)
 	}
@@ -295,7 +295,7 @@ func TestServicesJudged(t *testing.T) {
 	for i, w := range bw {
 		ps[i] = Parse(w)
 	}
-	base := NewBase(p, ps, NewServiceSet(bs))
+	base := NewBase(ForRetryPolicy(p), ps, NewServiceSet(bs), nil)
 	if _, _, ok := base.Judge(Parse(incoming)); ok {
 		t.Fatalf("the prepared graph answered for a workload reached under two nodes")
 	}
@@ -303,11 +303,11 @@ func TestServicesJudged(t *testing.T) {
 	ops := []*Parsed{Parse(order[0]), Parse(order[1])}
 	set := NewServiceSet([]Service{svc("shop", "order", lbl("app", "order"))})
 	in := deploy("shop", "order", "payment=3", lbl("app", "order"))
-	j, _, ok := NewBase(policy("shop", "p", 4), ops, set).Judge(Parse(in))
+	j, _, ok := NewBase(ForRetryPolicy(policy("shop", "p", 4)), ops, set, nil).Judge(Parse(in))
 	if !ok || !j.Over || j.Amplification != 6 {
 		t.Fatalf("Service order fronting Deployment order: %+v %v, want 6 over the cap from the prepared graph", j, ok)
 	}
-	want := graph.Judge(BuildJudged(policy("shop", "p", 4), order, in, svc("shop", "order", lbl("app", "order"))).Graph, 4, "order")
+	want := graph.Judge(BuildJudged(ForRetryPolicy(policy("shop", "p", 4)), parseAll(order), Parse(in), NewServiceSet([]Service{svc("shop", "order", lbl("app", "order"))}), nil).Graph, 4, "order")
 	if want.Amplification != j.Amplification || want.Explain() != j.Explain() {
 		t.Fatalf("prepared %s, built %s", j.Explain(), want.Explain())
 	}

@@ -2,9 +2,6 @@ package workload
 
 import (
 	"cmp"
-	"slices"
-
-	"github.com/retrycap/retrycap/api/v1alpha1"
 )
 
 // The kinds of policy a workload can be selected by, as messages name them.
@@ -13,9 +10,9 @@ const (
 	KindClusterRetryPolicy = "ClusterRetryPolicy"
 )
 
-// PolicyRef names a policy of either kind with its cap: what "the strictest selecting policy"
-// is decided on, so that the gate and the injector order RetryPolicies and ClusterRetryPolicies
-// by one rule (CompareRefs).
+// PolicyRef names a policy of either kind with its cap (Policy.Ref): what "the strictest
+// selecting policy" is decided on, so that the gate and the injector order RetryPolicies and
+// ClusterRetryPolicies by one rule (CompareRefs).
 type PolicyRef struct {
 	// Kind is KindRetryPolicy or KindClusterRetryPolicy.
 	Kind string
@@ -26,23 +23,10 @@ type PolicyRef struct {
 	Cap int32
 }
 
-// RefOf is a RetryPolicy's PolicyRef.
-func RefOf(p *v1alpha1.RetryPolicy) PolicyRef {
-	return PolicyRef{Kind: KindRetryPolicy, Namespace: p.Namespace, Name: p.Name, Cap: p.Spec.MaxAmplification}
-}
-
-// ClusterRefOf is a ClusterRetryPolicy's PolicyRef.
-func ClusterRefOf(p *v1alpha1.ClusterRetryPolicy) PolicyRef {
-	return PolicyRef{Kind: KindClusterRetryPolicy, Name: p.Name, Cap: p.Spec.MaxAmplification}
-}
-
-// Cluster reports whether r is a ClusterRetryPolicy.
-func (r PolicyRef) Cluster() bool { return r.Kind == KindClusterRetryPolicy }
-
 // QualifiedName is how messages name the policy after its kind: "shop/checkout" for a
 // RetryPolicy, "chain" for a ClusterRetryPolicy.
 func (r PolicyRef) QualifiedName() string {
-	if r.Cluster() {
+	if r.Kind == KindClusterRetryPolicy {
 		return r.Name
 	}
 	return r.Namespace + "/" + r.Name
@@ -63,27 +47,15 @@ func CompareRefs(a, b PolicyRef) int {
 		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
+// CompareNames orders policies of either kind by name: RetryPolicies (by namespace, then name)
+// before ClusterRetryPolicies (by name), the order the admission gates list them in.
+func CompareNames(a, b PolicyRef) int {
+	return cmp.Or(cmp.Compare(kindRank(a.Kind), kindRank(b.Kind)), cmp.Compare(a.QualifiedName(), b.QualifiedName()))
+}
+
 func kindRank(kind string) int {
 	if kind == KindClusterRetryPolicy {
 		return 1
 	}
 	return 0
-}
-
-// CompareStrictness is CompareRefs over two RetryPolicies: the lowest spec.maxAmplification, ties
-// by namespace, then name. It is the one ordering behind "the strictest selecting policy wins":
-// the gate names the strictest exceeded policy first, and the injector renders the strictest
-// selecting policy's settings.
-func CompareStrictness(a, b *v1alpha1.RetryPolicy) int {
-	return CompareRefs(RefOf(a), RefOf(b))
-}
-
-// SortStrictest sorts policies strictest first (CompareStrictness).
-func SortStrictest(ps []*v1alpha1.RetryPolicy) {
-	slices.SortStableFunc(ps, CompareStrictness)
-}
-
-// SortRefs sorts policy references of either kind strictest first (CompareRefs).
-func SortRefs(rs []PolicyRef) {
-	slices.SortStableFunc(rs, CompareRefs)
 }

@@ -15,28 +15,30 @@ func TestSortStrictest(t *testing.T) {
 			Spec: v1alpha1.RetryPolicySpec{MaxAmplification: cap}}
 	}
 	ps := []*v1alpha1.RetryPolicy{p("shop", "loose", 9), p("shop", "b", 2), p("other", "z", 2), p("shop", "a", 2), p("shop", "mid", 4)}
-	SortStrictest(ps)
+	slices.SortStableFunc(ps, func(a, b *v1alpha1.RetryPolicy) int {
+		return CompareRefs(ForRetryPolicy(a).Ref(), ForRetryPolicy(b).Ref())
+	})
 	var got []string
 	for _, x := range ps {
 		got = append(got, x.Namespace+"/"+x.Name)
 	}
 	// Lowest cap first; ties by namespace, then name, whatever order they came in.
 	if want := []string{"other/z", "shop/a", "shop/b", "shop/mid", "shop/loose"}; !slices.Equal(got, want) {
-		t.Fatalf("SortStrictest = %v, want %v", got, want)
+		t.Fatalf("CompareRefs order = %v, want %v", got, want)
 	}
 }
 
 func TestSortRefsAcrossKinds(t *testing.T) {
 	rp := func(ns, name string, cap int32) PolicyRef {
-		return RefOf(&v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: v1alpha1.RetryPolicySpec{MaxAmplification: cap}})
+		return ForRetryPolicy(&v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.RetryPolicySpec{MaxAmplification: cap}}).Ref()
 	}
 	crp := func(name string, cap int32) PolicyRef {
-		return ClusterRefOf(&v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: v1alpha1.ClusterRetryPolicySpec{RetryPolicySpec: v1alpha1.RetryPolicySpec{MaxAmplification: cap}}})
+		return ForClusterRetryPolicy(&v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.ClusterRetryPolicySpec{RetryPolicySpec: v1alpha1.RetryPolicySpec{MaxAmplification: cap}}}, nil).Ref()
 	}
 	rs := []PolicyRef{crp("wide", 9), rp("shop", "b", 4), crp("chain", 4), crp("aaa", 4), rp("shop", "a", 6), crp("tight", 2), rp("other", "z", 4)}
-	SortRefs(rs)
+	slices.SortStableFunc(rs, CompareRefs)
 	var got []string
 	for _, r := range rs {
 		got = append(got, r.String())
@@ -46,7 +48,7 @@ func TestSortRefsAcrossKinds(t *testing.T) {
 	want := []string{"ClusterRetryPolicy tight", "RetryPolicy other/z", "RetryPolicy shop/b", "ClusterRetryPolicy aaa",
 		"ClusterRetryPolicy chain", "RetryPolicy shop/a", "ClusterRetryPolicy wide"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("SortRefs = %v, want %v", got, want)
+		t.Fatalf("CompareRefs order = %v, want %v", got, want)
 	}
 	if got := crp("chain", 4).QualifiedName(); got != "chain" {
 		t.Errorf("QualifiedName of a ClusterRetryPolicy = %q, want %q", got, "chain")

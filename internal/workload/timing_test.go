@@ -30,7 +30,7 @@ func TestAnalyzeTimeWorkedExample(t *testing.T) {
 	)
 	// Only order runs an Istio sidecar.
 	ws[1].Annotations = PairsOf(map[string]string{annotations.Upstreams: "payment=3/200ms", "sidecar.istio.io/inject": "true"})
-	r := BuildMesh(p, ws, set)
+	r := Build(ForRetryPolicy(p), ws, set)
 	ta := r.AnalyzeTime()
 	if got := graph.FormatTime(ta.Worst); got != "6s" || strings.Join(ta.WorstPath, ">") != "gateway>order>payment>db" {
 		t.Fatalf("worst %s %v, want 6s gateway>order>payment>db", got, ta.WorstPath)
@@ -55,7 +55,7 @@ func TestAnalyzeTimeWorkedExample(t *testing.T) {
 		"apiVersion: v1\nkind: Service\nmetadata: {name: gateway, namespace: shop}\nspec: {selector: {app: gateway}}",
 		"apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: shop}\nspec:\n  parentRefs: [{name: eg}]\n  rules:\n  - backendRefs: [{name: gateway, port: 80}]\n    retry: {attempts: 1}\n    timeouts: {request: 4s, backendRequest: 2500ms}",
 	)
-	r = BuildMesh(p, ws, set2)
+	r = Build(ForRetryPolicy(p), ws, set2)
 	if eps := r.Graph.Entrypoints(); len(eps) != 0 {
 		t.Fatalf("explicit entrypoints %+v", eps)
 	}

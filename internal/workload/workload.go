@@ -116,51 +116,14 @@ func (w Workload) ServiceName() string {
 	return w.Name
 }
 
-// Selects reports whether p selects w: same namespace, and the selector (empty or nil: every
-// workload) matches the pod-template labels.
-func Selects(p *v1alpha1.RetryPolicy, w Workload) (bool, error) {
-	m, err := Matcher(p)
-	if err != nil {
-		return false, err
-	}
-	return m(w), nil
-}
-
-// Matcher returns Selects for p with the selector converted once: converting a LabelSelector
-// validates every key and value, which dominated Build over thousands of workloads.
-func Matcher(p *v1alpha1.RetryPolicy) (func(Workload) bool, error) {
-	if p.Spec.Selector == nil {
-		return func(w Workload) bool { return w.Namespace == p.Namespace }, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("RetryPolicy %s/%s: selector: %w", p.Namespace, p.Name, err)
-	}
-	return func(w Workload) bool { return w.Namespace == p.Namespace && sel.Matches(w.Labels) }, nil
-}
-
-// parseSelected parses the workloads of ws that selects selects; none on a bad selector (err).
-func parseSelected(ws []Workload, selects func(Workload) bool, err error) []*Parsed {
-	if err != nil {
-		return nil
-	}
-	var sel []*Parsed
-	for _, w := range ws {
-		if selects(w) {
-			sel = append(sel, Parse(w))
-		}
-	}
-	return sel
-}
-
-// selectParsed is the part of ps that selects selects, in order; none on a bad selector (err).
-func selectParsed(ps []*Parsed, selects func(Workload) bool, err error) []*Parsed {
-	if err != nil {
+// selectParsed is the part of ps that p selects, in order; none on a bad selector.
+func selectParsed(p *Policy, ps []*Parsed) []*Parsed {
+	if p.selErr != nil {
 		return nil
 	}
 	sel := make([]*Parsed, 0, len(ps))
 	for _, x := range ps {
-		if selects(x.Workload) {
+		if p.selects(x.Workload) {
 			sel = append(sel, x)
 		}
 	}
@@ -182,16 +145,13 @@ func (e *AnnotationError) Error() string {
 
 func (e *AnnotationError) Unwrap() error { return e.Err }
 
-// Result is the graph of one policy: a RetryPolicy's (Policy) or a ClusterRetryPolicy's
-// (ClusterPolicy and Scope); exactly one of Policy and ClusterPolicy is set.
+// Result is the graph of one policy of either kind.
 type Result struct {
-	Policy *v1alpha1.RetryPolicy
-	// ClusterPolicy is the cluster policy of BuildCluster's result, Scope its namespaces. Its
-	// graph names every in-cluster node "name.ns" (QualifiedNode), in ServiceOf and NodesOf too.
-	ClusterPolicy *v1alpha1.ClusterRetryPolicy
-	Scope         *ClusterScope
-	Graph         *graph.Graph
-	Cap           int64
+	// Policy is the policy the graph is of; its nodes are named as Policy.Node names them (a
+	// ClusterRetryPolicy's "name.ns", in ServiceOf and NodesOf too).
+	Policy *Policy
+	Graph  *graph.Graph
+	Cap    int64
 	// Selected are the workloads the policy selects, sorted by namespace, name and kind.
 	Selected []Workload
 	// ServiceOf maps each selected workload's Key to its service name's node (a cluster
@@ -218,7 +178,7 @@ type Result struct {
 	// NodesOf maps each selected workload's Key to the nodes its edges belong to (see
 	// ServiceSet.Nodes); nil when the input has no Services (each is ServiceOf's node).
 	NodesOf map[string][]string
-	// MeshEdges are the edges a mesh multiplies (BuildMesh; nil without a mesh Set), keyed by
+	// MeshEdges are the edges a mesh multiplies (Build with a mesh Set; nil without one), keyed by
 	// [from, to]: the edge's attempts in the graph are App x the layers' tries.
 	MeshEdges map[[2]string]MeshEdge
 	// MeshEntry are the entrypoints whose client attempts a Gateway-parented route multiplies
@@ -273,27 +233,28 @@ func (r *Result) Nodes(key string) []string {
 	return nil
 }
 
-// Build reads the workloads p selects into p's graph: a node per name callers use, an edge per
-// upstream (attempts default spec.retry.defaultAttempts, calls default 1; the larger values
-// count when two workloads of one node declare the same upstream), and the entrypoints of the
-// spec (clientAttempts default 1), or the graph's defaults when the spec lists none. svcs are
-// the Services of the input (see ServiceSet.Nodes for how they name nodes); without them every
-// workload is the node of its service name. Workloads are processed in sorted order so the
-// result does not depend on the order of ws.
-func Build(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) *Result {
-	selects, err := Matcher(p)
-	sel := parseSelected(ws, selects, err)
-	return build(namespaced(p), sel, err, NewServiceSet(svcs), nil)
-}
-
-// BuildMesh is Build with the retry layers of a service mesh or a gateway (nil: none, exactly
-// Build): an edge's attempts are the application's times the tries of set.Edge for its caller,
-// and an entrypoint's client attempts are multiplied by set.Entry when a Gateway-parented route
-// in the policy's namespace routes to it. Mesh warnings go into Result.Warnings.
-func BuildMesh(p *v1alpha1.RetryPolicy, ws []Workload, set *mesh.Set, svcs ...Service) *Result {
-	selects, err := Matcher(p)
-	sel := parseSelected(ws, selects, err)
-	return build(namespaced(p), sel, err, NewServiceSet(svcs), set)
+// Build reads the workloads of ws that p selects into p's graph: a node per name callers use
+// (p.Node), an edge per upstream (attempts default spec.retry.defaultAttempts, calls default 1;
+// the larger values count when two workloads of one node declare the same upstream), and the
+// entrypoints of the spec (clientAttempts default 1), or the graph's defaults when the spec
+// lists none. ws may span any namespaces; only those of p's scope count: an upstream into one
+// of them resolves through its Services, one into another namespace is a leaf. svcs are the
+// Services of the input (see ServiceSet.Nodes for how they name nodes); without them every
+// workload is the node of its service name. set is the retry layers of a service mesh or a
+// gateway (nil: none): an edge's attempts are the application's times the tries of set.Edge
+// for its caller, and an entrypoint's client attempts are multiplied by set.Entry when a
+// Gateway-parented route of p's scope routes to it; mesh warnings go into Result.Warnings.
+// Workloads are processed in sorted order so the result does not depend on the order of ws.
+func Build(p *Policy, ws []Workload, set *mesh.Set, svcs ...Service) *Result {
+	var sel []*Parsed
+	if p.selErr == nil {
+		for _, w := range ws {
+			if p.selects(w) {
+				sel = append(sel, Parse(w))
+			}
+		}
+	}
+	return build(p, sel, NewServiceSet(svcs), set)
 }
 
 // Parsed is a workload with what Build reads from its annotations parsed once, so that a caller
@@ -338,7 +299,7 @@ func (x *Parsed) qualified() *qualified {
 	if len(x.upstreams) > 0 {
 		q.upstreams = make([]string, len(x.upstreams))
 		for i, u := range x.upstreams {
-			q.upstreams[i] = QualifiedName(u.Name, x.Workload.Namespace)
+			q.upstreams[i] = qualifiedName(u.Name, x.Workload.Namespace)
 		}
 	}
 	x.q.CompareAndSwap(nil, q)
@@ -406,29 +367,29 @@ func Compare(a, b Workload) int {
 
 func compareParsed(a, b *Parsed) int { return Compare(a.Workload, b.Workload) }
 
-// BuildParsed is Build over workloads parsed beforehand and Services indexed beforehand (nil:
-// none). Already sorted by Compare, they are not sorted again.
-func BuildParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Result {
-	return BuildParsedMesh(p, ps, svcs, nil)
+// BuildParsed is Build over workloads parsed beforehand (of several namespaces for a policy
+// across them, e.g. the shared workload index's per namespace concatenated) and Services indexed
+// beforehand (nil: none, or MergeServiceSets of the namespaces'). Already sorted by Compare,
+// they are not sorted again; ps is not modified. The manager builds from the index with it.
+func BuildParsed(p *Policy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
+	return build(p, selectParsed(p, ps), svcs, set)
 }
 
-// build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged, and
-// BuildCluster and its kin: p is the policy and how its graph names nodes, sel the selected
-// workloads (sorted here unless they already are), selErr a bad selector, svcs the Services of
-// the namespaces (nil: none).
-func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh.Set) *Result {
+// build is the one graph builder behind Build, BuildParsed, BuildWith and BuildJudged: p is the
+// policy and how its graph names nodes, sel the selected workloads (sorted here unless they
+// already are), svcs the Services of the namespaces (nil: none).
+func build(p *Policy, sel []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
 	edges := 0
 	for _, x := range sel {
 		edges += len(x.upstreams)
 	}
 	// Upstream-only services (leaves, other namespaces) come on top of the selected ones; the
 	// edge count bounds them.
-	r := &Result{Policy: p.policy, ClusterPolicy: p.cluster, Scope: p.scope,
-		Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.spec.MaxAmplification),
+	r := &Result{Policy: p, Graph: graph.NewSized(len(sel)+edges/2, edges), Cap: int64(p.spec.MaxAmplification),
 		ServiceOf: make(map[string]string, len(sel)), Services: svcs, mesh: set}
 	def := defaultAttempts(p.spec)
-	if selErr != nil {
-		r.Errors = append(r.Errors, selErr)
+	if p.selErr != nil {
+		r.Errors = append(r.Errors, p.selErr)
 	}
 	// slices.SortFunc, not sort.Slice: no reflection per swap, which showed at 5k workloads; and
 	// not at all when the caller keeps them sorted (the shared workload index).
@@ -482,7 +443,7 @@ func build(p policyRef, sel []*Parsed, selErr error, svcs *ServiceSet, set *mesh
 		r.resolve(kept, def)
 	}
 	for _, e := range p.spec.Entrypoints {
-		node, ref := r.entrypoint(e.Service)
+		node, ref := p.Entrypoint(e.Service)
 		if !r.HasNode(node) {
 			r.Warnings = append(r.Warnings, entrypointWarning(e.Service))
 		}
@@ -573,13 +534,7 @@ func (r *Result) resolve(kept []*Parsed, def int64) {
 	for _, x := range kept {
 		nodes, fronted := svcs.Nodes(x)
 		ns := x.Workload.Namespace
-		qnodes := nodes
-		if r.ClusterPolicy != nil {
-			qnodes = make([]string, len(nodes))
-			for i, n := range nodes {
-				qnodes[i] = QualifiedNode(n, ns)
-			}
-		}
+		qnodes := r.Policy.nodes(nodes, ns)
 		r.NodesOf[x.key] = qnodes
 		for i, n := range nodes {
 			q := qnodes[i]
@@ -657,50 +612,15 @@ func (r *Result) note(x *Parsed, i int) (string, bool) {
 	return fmt.Sprintf("upstream %q is %s, which selects %s: resolved to their edges", to, s, strings.Join(other, ", ")), true
 }
 
-// serviceNode is x's service name as r's graph names it: the name itself in a RetryPolicy's,
-// "name.ns" in a cluster policy's.
-func (r *Result) serviceNode(x *Parsed) string {
-	if r.ClusterPolicy != nil {
-		return x.qualified().service
-	}
-	return x.service
-}
+// serviceNode is x's service name as r's graph names it (Policy.Node).
+func (r *Result) serviceNode(x *Parsed) string { return r.Policy.serviceNode(x) }
 
-// upstreamNode is x's i-th upstream as r's graph names it (see serviceNode).
-func (r *Result) upstreamNode(x *Parsed, i int) string {
-	if r.ClusterPolicy != nil {
-		return x.qualified().upstreams[i]
-	}
-	return x.upstreams[i].Name
-}
+// upstreamNode is x's i-th upstream as r's graph names it (Policy.UpstreamNode).
+func (r *Result) upstreamNode(x *Parsed, i int) string { return r.Policy.upstreamNode(x, i) }
 
-// upstreamService is the Service x's i-th upstream resolves through: one of x's namespace for an
-// in-namespace name; for a cluster policy also one of another selected namespace ("name.ns"), a
-// name into an unselected namespace resolving to none (a leaf).
+// upstreamService is the Service x's i-th upstream resolves through (nil Services: none).
 func (r *Result) upstreamService(x *Parsed, i int) (Service, bool) {
-	name, ns := x.upstreams[i].Name, x.Workload.Namespace
-	if r.ClusterPolicy != nil {
-		if svc, sns, ok := annotations.SplitService(name); ok {
-			if !r.Scope.Has(sns) {
-				return Service{}, false
-			}
-			name, ns = svc, sns
-		}
-	}
-	return r.Services.Get(ns, name)
-}
-
-// entrypoint is an entrypoint's node in r's graph and the Service it names for the mesh: in a
-// RetryPolicy's, the bare service of the policy's namespace; in a cluster policy's,
-// "service.namespace" (also written with .svc[.cluster.local]) is node "service.namespace".
-func (r *Result) entrypoint(service string) (string, mesh.ServiceRef) {
-	if r.ClusterPolicy == nil {
-		return service, mesh.ServiceRef{Namespace: r.Policy.Namespace, Name: service}
-	}
-	if svc, ns, ok := annotations.SplitService(service); ok {
-		return QualifiedNode(svc, ns), mesh.ServiceRef{Namespace: ns, Name: svc}
-	}
-	return service, mesh.ServiceRef{Name: service}
+	return r.Policy.upstreamService(r.Services, x, i)
 }
 
 // Fronted returns the selected workloads whose edges node n carries because Service n selects
@@ -803,10 +723,11 @@ type Base struct {
 	def  int64
 }
 
-// NewBase builds p's graph of ps (sorted by Compare, as the shared workload index keeps them; ps is not
-// modified) with the namespace's Services svcs (nil: none) and analyses it.
-func NewBase(p *v1alpha1.RetryPolicy, ps []*Parsed, svcs *ServiceSet) *Base {
-	return newBase(BuildParsed(p, ps, svcs))
+// NewBase builds p's graph of ps (sorted by Compare, as the shared workload index keeps them; ps
+// is not modified) with the Services svcs (nil: none) and the mesh layers of set (nil: none):
+// BuildParsed's result, analysed once.
+func NewBase(p *Policy, ps []*Parsed, svcs *ServiceSet, set *mesh.Set) *Base {
+	return newBase(BuildParsed(p, ps, svcs, set))
 }
 
 func newBase(r *Result) *Base {
@@ -814,7 +735,7 @@ func newBase(r *Result) *Base {
 }
 
 // Judge is graph.Judge and graph.PlanLocal of incoming's service on the graph
-// BuildJudgedParsed builds with incoming in place of its stored version, incoming being selected
+// BuildJudged builds with incoming in place of its stored version, incoming being selected
 // by the base's policy: the same verdict, numbers and plan (graph.Prepared.JudgeWith says which
 // path is named on a tie). ok is false when only that build can tell: the service on a cycle
 // or the incoming edges closing one, a service name that is invalid, or an update that moves
@@ -853,38 +774,32 @@ func (b *Base) Judge(incoming *Parsed) (j *graph.Judgement, plan *graph.Plan, ok
 }
 
 // BuildWith is Build with incoming in place of the stored workload of the same Kind, Namespace
-// and Name (or added, for a create): what the admission gate judges.
-func BuildWith(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, svcs ...Service) *Result {
+// and Name (or added, for a create): the pod injector decides a pod's default entrypoints on it
+// (with set, a Gateway-routed Service is one).
+func BuildWith(p *Policy, ws []Workload, incoming Workload, set *mesh.Set, svcs ...Service) *Result {
 	all := make([]Workload, 0, len(ws)+1)
 	for _, w := range ws {
 		if w.Key() != incoming.Key() {
 			all = append(all, w)
 		}
 	}
-	return Build(p, append(all, incoming), svcs...)
+	return Build(p, append(all, incoming), set, svcs...)
 }
 
-// BuildJudged is BuildWith for the admission gate, which judges the incoming workload's own
-// edges: other workloads sharing a node with it (its service name; with Services, a Service
-// that selects it too: versions, canaries) keep their nodes but contribute no outgoing edges,
-// so the node's edges are exactly the incoming ones with the incoming attempts. Otherwise a canary declaring order->payment=3 would make the merged (larger)
-// edge refuse a sibling that declares payment=1, and the suggestion would be about its numbers.
-func BuildJudged(p *v1alpha1.RetryPolicy, ws []Workload, incoming Workload, svcs ...Service) *Result {
-	ps := make([]*Parsed, len(ws))
-	for i, w := range ws {
-		ps[i] = Parse(w)
-	}
-	return BuildJudgedParsed(p, ps, Parse(incoming), NewServiceSet(svcs))
-}
-
-// BuildJudgedParsed is BuildJudged over workloads parsed beforehand; ps sorted by Compare (as
-// the shared workload index keeps them) are not sorted again. ps is not modified.
-func BuildJudgedParsed(p *v1alpha1.RetryPolicy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet) *Result {
-	return BuildParsed(p, judged(ps, incoming, svcs), svcs)
+// BuildJudged is BuildParsed with incoming in place of its stored version, for the admission
+// gate, which judges the incoming workload's own edges: other workloads sharing a node with it
+// (its service name in its namespace; with Services, a Service that selects it too: versions,
+// canaries) keep their nodes but contribute no outgoing edges, so the node's edges are exactly
+// the incoming ones with the incoming attempts. Otherwise a canary declaring order->payment=3
+// would make the merged (larger) edge refuse a sibling that declares payment=1, and the
+// suggestion would be about its numbers. ps sorted by Compare (as the shared workload index
+// keeps them) are not sorted again; ps is not modified.
+func BuildJudged(p *Policy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
+	return BuildParsed(p, judged(ps, incoming, svcs), svcs, set)
 }
 
 // judged is ps with incoming in place of its stored version (in its sorted place) and the
-// workloads sharing a node with it stripped of their upstreams: BuildJudgedParsed's input. ps
+// workloads sharing a node with it stripped of their upstreams: BuildJudged's input. ps
 // is not modified.
 func judged(ps []*Parsed, incoming *Parsed, svcs *ServiceSet) []*Parsed {
 	all := make([]*Parsed, 0, len(ps)+1)
@@ -933,15 +848,11 @@ func withoutUpstreams(x *Parsed) *Parsed {
 	return c
 }
 
-// Analyze is Build followed by graph.Analyze with the policy's cap, its suggestions naming the
-// workloads behind a Service's node (NameWorkloads).
-func Analyze(p *v1alpha1.RetryPolicy, ws []Workload, svcs ...Service) (*Result, *graph.Analysis) {
-	return AnalyzeMesh(p, ws, nil, svcs...)
-}
-
-// AnalyzeMesh is Analyze over BuildMesh (set nil: Analyze).
-func AnalyzeMesh(p *v1alpha1.RetryPolicy, ws []Workload, set *mesh.Set, svcs ...Service) (*Result, *graph.Analysis) {
-	r := BuildMesh(p, ws, set, svcs...)
+// Analyze is Build followed by Result.Analyze: graph.Analyze with the policy's cap, the
+// violations explained with their mesh layers and the suggestions naming the workloads behind a
+// Service's node.
+func Analyze(p *Policy, ws []Workload, set *mesh.Set, svcs ...Service) (*Result, *graph.Analysis) {
+	r := Build(p, ws, set, svcs...)
 	return r, r.Analyze()
 }
 
@@ -1005,17 +916,19 @@ func Upstreams(w Workload, ns string, defaultAttempts int32) ([]annotations.Upst
 	return ups, nil
 }
 
-// RaisesRetries reports whether updating old to incoming raises an attempt or adds an upstream,
-// as the policy's graph sees them: the admission gate judges only such updates (and creates), so
-// a chain already over its cap can still be repaired. An invalid annotation on incoming is an
-// error; an invalid one on old counts as no upstreams.
-func RaisesRetries(p *v1alpha1.RetryPolicy, old, incoming Workload) (bool, error) {
-	def := p.Spec.Retry.DefaultAttempts
-	nu, err := Upstreams(incoming, p.Namespace, def)
+// RaisesRetries reports whether updating old to incoming (versions of one workload) raises an
+// attempt or adds an upstream, as p's graph sees them: the admission gate judges only such
+// updates (and creates), so a chain already over its cap can still be repaired. Names are read
+// in the workload's namespace, which compares them exactly as p's nodes would (a cluster
+// policy's "name.ns" qualifies both sides alike). An invalid annotation on incoming is an error;
+// an invalid one on old counts as no upstreams.
+func RaisesRetries(p *Policy, old, incoming Workload) (bool, error) {
+	def := p.spec.Retry.DefaultAttempts
+	nu, err := Upstreams(incoming, incoming.Namespace, def)
 	if err != nil {
 		return false, err
 	}
-	ou, _ := Upstreams(old, p.Namespace, def)
+	ou, _ := Upstreams(old, incoming.Namespace, def)
 	if old.ServiceName() != incoming.ServiceName() {
 		return len(nu) > 0, nil
 	}

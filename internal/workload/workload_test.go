@@ -97,14 +97,14 @@ func TestSelects(t *testing.T) {
 		{nil, "other", false},
 	} {
 		p.Spec.Selector, p.Namespace = tt.sel, tt.ns
-		got, err := Selects(p, w)
+		got, err := ForRetryPolicy(p).Selects(w)
 		if err != nil || got != tt.want {
 			t.Fatalf("selector %v ns %s: %v %v", tt.sel, tt.ns, got, err)
 		}
 	}
 	p.Namespace = "shop"
 	p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Bogus"}}}
-	if _, err := Selects(p, w); err == nil {
+	if _, err := ForRetryPolicy(p).Selects(w); err == nil {
 		t.Fatal("bad selector accepted")
 	}
 }
@@ -113,7 +113,7 @@ func TestBuildScenarios(t *testing.T) {
 	t.Run("incident18", func(t *testing.T) {
 		p := policy("shop", "checkout", 3, v1alpha1.Entrypoint{Service: "gateway", ClientAttempts: 2})
 		ws := []Workload{deploy("shop", "db", "", nil), deploy("shop", "catalog", "db=3", nil), deploy("shop", "gateway", "catalog=3", nil)}
-		r, a := Analyze(p, ws)
+		r, a := Analyze(ForRetryPolicy(p), ws, nil)
 		if len(r.Errors) != 0 || a.Amplification != 18 || strings.Join(a.WorstPath, ">") != "gateway>catalog>db" {
 			t.Fatalf("errors %v amplification %d path %v", r.Errors, a.Amplification, a.WorstPath)
 		}
@@ -128,7 +128,7 @@ func TestBuildScenarios(t *testing.T) {
 			deploy("payments", "billing", "payment=3", nil), deploy("payments", "payment", "", nil),
 			deploy("shop", "gateway", "frontend.payments=3", nil), // other namespace: not selected
 		}
-		_, a := Analyze(p, ws)
+		_, a := Analyze(ForRetryPolicy(p), ws, nil)
 		if a.Amplification != 27 || a.Services != 4 || a.Edges != 3 || a.WorstCaseLoad != (graph.ServiceLoad{Service: "payment", Requests: 27}) {
 			t.Fatalf("%+v", a)
 		}
@@ -151,7 +151,7 @@ func TestBuildNamesDefaultsAndMerges(t *testing.T) {
 		deploy("shop", "batch", "order=9", nil), // unselected: its edge does not count
 		{Kind: KindStatefulSet, Namespace: "shop", Name: "payment", Labels: PairsOf(shop)},
 	}
-	r := Build(p, ws)
+	r := Build(ForRetryPolicy(p), ws, nil)
 	if len(r.Errors) != 0 {
 		t.Fatal(r.Errors)
 	}
@@ -179,7 +179,7 @@ func TestBuildInvalidAnnotation(t *testing.T) {
 		deploy("shop", "order", "db=2, payment=x", nil),
 		{Kind: KindPod, Namespace: "shop", Name: "debug", Annotations: PairsOf(map[string]string{annotations.Service: "Bad_Name"})},
 	}
-	r := Build(p, ws)
+	r := Build(ForRetryPolicy(p), ws, nil)
 	if len(r.Errors) != 2 {
 		t.Fatalf("errors %v", r.Errors)
 	}
@@ -208,7 +208,7 @@ func TestBuildWithAndRaises(t *testing.T) {
 	p := policy("shop", "checkout", 4)
 	stored := []Workload{deploy("shop", "gateway", "order=3", nil), deploy("shop", "order", "payment=1", nil), deploy("shop", "payment", "", nil)}
 	incoming := deploy("shop", "order", "payment=3", nil)
-	r := BuildWith(p, stored, incoming)
+	r := BuildWith(ForRetryPolicy(p), stored, incoming, nil)
 	if e, _ := r.Graph.Edge("order", "payment"); e.Attempts != 3 || len(r.Selected) != 3 {
 		t.Fatalf("edge %+v selected %d", e, len(r.Selected))
 	}
@@ -229,12 +229,12 @@ func TestBuildWithAndRaises(t *testing.T) {
 		{"payment", "payment=1", false},
 		{"garbage=", "payment=1", true},
 	} {
-		got, err := RaisesRetries(p, deploy("shop", "order", tt.old, nil), deploy("shop", "order", tt.new, nil))
+		got, err := RaisesRetries(ForRetryPolicy(p), deploy("shop", "order", tt.old, nil), deploy("shop", "order", tt.new, nil))
 		if err != nil || got != tt.want {
 			t.Fatalf("%q -> %q: %v %v", tt.old, tt.new, got, err)
 		}
 	}
-	if _, err := RaisesRetries(p, incoming, deploy("shop", "order", "payment=0", nil)); err == nil {
+	if _, err := RaisesRetries(ForRetryPolicy(p), incoming, deploy("shop", "order", "payment=0", nil)); err == nil {
 		t.Fatal("invalid incoming accepted")
 	}
 }
@@ -269,10 +269,10 @@ func TestBuildJudgedDropsSiblingEdges(t *testing.T) {
 		selected  int
 		edgeCount int
 	}{
-		{"BuildWith merges the canary's edge", BuildWith(p, stored, incoming), "order", "payment", 3, true, 4, 4},
-		{"BuildJudged: incoming's own value", BuildJudged(p, stored, incoming), "order", "payment", 1, true, 4, 3},
-		{"BuildJudged: the canary's other upstream is gone", BuildJudged(p, stored, incoming), "order", "audit", 0, false, 4, 3},
-		{"BuildJudged: others keep their edges", BuildJudged(p, stored, incoming), "payment", "db", 2, true, 4, 3},
+		{"BuildWith merges the canary's edge", BuildWith(ForRetryPolicy(p), stored, incoming, nil), "order", "payment", 3, true, 4, 4},
+		{"BuildJudged: incoming's own value", BuildJudged(ForRetryPolicy(p), parseAll(stored), Parse(incoming), nil, nil), "order", "payment", 1, true, 4, 3},
+		{"BuildJudged: the canary's other upstream is gone", BuildJudged(ForRetryPolicy(p), parseAll(stored), Parse(incoming), nil, nil), "order", "audit", 0, false, 4, 3},
+		{"BuildJudged: others keep their edges", BuildJudged(ForRetryPolicy(p), parseAll(stored), Parse(incoming), nil, nil), "payment", "db", 2, true, 4, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, ok := tt.r.Graph.Edge(tt.from, tt.to)
@@ -325,22 +325,22 @@ func TestBuildParsedMatchesBuild(t *testing.T) {
 		}
 		return ps
 	}
-	want := Build(p, ws)
+	want := Build(ForRetryPolicy(p), ws, nil)
 	if len(want.Errors) != 2 || want.Graph.NumEdges() != 4 {
 		t.Fatalf("the fixture says little: errors %v, edges %v", want.Errors, want.Graph.Edges())
 	}
-	same("unsorted", BuildParsed(p, parse(ws), nil), want)
+	same("unsorted", BuildParsed(ForRetryPolicy(p), parse(ws), nil, nil), want)
 	sorted := parse(ws)
 	slices.SortFunc(sorted, compareParsed)
-	same("sorted", BuildParsed(p, sorted, nil), want)
+	same("sorted", BuildParsed(ForRetryPolicy(p), sorted, nil, nil), want)
 
 	incoming := deploy("shop", "order", "payment=4", nil)
 	before := slices.Clone(sorted)
-	same("judged", BuildJudgedParsed(p, sorted, Parse(incoming), nil), BuildJudged(p, ws, incoming))
+	same("judged", BuildJudged(ForRetryPolicy(p), sorted, Parse(incoming), nil, nil), BuildJudged(ForRetryPolicy(p), parseAll(ws), Parse(incoming), nil, nil))
 	if !slices.Equal(sorted, before) || sorted[slices.IndexFunc(sorted, func(x *Parsed) bool { return x.Key() == canary.Key() })].upstreams == nil {
 		t.Fatalf("BuildJudgedParsed changed the shared workloads")
 	}
-	j := BuildJudgedParsed(p, sorted, Parse(incoming), nil)
+	j := BuildJudged(ForRetryPolicy(p), sorted, Parse(incoming), nil, nil)
 	if e, _ := j.Graph.Edge("order", "payment"); e.Attempts != 4 {
 		t.Fatalf("judged order->payment = %+v, want the incoming 4 (the canary's 3 dropped)", e)
 	}
