@@ -19,13 +19,19 @@ var refTree = keep{"group": true, "kind": true, "namespace": true, "name": true}
 var specTrees = map[string]keep{
 	mesh.GroupIstio + "/VirtualService": {
 		"hosts": true, "gateways": true, "exportTo": true,
-		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true}}},
+		// route: an ingress Gateway's destinations (mesh/ingress.go); timeout and perTryTimeout:
+		// the time model (mesh/time.go). Without them the status counted bookinfo's ingress
+		// layer as none (12 where analyze and the gate say 36).
+		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true, "perTryTimeout": true},
+			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}}}},
 	},
 	mesh.GroupGateway + "/HTTPRoute":    routeTree,
 	mesh.GroupGateway + "/GRPCRoute":    routeTree,
 	mesh.GroupLinkerdPol + "/HTTPRoute": routeTree,
 	mesh.GroupEnvoyGateway + "/BackendTrafficPolicy": {
-		"targetRef": refTree, "targetRefs": []any{refTree}, "retry": keep{"numRetries": true},
+		"targetRef": refTree, "targetRefs": []any{refTree},
+		"retry":   keep{"numRetries": true, "perRetry": keep{"timeout": true, "backOff": true}},
+		"timeout": keep{"http": keep{"requestTimeout": true}},
 	},
 	mesh.GroupLinkerd + "/ServiceProfile": {},
 	mesh.GroupKuma + "/Mesh":              {"skipCreatingInitialPolicies": true},
@@ -47,7 +53,8 @@ var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry"
 
 var routeTree = keep{
 	"parentRefs": []any{refTree},
-	"rules":      []any{keep{"backendRefs": []any{refTree}, "retry": keep{"attempts": true}}},
+	"rules": []any{keep{"backendRefs": []any{refTree}, "retry": keep{"attempts": true, "backoff": true},
+		"timeouts": keep{"request": true, "backendRequest": true}}},
 }
 
 // Trim returns the object cut down to what internal/mesh reads: apiVersion, kind, name,

@@ -14,7 +14,6 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/analyze"
-	"github.com/retrycap/retrycap/internal/mesh/crds"
 	"github.com/retrycap/retrycap/internal/operator/operatortest"
 )
 
@@ -203,16 +202,13 @@ func analyzeInput(t *testing.T, docs string) analyze.PolicyReport {
 	return r.Policies[0]
 }
 
-func TestNewLayersStatusGateAnalyzeAgree(t *testing.T) {
-	paths, err := crds.All()
-	if err != nil {
-		t.Fatal(err)
-	}
+// newLayers is TestAgree's case of the layers added in #28 (namespace shop).
+func newLayers(t *testing.T, op *operatortest.Operator) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	op := operatortest.Start(t, paths...)
 	c, ctx := op.Client, op.Ctx
+	var err error
 
 	// analyze on the manifests.
 	before := analyzeInput(t, layersInput)
