@@ -194,6 +194,20 @@ type RetrySettings struct {
 	// +listType=set
 	// +optional
 	Methods []string `json:"methods,omitempty"`
+
+	// DedupUpstreams names upstreams, as the retrycap.dev/upstreams annotation names them
+	// ("payment", "ledger.billing"), whose app deduplicates requests by Idempotency-Key (it
+	// stores each key's result and answers a repeat with it). Toward them a key the entry proxy
+	// generated makes a POST or PATCH retryable too; toward any other upstream only a key the
+	// client sent does. The injector renders the proxy's --dedup-upstreams from it: the listed
+	// names among each selected pod's upstreams. Listing an upstream that does not deduplicate
+	// lets a keyless POST to it run more than once.
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	DedupUpstreams []string `json:"dedupUpstreams,omitempty"`
 }
 
 // Backoff is exponential backoff with full jitter.

@@ -28,3 +28,24 @@ func TestStormProtocolFlag(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), want)
 	}
 }
+
+// storm's time flags: -o takes text or json, --outage kill or hang; the short preset keeps an
+// explicit --max-time-to-answer, which may not exceed the user's timeout (3 s there). All bad
+// input (exit 2) named, before any process starts.
+func TestStormTimeFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"storm", "-o", "yaml"}, `-o "yaml": unknown, want text or json`},
+		{[]string{"storm", "--outage", "flood"}, `--outage "flood": unknown, want kill or hang`},
+		{[]string{"storm", "-o", "json", "--series"}, `--series prints text: not with -o json`},
+		{[]string{"storm", "--short", "--outage", "hang", "--max-time-to-answer", "7s"}, `storm: max time to answer 7s: want 1ms..the user timeout (3s)`},
+	} {
+		var stderr strings.Builder
+		code := Execute(c.args, strings.NewReader(""), io.Discard, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	o := storm.Defaults()
 	var short, noProgress, series bool
+	output := "text"
 	o.ChartPath = "storm.svg"
 	cmd := &cobra.Command{
 		Use:   "storm",
@@ -27,14 +28,16 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			"retrycap-proxy, under steady open-loop load. Payment (capacity-limited) is killed for a while and " +
 			"restored. Two arms run on the same load: naive (the declared attempts per hop, no jitter, no budget, " +
 			"no breaker) and retrycap (same attempts, chain cap, retry budget, breaker, jitter). It prints, per arm, " +
-			"requests at payment per failed user request, retries during the outage, time to recover and " +
-			"duplicated POST side effects, and writes an SVG chart of requests/s at payment.\n\n" +
+			"requests at payment per failed user request, retries during the outage, the user's wait for an answer " +
+			"during the outage (p50/p99), orphaned attempts (started at a tier after the user stopped waiting), " +
+			"time to recover and duplicated POST side effects, and writes an SVG chart of requests/s at payment.\n\n" +
 			"Presets: " + scenarioHelp() + ".\n\n" +
 			"It runs retrycap-proxy: --proxy-binary, else one next to this executable or on PATH, else this " +
 			"executable acting as the proxy.\n\n" +
 			"Exit status: 0 when the retrycap arm meets every target (requests at payment per failed user " +
 			"request <= cap, retries during the outage >= 94 % fewer, recovery >= 10x faster, no duplicated " +
-			"POST side effect), 1 when one is missed, 2 on bad flags or when the lab cannot run.",
+			"POST side effect, the user's wait p99 within its max time to answer, no orphaned attempt), " +
+			"1 when one is missed, 2 on bad flags or when the lab cannot run.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if short {
@@ -50,6 +53,8 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 					{"rps", func() { s.RPS = o.RPS }},
 					{"capacity", func() { s.Capacity = o.Capacity }},
 					{"user-timeout", func() { s.UserTimeout = o.UserTimeout }},
+					{"max-time-to-answer", func() { s.MaxTimeToAnswer = o.MaxTimeToAnswer }},
+					{"outage", func() { s.Outage = o.Outage }},
 				} {
 					if cmd.Flags().Changed(f.name) {
 						f.set()
@@ -61,8 +66,17 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if _, ok := storm.Scenarios[o.Scenario]; !ok {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--scenario %q: unknown, want one of %s", o.Scenario, strings.Join(storm.ScenarioNames(), ", "))}
 			}
+			if o.Outage != storm.OutageKill && o.Outage != storm.OutageHang {
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--outage %q: unknown, want %s or %s", o.Outage, storm.OutageKill, storm.OutageHang)}
+			}
 			if o.Protocol != storm.ProtocolHTTP && o.Protocol != storm.ProtocolGRPC {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--protocol %q: unknown, want %s or %s", o.Protocol, storm.ProtocolHTTP, storm.ProtocolGRPC)}
+			}
+			if output != "text" && output != "json" {
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("-o %q: unknown, want text or json", output)}
+			}
+			if output == "json" && series {
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: "--series prints text: not with -o json"}
 			}
 			o.Out = stderr
 			if f, ok := stderr.(*os.File); ok && !noProgress && isatty.IsTerminal(f.Fd()) {
@@ -74,7 +88,11 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: err.Error()}
 			}
-			if err := res.WriteSummary(stdout); err != nil {
+			write := res.WriteSummary
+			if output == "json" {
+				write = res.WriteJSON
+			}
+			if err := write(stdout); err != nil {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: err.Error()}
 			}
 			if series {
@@ -100,10 +118,13 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&o.Protocol, "protocol", storm.ProtocolHTTP, "the chain's protocol: http, or grpc (every hop a gRPC call, the apps reaching their proxies through HTTPS_PROXY)")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "load per arm")
 	f.DurationVar(&o.OutageStart, "outage-start", o.OutageStart, "when payment is killed, after the load began")
+	f.StringVar(&o.Outage, "outage", storm.OutageKill, "how payment goes down: kill (connections refused) or hang (requests read, none answered: the callers' timeouts add up)")
 	f.DurationVar(&o.OutageLength, "outage-length", o.OutageLength, "how long payment stays down")
 	f.IntVar(&o.RPS, "rps", o.RPS, "user requests per second (open loop)")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "payment's capacity, requests per second")
 	f.DurationVar(&o.UserTimeout, "user-timeout", o.UserTimeout, "how long the edge client waits for one user request, its retries included")
+	f.DurationVar(&o.MaxTimeToAnswer, "max-time-to-answer", 0, "the retrycap arm's entrypoint maxTimeToAnswer (its entry proxy's --max-time-to-answer), at most --user-timeout; 0: a tenth under --user-timeout")
+	f.StringVarP(&output, "output", "o", output, "text (the summary) or json (the same figures, durations as Go duration strings)")
 	f.StringVar(&o.ProxyBinary, "proxy-binary", "", "retrycap-proxy to run (default: retrycap-proxy next to this executable, else on PATH, else this executable acting as the proxy)")
 	f.StringVar(&o.ChartPath, "chart", o.ChartPath, "SVG chart of requests/s at payment; empty for none")
 	f.StringVar(&o.AccessLogDir, "access-logs", "", "directory for the proxies' access logs (ARM/SERVICE.log, read by retrycap observe); empty: a temporary one, removed after the run")

@@ -81,16 +81,23 @@ func TestProxyAcceptsRenderedArgs(t *testing.T) {
 					want[k] = v
 				}
 			}
-			// Upstreams as the proxy resolves them: attempts defaulted, calls default 1.
+			// Upstreams as the proxy resolves them: attempts defaulted, the per-try timeout when
+			// given (the proxy honours it), calls default 1.
 			ups, err := annotations.ParseUpstreams(d.Pod.Annotations[annotations.Upstreams])
 			if err != nil {
 				t.Fatal(err)
 			}
 			var resolved []string
 			for _, u := range ups {
-				resolved = append(resolved, fmt.Sprintf("%s=%d*%d", u.Name, orInt(u.Attempts, s.DefaultAttempts), orInt(u.Calls, 1)))
+				timeout := ""
+				if u.PerTryTimeout > 0 {
+					timeout = "/" + u.PerTryTimeout.String()
+				}
+				resolved = append(resolved, fmt.Sprintf("%s=%d%s*%d", u.Name, orInt(u.Attempts, s.DefaultAttempts), timeout, orInt(u.Calls, 1)))
 			}
 			want["upstreams"] = strings.Join(resolved, ",")
+			want["max-time-to-answer"] = s.MaxTimeToAnswer.String()
+			want["dedup-upstreams"] = dedupAmong(ups, s.DedupUpstreams)
 			for k, v := range want {
 				if effective[k] != v {
 					t.Errorf("effective %s = %q, want %q (output:\n%s)", k, effective[k], v, stdout.String())

@@ -80,7 +80,24 @@ func SidecarArgs(service string, ups []annotations.Upstream, entrypoint bool, s 
 	if s.AccessLog != "" {
 		a.AccessLog = s.AccessLog
 	}
+	a.MaxTimeToAnswer = s.MaxTimeToAnswer
+	a.DedupUpstreams = dedupAmong(ups, s.DedupUpstreams)
 	return a
+}
+
+// dedupAmong is the proxy's --dedup-upstreams: the pod's upstreams that the policy's
+// dedupUpstreams names, compared as written (any case), as the proxy compares --dedup-upstreams
+// with --upstreams: the policy names an upstream as the annotations do ("payment",
+// "ledger.billing"). In the pod's upstreams' order, comma-separated; "" for none. A name the pod
+// does not call is left out (the proxy refuses a name --upstreams does not list).
+func dedupAmong(ups []annotations.Upstream, dedup []string) string {
+	var out []string
+	for _, u := range ups {
+		if slices.ContainsFunc(dedup, func(d string) bool { return strings.EqualFold(d, u.Name) }) {
+			out = append(out, u.Name)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+	"github.com/retrycap/retrycap/internal/annotations"
+	proxypolicy "github.com/retrycap/retrycap/internal/proxy/policy"
 	"github.com/retrycap/retrycap/internal/sidecar"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -33,6 +35,12 @@ type Settings struct {
 	BreakerOpenFor     time.Duration
 	// AccessLog is the proxy's --access-log (sidecar.AccessLogOff or sidecar.AccessLogStdout).
 	AccessLog string
+	// MaxTimeToAnswer is spec.maxTimeToAnswer (0: none), the proxy's --max-time-to-answer.
+	MaxTimeToAnswer time.Duration
+	// DedupUpstreams is spec.retry.dedupUpstreams: upstream names whose app deduplicates by
+	// Idempotency-Key. The proxy's --dedup-upstreams is the listed names among a pod's
+	// upstreams (SidecarArgs).
+	DedupUpstreams []string
 }
 
 // SettingsFor applies the CRD defaults (api/v1alpha1/defaults; the API server applies them to
@@ -59,6 +67,8 @@ func SettingsFor(p *workload.Policy) (Settings, error) {
 		BreakerWindow:      durOr(spec.CircuitBreaker.Window, defaults.BreakerWindow),
 		BreakerOpenFor:     durOr(spec.CircuitBreaker.OpenFor, defaults.BreakerOpenFor),
 		AccessLog:          sidecar.AccessLogOff,
+		MaxTimeToAnswer:    durOr(spec.MaxTimeToAnswer, 0),
+		DedupUpstreams:     slices.Clone(spec.Retry.DedupUpstreams),
 	}
 	bad := func(field string, value any, why string) error {
 		return fmt.Errorf("%s: %s %v: %s", ref, field, value, why)
@@ -102,6 +112,21 @@ func SettingsFor(p *workload.Policy) (Settings, error) {
 	for _, m := range s.Methods {
 		if strings.ContainsAny(m, ", ") || m == "" {
 			return s, bad("spec.retry.methods", strconv.Quote(m), "is not an HTTP method")
+		}
+	}
+	// The proxy's bounds on --max-time-to-answer are 1ms..24h (its deadline's unit and
+	// policy.MaxDeadline). Below a millisecond every call would be answered 504 at once: refused,
+	// naming the value. Above a day (the API allows it, for the static check) a run-time deadline
+	// is none in practice, as a Retrycap-Deadline over a day counts as absent: not rendered.
+	if d := s.MaxTimeToAnswer; d < 0 || (d > 0 && d < time.Millisecond) {
+		return s, bad("spec.maxTimeToAnswer", d, "must be at least 1ms for the proxy's deadline")
+	}
+	if s.MaxTimeToAnswer > proxypolicy.MaxDeadline {
+		s.MaxTimeToAnswer = 0
+	}
+	for _, u := range s.DedupUpstreams {
+		if r := annotations.ValidateHost(u); r != "" {
+			return s, bad("spec.retry.dedupUpstreams", strconv.Quote(u), "is not an upstream name: "+r)
 		}
 	}
 	return s, nil

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/sidecar"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -79,6 +80,9 @@ func TestSettingsFor(t *testing.T) {
 		{"retry-on with a comma", func(s *v1alpha1.RetryPolicySpec) { s.Retry.RetryOn = []string{"502,503"} }, `RetryPolicy shop/checkout: spec.retry.retryOn "502,503": is not a failure name or status code`},
 		{"empty method", func(s *v1alpha1.RetryPolicySpec) { s.Retry.Methods = []string{""} }, `RetryPolicy shop/checkout: spec.retry.methods "": is not an HTTP method`},
 		{"access log", func(s *v1alpha1.RetryPolicySpec) { s.Observability.AccessLog = "/var/log/a" }, `RetryPolicy shop/checkout: spec.observability.accessLog "/var/log/a": must be Off or Stdout`},
+		{"time to answer below 1ms", func(s *v1alpha1.RetryPolicySpec) { s.MaxTimeToAnswer = d(500 * time.Microsecond) }, "RetryPolicy shop/checkout: spec.maxTimeToAnswer 500µs: must be at least 1ms for the proxy's deadline"},
+		{"dedup name", func(s *v1alpha1.RetryPolicySpec) { s.Retry.DedupUpstreams = []string{"payment", "Ledger"} },
+			`RetryPolicy shop/checkout: spec.retry.dedupUpstreams "Ledger": is not an upstream name: "Ledger" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed`},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +91,43 @@ func TestSettingsFor(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// spec.maxTimeToAnswer renders --max-time-to-answer (nothing when unset), and
+// spec.retry.dedupUpstreams --dedup-upstreams with the listed names among the pod's upstreams, in
+// the pod's order (nothing when none of them is listed: the proxy refuses a name it does not call).
+func TestRenderTimeAndDedup(t *testing.T) {
+	ups := []annotations.Upstream{{Name: "order", Attempts: 3, PerTryTimeout: 1500 * time.Millisecond}, {Name: "payment", Attempts: 2}, {Name: "ledger.billing"}}
+	for _, tc := range []struct {
+		name  string
+		mtta  *metav1.Duration
+		dedup []string
+		want  []string
+	}{
+		{"unset", nil, nil, nil},
+		{"time", &metav1.Duration{Duration: 4 * time.Second}, nil, []string{"--max-time-to-answer=4s"}},
+		{"dedup in the pod's order", nil, []string{"ledger.billing", "payment", "inventory"}, []string{"--dedup-upstreams=payment,ledger.billing"}},
+		{"dedup of none the pod calls", nil, []string{"inventory"}, nil},
+		{"both", &metav1.Duration{Duration: 1500 * time.Millisecond}, []string{"order"}, []string{"--dedup-upstreams=order", "--max-time-to-answer=1.5s"}},
+		{"a day: the proxy's bound", &metav1.Duration{Duration: 24 * time.Hour}, nil, []string{"--max-time-to-answer=24h"}},
+		{"over a day: none at run time", &metav1.Duration{Duration: 48 * time.Hour}, nil, nil},
+	} {
+		p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4, MaxTimeToAnswer: tc.mtta}}
+		p.Spec.Retry.DedupUpstreams = tc.dedup
+		s, err := settingsOf(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range ProxyArgs("gateway", ups, false, s) {
+			if strings.HasPrefix(a, "--max-time-to-answer") || strings.HasPrefix(a, "--dedup-upstreams") {
+				got = append(got, a)
+			}
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: rendered %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -51,6 +51,10 @@ type Config struct {
 	// no answer): the app's own retries, under whatever a proxy does. Only a GET, or a request
 	// with an Idempotency-Key, is tried again. Default 1.
 	Attempts int
+	// OnRequest, if set, is called with each inbound request (the admin paths excepted) as it
+	// arrives, before anything else: the storm lab records when each tier really received each
+	// user request.
+	OnRequest func(*http.Request)
 }
 
 // Stats are an app's counters since start (or the last ResetStats).
@@ -171,6 +175,9 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "received %d\nok %d\nfailed %d\nrejected %d\nposts %d\nduplicate_posts %d\nmax_budget %d\n",
 			s.Received, s.OK, s.Failed, s.Rejected, s.Posts, s.DuplicatePost, s.MaxBudgetSeen)
 		return
+	}
+	if a.cfg.OnRequest != nil {
+		a.cfg.OnRequest(r)
 	}
 	a.received.Add(1)
 	_, _ = io.Copy(io.Discard, r.Body)

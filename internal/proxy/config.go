@@ -188,6 +188,10 @@ func (c *Config) attemptsFor(u policy.Upstream) int {
 func (c *Config) Describe(w io.Writer) {
 	ups := make([]string, 0, len(c.Upstreams))
 	for _, u := range c.Upstreams {
+		if u.PerTryTimeout > 0 {
+			ups = append(ups, fmt.Sprintf("%s=%d/%s*%d", u.Name, c.attemptsFor(u), u.PerTryTimeout, u.Calls))
+			continue
+		}
 		ups = append(ups, fmt.Sprintf("%s=%d*%d", u.Name, c.attemptsFor(u), u.Calls))
 	}
 	res := make([]string, 0, len(c.Resolve))

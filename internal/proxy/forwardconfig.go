@@ -7,7 +7,7 @@ import "github.com/retrycap/retrycap/internal/proxy/forward"
 func forwardConfig(c *Config) *forward.Config {
 	ups := make([]forward.UpstreamConfig, 0, len(c.Upstreams))
 	for _, u := range c.Upstreams {
-		ups = append(ups, forward.UpstreamConfig{Name: u.Name, Attempts: c.attemptsFor(u), Dedup: u.Dedup})
+		ups = append(ups, forward.UpstreamConfig{Name: u.Name, Attempts: c.attemptsFor(u), Dedup: u.Dedup, PerTryTimeout: u.PerTryTimeout})
 	}
 	return &forward.Config{
 		Upstreams:          ups,

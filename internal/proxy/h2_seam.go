@@ -33,7 +33,7 @@ func (p *Proxy) initH2() error {
 	f := p.fw
 	ups := make(map[*forward.Upstream]*h2.Upstream, len(f.Upstreams))
 	for _, u := range f.Upstreams {
-		ups[u] = &h2.Upstream{Name: u.Name, Attempts: u.Attempts, Addr: u.Resolved, Budget: u.Budget, Breaker: u.Breaker, Dedup: u.Dedup}
+		ups[u] = &h2.Upstream{Name: u.Name, Attempts: u.Attempts, Addr: u.Resolved, Budget: u.Budget, Breaker: u.Breaker, Dedup: u.Dedup, PerTryTimeout: u.PerTry}
 	}
 	perTry := f.Cfg.PerTryTimeout
 	h, err := h2.New(h2.Config{
@@ -43,13 +43,15 @@ func (p *Proxy) initH2() error {
 			}
 			return nil
 		},
-		IsSelf:         func(hostPort string) bool { return f.IsSelf([]byte(hostPort)) },
-		ChainCap:       f.Cfg.ChainCap,
-		PerTryTimeout:  perTry,
-		Policy:         f.Policy(),
-		RetryMethods:   f.Cfg.RetryMethods,
-		MaxReplayBytes: f.Cfg.MaxReplayBytes,
-		Resolve:        f.ResolveAddr,
+		IsSelf:        func(hostPort string) bool { return f.IsSelf([]byte(hostPort)) },
+		ChainCap:      f.Cfg.ChainCap,
+		PerTryTimeout: perTry,
+		// The entry's bound on a call's deadline, as on the HTTP/1.1 path.
+		MaxTimeToAnswer: f.Cfg.MaxTimeToAnswer,
+		Policy:          f.Policy(),
+		RetryMethods:    f.Cfg.RetryMethods,
+		MaxReplayBytes:  f.Cfg.MaxReplayBytes,
+		Resolve:         f.ResolveAddr,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			d := net.Dialer{Timeout: perTry}
 			return d.DialContext(ctx, network, addr)

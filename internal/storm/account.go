@@ -35,6 +35,12 @@ type UserRequest struct {
 	Done     time.Duration // when the edge client had its final answer (or gave up)
 	OK       bool          // the final answer was 2xx
 	Attempts int           // attempts the edge client made (its own retries included)
+	// GaveUp: the edge client gave up at its UserTimeout without a final answer (Done is then
+	// Sent + UserTimeout, give or take the scheduler).
+	GaveUp bool
+	// Op is the user operation id (the baggage member storm-op every attempt of it carries),
+	// which joins the tiers' access-log lines to it.
+	Op string
 }
 
 // Timeline is when the fault happened, relative to the start of the load.
@@ -104,6 +110,12 @@ type ArmResult struct {
 	// per second of load; NaN for a second in which nothing was sent.
 	SuccessRate []float64
 
+	// Wait is the user's wait for an answer, for the user requests sent during the outage.
+	Wait Wait
+	// Orphans are the attempts the tiers received after their user request's client had
+	// stopped waiting, from what the tiers recorded (nil when not measured).
+	Orphans *Orphans
+
 	// Observed is what `retrycap observe` says of the arm's access logs.
 	Observed *observe.Report
 }
@@ -129,6 +141,7 @@ func Compute(arm string, users []UserRequest, samples []Sample, tl Timeline, cri
 	seconds := int(math.Ceil(tl.LoadEnd.Seconds()))
 	r.PaymentRate = Rates(samples, time.Second, seconds, paymentOf)
 	r.SuccessRate = SuccessRates(sorted, time.Second, seconds)
+	r.Wait = WaitOf(sorted, tl.OutageStart, tl.Restore)
 	return r
 }
 
@@ -308,11 +321,111 @@ type Target struct {
 	Met  bool
 }
 
+// Wait is the user's wait for an answer (a user request's start to its final answer, success
+// or error, or to the edge client giving up at its timeout) over the user requests sent in a
+// window, by an exact sort: the lab has thousands of them, not millions.
+type Wait struct {
+	// N is how many user requests were sent in the window; GaveUp how many of them the edge
+	// client gave up on at its timeout, without an answer (the spinner to the end).
+	N, GaveUp int
+	// P50 and P99 are nearest-rank percentiles (the smallest wait at least q of the requests
+	// did not exceed); Max the longest wait. All 0 when N is 0.
+	P50, P99, Max time.Duration
+}
+
+// WaitOf is the wait of the user requests (sorted by Sent) sent in [from, to).
+func WaitOf(users []UserRequest, from, to time.Duration) Wait {
+	var w Wait
+	var waits []time.Duration
+	i := sort.Search(len(users), func(i int) bool { return users[i].Sent >= from })
+	for ; i < len(users) && users[i].Sent < to; i++ {
+		waits = append(waits, users[i].Done-users[i].Sent)
+		if users[i].GaveUp {
+			w.GaveUp++
+		}
+	}
+	w.N = len(waits)
+	if w.N == 0 {
+		return w
+	}
+	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+	w.P50, w.P99, w.Max = nearestRank(waits, 50), nearestRank(waits, 99), waits[w.N-1]
+	return w
+}
+
+// nearestRank is the p-th percentile of sorted (not empty): the value at rank ceil(p/100 x n).
+func nearestRank(sorted []time.Duration, p int) time.Duration {
+	return sorted[(len(sorted)*p+99)/100-1]
+}
+
+// TierAttempt is one attempt a proxy of the chain started toward a tier (the entry proxy's
+// toward gateway, the gateway proxy's toward order, the order proxy's toward payment), read
+// from the proxy's access log.
+type TierAttempt struct {
+	Tier string        // the service the attempt went to
+	Op   string        // the user operation id it carried (storm-op), "" when none
+	At   time.Duration // when the proxy started it, after the arm's load began
+}
+
+// Orphans are the attempts started at a tier after the user request they served had stopped
+// waiting: after its client gave up at its timeout, or after it had its final answer (an error
+// the entry proxy answered while a tier below still worked on the call). Nobody reads what
+// such an attempt brings back; it only loads the tiers below.
+type Orphans struct {
+	// Attempts is how many were orphaned, ByTier the same per tier (every tier of the chain
+	// listed, 0 included) and Users how many user requests had at least one.
+	Attempts int
+	ByTier   map[string]int
+	Users    int
+	// Checked is how many attempts were matched to a user request and judged; Unmatched how
+	// many carried no operation id, or one of no user request (0 in the lab: every attempt
+	// carries its user request's storm-op).
+	Checked, Unmatched int
+}
+
+// OrphanedAttempts judges each tier attempt against its user request (joined by Op): it is
+// orphaned when it started after the request stopped waiting, at the earlier of its final
+// answer (Done) and its client's give-up (Sent + userTimeout). tiers are the chain's tiers,
+// listed in ByTier even when none of their attempts was orphaned.
+func OrphanedAttempts(users []UserRequest, attempts []TierAttempt, userTimeout time.Duration, tiers []string) Orphans {
+	stopped := make(map[string]time.Duration, len(users))
+	for _, u := range users {
+		stopped[u.Op] = min(u.Done, u.Sent+userTimeout)
+	}
+	o := Orphans{ByTier: make(map[string]int, len(tiers))}
+	for _, t := range tiers {
+		o.ByTier[t] = 0
+	}
+	orphanedUsers := map[string]bool{}
+	for _, a := range attempts {
+		end, ok := stopped[a.Op]
+		if a.Op == "" || !ok {
+			o.Unmatched++
+			continue
+		}
+		o.Checked++
+		if a.At > end {
+			o.Attempts++
+			o.ByTier[a.Tier]++
+			orphanedUsers[a.Op] = true
+		}
+	}
+	o.Users = len(orphanedUsers)
+	return o
+}
+
+// waitSlack is what the lab allows between the entry proxy's deadline and the edge client
+// reading its answer: the answer's write, the client's read and their scheduling on a shared,
+// busy machine (the target and the lab test state it; the proxy answers at its deadline).
+const waitSlack = 250 * time.Millisecond
+
 // Judge checks the retrycap arm against the targets: requests at payment
 // per failed user request at most the chain cap; retries during the outage
 // at least 94 % fewer; recovery at least 10x faster; no duplicated POST side
-// effects.
-func Judge(naive, rc ArmResult, chainCap int, step time.Duration) []Target {
+// effects; the user's wait during the outage at p99 within maxTime (the entry
+// proxy's --max-time-to-answer) plus waitSlack; no orphaned attempt, with
+// attempts checked.
+func Judge(naive, rc ArmResult, chainCap int, step, maxTime time.Duration) []Target {
 	var ts []Target
 	ts = append(ts, Target{
 		Name: "requests at payment per failed user request",
@@ -342,7 +455,36 @@ func Judge(naive, rc ArmResult, chainCap int, step time.Duration) []Target {
 		Got:  fmt.Sprintf("%d (naive %d)", rc.Duplicates, naive.Duplicates),
 		Met:  rc.Duplicates == 0,
 	})
+	ts = append(ts, Target{
+		Name: "user's wait during the outage, p99",
+		Want: fmt.Sprintf("<= %s (max time to answer %s + %s)", FormatWait(maxTime+waitSlack), FormatWait(maxTime), FormatWait(waitSlack)),
+		Got:  fmt.Sprintf("%s (naive %s)", FormatWait(rc.Wait.P99), FormatWait(naive.Wait.P99)),
+		Met:  rc.Wait.N > 0 && rc.Wait.P99 <= maxTime+waitSlack,
+	})
+	got = "not measured"
+	met := false
+	if rc.Orphans != nil {
+		got = fmt.Sprintf("%d of %d attempts checked", rc.Orphans.Attempts, rc.Orphans.Checked)
+		if naive.Orphans != nil {
+			got += fmt.Sprintf(" (naive %d of %d)", naive.Orphans.Attempts, naive.Orphans.Checked)
+		}
+		met = rc.Orphans.Checked > 0 && rc.Orphans.Attempts == 0
+	}
+	ts = append(ts, Target{Name: "orphaned attempts (started after the user stopped waiting)", Want: "0", Got: got, Met: met})
 	return ts
+}
+
+// FormatWait renders a wait: from a second on in seconds with two decimals ("5.40 s"), below
+// in milliseconds ("340 ms", "0.7 ms" under 10 ms): the lab's waits span a fraction of a
+// millisecond (a call failed fast) to its user timeout.
+func FormatWait(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 }
 
 // FormatRecovery renders a Recovery for the summary.

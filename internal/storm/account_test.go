@@ -173,8 +173,9 @@ func TestPerFailedSteady(t *testing.T) {
 
 func TestComputeAndJudge(t *testing.T) {
 	tl := Timeline{OutageStart: 5 * time.Second, Restore: 15 * time.Second, LoadEnd: 30 * time.Second}
-	naiveUsers := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.LoadEnd, 0))
-	rcUsers := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.Restore+time.Second, 0))
+	// A naive failure takes 3 s (the user's timeout), a retrycap one 200 ms.
+	naiveUsers := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.LoadEnd, 3*time.Second))
+	rcUsers := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.Restore+time.Second, 200*ms))
 	// Payment requests: 10/s before, naive 270/s from the outage on; retrycap 2/s in the outage.
 	naiveS := samplesOf(0, 0, 5, 50, 15, 2750, 30, 6800)
 	rcS := samplesOf(0, 0, 5, 50, 15, 70, 30, 220)
@@ -190,29 +191,64 @@ func TestComputeAndJudge(t *testing.T) {
 	if n.Recovery != (Recovery{Observed: 15 * time.Second, LowerBound: 12 * time.Second}) {
 		t.Fatalf("naive recovery %+v", n.Recovery)
 	}
-	if c.FailedInOutage != 100 || c.PaymentPerFailed != 0.2 || c.Recovery != (Recovery{Recovered: true, After: time.Second, Observed: 15 * time.Second}) {
+	if c.FailedInOutage != 100 || math.Abs(c.PaymentPerFailed-0.2) > 1e-9 || c.Recovery != (Recovery{Recovered: true, After: time.Second, Observed: 15 * time.Second}) {
 		t.Fatalf("retrycap: %+v", c)
 	}
+	if n.Settle != 3*time.Second || c.Settle != 200*ms {
+		t.Fatalf("settle: naive %s, retrycap %s", n.Settle, c.Settle)
+	}
+	if n.Wait != (Wait{N: 100, P50: 3 * time.Second, P99: 3 * time.Second, Max: 3 * time.Second}) ||
+		c.Wait != (Wait{N: 100, P50: 200 * ms, P99: 200 * ms, Max: 200 * ms}) {
+		t.Fatalf("waits: naive %+v, retrycap %+v", n.Wait, c.Wait)
+	}
+	n.Orphans = &Orphans{Attempts: 1200, Checked: 6800}
+	c.Orphans = &Orphans{Checked: 500}
 	if len(n.PaymentRate) != 30 || n.PaymentRate[0] != 10 || n.PaymentRate[10] != 270 || len(n.SuccessRate) != 30 || n.SuccessRate[4] != 1 || n.SuccessRate[5] != 0 {
 		t.Fatalf("series: %v %v", n.PaymentRate, n.SuccessRate)
 	}
-	ts := Judge(n, c, 4, DefaultRecovery.Step)
+	ts := Judge(n, c, 4, DefaultRecovery.Step, 5400*ms)
 	want := []Target{
 		{"requests at payment per failed user request", "<= cap 4", "0.20 (naive 27.00)", true},
 		{"retries during the outage", ">= 94 % fewer", "99.9 % fewer (2 vs 2600)", true},
 		{"time to recover", ">= 10x shorter", ">= 12.0x", true},
 		{"duplicated POST side effects", "0", "0 (naive 0)", true},
+		{"user's wait during the outage, p99", "<= 5.65 s (max time to answer 5.40 s + 250 ms)", "200 ms (naive 3.00 s)", true},
+		{"orphaned attempts (started after the user stopped waiting)", "0", "0 of 500 attempts checked (naive 1200 of 6800)", true},
 	}
 	if !reflect.DeepEqual(ts, want) {
 		t.Fatalf("targets:\n%+v\nwant\n%+v", ts, want)
 	}
 	c.Duplicates, c.Recovery.After = 1, 2*time.Second
-	ts = Judge(n, c, 4, DefaultRecovery.Step)
-	if ts[2].Met || ts[2].Got != ">= 6.0x" || ts[3].Met {
+	c.Wait.P99, c.Orphans = 5651*ms, &Orphans{Attempts: 1, Checked: 500}
+	ts = Judge(n, c, 4, DefaultRecovery.Step, 5400*ms)
+	if ts[2].Met || ts[2].Got != ">= 6.0x" || ts[3].Met || ts[4].Met || ts[4].Got != "5.65 s (naive 3.00 s)" ||
+		ts[5].Met || ts[5].Got != "1 of 500 attempts checked (naive 1200 of 6800)" {
 		t.Fatalf("missed targets: %+v", ts)
+	}
+	// Nothing checked is no pass: no attempt joined, or no logs read; no user request in the
+	// outage is no wait measured.
+	c.Orphans, c.Wait = &Orphans{}, Wait{}
+	if ts = Judge(n, c, 4, DefaultRecovery.Step, 5400*ms); ts[4].Met || ts[5].Met || ts[5].Got != "0 of 0 attempts checked (naive 1200 of 6800)" {
+		t.Fatalf("nothing checked: %+v", ts[4:])
+	}
+	c.Orphans = nil
+	if ts = Judge(n, c, 4, DefaultRecovery.Step, 5400*ms); ts[5].Met || ts[5].Got != "not measured" {
+		t.Fatalf("not measured: %+v", ts[5])
 	}
 	if s := FormatRecovery(n.Recovery); s != "did not recover within 15.0 s (> 12.0 s)" {
 		t.Fatalf("FormatRecovery: %q", s)
+	}
+}
+
+func TestFormatWait(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{{0, "0.0 ms"}, {694 * time.Microsecond, "0.7 ms"}, {9949 * time.Microsecond, "9.9 ms"}, {10 * ms, "10 ms"}, {339600 * time.Microsecond, "340 ms"},
+		{999 * ms, "999 ms"}, {time.Second, "1.00 s"}, {5363 * ms, "5.36 s"}} {
+		if got := FormatWait(c.d); got != c.want {
+			t.Errorf("FormatWait(%s) = %q, want %q", c.d, got, c.want)
+		}
 	}
 }
 
@@ -270,16 +306,16 @@ func TestLoadMixAndProxyArgs(t *testing.T) {
 	if u := loadMix(9, s18); u.key != "" || u.method != "POST" {
 		t.Fatalf("incident18 POST without key: %+v", u)
 	}
-	naive := strings.Join(proxyArgs(s27, ArmNaive, 2), " ")
+	naive := strings.Join(proxyArgs(s27, ArmNaive, 2, 5400*ms), " ")
 	if naive != "--service order --upstreams payment=3 --per-try-timeout 500ms --backoff-base 100ms --backoff-max 2s "+
 		"--chain-cap 0 --backoff-jitter=false --budget-percent 100 --budget-min-per-second 1000000 --breaker-failures 0 "+
 		"--retry-methods GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH" {
 		t.Fatalf("naive order proxy: %s", naive)
 	}
-	rc := strings.Join(proxyArgs(s18, ArmRetrycap, 0), " ")
+	rc := strings.Join(proxyArgs(s18, ArmRetrycap, 0, 2700*ms), " ")
 	if rc != "--service client --upstreams gateway=1 --per-try-timeout 4s --backoff-base 100ms --backoff-max 2s "+
 		"--chain-cap 3 --backoff-jitter=true --budget-percent 20 --budget-min-per-second 10 --budget-window 10s "+
-		"--breaker-failures 50 --breaker-window 10s --breaker-open-for 500ms --entrypoint" {
+		"--breaker-failures 50 --breaker-window 10s --breaker-open-for 500ms --entrypoint --max-time-to-answer 2.7s" {
 		t.Fatalf("retrycap entry proxy: %s", rc)
 	}
 }
@@ -310,8 +346,11 @@ func TestOptionsValidation(t *testing.T) {
 	if o, sc, err := (Options{}).withDefaults(); err != nil || o.Duration != 45*time.Second || sc.Name != "storm27" || o.workers() != 5 || o.queue() != 100 {
 		t.Fatalf("defaults: %+v %v", o, err)
 	}
-	if _, _, err := Short().withDefaults(); err != nil {
-		t.Fatal(err)
+	if o, _, err := Short().withDefaults(); err != nil || o.MaxTimeToAnswer != 2700*ms {
+		t.Fatalf("short: max time to answer %s, %v; want 2.7s (a tenth under the user's 3s)", o.MaxTimeToAnswer, err)
+	}
+	if o, _, _ := (Options{}).withDefaults(); o.MaxTimeToAnswer != 5400*ms {
+		t.Fatalf("default max time to answer %s, want 5.4s", o.MaxTimeToAnswer)
 	}
 	cases := []struct {
 		o    Options
@@ -321,11 +360,84 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{RPS: -1}, "storm: rps -1: want 1..2000"},
 		{Options{Capacity: 5}, "storm: capacity 5 req/s x work 50ms = 0.25 workers: want at least 1"},
 		{Options{Duration: 17 * time.Second}, "storm: duration 17s: must leave at least 3s after the outage (5s + 10s) to judge recovery"},
+		{Options{Outage: "flood"}, `storm: outage "flood": unknown, want kill or hang`},
+		{Options{MaxTimeToAnswer: 7 * time.Second}, "storm: max time to answer 7s: want 1ms..the user timeout (6s)"},
+		{Options{MaxTimeToAnswer: -time.Second}, "storm: max time to answer -1s: want 1ms..the user timeout (6s)"},
 		{Options{OutageLength: -time.Second}, "storm: durations must be positive (duration 45s, outage start 5s, outage length -1s, user timeout 6s)"},
 	}
 	for _, c := range cases {
 		if _, _, err := c.o.withDefaults(); err == nil || err.Error() != c.want {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
 		}
+	}
+}
+
+func TestWaitOf(t *testing.T) {
+	// Ten user requests sent in the window [1 s, 2 s), waits 10, 20, ..., 100 ms, the last two
+	// given up; one before and one after the window, which do not count.
+	us := []UserRequest{{Sent: 500 * ms, Done: 9 * time.Second}}
+	for i := 1; i <= 10; i++ {
+		sent := time.Second + time.Duration(i)*50*ms
+		us = append(us, UserRequest{Sent: sent, Done: sent + time.Duration(11-i)*10*ms, GaveUp: i <= 2})
+	}
+	us = append(us, UserRequest{Sent: 2 * time.Second, Done: 20 * time.Second})
+	cases := []struct {
+		name     string
+		users    []UserRequest
+		from, to time.Duration
+		want     Wait
+	}{
+		// Nearest rank: p50 is the 5th of 10 (50 ms), p99 the 10th (100 ms).
+		{"ten", us, time.Second, 2 * time.Second, Wait{N: 10, GaveUp: 2, P50: 50 * ms, P99: 100 * ms, Max: 100 * ms}},
+		// All twelve: p50 the 6th (60 ms), p99 the 12th (18 s).
+		{"all", us, 0, time.Minute, Wait{N: 12, GaveUp: 2, P50: 60 * ms, P99: 18 * time.Second, Max: 18 * time.Second}},
+		{"one", us[:1], 0, time.Second, Wait{N: 1, P50: 8500 * ms, P99: 8500 * ms, Max: 8500 * ms}},
+		{"none", us, 30 * time.Second, time.Minute, Wait{}},
+	}
+	for _, c := range cases {
+		if got := WaitOf(c.users, c.from, c.to); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	// 200 waits of 1..200 ms: p50 is the 100th (100 ms), p99 the 198th.
+	var many []UserRequest
+	for i := 200; i >= 1; i-- {
+		many = append(many, UserRequest{Sent: time.Duration(200-i) * ms, Done: time.Duration(200-i)*ms + time.Duration(i)*ms})
+	}
+	if got := WaitOf(many, 0, time.Second); got.P50 != 100*ms || got.P99 != 198*ms || got.Max != 200*ms || got.N != 200 {
+		t.Fatalf("200 waits: %+v", got)
+	}
+}
+
+func TestOrphanedAttempts(t *testing.T) {
+	const timeout = 3 * time.Second
+	users := []UserRequest{
+		// Gave up at 3 s (its timeout): Done is 3.002 s, a little late; it stopped waiting at
+		// Sent + timeout = 4 s.
+		{Op: "1", Sent: time.Second, Done: 4002 * ms, GaveUp: true},
+		// Answered (an error) at 2.5 s, before its timeout (at 5 s): stopped waiting at 2.5 s.
+		{Op: "2", Sent: 2 * time.Second, Done: 2500 * ms},
+		// Answered at once, nothing after.
+		{Op: "3", Sent: 3 * time.Second, Done: 3100 * ms, OK: true},
+	}
+	attempts := []TierAttempt{
+		{"gateway", "1", time.Second}, {"order", "1", 1100 * ms}, {"payment", "1", 1200 * ms},
+		{"payment", "1", 4 * time.Second},  // at the give-up instant: not after it
+		{"payment", "1", 4001 * ms},        // orphaned
+		{"order", "1", 5 * time.Second},    // orphaned
+		{"gateway", "2", 2 * time.Second},  //
+		{"payment", "2", 2600 * ms},        // orphaned: after the answer
+		{"gateway", "3", 3 * time.Second},  //
+		{"payment", "3", 3050 * ms},        //
+		{"payment", "", 3 * time.Second},   // no storm-op
+		{"payment", "99", 3 * time.Second}, // no such user request
+	}
+	got := OrphanedAttempts(users, attempts, timeout, Tiers())
+	want := Orphans{Attempts: 3, ByTier: map[string]int{"gateway": 0, "order": 1, "payment": 2}, Users: 2, Checked: 10, Unmatched: 2}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if got := OrphanedAttempts(users, nil, timeout, Tiers()); got.Checked != 0 || got.Attempts != 0 || len(got.ByTier) != 3 {
+		t.Fatalf("no attempts: %+v", got)
 	}
 }

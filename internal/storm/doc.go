@@ -6,12 +6,17 @@
 // and a retrycap arm (same declared attempts, chain cap, retry budget,
 // breaker, jittered backoff). It measures what the incident write-ups
 // measured (requests at payment per failed user request, retries during the
-// outage, time to recover, duplicated POST side effects) and draws requests/s
+// outage, time to recover, duplicated POST side effects), the user's wait for
+// an answer during the outage and the orphaned attempts (requests a tier
+// received after its user had stopped waiting: the retrycap arm's entry proxy
+// carries a deadline, --max-time-to-answer), and draws requests/s
 // at payment over time for both arms as an SVG chart. Options.Protocol runs
 // the same chains over gRPC (grpc.go: the edge client; the apps are
 // labapp's gRPC apps in child processes, payment a gRPC service).
 //
-// account.go is the pure accounting (bucketing, ratios, recovery) with table
-// tests; payment.go is the payment service; lab.go starts one arm's chain;
-// run.go drives the load and assembles the Result.
+// account.go is the pure accounting (bucketing, ratios, recovery, waits,
+// orphaned attempts) with table tests; payment.go is the payment service
+// (killed or hung for the outage); lab.go starts one arm's chain and records
+// what each tier received; run.go drives the load and assembles the Result;
+// summary.go, json.go and chart.go render it.
 package storm

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,8 +86,12 @@ const (
 // budget (20 %, 10/s, 10 s), a breaker (50 failures in 10 s) that opens for
 // 500 ms (the design's 10 s is for incidents that last 40 minutes; the lab's
 // time scale is seconds), full jitter, POST/PATCH retried only with an
-// Idempotency-Key, and the entry proxy marked --entrypoint.
-func proxyArgs(sc Scenario, arm string, i int) []string {
+// Idempotency-Key, and the entry proxy marked --entrypoint with the
+// entrypoint's maxTimeToAnswer (--max-time-to-answer, when maxTime > 0): it
+// sets Retrycap-Deadline, which the apps propagate in baggage and every
+// proxy below reads, so no tier starts an attempt once the user's time is
+// gone.
+func proxyArgs(sc Scenario, arm string, i int, maxTime time.Duration) []string {
 	h := hopNames[i]
 	args := []string{
 		"--service", h.service,
@@ -107,6 +112,9 @@ func proxyArgs(sc Scenario, arm string, i int) []string {
 		"--breaker-failures", "50", "--breaker-window", "10s", "--breaker-open-for", "500ms")
 	if i == 0 {
 		args = append(args, "--entrypoint")
+		if maxTime > 0 {
+			args = append(args, "--max-time-to-answer", maxTime.String())
+		}
 	}
 	return args
 }
@@ -126,10 +134,43 @@ type chain struct {
 	gedge *grpc.ClientConn
 	// clientRetries counts the edge client's own retries.
 	clientRetries atomic.Int64
+	// arrived records the requests payment, and the HTTP chain's apps, received.
+	arrived arrivals
+}
+
+// arrivals records when each tier received a request of which user operation: what the
+// tiers really saw, for the orphaned attempts (OrphanedAttempts).
+type arrivals struct {
+	mu   sync.Mutex
+	list []arrival
+}
+
+type arrival struct {
+	tier, op string
+	at       time.Time
+}
+
+func (a *arrivals) record(tier, op string) {
+	now := time.Now()
+	a.mu.Lock()
+	a.list = append(a.list, arrival{tier, op, now})
+	a.mu.Unlock()
+}
+
+// since is what was recorded, as tier attempts timed from start (monotonic clock).
+func (a *arrivals) since(start time.Time) []TierAttempt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]TierAttempt, len(a.list))
+	for i, x := range a.list {
+		out[i] = TierAttempt{Tier: x.tier, Op: x.op, At: x.at.Sub(start)}
+	}
+	return out
 }
 
 // startChainProto starts payment, then each app and proxy bottom-up (a proxy
-// must know the address of the app it resolves to), for either protocol;
+// must know the address of the app it resolves to), for either protocol,
+// the retrycap arm's entry proxy with maxTime (proxyArgs; 0: none);
 // extra(i), if not nil, is appended to hop i's proxy's flags (later flags
 // win: the tests set their per-try timeouts and the h2 engine so).
 // With logDir set, each proxy writes its access log to logDir/ARM/SERVICE.log
@@ -138,9 +179,10 @@ type chain struct {
 // HTTPS_PROXY set to its own proxy as the injector sets it; the edge client
 // (the user, in this process) opens its CONNECT itself, since grpc-go
 // reads HTTPS_PROXY once per process and each arm has its own entry proxy.
-func startChainProto(bin, arm, proto string, sc Scenario, pc PaymentConfig, logDir string, extra func(hop int) []string) (c *chain, err error) {
+func startChainProto(bin, arm, proto string, sc Scenario, maxTime time.Duration, pc PaymentConfig, logDir string, extra func(hop int) []string) (c *chain, err error) {
 	c = &chain{arm: arm, proto: proto, sc: sc, scrapeHC: &http.Client{Timeout: 5 * time.Second}}
 	pc.GRPC = proto == ProtocolGRPC
+	pc.Arrived = func(op string) { c.arrived.record(hopNames[2].upstream, op) }
 	defer func() {
 		if err != nil {
 			c.close()
@@ -157,7 +199,7 @@ func startChainProto(bin, arm, proto string, sc Scenario, pc PaymentConfig, logD
 	next := c.payment.Addr()
 	for i := 2; i >= 0; i-- {
 		h := hopNames[i]
-		args := append(proxyArgs(sc, arm, i), "--resolve", h.upstream+"="+next)
+		args := append(proxyArgs(sc, arm, i, maxTime), "--resolve", h.upstream+"="+next)
 		if extra != nil {
 			args = append(args, extra(i)...)
 		}
@@ -183,9 +225,11 @@ func startChainProto(bin, arm, proto string, sc Scenario, pc PaymentConfig, logD
 			next = app.Addr
 			continue
 		}
+		tier := h.service
 		app, err := labapp.Start(labapp.Config{
 			Name: h.service, Upstreams: []string{"http://" + h.upstream + "/" + h.upstream},
 			ProxyURL: p.URL(), Propagation: labapp.PropagateBoth, Timeout: 30 * time.Second,
+			OnRequest: func(r *http.Request) { c.arrived.record(tier, opOf(r.Header.Values("Baggage"))) },
 		})
 		if err != nil {
 			return c, fmt.Errorf("%s arm: %w", arm, err)

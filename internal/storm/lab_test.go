@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,7 +106,7 @@ func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra f
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			logDir := t.TempDir()
-			c, err := startChainProto(proxyBin, tc.arm, proto, Scenarios[tc.scenario], PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir, exactProxyArgs)
+			c, err := startChainProto(proxyBin, tc.arm, proto, Scenarios[tc.scenario], 0, PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, logDir, exactProxyArgs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,11 +159,38 @@ func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra f
 				t.Fatalf("side effects: %d charged, %d replayed, %d duplicates; want %d, 0, 0", charges, replayed, dups, wantCharges)
 			}
 			c.close() // flushes the access logs
+			checkArrivals(t, c, proto, n, tc.atGateway)
 			checkObserved(t, logDir, tc.arm, n, tc.payment, tc.atGateway)
 			if extra != nil {
 				extra(t, logDir, tc.arm)
 			}
 		})
+	}
+}
+
+// checkArrivals: the tiers recorded (for the orphaned attempts) exactly what reached them: at
+// payment, n requests, all once it was back (none while it refused connections), each with its
+// user request's storm-op; over HTTP, at gateway atGateway per failed user request and one per
+// served one.
+func checkArrivals(t *testing.T, c *chain, proto string, n, atGateway int) {
+	t.Helper()
+	at := map[string]int{}
+	ops := map[string]bool{}
+	for _, a := range c.arrived.since(time.Time{}) {
+		at[a.Tier]++
+		if a.Tier == "payment" {
+			ops[a.Op] = true
+		}
+	}
+	want := map[string]bool{}
+	for i := n; i < 2*n; i++ {
+		want[fmt.Sprint(i)] = true
+	}
+	if at["payment"] != n || !reflect.DeepEqual(ops, want) {
+		t.Fatalf("arrivals at payment: %d, ops %v; want %d, %v", at["payment"], ops, n, want)
+	}
+	if proto == ProtocolHTTP && at["gateway"] != n*atGateway+n {
+		t.Fatalf("arrivals at gateway: %d, want %d", at["gateway"], n*atGateway+n)
 	}
 }
 
@@ -273,5 +303,67 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval
+	}
+}
+
+// A hung payment reads requests and answers none until restored, then answers those still
+// waiting 503 and serves again; the arrivals are recorded, hung or not.
+func TestPaymentHang(t *testing.T) {
+	var arrived []string
+	var mu sync.Mutex
+	p, err := StartPayment(PaymentConfig{Workers: 1, Work: time.Millisecond, Queue: 1, Arrived: func(op string) {
+		mu.Lock()
+		arrived = append(arrived, op)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := "http://" + p.Addr() + "/charge"
+	p.Hang()
+	p.Hang() // twice is once
+	codes := make(chan int, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			req.Header.Set("Baggage", opBaggageKey+"="+fmt.Sprint(i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	// More than workers + queue wait: a hung payment refuses nothing, it only does not answer.
+	waitFor(t, func() bool { return p.Received() == 3 })
+	select {
+	case c := <-codes:
+		t.Fatalf("a hung payment answered %d", c)
+	default:
+	}
+	if err := p.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if c := <-codes; c != http.StatusServiceUnavailable {
+			t.Fatalf("released from the hang: %d, want 503", c)
+		}
+	}
+	resp, err := http.Get(url)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("restored payment: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if p.Served() != 1 || p.Rejected() != 3 || p.Received() != 4 {
+		t.Fatalf("served %d, rejected %d, received %d; want 1, 3, 4", p.Served(), p.Rejected(), p.Received())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Strings(arrived)
+	if want := []string{"", "0", "1", "2"}; !reflect.DeepEqual(arrived, want) {
+		t.Fatalf("arrivals %q, want %q", arrived, want)
 	}
 }

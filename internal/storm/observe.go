@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/observe"
 )
@@ -54,4 +55,47 @@ func ObserveArm(dir, arm string, threshold int) (*observe.Report, error) {
 		return nil, err
 	}
 	return g.Report(threshold, 10), nil
+}
+
+// Tiers are the chain's services below the edge client, top-down: where an attempt can start.
+func Tiers() []string {
+	out := make([]string, len(hopNames))
+	for i, h := range hopNames {
+		out[i] = h.upstream
+	}
+	return out
+}
+
+// tierAttempts are the requests every tier received, timed from start: as payment and the
+// HTTP chain's apps recorded them on arrival. The gRPC chain's apps run in child processes,
+// so for gateway and order it reads the attempts the proxies in front of them logged
+// (--access-log: the time an attempt started, in wall-clock microseconds; the apps propagate
+// baggage, so every line carries its storm-op). An attempt whose client went away before it
+// ended has no line there, so over gRPC these two tiers may count short.
+func (c *chain) tierAttempts(logDir string, start time.Time) ([]TierAttempt, error) {
+	out := c.arrived.since(start)
+	if c.proto != ProtocolGRPC {
+		return out, nil
+	}
+	if logDir == "" {
+		return nil, fmt.Errorf("storm: %s arm: the gRPC chain's tier attempts need its access logs", c.arm)
+	}
+	wall := start.Round(0) // the wall clock only, as the log's times
+	for i := 0; i < 2; i++ {
+		p := accessLogPath(logDir, c.arm, i)
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("storm: %s arm: access log: %w", c.arm, err)
+		}
+		_, err = observe.Parse(f, observe.Source{Name: p}, func(a observe.Attempt) {
+			if a.Target == hopNames[i].upstream {
+				out = append(out, TierAttempt{Tier: a.Target, Op: a.StormOp, At: a.Time.Sub(wall)})
+			}
+		})
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("storm: %s arm: %w", c.arm, err)
+		}
+	}
+	return out, nil
 }

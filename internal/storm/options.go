@@ -42,6 +42,12 @@ func (s Scenario) Chain() string {
 		s.ClientAttempts, s.Attempts[0], s.Attempts[1], s.Attempts[2], s.Amplification())
 }
 
+// Outages: how payment goes down (Options.Outage).
+const (
+	OutageKill = "kill" // killed: connections refused, then restarted on the same address
+	OutageHang = "hang" // hung: requests accepted and read, none answered until restored
+)
+
 // Scenarios are the presets reproducing the two incident write-ups.
 var Scenarios = map[string]Scenario{
 	"storm27": {
@@ -82,6 +88,10 @@ type Options struct {
 	OutageStart time.Duration
 	// OutageLength is how long payment stays down.
 	OutageLength time.Duration
+	// Outage is how payment goes down: OutageKill (default: a crash, connections refused) or
+	// OutageHang (it accepts and reads requests but answers none: the callers' timeouts add
+	// up, the second write-up's spinner).
+	Outage string
 	// RPS is the open-loop load, user requests per second.
 	RPS int
 	// Capacity is what payment can serve, requests per second
@@ -92,6 +102,11 @@ type Options struct {
 	// UserTimeout is how long the edge client waits for one user request,
 	// its own retries included, before it gives up (a failure).
 	UserTimeout time.Duration
+	// MaxTimeToAnswer is the retrycap arm's entrypoint maxTimeToAnswer: its entry proxy's
+	// --max-time-to-answer, which every proxy below carries as Retrycap-Deadline. Default: a
+	// tenth under UserTimeout (defaultMaxTimeToAnswer), so that the answer, a 504 when the time
+	// is gone, reaches the user before it gives up. The naive arm has none.
+	MaxTimeToAnswer time.Duration
 	// ProxyBinary is the retrycap-proxy to run; empty builds
 	// ./cmd/retrycap-proxy from the repository the working directory is in.
 	ProxyBinary string
@@ -117,6 +132,7 @@ func Defaults() Options {
 		Duration:     45 * time.Second,
 		OutageStart:  5 * time.Second,
 		OutageLength: 10 * time.Second,
+		Outage:       OutageKill,
 		RPS:          50,
 		Capacity:     100,
 		Work:         50 * time.Millisecond,
@@ -147,6 +163,9 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	if o.Protocol == "" {
 		o.Protocol = ProtocolHTTP
 	}
+	if o.Outage == "" {
+		o.Outage = OutageKill
+	}
 	if o.Duration == 0 {
 		o.Duration = d.Duration
 	}
@@ -168,6 +187,9 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	if o.UserTimeout == 0 {
 		o.UserTimeout = d.UserTimeout
 	}
+	if o.MaxTimeToAnswer == 0 {
+		o.MaxTimeToAnswer = defaultMaxTimeToAnswer(o.UserTimeout)
+	}
 	sc, ok := Scenarios[o.Scenario]
 	if !ok {
 		return o, sc, fmt.Errorf("storm: scenario %q: unknown, want one of %s", o.Scenario, strings.Join(ScenarioNames(), ", "))
@@ -175,6 +197,8 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	switch {
 	case o.Protocol != ProtocolHTTP && o.Protocol != ProtocolGRPC:
 		return o, sc, fmt.Errorf("storm: protocol %q: unknown, want %s or %s", o.Protocol, ProtocolHTTP, ProtocolGRPC)
+	case o.Outage != OutageKill && o.Outage != OutageHang:
+		return o, sc, fmt.Errorf("storm: outage %q: unknown, want %s or %s", o.Outage, OutageKill, OutageHang)
 	case o.RPS < 1 || o.RPS > 2000:
 		return o, sc, fmt.Errorf("storm: rps %d: want 1..2000", o.RPS)
 	case o.Capacity < 1:
@@ -184,6 +208,9 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	case o.Duration < 0 || o.OutageStart < 0 || o.OutageLength < 0 || o.UserTimeout < 0:
 		return o, sc, fmt.Errorf("storm: durations must be positive (duration %s, outage start %s, outage length %s, user timeout %s)",
 			o.Duration, o.OutageStart, o.OutageLength, o.UserTimeout)
+	case o.MaxTimeToAnswer < time.Millisecond || o.MaxTimeToAnswer > o.UserTimeout:
+		// Over the user's timeout the deadline could not keep work from outliving the user.
+		return o, sc, fmt.Errorf("storm: max time to answer %s: want 1ms..the user timeout (%s)", o.MaxTimeToAnswer, o.UserTimeout)
 	case o.OutageStart+o.OutageLength+time.Duration(DefaultRecovery.Windows)*DefaultRecovery.Window > o.Duration:
 		return o, sc, fmt.Errorf("storm: duration %s: must leave at least %s after the outage (%s + %s) to judge recovery",
 			o.Duration, time.Duration(DefaultRecovery.Windows)*DefaultRecovery.Window, o.OutageStart, o.OutageLength)
@@ -192,6 +219,14 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 		return o, sc, fmt.Errorf("storm: capacity %d req/s x work %s = %.2f workers: want at least 1", o.Capacity, o.Work, float64(o.Capacity)*o.Work.Seconds())
 	}
 	return o, sc, nil
+}
+
+// defaultMaxTimeToAnswer is the retrycap arm's maxTimeToAnswer for a user timeout: a tenth
+// under it (at least 1 ms), the margin for the answer to travel back to the user and for the
+// time between the user's start and the entry proxy's: a deadline equal to the user's timeout
+// would let the entry proxy start an attempt in the moment after the user gave up.
+func defaultMaxTimeToAnswer(userTimeout time.Duration) time.Duration {
+	return max(userTimeout-userTimeout/10, time.Millisecond)
 }
 
 // workers is payment's concurrency: Capacity x Work, rounded.

@@ -31,7 +31,9 @@ import (
 //
 // Killing payment closes its listener and every connection and drops its
 // queue (callers see refused connections); restoring it listens again on
-// the same address with an empty queue.
+// the same address with an empty queue. Hanging it (the other outage,
+// Options.Outage) keeps it listening but answering nothing: callers see
+// only their own timeouts, which is how timeouts add up along a chain.
 
 // opBaggageKey is the baggage member carrying the user operation id: the
 // edge client sets it, the apps propagate baggage, the proxies keep other
@@ -107,6 +109,9 @@ type PaymentConfig struct {
 	// HTTP: Buy is the charge (a POST's side effect), a full queue answers
 	// UNAVAILABLE; otherwise the same capacity, kill and restore.
 	GRPC bool
+	// Arrived, if set, is called with the user operation id (storm-op, "" if none) of each
+	// request as it reaches payment, before it is queued or refused.
+	Arrived func(op string)
 }
 
 // Payment is the running payment service.
@@ -119,6 +124,9 @@ type Payment struct {
 	life *paymentLife // nil while killed
 
 	received, served, rejected atomic.Int64
+
+	// hang, while set, is closed by Restore: payment is hung (Hang).
+	hang atomic.Pointer[chan struct{}]
 }
 
 // paymentLife is one incarnation: its server, queue and workers.
@@ -156,7 +164,8 @@ func (p *Payment) Received() int64 { return p.received.Load() }
 // Served counts requests answered 200.
 func (p *Payment) Served() int64 { return p.served.Load() }
 
-// Rejected counts requests answered 503 because the queue was full.
+// Rejected counts requests answered 503 because the queue was full, or because
+// they were held by a hang (Hang) until Restore.
 func (p *Payment) Rejected() int64 { return p.rejected.Load() }
 
 // Kill stops payment as a crash would: no listener, connections closed,
@@ -177,8 +186,21 @@ func (p *Payment) Kill() {
 	_ = life.srv.Close()
 }
 
-// Restore starts payment again on the same address, with an empty queue.
+// Hang makes payment stop answering without going away, the second write-up's "payment
+// service which does not answer": it still accepts connections and reads requests, but answers
+// none until Restore, which answers those still waiting 503 (their callers' timeouts have
+// long fired). A caller sees nothing but its own timeout.
+func (p *Payment) Hang() {
+	ch := make(chan struct{})
+	p.hang.CompareAndSwap(nil, &ch)
+}
+
+// Restore starts payment again on the same address, with an empty queue;
+// a hung payment (Hang) answers again.
 func (p *Payment) Restore() error {
+	if ch := p.hang.Swap(nil); ch != nil {
+		close(*ch)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.life != nil {
@@ -229,7 +251,19 @@ func (p *Payment) Close() { p.Kill() }
 // meanwhile. It does not watch its caller: a caller that gave up is served
 // all the same.
 func (p *Payment) serveOne(life *paymentLife, charge bool, op, key string) (served, rejected bool) {
+	if p.cfg.Arrived != nil {
+		p.cfg.Arrived(op)
+	}
 	p.received.Add(1)
+	if ch := p.hang.Load(); ch != nil {
+		select {
+		case <-*ch: // restored: too late to serve
+		case <-life.ctx.Done():
+			return false, false // killed while hung
+		}
+		p.rejected.Add(1)
+		return false, true
+	}
 	if life.waiting.Add(1) > int64(p.cfg.Workers+p.cfg.Queue) {
 		life.waiting.Add(-1)
 		p.rejected.Add(1)

@@ -88,8 +88,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res := &Result{Options: o, Scenario: sc, logsRemoved: removeLogs}
 	for _, arm := range []string{ArmNaive, ArmRetrycap} {
-		fmt.Fprintf(out, "storm: %s arm (%s): %s, %d user requests/s for %s, payment down at %s for %s\n",
-			arm, o.Protocol, sc.Chain(), o.RPS, o.Duration, o.OutageStart, o.OutageLength)
+		fmt.Fprintf(out, "storm: %s arm (%s): %s, %d user requests/s for %s, payment down (%s) at %s for %s\n",
+			arm, o.Protocol, sc.Chain(), o.RPS, o.Duration, o.Outage, o.OutageStart, o.OutageLength)
 		ar, tl, err := runArm(ctx, bin, arm, sc, o)
 		if err != nil {
 			return nil, err
@@ -100,7 +100,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Retrycap, res.Timeline = ar, tl
 		}
 	}
-	res.Targets = Judge(res.Naive, res.Retrycap, sc.ChainCap, DefaultRecovery.Step)
+	res.Targets = Judge(res.Naive, res.Retrycap, sc.ChainCap, DefaultRecovery.Step, o.MaxTimeToAnswer)
 	if o.ChartPath != "" {
 		if err := WriteChart(o.ChartPath, res); err != nil {
 			return res, err
@@ -158,41 +158,89 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
+// armRun is one arm's run in progress: its chain, the clock its load and
+// fault run on, and what it recorded.
+type armRun struct {
+	o     Options
+	arm   string
+	sc    Scenario
+	c     *chain
+	start time.Time
+	tl    Timeline
+	bar   *progressbar.ProgressBar
+
+	mu      sync.Mutex
+	users   []UserRequest
+	samples []Sample
+	wg      sync.WaitGroup // the user requests in flight
+
+	lastPay float64 // the progress line's previous reading
+	lastAt  time.Duration
+}
+
+// since is the time since the arm's load began.
+func (r *armRun) since() time.Duration { return time.Since(r.start) }
+
 // runArm starts one arm's chain, runs the load with the outage, waits for
 // the user requests to finish and computes the arm's figures.
 func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmResult, Timeline, error) {
-	c, err := startChainProto(bin, arm, o.Protocol, sc, PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir, nil)
+	c, err := startChainProto(bin, arm, o.Protocol, sc, o.MaxTimeToAnswer,
+		PaymentConfig{Workers: o.workers(), Work: o.Work, Queue: o.queue()}, o.AccessLogDir, nil)
 	if err != nil {
 		return ArmResult{}, Timeline{}, err
 	}
 	defer c.close()
-
-	var (
-		mu      sync.Mutex
-		users   []UserRequest
-		samples []Sample
-		wg      sync.WaitGroup
-	)
-	start := time.Now()
-	since := func() time.Duration { return time.Since(start) }
-	tl := Timeline{LoadEnd: o.Duration}
-
-	// The sampler: counters every sampleEvery until stopped.
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan error, 1)
-	sampleOnce := func() error {
-		p, r, err := c.counters(ctx)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		samples = append(samples, Sample{At: since(), PaymentRequests: p, Retries: r, ClientRetries: float64(c.clientRetries.Load())})
-		mu.Unlock()
-		return nil
+	r := &armRun{o: o, arm: arm, sc: sc, c: c, start: time.Now(), tl: Timeline{LoadEnd: o.Duration}, bar: newProgress(o, arm)}
+	stopSampling := r.sample(ctx)
+	restored, runErr := r.drive(ctx)
+	if r.bar != nil {
+		r.bar.Describe(fmt.Sprintf("%-8s waiting for the last user requests (at most %s)", arm, o.UserTimeout))
 	}
-	// A scrape can time out on a saturated machine (the naive arm's storm
-	// is CPU-heavy): the counters are cumulative, so a missed sample only
-	// coarsens the interpolation. Only a run without any sample fails.
+	r.wg.Wait()
+	if err := stopSampling(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("%s arm: %w", arm, err)
+	}
+	if err := r.finalSample(ctx); err != nil && runErr == nil {
+		runErr = fmt.Errorf("%s arm: final counters: %w", arm, err)
+	}
+	if r.bar != nil {
+		_ = r.bar.Finish()
+		fmt.Fprintln(o.Progress)
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			return ArmResult{}, r.tl, fmt.Errorf("storm: %s arm interrupted: %w", arm, runErr)
+		}
+		return ArmResult{}, r.tl, runErr
+	}
+	if !restored {
+		return ArmResult{}, r.tl, fmt.Errorf("storm: %s arm: payment was never restored (duration %s, outage ends at %s)",
+			arm, o.Duration, o.OutageStart+o.OutageLength)
+	}
+	ar, err := r.result()
+	return ar, r.tl, err
+}
+
+// sampleOnce reads the counters into a Sample.
+func (r *armRun) sampleOnce(ctx context.Context) error {
+	p, ret, err := r.c.counters(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.samples = append(r.samples, Sample{At: r.since(), PaymentRequests: p, Retries: ret, ClientRetries: float64(r.c.clientRetries.Load())})
+	r.mu.Unlock()
+	return nil
+}
+
+// sample reads the counters every sampleEvery until the returned stop is
+// called. A scrape can time out on a saturated machine (the naive arm's
+// storm is CPU-heavy): the counters are cumulative, so a missed sample only
+// coarsens the interpolation. Only a run without any sample fails: stop
+// returns the last error then.
+func (r *armRun) sample(ctx context.Context) (stop func() error) {
+	sampleCtx, cancel := context.WithCancel(ctx)
+	sampled := make(chan error, 1)
 	go func() {
 		t := time.NewTicker(sampleEvery)
 		defer t.Stop()
@@ -208,7 +256,7 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 				}
 				return
 			case <-t.C:
-				if err := sampleOnce(); err != nil {
+				if err := r.sampleOnce(ctx); err != nil {
 					lastErr = err
 				} else {
 					got++
@@ -216,68 +264,57 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 			}
 		}
 	}()
-
-	bar := newProgress(o, arm)
-	lastPay, lastAt := 0.0, time.Duration(0)
-	progress := func(now time.Duration) {
-		if bar == nil {
-			return
-		}
-		mu.Lock()
-		var pay float64
-		if len(samples) > 0 {
-			pay = samples[len(samples)-1].PaymentRequests
-		}
-		var sent, ok int
-		for i := len(users) - 1; i >= 0 && users[i].Done > now-time.Second; i-- {
-			sent++
-			if users[i].OK {
-				ok++
-			}
-		}
-		mu.Unlock()
-		rate := 0.0
-		if dt := (now - lastAt).Seconds(); dt > 0 {
-			rate = (pay - lastPay) / dt
-		}
-		lastPay, lastAt = pay, now
-		state := "payment up"
-		if now >= tl.OutageStart && (tl.Restore == 0 || now < tl.Restore) && tl.OutageStart > 0 {
-			state = "payment DOWN"
-		}
-		okPct := "-"
-		if sent > 0 {
-			okPct = fmt.Sprintf("%3.0f%%", 100*float64(ok)/float64(sent))
-		}
-		bar.Describe(fmt.Sprintf("%-8s %-12s payment %5.0f req/s, users ok %s", arm, state, rate, okPct))
-		_ = bar.Set(int(math.Min(now.Seconds(), o.Duration.Seconds())))
+	return func() error {
+		cancel()
+		return <-sampled
 	}
+}
 
-	// The load: user request i is sent at i/RPS, whatever happened to the
-	// ones before (open loop). The outage is driven by the same clock.
+// finalSample takes the reading after the load, which must exist: it is
+// tried five times.
+func (r *armRun) finalSample(ctx context.Context) error {
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = r.sampleOnce(ctx); err == nil || ctx.Err() != nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// drive runs the load: user request i is sent at i/RPS, whatever happened
+// to the ones before (open loop). The outage is driven by the same clock:
+// payment killed at OutageStart, restored OutageLength later. It returns
+// whether payment was restored, and the first error (payment's restore, or
+// ctx's end). Killed stands for hung too (Options.Outage).
+func (r *armRun) drive(ctx context.Context) (restored bool, runErr error) {
+	o := r.o
 	interval := time.Second / time.Duration(o.RPS)
-	killed, restored := false, false
+	killed := false
 	nextProgress := time.Second
-	var runErr error
 	for i := 0; ; i++ {
 		at := time.Duration(i) * interval
 		if at >= o.Duration {
-			break
+			return restored, runErr
 		}
 		for {
-			now := since()
+			now := r.since()
 			if !killed && now >= o.OutageStart {
-				c.payment.Kill()
-				killed, tl.OutageStart = true, since()
+				if o.Outage == OutageHang {
+					r.c.payment.Hang()
+				} else {
+					r.c.payment.Kill()
+				}
+				killed, r.tl.OutageStart = true, r.since()
 			}
 			if killed && !restored && now >= o.OutageStart+o.OutageLength {
-				if err := c.payment.Restore(); err != nil {
+				if err := r.c.payment.Restore(); err != nil {
 					runErr = err
 				}
-				restored, tl.Restore = true, since()
+				restored, r.tl.Restore = true, r.since()
 			}
 			if now >= nextProgress {
-				progress(now)
+				r.progress(now)
 				nextProgress += time.Second
 			}
 			if now >= at {
@@ -293,75 +330,96 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 				runErr = ctx.Err()
 			}
 			if runErr != nil {
-				break
+				return restored, runErr
 			}
 		}
 		if runErr != nil {
-			break
+			return restored, runErr
 		}
-		u := loadMix(i, sc)
+		u := loadMix(i, r.sc)
 		if o.Protocol == ProtocolGRPC {
 			u = grpcSpec(u)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			uctx, cancel := context.WithTimeout(ctx, o.UserTimeout)
-			defer cancel()
-			sent := since()
-			ok, attempts := c.userRequest(uctx, u)
-			done := since()
-			mu.Lock()
-			users = append(users, UserRequest{Sent: sent, Done: done, OK: ok, Attempts: attempts})
-			mu.Unlock()
-		}()
+		r.wg.Add(1)
+		go r.user(ctx, u)
 	}
-	if bar != nil {
-		bar.Describe(fmt.Sprintf("%-8s waiting for the last user requests (at most %s)", arm, o.UserTimeout))
+}
+
+// user runs one user request under the user's timeout and records its fate.
+func (r *armRun) user(ctx context.Context, u userSpec) {
+	defer r.wg.Done()
+	uctx, cancel := context.WithTimeout(ctx, r.o.UserTimeout)
+	defer cancel()
+	sent := r.since()
+	ok, attempts := r.c.userRequest(uctx, u)
+	done := r.since()
+	gaveUp := !ok && errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	r.mu.Lock()
+	r.users = append(r.users, UserRequest{Sent: sent, Done: done, OK: ok, Attempts: attempts, GaveUp: gaveUp, Op: u.op})
+	r.mu.Unlock()
+}
+
+// progress updates the live progress line (none without Options.Progress):
+// the state of payment, requests/s at payment, users ok in the last second.
+func (r *armRun) progress(now time.Duration) {
+	if r.bar == nil {
+		return
 	}
-	wg.Wait()
-	stopSampling()
-	if err := <-sampled; err != nil && runErr == nil {
-		runErr = fmt.Errorf("%s arm: %w", arm, err)
+	r.mu.Lock()
+	var pay float64
+	if len(r.samples) > 0 {
+		pay = r.samples[len(r.samples)-1].PaymentRequests
 	}
-	// The final reading must exist: the load is over, retry a few times.
-	for try := 0; ; try++ {
-		err := sampleOnce()
-		if err == nil || ctx.Err() != nil {
-			break
+	var sent, ok int
+	for i := len(r.users) - 1; i >= 0 && r.users[i].Done > now-time.Second; i-- {
+		sent++
+		if r.users[i].OK {
+			ok++
 		}
-		if try == 4 {
-			if runErr == nil {
-				runErr = fmt.Errorf("%s arm: final counters: %w", arm, err)
-			}
-			break
-		}
 	}
-	if bar != nil {
-		_ = bar.Finish()
-		fmt.Fprintln(o.Progress)
+	r.mu.Unlock()
+	rate := 0.0
+	if dt := (now - r.lastAt).Seconds(); dt > 0 {
+		rate = (pay - r.lastPay) / dt
 	}
-	if runErr != nil {
-		if errors.Is(runErr, context.Canceled) {
-			return ArmResult{}, tl, fmt.Errorf("storm: %s arm interrupted: %w", arm, runErr)
-		}
-		return ArmResult{}, tl, runErr
+	r.lastPay, r.lastAt = pay, now
+	state := "payment up"
+	if now >= r.tl.OutageStart && (r.tl.Restore == 0 || now < r.tl.Restore) && r.tl.OutageStart > 0 {
+		state = "payment DOWN"
 	}
-	if !restored {
-		return ArmResult{}, tl, fmt.Errorf("storm: %s arm: payment was never restored (duration %s, outage ends at %s)",
-			arm, o.Duration, o.OutageStart+o.OutageLength)
+	okPct := "-"
+	if sent > 0 {
+		okPct = fmt.Sprintf("%3.0f%%", 100*float64(ok)/float64(sent))
 	}
-	ar := Compute(arm, users, samples, tl, DefaultRecovery)
-	ar.Charges, ar.Replayed, ar.Duplicates = c.payment.Effects().Counts()
-	if o.AccessLogDir != "" {
-		c.close() // flushes the access logs
-		rep, err := ObserveArm(o.AccessLogDir, arm, observeThreshold)
+	r.bar.Describe(fmt.Sprintf("%-8s %-12s payment %5.0f req/s, users ok %s", r.arm, state, rate, okPct))
+	_ = r.bar.Set(int(math.Min(now.Seconds(), r.o.Duration.Seconds())))
+}
+
+// result computes the arm's figures once the load is over: the accounting,
+// payment's side effects, then (the chain closed, which flushes the access
+// logs) observe's report and the orphaned attempts.
+func (r *armRun) result() (ArmResult, error) {
+	ar := Compute(r.arm, r.users, r.samples, r.tl, DefaultRecovery)
+	ar.Charges, ar.Replayed, ar.Duplicates = r.c.payment.Effects().Counts()
+	r.c.close() // flushes the access logs
+	if r.o.AccessLogDir != "" {
+		rep, err := ObserveArm(r.o.AccessLogDir, r.arm, observeThreshold)
 		if err != nil {
-			return ArmResult{}, tl, err
+			return ArmResult{}, err
 		}
 		ar.Observed = rep
 	}
-	return ar, tl, nil
+	tierAttempts, err := r.c.tierAttempts(r.o.AccessLogDir, r.start)
+	if err != nil {
+		return ArmResult{}, err
+	}
+	orphans := OrphanedAttempts(r.users, tierAttempts, r.o.UserTimeout, Tiers())
+	if orphans.Checked == 0 {
+		return ArmResult{}, fmt.Errorf("storm: %s arm: orphaned attempts: no tier attempt could be joined to a user request (%d read, %d without a known storm-op)",
+			r.arm, len(tierAttempts), orphans.Unmatched)
+	}
+	ar.Orphans = &orphans
+	return ar, nil
 }
 
 // newProgress is the live progress line, or nil without o.Progress.

@@ -17,7 +17,7 @@ func TestExactCountsThroughAStall(t *testing.T) {
 	const stallFor = 2500 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := startChainProto(proxyBin, ArmNaive, ProtocolGRPC, Scenarios["incident18"],
+	c, err := startChainProto(proxyBin, ArmNaive, ProtocolGRPC, Scenarios["incident18"], 0,
 		PaymentConfig{Workers: 4, Work: time.Millisecond, Queue: 16}, t.TempDir(), exactProxyArgs)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -23,10 +25,15 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(ew, "load: %d user requests/s, open loop, %s per arm (3 in 5 GET, 1 in 5 POST with Idempotency-Key, 1 in 5 POST without)\n",
 			o.RPS, o.Duration)
 	}
-	fmt.Fprintf(ew, "payment: %d req/s (%d workers x %s, queue %d); killed at %.1f s, restored at %.1f s\n",
-		o.Capacity, o.workers(), o.Work, o.queue(), r.Timeline.OutageStart.Seconds(), r.Timeline.Restore.Seconds())
-	fmt.Fprintf(ew, "arms: naive = %d attempts per hop as declared, no jitter, no budget, no breaker; retrycap = same attempts, chain cap %d, budget, breaker, jitter\n\n",
-		sc.Attempts[2], sc.ChainCap)
+	down := "killed (connections refused)"
+	if o.Outage == OutageHang {
+		down = "hung (requests read, none answered)"
+	}
+	fmt.Fprintf(ew, "payment: %d req/s (%d workers x %s, queue %d); %s at %.1f s, restored at %.1f s\n",
+		o.Capacity, o.workers(), o.Work, o.queue(), down, r.Timeline.OutageStart.Seconds(), r.Timeline.Restore.Seconds())
+	fmt.Fprintf(ew, "arms: naive = %d attempts per hop as declared, no jitter, no budget, no breaker; retrycap = same attempts, chain cap %d, budget, breaker, jitter, max time to answer %s\n",
+		sc.Attempts[2], sc.ChainCap, o.MaxTimeToAnswer)
+	fmt.Fprintf(ew, "user timeout: %s (the edge client gives up on a user request after it, its own retries included)\n\n", o.UserTimeout)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	n, c := r.Naive, r.Retrycap
@@ -39,6 +46,15 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(tw, "retries during the outage (sent by the proxies)\t%.0f\t%.0f (%.1f %% fewer)\t\n", n.RetriesInOutage, c.RetriesInOutage, Reduction(n.RetriesInOutage, c.RetriesInOutage))
 	if n.ClientRetriesInOutage+c.ClientRetriesInOutage > 0 {
 		fmt.Fprintf(tw, "edge client's own retries during the outage\t%.0f\t%.0f\t\n", n.ClientRetriesInOutage, c.ClientRetriesInOutage)
+	}
+	fmt.Fprintf(tw, "user's wait for an answer, sent during the outage: p50 / p99 (max)\t%s / %s (%s)\t%s / %s (%s)\t\n",
+		FormatWait(n.Wait.P50), FormatWait(n.Wait.P99), FormatWait(n.Wait.Max), FormatWait(c.Wait.P50), FormatWait(c.Wait.P99), FormatWait(c.Wait.Max))
+	fmt.Fprintf(tw, "  of them, given up at the user's timeout (%s) without an answer\t%d of %d\t%d of %d\t\n",
+		FormatWait(o.UserTimeout), n.Wait.GaveUp, n.Wait.N, c.Wait.GaveUp, c.Wait.N)
+	if n.Orphans != nil && c.Orphans != nil {
+		fmt.Fprintf(tw, "orphaned attempts (started at a tier after the user stopped waiting): %s\t%s\t%s\t\n",
+			strings.Join(Tiers(), " / "), formatOrphans(n.Orphans), formatOrphans(c.Orphans))
+		fmt.Fprintf(tw, "  user requests with an orphaned attempt\t%d\t%d\t\n", n.Orphans.Users, c.Orphans.Users)
 	}
 	fmt.Fprintf(tw, "time to recover after payment returns\t%s\t%s\t\n", FormatRecovery(n.Recovery), FormatRecovery(c.Recovery))
 	fmt.Fprintf(tw, "POST side effects: charged / replayed by key\t%d / %d\t%d / %d\t\n", n.Charges, n.Replayed, c.Charges, c.Replayed)
@@ -80,6 +96,15 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(ew, "chart: %s\n", r.ChartPath)
 	}
 	return ew.err
+}
+
+// formatOrphans is an arm's orphaned attempts: the total, then per tier ("120 (0 / 30 / 90)").
+func formatOrphans(o *Orphans) string {
+	parts := make([]string, 0, len(o.ByTier))
+	for _, t := range Tiers() {
+		parts = append(parts, strconv.Itoa(o.ByTier[t]))
+	}
+	return fmt.Sprintf("%d (%s)", o.Attempts, strings.Join(parts, " / "))
 }
 
 // errWriter keeps the first write error so the summary checks once.

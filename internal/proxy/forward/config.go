@@ -50,4 +50,7 @@ type UpstreamConfig struct {
 	// Idempotency-Key (--dedup-upstreams), so that any key, a generated one
 	// included, makes a POST or PATCH to it retryable (policy.KeyRetryable).
 	Dedup bool
+	// PerTryTimeout is the upstream's own per-try timeout (the upstreams
+	// grammar's "/TIMEOUT"); 0: Config.PerTryTimeout.
+	PerTryTimeout time.Duration
 }

@@ -156,7 +156,7 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	if up.Budget != nil {
 		up.Budget.Deposit(x.start)
 	}
-	x.deadline = x.start + int64(x.maxAttempts)*int64(cfg.PerTryTimeout)
+	x.deadline = x.start + int64(x.maxAttempts)*int64(up.PerTry)
 	if x.dl.Set() && x.start+int64(x.arrived) < x.deadline {
 		x.deadline = x.start + int64(x.arrived)
 	}
@@ -232,7 +232,7 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 	o := policy.Outcome{
 		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
 		Retryable: x.retryable, Remaining: time.Duration(x.deadline - now),
-		Deadline: x.dl, PerTry: x.f.Cfg.PerTryTimeout, Arrived: x.arrived,
+		Deadline: x.dl, PerTry: up.PerTry, Arrived: x.arrived,
 	}
 	x.respScanned = false
 	if err != nil {
@@ -315,10 +315,11 @@ func (x *Exchange) Abandon() {
 }
 
 // TryTimeout is the timeout of the attempt NextAttempt just prepared:
-// min(--per-try-timeout, the caller's time left). An attempt that times
+// min(the upstream's per-try timeout, the caller's time left); the
+// upstream's is its own "/TIMEOUT" of --upstreams, else --per-try-timeout. An attempt that times
 // out bounded by the deadline is not retried and reports deadline.
 func (x *Exchange) TryTimeout() time.Duration {
-	t, cut := x.dl.TryTimeout(x.attemptStart, x.f.Cfg.PerTryTimeout)
+	t, cut := x.dl.TryTimeout(x.attemptStart, x.up.PerTry)
 	x.cut = cut
 	if t <= 0 {
 		t = time.Nanosecond // gone: the attempt ends at once (NextAttempt refuses a retry then)

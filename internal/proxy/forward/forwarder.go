@@ -2,6 +2,7 @@ package forward
 
 import (
 	"bytes"
+	"cmp"
 	"io"
 	"log"
 	"net"
@@ -48,6 +49,10 @@ type Upstream struct {
 	Resolved string // the --resolve address of its name, if any
 	// Dedup: declared to deduplicate by Idempotency-Key (UpstreamConfig.Dedup).
 	Dedup bool
+	// PerTry bounds each attempt to it (min with the caller's time left):
+	// the upstream's own timeout from --upstreams ("payment=3/2s"), else
+	// --per-try-timeout.
+	PerTry time.Duration
 	// node is Name's node in the proxy's namespace (annotations.UpstreamNode), computed once.
 	node string
 }
@@ -112,7 +117,7 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 	}
 	for i, u := range cfg.Upstreams {
 		up := &Upstream{
-			Name: u.Name, Attempts: u.Attempts, Known: true, Index: i, Dedup: u.Dedup,
+			Name: u.Name, Attempts: u.Attempts, Known: true, Index: i, Dedup: u.Dedup, PerTry: cmp.Or(u.PerTryTimeout, cfg.PerTryTimeout),
 			Budget:  policy.NewRetryBudget(cfg.BudgetPercent, cfg.BudgetMinPerSecond, cfg.BudgetWindow),
 			Breaker: policy.NewBreaker(cfg.BreakerFailures, cfg.BreakerWindow, cfg.BreakerOpenFor),
 		}
@@ -121,7 +126,7 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 		up.M = f.M.forUpstream(u.Name, up.Budget, up.Breaker)
 		f.Upstreams = append(f.Upstreams, up)
 	}
-	f.Unknown = &Upstream{Name: "unknown", Attempts: 1, Index: -1}
+	f.Unknown = &Upstream{Name: "unknown", Attempts: 1, Index: -1, PerTry: cfg.PerTryTimeout}
 	f.Unknown.M = f.M.forUpstream("unknown", nil, nil)
 	return f
 }

@@ -689,21 +689,34 @@ func (cc *cconn) keepalive() {
 	cc.armKeepalive(now)
 }
 
-// trackTry starts attempt a's per-try timeout; mu held.
-func (cc *cconn) trackTry(a *ratt) {
+// trackTry starts attempt a's timeout (min(the upstream's per-try
+// timeout, the caller's time left)); mu held. The list is kept in due
+// order: a is inserted from the tail, where it nearly always belongs (one
+// per-try timeout per upstream; a deadline shorter than it puts a before
+// the attempts that started earlier).
+func (cc *cconn) trackTry(a *ratt, timeout time.Duration) {
 	now := time.Since(cc.born)
-	a.due, a.inTries = now+cc.h.cfg.PerTryTimeout, true
-	a.tprev, a.tnext = cc.tryTail, nil
-	if cc.tryTail != nil {
-		cc.tryTail.tnext = a
-	} else {
-		cc.tryHead = a
+	a.due, a.inTries = now+timeout, true
+	p := cc.tryTail
+	for p != nil && p.due > a.due {
+		p = p.tprev
 	}
-	cc.tryTail = a
-	if !cc.triesArmed {
+	a.tprev = p
+	if p != nil {
+		a.tnext, p.tnext = p.tnext, a
+	} else {
+		a.tnext, cc.tryHead = cc.tryHead, a
+	}
+	if a.tnext != nil {
+		a.tnext.tprev = a
+	} else {
+		cc.tryTail = a
+	}
+	if !cc.triesArmed || cc.tryHead == a {
+		// Armed for a later head, or not at all: due at a's.
 		cc.triesArmed = true
 		if cc.tries == nil {
-			cc.tries = time.AfterFunc(cc.h.cfg.PerTryTimeout, cc.onTries)
+			cc.tries = time.AfterFunc(timeout, cc.onTries)
 		} else {
 			cc.tries.Reset(a.due - now)
 		}

@@ -1,6 +1,8 @@
 package h2
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -41,6 +43,23 @@ func (f fieldHeaders) Values(key string) []string {
 	return out
 }
 
+// eachValue calls fn with every value of the regular fields named key
+// (lower case) without collecting them: no allocation on the relay's
+// header list.
+func eachValue(h reqHeaders, key string, fn func(v string)) {
+	if f, ok := h.(*fieldHeaders); ok {
+		for i := range *f {
+			if hf := &(*f)[i]; len(hf.Name) == len(key) && strings.EqualFold(hf.Name, key) {
+				fn(hf.Value)
+			}
+		}
+		return
+	}
+	for _, v := range h.Values(key) {
+		fn(v)
+	}
+}
+
 func first(h reqHeaders, key string) string {
 	if vs := h.Values(key); len(vs) > 0 {
 		return vs[0]
@@ -64,12 +83,22 @@ type callState struct {
 	contentLength int64
 	start         int64
 	end           int64 // the deadline the policy reads (pushback, Retry-After)
-	hasDL         bool  // the gRPC client set grpc-timeout
-	dl            time.Time
-	chainOn       bool
-	split         policy.Split
-	hadBag        bool
-	bag           string
+	// dl is the caller's deadline (Config.Now's clock): the smallest of
+	// grpc-timeout (gRPC calls), Retrycap-Deadline, its baggage member and
+	// --max-time-to-answer (deadlineIn); arrived is the time it left when
+	// the call arrived; dlField: the request carried Retrycap-Deadline or
+	// a well-formed baggage member (a gRPC call, whose deadline travels in
+	// grpc-timeout, forwards them too only then).
+	dl      policy.Deadline
+	arrived time.Duration
+	dlField bool
+	// perTry is the upstream's per-try timeout (its own, else
+	// --per-try-timeout).
+	perTry  time.Duration
+	chainOn bool
+	split   policy.Split
+	hadBag  bool
+	bag     string
 	// retryable: the call may be re-sent (a gRPC call always, until its
 	// messages overflow the replay buffer; other requests by method or key).
 	retryable    bool
@@ -135,10 +164,11 @@ func (h *Handler) initCall(c *callState, hostPort, method, authority, path strin
 func (c *callState) setup() *ownAnswer {
 	h := c.h
 	fits := c.contentLength < 0 || c.contentLength <= int64(h.cfg.MaxReplayBytes)
+	c.perTry = h.cfg.PerTryTimeout
+	if c.up.PerTryTimeout > 0 {
+		c.perTry = c.up.PerTryTimeout
+	}
 	if c.grpc {
-		if d, ok := parseTimeout(first(c.hdr, hdrGRPCTimeout)); ok {
-			c.hasDL, c.dl = true, time.Now().Add(d)
-		}
 		c.retryable = c.known && fits
 	} else {
 		c.retryable = c.known && (h.methods[c.method] || policy.KeyRetryable([]byte(first(c.hdr, hdrIdempotencyKey)), c.up.Dedup)) && fits
@@ -155,6 +185,10 @@ func (c *callState) setup() *ownAnswer {
 			c.bag = strings.Join(bags, ",")
 			n = policy.IncomingBudget(nil, false, []byte(c.bag), true, n)
 		}
+	}
+	if c.deadlineIn() {
+		c.m.denied[policy.ReasonDeadline].Inc()
+		return c.deadlineAnswer("no time left: nothing forwarded")
 	}
 	c.key = first(c.hdr, hdrIdempotencyKey)
 	if c.key == "" && h.ledger != nil && !c.grpc && (c.method == http.MethodPost || c.method == http.MethodPatch) {
@@ -189,11 +223,66 @@ func (c *callState) setup() *ownAnswer {
 	if !c.retryable {
 		c.maxAttempts = 1
 	}
-	c.end = c.start + int64(c.maxAttempts)*int64(h.cfg.PerTryTimeout)
-	if c.hasDL {
-		c.end = c.start + int64(time.Until(c.dl))
+	c.end = c.start + int64(c.maxAttempts)*int64(c.perTry)
+	if c.dl.Set() && c.start+int64(c.arrived) < c.end {
+		c.end = c.start + int64(c.arrived)
 	}
 	return nil
+}
+
+// deadlineIn resolves the caller's deadline, by the HTTP/1.1 path's rules
+// (policy.IncomingDeadline): the smallest well-formed value of every
+// Retrycap-Deadline field, every retrycap-deadline baggage member (read,
+// as there, when chain budgeting joined the baggage), every grpc-timeout
+// of a gRPC call (policy.ParseGRPCTimeout) and --max-time-to-answer wins;
+// a malformed one counts as absent, so a caller can lower the bound, never
+// raise it. It reports whether the time is gone already (less than a
+// millisecond left, Retrycap-Deadline's unit): the call is then answered
+// at once, nothing forwarded.
+func (c *callState) deadlineIn() (gone bool) {
+	var d time.Duration
+	ok := false
+	if m := c.h.cfg.MaxTimeToAnswer; m > 0 {
+		d, ok = m, true
+	}
+	lower := func(v time.Duration) {
+		if !ok || v < d {
+			d, ok = v, true
+		}
+	}
+	eachValue(c.hdr, fieldDeadline, func(v string) {
+		c.dlField = true
+		if ms, good := policy.ParseDeadlineList([]byte(v)); good {
+			lower(time.Duration(ms) * time.Millisecond)
+		}
+	})
+	if c.hadBag {
+		if ms, good := policy.ParseDeadlineBaggage([]byte(c.bag)); good {
+			c.dlField = true
+			lower(time.Duration(ms) * time.Millisecond)
+		}
+	}
+	if c.grpc {
+		eachValue(c.hdr, fieldTimeout, func(v string) {
+			if g, good := policy.ParseGRPCTimeout([]byte(v)); good {
+				lower(g)
+			}
+		})
+	}
+	c.dl, c.arrived = policy.DeadlineAt(c.start, d, ok), d
+	return ok && d < time.Millisecond
+}
+
+// tryTimeout is the timeout of an attempt starting at now: min(the
+// upstream's per-try timeout, the caller's time left); cut says the
+// deadline is the bound (an attempt it ends is not retried, reason
+// deadline).
+func (c *callState) tryTimeout(now int64) (time.Duration, bool) {
+	t, cut := c.dl.TryTimeout(now, c.perTry)
+	if t <= 0 {
+		t = time.Nanosecond
+	}
+	return t, cut
 }
 
 // Lower-case names of the fields attemptHeaders sets.
@@ -202,14 +291,20 @@ const (
 	fieldBaggage  = "baggage"
 	fieldKey      = "idempotency-key"
 	fieldPrevious = "grpc-previous-rpc-attempts"
-	fieldTimeout  = "grpc-timeout"
+	fieldTimeout  = policy.HeaderGRPCTimeout
+	fieldDeadline = "retrycap-deadline"
 )
 
-// attemptHeaders are the fields attempt n sets on the request, each
-// replacing the request's own of that name: the chain budget (header and
-// baggage), a generated key, and for gRPC grpc-previous-rpc-attempts and
-// the remaining grpc-timeout. It charges the key ledger for the attempt.
-func (c *callState) attemptHeaders(n int, out []hpack.HeaderField) []hpack.HeaderField {
+// attemptHeaders are the fields attempt n, starting at now, sets on the
+// request, each replacing the request's own of that name: the chain budget
+// (header and baggage), a generated key, for gRPC
+// grpc-previous-rpc-attempts, and the caller's time left, reduced by the
+// time spent here: grpc-timeout on a gRPC call (in gRPC's unit grammar),
+// Retrycap-Deadline and the baggage member (when there is baggage) on any
+// other, and on a gRPC call that carried either; each rounded down, so a
+// hop only lowers it. It charges the key ledger for the attempt.
+func (c *callState) attemptHeaders(n int, now int64, out []hpack.HeaderField) []hpack.HeaderField {
+	var bag []byte
 	if c.chainOn {
 		b := c.split.BudgetFor(n)
 		out = append(out, hpack.HeaderField{Name: fieldBudget, Value: strconv.Itoa(b)})
@@ -217,19 +312,32 @@ func (c *callState) attemptHeaders(n int, out []hpack.HeaderField) []hpack.Heade
 			c.h.ledger.Add([]byte(c.key), b, c.attemptStart)
 		}
 		if c.hadBag {
-			out = append(out, hpack.HeaderField{Name: fieldBaggage, Value: string(policy.AppendBaggage(nil, []byte(c.bag), b))})
+			bag = policy.AppendBaggage(nil, []byte(c.bag), b)
 		}
 	}
 	if c.generated {
 		out = append(out, hpack.HeaderField{Name: fieldKey, Value: c.key})
 	}
-	if c.grpc {
-		if n > 1 {
-			out = append(out, hpack.HeaderField{Name: fieldPrevious, Value: strconv.Itoa(n - 1)})
+	if c.grpc && n > 1 {
+		out = append(out, hpack.HeaderField{Name: fieldPrevious, Value: strconv.Itoa(n - 1)})
+	}
+	if c.dl.Set() {
+		if c.grpc {
+			var buf [16]byte
+			out = append(out, hpack.HeaderField{Name: fieldTimeout, Value: string(policy.AppendGRPCTimeout(buf[:0], c.dl.Left(now)))})
 		}
-		if c.hasDL {
-			out = append(out, hpack.HeaderField{Name: fieldTimeout, Value: formatTimeout(time.Until(c.dl))})
+		if ms := c.dl.HeaderMs(now); !c.grpc || c.dlField {
+			out = append(out, hpack.HeaderField{Name: fieldDeadline, Value: strconv.FormatInt(ms, 10)})
+			if c.hadBag {
+				if bag == nil {
+					bag = []byte(c.bag)
+				}
+				bag = policy.AppendDeadlineBaggage(nil, bag, ms)
+			}
 		}
+	}
+	if bag != nil {
+		out = append(out, hpack.HeaderField{Name: fieldBaggage, Value: string(bag)})
 	}
 	return out
 }
@@ -262,6 +370,7 @@ type outcome struct {
 	pushback   []string // grpc-retry-pushback-ms, from the headers or else the trailers
 	retryAfter string   // plain HTTP/2: Retry-After
 	gone       bool     // the client cancelled (judgeGone)
+	cut        bool     // the caller's deadline ended the attempt (not retried: deadline)
 }
 
 // judge is the end of attempt n (started with the breaker's probe flag):
@@ -275,6 +384,8 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		Attempt: n, MaxAttempts: c.maxAttempts, ChainLimited: c.chainLimited,
 		Retryable: c.retryable && replayable,
 		Remaining: time.Duration(c.end - now), GRPC: c.grpc, Cond: res.cond,
+		Deadline: c.dl, PerTry: c.perTry, Arrived: c.arrived,
+		DeadlineCut: res.err != nil && res.cut,
 	}
 	fault := res.err != nil
 	if res.err == nil {
@@ -371,24 +482,27 @@ func (c *callState) ownAnswer(reason policy.Reason, why string, status int) *own
 	return a
 }
 
-// deadlineAnswer answers a call whose grpc-timeout passed.
-func (c *callState) deadlineAnswer() *ownAnswer {
+// deadlineAnswer answers a call whose deadline passed (why says what
+// happened): for gRPC a trailers-only DEADLINE_EXCEEDED, else 504; both
+// with Retrycap-Exhausted: deadline, as the HTTP/1.1 path answers.
+func (c *callState) deadlineAnswer(why string) *ownAnswer {
 	if !c.grpc {
-		return c.ownAnswer(policy.ReasonNone, "deadline exceeded", http.StatusGatewayTimeout)
+		return c.ownAnswer(policy.ReasonDeadline, "deadline exceeded: "+why, http.StatusGatewayTimeout)
 	}
 	c.m.code(codeLabel(codeDeadline))
 	return &ownAnswer{status: http.StatusOK, fields: []hpack.HeaderField{
+		{Name: "retrycap-exhausted", Value: policy.ReasonDeadline.String()},
 		{Name: "content-type", Value: "application/grpc"},
 		{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
-		{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded")},
+		{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded: " + why)},
 	}}
 }
 
 // giveUp is the answer to a call whose last attempt (of attempts) failed
 // in transport (err, cond) and is not retried for reason.
 func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int) *ownAnswer {
-	if c.hasDL && !time.Now().Before(c.dl) {
-		return c.deadlineAnswer()
+	if reason == policy.ReasonDeadline || c.dl.Gone(c.h.cfg.Now()) {
+		return c.deadlineAnswer(fmt.Sprintf("%d attempt(s), last failed with %s (%v)", attempts, cond, err))
 	}
 	msg := fmt.Sprintf("%d attempt(s), last failed with %s (%v)", attempts, cond, err)
 	if reason != policy.ReasonNone {
@@ -450,8 +564,16 @@ func (c *callState) trailerExtras(res *outcome, reason policy.Reason, grpcStatus
 }
 
 // brokenTrailers end a gRPC answer the upstream broke after it began
-// (a proper status rather than a reset), counted.
+// (a proper status rather than a reset), counted; one the call's deadline
+// ended (onDeadline) is DEADLINE_EXCEEDED.
 func (c *callState) brokenTrailers(err error) []hpack.HeaderField {
+	if errors.Is(err, context.DeadlineExceeded) {
+		c.m.code(codeLabel(codeDeadline))
+		return []hpack.HeaderField{
+			{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
+			{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded while the answer streamed")},
+		}
+	}
 	c.m.code(codeLabel(codeUnavailable))
 	return []hpack.HeaderField{
 		{Name: "grpc-status", Value: strconv.Itoa(codeUnavailable)},

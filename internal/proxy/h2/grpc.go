@@ -27,60 +27,6 @@ const (
 	codeUnauthenticate = 16
 )
 
-// parseTimeout reads grpc-timeout: at most 8 digits and a unit
-// (H, M, S, m, u, n). ok is false when absent or malformed (gRPC then has
-// no deadline).
-func parseTimeout(v string) (time.Duration, bool) {
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	var unit time.Duration
-	switch v[len(v)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
-		return 0, false
-	}
-	if n > int64(1<<62)/int64(unit) {
-		return 1 << 62, true
-	}
-	return time.Duration(n) * unit, true
-}
-
-// formatTimeout writes d as grpc-timeout, in the finest unit whose value
-// fits 8 digits (rounded up so a forwarded deadline is never shorter by
-// rounding than the time left; at least 1n).
-func formatTimeout(d time.Duration) string {
-	if d <= 0 {
-		d = 1
-	}
-	units := []struct {
-		u time.Duration
-		c byte
-	}{{time.Nanosecond, 'n'}, {time.Microsecond, 'u'}, {time.Millisecond, 'm'}, {time.Second, 'S'}, {time.Minute, 'M'}, {time.Hour, 'H'}}
-	for _, x := range units {
-		v := (d + x.u - 1) / x.u
-		if v < 100000000 {
-			return strconv.FormatInt(int64(v), 10) + string(x.c)
-		}
-	}
-	return "99999999H"
-}
-
 // parsePushback reads grpc-retry-pushback-ms (gRPC A6): a non-negative
 // integer is the wait before the retry; a negative or malformed value means
 // do not retry (stop).

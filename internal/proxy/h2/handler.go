@@ -30,6 +30,9 @@ type Upstream struct {
 	Budget   *policy.RetryBudget // nil: no retry budget
 	Breaker  *policy.Breaker     // nil: no breaker
 	Dedup    bool                // deduplicates by Idempotency-Key: any key makes a POST retryable (policy.KeyRetryable)
+	// PerTryTimeout is the upstream's own per-try timeout (the upstreams
+	// grammar's "/TIMEOUT"); 0: Config.PerTryTimeout.
+	PerTryTimeout time.Duration
 }
 
 // Config is what the h2c path needs from the proxy; every field but Lookup
@@ -43,8 +46,13 @@ type Config struct {
 	IsSelf func(hostPort string) bool
 	// ChainCap is --chain-cap; 0 turns chain budgeting off.
 	ChainCap int
-	// PerTryTimeout bounds one attempt up to its response headers (and the dial).
+	// PerTryTimeout bounds one attempt up to its response headers (and the
+	// dial), unless the upstream has its own (Upstream.PerTryTimeout); the
+	// caller's time left bounds it further.
 	PerTryTimeout time.Duration
+	// MaxTimeToAnswer is --max-time-to-answer: the bound on a call's
+	// deadline when the caller sent none or a larger one (0: none).
+	MaxTimeToAnswer time.Duration
 	// Policy is the retry-on set and the backoff.
 	Policy policy.Policy
 	// RetryMethods are the methods a plain (non-gRPC) HTTP/2 request is

@@ -116,14 +116,15 @@ func TestPerTryTimeoutRetried(t *testing.T) {
 	}
 }
 
-// A client connection's attempts under way form a list in start order
-// (the per-try timeouts' deadline order): unlinking keeps the others in
-// order, twice is a no-op.
+// A client connection's attempts under way form a list in due order:
+// with one timeout, start order; an attempt with a shorter timeout (a
+// caller's deadline, an upstream's own per-try timeout) goes before those
+// due later. Unlinking keeps the others in order, twice is a no-op.
 func TestTriesList(t *testing.T) {
 	cc := &cconn{h: &Handler{cfg: Config{PerTryTimeout: time.Hour}}, born: time.Now()}
 	as := []*ratt{{n: 1}, {n: 2}, {n: 3}, {n: 4}}
 	for _, a := range as {
-		cc.trackTry(a)
+		cc.trackTry(a, time.Hour)
 	}
 	defer cc.tries.Stop()
 	order := func() (out []int) {
@@ -151,5 +152,26 @@ func TestTriesList(t *testing.T) {
 		if as[i].due < as[i-1].due {
 			t.Fatalf("attempt %d due before attempt %d", i+1, i)
 		}
+	}
+	// Mixed timeouts: 1 (1h), 2 (1m: before 1), 3 (2h: the tail),
+	// 4 (1s: the head), 5 (30m: between 2 and 1).
+	as = []*ratt{{n: 1}, {n: 2}, {n: 3}, {n: 4}, {n: 5}}
+	for i, d := range []time.Duration{time.Hour, time.Minute, 2 * time.Hour, time.Second, 30 * time.Minute} {
+		cc.trackTry(as[i], d)
+	}
+	if got, want := order(), []int{4, 2, 5, 1, 3}; !slices.Equal(got, want) {
+		t.Fatalf("mixed timeouts: list %v, want %v", got, want)
+	}
+	var back []int
+	for a := cc.tryTail; a != nil; a = a.tprev {
+		back = append(back, a.n)
+	}
+	if want := []int{3, 1, 5, 2, 4}; !slices.Equal(back, want) {
+		t.Fatalf("mixed timeouts backwards: %v, want %v", back, want)
+	}
+	cc.untrackTry(as[4])
+	cc.untrackTry(as[3])
+	if got, want := order(), []int{2, 1, 3}; !slices.Equal(got, want) {
+		t.Fatalf("after unlinking 5 and 4: %v, want %v", got, want)
 	}
 }

@@ -75,7 +75,7 @@ type ratt struct {
 	extra []hpack.HeaderField // the fields this attempt sets (attemptHeaders), in extraBuf
 	// The attempt's own arrays for its pseudo-headers and extra fields.
 	pseudoBuf [4]hpack.HeaderField
-	extraBuf  [5]hpack.HeaderField
+	extraBuf  [6]hpack.HeaderField
 	uc        *upconn
 	id        uint32
 	waiting   bool // queued for a connection
@@ -93,6 +93,7 @@ type ratt struct {
 	resends      int
 
 	timedOut   bool
+	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	gotHeaders bool
 	hdrs       []hpack.HeaderField
 	trailers   []hpack.HeaderField
@@ -146,8 +147,12 @@ func (s *rstream) start() {
 		return
 	}
 	s.pool = s.cc.h.relayPool(s.cs.addr)
-	if s.cs.hasDL {
-		s.dlTimer = time.AfterFunc(time.Until(s.cs.dl), s.onDeadline)
+	if s.cs.grpc && s.cs.dl.Set() {
+		// A gRPC answer is a stream the deadline ends too (a plain answer
+		// is not cut once it began, as on the HTTP/1.1 path); the
+		// attempts themselves are bounded by their per-try timeout,
+		// min(per-try, time left) (trackTry).
+		s.dlTimer = time.AfterFunc(s.cs.dl.Left(s.cs.h.cfg.Now()), s.onDeadline)
 	}
 	s.next()
 }
@@ -173,8 +178,14 @@ func (s *rstream) next() {
 		s.last.release()
 		s.last = nil
 	}
-	if cs.hasDL && !time.Now().Before(cs.dl) {
-		s.answer(cs.deadlineAnswer())
+	if cs.dl.Gone(now) {
+		// A retry whose backoff ran into the deadline (Decide left it
+		// room; a stalled machine did not).
+		if probe {
+			cs.up.Breaker.Cancel(true)
+		}
+		cs.m.denied[policy.ReasonDeadline].Inc()
+		s.answer(cs.deadlineAnswer(strconv.Itoa(n-1) + " attempt(s); no time left for the next"))
 		return
 	}
 	s.n, s.probe = n, probe
@@ -187,13 +198,15 @@ func (s *rstream) next() {
 		a = &ratt{s: s, n: n, t0: time.Now()}
 	}
 	s.att = a
-	a.extra = cs.attemptHeaders(n, a.extraBuf[:0])
+	a.extra = cs.attemptHeaders(n, now, a.extraBuf[:0])
 	if n > 1 && s.overflow {
 		a.res = outcome{err: errReplayOverflow, cond: policy.CondReset}
 		s.decide(a)
 		return
 	}
-	s.cc.trackTry(a)
+	timeout, cut := cs.tryTimeout(now)
+	a.cut = cut
+	s.cc.trackTry(a, timeout)
 	s.dispatch(a)
 }
 
@@ -374,7 +387,7 @@ func (a *ratt) fail(err error) {
 		a.release()
 		return
 	}
-	a.res = outcome{err: err, cond: classify(err, a.timedOut)}
+	a.res = outcome{err: err, cond: classify(err, a.timedOut), cut: a.timedOut && a.cut}
 	a.release()
 	s.decide(a)
 }
@@ -929,7 +942,7 @@ func (s *rstream) close() {
 	s.cc.removeStream(s)
 }
 
-// onDeadline is grpc-timeout passing.
+// onDeadline is a gRPC call's deadline passing.
 func (s *rstream) onDeadline() {
 	cc := s.cc
 	defer cc.h.flushDirty()
@@ -943,6 +956,7 @@ func (s *rstream) onDeadline() {
 		s.relayed.release()
 		s.broken(context.DeadlineExceeded)
 	case s.att != nil && !s.att.judged:
+		s.att.timedOut, s.att.cut = true, true
 		s.att.fail(context.DeadlineExceeded)
 	case s.timer != nil:
 		s.timer.Stop()
@@ -951,6 +965,7 @@ func (s *rstream) onDeadline() {
 			s.last.release()
 			s.last = nil
 		}
-		s.answer(s.cs.deadlineAnswer())
+		s.cs.m.denied[policy.ReasonDeadline].Inc()
+		s.answer(s.cs.deadlineAnswer(strconv.Itoa(s.n) + " attempt(s); the deadline passed in the backoff"))
 	}
 }

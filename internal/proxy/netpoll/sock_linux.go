@@ -13,7 +13,12 @@ import (
 )
 
 // WriteSome writes b to a non-blocking socket until it is all sent or the
-// socket is full; it returns what is left for EPOLLOUT.
+// socket is full; it returns what is left for EPOLLOUT. On an error, rest
+// is what the socket did not take: a caller counting the bytes that left
+// (policy.MayResend: a pooled connection whose write failed before any
+// byte left may carry the request again) must not count it. (Before issue
+// 25's test of that path, rest was nil on an error: a keyless POST whose
+// first write failed with EPIPE counted as sent and was answered 502.)
 func WriteSome(fd int, b []byte) (rest []byte, err error) {
 	for len(b) > 0 {
 		n, err := unix.Write(fd, b)
@@ -24,9 +29,9 @@ func WriteSome(fd int, b []byte) (rest []byte, err error) {
 		case errors.Is(err, unix.EAGAIN):
 			return b, nil
 		case err == nil:
-			return nil, io.ErrShortWrite // 0 bytes taken without an error
+			return b, io.ErrShortWrite // 0 bytes taken without an error
 		default:
-			return nil, err
+			return b, err
 		}
 	}
 	return nil, nil

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/annotations"
 )
@@ -14,6 +15,9 @@ type Upstream struct {
 	Name     string
 	Attempts int // 0 = use --default-attempts
 	Calls    int
+	// PerTryTimeout bounds each try to this upstream (the grammar's "/TIMEOUT",
+	// "payment=3/2s"); 0 = not given: --per-try-timeout applies.
+	PerTryTimeout time.Duration
 	// Dedup: the upstream deduplicates by Idempotency-Key (--dedup-upstreams), so any key
 	// makes a POST or PATCH to it retryable (KeyRetryable).
 	Dedup bool
@@ -33,7 +37,7 @@ func ParseUpstreams(s string) ([]Upstream, error) {
 		if calls == 0 {
 			calls = 1
 		}
-		out = append(out, Upstream{Name: u.Name, Attempts: int(u.Attempts), Calls: calls})
+		out = append(out, Upstream{Name: u.Name, Attempts: int(u.Attempts), Calls: calls, PerTryTimeout: u.PerTryTimeout})
 	}
 	return out, nil
 }

@@ -61,9 +61,11 @@ const maxStaleSkips = 64
 
 func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response) (bool, error) {
 	// The attempt's timeout as DoTimeout set it (forward.Exchange.TryTimeout:
-	// min(per-try, the caller's time left)); --per-try-timeout otherwise.
+	// min(the upstream's per-try timeout, the caller's time left), which
+	// may exceed --per-try-timeout: "payment=3/5s"); --per-try-timeout
+	// otherwise.
 	perTry := t.perTry
-	if to := req.GetTimeOut(); to > 0 && to < perTry {
+	if to := req.GetTimeOut(); to > 0 {
 		perTry = to
 	}
 	deadline := time.Now().Add(perTry)
