@@ -9,7 +9,7 @@
 // (internal/index: index.Index.For), which reads only the part of a namespace that can change
 // the verdict and answers from a policy's prepared graph when the request's chains reach much of
 // a large namespace. mesh.go puts a verdict's plan in the application's terms when mesh layers
-// multiply its edges.
+// multiply its edges; time.go judges the same chains against a policy's spec.maxTimeToAnswer.
 //
 // The package imports no client: internal/webhook serves Decide as an admission.Handler over the
 // index that internal/kubeobj feeds. Tests give Decide a slice of workloads as its Source, and

@@ -23,6 +23,10 @@ type Steps[P, V any] struct {
 	// Ref is the policy of verdict v; Message is v as the client reads it.
 	Ref     func(v V) workload.PolicyRef
 	Message func(v V) string
+	// Also, when not nil, names the other exceeded Reject policies after the strictest's
+	// message (vs: strictest first), e.g. "; also over the cap of ..."; nil: "; also over the
+	// cap of" and CapList.
+	Also func(vs []V) string
 	// Rewrite applies the exceeded Rewrite policies' verdicts (in name order) to what will be
 	// stored, and returns the warnings saying what changed.
 	Rewrite func(vs []V) []string
@@ -85,7 +89,9 @@ func Enforce[P, V any](policies []P, s Steps[P, V]) Enforced {
 	if len(rejects) > 0 {
 		slices.SortStableFunc(rejects, func(a, b V) int { return workload.CompareRefs(s.Ref(a), s.Ref(b)) })
 		msg := s.Message(rejects[0])
-		if len(rejects) > 1 {
+		if len(rejects) > 1 && s.Also != nil {
+			msg += s.Also(rejects[1:])
+		} else if len(rejects) > 1 {
 			refs := make([]workload.PolicyRef, 0, len(rejects)-1)
 			for _, v := range rejects[1:] {
 				refs = append(refs, s.Ref(v))

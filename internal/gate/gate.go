@@ -106,22 +106,41 @@ type verdict struct {
 	// layers are the mesh layers of the path's multiplied factors (Result.ExplainJudgement),
 	// "" without any.
 	layers string
+	// time is the judgement against the policy's maxTimeToAnswer when a chain through the
+	// workload is over it (time.go); nil otherwise. judge is then nil when the cap is not over.
+	time *timeVerdict
+	// timeVia is the incoming workload when the time's node is a Service's name, not its own.
+	timeVia string
 }
 
 func (v verdict) message() string {
 	ref := v.policy.Ref()
-	msg := graph.AdmissionMessage(ref.QualifiedName(), v.judge, v.plan)
-	if v.layers != "" {
-		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
-		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
-		head := graph.AdmissionMessage(ref.QualifiedName(), v.judge, nil)
-		msg = head + "; " + v.layers + msg[len(head):]
+	var msg string
+	if v.time != nil {
+		msg = v.timeMessage()
+	} else {
+		msg = v.capMessage()
 	}
 	// AdmissionMessage names a RetryPolicy; the policy's own kind in its place.
 	msg = ref.Kind + strings.TrimPrefix(msg, workload.KindRetryPolicy)
 	if v.via != "" {
 		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
 		msg = strings.Replace(msg, "even with "+v.node+": ", "even with "+v.via+": ", 1)
+	}
+	if v.timeVia != "" {
+		msg = strings.Replace(msg, "even with "+v.time.node+": ", "even with "+v.timeVia+": ", 1)
+	}
+	return msg
+}
+
+// capMessage is the message of a verdict over the cap alone.
+func (v verdict) capMessage() string {
+	msg := graph.AdmissionMessage(v.policy.Ref().QualifiedName(), v.judge, v.plan)
+	if v.layers != "" {
+		// After the path, before the suggestion: "... = 9 > cap 4; productpage -x3-> reviews: 3 =
+		// 1 (Deployment productpage) x 3 (Istio default, ...); ...", as the controller's messages.
+		head := graph.AdmissionMessage(v.policy.Ref().QualifiedName(), v.judge, nil)
+		msg = head + "; " + v.layers + msg[len(head):]
 	}
 	return msg
 }
@@ -207,9 +226,16 @@ func Decide(in Input) Decision {
 		Check: func(p *workload.Policy) error {
 			return incomingError(workload.Build(p, []workload.Workload{in.Incoming}, nil), in.Incoming)
 		},
-		Judge:   func(p *workload.Policy) (verdict, bool, error) { return judge(p, in.Incoming, in.Old, src, in.Mesh) },
+		Judge: func(p *workload.Policy) (verdict, bool, error) {
+			v, over, err := judge(p, in.Incoming, in.Old, src, in.Mesh)
+			if err == nil && over && p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
+				err = refusedRewrite(v)
+			}
+			return v, over, err
+		},
 		Ref:     func(v verdict) workload.PolicyRef { return v.policy.Ref() },
 		Message: verdict.message,
+		Also:    also,
 		Rewrite: func(vs []verdict) []string {
 			rw, warnings := rewrite(in.Incoming, vs)
 			if rw != nil {
@@ -294,14 +320,15 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 			if err != nil {
 				return verdict{}, false, err
 			}
-			if !raises && !workload.RaisesMeshRetries(set, *old, w) {
+			if !raises && !workload.RaisesMeshRetries(set, *old, w) && (maxTime(p) == 0 || !raisesTime(p.Spec(), *old, w)) {
 				return verdict{}, false, nil
 			}
 		}
 	}
 	incoming := workload.Parse(w)
 	own := p.Node(incoming.ServiceName(), w.Namespace)
-	if b := src.Prepared(p); b != nil && b.Mesh() == set {
+	// A policy with a maxTimeToAnswer is judged on a build: a prepared graph carries no hops.
+	if b := src.Prepared(p); b != nil && b.Mesh() == set && maxTime(p) == 0 {
 		if j, plan, ok := b.Judge(incoming); ok {
 			if !j.Over {
 				return verdict{}, false, nil
@@ -321,16 +348,31 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 			j, svc = nj, n
 		}
 	}
-	if j == nil || !j.Over {
+	tv := judgeTime(p, r, incoming)
+	capOver := j != nil && j.Over
+	if !capOver && tv == nil {
 		return verdict{}, false, nil
 	}
-	// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
-	plan, _ := graph.PlanLocal(r.Graph, r.Cap, svc)
-	v := verdict{policy: p, judge: j, plan: plan, node: svc}
-	if svc != own {
+	v := verdict{policy: p, node: svc, time: tv}
+	if capOver {
+		// PlanLocal's error only repeats plan.Reason (no rewrite fits); the plan says it with Fits.
+		v.judge = j
+		v.plan, _ = graph.PlanLocal(r.Graph, r.Cap, svc)
+	} else {
+		v.node = tv.node
+	}
+	if v.node != own {
 		v.via = w.String()
 	}
-	return meshVerdict(v, r, incoming), true, nil
+	v = meshVerdict(v, r, incoming)
+	if tv != nil {
+		// The time's plan is in the application's attempts already (graph.JudgeTime).
+		v.plan = graph.MergePlans(v.plan, renamed(tv.plan, v.node))
+		if tv.node != own {
+			v.timeVia = w.String()
+		}
+	}
+	return v, true, nil
 }
 
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'
@@ -362,7 +404,7 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		}
 		if lowered {
 			lowering = append(lowering, v.policy.Ref())
-			explains = append(explains, v.judge.Explain())
+			explains = append(explains, v.explain())
 		}
 		if !v.plan.Fits {
 			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite; "+incoming.String()+" is rewritten as far as it goes)")

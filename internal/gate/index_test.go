@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -68,14 +69,17 @@ func randomWorkloads(r *rand.Rand, n int, acyclic bool) []workload.Workload {
 
 var pathPattern = regexp.MustCompile(`[a-z0-9.-]+( -x[0-9]+-> [a-z0-9.-]+)+`)
 
+// timePathPattern is a time chain's path and times ("gateway 3s -> order 900ms -> payment ?").
+var timePathPattern = regexp.MustCompile(`[a-z0-9.-]+ [0-9a-zµ.?]+( -> [a-z0-9.-]+ [0-9a-zµ.?]+)+`)
+
 // withoutPaths blanks the paths in d's messages: when two paths tie for the worst, which one the
 // graph names depends on node numbering, which differs between a subset and the whole. Products,
 // caps, plans and rewrites must still agree.
 func withoutPaths(d Decision) Decision {
-	d.Message = pathPattern.ReplaceAllString(d.Message, "<path>")
+	d.Message = timePathPattern.ReplaceAllString(pathPattern.ReplaceAllString(d.Message, "<path>"), "<path>")
 	ws := make([]string, len(d.Warnings))
 	for i, w := range d.Warnings {
-		ws[i] = pathPattern.ReplaceAllString(w, "<path>")
+		ws[i] = timePathPattern.ReplaceAllString(pathPattern.ReplaceAllString(w, "<path>"), "<path>")
 	}
 	d.Warnings = ws
 	return d
@@ -85,12 +89,43 @@ func withoutPaths(d Decision) Decision {
 // over the relevant subset as over the whole namespace, for every mode, with and without
 // selectors and explicit entrypoints, on creates and on updates.
 func TestRelevantMatchesWholeNamespace(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
+	relevantRounds(t, rand.New(rand.NewPCG(1, 2)), false)
+}
+
+// TestRelevantMatchesWholeNamespaceTime is TestRelevantMatchesWholeNamespace with per-try
+// timeouts on the upstreams and a maxTimeToAnswer on the policies: the chains the gate times are
+// those through the incoming workload, which the relevant subset holds whole.
+func TestRelevantMatchesWholeNamespaceTime(t *testing.T) {
+	relevantRounds(t, rand.New(rand.NewPCG(29, 30)), true)
+}
+
+// withTimeouts gives each upstream of ws a random per-try timeout (some none).
+func withTimeouts(r *rand.Rand, ws []workload.Workload) []workload.Workload {
+	for i, w := range ws {
+		ups, err := annotations.ParseUpstreams(w.Annotations.Get(annotations.Upstreams))
+		if err != nil || len(ups) == 0 {
+			continue
+		}
+		for k := range ups {
+			if r.IntN(4) > 0 {
+				ups[k].PerTryTimeout = time.Duration(1+r.IntN(40)) * 50 * time.Millisecond
+			}
+		}
+		ws[i].Annotations = w.Annotations.With(annotations.Upstreams, annotations.FormatUpstreams(ups))
+	}
+	return ws
+}
+
+// relevantRounds is the body of the two tests above.
+func relevantRounds(t *testing.T, r *rand.Rand, timed bool) {
 	modes := []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit}
-	decisions, prepared := 0, 0
+	decisions, prepared, timeDecisions := 0, 0, 0
 	for round := 0; round < 300; round++ {
 		// Half the rounds without cycles, where the prepared graph answers rather than defers.
 		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		if timed {
+			ws = withTimeouts(r, ws)
+		}
 		x := index.New()
 		for _, w := range ws {
 			x.Put(w)
@@ -105,11 +140,18 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 			if r.IntN(3) == 0 {
 				p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: fmt.Sprintf("s%d", r.IntN(5)), ClientAttempts: int32(1 + r.IntN(3))}}
 			}
+			if timed {
+				p.Spec.MaxAmplification = 1000
+				p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: time.Duration(1+r.IntN(60)) * 100 * time.Millisecond}
+			}
 			ps = append(ps, p)
 		}
 		for i := 0; i < 5; i++ {
 			base := ws[r.IntN(len(ws))]
 			incoming := randomWorkloads(r, 1+r.IntN(len(ws)), round%2 == 0)[0]
+			if timed {
+				incoming = withTimeouts(r, []workload.Workload{incoming})[0]
+			}
 			incoming.Name = base.Name
 			var old *workload.Workload
 			if r.IntN(2) == 0 {
@@ -144,6 +186,9 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 			if !full.Allowed || full.Rewrite != nil || len(full.Warnings) > 0 {
 				decisions++
 			}
+			if strings.Contains(full.Message+strings.Join(full.Warnings, ""), "maxTimeToAnswer") {
+				timeDecisions++
+			}
 		}
 	}
 	if decisions < 100 {
@@ -151,10 +196,13 @@ func TestRelevantMatchesWholeNamespace(t *testing.T) {
 	}
 	// Random namespaces have cycles, where the prepared graph defers to a build; enough of the
 	// requests must be answered by it for the comparison to say something.
-	if prepared < 500 {
+	if timed && timeDecisions < 100 {
+		t.Fatalf("only %d decisions were about maxTimeToAnswer", timeDecisions)
+	}
+	if !timed && prepared < 500 {
 		t.Fatalf("the prepared graph answered only %d requests", prepared)
 	}
-	t.Logf("%d decisions, %d judgements answered by the prepared graph", decisions, prepared)
+	t.Logf("%d decisions (%d about the time), %d judgements answered by the prepared graph", decisions, timeDecisions, prepared)
 }
 
 func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {

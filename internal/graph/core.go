@@ -40,6 +40,10 @@ type core struct {
 	retryComp int32 // first retry component in topological order, -1 if none
 
 	local []int32 // scratch: node -> index within the component being processed, -1 otherwise
+	// treeFrom's scratch, reused across components.
+	tfSeen               []bool
+	tfQueue, tfOff, tfIn []int32
+	tfFill               []int32
 
 	buf *buffers // where the node-sized arrays come from (see release)
 }
@@ -107,7 +111,13 @@ func newCore(g *Graph, att []int64) *core {
 	}
 	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1, buf: bufferPool.Get().(*buffers)}
 	if !c.kahn() {
-		c.tarjan()
+		if r := adj.sccs.Load(); r != nil {
+			c.comp, c.order, c.csize, c.cyc = r.comp, r.order, r.csize, r.cyc
+		} else {
+			c.tarjan()
+			// Concurrent cores may both compute it: the same answer, the last store wins.
+			adj.sccs.Store(&sccs{comp: c.comp, order: c.order, csize: c.csize, cyc: c.cyc})
+		}
 	}
 	c.entrypoints()
 	c.findRetry()
@@ -569,9 +579,16 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 			c.local[v] = -1
 		}
 	}()
-	seen := make([]bool, len(nodes))
+	// The scratch is the core's, reused by every component (a graph can have thousands).
+	k := len(nodes)
+	if cap(c.tfSeen) < k {
+		c.tfSeen = make([]bool, k)
+	}
+	seen := c.tfSeen[:k]
+	clear(seen)
 	seen[c.local[root]] = true
-	queue := []int32{root}
+	queue := append(c.tfQueue[:0], root)
+	defer func() { c.tfQueue = queue[:0] }()
 	if forward {
 		for i := 0; i < len(queue); i++ {
 			u := queue[i]
@@ -588,19 +605,43 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 		}
 		return
 	}
-	// Backward: reverse the component's inner edges.
-	in := make([][]int32, len(nodes))
+	// Backward: the component's inner edges by target (counted, then laid out flat), reversed.
+	off := c.tfOff[:0]
+	if cap(off) < k+1 {
+		off = make([]int32, k+1)
+	}
+	off = off[:k+1]
+	clear(off)
 	for _, u := range nodes {
 		lo, hi := c.out(u)
 		for s := lo; s < hi; s++ {
 			if t := to[s]; c.comp[t] == cp {
-				in[c.local[t]] = append(in[c.local[t]], s)
+				off[c.local[t]+1]++
 			}
 		}
 	}
+	for i := 1; i <= k; i++ {
+		off[i] += off[i-1]
+	}
+	in := c.tfIn[:0]
+	if cap(in) < int(off[k]) {
+		in = make([]int32, off[k])
+	}
+	in = in[:off[k]]
+	fill := append(c.tfFill[:0], off[:k]...)
+	for _, u := range nodes {
+		lo, hi := c.out(u)
+		for s := lo; s < hi; s++ {
+			if t := to[s]; c.comp[t] == cp {
+				in[fill[c.local[t]]] = s
+				fill[c.local[t]]++
+			}
+		}
+	}
+	c.tfOff, c.tfIn, c.tfFill = off, in, fill
 	for i := 0; i < len(queue); i++ {
 		v := queue[i]
-		for _, s := range in[c.local[v]] {
+		for _, s := range in[off[c.local[v]]:off[c.local[v]+1]] {
 			u := from[s]
 			if seen[c.local[u]] {
 				continue

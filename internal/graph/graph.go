@@ -59,6 +59,16 @@ type adjacency struct {
 	// arrays front to back (at 100k services they no longer fit the cache, and a row at a
 	// random place costs a miss in each array). nil when the graph has a cycle (rows by node id).
 	rowEnd []int32
+	// sccs is Tarjan's answer for a graph with a cycle (see core.tarjan), computed by the first
+	// core that needs it: like order, it depends only on the edges. Read-only once stored.
+	sccs atomic.Pointer[sccs]
+}
+
+// sccs are the strongly connected components of a graph with a cycle: core's comp, order,
+// csize and cyc.
+type sccs struct {
+	comp, order, csize []int32
+	cyc                []bool
 }
 
 // adjacency returns the graph's adjacency, building it if the graph changed since it was last

@@ -142,6 +142,11 @@ type Prepared struct {
 	g      *Graph
 	c      *core
 	called []bool // node -> some selected service calls it (default entrypoints are the others)
+	// With a retry cycle in the graph: the nodes that reach a component with a retry inside
+	// (below) and those it reaches (above). Their worst paths are over chains that visit a
+	// service once (judgesimple.go), which the prepared products do not hold; elsewhere they
+	// are the same. nil without a retry cycle.
+	retryBelow, retryAbove []bool
 }
 
 // Prepare analyses g for JudgeWith. O(V+E), like Judge.
@@ -157,7 +162,55 @@ func Prepare(g *Graph) *Prepared {
 			called[c.adj.to[s]] = true
 		}
 	}
-	return &Prepared{g: g, c: c, called: called}
+	pg := &Prepared{g: g, c: c, called: called}
+	if c.anyRetry {
+		pg.retryBelow, pg.retryAbove = make([]bool, c.n), make([]bool, c.n)
+		retrying := func(v int32) bool { return c.isCyc(c.comp[v]) && c.retry[c.comp[v]] }
+		for i := c.n - 1; i >= 0; i-- {
+			v := c.order[i]
+			below := retrying(v)
+			lo, hi := c.out(v)
+			for e := lo; e < hi && !below; e++ {
+				below = pg.retryBelow[c.adj.to[e]]
+			}
+			pg.retryBelow[v] = below
+		}
+		// A component's nodes are contiguous in the order: one more pass over the cyclic ones
+		// makes the flag whole within each (a node reaches what its component reaches).
+		for i := 0; i < c.n; {
+			cp := c.comp[c.order[i]]
+			size := c.size(cp)
+			nodes := c.order[i : i+size]
+			i += size
+			any := false
+			for _, v := range nodes {
+				any = any || pg.retryBelow[v]
+			}
+			for _, v := range nodes {
+				pg.retryBelow[v] = any
+			}
+		}
+		for i := 0; i < c.n; {
+			cp := c.comp[c.order[i]]
+			size := c.size(cp)
+			nodes := c.order[i : i+size]
+			i += size
+			above := false
+			for _, v := range nodes {
+				above = above || retrying(v) || pg.retryAbove[v]
+			}
+			for _, v := range nodes {
+				pg.retryAbove[v] = above
+				lo, hi := c.out(v)
+				for e := lo; e < hi; e++ {
+					if above {
+						pg.retryAbove[c.adj.to[e]] = true
+					}
+				}
+			}
+		}
+	}
+	return pg
 }
 
 // JudgeWith is Judge and PlanLocal (at cap) of service on the prepared graph with the service's
@@ -179,8 +232,10 @@ func (pg *Prepared) JudgeWith(cap int64, service string, edges []Edge) (j *Judge
 	if !known {
 		s = -1
 	}
-	if s >= 0 && c.isCyc(c.comp[s]) {
-		// The paths into the service may run through its own edges.
+	if s >= 0 && (c.isCyc(c.comp[s]) || pg.retryAbove != nil && (pg.retryAbove[s] || pg.retryBelow[s])) {
+		// The paths into the service may run through its own edges; and with a retry cycle
+		// before or below it the worst case is over chains that visit a service once
+		// (judgesimple.go), which the prepared products do not hold.
 		return nil, nil, false
 	}
 	es := make([]localEdge, 0, len(edges))
@@ -203,7 +258,7 @@ func (pg *Prepared) JudgeWith(cap int64, service string, edges []Edge) (j *Judge
 		if !ok {
 			t = -1
 		}
-		if t >= 0 && s >= 0 && pg.reaches(t, s) {
+		if t >= 0 && s >= 0 && pg.reaches(t, s) || t >= 0 && pg.retryBelow != nil && pg.retryBelow[t] {
 			return nil, nil, false
 		}
 		es = append(es, localEdge{to: e.To, t: t, att: a, orig: a})

@@ -198,6 +198,12 @@ func PlanLocal(g *Graph, cap int64, service string) (*Plan, error) {
 	}
 	adj := g.adjacency()
 	att := append([]int64(nil), adj.att...)
+	if sc := newCore(g, nil); sc.needsSimple(s) {
+		sc.release()
+		return planLocalSimple(g, cap, s, att)
+	} else {
+		sc.release()
+	}
 	c := newCore(g, att)
 	defer c.release()
 	cs := c.comp[s]
@@ -264,6 +270,9 @@ type Judgement struct {
 	Path          []string
 	Factors       []int64
 	Amplification int64
+	// Bound says why Amplification is an upper bound (a cycle too large to search; "" when
+	// exact).
+	Bound string
 }
 
 // Judge looks at service's outgoing edges as the admission gate does: the worst path through any
@@ -277,9 +286,21 @@ func Judge(g *Graph, cap int64, service string) *Judgement {
 	}
 	c := newCore(g, nil)
 	defer c.release()
+	cs := c.comp[s]
+	if c.needsSimple(s) {
+		// Chains that visit a service once (judgesimple.go); unbounded only where one can
+		// return to a service with retries: a retrying self-loop on s's cycle.
+		if u := c.retryingSelfLoop(cs); u >= 0 {
+			j.Over = true
+			j.Cycle = []string{g.names[u], g.names[u]}
+			j.CycleFactors = []int64{c.att[c.slotBetween(u, u)]}
+			j.Amplification = Saturated
+			return j
+		}
+		return newSimpleJudge(c, s).judgement(cap)
+	}
 	c.forward(false)
 	c.backward()
-	cs := c.comp[s]
 	lo, hi := c.out(s)
 	if c.isCyc(cs) && c.retry[cs] {
 		for e := lo; e < hi; e++ {
@@ -324,7 +345,11 @@ func (j *Judgement) Explain() string {
 	if j.Path == nil {
 		return ""
 	}
-	return explain(j.Path, j.Factors, j.Amplification, j.Cap, len(j.Factors) > 0 && j.Factors[0] > 1)
+	msg := explain(j.Path, j.Factors, j.Amplification, j.Cap, len(j.Factors) > 0 && j.Factors[0] > 1)
+	if j.Bound != "" {
+		msg += " (at most: " + j.Bound + ")"
+	}
+	return msg
 }
 
 // AdmissionMessage renders the gate's message:
@@ -332,19 +357,46 @@ func (j *Judgement) Explain() string {
 // plan is PlanLocal's result for the judged service (nil to omit); several changes read
 // "order may keep payment=1, inventory=2"; when nothing fits, the plan's reason follows instead.
 func AdmissionMessage(policy string, j *Judgement, plan *Plan) string {
-	msg := "RetryPolicy " + policy + ": " + j.Explain()
-	if plan == nil {
-		return msg
-	}
-	if !plan.Fits {
-		return msg + "; " + plan.Reason
-	}
-	if len(plan.Changes) > 0 {
-		parts := make([]string, len(plan.Changes))
-		for i, ch := range plan.Changes {
-			parts[i] = ch.To + "=" + strconv.FormatInt(ch.New, 10)
+	return "RetryPolicy " + policy + ": " + j.Explain() + PlanSuffix(j.Service, plan)
+}
+
+// planLocalSimple is PlanLocal on a graph where Judge takes the simple-path rule: a retrying
+// self-loop of the service drops to 1 (a chain returns to it through it), then each edge gets
+// the largest attempts whose chains fit (judgesimple.go). A retrying self-loop of another service
+// on its cycle is not the service's to change: no rewrite fits.
+func planLocalSimple(g *Graph, cap int64, s int32, att []int64) (*Plan, error) {
+	name := g.names[s]
+	orig := g.adjacency().att
+	p := &Plan{Cap: cap, Fits: true, Attempts: map[EdgeKey]int64{}}
+	fail := func(reason string) {
+		if p.Fits {
+			p.Fits = false
+			p.Reason = "no rewrite fits: " + reason
 		}
-		msg += "; " + j.Service + " may keep " + strings.Join(parts, ", ")
 	}
-	return msg
+	c := newCore(g, att)
+	defer c.release()
+	if sl := c.slotBetween(s, s); sl >= 0 && att[sl] > 1 {
+		att[sl] = 1
+		c.anyRetry, c.retryComp, c.retry = false, -1, nil
+		c.findRetry()
+	}
+	if u := c.retryingSelfLoop(c.comp[s]); u >= 0 {
+		fail("retry cycle " + renderPath([]string{g.names[u], g.names[u]}, []int64{att[c.slotBetween(u, u)]}) +
+			" retries on " + g.names[u] + "'s edge to " + g.names[u] + ", which " + name + " cannot change")
+		lo, hi := c.out(s)
+		for e := lo; e < hi; e++ {
+			to := g.names[c.adj.to[e]]
+			p.Attempts[EdgeKey{name, to}] = att[e]
+			if att[e] < orig[e] {
+				p.Changes = append(p.Changes, Change{From: name, To: to, Old: orig[e], New: att[e]})
+			}
+		}
+	} else {
+		newSimpleJudge(c, s).plan(cap, orig, p, fail)
+	}
+	if !p.Fits {
+		return p, fmt.Errorf("%w%s", ErrNoRewriteFits, strings.TrimPrefix(p.Reason, "no rewrite fits"))
+	}
+	return p, nil
 }

@@ -322,8 +322,10 @@ type TimeAnalysis struct {
 	// InversionsTotal counts them all.
 	Inversions      []Inversion
 	InversionsTotal int
-	// Violations are the chains over Max (at most MaxChains, worst first).
-	Violations []TimeViolation
+	// Violations are the chains over Max, worst first, at most MaxViolations (as Analyze's, and
+	// the status's); ViolationsTotal counts them all, one per entrypoint.
+	Violations      []TimeViolation
+	ViolationsTotal int
 	// UpperBound is true when a call loop's times did not settle within the passes allowed
 	// (maxLoopRounds): its figures are then upper bounds, said as such.
 	UpperBound bool
@@ -340,7 +342,7 @@ type timePass struct {
 	c     *core
 	tm    *timing
 	v     []nodeT
-	slot  []int32 // the compiled hops (see timing.compile)
+	span  []span // the compiled hops (see timing.compile)
 	multi []int32
 	flat  []layerT
 
@@ -348,6 +350,12 @@ type timePass struct {
 	best  []invCand
 	total int
 	cur   invCand // the hop being checked (order, caller, callee)
+
+	// searched marks the cyclic components whose times are over chains that visit a service
+	// once (timecycles.go); local is the search's scratch.
+	searched map[int32]bool
+	local    []int32
+	steps    []chainStep // chainFrom's scratch
 }
 
 // nodePool recycles the per-node results between analyses, as bufferPool does for Analyze's.
@@ -493,7 +501,7 @@ func (p *timePass) throughOne(r int32, x int64, unknown, check bool) int64 {
 
 // hopTime is the time of edge slot s when its callee takes x.
 func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
-	lo, hi := p.slot[s], p.slot[s+1]
+	lo, hi := p.span[s].lo, p.span[s].hi
 	if lo == hi {
 		if p.multi != nil && p.multi[s] >= 0 {
 			// Several declarations: the slow path over the records.
@@ -526,30 +534,36 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 	return y
 }
 
-// compiled is the hops laid out by slot for one adjacency, so that the pass reads the layers in
-// the order it walks the edges: slot s's layers are flat[slot[s]:slot[s+1]]. An edge with several
-// records (declared by several workloads) has none there and multi[s] is its first record, read
-// from the records (multi is nil when no edge has several). Built on the first analysis after a
-// change and kept while neither the adjacency nor the hops change.
+// compiled is the hops laid out for the pass: slot s's layers are flat[span[s].lo:span[s].hi],
+// and on an acyclic graph flat holds them in the order the pass walks the edges (callers in
+// reverse topological order, a caller's edges in slot order), so that the pass reads the layers
+// front to back instead of jumping by slot. An edge with several records (declared by several
+// workloads) has none there and multi[s] is its first record, read from the records (multi is nil
+// when no edge has several). Built on the first analysis after a change and kept while neither
+// the adjacency nor the hops change.
 type compiled struct {
 	adj   *adjacency
 	gen   int
-	slot  []int32
+	span  []span
 	multi []int32
 	flat  []layerT
 }
+
+// span is a range of compiled layers.
+type span struct{ lo, hi int32 }
 
 func (t *timing) compile(a *adjacency) *compiled {
 	if c := t.cache.Load(); c != nil && c.adj == a && c.gen == t.gen {
 		return c
 	}
 	m := len(a.to)
-	c := &compiled{adj: a, gen: t.gen, slot: make([]int32, m+1), flat: make([]layerT, 0, m)}
-	for s := range m {
-		c.slot[s] = int32(len(c.flat))
+	c := &compiled{adj: a, gen: t.gen, span: make([]span, m), flat: make([]layerT, 0, m)}
+	lay := func(s int32) {
+		lo := int32(len(c.flat))
+		c.span[s] = span{lo, lo}
 		r := t.hopOf(a.edge[s])
 		if r < 0 {
-			continue
+			return
 		}
 		rec := t.hops[r]
 		if rec.next >= 0 {
@@ -560,11 +574,23 @@ func (t *timing) compile(a *adjacency) *compiled {
 				}
 			}
 			c.multi[s] = r
-			continue
+			return
 		}
 		c.flat = append(c.flat, t.flat[rec.lo:rec.hi]...)
+		c.span[s].hi = int32(len(c.flat))
 	}
-	c.slot[m] = int32(len(c.flat))
+	if a.order != nil {
+		for i := len(a.order) - 1; i >= 0; i-- {
+			v := a.order[i]
+			for s := a.off[v]; s < a.end[v]; s++ {
+				lay(s)
+			}
+		}
+	} else {
+		for s := range int32(m) {
+			lay(s)
+		}
+	}
 	// Concurrent analyses of one graph may both build it: the same thing, the last store wins.
 	t.cache.Store(c)
 	return c
@@ -579,11 +605,11 @@ func (p *timePass) node(v int32, check bool) bool {
 		return false
 	}
 	best, bs := int64(-1), int32(-1)
-	to, slot, flat := p.c.adj.to, p.slot, p.flat
+	to, spans, flat := p.c.adj.to, p.span, p.flat
 	for s := lo; s < hi; s++ {
 		w := to[s]
 		y, u := p.v[w].t, p.v[w].leaf
-		if a, b := slot[s], slot[s+1]; a == b {
+		if a, b := spans[s].lo, spans[s].hi; a == b {
 			// No compiled layers: no hop, or several records.
 			if check {
 				p.cur = invCand{caller: v, callee: w}
@@ -652,6 +678,18 @@ func analyzeTime(g *Graph, tm *timing, maxTime time.Duration) *TimeAnalysis {
 	defer c.release()
 	buf := nodePool.Get().(*[]nodeT)
 	defer nodePool.Put(buf)
+	p := newTimePass(c, tm, buf)
+	p.best = make([]invCand, 0, MaxInversions+1)
+	ta := &TimeAnalysis{Max: max(maxTime, 0)}
+	ta.UpperBound = !p.settle(true)
+	p.chains(ta)
+	p.inversions(ta)
+	return ta
+}
+
+// newTimePass prepares the pass over c with the hops of tm (nil: none), its per-node results in
+// buf (grown as needed).
+func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 	if cap(*buf) < c.n {
 		*buf = make([]nodeT, c.n)
 	}
@@ -661,20 +699,32 @@ func analyzeTime(g *Graph, tm *timing, maxTime time.Duration) *TimeAnalysis {
 		p.tm = &timing{}
 	}
 	cc := p.tm.compile(c.adj)
-	p.slot, p.multi, p.flat = cc.slot, cc.multi, cc.flat
-	p.best = make([]invCand, 0, MaxInversions+1)
-	ta := &TimeAnalysis{Max: max(maxTime, 0)}
+	p.span, p.multi, p.flat = cc.span, cc.multi, cc.flat
+	return p
+}
+
+// settle computes every node's worst time, in reverse topological order, a call loop's nodes
+// together (see AnalyzeTime); with check it offers the inversions. It reports false when some
+// loop did not settle within maxLoopRounds (the figures are then upper bounds).
+func (p *timePass) settle(check bool) bool {
+	c := p.c
+	settledAll := true
 	for i := c.n - 1; i >= 0; {
 		v := c.order[i]
 		cp := c.comp[v]
 		if !c.isCyc(cp) {
-			p.node(v, true)
+			p.node(v, check)
 			i--
 			continue
 		}
 		size := c.size(cp)
 		nodes := c.order[i-size+1 : i+1]
 		i -= size
+		if p.simpleTimes(nodes, cp, check) {
+			continue
+		}
+		// Too large to search: the greatest fixpoint round the loop, an upper bound.
+		settledAll = false
 		for _, u := range nodes {
 			p.v[u] = nodeT{t: int64(Forever), succ: -1}
 		}
@@ -688,21 +738,23 @@ func analyzeTime(g *Graph, tm *timing, maxTime time.Duration) *TimeAnalysis {
 			}
 		}
 		if !settled {
-			ta.UpperBound = true
+			settledAll = false
 		}
 		for j := len(nodes) - 1; j >= 0; j-- {
-			p.node(nodes[j], true)
+			p.node(nodes[j], check)
 		}
 	}
-	p.chains(ta)
-	p.inversions(ta)
-	return ta
+	return settledAll
 }
 
 // entryTime is what one request at entrypoint v costs its client with k tries: the entry's
 // route layers over T(v), then k tries of that.
 func (p *timePass) entryTime(v int32, k int64, check bool) int64 {
-	x := p.v[v].t
+	return p.entryTimeAt(v, k, p.v[v].t, check)
+}
+
+// entryTimeAt is entryTime when v takes x.
+func (p *timePass) entryTimeAt(v int32, k int64, x int64, check bool) int64 {
 	r, ok := p.tm.entry[v]
 	if !ok {
 		return mul(k, x)
@@ -717,29 +769,6 @@ func (p *timePass) entryTime(v int32, k int64, check bool) int64 {
 		worst = max(worst, mul(kr, p.throughOne(r, x, p.v[v].leaf, check)))
 	}
 	return worst
-}
-
-// path follows succ from v: the chain below v and each service's time. A call loop with no
-// timeout can make succ return to a service: the path stops there.
-func (p *timePass) path(v int32) (nodes []int32, loop bool) {
-	var seen map[int32]bool // only a graph with a cycle can return to a service
-	if p.c.cyc != nil {
-		seen = map[int32]bool{}
-	}
-	for {
-		nodes = append(nodes, v)
-		if seen != nil {
-			seen[v] = true
-		}
-		s := p.v[v].succ
-		if s < 0 {
-			return nodes, false
-		}
-		v = p.c.adj.to[s]
-		if seen[v] {
-			return append(nodes, v), true
-		}
-	}
 }
 
 func (p *timePass) chains(ta *TimeAnalysis) {
@@ -762,19 +791,27 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 		return x.idx - y.idx
 	})
+	if ta.Max > 0 {
+		for _, r := range rs {
+			if r.time > int64(ta.Max) {
+				ta.ViolationsTotal++
+			}
+		}
+	}
 	rs = rs[:min(len(rs), MaxChains)]
 	for _, r := range rs {
-		nodes, loop := p.path(r.en.node)
-		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time), Path: c.names(nodes)}
-		ch.Times = make([]time.Duration, len(nodes))
-		for i, v := range nodes {
-			ch.Times[i] = time.Duration(p.v[v].t)
+		steps, loop := p.chainFrom(r.en.node, false, 0, 0, false)
+		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time)}
+		ch.Path = make([]string, len(steps))
+		ch.Times = make([]time.Duration, len(steps))
+		for i, st := range steps {
+			ch.Path[i], ch.Times[i] = c.g.names[st.v], time.Duration(st.t)
 		}
 		if r.time == int64(Forever) {
-			ch.Unbounded = p.why(nodes, loop)
+			ch.Unbounded = p.why(steps, loop)
 		}
 		ta.Chains = append(ta.Chains, ch)
-		if ta.Max > 0 && ch.Time > ta.Max {
+		if ta.Max > 0 && ch.Time > ta.Max && len(ta.Violations) < MaxViolations {
 			ta.Violations = append(ta.Violations, TimeViolation{Path: ch.Path, Time: ch.Time, Max: ta.Max,
 				Message: explainTime(ch, ta.Max)})
 		}
@@ -786,21 +823,24 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 
 // why says what leaves a chain unbounded: the hops from the first service whose time is
 // unbounded down to the leaf have no timeout, or go round a loop.
-func (p *timePass) why(nodes []int32, loop bool) string {
+func (p *timePass) why(steps []chainStep, loop bool) string {
 	names := p.c.g.names
-	first := len(nodes) - 1
-	for i, v := range nodes {
-		if p.v[v].t == int64(Forever) && !p.v[v].leaf {
+	first := len(steps) - 1
+	for i, st := range steps {
+		if st.t == int64(Forever) && !st.leaf {
 			first = i
 			break
 		}
 	}
-	tail := nodes[first:]
+	tail := make([]int32, 0, len(steps)-first)
+	for _, st := range steps[first:] {
+		tail = append(tail, st.v)
+	}
 	if loop {
 		return "no timeout bounds the call loop " + joinNames(names, tail, " -> ")
 	}
 	if len(tail) < 2 {
-		return "no timeout between the client and " + names[nodes[0]] + ", and its own time is unknown"
+		return "no timeout between the client and " + names[steps[0].v] + ", and its own time is unknown"
 	}
 	return "no timeout on " + joinNames(names, tail, " -> ") + ", and " + names[tail[len(tail)-1]] + "'s own time is unknown"
 }

@@ -145,24 +145,40 @@ func TestAnalyzeTime(t *testing.T) {
 			chains: []string{"a:1.5s:a>ext:1.5s,unbounded"},
 		},
 		{
-			// a -> b: 2 x min(1s, T(b)) = 2s; b -> a: 1 x T(a) = 2s: the loop settles.
-			name:  "call loop bounded by one timeout",
+			// A cycle is not a call loop (#28): a chain visits a service once, so on a -> b the
+			// chain ends at b (its call to a would return): b's time there is unknown, and
+			// a -> b is 2 x 1s = 2s. No inversion: b's time on the chain is a leaf's.
+			name:  "a cycle bounded by one timeout",
 			edges: []e{{"a", "b", 2, 1}, {"b", "a", 1, 1}},
 			eps:   []ep{{"a", 1}},
 			hops:  []hopDecl{{"a", "b", Hop{{Name: "retrycap", Tries: 2, PerTry: time.Second}}}},
-			worst: "2s", worstPath: "a>b>a",
-			chains:     []string{"a:2s:a>b>a:2s,2s,2s"},
-			inversions: []string{"a -> b: retrycap per-try timeout 1s < b's worst time 2s: a retries while b still works on the abandoned try"},
-			fixes:      []string{"retrycap per-try timeout for b >= 2s, or a timeout of at most 1s on b's own calls"},
-			total:      1,
+			worst: "2s", worstPath: "a>b",
+			chains: []string{"a:2s:a>b:2s,unbounded"},
 		},
 		{
-			name:  "call loop without a timeout",
+			name:  "a cycle without a timeout",
 			edges: []e{{"a", "b", 1, 1}, {"b", "a", 1, 1}},
 			eps:   []ep{{"a", 1}},
-			worst: "unbounded", worstPath: "a>b>a",
-			unbounded: "no timeout bounds the call loop a -> b -> a",
-			chains:    []string{"a:unbounded:a>b>a:unbounded,unbounded,unbounded"},
+			worst: "unbounded", worstPath: "a>b",
+			unbounded: "no timeout on a -> b, and b's own time is unknown",
+			chains:    []string{"a:unbounded:a>b:unbounded,unbounded"},
+		},
+		{
+			// gateway -> a -> b -> db, and b -> a for another endpoint. From a: a -> b -> db
+			// (b -> a returns): b 1 x 300ms = 300ms, a 3 x 300ms + 300ms = 1.2s; gateway
+			// 1 x min(2s, 1.2s) = 1.2s. The fixpoint round the loop (before #28) gave a and b
+			// 3.3s and the gateway its per-try timeout, 2s.
+			name:  "a cycle: the chain does not go round",
+			edges: []e{{"gateway", "a", 1, 1}, {"a", "b", 3, 1}, {"b", "a", 1, 1}, {"b", "db", 1, 1}},
+			eps:   []ep{{"gateway", 1}},
+			hops: []hopDecl{
+				{"gateway", "a", Hop{rc(1, 2*time.Second)}},
+				{"a", "b", Hop{rc(3, time.Second)}},
+				{"b", "a", Hop{rc(1, 5*time.Second)}},
+				{"b", "db", Hop{rc(1, 300*ms)}},
+			},
+			worst: "1.2s", worstPath: "gateway>a>b>db",
+			chains: []string{"gateway:1.2s:gateway>a>b>db:1.2s,1.2s,300ms,unbounded"},
 		},
 		{
 			// Two workloads share the service "order" and declare order -> payment differently:

@@ -3,7 +3,6 @@ package observe
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
 	"hash/maphash"
@@ -86,21 +85,36 @@ const (
 var kindNames = [...]string{"idempotency-key", "trace-id", "request-id", "storm-op", ""}
 
 // The aggregates. Memory is per key, never per attempt, and holds no pointer the garbage
-// collector would have to follow: a key costs one slot of a map from its 128-bit hash, its
-// bytes in a key arena, one keyAgg (48 bytes), and per service it reached one svcNode (32
+// collector would have to follow: a key costs one slot of a map from its 64-bit hash (12
+// bytes), its bytes in a key arena, one keyAgg (48 bytes), and per service it reached one svcNode (32
 // bytes), per call edge one edgeNode (12), per distinct trace id one traceNode (20), all in
 // chunked slabs that grow without copying (docs/observe.md has the measured figures). Service
 // and method names are interned once for the whole run.
 type keyAgg struct {
 	first, end int64 // Unix ns
 	methods    uint64
-	keyOff     uint64 // arena chunk << 32 | offset
-	keyLen     uint32
-	svc        uint32 // head of the key's service list (node index + 1; 0: none)
-	trace      uint32
-	edge       uint32
-	kind       kindCode
+	// ref is where the key's bytes are in the arena and what kind of key it is: arena chunk
+	// << 32 | kind << 24 | offset. An offset is below arenaChunk (2^20: a key longer than
+	// that gets a chunk of its own, at offset 0), so the kind fits above it and the aggregate
+	// stays 48 bytes, not 56 with a separate byte and its padding (100,000 keys: 0.8 MB).
+	ref    uint64
+	keyLen uint32
+	svc    uint32 // head of the key's service list (node index + 1; 0: none)
+	trace  uint32
+	edge   uint32
 }
+
+const (
+	kindShift = 24
+	kindMask  = 0xff << kindShift
+)
+
+func (a *keyAgg) kind() kindCode { return kindCode((a.ref & kindMask) >> kindShift) }
+
+func (a *keyAgg) setKind(k kindCode) { a.ref = a.ref&^kindMask | uint64(k)<<kindShift }
+
+// keyOff is the key's place in the arena (chunk << 32 | offset).
+func (a *keyAgg) keyOff() uint64 { return a.ref &^ kindMask }
 
 type svcNode struct {
 	first                    int64
@@ -161,26 +175,26 @@ func (a *arena) get(off uint64, n uint32) []byte {
 
 // Grouper folds attempts into per-key aggregates.
 type Grouper struct {
-	seed1, seed2 maphash.Seed
-	index        map[[16]byte]uint32
-	collide      map[string]uint32 // keys whose hash an earlier key already had
-	keys         arena
-	aggs         slab[keyAgg]
-	svcs         slab[svcNode]
-	traces       slab[traceNode]
-	edges        slab[edgeNode]
-	names        map[string]uint32
-	svcName      []string
-	methods      map[string]uint32
-	mName        []string
-	keyless      int
-	stats        Stats
-	scratch      shapeBuf
+	seed    maphash.Seed
+	index   map[uint64]uint32
+	collide map[string]uint32 // keys whose hash an earlier key already had
+	keys    arena
+	aggs    slab[keyAgg]
+	svcs    slab[svcNode]
+	traces  slab[traceNode]
+	edges   slab[edgeNode]
+	names   map[string]uint32
+	svcName []string
+	methods map[string]uint32
+	mName   []string
+	keyless int
+	stats   Stats
+	scratch shapeBuf
 }
 
 // NewGrouper returns an empty grouper.
 func NewGrouper() *Grouper {
-	return &Grouper{seed1: maphash.MakeSeed(), seed2: maphash.MakeSeed(), index: map[[16]byte]uint32{},
+	return &Grouper{seed: maphash.MakeSeed(), index: map[uint64]uint32{},
 		names: map[string]uint32{}, methods: map[string]uint32{}}
 }
 
@@ -228,12 +242,11 @@ func (g *Grouper) Add(a Attempt) {
 	g.fold(&r)
 }
 
-func (g *Grouper) hash(k []byte) [16]byte {
-	var h [16]byte
-	binary.LittleEndian.PutUint64(h[:8], maphash.Bytes(g.seed1, k))
-	binary.LittleEndian.PutUint64(h[8:], maphash.Bytes(g.seed2, k))
-	return h
-}
+// hash is the key's slot in the index. 64 bits are enough: the key's bytes are compared on
+// every hit, and a key whose hash an earlier key had goes to the collision map (exact, and
+// rare: about n^2/2^65 keys, 3e-10 for 100,000), so the hash's width costs lookups, never a
+// wrong merge.
+func (g *Grouper) hash(k []byte) uint64 { return maphash.Bytes(g.seed, k) }
 
 func (g *Grouper) find(k []byte) (uint32, bool) {
 	idx, ok := g.index[g.hash(k)]
@@ -247,21 +260,21 @@ func (g *Grouper) find(k []byte) (uint32, bool) {
 	return idx, ok
 }
 
-// lookup finds or adds key k: by its 128-bit hash, the bytes compared (a second key with the
+// lookup finds or adds key k: by its 64-bit hash, the bytes compared (a second key with the
 // same hash goes to the collision map: exact, whatever the hash does).
 func (g *Grouper) lookup(k []byte, kind kindCode, start, end int64) uint32 {
 	h := g.hash(k)
 	idx, ok := g.index[h]
 	if ok {
 		a := g.aggs.at(idx)
-		if string(g.keys.get(a.keyOff, a.keyLen)) == string(k) {
+		if string(g.keys.get(a.keyOff(), a.keyLen)) == string(k) {
 			return idx
 		}
 		if i, ok := g.collide[string(k)]; ok {
 			return i
 		}
 	}
-	n := g.aggs.add(keyAgg{kind: kind, first: start, end: end, keyOff: g.keys.add(k), keyLen: uint32(len(k))})
+	n := g.aggs.add(keyAgg{first: start, end: end, ref: g.keys.add(k) | uint64(kind)<<kindShift, keyLen: uint32(len(k))})
 	if ok {
 		if g.collide == nil {
 			g.collide = map[string]uint32{}
@@ -281,7 +294,9 @@ func (g *Grouper) fold(r *rec) {
 	}
 	idx := g.lookup(k, kind, r.start, r.start+r.dur)
 	a := g.aggs.at(idx)
-	a.kind = min(a.kind, kind)
+	if kind < a.kind() {
+		a.setKind(kind)
+	}
 	if r.start < a.first {
 		a.first = r.start
 	}
@@ -373,7 +388,7 @@ func (g *Grouper) Stats() Stats { return g.stats }
 
 func (g *Grouper) keyString(i uint32) string {
 	a := g.aggs.at(i)
-	return string(g.keys.get(a.keyOff, a.keyLen))
+	return string(g.keys.get(a.keyOff(), a.keyLen))
 }
 
 // shapeBuf is the scratch of shape: a key's services with their attempts and depths.
@@ -534,7 +549,7 @@ func (g *Grouper) Report(threshold, limit int) *Report {
 
 func (g *Grouper) keyBytes(i uint32) []byte {
 	a := g.aggs.at(i)
-	return g.keys.get(a.keyOff, a.keyLen)
+	return g.keys.get(a.keyOff(), a.keyLen)
 }
 
 func (g *Grouper) keyLess(i, j uint32) bool { return bytes.Compare(g.keyBytes(i), g.keyBytes(j)) < 0 }
@@ -560,7 +575,7 @@ func (g *Grouper) Key(k string) (KeyReport, bool) {
 // summarize tells one key's story from its aggregate.
 func (g *Grouper) summarize(i uint32) KeyReport {
 	a := g.aggs.at(i)
-	kr := KeyReport{Key: g.keyString(i), Kind: kindNames[a.kind], First: time.Unix(0, a.first).UTC(), Span: time.Duration(a.end - a.first)}
+	kr := KeyReport{Key: g.keyString(i), Kind: kindNames[a.kind()], First: time.Unix(0, a.first).UTC(), Span: time.Duration(a.end - a.first)}
 	for j := a.trace; j != 0; j = g.traces.at(j - 1).next {
 		kr.ChainLinks++
 	}

@@ -347,3 +347,75 @@ func TestCRIParts(t *testing.T) {
 		t.Fatalf("%+v", kr)
 	}
 }
+
+// The aggregate keeps the key's arena place and its kind in one word: every kind, keys across
+// arena chunks and a key longer than a chunk come back exact, and a later line of a stronger
+// kind (an Idempotency-Key over a request id) lowers the kind.
+func TestKeyRefAndKind(t *testing.T) {
+	g := NewGrouper()
+	at := time.Date(2026, 12, 1, 11, 38, 39, 0, time.UTC)
+	add := func(a Attempt) {
+		a.Direction, a.Target, a.Time, a.Status, a.GRPCStatus = Outbound, "payment", at, 503, -1
+		g.Add(a)
+	}
+	const n = 30_000 // 30,000 keys of 39 bytes: 1.17 MB, over one 1 MiB chunk
+	for i := range n {
+		k := fmt.Sprintf("key-%035d", i)
+		switch i % 4 {
+		case 0:
+			add(Attempt{IdemKey: k})
+		case 1:
+			add(Attempt{TraceID: k})
+		case 2:
+			add(Attempt{RequestID: k})
+		case 3:
+			add(Attempt{StormOp: k})
+		}
+	}
+	long := strings.Repeat("x", 3<<20)
+	add(Attempt{RequestID: long})
+	add(Attempt{IdemKey: long})
+	add(Attempt{RequestID: "after-long"})
+	if len(g.keys.chunks) != 4 {
+		t.Fatalf("arena chunks %d, want 4 (1 MiB of 39-byte keys, their rest, the 3 MiB key's own, after-long)", len(g.keys.chunks))
+	}
+	kinds := []string{"idempotency-key", "trace-id", "request-id", "storm-op"}
+	for i := range n {
+		k := fmt.Sprintf("key-%035d", i)
+		kr, ok := g.Key(k)
+		if !ok || kr.Key != k || kr.Kind != kinds[i%4] || kr.Attempts != 1 {
+			t.Fatalf("key %d: %v %q %q %d", i, ok, kr.Key, kr.Kind, kr.Attempts)
+		}
+	}
+	if kr, ok := g.Key(long); !ok || kr.Key != long || kr.Kind != "idempotency-key" || kr.Attempts != 2 {
+		t.Fatalf("the 3 MiB key: %v, len %d, %q, %d attempts", ok, len(kr.Key), kr.Kind, kr.Attempts)
+	}
+	if kr, ok := g.Key("after-long"); !ok || kr.Kind != "request-id" || kr.Attempts != 1 {
+		t.Fatalf("after-long: %v %q %d", ok, kr.Kind, kr.Attempts)
+	}
+}
+
+// Two keys with one hash: the second goes to the collision map and both stay exact (the
+// collision is made by pointing the second key's hash at the first key's aggregate, as a
+// colliding hash function would).
+func TestHashCollision(t *testing.T) {
+	g := NewGrouper()
+	at := time.Date(2026, 12, 1, 11, 38, 39, 0, time.UTC)
+	add := func(k string, status int) {
+		g.Add(Attempt{Direction: Outbound, Target: "payment", Time: at, Status: status, GRPCStatus: -1, IdemKey: k})
+	}
+	add("first", 503)
+	g.index[g.hash([]byte("second"))] = g.index[g.hash([]byte("first"))]
+	add("second", 200)
+	add("second", 503)
+	add("first", 503)
+	if len(g.collide) != 1 || g.aggs.n != 2 {
+		t.Fatalf("collide %v, %d aggregates; want the second key in the collision map", g.collide, g.aggs.n)
+	}
+	for k, want := range map[string][2]int{"first": {2, 2}, "second": {2, 1}} {
+		kr, ok := g.Key(k)
+		if !ok || kr.Key != k || kr.Attempts != want[0] || kr.Failures != want[1] {
+			t.Fatalf("%s: %v %q attempts %d failures %d, want %v", k, ok, kr.Key, kr.Attempts, kr.Failures, want)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func setWithinMaxTime(st *v1alpha1.RetryPolicyStatus, in Input, ta *graph.TimeAn
 	case len(ta.Violations) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonMaxTimeExceeded
 		c.Message = ta.Violations[0].Message
-		if n := len(ta.Violations) - 1; n > 0 {
+		if n := max(ta.ViolationsTotal, len(ta.Violations)) - 1; n > 0 {
 			c.Message += " (and " + strconv.Itoa(n) + " more in status.timeViolations)"
 		}
 	default:

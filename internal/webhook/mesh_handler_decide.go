@@ -153,6 +153,9 @@ type meshVerdict struct {
 	policy judgedPolicy
 	layer  mesh.Layer       // the object's layer that raised a chain over the cap
 	judge  *graph.Judgement // the chain, with the object as it is judged
+	// time is the chain through the raised edge against the policy's spec.maxTimeToAnswer when
+	// it is over it (nil otherwise): more tries on a layer are more time too.
+	time *graph.TimeJudgement
 	// keep is the largest number of tries of layer that fits (0: none does).
 	keep int64
 }
@@ -218,6 +221,16 @@ func DecideMesh(in MeshInput) MeshDecision {
 		},
 		Ref:     func(v meshVerdict) workload.PolicyRef { return v.policy.Ref() },
 		Message: func(v meshVerdict) string { return v.message(obj) },
+		Also: func(vs []meshVerdict) string {
+			over := make([]gate.Over, len(vs))
+			for i, v := range vs {
+				over[i] = gate.Over{Ref: v.policy.Ref(), Cap: v.judge != nil && v.judge.Over}
+				if v.time != nil {
+					over[i].MaxTime = v.time.Max
+				}
+			}
+			return gate.AlsoOver(over)
+		},
 		Rewrite: func(rewrites []meshVerdict) []string {
 			out, patch, warnings, err := rewriteMesh(in, obj, oldSet, rewrites)
 			if err != nil {
@@ -351,10 +364,11 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte
 	r := p.build(set)
 	for _, e := range raisedBy(r, old, obj) {
 		j := judgeAt(r, e)
-		if !j.Over {
+		tj := timeAt(p, r, e)
+		if !j.Over && tj == nil {
 			continue
 		}
-		v := meshVerdict{policy: p, layer: e.layer, judge: j}
+		v := meshVerdict{policy: p, layer: e.layer, judge: j, time: tj}
 		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
 		// chain longer.
 		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
@@ -389,7 +403,39 @@ func fitsWith(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte, e ra
 	if err != nil {
 		return false
 	}
-	return !judgeAt(p.build(s), e).Over
+	r := p.build(s)
+	return !judgeAt(r, e).Over && timeAt(p, r, e) == nil
+}
+
+// timeAt judges the chains through raised edge e of r against p's spec.maxTimeToAnswer: the
+// judgement when over it, nil when within it or when p sets none.
+func timeAt(p judgedPolicy, r *workload.Result, e raised) *graph.TimeJudgement {
+	d := p.Spec().MaxTimeToAnswer
+	if d == nil || d.Duration <= 0 {
+		return nil
+	}
+	var tj *graph.TimeJudgement
+	if e.from == "" {
+		tj = graph.EntryTime(r.Graph, r.Timing(), e.to, d.Duration)
+	} else {
+		tj = graph.JudgeTimeEdge(r.Graph, r.Timing(), e.from, e.to, d.Duration)
+	}
+	if !tj.Over {
+		return nil
+	}
+	return tj
+}
+
+// explain is v's chain: the cap's when over it, the time's when over it, or both joined by "; ".
+func (v meshVerdict) explain() string {
+	var parts []string
+	if v.judge != nil && v.judge.Over {
+		parts = append(parts, v.judge.Explain())
+	}
+	if v.time != nil {
+		parts = append(parts, v.time.Explain())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // field is the last part of a layer's field path, as "may keep" names it: "attempts",
@@ -409,9 +455,9 @@ func (v meshVerdict) message(obj meshObject) string {
 	full, err := mesh.PlanRewrite(v.layer, 1)
 	if err != nil {
 		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
-		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.judge.Explain()
+		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain()
 	}
-	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), full.Object, full.FieldPath, full.From, v.judge.Explain())
+	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), full.Object, full.FieldPath, full.From, v.explain())
 	if v.keep == 0 {
 		return msg + fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
 	}
@@ -442,7 +488,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 		}
 		if !slices.Contains(refs, v.policy.Ref()) {
 			refs = append(refs, v.policy.Ref())
-			explains = append(explains, v.judge.Explain())
+			explains = append(explains, v.explain())
 		}
 		if v.keep == 0 {
 			warnings = append(warnings, v.message(obj)+" (admitted: enforcement is Rewrite; "+obj.id()+" is rewritten as far as it goes)")

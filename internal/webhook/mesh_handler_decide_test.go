@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -17,6 +18,15 @@ import (
 	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/workload"
 )
+
+// timedMeshPolicy is meshPolicy "bookinfo" with spec.maxTimeToAnswer maxT and a per-try timeout
+// of 2s.
+func timedMeshPolicy(cap int32, e v1alpha1.Enforcement, maxT time.Duration) *v1alpha1.RetryPolicy {
+	p := meshPolicy("bookinfo", cap, e)
+	p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: maxT}
+	p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: 2 * time.Second}
+	return p
+}
 
 func meshPolicy(name string, cap int32, e v1alpha1.Enforcement) *v1alpha1.RetryPolicy {
 	return &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "bookinfo", Name: name},
@@ -168,6 +178,31 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: gatewayRoute("retry: {attempts: 3}"),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 3 makes " +
 				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3; HTTPRoute bookinfo/web may keep attempts: 2"},
+		},
+		{
+			// maxTimeToAnswer (#29): the chain below productpage takes 2s (the policy's per-try
+			// timeout on each hop's own layer); the route's 4 tries over it, no per-try timeout,
+			// Envoy's backoff (25, 50, 100ms): 4 x 2s + 175ms = 8.175s > 5s; attempts 1: 2 x 2s
+			// + 25ms = 4.025s fits, attempts 2 (6.075s) does not.
+			name: "a Gateway route's retries push the entry's chain over maxTimeToAnswer", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 3}"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 3 makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s; HTTPRoute bookinfo/web may keep attempts: 1"},
+		},
+		{
+			name: "Rewrite: the route lowered until the chain's time fits", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, v1alpha1.EnforcementRewrite, 5*time.Second)}, object: gatewayRoute("retry: {attempts: 3}"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/web: spec.rules[0].retry.attempts: 3 -> 1 (client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s)"},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: "spec.rules[0].retry.attempts: 3"}},
+					{Operation: "replace", Path: "/spec/rules/0/retry/attempts", Value: float64(1)},
+				}},
+		},
+		{
+			name: "within maxTimeToAnswer passes", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 1}"),
+			want: MeshDecision{Allowed: true},
 		},
 		{
 			name: "Envoy Gateway: a BackendTrafficPolicy on a route without retry", cluster: []string{gatewayRoute("")},
