@@ -45,6 +45,8 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	switch {
 	case l.Object == "" || l.FieldPath == "":
 		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
+	case kind == "ConfigMap" && strings.Contains(l.Note, "defaultInboundHttpRetryPolicy"):
+		return nil, fmt.Errorf("%s: the policy is YAML inside %s %s: change defaultInboundHttpRetryPolicy.attempts to %d there, or its retryOn to %s alone (a reset before the app received the request adds no try)", l.Note, l.Object, l.FieldPath, tries-1, IstioInboundRetryOn)
 	case kind == "ConfigMap":
 		return nil, fmt.Errorf("%s: the default is YAML inside %s %s: change defaultHttpRetryPolicy.attempts to %d there, or declare the retries on the callee", l.Note, l.Object, l.FieldPath, tries-1)
 	}
