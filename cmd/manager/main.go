@@ -46,6 +46,10 @@ func main() {
 	flag.DurationVar(&o.Prometheus.Timeout, "prometheus-timeout", promquery.DefaultTimeout, "bound of one query (HTTP request and Prometheus' evaluation)")
 	flag.Uint64Var(&o.Prometheus.SeriesLimit, "prometheus-series-limit", promquery.DefaultSeriesLimit, "most series one query may return; a query that reaches it is reported as an error")
 	flag.StringVar(&o.Prometheus.CallerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label that names the calling service on the proxies' series (the scrape configuration adds it)")
+	flag.StringVar(&o.Prometheus.Auth.BearerTokenFile, "prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus-url (read on every query: a rotated ServiceAccount token is picked up); exclusive with basic auth")
+	flag.StringVar(&o.Prometheus.Auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")
+	flag.StringVar(&o.Prometheus.Auth.PasswordFile, "prometheus-password-file", "", "file holding the HTTP basic auth password for --prometheus-url (read on every query)")
+	flag.StringVar(&o.Prometheus.Auth.CAFile, "prometheus-ca-file", "", "PEM CA bundle that verifies an https --prometheus-url's certificate")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -28,6 +28,7 @@ func NewDiscoverCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		callerLabel                     string
 		since, timeout                  time.Duration
 		seriesLimit                     uint64
+		auth                            promquery.Auth
 	)
 	cmd := &cobra.Command{
 		Use:   "discover [--prometheus-url URL] [-f PATH | -k DIR]... [-n NAMESPACE | -A]",
@@ -103,7 +104,7 @@ nothing was found at all. See docs/telemetry.md.`,
 				}
 			}
 			if promURL != "" {
-				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel})
+				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth})
 				if err != nil {
 					return bad("%v", err)
 				}
@@ -162,6 +163,10 @@ nothing was found at all. See docs/telemetry.md.`,
 	f.DurationVar(&timeout, "prometheus-timeout", promquery.DefaultTimeout, "bound of one query (HTTP request and Prometheus' evaluation)")
 	f.Uint64Var(&seriesLimit, "prometheus-series-limit", promquery.DefaultSeriesLimit, "most series one query may return (one per edge); an answer that reaches it is an error, not a truncated graph")
 	f.StringVar(&callerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label naming the calling service on retrycap-proxy's series (the scrape adds it)")
+	f.StringVar(&auth.BearerTokenFile, "prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus-url; exclusive with basic auth")
+	f.StringVar(&auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")
+	f.StringVar(&auth.PasswordFile, "prometheus-password-file", "", "file holding the HTTP basic auth password for --prometheus-url")
+	f.StringVar(&auth.CAFile, "prometheus-ca-file", "", "PEM CA bundle that verifies an https --prometheus-url's certificate")
 	f.StringArrayVar(&gateways, "gateway", nil, "NAMESPACE/NAME or NAME: a gateway workload besides istio-ingressgateway, istio-egressgateway and those the manifests label as gateways; repeatable")
 	return cmd
 }

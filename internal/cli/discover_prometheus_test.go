@@ -83,7 +83,10 @@ func startTelemetry(t *testing.T) *promtest.Server {
 			fmt.Sprintf(`response_total{direction="outbound",authority="payment.shop.svc.cluster.local:8080",target_addr="10.0.0.7:8080",target_ip="10.0.0.7",target_port="8080",tls="true",server_id="payment.shop.serviceaccount.identity.linkerd.cluster.local",%s,status_code="200",classification="success",grpc_status="",error=""} %d`+"\n", dst, 8*n) +
 			fmt.Sprintf(`response_total{direction="inbound",authority="checkout.shop.svc.cluster.local:8080",target_addr="10.0.0.5:8080",target_ip="10.0.0.5",target_port="8080",tls="true",status_code="200",classification="success",grpc_status="",error=""} %d`+"\n", 9*n) +
 			"# TYPE outbound_http_route_request_statuses_total counter\n" +
-			fmt.Sprintf(`outbound_http_route_request_statuses_total{parent_group="core",parent_kind="Service",parent_namespace="shop",parent_name="inventory",parent_port="8080",parent_section_name="",route_group="",route_kind="default",route_namespace="",route_name="http",hostname="inventory.shop.svc.cluster.local",http_status="200",error=""} %d`+"\n", 3*n)
+			fmt.Sprintf(`outbound_http_route_request_statuses_total{parent_group="core",parent_kind="Service",parent_namespace="shop",parent_name="inventory",parent_port="8080",parent_section_name="",route_group="",route_kind="default",route_namespace="",route_name="http",hostname="inventory.shop.svc.cluster.local",http_status="200",error=""} %d`+"\n", 3*n) +
+			// Two retries per call (linkerd/http/retry's "Retry requests emitted", route labels).
+			"# TYPE outbound_http_route_retry_requests_total counter\n" +
+			fmt.Sprintf(`outbound_http_route_retry_requests_total{parent_group="core",parent_kind="Service",parent_namespace="shop",parent_name="inventory",parent_port="8080",parent_section_name="",route_group="",route_kind="default",route_namespace="",route_name="http",hostname="inventory.shop.svc.cluster.local"} %d`+"\n", 6*n)
 	}})
 	otel := serve(t, &exporter{lines: func(n int) string {
 		return "# TYPE traces_service_graph_request_total counter\n" +
@@ -94,7 +97,10 @@ func startTelemetry(t *testing.T) *promtest.Server {
 	proxy := serve(t, &exporter{lines: func(n int) string {
 		return "# TYPE retrycap_proxy_requests_total counter\n" +
 			fmt.Sprintf(`retrycap_proxy_requests_total{upstream="payment",code="200"} %d`+"\n", 4*n) +
-			fmt.Sprintf(`retrycap_proxy_requests_total{upstream="unknown",code="502"} %d`+"\n", n)
+			fmt.Sprintf(`retrycap_proxy_requests_total{upstream="unknown",code="502"} %d`+"\n", n) +
+			"# TYPE retrycap_proxy_attempts_total counter\n" +
+			fmt.Sprintf(`retrycap_proxy_attempts_total{upstream="payment"} %d`+"\n", 8*n) +
+			fmt.Sprintf(`retrycap_proxy_attempts_total{upstream="unknown"} %d`+"\n", n)
 	}})
 	prom := promtest.StartTargets(t, "../..", []promtest.Target{
 		{Addr: istio}, {Addr: otel},
@@ -154,10 +160,11 @@ func TestDiscoverFromPrometheus(t *testing.T) {
 	}
 	want := []string{
 		"Deployment bookinfo/reviews inferred=true > ratings [istio]",
-		"Deployment shop/checkout inferred=false > inventory [linkerd]",
+		// (3 calls + 6 retries) / 3 calls on Linkerd's route; 8 attempts per 4 requests at the proxy.
+		"Deployment shop/checkout inferred=false > inventory [linkerd] tries 3.00",
 		"Deployment shop/checkout inferred=false > payment [linkerd]",
 		"Deployment shop/frontend inferred=true > checkout [otel-servicegraph]",
-		"Deployment shop/order inferred=true > payment [retrycap]",
+		"Deployment shop/order inferred=true > payment [retrycap] tries 2.00",
 		"Deployment shop/web inferred=true > cart [istio]",
 		// 30 tries reach payment's sidecar for every 10 calls web's makes.
 		"Deployment shop/web inferred=true > payment [istio] tries 3.00",
@@ -312,8 +319,25 @@ func TestDiscoverPrometheusFailures(t *testing.T) {
 	}
 	locked := promtest.StartTargetsArgs(t, "../..", nil, "--web.config.file="+web)
 	code, _, stderr = run(t, "", "discover", "--prometheus-url", locked.URL)
-	if code != ExitBadInput || !strings.HasSuffix(stderr, ": HTTP 401 Unauthorized: Prometheus refused the query without credentials (retrycap sends none; query it through a proxy that authenticates, or allow the caller): client_error: client error: 401\n") {
+	if code != ExitBadInput || !strings.HasSuffix(stderr, ": HTTP 401 Unauthorized: Prometheus refused the query: its credentials are missing or wrong (--prometheus-bearer-token-file, or --prometheus-username and --prometheus-password-file): client_error: client error: 401\n") {
 		t.Errorf("auth: exit %d: %s", code, stderr)
+	}
+	// With the credentials the queries answer: nothing found (this Prometheus scrapes nothing),
+	// which is exit 2 with its message, not an auth failure. Polled: the server answers 401
+	// before its storage is ready, then 503 until it is.
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		code, _, stderr = run(t, "", "discover", "--prometheus-url", locked.URL, "--prometheus-username", "admin", "--prometheus-password-file", pw)
+		if !strings.Contains(stderr, "HTTP 503") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
+	if want := "retrycap: discover: nothing found: no edge observed over 5m0s at " + locked.URL + " (no source's series exist)\n"; code != ExitBadInput || stderr != want {
+		t.Errorf("with credentials: exit %d: %q, want %q", code, stderr, want)
 	}
 
 	// An answer that reaches --prometheus-series-limit is refused: a graph cut at the limit

@@ -124,45 +124,48 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 		return ctrl.Result{}, fmt.Errorf("getting ClusterRetryPolicy %s: %w", req.Name, err)
 	}
-	in, err := r.compute(ctx, &p)
+	in, rebuild, err := r.compute(ctx, &p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	gv := observeGraph(r.Observed, in.Result, p.Generation)
+	countObserved(&in, gv, rebuild)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
 	setMeshConditionOf(r.Mesh, next, p.Generation, r.now())
 	setObserved(r.Observed, next, in.Result, observed.Qualified, p.Generation, r.now())
-	setGraph(r.Observed, next, in.Result, p.Generation, r.now())
+	gv.apply(next, r.now())
 	// The RetryPolicies' series, namespace "": a cluster policy is named by its name alone.
 	recordMetrics(req.NamespacedName, next)
 	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
 }
 
 // compute selects the namespaces, builds the policy's graph of their workloads with the shared
-// builder and analyses it. An invalid selector of either kind gives no graph.
-func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.ClusterRetryPolicy) (status.Input, error) {
-	in := status.Input{Generation: p.Generation, Selector: p.Spec.Selector, Now: metav1.NewTime(r.now())}
+// builder and analyses it. An invalid selector of either kind gives no graph. rebuild builds the
+// same graph anew from the same input (nil without a graph), for countObserved.
+func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.ClusterRetryPolicy) (in status.Input, rebuild func() *workload.Result, err error) {
+	in = status.Input{Generation: p.Generation, Selector: p.Spec.Selector, Now: metav1.NewTime(r.now())}
 	if p.Spec.NamespaceSelector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector); err != nil {
 			in.Selector, in.SelectorField, in.SelectorError = p.Spec.NamespaceSelector, "spec.namespaceSelector", err
-			return in, nil
+			return in, nil, nil
 		}
 	}
 	if p.Spec.Selector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(p.Spec.Selector); err != nil {
 			in.SelectorError = err
-			return in, nil
+			return in, nil, nil
 		}
 	}
 	nsLabels, err := namespaceLabels(ctx, r.Client)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	s, err := workload.NewClusterScope(p, nsLabels)
 	if err != nil {
 		// Only a nil namespaceSelector is left, which the CRD requires: no graph.
 		in.Selector, in.SelectorField, in.SelectorError = p.Spec.NamespaceSelector, "spec.namespaceSelector", err
-		return in, nil
+		return in, nil, nil
 	}
 	if r.Index != nil {
 		// Each namespace's workloads are sorted by workload.Compare, which orders by namespace
@@ -191,23 +194,25 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 			in.Result = g.in.Result()
 		}
 		in.Analysis = in.Result.Analyze() // with the mesh layers and the workloads named
-		return in, nil
+		merged := r.graphs.get(p.Name).merged
+		return in, func() *workload.Result { return workload.BuildParsed(pol, ps, merged, set) }, nil
 	}
 	var ws []workload.Workload
 	var svcs []workload.Service
 	for _, ns := range s.Namespaces() {
 		nws, err := kubeobj.ListWorkloads(ctx, r.Client, ns)
 		if err != nil {
-			return in, err
+			return in, nil, err
 		}
 		nsvcs, err := kubeobj.ListServices(ctx, r.Client, ns)
 		if err != nil {
-			return in, err
+			return in, nil, err
 		}
 		ws, svcs = append(ws, nws...), append(svcs, nsvcs...)
 	}
-	in.Result, in.Analysis = workload.Analyze(workload.ForClusterRetryPolicy(p, s), ws, meshSetOf(r.Mesh), svcs...)
-	return in, nil
+	pol, set := workload.ForClusterRetryPolicy(p, s), meshSetOf(r.Mesh)
+	in.Result, in.Analysis = workload.Analyze(pol, ws, set, svcs...)
+	return in, func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }, nil
 }
 
 // namespaceMetaList is the list of Namespaces as metadata: the manager's cache serves it from a

@@ -118,17 +118,27 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		return ctrl.Result{}, fmt.Errorf("getting RetryPolicy %s: %w", req.NamespacedName, err)
 	}
-	in, err := r.compute(ctx, &p)
+	in, rebuild, err := r.compute(ctx, &p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	next := r.nextStatus(&p, in, rebuild)
+	recordMetrics(req.NamespacedName, next)
+	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
+}
+
+// nextStatus is the status p's reconcile writes, from its computed input (no I/O): the
+// analysis, the mesh condition, the observed amplification and the observed graph, which is
+// compared with the declared one and then counted in the amplification (countObserved).
+func (r *RetryPolicyReconciler) nextStatus(p *v1alpha1.RetryPolicy, in status.Input, rebuild func() *workload.Result) *v1alpha1.RetryPolicyStatus {
+	gv := observeGraph(r.Observed, in.Result, p.Generation)
+	countObserved(&in, gv, rebuild)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
 	r.setMeshCondition(next, p.Generation)
 	setObserved(r.Observed, next, in.Result, observed.InNamespace(p.Namespace), p.Generation, r.now())
-	setGraph(r.Observed, next, in.Result, p.Generation, r.now())
-	recordMetrics(req.NamespacedName, next)
-	return writeStatus(ctx, &p, &p.Status, next, func() error { return r.patchStatus(ctx, &p, next) }, r.Recorder, &r.written)
+	gv.apply(next, r.now())
+	return next
 }
 
 // writeStatus is the end of both reconcilers: nothing when next equals the stored status cur
@@ -208,15 +218,16 @@ func skipWrite(cur, next *v1alpha1.RetryPolicyStatus, curRV string, last *writte
 }
 
 // compute builds the policy's graph from the cached workloads of its namespace with the shared
-// builder and analyses it.
-func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPolicy) (status.Input, error) {
-	in := status.Input{Generation: p.Generation, Selector: p.Spec.Selector, Now: metav1.NewTime(r.now())}
+// builder and analyses it. rebuild builds the same graph anew from the same input (nil without
+// a graph), for countObserved.
+func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPolicy) (in status.Input, rebuild func() *workload.Result, err error) {
+	in = status.Input{Generation: p.Generation, Selector: p.Spec.Selector, Now: metav1.NewTime(r.now())}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	if p.Spec.Selector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(p.Spec.Selector); err != nil {
 			in.SelectorError = err
 			r.graphs.forget(key)
-			return in, nil
+			return in, nil, nil
 		}
 	}
 	if r.Index != nil {
@@ -239,18 +250,19 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 		// The violations' messages name each factor's mesh layers, and a fix on an edge out of
 		// a Service's node names the workloads, as workload.Analyze does.
 		in.Analysis = in.Result.Analyze()
-		return in, nil
+		return in, func() *workload.Result { return workload.BuildParsed(pol, ps, svcs, set) }, nil
 	}
 	ws, err := kubeobj.ListWorkloads(ctx, r.Client, p.Namespace)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	svcs, err := kubeobj.ListServices(ctx, r.Client, p.Namespace)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
-	in.Result, in.Analysis = workload.Analyze(workload.ForRetryPolicy(p), ws, r.meshSet(), svcs...)
-	return in, nil
+	pol, set := workload.ForRetryPolicy(p), r.meshSet()
+	in.Result, in.Analysis = workload.Analyze(pol, ws, set, svcs...)
+	return in, func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }, nil
 }
 
 // patchStatus sends one merge patch of the status, with the resourceVersion it was computed

@@ -23,6 +23,9 @@ type Prometheus struct {
 	Interval, Window, Timeout time.Duration
 	SeriesLimit               uint64
 	CallerLabel               string
+	// Auth are the credentials and CA Prometheus is queried with (--prometheus-bearer-token-file,
+	// --prometheus-username, --prometheus-password-file, --prometheus-ca-file).
+	Auth promquery.Auth
 }
 
 // validate checks the options without starting anything.
@@ -40,7 +43,7 @@ func (p Prometheus) validate() error {
 }
 
 func (p Prometheus) client() (*promquery.Client, error) {
-	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel})
+	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel, Auth: p.Auth})
 }
 
 // newObserver adds the Prometheus poller to the manager; nil without --prometheus-url.

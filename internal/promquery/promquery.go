@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 
 	"github.com/retrycap/retrycap/internal/observed"
@@ -40,6 +41,47 @@ type Options struct {
 	// does not carry its --service in its metrics, so the scrape configuration has to add it
 	// (docs/observe.md).
 	CallerLabel string
+	// Auth are the credentials and the CA Prometheus is queried with (none by default).
+	Auth Auth
+}
+
+// Auth is how a Prometheus that asks for credentials, or serves TLS under a private CA, is
+// queried (the --prometheus-* credential flags). Files are read by prometheus/common's HTTP
+// client, as Prometheus reads its own scrape credentials: the token and the password on every
+// request (a rotated ServiceAccount token or Secret is picked up without a restart), the CA when
+// the client is made. A bearer token and basic auth are exclusive.
+type Auth struct {
+	// BearerTokenFile holds a token sent as "Authorization: Bearer <token>" (a projected
+	// ServiceAccount token for kube-rbac-proxy or OpenShift's Thanos querier).
+	BearerTokenFile string
+	// Username and PasswordFile are HTTP basic auth (Prometheus' own --web.config.file
+	// basic_auth_users); a username without a password file is an error.
+	Username, PasswordFile string
+	// CAFile is the PEM bundle that verifies an https Prometheus' certificate (besides none:
+	// the system's roots are not added to it, as Prometheus' tls_config.ca_file does).
+	CAFile string
+}
+
+// httpConfig is a's prometheus/common client configuration; an inconsistent one is an error
+// naming the flags.
+func (a Auth) httpConfig() (config.HTTPClientConfig, error) {
+	hc := config.HTTPClientConfig{FollowRedirects: true, EnableHTTP2: true, TLSConfig: config.TLSConfig{CAFile: a.CAFile}}
+	switch {
+	case a.BearerTokenFile != "" && (a.Username != "" || a.PasswordFile != ""):
+		return hc, errors.New("--prometheus-bearer-token-file and --prometheus-username/--prometheus-password-file: give one kind of credentials, not both")
+	case a.BearerTokenFile != "":
+		hc.Authorization = &config.Authorization{Type: "Bearer", CredentialsFile: a.BearerTokenFile}
+	case a.Username != "" && a.PasswordFile == "":
+		return hc, fmt.Errorf("--prometheus-username %q: --prometheus-password-file is required with it", a.Username)
+	case a.Username == "" && a.PasswordFile != "":
+		return hc, fmt.Errorf("--prometheus-password-file %q: --prometheus-username is required with it", a.PasswordFile)
+	case a.Username != "":
+		hc.BasicAuth = &config.BasicAuth{Username: a.Username, PasswordFile: a.PasswordFile}
+	}
+	if err := hc.Validate(); err != nil {
+		return hc, fmt.Errorf("prometheus credentials: %w", err)
+	}
+	return hc, nil
 }
 
 // Client queries one Prometheus for the per-edge counters.
@@ -69,9 +111,21 @@ func New(o Options) (*Client, error) {
 	if !model.LegacyValidation.IsValidLabelName(o.CallerLabel) {
 		return nil, fmt.Errorf("--prometheus-caller-label %q: not a Prometheus label name", o.CallerLabel)
 	}
+	hc, err := o.Auth.httpConfig()
+	if err != nil {
+		return nil, err
+	}
 	// A client of its own: the HTTP timeout bounds a Prometheus that accepts and never answers
 	// even if a caller passes a context without a deadline.
-	c, err := api.NewClient(api.Config{Address: o.URL, Client: &http.Client{Timeout: o.Timeout}})
+	httpc, err := config.NewClientFromConfig(hc, "retrycap")
+	if err != nil {
+		if o.Auth.CAFile != "" {
+			return nil, fmt.Errorf("--prometheus-ca-file %q: %w", o.Auth.CAFile, err)
+		}
+		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
+	}
+	httpc.Timeout = o.Timeout
+	c, err := api.NewClient(api.Config{Address: o.URL, Client: httpc})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
 	}
@@ -141,7 +195,8 @@ func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vect
 }
 
 // describe says what an HTTP status in client_golang's error means: its message is only
-// "client error: 401", which does not say that the server asked for credentials.
+// "client error: 401", which does not say that the server asked for credentials. A refusal
+// names the flags that would fix it; the callers name the URL ("Prometheus at URL: ...").
 func describe(err error) error {
 	var ae *v1.Error
 	if !errors.As(err, &ae) {
@@ -157,7 +212,7 @@ func describe(err error) error {
 	}
 	switch n {
 	case http.StatusUnauthorized, http.StatusForbidden:
-		return fmt.Errorf("HTTP %d %s: Prometheus refused the query without credentials (retrycap sends none; query it through a proxy that authenticates, or allow the caller): %w", n, http.StatusText(n), err)
+		return fmt.Errorf("HTTP %d %s: Prometheus refused the query: its credentials are missing or wrong (--prometheus-bearer-token-file, or --prometheus-username and --prometheus-password-file): %w", n, http.StatusText(n), err)
 	}
 	return fmt.Errorf("HTTP %d %s: %w", n, http.StatusText(n), err)
 }

@@ -47,6 +47,11 @@ type Input struct {
 	MaxTimeToAnswer *metav1.Duration
 	// Now is the time written as lastTransitionTime of a condition whose status changes.
 	Now metav1.Time
+	// ObservedEdges is how many edges observed by telemetry, declared by no annotation, Result's
+	// graph holds besides the declared ones (telemetry.AddUndeclared; 0: declarations alone).
+	// WithinCap then says that they count with one application attempt each, and a policy whose
+	// workloads declare nothing is checked on them (no NoUpstreamsDeclared).
+	ObservedEdges int
 }
 
 // Set writes the whole status for in: every setter, in order.
@@ -177,14 +182,23 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	case in.Result != nil && len(in.Result.Selected) == 0:
 		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNothingSelected
 		c.Message = NothingSelected(in.Result)
-	case in.Result != nil && in.Result.Declaring == 0:
+	case in.Result != nil && in.Result.Declaring == 0 && in.ObservedEdges == 0:
 		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoUpstreamsDeclared
 		c.Message = NoUpstreamsMessage(len(in.Result.Selected))
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonWithinCap
 		c.Message = verdict(a)
 	}
+	if in.ObservedEdges > 0 && a != nil && c.Reason != v1alpha1.ReasonNothingSelected {
+		c.Message += "; " + ObservedEdgesNote(in.ObservedEdges)
+	}
 	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// ObservedEdgesNote says that n undeclared observed edges are in the amplification, and what
+// is not known of them.
+func ObservedEdgesNote(n int) string {
+	return fmt.Sprintf("counting %d edge(s) observed by telemetry that no annotation declares, each with one application attempt times its mesh layers: the applications' own attempts on them are unknown (see GraphComplete)", n)
 }
 
 // NothingSelected is the NothingSelected message for r's policy of either kind

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,17 @@ var t0 = metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 func input(p *v1alpha1.RetryPolicy, ws ...workload.Workload) Input {
 	r, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil)
 	return Input{Generation: p.Generation, Selector: p.Spec.Selector, Result: r, Analysis: a, Now: t0}
+}
+
+// withObserved adds observed edges {from, to, attempts} to in's graph, as the controller's
+// countObserved does, and analyses it again.
+func withObserved(in Input, edges ...[3]string) Input {
+	for _, e := range edges {
+		a, _ := strconv.ParseInt(e[2], 10, 64)
+		in.Result.Graph.AddEdge(e[0], e[1], a, 1)
+	}
+	in.Analysis, in.ObservedEdges = in.Result.Analyze(), len(edges)
+	return in
 }
 
 type cond struct{ status, reason, message string }
@@ -96,6 +108,20 @@ func TestSet(t *testing.T) {
 			amplification: 1, bounded: ptr(true), worstPath: "db",
 			ready:  cond{"True", "Reconciled", "analysed 2 selected workload(s): 2 service(s), 0 edge(s)"},
 			within: cond{"Unknown", "NoUpstreamsDeclared", "none of the 2 selected workload(s) declares retrycap.dev/upstreams: no edges, nothing to check"},
+		},
+		{
+			// An edge telemetry observed (telemetry.AddUndeclared, 2 tries of a mesh layer) on
+			// workloads that declare nothing: checked, and said to be counted.
+			name: "observed edges on workloads that declare nothing", in: withObserved(input(pol(1), dep("gateway", ""), dep("db", "")), [3]string{"gateway", "db", "2"}),
+			amplification: 2, bounded: ptr(true), worstPath: "gateway>db", violations: 1,
+			ready:  cond{"True", "Reconciled", "analysed 2 selected workload(s): 2 service(s), 1 edge(s)"},
+			within: cond{"False", "CapExceeded", "client -x1-> gateway -x2-> db = 2 > cap 1; " + ObservedEdgesNote(1)},
+		},
+		{
+			name: "observed edges within the cap", in: withObserved(input(pol(3), dep("gateway", "db=1"), dep("db", ""), dep("cache", "")), [3]string{"db", "cache", "1"}),
+			amplification: 1, bounded: ptr(true), worstPath: "gateway>db>cache",
+			ready:  cond{"True", "Reconciled", "analysed 3 selected workload(s): 3 service(s), 2 edge(s)"},
+			within: cond{"True", "WithinCap", "amplification 1 <= cap 3 (worst path gateway>db>cache); " + ObservedEdgesNote(1)},
 		},
 		{
 			name: "client attempts over the cap without edges: CapExceeded first", in: input(pol(1, client2), dep("gateway", "")),

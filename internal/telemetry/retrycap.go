@@ -29,13 +29,53 @@ func (r *reader) retrycap(v model.Vector) {
 		if !ok {
 			continue
 		}
-		to := Callee{ns, up}
-		if svc, sns, ok := annotations.SplitService(up); ok {
-			to = Callee{sns, svc}
-		} else if containsDot(up) {
-			to = Callee{"", up} // an external host
+		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)
+		r.addEdge(SourceRetrycap, from, to, n, 0, "")
+		if n > 0 {
+			r.proxyCalls[edgeKey{src: SourceRetrycap, from: from, to: to}] += n
 		}
-		r.addEdge(SourceRetrycap, Caller{Namespace: ns, Name: caller, Service: true}, to, n, 0, "")
+	}
+}
+
+// proxyCallee is the callee the proxy's upstream label names, from namespace ns.
+func proxyCallee(ns, up string) Callee {
+	if svc, sns, ok := annotations.SplitService(up); ok {
+		return Callee{sns, svc}
+	} else if containsDot(up) {
+		return Callee{"", up} // an external host
+	}
+	return Callee{ns, up}
+}
+
+// retrycapTries sets the tries per call of the proxies' edges: retrycap_proxy_attempts_total
+// (each try sent upstream, the first included) over retrycap_proxy_requests_total (each request
+// the application made through the proxy), per caller and upstream (docs/observe.md). Attempts
+// without requests over the window are warned, not guessed.
+func (r *reader) retrycapTries(v model.Vector) {
+	cl := r.o.CallerLabel
+	if cl == "" {
+		cl = "service"
+	}
+	attempts := map[edgeKey]float64{}
+	for _, s := range v {
+		ns, caller, up := label(s.Metric, "namespace"), label(s.Metric, cl), label(s.Metric, "upstream")
+		if ns == "" || caller == "" || up == "" || up == "unknown" {
+			continue // warned for the requests' series, which have the same labels
+		}
+		if n, ok := value(&r.w, SourceRetrycap, s); ok {
+			attempts[edgeKey{src: SourceRetrycap, from: Caller{Namespace: ns, Name: caller, Service: true}, to: proxyCallee(ns, up)}] += n
+		}
+	}
+	for k, n := range attempts {
+		calls, e := r.proxyCalls[k], r.edges[k]
+		if calls <= 0 || e == nil {
+			if n > 0 {
+				r.w.add("retrycap: attempts on an upstream with no requests over the window: no tries per call", model.Metric{
+					"namespace": model.LabelValue(k.from.Namespace), model.LabelName(cl): model.LabelValue(k.from.Name), "upstream": model.LabelValue(k.to.String())})
+			}
+			continue
+		}
+		e.Tries = n / calls
 	}
 }
 

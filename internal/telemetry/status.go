@@ -1,8 +1,9 @@
 package telemetry
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ type Snapshot struct {
 	Sources []string
 	Window  time.Duration
 	At      time.Time
+	// Entrypoints are the nodes gateways and callers outside the mesh were observed calling.
+	Entrypoints []string
 }
 
 // CompareGraph counts and lists a policy's edges: observed (in the snapshot), declared (in the
@@ -41,44 +44,55 @@ type Snapshot struct {
 // rate first) and stale (declared, not observed over the window). An edge observed twice
 // (two sources, two workloads of one service) counts once, at its highest rate.
 func CompareGraph(g *graph.Graph, s Snapshot) *v1alpha1.GraphStatus {
-	declared := map[[2]string]bool{}
-	for _, e := range g.Edges() {
-		declared[[2]string{e.From, e.To}] = true
-	}
-	observed := map[[2]string]float64{}
+	// The declared side is the graph's own edge index (no map of its 20,000 edges per
+	// reconcile); the observed one deduplicates.
+	observed := make(map[[2]string]float64, len(s.Edges))
 	for _, e := range s.Edges {
 		k := [2]string{e.From, e.To}
 		if r, ok := observed[k]; !ok || e.RatePerSecond > r {
 			observed[k] = e.RatePerSecond
 		}
 	}
-	var undeclared, stale []v1alpha1.GraphEdge
-	rates := map[[2]string]float64{}
+	type rated struct {
+		from, to string
+		rate     float64
+	}
+	var un []rated
 	for k, r := range observed {
-		if !declared[k] {
-			undeclared = append(undeclared, v1alpha1.GraphEdge{From: k[0], To: k[1], RatePerSecond: FormatRate(r)})
-			rates[k] = r
+		if _, ok := g.EdgeIndex(k[0], k[1]); !ok {
+			un = append(un, rated{k[0], k[1], r})
 		}
 	}
-	for k := range declared {
-		if _, ok := observed[k]; !ok {
-			stale = append(stale, v1alpha1.GraphEdge{From: k[0], To: k[1], RatePerSecond: "0"})
+	var stale []v1alpha1.GraphEdge
+	declared := g.NumEdges()
+	for i := range declared {
+		e := g.EdgeAt(i)
+		if _, ok := observed[[2]string{e.From, e.To}]; !ok {
+			stale = append(stale, v1alpha1.GraphEdge{From: e.From, To: e.To, RatePerSecond: "0"})
 		}
 	}
-	sort.Slice(undeclared, func(i, j int) bool {
-		a, b := undeclared[i], undeclared[j]
-		ra, rb := rates[[2]string{a.From, a.To}], rates[[2]string{b.From, b.To}]
-		if ra != rb {
-			return ra > rb
+	// Highest rate first, then by name; only the listed ones are formatted.
+	slices.SortFunc(un, func(a, b rated) int {
+		if a.rate != b.rate {
+			return cmp.Compare(b.rate, a.rate)
 		}
-		return a.From+">"+a.To < b.From+">"+b.To
+		return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to))
 	})
-	sort.Slice(stale, func(i, j int) bool { return stale[i].From+">"+stale[i].To < stale[j].From+">"+stale[j].To })
+	slices.SortFunc(stale, func(a, b v1alpha1.GraphEdge) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+	var undeclared []v1alpha1.GraphEdge
+	for i, e := range un {
+		if i == MaxListed {
+			break
+		}
+		undeclared = append(undeclared, v1alpha1.GraphEdge{From: e.from, To: e.to, RatePerSecond: FormatRate(e.rate)})
+	}
 	gs := &v1alpha1.GraphStatus{
 		Window: s.Window.String(), ObservedAt: metav1.NewTime(s.At), Sources: s.Sources,
-		Counts: v1alpha1.GraphCounts{Observed: int32(len(observed)), Declared: int32(len(declared)), Undeclared: int32(len(undeclared)), Stale: int32(len(stale))},
+		Counts: v1alpha1.GraphCounts{Observed: int32(len(observed)), Declared: int32(declared), Undeclared: int32(len(un)), Stale: int32(len(stale))},
 	}
-	gs.Undeclared, gs.MoreUndeclared = capEdges(undeclared)
+	gs.Undeclared, gs.MoreUndeclared = undeclared, int32(len(un)-len(undeclared))
 	gs.Stale, gs.MoreStale = capEdges(stale)
 	return gs
 }
@@ -107,17 +121,6 @@ func EntryFor(from, to string) string {
 // declare it, and saying that the application's attempts on them are unknown (the amplification
 // counts each with one try times its mesh layers).
 func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
-	return graphCondition(gs, generation, true)
-}
-
-// GraphConditionDeclared is GraphCondition for a status whose amplification is computed on the
-// declared edges alone (the manager's today: the undeclared edges are listed, not added to the
-// graph the amplification is computed on); the message says so.
-func GraphConditionDeclared(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
-	return graphCondition(gs, generation, false)
-}
-
-func graphCondition(gs *v1alpha1.GraphStatus, generation int64, counted bool) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionGraphComplete, ObservedGeneration: generation}
 	if gs.Counts.Undeclared == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonGraphComplete
@@ -137,11 +140,7 @@ func graphCondition(gs *v1alpha1.GraphStatus, generation int64, counted bool) me
 	if n := int(gs.Counts.Undeclared) - len(parts); n > 0 {
 		c.Message += fmt.Sprintf(", and %d more", n)
 	}
-	if counted {
-		c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
-	} else {
-		c.Message += "; the amplification is computed on the declared edges alone and does not count them (the application's own attempts on them are unknown)"
-	}
+	c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
 	return c
 }
 
@@ -191,6 +190,25 @@ func AddUndeclared(g *graph.Graph, s Snapshot, meshTries func(from, to string) i
 			t = max(1, meshTries(e.From, e.To))
 		}
 		g.AddEdge(e.From, e.To, t, 1)
+		n++
+	}
+	return n
+}
+
+// AddEntrypoints makes the nodes s saw called by a mesh gateway or a caller outside the mesh
+// default entrypoints of g (one client attempt: what the gateway's own retries add is its mesh
+// layer's, which the declared graph carries), as a Gateway-parented route does: they count
+// although services of the graph call them too. Only nodes isOwn accepts (the policy's own
+// services: a gateway calling a Service of another namespace makes no chain of this policy) are
+// added; explicit entrypoints in the spec override every default one (graph.AddDefaultEntrypoint).
+// It returns how many it added.
+func AddEntrypoints(g *graph.Graph, s Snapshot, isOwn func(node string) bool) int {
+	n := 0
+	for _, e := range s.Entrypoints {
+		if isOwn != nil && !isOwn(e) {
+			continue
+		}
+		g.AddDefaultEntrypoint(e, 1)
 		n++
 	}
 	return n

@@ -116,3 +116,30 @@ func TestGraphUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestAddEntrypoints: a Service the gateway calls is a chain's start although the graph's
+// services call it too; only the policy's own nodes; explicit entrypoints win.
+func TestAddEntrypoints(t *testing.T) {
+	s := Snapshot{Entrypoints: []string{"order", "elsewhere"}}
+	own := func(n string) bool { return n != "elsewhere" }
+	g := chain()
+	if n := AddEntrypoints(g, s, own); n != 1 {
+		t.Fatalf("added %d", n)
+	}
+	var got []string
+	for _, c := range graph.Analyze(g, 100).Chains {
+		got = append(got, fmt.Sprintf("%s=%d", c.Entrypoint, c.Amplification))
+	}
+	if strings.Join(got, " ") != "gateway=27 order=9" {
+		t.Errorf("chains %v", got)
+	}
+	if g.Has("elsewhere") {
+		t.Errorf("a node of another scope was added")
+	}
+	g = chain()
+	g.SetEntrypoint("gateway", 2)
+	AddEntrypoints(g, s, own)
+	if cs := graph.Analyze(g, 100).Chains; len(cs) != 1 || cs[0].Entrypoint != "gateway" || cs[0].Amplification != 54 {
+		t.Errorf("explicit entrypoints: %+v", cs)
+	}
+}

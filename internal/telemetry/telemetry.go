@@ -135,8 +135,9 @@ var (
 )
 
 // Queries are the queries Read needs for a window, in order: Istio's HTTP requests and TCP
-// connections, Linkerd's outbound responses and its route requests, the service graph's
-// requests, retrycap-proxy's requests. Each is an aggregation by the edge's labels, so its
+// connections, Linkerd's outbound responses, its route requests and route retries, the service
+// graph's requests, retrycap-proxy's requests and attempts. The retries and attempts give the
+// tries per call of Linkerd's routes and of the proxies (docs/telemetry.md). Each is an aggregation by the edge's labels, so its
 // answer has one series per edge (and reporter), never one per pod.
 func Queries(window time.Duration, callerLabel string) []Query {
 	if callerLabel == "" {
@@ -153,8 +154,10 @@ func Queries(window time.Duration, callerLabel string) []Query {
 		{SourceIstio, "istio_tcp_connections_opened_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_tcp_connections_opened_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
 		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service) (increase(response_total{direction="outbound"}[%s]))`, lk, w)},
 		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, w)},
+		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, w)},
 		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), w)},
 		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, w)},
+		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, w)},
 	}
 }
 
@@ -209,6 +212,9 @@ type reader struct {
 	nonHTTP  map[edgeKey]*Edge
 	entries  map[string]*Entrypoint
 	sources  []Source
+	// routeCalls are the Linkerd route family's calls per edge, proxyCalls retrycap-proxy's:
+	// the denominators of their tries (an edge's Requests may be another family's count).
+	routeCalls, proxyCalls map[edgeKey]float64
 }
 
 type edgeKey struct {
@@ -223,7 +229,8 @@ func (r *reader) isGateway(ns, name string) bool {
 
 // Read turns the answers to Queries into an Observation.
 func Read(answers []Answer, o Options) *Observation {
-	r := &reader{o: o, secs: o.Window.Seconds(), gateways: map[string]bool{}, edges: map[edgeKey]*Edge{}, nonHTTP: map[edgeKey]*Edge{}, entries: map[string]*Entrypoint{}}
+	r := &reader{o: o, secs: o.Window.Seconds(), gateways: map[string]bool{}, edges: map[edgeKey]*Edge{}, nonHTTP: map[edgeKey]*Edge{}, entries: map[string]*Entrypoint{},
+		routeCalls: map[edgeKey]float64{}, proxyCalls: map[edgeKey]float64{}}
 	if r.secs <= 0 {
 		r.secs = 1
 	}
@@ -235,6 +242,7 @@ func Read(answers []Answer, o Options) *Observation {
 		}
 	}
 	var istioHTTP, istioTCP []*model.Sample
+	var linkerdRetries, proxyAttempts model.Vector
 	for _, a := range answers {
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
@@ -250,11 +258,19 @@ func Read(answers []Answer, o Options) *Observation {
 			r.otel(a.Vector)
 		case "retrycap_proxy_requests_total":
 			r.retrycap(a.Vector)
+		case "outbound_http_route_retry_requests_total":
+			linkerdRetries = a.Vector
+		case "retrycap_proxy_attempts_total":
+			proxyAttempts = a.Vector
 		}
 	}
 	if istioHTTP != nil || istioTCP != nil {
 		r.istio(istioHTTP, istioTCP)
 	}
+	// After the calls: the tries are the retries' or attempts' share of an edge whose calls the
+	// same source counted.
+	r.linkerdTries(linkerdRetries)
+	r.retrycapTries(proxyAttempts)
 	return r.result()
 }
 

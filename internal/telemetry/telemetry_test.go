@@ -115,6 +115,27 @@ func TestRead(t *testing.T) {
 			`warning linkerd response_total: no namespace, or none of deployment, statefulset, daemonset (the scrape's labels): not an edge: 1 series (e.g. {dst_namespace="shop", dst_service="payment", namespace="shop"})`,
 		},
 	}, {
+		// (statuses + retries) / statuses on the route family's calls; none counted where the
+		// family exists is one try; without the family (above) none is shown.
+		name: "linkerd: tries per call from the route family's retries",
+		answers: []Answer{answer("response_total",
+			sample(90, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment"),
+		), answer("outbound_http_route_request_statuses_total",
+			sample(60, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment"),
+			sample(30, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "cart"),
+		), answer("outbound_http_route_retry_requests_total",
+			sample(120, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment"),
+			sample(6, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "ledger"),
+			sample(6, "namespace", "shop", "parent_namespace", "shop", "parent_name", "ledger"),
+		)},
+		sources: "[linkerd]",
+		want: []string{
+			"edge linkerd shop/checkout (Deployment) > shop/cart 0.50/s tries 1.00",
+			"edge linkerd shop/checkout (Deployment) > shop/payment 1.50/s tries 3.00",
+			`warning linkerd outbound_http_route_retry_requests_total: no namespace, or none of deployment, statefulset, daemonset (the scrape's labels): not an edge: 1 series (e.g. {namespace="shop", parent_name="ledger", parent_namespace="shop"})`,
+			`warning linkerd outbound_http_route_retry_requests_total: retries on an edge with no request statuses over the window: no tries per call: 1 series (e.g. {caller="checkout", namespace="shop", parent="shop/ledger"})`,
+		},
+	}, {
 		name: "otel service graph: the connector's and Beyla's namespace dimensions, virtual nodes, databases",
 		answers: []Answer{answer("traces_service_graph_request_total",
 			sample(30, "client", "frontend", "server", "checkout", "connection_type", "", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
@@ -154,6 +175,22 @@ func TestRead(t *testing.T) {
 			`warning retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge: 1 series (e.g. {namespace="shop", service="order", upstream="unknown"})`,
 		},
 	}, {
+		name: "retrycap: tries per call from the proxies' attempts over their requests",
+		answers: []Answer{answer("retrycap_proxy_requests_total",
+			sample(60, "namespace", "shop", "service", "order", "upstream", "payment"),
+			sample(6, "namespace", "shop", "service", "order", "upstream", "bank.billing"),
+		), answer("retrycap_proxy_attempts_total",
+			sample(150, "namespace", "shop", "service", "order", "upstream", "payment"),
+			sample(6, "namespace", "shop", "service", "order", "upstream", "bank.billing"),
+			sample(9, "namespace", "shop", "service", "order", "upstream", "stock"),
+		)},
+		sources: "[retrycap]",
+		want: []string{
+			"edge retrycap shop/order (service) > billing/bank 0.10/s tries 1.00",
+			"edge retrycap shop/order (service) > shop/payment 1.00/s tries 2.50",
+			`warning retrycap: attempts on an upstream with no requests over the window: no tries per call: 1 series (e.g. {namespace="shop", service="order", upstream="shop/stock"})`,
+		},
+	}, {
 		name:    "series that exist and never increased: the source is detected, no edge",
 		answers: []Answer{answer("istio_requests_total", istio("source", "web", "shop", "payment", "shop", 0)), answer("response_total")},
 		sources: "[istio]",
@@ -188,7 +225,7 @@ func TestQueriesHonourTheWindowToTheSecond(t *testing.T) {
 			t.Errorf("%s: %s", q.Metric, q.PromQL)
 		}
 	}
-	if q := Queries(time.Minute, "svc")[5].PromQL; q != "sum by (namespace, svc, upstream) (increase(retrycap_proxy_requests_total[1m]))" {
+	if q := Queries(time.Minute, "svc")[6].PromQL; q != "sum by (namespace, svc, upstream) (increase(retrycap_proxy_requests_total[1m]))" {
 		t.Errorf("retrycap query %s", q)
 	}
 }

@@ -251,6 +251,44 @@ func TestHelmValues(t *testing.T) {
 		}
 	})
 
+	t.Run("Prometheus URL and credentials", func(t *testing.T) {
+		base := []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--webhook-port=9443",
+			"--proxy-image=retrycap/retrycap-proxy:v1"}
+		for _, tc := range []struct {
+			name  string
+			set   string
+			args  []string
+			mount bool
+		}{
+			{"credentials without a URL render nothing", "prometheus.auth.serviceAccountToken=true,prometheus.auth.secretName=prom", nil, false},
+			{"the ServiceAccount's token", "prometheus.url=http://prometheus.monitoring:9090,prometheus.interval=30s,prometheus.window=10m,prometheus.auth.serviceAccountToken=true",
+				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-interval=30s", "--prometheus-window=10m",
+					"--prometheus-bearer-token-file=/var/run/secrets/kubernetes.io/serviceaccount/token"}, false},
+			{"basic auth and a CA from a Secret", "prometheus.url=https://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.username=retrycap,prometheus.auth.passwordKey=password,prometheus.auth.caKey=ca.crt",
+				[]string{"--prometheus-url=https://prometheus.monitoring:9090", "--prometheus-username=retrycap",
+					"--prometheus-password-file=/etc/retrycap/prometheus/password", "--prometheus-ca-file=/etc/retrycap/prometheus/ca.crt"}, true},
+			{"a token from a Secret", "prometheus.url=http://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token",
+				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-bearer-token-file=/etc/retrycap/prometheus/token"}, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ps := deployment(t, renderHelm(t, "--set", "proxyImage.tag=v1,"+tc.set)).Spec.Template.Spec
+				if want := append(slices.Clone(base), tc.args...); !slices.Equal(ps.Containers[0].Args, want) {
+					t.Errorf("args %q, want %q", ps.Containers[0].Args, want)
+				}
+				var mounted, volume bool
+				for _, m := range ps.Containers[0].VolumeMounts {
+					mounted = mounted || (m.Name == "prometheus-auth" && m.MountPath == "/etc/retrycap/prometheus" && m.ReadOnly)
+				}
+				for _, v := range ps.Volumes {
+					volume = volume || (v.Name == "prometheus-auth" && v.Secret != nil && v.Secret.SecretName == "prom")
+				}
+				if mounted != tc.mount || volume != tc.mount {
+					t.Errorf("Secret mounted %v, volume %v; want %v", mounted, volume, tc.mount)
+				}
+			})
+		}
+	})
+
 	t.Run("the image tags default to the chart's appVersion", func(t *testing.T) {
 		var chart struct {
 			AppVersion string `json:"appVersion"`
@@ -380,7 +418,7 @@ func TestHelmValues(t *testing.T) {
 	})
 
 	t.Run("values outside the schema are refused", func(t *testing.T) {
-		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0"} {
+		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0", "prometheus.url=prometheus:9090", "prometheus.auth.token=x"} {
 			out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || out != "" || !strings.Contains(errOut, "values don't meet the specifications of the schema") {

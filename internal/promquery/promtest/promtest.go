@@ -1,6 +1,7 @@
 package promtest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -164,12 +165,29 @@ func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *S
 			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
 				return s
 			}
+			// 400: one that serves TLS (tls_server_config) answers a plain request with it: asked
+			// again over TLS (its certificate is the test's to check, not readiness's).
+			if resp.StatusCode == http.StatusBadRequest && readyTLS(addr) {
+				return s
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Prometheus at %s not ready within 60s (%v):\n%s", s.URL, err, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
 	}
+}
+
+// readyTLS says whether the TLS server at addr answers /-/ready with 200 or 401.
+func readyTLS(addr string) bool {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a readiness probe of the test's own server
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("https://" + addr + "/-/ready")
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized
 }
 
 type lockedBuilder struct {

@@ -43,6 +43,13 @@ func (p *testProxy) Addr() string { return p.ln.Addr().String() }
 // backoff, no breaker and a retry budget that never refuses.
 func startLoops(t testing.TB, ups, resolve string) *testProxy {
 	t.Helper()
+	return startLoopsWith(t, ups, resolve, nil)
+}
+
+// startLoopsWith is startLoops with the configuration changed by set
+// (nil: none) before the engine starts.
+func startLoopsWith(t testing.TB, ups, resolve string, set func(*forward.Config)) *testProxy {
+	t.Helper()
 	ro, err := policy.ParseRetryOn("connect-failure,reset,502,503,504")
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +74,9 @@ func startLoops(t testing.TB, ups, resolve string) *testProxy {
 			name, addr, _ := strings.Cut(r, "=")
 			cfg.Resolve[name] = addr
 		}
+	}
+	if set != nil {
+		set(cfg)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
