@@ -170,8 +170,11 @@ func Names(apis []API) []string {
 }
 
 // Supporting objects read beside the mesh APIs (core v1, always served): Namespaces (mesh
-// membership) whenever any mesh API is read, the ConfigMap istio-system/istio (MeshConfig) when
-// Istio is, Services (Linkerd's retry annotations) when Linkerd is.
+// membership) and Services (their ports: a mesh retries on HTTP and gRPC ports only, mesh/ports.go;
+// and Linkerd's retry annotations) whenever any mesh API is read, the ConfigMap istio-system/istio
+// (MeshConfig) when Istio is. Services were read with Linkerd only, and with Istio alone a
+// TCP-only callee (a Redis port) kept Istio's default retry layer in the status: 27 where
+// analyze and the gate said 9 (#28, Online Boutique).
 var (
 	namespacesAPI = API{Version: "v1", Resource: "namespaces", Kind: "Namespace"}
 	configMapsAPI = API{Version: "v1", Resource: "configmaps", Kind: "ConfigMap"}
@@ -187,8 +190,5 @@ func supporting(apis []API) []API {
 	if slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio }) {
 		out = append(out, configMapsAPI)
 	}
-	if slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Linkerd }) {
-		out = append(out, servicesAPI)
-	}
-	return out
+	return append(out, servicesAPI)
 }

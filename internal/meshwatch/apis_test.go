@@ -102,8 +102,8 @@ func TestSupporting(t *testing.T) {
 		want []string
 	}{
 		{nil, []string{}},
-		{[]API{route}, []string{"Namespace v1"}},
-		{[]API{vs, route}, []string{"Namespace v1", "ConfigMap v1"}},
+		{[]API{route}, []string{"Namespace v1", "Service v1"}},
+		{[]API{vs, route}, []string{"Namespace v1", "ConfigMap v1", "Service v1"}},
 		{[]API{sp}, []string{"Namespace v1", "Service v1"}},
 	} {
 		if got := Names(supporting(tc.apis)); !reflect.DeepEqual(got, tc.want) {

@@ -2,6 +2,7 @@ package meshwatch
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,4 +65,48 @@ func BenchmarkChange(b *testing.B) {
 			_ = s.Edge(caller, "svc-0")
 		}
 	})
+}
+
+// BenchmarkServiceMemory is what the watcher keeps per Service now that it reads every Service
+// (their ports, #28): the trimmed object in the informer's store and its entries in the Set, in
+// heap bytes per Service (cache-B/svc, set-B/svc), for a Service with one named port as
+// kubectl leaves it (selector, clusterIP, last-applied-configuration, labels: all cut away).
+func BenchmarkServiceMemory(b *testing.B) {
+	const n = 10000
+	full := func(i int) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": fmt.Sprintf("svc-%d", i), "namespace": fmt.Sprintf("ns-%d", i%50),
+				"resourceVersion": fmt.Sprint(100000 + i), "uid": fmt.Sprintf("0b6f4e0c-0000-4000-8000-%012d", i),
+				"labels":      map[string]any{"app": fmt.Sprintf("svc-%d", i)},
+				"annotations": map[string]any{"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","kind":"Service"}`}},
+			"spec": map[string]any{"selector": map[string]any{"app": fmt.Sprintf("svc-%d", i)}, "clusterIP": "10.96.0.10", "type": "ClusterIP",
+				"ports": []any{map[string]any{"name": "grpc", "port": int64(7070), "targetPort": int64(7070), "protocol": "TCP"}}},
+		}}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for b.Loop() {
+		h0 := heap()
+		kept := make([]*unstructured.Unstructured, n)
+		for i := range kept {
+			kept[i] = Trim(full(i))
+		}
+		h1 := heap()
+		s := mesh.NewSet(mesh.Options{})
+		for _, u := range kept {
+			if _, err := s.AddUnstructured(u); err != nil {
+				b.Fatal(err)
+			}
+		}
+		h2 := heap()
+		b.ReportMetric(float64(h1-h0)/n, "cache-B/svc")
+		b.ReportMetric(float64(h2-h1)/n, "set-B/svc")
+		runtime.KeepAlive(kept)
+		runtime.KeepAlive(s)
+	}
 }

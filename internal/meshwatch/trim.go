@@ -3,6 +3,7 @@ package meshwatch
 import (
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/retrycap/retrycap/internal/mesh"
@@ -42,6 +43,9 @@ var specTrees = map[string]keep{
 	mesh.GroupDapr + "/Resiliency": {
 		"policies": keep{"retries": true}, "targets": keep{"apps": true},
 	},
+	// A Service's ports (mesh/ports.go: retries on HTTP and gRPC ports only): a few dozen bytes
+	// a port, every Service of the cluster kept.
+	"/Service": {"ports": []any{keep{"name": true, "port": true, "protocol": true, "appProtocol": true}}},
 	mesh.GroupConsul + "/ServiceRouter": {
 		"routes": []any{keep{"destination": keep{"numRetries": true, "retryOn": true, "retryOnConnectFailure": true, "retryOnStatusCodes": true}}},
 	},
@@ -142,15 +146,40 @@ func MembershipOf(u *unstructured.Unstructured, istio, linkerd bool) *unstructur
 	return out
 }
 
-// HasLinkerdRetries reports whether a Service carries a retry.linkerd.io/ annotation: only those
-// go into the Set (a Service without one adds no layer).
-func HasLinkerdRetries(u *unstructured.Unstructured) bool {
-	for k := range u.GetAnnotations() {
+// WithoutLinkerdRetries returns a Service without its retry.linkerd.io/ annotations (u itself when
+// it has none): without a Linkerd API read the cluster has no Linkerd, and its annotations add no
+// layer (nor an error for a value Linkerd would refuse). u is not modified.
+func WithoutLinkerdRetries(u *unstructured.Unstructured) *unstructured.Unstructured {
+	ann := u.GetAnnotations()
+	var drop []string
+	for k := range ann {
 		if strings.HasPrefix(k, "retry.linkerd.io/") {
-			return true
+			drop = append(drop, k)
 		}
 	}
-	return false
+	if len(drop) == 0 {
+		return u
+	}
+	out := u.DeepCopy()
+	ann = out.GetAnnotations()
+	for _, k := range drop {
+		delete(ann, k)
+	}
+	out.SetAnnotations(ann)
+	return out
+}
+
+// sameButVersion reports whether two trimmed objects differ in their resourceVersion only: a
+// Service's update that touches nothing the Set reads (its status, a label) then changes no
+// Set and reconciles no policy.
+func sameButVersion(a, b *unstructured.Unstructured) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	a, b = a.DeepCopy(), b.DeepCopy()
+	a.SetResourceVersion("")
+	b.SetResourceVersion("")
+	return equality.Semantic.DeepEqual(a.Object, b.Object)
 }
 
 func toAny(m map[string]string) map[string]any {

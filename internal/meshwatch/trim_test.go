@@ -2,6 +2,7 @@ package meshwatch
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -195,6 +196,37 @@ spec:
   - destination: {numRetries: 2, retryOnConnectFailure: true, retryOn: [reset], retryOnStatusCodes: [503]}
 `,
 		},
+		{
+			name: "Service keeps its ports' name, port, protocol and appProtocol, and Linkerd's retry annotations",
+			in: `apiVersion: v1
+kind: Service
+metadata:
+  name: redis-cart
+  namespace: boutique
+  resourceVersion: "7"
+  labels: {app: redis-cart}
+  annotations: {retry.linkerd.io/http: 5xx, kubectl.kubernetes.io/last-applied-configuration: "{}"}
+spec:
+  selector: {app: redis-cart}
+  clusterIP: 10.0.0.7
+  ports:
+  - {name: tcp-redis, port: 6379, targetPort: 6379, protocol: TCP}
+  - {port: 9121, appProtocol: http, nodePort: 30001}
+status: {loadBalancer: {}}
+`,
+			want: `apiVersion: v1
+kind: Service
+metadata:
+  name: redis-cart
+  namespace: boutique
+  resourceVersion: "7"
+  annotations: {retry.linkerd.io/http: 5xx}
+spec:
+  ports:
+  - {name: tcp-redis, port: 6379, protocol: TCP}
+  - {port: 9121, appProtocol: http}
+`,
+		},
 	} {
 		got := Trim(obj(t, tc.in))
 		want := obj(t, tc.want)
@@ -259,5 +291,39 @@ metadata:
 	}
 	if len(ns.GetLabels()) != 3 {
 		t.Errorf("MembershipOf modified its argument: %v", ns.GetLabels())
+	}
+}
+
+func TestWithoutLinkerdRetries(t *testing.T) {
+	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: \"3\", team: a}}")
+	got := WithoutLinkerdRetries(svc)
+	if want := map[string]string{"team": "a"}; !reflect.DeepEqual(got.GetAnnotations(), want) {
+		t.Errorf("annotations %v, want %v", got.GetAnnotations(), want)
+	}
+	if len(svc.GetAnnotations()) != 3 {
+		t.Errorf("the input was modified: %v", svc.GetAnnotations())
+	}
+	plain := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b}")
+	if WithoutLinkerdRetries(plain) != plain {
+		t.Error("a Service without Linkerd annotations was copied")
+	}
+}
+
+func TestSameButVersion(t *testing.T) {
+	const a = "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, resourceVersion: \"1\"}\nspec: {ports: [{name: grpc, port: 7070}]}"
+	for _, tc := range []struct {
+		name, b string
+		want    bool
+	}{
+		{"resourceVersion only", strings.Replace(a, `"1"`, `"2"`, 1), true},
+		{"a port renamed", strings.Replace(strings.Replace(a, `"1"`, `"2"`, 1), "grpc", "tcp-x", 1), false},
+		{"a port added", strings.Replace(a, "}]}", "}, {port: 80}]}", 1), false},
+	} {
+		if got := sameButVersion(obj(t, a), obj(t, tc.b)); got != tc.want {
+			t.Errorf("%s: sameButVersion = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if sameButVersion(nil, obj(t, a)) {
+		t.Error("an add (no old object) reads as no change")
 	}
 }

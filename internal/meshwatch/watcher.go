@@ -319,13 +319,11 @@ func asUnstructured(obj any) *unstructured.Unstructured {
 // without notice: Recheck rebuilds the Set from the synced stores and tells of it once.
 func (w *Watcher) apply(inf toolscache.SharedIndexInformer, oldObj, newObj any) {
 	old, cur := asUnstructured(oldObj), asUnstructured(newObj)
-	if cur != nil && cur.GetKind() == "Service" && !HasLinkerdRetries(cur) {
-		cur = nil
-	}
-	if old != nil && old.GetKind() == "Service" && !HasLinkerdRetries(old) {
-		old = nil
-	}
 	if old == nil && cur == nil {
+		return
+	}
+	if cur != nil && cur.GetKind() == "Service" && sameButVersion(old, cur) {
+		// Every Service is read (its ports); most updates touch nothing the Set reads.
 		return
 	}
 	if !inf.HasSynced() {
@@ -366,8 +364,11 @@ func (w *Watcher) apply(inf toolscache.SharedIndexInformer, oldObj, newObj any) 
 // add adds u to s; an object internal/mesh refuses (a negative attempts) is logged, naming the
 // object, the field and the value, and left out: it adds no layer. Call with w.mu held.
 func (w *Watcher) add(s *mesh.Set, u *unstructured.Unstructured) {
-	if u.GetKind() == "Namespace" {
+	switch {
+	case u.GetKind() == "Namespace":
 		u = MembershipOf(u, w.istio, w.linkerd)
+	case u.GetKind() == "Service" && !w.linkerd:
+		u = WithoutLinkerdRetries(u)
 	}
 	if _, err := s.AddUnstructured(u); err != nil {
 		w.opts.Log.Error(err, "ignoring a mesh object retrycap cannot read")
@@ -384,7 +385,7 @@ func (w *Watcher) rebuild() {
 	s := mesh.NewSet(w.opts.Mesh)
 	for _, r := range w.running {
 		for _, obj := range r.informer.GetStore().List() {
-			if u := asUnstructured(obj); u != nil && (u.GetKind() != "Service" || HasLinkerdRetries(u)) {
+			if u := asUnstructured(obj); u != nil {
 				w.add(s, u)
 			}
 		}

@@ -32,6 +32,9 @@ var fileCases = []fileCase{
 	{name: "ingress VirtualService (bookinfo)", file: "../../cli/testdata/mesh/bookinfo.yaml"},
 	// istioctl kube-inject output in a namespace without Istio's label: meshed all the same.
 	{name: "istioctl kube-inject'ed", file: "../../cli/testdata/inputs/injected.yaml", rename: [2]string{"shop", "shop-injected"}},
+	// Istio alone (no Linkerd API): redis-cart's only port is tcp-redis, which Istio does not
+	// retry: 3 x 3 x 1 = 9. The status said 27 while the watcher read Services with Linkerd only.
+	{name: "a TCP-only callee under Istio (Online Boutique)", file: "../../cli/testdata/inputs/boutique-istio.yaml"},
 }
 
 // TestAgree runs one manager (one per process: controller names are unique) and reads each input
