@@ -86,6 +86,11 @@ spec:
 	return r
 }
 
+// timedRetry is a route rule's 3 retries with timeouts.request d.
+func timedRetry(d string) string {
+	return "retry: {attempts: 3}\n    timeouts: {request: " + d + "}"
+}
+
 func TestDecideMesh(t *testing.T) {
 	istioNS := `apiVersion: v1
 kind: Namespace
@@ -198,6 +203,51 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: "spec.rules[0].retry.attempts: 3"}},
 					{Operation: "replace", Path: "/spec/rules/0/retry/attempts", Value: float64(1)},
 				}},
+		},
+		{
+			// A raised timeout alone (#29): the route's 4 tries take 8.175s (above) but its
+			// timeouts.request bounds them together; 4s fits 5s, 9s does not: 8.175s.
+			name: "Reject: a route's timeout raised over maxTimeToAnswer, tries unchanged", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("9s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> 9s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
+		},
+		{
+			name: "a route's timeout removed is a raise to no bound", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 3}"), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> unset makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
+		},
+		{
+			name: "a timeout raised within maxTimeToAnswer passes", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("4.5s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "a timeout lowered passes, even over maxTimeToAnswer", cluster: []string{gatewayRoute(timedRetry("9s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("8s")), old: gatewayRoute(timedRetry("9s")),
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "Rewrite: a raised timeout is refused, not lowered", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, v1alpha1.EnforcementRewrite, 5*time.Second)}, object: gatewayRoute(timedRetry("9s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> 9s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s " +
+				"(refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"},
+		},
+		{
+			name: "Audit: a raised timeout is a warning", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, v1alpha1.EnforcementAudit, 5*time.Second)}, object: gatewayRoute(timedRetry("9s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Allowed: true, Warnings: []string{"RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> 9s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s (admitted: enforcement is Audit)"}},
+		},
+		{
+			name: "a per-try timeout raised: backendRequest 1s -> 3s", cluster: []string{gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 1s}")},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 3s}"),
+			old:  gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 1s}"),
+			// 1s per try: 4 x 1s + 175ms = 4.175s fits; 3s: the 2s below bounds each try again.
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: per-try timeout 1s -> 3s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
 		},
 		{
 			name: "within maxTimeToAnswer passes", cluster: nil,
