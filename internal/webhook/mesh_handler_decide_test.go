@@ -244,7 +244,7 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 		{
 			name: "a per-try timeout raised: backendRequest 1s -> 3s", cluster: []string{gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 1s}")},
 			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 3s}"),
-			old:  gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 1s}"),
+			old: gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 1s}"),
 			// 1s per try: 4 x 1s + 175ms = 4.175s fits; 3s: the 2s below bounds each try again.
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: per-try timeout 1s -> 3s makes " +
 				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
