@@ -104,6 +104,20 @@ kind: Service
 metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "` + limit + `"}}`
 	}
 	reject10 := meshPolicy("bookinfo", 10, v1alpha1.EnforcementReject)
+	// slowPolicy's own per-try timeout (1m) bounds no hop: the mesh's timeouts do.
+	slowPolicy := timedMeshPolicy(100, "", 20*time.Second)
+	slowPolicy.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: time.Minute}
+	vsTimed := func(perTry string) string {
+		return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  hosts: [ratings]
+  http:
+  - route: [{destination: {host: ratings}}]
+    retries: {attempts: 2, perTryTimeout: ` + perTry + `}
+`
+	}
 	for _, tc := range []struct {
 		name     string
 		cluster  []string // the Set's objects
@@ -248,6 +262,20 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 			// 1s per try: 4 x 1s + 175ms = 4.175s fits; 3s: the 2s below bounds each try again.
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: per-try timeout 1s -> 3s makes " +
 				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
+		},
+		{
+			// Istio: the VirtualService's 3 tries of up to 1s make reviews -> ratings 3.075s,
+			// Istio's default 3 tries above it productpage 9.3s; 4s per try: 12.075s, 36.3s.
+			name: "Istio: a VirtualService's perTryTimeout raised, its attempts unchanged", cluster: []string{istioNS, vsTimed("1s")},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s"), old: vsTimed("1s"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0]: per-try timeout 1s -> 4s makes " +
+				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
+		},
+		{
+			name: "Istio: a VirtualService's timeout raised", cluster: []string{istioNS, vsTimed("4s") + "    timeout: 10s\n"},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s") + "    timeout: 15s\n", old: vsTimed("4s") + "    timeout: 10s\n",
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0]: timeout 10s -> 15s makes " +
+				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
 		},
 		{
 			name: "within maxTimeToAnswer passes", cluster: nil,
