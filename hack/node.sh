@@ -5,8 +5,9 @@
 #   hack/node.sh up               start it; prints `export KUBECONFIG=<path>` on stdout once the node
 #                                 is Ready and CoreDNS answers (progress, with elapsed time, on stderr)
 #   hack/node.sh load TARBALL...  import image tarballs (docker-archive, `make images`) into the node
-#   hack/node.sh down             stop everything `up` started (by PID), remove what it created; exits
-#                                 0 when nothing is left, else names each leftover and exits 1
+#   hack/node.sh down             stop everything `up` started (by PID), remove what it created, and
+#                                 exit 0; whatever could not be removed is named on stderr, one line
+#                                 each (`up` refuses to start while any of it is there)
 #   hack/node.sh check            exit 0 if this machine can run the node, else say why and exit 2
 #   hack/node.sh logs [N]         the last N lines (default 60) of every component's log
 #   hack/node.sh status           what is running
@@ -44,6 +45,8 @@ API_SERVICE_IP=10.96.0.1
 DNS_IP=$NODE_IP
 PAUSE_IMAGE=retrycap/node-pause:v0.1.0
 WAIT=${RETRYCAP_NODE_WAIT:-180}
+# Seconds `down` gives the components between SIGTERM and SIGKILL.
+DOWN_GRACE=5
 # Start order; `down` stops them in reverse.
 # Host directories that components create whatever they are told (removed by `down` only if `up`
 # created them, and then only when empty).
@@ -157,11 +160,15 @@ start() {
 
 # alive NAME: the component's recorded PID is a live process (a zombie waiting for its reaper
 # counts as gone).
+# Builtins only: `down` polls every component ten times a second, and three processes per
+# call (cat, sed, cut) for nine components made its 10 s grace last 30 s on a loaded machine.
 alive() {
   local pid st
-  pid="$(cat "$RUN/pids/$1" 2>/dev/null || true)"
+  { read -r pid <"$RUN/pids/$1"; } 2>/dev/null || return 1
   [ -n "$pid" ] || return 1
-  st="$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)"
+  { read -r st <"/proc/$pid/stat"; } 2>/dev/null || return 1
+  st=${st##*") "}
+  st=${st%% *}
   [ -n "$st" ] && [ "$st" != Z ]
 }
 
@@ -229,8 +236,10 @@ cmd_up() {
   local why
   why="$(cant_run)"
   [ -z "$why" ] || die "this machine cannot run the test node: $why"
-  if ip netns list | grep -qw "$NETNS" || [ -d "$RUN" ]; then
-    die "a node (or what is left of one) is already here: run hack/node.sh down first"
+  local here
+  here="$(leftovers)"
+  if [ -n "$here" ]; then
+    die "a node (or what is left of one) is already here: run hack/node.sh down first; found: $(echo "$here" | paste -sd';')"
   fi
   ensure_packages
   local kb nb
@@ -523,6 +532,20 @@ our_mounts() {
     awk '{ print length($0) " " $0 }' | sort -rn | cut -d' ' -f2-
 }
 
+# leftovers prints, one a line, what a node leaves until `down` removes it: processes in its
+# cgroups or recorded PIDs still alive, mounts, the network namespace, cgroups, directories.
+leftovers() {
+  local pids c m h d
+  pids="$(cgroup_pids)"
+  [ -z "$pids" ] || echo "processes in cgroup /$CGROUP:" $pids
+  for c in "${COMPONENTS[@]}"; do alive "$c" && echo "$c (pid $(cat "$RUN/pids/$c"))"; done
+  while read -r m; do [ -n "$m" ] && echo "mount $m"; done < <(our_mounts)
+  ip netns list | grep -qw "$NETNS" && echo "network namespace $NETNS"
+  for h in $(hierarchies); do [ -d "$h/$CGROUP" ] && echo "cgroup $h/$CGROUP"; done
+  for d in "$STATE" "$RUN"; do [ -e "$d" ] && echo "directory $d"; done
+  return 0
+}
+
 cmd_down() {
   local left=() c pid i
   # 1. The components, by their recorded PIDs, in reverse start order: SIGTERM, then SIGKILL.
@@ -531,7 +554,10 @@ cmd_down() {
     pid="$(cat "$RUN/pids/$c" 2>/dev/null || true)"
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && log "stopping $c (pid $pid)"
   done
-  for i in $(seq 1 100); do
+  # A short grace: everything the node stored is deleted next, so a graceful shutdown saves
+  # nothing (kube-apiserver, whose etcd is stopped at the same time, never finishes one: it was
+  # SIGKILLed after the grace in every run).
+  for i in $(seq 1 "$((DOWN_GRACE * 10))"); do
     local any=
     for c in "${COMPONENTS[@]}"; do alive "$c" && any=1; done
     [ -z "$any" ] && break
@@ -540,7 +566,7 @@ cmd_down() {
   for c in "${COMPONENTS[@]}"; do
     if alive "$c"; then
       pid="$(cat "$RUN/pids/$c")"
-      log "$c (pid $pid) still running after 10s: SIGKILL"
+      log "$c (pid $pid) still running after ${DOWN_GRACE}s: SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
@@ -599,17 +625,14 @@ cmd_down() {
   [ -n "$(our_mounts)" ] || rm -rf --one-file-system "$STATE" "$RUN" 2>/dev/null || true
 
   # What is left, said once each.
-  pids="$(cgroup_pids)"
-  [ -z "$pids" ] || left+=("processes in cgroup /$CGROUP: $(echo $pids)")
-  for c in "${COMPONENTS[@]}"; do alive "$c" && left+=("$c (pid $(cat "$RUN/pids/$c"))"); done
-  while read -r m; do [ -n "$m" ] && left+=("mount $m"); done < <(our_mounts)
-  ip netns list | grep -qw "$NETNS" && left+=("network namespace $NETNS")
-  for h in $(hierarchies); do [ -d "$h/$CGROUP" ] && left+=("cgroup $h/$CGROUP"); done
-  for d in "$STATE" "$RUN"; do [ -e "$d" ] && left+=("directory $d"); done
+  mapfile -t left < <(leftovers)
+  # Exit 0 either way (the issue's contract: `down` is what a user runs to clean up, also after a
+  # crash, and a cleanup step that fails its caller for a zombie shim or a busy mount hides the
+  # run's own result); what is left is said, and `up` refuses to start over it.
   if [ "${#left[@]}" -gt 0 ]; then
-    log "could not remove:"
-    for m in "${left[@]}"; do log "  $m"; done
-    exit 1
+    log "down: could not remove ${#left[@]} thing(s); remove them by hand (or reboot) before the next up:"
+    for m in "${left[@]}"; do log "  could not remove: $m"; done
+    return 0
   fi
   log "down: nothing left"
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"flag"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,13 +33,14 @@ func main() {
 	flag.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", operator.DefaultRenewDeadline, "how long the leader tries to renew before it gives up leadership")
 	flag.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", operator.DefaultRetryPeriod, "how often candidates try to take, and the leader to renew, the lease")
 	flag.StringVar(&onLeaderLost, "on-leader-lost", "restart", "what a leader that could not renew its lease does: \"restart\" (re-executes itself at once, same process id, and runs for the lease again) or \"exit\" (exit code 1; the kubelet restarts it)")
+	shutdownDelay := flag.Duration("shutdown-delay", defaultShutdownDelay, "how long a replica told to stop (SIGTERM) keeps serving before it stops, its webhook answers closing their connections, while it leaves the webhook Service's endpoints; the pod's terminationGracePeriodSeconds must exceed it")
 	flag.BoolVar(&o.Webhooks, "enable-webhooks", true, "serve the admission webhooks (turn off for a local run without TLS)")
 	flag.IntVar(&o.WebhookPort, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&o.WebhookHost, "webhook-host", "", "address the webhook server listens on (default: every address)")
 	flag.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key for the webhook server (rewritten files are picked up without a restart)")
 	flag.StringVar(&o.ProxyImage, "proxy-image", operator.DefaultProxyImage, "image of the retrycap-proxy sidecar the injector adds")
 	flag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "the manager's own namespace, never acted on by the webhooks, and the lease's (default: $POD_NAMESPACE)")
-	flag.StringVar(&o.MeshAPIs, "mesh-apis", meshwatch.ModeAuto, "the mesh APIs whose retry layers the manager reads, when the cluster serves them: \"auto\" (all), \"none\", or a comma-separated list of resource.group (virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io)")
+	flag.StringVar(&o.MeshAPIs, "mesh-apis", meshwatch.ModeAuto, "the mesh APIs whose retry layers the manager reads, when the cluster serves them: \"auto\" (all), \"none\", or a comma-separated list of resource.group (virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com)")
 	flag.DurationVar(&o.MeshRecheck, "mesh-recheck-interval", meshwatch.DefaultRecheck, "how often the manager discovers again which mesh APIs the cluster serves")
 	istioDefault := flag.Int64("istio-default-retries", mesh.IstioDefaultRetries, "Istio's default retries for routes that set none; unset: the MeshConfig's defaultHttpRetryPolicy.attempts (ConfigMap istio-system/istio), else Istio's 2")
 	flag.StringVar(&o.Prometheus.URL, "prometheus-url", "", "Prometheus base URL: the manager queries the proxies' (and Envoy's) per-upstream counters and puts the observed tries and amplification beside the computed ones in the policy status, with the ObservedWithinComputed condition, and the observed graph (Istio, Linkerd, OpenTelemetry service graph, proxies) compared with the declared one in status.graph, with the GraphComplete condition; empty: off")
@@ -73,11 +76,19 @@ func main() {
 		os.Exit(2)
 	}
 
+	if *shutdownDelay < 0 {
+		log.Error(nil, "--shutdown-delay must not be negative", "value", shutdownDelay.String())
+		os.Exit(2)
+	}
 	if err := o.Validate(); err != nil {
 		log.Error(err, "bad flags")
 		os.Exit(2)
 	}
-	ctx := ctrl.SetupSignalHandler()
+	var draining atomic.Bool
+	o.Draining = draining.Load
+	ctx := stopAfterDelay(&draining, *shutdownDelay, func(sig os.Signal) {
+		log.Info("told to stop: serving, each webhook answer closing its connection, before stopping", "signal", sig.String(), "delay", shutdownDelay.String())
+	})
 	cfg := ctrl.GetConfigOrDie()
 	// Setting up needs the API server (discovery, for the informers). One that does not answer
 	// yet (the manager restarting in place during an outage, or started before it) is waited
@@ -115,6 +126,35 @@ func main() {
 		log.Error(err, "the manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// defaultShutdownDelay is --shutdown-delay's default: long enough for the endpoints controller
+// and kube-proxy to take the replica out of the webhook Service and for the API server to use,
+// and so close, each connection it holds to it (it calls a webhook several times a second while
+// anything is being admitted); the chart's terminationGracePeriodSeconds (15) leaves 10 s to
+// stop after it.
+const defaultShutdownDelay = 5 * time.Second
+
+// stopAfterDelay is controller-runtime's signal handler with a delay: the first SIGTERM or
+// SIGINT sets draining (operator.Options.Draining: the webhook answers close their connections)
+// and cancels the returned context delay later; a second signal exits at once (code 1).
+func stopAfterDelay(draining *atomic.Bool, delay time.Duration, told func(os.Signal)) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		told(<-sigs)
+		draining.Store(true)
+		select {
+		case <-time.After(delay):
+		case <-sigs:
+			os.Exit(1)
+		}
+		cancel()
+		<-sigs
+		os.Exit(1)
+	}()
+	return ctx
 }
 
 // setupRetry is how often setting up is retried while the API server does not answer.

@@ -234,8 +234,7 @@ func (x *Index) Len(ns string) int {
 }
 
 func sameWorkload(a, b workload.Workload) bool {
-	return a.Kind == b.Kind && a.Namespace == b.Namespace && a.Name == b.Name &&
-		a.Labels.Equal(b.Labels) && a.Annotations.Equal(b.Annotations)
+	return a.Same(b)
 }
 
 // Change is one change the index applied: a workload's (Old and New), a Service's (Service) or

@@ -6,6 +6,7 @@ import (
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,11 +39,29 @@ type CachedWorkload struct {
 	// (workload.Pairs: sorted pairs in one slice, not Go maps of ~330 bytes each), shared with
 	// the workload index (immutable). Annotations holds only what KeepTemplateAnnotation keeps.
 	Labels, Annotations workload.Pairs
+	// Extra is what the graph reads of the template's spec, nil when it reads nothing there
+	// (most workloads: one pointer, not 96 bytes of fields in every cached workload).
+	Extra *CachedSpec
+}
+
+// CachedSpec is what the graph reads of a pod template's spec.
+type CachedSpec struct {
+	// AWS is the AWS SDKs' retry variables of the containers (AWS_MAX_ATTEMPTS,
+	// AWS_RETRY_MODE, of the container giving the most tries: workload.AWSEnvOf), the only
+	// environment the graph reads.
+	AWS workload.AWSEnv
+	// Proxies are the mesh proxy containers of the template (workload.ProxiesOf), the only
+	// containers the mesh layers read (an already injected manifest is meshed).
+	Proxies []string
 }
 
 // Workload is c as the shared builder's workload. The pairs are shared, not copied.
 func (c *CachedWorkload) Workload() workload.Workload {
-	return workload.Workload{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Labels: c.Labels, Annotations: c.Annotations}
+	w := workload.Workload{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Labels: c.Labels, Annotations: c.Annotations}
+	if c.Extra != nil {
+		w.AWS, w.Proxies = c.Extra.AWS, c.Extra.Proxies
+	}
+	return w
 }
 
 // GetObjectKind is runtime.Object's: the kind's apps/v1 group version.
@@ -63,22 +82,33 @@ func (c *CachedWorkload) GetObjectMeta() metav1.Object {
 }
 
 // KeepTemplateAnnotation reports whether the cache keeps a pod-template annotation: retrycap's
-// own (retrycap.dev/...: the service name and upstreams the graph reads) and the mesh injection
-// switches the mesh layers read (mesh.Set.InIstio, InLinkerd, InKuma). Any other (prometheus.io/...,
+// own (retrycap.dev/...: the service name and upstreams the graph reads), the mesh injection
+// switches the mesh layers read (mesh.Set.InIstio, InLinkerd, InKuma, Dapr's and Consul's) and the
+// marks of a template already injected (sidecar.istio.io/status, linkerd.io/proxy-version:
+// presence only, so the cache keeps them with an empty value, see markOnly). Any other (prometheus.io/...,
 // checksums, tooling) is read by nothing in retrycap, so a change to it is no change to the
 // index either.
 func KeepTemplateAnnotation(key string) bool {
 	return strings.HasPrefix(key, retrycapPrefix) || key == mesh.IstioInjectAnnotation || key == mesh.LinkerdInject ||
 		key == mesh.KumaSidecarInjection || key == mesh.KumaMeshLabel || key == mesh.DaprEnabled || key == mesh.DaprAppID ||
-		key == mesh.ConsulConnectInject
+		key == mesh.ConsulConnectInject || markOnly(key)
+}
+
+// markOnly: an annotation whose presence alone is read. sidecar.istio.io/status holds a JSON
+// list of what Istio injected (a few hundred bytes per workload); the cache keeps the key.
+func markOnly(key string) bool {
+	return key == mesh.IstioSidecarStatus || key == mesh.LinkerdProxyVersion
 }
 
 // retrycapPrefix starts every retrycap annotation (annotations.Service, Upstreams, Inject, ...).
 const retrycapPrefix = "retrycap.dev/"
 
 // cachedWorkload is the stub of a workload of kind kind.
-func cachedWorkload(kind string, meta, tmpl metav1.ObjectMeta) *CachedWorkload {
+func cachedWorkload(kind string, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) *CachedWorkload {
 	c := &CachedWorkload{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name}
+	if x := (CachedSpec{AWS: workload.AWSEnvOf(&tmpl.Spec), Proxies: workload.ProxiesOf(&tmpl.Spec)}); !x.AWS.Equal(workload.AWSEnv{}) || len(x.Proxies) > 0 {
+		c.Extra = &x
+	}
 	c.Labels = workload.PairsOfFunc(len(tmpl.Labels), maps.All(tmpl.Labels), func(k, v string) (string, string, bool) {
 		if v == c.Name {
 			// app.kubernetes.io/name is often the workload's name: share that string rather
@@ -88,6 +118,9 @@ func cachedWorkload(kind string, meta, tmpl metav1.ObjectMeta) *CachedWorkload {
 		return intern(k), intern(v), true
 	})
 	c.Annotations = workload.PairsOfFunc(0, maps.All(tmpl.Annotations), func(k, v string) (string, string, bool) {
+		if markOnly(k) {
+			v = ""
+		}
 		return intern(k), v, KeepTemplateAnnotation(k)
 	})
 	return c

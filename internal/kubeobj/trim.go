@@ -40,11 +40,11 @@ func CacheOptions() cache.Options {
 func TrimForCache(in any) (any, error) {
 	switch o := in.(type) {
 	case *appsv1.Deployment:
-		return cachedWorkload(workload.KindDeployment, o.ObjectMeta, o.Spec.Template.ObjectMeta), nil
+		return cachedWorkload(workload.KindDeployment, o.ObjectMeta, &o.Spec.Template), nil
 	case *appsv1.StatefulSet:
-		return cachedWorkload(workload.KindStatefulSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), nil
+		return cachedWorkload(workload.KindStatefulSet, o.ObjectMeta, &o.Spec.Template), nil
 	case *appsv1.DaemonSet:
-		return cachedWorkload(workload.KindDaemonSet, o.ObjectMeta, o.Spec.Template.ObjectMeta), nil
+		return cachedWorkload(workload.KindDaemonSet, o.ObjectMeta, &o.Spec.Template), nil
 	case *CachedWorkload:
 		return o, nil
 	case *corev1.Service:

@@ -149,6 +149,11 @@ func (a *App) ResetStats() {
 	a.keysMu.Unlock()
 }
 
+// Drain keeps the app serving but ends each keep-alive connection after its current request,
+// so that clients holding one move to another replica while this one is still answering (what
+// an app does between its SIGTERM and its exit, while its Service's endpoints are removed).
+func (a *App) Drain() { a.srv.SetKeepAlivesEnabled(false) }
+
 // Close stops the app.
 func (a *App) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

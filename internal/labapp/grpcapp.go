@@ -85,6 +85,13 @@ type GRPCConfig struct {
 	Upstream string `json:"upstream,omitempty"`
 	// Timeout bounds one outbound call beyond the inbound deadline; default 30s.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Fail makes the app answer UNAVAILABLE to every call without calling its upstream (a
+	// failing payment).
+	Fail bool `json:"fail,omitempty"`
+	// Attempts is how many times the app itself makes an upstream call answered UNAVAILABLE
+	// (the app's own retries, under whatever a proxy does), a Get, or a Buy with an
+	// idempotency-key, as the HTTP app retries a GET or a keyed request. Default 1.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // GRPCApp is a running gRPC chain app.
@@ -153,6 +160,10 @@ func (a *GRPCApp) Close() {
 // may retry it).
 func (a *GRPCApp) serve(ctx context.Context, method string) error {
 	a.received.Add(1)
+	if a.cfg.Fail {
+		a.failed.Add(1)
+		return status.Error(codes.Unavailable, a.cfg.Name+": failing")
+	}
 	if a.cc == nil {
 		return nil
 	}
@@ -165,7 +176,15 @@ func (a *GRPCApp) serve(ctx context.Context, method string) error {
 	}
 	cctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, out), a.cfg.Timeout)
 	defer cancel()
-	if err := InvokeGRPC(cctx, a.cc, method); err != nil {
+	tries := 1
+	if a.cfg.Attempts > 1 && (method == GRPCGet || len(out.Get("idempotency-key")) > 0) {
+		tries = a.cfg.Attempts
+	}
+	err := InvokeGRPC(cctx, a.cc, method)
+	for i := 1; i < tries && status.Code(err) == codes.Unavailable && cctx.Err() == nil; i++ {
+		err = InvokeGRPC(cctx, a.cc, method)
+	}
+	if err != nil {
 		a.failed.Add(1)
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return status.Error(codes.Canceled, a.cfg.Name+": caller went away")

@@ -151,3 +151,44 @@ func TestGRPCAppChildThroughHTTPSProxy(t *testing.T) {
 		t.Fatalf("CONNECT targets %q, want [leaf:50051] (one connection, through the proxy)", front.targets)
 	}
 }
+
+// A failing leaf answers UNAVAILABLE; the app above it tries a Get, or a Buy with an
+// idempotency-key, Attempts times, and a keyless Buy once.
+func TestGRPCFailAndAttempts(t *testing.T) {
+	leaf, err := StartGRPC(GRPCConfig{Name: "payment", Fail: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(leaf.Close)
+	mid, err := StartGRPC(GRPCConfig{Name: "billing", Upstream: leaf.Addr(), Attempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mid.Close)
+	cc, err := grpc.NewClient("passthrough:///"+mid.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	for _, tc := range []struct {
+		method, key string
+		want        int64
+	}{{GRPCGet, "", 3}, {GRPCBuy, "", 1}, {GRPCBuy, "k1", 3}} {
+		before := leaf.Received()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if tc.key != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "idempotency-key", tc.key)
+		}
+		err := InvokeGRPC(ctx, cc, tc.method)
+		cancel()
+		if got := status.Code(err); got != codes.Unavailable {
+			t.Fatalf("%s key %q: %v, want UNAVAILABLE", tc.method, tc.key, err)
+		}
+		if got := leaf.Received() - before; got != tc.want {
+			t.Errorf("%s key %q: the failing leaf received %d calls, want %d", tc.method, tc.key, got, tc.want)
+		}
+	}
+	if got := leaf.Failed(); got != 7 {
+		t.Errorf("the leaf answered %d calls with an error, want 7", got)
+	}
+}

@@ -67,11 +67,11 @@ func (s *Set) consulEdge(e *Edge, c Caller, ref ServiceRef) {
 				}
 				continue
 			}
-			n, note := d.NumRetries, fmt.Sprintf("numRetries %d", d.NumRetries)
+			n, note, unset := d.NumRetries, fmt.Sprintf("numRetries %d", d.NumRetries), false
 			if n == 0 {
-				n, note = 1, "a retry condition without numRetries: Envoy's 1 retry"
+				n, note, unset = 1, "a retry condition without numRetries: Envoy's 1 retry", true
 			}
-			better(&best, Layer{Kind: Consul, Object: r.id(), FieldPath: path, Tries: n + 1, Note: fmt.Sprintf("Consul %s %s", r.id(), note)})
+			better(&best, Layer{Kind: Consul, Object: r.id(), FieldPath: path, Tries: n + 1, Default: unset, Note: fmt.Sprintf("Consul %s %s", r.id(), note)})
 		}
 	}
 	if best.Kind == "" {

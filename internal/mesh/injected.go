@@ -30,3 +30,9 @@ func injectedLinkerd(c Caller) bool {
 	_, ok := c.Annotations[LinkerdProxyVersion]
 	return ok || slices.Contains(c.Containers, LinkerdProxyContainer)
 }
+
+// IsProxyContainer reports whether a container name is a mesh's proxy that marks a pod template
+// as already injected: what a workload keeps of its containers for Caller.Containers.
+func IsProxyContainer(name string) bool {
+	return name == IstioProxyContainer || name == LinkerdProxyContainer
+}

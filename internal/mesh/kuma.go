@@ -20,12 +20,14 @@ import (
 // spec.skipCreatingInitialPolicies lists "*" or "MeshRetry": when the Mesh object is in the input
 // and no MeshRetry of that mesh is, that default is assumed and said so.
 const (
-	GroupKuma                  = "kuma.io"
-	KumaSidecarInjection       = "kuma.io/sidecar-injection"
-	KumaMeshLabel              = "kuma.io/mesh"
-	KumaDefaultMesh            = "default"
-	KumaDefaultNumRetries      = 5
-	Kuma                  Kind = "Kuma"
+	GroupKuma                   = "kuma.io"
+	KumaSidecarInjection        = "kuma.io/sidecar-injection"
+	KumaMeshLabel               = "kuma.io/mesh"
+	KumaDefaultMesh             = "default"
+	KumaDefaultNumRetries       = 5
+	KumaDefaultRetryPrefix      = "mesh-retry-all-"
+	KumaSystemNamespace         = "kuma-system"
+	Kuma                   Kind = "Kuma"
 )
 
 type kumaMesh struct {
@@ -44,9 +46,10 @@ type meshRetry struct {
 	Spec struct {
 		To []struct {
 			TargetRef struct {
-				Kind      string `json:"kind"`
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
+				Kind      string            `json:"kind"`
+				Name      string            `json:"name"`
+				Namespace string            `json:"namespace"`
+				Labels    map[string]string `json:"labels"`
 			} `json:"targetRef"`
 			Default struct {
 				HTTP *kumaRetryConf `json:"http"`
@@ -138,7 +141,7 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 		}
 		found = true
 		for i, t := range r.Spec.To {
-			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, r.Metadata.Namespace, ref) {
+			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
 				continue
 			}
 			for _, pc := range []struct {
@@ -148,12 +151,14 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 				if pc.conf == nil {
 					continue
 				}
-				n, note := int64(1), "no numRetries: Envoy's 1 retry"
+				// No numRetries: Envoy's default 1 retry, not written in the object (Default: a
+				// rewrite sets the field rather than checking it).
+				n, note, unset := int64(1), "no numRetries: Envoy's 1 retry", true
 				if pc.conf.NumRetries != nil {
-					n, note = *pc.conf.NumRetries, fmt.Sprintf("numRetries %d", *pc.conf.NumRetries)
+					n, note, unset = *pc.conf.NumRetries, fmt.Sprintf("numRetries %d", *pc.conf.NumRetries), false
 				}
 				better(&best, Layer{Kind: Kuma, Object: r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", i, pc.proto),
-					Tries: n + 1, Note: fmt.Sprintf("Kuma %s %s", r.id(), note)})
+					Tries: n + 1, Default: unset, Note: fmt.Sprintf("Kuma %s %s", r.id(), note)})
 			}
 		}
 	}
@@ -162,7 +167,11 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 		if !ok || slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
 			return
 		}
-		best = Layer{Kind: Kuma, Tries: KumaDefaultNumRetries + 1, Default: true,
+		// The object Kuma creates (kumahq/kuma pkg/defaults/mesh/mesh.go: "mesh-retry-all-<mesh>"
+		// in the system namespace on Kubernetes; meshretry.go: to[0] Mesh, http and grpc
+		// numRetries 5) is named, so that the fix names its field.
+		best = Layer{Kind: Kuma, Object: "MeshRetry " + KumaSystemNamespace + "/" + KumaDefaultRetryPrefix + mesh,
+			FieldPath: "spec.to[0].default.http.numRetries", Tries: KumaDefaultNumRetries + 1, Default: true,
 			Note: fmt.Sprintf("Kuma default MeshRetry mesh-retry-all-%s (%d retries), assumed: Mesh %s is in the input and no MeshRetry of it is", mesh, KumaDefaultNumRetries, mesh)}
 	}
 	if best.Kind != "" {
@@ -170,12 +179,41 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
 	}
 }
 
+// Kuma's MeshService labels (kumahq/kuma api/mesh/v1alpha1/dataplane_helpers.go: DisplayName,
+// KubeNamespaceTag, KubeServiceTag): the MeshService Kuma makes of a Kubernetes Service carries
+// the Service's name and namespace in them.
+const (
+	KumaDisplayName   = "kuma.io/display-name"
+	KumaKubeNamespace = "k8s.kuma.io/namespace"
+	KumaKubeService   = "k8s.kuma.io/service-name"
+)
+
 // kumaTargets: a to[].targetRef covers the Service ref (policyNS: the MeshRetry's namespace).
-func kumaTargets(kind, name, ns, policyNS string, ref ServiceRef) bool {
+// Kuma 2.x names a MeshService by name (and namespace, else the policy's); Kuma since its v3 API
+// (kumahq/kuma #17603, OutboundTargetRef: kind, labels, sectionName only, at 348b6528) selects
+// MeshServices by labels: those naming the Service (kuma.io/display-name,
+// k8s.kuma.io/service-name) and its namespace (k8s.kuma.io/namespace) must agree with ref; any
+// other label (a zone, a team) is taken to match, an upper bound.
+func kumaTargets(kind, name, ns string, labels map[string]string, policyNS string, ref ServiceRef) bool {
 	switch kind {
 	case "Mesh":
 		return true
 	case "MeshService":
+		if name == "" && len(labels) > 0 {
+			for k, v := range labels {
+				switch k {
+				case KumaDisplayName, KumaKubeService:
+					if v != ref.Name {
+						return false
+					}
+				case KumaKubeNamespace:
+					if v != ref.Namespace {
+						return false
+					}
+				}
+			}
+			return true
+		}
 		if name == ref.Name {
 			if ns == "" {
 				ns = policyNS

@@ -33,7 +33,7 @@ func TestKumaEdge(t *testing.T) {
 		want   string // the layers, "" for none
 	}{
 		{name: "default mesh-retry-all assumed", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo"), callee: "redis",
-			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is)"},
+			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
 		{name: "no Mesh object, no MeshRetry: nothing known", docs: []string{nsKuma}, caller: caller("kuma-demo"), callee: "redis"},
 		{name: "initial policies skipped", docs: []string{nsKuma, "\napiVersion: kuma.io/v1alpha1\nkind: Mesh\nmetadata: {name: default}\nspec: {skipCreatingInitialPolicies: [MeshRetry]}"},
 			caller: caller("kuma-demo"), callee: "redis"},
@@ -47,10 +47,10 @@ func TestKumaEdge(t *testing.T) {
 			caller: caller("kuma-demo"), callee: "redis"},
 		{name: "another mesh's MeshRetry: its own mesh's default", docs: []string{nsKuma, kumaMeshDefault, meshRetryDoc("r", "other", "{kind: Mesh}", "{http: {numRetries: 9}}")},
 			caller: caller("kuma-demo"), callee: "redis",
-			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is)"},
+			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
 		{name: "pod opts out", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo", "kuma.io/sidecar-injection", "disabled"), callee: "redis"},
 		{name: "pod opts in", docs: []string{nsPlain, kumaMeshDefault}, caller: caller("plain", "kuma.io/sidecar-injection", "enabled"), callee: "redis",
-			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is)"},
+			want: "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Mesh default is in the input and no MeshRetry of it is) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
 		{name: "external host", docs: []string{nsKuma, kumaMeshDefault}, caller: caller("kuma-demo"), callee: "api.example.com"},
 	}
 	for _, c := range cases {

@@ -93,6 +93,7 @@ type Set struct {
 	ports           map[ServiceRef][]servicePort // ports.go
 	meshConfig      bool                         // the ConfigMap istio-system/istio was added
 	meshDefault     *meshDefault                 // its defaultHttpRetryPolicy, when it has one
+	inbound         *meshDefault                 // its defaultInboundHttpRetryPolicy, when it adds tries (inbound.go)
 	virtualServices map[string]*virtualService
 	routes          map[string]*route
 	profiles        map[string]header
@@ -163,7 +164,7 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.routers {
 		c.routers[k] = v
 	}
-	c.meshConfig, c.meshDefault = s.meshConfig, s.meshDefault
+	c.meshConfig, c.meshDefault, c.inbound = s.meshConfig, s.meshDefault, s.inbound
 	c.times = make(map[string]objTimes, len(s.times))
 	for k, v := range s.times {
 		c.times[k] = v
@@ -437,6 +438,7 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		}
 	}
 	if inCluster {
+		s.inboundEdge(&e, ref)   // inbound.go
 		s.kumaEdge(&e, c, ref)   // kuma.go
 		s.daprEdge(&e, c, ref)   // dapr.go
 		s.consulEdge(&e, c, ref) // consul.go

@@ -181,6 +181,10 @@ type meshConfig struct {
 	DefaultHTTPRetryPolicy *struct {
 		Attempts *int64 `json:"attempts"`
 	} `json:"defaultHttpRetryPolicy"`
+	DefaultInboundHTTPRetryPolicy *struct {
+		Attempts *int64 `json:"attempts"`
+		RetryOn  string `json:"retryOn"`
+	} `json:"defaultInboundHttpRetryPolicy"`
 }
 
 // Reads reports whether the package reads objects of this apiVersion and kind (for the CLI's
@@ -316,7 +320,11 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		s.meshConfig, s.meshDefault = true, d
+		in, err := parseInbound(cm)
+		if err != nil {
+			return false, err
+		}
+		s.meshConfig, s.meshDefault, s.inbound = true, d, in
 	case GroupIstio + "/VirtualService":
 		vs := &virtualService{}
 		if err := decode(vs); err != nil {
@@ -390,7 +398,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 	case "/ConfigMap":
 		ok = namespace == IstioConfigNamespace && name == IstioConfigName && s.meshConfig
 		if ok {
-			s.meshConfig, s.meshDefault = false, nil
+			s.meshConfig, s.meshDefault, s.inbound = false, nil, nil
 		}
 	case GroupKuma + "/Mesh":
 		_, ok = s.kumaMeshes[name]

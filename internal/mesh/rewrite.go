@@ -38,10 +38,15 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	if tries < 1 || tries >= l.Tries {
 		return nil, fmt.Errorf("%s: cannot rewrite %d tries to %d: the target must be at least 1 and below the layer's tries", l.Note, l.Tries, tries)
 	}
-	kind, _, _ := strings.Cut(l.Object, " ")
+	kind, name, _ := strings.Cut(l.Object, " ")
+	if err := kindRewritable(l, tries); err != nil {
+		return nil, err
+	}
 	switch {
 	case l.Object == "" || l.FieldPath == "":
 		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
+	case kind == "ConfigMap" && strings.Contains(l.Note, "defaultInboundHttpRetryPolicy"):
+		return nil, fmt.Errorf("%s: the policy is YAML inside %s %s: change defaultInboundHttpRetryPolicy.attempts to %d there, or its retryOn to %s alone (a reset before the app received the request adds no try)", l.Note, l.Object, l.FieldPath, tries-1, IstioInboundRetryOn)
 	case kind == "ConfigMap":
 		return nil, fmt.Errorf("%s: the default is YAML inside %s %s: change defaultHttpRetryPolicy.attempts to %d there, or declare the retries on the callee", l.Note, l.Object, l.FieldPath, tries-1)
 	}
@@ -73,6 +78,10 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 			r.blockExists = true
 		}
 		r.check, r.absent = !l.Default, l.Default
+		if l.Kind == Kuma && l.Default && strings.HasPrefix(name[strings.IndexByte(name, '/')+1:], KumaDefaultRetryPrefix) {
+			// The MeshRetry Kuma creates for a new mesh holds numRetries 5 (assumed: not read).
+			r.check, r.absent = true, false
+		}
 		if r.check {
 			r.old = l.Tries - 1
 			r.From = strconv.FormatInt(l.Tries-1, 10)
@@ -88,6 +97,33 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	r.path = path
 	r.Suggestion = fmt.Sprintf("%s %s: %s -> %s", r.Object, r.FieldPath, r.From, r.To)
 	return r, nil
+}
+
+// kindRewritable refuses, with what to do instead, the rewrites that the layer's own field cannot
+// express in its mesh's unit:
+//   - Consul: a destination's numRetries 0 is "unset", which Envoy reads as its default 1 retry
+//     (getRetryPolicyForDestination sets num_retries only when > 0): 1 try means removing the
+//     retry conditions.
+//   - Dapr: with no Resiliency targeting the app, its built-in retries run; a Resiliency retry
+//     policy targeting the app replaces them. DaprBuiltInServiceRetries, when redefined, is
+//     floored at 3 retries by Dapr.
+func kindRewritable(l Layer, tries int64) error {
+	switch l.Kind {
+	case Consul:
+		if tries == 1 && l.FieldPath != "" {
+			return fmt.Errorf("%s: %s %s cannot give 1 try (0 is unset, Envoy's 1 retry): remove retryOn, retryOnConnectFailure and retryOnStatusCodes of %s",
+				l.Note, l.Object, l.FieldPath, strings.TrimSuffix(l.FieldPath, ".numRetries"))
+		}
+	case Dapr:
+		switch {
+		case l.Object == "":
+			return fmt.Errorf("%s: declare a Resiliency in the caller's namespace whose spec.targets.apps.<app-id>.retry names a retry policy with maxRetries: %d (it replaces the built-in retries)", l.Note, tries-1)
+		case strings.Contains(l.FieldPath, "."+DaprBuiltInServiceRetry+".") && tries-1 < DaprBuiltInRetries:
+			return fmt.Errorf("%s: Dapr floors %s at %d retries: set %s %s to %d and target the app with a retry policy of maxRetries: %d (it replaces the built-in retries)",
+				l.Note, DaprBuiltInServiceRetry, DaprBuiltInRetries, l.Object, l.FieldPath, DaprBuiltInRetries, tries-1)
+		}
+	}
+	return nil
 }
 
 // Apply returns the object (JSON) with the field changed. It fails, naming the object, the field

@@ -56,6 +56,13 @@ var Candidates = []Candidate{
 	{Group: mesh.GroupEnvoyGateway, Resource: "backendtrafficpolicies", Kind: "BackendTrafficPolicy", Versions: []string{"v1alpha1"}},
 	{Group: mesh.GroupLinkerd, Resource: "serviceprofiles", Kind: "ServiceProfile", Versions: []string{"v1alpha2"}, Linkerd: true},
 	{Group: mesh.GroupLinkerdPol, Resource: "httproutes", Kind: "HTTPRoute", Versions: []string{"v1", "v1beta3", "v1beta2", "v1beta1"}, Linkerd: true},
+	// Kuma: the Mesh (whether its default MeshRetry mesh-retry-all-<mesh> is assumed) and the
+	// MeshRetry policies; Dapr's Resiliency; Consul's ServiceRouter (mesh/kuma.go, dapr.go,
+	// consul.go). Each is read when its CRD is served, like the others.
+	{Group: mesh.GroupKuma, Resource: "meshes", Kind: "Mesh", Versions: []string{"v1alpha1"}},
+	{Group: mesh.GroupKuma, Resource: "meshretries", Kind: "MeshRetry", Versions: []string{"v1alpha1"}},
+	{Group: mesh.GroupDapr, Resource: "resiliencies", Kind: "Resiliency", Versions: []string{"v1alpha1"}},
+	{Group: mesh.GroupConsul, Resource: "servicerouters", Kind: "ServiceRouter", Versions: []string{"v1alpha1"}},
 }
 
 // Selection is what --mesh-apis says: every candidate (auto), none, or the named ones.

@@ -66,7 +66,8 @@ func TestOperatorMeshLayers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
 	g.Expect(err).NotTo(HaveOccurred())
-	const reads = "reads VirtualService networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"
+	const reads = "reads VirtualService networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
+		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1"
 	// Istio's default on both hops (the namespaces were labelled all along): 3 x 3.
 	istioDefault := state{
 		Amplification: 9, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
@@ -84,7 +85,8 @@ func TestOperatorMeshLayers(t *testing.T) {
 			out = append(out, strings.Join(r.APIGroups, ",")+":"+strings.Join(r.Resources, ","))
 		}
 		return out, nil
-	}).Should(Equal([]string{"networking.istio.io:virtualservices", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies"}))
+	}).Should(Equal([]string{"networking.istio.io:virtualservices", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies",
+		"kuma.io:meshes,meshretries", "dapr.io:resiliencies", "consul.hashicorp.com:servicerouters"}))
 
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).To(Succeed())
 	g.Expect(cfg.OwnerReferences).To(HaveLen(1))
@@ -153,7 +155,8 @@ func TestOperatorMeshLayers(t *testing.T) {
 	crd.SetKind("CustomResourceDefinition")
 	crd.SetName("virtualservices.networking.istio.io")
 	g.Expect(c.Delete(ctx, crd)).To(Succeed())
-	withoutIstio := "reads HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"
+	withoutIstio := "reads HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
+		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1"
 	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
 		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: withoutIstio,
 	}))
@@ -164,7 +167,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 			return 0, err
 		}
 		return len(cfg.Webhooks[0].Rules), nil
-	}).Should(Equal(2))
+	}).Should(Equal(5))
 }
 
 type state struct {

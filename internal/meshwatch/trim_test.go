@@ -24,7 +24,7 @@ func TestTrim(t *testing.T) {
 		name, in, want string
 	}{
 		{
-			name: "VirtualService keeps hosts, gateways, exportTo, routes' gateways and retries, by index",
+			name: "VirtualService keeps hosts, gateways, exportTo, routes' gateways, destinations, timeouts and retries, by index",
 			in: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata:
@@ -53,11 +53,13 @@ spec:
   exportTo: ["."]
   http:
   - match: [{gateways: [mesh]}]
-  - retries: {attempts: 3}
+    route: [{destination: {host: ratings}}]
+    timeout: 1s
+  - retries: {attempts: 3, perTryTimeout: 2s}
 `,
 		},
 		{
-			name: "HTTPRoute keeps refs, retry and the Linkerd annotations",
+			name: "HTTPRoute keeps refs, retry, backoff and the Linkerd annotations",
 			in: `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata:
@@ -69,6 +71,7 @@ spec:
   rules:
   - backendRefs: [{name: reviews-v2, port: 9080, weight: 1}]
     retry: {attempts: 3, codes: [503], backoff: 1s}
+    timeouts: {request: 10s}
     filters: [{type: RequestHeaderModifier}]
 `,
 			want: `apiVersion: gateway.networking.k8s.io/v1
@@ -81,7 +84,8 @@ spec:
   parentRefs: [{group: "", kind: Service, name: reviews}]
   rules:
   - backendRefs: [{name: reviews-v2}]
-    retry: {attempts: 3}
+    retry: {attempts: 3, backoff: 1s}
+    timeouts: {request: 10s}
 `,
 		},
 		{
@@ -116,7 +120,7 @@ data: {mesh: "defaultHttpRetryPolicy: {attempts: 1}"}
 `,
 		},
 		{
-			name: "BackendTrafficPolicy keeps targets and numRetries",
+			name: "BackendTrafficPolicy keeps targets, numRetries and timeouts",
 			in: `apiVersion: gateway.envoyproxy.io/v1alpha1
 kind: BackendTrafficPolicy
 metadata: {name: retry, namespace: shop}
@@ -130,7 +134,65 @@ kind: BackendTrafficPolicy
 metadata: {name: retry, namespace: shop}
 spec:
   targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: backend}]
-  retry: {numRetries: 5}
+  retry: {numRetries: 5, perRetry: {timeout: 1s}}
+  timeout: {http: {requestTimeout: 5s}}
+`,
+		},
+		{
+			name: "MeshRetry keeps its mesh label and the to[] fields read",
+			in: `apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default, team: x}}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}}
+    default: {http: {numRetries: 2, perTryTimeout: 1s}, tcp: {maxConnectAttempt: 5}}
+`,
+			want: `apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default, team: x}}
+spec:
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}}
+    default: {http: {numRetries: 2}}
+`,
+		},
+		{
+			name: "Resiliency keeps its scopes, retry policies and app targets",
+			in: `apiVersion: dapr.io/v1alpha1
+kind: Resiliency
+metadata: {name: r, namespace: shop}
+scopes: [checkout]
+spec:
+  policies: {retries: {once: {maxRetries: 1}}, timeouts: {fast: 1s}}
+  targets: {apps: {payment: {retry: once}}, components: {store: {}}}
+`,
+			want: `apiVersion: dapr.io/v1alpha1
+kind: Resiliency
+metadata: {name: r, namespace: shop}
+scopes: [checkout]
+spec:
+  policies: {retries: {once: {maxRetries: 1}}}
+  targets: {apps: {payment: {retry: once}}}
+`,
+		},
+		{
+			name: "ServiceRouter keeps its destinations' retry fields",
+			in: `apiVersion: consul.hashicorp.com/v1alpha1
+kind: ServiceRouter
+metadata: {name: ledger, namespace: shop}
+spec:
+  routes:
+  - match: {http: {pathPrefix: /}}
+    destination: {service: ledger-v2, numRetries: 2, retryOnConnectFailure: true, retryOn: [reset], retryOnStatusCodes: [503]}
+`,
+			want: `apiVersion: consul.hashicorp.com/v1alpha1
+kind: ServiceRouter
+metadata: {name: ledger, namespace: shop}
+spec:
+  routes:
+  - destination: {numRetries: 2, retryOnConnectFailure: true, retryOn: [reset], retryOnStatusCodes: [503]}
 `,
 		},
 	} {

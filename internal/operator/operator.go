@@ -41,6 +41,10 @@ type Options struct {
 	WebhookHost    string
 	WebhookPort    int
 	WebhookCertDir string
+	// Draining, when set, says the replica was told to stop and is in its shutdown delay
+	// (cmd/manager's --shutdown-delay): its webhook answers then close their connections
+	// (drain.go).
+	Draining func() bool
 	// ProxyImage is the sidecar image the injector adds.
 	ProxyImage string
 	// Namespace is the manager's own namespace; the webhooks never act on it.
@@ -96,6 +100,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	if o.Webhooks {
 		mgrOpts.WebhookServer = webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir})
+		if o.Draining != nil {
+			mgrOpts.WebhookServer = drainingServer{Server: mgrOpts.WebhookServer, draining: o.Draining}
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {

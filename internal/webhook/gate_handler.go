@@ -173,8 +173,12 @@ func escapeJSONPointer(s string) string {
 
 // objectMetaOnly and templated decode only what the gate reads: a Deployment's spec is large, and
 // a Pod a ReplicaSet owns must be let through fast.
+// Of the pod spec, the containers' names and environment only (podSpecLite): the AWS SDK's
+// retry variables and the mesh proxy containers are inputs of the graph, read as the manager's
+// cache keeps them (kubeobj.CachedSpec), so the gate and the status count the same layers.
 type objectMetaOnly struct {
 	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     podSpecLite       `json:"spec"`
 }
 
 type templated struct {
@@ -182,8 +186,31 @@ type templated struct {
 	Spec     struct {
 		Template struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
+			Spec     podSpecLite       `json:"spec"`
 		} `json:"template"`
 	} `json:"spec"`
+}
+
+type containerLite struct {
+	Name string          `json:"name"`
+	Env  []corev1.EnvVar `json:"env"`
+}
+
+type podSpecLite struct {
+	InitContainers []containerLite `json:"initContainers"`
+	Containers     []containerLite `json:"containers"`
+}
+
+// podSpec is the pod spec with only what podSpecLite holds.
+func (p podSpecLite) podSpec() corev1.PodSpec {
+	conv := func(cs []containerLite) []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i, c := range cs {
+			out[i] = corev1.Container{Name: c.Name, Env: c.Env}
+		}
+		return out
+	}
+	return corev1.PodSpec{InitContainers: conv(p.InitContainers), Containers: conv(p.Containers)}
 }
 
 // decodeWorkload reads the workload of a raw admission object through workload.FromObject (the
@@ -201,7 +228,7 @@ func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload,
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return workload.Workload{}, nil, false, err
 		}
-		obj = &corev1.Pod{ObjectMeta: m.Metadata}
+		obj = &corev1.Pod{ObjectMeta: m.Metadata, Spec: m.Spec.podSpec()}
 	case gvk.Group == "apps":
 		var t templated
 		if err := json.Unmarshal(raw, &t); err != nil {
@@ -212,14 +239,17 @@ func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload,
 		case workload.KindDeployment:
 			d := &appsv1.Deployment{ObjectMeta: t.Metadata}
 			d.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
+			d.Spec.Template.Spec = t.Spec.Template.Spec.podSpec()
 			obj = d
 		case workload.KindStatefulSet:
 			s := &appsv1.StatefulSet{ObjectMeta: t.Metadata}
 			s.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
+			s.Spec.Template.Spec = t.Spec.Template.Spec.podSpec()
 			obj = s
 		case workload.KindDaemonSet:
 			s := &appsv1.DaemonSet{ObjectMeta: t.Metadata}
 			s.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
+			s.Spec.Template.Spec = t.Spec.Template.Spec.podSpec()
 			obj = s
 		default:
 			return workload.Workload{}, nil, false, nil

@@ -75,7 +75,7 @@ func (g *MeshGate) clusterWorkloads(scope *workload.ClusterScope, bears MeshBear
 			if err != nil || len(ups) == 0 {
 				continue
 			}
-			c := mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels.Map(), Annotations: w.Annotations.Map()}
+			c := w.MeshCaller()
 			names := make([]string, len(ups))
 			raises := false
 			for i, u := range ups {

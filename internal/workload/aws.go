@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,10 +40,10 @@ type AWSEnv struct {
 	FromRef []string
 }
 
-// awsEnvOf reads the AWS SDK retry environment of a pod spec's containers (init containers
+// AWSEnvOf reads the AWS SDK retry environment of a pod spec's containers (init containers
 // excluded: they finish before the app serves). Where several containers set it, the one giving
 // the most tries is kept; an invalid value is kept so that Parse reports it.
-func awsEnvOf(spec *corev1.PodSpec) AWSEnv {
+func AWSEnvOf(spec *corev1.PodSpec) AWSEnv {
 	var best AWSEnv
 	bestTries := int64(-1)
 	for _, c := range spec.Containers {
@@ -77,6 +78,11 @@ func awsEnvOf(spec *corev1.PodSpec) AWSEnv {
 		}
 	}
 	return best
+}
+
+// Equal reports whether e and o are the same environment.
+func (e AWSEnv) Equal(o AWSEnv) bool {
+	return e.Container == o.Container && e.MaxAttempts == o.MaxAttempts && e.Mode == o.Mode && slices.Equal(e.FromRef, o.FromRef)
 }
 
 // Tries is the attempts the SDK makes per call under e, and how that was decided (for a

@@ -36,12 +36,42 @@ type Workload struct {
 	// AWS is the AWS SDKs' retry environment of the pod's containers (aws.go): the tries of an
 	// upstream *.amazonaws.com listed without "=N".
 	AWS AWSEnv
+	// Proxies are the names of the pod template's containers and init containers that are a
+	// mesh's proxy (mesh.IsProxyContainer: "istio-proxy", "linkerd-proxy"), a manifest already
+	// injected being meshed whatever its namespace says. Only those: the rest of the containers
+	// is read by nothing, and the manager's cache keeps this list, not the spec.
+	Proxies []string
 }
 
 // meshCaller is w as the mesh layers read a caller. The mesh reads maps: made per call, which
 // costs only where mesh layers are read.
 func (w Workload) meshCaller() mesh.Caller {
-	return mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels.Map(), Annotations: w.Annotations.Map()}
+	return mesh.Caller{Name: w.String(), Namespace: w.Namespace, Labels: w.Labels.Map(), Annotations: w.Annotations.Map(), Containers: w.Proxies}
+}
+
+// MeshCaller is w as the mesh layers read a caller (the mesh gate's view of a workload).
+func (w Workload) MeshCaller() mesh.Caller { return w.meshCaller() }
+
+// ProxiesOf lists the containers and init containers of spec that are a mesh's proxy, in spec
+// order (nil when none).
+func ProxiesOf(spec *corev1.PodSpec) []string {
+	var out []string
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for _, c := range cs {
+			if mesh.IsProxyContainer(c.Name) && !slices.Contains(out, c.Name) {
+				out = append(out, c.Name)
+			}
+		}
+	}
+	return out
+}
+
+// Same reports whether a and b are the same workload with the same inputs of the graph: key,
+// labels, annotations, AWS SDK environment and mesh proxies.
+func (w Workload) Same(b Workload) bool {
+	return w.Kind == b.Kind && w.Namespace == b.Namespace && w.Name == b.Name &&
+		w.Labels.Equal(b.Labels) && w.Annotations.Equal(b.Annotations) &&
+		w.AWS.Equal(b.AWS) && slices.Equal(w.Proxies, b.Proxies)
 }
 
 // String is "Deployment shop/gateway".
@@ -71,7 +101,7 @@ func FromObject(obj runtime.Object) (Workload, bool) {
 }
 
 func fromTemplate(kind string, meta, tmpl metav1.ObjectMeta, spec *corev1.PodSpec) Workload {
-	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations), AWS: awsEnvOf(spec)}
+	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations), AWS: AWSEnvOf(spec), Proxies: ProxiesOf(spec)}
 }
 
 // ServiceName is the annotation retrycap.dev/service, else the label app.kubernetes.io/name,

@@ -63,8 +63,12 @@ func TestNode(t *testing.T) {
 
 	// What a killed earlier run left goes first.
 	if dirExists(runDir) || dirExists("/run/netns/"+netnsName) || fileExists("/run/netns/"+netnsName) {
-		if r := script(t, root, 5*time.Minute, "node.sh", "down"); r.err != nil {
-			t.Fatalf("a previous node's leftovers could not be removed: %s", r)
+		r := script(t, root, 5*time.Minute, "node.sh", "down")
+		if r.err != nil {
+			t.Fatalf("hack/node.sh down (a previous node's leftovers): %s", r)
+		}
+		if left := leftovers(nil); len(left) > 0 {
+			t.Fatalf("a previous node's leftovers could not be removed:\n  %s\nhack/node.sh down said:\n%s", strings.Join(left, "\n  "), r.stderr)
 		}
 	}
 	t.Cleanup(func() { teardown(t, h) })
@@ -91,7 +95,11 @@ func TestNode(t *testing.T) {
 		{"over-cap Deployment refused with the policy's message", testRefused},
 		{"admitted Deployment injected, Running, native sidecar ready", testInjected},
 		{"storm without injection: 27 requests at payment per failed user request", testStormPlain},
-		{"storm with the policy: at most 4 requests at payment per failed user request", testStormPolicy},
+		{"storm with the policy: at most 4 requests at payment per failed user request, observe agreeing", testStormPolicy},
+		{"gRPC storm: 27 calls at payment per failed user call, at most 4 with the policy, observe agreeing", testGRPCStorm},
+		{"rolling update of injected Deployments under steady load: no request lost", testRollingUpdate},
+		{"the leader's pod deleted under load: admission answers throughout, status written by the new leader", testLeaderFailover},
+		{"the sidecar's footprint under load: memory within its limit, added latency per hop", testSidecarFootprint},
 		{"helm uninstall leaves no webhook configuration", testUninstall},
 	}
 	for _, s := range steps {
@@ -134,6 +142,7 @@ func teardown(t *testing.T, h *harness) {
 	if r.err != nil {
 		t.Errorf("hack/node.sh down after the kubelet and containerd were killed: %s", r)
 	}
+	t.Logf("hack/node.sh down said:\n%s", r.stderr)
 	// A SIGKILLed process takes a moment to exit (kube-apiserver frees a large heap): what is
 	// still there after 30 s is left behind.
 	eventually(t, 30*time.Second, "nothing left behind after hack/node.sh down", func() error {

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,10 +102,11 @@ metadata: {name: payment, namespace: NS}
 spec: {selector: {app.kubernetes.io/name: payment}, ports: [{name: http, port: 8080}]}
 `
 
-// inNode runs curl inside the node's network namespace (the Service addresses exist only there).
-func (h *harness) inNode(url string) result {
-	return run(time.Minute, h.root, nil, "", "nsenter", "--net=/run/netns/"+netnsName,
-		"curl", "-sS", "--max-time", "30", "-w", "\n%{http_code}", url)
+// inNode runs curl inside the node's network namespace (the Service addresses exist only there),
+// with extra arguments (headers) before the URL.
+func (h *harness) inNode(url string, extra ...string) result {
+	args := append([]string{"--net=/run/netns/" + netnsName, "curl", "-sS", "--max-time", "30", "-w", "\n%{http_code}"}, extra...)
+	return run(time.Minute, h.root, nil, "", "nsenter", append(args, url)...)
 }
 
 // serviceURL is http://<ClusterIP>:8080 of a Service.
@@ -199,6 +202,8 @@ spec:
   maxAmplification: 4
   entrypoints: [{service: frontend}]
   enforcement: Audit
+  # The sidecars' access log, which retrycap observe --from-cluster reads.
+  observability: {accessLog: Stdout}
 `
 
 // podIP is the IP of the one Running pod of a Deployment.
@@ -271,10 +276,20 @@ func testStormPolicy(t *testing.T, h *harness) {
 	billingIP := h.podIP(t, ns, "billing")
 	h.waitServices(t, front, h.serviceURL(t, ns, "checkout"), h.serviceURL(t, ns, "billing"), pay)
 	before := h.labStat(t, pay, "received")
-	attemptsBefore := h.proxyMetric(t, billingIP, "retrycap_proxy_attempts_total", `upstream="payment"`)
+	// Each hop's attempts, counted by the caller's sidecar.
+	hops := []struct{ caller, callee, ip string }{{"frontend", "checkout", ""}, {"checkout", "billing", ""}, {"billing", "payment", billingIP}}
+	hopBefore := make([]int, len(hops))
+	for i := range hops {
+		if hops[i].ip == "" {
+			hops[i].ip = h.podIP(t, ns, hops[i].caller)
+		}
+		hopBefore[i] = h.proxyMetric(t, hops[i].ip, "retrycap_proxy_attempts_total", `upstream="`+hops[i].callee+`"`)
+	}
+	attemptsBefore := hopBefore[2]
 	const users = 4
 	for i := 0; i < users; i++ {
-		r := h.inNode(front + "/")
+		// The user's key, which the apps pass on: observe groups each hop's attempts by it.
+		r := h.inNode(front+"/", "-H", fmt.Sprintf("Idempotency-Key: node-storm-%d", i))
 		if r.err != nil {
 			t.Fatalf("user request %d: %s", i, r)
 		}
@@ -292,4 +307,71 @@ func testStormPolicy(t *testing.T, h *harness) {
 	if viaProxy != got {
 		t.Fatalf("billing's sidecar counted %d attempts at payment, payment received %d", viaProxy, got)
 	}
+	metrics := map[string]int{}
+	for i, hp := range hops {
+		metrics[hp.callee] = h.proxyMetric(t, hp.ip, "retrycap_proxy_attempts_total", `upstream="`+hp.callee+`"`) - hopBefore[i]
+	}
+	h.observeMatches(t, ns, users, "node-storm-", metrics)
+}
+
+// observeMatches runs `kubectl retrycap observe --from-cluster` over the chain's sidecars and
+// checks it against the sidecars' metrics: one key per user request, and at each service the
+// attempts the keys add up to are the attempts its caller's sidecar counted (metrics), the
+// same at every key (so the per-failed-request count is the metric's over the users).
+func (h *harness) observeMatches(t *testing.T, ns string, users int, keyPrefix string, metrics map[string]int) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "kubectl-retrycap")
+	if r := run(10*time.Minute, h.root, nil, "", "go", "build", "-o", bin, "./cmd/kubectl-retrycap"); r.err != nil {
+		t.Fatalf("go build ./cmd/kubectl-retrycap: %s", r)
+	}
+	var last string
+	eventually(t, time.Minute, "observe --from-cluster agrees with the sidecars' metrics", func() error {
+		r := run(2*time.Minute, h.root, nil, "", bin, "observe", "--from-cluster", "--kubeconfig", h.kubeconfig, "-n", ns,
+			"-l", "app.kubernetes.io/part-of=storm", "-c", "retrycap-proxy", "--threshold", "0", "--top", "0", "-o", "json")
+		if r.err != nil {
+			return fmt.Errorf("observe: %s", r)
+		}
+		var rep struct {
+			Over []struct {
+				Key      string `json:"key"`
+				Kind     string `json:"kind"`
+				Services []struct {
+					Service  string `json:"service"`
+					Attempts int    `json:"attempts"`
+				} `json:"services"`
+			} `json:"over"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			return fmt.Errorf("observe -o json: %v: %s", err, r.stdout)
+		}
+		sums, perKey := map[string]int{}, map[string]map[int]bool{}
+		keys := 0
+		for _, k := range rep.Over {
+			if !strings.HasPrefix(k.Key, keyPrefix) || k.Kind != "idempotency-key" {
+				return fmt.Errorf("observe found key %q (%s): want only the %d users' idempotency keys", k.Key, k.Kind, users)
+			}
+			keys++
+			for _, s := range k.Services {
+				sums[s.Service] += s.Attempts
+				if perKey[s.Service] == nil {
+					perKey[s.Service] = map[int]bool{}
+				}
+				perKey[s.Service][s.Attempts] = true
+			}
+		}
+		last = fmt.Sprintf("%d keys, attempts per service %v (the sidecars' metrics: %v)", keys, sums, metrics)
+		if keys != users {
+			return fmt.Errorf("%s: want %d keys", last, users)
+		}
+		for svc, n := range metrics {
+			if sums[svc] != n {
+				return fmt.Errorf("%s: at %s observe counts %d", last, svc, sums[svc])
+			}
+			if len(perKey[svc]) != 1 {
+				return fmt.Errorf("%s: at %s the keys' attempts differ: %v", last, svc, perKey[svc])
+			}
+		}
+		return nil
+	})
+	t.Logf("observe --from-cluster: %s", last)
 }

@@ -10,7 +10,10 @@
 //     kubernetes/customresourcedefinitions.gen.yaml;
 //   - Envoy Gateway: github.com/envoyproxy/gateway, in the module hack/crds of its own (requiring
 //     it in the product's go.mod would move k8s.io/utils and others),
-//     charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml.
+//     charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml;
+//   - Kuma (Mesh, MeshRetry), Dapr (Resiliency) and Consul (ServiceRouter): copied into
+//     internal/mesh/crds/thirdparty at pinned commits (its README names them): their modules are
+//     not fetchable through the module proxy, or would move the product's versions.
 package crds
 
 import (
@@ -55,11 +58,53 @@ func EnvoyGatewayBackendTrafficPolicy() (string, error) {
 		filepath.Join("charts", "gateway-helm", "charts", "crds", "crds", "generated", "gateway.envoyproxy.io_backendtrafficpolicies.yaml"))
 }
 
+// Kuma is the list of Kuma's Mesh and MeshRetry CRD files.
+func Kuma() ([]string, error) {
+	return thirdParty("kuma.io_meshes.yaml", "kuma.io_meshretries.yaml")
+}
+
+// Dapr is Dapr's Resiliency CRD file.
+func Dapr() (string, error) {
+	p, err := thirdParty("dapr.io_resiliencies.yaml")
+	if err != nil {
+		return "", err
+	}
+	return p[0], nil
+}
+
+// Consul is Consul's ServiceRouter CRD file.
+func Consul() (string, error) {
+	p, err := thirdParty("consul.hashicorp.com_servicerouters.yaml")
+	if err != nil {
+		return "", err
+	}
+	return p[0], nil
+}
+
+// thirdParty are files of internal/mesh/crds/thirdparty.
+func thirdParty(names ...string) ([]string, error) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.Join(root, "internal", "mesh", "crds", "thirdparty", n)
+		if _, err := os.Stat(out[i]); err != nil {
+			return nil, fmt.Errorf("the third-party CRD %s: %w", n, err)
+		}
+	}
+	return out, nil
+}
+
 // All is every mesh CRD path above, Gateway API's experimental channel.
 func All() ([]string, error) {
-	var out []string
+	out, err := Kuma()
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range []func() (string, error){
-		func() (string, error) { return GatewayAPI(Experimental) }, Istio, EnvoyGatewayBackendTrafficPolicy,
+		func() (string, error) { return GatewayAPI(Experimental) }, Istio, EnvoyGatewayBackendTrafficPolicy, Dapr, Consul,
 	} {
 		p, err := f()
 		if err != nil {

@@ -54,10 +54,7 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	req := x.req
 	e.TimeNanos, e.DurationNanos = x.attemptStart, now-x.attemptStart
 	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = x.up.Name, x.attempt, o.Status, -1
-	e.BudgetIn, e.BudgetOut = -1, -1
-	if x.chainOn {
-		e.BudgetIn, e.BudgetOut = x.split.First+x.split.Attempts-1, x.split.BudgetFor(x.attempt)
-	}
+	e.BudgetIn, e.BudgetOut = policy.LoggedBudget(x.chainOn, x.split, x.attempt)
 	if o.Cond != policy.CondNone {
 		e.Error = o.Cond.String()
 	} else if x.respSeen&seenGRPCStatus != 0 {
@@ -67,9 +64,7 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 			e.GRPCStatus = parseSmallInt(g)
 		}
 	}
-	if !d.Retry && d.Reason != policy.ReasonNone {
-		e.Exhausted = d.Reason.String()
-	}
+	e.Exhausted = d.Exhausted()
 	e.SetMethod(req.Header.Method())
 	e.SetAuthority(req.Header.Host())
 	e.SetPath(req.Header.RequestURI())

@@ -1,13 +1,7 @@
 package forward
 
 import (
-	"context"
 	"errors"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -30,42 +24,14 @@ var ErrUnsolicitedSwitch = errors.New("the upstream switched protocols (101) wit
 // MaxResponseHead: a bad answer (502), never retried.
 var ErrAnswerHeadTooLarge = errors.New("the upstream's answer head is larger than 64 KiB")
 
-// classify maps a transport error to a retryOn condition.
+// classify maps a transport error to a retryOn condition: the rule is
+// policy's, shared with the h2 relay; which errors are dial failures or
+// timeouts of fasthttp's own is this engine's.
 func classify(err error) policy.Condition {
-	var de *DialError
-	switch {
-	case errors.Is(err, ErrUnsolicitedSwitch), errors.Is(err, ErrAnswerHeadTooLarge):
+	if errors.Is(err, ErrUnsolicitedSwitch) || errors.Is(err, ErrAnswerHeadTooLarge) {
 		return policy.CondNone // not a transport condition: never retried; 502
-	case errors.As(err, &de), errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, fasthttp.ErrNoFreeConns):
-		return policy.CondConnectFailure
-	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return policy.CondTimeout
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return policy.CondTimeout
-	}
-	return policy.CondReset
-}
-
-// parseRetryAfter reads delay-seconds or an HTTP date.
-func parseRetryAfter(v []byte, now time.Time) (time.Duration, bool) {
-	if len(v) == 0 {
-		return 0, false
-	}
-	if s, err := strconv.Atoi(strings.TrimSpace(string(v))); err == nil {
-		if s < 0 {
-			return 0, false
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	t, err := http.ParseTime(string(v))
-	if err != nil {
-		return 0, false
-	}
-	d := t.Sub(now)
-	if d < 0 {
-		d = 0
-	}
-	return d, true
+	var de *DialError
+	dial := errors.As(err, &de) || errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns)
+	return policy.ClassifyTransport(err, dial, errors.Is(err, fasthttp.ErrTimeout))
 }

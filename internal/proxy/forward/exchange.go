@@ -246,7 +246,7 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		x.respSeen, x.respScanned = seen, true
 		o.ExhaustedResp = seen&seenExhausted != 0 && len(resp.Header.Peek(policy.HeaderExhausted)) > 0
 		if (o.Status == 429 || o.Status == 503) && seen&seenRetryAfter != 0 {
-			o.RetryAfter, o.HasRetryAfter = parseRetryAfter(resp.Header.Peek(headerRetryAfter), time.Now())
+			o.RetryAfter, o.HasRetryAfter = policy.ParseRetryAfter(string(resp.Header.Peek(headerRetryAfter)), time.Now())
 		}
 	}
 	failed := err != nil || o.Status >= 500

@@ -404,7 +404,7 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		} else {
 			fault = res.status >= 500
 			if res.retryAfter != "" && (o.Status == 429 || o.Status == 503) {
-				o.RetryAfter, o.HasRetryAfter = parseRetryAfter(res.retryAfter)
+				o.RetryAfter, o.HasRetryAfter = policy.ParseRetryAfter(res.retryAfter, time.Now())
 			}
 		}
 	}
@@ -596,10 +596,7 @@ func (c *callState) logAttempt(n int, now int64, res *outcome, d policy.Decision
 	}
 	e.TimeNanos, e.DurationNanos = c.attemptStart, now-c.attemptStart
 	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = c.up.Name, n, 0, -1
-	e.BudgetIn, e.BudgetOut = -1, -1
-	if c.chainOn {
-		e.BudgetIn, e.BudgetOut = c.split.First+c.split.Attempts-1, c.split.BudgetFor(n)
-	}
+	e.BudgetIn, e.BudgetOut = policy.LoggedBudget(c.chainOn, c.split, n)
 	if res.gone {
 		e.Error = "cancelled"
 	} else if res.err != nil {
@@ -613,9 +610,7 @@ func (c *callState) logAttempt(n int, now int64, res *outcome, d policy.Decision
 			}
 		}
 	}
-	if !d.Retry && d.Reason != policy.ReasonNone {
-		e.Exhausted = d.Reason.String()
-	}
+	e.Exhausted = d.Exhausted()
 	e.SetMethod([]byte(c.method))
 	e.SetAuthority([]byte(c.authority))
 	e.SetPath([]byte(c.path))

@@ -26,7 +26,7 @@ const relayFirstGrant = relayMaxFrame
 // held.
 func (a *ratt) grantUp() {
 	cc := a.s.cc
-	if a.closed || !a.opened || a.upEnded {
+	if a.closed || a.state < attOpen || a.upEnded {
 		return
 	}
 	target := int64(relayStreamWindow)

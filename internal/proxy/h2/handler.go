@@ -8,7 +8,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -244,17 +243,12 @@ func hostOf(hostPort string) string {
 	return strings.Trim(hostPort, "[]")
 }
 
-// classify maps a transport error to a retry-on condition.
+// classify maps a transport error to a retry-on condition: the rule is
+// policy's, shared with HTTP/1.1; which errors are dial failures is the
+// relay's (dialError).
 func classify(err error, timedOut bool) policy.Condition {
 	var de *dialError
-	var ne net.Error
-	switch {
-	case errors.As(err, &de):
-		return policy.CondConnectFailure
-	case timedOut, errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return policy.CondTimeout
-	}
-	return policy.CondReset
+	return policy.ClassifyTransport(err, errors.As(err, &de), timedOut)
 }
 
 // finish passes on the last attempt's answer (marked Retrycap-Exhausted
@@ -265,19 +259,4 @@ func classify(err error, timedOut bool) policy.Condition {
 // forward.Exchange.finish decides.
 func (h *Handler) failedStatus(st int) bool {
 	return st >= 500 || st == http.StatusTooManyRequests || h.cfg.Policy.RetryOn.Status(st)
-}
-
-// parseRetryAfter reads delay-seconds or an HTTP date.
-func parseRetryAfter(v string) (time.Duration, bool) {
-	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-		if s < 0 {
-			return 0, false
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	return max(time.Until(t), 0), true
 }

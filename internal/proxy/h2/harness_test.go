@@ -32,6 +32,8 @@ import (
 var theFront *front
 
 func TestMain(m *testing.M) {
+	// An attempt's illegal state move panics in every test (attstate.go).
+	strictStates = true
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

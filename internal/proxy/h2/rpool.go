@@ -34,7 +34,7 @@ func (p *rpool) acquire(a *ratt) *upconn {
 			return uc
 		}
 	}
-	a.waiting = true
+	a.to(attQueued)
 	p.waiters = append(p.waiters, a)
 	if !p.dialing {
 		p.dialing = true

@@ -78,10 +78,8 @@ type ratt struct {
 	extraBuf  [6]hpack.HeaderField
 	uc        *upconn
 	id        uint32
-	waiting   bool // queued for a connection
-	opened    bool // registered on uc, HEADERS sent
+	state     attState // the request's lifecycle on its upstream stream (attstate.go)
 	sent      int64
-	sentEnd   bool
 	sendWin   outflow // the upstream's stream window
 	blocked   bool    // in uc.blocked; under uc.mu
 	// The per-try timeout: a in its client connection's list of attempts
@@ -226,7 +224,11 @@ func (s *rstream) dispatch(a *ratt) {
 			a.fail(err)
 			return
 		}
-		a.opened, a.sentEnd = true, end
+		if end {
+			a.to(attSent)
+		} else {
+			a.to(attOpen)
+		}
 		a.grantUp()
 		a.pushBody()
 		return
@@ -255,10 +257,10 @@ func (a *ratt) retryAcquire(err error) {
 	cc := a.s.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if !a.waiting {
+	if a.state != attQueued {
 		return
 	}
-	a.waiting = false
+	a.to(attNew)
 	if a.s.att != a || a.judged || a.closed || a.s.done {
 		return
 	}
@@ -273,7 +275,7 @@ func (a *ratt) retryAcquire(err error) {
 // the upstream's windows allow, then the end of the request.
 func (a *ratt) pushBody() {
 	s := a.s
-	if s.att != a || !a.opened || a.closed || a.sentEnd {
+	if s.att != a || a.state != attOpen || a.closed {
 		return
 	}
 	uc := a.uc
@@ -305,13 +307,13 @@ func (a *ratt) pushBody() {
 				s.base = a.sent
 			}
 			if last {
-				a.sentEnd = true
+				a.to(attSent)
 				return
 			}
 			continue
 		}
 		if s.reqEnd {
-			a.sentEnd = true
+			a.to(attSent)
 			id := a.id
 			if s.reqTrailers != nil {
 				tr := s.reqTrailers
@@ -401,8 +403,8 @@ func (a *ratt) release() {
 	a.closed = true
 	a.s.cc.untrackTry(a)
 	a.returnBudget()
-	if a.uc != nil && a.opened {
-		a.uc.close(a, !a.upEnded || !a.sentEnd, http2.ErrCodeCancel)
+	if a.uc != nil && a.state >= attOpen {
+		a.uc.close(a, !a.upEnded || a.state != attSent, http2.ErrCodeCancel)
 	}
 }
 
@@ -651,7 +653,8 @@ func (a *ratt) unprocessedLocked(err error) {
 	a.uc.close(a, false, 0)
 	a.resends++
 	s.cs.m.resent.Inc()
-	a.uc, a.id, a.opened, a.sent, a.sentEnd, a.sendWin = nil, 0, false, 0, false, outflow{}
+	a.to(attNew)
+	a.uc, a.id, a.sent, a.sendWin = nil, 0, 0, outflow{}
 	wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<a.resends, 25*time.Millisecond)) + 1))
 	time.AfterFunc(wait, func() {
 		cc := s.cc

@@ -1,0 +1,331 @@
+package agree_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/analyze"
+	"github.com/retrycap/retrycap/internal/operator/operatortest"
+)
+
+// The retry layers added in #28 (Kuma MeshRetry, Dapr Resiliency, Consul ServiceRouter, the AWS
+// SDK's environment, a manifest already injected by istioctl kube-inject), one input read three
+// ways: by analyze from the manifests, by the controller into the RetryPolicy's status (through
+// the real CRDs, the mesh watcher and the manager's trimmed cache), and by the workload gate on
+// admission. The three must give the same numbers.
+//
+// The chain, worked by hand from each project's rules (docs/meshes.md):
+//
+//	frontend -> orders    Kuma: MeshRetry shop/orders-retry, the MeshService labelled orders in shop (Kuma's
+//	                      v3 targetRef; the real CRD prunes a name), http.numRetries 2: 3 tries
+//	orders   -> payment   Dapr: Resiliency shop/payments targets app payment, maxRetries 1: 2 tries
+//	                      (it replaces Dapr's built-in 3 retries)
+//	payment  -> ledger    Consul: ServiceRouter shop/ledger, numRetries 2 with retryOnConnectFailure: 3 tries
+//	ledger   -> audit     istioctl kube-inject'ed (sidecar.istio.io/status, istio-proxy), namespace not
+//	                      labelled: Istio's default 2 retries: 3 tries
+//	payment  -> orders.s3.amazonaws.com   AWS_MAX_ATTEMPTS=4: 4 tries
+//
+// Worst chain frontend, orders, payment, ledger, audit: 3 x 2 x 3 x 3 = 54 (the S3 branch 24).
+// Then audit calls S3 through the SDK with AWS_RETRY_MODE=standard (3 tries): 54 x 3 = 162.
+const layersInput = `
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {kuma.io/sidecar-injection: enabled}
+---
+apiVersion: kuma.io/v1alpha1
+kind: Mesh
+metadata: {name: default}
+---
+apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata:
+  name: orders-retry
+  namespace: shop
+  labels: {kuma.io/mesh: default}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders, k8s.kuma.io/namespace: shop}}
+    default:
+      http: {numRetries: 2}
+---
+apiVersion: dapr.io/v1alpha1
+kind: Resiliency
+metadata: {name: payments, namespace: shop}
+spec:
+  policies:
+    retries:
+      once: {policy: constant, duration: 1s, maxRetries: 1}
+  targets:
+    apps:
+      payment: {retry: once}
+---
+apiVersion: consul.hashicorp.com/v1alpha1
+kind: ServiceRouter
+metadata: {name: ledger, namespace: shop}
+spec:
+  routes:
+  - match: {http: {pathPrefix: /}}
+    destination: {numRetries: 2, retryOnConnectFailure: true}
+---
+apiVersion: retrycap.dev/v1alpha1
+kind: RetryPolicy
+metadata: {name: shop, namespace: shop}
+spec:
+  maxAmplification: 60
+  enforcement: Reject
+  entrypoints: [{service: frontend}]
+` + deploymentsYAML
+
+const deploymentsYAML = `
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: frontend, namespace: shop}
+spec:
+  selector: {matchLabels: {app: frontend}}
+  template:
+    metadata:
+      labels: {app: frontend}
+      annotations: {retrycap.dev/service: frontend, retrycap.dev/upstreams: orders=1}
+    spec: {containers: [{name: app, image: lab-app}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: orders, namespace: shop}
+spec:
+  selector: {matchLabels: {app: orders}}
+  template:
+    metadata:
+      labels: {app: orders}
+      annotations: {retrycap.dev/service: orders, retrycap.dev/upstreams: payment=1, dapr.io/enabled: "true", dapr.io/app-id: orders}
+    spec: {containers: [{name: app, image: lab-app}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: payment, namespace: shop}
+spec:
+  selector: {matchLabels: {app: payment}}
+  template:
+    metadata:
+      labels: {app: payment}
+      annotations: {retrycap.dev/service: payment, retrycap.dev/upstreams: "ledger=1,orders.s3.amazonaws.com", consul.hashicorp.com/connect-inject: "true"}
+    spec:
+      containers:
+      - name: app
+        image: lab-app
+        env: [{name: AWS_REGION, value: eu-west-1}, {name: AWS_MAX_ATTEMPTS, value: "4"}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ledger, namespace: shop}
+spec:
+  selector: {matchLabels: {app: ledger}}
+  template:
+    metadata:
+      labels: {app: ledger}
+      annotations:
+        retrycap.dev/service: ledger
+        retrycap.dev/upstreams: audit=1
+        sidecar.istio.io/status: '{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["istio-envoy"]}'
+    spec:
+      initContainers: [{name: istio-init, image: proxyv2}]
+      containers: [{name: app, image: lab-app}, {name: istio-proxy, image: proxyv2}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: audit, namespace: shop}
+spec:
+  selector: {matchLabels: {app: audit}}
+  template:
+    metadata:
+      labels: {app: audit}
+      annotations: {retrycap.dev/service: audit}
+    spec: {containers: [{name: app, image: lab-app}]}
+`
+
+// auditToS3 is the change the gate judges: audit now calls S3 through the SDK.
+const auditToS3 = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: audit, namespace: shop}
+spec:
+  selector: {matchLabels: {app: audit}}
+  template:
+    metadata:
+      labels: {app: audit}
+      annotations: {retrycap.dev/service: audit, retrycap.dev/upstreams: archive.s3.amazonaws.com}
+    spec:
+      containers:
+      - name: app
+        image: lab-app
+        env: [{name: AWS_RETRY_MODE, value: standard}]
+`
+
+func objects(t *testing.T, docs string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, d := range strings.Split(docs, "\n---\n") {
+		if strings.TrimSpace(d) == "" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
+			t.Fatalf("%v in\n%s", err, d)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func analyzeInput(t *testing.T, docs string) analyze.PolicyReport {
+	t.Helper()
+	m := analyze.NewManifests()
+	if errs := (analyze.Reader{}).Read(m, "input.yaml", strings.NewReader(docs)); len(errs) > 0 {
+		t.Fatalf("reading the input: %v", errs)
+	}
+	r := m.Analyze()
+	if len(r.Policies) != 1 {
+		t.Fatalf("analyze: %d policies, want 1 (%v)", len(r.Policies), r.Unchecked)
+	}
+	return r.Policies[0]
+}
+
+// newLayers is TestAgree's case of the layers added in #28 (namespace shop).
+func newLayers(t *testing.T, op *operatortest.Operator) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(time.Minute)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	c, ctx := op.Client, op.Ctx
+	var err error
+
+	// analyze on the manifests.
+	before := analyzeInput(t, layersInput)
+	g.Expect(before.Amplification).To(Equal(int64(54)), "analyze: %+v", before)
+	g.Expect(before.WorstPath).To(Equal([]string{"frontend", "orders", "payment", "ledger", "audit"}))
+	g.Expect(before.WorstPathFactors).To(Equal([]int64{1, 3, 2, 3, 3}))
+
+	// The same objects in the cluster. The policy goes last: the workloads are admitted
+	// without one, and the mesh watcher has read the layers once its status counts them.
+	var policy *unstructured.Unstructured
+	for _, u := range objects(t, layersInput) {
+		if u.GetKind() == "RetryPolicy" {
+			policy = u
+			continue
+		}
+		g.Eventually(func() error { return c.Create(ctx, u.DeepCopy()) }).Should(Succeed(), "creating %s %s", u.GetKind(), u.GetName())
+	}
+	g.Expect(c.Create(ctx, policy)).To(Succeed())
+	type status struct {
+		Amplification int64
+		Path          string
+		Mesh          string
+	}
+	get := func() (status, error) {
+		var p v1alpha1.RetryPolicy
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: "shop"}, &p); err != nil {
+			return status{}, err
+		}
+		s := status{Amplification: p.Status.Amplification, Path: p.Status.WorstPath}
+		if m := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionMeshLayers); m != nil {
+			s.Mesh = m.Message
+		}
+		return s, nil
+	}
+	const reads = "reads VirtualService networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, " +
+		"BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1"
+	g.Eventually(get).Should(Equal(status{Amplification: before.Amplification, Path: strings.Join(before.WorstPath, ">"), Mesh: reads}))
+
+	// The gate refuses audit's call to S3 with analyze's number for the whole input after it.
+	after := analyzeInput(t, strings.Replace(layersInput, deploymentsYAML[strings.Index(deploymentsYAML, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: audit"):], strings.TrimPrefix(auditToS3, "\n"), 1))
+	g.Expect(after.Amplification).To(Equal(int64(162)), "analyze after: %+v", after)
+	g.Expect(after.Violations).NotTo(BeEmpty())
+	change := objects(t, auditToS3)[0]
+	var cur unstructured.Unstructured
+	cur.SetGroupVersionKind(change.GroupVersionKind())
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(change), &cur)).To(Succeed())
+	change.SetResourceVersion(cur.GetResourceVersion())
+	err = c.Update(ctx, change.DeepCopy())
+	// The gate's message is analyze's without the client hop, for the change it judges (the
+	// new edge is its lever: the SDK's 3 tries written down as 1).
+	layers := "frontend -x3-> orders: 3 = 1 (Deployment frontend) x 3 (Kuma MeshRetry shop/orders-retry numRetries 2); " +
+		"orders -x2-> payment: 2 = 1 (Deployment orders) x 2 (Dapr Resiliency shop/payments retry policy once, maxRetries 1 (replaces the built-in retries)); " +
+		"payment -x3-> ledger: 3 = 1 (Deployment payment) x 3 (Consul ServiceRouter shop/ledger numRetries 2); " +
+		"ledger -x3-> audit: 3 = 1 (Deployment ledger) x 3 (Istio default, no VirtualService binds audit)"
+	chain := "frontend -x3-> orders -x2-> payment -x3-> ledger -x3-> audit -x3-> archive.s3.amazonaws.com = 162 > cap 60"
+	g.Expect(err).To(MatchError(`admission webhook "gate.retrycap.dev" denied the request: RetryPolicy shop/shop: ` + chain + "; " + layers +
+		"; audit may keep archive.s3.amazonaws.com=1"))
+	g.Expect(after.Violations[0].Message).To(Equal("client -x1-> " + chain + "; " + layers))
+	g.Expect(after.Violations[0].Suggestion).To(Equal("audit: archive.s3.amazonaws.com=1"))
+
+	// Audit mode admits it; the status then counts what analyze counts, and suggests the same fix.
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(policy.Object, "Audit", "spec", "enforcement")).To(Succeed())
+	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	g.Eventually(func() error {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(change), &cur)).To(Succeed())
+		change.SetResourceVersion(cur.GetResourceVersion())
+		return c.Update(ctx, change.DeepCopy())
+	}).Should(Succeed())
+	g.Eventually(get).Should(Equal(status{Amplification: after.Amplification, Path: strings.Join(after.WorstPath, ">"), Mesh: reads}))
+	var p v1alpha1.RetryPolicy
+	g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: "shop"}, &p)).To(Succeed())
+	g.Expect(p.Status.Violations).NotTo(BeEmpty())
+	g.Expect(p.Status.Violations[0].Message).To(Equal(after.Violations[0].Message))
+	g.Expect(p.Status.Violations[0].Suggestion).To(Equal(after.Violations[0].Suggestion))
+
+	// Cap 2: the levers are the mesh objects' fields, in their own units, the same in analyze
+	// and the status (Consul's numRetries cannot give 1 try: 0 is unset, Envoy's 1 retry).
+	afterInput := strings.Replace(layersInput, deploymentsYAML[strings.Index(deploymentsYAML, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: audit"):], strings.TrimPrefix(auditToS3, "\n"), 1)
+	capped := analyzeInput(t, strings.Replace(afterInput, "maxAmplification: 60", "maxAmplification: 2", 1))
+	const fix = "MeshRetry shop/orders-retry spec.to[0].default.http.numRetries: 2 -> 1; Resiliency shop/payments spec.policies.retries.once.maxRetries: 1 -> 0; " +
+		"payment -> ledger: Consul ServiceRouter shop/ledger numRetries 2: ServiceRouter shop/ledger spec.routes[0].destination.numRetries cannot give 1 try (0 is unset, Envoy's 1 retry): " +
+		"remove retryOn, retryOnConnectFailure and retryOnStatusCodes of spec.routes[0].destination; " +
+		"ledger -> audit: Istio default, no VirtualService binds audit: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0); " +
+		"audit: archive.s3.amazonaws.com=1"
+	g.Expect(capped.Violations[0].Suggestion).To(Equal(fix))
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(policy.Object, int64(2), "spec", "maxAmplification")).To(Succeed())
+	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	g.Eventually(func() ([]string, error) {
+		var p v1alpha1.RetryPolicy
+		err := c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: "shop"}, &p)
+		var out []string
+		for _, v := range p.Status.Violations {
+			out = append(out, v.Suggestion)
+		}
+		return out, err
+	}).Should(HaveExactElements(capped.Violations[0].Suggestion, capped.Violations[1].Suggestion))
+
+	// The mesh gate on the MeshRetry, in its unit: raising numRetries to 3 makes 216 > 162.
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(policy.Object, int64(162), "spec", "maxAmplification")).To(Succeed())
+	g.Expect(unstructured.SetNestedField(policy.Object, "Reject", "spec", "enforcement")).To(Succeed())
+	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	mr := &unstructured.Unstructured{}
+	mr.SetAPIVersion("kuma.io/v1alpha1")
+	mr.SetKind("MeshRetry")
+	const wantMesh = `admission webhook "mesh.retrycap.dev" denied the request: RetryPolicy shop/shop: MeshRetry shop/orders-retry spec.to[0].default.http.numRetries: 3 makes ` +
+		"frontend -x4-> orders -x2-> payment -x3-> ledger -x3-> audit -x3-> archive.s3.amazonaws.com = 216 > cap 162; MeshRetry shop/orders-retry may keep numRetries: 2"
+	g.Eventually(func() string {
+		g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: "orders-retry"}, mr)).To(Succeed())
+		to, _, _ := unstructured.NestedSlice(mr.Object, "spec", "to")
+		g.Expect(unstructured.SetNestedField(to[0].(map[string]any), int64(3), "default", "http", "numRetries")).To(Succeed())
+		g.Expect(unstructured.SetNestedSlice(mr.Object, to, "spec", "to")).To(Succeed())
+		if err := c.Update(ctx, mr, client.DryRunAll); err != nil {
+			return err.Error()
+		}
+		return ""
+	}).Should(Equal(wantMesh))
+}

@@ -1,0 +1,40 @@
+package policy
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// httpDateFormats are the HTTP-date forms a recipient accepts (RFC 9110
+// 5.6.7: IMF-fixdate, and the obsolete RFC 850 and asctime forms), the
+// ones net/http's ParseTime tries; written here so this package needs no
+// HTTP engine.
+var httpDateFormats = [...]string{
+	"Mon, 02 Jan 2006 15:04:05 GMT",
+	time.RFC850,
+	time.ANSIC,
+}
+
+// ParseRetryAfter reads a Retry-After value (RFC 9110 10.2.3): delay-seconds
+// or an HTTP-date, as a wait from now (a date already past is no wait).
+// ok is false for a value that is neither (or negative, or empty): the
+// answer then carries no Retry-After the policy reads. Both engines
+// (HTTP/1.1's forward.Exchange, the h2 relay) read it here.
+func ParseRetryAfter(v string, now time.Time) (wait time.Duration, ok bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	for _, layout := range httpDateFormats {
+		if t, err := time.Parse(layout, v); err == nil {
+			return max(t.Sub(now), 0), true
+		}
+	}
+	return 0, false
+}
