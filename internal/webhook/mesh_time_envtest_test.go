@@ -13,13 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/mesh/crds"
 	"github.com/retrycap/retrycap/internal/operator/operatortest"
 	"github.com/retrycap/retrycap/internal/scheme"
 )
 
-// TestMeshGateTimeoutRaise runs the whole manager against a real API server with Istio's CRDs:
-// a VirtualService update that raises only retries.perTryTimeout (its tries unchanged) pushes
+// meshGateTimeoutRaise runs in TestGateMeshLayers (its manager and Istio's CRDs: one manager per
+// test process, its controllers' names are process-wide): a VirtualService update that raises only retries.perTryTimeout (its tries unchanged) pushes
 // bookinfo's chain over the policy's maxTimeToAnswer; Reject refuses it naming the rule, the
 // timeout's change and the chain's times, Rewrite refuses it too (retrycap lowers retries, not
 // timeouts), Audit admits it with the same words as a warning.
@@ -28,13 +27,10 @@ import (
 // ratings at 3 x 1s + 25ms + 50ms (Envoy's backoff) = 3.075s; Istio's default 3 tries on
 // productpage -> reviews (no timeout) make productpage 3 x 3.075s + 75ms = 9.3s: within 20s. With
 // 4s per try: 3 x 4s + 75ms = 12.075s, productpage 36.3s.
-func TestMeshGateTimeoutRaise(t *testing.T) {
+func meshGateTimeoutRaise(t *testing.T, op *operatortest.Operator) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	istio, err := crds.Istio()
-	g.Expect(err).NotTo(HaveOccurred())
-	op := operatortest.Start(t, istio)
 	c, ctx := op.Client, op.Ctx
 
 	const ns = "meshtime"
@@ -87,11 +83,16 @@ func TestMeshGateTimeoutRaise(t *testing.T) {
 	g.Expect(update(c, "500ms")).To(Succeed())
 	g.Expect(update(c, "1s")).To(Succeed())
 
+	// The controller writes the policy's status: an update may conflict, and is read again.
 	setEnforcement := func(e v1alpha1.Enforcement) {
-		var p v1alpha1.RetryPolicy
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), &p)).To(Succeed())
-		p.Spec.Enforcement = e
-		g.Expect(c.Update(ctx, &p)).To(Succeed())
+		g.Eventually(func() error {
+			var p v1alpha1.RetryPolicy
+			if err := c.Get(ctx, client.ObjectKeyFromObject(policy), &p); err != nil {
+				return err
+			}
+			p.Spec.Enforcement = e
+			return c.Update(ctx, &p)
+		}).Should(Succeed())
 	}
 	setEnforcement(v1alpha1.EnforcementRewrite)
 	wantRewrite := denied + " (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"
