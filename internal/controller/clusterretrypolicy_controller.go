@@ -72,6 +72,8 @@ type ClusterRetryPolicyReconciler struct {
 	graphs clusterGraphs
 	// written are the policies' last status writes (writeStatus).
 	written writtenStatuses
+	// counted are the policies' last observed views and the graphs counting them.
+	counted countedViews
 }
 
 // clusterGraphs are the cluster reconciler's kept graphs by policy, with the per-namespace
@@ -120,6 +122,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 			forgetMetrics(req.NamespacedName)
 			r.graphs.forget(req.Name)
 			r.written.forget(req.NamespacedName)
+			r.counted.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting ClusterRetryPolicy %s: %w", req.Name, err)
@@ -128,8 +131,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	gv := observeGraph(r.Observed, in.Result, p.Generation)
-	countObserved(&in, gv, rebuild)
+	gv := r.counted.view(req.NamespacedName, r.Observed, &in, p.Generation, rebuild)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
 	setMeshConditionOf(r.Mesh, next, p.Generation, r.now())
@@ -143,7 +145,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 // compute selects the namespaces, builds the policy's graph of their workloads with the shared
 // builder and analyses it. An invalid selector of either kind gives no graph. rebuild builds the
 // same graph anew from the same input (nil without a graph), for countObserved.
-func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.ClusterRetryPolicy) (in status.Input, rebuild func() *workload.Result, err error) {
+func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.ClusterRetryPolicy) (in status.Input, rebuild *rebuilder, err error) {
 	in = status.Input{Generation: p.Generation, Selector: p.Spec.Selector, Now: metav1.NewTime(r.now())}
 	if p.Spec.NamespaceSelector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(p.Spec.NamespaceSelector); err != nil {
@@ -195,7 +197,8 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 		}
 		in.Analysis = in.Result.Analyze() // with the mesh layers and the workloads named
 		merged := r.graphs.get(p.Name).merged
-		return in, func() *workload.Result { return workload.BuildParsed(pol, ps, merged, set) }, nil
+		inputs := &graphInputs{generation: p.Generation, spec: p.Spec.DeepCopy(), scope: s.Namespaces(), ps: ps, svcs: merged, set: set}
+		return in, &rebuilder{build: func() *workload.Result { return workload.BuildParsed(pol, ps, merged, set) }, inputs: inputs}, nil
 	}
 	var ws []workload.Workload
 	var svcs []workload.Service
@@ -212,7 +215,7 @@ func (r *ClusterRetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.
 	}
 	pol, set := workload.ForClusterRetryPolicy(p, s), meshSetOf(r.Mesh)
 	in.Result, in.Analysis = workload.Analyze(pol, ws, set, svcs...)
-	return in, func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }, nil
+	return in, &rebuilder{build: func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }}, nil
 }
 
 // namespaceMetaList is the list of Namespaces as metadata: the manager's cache serves it from a

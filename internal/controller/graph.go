@@ -38,7 +38,11 @@ type graphView struct {
 // on declarations alone and the condition says so. res must be the declared graph (before
 // countObserved): the comparison is of declarations against observations.
 func observeGraph(o *Observer, res *workload.Result, generation int64) graphView {
-	obs := o.Latest()
+	return observeGraphOf(o.Latest(), res, generation)
+}
+
+// observeGraphOf is observeGraph on the poll obs (nil: none yet).
+func observeGraphOf(obs *Observation, res *workload.Result, generation int64) graphView {
 	if obs == nil || !obs.Graphs {
 		return graphView{}
 	}
@@ -169,8 +173,11 @@ func addsEntrypoint(res *workload.Result, s telemetry.Snapshot) bool {
 
 // meshTries is the tries of the mesh layers on an undeclared edge of r's graph: the most any
 // selected workload of the caller's node gets on a call to the callee (named as the caller's
-// namespace names it, port unknown), recorded in r.MeshEdges with one application attempt so
-// that the violations explain the factor as for a declared edge. nil without mesh layers.
+// namespace names it), recorded in r.MeshEdges with one application attempt so that the
+// violations explain the factor as for a declared edge. nil without mesh layers. The edge's port
+// is unknown (no source's series names it), so the mesh's port rule (mesh/ports.go) decides by
+// the callee Service's ports: only TCP ones, no mesh retry; only HTTP or gRPC ones, the mesh's;
+// both, the worst, with a warning naming the Service and the upstream to write with its port.
 func meshTries(r *workload.Result) func(from, to string) int64 {
 	set := r.Mesh()
 	if set == nil {
@@ -194,14 +201,17 @@ func meshTries(r *workload.Result) func(from, to string) int64 {
 			if len(e.Layers) == 0 {
 				continue
 			}
+			// Recorded as a declared edge's is (workload.Result.meshAttempts): the largest, and a
+			// 1-try layer too, whose note says why the mesh adds nothing (a TCP-only Service).
 			m := workload.MeshEdge{From: from, To: to, App: 1, Caller: w.Kind + " " + w.Name, Layers: e.Layers}
-			if t := m.Attempts(); t > best {
-				best = t
-				if r.MeshEdges == nil {
-					r.MeshEdges = map[[2]string]workload.MeshEdge{}
-				}
-				r.MeshEdges[[2]string{from, to}] = m
+			if r.MeshEdges == nil {
+				r.MeshEdges = map[[2]string]workload.MeshEdge{}
 			}
+			k := [2]string{from, to}
+			if prev, ok := r.MeshEdges[k]; !ok || m.Attempts() > prev.Attempts() {
+				r.MeshEdges[k] = m
+			}
+			best = max(best, m.Attempts())
 		}
 		return best
 	}

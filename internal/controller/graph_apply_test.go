@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,70 @@ func TestCountObservedMeshLayers(t *testing.T) {
 	}
 	if e := in.Result.MeshEdges[[2]string{"payment", "cart"}]; e.Explain() != "3 = 1 (Deployment payment) x 3 (Istio default, no VirtualService binds cart)" {
 		t.Errorf("explained %q", e.Explain())
+	}
+}
+
+// TestCountObservedPorts: an undeclared edge has no port (the observation names none), so the
+// mesh's port rule (mesh/ports.go) decides by the callee Service's ports: only TCP ports, no
+// mesh retry (1 try); only HTTP or gRPC ports, the mesh's 3; both kinds, the worst (3) and a
+// warning that says which port to name; no Service object, the mesh's layer as before.
+func TestCountObservedPorts(t *testing.T) {
+	for _, tc := range []struct {
+		name, service string
+		amp           int64
+		explain, note string // the recorded mesh edge's explanation, and its 1-try layer's note
+		warnings      []string
+	}{
+		{name: "TCP only", service: "spec: {ports: [{name: redis, port: 6379}]}", amp: 1,
+			explain: "1 = 1 (Deployment payment)", note: "Istio does not retry redis port 6379 (redis) of Service shop/cart"},
+		{name: "TCP by appProtocol", service: "spec: {ports: [{name: cache, port: 6379, appProtocol: tcp}]}", amp: 1,
+			explain: "1 = 1 (Deployment payment)", note: "Istio does not retry tcp port 6379 (cache) of Service shop/cart"},
+		{name: "gRPC only", service: "spec: {ports: [{name: grpc-api, port: 9000}]}", amp: 3,
+			explain: "3 = 1 (Deployment payment) x 3 (Istio default, no VirtualService binds cart)"},
+		{name: "HTTP and TCP, no port named", service: "spec: {ports: [{name: http, port: 80}, {name: redis, port: 6379}]}", amp: 3,
+			explain:  "3 = 1 (Deployment payment) x 3 (Istio default, no VirtualService binds cart)",
+			warnings: []string{"Service shop/cart has HTTP and TCP ports and Deployment shop/payment names no port in its upstream cart: counting the mesh's retries (the worst); write the upstream as cart:PORT"}},
+		{name: "no Service object", amp: 3, explain: "3 = 1 (Deployment payment) x 3 (Istio default, no VirtualService binds cart)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := mesh.NewSet(mesh.Options{})
+			ms := []string{"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}"}
+			if tc.service != "" {
+				ms = append(ms, "apiVersion: v1\nkind: Service\nmetadata: {name: cart, namespace: shop}\n"+tc.service)
+			}
+			for _, m := range ms {
+				if _, err := set.AddManifest([]byte(m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout", Generation: 1}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 100}}
+			ws := []workload.Workload{{Kind: workload.KindDeployment, Namespace: "shop", Name: "payment"}, {Kind: workload.KindDeployment, Namespace: "shop", Name: "cart"}}
+			ob := &telemetry.Observation{Window: 5 * time.Minute, Sources: []telemetry.Source{telemetry.SourceIstio}, Edges: []telemetry.Edge{
+				{Source: telemetry.SourceIstio, From: telemetry.Caller{Namespace: "shop", Name: "payment"}, To: telemetry.Callee{Namespace: "shop", Name: "cart"}, Requests: 60, RatePerSecond: 0.2}}}
+			build := func() *workload.Result { return workload.Build(workload.ForRetryPolicy(p), ws, set) }
+			res := build()
+			in := status.Input{Generation: 1, Result: res, Analysis: res.Analyze(), Now: metav1.Now()}
+			v := observeGraph(&Observer{latest: &Observation{Graphs: true, Graph: ob, GraphAt: time.Now(), URL: "http://prom:9090"}}, res, 1)
+			countObserved(&in, v, build)
+			if in.ObservedEdges != 1 || in.Analysis.Amplification != tc.amp {
+				t.Errorf("%d observed edge(s), amplification %d; want 1, %d", in.ObservedEdges, in.Analysis.Amplification, tc.amp)
+			}
+			e, ok := in.Result.MeshEdges[[2]string{"payment", "cart"}]
+			if got := map[bool]string{true: e.Explain()}[ok]; got != tc.explain {
+				t.Errorf("explained %q, want %q", got, tc.explain)
+			}
+			var notes []string
+			for _, l := range e.Layers {
+				if l.Tries == 1 {
+					notes = append(notes, l.Note)
+				}
+			}
+			if got := strings.Join(notes, "; "); got != tc.note {
+				t.Errorf("1-try layer notes %q, want %q", got, tc.note)
+			}
+			if !slices.Equal(in.Result.Warnings, tc.warnings) {
+				t.Errorf("warnings %q, want %q", in.Result.Warnings, tc.warnings)
+			}
+		})
 	}
 }

@@ -75,6 +75,8 @@ type RetryPolicyReconciler struct {
 	graphs policyGraphs
 	// written are the policies' last status writes (writeStatus).
 	written writtenStatuses
+	// counted are the policies' last observed views and the graphs counting them.
+	counted countedViews
 }
 
 // policyGraphs are the reconciler's kept graphs by policy. A policy is reconciled by one worker
@@ -114,6 +116,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			forgetMetrics(req.NamespacedName)
 			r.graphs.forget(req.NamespacedName)
 			r.written.forget(req.NamespacedName)
+			r.counted.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting RetryPolicy %s: %w", req.NamespacedName, err)
@@ -130,9 +133,8 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 // nextStatus is the status p's reconcile writes, from its computed input (no I/O): the
 // analysis, the mesh condition, the observed amplification and the observed graph, which is
 // compared with the declared one and then counted in the amplification (countObserved).
-func (r *RetryPolicyReconciler) nextStatus(p *v1alpha1.RetryPolicy, in status.Input, rebuild func() *workload.Result) *v1alpha1.RetryPolicyStatus {
-	gv := observeGraph(r.Observed, in.Result, p.Generation)
-	countObserved(&in, gv, rebuild)
+func (r *RetryPolicyReconciler) nextStatus(p *v1alpha1.RetryPolicy, in status.Input, rebuild *rebuilder) *v1alpha1.RetryPolicyStatus {
+	gv := r.counted.view(types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, r.Observed, &in, p.Generation, rebuild)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
 	r.setMeshCondition(next, p.Generation)
@@ -220,7 +222,7 @@ func skipWrite(cur, next *v1alpha1.RetryPolicyStatus, curRV string, last *writte
 // compute builds the policy's graph from the cached workloads of its namespace with the shared
 // builder and analyses it. rebuild builds the same graph anew from the same input (nil without
 // a graph), for countObserved.
-func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPolicy) (in status.Input, rebuild func() *workload.Result, err error) {
+func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPolicy) (in status.Input, rebuild *rebuilder, err error) {
 	in = status.Input{Generation: p.Generation, Selector: p.Spec.Selector, Now: metav1.NewTime(r.now())}
 	key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 	if p.Spec.Selector != nil {
@@ -250,7 +252,8 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 		// The violations' messages name each factor's mesh layers, and a fix on an edge out of
 		// a Service's node names the workloads, as workload.Analyze does.
 		in.Analysis = in.Result.Analyze()
-		return in, func() *workload.Result { return workload.BuildParsed(pol, ps, svcs, set) }, nil
+		inputs := &graphInputs{generation: p.Generation, spec: p.Spec.DeepCopy(), ps: ps, svcs: svcs, set: set}
+		return in, &rebuilder{build: func() *workload.Result { return workload.BuildParsed(pol, ps, svcs, set) }, inputs: inputs}, nil
 	}
 	ws, err := kubeobj.ListWorkloads(ctx, r.Client, p.Namespace)
 	if err != nil {
@@ -262,7 +265,7 @@ func (r *RetryPolicyReconciler) compute(ctx context.Context, p *v1alpha1.RetryPo
 	}
 	pol, set := workload.ForRetryPolicy(p), r.meshSet()
 	in.Result, in.Analysis = workload.Analyze(pol, ws, set, svcs...)
-	return in, func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }, nil
+	return in, &rebuilder{build: func() *workload.Result { return workload.Build(pol, ws, set, svcs...) }}, nil
 }
 
 // patchStatus sends one merge patch of the status, with the resourceVersion it was computed
