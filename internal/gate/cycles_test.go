@@ -18,17 +18,24 @@ import (
 func TestGateAgreesWithStatusOnCycles(t *testing.T) {
 	r := rand.New(rand.NewPCG(28, 30))
 	within, overs, cyclic := 0, 0, 0
+	withSiblings := map[int]bool{}
+	siblingOvers, siblingWithin := 0, 0
 	for round := range 400 {
-		// One workload per service: the gate judges a workload on its own edges, its siblings'
-		// stripped (workload.BuildJudged), which the status merges; and a sibling's stripped
-		// call can leave a service uncalled, a default entrypoint in the gate's graph only.
+		// Every other round one workload per service; the others keep several workloads of a
+		// service (the gate judges a workload on its own edges, its siblings' stripped by
+		// workload.BuildJudged, while the status merges them; a service only a sibling calls
+		// stays no default entrypoint: graph.MarkCalled).
 		var ws []workload.Workload
 		seen := map[string]bool{}
 		for _, w := range randomWorkloads(r, 4+r.IntN(14), false) {
-			if !seen[w.ServiceName()] {
-				seen[w.ServiceName()] = true
-				ws = append(ws, w)
+			if seen[w.ServiceName()] && round%2 == 0 {
+				continue
 			}
+			if seen[w.ServiceName()] {
+				withSiblings[round] = true
+			}
+			seen[w.ServiceName()] = true
+			ws = append(ws, w)
 		}
 		p := testPolicy("p", int32(2+r.IntN(10)), v1alpha1.EnforcementReject, nil)
 		p.Spec.Entrypoints = nil
@@ -60,11 +67,17 @@ func TestGateAgreesWithStatusOnCycles(t *testing.T) {
 		switch {
 		case a.WithinCap():
 			within++
+			if withSiblings[round] {
+				siblingWithin++
+			}
 			if len(refused) > 0 {
 				t.Fatalf("round %d: the status is within cap %d (amplification %d, cycles %v), the gate refuses %v", round, p.Spec.MaxAmplification, a.Amplification, a.Cycles, refused)
 			}
 		case len(a.Violations) > 0 && len(a.Violations[0].Path) > 1:
 			overs++
+			if withSiblings[round] {
+				siblingOvers++
+			}
 			if len(refused) == 0 {
 				t.Fatalf("round %d: the status is over (%s), the gate admits every workload", round, a.Violations[0].Message)
 			}
@@ -82,8 +95,8 @@ func TestGateAgreesWithStatusOnCycles(t *testing.T) {
 			}
 		}
 	}
-	if within < 30 || overs < 100 || cyclic < 200 {
-		t.Fatalf("within %d, over %d of %d cyclic namespaces: too few", within, overs, cyclic)
+	if within < 30 || overs < 100 || cyclic < 200 || siblingWithin < 10 || siblingOvers < 40 {
+		t.Fatalf("within %d (%d with siblings), over %d (%d with siblings) of %d cyclic namespaces: too few", within, siblingWithin, overs, siblingOvers, cyclic)
 	}
-	t.Logf("%d cyclic namespaces: %d within, %d over", cyclic, within, overs)
+	t.Logf("%d cyclic namespaces: %d within (%d with siblings), %d over (%d with siblings)", cyclic, within, siblingWithin, overs, siblingOvers)
 }

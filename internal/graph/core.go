@@ -280,6 +280,9 @@ func (c *core) entrypoints() {
 			called[a.to[s]] = true
 		}
 	}
+	for v := range g.calledOutside {
+		called[v] = true
+	}
 	for v := range c.n {
 		k, extra := g.extra[int32(v)]
 		switch {
@@ -299,6 +302,9 @@ func (c *core) entrypoints() {
 		if t := a.to[s]; c.comp[f] != c.comp[t] {
 			hasIn[c.comp[t]] = true
 		}
+	}
+	for v := range g.calledOutside {
+		hasIn[c.comp[v]] = true // called from a node of the full graph
 	}
 	for _, en := range c.ents {
 		hasEntry[c.comp[en.node]] = true

@@ -212,6 +212,15 @@ func (g *Graph) normalize(at int32, atPos int) error {
 		g.entryOf[g.entries[i].node] = i
 	}
 	g.time.renumber(pos)
+	if len(g.calledOutside) > 0 {
+		co := make(map[int32]bool, len(g.calledOutside))
+		for v := range g.calledOutside {
+			if pos[v] > 0 {
+				co[pos[v]-1] = true
+			}
+		}
+		g.calledOutside = co
+	}
 	if len(g.extra) > 0 {
 		extra := make(map[int32]int64, len(g.extra))
 		for v, k := range g.extra {

@@ -28,6 +28,9 @@ type Graph struct {
 	// extra are default entrypoints beside the services nobody calls (AddDefaultEntrypoint),
 	// by node: used only without explicit ones.
 	extra map[int32]int64
+	// calledOutside are nodes called by edges left out of this graph (MarkCalled): no default
+	// entrypoints, as in the full graph.
+	calledOutside map[int32]bool
 
 	// adj is the adjacency every pass reads, built on first use after a change and dropped by
 	// every change. Atomic so that concurrent readers (Analyze and Judge on one graph) may both
@@ -249,6 +252,19 @@ func (g *Graph) AddDefaultEntrypoint(name string, clientAttempts int64) {
 		g.extra = map[int32]int64{}
 	}
 	g.extra[id] = max(g.extra[id], clientAttempts, 1)
+}
+
+// MarkCalled records that a selected service calls name through an edge left out of this graph:
+// the admission gate's judged build drops the calls of the incoming workload's siblings (other
+// workloads of its node), and a service only they call is then no default entrypoint, as it is
+// not in the full graph the status analyses. Explicit entrypoints make it moot.
+func (g *Graph) MarkCalled(name string) {
+	id := g.intern(name)
+	if g.calledOutside == nil {
+		g.calledOutside = map[int32]bool{}
+	}
+	g.calledOutside[id] = true
+	g.dropAdjacency()
 }
 
 // Len is the number of services.

@@ -162,6 +162,9 @@ func Prepare(g *Graph) *Prepared {
 			called[c.adj.to[s]] = true
 		}
 	}
+	for v := range g.calledOutside {
+		called[v] = true
+	}
 	pg := &Prepared{g: g, c: c, called: called}
 	if c.anyRetry {
 		pg.retryBelow, pg.retryAbove = make([]bool, c.n), make([]bool, c.n)

@@ -69,6 +69,7 @@ func TestGateMeshLayers(t *testing.T) {
 	g.Expect(c.Create(ctx, exportedVirtualService(3))).To(Succeed())
 
 	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
+	t.Run("a raised mesh timeout is judged against maxTimeToAnswer", func(t *testing.T) { meshGateTimeoutRaise(t, op) })
 }
 
 // dryRunDenial is, for Eventually, why a dry-run create of obj is refused ("" while it is

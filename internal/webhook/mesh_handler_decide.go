@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -158,6 +159,10 @@ type meshVerdict struct {
 	time *graph.TimeJudgement
 	// keep is the largest number of tries of layer that fits (0: none does).
 	keep int64
+	// timeRaise, when not empty, says which of the layer's timeouts the object raised
+	// ("VirtualService bookinfo/ratings spec.http[0]: timeout 4s -> 9s"): the verdict is over
+	// maxTimeToAnswer through an edge whose tries did not grow (judgeTimeRaise).
+	timeRaise string
 }
 
 // meshSets are the cluster's Set without the object (with its stored version on an update) and
@@ -216,6 +221,13 @@ func DecideMesh(in MeshInput) MeshDecision {
 			return p.Ref(), p.Spec().Enforcement
 		},
 		Judge: func(p judgedPolicy) (meshVerdict, bool, error) {
+			if p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
+				// Rewrite lowers tries, never a timeout (docs/decisions.md): a raised
+				// timeout that leaves a chain over maxTimeToAnswer is refused.
+				if v, over := judgeTimeRaise(p, obj, oldSet, newSet); over {
+					return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)", v.message(obj))
+				}
+			}
 			v, over := judgeMesh(p, obj, oldSet, newSet, in.Object)
 			return v, over, nil
 		},
@@ -306,6 +318,25 @@ type raised struct {
 // edge order; entrypoints first.
 func raisedBy(r, old *workload.Result, obj meshObject) []raised {
 	var out []raised
+	for _, e := range layered(r, old, obj) {
+		if e.attempts > e.was {
+			out = append(out, e.raised)
+		}
+	}
+	return out
+}
+
+// layeredEdge is an edge (or entrypoint) of r that carries a layer of the object, with its
+// attempts in r and in old (old's layer, when old has one of the object on that edge).
+type layeredEdge struct {
+	raised
+	attempts, was int64
+	oldLayer      *mesh.Layer
+}
+
+// layered lists the edges of r that carry a layer of obj, in edge order; entrypoints first.
+func layered(r, old *workload.Result, obj meshObject) []layeredEdge {
+	var out []layeredEdge
 	layerOf := func(m workload.MeshEdge) (mesh.Layer, bool) {
 		for _, l := range m.Layers {
 			if l.Object == obj.id() {
@@ -321,12 +352,16 @@ func raisedBy(r, old *workload.Result, obj meshObject) []raised {
 	sort.Strings(entries)
 	for _, k := range entries {
 		m := r.MeshEntry[k]
-		was := m.App
+		e := layeredEdge{attempts: m.Attempts(), was: m.App}
 		if o, ok := old.MeshEntry[k]; ok {
-			was = o.Attempts()
+			e.was = o.Attempts()
+			if ol, ok := layerOf(o); ok {
+				e.oldLayer = &ol
+			}
 		}
-		if l, ok := layerOf(m); ok && m.Attempts() > was {
-			out = append(out, raised{to: k, layer: l})
+		if l, ok := layerOf(m); ok {
+			e.raised = raised{to: k, layer: l}
+			out = append(out, e)
 		}
 	}
 	keys := make([][2]string, 0, len(r.MeshEdges))
@@ -336,12 +371,16 @@ func raisedBy(r, old *workload.Result, obj meshObject) []raised {
 	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
 	for _, k := range keys {
 		m := r.MeshEdges[k]
-		was := m.App
+		e := layeredEdge{attempts: m.Attempts(), was: m.App}
 		if o, ok := old.MeshEdges[k]; ok {
-			was = o.Attempts()
+			e.was = o.Attempts()
+			if ol, ok := layerOf(o); ok {
+				e.oldLayer = &ol
+			}
 		}
-		if l, ok := layerOf(m); ok && m.Attempts() > was {
-			out = append(out, raised{from: k[0], to: k[1], layer: l})
+		if l, ok := layerOf(m); ok {
+			e.raised = raised{from: k[0], to: k[1], layer: l}
+			out = append(out, e)
 		}
 	}
 	return out
@@ -357,8 +396,9 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 	return graph.Judge(r.Graph, r.Cap, n)
 }
 
-// judgeMesh reports whether p's graph with set goes over the cap through an edge the object's
-// layer raised (compared with oldSet), and the largest tries of that layer that fit.
+// judgeMesh reports whether p's graph with set goes over the cap (or maxTimeToAnswer) through an
+// edge the object's layer raised (compared with oldSet), and the largest tries of that layer that
+// fit; else whether a timeout the object raised is over maxTimeToAnswer (judgeTimeRaise).
 func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte) (meshVerdict, bool) {
 	old := p.build(oldSet)
 	r := p.build(set)
@@ -386,7 +426,7 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte
 		v.keep = lo
 		return v, true
 	}
-	return meshVerdict{}, false
+	return judgeTimeRaise(p, obj, oldSet, set)
 }
 
 // fitsWith reports whether the chains through e fit p's cap with e's layer lowered to tries.
@@ -405,6 +445,76 @@ func fitsWith(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte, e ra
 	}
 	r := p.build(s)
 	return !judgeAt(r, e).Over && timeAt(p, r, e) == nil
+}
+
+// judgeTimeRaise reports whether the object raised a timeout (or backoff) of one of its layers
+// on an edge whose tries it did not raise, and p's chains through that edge are over p's
+// spec.maxTimeToAnswer with set (compared with oldSet): a longer timeout is more time as surely
+// as more tries are, and the tries gate (judgeMesh) sees no raise there. A lowering (or no
+// change) passes, as for tries, so a chain over its maximum can be repaired. The verdict's keep
+// is 0: no count of tries is planned for it.
+func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (meshVerdict, bool) {
+	if maxT := p.Spec().MaxTimeToAnswer; maxT == nil || maxT.Duration <= 0 {
+		return meshVerdict{}, false
+	}
+	old := p.build(oldSet)
+	r := p.build(set)
+	for _, e := range layered(r, old, obj) {
+		if e.attempts > e.was {
+			continue // a raise of tries: judgeMesh's
+		}
+		before := oldSet.LayerTime(mesh.Layer{Kind: e.layer.Kind}) // no object: no timeout
+		if e.oldLayer != nil {
+			before = oldSet.LayerTime(*e.oldLayer)
+		}
+		after := set.LayerTime(e.layer)
+		change := timeRaises(before, after)
+		if change == "" {
+			continue
+		}
+		tj := timeAt(p, r, e.raised)
+		if tj == nil {
+			continue
+		}
+		source := after.Source
+		if source == "" {
+			source = before.Source
+		}
+		if source == "" {
+			source = e.layer.Object
+		}
+		return meshVerdict{policy: p, layer: e.layer, time: tj, timeRaise: source + ": " + change}, true
+	}
+	return meshVerdict{}, false
+}
+
+// timeRaises names the bounds of a layer that after lengthens from before, "" when none does:
+// "per-try timeout 1s -> 3s, timeout 4s -> unset" (an unset timeout is no bound: the longest),
+// then the backoff's base and maximum when they grow.
+func timeRaises(before, after mesh.LayerTime) string {
+	var parts []string
+	bound := func(name string, b, a time.Duration) {
+		if b != 0 && (a == 0 || a > b) {
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", name, fmtBound(b), fmtBound(a)))
+		}
+	}
+	bound("per-try timeout", before.PerTry, after.PerTry)
+	bound("timeout", before.Timeout, after.Timeout)
+	if after.BackoffBase > before.BackoffBase {
+		parts = append(parts, fmt.Sprintf("backoff base %s -> %s", graph.FormatTime(before.BackoffBase), graph.FormatTime(after.BackoffBase)))
+	}
+	if after.BackoffMax > before.BackoffMax {
+		parts = append(parts, fmt.Sprintf("backoff max %s -> %s", graph.FormatTime(before.BackoffMax), graph.FormatTime(after.BackoffMax)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fmtBound is a timeout as the messages write it: "unset" for none.
+func fmtBound(d time.Duration) string {
+	if d == 0 {
+		return "unset"
+	}
+	return graph.FormatTime(d)
 }
 
 // timeAt judges the chains through raised edge e of r against p's spec.maxTimeToAnswer: the
@@ -452,6 +562,11 @@ func fieldName(path string) string {
 // "RetryPolicy shop/checkout: VirtualService shop/ratings spec.http[0].retries.attempts: 3 makes
 // productpage -x3-> reviews -x4-> ratings = 12 > cap 4; VirtualService shop/ratings may keep attempts: 1".
 func (v meshVerdict) message(obj meshObject) string {
+	if v.timeRaise != "" {
+		// "RetryPolicy shop/a: VirtualService shop/ratings spec.http[0]: timeout 4s -> 9s makes
+		// client -x4-> ... > maxTimeToAnswer 5s".
+		return v.policy.Ref().String() + ": " + v.timeRaise + " makes " + v.explain()
+	}
 	full, err := mesh.PlanRewrite(v.layer, 1)
 	if err != nil {
 		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).

@@ -86,6 +86,11 @@ spec:
 	return r
 }
 
+// timedRetry is a route rule's 3 retries with timeouts.request d.
+func timedRetry(d string) string {
+	return "retry: {attempts: 3}\n    timeouts: {request: " + d + "}"
+}
+
 func TestDecideMesh(t *testing.T) {
 	istioNS := `apiVersion: v1
 kind: Namespace
@@ -99,6 +104,20 @@ kind: Service
 metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "` + limit + `"}}`
 	}
 	reject10 := meshPolicy("bookinfo", 10, v1alpha1.EnforcementReject)
+	// slowPolicy's own per-try timeout (1m) bounds no hop: the mesh's timeouts do.
+	slowPolicy := timedMeshPolicy(100, "", 20*time.Second)
+	slowPolicy.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: time.Minute}
+	vsTimed := func(perTry string) string {
+		return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  hosts: [ratings]
+  http:
+  - route: [{destination: {host: ratings}}]
+    retries: {attempts: 2, perTryTimeout: ` + perTry + `}
+`
+	}
 	for _, tc := range []struct {
 		name     string
 		cluster  []string // the Set's objects
@@ -198,6 +217,65 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: "spec.rules[0].retry.attempts: 3"}},
 					{Operation: "replace", Path: "/spec/rules/0/retry/attempts", Value: float64(1)},
 				}},
+		},
+		{
+			// A raised timeout alone (#29): the route's 4 tries take 8.175s (above) but its
+			// timeouts.request bounds them together; 4s fits 5s, 9s does not: 8.175s.
+			name: "Reject: a route's timeout raised over maxTimeToAnswer, tries unchanged", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("9s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> 9s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
+		},
+		{
+			name: "a route's timeout removed is a raise to no bound", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 3}"), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> unset makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
+		},
+		{
+			name: "a timeout raised within maxTimeToAnswer passes", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("4.5s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "a timeout lowered passes, even over maxTimeToAnswer", cluster: []string{gatewayRoute(timedRetry("9s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("8s")), old: gatewayRoute(timedRetry("9s")),
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "Rewrite: a raised timeout is refused, not lowered", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, v1alpha1.EnforcementRewrite, 5*time.Second)}, object: gatewayRoute(timedRetry("9s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> 9s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s " +
+				"(refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"},
+		},
+		{
+			name: "Audit: a raised timeout is a warning", cluster: []string{gatewayRoute(timedRetry("4s"))},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, v1alpha1.EnforcementAudit, 5*time.Second)}, object: gatewayRoute(timedRetry("9s")), old: gatewayRoute(timedRetry("4s")),
+			want: MeshDecision{Allowed: true, Warnings: []string{"RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: timeout 4s -> 9s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s (admitted: enforcement is Audit)"}},
+		},
+		{
+			name: "a per-try timeout raised: backendRequest 1s -> 3s", cluster: []string{gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 1s}")},
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 3s}"),
+			old: gatewayRoute("retry: {attempts: 3}\n    timeouts: {backendRequest: 1s}"),
+			// 1s per try: 4 x 1s + 175ms = 4.175s fits; 3s: the 2s below bounds each try again.
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0]: per-try timeout 1s -> 3s makes " +
+				"client -x4-> productpage 2s -> reviews 2s -> ratings ? = 8.175s > maxTimeToAnswer 5s"},
+		},
+		{
+			// Istio: the VirtualService's 3 tries of up to 1s make reviews -> ratings 3.075s,
+			// Istio's default 3 tries above it productpage 9.3s; 4s per try: 12.075s, 36.3s.
+			name: "Istio: a VirtualService's perTryTimeout raised, its attempts unchanged", cluster: []string{istioNS, vsTimed("1s")},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s"), old: vsTimed("1s"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0]: per-try timeout 1s -> 4s makes " +
+				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
+		},
+		{
+			name: "Istio: a VirtualService's timeout raised", cluster: []string{istioNS, vsTimed("4s") + "    timeout: 10s\n"},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s") + "    timeout: 15s\n", old: vsTimed("4s") + "    timeout: 10s\n",
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0]: timeout 10s -> 15s makes " +
+				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
 		},
 		{
 			name: "within maxTimeToAnswer passes", cluster: nil,

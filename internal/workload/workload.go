@@ -794,14 +794,30 @@ func BuildWith(p *Policy, ws []Workload, incoming Workload, set *mesh.Set, svcs 
 // would make the merged (larger) edge refuse a sibling that declares payment=1, and the
 // suggestion would be about its numbers. ps sorted by Compare (as the shared workload index
 // keeps them) are not sorted again; ps is not modified.
+//
+// The siblings' calls still count as calls: without explicit entrypoints, a service only they
+// call is no default entrypoint (graph.MarkCalled), so the judged build's entrypoints are the
+// full graph's, the status's.
 func BuildJudged(p *Policy, ps []*Parsed, incoming *Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
-	return BuildParsed(p, judged(ps, incoming, svcs), svcs, set)
+	all, stripped := judged(ps, incoming, svcs)
+	r := BuildParsed(p, all, svcs, set)
+	if len(p.spec.Entrypoints) > 0 {
+		return r
+	}
+	for _, x := range selectParsed(p, stripped) {
+		for i := range x.upstreams {
+			if n := r.upstreamNode(x, i); r.Graph.Has(n) {
+				r.Graph.MarkCalled(n)
+			}
+		}
+	}
+	return r
 }
 
 // judged is ps with incoming in place of its stored version (in its sorted place) and the
 // workloads sharing a node with it stripped of their upstreams: BuildJudged's input. ps
-// is not modified.
-func judged(ps []*Parsed, incoming *Parsed, svcs *ServiceSet) []*Parsed {
+// is not modified. stripped are the originals of the workloads stripped.
+func judged(ps []*Parsed, incoming *Parsed, svcs *ServiceSet) (out, stripped []*Parsed) {
 	all := make([]*Parsed, 0, len(ps)+1)
 	var inNodes []string
 	if svcs != nil {
@@ -812,13 +828,14 @@ func judged(ps []*Parsed, incoming *Parsed, svcs *ServiceSet) []*Parsed {
 			continue
 		}
 		if x.hasUpstreams && sharesNode(x, incoming, inNodes, svcs) {
+			stripped = append(stripped, x)
 			x = withoutUpstreams(x)
 		}
 		all = append(all, x)
 	}
 	// In its sorted place, so that a sorted ps stays sorted; build sorts anything else.
 	at, _ := slices.BinarySearchFunc(all, incoming, compareParsed)
-	return slices.Insert(all, at, incoming)
+	return slices.Insert(all, at, incoming), stripped
 }
 
 // sharesNode reports whether x's edges go to one of the incoming workload's nodes inNodes: of
