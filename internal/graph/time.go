@@ -349,6 +349,10 @@ type timePass struct {
 	// The inversions found so far: the MaxInversions worst in a sorted window, and the count.
 	best  []invCand
 	total int
+	// floor is the gap an inversion must be over to be kept: the root's once the window is
+	// full, -1 before (a gap is positive). Kept apart from best so that node's inlined test reads
+	// one field instead of the heap's length and root.
+	floor int64
 	cur   invCand // the hop being checked (order, caller, callee)
 
 	// searched marks the cyclic components whose times are over chains that visit a service
@@ -426,6 +430,9 @@ func (p *timePass) keep(r, i int32, l *layerT, inner int64) {
 			j = parent
 		}
 		p.best = h
+		if len(h) == MaxInversions {
+			p.floor = h[0].gap
+		}
 		return
 	}
 	if !x.before(h[0]) {
@@ -447,6 +454,7 @@ func (p *timePass) keep(r, i int32, l *layerT, inner int64) {
 		h[j], h[c] = h[c], h[j]
 		j = c
 	}
+	p.floor = h[0].gap
 }
 
 // through is the time of the hops from record r on (an edge's or an entry's) when what they
@@ -623,7 +631,7 @@ func (p *timePass) node(v int32, check bool) bool {
 					if check && y > l.p && !u {
 						// offer's count and first test, inlined: most are rejected here.
 						p.total++
-						if len(p.best) < MaxInversions || y-l.p > p.best[0].gap {
+						if y-l.p > p.floor {
 							p.keep(-1-s, i-a, l, y)
 						}
 					}
@@ -694,7 +702,7 @@ func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 		*buf = make([]nodeT, c.n)
 	}
 	// Every node is written by the pass before it is read: no clearing needed.
-	p := &timePass{c: c, tm: tm, v: (*buf)[:c.n]}
+	p := &timePass{c: c, tm: tm, v: (*buf)[:c.n], floor: -1}
 	if p.tm == nil {
 		p.tm = &timing{}
 	}
@@ -799,6 +807,7 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 	}
 	rs = rs[:min(len(rs), MaxChains)]
+	var names map[time.Duration]string // the times formatted for the violations' messages
 	for _, r := range rs {
 		steps, loop := p.chainFrom(r.en.node, false, 0, 0, false)
 		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time)}
@@ -812,8 +821,11 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 		ta.Chains = append(ta.Chains, ch)
 		if ta.Max > 0 && ch.Time > ta.Max && len(ta.Violations) < MaxViolations {
+			if names == nil {
+				names = make(map[time.Duration]string, 2*len(ch.Path))
+			}
 			ta.Violations = append(ta.Violations, TimeViolation{Path: ch.Path, Time: ch.Time, Max: ta.Max,
-				Message: explainTime(ch, ta.Max)})
+				Message: explainTimeIn(ch, ta.Max, names)})
 		}
 	}
 	if len(ta.Chains) > 0 {
@@ -859,6 +871,14 @@ func joinNames(names []string, ids []int32, sep string) string {
 // explainTime renders a chain over the maximum:
 // "client -x2-> gateway 3.2s -> order 1.05s -> payment ? = 6.4s > maxTimeToAnswer 5s".
 func explainTime(ch TimeChain, maxT time.Duration) string {
+	return explainTimeIn(ch, maxT, nil)
+}
+
+// explainTimeIn is explainTime with the times formatted through names (nil: none), which the
+// caller shares between the violations of one analysis: their chains run into the same services
+// (a long chain's tail is the worst way down from a service, whoever calls it), so most of their
+// times were formatted already, and Duration.String allocates.
+func explainTimeIn(ch TimeChain, maxT time.Duration, names map[time.Duration]string) string {
 	var b strings.Builder
 	n := 64 + len(ch.Unbounded)
 	for _, s := range ch.Path {
@@ -870,7 +890,14 @@ func explainTime(ch TimeChain, maxT time.Duration) string {
 	var lastS string
 	format := func(d time.Duration) string {
 		if d != last {
-			last, lastS = d, FormatTime(d)
+			if names == nil {
+				last, lastS = d, FormatTime(d)
+			} else if s, ok := names[d]; ok {
+				last, lastS = d, s
+			} else {
+				last, lastS = d, FormatTime(d)
+				names[d] = lastS
+			}
 		}
 		return lastS
 	}
