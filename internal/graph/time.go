@@ -716,6 +716,13 @@ func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 // loop did not settle within maxLoopRounds (the figures are then upper bounds).
 func (p *timePass) settle(check bool) bool {
 	c := p.c
+	if c.cyc == nil {
+		// Acyclic: every component is one node, no loop to settle.
+		for _, v := range slices.Backward(c.order) {
+			p.node(v, check)
+		}
+		return true
+	}
 	settledAll := true
 	for i := c.n - 1; i >= 0; {
 		v := c.order[i]
