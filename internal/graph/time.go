@@ -549,6 +549,13 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 // workloads) has none there and multi[s] is its first record, read from the records (multi is nil
 // when no edge has several). Built on the first analysis after a change and kept while neither
 // the adjacency nor the hops change.
+//
+// Where the hops have different numbers of layers (a meshed namespace's edges have the mesh's
+// layer under the policy's, the others not), each is padded after its last layer, up to the most
+// any has (at most maxPad), with layers that change nothing (one try, no timeout, no backoff):
+// the pass's loop over a hop's layers then runs the same number of times on every edge, and the
+// processor predicts its exit instead of missing it on about every other edge. Padding comes after
+// the hop's own layers, so a layer's index in its span is still its index in the Hop.
 type compiled struct {
 	adj   *adjacency
 	gen   int
@@ -560,12 +567,29 @@ type compiled struct {
 // span is a range of compiled layers.
 type span struct{ lo, hi int32 }
 
+// maxPad is the most layers a hop is padded to (see compiled): app, proxy and mesh. A graph with
+// longer hops is laid out unpadded.
+const maxPad = 3
+
+// identity is a padding layer: y -> add(1 x y, 0) = y, no timeout (so no inversion, and a leaf's
+// unknown time stays unknown).
+var identity = layerT{a: 1}
+
 func (t *timing) compile(a *adjacency) *compiled {
 	if c := t.cache.Load(); c != nil && c.adj == a && c.gen == t.gen {
 		return c
 	}
 	m := len(a.to)
 	c := &compiled{adj: a, gen: t.gen, span: make([]span, m), flat: make([]layerT, 0, m)}
+	pad := int32(0) // the layers every laid-out hop is padded to, 0: none
+	for _, e := range a.edge {
+		if r := t.hopOf(e); r >= 0 && t.hops[r].next < 0 {
+			pad = max(pad, t.hops[r].hi-t.hops[r].lo)
+		}
+	}
+	if pad > maxPad {
+		pad = 0
+	}
 	lay := func(s int32) {
 		lo := int32(len(c.flat))
 		c.span[s] = span{lo, lo}
@@ -585,6 +609,12 @@ func (t *timing) compile(a *adjacency) *compiled {
 			return
 		}
 		c.flat = append(c.flat, t.flat[rec.lo:rec.hi]...)
+		if rec.hi > rec.lo {
+			// A hop declared with no layers stays empty: hopTime reads it as none.
+			for n := rec.hi - rec.lo; n < pad; n++ {
+				c.flat = append(c.flat, identity)
+			}
+		}
 		c.span[s].hi = int32(len(c.flat))
 	}
 	if a.order != nil {
