@@ -59,18 +59,10 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 	if !ok || maxTime <= 0 {
 		return j, nil
 	}
-	var tm *timing
-	if t != nil {
-		tm = &t.t
-	} else {
-		tm = g.time
-	}
-	c := newCore(g, nil)
-	defer c.release()
-	buf := nodePool.Get().(*[]nodeT)
-	defer nodePool.Put(buf)
-	p := newTimePass(c, tm, buf)
-	j.UpperBound = !p.settle(false)
+	p, buf, upper := settledPass(g, t)
+	defer p.release(buf)
+	c := p.c
+	j.UpperBound = upper
 	gt := newGateTime(p, s)
 	lo, hi := c.out(s)
 	if lo == hi || !gt.reached {
@@ -149,18 +141,10 @@ func JudgeTimeEdge(g *Graph, t *Timing, from, to string, maxTime time.Duration) 
 	if !ok || !ok2 || maxTime <= 0 {
 		return j
 	}
-	var tm *timing
-	if t != nil {
-		tm = &t.t
-	} else {
-		tm = g.time
-	}
-	c := newCore(g, nil)
-	defer c.release()
-	buf := nodePool.Get().(*[]nodeT)
-	defer nodePool.Put(buf)
-	p := newTimePass(c, tm, buf)
-	j.UpperBound = !p.settle(false)
+	p, buf, upper := settledPass(g, t)
+	defer p.release(buf)
+	c := p.c
+	j.UpperBound = upper
 	e := c.slotBetween(s, tt)
 	gt := newGateTime(p, s)
 	if e < 0 || !gt.reached {
@@ -190,6 +174,25 @@ func EntryTime(g *Graph, t *Timing, name string, maxTime time.Duration) *TimeJud
 		}
 	}
 	return j
+}
+
+// settledPass is the set-up JudgeTime and JudgeTimeEdge share: a core over g and its time pass
+// with the hops of t (nil: g's own), settled without the chains; upper says the pass stopped
+// before its fixpoint (the times are upper bounds). The caller defers p.release(buf).
+func settledPass(g *Graph, t *Timing) (p *timePass, buf *[]nodeT, upper bool) {
+	tm := g.time
+	if t != nil {
+		tm = &t.t
+	}
+	buf = nodePool.Get().(*[]nodeT)
+	p = newTimePass(newCore(g, nil), tm, buf)
+	return p, buf, !p.settle(false)
+}
+
+// release gives the pass's core and its per-node buffer back to their pools.
+func (p *timePass) release(buf *[]nodeT) {
+	p.c.release()
+	nodePool.Put(buf)
 }
 
 // gateTime is JudgeTime's restricted pass: the nodes that reach s, grouped by component in
