@@ -222,38 +222,17 @@ func newGateTime(p *timePass, s int32) *gateTime {
 	gt := &gateTime{p: p, s: s, cs: c.comp[s], reach: make([]bool, c.n), vv: make([]int64, c.n), vs: make([]int32, c.n),
 		cpath: map[int32][]int32{}}
 	gt.csSearch = c.isCyc(gt.cs) && p.searched[gt.cs]
-	gt.reach[s] = true
-	for i := c.n - 1; i >= 0; {
-		v := c.order[i]
-		size := c.size(c.comp[v])
-		comp := c.order[i-size+1 : i+1]
-		i -= size
-		in := false
-		for _, u := range comp {
-			if u == s {
-				in = true
-				break
-			}
-			lo, hi := c.out(u)
-			for e := lo; e < hi && !in; e++ {
-				in = gt.reach[c.adj.to[e]]
-			}
-		}
-		if !in {
-			continue
-		}
+	c.markReachers(s, gt.reach, func(comp []int32) {
 		gt.groups = append(gt.groups, int32(len(gt.nodes)))
 		for _, u := range comp {
-			// In a strongly connected component every node reaches every other.
-			gt.reach[u] = true
 			if u != s {
 				gt.nodes = append(gt.nodes, u)
 			}
 		}
-		if c.isCyc(c.comp[v]) {
+		if c.isCyc(c.comp[comp[0]]) {
 			p.localIndex(comp)
 		}
-	}
+	})
 	gt.groups = append(gt.groups, int32(len(gt.nodes)))
 	for _, en := range c.ents {
 		if gt.reach[en.node] {
