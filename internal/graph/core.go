@@ -296,6 +296,13 @@ func (c *core) markReachers(s int32, reach []bool, each func(comp []int32)) {
 	}
 }
 
+// compAt is the component whose nodes start at position i of the order (a component's nodes
+// are contiguous there): its id and its nodes. The forward sweeps step i by len(nodes).
+func (c *core) compAt(i int) (cp int32, nodes []int32) {
+	cp = c.comp[c.order[i]]
+	return cp, c.order[i : i+c.size(cp)]
+}
+
 // out is the range of v's slots.
 func (c *core) out(v int32) (lo, hi int32) { return c.adj.off[v], c.adj.end[v] }
 

@@ -131,12 +131,9 @@ func (j *simpleJudge) reachers() { j.c.markReachers(j.s, j.reach, nil) }
 func (j *simpleJudge) forward() {
 	c := j.c
 	for i := 0; i < c.n; {
-		v := c.order[i]
-		cp := c.comp[v]
-		size := c.size(cp)
-		nodes := c.order[i : i+size]
-		i += size
-		if !j.reach[v] || cp == j.cs {
+		cp, nodes := c.compAt(i)
+		i += len(nodes)
+		if !j.reach[nodes[0]] || cp == j.cs {
 			continue
 		}
 		if c.isCyc(cp) {
