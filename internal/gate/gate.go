@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -260,6 +261,12 @@ func Decide(in Input) Decision {
 // (the workload gate's and the mesh gate's "also over the cap of ..."):
 // "RetryPolicy shop/a (cap 6), shop/b (cap 7), ClusterRetryPolicy chain (cap 8)".
 func CapList(refs []workload.PolicyRef) string {
+	return policyList(refs, func(i int) string { return "cap " + strconv.FormatInt(int64(refs[i].Cap), 10) })
+}
+
+// policyList is CapList's and TimeList's form: refs in the given order, the kind written where it
+// changes, each name followed by its detail(i) in parentheses.
+func policyList(refs []workload.PolicyRef, detail func(i int) string) string {
 	var b strings.Builder
 	for i, r := range refs {
 		if i > 0 {
@@ -268,7 +275,7 @@ func CapList(refs []workload.PolicyRef) string {
 		if i == 0 || refs[i-1].Kind != r.Kind {
 			b.WriteString(r.Kind + " ")
 		}
-		fmt.Fprintf(&b, "%s (cap %d)", r.QualifiedName(), r.Cap)
+		b.WriteString(r.QualifiedName() + " (" + detail(i) + ")")
 	}
 	return b.String()
 }

@@ -149,17 +149,7 @@ func raisesTime(spec *v1alpha1.RetryPolicySpec, old, incoming workload.Workload)
 // TimeList names policies with their maxTimeToAnswer, as CapList does their caps: "RetryPolicy
 // shop/a (maxTimeToAnswer 5s), ClusterRetryPolicy chain (maxTimeToAnswer 8s)".
 func TimeList(refs []workload.PolicyRef, maxes []time.Duration) string {
-	var b strings.Builder
-	for i, r := range refs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if i == 0 || refs[i-1].Kind != r.Kind {
-			b.WriteString(r.Kind + " ")
-		}
-		fmt.Fprintf(&b, "%s (maxTimeToAnswer %s)", r.QualifiedName(), graph.FormatTime(maxes[i]))
-	}
-	return b.String()
+	return policyList(refs, func(i int) string { return "maxTimeToAnswer " + graph.FormatTime(maxes[i]) })
 }
 
 // also names the other exceeded Reject policies after the strictest's message (AlsoOver).

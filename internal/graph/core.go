@@ -262,6 +262,47 @@ func (c *core) size(cp int32) int {
 	return int(c.csize[cp])
 }
 
+// markReachers marks in reach the nodes that reach s (s included), by components, sinks first
+// (in a strongly connected component every node reaches every other), and gives each such
+// component to each (nil: none) once its nodes are marked. JudgeTime's restricted pass and the
+// simple-path judge both start from it.
+func (c *core) markReachers(s int32, reach []bool, each func(comp []int32)) {
+	reach[s] = true
+	for i := c.n - 1; i >= 0; {
+		v := c.order[i]
+		size := c.size(c.comp[v])
+		comp := c.order[i-size+1 : i+1]
+		i -= size
+		in := false
+		for _, u := range comp {
+			if u == s {
+				in = true
+				break
+			}
+			lo, hi := c.out(u)
+			for e := lo; e < hi && !in; e++ {
+				in = reach[c.adj.to[e]]
+			}
+		}
+		if !in {
+			continue
+		}
+		for _, u := range comp {
+			reach[u] = true
+		}
+		if each != nil {
+			each(comp)
+		}
+	}
+}
+
+// compAt is the component whose nodes start at position i of the order (a component's nodes
+// are contiguous there): its id and its nodes. The forward sweeps step i by len(nodes).
+func (c *core) compAt(i int) (cp int32, nodes []int32) {
+	cp = c.comp[c.order[i]]
+	return cp, c.order[i : i+c.size(cp)]
+}
+
 // out is the range of v's slots.
 func (c *core) out(v int32) (lo, hi int32) { return c.adj.off[v], c.adj.end[v] }
 

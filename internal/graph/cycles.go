@@ -385,10 +385,8 @@ func (sp *simple) cycles() []CycleReport {
 	c := sp.c
 	var out []CycleReport
 	for i := 0; i < c.n; {
-		cp := c.comp[c.order[i]]
-		size := c.size(cp)
-		nodes := c.order[i : i+size]
-		i += size
+		cp, nodes := c.compAt(i)
+		i += len(nodes)
 		if !c.isCyc(cp) {
 			continue
 		}
@@ -465,11 +463,8 @@ func (sp *simple) loads(ens []entry) (load []int64, why string) {
 	}
 	to, ac := c.adj.to, c.adj.attCal
 	for i := 0; i < c.n; {
-		v := c.order[i]
-		cp := c.comp[v]
-		size := c.size(cp)
-		nodes := c.order[i : i+size]
-		i += size
+		cp, nodes := c.compAt(i)
+		i += len(nodes)
 		reached := slices.ContainsFunc(nodes, func(u int32) bool { return load[u] > 0 })
 		if !reached {
 			continue

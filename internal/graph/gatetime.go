@@ -59,18 +59,10 @@ func JudgeTime(g *Graph, t *Timing, service string, maxTime time.Duration) (*Tim
 	if !ok || maxTime <= 0 {
 		return j, nil
 	}
-	var tm *timing
-	if t != nil {
-		tm = &t.t
-	} else {
-		tm = g.time
-	}
-	c := newCore(g, nil)
-	defer c.release()
-	buf := nodePool.Get().(*[]nodeT)
-	defer nodePool.Put(buf)
-	p := newTimePass(c, tm, buf)
-	j.UpperBound = !p.settle(false)
+	p, buf, upper := settledPass(g, t)
+	defer p.release(buf)
+	c := p.c
+	j.UpperBound = upper
 	gt := newGateTime(p, s)
 	lo, hi := c.out(s)
 	if lo == hi || !gt.reached {
@@ -149,18 +141,10 @@ func JudgeTimeEdge(g *Graph, t *Timing, from, to string, maxTime time.Duration) 
 	if !ok || !ok2 || maxTime <= 0 {
 		return j
 	}
-	var tm *timing
-	if t != nil {
-		tm = &t.t
-	} else {
-		tm = g.time
-	}
-	c := newCore(g, nil)
-	defer c.release()
-	buf := nodePool.Get().(*[]nodeT)
-	defer nodePool.Put(buf)
-	p := newTimePass(c, tm, buf)
-	j.UpperBound = !p.settle(false)
+	p, buf, upper := settledPass(g, t)
+	defer p.release(buf)
+	c := p.c
+	j.UpperBound = upper
 	e := c.slotBetween(s, tt)
 	gt := newGateTime(p, s)
 	if e < 0 || !gt.reached {
@@ -192,6 +176,25 @@ func EntryTime(g *Graph, t *Timing, name string, maxTime time.Duration) *TimeJud
 	return j
 }
 
+// settledPass is the set-up JudgeTime and JudgeTimeEdge share: a core over g and its time pass
+// with the hops of t (nil: g's own), settled without the chains; upper says the pass stopped
+// before its fixpoint (the times are upper bounds). The caller defers p.release(buf).
+func settledPass(g *Graph, t *Timing) (p *timePass, buf *[]nodeT, upper bool) {
+	tm := g.time
+	if t != nil {
+		tm = &t.t
+	}
+	buf = nodePool.Get().(*[]nodeT)
+	p = newTimePass(newCore(g, nil), tm, buf)
+	return p, buf, !p.settle(false)
+}
+
+// release gives the pass's core and its per-node buffer back to their pools.
+func (p *timePass) release(buf *[]nodeT) {
+	p.c.release()
+	nodePool.Put(buf)
+}
+
 // gateTime is JudgeTime's restricted pass: the nodes that reach s, grouped by component in
 // reverse topological order, and their times V with the slot giving each (-1 in vv: no chain
 // through s from there). The ways in and on follow the simple-path rule (timecycles.go): a
@@ -219,38 +222,17 @@ func newGateTime(p *timePass, s int32) *gateTime {
 	gt := &gateTime{p: p, s: s, cs: c.comp[s], reach: make([]bool, c.n), vv: make([]int64, c.n), vs: make([]int32, c.n),
 		cpath: map[int32][]int32{}}
 	gt.csSearch = c.isCyc(gt.cs) && p.searched[gt.cs]
-	gt.reach[s] = true
-	for i := c.n - 1; i >= 0; {
-		v := c.order[i]
-		size := c.size(c.comp[v])
-		comp := c.order[i-size+1 : i+1]
-		i -= size
-		in := false
-		for _, u := range comp {
-			if u == s {
-				in = true
-				break
-			}
-			lo, hi := c.out(u)
-			for e := lo; e < hi && !in; e++ {
-				in = gt.reach[c.adj.to[e]]
-			}
-		}
-		if !in {
-			continue
-		}
+	c.markReachers(s, gt.reach, func(comp []int32) {
 		gt.groups = append(gt.groups, int32(len(gt.nodes)))
 		for _, u := range comp {
-			// In a strongly connected component every node reaches every other.
-			gt.reach[u] = true
 			if u != s {
 				gt.nodes = append(gt.nodes, u)
 			}
 		}
-		if c.isCyc(c.comp[v]) {
+		if c.isCyc(c.comp[comp[0]]) {
 			p.localIndex(comp)
 		}
-	}
+	})
 	gt.groups = append(gt.groups, int32(len(gt.nodes)))
 	for _, en := range c.ents {
 		if gt.reach[en.node] {

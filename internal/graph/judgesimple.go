@@ -123,46 +123,17 @@ func (j *simpleJudge) below() []int32 {
 	return out
 }
 
-// reachers marks the nodes that reach s: by components, sinks first (in a strongly connected
-// component every node reaches every other).
-func (j *simpleJudge) reachers() {
-	c := j.c
-	j.reach[j.s] = true
-	for i := c.n - 1; i >= 0; {
-		v := c.order[i]
-		size := c.size(c.comp[v])
-		comp := c.order[i-size+1 : i+1]
-		i -= size
-		in := false
-		for _, u := range comp {
-			if u == j.s {
-				in = true
-				break
-			}
-			lo, hi := c.out(u)
-			for e := lo; e < hi && !in; e++ {
-				in = j.reach[c.adj.to[e]]
-			}
-		}
-		if in {
-			for _, u := range comp {
-				j.reach[u] = true
-			}
-		}
-	}
-}
+// reachers marks the nodes that reach s.
+func (j *simpleJudge) reachers() { j.c.markReachers(j.s, j.reach, nil) }
 
 // forward computes h over the nodes that reach s, in topological order; C's nodes keep the
 // products entering C.
 func (j *simpleJudge) forward() {
 	c := j.c
 	for i := 0; i < c.n; {
-		v := c.order[i]
-		cp := c.comp[v]
-		size := c.size(cp)
-		nodes := c.order[i : i+size]
-		i += size
-		if !j.reach[v] || cp == j.cs {
+		cp, nodes := c.compAt(i)
+		i += len(nodes)
+		if !j.reach[nodes[0]] || cp == j.cs {
 			continue
 		}
 		if c.isCyc(cp) {

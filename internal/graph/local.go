@@ -181,10 +181,8 @@ func Prepare(g *Graph) *Prepared {
 		// A component's nodes are contiguous in the order: one more pass over the cyclic ones
 		// makes the flag whole within each (a node reaches what its component reaches).
 		for i := 0; i < c.n; {
-			cp := c.comp[c.order[i]]
-			size := c.size(cp)
-			nodes := c.order[i : i+size]
-			i += size
+			_, nodes := c.compAt(i)
+			i += len(nodes)
 			any := false
 			for _, v := range nodes {
 				any = any || pg.retryBelow[v]
@@ -194,10 +192,8 @@ func Prepare(g *Graph) *Prepared {
 			}
 		}
 		for i := 0; i < c.n; {
-			cp := c.comp[c.order[i]]
-			size := c.size(cp)
-			nodes := c.order[i : i+size]
-			i += size
+			_, nodes := c.compAt(i)
+			i += len(nodes)
 			above := false
 			for _, v := range nodes {
 				above = above || retrying(v) || pg.retryAbove[v]

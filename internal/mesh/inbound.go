@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Istio's inbound retry policy (DESIGN.md, "Real inputs, third round"), read from istio/istio at
@@ -26,13 +24,9 @@ const IstioInboundRetryOn = "reset-before-request"
 
 // parseInbound reads defaultInboundHttpRetryPolicy; nil when it adds no try.
 func parseInbound(cm configMap) (*meshDefault, error) {
-	text, ok := cm.Data[IstioConfigKey]
-	if !ok {
-		return nil, nil
-	}
-	var mc meshConfig
-	if err := yaml.Unmarshal([]byte(text), &mc); err != nil {
-		return nil, fmt.Errorf("%s data.%s: decoding the MeshConfig YAML: %w", cm.id(), IstioConfigKey, err)
+	mc, err := cm.meshConfig()
+	if mc == nil || err != nil {
+		return nil, err
 	}
 	p := mc.DefaultInboundHTTPRetryPolicy
 	if p == nil || p.Attempts == nil {

@@ -430,7 +430,9 @@ type meshDefault struct {
 	note    string
 }
 
-func parseMeshConfig(cm configMap) (*meshDefault, error) {
+// meshConfig is the MeshConfig in cm's data, decoded; nil when cm has none (parseMeshConfig's
+// and parseInbound's shared first step).
+func (cm configMap) meshConfig() (*meshConfig, error) {
 	text, ok := cm.Data[IstioConfigKey]
 	if !ok {
 		return nil, nil
@@ -438,6 +440,14 @@ func parseMeshConfig(cm configMap) (*meshDefault, error) {
 	var mc meshConfig
 	if err := yaml.Unmarshal([]byte(text), &mc); err != nil {
 		return nil, fmt.Errorf("%s data.%s: decoding the MeshConfig YAML: %w", cm.id(), IstioConfigKey, err)
+	}
+	return &mc, nil
+}
+
+func parseMeshConfig(cm configMap) (*meshDefault, error) {
+	mc, err := cm.meshConfig()
+	if mc == nil || err != nil {
+		return nil, err
 	}
 	if mc.DefaultHTTPRetryPolicy == nil {
 		return nil, nil
