@@ -349,6 +349,10 @@ type timePass struct {
 	// The inversions found so far: the MaxInversions worst in a sorted window, and the count.
 	best  []invCand
 	total int
+	// floor is the gap an inversion must be over to be kept: the root's once the window is
+	// full, -1 before (a gap is positive). Kept apart from best so that node's inlined test reads
+	// one field instead of the heap's length and root.
+	floor int64
 	cur   invCand // the hop being checked (order, caller, callee)
 
 	// searched marks the cyclic components whose times are over chains that visit a service
@@ -426,6 +430,9 @@ func (p *timePass) keep(r, i int32, l *layerT, inner int64) {
 			j = parent
 		}
 		p.best = h
+		if len(h) == MaxInversions {
+			p.floor = h[0].gap
+		}
 		return
 	}
 	if !x.before(h[0]) {
@@ -447,6 +454,7 @@ func (p *timePass) keep(r, i int32, l *layerT, inner int64) {
 		h[j], h[c] = h[c], h[j]
 		j = c
 	}
+	p.floor = h[0].gap
 }
 
 // through is the time of the hops from record r on (an edge's or an entry's) when what they
@@ -541,6 +549,13 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 // workloads) has none there and multi[s] is its first record, read from the records (multi is nil
 // when no edge has several). Built on the first analysis after a change and kept while neither
 // the adjacency nor the hops change.
+//
+// Where the hops have different numbers of layers (a meshed namespace's edges have the mesh's
+// layer under the policy's, the others not), each is padded after its last layer, up to the most
+// any has (at most maxPad), with layers that change nothing (one try, no timeout, no backoff):
+// the pass's loop over a hop's layers then runs the same number of times on every edge, and the
+// processor predicts its exit instead of missing it on about every other edge. Padding comes after
+// the hop's own layers, so a layer's index in its span is still its index in the Hop.
 type compiled struct {
 	adj   *adjacency
 	gen   int
@@ -552,12 +567,29 @@ type compiled struct {
 // span is a range of compiled layers.
 type span struct{ lo, hi int32 }
 
+// maxPad is the most layers a hop is padded to (see compiled): app, proxy and mesh. A graph with
+// longer hops is laid out unpadded.
+const maxPad = 3
+
+// identity is a padding layer: y -> add(1 x y, 0) = y, no timeout (so no inversion, and a leaf's
+// unknown time stays unknown).
+var identity = layerT{a: 1}
+
 func (t *timing) compile(a *adjacency) *compiled {
 	if c := t.cache.Load(); c != nil && c.adj == a && c.gen == t.gen {
 		return c
 	}
 	m := len(a.to)
 	c := &compiled{adj: a, gen: t.gen, span: make([]span, m), flat: make([]layerT, 0, m)}
+	pad := int32(0) // the layers every laid-out hop is padded to, 0: none
+	for _, e := range a.edge {
+		if r := t.hopOf(e); r >= 0 && t.hops[r].next < 0 {
+			pad = max(pad, t.hops[r].hi-t.hops[r].lo)
+		}
+	}
+	if pad > maxPad {
+		pad = 0
+	}
 	lay := func(s int32) {
 		lo := int32(len(c.flat))
 		c.span[s] = span{lo, lo}
@@ -577,6 +609,12 @@ func (t *timing) compile(a *adjacency) *compiled {
 			return
 		}
 		c.flat = append(c.flat, t.flat[rec.lo:rec.hi]...)
+		if rec.hi > rec.lo {
+			// A hop declared with no layers stays empty: hopTime reads it as none.
+			for n := rec.hi - rec.lo; n < pad; n++ {
+				c.flat = append(c.flat, identity)
+			}
+		}
 		c.span[s].hi = int32(len(c.flat))
 	}
 	if a.order != nil {
@@ -623,7 +661,7 @@ func (p *timePass) node(v int32, check bool) bool {
 					if check && y > l.p && !u {
 						// offer's count and first test, inlined: most are rejected here.
 						p.total++
-						if len(p.best) < MaxInversions || y-l.p > p.best[0].gap {
+						if y-l.p > p.floor {
 							p.keep(-1-s, i-a, l, y)
 						}
 					}
@@ -694,7 +732,7 @@ func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 		*buf = make([]nodeT, c.n)
 	}
 	// Every node is written by the pass before it is read: no clearing needed.
-	p := &timePass{c: c, tm: tm, v: (*buf)[:c.n]}
+	p := &timePass{c: c, tm: tm, v: (*buf)[:c.n], floor: -1}
 	if p.tm == nil {
 		p.tm = &timing{}
 	}
@@ -708,6 +746,13 @@ func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 // loop did not settle within maxLoopRounds (the figures are then upper bounds).
 func (p *timePass) settle(check bool) bool {
 	c := p.c
+	if c.cyc == nil {
+		// Acyclic: every component is one node, no loop to settle.
+		for _, v := range slices.Backward(c.order) {
+			p.node(v, check)
+		}
+		return true
+	}
 	settledAll := true
 	for i := c.n - 1; i >= 0; {
 		v := c.order[i]
@@ -799,6 +844,7 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 	}
 	rs = rs[:min(len(rs), MaxChains)]
+	var names map[time.Duration]string // the times formatted for the violations' messages
 	for _, r := range rs {
 		steps, loop := p.chainFrom(r.en.node, false, 0, 0, false)
 		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time)}
@@ -812,8 +858,11 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 		ta.Chains = append(ta.Chains, ch)
 		if ta.Max > 0 && ch.Time > ta.Max && len(ta.Violations) < MaxViolations {
+			if names == nil {
+				names = make(map[time.Duration]string, 2*len(ch.Path))
+			}
 			ta.Violations = append(ta.Violations, TimeViolation{Path: ch.Path, Time: ch.Time, Max: ta.Max,
-				Message: explainTime(ch, ta.Max)})
+				Message: explainTimeIn(ch, ta.Max, names)})
 		}
 	}
 	if len(ta.Chains) > 0 {
@@ -859,6 +908,14 @@ func joinNames(names []string, ids []int32, sep string) string {
 // explainTime renders a chain over the maximum:
 // "client -x2-> gateway 3.2s -> order 1.05s -> payment ? = 6.4s > maxTimeToAnswer 5s".
 func explainTime(ch TimeChain, maxT time.Duration) string {
+	return explainTimeIn(ch, maxT, nil)
+}
+
+// explainTimeIn is explainTime with the times formatted through names (nil: none), which the
+// caller shares between the violations of one analysis: their chains run into the same services
+// (a long chain's tail is the worst way down from a service, whoever calls it), so most of their
+// times were formatted already, and Duration.String allocates.
+func explainTimeIn(ch TimeChain, maxT time.Duration, names map[time.Duration]string) string {
 	var b strings.Builder
 	n := 64 + len(ch.Unbounded)
 	for _, s := range ch.Path {
@@ -870,7 +927,14 @@ func explainTime(ch TimeChain, maxT time.Duration) string {
 	var lastS string
 	format := func(d time.Duration) string {
 		if d != last {
-			last, lastS = d, FormatTime(d)
+			if names == nil {
+				last, lastS = d, FormatTime(d)
+			} else if s, ok := names[d]; ok {
+				last, lastS = d, s
+			} else {
+				last, lastS = d, FormatTime(d)
+				names[d] = lastS
+			}
 		}
 		return lastS
 	}
