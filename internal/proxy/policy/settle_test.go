@@ -160,3 +160,58 @@ func TestJudgeCancelledSpendsNoBudget(t *testing.T) {
 		t.Fatalf("budget %d after one retry, want 1", got)
 	}
 }
+
+// Judge is on every attempt's path: it allocates nothing, whichever way
+// the attempt ended.
+func TestJudgeAllocatesNothing(t *testing.T) {
+	ro, err := ParseRetryOn("connect-failure,reset,503")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Policy{RetryOn: ro, BackoffBase: time.Millisecond, BackoffMax: time.Second, Jitter: true}
+	budget := NewRetryBudget(20, 10, 10*time.Second)
+	br := NewBreaker(1<<30, 30*time.Second, 10*time.Second)
+	for _, o := range []Outcome{
+		{Attempt: 1, MaxAttempts: 3, Retryable: true, Remaining: time.Second, Status: 200},
+		{Attempt: 1, MaxAttempts: 3, Retryable: true, Remaining: time.Second, Status: 503},
+		{Attempt: 1, MaxAttempts: 3, Retryable: true, Remaining: time.Second, Cond: CondReset, ClientGone: true},
+	} {
+		now := sec
+		if a := testing.AllocsPerRun(100, func() {
+			now += 1000
+			budget.Deposit(now)
+			o := o
+			_ = p.Judge(&o, budget, br, false, now)
+			_ = o.LoggedError()
+		}); a != 0 {
+			t.Errorf("%+v: %v allocations per Judge, want 0", o, a)
+		}
+	}
+}
+
+// BenchmarkJudge is the end of a failed attempt through Judge; its anchor,
+// BenchmarkJudgeAnchorDecide, is what each engine did before (the breaker
+// told by hand, then Decide), in the same run.
+func BenchmarkJudge(b *testing.B)             { benchJudge(b, true) }
+func BenchmarkJudgeAnchorDecide(b *testing.B) { benchJudge(b, false) }
+
+func benchJudge(b *testing.B, judge bool) {
+	ro, _ := ParseRetryOn("connect-failure,reset,502,503,504")
+	p := &Policy{RetryOn: ro, BackoffBase: 25 * time.Millisecond, BackoffMax: time.Second, Jitter: true}
+	budget := NewRetryBudget(20, 10, 10*time.Second)
+	br := NewBreaker(1<<30, 30*time.Second, 10*time.Second)
+	b.ReportAllocs()
+	now := sec
+	for b.Loop() {
+		now += 1000
+		budget.Deposit(now)
+		_, probe := br.Allow(now)
+		o := Outcome{Attempt: 1, MaxAttempts: 3, Status: 503, Retryable: true, Remaining: time.Second}
+		if judge {
+			_ = p.Judge(&o, budget, br, probe, now)
+			continue
+		}
+		br.Failure(now, probe)
+		_ = p.Decide(&o, budget, br, now)
+	}
+}
