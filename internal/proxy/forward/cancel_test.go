@@ -14,18 +14,18 @@ import (
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
-type syncBuf struct {
+type cancelLogBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuf) Write(p []byte) (int, error) {
+func (s *cancelLogBuf) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuf) String() string {
+func (s *cancelLogBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -97,7 +97,7 @@ func TestExchangeClientGone(t *testing.T) {
 				BudgetPercent: 100, BudgetMinPerSecond: 100, BudgetWindow: 10 * time.Second,
 				BreakerFailures: 1, BreakerWindow: 10 * time.Second, BreakerOpenFor: time.Minute,
 			}, nil)
-			out := &syncBuf{}
+			out := &cancelLogBuf{}
 			w := accesslog.New("client", out, 0)
 			f.EnableAccessLog(w)
 			up := f.Upstreams[0]
