@@ -5,6 +5,7 @@ package loop
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -118,7 +119,10 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	// upstream connection closed at once (the upstream app sees its
 	// request end), not when the next bytes find it gone or after the
 	// idle timeout. A FIN alone is a half-close: the body goes on.
-	tok := watchHangup(client, upstreamCut{upc})
+	tok, werr := watchHangup(client, upstreamCut{upc})
+	if werr != nil {
+		e.watchErr.Do(func() { e.f.Logger.Printf("event loop: clients that go away mid-body are not cut: %v", werr) })
+	}
 	r.SetBodyStream(ownedStream{own.BodyStream()}, size)
 	r.ImmediateHeaderFlush = true
 	// fasthttp frames the body; the head is the loop's own (head.go).
@@ -144,22 +148,24 @@ type upstreamCut struct{ c net.Conn }
 
 func (u upstreamCut) Hungup() { _ = u.c.Close() }
 
-// watchHangup watches the client's socket for its reset (0: not watched,
-// the stream then runs as before).
-func watchHangup(client net.Conn, h netpoll.Hungup) uint64 {
+// watchHangup watches the client's socket for its reset (0 and an error:
+// not watched, the stream then runs as before).
+func watchHangup(client net.Conn, h netpoll.Hungup) (tok uint64, err error) {
 	sc, ok := client.(syscall.Conn)
 	if !ok {
-		return 0
+		return 0, fmt.Errorf("hang-up watch: a %T has no socket", client)
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return 0
+		return 0, fmt.Errorf("hang-up watch: %w", err)
 	}
-	var tok uint64
-	_ = rc.Control(func(fd uintptr) {
-		tok, _ = netpoll.WatchHangup(int(fd), h) //nolint:gosec // a descriptor
+	cerr := rc.Control(func(fd uintptr) {
+		tok, err = netpoll.WatchHangup(int(fd), h) //nolint:gosec // a descriptor
 	})
-	return tok
+	if cerr != nil {
+		return 0, fmt.Errorf("hang-up watch: %w", cerr)
+	}
+	return tok, err
 }
 
 // ownedStream is a body stream that its reader does not close: the
