@@ -323,3 +323,53 @@ func TestHalfClosedClientGetsAnswer(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkGoroutineForwardSocket is a request through the goroutine
+// engine over a real client socket (one keep-alive connection, the
+// deployed retry budget and breaker): the anchor for
+// BenchmarkClientWatch, what watching each call's client adds to it.
+func BenchmarkGoroutineForwardSocket(b *testing.B) {
+	benchLoopRequests(b, []byte("GET http://backend/ HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 3\r\n\r\n"), "--engine", "goroutine")
+}
+
+// BenchmarkClientWatch is the hang-up watch of one call (begun and
+// stopped on a live client socket), as the goroutine engine adds it to
+// each call and the loop to each streamed answer.
+func BenchmarkClientWatch(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	rc, err := s.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		b.Fatal(err)
+	}
+	fd := -1
+	_ = rc.Control(func(f uintptr) { fd = int(f) }) //nolint:gosec // a descriptor
+	var h nopHangup
+	b.ReportAllocs()
+	for b.Loop() {
+		tok, err := netpoll.WatchHangup(fd, h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !netpoll.StopHangup(tok) {
+			b.Fatal("the watch of a live socket fired")
+		}
+	}
+}
+
+type nopHangup struct{}
+
+func (nopHangup) Hungup() {}
