@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -25,9 +26,13 @@ import (
 // clientCut is one call's link from its client's socket to the upstream
 // connection its attempt (or its streaming answer) is on.
 type clientCut struct {
-	mu   sync.Mutex
-	tok  uint64   // the hang-up watch (netpoll.WatchHangup)
-	gone bool     // the client's socket was reset
+	mu  sync.Mutex
+	tok uint64 // the hang-up watch (netpoll.WatchHangup)
+	// gone: the client's socket was reset (set under mu, before the
+	// deadline is cut; read without it by a body's reads, which set a
+	// deadline first: either they see it, or the cut's deadline comes
+	// after theirs).
+	gone atomic.Bool
 	up   net.Conn // the attempt's upstream connection; nil between attempts
 	wake chan struct{}
 }
@@ -49,7 +54,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 func (c *clientCut) Hungup() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gone = true
+	c.gone.Store(true)
 	if c.up != nil {
 		_ = c.up.SetDeadline(aLongTimeAgo)
 	}
@@ -60,12 +65,7 @@ func (c *clientCut) Hungup() {
 
 // isGone reports whether the client's socket was reset.
 func (c *clientCut) isGone() bool {
-	if c == nil {
-		return false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gone
+	return c != nil && c.gone.Load()
 }
 
 // arm: the attempt runs on conn from now on. False when the client is gone
@@ -76,7 +76,7 @@ func (c *clientCut) arm(conn net.Conn) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gone {
+	if c.gone.Load() {
 		return false
 	}
 	c.up = conn
@@ -93,7 +93,7 @@ func (c *clientCut) disarm() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.up = nil
-	return c.gone
+	return c.gone.Load()
 }
 
 // sleep waits d (a backoff) unless the client goes meanwhile: false then,
@@ -104,7 +104,7 @@ func (c *clientCut) sleep(d time.Duration) bool {
 		return true
 	}
 	c.mu.Lock()
-	if c.gone {
+	if c.gone.Load() {
 		c.mu.Unlock()
 		return false
 	}
@@ -160,7 +160,8 @@ func (e *Engine) endCut(ctx *fasthttp.RequestCtx, c *clientCut) {
 func (c *clientCut) stop() {
 	stopWatch(c.tok)
 	c.mu.Lock()
-	c.tok, c.gone, c.up, c.wake = 0, false, nil, nil
+	c.tok, c.up, c.wake = 0, nil, nil
+	c.gone.Store(false)
 	c.mu.Unlock()
 	cutPool.Put(c)
 }

@@ -92,16 +92,12 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		closeConnAny(hc, cc)
 	}
 	cut := t.cutOf(req)
-	if !cut.arm(connOf(cc)) {
-		closeAny(hc, cc)
-		return false, errClientGone
-	}
 	reused := uc != nil && uc.used
 	var before, wroteBefore int64
 	if uc != nil {
 		before, wroteBefore = uc.nread.Load(), uc.nwritten
 	}
-	rd, br, err := t.exchange(hc, cc, connOf(cc), deadline, req, resp)
+	rd, br, err := t.exchange(hc, cc, connOf(cc), deadline, req, resp, cut)
 	if err == nil || !reused || !staleErr(err, before, uc.nread.Load()) || !policy.MayResend(uc.nwritten != wroteBefore, t.f.Replayable(req)) {
 		return t.answerBody(hc, cc, rd, br, req, resp, err, cut)
 	}
@@ -122,12 +118,8 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	if err != nil {
 		return false, err
 	}
-	if !cut.arm(conn) {
-		_ = conn.Close()
-		return false, errClientGone
-	}
 	fresh := &freshConn{conn: conn}
-	rd, br, err = t.exchange(hc, fresh, conn, deadline, req, resp)
+	rd, br, err = t.exchange(hc, fresh, conn, deadline, req, resp, cut)
 	return t.answerBody(hc, fresh, rd, br, req, resp, err, cut)
 }
 
@@ -140,11 +132,17 @@ type freshConn struct{ conn net.Conn }
 // answer: br, or for a head larger than br's buffer (up to
 // forward.MaxResponseHead) a larger reader over it, after which the
 // connection is not reused (rd may have read ahead of the answer). On an
-// error the connection is closed.
-func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Conn, deadline time.Time, req *fasthttp.Request, resp *fasthttp.Response) (rd, br *bufio.Reader, err error) {
+// error the connection is closed. cut (nil: none) is armed on conn once its
+// deadline is set (a reset cutting it after that cuts this attempt; one
+// before it is seen by arm): nothing is sent for a client gone already.
+func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Conn, deadline time.Time, req *fasthttp.Request, resp *fasthttp.Response, cut *clientCut) (rd, br *bufio.Reader, err error) {
 	if err := conn.SetDeadline(deadline); err != nil {
 		closeAny(hc, cc)
 		return nil, nil, err
+	}
+	if !cut.arm(conn) {
+		closeAny(hc, cc)
+		return nil, nil, errClientGone
 	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
@@ -325,6 +323,11 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	// Idle timeout: each read must make progress within b.idle.
 	if err := b.conn.SetReadDeadline(time.Now().Add(b.idle)); err != nil {
 		return 0, err
+	}
+	if b.cut.isGone() {
+		// The client reset before this deadline was set, which would
+		// have undone the cut's (set after it, the cut's stands).
+		return 0, errClientGone
 	}
 	n, err := b.body.Read(p)
 	if b.left >= 0 {
