@@ -72,7 +72,8 @@ func newCutBackend(t *testing.T, released bool, slow func(w http.ResponseWriter,
 // cancellations, no retry sent, the calls ended, the next client 200.
 //   - before the answer: keyless POSTs (each executed exactly once, never
 //     re-sent), the client's socket closed with SO_LINGER 0; each attempt
-//     is logged "cancelled";
+//     is logged "cancelled"; again with a chunked body, which the loop
+//     hands to the goroutine engine;
 //   - mid-body: the answer's head and first chunk came, the client closes
 //     with bytes unread (the kernel resets such a connection); the answer
 //     was the upstream's success, logged 200;
@@ -93,6 +94,11 @@ func TestClientGoneCutsUpstream(t *testing.T) {
 	}{
 		{"reset before the answer", nil,
 			"POST http://svc/slow HTTP/1.1\r\nHost: svc\r\nX-Id: %d\r\nContent-Length: 4\r\n\r\nbody",
+			resetNow, `"status":0,`, n, n},
+		// A chunked body: the loop hands the connection to the goroutine
+		// engine, which serves the call (through the hand-off's wrappers).
+		{"reset before the answer, chunked POST", nil,
+			"POST http://svc/slow HTTP/1.1\r\nHost: svc\r\nX-Id: %d\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n",
 			resetNow, `"status":0,`, n, n},
 		{"reset mid-body", func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, "partial") // no length: chunked, the answer streams on both engines
