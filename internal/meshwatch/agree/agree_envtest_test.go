@@ -20,7 +20,7 @@ import (
 // fileCase is an input of analyze's goldens (internal/cli/testdata) read by the controller and the
 // gate too. Each runs in namespaces of its own: rename replaces a namespace name of the file.
 type fileCase struct {
-	name, file string // file: a manifest file, or a kustomization's directory
+	name, file string    // file: a manifest file, or a kustomization's directory
 	rename     [2]string // old, new; empty: as written
 	// gateSkip, when set, is why the gate's part may not agree yet: a mismatch then skips with
 	// the reason and the gate's message instead of failing (the status part still must agree).
