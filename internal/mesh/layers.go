@@ -442,7 +442,7 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		if inCluster {
 			s.linkerdEdge(x, &e, c, ref)
 		}
-	case inCluster && s.InAmbient(c):
+	case inCluster && s.ambientLabels(c): // istio is false here: no sidecar
 		s.waypointEdge(x, &e, ref) // waypoint.go: ambient pods have no sidecar
 	}
 	if inCluster {

@@ -93,9 +93,12 @@ func (s *Set) addGateway(h header, decode func(any) error) error {
 // label istio.io/dataplane-mode is "ambient", or its namespace's is and its own is not "none";
 // a pod with Istio's sidecar (InIstio) is never captured.
 func (s *Set) InAmbient(c Caller) bool {
-	if s == nil || s.InIstio(c) {
-		return false
-	}
+	return s != nil && !s.InIstio(c) && s.ambientLabels(c)
+}
+
+// ambientLabels: the pod's or its namespace's labels capture it (InAmbient without the sidecar
+// check, for a caller already known to have none).
+func (s *Set) ambientLabels(c Caller) bool {
 	switch v, ok := c.Labels[IstioDataplaneModeLabel]; {
 	case v == "ambient":
 		return true

@@ -61,6 +61,13 @@ func TestWaypointLayer(t *testing.T) {
 		{name: "a sidecar caller: its own layer only, never the waypoint's too", docs: []string{
 			"apiVersion: v1\nkind: Namespace\nmetadata: {name: side, labels: {istio-injection: enabled, istio.io/dataplane-mode: ambient}}\n", ambientNS, orders, waypoint},
 			caller: Caller{Name: "Deployment side/web", Namespace: "side"}, callee: "orders.shop", want: "3 (Istio default, no VirtualService binds shop/orders)"},
+		{name: "a manifest already injected (istio-proxy) in an ambient namespace: the sidecar's layer", docs: []string{ambientNS, orders, waypoint},
+			caller: Caller{Name: "Deployment shop/web", Namespace: "shop", Containers: []string{"app", IstioProxyContainer}}, callee: "orders",
+			want: "3 (Istio default, no VirtualService binds orders)"},
+		{name: "sidecar.istio.io/inject false in a namespace with both labels: ambient, the waypoint's layer", docs: []string{
+			"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled, istio.io/dataplane-mode: ambient, istio.io/use-waypoint: waypoint}}\n", orders, waypoint},
+			caller: Caller{Name: "Deployment shop/web", Namespace: "shop", Annotations: map[string]string{IstioInjectAnnotation: "false"}}, callee: "orders",
+			want: "3 (Istio default, no VirtualService or HTTPRoute binds shop/orders at waypoint shop/waypoint (Namespace shop istio.io/use-waypoint=waypoint))"},
 		{name: "a TCP port: the waypoint does not retry", docs: []string{ambientNS, waypoint,
 			"apiVersion: v1\nkind: Service\nmetadata: {name: orders, namespace: shop}\nspec: {ports: [{name: tcp-db, port: 5432}]}\n"},
 			caller: web, callee: "orders", want: "1 (IstioWaypoint does not retry tcp port 5432 (tcp-db) of Service shop/orders)"},
