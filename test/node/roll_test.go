@@ -63,16 +63,7 @@ func (h *harness) rollAndWait(t *testing.T, ns, app string) {
 // request sent is answered 200.
 func testRollingUpdate(t *testing.T, h *harness) {
 	h.mustK(t, strings.ReplaceAll(rollChain, "NS", rollNS), "apply", "-f", "-")
-	eventually(t, 5*time.Minute, "front and back: two replicas each Available, injected", func() error {
-		r := h.k("", "get", "deployments", "-n", rollNS, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
-		if r.err != nil {
-			return fmt.Errorf("%s", r)
-		}
-		if got := strings.TrimSpace(r.stdout); got != "back=2 front=2" {
-			return fmt.Errorf("available: %q", got)
-		}
-		return nil
-	})
+	h.waitAvailable(t, rollNS, "front and back: two replicas each Available, injected", "back=2 front=2")
 	for _, app := range []string{"front", "back"} {
 		out := h.mustK(t, "", "get", "pods", "-n", rollNS, "-l", "app.kubernetes.io/name="+app, "-o", `jsonpath={range .items[*]}{.spec.initContainers[*].name}{"\n"}{end}`)
 		if strings.TrimSpace(out) != "retrycap-proxy\nretrycap-proxy" {

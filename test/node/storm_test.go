@@ -84,16 +84,7 @@ func (h *harness) waitServices(t *testing.T, bases ...string) {
 func testStormPlain(t *testing.T, h *harness) {
 	const ns = "storm-plain"
 	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "3").Replace(stormChain), "apply", "-f", "-")
-	eventually(t, 5*time.Minute, "the chain's four Deployments Available", func() error {
-		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
-		if r.err != nil {
-			return fmt.Errorf("%s", r)
-		}
-		if got := strings.TrimSpace(r.stdout); got != "billing=1 checkout=1 frontend=1 payment=1" {
-			return fmt.Errorf("available: %q", got)
-		}
-		return nil
-	})
+	h.waitAvailable(t, ns, "the chain's four Deployments Available", "billing=1 checkout=1 frontend=1 payment=1")
 	front, pay := h.serviceURL(t, ns, "frontend"), h.serviceURL(t, ns, "payment")
 	h.waitServices(t, front, h.serviceURL(t, ns, "checkout"), h.serviceURL(t, ns, "billing"), pay)
 	before := h.labStat(t, pay, "received")
@@ -170,16 +161,7 @@ func testStormPolicy(t *testing.T, h *harness) {
 	h.mustK(t, strings.ReplaceAll(stormPolicy, "NS", ns), "apply", "-f", "-")
 	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "1").
 		Replace(stormChain[strings.Index(stormChain, "---\n")+4:]), "apply", "-f", "-")
-	eventually(t, 5*time.Minute, "the injected chain's four Deployments Available", func() error {
-		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
-		if r.err != nil {
-			return fmt.Errorf("%s", r)
-		}
-		if got := strings.TrimSpace(r.stdout); got != "billing=1 checkout=1 frontend=1 payment=1" {
-			return fmt.Errorf("available: %q", got)
-		}
-		return nil
-	})
+	h.waitAvailable(t, ns, "the injected chain's four Deployments Available", "billing=1 checkout=1 frontend=1 payment=1")
 	for _, app := range []string{"frontend", "checkout", "billing", "payment"} {
 		out := h.mustK(t, "", "get", "pods", "-n", ns, "-l", "app.kubernetes.io/name="+app, "-o", "jsonpath={.items[*].spec.initContainers[*].name}")
 		if strings.TrimSpace(out) != "retrycap-proxy" {
