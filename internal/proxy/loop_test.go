@@ -116,16 +116,17 @@ func ltWaitListenerClosed(t *testing.T, p *Proxy) {
 	})
 }
 
-// ltWantStopped waits (5 s at most) for Shutdown's result on stopped, which must be nil.
-func ltWantStopped(t *testing.T, stopped <-chan error) {
+// ltWantStopped waits (5 s at most) for the result of the Shutdown named what on stopped, which
+// must be nil.
+func ltWantStopped(t *testing.T, what string, stopped <-chan error) {
 	t.Helper()
 	select {
 	case err := <-stopped:
 		if err != nil {
-			t.Fatalf("Shutdown: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown did not return within 5s")
+		t.Fatalf("%s did not return within 5s", what)
 	}
 }
 
@@ -756,7 +757,7 @@ func TestLoopGracefulDrain(t *testing.T) {
 		t.Fatal("the answer in flight during the drain lacks Connection: close")
 	}
 	c.ExpectClosed()
-	ltWantStopped(t, stopped)
+	ltWantStopped(t, "Shutdown", stopped)
 	if nc, err := net.DialTimeout("tcp", p.Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		if nc != nil {
 			_ = nc.Close()
@@ -843,14 +844,7 @@ func TestLoopShutdownTwice(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Shutdown(context.Background()) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("second shutdown: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("second shutdown did not return within 5s")
-	}
+	ltWantStopped(t, "second shutdown", done)
 }
 
 // A client that pipelines more than the loop reads ahead behind a request
@@ -963,7 +957,7 @@ func TestLoopDrainWhileWriting(t *testing.T) {
 	ltWaitListenerClosed(t, p)
 	c.Expect("", 200, string(proxytest.Pattern(60<<10)))
 	c.ExpectClosed()
-	ltWantStopped(t, stopped)
+	ltWantStopped(t, "Shutdown", stopped)
 	ltWantHits(t, b, 0, 1)
 	ltWantEnd(t, p, nil)
 }
