@@ -363,13 +363,7 @@ func TestRelevantClusterMatchesWholeScope(t *testing.T) {
 			base := ws[r.IntN(len(ws))]
 			incoming := randomCluster(r, 1)[0]
 			incoming.Namespace = base.Namespace
-			incoming.Name = base.Name
-			var old *workload.Workload
-			if r.IntN(2) == 0 {
-				old = &base
-			} else {
-				incoming.Name = fmt.Sprintf("new%d", i)
-			}
+			old := updateOrCreate(r, &incoming, base, i)
 			in := Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Incoming: incoming, Old: old}
 			in.Source = full
 			want := Decide(in)

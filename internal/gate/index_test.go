@@ -32,6 +32,26 @@ func relevant(x *index.Index, ns, svc string, ups []string) []workload.Workload 
 	return out
 }
 
+// updateOrCreate makes incoming an update of base (base is returned, as the old workload) or,
+// half the time by r, a new workload named new<i> (nil old).
+func updateOrCreate(r *rand.Rand, incoming *workload.Workload, base workload.Workload, i int) *workload.Workload {
+	incoming.Name = base.Name
+	if r.IntN(2) == 0 {
+		return &base
+	}
+	incoming.Name = fmt.Sprintf("new%d", i)
+	return nil
+}
+
+// wantSameDecision fails round when got, the gate's decision over what over names, differs from
+// full, its decision over the whole namespace (the paths aside: withoutPaths).
+func wantSameDecision(t *testing.T, round int, over string, got, full Decision) {
+	t.Helper()
+	if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
+		t.Fatalf("round %d: %s the gate decides\n %#v\nover all of them\n %#v", round, over, got, full)
+	}
+}
+
 var pathPattern = regexp.MustCompile(`[a-z0-9.-]+( -x[0-9]+-> [a-z0-9.-]+)+`)
 
 // timePathPattern is a time chain's path and times ("gateway 3s -> order 900ms -> payment ?").
@@ -117,30 +137,18 @@ func relevantRounds(t *testing.T, r *rand.Rand, timed bool) {
 			if timed {
 				incoming = withTimeouts(r, []workload.Workload{incoming})[0]
 			}
-			incoming.Name = base.Name
-			var old *workload.Workload
-			if r.IntN(2) == 0 {
-				old = &base
-			} else {
-				incoming.Name = fmt.Sprintf("new%d", i)
-			}
+			old := updateOrCreate(r, &incoming, base, i)
 			full := Decide(Input{Policies: ps, Source: workloads(ws), Incoming: incoming, Old: old})
 			sub := relevant(x, "shop", incoming.ServiceName(), index.UpstreamServices(incoming))
 			got := Decide(Input{Policies: ps, Source: workloads(sub), Incoming: incoming, Old: old})
-			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
-				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
-			}
+			wantSameDecision(t, round, fmt.Sprintf("over %d of %d workloads", len(sub), len(ws)), got, full)
 			// The handler's path: the index's parsed workloads, not parsed again.
 			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseNever)})
-			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
-				t.Fatalf("round %d: over the index's parsed workloads the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
-			}
+			wantSameDecision(t, round, "over the index's parsed workloads", viaIndex, full)
 			// The handler's path for a large share of a large namespace: the policy's prepared
 			// graph of the whole namespace, judged with the incoming edges in place.
 			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseAlways)})
-			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
-				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
-			}
+			wantSameDecision(t, round, "against the prepared graph", viaBase, full)
 			for _, p := range ps {
 				if ok, _ := workload.ForRetryPolicy(p).Selects(incoming); ok {
 					if _, _, answered := x.Base("shop", p).Judge(workload.Parse(incoming)); answered {

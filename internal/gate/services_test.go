@@ -51,13 +51,7 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 			base := ws[r.IntN(len(ws))]
 			incoming := workloadtest.RandomWorkloads(r, 1, round%2 == 0)[0]
 			incoming.Labels = incoming.Labels.With("app", fmt.Sprintf("g%d", r.IntN(6)))
-			incoming.Name = base.Name
-			var old *workload.Workload
-			if r.IntN(2) == 0 {
-				old = &base
-			} else {
-				incoming.Name = fmt.Sprintf("new%d", i)
-			}
+			old := updateOrCreate(r, &incoming, base, i)
 			nodes, _ := set.Nodes(workload.Parse(incoming))
 			if len(nodes) != 1 || nodes[0] != incoming.ServiceName() {
 				viaServices++
@@ -68,17 +62,11 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 				sub = append(sub, p.Workload)
 			}
 			got := Decide(Input{Policies: ps, Source: withServices{workloads(sub), svcs}, Incoming: incoming, Old: old})
-			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
-				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
-			}
+			wantSameDecision(t, round, fmt.Sprintf("over %d of %d workloads", len(sub), len(ws)), got, full)
 			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseNever)})
-			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
-				t.Fatalf("round %d: over the index the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
-			}
+			wantSameDecision(t, round, "over the index", viaIndex, full)
 			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseAlways)})
-			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
-				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
-			}
+			wantSameDecision(t, round, "against the prepared graph", viaBase, full)
 			if !full.Allowed || full.Rewrite != nil || len(full.Warnings) > 0 {
 				decisions++
 			}
