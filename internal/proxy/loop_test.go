@@ -102,6 +102,18 @@ func ltWantHits(t *testing.T, b *proxytest.Backend, since, want int64) {
 	}
 }
 
+// ltPipeline is first, then n PUTs of body to /0 ... /n-1, then a GET of /last: requests to
+// pipeline in one write.
+func ltPipeline(first string, n int, body string) string {
+	var all strings.Builder
+	all.WriteString(first)
+	for i := range n {
+		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
+	}
+	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	return all.String()
+}
+
 // ltWaitListenerClosed waits until p's listener refuses connections (a drain has begun on every
 // loop).
 func ltWaitListenerClosed(t *testing.T, p *Proxy) {
@@ -245,16 +257,12 @@ func TestLoopPipelineBeyondReadAhead(t *testing.T) {
 	c := proxytest.Dial(t, p.Addr())
 	const n = 8
 	body := string(proxytest.Pattern(30 << 10))
-	var all strings.Builder
-	for i := range n {
-		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
-	}
-	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	all := ltPipeline("", n, body)
 	// Written while the answers are read: the proxy does not read it all
 	// before answering.
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := io.WriteString(c.C, all.String())
+		_, err := io.WriteString(c.C, all)
 		wrote <- err
 	}()
 	for i := range n {
@@ -869,15 +877,10 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 	c := proxytest.Dial(t, p.Addr())
 	const n = 5
 	body := string(proxytest.Pattern(30 << 10))
-	var all strings.Builder
-	all.WriteString("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
-	for i := range n {
-		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
-	}
-	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	all := ltPipeline("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n", n, body)
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := io.WriteString(c.C, all.String())
+		_, err := io.WriteString(c.C, all)
 		if err == nil {
 			err = c.C.(*net.TCPConn).CloseWrite()
 		}
