@@ -379,3 +379,82 @@ func BenchmarkClientWatch(b *testing.B) {
 type nopHangup struct{}
 
 func (nopHangup) Hungup() {}
+
+// TestClientGoneMidBodyAfterFIN: 40 clients read an answer's head and
+// first chunk, nothing left unread, and close (a FIN only, as a Go
+// http.Client whose context ends mid-body does): the proxy cannot tell
+// that from a half-close, so the stream goes on; the upstream's next bytes,
+// passed on, draw each client's reset, and that cuts the upstream at once
+// (before: it ran on until the next bytes after those, or the 60 s idle
+// timeout, as the backend sends nothing more).
+func TestClientGoneMidBodyAfterFIN(t *testing.T) {
+	const n = 40
+	more := make(chan struct{})
+	b := newCutBackend(t, false, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		select {
+		case <-more:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "more")
+		w.(http.Flusher).Flush()
+	})
+	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--per-try-timeout", "60s")
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+			if _, err := fmt.Fprintf(c, "GET http://svc/slow HTTP/1.1\r\nHost: svc\r\nX-Id: %d\r\n\r\n", i); err != nil {
+				errs <- err
+				return
+			}
+			// The head and the first chunk, byte by byte: nothing read
+			// beyond them.
+			var got []byte
+			one := make([]byte, 1)
+			for !strings.HasSuffix(string(got), "\r\n7\r\npartial\r\n") {
+				if _, err := c.Read(one); err != nil {
+					errs <- fmt.Errorf("client %d: after %q: %w", i, got, err)
+					return
+				}
+				got = append(got, one[0])
+			}
+			if u := unreadBytes(c); u != 0 {
+				errs <- fmt.Errorf("client %d: %d bytes unread before the close, want 0 (a FIN only)", i, u)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := b.running.Load(); got != n {
+		t.Fatalf("%d handlers running after the clients closed, want %d (a FIN does not cut)", got, n)
+	}
+	close(more)
+	proxytest.Eventually(t, "every handler's context cancelled", func() bool {
+		return b.running.Load() == 0 && b.cancelled.Load() == n
+	})
+	proxytest.Eventually(t, "no call in flight", func() bool { return p.m.InFlight.Load() == 0 })
+	proxytest.Eventually(t, "no client socket watched", func() bool { return netpoll.HangupsWatched() == 0 })
+	k := &keepAliveClient{addr: p.Addr()}
+	defer k.close()
+	if code, body, err := k.do("GET", "GET http://svc/ok HTTP/1.1\r\nHost: svc\r\n\r\n"); err != nil || code != 200 || body != "ok" {
+		t.Fatalf("after %d clients gone: %d %q %v, want 200 \"ok\"", n, code, body, err)
+	}
+	if got := b.hits.Load(); got != n+1 {
+		t.Fatalf("the backend got %d requests, want %d", got, n+1)
+	}
+}
