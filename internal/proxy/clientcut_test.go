@@ -440,9 +440,7 @@ func TestClientGoneMidBodyAfterFIN(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := b.running.Load(); got != n {
-		t.Fatalf("%d handlers running after the clients closed, want %d (a FIN does not cut)", got, n)
-	}
+	// (That a FIN alone cuts nothing is TestHalfClosedClientGetsAnswer's.)
 	close(more)
 	proxytest.Eventually(t, "every handler's context cancelled", func() bool {
 		return b.running.Load() == 0 && b.cancelled.Load() == n
