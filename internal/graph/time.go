@@ -846,16 +846,7 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 	rs = rs[:min(len(rs), MaxChains)]
 	var names map[time.Duration]string // the times formatted for the violations' messages
 	for _, r := range rs {
-		steps, loop := p.chainFrom(r.en.node, false, 0, 0, false)
-		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time)}
-		ch.Path = make([]string, len(steps))
-		ch.Times = make([]time.Duration, len(steps))
-		for i, st := range steps {
-			ch.Path[i], ch.Times[i] = c.g.names[st.v], time.Duration(st.t)
-		}
-		if r.time == int64(Forever) {
-			ch.Unbounded = p.why(steps, loop)
-		}
+		ch := p.chainOf(r.en, r.time)
 		ta.Chains = append(ta.Chains, ch)
 		if ta.Max > 0 && ch.Time > ta.Max && len(ta.Violations) < MaxViolations {
 			if names == nil {
@@ -868,6 +859,22 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 	if len(ta.Chains) > 0 {
 		ta.Worst, ta.WorstPath, ta.WorstUnbounded = ta.Chains[0].Time, ta.Chains[0].Path, ta.Chains[0].Unbounded
 	}
+}
+
+// chainOf is entrypoint en's worst chain, which takes its client y (entryTime's).
+func (p *timePass) chainOf(en entry, y int64) TimeChain {
+	names := p.c.g.names
+	steps, loop := p.chainFrom(en.node, false, 0, 0, false)
+	ch := TimeChain{Entrypoint: names[en.node], ClientAttempts: en.k, Time: time.Duration(y)}
+	ch.Path = make([]string, len(steps))
+	ch.Times = make([]time.Duration, len(steps))
+	for i, st := range steps {
+		ch.Path[i], ch.Times[i] = names[st.v], time.Duration(st.t)
+	}
+	if y == int64(Forever) {
+		ch.Unbounded = p.why(steps, loop)
+	}
+	return ch
 }
 
 // why says what leaves a chain unbounded: the hops from the first service whose time is
