@@ -37,13 +37,17 @@ type core struct {
 
 	retry     []bool // component -> contains an edge with attempts > 1 (only for cyc components)
 	anyRetry  bool
-	retryComp int32 // first retry component in topological order, -1 if none
+	retryComp int32  // first retry component in topological order, -1 if none
+	selfLoop  []bool // node -> calls itself (nil: none does)
+	anySelf   bool   // some node calls itself
+	selfRetry int32  // the first slot (by index) of a self-loop with attempts > 1, -1 if none
 
 	local []int32 // scratch: node -> index within the component being processed, -1 otherwise
 	// treeFrom's scratch, reused across components.
 	tfSeen               []bool
 	tfQueue, tfOff, tfIn []int32
 	tfFill               []int32
+	pwPrev, pwQueue      []int32 // pathWithin's scratch
 
 	buf *buffers // where the node-sized arrays come from (see release)
 }
@@ -106,21 +110,30 @@ func (c *core) release() {
 // graph's own).
 func newCore(g *Graph, att []int64) *core {
 	adj := g.adjacency()
-	if att == nil {
+	own := att == nil
+	if own {
 		att = adj.att
 	}
-	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1, buf: bufferPool.Get().(*buffers)}
+	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1, selfRetry: -1, buf: bufferPool.Get().(*buffers)}
 	if !c.kahn() {
 		if r := adj.sccs.Load(); r != nil {
-			c.comp, c.order, c.csize, c.cyc = r.comp, r.order, r.csize, r.cyc
+			c.comp, c.order, c.csize, c.cyc, c.selfLoop = r.comp, r.order, r.csize, r.cyc, r.selfLoop
 		} else {
 			c.tarjan()
 			// Concurrent cores may both compute it: the same answer, the last store wins.
-			adj.sccs.Store(&sccs{comp: c.comp, order: c.order, csize: c.csize, cyc: c.cyc})
+			adj.sccs.Store(&sccs{comp: c.comp, order: c.order, csize: c.csize, cyc: c.cyc, selfLoop: c.selfLoop})
 		}
 	}
 	c.entrypoints()
-	c.findRetry()
+	switch r := adj.retries.Load(); {
+	case !own || c.cyc == nil:
+		c.findRetry()
+	case r != nil:
+		c.retry, c.anyRetry, c.retryComp, c.anySelf, c.selfRetry = r.retry, r.anyRetry, r.retryComp, r.anySelf, r.selfRet
+	default:
+		c.findRetry()
+		adj.retries.Store(&retryMarks{retry: c.retry, anyRetry: c.anyRetry, retryComp: c.retryComp, anySelf: c.anySelf, selfRet: c.selfRetry})
+	}
 	return c
 }
 
@@ -250,6 +263,7 @@ func (c *core) tarjan() {
 	if c.cyc != nil {
 		c.cyc = c.cyc[:nc]
 	}
+	c.selfLoop = selfLoop
 }
 
 func (c *core) isCyc(comp int32) bool { return c.cyc != nil && c.cyc[comp] }
@@ -359,27 +373,41 @@ func (c *core) entrypoints() {
 	}
 }
 
-// findRetry marks the components that contain an edge with attempts > 1 (retry cycles).
+// findRetry marks the components that contain an edge with attempts > 1 (retry cycles), and
+// finds the self-loops (anySelf, and selfRetry: the first by slot with attempts > 1), in one
+// walk over the cyclic components' edges.
 func (c *core) findRetry() {
+	c.anyRetry, c.retryComp, c.anySelf, c.selfRetry = false, -1, false, -1
 	if c.cyc == nil {
 		return
 	}
-	to := c.adj.to
+	to, comp, att, off, end := c.adj.to, c.comp, c.att, c.adj.off, c.adj.end
 	c.retry = make([]bool, len(c.csize))
 	for i := 0; i < c.n; {
 		v := c.order[i]
-		cp := c.comp[v]
-		size := c.size(cp)
+		cp := comp[v]
+		size := int(c.csize[cp])
 		if c.cyc[cp] {
+			r := false
 			for _, u := range c.order[i : i+size] {
-				lo, hi := c.out(u)
-				for s := lo; s < hi; s++ {
-					if c.comp[to[s]] == cp && c.att[s] > 1 {
-						c.retry[cp] = true
+				for s := off[u]; s < end[u]; s++ {
+					t := to[s]
+					if comp[t] != cp {
+						continue
+					}
+					if att[s] > 1 {
+						r = true
+					}
+					if t == u {
+						c.anySelf = true
+						if att[s] > 1 && (c.selfRetry < 0 || s < c.selfRetry) {
+							c.selfRetry = s
+						}
 					}
 				}
 			}
-			if c.retry[cp] && !c.anyRetry {
+			c.retry[cp] = r
+			if r && !c.anyRetry {
 				c.anyRetry = true
 				c.retryComp = cp
 			}
@@ -880,40 +908,50 @@ func (c *core) retryCycle(cp int32) []int32 {
 	return nil
 }
 
-// pathWithin is a shortest path from a to b (a first, b last) using only edges inside cp.
+// pathWithin is a shortest path from a to b (a first, b last) using only edges inside cp: a BFS
+// from a, the first way found to each service kept. Its marks are the core's (pwPrev: 0 =
+// unseen, 1 = a, else the service it was reached from + 2), cleared again for the services it
+// saw, so that a large component costs no map and many small ones no node-sized array each.
 func (c *core) pathWithin(cp int32, a, b int32) []int32 {
 	if a == b {
 		return []int32{a}
 	}
-	to := c.adj.to
-	prev := map[int32]int32{a: -1}
-	queue := []int32{a}
-	for i := 0; i < len(queue); i++ {
+	if c.pwPrev == nil {
+		c.pwPrev = make([]int32, c.n)
+	}
+	prev, to := c.pwPrev, c.adj.to
+	queue := append(c.pwQueue[:0], a)
+	prev[a] = 1 // the start: no predecessor
+	var path []int32
+	for i := 0; i < len(queue) && path == nil; i++ {
 		u := queue[i]
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
+		for s := c.adj.off[u]; s < c.adj.end[u]; s++ {
 			t := to[s]
-			if c.comp[t] != cp {
+			if c.comp[t] != cp || prev[t] != 0 {
 				continue
 			}
-			if _, ok := prev[t]; ok {
-				continue
-			}
-			prev[t] = u
+			prev[t] = u + 2
 			if t == b {
-				var rev []int32
-				for x := b; x != -1; x = prev[x] {
-					rev = append(rev, x)
+				n := 1
+				for x := b; prev[x] != 1; x = prev[x] - 2 {
+					n++
 				}
-				for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
-					rev[i], rev[j] = rev[j], rev[i]
+				path = make([]int32, n)
+				for x, k := b, n-1; k >= 0; k-- {
+					path[k] = x
+					x = prev[x] - 2
 				}
-				return rev
+				break
 			}
 			queue = append(queue, t)
 		}
 	}
-	return nil
+	for _, u := range queue {
+		prev[u] = 0
+	}
+	prev[b] = 0
+	c.pwQueue = queue[:0]
+	return path
 }
 
 // slotBetween returns the slot of the edge u->v, -1 if there is none.
