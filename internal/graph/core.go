@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math"
+	"slices"
 	"sync"
 )
 
@@ -42,12 +43,10 @@ type core struct {
 	anySelf   bool   // some node calls itself
 	selfRetry int32  // the first slot (by index) of a self-loop with attempts > 1, -1 if none
 
-	local []int32 // scratch: node -> index within the component being processed, -1 otherwise
 	// treeFrom's scratch, reused across components.
-	tfSeen               []bool
-	tfQueue, tfOff, tfIn []int32
-	tfFill               []int32
-	pwPrev, pwQueue      []int32 // pathWithin's scratch
+	tfSeen          []bool
+	tfQueue         []int32
+	pwPrev, pwQueue []int32 // pathWithin's scratch
 
 	buf *buffers // where the node-sized arrays come from (see release)
 }
@@ -636,24 +635,14 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 	}
 }
 
-// treeFrom sets, for the nodes of component cp, pred (forward: a BFS tree from root) or succ
-// (backward: a BFS tree towards root), using only edges inside the component.
+// treeFrom sets, for the nodes of component cp (nodes: its run of c.order), pred (forward: a
+// BFS tree from root) or succ (backward: a BFS tree towards root), using only edges inside the
+// component. A node's index in the component is its position in c.order less the first's.
 func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 	to, from := c.adj.to, c.adj.from
-	if c.local == nil {
-		c.local = make([]int32, c.n)
-		for i := range c.local {
-			c.local[i] = -1
-		}
-	}
-	for i, v := range nodes {
-		c.local[v] = int32(i)
-	}
-	defer func() {
-		for _, v := range nodes {
-			c.local[v] = -1
-		}
-	}()
+	in := c.innerEdges()
+	pos := in.pos
+	base := pos[nodes[0]]
 	// The scratch is the core's, reused by every component (a graph can have thousands).
 	k := len(nodes)
 	if cap(c.tfSeen) < k {
@@ -661,7 +650,7 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 	}
 	seen := c.tfSeen[:k]
 	clear(seen)
-	seen[c.local[root]] = true
+	seen[pos[root]-base] = true
 	queue := append(c.tfQueue[:0], root)
 	defer func() { c.tfQueue = queue[:0] }()
 	if forward {
@@ -670,62 +659,89 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 			lo, hi := c.out(u)
 			for s := lo; s < hi; s++ {
 				t := to[s]
-				if c.comp[t] != cp || seen[c.local[t]] {
+				if c.comp[t] != cp || seen[pos[t]-base] {
 					continue
 				}
-				seen[c.local[t]] = true
+				seen[pos[t]-base] = true
 				c.pred[t] = s
 				queue = append(queue, t)
 			}
 		}
 		return
 	}
-	// Backward: the component's inner edges by target (counted, then laid out flat), reversed.
-	off := c.tfOff[:0]
-	if cap(off) < k+1 {
-		off = make([]int32, k+1)
-	}
-	off = off[:k+1]
-	clear(off)
-	for _, u := range nodes {
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
-			if t := to[s]; c.comp[t] == cp {
-				off[c.local[t]+1]++
-			}
-		}
-	}
-	for i := 1; i <= k; i++ {
-		off[i] += off[i-1]
-	}
-	in := c.tfIn[:0]
-	if cap(in) < int(off[k]) {
-		in = make([]int32, off[k])
-	}
-	in = in[:off[k]]
-	fill := append(c.tfFill[:0], off[:k]...)
-	for _, u := range nodes {
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
-			if t := to[s]; c.comp[t] == cp {
-				in[fill[c.local[t]]] = s
-				fill[c.local[t]]++
-			}
-		}
-	}
-	c.tfOff, c.tfIn, c.tfFill = off, in, fill
 	for i := 0; i < len(queue); i++ {
-		v := queue[i]
-		for _, s := range in[off[c.local[v]]:off[c.local[v]+1]] {
+		p := pos[queue[i]]
+		for _, s := range in.slots[in.start[p]:in.start[p+1]] {
 			u := from[s]
-			if seen[c.local[u]] {
+			if seen[pos[u]-base] {
 				continue
 			}
-			seen[c.local[u]] = true
+			seen[pos[u]-base] = true
 			c.succ[u] = s
 			queue = append(queue, u)
 		}
 	}
+}
+
+// innerIn is, for a graph with a cycle, every node's position in the topological order (pos)
+// and the edges inside each cyclic component by target: the node at position p has
+// slots[start[p]:start[p+1]], ordered by their source's position, then by slot. It depends only
+// on the edges, so the adjacency keeps it, like the components, for every core on the graph;
+// treeFrom's backward BFS, run for every such component of every analysis, then reads it
+// instead of building it.
+type innerIn struct {
+	pos, start, slots []int32
+}
+
+// innerEdges returns the graph's innerIn, building it on first use. O(V+E).
+func (c *core) innerEdges() *innerIn {
+	if in := c.adj.inner.Load(); in != nil {
+		return in
+	}
+	n, to, off, end := c.n, c.adj.to, c.adj.off, c.adj.end
+	in := &innerIn{pos: make([]int32, n), start: make([]int32, n+1)}
+	for i, v := range c.order {
+		in.pos[v] = int32(i)
+	}
+	// Count by target position, then lay out by a running fill.
+	for i := 0; i < n; {
+		cp := c.comp[c.order[i]]
+		size := c.size(cp)
+		if c.isCyc(cp) {
+			for _, u := range c.order[i : i+size] {
+				for s := off[u]; s < end[u]; s++ {
+					if t := to[s]; c.comp[t] == cp {
+						in.start[in.pos[t]+1]++
+					}
+				}
+			}
+		}
+		i += size
+	}
+	for p := 1; p <= n; p++ {
+		in.start[p] += in.start[p-1]
+	}
+	in.slots = make([]int32, in.start[n])
+	fill := slices.Clone(in.start[:n])
+	for i := 0; i < n; {
+		cp := c.comp[c.order[i]]
+		size := c.size(cp)
+		if c.isCyc(cp) {
+			for _, u := range c.order[i : i+size] {
+				for s := off[u]; s < end[u]; s++ {
+					if t := to[s]; c.comp[t] == cp {
+						p := in.pos[t]
+						in.slots[fill[p]] = s
+						fill[p]++
+					}
+				}
+			}
+		}
+		i += size
+	}
+	// Concurrent cores may both build it: the same thing, the last store wins.
+	c.adj.inner.Store(in)
+	return in
 }
 
 // backward computes d and succ in reverse topological order. It does not depend on forward's

@@ -130,7 +130,7 @@ func (c *core) analyzeSimple(g *Graph, cap int64) *Analysis {
 		}
 		return 0
 	})
-	planned, _, _ := c.planRewrite(max(cap, 1), false)
+	var allow []int64 // the whole-graph planner's, for the suggestions: made for the first violation
 	for n, i := range idx {
 		en := c.ents[i]
 		over := amp(i) > cap
@@ -156,7 +156,10 @@ func (c *core) analyzeSimple(g *Graph, cap int64) *Analysis {
 		if p := sp.boundNote(nodes); p != "" {
 			v.Message += " (at most: " + p + ")"
 		}
-		v.Suggestion = string(c.appendSuggest(nil, slots, func(s int32) int64 { return planned[s] }))
+		if allow == nil {
+			allow = c.planAllow(max(cap, 1))
+		}
+		v.Suggestion = string(c.appendSuggest(nil, slots, func(s int32) int64 { return c.plannedWith(allow, s) }))
 		a.Violations = append(a.Violations, v)
 	}
 	if len(a.Chains) > 0 {

@@ -68,6 +68,9 @@ type adjacency struct {
 	// retries is findRetry's answer for the graph's own attempts, computed by the first core
 	// that needs it (a graph with a cycle only): like sccs, it changes only with the edges.
 	retries atomic.Pointer[retryMarks]
+	// inner is the edges inside the cyclic components by target (see innerIn), built by the
+	// first core that needs it.
+	inner atomic.Pointer[innerIn]
 }
 
 // sccs are the strongly connected components of a graph with a cycle: core's comp, order,
