@@ -639,7 +639,7 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 // BFS tree from root) or succ (backward: a BFS tree towards root), using only edges inside the
 // component. A node's index in the component is its position in c.order less the first's.
 func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
-	to, from := c.adj.to, c.adj.from
+	to := c.adj.to
 	in := c.innerEdges()
 	pos := in.pos
 	base := pos[nodes[0]]
@@ -669,15 +669,17 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 		}
 		return
 	}
+	order := c.order[base:]
 	for i := 0; i < len(queue); i++ {
 		p := pos[queue[i]]
-		for _, s := range in.slots[in.start[p]:in.start[p+1]] {
-			u := from[s]
-			if seen[pos[u]-base] {
+		lo, hi := in.start[p], in.start[p+1]
+		for k, l := range in.srcLocal[lo:hi] {
+			if seen[l] {
 				continue
 			}
-			seen[pos[u]-base] = true
-			c.succ[u] = s
+			seen[l] = true
+			u := order[l]
+			c.succ[u] = in.slots[lo+int32(k)]
 			queue = append(queue, u)
 		}
 	}
@@ -685,12 +687,14 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 
 // innerIn is, for a graph with a cycle, every node's position in the topological order (pos)
 // and the edges inside each cyclic component by target: the node at position p has
-// slots[start[p]:start[p+1]], ordered by their source's position, then by slot. It depends only
+// slots[start[p]:start[p+1]], ordered by their source's position, then by slot, and srcLocal
+// holds each one's source as its index in the component (its position less the component's
+// first): the BFS reads them front to back instead of looking each source up. It depends only
 // on the edges, so the adjacency keeps it, like the components, for every core on the graph;
 // treeFrom's backward BFS, run for every such component of every analysis, then reads it
 // instead of building it.
 type innerIn struct {
-	pos, start, slots []int32
+	pos, start, slots, srcLocal []int32
 }
 
 // innerEdges returns the graph's innerIn, building it on first use. O(V+E).
@@ -721,17 +725,17 @@ func (c *core) innerEdges() *innerIn {
 	for p := 1; p <= n; p++ {
 		in.start[p] += in.start[p-1]
 	}
-	in.slots = make([]int32, in.start[n])
+	in.slots, in.srcLocal = make([]int32, in.start[n]), make([]int32, in.start[n])
 	fill := slices.Clone(in.start[:n])
 	for i := 0; i < n; {
 		cp := c.comp[c.order[i]]
 		size := c.size(cp)
 		if c.isCyc(cp) {
-			for _, u := range c.order[i : i+size] {
+			for l, u := range c.order[i : i+size] {
 				for s := off[u]; s < end[u]; s++ {
 					if t := to[s]; c.comp[t] == cp {
 						p := in.pos[t]
-						in.slots[fill[p]] = s
+						in.slots[fill[p]], in.srcLocal[fill[p]] = s, int32(l)
 						fill[p]++
 					}
 				}

@@ -240,8 +240,11 @@ func (sp *simple) component(nodes []int32, cp int32) {
 	// the attempts above 1 on the edges inside (how many, and their product).
 	maxExit, maxAt := int64(1), 0
 	over1, prod1 := 0, int64(1)
+	small := len(nodes) <= MaxExactComponent // only the search reads the local indexes
 	for i, w := range nodes {
-		sp.local[w] = int32(i)
+		if small {
+			sp.local[w] = int32(i)
+		}
 		best, slot := int64(1), int32(-1)
 		for s := off[w]; s < end[w]; s++ {
 			t := to[s]
@@ -259,7 +262,9 @@ func (sp *simple) component(nodes []int32, cp int32) {
 			maxExit, maxAt = best, i
 		}
 	}
-	defer sp.unlocal(nodes)
+	if small {
+		defer sp.unlocal(nodes)
+	}
 	// A service that calls itself with retries: a chain returns to it, without end.
 	for _, u := range nodes {
 		if !sp.callsSelf(u) {
@@ -538,11 +543,24 @@ func (sp *simple) loads(ens []entry) (load []int64, why string) {
 	for _, en := range ens {
 		load[en.node] = add(load[en.node], en.k)
 	}
-	to, ac := c.adj.to, c.adj.attCal
+	to, ac, off, end := c.adj.to, c.adj.attCal, c.adj.off, c.adj.end
 	for i := 0; i < c.n; {
+		if v := c.order[i]; c.csize[c.comp[v]] == 1 && !c.cyc[c.comp[v]] {
+			// A service on no cycle (most): no edge of its own to skip.
+			i++
+			if lv := load[v]; lv > 0 {
+				for s := off[v]; s < end[v]; s++ {
+					load[to[s]] = add(load[to[s]], mul(lv, ac[s]))
+				}
+			}
+			continue
+		}
 		cp, nodes := c.compAt(i)
 		i += len(nodes)
-		reached := slices.ContainsFunc(nodes, func(u int32) bool { return load[u] > 0 })
+		reached := false
+		for _, u := range nodes {
+			reached = reached || load[u] > 0
+		}
 		if !reached {
 			continue
 		}

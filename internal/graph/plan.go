@@ -174,6 +174,20 @@ func (c *core) planAllow(cap int64) []int64 {
 	}
 	allow := make([]int64, len(c.csize))
 	for i := 0; i < c.n; {
+		if v := c.order[i]; c.csize[comp[v]] == 1 && !c.cyc[comp[v]] {
+			// A service on no cycle (most): no edge of its own to skip.
+			i++
+			H := h[v]
+			a := max(cap/max(H, 1), 1)
+			allow[comp[v]] = a
+			if H == 0 {
+				continue // nothing to propagate: max(h[t], 0) is h[t]
+			}
+			for s := off[v]; s < end[v]; s++ {
+				h[to[s]] = max(h[to[s]], mul(H, min(att[s], a)))
+			}
+			continue
+		}
 		cp := comp[c.order[i]]
 		nodes := c.order[i : i+c.size(cp)]
 		i += len(nodes)
