@@ -638,31 +638,46 @@ func (t *timing) compile(a *adjacency) *compiled {
 // inversions of its hops: the callees' times must be final); it reports whether it changed.
 func (p *timePass) node(v int32, check bool) bool {
 	lo, hi := p.c.out(v)
+	return p.nodeSlots(v, lo, hi, check)
+}
+
+// nodeSlots is node with v's slots lo .. hi-1 given: the acyclic pass knows them from the
+// rows' layout (adjacency.rowEnd) and so reads no off and end at a random place per node.
+func (p *timePass) nodeSlots(v, lo, hi int32, check bool) bool {
+	pv := p.v
 	if lo == hi {
-		p.v[v] = nodeT{t: int64(Forever), succ: -1, leaf: true}
+		pv[v] = nodeT{t: int64(Forever), succ: -1, leaf: true}
 		return false
 	}
 	best, bs := int64(-1), int32(-1)
 	to, spans, flat := p.c.adj.to, p.span, p.flat
+	// The inversions' count and floor in locals: p's fields would be reloaded and stored on
+	// every edge (keep may change them), so they are synced around the calls that read them.
+	total, floor := p.total, p.floor
 	for s := lo; s < hi; s++ {
 		w := to[s]
-		y, u := p.v[w].t, p.v[w].leaf
+		y, u := pv[w].t, pv[w].leaf
 		if a, b := spans[s].lo, spans[s].hi; a == b {
 			// No compiled layers: no hop, or several records.
 			if check {
 				p.cur = invCand{caller: v, callee: w}
 			}
+			p.total = total
 			y = p.hopTime(s, y, u, check)
+			total, floor = p.total, p.floor
 		} else {
 			// hopTime's loop, inlined: this is the pass's inner loop.
-			for i := b - 1; i >= a; i-- {
-				l := &flat[i]
+			ls := flat[a:b]
+			for i := len(ls) - 1; i >= 0; i-- {
+				l := &ls[i]
 				if l.p > 0 {
 					if check && y > l.p && !u {
 						// offer's count and first test, inlined: most are rejected here.
-						p.total++
-						if y-l.p > p.floor {
-							p.keep(-1-s, i-a, l, y)
+						total++
+						if y-l.p > floor {
+							p.total = total
+							p.keep(-1-s, int32(i), l, y)
+							floor = p.floor
 						}
 					}
 					u = false
@@ -687,8 +702,9 @@ func (p *timePass) node(v int32, check bool) bool {
 			best, bs = y, s
 		}
 	}
-	changed := best != p.v[v].t
-	p.v[v] = nodeT{t: best, succ: bs} // all of it: the buffer is recycled (nodePool)
+	p.total = total
+	changed := best != pv[v].t
+	pv[v] = nodeT{t: best, succ: bs} // all of it: the buffer is recycled (nodePool)
 	return changed
 }
 
@@ -748,8 +764,16 @@ func (p *timePass) settle(check bool) bool {
 	c := p.c
 	if c.cyc == nil {
 		// Acyclic: every component is one node, no loop to settle.
-		for _, v := range slices.Backward(c.order) {
-			p.node(v, check)
+		// The rows are laid out in c.order (see adjacency.rowEnd): walking it backwards, each
+		// row ends where the next one starts.
+		hi, rowEnd := int32(len(c.adj.to)), c.adj.rowEnd
+		for i := len(c.order) - 1; i >= 0; i-- {
+			lo := int32(0)
+			if i > 0 {
+				lo = rowEnd[i-1]
+			}
+			p.nodeSlots(c.order[i], lo, hi, check)
+			hi = lo
 		}
 		return true
 	}
@@ -844,6 +868,9 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 	}
 	rs = rs[:min(len(rs), MaxChains)]
+	if len(rs) > 0 {
+		ta.Chains = make([]TimeChain, 0, len(rs)) // nil without entrypoints, as before
+	}
 	var names map[time.Duration]string // the times formatted for the violations' messages
 	for _, r := range rs {
 		ch := p.chainOf(r.en, r.time)
