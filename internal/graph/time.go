@@ -650,54 +650,18 @@ func (p *timePass) nodeSlots(v, lo, hi int32, check bool) bool {
 		return false
 	}
 	best, bs := int64(-1), int32(-1)
-	to, spans, flat := p.c.adj.to, p.span, p.flat
-	// The inversions' count and floor in locals: p's fields would be reloaded and stored on
-	// every edge (keep may change them), so they are synced around the calls that read them.
+	// The inversions' count and floor in locals, synced around the calls that read them.
 	total, floor := p.total, p.floor
-	for s := lo; s < hi; s++ {
-		w := to[s]
-		y, u := pv[w].t, pv[w].leaf
-		if a, b := spans[s].lo, spans[s].hi; a == b {
-			// No compiled layers: no hop, or several records.
-			if check {
-				p.cur = invCand{caller: v, callee: w}
-			}
-			p.total = total
-			y = p.hopTime(s, y, u, check)
-			total, floor = p.total, p.floor
-		} else {
-			// hopTime's loop, inlined: this is the pass's inner loop.
-			ls := flat[a:b]
-			for i := len(ls) - 1; i >= 0; i-- {
-				l := &ls[i]
-				if l.p > 0 {
-					if check && y > l.p && !u {
-						// offer's count and first test, inlined: most are rejected here.
-						total++
-						if y-l.p > floor {
-							p.total = total
-							p.keep(-1-s, int32(i), l, y)
-							floor = p.floor
-						}
-					}
-					u = false
-					if l.p < y {
-						y = l.p
-					}
-				}
-				if y < 1<<40 && l.a < 1<<22 {
-					y = add(l.a*y, l.b) // below 2^62: no overflow (the common case, ~18 minutes)
-				} else {
-					y = add(mul(l.a, y), l.b)
-				}
-				if l.t > 0 {
-					u = false
-					if l.t < y {
-						y = l.t
-					}
-				}
-			}
+	for s := lo; ; s++ {
+		// slotsFast runs up to the first slot that needs a call (rare): that slot is taken
+		// here, and the fast run goes on after it.
+		s, best, bs, total = p.slotsFast(s, hi, best, bs, total, floor, check)
+		if s == hi {
+			break
 		}
+		p.total = total
+		y := p.slotSlow(v, s, check)
+		total, floor = p.total, p.floor
 		if y > best {
 			best, bs = y, s
 		}
@@ -706,6 +670,67 @@ func (p *timePass) nodeSlots(v, lo, hi int32, check bool) bool {
 	changed := best != pv[v].t
 	pv[v] = nodeT{t: best, succ: bs} // all of it: the buffer is recycled (nodePool)
 	return changed
+}
+
+// slotsFast is the pass's inner loop: slots s .. hi-1 of one node, each hop's compiled layers
+// over its callee's time, the worst (best, bs) carried over. It makes no call, so that the
+// compiler keeps its values in registers (a call anywhere in the loop made it reload about
+// fifteen of them from the stack on every slot): it stops at the first slot that needs one (no
+// compiled layers: hopTime; an inversion that may be kept: keep) and returns that slot, with
+// total as it was before it, for slotSlow; s == hi when it ran to the end.
+func (p *timePass) slotsFast(s, hi int32, best int64, bs int32, total int, floor int64, check bool) (int32, int64, int32, int) {
+	to, pv, spans, flat := p.c.adj.to, p.v, p.span, p.flat
+	for ; s < hi; s++ {
+		w := to[s]
+		y, u := pv[w].t, pv[w].leaf
+		a, b := spans[s].lo, spans[s].hi
+		if a == b {
+			return s, best, bs, total // no compiled layers: no hop, or several records
+		}
+		t0 := total
+		ls := flat[a:b]
+		for i := len(ls) - 1; i >= 0; i-- {
+			l := &ls[i]
+			if l.p > 0 {
+				if check && y > l.p && !u {
+					// offer's count and first test, inlined: most are rejected here.
+					total++
+					if y-l.p > floor {
+						return s, best, bs, t0
+					}
+				}
+				u = false
+				if l.p < y {
+					y = l.p
+				}
+			}
+			if y < 1<<40 && l.a < 1<<22 {
+				y = add(l.a*y, l.b) // below 2^62: no overflow (the common case, ~18 minutes)
+			} else {
+				y = add(mul(l.a, y), l.b)
+			}
+			if l.t > 0 {
+				u = false
+				if l.t < y {
+					y = l.t
+				}
+			}
+		}
+		if y > best {
+			best, bs = y, s
+		}
+	}
+	return s, best, bs, total
+}
+
+// slotSlow is slot s of v's time, its inversions offered (with check): hopTime's, with v as
+// the caller. p.total must be current.
+func (p *timePass) slotSlow(v, s int32, check bool) int64 {
+	w := p.c.adj.to[s]
+	if check {
+		p.cur = invCand{caller: v, callee: w}
+	}
+	return p.hopTime(s, p.v[w].t, p.v[w].leaf, check)
 }
 
 // AnalyzeTime computes the worst time to answer of every chain, the timeout inversions, and,
@@ -871,16 +896,12 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 	if len(rs) > 0 {
 		ta.Chains = make([]TimeChain, 0, len(rs)) // nil without entrypoints, as before
 	}
-	var names map[time.Duration]string // the times formatted for the violations' messages
 	for _, r := range rs {
 		ch := p.chainOf(r.en, r.time)
 		ta.Chains = append(ta.Chains, ch)
 		if ta.Max > 0 && ch.Time > ta.Max && len(ta.Violations) < MaxViolations {
-			if names == nil {
-				names = make(map[time.Duration]string, 2*len(ch.Path))
-			}
 			ta.Violations = append(ta.Violations, TimeViolation{Path: ch.Path, Time: ch.Time, Max: ta.Max,
-				Message: explainTimeIn(ch, ta.Max, names)})
+				Message: explainTime(ch, ta.Max)})
 		}
 	}
 	if len(ta.Chains) > 0 {
@@ -942,36 +963,18 @@ func joinNames(names []string, ids []int32, sep string) string {
 // explainTime renders a chain over the maximum:
 // "client -x2-> gateway 3.2s -> order 1.05s -> payment ? = 6.4s > maxTimeToAnswer 5s".
 func explainTime(ch TimeChain, maxT time.Duration) string {
-	return explainTimeIn(ch, maxT, nil)
-}
-
-// explainTimeIn is explainTime with the times formatted through names (nil: none), which the
-// caller shares between the violations of one analysis: their chains run into the same services
-// (a long chain's tail is the worst way down from a service, whoever calls it), so most of their
-// times were formatted already, and Duration.String allocates.
-func explainTimeIn(ch TimeChain, maxT time.Duration, names map[time.Duration]string) string {
 	var b strings.Builder
 	n := 64 + len(ch.Unbounded)
 	for _, s := range ch.Path {
 		n += len(s) + 12
 	}
 	b.Grow(n)
-	// A chain's times repeat (each hop bounded by the same per-try timeout): format each once.
-	var last time.Duration = -1
-	var lastS string
-	format := func(d time.Duration) string {
-		if d != last {
-			if names == nil {
-				last, lastS = d, FormatTime(d)
-			} else if s, ok := names[d]; ok {
-				last, lastS = d, s
-			} else {
-				last, lastS = d, FormatTime(d)
-				names[d] = lastS
-			}
-		}
-		return lastS
-	}
+	// Duration.String is inlined here and its string stays on the stack (nothing keeps it):
+	// formatting costs no allocation. A chain's times repeat (each hop bounded by the same
+	// per-try timeout): the last one formatted is kept in a stack buffer (at most 24 bytes:
+	// "2540400h10m10.000000000s"; "unbounded" 9).
+	last, lastN := time.Duration(-1), 0
+	var lastB [32]byte
 	if ch.ClientAttempts > 1 {
 		b.WriteString("client -x")
 		b.WriteString(strconv.FormatInt(ch.ClientAttempts, 10))
@@ -986,7 +989,15 @@ func explainTimeIn(ch TimeChain, maxT time.Duration, names map[time.Duration]str
 		if i == len(ch.Path)-1 && ch.Times[i] == Forever {
 			b.WriteByte('?')
 		} else {
-			b.WriteString(format(ch.Times[i]))
+			if d := ch.Times[i]; d != last {
+				last = d
+				if d == Forever {
+					lastN = copy(lastB[:], Unbounded)
+				} else {
+					lastN = copy(lastB[:], d.String())
+				}
+			}
+			b.Write(lastB[:lastN])
 		}
 	}
 	b.WriteString(" = ")
