@@ -118,7 +118,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&o.Protocol, "protocol", storm.ProtocolHTTP, "the chain's protocol: http, or grpc (every hop a gRPC call, the apps reaching their proxies through HTTPS_PROXY)")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "load per arm")
 	f.DurationVar(&o.OutageStart, "outage-start", o.OutageStart, "when payment is killed, after the load began")
-	f.StringVar(&o.Outage, "outage", storm.OutageKill, "how payment goes down: kill (connections refused) or hang (requests read, none answered: the callers' timeouts add up)")
+	f.StringVar(&o.Outage, "outage", o.Outage, "how payment goes down: kill (connections refused) or hang (requests read, none answered: the callers' timeouts add up)")
 	f.DurationVar(&o.OutageLength, "outage-length", o.OutageLength, "how long payment stays down")
 	f.IntVar(&o.RPS, "rps", o.RPS, "user requests per second (open loop)")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "payment's capacity, requests per second")

@@ -74,13 +74,25 @@ const (
 	backoffMax  = "2s"
 )
 
+// naiveRetryOn is the naive arm's --retry-on: Envoy's `5xx` retry policy (x-envoy-retry-on
+// "5xx": a retry on any 5xx answer or when the upstream "does not respond at all
+// (disconnect/reset/read timeout)", connect failures included), the policy the write-ups'
+// teams set on their routes, plus gRPC's UNAVAILABLE for the gRPC chain. Envoy retries an
+// attempt cut by its per-try timeout under it (a per-try timeout answers 504, a 5xx); the
+// proxy's own default (and the retrycap arm's) leaves timeout out, since a request that timed
+// out may have been executed. Under a hung payment this is what makes the naive tiers retry
+// for seconds, each attempt waiting out its per-try timeout.
+const naiveRetryOn = "connect-failure,reset,timeout,5xx,unavailable"
+
 // proxyArgs is the command line of hop i's proxy (0: entry, 1: gateway,
 // 2: order), without --resolve.
 //
 // naive: the mesh-without-retrycap every team configures for itself:
 // attempts per hop, no chain cap, backoff without jitter, no retry budget
-// (100 % and a floor no load reaches), no breaker, and POST/PATCH retried
-// like any method (as Istio's default retries do on 503).
+// (100 % and a floor no load reaches), no breaker, POST/PATCH retried
+// like any method (as Istio's default retries do on 503), and retried on
+// what Envoy's `5xx` retry policy retries (naiveRetryOn): any 5xx, a reset,
+// a failed connect, and a per-try timeout.
 //
 // retrycap: the same declared attempts, the chain cap, the design's retry
 // budget (20 %, 10/s, 10 s), a breaker (50 failures in 10 s) that opens for
@@ -104,7 +116,8 @@ func proxyArgs(sc Scenario, arm string, i int, maxTime time.Duration) []string {
 			"--chain-cap", "0", "--backoff-jitter=false",
 			"--budget-percent", "100", "--budget-min-per-second", "1000000",
 			"--breaker-failures", "0",
-			"--retry-methods", "GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH")
+			"--retry-methods", "GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH",
+			"--retry-on", naiveRetryOn)
 	}
 	args = append(args,
 		"--chain-cap", strconv.Itoa(sc.ChainCap), "--backoff-jitter=true",
@@ -229,6 +242,11 @@ func startChainProto(bin, arm, proto string, sc Scenario, maxTime time.Duration,
 		app, err := labapp.Start(labapp.Config{
 			Name: h.service, Upstreams: []string{"http://" + h.upstream + "/" + h.upstream},
 			ProxyURL: p.URL(), Propagation: labapp.PropagateBoth, Timeout: 30 * time.Second,
+			// Both arms' apps are the common server: a caller hanging up does not stop the
+			// calls it started (labapp.Config.KeepCallsWhenCallerGone), so the work below a
+			// user who gave up, or below an attempt its proxy cut, goes on: only a deadline
+			// the proxies read (the retrycap arm's) bounds it.
+			KeepCallsWhenCallerGone: true,
 			OnRequest: func(r *http.Request) { c.arrived.record(tier, opOf(r.Header.Values("Baggage"))) },
 		})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -413,6 +414,11 @@ func (r *armRun) result() (ArmResult, error) {
 	if err != nil {
 		return ArmResult{}, err
 	}
+	// The steady part of the outage ends the work a failed user request caused, not only its
+	// user's wait (PerFailedSteadyWork): the users sorted by send time, as Compute has them.
+	sorted := append([]UserRequest(nil), r.users...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Sent < sorted[j].Sent })
+	ar.PaymentPerFailed, ar.Settle = PerFailedSteadyWork(sorted, r.samples, r.tl, tierAttempts)
 	orphans := OrphanedAttempts(r.users, tierAttempts, r.o.UserTimeout, Tiers())
 	if orphans.Checked == 0 {
 		return ArmResult{}, fmt.Errorf("storm: %s arm: orphaned attempts: no tier attempt could be joined to a user request (%d read, %d without a known storm-op)",
