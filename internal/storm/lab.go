@@ -247,7 +247,7 @@ func startChainProto(bin, arm, proto string, sc Scenario, maxTime time.Duration,
 			// user who gave up, or below an attempt its proxy cut, goes on: only a deadline
 			// the proxies read (the retrycap arm's) bounds it.
 			KeepCallsWhenCallerGone: true,
-			OnRequest: func(r *http.Request) { c.arrived.record(tier, opOf(r.Header.Values("Baggage"))) },
+			OnRequest:               func(r *http.Request) { c.arrived.record(tier, opOf(r.Header.Values("Baggage"))) },
 		})
 		if err != nil {
 			return c, fmt.Errorf("%s arm: %w", arm, err)
