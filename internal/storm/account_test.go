@@ -355,7 +355,7 @@ func TestLoadMixAndProxyArgs(t *testing.T) {
 		t.Fatalf("naive order proxy: %s", naive)
 	}
 	rc := strings.Join(proxyArgs(s18, ArmRetrycap, 0, 2700*ms), " ")
-	if rc != "--service client --upstreams gateway=1 --per-try-timeout 4s --backoff-base 100ms --backoff-max 2s "+
+	if rc != "--service client --upstreams gateway=1 --per-try-timeout 6s --backoff-base 100ms --backoff-max 2s "+
 		"--chain-cap 3 --backoff-jitter=true --budget-percent 20 --budget-min-per-second 10 --budget-window 10s "+
 		"--breaker-failures 50 --breaker-window 10s --breaker-open-for 500ms --entrypoint --max-time-to-answer 2.7s" {
 		t.Fatalf("retrycap entry proxy: %s", rc)

@@ -49,14 +49,34 @@ const (
 // the proxies' --resolve maps each name to its app, whatever the port.
 const grpcPort = "50051"
 
-// perTryTimeouts per hop (entry->gateway, gateway->order, order->payment),
-// the same in both arms: 10x payment's service time at the bottom (room for
-// a shared, busy machine), and each hop above a little more than the call
-// below takes when its attempts fail fast, as a team tuning its own
-// timeouts would. Payment's queue holds a second of work, longer than 500
-// ms: once it is full, every queued request is stale by the time it is
-// served.
-var perTryTimeouts = [3]time.Duration{4 * time.Second, 2 * time.Second, 500 * time.Millisecond}
+// perTryTimeouts per hop (entry->gateway, gateway->order, order->payment):
+// 10x payment's service time at the bottom (room for a shared, busy
+// machine), and each hop above a little more than the call below takes
+// when its attempts fail fast, as a team tuning its own timeouts would.
+// Payment's queue holds a second of work, longer than 500 ms: once it is
+// full, every queued request is stale by the time it is served.
+//
+// The naive arm runs them as they are, with their timeout inversion: when
+// payment hangs, the gateway's worst time is 3 x 1.8 s + 0.3 s = 5.7 s (order:
+// 3 x 500 ms + 0.3 s), longer than the entry's 4 s, so the entry gives up on
+// a gateway attempt that is still working and starts another. retrycap
+// reports that inversion with its fix, a per-try timeout covering the
+// callee's worst time (docs/concepts.md), and the retrycap arm runs with the
+// fix applied: 6 s at the entry (retrycapPerTryTimeouts). Without it an
+// attempt the entry cut would leave its gateway working under a deadline that
+// outlives the user's answer (a proxy forwards the request's time left, not
+// the attempt's).
+func perTryTimeouts(arm string) [3]time.Duration {
+	if arm == ArmRetrycap {
+		return retrycapPerTryTimeouts
+	}
+	return naivePerTryTimeouts
+}
+
+var (
+	naivePerTryTimeouts    = [3]time.Duration{4 * time.Second, 2 * time.Second, 500 * time.Millisecond}
+	retrycapPerTryTimeouts = [3]time.Duration{6 * time.Second, 2 * time.Second, 500 * time.Millisecond}
+)
 
 var hopNames = [3]struct{ service, upstream string }{
 	{"client", "gateway"}, {"gateway", "order"}, {"order", "payment"},
@@ -108,7 +128,7 @@ func proxyArgs(sc Scenario, arm string, i int, maxTime time.Duration) []string {
 	args := []string{
 		"--service", h.service,
 		"--upstreams", fmt.Sprintf("%s=%d", h.upstream, sc.Attempts[i]),
-		"--per-try-timeout", perTryTimeouts[i].String(),
+		"--per-try-timeout", perTryTimeouts(arm)[i].String(),
 		"--backoff-base", backoffBase, "--backoff-max", backoffMax,
 	}
 	if arm == ArmNaive {
