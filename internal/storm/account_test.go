@@ -424,6 +424,25 @@ func TestOptionsValidation(t *testing.T) {
 	}
 }
 
+// A user request that gave up stopped waiting at its timeout, however late the edge client's
+// goroutine saw it; one with an answer stopped when it had it.
+func TestUserDone(t *testing.T) {
+	for _, c := range []struct {
+		sent, done time.Duration
+		gaveUp     bool
+		want       time.Duration
+	}{
+		{5 * time.Second, 21900 * ms, true, 15 * time.Second},        // recorded 6.9 s late: the timeout
+		{5 * time.Second, 14999 * ms, true, 14999 * ms},              // the timer fires a moment before sent + timeout
+		{5 * time.Second, 16 * time.Second, false, 16 * time.Second}, // an answer: as seen
+		{5 * time.Second, 5001 * ms, false, 5001 * ms},
+	} {
+		if got := userDone(c.sent, c.done, 10*time.Second, c.gaveUp); got != c.want {
+			t.Errorf("userDone(%s, %s, 10s, %v) = %s, want %s", c.sent, c.done, c.gaveUp, got, c.want)
+		}
+	}
+}
+
 func TestWaitOf(t *testing.T) {
 	// Ten user requests sent in the window [1 s, 2 s), waits 10, 20, ..., 100 ms, the last two
 	// given up; one before and one after the window, which do not count.
