@@ -23,10 +23,10 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	o.ChartPath = "storm.svg"
 	cmd := &cobra.Command{
 		Use:   "storm",
-		Short: "Run the retry-storm lab: naive retries vs retrycap on real proxies, payment killed and restored",
+		Short: "Run the retry-storm lab: naive retries vs retrycap on real proxies, payment hung (or killed) and restored",
 		Long: "storm runs an edge client, gateway, order and payment services on loopback, each behind a real " +
-			"retrycap-proxy, under steady open-loop load. Payment (capacity-limited) is killed for a while and " +
-			"restored. Two arms run on the same load: naive (the declared attempts per hop, no jitter, no budget, " +
+			"retrycap-proxy, under steady open-loop load. Payment (capacity-limited) hangs for a while (it reads " +
+			"requests and answers none; --outage kill crashes it instead) and is restored. Two arms run on the same load: naive (the declared attempts per hop, no jitter, no budget, " +
 			"no breaker) and retrycap (same attempts, chain cap, retry budget, breaker, jitter). It prints, per arm, " +
 			"requests at payment per failed user request, retries during the outage, the user's wait for an answer " +
 			"during the outage (p50/p99), orphaned attempts (started at a tier after the user stopped waiting), " +
@@ -117,8 +117,8 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&o.Scenario, "scenario", o.Scenario, "preset: "+strings.Join(storm.ScenarioNames(), ", "))
 	f.StringVar(&o.Protocol, "protocol", storm.ProtocolHTTP, "the chain's protocol: http, or grpc (every hop a gRPC call, the apps reaching their proxies through HTTPS_PROXY)")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "load per arm")
-	f.DurationVar(&o.OutageStart, "outage-start", o.OutageStart, "when payment is killed, after the load began")
-	f.StringVar(&o.Outage, "outage", storm.OutageKill, "how payment goes down: kill (connections refused) or hang (requests read, none answered: the callers' timeouts add up)")
+	f.DurationVar(&o.OutageStart, "outage-start", o.OutageStart, "when payment goes down (hangs, or is killed), after the load began")
+	f.StringVar(&o.Outage, "outage", o.Outage, "how payment goes down: hang (requests read, none answered: the callers' timeouts add up) or kill (connections refused)")
 	f.DurationVar(&o.OutageLength, "outage-length", o.OutageLength, "how long payment stays down")
 	f.IntVar(&o.RPS, "rps", o.RPS, "user requests per second (open loop)")
 	f.IntVar(&o.Capacity, "capacity", o.Capacity, "payment's capacity, requests per second")

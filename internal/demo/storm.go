@@ -10,15 +10,16 @@ import (
 )
 
 // stormLab runs the lab: real proxies and apps on loopback, naive retries against retrycap under
-// the same outage. The full lab takes under 2 minutes; Short takes about 40 s.
+// the same outage, by default a hung payment (storm.Defaults). The full lab takes about 2
+// minutes; Short takes about 40 s.
 func stormLab(ctx context.Context, d *run) error {
 	o := storm.Defaults()
-	length := "under 2 minutes"
+	length := "about 2 minutes"
 	if d.opts.Short {
 		o = storm.Short()
 		length = "about 40 s, short mode"
 	}
-	d.step(fmt.Sprintf("The storm lab: payment goes down under load; naive retries against retrycap (real processes on loopback, %s)", length))
+	d.step(fmt.Sprintf("The storm lab: payment hangs under load (it reads requests and answers none); naive retries against retrycap: requests at payment, the user's wait, work for users who left (real processes on loopback, %s)", length))
 	dir, err := os.MkdirTemp("", "retrycap-demo-")
 	if err != nil {
 		return fmt.Errorf("creating the chart directory: %w", err)

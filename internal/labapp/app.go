@@ -51,6 +51,14 @@ type Config struct {
 	// no answer): the app's own retries, under whatever a proxy does. Only a GET, or a request
 	// with an Idempotency-Key, is tried again. Default 1.
 	Attempts int
+	// KeepCallsWhenCallerGone makes the app finish its outbound calls (their own retries
+	// included, bounded by Timeout) after its caller hung up, as most servers do: a
+	// thread-per-request server (a servlet container, Spring MVC with RestTemplate) learns of a
+	// gone client only when it writes the answer, and a Node or Go handler calls on unless its
+	// code wires the inbound request's cancellation into the outbound call. Default (false): the
+	// calls end with the inbound request's context, as a Go handler passing r.Context() does.
+	// The storm lab's chains run this way: the work below a caller that gave up goes on.
+	KeepCallsWhenCallerGone bool
 	// OnRequest, if set, is called with each inbound request (the admin paths excepted) as it
 	// arrives, before anything else: the storm lab records when each tier really received each
 	// user request.
@@ -244,7 +252,12 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // call makes one outbound call, copying the chain budget and the
 // Idempotency-Key (as an app propagating a request context would).
 func (a *App) call(in *http.Request, target string) error {
-	req, err := http.NewRequestWithContext(in.Context(), in.Method, target, nil)
+	ctx := in.Context()
+	if a.cfg.KeepCallsWhenCallerGone {
+		// The values (none used) stay; the caller's cancellation does not reach the call.
+		ctx = context.WithoutCancel(ctx)
+	}
+	req, err := http.NewRequestWithContext(ctx, in.Method, target, nil)
 	if err != nil {
 		return fmt.Errorf("request %s: %w", target, err)
 	}

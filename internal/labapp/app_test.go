@@ -1,7 +1,10 @@
 package labapp
 
 import (
+	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 )
@@ -75,5 +78,63 @@ func TestCapacity(t *testing.T) {
 	}
 	if s := app.Stats(); s.Rejected != 1 || s.Received != 2 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestKeepCallsWhenCallerGone: a caller hangs up while the app's call is under way. By default
+// the call ends with the inbound request (its upstream sees the cancellation); with
+// KeepCallsWhenCallerGone it runs on to its answer, as the storm lab's apps need to show work
+// going on below a user who gave up.
+func TestKeepCallsWhenCallerGone(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		arrived := make(chan struct{}, 1)
+		release := make(chan struct{})
+		ended := make(chan string, 1)
+		up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			arrived <- struct{}{}
+			select {
+			case <-r.Context().Done():
+				ended <- "cancelled"
+			case <-release:
+				ended <- "answered"
+				_, _ = io.WriteString(w, "ok\n")
+			}
+		})}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = up.Serve(ln) }()
+		app, err := Start(Config{Name: "order", Upstreams: []string{"http://" + ln.Addr().String() + "/charge"}, KeepCallsWhenCallerGone: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, app.URL(), nil)
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		<-arrived
+		cancel() // the caller hangs up
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("keep %v: caller's request ended with %v, want context.Canceled", keep, err)
+		}
+		if keep {
+			close(release) // the upstream answers only now: the call was still waiting for it
+		}
+		want := map[bool]string{false: "cancelled", true: "answered"}[keep]
+		if got := <-ended; got != want {
+			t.Errorf("keep %v: the upstream's request was %s, want %s", keep, got, want)
+		}
+		if !keep {
+			close(release)
+		}
+		_ = app.Close()
+		_ = up.Close()
 	}
 }

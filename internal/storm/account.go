@@ -227,11 +227,36 @@ func countSent(users []UserRequest, from, to time.Duration) (sent, ok, failed in
 // [start, restore-L) (windows of the same length), is the per-request
 // count: exact for steady load. L is returned as settle; when L leaves no
 // window, the plain ratio over the outage is used and settle is 0.
+//
+// A user request's lifetime is its user's wait unless the tiers went on
+// working for it after the user stopped waiting (orphaned attempts): then
+// it ends at the last attempt a tier received for it (PerFailedSteadyWork).
 func PerFailedSteady(users []UserRequest, samples []Sample, tl Timeline) (ratio float64, settle time.Duration) {
+	return PerFailedSteadyWork(users, samples, tl, nil)
+}
+
+// PerFailedSteadyWork is PerFailedSteady with the tiers' attempts: a failed user request's
+// lifetime runs to the later of its final answer (or give-up) and the last attempt a tier
+// received for it (joined by Op), so that the steady part starts once the work a user request
+// causes has settled, not only its user's wait: under a hung payment the naive tiers keep
+// retrying for seconds after the user gave up, and a window starting at the user's timeout
+// would still see the ramp of that work (17 per failed user request where every one causes
+// 27). A user request counts only when its work ended before the restore too.
+func PerFailedSteadyWork(users []UserRequest, samples []Sample, tl Timeline, attempts []TierAttempt) (ratio float64, settle time.Duration) {
+	last := map[string]time.Duration{}
+	for _, a := range attempts {
+		if a.Op != "" && a.At > last[a.Op] {
+			last[a.Op] = a.At
+		}
+	}
 	var lifetimes []time.Duration
 	for _, u := range users {
-		if !u.OK && u.Sent >= tl.OutageStart && u.Done < tl.Restore {
-			lifetimes = append(lifetimes, u.Done-u.Sent)
+		end := u.Done
+		if at, ok := last[u.Op]; ok && u.Op != "" && at > end {
+			end = at
+		}
+		if !u.OK && u.Sent >= tl.OutageStart && end < tl.Restore {
+			lifetimes = append(lifetimes, end-u.Sent)
 		}
 	}
 	var l time.Duration

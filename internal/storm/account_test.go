@@ -3,6 +3,7 @@ package storm
 import (
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,47 @@ func TestPerFailedSteady(t *testing.T) {
 	}
 }
 
+// The user gives up after 1 s, but its request's 27 attempts at payment go on, one every 100
+// ms, for 2.6 s (the tiers keep working for a user who left, as under a hung payment). A
+// window starting 1 s in still sees the ramp of that work; starting when the work has
+// settled, 2.6 s in (the last attempt the tiers received for it), it is 27 again.
+func TestPerFailedSteadyWork(t *testing.T) {
+	tl := Timeline{OutageStart: 5 * time.Second, Restore: 15 * time.Second, LoadEnd: 30 * time.Second}
+	us := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.Restore, time.Second))
+	var attempts []TierAttempt
+	for i := range us {
+		us[i].Op = strconv.Itoa(i)
+		if !us[i].OK {
+			for k := 0; k < 27; k++ {
+				attempts = append(attempts, TierAttempt{Tier: "payment", Op: us[i].Op, At: us[i].Sent + time.Duration(k)*100*ms})
+			}
+		}
+	}
+	var s []Sample // the counter of attempts at payment, read every 10 ms
+	for t := time.Duration(0); t <= tl.LoadEnd; t += 10 * ms {
+		var n float64
+		for _, a := range attempts {
+			if a.At < t {
+				n++
+			}
+		}
+		s = append(s, Sample{At: t, PaymentRequests: n})
+	}
+	// An arrival without a storm-op belongs to no user request and lengthens none.
+	attempts = append(attempts, TierAttempt{Tier: "payment", At: 14 * time.Second})
+	// The window [6 s, 15 s) by the user's wait: the 2,700 attempts of the 100 user requests
+	// sent in [5 s, 15 s), less the 55 made before 6 s (10 + 9 + ... + 1) and the 351 after 15
+	// s (26 + 25 + ... + 1), for the 90 sent in [5 s, 14 s): 2,294 / 90, short of 27.
+	if ratio, settle := PerFailedSteady(us, s, tl); settle != time.Second || math.Abs(ratio-2294.0/90) > 1e-9 {
+		t.Fatalf("by the user's wait: %v per failed user request, settle %s; want %v, 1s", ratio, settle, 2294.0/90)
+	}
+	ratio, settle := PerFailedSteadyWork(us, s, tl, attempts)
+	// The last attempt is 2.6 s after the send: the window starts there.
+	if want := 2600 * ms; settle != want || math.Abs(ratio-27) > 1e-6 {
+		t.Fatalf("by the work: %v per failed user request, settle %s; want 27, %s", ratio, settle, want)
+	}
+}
+
 func TestComputeAndJudge(t *testing.T) {
 	tl := Timeline{OutageStart: 5 * time.Second, Restore: 15 * time.Second, LoadEnd: 30 * time.Second}
 	// A naive failure takes 3 s (the user's timeout), a retrycap one 200 ms.
@@ -309,11 +351,11 @@ func TestLoadMixAndProxyArgs(t *testing.T) {
 	naive := strings.Join(proxyArgs(s27, ArmNaive, 2, 5400*ms), " ")
 	if naive != "--service order --upstreams payment=3 --per-try-timeout 500ms --backoff-base 100ms --backoff-max 2s "+
 		"--chain-cap 0 --backoff-jitter=false --budget-percent 100 --budget-min-per-second 1000000 --breaker-failures 0 "+
-		"--retry-methods GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH" {
+		"--retry-methods GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH --retry-on connect-failure,reset,timeout,5xx,unavailable" {
 		t.Fatalf("naive order proxy: %s", naive)
 	}
 	rc := strings.Join(proxyArgs(s18, ArmRetrycap, 0, 2700*ms), " ")
-	if rc != "--service client --upstreams gateway=1 --per-try-timeout 4s --backoff-base 100ms --backoff-max 2s "+
+	if rc != "--service client --upstreams gateway=1 --per-try-timeout 6s --backoff-base 100ms --backoff-max 2s "+
 		"--chain-cap 3 --backoff-jitter=true --budget-percent 20 --budget-min-per-second 10 --budget-window 10s "+
 		"--breaker-failures 50 --breaker-window 10s --breaker-open-for 500ms --entrypoint --max-time-to-answer 2.7s" {
 		t.Fatalf("retrycap entry proxy: %s", rc)
@@ -343,14 +385,24 @@ go_goroutines 12
 }
 
 func TestOptionsValidation(t *testing.T) {
-	if o, sc, err := (Options{}).withDefaults(); err != nil || o.Duration != 45*time.Second || sc.Name != "storm27" || o.workers() != 5 || o.queue() != 100 {
+	// The default run: payment hung (not killed) for 20 s of a 50 s load, the user's timeout
+	// 10 s (an app client's default), the retrycap arm's max time to answer 9 s.
+	if o, sc, err := (Options{}).withDefaults(); err != nil || o.Duration != 50*time.Second || o.OutageStart != 5*time.Second ||
+		o.OutageLength != 20*time.Second || o.Outage != OutageHang || o.UserTimeout != 10*time.Second ||
+		sc.Name != "storm27" || o.workers() != 5 || o.queue() != 100 {
 		t.Fatalf("defaults: %+v %v", o, err)
+	}
+	if o, _, err := Short().withDefaults(); err != nil || o.Outage != OutageHang || o.UserTimeout != 3*time.Second || o.Duration != 14*time.Second {
+		t.Fatalf("short: %+v %v", o, err)
 	}
 	if o, _, err := Short().withDefaults(); err != nil || o.MaxTimeToAnswer != 2700*ms {
 		t.Fatalf("short: max time to answer %s, %v; want 2.7s (a tenth under the user's 3s)", o.MaxTimeToAnswer, err)
 	}
-	if o, _, _ := (Options{}).withDefaults(); o.MaxTimeToAnswer != 5400*ms {
-		t.Fatalf("default max time to answer %s, want 5.4s", o.MaxTimeToAnswer)
+	if o, _, _ := (Options{}).withDefaults(); o.MaxTimeToAnswer != 9*time.Second {
+		t.Fatalf("default max time to answer %s, want 9s", o.MaxTimeToAnswer)
+	}
+	if o, _, _ := (Options{Outage: OutageKill}).withDefaults(); o.Outage != OutageKill {
+		t.Fatalf("outage kill given, got %q", o.Outage)
 	}
 	cases := []struct {
 		o    Options
@@ -359,15 +411,34 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Scenario: "storm99"}, `storm: scenario "storm99": unknown, want one of incident18, storm27`},
 		{Options{RPS: -1}, "storm: rps -1: want 1..2000"},
 		{Options{Capacity: 5}, "storm: capacity 5 req/s x work 50ms = 0.25 workers: want at least 1"},
-		{Options{Duration: 17 * time.Second}, "storm: duration 17s: must leave at least 3s after the outage (5s + 10s) to judge recovery"},
+		{Options{Duration: 27 * time.Second}, "storm: duration 27s: must leave at least 3s after the outage (5s + 20s) to judge recovery"},
 		{Options{Outage: "flood"}, `storm: outage "flood": unknown, want kill or hang`},
-		{Options{MaxTimeToAnswer: 7 * time.Second}, "storm: max time to answer 7s: want 1ms..the user timeout (6s)"},
-		{Options{MaxTimeToAnswer: -time.Second}, "storm: max time to answer -1s: want 1ms..the user timeout (6s)"},
-		{Options{OutageLength: -time.Second}, "storm: durations must be positive (duration 45s, outage start 5s, outage length -1s, user timeout 6s)"},
+		{Options{MaxTimeToAnswer: 11 * time.Second}, "storm: max time to answer 11s: want 1ms..the user timeout (10s)"},
+		{Options{MaxTimeToAnswer: -time.Second}, "storm: max time to answer -1s: want 1ms..the user timeout (10s)"},
+		{Options{OutageLength: -time.Second}, "storm: durations must be positive (duration 50s, outage start 5s, outage length -1s, user timeout 10s)"},
 	}
 	for _, c := range cases {
 		if _, _, err := c.o.withDefaults(); err == nil || err.Error() != c.want {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
+}
+
+// A user request that gave up stopped waiting at its timeout, however late the edge client's
+// goroutine saw it; one with an answer stopped when it had it.
+func TestUserDone(t *testing.T) {
+	for _, c := range []struct {
+		sent, done time.Duration
+		gaveUp     bool
+		want       time.Duration
+	}{
+		{5 * time.Second, 21900 * ms, true, 15 * time.Second},        // recorded 6.9 s late: the timeout
+		{5 * time.Second, 14999 * ms, true, 14999 * ms},              // the timer fires a moment before sent + timeout
+		{5 * time.Second, 16 * time.Second, false, 16 * time.Second}, // an answer: as seen
+		{5 * time.Second, 5001 * ms, false, 5001 * ms},
+	} {
+		if got := userDone(c.sent, c.done, 10*time.Second, c.gaveUp); got != c.want {
+			t.Errorf("userDone(%s, %s, 10s, %v) = %s, want %s", c.sent, c.done, c.gaveUp, got, c.want)
 		}
 	}
 }

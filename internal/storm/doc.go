@@ -1,10 +1,12 @@
 // Package storm is the retry-storm lab behind `retrycap storm`: real
 // retrycap-proxy processes on loopback in front of small chain apps (an edge
 // client, gateway, order, and a capacity-limited payment service), steady
-// open-loop load, payment killed for a while and restored, run twice on the
-// same load: a naive arm (per-hop retries, no jitter, no budget, no breaker)
-// and a retrycap arm (same declared attempts, chain cap, retry budget,
-// breaker, jittered backoff). It measures what the incident write-ups
+// open-loop load, payment hung for a while (it reads requests and answers
+// none: Options.Outage; or killed) and restored, run twice on the same load:
+// a naive arm (per-hop retries, also on a per-try timeout, no jitter, no
+// budget, no breaker) and a retrycap arm (same declared attempts, chain cap,
+// retry budget, breaker, jittered backoff, a deadline). Both arms' apps
+// finish their calls when their caller hangs up, as most servers do. It measures what the incident write-ups
 // measured (requests at payment per failed user request, retries during the
 // outage, time to recover, duplicated POST side effects), the user's wait for
 // an answer during the outage and the orphaned attempts (requests a tier

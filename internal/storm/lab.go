@@ -49,14 +49,34 @@ const (
 // the proxies' --resolve maps each name to its app, whatever the port.
 const grpcPort = "50051"
 
-// perTryTimeouts per hop (entry->gateway, gateway->order, order->payment),
-// the same in both arms: 10x payment's service time at the bottom (room for
-// a shared, busy machine), and each hop above a little more than the call
-// below takes when its attempts fail fast, as a team tuning its own
-// timeouts would. Payment's queue holds a second of work, longer than 500
-// ms: once it is full, every queued request is stale by the time it is
-// served.
-var perTryTimeouts = [3]time.Duration{4 * time.Second, 2 * time.Second, 500 * time.Millisecond}
+// perTryTimeouts per hop (entry->gateway, gateway->order, order->payment):
+// 10x payment's service time at the bottom (room for a shared, busy
+// machine), and each hop above a little more than the call below takes
+// when its attempts fail fast, as a team tuning its own timeouts would.
+// Payment's queue holds a second of work, longer than 500 ms: once it is
+// full, every queued request is stale by the time it is served.
+//
+// The naive arm runs them as they are, with their timeout inversion: when
+// payment hangs, the gateway's worst time is 3 x 1.8 s + 0.3 s = 5.7 s (order:
+// 3 x 500 ms + 0.3 s), longer than the entry's 4 s, so the entry gives up on
+// a gateway attempt that is still working and starts another. retrycap
+// reports that inversion with its fix, a per-try timeout covering the
+// callee's worst time (docs/concepts.md), and the retrycap arm runs with the
+// fix applied: 6 s at the entry (retrycapPerTryTimeouts). Without it an
+// attempt the entry cut would leave its gateway working under a deadline that
+// outlives the user's answer (a proxy forwards the request's time left, not
+// the attempt's).
+func perTryTimeouts(arm string) [3]time.Duration {
+	if arm == ArmRetrycap {
+		return retrycapPerTryTimeouts
+	}
+	return naivePerTryTimeouts
+}
+
+var (
+	naivePerTryTimeouts    = [3]time.Duration{4 * time.Second, 2 * time.Second, 500 * time.Millisecond}
+	retrycapPerTryTimeouts = [3]time.Duration{6 * time.Second, 2 * time.Second, 500 * time.Millisecond}
+)
 
 var hopNames = [3]struct{ service, upstream string }{
 	{"client", "gateway"}, {"gateway", "order"}, {"order", "payment"},
@@ -74,13 +94,25 @@ const (
 	backoffMax  = "2s"
 )
 
+// naiveRetryOn is the naive arm's --retry-on: Envoy's `5xx` retry policy (x-envoy-retry-on
+// "5xx": a retry on any 5xx answer or when the upstream "does not respond at all
+// (disconnect/reset/read timeout)", connect failures included), the policy the write-ups'
+// teams set on their routes, plus gRPC's UNAVAILABLE for the gRPC chain. Envoy retries an
+// attempt cut by its per-try timeout under it (a per-try timeout answers 504, a 5xx); the
+// proxy's own default (and the retrycap arm's) leaves timeout out, since a request that timed
+// out may have been executed. Under a hung payment this is what makes the naive tiers retry
+// for seconds, each attempt waiting out its per-try timeout.
+const naiveRetryOn = "connect-failure,reset,timeout,5xx,unavailable"
+
 // proxyArgs is the command line of hop i's proxy (0: entry, 1: gateway,
 // 2: order), without --resolve.
 //
 // naive: the mesh-without-retrycap every team configures for itself:
 // attempts per hop, no chain cap, backoff without jitter, no retry budget
-// (100 % and a floor no load reaches), no breaker, and POST/PATCH retried
-// like any method (as Istio's default retries do on 503).
+// (100 % and a floor no load reaches), no breaker, POST/PATCH retried
+// like any method (as Istio's default retries do on 503), and retried on
+// what Envoy's `5xx` retry policy retries (naiveRetryOn): any 5xx, a reset,
+// a failed connect, and a per-try timeout.
 //
 // retrycap: the same declared attempts, the chain cap, the design's retry
 // budget (20 %, 10/s, 10 s), a breaker (50 failures in 10 s) that opens for
@@ -96,7 +128,7 @@ func proxyArgs(sc Scenario, arm string, i int, maxTime time.Duration) []string {
 	args := []string{
 		"--service", h.service,
 		"--upstreams", fmt.Sprintf("%s=%d", h.upstream, sc.Attempts[i]),
-		"--per-try-timeout", perTryTimeouts[i].String(),
+		"--per-try-timeout", perTryTimeouts(arm)[i].String(),
 		"--backoff-base", backoffBase, "--backoff-max", backoffMax,
 	}
 	if arm == ArmNaive {
@@ -104,7 +136,8 @@ func proxyArgs(sc Scenario, arm string, i int, maxTime time.Duration) []string {
 			"--chain-cap", "0", "--backoff-jitter=false",
 			"--budget-percent", "100", "--budget-min-per-second", "1000000",
 			"--breaker-failures", "0",
-			"--retry-methods", "GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH")
+			"--retry-methods", "GET,HEAD,OPTIONS,PUT,DELETE,POST,PATCH",
+			"--retry-on", naiveRetryOn)
 	}
 	args = append(args,
 		"--chain-cap", strconv.Itoa(sc.ChainCap), "--backoff-jitter=true",
@@ -229,7 +262,12 @@ func startChainProto(bin, arm, proto string, sc Scenario, maxTime time.Duration,
 		app, err := labapp.Start(labapp.Config{
 			Name: h.service, Upstreams: []string{"http://" + h.upstream + "/" + h.upstream},
 			ProxyURL: p.URL(), Propagation: labapp.PropagateBoth, Timeout: 30 * time.Second,
-			OnRequest: func(r *http.Request) { c.arrived.record(tier, opOf(r.Header.Values("Baggage"))) },
+			// Both arms' apps are the common server: a caller hanging up does not stop the
+			// calls it started (labapp.Config.KeepCallsWhenCallerGone), so the work below a
+			// user who gave up, or below an attempt its proxy cut, goes on: only a deadline
+			// the proxies read (the retrycap arm's) bounds it.
+			KeepCallsWhenCallerGone: true,
+			OnRequest:               func(r *http.Request) { c.arrived.record(tier, opOf(r.Header.Values("Baggage"))) },
 		})
 		if err != nil {
 			return c, fmt.Errorf("%s arm: %w", arm, err)

@@ -88,9 +88,9 @@ type Options struct {
 	OutageStart time.Duration
 	// OutageLength is how long payment stays down.
 	OutageLength time.Duration
-	// Outage is how payment goes down: OutageKill (default: a crash, connections refused) or
-	// OutageHang (it accepts and reads requests but answers none: the callers' timeouts add
-	// up, the second write-up's spinner).
+	// Outage is how payment goes down: OutageHang (default: it accepts and reads requests but
+	// answers none, the callers' timeouts add up: the second write-up's spinner) or OutageKill
+	// (a crash: connections refused, every attempt fails at once).
 	Outage string
 	// RPS is the open-loop load, user requests per second.
 	RPS int
@@ -123,28 +123,48 @@ type Options struct {
 	AccessLogDir string
 }
 
-// Defaults is the full lab: each arm 45 s at 50 user requests/s against a
-// payment that serves 100 requests/s, down from 5 s to 15 s, so 30 s are
-// left to see whether each arm recovers. Both arms take under 2 minutes.
+// Defaults is the full lab: each arm 50 s at 50 user requests/s against a
+// payment that serves 100 requests/s, hung from 5 s to 25 s, so 25 s are
+// left to see whether each arm recovers. Both arms take about 2 minutes.
+//
+// The outage is a hang (OutageHang): payment accepts and reads every
+// request and answers none, a stuck database or pod, the second write-up's
+// "payment service which does not answer". A crash (OutageKill) refuses
+// connections, every attempt fails at once and even the naive chain answers
+// in about 4 s; under a hang every attempt waits out its per-try timeout and
+// the naive chain's time is theirs added up: 12.3 s (order: 3 x 500 ms + 300
+// ms of backoff = 1.8 s; gateway: 3 x 1.8 s + 0.3 s = 5.7 s, cut at the
+// entry's 4 s; entry: 3 x 4 s + 0.3 s = 12.3 s), longer than the user waits.
+// The naive tiers go on for up to 14 s after a user request was sent (the
+// entry's third attempt starts at 8.2 s and the gateway's work under it runs
+// its 5.7 s, whoever still waits): 20 s of hang leave a steady part after it
+// in which requests at payment per failed user request is measured
+// (PerFailedSteadyWork); the 10 s hang of a crash-length outage would not.
+//
+// The user's timeout, 10 s, is an app's HTTP client's default: OkHttp's
+// (Android's common client) connect, read and write timeouts are 10 s each,
+// so a server that sends nothing is given up after 10 s; a browser waits
+// longer, its user seldom does.
 func Defaults() Options {
 	return Options{
 		Scenario:     "storm27",
-		Duration:     45 * time.Second,
+		Duration:     50 * time.Second,
 		OutageStart:  5 * time.Second,
-		OutageLength: 10 * time.Second,
-		Outage:       OutageKill,
+		OutageLength: 20 * time.Second,
+		Outage:       OutageHang,
 		RPS:          50,
 		Capacity:     100,
 		Work:         50 * time.Millisecond,
-		UserTimeout:  6 * time.Second,
+		UserTimeout:  10 * time.Second,
 	}
 }
 
-// Short is the lab in about 40 s for both arms (the demo): a 3 s outage in
-// a 14 s run. The naive arm still stays down after payment returns. The
-// outage is shorter than a naive user request's retries (about 4 s), so
-// requests at payment per failed user request falls back to the plain
-// ratio over the outage, which undercounts it.
+// Short is the lab in about 40 s for both arms (the demo's --short): a 3 s
+// outage in a 14 s run, the user's timeout 3 s. The naive arm still stays
+// down after payment returns. The outage is shorter than a failed user
+// request's life (the user's 3 s), so requests at payment per failed user
+// request falls back to the plain ratio over the outage, which undercounts
+// it.
 func Short() Options {
 	o := Defaults()
 	o.Duration = 14 * time.Second
@@ -164,7 +184,7 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 		o.Protocol = ProtocolHTTP
 	}
 	if o.Outage == "" {
-		o.Outage = OutageKill
+		o.Outage = d.Outage
 	}
 	if o.Duration == 0 {
 		o.Duration = d.Duration

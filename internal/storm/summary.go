@@ -31,8 +31,11 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	}
 	fmt.Fprintf(ew, "payment: %d req/s (%d workers x %s, queue %d); %s at %.1f s, restored at %.1f s\n",
 		o.Capacity, o.workers(), o.Work, o.queue(), down, r.Timeline.OutageStart.Seconds(), r.Timeline.Restore.Seconds())
-	fmt.Fprintf(ew, "arms: naive = %d attempts per hop as declared, no jitter, no budget, no breaker; retrycap = same attempts, chain cap %d, budget, breaker, jitter, max time to answer %s\n",
+	fmt.Fprintf(ew, "arms: naive = %d attempts per hop as declared, retried on any 5xx, reset, refused connection or per-try timeout (Envoy's 5xx policy), no jitter, no budget, no breaker; retrycap = same attempts, chain cap %d, budget, breaker, jitter, max time to answer %s\n",
 		sc.Attempts[2], sc.ChainCap, o.MaxTimeToAnswer)
+	n3, r3 := perTryTimeouts(ArmNaive), perTryTimeouts(ArmRetrycap)
+	fmt.Fprintf(ew, "per-try timeouts from the entry down: naive %s / %s / %s (the entry's shorter than the gateway's worst time: a timeout inversion), retrycap %s / %s / %s (the fix retrycap names); %s\n",
+		n3[0], n3[1], n3[2], r3[0], r3[1], r3[2], appsLine(o.Protocol))
 	fmt.Fprintf(ew, "user timeout: %s (the edge client gives up on a user request after it, its own retries included)\n\n", o.UserTimeout)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
@@ -96,6 +99,14 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(ew, "chart: %s\n", r.ChartPath)
 	}
 	return ew.err
+}
+
+// appsLine says how the chain's apps treat a caller that hangs up.
+func appsLine(proto string) string {
+	if proto == ProtocolGRPC {
+		return "the gRPC apps pass the inbound call's deadline and cancellation on (grpc-go does)"
+	}
+	return "the apps finish their calls when their caller hangs up (as thread-per-request servers do)"
 }
 
 // formatOrphans is an arm's orphaned attempts: the total, then per tier ("120 (0 / 30 / 90)").

@@ -12,15 +12,20 @@ import (
 	"time"
 )
 
-// TestTimeAlongTheChain runs the lab, both arms, on real proxies for a short storm27 (payment
-// down from 1 s to 5 s of an 8 s load at 20 user requests/s; the user's timeout 3 s, the
-// retrycap arm's max time to answer 2.7 s). The naive chain keeps working after its users gave
-// up: with refused connections a user request takes at least 3.9 s (order: 3 attempts and 100 +
-// 200 ms of backoff, 0.3 s; gateway: 3 x 0.3 + 0.3 = 1.2 s; entry: 3 x 1.2 + 0.3 = 3.9 s), past
-// its 3 s timeout, and the tiers below keep receiving its retries (orphaned attempts > 0): the
-// entry proxy stops retrying for a client that went away, but lets the attempt under way run
-// to its end. The
-// retrycap arm's entry proxy sets Retrycap-Deadline; every tier stops in time: 0 orphaned
+// TestTimeAlongTheChain runs the lab, both arms, on real proxies for a short storm27 with the
+// default outage, a hang (payment hung from 1 s to 5 s of an 8 s load at 20 user requests/s;
+// the user's timeout 3 s, the retrycap arm's max time to answer 2.7 s). Under a hang every
+// attempt waits out its per-try timeout and the naive chain's time is theirs added up: order
+// 3 x 500 ms + 100 + 200 ms of backoff = 1.8 s, gateway 3 x 1.8 s + 0.3 s = 5.7 s (cut at the
+// entry's 4 s), entry 3 x 4 s + 0.3 s = 12.3 s, far past the user's 3 s. So every naive user
+// request sent at least 3 s before the restore is given up at its timeout, and each has at
+// least one orphaned attempt: its gateway proxy's second attempt starts 1.9 s in, and the order
+// proxy's third attempt under it 1.9 + 0.6 + 0.7 = 3.2 s in, after the user left at 3 s (a
+// timer fires late on a busy machine, never early; a restore in between answers the attempt
+// under way 503 at once, which the naive order proxy retries all the same). The apps do not
+// cancel their calls when their caller hangs up (labapp.Config.KeepCallsWhenCallerGone) and
+// the entry proxy stops only itself: the tiers below keep retrying for a user who left. The
+// retrycap arm's entry proxy sets Retrycap-Deadline and every tier stops in time: 0 orphaned
 // attempts, and the user's wait during the outage at p99 within 2.7 s plus waitSlack (250 ms,
 // the answer's trip and scheduling on a busy machine; the user would give up at 3 s).
 func TestTimeAlongTheChain(t *testing.T) {
@@ -52,11 +57,32 @@ func TestTimeAlongTheChain(t *testing.T) {
 			t.Fatalf("%s arm: %d waits measured in a 4 s outage at 20/s", a.Arm, a.Wait.N)
 		}
 	}
-	if n.Orphans.Attempts == 0 {
-		t.Errorf("naive arm: 0 orphaned attempts of %d (want > 0: its chain outlives the user's 3 s)", n.Orphans.Checked)
+	if res.Options.Outage != OutageHang {
+		t.Fatalf("outage %q, want the default hang", res.Options.Outage)
 	}
-	if n.Wait.GaveUp == 0 {
-		t.Errorf("naive arm: no user request given up at its timeout; wait %+v", n.Wait)
+	// The naive user requests sent in [outage start, restore - user timeout], 100 ms in from
+	// each end (the arms' timelines agree within milliseconds; a send is due every 50 ms).
+	lo, hi := res.Timeline.OutageStart+100*time.Millisecond, res.Timeline.Restore-o.UserTimeout-100*time.Millisecond
+	inHang := 0
+	for i := 0; ; i++ {
+		at := time.Duration(i) * time.Second / time.Duration(o.RPS)
+		if at > hi {
+			break
+		}
+		if at >= lo {
+			inHang++
+		}
+	}
+	if inHang < 10 {
+		t.Fatalf("only %d user requests sent in the hang's first second (timeline %+v)", inHang, res.Timeline)
+	}
+	if n.Wait.GaveUp < inHang || n.Orphans.Users < inHang || n.Orphans.Attempts < inHang || n.Wait.Max < o.UserTimeout {
+		t.Errorf("naive arm: %d given up, %d user requests with %d orphaned attempts, longest wait %s; want at least %d, %d, %d and the user's %s "+
+			"(every user request sent while the hang outlasts its timeout)",
+			n.Wait.GaveUp, n.Orphans.Users, n.Orphans.Attempts, n.Wait.Max, inHang, inHang, inHang, o.UserTimeout)
+	}
+	if n.Orphans.ByTier["payment"] < inHang {
+		t.Errorf("naive arm: orphaned attempts by tier %v: want at least %d at payment (the order proxy's third attempt, 3.2 s in)", n.Orphans.ByTier, inHang)
 	}
 	if c.Orphans.Attempts != 0 {
 		t.Errorf("retrycap arm: %d orphaned attempts (%v) of %d, over %d user requests; want 0",
