@@ -167,6 +167,8 @@ type proxyOpts struct {
 	pingInterval, pingTimeout, idle time.Duration
 	// Config.RequestTimeout, WriteTimeout (0: the defaults).
 	requestTimeout, writeTimeout time.Duration
+	// now: Config.Now (nil: the clock).
+	now func() int64
 }
 
 func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -209,6 +211,7 @@ func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
 		IdleTimeout:    o.idle,
 		RequestTimeout: o.requestTimeout,
 		WriteTimeout:   o.writeTimeout,
+		Now:            o.now,
 	})
 	if err != nil {
 		t.Fatal(err)
