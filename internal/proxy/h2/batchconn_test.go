@@ -12,14 +12,60 @@ import (
 	"time"
 )
 
+// tcpPair is a loopback TCP connection: a the relay's end, b its peer's,
+// a's send buffer small (so that a write(2) is often partial; a small
+// receive buffer too would make loopback crawl on delayed ACKs).
+func tcpPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	b, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = <-acc
+	if a == nil {
+		t.Fatal("accept failed")
+	}
+	_ = a.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	return a, b
+}
+
 // Writes from many goroutines, each flushing now and then, some large,
-// reach the peer whole and in each writer's order (written by the
-// connection's writer goroutine); Close sends what is pending; a Write
-// after it is refused.
+// reach the peer whole and in each writer's order; Close sends what is
+// pending; a Write after it is refused. Over a pipe (no socket: the
+// writer goroutine writes everything) and over TCP with small buffers
+// (Flush's non-blocking write(2) takes part of the batches, often only a
+// part of one, the writer the rest).
 func TestBatchConnOrderFlushAndClose(t *testing.T) {
+	t.Run("pipe", func(t *testing.T) {
+		a, b := net.Pipe()
+		if n := testBatchOrder(t, a, b); n != 0 {
+			t.Fatalf("%d bytes written by Flush over a pipe, want 0 (no socket)", n)
+		}
+	})
+	t.Run("tcp", func(t *testing.T) {
+		a, b := tcpPair(t)
+		if n := testBatchOrder(t, a, b); n == 0 {
+			t.Fatal("no byte written by Flush itself over TCP")
+		}
+	})
+}
+
+// testBatchOrder runs the order test over a (the batchConn's) and b (the
+// reader's), and returns how many bytes Flush wrote itself.
+func testBatchOrder(t *testing.T, a, b net.Conn) int64 {
 	h := &Handler{}
 	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty) // the safety net flushes what no writer did
-	a, b := net.Pipe()
 	c := newBatchConn(h, a)
 	var got bytes.Buffer
 	read := make(chan error, 1)
@@ -53,8 +99,11 @@ func TestBatchConnOrderFlushAndClose(t *testing.T) {
 	if _, err := c.Write([]byte("late")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("write after close: %v, want net.ErrClosed", err)
 	}
+	// c.Close closed a after its last write: b reads everything, then EOF.
+	if err := <-read; err != nil {
+		t.Fatalf("reading: %v", err)
+	}
 	_ = b.Close()
-	<-read
 	next := make([]int, writers)
 	lines := bytes.Split(bytes.TrimSuffix(got.Bytes(), []byte("\n")), []byte("\n"))
 	if len(lines) != writers*each {
@@ -69,16 +118,32 @@ func TestBatchConnOrderFlushAndClose(t *testing.T) {
 		}
 		next[w]++
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inlined
 }
 
 // A peer that does not read: the writer's write(2) blocks, the frames
 // pile up to hardMax, the next Write fails with errStuck, onFail runs
-// once, and Close returns within its one-second bound.
+// once, and Close returns within its one-second bound. Over a pipe
+// (unbuffered: nothing is written until b reads) and over TCP (Flush's
+// non-blocking write fills the socket's buffers, then takes nothing and
+// never waits: the writer blocks, the flusher does not).
 func TestBatchConnPeerNotReading(t *testing.T) {
+	t.Run("pipe", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer b.Close()
+		testPeerNotReading(t, a)
+	})
+	t.Run("tcp", func(t *testing.T) {
+		a, _ := tcpPair(t)
+		testPeerNotReading(t, a)
+	})
+}
+
+func testPeerNotReading(t *testing.T, a net.Conn) {
 	h := &Handler{cfg: Config{WriteTimeout: time.Hour}}
 	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
-	a, b := net.Pipe() // unbuffered: nothing is written until b reads
-	defer b.Close()
 	c := newBatchConn(h, a)
 	var fails []error
 	var mu sync.Mutex

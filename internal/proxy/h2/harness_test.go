@@ -97,6 +97,9 @@ type bufConn struct {
 
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// NetConn is the socket (the relay writes to it without waiting: batchConn.tryWrite).
+func (c *bufConn) NetConn() net.Conn { return c.Conn }
+
 func (f *front) lookup(host string) (*Handler, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
