@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-// batchConn batches the relay's writes to one connection and writes them
-// from the connection's own writer goroutine, never from the goroutine
-// that produced them: an upstream connection's reader hands a client its
-// answer by appending frames here, so a client that stops reading blocks
-// only its own writer, never the reader that serves every other client
-// of that upstream (as x/net's server writes only from its serve loop's
-// writer, never from a handler).
+// batchConn batches the relay's writes to one connection; nothing but the
+// connection's own writer goroutine ever waits on its socket: an upstream
+// connection's reader hands a client its answer by appending frames here
+// (and at most makes one non-blocking write of them, below), so a client
+// that stops reading blocks only its own writer, never the reader that
+// serves every other client of that upstream (as x/net's server waits on
+// a socket only in its serve loop's writer, never in a handler).
 //
 // A Write appends to the pending buffer and marks the connection dirty;
 // the goroutine that wrote kicks every dirty connection's writer
