@@ -84,7 +84,9 @@ const (
 	spareMax = softMax
 	// inlineMax is the most Flush writes itself (a larger batch is the
 	// writer's: the flusher is not held copying it).
-	inlineMax      = 64 << 10
+	inlineMax = 64 << 10
+	// inlineConns is the most connections one flushDirty writes itself.
+	inlineConns    = 4
 	flushSafetyNet = 2 * time.Millisecond
 	// defaultWriteTimeout bounds one write(2) of a batch (Config.WriteTimeout).
 	defaultWriteTimeout = 10 * time.Second
@@ -149,10 +151,13 @@ func (b *batchConn) room() int {
 // Flush writes what is pending: at once what the socket takes without
 // waiting (when the writer is idle), the rest from the writer goroutine.
 // It never blocks.
-func (b *batchConn) Flush() error {
+func (b *batchConn) Flush() error { return b.flush(true) }
+
+// flush is Flush; inline false leaves the whole write to the writer.
+func (b *batchConn) flush(inline bool) error {
 	b.mu.Lock()
 	b.queued = false
-	if len(b.pending) > 0 && !b.kicked && !b.writing && !b.wantRoom && b.rc != nil &&
+	if inline && len(b.pending) > 0 && !b.kicked && !b.writing && !b.wantRoom && b.rc != nil &&
 		len(b.pending) <= inlineMax && b.err == nil && !b.closed {
 		buf := b.pending
 		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
@@ -343,8 +348,13 @@ func (h *Handler) flushDirty() {
 			h.dmu.Unlock()
 			return
 		}
+		// A batch for many connections (an upstream's answers to many
+		// clients) is written by their writers side by side, on
+		// whatever Ps are free, not one after the other by this
+		// goroutine.
+		inline := len(d) <= inlineConns
 		for i, b := range d {
-			_ = b.Flush()
+			_ = b.flush(inline)
 			d[i] = nil
 		}
 		h.dmu.Lock()
