@@ -50,6 +50,10 @@ type batchConn struct {
 	// rc is the socket under Conn's wrappers, for tryWrite; nil when
 	// there is none (a pipe in a test): the writer writes everything.
 	rc syscall.RawConn
+	// tryWrite's callback and its argument and result (under writing).
+	tryFn func(fd uintptr) bool
+	try   []byte
+	tried int
 	// onDrain runs on the writer goroutine when pending fell under
 	// softMax/2 after a caller found no room; onFail once when the
 	// connection failed (write error, timeout, hardMax).
@@ -101,6 +105,7 @@ func newBatchConn(h *Handler, c net.Conn) *batchConn {
 		b.writeTimeout = defaultWriteTimeout
 	}
 	b.cond.L = &b.mu
+	b.tryFn = b.rawWrite
 	go b.writeLoop()
 	return b
 }
@@ -195,15 +200,22 @@ func (b *batchConn) flush(inline bool) error {
 // kernel took: 0 on EAGAIN, or on any error (the writer goroutine then
 // writes p and meets the error itself, with its handling).
 func (b *batchConn) tryWrite(p []byte) int {
-	n := 0
-	_ = b.rc.Write(func(fd uintptr) bool {
-		k, err := syscall.Write(int(fd), p)
-		if err == nil && k > 0 {
-			n = k
-		}
-		return true // never wait for the socket: that is the writer's
-	})
+	b.try, b.tried = p, 0
+	_ = b.rc.Write(b.tryFn)
+	n := b.tried
+	b.try = nil
 	return n
+}
+
+// rawWrite is tryWrite's callback (a method value made once: a closure
+// per write would be an allocation); b.writing is held, so try and
+// tried are its alone.
+func (b *batchConn) rawWrite(fd uintptr) bool {
+	k, err := syscall.Write(int(fd), b.try)
+	if err == nil && k > 0 {
+		b.tried = k
+	}
+	return true // never wait for the socket: that is the writer's
 }
 
 // rawConn is the socket under c's wrappers (those that name the

@@ -202,3 +202,69 @@ func TestBatchConnWriteTimeout(t *testing.T) {
 	}
 	_ = c.Close()
 }
+
+// BenchmarkBatchConnFlush: one small batch (a unary answer's frames,
+// 120 bytes) written and flushed per op over loopback TCP, and the op
+// ends when the peer has read it (a call's hand-off, one at a time),
+// "inline" (Flush's own non-blocking write(2)) beside "writer" (the same
+// connection without its socket: every batch handed to the writer
+// goroutine, as before), in one run. cpu-ns/op is the process's CPU
+// (both ends: the peer is the same in both); with GOMAXPROCS 2 the
+// writer hand-off wakes a second thread.
+//
+//	go test -run '^$' -bench BatchConnFlush -cpu 1,2 ./internal/proxy/h2/
+func BenchmarkBatchConnFlush(b *testing.B) {
+	for _, mode := range []string{"inline", "writer"} {
+		b.Run(mode, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan struct{})
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				var buf [120]byte
+				for {
+					if _, err := io.ReadFull(c, buf[:]); err != nil {
+						return
+					}
+					got <- struct{}{}
+				}
+			}()
+			nc, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := &Handler{}
+			h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+			c := newBatchConn(h, nc)
+			if mode == "writer" {
+				c.rc = nil
+			}
+			frame := bytes.Repeat([]byte("f"), 120)
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				if _, err := c.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				h.flushDirty()
+				<-got
+			}
+			cpu.report(b)
+			b.StopTimer()
+			_ = c.Close()
+			c.mu.Lock()
+			inl := c.inlined
+			c.mu.Unlock()
+			if mode == "writer" && inl != 0 || mode == "inline" && inl == 0 {
+				b.Fatalf("%s: %d bytes written by Flush itself", mode, inl)
+			}
+		})
+	}
+}
