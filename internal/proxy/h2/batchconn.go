@@ -332,15 +332,30 @@ func (b *batchConn) Close() error {
 	return b.Conn.Close()
 }
 
-// markDirty queues a connection with pending writes for flushDirty.
+// markDirty queues a connection with pending writes for flushDirty. The
+// safety net is armed only when it is not already: a timer reset per
+// batch moved the runtime's next timer earlier each time, which wakes
+// the thread sleeping in the netpoller (a futex or eventfd wake per
+// batch); armed once, it fires at most every flushSafetyNet, and a
+// write waits for it no longer than before.
 func (h *Handler) markDirty(b *batchConn) {
 	h.dmu.Lock()
 	h.dirty = append(h.dirty, b)
-	first := len(h.dirty) == 1
+	arm := !h.dtArmed
+	h.dtArmed = true
 	h.dmu.Unlock()
-	if first {
+	if arm {
 		h.dtimer.Reset(flushSafetyNet)
 	}
+}
+
+// safetyNet is the timer's: it flushes what nobody did; the next
+// markDirty arms it again.
+func (h *Handler) safetyNet() {
+	h.dmu.Lock()
+	h.dtArmed = false
+	h.dmu.Unlock()
+	h.flushDirty()
 }
 
 // flushDirty kicks the writer of every connection written to since the

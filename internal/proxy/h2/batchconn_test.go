@@ -65,7 +65,7 @@ func TestBatchConnOrderFlushAndClose(t *testing.T) {
 // reader's), and returns how many bytes Flush wrote itself.
 func testBatchOrder(t *testing.T, a, b net.Conn) int64 {
 	h := &Handler{}
-	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty) // the safety net flushes what no writer did
+	h.dtimer = time.AfterFunc(time.Hour, h.safetyNet) // the safety net flushes what no writer did
 	c := newBatchConn(h, a)
 	var got bytes.Buffer
 	read := make(chan error, 1)
@@ -143,7 +143,7 @@ func TestBatchConnPeerNotReading(t *testing.T) {
 
 func testPeerNotReading(t *testing.T, a net.Conn) {
 	h := &Handler{cfg: Config{WriteTimeout: time.Hour}}
-	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
 	c := newBatchConn(h, a)
 	var fails []error
 	var mu sync.Mutex
@@ -182,7 +182,7 @@ func testPeerNotReading(t *testing.T, a net.Conn) {
 // connection (onFail with the deadline error).
 func TestBatchConnWriteTimeout(t *testing.T) {
 	h := &Handler{cfg: Config{WriteTimeout: 50 * time.Millisecond}}
-	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
 	a, b := net.Pipe()
 	defer b.Close()
 	c := newBatchConn(h, a)
@@ -241,7 +241,7 @@ func BenchmarkBatchConnFlush(b *testing.B) {
 				b.Fatal(err)
 			}
 			h := &Handler{}
-			h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+			h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
 			c := newBatchConn(h, nc)
 			if mode == "writer" {
 				c.rc = nil
