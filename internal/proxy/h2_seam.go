@@ -254,6 +254,11 @@ func (g *guardConn) end() {
 
 func (g *guardConn) Close() error { return g.raw.Close() }
 
+// NetConn is the socket, for the relay's non-blocking writes (h2's
+// batchConn.tryWrite); the relay closes its writes before ServeConn
+// returns, so before end.
+func (g *guardConn) NetConn() net.Conn { return g.raw }
+
 // h2Listener wraps the goroutine engine's listener (the data listener, or
 // the loops' hand-off) so that a connection opening with the HTTP/2
 // client preface, h2c with prior knowledge, goes to the h2c path, each

@@ -89,6 +89,7 @@ type h2Tap struct {
 	addr string
 	mu   sync.Mutex
 	seen []map[string]string // per request header block: grpc-timeout, retrycap-deadline
+	rsts []http2.ErrCode     // the RST_STREAM frames the caller sent, in order
 }
 
 func startTap(t *testing.T, next string) *h2Tap {
@@ -144,6 +145,12 @@ func (tp *h2Tap) read(r io.Reader) {
 		if err != nil {
 			return
 		}
+		if rst, ok := f.(*http2.RSTStreamFrame); ok {
+			tp.mu.Lock()
+			tp.rsts = append(tp.rsts, rst.ErrCode)
+			tp.mu.Unlock()
+			continue
+		}
 		mh, ok := f.(*http2.MetaHeadersFrame)
 		if !ok || mh.PseudoValue("method") == "" {
 			continue
@@ -158,6 +165,13 @@ func (tp *h2Tap) read(r io.Reader) {
 		tp.seen = append(tp.seen, got)
 		tp.mu.Unlock()
 	}
+}
+
+// resets are the RST_STREAM codes the caller sent so far.
+func (tp *h2Tap) resets() []http2.ErrCode {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return append([]http2.ErrCode(nil), tp.rsts...)
 }
 
 func (tp *h2Tap) requests() []map[string]string {

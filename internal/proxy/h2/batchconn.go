@@ -4,16 +4,17 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
-// batchConn batches the relay's writes to one connection and writes them
-// from the connection's own writer goroutine, never from the goroutine
-// that produced them: an upstream connection's reader hands a client its
-// answer by appending frames here, so a client that stops reading blocks
-// only its own writer, never the reader that serves every other client
-// of that upstream (as x/net's server writes only from its serve loop's
-// writer, never from a handler).
+// batchConn batches the relay's writes to one connection; nothing but the
+// connection's own writer goroutine ever waits on its socket: an upstream
+// connection's reader hands a client its answer by appending frames here
+// (and at most makes one non-blocking write of them, below), so a client
+// that stops reading blocks only its own writer, never the reader that
+// serves every other client of that upstream (as x/net's server waits on
+// a socket only in its serve loop's writer, never in a handler).
 //
 // A Write appends to the pending buffer and marks the connection dirty;
 // the goroutine that wrote kicks every dirty connection's writer
@@ -22,6 +23,16 @@ import (
 // stream in one read(2) go out in one write(2) per connection), a timer
 // when it is done. A write that nobody kicked within flushSafetyNet (a
 // path that forgot) is kicked by a timer.
+//
+// When the writer is idle, Flush first makes one non-blocking write(2)
+// of what is pending itself (tryWrite: the socket is non-blocking, and
+// the attempt never waits for it to become writable), and hands the
+// writer only what the kernel did not take at once: the common case, a
+// socket with room, costs no wake-up of another goroutine (with a P to
+// spare, the runtime runs that writer on another thread: a futex wake
+// and a cross-CPU hand-off per batch, measured in docs/benchmarks.md).
+// The flusher thus never blocks on another connection's socket, as
+// before: what it cannot write now, the connection's own writer does.
 //
 // What may be pending is bounded, as x/net's server bounds its queued
 // control frames (maxQueuedControlFrames): answer DATA is written only
@@ -36,6 +47,13 @@ type batchConn struct {
 	net.Conn
 	h            *Handler
 	writeTimeout time.Duration
+	// rc is the socket under Conn's wrappers, for tryWrite; nil when
+	// there is none (a pipe in a test): the writer writes everything.
+	rc syscall.RawConn
+	// tryWrite's callback and its argument and result (under writing).
+	tryFn func(fd uintptr) bool
+	try   []byte
+	tried int
 	// onDrain runs on the writer goroutine when pending fell under
 	// softMax/2 after a caller found no room; onFail once when the
 	// connection failed (write error, timeout, hardMax).
@@ -50,10 +68,13 @@ type batchConn struct {
 	queued   bool // in h.dirty
 	kicked   bool // the writer may write what is pending
 	wantRoom bool
-	dl       time.Time // the write deadline set
-	err      error
-	failed   bool // onFail ran
-	closed   bool
+	// closeWait: Close waits for a Flush's write(2) to end.
+	closeWait bool
+	inlined   int64     // bytes Flush wrote itself (tests read it)
+	dl        time.Time // the write deadline set
+	err       error
+	failed    bool // onFail ran
+	closed    bool
 }
 
 const (
@@ -64,7 +85,12 @@ const (
 	// ~60,000 PING acknowledgements (x/net: 10,000 queued control frames).
 	hardMax = softMax + 1<<20
 	// spareMax is the largest buffer kept for the next batch.
-	spareMax       = softMax
+	spareMax = softMax
+	// inlineMax is the most Flush writes itself (a larger batch is the
+	// writer's: the flusher is not held copying it).
+	inlineMax = 64 << 10
+	// inlineConns is the most connections one flushDirty writes itself.
+	inlineConns    = 4
 	flushSafetyNet = 2 * time.Millisecond
 	// defaultWriteTimeout bounds one write(2) of a batch (Config.WriteTimeout).
 	defaultWriteTimeout = 10 * time.Second
@@ -74,11 +100,12 @@ const (
 var errStuck = errors.New("retrycap-proxy: peer not reading: more than 1.25 MiB of frames pending")
 
 func newBatchConn(h *Handler, c net.Conn) *batchConn {
-	b := &batchConn{Conn: c, h: h, writeTimeout: h.cfg.WriteTimeout}
+	b := &batchConn{Conn: c, h: h, writeTimeout: h.cfg.WriteTimeout, rc: rawConn(c)}
 	if b.writeTimeout <= 0 {
 		b.writeTimeout = defaultWriteTimeout
 	}
 	b.cond.L = &b.mu
+	b.tryFn = b.rawWrite
 	go b.writeLoop()
 	return b
 }
@@ -126,11 +153,40 @@ func (b *batchConn) room() int {
 	return r
 }
 
-// Flush lets the writer goroutine write what is pending; it never
-// writes itself, so it never blocks.
-func (b *batchConn) Flush() error {
+// Flush writes what is pending: at once what the socket takes without
+// waiting (when the writer is idle), the rest from the writer goroutine.
+// It never blocks.
+func (b *batchConn) Flush() error { return b.flush(true) }
+
+// flush is Flush; inline false leaves the whole write to the writer.
+func (b *batchConn) flush(inline bool) error {
 	b.mu.Lock()
 	b.queued = false
+	if inline && len(b.pending) > 0 && !b.kicked && !b.writing && !b.wantRoom && b.rc != nil &&
+		len(b.pending) <= inlineMax && b.err == nil && !b.closed {
+		buf := b.pending
+		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
+		b.writing = true
+		b.mu.Unlock()
+		n := b.tryWrite(buf)
+		b.mu.Lock()
+		b.writing = false
+		b.inlined += int64(n)
+		if b.closeWait || b.kicked {
+			// Close waits for the write to end; so does the writer,
+			// kicked by another Flush meanwhile.
+			b.cond.Broadcast()
+		}
+		if n < len(buf) {
+			// The rest goes first, then what came meanwhile.
+			rest := copy(buf, buf[n:])
+			buf = append(buf[:rest], b.pending...)
+			b.pending, buf = buf, b.pending
+		}
+		if cap(buf) <= spareMax && b.spare == nil {
+			b.spare = buf[:0]
+		}
+	}
 	if len(b.pending) > 0 && !b.kicked {
 		b.kicked = true
 		b.cond.Broadcast()
@@ -140,12 +196,54 @@ func (b *batchConn) Flush() error {
 	return err
 }
 
+// tryWrite makes one non-blocking write(2) of p and returns how much the
+// kernel took: 0 on EAGAIN, or on any error (the writer goroutine then
+// writes p and meets the error itself, with its handling).
+func (b *batchConn) tryWrite(p []byte) int {
+	b.try, b.tried = p, 0
+	_ = b.rc.Write(b.tryFn)
+	n := b.tried
+	b.try = nil
+	return n
+}
+
+// rawWrite is tryWrite's callback (a method value made once: a closure
+// per write would be an allocation); b.writing is held, so try and
+// tried are its alone.
+func (b *batchConn) rawWrite(fd uintptr) bool {
+	k, err := syscall.Write(int(fd), b.try)
+	if err == nil && k > 0 {
+		b.tried = k
+	}
+	return true // never wait for the socket: that is the writer's
+}
+
+// rawConn is the socket under c's wrappers (those that name the
+// connection they wrap by NetConn, as tls.Conn does), nil if none.
+func rawConn(c net.Conn) syscall.RawConn {
+	for range 8 {
+		if sc, ok := c.(syscall.Conn); ok {
+			rc, err := sc.SyscallConn()
+			if err != nil {
+				return nil
+			}
+			return rc
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = w.NetConn()
+	}
+	return nil
+}
+
 // writeLoop is the connection's writer goroutine; it ends with the
 // connection.
 func (b *batchConn) writeLoop() {
 	b.mu.Lock()
 	for {
-		for !b.closed && b.err == nil && (!b.kicked || len(b.pending) == 0) {
+		for !b.closed && b.err == nil && (!b.kicked || len(b.pending) == 0 || b.writing) {
 			b.cond.Wait()
 		}
 		if b.closed || b.err != nil {
@@ -220,6 +318,7 @@ func (b *batchConn) Close() error {
 	if b.writing {
 		_ = b.SetWriteDeadline(time.Now().Add(time.Second))
 	}
+	b.closeWait = true
 	for b.writing {
 		b.cond.Wait()
 	}
@@ -233,15 +332,30 @@ func (b *batchConn) Close() error {
 	return b.Conn.Close()
 }
 
-// markDirty queues a connection with pending writes for flushDirty.
+// markDirty queues a connection with pending writes for flushDirty. The
+// safety net is armed only when it is not already: a timer reset per
+// batch moved the runtime's next timer earlier each time, which wakes
+// the thread sleeping in the netpoller (a futex or eventfd wake per
+// batch); armed once, it fires at most every flushSafetyNet, and a
+// write waits for it no longer than before.
 func (h *Handler) markDirty(b *batchConn) {
 	h.dmu.Lock()
 	h.dirty = append(h.dirty, b)
-	first := len(h.dirty) == 1
+	arm := !h.dtArmed
+	h.dtArmed = true
 	h.dmu.Unlock()
-	if first {
+	if arm {
 		h.dtimer.Reset(flushSafetyNet)
 	}
+}
+
+// safetyNet is the timer's: it flushes what nobody did; the next
+// markDirty arms it again.
+func (h *Handler) safetyNet() {
+	h.dmu.Lock()
+	h.dtArmed = false
+	h.dmu.Unlock()
+	h.flushDirty()
 }
 
 // flushDirty kicks the writer of every connection written to since the
@@ -261,8 +375,13 @@ func (h *Handler) flushDirty() {
 			h.dmu.Unlock()
 			return
 		}
+		// A batch for many connections (an upstream's answers to many
+		// clients) is written by their writers side by side, on
+		// whatever Ps are free, not one after the other by this
+		// goroutine.
+		inline := len(d) <= inlineConns
 		for i, b := range d {
-			_ = b.Flush()
+			_ = b.flush(inline)
 			d[i] = nil
 		}
 		h.dmu.Lock()

@@ -12,14 +12,60 @@ import (
 	"time"
 )
 
+// tcpPair is a loopback TCP connection: a the relay's end, b its peer's,
+// a's send buffer small (so that a write(2) is often partial; a small
+// receive buffer too would make loopback crawl on delayed ACKs).
+func tcpPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	b, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = <-acc
+	if a == nil {
+		t.Fatal("accept failed")
+	}
+	_ = a.(*net.TCPConn).SetWriteBuffer(16 << 10)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	return a, b
+}
+
 // Writes from many goroutines, each flushing now and then, some large,
-// reach the peer whole and in each writer's order (written by the
-// connection's writer goroutine); Close sends what is pending; a Write
-// after it is refused.
+// reach the peer whole and in each writer's order; Close sends what is
+// pending; a Write after it is refused. Over a pipe (no socket: the
+// writer goroutine writes everything) and over TCP with small buffers
+// (Flush's non-blocking write(2) takes part of the batches, often only a
+// part of one, the writer the rest).
 func TestBatchConnOrderFlushAndClose(t *testing.T) {
+	t.Run("pipe", func(t *testing.T) {
+		a, b := net.Pipe()
+		if n := testBatchOrder(t, a, b); n != 0 {
+			t.Fatalf("%d bytes written by Flush over a pipe, want 0 (no socket)", n)
+		}
+	})
+	t.Run("tcp", func(t *testing.T) {
+		a, b := tcpPair(t)
+		if n := testBatchOrder(t, a, b); n == 0 {
+			t.Fatal("no byte written by Flush itself over TCP")
+		}
+	})
+}
+
+// testBatchOrder runs the order test over a (the batchConn's) and b (the
+// reader's), and returns how many bytes Flush wrote itself.
+func testBatchOrder(t *testing.T, a, b net.Conn) int64 {
 	h := &Handler{}
-	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty) // the safety net flushes what no writer did
-	a, b := net.Pipe()
+	h.dtimer = time.AfterFunc(time.Hour, h.safetyNet) // the safety net flushes what no writer did
 	c := newBatchConn(h, a)
 	var got bytes.Buffer
 	read := make(chan error, 1)
@@ -53,8 +99,11 @@ func TestBatchConnOrderFlushAndClose(t *testing.T) {
 	if _, err := c.Write([]byte("late")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("write after close: %v, want net.ErrClosed", err)
 	}
+	// c.Close closed a after its last write: b reads everything, then EOF.
+	if err := <-read; err != nil {
+		t.Fatalf("reading: %v", err)
+	}
 	_ = b.Close()
-	<-read
 	next := make([]int, writers)
 	lines := bytes.Split(bytes.TrimSuffix(got.Bytes(), []byte("\n")), []byte("\n"))
 	if len(lines) != writers*each {
@@ -69,16 +118,32 @@ func TestBatchConnOrderFlushAndClose(t *testing.T) {
 		}
 		next[w]++
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inlined
 }
 
 // A peer that does not read: the writer's write(2) blocks, the frames
 // pile up to hardMax, the next Write fails with errStuck, onFail runs
-// once, and Close returns within its one-second bound.
+// once, and Close returns within its one-second bound. Over a pipe
+// (unbuffered: nothing is written until b reads) and over TCP (Flush's
+// non-blocking write fills the socket's buffers, then takes nothing and
+// never waits: the writer blocks, the flusher does not).
 func TestBatchConnPeerNotReading(t *testing.T) {
+	t.Run("pipe", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer b.Close()
+		testPeerNotReading(t, a)
+	})
+	t.Run("tcp", func(t *testing.T) {
+		a, _ := tcpPair(t)
+		testPeerNotReading(t, a)
+	})
+}
+
+func testPeerNotReading(t *testing.T, a net.Conn) {
 	h := &Handler{cfg: Config{WriteTimeout: time.Hour}}
-	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
-	a, b := net.Pipe() // unbuffered: nothing is written until b reads
-	defer b.Close()
+	h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
 	c := newBatchConn(h, a)
 	var fails []error
 	var mu sync.Mutex
@@ -117,7 +182,7 @@ func TestBatchConnPeerNotReading(t *testing.T) {
 // connection (onFail with the deadline error).
 func TestBatchConnWriteTimeout(t *testing.T) {
 	h := &Handler{cfg: Config{WriteTimeout: 50 * time.Millisecond}}
-	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
 	a, b := net.Pipe()
 	defer b.Close()
 	c := newBatchConn(h, a)
@@ -136,4 +201,70 @@ func TestBatchConnWriteTimeout(t *testing.T) {
 		t.Fatal("no failure 10 s after a 50 ms write timeout")
 	}
 	_ = c.Close()
+}
+
+// BenchmarkBatchConnFlush: one small batch (a unary answer's frames,
+// 120 bytes) written and flushed per op over loopback TCP, and the op
+// ends when the peer has read it (a call's hand-off, one at a time),
+// "inline" (Flush's own non-blocking write(2)) beside "writer" (the same
+// connection without its socket: every batch handed to the writer
+// goroutine, as before), in one run. cpu-ns/op is the process's CPU
+// (both ends: the peer is the same in both); with GOMAXPROCS 2 the
+// writer hand-off wakes a second thread.
+//
+//	go test -run '^$' -bench BatchConnFlush -cpu 1,2 ./internal/proxy/h2/
+func BenchmarkBatchConnFlush(b *testing.B) {
+	for _, mode := range []string{"inline", "writer"} {
+		b.Run(mode, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			got := make(chan struct{})
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				var buf [120]byte
+				for {
+					if _, err := io.ReadFull(c, buf[:]); err != nil {
+						return
+					}
+					got <- struct{}{}
+				}
+			}()
+			nc, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := &Handler{}
+			h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
+			c := newBatchConn(h, nc)
+			if mode == "writer" {
+				c.rc = nil
+			}
+			frame := bytes.Repeat([]byte("f"), 120)
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				if _, err := c.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				h.flushDirty()
+				<-got
+			}
+			cpu.report(b)
+			b.StopTimer()
+			_ = c.Close()
+			c.mu.Lock()
+			inl := c.inlined
+			c.mu.Unlock()
+			if mode == "writer" && inl != 0 || mode == "inline" && inl == 0 {
+				b.Fatalf("%s: %d bytes written by Flush itself", mode, inl)
+			}
+		})
+	}
 }

@@ -428,8 +428,16 @@ func (cc *cconn) state(id uint32) (streamState, *rstream) {
 	return stateClosed, nil
 }
 
-// connSpecific are the fields RFC 9113 8.2.2 forbids (connection-specific).
-var connSpecific = map[string]bool{"connection": true, "proxy-connection": true, "keep-alive": true, "transfer-encoding": true, "upgrade": true}
+// connSpecific reports the fields RFC 9113 8.2.2 forbids
+// (connection-specific); a switch, not a map: every field of every
+// request is asked, and a string switch hashes nothing.
+func connSpecific(name string) bool {
+	switch name {
+	case "connection", "proxy-connection", "keep-alive", "transfer-encoding", "upgrade":
+		return true
+	}
+	return false
+}
 
 // badRequestFields reports why a request's header list is malformed, ""
 // when it is not: the pseudo-headers a request needs, no
@@ -446,7 +454,7 @@ func badRequestFields(f *http2.MetaHeadersFrame) string {
 		return ":status in a request"
 	}
 	for _, hf := range f.RegularFields() {
-		if connSpecific[hf.Name] {
+		if connSpecific(hf.Name) {
 			return "connection-specific field " + hf.Name
 		}
 		if hf.Name == "te" && hf.Value != "trailers" {

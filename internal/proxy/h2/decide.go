@@ -556,11 +556,15 @@ func (c *callState) trailerExtras(res *outcome, reason policy.Reason, grpcStatus
 
 // brokenTrailers end a gRPC answer the upstream broke after it began
 // (a proper status rather than a reset), counted; one the call's deadline
-// ended (onDeadline) is DEADLINE_EXCEEDED.
+// ended (onDeadline) is DEADLINE_EXCEEDED marked retrycap-exhausted:
+// deadline, as the proxy's other deadline answers (the messages before it
+// went through: the client can tell a cut stream from an upstream's own
+// DEADLINE_EXCEEDED).
 func (c *callState) brokenTrailers(err error) []hpack.HeaderField {
 	if errors.Is(err, context.DeadlineExceeded) {
 		c.m.code(codeLabel(codeDeadline))
 		return []hpack.HeaderField{
+			{Name: "retrycap-exhausted", Value: policy.ReasonDeadline.String()},
 			{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
 			{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded while the answer streamed")},
 		}

@@ -39,11 +39,13 @@
 // upstream address a pool of h2c connections (prior knowledge, SETTINGS
 // read before the first stream), each with one reader goroutine handing
 // frames to the attempts they belong to; client stream ids map to
-// upstream ids per attempt. Every connection's writes are batched and
-// written by its own writer goroutine, with a write timeout, never by the
-// goroutine that produced them: a client that stops reading blocks
-// nobody else. The timers every call would touch are one per connection:
-// a client connection's per-try timeouts (its attempts in start order),
+// upstream ids per attempt. Every connection's writes are batched; the
+// goroutine that produced them makes one non-blocking write(2) of the
+// batch when the connection's writer is idle, and only the connection's
+// own writer goroutine, with a write timeout, waits on its socket for the
+// rest: a client that stops reading blocks nobody else. The timers every
+// call would touch are one per connection: a client connection's per-try
+// timeouts (its attempts in start order),
 // its keepalive PING and idle close, an upstream connection's idle close;
 // backoff, re-send and grpc-timeout are time.AfterFunc. A client that
 // resets a stream (or goes) with an attempt under way has it judged as

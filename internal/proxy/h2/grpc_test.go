@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -641,5 +642,57 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	if got := b.attempts.Load(); got != 1 {
 		t.Fatalf("server saw %d calls, want 1", got)
+	}
+}
+
+// TestServerStreamBrokenAfterDeadline: a server-streaming answer the
+// upstream breaks (its connection lost) once the call's time is gone is
+// ended as the deadline's (DEADLINE_EXCEEDED, retrycap-exhausted:
+// deadline), not as an upstream failure (UNAVAILABLE): a grpc-go server
+// resets the stream at the deadline it was forwarded, a moment after the
+// relay's own timer, which a loaded machine may run late. The relay's
+// clock (Config.Now) is moved past the 10 s deadline after the first
+// message, so its timer has not fired when the stream breaks.
+func TestServerStreamBrokenAfterDeadline(t *testing.T) {
+	var skew atomic.Int64
+	sent := make(chan struct{})
+	b := startBackend(t, &backend{stream: func(_ int, _ string, send func(string) error) error {
+		if err := send("first"); err != nil {
+			return err
+		}
+		close(sent)
+		select {} // until the server stops: the connection is lost under the stream
+	}})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3,
+		now: func() int64 { return time.Now().UnixNano() + skew.Load() }})
+	theFront.route(t, "echo", h, b.addr)
+	ctx := metadata.AppendToOutgoingContext(ctxT(t), "retrycap-deadline", "10000")
+	s, err := dialName(t, "echo").NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, methodStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("go")); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.CloseSend()
+	m := new(wrapperspb.StringValue)
+	if err := s.RecvMsg(m); err != nil || m.GetValue() != "first" {
+		t.Fatalf("first message %q err %v", m.GetValue(), err)
+	}
+	<-sent
+	skew.Store(int64(11 * time.Second))
+	go b.srv.Stop()
+	err = s.RecvMsg(m)
+	if status.Code(err) != codes.DeadlineExceeded || status.Convert(err).Message() != "retrycap-proxy: upstream echo: deadline exceeded while the answer streamed" {
+		t.Fatalf("end = %v, want DeadlineExceeded: deadline exceeded while the answer streamed", err)
+	}
+	if ex := s.Trailer().Get("retrycap-exhausted"); len(ex) != 1 || ex[0] != "deadline" {
+		t.Fatalf("retrycap-exhausted %q, want [deadline]", ex)
+	}
+	if got := b.attempts.Load(); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
+	}
+	if n := testutil.ToFloat64(h.m.requests.WithLabelValues("echo", "grpc", "DEADLINE_EXCEEDED")); n != 1 {
+		t.Fatalf("requests{code=DEADLINE_EXCEEDED} = %v, want 1", n)
 	}
 }

@@ -128,6 +128,7 @@ type Handler struct {
 	dirty      []*batchConn
 	spareDirty []*batchConn
 	dtimer     *time.Timer
+	dtArmed    bool // dtimer is due (markDirty)
 }
 
 // New builds a Handler.
@@ -183,7 +184,7 @@ func New(cfg Config) (*Handler, error) {
 	for _, x := range cfg.RetryMethods {
 		h.methods[strings.ToUpper(x)] = true
 	}
-	h.dtimer = time.AfterFunc(time.Hour, h.flushDirty)
+	h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
 	h.dtimer.Stop()
 	return h, nil
 }

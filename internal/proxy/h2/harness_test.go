@@ -97,6 +97,9 @@ type bufConn struct {
 
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// NetConn is the socket (the relay writes to it without waiting: batchConn.tryWrite).
+func (c *bufConn) NetConn() net.Conn { return c.Conn }
+
 func (f *front) lookup(host string) (*Handler, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -167,6 +170,8 @@ type proxyOpts struct {
 	pingInterval, pingTimeout, idle time.Duration
 	// Config.RequestTimeout, WriteTimeout (0: the defaults).
 	requestTimeout, writeTimeout time.Duration
+	// now: Config.Now (nil: the clock).
+	now func() int64
 }
 
 func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
@@ -209,6 +214,7 @@ func newHandler(t testing.TB, o proxyOpts) (*Handler, *prometheus.Registry) {
 		IdleTimeout:    o.idle,
 		RequestTimeout: o.requestTimeout,
 		WriteTimeout:   o.writeTimeout,
+		Now:            o.now,
 	})
 	if err != nil {
 		t.Fatal(err)

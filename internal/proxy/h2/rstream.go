@@ -775,6 +775,13 @@ func (s *rstream) broken(err error) {
 		return
 	}
 	if s.cs.grpc {
+		if s.cs.dl.Gone(s.cs.h.cfg.Now()) {
+			// The time was gone when it broke: the deadline ended it (a
+			// grpc-go server resets the stream at the deadline it was
+			// forwarded, a moment after the proxy's own timer, which a
+			// loaded machine may run late), not an upstream failure.
+			err = context.DeadlineExceeded
+		}
 		s.outTrailers = s.cs.brokenTrailers(err)
 		s.outEnd = true
 		s.flushOut()

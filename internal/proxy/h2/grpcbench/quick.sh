@@ -12,6 +12,10 @@
 #   go build -o /tmp/before ./cmd/retrycap-proxy   # at the old commit
 #   go build -o /tmp/after ./cmd/retrycap-proxy    # at the new one
 #   DUR=5s internal/proxy/h2/grpcbench/quick.sh /tmp/before /tmp/after [B_ENV]
+# ROUNDS=N repeats every shape N times, A and B in turn first (on a loaded
+# machine the order inside a round matters); every line carries its
+# process's CPU ticks and ticks per 1,000 calls (HAProxy's too), the figure
+# least at the mercy of the machine's load.
 set -u
 A=$1; B=$2; BENV=${3:-}
 DUR=${DUR:-5s}
@@ -39,30 +43,49 @@ $G -serve 127.0.0.1:19200 &
 ARGS="--upstreams echo=3 --resolve echo=127.0.0.1:19200 --retry-on connect-failure,reset,503,unavailable --chain-cap 4"
 GOMAXPROCS=1 $A --listen 127.0.0.1:19201 --admin 127.0.0.1:19202 $ARGS > "$W/a.log" 2>&1 & RA=$!
 env GOMAXPROCS=1 $BENV $B --listen 127.0.0.1:19211 --admin 127.0.0.1:19212 $ARGS > "$W/b.log" 2>&1 & RB=$!
-/usr/sbin/haproxy -f "$W/haproxy.cfg" > "$W/hap.log" 2>&1 &
+/usr/sbin/haproxy -f "$W/haproxy.cfg" > "$W/hap.log" 2>&1 & RH=$!
 sleep 1
 rss() { awk '/VmRSS/{print $2" kB"}' /proc/$1/status; }
 # The proxy's CPU time (user + system, clock ticks) around a run: per call
 # it is less at the mercy of the machine's load than req/s is (it counts
 # the warm-up too, the same for both).
 ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+percall() { # ticks output: ticks per 1,000 calls
+  awk -v t=$1 -v c="$(sed 's/.*calls=\([0-9]*\).*/\1/' <<<"$2")" 'BEGIN{ if (c > 0) printf "%.3f", t*1000/c; else print "-" }'
+}
 run() { # label pid port shape...
-  local l=$1 pid=$2 port=$3 t0 out; shift 3
+  local l=$1 pid=$2 port=$3 t0 out t; shift 3
   t0=$(ticks $pid)
   out=$(HTTPS_PROXY=http://127.0.0.1:$port $G -label $l -target dns:///echo:50051 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR)
-  echo "$out cpu_ticks=$(( $(ticks $pid) - t0 ))"
+  t=$(( $(ticks $pid) - t0 ))
+  echo "$out cpu_ticks=$t ticks/kcall=$(percall $t "$out")"
+}
+hap() { # shape...
+  local t0 out t
+  t0=$(ticks $RH)
+  out=$(env -u HTTPS_PROXY $G -label haproxy -target 127.0.0.1:19203 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR)
+  t=$(( $(ticks $RH) - t0 ))
+  echo "$out cpu_ticks=$t ticks/kcall=$(percall $t "$out")"
 }
 SHAPES=${SHAPES:-'"1 16" "64 256"'}
 eval "set -- $SHAPES"
-for shape in "$@"; do
-  set -- $shape
-  echo "uptime: $(uptime | sed 's/.*load/load/')"
-  if [ "${3:-0}" != 0 ]; then
-    env -u HTTPS_PROXY $G -label direct -target 127.0.0.1:19200 -conns $1 -concurrency $2 -rate $3 -duration $DUR
-  fi
-  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR
-  run A $RA 19201 $1 $2 ${3:-0}
-  run B $RB 19211 $1 $2 ${3:-0}
-  env -u HTTPS_PROXY $G -label haproxy  -target 127.0.0.1:19203 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR
+for round in $(seq "${ROUNDS:-1}"); do
+  for shape in "$@"; do
+    set -- $shape
+    echo "round $round uptime: $(uptime | sed 's/.*load/load/')"
+    if [ "${3:-0}" != 0 ]; then
+      env -u HTTPS_PROXY $G -label direct -target 127.0.0.1:19200 -conns $1 -concurrency $2 -rate $3 -duration $DUR
+    fi
+    hap $1 $2 ${3:-0}
+    if [ $((round % 2)) = 1 ]; then
+      run A $RA 19201 $1 $2 ${3:-0}
+      run B $RB 19211 $1 $2 ${3:-0}
+    else
+      run B $RB 19211 $1 $2 ${3:-0}
+      run A $RA 19201 $1 $2 ${3:-0}
+    fi
+    hap $1 $2 ${3:-0}
+  done
+  eval "set -- $SHAPES"
 done
 echo "RSS: A $(rss $RA), B $(rss $RB)"
