@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -123,4 +124,82 @@ func barePodAWS(t *testing.T, op *operatortest.Operator) {
 		}
 		return err.Error()
 	}).Should(Equal(`admission webhook "gate.retrycap.dev" denied the request: RetryPolicy shop-barepod/shop: ` + chain + "; " + fix))
+}
+
+// The fix applied: a Deployment calling S3 with AWS_MAX_ATTEMPTS=7 gets the fix in the env's
+// unit; its env lowered as the fix says (nothing else changed), the status follows. The
+// controller reconciled only on a change of labels or retrycap's annotations before.
+const envFixInput = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop-envfix}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: archiver, namespace: shop-envfix}
+spec:
+  selector: {matchLabels: {app: archiver}}
+  template:
+    metadata:
+      labels: {app: archiver}
+      annotations: {retrycap.dev/upstreams: s3.eu-west-1.amazonaws.com}
+    spec:
+      containers:
+      - name: app
+        image: lab-app
+        env: [{name: AWS_MAX_ATTEMPTS, value: "7"}]
+---
+apiVersion: retrycap.dev/v1alpha1
+kind: RetryPolicy
+metadata: {name: shop, namespace: shop-envfix}
+spec:
+  maxAmplification: 4
+  enforcement: Audit
+  entrypoints: [{service: archiver}]
+`
+
+func init() {
+	moreCases = append(moreCases, struct {
+		name string
+		run  func(*testing.T, *operatortest.Operator)
+	}{name: "an AWS SDK env fix applied", run: envFixApplied})
+}
+
+func envFixApplied(t *testing.T, op *operatortest.Operator) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(time.Minute)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	c, ctx := op.Client, op.Ctx
+	const fix = "Deployment shop-envfix/archiver container app env AWS_MAX_ATTEMPTS: 7 -> 4"
+	rep := analyzeInput(t, envFixInput)
+	g.Expect(rep.Violations).To(HaveLen(1))
+	g.Expect(rep.Violations[0].Suggestion).To(Equal(fix))
+	var dep *unstructured.Unstructured
+	for _, u := range objects(t, envFixInput) {
+		if u.GetKind() == "Deployment" {
+			dep = u
+		}
+		g.Eventually(func() error { return c.Create(ctx, u.DeepCopy()) }).Should(Succeed(), "creating %s %s", u.GetKind(), u.GetName())
+	}
+	type status struct {
+		Amplification int64
+		Suggestions   []string
+	}
+	get := func() (status, error) {
+		var p v1alpha1.RetryPolicy
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "shop-envfix", Name: "shop"}, &p); err != nil {
+			return status{}, err
+		}
+		s := status{Amplification: p.Status.Amplification}
+		for _, v := range p.Status.Violations {
+			s.Suggestions = append(s.Suggestions, v.Suggestion)
+		}
+		return s, nil
+	}
+	g.Eventually(get).Should(Equal(status{Amplification: 7, Suggestions: []string{fix}}))
+
+	// The fix as a strategic merge patch of the env (what analyze -o patch writes).
+	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"AWS_MAX_ATTEMPTS","value":"4"}]}]}}}}`)
+	g.Expect(c.Patch(ctx, dep.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, patch))).To(Succeed())
+	g.Eventually(get).Should(Equal(status{Amplification: 4}))
 }
