@@ -405,7 +405,7 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 	if v.node != own {
 		v.via = w.String()
 	}
-	v = sdkVerdict(meshVerdict(v, r, incoming), incoming)
+	v = meshVerdict(v, r, incoming)
 	if tv != nil {
 		// The time's plan is in the application's attempts already (graph.JudgeTime).
 		v.plan = graph.MergePlans(v.plan, renamed(tv.plan, v.node))
@@ -413,7 +413,7 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 			v.timeVia = w.String()
 		}
 	}
-	return v, true, nil
+	return sdkVerdict(v, incoming), true, nil
 }
 
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'
