@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // TestDecideAWSSDKEdge: order calls S3 through the AWS SDK (AWS_MAX_ATTEMPTS=3 in its env, the
@@ -13,7 +14,7 @@ import (
 // the words of the status's suggestion, and Rewrite mode does not write an annotation value that
 // would only tell retrycap a number while the SDK keeps retrying.
 func TestDecideAWSSDKEdge(t *testing.T) {
-	order := deployment("order", "payment=1, s3.eu-west-1.amazonaws.com")
+	order := workloadtest.Deployment("order", "payment=1, s3.eu-west-1.amazonaws.com")
 	order.AWS = workload.AWSEnv{Container: "app", MaxAttempts: "3"}
 	const chain = "gateway -x3-> order -x3-> s3.eu-west-1.amazonaws.com = 9 > cap 4"
 	const fix = "Deployment shop/order container app env AWS_MAX_ATTEMPTS: 3 -> 1"
@@ -30,7 +31,7 @@ func TestDecideAWSSDKEdge(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := testPolicy("checkout", 4, tc.mode, nil)
+			p := workloadtest.Policy("checkout", 4, tc.mode, nil)
 			got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(shopWorkloads()), Incoming: order})
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got  %#v\nwant %#v", got, tc.want)
