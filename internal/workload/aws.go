@@ -234,42 +234,44 @@ func (f EnvFix) Suggestion() string {
 }
 
 // sdkFixes are the env fixes of a planner's "node: up=N" part, one per selected workload of
-// node whose SDK edge to up makes more than N tries; false when up is no SDK edge of node's.
-func (r *Result) sdkFixes(part string) ([]string, bool) {
+// node whose SDK edge to up makes more than N tries; sdk is false when up is no SDK edge of
+// node's. others says whether a workload of node declares up with "=N" (or a default) above N
+// too: its part stays, in the annotation's unit.
+func (r *Result) sdkFixes(part string) (fixes []string, sdk, others bool) {
 	node, change, ok := strings.Cut(part, ": ")
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
 	eq := strings.LastIndexByte(change, '=')
 	if eq < 0 {
-		return nil, false
+		return nil, false, false
 	}
 	up := change[:eq]
 	n, err := strconv.ParseInt(change[eq+1:], 10, 64)
 	if err != nil {
-		return nil, false
+		return nil, false, false
 	}
-	var out []string
-	found := false
+	def := defaultAttempts(r.Spec())
 	for _, x := range r.kept {
-		if len(x.sdk) == 0 || !slices.Contains(r.Nodes(x.key), node) {
+		if !slices.Contains(r.Nodes(x.key), node) {
 			continue
 		}
-		for i := range x.upstreams {
-			if !x.SDKUpstream(i) || r.upstreamNode(x, i) != up {
+		for i, u := range x.upstreams {
+			if r.upstreamNode(x, i) != up {
 				continue
 			}
-			found = true
-			if f, ok := PlanEnvFix(x, n); ok {
-				out = append(out, f.Suggestion())
+			if !x.SDKUpstream(i) {
+				a, _ := edgeValues(u, def)
+				others = others || a > n
+				continue
 			}
-			break
+			sdk = true
+			if f, ok := PlanEnvFix(x, n); ok {
+				fixes = append(fixes, f.Suggestion())
+			}
 		}
 	}
-	if !found {
-		return nil, false
-	}
-	return out, true
+	return fixes, sdk, others
 }
 
 // SDKFix is the fix of x's edge to up (a node of p's graph) when its tries are the AWS SDK's:

@@ -167,3 +167,21 @@ func TestAWSEnvFix(t *testing.T) {
 		})
 	}
 }
+
+// TestAWSEnvFixSiblings: two workloads of service uploader call S3, one through the SDK's env,
+// one with an explicit "=10": each gets the fix in its own unit, neither is dropped.
+func TestAWSEnvFixSiblings(t *testing.T) {
+	sdk, _ := FromObject(awsDeployment("s3.amazonaws.com", envContainer("app", "AWS_MAX_ATTEMPTS", "10")))
+	d := awsDeployment("s3.amazonaws.com=10", envContainer("app"))
+	d.Name = "uploader-v2"
+	d.Spec.Template.Annotations[annotations.Service] = "uploader"
+	explicit, _ := FromObject(d)
+	_, a := Analyze(ForRetryPolicy(policy("shop", "p", 4, v1alpha1.Entrypoint{Service: "uploader"})), []Workload{sdk, explicit}, nil)
+	if len(a.Violations) != 1 {
+		t.Fatalf("%d violations, want 1: %+v", len(a.Violations), a.Violations)
+	}
+	const want = "Deployment shop/uploader container app env AWS_MAX_ATTEMPTS: 10 -> 4; uploader: s3.amazonaws.com=4"
+	if got := a.Violations[0].Suggestion; got != want {
+		t.Fatalf("suggestion %q, want %q", got, want)
+	}
+}

@@ -654,12 +654,13 @@ func (r *Result) NameWorkloads(a *graph.Analysis) {
 		parts := strings.Split(v.Suggestion, "; ")
 		var out []string
 		for _, part := range parts {
-			// An edge whose tries are the AWS SDK's: its container's AWS_MAX_ATTEMPTS (aws.go).
-			if fixes, ok := r.sdkFixes(part); ok {
-				out = append(out, fixes...)
-				continue
+			// An edge whose tries are the AWS SDK's: its container's AWS_MAX_ATTEMPTS (aws.go);
+			// a sibling that declares the same upstream with "=N" keeps the annotation's unit.
+			fixes, sdk, others := r.sdkFixes(part)
+			out = append(out, fixes...)
+			if !sdk || others {
+				out = append(out, r.nameWorkloads(part, def)...)
 			}
-			out = append(out, r.nameWorkloads(part, def)...)
 		}
 		v.Suggestion = strings.Join(out, "; ")
 	}
@@ -684,7 +685,7 @@ func (r *Result) nameWorkloads(part string, def int64) []string {
 	var out []string
 	for _, x := range fronted {
 		for i, u := range x.upstreams {
-			if a, _ := edgeValues(u, def); r.upstreamNode(x, i) == up && a > n {
+			if a, _ := edgeValues(u, def); r.upstreamNode(x, i) == up && a > n && !x.SDKUpstream(i) {
 				out = append(out, x.Workload.String()+": "+change)
 				break
 			}
