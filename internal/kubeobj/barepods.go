@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -89,6 +90,11 @@ func (b *bareSpecs) retry(m *metav1.PartialObjectMetadata, w workload.Workload) 
 				return true, nil
 			case client.IgnoreNotFound(err) == nil:
 				return true, nil // gone: its delete event removes it
+			case apierrors.IsForbidden(err):
+				// RBAC without get on pods: no retry will succeed; said once, the Pod stays as
+				// its metadata says.
+				logf.FromContext(b.ctx).Error(err, "cannot read a bare Pod's containers: its AWS SDK env and mesh proxies are not counted", "pod", m.Namespace+"/"+m.Name)
+				return true, nil
 			}
 			return false, nil
 		})
