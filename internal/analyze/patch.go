@@ -3,7 +3,9 @@ package analyze
 import (
 	"fmt"
 	"io"
+	"maps"
 	"sort"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -24,6 +26,11 @@ type Patch struct {
 	Policies []string
 	// Mesh is a mesh object's patch (Workload, Old and New are then empty).
 	Mesh *MeshPatch
+	// Env is the workload's container AWS_MAX_ATTEMPTS when an edge whose tries are the AWS
+	// SDK's must make fewer (nil: none); Old and New are equal when the annotation stays.
+	Env *workload.EnvFix
+	// lowered: some upstream's attempts in the annotation were lowered (else New is Old).
+	lowered bool
 }
 
 // Plan is the whole combined fix of every policy over the cap: for each policy the whole-graph
@@ -100,6 +107,21 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 					continue
 				}
 				for i, u := range ups {
+					if x.SDKUpstream(i) {
+						// The SDK's tries: the lever is the container's AWS_MAX_ATTEMPTS (one
+						// value for every AWS call of the container: the lowest planned).
+						if v, ok := plan.New(n, edges[i].To); ok {
+							want := v / max(edges[i].Attempts()/max(edges[i].App, 1), 1)
+							if pt := byKey[key]; pt != nil && pt.Env != nil {
+								want = min(want, pt.Env.To)
+							}
+							if f, ok := workload.PlanEnvFix(x, max(want, 1)); ok {
+								lower(w, key)
+								byKey[key].Env = &f
+							}
+						}
+						continue
+					}
 					now := int64(u.Attempts)
 					if now == 0 {
 						now = int64(def)
@@ -112,6 +134,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 					if app < now {
 						ups[i].Attempts = int32(app)
 						lower(w, key)
+						byKey[key].lowered = true
 					}
 					if meshed && l.Tries > 1 && tries < l.Tries {
 						k := l.Object + " " + l.FieldPath + " " + l.Note
@@ -129,7 +152,17 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		}
 	}
 	for key, pt := range byKey {
-		pt.New = annotations.FormatUpstreams(cur[key])
+		pt.New = pt.Old
+		if pt.lowered {
+			pt.New = annotations.FormatUpstreams(cur[key])
+		}
+		if pt.Env != nil && pt.Env.Container == "" {
+			notes = append(notes, fmt.Sprintf("%s: no container to name: set env %s=%d on the container calling AWS (%s)", pt.Workload, workload.EnvAWSMaxAttempts, pt.Env.To, pt.Env.Suggestion()))
+			pt.Env = nil
+			if !pt.lowered {
+				continue
+			}
+		}
 		patches = append(patches, *pt)
 	}
 	sort.Slice(patches, func(i, j int) bool { return workload.Compare(patches[i].Workload, patches[j].Workload) < 0 })
@@ -185,17 +218,46 @@ func RenderPatch(w io.Writer, patches []Patch, notes []string) error {
 			}
 			continue
 		}
-		fmt.Fprintf(&b, "# %s (%s), for %s: %s %q -> %q\n", pt.Workload, pt.Source, policyList(pt.Policies), annotations.Upstreams, pt.Old, pt.New)
-		ann := map[string]any{"annotations": map[string]string{annotations.Upstreams: pt.New}}
+		var changes []string
+		if pt.Old != pt.New {
+			changes = append(changes, fmt.Sprintf("%s %q -> %q", annotations.Upstreams, pt.Old, pt.New))
+		}
+		if pt.Env != nil {
+			// The same words as the suggestion's; a strategic merge patch (kubectl patch's
+			// default for these kinds, and kustomize's), which merges containers and env by name.
+			changes = append(changes, strings.TrimPrefix(pt.Env.Suggestion(), pt.Workload.String()+" "))
+		}
+		fmt.Fprintf(&b, "# %s (%s), for %s: %s\n", pt.Workload, pt.Source, policyList(pt.Policies), strings.Join(changes, "; "))
+		if pt.Env != nil && pt.Workload.Kind == workload.KindPod {
+			b.WriteString("# a Pod's env cannot change in place: recreate the Pod with this value\n")
+		}
 		obj := map[string]any{
 			"apiVersion": apiVersions[pt.Workload.Kind],
 			"kind":       pt.Workload.Kind,
 			"metadata":   map[string]any{"name": pt.Workload.Name, "namespace": pt.Workload.Namespace},
 		}
+		podMeta, podSpec := map[string]any{}, map[string]any{}
+		if pt.Old != pt.New {
+			podMeta["annotations"] = map[string]string{annotations.Upstreams: pt.New}
+		}
+		if pt.Env != nil {
+			podSpec["containers"] = []any{map[string]any{"name": pt.Env.Container,
+				"env": []any{map[string]any{"name": workload.EnvAWSMaxAttempts, "value": strconv.FormatInt(pt.Env.To, 10)}}}}
+		}
 		if pt.Workload.Kind == workload.KindPod {
-			obj["metadata"].(map[string]any)["annotations"] = ann["annotations"]
+			maps.Copy(obj["metadata"].(map[string]any), podMeta)
+			if len(podSpec) > 0 {
+				obj["spec"] = podSpec
+			}
 		} else {
-			obj["spec"] = map[string]any{"template": map[string]any{"metadata": ann}}
+			tmpl := map[string]any{}
+			if len(podMeta) > 0 {
+				tmpl["metadata"] = podMeta
+			}
+			if len(podSpec) > 0 {
+				tmpl["spec"] = podSpec
+			}
+			obj["spec"] = map[string]any{"template": tmpl}
 		}
 		out, err := yaml.Marshal(obj)
 		if err != nil {

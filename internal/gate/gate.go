@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -112,6 +113,36 @@ type verdict struct {
 	time *timeVerdict
 	// timeVia is the incoming workload when the time's node is a Service's name, not its own.
 	timeVia string
+	// envFixes are the plan's changes on the incoming workload's edges whose tries are the AWS
+	// SDK's, in their unit ("Deployment shop/audit container app env AWS_MAX_ATTEMPTS: 3 -> 1",
+	// workload.EnvFix): taken out of the plan, whose "may keep up=N" would only tell retrycap a
+	// number and leave the SDK as it is.
+	envFixes []string
+	// sdkNodes are the upstream nodes of those changes (Rewrite mode leaves them alone).
+	sdkNodes []string
+}
+
+// sdkVerdict moves v's plan changes on SDK edges of the incoming workload into v.envFixes.
+func sdkVerdict(v verdict, incoming *workload.Parsed) verdict {
+	if v.plan == nil || len(v.plan.Changes) == 0 {
+		return v
+	}
+	plan := *v.plan
+	plan.Changes = nil
+	for _, ch := range v.plan.Changes {
+		if ch.From == v.node {
+			if f, ok, sdk := incoming.SDKFix(v.policy, ch.To, ch.New); sdk {
+				if ok {
+					v.envFixes = append(v.envFixes, f.Suggestion())
+				}
+				v.sdkNodes = append(v.sdkNodes, ch.To)
+				continue
+			}
+		}
+		plan.Changes = append(plan.Changes, ch)
+	}
+	v.plan = &plan
+	return v
 }
 
 func (v verdict) message() string {
@@ -124,6 +155,9 @@ func (v verdict) message() string {
 	}
 	// AdmissionMessage names a RetryPolicy; the policy's own kind in its place.
 	msg = ref.Kind + strings.TrimPrefix(msg, workload.KindRetryPolicy)
+	if len(v.envFixes) > 0 {
+		msg += "; " + strings.Join(v.envFixes, "; ")
+	}
 	if v.via != "" {
 		msg = strings.Replace(msg, "; "+v.node+" may keep ", "; "+v.via+" may keep ", 1)
 		msg = strings.Replace(msg, "even with "+v.node+": ", "even with "+v.via+": ", 1)
@@ -340,7 +374,7 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 			if !j.Over {
 				return verdict{}, false, nil
 			}
-			return meshVerdict(verdict{policy: p, judge: j, plan: plan, node: own}, b.Result(), incoming), true, nil
+			return sdkVerdict(meshVerdict(verdict{policy: p, judge: j, plan: plan, node: own}, b.Result(), incoming), incoming), true, nil
 		}
 	}
 	// The incoming workload's own edges, not the merged edges of its service: see BuildJudged.
@@ -379,7 +413,7 @@ func judge(p *workload.Policy, w workload.Workload, old *workload.Workload, src 
 			v.timeVia = w.String()
 		}
 	}
-	return v, true, nil
+	return sdkVerdict(v, incoming), true, nil
 }
 
 // rewrite lowers the incoming workload's attempts to the minimum the exceeded Rewrite policies'
@@ -400,7 +434,11 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 		}
 		lowered := false
 		for i, u := range ups {
-			n, ok := v.plan.Changed(v.node, v.policy.UpstreamNode(u.Name, incoming.Namespace))
+			to := v.policy.UpstreamNode(u.Name, incoming.Namespace)
+			if slices.Contains(v.sdkNodes, to) {
+				continue // the SDK's tries: an annotation value would not change them
+			}
+			n, ok := v.plan.Changed(v.node, to)
 			if !ok {
 				continue
 			}
@@ -413,8 +451,11 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 			lowering = append(lowering, v.policy.Ref())
 			explains = append(explains, v.explain())
 		}
-		if !v.plan.Fits {
+		switch {
+		case !v.plan.Fits:
 			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite; "+incoming.String()+" is rewritten as far as it goes)")
+		case len(v.envFixes) > 0:
+			warnings = append(warnings, v.message()+" (admitted: enforcement is Rewrite, which rewrites only "+annotations.Upstreams+"; the AWS SDK's tries change with the container's env)")
 		}
 	}
 	if !changed {

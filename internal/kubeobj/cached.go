@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -47,7 +48,8 @@ type CachedWorkload struct {
 // CachedSpec is what the graph reads of a pod template's spec.
 type CachedSpec struct {
 	// AWS is the AWS SDKs' retry variables of the containers (AWS_MAX_ATTEMPTS,
-	// AWS_RETRY_MODE, of the container giving the most tries: workload.AWSEnvOf), the only
+	// AWS_RETRY_MODE, of the container giving the most tries, and the container a fix names:
+	// workload.AWSEnvFor), the only
 	// environment the graph reads.
 	AWS workload.AWSEnv
 	// Proxies are the mesh proxy containers of the template (workload.ProxiesOf), the only
@@ -106,7 +108,7 @@ const retrycapPrefix = "retrycap.dev/"
 // cachedWorkload is the stub of a workload of kind kind.
 func cachedWorkload(kind string, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) *CachedWorkload {
 	c := &CachedWorkload{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name}
-	if x := (CachedSpec{AWS: workload.AWSEnvOf(&tmpl.Spec), Proxies: workload.ProxiesOf(&tmpl.Spec)}); !x.AWS.Equal(workload.AWSEnv{}) || len(x.Proxies) > 0 {
+	if x := (CachedSpec{AWS: workload.AWSEnvFor(&tmpl.Spec, tmpl.Annotations[annotations.Upstreams]), Proxies: workload.ProxiesOf(&tmpl.Spec)}); !x.AWS.Equal(workload.AWSEnv{}) || len(x.Proxies) > 0 {
 		c.Extra = &x
 	}
 	c.Labels = workload.PairsOfFunc(len(tmpl.Labels), maps.All(tmpl.Labels), func(k, v string) (string, string, bool) {

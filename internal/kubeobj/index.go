@@ -8,9 +8,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/index"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // FeedIndex feeds the workload index (index.Index: the gate, the injector and the controller read
@@ -23,27 +25,43 @@ import (
 // the index's subscribers) and the ClusterRetryPolicies, whose changes make their prepared state
 // stale like RetryPolicies'. Updates that do not touch a
 // workload's labels or annotations, or a Service's selector or type, leave the index alone
-// (Index.Put and PutService say so).
-func FeedIndex(ctx context.Context, c cache.Cache, x *index.Index) error {
+// (Index.Put and PutService say so). pods, when given, reads whole Pods (the manager's API
+// reader): a bare Pod's containers are read from it once (barepods.go); without it a bare Pod is
+// what its metadata says (no AWS SDK environment, no proxy containers).
+func FeedIndex(ctx context.Context, c cache.Cache, x *index.Index, pods ...client.Reader) error {
+	var bare *bareSpecs
+	if len(pods) > 0 && pods[0] != nil {
+		bare = newBareSpecs(ctx, pods[0], x)
+	}
+	// workloadOf is WorkloadOf, a bare Pod's spec input read by bare (barepods.go).
+	workloadOf := func(obj any) (workload.Workload, bool) {
+		w, ok := WorkloadOf(obj)
+		if m, isPod := podMeta(obj); ok && isPod {
+			w = bare.complete(m, w)
+		}
+		return w, ok
+	}
 	h := toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if w, ok := WorkloadOf(obj); ok {
+			if w, ok := workloadOf(obj); ok {
 				x.Put(w)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			if w, ok := WorkloadOf(newObj); ok {
+			if w, ok := workloadOf(newObj); ok {
 				x.Put(w)
 				return
 			}
 			// A Pod that gained a controller is no longer a bare workload.
 			if w, ok := WorkloadOf(oldObj); ok {
 				x.Remove(w)
+				bare.forget(oldObj)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if w, ok := WorkloadOf(obj); ok {
 				x.Remove(w)
+				bare.forget(obj)
 			}
 		},
 	}

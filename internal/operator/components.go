@@ -19,7 +19,7 @@ import (
 // once parsed.
 func setupComponents(mgr ctrl.Manager, o Options) error {
 	idx := index.New()
-	if err := kubeobj.FeedIndex(context.Background(), mgr.GetCache(), idx); err != nil {
+	if err := kubeobj.FeedIndex(context.Background(), mgr.GetCache(), idx, mgr.GetAPIReader()); err != nil {
 		return fmt.Errorf("feeding the workload index: %w", err)
 	}
 	mw, err := newMeshWatcher(mgr, o)

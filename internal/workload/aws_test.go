@@ -1,12 +1,14 @@
 package workload
 
 import (
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 )
 
@@ -113,5 +115,73 @@ func TestAWSValueFromNoted(t *testing.T) {
 	}
 	if x.upstreams[0].Attempts != 3 {
 		t.Fatalf("attempts %d, want 3", x.upstreams[0].Attempts)
+	}
+}
+
+// TestAWSEnvFix: a violation through an edge whose tries are the AWS SDK's is fixed with the
+// container's AWS_MAX_ATTEMPTS, the only thing that changes the SDK, whatever set its tries.
+func TestAWSEnvFix(t *testing.T) {
+	valueFrom := envContainer("app", "AWS_RETRY_MODE", "legacy")
+	valueFrom.Env = append(valueFrom.Env, corev1.EnvVar{Name: "AWS_MAX_ATTEMPTS", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "n"}}})
+	cases := []struct {
+		name       string
+		upstreams  string
+		containers []corev1.Container
+		cap        int32
+		want       []string // the suggestions, violation by violation
+	}{
+		{name: "max attempts set", upstreams: "s3.eu-west-1.amazonaws.com", cap: 4,
+			containers: []corev1.Container{envContainer("app", "AWS_MAX_ATTEMPTS", "10")},
+			want:       []string{"Deployment shop/uploader container app env AWS_MAX_ATTEMPTS: 10 -> 4"}},
+		{name: "mode only", upstreams: "dynamodb.eu-west-1.amazonaws.com", cap: 2,
+			containers: []corev1.Container{envContainer("app", "AWS_RETRY_MODE", "standard")},
+			want:       []string{"Deployment shop/uploader container app env AWS_MAX_ATTEMPTS: unset (3) -> 2"}},
+		{name: "nothing set: the first container that is no proxy", upstreams: "s3.amazonaws.com", cap: 1,
+			containers: []corev1.Container{{Name: "linkerd-proxy"}, {Name: "main"}, {Name: "sidecar"}},
+			want:       []string{"Deployment shop/uploader container main env AWS_MAX_ATTEMPTS: unset (5) -> 1"}},
+		{name: "max attempts through valueFrom", upstreams: "s3.amazonaws.com", cap: 3,
+			containers: []corev1.Container{valueFrom},
+			want:       []string{"Deployment shop/uploader container app env AWS_MAX_ATTEMPTS: valueFrom, not read (5 assumed) -> 3"}},
+		{name: "an explicit =N is the annotation's", upstreams: "s3.amazonaws.com=6", cap: 2,
+			containers: []corev1.Container{envContainer("app", "AWS_MAX_ATTEMPTS", "10")},
+			want:       []string{"uploader: s3.amazonaws.com=2"}},
+		{name: "two AWS calls, one fix each", upstreams: "s3.amazonaws.com, sqs.us-east-1.amazonaws.com", cap: 3,
+			containers: []corev1.Container{envContainer("app", "AWS_MAX_ATTEMPTS", "4")},
+			want: []string{"Deployment shop/uploader container app env AWS_MAX_ATTEMPTS: 4 -> 3",
+				"Deployment shop/uploader container app env AWS_MAX_ATTEMPTS: 4 -> 3"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, ok := FromObject(awsDeployment(c.upstreams, c.containers...))
+			if !ok {
+				t.Fatal("not a workload")
+			}
+			_, a := Analyze(ForRetryPolicy(policy("shop", "p", c.cap, v1alpha1.Entrypoint{Service: "uploader"})), []Workload{w}, nil)
+			var got []string
+			for _, v := range a.Violations {
+				got = append(got, v.Suggestion)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("suggestions\n%q\nwant\n%q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestAWSEnvFixSiblings: two workloads of service uploader call S3, one through the SDK's env,
+// one with an explicit "=10": each gets the fix in its own unit, neither is dropped.
+func TestAWSEnvFixSiblings(t *testing.T) {
+	sdk, _ := FromObject(awsDeployment("s3.amazonaws.com", envContainer("app", "AWS_MAX_ATTEMPTS", "10")))
+	d := awsDeployment("s3.amazonaws.com=10", envContainer("app"))
+	d.Name = "uploader-v2"
+	d.Spec.Template.Annotations[annotations.Service] = "uploader"
+	explicit, _ := FromObject(d)
+	_, a := Analyze(ForRetryPolicy(policy("shop", "p", 4, v1alpha1.Entrypoint{Service: "uploader"})), []Workload{sdk, explicit}, nil)
+	if len(a.Violations) != 1 {
+		t.Fatalf("%d violations, want 1: %+v", len(a.Violations), a.Violations)
+	}
+	const want = "Deployment shop/uploader container app env AWS_MAX_ATTEMPTS: 10 -> 4; uploader: s3.amazonaws.com=4"
+	if got := a.Violations[0].Suggestion; got != want {
+		t.Fatalf("suggestion %q, want %q", got, want)
 	}
 }

@@ -101,7 +101,7 @@ func FromObject(obj runtime.Object) (Workload, bool) {
 }
 
 func fromTemplate(kind string, meta, tmpl metav1.ObjectMeta, spec *corev1.PodSpec) Workload {
-	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations), AWS: AWSEnvOf(spec), Proxies: ProxiesOf(spec)}
+	return Workload{Kind: kind, Namespace: meta.Namespace, Name: meta.Name, Labels: PairsOf(tmpl.Labels), Annotations: PairsOf(tmpl.Annotations), AWS: AWSEnvFor(spec, tmpl.Annotations[annotations.Upstreams]), Proxies: ProxiesOf(spec)}
 }
 
 // ServiceName is the annotation retrycap.dev/service, else the label app.kubernetes.io/name,
@@ -276,6 +276,8 @@ type Parsed struct {
 	// AWS SDK environment (*EnvError): its AWS upstreams keep the policy's default.
 	awsNotes []string
 	envErr   error
+	// sdk marks the upstreams whose tries are the AWS SDK's (nil when none): SDKUpstream.
+	sdk []bool
 	// q is service and the upstreams' names as a cluster policy's graph names them
 	// (QualifiedName), computed on the first cluster graph that reads them rather than per
 	// graph, and not at all for a namespace no ClusterRetryPolicy selects: at 20,000 workloads
@@ -637,9 +639,10 @@ func (r *Result) Fronted(n string) []Workload {
 // names the workloads whose annotation to change: "reviews: ratings=1" becomes
 // "Deployment bookinfo/reviews-v2: ratings=1" for each workload behind Service reviews that
 // declares ratings with more attempts than that. Suggestions about other nodes (a workload's
-// own service name) are left as they are.
+// own service name) are left as they are. A change on an edge whose tries are the AWS SDK's
+// becomes the container's AWS_MAX_ATTEMPTS (EnvFix), the only thing that changes the SDK.
 func (r *Result) NameWorkloads(a *graph.Analysis) {
-	if a == nil || len(r.fronts) == 0 {
+	if a == nil {
 		return
 	}
 	def := defaultAttempts(r.Spec())
@@ -651,7 +654,13 @@ func (r *Result) NameWorkloads(a *graph.Analysis) {
 		parts := strings.Split(v.Suggestion, "; ")
 		var out []string
 		for _, part := range parts {
-			out = append(out, r.nameWorkloads(part, def)...)
+			// An edge whose tries are the AWS SDK's: its container's AWS_MAX_ATTEMPTS (aws.go);
+			// a sibling that declares the same upstream with "=N" keeps the annotation's unit.
+			fixes, sdk, others := r.sdkFixes(part)
+			out = append(out, fixes...)
+			if !sdk || others {
+				out = append(out, r.nameWorkloads(part, def)...)
+			}
 		}
 		v.Suggestion = strings.Join(out, "; ")
 	}
@@ -676,7 +685,7 @@ func (r *Result) nameWorkloads(part string, def int64) []string {
 	var out []string
 	for _, x := range fronted {
 		for i, u := range x.upstreams {
-			if a, _ := edgeValues(u, def); r.upstreamNode(x, i) == up && a > n {
+			if a, _ := edgeValues(u, def); r.upstreamNode(x, i) == up && a > n && !x.SDKUpstream(i) {
 				out = append(out, x.Workload.String()+": "+change)
 				break
 			}

@@ -38,6 +38,12 @@ var fileCases = []fileCase{
 	{name: "a TCP-only callee under Istio (Online Boutique)", file: "../../cli/testdata/inputs/boutique-istio.yaml"},
 }
 
+// moreCases are cases with steps of their own, added from their files (barepod_envtest_test.go).
+var moreCases []struct {
+	name string
+	run  func(*testing.T, *operatortest.Operator)
+}
+
 // TestAgree runs one manager (one per process: controller names are unique) and reads each input
 // through analyze, the status and the gate.
 func TestAgree(t *testing.T) {
@@ -49,6 +55,9 @@ func TestAgree(t *testing.T) {
 	t.Run("new layers", func(t *testing.T) { newLayers(t, op) })
 	for _, fc := range fileCases {
 		t.Run(fc.name, func(t *testing.T) { agreeOnFile(t, op, fc) })
+	}
+	for _, mc := range moreCases {
+		t.Run(mc.name, func(t *testing.T) { mc.run(t, op) })
 	}
 }
 

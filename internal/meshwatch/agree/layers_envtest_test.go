@@ -234,16 +234,16 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 	change.SetResourceVersion(cur.GetResourceVersion())
 	err = c.Update(ctx, change.DeepCopy())
 	// The gate's message is analyze's without the client hop, for the change it judges (the
-	// new edge is its lever: the SDK's 3 tries written down as 1).
+	// new edge is its lever, in the SDK's unit: the container's AWS_MAX_ATTEMPTS, 3 tries to 1).
 	layers := "frontend -x3-> orders: 3 = 1 (Deployment frontend) x 3 (Kuma MeshRetry shop/orders-retry numRetries 2); " +
 		"orders -x2-> payment: 2 = 1 (Deployment orders) x 2 (Dapr Resiliency shop/payments retry policy once, maxRetries 1 (replaces the built-in retries)); " +
 		"payment -x3-> ledger: 3 = 1 (Deployment payment) x 3 (Consul ServiceRouter shop/ledger numRetries 2); " +
 		"ledger -x3-> audit: 3 = 1 (Deployment ledger) x 3 (Istio default, no VirtualService binds audit)"
 	chain := "frontend -x3-> orders -x2-> payment -x3-> ledger -x3-> audit -x3-> archive.s3.amazonaws.com = 162 > cap 60"
 	g.Expect(err).To(MatchError(`admission webhook "gate.retrycap.dev" denied the request: RetryPolicy shop/shop: ` + chain + "; " + layers +
-		"; audit may keep archive.s3.amazonaws.com=1"))
+		"; Deployment shop/audit container app env AWS_MAX_ATTEMPTS: unset (3) -> 1"))
 	g.Expect(after.Violations[0].Message).To(Equal("client -x1-> " + chain + "; " + layers))
-	g.Expect(after.Violations[0].Suggestion).To(Equal("audit: archive.s3.amazonaws.com=1"))
+	g.Expect(after.Violations[0].Suggestion).To(Equal("Deployment shop/audit container app env AWS_MAX_ATTEMPTS: unset (3) -> 1"))
 
 	// Audit mode admits it; the status then counts what analyze counts, and suggests the same fix.
 	setSpec("enforcement", "Audit")
@@ -266,7 +266,7 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 		"payment -> ledger: Consul ServiceRouter shop/ledger numRetries 2: ServiceRouter shop/ledger spec.routes[0].destination.numRetries cannot give 1 try (0 is unset, Envoy's 1 retry): " +
 		"remove retryOn, retryOnConnectFailure and retryOnStatusCodes of spec.routes[0].destination; " +
 		"ledger -> audit: Istio default, no VirtualService binds audit: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0); " +
-		"audit: archive.s3.amazonaws.com=1"
+		"Deployment shop/audit container app env AWS_MAX_ATTEMPTS: unset (3) -> 1"
 	g.Expect(capped.Violations[0].Suggestion).To(Equal(fix))
 	setSpec("maxAmplification", int64(2))
 	g.Eventually(func() ([]string, error) {
