@@ -50,6 +50,7 @@ var meshRead = map[string]bool{
 	"MeshRetry": true, "Mesh": true, // Kuma (internal/mesh/kuma.go)
 	"Resiliency":    true, // Dapr (internal/mesh/dapr.go)
 	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
+	"Gateway":       true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)
 }
 
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.

@@ -486,7 +486,9 @@ func (r Reader) ownAnnotations(m *Manifests, src Source, w workload.Workload, ow
 // ignored counts an object of a kind the graph does not read, and warns about retrycap
 // annotations on it that would be lost.
 func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
-	if meshKinds[tm.Kind] {
+	// A Gateway API Gateway is read as an Istio ambient waypoint (mesh/waypoint.go); Istio's own
+	// networking.istio.io Gateway is not read.
+	if meshKinds[tm.Kind] || tm.Kind == "Gateway" && mesh.Reads(tm.APIVersion, tm.Kind) {
 		m.count(&m.Summary.Mesh, tm.Kind)
 		return
 	}

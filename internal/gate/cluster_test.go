@@ -15,6 +15,7 @@ import (
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // The incident's three teams as three namespaces: web (shop) -x3-> order (orders) -x3-> payment
@@ -27,7 +28,7 @@ var chainLabels = map[string]map[string]string{
 }
 
 func teamDeployment(ns, name, upstreams string) workload.Workload {
-	w := deployment(name, upstreams)
+	w := workloadtest.Deployment(name, upstreams)
 	w.Namespace = ns
 	return w
 }
@@ -90,7 +91,7 @@ func (c clusterWorkloads) Services(p *workload.Policy) *workload.ServiceSet {
 
 // namespaced is a RetryPolicy of namespace ns with default entrypoints.
 func namespaced(ns, name string, cap int32, mode v1alpha1.Enforcement) *v1alpha1.RetryPolicy {
-	p := testPolicy(name, cap, mode, nil)
+	p := workloadtest.Policy(name, cap, mode, nil)
 	p.Namespace = ns
 	p.Spec.Entrypoints = nil
 	return p
@@ -362,13 +363,7 @@ func TestRelevantClusterMatchesWholeScope(t *testing.T) {
 			base := ws[r.IntN(len(ws))]
 			incoming := randomCluster(r, 1)[0]
 			incoming.Namespace = base.Namespace
-			incoming.Name = base.Name
-			var old *workload.Workload
-			if r.IntN(2) == 0 {
-				old = &base
-			} else {
-				incoming.Name = fmt.Sprintf("new%d", i)
-			}
+			old := updateOrCreate(r, &incoming, base, i)
 			in := Input{ClusterPolicies: []*v1alpha1.ClusterRetryPolicy{p}, Incoming: incoming, Old: old}
 			in.Source = full
 			want := Decide(in)

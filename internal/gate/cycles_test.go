@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // TestGateAgreesWithStatusOnCycles is the differential test of the gate and the status (the
@@ -27,7 +28,7 @@ func TestGateAgreesWithStatusOnCycles(t *testing.T) {
 		// stays no default entrypoint: graph.MarkCalled).
 		var ws []workload.Workload
 		seen := map[string]bool{}
-		for _, w := range randomWorkloads(r, 4+r.IntN(14), false) {
+		for _, w := range workloadtest.RandomWorkloads(r, 4+r.IntN(14), false) {
 			if seen[w.ServiceName()] && round%2 == 0 {
 				continue
 			}
@@ -37,7 +38,7 @@ func TestGateAgreesWithStatusOnCycles(t *testing.T) {
 			seen[w.ServiceName()] = true
 			ws = append(ws, w)
 		}
-		p := testPolicy("p", int32(2+r.IntN(10)), v1alpha1.EnforcementReject, nil)
+		p := workloadtest.Policy("p", int32(2+r.IntN(10)), v1alpha1.EnforcementReject, nil)
 		p.Spec.Entrypoints = nil
 		if r.IntN(2) == 0 {
 			p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: fmt.Sprintf("s%d", r.IntN(4)), ClientAttempts: int32(1 + r.IntN(2))}}

@@ -8,6 +8,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // fiveThousand is a namespace of 5000 workloads in chains of five (svc-i calls svc-i+1 with 2
@@ -19,16 +20,16 @@ func fiveThousand() []workload.Workload {
 		if i%5 != 4 {
 			ups = fmt.Sprintf("svc-%d=2", i+1)
 		}
-		ws = append(ws, deployment(fmt.Sprintf("svc-%d", i), ups))
+		ws = append(ws, workloadtest.Deployment(fmt.Sprintf("svc-%d", i), ups))
 	}
 	return ws
 }
 
 func BenchmarkDecide5k(b *testing.B) {
 	ws := fiveThousand()
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, partOfShop)
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, partOfShop)
 	p.Spec.Entrypoints = nil
-	in := Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(ws), Incoming: deployment("svc-2", "svc-3=3")}
+	in := Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(ws), Incoming: workloadtest.Deployment("svc-2", "svc-3=3")}
 	if d := Decide(in); d.Allowed {
 		b.Fatalf("expected a denial")
 	}
@@ -45,9 +46,9 @@ func BenchmarkGateDecision5k(b *testing.B) {
 	for _, w := range fiveThousand() {
 		x.Put(w)
 	}
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
-	incoming := deployment("svc-2", "svc-3=3")
+	incoming := workloadtest.Deployment("svc-2", "svc-3=3")
 	decide := func() Decision {
 		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Source: workloads(relevant(x, "shop", incoming.ServiceName(), index.UpstreamServices(incoming))), Incoming: incoming})
 	}
@@ -70,11 +71,11 @@ func worstCaseIndex() (*index.Index, *v1alpha1.RetryPolicy, workload.Workload) {
 		if i%5 == 4 {
 			ups = "auth=2"
 		}
-		x.Put(deployment(fmt.Sprintf("svc-%d", i), ups))
+		x.Put(workloadtest.Deployment(fmt.Sprintf("svc-%d", i), ups))
 	}
-	p := testPolicy("checkout", 64, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("checkout", 64, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
-	return x, p, deployment("auth", "db=3")
+	return x, p, workloadtest.Deployment("auth", "db=3")
 }
 
 // handlerInput is the Input the handler gives Decide (see WorkloadGate.Handle), with the
@@ -112,7 +113,7 @@ func BenchmarkGateWorstCase5kAfterChange(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		x.Put(deployment("svc-0", fmt.Sprintf("svc-1=%d", 1+i%2)))
+		x.Put(workloadtest.Deployment("svc-0", fmt.Sprintf("svc-1=%d", 1+i%2)))
 		if d := Decide(handlerInput(x, p, incoming, true)); d.Allowed {
 			b.Fatal("admitted")
 		}

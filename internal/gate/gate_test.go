@@ -4,59 +4,36 @@ import (
 	"reflect"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
-// partOfShop selects the shop's workloads (deployment labels them so).
+// partOfShop selects the shop's workloads (workloadtest.Deployment labels them so).
 var partOfShop = map[string]string{"app.kubernetes.io/part-of": "shop"}
-
-func testPolicy(name string, cap int32, mode v1alpha1.Enforcement, labels map[string]string) *v1alpha1.RetryPolicy {
-	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
-	p.Spec.MaxAmplification = cap
-	p.Spec.Enforcement = mode
-	p.Spec.Retry.DefaultAttempts = 1
-	if labels != nil {
-		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
-	}
-	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
-	return p
-}
-
-func deployment(name, upstreams string) workload.Workload {
-	w := workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name,
-		Labels:      workload.PairsOf(map[string]string{"app.kubernetes.io/part-of": "shop"}),
-		Annotations: workload.PairsOf(map[string]string{})}
-	if upstreams != "" {
-		w.Annotations = w.Annotations.With(annotations.Upstreams, upstreams)
-	}
-	return w
-}
 
 // canaryOf is a Deployment named name whose service is service (retrycap.dev/service).
 func canaryOf(name, service, upstreams string) workload.Workload {
-	w := deployment(name, upstreams)
+	w := workloadtest.Deployment(name, upstreams)
 	w.Annotations = w.Annotations.With(annotations.Service, service)
 	return w
 }
 
 // The design's scenario: gateway -x3-> order, and order (incoming) -x3-> payment, cap 4.
 func shopWorkloads() []workload.Workload {
-	return []workload.Workload{deployment("gateway", "order=3"), deployment("payment", "")}
+	return []workload.Workload{workloadtest.Deployment("gateway", "order=3"), workloadtest.Deployment("payment", "")}
 }
 
 func TestDecide(t *testing.T) {
-	reject := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
-	rewriteP := testPolicy("checkout", 4, v1alpha1.EnforcementRewrite, nil)
-	audit := testPolicy("checkout", 4, v1alpha1.EnforcementAudit, nil)
-	lower := deployment("order", "payment=1")
-	over := deployment("order", "payment=3")
-	overOld := deployment("order", "payment=2")
+	reject := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	rewriteP := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementRewrite, nil)
+	audit := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementAudit, nil)
+	lower := workloadtest.Deployment("order", "payment=1")
+	over := workloadtest.Deployment("order", "payment=3")
+	overOld := workloadtest.Deployment("order", "payment=2")
 	storedOver := append(shopWorkloads(), over)
-	unselected := testPolicy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})
+	unselected := workloadtest.Policy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})
 
 	tests := []struct {
 		name string
@@ -104,7 +81,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "an update that brings the workload under the policy is judged like a create",
-			in: Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, map[string]string{"app.kubernetes.io/part-of": "shop"})},
+			in: Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, map[string]string{"app.kubernetes.io/part-of": "shop"})},
 				Source: workloads(shopWorkloads()), Incoming: over, Old: func() *workload.Workload {
 					w := over
 					w.Labels = workload.PairsOf(map[string]string{})
@@ -121,7 +98,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "rewrite: only the edge over the cap changes, canonical format",
-			in:   Input{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment = 3 ,  audit")},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{rewriteP}, Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment = 3 ,  audit")},
 			want: Decision{Allowed: true,
 				Rewrite:  &Rewrite{Upstreams: "payment=1, audit", RewrittenFrom: "payment = 3 ,  audit"},
 				Warnings: []string{"RetryPolicy shop/checkout rewrote retrycap.dev/upstreams of Deployment shop/order: payment = 3 ,  audit -> payment=1, audit (gateway -x3-> order -x3-> payment = 9 > cap 4)"}},
@@ -133,24 +110,24 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "no policy selects the workload: untouched",
-			in:   Input{Policies: []*v1alpha1.RetryPolicy{unselected}, Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=x")},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{unselected}, Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment=x")},
 			want: Decision{Allowed: true},
 		},
 		{
 			name: "malformed annotation: denied in Audit mode too, with token and column",
-			in:   Input{Policies: []*v1alpha1.RetryPolicy{audit}, Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=3, inventory=x")},
+			in:   Input{Policies: []*v1alpha1.RetryPolicy{audit}, Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment=3, inventory=x")},
 			want: Decision{Message: `Deployment shop/order: annotation retrycap.dev/upstreams: token "inventory=x" at column 12: attempts must be an integer 1..100`},
 		},
 		{
 			name: "several Reject policies: the strictest (lowest cap) is named, the others listed",
-			in: Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("a-loose", 6, v1alpha1.EnforcementReject, nil), testPolicy("b-strict", 2, v1alpha1.EnforcementReject, nil)},
-				Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=3")},
+			in: Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("a-loose", 6, v1alpha1.EnforcementReject, nil), workloadtest.Policy("b-strict", 2, v1alpha1.EnforcementReject, nil)},
+				Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment=3")},
 			want: Decision{Message: "RetryPolicy shop/b-strict: gateway -x3-> order -x3-> payment = 9 > cap 2; no rewrite fits: even with order: payment=1, gateway -x3-> order -x1-> payment = 3 > cap 2; also over the cap of RetryPolicy shop/a-loose (cap 6)"},
 		},
 		{
 			name: "several Rewrite policies: the minimum wins",
-			in: Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("a", 7, v1alpha1.EnforcementRewrite, nil), testPolicy("b", 4, v1alpha1.EnforcementRewrite, nil)},
-				Source: workloads(shopWorkloads()), Incoming: deployment("order", "payment=3")},
+			in: Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("a", 7, v1alpha1.EnforcementRewrite, nil), workloadtest.Policy("b", 4, v1alpha1.EnforcementRewrite, nil)},
+				Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment=3")},
 			want: Decision{Allowed: true,
 				Rewrite:  &Rewrite{Upstreams: "payment=1", RewrittenFrom: "payment=3"},
 				Warnings: []string{"RetryPolicies shop/a, shop/b rewrote retrycap.dev/upstreams of Deployment shop/order: payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 7; gateway -x3-> order -x3-> payment = 9 > cap 4)"}},
@@ -174,26 +151,26 @@ func TestDecide(t *testing.T) {
 func TestDecideInjectAndMisplacedAnnotations(t *testing.T) {
 	for _, mode := range []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit} {
 		t.Run(string(mode), func(t *testing.T) {
-			w := deployment("order", "payment=1")
+			w := workloadtest.Deployment("order", "payment=1")
 			w.Annotations = w.Annotations.With(annotations.Inject, "yes")
-			got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w})
+			got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w})
 			want := Decision{Message: `Deployment shop/order: annotation retrycap.dev/inject: value "yes" is not "true" or "false"`}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("Decide = %+v\nwant %+v", got, want)
 			}
 			for _, ok := range []string{"true", "false"} {
 				w.Annotations = w.Annotations.With(annotations.Inject, ok)
-				if d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w}); !d.Allowed {
+				if d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w}); !d.Allowed {
 					t.Fatalf("inject %q: %+v", ok, d)
 				}
 			}
 		})
 	}
 
-	w := deployment("order", "payment=1")
+	w := workloadtest.Deployment("order", "payment=1")
 	objAnn := map[string]string{annotations.Upstreams: "payment=9", annotations.Inject: "true", annotations.Service: "order", "other": "x"}
 	w.Annotations = w.Annotations.With(annotations.Service, "order") // the same value on the template: no warning
-	got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: w, ObjectAnnotations: objAnn})
+	got := Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: w, ObjectAnnotations: objAnn})
 	want := Decision{Allowed: true, Warnings: []string{
 		`Deployment shop/order: annotation retrycap.dev/upstreams="payment=9" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`,
 		`Deployment shop/order: annotation retrycap.dev/inject="true" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`,
@@ -202,12 +179,12 @@ func TestDecideInjectAndMisplacedAnnotations(t *testing.T) {
 		t.Fatalf("Decide = %+v\nwant %+v", got, want)
 	}
 	// Also with a denial, and when no policy selects the workload.
-	over := deployment("order", "payment=3")
-	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})
+	over := workloadtest.Deployment("order", "payment=3")
+	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})
 	if got.Allowed || len(got.Warnings) != 1 {
 		t.Fatalf("denied with a misplaced annotation: %+v", got)
 	}
-	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{testPolicy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})}, Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})
+	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})}, Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})
 	if !got.Allowed || len(got.Warnings) != 1 {
 		t.Fatalf("unselected with a misplaced annotation: %+v", got)
 	}

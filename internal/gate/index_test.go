@@ -16,6 +16,7 @@ import (
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // relevant is RelevantParsed's workloads.
@@ -31,40 +32,24 @@ func relevant(x *index.Index, ns, svc string, ups []string) []workload.Workload 
 	return out
 }
 
-// randomWorkloads is n workloads over fewer services (so some share one), calling random
-// services (some outside the namespace, some cycles unless acyclic), some labelled for a
-// selector. Without cycles when acyclic (a service calls only services
-// numbered above its own).
-func randomWorkloads(r *rand.Rand, n int, acyclic bool) []workload.Workload {
-	svcs := n*2/3 + 1
-	var ws []workload.Workload
-	for i := 0; i < n; i++ {
-		var ups []string
-		used := map[int]bool{}
-		own := r.IntN(svcs)
-		for k := r.IntN(3); k > 0; k-- {
-			t := r.IntN(svcs + 2)
-			if acyclic && t <= own {
-				continue
-			}
-			if used[t] {
-				continue
-			}
-			used[t] = true
-			name := fmt.Sprintf("s%d", t)
-			if t >= svcs {
-				name = fmt.Sprintf("ext%d.example.com", t)
-			}
-			ups = append(ups, fmt.Sprintf("%s=%d", name, 1+r.IntN(3)))
-		}
-		w := deployment(fmt.Sprintf("w%d", i), strings.Join(ups, ", "))
-		w.Annotations = w.Annotations.With(annotations.Service, fmt.Sprintf("s%d", own))
-		if r.IntN(3) == 0 {
-			w.Labels = w.Labels.With("tier", "edge")
-		}
-		ws = append(ws, w)
+// updateOrCreate makes incoming an update of base (base is returned, as the old workload) or,
+// half the time by r, a new workload named new<i> (nil old).
+func updateOrCreate(r *rand.Rand, incoming *workload.Workload, base workload.Workload, i int) *workload.Workload {
+	incoming.Name = base.Name
+	if r.IntN(2) == 0 {
+		return &base
 	}
-	return ws
+	incoming.Name = fmt.Sprintf("new%d", i)
+	return nil
+}
+
+// wantSameDecision fails round when got, the gate's decision over what over names, differs from
+// full, its decision over the whole namespace (the paths aside: withoutPaths).
+func wantSameDecision(t *testing.T, round int, over string, got, full Decision) {
+	t.Helper()
+	if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
+		t.Fatalf("round %d: %s the gate decides\n %#v\nover all of them\n %#v", round, over, got, full)
+	}
 }
 
 var pathPattern = regexp.MustCompile(`[a-z0-9.-]+( -x[0-9]+-> [a-z0-9.-]+)+`)
@@ -122,7 +107,7 @@ func relevantRounds(t *testing.T, r *rand.Rand, timed bool) {
 	decisions, prepared, timeDecisions := 0, 0, 0
 	for round := 0; round < 300; round++ {
 		// Half the rounds without cycles, where the prepared graph answers rather than defers.
-		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		ws := workloadtest.RandomWorkloads(r, 5+r.IntN(25), round%2 == 0)
 		if timed {
 			ws = withTimeouts(r, ws)
 		}
@@ -132,7 +117,7 @@ func relevantRounds(t *testing.T, r *rand.Rand, timed bool) {
 		}
 		var ps []*v1alpha1.RetryPolicy
 		for k := 1 + r.IntN(2); k > 0; k-- {
-			p := testPolicy(fmt.Sprintf("p%d", k), int32(1+r.IntN(12)), modes[r.IntN(3)], nil)
+			p := workloadtest.Policy(fmt.Sprintf("p%d", k), int32(1+r.IntN(12)), modes[r.IntN(3)], nil)
 			p.Spec.Entrypoints = nil
 			if r.IntN(2) == 0 {
 				p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}}
@@ -148,34 +133,22 @@ func relevantRounds(t *testing.T, r *rand.Rand, timed bool) {
 		}
 		for i := 0; i < 5; i++ {
 			base := ws[r.IntN(len(ws))]
-			incoming := randomWorkloads(r, 1+r.IntN(len(ws)), round%2 == 0)[0]
+			incoming := workloadtest.RandomWorkloads(r, 1+r.IntN(len(ws)), round%2 == 0)[0]
 			if timed {
 				incoming = withTimeouts(r, []workload.Workload{incoming})[0]
 			}
-			incoming.Name = base.Name
-			var old *workload.Workload
-			if r.IntN(2) == 0 {
-				old = &base
-			} else {
-				incoming.Name = fmt.Sprintf("new%d", i)
-			}
+			old := updateOrCreate(r, &incoming, base, i)
 			full := Decide(Input{Policies: ps, Source: workloads(ws), Incoming: incoming, Old: old})
 			sub := relevant(x, "shop", incoming.ServiceName(), index.UpstreamServices(incoming))
 			got := Decide(Input{Policies: ps, Source: workloads(sub), Incoming: incoming, Old: old})
-			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
-				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
-			}
+			wantSameDecision(t, round, fmt.Sprintf("over %d of %d workloads", len(sub), len(ws)), got, full)
 			// The handler's path: the index's parsed workloads, not parsed again.
 			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseNever)})
-			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
-				t.Fatalf("round %d: over the index's parsed workloads the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
-			}
+			wantSameDecision(t, round, "over the index's parsed workloads", viaIndex, full)
 			// The handler's path for a large share of a large namespace: the policy's prepared
 			// graph of the whole namespace, judged with the incoming edges in place.
 			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseAlways)})
-			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
-				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
-			}
+			wantSameDecision(t, round, "against the prepared graph", viaBase, full)
 			for _, p := range ps {
 				if ok, _ := workload.ForRetryPolicy(p).Selects(incoming); ok {
 					if _, _, answered := x.Base("shop", p).Judge(workload.Parse(incoming)); answered {
@@ -207,15 +180,15 @@ func relevantRounds(t *testing.T, r *rand.Rand, timed bool) {
 
 func TestIndexIgnoresUpdatesThatChangeNoWorkloadField(t *testing.T) {
 	x := index.New()
-	w := deployment("order", "payment=3")
+	w := workloadtest.Deployment("order", "payment=3")
 	x.Put(w)
 	list := x.Workloads("shop")
-	same := deployment("order", "payment=3")
+	same := workloadtest.Deployment("order", "payment=3")
 	x.Put(same)
 	if got := x.Workloads("shop"); &got[0] != &list[0] {
 		t.Fatalf("an identical update rebuilt the namespace's list")
 	}
-	x.Put(deployment("order", "payment=1, audit"))
+	x.Put(workloadtest.Deployment("order", "payment=1, audit"))
 	if got := relevant(x, "shop", "gateway", []string{"order"}); len(got) != 1 || got[0].Annotations.Get(annotations.Upstreams) != "payment=1, audit" {
 		t.Fatalf("Relevant after an update = %v", got)
 	}
@@ -234,12 +207,12 @@ func TestRelevantWorkloadsDecideEntrypoints(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	checked, entry := 0, 0
 	for round := 0; round < 300; round++ {
-		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		ws := workloadtest.RandomWorkloads(r, 5+r.IntN(25), round%2 == 0)
 		x := index.New()
 		for _, w := range ws {
 			x.Put(w)
 		}
-		p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+		p := workloadtest.Policy("p", 4, v1alpha1.EnforcementReject, nil)
 		p.Spec.Entrypoints = nil
 		if r.IntN(2) == 0 {
 			p.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}}
@@ -247,7 +220,7 @@ func TestRelevantWorkloadsDecideEntrypoints(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			w := ws[r.IntN(len(ws))]
 			if r.IntN(2) == 0 {
-				w = randomWorkloads(r, 1+r.IntN(len(ws)), round%2 == 0)[0]
+				w = workloadtest.RandomWorkloads(r, 1+r.IntN(len(ws)), round%2 == 0)[0]
 				w.Name = fmt.Sprintf("new%d", i)
 			}
 			full := inject.IsEntrypoint(workload.ForRetryPolicy(p), ws, w)

@@ -8,6 +8,7 @@ import (
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 func testMeshSet(t *testing.T, docs ...string) *mesh.Set {
@@ -29,13 +30,13 @@ func TestDecideMesh(t *testing.T) {
 	istio := testMeshSet(t, meshedShop)
 	vs := testMeshSet(t, meshedShop,
 		"apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: payment, namespace: shop}\nspec:\n  hosts: [payment]\n  http:\n  - route: [{destination: {host: payment}}]\n    retries: {attempts: 0}")
-	reject := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
-	loose := testPolicy("checkout", 20, v1alpha1.EnforcementReject, nil)
-	rewriteP := testPolicy("checkout", 9, v1alpha1.EnforcementRewrite, nil)
-	audit := testPolicy("checkout", 4, v1alpha1.EnforcementAudit, nil)
-	stored := []workload.Workload{deployment("gateway", "order=1"), deployment("payment", "")}
-	order := deployment("order", "payment=1")
-	injected := deployment("order", "payment=1")
+	reject := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	loose := workloadtest.Policy("checkout", 20, v1alpha1.EnforcementReject, nil)
+	rewriteP := workloadtest.Policy("checkout", 9, v1alpha1.EnforcementRewrite, nil)
+	audit := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementAudit, nil)
+	stored := []workload.Workload{workloadtest.Deployment("gateway", "order=1"), workloadtest.Deployment("payment", "")}
+	order := workloadtest.Deployment("order", "payment=1")
+	injected := workloadtest.Deployment("order", "payment=1")
 	injected.Annotations = injected.Annotations.With("sidecar.istio.io/inject", "true")
 
 	const layers = "gateway -x3-> order: 3 = 1 (Deployment gateway) x 3 (Istio default, no VirtualService binds order); order -x3-> payment: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payment)"
@@ -56,15 +57,15 @@ func TestDecideMesh(t *testing.T) {
 				"; even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the mesh's retries on it"}},
 		{name: "a VirtualService with attempts 0 on payment: 3 x 1 fits", pol: reject, set: vs, ws: stored, in: order,
 			want: Decision{Allowed: true}},
-		{name: "app x mesh: the plan is in the annotation's attempts", pol: loose, set: istio, ws: stored, in: deployment("order", "payment=3"),
+		{name: "app x mesh: the plan is in the annotation's attempts", pol: loose, set: istio, ws: stored, in: workloadtest.Deployment("order", "payment=3"),
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x3-> order -x9-> payment = 27 > cap 20; gateway -x3-> order: 3 = 1 (Deployment gateway) x 3 (Istio default, no VirtualService binds order); order -x9-> payment: 9 = 3 (Deployment order) x 3 (Istio default, no VirtualService binds payment); order may keep payment=2"}},
-		{name: "rewrite: lowered to what fits with the mesh's tries", pol: rewriteP, set: istio, ws: stored, in: deployment("order", "payment=3"),
+		{name: "rewrite: lowered to what fits with the mesh's tries", pol: rewriteP, set: istio, ws: stored, in: workloadtest.Deployment("order", "payment=3"),
 			want: Decision{Allowed: true, Rewrite: &Rewrite{Upstreams: "payment=1", RewrittenFrom: "payment=3"},
 				Warnings: []string{"RetryPolicy shop/checkout rewrote retrycap.dev/upstreams of Deployment shop/order: payment=3 -> payment=1 (gateway -x3-> order -x9-> payment = 27 > cap 9)"}}},
 		{name: "audit: the layers in the warning", pol: audit, set: istio, ws: stored, in: order,
 			want: Decision{Allowed: true, Warnings: []string{"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; " + layers +
 				"; even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 1: lower the mesh's retries on it (admitted: enforcement is Audit)"}}},
-		{name: "an update that only joins the mesh raises the tries: judged", pol: testPolicy("checkout", 2, v1alpha1.EnforcementReject, nil),
+		{name: "an update that only joins the mesh raises the tries: judged", pol: workloadtest.Policy("checkout", 2, v1alpha1.EnforcementReject, nil),
 			set: testMeshSet(t), ws: append(stored, order), in: injected, old: &order,
 			want: Decision{Message: "RetryPolicy shop/checkout: gateway -x1-> order -x3-> payment = 3 > cap 2; order -x3-> payment: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payment); even with order: payment=1 the edge is 3 tries (the mesh's layers) where the cap leaves it 2: lower the mesh's retries on it"}},
 		{name: "an update that raises nothing passes under the mesh", pol: reject, set: istio, ws: append(stored, order), in: order, old: &order,
@@ -91,11 +92,11 @@ func TestDecideMesh(t *testing.T) {
 // the request's is not used: the verdict is the request's Set's.
 func TestPreparedGraphFollowsTheMesh(t *testing.T) {
 	x := index.New()
-	for _, w := range []workload.Workload{deployment("gateway", "order=1"), deployment("payment", "")} {
+	for _, w := range []workload.Workload{workloadtest.Deployment("gateway", "order=1"), workloadtest.Deployment("payment", "")} {
 		x.Put(w)
 	}
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
-	in := deployment("order", "payment=1")
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	in := workloadtest.Deployment("order", "payment=1")
 	before := x.Base("shop", p)
 	if before.Mesh() != nil {
 		t.Fatalf("base built with a Set before SetMesh")

@@ -12,38 +12,8 @@ import (
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
-
-// withRandomServices labels ws into groups (app=g0..g5), makes some call Services by name
-// (svc0..svc3), and returns Services over the groups: some named like a workload's service
-// name (s0..), some not (svc0..), some without a selector, some ExternalName.
-func withRandomServices(r *rand.Rand, ws []workload.Workload) []workload.Service {
-	for i := range ws {
-		ws[i].Labels = ws[i].Labels.With("app", fmt.Sprintf("g%d", r.IntN(6)))
-		if r.IntN(3) == 0 {
-			up := fmt.Sprintf("svc%d=%d", r.IntN(4), 1+r.IntN(3))
-			if v := ws[i].Annotations.Get(annotations.Upstreams); v != "" && !strings.Contains(v, up[:4]) {
-				up = v + ", " + up
-			}
-			ws[i].Annotations = ws[i].Annotations.With(annotations.Upstreams, up)
-		}
-	}
-	var svcs []workload.Service
-	for k := r.IntN(7); k > 0; k-- {
-		s := workload.Service{Namespace: "shop", Name: fmt.Sprintf("svc%d", r.IntN(4)), Selector: map[string]string{"app": fmt.Sprintf("g%d", r.IntN(6))}}
-		if r.IntN(3) == 0 {
-			s.Name = fmt.Sprintf("s%d", r.IntN(8))
-		}
-		switch r.IntN(6) {
-		case 0:
-			s.Selector = nil
-		case 1:
-			s.ExternalName = true
-		}
-		svcs = append(svcs, s)
-	}
-	return svcs
-}
 
 // TestRelevantWithServicesMatchesWholeNamespace is TestRelevantMatchesWholeNamespace with
 // Services: the index links workloads under the Services that select them, so the relevant
@@ -53,8 +23,8 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 	modes := []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit}
 	decisions, viaServices := 0, 0
 	for round := 0; round < 300; round++ {
-		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
-		svcs := withRandomServices(r, ws)
+		ws := workloadtest.RandomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		svcs := workloadtest.WithRandomServices(r, ws)
 		x := index.New()
 		// Services before and after the workloads: the index relinks either way.
 		half := len(svcs) / 2
@@ -70,7 +40,7 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 		set := workload.NewServiceSet(svcs)
 		var ps []*v1alpha1.RetryPolicy
 		for k := 1 + r.IntN(2); k > 0; k-- {
-			p := testPolicy(fmt.Sprintf("p%d", k), int32(1+r.IntN(12)), modes[r.IntN(3)], nil)
+			p := workloadtest.Policy(fmt.Sprintf("p%d", k), int32(1+r.IntN(12)), modes[r.IntN(3)], nil)
 			p.Spec.Entrypoints = nil
 			if r.IntN(3) == 0 {
 				p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: fmt.Sprintf("svc%d", r.IntN(4)), ClientAttempts: int32(1 + r.IntN(3))}}
@@ -79,15 +49,9 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 		}
 		for i := 0; i < 5; i++ {
 			base := ws[r.IntN(len(ws))]
-			incoming := randomWorkloads(r, 1, round%2 == 0)[0]
+			incoming := workloadtest.RandomWorkloads(r, 1, round%2 == 0)[0]
 			incoming.Labels = incoming.Labels.With("app", fmt.Sprintf("g%d", r.IntN(6)))
-			incoming.Name = base.Name
-			var old *workload.Workload
-			if r.IntN(2) == 0 {
-				old = &base
-			} else {
-				incoming.Name = fmt.Sprintf("new%d", i)
-			}
+			old := updateOrCreate(r, &incoming, base, i)
 			nodes, _ := set.Nodes(workload.Parse(incoming))
 			if len(nodes) != 1 || nodes[0] != incoming.ServiceName() {
 				viaServices++
@@ -98,17 +62,11 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 				sub = append(sub, p.Workload)
 			}
 			got := Decide(Input{Policies: ps, Source: withServices{workloads(sub), svcs}, Incoming: incoming, Old: old})
-			if !reflect.DeepEqual(withoutPaths(got), withoutPaths(full)) {
-				t.Fatalf("round %d: over %d of %d workloads the gate decides\n %#v\nover all of them\n %#v", round, len(sub), len(ws), got, full)
-			}
+			wantSameDecision(t, round, fmt.Sprintf("over %d of %d workloads", len(sub), len(ws)), got, full)
 			viaIndex := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseNever)})
-			if !reflect.DeepEqual(withoutPaths(viaIndex), withoutPaths(full)) {
-				t.Fatalf("round %d: over the index the gate decides\n %#v\nover all of them\n %#v", round, viaIndex, full)
-			}
+			wantSameDecision(t, round, "over the index", viaIndex, full)
 			viaBase := Decide(Input{Policies: ps, Incoming: incoming, Old: old, Source: x.ForMode(incoming, index.BaseAlways)})
-			if !reflect.DeepEqual(withoutPaths(viaBase), withoutPaths(full)) {
-				t.Fatalf("round %d: against the prepared graph the gate decides\n %#v\nover all of them\n %#v", round, viaBase, full)
-			}
+			wantSameDecision(t, round, "against the prepared graph", viaBase, full)
 			if !full.Allowed || full.Rewrite != nil || len(full.Warnings) > 0 {
 				decisions++
 			}
@@ -124,16 +82,16 @@ func TestRelevantWithServicesMatchesWholeNamespace(t *testing.T) {
 // emojivoto's web calls emoji-svc, which is a leaf until Service emoji-svc selects Deployment
 // emoji.
 func TestServiceChangesTheVerdict(t *testing.T) {
-	web := deployment("web", "emoji-svc=3")
+	web := workloadtest.Deployment("web", "emoji-svc=3")
 	web.Labels = web.Labels.With("app", "web-svc")
-	emoji := deployment("emoji", "db=2")
+	emoji := workloadtest.Deployment("emoji", "db=2")
 	emoji.Labels = emoji.Labels.With("app", "emoji-svc")
 	x := index.New()
 	x.Put(web)
 	x.Put(emoji)
-	p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("p", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = nil
-	incoming := deployment("web", "emoji-svc=3")
+	incoming := workloadtest.Deployment("web", "emoji-svc=3")
 	incoming.Labels = incoming.Labels.With("app", "web-svc")
 	decide := func(mode index.BaseMode) Decision {
 		return Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: incoming, Source: x.ForMode(incoming, mode)})
@@ -149,7 +107,7 @@ func TestServiceChangesTheVerdict(t *testing.T) {
 		}
 	}
 	// A workload reached as a Service of another name: the suggestion names the workload.
-	canary := deployment("web-canary", "emoji-svc=3")
+	canary := workloadtest.Deployment("web-canary", "emoji-svc=3")
 	canary.Labels = canary.Labels.With("app", "web-svc")
 	x.PutService(workload.Service{Namespace: "shop", Name: "web-svc", Selector: map[string]string{"app": "web-svc"}})
 	d := Decide(Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: canary, Source: x.ForMode(canary, index.BaseAuto)})
@@ -197,9 +155,9 @@ func BenchmarkGateDecision5kServices(b *testing.B) {
 		incoming workload.Workload
 		want     string
 	}{
-		{"same-name", true, deployment("svc-2", "svc-3=3"), "RetryPolicy shop/checkout: svc-0 -x2-> svc-1 -x2-> svc-2 -x3-> svc-3 -x2-> svc-4 = 24 > cap 4; " +
+		{"same-name", true, workloadtest.Deployment("svc-2", "svc-3=3"), "RetryPolicy shop/checkout: svc-0 -x2-> svc-1 -x2-> svc-2 -x3-> svc-3 -x2-> svc-4 = 24 > cap 4; " +
 			"no rewrite fits: even with svc-2: svc-3=1, svc-0 -x2-> svc-1 -x2-> svc-2 -x1-> svc-3 -x2-> svc-4 = 8 > cap 4"},
-		{"api-name", false, deployment("svc-2", "api-3=3"), "RetryPolicy shop/checkout: api-0 -x2-> api-1 -x2-> api-2 -x3-> api-3 -x2-> api-4 = 24 > cap 4; " +
+		{"api-name", false, workloadtest.Deployment("svc-2", "api-3=3"), "RetryPolicy shop/checkout: api-0 -x2-> api-1 -x2-> api-2 -x3-> api-3 -x2-> api-4 = 24 > cap 4; " +
 			"no rewrite fits: even with Deployment shop/svc-2: api-3=1, api-0 -x2-> api-1 -x2-> api-2 -x1-> api-3 -x2-> api-4 = 8 > cap 4"},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
@@ -211,7 +169,7 @@ func BenchmarkGateDecision5kServices(b *testing.B) {
 			for _, w := range ws {
 				x.Put(w)
 			}
-			p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+			p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
 			p.Spec.Entrypoints = nil
 			incoming := tt.incoming
 			incoming.Labels = incoming.Labels.With("app", "svc-2")
@@ -238,8 +196,8 @@ func TestRelevantWorkloadsWithServicesDecideEntrypoints(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	checked, entry, fronted := 0, 0, 0
 	for round := 0; round < 300; round++ {
-		ws := randomWorkloads(r, 5+r.IntN(25), round%2 == 0)
-		svcs := withRandomServices(r, ws)
+		ws := workloadtest.RandomWorkloads(r, 5+r.IntN(25), round%2 == 0)
+		svcs := workloadtest.WithRandomServices(r, ws)
 		x := index.New()
 		for _, w := range ws {
 			x.Put(w)
@@ -247,7 +205,7 @@ func TestRelevantWorkloadsWithServicesDecideEntrypoints(t *testing.T) {
 		for _, s := range svcs {
 			x.PutService(s)
 		}
-		p := testPolicy("p", 4, v1alpha1.EnforcementReject, nil)
+		p := workloadtest.Policy("p", 4, v1alpha1.EnforcementReject, nil)
 		p.Spec.Entrypoints = nil
 		for i := 0; i < 5; i++ {
 			w := ws[r.IntN(len(ws))]

@@ -9,11 +9,12 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // timedPolicy is testPolicy with a maxTimeToAnswer and clientAttempts k at the gateway.
 func timedPolicy(name string, cap int32, mode v1alpha1.Enforcement, maxT time.Duration, k int32) *v1alpha1.RetryPolicy {
-	p := testPolicy(name, cap, mode, nil)
+	p := workloadtest.Policy(name, cap, mode, nil)
 	p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: maxT}
 	p.Spec.Entrypoints[0].ClientAttempts = k
 	return p
@@ -24,11 +25,11 @@ func timedPolicy(name string, cap int32, mode v1alpha1.Enforcement, maxT time.Du
 // 3 x 200ms + 300ms = 900ms, gateway 3 x 900ms + 300ms = 3s; with two client tries 6s.
 // payment=2: order 500ms, gateway 1.8s, 3.6s.
 func timedShop() []workload.Workload {
-	return []workload.Workload{deployment("gateway", "order=3/1s"), deployment("payment", ""), deployment("batch", "")}
+	return []workload.Workload{workloadtest.Deployment("gateway", "order=3/1s"), workloadtest.Deployment("payment", ""), workloadtest.Deployment("batch", "")}
 }
 
 func TestDecideTime(t *testing.T) {
-	slowOrder := deployment("order", "payment=3/200ms")
+	slowOrder := workloadtest.Deployment("order", "payment=3/200ms")
 	const chain6s = "client -x2-> gateway 3s -> order 900ms -> payment ? = 6s > maxTimeToAnswer 5s"
 	tests := []struct {
 		name string
@@ -60,7 +61,7 @@ func TestDecideTime(t *testing.T) {
 			// batch is reached by no entrypoint: it takes part in no chain, however slow.
 			name: "reject: a workload on no chain passes",
 			in: Input{Policies: []*v1alpha1.RetryPolicy{timedPolicy("checkout", 30, v1alpha1.EnforcementReject, time.Second, 2)},
-				Source: workloads(timedShop()), Incoming: deployment("batch", "payment=3/30s")},
+				Source: workloads(timedShop()), Incoming: workloadtest.Deployment("batch", "payment=3/30s")},
 			want: Decision{Allowed: true},
 		},
 		{
@@ -90,8 +91,8 @@ func TestDecideTime(t *testing.T) {
 			// gateway 3 x 900ms + 300ms = 3s, 6s.
 			name: "reject: an update that raises only a per-try timeout is judged",
 			in: Input{Policies: []*v1alpha1.RetryPolicy{timedPolicy("checkout", 30, v1alpha1.EnforcementReject, 5*time.Second, 2)},
-				Source: workloads(timedShop()), Incoming: deployment("order", "payment=1/900ms"),
-				Old: ptr(deployment("order", "payment=1/100ms"))},
+				Source: workloads(timedShop()), Incoming: workloadtest.Deployment("order", "payment=1/900ms"),
+				Old: ptr(workloadtest.Deployment("order", "payment=1/100ms"))},
 			want: Decision{Message: "RetryPolicy shop/checkout: " + chain6s + "; " +
 				"no rewrite fits: even with order: payment=1, " + chain6s},
 		},
@@ -99,7 +100,7 @@ func TestDecideTime(t *testing.T) {
 			// Lowering a chain already over (6s) is a repair: it passes.
 			name: "reject: an update that raises nothing passes",
 			in: Input{Policies: []*v1alpha1.RetryPolicy{timedPolicy("checkout", 30, v1alpha1.EnforcementReject, 5*time.Second, 2)},
-				Source: workloads(append(timedShop(), slowOrder)), Incoming: deployment("order", "payment=3/150ms"), Old: ptr(slowOrder)},
+				Source: workloads(append(timedShop(), slowOrder)), Incoming: workloadtest.Deployment("order", "payment=3/150ms"), Old: ptr(slowOrder)},
 			want: Decision{Allowed: true},
 		},
 		{

@@ -11,14 +11,15 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // chainIndex is gateway -x3-> order -x{attempts}-> payment in namespace shop.
 func chainIndex(attempts int) *Index {
 	x := New()
-	x.Put(deployment("gateway", "order=3"))
-	x.Put(deployment("order", fmt.Sprintf("payment=%d", attempts)))
-	x.Put(deployment("payment", ""))
+	x.Put(workloadtest.Deployment("gateway", "order=3"))
+	x.Put(workloadtest.Deployment("order", fmt.Sprintf("payment=%d", attempts)))
+	x.Put(workloadtest.Deployment("payment", ""))
 	return x
 }
 
@@ -51,10 +52,10 @@ func judgeAuth(t *testing.T, b *workload.Base, incoming workload.Workload) strin
 
 func TestBaseFollowsTheNamespaceAndThePolicy(t *testing.T) {
 	x := chainIndex(1)
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
 	p.Generation = 1
-	incoming := deployment("payment", "ledger=2")
+	incoming := workloadtest.Deployment("payment", "ledger=2")
 
 	b1 := x.Base("shop", p)
 	if b2 := x.Base("shop", p); b2 != b1 {
@@ -64,7 +65,7 @@ func TestBaseFollowsTheNamespaceAndThePolicy(t *testing.T) {
 		t.Fatalf("judged %q, want %q", got, want)
 	}
 	// A change to a workload: the next request sees it.
-	x.Put(deployment("order", "payment=2"))
+	x.Put(workloadtest.Deployment("order", "payment=2"))
 	b3 := x.Base("shop", p)
 	if b3 == b1 {
 		t.Fatalf("a changed namespace kept the old graph")
@@ -92,7 +93,7 @@ func TestBaseFollowsTheNamespaceAndThePolicy(t *testing.T) {
 func TestRefreshRebuildsStaleBasesInTheBackground(t *testing.T) {
 	g := NewWithT(t)
 	x := chainIndex(1)
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- x.Refresh(ctx) }()
@@ -103,20 +104,20 @@ func TestRefreshRebuildsStaleBasesInTheBackground(t *testing.T) {
 
 	x.Base("shop", p)
 	g.Expect(x.fresh("shop", p)).To(BeTrue())
-	x.Put(deployment("order", "payment=2"))
+	x.Put(workloadtest.Deployment("order", "payment=2"))
 	// Rebuilt by refresh, without a request (TestRefreshDropsBasesNoRequestUses checks that a
 	// change makes the graph stale).
 	g.Eventually(func() bool { return x.fresh("shop", p) }, 5*time.Second, 10*time.Millisecond).Should(BeTrue())
-	if got, want := judgeAuth(t, x.Base("shop", p), deployment("payment", "ledger=2")), "gateway -x3-> order -x2-> payment -x2-> ledger = 12 > cap 4"; got != want {
+	if got, want := judgeAuth(t, x.Base("shop", p), workloadtest.Deployment("payment", "ledger=2")), "gateway -x3-> order -x2-> payment -x2-> ledger = 12 > cap 4"; got != want {
 		t.Fatalf("after refresh judged %q, want %q", got, want)
 	}
 }
 
 func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
 	x := chainIndex(1)
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	x.Base("shop", p)
-	x.Put(deployment("order", "payment=2"))
+	x.Put(workloadtest.Deployment("order", "payment=2"))
 	if x.fresh("shop", p) {
 		t.Fatalf("a change left the graph fresh")
 	}
@@ -125,7 +126,7 @@ func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
 	if !x.fresh("shop", p) {
 		t.Fatalf("a used graph was not rebuilt")
 	}
-	x.Put(deployment("order", "payment=3"))
+	x.Put(workloadtest.Deployment("order", "payment=3"))
 	// Past it (the policy was deleted, say): dropped, not rebuilt.
 	x.refreshOnce(time.Now().Add(defaultBaseIdle + time.Minute))
 	x.mu.RLock()
@@ -141,12 +142,12 @@ func TestRefreshDropsBasesNoRequestUses(t *testing.T) {
 // -race to check the locking; `go test -race -run TestBaseConcurrent ./internal/webhook`.)
 func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 	x := chainIndex(1)
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = x.Refresh(ctx) }()
-	incoming := deployment("payment", "ledger=2")
+	incoming := workloadtest.Deployment("payment", "ledger=2")
 	want := map[string]bool{
 		"gateway -x3-> order -x1-> payment -x2-> ledger = 6 > cap 4":  true,
 		"gateway -x3-> order -x2-> payment -x2-> ledger = 12 > cap 4": true,
@@ -167,7 +168,7 @@ func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 		}()
 	}
 	for i := 0; i < 200; i++ {
-		x.Put(deployment("order", fmt.Sprintf("payment=%d", 1+i%2)))
+		x.Put(workloadtest.Deployment("order", fmt.Sprintf("payment=%d", 1+i%2)))
 	}
 	wg.Wait()
 	close(errs)
@@ -178,7 +179,7 @@ func TestBaseConcurrentRequestsAndChanges(t *testing.T) {
 
 func TestRefreshFollowsPolicyChanges(t *testing.T) {
 	x := chainIndex(2)
-	p := testPolicy("checkout", 4, v1alpha1.EnforcementReject, nil)
+	p := workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)
 	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
 	p.Generation = 1
 	x.Base("shop", p)
@@ -194,7 +195,7 @@ func TestRefreshFollowsPolicyChanges(t *testing.T) {
 	if !x.fresh("shop", p2) {
 		t.Fatalf("refresh did not rebuild for the new generation")
 	}
-	if j, _, _ := x.Base("shop", p2).Judge(workload.Parse(deployment("payment", "ledger=2"))); j.Over || j.Amplification != 12 {
+	if j, _, _ := x.Base("shop", p2).Judge(workload.Parse(workloadtest.Deployment("payment", "ledger=2"))); j.Over || j.Amplification != 12 {
 		t.Fatalf("under cap 20: %+v", j)
 	}
 	// A metadata-only update (same generation) changes nothing; a deleted policy's graph goes.

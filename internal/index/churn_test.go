@@ -5,14 +5,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
+	"github.com/retrycap/retrycap/internal/workload/workloadtest"
 )
 
 // The index's own invariants under churn: what a long-lived index holds equals what a fresh one
@@ -81,15 +77,15 @@ func TestIndexChurnMatchesFreshIndex(t *testing.T) {
 func TestIndexServiceChurnMatchesFreshIndex(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for round := 0; round < 100; round++ {
-		ws := randomWorkloads(r, 5+r.IntN(20), false)
-		withRandomServices(r, ws) // the groups' labels and Service callers
+		ws := workloadtest.RandomWorkloads(r, 5+r.IntN(20), false)
+		workloadtest.WithRandomServices(r, ws) // the groups' labels and Service callers
 		x := New()
 		for _, w := range ws {
 			x.Put(w)
 		}
 		live := map[string]workload.Service{}
 		for step := 0; step < 20; step++ {
-			s := withRandomServices(r, nil)
+			s := workloadtest.WithRandomServices(r, nil)
 			if len(s) == 0 {
 				continue
 			}
@@ -167,92 +163,5 @@ func TestIndexServicesHandedOutStayPut(t *testing.T) {
 // randomNamespace is n workloads over fewer services (so some share one), calling random
 // services (some outside the namespace, some cycles), some labelled for a selector.
 func randomNamespace(r *rand.Rand, n int) []workload.Workload {
-	return randomWorkloads(r, n, false)
-}
-
-// randomWorkloads is randomNamespace, without cycles when acyclic (a service calls only services
-// numbered above its own).
-func randomWorkloads(r *rand.Rand, n int, acyclic bool) []workload.Workload {
-	svcs := n*2/3 + 1
-	var ws []workload.Workload
-	for i := 0; i < n; i++ {
-		var ups []string
-		used := map[int]bool{}
-		own := r.IntN(svcs)
-		for k := r.IntN(3); k > 0; k-- {
-			t := r.IntN(svcs + 2)
-			if acyclic && t <= own {
-				continue
-			}
-			if used[t] {
-				continue
-			}
-			used[t] = true
-			name := fmt.Sprintf("s%d", t)
-			if t >= svcs {
-				name = fmt.Sprintf("ext%d.example.com", t)
-			}
-			ups = append(ups, fmt.Sprintf("%s=%d", name, 1+r.IntN(3)))
-		}
-		w := deployment(fmt.Sprintf("w%d", i), strings.Join(ups, ", "))
-		w.Annotations = w.Annotations.With(annotations.Service, fmt.Sprintf("s%d", own))
-		if r.IntN(3) == 0 {
-			w.Labels = w.Labels.With("tier", "edge")
-		}
-		ws = append(ws, w)
-	}
-	return ws
-}
-
-// withRandomServices labels ws into groups (app=g0..g5), makes some call Services by name
-// (svc0..svc3), and returns Services over the groups: some named like a workload's service
-// name (s0..), some not (svc0..), some without a selector, some ExternalName.
-func withRandomServices(r *rand.Rand, ws []workload.Workload) []workload.Service {
-	for i := range ws {
-		ws[i].Labels = ws[i].Labels.With("app", fmt.Sprintf("g%d", r.IntN(6)))
-		if r.IntN(3) == 0 {
-			up := fmt.Sprintf("svc%d=%d", r.IntN(4), 1+r.IntN(3))
-			if v := ws[i].Annotations.Get(annotations.Upstreams); v != "" && !strings.Contains(v, up[:4]) {
-				up = v + ", " + up
-			}
-			ws[i].Annotations = ws[i].Annotations.With(annotations.Upstreams, up)
-		}
-	}
-	var svcs []workload.Service
-	for k := r.IntN(7); k > 0; k-- {
-		s := workload.Service{Namespace: "shop", Name: fmt.Sprintf("svc%d", r.IntN(4)), Selector: map[string]string{"app": fmt.Sprintf("g%d", r.IntN(6))}}
-		if r.IntN(3) == 0 {
-			s.Name = fmt.Sprintf("s%d", r.IntN(8))
-		}
-		switch r.IntN(6) {
-		case 0:
-			s.Selector = nil
-		case 1:
-			s.ExternalName = true
-		}
-		svcs = append(svcs, s)
-	}
-	return svcs
-}
-
-func testPolicy(name string, cap int32, mode v1alpha1.Enforcement, labels map[string]string) *v1alpha1.RetryPolicy {
-	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
-	p.Spec.MaxAmplification = cap
-	p.Spec.Enforcement = mode
-	p.Spec.Retry.DefaultAttempts = 1
-	if labels != nil {
-		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
-	}
-	p.Spec.Entrypoints = []v1alpha1.Entrypoint{{Service: "gateway", ClientAttempts: 1}}
-	return p
-}
-
-func deployment(name, upstreams string) workload.Workload {
-	w := workload.Workload{Kind: workload.KindDeployment, Namespace: "shop", Name: name,
-		Labels:      workload.PairsOf(map[string]string{"app.kubernetes.io/part-of": "shop"}),
-		Annotations: workload.PairsOf(map[string]string{})}
-	if upstreams != "" {
-		w.Annotations = w.Annotations.With(annotations.Upstreams, upstreams)
-	}
-	return w
+	return workloadtest.RandomWorkloads(r, n, false)
 }

@@ -5,8 +5,9 @@
 // A Set holds the mesh objects of one cluster or one manifest set: Namespaces (mesh membership
 // labels and annotations), Services (Linkerd retry annotations), the ConfigMap istio-system/istio
 // (MeshConfig defaultHttpRetryPolicy), Istio VirtualServices, Gateway API HTTPRoutes and
-// GRPCRoutes, Linkerd's own HTTPRoutes and ServiceProfiles, and Envoy Gateway
-// BackendTrafficPolicies. Objects go in as manifests (YAML or JSON, AddManifest), as unstructured
+// GRPCRoutes, Linkerd's own HTTPRoutes and ServiceProfiles, Envoy Gateway
+// BackendTrafficPolicies, Kuma, Dapr and Consul objects, and Gateway API Gateways (Istio ambient
+// waypoints, whose layer is callee-side: waypoint.go). Objects go in as manifests (YAML or JSON, AddManifest), as unstructured
 // objects (a dynamic client's or the manager's metadata-free cache, AddUnstructured) or as typed
 // objects with their TypeMeta (AddObject); every path decodes the same small local structs, so the
 // CLI, the controller and the gate read the same fields and report the same errors, which name

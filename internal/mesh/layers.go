@@ -102,6 +102,7 @@ type Set struct {
 	kumaRetries     map[string]*meshRetry     // kuma.go
 	resiliencies    map[string]*resiliency    // dapr.go
 	routers         map[string]*serviceRouter // consul.go
+	gateways        map[string]*gateway       // waypoint.go, by "namespace/name"
 	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
@@ -123,6 +124,7 @@ func NewSet(opts Options) *Set {
 		kumaRetries:     map[string]*meshRetry{},
 		resiliencies:    map[string]*resiliency{},
 		routers:         map[string]*serviceRouter{},
+		gateways:        map[string]*gateway{},
 	}
 }
 
@@ -164,6 +166,9 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.routers {
 		c.routers[k] = v
 	}
+	for k, v := range s.gateways {
+		c.gateways[k] = v
+	}
 	c.meshConfig, c.meshDefault, c.inbound = s.meshConfig, s.meshDefault, s.inbound
 	c.times = make(map[string]objTimes, len(s.times))
 	for k, v := range s.times {
@@ -195,6 +200,7 @@ func (s *Set) Counts() map[string]int {
 	add("MeshRetry", len(s.kumaRetries))
 	add("Resiliency", len(s.resiliencies))
 	add("ServiceRouter", len(s.routers))
+	add("Gateway", len(s.gateways))
 	return c
 }
 
@@ -436,6 +442,8 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		if inCluster {
 			s.linkerdEdge(x, &e, c, ref)
 		}
+	case inCluster && s.ambientLabels(c): // istio is false here: no sidecar
+		s.waypointEdge(x, &e, ref) // waypoint.go: ambient pods have no sidecar
 	}
 	if inCluster {
 		s.inboundEdge(&e, ref)   // inbound.go
@@ -715,7 +723,9 @@ func (s *Set) Entry(v ServiceRef) Edge {
 	if best.Kind == "" {
 		return Edge{}
 	}
-	return Edge{Layers: []Layer{best}}
+	e := Edge{Layers: []Layer{best}}
+	s.waypointEntry(x, &e, v) // waypoint.go: with istio.io/ingress-use-waypoint
+	return e
 }
 
 func (s *Set) policyLayer(x *index, r *route, i int) Layer {

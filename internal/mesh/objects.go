@@ -209,6 +209,7 @@ var kinds = map[string]bool{
 	GroupKuma + "/MeshRetry":                    true,
 	GroupDapr + "/Resiliency":                   true,
 	GroupConsul + "/ServiceRouter":              true,
+	GroupGateway + "/Gateway":                   true, // waypoint.go: an ambient waypoint
 }
 
 // AddManifest adds one object given as YAML or JSON. It returns false, and no error, for a kind
@@ -376,6 +377,10 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if err := s.addServiceRouter(key, h, decode); err != nil { // consul.go
 			return false, err
 		}
+	case GroupGateway + "/Gateway":
+		if err := s.addGateway(h, decode); err != nil { // waypoint.go
+			return false, err
+		}
 	}
 	s.idx = nil
 	return true, nil
@@ -403,6 +408,10 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 	case GroupKuma + "/Mesh":
 		_, ok = s.kumaMeshes[name]
 		delete(s.kumaMeshes, name)
+	case GroupGateway + "/Gateway":
+		k := ServiceRef{namespace, name}.String()
+		_, ok = s.gateways[k]
+		delete(s.gateways, k)
 	default:
 		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers)} {
 			if m.remove(key) {

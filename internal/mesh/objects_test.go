@@ -103,12 +103,12 @@ func TestAddPaths(t *testing.T) {
 func TestReads(t *testing.T) {
 	for _, k := range [][2]string{{"v1", "Service"}, {"networking.istio.io/v1alpha3", "VirtualService"}, {"gateway.networking.k8s.io/v1beta1", "HTTPRoute"},
 		{"gateway.networking.k8s.io/v1", "GRPCRoute"}, {"policy.linkerd.io/v1beta3", "HTTPRoute"}, {"linkerd.io/v1alpha2", "ServiceProfile"},
-		{"gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"}} {
+		{"gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"}, {"gateway.networking.k8s.io/v1", "Gateway"}} {
 		if !Reads(k[0], k[1]) {
 			t.Errorf("Reads(%s, %s) = false", k[0], k[1])
 		}
 	}
-	for _, k := range [][2]string{{"apps/v1", "Deployment"}, {"networking.istio.io/v1", "DestinationRule"}, {"gateway.networking.k8s.io/v1", "Gateway"}} {
+	for _, k := range [][2]string{{"apps/v1", "Deployment"}, {"networking.istio.io/v1", "DestinationRule"}, {"networking.istio.io/v1", "Gateway"}} {
 		if Reads(k[0], k[1]) {
 			t.Errorf("Reads(%s, %s) = true", k[0], k[1])
 		}

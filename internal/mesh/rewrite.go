@@ -114,6 +114,12 @@ func kindRewritable(l Layer, tries int64) error {
 			return fmt.Errorf("%s: %s %s cannot give 1 try (0 is unset, Envoy's 1 retry): remove retryOn, retryOnConnectFailure and retryOnStatusCodes of %s",
 				l.Note, l.Object, l.FieldPath, strings.TrimSuffix(l.FieldPath, ".numRetries"))
 		}
+	case IstioWaypoint:
+		if l.Object == "" {
+			// waypoint.go: Istio's default route at the waypoint; no object to lower.
+			return fmt.Errorf("%s: no object declares these %d tries; declare the retries for the Service at its waypoint (an HTTPRoute with a parentRef to the Service and rules[].retry.attempts: %d, or a VirtualService route with retries.attempts: %d), or take the Service off the waypoint (label %s: none)",
+				l.Note, l.Tries, tries-1, tries-1, IstioUseWaypointLabel)
+		}
 	case Dapr:
 		switch {
 		case l.Object == "":

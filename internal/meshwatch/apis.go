@@ -181,6 +181,26 @@ var (
 	servicesAPI   = API{Version: "v1", Resource: "services", Kind: "Service"}
 )
 
+// gatewaysAPIs are the versions of Gateway API's Gateway read, in order, when the group's
+// preferred version does not serve it.
+var gatewaysVersions = []string{"v1", "v1beta1"}
+
+// waypoints returns the Gateway API's Gateways when Istio's API is read and the cluster serves
+// them: a Gateway of class istio-waypoint is an ambient waypoint whose retries apply to the
+// Services that use it (mesh/waypoint.go). Read beside the mesh APIs, like the Services, so the
+// MeshLayers condition's list is unchanged; a cluster without them gets each waypoint assumed.
+func waypoints(apis []API, served Served) []API {
+	if !slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio }) {
+		return nil
+	}
+	for _, v := range append([]string{served.Preferred[mesh.GroupGateway]}, gatewaysVersions...) {
+		if v != "" && served.Resources[mesh.GroupGateway+"/"+v]["gateways"] {
+			return []API{{Group: mesh.GroupGateway, Version: v, Resource: "gateways", Kind: "Gateway"}}
+		}
+	}
+	return nil
+}
+
 // supporting returns the core APIs read with apis.
 func supporting(apis []API) []API {
 	if len(apis) == 0 {

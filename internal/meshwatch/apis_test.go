@@ -111,3 +111,32 @@ func TestSupporting(t *testing.T) {
 		}
 	}
 }
+
+// Gateway API's Gateways are read beside Istio's API (ambient waypoints), at the group's
+// preferred version when it serves them; without Istio, or without the resource, not at all.
+func TestWaypoints(t *testing.T) {
+	vs := API{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices", Kind: "VirtualService"}
+	route := API{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes", Kind: "HTTPRoute"}
+	served := func(preferred string, versions ...string) Served {
+		s := Served{Preferred: map[string]string{"gateway.networking.k8s.io": preferred}, Resources: map[string]map[string]bool{}}
+		for _, v := range versions {
+			s.Resources["gateway.networking.k8s.io/"+v] = map[string]bool{"gateways": true, "httproutes": true}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		apis   []API
+		served Served
+		want   []string
+	}{
+		{"Istio and Gateways served", []API{vs, route}, served("v1", "v1", "v1beta1"), []string{"Gateway gateway.networking.k8s.io/v1"}},
+		{"Istio, only v1beta1 served", []API{vs}, served("v1beta1", "v1beta1"), []string{"Gateway gateway.networking.k8s.io/v1beta1"}},
+		{"no Istio: none", []API{route}, served("v1", "v1"), []string{}},
+		{"no Gateway API: none", []API{vs}, Served{}, []string{}},
+	} {
+		if got := Names(waypoints(tc.apis, tc.served)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: waypoints = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package meshwatch
 
 import (
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -46,6 +47,12 @@ var specTrees = map[string]keep{
 	// A Service's ports (mesh/ports.go: retries on HTTP and gRPC ports only): a few dozen bytes
 	// a port, every Service of the cluster kept.
 	"/Service": {"ports": []any{keep{"name": true, "port": true, "protocol": true, "appProtocol": true}}},
+	// An ambient waypoint (mesh/waypoint.go): its class and the listener that says which
+	// namespaces may use it.
+	mesh.GroupGateway + "/Gateway": {
+		"gatewayClassName": true,
+		"listeners":        []any{keep{"port": true, "protocol": true, "allowedRoutes": keep{"namespaces": true}}},
+	},
 	mesh.GroupConsul + "/ServiceRouter": {
 		"routes": []any{keep{"destination": keep{"numRetries": true, "retryOn": true, "retryOnConnectFailure": true, "retryOnStatusCodes": true}}},
 	},
@@ -54,6 +61,16 @@ var specTrees = map[string]keep{
 // labelled are the kinds whose labels internal/mesh reads: a Namespace's (mesh membership) and
 // a MeshRetry's kuma.io/mesh (which mesh it belongs to).
 var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true}
+
+// someLabels are the kinds of which internal/mesh reads a few labels only: a Service's ambient
+// waypoint labels, a Gateway's istio.io/waypoint-for (mesh/waypoint.go).
+var someLabels = map[string][]string{
+	"/Service":                     waypointLabels,
+	mesh.GroupGateway + "/Gateway": {mesh.IstioWaypointForLabel},
+}
+
+// waypointLabels are the Istio ambient labels of a Service (and a Namespace).
+var waypointLabels = []string{mesh.IstioUseWaypointLabel, mesh.IstioUseWaypointNamespaceLabel, mesh.IstioIngressUseWaypointLabel}
 
 var routeTree = keep{
 	"parentRefs": []any{refTree},
@@ -82,6 +99,16 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 	if labelled[group+"/"+u.GetKind()] {
 		if l := u.GetLabels(); len(l) > 0 {
 			md["labels"] = toAny(l)
+		}
+	} else if keys := someLabels[group+"/"+u.GetKind()]; keys != nil {
+		l := map[string]any{}
+		for _, k := range keys {
+			if v, ok := u.GetLabels()[k]; ok {
+				l[k] = v
+			}
+		}
+		if len(l) > 0 {
+			md["labels"] = l
 		}
 	}
 	if a := meshAnnotations(u.GetAnnotations()); len(a) > 0 {
@@ -136,6 +163,10 @@ func MembershipOf(u *unstructured.Unstructured, istio, linkerd bool) *unstructur
 		l := out.GetLabels()
 		delete(l, mesh.IstioInjectionLabel)
 		delete(l, mesh.IstioRevLabel)
+		delete(l, mesh.IstioDataplaneModeLabel)
+		for _, k := range waypointLabels {
+			delete(l, k)
+		}
 		out.SetLabels(l)
 	}
 	if !linkerd {
@@ -166,6 +197,22 @@ func WithoutLinkerdRetries(u *unstructured.Unstructured) *unstructured.Unstructu
 		delete(ann, k)
 	}
 	out.SetAnnotations(ann)
+	return out
+}
+
+// withoutLabels returns u without the labels keys (u itself when it has none of them): a
+// Service's ambient waypoint labels on a cluster without Istio add no layer. u is not modified.
+func withoutLabels(u *unstructured.Unstructured, keys []string) *unstructured.Unstructured {
+	l := u.GetLabels()
+	if !slices.ContainsFunc(keys, func(k string) bool { _, ok := l[k]; return ok }) {
+		return u
+	}
+	out := u.DeepCopy()
+	l = out.GetLabels()
+	for _, k := range keys {
+		delete(l, k)
+	}
+	out.SetLabels(l)
 	return out
 }
 

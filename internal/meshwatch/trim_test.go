@@ -227,6 +227,60 @@ spec:
   - {port: 9121, appProtocol: http}
 `,
 		},
+		{
+			name: "Service keeps its Istio ambient waypoint labels, no others",
+			in: `apiVersion: v1
+kind: Service
+metadata:
+  name: reviews
+  namespace: bookinfo
+  labels: {app: reviews, istio.io/use-waypoint: wp, istio.io/use-waypoint-namespace: mesh, istio.io/ingress-use-waypoint: "true"}
+spec:
+  ports: [{name: http, port: 9080}]
+`,
+			want: `apiVersion: v1
+kind: Service
+metadata:
+  name: reviews
+  namespace: bookinfo
+  labels: {istio.io/use-waypoint: wp, istio.io/use-waypoint-namespace: mesh, istio.io/ingress-use-waypoint: "true"}
+spec:
+  ports: [{name: http, port: 9080}]
+`,
+		},
+		{
+			name: "Gateway keeps its class, waypoint-for label and listeners' port, protocol and allowed namespaces",
+			in: `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: waypoint
+  namespace: bookinfo
+  labels: {istio.io/waypoint-for: all, istio.io/rev: stable}
+  annotations: {note: x}
+spec:
+  gatewayClassName: istio-waypoint
+  infrastructure: {labels: {a: b}}
+  listeners:
+  - name: mesh
+    port: 15008
+    protocol: HBONE
+    allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {team: a}}}, kinds: [{kind: HTTPRoute}]}
+status: {addresses: [{value: 10.0.0.9}]}
+`,
+			want: `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: waypoint
+  namespace: bookinfo
+  labels: {istio.io/waypoint-for: all}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners:
+  - port: 15008
+    protocol: HBONE
+    allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {team: a}}}}
+`,
+		},
 	} {
 		got := Trim(obj(t, tc.in))
 		want := obj(t, tc.want)
@@ -273,24 +327,41 @@ func TestMembershipOf(t *testing.T) {
 kind: Namespace
 metadata:
   name: shop
-  labels: {istio-injection: enabled, istio.io/rev: canary, team: a}
+  labels: {istio-injection: enabled, istio.io/rev: canary, team: a, istio.io/dataplane-mode: ambient, istio.io/use-waypoint: wp}
   annotations: {linkerd.io/inject: enabled}
 `)
+	istioLabels := map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary", "team": "a", "istio.io/dataplane-mode": "ambient", "istio.io/use-waypoint": "wp"}
 	for _, tc := range []struct {
 		istio, linkerd bool
 		labels, ann    map[string]string
 	}{
-		{true, true, map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary", "team": "a"}, map[string]string{"linkerd.io/inject": "enabled"}},
+		{true, true, istioLabels, map[string]string{"linkerd.io/inject": "enabled"}},
 		{false, true, map[string]string{"team": "a"}, map[string]string{"linkerd.io/inject": "enabled"}},
-		{true, false, map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary", "team": "a"}, map[string]string{}},
+		{true, false, istioLabels, map[string]string{}},
 	} {
 		got := MembershipOf(ns, tc.istio, tc.linkerd)
 		if !reflect.DeepEqual(got.GetLabels(), tc.labels) || !reflect.DeepEqual(got.GetAnnotations(), tc.ann) {
 			t.Errorf("istio %v linkerd %v: labels %v annotations %v; want %v %v", tc.istio, tc.linkerd, got.GetLabels(), got.GetAnnotations(), tc.labels, tc.ann)
 		}
 	}
-	if len(ns.GetLabels()) != 3 {
+	if len(ns.GetLabels()) != 5 {
 		t.Errorf("MembershipOf modified its argument: %v", ns.GetLabels())
+	}
+}
+
+// Without Istio's API read, a Service's ambient waypoint labels add no layer.
+func TestWithoutLabels(t *testing.T) {
+	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, labels: {istio.io/use-waypoint: wp, istio.io/ingress-use-waypoint: \"true\", team: a}}")
+	got := withoutLabels(svc, waypointLabels)
+	if want := map[string]string{"team": "a"}; !reflect.DeepEqual(got.GetLabels(), want) {
+		t.Errorf("labels %v, want %v", got.GetLabels(), want)
+	}
+	if len(svc.GetLabels()) != 3 {
+		t.Errorf("the input was modified: %v", svc.GetLabels())
+	}
+	plain := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, labels: {team: a}}")
+	if withoutLabels(plain, waypointLabels) != plain {
+		t.Error("a Service without waypoint labels was copied")
 	}
 }
 

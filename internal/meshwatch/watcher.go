@@ -156,15 +156,17 @@ func (w *Watcher) Start(ctx context.Context) error {
 // Recheck discovers the served APIs once and starts or stops informers to match, waiting for
 // new informers to list their objects.
 func (w *Watcher) Recheck(ctx context.Context) error {
-	var apis []API
+	var apis, also []API
 	if !w.opts.Selection.None {
 		served, err := w.discover()
 		if err != nil {
 			return err
 		}
 		apis = Choose(w.opts.Selection, served)
+		also = waypoints(apis, served)
 	}
-	all := append(slices.Clone(apis), supporting(apis)...)
+	also = append(supporting(apis), also...)
+	all := append(slices.Clone(apis), also...)
 
 	w.mu.Lock()
 	started := map[API]*running{}
@@ -213,7 +215,7 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 		if len(apis) == 0 {
 			w.opts.Log.Info("reading no mesh API: none of them is served or selected", "meshAPIs", w.opts.Selection.String())
 		} else {
-			w.opts.Log.Info("reading mesh retry layers", "apis", Names(apis), "also", Names(supporting(apis)), "recheck", w.opts.Recheck.String())
+			w.opts.Log.Info("reading mesh retry layers", "apis", Names(apis), "also", Names(also), "recheck", w.opts.Recheck.String())
 		}
 		w.notify(Affected{All: true})
 		w.mu.Lock()
@@ -238,6 +240,9 @@ func (w *Watcher) discover() (Served, error) {
 	for _, c := range Candidates {
 		if w.opts.Selection.wants(c) {
 			want[c.Group] = true
+			if c.Istio {
+				want[mesh.GroupGateway] = true // its ambient waypoints (waypoints)
+			}
 		}
 	}
 	for _, g := range groups.Groups {
@@ -367,8 +372,13 @@ func (w *Watcher) add(s *mesh.Set, u *unstructured.Unstructured) {
 	switch {
 	case u.GetKind() == "Namespace":
 		u = MembershipOf(u, w.istio, w.linkerd)
-	case u.GetKind() == "Service" && !w.linkerd:
-		u = WithoutLinkerdRetries(u)
+	case u.GetKind() == "Service":
+		if !w.linkerd {
+			u = WithoutLinkerdRetries(u)
+		}
+		if !w.istio {
+			u = withoutLabels(u, waypointLabels)
+		}
 	}
 	if _, err := s.AddUnstructured(u); err != nil {
 		w.opts.Log.Error(err, "ignoring a mesh object retrycap cannot read")

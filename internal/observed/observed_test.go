@@ -11,6 +11,17 @@ import (
 	"github.com/retrycap/retrycap/internal/graph"
 )
 
+// retrycapSeries is a series of the retrycap proxy from caller to upstream, without a namespace
+// label (as a lab scrapes it).
+func retrycapSeries(caller, upstream string, attempts, calls float64) Series {
+	return Series{Source: SourceRetrycap, Caller: caller, Upstream: upstream, Attempts: attempts, Calls: calls}
+}
+
+// envoySeries is retrycapSeries for Envoy's counters.
+func envoySeries(caller, upstream string, attempts, calls float64) Series {
+	return Series{Source: SourceEnvoy, Caller: caller, Upstream: upstream, Attempts: attempts, Calls: calls}
+}
+
 func TestCompute(t *testing.T) {
 	chain := []graph.Edge{
 		{From: "gateway", To: "order", Attempts: 3, Calls: 1},
@@ -20,7 +31,7 @@ func TestCompute(t *testing.T) {
 		name      string
 		edges     []graph.Edge
 		series    []Series
-		node      Node
+		node      Node // nil: InNamespace("shop")
 		want      []Edge
 		amp       float64
 		path      []string
@@ -34,7 +45,6 @@ func TestCompute(t *testing.T) {
 				{Source: SourceRetrycap, Namespace: "shop", Caller: "gateway", Upstream: "order", Attempts: 300, Calls: 100},
 				{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 600, Calls: 300},
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "gateway", To: "order", Tries: 3, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
 				{From: "order", To: "payment", Tries: 2, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
@@ -47,10 +57,9 @@ func TestCompute(t *testing.T) {
 			name:  "a proxy making more attempts than declared",
 			edges: chain,
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 10},
+				retrycapSeries("gateway", "order", 10, 10),
+				retrycapSeries("order", "payment", 40, 10),
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "order", To: "payment", Tries: 4, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
 				{From: "gateway", To: "order", Tries: 1, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
@@ -64,10 +73,9 @@ func TestCompute(t *testing.T) {
 			name:  "an application retrying behind its proxy: 3 calls per inbound request, 1 try each",
 			edges: chain,
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 30, Calls: 30},
+				retrycapSeries("gateway", "order", 10, 10),
+				retrycapSeries("order", "payment", 30, 30),
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "order", To: "payment", Tries: 1, CallsPerRequest: 3, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
 				{From: "gateway", To: "order", Tries: 1, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
@@ -85,11 +93,10 @@ func TestCompute(t *testing.T) {
 				{From: "order", To: "payment", Attempts: 1, Calls: 1},
 			},
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 100, Calls: 100},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "inventory", Attempts: 400, Calls: 400},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 104, Calls: 104},
+				retrycapSeries("gateway", "order", 100, 100),
+				retrycapSeries("order", "inventory", 400, 400),
+				retrycapSeries("order", "payment", 104, 104),
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "order", To: "inventory", Tries: 1, CallsPerRequest: 4, CallsMeasured: true, Computed: 2, ComputedCalls: 4, Declared: true, Sources: []string{SourceRetrycap}},
 				{From: "order", To: "payment", Tries: 1, CallsPerRequest: 1.04, CallsMeasured: true, Computed: 1, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
@@ -103,11 +110,10 @@ func TestCompute(t *testing.T) {
 			name:  "two callers' requests summed at order, one of them retried by its proxy",
 			edges: chain,
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
-				{Source: SourceRetrycap, Caller: "admin", Upstream: "order", Attempts: 10, Calls: 5},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 20},
+				retrycapSeries("gateway", "order", 10, 10),
+				retrycapSeries("admin", "order", 10, 5),
+				retrycapSeries("order", "payment", 40, 20),
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "admin", To: "order", Tries: 2, Computed: 1, ComputedCalls: 1, Sources: []string{SourceRetrycap}},
 				{From: "order", To: "payment", Tries: 2, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
@@ -127,7 +133,6 @@ func TestCompute(t *testing.T) {
 				{Source: SourceEnvoy, Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 80, Calls: 40},
 				{Source: SourceRetrycap, Namespace: "other", Caller: "order", Upstream: "payment", Attempts: 99, Calls: 1},
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "order", To: "payment", Tries: 2, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceEnvoy, SourceRetrycap}},
 			},
@@ -141,11 +146,10 @@ func TestCompute(t *testing.T) {
 			name:  "layers on the inbound edge: the requests are the outermost layer's attempts",
 			edges: chain,
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 20, Calls: 20},
-				{Source: SourceEnvoy, Caller: "gateway", Upstream: "order", Attempts: 40, Calls: 20},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 40},
+				retrycapSeries("gateway", "order", 20, 20),
+				envoySeries("gateway", "order", 40, 20),
+				retrycapSeries("order", "payment", 40, 40),
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "gateway", To: "order", Tries: 2, Computed: 3, ComputedCalls: 1, Declared: true, Sources: []string{SourceEnvoy, SourceRetrycap}},
 				{From: "order", To: "payment", Tries: 1, CallsPerRequest: 1, CallsMeasured: true, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
@@ -158,11 +162,10 @@ func TestCompute(t *testing.T) {
 			name:  "an edge the graph lacks, retrying",
 			edges: chain,
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 50, Calls: 20},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 20, Calls: 10},
-				{Source: SourceRetrycap, Caller: "audit", Upstream: "log", Attempts: 0, Calls: 0},
+				retrycapSeries("payment", "bank", 50, 20),
+				retrycapSeries("order", "payment", 20, 10),
+				retrycapSeries("audit", "log", 0, 0),
 			},
-			node: InNamespace("shop"),
 			want: []Edge{
 				{From: "payment", To: "bank", Tries: 2.5, CallsPerRequest: 1, CallsMeasured: true, Computed: 1, ComputedCalls: 1, Sources: []string{SourceRetrycap}},
 				{From: "order", To: "payment", Tries: 2, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}},
@@ -176,9 +179,8 @@ func TestCompute(t *testing.T) {
 			name:  "within the tolerance",
 			edges: chain,
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 2009, Calls: 1000},
+				retrycapSeries("order", "payment", 2009, 1000),
 			},
-			node:      InNamespace("shop"),
 			want:      []Edge{{From: "order", To: "payment", Tries: 2.009, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}}},
 			amp:       2.009,
 			path:      []string{"order", "payment"},
@@ -190,8 +192,8 @@ func TestCompute(t *testing.T) {
 			name:  "a cycle is followed once around",
 			edges: []graph.Edge{{From: "a", To: "b", Attempts: 2}, {From: "b", To: "a", Attempts: 2}},
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "a", Upstream: "b", Attempts: 20, Calls: 10},
-				{Source: SourceRetrycap, Caller: "b", Upstream: "a", Attempts: 30, Calls: 10},
+				retrycapSeries("a", "b", 20, 10),
+				retrycapSeries("b", "a", 30, 10),
 			},
 			node: InNamespace("x"),
 			want: []Edge{
@@ -210,7 +212,7 @@ func TestCompute(t *testing.T) {
 			series: []Series{
 				{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "payment.billing", Attempts: 30, Calls: 10},
 				{Source: SourceRetrycap, Namespace: "billing", Caller: "payment", Upstream: "bank", Attempts: 30, Calls: 30},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 50, Calls: 10},
+				retrycapSeries("order", "payment", 50, 10),
 			},
 			node: Qualified,
 			want: []Edge{
@@ -224,8 +226,7 @@ func TestCompute(t *testing.T) {
 		{
 			name:      "calls refused before any attempt: no path multiplies",
 			edges:     chain,
-			series:    []Series{{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 5, Calls: 10}},
-			node:      InNamespace("shop"),
+			series:    []Series{retrycapSeries("order", "payment", 5, 10)},
 			want:      []Edge{{From: "order", To: "payment", Tries: 0.5, Computed: 2, ComputedCalls: 1, Declared: true, Sources: []string{SourceRetrycap}}},
 			amp:       1,
 			unmeasure: []string{"order"},
@@ -233,12 +234,15 @@ func TestCompute(t *testing.T) {
 		{
 			name:  "nothing observed",
 			edges: chain,
-			node:  InNamespace("shop"),
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Compute(tc.edges, tc.series, tc.node)
+			node := tc.node
+			if node == nil {
+				node = InNamespace("shop")
+			}
+			r := Compute(tc.edges, tc.series, node)
 			if !reflect.DeepEqual(r.Edges, tc.want) {
 				t.Errorf("edges:\n got %+v\nwant %+v", r.Edges, tc.want)
 			}
@@ -273,8 +277,8 @@ func TestConditionAndStatus(t *testing.T) {
 		{
 			name: "within",
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 30, Calls: 10},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 50, Calls: 30},
+				retrycapSeries("gateway", "order", 30, 10),
+				retrycapSeries("order", "payment", 50, 30),
 			},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 7,
 				Message: "2 edges observed over 5m0s, none with more tries per call or calls per request than computed; observed amplification 5.00 along gateway>order>payment; calls per inbound request not measured at gateway (no counted layer sent them a request)"},
@@ -286,8 +290,8 @@ func TestConditionAndStatus(t *testing.T) {
 		{
 			name: "declared edge exceeded, and an undeclared one",
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 40, Calls: 10},
-				{Source: SourceEnvoy, Caller: "payment", Upstream: "bank", Attempts: 120, Calls: 40},
+				retrycapSeries("order", "payment", 40, 10),
+				envoySeries("payment", "bank", 120, 40),
 			},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
 				Message: "edge order>payment: 4.00 tries per call observed over 5m0s (retrycap-proxy), the graph computes 2" + triesCause + "; 1 more edges exceed theirs"},
@@ -298,7 +302,7 @@ func TestConditionAndStatus(t *testing.T) {
 		},
 		{
 			name:   "only an undeclared edge",
-			series: []Series{{Source: SourceEnvoy, Caller: "payment", Upstream: "bank", Attempts: 30, Calls: 10}},
+			series: []Series{envoySeries("payment", "bank", 30, 10)},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
 				Message: "edge payment>bank: 3.00 tries per call observed over 5m0s (envoy), the graph has no such edge (1)" + triesCause},
 			status: &v1alpha1.ObservedAmplification{Amplification: "3.00", WorstPath: "payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{
@@ -308,8 +312,8 @@ func TestConditionAndStatus(t *testing.T) {
 		{
 			name: "an application retrying behind its proxy",
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 21, Calls: 21},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 63, Calls: 63},
+				retrycapSeries("gateway", "order", 21, 21),
+				retrycapSeries("order", "payment", 63, 63),
 			},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
 				Message: "edge order>payment: 3.00 calls per inbound request at order observed over 5m0s (retrycap-proxy), the graph declares 1" + callsCause},
@@ -321,9 +325,9 @@ func TestConditionAndStatus(t *testing.T) {
 		{
 			name: "both factors exceed on one edge, the calls on an undeclared one",
 			series: []Series{
-				{Source: SourceRetrycap, Caller: "gateway", Upstream: "order", Attempts: 10, Calls: 10},
-				{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 60, Calls: 20},
-				{Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 120, Calls: 120},
+				retrycapSeries("gateway", "order", 10, 10),
+				retrycapSeries("order", "payment", 60, 20),
+				retrycapSeries("payment", "bank", 120, 120),
 			},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
 				Message: "edge order>payment: 3.00 tries per call observed over 5m0s (retrycap-proxy), the graph computes 2" + triesCause +
@@ -336,7 +340,7 @@ func TestConditionAndStatus(t *testing.T) {
 		},
 		{
 			name:   "only the calls of an undeclared edge",
-			series: []Series{{Source: SourceRetrycap, Caller: "order", Upstream: "payment", Attempts: 10, Calls: 10}, {Source: SourceRetrycap, Caller: "payment", Upstream: "bank", Attempts: 25, Calls: 25}},
+			series: []Series{retrycapSeries("order", "payment", 10, 10), retrycapSeries("payment", "bank", 25, 25)},
 			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionFalse, Reason: "UndeclaredRetries", ObservedGeneration: 7,
 				Message: "edge payment>bank: 2.50 calls per inbound request at payment observed over 5m0s (retrycap-proxy), the graph has no such edge (1)" + callsCause},
 			status: &v1alpha1.ObservedAmplification{Amplification: "2.50", WorstPath: "order>payment>bank", Window: "5m0s", Edges: []v1alpha1.ObservedEdge{

@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/policy"
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
@@ -260,28 +264,121 @@ func TestKeylessPostResetNotResent(t *testing.T) {
 }
 
 // TestClientCancelNotUpstreamFailure (issue 25, part 4): 60 clients send a
-// request to an upstream that is slow but healthy, and close their
-// connections while it runs (a user who gave up). Their cancellations are
-// not the upstream's failures: the breaker (5 failures open it) stays
-// closed, nothing is retried, and the next client gets 200 (HAProxy and
-// nginx do the same; before the fix: 503 "circuit breaker open").
+// request to an upstream that is slow but healthy, and go away while it
+// runs (a user who gave up): raw sockets closed before the answer came
+// (the attempt then ends at the per-try timeout), or net/http clients
+// cancelling their context mid-response, after the headers and the first
+// body bytes. Their cancellations are not the upstream's failures
+// (policy.Judge, the rule the h2 relay applies too): the breaker (5
+// failures open it) stays closed, nothing is retried or denied, each
+// attempt is counted once and logged once ("error":"cancelled" when it
+// failed, its 200 when the answer had come), and the next client gets 200
+// (HAProxy and nginx do the same; before the fix: 503 "circuit breaker
+// open").
 func TestClientCancelNotUpstreamFailure(t *testing.T) {
-	var running atomic.Int64
-	release := make(chan struct{})
-	b := newBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			running.Add(1)
-			select {
-			case <-r.Context().Done(): // the proxy closed the upstream connection
-			case <-release:
-			}
-		}
-		_, _ = io.WriteString(w, "ok")
-	})
-	defer close(release)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "5", "--breaker-open-for", "1m", "--per-try-timeout", "500ms")
 	const n = 60
-	conns := make([]net.Conn, n)
+	for _, tc := range []struct {
+		name     string
+		cancel   func(t *testing.T, p *Proxy, started func() bool)
+		logLine  string // each cancelled call's access-log line has it
+		answered bool   // the answer's head had come when the client went (judged 200, not cancelled)
+	}{
+		{"closed before the answer", cancelBeforeAnswer, `"status":0,`, false},
+		{"cancelled mid-response", cancelMidResponse, `"status":200,`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var running atomic.Int64
+			release := make(chan struct{})
+			b := newBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/slow" {
+					running.Add(1)
+					if tc.answered {
+						// Chunked (no length): the answer streams, on both engines.
+						_, _ = io.WriteString(w, "partial")
+						w.(http.Flusher).Flush()
+					}
+					select {
+					// The proxy closed the upstream connection (before the
+					// answer: at the per-try timeout; mid-response: only when
+					// the streamed body's next bytes find the client gone, or
+					// after forward.BodyIdleTimeout).
+					case <-r.Context().Done():
+					case <-release:
+					}
+					return
+				}
+				_, _ = io.WriteString(w, "ok")
+			})
+			defer close(release)
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "5",
+				"--breaker-open-for", "1m", "--per-try-timeout", "500ms", "--access-log", logPath)
+			tc.cancel(t, p, func() bool { return running.Load() == n })
+			// Every cancelled call has ended in the proxy (the goroutine
+			// engine notices only when its attempt ends, after the per-try
+			// timeout).
+			proxytest.Eventually(t, "no call in flight", func() bool { return p.m.InFlight.Load() == 0 })
+			up := p.upstreamByName("svc")
+			c := &keepAliveClient{addr: p.Addr()}
+			defer c.close()
+			code, body, err := c.do("GET", "GET http://svc/ok HTTP/1.1\r\nHost: svc\r\n\r\n")
+			if err != nil || code != 200 || body != "ok" {
+				t.Fatalf("after %d cancelled calls: %d %q %v, want 200 \"ok\"", n, code, body, err)
+			}
+			if st := up.Breaker.State(forward.NowNanos()); st != policy.BreakerClosed {
+				t.Fatalf("breaker %v, want closed", st)
+			}
+			if got := b.hits.Load(); got != n+1 {
+				t.Fatalf("the backend got %d requests, want %d (a cancelled call is not retried)", got, n+1)
+			}
+			if got := testutil.ToFloat64(up.M.Attempts); got != n+1 {
+				t.Fatalf("%v attempts counted, want %d", got, n+1)
+			}
+			if got := testutil.ToFloat64(up.M.Retries); got != 0 {
+				t.Fatalf("%v retries, want 0", got)
+			}
+			for r, m := range up.M.Denied {
+				if m == nil { // ReasonNone has no series
+					continue
+				}
+				if got := testutil.ToFloat64(m); got != 0 {
+					t.Fatalf("%v retries denied for %s, want 0 (a cancelled call asks for no retry)", got, policy.Reason(r))
+				}
+			}
+			if err := p.accessLog.w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+			cancelled, ok := 0, 0
+			for _, l := range lines {
+				switch {
+				case strings.Contains(l, `"path":"/slow"`) && strings.Contains(l, tc.logLine) && !strings.Contains(l, "exhausted"):
+					cancelled++
+				case strings.Contains(l, `"path":"/ok"`) && strings.Contains(l, `"status":200,`) && !strings.Contains(l, `"error"`):
+					ok++
+				}
+			}
+			wantErr := 0
+			if !tc.answered {
+				wantErr = n
+			}
+			if len(lines) != n+1 || cancelled != n || ok != 1 || strings.Count(string(data), `"error":"cancelled"`) != wantErr ||
+				strings.Count(string(data), `"error"`) != wantErr {
+				t.Fatalf("access log: %d lines, %d cancelled calls logged as %s, %d healthy; want %d, %d, 1, and %d \"error\":\"cancelled\":\n%s",
+					len(lines), cancelled, tc.logLine, ok, n+1, n, wantErr, data)
+			}
+		})
+	}
+}
+
+// cancelBeforeAnswer: 60 raw connections each send a request and, once
+// the backend runs all of them, close (no answer came yet).
+func cancelBeforeAnswer(t *testing.T, p *Proxy, started func() bool) {
+	conns := make([]net.Conn, 60)
 	for i := range conns {
 		c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
 		if err != nil {
@@ -293,25 +390,54 @@ func TestClientCancelNotUpstreamFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	proxytest.Eventually(t, "the backend runs all 60 requests", func() bool { return running.Load() == n })
+	proxytest.Eventually(t, "the backend runs all 60 requests", started)
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	// Every cancelled call has ended in the proxy (the goroutine engine
-	// notices only when its attempt ends, after the per-try timeout).
-	proxytest.Eventually(t, "no call in flight", func() bool { return p.m.InFlight.Load() == 0 })
-	up := p.upstreamByName("svc")
-	c := &keepAliveClient{addr: p.Addr()}
-	defer c.close()
-	code, body, err := c.do("GET", "GET http://svc/ok HTTP/1.1\r\nHost: svc\r\n\r\n")
-	t.Logf("after %d cancelled calls: %d %q; backend requests %d, breaker state %s, retries %v", n, code, body, b.hits.Load(), up.Breaker.State(forward.NowNanos()), testutil.ToFloat64(up.M.Retries))
-	if err != nil || code != 200 || body != "ok" {
-		t.Fatalf("after %d cancelled calls: %d %q %v, want 200 \"ok\"", n, code, body, err)
+}
+
+// cancelMidResponse: 60 net/http clients at once, each reading the
+// answer's headers and first body bytes ("partial", the first chunk),
+// then cancelling its request's context (the transport closes the
+// connection), as a user closing a page mid-load.
+func cancelMidResponse(t *testing.T, p *Proxy, started func() bool) {
+	hc := clientFor(p)
+	var wg sync.WaitGroup
+	errs := make(chan error, 60)
+	for range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", "http://svc/slow", nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			buf := make([]byte, len("partial"))
+			if _, err := io.ReadFull(resp.Body, buf); err != nil || resp.StatusCode != 200 || string(buf) != "partial" {
+				errs <- fmt.Errorf("answer %d %q %v, want 200 \"partial\"", resp.StatusCode, buf, err)
+				return
+			}
+			cancel()
+			if _, err := io.ReadAll(resp.Body); err == nil {
+				errs <- fmt.Errorf("the body read on after the cancel")
+			}
+		}()
 	}
-	if got := b.hits.Load(); got != n+1 {
-		t.Fatalf("the backend got %d requests, want %d (a cancelled call is not retried)", got, n+1)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(up.M.Retries); got != 0 {
-		t.Fatalf("%v retries, want 0", got)
+	if !started() {
+		t.Fatal("the backend does not run all 60 requests")
 	}
 }

@@ -81,11 +81,72 @@ func ltWantIdle(t *testing.T, p *Proxy) {
 	proxytest.Eventually(t, "in-flight calls back to 0", func() bool { return p.m.InFlight.Load() == 0 })
 }
 
+// ltProxy is a proxy with one upstream, svc (3 attempts), at b.
+func ltProxy(t *testing.T, b *proxytest.Backend) *Proxy {
+	return startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+}
+
+// ltWantEnd checks what a test leaves behind: the hand-offs (ltWantHandoffs), and no call in
+// flight any more.
+func ltWantEnd(t *testing.T, p *Proxy, handoffs map[string]float64) {
+	t.Helper()
+	ltWantHandoffs(t, p, handoffs)
+	ltWantIdle(t, p)
+}
+
+// ltWantHits checks that b received want requests since it had received since.
+func ltWantHits(t *testing.T, b *proxytest.Backend, since, want int64) {
+	t.Helper()
+	if got := b.Hits.Load() - since; got != want {
+		t.Fatalf("backend received %d requests, want %d", got, want)
+	}
+}
+
+// ltPipeline is first, then n PUTs of body to /0 ... /n-1, then a GET of /last: requests to
+// pipeline in one write.
+func ltPipeline(first string, n int, body string) string {
+	var all strings.Builder
+	all.WriteString(first)
+	for i := range n {
+		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
+	}
+	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	return all.String()
+}
+
+// ltWaitListenerClosed waits until p's listener refuses connections (a drain has begun on every
+// loop).
+func ltWaitListenerClosed(t *testing.T, p *Proxy) {
+	t.Helper()
+	proxytest.Eventually(t, "the listener closed", func() bool {
+		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		if err != nil {
+			return true
+		}
+		_ = nc.Close()
+		return false
+	})
+}
+
+// ltWantStopped waits (5 s at most) for the result of the Shutdown named what on stopped, which
+// must be nil.
+func ltWantStopped(t *testing.T, what string, stopped <-chan error) {
+	t.Helper()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not return within 5s", what)
+	}
+}
+
 // The common request is served by the loop: answered as the upstream
 // answered, the body forwarded intact, nothing handed off.
 func TestLoopOrdinaryRequests(t *testing.T) {
 	b := proxytest.NewBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.Client(p.Addr())
 	defer c.Transport.(*http.Transport).CloseIdleConnections()
 
@@ -125,15 +186,14 @@ func TestLoopOrdinaryRequests(t *testing.T) {
 	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 2 {
 		t.Fatalf("attempts %v, want 2", got)
 	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantEnd(t, p, nil)
 }
 
 // Three requests in one write on one connection (the second with a
 // body): three answers, in order.
 func TestLoopPipelining(t *testing.T) {
 	b := proxytest.NewBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.Dial(t, p.Addr())
 	c.Send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" +
 		"POST http://svc/b HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\n\r\nhello" +
@@ -144,11 +204,8 @@ func TestLoopPipelining(t *testing.T) {
 	// And the connection goes on.
 	c.Send("GET http://svc/d HTTP/1.1\r\nHost: svc\r\n\r\n")
 	c.Expect("", 200, "/d:")
-	if got := b.Hits.Load(); got != 4 {
-		t.Fatalf("backend received %d requests, want 4", got)
-	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantHits(t, b, 0, 4)
+	ltWantEnd(t, p, nil)
 }
 
 // Pipelined behind requests the loop serves: a request it hands off (the
@@ -174,7 +231,7 @@ func TestLoopPipelinedHandoffs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hits := b.Hits.Load()
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			p := ltProxy(t, b)
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("GET http://svc/a HTTP/1.1\r\nHost: svc\r\n\r\n" + tc.second +
 				"POST http://svc/c HTTP/1.1\r\nHost: svc\r\nContent-Length: 3\r\n\r\nxyz" +
@@ -183,11 +240,8 @@ func TestLoopPipelinedHandoffs(t *testing.T) {
 			c.Expect("", 200, tc.answer)
 			c.Expect("", 200, "/c:xyz")
 			c.Expect("", 200, "/d:")
-			if got := b.Hits.Load() - hits; got != 4 {
-				t.Fatalf("backend received %d requests, want 4", got)
-			}
-			ltWantHandoffs(t, p, map[string]float64{tc.reason: 1})
-			ltWantIdle(t, p)
+			ltWantHits(t, b, hits, 4)
+			ltWantEnd(t, p, map[string]float64{tc.reason: 1})
 		})
 	}
 }
@@ -199,20 +253,16 @@ func TestLoopPipelineBeyondReadAhead(t *testing.T) {
 	b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		fmt.Fprintf(w, "%s:%d", r.URL.Path, len(body))
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.Dial(t, p.Addr())
 	const n = 8
 	body := string(proxytest.Pattern(30 << 10))
-	var all strings.Builder
-	for i := range n {
-		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
-	}
-	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	all := ltPipeline("", n, body)
 	// Written while the answers are read: the proxy does not read it all
 	// before answering.
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := io.WriteString(c.C, all.String())
+		_, err := io.WriteString(c.C, all)
 		wrote <- err
 	}()
 	for i := range n {
@@ -231,8 +281,7 @@ func TestLoopPipelineBeyondReadAhead(t *testing.T) {
 			t.Fatalf("request %d: %s, body of %d bytes (intact %t)", i, r.URI, len(r.Body), string(r.Body) == body)
 		}
 	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantEnd(t, p, nil)
 }
 
 // The limits of what the loop buffers: a request body and an answer body
@@ -258,7 +307,7 @@ func TestLoopBodyLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hits := b.Hits.Load()
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			p := ltProxy(t, b)
 			c := proxytest.Dial(t, p.Addr())
 			c.Send(tc.req)
 			resp := c.Expect("", 200, tc.answer)
@@ -267,15 +316,12 @@ func TestLoopBodyLimits(t *testing.T) {
 			}
 			c.Send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
 			c.Expect("", 200, "/next:0:true")
-			if got := b.Hits.Load() - hits; got != 2 {
-				t.Fatalf("backend received %d requests, want 2", got)
-			}
+			ltWantHits(t, b, hits, 2)
 			want := map[string]float64{}
 			if tc.reason != "" {
 				want[tc.reason] = 1
 			}
-			ltWantHandoffs(t, p, want)
-			ltWantIdle(t, p)
+			ltWantEnd(t, p, want)
 		})
 	}
 }
@@ -283,7 +329,7 @@ func TestLoopBodyLimits(t *testing.T) {
 // A request that arrives one byte at a time, body included.
 func TestLoopRequestByteByByte(t *testing.T) {
 	b := proxytest.NewBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.Dial(t, p.Addr())
 	body := proxytest.Pattern(100)
 	req := "POST http://svc/slow HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: k-slow\r\nContent-Length: 100\r\n\r\n" + string(body)
@@ -295,8 +341,7 @@ func TestLoopRequestByteByByte(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].Key != "k-slow" || !bytes.Equal(reqs[0].Body, body) {
 		t.Fatalf("backend received %d requests (%+v)", len(reqs), reqs)
 	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantEnd(t, p, nil)
 }
 
 // Each hand-off an ordinary client can cause: the answer it gets, the
@@ -305,76 +350,6 @@ func TestLoopRequestByteByByte(t *testing.T) {
 // error, the connection closed).
 func TestLoopHandoffs(t *testing.T) {
 	const next = "GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n"
-	// setup returns the backend svc names, the one "other" names, and
-	// the proxy.
-	setup := func(t *testing.T) (*proxytest.Backend, *proxytest.Backend, *Proxy) {
-		b := proxytest.NewBackend(t, nil)
-		other := proxytest.NewBackend(t, nil)
-		p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr()+",other="+other.Addr())
-		return b, other, p
-	}
-
-	t.Run("http/1.0", func(t *testing.T) {
-		b, _, p := setup(t)
-		c := proxytest.Dial(t, p.Addr())
-		c.Send("GET http://svc/old HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n")
-		c.Expect("", 200, "/old:")
-		c.Send(next)
-		c.Expect("", 200, "/next:")
-		if got := b.Hits.Load(); got != 2 {
-			t.Fatalf("backend received %d requests, want 2", got)
-		}
-		ltWantHandoffs(t, p, map[string]float64{"http/1.0": 1})
-		ltWantIdle(t, p)
-	})
-
-	t.Run("expect", func(t *testing.T) {
-		b, _, p := setup(t)
-		c := proxytest.Dial(t, p.Addr())
-		c.Send("PUT http://svc/e HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
-		c.Expect("", 100, "")
-		c.Send("hello")
-		c.Expect("", 200, "/e:hello")
-		c.Send(next)
-		c.Expect("", 200, "/next:")
-		if reqs := b.Requests(); len(reqs) != 2 || string(reqs[0].Body) != "hello" {
-			t.Fatalf("backend received %+v", reqs)
-		}
-		ltWantHandoffs(t, p, map[string]float64{"expect": 1})
-		ltWantIdle(t, p)
-	})
-
-	t.Run("chunked request body", func(t *testing.T) {
-		b, _, p := setup(t)
-		c := proxytest.Dial(t, p.Addr())
-		c.Send("PUT http://svc/chunked HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
-		c.Expect("", 200, "/chunked:hello world")
-		c.Send(next)
-		c.Expect("", 200, "/next:")
-		if reqs := b.Requests(); len(reqs) != 2 || string(reqs[0].Body) != "hello world" {
-			t.Fatalf("backend received %+v", reqs)
-		}
-		ltWantHandoffs(t, p, map[string]float64{"request-body": 1})
-		ltWantIdle(t, p)
-	})
-
-	t.Run("unknown host", func(t *testing.T) {
-		b, other, p := setup(t)
-		c := proxytest.Dial(t, p.Addr())
-		c.Send("GET http://other/u HTTP/1.1\r\nHost: other\r\n\r\n")
-		c.Expect("", 200, "/u:")
-		c.Send(next)
-		c.Expect("", 200, "/next:")
-		if other.Hits.Load() != 1 || b.Hits.Load() != 1 {
-			t.Fatalf("other received %d requests, svc %d; want 1 and 1", other.Hits.Load(), b.Hits.Load())
-		}
-		if got := testutil.ToFloat64(p.upstreamByName("unknown").M.Attempts); got != 1 {
-			t.Fatalf("attempts to the unknown host %v, want 1", got)
-		}
-		ltWantHandoffs(t, p, map[string]float64{"unknown-host": 1})
-		ltWantIdle(t, p)
-	})
-
 	// fasthttp reads a head within its 8 KiB buffer: 8192 bytes (through
 	// the empty line) are served, on the loop; one more is answered 431
 	// after the hand-off, whether the head arrives whole or in pieces.
@@ -382,65 +357,88 @@ func TestLoopHandoffs(t *testing.T) {
 		h := "GET http://svc/big HTTP/1.1\r\nHost: svc\r\nX-Big: \r\n\r\n"
 		return strings.Replace(h, "X-Big: ", "X-Big: "+strings.Repeat("b", size-len(h)), 1)
 	}
-	t.Run("head of 8192 bytes", func(t *testing.T) {
-		b, _, p := setup(t)
-		c := proxytest.Dial(t, p.Addr())
-		c.Send(bigHead(8192))
-		c.Expect("", 200, "/big:")
-		c.Send(next)
-		c.Expect("", 200, "/next:")
-		if got := b.Hits.Load(); got != 2 {
-			t.Fatalf("backend received %d requests, want 2", got)
-		}
-		ltWantHandoffs(t, p, nil)
-		ltWantIdle(t, p)
-	})
-	for _, pieces := range []int{1, 2} {
-		t.Run(fmt.Sprintf("head of 8193 bytes in %d writes", pieces), func(t *testing.T) {
-			b, _, p := setup(t)
+	// step is what the client sends, and the answer it then reads (none
+	// when code is 0).
+	type step struct {
+		send string
+		code int
+		body string
+	}
+	hits := func(want int64) func(*testing.T, *proxytest.Backend, *proxytest.Backend, *Proxy) {
+		return func(t *testing.T, b, _ *proxytest.Backend, _ *Proxy) { ltWantHits(t, b, 0, want) }
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		// closed: the last answer closes the connection (Connection:
+		// close, then the end); next goes on a new one.
+		closed bool
+		// check looks at what the backends svc (b) and other received.
+		check  func(t *testing.T, b, other *proxytest.Backend, p *Proxy)
+		reason string // the hand-off counted; empty: none
+	}{
+		{name: "http/1.0", steps: []step{{"GET http://svc/old HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n", 200, "/old:"}},
+			check: hits(2), reason: "http/1.0"},
+		{name: "expect", steps: []step{{"PUT http://svc/e HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", 100, ""}, {"hello", 200, "/e:hello"}},
+			check: func(t *testing.T, b, _ *proxytest.Backend, _ *Proxy) {
+				if reqs := b.Requests(); len(reqs) != 2 || string(reqs[0].Body) != "hello" {
+					t.Fatalf("backend received %+v", reqs)
+				}
+			}, reason: "expect"},
+		{name: "chunked request body", steps: []step{{"PUT http://svc/chunked HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", 200, "/chunked:hello world"}},
+			check: func(t *testing.T, b, _ *proxytest.Backend, _ *Proxy) {
+				if reqs := b.Requests(); len(reqs) != 2 || string(reqs[0].Body) != "hello world" {
+					t.Fatalf("backend received %+v", reqs)
+				}
+			}, reason: "request-body"},
+		{name: "unknown host", steps: []step{{"GET http://other/u HTTP/1.1\r\nHost: other\r\n\r\n", 200, "/u:"}},
+			check: func(t *testing.T, b, other *proxytest.Backend, p *Proxy) {
+				if other.Hits.Load() != 1 || b.Hits.Load() != 1 {
+					t.Fatalf("other received %d requests, svc %d; want 1 and 1", other.Hits.Load(), b.Hits.Load())
+				}
+				if got := testutil.ToFloat64(p.upstreamByName("unknown").M.Attempts); got != 1 {
+					t.Fatalf("attempts to the unknown host %v, want 1", got)
+				}
+			}, reason: "unknown-host"},
+		{name: "head of 8192 bytes", steps: []step{{bigHead(8192), 200, "/big:"}}, check: hits(2)},
+		{name: "head of 8193 bytes in 1 writes", steps: []step{{bigHead(8193), 431, "retrycap-proxy: request header too large\n"}},
+			closed: true, check: hits(1), reason: "head-too-large"},
+		{name: "head of 8193 bytes in 2 writes", steps: []step{{bigHead(8193)[:4096], 0, ""}, {bigHead(8193)[4096:], 431, "retrycap-proxy: request header too large\n"}},
+			closed: true, check: hits(1), reason: "head-too-large"},
+		{name: "malformed head", steps: []step{{"GET http://svc/ HTTP/1.1\r\nbad header line\r\n\r\n", 400, "retrycap-proxy: malformed request: error when reading request headers: malformed mime header: missing colon: " +
+			"\"bad header line\": buffer size=45, contents: \"GET http://svc/ HTTP/1.1\\r\\nbad header line\\r\\n\\r\\n\"\n"}},
+			closed: true, check: hits(1), reason: "malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := proxytest.NewBackend(t, nil)
+			other := proxytest.NewBackend(t, nil)
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr()+",other="+other.Addr())
 			c := proxytest.Dial(t, p.Addr())
-			h := bigHead(8193)
-			if pieces == 2 {
-				c.Send(h[:4096])
-				h = h[4096:]
+			var resp *http.Response
+			for _, st := range tc.steps {
+				c.Send(st.send)
+				if st.code != 0 {
+					resp = c.Expect("", st.code, st.body)
+				}
 			}
-			c.Send(h)
-			resp := c.Expect("", 431, "retrycap-proxy: request header too large\n")
-			if !resp.Close {
-				t.Fatalf("431 without Connection: close (%v)", resp.Header)
+			if tc.closed {
+				if !resp.Close {
+					t.Fatalf("%d without Connection: close (%v)", resp.StatusCode, resp.Header)
+				}
+				c.ExpectClosed()
+				// A new connection is served.
+				c = proxytest.Dial(t, p.Addr())
 			}
-			c.ExpectClosed()
-			// A new connection is served.
-			c2 := proxytest.Dial(t, p.Addr())
-			c2.Send(next)
-			c2.Expect("", 200, "/next:")
-			if got := b.Hits.Load(); got != 1 {
-				t.Fatalf("backend received %d requests, want 1", got)
+			c.Send(next)
+			c.Expect("", 200, "/next:")
+			tc.check(t, b, other, p)
+			var want map[string]float64
+			if tc.reason != "" {
+				want = map[string]float64{tc.reason: 1}
 			}
-			ltWantHandoffs(t, p, map[string]float64{"head-too-large": 1})
-			ltWantIdle(t, p)
+			ltWantEnd(t, p, want)
 		})
 	}
-
-	t.Run("malformed head", func(t *testing.T) {
-		b, _, p := setup(t)
-		c := proxytest.Dial(t, p.Addr())
-		c.Send("GET http://svc/ HTTP/1.1\r\nbad header line\r\n\r\n")
-		resp := c.Expect("", 400, "retrycap-proxy: malformed request: error when reading request headers: malformed mime header: missing colon: "+
-			"\"bad header line\": buffer size=45, contents: \"GET http://svc/ HTTP/1.1\\r\\nbad header line\\r\\n\\r\\n\"\n")
-		if !resp.Close {
-			t.Fatalf("400 without Connection: close (%v)", resp.Header)
-		}
-		c.ExpectClosed()
-		c2 := proxytest.Dial(t, p.Addr())
-		c2.Send(next)
-		c2.Expect("", 200, "/next:")
-		if got := b.Hits.Load(); got != 1 {
-			t.Fatalf("backend received %d requests, want 1", got)
-		}
-		ltWantHandoffs(t, p, map[string]float64{"malformed": 1})
-		ltWantIdle(t, p)
-	})
 }
 
 // CONNECT is handed off (the tunnel itself is TestConnectTunnel's).
@@ -512,7 +510,7 @@ func TestLoopStreamedResponses(t *testing.T) {
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			hits := b.Hits.Load()
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			p := ltProxy(t, b)
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("GET http://svc" + tc.path + " HTTP/1.1\r\nHost: svc\r\n\r\n")
 			resp := c.Expect("", 200, tc.body)
@@ -529,11 +527,8 @@ func TestLoopStreamedResponses(t *testing.T) {
 			// The connection goes on in the goroutine engine.
 			c.Send("GET http://svc/next HTTP/1.1\r\nHost: svc\r\n\r\n")
 			c.Expect("", 200, "/next:")
-			if got := b.Hits.Load() - hits; got != 2 {
-				t.Fatalf("backend received %d requests, want 2", got)
-			}
-			ltWantHandoffs(t, p, map[string]float64{"streamed-response": 1})
-			ltWantIdle(t, p)
+			ltWantHits(t, b, hits, 2)
+			ltWantEnd(t, p, map[string]float64{"streamed-response": 1})
 		})
 	}
 }
@@ -562,7 +557,7 @@ func TestLoopResponseInPieces(t *testing.T) {
 					_ = buf.Flush()
 				}
 			})
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			p := ltProxy(t, b)
 			c := proxytest.Dial(t, p.Addr())
 			for i := range 2 {
 				c.Send("GET http://svc/pieces HTTP/1.1\r\nHost: svc\r\n\r\n")
@@ -571,11 +566,8 @@ func TestLoopResponseInPieces(t *testing.T) {
 					t.Fatalf("answer %d: X-Piece %q Content-Length %d", i, resp.Header.Get("X-Piece"), resp.ContentLength)
 				}
 			}
-			if got := b.Hits.Load(); got != 2 {
-				t.Fatalf("backend received %d requests, want 2", got)
-			}
-			ltWantHandoffs(t, p, nil)
-			ltWantIdle(t, p)
+			ltWantHits(t, b, 0, 2)
+			ltWantEnd(t, p, nil)
 		})
 	}
 }
@@ -587,7 +579,7 @@ func TestLoopUpstreamClosesEachConnection(t *testing.T) {
 		w.Header().Set("Connection", "close")
 		proxytest.Echo(w, r, body)
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.Dial(t, p.Addr())
 	for i := range 20 {
 		c.Send(fmt.Sprintf("GET http://svc/%d HTTP/1.1\r\nHost: svc\r\n\r\n", i))
@@ -601,8 +593,7 @@ func TestLoopUpstreamClosesEachConnection(t *testing.T) {
 	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != 20 {
 		t.Fatalf("attempts %v, want 20 (none retried)", got)
 	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantEnd(t, p, nil)
 }
 
 // An upstream that closes the connection right after its answer without
@@ -622,7 +613,7 @@ func TestLoopUpstreamClosesWithoutSaying(t *testing.T) {
 		_ = buf.Flush()
 		_ = c.Close()
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	if p.loops == nil {
 		t.Skip("fasthttp's client reuses such a connection: every second request fails")
 	}
@@ -635,8 +626,7 @@ func TestLoopUpstreamClosesWithoutSaying(t *testing.T) {
 	if hits, conns := b.Hits.Load(), b.Conns.Load(); hits != 20 || conns != 20 {
 		t.Fatalf("backend received %d requests on %d connections, want 20 on 20", hits, conns)
 	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantEnd(t, p, nil)
 }
 
 // ltIdleUpstreams counts the upstream connections in the loops' pools
@@ -655,12 +645,9 @@ func TestLoopUpstreamByName(t *testing.T) {
 		for i := range 2 { // the second from the loop's DNS cache
 			c.Send("GET http://localhost:" + port + "/dns HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n")
 			c.Expect("", 200, "/dns:")
-			if got := b.Hits.Load(); got != int64(i+1) {
-				t.Fatalf("backend received %d requests, want %d", got, i+1)
-			}
+			ltWantHits(t, b, 0, int64(i+1))
 		}
-		ltWantHandoffs(t, p, nil)
-		ltWantIdle(t, p)
+		ltWantEnd(t, p, nil)
 	})
 	t.Run("unresolvable", func(t *testing.T) {
 		p := startProxy(t, "--upstreams", "nonexistent.invalid=3", "--per-try-timeout", "2s")
@@ -674,8 +661,7 @@ func TestLoopUpstreamByName(t *testing.T) {
 		if got := testutil.ToFloat64(p.upstreamByName("nonexistent.invalid").M.Attempts); got != 3 {
 			t.Fatalf("attempts %v, want 3", got)
 		}
-		ltWantHandoffs(t, p, nil)
-		ltWantIdle(t, p)
+		ltWantEnd(t, p, nil)
 	})
 }
 
@@ -709,7 +695,7 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 	for _, reset := range []bool{false, true} {
 		t.Run(map[bool]string{false: "closed", true: "reset"}[reset], func(t *testing.T) {
 			b, arrived, _, release := ltBlocking(t)
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+			p := ltProxy(t, b)
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
 			proxytest.Wait(t, arrived, "the request reaching the backend")
@@ -725,11 +711,8 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 			c2 := proxytest.Dial(t, p.Addr())
 			c2.Send("GET http://svc/after HTTP/1.1\r\nHost: svc\r\n\r\n")
 			c2.Expect("", 200, "/after:")
-			if got := b.Hits.Load(); got != 2 {
-				t.Fatalf("backend received %d requests, want 2", got)
-			}
-			ltWantHandoffs(t, p, nil)
-			ltWantIdle(t, p)
+			ltWantHits(t, b, 0, 2)
+			ltWantEnd(t, p, nil)
 		})
 	}
 }
@@ -739,7 +722,7 @@ func TestLoopClientGoneMidCall(t *testing.T) {
 // it as the socket drains, answer after answer, in order.
 func TestLoopSlowReader(t *testing.T) {
 	b := ltBigAnswers(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.DialSlowReader(t, p.Addr())
 	const n = 200
 	c.Send(strings.Repeat("GET http://svc/big HTTP/1.1\r\nHost: svc\r\n\r\n", n))
@@ -751,11 +734,8 @@ func TestLoopSlowReader(t *testing.T) {
 	for range n {
 		c.Expect("", 200, want)
 	}
-	if got := b.Hits.Load(); got != n {
-		t.Fatalf("backend received %d requests, want %d", got, n)
-	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantHits(t, b, 0, n)
+	ltWantEnd(t, p, nil)
 }
 
 // ltPendingOutput reports whether a client connection of the loops has
@@ -768,7 +748,7 @@ func ltPendingOutput(p *Proxy) bool {
 // connection), then the listener refuses new connections.
 func TestLoopGracefulDrain(t *testing.T) {
 	b, arrived, _, release := ltBlocking(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.Dial(t, p.Addr())
 	c.Send("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
 	proxytest.Wait(t, arrived, "the request reaching the backend")
@@ -777,14 +757,7 @@ func TestLoopGracefulDrain(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Shutdown(ctx) }()
 	// Once the listener refuses, every loop is draining.
-	proxytest.Eventually(t, "the listener closed", func() bool {
-		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
-		if err != nil {
-			return true
-		}
-		_ = nc.Close()
-		return false
-	})
+	ltWaitListenerClosed(t, p)
 	release()
 	resp := c.Expect("", 200, "/block:")
 	// (net/http reads "Connection: close" into Close, and drops the header.)
@@ -792,25 +765,15 @@ func TestLoopGracefulDrain(t *testing.T) {
 		t.Fatal("the answer in flight during the drain lacks Connection: close")
 	}
 	c.ExpectClosed()
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatalf("Shutdown: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown did not return within 5s")
-	}
+	ltWantStopped(t, "Shutdown", stopped)
 	if nc, err := net.DialTimeout("tcp", p.Addr(), time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		if nc != nil {
 			_ = nc.Close()
 		}
 		t.Fatalf("a connection after Shutdown: %v, want refused", err)
 	}
-	if got := b.Hits.Load(); got != 1 {
-		t.Fatalf("backend received %d requests, want 1", got)
-	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantHits(t, b, 0, 1)
+	ltWantEnd(t, p, nil)
 }
 
 // A drain that runs out of time: the loops close what is left. The call
@@ -819,7 +782,7 @@ func TestLoopGracefulDrain(t *testing.T) {
 // (The goroutine engine leaves such a call to finish.)
 func TestLoopDrainTimeout(t *testing.T) {
 	b, arrived, gone, release := ltBlocking(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	if p.loops == nil {
 		t.Skip("the event loop's drain")
 	}
@@ -835,9 +798,7 @@ func TestLoopDrainTimeout(t *testing.T) {
 	proxytest.Wait(t, gone, "the upstream connection closed")
 	release()
 	ltWantIdle(t, p)
-	if got := b.Hits.Load(); got != 1 {
-		t.Fatalf("backend received %d requests, want 1", got)
-	}
+	ltWantHits(t, b, 0, 1)
 	ltWantHandoffs(t, p, nil)
 }
 
@@ -845,7 +806,7 @@ func TestLoopDrainTimeout(t *testing.T) {
 func TestLoopManyClients(t *testing.T) {
 	const clients, each = 200, 5
 	b := proxytest.NewBackend(t, nil)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
@@ -875,14 +836,11 @@ func TestLoopManyClients(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := b.Hits.Load(); got != clients*each {
-		t.Fatalf("backend received %d requests, want %d", got, clients*each)
-	}
+	ltWantHits(t, b, 0, clients*each)
 	if got := testutil.ToFloat64(p.upstreamByName("svc").M.Attempts); got != clients*each {
 		t.Fatalf("attempts %v, want %d", got, clients*each)
 	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantEnd(t, p, nil)
 }
 
 // TestLoopShutdownTwice: a second Shutdown returns once the first drain has
@@ -894,14 +852,7 @@ func TestLoopShutdownTwice(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Shutdown(context.Background()) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("second shutdown: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("second shutdown did not return within 5s")
-	}
+	ltWantStopped(t, "second shutdown", done)
 }
 
 // A client that pipelines more than the loop reads ahead behind a request
@@ -922,19 +873,14 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 		}
 		fmt.Fprintf(w, "%s:%d", r.URL.Path, len(body))
 	})
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.Dial(t, p.Addr())
 	const n = 5
 	body := string(proxytest.Pattern(30 << 10))
-	var all strings.Builder
-	all.WriteString("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n")
-	for i := range n {
-		fmt.Fprintf(&all, "PUT http://svc/%d HTTP/1.1\r\nHost: svc\r\nContent-Length: %d\r\n\r\n%s", i, len(body), body)
-	}
-	all.WriteString("GET http://svc/last HTTP/1.1\r\nHost: svc\r\n\r\n")
+	all := ltPipeline("GET http://svc/block HTTP/1.1\r\nHost: svc\r\n\r\n", n, body)
 	wrote := make(chan error, 1)
 	go func() {
-		_, err := io.WriteString(c.C, all.String())
+		_, err := io.WriteString(c.C, all)
 		if err == nil {
 			err = c.C.(*net.TCPConn).CloseWrite()
 		}
@@ -961,11 +907,8 @@ func TestLoopHalfCloseAfterPipelineBeyondReadAhead(t *testing.T) {
 	}
 	c.Expect("", 200, "/last:0")
 	c.ExpectClosed()
-	if got := b.Hits.Load(); got != n+2 {
-		t.Fatalf("backend received %d requests, want %d", got, n+2)
-	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantHits(t, b, 0, n+2)
+	ltWantEnd(t, p, nil)
 }
 
 // ltClientFlags reports whether a client connection of the loops satisfies
@@ -1001,7 +944,7 @@ func unixSetSndbuf(fd, size int) error {
 // is not left open until the idle timeout.
 func TestLoopDrainWhileWriting(t *testing.T) {
 	b := ltBigAnswers(t)
-	p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.Addr())
+	p := ltProxy(t, b)
 	c := proxytest.DialSlowReader(t, p.Addr())
 	if p.loops != nil {
 		proxytest.Eventually(t, "the client's connection on a loop", func() bool { return ltSetClientSndbuf(p) == 1 })
@@ -1014,29 +957,12 @@ func TestLoopDrainWhileWriting(t *testing.T) {
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Shutdown(ctx) }()
-	proxytest.Eventually(t, "the listener closed", func() bool {
-		nc, err := net.DialTimeout("tcp", p.Addr(), time.Second)
-		if err != nil {
-			return true
-		}
-		_ = nc.Close()
-		return false
-	})
+	ltWaitListenerClosed(t, p)
 	c.Expect("", 200, string(proxytest.Pattern(60<<10)))
 	c.ExpectClosed()
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatalf("Shutdown: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Shutdown did not return within 5s")
-	}
-	if got := b.Hits.Load(); got != 1 {
-		t.Fatalf("backend received %d requests, want 1", got)
-	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantStopped(t, "Shutdown", stopped)
+	ltWantHits(t, b, 0, 1)
+	ltWantEnd(t, p, nil)
 }
 
 // An upstream that answers before it has read the whole request (an early
@@ -1114,8 +1040,7 @@ func TestLoopEarlyAnswerBeforeRequestSent(t *testing.T) {
 	if got := seconds.Load(); got != 1 {
 		t.Fatalf("the upstream read /second %d times, want 1", got)
 	}
-	ltWantHandoffs(t, p, nil)
-	ltWantIdle(t, p)
+	ltWantEnd(t, p, nil)
 }
 
 // TestLoopConnectionsDealtOut: connections opened in a burst are dealt out

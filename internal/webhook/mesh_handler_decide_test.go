@@ -95,6 +95,9 @@ func TestDecideMesh(t *testing.T) {
 	istioNS := `apiVersion: v1
 kind: Namespace
 metadata: {name: bookinfo, labels: {istio-injection: enabled}}`
+	ambientNS := `apiVersion: v1
+kind: Namespace
+metadata: {name: bookinfo, labels: {istio.io/dataplane-mode: ambient, istio.io/use-waypoint: waypoint}}`
 	linkerdNS := `apiVersion: v1
 kind: Namespace
 metadata: {name: bookinfo, annotations: {linkerd.io/inject: enabled}}`
@@ -128,6 +131,14 @@ spec:
 	}{
 		{
 			name: "Reject: 3 retries on ratings make 3 x 4 = 12 > 10", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{reject10}, object: vsYAML("3"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 makes " +
+				"productpage -x3-> reviews -x4-> ratings = 12 > cap 10; VirtualService bookinfo/ratings may keep attempts: 2"},
+		},
+		{
+			// Istio ambient (mesh/waypoint.go): no sidecar; the namespace's waypoint applies the
+			// VirtualService to ambient callers, Istio's default (3) where none binds (reviews).
+			name: "ambient: a VirtualService applied at the namespace's waypoint is judged the same", cluster: []string{ambientNS},
 			policies: []*v1alpha1.RetryPolicy{reject10}, object: vsYAML("3"),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 makes " +
 				"productpage -x3-> reviews -x4-> ratings = 12 > cap 10; VirtualService bookinfo/ratings may keep attempts: 2"},

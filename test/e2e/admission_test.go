@@ -13,57 +13,15 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/kubeobj"
+	"github.com/retrycap/retrycap/test/internal/labyaml"
 )
 
 // admissionChain is the design's example: gateway -x3-> order -x3-> payment against cap 4, with
 // order still to be deployed.
-const admissionChain = `apiVersion: v1
-kind: Namespace
-metadata: {name: NS}
----
-apiVersion: retrycap.dev/v1alpha1
-kind: RetryPolicy
-metadata: {name: checkout, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/part-of: shop}}
-  maxAmplification: 4
-  entrypoints: [{service: gateway}]
-  enforcement: MODE
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: gateway, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: gateway}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: gateway, app.kubernetes.io/part-of: shop}
-      annotations: {retrycap.dev/upstreams: "order=3"}
-    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: payment, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: payment}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: payment, app.kubernetes.io/part-of: shop}
-    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
-`
+var admissionChain = labyaml.AdmissionChain("NS", "MODE", false)
 
 // overRetryingOrder is what an engineer applies: 3 attempts to payment.
-const overRetryingOrder = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: order, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: order}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: order, app.kubernetes.io/part-of: shop}
-      annotations: {retrycap.dev/upstreams: "payment=3"}
-    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
-`
+var overRetryingOrder = labyaml.Order("NS", "3")
 
 // cacheWait bounds the wait for the manager's cache: generous, because the suite shares two cores
 // with the API server, etcd and parallel builds.

@@ -1,12 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -20,59 +14,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
-	"github.com/retrycap/retrycap/internal/controlplane"
 	"github.com/retrycap/retrycap/internal/operator"
 	"github.com/retrycap/retrycap/internal/webhook"
 )
 
 const installNamespace = "retrycap-system"
 
-// rendered is config/default as `kubectl kustomize` renders it, by "Kind name".
+// rendered is a set of rendered objects (config/default as `kubectl kustomize` renders it, the
+// chart as `helm template` does), by "Kind name".
 type rendered map[string]*unstructured.Unstructured
 
+// renderDefault is config/default as the real `kubectl kustomize` renders it.
 func renderDefault(t *testing.T) rendered {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := controlplane.AssetsDir(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, "config", "default"))
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, stderr.String())
-	}
-	objs := rendered{}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(&stdout))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("rendered document: %v\n%s", err, doc)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		key := u.GetKind() + " " + u.GetName()
-		if objs[key] != nil {
-			t.Fatalf("rendered twice: %s", key)
-		}
-		objs[key] = u
-	}
-	return objs
+	return renderKustomize(t, "default")
 }
 
 // get converts the rendered object "kind name" into out, failing the test when it is missing.

@@ -97,16 +97,7 @@ func grpcUsers(t *testing.T, frontend string, n int, keyPrefix string) {
 // (the stats port through the pod IP, the gRPC port through a connection to the Service).
 func (h *harness) waitChain(t *testing.T, ns string) {
 	t.Helper()
-	eventually(t, 5*time.Minute, ns+": the chain's four Deployments Available", func() error {
-		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
-		if r.err != nil {
-			return fmt.Errorf("%s", r)
-		}
-		if got := strings.TrimSpace(r.stdout); got != "billing=1 checkout=1 frontend=1 payment=1" {
-			return fmt.Errorf("available: %q", got)
-		}
-		return nil
-	})
+	h.waitAvailable(t, ns, ns+": the chain's four Deployments Available", "billing=1 checkout=1 frontend=1 payment=1")
 	dial := dialIn("/run/netns/" + netnsName)
 	for _, app := range []string{"frontend", "checkout", "billing", "payment"} {
 		addr := strings.TrimPrefix(h.serviceURL(t, ns, app), "http://")

@@ -91,6 +91,22 @@ func (h *harness) helmRun(timeout time.Duration, args ...string) result {
 		"HELM_CONFIG_HOME=" + filepath.Join(h.t.TempDir(), "config"), "HELM_DATA_HOME=" + filepath.Join(h.t.TempDir(), "data")}, "", h.helm, args...)
 }
 
+// waitAvailable waits (5 minutes at most) until kubectl lists ns's Deployments Available as want
+// says ("name=replicas ..." in name order, as kubectl lists them); what names the wait.
+func (h *harness) waitAvailable(t *testing.T, ns, what, want string) {
+	t.Helper()
+	eventually(t, 5*time.Minute, what, func() error {
+		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
+		if r.err != nil {
+			return fmt.Errorf("%s", r)
+		}
+		if got := strings.TrimSpace(r.stdout); got != want {
+			return fmt.Errorf("available: %q", got)
+		}
+		return nil
+	})
+}
+
 // eventually polls f every second until it returns nil, or fails the test after timeout with
 // the last error. Bounds are generous: the node shares two cores with the control plane and
 // whatever else the machine builds.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retrycap/retrycap/test/internal/labyaml"
 )
 
 const (
@@ -246,55 +248,10 @@ func testSamples(t *testing.T, h *harness) {
 
 // gateChain is test/e2e's admission chain (gateway -x3-> order -x3-> payment against cap 4, order
 // to be deployed), in a namespace where the proxy is injected.
-const gateChain = `apiVersion: v1
-kind: Namespace
-metadata:
-  name: NS
-  labels: {retrycap.dev/injection: enabled}
----
-apiVersion: retrycap.dev/v1alpha1
-kind: RetryPolicy
-metadata: {name: checkout, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/part-of: shop}}
-  maxAmplification: 4
-  entrypoints: [{service: gateway}]
-  enforcement: Reject
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: gateway, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: gateway}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: gateway, app.kubernetes.io/part-of: shop}
-      annotations: {retrycap.dev/upstreams: "order=3"}
-    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: payment, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: payment}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: payment, app.kubernetes.io/part-of: shop}
-    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
-`
+var gateChain = labyaml.AdmissionChain("NS", "Reject", true)
 
 // order is the Deployment an engineer applies, with ATTEMPTS tries at payment.
-const order = `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: order, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: order}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: order, app.kubernetes.io/part-of: shop}
-      annotations: {retrycap.dev/upstreams: "payment=ATTEMPTS"}
-    spec: {containers: [{name: app, image: retrycap/lab-app:v0.1.0}]}
-`
+var order = labyaml.Order("NS", "ATTEMPTS")
 
 func orderFile(t *testing.T, attempts string) string {
 	// Not t.TempDir(): a subtest's name puts commas in it, and kubectl -f splits paths on commas.

@@ -8,69 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrycap/retrycap/test/internal/labyaml"
 )
 
 const rollNS = "node-roll"
 
 // rollChain is an injected two-tier chain, two replicas each: front calls back through its
 // sidecar (back=2 declared under a cap of 4); the steady load goes to front's Service.
-const rollChain = `apiVersion: v1
-kind: Namespace
-metadata:
-  name: NS
-  labels: {retrycap.dev/injection: enabled}
----
-apiVersion: retrycap.dev/v1alpha1
-kind: RetryPolicy
-metadata: {name: roll, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/part-of: roll}}
-  maxAmplification: 4
-  entrypoints: [{service: front}]
-  enforcement: Reject
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: front, namespace: NS}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app.kubernetes.io/name: front}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: front, app.kubernetes.io/part-of: roll}
-      annotations: {retrycap.dev/upstreams: "back=2"}
-    spec:
-      containers:
-      - name: app
-        image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_UPSTREAMS, value: "http://back:8080/"}]
-        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: back, namespace: NS}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app.kubernetes.io/name: back}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: back, app.kubernetes.io/part-of: roll}
-    spec:
-      containers:
-      - name: app
-        image: retrycap/lab-app:v0.1.0
-        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
----
-apiVersion: v1
-kind: Service
-metadata: {name: front, namespace: NS}
-spec: {selector: {app.kubernetes.io/name: front}, ports: [{name: http, port: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: back, namespace: NS}
-spec: {selector: {app.kubernetes.io/name: back}, ports: [{name: http, port: 8080}]}
-`
+var rollChain = labyaml.Join(labyaml.Namespace("NS", true),
+	labyaml.Policy{Namespace: "NS", Name: "roll", PartOf: "roll", Cap: 4, Entry: "front", Enforcement: "Reject"}.String(),
+	labyaml.App{Namespace: "NS", Name: "front", PartOf: "roll", Replicas: 2, Upstreams: "back=2", Env: `[{name: LAB_UPSTREAMS, value: "http://back:8080/"}]`, Probe: true}.String(),
+	labyaml.App{Namespace: "NS", Name: "back", PartOf: "roll", Replicas: 2, Probe: true}.String(),
+	labyaml.Service("NS", "front"), labyaml.Service("NS", "back"))
 
 // podNames lists the pods of an app in a namespace (terminating ones included).
 func (h *harness) podNames(t *testing.T, ns, app string) []string {
@@ -113,16 +63,7 @@ func (h *harness) rollAndWait(t *testing.T, ns, app string) {
 // request sent is answered 200.
 func testRollingUpdate(t *testing.T, h *harness) {
 	h.mustK(t, strings.ReplaceAll(rollChain, "NS", rollNS), "apply", "-f", "-")
-	eventually(t, 5*time.Minute, "front and back: two replicas each Available, injected", func() error {
-		r := h.k("", "get", "deployments", "-n", rollNS, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
-		if r.err != nil {
-			return fmt.Errorf("%s", r)
-		}
-		if got := strings.TrimSpace(r.stdout); got != "back=2 front=2" {
-			return fmt.Errorf("available: %q", got)
-		}
-		return nil
-	})
+	h.waitAvailable(t, rollNS, "front and back: two replicas each Available, injected", "back=2 front=2")
 	for _, app := range []string{"front", "back"} {
 		out := h.mustK(t, "", "get", "pods", "-n", rollNS, "-l", "app.kubernetes.io/name="+app, "-o", `jsonpath={range .items[*]}{.spec.initContainers[*].name}{"\n"}{end}`)
 		if strings.TrimSpace(out) != "retrycap-proxy\nretrycap-proxy" {

@@ -8,99 +8,27 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrycap/retrycap/test/internal/labyaml"
 )
 
 // stormChain is the storm lab's chain as real Deployments of the lab app: frontend -> checkout ->
 // billing -> payment, each app trying its upstream __APP__ times (its own retries) and declaring
 // __DECLARED__ attempts, payment failing (503 to
 // everything). One Service per tier: the apps call each other by their DNS names.
-const stormChain = `apiVersion: v1
-kind: Namespace
-metadata: {name: NS}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: frontend, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: frontend}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: frontend, app.kubernetes.io/part-of: storm}
-      annotations: {retrycap.dev/upstreams: "checkout=__DECLARED__"}
-    spec:
-      containers:
-      - name: app
-        image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_UPSTREAMS, value: "http://checkout:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
-        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: checkout, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: checkout}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: checkout, app.kubernetes.io/part-of: storm}
-      annotations: {retrycap.dev/upstreams: "billing=__DECLARED__"}
-    spec:
-      containers:
-      - name: app
-        image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_UPSTREAMS, value: "http://billing:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
-        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: billing, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: billing}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: billing, app.kubernetes.io/part-of: storm}
-      annotations: {retrycap.dev/upstreams: "payment=__DECLARED__"}
-    spec:
-      containers:
-      - name: app
-        image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_UPSTREAMS, value: "http://payment:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]
-        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: payment, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/name: payment}}
-  template:
-    metadata:
-      labels: {app.kubernetes.io/name: payment, app.kubernetes.io/part-of: storm}
-    spec:
-      containers:
-      - name: app
-        image: retrycap/lab-app:v0.1.0
-        env: [{name: LAB_FAIL, value: "1"}]
-        readinessProbe: {httpGet: {path: /_labapp/stats, port: 8080}, periodSeconds: 2}
----
-apiVersion: v1
-kind: Service
-metadata: {name: frontend, namespace: NS}
-spec: {selector: {app.kubernetes.io/name: frontend}, ports: [{name: http, port: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: checkout, namespace: NS}
-spec: {selector: {app.kubernetes.io/name: checkout}, ports: [{name: http, port: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: billing, namespace: NS}
-spec: {selector: {app.kubernetes.io/name: billing}, ports: [{name: http, port: 8080}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: payment, namespace: NS}
-spec: {selector: {app.kubernetes.io/name: payment}, ports: [{name: http, port: 8080}]}
-`
+var stormChain = labyaml.Join(
+	labyaml.Namespace("NS", false),
+	stormTier("frontend", "checkout=__DECLARED__", `[{name: LAB_UPSTREAMS, value: "http://checkout:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]`),
+	stormTier("checkout", "billing=__DECLARED__", `[{name: LAB_UPSTREAMS, value: "http://billing:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]`),
+	stormTier("billing", "payment=__DECLARED__", `[{name: LAB_UPSTREAMS, value: "http://payment:8080/"}, {name: LAB_ATTEMPTS, value: "__APP__"}]`),
+	stormTier("payment", "", `[{name: LAB_FAIL, value: "1"}]`),
+	labyaml.Service("NS", "frontend"), labyaml.Service("NS", "checkout"), labyaml.Service("NS", "billing"), labyaml.Service("NS", "payment"),
+)
+
+// stormTier is a tier of stormChain: the lab app with its readiness probe, part of the storm.
+func stormTier(name, upstreams, env string) string {
+	return labyaml.App{Namespace: "NS", Name: name, PartOf: "storm", Upstreams: upstreams, Env: env, Probe: true}.String()
+}
 
 // inNode runs curl inside the node's network namespace (the Service addresses exist only there),
 // with extra arguments (headers) before the URL.
@@ -156,16 +84,7 @@ func (h *harness) waitServices(t *testing.T, bases ...string) {
 func testStormPlain(t *testing.T, h *harness) {
 	const ns = "storm-plain"
 	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "3").Replace(stormChain), "apply", "-f", "-")
-	eventually(t, 5*time.Minute, "the chain's four Deployments Available", func() error {
-		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
-		if r.err != nil {
-			return fmt.Errorf("%s", r)
-		}
-		if got := strings.TrimSpace(r.stdout); got != "billing=1 checkout=1 frontend=1 payment=1" {
-			return fmt.Errorf("available: %q", got)
-		}
-		return nil
-	})
+	h.waitAvailable(t, ns, "the chain's four Deployments Available", "billing=1 checkout=1 frontend=1 payment=1")
 	front, pay := h.serviceURL(t, ns, "frontend"), h.serviceURL(t, ns, "payment")
 	h.waitServices(t, front, h.serviceURL(t, ns, "checkout"), h.serviceURL(t, ns, "billing"), pay)
 	before := h.labStat(t, pay, "received")
@@ -188,23 +107,9 @@ func testStormPlain(t *testing.T, h *harness) {
 
 // stormPolicy is a cap of 4 on the storm chain, Audit so that the over-cap chain is admitted (and
 // reported) and its pods injected with the cap: the chain budget is what bounds it at run time.
-const stormPolicy = `apiVersion: v1
-kind: Namespace
-metadata:
-  name: NS
-  labels: {retrycap.dev/injection: enabled}
----
-apiVersion: retrycap.dev/v1alpha1
-kind: RetryPolicy
-metadata: {name: storm, namespace: NS}
-spec:
-  selector: {matchLabels: {app.kubernetes.io/part-of: storm}}
-  maxAmplification: 4
-  entrypoints: [{service: frontend}]
-  enforcement: Audit
-  # The sidecars' access log, which retrycap observe --from-cluster reads.
-  observability: {accessLog: Stdout}
-`
+var stormPolicy = labyaml.Join(labyaml.Namespace("NS", true),
+	labyaml.Policy{Namespace: "NS", Name: "storm", PartOf: "storm", Cap: 4, Entry: "frontend", Enforcement: "Audit",
+		Extra: "  # The sidecars' access log, which retrycap observe --from-cluster reads.\n  observability: {accessLog: Stdout}\n"}.String())
 
 // podIP is the IP of the one Running pod of a Deployment.
 func (h *harness) podIP(t *testing.T, ns, app string) string {
@@ -256,16 +161,7 @@ func testStormPolicy(t *testing.T, h *harness) {
 	h.mustK(t, strings.ReplaceAll(stormPolicy, "NS", ns), "apply", "-f", "-")
 	h.mustK(t, strings.NewReplacer("NS", ns, "__DECLARED__", "3", "__APP__", "1").
 		Replace(stormChain[strings.Index(stormChain, "---\n")+4:]), "apply", "-f", "-")
-	eventually(t, 5*time.Minute, "the injected chain's four Deployments Available", func() error {
-		r := h.k("", "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas} {end}`)
-		if r.err != nil {
-			return fmt.Errorf("%s", r)
-		}
-		if got := strings.TrimSpace(r.stdout); got != "billing=1 checkout=1 frontend=1 payment=1" {
-			return fmt.Errorf("available: %q", got)
-		}
-		return nil
-	})
+	h.waitAvailable(t, ns, "the injected chain's four Deployments Available", "billing=1 checkout=1 frontend=1 payment=1")
 	for _, app := range []string{"frontend", "checkout", "billing", "payment"} {
 		out := h.mustK(t, "", "get", "pods", "-n", ns, "-l", "app.kubernetes.io/name="+app, "-o", "jsonpath={.items[*].spec.initContainers[*].name}")
 		if strings.TrimSpace(out) != "retrycap-proxy" {

@@ -61,6 +61,10 @@ func TestSchemaHasTheFieldsRead(t *testing.T) {
 		{istio, "networking.istio.io", "VirtualService", "v1alpha3", []string{"spec.http[].retries.attempts:integer"}},
 		{exp, "gateway.networking.k8s.io", "HTTPRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:object", "spec.rules[].retry.attempts:integer"})},
 		{std, "gateway.networking.k8s.io", "HTTPRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
+		// An Istio ambient waypoint (mesh/waypoint.go): its class, HBONE listener and which
+		// namespaces may attach to it.
+		{std, "gateway.networking.k8s.io", "Gateway", "v1", []string{"spec.gatewayClassName:string", "spec.listeners[].port:integer",
+			"spec.listeners[].protocol:string", "spec.listeners[].allowedRoutes.namespaces.from:string", "spec.listeners[].allowedRoutes.namespaces.selector:object"}},
 		{exp, "gateway.networking.k8s.io", "GRPCRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
 		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer"},
 			"spec.targetRef.group:string", "spec.targetRef.kind:string", "spec.targetRef.name:string"),

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 	"github.com/retrycap/retrycap/internal/mesh/crds"
 	"github.com/retrycap/retrycap/internal/operator/operatortest"
 )
@@ -19,7 +20,7 @@ import (
 // fileCase is an input of analyze's goldens (internal/cli/testdata) read by the controller and the
 // gate too. Each runs in namespaces of its own: rename replaces a namespace name of the file.
 type fileCase struct {
-	name, file string
+	name, file string    // file: a manifest file, or a kustomization's directory
 	rename     [2]string // old, new; empty: as written
 	// gateSkip, when set, is why the gate's part may not agree yet: a mismatch then skips with
 	// the reason and the gate's message instead of failing (the status part still must agree).
@@ -60,6 +61,9 @@ func agreeOnFile(t *testing.T, op *operatortest.Operator, fc fileCase) {
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	c, ctx := op.Client, op.Ctx
 	raw, err := os.ReadFile(fc.file)
+	if fi, serr := os.Stat(fc.file); serr == nil && fi.IsDir() {
+		raw, err = kustomize.Build(fc.file) // a kustomization, as analyze -k reads it
+	}
 	g.Expect(err).NotTo(HaveOccurred())
 	input := string(raw)
 	if fc.rename[0] != "" {

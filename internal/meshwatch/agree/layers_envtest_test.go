@@ -1,6 +1,7 @@
 package agree_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ import (
 //
 // Worst chain frontend, orders, payment, ledger, audit: 3 x 2 x 3 x 3 = 54 (the S3 branch 24).
 // Then audit calls S3 through the SDK with AWS_RETRY_MODE=standard (3 tries): 54 x 3 = 162.
-const layersInput = `
+var layersInput = `
 apiVersion: v1
 kind: Namespace
 metadata:
@@ -88,90 +89,56 @@ spec:
   entrypoints: [{service: frontend}]
 ` + deploymentsYAML
 
-const deploymentsYAML = `
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: frontend, namespace: shop}
-spec:
-  selector: {matchLabels: {app: frontend}}
-  template:
-    metadata:
-      labels: {app: frontend}
-      annotations: {retrycap.dev/service: frontend, retrycap.dev/upstreams: orders=1}
-    spec: {containers: [{name: app, image: lab-app}]}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: orders, namespace: shop}
-spec:
-  selector: {matchLabels: {app: orders}}
-  template:
-    metadata:
-      labels: {app: orders}
-      annotations: {retrycap.dev/service: orders, retrycap.dev/upstreams: payment=1, dapr.io/enabled: "true", dapr.io/app-id: orders}
-    spec: {containers: [{name: app, image: lab-app}]}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: payment, namespace: shop}
-spec:
-  selector: {matchLabels: {app: payment}}
-  template:
-    metadata:
-      labels: {app: payment}
-      annotations: {retrycap.dev/service: payment, retrycap.dev/upstreams: "ledger=1,orders.s3.amazonaws.com", consul.hashicorp.com/connect-inject: "true"}
-    spec:
+// deploymentsYAML is the chain's workloads, frontend to audit (the hops' layers are in the
+// comment above layersInput).
+var deploymentsYAML = "\n" + shopDeployment("frontend", "{retrycap.dev/service: frontend, retrycap.dev/upstreams: orders=1}", appOnly) +
+	shopDeployment("orders", `{retrycap.dev/service: orders, retrycap.dev/upstreams: payment=1, dapr.io/enabled: "true", dapr.io/app-id: orders}`, appOnly) +
+	shopDeployment("payment", `{retrycap.dev/service: payment, retrycap.dev/upstreams: "ledger=1,orders.s3.amazonaws.com", consul.hashicorp.com/connect-inject: "true"}`, `
       containers:
       - name: app
         image: lab-app
-        env: [{name: AWS_REGION, value: eu-west-1}, {name: AWS_MAX_ATTEMPTS, value: "4"}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: ledger, namespace: shop}
-spec:
-  selector: {matchLabels: {app: ledger}}
-  template:
-    metadata:
-      labels: {app: ledger}
-      annotations:
+        env: [{name: AWS_REGION, value: eu-west-1}, {name: AWS_MAX_ATTEMPTS, value: "4"}]`) +
+	shopDeployment("ledger", `
         retrycap.dev/service: ledger
         retrycap.dev/upstreams: audit=1
-        sidecar.istio.io/status: '{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["istio-envoy"]}'
-    spec:
+        sidecar.istio.io/status: '{"initContainers":["istio-init"],"containers":["istio-proxy"],"volumes":["istio-envoy"]}'`, `
       initContainers: [{name: istio-init, image: proxyv2}]
-      containers: [{name: app, image: lab-app}, {name: istio-proxy, image: proxyv2}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: audit, namespace: shop}
-spec:
-  selector: {matchLabels: {app: audit}}
-  template:
-    metadata:
-      labels: {app: audit}
-      annotations: {retrycap.dev/service: audit}
-    spec: {containers: [{name: app, image: lab-app}]}
-`
+      containers: [{name: app, image: lab-app}, {name: istio-proxy, image: proxyv2}]`) +
+	shopDeployment("audit", "{retrycap.dev/service: audit}", appOnly)
 
 // auditToS3 is the change the gate judges: audit now calls S3 through the SDK.
-const auditToS3 = `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: audit, namespace: shop}
-spec:
-  selector: {matchLabels: {app: audit}}
-  template:
-    metadata:
-      labels: {app: audit}
-      annotations: {retrycap.dev/service: audit, retrycap.dev/upstreams: archive.s3.amazonaws.com}
-    spec:
+var auditToS3 = "\n" + strings.TrimPrefix(shopDeployment("audit", "{retrycap.dev/service: audit, retrycap.dev/upstreams: archive.s3.amazonaws.com}", `
       containers:
       - name: app
         image: lab-app
-        env: [{name: AWS_RETRY_MODE, value: standard}]
-`
+        env: [{name: AWS_RETRY_MODE, value: standard}]`), "---\n")
+
+// appOnly is the pod spec of a workload with only its app's container.
+const appOnly = "{containers: [{name: app, image: lab-app}]}"
+
+// shopDeployment is a YAML document ("---" first) of a Deployment shop/name, its pods labelled
+// app: name, with the pod template's annotations and spec given as YAML (each a flow mapping,
+// or block lines after a newline).
+func shopDeployment(name, annotations, podSpec string) string {
+	if strings.HasPrefix(annotations, "{") {
+		annotations = " " + annotations
+	}
+	if strings.HasPrefix(podSpec, "{") {
+		podSpec = " " + podSpec
+	}
+	return fmt.Sprintf(`---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: shop}
+spec:
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+      annotations:%[2]s
+    spec:%[3]s
+`, name, annotations, podSpec)
+}
 
 func objects(t *testing.T, docs string) []*unstructured.Unstructured {
 	t.Helper()
@@ -227,6 +194,14 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 		g.Eventually(func() error { return c.Create(ctx, u.DeepCopy()) }).Should(Succeed(), "creating %s %s", u.GetKind(), u.GetName())
 	}
 	g.Expect(c.Create(ctx, policy)).To(Succeed())
+	// setSpec sets the policy's spec fields (name, value, ...) on its current version.
+	setSpec := func(fieldValues ...any) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+		for i := 0; i < len(fieldValues); i += 2 {
+			g.Expect(unstructured.SetNestedField(policy.Object, fieldValues[i+1], "spec", fieldValues[i].(string))).To(Succeed())
+		}
+		g.Expect(c.Update(ctx, policy)).To(Succeed())
+	}
 	type status struct {
 		Amplification int64
 		Path          string
@@ -248,7 +223,8 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 	g.Eventually(get).Should(Equal(status{Amplification: before.Amplification, Path: strings.Join(before.WorstPath, ">"), Mesh: reads}))
 
 	// The gate refuses audit's call to S3 with analyze's number for the whole input after it.
-	after := analyzeInput(t, strings.Replace(layersInput, deploymentsYAML[strings.Index(deploymentsYAML, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: audit"):], strings.TrimPrefix(auditToS3, "\n"), 1))
+	afterInput := strings.Replace(layersInput, deploymentsYAML[strings.Index(deploymentsYAML, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: audit"):], strings.TrimPrefix(auditToS3, "\n"), 1)
+	after := analyzeInput(t, afterInput)
 	g.Expect(after.Amplification).To(Equal(int64(162)), "analyze after: %+v", after)
 	g.Expect(after.Violations).NotTo(BeEmpty())
 	change := objects(t, auditToS3)[0]
@@ -270,9 +246,7 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 	g.Expect(after.Violations[0].Suggestion).To(Equal("audit: archive.s3.amazonaws.com=1"))
 
 	// Audit mode admits it; the status then counts what analyze counts, and suggests the same fix.
-	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
-	g.Expect(unstructured.SetNestedField(policy.Object, "Audit", "spec", "enforcement")).To(Succeed())
-	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	setSpec("enforcement", "Audit")
 	g.Eventually(func() error {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(change), &cur)).To(Succeed())
 		change.SetResourceVersion(cur.GetResourceVersion())
@@ -287,7 +261,6 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 
 	// Cap 2: the levers are the mesh objects' fields, in their own units, the same in analyze
 	// and the status (Consul's numRetries cannot give 1 try: 0 is unset, Envoy's 1 retry).
-	afterInput := strings.Replace(layersInput, deploymentsYAML[strings.Index(deploymentsYAML, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: audit"):], strings.TrimPrefix(auditToS3, "\n"), 1)
 	capped := analyzeInput(t, strings.Replace(afterInput, "maxAmplification: 60", "maxAmplification: 2", 1))
 	const fix = "MeshRetry shop/orders-retry spec.to[0].default.http.numRetries: 2 -> 1; Resiliency shop/payments spec.policies.retries.once.maxRetries: 1 -> 0; " +
 		"payment -> ledger: Consul ServiceRouter shop/ledger numRetries 2: ServiceRouter shop/ledger spec.routes[0].destination.numRetries cannot give 1 try (0 is unset, Envoy's 1 retry): " +
@@ -295,9 +268,7 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 		"ledger -> audit: Istio default, no VirtualService binds audit: no object declares these 3 tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: 0); " +
 		"audit: archive.s3.amazonaws.com=1"
 	g.Expect(capped.Violations[0].Suggestion).To(Equal(fix))
-	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
-	g.Expect(unstructured.SetNestedField(policy.Object, int64(2), "spec", "maxAmplification")).To(Succeed())
-	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	setSpec("maxAmplification", int64(2))
 	g.Eventually(func() ([]string, error) {
 		var p v1alpha1.RetryPolicy
 		err := c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: "shop"}, &p)
@@ -309,10 +280,7 @@ func newLayers(t *testing.T, op *operatortest.Operator) {
 	}).Should(HaveExactElements(capped.Violations[0].Suggestion, capped.Violations[1].Suggestion))
 
 	// The mesh gate on the MeshRetry, in its unit: raising numRetries to 3 makes 216 > 162.
-	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
-	g.Expect(unstructured.SetNestedField(policy.Object, int64(162), "spec", "maxAmplification")).To(Succeed())
-	g.Expect(unstructured.SetNestedField(policy.Object, "Reject", "spec", "enforcement")).To(Succeed())
-	g.Expect(c.Update(ctx, policy)).To(Succeed())
+	setSpec("maxAmplification", int64(162), "enforcement", "Reject")
 	mr := &unstructured.Unstructured{}
 	mr.SetAPIVersion("kuma.io/v1alpha1")
 	mr.SetKind("MeshRetry")

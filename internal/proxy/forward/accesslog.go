@@ -55,9 +55,10 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	e.TimeNanos, e.DurationNanos = x.attemptStart, now-x.attemptStart
 	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = x.up.Name, x.attempt, o.Status, -1
 	e.BudgetIn, e.BudgetOut = policy.LoggedBudget(x.chainOn, x.split, x.attempt)
-	if o.Cond != policy.CondNone {
-		e.Error = o.Cond.String()
-	} else if x.respSeen&seenGRPCStatus != 0 {
+	// "cancelled" for the client's own cancellation, else the condition
+	// (policy.Outcome.LoggedError, as on the h2 relay).
+	e.Error = o.LoggedError()
+	if o.Cond == policy.CondNone && x.respSeen&seenGRPCStatus != 0 {
 		// Looked up only when the answer has the field (its scan in AfterAttempt): each
 		// lookup of an absent name costs a pass over the header.
 		if g := x.resp.Header.PeekBytes(keyGRPCStatus); len(g) > 0 {

@@ -57,7 +57,10 @@ type Exchange struct {
 	generated bool
 	// clientGone: the client closed its end while the attempt ran
 	// (ClientGone).
-	clientGone   bool
+	clientGone bool
+	// inAttempt: an attempt NextAttempt let out has not been judged yet
+	// (AfterAttempt); Abandon judges it as the client's cancellation.
+	inAttempt    bool
 	retryable    bool
 	replayable   bool
 	chainOn      bool
@@ -205,6 +208,7 @@ func (x *Exchange) NextAttempt() bool {
 		}
 	}
 	x.probe = false
+	x.inAttempt = false
 	if up.Breaker != nil {
 		ok, probe := up.Breaker.Allow(x.attemptStart)
 		if !ok {
@@ -218,6 +222,7 @@ func (x *Exchange) NextAttempt() bool {
 		}
 		x.probe = probe
 	}
+	x.inAttempt = true
 	return true
 }
 
@@ -249,25 +254,13 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 			o.RetryAfter, o.HasRetryAfter = policy.ParseRetryAfter(string(resp.Header.Peek(headerRetryAfter)), time.Now())
 		}
 	}
-	failed := err != nil || o.Status >= 500
-	if x.clientGone && failed {
-		// The client's own cancellation: the attempt's failure (a timeout,
-		// a reset of the upstream connection the proxy closed) says
-		// nothing about the upstream. Not a breaker failure, and not
-		// retried (nobody waits for the answer; no retry budget spent).
-		if up.Breaker != nil {
-			up.Breaker.Cancel(x.probe)
-		}
-		o.Retryable = false
-	} else if up.Breaker != nil {
-		if failed {
-			up.Breaker.Failure(now, x.probe)
-		} else {
-			up.Breaker.Success(now, x.probe)
-		}
-	}
+	// The breaker told and the retry decided by the one rule of both
+	// protocols (policy.Judge): a failure after the client went away is
+	// its own cancellation, neither a breaker failure nor retried.
+	o.ClientGone = x.clientGone
+	d := x.f.pol.Judge(&o, up.Budget, up.Breaker, x.probe, now)
 	x.probe = false // reported
-	d := x.f.pol.Decide(&o, up.Budget, up.Breaker, now)
+	x.inAttempt = false
 	x.logAttempt(now, &o, d)
 	if d.Retry {
 		up.M.Retries.Inc()
@@ -304,14 +297,28 @@ func (x *Exchange) Replayable() bool { return x.replayable }
 // answer; it is not retried for it.
 func (x *Exchange) ClientGone() { x.clientGone = true }
 
-// Abandon ends an attempt that will have no outcome (its client went away
-// and the engine dropped it): a half-open probe's place is given back to
-// the breaker; nothing is counted as the upstream's failure.
+// Abandon ends the attempt under way, if there is one, that will have no
+// outcome: its client went away and the engine dropped the attempt. It is
+// judged as the h2 relay judges a stream its client reset (policy.Judge
+// with ClientGone and a reset): counted in attempts, one access-log line
+// with error "cancelled", the breaker not charged (a half-open probe's
+// place given back), nothing retried, denied or answered.
 func (x *Exchange) Abandon() {
-	if x.probe && x.up != nil && x.up.Breaker != nil {
-		x.up.Breaker.Cancel(true)
-		x.probe = false
+	if !x.inAttempt || x.up == nil {
+		return
 	}
+	up := x.up
+	now := NowNanos()
+	up.M.Attempts.Inc()
+	o := policy.Outcome{
+		Attempt: x.attempt, MaxAttempts: x.maxAttempts, ChainLimited: x.chainLimited,
+		Cond: policy.CondReset, ClientGone: true,
+	}
+	x.clientGone = true
+	d := x.f.pol.Judge(&o, up.Budget, up.Breaker, x.probe, now)
+	x.probe, x.inAttempt = false, false
+	x.respScanned = false
+	x.logAttempt(now, &o, d)
 }
 
 // TryTimeout is the timeout of the attempt NextAttempt just prepared:

@@ -140,9 +140,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // Sixty calls cancelled by their clients at once (RST_STREAM CANCEL while
 // the upstream holds them) against a breaker that opens at 5 failures:
-// the breaker stays closed, nothing is retried or taken from the retry
-// budget, and the next client's call is answered (before: 503 / UNAVAILABLE
-// "circuit breaker open").
+// the breaker stays closed (policy.Judge, the rule of the HTTP/1.1 engines
+// too: TestClientCancelNotUpstreamFailure in package proxy), nothing is
+// retried, denied or taken from the retry budget, the upstream saw each
+// call once, each cancelled attempt is one access-log line with error
+// "cancelled" and no exhausted field, and the next client's call is
+// answered (before: 503 / UNAVAILABLE "circuit breaker open").
 func TestClientCancellationsDoNotOpenBreaker(t *testing.T) {
 	const calls = 60
 	held := make(chan struct{}, calls)
@@ -156,7 +159,9 @@ func TestClientCancellationsDoNotOpenBreaker(t *testing.T) {
 	}})
 	br := policy.NewBreaker(5, 10*time.Second, time.Minute)
 	budget := policy.NewRetryBudget(0, 0, 10*time.Second) // no retry allowed: a retry would be denied and counted
-	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, breaker: br, budget: budget})
+	logBuf := &lockedBuf{}
+	w := accesslog.New("client", logBuf, 0)
+	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3, chainCap: 4, breaker: br, budget: budget, accessLog: w})
 	theFront.route(t, "echo", h, b.addr)
 	cc := dialName(t, "echo")
 	ctx, cancel := context.WithCancel(ctxT(t))
@@ -188,6 +193,37 @@ func TestClientCancellationsDoNotOpenBreaker(t *testing.T) {
 		"retrycap_proxy_h2_requests_total{code=OK,protocol=grpc,upstream=echo} 1\n"
 	if got := h2Counters(t, reg); got != want {
 		t.Fatalf("metrics:\n%s\nwant:\n%s", got, want)
+	}
+	if got := b.attempts.Load(); got != calls+1 {
+		t.Fatalf("the upstream saw %d calls, want %d (a cancelled call is not retried)", got, calls+1)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	norm := logTime.ReplaceAllStringFunc(logBuf.b.String(), func(m string) string {
+		if m[1] == 't' {
+			return "TIME"
+		}
+		return "DUR"
+	})
+	const prefix = `{"log":"retrycap-access",TIME,"service":"client","upstream":"echo","method":"POST","authority":"echo:50051",` +
+		`"path":"/retrycap.test.Echo/Call","attempt":1,"budget_in":4,"budget_out":2,`
+	cancelled := prefix + `"status":0,DUR,"error":"cancelled"}`
+	answered := prefix + `"status":200,"grpc_status":0,DUR}`
+	lines := strings.Split(strings.TrimSuffix(norm, "\n"), "\n")
+	nc, na := 0, 0
+	for _, l := range lines {
+		switch l {
+		case cancelled:
+			nc++
+		case answered:
+			na++
+		default:
+			t.Errorf("unexpected access-log line %s", l)
+		}
+	}
+	if nc != calls || na != 1 {
+		t.Fatalf("access log: %d cancelled, %d answered lines; want %d and 1:\n%s", nc, na, calls, norm)
 	}
 }
 

@@ -387,39 +387,33 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		Deadline: c.dl, PerTry: c.perTry, Arrived: c.arrived,
 		DeadlineCut: res.err != nil && res.cut,
 	}
-	fault := res.err != nil
 	if res.err == nil {
 		o.Status = res.status
 		o.ExhaustedResp = res.exhausted
 		if c.grpc {
 			o.GRPCCode = res.code
-			fault = !res.committed && serverFault(res.code)
 			if !res.committed {
 				o.RetryAfter, o.HasRetryAfter, o.PushbackStop = parsePushback(res.pushback)
 			} else {
-				// Committed: a message reached (is reaching) the client.
+				// Committed: a message reached (is reaching) the client;
+				// judged OK (no breaker fault), never retried.
 				o.Retryable = false
 				o.GRPCCode = codeOK
 			}
-		} else {
-			fault = res.status >= 500
-			if res.retryAfter != "" && (o.Status == 429 || o.Status == 503) {
-				o.RetryAfter, o.HasRetryAfter = policy.ParseRetryAfter(res.retryAfter, time.Now())
-			}
+		} else if res.retryAfter != "" && (o.Status == 429 || o.Status == 503) {
+			o.RetryAfter, o.HasRetryAfter = policy.ParseRetryAfter(res.retryAfter, time.Now())
 		}
 	}
-	if br := c.up.Breaker; br != nil && c.known {
-		if fault {
-			br.Failure(now, probe)
-		} else {
-			br.Success(now, probe)
-		}
-	}
+	// The breaker told and the retry decided by the one rule of both
+	// protocols (policy.Judge): the client's own cancellation (judgeGone)
+	// is neither a breaker failure nor retried. An unknown upstream has no
+	// breaker and no retries: nothing to judge.
+	o.ClientGone = res.gone
 	var d policy.Decision
 	if c.known {
-		d = h.cfg.Policy.Decide(&o, c.up.Budget, c.up.Breaker, now)
+		d = h.cfg.Policy.Judge(&o, c.up.Budget, c.up.Breaker, probe, now)
 	}
-	c.logAttempt(n, now, res, d)
+	c.logAttempt(n, now, &o, res, d)
 	if d.Retry {
 		c.m.retries.Inc()
 	} else if d.Reason != policy.ReasonNone {
@@ -430,22 +424,19 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 
 // judgeGone is the end of attempt n because the client went away (it
 // reset the stream, or its connection ended) while the attempt was under
-// way: the client's own cancellation, not an upstream failure. It is
+// way: judged by the rule of both protocols (policy.Judge with
+// ClientGone), its own cancellation, not an upstream failure. It is
 // counted as an attempt and logged (error "cancelled"), but the breaker
 // is not charged and nothing is decided (there is nobody to answer: no
 // retry, no denial, no answer counted, nothing taken from the retry
 // budget). A half-open probe the client abandoned told nothing either:
 // its place is given back (policy.Breaker.Cancel), so that the next
 // attempt probes, rather than the breaker staying half-open with nobody
-// probing or being reopened on an upstream nobody saw fail.
+// probing or being reopened on an upstream nobody saw fail. res holds the
+// transport failure the attempt ended in (a reset).
 func (c *callState) judgeGone(n int, probe bool, res *outcome) {
-	now := c.h.cfg.Now()
-	c.m.attempts.Inc()
-	if br := c.up.Breaker; br != nil && c.known {
-		br.Cancel(probe)
-	}
 	res.gone = true
-	c.logAttempt(n, now, res, policy.Decision{})
+	c.judge(n, probe, false, res)
 }
 
 // ownAnswer is the proxy's own answer: for gRPC a trailers-only
@@ -585,7 +576,7 @@ func (c *callState) brokenTrailers(err error) []hpack.HeaderField {
 // if there is one, in the HTTP/1.1 path's format: the HTTP status it rode
 // on, for gRPC the grpc-status (0 once a message committed the answer: the
 // real status comes later, in trailers the decision never waits for).
-func (c *callState) logAttempt(n int, now int64, res *outcome, d policy.Decision) {
+func (c *callState) logAttempt(n int, now int64, o *policy.Outcome, res *outcome, d policy.Decision) {
 	w := c.h.cfg.AccessLog
 	if w == nil {
 		return
@@ -597,11 +588,9 @@ func (c *callState) logAttempt(n int, now int64, res *outcome, d policy.Decision
 	e.TimeNanos, e.DurationNanos = c.attemptStart, now-c.attemptStart
 	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = c.up.Name, n, 0, -1
 	e.BudgetIn, e.BudgetOut = policy.LoggedBudget(c.chainOn, c.split, n)
-	if res.gone {
-		e.Error = "cancelled"
-	} else if res.err != nil {
-		e.Error = res.cond.String()
-	} else {
+	// "cancelled" for the client's own cancellation, else the condition
+	// (policy.Outcome.LoggedError, as on the HTTP/1.1 path).
+	if e.Error = o.LoggedError(); res.err == nil {
 		e.Status = res.status
 		if c.grpc {
 			e.GRPCStatus = res.code

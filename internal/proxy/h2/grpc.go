@@ -75,16 +75,6 @@ func parseStatus(vs []string) (int, bool) {
 	return n, true
 }
 
-// serverFault reports whether a gRPC code counts as the upstream failing,
-// for the circuit breaker (the codes a server in trouble answers with).
-func serverFault(c int) bool {
-	switch c {
-	case codeUnknown, codeDeadline, codeInternal, codeUnavailable, 15: // DATA_LOSS
-		return true
-	}
-	return false
-}
-
 // codeLabel is a gRPC code as gRPC names it (UNAVAILABLE), for metrics.
 func codeLabel(c int) string {
 	if c >= 0 && c <= 16 {

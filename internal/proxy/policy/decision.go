@@ -80,6 +80,10 @@ type Outcome struct {
 	DeadlineCut bool
 	PerTry      time.Duration
 	Arrived     time.Duration
+	// ClientGone: the client went away while the attempt ran (closed or
+	// reset its connection, RST_STREAM): a failed attempt is then its own
+	// cancellation, not the upstream's failure (Cancelled, Settle).
+	ClientGone bool
 }
 
 // Failed reports whether the outcome is a failure that retryOn covers.

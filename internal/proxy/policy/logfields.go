@@ -26,3 +26,17 @@ func (d Decision) Exhausted() string {
 	}
 	return d.Reason.String()
 }
+
+// LoggedError is the access log's error field of an attempt: "cancelled"
+// for the client's own cancellation (Cancelled), else the transport
+// failure's condition ("timeout", "reset", "connect-failure"), "" when an
+// answer came.
+func (o *Outcome) LoggedError() string {
+	if o.Cancelled() {
+		return "cancelled"
+	}
+	if o.Cond != CondNone {
+		return o.Cond.String()
+	}
+	return ""
+}
