@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math"
+	"slices"
 	"sync"
 )
 
@@ -37,13 +38,15 @@ type core struct {
 
 	retry     []bool // component -> contains an edge with attempts > 1 (only for cyc components)
 	anyRetry  bool
-	retryComp int32 // first retry component in topological order, -1 if none
+	retryComp int32  // first retry component in topological order, -1 if none
+	selfLoop  []bool // node -> calls itself (nil: none does)
+	anySelf   bool   // some node calls itself
+	selfRetry int32  // the first slot (by index) of a self-loop with attempts > 1, -1 if none
 
-	local []int32 // scratch: node -> index within the component being processed, -1 otherwise
 	// treeFrom's scratch, reused across components.
-	tfSeen               []bool
-	tfQueue, tfOff, tfIn []int32
-	tfFill               []int32
+	tfSeen          []bool
+	tfQueue         []int32
+	pwPrev, pwQueue []int32 // pathWithin's scratch
 
 	buf *buffers // where the node-sized arrays come from (see release)
 }
@@ -106,21 +109,30 @@ func (c *core) release() {
 // graph's own).
 func newCore(g *Graph, att []int64) *core {
 	adj := g.adjacency()
-	if att == nil {
+	own := att == nil
+	if own {
 		att = adj.att
 	}
-	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1, buf: bufferPool.Get().(*buffers)}
+	c := &core{g: g, adj: adj, n: len(g.names), att: att, retryComp: -1, selfRetry: -1, buf: bufferPool.Get().(*buffers)}
 	if !c.kahn() {
 		if r := adj.sccs.Load(); r != nil {
-			c.comp, c.order, c.csize, c.cyc = r.comp, r.order, r.csize, r.cyc
+			c.comp, c.order, c.csize, c.cyc, c.selfLoop = r.comp, r.order, r.csize, r.cyc, r.selfLoop
 		} else {
 			c.tarjan()
 			// Concurrent cores may both compute it: the same answer, the last store wins.
-			adj.sccs.Store(&sccs{comp: c.comp, order: c.order, csize: c.csize, cyc: c.cyc})
+			adj.sccs.Store(&sccs{comp: c.comp, order: c.order, csize: c.csize, cyc: c.cyc, selfLoop: c.selfLoop})
 		}
 	}
 	c.entrypoints()
-	c.findRetry()
+	switch r := adj.retries.Load(); {
+	case !own || c.cyc == nil:
+		c.findRetry()
+	case r != nil:
+		c.retry, c.anyRetry, c.retryComp, c.anySelf, c.selfRetry = r.retry, r.anyRetry, r.retryComp, r.anySelf, r.selfRet
+	default:
+		c.findRetry()
+		adj.retries.Store(&retryMarks{retry: c.retry, anyRetry: c.anyRetry, retryComp: c.retryComp, anySelf: c.anySelf, selfRet: c.selfRetry})
+	}
 	return c
 }
 
@@ -250,6 +262,7 @@ func (c *core) tarjan() {
 	if c.cyc != nil {
 		c.cyc = c.cyc[:nc]
 	}
+	c.selfLoop = selfLoop
 }
 
 func (c *core) isCyc(comp int32) bool { return c.cyc != nil && c.cyc[comp] }
@@ -359,27 +372,41 @@ func (c *core) entrypoints() {
 	}
 }
 
-// findRetry marks the components that contain an edge with attempts > 1 (retry cycles).
+// findRetry marks the components that contain an edge with attempts > 1 (retry cycles), and
+// finds the self-loops (anySelf, and selfRetry: the first by slot with attempts > 1), in one
+// walk over the cyclic components' edges.
 func (c *core) findRetry() {
+	c.anyRetry, c.retryComp, c.anySelf, c.selfRetry = false, -1, false, -1
 	if c.cyc == nil {
 		return
 	}
-	to := c.adj.to
+	to, comp, att, off, end := c.adj.to, c.comp, c.att, c.adj.off, c.adj.end
 	c.retry = make([]bool, len(c.csize))
 	for i := 0; i < c.n; {
 		v := c.order[i]
-		cp := c.comp[v]
-		size := c.size(cp)
+		cp := comp[v]
+		size := int(c.csize[cp])
 		if c.cyc[cp] {
+			r := false
 			for _, u := range c.order[i : i+size] {
-				lo, hi := c.out(u)
-				for s := lo; s < hi; s++ {
-					if c.comp[to[s]] == cp && c.att[s] > 1 {
-						c.retry[cp] = true
+				for s := off[u]; s < end[u]; s++ {
+					t := to[s]
+					if comp[t] != cp {
+						continue
+					}
+					if att[s] > 1 {
+						r = true
+					}
+					if t == u {
+						c.anySelf = true
+						if att[s] > 1 && (c.selfRetry < 0 || s < c.selfRetry) {
+							c.selfRetry = s
+						}
 					}
 				}
 			}
-			if c.retry[cp] && !c.anyRetry {
+			c.retry[cp] = r
+			if r && !c.anyRetry {
 				c.anyRetry = true
 				c.retryComp = cp
 			}
@@ -608,24 +635,14 @@ func (c *core) forwardCyclic(nodes []int32, cp int32, withLoad bool) {
 	}
 }
 
-// treeFrom sets, for the nodes of component cp, pred (forward: a BFS tree from root) or succ
-// (backward: a BFS tree towards root), using only edges inside the component.
+// treeFrom sets, for the nodes of component cp (nodes: its run of c.order), pred (forward: a
+// BFS tree from root) or succ (backward: a BFS tree towards root), using only edges inside the
+// component. A node's index in the component is its position in c.order less the first's.
 func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
-	to, from := c.adj.to, c.adj.from
-	if c.local == nil {
-		c.local = make([]int32, c.n)
-		for i := range c.local {
-			c.local[i] = -1
-		}
-	}
-	for i, v := range nodes {
-		c.local[v] = int32(i)
-	}
-	defer func() {
-		for _, v := range nodes {
-			c.local[v] = -1
-		}
-	}()
+	to := c.adj.to
+	in := c.innerEdges()
+	pos := in.pos
+	base := pos[nodes[0]]
 	// The scratch is the core's, reused by every component (a graph can have thousands).
 	k := len(nodes)
 	if cap(c.tfSeen) < k {
@@ -633,7 +650,7 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 	}
 	seen := c.tfSeen[:k]
 	clear(seen)
-	seen[c.local[root]] = true
+	seen[pos[root]-base] = true
 	queue := append(c.tfQueue[:0], root)
 	defer func() { c.tfQueue = queue[:0] }()
 	if forward {
@@ -642,62 +659,93 @@ func (c *core) treeFrom(nodes []int32, cp int32, root int32, forward bool) {
 			lo, hi := c.out(u)
 			for s := lo; s < hi; s++ {
 				t := to[s]
-				if c.comp[t] != cp || seen[c.local[t]] {
+				if c.comp[t] != cp || seen[pos[t]-base] {
 					continue
 				}
-				seen[c.local[t]] = true
+				seen[pos[t]-base] = true
 				c.pred[t] = s
 				queue = append(queue, t)
 			}
 		}
 		return
 	}
-	// Backward: the component's inner edges by target (counted, then laid out flat), reversed.
-	off := c.tfOff[:0]
-	if cap(off) < k+1 {
-		off = make([]int32, k+1)
-	}
-	off = off[:k+1]
-	clear(off)
-	for _, u := range nodes {
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
-			if t := to[s]; c.comp[t] == cp {
-				off[c.local[t]+1]++
-			}
-		}
-	}
-	for i := 1; i <= k; i++ {
-		off[i] += off[i-1]
-	}
-	in := c.tfIn[:0]
-	if cap(in) < int(off[k]) {
-		in = make([]int32, off[k])
-	}
-	in = in[:off[k]]
-	fill := append(c.tfFill[:0], off[:k]...)
-	for _, u := range nodes {
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
-			if t := to[s]; c.comp[t] == cp {
-				in[fill[c.local[t]]] = s
-				fill[c.local[t]]++
-			}
-		}
-	}
-	c.tfOff, c.tfIn, c.tfFill = off, in, fill
+	order := c.order[base:]
 	for i := 0; i < len(queue); i++ {
-		v := queue[i]
-		for _, s := range in[off[c.local[v]]:off[c.local[v]+1]] {
-			u := from[s]
-			if seen[c.local[u]] {
+		p := pos[queue[i]]
+		lo, hi := in.start[p], in.start[p+1]
+		for k, l := range in.srcLocal[lo:hi] {
+			if seen[l] {
 				continue
 			}
-			seen[c.local[u]] = true
-			c.succ[u] = s
+			seen[l] = true
+			u := order[l]
+			c.succ[u] = in.slots[lo+int32(k)]
 			queue = append(queue, u)
 		}
 	}
+}
+
+// innerIn is, for a graph with a cycle, every node's position in the topological order (pos)
+// and the edges inside each cyclic component by target: the node at position p has
+// slots[start[p]:start[p+1]], ordered by their source's position, then by slot, and srcLocal
+// holds each one's source as its index in the component (its position less the component's
+// first): the BFS reads them front to back instead of looking each source up. It depends only
+// on the edges, so the adjacency keeps it, like the components, for every core on the graph;
+// treeFrom's backward BFS, run for every such component of every analysis, then reads it
+// instead of building it.
+type innerIn struct {
+	pos, start, slots, srcLocal []int32
+}
+
+// innerEdges returns the graph's innerIn, building it on first use. O(V+E).
+func (c *core) innerEdges() *innerIn {
+	if in := c.adj.inner.Load(); in != nil {
+		return in
+	}
+	n, to, off, end := c.n, c.adj.to, c.adj.off, c.adj.end
+	in := &innerIn{pos: make([]int32, n), start: make([]int32, n+1)}
+	for i, v := range c.order {
+		in.pos[v] = int32(i)
+	}
+	// Count by target position, then lay out by a running fill.
+	for i := 0; i < n; {
+		cp := c.comp[c.order[i]]
+		size := c.size(cp)
+		if c.isCyc(cp) {
+			for _, u := range c.order[i : i+size] {
+				for s := off[u]; s < end[u]; s++ {
+					if t := to[s]; c.comp[t] == cp {
+						in.start[in.pos[t]+1]++
+					}
+				}
+			}
+		}
+		i += size
+	}
+	for p := 1; p <= n; p++ {
+		in.start[p] += in.start[p-1]
+	}
+	in.slots, in.srcLocal = make([]int32, in.start[n]), make([]int32, in.start[n])
+	fill := slices.Clone(in.start[:n])
+	for i := 0; i < n; {
+		cp := c.comp[c.order[i]]
+		size := c.size(cp)
+		if c.isCyc(cp) {
+			for l, u := range c.order[i : i+size] {
+				for s := off[u]; s < end[u]; s++ {
+					if t := to[s]; c.comp[t] == cp {
+						p := in.pos[t]
+						in.slots[fill[p]], in.srcLocal[fill[p]] = s, int32(l)
+						fill[p]++
+					}
+				}
+			}
+		}
+		i += size
+	}
+	// Concurrent cores may both build it: the same thing, the last store wins.
+	c.adj.inner.Store(in)
+	return in
 }
 
 // backward computes d and succ in reverse topological order. It does not depend on forward's
@@ -880,40 +928,50 @@ func (c *core) retryCycle(cp int32) []int32 {
 	return nil
 }
 
-// pathWithin is a shortest path from a to b (a first, b last) using only edges inside cp.
+// pathWithin is a shortest path from a to b (a first, b last) using only edges inside cp: a BFS
+// from a, the first way found to each service kept. Its marks are the core's (pwPrev: 0 =
+// unseen, 1 = a, else the service it was reached from + 2), cleared again for the services it
+// saw, so that a large component costs no map and many small ones no node-sized array each.
 func (c *core) pathWithin(cp int32, a, b int32) []int32 {
 	if a == b {
 		return []int32{a}
 	}
-	to := c.adj.to
-	prev := map[int32]int32{a: -1}
-	queue := []int32{a}
-	for i := 0; i < len(queue); i++ {
+	if c.pwPrev == nil {
+		c.pwPrev = make([]int32, c.n)
+	}
+	prev, to := c.pwPrev, c.adj.to
+	queue := append(c.pwQueue[:0], a)
+	prev[a] = 1 // the start: no predecessor
+	var path []int32
+	for i := 0; i < len(queue) && path == nil; i++ {
 		u := queue[i]
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
+		for s := c.adj.off[u]; s < c.adj.end[u]; s++ {
 			t := to[s]
-			if c.comp[t] != cp {
+			if c.comp[t] != cp || prev[t] != 0 {
 				continue
 			}
-			if _, ok := prev[t]; ok {
-				continue
-			}
-			prev[t] = u
+			prev[t] = u + 2
 			if t == b {
-				var rev []int32
-				for x := b; x != -1; x = prev[x] {
-					rev = append(rev, x)
+				n := 1
+				for x := b; prev[x] != 1; x = prev[x] - 2 {
+					n++
 				}
-				for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
-					rev[i], rev[j] = rev[j], rev[i]
+				path = make([]int32, n)
+				for x, k := b, n-1; k >= 0; k-- {
+					path[k] = x
+					x = prev[x] - 2
 				}
-				return rev
+				break
 			}
 			queue = append(queue, t)
 		}
 	}
-	return nil
+	for _, u := range queue {
+		prev[u] = 0
+	}
+	prev[b] = 0
+	c.pwQueue = queue[:0]
+	return path
 }
 
 // slotBetween returns the slot of the edge u->v, -1 if there is none.

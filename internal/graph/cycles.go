@@ -53,47 +53,53 @@ func (r CycleReport) String() string {
 // simple is the simple-path analysis of a graph with cycles.
 type simple struct {
 	c        *core
-	d        []int64           // worst product of attempts from the node down, simple paths
-	succ     []int32           // acyclic node: the slot of its worst edge, -1 at the end
-	inPath   map[int32][]int32 // node of a cyclic component: its worst path inside (it first)
-	exitSlot []int32           // node of a cyclic component: its best slot out, -1 = stop there
-	inexact  map[int32]bool    // components whose numbers are upper bounds
-	local    []int32           // node -> index in the component being searched, -1 otherwise
-	selfLoop map[int32]bool    // nodes that call themselves (nil: none)
+	d        []int64 // worst product of attempts from the node down, simple paths
+	succ     []int32 // acyclic node: the slot of its worst edge, -1 at the end
+	exitSlot []int32 // node of a cyclic component: its best slot out, -1 = stop there
+	// inAt is, for a node of a searched cyclic component, 1 + where its worst path inside (it
+	// first) starts in inStore, whose element there is the path's length; 0: none.
+	inAt    []int32
+	inStore []int32
+	inexact map[int32]bool // components whose numbers are upper bounds
+	local   []int32        // node -> index in the component being searched, -1 otherwise
+	// The searches' scratch, reused by every component (a graph can have thousands).
+	exits  []int64
+	frames []frame
+	best   []int32
+	ups    []int64
+}
+
+// frame is one service on the path a search is walking: the next of its slots to try, and the
+// product of attempts into it.
+type frame struct {
+	u, s, hi int32
+	prod     int64
 }
 
 func newSimple(c *core) *simple {
 	sp := &simple{c: c, d: make([]int64, c.n), succ: make([]int32, c.n), exitSlot: make([]int32, c.n),
-		inPath: map[int32][]int32{}, inexact: map[int32]bool{}, local: make([]int32, c.n)}
+		inAt: make([]int32, c.n), local: make([]int32, c.n)}
 	for i := range sp.local {
 		sp.local[i] = -1
-	}
-	for s, f := range c.adj.from {
-		if c.adj.to[s] == f {
-			if sp.selfLoop == nil {
-				sp.selfLoop = map[int32]bool{}
-			}
-			sp.selfLoop[f] = true
-		}
 	}
 	return sp
 }
 
-// selfLoops returns the first self-loop with attempts > 1 (a chain that returns to its service
-// with retries on the way), and whether the graph has any self-loop.
-func (c *core) selfLoops() (retrying int32, any bool) {
-	retrying = -1
-	from, to := c.adj.from, c.adj.to
-	for s := range to {
-		if from[s] == to[s] {
-			any = true
-			if c.att[s] > 1 && retrying < 0 {
-				retrying = int32(s)
-			}
-		}
+// callsSelf reports whether u calls itself.
+func (sp *simple) callsSelf(u int32) bool { return sp.c.selfLoop != nil && sp.c.selfLoop[u] }
+
+// inPath is v's worst path inside its searched component (v first), nil when it has none.
+func (sp *simple) inPath(v int32) []int32 {
+	at := sp.inAt[v]
+	if at == 0 {
+		return nil
 	}
-	return retrying, any
+	return sp.inStore[at : at+sp.inStore[at-1]]
 }
+
+// selfLoops returns the first self-loop with attempts > 1 (a chain that returns to its service
+// with retries on the way), and whether the graph has any self-loop (findRetry found them).
+func (c *core) selfLoops() (retrying int32, any bool) { return c.selfRetry, c.anySelf }
 
 // analyzeSimple analyses a graph with a cycle but no retrying self-loop (see above).
 func (c *core) analyzeSimple(g *Graph, cap int64) *Analysis {
@@ -124,7 +130,7 @@ func (c *core) analyzeSimple(g *Graph, cap int64) *Analysis {
 		}
 		return 0
 	})
-	planned, _, _ := c.planRewrite(max(cap, 1), false)
+	var allow []int64 // the whole-graph planner's, for the suggestions: made for the first violation
 	for n, i := range idx {
 		en := c.ents[i]
 		over := amp(i) > cap
@@ -150,7 +156,10 @@ func (c *core) analyzeSimple(g *Graph, cap int64) *Analysis {
 		if p := sp.boundNote(nodes); p != "" {
 			v.Message += " (at most: " + p + ")"
 		}
-		v.Suggestion = string(c.appendSuggest(nil, slots, func(s int32) int64 { return planned[s] }))
+		if allow == nil {
+			allow = c.planAllow(max(cap, 1))
+		}
+		v.Suggestion = string(c.appendSuggest(nil, slots, func(s int32) int64 { return c.plannedWith(allow, s) }))
 		a.Violations = append(a.Violations, v)
 	}
 	if len(a.Chains) > 0 {
@@ -222,23 +231,43 @@ func (sp *simple) exit(w int32, cp int32) (int64, int32) {
 // then out.
 func (sp *simple) component(nodes []int32, cp int32) {
 	c := sp.c
-	exits := make([]int64, len(nodes))
+	to, att, comp, off, end := c.adj.to, c.att, c.comp, c.adj.off, c.adj.end
+	if cap(sp.exits) < len(nodes) {
+		sp.exits = make([]int64, len(nodes))
+	}
+	exits := sp.exits[:len(nodes)]
+	// One walk over the component's edges: each node's best way out, and for the upper bound
+	// the attempts above 1 on the edges inside (how many, and their product).
 	maxExit, maxAt := int64(1), 0
+	over1, prod1 := 0, int64(1)
+	small := len(nodes) <= MaxExactComponent // only the search reads the local indexes
 	for i, w := range nodes {
-		sp.local[w] = int32(i)
-		exits[i], sp.exitSlot[w] = sp.exit(w, cp)
-		if exits[i] > maxExit {
-			maxExit, maxAt = exits[i], i
+		if small {
+			sp.local[w] = int32(i)
+		}
+		best, slot := int64(1), int32(-1)
+		for s := off[w]; s < end[w]; s++ {
+			t := to[s]
+			if comp[t] != cp {
+				if x := mul(att[s], sp.d[t]); x > best {
+					best, slot = x, s
+				}
+			} else if t != w && att[s] > 1 {
+				over1++
+				prod1 = mul(prod1, att[s])
+			}
+		}
+		exits[i], sp.exitSlot[w] = best, slot
+		if best > maxExit {
+			maxExit, maxAt = best, i
 		}
 	}
-	defer func() {
-		for _, w := range nodes {
-			sp.local[w] = -1
-		}
-	}()
+	if small {
+		defer sp.unlocal(nodes)
+	}
 	// A service that calls itself with retries: a chain returns to it, without end.
 	for _, u := range nodes {
-		if !sp.selfLoop[u] {
+		if !sp.callsSelf(u) {
 			continue // most graphs have none: spare the edge lookup
 		}
 		if s := c.slotBetween(u, u); s >= 0 && c.att[s] > 1 {
@@ -249,20 +278,10 @@ func (sp *simple) component(nodes []int32, cp int32) {
 			return
 		}
 	}
-	retries := false
-	var inside []int64
-	for _, u := range nodes {
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
-			if c.comp[c.adj.to[s]] == cp && c.adj.to[s] != u {
-				inside = append(inside, c.att[s])
-				retries = retries || c.att[s] > 1
-			}
-		}
-	}
-	if !retries {
-		// Every path inside multiplies by 1: the best way out is reachable from everywhere,
-		// along a BFS tree towards it (one pass, not a search per node).
+	if !c.retry[cp] {
+		// Every path inside multiplies by 1 (a retrying self-loop returned above, and c.retry
+		// counts only edges inside): the best way out is reachable from everywhere, along a
+		// BFS tree towards it (one pass, not a search per node).
 		for _, v := range nodes {
 			sp.d[v] = maxExit
 		}
@@ -273,71 +292,120 @@ func (sp *simple) component(nodes []int32, cp int32) {
 	if searched {
 		work := 0
 		ok := true
+		mark := len(sp.inStore)
 		for _, v := range nodes {
-			best, path, done := sp.search(v, cp, exits, &work)
+			best, done := sp.search(v, cp, exits, &work)
 			if !done {
 				ok = false
 				break
 			}
-			sp.d[v], sp.inPath[v] = best, path
+			sp.d[v] = best
+			sp.inStore = append(sp.inStore, int32(len(sp.best)))
+			sp.inAt[v] = int32(len(sp.inStore))
+			sp.inStore = append(sp.inStore, sp.best...)
 		}
 		if ok {
 			return
 		}
+		// A partial search's paths.
+		sp.inStore = sp.inStore[:mark]
+		for _, v := range nodes {
+			sp.inAt[v] = 0
+		}
 	}
 	// Too large: an upper bound. A simple path inside uses each edge at most once and at most
-	// size-1 of them.
+	// size-1 of them: the product of the size-1 largest attempts inside, times the best way
+	// out. Attempts of 1 change no product, so only those above 1 count: all of them when there
+	// are no more than size-1; else, from 63 on, at least 2^63 (saturated); else the largest.
+	if sp.inexact == nil {
+		sp.inexact = map[int32]bool{}
+	}
 	sp.inexact[cp] = true
-	slices.Sort(inside)
-	slices.Reverse(inside)
+	k := len(nodes) - 1
 	ub := maxExit
-	for _, x := range inside[:min(len(inside), len(nodes)-1)] {
-		ub = mul(ub, x)
+	switch {
+	case over1 <= k:
+		ub = mul(ub, prod1)
+	case k >= 63:
+		ub = Saturated
+	default:
+		ups := sp.ups[:0]
+		for _, u := range nodes {
+			for s := off[u]; s < end[u]; s++ {
+				if t := to[s]; comp[t] == cp && t != u && att[s] > 1 {
+					ups = append(ups, att[s])
+				}
+			}
+		}
+		slices.Sort(ups)
+		for _, x := range ups[len(ups)-k:] {
+			ub = mul(ub, x)
+		}
+		sp.ups = ups
 	}
 	for _, v := range nodes {
 		sp.d[v] = ub
-		if searched {
-			delete(sp.inPath, v) // a partial search's paths
-		}
 	}
 	c.treeFrom(nodes, cp, nodes[maxAt], false)
 }
 
+// unlocal forgets the local indexes of nodes.
+func (sp *simple) unlocal(nodes []int32) {
+	for _, w := range nodes {
+		sp.local[w] = -1
+	}
+}
+
 // search walks every simple path inside cp from v, depth first in declaration order (ties: the
-// path found first), and returns the worst product times the exit, and its path; done is false
-// when the walk ran past MaxComponentWork steps.
-func (sp *simple) search(v int32, cp int32, exits []int64, work *int) (best int64, path []int32, done bool) {
+// path found first), and returns the worst product times the exit, its path in sp.best; done is
+// false when the walk ran past MaxComponentWork steps. The component has at most
+// MaxExactComponent services, so a path fits a fixed stack of frames and the visited set a word.
+func (sp *simple) search(v int32, cp int32, exits []int64, work *int) (best int64, done bool) {
 	c := sp.c
+	to, att, comp, off, end, local := c.adj.to, c.att, c.comp, c.adj.off, c.adj.end, sp.local
+	if sp.frames == nil {
+		sp.frames = make([]frame, MaxExactComponent)
+	}
+	fs := sp.frames
+	bestPath := sp.best[:0]
 	var visited uint64
-	stack := []int32{v}
-	var walk func(u int32, prod int64) bool
-	walk = func(u int32, prod int64) bool {
-		*work++
-		if *work > MaxComponentWork {
+	depth := 0
+	// enter pushes u, reached with product prod, and weighs stopping the path at it.
+	enter := func(u int32, prod int64) bool {
+		if *work++; *work > MaxComponentWork {
 			return false
 		}
-		visited |= 1 << uint(sp.local[u])
+		visited |= 1 << uint(local[u])
+		fs[depth] = frame{u: u, s: off[u], hi: end[u], prod: prod}
+		depth++
 		// Ties: the longer path (a chain goes on rather than stopping, as everywhere else).
-		if x := mul(prod, exits[sp.local[u]]); x > best || x == best && len(stack) > len(path) {
-			best, path = x, slices.Clone(stack)
-		}
-		lo, hi := c.out(u)
-		for s := lo; s < hi; s++ {
-			t := c.adj.to[s]
-			if c.comp[t] != cp || visited&(1<<uint(sp.local[t])) != 0 {
-				continue
+		if x := mul(prod, exits[local[u]]); x > best || x == best && depth > len(bestPath) {
+			best = x
+			bestPath = bestPath[:0]
+			for _, f := range fs[:depth] {
+				bestPath = append(bestPath, f.u)
 			}
-			stack = append(stack, t)
-			if !walk(t, mul(prod, c.att[s])) {
-				return false
-			}
-			stack = stack[:len(stack)-1]
 		}
-		visited &^= 1 << uint(sp.local[u])
 		return true
 	}
-	done = walk(v, 1)
-	return best, path, done
+	done = enter(v, 1)
+	for done && depth > 0 {
+		f := &fs[depth-1]
+		if f.s == f.hi {
+			visited &^= 1 << uint(local[f.u])
+			depth--
+			continue
+		}
+		s := f.s
+		f.s++
+		t := to[s]
+		if comp[t] != cp || visited&(1<<uint(local[t])) != 0 {
+			continue
+		}
+		done = enter(t, mul(f.prod, att[s]))
+	}
+	sp.best = bestPath
+	return best, done
 }
 
 // path is the worst path from v: nodes and the slots between them.
@@ -345,7 +413,7 @@ func (sp *simple) path(v int32) (nodes, slots []int32) {
 	c := sp.c
 	for hops := 0; hops <= c.n; hops++ {
 		if c.isCyc(c.comp[v]) {
-			in := sp.inPath[v]
+			in := sp.inPath(v)
 			if len(in) == 0 {
 				// Not searched: the BFS tree towards the component's best way out.
 				in = []int32{v}
@@ -384,31 +452,45 @@ func (sp *simple) path(v int32) (nodes, slots []int32) {
 func (sp *simple) cycles() []CycleReport {
 	c := sp.c
 	var out []CycleReport
+	var mark []bool // for a large component: its services in id order by one scan of the ids
 	for i := 0; i < c.n; {
 		cp, nodes := c.compAt(i)
 		i += len(nodes)
 		if !c.isCyc(cp) {
 			continue
 		}
-		sorted := slices.Clone(nodes)
-		slices.Sort(sorted)
-		r := CycleReport{Services: c.names(sorted), Exact: !sp.inexact[cp]}
-		var cyc []int32
-		for _, u := range nodes {
-			lo, hi := c.out(u)
-			for s := lo; s < hi && cyc == nil; s++ {
-				if t := c.adj.to[s]; c.comp[t] == cp {
-					cyc = append([]int32{u}, c.pathWithin(cp, t, u)...)
-					if t == u {
-						cyc = []int32{u, u}
-					}
+		var sorted []int32
+		if len(nodes)*16 < c.n {
+			sorted = slices.Clone(nodes)
+			slices.Sort(sorted)
+		} else {
+			if mark == nil {
+				mark = make([]bool, c.n)
+			}
+			for _, u := range nodes {
+				mark[u] = true
+			}
+			sorted = make([]int32, 0, len(nodes))
+			for v, m := range mark {
+				if m {
+					sorted = append(sorted, int32(v))
+					mark[v] = false
 				}
 			}
-			lo, hi = c.out(u)
-			for s := lo; s < hi; s++ {
-				if c.comp[c.adj.to[s]] == cp && c.att[s] > 1 {
-					r.Retries = true
+		}
+		// c.retry counts the edges inside with attempts > 1, a self-loop's included.
+		r := CycleReport{Services: c.names(sorted), Exact: !sp.inexact[cp], Retries: c.retry[cp]}
+		// The first service's first edge inside: every service of a cyclic component has one.
+		u := nodes[0]
+		var cyc []int32
+		for s := c.adj.off[u]; s < c.adj.end[u]; s++ {
+			if t := c.adj.to[s]; c.comp[t] == cp {
+				if t == u {
+					cyc = []int32{u, u}
+				} else {
+					cyc = append([]int32{u}, c.pathWithin(cp, t, u)...)
 				}
+				break
 			}
 		}
 		r.Cycle = c.names(cyc)
@@ -461,11 +543,24 @@ func (sp *simple) loads(ens []entry) (load []int64, why string) {
 	for _, en := range ens {
 		load[en.node] = add(load[en.node], en.k)
 	}
-	to, ac := c.adj.to, c.adj.attCal
+	to, ac, off, end := c.adj.to, c.adj.attCal, c.adj.off, c.adj.end
 	for i := 0; i < c.n; {
+		if v := c.order[i]; c.csize[c.comp[v]] == 1 && !c.cyc[c.comp[v]] {
+			// A service on no cycle (most): no edge of its own to skip.
+			i++
+			if lv := load[v]; lv > 0 {
+				for s := off[v]; s < end[v]; s++ {
+					load[to[s]] = add(load[to[s]], mul(lv, ac[s]))
+				}
+			}
+			continue
+		}
 		cp, nodes := c.compAt(i)
 		i += len(nodes)
-		reached := slices.ContainsFunc(nodes, func(u int32) bool { return load[u] > 0 })
+		reached := false
+		for _, u := range nodes {
+			reached = reached || load[u] > 0
+		}
 		if !reached {
 			continue
 		}
@@ -492,7 +587,7 @@ func (sp *simple) loads(ens []entry) (load []int64, why string) {
 func (sp *simple) componentLoad(nodes []int32, cp int32, load []int64) string {
 	c := sp.c
 	for _, u := range nodes {
-		if sp.selfLoop != nil && sp.selfLoop[u] {
+		if sp.callsSelf(u) {
 			for _, w := range nodes {
 				load[w] = Saturated
 			}

@@ -145,3 +145,41 @@ func TestCycleCases(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanAllowMatchesPlanRewrite checks that the violations' suggestions on a graph with a
+// cycle (planAllow and plannedWith, made only for the slots listed) plan what planRewrite plans
+// for every slot, on random graphs with cycles and random entrypoints and caps.
+func TestPlanAllowMatchesPlanRewrite(t *testing.T) {
+	r := rand.New(rand.NewPCG(28, 11))
+	checked := 0
+	for i := range 800 {
+		n := 3 + r.IntN(12)
+		g := randomDAG(r, n, 4)
+		for range 1 + r.IntN(4) {
+			from := 1 + r.IntN(n-1)
+			g.AddEdge(name(from), name(r.IntN(from)), 1+r.Int64N(3), 1)
+		}
+		if r.IntN(2) == 0 {
+			g.SetEntrypoint(name(r.IntN(n)), 1+r.Int64N(3))
+		}
+		c := newCore(g, nil)
+		if c.cyc == nil {
+			c.release()
+			continue
+		}
+		cap := 1 + r.Int64N(20)
+		want, _, _ := c.planRewrite(cap, false)
+		allow := c.planAllow(cap)
+		for s := range int32(len(want)) {
+			if got := c.plannedWith(allow, s); got != want[s] {
+				t.Fatalf("graph %d, cap %d: %s -> %s planned %d, planRewrite %d (%v)", i, cap,
+					g.names[c.adj.from[s]], g.names[c.adj.to[s]], got, want[s], g.Edges())
+			}
+		}
+		c.release()
+		checked++
+	}
+	if checked < 500 {
+		t.Fatalf("only %d graphs with a cycle", checked)
+	}
+}

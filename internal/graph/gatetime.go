@@ -161,16 +161,23 @@ func JudgeTimeEdge(g *Graph, t *Timing, from, to string, maxTime time.Duration) 
 }
 
 // EntryTime is the time analysis's chain of entrypoint name against maxTime (the mesh gate's,
-// for a layer on an entrypoint's route); not over when name is no entrypoint.
+// for a layer on an entrypoint's route); not over when name is no entrypoint. The chain is
+// computed for that entrypoint alone, not looked up among AnalyzeTime's Chains: those are only
+// the MaxChains worst, and an entrypoint below them (a mesh with more than 50) would be judged
+// "not over" whatever its time.
 func EntryTime(g *Graph, t *Timing, name string, maxTime time.Duration) *TimeJudgement {
 	j := &TimeJudgement{Service: name, Max: maxTime}
-	if maxTime <= 0 {
+	id, ok := g.ids[name]
+	if !ok || maxTime <= 0 {
 		return j
 	}
-	ta := AnalyzeTimeWith(g, t, 0)
-	for _, ch := range ta.Chains {
-		if ch.Entrypoint == name {
-			j.Chain, j.Over, j.UpperBound = ch, ch.Time > maxTime, ta.UpperBound
+	p, buf, upper := settledPass(g, t)
+	defer p.release(buf)
+	for _, en := range p.c.ents {
+		if en.node == id {
+			j.Chain = p.chainOf(en, p.entryTime(en.node, en.k, false))
+			j.Over, j.UpperBound = j.Chain.Time > maxTime, upper
+			break
 		}
 	}
 	return j

@@ -1,7 +1,9 @@
 package graph
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -264,5 +266,65 @@ func TestMergePlans(t *testing.T) {
 	}
 	if MergePlans(nil, b) != b || MergePlans(a, nil) != a || !strings.HasPrefix(b.Reason, "no rewrite") {
 		t.Error("nil sides")
+	}
+}
+
+// TestEntryTimeBeyondMaxChains judges an entrypoint whose chain is not among AnalyzeTime's
+// MaxChains worst: 60 entrypoints e00..e59, e<i> -> db with one try and a per-try timeout of
+// (i+1) x 100ms, so e<i>'s chain takes (i+1) x 100ms and the 50 listed are e10..e59. Before the
+// fix EntryTime looked e09 up among those and judged its 1s "not over" 500ms.
+func TestEntryTimeBeyondMaxChains(t *testing.T) {
+	g := New()
+	tt := NewTiming(g)
+	const n = 60
+	for i := range n {
+		name := fmt.Sprintf("e%02d", i)
+		g.AddService(name)
+		g.AddEdge(name, "db", 1, 1)
+		g.SetEntrypoint(name, 1)
+	}
+	for i := range n {
+		if !tt.SetHop(fmt.Sprintf("e%02d", i), "db", Hop{rc(1, time.Duration(i+1)*100*ms)}) {
+			t.Fatal("no edge")
+		}
+	}
+	ta := AnalyzeTimeWith(g, tt, 500*ms)
+	if len(ta.Chains) != MaxChains || ta.Chains[MaxChains-1].Entrypoint != "e10" || ta.ViolationsTotal != 55 {
+		t.Fatalf("chains %d, last %q, violations %d", len(ta.Chains), ta.Chains[len(ta.Chains)-1].Entrypoint, ta.ViolationsTotal)
+	}
+	tests := []struct {
+		name  string
+		entry string
+		over  bool
+		chain string // Explain, or the chain's time when not over
+	}{
+		{name: "below the listed chains, over", entry: "e09", over: true, chain: "e09 1s -> db ? = 1s > maxTimeToAnswer 500ms"},
+		{name: "the first entrypoint, over", entry: "e05", over: true, chain: "e05 600ms -> db ? = 600ms > maxTimeToAnswer 500ms"},
+		{name: "the worst, over", entry: "e59", over: true, chain: "e59 6s -> db ? = 6s > maxTimeToAnswer 500ms"},
+		{name: "below the listed chains, within", entry: "e02", chain: "300ms"},
+		{name: "at the maximum, within", entry: "e04", chain: "500ms"},
+		{name: "not an entrypoint", entry: "db", chain: "0s"},
+		{name: "not in the graph", entry: "web", chain: "0s"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			j := EntryTime(g, tt, tc.entry, 500*ms)
+			if j.Over != tc.over {
+				t.Fatalf("over %t, want %t (%v)", j.Over, tc.over, j)
+			}
+			got := j.Explain()
+			if !tc.over {
+				got = FormatTime(j.Chain.Time)
+			}
+			if got != tc.chain {
+				t.Errorf("chain\n got %q\nwant %q", got, tc.chain)
+			}
+		})
+	}
+	// Every listed chain is the one EntryTime computes alone.
+	for _, ch := range ta.Chains {
+		if j := EntryTime(g, tt, ch.Entrypoint, 500*ms); !reflect.DeepEqual(j.Chain, ch) || j.UpperBound {
+			t.Errorf("%s: EntryTime %+v, AnalyzeTime %+v", ch.Entrypoint, j.Chain, ch)
+		}
 	}
 }

@@ -65,13 +65,26 @@ type adjacency struct {
 	// sccs is Tarjan's answer for a graph with a cycle (see core.tarjan), computed by the first
 	// core that needs it: like order, it depends only on the edges. Read-only once stored.
 	sccs atomic.Pointer[sccs]
+	// retries is findRetry's answer for the graph's own attempts, computed by the first core
+	// that needs it (a graph with a cycle only): like sccs, it changes only with the edges.
+	retries atomic.Pointer[retryMarks]
+	// inner is the edges inside the cyclic components by target (see innerIn), built by the
+	// first core that needs it.
+	inner atomic.Pointer[innerIn]
 }
 
 // sccs are the strongly connected components of a graph with a cycle: core's comp, order,
-// csize and cyc.
+// csize and cyc, and selfLoop (node -> it calls itself; nil when none does).
 type sccs struct {
 	comp, order, csize []int32
-	cyc                []bool
+	cyc, selfLoop      []bool
+}
+
+// retryMarks are core's retry, anyRetry, retryComp, selfRetry and anySelf (see findRetry).
+type retryMarks struct {
+	retry              []bool
+	anyRetry, anySelf  bool
+	retryComp, selfRet int32
 }
 
 // adjacency returns the graph's adjacency, building it if the graph changed since it was last

@@ -162,6 +162,64 @@ func (c *core) planRewrite(cap int64, wantOrder bool) (att []int64, order []int3
 	return att, order, reason
 }
 
+// planAllow is planRewrite's plan for a graph with a cycle in another form, for the few slots
+// the violations list (plannedWith): each component's allowance, floor(cap/H) and at least 1,
+// where H is the planner's worst product into the component. One pass like planRewrite's,
+// without copying the attempts of every slot.
+func (c *core) planAllow(cap int64) []int64 {
+	to, att, comp, off, end := c.adj.to, c.att, c.comp, c.adj.off, c.adj.end
+	h := make([]int64, c.n)
+	for _, en := range c.ents {
+		h[en.node] = max(h[en.node], en.k)
+	}
+	allow := make([]int64, len(c.csize))
+	for i := 0; i < c.n; {
+		if v := c.order[i]; c.csize[comp[v]] == 1 && !c.cyc[comp[v]] {
+			// A service on no cycle (most): no edge of its own to skip.
+			i++
+			H := h[v]
+			a := max(cap/max(H, 1), 1)
+			allow[comp[v]] = a
+			if H == 0 {
+				continue // nothing to propagate: max(h[t], 0) is h[t]
+			}
+			for s := off[v]; s < end[v]; s++ {
+				h[to[s]] = max(h[to[s]], mul(H, min(att[s], a)))
+			}
+			continue
+		}
+		cp := comp[c.order[i]]
+		nodes := c.order[i : i+c.size(cp)]
+		i += len(nodes)
+		// As planRewrite: the real worst product into the component propagates, the allowance
+		// treats it as at least 1.
+		var H int64
+		for _, u := range nodes {
+			H = max(H, h[u])
+		}
+		a := max(cap/max(H, 1), 1)
+		allow[cp] = a
+		for _, u := range nodes {
+			for s := off[u]; s < end[u]; s++ {
+				if t := to[s]; comp[t] != cp { // inside a cyclic component: 1, nothing propagates
+					h[t] = max(h[t], mul(H, min(att[s], a)))
+				}
+			}
+		}
+	}
+	return allow
+}
+
+// plannedWith is what planRewrite plans for slot s of a graph with a cycle, from planAllow's
+// allowances: 1 inside a cyclic component, else min(a, its source component's allowance).
+func (c *core) plannedWith(allow []int64, s int32) int64 {
+	f, t := c.comp[c.adj.from[s]], c.comp[c.adj.to[s]]
+	if f == t {
+		return 1
+	}
+	return min(c.att[s], allow[f])
+}
+
 // plannedAcyclic is what planRewrite plans for slot s of an acyclic graph, from the planner's
 // worst products forwardAcyclic computed: min(a, floor(cap/h'(u))), at least 1.
 func (c *core) plannedAcyclic(s int32, cap int64) int64 {

@@ -638,48 +638,81 @@ func (t *timing) compile(a *adjacency) *compiled {
 // inversions of its hops: the callees' times must be final); it reports whether it changed.
 func (p *timePass) node(v int32, check bool) bool {
 	lo, hi := p.c.out(v)
+	return p.nodeSlots(v, lo, hi, check)
+}
+
+// nodeSlots is node with v's slots lo .. hi-1 given: the acyclic pass knows them from the
+// rows' layout (adjacency.rowEnd) and so reads no off and end at a random place per node.
+func (p *timePass) nodeSlots(v, lo, hi int32, check bool) bool {
+	pv := p.v
 	if lo == hi {
-		p.v[v] = nodeT{t: int64(Forever), succ: -1, leaf: true}
+		pv[v] = nodeT{t: int64(Forever), succ: -1, leaf: true}
 		return false
 	}
 	best, bs := int64(-1), int32(-1)
-	to, spans, flat := p.c.adj.to, p.span, p.flat
-	for s := lo; s < hi; s++ {
+	// The inversions' count and floor in locals, synced around the calls that read them.
+	total, floor := p.total, p.floor
+	for s := lo; ; s++ {
+		// slotsFast runs up to the first slot that needs a call (rare): that slot is taken
+		// here, and the fast run goes on after it.
+		s, best, bs, total = p.slotsFast(s, hi, best, bs, total, floor, check)
+		if s == hi {
+			break
+		}
+		p.total = total
+		y := p.slotSlow(v, s, check)
+		total, floor = p.total, p.floor
+		if y > best {
+			best, bs = y, s
+		}
+	}
+	p.total = total
+	changed := best != pv[v].t
+	pv[v] = nodeT{t: best, succ: bs} // all of it: the buffer is recycled (nodePool)
+	return changed
+}
+
+// slotsFast is the pass's inner loop: slots s .. hi-1 of one node, each hop's compiled layers
+// over its callee's time, the worst (best, bs) carried over. It makes no call, so that the
+// compiler keeps its values in registers (a call anywhere in the loop made it reload about
+// fifteen of them from the stack on every slot): it stops at the first slot that needs one (no
+// compiled layers: hopTime; an inversion that may be kept: keep) and returns that slot, with
+// total as it was before it, for slotSlow; s == hi when it ran to the end.
+func (p *timePass) slotsFast(s, hi int32, best int64, bs int32, total int, floor int64, check bool) (int32, int64, int32, int) {
+	to, pv, spans, flat := p.c.adj.to, p.v, p.span, p.flat
+	for ; s < hi; s++ {
 		w := to[s]
-		y, u := p.v[w].t, p.v[w].leaf
-		if a, b := spans[s].lo, spans[s].hi; a == b {
-			// No compiled layers: no hop, or several records.
-			if check {
-				p.cur = invCand{caller: v, callee: w}
+		y, u := pv[w].t, pv[w].leaf
+		a, b := spans[s].lo, spans[s].hi
+		if a == b {
+			return s, best, bs, total // no compiled layers: no hop, or several records
+		}
+		t0 := total
+		ls := flat[a:b]
+		for i := len(ls) - 1; i >= 0; i-- {
+			l := &ls[i]
+			if l.p > 0 {
+				if check && y > l.p && !u {
+					// offer's count and first test, inlined: most are rejected here.
+					total++
+					if y-l.p > floor {
+						return s, best, bs, t0
+					}
+				}
+				u = false
+				if l.p < y {
+					y = l.p
+				}
 			}
-			y = p.hopTime(s, y, u, check)
-		} else {
-			// hopTime's loop, inlined: this is the pass's inner loop.
-			for i := b - 1; i >= a; i-- {
-				l := &flat[i]
-				if l.p > 0 {
-					if check && y > l.p && !u {
-						// offer's count and first test, inlined: most are rejected here.
-						p.total++
-						if y-l.p > p.floor {
-							p.keep(-1-s, i-a, l, y)
-						}
-					}
-					u = false
-					if l.p < y {
-						y = l.p
-					}
-				}
-				if y < 1<<40 && l.a < 1<<22 {
-					y = add(l.a*y, l.b) // below 2^62: no overflow (the common case, ~18 minutes)
-				} else {
-					y = add(mul(l.a, y), l.b)
-				}
-				if l.t > 0 {
-					u = false
-					if l.t < y {
-						y = l.t
-					}
+			if y < 1<<40 && l.a < 1<<22 {
+				y = add(l.a*y, l.b) // below 2^62: no overflow (the common case, ~18 minutes)
+			} else {
+				y = add(mul(l.a, y), l.b)
+			}
+			if l.t > 0 {
+				u = false
+				if l.t < y {
+					y = l.t
 				}
 			}
 		}
@@ -687,9 +720,17 @@ func (p *timePass) node(v int32, check bool) bool {
 			best, bs = y, s
 		}
 	}
-	changed := best != p.v[v].t
-	p.v[v] = nodeT{t: best, succ: bs} // all of it: the buffer is recycled (nodePool)
-	return changed
+	return s, best, bs, total
+}
+
+// slotSlow is slot s of v's time, its inversions offered (with check): hopTime's, with v as
+// the caller. p.total must be current.
+func (p *timePass) slotSlow(v, s int32, check bool) int64 {
+	w := p.c.adj.to[s]
+	if check {
+		p.cur = invCand{caller: v, callee: w}
+	}
+	return p.hopTime(s, p.v[w].t, p.v[w].leaf, check)
 }
 
 // AnalyzeTime computes the worst time to answer of every chain, the timeout inversions, and,
@@ -748,8 +789,16 @@ func (p *timePass) settle(check bool) bool {
 	c := p.c
 	if c.cyc == nil {
 		// Acyclic: every component is one node, no loop to settle.
-		for _, v := range slices.Backward(c.order) {
-			p.node(v, check)
+		// The rows are laid out in c.order (see adjacency.rowEnd): walking it backwards, each
+		// row ends where the next one starts.
+		hi, rowEnd := int32(len(c.adj.to)), c.adj.rowEnd
+		for i := len(c.order) - 1; i >= 0; i-- {
+			lo := int32(0)
+			if i > 0 {
+				lo = rowEnd[i-1]
+			}
+			p.nodeSlots(c.order[i], lo, hi, check)
+			hi = lo
 		}
 		return true
 	}
@@ -844,30 +893,36 @@ func (p *timePass) chains(ta *TimeAnalysis) {
 		}
 	}
 	rs = rs[:min(len(rs), MaxChains)]
-	var names map[time.Duration]string // the times formatted for the violations' messages
+	if len(rs) > 0 {
+		ta.Chains = make([]TimeChain, 0, len(rs)) // nil without entrypoints, as before
+	}
 	for _, r := range rs {
-		steps, loop := p.chainFrom(r.en.node, false, 0, 0, false)
-		ch := TimeChain{Entrypoint: c.g.names[r.en.node], ClientAttempts: r.en.k, Time: time.Duration(r.time)}
-		ch.Path = make([]string, len(steps))
-		ch.Times = make([]time.Duration, len(steps))
-		for i, st := range steps {
-			ch.Path[i], ch.Times[i] = c.g.names[st.v], time.Duration(st.t)
-		}
-		if r.time == int64(Forever) {
-			ch.Unbounded = p.why(steps, loop)
-		}
+		ch := p.chainOf(r.en, r.time)
 		ta.Chains = append(ta.Chains, ch)
 		if ta.Max > 0 && ch.Time > ta.Max && len(ta.Violations) < MaxViolations {
-			if names == nil {
-				names = make(map[time.Duration]string, 2*len(ch.Path))
-			}
 			ta.Violations = append(ta.Violations, TimeViolation{Path: ch.Path, Time: ch.Time, Max: ta.Max,
-				Message: explainTimeIn(ch, ta.Max, names)})
+				Message: explainTime(ch, ta.Max)})
 		}
 	}
 	if len(ta.Chains) > 0 {
 		ta.Worst, ta.WorstPath, ta.WorstUnbounded = ta.Chains[0].Time, ta.Chains[0].Path, ta.Chains[0].Unbounded
 	}
+}
+
+// chainOf is entrypoint en's worst chain, which takes its client y (entryTime's).
+func (p *timePass) chainOf(en entry, y int64) TimeChain {
+	names := p.c.g.names
+	steps, loop := p.chainFrom(en.node, false, 0, 0, false)
+	ch := TimeChain{Entrypoint: names[en.node], ClientAttempts: en.k, Time: time.Duration(y)}
+	ch.Path = make([]string, len(steps))
+	ch.Times = make([]time.Duration, len(steps))
+	for i, st := range steps {
+		ch.Path[i], ch.Times[i] = names[st.v], time.Duration(st.t)
+	}
+	if y == int64(Forever) {
+		ch.Unbounded = p.why(steps, loop)
+	}
+	return ch
 }
 
 // why says what leaves a chain unbounded: the hops from the first service whose time is
@@ -908,36 +963,18 @@ func joinNames(names []string, ids []int32, sep string) string {
 // explainTime renders a chain over the maximum:
 // "client -x2-> gateway 3.2s -> order 1.05s -> payment ? = 6.4s > maxTimeToAnswer 5s".
 func explainTime(ch TimeChain, maxT time.Duration) string {
-	return explainTimeIn(ch, maxT, nil)
-}
-
-// explainTimeIn is explainTime with the times formatted through names (nil: none), which the
-// caller shares between the violations of one analysis: their chains run into the same services
-// (a long chain's tail is the worst way down from a service, whoever calls it), so most of their
-// times were formatted already, and Duration.String allocates.
-func explainTimeIn(ch TimeChain, maxT time.Duration, names map[time.Duration]string) string {
 	var b strings.Builder
 	n := 64 + len(ch.Unbounded)
 	for _, s := range ch.Path {
 		n += len(s) + 12
 	}
 	b.Grow(n)
-	// A chain's times repeat (each hop bounded by the same per-try timeout): format each once.
-	var last time.Duration = -1
-	var lastS string
-	format := func(d time.Duration) string {
-		if d != last {
-			if names == nil {
-				last, lastS = d, FormatTime(d)
-			} else if s, ok := names[d]; ok {
-				last, lastS = d, s
-			} else {
-				last, lastS = d, FormatTime(d)
-				names[d] = lastS
-			}
-		}
-		return lastS
-	}
+	// Duration.String is inlined here and its string stays on the stack (nothing keeps it):
+	// formatting costs no allocation. A chain's times repeat (each hop bounded by the same
+	// per-try timeout): the last one formatted is kept in a stack buffer (at most 24 bytes:
+	// "2540400h10m10.000000000s"; "unbounded" 9).
+	last, lastN := time.Duration(-1), 0
+	var lastB [32]byte
 	if ch.ClientAttempts > 1 {
 		b.WriteString("client -x")
 		b.WriteString(strconv.FormatInt(ch.ClientAttempts, 10))
@@ -952,7 +989,15 @@ func explainTimeIn(ch TimeChain, maxT time.Duration, names map[time.Duration]str
 		if i == len(ch.Path)-1 && ch.Times[i] == Forever {
 			b.WriteByte('?')
 		} else {
-			b.WriteString(format(ch.Times[i]))
+			if d := ch.Times[i]; d != last {
+				last = d
+				if d == Forever {
+					lastN = copy(lastB[:], Unbounded)
+				} else {
+					lastN = copy(lastB[:], d.String())
+				}
+			}
+			b.Write(lastB[:lastN])
 		}
 	}
 	b.WriteString(" = ")

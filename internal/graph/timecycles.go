@@ -141,16 +141,26 @@ func (p *timePass) localIndex(nodes []int32) []int32 {
 // takes t0 (leaf0: its own time unknown) on it; else v takes its worst time.
 func (p *timePass) chainFrom(v int32, inPre bool, pre uint64, t0 int64, leaf0 bool) (steps []chainStep, loop bool) {
 	c := p.c
-	var seen map[int32]bool
-	if c.cyc != nil {
-		seen = map[int32]bool{}
-	}
 	steps = p.steps[:0] // p's scratch: the caller copies what it keeps
 	defer func() { p.steps = steps[:0] }()
 	cur := chainStep{v: v, t: t0, leaf: leaf0}
 	if !inPre {
 		cur.t, cur.leaf = p.v[v].t, p.v[v].leaf
 	}
+	if c.cyc == nil {
+		// Acyclic: no component was searched and succ never returns; the chain is succ's.
+		to, pv := c.adj.to, p.v
+		for {
+			steps = append(steps, cur)
+			s := pv[cur.v].succ
+			if s < 0 {
+				return steps, false
+			}
+			w := to[s]
+			cur = chainStep{v: w, t: pv[w].t, leaf: pv[w].leaf}
+		}
+	}
+	seen := map[int32]bool{}
 	preComp := int32(-1)
 	if inPre {
 		preComp = c.comp[v]
@@ -160,9 +170,7 @@ func (p *timePass) chainFrom(v int32, inPre bool, pre uint64, t0 int64, leaf0 bo
 	for {
 		steps = append(steps, cur)
 		u := cur.v
-		if seen != nil {
-			seen[u] = true
-		}
+		seen[u] = true
 		cp := c.comp[u]
 		if !p.searched[cp] {
 			s := p.v[u].succ

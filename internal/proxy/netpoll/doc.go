@@ -1,7 +1,9 @@
 // Package netpoll is the event loops' poller: an epoll set with an eventfd
 // to wake it and a queue of tasks other goroutines post to it, the timer
 // heap a loop sleeps on, and the socket helpers a loop needs (non-blocking
-// writes, handing a descriptor to Go's own poller). It knows nothing of
+// writes, handing a descriptor to Go's own poller), and the hang-up watch
+// (WatchHangup: the resets of client sockets that goroutines serve, so
+// that a client that went away has its upstream work cut). It knows nothing of
 // HTTP (no fasthttp, no net/http): the engine in package loop builds on it.
 //
 // The poller is Linux only (epoll); the timer heap is portable.

@@ -8,5 +8,7 @@
 // in I/O only. Every connection is read through a pre-parser (preparse.go)
 // that gives each request head the loop's verdict before fasthttp parses
 // it, so that a head fasthttp would wait on (a bare LF) gets the loop's 400
-// at once.
+// at once. Each call's client socket is watched for its reset while the
+// call runs (cut.go): a client that went away has its attempt's upstream
+// connection closed and its pending retry dropped.
 package goroutine

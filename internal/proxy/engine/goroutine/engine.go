@@ -42,6 +42,9 @@ type Engine struct {
 	// to leave it to the blind tunnel. Package proxy sets it to the h2c
 	// path's (h2_seam.go).
 	ConnectHook func(c net.Conn, target, addr string) bool
+
+	// watchErr: a hang-up watch that could not start is logged once.
+	watchErr sync.Once
 }
 
 // New builds the engine on the forwarding core.
@@ -280,6 +283,13 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 	if u := x.Upstream(); u.Index >= 0 {
 		hc = e.hcs[u.Index]
 	}
+	// The client's reset cuts the attempt's upstream connection at once
+	// (cut.go); the transport finds the cut by the request.
+	cut := e.watchClient(ctx.Conn())
+	if cut != nil {
+		e.transport.setCut(&ctx.Request, cut)
+		defer e.endCut(ctx, cut)
+	}
 	for x.NextAttempt() {
 		// The per-try timeout covers the status line and the headers (time
 		// to first byte), all the retry decision needs; the body chosen for
@@ -290,10 +300,11 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		} else {
 			err = e.client.DoTimeout(&ctx.Request, &ctx.Response, x.TryTimeout())
 		}
-		if (err != nil || ctx.Response.StatusCode() >= 500) && clientClosed(ctx.Conn()) {
-			// The client closed its end while the attempt ran (fasthttp
-			// does not watch it): its own cancellation, not the upstream's
-			// failure. Looked at only for a failed attempt (one poll(2)).
+		if cut.isGone() || (err != nil || ctx.Response.StatusCode() >= 500) && clientClosed(ctx.Conn()) {
+			// The client reset its connection (the watch cut the attempt),
+			// or closed its end while the attempt ran (fasthttp does not
+			// watch it; looked at only for a failed attempt: one poll(2)):
+			// its own cancellation, not the upstream's failure.
 			x.ClientGone()
 		}
 		retry, wait := x.AfterAttempt(err)
@@ -305,8 +316,16 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		// a failure); until then it stays, so that a breaker refusing that
 		// attempt still returns it whole.
 		if wait > 0 {
-			time.Sleep(wait)
+			if !cut.sleep(wait) {
+				// The client reset its connection during the backoff: no
+				// retry for nobody.
+				ctx.SetConnectionClose()
+				return
+			}
 			x.Waited()
+		} else if cut.isGone() {
+			ctx.SetConnectionClose()
+			return
 		}
 	}
 }

@@ -71,6 +71,9 @@ type headConn struct {
 	// server's error handler.
 	trailerRefused bool
 	hp             *headParse
+	// fd is the socket under the connection plus one (0: not looked up
+	// yet), for the hang-up watch of each call (clientFd).
+	fd int
 }
 
 type scanState uint8

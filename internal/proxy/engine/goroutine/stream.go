@@ -53,6 +53,11 @@ type streamTransport struct {
 	// that, and an upstream's answer must pass on its own Date (or none),
 	// never the proxy's.
 	answer fasthttp.ResponseHeader
+
+	// cuts are the calls' cuts (cut.go) by request: the client's reset
+	// cuts the upstream connection of its attempt.
+	cutMu sync.Mutex
+	cuts  map[*fasthttp.Request]*clientCut
 }
 
 // maxStaleSkips bounds the pooled connections one request looks at and
@@ -86,14 +91,15 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		}
 		closeConnAny(hc, cc)
 	}
+	cut := t.cutOf(req)
 	reused := uc != nil && uc.used
 	var before, wroteBefore int64
 	if uc != nil {
 		before, wroteBefore = uc.nread.Load(), uc.nwritten
 	}
-	rd, br, err := t.exchange(hc, cc, connOf(cc), deadline, req, resp)
+	rd, br, err := t.exchange(hc, cc, connOf(cc), deadline, req, resp, cut)
 	if err == nil || !reused || !staleErr(err, before, uc.nread.Load()) || !policy.MayResend(uc.nwritten != wroteBefore, t.f.Replayable(req)) {
-		return t.answerBody(hc, cc, rd, br, req, resp, err)
+		return t.answerBody(hc, cc, rd, br, req, resp, err, cut)
 	}
 	// The reused connection failed before any byte of an answer came back:
 	// the upstream may have closed it idle. Re-send it once on a fresh
@@ -104,6 +110,7 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 	// exchange answers 502. A re-send is not an attempt (the exchange sees
 	// only this one's outcome).
 	t.f.M.StaleResends.Inc()
+	cut.disarm() // the stale connection is closed (exchange's error)
 	if hc.Dial == nil {
 		return true, err
 	}
@@ -112,8 +119,8 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		return false, err
 	}
 	fresh := &freshConn{conn: conn}
-	rd, br, err = t.exchange(hc, fresh, conn, deadline, req, resp)
-	return t.answerBody(hc, fresh, rd, br, req, resp, err)
+	rd, br, err = t.exchange(hc, fresh, conn, deadline, req, resp, cut)
+	return t.answerBody(hc, fresh, rd, br, req, resp, err, cut)
 }
 
 // freshConn is a connection dialled for a stale-connection re-send, outside
@@ -125,11 +132,17 @@ type freshConn struct{ conn net.Conn }
 // answer: br, or for a head larger than br's buffer (up to
 // forward.MaxResponseHead) a larger reader over it, after which the
 // connection is not reused (rd may have read ahead of the answer). On an
-// error the connection is closed.
-func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Conn, deadline time.Time, req *fasthttp.Request, resp *fasthttp.Response) (rd, br *bufio.Reader, err error) {
+// error the connection is closed. cut (nil: none) is armed on conn once its
+// deadline is set (a reset cutting it after that cuts this attempt; one
+// before it is seen by arm): nothing is sent for a client gone already.
+func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Conn, deadline time.Time, req *fasthttp.Request, resp *fasthttp.Response, cut *clientCut) (rd, br *bufio.Reader, err error) {
 	if err := conn.SetDeadline(deadline); err != nil {
 		closeAny(hc, cc)
 		return nil, nil, err
+	}
+	if !cut.arm(conn) {
+		closeAny(hc, cc)
+		return nil, nil, errClientGone
 	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
@@ -176,8 +189,14 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 // read (err: exchange's error, returned as it is). The bool is fasthttp's
 // "may retry": never for an answer the app sent (a head too large, an
 // unsolicited 101), which the exchange judges instead.
-func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bufio.Reader, req *fasthttp.Request, resp *fasthttp.Response, err error) (bool, error) {
+//
+// cut (nil: none) is armed on the connection: it is disarmed before the
+// connection is released, which closes it instead of pooling it when the
+// client reset meanwhile (its deadline was cut); a streamed body keeps it
+// armed until the body ends (upstreamBody.release).
+func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bufio.Reader, req *fasthttp.Request, resp *fasthttp.Response, err error, cut *clientCut) (bool, error) {
 	if err != nil {
+		cut.disarm()
 		return err != forward.ErrAnswerHeadTooLarge && err != forward.ErrUnsolicitedSwitch, err
 	}
 	closeConn := req.ConnectionClose() || resp.ConnectionClose() || rd != br
@@ -185,7 +204,7 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 	if st := resp.StatusCode(); req.Header.IsHead() || resp.SkipBody || st < 200 || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
 		resp.SkipBody = true
 		hc.ReleaseReader(br)
-		releaseConn(hc, cc, closeConn)
+		releaseConn(hc, cc, cut.disarm() || closeConn)
 		return false, nil
 	}
 	if cl >= 0 && cl <= forward.BufferedBodyMax {
@@ -194,7 +213,7 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 		// failed attempt that can be retried.
 		err = resp.ReadBody(rd, 0)
 		hc.ReleaseReader(br)
-		if err != nil {
+		if gone := cut.disarm(); err != nil || gone {
 			closeAny(hc, cc)
 			return false, err
 		}
@@ -205,6 +224,7 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 	// length nor chunked) leaves the connection unusable.
 	ub := bodyPool.Get().(*upstreamBody)
 	ub.hc, ub.cc, ub.conn, ub.br = hc, cc, connOf(cc), br
+	ub.cut = cut // armed on ub.conn until the body ends
 	ub.idle = t.idle
 	ub.closeConn = closeConn || cl == -2
 	ub.left = cl
@@ -285,6 +305,10 @@ type upstreamBody struct {
 	eof       bool
 	held      bool // Close does nothing: http10 took the body over
 	closeConn bool
+	// cut is the call's (nil: none), armed on conn while the body streams;
+	// ownCut: the call has ended and left it to the body to stop.
+	cut    *clientCut
+	ownCut bool
 }
 
 var bodyPool = sync.Pool{New: func() any { return &upstreamBody{} }}
@@ -299,6 +323,11 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	// Idle timeout: each read must make progress within b.idle.
 	if err := b.conn.SetReadDeadline(time.Now().Add(b.idle)); err != nil {
 		return 0, err
+	}
+	if b.cut.isGone() {
+		// The client reset before this deadline was set, which would
+		// have undone the cut's (set after it, the cut's stands).
+		return 0, errClientGone
 	}
 	n, err := b.body.Read(p)
 	if b.left >= 0 {
@@ -324,11 +353,20 @@ func (b *upstreamBody) Close() error {
 }
 
 func (b *upstreamBody) release(discard bool) {
+	if b.cut != nil {
+		if b.cut.disarm() {
+			discard = true // the client reset: the connection's deadline was cut
+		}
+		if b.ownCut {
+			b.cut.stop()
+		}
+	}
 	b.own.Reset() // closes the decoder, which returns it to fasthttp's pool
 	b.hc.ReleaseReader(b.br)
 	releaseConn(b.hc, b.cc, discard || b.closeConn)
 	b.hc, b.cc, b.conn, b.br, b.body = nil, nil, nil, nil, nil
 	b.eof, b.closeConn, b.held = false, false, false
+	b.cut, b.ownCut = nil, false
 	bodyPool.Put(b)
 }
 

@@ -49,6 +49,14 @@ func (c *cliConn) Event(ev uint32) {
 			return
 		}
 	}
+	if ev&(unix.EPOLLHUP|unix.EPOLLERR) != 0 && c.call != nil {
+		// The client reset the connection while its call runs: nobody
+		// will read the answer. Cut the upstream work now (close: the
+		// attempt's upstream connection closed, its timer or backoff
+		// cancelled, the attempt judged the client's cancellation).
+		c.close()
+		return
+	}
 	if ev&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		// The client will send nothing more: answer what it sent (a
 		// half-closed client still reads), then close.
@@ -107,7 +115,14 @@ func (c *cliConn) read() {
 			}
 			return
 		}
-		// End of stream or an error: nothing more will come.
+		if err != nil && c.call != nil {
+			// A reset (ECONNRESET) while the call runs, seen by the read
+			// before epoll reported it: cut, as in Event.
+			c.close()
+			return
+		}
+		// End of stream (a FIN: a half-closed client still reads) or an
+		// error: nothing more will come.
 		c.eof = true
 		if c.call == nil && !c.writing() && !c.serving {
 			c.serve(nil)

@@ -34,6 +34,8 @@ type Engine struct {
 	shutOnce    sync.Once
 	nextLoop    atomic.Uint32 // round robin of accepted connections
 	loopsDone   chan struct{} // closed when the loops and streams have ended
+	// watchErr: a hang-up watch that could not start is logged once.
+	watchErr sync.Once
 }
 
 // Available reports whether the event loops can run here (Linux: epoll).

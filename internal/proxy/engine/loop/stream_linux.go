@@ -5,8 +5,10 @@ package loop
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -113,6 +115,14 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	// close it and pool it a second time, by then perhaps another
 	// response's (a data race, and one stream shared by two responses).
 	// The other engine's upstreamBody wraps it the same way.
+	// A client that resets its connection while the body streams has the
+	// upstream connection closed at once (the upstream app sees its
+	// request end), not when the next bytes find it gone or after the
+	// idle timeout. A FIN alone is a half-close: the body goes on.
+	tok, werr := watchHangup(client, upstreamCut{upc})
+	if werr != nil {
+		e.watchErr.Do(func() { e.f.Logger.Printf("event loop: clients that go away mid-body are not cut: %v", werr) })
+	}
 	r.SetBodyStream(ownedStream{own.BodyStream()}, size)
 	r.ImmediateHeaderFlush = true
 	// fasthttp frames the body; the head is the loop's own (head.go).
@@ -123,11 +133,39 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 		err = bw.Flush()
 	}
 	own.Reset()
+	netpoll.StopHangup(tok) // before the client's socket closes or moves on
 	if err != nil || closeClient {
 		_ = client.Close()
 		return
 	}
 	e.handoff.Push(&forward.PrefixConn{Conn: client, Prefix: rest})
+}
+
+// upstreamCut closes the upstream connection of an answer being streamed
+// when its client resets (netpoll.Hungup; Close ends the read blocked on
+// it).
+type upstreamCut struct{ c net.Conn }
+
+func (u upstreamCut) Hungup() { _ = u.c.Close() }
+
+// watchHangup watches the client's socket for its reset (0 and an error:
+// not watched, the stream then runs as before).
+func watchHangup(client net.Conn, h netpoll.Hungup) (tok uint64, err error) {
+	sc, ok := client.(syscall.Conn)
+	if !ok {
+		return 0, fmt.Errorf("hang-up watch: a %T has no socket", client)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("hang-up watch: %w", err)
+	}
+	cerr := rc.Control(func(fd uintptr) {
+		tok, err = netpoll.WatchHangup(int(fd), h) //nolint:gosec // a descriptor
+	})
+	if cerr != nil {
+		return 0, fmt.Errorf("hang-up watch: %w", cerr)
+	}
+	return tok, err
 }
 
 // ownedStream is a body stream that its reader does not close: the
