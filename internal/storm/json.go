@@ -31,11 +31,11 @@ type jsonResult struct {
 }
 
 type jsonArm struct {
-	Sent             int     `json:"sent"`
-	OK               int     `json:"ok"`
-	Failed           int     `json:"failed"`
-	FailedInOutage   int     `json:"failedInOutage"`
-	PaymentInOutage  float64 `json:"paymentInOutage"`
+	Sent            int     `json:"sent"`
+	OK              int     `json:"ok"`
+	Failed          int     `json:"failed"`
+	FailedInOutage  int     `json:"failedInOutage"`
+	PaymentInOutage float64 `json:"paymentInOutage"`
 	// Requests at payment per failed user request sent during the outage, counted exactly by
 	// storm-op (PerFailedExact): the mean, the max, how many failed user requests were counted
 	// and how many of them caused exactly the chain's full product (fullProduct, 27 for
