@@ -105,6 +105,16 @@ type hopRec struct {
 	// attempts in the graph already include the hop's (0: the graph's are the client's own).
 	client int64
 	hop    Hop
+	// class is the hop's layers' class (timing.classes): hops with the same layers share one,
+	// -1 for a hop longer than maxPad (laid out on its own).
+	class int32
+}
+
+// hopKey is a hop's reduced layers, at most maxPad of them (n), as a map key: the classes of
+// equal hops.
+type hopKey struct {
+	n int32
+	l [maxPad]layerT
 }
 
 // timing is what a Graph holds about time: the hops by edge id and by entrypoint node.
@@ -115,6 +125,13 @@ type timing struct {
 	entry map[int32]int32 // entrypoint node -> first hopRec
 	gen   int             // counts the changes, for cache
 	cache atomic.Pointer[compiled]
+
+	// classes are the distinct hops of at most maxPad layers, found as they are added (one map
+	// look-up per SetHop beside its others): a cluster's hops come from a few policies and
+	// meshes, so the compiled layers are a table of a few classes that stays in the cache
+	// instead of a copy per edge read from memory (see compiled).
+	classes []hopKey
+	class   map[hopKey]int32
 }
 
 func (g *Graph) timing() *timing {
@@ -130,6 +147,21 @@ func (t *timing) add(first int32, h Hop) int32 {
 		t.flat = append(t.flat, reduce(l))
 	}
 	r.hi = int32(len(t.flat))
+	r.class = -1
+	if len(h) <= maxPad {
+		k := hopKey{n: int32(len(h))}
+		copy(k.l[:], t.flat[r.lo:r.hi])
+		id, ok := t.class[k]
+		if !ok {
+			if t.class == nil {
+				t.class = map[hopKey]int32{}
+			}
+			id = int32(len(t.classes))
+			t.classes = append(t.classes, k)
+			t.class[k] = id
+		}
+		r.class = id
+	}
 	t.hops = append(t.hops, r)
 	t.gen++
 	return int32(len(t.hops) - 1)
@@ -345,6 +377,7 @@ type timePass struct {
 	span  []span // the compiled hops (see timing.compile)
 	multi []int32
 	flat  []layerT
+	pad   int32 // compiled.pad
 
 	// The inversions found so far: the MaxInversions worst in a sorted window, and the count.
 	best  []invCand
@@ -562,6 +595,7 @@ type compiled struct {
 	span  []span
 	multi []int32
 	flat  []layerT
+	pad   int32 // the layers every non-empty span has, 0: not padded
 }
 
 // span is a range of compiled layers.
@@ -580,7 +614,7 @@ func (t *timing) compile(a *adjacency) *compiled {
 		return c
 	}
 	m := len(a.to)
-	c := &compiled{adj: a, gen: t.gen, span: make([]span, m), flat: make([]layerT, 0, m)}
+	c := &compiled{adj: a, gen: t.gen, span: make([]span, m)}
 	pad := int32(0) // the layers every laid-out hop is padded to, 0: none
 	for _, e := range a.edge {
 		if r := t.hopOf(e); r >= 0 && t.hops[r].next < 0 {
@@ -590,6 +624,11 @@ func (t *timing) compile(a *adjacency) *compiled {
 	if pad > maxPad {
 		pad = 0
 	}
+	c.pad = pad
+	// at is where each class was laid out: span.hi > 0 once it was (a class's span is never
+	// empty at 0: the empty hop's class is laid out where it is met, with lo == hi).
+	at := make([]span, len(t.classes))
+	laid := make([]bool, len(t.classes))
 	lay := func(s int32) {
 		lo := int32(len(c.flat))
 		c.span[s] = span{lo, lo}
@@ -608,6 +647,10 @@ func (t *timing) compile(a *adjacency) *compiled {
 			c.multi[s] = r
 			return
 		}
+		if k := rec.class; k >= 0 && laid[k] {
+			c.span[s] = at[k]
+			return
+		}
 		c.flat = append(c.flat, t.flat[rec.lo:rec.hi]...)
 		if rec.hi > rec.lo {
 			// A hop declared with no layers stays empty: hopTime reads it as none.
@@ -616,6 +659,9 @@ func (t *timing) compile(a *adjacency) *compiled {
 			}
 		}
 		c.span[s].hi = int32(len(c.flat))
+		if k := rec.class; k >= 0 {
+			at[k], laid[k] = c.span[s], true
+		}
 	}
 	if a.order != nil {
 		for i := len(a.order) - 1; i >= 0; i-- {
@@ -655,7 +701,14 @@ func (p *timePass) nodeSlots(v, lo, hi int32, check bool) bool {
 	for s := lo; ; s++ {
 		// slotsFast runs up to the first slot that needs a call (rare): that slot is taken
 		// here, and the fast run goes on after it.
-		s, best, bs, total = p.slotsFast(s, hi, best, bs, total, floor, check)
+		switch p.pad {
+		case 1:
+			s, best, bs, total = p.slotsFast1(s, hi, best, bs, total, floor, check)
+		case 2:
+			s, best, bs, total = p.slotsFast2(s, hi, best, bs, total, floor, check)
+		default:
+			s, best, bs, total = p.slotsFast(s, hi, best, bs, total, floor, check)
+		}
 		if s == hi {
 			break
 		}
@@ -723,6 +776,116 @@ func (p *timePass) slotsFast(s, hi int32, best int64, bs int32, total int, floor
 	return s, best, bs, total
 }
 
+// slotsFast2 is slotsFast where every compiled hop has two layers (pad 2: a policy's layer and
+// a mesh's, or a padding layer), the two written out: the generic loop over a hop's layers kept
+// its slice, index and bounds on the stack, reloaded on every layer.
+func (p *timePass) slotsFast2(s, hi int32, best int64, bs int32, total int, floor int64, check bool) (int32, int64, int32, int) {
+	to, pv, spans, flat := p.c.adj.to, p.v, p.span, p.flat
+	for ; s < hi; s++ {
+		w := to[s]
+		y, u := pv[w].t, pv[w].leaf
+		a := spans[s].lo
+		if a == spans[s].hi {
+			return s, best, bs, total // no compiled layers: no hop, or several records
+		}
+		t0 := total
+		l := &flat[a+1] // the inner layer first, as the wire nests them
+		if l.p > 0 {
+			if check && y > l.p && !u {
+				total++
+				if y-l.p > floor {
+					return s, best, bs, t0
+				}
+			}
+			u = false
+			if l.p < y {
+				y = l.p
+			}
+		}
+		if y < 1<<40 && l.a < 1<<22 {
+			y = add(l.a*y, l.b)
+		} else {
+			y = add(mul(l.a, y), l.b)
+		}
+		if l.t > 0 {
+			u = false
+			if l.t < y {
+				y = l.t
+			}
+		}
+		l = &flat[a]
+		if l.p > 0 {
+			if check && y > l.p && !u {
+				total++
+				if y-l.p > floor {
+					return s, best, bs, t0
+				}
+			}
+			u = false
+			if l.p < y {
+				y = l.p
+			}
+		}
+		if y < 1<<40 && l.a < 1<<22 {
+			y = add(l.a*y, l.b)
+		} else {
+			y = add(mul(l.a, y), l.b)
+		}
+		if l.t > 0 {
+			u = false
+			if l.t < y {
+				y = l.t
+			}
+		}
+		if y > best {
+			best, bs = y, s
+		}
+	}
+	return s, best, bs, total
+}
+
+// slotsFast1 is slotsFast2 for one layer per hop (pad 1: no mesh layer anywhere).
+func (p *timePass) slotsFast1(s, hi int32, best int64, bs int32, total int, floor int64, check bool) (int32, int64, int32, int) {
+	to, pv, spans, flat := p.c.adj.to, p.v, p.span, p.flat
+	for ; s < hi; s++ {
+		w := to[s]
+		y, u := pv[w].t, pv[w].leaf
+		a := spans[s].lo
+		if a == spans[s].hi {
+			return s, best, bs, total // no compiled layers: no hop, or several records
+		}
+		t0 := total
+		l := &flat[a]
+		if l.p > 0 {
+			if check && y > l.p && !u {
+				total++
+				if y-l.p > floor {
+					return s, best, bs, t0
+				}
+			}
+			u = false
+			if l.p < y {
+				y = l.p
+			}
+		}
+		if y < 1<<40 && l.a < 1<<22 {
+			y = add(l.a*y, l.b)
+		} else {
+			y = add(mul(l.a, y), l.b)
+		}
+		if l.t > 0 {
+			u = false
+			if l.t < y {
+				y = l.t
+			}
+		}
+		if y > best {
+			best, bs = y, s
+		}
+	}
+	return s, best, bs, total
+}
+
 // slotSlow is slot s of v's time, its inversions offered (with check): hopTime's, with v as
 // the caller. p.total must be current.
 func (p *timePass) slotSlow(v, s int32, check bool) int64 {
@@ -778,7 +941,7 @@ func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 		p.tm = &timing{}
 	}
 	cc := p.tm.compile(c.adj)
-	p.span, p.multi, p.flat = cc.span, cc.multi, cc.flat
+	p.span, p.multi, p.flat, p.pad = cc.span, cc.multi, cc.flat, cc.pad
 	return p
 }
 
