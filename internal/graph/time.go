@@ -821,7 +821,6 @@ func (p *timePass) slotsFast2(s, hi int32, best int64, bs int32, total int, floo
 					return s, best, bs, t0
 				}
 			}
-			u = false
 			if l.p < y {
 				y = l.p
 			}
@@ -832,7 +831,6 @@ func (p *timePass) slotsFast2(s, hi int32, best int64, bs int32, total int, floo
 			y = add(mul(l.a, y), l.b)
 		}
 		if l.t > 0 {
-			u = false
 			if l.t < y {
 				y = l.t
 			}
@@ -863,7 +861,6 @@ func (p *timePass) slotsFast1(s, hi int32, best int64, bs int32, total int, floo
 					return s, best, bs, t0
 				}
 			}
-			u = false
 			if l.p < y {
 				y = l.p
 			}
@@ -874,7 +871,6 @@ func (p *timePass) slotsFast1(s, hi int32, best int64, bs int32, total int, floo
 			y = add(mul(l.a, y), l.b)
 		}
 		if l.t > 0 {
-			u = false
 			if l.t < y {
 				y = l.t
 			}
