@@ -94,6 +94,9 @@ type Hop []TimeLayer
 // layerT is a layer reduced to what the pass needs, durations as int64 nanoseconds, 0 = none.
 type layerT struct {
 	a, p, t, b int64
+	// k is the layer's time when its per-try timeout bounds every try (what it waits on takes
+	// p or more): a x p + b, within t. The written-out passes take it instead of computing it.
+	k int64
 }
 
 // hopRec is one declared Hop of an edge; an edge declared by several workloads (a shared
@@ -287,7 +290,12 @@ func (t *Timing) AddEntryHop(name string, client int64, h Hop) bool {
 }
 
 func reduce(l TimeLayer) layerT {
-	return layerT{a: max(l.Tries, 1), p: max(int64(l.PerTry), 0), t: max(int64(l.Timeout), 0), b: int64(l.BackoffTotal())}
+	r := layerT{a: max(l.Tries, 1), p: max(int64(l.PerTry), 0), t: max(int64(l.Timeout), 0), b: int64(l.BackoffTotal())}
+	r.k = add(mul(r.a, r.p), r.b)
+	if r.t > 0 && r.t < r.k {
+		r.k = r.t
+	}
+	return r
 }
 
 // hopOf is edge e's first hopRec, -1 when none.
@@ -814,24 +822,22 @@ func (p *timePass) slotsFast2(s, hi int32, best int64, bs int32, total int, floo
 			}
 		}
 		l = &flat[a]
-		if l.p > 0 {
+		if l.p > 0 && y >= l.p {
+			// The per-try timeout bounds every try: the layer takes k.
 			if check && y > l.p && !u {
 				total++
 				if y-l.p > floor {
 					return s, best, bs, t0
 				}
 			}
-			if l.p < y {
-				y = l.p
-			}
-		}
-		if y < 1<<40 && l.a < 1<<22 {
-			y = add(l.a*y, l.b)
+			y = l.k
 		} else {
-			y = add(mul(l.a, y), l.b)
-		}
-		if l.t > 0 {
-			if l.t < y {
+			if y < 1<<40 && l.a < 1<<22 {
+				y = add(l.a*y, l.b)
+			} else {
+				y = add(mul(l.a, y), l.b)
+			}
+			if l.t > 0 && l.t < y {
 				y = l.t
 			}
 		}
@@ -854,24 +860,22 @@ func (p *timePass) slotsFast1(s, hi int32, best int64, bs int32, total int, floo
 		}
 		t0 := total
 		l := &flat[a]
-		if l.p > 0 {
+		if l.p > 0 && y >= l.p {
+			// The per-try timeout bounds every try: the layer takes k.
 			if check && y > l.p && !u {
 				total++
 				if y-l.p > floor {
 					return s, best, bs, t0
 				}
 			}
-			if l.p < y {
-				y = l.p
-			}
-		}
-		if y < 1<<40 && l.a < 1<<22 {
-			y = add(l.a*y, l.b)
+			y = l.k
 		} else {
-			y = add(mul(l.a, y), l.b)
-		}
-		if l.t > 0 {
-			if l.t < y {
+			if y < 1<<40 && l.a < 1<<22 {
+				y = add(l.a*y, l.b)
+			} else {
+				y = add(mul(l.a, y), l.b)
+			}
+			if l.t > 0 && l.t < y {
 				y = l.t
 			}
 		}
