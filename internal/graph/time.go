@@ -583,13 +583,17 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 	return y
 }
 
-// compiled is the hops laid out for the pass: slot s's layers are flat[span[s].lo:span[s].hi],
-// and on an acyclic graph flat holds them in the order the pass walks the edges (callers in
-// reverse topological order, a caller's edges in slot order), so that the pass reads the layers
-// front to back instead of jumping by slot. An edge with several records (declared by several
-// workloads) has none there and multi[s] is its first record, read from the records (multi is nil
-// when no edge has several). Built on the first analysis after a change and kept while neither
-// the adjacency nor the hops change.
+// compiled is the hops laid out for the pass: slot s's layers are flat[span[s].lo:span[s].hi].
+// Hops with the same layers (one class, see timing.classes) are laid out once, at the first
+// slot of the class the pass meets, and every other slot of the class points at them: a
+// cluster's hops come from a few policies and meshes, so flat is a few classes that stay in the
+// processor's cache (at 10k services and 50k edges, 6 classes: 768 bytes instead of 3.2 MB read
+// from memory per analysis). A hop of more than maxPad layers has no class and is laid out at its
+// slot, in the order the pass walks the edges on an acyclic graph (callers in reverse
+// topological order, a caller's edges in slot order). An edge with several records (declared by
+// several workloads) has none there and multi[s] is its first record, read from the records
+// (multi is nil when no edge has several). Built on the first analysis after a change and kept
+// while neither the adjacency nor the hops change.
 //
 // Where the hops have different numbers of layers (a meshed namespace's edges have the mesh's
 // layer under the policy's, the others not), each is padded after its last layer, up to the most
