@@ -196,8 +196,18 @@ func (tm *timing) hop(g *Graph, from, to string, h Hop, replace bool) bool {
 	if !ok {
 		return false
 	}
-	for len(tm.eHop) < len(g.eFrom) {
-		tm.eHop = append(tm.eHop, -1)
+	if len(tm.eHop) < len(g.eFrom) {
+		if len(tm.hops) == 0 {
+			// The first hop set: a builder sets one per edge, or most of them (every edge of a
+			// policy's workloads has one), so the records and their layers get room for one per
+			// edge at once instead of growing by doubling (each growth a fresh large allocation,
+			// zeroed, and the old one left to the collector).
+			tm.hops = slices.Grow(tm.hops, len(g.eFrom))
+			tm.flat = slices.Grow(tm.flat, len(g.eFrom))
+		}
+		for len(tm.eHop) < len(g.eFrom) {
+			tm.eHop = append(tm.eHop, -1)
+		}
 	}
 	first := tm.eHop[e]
 	if replace {
