@@ -517,12 +517,18 @@ func perFailedTarget(naive, rc ArmResult, chainCap int) Target {
 	return t
 }
 
-// FormatPerFailed renders an arm's count for the summary: "27.00 (max 27; 950 of 1000 at 27)".
+// FormatPerFailed renders an arm's count for the summary: "27.00 (max 27; 950 of 1000 at 27)",
+// then the requests at payment joined to no user request, if any.
 func FormatPerFailed(p *PerFailedCount) string {
 	if p == nil {
 		return "not counted"
 	}
-	return fmt.Sprintf("%.2f (max %d; %d of %d at %d)", p.Mean, p.Max, p.AtFull, p.Failed, p.Full)
+	s := fmt.Sprintf("%.2f (max %d; %d of %d at %d)", p.Mean, p.Max, p.AtFull, p.Failed, p.Full)
+	if p.Unmatched > 0 {
+		// Requests at payment no user request could claim: said, never dropped silently.
+		s += fmt.Sprintf(", %d at payment unmatched", p.Unmatched)
+	}
+	return s
 }
 
 // FormatWait renders a wait: from a second on in seconds with two decimals ("5.40 s"), below

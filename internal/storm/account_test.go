@@ -275,6 +275,9 @@ func TestComputeAndJudge(t *testing.T) {
 	if got := FormatPerFailed(n.PerFailed); got != "27.00 (max 27; 100 of 100 at 27)" {
 		t.Errorf("FormatPerFailed: %q", got)
 	}
+	if got := FormatPerFailed(&PerFailedCount{Failed: 4, Requests: 35, Mean: 8.75, Max: 30, Full: 27, Below: 3, Above: 1, Unmatched: 5}); got != "8.75 (max 30; 0 of 4 at 27), 5 at payment unmatched" {
+		t.Errorf("FormatPerFailed, unmatched: %q", got)
+	}
 	if got := FormatPerFailed(nil); got != "not counted" {
 		t.Errorf("FormatPerFailed(nil): %q", got)
 	}

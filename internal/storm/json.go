@@ -44,8 +44,10 @@ type jsonArm struct {
 	PaymentPerFailedMax     *int     `json:"paymentPerFailedMax"`
 	PaymentPerFailedCounted *int     `json:"paymentPerFailedCounted"`
 	PaymentPerFailedAtFull  *int     `json:"paymentPerFailedAtFull"`
-	FullProduct             int      `json:"fullProduct"`
-	RetriesInOutage         float64  `json:"retriesInOutage"`
+	// Requests at payment that carried no storm-op, or one of no user request.
+	PaymentUnmatched *int    `json:"paymentUnmatched"`
+	FullProduct      int     `json:"fullProduct"`
+	RetriesInOutage  float64 `json:"retriesInOutage"`
 	// The user's wait for an answer, for the user requests sent during the outage.
 	UserWaitP50    string `json:"userWaitP50"`
 	UserWaitP99    string `json:"userWaitP99"`
@@ -104,6 +106,7 @@ func armJSON(a ArmResult) jsonArm {
 		p := *a.PerFailed
 		mean := finite(p.Mean)
 		j.PaymentPerFailed, j.PaymentPerFailedMax, j.PaymentPerFailedCounted, j.PaymentPerFailedAtFull = &mean, &p.Max, &p.Failed, &p.AtFull
+		j.PaymentUnmatched = &p.Unmatched
 		j.FullProduct = p.Full
 	}
 	if a.Orphans != nil {

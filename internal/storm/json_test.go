@@ -51,6 +51,7 @@ func TestWriteJSON(t *testing.T) {
 		{"naive.paymentPerFailedCounted", naive["paymentPerFailedCounted"], 10.0},
 		{"naive.paymentPerFailedAtFull", naive["paymentPerFailedAtFull"], 9.0},
 		{"naive.fullProduct", naive["fullProduct"], 27.0},
+		{"naive.paymentUnmatched", naive["paymentUnmatched"], 0.0},
 		{"retrycap.paymentPerFailed", rc["paymentPerFailed"], nil},
 		{"retrycap.paymentPerFailedMax", rc["paymentPerFailedMax"], nil},
 		{"naive.notRecoveredWithin", naive["notRecoveredWithin"], "30s"},
