@@ -43,6 +43,12 @@
 #                                            "retrycap-log", "haproxy-log")
 #   OPEN_LOOP=0                              skip the open-loop load (quick A/B runs)
 #   PROXY_BIN=path                           a prebuilt retrycap-proxy to run instead
+#   HEADERS="Name: value|Name: value"        request headers every client sends to every contender (wrk -H, loadgen -header;
+#                                            "|" separates them), so that a comparison with a header is fair
+#   HDR_HEADERS="Retrycap-Deadline: 5000"    the headers a contender named NAME-hdr (retrycap-hdr, haproxy-hdr, any
+#                                            other contender with -hdr) is sent on top of HEADERS: the same proxy with
+#                                            and without a header in alternating order in the same rounds (issue 29:
+#                                            the deadline header's cost, CONTENDERS="retrycap retrycap-hdr haproxy haproxy-hdr")
 #   PROXY_BIN_B=path                         a second prebuilt retrycap-proxy, contender "retrycap-b"
 #                                            (event loops, access log not set: an older build works),
 #                                            to A/B two builds in the same run against the same anchor
@@ -76,6 +82,8 @@ RATE=${RATE:-2000}
 OL_CONNS=${OL_CONNS:-16}
 CONTENDERS=${CONTENDERS:-retrycap bare haproxy nginx}
 OPEN_LOOP=${OPEN_LOOP:-1}
+HEADERS=${HEADERS:-}
+HDR_HEADERS=${HDR_HEADERS:-Retrycap-Deadline: 5000}
 BACKEND_PORT=18080 RETRYCAP_PORT=18081 HAPROXY_PORT=18082 NGINX_PORT=18083 BARE_PORT=18084 GNET_PORT=18085 RCGO_PORT=18086 RCLOG_PORT=18087 HALOG_PORT=18088 RCB_PORT=18089 RCBLOG_PORT=18090 ADMIN_PORT=18091
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -173,6 +181,21 @@ end'
 echo "$report" >"$work/plain.lua"
 printf 'wrk.path = "http://backend/"\nwrk.headers["Host"] = "backend"\n%s\n' "$report" >"$work/forward.lua"
 
+# header_args SEP-LIST FLAG: the headers of a "|"-separated list as FLAG "line" pairs, into hargs.
+header_args() {
+	local line
+	local -a lines
+	IFS='|' read -r -a lines <<<"$1"
+	for line in "${lines[@]}"; do
+		line=$(echo "$line" | sed 's/^ *//; s/ *$//')
+		[ -n "$line" ] && hargs+=("$2" "$line")
+	done
+	return 0
+}
+# The headers of the contender being measured: HEADERS, and HDR_HEADERS for a NAME-hdr contender
+# (set by run_contender).
+wrk_h=() gen_h=()
+
 wait_port() {
 	for _ in $(seq 1 200); do
 		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
@@ -207,7 +230,7 @@ cpu_ticks() { # user + system clock ticks of a process and its children
 run_wrk() { # name script port [pid]
 	local out line c0=0 c1 reqs
 	[ -n "${4:-}" ] && c0=$(cpu_ticks "$4")
-	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" -s "$2" "http://127.0.0.1:$3/" 2>&1)
+	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "${wrk_h[@]}" -s "$2" "http://127.0.0.1:$3/" 2>&1)
 	line=$(echo "$out" | grep '^RESULT' | sed "s|^RESULT|$1|")
 	if [ -n "${4:-}" ]; then
 		c1=$(cpu_ticks "$4")
@@ -219,13 +242,13 @@ run_wrk() { # name script port [pid]
 
 run_open_loop() { # name port forward|plain
 	[ "$OPEN_LOOP" = 0 ] && return 0
-	local args=(-addr "127.0.0.1:$2" -rate "$RATE" -conns "$OL_CONNS" -duration "$DURATION")
+	local args=(-addr "127.0.0.1:$2" -rate "$RATE" -conns "$OL_CONNS" -duration "$DURATION" "${gen_h[@]}")
 	[ "$3" = forward ] && args+=(-target http://backend/ -host backend)
 	"$work/loadgen" "${args[@]}" | grep '^RESULT' | sed "s|^RESULT|$1|"
 }
 
 bench() { # name port plain|forward pid
-	wrk -t1 -c8 -d1s -s "$work/$3.lua" "http://127.0.0.1:$2/" >/dev/null 2>&1 # warm up
+	wrk -t1 -c8 -d1s "${wrk_h[@]}" -s "$work/$3.lua" "http://127.0.0.1:$2/" >/dev/null 2>&1 # warm up
 	sat=$(run_wrk "$1" "$work/$3.lua" "$2" "${4:-}")
 	ol=$(run_open_loop "$1" "$2" "$3")
 	rss=0
@@ -234,18 +257,26 @@ bench() { # name port plain|forward pid
 }
 
 run_contender() { # name procs
-	case $1 in
+	# NAME-hdr: the contender NAME, its clients sending HDR_HEADERS too.
+	local base=${1%-hdr} hargs=()
+	header_args "$HEADERS" -H
+	[ "$base" != "$1" ] && header_args "$HDR_HEADERS" -H
+	wrk_h=("${hargs[@]}") hargs=()
+	header_args "$HEADERS" -header
+	[ "$base" != "$1" ] && header_args "$HDR_HEADERS" -header
+	gen_h=("${hargs[@]}")
+	case $base in
 	retrycap | retrycap-goroutine | retrycap-log)
 		local engine=loop port=$RETRYCAP_PORT alog=off
-		if [ "$1" = retrycap-goroutine ]; then engine=goroutine port=$RCGO_PORT; fi
-		if [ "$1" = retrycap-log ]; then port=$RCLOG_PORT alog="$work/retrycap-access.log"; fi
+		if [ "$base" = retrycap-goroutine ]; then engine=goroutine port=$RCGO_PORT; fi
+		if [ "$base" = retrycap-log ]; then port=$RCLOG_PORT alog="$work/retrycap-access.log"; fi
 		GOMAXPROCS=$2 "$work/retrycap-proxy" --engine $engine --listen 127.0.0.1:$port --admin 127.0.0.1:$ADMIN_PORT \
 			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 --access-log "$alog" >/dev/null 2>"$work/$1.err" &
 		local rp=$!
 		pids+=($rp)
 		wait_port $port
 		bench "$1/p$2" $port forward $rp | tee -a "$work/results.txt"
-		if [ "$1" = retrycap-log ]; then
+		if [ "$base" = retrycap-log ]; then
 			echo "# retrycap-log/p$2: $(wc -l <"$work/retrycap-access.log") access-log lines, dropped $(curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^retrycap_proxy_access_log_dropped_total/ {print $2}')" | tee -a "$work/results.txt"
 		fi
 		kill -TERM $rp
@@ -254,14 +285,14 @@ run_contender() { # name procs
 		;;
 	retrycap-b | retrycap-b-log)
 		local bport=$RCB_PORT blog=()
-		if [ "$1" = retrycap-b-log ]; then bport=$RCBLOG_PORT blog=(--access-log "$work/retrycap-b-access.log"); fi
+		if [ "$base" = retrycap-b-log ]; then bport=$RCBLOG_PORT blog=(--access-log "$work/retrycap-b-access.log"); fi
 		GOMAXPROCS=$2 "$work/retrycap-proxy-b" --listen 127.0.0.1:$bport --admin 127.0.0.1:$ADMIN_PORT \
 			--service bench --upstreams backend=3 --resolve backend=127.0.0.1:$BACKEND_PORT --chain-cap 4 "${blog[@]}" >/dev/null 2>"$work/$1.err" &
 		local rbp=$!
 		pids+=($rbp)
 		wait_port $bport
 		bench "$1/p$2" $bport forward $rbp | tee -a "$work/results.txt"
-		if [ "$1" = retrycap-b-log ]; then
+		if [ "$base" = retrycap-b-log ]; then
 			echo "# retrycap-b-log/p$2: $(wc -l <"$work/retrycap-b-access.log") access-log lines, dropped $(curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^retrycap_proxy_access_log_dropped_total/ {print $2}')" | tee -a "$work/results.txt"
 		fi
 		kill -TERM $rbp
@@ -273,8 +304,8 @@ run_contender() { # name procs
 		local hlp=$!
 		pids+=($hlp)
 		wait_port $HALOG_PORT
-		bench "haproxy-log/p$2" $HALOG_PORT plain $hlp | tee -a "$work/results.txt"
-		echo "# haproxy-log/p$2: $(wc -l <"$work/haproxy-access.log") access-log lines" | tee -a "$work/results.txt"
+		bench "$1/p$2" $HALOG_PORT plain $hlp | tee -a "$work/results.txt"
+		echo "# $1/p$2: $(wc -l <"$work/haproxy-access.log") access-log lines" | tee -a "$work/results.txt"
 		kill $hlp
 		wait $hlp 2>/dev/null || true
 		rm -f "$work/haproxy-access.log"
@@ -284,7 +315,7 @@ run_contender() { # name procs
 		local bp=$!
 		pids+=($bp)
 		wait_port $BARE_PORT
-		bench "bare/p$2" $BARE_PORT forward $bp | tee -a "$work/results.txt"
+		bench "$1/p$2" $BARE_PORT forward $bp | tee -a "$work/results.txt"
 		kill $bp
 		wait $bp 2>/dev/null || true
 		;;
@@ -293,7 +324,7 @@ run_contender() { # name procs
 		local gp=$!
 		pids+=($gp)
 		wait_port $GNET_PORT
-		bench "gnet/p$2" $GNET_PORT forward $gp | tee -a "$work/results.txt"
+		bench "$1/p$2" $GNET_PORT forward $gp | tee -a "$work/results.txt"
 		kill $gp
 		wait $gp 2>/dev/null || true
 		;;
@@ -302,7 +333,7 @@ run_contender() { # name procs
 		local hp=$!
 		pids+=($hp)
 		wait_port $HAPROXY_PORT
-		bench "haproxy/p$2" $HAPROXY_PORT plain $hp | tee -a "$work/results.txt"
+		bench "$1/p$2" $HAPROXY_PORT plain $hp | tee -a "$work/results.txt"
 		kill $hp
 		wait $hp 2>/dev/null || true
 		;;
@@ -311,7 +342,7 @@ run_contender() { # name procs
 		local np=$!
 		pids+=($np)
 		wait_port $NGINX_PORT
-		bench "nginx/p$2" $NGINX_PORT plain $np | tee -a "$work/results.txt"
+		bench "$1/p$2" $NGINX_PORT plain $np | tee -a "$work/results.txt"
 		kill $np
 		wait $np 2>/dev/null || true
 		;;
@@ -325,12 +356,19 @@ run_contender() { # name procs
 {
 	echo "# $(date -u +%FT%TZ) $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 	echo "# $(haproxy -v | head -1 | cut -d' ' -f1-3), $(nginx -v 2>&1 | cut -d' ' -f3), $(go version | cut -d' ' -f3), wrk $DURATION, saturated -t$THREADS -c$CONNS, open loop $RATE req/s over $OL_CONNS conns"
+	[ -n "$HEADERS" ] && echo "# every client sends: $HEADERS"
+	case " $CONTENDERS " in *"-hdr "*) echo "# NAME-hdr contenders' clients also send: $HDR_HEADERS" ;; esac
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); scheduling: autogroup nice ${NICE:--15}${RT:+, real-time round-robin ${RT_PRIO:-10}}"
 } | tee "$work/results.txt"
 
 read -r -a contenders <<<"$CONTENDERS"
 for round in $(seq 1 "$ROUNDS"); do
 	echo "## round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$work/results.txt"
+	wrk_h=() gen_h=() hargs=()
+	header_args "$HEADERS" -H
+	wrk_h=("${hargs[@]}") hargs=()
+	header_args "$HEADERS" -header
+	gen_h=("${hargs[@]}")
 	bench direct $BACKEND_PORT plain | tee -a "$work/results.txt"
 	for procs in $PROCS; do
 		write_proxy_configs "$procs"

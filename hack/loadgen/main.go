@@ -23,6 +23,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,6 +36,15 @@ func main() {
 	conns := flag.Int("conns", 16, "keep-alive connections")
 	duration := flag.Duration("duration", 10*time.Second, "how long to send")
 	warmup := flag.Duration("warmup", time.Second, "load sent before measuring, not recorded")
+	var extra []string
+	flag.Func("header", "a request header line NAME: VALUE sent on every request (repeatable), as wrk -H", func(v string) error {
+		name, _, ok := strings.Cut(v, ":")
+		if !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(v, "\r\n") {
+			return fmt.Errorf("%q is not a header line NAME: VALUE", v)
+		}
+		extra = append(extra, v)
+		return nil
+	})
 	flag.Parse()
 	if *rate <= 0 || *conns <= 0 || *duration <= 0 {
 		fmt.Fprintln(os.Stderr, "loadgen: -rate, -conns and -duration must be > 0")
@@ -44,7 +54,11 @@ func main() {
 	if h == "" {
 		h = *addr
 	}
-	req := []byte("GET " + *target + " HTTP/1.1\r\nHost: " + h + "\r\nUser-Agent: loadgen\r\n\r\n")
+	head := "GET " + *target + " HTTP/1.1\r\nHost: " + h + "\r\nUser-Agent: loadgen\r\n"
+	for _, line := range extra {
+		head += line + "\r\n"
+	}
+	req := []byte(head + "\r\n")
 
 	// Connection c sends at start + offset(c) + i*period: the connections
 	// are staggered so the aggregate is an even rate.

@@ -346,7 +346,12 @@ func (x *Exchange) TryTimeout() time.Duration {
 // returns false: nothing is forwarded.
 func (x *Exchange) deadlineIn(hadBag bool) bool {
 	h := &x.req.Header
-	vals := h.PeekAll(policy.HeaderDeadline)
+	var vals [][]byte
+	if x.reqSeen&seenDeadline != 0 {
+		// Looked up only when the scan saw the name: PeekAll normalizes
+		// and searches on every call, for a header most requests lack.
+		vals = h.PeekAll(policy.HeaderDeadline)
+	}
 	d, ok := policy.IncomingDeadline(vals, x.sc.bag, hadBag && x.f.Cfg.ChainCap > 0, x.f.Cfg.MaxTimeToAnswer)
 	if len(vals) > 1 {
 		removeRequestFields(h, func(k []byte, _ *Scratch) bool { return bytes.EqualFold(k, keyDeadline) }, x.sc)

@@ -12,7 +12,7 @@ import (
 //
 // The handler looks up about a dozen header names per call: the hop-by-hop
 // list it deletes on the request and on the response, the chain budget and
-// baggage, Idempotency-Key, Retrycap-Exhausted, Retry-After. fasthttp's
+// baggage, Idempotency-Key, Retrycap-Exhausted, Retry-After, Retrycap-Deadline. fasthttp's
 // Del, Peek and PeekAll copy the name and validate and normalize it on every
 // call before they search; for names that are almost never there that was
 // about 4 % of the proxy's CPU under load, more than the whole retry
@@ -41,6 +41,7 @@ const (
 	seenIdempotencyKey
 	seenExhausted
 	seenRetryAfter
+	seenDeadline
 	SeenTransferEncoding
 	SeenExpect
 	// Read only for the access log.
@@ -106,8 +107,11 @@ func nameBit(k []byte) Seen {
 			return seenProxyConnection
 		}
 	case 17:
-		if eq("Transfer-Encoding") {
+		switch {
+		case eq("Transfer-Encoding"):
 			return SeenTransferEncoding
+		case eq(policy.HeaderDeadline):
+			return seenDeadline
 		}
 	case 18:
 		switch {

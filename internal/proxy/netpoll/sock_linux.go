@@ -8,9 +8,47 @@ import (
 	"io"
 	"net"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// Recv and Send are read(2) and write(2) for the loops' sockets, as
+// recvfrom(2) and sendto(2) without an address, as HAProxy does: the
+// kernel serves them from the socket directly, where read and write go
+// through the file layer first (the file position's lock, the checks of a
+// file write; ~3 % of the proxy's samples under wrk). Send adds
+// MSG_NOSIGNAL: a peer gone is EPIPE, with no SIGPIPE raised for the
+// runtime to swallow. Like unix.Read they return -1 with the error.
+func Recv(fd int, b []byte) (int, error) {
+	p := bufPtr(b)
+	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(b)), 0, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+// Send writes b to a socket (see Recv).
+func Send(fd int, b []byte) (int, error) {
+	p := bufPtr(b)
+	r, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+var zeroByte byte
+
+// bufPtr is b's first byte, for a system call: converted to uintptr in the
+// call's own expression (unsafe.Pointer's rule 4), as x/sys/unix does.
+func bufPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return unsafe.Pointer(&zeroByte)
+	}
+	return unsafe.Pointer(&b[0])
+}
 
 // WriteSome writes b to a non-blocking socket until it is all sent or the
 // socket is full; it returns what is left for EPOLLOUT. On an error, rest
@@ -21,7 +59,7 @@ import (
 // first write failed with EPIPE counted as sent and was answered 502.)
 func WriteSome(fd int, b []byte) (rest []byte, err error) {
 	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
+		n, err := Send(fd, b)
 		switch {
 		case n > 0:
 			b = b[n:]

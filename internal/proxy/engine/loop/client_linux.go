@@ -80,7 +80,7 @@ func (c *cliConn) read() {
 			c.unread = true
 			return
 		}
-		n, err := unix.Read(c.fd, l.buf)
+		n, err := netpoll.Recv(c.fd, l.buf)
 		if n > 0 {
 			c.lastActive = l.now()
 			data := l.buf[:n]

@@ -6,7 +6,7 @@
 // EAGAIN and the scheduler's hand-offs between them; on the 2-core bench
 // that kept the proxy at 0.8-0.93x of HAProxy's throughput
 // (docs/benchmarks/proxy.md). Here a fixed set of loops (GOMAXPROCS of
-// them, each a goroutine locked to its thread, each a netpoll.Poller) own
+// them, each a goroutine that waits in epoll_wait, a netpoll.Poller) own
 // non-blocking sockets through epoll: accepted connections are dealt out to
 // the loops in turn, a request and its attempts stay on its connection's
 // loop, upstream connections are pooled per loop, and a socket is read

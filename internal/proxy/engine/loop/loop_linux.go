@@ -51,6 +51,8 @@ type evLoop struct {
 	// use after epoll_wait returned (stale is set before each wait).
 	nowCache int64
 	stale    bool
+	// yielded is when the loop last yielded to the scheduler (yieldEvery).
+	yielded int64
 	// alog is the loop's own access-log ring (nil: --access-log=off): its calls log there,
 	// sharing no cache line with the other loops.
 	alog *accesslog.Ring
@@ -105,7 +107,10 @@ func (l *evLoop) refresh() {
 }
 
 func (l *evLoop) run() {
-	runtime.LockOSThread()
+	// Not locked to its thread (it was): nothing here is thread-bound, and
+	// a locked goroutine's yield (yieldEvery) hands its thread's P to
+	// another thread and back, two futex wake-ups and a stall of the loop
+	// each time; unlocked, a yield is a trip through the run queue.
 	defer l.e.done.Done()
 	defer func() {
 		left := l.poll.Exit()
@@ -120,6 +125,7 @@ func (l *evLoop) run() {
 		l.poll.Close()
 	}()
 	l.nowCache = forward.NowNanos()
+	l.yielded = l.nowCache
 	l.timers.Schedule(l.sweepT, l.nowCache+l.sweepInterval)
 	for !l.stopped {
 		wait := l.timers.WaitMillis(l.nowCache)
@@ -133,9 +139,14 @@ func (l *evLoop) run() {
 		// of a bare wake-up, BenchmarkLoopClock): a timer that fell due
 		// while the batch ran fires on the next wake-up, late by the
 		// batch's own run time at most.
-		l.timers.FireDue(l.now(), l.fire)
+		now := l.now()
+		l.timers.FireDue(now, l.fire)
 		if l.draining && len(l.clients) == 0 {
 			l.stop()
+		}
+		if now-l.yielded >= yieldEvery {
+			l.yielded = now
+			runtime.Gosched()
 		}
 	}
 }
@@ -366,3 +377,18 @@ func (l *evLoop) render(m interface{ Write(*bufio.Writer) error }) error {
 	}
 	return l.bw.Flush()
 }
+
+// yieldEvery is how often a loop yields to the Go scheduler. A loop never
+// parks in Go (it waits in epoll_wait, a system call), so the schedule tick
+// of its P never moves, and the runtime's monitor (sysmon) treats a P whose
+// tick has not moved for 10 ms as hogged: every monitor tick it preempts the
+// loop (a signal) and, when the loop is in a system call, takes its P away;
+// a P the loop then picks up is as stale, and the monitor, finding work
+// each time, stays at its shortest sleep (20 µs). Measured under wrk with 2
+// loops (perf probes on the runtime, 4 s): 5,071 preemptions, 2,838
+// hand-offs of a P and 9,644 monitor wake-ups; with a yield every 5 ms: 165,
+// 57 and 1,545, and the proxy's CPU per request at a fixed 15,000 req/s
+// 16.9 -> 13.4 µs (docs/benchmarks.md, issue 25's h1perf section). The
+// spare P (proxy.spareProc) is only half of the cure: the monitor leaves a
+// P in a system call alone while another is idle, unless its tick is stale.
+const yieldEvery = int64(5 * time.Millisecond)

@@ -123,7 +123,7 @@ func (uc *upConn) Event(ev uint32) {
 func (uc *upConn) read(toEnd bool) {
 	l := uc.l
 	for {
-		n, err := unix.Read(uc.fd, l.buf)
+		n, err := netpoll.Recv(uc.fd, l.buf)
 		if n > 0 {
 			if uc.cl == nil {
 				uc.close()
