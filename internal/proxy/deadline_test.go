@@ -157,6 +157,10 @@ func TestDeadlinePerTryBoundsTierBelow(t *testing.T) {
 		defer cancel()
 		<-ctx.Done()
 		ended <- ctx.Err()
+		// Answer nothing (a handler returning would answer 200, racing
+		// the tier above's own cut at the same instant): wait for the
+		// tier above to close the connection.
+		<-r.Context().Done()
 	})
 	p2 := startProxy(t, "--upstreams", "svc=1", "--resolve", "svc="+bottom.addr(), "--chain-cap", "8")
 	p1 := startProxy(t, "--upstreams", "svc=1/300ms", "--resolve", "svc="+p2.Addr(), "--entrypoint", "--chain-cap", "8")
