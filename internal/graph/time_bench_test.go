@@ -54,3 +54,26 @@ func BenchmarkAnalyzeTime(b *testing.B) {
 	g := timedGraph(10000)
 	loop(b, func() { AnalyzeTime(g, 5*time.Second) })
 }
+
+// BenchmarkAnalyzeTimeCold is the controller's and the gate's way: the hops set afresh on a
+// Timing (NewTiming, SetHop per edge) and analysed with AnalyzeTimeWith, so that the compiled
+// layers are built in every run, on the 10k-service graph of BenchmarkAnalyzeWithTime.
+func BenchmarkAnalyzeTimeCold(b *testing.B) {
+	g := benchGraph(10000)
+	edges := g.Edges()
+	hops := make([]Hop, len(edges))
+	for i, ed := range edges {
+		hops[i] = Hop{{Name: "retrycap", Tries: ed.Attempts, PerTry: time.Second, BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second}}
+		if i%3 == 0 {
+			hops[i] = append(hops[i], TimeLayer{Name: "Istio", Tries: 3, BackoffBase: 25 * time.Millisecond, BackoffMax: 250 * time.Millisecond})
+		}
+	}
+	Analyze(g, 4) // the adjacency, kept as the controller's graph keeps it
+	loop(b, func() {
+		t := NewTiming(g)
+		for i, ed := range edges {
+			t.SetHop(ed.From, ed.To, hops[i])
+		}
+		AnalyzeTimeWith(g, t, 5*time.Second)
+	})
+}

@@ -3,6 +3,7 @@ package graph
 import (
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -430,19 +431,39 @@ func TestAnalyzeTimeProperty(t *testing.T) {
 				t.Fatalf("iter %d: %s: path %v takes %v, chain says %v", iter, ch.Entrypoint, ch.Path, time.Duration(got), ch.Time)
 			}
 		}
-		// Monotone: raise one layer of one hop.
-		if g.time == nil || len(g.time.hops) == 0 {
+		// Monotone: raise one layer of one hop, set again through the API (the compiled
+		// layers and the hops' classes follow it).
+		var timed []Edge
+		for _, ed := range g.Edges() {
+			if e, ok := g.edgeIdx[uint64(uint32(g.ids[ed.From]))<<32|uint64(uint32(g.ids[ed.To]))]; ok && g.time.hopOf(e) >= 0 {
+				timed = append(timed, ed)
+			}
+		}
+		if len(timed) == 0 {
 			continue
 		}
-		ri := r.IntN(len(g.time.hops))
-		rec := &g.time.hops[ri]
-		li := r.IntN(len(rec.hop))
-		rec.hop[li].Tries++
-		if rec.hop[li].PerTry > 0 {
-			rec.hop[li].PerTry += 10 * ms
+		ed := timed[r.IntN(len(timed))]
+		e := g.edgeIdx[uint64(uint32(g.ids[ed.From]))<<32|uint64(uint32(g.ids[ed.To]))]
+		var decl []Hop // declaration order: the records are linked newest first
+		for ri := g.time.hopOf(e); ri >= 0; ri = g.time.hops[ri].next {
+			decl = append([]Hop{slices.Clone(g.time.hops[ri].hop)}, decl...)
 		}
-		l := rec.hop[li]
-		g.time.flat[int(rec.lo)+li] = reduce(l)
+		hi := r.IntN(len(decl))
+		if len(decl[hi]) == 0 {
+			continue
+		}
+		li := r.IntN(len(decl[hi]))
+		decl[hi][li].Tries++
+		if decl[hi][li].PerTry > 0 {
+			decl[hi][li].PerTry += 10 * ms
+		}
+		for i, h := range decl {
+			if i == 0 {
+				g.SetHop(ed.From, ed.To, h)
+			} else {
+				g.AddHop(ed.From, ed.To, h)
+			}
+		}
 		tb := AnalyzeTime(g, 0)
 		for i := range ta.Chains {
 			for j := range tb.Chains {
