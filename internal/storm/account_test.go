@@ -3,7 +3,6 @@ package storm
 import (
 	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,76 +139,74 @@ func TestRecoveryRatio(t *testing.T) {
 	}
 }
 
-func TestPerFailedSteady(t *testing.T) {
-	// Payment down from 5 s to 15 s; a failing user request lives 1 s and
-	// sends 27 requests to payment evenly over it (one every 1/27 s), so
-	// the counter grows at 27 x the user rate (10/s) from 5 s, and keeps
-	// growing for the last requests' remainders until 16 s.
+// PerFailedExact joins the requests payment received to the failed user requests of the
+// outage by storm-op, whenever they came: hand-built records, exact counts.
+func TestPerFailedExact(t *testing.T) {
 	tl := Timeline{OutageStart: 5 * time.Second, Restore: 15 * time.Second, LoadEnd: 30 * time.Second}
-	us := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.Restore, time.Second))
-	var s []Sample
-	for t := time.Duration(0); t <= tl.LoadEnd; t += 10 * ms {
-		var n float64
-		for _, u := range us {
-			if !u.OK && t > u.Sent {
-				n += 27 * math.Min(1, float64(t-u.Sent)/float64(time.Second))
-			}
+	user := func(op string, sent time.Duration, ok bool) UserRequest {
+		return UserRequest{Op: op, Sent: sent, Done: sent + 10*time.Second, OK: ok, GaveUp: !ok}
+	}
+	// n attempts at tier for op, 100 ms apart from at (past the user's give-up and the restore
+	// included: they count all the same).
+	at := func(tier, op string, from time.Duration, n int) []TierAttempt {
+		var out []TierAttempt
+		for k := range n {
+			out = append(out, TierAttempt{Tier: tier, Op: op, At: from + time.Duration(k)*100*ms})
 		}
-		s = append(s, Sample{At: t, PaymentRequests: n})
+		return out
 	}
-	ratio, settle := PerFailedSteady(us, s, tl)
-	if settle != time.Second || math.Abs(ratio-27) > 1e-6 {
-		t.Fatalf("steady: %v per failed user request, settle %s; want 27, 1s", ratio, settle)
-	}
-	// The plain ratio over the outage misses the remainders of the last
-	// second's requests: 90 whole ones and 10 x (1 - 0.45) on average.
-	plain := PerFailed(Delta(s, tl.OutageStart, tl.Restore, paymentOf), 100)
-	if math.Abs(plain-27*95.5/100) > 1e-6 {
-		t.Fatalf("plain ratio %v, want %v", plain, 27*95.5/100)
-	}
-	if got := PerFailed(5, 0); got != 0 {
-		t.Fatalf("PerFailed with nothing failed = %v", got)
-	}
-}
-
-// The user gives up after 1 s, but its request's 27 attempts at payment go on, one every 100
-// ms, for 2.6 s (the tiers keep working for a user who left, as under a hung payment). A
-// window starting 1 s in still sees the ramp of that work; starting when the work has
-// settled, 2.6 s in (the last attempt the tiers received for it), it is 27 again.
-func TestPerFailedSteadyWork(t *testing.T) {
-	tl := Timeline{OutageStart: 5 * time.Second, Restore: 15 * time.Second, LoadEnd: 30 * time.Second}
-	us := users(100*ms, tl.LoadEnd, failBetween(tl.OutageStart, tl.Restore, time.Second))
-	var attempts []TierAttempt
-	for i := range us {
-		us[i].Op = strconv.Itoa(i)
-		if !us[i].OK {
-			for k := 0; k < 27; k++ {
-				attempts = append(attempts, TierAttempt{Tier: "payment", Op: us[i].Op, At: us[i].Sent + time.Duration(k)*100*ms})
-			}
+	join := func(parts ...[]TierAttempt) []TierAttempt {
+		var out []TierAttempt
+		for _, p := range parts {
+			out = append(out, p...)
 		}
+		return out
 	}
-	var s []Sample // the counter of attempts at payment, read every 10 ms
-	for t := time.Duration(0); t <= tl.LoadEnd; t += 10 * ms {
-		var n float64
-		for _, a := range attempts {
-			if a.At < t {
-				n++
+	cases := []struct {
+		name     string
+		users    []UserRequest
+		attempts []TierAttempt
+		want     PerFailedCount
+	}{{
+		name:  "every tier exhausted its tries: 27 each, the work running past the give-up and the restore",
+		users: []UserRequest{user("a", 5*time.Second, false), user("b", 9*time.Second, false), user("c", 14900*ms, false)},
+		attempts: join(at("payment", "a", 5*time.Second, 27), at("payment", "b", 9*time.Second, 27), at("payment", "c", 14900*ms, 27),
+			at("order", "a", 5*time.Second, 9), at("gateway", "b", 9*time.Second, 3)),
+		want: PerFailedCount{Failed: 3, Requests: 81, Mean: 27, Max: 27, Full: 27, AtFull: 3},
+	}, {
+		name: "only failed user requests sent in [outage, restore) count; ok ones and others' attempts do not",
+		users: []UserRequest{
+			user("before", 4999*ms, false), user("ok", 6*time.Second, true), user("x", 7*time.Second, false),
+			user("restore", 15*time.Second, false), user("y", 8*time.Second, false),
+		},
+		attempts: join(at("payment", "before", 4*time.Second, 27), at("payment", "ok", 6*time.Second, 1), at("payment", "x", 7*time.Second, 18),
+			at("payment", "restore", 15*time.Second, 27), at("payment", "y", 8*time.Second, 27)),
+		// x: its order call got an answer on its 18th request (payment back), 18 < 27.
+		want: PerFailedCount{Failed: 2, Requests: 45, Mean: 22.5, Max: 27, Full: 27, AtFull: 1, Below: 1},
+	}, {
+		name: "the capped arm: refused before payment counts 0, the edge client's retry adds to its user request",
+		users: []UserRequest{
+			user("r1", 6*time.Second, false), user("r2", 6*time.Second, false), user("r3", 7*time.Second, false), user("r4", 8*time.Second, false),
+		},
+		attempts: join(at("payment", "r1", 6*time.Second, 4), at("payment", "r2", 6*time.Second, 1), at("payment", "r4", 8*time.Second, 30)),
+		want:     PerFailedCount{Failed: 4, Requests: 35, Mean: 8.75, Max: 30, Full: 27, Below: 3, Above: 1},
+	}, {
+		name:     "an attempt without an op, or with one of no user request, is unmatched and counted for none",
+		users:    []UserRequest{user("a", 6*time.Second, false), {Sent: 7 * time.Second}},
+		attempts: join(at("payment", "", 6*time.Second, 2), at("payment", "ghost", 6*time.Second, 3), at("payment", "a", 6*time.Second, 1)),
+		want:     PerFailedCount{Failed: 2, Requests: 1, Mean: 0.5, Max: 1, Full: 27, Below: 2, Unmatched: 5},
+	}, {
+		name:     "nothing failed in the outage: nothing counted, mean 0",
+		users:    []UserRequest{user("ok", 6*time.Second, true)},
+		attempts: at("payment", "ok", 6*time.Second, 1),
+		want:     PerFailedCount{Full: 27},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := PerFailedExact(c.users, c.attempts, "payment", tl, 27); got != c.want {
+				t.Fatalf("got %+v\nwant %+v", got, c.want)
 			}
-		}
-		s = append(s, Sample{At: t, PaymentRequests: n})
-	}
-	// An arrival without a storm-op belongs to no user request and lengthens none.
-	attempts = append(attempts, TierAttempt{Tier: "payment", At: 14 * time.Second})
-	// The window [6 s, 15 s) by the user's wait: the 2,700 attempts of the 100 user requests
-	// sent in [5 s, 15 s), less the 55 made before 6 s (10 + 9 + ... + 1) and the 351 after 15
-	// s (26 + 25 + ... + 1), for the 90 sent in [5 s, 14 s): 2,294 / 90, short of 27.
-	if ratio, settle := PerFailedSteady(us, s, tl); settle != time.Second || math.Abs(ratio-2294.0/90) > 1e-9 {
-		t.Fatalf("by the user's wait: %v per failed user request, settle %s; want %v, 1s", ratio, settle, 2294.0/90)
-	}
-	ratio, settle := PerFailedSteadyWork(us, s, tl, attempts)
-	// The last attempt is 2.6 s after the send: the window starts there.
-	if want := 2600 * ms; settle != want || math.Abs(ratio-27) > 1e-6 {
-		t.Fatalf("by the work: %v per failed user request, settle %s; want 27, %s", ratio, settle, want)
+		})
 	}
 }
 
@@ -227,18 +224,17 @@ func TestComputeAndJudge(t *testing.T) {
 	}
 	n := Compute(ArmNaive, naiveUsers, naiveS, tl, DefaultRecovery)
 	c := Compute(ArmRetrycap, rcUsers, rcS, tl, DefaultRecovery)
-	if n.Sent != 300 || n.OK != 50 || n.Failed != 250 || n.FailedInOutage != 100 || n.PaymentInOutage != 2700 || n.PaymentPerFailed != 27 {
+	if n.Sent != 300 || n.OK != 50 || n.Failed != 250 || n.FailedInOutage != 100 || n.PaymentInOutage != 2700 || n.PerFailed != nil {
 		t.Fatalf("naive: %+v", n)
 	}
 	if n.Recovery != (Recovery{Observed: 15 * time.Second, LowerBound: 12 * time.Second}) {
 		t.Fatalf("naive recovery %+v", n.Recovery)
 	}
-	if c.FailedInOutage != 100 || math.Abs(c.PaymentPerFailed-0.2) > 1e-9 || c.Recovery != (Recovery{Recovered: true, After: time.Second, Observed: 15 * time.Second}) {
+	if c.FailedInOutage != 100 || c.Recovery != (Recovery{Recovered: true, After: time.Second, Observed: 15 * time.Second}) {
 		t.Fatalf("retrycap: %+v", c)
 	}
-	if n.Settle != 3*time.Second || c.Settle != 200*ms {
-		t.Fatalf("settle: naive %s, retrycap %s", n.Settle, c.Settle)
-	}
+	n.PerFailed = &PerFailedCount{Failed: 100, Requests: 2700, Mean: 27, Max: 27, Full: 27, AtFull: 100}
+	c.PerFailed = &PerFailedCount{Failed: 100, Requests: 20, Mean: 0.2, Max: 4, Full: 27, Below: 100}
 	if n.Wait != (Wait{N: 100, P50: 3 * time.Second, P99: 3 * time.Second, Max: 3 * time.Second}) ||
 		c.Wait != (Wait{N: 100, P50: 200 * ms, P99: 200 * ms, Max: 200 * ms}) {
 		t.Fatalf("waits: naive %+v, retrycap %+v", n.Wait, c.Wait)
@@ -250,7 +246,7 @@ func TestComputeAndJudge(t *testing.T) {
 	}
 	ts := Judge(n, c, 4, DefaultRecovery.Step, 5400*ms)
 	want := []Target{
-		{"requests at payment per failed user request", "<= cap 4", "0.20 (naive 27.00)", true},
+		{"requests at payment per failed user request (max, exact)", "<= cap 4", "4, mean 0.20, of 100 (naive 27, mean 27.00)", true},
 		{"retries during the outage", ">= 94 % fewer", "99.9 % fewer (2 vs 2600)", true},
 		{"time to recover", ">= 10x shorter", ">= 12.0x", true},
 		{"duplicated POST side effects", "0", "0 (naive 0)", true},
@@ -259,6 +255,31 @@ func TestComputeAndJudge(t *testing.T) {
 	}
 	if !reflect.DeepEqual(ts, want) {
 		t.Fatalf("targets:\n%+v\nwant\n%+v", ts, want)
+	}
+	// The cap bounds every user request: one over it misses, however low the mean; none
+	// counted, or no count, is no pass.
+	for _, pc := range []struct {
+		p   *PerFailedCount
+		got string
+	}{
+		{&PerFailedCount{Failed: 100, Requests: 5, Mean: 0.05, Max: 5, Full: 27}, "5, mean 0.05, of 100 (naive 27, mean 27.00)"},
+		{&PerFailedCount{Full: 27}, "0, mean 0.00, of 0 (naive 27, mean 27.00)"},
+		{nil, "not counted"},
+	} {
+		c2 := c
+		c2.PerFailed = pc.p
+		if ts := Judge(n, c2, 4, DefaultRecovery.Step, 5400*ms); ts[0].Met || ts[0].Got != pc.got {
+			t.Errorf("per failed %+v: %+v", pc.p, ts[0])
+		}
+	}
+	if got := FormatPerFailed(n.PerFailed); got != "27.00 (max 27; 100 of 100 at 27)" {
+		t.Errorf("FormatPerFailed: %q", got)
+	}
+	if got := FormatPerFailed(&PerFailedCount{Failed: 4, Requests: 35, Mean: 8.75, Max: 30, Full: 27, Below: 3, Above: 1, Unmatched: 5}); got != "8.75 (max 30; 0 of 4 at 27), 5 at payment unmatched" {
+		t.Errorf("FormatPerFailed, unmatched: %q", got)
+	}
+	if got := FormatPerFailed(nil); got != "not counted" {
+		t.Errorf("FormatPerFailed(nil): %q", got)
 	}
 	c.Duplicates, c.Recovery.After = 1, 2*time.Second
 	c.Wait.P99, c.Orphans = 5651*ms, &Orphans{Attempts: 1, Checked: 500}

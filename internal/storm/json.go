@@ -31,12 +31,22 @@ type jsonResult struct {
 }
 
 type jsonArm struct {
-	Sent             int     `json:"sent"`
-	OK               int     `json:"ok"`
-	Failed           int     `json:"failed"`
-	FailedInOutage   int     `json:"failedInOutage"`
-	PaymentInOutage  float64 `json:"paymentInOutage"`
-	PaymentPerFailed float64 `json:"paymentPerFailed"`
+	Sent            int     `json:"sent"`
+	OK              int     `json:"ok"`
+	Failed          int     `json:"failed"`
+	FailedInOutage  int     `json:"failedInOutage"`
+	PaymentInOutage float64 `json:"paymentInOutage"`
+	// Requests at payment per failed user request sent during the outage, counted exactly by
+	// storm-op (PerFailedExact): the mean, the max, how many failed user requests were counted
+	// and how many of them caused exactly the chain's full product (fullProduct, 27 for
+	// storm27); all null when not counted.
+	PaymentPerFailed        *float64 `json:"paymentPerFailed"`
+	PaymentPerFailedMax     *int     `json:"paymentPerFailedMax"`
+	PaymentPerFailedCounted *int     `json:"paymentPerFailedCounted"`
+	PaymentPerFailedAtFull  *int     `json:"paymentPerFailedAtFull"`
+	// Requests at payment that carried no storm-op, or one of no user request.
+	PaymentUnmatched *int    `json:"paymentUnmatched"`
+	FullProduct      int     `json:"fullProduct"`
 	RetriesInOutage  float64 `json:"retriesInOutage"`
 	// The user's wait for an answer, for the user requests sent during the outage.
 	UserWaitP50    string `json:"userWaitP50"`
@@ -86,11 +96,18 @@ func finite(f float64) float64 {
 func armJSON(a ArmResult) jsonArm {
 	j := jsonArm{
 		Sent: a.Sent, OK: a.OK, Failed: a.Failed, FailedInOutage: a.FailedInOutage,
-		PaymentInOutage: finite(a.PaymentInOutage), PaymentPerFailed: finite(a.PaymentPerFailed),
+		PaymentInOutage: finite(a.PaymentInOutage),
 		RetriesInOutage: finite(a.RetriesInOutage),
 		UserWaitP50:     jsonDuration(a.Wait.P50), UserWaitP99: jsonDuration(a.Wait.P99), UserWaitMax: jsonDuration(a.Wait.Max),
 		UserWaitCount: a.Wait.N, UserWaitGaveUp: a.Wait.GaveUp,
 		Recovered: a.Recovery.Recovered, Charges: a.Charges, Replayed: a.Replayed, Duplicates: a.Duplicates,
+	}
+	if a.PerFailed != nil {
+		p := *a.PerFailed
+		mean := finite(p.Mean)
+		j.PaymentPerFailed, j.PaymentPerFailedMax, j.PaymentPerFailedCounted, j.PaymentPerFailedAtFull = &mean, &p.Max, &p.Failed, &p.AtFull
+		j.PaymentUnmatched = &p.Unmatched
+		j.FullProduct = p.Full
 	}
 	if a.Orphans != nil {
 		o := *a.Orphans

@@ -16,8 +16,9 @@ func TestWriteJSON(t *testing.T) {
 		Scenario: Scenarios["storm27"],
 		Timeline: Timeline{OutageStart: 5001 * ms, Restore: 15001 * ms},
 		Naive: ArmResult{Arm: ArmNaive, Sent: 10, Failed: 10, Wait: Wait{N: 10, GaveUp: 3, P50: 4012345 * time.Microsecond, P99: 6001 * ms, Max: 6002 * ms},
-			Orphans:  &Orphans{Attempts: 7, ByTier: map[string]int{"gateway": 0, "order": 3, "payment": 4}, Users: 3, Checked: 270},
-			Recovery: Recovery{Observed: 30 * time.Second, LowerBound: 27 * time.Second}},
+			PerFailed: &PerFailedCount{Failed: 10, Requests: 262, Mean: 26.2, Max: 27, Full: 27, AtFull: 9, Below: 1},
+			Orphans:   &Orphans{Attempts: 7, ByTier: map[string]int{"gateway": 0, "order": 3, "payment": 4}, Users: 3, Checked: 270},
+			Recovery:  Recovery{Observed: 30 * time.Second, LowerBound: 27 * time.Second}},
 		Retrycap: ArmResult{Arm: ArmRetrycap, Sent: 10, OK: 9, Failed: 1, Wait: Wait{N: 10, P50: 694135 * time.Nanosecond, P99: 300087938 * time.Nanosecond, Max: 301 * ms},
 			Recovery: Recovery{Recovered: true, After: 300 * ms}},
 		Targets: []Target{{Name: "orphaned attempts", Want: "0", Got: "not measured", Met: false}},
@@ -45,6 +46,14 @@ func TestWriteJSON(t *testing.T) {
 		{"naive.orphanedAttempts", naive["orphanedAttempts"], 7.0},
 		{"naive.orphanedAttemptsByTier.payment", naive["orphanedAttemptsByTier"].(map[string]any)["payment"], 4.0},
 		{"naive.attemptsChecked", naive["attemptsChecked"], 270.0},
+		{"naive.paymentPerFailed", naive["paymentPerFailed"], 26.2},
+		{"naive.paymentPerFailedMax", naive["paymentPerFailedMax"], 27.0},
+		{"naive.paymentPerFailedCounted", naive["paymentPerFailedCounted"], 10.0},
+		{"naive.paymentPerFailedAtFull", naive["paymentPerFailedAtFull"], 9.0},
+		{"naive.fullProduct", naive["fullProduct"], 27.0},
+		{"naive.paymentUnmatched", naive["paymentUnmatched"], 0.0},
+		{"retrycap.paymentPerFailed", rc["paymentPerFailed"], nil},
+		{"retrycap.paymentPerFailedMax", rc["paymentPerFailedMax"], nil},
 		{"naive.notRecoveredWithin", naive["notRecoveredWithin"], "30s"},
 		{"retrycap.userWaitP50", rc["userWaitP50"], "694µs"},
 		{"retrycap.userWaitP99", rc["userWaitP99"], "300ms"},
@@ -56,7 +65,9 @@ func TestWriteJSON(t *testing.T) {
 			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
 		}
 	}
-	if _, ok := rc["orphanedAttempts"]; !ok {
-		t.Errorf("retrycap.orphanedAttempts missing: want null when not measured")
+	for _, k := range []string{"orphanedAttempts", "paymentPerFailed", "paymentPerFailedMax", "paymentPerFailedCounted", "paymentPerFailedAtFull"} {
+		if _, ok := rc[k]; !ok {
+			t.Errorf("retrycap.%s missing: want null when not measured", k)
+		}
 	}
 }

@@ -80,22 +80,34 @@ func (c *chain) tierAttempts(logDir string, start time.Time) ([]TierAttempt, err
 	if logDir == "" {
 		return nil, fmt.Errorf("storm: %s arm: the gRPC chain's tier attempts need its access logs", c.arm)
 	}
-	wall := start.Round(0) // the wall clock only, as the log's times
 	for i := 0; i < 2; i++ {
-		p := accessLogPath(logDir, c.arm, i)
-		f, err := os.Open(p)
+		logged, err := c.loggedAttempts(logDir, i, start)
 		if err != nil {
-			return nil, fmt.Errorf("storm: %s arm: access log: %w", c.arm, err)
+			return nil, err
 		}
-		_, err = observe.Parse(f, observe.Source{Name: p}, func(a observe.Attempt) {
-			if a.Target == hopNames[i].upstream {
-				out = append(out, TierAttempt{Tier: a.Target, Op: a.StormOp, At: a.Time.Sub(wall)})
-			}
-		})
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("storm: %s arm: %w", c.arm, err)
+		out = append(out, logged...)
+	}
+	return out, nil
+}
+
+// loggedAttempts are the attempts hop's proxy logged toward its upstream (--access-log: the
+// time an attempt started, in wall-clock microseconds), timed from start: refused
+// connections included, which the tier below never saw.
+func (c *chain) loggedAttempts(logDir string, hop int, start time.Time) ([]TierAttempt, error) {
+	wall := start.Round(0) // the wall clock only, as the log's times
+	p := accessLogPath(logDir, c.arm, hop)
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("storm: %s arm: access log: %w", c.arm, err)
+	}
+	defer f.Close()
+	var out []TierAttempt
+	if _, err := observe.Parse(f, observe.Source{Name: p}, func(a observe.Attempt) {
+		if a.Target == hopNames[hop].upstream {
+			out = append(out, TierAttempt{Tier: a.Target, Op: a.StormOp, At: a.Time.Sub(wall)})
 		}
+	}); err != nil {
+		return nil, fmt.Errorf("storm: %s arm: %w", c.arm, err)
 	}
 	return out, nil
 }

@@ -137,9 +137,10 @@ type Options struct {
 // entry's 4 s; entry: 3 x 4 s + 0.3 s = 12.3 s), longer than the user waits.
 // The naive tiers go on for up to 14 s after a user request was sent (the
 // entry's third attempt starts at 8.2 s and the gateway's work under it runs
-// its 5.7 s, whoever still waits): 20 s of hang leave a steady part after it
-// in which requests at payment per failed user request is measured
-// (PerFailedSteadyWork); the 10 s hang of a crash-length outage would not.
+// its 5.7 s, whoever still waits): the last user request of a 20 s hang has
+// its work done by about 39 s of the 50 s load, so every request at payment
+// of every failed user request of the outage is counted (PerFailedExact)
+// before the arm's chain is closed.
 //
 // The user's timeout, 10 s, is an app's HTTP client's default: OkHttp's
 // (Android's common client) connect, read and write timeouts are 10 s each,
@@ -161,10 +162,10 @@ func Defaults() Options {
 
 // Short is the lab in about 40 s for both arms (the demo's --short): a 3 s
 // outage in a 14 s run, the user's timeout 3 s. The naive arm still stays
-// down after payment returns. The outage is shorter than a failed user
-// request's life (the user's 3 s), so requests at payment per failed user
-// request falls back to the plain ratio over the outage, which undercounts
-// it.
+// down after payment returns. Requests at payment per failed user request
+// reads below the full product here (13.19 for 27 in a run): the 3 s hang is
+// shorter than a naive user request's work (12.3 s), so payment is back before
+// any reaches 27, and an order call it answers 200 stops retrying.
 func Short() Options {
 	o := Defaults()
 	o.Duration = 14 * time.Second

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -427,11 +426,17 @@ func (r *armRun) result() (ArmResult, error) {
 	if err != nil {
 		return ArmResult{}, err
 	}
-	// The steady part of the outage ends the work a failed user request caused, not only its
-	// user's wait (PerFailedSteadyWork): the users sorted by send time, as Compute has them.
-	sorted := append([]UserRequest(nil), r.users...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Sent < sorted[j].Sent })
-	ar.PaymentPerFailed, ar.Settle = PerFailedSteadyWork(sorted, r.samples, r.tl, tierAttempts)
+	// Requests at payment per failed user request, joined by storm-op. Under a hang payment
+	// reads every request, so what it received is the count. Under a kill it receives none
+	// (connections refused): the order proxy's attempts toward it, from its access log, are.
+	atPayment := tierAttempts
+	if r.o.Outage == OutageKill {
+		if atPayment, err = r.c.loggedAttempts(r.o.AccessLogDir, 2, r.start); err != nil {
+			return ArmResult{}, err
+		}
+	}
+	pf := PerFailedExact(r.users, atPayment, hopNames[2].upstream, r.tl, r.sc.Amplification())
+	ar.PerFailed = &pf
 	orphans := OrphanedAttempts(r.users, tierAttempts, r.o.UserTimeout, Tiers())
 	if orphans.Checked == 0 {
 		return ArmResult{}, fmt.Errorf("storm: %s arm: orphaned attempts: no tier attempt could be joined to a user request (%d read, %d without a known storm-op)",

@@ -44,8 +44,8 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(tw, "user requests: sent / ok / failed\t%d / %d / %d\t%d / %d / %d\t\n", n.Sent, n.OK, n.Failed, c.Sent, c.OK, c.Failed)
 	fmt.Fprintf(tw, "requests at payment during the outage\t%.0f\t%.0f\t\n", n.PaymentInOutage, c.PaymentInOutage)
 	fmt.Fprintf(tw, "user requests sent during the outage that failed\t%d\t%d\t\n", n.FailedInOutage, c.FailedInOutage)
-	fmt.Fprintf(tw, "requests at payment per failed user request (steady part of the outage, from +%.1f s / +%.1f s)\t%.2f\t%.2f\t\n",
-		n.Settle.Seconds(), c.Settle.Seconds(), n.PaymentPerFailed, c.PaymentPerFailed)
+	fmt.Fprintf(tw, "requests at payment per failed user request sent during the outage (exact, joined by storm-op): mean (max; at the chain's full product)\t%s\t%s\t\n",
+		FormatPerFailed(n.PerFailed), FormatPerFailed(c.PerFailed))
 	fmt.Fprintf(tw, "retries during the outage (sent by the proxies)\t%.0f\t%.0f (%.1f %% fewer)\t\n", n.RetriesInOutage, c.RetriesInOutage, Reduction(n.RetriesInOutage, c.RetriesInOutage))
 	if n.ClientRetriesInOutage+c.ClientRetriesInOutage > 0 {
 		fmt.Fprintf(tw, "edge client's own retries during the outage\t%.0f\t%.0f\t\n", n.ClientRetriesInOutage, c.ClientRetriesInOutage)
