@@ -371,66 +371,6 @@ func TestH2DeadlineThreeTiersGRPC(t *testing.T) {
 	}
 }
 
-// TestH2DeadlinePerTryGRPC: an attempt forwards its own bound, min(per-try
-// timeout, time left), not the call's time left. The entry has
-// svc=1/300ms and --max-time-to-answer 2000ms, the two tiers below a 2 s
-// per-try timeout, the bottom never answers. The grpc-timeout below the
-// entry is in (250ms, 300ms] (the call's 2000ms before), each hop below
-// lowers it, and the bottom's own context deadline, taken from the last,
-// is below it: the bottom's call ends at the cut (its context is done),
-// with one attempt at each tier and no retry.
-func TestH2DeadlinePerTryGRPC(t *testing.T) {
-	bottom := startSilent(t)
-	proxies, taps := grpcChain(t, bottom.addr, "--entrypoint", "--max-time-to-answer", "2000ms", "--upstreams", "svc=1/300ms")
-	cc := grpcTo(t, proxies[0].Addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := cc.Invoke(ctx, "/lab.Svc/Call", new(emptypb.Empty), new(emptypb.Empty))
-	// The entry's per-try cut (UNAVAILABLE, its own answer) and the tier
-	// below's deadline (DEADLINE_EXCEEDED, relayed) fall on the same
-	// instant now: either answer is the cut's.
-	if c := grpcstatus.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
-		t.Fatalf("err = %v, want Unavailable or DeadlineExceeded (the attempt cut at 300ms)", err)
-	}
-	select {
-	case <-bottom.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the bottom's call never ended: the tiers below kept working after the cut")
-	}
-	for i, p := range proxies {
-		if n := scrapeUntil(t, p, seriesAttempts, func(v float64) bool { return v >= 1 }); n != 1 {
-			t.Errorf("tier %d made %v attempts, want 1", i+1, n)
-		}
-		if n := scrapeUntil(t, p, seriesRetries, func(float64) bool { return true }); n != 0 {
-			t.Errorf("tier %d retried %v times, want 0", i+1, n)
-		}
-	}
-	prev := 300*time.Millisecond + 1
-	var chain []string
-	for i, tp := range taps {
-		reqs := tp.requests()
-		if len(reqs) != 1 {
-			t.Fatalf("tap below tier %d saw %d requests, want 1: %v", i+1, len(reqs), reqs)
-		}
-		d := grpcTimeout(t, fmt.Sprintf("below tier %d", i+1), reqs[0]["grpc-timeout"])
-		if d >= prev || d <= 250*time.Millisecond {
-			t.Fatalf("grpc-timeout below tier %d = %v (%s), want below %v (the hop above) and above 250ms", i+1, d, reqs[0]["grpc-timeout"], prev)
-		}
-		prev = d
-		chain = append(chain, reqs[0]["grpc-timeout"])
-	}
-	if n := bottom.calls.Load(); n != 1 {
-		t.Fatalf("the bottom saw %d calls, want 1", n)
-	}
-	bottom.mu.Lock()
-	left := bottom.left[0]
-	bottom.mu.Unlock()
-	t.Logf("grpc-timeout below tiers 1, 2, 3: %v; the bottom's deadline on arrival %v", chain, left)
-	if left <= 0 || left >= prev {
-		t.Fatalf("the bottom's deadline on arrival %v, want within (0, %v): what the last tier forwarded", left, prev)
-	}
-}
-
 // TestH2DeadlineAccessLogGRPC: the bottom tier's attempt cut by the
 // deadline is logged as an attempt with "exhausted":"deadline" and counted
 // in retries_denied_total{reason="deadline"}; a call that arrives with

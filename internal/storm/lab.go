@@ -63,9 +63,10 @@ const grpcPort = "50051"
 // reports that inversion with its fix, a per-try timeout covering the
 // callee's worst time (docs/concepts.md), and the retrycap arm runs with the
 // fix applied: 6 s at the entry (retrycapPerTryTimeouts). Without it the
-// entry would cut gateway attempts that could still answer and retry them
-// (each cut attempt's work below ends with it: a proxy forwards the
-// attempt's bound, min(per-try, time left), docs/proxy.md).
+// entry would cut gateway attempts that could still answer and retry them,
+// and a cut attempt would leave its gateway working under a deadline that
+// outlives the user's answer (a proxy forwards the request's time left, not
+// the attempt's: docs/decisions.md).
 func perTryTimeouts(arm string) [3]time.Duration {
 	if arm == ArmRetrycap {
 		return retrycapPerTryTimeouts

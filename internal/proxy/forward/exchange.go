@@ -188,16 +188,14 @@ func (x *Exchange) NextAttempt() bool {
 		}
 	}
 	if x.dl.Set() {
-		now := NowNanos()
-		if x.dl.Gone(now) {
+		// The time left now, rounded down: each hop only lowers it.
+		ms := x.dl.HeaderMs(NowNanos())
+		if ms == 0 {
 			// A retry whose backoff ran into the deadline (Decide left it
 			// room; a stalled machine did not).
 			x.giveUp(policy.ReasonDeadline, x.attempt-1, x.lastErr, x.lastCond)
 			return false
 		}
-		// The attempt's bound, not the call's: min(per-try, time left),
-		// rounded down, so the tier below stops when this attempt is cut.
-		ms := x.dl.ForwardMs(now, x.attemptStart, up.PerTry)
 		sc.num = policy.AppendInt(sc.num[:0], int(ms))
 		x.req.Header.SetCanonical(keyDeadline, sc.num)
 		if x.hadBag {

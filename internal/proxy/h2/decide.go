@@ -298,9 +298,8 @@ const (
 // attemptHeaders are the fields attempt n, starting at now, sets on the
 // request, each replacing the request's own of that name: the chain budget
 // (header and baggage), a generated key, for gRPC
-// grpc-previous-rpc-attempts, and the attempt's bound, min(the per-try
-// timeout, the caller's time left reduced by the time spent here; with no
-// per-try timeout the time left, policy.Deadline.ForwardLeft): grpc-timeout on a gRPC call (in gRPC's unit grammar),
+// grpc-previous-rpc-attempts, and the caller's time left, reduced by the
+// time spent here: grpc-timeout on a gRPC call (in gRPC's unit grammar),
 // Retrycap-Deadline and the baggage member (when there is baggage) on any
 // other, and on a gRPC call that carried either; each rounded down, so a
 // hop only lowers it. It charges the key ledger for the attempt.
@@ -323,13 +322,11 @@ func (c *callState) attemptHeaders(n int, now int64, out []hpack.HeaderField) []
 		out = append(out, hpack.HeaderField{Name: fieldPrevious, Value: strconv.Itoa(n - 1)})
 	}
 	if c.dl.Set() {
-		// The attempt's bound, not the call's: min(per-try, time left),
-		// so the tier below stops when this attempt is cut.
 		if c.grpc {
 			var buf [16]byte
-			out = append(out, hpack.HeaderField{Name: fieldTimeout, Value: string(policy.AppendGRPCTimeout(buf[:0], c.dl.ForwardLeft(now, now, c.perTry)))})
+			out = append(out, hpack.HeaderField{Name: fieldTimeout, Value: string(policy.AppendGRPCTimeout(buf[:0], c.dl.Left(now)))})
 		}
-		if ms := c.dl.ForwardMs(now, now, c.perTry); !c.grpc || c.dlField {
+		if ms := c.dl.HeaderMs(now); !c.grpc || c.dlField {
 			out = append(out, hpack.HeaderField{Name: fieldDeadline, Value: strconv.FormatInt(ms, 10)})
 			if c.hadBag {
 				if bag == nil {

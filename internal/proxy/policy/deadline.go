@@ -125,39 +125,6 @@ func (d Deadline) HeaderMs(now int64) int64 {
 	return int64(left / time.Millisecond)
 }
 
-// ForwardLeft is the time the tier below is given at now by an attempt
-// that started at start: the attempt's own bound, min(start+perTry, the
-// deadline), less the time already spent. An attempt cut by its per-try
-// timeout is a caller that gave up: forwarding the call's whole time left
-// instead would keep every tier below working for nobody until the call's
-// deadline (Envoy's x-envoy-expected-rq-timeout-ms likewise "considers per
-// try timeout if set"). perTry 0 is no per-try timeout: the time left, as
-// Left. With no deadline it is Left's day: nothing is originated from
-// perTry alone (the caller forwards no deadline then; see Set).
-func (d Deadline) ForwardLeft(now, start int64, perTry time.Duration) time.Duration {
-	left := d.Left(now)
-	if !d.set || perTry <= 0 {
-		return left
-	}
-	if try := time.Duration(start + int64(perTry) - now); try < left {
-		return try
-	}
-	return left
-}
-
-// ForwardMs is ForwardLeft in whole milliseconds, rounded down so that a
-// hop can only lower it, and 0 once gone: the Retrycap-Deadline value and
-// baggage member an attempt carries. It is 0 also when the attempt's
-// per-try timeout has less than a millisecond left: the tier below could
-// not answer within it, and answers at once.
-func (d Deadline) ForwardMs(now, start int64, perTry time.Duration) int64 {
-	left := d.ForwardLeft(now, start, perTry)
-	if left <= 0 {
-		return 0
-	}
-	return int64(left / time.Millisecond)
-}
-
 // Gone reports whether no whole millisecond is left at now: the proxy
 // answers 504 at once and forwards nothing.
 func (d Deadline) Gone(now int64) bool { return d.set && d.HeaderMs(now) == 0 }

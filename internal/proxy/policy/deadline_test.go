@@ -145,41 +145,6 @@ func TestDeadlineArithmetic(t *testing.T) {
 	}
 }
 
-// The forwarded value is the attempt's bound: min(its start + perTry, the
-// deadline) less what is spent, in whole milliseconds rounded down; with
-// no per-try timeout the call's time left; with no deadline, none (the
-// caller forwards nothing then).
-func TestDeadlineForward(t *testing.T) {
-	const ms = int64(time.Millisecond)
-	d := DeadlineAt(1000*ms, 2*time.Second, true) // due at 3000ms
-	for _, tc := range []struct {
-		name       string
-		now, start int64
-		perTry     time.Duration
-		left       time.Duration
-		ms         int64
-	}{
-		{"per-try below the time left", 1000 * ms, 1000 * ms, 300 * time.Millisecond, 300 * time.Millisecond, 300},
-		{"per-try, time spent since the start", 1000*ms + 40*ms + 1, 1000 * ms, 300 * time.Millisecond, 260*time.Millisecond - 1, 259},
-		{"per-try above the time left", 1000 * ms, 1000 * ms, 5 * time.Second, 2 * time.Second, 2000},
-		{"per-try equal to the time left", 2000 * ms, 2000 * ms, time.Second, time.Second, 1000},
-		{"a retry late in the call: the deadline bounds", 2800 * ms, 2800 * ms, 300 * time.Millisecond, 200 * time.Millisecond, 200},
-		{"no per-try timeout: the time left", 1000*ms + 1, 1000 * ms, 0, 2*time.Second - 1, 1999},
-		{"per-try under a millisecond left", 1000*ms + 1, 1000 * ms, time.Millisecond, time.Millisecond - 1, 0},
-		{"per-try spent", 1400 * ms, 1000 * ms, 300 * time.Millisecond, -100 * time.Millisecond, 0},
-		{"deadline gone", 3000*ms + 1, 3000 * ms, time.Second, -1, 0},
-	} {
-		left, got := d.ForwardLeft(tc.now, tc.start, tc.perTry), d.ForwardMs(tc.now, tc.start, tc.perTry)
-		if left != tc.left || got != tc.ms {
-			t.Errorf("%s: ForwardLeft %v, ForwardMs %d; want %v, %d", tc.name, left, got, tc.left, tc.ms)
-		}
-	}
-	var none Deadline
-	if got := none.ForwardLeft(0, 0, 300*time.Millisecond); got != MaxDeadline {
-		t.Errorf("no deadline: ForwardLeft = %v, want %v (a per-try timeout alone originates nothing)", got, MaxDeadline)
-	}
-}
-
 func TestAppendDeadlineBaggage(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"", "retrycap-deadline=750"},
