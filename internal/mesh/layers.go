@@ -481,6 +481,23 @@ func better(a *Layer, b Layer) {
 	}
 }
 
+// vsRouteLayer is the retry layer of vs's http route i, r (Istio's default route when r sets no
+// retries), for a sidecar (at "") or a waypoint (at " at <waypoint>", named in the notes).
+func (s *Set) vsRouteLayer(vs *virtualService, i int, r *httpRoute, at string) Layer {
+	switch {
+	case r.Retries == nil:
+		return withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] sets no retries%s", vs.id(), i, at)),
+			Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries", i), Default: true})
+	case r.Retries.Attempts == nil:
+		return Layer{Kind: Istio, Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: 1,
+			Note: fmt.Sprintf("%s spec.http[%d].retries without attempts: no retries%s", vs.id(), i, at)}
+	default:
+		n := *r.Retries.Attempts
+		return Layer{Kind: Istio, Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: n + 1,
+			Note: fmt.Sprintf("%s spec.http[%d].retries.attempts: %d%s", vs.id(), i, n, at)}
+	}
+}
+
 func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster bool) {
 	var vss []*virtualService
 	if inCluster {
@@ -506,20 +523,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 			if !routeForMesh(r.Match) {
 				continue
 			}
-			var l Layer
-			switch {
-			case r.Retries == nil:
-				l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] sets no retries", vs.id(), i)),
-					Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries", i), Default: true})
-			case r.Retries.Attempts == nil:
-				l = Layer{Kind: Istio, Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: 1,
-					Note: fmt.Sprintf("%s spec.http[%d].retries without attempts: no retries", vs.id(), i)}
-			default:
-				n := *r.Retries.Attempts
-				l = Layer{Kind: Istio, Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: n + 1,
-					Note: fmt.Sprintf("%s spec.http[%d].retries.attempts: %d", vs.id(), i, n)}
-			}
-			better(&vsBest, l)
+			better(&vsBest, s.vsRouteLayer(vs, i, &vs.Spec.HTTP[i], ""))
 		}
 	}
 	var gamma Layer

@@ -231,19 +231,7 @@ func (s *Set) waypointLayer(x *index, ref ServiceRef, w waypointUse) Layer {
 			if !routeForMesh(r.Match) {
 				continue
 			}
-			var l Layer
-			switch {
-			case r.Retries == nil:
-				l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] sets no retries%s", vs.id(), i, at)),
-					Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries", i), Default: true})
-			case r.Retries.Attempts == nil:
-				l = Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: 1,
-					Note: fmt.Sprintf("%s spec.http[%d].retries without attempts: no retries%s", vs.id(), i, at)}
-			default:
-				n := *r.Retries.Attempts
-				l = Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: n + 1,
-					Note: fmt.Sprintf("%s spec.http[%d].retries.attempts: %d%s", vs.id(), i, n, at)}
-			}
+			l := s.vsRouteLayer(vs, i, &vs.Spec.HTTP[i], at)
 			l.Kind = IstioWaypoint
 			better(&best, l)
 		}
