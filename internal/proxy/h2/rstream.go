@@ -61,10 +61,13 @@ type rstream struct {
 	done    bool
 
 	// Allocated with the stream: its policy state, its header list as
-	// the policy reads it, and its first attempt (most calls have one).
-	call  callState
-	hdr   fieldHeaders
-	first ratt
+	// the policy reads it (in fieldBuf when it fits: the decoded block is
+	// the connection's, reused), and its first attempt (most calls have
+	// one).
+	call     callState
+	hdr      fieldHeaders
+	fieldBuf [8]hpack.HeaderField
+	first    ratt
 }
 
 // ratt is one attempt (one upstream stream; a re-send after GOAWAY or
@@ -95,7 +98,11 @@ type ratt struct {
 	gotHeaders bool
 	hdrs       []hpack.HeaderField
 	trailers   []hpack.HeaderField
-	hasTrails  bool
+	// hdrs' and trailers' arrays while they fit (an upstream's decoded
+	// block is its connection's, reused).
+	hdrBuf    [4]hpack.HeaderField
+	trailBuf  [3]hpack.HeaderField
+	hasTrails bool
 	q          []byte // answer bytes received, not yet passed on
 	upEnded    bool
 	// The answer's flow control toward the upstream (flow.go): upAvail
@@ -112,21 +119,22 @@ type ratt struct {
 	err     error // failed after it was judged (held, or relayed)
 }
 
-func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
-	authority := f.PseudoValue("authority")
-	regular := f.RegularFields()
+func newStream(cc *cconn, f *hblock) *rstream {
+	authority := f.pseudo("authority")
 	if authority == "" {
-		authority = hostField(regular)
+		authority = hostField(f.regular())
 	}
 	hostPort := cc.target
 	if hostPort == "" {
 		hostPort = authority
 	}
-	s := &rstream{cc: cc, id: f.StreamID, fields: regular, hdr: fieldHeaders(regular),
-		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.StreamEnded()}
+	s := &rstream{cc: cc, id: f.streamID,
+		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.endStream}
+	regular := append(s.fieldBuf[:0], f.regular()...)
+	s.fields, s.hdr = regular, fieldHeaders(regular)
 	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
-	if f.StreamEnded() {
+	if f.endStream {
 		cl = 0
 	} else if v := fieldValue(regular, "content-length"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
@@ -134,7 +142,7 @@ func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
 		}
 	}
 	s.cs = &s.call
-	s.own = cc.h.initCall(s.cs, hostPort, f.PseudoValue("method"), authority, f.PseudoValue("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
+	s.own = cc.h.initCall(s.cs, hostPort, f.pseudo("method"), authority, f.pseudo("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
 	return s
 }
 
@@ -343,8 +351,10 @@ func (s *rstream) onRequestData(data []byte, end bool) {
 	}
 }
 
+// onRequestTrailers takes the request's trailers (the connection's
+// decoded block: copied).
 func (s *rstream) onRequestTrailers(fields []hpack.HeaderField) {
-	s.reqTrailers = fields
+	s.reqTrailers = append(make([]hpack.HeaderField, 0, len(fields)), fields...)
 	s.reqEnd = true
 	if s.att != nil {
 		s.att.pushBody()
@@ -453,8 +463,9 @@ func fieldValues(fs []hpack.HeaderField, name string) []string {
 	return out
 }
 
-// onHeaders is the upstream's HEADERS: the answer's, or its trailers.
-func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
+// onHeaders is the upstream's header block: the answer's headers, or its
+// trailers (the block is uc's reader's, reused: what is kept is copied).
+func (a *ratt) onHeaders(f *hblock) {
 	s := a.s
 	cc := s.cc
 	cc.mu.Lock()
@@ -463,15 +474,15 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		return
 	}
 	if !a.gotHeaders {
-		code, _ := strconv.Atoi(f.PseudoValue("status"))
+		code, _ := strconv.Atoi(f.pseudo("status"))
 		if code >= 100 && code < 200 {
 			return // informational: not passed on (as the Transport does)
 		}
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
-		a.hdrs = f.RegularFields()
-		a.upEnded = f.StreamEnded()
+		a.hdrs = append(a.hdrBuf[:0], f.regular()...)
+		a.upEnded = f.endStream
 		r := &a.res
 		r.status = code
 		r.exhausted = fieldValue(a.hdrs, "retrycap-exhausted") != ""
@@ -500,11 +511,11 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		return
 	}
 	// Trailers.
-	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+	if !f.endStream || f.npseudo > 0 {
 		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent a second HEADERS that does not end the stream"))
 		return
 	}
-	a.trailers, a.hasTrails, a.upEnded = f.RegularFields(), true, true
+	a.trailers, a.hasTrails, a.upEnded = append(a.trailBuf[:0], f.regular()...), true, true
 	a.upDone()
 	if !a.judged {
 		r := &a.res

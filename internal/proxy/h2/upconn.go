@@ -32,6 +32,7 @@ type upconn struct {
 	cw   *batchConn
 	br   *bufio.Reader
 	fr   *http2.Framer
+	hr   *hreader // the reader goroutine's (and dialUp's)
 
 	// wmu serialises writes (and stream ids: a new stream's HEADERS go
 	// out in id order); never taken with mu held.
@@ -79,9 +80,8 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 	uc.cw.onDrain = uc.onDrain
 	uc.fr = http2.NewFramer(uc.cw, uc.br)
 	uc.fr.SetMaxReadFrameSize(relayMaxFrame)
-	uc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	uc.fr.MaxHeaderListSize = relayMaxHeaderList
 	uc.fr.SetReuseFrames()
+	uc.hr = newHReader(uc.fr, relayMaxHeaderList)
 	uc.out = newFrameOut(uc.fr)
 	fail := func(err error) (*upconn, error) {
 		_ = uc.cw.Close()
@@ -195,7 +195,11 @@ func (uc *upconn) readLoop() {
 	var err error
 	for {
 		var f http2.Frame
+		var blk *hblock
 		f, err = uc.fr.ReadFrame()
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			blk, err = uc.hr.read(hf)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
@@ -212,7 +216,11 @@ func (uc *upconn) readLoop() {
 			}
 			break
 		}
-		if !uc.frame(f) {
+		if blk != nil {
+			if a := uc.lookup(blk.streamID); a != nil {
+				a.onHeaders(blk)
+			}
+		} else if !uc.frame(f) {
 			break
 		}
 		if uc.br.Buffered() == 0 {
@@ -272,10 +280,6 @@ func (uc *upconn) frame(f http2.Frame) bool {
 		}
 		if a := uc.lookup(f.StreamID); a != nil {
 			a.windowUpdate(uc, int64(f.Increment))
-		}
-	case *http2.MetaHeadersFrame:
-		if a := uc.lookup(f.StreamID); a != nil {
-			a.onHeaders(f)
 		}
 	case *http2.DataFrame:
 		n := int64(f.Length)
