@@ -103,8 +103,8 @@ type ratt struct {
 	hdrBuf    [4]hpack.HeaderField
 	trailBuf  [3]hpack.HeaderField
 	hasTrails bool
-	q          []byte // answer bytes received, not yet passed on
-	upEnded    bool
+	q         []byte // answer bytes received, not yet passed on
+	upEnded   bool
 	// The answer's flow control toward the upstream (flow.go): upAvail
 	// is the window the upstream may still send into, held what it sent
 	// that was not passed on to the client yet; both are charged to the
