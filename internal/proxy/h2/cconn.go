@@ -141,6 +141,7 @@ type cconn struct {
 	recvWin     inflow  // the client's on the connection
 	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	blocked     []*rstream
+	free        []*rstream // ended streams kept for reuse (recycle)
 	goingAway   bool
 	closed      bool
 	done        chan struct{}

@@ -25,6 +25,14 @@ const upIdleTimeout = 90 * time.Second
 // errConnLost is an upstream connection that ended under a stream.
 var errConnLost = errors.New("retrycap-proxy: upstream connection lost")
 
+// upStream is an attempt and its stream id on an upconn, as the
+// connection's map held them when a frame or an event concerned them (the
+// attempt checks it is still that stream: ratt.on).
+type upStream struct {
+	a  *ratt
+	id uint32
+}
+
 // upconn is one h2c connection to an upstream.
 type upconn struct {
 	pool *rpool
@@ -132,7 +140,7 @@ func (uc *upconn) reserve() bool {
 
 // settings applies the upstream's SETTINGS and acknowledges them.
 func (uc *upconn) settings(sf *http2.SettingsFrame) error {
-	var grown []*ratt
+	var grown []upStream
 	var delta int64
 	more := false
 	err := sf.ForeachSetting(func(s http2.Setting) error {
@@ -149,8 +157,8 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 			uc.mu.Lock()
 			delta = int64(s.Val) - uc.peerInitWin
 			uc.peerInitWin = int64(s.Val)
-			for _, a := range uc.streams {
-				grown = append(grown, a)
+			for id, a := range uc.streams {
+				grown = append(grown, upStream{a, id})
 			}
 			uc.mu.Unlock()
 		case http2.SettingMaxFrameSize:
@@ -174,8 +182,8 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 	uc.wmu.Lock()
 	_ = uc.fr.WriteSettingsAck()
 	uc.wmu.Unlock()
-	for _, a := range grown {
-		a.windowUpdate(uc, delta)
+	for _, g := range grown {
+		g.a.windowUpdate(uc, g.id, delta)
 	}
 	if more {
 		uc.pool.kick()
@@ -205,7 +213,7 @@ func (uc *upconn) readLoop() {
 			if errors.As(err, &se) {
 				// A malformed answer on one stream: it is reset.
 				if a := uc.lookup(se.StreamID); a != nil {
-					a.upstreamReset(se.Code, err)
+					a.upstreamReset(uc, se.StreamID, se.Code, err)
 				}
 				uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(se.StreamID, se.Code) })
 				continue
@@ -218,7 +226,7 @@ func (uc *upconn) readLoop() {
 		}
 		if blk != nil {
 			if a := uc.lookup(blk.streamID); a != nil {
-				a.onHeaders(blk)
+				a.onHeaders(uc, blk)
 			}
 		} else if !uc.frame(f) {
 			break
@@ -279,7 +287,7 @@ func (uc *upconn) frame(f http2.Frame) bool {
 			return true
 		}
 		if a := uc.lookup(f.StreamID); a != nil {
-			a.windowUpdate(uc, int64(f.Increment))
+			a.windowUpdate(uc, f.StreamID, int64(f.Increment))
 		}
 	case *http2.DataFrame:
 		n := int64(f.Length)
@@ -298,26 +306,26 @@ func (uc *upconn) frame(f http2.Frame) bool {
 		// window every other client of this connection needs.
 		uc.credit(n)
 		if a := uc.lookup(f.StreamID); a != nil {
-			a.onData(f)
+			a.onData(uc, f)
 		}
 	case *http2.RSTStreamFrame:
 		if a := uc.lookup(f.StreamID); a != nil {
-			a.upstreamReset(f.ErrCode, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
+			a.upstreamReset(uc, f.StreamID, f.ErrCode, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
 		}
 	case *http2.GoAwayFrame:
 		uc.mu.Lock()
 		uc.goAway, uc.lastID = true, f.LastStreamID
-		var unprocessed []*ratt
+		var unprocessed []upStream
 		for id, a := range uc.streams {
 			if id > f.LastStreamID {
-				unprocessed = append(unprocessed, a)
+				unprocessed = append(unprocessed, upStream{a, id})
 			}
 		}
 		empty := len(uc.streams) == len(unprocessed)
 		uc.mu.Unlock()
 		uc.pool.remove(uc)
-		for _, a := range unprocessed {
-			a.unprocessed(uc, errors.New("retrycap-proxy: upstream sent GOAWAY below the stream"))
+		for _, u := range unprocessed {
+			u.a.unprocessed(uc, u.id, errors.New("retrycap-proxy: upstream sent GOAWAY below the stream"))
 		}
 		if empty {
 			return false
@@ -352,10 +360,10 @@ func (uc *upconn) lost(err error) {
 	}
 	for id, a := range streams {
 		if goAway && id > last {
-			a.unprocessed(uc, err)
+			a.unprocessed(uc, id, err)
 			continue
 		}
-		a.connLost(uc, err)
+		a.connLost(uc, id, err)
 	}
 }
 
@@ -482,12 +490,14 @@ func (uc *upconn) unblock() {
 	uc.mu.Lock()
 	b := uc.blocked
 	uc.blocked = nil
-	for _, a := range b {
+	ids := make([]uint32, len(b))
+	for i, a := range b {
 		a.blocked = false
+		ids[i] = a.id
 	}
 	uc.mu.Unlock()
-	for _, a := range b {
-		a.windowUpdate(uc, 0)
+	for i, a := range b {
+		a.windowUpdate(uc, ids[i], 0)
 	}
 }
 
