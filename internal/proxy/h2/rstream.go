@@ -166,11 +166,13 @@ func newStream(cc *cconn, f *hblock) *rstream {
 	return s
 }
 
-// maxFree is the most ended streams a connection keeps for reuse, and
-// maxKeptBuf the largest body or answer buffer a kept stream keeps.
+// maxFree is the most ended streams a connection keeps for reuse (as
+// many as a client like grpc-go's default keeps in flight reuse all), and
+// maxKeptBuf the largest body or answer buffer a kept stream keeps: a
+// connection holds at most 16 x (~2.3 KB + 3 KiB) for reuse.
 const (
-	maxFree    = 32
-	maxKeptBuf = 4 << 10
+	maxFree    = 16
+	maxKeptBuf = 1 << 10
 )
 
 // reuse is an ended stream of the connection (its first attempt reset),
