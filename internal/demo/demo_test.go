@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -57,7 +58,49 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("demo output does not match %q", re)
 		}
 	}
+	// The README shows these lines as what `make demo` prints: each of its "What you see" blocks'
+	// output lines must be in the demo's output (a command line, "$ ...", and an elided "..."
+	// are the reader's; the AGE column is the clock's).
+	checked := 0
+	for _, line := range readmeOutputLines(t) {
+		re := regexp.QuoteMeta(line)
+		if age := regexp.MustCompile(`\s\d+s$`).FindString(line); age != "" {
+			re = strings.TrimSuffix(re, strings.TrimSpace(age)) + `\d+[smh]`
+		}
+		checked++
+		if !regexp.MustCompile(`(?m)^` + re + `$`).MatchString(got) {
+			t.Errorf("README.md shows %q, which the demo does not print", line)
+		}
+	}
+	if checked < 10 {
+		t.Errorf("checked %d README lines: the README's \"What you see\" blocks were not found", checked)
+	}
 	if t.Failed() {
 		t.Logf("demo output:\n%s", got)
 	}
+}
+
+// readmeOutputLines are the output lines of the code blocks in the README's "What you see".
+func readmeOutputLines(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "\n## What you see\n")
+	if !ok {
+		t.Fatal(`README.md: no section "## What you see"`)
+	}
+	rest, _, _ = strings.Cut(rest, "\n## ")
+	var lines []string
+	in := false
+	for _, line := range strings.Split(rest, "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			in = !in
+		case in && line != "" && !strings.HasPrefix(line, "$ ") && !strings.Contains(line, "..."):
+			lines = append(lines, strings.TrimRight(line, " "))
+		}
+	}
+	return lines
 }
