@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,7 +15,10 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/internal/cli"
 )
 
 // root is the repository, from this package's directory.
@@ -556,5 +560,48 @@ func TestAPIFieldsDocumented(t *testing.T) {
 	}
 	if len(fields) < 30 {
 		t.Fatalf("%d fields in the CRD: the schema walk found nothing to check", len(fields))
+	}
+}
+
+var (
+	cliUse  = regexp.MustCompile(`(?:^|[\s` + "`" + `(])(?:kubectl )?retrycap (analyze|graph|observe|discover)\b([^` + "`" + `|;)]*)`)
+	cliFlag = regexp.MustCompile(`(?:^|\s)(--[a-z][a-z0-9-]*|-[a-zA-Z])\b`)
+)
+
+// TestCLIFlagsExist: every flag the README and the docs pass to `retrycap analyze|graph|observe|
+// discover` (or `kubectl retrycap ...`), up to the end of the code span or a pipe, is a flag of
+// that command, so that a command copied from the docs does not fail with "unknown flag".
+func TestCLIFlagsExist(t *testing.T) {
+	cmds := map[string]*cobra.Command{}
+	for _, c := range []*cobra.Command{
+		cli.NewAnalyzeCmd(nil, io.Discard, io.Discard), cli.NewGraphCmd(nil, io.Discard, io.Discard),
+		cli.NewObserveCmd(nil, io.Discard, io.Discard), cli.NewDiscoverCmd(nil, io.Discard, io.Discard),
+	} {
+		cmds[c.Name()] = c
+	}
+	checked := 0
+	for _, rel := range markdownFiles(t) {
+		md := readMarkdown(t, rel)
+		for i, line := range md.lines {
+			for _, m := range cliUse.FindAllStringSubmatch(line, -1) {
+				c := cmds[m[1]]
+				for _, f := range cliFlag.FindAllStringSubmatch(m[2], -1) {
+					checked++
+					name := f[1]
+					var found bool
+					if long, ok := strings.CutPrefix(name, "--"); ok {
+						found = c.Flags().Lookup(long) != nil || long == "help"
+					} else {
+						found = c.Flags().ShorthandLookup(name[1:]) != nil || name == "-h"
+					}
+					if !found {
+						t.Errorf("%s:%d: retrycap %s %s: the command has no such flag", rel, i+1, m[1], name)
+					}
+				}
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("checked %d flags in the docs' retrycap commands: the pattern no longer matches", checked)
 	}
 }
