@@ -173,7 +173,13 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 			closeAny(hc, cc)
 			return nil, nil, err
 		}
-		if st := resp.StatusCode(); st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
+		skip, err := forward.Interim(resp.StatusCode(), n)
+		if err != nil {
+			hc.ReleaseReader(br)
+			closeAny(hc, cc)
+			return nil, nil, err
+		}
+		if !skip {
 			break
 		}
 	}
@@ -197,7 +203,7 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bufio.Reader, req *fasthttp.Request, resp *fasthttp.Response, err error, cut *clientCut) (bool, error) {
 	if err != nil {
 		cut.disarm()
-		return err != forward.ErrAnswerHeadTooLarge && err != forward.ErrUnsolicitedSwitch, err
+		return !forward.BadAnswer(err), err
 	}
 	closeConn := req.ConnectionClose() || resp.ConnectionClose() || rd != br
 	cl := resp.Header.ContentLength()

@@ -186,14 +186,17 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(fmt.Errorf("error when reading response headers: %w", err))
 			return true
 		}
-		st := resp.StatusCode()
-		if st >= 200 || st == fasthttp.StatusSwitchingProtocols || uc.interim >= forward.MaxInterim {
-			data = data[end:]
+		skip, err := forward.Interim(resp.StatusCode(), uc.interim)
+		if err != nil {
+			cl.failed(err)
+			return true
+		}
+		data = data[end:]
+		if !skip {
 			break
 		}
 		// An interim 1xx answer: skip it.
 		uc.interim++
-		data = data[end:]
 	}
 	st := resp.StatusCode()
 	if st == fasthttp.StatusSwitchingProtocols {
