@@ -213,6 +213,15 @@ func TestAdvHostileUpstream(t *testing.T) {
 			false, "502: invalid response status code", `"error":"reset"`, "POST /1,GET /2"},
 		{"NUL in a header value", "POST", advAnswer{raw: "HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nok"},
 			false, "502: invalid header value", `"error":"reset"`, "POST /1,GET /2"},
+		// A head with a bare LF: refused at once on both engines (before,
+		// the goroutine engine waited for the per-try timeout: a POST got
+		// 504 after 2 s, a GET was retried only then).
+		{"bare LF answer head", "POST", advAnswer{raw: "HTTP/1.1 200 OK\nContent-Length: 2\n\nok"},
+			false, "502: the upstream's answer head has a line that ends in a bare LF", `"error":"reset"`, "POST /1,GET /2"},
+		{"bare LF answer head, GET retried", "GET", advAnswer{raw: "HTTP/1.1 200 OK\r\nContent-Length: 2\n\r\nok"},
+			false, advOK2, `"error":"reset"`, "GET /1,GET /1,GET /2"},
+		{"bare LF interim head", "POST", advAnswer{raw: "HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"},
+			false, "502: the upstream's answer head has a line that ends in a bare LF", `"error":"reset"`, "POST /1,GET /2"},
 		{"body shorter than its Content-Length, then the close", "POST", advAnswer{raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok", close: true},
 			false, "502: unexpected EOF", `"error":"reset"`, "POST /1,GET /2"},
 		{"endless headers", "POST", advAnswer{raw: "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-A: "+strings.Repeat("b", 58)+"\r\n", 20000)},

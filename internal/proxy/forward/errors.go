@@ -37,6 +37,14 @@ var ErrTooManyInterim = errors.New("the upstream sent more than 100 interim (1xx
 // and the attempt waited for its per-try timeout.
 var ErrBadStatus = errors.New("the upstream's answer has a status below 100")
 
+// ErrAnswerBareLF is an answer head with a line that ends in a bare LF:
+// refused at once as a malformed answer, like those fasthttp's parser
+// refuses (a transport failure, classified reset: an idempotent request
+// is retried, a keyless POST gets the 502). fasthttp's reader never finds
+// the end of such a head: the goroutine engine waited for the per-try
+// timeout (a 504 for a POST) where the loop failed at once.
+var ErrAnswerBareLF = errors.New("the upstream's answer head has a line that ends in a bare LF")
+
 // BadAnswer reports the upstream answers that are the upstream's fault and
 // not a transport failure: 502 at once, never retried (the upstream ran the
 // request and then answered something that is no HTTP answer).

@@ -160,7 +160,9 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
 	for n := 0; ; n++ {
-		err = resp.Header.Read(rd)
+		if err = checkAnswerHead(rd); err == nil {
+			err = resp.Header.Read(rd)
+		}
 		if err != nil && rd == br && isSmallBuffer(err) {
 			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
 			t.answer.CopyTo(&resp.Header)
@@ -189,6 +191,27 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 		return nil, nil, forward.ErrUnsolicitedSwitch
 	}
 	return rd, br, nil
+}
+
+// checkAnswerHead gives the verdict of forward.CheckHead on the answer
+// head at the start of rd, reading until the head is whole: a head with a
+// bare LF is forward.ErrAnswerBareLF (fasthttp's reader would wait for its
+// end until the deadline). A head larger than rd's buffer, or a read error,
+// is left to fasthttp's reader, which reports it.
+func checkAnswerHead(rd *bufio.Reader) error {
+	for n := 1; ; {
+		if _, err := rd.Peek(n); err != nil {
+			return nil
+		}
+		b, _ := rd.Peek(rd.Buffered())
+		if end, refuse := forward.CheckHead(b); end >= 0 {
+			if refuse != "" {
+				return forward.ErrAnswerBareLF
+			}
+			return nil
+		}
+		n = len(b) + 1
+	}
 }
 
 // answerBody reads or sets up the body of the answer whose head exchange

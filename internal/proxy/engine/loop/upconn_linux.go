@@ -169,7 +169,7 @@ func (uc *upConn) parse(data []byte) bool {
 	var head []byte // from the final answer's status line
 	for {
 		head = data
-		end := forward.HeadEnd(data)
+		end, refuse := forward.CheckHead(data)
 		if end < 0 {
 			if len(data) > forward.MaxResponseHead {
 				cl.failed(forward.ErrAnswerHeadTooLarge)
@@ -180,6 +180,10 @@ func (uc *upConn) parse(data []byte) bool {
 		}
 		if end > forward.MaxResponseHead {
 			cl.failed(forward.ErrAnswerHeadTooLarge)
+			return true
+		}
+		if refuse != "" {
+			cl.failed(forward.ErrAnswerBareLF)
 			return true
 		}
 		if err := resp.Header.Read(l.parseAnswer.Reader(data[:end])); err != nil {
