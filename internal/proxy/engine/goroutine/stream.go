@@ -144,6 +144,11 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 		closeAny(hc, cc)
 		return nil, nil, errClientGone
 	}
+	uc, _ := conn.(*upConn)
+	var wrote0 int64
+	if uc != nil {
+		wrote0 = uc.nwritten
+	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
 	if err == nil {
@@ -151,9 +156,33 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 	}
 	hc.ReleaseWriter(bw)
 	if err != nil {
-		closeAny(hc, cc)
-		return nil, nil, err
+		// The upstream may have answered before it closed (an early 413
+		// to an upload it would not read, then its close: the write fails
+		// with EPIPE or a reset): read that answer, as the loop (which
+		// reads while it writes) and Go's transport do, rather than a 502
+		// of the proxy's own. Only when bytes of this request left (a
+		// connection of a pool could hold bytes from before it, a fresh
+		// one cannot); a read that finds none fails at once (the
+		// connection is closed) and the write's error stands. The
+		// connection is never reused: the request was not all sent.
+		if uc != nil && uc.nwritten == wrote0 {
+			closeAny(hc, cc)
+			return nil, nil, err
+		}
+		werr := err
+		if rd, br, err = t.readHead(hc, cc, conn, resp); err != nil {
+			return nil, nil, werr
+		}
+		resp.SetConnectionClose()
+		return rd, br, nil
 	}
+	return t.readHead(hc, cc, conn, resp)
+}
+
+// readHead reads the answer's status line and headers on conn (skipping
+// interim 1xx answers) into resp: rd reads the answer, br is the pooled
+// reader under it (see exchange). On an error the connection is closed.
+func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Conn, resp *fasthttp.Response) (rd, br *bufio.Reader, err error) {
 	br = hc.AcquireReader(conn)
 	rd = br
 	t.answer.CopyTo(&resp.Header)
