@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,5 +310,139 @@ func TestAdvHostileUpstream(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAdvNoDesyncUnderLoad: 16 clients, each sending 25 requests one after
+// another on its own connection, through one proxy whose pooled upstream
+// connections serve them all; the upstream answers each with its request's
+// id, and every other answer with hostile extra bytes that carry another
+// id (past the Content-Length, after a 204 or a 304, a HEAD answer's body,
+// a chunked answer with an answer behind its end). Every client must get its
+// own id in every answer: an answer never reaches the wrong request.
+func TestAdvNoDesyncUnderLoad(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	var served atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+				br := bufio.NewReader(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(io.Discard, r.Body); err != nil {
+						return
+					}
+					served.Add(1)
+					id := strings.TrimPrefix(r.URL.Path, "/id/")
+					evil := "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nevil-" + id[:4]
+					var k int
+					_, _ = fmt.Sscanf(id[strings.IndexByte(id, '-')+1:], "%d", &k)
+					ans := fmt.Sprintf("HTTP/1.1 200 OK\r\nX-Id: %s\r\nContent-Length: %d\r\n\r\n%s", id, len(id), id)
+					switch {
+					case r.Method == "HEAD":
+						ans = fmt.Sprintf("HTTP/1.1 200 OK\r\nX-Id: %s\r\nContent-Length: 9\r\n\r\n", id) + "evil-" + id[:4]
+					case k%5 == 1:
+						ans += evil
+					case k%5 == 2:
+						ans = fmt.Sprintf("HTTP/1.1 204 No Content\r\nX-Id: %s\r\n\r\n", id) + evil
+					case k%5 == 3:
+						ans = fmt.Sprintf("HTTP/1.1 304 Not Modified\r\nX-Id: %s\r\nContent-Length: 9\r\n\r\n", id) + "evil-" + id[:4]
+					case k%5 == 4:
+						ans = fmt.Sprintf("HTTP/1.1 200 OK\r\nX-Id: %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", id, len(id), id) + evil
+					}
+					if _, err := io.WriteString(c, ans); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String())
+			served.Store(0)
+			const clients, each = 16, 25
+			errs := make(chan string, clients*each)
+			var cw sync.WaitGroup
+			for ci := range clients {
+				cw.Add(1)
+				go func() {
+					defer cw.Done()
+					c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					defer c.Close()
+					_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+					br := bufio.NewReader(c)
+					for k := range each {
+						id := fmt.Sprintf("c%03d-%d", ci, k)
+						method := "GET"
+						if k%7 == 6 {
+							method = "HEAD"
+						}
+						if _, err := fmt.Fprintf(c, "%s http://backend/id/%s HTTP/1.1\r\nHost: backend\r\n\r\n", method, id); err != nil {
+							errs <- err.Error()
+							return
+						}
+						resp, err := http.ReadResponse(br, &http.Request{Method: method})
+						if err != nil {
+							errs <- fmt.Sprintf("%s: %v", id, err)
+							return
+						}
+						body, err := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						wantBody := id
+						if method == "HEAD" || resp.StatusCode == 204 || resp.StatusCode == 304 {
+							wantBody = ""
+						}
+						if err != nil || resp.Header.Get("X-Id") != id || string(body) != wantBody {
+							errs <- fmt.Sprintf("%s %s: got %d X-Id %q body %q (%v)", method, id, resp.StatusCode, resp.Header.Get("X-Id"), body, err)
+							return
+						}
+					}
+				}()
+			}
+			cw.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			if n := served.Load(); n != clients*each {
+				t.Errorf("the upstream served %d requests, want %d (each once)", n, clients*each)
+			}
+		})
 	}
 }
