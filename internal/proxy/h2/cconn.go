@@ -253,9 +253,13 @@ func (cc *cconn) serve() {
 					cc.maxSeen = se.StreamID // a malformed request still uses its id
 				}
 				if s := cc.streams[se.StreamID]; s != nil {
-					s.clientReset()
+					if !cc.streamError(s, se.Code) {
+						cc.mu.Unlock()
+						return
+					}
+				} else {
+					_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
 				}
-				_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
 				cc.mu.Unlock()
 				continue
 			case errors.As(err, &ce):
@@ -367,9 +371,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 		}
 		if s != nil {
 			if !s.sendWin.add(int64(f.Increment)) {
-				s.clientReset()
-				_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
-				return true
+				return cc.streamError(s, http2.ErrCodeFlowControl)
 			}
 			s.flushOut()
 		}
@@ -474,15 +476,11 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	case stateHalfClosedRemote:
 		// The request ended: nothing more but WINDOW_UPDATE, PRIORITY
 		// or RST_STREAM (RFC 9113 5.1).
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
-		return true
+		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	case stateOpen:
 		// Trailers of the request.
 		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
-			s.clientReset()
-			_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
-			return true
+			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
 		s.onRequestTrailers(f.RegularFields())
 		return true
@@ -535,21 +533,33 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 	}
 	if s.reqEnd {
 		cc.creditConn(n)
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
-		return true
+		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	}
 	if !s.recvWin.take(n) {
 		cc.creditConn(n)
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
-		return true
+		return cc.streamError(s, http2.ErrCodeFlowControl)
 	}
 	data := f.Data()
 	if pad := n - int64(len(data)); pad > 0 {
 		s.credit(pad)
 	}
 	s.onRequestData(data, f.StreamEnded())
+	return true
+}
+
+// streamError resets stream s for a frame of the client's that RFC 9113
+// makes a stream error (the client broke its own stream): counted as a
+// reset of the client's, as its RST_STREAM would be, so that a client
+// cannot start calls upstream and have the relay cancel them past the
+// rapid-reset limit (CVE-2023-44487 by stream errors); false when the
+// connection passed it (GOAWAY written); mu held.
+func (cc *cconn) streamError(s *rstream, code http2.ErrCode) bool {
+	s.clientReset()
+	if !cc.countReset() {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte("too many streams reset (rapid reset)"))
+		return false
+	}
+	_ = cc.out.fr.WriteRSTStream(s.id, code)
 	return true
 }
 
