@@ -328,7 +328,13 @@ func (cc *cconn) frame(f http2.Frame) bool {
 					}
 				}
 				if delta > 0 {
+					// Every stream's window grew (RFC 9113 6.9.2): those
+					// waiting for their own window, not only those
+					// waiting for the connection's, resume.
 					cc.flushAll()
+					for _, st := range cc.streams {
+						st.flushOut()
+					}
 				}
 			case http2.SettingMaxFrameSize:
 				cc.out.maxFrame = min(s.Val, relayMaxFrame)
