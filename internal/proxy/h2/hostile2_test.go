@@ -1,0 +1,356 @@
+package h2
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Hostile input the first round (hostile_test.go) did not try, from both
+// sides of the relay: raw clients driven by x/net's Framer, and raw
+// upstreams (scriptedUpstream) that answer with exactly the bytes a test
+// wants; each compared with what x/net's server or Transport does with
+// the same bytes.
+
+// upPeer is one connection of a scriptedUpstream: its Framer and HPACK
+// encoder; writes serialised by mu (the script may write from timers).
+type upPeer struct {
+	c   net.Conn
+	fr  *http2.Framer
+	mu  sync.Mutex
+	enc *hpack.Encoder
+	hb  bytes.Buffer
+	n   int // the connection's number, from 1, in accept order
+}
+
+// block is an HPACK header block of name, value pairs; mu held.
+func (p *upPeer) block(kv ...string) []byte {
+	p.hb.Reset()
+	for i := 0; i+1 < len(kv); i += 2 {
+		_ = p.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	return bytes.Clone(p.hb.Bytes())
+}
+
+// headers writes one HEADERS frame of name, value pairs.
+func (p *upPeer) headers(id uint32, end bool, kv ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: p.block(kv...), EndHeaders: true, EndStream: end})
+}
+
+// do runs fn with the Framer, serialised with the other writes.
+func (p *upPeer) do(fn func(fr *http2.Framer)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fn(p.fr)
+}
+
+// grpcOK answers stream id as a grpc-go server does: headers, one message
+// ("ok"), trailers grpc-status 0.
+func (p *upPeer) grpcOK(id uint32) {
+	p.headers(id, false, ":status", "200", "content-type", "application/grpc")
+	p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, grpcMessage("ok")) })
+	p.headers(id, true, "grpc-status", "0")
+}
+
+// scriptedUpstream is a raw h2c upstream: it reads the preface, sends its
+// SETTINGS (settings), acknowledges the relay's, counts the request header
+// blocks it receives (streams: what reached the upstream, each an
+// execution) and hands every frame to onFrame (nil: a request is answered
+// grpcOK when it ends).
+func scriptedUpstream(t *testing.T, settings []http2.Setting, onFrame func(p *upPeer, f http2.Frame)) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := new(atomic.Int64)
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	if onFrame == nil {
+		onFrame = func(p *upPeer, f http2.Frame) {
+			if f.Header().Flags.Has(http2.FlagDataEndStream) && (f.Header().Type == http2.FrameData || f.Header().Type == http2.FrameHeaders) {
+				p.grpcOK(f.Header().StreamID)
+			}
+		}
+	}
+	conns.Add(1)
+	go func() {
+		defer conns.Done()
+		n := 0
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n++
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			p := &upPeer{c: c, fr: http2.NewFramer(c, c), n: n}
+			p.enc = hpack.NewEncoder(&p.hb)
+			p.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+			p.fr.MaxHeaderListSize = 16 << 20
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				defer c.Close()
+				var preface [len(ClientPreface)]byte
+				if _, err := io.ReadFull(c, preface[:]); err != nil {
+					return
+				}
+				p.do(func(fr *http2.Framer) { _ = fr.WriteSettings(settings...) })
+				for {
+					f, err := p.fr.ReadFrame()
+					if err != nil {
+						return
+					}
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() {
+							p.do(func(fr *http2.Framer) { _ = fr.WriteSettingsAck() })
+						}
+					case *http2.MetaHeadersFrame:
+						if f.PseudoValue("method") != "" {
+							streams.Add(1)
+						}
+					}
+					onFrame(p, f)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), streams
+}
+
+// readStream reads the client's frames until stream id ends (END_STREAM
+// or RST_STREAM) and returns what it got: the header blocks' fields (the
+// response's, then the trailers'), the DATA bytes, the reset code (-1:
+// none); a GOAWAY or the connection's end fails the test.
+func (r *hostileClient) readStream(id uint32) (heads [][]hpack.HeaderField, data []byte, rst int) {
+	r.t.Helper()
+	_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			r.t.Fatalf("stream %d: read: %v (heads %v, %d bytes)", id, err, heads, len(data))
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			r.t.Fatalf("stream %d: GOAWAY %v %q", id, ga.ErrCode, ga.DebugData())
+		}
+		if f.Header().StreamID != id {
+			continue
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			heads = append(heads, f.Fields)
+			if f.StreamEnded() {
+				return heads, data, -1
+			}
+		case *http2.DataFrame:
+			data = append(data, f.Data()...)
+			if f.StreamEnded() {
+				return heads, data, -1
+			}
+		case *http2.RSTStreamFrame:
+			return heads, data, int(f.ErrCode)
+		}
+	}
+}
+
+// field is the value of the first field named name ("" if none).
+func field(fs []hpack.HeaderField, name string) string {
+	for _, f := range fs {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// xnetAnswering is x/net's HTTP/2 server (net/http's bundled copy, h2c
+// with prior knowledge) answering every request with body.
+func xnetAnswering(t *testing.T, body []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &protos, HTTP2: &http.HTTP2Config{MaxReadFrameSize: relayMaxFrame},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = w.Write(body)
+		})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// 1. A client that opens its streams with window 0 (SETTINGS
+// INITIAL_WINDOW_SIZE 0) and later raises it with a second SETTINGS, not
+// with WINDOW_UPDATEs (RFC 9113 6.9.2: the change applies to every
+// stream's window): the answers held back flow on, as with x/net's
+// server. Before, only streams waiting for the connection's window were
+// resumed, so these waited forever.
+func TestSettingsWindowRaiseResumes(t *testing.T) {
+	b := startBackend(t, &backend{unary: func(_ context.Context, _ int, in string) (string, error) { return bigAnswers(in), nil }})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 1})
+	relay := serveDirect(t, h, "echo:50051")
+	ref := xnetAnswering(t, bytes.Repeat([]byte("x"), 4104))
+	for _, tc := range []struct{ name, addr string }{{"x/net", ref}, {"relay", relay}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialHostile(t, tc.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			r.call(1, "4k")
+			// The answer's headers (x/net: right away; the relay: once the
+			// upstream's first message came), no DATA: the window is 0.
+			_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for {
+				f, err := r.fr.ReadFrame()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.Header().Type == http2.FrameData && f.Header().StreamID == 1 && f.Header().Length > 0 {
+					t.Fatalf("DATA of %d bytes into a window of 0", f.Header().Length)
+				}
+				if _, ok := f.(*http2.MetaHeadersFrame); ok && f.Header().StreamID == 1 {
+					break
+				}
+			}
+			if err := r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535}); err != nil {
+				t.Fatal(err)
+			}
+			_, data, rst := r.readStream(1)
+			if rst != -1 || len(data) != 4104 {
+				t.Fatalf("after the window was raised: %d bytes, reset %d; want 4104 bytes, no reset", len(data), rst)
+			}
+		})
+	}
+}
+
+// 2. Rapid reset (CVE-2023-44487) where the client makes the relay reset
+// the streams itself: each stream opened (its call started upstream) and
+// then broken by a frame RFC 9113 makes a stream error: a WINDOW_UPDATE
+// taking the stream's window past 2^31-1, DATA after END_STREAM, trailers
+// without END_STREAM. The relay's resets count as the client's own: GOAWAY
+// ENHANCE_YOUR_CALM after resetLimit of them, the upstream sees at most
+// resetLimit+2 streams. Before, only RST_STREAM from the client counted:
+// 50,000 streams started and cancelled upstream.
+func TestRapidResetByStreamErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after func(fr *http2.Framer, id uint32, blk []byte)
+		code  http2.ErrCode // what the relay resets each stream with
+	}{
+		{"window-update-overflow", func(fr *http2.Framer, id uint32, _ []byte) {
+			_ = fr.WriteWindowUpdate(id, 1<<31-1)
+		}, http2.ErrCodeFlowControl},
+		{"data-after-end-stream", func(fr *http2.Framer, id uint32, _ []byte) {
+			_ = fr.WriteData(id, true, grpcMessage("x"))
+			_ = fr.WriteData(id, false, []byte("y"))
+		}, http2.ErrCodeStreamClosed},
+		{"trailers-without-end-stream", func(fr *http2.Framer, id uint32, blk []byte) {
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true})
+		}, http2.ErrCodeProtocol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, seen, rsts := countingUpstream(t)
+			h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+			addr := serveDirect(t, h, "echo:50051")
+			r := dialHostile(t, addr)
+			blk := r.grpcHeaders()
+			trailers := r.block("x-t", "1")
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the first stream upstream", func() bool { return seen.Load() == 1 })
+			var resets atomic.Int64
+			got := make(chan *http2.GoAwayFrame, 1)
+			go func() {
+				_ = r.c.SetReadDeadline(time.Now().Add(60 * time.Second))
+				for {
+					f, err := r.fr.ReadFrame()
+					if err != nil {
+						got <- nil
+						return
+					}
+					switch f := f.(type) {
+					case *http2.GoAwayFrame:
+						got <- f
+						return
+					case *http2.PingFrame:
+						if f.IsAck() && f.Data == [8]byte{0xab} {
+							got <- nil // everything read, no GOAWAY
+							return
+						}
+					case *http2.RSTStreamFrame:
+						if f.ErrCode == tc.code {
+							resets.Add(1)
+						}
+					}
+				}
+			}()
+			var buf bytes.Buffer
+			fr := http2.NewFramer(&buf, nil)
+			const total = 50000
+			var id uint32 = 3
+			for written := 0; written < total; written += 500 {
+				buf.Reset()
+				for range 500 {
+					_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true})
+					tc.after(fr, id, trailers)
+					id += 2
+				}
+				if _, err := r.c.Write(buf.Bytes()); err != nil {
+					break // the proxy closed the connection
+				}
+			}
+			_ = r.fr.WritePing(false, [8]byte{0xab})
+			ga := <-got
+			if ga == nil || ga.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Fatalf("GOAWAY %+v, want ENHANCE_YOUR_CALM (the relay reset %d streams with %v)", ga, resets.Load(), tc.code)
+			}
+			if n := resets.Load(); n != resetLimit {
+				t.Fatalf("streams reset with %v before the GOAWAY: %d, want %d", tc.code, n, resetLimit)
+			}
+			waitFor(t, "every upstream stream reset", func() bool { return seen.Load() == rsts.Load() && seen.Load() > 1 })
+			if n := seen.Load(); n > resetLimit+2 {
+				t.Fatalf("the upstream saw %d streams, want at most %d", n, resetLimit+2)
+			}
+			if got := testutil.ToFloat64(h.m.closed.WithLabelValues("rapid-reset")); got != 1 {
+				t.Fatalf("connections refused for rapid reset: %v, want 1", got)
+			}
+		})
+	}
+}
+
+// unusedImports keeps the imports the later tests use.
+var _ = []any{binary.BigEndian, errors.New, strconv.Itoa, strings.Repeat, codes.OK, status.Code}
