@@ -463,8 +463,15 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		return
 	}
 	if !a.gotHeaders {
-		code, _ := strconv.Atoi(f.PseudoValue("status"))
-		if code >= 100 && code < 200 {
+		code, why := responseStatus(f)
+		if why != "" {
+			// As x/net's Transport (handleResponse) refuses it: a failed
+			// attempt, never passed on (a ":status: 0", a truncated list).
+			a.upEnded = f.StreamEnded()
+			a.fail(errors.New("retrycap-proxy: malformed answer from upstream: " + why))
+			return
+		}
+		if code < 200 {
 			return // informational: not passed on (as the Transport does)
 		}
 		a.gotHeaders = true
@@ -524,6 +531,36 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 	if s.relayed == a {
 		s.relayEnd(a)
 	}
+}
+
+// responseStatus reads an answer's :status, or says why the answer's head
+// is malformed: its header list went past the MAX_HEADER_LIST_SIZE the
+// relay advertised (the Framer truncated it), no :status, one that is not
+// three digits (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
+// the same cases).
+func responseStatus(f *http2.MetaHeadersFrame) (int, string) {
+	if f.Truncated {
+		return 0, "header list larger than the advertised " + strconv.Itoa(relayMaxHeaderList) + " bytes"
+	}
+	st := f.PseudoValue("status")
+	if st == "" {
+		return 0, "missing :status"
+	}
+	code := 0
+	for i := 0; i < len(st); i++ {
+		if st[i] < '0' || st[i] > '9' {
+			code = -1
+			break
+		}
+		code = code*10 + int(st[i]-'0')
+	}
+	if len(st) != 3 || code < 100 {
+		return 0, "malformed :status " + strconv.Quote(st)
+	}
+	if code < 200 && f.StreamEnded() {
+		return 0, "1xx informational answer with END_STREAM"
+	}
+	return code, ""
 }
 
 // upDone frees the upstream stream once the answer ended (the request's
