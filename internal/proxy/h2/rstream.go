@@ -681,7 +681,9 @@ func (a *ratt) unprocessed(uc *upconn, err error) {
 // would; a body that overflowed the replay buffer cannot be re-sent.
 func (a *ratt) unprocessedLocked(err error) {
 	s := a.s
-	if a.judged || s.att != a || s.done || a.resends >= 6 || s.overflow {
+	// An answer begun (its headers came) was processed, whatever a GOAWAY
+	// after it claims: not re-sent, as after REFUSED_STREAM.
+	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
 		a.upEnded = true
 		a.fail(err)
 		return
