@@ -195,6 +195,27 @@ func field(fs []hpack.HeaderField, name string) string {
 	return ""
 }
 
+// brief renders header lists with their values cut to 60 bytes (a
+// failure's message stays readable when an upstream sent megabytes).
+func brief(lists ...[]hpack.HeaderField) string {
+	var b strings.Builder
+	for _, l := range lists {
+		b.WriteString("[")
+		for i, f := range l {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			v := f.Value
+			if len(v) > 60 {
+				v = v[:60] + "...(" + strconv.Itoa(len(f.Value)) + " bytes)"
+			}
+			b.WriteString(f.Name + ": " + strconv.Quote(v))
+		}
+		b.WriteString("]")
+	}
+	return b.String()
+}
+
 // xnetAnswering is x/net's HTTP/2 server (net/http's bundled copy, h2c
 // with prior knowledge) answering every request with body.
 func xnetAnswering(t *testing.T, body []byte) string {
@@ -350,6 +371,159 @@ func TestRapidResetByStreamErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// 3. A broken or hostile upstream's answer head, as x/net's Transport
+// judges it (transport.go handleResponse): no :status, a non-numeric one,
+// a 1xx with END_STREAM, a header list over the MAX_HEADER_LIST_SIZE the
+// relay advertised (an HPACK bomb: a 4,000-byte field indexed 300 times,
+// 4.3 KB on the wire, 1.2 MB decoded) are a failed attempt (reset), the
+// upstream's stream reset when it did not end it; with one attempt the
+// client gets the proxy's own UNAVAILABLE naming it, the upstream saw the
+// call once. Before, the first two were passed on as ":status: 0", the
+// third left the call waiting for its per-try timeout, the fourth passed
+// a truncated header list on as the whole answer.
+func TestUpstreamMalformedHead(t *testing.T) {
+	bomb := []string{":status", "200", "content-type", "application/grpc"}
+	for range 300 {
+		bomb = append(bomb, "x-bomb", strings.Repeat("b", 4000))
+	}
+	bomb = append(bomb, "grpc-status", "0")
+	for _, tc := range []struct {
+		name string
+		head []string
+		end  bool
+		why  string
+	}{
+		{"missing-status", []string{"content-type", "application/grpc", "grpc-status", "0"}, true, "missing :status"},
+		{"non-numeric-status", []string{":status", "2oo", "content-type", "application/grpc", "grpc-status", "0"}, true, `malformed :status "2oo"`},
+		{"status-0", []string{":status", "0", "content-type", "application/grpc", "grpc-status", "0"}, true, `malformed :status "0"`},
+		{"status-1000", []string{":status", "1000", "content-type", "application/grpc", "grpc-status", "0"}, true, `malformed :status "1000"`},
+		{"1xx-end-stream", []string{":status", "103", "link", "</x>"}, true, "1xx informational answer with END_STREAM"},
+		{"1xx-then-missing-status", []string{"content-type", "application/grpc"}, false, "missing :status"},
+		{"hpack-bomb", bomb, true, "header list larger than the advertised 1048576 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var upResets atomic.Int64
+			up, seen := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+				switch f := f.(type) {
+				case *http2.DataFrame:
+					if f.StreamEnded() {
+						if tc.name == "1xx-then-missing-status" {
+							p.headers(f.StreamID, false, ":status", "100")
+						}
+						p.headers(f.StreamID, tc.end, tc.head...)
+					}
+				case *http2.RSTStreamFrame:
+					upResets.Add(1)
+				}
+			})
+			h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1, perTry: 10 * time.Second})
+			r := dialHostile(t, serveDirect(t, h, "echo:50051"))
+			start := time.Now()
+			r.call(1, "x")
+			heads, data, rst := r.readStream(1)
+			if len(heads) != 1 || rst != -1 || len(data) != 0 {
+				t.Fatalf("client got heads %v, %d bytes, reset %d; want one trailers-only answer", brief(heads...), len(data), rst)
+			}
+			hd := heads[0]
+			msg := field(hd, "grpc-message")
+			if field(hd, ":status") != "200" || field(hd, "grpc-status") != "14" ||
+				!strings.Contains(msg, "1 attempt(s), last failed with reset") || !strings.Contains(msg, "malformed answer from upstream: "+tc.why) {
+				t.Fatalf("client got %v; want :status 200, grpc-status 14, a message naming %q", brief(hd), tc.why)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("answered after %v: the per-try timeout (10 s), not the malformed head, ended the attempt", d)
+			}
+			if n := seen.Load(); n != 1 {
+				t.Fatalf("the upstream saw %d calls, want 1", n)
+			}
+			if want := int64(map[bool]int{true: 0, false: 1}[tc.end]); upResets.Load() != want {
+				waitFor(t, "the upstream stream reset", func() bool { return upResets.Load() == want })
+			}
+		})
+	}
+}
+
+// 4. An upstream that sends the answer's headers and then GOAWAY with a
+// last-stream-id below the stream (it claims it never processed what it
+// began answering) and closes: the call was processed, it is not re-sent
+// (one attempt allowed: the proxy's UNAVAILABLE, the upstream saw it
+// once), as a REFUSED_STREAM after the headers is not. Before, the relay
+// trusted the GOAWAY and sent the call again on a new connection.
+func TestUpstreamGoAwayAfterHeadersNotResent(t *testing.T) {
+	up, seen := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+		if f.Header().Type != http2.FrameData || !f.Header().Flags.Has(http2.FlagDataEndStream) {
+			return
+		}
+		if p.n > 1 {
+			p.grpcOK(f.Header().StreamID)
+			return
+		}
+		p.headers(f.Header().StreamID, false, ":status", "200", "content-type", "application/grpc")
+		p.do(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCodeNo, []byte("bye")) })
+		_ = p.c.Close()
+	})
+	h, reg := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+	r := dialHostile(t, serveDirect(t, h, "echo:50051"))
+	r.call(1, "x")
+	heads, _, rst := r.readStream(1)
+	if len(heads) != 1 || rst != -1 || field(heads[0], "grpc-status") != "14" {
+		t.Fatalf("client got %v (reset %d), want the proxy's UNAVAILABLE", heads, rst)
+	}
+	if n := seen.Load(); n != 1 {
+		t.Fatalf("the upstream saw the call %d times, want 1", n)
+	}
+	if got := h2Counters(t, reg); strings.Contains(got, "resent") {
+		t.Fatalf("metrics say re-sent:\n%s", got)
+	}
+}
+
+// 5. Stream ids run out on a long-lived upstream connection (2^31-1 is
+// the last, RFC 9113 5.1.1; at 20,000 calls/s one connection gets there
+// in 15 hours): the connection takes no stream past it and goes once its
+// streams ended, the next call goes on a new one (x/net's Transport:
+// canTakeNewRequest). Before, the relay opened a stream with an id past
+// 2^31-1, whose HEADERS the Framer refused to write: the call waited for
+// its per-try timeout, and so would every later call on that connection.
+func TestUpstreamStreamIDsExhausted(t *testing.T) {
+	b := startBackend(t, &backend{})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 1, perTry: 2 * time.Second})
+	theFront.route(t, "echo", h, b.addr)
+	cc := dialName(t, "echo")
+	if _, err := callUnary(ctxT(t), cc, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := h.rpools.Load(b.addr)
+	p := v.(*rpool)
+	p.mu.Lock()
+	if len(p.conns) != 1 {
+		t.Fatalf("%d upstream connections, want 1", len(p.conns))
+	}
+	old := p.conns[0]
+	p.mu.Unlock()
+	old.wmu.Lock()
+	old.nextID = 1<<31 - 3 // two ids left: 2^31-3 and 2^31-1
+	old.wmu.Unlock()
+	for i := range 4 {
+		if out, err := callUnary(ctxT(t), cc, "x"); err != nil || out != "ok" {
+			t.Fatalf("call %d after the ids ran low: %q, %v", i, out, err)
+		}
+	}
+	if n := b.attempts.Load(); n != 5 {
+		t.Fatalf("the upstream saw %d calls, want 5", n)
+	}
+	p.mu.Lock()
+	conns := append([]*upconn(nil), p.conns...)
+	p.mu.Unlock()
+	if len(conns) != 1 || conns[0] == old {
+		t.Fatalf("pool %v: want one connection, not the spent one", conns)
+	}
+	waitFor(t, "the spent connection closed", func() bool {
+		old.mu.Lock()
+		defer old.mu.Unlock()
+		return old.closed
+	})
 }
 
 // unusedImports keeps the imports the later tests use.
