@@ -150,6 +150,10 @@ type cconn struct {
 	starved []*ratt
 	// stop tells the reader to end the connection (stopReader).
 	stop atomic.Bool
+	// wake: the reader, waiting for the answers of a client that
+	// half-closed (waitAnswers), is told that the last stream ended or
+	// that the connection is to end (stopReader).
+	wake chan struct{}
 	// Streams the client opened and reset in the current resetWindow
 	// (rapid reset).
 	opened, resets int
@@ -183,7 +187,7 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
 		h: h, nc: c, cw: newBatchConn(h, c), target: target,
 		streams: map[uint32]*rstream{}, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow),
-		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
+		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(), wake: make(chan struct{}, 1),
 	}
 	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
 	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
@@ -243,6 +247,11 @@ func (cc *cconn) serve() {
 			}
 		}
 		f, err := fr.ReadFrame()
+		if err != nil && errors.Is(err, io.EOF) && !firstFrame {
+			// A FIN at a frame boundary: a half-close, not an abort.
+			cc.waitAnswers()
+			return
+		}
 		if err != nil {
 			var se http2.StreamError
 			var ce http2.ConnectionError
@@ -293,6 +302,40 @@ func (cc *cconn) serve() {
 			cc.lastRead.Store(int64(time.Since(cc.born)))
 			cc.h.flushDirty() // before the reader sleeps
 		}
+	}
+}
+
+// waitAnswers serves a client that shut down its write side (a FIN at a
+// frame boundary) as HAProxy does (x/net's server closes at once): the
+// streams whose request had ended get their answers, then the
+// connection ends; a stream whose request had not ended never will and
+// is reset as the client's cancellation. Keepalive bounds the wait (the
+// client cannot answer a PING: closed after PingInterval+PingTimeout),
+// as a write failure does (stopReader).
+func (cc *cconn) waitAnswers() {
+	cc.mu.Lock()
+	for _, s := range cc.streams {
+		if !s.reqEnd {
+			s.clientReset()
+			_ = cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeCancel)
+		}
+	}
+	n := len(cc.streams)
+	cc.mu.Unlock()
+	cc.h.flushDirty()
+	for n > 0 && !cc.stop.Load() {
+		<-cc.wake
+		cc.mu.Lock()
+		n = len(cc.streams)
+		cc.mu.Unlock()
+	}
+}
+
+// wakeReader tells a reader in waitAnswers to look again.
+func (cc *cconn) wakeReader() {
+	select {
+	case cc.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -667,6 +710,7 @@ func (cc *cconn) removeStream(s *rstream) {
 	}
 	delete(cc.streams, s.id)
 	if len(cc.streams) == 0 {
+		cc.wakeReader() // a half-closed client's last answer
 		if cc.goingAway && cc.h.closing.Load() {
 			// Shutdown: the last stream ended, so does the connection.
 			cc.stopReader()
@@ -826,6 +870,7 @@ func (cc *cconn) shutdown() {
 func (cc *cconn) stopReader() {
 	cc.stop.Store(true)
 	_ = cc.nc.SetReadDeadline(time.Now())
+	cc.wakeReader()
 }
 
 // teardown ends every stream of a connection that is gone and closes it.
