@@ -526,5 +526,98 @@ func TestUpstreamStreamIDsExhausted(t *testing.T) {
 	})
 }
 
+// 6. A client that shuts down its write side (TCP FIN) after its
+// requests ended, before the answers: as HAProxy 2.6 does (x/net's server
+// closes at once: nothing answered), the relay stops reading and delivers
+// every answer whose request had ended (a 1 MiB one and a small one,
+// every byte and the trailers), resets the stream whose request had not
+// ended (it never can: CANCEL, judged the client's own cancellation),
+// then closes the connection; nothing of it is left in the Handler. Ten
+// such clients at once. Before, the FIN ended the connection: no answer.
+func TestClientHalfCloseGetsAnswers(t *testing.T) {
+	b := startBackend(t, &backend{unary: func(_ context.Context, _ int, in string) (string, error) { return bigAnswers(in), nil }})
+	h, reg := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 1})
+	addr := serveDirect(t, h, "echo:50051")
+	const clients = 10
+	var wg sync.WaitGroup
+	errs := make(chan string, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := dialHostile(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 4 << 20})
+			_ = r.fr.WriteWindowUpdate(0, 8<<20)
+			r.call(1, "big")
+			r.call(3, "x")
+			// A request left open: no END_STREAM.
+			_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: r.grpcHeaders(), EndHeaders: true})
+			_ = r.fr.WriteData(5, false, grpcMessage("never ends"))
+			if err := r.c.(*net.TCPConn).CloseWrite(); err != nil {
+				errs <- err.Error()
+				return
+			}
+			got := map[uint32]string{}
+			bytesOf := map[uint32]int{}
+			_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for {
+				f, err := r.fr.ReadFrame()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					errs <- "read: " + err.Error()
+					return
+				}
+				id := f.Header().StreamID
+				switch f := f.(type) {
+				case *http2.DataFrame:
+					bytesOf[id] += len(f.Data())
+				case *http2.MetaHeadersFrame:
+					if f.StreamEnded() {
+						got[id] = "grpc-status " + field(f.Fields, "grpc-status")
+					}
+				case *http2.RSTStreamFrame:
+					got[id] = "rst " + f.ErrCode.String()
+				case *http2.GoAwayFrame:
+					errs <- "GOAWAY " + f.ErrCode.String()
+					return
+				}
+			}
+			want := map[uint32]string{1: "grpc-status 0", 3: "grpc-status 0", 5: "rst CANCEL"}
+			if len(got) != 3 || got[1] != want[1] || got[3] != want[3] || got[5] != want[5] ||
+				bytesOf[1] != 5+4+1<<20 || bytesOf[3] != 5+2+2 {
+				errs <- "got " + strings.ReplaceAll(strings.TrimPrefix(fmtMap(got), "map"), " ", ",") +
+					" bytes " + strconv.Itoa(bytesOf[1]) + "/" + strconv.Itoa(bytesOf[3])
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	waitFor(t, "the half-closed connections forgotten", func() bool {
+		h.rmu.Lock()
+		defer h.rmu.Unlock()
+		return len(h.rconns) == 0
+	})
+	// The two answered calls per client, each counted OK; the open one
+	// the client's cancellation (an attempt, no answer).
+	waitFor(t, "every attempt judged", func() bool {
+		return strings.Contains(h2Counters(t, reg), "attempts_total{protocol=grpc,upstream=echo} 30")
+	})
+	if got := h2Counters(t, reg); !strings.Contains(got, "requests_total{code=OK,protocol=grpc,upstream=echo} 20\n") {
+		t.Fatalf("metrics:\n%s", got)
+	}
+}
+
+func fmtMap(m map[uint32]string) string {
+	var b strings.Builder
+	for _, id := range []uint32{1, 3, 5} {
+		b.WriteString(strconv.Itoa(int(id)) + ":" + m[id] + ";")
+	}
+	return b.String()
+}
+
 // unusedImports keeps the imports the later tests use.
 var _ = []any{binary.BigEndian, errors.New, strconv.Itoa, strings.Repeat, codes.OK, status.Code}
