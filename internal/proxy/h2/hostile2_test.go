@@ -619,5 +619,47 @@ func fmtMap(m map[uint32]string) string {
 	return b.String()
 }
 
+// 7. An HPACK bomb in baggage: a 4,000-byte baggage field in the
+// client's dynamic table, then referenced 250 times per request (a few
+// hundred bytes on the wire, 1 MB decoded: under the 1 MiB header list
+// limit, as x/net's server accepts it too). 4 clients with 64 such calls
+// each held by an upstream that never answers: every call reaches the
+// upstream and the relay's heap grows by less than 16 MiB (5.9 measured).
+// Before, the relay joined the 250 fields into one 1 MB baggage value,
+// rewrote it per attempt and wrote it upstream as a 1 MB literal: 305 MiB
+// of heap for 953 KiB sent, and two such header blocks pending killed the
+// upstream connection (its pending-bytes bound), every other client's
+// calls on it with them (80 of the 256 calls reached the upstream).
+func TestBaggageBombBounded(t *testing.T) {
+	up, seen, _ := countingUpstream(t)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1, chainCap: 4})
+	addr := serveDirect(t, h, "echo:50051")
+	member := "x=" + strings.Repeat("y", 3998)
+	const clients, streams = 4, 64
+	hs := sampleHeap()
+	var wire atomic.Int64
+	for range clients {
+		r := dialHostile(t, addr)
+		kv := []string{}
+		for range 250 {
+			kv = append(kv, "baggage", member)
+		}
+		for i := range streams {
+			blk := r.grpcHeaders(kv...)
+			wire.Add(int64(len(blk)))
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: blk, EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go func() { _, _ = io.Copy(io.Discard, r.c) }()
+	}
+	waitFor(t, "every call upstream", func() bool { return seen.Load() == clients*streams })
+	g := hs.growth()
+	t.Logf("%d calls, %d KiB of header blocks on the wire: heap peak growth %.1f MiB", clients*streams, wire.Load()>>10, float64(g)/(1<<20))
+	if g > 16<<20 {
+		t.Fatalf("heap grew %d MiB for %d calls sent in %d KiB of header blocks, want < 16", g>>20, clients*streams, wire.Load()>>10)
+	}
+}
+
 // unusedImports keeps the imports the later tests use.
 var _ = []any{binary.BigEndian, errors.New, strconv.Itoa, strings.Repeat, codes.OK, status.Code}
