@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -658,6 +661,243 @@ func TestBaggageBombBounded(t *testing.T) {
 	t.Logf("%d calls, %d KiB of header blocks on the wire: heap peak growth %.1f MiB", clients*streams, wire.Load()>>10, float64(g)/(1<<20))
 	if g > 16<<20 {
 		t.Fatalf("heap grew %d MiB for %d calls sent in %d KiB of header blocks, want < 16", g>>20, clients*streams, wire.Load()>>10)
+	}
+}
+
+// hpackLiteral is an HPACK literal field without indexing, new name
+// (RFC 7541 6.2.2), its value of length declared (a string's length
+// prefix) followed by value (which may be shorter: the rest comes in
+// CONTINUATIONs, or never).
+func hpackLiteral(name string, declared int, value []byte) []byte {
+	b := []byte{0x00}
+	b = hpackString(b, len(name))
+	b = append(b, name...)
+	b = hpackString(b, declared)
+	return append(b, value...)
+}
+
+// hpackString appends a string length prefix (7-bit prefix, no Huffman).
+func hpackString(b []byte, n int) []byte {
+	if n < 127 {
+		return append(b, byte(n))
+	}
+	b = append(b, 127)
+	n -= 127
+	for n >= 128 {
+		b = append(b, byte(n%128)|0x80)
+		n /= 128
+	}
+	return append(b, byte(n))
+}
+
+// diffCases2 are hostile sequences TestDifferentialAgainstXNet does not
+// send, for both x/net's server and the relay: HTTP/2 DoS CVEs'
+// shapes (CVE-2019-9511..9518, CVE-2023-45288), HPACK errors, stream
+// state and flow-control errors. differs is the relay's outcome where
+// it deliberately differs from x/net's (why: in the case's comment);
+// "" when it must match.
+var diffCases2 = []struct {
+	name    string
+	seq     frameSeq
+	xnet    string // x/net's outcome, asserted: the reference does not drift
+	differs string
+}{
+	// CVE-2023-45288: CONTINUATION without END_HEADERS, a field declared
+	// 4 MiB long sent 16 KiB a frame: the Framer's bound on the string
+	// length (both close the connection while the client still writes:
+	// not 4 MiB read and decoded).
+	{"continuation-flood-big-field", func(fr *http2.Framer, h func(...string) []byte) {
+		blk := append(h(req()...), hpackLiteral("x-a", 4<<20, bytes.Repeat([]byte("a"), 16000))...)
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk})
+		for range 300 {
+			_ = fr.WriteContinuation(1, false, bytes.Repeat([]byte("a"), 16384))
+		}
+	}, "closed", ""},
+	// Many fields, CONTINUATION after CONTINUATION, past 1 MiB decoded.
+	{"continuation-flood-many-fields", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...)})
+		field := hpackLiteral("x-b", 16000, bytes.Repeat([]byte("b"), 16000))
+		for range 200 {
+			_ = fr.WriteContinuation(1, false, field)
+		}
+	}, "goaway:PROTOCOL_ERROR", ""},
+	// Empty CONTINUATIONs without end: nothing to decode, nothing that
+	// passes a size bound. x/net's server reads them as long as they
+	// come; the relay closes the connection once the header block is not
+	// whole within --http-request-timeout (300 ms here).
+	{"continuation-flood-empty", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...)})
+		for range 20000 {
+			_ = fr.WriteContinuation(1, false, nil)
+		}
+	}, "none", "closed"},
+	// HPACK: a dynamic table size update above the 4,096 bytes allowed
+	// (RFC 7541 4.2, 6.3), a Huffman string with bad padding (5.2), an
+	// index past the tables.
+	{"hpack-table-size-above-limit", func(fr *http2.Framer, h func(...string) []byte) {
+		blk := append([]byte{0x3f, 0xe1, 0x7f}, h(req()...)...) // size update to 16,384
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
+	}, "goaway:COMPRESSION_ERROR", ""},
+	{"hpack-huffman-bad-padding", func(fr *http2.Framer, h func(...string) []byte) {
+		blk := append(h(req()...), 0x00, 0x03, 'x', '-', 'h', 0x82, 0x00, 0x00) // Huffman, padding of zeros
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
+	}, "goaway:COMPRESSION_ERROR", ""},
+	{"hpack-index-past-tables", func(fr *http2.Framer, h func(...string) []byte) {
+		blk := append(h(req()...), 0xff, 0x80, 0x01) // index 255
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
+	}, "goaway:COMPRESSION_ERROR", ""},
+	// CVE-2019-9516: a zero-length header block; an empty field name.
+	{"zero-length-header-block", func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, EndHeaders: true, EndStream: true})
+	}, "rst:1:PROTOCOL_ERROR", ""},
+	{"empty-field-name", func(fr *http2.Framer, h func(...string) []byte) {
+		blk := append(h(req()...), hpackLiteral("", 1, []byte("v"))...)
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
+	}, "rst:1:PROTOCOL_ERROR", ""},
+	// Flow control on a stream: WINDOW_UPDATE past 2^31-1 (a stream
+	// error; the connection's is a GOAWAY, TestDifferentialAgainstXNet).
+	{"window-update-stream-overflow", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(":method", "POST", ":scheme", "http", ":path", "/hold", ":authority", "web"), EndHeaders: true})
+		_ = fr.WriteWindowUpdate(1, 1<<31-1)
+	}, "rst:1:FLOW_CONTROL_ERROR", ""},
+	// Stream states: DATA after END_STREAM, trailers without END_STREAM,
+	// a stream id reused after its reset, RST_STREAM and WINDOW_UPDATE
+	// of bad length, HEADERS on stream 0, padding longer than the frame.
+	{"data-after-end-stream", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(":method", "POST", ":scheme", "http", ":path", "/hold", ":authority", "web"), EndHeaders: true})
+		_ = fr.WriteData(1, true, []byte("x"))
+		_ = fr.WriteData(1, false, []byte("y"))
+	}, "rst:1:STREAM_CLOSED", ""},
+	{"trailers-without-end-stream", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(":method", "POST", ":scheme", "http", ":path", "/hold", ":authority", "web"), EndHeaders: true})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h("x-t", "1"), EndHeaders: true})
+	}, "rst:1:PROTOCOL_ERROR", ""},
+	{"id-reused-after-reset", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(":method", "POST", ":scheme", "http", ":path", "/hold", ":authority", "web"), EndHeaders: true})
+		_ = fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndHeaders: true, EndStream: true})
+	}, "goaway:PROTOCOL_ERROR", ""},
+	{"rst-stream-bad-length", func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteRawFrame(http2.FrameRSTStream, 0, 1, []byte{0, 0, 0})
+	}, "goaway:FRAME_SIZE_ERROR", ""},
+	{"window-update-bad-length", func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 0, []byte{0, 0, 1})
+	}, "goaway:FRAME_SIZE_ERROR", ""},
+	{"headers-stream-0", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, 0, h(req()...))
+	}, "goaway:PROTOCOL_ERROR", ""},
+	{"padding-longer-than-frame", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(":method", "POST", ":scheme", "http", ":path", "/hold", ":authority", "web"), EndHeaders: true})
+		_ = fr.WriteRawFrame(http2.FrameData, http2.FlagDataPadded, 1, []byte{200, 'x'})
+	}, "goaway:PROTOCOL_ERROR", ""},
+	{"settings-max-frame-size-too-big", func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 24})
+	}, "goaway:PROTOCOL_ERROR", ""},
+	// Unknown frame types and SETTINGS ids are ignored (RFC 9113 4.1,
+	// 6.5.2): the request after them is answered.
+	{"unknown-frame-and-setting", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteRawFrame(0xfa, 0, 1, []byte("??"))
+		_ = fr.WriteSettings(http2.Setting{ID: 0x77, Val: 1})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndHeaders: true, EndStream: true})
+	}, "status:1:200", ""},
+	// A SETTINGS ACK for SETTINGS never sent: x/net's server hangs up
+	// ("the spec doesn't mention this case"); the relay ignores it (RFC
+	// 9113 says nothing; the request after it is answered).
+	{"settings-ack-unsolicited", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteSettingsAck()
+		_ = fr.WriteSettingsAck()
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndHeaders: true, EndStream: true})
+	}, "goaway:PROTOCOL_ERROR", "status:1:200"},
+	// CVE-2019-9513 (priority shuffling): the relay ignores priority
+	// altogether (RFC 9113 5.3.2), a stream depending on itself too
+	// (x/net resets it: RFC 7540's rule); the request is answered.
+	{"priority-self-dependency", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndHeaders: true, EndStream: true,
+			Priority: http2.PriorityParam{StreamDep: 1, Weight: 15}})
+	}, "rst:1:PROTOCOL_ERROR", "status:1:200"},
+	// A client that sent GOAWAY and then opens a stream: the relay
+	// refuses it (REFUSED_STREAM: safe to retry elsewhere); x/net's
+	// server ignores the stream and never answers it.
+	{"goaway-then-new-stream", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndHeaders: true, EndStream: true})
+	}, "none", "rst:1:REFUSED_STREAM"},
+}
+
+// TestDifferentialHostile2 sends diffCases2 to x/net's server and to the
+// relay (its upstream an x/net server): x/net's outcome is the case's
+// xnet, and the relay's the same, or the case's documented difference.
+func TestDifferentialHostile2(t *testing.T) {
+	up := xnetServer(t)
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1, requestTimeout: 300 * time.Millisecond})
+	relay := serveDirect(t, h, "")
+	ref := xnetServer(t)
+	for _, tc := range diffCases2 {
+		t.Run(tc.name, func(t *testing.T) {
+			ours := diffOutcome(t, ref, true, tc.seq)
+			got := diffOutcome(t, relay, true, tc.seq)
+			want := tc.xnet
+			if tc.differs != "" {
+				want = tc.differs
+			}
+			if ours != tc.xnet || got != want {
+				t.Fatalf("x/net: %s (want %s); relay: %s (want %s)", ours, tc.xnet, got, want)
+			}
+		})
+	}
+	waitFor(t, "the relay to forget every connection", func() bool {
+		h.rmu.Lock()
+		defer h.rmu.Unlock()
+		return len(h.rconns) == 0
+	})
+}
+
+var updateSeeds = flag.Bool("update-fuzz-seeds", false, "rewrite testdata/fuzz/FuzzRelayFrames/hostile2-* from diffCases2")
+
+// TestFuzzSeedsHostile2 keeps FuzzRelayFrames' seed corpus (go test runs
+// every file of testdata/fuzz/FuzzRelayFrames as a seed) in step with
+// diffCases2: one file per case under 64 KiB whose x/net outcome is not a
+// GOAWAY the relay deliberately does not send (the fuzz target wants the
+// relay to end what x/net ends). -update-fuzz-seeds rewrites them.
+func TestFuzzSeedsHostile2(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzRelayFrames")
+	want := map[string][]byte{}
+	for _, tc := range diffCases2 {
+		b := seqBytes(tc.seq)
+		if len(b) > 64<<10 || tc.differs != "" && strings.HasPrefix(tc.xnet, "goaway:") {
+			continue
+		}
+		want["hostile2-"+tc.name] = []byte("go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n")
+	}
+	if *updateSeeds {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		old, _ := filepath.Glob(filepath.Join(dir, "hostile2-*"))
+		for _, f := range old {
+			_ = os.Remove(f)
+		}
+		for name, b := range want {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "hostile2-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(want) {
+		t.Fatalf("%d hostile2 seed files, want %d (run with -update-fuzz-seeds)", len(files), len(want))
+	}
+	for _, f := range files {
+		got, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want[filepath.Base(f)]) {
+			t.Fatalf("%s is not diffCases2's (run with -update-fuzz-seeds)", f)
+		}
 	}
 }
 
