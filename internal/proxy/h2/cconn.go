@@ -141,8 +141,11 @@ type cconn struct {
 	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	blocked     []*rstream
 	goingAway   bool
-	closed      bool
-	done        chan struct{}
+	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
+	// not a half-close: waitAnswers).
+	clientGoAway bool
+	closed       bool
+	done         chan struct{}
 	// What upstreams may still send, or sent and the client has not
 	// taken, for this connection's streams (flow.go), and the attempts
 	// waiting for it to top their windows up.
@@ -247,8 +250,11 @@ func (cc *cconn) serve() {
 			}
 		}
 		f, err := fr.ReadFrame()
-		if err != nil && errors.Is(err, io.EOF) && !firstFrame {
-			// A FIN at a frame boundary: a half-close, not an abort.
+		if err != nil && errors.Is(err, io.EOF) && !firstFrame && !cc.clientGoAway {
+			// A FIN at a frame boundary, no GOAWAY before it: a
+			// half-close, not an abort (a client closing its connection
+			// says so with a GOAWAY first, as grpc-go's does: RFC 9113
+			// 6.8 wants one before the close).
 			cc.waitAnswers()
 			return
 		}
@@ -442,7 +448,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			}
 		}
 	case *http2.GoAwayFrame:
-		cc.goingAway = true
+		cc.goingAway, cc.clientGoAway = true, true
 	case *http2.PushPromiseFrame:
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("PUSH_PROMISE from a client"))
 		return false
