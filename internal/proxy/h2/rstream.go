@@ -498,7 +498,11 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		} else if code != 200 {
 			r.code, r.eof = statusFromHTTP(code), true
 		} else if a.upEnded {
-			r.code, r.eof, r.inTrails = codeInternal, true, true
+			// Trailers-only without a (well-formed) grpc-status: passed
+			// on as it came, the headers ending the stream (split into
+			// headers and an empty end, the client saw "server closed
+			// the stream without sending trailers").
+			r.code, r.eof = codeInternal, true
 		} else {
 			return // held back until a message or the trailers
 		}
