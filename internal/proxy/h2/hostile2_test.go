@@ -901,5 +901,80 @@ func TestFuzzSeedsHostile2(t *testing.T) {
 	}
 }
 
+// 8. A hostile upstream's grpc-status and grpc-retry-pushback-ms values,
+// read as grpc-go (v1.85.0) reads them, so that the relay never retries
+// a call its client's own library would not have: grpc-status is
+// strconv.ParseInt(v, 10, 32) (a space around it is malformed: the client
+// sees UNKNOWN, nothing to retry on), pushback strconv.Atoi of the one
+// value (a space, a second value, a negative or huge one: no retry).
+// Three attempts allowed, UNAVAILABLE retried; the upstream's executions
+// counted, the client's code read by a grpc-go client. Before, " 14" and
+// "14 " were trimmed and the call executed 3 times, as with pushback
+// " 10" or two pushback values; and every grpc-status value from 17 to
+// 65,536 was a metric series of its own (now UNKNOWN: 200 hostile values
+// made 200 series).
+func TestUpstreamGRPCStatusValues(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		fields     []string
+		executions int64
+		client     codes.Code
+	}{
+		{"unavailable", []string{"grpc-status", "14"}, 3, codes.Unavailable},
+		{"space-before", []string{"grpc-status", " 14"}, 1, codes.Unknown},
+		{"space-after", []string{"grpc-status", "14 "}, 1, codes.Unknown},
+		{"not-a-number", []string{"grpc-status", "abc"}, 1, codes.Unknown},
+		{"plus-sign", []string{"grpc-status", "+14"}, 3, codes.Unavailable},
+		{"huge", []string{"grpc-status", "99999"}, 1, codes.Code(99999)},
+		{"pushback-not-a-number", []string{"grpc-status", "14", "grpc-retry-pushback-ms", "abc"}, 1, codes.Unavailable},
+		{"pushback-negative", []string{"grpc-status", "14", "grpc-retry-pushback-ms", "-5"}, 1, codes.Unavailable},
+		{"pushback-space", []string{"grpc-status", "14", "grpc-retry-pushback-ms", " 10"}, 1, codes.Unavailable},
+		{"pushback-two-values", []string{"grpc-status", "14", "grpc-retry-pushback-ms", "10", "grpc-retry-pushback-ms", "10"}, 1, codes.Unavailable},
+		{"pushback-huge", []string{"grpc-status", "14", "grpc-retry-pushback-ms", "99999999999999999999"}, 1, codes.Unavailable},
+		{"pushback-past-deadline", []string{"grpc-status", "14", "grpc-retry-pushback-ms", "3600000"}, 1, codes.Unavailable},
+		{"pushback-plus", []string{"grpc-status", "14", "grpc-retry-pushback-ms", "+1"}, 3, codes.Unavailable},
+		{"message-bad-percent-and-bytes", []string{"grpc-status", "14", "grpc-message", "%ZZ%\xff\x80%4"}, 3, codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, seen := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+				if f.Header().Type == http2.FrameData && f.Header().Flags.Has(http2.FlagDataEndStream) {
+					p.headers(f.Header().StreamID, true, append([]string{":status", "200", "content-type", "application/grpc"}, tc.fields...)...)
+				}
+			})
+			h, _ := newHandler(t, proxyOpts{name: "gst", addr: up, attempts: 3})
+			theFront.route(t, "gst", h, up)
+			_, err := callUnary(ctxT(t), dialName(t, "gst"), "x")
+			if status.Code(err) != tc.client {
+				t.Fatalf("client: %v, want %v", err, tc.client)
+			}
+			if n := seen.Load(); n != tc.executions {
+				t.Fatalf("the upstream executed the call %d times, want %d", n, tc.executions)
+			}
+		})
+	}
+	t.Run("codes-past-16-one-series", func(t *testing.T) {
+		var code atomic.Int64
+		code.Store(16)
+		up, _ := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+			if f.Header().Type == http2.FrameData && f.Header().Flags.Has(http2.FlagDataEndStream) {
+				p.headers(f.Header().StreamID, true, ":status", "200", "content-type", "application/grpc",
+					"grpc-status", strconv.Itoa(int(code.Add(1))))
+			}
+		})
+		h, reg := newHandler(t, proxyOpts{name: "gst", addr: up, attempts: 1})
+		theFront.route(t, "gst", h, up)
+		cc := dialName(t, "gst")
+		for i := range 200 {
+			if _, err := callUnary(ctxT(t), cc, "x"); status.Code(err) != codes.Code(17+i) {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+		if got := h2Counters(t, reg); !strings.Contains(got, "retrycap_proxy_h2_requests_total{code=UNKNOWN,protocol=grpc,upstream=gst} 200\n") ||
+			strings.Count(got, "requests_total") != 1 {
+			t.Fatalf("metrics:\n%s", got)
+		}
+	})
+}
+
 // unusedImports keeps the imports the later tests use.
 var _ = []any{binary.BigEndian, errors.New, strconv.Itoa, strings.Repeat, codes.OK, status.Code}
