@@ -133,8 +133,8 @@ func (uc *upconn) reserve() bool {
 // settings applies the upstream's SETTINGS and acknowledges them.
 func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 	var grown []*ratt
-	var delta int64
-	more := false
+	var delta, iwsFrom int64
+	more, iwsSeen := false, false
 	err := sf.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
@@ -146,12 +146,18 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 			uc.maxStreams = s.Val
 			uc.mu.Unlock()
 		case http2.SettingInitialWindowSize:
+			// The value may come more than once (RFC 9113 6.5: in order,
+			// the last counts): the streams move once, by the change
+			// from the value before the frame to the last.
 			uc.mu.Lock()
-			delta = int64(s.Val) - uc.peerInitWin
-			uc.peerInitWin = int64(s.Val)
-			for _, a := range uc.streams {
-				grown = append(grown, a)
+			if !iwsSeen {
+				iwsSeen, iwsFrom = true, uc.peerInitWin
+				for _, a := range uc.streams {
+					grown = append(grown, a)
+				}
 			}
+			uc.peerInitWin = int64(s.Val)
+			delta = uc.peerInitWin - iwsFrom
 			uc.mu.Unlock()
 		case http2.SettingMaxFrameSize:
 			uc.wmu.Lock()
