@@ -976,5 +976,245 @@ func TestUpstreamGRPCStatusValues(t *testing.T) {
 	})
 }
 
+// grpcOutcome sends one Echo.Call with the given content-type and extra
+// fields on a raw connection to addr and reads how it ended:
+// "grpc-status N", "http NNN", "rst CODE".
+func grpcOutcome(t *testing.T, addr, contentType string, extra ...string) string {
+	t.Helper()
+	r := dialHostile(t, addr)
+	blk := r.block(append([]string{":method", "POST", ":scheme", "http", ":path", methodCall, ":authority", "echo:50051",
+		"content-type", contentType, "te", "trailers"}, extra...)...)
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.fr.WriteData(1, true, grpcMessage("x"))
+	heads, _, rst := r.readStream(1)
+	if rst != -1 {
+		return "rst " + http2.ErrCode(rst).String()
+	}
+	last := heads[len(heads)-1]
+	if st := field(last, "grpc-status"); st != "" {
+		return "grpc-status " + st
+	}
+	return "http " + field(heads[0], ":status")
+}
+
+// 9. gRPC request details, the same bytes to a grpc-go server directly
+// and through the relay (its upstream that server): grpc-timeout
+// malformed (a wrong unit, a sign, nine digits, empty: grpc-go refuses
+// the call, INTERNAL; the relay passes the field on untouched, so the
+// upstream refuses it the same), duplicated (grpc-go takes the last, the
+// relay the smallest valid and forwards only its own: both answer),
+// a valid one next to a malformed one (the relay forwards its own: the
+// call is answered where grpc-go alone refuses it), content-type
+// variants (the relay's gRPC rules for application/grpc, +proto and
+// ;params; anything else is a plain HTTP/2 request, which grpc-go
+// refuses either way: 415 with grpc-status 3, INVALID_ARGUMENT). Budget
+// and deadline values past int64: ignored (the cap, no deadline). Each compared with the executions the
+// backend counted.
+func TestGRPCRequestDetailsAgainstGRPCGo(t *testing.T) {
+	b := startBackend(t, &backend{})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
+	relay := serveDirect(t, h, "echo:50051")
+	for _, tc := range []struct {
+		name       string
+		ct         string
+		extra      []string
+		direct     string
+		viaRelay   string // "" : as direct
+		executions int64  // through the relay
+	}{
+		{"timeout-bad-unit", "application/grpc", []string{"grpc-timeout", "1X"}, "grpc-status 13", "", 0},
+		{"timeout-negative", "application/grpc", []string{"grpc-timeout", "-1S"}, "grpc-status 13", "", 0},
+		{"timeout-nine-digits", "application/grpc", []string{"grpc-timeout", "100000000H"}, "grpc-status 13", "", 0},
+		{"timeout-empty", "application/grpc", []string{"grpc-timeout", ""}, "grpc-status 13", "", 0},
+		{"timeout-huge", "application/grpc", []string{"grpc-timeout", "99999999H"}, "grpc-status 0", "", 1},
+		{"timeout-zero", "application/grpc", []string{"grpc-timeout", "0n"}, "grpc-status 4", "", 0},
+		{"timeout-twice", "application/grpc", []string{"grpc-timeout", "20S", "grpc-timeout", "10S"}, "grpc-status 0", "", 1},
+		{"timeout-valid-and-malformed", "application/grpc", []string{"grpc-timeout", "1X", "grpc-timeout", "10S"}, "grpc-status 13", "grpc-status 0", 1},
+		{"budget-huge", "application/grpc", []string{"retrycap-budget", "99999999999999999999999"}, "grpc-status 0", "", 1},
+		{"deadline-huge", "application/grpc", []string{"retrycap-deadline", "99999999999999999999999"}, "grpc-status 0", "", 1},
+		{"ct-plus-proto", "application/grpc+proto", nil, "grpc-status 0", "", 1},
+		{"ct-params", "application/grpc;charset=utf-8", nil, "grpc-status 0", "", 1},
+		{"ct-upper-case", "APPLICATION/GRPC", nil, "grpc-status 3", "", 0},
+		{"ct-grpc-web", "application/grpc-web", nil, "grpc-status 3", "", 0},
+		{"ct-empty", "", nil, "grpc-status 3", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := b.attempts.Load()
+			got := grpcOutcome(t, b.addr, tc.ct, tc.extra...)
+			if got != tc.direct {
+				t.Fatalf("grpc-go directly: %s, want %s", got, tc.direct)
+			}
+			direct := b.attempts.Load() - before
+			want := tc.viaRelay
+			if want == "" {
+				want = tc.direct
+			}
+			before = b.attempts.Load()
+			if got := grpcOutcome(t, relay, tc.ct, tc.extra...); got != want {
+				t.Fatalf("through the relay: %s, want %s (grpc-go directly: %s)", got, want, tc.direct)
+			}
+			if n := b.attempts.Load() - before; n != tc.executions {
+				t.Fatalf("through the relay the backend executed %d calls, want %d (directly %d)", n, tc.executions, direct)
+			}
+		})
+	}
+}
+
+// 10. A hostile or broken upstream's frames: each case's upstream (a
+// scriptedUpstream whose later connections answer normally) does
+// something RFC 9113 forbids or x/net's Transport would not do, and the
+// client's call ends as the policy says (three attempts allowed,
+// connect-failure, reset and UNAVAILABLE retried), with the executions
+// counted; then a second call is answered.
+func TestHostileUpstreamFrames(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		script     func(p *upPeer, id uint32)
+		executions int64 // the first call's
+		conns      int   // upstream connections after both calls
+	}{
+		// Push is disabled (SETTINGS_ENABLE_PUSH 0): a PUSH_PROMISE is a
+		// connection error; the call on it failed (reset) and is retried
+		// on a new connection.
+		{"push-promise", func(p *upPeer, id uint32) {
+			p.do(func(fr *http2.Framer) {
+				_ = fr.WritePushPromise(http2.PushPromiseParam{StreamID: id, PromiseID: 2, BlockFragment: p.block(":method", "GET", ":scheme", "http", ":path", "/p", ":authority", "x"), EndHeaders: true})
+			})
+		}, 2, 2},
+		// HEADERS on a stream the relay never opened: ignored (the HPACK
+		// state kept), the real answer passed on.
+		{"headers-on-unopened-stream", func(p *upPeer, id uint32) {
+			p.headers(id+100, true, ":status", "200", "grpc-status", "0")
+			p.grpcOK(id)
+		}, 1, 1},
+		// DATA and HEADERS on a stream after its END_STREAM: dropped, the
+		// connection kept for the next call.
+		{"frames-after-end-stream", func(p *upPeer, id uint32) {
+			p.grpcOK(id)
+			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, grpcMessage("late")) })
+			p.headers(id, true, "grpc-status", "14")
+		}, 1, 1},
+		// 10,000 informational answers before the real one: not passed on
+		// (x/net's Transport gives up past 1 MiB of 1xx fields; the
+		// relay's per-try timeout bounds how long they may go on).
+		{"informational-flood", func(p *upPeer, id uint32) {
+			for range 10000 {
+				p.headers(id, false, ":status", "103", "link", "</style.css>; rel=preload")
+			}
+			p.grpcOK(id)
+		}, 1, 1},
+		// GOAWAY whose last-stream-id is above every stream it got: the
+		// call on it is answered, the connection takes no new stream.
+		{"goaway-last-id-above", func(p *upPeer, id uint32) {
+			p.do(func(fr *http2.Framer) { _ = fr.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil) })
+			p.grpcOK(id)
+		}, 1, 2},
+		// A window update past 2^31-1 on the stream: the upstream's flow
+		// control error, the stream reset (retried on the connection).
+		{"stream-window-overflow", func(p *upPeer, id uint32) {
+			p.do(func(fr *http2.Framer) {
+				_ = fr.WriteWindowUpdate(id, 1<<31-1)
+				_ = fr.WriteWindowUpdate(id, 1<<31-1)
+			})
+		}, 2, 1},
+		// DATA before the answer's HEADERS: a malformed answer, the
+		// upstream stream reset, the call retried.
+		{"data-before-headers", func(p *upPeer, id uint32) {
+			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, grpcMessage("early")) })
+		}, 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ended atomic.Int64
+			up, seen := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+				if f.Header().Type != http2.FrameData || !f.Header().Flags.Has(http2.FlagDataEndStream) {
+					return
+				}
+				if ended.Add(1) == 1 {
+					tc.script(p, f.Header().StreamID)
+					return
+				}
+				p.grpcOK(f.Header().StreamID)
+			})
+			h, _ := newHandler(t, proxyOpts{name: "hup", addr: up, attempts: 3})
+			theFront.route(t, "hup", h, up)
+			cc := dialName(t, "hup")
+			if out, err := callUnary(ctxT(t), cc, "x"); err != nil || out != "ok" {
+				t.Fatalf("first call: %q, %v", out, err)
+			}
+			if n := seen.Load(); n != tc.executions {
+				t.Fatalf("the upstream executed the first call %d times, want %d", n, tc.executions)
+			}
+			if out, err := callUnary(ctxT(t), cc, "y"); err != nil || out != "ok" {
+				t.Fatalf("second call: %q, %v", out, err)
+			}
+			v, _ := h.rpools.Load(up)
+			p := v.(*rpool)
+			waitFor(t, "the pool's connections", func() bool {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				n := len(p.conns)
+				// A connection that left the pool is not counted: those
+				// in it and the first (gone or not).
+				return n+map[bool]int{true: 1, false: 0}[tc.conns == 2] == tc.conns
+			})
+		})
+	}
+}
+
+// 11. An upstream's SETTINGS carrying INITIAL_WINDOW_SIZE twice (RFC 9113
+// 6.5: processed in order; only the last value counts) while a request
+// body waits for the stream's window: the window is the stream's 65,535
+// moved by the last value's change (100 - 65,535), plus the upstream's
+// WINDOW_UPDATE of 1,000: 1,100, and the body flows. Before, each value's
+// stream list was applied with the last change, twice: -2,031,417.
+func TestUpstreamSettingsWindowTwice(t *testing.T) {
+	got := make(chan uint32, 1)
+	up, _ := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			if !f.StreamEnded() {
+				p.do(func(fr *http2.Framer) {
+					_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20},
+						http2.Setting{ID: http2.SettingInitialWindowSize, Val: 100})
+					_ = fr.WriteWindowUpdate(f.StreamID, 1000)
+				})
+				got <- f.StreamID
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				p.grpcOK(f.StreamID)
+			}
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+	r := dialHostile(t, serveDirect(t, h, "echo:50051"))
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.grpcHeaders(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	var win int64
+	waitFor(t, "the stream's window after SETTINGS and WINDOW_UPDATE", func() bool {
+		h.rmu.Lock()
+		defer h.rmu.Unlock()
+		for cc := range h.rconns {
+			cc.mu.Lock()
+			if s := cc.streams[1]; s != nil && s.att != nil {
+				win = s.att.sendWin.available()
+			}
+			cc.mu.Unlock()
+		}
+		return win == 1100
+	})
+	if err := r.fr.WriteData(1, true, grpcMessage(strings.Repeat("z", 100))); err != nil {
+		t.Fatal(err)
+	}
+	heads, data, rst := r.readStream(1)
+	if rst != -1 || len(data) != 9 || field(heads[len(heads)-1], "grpc-status") != "0" {
+		t.Fatalf("answer %v, %d bytes, reset %d", brief(heads...), len(data), rst)
+	}
+}
+
 // unusedImports keeps the imports the later tests use.
 var _ = []any{binary.BigEndian, errors.New, strconv.Itoa, strings.Repeat, codes.OK, status.Code}
