@@ -1216,5 +1216,113 @@ func TestUpstreamSettingsWindowTwice(t *testing.T) {
 	}
 }
 
+// 12. An upstream that never reads (it grants no window past the
+// protocol's first 65,535 bytes a connection): 8 clients with 16 calls
+// each send their whole windows' worth of request messages (64 KiB a
+// stream, 1 MiB a connection, the window the relay advertises). What the
+// relay holds is what the windows let in: the clients get no window back
+// (the relay credits bytes only as they go on upstream, and the upstream
+// took at most 65,535 per connection), no stream is reset, and the heap
+// grows by less than 24 MiB for the 8 MiB sent.
+func TestUpstreamNeverReadsBounded(t *testing.T) {
+	var upBytes atomic.Int64
+	up, seen := scriptedUpstream(t, nil, func(_ *upPeer, f http2.Frame) {
+		if d, ok := f.(*http2.DataFrame); ok {
+			upBytes.Add(int64(len(d.Data())))
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1, perTry: 30 * time.Second})
+	addr := serveDirect(t, h, "echo:50051")
+	const clients, streams = 8, 16
+	hs := sampleHeap()
+	var credited, resets atomic.Int64
+	for range clients {
+		r := dialHostile(t, addr)
+		go func() {
+			for {
+				f, err := r.fr.ReadFrame()
+				if err != nil {
+					return
+				}
+				switch f := f.(type) {
+				case *http2.WindowUpdateFrame:
+					if f.StreamID == 0 && f.Increment != relayConnWindow-initialWindow {
+						credited.Add(int64(f.Increment))
+					}
+				case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+					resets.Add(1)
+				}
+			}
+		}()
+		var buf bytes.Buffer
+		fr := http2.NewFramer(&buf, nil)
+		for i := range streams {
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: r.grpcHeaders(), EndHeaders: true})
+		}
+		chunk := make([]byte, 16384)
+		for range 4 {
+			for i := range streams {
+				_ = fr.WriteData(uint32(2*i+1), false, chunk)
+			}
+		}
+		if _, err := r.c.Write(buf.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every call upstream", func() bool { return seen.Load() == clients*streams })
+	v, _ := h.rpools.Load(up)
+	p := v.(*rpool)
+	p.mu.Lock()
+	conns := int64(len(p.conns))
+	p.mu.Unlock()
+	waitFor(t, "the upstream's windows filled", func() bool { return upBytes.Load() == conns*initialWindow })
+	g := hs.growth()
+	t.Logf("8 MiB sent, %d bytes upstream over %d connections; heap peak growth %.1f MiB", upBytes.Load(), conns, float64(g)/(1<<20))
+	if n := credited.Load(); n != 0 {
+		t.Fatalf("the relay gave the clients %d bytes of window back with the upstream reading nothing", n)
+	}
+	if n := resets.Load(); n != 0 {
+		t.Fatalf("%d streams or connections reset", n)
+	}
+	if g > 24<<20 {
+		t.Fatalf("heap grew %d MiB, want < 24", g>>20)
+	}
+}
+
+// 13. CVE-2019-9518 (empty frames): 100,000 empty DATA frames on a call's
+// stream, then its message: nothing of the empties goes upstream (the
+// upstream gets the message and the end: at most 2 DATA frames), the call
+// is answered.
+func TestEmptyDataFloodNotForwarded(t *testing.T) {
+	var dataFrames atomic.Int64
+	up, _ := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+		if d, ok := f.(*http2.DataFrame); ok {
+			dataFrames.Add(1)
+			if d.StreamEnded() {
+				p.grpcOK(d.StreamID)
+			}
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+	r := dialHostile(t, serveDirect(t, h, "echo:50051"))
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.grpcHeaders(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	fr := http2.NewFramer(&buf, nil)
+	for range 100000 {
+		_ = fr.WriteData(1, false, nil)
+	}
+	_ = fr.WriteData(1, true, grpcMessage("x"))
+	go func() { _, _ = r.c.Write(buf.Bytes()) }()
+	heads, data, rst := r.readStream(1)
+	if rst != -1 || len(data) != 9 || field(heads[len(heads)-1], "grpc-status") != "0" {
+		t.Fatalf("answer %v, %d bytes, reset %d", brief(heads...), len(data), rst)
+	}
+	if n := dataFrames.Load(); n > 2 {
+		t.Fatalf("the upstream got %d DATA frames, want at most 2", n)
+	}
+}
+
 // unusedImports keeps the imports the later tests use.
 var _ = []any{binary.BigEndian, errors.New, strconv.Itoa, strings.Repeat, codes.OK, status.Code}
