@@ -3,7 +3,6 @@ package h2
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"io"
@@ -1325,6 +1324,3 @@ func TestEmptyDataFloodNotForwarded(t *testing.T) {
 		t.Fatalf("the upstream got %d DATA frames, want at most 2", n)
 	}
 }
-
-// unusedImports keeps the imports the later tests use.
-var _ = []any{binary.BigEndian, errors.New, strconv.Itoa, strings.Repeat, codes.OK, status.Code}
