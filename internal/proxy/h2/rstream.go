@@ -463,7 +463,7 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		return
 	}
 	if !a.gotHeaders {
-		code, why := responseStatus(f)
+		code, why := responseStatus(f.PseudoValue("status"), f.Truncated, f.StreamEnded())
 		if why != "" {
 			// As x/net's Transport (handleResponse) refuses it: a failed
 			// attempt, never passed on (a ":status: 0", a truncated list).
@@ -541,12 +541,12 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 // is malformed: its header list went past the MAX_HEADER_LIST_SIZE the
 // relay advertised (the Framer truncated it), no :status, one that is not
 // three digits (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
-// the same cases).
-func responseStatus(f *http2.MetaHeadersFrame) (int, string) {
-	if f.Truncated {
+// the same cases). st is the :status value, truncated whether the list
+// went past the limit, ended whether the block ends the stream.
+func responseStatus(st string, truncated, ended bool) (int, string) {
+	if truncated {
 		return 0, "header list larger than the advertised " + strconv.Itoa(relayMaxHeaderList) + " bytes"
 	}
-	st := f.PseudoValue("status")
 	if st == "" {
 		return 0, "missing :status"
 	}
@@ -561,7 +561,7 @@ func responseStatus(f *http2.MetaHeadersFrame) (int, string) {
 	if len(st) != 3 || code < 100 {
 		return 0, "malformed :status " + strconv.Quote(st)
 	}
-	if code < 200 && f.StreamEnded() {
+	if code < 200 && ended {
 		return 0, "1xx informational answer with END_STREAM"
 	}
 	return code, ""
