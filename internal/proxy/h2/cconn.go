@@ -130,6 +130,7 @@ type cconn struct {
 	cw     *batchConn
 	rd     clientReader
 	br     *bufio.Reader
+	hr     *hreader // the reader goroutine's
 	target string
 
 	mu          sync.Mutex
@@ -140,6 +141,7 @@ type cconn struct {
 	recvWin     inflow  // the client's on the connection
 	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	blocked     []*rstream
+	free        []*rstream // ended streams kept for reuse (recycle)
 	goingAway   bool
 	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
 	// not a half-close: waitAnswers).
@@ -223,9 +225,8 @@ func (cc *cconn) serve() {
 	}
 	fr := http2.NewFramer(cc.cw, cc.br)
 	fr.SetMaxReadFrameSize(relayMaxFrame)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.MaxHeaderListSize = relayMaxHeaderList
 	fr.SetReuseFrames()
+	cc.hr = newHReader(fr, relayMaxHeaderList)
 	cc.mu.Lock()
 	cc.out = newFrameOut(fr)
 	_ = fr.WriteSettings(
@@ -250,6 +251,10 @@ func (cc *cconn) serve() {
 			}
 		}
 		f, err := fr.ReadFrame()
+		var blk *hblock
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			blk, err = cc.hr.read(hf) // its CONTINUATIONs read here
+		}
 		if err != nil && errors.Is(err, io.EOF) && !firstFrame && !cc.clientGoAway {
 			// A FIN at a frame boundary, no GOAWAY before it: a
 			// half-close, not an abort (a client closing its connection
@@ -278,11 +283,7 @@ func (cc *cconn) serve() {
 				cc.mu.Unlock()
 				continue
 			case errors.As(err, &ce):
-				detail := "frame error"
-				if d := fr.ErrorDetail(); d != nil {
-					detail = d.Error()
-				}
-				cc.goAway(http2.ErrCode(ce), detail)
+				cc.goAway(http2.ErrCode(ce), blockDetail(err, fr, "frame error"))
 			case errors.Is(err, http2.ErrFrameTooLarge):
 				cc.h.m.closed.WithLabelValues("frame-size").Inc()
 				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
@@ -300,7 +301,14 @@ func (cc *cconn) serve() {
 				return
 			}
 		}
-		if !cc.frame(f) {
+		if blk != nil {
+			cc.mu.Lock()
+			ok := cc.onHeaders(blk)
+			cc.mu.Unlock()
+			if !ok {
+				return
+			}
+		} else if !cc.frame(f) {
 			return
 		}
 		if cc.br.Buffered() == 0 {
@@ -430,8 +438,6 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			}
 			s.flushOut()
 		}
-	case *http2.MetaHeadersFrame:
-		return cc.onHeaders(f)
 	case *http2.DataFrame:
 		return cc.onData(f)
 	case *http2.RSTStreamFrame:
@@ -499,18 +505,18 @@ func connSpecific(name string) bool {
 // badRequestFields reports why a request's header list is malformed, ""
 // when it is not: the pseudo-headers a request needs, no
 // connection-specific fields, TE only "trailers" (lower case and
-// pseudo-headers first are the Framer's checks).
-func badRequestFields(f *http2.MetaHeadersFrame) string {
-	method := f.PseudoValue("method")
-	if method == "" || f.PseudoValue("path") == "" || f.PseudoValue("scheme") == "" {
+// pseudo-headers first are hreader's checks).
+func badRequestFields(f *hblock) string {
+	method := f.pseudo("method")
+	if method == "" || f.pseudo("path") == "" || f.pseudo("scheme") == "" {
 		if method != "CONNECT" {
 			return "request without :method, :scheme or :path"
 		}
 	}
-	if f.PseudoValue("status") != "" {
+	if f.pseudo("status") != "" {
 		return ":status in a request"
 	}
-	for _, hf := range f.RegularFields() {
+	for _, hf := range f.regular() {
 		if connSpecific(hf.Name) {
 			return "connection-specific field " + hf.Name
 		}
@@ -521,8 +527,9 @@ func badRequestFields(f *http2.MetaHeadersFrame) string {
 	return ""
 }
 
-func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
-	id := f.StreamID
+// onHeaders handles a header block from the client; mu held.
+func (cc *cconn) onHeaders(f *hblock) bool {
+	id := f.streamID
 	if id%2 == 0 {
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
 		return false
@@ -534,10 +541,10 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	case stateOpen:
 		// Trailers of the request.
-		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+		if !f.endStream || f.npseudo > 0 {
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
-		s.onRequestTrailers(f.RegularFields())
+		s.onRequestTrailers(f.regular())
 		return true
 	case stateClosed:
 		// A new stream's id must be above every earlier one (5.1.1).
@@ -549,7 +556,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		return true
 	}
-	if f.Truncated {
+	if f.truncated {
 		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "431"}}, nil, nil, false)
 		return true
 	}
@@ -558,7 +565,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return true
 	}
-	if f.PseudoValue("method") == "CONNECT" {
+	if f.pseudo("method") == "CONNECT" {
 		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
 		return true
 	}
