@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/jsonfield"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -80,11 +81,36 @@ func laterWins[T any](m *Manifests, objs []T, key, what string, src Source, same
 	return objs
 }
 
+// decode decodes an object of a kind the graph reads into obj as the API server would
+// (internal/jsonfield): a field it does not know (an annotation under spec.template instead of
+// spec.template.metadata, "Annotations" capitalised) is an error rather than a value read
+// here and dropped by the cluster, or read by neither and silently lost; a wrong type names
+// its path and value. An object without metadata.name is an error too: kubectl apply refuses it,
+// and two of them would be one object here.
+func (r Reader) decode(src Source, js []byte, tm *typeMeta, obj any) error {
+	if err := jsonfield.Decode(js, obj); err != nil {
+		return &InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}
+	}
+	if tm.Metadata.Name == "" {
+		var gen struct {
+			Metadata struct {
+				GenerateName string `json:"generateName"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(js, &gen)
+		if g := gen.Metadata.GenerateName; g != "" {
+			return &InputError{src, fmt.Errorf("%s: metadata.name is missing (metadata.generateName %q names an object only when the API server creates it, kubectl create; kubectl apply refuses it): give it a name", r.ident(tm), g)}
+		}
+		return &InputError{src, fmt.Errorf("%s: metadata.name is missing", r.ident(tm))}
+	}
+	return nil
+}
+
 // policy reads a RetryPolicy into m.Policies.
 func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
 	p := &v1alpha1.RetryPolicy{}
-	if err := json.Unmarshal(js, p); err != nil {
-		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+	if err := r.decode(src, js, tm, p); err != nil {
+		return []error{err}
 	}
 	if p.Namespace == "" {
 		p.Namespace = r.namespace()
@@ -104,8 +130,8 @@ func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []erro
 func workloadReader(newObj func() runtime.Object) kindReader {
 	return func(r Reader, m *Manifests, src Source, js []byte, tm *typeMeta) []error {
 		obj := newObj()
-		if err := json.Unmarshal(js, obj); err != nil {
-			return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+		if err := r.decode(src, js, tm, obj); err != nil {
+			return []error{err}
 		}
 		w, ok := workload.FromObject(obj)
 		if !ok {

@@ -9,8 +9,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -286,12 +288,41 @@ func splitDocuments(data []byte) []document {
 				continue
 			}
 		}
-		if len(cur) == 0 && len(bytes.TrimSpace(l)) == 0 {
-			start = line + 1 // leading blank lines
+		if len(bytes.TrimSpace(cur)) == 0 && len(bytes.TrimSpace(l)) == 0 {
+			start = line + 1 // leading blank lines (all of them: the line is the first content's)
 		}
 		cur = append(cur, l...)
 	}
 	return append(docs, document{raw: cur, line: start})
+}
+
+// yamlLine is the "line N" of a YAML parser's message, which counts from the document's first
+// line.
+var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
+
+// fileLines rewrites the document-relative line numbers of a YAML error into the file's (the
+// document starts at line first), and puts its lines on one ("yaml: unmarshal errors:\n  line
+// 3: key ... already set in map").
+// leadingBlanks counts the blank lines at the head of a document, which its line skips and the
+// parser counts.
+func leadingBlanks(raw []byte) int {
+	n := 0
+	for {
+		l, rest, ok := bytes.Cut(raw, []byte("\n"))
+		if !ok || len(bytes.TrimSpace(l)) > 0 {
+			return n
+		}
+		n, raw = n+1, rest
+	}
+}
+
+func fileLines(err error, first int) error {
+	msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(s string) string {
+		n, _ := strconv.Atoi(yamlLine.FindStringSubmatch(s)[1])
+		return "line " + strconv.Itoa(n+first-1)
+	})
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, ":\n", ": ")), " ")
+	return errors.New(msg)
 }
 
 func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
@@ -319,9 +350,14 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		}
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
-		js, err := yaml.YAMLToJSON(d.raw)
+		// Strict: a key given twice in one mapping is an error, as the API server's strict field
+		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
+		js, err := yaml.YAMLToJSONStrict(d.raw)
 		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
 			helm = true
+		}
+		if err != nil {
+			err = fileLines(err, d.line-leadingBlanks(d.raw))
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -370,11 +406,17 @@ type typeMeta struct {
 	} `json:"metadata"`
 }
 
+// clusterScoped are the kinds read that have no namespace.
+var clusterScoped = map[string]bool{"Namespace": true, "ClusterRetryPolicy": true}
+
 // ident names an object in an error before it could be decoded ("Kind ns/name"), so a
 // type error in its spec still says which object it is.
 func (r Reader) ident(tm *typeMeta) string {
 	if tm.Metadata.Name == "" {
 		return tm.Kind
+	}
+	if clusterScoped[tm.Kind] {
+		return tm.Kind + " " + tm.Metadata.Name
 	}
 	ns := tm.Metadata.Namespace
 	if ns == "" {

@@ -1,0 +1,82 @@
+package analyze
+
+import (
+	"strings"
+	"testing"
+)
+
+// Hostile and unusual manifests: each is read to an exact error (file, document, object, field,
+// value) or to exactly the objects the API server would store; none is read silently otherwise.
+func TestReadHostile(t *testing.T) {
+	const policy = "apiVersion: retrycap.dev/v1alpha1\nkind: RetryPolicy\nmetadata: {name: p, namespace: shop}\nspec: {maxAmplification: 4}\n---\n"
+	deploy := func(meta, tmpl string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {" + meta + "}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n" + tmpl +
+			"    spec: {containers: [{name: app, image: x}]}\n"
+	}
+	web := deploy("name: web, namespace: shop", "    metadata:\n      labels: {app: web}\n      annotations: {retrycap.dev/upstreams: \"order=3\"}\n")
+	cases := []struct {
+		name, doc string
+		errs      []string
+		workloads int // read when no error is expected
+	}{
+		{"plain", policy + web, nil, 1},
+		{"a byte-order mark, CRLF line ends", "\ufeff" + strings.ReplaceAll(policy+web, "\n", "\r\n"), nil, 1},
+		{"a key twice in one mapping (the later was read silently)", policy + deploy("name: web, namespace: shop",
+			"    metadata:\n      labels: {app: web}\n      annotations:\n        retrycap.dev/upstreams: \"order=2\"\n        retrycap.dev/upstreams: \"order=9\"\n"),
+			[]string{`test.yaml: document 2: yaml: unmarshal errors: line 16: key "retrycap.dev/upstreams" already set in map`}, 0},
+		{"a YAML error's line counts in the file, not the document", policy + "\n\napiVersion: v1\nkind: ConfigMap\nmetadata:\n\tname: x\n",
+			[]string{`test.yaml: document 2: yaml: line 11: found character that cannot start any token`}, 0},
+		{"annotations under spec.template (read by nobody, before: a pass)", policy + deploy("name: web, namespace: shop",
+			"    metadata: {labels: {app: web}}\n    annotations: {retrycap.dev/upstreams: \"order=30\"}\n"),
+			[]string{`test.yaml: document 2: Deployment shop/web: unknown field "spec.template.annotations"`}, 0},
+		{"Annotations capitalised (read here, dropped by the API server)", policy + deploy("name: web, namespace: shop",
+			"    metadata:\n      labels: {app: web}\n      Annotations: {retrycap.dev/upstreams: \"order=30\"}\n"),
+			[]string{`test.yaml: document 2: Deployment shop/web: unknown field "spec.template.metadata.Annotations"`}, 0},
+		{"a JSON field twice", policy + `{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","name":"b","namespace":"shop"}}`,
+			[]string{`test.yaml: document 2: yaml: unmarshal errors: line 6: key "name" already set in map`}, 0},
+		{"an annotation that is a number", policy + deploy("name: web, namespace: shop",
+			"    metadata:\n      labels: {app: web}\n      annotations: {retrycap.dev/upstreams: 3}\n"),
+			[]string{`test.yaml: document 2: Deployment shop/web: spec.template.metadata.annotations["retrycap.dev/upstreams"]: 3 is a number, want a string (quote it)`}, 0},
+		{"an annotation that is a map", policy + deploy("name: web, namespace: shop",
+			"    metadata:\n      labels: {app: web}\n      annotations: {retrycap.dev/upstreams: {order: 3}}\n"),
+			[]string{`test.yaml: document 2: Deployment shop/web: spec.template.metadata.annotations["retrycap.dev/upstreams"]: {"order":3} is an object, want a string`}, 0},
+		{"a label that YAML reads as a boolean", policy + deploy("name: web, namespace: shop",
+			"    metadata:\n      labels: {app: web, canary: yes}\n"),
+			[]string{`test.yaml: document 2: Deployment shop/web: spec.template.metadata.labels.canary: true is a boolean, want a string (quote it)`}, 0},
+		{"two workloads without a name were one (the later won)", policy +
+			deploy("generateName: web-, namespace: shop", "    metadata: {labels: {app: web}}\n") + "---\n" +
+			deploy("namespace: shop", "    metadata: {labels: {app: web}}\n"),
+			[]string{
+				`test.yaml: document 2: Deployment: metadata.name is missing (metadata.generateName "web-" names an object only when the API server creates it, kubectl create; kubectl apply refuses it): give it a name`,
+				`test.yaml: document 3: Deployment: metadata.name is missing`}, 0},
+		{"a Service without a name", policy + "apiVersion: v1\nkind: Service\nmetadata: {namespace: shop}\nspec: {selector: {app: web}}\n",
+			[]string{`test.yaml: document 2: Service: metadata.name is missing`}, 0},
+		{"a cluster-scoped object is named without a namespace", "apiVersion: retrycap.dev/v1alpha1\nkind: ClusterRetryPolicy\nmetadata: {name: all}\nspec: {maxAmplification: \"4\"}\n",
+			[]string{`test.yaml: document 1: ClusterRetryPolicy all: spec.maxAmplification: "4" is a string, want an integer`}, 0},
+		{"a policy's unknown field (a typo of enforcement: the default Reject was taken)", "apiVersion: retrycap.dev/v1alpha1\nkind: RetryPolicy\nmetadata: {name: p, namespace: shop}\nspec: {maxAmplification: 4, enforcment: Audit}\n",
+			[]string{`test.yaml: document 1: RetryPolicy shop/p: unknown field "spec.enforcment"`}, 0},
+		{"a Namespace's label of the wrong type", "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: [enabled]}}\n",
+			[]string{`test.yaml: document 1: Namespace shop: metadata.labels.istio-injection: ["enabled"] is a list, want a string`}, 0},
+		{"billion laughs", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n",
+			[]string{`test.yaml: document 1: yaml: document contains excessive aliasing`}, 0},
+		{"nesting deeper than the parser takes", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n",
+			[]string{`test.yaml: document 1: yaml: line 4: exceeded max depth of 10000`}, 0},
+		{"a PNG", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", []string{`test.yaml: document 1: yaml: invalid leading UTF-8 octet`}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewManifests()
+			errs := (Reader{}).Read(m, "test.yaml", strings.NewReader(tc.doc))
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Error())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.errs, "\n") {
+				t.Fatalf("errors\n got %q\nwant %q", got, tc.errs)
+			}
+			if tc.errs == nil && len(m.Workloads) != tc.workloads {
+				t.Fatalf("read %d workload(s), want %d", len(m.Workloads), tc.workloads)
+			}
+		})
+	}
+}
