@@ -24,6 +24,9 @@ import (
 // clusterPolicy reads a ClusterRetryPolicy into m.ClusterPolicies ("ClusterRetryPolicy/name" in
 // m.Sources).
 func (r Reader) clusterPolicy(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+	if err := checkPolicyFields(js); err != nil {
+		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+	}
 	p := &v1alpha1.ClusterRetryPolicy{}
 	if err := r.decode(src, js, tm, p); err != nil {
 		return []error{err}

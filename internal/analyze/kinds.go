@@ -108,6 +108,9 @@ func (r Reader) decode(src Source, js []byte, tm *typeMeta, obj any) error {
 
 // policy reads a RetryPolicy into m.Policies.
 func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+	if err := checkPolicyFields(js); err != nil {
+		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+	}
 	p := &v1alpha1.RetryPolicy{}
 	if err := r.decode(src, js, tm, p); err != nil {
 		return []error{err}

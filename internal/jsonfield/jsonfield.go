@@ -65,9 +65,14 @@ func Describe(data []byte, err error) error {
 	if !errors.As(err, &te) {
 		return err
 	}
+	field := jsonField(te.Field)
 	path, raw, ok := locate(data, te.Offset)
-	if !ok {
-		return err
+	if !ok || !strings.HasPrefix(stripIndices(path), field) {
+		// A type's own UnmarshalJSON (metav1.Duration's) decodes its bytes alone: the offset
+		// is in them. The field's path, without its list indices, finds the value.
+		if path, raw, ok = locateField(data, field, valueKind(te.Value)); !ok {
+			return err
+		}
 	}
 	w := want(te)
 	if k := jsonKind(raw); w == "a string" && (k == "a number" || k == "a boolean") {
@@ -132,6 +137,103 @@ func locate(data []byte, offset int64) (string, []byte, bool) {
 	}
 	raw := bytes.TrimLeft(data[best.start:best.end], " \t\r\n,:")
 	return best.path, raw, true
+}
+
+// jsonField drops from a Go decoder's field path the names of embedded structs (upper case:
+// "spec.RetryPolicySpec.maxAmplification"), which are not in the JSON.
+func jsonField(f string) string {
+	parts := strings.Split(f, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && (p[0] < 'A' || p[0] > 'Z') {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+// stripIndices drops the list indices and quoted keys' brackets of a path, as Go's decoder
+// writes a field ("spec.http.retries").
+func stripIndices(path string) string {
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		if path[i] != '[' {
+			b.WriteByte(path[i])
+			continue
+		}
+		j := strings.IndexByte(path[i:], ']')
+		if j < 0 {
+			break
+		}
+		if path[i+1] == '"' {
+			k, _ := strconv.Unquote(path[i+1 : i+j])
+			b.WriteString("." + k)
+		}
+		i += j
+	}
+	return b.String()
+}
+
+// valueKind is jsonKind's name for the Value of a *json.UnmarshalTypeError ("number 2.5").
+func valueKind(v string) string {
+	switch {
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	case v == "string":
+		return "a string"
+	case v == "bool":
+		return "a boolean"
+	case v == "object":
+		return "an object"
+	case v == "array":
+		return "a list"
+	}
+	return v
+}
+
+// locateField finds the first value of JSON kind kind at field (dotted, no list indices: "spec.http.retries")
+// in data, going into every list on the way.
+func locateField(data []byte, field, kind string) (string, []byte, bool) {
+	if field == "" {
+		return "", nil, false
+	}
+	var doc any
+	if json.Unmarshal(data, &doc) != nil {
+		return "", nil, false
+	}
+	var find func(v any, path string, keys []string) (string, any, bool)
+	find = func(v any, path string, keys []string) (string, any, bool) {
+		if l, ok := v.([]any); ok {
+			for i, it := range l {
+				if p, x, ok := find(it, path+"["+strconv.Itoa(i)+"]", keys); ok {
+					return p, x, true
+				}
+			}
+			return "", nil, false
+		}
+		if len(keys) == 0 {
+			raw, err := json.Marshal(v)
+			return path, v, err == nil && jsonKind(raw) == kind
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", nil, false
+		}
+		x, ok := m[keys[0]]
+		if !ok {
+			return "", nil, false
+		}
+		return find(x, join(path, keys[0]), keys[1:])
+	}
+	path, v, ok := find(doc, "", strings.Split(field, "."))
+	if !ok || path == "" {
+		return "", nil, false
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", nil, false
+	}
+	return path, raw, true
 }
 
 // join appends key to path: a plain name after a dot, any other key quoted in brackets, as

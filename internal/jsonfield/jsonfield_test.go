@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/internal/jsonfield"
@@ -89,6 +90,35 @@ func TestUnmarshal(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("Unmarshal(%s)\n got %q\nwant %q", tc.doc, got, tc.want)
+		}
+	}
+}
+
+// timed has a type with its own UnmarshalJSON (the offset Go reports is inside its bytes) and an
+// embedded struct (Go's field path names it, the JSON does not).
+type timed struct {
+	Spec struct {
+		Inner `json:",inline"`
+		Rules []struct {
+			Timeout *metav1.Duration `json:"timeout"`
+		} `json:"rules"`
+	} `json:"spec"`
+}
+
+type Inner struct {
+	Cap int32 `json:"cap"`
+}
+
+func TestDescribeCustomAndEmbedded(t *testing.T) {
+	cases := []struct{ doc, want string }{
+		{`{"spec":{"rules":[{"timeout":"1s"},{"timeout":2}]}}`, `spec.rules[1].timeout: 2 is a number, want a string (quote it)`},
+		{`{"spec":{"cap":"4"}}`, `spec.cap: "4" is a string, want an integer`},
+	}
+	for _, tc := range cases {
+		var v timed
+		err := jsonfield.Decode([]byte(tc.doc), &v)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Decode(%s) = %v, want %q", tc.doc, err, tc.want)
 		}
 	}
 }
