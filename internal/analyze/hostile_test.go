@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -78,5 +80,56 @@ func TestReadHostile(t *testing.T) {
 				t.Fatalf("read %d workload(s), want %d", len(m.Workloads), tc.workloads)
 			}
 		})
+	}
+}
+
+// Directories with symbolic links: a link to a directory (one that loops back too) is not
+// followed, as kubectl -f does not, and is named in a warning (before: passed over silently); a
+// link to a file is read, the object given twice warned about; a dangling link and a missing
+// path are errors naming them.
+func TestReadDirSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	const doc = "apiVersion: v1\nkind: Service\nmetadata: {name: c, namespace: shop}\n"
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "app", "sub"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "app", "a.yaml"), []byte(doc), 0o644))
+	must(os.Symlink("..", filepath.Join(dir, "app", "sub", "up")))
+	must(os.Symlink("../app", filepath.Join(dir, "app", "self")))
+	must(os.Symlink("a.yaml", filepath.Join(dir, "app", "b.yaml")))
+	for _, recursive := range []bool{false, true} {
+		m, errs := (Reader{Recursive: recursive}).ReadPaths([]string{filepath.Join(dir, "app")})
+		if len(errs) != 0 {
+			t.Fatalf("recursive %v: %v", recursive, errs)
+		}
+		var got []string
+		for _, w := range m.Warnings {
+			got = append(got, strings.TrimPrefix(w.String(), dir+"/"))
+		}
+		want := []string{
+			"app/self: a symbolic link to a directory (../app), not read: kubectl -f does not follow one either; name it with -f to read it",
+			"app/b.yaml: document 1: Service shop/c is also at " + dir + "/app/a.yaml: document 1: the later wins",
+		}
+		if recursive {
+			want = []string{want[0], "app/sub/up: a symbolic link to a directory (..), not read: kubectl -f does not follow one either; name it with -f to read it", want[1]}
+		}
+		if m.Summary.Files != 2 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("recursive %v: %d file(s), warnings\n%s\nwant 2 and\n%s", recursive, m.Summary.Files, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	must(os.Symlink("gone.yaml", filepath.Join(dir, "app", "dangling.yaml")))
+	for _, p := range []string{filepath.Join(dir, "app"), filepath.Join(dir, "nothing-here.yaml")} {
+		_, errs := (Reader{}).ReadPaths([]string{p})
+		want := "open " + filepath.Join(dir, "app", "dangling.yaml") + ": no such file or directory"
+		if strings.HasSuffix(p, "nothing-here.yaml") {
+			want = "stat " + p + ": no such file or directory"
+		}
+		if len(errs) != 1 || errs[0].Error() != want {
+			t.Errorf("%s: errors %v, want %q", p, errs, want)
+		}
 	}
 }

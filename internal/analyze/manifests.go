@@ -204,6 +204,9 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		}
 		for _, d := range ents {
 			path := filepath.Join(dir, d.Name())
+			if symlinkedDir(m, path, d) {
+				continue
+			}
 			switch {
 			case d.IsDir() && !strings.HasPrefix(d.Name(), "."):
 				if n := countManifestFiles(path); n > 0 {
@@ -224,6 +227,9 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
+		if symlinkedDir(m, path, d) {
+			return nil
+		}
 		if !d.IsDir() && isKustomization(d.Name()) {
 			return &KustomizationError{Dir: filepath.Dir(path), File: path}
 		}
@@ -234,6 +240,22 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 	})
 	sort.Strings(files)
 	return files, err
+}
+
+// symlinkedDir reports whether d, at path in a directory being read, is a symbolic link to a
+// directory, and warns that it is not read: kubectl -f DIR (-R too) does not follow one, so
+// what analyze checks is what kubectl applies; following it could also loop.
+func symlinkedDir(m *Manifests, path string, d os.DirEntry) bool {
+	if d.Type()&os.ModeSymlink == 0 {
+		return false
+	}
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	target, _ := os.Readlink(path)
+	m.warn(Source{File: path}, "a symbolic link to a directory (%s), not read: kubectl -f does not follow one either; name it with -f to read it", target)
+	return true
 }
 
 // countManifestFiles counts the manifest files under dir (hidden directories passed over).
