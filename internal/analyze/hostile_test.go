@@ -59,6 +59,13 @@ func TestReadHostile(t *testing.T) {
 			[]string{`test.yaml: document 1: RetryPolicy shop/p: unknown field "spec.enforcment"`}, 0},
 		{"a Namespace's label of the wrong type", "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: [enabled]}}\n",
 			[]string{`test.yaml: document 1: Namespace shop: metadata.labels.istio-injection: ["enabled"] is a list, want a string`}, 0},
+		{"an old chart's Deployment (before: ignored, its upstreams dropped)", policy + strings.Replace(web, "apps/v1", "apps/v1beta2", 1) + "---\n" +
+			strings.Replace(strings.Replace(web, "apps/v1", "extensions/v1beta1", 1), "name: web", "name: api", 1),
+			[]string{`test.yaml: document 2: Deployment shop/web: apiVersion apps/v1beta2 is not read: retrycap reads Deployment apps/v1 (the version Kubernetes serves)`,
+				`test.yaml: document 3: Deployment shop/api: apiVersion extensions/v1beta1 is not read: retrycap reads Deployment apps/v1 (the version Kubernetes serves)`}, 0},
+		{"a policy of another version", strings.Replace(policy, "v1alpha1", "v1", 1) + web,
+			[]string{`test.yaml: document 1: RetryPolicy shop/p: apiVersion retrycap.dev/v1 is not read: retrycap reads RetryPolicy retrycap.dev/v1alpha1 (the CRD's version)`}, 0},
+		{"another group's Service (Knative) is not a v1 Service", policy + web + "---\napiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n", nil, 1},
 		{"billion laughs", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n",
 			[]string{`test.yaml: document 1: yaml: document contains excessive aliasing`}, 0},
 		{"nesting deeper than the parser takes", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n",

@@ -64,8 +64,40 @@ func (r Reader) readKind(m *Manifests, src Source, js []byte, tm *typeMeta) []er
 	if read, ok := readers[tm.APIVersion+" "+tm.Kind]; ok {
 		return read(r, m, src, js, tm)
 	}
+	if err := r.otherVersion(src, tm); err != nil {
+		return []error{err}
+	}
 	r.ignored(m, src, tm, js)
 	return r.addMesh(m, src, js, tm) // mesh.go
+}
+
+// otherVersion refuses a kind the graph reads under another version of its group (apps/v1beta2
+// and extensions/v1beta1 Deployments of old charts, retrycap.dev/v1 for v1alpha1): counted as
+// ignored, its workload and its upstreams would be dropped while the check passes, and no
+// current API server takes it. Another group's kind of the same name (Knative's Service) is not
+// this kind and is counted as ignored.
+func (r Reader) otherVersion(src Source, tm *typeMeta) error {
+	group := func(apiVersion string) string {
+		g, _, ok := strings.Cut(apiVersion, "/")
+		if !ok {
+			return ""
+		}
+		return g
+	}
+	for key := range readers {
+		apiVersion, kind, _ := strings.Cut(key, " ")
+		if kind != tm.Kind {
+			continue
+		}
+		if g := group(tm.APIVersion); g == group(apiVersion) || g == "extensions" && group(apiVersion) == "apps" {
+			why := "the version Kubernetes serves"
+			if group(apiVersion) == v1alpha1.GroupVersion.Group {
+				why = "the CRD's version"
+			}
+			return &InputError{src, fmt.Errorf("%s: apiVersion %s is not read: retrycap reads %s %s (%s)", r.ident(tm), tm.APIVersion, kind, apiVersion, why)}
+		}
+	}
+	return nil
 }
 
 // laterWins is the one rule for an object given twice: the later wins, with a warning naming
