@@ -354,8 +354,8 @@ func (d *discoverer) telemetryEdge(e Edge, res *Result) {
 }
 
 func (d *discoverer) envEdges(res *Result) {
-	drops := 0
-	example := ""
+	drops, words := 0, 0
+	example, wordExample := "", ""
 	for _, pe := range d.in.Pods {
 		if !d.scope(pe.Namespace) {
 			continue
@@ -376,6 +376,16 @@ func (d *discoverer) envEdges(res *Result) {
 					continue // the workload's own Service (its listen address)
 				}
 				inInput := svc != nil
+				// A bare name.ns (no port, no scheme, no .svc) of a Service not in the input is a
+				// word with a dot ("app.yaml", "v1.2", "com.example"), not an address.
+				bare := r.Namespace != "" && r.Port == 0 && r.Scheme == "" && !r.Qualified
+				if !inInput && bare {
+					words++
+					if wordExample == "" {
+						wordExample = fmt.Sprintf("%s %s/%s env %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.Name, ev.Value)
+					}
+					continue
+				}
 				if !inInput && !r.Qualified && d.svcNS[ns] {
 					// The namespace's Services are in the input and none has this name: the
 					// value is something else (a host of another kind, a placeholder).
@@ -406,6 +416,9 @@ func (d *discoverer) envEdges(res *Result) {
 	}
 	if drops > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form host:port or URL name no Service of the input in a namespace whose Services it holds: not edges (e.g. %s)", drops, example))
+	}
+	if words > 0 {
+		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))
 	}
 }
 
