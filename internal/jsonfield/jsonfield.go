@@ -67,7 +67,7 @@ func Describe(data []byte, err error) error {
 	}
 	field := jsonField(te.Field)
 	path, raw, ok := locate(data, te.Offset)
-	if !ok || !strings.HasPrefix(stripIndices(path), field) {
+	if !ok || !within(field, stripIndices(path)) {
 		// A type's own UnmarshalJSON (metav1.Duration's) decodes its bytes alone: the offset
 		// is in them. The field's path, without its list indices, finds the value.
 		if path, raw, ok = locateField(data, field, valueKind(te.Value)); !ok {
@@ -150,6 +150,23 @@ func jsonField(f string) string {
 		}
 	}
 	return strings.Join(out, ".")
+}
+
+// within reports whether a value at path (indices stripped) is the one Go's decoder names
+// field: field's names, in order, from path's first, with map keys (which Go's path leaves out:
+// "spec.policies.retries.maxRetries" for "spec.policies.retries.r1.maxRetries") between them.
+func within(field, path string) bool {
+	fs, ps := strings.Split(field, "."), strings.Split(path, ".")
+	if len(fs) == 0 || len(ps) == 0 || fs[0] != ps[0] {
+		return false
+	}
+	i := 0
+	for _, p := range ps {
+		if i < len(fs) && p == fs[i] {
+			i++
+		}
+	}
+	return i == len(fs)
 }
 
 // stripIndices drops the list indices and quoted keys' brackets of a path, as Go's decoder

@@ -18,6 +18,9 @@ type route struct {
 				Attempts int64 `json:"attempts"`
 			} `json:"retries"`
 		} `json:"http"`
+		ByName map[string]struct {
+			Attempts int64 `json:"attempts"`
+		} `json:"byName"`
 	} `json:"spec"`
 }
 
@@ -78,6 +81,8 @@ func TestUnmarshal(t *testing.T) {
 		{`{"spec":{"http":[{"retries":{"attempts":9223372036854775808}}]}}`, `spec.http[0].retries.attempts: 9223372036854775808 is a number, want an integer that fits in int64`},
 		{`{"spec":{"http":{"retries":{}}}}`, `spec.http: {"retries":{}} is an object, want a list`},
 		{`{"spec":{"http":[{"retries":{"attempts":3},"other":[1,2]}]}}`, ``},
+		// A map's key is not in Go's field path.
+		{`{"spec":{"http":[{"retries":{"attempts":3}}],"byName":{"r1":{"attempts":2},"r2":{"attempts":"3"}}}}`, `spec.byName.r2.attempts: "3" is a string, want an integer`},
 		{`{"spec":{"http":[{"retries":{"attempts":"0123456789012345678901234567890123456789012345678901234567890123456789"}}]}}`,
 			`spec.http[0].retries.attempts: "01234567890123456789012345678901234567890123456789012345678... is a string, want an integer`},
 	}

@@ -33,6 +33,10 @@ func TestAddErrors(t *testing.T) {
 			`VirtualService bookinfo/ratings spec.http[1].retries: "3" is a string, want an object`},
 		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{}, {retry: {attempts: 2.5}}]"),
 			"HTTPRoute shop/web spec.rules[1].retry.attempts: 2.5 is a number, want an integer"},
+		{"apiVersion: dapr.io/v1alpha1\nkind: Resiliency\nmetadata: {name: r, namespace: shop}\nspec:\n  policies: {retries: {r1: {policy: constant, maxRetries: \"3\"}}}\n  targets: {apps: {payments: {retry: r1}}}\n",
+			`Resiliency shop/r spec.policies.retries.r1.maxRetries: "3" is a string, want an integer`},
+		{"apiVersion: consul.hashicorp.com/v1alpha1\nkind: ServiceRouter\nmetadata: {name: api, namespace: shop}\nspec:\n  routes: [{}, {destination: {numRetries: \"3\"}}]\n",
+			`ServiceRouter shop/api spec.routes[1].destination.numRetries: "3" is a string, want an integer`},
 		{btp("shop", "p", "{kind: Gateway, name: eg}", "  retry: {numRetries: \"3\"}"),
 			`BackendTrafficPolicy shop/p spec.retry.numRetries: "3" is a string, want an integer`},
 	}
