@@ -735,6 +735,11 @@ func (m *Manifests) Analyze() *Report {
 			// A gateway or mesh layer on an entrypoint's client attempts is something checked
 			// (a route's retries alone can be over the cap); nothing at all contributes here.
 			why = fmt.Sprintf("%s: none of its %d workload(s) declares %s, and no gateway or mesh route retries into them: no call edge to check", name, p.Workloads, annotations.Upstreams)
+		case len(p.Errors) > 0 && p.WithinCap:
+			// An edge whose tries could not be read (an AWS_MAX_ATTEMPTS of "three") was taken
+			// at one try: "within the cap" would be a guess. Over the cap stays over (a lower
+			// bound is enough).
+			why = fmt.Sprintf("%s: %d error(s) in its workloads (%s): the tries of those edges are unknown, \"within the cap\" is not known", name, len(p.Errors), p.Errors[0])
 		}
 		if why != "" {
 			rep.Unchecked = append(rep.Unchecked, why)
