@@ -140,3 +140,16 @@ func TestReadDirSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// An empty directory is named (before: "read: 0 file(s)" and no word on why).
+func TestReadEmptyDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("apiVersion: v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, errs := (Reader{}).ReadPaths([]string{dir})
+	want := dir + ": a directory with no *.yaml, *.yml or *.json file: nothing read from it"
+	if len(errs) != 0 || len(m.Warnings) != 1 || m.Warnings[0].String() != want {
+		t.Fatalf("errors %v, warnings %v; want %q", errs, m.Warnings, want)
+	}
+}

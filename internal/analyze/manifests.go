@@ -166,6 +166,9 @@ func (r Reader) ReadPathsInto(m *Manifests, paths []string) []error {
 			if err != nil {
 				return append(errs, err)
 			}
+			if len(files) == 0 {
+				m.warn(Source{File: p}, "a directory with no *.yaml, *.yml or *.json file: nothing read from it")
+			}
 		}
 		for _, f := range files {
 			fh, err := os.Open(f)
