@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,13 @@ func TestReadHostile(t *testing.T) {
 		{"a policy of another version", strings.Replace(policy, "v1alpha1", "v1", 1) + web,
 			[]string{`test.yaml: document 1: RetryPolicy shop/p: apiVersion retrycap.dev/v1 is not read: retrycap reads RetryPolicy retrycap.dev/v1alpha1 (the CRD's version)`}, 0},
 		{"another group's Service (Knative) is not a v1 Service", policy + web + "---\napiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n", nil, 1},
+		{"a stream of JSON objects (before: only the first read)", "{\"apiVersion\":\"retrycap.dev/v1alpha1\",\"kind\":\"RetryPolicy\",\"metadata\":{\"name\":\"p\",\"namespace\":\"shop\"},\"spec\":{\"maxAmplification\":4}}\n" +
+			"{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"web\",\"namespace\":\"shop\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"b\"}]}}}}" +
+			"{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"api\",\"namespace\":\"shop\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"api\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"api\"}},\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"b\"}]}}}}\n", nil, 2},
+		{"the third of a JSON stream, wrong: its own document and line", "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}\n\n{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"b\"}}\n{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"c\",\"namespace\":\"shop\"},\"spec\":{\"ports\":[{\"port\":\"80\"}]}}\n",
+			[]string{`test.yaml: document 3: Service shop/c: spec.ports[0].port: "80" is a string, want an integer`}, 0},
+		{"a List whose items are a map", "apiVersion: v1\nkind: List\nitems: {a: 1}\n",
+			[]string{`test.yaml: document 1: not a Kubernetes object: items: {"a":1} is an object, want a list`}, 0},
 		{"billion laughs", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n",
 			[]string{`test.yaml: document 1: yaml: document contains excessive aliasing`}, 0},
 		{"nesting deeper than the parser takes", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n",
@@ -151,5 +159,24 @@ func TestReadEmptyDir(t *testing.T) {
 	want := dir + ": a directory with no *.yaml, *.yml or *.json file: nothing read from it"
 	if len(errs) != 0 || len(m.Warnings) != 1 || m.Warnings[0].String() != want {
 		t.Fatalf("errors %v, warnings %v; want %q", errs, m.Warnings, want)
+	}
+}
+
+// Each value of a JSON stream is a document of its own, with the line it starts on (SARIF
+// points there).
+func TestJSONStreamLines(t *testing.T) {
+	in := "\n{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"a\",\"namespace\":\"shop\"}}\n\n" +
+		"{\"apiVersion\":\"v1\",\"kind\":\"Service\",\n \"metadata\":{\"name\":\"b\",\"namespace\":\"shop\"}} {\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"c\",\"namespace\":\"shop\"}}\n"
+	m := NewManifests()
+	if errs := (Reader{}).Read(m, "s.json", strings.NewReader(in)); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, n := range []string{"a", "b", "c"} {
+		src := m.Sources["Service/shop/"+n]
+		got = append(got, fmt.Sprintf("%s:%d:%d", n, src.Document, src.Line))
+	}
+	if want := "a:1:2 b:2:4 c:3:5"; strings.Join(got, " ") != want {
+		t.Fatalf("got %s, want %s", strings.Join(got, " "), want)
 	}
 }

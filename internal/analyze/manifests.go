@@ -23,6 +23,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/jsonfield"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -369,7 +370,11 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 	var docs []parsed
 	helm := false
 	n := 0
+	var split []document
 	for _, d := range splitDocuments(data) {
+		split = append(split, jsonStream(d)...)
+	}
+	for _, d := range split {
 		if isEmpty(d.raw) {
 			continue
 		}
@@ -400,6 +405,39 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
+}
+
+// jsonStream splits a document that is a stream of JSON values ({...}{...}, as jq -c and some
+// generators write them, and kubectl reads each) into one document per value; YAML reads only
+// the first and dropped the others silently. Anything else (a single value, YAML, a value with
+// text after it) is returned as it is.
+func jsonStream(d document) []document {
+	t := bytes.TrimLeft(d.raw, " \t\r\n\ufeff")
+	if len(t) == 0 || t[0] != '{' && t[0] != '[' {
+		return []document{d}
+	}
+	dec := json.NewDecoder(bytes.NewReader(d.raw))
+	var out []document
+	start := int64(0)
+	for {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err == io.EOF {
+			break
+		} else if err != nil {
+			return []document{d}
+		}
+		end := dec.InputOffset()
+		raw := d.raw[start:end]
+		// The value's first line: the document's, plus the lines before the value.
+		lead := len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))
+		line := d.line - leadingBlanks(d.raw) + bytes.Count(d.raw[:int(start)+lead], []byte("\n"))
+		out = append(out, document{raw: raw[lead:], line: line})
+		start = end
+	}
+	if len(out) < 2 {
+		return []document{d}
+	}
+	return out
 }
 
 // isKustomization reports whether a file name is one kustomize reads as its kustomization.
@@ -468,7 +506,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 	}
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
-		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", err)}}
+		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", jsonfield.Describe(js, err))}}
 	}
 	if typed != nil {
 		if tm.Kind == "" {
