@@ -74,6 +74,11 @@ func TestReadHostile(t *testing.T) {
 			[]string{`test.yaml: document 3: Service shop/c: spec.ports[0].port: "80" is a string, want an integer`}, 0},
 		{"a List whose items are a map", "apiVersion: v1\nkind: List\nitems: {a: 1}\n",
 			[]string{`test.yaml: document 1: not a Kubernetes object: items: {"a":1} is an object, want a list`}, 0},
+		{"a second document after '--- ' with content on its line (before: dropped silently)", policy + web + "--- {apiVersion: v1, kind: Service, metadata: {name: b}}\n", nil, 1},
+		{"an object after a '...' end marker (before: dropped silently)", policy + web + "...\napiVersion: v1\nkind: Service\nmetadata: {name: b}\n",
+			[]string{`test.yaml: document 2: text after the object: yaml: line 16: did not find expected <document start>`}, 0},
+		{"JSON with text after it (before: the text passed over)", `{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}} trailing words`,
+			[]string{`test.yaml: document 1: text after the object: yaml: did not find expected <document start>`}, 0},
 		{"billion laughs", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n",
 			[]string{`test.yaml: document 1: yaml: document contains excessive aliasing`}, 0},
 		{"nesting deeper than the parser takes", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n",
@@ -93,6 +98,12 @@ func TestReadHostile(t *testing.T) {
 			}
 			if tc.errs == nil && len(m.Workloads) != tc.workloads {
 				t.Fatalf("read %d workload(s), want %d", len(m.Workloads), tc.workloads)
+			}
+			if strings.HasPrefix(tc.name, "a second document") {
+				const want = "test.yaml: document 2: more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'"
+				if len(m.Warnings) != 1 || m.Warnings[0].String() != want {
+					t.Fatalf("warnings %v, want %q", m.Warnings, want)
+				}
 			}
 		})
 	}

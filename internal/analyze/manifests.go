@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -386,6 +387,13 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
 			helm = true
 		}
+		if err == nil {
+			if more, extra := afterFirst(d.raw); more {
+				m.warn(src, "more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'")
+			} else if extra != nil {
+				err = fmt.Errorf("text after the object: %w", extra)
+			}
+		}
 		if err != nil {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
 		}
@@ -405,6 +413,30 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
+}
+
+// afterFirst reports what follows a chunk's first YAML document, which YAMLToJSON passes over
+// silently: another document (more; after a "..." end marker, or a "--- x" line, which
+// splitDocuments takes for content as kubectl's reader does), or text that is no document (extra,
+// as "{...} trailing words"). Only a chunk that can hold one is parsed again.
+func afterFirst(raw []byte) (more bool, extra error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' && t[0] != '[' && !bytes.Contains(raw, []byte("\n...")) && !bytes.HasPrefix(raw, []byte("...")) &&
+		!bytes.Contains(raw, []byte("\n---")) && !bytes.HasPrefix(raw, []byte("---")) {
+		return false, nil
+	}
+	dec := yamlv2.NewDecoder(bytes.NewReader(raw))
+	var v any
+	if dec.Decode(&v) != nil {
+		return false, nil // YAMLToJSON read it: leave its reading alone
+	}
+	switch err := dec.Decode(&v); {
+	case errors.Is(err, io.EOF):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return v != nil, nil
 }
 
 // jsonStream splits a document that is a stream of JSON values ({...}{...}, as jq -c and some
