@@ -256,13 +256,9 @@ func locateField(data []byte, field, kind string) (string, []byte, bool) {
 // join appends key to path: a plain name after a dot, any other key quoted in brackets, as
 // kubectl's field paths write an annotation ("metadata.annotations[\"a.b/c\"]").
 func join(path, key string) string {
-	plain := key != ""
-	for _, c := range key {
-		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			plain = false
-			break
-		}
-	}
+	plain := key != "" && !strings.ContainsFunc(key, func(c rune) bool {
+		return c != '_' && c != '-' && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9')
+	})
 	switch {
 	case !plain:
 		return path + "[" + strconv.Quote(key) + "]"
