@@ -52,6 +52,7 @@ func TestReadHostile(t *testing.T) {
 			[]string{
 				`test.yaml: document 2: Deployment: metadata.name is missing (metadata.generateName "web-" names an object only when the API server creates it, kubectl create; kubectl apply refuses it): give it a name`,
 				`test.yaml: document 3: Deployment: metadata.name is missing`}, 0},
+		{"a Pod a ReplicaSet owns has only a generateName: counted, not read", policy + "apiVersion: v1\nkind: Pod\nmetadata:\n  generateName: web-5f7c9d8b6-\n  namespace: shop\n  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-5f7c9d8b6, uid: \"1\", controller: true}]\nspec: {containers: [{name: a, image: b}]}\n", nil, 0},
 		{"a Service without a name", policy + "apiVersion: v1\nkind: Service\nmetadata: {namespace: shop}\nspec: {selector: {app: web}}\n",
 			[]string{`test.yaml: document 2: Service: metadata.name is missing`}, 0},
 		{"a cluster-scoped object is named without a namespace", "apiVersion: retrycap.dev/v1alpha1\nkind: ClusterRetryPolicy\nmetadata: {name: all}\nspec: {maxAmplification: \"4\"}\n",

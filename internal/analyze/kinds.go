@@ -123,6 +123,12 @@ func (r Reader) decode(src Source, js []byte, tm *typeMeta, obj any) error {
 	if err := jsonfield.Decode(js, obj); err != nil {
 		return &InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}
 	}
+	return r.named(src, js, tm)
+}
+
+// named requires metadata.name (decode; a workloadReader for what it reads: a Pod a controller
+// owns has only a generateName, and is not read).
+func (r Reader) named(src Source, js []byte, tm *typeMeta) error {
 	if tm.Metadata.Name == "" {
 		var gen struct {
 			Metadata struct {
@@ -165,13 +171,16 @@ func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []erro
 func workloadReader(newObj func() runtime.Object) kindReader {
 	return func(r Reader, m *Manifests, src Source, js []byte, tm *typeMeta) []error {
 		obj := newObj()
-		if err := r.decode(src, js, tm, obj); err != nil {
-			return []error{err}
+		if err := jsonfield.Decode(js, obj); err != nil {
+			return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
 		}
 		w, ok := workload.FromObject(obj)
 		if !ok {
 			m.count(&m.Summary.Ignored, "Pod (owned)")
 			return nil
+		}
+		if err := r.named(src, js, tm); err != nil {
+			return []error{err}
 		}
 		if w.Namespace == "" {
 			w.Namespace = r.namespace()
