@@ -353,6 +353,11 @@ func (d *discoverer) telemetryEdge(e Edge, res *Result) {
 	}
 }
 
+// proxyEnv are the variables that configure an HTTP client's proxy: NO_PROXY lists hosts the
+// client does not send through it (retrycap's injector sets it to kubernetes.default.svc and
+// the like), the others name the proxy; none is a call the app makes.
+var proxyEnv = map[string]bool{"NO_PROXY": true, "HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true}
+
 func (d *discoverer) envEdges(res *Result) {
 	drops, words := 0, 0
 	example, wordExample := "", ""
@@ -366,6 +371,9 @@ func (d *discoverer) envEdges(res *Result) {
 			t.w = w
 		}
 		for _, ev := range pe.Env {
+			if proxyEnv[strings.ToUpper(ev.Name)] {
+				continue
+			}
 			for _, r := range ParseServiceRefs(ev.Value) {
 				ns := r.Namespace
 				if ns == "" {
