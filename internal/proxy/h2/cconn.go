@@ -141,8 +141,11 @@ type cconn struct {
 	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	blocked     []*rstream
 	goingAway   bool
-	closed      bool
-	done        chan struct{}
+	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
+	// not a half-close: waitAnswers).
+	clientGoAway bool
+	closed       bool
+	done         chan struct{}
 	// What upstreams may still send, or sent and the client has not
 	// taken, for this connection's streams (flow.go), and the attempts
 	// waiting for it to top their windows up.
@@ -150,6 +153,10 @@ type cconn struct {
 	starved []*ratt
 	// stop tells the reader to end the connection (stopReader).
 	stop atomic.Bool
+	// wake: the reader, waiting for the answers of a client that
+	// half-closed (waitAnswers), is told that the last stream ended or
+	// that the connection is to end (stopReader).
+	wake chan struct{}
 	// Streams the client opened and reset in the current resetWindow
 	// (rapid reset).
 	opened, resets int
@@ -183,7 +190,7 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
 		h: h, nc: c, cw: newBatchConn(h, c), target: target,
 		streams: map[uint32]*rstream{}, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow),
-		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
+		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(), wake: make(chan struct{}, 1),
 	}
 	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
 	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
@@ -243,6 +250,14 @@ func (cc *cconn) serve() {
 			}
 		}
 		f, err := fr.ReadFrame()
+		if err != nil && errors.Is(err, io.EOF) && !firstFrame && !cc.clientGoAway {
+			// A FIN at a frame boundary, no GOAWAY before it: a
+			// half-close, not an abort (a client closing its connection
+			// says so with a GOAWAY first, as grpc-go's does: RFC 9113
+			// 6.8 wants one before the close).
+			cc.waitAnswers()
+			return
+		}
 		if err != nil {
 			var se http2.StreamError
 			var ce http2.ConnectionError
@@ -253,9 +268,13 @@ func (cc *cconn) serve() {
 					cc.maxSeen = se.StreamID // a malformed request still uses its id
 				}
 				if s := cc.streams[se.StreamID]; s != nil {
-					s.clientReset()
+					if !cc.streamError(s, se.Code) {
+						cc.mu.Unlock()
+						return
+					}
+				} else {
+					_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
 				}
-				_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
 				cc.mu.Unlock()
 				continue
 			case errors.As(err, &ce):
@@ -292,6 +311,40 @@ func (cc *cconn) serve() {
 	}
 }
 
+// waitAnswers serves a client that shut down its write side (a FIN at a
+// frame boundary) as HAProxy does (x/net's server closes at once): the
+// streams whose request had ended get their answers, then the
+// connection ends; a stream whose request had not ended never will and
+// is reset as the client's cancellation. Keepalive bounds the wait (the
+// client cannot answer a PING: closed after PingInterval+PingTimeout),
+// as a write failure does (stopReader).
+func (cc *cconn) waitAnswers() {
+	cc.mu.Lock()
+	for _, s := range cc.streams {
+		if !s.reqEnd {
+			s.clientReset()
+			_ = cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeCancel)
+		}
+	}
+	n := len(cc.streams)
+	cc.mu.Unlock()
+	cc.h.flushDirty()
+	for n > 0 && !cc.stop.Load() {
+		<-cc.wake
+		cc.mu.Lock()
+		n = len(cc.streams)
+		cc.mu.Unlock()
+	}
+}
+
+// wakeReader tells a reader in waitAnswers to look again.
+func (cc *cconn) wakeReader() {
+	select {
+	case cc.wake <- struct{}{}:
+	default:
+	}
+}
+
 // goAway ends the connection with a GOAWAY naming the error.
 func (cc *cconn) goAway(code http2.ErrCode, debug string) {
 	cc.mu.Lock()
@@ -324,7 +377,13 @@ func (cc *cconn) frame(f http2.Frame) bool {
 					}
 				}
 				if delta > 0 {
+					// Every stream's window grew (RFC 9113 6.9.2): those
+					// waiting for their own window, not only those
+					// waiting for the connection's, resume.
 					cc.flushAll()
+					for _, st := range cc.streams {
+						st.flushOut()
+					}
 				}
 			case http2.SettingMaxFrameSize:
 				cc.out.maxFrame = min(s.Val, relayMaxFrame)
@@ -367,9 +426,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 		}
 		if s != nil {
 			if !s.sendWin.add(int64(f.Increment)) {
-				s.clientReset()
-				_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
-				return true
+				return cc.streamError(s, http2.ErrCodeFlowControl)
 			}
 			s.flushOut()
 		}
@@ -391,7 +448,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			}
 		}
 	case *http2.GoAwayFrame:
-		cc.goingAway = true
+		cc.goingAway, cc.clientGoAway = true, true
 	case *http2.PushPromiseFrame:
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("PUSH_PROMISE from a client"))
 		return false
@@ -474,15 +531,11 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	case stateHalfClosedRemote:
 		// The request ended: nothing more but WINDOW_UPDATE, PRIORITY
 		// or RST_STREAM (RFC 9113 5.1).
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
-		return true
+		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	case stateOpen:
 		// Trailers of the request.
 		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
-			s.clientReset()
-			_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
-			return true
+			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
 		s.onRequestTrailers(f.RegularFields())
 		return true
@@ -535,21 +588,33 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 	}
 	if s.reqEnd {
 		cc.creditConn(n)
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
-		return true
+		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	}
 	if !s.recvWin.take(n) {
 		cc.creditConn(n)
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
-		return true
+		return cc.streamError(s, http2.ErrCodeFlowControl)
 	}
 	data := f.Data()
 	if pad := n - int64(len(data)); pad > 0 {
 		s.credit(pad)
 	}
 	s.onRequestData(data, f.StreamEnded())
+	return true
+}
+
+// streamError resets stream s for a frame of the client's that RFC 9113
+// makes a stream error (the client broke its own stream): counted as a
+// reset of the client's, as its RST_STREAM would be, so that a client
+// cannot start calls upstream and have the relay cancel them past the
+// rapid-reset limit (CVE-2023-44487 by stream errors); false when the
+// connection passed it (GOAWAY written); mu held.
+func (cc *cconn) streamError(s *rstream, code http2.ErrCode) bool {
+	s.clientReset()
+	if !cc.countReset() {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte("too many streams reset (rapid reset)"))
+		return false
+	}
+	_ = cc.out.fr.WriteRSTStream(s.id, code)
 	return true
 }
 
@@ -651,6 +716,7 @@ func (cc *cconn) removeStream(s *rstream) {
 	}
 	delete(cc.streams, s.id)
 	if len(cc.streams) == 0 {
+		cc.wakeReader() // a half-closed client's last answer
 		if cc.goingAway && cc.h.closing.Load() {
 			// Shutdown: the last stream ended, so does the connection.
 			cc.stopReader()
@@ -810,6 +876,7 @@ func (cc *cconn) shutdown() {
 func (cc *cconn) stopReader() {
 	cc.stop.Store(true)
 	_ = cc.nc.SetReadDeadline(time.Now())
+	cc.wakeReader()
 }
 
 // teardown ends every stream of a connection that is gone and closes it.

@@ -463,8 +463,15 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		return
 	}
 	if !a.gotHeaders {
-		code, _ := strconv.Atoi(f.PseudoValue("status"))
-		if code >= 100 && code < 200 {
+		code, why := responseStatus(f.PseudoValue("status"), f.Truncated, f.StreamEnded())
+		if why != "" {
+			// As x/net's Transport (handleResponse) refuses it: a failed
+			// attempt, never passed on (a ":status: 0", a truncated list).
+			a.upEnded = f.StreamEnded()
+			a.fail(errors.New("retrycap-proxy: malformed answer from upstream: " + why))
+			return
+		}
+		if code < 200 {
 			return // informational: not passed on (as the Transport does)
 		}
 		a.gotHeaders = true
@@ -491,7 +498,11 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		} else if code != 200 {
 			r.code, r.eof = statusFromHTTP(code), true
 		} else if a.upEnded {
-			r.code, r.eof, r.inTrails = codeInternal, true, true
+			// Trailers-only without a (well-formed) grpc-status: passed
+			// on as it came, the headers ending the stream (split into
+			// headers and an empty end, the client saw "server closed
+			// the stream without sending trailers").
+			r.code, r.eof = codeInternal, true
 		} else {
 			return // held back until a message or the trailers
 		}
@@ -524,6 +535,36 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 	if s.relayed == a {
 		s.relayEnd(a)
 	}
+}
+
+// responseStatus reads an answer's :status, or says why the answer's head
+// is malformed: its header list went past the MAX_HEADER_LIST_SIZE the
+// relay advertised (the Framer truncated it), no :status, one that is not
+// three digits (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
+// the same cases). st is the :status value, truncated whether the list
+// went past the limit, ended whether the block ends the stream.
+func responseStatus(st string, truncated, ended bool) (int, string) {
+	if truncated {
+		return 0, "header list larger than the advertised " + strconv.Itoa(relayMaxHeaderList) + " bytes"
+	}
+	if st == "" {
+		return 0, "missing :status"
+	}
+	code := 0
+	for i := 0; i < len(st); i++ {
+		if st[i] < '0' || st[i] > '9' {
+			code = -1
+			break
+		}
+		code = code*10 + int(st[i]-'0')
+	}
+	if len(st) != 3 || code < 100 {
+		return 0, "malformed :status " + strconv.Quote(st)
+	}
+	if code < 200 && ended {
+		return 0, "1xx informational answer with END_STREAM"
+	}
+	return code, ""
 }
 
 // upDone frees the upstream stream once the answer ended (the request's
@@ -644,7 +685,9 @@ func (a *ratt) unprocessed(uc *upconn, err error) {
 // would; a body that overflowed the replay buffer cannot be re-sent.
 func (a *ratt) unprocessedLocked(err error) {
 	s := a.s
-	if a.judged || s.att != a || s.done || a.resends >= 6 || s.overflow {
+	// An answer begun (its headers came) was processed, whatever a GOAWAY
+	// after it claims: not re-sent, as after REFUSED_STREAM.
+	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
 		a.upEnded = true
 		a.fail(err)
 		return

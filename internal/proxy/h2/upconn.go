@@ -133,8 +133,8 @@ func (uc *upconn) reserve() bool {
 // settings applies the upstream's SETTINGS and acknowledges them.
 func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 	var grown []*ratt
-	var delta int64
-	more := false
+	var delta, iwsFrom int64
+	more, iwsSeen := false, false
 	err := sf.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
@@ -146,12 +146,18 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 			uc.maxStreams = s.Val
 			uc.mu.Unlock()
 		case http2.SettingInitialWindowSize:
+			// The value may come more than once (RFC 9113 6.5: in order,
+			// the last counts): the streams move once, by the change
+			// from the value before the frame to the last.
 			uc.mu.Lock()
-			delta = int64(s.Val) - uc.peerInitWin
-			uc.peerInitWin = int64(s.Val)
-			for _, a := range uc.streams {
-				grown = append(grown, a)
+			if !iwsSeen {
+				iwsSeen, iwsFrom = true, uc.peerInitWin
+				for _, a := range uc.streams {
+					grown = append(grown, a)
+				}
 			}
+			uc.peerInitWin = int64(s.Val)
+			delta = uc.peerInitWin - iwsFrom
 			uc.mu.Unlock()
 		case http2.SettingMaxFrameSize:
 			uc.wmu.Lock()
@@ -370,13 +376,47 @@ func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end b
 		uc.mu.Unlock()
 		return false, nil
 	}
+	if id > maxStreamID {
+		// Reserved before the last id went: its slot given back, the
+		// connection left (retire), the caller tries another.
+		uc.active--
+		uc.mu.Unlock()
+		uc.retire()
+		return false, nil
+	}
 	uc.nextID += 2
 	uc.streams[id] = a
 	a.uc, a.id = uc, id
 	a.sendWin = outflow{uc.peerInitWin}
+	spent := uc.nextID > maxStreamID
+	if spent {
+		// The last stream id (RFC 9113 5.1.1): no stream more on this
+		// connection (x/net's Transport: canTakeNewRequest); it goes
+		// once its streams ended (close: drained).
+		uc.goAway = true
+	}
 	uc.mu.Unlock()
+	if spent {
+		uc.pool.remove(uc)
+	}
 	_ = uc.out.headers(id, end, pseudo, fields, extra, true)
 	return true, nil
+}
+
+// maxStreamID is the largest stream id (RFC 9113 5.1.1: 31 bits).
+const maxStreamID = 1<<31 - 1
+
+// retire takes a connection whose stream ids are spent out of its pool
+// and closes it if no stream is left on it; wmu held.
+func (uc *upconn) retire() {
+	uc.mu.Lock()
+	uc.goAway = true
+	empty := len(uc.streams) == 0
+	uc.mu.Unlock()
+	uc.pool.remove(uc)
+	if empty {
+		_ = uc.cw.Close()
+	}
 }
 
 // unreserveLocked gives back a slot reserved for a stream that was never
