@@ -128,7 +128,10 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: %w", err))
 	}
 	d := inject.Decide(h.config, in)
-	h.report(pod, in, d)
+	// A dry run (kubectl apply --dry-run=server) stores nothing, so it records nothing either:
+	// the configuration declares sideEffects None, which is what lets the API server call the
+	// injector on dry runs at all.
+	h.report(pod, in, d, req.DryRun != nil && *req.DryRun)
 	if !d.Injected && !d.Skip.Reason.Recorded() {
 		return admission.Allowed(d.Skip.String())
 	}
@@ -216,20 +219,23 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	return in, nil
 }
 
-// report logs every decision and records, as an event, each skip of a pod that asked for the
+// report logs every decision and, unless dryRun, records, as an event, each skip of a pod that asked for the
 // proxy (inject.Reason.Recorded) and each opt-out in an enabled namespace. The pod does not exist
 // yet (a ReplicaSet's pods have no name at admission), so the event regards the pod's controller
 // (kubectl describe replicaset/... shows it), else the bare pod by name, else the policy; the
 // policy involved is the related object. Skips of pods nobody asked to inject (the bulk of a
 // cluster) are logged at V(1) only: an event for each would flood the event store.
-func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision) {
+func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision, dryRun bool) {
 	log := h.log.WithValues("namespace", pod.Namespace, "pod", podInjectorPodName(pod))
+	if dryRun {
+		log = log.WithValues("dryRun", true)
+	}
 	if d.Policy != nil {
 		log = log.WithValues("policy", d.Policy.String())
 	}
 	if d.Injected {
 		log.V(1).Info("injected the retrycap proxy", "warnings", d.Warnings)
-		if len(d.Warnings) > 0 {
+		if len(d.Warnings) > 0 && !dryRun {
 			h.event(pod, d, corev1.EventTypeWarning, "InjectedWithWarnings", fmt.Sprintf("injected the retrycap proxy, but: %v", d.Warnings))
 		}
 		return
@@ -240,6 +246,9 @@ func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision
 		return
 	}
 	log.Info("not injected", "reason", d.Skip.Reason, "message", d.Skip.Message)
+	if dryRun {
+		return
+	}
 	typ := corev1.EventTypeNormal
 	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy {
 		typ = corev1.EventTypeWarning

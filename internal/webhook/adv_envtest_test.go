@@ -1,0 +1,93 @@
+package webhook
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/inject"
+)
+
+// Inputs nobody had tried, through the real API server with the shipped webhook configuration.
+var _ = Describe("adversarial admission", Ordered, func() {
+	ctx := context.Background()
+
+	It("records no event for a dry-run pod create (sideEffects None), and one for the real create", func() {
+		const ns = "adv-inject"
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+			Labels: map[string]string{annotations.InjectionLabel: annotations.InjectionEnabled}}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			labels, _ := gateWebhooks.Index.Namespace(ns)
+			g.Expect(labels).To(HaveKeyWithValue(annotations.InjectionLabel, annotations.InjectionEnabled))
+		}, cacheWait).Should(Succeed())
+		pod := func(name string) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+		}
+		// No policy in the namespace: the skip is recorded (annotation and event).
+		const skipped = "NoPolicy: no RetryPolicy in namespace " + ns + " selects the pod"
+		dry := pod("dry")
+		Expect(k8sClient.Create(ctx, dry, client.DryRunAll)).To(Succeed())
+		// The dry run still answers with what would be stored.
+		Expect(dry.Annotations).To(Equal(map[string]string{inject.SkippedAnnotation: skipped}))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(dry), &corev1.Pod{}))).To(BeTrue())
+
+		Expect(k8sClient.Create(ctx, pod("wet"))).To(Succeed())
+		// Events are recorded in order: once the real create's event is there, the dry run's
+		// would be too.
+		notes := func(g Gomega) map[string][]string {
+			var evs eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			out := map[string][]string{}
+			for _, e := range evs.Items {
+				out[e.Regarding.Name] = append(out[e.Regarding.Name], e.Reason+" "+e.Note)
+			}
+			return out
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(notes(g)).To(HaveKey("wet"))
+		}, cacheWait).Should(Succeed())
+		Expect(notes(Default)).To(Equal(map[string][]string{"wet": {"NoPolicy retrycap proxy not injected: no RetryPolicy in namespace " + ns + " selects the pod"}}))
+	})
+
+	Context("annotation keys", Ordered, func() {
+		const ns = "adv-keys"
+		BeforeAll(func() { gateNamespace(ctx, ns, gatePolicy(ns, 4, v1alpha1.EnforcementReject)) })
+		const miscased = gateDenied + `Deployment adv-keys/order: annotation retrycap.dev/Upstreams="payment=9": annotation keys are case-sensitive and retrycap reads only retrycap.dev/upstreams, so this value would not be counted; rename the key`
+
+		It("refuses retrycap.dev/Upstreams (a miscased key) on a create, alone or beside the real key", func() {
+			d := gateDeployment(ns, "order", "", partOfShop)
+			d.Spec.Template.Annotations["retrycap.dev/Upstreams"] = "payment=9"
+			Expect(k8sClient.Create(ctx, d)).To(MatchError(miscased))
+			d = gateDeployment(ns, "order", "payment=1", partOfShop)
+			d.Spec.Template.Annotations["retrycap.dev/Upstreams"] = "payment=9"
+			Expect(k8sClient.Create(ctx, d)).To(MatchError(miscased))
+		})
+
+		It("refuses a patch of that single annotation, and warns of an unknown retrycap key", func() {
+			c, warnings := gateClient()
+			d := gateDeployment(ns, "order", "payment=1", partOfShop)
+			Expect(c.Create(ctx, d)).To(Succeed())
+			Expect(warnings.take()).To(BeEmpty())
+			base := d.DeepCopy()
+			d.Spec.Template.Annotations["retrycap.dev/Upstreams"] = "payment=9"
+			Expect(c.Patch(ctx, d, client.MergeFrom(base))).To(MatchError(miscased))
+
+			var stored appsv1.Deployment
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(base), &stored)).To(Succeed())
+			patched := stored.DeepCopy()
+			patched.Spec.Template.Annotations["retrycap.dev/upstream"] = "payment=9"
+			Expect(c.Patch(ctx, patched, client.MergeFrom(&stored))).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{`Deployment adv-keys/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject); it is ignored`}))
+		})
+	})
+})
