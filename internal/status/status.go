@@ -142,7 +142,7 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 			c.Message += "; warning: " + w
 		}
 	}
-	meta.SetStatusCondition(&st.Conditions, c)
+	SetCondition(&st.Conditions, c)
 }
 
 // SetWithinCap writes the WithinCap condition. Precedence of the reasons, first match wins:
@@ -192,7 +192,7 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	if in.ObservedEdges > 0 && a != nil && c.Reason != v1alpha1.ReasonNothingSelected {
 		c.Message += "; " + ObservedEdgesNote(in.ObservedEdges)
 	}
-	meta.SetStatusCondition(&st.Conditions, c)
+	SetCondition(&st.Conditions, c)
 }
 
 // ObservedEdgesNote says that n undeclared observed edges are in the amplification, and what

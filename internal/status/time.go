@@ -87,5 +87,5 @@ func setWithinMaxTime(st *v1alpha1.RetryPolicyStatus, in Input, ta *graph.TimeAn
 		c.Message = "worst time to answer " + graph.FormatTime(ta.Worst) + " <= maxTimeToAnswer " + graph.FormatTime(maxT.Duration) +
 			" (chain " + strings.Join(ta.WorstPath, ">") + ")"
 	}
-	meta.SetStatusCondition(&st.Conditions, c)
+	SetCondition(&st.Conditions, c)
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -57,6 +58,35 @@ var _ = Describe("adversarial admission", Ordered, func() {
 			g.Expect(notes(g)).To(HaveKey("wet"))
 		}, cacheWait).Should(Succeed())
 		Expect(notes(Default)).To(Equal(map[string][]string{"wet": {"NoPolicy retrycap proxy not injected: no RetryPolicy in namespace " + ns + " selects the pod"}}))
+	})
+
+	It("records the skip of a pod whose malformed annotation is long, its event note clipped to the API's 1 KiB", func() {
+		const ns = "adv-inject"
+		policy := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		Eventually(func() error { return mgrClient.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.RetryPolicy{}) }, cacheWait).Should(Succeed())
+		// A ReplicaSet's pod: the gate (which would refuse the annotation on a bare Pod) is not
+		// asked, the injector is. The skip's note quotes the 2,000-character token.
+		long := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "long-rs-x",
+			Annotations:     map[string]string{annotations.Upstreams: strings.Repeat("p", 2000) + "=3"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "long-rs", UID: "00000000-0000-0000-0000-000000000002", Controller: ptrTo(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+		Expect(k8sClient.Create(ctx, long)).To(Succeed())
+		Expect(long.Annotations[inject.SkippedAnnotation]).To(HavePrefix(`InvalidAnnotation: annotation retrycap.dev/upstreams "pppp`))
+		Eventually(func(g Gomega) {
+			var evs eventsv1.EventList
+			g.Expect(k8sClient.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			var notes []string
+			for _, e := range evs.Items {
+				if e.Regarding.Name == "long-rs" {
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(notes).To(HaveLen(1))
+			g.Expect(len(notes[0])).To(Equal(1024))
+			g.Expect(notes[0]).To(HavePrefix(`retrycap proxy not injected: annotation retrycap.dev/upstreams "pppp`))
+			g.Expect(notes[0]).To(HaveSuffix(`pppp... (truncated from 4124 bytes)`))
+		}, cacheWait).Should(Succeed())
 	})
 
 	Context("annotation keys", Ordered, func() {

@@ -24,6 +24,7 @@ import (
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
+	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -271,7 +272,9 @@ func (h *PodInjector) event(pod *corev1.Pod, d inject.Decision, typ, reason, not
 	default:
 		return // a nameless bare pod and no policy: the log line is the record
 	}
-	h.recorder.Eventf(regarding, related, typ, reason, "Inject", "%s", note)
+	// The note quotes the pod's annotations, which may be long: over the API's limit the event
+	// would be refused, and the skip go unrecorded.
+	h.recorder.Eventf(regarding, related, typ, reason, "Inject", "%s", status.Clip(note, status.MaxEventNote))
 }
 
 // podInjectorPodName is the pod's name, or its generateName before the API server made one.
