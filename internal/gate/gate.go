@@ -515,7 +515,38 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 	}
 	value := annotations.FormatUpstreams(ups)
 	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", Rewriters(lowering), annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
-	return &Rewrite{Upstreams: value, RewrittenFrom: old}, append([]string{w}, warnings...)
+	return &Rewrite{Upstreams: value, RewrittenFrom: rewrittenFrom(incoming, value, old)}, append([]string{w}, warnings...)
+}
+
+// maxAnnotationBytes is the API's limit on an object's (and a pod template's) annotations, keys
+// and values together (apimachinery's TotalAnnotationSizeLimitB).
+const maxAnnotationBytes = 256 << 10
+
+// rewrittenFrom is the value stored in retrycap.dev/rewritten-from: old, the value the rewrite
+// replaces, as much of it as fits in the annotations beside the rewritten value. A copy of an
+// upstreams value of 150 KB took the template's annotations past the API's 256 KiB, and the
+// rewritten object was refused ("Too long") instead of admitted: old is then cut, ending in
+// "... (truncated from N bytes)" (all of it is in the admission warning too).
+func rewrittenFrom(incoming workload.Workload, value, old string) string {
+	used := len(annotations.Upstreams) + len(value) + len(annotations.RewrittenFrom)
+	for k, v := range incoming.Annotations.All() {
+		if k != annotations.Upstreams && k != annotations.RewrittenFrom {
+			used += len(k) + len(v)
+		}
+	}
+	room := maxAnnotationBytes - used
+	if len(old) <= room {
+		return old
+	}
+	tail := "... (truncated from " + strconv.Itoa(len(old)) + " bytes)"
+	n := max(room-len(tail), 0)
+	for n > 0 && !utf8.RuneStart(old[n]) {
+		n--
+	}
+	if n == 0 {
+		return "" // no room even for the note: the warning keeps the old value
+	}
+	return old[:n] + tail
 }
 
 // Rewriters names the policies that lowered the attempts, by kind: "RetryPolicy shop/a",

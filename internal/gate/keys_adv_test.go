@@ -82,3 +82,32 @@ func TestDecideStrayKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestRewrittenFromFitsTheAnnotations: the old value is kept whole when the template's
+// annotations have room for it beside the rewritten value, cut to fit (saying so) when not.
+func TestRewrittenFromFitsTheAnnotations(t *testing.T) {
+	w := workloadtest.Deployment("order", "")
+	w.Annotations = w.Annotations.With("team", "payments")
+	fixed := len(annotations.Upstreams) + len(annotations.RewrittenFrom) + len("team") + len("payments")
+	big := strings.Repeat("a", 100<<10)
+	tests := []struct {
+		name, value, old string
+		want             string
+	}{
+		{"room for it", "payment=1", "payment=3", "payment=3"},
+		{"exactly the room left", big, strings.Repeat("b", maxAnnotationBytes-fixed-len(big)), strings.Repeat("b", maxAnnotationBytes-fixed-len(big))},
+		{"cut to fit", big, big + big, strings.Repeat("a", maxAnnotationBytes-fixed-len(big)-len("... (truncated from 204800 bytes)")) + "... (truncated from 204800 bytes)"},
+		{"no room even for the note", strings.Repeat("a", maxAnnotationBytes-fixed-10), big, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := rewrittenFrom(w, tt.value, tt.old)
+			if got != tt.want {
+				t.Errorf("rewrittenFrom = %d bytes %q..., want %d bytes", len(got), got[:min(len(got), 20)], len(tt.want))
+			}
+			if total := fixed + len(tt.value) + len(got); got != "" && total > maxAnnotationBytes {
+				t.Errorf("annotations of %d bytes, over %d", total, maxAnnotationBytes)
+			}
+		})
+	}
+}

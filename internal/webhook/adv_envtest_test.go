@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -119,5 +120,32 @@ var _ = Describe("adversarial admission", Ordered, func() {
 			Expect(c.Patch(ctx, patched, client.MergeFrom(&stored))).To(Succeed())
 			Expect(warnings.take()).To(Equal([]string{`Deployment adv-keys/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject); it is ignored`}))
 		})
+	})
+
+	It("rewrites a Deployment whose annotations would pass 256 KiB with the old value, into an object the API server stores", func() {
+		const ns = "adv-rewrite"
+		gateNamespace(ctx, ns, gatePolicy(ns, 4, v1alpha1.EnforcementRewrite))
+		var b strings.Builder
+		b.WriteString("payment=3")
+		for i := 0; b.Len() < 150000; i++ {
+			fmt.Fprintf(&b, ",ledger-%05d", i)
+		}
+		old := b.String()
+		c, warnings := gateClient()
+		Expect(c.Create(ctx, gateDeployment(ns, "order", old, partOfShop))).To(Succeed())
+		var stored appsv1.Deployment
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "order"}, &stored)).To(Succeed())
+		ann := stored.Spec.Template.Annotations
+		// Written back in canonical form (", " between entries).
+		Expect(ann[annotations.Upstreams]).To(Equal(strings.ReplaceAll("payment=1"+strings.TrimPrefix(old, "payment=3"), ",", ", ")))
+		from := ann[annotations.RewrittenFrom]
+		Expect(from).To(HavePrefix("payment=3,ledger-00000,"))
+		Expect(from).To(HaveSuffix(fmt.Sprintf("... (truncated from %d bytes)", len(old))))
+		total := 0
+		for k, v := range ann {
+			total += len(k) + len(v)
+		}
+		Expect(total).To(BeNumerically("<=", 256<<10))
+		Expect(warnings.take()).To(HaveLen(1))
 	})
 })
