@@ -526,7 +526,8 @@ const maxAnnotationBytes = 256 << 10
 // replaces, as much of it as fits in the annotations beside the rewritten value. A copy of an
 // upstreams value of 150 KB took the template's annotations past the API's 256 KiB, and the
 // rewritten object was refused ("Too long") instead of admitted: old is then cut, ending in
-// "... (truncated from N bytes)" (all of it is in the admission warning too).
+// "... (truncated from N bytes)". (The admission warning quotes it too, but the API server cuts
+// warnings past 4 KiB: the whole old value is in the manifest the client applied.)
 func rewrittenFrom(incoming workload.Workload, value, old string) string {
 	used := len(annotations.Upstreams) + len(value) + len(annotations.RewrittenFrom)
 	for k, v := range incoming.Annotations.All() {
