@@ -148,4 +148,40 @@ var _ = Describe("adversarial admission", Ordered, func() {
 		Expect(total).To(BeNumerically("<=", 256<<10))
 		Expect(warnings.take()).To(HaveLen(1))
 	})
+
+	It("is idempotent: the rewritten object sent again, and the original manifest applied again server-side, change nothing", func() {
+		const ns = "adv-rewrite"
+		c, warnings := gateClient()
+		// A second workload of service order (a canary), judged on its own edge.
+		refund := func() *appsv1.Deployment {
+			d := gateDeployment(ns, "refund", "payment=3", partOfShop)
+			d.Spec.Template.Annotations[annotations.Service] = "order"
+			return d
+		}
+		Expect(c.Create(ctx, refund())).To(Succeed())
+		Expect(warnings.take()).To(HaveLen(1))
+		var first appsv1.Deployment
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "refund"}, &first)).To(Succeed())
+		Expect(first.Spec.Template.Annotations).To(Equal(map[string]string{annotations.Service: "order", annotations.Upstreams: "payment=1", annotations.RewrittenFrom: "payment=3"}))
+		waitForUpstreams(ctx, ns, "refund", "payment=1")
+
+		// The stored object sent back (a client's read-modify-write with nothing modified).
+		again := first.DeepCopy()
+		Expect(c.Update(ctx, again)).To(Succeed())
+		Expect(warnings.take()).To(BeEmpty())
+		Expect(again.Generation).To(Equal(first.Generation))
+		Expect(again.Spec.Template.Annotations).To(Equal(first.Spec.Template.Annotations))
+
+		// kubectl apply --server-side of the manifest that still says payment=3: rewritten the
+		// same way, to the same stored object.
+		manifest := refund()
+		manifest.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+		Expect(c.Patch(ctx, manifest, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership)).To(Succeed())
+		Expect(warnings.take()).To(Equal([]string{"RetryPolicy adv-rewrite/checkout rewrote retrycap.dev/upstreams of Deployment adv-rewrite/refund: " +
+			"payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 4)"}))
+		var after appsv1.Deployment
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "refund"}, &after)).To(Succeed())
+		Expect(after.Generation).To(Equal(first.Generation))
+		Expect(after.Spec.Template.Annotations).To(Equal(first.Spec.Template.Annotations))
+	})
 })
