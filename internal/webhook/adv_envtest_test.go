@@ -90,6 +90,21 @@ var _ = Describe("adversarial admission", Ordered, func() {
 		}, cacheWait).Should(Succeed())
 	})
 
+	It("creates the pod, skip recorded, when quoting its malformed annotation would pass the pod's 256 KiB of annotations", func() {
+		const ns = "adv-inject" // policy "all" selects every pod (the spec above)
+		token := strings.Repeat("q", 140000)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "huge-rs-x",
+			Annotations:     map[string]string{annotations.Upstreams: token + "=3"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "huge-rs", UID: "00000000-0000-0000-0000-000000000003", Controller: ptrTo(true)}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		skipped := pod.Annotations[inject.SkippedAnnotation]
+		Expect(skipped).To(HavePrefix(`InvalidAnnotation: annotation retrycap.dev/upstreams "qqqq`))
+		Expect(skipped).To(HaveSuffix(`qqqq... (truncated from 280114 bytes)`))
+		Expect(len(skipped)).To(Equal(4096))
+		Expect(pod.Annotations[annotations.Upstreams]).To(Equal(token + "=3"))
+	})
+
 	Context("annotation keys", Ordered, func() {
 		const ns = "adv-keys"
 		BeforeAll(func() { gateNamespace(ctx, ns, gatePolicy(ns, 4, v1alpha1.EnforcementReject)) })

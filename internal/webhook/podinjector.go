@@ -139,6 +139,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if nsFromRequest {
 		d.Pod.Namespace = ""
 	}
+	boundInjectorAnnotations(d.Pod)
 	out, err := json.Marshal(d.Pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: encoding pod %s/%s: %w", pod.Namespace, podInjectorPodName(pod), err))
@@ -146,6 +147,34 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
 	resp.Warnings = append(resp.Warnings, d.Warnings...)
 	return resp
+}
+
+// maxInjectorAnnotation bounds each annotation the injector writes (the skip's reason, the
+// warnings).
+const maxInjectorAnnotation = 4096
+
+// maxPodAnnotations is the API's limit on a pod's annotations, keys and values together.
+const maxPodAnnotations = 256 << 10
+
+// boundInjectorAnnotations clips the injector's own annotations on pod to maxInjectorAnnotation
+// and to what fits beside the pod's other annotations. A skip's reason quotes the annotation it
+// could not read, which may be up to 256 KiB itself: with the quote, the pod's annotations
+// passed the API's limit and the pod was refused (Too long), so no pod of a ReplicaSet whose
+// template carries such an annotation could be created, although the injector fails open.
+func boundInjectorAnnotations(pod *corev1.Pod) {
+	for _, k := range []string{inject.SkippedAnnotation, inject.WarningsAnnotation} {
+		v, ok := pod.Annotations[k]
+		if !ok {
+			continue
+		}
+		room := maxPodAnnotations - len(k)
+		for other, ov := range pod.Annotations {
+			if other != k {
+				room -= len(other) + len(ov)
+			}
+		}
+		pod.Annotations[k] = status.Clip(v, max(0, min(maxInjectorAnnotation, room)))
+	}
 }
 
 // input reads what inject.Decide needs from the cache. Workloads are read only for a pod that
