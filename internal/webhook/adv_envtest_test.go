@@ -12,6 +12,8 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -191,7 +193,11 @@ var _ = Describe("adversarial admission", Ordered, func() {
 		// same way, to the same stored object.
 		manifest := refund()
 		manifest.TypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
-		Expect(c.Patch(ctx, manifest, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership)).To(Succeed())
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(manifest)
+		Expect(err).NotTo(HaveOccurred())
+		delete(u, "status")
+		Expect(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}),
+			client.FieldOwner("kubectl"), client.ForceOwnership)).To(Succeed())
 		Expect(warnings.take()).To(Equal([]string{"RetryPolicy adv-rewrite/checkout rewrote retrycap.dev/upstreams of Deployment adv-rewrite/refund: " +
 			"payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 4)"}))
 		var after appsv1.Deployment
