@@ -228,7 +228,7 @@ func pointer(path []any) string {
 		case int:
 			b.WriteString(strconv.Itoa(t))
 		case string:
-			b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+			b.WriteString(pointerEscaper.Replace(t))
 		}
 	}
 	return b.String()

@@ -79,6 +79,21 @@ func (d *Doc) SetAnnotation(key, value string) error {
 	return nil
 }
 
+// AnnotationBytes is the size of metadata.annotations as changed, keys and values together (how
+// the API server bounds it), leaving out key.
+func (d *Doc) AnnotationBytes(key string) int {
+	m, _ := d.root.(map[string]any)
+	md, _ := m["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	n := 0
+	for k, v := range ann {
+		if s, ok := v.(string); ok && k != key {
+			n += len(k) + len(s)
+		}
+	}
+	return n
+}
+
 // Bytes is the object as changed.
 func (d *Doc) Bytes() ([]byte, error) { return json.Marshal(d.root) }
 
@@ -121,12 +136,8 @@ func (d *Doc) Patch() ([]jsonpatch.Operation, error) {
 			cur, ok := follow(d.root, tokens(t.path))
 			var after any
 			if ok {
-				// The subtree as encoding/json decodes it (the rewrites wrote int64s).
-				data, err := json.Marshal(cur)
-				if err != nil {
-					return nil, err
-				}
-				if err := json.Unmarshal(data, &after); err != nil {
+				var err error
+				if after, err = plain(cur); err != nil {
 					return nil, err
 				}
 			}
@@ -226,8 +237,7 @@ func (d *Doc) touch(path []any) {
 	t := touched{path: append([]any(nil), root...), dirty: true}
 	if v, ok := follow(d.root, toks); ok {
 		// Untouched so far: as given. A copy, as encoding/json decodes it.
-		data, _ := json.Marshal(v)
-		_ = json.Unmarshal(data, &t.before)
+		t.before, _ = plain(v)
 	} else {
 		t.absent = true
 	}
@@ -236,6 +246,42 @@ func (d *Doc) touch(path []any) {
 	for n := 1; n < len(toks); n++ {
 		d.above[pointerOf(toks[:n])] = true
 	}
+}
+
+// plain is a copy of v (decoded with numbers as json.Number, or set by a rewrite as int64 or
+// string) as encoding/json decodes its encoding: numbers as float64, parsed as encoding/json
+// parses them, so the patch's values are those of jsonpatch.CreatePatch without encoding the
+// subtree and decoding it again.
+func plain(v any) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			c, err := plain(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, err := plain(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case json.Number:
+		return strconv.ParseFloat(string(x), 64)
+	case int64:
+		return float64(x), nil
+	case nil, string, bool, float64:
+		return x, nil
+	}
+	return nil, fmt.Errorf("unexpected %T in a decoded object", v)
 }
 
 // tokens renders a path's keys and indexes as pointer tokens.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -754,7 +755,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
 	changes, from := describeChanges(doc, changed)
-	if err := doc.SetAnnotation(annotations.RewrittenFrom, strings.Join(from, "; ")); err != nil {
+	if err := doc.SetAnnotation(annotations.RewrittenFrom, clipRewrittenFrom(strings.Join(from, "; "), doc.AnnotationBytes(annotations.RewrittenFrom))); err != nil {
 		return nil, nil, nil, fmt.Errorf("annotating %s: %w", obj.id(), err)
 	}
 	final, err := doc.Bytes()
@@ -770,6 +771,28 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	w := fmt.Sprintf("%s rewrote %s: %s (%s)", gate.Rewriters(refs), obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
 	return final, ops, append([]string{w}, warnings...), nil
+}
+
+// maxAnnotationBytes is the API's limit on an object's annotations, keys and values together
+// (apimachinery's TotalAnnotationSizeLimitB).
+const maxAnnotationBytes = 256 << 10
+
+// clipRewrittenFrom is from as stored in retrycap.dev/rewritten-from beside annotations of used
+// bytes: whole when it fits in the API's 256 KiB, else cut after its last whole field that fits,
+// ending "... (truncated from N bytes)" (the workload gate cuts its copy the same way). 10,000
+// lowered routes are 370 KB of old values: the rewritten object was refused ("Too long").
+func clipRewrittenFrom(from string, used int) string {
+	room := maxAnnotationBytes - used - len(annotations.RewrittenFrom)
+	if len(from) <= room {
+		return from
+	}
+	tail := "... (truncated from " + strconv.Itoa(len(from)) + " bytes)"
+	n := max(room-len(tail), 0)
+	cut := strings.LastIndex(from[:n], "; ")
+	if cut <= 0 {
+		return "" // no room even for one field: the warning names them
+	}
+	return from[:cut] + tail
 }
 
 // describeChanges renders the patch ops of a rewrite, "spec.http[0].retries.attempts: 3 -> 1"
