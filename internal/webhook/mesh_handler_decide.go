@@ -828,31 +828,6 @@ func render(v any) string {
 	return fmt.Sprint(v)
 }
 
-// lookup follows an RFC 6901 pointer.
-func lookup(doc any, ptr string) (any, bool) {
-	cur := doc
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			var i int
-			if _, err := fmt.Sscanf(tok, "%d", &i); err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
 // pointerToPath renders "/spec/http/0/retries/attempts" as "spec.http[0].retries.attempts" and
 // "/metadata/annotations/retry.linkerd.io~1limit" as `metadata.annotations["retry.linkerd.io/limit"]`.
 func pointerToPath(ptr string) string {
