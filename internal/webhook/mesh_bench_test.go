@@ -84,17 +84,21 @@ func benchHuge(b *testing.B, object []byte, check func(b *testing.B, d MeshDecis
 func BenchmarkMeshHuge(b *testing.B) {
 	const n = 10000
 	// "one": route 0 has attempts 3, the others 1 (one field to lower); "all": every route
-	// has attempts 3 (every field on the edge is lowered).
+	// has attempts 3 (every field on the edge is lowered); "huge": every route has attempts
+	// 2^40 (a bisection over 2^40 values, were it not bounded by the cap).
+	const huge = 1 << 40
 	objects := []struct {
-		name  string
-		data  []byte
-		field string
-		ops   int
+		name     string
+		data     []byte
+		field    string
+		attempts int
+		ops      int
 	}{
-		{"VirtualService/one", hugeVS(n, 3, 1), "spec.http[0].retries.attempts", 2},
-		{"VirtualService/all", hugeVS(n, 3, 3), "spec.http[0].retries.attempts", n + 1},
-		{"HTTPRoute/one", hugeRoute(n, 3, 1), "spec.rules[0].retry.attempts", 2},
-		{"HTTPRoute/all", hugeRoute(n, 3, 3), "spec.rules[0].retry.attempts", n + 1},
+		{"VirtualService/one", hugeVS(n, 3, 1), "spec.http[0].retries.attempts", 3, 2},
+		{"VirtualService/all", hugeVS(n, 3, 3), "spec.http[0].retries.attempts", 3, n + 1},
+		{"VirtualService/huge", hugeVS(n, huge, huge), "spec.http[0].retries.attempts", huge, n + 1},
+		{"HTTPRoute/one", hugeRoute(n, 3, 1), "spec.rules[0].retry.attempts", 3, 2},
+		{"HTTPRoute/all", hugeRoute(n, 3, 3), "spec.rules[0].retry.attempts", 3, n + 1},
 	}
 	for _, o := range objects {
 		b.Run(o.name+"/decode", func(b *testing.B) {
@@ -109,7 +113,7 @@ func BenchmarkMeshHuge(b *testing.B) {
 		})
 		b.Run(o.name+"/Reject", func(b *testing.B) {
 			benchHuge(b, o.data, func(b *testing.B, d MeshDecision) {
-				if d.Allowed || !strings.Contains(d.Message, o.field+": 3 makes") || !strings.HasSuffix(d.Message, "may keep attempts: 2") {
+				if d.Allowed || !strings.Contains(d.Message, fmt.Sprintf("%s: %d makes", o.field, o.attempts)) || !strings.HasSuffix(d.Message, "may keep attempts: 2") {
 					b.Fatalf("Reject: %+v", d)
 				}
 			}, v1alpha1.EnforcementReject)

@@ -414,8 +414,12 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		}
 		v := meshVerdict{policy: p, layer: e.layer, edge: e, judge: j, time: tj}
 		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
-		// chain longer.
+		// chain longer. A chain through the edge multiplies its tries, so more than the cap
+		// never fits: attempts: 1000000000 costs as many steps as the cap allows, not 30.
 		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
+		if r.Cap > 0 && r.Cap < hi-1 {
+			hi = r.Cap + 1
+		}
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
 			if fitsWith(p, obj, set, raw, e, mid) {
