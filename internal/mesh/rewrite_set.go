@@ -178,3 +178,17 @@ func (s *Set) Siblings(group string, l Layer) []Layer {
 	}
 	return out
 }
+
+// Routes is how many routes the object holds (a VirtualService's spec.http, a route's
+// spec.rules; 0 for other kinds or an object not in s): what the admission gate's cost grows
+// with.
+func (s *Set) Routes(group, kind, namespace, name string) int {
+	key := group + "/" + kind + "/" + namespace + "/" + name
+	if vs, ok := s.virtualServices[key]; ok {
+		return len(vs.Spec.HTTP)
+	}
+	if r, ok := s.routes[key]; ok {
+		return len(r.Spec.Rules)
+	}
+	return 0
+}

@@ -212,6 +212,9 @@ func DecideMesh(in MeshInput) MeshDecision {
 		return MeshDecision{Message: err.Error()}
 	}
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
+	if n := newSet.Routes(obj.group, obj.kind, obj.namespace, obj.name); n > MaxMeshRoutes {
+		return tooManyRoutes(policies, obj, n)
+	}
 
 	stored := in.Object
 	// The Set with what will be stored, made once for the Audit policies (nil: the object
@@ -272,6 +275,34 @@ func DecideMesh(in MeshInput) MeshDecision {
 	}
 	d.Warnings = e.Warnings
 	return d
+}
+
+// MaxMeshRoutes is the most routes (a VirtualService's spec.http, a route's spec.rules) of an
+// object the mesh gate judges. The webhook has 5 s (timeoutSeconds) and its failure policy is
+// Ignore: an object the gate cannot judge in time is admitted unjudged. Rewrite of 10,000 routes
+// takes 0.2-0.6 s on a loaded 2-core machine, of 50,000 minimal ones (1.35 MB, what etcd still
+// stores) 1.8 s (docs/benchmarks.md): past 10,000 the object is refused by a Reject or Rewrite
+// policy with its count, and an Audit policy warns.
+const MaxMeshRoutes = 10000
+
+// tooManyRoutes is the decision on an object of n > MaxMeshRoutes routes: denied when one of
+// the policies it bears on enforces (Reject or Rewrite: the strictest, workload.CompareRefs,
+// names itself), else
+// admitted with the warning that it was not judged.
+func tooManyRoutes(policies []judgedPolicy, obj meshObject, n int) MeshDecision {
+	msg := fmt.Sprintf("%s has %d routes: retrycap judges mesh objects of at most %d (the webhook's 5 s would run out, and the object be admitted unjudged); split its routes across objects",
+		obj.id(), n, MaxMeshRoutes)
+	refs := make([]workload.PolicyRef, 0, len(policies))
+	for _, p := range policies {
+		if p.Spec().Enforcement != v1alpha1.EnforcementAudit {
+			refs = append(refs, p.Ref())
+		}
+	}
+	if len(refs) == 0 {
+		return MeshDecision{Allowed: true, Warnings: []string{msg + " (admitted unjudged: every policy it bears on is Audit)"}}
+	}
+	slices.SortFunc(refs, workload.CompareRefs)
+	return MeshDecision{Message: refs[0].String() + ": " + msg}
 }
 
 // meshObject is the identity of the incoming object.
