@@ -172,4 +172,3 @@ var _ = Describe("workload gate: Jobs, CronJobs, ReplicaSets", Ordered, func() {
 		})
 	})
 })
-
