@@ -623,7 +623,7 @@ func (r Reader) ownAnnotations(m *Manifests, src Source, w workload.Workload, ow
 // templatePath is where kind's pod template is: "spec.jobTemplate.spec.template" for a CronJob.
 func templatePath(kind string) string {
 	k, _ := workload.KindOf(kind)
-	return strings.Join(k.TemplatePath, ".")
+	return k.TemplateField()
 }
 
 // ignored counts an object of a kind the graph does not read, and warns about retrycap

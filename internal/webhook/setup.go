@@ -63,7 +63,8 @@ type Webhooks struct {
 
 // SetupWithManager registers the workload gate at GatePath and the RetryPolicy validator at
 // PolicyValidatorPath on the manager's webhook server, and the informers they read (Deployments,
-// StatefulSets, DaemonSets, Pod metadata, Services, Namespace metadata, RetryPolicies,
+// StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs (kubeobj.WatchedKinds), Pod metadata,
+// Services, Namespace metadata, RetryPolicies,
 // ClusterRetryPolicies) on its cache.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	log := mgr.GetLogger().WithName("webhooks")

@@ -59,6 +59,10 @@ func (k KindInfo) TemplatePointer() string {
 	return "/" + strings.Join(k.TemplatePath, "/") + "/metadata"
 }
 
+// TemplateField is the pod template's path as kubectl explain names it,
+// "spec.jobTemplate.spec.template" ("" for a Pod): what a message tells a user to edit.
+func (k KindInfo) TemplateField() string { return strings.Join(k.TemplatePath, ".") }
+
 // Kinds are the kinds of workloads retrycap reads, in the order the status and listings use.
 var Kinds = []KindInfo{
 	{Kind: KindDeployment, Group: "apps", Version: "v1", Resource: "deployments", TemplatePath: []string{"spec", "template"},

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -34,7 +35,8 @@ func TestKinds(t *testing.T) {
 			t.Fatalf("KindOf(%q): not found", tt.kind)
 		}
 		if Kinds[i].Kind != tt.kind || k.APIVersion() != tt.apiVersion || k.Resource != tt.resource ||
-			k.TemplatePointer() != tt.pointer || k.OwnedIsCovered != tt.ownedIsCovered {
+			k.TemplatePointer() != tt.pointer || k.OwnedIsCovered != tt.ownedIsCovered ||
+			"/"+strings.ReplaceAll(k.TemplateField(), ".", "/")+"/metadata" != strings.Replace(tt.pointer, "//", "/", 1) && k.TemplatePath != nil {
 			t.Errorf("%s: got row %d %s %s %s %s %v", tt.kind, i, Kinds[i].Kind, k.APIVersion(), k.Resource, k.TemplatePointer(), k.OwnedIsCovered)
 		}
 		if g := k.New().GetObjectKind(); g == nil {
