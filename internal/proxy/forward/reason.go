@@ -15,7 +15,7 @@ import (
 // fixed list, and never repeat the bytes.
 
 // parseReasons are the phrases fasthttp 1.78's parsers open their
-// messages with (header.go, http.go, uri.go, bytesconv.go), each with the
+// messages with (header.go, headerscanner.go, http.go, uri.go, ipv6.go), each with the
 // proxy's wording. A phrase is looked for only before the first quoted
 // part of the message (quoted parts are the refused bytes), and the one
 // found first wins (an outer message wraps an inner one after it:
@@ -48,6 +48,10 @@ var parseReasons = [...]struct{ phrase, reason string }{
 	{"empty hex number", "empty hex number"},
 	{"cannot find crlf at the end of chunk", "cannot find crlf at the end of chunk"},
 	{"unexpected char ", "invalid character at the end of chunk size"},
+	{"malformed mime header: missing colon", "a header line without a colon"},
+	{"malformed mime header line", "malformed header line"},
+	{"headers cannot start with space or tab", "a header line starts with a blank"},
+	{"invalid ipv6", "invalid host"},
 	{"invalid scheme", "invalid scheme"},
 	{"missing ']' in host", "invalid host"},
 	{"invalid host", "invalid host"},

@@ -26,6 +26,8 @@ func TestReason(t *testing.T) {
 		{"request: Content-Length +1", "POST /a HTTP/1.1\r\nHost: b\r\nContent-Length: +1\r\n\r\na", false, "cannot parse content-length"},
 		{"request: version with markup", "GET /a HTTP/<b>\r\nHost: b\r\n\r\n", false, "unsupported http version"},
 		{"request: no Host", "GET /a HTTP/1.1\r\nX-A: " + decoy + "\r\n\r\n", false, "missing required host header"},
+		{"request: a line without a colon", "GET /a HTTP/1.1\r\nHost: b\r\nbad " + decoy + "\r\n\r\n", false, "a header line without a colon"},
+		{"request: NUL in a name", "GET /a HTTP/1.1\r\nHost: b\r\nX\x00A: 1\r\n\r\n", false, "malformed header line"},
 		{"request: two Hosts", "GET /a HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", false, "too many host headers"},
 		{"request: gzip, chunked", "POST /a HTTP/1.1\r\nHost: b\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", false, "unsupported transfer-encoding"},
 		{"request: no method", "GET\r\nHost: b\r\n\r\n", false, "cannot find http request method"},
