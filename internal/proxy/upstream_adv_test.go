@@ -395,6 +395,46 @@ func TestAdvBadAnswersOpenTheBreaker(t *testing.T) {
 	}
 }
 
+// TestAdvBadAnswerOnPooledConnection: a bad answer on a pooled connection
+// is no stale connection (bytes of an answer came back): a keyless POST
+// gets the 502 and reaches the upstream once; a GET is retried on a fresh
+// connection, once per attempt the policy allows.
+func TestAdvBadAnswerOnPooledConnection(t *testing.T) {
+	const bad = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 4\r\n\r\nokev"
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, method := range []string{"POST", "GET"} {
+			t.Run(engine+"/"+method, func(t *testing.T) {
+				up := newAdvUpstream(t, func(n int) advAnswer {
+					if n == 2 {
+						return advAnswer{raw: bad}
+					}
+					return advAnswer{raw: advOK2}
+				})
+				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				c := proxytest.Dial(t, p.Addr())
+				var raw bytes.Buffer
+				br := bufio.NewReader(io.TeeReader(c.C, &raw))
+				c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\n\r\n")
+				if got := advRead(t, br, &raw, "GET"); got != advOK2 {
+					t.Fatalf("first answer %q, want %q", got, advOK2)
+				}
+				c.Send(method + " http://backend/2 HTTP/1.1\r\nHost: backend\r\nContent-Length: 1\r\n\r\nx")
+				got := advRead(t, br, &raw, method)
+				want, reqs := advOK2, "c1:GET /1,c1:GET /2,c2:GET /2"
+				if method == "POST" {
+					want, reqs = "HTTP/1.1 502 Bad Gateway\r\n", "c1:GET /1,c1:POST /2"
+				}
+				if !strings.HasPrefix(got, want) {
+					t.Errorf("the %s's answer %q, want %q", method, got, want)
+				}
+				if got := strings.Join(up.requests(), ","); got != reqs {
+					t.Errorf("the upstream got %s, want %s", got, reqs)
+				}
+			})
+		}
+	}
+}
+
 // TestAdvOutOfStepUpstream: an upstream that sends more than its answer
 // in the same write is out of step with the requests on that connection
 // (it read one request as two, or answers one twice): both engines close
