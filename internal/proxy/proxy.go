@@ -30,6 +30,9 @@ type Proxy struct {
 	ready           atomic.Bool
 	serveDone       chan error
 	accessLog       accessLogOut // --access-log (accesslog.go)
+	// loopCount is the number of event loops (0: GOMAXPROCS); Main sets
+	// it with a spare P (spareProc).
+	loopCount int
 }
 
 // New builds a proxy from a validated Config. logger may be nil.

@@ -59,12 +59,18 @@ func (ts *Timers) Cancel(t *Timer) {
 	}
 }
 
-// Next is when the earliest timer fires; false without timers.
-func (ts *Timers) Next() (int64, bool) {
+// WaitMillis is how long the loop may sleep in epoll_wait: until the
+// earliest timer (rounded up to a millisecond, so that it is due on waking),
+// or forever (-1) without timers.
+func (ts *Timers) WaitMillis(now int64) int {
 	if len(ts.h) == 0 {
-		return 0, false
+		return -1
 	}
-	return ts.h[0].when, true
+	d := ts.h[0].when - now
+	if d <= 0 {
+		return 0
+	}
+	return int((d + 999_999) / 1_000_000)
 }
 
 // FireDue runs every timer due at now, earliest first, through run. A

@@ -53,11 +53,6 @@ type evLoop struct {
 	stale    bool
 	// yielded is when the loop last yielded to the scheduler (yieldEvery).
 	yielded int64
-	// baseNanos and baseTime are one instant on the loop's clock and as a
-	// time.Time (with its monotonic reading), to turn a timer's due time
-	// into the deadline of the loop's park (deadline).
-	baseNanos int64
-	baseTime  time.Time
 	// alog is the loop's own access-log ring (nil: --access-log=off): its calls log there,
 	// sharing no cache line with the other loops.
 	alog *accesslog.Ring
@@ -130,15 +125,12 @@ func (l *evLoop) run() {
 		l.poll.Close()
 	}()
 	l.nowCache = forward.NowNanos()
-	// The clock first: the deadline made of a due time is then never
-	// before it (by the nanoseconds between the two reads at most after).
-	l.baseNanos, l.baseTime = l.nowCache, time.Now()
 	l.yielded = l.nowCache
 	l.timers.Schedule(l.sweepT, l.nowCache+l.sweepInterval)
 	for !l.stopped {
-		block, deadline := l.wait()
+		wait := l.timers.WaitMillis(l.nowCache)
 		l.stale = true // the handlers Wait runs read the clock anew
-		err := l.poll.Wait(block, deadline, l.dispatch, l.runTask)
+		err := l.poll.Wait(wait, l.dispatch, l.runTask)
 		if err != nil {
 			l.f.Logger.Printf("event loop: %v", err)
 			return
@@ -157,26 +149,6 @@ func (l *evLoop) run() {
 			runtime.Gosched()
 		}
 	}
-}
-
-// wait is how the loop waits for its next events: not at all when a timer
-// is due already (on the clock of this wake-up), else parked until the
-// earliest timer's deadline, or with none when no timer is armed.
-func (l *evLoop) wait() (block bool, deadline time.Time) {
-	when, ok := l.timers.Next()
-	switch {
-	case !ok:
-		return true, time.Time{}
-	case when <= l.nowCache:
-		return false, time.Time{}
-	default:
-		return true, l.deadline(when)
-	}
-}
-
-// deadline is the instant the loop's clock reads when.
-func (l *evLoop) deadline(when int64) time.Time {
-	return l.baseTime.Add(time.Duration(when - l.baseNanos))
 }
 
 // A panic in the code a loop runs for one connection (a bug; the fuzz
