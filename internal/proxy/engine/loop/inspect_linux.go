@@ -20,6 +20,17 @@ type ClientState struct {
 // NumLoops is the number of loops.
 func (e *Engine) NumLoops() int { return len(e.loops) }
 
+// Wakeups is the number of times the loops woke up for events of their
+// sockets or the listener (not for their timers only, nor for the tasks
+// posted to them).
+func (e *Engine) Wakeups() uint64 {
+	var n uint64
+	for _, l := range e.loops {
+		n += l.wakes.Load()
+	}
+	return n
+}
+
 // Clients is the state of every client connection, asked on each loop in
 // turn (a loop that does not answer within a second is skipped).
 func (e *Engine) Clients() []ClientState {

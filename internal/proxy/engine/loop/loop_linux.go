@@ -7,6 +7,7 @@ import (
 	"errors"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +54,11 @@ type evLoop struct {
 	stale    bool
 	// yielded is when the loop last yielded to the scheduler (yieldEvery).
 	yielded int64
+	// events counts the events dispatched in this wake-up; wakes counts
+	// the wake-ups that dispatched any, for other goroutines
+	// (Engine.Wakeups: the proxy's spare P follows the loops' traffic).
+	events int
+	wakes  atomic.Uint64
 	// alog is the loop's own access-log ring (nil: --access-log=off): its calls log there,
 	// sharing no cache line with the other loops.
 	alog *accesslog.Ring
@@ -135,6 +141,10 @@ func (l *evLoop) run() {
 			l.f.Logger.Printf("event loop: %v", err)
 			return
 		}
+		if l.events != 0 {
+			l.wakes.Add(1)
+			l.events = 0
+		}
 		// The same clock for the timers, not a second read (one costs ~4%
 		// of a bare wake-up, BenchmarkLoopClock): a timer that fell due
 		// while the batch ran fires on the next wake-up, late by the
@@ -158,6 +168,7 @@ func (l *evLoop) run() {
 // in retrycap_proxy_loop_panics_total; the loop goes on with the others.
 
 func (l *evLoop) dispatch(h netpoll.Handler, ev uint32) {
+	l.events++
 	defer l.contain(h)
 	h.Event(ev)
 }

@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"runtime"
+	"time"
+)
+
+// The spare P follows the event loops' traffic.
+//
+// Each loop waits in epoll_wait, a blocking system call that holds its P:
+// with no P spare, the runtime's monitor takes a waiting loop's P away and
+// the loop must get one back on every return from the kernel (6-8 % of the
+// proxy's CPU per request under wrk, 1 loop; without the spare P, HTTP/1.1
+// lost 3-9 % of its req/s in the third session's quiet re-measure). So the
+// process runs one P more than it has loops. But the h2/gRPC relay runs on
+// ordinary goroutines, not on the loops, and with that P idle every batch
+// the relay's netpoll readies wakes a second thread (perf: 30 % of the
+// samples in the kernel's finish_task_switch, 11 % in wake-ups): without
+// the spare P, gRPC costs 6-24 % fewer ticks per call. Parking an idle
+// loop in the runtime's poller instead (so that it holds no P) was tried
+// and cost HTTP/1.1 more than the spare P saves gRPC (docs/benchmarks.md,
+// "The spare P and the loops' wait").
+//
+// So the P is there while the loops are busy and goes when they have been
+// quiet for a while: a sidecar whose traffic is gRPC only (the loops see
+// a connection's first bytes and hand it to the relay) runs without it,
+// one with HTTP/1.1 traffic as before. What the spare P saves is paid per
+// wake-up of a loop (its P back from the monitor), so wake-ups are what is
+// counted. A change of GOMAXPROCS stops the world for a moment, hence the
+// hysteresis: the P comes back after the first busy window and goes after
+// spareOffWindows quiet ones.
+const (
+	// spareWindow is how often the loops' wake-ups are counted.
+	spareWindow = time.Second
+	// spareOnWakeups is the wake-ups per window that call the spare P in
+	// (or keep it). Below it, the loops' cost of waking without a P spare
+	// is a rounding error (a few µs a wake-up: under 0.2 % of a CPU), and
+	// a burst of new gRPC connections (a wake-up or two each, to accept
+	// and hand it off) does not reach it unless it opens hundreds.
+	spareOnWakeups = 500
+	// spareOffWindows is how many windows in a row below spareOnWakeups
+	// let the spare P go.
+	spareOffWindows = 5
+)
+
+// spareState is the spare P's state: on, and the quiet windows in a row
+// counted while on.
+type spareState struct {
+	on    bool
+	quiet int
+}
+
+// next is the state after a window in which the loops woke up wakes times.
+func (s spareState) next(wakes uint64) spareState {
+	switch {
+	case wakes >= spareOnWakeups:
+		return spareState{on: true}
+	case !s.on:
+		return s
+	case s.quiet+1 >= spareOffWindows:
+		return spareState{}
+	default:
+		return spareState{on: true, quiet: s.quiet + 1}
+	}
+}
+
+// followSpareProc starts with the spare P (loops = GOMAXPROCS as set: the
+// environment, the container's CPU limit) and, every spareWindow until
+// stop closes, sets GOMAXPROCS to the loops' number plus the spare P or
+// not, from the loops' wake-ups (wakeups: the running total). Only Main
+// does this: tests start many proxies in one process.
+func followSpareProc(loops int, wakeups func() uint64, stop <-chan struct{}) {
+	runtime.GOMAXPROCS(loops + 1)
+	go func() {
+		t := time.NewTicker(spareWindow)
+		defer t.Stop()
+		s, last := spareState{on: true}, wakeups()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			total := wakeups()
+			n := s.next(total - last)
+			last = total
+			if n.on != s.on {
+				procs := loops
+				if n.on {
+					procs++
+				}
+				runtime.GOMAXPROCS(procs)
+			}
+			s = n
+		}
+	}()
+}
