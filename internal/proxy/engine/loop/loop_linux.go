@@ -400,6 +400,7 @@ func (l *evLoop) render(m interface{ Write(*bufio.Writer) error }) error {
 // hand-offs of a P and 9,644 monitor wake-ups; with a yield every 5 ms: 165,
 // 57 and 1,545, and the proxy's CPU per request at a fixed 15,000 req/s
 // 16.9 -> 13.4 µs (docs/benchmarks.md, issue 25's h1perf section). The
-// spare P (proxy.spareProc) is only half of the cure: the monitor leaves a
-// P in a system call alone while another is idle, unless its tick is stale.
+// spare P (proxy.followSpareProc, there while the loops are busy) is only
+// half of the cure: the monitor leaves a P in a system call alone while
+// another is idle, unless its tick is stale.
 const yieldEvery = int64(5 * time.Millisecond)
