@@ -127,7 +127,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if p.loops != nil {
 		stop := make(chan struct{})
 		defer close(stop)
-		followSpareProc(loops, p.loops.Wakeups, stop)
+		followSpareProc(loops, p.loops.Calls, stop)
 	}
 	// Parents that start the proxy on port 0 read the real ports from this line.
 	fmt.Fprintf(stdout, "retrycap-proxy: listening data=%s admin=%s service=%s\n", p.Addr(), p.AdminAddr(), cfg.Service)

@@ -16,30 +16,31 @@ import (
 // ordinary goroutines, not on the loops, and with that P idle every batch
 // the relay's netpoll readies wakes a second thread (perf: 30 % of the
 // samples in the kernel's finish_task_switch, 11 % in wake-ups): without
-// the spare P, gRPC costs 6-24 % fewer ticks per call. Parking an idle
+// the spare P, a gRPC call over one connection cost 0.67-0.94x the CPU. Parking an idle
 // loop in the runtime's poller instead (so that it holds no P) was tried
 // and cost HTTP/1.1 more than the spare P saves gRPC (docs/benchmarks.md,
 // "The spare P and the loops' wait").
 //
-// So the P is there while the loops are busy and goes when they have been
-// quiet for a while: a sidecar whose traffic is gRPC only (the loops see
-// a connection's first bytes and hand it to the relay) runs without it,
-// one with HTTP/1.1 traffic as before. What the spare P saves is paid per
-// wake-up of a loop (its P back from the monitor), so wake-ups are what is
-// counted. A change of GOMAXPROCS stops the world for a moment, hence the
-// hysteresis: the P comes back after the first busy window and goes after
-// spareOffWindows quiet ones.
+// So the P is there while the loops carry HTTP/1.1 traffic and goes when
+// they have carried none for a while: a sidecar whose traffic is gRPC only
+// (the loops accept its connections and hand them to the relay before any
+// request) runs without it, one with HTTP/1.1 traffic as before. Requests
+// are counted, not the loops' wake-ups: new gRPC connections wake the loops
+// too. The threshold is low because the spare P pays at low rates as well:
+// at 150 requests/s a build with no spare P spent 1.2-1.5x main's CPU (the
+// monitor takes the P of a loop asleep in epoll_wait, and hands it to
+// another thread to watch the network). A change of GOMAXPROCS stops the
+// world for a moment, hence the hysteresis: the P comes back after the
+// first window with traffic, and goes after spareOffWindows without.
 const (
-	// spareWindow is how often the loops' wake-ups are counted.
+	// spareWindow is how often the loops' requests are counted.
 	spareWindow = time.Second
-	// spareOnWakeups is the wake-ups per window that call the spare P in
-	// (or keep it). Below it, the loops' cost of waking without a P spare
-	// is a rounding error (a few µs a wake-up: under 0.2 % of a CPU), and
-	// a burst of new gRPC connections (a wake-up or two each, to accept
-	// and hand it off) does not reach it unless it opens hundreds.
-	spareOnWakeups = 500
-	// spareOffWindows is how many windows in a row below spareOnWakeups
-	// let the spare P go.
+	// spareOnCalls is the requests per window that call the spare P in
+	// (or keep it). Below it, whether the P is there costs nothing
+	// measurable either way.
+	spareOnCalls = 10
+	// spareOffWindows is how many windows in a row below spareOnCalls let
+	// the spare P go.
 	spareOffWindows = 5
 )
 
@@ -50,10 +51,10 @@ type spareState struct {
 	quiet int
 }
 
-// next is the state after a window in which the loops woke up wakes times.
-func (s spareState) next(wakes uint64) spareState {
+// next is the state after a window in which the loops started calls calls.
+func (s spareState) next(calls uint64) spareState {
 	switch {
-	case wakes >= spareOnWakeups:
+	case calls >= spareOnCalls:
 		return spareState{on: true}
 	case !s.on:
 		return s
@@ -67,21 +68,21 @@ func (s spareState) next(wakes uint64) spareState {
 // followSpareProc starts with the spare P (loops = GOMAXPROCS as set: the
 // environment, the container's CPU limit) and, every spareWindow until
 // stop closes, sets GOMAXPROCS to the loops' number plus the spare P or
-// not, from the loops' wake-ups (wakeups: the running total). Only Main
-// does this: tests start many proxies in one process.
-func followSpareProc(loops int, wakeups func() uint64, stop <-chan struct{}) {
+// not, from the loops' requests (calls: the running total). Only Main does
+// this: tests start many proxies in one process.
+func followSpareProc(loops int, calls func() uint64, stop <-chan struct{}) {
 	runtime.GOMAXPROCS(loops + 1)
 	go func() {
 		t := time.NewTicker(spareWindow)
 		defer t.Stop()
-		s, last := spareState{on: true}, wakeups()
+		s, last := spareState{on: true}, calls()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
 			}
-			total := wakeups()
+			total := calls()
 			n := s.next(total - last)
 			last = total
 			if n.on != s.on {

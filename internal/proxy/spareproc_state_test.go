@@ -13,25 +13,25 @@ func TestSpareStateNext(t *testing.T) {
 	off := spareState{}
 	cases := []struct {
 		from  spareState
-		wakes uint64
+		calls uint64
 		want  spareState
 	}{
-		{on(0), spareOnWakeups, on(0)},
+		{on(0), spareOnCalls, on(0)},
 		{on(0), 1_000_000, on(0)},
-		{on(3), spareOnWakeups, on(0)}, // a busy window resets the count
-		{on(0), spareOnWakeups - 1, on(1)},
+		{on(3), spareOnCalls, on(0)}, // a busy window resets the count
+		{on(0), spareOnCalls - 1, on(1)},
 		{on(0), 0, on(1)},
 		{on(spareOffWindows - 2), 0, on(spareOffWindows - 1)},
 		{on(spareOffWindows - 1), 0, off}, // the last quiet window
-		{on(spareOffWindows - 1), spareOnWakeups - 1, off},
+		{on(spareOffWindows - 1), spareOnCalls - 1, off},
 		{off, 0, off},
-		{off, spareOnWakeups - 1, off},
-		{off, spareOnWakeups, on(0)},
+		{off, spareOnCalls - 1, off},
+		{off, spareOnCalls, on(0)},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%+v/%d", c.from, c.wakes), func(t *testing.T) {
-			if got := c.from.next(c.wakes); got != c.want {
-				t.Fatalf("%+v after %d wake-ups: %+v, want %+v", c.from, c.wakes, got, c.want)
+		t.Run(fmt.Sprintf("%+v/%d", c.from, c.calls), func(t *testing.T) {
+			if got := c.from.next(c.calls); got != c.want {
+				t.Fatalf("%+v after %d calls: %+v, want %+v", c.from, c.calls, got, c.want)
 			}
 		})
 	}

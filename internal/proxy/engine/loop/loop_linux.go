@@ -54,11 +54,12 @@ type evLoop struct {
 	stale    bool
 	// yielded is when the loop last yielded to the scheduler (yieldEvery).
 	yielded int64
-	// events counts the events dispatched in this wake-up; wakes counts
-	// the wake-ups that dispatched any, for other goroutines
-	// (Engine.Wakeups: the proxy's spare P follows the loops' traffic).
-	events int
-	wakes  atomic.Uint64
+	// calls counts the requests (heads) this wake-up started a call for
+	// (getCall); started adds them up once per wake-up, for other
+	// goroutines (Engine.Calls: the proxy's spare P follows the loops'
+	// HTTP/1.1 traffic).
+	calls   uint64
+	started atomic.Uint64
 	// alog is the loop's own access-log ring (nil: --access-log=off): its calls log there,
 	// sharing no cache line with the other loops.
 	alog *accesslog.Ring
@@ -141,9 +142,9 @@ func (l *evLoop) run() {
 			l.f.Logger.Printf("event loop: %v", err)
 			return
 		}
-		if l.events != 0 {
-			l.wakes.Add(1)
-			l.events = 0
+		if l.calls != 0 {
+			l.started.Add(l.calls)
+			l.calls = 0
 		}
 		// The same clock for the timers, not a second read (one costs ~4%
 		// of a bare wake-up, BenchmarkLoopClock): a timer that fell due
@@ -168,7 +169,6 @@ func (l *evLoop) run() {
 // in retrycap_proxy_loop_panics_total; the loop goes on with the others.
 
 func (l *evLoop) dispatch(h netpoll.Handler, ev uint32) {
-	l.events++
 	defer l.contain(h)
 	h.Event(ev)
 }
