@@ -46,8 +46,14 @@ say "the samples' pods, each with the injected retrycap-proxy as a native sideca
 # The samples' Deployments were created in the same apply as their policy, before it existed:
 # their first pods were admitted without a sidecar ("NoPolicy"). A restart re-creates them
 # under the policy, as a team adopting retrycap would do.
+mapfile -t old < <("$kubectl" get pods -n payments -o name)
 "$kubectl" rollout restart deployment -n payments
 "$kubectl" rollout status deployment -n payments --timeout=5m  # waits for the new pods, Ready
+# rollout status returns with the old pods still terminating (phase Running, no sidecar): the
+# listing below would show them beside the new ones. Wait until they are gone.
+if [ "${#old[@]}" -gt 0 ]; then
+  "$kubectl" wait -n payments --for=delete "${old[@]}" --timeout=2m
+fi
 "$kubectl" get pods -n payments -o 'custom-columns=POD:.metadata.name,STATUS:.status.phase,SIDECAR:.spec.initContainers[*].name,RESTART:.spec.initContainers[*].restartPolicy,READY:.status.containerStatuses[*].ready'
 
 say "the node stays up: export KUBECONFIG=$KUBECONFIG; remove it with hack/node.sh down"

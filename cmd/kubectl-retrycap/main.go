@@ -1,5 +1,5 @@
 // Command kubectl-retrycap is the kubectl plugin (`kubectl retrycap ...`): the commands that
-// run against a cluster or in CI, `analyze` and `graph`, from the same constructors as the
+// run against a cluster or in CI, `analyze`, `graph`, `observe` and `discover`, from the same constructors as the
 // full retrycap CLI (internal/cli). The storm lab and the demo stay in cmd/retrycap: they link
 // the embedded control plane (envtest), the manager and gonum/plot, which a plugin that users
 // install on their PATH should not carry.

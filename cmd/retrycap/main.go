@@ -1,7 +1,8 @@
 // Command retrycap is the full retrycap CLI: `analyze` checks manifests offline (in CI),
-// `graph` shows a cluster's live graph, `storm` runs the retry-storm lab and `demo` the whole
-// story on an embedded control plane. The kubectl plugin (cmd/kubectl-retrycap) carries only
-// analyze and graph, from the same constructors in internal/cli.
+// `graph` shows a cluster's live graph, `observe` what really happened per request from access
+// logs, `discover` the upstreams telemetry saw, `storm` runs the retry-storm lab and `demo` the
+// whole story on an embedded control plane. The kubectl plugin (cmd/kubectl-retrycap) carries
+// only analyze, graph, observe and discover, from the same constructors in internal/cli.
 package main
 
 import (

@@ -41,7 +41,13 @@ for p in sys.argv[1:]:
 measure() { # label cmd...: prints "label cpu_s rss_mib"
 	local label=$1
 	shift
-	/usr/bin/time -f "%U %S %M" -o "$work/t" "$@" >"$work/out.$label" 2>"$work/err.$label"
+	local rc=0
+	/usr/bin/time -f "%U %S %M" -o "$work/t" "$@" >"$work/out.$label" 2>"$work/err.$label" || rc=$?
+	# observe exits 2 when it read no access-log line: expected of the idle runs (/dev/null).
+	if [ "$rc" -ne 0 ] && ! { [ "$rc" -eq 2 ] && [[ $label == *idle* ]]; }; then
+		cat "$work/err.$label" >&2
+		return "$rc"
+	fi
 	read -r u s m <"$work/t"
 	printf '%-14s cpu %7.2f s  peak RSS %7.1f MiB\n' "$label" "$(echo "$u + $s" | bc)" "$(echo "scale=1; $m / 1024" | bc)"
 }

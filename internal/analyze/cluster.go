@@ -24,9 +24,12 @@ import (
 // clusterPolicy reads a ClusterRetryPolicy into m.ClusterPolicies ("ClusterRetryPolicy/name" in
 // m.Sources).
 func (r Reader) clusterPolicy(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+	if err := checkPolicyFields(js); err != nil {
+		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+	}
 	p := &v1alpha1.ClusterRetryPolicy{}
-	if err := json.Unmarshal(js, p); err != nil {
-		return []error{&InputError{src, fmt.Errorf("%s %s: %w", tm.Kind, tm.Metadata.Name, err)}}
+	if err := r.decode(src, js, tm, p); err != nil {
+		return []error{err}
 	}
 	if err := defaultPolicy(p.Name, &p.Spec.RetryPolicySpec, true); err != nil {
 		return []error{&InputError{src, fmt.Errorf("ClusterRetryPolicy %s: %w", p.Name, err)}}
@@ -48,6 +51,9 @@ func (r Reader) clusterPolicy(m *Manifests, src Source, js []byte, tm *typeMeta)
 // selects by), and its mesh labels and annotations into the mesh Set; it is counted as ignored,
 // as it is not graph input.
 func (r Reader) namespaceObject(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
+	if err := r.decode(src, js, tm, &corev1.Namespace{}); err != nil {
+		return []error{err}
+	}
 	if err := m.readNamespace(src, js); err != nil {
 		return []error{err}
 	}

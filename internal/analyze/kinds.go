@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/jsonfield"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -63,8 +64,40 @@ func (r Reader) readKind(m *Manifests, src Source, js []byte, tm *typeMeta) []er
 	if read, ok := readers[tm.APIVersion+" "+tm.Kind]; ok {
 		return read(r, m, src, js, tm)
 	}
+	if err := r.otherVersion(src, tm); err != nil {
+		return []error{err}
+	}
 	r.ignored(m, src, tm, js)
 	return r.addMesh(m, src, js, tm) // mesh.go
+}
+
+// otherVersion refuses a kind the graph reads under another version of its group (apps/v1beta2
+// and extensions/v1beta1 Deployments of old charts, retrycap.dev/v1 for v1alpha1): counted as
+// ignored, its workload and its upstreams would be dropped while the check passes, and no
+// current API server takes it. Another group's kind of the same name (Knative's Service) is not
+// this kind and is counted as ignored.
+func (r Reader) otherVersion(src Source, tm *typeMeta) error {
+	group := func(apiVersion string) string {
+		g, _, ok := strings.Cut(apiVersion, "/")
+		if !ok {
+			return ""
+		}
+		return g
+	}
+	for key := range readers {
+		apiVersion, kind, _ := strings.Cut(key, " ")
+		if kind != tm.Kind {
+			continue
+		}
+		if g := group(tm.APIVersion); g == group(apiVersion) || g == "extensions" && group(apiVersion) == "apps" {
+			why := "the version Kubernetes serves"
+			if group(apiVersion) == v1alpha1.GroupVersion.Group {
+				why = "the CRD's version"
+			}
+			return &InputError{src, fmt.Errorf("%s: apiVersion %s is not read: retrycap reads %s %s (%s)", r.ident(tm), tm.APIVersion, kind, apiVersion, why)}
+		}
+	}
+	return nil
 }
 
 // laterWins is the one rule for an object given twice: the later wins, with a warning naming
@@ -80,11 +113,45 @@ func laterWins[T any](m *Manifests, objs []T, key, what string, src Source, same
 	return objs
 }
 
+// decode decodes an object of a kind the graph reads into obj as the API server would
+// (internal/jsonfield): a field it does not know (an annotation under spec.template instead of
+// spec.template.metadata, "Annotations" capitalised) is an error rather than a value read
+// here and dropped by the cluster, or read by neither and silently lost; a wrong type names
+// its path and value. An object without metadata.name is an error too: kubectl apply refuses it,
+// and two of them would be one object here.
+func (r Reader) decode(src Source, js []byte, tm *typeMeta, obj any) error {
+	if err := jsonfield.Decode(js, obj); err != nil {
+		return &InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}
+	}
+	return r.named(src, js, tm)
+}
+
+// named requires metadata.name (decode; a workloadReader for what it reads: a Pod a controller
+// owns has only a generateName, and is not read).
+func (r Reader) named(src Source, js []byte, tm *typeMeta) error {
+	if tm.Metadata.Name == "" {
+		var gen struct {
+			Metadata struct {
+				GenerateName string `json:"generateName"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(js, &gen)
+		if g := gen.Metadata.GenerateName; g != "" {
+			return &InputError{src, fmt.Errorf("%s: metadata.name is missing (metadata.generateName %q names an object only when the API server creates it, kubectl create; kubectl apply refuses it): give it a name", r.ident(tm), g)}
+		}
+		return &InputError{src, fmt.Errorf("%s: metadata.name is missing", r.ident(tm))}
+	}
+	return nil
+}
+
 // policy reads a RetryPolicy into m.Policies.
 func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
-	p := &v1alpha1.RetryPolicy{}
-	if err := json.Unmarshal(js, p); err != nil {
+	if err := checkPolicyFields(js); err != nil {
 		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+	}
+	p := &v1alpha1.RetryPolicy{}
+	if err := r.decode(src, js, tm, p); err != nil {
+		return []error{err}
 	}
 	if p.Namespace == "" {
 		p.Namespace = r.namespace()
@@ -104,13 +171,16 @@ func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []erro
 func workloadReader(newObj func() runtime.Object) kindReader {
 	return func(r Reader, m *Manifests, src Source, js []byte, tm *typeMeta) []error {
 		obj := newObj()
-		if err := json.Unmarshal(js, obj); err != nil {
+		if err := jsonfield.Decode(js, obj); err != nil {
 			return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
 		}
 		w, ok := workload.FromObject(obj)
 		if !ok {
 			m.count(&m.Summary.Ignored, "Pod (owned)")
 			return nil
+		}
+		if err := r.named(src, js, tm); err != nil {
+			return []error{err}
 		}
 		if w.Namespace == "" {
 			w.Namespace = r.namespace()

@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -12,10 +13,32 @@ import (
 func (r Reader) ReadKustomization(m *Manifests, dir string, build func(dir string) ([]byte, error)) []error {
 	out, err := build(dir)
 	if err != nil {
-		return []error{fmt.Errorf("-k %s: %w", dir, err)}
+		return []error{kustomizeError(dir, err)}
 	}
 	out = m.kustomizeChatter(dir, out)
 	return r.read(m, dir+kustomizeSuffix, bytes.NewReader(out))
+}
+
+// remoteResource is the URL in kustomize's error for a resource it could not load.
+var remoteResource = regexp.MustCompile(`accumulating resources from '((?:https?|git|ssh)://[^']+|git@[^']+|github\.com/[^']+)'`)
+
+// kustomizeError says what a failed build needs, for the two causes a manifest repository
+// commonly has: a remote base that could not be fetched (kustomize's error nests the HTTP and
+// the git attempts in one line), and a Helm chart, which retrycap does not render.
+func kustomizeError(dir string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "--enable-helm"):
+		return fmt.Errorf("-k %s: the kustomization inflates a Helm chart (helmCharts), which analyze does not render: kustomize build --enable-helm %s | retrycap analyze -f -", dir, dir)
+	case remoteResource.MatchString(msg):
+		url := remoteResource.FindStringSubmatch(msg)[1]
+		last := strings.TrimSpace(msg[strings.LastIndex(strings.TrimSpace(msg), "\n")+1:])
+		if i := strings.LastIndex(msg, "fatal: "); i >= 0 {
+			last = strings.Join(strings.Fields(msg[i:]), " ")
+		}
+		return fmt.Errorf("-k %s: the remote resource %s could not be fetched (%s): nothing of the kustomization was read; fetch it (or vendor it) and build again", dir, url, last)
+	}
+	return fmt.Errorf("-k %s: %w", dir, err)
 }
 
 // ChatterPrefix starts the comment lines at the head of a build's output that carry what

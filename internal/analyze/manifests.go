@@ -9,10 +9,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -21,6 +24,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/jsonfield"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -164,6 +168,9 @@ func (r Reader) ReadPathsInto(m *Manifests, paths []string) []error {
 			if err != nil {
 				return append(errs, err)
 			}
+			if len(files) == 0 {
+				m.warn(Source{File: p}, "a directory with no *.yaml, *.yml or *.json file: nothing read from it")
+			}
 		}
 		for _, f := range files {
 			fh, err := os.Open(f)
@@ -202,6 +209,9 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		}
 		for _, d := range ents {
 			path := filepath.Join(dir, d.Name())
+			if symlinkedDir(m, path, d) {
+				continue
+			}
 			switch {
 			case d.IsDir() && !strings.HasPrefix(d.Name(), "."):
 				if n := countManifestFiles(path); n > 0 {
@@ -222,6 +232,9 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
+		if symlinkedDir(m, path, d) {
+			return nil
+		}
 		if !d.IsDir() && isKustomization(d.Name()) {
 			return &KustomizationError{Dir: filepath.Dir(path), File: path}
 		}
@@ -232,6 +245,22 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 	})
 	sort.Strings(files)
 	return files, err
+}
+
+// symlinkedDir reports whether d, at path in a directory being read, is a symbolic link to a
+// directory, and warns that it is not read: kubectl -f DIR (-R too) does not follow one, so
+// what analyze checks is what kubectl applies; following it could also loop.
+func symlinkedDir(m *Manifests, path string, d os.DirEntry) bool {
+	if d.Type()&os.ModeSymlink == 0 {
+		return false
+	}
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return false
+	}
+	target, _ := os.Readlink(path)
+	m.warn(Source{File: path}, "a symbolic link to a directory (%s), not read: kubectl -f does not follow one either; name it with -f to read it", target)
+	return true
 }
 
 // countManifestFiles counts the manifest files under dir (hidden directories passed over).
@@ -286,12 +315,41 @@ func splitDocuments(data []byte) []document {
 				continue
 			}
 		}
-		if len(cur) == 0 && len(bytes.TrimSpace(l)) == 0 {
-			start = line + 1 // leading blank lines
+		if len(bytes.TrimSpace(cur)) == 0 && len(bytes.TrimSpace(l)) == 0 {
+			start = line + 1 // leading blank lines (all of them: the line is the first content's)
 		}
 		cur = append(cur, l...)
 	}
 	return append(docs, document{raw: cur, line: start})
+}
+
+// yamlLine is the "line N" of a YAML parser's message, which counts from the document's first
+// line.
+var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
+
+// fileLines rewrites the document-relative line numbers of a YAML error into the file's (the
+// document starts at line first), and puts its lines on one ("yaml: unmarshal errors:\n  line
+// 3: key ... already set in map").
+// leadingBlanks counts the blank lines at the head of a document, which its line skips and the
+// parser counts.
+func leadingBlanks(raw []byte) int {
+	n := 0
+	for {
+		l, rest, ok := bytes.Cut(raw, []byte("\n"))
+		if !ok || len(bytes.TrimSpace(l)) > 0 {
+			return n
+		}
+		n, raw = n+1, rest
+	}
+}
+
+func fileLines(err error, first int) error {
+	msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(s string) string {
+		n, _ := strconv.Atoi(yamlLine.FindStringSubmatch(s)[1])
+		return "line " + strconv.Itoa(n+first-1)
+	})
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, ":\n", ": ")), " ")
+	return errors.New(msg)
 }
 
 func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
@@ -313,15 +371,31 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 	var docs []parsed
 	helm := false
 	n := 0
+	var split []document
 	for _, d := range splitDocuments(data) {
+		split = append(split, jsonStream(d)...)
+	}
+	for _, d := range split {
 		if isEmpty(d.raw) {
 			continue
 		}
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
-		js, err := yaml.YAMLToJSON(d.raw)
+		// Strict: a key given twice in one mapping is an error, as the API server's strict field
+		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
+		js, err := yaml.YAMLToJSONStrict(d.raw)
 		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
 			helm = true
+		}
+		if err == nil {
+			if more, extra := afterFirst(d.raw); more {
+				m.warn(src, "more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'")
+			} else if extra != nil {
+				err = fmt.Errorf("text after the object: %w", extra)
+			}
+		}
+		if err != nil {
+			err = fileLines(err, d.line-leadingBlanks(d.raw))
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -339,6 +413,63 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
+}
+
+// afterFirst reports what follows a chunk's first YAML document, which YAMLToJSON passes over
+// silently: another document (more; after a "..." end marker, or a "--- x" line, which
+// splitDocuments takes for content as kubectl's reader does), or text that is no document (extra,
+// as "{...} trailing words"). Only a chunk that can hold one is parsed again.
+func afterFirst(raw []byte) (more bool, extra error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' && t[0] != '[' && !bytes.Contains(raw, []byte("\n...")) && !bytes.HasPrefix(raw, []byte("...")) &&
+		!bytes.Contains(raw, []byte("\n---")) && !bytes.HasPrefix(raw, []byte("---")) {
+		return false, nil
+	}
+	dec := yamlv2.NewDecoder(bytes.NewReader(raw))
+	var v any
+	if dec.Decode(&v) != nil {
+		return false, nil // YAMLToJSON read it: leave its reading alone
+	}
+	switch err := dec.Decode(&v); {
+	case errors.Is(err, io.EOF):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return v != nil, nil
+}
+
+// jsonStream splits a document that is a stream of JSON values ({...}{...}, as jq -c and some
+// generators write them, and kubectl reads each) into one document per value; YAML reads only
+// the first and dropped the others silently. Anything else (a single value, YAML, a value with
+// text after it) is returned as it is.
+func jsonStream(d document) []document {
+	t := bytes.TrimLeft(d.raw, " \t\r\n\ufeff")
+	if len(t) == 0 || t[0] != '{' && t[0] != '[' {
+		return []document{d}
+	}
+	dec := json.NewDecoder(bytes.NewReader(d.raw))
+	var out []document
+	start := int64(0)
+	for {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err == io.EOF {
+			break
+		} else if err != nil {
+			return []document{d}
+		}
+		end := dec.InputOffset()
+		raw := d.raw[start:end]
+		// The value's first line: the document's, plus the lines before the value.
+		lead := len(raw) - len(bytes.TrimLeft(raw, " \t\r\n"))
+		line := d.line - leadingBlanks(d.raw) + bytes.Count(d.raw[:int(start)+lead], []byte("\n"))
+		out = append(out, document{raw: raw[lead:], line: line})
+		start = end
+	}
+	if len(out) < 2 {
+		return []document{d}
+	}
+	return out
 }
 
 // isKustomization reports whether a file name is one kustomize reads as its kustomization.
@@ -370,11 +501,17 @@ type typeMeta struct {
 	} `json:"metadata"`
 }
 
+// clusterScoped are the kinds read that have no namespace.
+var clusterScoped = map[string]bool{"Namespace": true, "ClusterRetryPolicy": true}
+
 // ident names an object in an error before it could be decoded ("Kind ns/name"), so a
 // type error in its spec still says which object it is.
 func (r Reader) ident(tm *typeMeta) string {
 	if tm.Metadata.Name == "" {
 		return tm.Kind
+	}
+	if clusterScoped[tm.Kind] {
+		return tm.Kind + " " + tm.Metadata.Name
 	}
 	ns := tm.Metadata.Namespace
 	if ns == "" {
@@ -401,7 +538,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 	}
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
-		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", err)}}
+		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", jsonfield.Describe(js, err))}}
 	}
 	if typed != nil {
 		if tm.Kind == "" {
@@ -671,6 +808,11 @@ func (m *Manifests) Analyze() *Report {
 			// A gateway or mesh layer on an entrypoint's client attempts is something checked
 			// (a route's retries alone can be over the cap); nothing at all contributes here.
 			why = fmt.Sprintf("%s: none of its %d workload(s) declares %s, and no gateway or mesh route retries into them: no call edge to check", name, p.Workloads, annotations.Upstreams)
+		case len(p.Errors) > 0 && p.WithinCap:
+			// An edge whose tries could not be read (an AWS_MAX_ATTEMPTS of "three") was taken
+			// at one try: "within the cap" would be a guess. Over the cap stays over (a lower
+			// bound is enough).
+			why = fmt.Sprintf("%s: %d error(s) in its workloads (%s): the tries of those edges are unknown, \"within the cap\" is not known", name, len(p.Errors), p.Errors[0])
 		}
 		if why != "" {
 			rep.Unchecked = append(rep.Unchecked, why)

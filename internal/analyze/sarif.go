@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -68,6 +69,8 @@ const (
 	RuleRetryCycle     = "retrycap/retry-cycle"
 	RuleNothingChecked = "retrycap/nothing-checked"
 	RuleInput          = "retrycap/input"
+	// RuleInputError is input that could not be read: nothing was checked.
+	RuleInputError = "retrycap/input-error"
 )
 
 func sarifLocations(s Source) []sarifLocation {
@@ -89,17 +92,7 @@ func sarifLocations(s Source) []sarifLocation {
 // at the workload whose annotation the fix changes first (else the policy), a run that checked
 // nothing an error at the policy, every warning a warning where it was read.
 func RenderSARIF(w io.Writer, rep *Report) error {
-	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{
-		Name: "retrycap", InformationURI: "https://github.com/retrycap/retrycap",
-		Rules: []sarifRule{
-			{ID: RuleOverCap, ShortDescription: sarifMessage{Text: "a call chain multiplies retries past its RetryPolicy's cap"}},
-			{ID: RuleRetryCycle, ShortDescription: sarifMessage{Text: "a cycle of calls with a retry in it: amplification unbounded"}},
-			{ID: RuleNothingChecked, ShortDescription: sarifMessage{Text: "a RetryPolicy with nothing to check"}},
-			{ID: RuleInput, ShortDescription: sarifMessage{Text: "input read, but not as written"}},
-			{ID: RuleOverMaxTime, ShortDescription: sarifMessage{Text: "a call chain's worst time to answer is over its RetryPolicy's maxTimeToAnswer"}},
-			{ID: RuleTimeoutInversion, ShortDescription: sarifMessage{Text: "a caller's per-try timeout is shorter than its callee's worst time: it retries while the callee still works"}},
-		},
-	}}, Results: []sarifResult{}}
+	run := newSARIFRun()
 	for _, p := range rep.Policies {
 		for _, v := range p.Violations {
 			rule := RuleOverCap
@@ -140,10 +133,45 @@ func RenderSARIF(w io.Writer, rep *Report) error {
 	for _, wn := range rep.warnings {
 		run.Results = append(run.Results, sarifResult{RuleID: RuleInput, Level: "warning", Message: sarifMessage{Text: wn.String()}, Locations: sarifLocations(wn.Source)})
 	}
+	return writeSARIF(w, run)
+}
+
+// newSARIFRun is a run with retrycap's rules and no result yet.
+func newSARIFRun() sarifRun {
+	return sarifRun{Tool: sarifTool{Driver: sarifDriver{
+		Name: "retrycap", InformationURI: "https://github.com/retrycap/retrycap",
+		Rules: []sarifRule{
+			{ID: RuleOverCap, ShortDescription: sarifMessage{Text: "a call chain multiplies retries past its RetryPolicy's cap"}},
+			{ID: RuleRetryCycle, ShortDescription: sarifMessage{Text: "a cycle of calls with a retry in it: amplification unbounded"}},
+			{ID: RuleNothingChecked, ShortDescription: sarifMessage{Text: "a RetryPolicy with nothing to check"}},
+			{ID: RuleInput, ShortDescription: sarifMessage{Text: "input read, but not as written"}},
+			{ID: RuleInputError, ShortDescription: sarifMessage{Text: "input that could not be read: nothing was checked"}},
+			{ID: RuleOverMaxTime, ShortDescription: sarifMessage{Text: "a call chain's worst time to answer is over its RetryPolicy's maxTimeToAnswer"}},
+			{ID: RuleTimeoutInversion, ShortDescription: sarifMessage{Text: "a caller's per-try timeout is shorter than its callee's worst time: it retries while the callee still works"}},
+		},
+	}}, Results: []sarifResult{}}
+}
+
+func writeSARIF(w io.Writer, run sarifRun) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0", Runs: []sarifRun{run}})
+}
+
+// RenderSARIFErrors writes the input errors that stopped a check as SARIF errors, each where it
+// was read (an *InputError's file and document line): a CI job that uploads the SARIF file shows
+// why nothing was checked, rather than failing on an empty file.
+func RenderSARIFErrors(w io.Writer, errs []error) error {
+	run := newSARIFRun()
+	for _, err := range errs {
+		var at Source
+		if ie, ok := errors.AsType[*InputError](err); ok {
+			at = ie.Source
+		}
+		run.Results = append(run.Results, sarifResult{RuleID: RuleInputError, Level: "error", Message: sarifMessage{Text: err.Error()}, Locations: sarifLocations(at)})
+	}
+	return writeSARIF(w, run)
 }
 
 func itoa(n int) string {

@@ -1,9 +1,6 @@
 package analyze
 
 import (
-	"encoding/json"
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/retrycap/retrycap/internal/workload"
@@ -17,8 +14,8 @@ import (
 // as "Service/ns/name".
 func (r Reader) service(m *Manifests, src Source, js []byte, tm *typeMeta) []error {
 	var s corev1.Service
-	if err := json.Unmarshal(js, &s); err != nil {
-		return []error{&InputError{src, fmt.Errorf("%s: %w", r.ident(tm), err)}}
+	if err := r.decode(src, js, tm, &s); err != nil {
+		return []error{err}
 	}
 	if s.Namespace == "" {
 		s.Namespace = r.namespace()

@@ -153,6 +153,15 @@ func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 func parseToken(tok string) (Upstream, string) {
 	var u Upstream
 	name := tok
+	if scheme, rest, ok := strings.Cut(name, "://"); ok {
+		// An app's configured URL pasted in ("http://order:8080/api=3"): its ':' and '/' would
+		// be read as a port and a per-try timeout, and the message would be about those.
+		host := rest
+		if i := strings.IndexAny(rest, "/=*"); i >= 0 {
+			host = rest[:i]
+		}
+		return u, fmt.Sprintf("%s:// makes it a URL: write the service or host alone (%q), then =ATTEMPTS, /PER-TRY-TIMEOUT, *CALLS", scheme, host)
+	}
 	if i := strings.IndexByte(name, '*'); i >= 0 {
 		n, ok := parseInt(name[i+1:], MinCalls, MaxCalls)
 		if !ok {

@@ -32,6 +32,8 @@ func TestParseUpstreams(t *testing.T) {
 		{in: ":80", wantErr: `token ":80" at column 1: missing service name`, col: 1},
 		{in: "cart:7070, cart:8080", wantErr: `token "cart:8080" at column 12: upstream "cart" is listed twice (first at column 1)`, col: 12},
 		{in: "gateway, order=x", wantErr: `token "order=x" at column 10: attempts must be an integer 1..100`, col: 10},
+		{in: "order=2, http://payment:8080/api/v1=3", wantErr: `token "http://payment:8080/api/v1=3" at column 10: http:// makes it a URL: write the service or host alone ("payment:8080"), then =ATTEMPTS, /PER-TRY-TIMEOUT, *CALLS`, col: 10},
+		{in: "grpc://ledger*3", wantErr: `token "grpc://ledger*3" at column 1: grpc:// makes it a URL: write the service or host alone ("ledger"), then =ATTEMPTS, /PER-TRY-TIMEOUT, *CALLS`, col: 1},
 		{in: "order=0", wantErr: `token "order=0" at column 1: attempts must be an integer 1..100`, col: 1},
 		{in: "order=101", wantErr: `token "order=101" at column 1: attempts must be an integer 1..100`, col: 1},
 		{in: "order=-1", wantErr: `token "order=-1" at column 1: attempts must be an integer 1..100`, col: 1},

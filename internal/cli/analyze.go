@@ -100,6 +100,12 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 				fmt.Fprintln(stderr, "error:", err)
 			}
 			if len(errs) > 0 {
+				if output == "sarif" {
+					// The file a CI job uploads says why nothing was checked.
+					if err := analyze.RenderSARIFErrors(stdout, errs); err != nil {
+						return &ExitError{Code: ExitBadInput, Msg: err.Error()}
+					}
+				}
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: %d error(s) in the input", len(errs))}
 			}
 			rep := m.Analyze()

@@ -55,7 +55,10 @@ directories (every file below), stdin ("-", the default without -f and --from-cl
 
 In a log store: -o sql prints the same aggregation as a query over a table of attempts (--dialect
 postgres or clickhouse, --table), -o logql what Loki can compute, -o csv the rows to load the
-table with; --postgres DSN runs the query in PostgreSQL and prints the answer like a file run.`,
+table with; --postgres DSN runs the query in PostgreSQL and prints the answer like a file run.
+
+Exit status: 0 when at least one attempt was read; 2 on bad input, and when no line read was an
+access-log line (nothing to report: the access log is off, or the logs are not the proxies').`,
 		Example: `  retrycap observe -f /var/log/proxies/
   kubectl logs deploy/order -c retrycap-proxy | retrycap observe
   kubectl logs -n istio-system -l app=istio-ingressgateway --prefix --timestamps | retrycap observe
@@ -162,8 +165,12 @@ table with; --postgres DSN runs the query in PostgreSQL and prints the answer li
 					}
 					return nil
 				}
+				// Nothing read is nothing checked: an empty report with exit 0 reads as "no key
+				// retried" in a script, when the access log was off (the policy's default).
 				if total.Attempts == 0 {
-					fmt.Fprintln(stderr, "observe: no access-log line among them (retrycap-proxy --access-log, Envoy's or Istio's default formats)")
+					return bad("no access-log line among the %d line(s) read: nothing to report "+
+						"(is the access log on? a RetryPolicy's spec.observability.accessLog, retrycap-proxy --access-log; "+
+						"or Envoy's or Istio's default formats)", total.Lines)
 				}
 				r = g.Report(threshold, top)
 			}

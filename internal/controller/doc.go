@@ -1,5 +1,6 @@
-// Package controller holds the RetryPolicy reconciler: it keeps each policy's status (the
-// computed amplification, worst path, chains, violations and the Ready/WithinCap conditions)
+// Package controller holds the two reconcilers, RetryPolicy and ClusterRetryPolicy: each keeps
+// its policies' status (the computed amplification, worst path, chains, violations, the time
+// along the chain and the conditions)
 // current as workloads change, emits events when a policy crosses its cap, and exports the
 // amplification as Prometheus gauges on the manager's /metrics.
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -155,7 +156,7 @@ func (d *run) startManager(ctx context.Context) error {
 }
 
 func applySamples(ctx context.Context, d *run) error {
-	d.step("Applying the samples: two incident write-ups as namespaces, Deployments and a RetryPolicy each")
+	d.step("Applying the samples: two incident write-ups as namespaces, Deployments and a RetryPolicy each, and a chain across three namespaces under a ClusterRetryPolicy")
 	_, err := d.kubectl(ctx, "", "apply", "-k", filepath.Join(d.cp.RepoRoot, "config", "samples"))
 	return err
 }
@@ -171,21 +172,45 @@ func showPolicies(ctx context.Context, d *run) error {
 	if _, err := d.kubectl(ctx, "", "get", "rp", "-A"); err != nil {
 		return err
 	}
-	_, err := d.kubectl(ctx, "", "get", "rp", "-n", "payments", "storm", "-o", "jsonpath={range .status.violations[*]}{.message}{\"\\n  suggestion: \"}{.suggestion}{\"\\n\"}{end}")
+	if _, err := d.kubectl(ctx, "", "get", "rp", "-n", "payments", "storm", "-o", "jsonpath={range .status.violations[*]}{.message}{\"\\n  suggestion: \"}{.suggestion}{\"\\n\"}{end}"); err != nil {
+		return err
+	}
+	// The samples' cluster policy, as docs/cluster-policies.md shows it.
+	if err := d.waitForStatus(ctx, "", "checkout-chain"); err != nil {
+		return err
+	}
+	_, err := d.kubectl(ctx, "", "get", "crp")
 	return err
 }
 
-// waitForStatus waits until the controller has computed the policy's status for its generation.
+// waitForStatus waits until the controller has computed the policy's status for its generation:
+// a RetryPolicy ns/name, or with ns empty the ClusterRetryPolicy name.
 func (d *run) waitForStatus(ctx context.Context, ns, name string) error {
 	deadline := time.Now().Add(time.Minute)
+	kind, ref := "RetryPolicy", ns+"/"+name
+	if ns == "" {
+		kind, ref = "ClusterRetryPolicy", name
+	}
 	for {
-		var p v1alpha1.RetryPolicy
-		err := d.cli.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
-		if err == nil && p.Status.ObservedGeneration == p.Generation && meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionWithinCap) != nil {
+		var (
+			om  metav1.ObjectMeta
+			st  v1alpha1.RetryPolicyStatus
+			err error
+		)
+		if ns == "" {
+			var p v1alpha1.ClusterRetryPolicy
+			err = d.cli.Get(ctx, client.ObjectKey{Name: name}, &p)
+			om, st = p.ObjectMeta, p.Status
+		} else {
+			var p v1alpha1.RetryPolicy
+			err = d.cli.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
+			om, st = p.ObjectMeta, p.Status
+		}
+		if err == nil && st.ObservedGeneration == om.Generation && meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWithinCap) != nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("RetryPolicy %s/%s: no status from the controller within a minute (last error: %v)", ns, name, err)
+			return fmt.Errorf("%s %s: no status from the controller within a minute (last error: %v)", kind, ref, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -57,7 +58,56 @@ func TestDemoEndToEnd(t *testing.T) {
 			t.Errorf("demo output does not match %q", re)
 		}
 	}
+	// The README shows these lines as what `make demo` prints, and docs/cluster-policies.md the
+	// cluster policy's: each output line of those blocks must be in the demo's output (a command
+	// line, "$ ...", and an elided "..." are the reader's; the AGE column is the clock's).
+	age := regexp.MustCompile(`\s\d+[smhd](\d+[smhd])?$`)
+	checked := 0
+	for _, doc := range []struct{ path, section string }{
+		{"README.md", "What you see"},
+		{"docs/cluster-policies.md", "Status, events, metrics"},
+	} {
+		for _, line := range docOutputLines(t, doc.path, doc.section) {
+			re := regexp.QuoteMeta(line)
+			if a := age.FindString(line); a != "" {
+				re = strings.TrimSuffix(re, strings.TrimSpace(a)) + `\d+[smhd](\d+[smhd])?`
+			}
+			checked++
+			if !regexp.MustCompile(`(?m)^` + re + `$`).MatchString(got) {
+				t.Errorf("%s shows %q, which the demo does not print", doc.path, line)
+			}
+		}
+	}
+	if checked < 12 {
+		t.Errorf("checked %d lines of the docs: their blocks were not found", checked)
+	}
 	if t.Failed() {
 		t.Logf("demo output:\n%s", got)
 	}
+}
+
+// docOutputLines are the output lines of the code blocks in the section "## title" of the
+// repository's file path.
+func docOutputLines(t *testing.T, path, title string) []string {
+	t.Helper()
+	data, err := os.ReadFile("../../" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("%s: no section %q", path, "## "+title)
+	}
+	rest, _, _ = strings.Cut(rest, "\n## ")
+	var lines []string
+	in := false
+	for _, line := range strings.Split(rest, "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			in = !in
+		case in && line != "" && !strings.HasPrefix(line, "$ ") && !strings.Contains(line, "..."):
+			lines = append(lines, strings.TrimRight(line, " "))
+		}
+	}
+	return lines
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/internal/jsonfield"
 )
 
 // API groups the package reads.
@@ -212,6 +214,22 @@ var kinds = map[string]bool{
 	GroupGateway + "/Gateway":                   true, // waypoint.go: an ambient waypoint
 }
 
+// decodeObject decodes the fields a reader reads (v, a local struct) of the object h heads;
+// a value of the wrong type is named by its path and value ("VirtualService ns/name
+// spec.http[0].retries.attempts: "three" is a string, want an integer"), as the readers name a
+// bad value.
+func decodeObject(h header, data []byte, v any) error {
+	err := jsonfield.Unmarshal(data, v)
+	var fe *jsonfield.Error
+	if errors.As(err, &fe) {
+		return fmt.Errorf("%s %w", h.id(), fe)
+	}
+	if err != nil {
+		return fmt.Errorf("decoding %s: %w", h.id(), err)
+	}
+	return nil
+}
+
 // AddManifest adds one object given as YAML or JSON. It returns false, and no error, for a kind
 // the package does not read.
 func (s *Set) AddManifest(data []byte) (bool, error) {
@@ -286,10 +304,7 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		}
 	}
 	decode := func(v any) error {
-		if err := json.Unmarshal(data, v); err != nil {
-			return fmt.Errorf("decoding %s: %w", h.id(), err)
-		}
-		return nil
+		return decodeObject(h, data, v)
 	}
 	key := h.group() + "/" + h.Kind + "/" + h.Metadata.Namespace + "/" + h.Metadata.Name
 	if err := s.addTimes(h, key, data); err != nil { // time.go

@@ -26,7 +26,19 @@ func TestAddErrors(t *testing.T) {
 		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: \"defaultHttpRetryPolicy: [\"\n",
 			"ConfigMap istio-system/istio data.mesh: decoding the MeshConfig YAML: error converting YAML to JSON: yaml: line 1: did not find expected node content"},
 		{vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: three}"),
-			"decoding VirtualService bookinfo/ratings: json: cannot unmarshal string into Go struct field .spec.http.retries.attempts of type int64"},
+			`VirtualService bookinfo/ratings spec.http[0].retries.attempts: "three" is a string, want an integer`},
+		// Before: the Go decoder's "cannot unmarshal ... into Go struct field .spec.http.retries of
+		// type struct { PerTryTimeout *string ... }", no index, no value.
+		{vs("bookinfo", "ratings", "  http:\n  - route: [{destination: {host: ratings}}]\n  - retries: \"3\""),
+			`VirtualService bookinfo/ratings spec.http[1].retries: "3" is a string, want an object`},
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{}, {retry: {attempts: 2.5}}]"),
+			"HTTPRoute shop/web spec.rules[1].retry.attempts: 2.5 is a number, want an integer"},
+		{"apiVersion: dapr.io/v1alpha1\nkind: Resiliency\nmetadata: {name: r, namespace: shop}\nspec:\n  policies: {retries: {r1: {policy: constant, maxRetries: \"3\"}}}\n  targets: {apps: {payments: {retry: r1}}}\n",
+			`Resiliency shop/r spec.policies.retries.r1.maxRetries: "3" is a string, want an integer`},
+		{"apiVersion: consul.hashicorp.com/v1alpha1\nkind: ServiceRouter\nmetadata: {name: api, namespace: shop}\nspec:\n  routes: [{}, {destination: {numRetries: \"3\"}}]\n",
+			`ServiceRouter shop/api spec.routes[1].destination.numRetries: "3" is a string, want an integer`},
+		{btp("shop", "p", "{kind: Gateway, name: eg}", "  retry: {numRetries: \"3\"}"),
+			`BackendTrafficPolicy shop/p spec.retry.numRetries: "3" is a string, want an integer`},
 	}
 	for _, tc := range cases {
 		s := NewSet(Options{})

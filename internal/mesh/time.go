@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -133,10 +132,7 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 		}
 	}
 	decode := func(v any) error {
-		if err := json.Unmarshal(data, v); err != nil {
-			return fmt.Errorf("decoding %s: %w", h.id(), err)
-		}
-		return nil
+		return decodeObject(h, data, v)
 	}
 	switch h.group() + "/" + h.Kind {
 	case GroupIstio + "/VirtualService":

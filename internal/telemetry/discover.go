@@ -353,9 +353,14 @@ func (d *discoverer) telemetryEdge(e Edge, res *Result) {
 	}
 }
 
+// proxyEnv are the variables that configure an HTTP client's proxy: NO_PROXY lists hosts the
+// client does not send through it (retrycap's injector sets it to kubernetes.default.svc and
+// the like), the others name the proxy; none is a call the app makes.
+var proxyEnv = map[string]bool{"NO_PROXY": true, "HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true}
+
 func (d *discoverer) envEdges(res *Result) {
-	drops := 0
-	example := ""
+	drops, words := 0, 0
+	example, wordExample := "", ""
 	for _, pe := range d.in.Pods {
 		if !d.scope(pe.Namespace) {
 			continue
@@ -366,6 +371,9 @@ func (d *discoverer) envEdges(res *Result) {
 			t.w = w
 		}
 		for _, ev := range pe.Env {
+			if proxyEnv[strings.ToUpper(ev.Name)] {
+				continue
+			}
 			for _, r := range ParseServiceRefs(ev.Value) {
 				ns := r.Namespace
 				if ns == "" {
@@ -376,6 +384,16 @@ func (d *discoverer) envEdges(res *Result) {
 					continue // the workload's own Service (its listen address)
 				}
 				inInput := svc != nil
+				// A bare name.ns (no port, no scheme, no .svc) of a Service not in the input is a
+				// word with a dot ("app.yaml", "v1.2", "com.example"), not an address.
+				bare := r.Namespace != "" && r.Port == 0 && r.Scheme == "" && !r.Qualified
+				if !inInput && bare {
+					words++
+					if wordExample == "" {
+						wordExample = fmt.Sprintf("%s %s/%s env %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.Name, ev.Value)
+					}
+					continue
+				}
 				if !inInput && !r.Qualified && d.svcNS[ns] {
 					// The namespace's Services are in the input and none has this name: the
 					// value is something else (a host of another kind, a placeholder).
@@ -406,6 +424,9 @@ func (d *discoverer) envEdges(res *Result) {
 	}
 	if drops > 0 {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form host:port or URL name no Service of the input in a namespace whose Services it holds: not edges (e.g. %s)", drops, example))
+	}
+	if words > 0 {
+		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))
 	}
 }
 

@@ -125,3 +125,54 @@ workloads:
 		t.Fatal("Found() false")
 	}
 }
+
+// A bare name.ns in an env value (no port, no scheme, no .svc) is an edge only when the input
+// holds that Service: "app.yaml" and "v1.2" are words (before: Services app in namespace yaml
+// and v1 in namespace 2); a rate "0.5" is no Service name at all; NO_PROXY and HTTP(S)_PROXY
+// name no call (before: every injected pod "called" kubernetes.default, from the NO_PROXY the
+// injector sets).
+func TestDiscoverEnvWords(t *testing.T) {
+	in := Input{
+		Workloads: []workload.Workload{wl("Deployment", "shop", "web", map[string]string{"app": "web"}, nil)},
+		Services:  []ServiceDef{{Namespace: "billing", Name: "payment", Selector: map[string]string{"app": "payment"}}},
+		Pods: []PodEnv{{Kind: "Deployment", Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+			Env: []EnvVar{{Container: "app", Name: "CONFIG", Value: "app.yaml"}, {Container: "app", Name: "VERSION", Value: "v1.2"},
+				{Container: "app", Name: "FAILURE_RATE", Value: "0.5"}, {Container: "app", Name: "PAYMENT", Value: "payment.billing"},
+				{Container: "app", Name: "LEDGER", Value: "ledger.books:8080"},
+				// A proxy's settings name no call: the injector's NO_PROXY, an egress proxy.
+				{Container: "app", Name: "no_proxy", Value: "kubernetes.default.svc,payment.billing.svc.cluster.local"},
+				{Container: "app", Name: "HTTPS_PROXY", Value: "http://egress.proxy:3128"}}}},
+	}
+	res := Discover(in)
+	var b bytes.Buffer
+	if err := RenderYAML(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	const want = `sources:
+- env
+warnings:
+- 'env: 2 value(s) of the form name.namespace without a port or scheme name no Service
+  of the input: read as words (a file name, a version), not edges; write host:port,
+  or give the Service (e.g. Deployment shop/web env CONFIG="app.yaml")'
+workloads:
+- annotation: ledger.books, payment.billing
+  differences: []
+  discovered:
+  - serviceNotInInput: true
+    sources:
+    - env LEDGER (container app)
+    upstream: ledger.books
+  - sources:
+    - env PAYMENT (container app)
+    upstream: payment.billing
+  kind: Deployment
+  name: web
+  namespace: shop
+  upstreams:
+  - ledger.books
+  - payment.billing
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}

@@ -67,12 +67,14 @@ func ParseServiceRefs(value string) []ServiceRef {
 		}
 		r := ServiceRef{Port: p, Scheme: scheme}
 		if svc, ns, ok := annotations.SplitService(host); ok {
-			if len(validation.IsDNS1123Label(svc)) > 0 || len(validation.IsDNS1123Label(ns)) > 0 {
+			// A Service's name is a DNS-1035 label (it starts with a letter): "0.5" (a rate) and
+			// "1.2" (a version) name none.
+			if len(validation.IsDNS1035Label(svc)) > 0 || len(validation.IsDNS1123Label(ns)) > 0 {
 				continue
 			}
 			r.Name, r.Namespace, r.Qualified = svc, ns, strings.Contains(host, ".svc")
 		} else {
-			if strings.Contains(host, ".") || len(validation.IsDNS1123Label(host)) > 0 {
+			if strings.Contains(host, ".") || len(validation.IsDNS1035Label(host)) > 0 {
 				continue // a host outside the cluster, or not a name
 			}
 			if p == 0 && scheme == "" {

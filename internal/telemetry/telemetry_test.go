@@ -250,6 +250,12 @@ func TestParseServiceRefs(t *testing.T) {
 		{"payment:99999", "[]"},
 		{"[::1]:8080", "[]"},
 		{"true", "[]"},
+		// A Service's name starts with a letter (DNS-1035): a rate and a version name none
+		// (booksapp's FAILURE_RATE "0.5" was read as Service 0 in namespace 5).
+		{"0.5", "[]"},
+		{"1.2", "[]"},
+		{"9front:80", "[]"},
+		{"http://3d.render:80", "[]"},
 	}
 	for _, c := range cases {
 		got := ParseServiceRefs(c.in)

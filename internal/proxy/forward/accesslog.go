@@ -58,6 +58,12 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	// "cancelled" for the client's own cancellation, else the condition
 	// (policy.Outcome.LoggedError, as on the h2 relay).
 	e.Error = o.LoggedError()
+	if e.Error == "" && x.lastErr != nil && BadAnswer(x.lastErr) {
+		// An answer that is no HTTP answer the proxy passes on (BadAnswer:
+		// 502, never retried) is no transport condition, but the line must
+		// say why the attempt has no status.
+		e.Error = "bad-answer"
+	}
 	if o.Cond == policy.CondNone && x.respSeen&seenGRPCStatus != 0 {
 		// Looked up only when the answer has the field (its scan in AfterAttempt): each
 		// lookup of an absent name costs a pass over the header.

@@ -50,8 +50,8 @@ func TestAttStateIllegalMove(t *testing.T) {
 	var logged bytes.Buffer
 	h := &Handler{cfg: Config{Logger: log.New(&logged, "", 0)}}
 	newAtt := func() *ratt {
-		s := &rstream{cc: &cconn{h: h}, id: 7}
-		return &ratt{s: s, n: 2, state: attQueued}
+		s := &rstream{cc: &cconn{h: h}, useState: useState{id: 7}}
+		return &ratt{s: s, attemptState: attemptState{n: 2, state: attQueued}}
 	}
 	const msg = "h2 relay: internal error: attempt 2 of stream 7: illegal move queued -> sent"
 

@@ -130,6 +130,7 @@ type cconn struct {
 	cw     *batchConn
 	rd     clientReader
 	br     *bufio.Reader
+	hr     *hreader // the reader goroutine's
 	target string
 
 	mu          sync.Mutex
@@ -140,9 +141,13 @@ type cconn struct {
 	recvWin     inflow  // the client's on the connection
 	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	blocked     []*rstream
+	free        []*rstream // ended streams kept for reuse (recycle)
 	goingAway   bool
-	closed      bool
-	done        chan struct{}
+	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
+	// not a half-close: waitAnswers).
+	clientGoAway bool
+	closed       bool
+	done         chan struct{}
 	// What upstreams may still send, or sent and the client has not
 	// taken, for this connection's streams (flow.go), and the attempts
 	// waiting for it to top their windows up.
@@ -150,6 +155,10 @@ type cconn struct {
 	starved []*ratt
 	// stop tells the reader to end the connection (stopReader).
 	stop atomic.Bool
+	// wake: the reader, waiting for the answers of a client that
+	// half-closed (waitAnswers), is told that the last stream ended or
+	// that the connection is to end (stopReader).
+	wake chan struct{}
 	// Streams the client opened and reset in the current resetWindow
 	// (rapid reset).
 	opened, resets int
@@ -183,7 +192,7 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc := &cconn{
 		h: h, nc: c, cw: newBatchConn(h, c), target: target,
 		streams: map[uint32]*rstream{}, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow),
-		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(),
+		peerInitWin: initialWindow, done: make(chan struct{}), born: time.Now(), wake: make(chan struct{}, 1),
 	}
 	cc.rd = clientReader{cc: cc, mid: true, since: cc.born} // the preface and SETTINGS: from the start
 	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
@@ -216,9 +225,8 @@ func (cc *cconn) serve() {
 	}
 	fr := http2.NewFramer(cc.cw, cc.br)
 	fr.SetMaxReadFrameSize(relayMaxFrame)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.MaxHeaderListSize = relayMaxHeaderList
 	fr.SetReuseFrames()
+	cc.hr = newHReader(fr, relayMaxHeaderList)
 	cc.mu.Lock()
 	cc.out = newFrameOut(fr)
 	_ = fr.WriteSettings(
@@ -243,6 +251,18 @@ func (cc *cconn) serve() {
 			}
 		}
 		f, err := fr.ReadFrame()
+		var blk *hblock
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			blk, err = cc.hr.read(hf) // its CONTINUATIONs read here
+		}
+		if err != nil && errors.Is(err, io.EOF) && !firstFrame && !cc.clientGoAway {
+			// A FIN at a frame boundary, no GOAWAY before it: a
+			// half-close, not an abort (a client closing its connection
+			// says so with a GOAWAY first, as grpc-go's does: RFC 9113
+			// 6.8 wants one before the close).
+			cc.waitAnswers()
+			return
+		}
 		if err != nil {
 			var se http2.StreamError
 			var ce http2.ConnectionError
@@ -253,17 +273,17 @@ func (cc *cconn) serve() {
 					cc.maxSeen = se.StreamID // a malformed request still uses its id
 				}
 				if s := cc.streams[se.StreamID]; s != nil {
-					s.clientReset()
+					if !cc.streamError(s, se.Code) {
+						cc.mu.Unlock()
+						return
+					}
+				} else {
+					_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
 				}
-				_ = cc.out.fr.WriteRSTStream(se.StreamID, se.Code)
 				cc.mu.Unlock()
 				continue
 			case errors.As(err, &ce):
-				detail := "frame error"
-				if d := fr.ErrorDetail(); d != nil {
-					detail = d.Error()
-				}
-				cc.goAway(http2.ErrCode(ce), detail)
+				cc.goAway(http2.ErrCode(ce), blockDetail(err, fr, "frame error"))
 			case errors.Is(err, http2.ErrFrameTooLarge):
 				cc.h.m.closed.WithLabelValues("frame-size").Inc()
 				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
@@ -281,7 +301,14 @@ func (cc *cconn) serve() {
 				return
 			}
 		}
-		if !cc.frame(f) {
+		if blk != nil {
+			cc.mu.Lock()
+			ok := cc.onHeaders(blk)
+			cc.mu.Unlock()
+			if !ok {
+				return
+			}
+		} else if !cc.frame(f) {
 			return
 		}
 		if cc.br.Buffered() == 0 {
@@ -289,6 +316,40 @@ func (cc *cconn) serve() {
 			cc.lastRead.Store(int64(time.Since(cc.born)))
 			cc.h.flushDirty() // before the reader sleeps
 		}
+	}
+}
+
+// waitAnswers serves a client that shut down its write side (a FIN at a
+// frame boundary) as HAProxy does (x/net's server closes at once): the
+// streams whose request had ended get their answers, then the
+// connection ends; a stream whose request had not ended never will and
+// is reset as the client's cancellation. Keepalive bounds the wait (the
+// client cannot answer a PING: closed after PingInterval+PingTimeout),
+// as a write failure does (stopReader).
+func (cc *cconn) waitAnswers() {
+	cc.mu.Lock()
+	for _, s := range cc.streams {
+		if !s.reqEnd {
+			s.clientReset()
+			_ = cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeCancel)
+		}
+	}
+	n := len(cc.streams)
+	cc.mu.Unlock()
+	cc.h.flushDirty()
+	for n > 0 && !cc.stop.Load() {
+		<-cc.wake
+		cc.mu.Lock()
+		n = len(cc.streams)
+		cc.mu.Unlock()
+	}
+}
+
+// wakeReader tells a reader in waitAnswers to look again.
+func (cc *cconn) wakeReader() {
+	select {
+	case cc.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -324,7 +385,13 @@ func (cc *cconn) frame(f http2.Frame) bool {
 					}
 				}
 				if delta > 0 {
+					// Every stream's window grew (RFC 9113 6.9.2): those
+					// waiting for their own window, not only those
+					// waiting for the connection's, resume.
 					cc.flushAll()
+					for _, st := range cc.streams {
+						st.flushOut()
+					}
 				}
 			case http2.SettingMaxFrameSize:
 				cc.out.maxFrame = min(s.Val, relayMaxFrame)
@@ -367,14 +434,10 @@ func (cc *cconn) frame(f http2.Frame) bool {
 		}
 		if s != nil {
 			if !s.sendWin.add(int64(f.Increment)) {
-				s.clientReset()
-				_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
-				return true
+				return cc.streamError(s, http2.ErrCodeFlowControl)
 			}
 			s.flushOut()
 		}
-	case *http2.MetaHeadersFrame:
-		return cc.onHeaders(f)
 	case *http2.DataFrame:
 		return cc.onData(f)
 	case *http2.RSTStreamFrame:
@@ -391,7 +454,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			}
 		}
 	case *http2.GoAwayFrame:
-		cc.goingAway = true
+		cc.goingAway, cc.clientGoAway = true, true
 	case *http2.PushPromiseFrame:
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("PUSH_PROMISE from a client"))
 		return false
@@ -442,18 +505,18 @@ func connSpecific(name string) bool {
 // badRequestFields reports why a request's header list is malformed, ""
 // when it is not: the pseudo-headers a request needs, no
 // connection-specific fields, TE only "trailers" (lower case and
-// pseudo-headers first are the Framer's checks).
-func badRequestFields(f *http2.MetaHeadersFrame) string {
-	method := f.PseudoValue("method")
-	if method == "" || f.PseudoValue("path") == "" || f.PseudoValue("scheme") == "" {
+// pseudo-headers first are hreader's checks).
+func badRequestFields(f *hblock) string {
+	method := f.pseudo("method")
+	if method == "" || f.pseudo("path") == "" || f.pseudo("scheme") == "" {
 		if method != "CONNECT" {
 			return "request without :method, :scheme or :path"
 		}
 	}
-	if f.PseudoValue("status") != "" {
+	if f.pseudo("status") != "" {
 		return ":status in a request"
 	}
-	for _, hf := range f.RegularFields() {
+	for _, hf := range f.regular() {
 		if connSpecific(hf.Name) {
 			return "connection-specific field " + hf.Name
 		}
@@ -464,8 +527,9 @@ func badRequestFields(f *http2.MetaHeadersFrame) string {
 	return ""
 }
 
-func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
-	id := f.StreamID
+// onHeaders handles a header block from the client; mu held.
+func (cc *cconn) onHeaders(f *hblock) bool {
+	id := f.streamID
 	if id%2 == 0 {
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
 		return false
@@ -474,17 +538,13 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 	case stateHalfClosedRemote:
 		// The request ended: nothing more but WINDOW_UPDATE, PRIORITY
 		// or RST_STREAM (RFC 9113 5.1).
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed)
-		return true
+		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	case stateOpen:
 		// Trailers of the request.
-		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
-			s.clientReset()
-			_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
-			return true
+		if !f.endStream || f.npseudo > 0 {
+			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
-		s.onRequestTrailers(f.RegularFields())
+		s.onRequestTrailers(f.regular())
 		return true
 	case stateClosed:
 		// A new stream's id must be above every earlier one (5.1.1).
@@ -496,7 +556,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		return true
 	}
-	if f.Truncated {
+	if f.truncated {
 		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "431"}}, nil, nil, false)
 		return true
 	}
@@ -505,7 +565,7 @@ func (cc *cconn) onHeaders(f *http2.MetaHeadersFrame) bool {
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return true
 	}
-	if f.PseudoValue("method") == "CONNECT" {
+	if f.pseudo("method") == "CONNECT" {
 		_ = cc.out.headers(id, true, []hpack.HeaderField{{Name: ":status", Value: "405"}}, nil, nil, false)
 		return true
 	}
@@ -535,21 +595,33 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 	}
 	if s.reqEnd {
 		cc.creditConn(n)
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
-		return true
+		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	}
 	if !s.recvWin.take(n) {
 		cc.creditConn(n)
-		s.clientReset()
-		_ = cc.out.fr.WriteRSTStream(f.StreamID, http2.ErrCodeFlowControl)
-		return true
+		return cc.streamError(s, http2.ErrCodeFlowControl)
 	}
 	data := f.Data()
 	if pad := n - int64(len(data)); pad > 0 {
 		s.credit(pad)
 	}
 	s.onRequestData(data, f.StreamEnded())
+	return true
+}
+
+// streamError resets stream s for a frame of the client's that RFC 9113
+// makes a stream error (the client broke its own stream): counted as a
+// reset of the client's, as its RST_STREAM would be, so that a client
+// cannot start calls upstream and have the relay cancel them past the
+// rapid-reset limit (CVE-2023-44487 by stream errors); false when the
+// connection passed it (GOAWAY written); mu held.
+func (cc *cconn) streamError(s *rstream, code http2.ErrCode) bool {
+	s.clientReset()
+	if !cc.countReset() {
+		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte("too many streams reset (rapid reset)"))
+		return false
+	}
+	_ = cc.out.fr.WriteRSTStream(s.id, code)
 	return true
 }
 
@@ -651,6 +723,7 @@ func (cc *cconn) removeStream(s *rstream) {
 	}
 	delete(cc.streams, s.id)
 	if len(cc.streams) == 0 {
+		cc.wakeReader() // a half-closed client's last answer
 		if cc.goingAway && cc.h.closing.Load() {
 			// Shutdown: the last stream ended, so does the connection.
 			cc.stopReader()
@@ -810,6 +883,7 @@ func (cc *cconn) shutdown() {
 func (cc *cconn) stopReader() {
 	cc.stop.Store(true)
 	_ = cc.nc.SetReadDeadline(time.Now())
+	cc.wakeReader()
 }
 
 // teardown ends every stream of a connection that is gone and closes it.

@@ -180,7 +180,15 @@ func (c *callState) setup() *ownAnswer {
 		for _, v := range c.hdr.Values(policy.HeaderBudget) {
 			n = policy.IncomingBudget([]byte(v), true, nil, false, n)
 		}
-		if bags := c.hdr.Values(hdrBaggage); len(bags) > 0 {
+		// Baggage past W3C Baggage's 8,192 bytes is neither read nor
+		// rewritten (passed on as it came): joined and re-encoded as one
+		// field, an HPACK-indexed list of a few hundred bytes on the wire
+		// cost 1 MB per attempt in memory and upstream (TestBaggageBombBounded).
+		// The chain budget is safe without it: the retrycap-budget field
+		// set here is read too, and the smaller wins downstream.
+		size := 0
+		eachValue(c.hdr, "baggage", func(v string) { size += len(v) + 1 })
+		if bags := c.hdr.Values(hdrBaggage); len(bags) > 0 && size-1 <= maxBaggageBytes {
 			c.hadBag = true
 			c.bag = strings.Join(bags, ",")
 			n = policy.IncomingBudget(nil, false, []byte(c.bag), true, n)
@@ -229,6 +237,10 @@ func (c *callState) setup() *ownAnswer {
 	}
 	return nil
 }
+
+// maxBaggageBytes is the most baggage (its fields joined) the relay reads
+// and rewrites: W3C Baggage's limit on a baggage string.
+const maxBaggageBytes = 8192
 
 // deadlineIn resolves the caller's deadline, by the HTTP/1.1 path's rules
 // (policy.IncomingDeadline): the smallest well-formed value of every

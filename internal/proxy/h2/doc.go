@@ -31,9 +31,11 @@
 // batched writes and its writer; window.go: flow-control windows,
 // outflow and inflow, as x/net keeps them; flow.go: the per-client
 // budget the upstream stream windows come from) is built on
-// golang.org/x/net/http2's Framer (ReadFrame, Write*Frame,
-// ReadMetaHeaders with an hpack.Decoder, so CONTINUATION, padding and
-// header-list limits are the library's) and http2/hpack's Encoder. Per
+// golang.org/x/net/http2's Framer (ReadFrame, Write*Frame; padding and
+// frame order are the library's), header blocks decoded by hblock.go
+// with http2/hpack's Decoder and every check of the Framer's
+// ReadMetaHeaders (CONTINUATION, header-list limits, field validity), and
+// http2/hpack's Encoder. Ended streams are reused per connection. Per
 // client connection one reader goroutine, its streams state machines in a
 // map under the connection's mutex (no goroutine per stream); per
 // upstream address a pool of h2c connections (prior knowledge, SETTINGS
@@ -78,5 +80,5 @@
 // and every frame from its first byte (slowloris).
 //
 // The package depends on policy, accesslog, the standard library,
-// golang.org/x/net/http2 and prometheus only; the proxy hands it connections through ServeConn.
+// golang.org/x/net/http2 (and its http/httpguts) and prometheus only; the proxy hands it connections through ServeConn.
 package h2

@@ -29,13 +29,17 @@ const (
 
 // parsePushback reads grpc-retry-pushback-ms (gRPC A6): a non-negative
 // integer is the wait before the retry; a negative or malformed value means
-// do not retry (stop).
+// do not retry (stop). As grpc-go's client reads it (stream.go
+// shouldRetry): the one value by strconv (no space around it), more than
+// one value is no retry either.
 func parsePushback(vs []string) (wait time.Duration, has, stop bool) {
 	if len(vs) == 0 {
 		return 0, false, false
 	}
-	v := strings.TrimSpace(vs[0])
-	n, err := strconv.ParseInt(v, 10, 64)
+	if len(vs) > 1 {
+		return 0, false, true
+	}
+	n, err := strconv.ParseInt(vs[0], 10, 64)
 	if err != nil || n < 0 {
 		return 0, false, true
 	}
@@ -63,24 +67,29 @@ func statusFromHTTP(s int) int {
 	return codeUnknown
 }
 
-// parseStatus reads a grpc-status value; ok false when absent or malformed.
+// parseStatus reads a grpc-status value; ok false when absent or
+// malformed, as grpc-go's client reads it (strconv.ParseInt(v, 10, 32): a
+// space around it is malformed, the client sees UNKNOWN and the relay
+// must not retry it as the code it is not).
 func parseStatus(vs []string) (int, bool) {
 	if len(vs) == 0 {
 		return 0, false
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(vs[0]))
-	if err != nil || n < 0 || n > 1<<16 {
+	n, err := strconv.ParseInt(vs[0], 10, 32)
+	if err != nil || n < 0 {
 		return 0, false
 	}
-	return n, true
+	return int(n), true
 }
 
-// codeLabel is a gRPC code as gRPC names it (UNAVAILABLE), for metrics.
+// codeLabel is a gRPC code as gRPC names it (UNAVAILABLE), for metrics;
+// a code past 16 is UNKNOWN, as gRPC's status codes document says
+// clients treat it: one series, not one per value an upstream sends.
 func codeLabel(c int) string {
 	if c >= 0 && c <= 16 {
 		return grpcUpper[c]
 	}
-	return strconv.Itoa(c)
+	return grpcUpper[codeUnknown]
 }
 
 var grpcUpper = func() (out [17]string) {

@@ -122,7 +122,7 @@ func TestPerTryTimeoutRetried(t *testing.T) {
 // due later. Unlinking keeps the others in order, twice is a no-op.
 func TestTriesList(t *testing.T) {
 	cc := &cconn{h: &Handler{cfg: Config{PerTryTimeout: time.Hour}}, born: time.Now()}
-	as := []*ratt{{n: 1}, {n: 2}, {n: 3}, {n: 4}}
+	as := []*ratt{{attemptState: attemptState{n: 1}}, {attemptState: attemptState{n: 2}}, {attemptState: attemptState{n: 3}}, {attemptState: attemptState{n: 4}}}
 	for _, a := range as {
 		cc.trackTry(a, time.Hour)
 	}
@@ -155,7 +155,7 @@ func TestTriesList(t *testing.T) {
 	}
 	// Mixed timeouts: 1 (1h), 2 (1m: before 1), 3 (2h: the tail),
 	// 4 (1s: the head), 5 (30m: between 2 and 1).
-	as = []*ratt{{n: 1}, {n: 2}, {n: 3}, {n: 4}, {n: 5}}
+	as = []*ratt{{attemptState: attemptState{n: 1}}, {attemptState: attemptState{n: 2}}, {attemptState: attemptState{n: 3}}, {attemptState: attemptState{n: 4}}, {attemptState: attemptState{n: 5}}}
 	for i, d := range []time.Duration{time.Hour, time.Minute, 2 * time.Hour, time.Second, 30 * time.Minute} {
 		cc.trackTry(as[i], d)
 	}

@@ -5,6 +5,14 @@ import (
 	"time"
 )
 
+// waiter is an attempt queued for a connection, and the use of its
+// stream it belongs to (rstream.gen: a queued attempt whose stream ended
+// and was reused is not the new call's).
+type waiter struct {
+	a   *ratt
+	gen uint32
+}
+
 // rpool is one upstream address's connections.
 type rpool struct {
 	h    *Handler
@@ -13,7 +21,7 @@ type rpool struct {
 	mu      sync.Mutex
 	conns   []*upconn
 	dialing bool
-	waiters []*ratt // attempts waiting for a connection with room
+	waiters []waiter // attempts waiting for a connection with room
 }
 
 func (h *Handler) relayPool(addr string) *rpool {
@@ -35,7 +43,7 @@ func (p *rpool) acquire(a *ratt) *upconn {
 		}
 	}
 	a.to(attQueued)
-	p.waiters = append(p.waiters, a)
+	p.waiters = append(p.waiters, waiter{a, a.s.gen})
 	if !p.dialing {
 		p.dialing = true
 		go p.dial()
@@ -55,8 +63,8 @@ func (p *rpool) kick() {
 		return
 	}
 	go func() {
-		for _, a := range ws {
-			a.retryAcquire(nil)
+		for _, w := range ws {
+			w.a.retryAcquire(w.gen, nil)
 		}
 		p.h.flushDirty()
 	}()
@@ -79,8 +87,8 @@ func (p *rpool) dial() {
 		uc.mu.Unlock()
 		go uc.readLoop()
 	}
-	for _, a := range ws {
-		a.retryAcquire(err)
+	for _, w := range ws {
+		w.a.retryAcquire(w.gen, err)
 	}
 	p.h.flushDirty()
 }

@@ -20,9 +20,23 @@ import (
 
 var errReplayOverflow = errors.New("retrycap-proxy: request body larger than --max-replay-bytes: cannot re-send")
 
-// rstream is one client stream.
+// rstream is one client stream. A stream that ended is kept for the
+// connection's next one (cconn.free, reuse): cc and first.s never change,
+// and gen counts its uses, so that what may outlive one use (an upstream
+// reader that looked its attempt up, a timer, the pool's queue) can tell
+// it is not its own any more; everything else is in useState, reset
+// whole.
 type rstream struct {
-	cc     *cconn
+	cc  *cconn
+	gen uint32 // under cc.mu
+	useState
+	// Its first attempt (most calls have one); its state is reset by
+	// reuse and next.
+	first ratt
+}
+
+// useState is a stream's state for one use.
+type useState struct {
 	id     uint32
 	cs     *callState
 	own    *ownAnswer // answered without an attempt
@@ -61,16 +75,23 @@ type rstream struct {
 	done    bool
 
 	// Allocated with the stream: its policy state, its header list as
-	// the policy reads it, and its first attempt (most calls have one).
-	call  callState
-	hdr   fieldHeaders
-	first ratt
+	// the policy reads it (in fieldBuf when it fits: the decoded block is
+	// the connection's, reused).
+	call     callState
+	hdr      fieldHeaders
+	fieldBuf [8]hpack.HeaderField
 }
 
 // ratt is one attempt (one upstream stream; a re-send after GOAWAY or
-// REFUSED_STREAM is the same attempt on a new one).
+// REFUSED_STREAM is the same attempt on a new one). s never changes (a
+// stream's first attempt is reused with it); the rest is attemptState.
 type ratt struct {
-	s     *rstream
+	s *rstream
+	attemptState
+}
+
+// attemptState is an attempt's state.
+type attemptState struct {
 	n     int
 	extra []hpack.HeaderField // the fields this attempt sets (attemptHeaders), in extraBuf
 	// The attempt's own arrays for its pseudo-headers and extra fields.
@@ -95,9 +116,13 @@ type ratt struct {
 	gotHeaders bool
 	hdrs       []hpack.HeaderField
 	trailers   []hpack.HeaderField
-	hasTrails  bool
-	q          []byte // answer bytes received, not yet passed on
-	upEnded    bool
+	// hdrs' and trailers' arrays while they fit (an upstream's decoded
+	// block is its connection's, reused).
+	hdrBuf    [4]hpack.HeaderField
+	trailBuf  [3]hpack.HeaderField
+	hasTrails bool
+	q         []byte // answer bytes received, not yet passed on
+	upEnded   bool
 	// The answer's flow control toward the upstream (flow.go): upAvail
 	// is the window the upstream may still send into, held what it sent
 	// that was not passed on to the client yet; both are charged to the
@@ -112,21 +137,24 @@ type ratt struct {
 	err     error // failed after it was judged (held, or relayed)
 }
 
-func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
-	authority := f.PseudoValue("authority")
-	regular := f.RegularFields()
+func newStream(cc *cconn, f *hblock) *rstream {
+	authority := f.pseudo("authority")
 	if authority == "" {
-		authority = hostField(regular)
+		authority = hostField(f.regular())
 	}
 	hostPort := cc.target
 	if hostPort == "" {
 		hostPort = authority
 	}
-	s := &rstream{cc: cc, id: f.StreamID, fields: regular, hdr: fieldHeaders(regular),
-		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.StreamEnded()}
+	s := cc.reuse()
+	body, outq := s.body[:0], s.outq[:0]
+	s.useState = useState{id: f.streamID, body: body, outq: outq,
+		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.endStream}
+	regular := append(s.fieldBuf[:0], f.regular()...)
+	s.fields, s.hdr = regular, fieldHeaders(regular)
 	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
-	if f.StreamEnded() {
+	if f.endStream {
 		cl = 0
 	} else if v := fieldValue(regular, "content-length"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
@@ -134,8 +162,48 @@ func newStream(cc *cconn, f *http2.MetaHeadersFrame) *rstream {
 		}
 	}
 	s.cs = &s.call
-	s.own = cc.h.initCall(s.cs, hostPort, f.PseudoValue("method"), authority, f.PseudoValue("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
+	s.own = cc.h.initCall(s.cs, hostPort, f.pseudo("method"), authority, f.pseudo("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
 	return s
+}
+
+// maxFree is the most ended streams a connection keeps for reuse (as
+// many as a client like grpc-go's default keeps in flight reuse all), and
+// maxKeptBuf the largest body or answer buffer a kept stream keeps: a
+// connection holds at most 16 x (~2.3 KB + 3 KiB) for reuse.
+const (
+	maxFree    = 16
+	maxKeptBuf = 1 << 10
+)
+
+// reuse is an ended stream of the connection (its first attempt reset),
+// or a new one; its useState is the caller's to reset; mu held.
+func (cc *cconn) reuse() *rstream {
+	if n := len(cc.free); n > 0 {
+		s := cc.free[n-1]
+		cc.free[n-1] = nil
+		cc.free = cc.free[:n-1]
+		s.gen++
+		s.first.attemptState = attemptState{q: s.first.q[:0]}
+		return s
+	}
+	s := &rstream{cc: cc}
+	s.first.s = s
+	return s
+}
+
+// recycle keeps an ended stream for the connection's next (close calls
+// it last: nothing but a check of gen, or of an attempt's upstream
+// stream, may touch it after); mu held.
+func (cc *cconn) recycle(s *rstream) {
+	if len(cc.free) >= maxFree || cc.closed {
+		return
+	}
+	for _, b := range []*[]byte{&s.body, &s.outq, &s.first.q} {
+		if cap(*b) > maxKeptBuf {
+			*b = nil
+		}
+	}
+	cc.free = append(cc.free, s)
 }
 
 // start runs the call; mu held (as for every method below).
@@ -150,7 +218,8 @@ func (s *rstream) start() {
 		// is not cut once it began, as on the HTTP/1.1 path); the
 		// attempts themselves are bounded by their per-try timeout,
 		// min(per-try, time left) (trackTry).
-		s.dlTimer = time.AfterFunc(s.cs.dl.Left(s.cs.h.cfg.Now()), s.onDeadline)
+		gen := s.gen
+		s.dlTimer = time.AfterFunc(s.cs.dl.Left(s.cs.h.cfg.Now()), func() { s.onDeadline(gen) })
 	}
 	s.next()
 }
@@ -191,9 +260,10 @@ func (s *rstream) next() {
 	var a *ratt
 	if n == 1 {
 		a = &s.first
-		*a = ratt{s: s, n: n, t0: time.Now()}
+		q := a.q[:0] // its buffer, kept from an earlier use
+		a.attemptState = attemptState{n: n, t0: time.Now(), q: q}
 	} else {
-		a = &ratt{s: s, n: n, t0: time.Now()}
+		a = &ratt{s: s, attemptState: attemptState{n: n, t0: time.Now()}}
 	}
 	s.att = a
 	a.extra = cs.attemptHeaders(n, now, a.extraBuf[:0])
@@ -253,11 +323,11 @@ func (s *rstream) pseudo(a *ratt) []hpack.HeaderField {
 
 // retryAcquire is the pool's answer to a queued attempt: a connection may
 // have room now, or the dial failed (err).
-func (a *ratt) retryAcquire(err error) {
+func (a *ratt) retryAcquire(gen uint32, err error) {
 	cc := a.s.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if a.state != attQueued {
+	if a.s.gen != gen || a.state != attQueued {
 		return
 	}
 	a.to(attNew)
@@ -343,8 +413,10 @@ func (s *rstream) onRequestData(data []byte, end bool) {
 	}
 }
 
+// onRequestTrailers takes the request's trailers (the connection's
+// decoded block: copied).
 func (s *rstream) onRequestTrailers(fields []hpack.HeaderField) {
-	s.reqTrailers = fields
+	s.reqTrailers = append(make([]hpack.HeaderField, 0, len(fields)), fields...)
 	s.reqEnd = true
 	if s.att != nil {
 		s.att.pushBody()
@@ -410,11 +482,11 @@ func (a *ratt) release() {
 
 // windowUpdate is the upstream's WINDOW_UPDATE for the stream (delta), or
 // for the connection (delta 0, the attempt was blocked on it).
-func (a *ratt) windowUpdate(uc *upconn, delta int64) {
+func (a *ratt) windowUpdate(uc *upconn, id uint32, delta int64) {
 	cc := a.s.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if a.closed || a.uc != uc {
+	if !a.on(uc, id) {
 		return
 	}
 	if !a.sendWin.add(delta) {
@@ -453,25 +525,33 @@ func fieldValues(fs []hpack.HeaderField, name string) []string {
 	return out
 }
 
-// onHeaders is the upstream's HEADERS: the answer's, or its trailers.
-func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
+// onHeaders is the upstream's header block: the answer's headers, or its
+// trailers (the block is uc's reader's, reused: what is kept is copied).
+func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 	s := a.s
 	cc := s.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if a.closed {
+	if !a.on(uc, f.streamID) {
 		return
 	}
 	if !a.gotHeaders {
-		code, _ := strconv.Atoi(f.PseudoValue("status"))
-		if code >= 100 && code < 200 {
+		code, why := responseStatus(f.pseudo("status"), f.truncated, f.endStream)
+		if why != "" {
+			// As x/net's Transport (handleResponse) refuses it: a failed
+			// attempt, never passed on (a ":status: 0", a truncated list).
+			a.upEnded = f.endStream
+			a.fail(errors.New("retrycap-proxy: malformed answer from upstream: " + why))
+			return
+		}
+		if code < 200 {
 			return // informational: not passed on (as the Transport does)
 		}
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
-		a.hdrs = f.RegularFields()
-		a.upEnded = f.StreamEnded()
+		a.hdrs = append(a.hdrBuf[:0], f.regular()...)
+		a.upEnded = f.endStream
 		r := &a.res
 		r.status = code
 		r.exhausted = fieldValue(a.hdrs, "retrycap-exhausted") != ""
@@ -491,7 +571,11 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		} else if code != 200 {
 			r.code, r.eof = statusFromHTTP(code), true
 		} else if a.upEnded {
-			r.code, r.eof, r.inTrails = codeInternal, true, true
+			// Trailers-only without a (well-formed) grpc-status: passed
+			// on as it came, the headers ending the stream (split into
+			// headers and an empty end, the client saw "server closed
+			// the stream without sending trailers").
+			r.code, r.eof = codeInternal, true
 		} else {
 			return // held back until a message or the trailers
 		}
@@ -500,11 +584,11 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 		return
 	}
 	// Trailers.
-	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+	if !f.endStream || f.npseudo > 0 {
 		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent a second HEADERS that does not end the stream"))
 		return
 	}
-	a.trailers, a.hasTrails, a.upEnded = f.RegularFields(), true, true
+	a.trailers, a.hasTrails, a.upEnded = append(a.trailBuf[:0], f.regular()...), true, true
 	a.upDone()
 	if !a.judged {
 		r := &a.res
@@ -526,6 +610,36 @@ func (a *ratt) onHeaders(f *http2.MetaHeadersFrame) {
 	}
 }
 
+// responseStatus reads an answer's :status, or says why the answer's head
+// is malformed: its header list went past the MAX_HEADER_LIST_SIZE the
+// relay advertised (the Framer truncated it), no :status, one that is not
+// three digits (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
+// the same cases). st is the :status value, truncated whether the list
+// went past the limit, ended whether the block ends the stream.
+func responseStatus(st string, truncated, ended bool) (int, string) {
+	if truncated {
+		return 0, "header list larger than the advertised " + strconv.Itoa(relayMaxHeaderList) + " bytes"
+	}
+	if st == "" {
+		return 0, "missing :status"
+	}
+	code := 0
+	for i := 0; i < len(st); i++ {
+		if st[i] < '0' || st[i] > '9' {
+			code = -1
+			break
+		}
+		code = code*10 + int(st[i]-'0')
+	}
+	if len(st) != 3 || code < 100 {
+		return 0, "malformed :status " + strconv.Quote(st)
+	}
+	if code < 200 && ended {
+		return 0, "1xx informational answer with END_STREAM"
+	}
+	return code, ""
+}
+
 // upDone frees the upstream stream once the answer ended (the request's
 // rest, if any, is not wanted any more).
 func (a *ratt) upDone() {
@@ -535,14 +649,14 @@ func (a *ratt) upDone() {
 }
 
 // onData is the upstream's DATA for the attempt.
-func (a *ratt) onData(f *http2.DataFrame) {
+func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 	s := a.s
 	cc := s.cc
 	data := f.Data()
 	n := int64(f.Length)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if a.closed {
+	if !a.on(uc, f.StreamID) {
 		return // the connection window was credited on receipt
 	}
 	if a.upAvail -= n; a.upAvail < 0 {
@@ -595,12 +709,19 @@ func (a *ratt) onData(f *http2.DataFrame) {
 	a.upDone()
 }
 
+// on reports whether a is under way on upstream stream id of uc: what an
+// upstream reader looked up may have ended since, or be a reused
+// stream's first attempt on another upstream stream (rstream); mu held.
+func (a *ratt) on(uc *upconn, id uint32) bool {
+	return !a.closed && a.uc == uc && a.id == id
+}
+
 // upstreamReset is the upstream's RST_STREAM (or a malformed answer).
-func (a *ratt) upstreamReset(code http2.ErrCode, err error) {
+func (a *ratt) upstreamReset(uc *upconn, id uint32, code http2.ErrCode, err error) {
 	cc := a.s.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if a.closed {
+	if !a.on(uc, id) {
 		return
 	}
 	a.upstreamResetLocked(code, err)
@@ -616,11 +737,11 @@ func (a *ratt) upstreamResetLocked(code http2.ErrCode, err error) {
 }
 
 // connLost: the connection under the attempt ended.
-func (a *ratt) connLost(uc *upconn, err error) {
+func (a *ratt) connLost(uc *upconn, id uint32, err error) {
 	cc := a.s.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if a.closed || a.uc != uc {
+	if !a.on(uc, id) {
 		return
 	}
 	a.upEnded = true
@@ -629,11 +750,11 @@ func (a *ratt) connLost(uc *upconn, err error) {
 
 // unprocessed: the upstream never processed the stream (GOAWAY below
 // its id, REFUSED_STREAM).
-func (a *ratt) unprocessed(uc *upconn, err error) {
+func (a *ratt) unprocessed(uc *upconn, id uint32, err error) {
 	cc := a.s.cc
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if a.closed || a.uc != uc {
+	if !a.on(uc, id) {
 		return
 	}
 	a.unprocessedLocked(err)
@@ -644,7 +765,9 @@ func (a *ratt) unprocessed(uc *upconn, err error) {
 // would; a body that overflowed the replay buffer cannot be re-sent.
 func (a *ratt) unprocessedLocked(err error) {
 	s := a.s
-	if a.judged || s.att != a || s.done || a.resends >= 6 || s.overflow {
+	// An answer begun (its headers came) was processed, whatever a GOAWAY
+	// after it claims: not re-sent, as after REFUSED_STREAM.
+	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
 		a.upEnded = true
 		a.fail(err)
 		return
@@ -656,12 +779,13 @@ func (a *ratt) unprocessedLocked(err error) {
 	a.to(attNew)
 	a.uc, a.id, a.sent, a.sendWin = nil, 0, 0, outflow{}
 	wait := time.Duration(rand.Int64N(int64(min(time.Millisecond<<a.resends, 25*time.Millisecond)) + 1))
+	gen := s.gen
 	time.AfterFunc(wait, func() {
 		cc := s.cc
 		defer cc.h.flushDirty()
 		cc.mu.Lock()
 		defer cc.mu.Unlock()
-		if s.att == a && !a.judged && !a.closed && !s.done {
+		if s.gen == gen && s.att == a && !a.judged && !a.closed && !s.done {
 			s.dispatch(a)
 		}
 	})
@@ -734,7 +858,7 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 		k := s.writeOut(a.q)
 		a.creditUp(k)
 		s.outq = append(s.outq, a.q[k:]...)
-		a.q = nil
+		a.q = a.q[:0]
 	}
 	if a.err != nil {
 		s.broken(a.err)
@@ -812,7 +936,7 @@ func (s *rstream) writeHeaders(status int, fields, extra []hpack.HeaderField, en
 		return
 	}
 	cc := s.cc
-	pseudo := [1]hpack.HeaderField{{Name: ":status", Value: strconv.Itoa(status)}}
+	pseudo := [1]hpack.HeaderField{{Name: ":status", Value: statusText(status)}}
 	if cc.out.maxList != 0 && listSize(pseudo[:], fields, extra) > cc.out.maxList {
 		// Larger than the client accepts: it could not read the answer.
 		_ = cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
@@ -825,6 +949,15 @@ func (s *rstream) writeHeaders(status int, fields, extra []hpack.HeaderField, en
 	if end {
 		s.respDone = true
 	}
+}
+
+// statusText is status in decimal; the usual one without an allocation
+// (strconv's small-number cache ends at 99).
+func statusText(status int) string {
+	if status == 200 {
+		return "200"
+	}
+	return strconv.Itoa(status)
 }
 
 // writeOut writes as much of data as the client's windows allow.
@@ -938,7 +1071,7 @@ func (s *rstream) close() {
 			}
 		}
 	}
-	s.outq, s.body = nil, nil
+	s.outq, s.body = s.outq[:0], s.body[:0] // kept for the next use (recycle)
 	if s.uncredited > 0 {
 		s.cc.creditConn(s.uncredited)
 		s.uncredited = 0
@@ -950,15 +1083,16 @@ func (s *rstream) close() {
 		s.cc.feedStarved()
 	}
 	s.cc.removeStream(s)
+	s.cc.recycle(s)
 }
 
-// onDeadline is a gRPC call's deadline passing.
-func (s *rstream) onDeadline() {
+// onDeadline is a gRPC call's deadline passing (the call of use gen).
+func (s *rstream) onDeadline(gen uint32) {
 	cc := s.cc
 	defer cc.h.flushDirty()
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if s.done {
+	if s.done || s.gen != gen {
 		return
 	}
 	switch {

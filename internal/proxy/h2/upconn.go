@@ -25,6 +25,14 @@ const upIdleTimeout = 90 * time.Second
 // errConnLost is an upstream connection that ended under a stream.
 var errConnLost = errors.New("retrycap-proxy: upstream connection lost")
 
+// upStream is an attempt and its stream id on an upconn, as the
+// connection's map held them when a frame or an event concerned them (the
+// attempt checks it is still that stream: ratt.on).
+type upStream struct {
+	a  *ratt
+	id uint32
+}
+
 // upconn is one h2c connection to an upstream.
 type upconn struct {
 	pool *rpool
@@ -32,6 +40,7 @@ type upconn struct {
 	cw   *batchConn
 	br   *bufio.Reader
 	fr   *http2.Framer
+	hr   *hreader // the reader goroutine's (and dialUp's)
 
 	// wmu serialises writes (and stream ids: a new stream's HEADERS go
 	// out in id order); never taken with mu held.
@@ -79,9 +88,8 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 	uc.cw.onDrain = uc.onDrain
 	uc.fr = http2.NewFramer(uc.cw, uc.br)
 	uc.fr.SetMaxReadFrameSize(relayMaxFrame)
-	uc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	uc.fr.MaxHeaderListSize = relayMaxHeaderList
 	uc.fr.SetReuseFrames()
+	uc.hr = newHReader(uc.fr, relayMaxHeaderList)
 	uc.out = newFrameOut(uc.fr)
 	fail := func(err error) (*upconn, error) {
 		_ = uc.cw.Close()
@@ -132,9 +140,9 @@ func (uc *upconn) reserve() bool {
 
 // settings applies the upstream's SETTINGS and acknowledges them.
 func (uc *upconn) settings(sf *http2.SettingsFrame) error {
-	var grown []*ratt
-	var delta int64
-	more := false
+	var grown []upStream
+	var delta, iwsFrom int64
+	more, iwsSeen := false, false
 	err := sf.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
@@ -146,12 +154,18 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 			uc.maxStreams = s.Val
 			uc.mu.Unlock()
 		case http2.SettingInitialWindowSize:
+			// The value may come more than once (RFC 9113 6.5: in order,
+			// the last counts): the streams move once, by the change
+			// from the value before the frame to the last.
 			uc.mu.Lock()
-			delta = int64(s.Val) - uc.peerInitWin
-			uc.peerInitWin = int64(s.Val)
-			for _, a := range uc.streams {
-				grown = append(grown, a)
+			if !iwsSeen {
+				iwsSeen, iwsFrom = true, uc.peerInitWin
+				for id, a := range uc.streams {
+					grown = append(grown, upStream{a, id})
+				}
 			}
+			uc.peerInitWin = int64(s.Val)
+			delta = uc.peerInitWin - iwsFrom
 			uc.mu.Unlock()
 		case http2.SettingMaxFrameSize:
 			uc.wmu.Lock()
@@ -174,8 +188,8 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 	uc.wmu.Lock()
 	_ = uc.fr.WriteSettingsAck()
 	uc.wmu.Unlock()
-	for _, a := range grown {
-		a.windowUpdate(uc, delta)
+	for _, g := range grown {
+		g.a.windowUpdate(uc, g.id, delta)
 	}
 	if more {
 		uc.pool.kick()
@@ -195,13 +209,17 @@ func (uc *upconn) readLoop() {
 	var err error
 	for {
 		var f http2.Frame
+		var blk *hblock
 		f, err = uc.fr.ReadFrame()
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			blk, err = uc.hr.read(hf)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				// A malformed answer on one stream: it is reset.
 				if a := uc.lookup(se.StreamID); a != nil {
-					a.upstreamReset(se.Code, err)
+					a.upstreamReset(uc, se.StreamID, se.Code, err)
 				}
 				uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(se.StreamID, se.Code) })
 				continue
@@ -212,7 +230,11 @@ func (uc *upconn) readLoop() {
 			}
 			break
 		}
-		if !uc.frame(f) {
+		if blk != nil {
+			if a := uc.lookup(blk.streamID); a != nil {
+				a.onHeaders(uc, blk)
+			}
+		} else if !uc.frame(f) {
 			break
 		}
 		if uc.br.Buffered() == 0 {
@@ -271,11 +293,7 @@ func (uc *upconn) frame(f http2.Frame) bool {
 			return true
 		}
 		if a := uc.lookup(f.StreamID); a != nil {
-			a.windowUpdate(uc, int64(f.Increment))
-		}
-	case *http2.MetaHeadersFrame:
-		if a := uc.lookup(f.StreamID); a != nil {
-			a.onHeaders(f)
+			a.windowUpdate(uc, f.StreamID, int64(f.Increment))
 		}
 	case *http2.DataFrame:
 		n := int64(f.Length)
@@ -294,26 +312,26 @@ func (uc *upconn) frame(f http2.Frame) bool {
 		// window every other client of this connection needs.
 		uc.credit(n)
 		if a := uc.lookup(f.StreamID); a != nil {
-			a.onData(f)
+			a.onData(uc, f)
 		}
 	case *http2.RSTStreamFrame:
 		if a := uc.lookup(f.StreamID); a != nil {
-			a.upstreamReset(f.ErrCode, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
+			a.upstreamReset(uc, f.StreamID, f.ErrCode, http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
 		}
 	case *http2.GoAwayFrame:
 		uc.mu.Lock()
 		uc.goAway, uc.lastID = true, f.LastStreamID
-		var unprocessed []*ratt
+		var unprocessed []upStream
 		for id, a := range uc.streams {
 			if id > f.LastStreamID {
-				unprocessed = append(unprocessed, a)
+				unprocessed = append(unprocessed, upStream{a, id})
 			}
 		}
 		empty := len(uc.streams) == len(unprocessed)
 		uc.mu.Unlock()
 		uc.pool.remove(uc)
-		for _, a := range unprocessed {
-			a.unprocessed(uc, errors.New("retrycap-proxy: upstream sent GOAWAY below the stream"))
+		for _, u := range unprocessed {
+			u.a.unprocessed(uc, u.id, errors.New("retrycap-proxy: upstream sent GOAWAY below the stream"))
 		}
 		if empty {
 			return false
@@ -348,10 +366,10 @@ func (uc *upconn) lost(err error) {
 	}
 	for id, a := range streams {
 		if goAway && id > last {
-			a.unprocessed(uc, err)
+			a.unprocessed(uc, id, err)
 			continue
 		}
-		a.connLost(uc, err)
+		a.connLost(uc, id, err)
 	}
 }
 
@@ -370,13 +388,47 @@ func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end b
 		uc.mu.Unlock()
 		return false, nil
 	}
+	if id > maxStreamID {
+		// Reserved before the last id went: its slot given back, the
+		// connection left (retire), the caller tries another.
+		uc.active--
+		uc.mu.Unlock()
+		uc.retire()
+		return false, nil
+	}
 	uc.nextID += 2
 	uc.streams[id] = a
 	a.uc, a.id = uc, id
 	a.sendWin = outflow{uc.peerInitWin}
+	spent := uc.nextID > maxStreamID
+	if spent {
+		// The last stream id (RFC 9113 5.1.1): no stream more on this
+		// connection (x/net's Transport: canTakeNewRequest); it goes
+		// once its streams ended (close: drained).
+		uc.goAway = true
+	}
 	uc.mu.Unlock()
+	if spent {
+		uc.pool.remove(uc)
+	}
 	_ = uc.out.headers(id, end, pseudo, fields, extra, true)
 	return true, nil
+}
+
+// maxStreamID is the largest stream id (RFC 9113 5.1.1: 31 bits).
+const maxStreamID = 1<<31 - 1
+
+// retire takes a connection whose stream ids are spent out of its pool
+// and closes it if no stream is left on it; wmu held.
+func (uc *upconn) retire() {
+	uc.mu.Lock()
+	uc.goAway = true
+	empty := len(uc.streams) == 0
+	uc.mu.Unlock()
+	uc.pool.remove(uc)
+	if empty {
+		_ = uc.cw.Close()
+	}
 }
 
 // unreserveLocked gives back a slot reserved for a stream that was never
@@ -478,12 +530,14 @@ func (uc *upconn) unblock() {
 	uc.mu.Lock()
 	b := uc.blocked
 	uc.blocked = nil
-	for _, a := range b {
+	ids := make([]uint32, len(b))
+	for i, a := range b {
 		a.blocked = false
+		ids[i] = a.id
 	}
 	uc.mu.Unlock()
-	for _, a := range b {
-		a.windowUpdate(uc, 0)
+	for i, a := range b {
+		a.windowUpdate(uc, ids[i], 0)
 	}
 }
 

@@ -144,6 +144,11 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 		closeAny(hc, cc)
 		return nil, nil, errClientGone
 	}
+	uc, _ := conn.(*upConn)
+	var wrote0 int64
+	if uc != nil {
+		wrote0 = uc.nwritten
+	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
 	if err == nil {
@@ -151,16 +156,42 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 	}
 	hc.ReleaseWriter(bw)
 	if err != nil {
-		closeAny(hc, cc)
-		return nil, nil, err
+		// The upstream may have answered before it closed (an early 413
+		// to an upload it would not read, then its close: the write fails
+		// with EPIPE or a reset): read that answer, as the loop (which
+		// reads while it writes) and Go's transport do, rather than a 502
+		// of the proxy's own. Only when bytes of this request left (a
+		// connection of a pool could hold bytes from before it, a fresh
+		// one cannot); a read that finds none fails at once (the
+		// connection is closed) and the write's error stands. The
+		// connection is never reused: the request was not all sent.
+		if uc != nil && uc.nwritten == wrote0 {
+			closeAny(hc, cc)
+			return nil, nil, err
+		}
+		werr := err
+		if rd, br, err = t.readHead(hc, cc, conn, resp); err != nil {
+			return nil, nil, werr
+		}
+		resp.SetConnectionClose()
+		return rd, br, nil
 	}
+	return t.readHead(hc, cc, conn, resp)
+}
+
+// readHead reads the answer's status line and headers on conn (skipping
+// interim 1xx answers) into resp: rd reads the answer, br is the pooled
+// reader under it (see exchange). On an error the connection is closed.
+func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Conn, resp *fasthttp.Response) (rd, br *bufio.Reader, err error) {
 	br = hc.AcquireReader(conn)
 	rd = br
 	t.answer.CopyTo(&resp.Header)
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
 	for n := 0; ; n++ {
-		err = resp.Header.Read(rd)
+		if err = checkAnswerHead(rd); err == nil {
+			err = resp.Header.Read(rd)
+		}
 		if err != nil && rd == br && isSmallBuffer(err) {
 			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
 			t.answer.CopyTo(&resp.Header)
@@ -173,7 +204,13 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 			closeAny(hc, cc)
 			return nil, nil, err
 		}
-		if st := resp.StatusCode(); st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
+		skip, err := forward.Interim(resp.StatusCode(), n)
+		if err != nil {
+			hc.ReleaseReader(br)
+			closeAny(hc, cc)
+			return nil, nil, err
+		}
+		if !skip {
 			break
 		}
 	}
@@ -183,6 +220,27 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 		return nil, nil, forward.ErrUnsolicitedSwitch
 	}
 	return rd, br, nil
+}
+
+// checkAnswerHead gives the verdict of forward.CheckHead on the answer
+// head at the start of rd, reading until the head is whole: a head with a
+// bare LF is forward.ErrAnswerBareLF (fasthttp's reader would wait for its
+// end until the deadline). A head larger than rd's buffer, or a read error,
+// is left to fasthttp's reader, which reports it.
+func checkAnswerHead(rd *bufio.Reader) error {
+	for n := 1; ; {
+		if _, err := rd.Peek(n); err != nil {
+			return nil
+		}
+		b, _ := rd.Peek(rd.Buffered())
+		if end, refuse := forward.CheckHead(b); end >= 0 {
+			if refuse != "" {
+				return forward.ErrAnswerBareLF
+			}
+			return nil
+		}
+		n = len(b) + 1
+	}
 }
 
 // answerBody reads or sets up the body of the answer whose head exchange
@@ -197,7 +255,7 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bufio.Reader, req *fasthttp.Request, resp *fasthttp.Response, err error, cut *clientCut) (bool, error) {
 	if err != nil {
 		cut.disarm()
-		return err != forward.ErrAnswerHeadTooLarge && err != forward.ErrUnsolicitedSwitch, err
+		return !forward.BadAnswer(err), err
 	}
 	closeConn := req.ConnectionClose() || resp.ConnectionClose() || rd != br
 	cl := resp.Header.ContentLength()

@@ -169,7 +169,7 @@ func (uc *upConn) parse(data []byte) bool {
 	var head []byte // from the final answer's status line
 	for {
 		head = data
-		end := forward.HeadEnd(data)
+		end, refuse := forward.CheckHead(data)
 		if end < 0 {
 			if len(data) > forward.MaxResponseHead {
 				cl.failed(forward.ErrAnswerHeadTooLarge)
@@ -182,18 +182,25 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(forward.ErrAnswerHeadTooLarge)
 			return true
 		}
+		if refuse != "" {
+			cl.failed(forward.ErrAnswerBareLF)
+			return true
+		}
 		if err := resp.Header.Read(l.parseAnswer.Reader(data[:end])); err != nil {
 			cl.failed(fmt.Errorf("error when reading response headers: %w", err))
 			return true
 		}
-		st := resp.StatusCode()
-		if st >= 200 || st == fasthttp.StatusSwitchingProtocols || uc.interim >= forward.MaxInterim {
-			data = data[end:]
+		skip, err := forward.Interim(resp.StatusCode(), uc.interim)
+		if err != nil {
+			cl.failed(err)
+			return true
+		}
+		data = data[end:]
+		if !skip {
 			break
 		}
 		// An interim 1xx answer: skip it.
 		uc.interim++
-		data = data[end:]
 	}
 	st := resp.StatusCode()
 	if st == fasthttp.StatusSwitchingProtocols {

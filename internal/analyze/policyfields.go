@@ -1,0 +1,116 @@
+package analyze
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The RetryPolicy CRD's schema bounds some fields with a pattern, an enum or a CEL rule that
+// the API server checks before it stores a policy (config/crd/bases; api/v1alpha1's markers).
+// Offline, analyze checks them before it decodes the policy, on the values as written, so that
+// a policy the cluster would refuse is an error here too, naming the field and the value: "-1s"
+// decodes to a negative duration (no timeout, an unbounded time here) and "10" fails inside
+// metav1.Duration with "time: missing unit", naming no field. policyfields_test.go checks the
+// lists against the CRD files.
+
+// durationPattern is the CRD's pattern of every duration field.
+var durationPattern = regexp.MustCompile(`^([0-9]+(ns|us|ms|s|m|h))+$`)
+
+// durationField is a duration in a policy's spec and the bounds its CEL rule sets (max 0: none).
+type durationField struct {
+	path     []string // under spec
+	min, max time.Duration
+	minOpen  bool // min excluded ("> 0s")
+}
+
+var durationFields = []durationField{
+	{path: []string{"maxTimeToAnswer"}, minOpen: true},
+	{path: []string{"retry", "perTryTimeout"}, minOpen: true},
+	{path: []string{"retry", "backoff", "base"}, minOpen: true},
+	{path: []string{"retry", "backoff", "max"}, minOpen: true},
+	{path: []string{"budget", "window"}, min: time.Second, max: 60 * time.Second},
+	{path: []string{"circuitBreaker", "window"}, minOpen: true},
+	{path: []string{"circuitBreaker", "openFor"}, minOpen: true},
+}
+
+// retryOnPattern is the CRD's pattern of spec.retry.retryOn's items.
+var retryOnPattern = regexp.MustCompile(`^(connect-failure|reset|timeout|[45][0-9][0-9]|cancelled|unknown|invalid-argument|deadline-exceeded|not-found|already-exists|permission-denied|resource-exhausted|failed-precondition|aborted|out-of-range|unimplemented|internal|unavailable|data-loss|unauthenticated)$`)
+
+// retryMethods is the CRD's enum of spec.retry.methods' items.
+var retryMethods = []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH", "TRACE"}
+
+// checkPolicyFields checks the bounded fields of a policy's spec (js: the whole object) as the
+// API server would; it leaves type errors to the decoder.
+func checkPolicyFields(js []byte) error {
+	var obj struct {
+		Spec map[string]any `json:"spec"`
+	}
+	if json.Unmarshal(js, &obj) != nil || obj.Spec == nil {
+		return nil
+	}
+	durs := map[string]time.Duration{}
+	for _, f := range durationFields {
+		v, ok := lookup(obj.Spec, f.path)
+		if !ok || v == nil {
+			continue
+		}
+		name := "spec." + strings.Join(f.path, ".")
+		s, isString := v.(string)
+		if !isString {
+			continue // the decoder names the type
+		}
+		d, err := time.ParseDuration(s)
+		if !durationPattern.MatchString(s) || err != nil {
+			return fmt.Errorf(`%s: %q is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, name, s)
+		}
+		switch {
+		case f.minOpen && d <= 0:
+			return fmt.Errorf("%s: %q must be a positive duration", name, s)
+		case f.max > 0 && (d < f.min || d > f.max):
+			return fmt.Errorf("%s: %q must be between %s and %s", name, s, f.min, f.max)
+		}
+		durs[name] = d
+	}
+	base, hasBase := durs["spec.retry.backoff.base"]
+	if mx, hasMax := durs["spec.retry.backoff.max"]; hasBase && hasMax && base > mx {
+		return fmt.Errorf("spec.retry.backoff.base: %s must not exceed spec.retry.backoff.max %s", base, mx)
+	}
+	if v, ok := lookup(obj.Spec, []string{"retry", "retryOn"}); ok {
+		if items, ok := v.([]any); ok {
+			for i, it := range items {
+				if s, ok := it.(string); ok && !retryOnPattern.MatchString(s) {
+					return fmt.Errorf("spec.retry.retryOn[%d]: %q is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)", i, s)
+				}
+			}
+		}
+	}
+	if v, ok := lookup(obj.Spec, []string{"retry", "methods"}); ok {
+		if items, ok := v.([]any); ok {
+			for i, it := range items {
+				if s, ok := it.(string); ok && !slices.Contains(retryMethods, s) {
+					return fmt.Errorf("spec.retry.methods[%d]: %q is not one of %s", i, s, strings.Join(retryMethods, ", "))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// lookup walks a decoded JSON object along path.
+func lookup(obj map[string]any, path []string) (any, bool) {
+	var v any = obj
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}

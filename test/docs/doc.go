@@ -1,0 +1,9 @@
+// Package docs checks the documentation against the repository, so that what a new user reads is
+// what the code does: every relative link and #anchor in README.md and the docs resolves; the
+// layout of docs/development.md names every package there is (and none that is gone); the "Who
+// calls whom" table of docs/architecture.md has one row per package with exactly the imports the
+// code has (go list), and a package it marks pure links no Kubernetes client; docs/api.md has a
+// row for every field of the RetryPolicy CRD's spec and status and none it lacks; every flag the
+// docs pass to `retrycap analyze|graph|observe|discover` is one of the command's; every `make X`
+// they name is a target. It has no non-test code and needs only the go command.
+package docs

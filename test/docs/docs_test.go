@@ -1,0 +1,607 @@
+package docs
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/internal/cli"
+)
+
+// root is the repository, from this package's directory.
+const root = "../.."
+
+// module is the Go module path every package's import path starts with.
+const module = "github.com/retrycap/retrycap/"
+
+// markdown is one documentation file: its path from the root and its lines, with the lines of
+// fenced code blocks marked (links and headings there are examples, not links).
+type markdown struct {
+	path  string
+	lines []string
+	code  []bool
+}
+
+func readMarkdown(t *testing.T, rel string) markdown {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	md := markdown{path: rel, lines: strings.Split(string(data), "\n")}
+	fence := ""
+	for _, line := range md.lines {
+		trimmed := strings.TrimLeft(line, " ")
+		switch {
+		case fence == "" && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
+			fence = trimmed[:3]
+			md.code = append(md.code, true)
+		case fence != "" && strings.HasPrefix(trimmed, fence):
+			fence = ""
+			md.code = append(md.code, true)
+		default:
+			md.code = append(md.code, fence != "")
+		}
+	}
+	return md
+}
+
+// markdownFiles lists every tracked-looking .md file of the repository (README.md, docs/, the
+// testdata READMEs), skipping build output and dot directories.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() && path != root && (strings.HasPrefix(name, ".") || name == "bin" || name == "tmp") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(name, ".md") {
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", root, err)
+	}
+	if !slices.Contains(files, "README.md") || !slices.Contains(files, "docs/architecture.md") {
+		t.Fatalf("found %d markdown files without README.md and docs/architecture.md: nothing would be checked", len(files))
+	}
+	return files
+}
+
+var (
+	codeSpan  = regexp.MustCompile("`[^`]*`")
+	inlineRef = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	htmlAnchr = regexp.MustCompile(`<a (?:id|name)="([^"]+)"`)
+	heading   = regexp.MustCompile(`^(#{1,6})\s+(.*?)\s*#*\s*$`)
+	linkText  = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+)
+
+// slug is GitHub's anchor for a heading: the rendered text lower-cased, every character that is
+// not a letter, a digit, a space, a hyphen or an underscore dropped, spaces made hyphens.
+func slug(text string) string {
+	text = linkText.ReplaceAllString(text, "$1")
+	var b strings.Builder
+	for _, r := range strings.ToLower(text) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchors are the ids a page's headings (numbered on repeats, as GitHub does) and its explicit
+// <a id> tags give.
+func anchors(md markdown) map[string]bool {
+	ids := map[string]bool{}
+	seen := map[string]int{}
+	for i, line := range md.lines {
+		if md.code[i] {
+			continue
+		}
+		for _, m := range htmlAnchr.FindAllStringSubmatch(line, -1) {
+			ids[m[1]] = true
+		}
+		m := heading.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		s := slug(m[2])
+		if n := seen[s]; n > 0 {
+			ids[fmt.Sprintf("%s-%d", s, n)] = true
+		} else {
+			ids[s] = true
+		}
+		seen[s]++
+	}
+	return ids
+}
+
+// TestLinksResolve follows every relative link in every markdown file: the file (or directory)
+// must exist, and an #anchor into a markdown file must be one of its headings.
+func TestLinksResolve(t *testing.T) {
+	pages := map[string]markdown{}
+	page := func(rel string) markdown {
+		if md, ok := pages[rel]; ok {
+			return md
+		}
+		md := readMarkdown(t, rel)
+		pages[rel] = md
+		return md
+	}
+	checked := 0
+	for _, rel := range markdownFiles(t) {
+		md := page(rel)
+		for i, line := range md.lines {
+			if md.code[i] {
+				continue
+			}
+			for _, m := range inlineRef.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				checked++
+				file, anchor, _ := strings.Cut(target, "#")
+				dest := rel
+				if file != "" {
+					dest = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(rel), file)))
+					if _, err := os.Stat(filepath.Join(root, dest)); err != nil {
+						t.Errorf("%s:%d: link %q: %s does not exist", rel, i+1, target, dest)
+						continue
+					}
+				}
+				if anchor == "" || !strings.HasSuffix(dest, ".md") {
+					continue
+				}
+				if !anchors(page(dest))[anchor] {
+					t.Errorf("%s:%d: link %q: %s has no heading with the anchor #%s", rel, i+1, target, dest, anchor)
+				}
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("checked %d relative links: the link pattern no longer matches the docs", checked)
+	}
+}
+
+// TestSlug pins the anchor rule on headings the docs link to.
+func TestSlug(t *testing.T) {
+	for _, tc := range []struct{ heading, want string }{
+		{"A real node", "a-real-node"},
+		{"Images: `make images`", "images-make-images"},
+		{"Quiet re-measure at the end of the third stage's third session", "quiet-re-measure-at-the-end-of-the-third-stages-third-session"},
+		{"Timings (measured 2026-12-02 on this 2-core machine)", "timings-measured-2026-12-02-on-this-2-core-machine"},
+		{"The [proxy](proxy.md) flags", "the-proxy-flags"},
+	} {
+		if got := slug(tc.heading); got != tc.want {
+			t.Errorf("slug(%q) = %q, want %q", tc.heading, got, tc.want)
+		}
+	}
+}
+
+// pkg is one package of the module as the go command lists it (test files left out, as the
+// build sees it).
+type pkg struct {
+	path    string   // relative to the module: internal/graph, cmd/manager
+	imports []string // the module's own packages it imports, relative
+	client  bool     // links client-go or controller-runtime, directly or not
+}
+
+func goList(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string]pkg{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<22)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 3 || !strings.HasPrefix(fields[0], module) {
+			t.Fatalf("go list: unexpected line %q", sc.Text())
+		}
+		p := pkg{path: strings.TrimPrefix(fields[0], module)}
+		for _, imp := range strings.Fields(fields[1]) {
+			if rel, ok := strings.CutPrefix(imp, module); ok {
+				p.imports = append(p.imports, rel)
+			}
+		}
+		for _, dep := range strings.Fields(fields[2]) {
+			if strings.HasPrefix(dep, "k8s.io/client-go/") || strings.HasPrefix(dep, "sigs.k8s.io/controller-runtime") {
+				p.client = true
+			}
+		}
+		pkgs[p.path] = p
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if len(pkgs) < 40 {
+		t.Fatalf("go list ./... listed %d packages: nothing to compare the docs with", len(pkgs))
+	}
+	return pkgs
+}
+
+// section returns the lines of md from the heading whose text is title up to the next heading
+// of the same or a higher level.
+func section(t *testing.T, md markdown, title string) []string {
+	t.Helper()
+	start, level := -1, 0
+	for i, line := range md.lines {
+		if md.code[i] {
+			continue
+		}
+		m := heading.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if start >= 0 && len(m[1]) <= level {
+			return md.lines[start:i]
+		}
+		if start < 0 && m[2] == title {
+			start, level = i+1, len(m[1])
+		}
+	}
+	if start < 0 {
+		t.Fatalf("%s: no section %q", md.path, title)
+	}
+	return md.lines[start:]
+}
+
+var namedPath = regexp.MustCompile("`((?:internal|api|cmd|test)/[A-Za-z0-9_./-]*[A-Za-z0-9_])/?`")
+
+// TestDevelopmentLayoutNamesEveryPackage: docs/development.md's layout names every package of the
+// module (hack/'s tools are one row) and nothing that does not exist.
+func TestDevelopmentLayoutNamesEveryPackage(t *testing.T) {
+	pkgs := goList(t)
+	md := readMarkdown(t, "docs/development.md")
+	named := map[string]bool{}
+	for _, line := range section(t, md, "Layout") {
+		for _, m := range namedPath.FindAllStringSubmatch(line, -1) {
+			named[m[1]] = true
+		}
+	}
+	for path := range named {
+		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+			t.Errorf("docs/development.md, Layout: names %s, which does not exist", path)
+		}
+	}
+	var missing []string
+	for path := range pkgs {
+		if !strings.HasPrefix(path, "hack/") && !named[path] {
+			missing = append(missing, path)
+		}
+	}
+	slices.Sort(missing)
+	for _, path := range missing {
+		t.Errorf("docs/development.md, Layout: package %s is not named", path)
+	}
+}
+
+// architectureRow is one row of docs/architecture.md's "Who calls whom".
+type architectureRow struct {
+	line               int
+	pkg                string // relative to internal/
+	pure               bool
+	imports, importers []string
+}
+
+func architectureTable(t *testing.T) []architectureRow {
+	t.Helper()
+	md := readMarkdown(t, "docs/architecture.md")
+	lines := section(t, md, "Who calls whom")
+	first := slices.Index(md.lines, lines[0])
+	var rows []architectureRow
+	for i, line := range lines {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		if len(cells) != 3 {
+			t.Fatalf("docs/architecture.md:%d: %d cells, want 3 (package, imports, imported by)", first+i+1, len(cells))
+		}
+		name := codeSpan.FindString(cells[0])
+		row := architectureRow{
+			line: first + i + 1,
+			pkg:  strings.Trim(name, "`"),
+			pure: strings.Contains(cells[0], "*pure*"),
+		}
+		list := func(cell string) []string {
+			cell = strings.TrimSpace(cell)
+			if cell == "-" {
+				return nil
+			}
+			var out []string
+			for _, item := range strings.Split(cell, ",") {
+				out = append(out, strings.TrimSpace(item))
+			}
+			slices.Sort(out)
+			return out
+		}
+		row.imports, row.importers = list(cells[1]), list(cells[2])
+		rows = append(rows, row)
+	}
+	if len(rows) < 20 {
+		t.Fatalf("docs/architecture.md, Who calls whom: %d rows: the table's shape changed, nothing would be checked", len(rows))
+	}
+	return rows
+}
+
+// infrastructure are the packages the architecture table leaves out: tests' helpers and
+// harnesses, and the tools under hack/ and test/.
+func infrastructure(path string) bool {
+	switch {
+	case strings.HasPrefix(path, "test/"), strings.HasPrefix(path, "hack/"), strings.HasPrefix(path, "api/"),
+		strings.HasSuffix(path, "test"), // proxytest, operatortest, promtest, workloadtest, nametest
+		path == "internal/mesh/crds", path == "internal/meshwatch/agree", path == "internal/proxy/h2/grpcbench":
+		return true
+	}
+	return false
+}
+
+// short names a package as the architecture table does: internal/ dropped, cmd/ kept.
+func short(path string) string { return strings.TrimPrefix(path, "internal/") }
+
+// TestArchitectureImportsMatchCode: one row per package of internal/ (test infrastructure left
+// out), with exactly the module's packages it imports (api/ left out, as the page says) and
+// exactly those that import it; a row marked *pure* links no Kubernetes client.
+func TestArchitectureImportsMatchCode(t *testing.T) {
+	pkgs := goList(t)
+	rows := architectureTable(t)
+	documented := map[string]bool{}
+	for _, row := range rows {
+		path := "internal/" + row.pkg
+		p, ok := pkgs[path]
+		if !ok {
+			t.Errorf("docs/architecture.md:%d: %s is not a package", row.line, path)
+			continue
+		}
+		if documented[path] {
+			t.Errorf("docs/architecture.md:%d: %s has a second row", row.line, path)
+		}
+		documented[path] = true
+		var imports, importers []string
+		for _, imp := range p.imports {
+			if !strings.HasPrefix(imp, "api/") {
+				imports = append(imports, short(imp))
+			}
+		}
+		for _, q := range pkgs {
+			if !infrastructure(q.path) && slices.Contains(q.imports, path) {
+				importers = append(importers, short(q.path))
+			}
+		}
+		slices.Sort(imports)
+		slices.Sort(importers)
+		if !slices.Equal(row.imports, imports) {
+			t.Errorf("docs/architecture.md:%d: %s imports %s, the page says %s", row.line, row.pkg, show(imports), show(row.imports))
+		}
+		if !slices.Equal(row.importers, importers) {
+			t.Errorf("docs/architecture.md:%d: %s is imported by %s, the page says %s", row.line, row.pkg, show(importers), show(row.importers))
+		}
+		if row.pure && p.client {
+			t.Errorf("docs/architecture.md:%d: %s is marked pure but links a Kubernetes client (client-go or controller-runtime)", row.line, row.pkg)
+		}
+	}
+	var missing []string
+	for path := range pkgs {
+		if strings.HasPrefix(path, "internal/") && !infrastructure(path) && !documented[path] {
+			missing = append(missing, path)
+		}
+	}
+	slices.Sort(missing)
+	for _, path := range missing {
+		t.Errorf("docs/architecture.md, Who calls whom: no row for %s", path)
+	}
+}
+
+func show(list []string) string {
+	if len(list) == 0 {
+		return "-"
+	}
+	return strings.Join(list, ", ")
+}
+
+var (
+	makeTarget = regexp.MustCompile(`^([A-Za-z0-9_-]+):`)
+	makeUse    = regexp.MustCompile("(?:^|`|\\$ )make ([a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*)")
+)
+
+// TestMakeTargetsExist: every `make TARGET` the README and the docs tell a user to run is a
+// target of the Makefile.
+func TestMakeTargetsExist(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := makeTarget.FindStringSubmatch(line); m != nil {
+			targets[m[1]] = true
+		}
+	}
+	checked := 0
+	for _, rel := range markdownFiles(t) {
+		md := readMarkdown(t, rel)
+		for i, line := range md.lines {
+			for _, m := range makeUse.FindAllStringSubmatch(strings.TrimSpace(line), -1) {
+				for _, target := range strings.Fields(m[1]) {
+					checked++
+					if !targets[target] {
+						t.Errorf("%s:%d: make %s: the Makefile has no target %q", rel, i+1, target, target)
+					}
+				}
+			}
+		}
+	}
+	for _, want := range []string{"demo", "demo-node", "test", "test-node"} {
+		if !targets[want] {
+			t.Errorf("the Makefile has no target %q (the README's quickstart)", want)
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d make commands in the docs: the pattern no longer matches", checked)
+	}
+}
+
+// crdFields lists the field paths of a CRD's openAPI schema under prefix (spec, status): leaves
+// as spec.retry.backoff.base, list items as spec.entrypoints[].service; a selector is one field.
+// depth 1 stops at the top level (status.chains, not status.chains[].path).
+func crdFields(node map[string]any, path string, depth int, out *[]string) {
+	props, _ := node["properties"].(map[string]any)
+	if items, ok := node["items"].(map[string]any); ok && node["type"] == "array" {
+		props, _ = items["properties"].(map[string]any)
+		if props != nil {
+			path += "[]"
+		}
+	}
+	if props == nil || depth == 0 || strings.HasSuffix(strings.ToLower(path), "selector") {
+		*out = append(*out, strings.TrimSuffix(path, "[]"))
+		return
+	}
+	for name, child := range props {
+		crdFields(child.(map[string]any), path+"."+name, depth-1, out)
+	}
+}
+
+var docField = regexp.MustCompile("`((?:spec|status)\\.[A-Za-z0-9_.\\[\\]]+|\\.[A-Za-z0-9_]+)`")
+
+// TestAPIFieldsDocumented: every field of the RetryPolicy CRD's spec (to its leaves) and status
+// (its top level) has a row in docs/api.md's table, and the table names no field the CRD lacks.
+// A row may name siblings short: "`spec.retry.backoff.base`, `.max`".
+func TestAPIFieldsDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "config/crd/bases/retrycap.dev_retrypolicies.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatalf("the RetryPolicy CRD: %v", err)
+	}
+	if len(crd.Spec.Versions) != 1 {
+		t.Fatalf("the RetryPolicy CRD has %d versions, want 1", len(crd.Spec.Versions))
+	}
+	top, _ := crd.Spec.Versions[0].Schema.OpenAPIV3Schema["properties"].(map[string]any)
+	var fields []string
+	for _, part := range []struct {
+		name  string
+		depth int
+	}{{"spec", -1}, {"status", 1}} {
+		node, ok := top[part.name].(map[string]any)
+		if !ok {
+			t.Fatalf("the RetryPolicy CRD has no %s", part.name)
+		}
+		crdFields(node, part.name, part.depth, &fields)
+	}
+	md := readMarkdown(t, "docs/api.md")
+	documented := map[string]int{}
+	for i, line := range section(t, md, "Fields") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.SplitN(strings.Trim(line, "|"), "|", 2)[0]
+		prev := ""
+		for _, m := range docField.FindAllStringSubmatch(first, -1) {
+			name := m[1]
+			if strings.HasPrefix(name, ".") {
+				name = prev[:strings.LastIndex(prev, ".")] + name
+			}
+			prev = name
+			documented[strings.TrimSuffix(name, "[]")] = i
+		}
+	}
+	for _, f := range fields {
+		if _, ok := documented[f]; !ok {
+			t.Errorf("docs/api.md, Fields: no row for %s (the CRD has it)", f)
+		}
+	}
+	for f := range documented {
+		if !slices.Contains(fields, f) {
+			t.Errorf("docs/api.md, Fields: a row for %s, which the CRD does not have", f)
+		}
+	}
+	if len(fields) < 30 {
+		t.Fatalf("%d fields in the CRD: the schema walk found nothing to check", len(fields))
+	}
+}
+
+var (
+	cliUse  = regexp.MustCompile(`(?:^|[\s` + "`" + `(])(?:kubectl )?retrycap (analyze|graph|observe|discover)\b([^` + "`" + `|;)]*)`)
+	cliFlag = regexp.MustCompile(`(?:^|\s)(--[a-z][a-z0-9-]*|-[a-zA-Z])\b`)
+)
+
+// TestCLIFlagsExist: every flag the README and the docs pass to `retrycap analyze|graph|observe|
+// discover` (or `kubectl retrycap ...`), up to the end of the code span or a pipe, is a flag of
+// that command, so that a command copied from the docs does not fail with "unknown flag".
+func TestCLIFlagsExist(t *testing.T) {
+	cmds := map[string]*cobra.Command{}
+	for _, c := range []*cobra.Command{
+		cli.NewAnalyzeCmd(nil, io.Discard, io.Discard), cli.NewGraphCmd(nil, io.Discard, io.Discard),
+		cli.NewObserveCmd(nil, io.Discard, io.Discard), cli.NewDiscoverCmd(nil, io.Discard, io.Discard),
+	} {
+		cmds[c.Name()] = c
+	}
+	checked := 0
+	for _, rel := range markdownFiles(t) {
+		md := readMarkdown(t, rel)
+		for i, line := range md.lines {
+			for _, m := range cliUse.FindAllStringSubmatch(line, -1) {
+				c := cmds[m[1]]
+				for _, f := range cliFlag.FindAllStringSubmatch(m[2], -1) {
+					checked++
+					name := f[1]
+					var found bool
+					if long, ok := strings.CutPrefix(name, "--"); ok {
+						found = c.Flags().Lookup(long) != nil || long == "help"
+					} else {
+						found = c.Flags().ShorthandLookup(name[1:]) != nil || name == "-h"
+					}
+					if !found {
+						t.Errorf("%s:%d: retrycap %s %s: the command has no such flag", rel, i+1, m[1], name)
+					}
+				}
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("checked %d flags in the docs' retrycap commands: the pattern no longer matches", checked)
+	}
+}
