@@ -44,7 +44,6 @@ type call struct {
 }
 
 func (l *evLoop) getCall() *call {
-	l.calls++ // for Engine.Calls
 	if n := len(l.free); n > 0 {
 		cl := l.free[n-1]
 		l.free = l.free[:n-1]

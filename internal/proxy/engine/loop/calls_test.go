@@ -12,10 +12,11 @@ import (
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
-// Engine.Calls counts the HTTP/1.1 requests the loops started a call for,
-// and not the connections they hand off before a request (h2c with prior
-// knowledge, as gRPC clients open them): the proxy's spare P follows it
-// (proxy.followSpareProc), and a gRPC-only sidecar must not read as busy.
+// Engine.Calls counts the HTTP/1.1 requests the loops serve, and not the
+// connections they hand off (CONNECT, as gRPC clients behind HTTPS_PROXY
+// open their connections; h2c with prior knowledge): the proxy's spare P
+// follows it (proxy.followSpareProc), and a gRPC-only sidecar must not
+// read as busy.
 func TestLoopCallsCountsRequestsNotHandoffs(t *testing.T) {
 	b := newBackend(t, func(int64, http.ResponseWriter, *http.Request) {})
 	p := startLoops(t, "backend=3", "backend="+b.Addr())
@@ -40,10 +41,21 @@ func TestLoopCallsCountsRequestsNotHandoffs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	proxytest.Eventually(t, "5 h2c hand-offs", func() bool {
-		return testutil.ToFloat64(p.f.M.Handoffs.WithLabelValues("h2c")) == 5
+	for range 3 {
+		conn, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		if _, err := conn.Write([]byte("CONNECT backend:443 HTTP/1.1\r\nHost: backend:443\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxytest.Eventually(t, "5 h2c and 3 CONNECT hand-offs", func() bool {
+		return testutil.ToFloat64(p.f.M.Handoffs.WithLabelValues("h2c")) == 5 &&
+			testutil.ToFloat64(p.f.M.Handoffs.WithLabelValues("connect")) == 3
 	})
 	if got := p.e.Calls(); got != 7 {
-		t.Fatalf("Calls %d after 5 h2c connections, want 7 (unchanged)", got)
+		t.Fatalf("Calls %d after 5 h2c connections and 3 CONNECTs, want 7 (unchanged)", got)
 	}
 }

@@ -20,9 +20,10 @@ type ClientState struct {
 // NumLoops is the number of loops.
 func (e *Engine) NumLoops() int { return len(e.loops) }
 
-// Calls is the number of requests the loops have started a call for
-// (HTTP/1.1 heads; not the connections handed off before a head, such as
-// h2c's). It lags by the loops' current wake-ups.
+// Calls is the number of calls the loops have started: the HTTP/1.1
+// requests they serve themselves, not those they hand off to the goroutine
+// engine (CONNECT tunnels, as gRPC clients behind HTTPS_PROXY open them;
+// h2c; HTTP/1.0; ...). It lags by the loops' current wake-ups.
 func (e *Engine) Calls() uint64 {
 	var n uint64
 	for _, l := range e.loops {

@@ -54,10 +54,10 @@ type evLoop struct {
 	stale    bool
 	// yielded is when the loop last yielded to the scheduler (yieldEvery).
 	yielded int64
-	// calls counts the requests (heads) this wake-up started a call for
-	// (getCall); started adds them up once per wake-up, for other
-	// goroutines (Engine.Calls: the proxy's spare P follows the loops'
-	// HTTP/1.1 traffic).
+	// calls counts the calls this wake-up started (requests the loop
+	// serves itself, not those it hands off: CONNECT, h2c, ...); started
+	// adds them up once per wake-up, for other goroutines (Engine.Calls:
+	// the proxy's spare P follows the loops' HTTP/1.1 traffic).
 	calls   uint64
 	started atomic.Uint64
 	// alog is the loop's own access-log ring (nil: --access-log=off): its calls log there,
