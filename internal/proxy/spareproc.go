@@ -23,10 +23,10 @@ import (
 //
 // So the P is there while the loops carry HTTP/1.1 traffic and goes when
 // they have carried none for a while: a sidecar whose traffic is gRPC only
-// (the loops accept its connections and hand them to the relay before any
-// request) runs without it, one with HTTP/1.1 traffic as before. Requests
-// are counted, not the loops' wake-ups: new gRPC connections wake the loops
-// too. The threshold is low because the spare P pays at low rates as well:
+// (the loops accept its connections, read their CONNECT or h2c preface and
+// hand them off) runs without it, one with HTTP/1.1 traffic as before. The
+// calls the loops serve are counted, not their wake-ups nor the requests
+// they hand off: new gRPC connections wake the loops too. The threshold is low because the spare P pays at low rates as well:
 // at 150 requests/s a build with no spare P spent 1.2-1.5x main's CPU (the
 // monitor takes the P of a loop asleep in epoll_wait, and hands it to
 // another thread to watch the network). A change of GOMAXPROCS stops the
