@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -18,6 +17,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/meshwatch"
+	"github.com/retrycap/retrycap/internal/status"
 )
 
 // MeshSource is where a reconciler reads the mesh retry layers (meshwatch.Watcher): the current
@@ -60,7 +60,7 @@ func setMeshConditionOf(src MeshSource, st *v1alpha1.RetryPolicyStatus, generati
 	}
 	c := MeshLayersCondition(src.APIs(), generation)
 	c.LastTransitionTime = metav1.NewTime(now)
-	meta.SetStatusCondition(&st.Conditions, c)
+	status.SetCondition(&st.Conditions, c)
 }
 
 // clusterMeshChanges reconciles every ClusterRetryPolicy on each change of the mesh Set: cluster

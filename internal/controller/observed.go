@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/observed"
+	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/telemetry"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -158,7 +159,7 @@ func setObserved(o *Observer, st *v1alpha1.RetryPolicyStatus, res *workload.Resu
 		c = observed.Condition(r, obs.Window, generation)
 	}
 	c.LastTransitionTime = metav1.NewTime(now)
-	meta.SetStatusCondition(&st.Conditions, c)
+	status.SetCondition(&st.Conditions, c)
 }
 
 // observedChanges reconciles every RetryPolicy after each poll: the counters bear on any of

@@ -163,7 +163,7 @@ func writeStatus(ctx context.Context, obj client.Object, cur, next *v1alpha1.Ret
 	}
 	w.put(key, written{rv: obj.GetResourceVersion(), status: next.DeepCopy()})
 	if typ, reason, note, ok := status.WithinCapEvent(old, next); ok {
-		rec.Eventf(obj, nil, typ, reason, "Analyze", "%s", note)
+		rec.Eventf(obj, nil, typ, reason, "Analyze", "%s", status.Clip(note, status.MaxEventNote))
 	}
 	return ctrl.Result{}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -207,7 +208,8 @@ func (v verdict) capMessage() string {
 //     Rewrite mode never refuses a deploy for its numbers.
 //   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
 func Decide(in Input) Decision {
-	d := Decision{Allowed: true, Warnings: misplacedAnnotations(in)}
+	miscased, unknown := strayKeys(in.Incoming)
+	d := Decision{Allowed: true, Warnings: append(misplacedAnnotations(in), unknown...)}
 	deny := func(msg string) Decision {
 		return Decision{Message: msg, Warnings: d.Warnings, PolicyErrors: d.PolicyErrors}
 	}
@@ -241,7 +243,12 @@ func Decide(in Input) Decision {
 		}
 	}
 	if len(selecting) == 0 {
+		// Nothing judges it: a miscased key is only a warning, like the misplaced ones.
+		d.Warnings = append(d.Warnings, miscased...)
 		return d
+	}
+	if len(miscased) > 0 {
+		return deny(miscased[0])
 	}
 	if v, ok := in.Incoming.Annotations.Lookup(annotations.Inject); ok && v != "true" && v != "false" {
 		return deny((&workload.AnnotationError{Workload: in.Incoming, Annotation: annotations.Inject, Value: v,
@@ -316,6 +323,51 @@ func policyList(refs []workload.PolicyRef, detail func(i int) string) string {
 
 // readAnnotations are the annotations retrycap reads from a pod template (or a bare Pod).
 var readAnnotations = []string{annotations.Service, annotations.Upstreams, annotations.Inject}
+
+// keyPrefix is the prefix of every retrycap annotation (the webhook's matchConditions send the
+// gate only objects with one).
+const keyPrefix = "retrycap.dev/"
+
+// writtenAnnotations are the retrycap.dev/ annotations retrycap itself writes on pods and
+// templates: never stray.
+var writtenAnnotations = []string{annotations.RewrittenFrom, annotations.InjectedStatus,
+	"retrycap.dev/injection-skipped", "retrycap.dev/injection-warnings"}
+
+// strayKeys finds the retrycap.dev/ annotations of w that retrycap does not read. Annotation
+// keys are case-sensitive: "retrycap.dev/Upstreams" is not retrycap.dev/upstreams, so its value
+// would never be counted while the app makes those attempts. Such a key, one that differs from
+// a read key only in case, is a malformed annotation (miscased: denied when a policy selects w,
+// as any malformed retrycap annotation is); any other unknown retrycap.dev/ key (a typo such as
+// retrycap.dev/upstream) gets a warning saying it is ignored. Both name the workload, the key and
+// the value.
+func strayKeys(w workload.Workload) (miscased, unknown []string) {
+	for k, v := range w.Annotations.All() {
+		if !strings.HasPrefix(k, keyPrefix) || slices.Contains(readAnnotations, k) || slices.Contains(writtenAnnotations, k) {
+			continue
+		}
+		if i := slices.IndexFunc(readAnnotations, func(r string) bool { return strings.EqualFold(r, k) }); i >= 0 {
+			miscased = append(miscased, fmt.Sprintf("%s: annotation %s=%q: annotation keys are case-sensitive and retrycap reads only %s, so this value would not be counted; rename the key",
+				w, k, clip(v), readAnnotations[i]))
+			continue
+		}
+		unknown = append(unknown, fmt.Sprintf("%s: annotation %s=%q is not one retrycap reads (%s); it is ignored",
+			w, k, clip(v), strings.Join(readAnnotations, ", ")))
+	}
+	return miscased, unknown
+}
+
+// clip shortens a value quoted in a message: an annotation may hold up to 256 KiB.
+func clip(v string) string {
+	const maxQuoted = 200
+	if len(v) <= maxQuoted {
+		return v
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n-- // never cut a character in two
+	}
+	return v[:n] + "... (" + strconv.Itoa(len(v)) + " bytes)"
+}
 
 // misplacedAnnotations warns of each retrycap annotation on a workload's own metadata that its
 // pod template does not carry with the same value: retrycap (like Kubernetes, for the pods it
@@ -463,7 +515,39 @@ func rewrite(incoming workload.Workload, rewrites []verdict) (*Rewrite, []string
 	}
 	value := annotations.FormatUpstreams(ups)
 	w := fmt.Sprintf("%s rewrote %s of %s: %s -> %s (%s)", Rewriters(lowering), annotations.Upstreams, incoming, old, value, strings.Join(explains, "; "))
-	return &Rewrite{Upstreams: value, RewrittenFrom: old}, append([]string{w}, warnings...)
+	return &Rewrite{Upstreams: value, RewrittenFrom: rewrittenFrom(incoming, value, old)}, append([]string{w}, warnings...)
+}
+
+// maxAnnotationBytes is the API's limit on an object's (and a pod template's) annotations, keys
+// and values together (apimachinery's TotalAnnotationSizeLimitB).
+const maxAnnotationBytes = 256 << 10
+
+// rewrittenFrom is the value stored in retrycap.dev/rewritten-from: old, the value the rewrite
+// replaces, as much of it as fits in the annotations beside the rewritten value. A copy of an
+// upstreams value of 150 KB took the template's annotations past the API's 256 KiB, and the
+// rewritten object was refused ("Too long") instead of admitted: old is then cut, ending in
+// "... (truncated from N bytes)". (The admission warning quotes it too, but the API server cuts
+// warnings past 4 KiB: the whole old value is in the manifest the client applied.)
+func rewrittenFrom(incoming workload.Workload, value, old string) string {
+	used := len(annotations.Upstreams) + len(value) + len(annotations.RewrittenFrom)
+	for k, v := range incoming.Annotations.All() {
+		if k != annotations.Upstreams && k != annotations.RewrittenFrom {
+			used += len(k) + len(v)
+		}
+	}
+	room := maxAnnotationBytes - used
+	if len(old) <= room {
+		return old
+	}
+	tail := "... (truncated from " + strconv.Itoa(len(old)) + " bytes)"
+	n := max(room-len(tail), 0)
+	for n > 0 && !utf8.RuneStart(old[n]) {
+		n--
+	}
+	if n == 0 {
+		return "" // no room even for the note: the warning keeps the old value
+	}
+	return old[:n] + tail
 }
 
 // Rewriters names the policies that lowered the attempts, by kind: "RetryPolicy shop/a",

@@ -11,7 +11,7 @@ import (
 // declarations alone and c says why) and its GraphComplete condition c into st.
 func SetGraph(st *v1alpha1.RetryPolicyStatus, gs *v1alpha1.GraphStatus, c metav1.Condition) {
 	st.Graph = gs
-	meta.SetStatusCondition(&st.Conditions, c)
+	SetCondition(&st.Conditions, c)
 }
 
 // ClearGraph removes the comparison and its condition (a policy whose graph could not be built:

@@ -81,9 +81,9 @@ func SetGraphSummary(st *v1alpha1.RetryPolicyStatus, a *graph.Analysis) {
 	st.Bounded = &bounded
 	// With a retry cycle the chains' paths stop where the cycle starts; the cycle itself is
 	// the path worth showing in `kubectl get rp`.
-	st.WorstPath = strings.Join(a.WorstPath, ">")
+	st.WorstPath = joinPath(a.WorstPath)
 	if !a.Bounded && len(a.Cycle) > 0 {
-		st.WorstPath = strings.Join(a.Cycle, ">")
+		st.WorstPath = joinPath(a.Cycle)
 	}
 	st.WorstCaseLoad = nil
 	if a.WorstCaseLoad.Service != "" {
@@ -102,7 +102,7 @@ func SetChains(st *v1alpha1.RetryPolicyStatus, a *graph.Analysis) {
 		if i == graph.MaxChains {
 			break
 		}
-		st.Chains = append(st.Chains, v1alpha1.Chain{Entrypoint: c.Entrypoint, Amplification: c.Amplification, Path: append([]string(nil), c.Path...)})
+		st.Chains = append(st.Chains, v1alpha1.Chain{Entrypoint: c.Entrypoint, Amplification: c.Amplification, Path: elidePath(c.Path)})
 	}
 }
 
@@ -118,8 +118,8 @@ func SetViolations(st *v1alpha1.RetryPolicyStatus, a *graph.Analysis) {
 			break
 		}
 		st.Violations = append(st.Violations, v1alpha1.Violation{
-			Path: append([]string(nil), v.Path...), Amplification: v.Amplification,
-			Message: v.Message, Suggestion: v.Suggestion,
+			Path: elidePath(v.Path), Amplification: v.Amplification,
+			Message: Clip(v.Message, MaxListedMessage), Suggestion: Clip(v.Suggestion, MaxListedMessage),
 		})
 	}
 }
@@ -142,7 +142,7 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 			c.Message += "; warning: " + w
 		}
 	}
-	meta.SetStatusCondition(&st.Conditions, c)
+	SetCondition(&st.Conditions, c)
 }
 
 // SetWithinCap writes the WithinCap condition. Precedence of the reasons, first match wins:
@@ -192,7 +192,7 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	if in.ObservedEdges > 0 && a != nil && c.Reason != v1alpha1.ReasonNothingSelected {
 		c.Message += "; " + ObservedEdgesNote(in.ObservedEdges)
 	}
-	meta.SetStatusCondition(&st.Conditions, c)
+	SetCondition(&st.Conditions, c)
 }
 
 // ObservedEdgesNote says that n undeclared observed edges are in the amplification, and what

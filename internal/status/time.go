@@ -31,20 +31,20 @@ func SetTime(st *v1alpha1.RetryPolicyStatus, in Input, ta *graph.TimeAnalysis) {
 	st.TimeViolations, st.TimeoutInversions, st.TimeoutInversionsTotal = nil, nil, 0
 	if ta != nil && len(ta.Chains) > 0 {
 		st.WorstTimeToAnswer = graph.FormatTime(ta.Worst)
-		st.WorstTimePath = strings.Join(ta.WorstPath, ">")
+		st.WorstTimePath = joinPath(ta.WorstPath)
 		st.WorstTimeUnbounded = ta.WorstUnbounded
 		for i, v := range ta.Violations {
 			if i == graph.MaxViolations {
 				break
 			}
 			st.TimeViolations = append(st.TimeViolations, v1alpha1.TimeViolation{
-				Path: append([]string(nil), v.Path...), WorstTimeToAnswer: graph.FormatTime(v.Time), Message: v.Message})
+				Path: elidePath(v.Path), WorstTimeToAnswer: graph.FormatTime(v.Time), Message: Clip(v.Message, MaxListedMessage)})
 		}
 		for _, inv := range ta.Inversions {
 			st.TimeoutInversions = append(st.TimeoutInversions, v1alpha1.TimeoutInversion{
 				Caller: inv.Caller, Callee: inv.Callee, Layer: inv.Layer,
 				PerTryTimeout: graph.FormatTime(inv.PerTry), InnerTime: graph.FormatTime(inv.InnerTime),
-				Message: inv.Message, Fix: inv.Fix})
+				Message: Clip(inv.Message, MaxListedMessage), Fix: Clip(inv.Fix, MaxListedMessage)})
 		}
 		st.TimeoutInversionsTotal = int32(min(ta.InversionsTotal, 1<<31-1))
 	}
@@ -87,5 +87,5 @@ func setWithinMaxTime(st *v1alpha1.RetryPolicyStatus, in Input, ta *graph.TimeAn
 		c.Message = "worst time to answer " + graph.FormatTime(ta.Worst) + " <= maxTimeToAnswer " + graph.FormatTime(maxT.Duration) +
 			" (chain " + strings.Join(ta.WorstPath, ">") + ")"
 	}
-	meta.SetStatusCondition(&st.Conditions, c)
+	SetCondition(&st.Conditions, c)
 }

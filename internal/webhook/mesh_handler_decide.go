@@ -153,6 +153,7 @@ type MeshDecision struct {
 type meshVerdict struct {
 	policy judgedPolicy
 	layer  mesh.Layer       // the object's layer that raised a chain over the cap
+	edge   raised           // the edge (or entrypoint) it is on
 	judge  *graph.Judgement // the chain, with the object as it is judged
 	// time is the chain through the raised edge against the policy's spec.maxTimeToAnswer when
 	// it is over it (nil otherwise): more tries on a layer are more time too.
@@ -408,7 +409,7 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte
 		if !j.Over && tj == nil {
 			continue
 		}
-		v := meshVerdict{policy: p, layer: e.layer, judge: j, time: tj}
+		v := meshVerdict{policy: p, layer: e.layer, edge: e, judge: j, time: tj}
 		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
 		// chain longer.
 		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
@@ -429,22 +430,81 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte
 	return judgeTimeRaise(p, obj, oldSet, set)
 }
 
-// fitsWith reports whether the chains through e fit p's cap with e's layer lowered to tries.
+// fitsWith reports whether the chains through e fit p's cap with the object's layers on e's
+// edge lowered to tries.
 func fitsWith(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte, e raised, tries int64) bool {
-	rw, err := mesh.PlanRewrite(e.layer, tries)
-	if err != nil {
-		return false
+	_, r, ok := lowerOnEdge(p, obj, oldSet, raw, e, tries)
+	return ok && !judgeAt(r, e).Over && timeAt(p, r, e) == nil
+}
+
+// maxEdgeFields bounds how many fields of one object lowerOnEdge lowers for one edge, and
+// edgeFieldBytes how many bytes of object it re-reads for one edge: each field is a rebuild of
+// the policy's graph with the object read again, and the request has timeoutSeconds (5) in
+// all. An object of 1 MB (10,000 routes) gets one field, as before lowerOnEdge.
+const (
+	maxEdgeFields  = 8
+	edgeFieldBytes = 1 << 20
+)
+
+// edgeFields is how many fields lowerOnEdge may lower on an object of n bytes.
+func edgeFields(n int) int {
+	return max(1, min(maxEdgeFields, edgeFieldBytes/max(n, 1)))
+}
+
+// lowerOnEdge returns raw with every layer of the object on e's edge lowered to at most tries,
+// and p's graph with it. The mesh counts an edge's worst route (a VirtualService with two
+// routes to ratings, both retries.attempts: 3, gives the edge the first one's layer): lowering
+// only the field the judgement named left the other route's tries on the edge, so a
+// two-route object was judged unfixable ("even attempts: 0 does not fit") and Rewrite lowered
+// one route and admitted the object still over the cap. It lowers the named field, rebuilds,
+// and goes on with the field that then carries the edge, for at most edgeFields fields (more:
+// not ok, as when a field cannot be rewritten).
+func lowerOnEdge(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte, e raised, tries int64) ([]byte, *workload.Result, bool) {
+	l, cur := e.layer, raw
+	for range edgeFields(len(raw)) {
+		rw, err := mesh.PlanRewrite(l, tries)
+		if err != nil {
+			return nil, nil, false
+		}
+		out, err := rw.Apply(cur)
+		if err != nil {
+			return nil, nil, false
+		}
+		s, err := withObject(oldSet, obj, out)
+		if err != nil {
+			return nil, nil, false
+		}
+		r := p.build(s)
+		next, on := layerOnEdge(r, obj, e)
+		if !on || next.Tries <= tries {
+			return out, r, true
+		}
+		if next.FieldPath == l.FieldPath {
+			return nil, nil, false // the rewrite did not take: never loop on it
+		}
+		l, cur = next, out
 	}
-	out, err := rw.Apply(raw)
-	if err != nil {
-		return false
+	return nil, nil, false
+}
+
+// layerOnEdge is the object's layer on e's edge (or entrypoint) in r, if it still has one.
+func layerOnEdge(r *workload.Result, obj meshObject, e raised) (mesh.Layer, bool) {
+	var m workload.MeshEdge
+	var ok bool
+	if e.from == "" {
+		m, ok = r.MeshEntry[e.to]
+	} else {
+		m, ok = r.MeshEdges[[2]string{e.from, e.to}]
 	}
-	s, err := withObject(oldSet, obj, out)
-	if err != nil {
-		return false
+	if !ok {
+		return mesh.Layer{}, false
 	}
-	r := p.build(s)
-	return !judgeAt(r, e).Over && timeAt(p, r, e) == nil
+	for _, l := range m.Layers {
+		if l.Object == obj.id() {
+			return l, true
+		}
+	}
+	return mesh.Layer{}, false
 }
 
 // judgeTimeRaise reports whether the object raised a timeout (or backoff) of one of its layers
@@ -593,13 +653,16 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 	for round := 0; len(pending) > 0 && round < 16; round++ {
 		v := pending[0]
 		keep := max(v.keep, 1)
-		rw, err := mesh.PlanRewrite(v.layer, keep)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		out, err := rw.Apply(cur)
-		if err != nil {
-			return nil, nil, nil, err
+		out, _, ok := lowerOnEdge(v.policy, obj, oldSet, cur, v.edge, keep)
+		if !ok {
+			// Each field on its own: the first one's error says why.
+			rw, err := mesh.PlanRewrite(v.layer, keep)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if out, err = rw.Apply(cur); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 		if !slices.Contains(refs, v.policy.Ref()) {
 			refs = append(refs, v.policy.Ref())

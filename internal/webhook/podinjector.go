@@ -24,6 +24,7 @@ import (
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
+	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -128,13 +129,17 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: %w", err))
 	}
 	d := inject.Decide(h.config, in)
-	h.report(pod, in, d)
+	// A dry run (kubectl apply --dry-run=server) stores nothing, so it records nothing either:
+	// the configuration declares sideEffects None, which is what lets the API server call the
+	// injector on dry runs at all.
+	h.report(pod, in, d, req.DryRun != nil && *req.DryRun)
 	if !d.Injected && !d.Skip.Reason.Recorded() {
 		return admission.Allowed(d.Skip.String())
 	}
 	if nsFromRequest {
 		d.Pod.Namespace = ""
 	}
+	boundInjectorAnnotations(d.Pod)
 	out, err := json.Marshal(d.Pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: encoding pod %s/%s: %w", pod.Namespace, podInjectorPodName(pod), err))
@@ -142,6 +147,34 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
 	resp.Warnings = append(resp.Warnings, d.Warnings...)
 	return resp
+}
+
+// maxInjectorAnnotation bounds each annotation the injector writes (the skip's reason, the
+// warnings).
+const maxInjectorAnnotation = 4096
+
+// maxPodAnnotations is the API's limit on a pod's annotations, keys and values together.
+const maxPodAnnotations = 256 << 10
+
+// boundInjectorAnnotations clips the injector's own annotations on pod to maxInjectorAnnotation
+// and to what fits beside the pod's other annotations. A skip's reason quotes the annotation it
+// could not read, which may be up to 256 KiB itself: with the quote, the pod's annotations
+// passed the API's limit and the pod was refused (Too long), so no pod of a ReplicaSet whose
+// template carries such an annotation could be created, although the injector fails open.
+func boundInjectorAnnotations(pod *corev1.Pod) {
+	for _, k := range []string{inject.SkippedAnnotation, inject.WarningsAnnotation} {
+		v, ok := pod.Annotations[k]
+		if !ok {
+			continue
+		}
+		room := maxPodAnnotations - len(k)
+		for other, ov := range pod.Annotations {
+			if other != k {
+				room -= len(other) + len(ov)
+			}
+		}
+		pod.Annotations[k] = status.Clip(v, max(0, min(maxInjectorAnnotation, room)))
+	}
 }
 
 // input reads what inject.Decide needs from the cache. Workloads are read only for a pod that
@@ -216,20 +249,23 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	return in, nil
 }
 
-// report logs every decision and records, as an event, each skip of a pod that asked for the
+// report logs every decision and, unless dryRun, records, as an event, each skip of a pod that asked for the
 // proxy (inject.Reason.Recorded) and each opt-out in an enabled namespace. The pod does not exist
 // yet (a ReplicaSet's pods have no name at admission), so the event regards the pod's controller
 // (kubectl describe replicaset/... shows it), else the bare pod by name, else the policy; the
 // policy involved is the related object. Skips of pods nobody asked to inject (the bulk of a
 // cluster) are logged at V(1) only: an event for each would flood the event store.
-func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision) {
+func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision, dryRun bool) {
 	log := h.log.WithValues("namespace", pod.Namespace, "pod", podInjectorPodName(pod))
+	if dryRun {
+		log = log.WithValues("dryRun", true)
+	}
 	if d.Policy != nil {
 		log = log.WithValues("policy", d.Policy.String())
 	}
 	if d.Injected {
 		log.V(1).Info("injected the retrycap proxy", "warnings", d.Warnings)
-		if len(d.Warnings) > 0 {
+		if len(d.Warnings) > 0 && !dryRun {
 			h.event(pod, d, corev1.EventTypeWarning, "InjectedWithWarnings", fmt.Sprintf("injected the retrycap proxy, but: %v", d.Warnings))
 		}
 		return
@@ -240,6 +276,9 @@ func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision
 		return
 	}
 	log.Info("not injected", "reason", d.Skip.Reason, "message", d.Skip.Message)
+	if dryRun {
+		return
+	}
 	typ := corev1.EventTypeNormal
 	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy {
 		typ = corev1.EventTypeWarning
@@ -262,7 +301,9 @@ func (h *PodInjector) event(pod *corev1.Pod, d inject.Decision, typ, reason, not
 	default:
 		return // a nameless bare pod and no policy: the log line is the record
 	}
-	h.recorder.Eventf(regarding, related, typ, reason, "Inject", "%s", note)
+	// The note quotes the pod's annotations, which may be long: over the API's limit the event
+	// would be refused, and the skip go unrecorded.
+	h.recorder.Eventf(regarding, related, typ, reason, "Inject", "%s", status.Clip(note, status.MaxEventNote))
 }
 
 // podInjectorPodName is the pod's name, or its generateName before the API server made one.

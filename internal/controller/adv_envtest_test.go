@@ -1,0 +1,49 @@
+package controller
+
+import (
+	"context"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+)
+
+// Inputs whose status would be larger than the API accepts: the write must still happen,
+// bounded, and say so.
+var _ = Describe("adversarial status", Ordered, func() {
+	ctx := context.Background()
+
+	It("writes a WithinCap message that would pass 32 KiB (a 40 KB malformed annotation) clipped, with its event clipped to 1 KiB", func() {
+		const ns = "adv-long"
+		createNamespace(ctx, ns)
+		shop := map[string]string{"app.kubernetes.io/part-of": "shop"}
+		// One malformed token of 40,000 characters: the error quotes it.
+		Expect(k8sClient.Create(ctx, deployment(ns, "gateway", strings.Repeat("a", 40000)+"=3", shop))).To(Succeed())
+		waitForCachedWorkloads(ctx, ns, 1)
+		Expect(k8sClient.Create(ctx, policy(ns, "checkout", 4, &metav1.LabelSelector{MatchLabels: shop}))).To(Succeed())
+
+		var st v1alpha1.RetryPolicyStatus
+		Eventually(func(g Gomega) {
+			var err error
+			st, err = statusOf(ctx, ns, "checkout")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWithinCap)).NotTo(BeNil())
+		}).Should(Succeed())
+		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionWithinCap)
+		Expect(c.Reason).To(Equal(v1alpha1.ReasonInvalidAnnotation))
+		Expect(len(c.Message)).To(BeNumerically("<=", 32768))
+		Expect(c.Message).To(HavePrefix(`1 invalid annotation(s): Deployment adv-long/gateway: annotation retrycap.dev/upstreams: token "aaaa`))
+		Expect(c.Message).To(HaveSuffix(`aaaa... (truncated from 40207 bytes)`))
+
+		Eventually(eventsAbout(ctx, ns, "checkout")).Should(HaveLen(1))
+		evs, err := eventsAbout(ctx, ns, "checkout")()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(evs[0].Reason).To(Equal(v1alpha1.ReasonInvalidAnnotation))
+		Expect(len(evs[0].Note)).To(BeNumerically("<=", 1024))
+		Expect(evs[0].Note).To(HaveSuffix(`aaaa... (truncated from 32768 bytes)`))
+	})
+})
