@@ -16,26 +16,27 @@ import (
 // ordinary goroutines, not on the loops, and with that P idle every batch
 // the relay's netpoll readies wakes a second thread (perf: 30 % of the
 // samples in the kernel's finish_task_switch, 11 % in wake-ups): without
-// the spare P, a gRPC call over one connection cost 0.67-0.94x the CPU. Parking an idle
-// loop in the runtime's poller instead (so that it holds no P) was tried
-// and cost HTTP/1.1 more than the spare P saves gRPC (docs/benchmarks.md,
-// "The spare P and the loops' wait").
+// the spare P, a gRPC call over one connection cost 0.67-0.94x the CPU.
+// Parking an idle loop in the runtime's poller instead (so that it holds
+// no P) was tried and cost HTTP/1.1 more than the spare P saves gRPC
+// (docs/benchmarks.md, "The spare P and the loops' wait").
 //
 // So the P is there while the loops carry HTTP/1.1 traffic and goes when
 // they have carried none for a while: a sidecar whose traffic is gRPC only
 // (the loops accept its connections, read their CONNECT or h2c preface and
 // hand them off) runs without it, one with HTTP/1.1 traffic as before. The
 // calls the loops serve are counted, not their wake-ups nor the requests
-// they hand off: new gRPC connections wake the loops too. The threshold is low because the spare P pays at low rates as well:
-// at 150 requests/s a build with no spare P spent 1.2-1.5x main's CPU (the
-// monitor takes the P of a loop asleep in epoll_wait, and hands it to
-// another thread to watch the network). A change of GOMAXPROCS stops the
+// they hand off: new gRPC connections wake the loops too. The threshold
+// is low because the spare P pays at low rates as well: at 150 requests/s
+// a build with no spare P spent 1.2-1.5x main's CPU (the monitor takes the
+// P of a loop asleep in epoll_wait, and hands it to another thread to
+// watch the network). A change of GOMAXPROCS stops the
 // world for a moment, hence the hysteresis: the P comes back after the
 // first window with traffic, and goes after spareOffWindows without.
 const (
-	// spareWindow is how often the loops' requests are counted.
+	// spareWindow is how often the loops' calls are counted.
 	spareWindow = time.Second
-	// spareOnCalls is the requests per window that call the spare P in
+	// spareOnCalls is the calls per window that bring the spare P in
 	// (or keep it). Below it, whether the P is there costs nothing
 	// measurable either way.
 	spareOnCalls = 10
