@@ -446,10 +446,15 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		v := meshVerdict{policy: p, layer: e.layer, edge: e, judge: j, time: tj}
 		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
 		// chain longer. A chain through the edge multiplies its tries, so more than the cap
-		// never fits: attempts: 1000000000 costs as many steps as the cap allows, not 30.
+		// does not fit (checked once, then the bisection starts there): attempts: 2^40 costs
+		// the steps of the cap, not 41 (each a build of the graph).
 		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
-		if r.Cap > 0 && r.Cap < hi-1 {
-			hi = r.Cap + 1
+		if c := r.Cap + 1; r.Cap > 0 && c < hi-1 {
+			if fitsWith(p, obj, set, raw, e, c) {
+				lo = c
+			} else {
+				hi = c
+			}
 		}
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
