@@ -17,6 +17,9 @@ type Error struct {
 	// Path is the field's path from the object's root: "spec.http[0].retries.attempts",
 	// `metadata.annotations["retrycap.dev/upstreams"]`.
 	Path string
+	// Value is the value at Path as written (JSON text, cut to 60 bytes and "..."; empty for a
+	// field that should not be there).
+	Value string
 	// Msg says what is wrong with the value at Path.
 	Msg string
 }
@@ -78,7 +81,7 @@ func Describe(data []byte, err error) error {
 	if k := jsonKind(raw); w == "a string" && (k == "a number" || k == "a boolean") {
 		w += " (quote it)"
 	}
-	return &Error{Path: path, Msg: fmt.Sprintf("%s is %s, want %s", shorten(raw), jsonKind(raw), w)}
+	return &Error{Path: path, Value: shorten(raw), Msg: fmt.Sprintf("%s is %s, want %s", shorten(raw), jsonKind(raw), w)}
 }
 
 // span is a value's path and its bytes' extent in the input: start is where the token before it
