@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/jsonfield"
 )
 
 // The RetryPolicy CRD's schema bounds some fields with a pattern, an enum or a CEL rule that
@@ -65,13 +67,13 @@ func checkPolicyFields(js []byte) error {
 		}
 		d, err := time.ParseDuration(s)
 		if !durationPattern.MatchString(s) || err != nil {
-			return fmt.Errorf(`%s: %q is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, name, s)
+			return fieldError(name, s, `%q is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`)
 		}
 		switch {
 		case f.minOpen && d <= 0:
-			return fmt.Errorf("%s: %q must be a positive duration", name, s)
+			return fieldError(name, s, "%q must be a positive duration")
 		case f.max > 0 && (d < f.min || d > f.max):
-			return fmt.Errorf("%s: %q must be between %s and %s", name, s, f.min, f.max)
+			return fieldError(name, s, "%q must be between "+f.min.String()+" and "+f.max.String())
 		}
 		durs[name] = d
 	}
@@ -83,7 +85,7 @@ func checkPolicyFields(js []byte) error {
 		if items, ok := v.([]any); ok {
 			for i, it := range items {
 				if s, ok := it.(string); ok && !retryOnPattern.MatchString(s) {
-					return fmt.Errorf("spec.retry.retryOn[%d]: %q is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)", i, s)
+					return fieldError(fmt.Sprintf("spec.retry.retryOn[%d]", i), s, "%q is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)")
 				}
 			}
 		}
@@ -92,7 +94,7 @@ func checkPolicyFields(js []byte) error {
 		if items, ok := v.([]any); ok {
 			for i, it := range items {
 				if s, ok := it.(string); ok && !slices.Contains(retryMethods, s) {
-					return fmt.Errorf("spec.retry.methods[%d]: %q is not one of %s", i, s, strings.Join(retryMethods, ", "))
+					return fieldError(fmt.Sprintf("spec.retry.methods[%d]", i), s, "%q is not one of "+strings.Join(retryMethods, ", "))
 				}
 			}
 		}
@@ -113,4 +115,11 @@ func lookup(obj map[string]any, path []string) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// fieldError is the string value s at path refused: a *jsonfield.Error whose Msg is format with
+// s quoted in it (format holds one %q), its Value s as JSON text.
+func fieldError(path, s, format string) error {
+	v, _ := json.Marshal(s)
+	return &jsonfield.Error{Path: path, Value: string(v), Msg: fmt.Sprintf(format, s)}
 }

@@ -45,11 +45,49 @@ func Decode(data []byte, v any) error {
 	if len(strict) == 0 {
 		return nil
 	}
-	msgs := make([]string, len(strict))
-	for i, e := range strict {
-		msgs[i] = e.Error()
+	se := &StrictError{}
+	for _, e := range strict {
+		se.Fields = append(se.Fields, strictField(e.Error()))
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return se
+}
+
+// StrictError is every field the API server's strict decoder refuses in one object: unknown
+// (`unknown field "spec.template.annotations"`) or given twice (`duplicate field "x"`). Its
+// text is the decoder's, one message per field joined by "; ".
+type StrictError struct {
+	// Fields are the refused fields: Path the field's path, Msg "unknown field" or
+	// "duplicate field", Value empty; Text the decoder's message.
+	Fields []StrictField
+}
+
+// StrictField is one field a strict decode refused.
+type StrictField struct {
+	Error
+	// Text is the decoder's message for it.
+	Text string
+}
+
+func (e *StrictError) Error() string {
+	msgs := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		msgs[i] = f.Text
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// strictField reads sigs.k8s.io/json's `unknown field "a.b"` and `duplicate field "a.b"` (its
+// error types are internal); another message keeps an empty Path.
+func strictField(text string) StrictField {
+	f := StrictField{Text: text}
+	for _, kind := range []string{"unknown field", "duplicate field"} {
+		if q, ok := strings.CutPrefix(text, kind+" "); ok {
+			if path, err := strconv.Unquote(q); err == nil {
+				f.Path, f.Msg = path, kind
+			}
+		}
+	}
+	return f
 }
 
 // Unmarshal is json.Unmarshal with its type errors described (Describe): for the readers that
