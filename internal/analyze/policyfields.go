@@ -22,6 +22,21 @@ import (
 // durationPattern is the CRD's pattern of every duration field.
 var durationPattern = regexp.MustCompile(`^([0-9]+(ns|us|ms|s|m|h))+$`)
 
+// durationParts is the CRD's CEL guard before it converts a duration (duration(self)): parts of
+// at most 5 digits, at most 5 of them, so that the sum stays under Go's and CEL's largest
+// duration (2562047h47m16.854775807s; 5 x 99999h is 499995h). Without it, "99999999999h" made
+// the conversion fail and the API server answered "Invalid value: "string": type conversion
+// error", naming neither the value nor the range.
+var durationParts = regexp.MustCompile(`^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$`)
+
+// durationPartsText is the allowed range of a positive duration field, as the CRD's message
+// says it.
+const durationPartsText = `1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1h30m", "500ms"; 99999h at most a part)`
+
+// durationMaxLength is the CRD's maxLength of a duration field (which bounds the cost of its CEL
+// rule).
+const durationMaxLength = 64
+
 // durationField is a duration in a policy's spec and the bounds its CEL rule sets (max 0: none).
 type durationField struct {
 	path     []string // under spec
@@ -65,14 +80,18 @@ func checkPolicyFields(js []byte) error {
 		if !isString {
 			continue // the decoder names the type
 		}
-		d, err := time.ParseDuration(s)
-		if !durationPattern.MatchString(s) || err != nil {
+		if !durationPattern.MatchString(s) {
 			return fieldError(name, s, `%q is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`)
 		}
+		if len(s) > durationMaxLength {
+			return fieldError(name, s, fmt.Sprintf("%%q is longer than %d bytes", durationMaxLength))
+		}
+		d, err := time.ParseDuration(s)
+		inParts := durationParts.MatchString(s) && err == nil
 		switch {
-		case f.minOpen && d <= 0:
-			return fieldError(name, s, "%q must be a positive duration")
-		case f.max > 0 && (d < f.min || d > f.max):
+		case f.minOpen && (!inParts || d <= 0):
+			return fieldError(name, s, "%q must be a positive duration of "+durationPartsText)
+		case f.max > 0 && (!inParts || d < f.min || d > f.max):
 			return fieldError(name, s, "%q must be between "+f.min.String()+" and "+f.max.String())
 		}
 		durs[name] = d
