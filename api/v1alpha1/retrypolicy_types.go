@@ -28,7 +28,10 @@ const (
 	ReasonCapExceeded       = "CapExceeded"
 	ReasonRetryCycle        = "RetryCycle"
 	ReasonInvalidAnnotation = "InvalidAnnotation"
-	ReasonReconciled        = "Reconciled"
+	// ReasonInvalidEnv (WithinCap False): a selected workload's container environment that the
+	// graph reads (AWS_MAX_ATTEMPTS) is not a value its SDK accepts.
+	ReasonInvalidEnv = "InvalidEnv"
+	ReasonReconciled = "Reconciled"
 	// ReasonNothingSelected (WithinCap Unknown): the policy selects no workload.
 	ReasonNothingSelected = "NothingSelected"
 	// ReasonNoUpstreamsDeclared (WithinCap Unknown): no selected workload declares
