@@ -62,8 +62,7 @@ func ErrorEntries(err error) []ErrorEntry {
 	if ae, ok := errors.AsType[*workload.AnnotationError](err); ok {
 		base.Object = ae.Workload.String()
 		base.Field = annotationField(ae)
-		v, _ := json.Marshal(ae.Value)
-		base.Value = string(v)
+		base.Value = jsonfield.Quote(ae.Value)
 		return []ErrorEntry{base}
 	}
 	if se, ok := errors.AsType[*jsonfield.StrictError](err); ok {
@@ -110,9 +109,9 @@ func objectBefore(text, fieldText string) string {
 // own metadata, on a workload its pod template's (where retrycap reads it; one on the
 // workload's own metadata is merged there, with a warning).
 func annotationField(ae *workload.AnnotationError) string {
-	key, _ := json.Marshal(ae.Annotation)
+	key := jsonfield.Quote(ae.Annotation)
 	if ae.Workload.Kind == workload.KindPod {
-		return "metadata.annotations[" + string(key) + "]"
+		return "metadata.annotations[" + key + "]"
 	}
-	return "spec.template.metadata.annotations[" + string(key) + "]"
+	return "spec.template.metadata.annotations[" + key + "]"
 }

@@ -139,6 +139,5 @@ func lookup(obj map[string]any, path []string) (any, bool) {
 // fieldError is the string value s at path refused: a *jsonfield.Error whose Msg is format with
 // s quoted in it (format holds one %q), its Value s as JSON text.
 func fieldError(path, s, format string) error {
-	v, _ := json.Marshal(s)
-	return &jsonfield.Error{Path: path, Value: string(v), Msg: fmt.Sprintf(format, s)}
+	return &jsonfield.Error{Path: path, Value: jsonfield.Quote(s), Msg: fmt.Sprintf(format, s)}
 }

@@ -364,3 +364,13 @@ func want(te *json.UnmarshalTypeError) string {
 	}
 	return t.String()
 }
+
+// Quote is s as JSON text, "<", ">" and "&" as written (json.Marshal escapes them for HTML): an
+// Error's Value for a string value.
+func Quote(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
