@@ -568,6 +568,11 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		if c, ok := parseStatus(fieldValues(a.hdrs, "grpc-status")); ok {
 			// Trailers-only: the whole answer is in the headers.
 			r.code, r.eof = c, true
+			if s.upstreamDeadline(c) {
+				a.upDone()
+				a.deadlineCut()
+				return
+			}
 		} else if code != 200 {
 			r.code, r.eof = statusFromHTTP(code), true
 		} else if a.upEnded {
@@ -602,12 +607,46 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		} else {
 			r.code = codeInternal
 		}
+		if s.upstreamDeadline(r.code) {
+			a.deadlineCut()
+			return
+		}
 		s.decide(a)
 		return
 	}
 	if s.relayed == a {
+		if c, ok := parseStatus(fieldValues(a.trailers, "grpc-status")); ok && s.upstreamDeadline(c) {
+			// The end is the deadline's, as if the proxy's timer had come
+			// first (after the messages before it).
+			s.broken(context.DeadlineExceeded)
+			return
+		}
 		s.relayEnd(a)
 	}
+}
+
+// upstreamDeadline reports whether an upstream's gRPC status code is the
+// call's own deadline passing: DEADLINE_EXCEEDED arriving when the call's
+// deadline is gone (less than a millisecond left, policy.Deadline.Gone).
+// The upstream was forwarded the time left (grpc-timeout, rounded down),
+// so a server that honours it ends the call at the same moment as the
+// proxy's timer, and which of the two reaches the relay first is a race a
+// loaded machine decides. The answer must not depend on it: it is the
+// proxy's deadline answer either way (code 4 as well, with the proxy's
+// message and retrycap-exhausted: deadline, telling the client the chain's
+// time ran out, not that one upstream was slow). A DEADLINE_EXCEEDED with
+// time left is the upstream's own (an inner deadline of its own): passed
+// on as it came.
+func (s *rstream) upstreamDeadline(code int) bool {
+	return s.cs.grpc && code == codeDeadline && s.cs.dl.Gone(s.cs.h.cfg.Now())
+}
+
+// deadlineCut ends an attempt not judged yet as the proxy's deadline
+// timer does (onDeadline): a cut by the deadline, not retried, answered
+// DEADLINE_EXCEEDED, retrycap-exhausted: deadline.
+func (a *ratt) deadlineCut() {
+	a.timedOut, a.cut = true, true
+	a.fail(context.DeadlineExceeded)
 }
 
 // responseStatus reads an answer's :status, or says why the answer's head
@@ -1096,6 +1135,9 @@ func (s *rstream) onDeadline(gen uint32) {
 		return
 	}
 	switch {
+	case s.relayed != nil && s.outEnd:
+		// The answer ended whole before the deadline (its end, counted,
+		// waits behind messages the client has not read): nothing is cut.
 	case s.relayed != nil:
 		s.relayed.release()
 		s.broken(context.DeadlineExceeded)
