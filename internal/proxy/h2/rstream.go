@@ -290,6 +290,10 @@ func (s *rstream) dispatch(a *ratt) {
 		if !ok {
 			continue // the connection closed under us: the pool has dropped it
 		}
+		if errors.Is(err, errNoRoom) {
+			s.pool.waitRoom(a, uc, blockBound(listSize(s.pseudo(a), s.fields, a.extra), 0))
+			return
+		}
 		if err != nil {
 			a.fail(err)
 			return
