@@ -114,6 +114,7 @@ type attemptState struct {
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	gotHeaders bool
+	info       int64 // the header list size of the 1xx answers so far
 	hdrs       []hpack.HeaderField
 	trailers   []hpack.HeaderField
 	// hdrs' and trailers' arrays while they fit (an upstream's decoded
@@ -549,7 +550,20 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			return
 		}
 		if code < 200 {
-			return // informational: not passed on (as the Transport does)
+			// Informational: not passed on (as the Transport does), and
+			// bounded as it bounds them: their header lists in all at
+			// the MAX_HEADER_LIST_SIZE advertised. Without it, an upstream
+			// sending one indexed 1xx block after another (a few bytes
+			// each on the wire, kilobytes decoded) kept the attempt and
+			// the relay's reader busy until the per-try timeout.
+			for i := range f.fields {
+				a.info += int64(f.fields[i].Size())
+			}
+			if a.info > relayMaxHeaderList {
+				a.fail(errors.New("retrycap-proxy: malformed answer from upstream: 1xx informational answers larger than the advertised " +
+					strconv.Itoa(relayMaxHeaderList) + " bytes in all"))
+			}
+			return
 		}
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
