@@ -250,7 +250,13 @@ func (cc *cconn) serve() {
 				cc.rd.since = time.Now()
 			}
 		}
-		f, err := fr.ReadFrame()
+		// ReadFrame in its two steps: the header is kept for an error
+		// the payload's parse reports (fh.Type below).
+		fh, err := fr.ReadFrameHeader()
+		var f http2.Frame
+		if err == nil {
+			f, err = fr.ReadFrameForHeader(fh)
+		}
 		var blk *hblock
 		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
 			blk, err = cc.hr.read(hf) // its CONTINUATIONs read here
@@ -267,6 +273,12 @@ func (cc *cconn) serve() {
 			var se http2.StreamError
 			var ce http2.ConnectionError
 			switch {
+			case errors.As(err, &se) && fh.Type == http2.FrameHeaders && se.StreamID%2 == 0:
+				// A malformed HEADERS on an even stream id: no stream it
+				// could reset (client streams are odd, RFC 9113 5.1.1),
+				// a connection error as a well-formed one is (onHeaders),
+				// and as x/net's server ends it.
+				cc.goAway(http2.ErrCodeProtocol, "HEADERS on even stream id "+strconv.FormatUint(uint64(se.StreamID), 10))
 			case errors.As(err, &se):
 				cc.mu.Lock()
 				if se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
@@ -362,6 +374,10 @@ func (cc *cconn) goAway(code http2.ErrCode, debug string) {
 	}
 }
 
+// maxSettings is the most entries a client's SETTINGS frame may hold
+// (x/net's server: the same bound).
+const maxSettings = 100
+
 // frame handles one frame from the client; false ends the connection.
 func (cc *cconn) frame(f http2.Frame) bool {
 	cc.mu.Lock()
@@ -370,6 +386,15 @@ func (cc *cconn) frame(f http2.Frame) bool {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
 			return true
+		}
+		if f.NumSettings() > maxSettings || f.HasDuplicates() {
+			// As x/net's server hangs up on them (not in the RFC): a 16 KiB
+			// SETTINGS holds 2,730 entries, and every INITIAL_WINDOW_SIZE
+			// one moves every stream's window and may flush them all (a
+			// pass over the connection's streams per entry, from bytes the
+			// client sends for free). No client sends a setting twice.
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("bad SETTINGS: more than 100 entries, or one setting twice"))
+			return false
 		}
 		err := f.ForeachSetting(func(s http2.Setting) error {
 			if err := s.Valid(); err != nil {
