@@ -338,6 +338,17 @@ func (cc *cconn) serve() {
 // is reset as the client's cancellation. Keepalive bounds the wait (the
 // client cannot answer a PING: closed after PingInterval+PingTimeout),
 // as a write failure does (stopReader).
+//
+// A FIN is also what a client that closed its socket whole sends (no
+// GOAWAY first: a crashed or careless one), and then nobody reads the
+// answers: its calls' upstream work would run on until an answer failed
+// to write or keepalive gave up (75 s by default, and an answer that
+// never comes writes nothing). So the wait probes the client with a PING
+// at once and every finProbe after: a closed socket answers the first
+// with RST, the next write fails, and the connection ends (every call on
+// it cancelled upstream) within about finProbe. A client that only shut
+// its write side gets a PING it cannot acknowledge (nothing waits for
+// the acknowledgement).
 func (cc *cconn) waitAnswers() {
 	cc.mu.Lock()
 	for _, s := range cc.streams {
@@ -349,13 +360,37 @@ func (cc *cconn) waitAnswers() {
 	n := len(cc.streams)
 	cc.mu.Unlock()
 	cc.h.flushDirty()
+	if n == 0 {
+		return
+	}
+	probe := func() {
+		cc.mu.Lock()
+		if !cc.closed {
+			_ = cc.out.fr.WritePing(false, finProbeData)
+		}
+		cc.mu.Unlock()
+		cc.h.flushDirty()
+	}
+	probe()
+	tick := time.NewTicker(finProbe)
+	defer tick.Stop()
 	for n > 0 && !cc.stop.Load() {
-		<-cc.wake
+		select {
+		case <-cc.wake:
+		case <-tick.C:
+			probe()
+		}
 		cc.mu.Lock()
 		n = len(cc.streams)
 		cc.mu.Unlock()
 	}
 }
+
+// finProbe is how often a client that sent a FIN with calls under way is
+// probed (waitAnswers); finProbeData is the probes' PING payload.
+const finProbe = time.Second
+
+var finProbeData = [8]byte{'r', 'c', '-', 'f', 'i', 'n', '?', '?'}
 
 // wakeReader tells a reader in waitAnswers to look again.
 func (cc *cconn) wakeReader() {
