@@ -645,7 +645,9 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 	}
 	s := cc.streams[f.StreamID]
 	if s == nil {
-		if f.StreamID > cc.maxSeen {
+		if st, _ := cc.state(f.StreamID); st == stateIdle {
+			// Above the highest id seen, or even (a client's streams are
+			// odd: an even id is idle whatever the highest is).
 			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("DATA on an idle stream"))
 			return false
 		}
