@@ -281,8 +281,12 @@ func (cc *cconn) serve() {
 				cc.goAway(http2.ErrCodeProtocol, "HEADERS on even stream id "+strconv.FormatUint(uint64(se.StreamID), 10))
 			case errors.As(err, &se):
 				cc.mu.Lock()
-				if se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
-					cc.maxSeen = se.StreamID // a malformed request still uses its id
+				if f != nil && fh.Type == http2.FrameHeaders && se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
+					// A request whose header block is malformed still
+					// uses its id; a HEADERS frame that did not parse
+					// (f nil: its padding longer than the frame, say) was
+					// never received, as x/net's server counts it.
+					cc.maxSeen = se.StreamID
 				}
 				if s := cc.streams[se.StreamID]; s != nil {
 					if !cc.streamError(s, se.Code) {
