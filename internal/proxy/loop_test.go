@@ -405,8 +405,7 @@ func TestLoopHandoffs(t *testing.T) {
 			closed: true, check: hits(1), reason: "head-too-large"},
 		{name: "head of 8193 bytes in 2 writes", steps: []step{{bigHead(8193)[:4096], 0, ""}, {bigHead(8193)[4096:], 431, "retrycap-proxy: request header too large\n"}},
 			closed: true, check: hits(1), reason: "head-too-large"},
-		{name: "malformed head", steps: []step{{"GET http://svc/ HTTP/1.1\r\nbad header line\r\n\r\n", 400, "retrycap-proxy: malformed request: error when reading request headers: malformed mime header: missing colon: " +
-			"\"bad header line\": buffer size=45, contents: \"GET http://svc/ HTTP/1.1\\r\\nbad header line\\r\\n\\r\\n\"\n"}},
+		{name: "malformed head", steps: []step{{"GET http://svc/ HTTP/1.1\r\nbad header line\r\n\r\n", 400, "retrycap-proxy: malformed request: a header line without a colon\n"}},
 			closed: true, check: hits(1), reason: "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

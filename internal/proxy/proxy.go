@@ -31,7 +31,7 @@ type Proxy struct {
 	serveDone       chan error
 	accessLog       accessLogOut // --access-log (accesslog.go)
 	// loopCount is the number of event loops (0: GOMAXPROCS); Main sets
-	// it with a spare P (spareProc).
+	// it before it adds the spare P (followSpareProc).
 	loopCount int
 }
 

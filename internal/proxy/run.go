@@ -114,14 +114,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "retrycap-proxy: %v\n", err)
 		return 1
 	}
+	loops := runtime.GOMAXPROCS(0)
 	if p.useLoops() {
-		p.loopCount = spareProc()
+		p.loopCount = loops
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	if err := p.Start(); err != nil {
 		fmt.Fprintf(stderr, "retrycap-proxy: %v\n", err)
 		return 1
+	}
+	if p.loops != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		followSpareProc(loops, p.loops.Calls, stop)
 	}
 	// Parents that start the proxy on port 0 read the real ports from this line.
 	fmt.Fprintf(stdout, "retrycap-proxy: listening data=%s admin=%s service=%s\n", p.Addr(), p.AdminAddr(), cfg.Service)
@@ -139,20 +145,4 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// spareProc gives the process one P more than it has loops, and returns
-// the number of loops (GOMAXPROCS as set: the environment, the container's
-// CPU limit). Each loop is a locked thread that waits in epoll_wait, a
-// blocking system call: with no P spare, the runtime's monitor takes a
-// waiting loop's P away (every 20 µs under load) and the loop must get one
-// back on every return from the kernel; that cost 6-8 % of the proxy's CPU
-// per request (perf, 1 loop under wrk). The spare P also runs everything
-// else (the access log's writer, the admin port, hand-offs, the GC) beside
-// the loops rather than in their place. Only Main does this: tests start
-// many proxies in one process.
-func spareProc() int {
-	n := runtime.GOMAXPROCS(0)
-	runtime.GOMAXPROCS(n + 1)
-	return n
 }

@@ -58,10 +58,11 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	// "cancelled" for the client's own cancellation, else the condition
 	// (policy.Outcome.LoggedError, as on the h2 relay).
 	e.Error = o.LoggedError()
-	if e.Error == "" && x.lastErr != nil && BadAnswer(x.lastErr) {
-		// An answer that is no HTTP answer the proxy passes on (BadAnswer:
-		// 502, never retried) is no transport condition, but the line must
-		// say why the attempt has no status.
+	if o.Cond == policy.CondReset && !o.Cancelled() && x.lastErr != nil && BadAnswer(x.lastErr) {
+		// An answer that is no HTTP answer the proxy passes on (BadAnswer)
+		// counts as a reset (retried, a breaker failure), as Envoy counts
+		// an upstream protocol error; the line tells it from a connection
+		// reset, as Envoy's UPE flag does from UR/UC.
 		e.Error = "bad-answer"
 	}
 	if o.Cond == policy.CondNone && x.respSeen&seenGRPCStatus != 0 {

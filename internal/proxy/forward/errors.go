@@ -16,41 +16,72 @@ func (e *DialError) Error() string { return "dial: " + e.Err.Error() }
 func (e *DialError) Unwrap() error { return e.Err }
 
 // ErrUnsolicitedSwitch is an upstream's 101 to a request that did not ask
-// to upgrade: a bad answer (502), never passed on, never retried (the
-// upstream executed the request and then spoke something else).
+// to upgrade: a bad answer (BadAnswer), never passed on.
 var ErrUnsolicitedSwitch = errors.New("the upstream switched protocols (101) without being asked to upgrade")
 
 // ErrAnswerHeadTooLarge is an upstream answer whose head is over
-// MaxResponseHead: a bad answer (502), never retried.
+// MaxResponseHead: a bad answer (BadAnswer).
 var ErrAnswerHeadTooLarge = errors.New("the upstream's answer head is larger than 64 KiB")
 
 // ErrTooManyInterim is an upstream that sent more than MaxInterim interim
-// (1xx) answers before a final one: a bad answer (502), never retried.
+// (1xx) answers before a final one: a bad answer (BadAnswer).
 // Before, the 101st interim answer was taken as the final one and passed
 // on: the client got a "100 Continue" as its whole answer and read the
 // next answer on its connection as the one to this request.
 var ErrTooManyInterim = errors.New("the upstream sent more than 100 interim (1xx) answers")
 
 // ErrBadStatus is an answer whose status is below 100 (a status line
-// "HTTP/1.1 099 X" parses to 99): no HTTP status at all, a bad answer (502)
-// at once, never retried. Before, it was skipped like an interim 1xx answer
+// "HTTP/1.1 099 X" parses to 99): no HTTP status at all, a bad answer
+// (BadAnswer) at once. Before, it was skipped like an interim 1xx answer
 // and the attempt waited for its per-try timeout.
 var ErrBadStatus = errors.New("the upstream's answer has a status below 100")
 
 // ErrAnswerBareLF is an answer head with a line that ends in a bare LF:
 // refused at once as a malformed answer, like those fasthttp's parser
-// refuses (a transport failure, classified reset: an idempotent request
-// is retried, a keyless POST gets the 502). fasthttp's reader never finds
-// the end of such a head: the goroutine engine waited for the per-try
-// timeout (a 504 for a POST) where the loop failed at once.
+// refuses. fasthttp's reader never finds the end of such a head: the
+// goroutine engine waited for the per-try timeout (a 504 for a POST) where
+// the loop failed at once.
 var ErrAnswerBareLF = errors.New("the upstream's answer head has a line that ends in a bare LF")
 
-// BadAnswer reports the upstream answers that are the upstream's fault and
-// not a transport failure: 502 at once, never retried (the upstream ran the
-// request and then answered something that is no HTTP answer).
+// answerParseError is an answer head fasthttp's parser refused (its whole
+// head was read: no transport failure). Its text is the proxy's own, one of
+// a fixed set (Reason): fasthttp's message quotes the upstream's bytes
+// (and, without SecureErrorLogMessage, up to 400 bytes of the head), which
+// would otherwise reach the client in the 502 and the proxy's log.
+type answerParseError struct {
+	why string
+	err error
+}
+
+func (e *answerParseError) Error() string { return "the upstream's answer is malformed: " + e.why }
+func (e *answerParseError) Unwrap() error { return e.err }
+
+// AnswerParseError wraps the error of fasthttp's parser on an answer head
+// the engine read whole: a bad answer (BadAnswer) whose text names the
+// problem in the proxy's words.
+func AnswerParseError(err error) error {
+	return &answerParseError{why: Reason(err, "its head cannot be parsed"), err: err}
+}
+
+// BadAnswer reports an attempt that failed on an upstream answer that is no
+// HTTP/1.1 answer the proxy passes on: a head the parser refuses, a bare
+// LF in it, a head over MaxResponseHead, more than MaxInterim interim
+// answers, a status below 100, an unsolicited 101. The upstream's
+// connection is closed; the answer is the proxy's 502.
+//
+// How it counts is Envoy's for an upstream protocol error (its codec
+// resets the stream with reason ProtocolError: retried under retry_on
+// "reset" (and 5xx, gateway-error), not under "connect-failure"; reported
+// to outlier detection as a local-origin failure; 502, response flag UPE):
+// the condition is reset (classify), so an idempotent or keyed request is
+// retried when --retry-on names reset, the breaker counts a failure, and
+// the access log names it "bad-answer" rather than "reset". A request that
+// may not be repeated is never re-sent for it: the bytes of the answer
+// came back, so no engine takes it for a stale pooled connection.
 func BadAnswer(err error) bool {
-	return errors.Is(err, ErrUnsolicitedSwitch) || errors.Is(err, ErrAnswerHeadTooLarge) ||
-		errors.Is(err, ErrTooManyInterim) || errors.Is(err, ErrBadStatus)
+	var pe *answerParseError
+	return errors.As(err, &pe) || errors.Is(err, ErrAnswerBareLF) || errors.Is(err, ErrUnsolicitedSwitch) ||
+		errors.Is(err, ErrAnswerHeadTooLarge) || errors.Is(err, ErrTooManyInterim) || errors.Is(err, ErrBadStatus)
 }
 
 // Interim judges the status of an answer head read while waiting for the
@@ -71,10 +102,11 @@ func Interim(st, n int) (skip bool, err error) {
 
 // classify maps a transport error to a retryOn condition: the rule is
 // policy's, shared with the h2 relay; which errors are dial failures or
-// timeouts of fasthttp's own is this engine's.
+// timeouts of fasthttp's own is this engine's. A bad answer is reset
+// (BadAnswer: Envoy's class for an upstream protocol error).
 func classify(err error) policy.Condition {
 	if BadAnswer(err) {
-		return policy.CondNone // not a transport condition: never retried; 502
+		return policy.CondReset
 	}
 	var de *DialError
 	dial := errors.As(err, &de) || errors.Is(err, fasthttp.ErrDialTimeout) || errors.Is(err, fasthttp.ErrNoFreeConns)

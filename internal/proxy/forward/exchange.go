@@ -438,7 +438,11 @@ func (x *Exchange) giveUp(reason policy.Reason, attempts int, err error, cond po
 	if reason.Exhausts() {
 		resp.Header.Set(policy.HeaderExhausted, reason.String())
 	}
-	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", x.up.Name, attempts, cond, err)
+	what := cond.String()
+	if BadAnswer(err) {
+		what = "bad-answer" // as the access log names it
+	}
+	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", x.up.Name, attempts, what, err)
 	if reason != policy.ReasonNone {
 		msg += "; not retried: " + reason.String()
 	}

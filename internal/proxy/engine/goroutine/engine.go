@@ -90,8 +90,12 @@ func New(f *forward.Forwarder) *Engine {
 		HeaderReceived:     e.headerReceived,
 		MaxRequestBodySize: forward.MaxRequestBody,
 		ReadBufferSize:     8192,
-		Logger:             f.Logger,
-		ErrorHandler:       e.requestError,
+		Logger:             serverLog{l: f.Logger},
+		// Parse errors without the head they refused ("contents: ...", up
+		// to 400 of its bytes: cookies, tokens): requestError answers in
+		// the proxy's words, serverLog logs a bounded excerpt.
+		SecureErrorLogMessage: true,
+		ErrorHandler:          e.requestError,
 	}
 	return e
 }
@@ -133,8 +137,29 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 		e.f.M.Timeouts.WithLabelValues(kind).Inc()
 		ctx.Error("retrycap-proxy: request timeout: "+what+"\n", fasthttp.StatusRequestTimeout)
 	default:
-		ctx.Error("retrycap-proxy: malformed request: "+err.Error()+"\n", fasthttp.StatusBadRequest)
+		// In the proxy's words (forward.Reason): fasthttp's message quotes
+		// the refused bytes, which the answer would reflect. The loop's
+		// answer to the heads it refuses itself, byte for byte (the
+		// server's response, not yet written to, is fresh: ctx.Error would
+		// reset it, and with it the server's NoDefaultDate).
+		refuseParsed(ctx, forward.Reason(err, "the request cannot be parsed"))
 	}
+}
+
+// serverLog is the server's logger: fasthttp logs the error of every
+// connection it could not serve ("error when serving connection ...:
+// <err>"), whose text quotes the bytes refused; each error is logged as
+// forward.LogExcerpt words it (the reason, and fasthttp's message bounded
+// and escaped).
+type serverLog struct{ l fasthttp.Logger }
+
+func (s serverLog) Printf(format string, args ...any) {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = forward.LogExcerpt(err)
+		}
+	}
+	s.l.Printf(format, args...)
 }
 
 // headerReceived gives a request's body --client-timeout, from the end of

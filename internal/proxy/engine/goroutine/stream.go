@@ -189,15 +189,28 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
 	for n := 0; ; n++ {
-		if err = checkAnswerHead(rd); err == nil {
+		var whole bool
+		if whole, err = checkAnswerHead(rd); err == nil {
 			err = resp.Header.Read(rd)
 		}
 		if err != nil && rd == br && isSmallBuffer(err) {
+			// A head larger than br's buffer: judged again, whole, on a
+			// reader that holds up to forward.MaxResponseHead (before,
+			// a bare LF beyond br's buffer went unseen and fasthttp's
+			// reader waited for the end of that head until the per-try
+			// timeout).
 			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
 			t.answer.CopyTo(&resp.Header)
-			if err = resp.Header.Read(rd); isSmallBuffer(err) {
-				err = forward.ErrAnswerHeadTooLarge
+			if whole, err = checkAnswerHead(rd); err == nil {
+				if err = resp.Header.Read(rd); isSmallBuffer(err) {
+					err = forward.ErrAnswerHeadTooLarge
+				}
 			}
+		}
+		if err != nil && whole && !forward.BadAnswer(err) {
+			// The whole head was read, so the parser's error is about its
+			// bytes: the upstream's bad answer, not a transport failure.
+			err = forward.AnswerParseError(err)
 		}
 		if err != nil {
 			hc.ReleaseReader(br)
@@ -223,21 +236,22 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 }
 
 // checkAnswerHead gives the verdict of forward.CheckHead on the answer
-// head at the start of rd, reading until the head is whole: a head with a
-// bare LF is forward.ErrAnswerBareLF (fasthttp's reader would wait for its
-// end until the deadline). A head larger than rd's buffer, or a read error,
-// is left to fasthttp's reader, which reports it.
-func checkAnswerHead(rd *bufio.Reader) error {
+// head at the start of rd, reading until the head is whole (whole: rd
+// holds it all): a head with a bare LF is forward.ErrAnswerBareLF
+// (fasthttp's reader would wait for its end until the deadline). A head
+// larger than rd's buffer, or a read error, is left to fasthttp's reader,
+// which reports it.
+func checkAnswerHead(rd *bufio.Reader) (whole bool, err error) {
 	for n := 1; ; {
 		if _, err := rd.Peek(n); err != nil {
-			return nil
+			return false, nil
 		}
 		b, _ := rd.Peek(rd.Buffered())
 		if end, refuse := forward.CheckHead(b); end >= 0 {
 			if refuse != "" {
-				return forward.ErrAnswerBareLF
+				return true, forward.ErrAnswerBareLF
 			}
-			return nil
+			return true, nil
 		}
 		n = len(b) + 1
 	}
@@ -261,8 +275,12 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 	cl := resp.Header.ContentLength()
 	if st := resp.StatusCode(); req.Header.IsHead() || resp.SkipBody || st < 200 || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
 		resp.SkipBody = true
+		// Bytes beyond the answer (a body after a 204 or a HEAD's answer,
+		// a second answer): the upstream is out of step with the requests
+		// on this connection, which is closed, as the loop closes it.
+		extra := br.Buffered() > 0
 		hc.ReleaseReader(br)
-		releaseConn(hc, cc, cut.disarm() || closeConn)
+		releaseConn(hc, cc, cut.disarm() || closeConn || extra)
 		return false, nil
 	}
 	if cl >= 0 && cl <= forward.BufferedBodyMax {
@@ -270,12 +288,13 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 		// as before streaming, so that a reset or a stall in it is still a
 		// failed attempt that can be retried.
 		err = resp.ReadBody(rd, 0)
+		extra := br.Buffered() > 0 // sent beyond its Content-Length: closed (above)
 		hc.ReleaseReader(br)
 		if gone := cut.disarm(); err != nil || gone {
 			closeAny(hc, cc)
 			return false, err
 		}
-		releaseConn(hc, cc, closeConn)
+		releaseConn(hc, cc, closeConn || extra)
 		return false, nil
 	}
 	// Stream it. A body delimited by the end of the connection (neither a
@@ -420,8 +439,11 @@ func (b *upstreamBody) release(discard bool) {
 		}
 	}
 	b.own.Reset() // closes the decoder, which returns it to fasthttp's pool
+	// Bytes read beyond the body's end: the upstream is out of step with
+	// this connection's requests (answerBody), closed.
+	extra := b.br.Buffered() > 0
 	b.hc.ReleaseReader(b.br)
-	releaseConn(b.hc, b.cc, discard || b.closeConn)
+	releaseConn(b.hc, b.cc, discard || b.closeConn || extra)
 	b.hc, b.cc, b.conn, b.br, b.body = nil, nil, nil, nil, nil
 	b.eof, b.closeConn, b.held = false, false, false
 	b.cut, b.ownCut = nil, false

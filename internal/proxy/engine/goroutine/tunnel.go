@@ -129,7 +129,8 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	e.transport.answer.CopyTo(&resp.Header)
 	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
 		resp.Reset()
-		ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		// In the proxy's words: fasthttp's quotes the upstream's bytes.
+		ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+forward.AnswerParseError(err).Error()+"\n", fasthttp.StatusBadGateway)
 		return
 	}
 	if req.Header.IsHead() || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {

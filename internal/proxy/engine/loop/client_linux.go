@@ -259,6 +259,7 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 	}
 	cl.c, cl.up, cl.target = c, up, target
 	c.call = cl
+	l.calls++ // for Engine.Calls
 	return data[need:], true
 }
 

@@ -20,6 +20,18 @@ type ClientState struct {
 // NumLoops is the number of loops.
 func (e *Engine) NumLoops() int { return len(e.loops) }
 
+// Calls is the number of calls the loops have started: the HTTP/1.1
+// requests they serve themselves, not those they hand off to the goroutine
+// engine (CONNECT tunnels, as gRPC clients behind HTTPS_PROXY open them;
+// h2c; HTTP/1.0; ...). It lags by the loops' current wake-ups.
+func (e *Engine) Calls() uint64 {
+	var n uint64
+	for _, l := range e.loops {
+		n += l.started.Load()
+	}
+	return n
+}
+
 // Clients is the state of every client connection, asked on each loop in
 // turn (a loop that does not answer within a second is skipped).
 func (e *Engine) Clients() []ClientState {

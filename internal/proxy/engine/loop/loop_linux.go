@@ -7,6 +7,7 @@ import (
 	"errors"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +54,12 @@ type evLoop struct {
 	stale    bool
 	// yielded is when the loop last yielded to the scheduler (yieldEvery).
 	yielded int64
+	// calls counts the calls this wake-up started (requests the loop
+	// serves itself, not those it hands off: CONNECT, h2c, ...); started
+	// adds them up once per wake-up, for other goroutines (Engine.Calls:
+	// the proxy's spare P follows the loops' HTTP/1.1 traffic).
+	calls   uint64
+	started atomic.Uint64
 	// alog is the loop's own access-log ring (nil: --access-log=off): its calls log there,
 	// sharing no cache line with the other loops.
 	alog *accesslog.Ring
@@ -134,6 +141,10 @@ func (l *evLoop) run() {
 		if err != nil {
 			l.f.Logger.Printf("event loop: %v", err)
 			return
+		}
+		if l.calls != 0 {
+			l.started.Add(l.calls)
+			l.calls = 0
 		}
 		// The same clock for the timers, not a second read (one costs ~4%
 		// of a bare wake-up, BenchmarkLoopClock): a timer that fell due
@@ -389,6 +400,7 @@ func (l *evLoop) render(m interface{ Write(*bufio.Writer) error }) error {
 // hand-offs of a P and 9,644 monitor wake-ups; with a yield every 5 ms: 165,
 // 57 and 1,545, and the proxy's CPU per request at a fixed 15,000 req/s
 // 16.9 -> 13.4 µs (docs/benchmarks.md, issue 25's h1perf section). The
-// spare P (proxy.spareProc) is only half of the cure: the monitor leaves a
-// P in a system call alone while another is idle, unless its tick is stale.
+// spare P (proxy.followSpareProc, there while the loops are busy) is only
+// half of the cure: the monitor leaves a P in a system call alone while
+// another is idle, unless its tick is stale.
 const yieldEvery = int64(5 * time.Millisecond)

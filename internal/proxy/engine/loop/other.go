@@ -36,6 +36,9 @@ type ClientState struct {
 // NumLoops is 0: no loops run here.
 func (*Engine) NumLoops() int { return 0 }
 
+// Calls is 0: no loops run here.
+func (*Engine) Calls() uint64 { return 0 }
+
 // Clients is empty: no loops run here.
 func (*Engine) Clients() []ClientState { return nil }
 

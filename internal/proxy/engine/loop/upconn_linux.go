@@ -187,7 +187,9 @@ func (uc *upConn) parse(data []byte) bool {
 			return true
 		}
 		if err := resp.Header.Read(l.parseAnswer.Reader(data[:end])); err != nil {
-			cl.failed(fmt.Errorf("error when reading response headers: %w", err))
+			// The whole head is here: a head the parser refuses is the
+			// upstream's bad answer, not a transport failure.
+			cl.failed(forward.AnswerParseError(err))
 			return true
 		}
 		skip, err := forward.Interim(resp.StatusCode(), uc.interim)
