@@ -6,11 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -27,15 +24,20 @@ import (
 type kindReader func(r Reader, m *Manifests, src Source, js []byte, tm *typeMeta) []error
 
 // readers are the kinds the graph reads, by "apiVersion kind".
-var readers = map[string]kindReader{
-	"apps/v1 Deployment":  workloadReader(func() runtime.Object { return &appsv1.Deployment{} }),
-	"apps/v1 StatefulSet": workloadReader(func() runtime.Object { return &appsv1.StatefulSet{} }),
-	"apps/v1 DaemonSet":   workloadReader(func() runtime.Object { return &appsv1.DaemonSet{} }),
-	"v1 Pod":              workloadReader(func() runtime.Object { return &corev1.Pod{} }),
-	"v1 Service":          Reader.service,         // services.go
-	"v1 Namespace":        Reader.namespaceObject, // cluster.go: labels for cluster policies; then the mesh Set
+// The kinds of workloads are workload.Kinds' rows (workloadReaders), the one table of them.
+var readers = workloadReaders(map[string]kindReader{
+	"v1 Service":   Reader.service,         // services.go
+	"v1 Namespace": Reader.namespaceObject, // cluster.go: labels for cluster policies; then the mesh Set
 	v1alpha1.GroupVersion.String() + " RetryPolicy":        Reader.policy,
 	v1alpha1.GroupVersion.String() + " ClusterRetryPolicy": Reader.clusterPolicy, // cluster.go
+})
+
+// workloadReaders adds to rs a workloadReader for every kind of workload.Kinds.
+func workloadReaders(rs map[string]kindReader) map[string]kindReader {
+	for _, k := range workload.Kinds {
+		rs[k.APIVersion()+" "+k.Kind] = workloadReader(k.New)
+	}
+	return rs
 }
 
 // meshKinds are the kinds of objects that carry mesh or gateway retries (counted as mesh objects
@@ -56,7 +58,7 @@ var meshRead = map[string]bool{
 
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
 var unreadKinds = map[string]string{
-	"CronJob": "CronJob", "Job": "Job", "Rollout": "Argo Rollout", "ReplicaSet": "ReplicaSet",
+	"Rollout": "Argo Rollout",
 }
 
 // readKind reads one object (not a List) by its kind.
@@ -166,8 +168,9 @@ func (r Reader) policy(m *Manifests, src Source, js []byte, tm *typeMeta) []erro
 	return nil
 }
 
-// workloadReader reads a Deployment, StatefulSet, DaemonSet or bare Pod (newObj makes the typed
-// object) into m.Workloads; a Pod a controller owns is counted, not read (its workload is).
+// workloadReader reads a workload of workload.Kinds (newObj makes the typed object) into
+// m.Workloads; a Pod, Job or ReplicaSet a controller owns is counted, not read (its workload,
+// the owner, is: workload.Covered).
 func workloadReader(newObj func() runtime.Object) kindReader {
 	return func(r Reader, m *Manifests, src Source, js []byte, tm *typeMeta) []error {
 		obj := newObj()
@@ -176,7 +179,7 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		}
 		w, ok := workload.FromObject(obj)
 		if !ok {
-			m.count(&m.Summary.Ignored, "Pod (owned)")
+			m.count(&m.Summary.Ignored, tm.Kind+" (owned)")
 			return nil
 		}
 		if err := r.named(src, js, tm); err != nil {

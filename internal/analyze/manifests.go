@@ -614,10 +614,16 @@ func (r Reader) ownAnnotations(m *Manifests, src Source, w workload.Workload, ow
 			m.warn(src, "%s: annotation %s is on both the %s's metadata (%q) and its pod template (%q): the pod template's wins", w, k, w.Kind, own[k], v)
 			continue
 		}
-		m.warn(src, "%s: annotation %s is on the %s's own metadata: read, but it belongs on the pod template (spec.template.metadata.annotations)", w, k, w.Kind)
+		m.warn(src, "%s: annotation %s is on the %s's own metadata: read, but it belongs on the pod template (%s.metadata.annotations)", w, k, w.Kind, templatePath(w.Kind))
 		out[k] = own[k]
 	}
 	return out
+}
+
+// templatePath is where kind's pod template is: "spec.jobTemplate.spec.template" for a CronJob.
+func templatePath(kind string) string {
+	k, _ := workload.KindOf(kind)
+	return k.TemplateField()
 }
 
 // ignored counts an object of a kind the graph does not read, and warns about retrycap
@@ -660,7 +666,7 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		return
 	}
 	keys := slices.Sorted(maps.Keys(found))
-	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets and bare Pods): not counted",
+	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted",
 		r.ident(tm), strings.Join(keys, ", "), what)
 }
 

@@ -179,11 +179,6 @@ func containsString(xs []string, s string) bool {
 	return false
 }
 
-// apiVersions of the kinds a patch names.
-var apiVersions = map[string]string{
-	workload.KindDeployment: "apps/v1", workload.KindStatefulSet: "apps/v1", workload.KindDaemonSet: "apps/v1", workload.KindPod: "v1",
-}
-
 // RenderPatch writes the combined fix as a stream of YAML documents, one merge patch per
 // object, each headed by a comment naming the object, where it was read and the old and new
 // values: usable as kustomize patches, or with kubectl patch. The value is written on the pod
@@ -231,8 +226,9 @@ func RenderPatch(w io.Writer, patches []Patch, notes []string) error {
 		if pt.Env != nil && pt.Workload.Kind == workload.KindPod {
 			b.WriteString("# a Pod's env cannot change in place: recreate the Pod with this value\n")
 		}
+		kind, _ := workload.KindOf(pt.Workload.Kind)
 		obj := map[string]any{
-			"apiVersion": apiVersions[pt.Workload.Kind],
+			"apiVersion": kind.APIVersion(),
 			"kind":       pt.Workload.Kind,
 			"metadata":   map[string]any{"name": pt.Workload.Name, "namespace": pt.Workload.Namespace},
 		}
@@ -257,7 +253,12 @@ func RenderPatch(w io.Writer, patches []Patch, notes []string) error {
 			if len(podSpec) > 0 {
 				tmpl["spec"] = podSpec
 			}
-			obj["spec"] = map[string]any{"template": tmpl}
+			// Nested along the kind's template path (a CronJob's is spec.jobTemplate.spec.template).
+			var v any = tmpl
+			for i := len(kind.TemplatePath) - 1; i >= 1; i-- {
+				v = map[string]any{kind.TemplatePath[i]: v}
+			}
+			obj[kind.TemplatePath[0]] = v
 		}
 		out, err := yaml.Marshal(obj)
 		if err != nil {

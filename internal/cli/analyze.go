@@ -24,7 +24,8 @@ func NewAnalyzeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "analyze (-f PATH | -k DIR)...",
 		Short: "Check manifests offline: amplification per RetryPolicy, worst paths, violations and fixes",
-		Long: `analyze reads Deployments, StatefulSets, DaemonSets, bare Pods, Services and RetryPolicies
+		Long: `analyze reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets, bare Pods,
+Services and RetryPolicies (a Pod, Job or ReplicaSet a controller owns is covered by its owner)
 (also inside any List, such as apps/v1 DeploymentList) from files, directories (*.yaml, *.yml,
 *.json; only the files directly in them unless -R, as kubectl -f), kustomizations (-k DIR, built
 as kustomize build does: in process in the retrycap CLI, by kubectl kustomize in the plugin) or "-" (stdin), multi-document YAML or JSON, and prints first what it

@@ -29,8 +29,8 @@ func NewGraphCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graph [POLICY] [-n NAMESPACE | -A]",
 		Short: "Show the live call graph of each RetryPolicy: the attempts on every edge, the worst path marked",
-		Long: `graph reads the RetryPolicies, the workloads (Deployments, StatefulSets, DaemonSets and bare
-Pods) and the Services of a namespace from the cluster and prints each policy's graph, computed exactly as the
+		Long: `graph reads the RetryPolicies, the workloads (Deployments, StatefulSets, DaemonSets, CronJobs,
+Jobs and ReplicaSets no controller owns, and bare Pods) and the Services of a namespace from the cluster and prints each policy's graph, computed exactly as the
 controller computes its status: as a tree from the entrypoints with the attempts on each edge
 ("-x3->") and the worst path marked "*", or as JSON, Graphviz DOT or Mermaid.
 
@@ -43,7 +43,7 @@ The ClusterRetryPolicies that select the namespace (with -A: every one) are show
 every namespace it selects, nodes named "name.namespace"; POLICY names either kind (a
 RetryPolicy of the namespace and a ClusterRetryPolicy of that name that selects it are both shown).
 It needs get/list on retrypolicies, clusterretrypolicies, namespaces, deployments, statefulsets,
-daemonsets, pods and services.
+daemonsets, replicasets, jobs, cronjobs, pods and services.
 
 Exit status: 0 when every policy shown is within its cap; 1 when one is over its cap or has a
 retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,

@@ -42,7 +42,8 @@ const conflictRetry = 100 * time.Millisecond
 // events are created (and patched, for the events.k8s.io series of a repeated event).
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies/status,verbs=get;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -30,8 +30,8 @@ type Input struct {
 	Incoming workload.Workload
 	// Old is the stored object on an update; nil on a create.
 	Old *workload.Workload
-	// ObjectAnnotations are the annotations on a Deployment's, StatefulSet's or DaemonSet's own
-	// metadata (Incoming holds its pod template's, which is what retrycap reads); nil for a Pod.
+	// ObjectAnnotations are the annotations on a templated workload's own metadata (a
+	// Deployment's, a CronJob's: workload.Kinds) (Incoming holds its pod template's, which is what retrycap reads); nil for a Pod.
 	ObjectAnnotations map[string]string
 	// Mesh is the mesh retry layers the graphs count (the manager's meshwatch.Watcher.Set; nil:
 	// none, only the applications' attempts). A prepared graph built with another Set is not
@@ -382,8 +382,9 @@ func misplacedAnnotations(in Input) []string {
 		if tv, tok := in.Incoming.Annotations.Lookup(k); tok && tv == v {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s: annotation %s=%q is on the %s's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations",
-			in.Incoming, k, v, in.Incoming.Kind))
+		kind, _ := workload.KindOf(in.Incoming.Kind)
+		out = append(out, fmt.Sprintf("%s: annotation %s=%q is on the %s's own metadata, which retrycap does not read; put it on %s.metadata.annotations",
+			in.Incoming, k, v, in.Incoming.Kind, kind.TemplateField()))
 	}
 	return out
 }

@@ -178,6 +178,13 @@ func TestDecideInjectAndMisplacedAnnotations(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Decide = %+v\nwant %+v", got, want)
 	}
+	// A CronJob's pod template is spec.jobTemplate.spec.template: the warning names that path.
+	cj := workloadtest.Deployment("nightly", "payment=1")
+	cj.Kind = workload.KindCronJob
+	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})}, Incoming: cj, ObjectAnnotations: map[string]string{annotations.Upstreams: "payment=9"}})
+	if want := []string{`CronJob shop/nightly: annotation retrycap.dev/upstreams="payment=9" is on the CronJob's own metadata, which retrycap does not read; put it on spec.jobTemplate.spec.template.metadata.annotations`}; !got.Allowed || !reflect.DeepEqual(got.Warnings, want) {
+		t.Fatalf("CronJob with a misplaced annotation: %+v", got)
+	}
 	// Also with a denial, and when no policy selects the workload.
 	over := workloadtest.Deployment("order", "payment=3")
 	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("checkout", 4, v1alpha1.EnforcementReject, nil)}, Source: workloads(shopWorkloads()), Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"unique"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,8 +15,9 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// CachedWorkload is how the manager's cache holds a Deployment, StatefulSet or DaemonSet
-// (TrimForCache returns one): the workload's kind and key and its pod template's labels and the
+// CachedWorkload is how the manager's cache holds a templated workload of workload.Kinds (a
+// Deployment, StatefulSet, DaemonSet, CronJob, or a Job or ReplicaSet no controller owns:
+// TrimForCache returns one): the workload's kind and key and its pod template's labels and the
 // annotations retrycap reads (KeepTemplateAnnotation), nothing else. A typed appsv1.Deployment
 // is 1,232 bytes even with an empty spec: at 20,000 workloads that struct alone was a third of
 // the manager's live heap; this one is 96 (and its labels and annotations as workload.Pairs).
@@ -31,7 +31,7 @@ import (
 // *kubeobj.CachedWorkload" error instead of returning a hollow object. The informer needs only
 // the object's key (meta.Accessor: GetObjectMeta), which this type provides.
 type CachedWorkload struct {
-	// Kind is workload.KindDeployment, KindStatefulSet or KindDaemonSet.
+	// Kind is a templated kind of workload.Kinds (workload.KindDeployment, ..., KindCronJob).
 	Kind string
 	// Namespace and Name are the key (no uid or resourceVersion: nothing reads them, and the
 	// informer keeps its own resourceVersion).
@@ -66,9 +66,35 @@ func (c *CachedWorkload) Workload() workload.Workload {
 	return w
 }
 
-// GetObjectKind is runtime.Object's: the kind's apps/v1 group version.
-func (c *CachedWorkload) GetObjectKind() schema.ObjectKind {
-	return &metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: c.Kind}
+// GetObjectKind is runtime.Object's: the kind and its group version (workload.Kinds).
+func (c *CachedWorkload) GetObjectKind() schema.ObjectKind { return typeMetaOf(c.Kind) }
+
+func typeMetaOf(kind string) *metav1.TypeMeta {
+	k, _ := workload.KindOf(kind)
+	return &metav1.TypeMeta{APIVersion: k.APIVersion(), Kind: kind}
+}
+
+// OwnedObject is how the manager's cache holds a Job or ReplicaSet a controller owns
+// (TrimForCache): its key alone, no workload (WorkloadOf reads it as none). Its owner (the
+// CronJob, the Deployment) is the workload; the informer still needs the object to follow its
+// lifecycle (adopted, orphaned, deleted).
+type OwnedObject struct {
+	// Kind is workload.KindJob or KindReplicaSet.
+	Kind, Namespace, Name string
+}
+
+// GetObjectKind is runtime.Object's.
+func (o *OwnedObject) GetObjectKind() schema.ObjectKind { return typeMetaOf(o.Kind) }
+
+// DeepCopyObject is runtime.Object's.
+func (o *OwnedObject) DeepCopyObject() runtime.Object {
+	out := *o
+	return &out
+}
+
+// GetObjectMeta is metav1.ObjectMetaAccessor's: the key, as CachedWorkload's.
+func (o *OwnedObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name}
 }
 
 // DeepCopyObject is runtime.Object's. The pairs are immutable: shared.

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,17 +28,24 @@ func PodMetadataList() *metav1.PartialObjectMetadataList {
 	return l
 }
 
-// WatchedKinds are the objects workloads come from, as informers are asked for them:
-// Deployments, StatefulSets and DaemonSets (which TrimForCache stores as CachedWorkload), Pods as
-// metadata.
+// WatchedKinds are the objects workloads come from, as informers are asked for them: every
+// templated kind of workload.Kinds (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs,
+// CronJobs: which TrimForCache stores as CachedWorkload, or as an OwnedObject when a controller
+// owns a ReplicaSet or Job), Pods as metadata.
 func WatchedKinds() []client.Object {
-	return []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}, PodMetadata()}
+	var out []client.Object
+	for _, k := range workload.Kinds {
+		if k.TemplatePath != nil {
+			out = append(out, k.New().(client.Object))
+		}
+	}
+	return append(out, PodMetadata())
 }
 
-// WorkloadOf reads a watched object as a workload: a Deployment, StatefulSet or DaemonSet (as the
-// cache holds it, CachedWorkload, or whole), or a
-// Pod (whole or metadata-only) without a controller ownerReference; false for anything else (a
-// Pod a controller owns: its workload is the controller's). An informer's tombstone
+// WorkloadOf reads a watched object as a workload: a templated kind of workload.Kinds (as the
+// cache holds it, CachedWorkload, or whole), or a Pod (whole or metadata-only) without a
+// controller ownerReference; false for anything else (an OwnedObject, a Pod, Job or ReplicaSet a
+// controller owns: its workload is the controller's). An informer's tombstone
 // (DeletedFinalStateUnknown) is unwrapped.
 func WorkloadOf(obj any) (workload.Workload, bool) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -46,48 +54,45 @@ func WorkloadOf(obj any) (workload.Workload, bool) {
 	switch o := obj.(type) {
 	case *CachedWorkload:
 		return o.Workload(), true
+	case *OwnedObject:
+		return workload.Workload{}, false
 	case *metav1.PartialObjectMetadata:
 		return workload.FromObject(&corev1.Pod{ObjectMeta: o.ObjectMeta})
-	case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet, *corev1.Pod:
-		return workload.FromObject(o.(client.Object))
+	case runtime.Object:
+		return workload.FromObject(o)
 	}
 	return workload.Workload{}, false
 }
 
-// ListWorkloads lists the Deployments, StatefulSets, DaemonSets and bare Pods of namespace ns
-// (every namespace when ns is "") as the shared builder's workloads, in that order of kinds. r
-// is the manager's cache (read without deep copies: nothing here is modified, and a copy of
-// thousands of Deployments per call would dominate the cost) or a direct client in the CLI.
+// ListWorkloads lists the workloads of namespace ns (every namespace when ns is "") as the
+// shared builder's workloads: each templated kind of workload.Kinds in the table's order, then
+// the bare Pods. r is the manager's cache (read without deep copies: nothing here is modified,
+// and a copy of thousands of Deployments per call would dominate the cost) or a direct client in
+// the CLI.
 func ListWorkloads(ctx context.Context, r client.Reader, ns string) ([]workload.Workload, error) {
 	opts := []client.ListOption{client.InNamespace(ns), client.UnsafeDisableDeepCopy}
-	var deps appsv1.DeploymentList
-	if err := r.List(ctx, &deps, opts...); err != nil {
-		return nil, fmt.Errorf("listing Deployments in namespace %q: %w", ns, err)
-	}
-	var sts appsv1.StatefulSetList
-	if err := r.List(ctx, &sts, opts...); err != nil {
-		return nil, fmt.Errorf("listing StatefulSets in namespace %q: %w", ns, err)
-	}
-	var dss appsv1.DaemonSetList
-	if err := r.List(ctx, &dss, opts...); err != nil {
-		return nil, fmt.Errorf("listing DaemonSets in namespace %q: %w", ns, err)
+	var out []workload.Workload
+	for _, k := range workload.Kinds {
+		if k.TemplatePath == nil {
+			continue
+		}
+		list := k.NewList().(client.ObjectList)
+		if err := r.List(ctx, list, opts...); err != nil {
+			return nil, fmt.Errorf("listing %ss in namespace %q: %w", k.Kind, ns, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, fmt.Errorf("reading the %s list: %w", k.Kind, err)
+		}
+		for _, it := range items {
+			if w, ok := workload.FromObject(it); ok {
+				out = append(out, w)
+			}
+		}
 	}
 	pods := PodMetadataList()
 	if err := r.List(ctx, pods, opts...); err != nil {
 		return nil, fmt.Errorf("listing Pods in namespace %q: %w", ns, err)
-	}
-	out := make([]workload.Workload, 0, len(deps.Items)+len(sts.Items)+len(dss.Items)+len(pods.Items))
-	for i := range deps.Items {
-		w, _ := workload.FromObject(&deps.Items[i])
-		out = append(out, w)
-	}
-	for i := range sts.Items {
-		w, _ := workload.FromObject(&sts.Items[i])
-		out = append(out, w)
-	}
-	for i := range dss.Items {
-		w, _ := workload.FromObject(&dss.Items[i])
-		out = append(out, w)
 	}
 	for i := range pods.Items {
 		if w, ok := WorkloadOf(&pods.Items[i]); ok {

@@ -1,6 +1,7 @@
-// Package kubeobj reads workloads out of Kubernetes objects: the one adapter from a Deployment,
-// StatefulSet, DaemonSet or Pod (whole, metadata-only, or an informer's tombstone) to a
-// workload.Workload, the list of kinds that carry workloads, and the lister that reads a
+// Package kubeobj reads workloads out of Kubernetes objects: the one adapter from an object of
+// workload.Kinds (a Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob or Pod: whole,
+// as the cache holds it, metadata-only, or an informer's tombstone) to a workload.Workload, the
+// informers that carry workloads, and the lister that reads a
 // namespace's workloads from the manager's cache (or from a direct client, in the CLI).
 //
 // The controller, the workload gate and the pod injector all read workloads through it, so they

@@ -1,9 +1,9 @@
 package kubeobj
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +24,8 @@ func CacheOptions() cache.Options {
 	return cache.Options{DefaultTransform: TrimForCache}
 }
 
-// TrimForCache is the manager's cache transform. A Deployment, StatefulSet or DaemonSet is
+// TrimForCache is the manager's cache transform. A templated workload (workload.Kinds: a
+// Deployment, StatefulSet, DaemonSet, CronJob, or a Job or ReplicaSet no controller owns) is
 // replaced by a CachedWorkload: its kind, namespace and name, its pod
 // template's labels (keys and values interned) and the template annotations retrycap reads
 // (KeepTemplateAnnotation); no spec, no status, no metadata of its own: >98% of a realistic
@@ -35,17 +36,23 @@ func CacheOptions() cache.Options {
 // cluster Pods outnumber workloads (replicas) with labels and annotations of their own. Any
 // other object (a bare Pod's metadata, Namespaces, RetryPolicies) keeps its content without
 // managedFields and last-applied-configuration. A cached workload is therefore not an object
-// of the API: retrycap reads workloads only through the workload index (WorkloadOf), never
-// writes one back from its cache.
+// of the API. A Job or ReplicaSet a controller owns (a CronJob's Job, a Deployment's
+// ReplicaSet: workload.Covered) is replaced by an OwnedObject, its key alone: clusters hold ten
+// ReplicaSets per Deployment (revisionHistoryLimit) and a Job per CronJob run, none of them a
+// workload of its own. Whether a controller owns it is decided here, once: ownerReferences
+// are not kept. A cached workload is therefore not an object of the API: retrycap reads
+// workloads only through the workload index (WorkloadOf), never writes one back from its cache.
 func TrimForCache(in any) (any, error) {
+	if obj, ok := in.(runtime.Object); ok {
+		if kind, meta, tmpl, ok := workload.TemplateOf(obj); ok {
+			if workload.Covered(kind, meta) {
+				return &OwnedObject{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name}, nil
+			}
+			return cachedWorkload(kind, *meta, tmpl), nil
+		}
+	}
 	switch o := in.(type) {
-	case *appsv1.Deployment:
-		return cachedWorkload(workload.KindDeployment, o.ObjectMeta, &o.Spec.Template), nil
-	case *appsv1.StatefulSet:
-		return cachedWorkload(workload.KindStatefulSet, o.ObjectMeta, &o.Spec.Template), nil
-	case *appsv1.DaemonSet:
-		return cachedWorkload(workload.KindDaemonSet, o.ObjectMeta, &o.Spec.Template), nil
-	case *CachedWorkload:
+	case *CachedWorkload, *OwnedObject:
 		return o, nil
 	case *corev1.Service:
 		return ServiceTransform(o)

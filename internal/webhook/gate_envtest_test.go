@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -463,6 +464,35 @@ var _ = Describe("failure policy while the manager is down", Ordered, func() {
 		err := k8sClient.Create(ctx, bare)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring(`failed calling webhook "gate.retrycap.dev"`))
+
+		// A Deployment's rollout (its ReplicaSet) and a CronJob's run (its Job) carry the
+		// owner's template, annotations included: never sent, so never blocked.
+		ctrlRef := func(apiVersion, kind, name string) []metav1.OwnerReference {
+			return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: "00000000-0000-0000-0000-000000000002", Controller: ptrTo(true)}}
+		}
+		rsTmpl := jobsTemplate("web", "order=3")
+		rsTmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "down-gate", Name: "web-5d9c7", OwnerReferences: ctrlRef("apps/v1", "Deployment", "web")},
+			Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: rsTmpl.Labels}, Template: rsTmpl}}
+		Expect(k8sClient.Create(ctx, rs)).To(Succeed())
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "down-gate", Name: "nightly-29000000", OwnerReferences: ctrlRef("batch/v1", "CronJob", "nightly")},
+			Spec: batchv1.JobSpec{Template: jobsTemplate("nightly", "order=3")}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		// A CronJob without retrycap annotations is not sent; one with them on its job template
+		// (or on its own metadata) is.
+		plain := nightlyCronJob("down-gate", "")
+		plain.Spec.JobTemplate.Spec.Template.Annotations = nil
+		Expect(k8sClient.Create(ctx, plain)).To(Succeed())
+		for _, cj := range []*batchv1.CronJob{nightlyCronJob("down-gate", "order=3"), nightlyCronJob("down-gate", "")} {
+			cj.Name = "annotated"
+			if cj.Spec.JobTemplate.Spec.Template.Annotations[annotations.Upstreams] == "" {
+				cj.Spec.JobTemplate.Spec.Template.Annotations = nil
+				cj.Annotations = map[string]string{annotations.Upstreams: "order=3"}
+			}
+			err = k8sClient.Create(ctx, cj)
+			Expect(err).To(HaveOccurred())
+			Expect(err.Error()).To(ContainSubstring(`failed calling webhook "gate.retrycap.dev"`))
+		}
 	})
 
 	It("injector, failurePolicy Ignore (shipped): the pod is admitted without the proxy", func() {

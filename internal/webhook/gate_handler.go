@@ -11,10 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -154,12 +152,15 @@ func verdictResponse(allowed bool, message string, warnings []string, patch []js
 // annotationPatch sets the two annotations and nothing else. A JSON patch of just these paths,
 // rather than a diff against a re-marshalled typed object, so that fields this build of
 // retrycap does not know are never dropped. The upstreams annotation exists (it was rewritten),
-// so the annotations map exists too.
+// so the annotations map exists too. The path is the kind's pod template's
+// (workload.KindInfo.TemplatePointer: a CronJob's is under spec.jobTemplate.spec.template); nil
+// for a kind retrycap does not read (the gate never rewrites one).
 func annotationPatch(kind string, rw *gate.Rewrite) []jsonpatch.JsonPatchOperation {
-	base := "/spec/template/metadata/annotations/"
-	if kind == workload.KindPod {
-		base = "/metadata/annotations/"
+	k, ok := workload.KindOf(kind)
+	if !ok {
+		return nil
 	}
+	base := k.TemplatePointer() + "/annotations/"
 	return []jsonpatch.JsonPatchOperation{
 		{Operation: "replace", Path: base + escapeJSONPointer(annotations.Upstreams), Value: rw.Upstreams},
 		// "add" on an object member replaces an existing value.
@@ -184,11 +185,32 @@ type objectMetaOnly struct {
 type templated struct {
 	Metadata metav1.ObjectMeta `json:"metadata"`
 	Spec     struct {
-		Template struct {
-			Metadata metav1.ObjectMeta `json:"metadata"`
-			Spec     podSpecLite       `json:"spec"`
-		} `json:"template"`
+		Template templateLite `json:"template"`
+		// JobTemplate is a CronJob's: its pod template is spec.jobTemplate.spec.template.
+		JobTemplate struct {
+			Spec struct {
+				Template templateLite `json:"template"`
+			} `json:"spec"`
+		} `json:"jobTemplate"`
 	} `json:"spec"`
+}
+
+type templateLite struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     podSpecLite       `json:"spec"`
+}
+
+// template is the pod template at kind's path (workload.KindInfo.TemplatePath); an error for a
+// path templated cannot hold (a row added to workload.Kinds without its decoding here).
+func (t *templated) template(k workload.KindInfo) (*templateLite, error) {
+	switch p := strings.Join(k.TemplatePath, "."); p {
+	case "spec.template":
+		return &t.Spec.Template, nil
+	case "spec.jobTemplate.spec.template":
+		return &t.Spec.JobTemplate.Spec.Template, nil
+	default:
+		return nil, fmt.Errorf("retrycap gate: no decoding of a %s's pod template at %s", k.Kind, p)
+	}
 }
 
 type containerLite struct {
@@ -213,52 +235,37 @@ func (p podSpecLite) podSpec() corev1.PodSpec {
 	return corev1.PodSpec{InitContainers: conv(p.InitContainers), Containers: conv(p.Containers)}
 }
 
-// decodeWorkload reads the workload of a raw admission object through workload.FromObject (the
-// one place that says what a workload is), and the annotations of a templated workload's own
-// metadata; false for a Pod a controller owns, or any other kind.
+// decodeWorkload reads the workload of a raw admission object, of a kind of workload.Kinds, through
+// workload.FromTemplate or FromObject (the one place that says what a workload is: a Job or
+// ReplicaSet a controller owns is not one), and the annotations of a templated workload's own
+// metadata; false for such an owned object, or any other kind.
 func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload, map[string]string, bool, error) {
 	if len(raw) == 0 {
 		return workload.Workload{}, nil, false, fmt.Errorf("the request carries no object")
 	}
-	var objAnn map[string]string
-	var obj runtime.Object
-	switch {
-	case gvk.Group == "" && gvk.Kind == workload.KindPod:
+	k, ok := workload.KindOfGroup(gvk.Group, gvk.Kind)
+	if !ok {
+		return workload.Workload{}, nil, false, nil
+	}
+	if k.TemplatePath == nil {
 		var m objectMetaOnly
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return workload.Workload{}, nil, false, err
 		}
-		obj = &corev1.Pod{ObjectMeta: m.Metadata, Spec: m.Spec.podSpec()}
-	case gvk.Group == "apps":
-		var t templated
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return workload.Workload{}, nil, false, err
-		}
-		objAnn = t.Metadata.Annotations
-		switch gvk.Kind {
-		case workload.KindDeployment:
-			d := &appsv1.Deployment{ObjectMeta: t.Metadata}
-			d.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
-			d.Spec.Template.Spec = t.Spec.Template.Spec.podSpec()
-			obj = d
-		case workload.KindStatefulSet:
-			s := &appsv1.StatefulSet{ObjectMeta: t.Metadata}
-			s.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
-			s.Spec.Template.Spec = t.Spec.Template.Spec.podSpec()
-			obj = s
-		case workload.KindDaemonSet:
-			s := &appsv1.DaemonSet{ObjectMeta: t.Metadata}
-			s.Spec.Template.ObjectMeta = t.Spec.Template.Metadata
-			s.Spec.Template.Spec = t.Spec.Template.Spec.podSpec()
-			obj = s
-		default:
-			return workload.Workload{}, nil, false, nil
-		}
-	default:
-		return workload.Workload{}, nil, false, nil
+		w, ok := workload.FromObject(&corev1.Pod{ObjectMeta: m.Metadata, Spec: m.Spec.podSpec()})
+		return w, nil, ok, nil
 	}
-	w, ok := workload.FromObject(obj)
-	return w, objAnn, ok, nil
+	var t templated
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return workload.Workload{}, nil, false, err
+	}
+	tmpl, err := t.template(k)
+	if err != nil {
+		return workload.Workload{}, nil, false, err
+	}
+	spec := tmpl.Spec.podSpec()
+	w, ok := workload.FromTemplate(k.Kind, t.Metadata, tmpl.Metadata, &spec)
+	return w, t.Metadata.Annotations, ok, nil
 }
 
 // fillIdentity completes what a create may leave out of the object: its namespace (taken from

@@ -50,7 +50,8 @@ type PodInjectorOptions struct {
 // its cache and records skips as events.
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies;clusterretrypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces;pods;services,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // PodInjector is the admission.Handler of the pod injector (PodInjectorPath, pod CREATE): it

@@ -58,11 +58,13 @@ type Webhooks struct {
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies;clusterretrypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces;pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch
 
 // SetupWithManager registers the workload gate at GatePath and the RetryPolicy validator at
 // PolicyValidatorPath on the manager's webhook server, and the informers they read (Deployments,
-// StatefulSets, DaemonSets, Pod metadata, Services, Namespace metadata, RetryPolicies,
+// StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs (kubeobj.WatchedKinds), Pod metadata,
+// Services, Namespace metadata, RetryPolicies,
 // ClusterRetryPolicies) on its cache.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	log := mgr.GetLogger().WithName("webhooks")

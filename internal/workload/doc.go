@@ -1,4 +1,5 @@
-// Package workload reads Kubernetes objects (Deployments, StatefulSets, DaemonSets, bare Pods)
+// Package workload reads Kubernetes objects (the workloads of Kinds: Deployments, StatefulSets,
+// DaemonSets, CronJobs, Jobs and ReplicaSets no controller owns, bare Pods)
 // and a policy into the graph of that policy: which workloads it selects, their service names,
 // their upstreams (with the policy's default attempts and names normalised), and the
 // entrypoints. The controller, the admission webhooks and the CLI all use this one builder, so

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,14 +17,6 @@ import (
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/mesh"
-)
-
-// Kinds of workloads.
-const (
-	KindDeployment  = "Deployment"
-	KindStatefulSet = "StatefulSet"
-	KindDaemonSet   = "DaemonSet"
-	KindPod         = "Pod"
 )
 
 // Workload is what the graph needs from one workload: its identity and its pod template's labels
@@ -80,19 +71,16 @@ func (w Workload) String() string { return w.Kind + " " + w.Namespace + "/" + w.
 // Key identifies a workload across versions (Kind, Namespace, Name).
 func (w Workload) Key() string { return w.Kind + "/" + w.Namespace + "/" + w.Name }
 
-// FromObject reads a Deployment, StatefulSet, DaemonSet or bare Pod. It returns false for any
-// other object, and for Pods a controller owns (ReplicaSet, StatefulSet, DaemonSet, Job, ...):
-// those are covered by their workload.
+// FromObject reads a workload of Kinds: a Deployment, StatefulSet, DaemonSet, CronJob, a Job or
+// ReplicaSet no controller owns, or a bare Pod. It returns false for any other object, and for
+// the Pods, Jobs and ReplicaSets a controller owns (a Deployment's ReplicaSet, a CronJob's Job,
+// any controller's Pod): those are covered by their owner (KindInfo.OwnedIsCovered).
 func FromObject(obj runtime.Object) (Workload, bool) {
-	switch o := obj.(type) {
-	case *appsv1.Deployment:
-		return fromTemplate(KindDeployment, o.ObjectMeta, o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec), true
-	case *appsv1.StatefulSet:
-		return fromTemplate(KindStatefulSet, o.ObjectMeta, o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec), true
-	case *appsv1.DaemonSet:
-		return fromTemplate(KindDaemonSet, o.ObjectMeta, o.Spec.Template.ObjectMeta, &o.Spec.Template.Spec), true
-	case *corev1.Pod:
-		if metav1.GetControllerOf(o) != nil {
+	if kind, meta, tmpl, ok := TemplateOf(obj); ok {
+		return FromTemplate(kind, *meta, tmpl.ObjectMeta, &tmpl.Spec)
+	}
+	if o, ok := obj.(*corev1.Pod); ok {
+		if Covered(KindPod, o) {
 			return Workload{}, false
 		}
 		return fromTemplate(KindPod, o.ObjectMeta, o.ObjectMeta, &o.Spec), true

@@ -48,7 +48,17 @@ func TestFromObject(t *testing.T) {
 		{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "x", Labels: tmpl.Labels, Annotations: tmpl.Annotations}}, true, KindPod},
 		{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "x", Labels: tmpl.Labels, OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "x-1", Controller: &ctrl}}}}, false, ""},
 		{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "x", Labels: tmpl.Labels, Annotations: tmpl.Annotations, OwnerReferences: []metav1.OwnerReference{{Kind: "ConfigMap", Name: "c"}}}}, true, KindPod},
-		{&batchv1.Job{ObjectMeta: meta}, false, ""},
+		{&batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Template: tmpl}}, true, KindJob},
+		{&batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, true, KindCronJob},
+		{&appsv1.ReplicaSet{ObjectMeta: meta, Spec: appsv1.ReplicaSetSpec{Template: tmpl}}, true, KindReplicaSet},
+		// Covered by their controller: a CronJob's Job, a Deployment's ReplicaSet.
+		{&batchv1.Job{ObjectMeta: owned(meta, "CronJob"), Spec: batchv1.JobSpec{Template: tmpl}}, false, ""},
+		{&appsv1.ReplicaSet{ObjectMeta: owned(meta, "Deployment"), Spec: appsv1.ReplicaSetSpec{Template: tmpl}}, false, ""},
+		// A non-controller owner does not cover; a controller above a Deployment or CronJob does
+		// not either (no kind retrycap reads stands above them).
+		{&batchv1.Job{ObjectMeta: withOwner(meta, metav1.OwnerReference{Kind: "ConfigMap", Name: "c"}), Spec: batchv1.JobSpec{Template: tmpl}}, true, KindJob},
+		{&batchv1.CronJob{ObjectMeta: owned(meta, "Backup"), Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}, true, KindCronJob},
+		{&appsv1.Deployment{ObjectMeta: owned(meta, "Application"), Spec: appsv1.DeploymentSpec{Template: tmpl}}, true, KindDeployment},
 		{&corev1.Service{ObjectMeta: meta}, false, ""},
 	}
 	for _, tt := range tests {
@@ -64,6 +74,16 @@ func TestFromObject(t *testing.T) {
 			t.Fatalf("%T: %+v", tt.obj, w)
 		}
 	}
+}
+
+func withOwner(m metav1.ObjectMeta, r metav1.OwnerReference) metav1.ObjectMeta {
+	m.OwnerReferences = []metav1.OwnerReference{r}
+	return m
+}
+
+func owned(m metav1.ObjectMeta, kind string) metav1.ObjectMeta {
+	ctrl := true
+	return withOwner(m, metav1.OwnerReference{Kind: kind, Name: "owner", Controller: &ctrl})
 }
 
 func TestServiceName(t *testing.T) {

@@ -103,6 +103,7 @@ func TestDefaultInstall(t *testing.T) {
 			{"", "pods", "list"}, {"", "pods", "watch"}, {"", "namespaces", "list"}, {"", "namespaces", "watch"},
 			{"", "services", "list"}, {"", "services", "watch"},
 			{"apps", "deployments", "watch"}, {"apps", "statefulsets", "watch"}, {"apps", "daemonsets", "watch"},
+			{"apps", "replicasets", "watch"}, {"batch", "jobs", "watch"}, {"batch", "cronjobs", "watch"},
 			{"events.k8s.io", "events", "create"}, {"events.k8s.io", "events", "patch"},
 		} {
 			if !allows(role.Rules, need.group, need.resource, need.verb) {
