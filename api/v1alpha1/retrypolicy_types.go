@@ -28,7 +28,10 @@ const (
 	ReasonCapExceeded       = "CapExceeded"
 	ReasonRetryCycle        = "RetryCycle"
 	ReasonInvalidAnnotation = "InvalidAnnotation"
-	ReasonReconciled        = "Reconciled"
+	// ReasonInvalidEnv (WithinCap False): a selected workload's container environment that the
+	// graph reads (AWS_MAX_ATTEMPTS) is not a value its SDK accepts.
+	ReasonInvalidEnv = "InvalidEnv"
+	ReasonReconciled = "Reconciled"
 	// ReasonNothingSelected (WithinCap Unknown): the policy selects no workload.
 	ReasonNothingSelected = "NothingSelected"
 	// ReasonNoUpstreamsDeclared (WithinCap Unknown): no selected workload declares
@@ -66,8 +69,9 @@ type RetryPolicySpec struct {
 	// violation, refused at admission like one over maxAmplification. Unset: the worst time is
 	// reported, not checked.
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
 	// +optional
 	MaxTimeToAnswer *metav1.Duration `json:"maxTimeToAnswer,omitempty"`
 
@@ -166,8 +170,9 @@ type RetrySettings struct {
 	// PerTryTimeout bounds each attempt.
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
 	// +optional
 	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
 
@@ -211,21 +216,23 @@ type RetrySettings struct {
 }
 
 // Backoff is exponential backoff with full jitter.
-// +kubebuilder:validation:XValidation:rule="!has(self.base) || !has(self.max) || duration(self.base) <= duration(self.max)",message="base must not exceed max",fieldPath=".base"
+// +kubebuilder:validation:XValidation:rule="!has(self.base) || !has(self.max) || !self.base.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') || !self.max.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') || duration(self.base) <= duration(self.max)",message="base must not exceed max",fieldPath=".base"
 type Backoff struct {
 	// Base is the backoff before the first retry, before jitter.
 	// +kubebuilder:default="100ms"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
 	// +optional
 	Base *metav1.Duration `json:"base,omitempty"`
 
 	// Max caps the backoff, before jitter.
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
 	// +optional
 	Max *metav1.Duration `json:"max,omitempty"`
 }
@@ -250,8 +257,9 @@ type RetryBudget struct {
 	// Window is the period over which requests and retries are counted.
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('60s')",message="must be between 1s and 60s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1s') && duration(self) <= duration('60s')",message="must be between 1s and 60s"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 }
@@ -269,16 +277,18 @@ type CircuitBreaker struct {
 	// Window is the period over which failures are counted.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 
 	// OpenFor is how long an open breaker fails calls before it lets a probe through.
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
 	// +optional
 	OpenFor *metav1.Duration `json:"openFor,omitempty"`
 }

@@ -169,6 +169,14 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"window-too-long", `{maxAmplification: 4, budget: {window: 2m}}`, "spec.budget.window", metav1.CauseTypeFieldValueInvalid, `must be between 1s and 60s`},
 		{"breaker-zero", `{maxAmplification: 4, circuitBreaker: {failures: 0}}`, "spec.circuitBreaker.failures", metav1.CauseTypeFieldValueInvalid, `greater than or equal to 1`},
 		{"open-negative", `{maxAmplification: 4, circuitBreaker: {openFor: -1s}}`, "spec.circuitBreaker.openFor", metav1.CauseTypeFieldValueInvalid, `should match`},
+		// Past Go's and CEL's largest duration: before, the CEL conversion failed and the API
+		// server answered `Invalid value: "string": type conversion error ...`.
+		{"max-time-overflow", `{maxAmplification: 4, maxTimeToAnswer: 99999999999h}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999h": must be a positive duration of 1 to 5 parts`},
+		{"timeout-overflow", `{maxAmplification: 4, retry: {perTryTimeout: 2562048h}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "2562048h": must be a positive duration of 1 to 5 parts`},
+		{"window-overflow", `{maxAmplification: 4, budget: {window: 99999999999s}}`, "spec.budget.window", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999s": must be between 1s and 60s$`},
+		{"backoff-overflow", `{maxAmplification: 4, retry: {backoff: {base: 99999999999h, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999h": must be a positive duration of 1 to 5 parts`},
+		{"timeout-six-parts", `{maxAmplification: 4, retry: {perTryTimeout: 1h1m1s1ms1us1ns}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "1h1m1s1ms1us1ns": must be a positive duration of 1 to 5 parts`},
+		{"open-too-long", `{maxAmplification: 4, circuitBreaker: {openFor: 1h000000000000000000000000000000000000000000000000000000000000000s}}`, "spec.circuitBreaker.openFor", metav1.CauseType("FieldValueTooLong"), `may not be more than 64 bytes`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,5 +299,19 @@ func TestKubectlGetCRPPrintsThePrinterColumns(t *testing.T) {
 	}
 	if got := strings.Fields(lines[1]); len(got) != 4 || got[0] != "columns" || got[1] != "9" || got[2] != "Rewrite" {
 		t.Errorf("row = %q", lines[1])
+	}
+}
+
+// The whole answer to a duration past the largest one names the field, the value and the
+// allowed range, and no conversion error: what a user of kubectl apply reads.
+func TestDurationOverflowMessage(t *testing.T) {
+	err := cli.Create(ctx(t), policy(t, "overflow", `{maxAmplification: 4, maxTimeToAnswer: 99999999999h}`))
+	want := `RetryPolicy.retrycap.dev "overflow" is invalid: spec.maxTimeToAnswer: Invalid value: "99999999999h": must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1h30m", "500ms"; 99999h at most a part)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n%v\nwant\n%s", err, want)
+	}
+	// At the guard's edge the policy is stored: 5 parts of 5 digits.
+	if err := cli.Create(ctx(t), policy(t, "edge", `{maxAmplification: 4, maxTimeToAnswer: 99999h99999m99999s99999ms99999us}`)); err != nil {
+		t.Fatalf("the largest allowed duration was refused: %v", err)
 	}
 }

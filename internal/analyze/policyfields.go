@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/jsonfield"
 )
 
 // The RetryPolicy CRD's schema bounds some fields with a pattern, an enum or a CEL rule that
@@ -19,6 +21,21 @@ import (
 
 // durationPattern is the CRD's pattern of every duration field.
 var durationPattern = regexp.MustCompile(`^([0-9]+(ns|us|ms|s|m|h))+$`)
+
+// durationParts is the CRD's CEL guard before it converts a duration (duration(self)): parts of
+// at most 5 digits, at most 5 of them, so that the sum stays under Go's and CEL's largest
+// duration (2562047h47m16.854775807s; 5 x 99999h is 499995h). Without it, "99999999999h" made
+// the conversion fail and the API server answered "Invalid value: "string": type conversion
+// error", naming neither the value nor the range.
+var durationParts = regexp.MustCompile(`^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$`)
+
+// durationPartsText is the allowed range of a positive duration field, as the CRD's message
+// says it.
+const durationPartsText = `1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1h30m", "500ms"; 99999h at most a part)`
+
+// durationMaxLength is the CRD's maxLength of a duration field (which bounds the cost of its CEL
+// rule).
+const durationMaxLength = 64
 
 // durationField is a duration in a policy's spec and the bounds its CEL rule sets (max 0: none).
 type durationField struct {
@@ -63,15 +80,19 @@ func checkPolicyFields(js []byte) error {
 		if !isString {
 			continue // the decoder names the type
 		}
-		d, err := time.ParseDuration(s)
-		if !durationPattern.MatchString(s) || err != nil {
-			return fmt.Errorf(`%s: %q is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`, name, s)
+		if !durationPattern.MatchString(s) {
+			return fieldError(name, s, `%q is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`)
 		}
+		if len(s) > durationMaxLength {
+			return fieldError(name, s, fmt.Sprintf("%%q is longer than %d bytes", durationMaxLength))
+		}
+		d, err := time.ParseDuration(s)
+		inParts := durationParts.MatchString(s) && err == nil
 		switch {
-		case f.minOpen && d <= 0:
-			return fmt.Errorf("%s: %q must be a positive duration", name, s)
-		case f.max > 0 && (d < f.min || d > f.max):
-			return fmt.Errorf("%s: %q must be between %s and %s", name, s, f.min, f.max)
+		case f.minOpen && (!inParts || d <= 0):
+			return fieldError(name, s, "%q must be a positive duration of "+durationPartsText)
+		case f.max > 0 && (!inParts || d < f.min || d > f.max):
+			return fieldError(name, s, "%q must be between "+f.min.String()+" and "+f.max.String())
 		}
 		durs[name] = d
 	}
@@ -83,7 +104,7 @@ func checkPolicyFields(js []byte) error {
 		if items, ok := v.([]any); ok {
 			for i, it := range items {
 				if s, ok := it.(string); ok && !retryOnPattern.MatchString(s) {
-					return fmt.Errorf("spec.retry.retryOn[%d]: %q is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)", i, s)
+					return fieldError(fmt.Sprintf("spec.retry.retryOn[%d]", i), s, "%q is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)")
 				}
 			}
 		}
@@ -92,7 +113,7 @@ func checkPolicyFields(js []byte) error {
 		if items, ok := v.([]any); ok {
 			for i, it := range items {
 				if s, ok := it.(string); ok && !slices.Contains(retryMethods, s) {
-					return fmt.Errorf("spec.retry.methods[%d]: %q is not one of %s", i, s, strings.Join(retryMethods, ", "))
+					return fieldError(fmt.Sprintf("spec.retry.methods[%d]", i), s, "%q is not one of "+strings.Join(retryMethods, ", "))
 				}
 			}
 		}
@@ -113,4 +134,10 @@ func lookup(obj map[string]any, path []string) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// fieldError is the string value s at path refused: a *jsonfield.Error whose Msg is format with
+// s quoted in it (format holds one %q), its Value s as JSON text.
+func fieldError(path, s, format string) error {
+	return &jsonfield.Error{Path: path, Value: jsonfield.Quote(s), Msg: fmt.Sprintf(format, s)}
 }

@@ -22,9 +22,10 @@ func TestPolicyFieldsMatchCRD(t *testing.T) {
 	}
 	var want []string
 	for _, f := range durationFields {
-		rule := "duration(self) > duration('0s')"
+		guard := "self.matches('" + durationParts.String() + "') && "
+		rule := guard + "duration(self) > duration('0s')"
 		if !f.minOpen {
-			rule = fmt.Sprintf("duration(self) >= duration('%s') && duration(self) <= duration('%s')", f.min, f.max)
+			rule = guard + fmt.Sprintf("duration(self) >= duration('%s') && duration(self) <= duration('%s')", f.min, f.max)
 			rule = strings.ReplaceAll(rule, "1m0s", "60s")
 		}
 		want = append(want, "spec."+strings.Join(f.path, ".")+" "+rule)
@@ -70,7 +71,7 @@ func TestPolicyFieldsMatchCRD(t *testing.T) {
 		if !slices.Equal(enum, retryMethods) {
 			t.Errorf("%s: methods enum %v, analyze checks %v", file, enum, retryMethods)
 		}
-		if rules := spec.Properties["retry"].Properties["backoff"].XValidations; len(rules) != 1 || rules[0].Rule != "!has(self.base) || !has(self.max) || duration(self.base) <= duration(self.max)" {
+		if rules := spec.Properties["retry"].Properties["backoff"].XValidations; len(rules) != 1 || rules[0].Rule != "!has(self.base) || !has(self.max) || !self.base.matches('"+durationParts.String()+"') || !self.max.matches('"+durationParts.String()+"') || duration(self.base) <= duration(self.max)" {
 			t.Errorf("%s: backoff rules %v, analyze checks base <= max", file, rules)
 		}
 	}
@@ -93,10 +94,14 @@ func TestPolicyFields(t *testing.T) {
 		{"RetryPolicy", "  retry: {perTryTimeout: \"10\"}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "10" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
 		{"RetryPolicy", "  retry: {perTryTimeout: 1h2x}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1h2x" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
 		{"RetryPolicy", "  retry: {perTryTimeout: 1.5s}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1.5s" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
-		{"RetryPolicy", "  maxTimeToAnswer: 0s\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "0s" must be a positive duration`},
+		{"RetryPolicy", "  maxTimeToAnswer: 0s\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "0s" must be a positive duration of ` + durationPartsText},
+		{"RetryPolicy", "  maxTimeToAnswer: 99999999999h\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "99999999999h" must be a positive duration of ` + durationPartsText},
+		{"RetryPolicy", "  maxTimeToAnswer: 1h1m1s1ms1us1ns\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "1h1m1s1ms1us1ns" must be a positive duration of ` + durationPartsText},
+		{"RetryPolicy", "  budget: {window: 99999999999s}\n", `RetryPolicy shop/p: spec.budget.window: "99999999999s" must be between 1s and 1m0s`},
+		{"RetryPolicy", "  retry: {perTryTimeout: 1h000000000000000000000000000000000000000000000000000000000000000s}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1h000000000000000000000000000000000000000000000000000000000000000s" is longer than 64 bytes`},
 		{"RetryPolicy", "  budget: {window: 2m}\n", `RetryPolicy shop/p: spec.budget.window: "2m" must be between 1s and 1m0s`},
 		{"RetryPolicy", "  budget: {window: 500ms}\n", `RetryPolicy shop/p: spec.budget.window: "500ms" must be between 1s and 1m0s`},
-		{"RetryPolicy", "  circuitBreaker: {openFor: 0ms}\n", `RetryPolicy shop/p: spec.circuitBreaker.openFor: "0ms" must be a positive duration`},
+		{"RetryPolicy", "  circuitBreaker: {openFor: 0ms}\n", `RetryPolicy shop/p: spec.circuitBreaker.openFor: "0ms" must be a positive duration of ` + durationPartsText},
 		{"RetryPolicy", "  retry: {backoff: {base: 5s, max: 1s}}\n", `RetryPolicy shop/p: spec.retry.backoff.base: 5s must not exceed spec.retry.backoff.max 1s`},
 		{"RetryPolicy", "  retry: {retryOn: [reset, 5xx]}\n", `RetryPolicy shop/p: spec.retry.retryOn[1]: "5xx" is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)`},
 		{"RetryPolicy", "  retry: {methods: [get]}\n", `RetryPolicy shop/p: spec.retry.methods[0]: "get" is not one of GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH, TRACE`},

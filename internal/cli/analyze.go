@@ -37,7 +37,8 @@ way over the namespaces they select, by the labels of the Namespace objects in t
 reported as not checked (exit 2). A file that is not a Kubernetes manifest
 (app config, a JSON patch, an unrendered Helm template) is skipped with a warning.
 
-Outputs: table and tree (the summary first, on stdout); json (the summary inside, and on stderr);
+Outputs: table and tree (the summary first, on stdout); json (the summary inside, and on stderr;
+on bad input a document of the errors, each with its file, object, field and value);
 dot, mermaid, patch (the whole combined fix: one merge patch per object, applied together they
 bring every chain within its cap) and sarif (SARIF 2.1.0, for code-scanning UIs), the summary on
 stderr.
@@ -101,11 +102,17 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 				fmt.Fprintln(stderr, "error:", err)
 			}
 			if len(errs) > 0 {
-				if output == "sarif" {
-					// The file a CI job uploads says why nothing was checked.
-					if err := analyze.RenderSARIFErrors(stdout, errs); err != nil {
-						return &ExitError{Code: ExitBadInput, Msg: err.Error()}
-					}
+				// The file a CI job uploads, the document a script parses, says why nothing was
+				// checked, rather than being empty.
+				var err error
+				switch output {
+				case "sarif":
+					err = analyze.RenderSARIFErrors(stdout, errs)
+				case "json":
+					err = analyze.RenderJSONErrors(stdout, errs)
+				}
+				if err != nil {
+					return &ExitError{Code: ExitBadInput, Msg: err.Error()}
 				}
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: %d error(s) in the input", len(errs))}
 			}

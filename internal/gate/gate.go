@@ -389,12 +389,17 @@ func misplacedAnnotations(in Input) []string {
 	return out
 }
 
-// incomingError returns the first invalid annotation of the incoming workload that Build
-// reported, or nil. Other workloads' errors are the controller's to report, not this request's.
+// incomingError returns the first invalid annotation, or invalid SDK environment
+// (AWS_MAX_ATTEMPTS "three": its edges' tries unknown, analyze's "not checked"), of the incoming
+// workload that Build reported, or nil. Other workloads' errors are the controller's to report,
+// not this request's.
 func incomingError(r *workload.Result, incoming workload.Workload) error {
 	for _, err := range r.Errors {
 		if ae, ok := err.(*workload.AnnotationError); ok && ae.Workload.Key() == incoming.Key() {
 			return ae
+		}
+		if ee, ok := err.(*workload.EnvError); ok && ee.Workload.Key() == incoming.Key() {
+			return ee
 		}
 	}
 	return nil

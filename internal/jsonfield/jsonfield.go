@@ -17,6 +17,9 @@ type Error struct {
 	// Path is the field's path from the object's root: "spec.http[0].retries.attempts",
 	// `metadata.annotations["retrycap.dev/upstreams"]`.
 	Path string
+	// Value is the value at Path as written (JSON text, cut to 60 bytes and "..."; empty for a
+	// field that should not be there).
+	Value string
 	// Msg says what is wrong with the value at Path.
 	Msg string
 }
@@ -42,11 +45,49 @@ func Decode(data []byte, v any) error {
 	if len(strict) == 0 {
 		return nil
 	}
-	msgs := make([]string, len(strict))
-	for i, e := range strict {
-		msgs[i] = e.Error()
+	se := &StrictError{}
+	for _, e := range strict {
+		se.Fields = append(se.Fields, strictField(e.Error()))
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return se
+}
+
+// StrictError is every field the API server's strict decoder refuses in one object: unknown
+// (`unknown field "spec.template.annotations"`) or given twice (`duplicate field "x"`). Its
+// text is the decoder's, one message per field joined by "; ".
+type StrictError struct {
+	// Fields are the refused fields: Path the field's path, Msg "unknown field" or
+	// "duplicate field", Value empty; Text the decoder's message.
+	Fields []StrictField
+}
+
+// StrictField is one field a strict decode refused.
+type StrictField struct {
+	Error
+	// Text is the decoder's message for it.
+	Text string
+}
+
+func (e *StrictError) Error() string {
+	msgs := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		msgs[i] = f.Text
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// strictField reads sigs.k8s.io/json's `unknown field "a.b"` and `duplicate field "a.b"` (its
+// error types are internal); another message keeps an empty Path.
+func strictField(text string) StrictField {
+	f := StrictField{Text: text}
+	for _, kind := range []string{"unknown field", "duplicate field"} {
+		if q, ok := strings.CutPrefix(text, kind+" "); ok {
+			if path, err := strconv.Unquote(q); err == nil {
+				f.Path, f.Msg = path, kind
+			}
+		}
+	}
+	return f
 }
 
 // Unmarshal is json.Unmarshal with its type errors described (Describe): for the readers that
@@ -78,7 +119,7 @@ func Describe(data []byte, err error) error {
 	if k := jsonKind(raw); w == "a string" && (k == "a number" || k == "a boolean") {
 		w += " (quote it)"
 	}
-	return &Error{Path: path, Msg: fmt.Sprintf("%s is %s, want %s", shorten(raw), jsonKind(raw), w)}
+	return &Error{Path: path, Value: shorten(raw), Msg: fmt.Sprintf("%s is %s, want %s", shorten(raw), jsonKind(raw), w)}
 }
 
 // span is a value's path and its bytes' extent in the input: start is where the token before it
@@ -322,4 +363,14 @@ func want(te *json.UnmarshalTypeError) string {
 		return "a list"
 	}
 	return t.String()
+}
+
+// Quote is s as JSON text, "<", ">" and "&" as written (json.Marshal escapes them for HTML): an
+// Error's Value for a string value.
+func Quote(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -1,6 +1,8 @@
 package jsonfield_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -125,5 +127,33 @@ func TestDescribeCustomAndEmbedded(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("Decode(%s) = %v, want %q", tc.doc, err, tc.want)
 		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{"three": `"three"`, "a<b>&c": `"a<b>&c"`, "q\"": `"q\""`, "": `""`} {
+		if got := jsonfield.Quote(in); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// The strict decoder's refused fields keep its text and name each path, for analyze -o json.
+func TestStrictErrorFields(t *testing.T) {
+	var d appsv1.Deployment
+	err := jsonfield.Decode([]byte(`{"metadata":{"name":"a","name":"b"},"spec":{"template":{"annotations":{}}}}`), &d)
+	se, ok := errors.AsType[*jsonfield.StrictError](err)
+	if !ok {
+		t.Fatalf("error %T %v, want a *StrictError", err, err)
+	}
+	if want := `duplicate field "metadata.name"; unknown field "spec.template.annotations"`; err.Error() != want {
+		t.Errorf("text %q\nwant %q", err.Error(), want)
+	}
+	var got []string
+	for _, f := range se.Fields {
+		got = append(got, f.Path+": "+f.Msg)
+	}
+	if want := []string{"metadata.name: duplicate field", "spec.template.annotations: unknown field"}; !slices.Equal(got, want) {
+		t.Errorf("fields %q, want %q", got, want)
 	}
 }

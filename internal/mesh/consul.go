@@ -38,8 +38,10 @@ func (s *Set) addServiceRouter(key string, h header, decode func(any) error) err
 	}
 	r.header = h
 	for i, rt := range r.Spec.Routes {
-		if d := rt.Destination; d != nil && d.NumRetries < 0 {
-			return fmt.Errorf("%s spec.routes[%d].destination.numRetries: %d is negative", h.id(), i, d.NumRetries)
+		if d := rt.Destination; d != nil {
+			if err := boundsInt32.check(h.id(), fmt.Sprintf("spec.routes[%d].destination.numRetries", i), d.NumRetries); err != nil {
+				return err
+			}
 		}
 	}
 	s.routers[key] = r

@@ -94,11 +94,11 @@ func (s *Set) daprEdge(e *Edge, c Caller, ref ServiceRef) {
 		if t, ok := r.Spec.Targets.Apps[ref.Name]; ok && t.Retry != "" && ref.Namespace == c.Namespace {
 			n := *r.Spec.Policies.Retries[t.Retry].MaxRetries
 			better(&target, Layer{Kind: Dapr, Object: r.id(), FieldPath: "spec.policies.retries." + t.Retry + ".maxRetries",
-				Tries: n + 1, Note: fmt.Sprintf("Dapr %s retry policy %s, maxRetries %d (replaces the built-in retries)", r.id(), t.Retry, n)})
+				Tries: tries(n), Note: fmt.Sprintf("Dapr %s retry policy %s, maxRetries %d (replaces the built-in retries)", r.id(), t.Retry, n)})
 		}
 		if p, ok := r.Spec.Policies.Retries[DaprBuiltInServiceRetry]; ok && p.MaxRetries != nil && *p.MaxRetries > DaprBuiltInRetries {
 			better(&builtIn, Layer{Kind: Dapr, Object: r.id(), FieldPath: "spec.policies.retries." + DaprBuiltInServiceRetry + ".maxRetries",
-				Tries: *p.MaxRetries + 1, Note: fmt.Sprintf("Dapr %s overrides %s: maxRetries %d", r.id(), DaprBuiltInServiceRetry, *p.MaxRetries)})
+				Tries: tries(*p.MaxRetries), Note: fmt.Sprintf("Dapr %s overrides %s: maxRetries %d", r.id(), DaprBuiltInServiceRetry, *p.MaxRetries)})
 		}
 	}
 	if target.Kind != "" {

@@ -32,8 +32,8 @@ func parseInbound(cm configMap) (*meshDefault, error) {
 	if p == nil || p.Attempts == nil {
 		return nil, nil
 	}
-	if *p.Attempts < 0 {
-		return nil, fmt.Errorf("%s data.%s defaultInboundHttpRetryPolicy.attempts: %d is negative", cm.id(), IstioConfigKey, *p.Attempts)
+	if err := boundsInt32.check(cm.id(), "data."+IstioConfigKey+" defaultInboundHttpRetryPolicy.attempts", *p.Attempts); err != nil {
+		return nil, err
 	}
 	if *p.Attempts == 0 || onlyResetBeforeRequest(p.RetryOn) {
 		return nil, nil

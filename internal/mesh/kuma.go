@@ -84,8 +84,10 @@ func (s *Set) addKuma(key string, h header, decode func(any) error) error {
 	r.header = h
 	for i, t := range r.Spec.To {
 		for proto, c := range map[string]*kumaRetryConf{"http": t.Default.HTTP, "grpc": t.Default.GRPC} {
-			if c != nil && c.NumRetries != nil && *c.NumRetries < 0 {
-				return fmt.Errorf("%s spec.to[%d].default.%s.numRetries: %d is negative", h.id(), i, proto, *c.NumRetries)
+			if c != nil && c.NumRetries != nil {
+				if err := boundsInt32.check(h.id(), fmt.Sprintf("spec.to[%d].default.%s.numRetries", i, proto), *c.NumRetries); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -458,7 +458,7 @@ func (s *Set) istioDefault(why string) Layer {
 	switch {
 	case s.opts.IstioDefaultRetries != nil:
 		n := *s.opts.IstioDefaultRetries
-		return Layer{Kind: Istio, Tries: n + 1, Default: true, Note: fmt.Sprintf("Istio default --istio-default-retries=%d, %s", n, why)}
+		return Layer{Kind: Istio, Tries: tries(n), Default: true, Note: fmt.Sprintf("Istio default --istio-default-retries=%d, %s", n, why)}
 	case s.meshDefault != nil:
 		return Layer{Kind: Istio, Object: "ConfigMap " + IstioConfigNamespace + "/" + IstioConfigName, FieldPath: "data." + IstioConfigKey,
 			Tries: s.meshDefault.retries + 1, Default: true, Note: "Istio default from " + s.meshDefault.note + ", " + why}
@@ -567,7 +567,7 @@ func gammaRule(r *route, i int) (Layer, bool) {
 			Note: fmt.Sprintf("%s spec.rules[%d].retry without attempts: %d retries", r.id(), i, GatewayAPIDefaultRetries)}, true
 	}
 	n := *rt.Attempts
-	return Layer{Kind: GAMMA, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry.attempts", i), Tries: n + 1,
+	return Layer{Kind: GAMMA, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry.attempts", i), Tries: tries(n),
 		Note: fmt.Sprintf("%s spec.rules[%d].retry.attempts: %d", r.id(), i, n)}, true
 }
 
@@ -655,7 +655,7 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
 }
 
 func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
-	l := Layer{Kind: Linkerd, Object: id, FieldPath: cfg.fieldPath, Tries: cfg.retries + 1}
+	l := Layer{Kind: Linkerd, Object: id, FieldPath: cfg.fieldPath, Tries: tries(cfg.retries)}
 	switch {
 	case cfg.zero:
 		l.Default = true
@@ -741,7 +741,7 @@ func (s *Set) policyLayer(x *index, r *route, i int) Layer {
 			}
 			l := Layer{Kind: EnvoyGateway, Object: p.id(), FieldPath: "spec.retry.numRetries"}
 			if n := p.Spec.Retry.NumRetries; n != nil {
-				l.Tries = *n + 1
+				l.Tries = tries(*n)
 				l.Note = fmt.Sprintf("%s spec.retry.numRetries: %d (targets %s)", p.id(), *n, key)
 			} else {
 				l.Tries, l.Default = EnvoyGatewayDefaultRetries+1, true

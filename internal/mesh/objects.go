@@ -348,8 +348,10 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		}
 		vs.header = h
 		for i, r := range vs.Spec.HTTP {
-			if r.Retries != nil && r.Retries.Attempts != nil && *r.Retries.Attempts < 0 {
-				return false, fmt.Errorf("%s spec.http[%d].retries.attempts: %d is negative", h.id(), i, *r.Retries.Attempts)
+			if r.Retries != nil && r.Retries.Attempts != nil {
+				if err := boundsInt32.check(h.id(), fmt.Sprintf("spec.http[%d].retries.attempts", i), *r.Retries.Attempts); err != nil {
+					return false, err
+				}
 			}
 		}
 		s.virtualServices[key] = vs
@@ -360,8 +362,14 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		}
 		r.header = h
 		for i, rule := range r.Spec.Rules {
-			if rule.Retry != nil && rule.Retry.Attempts != nil && *rule.Retry.Attempts < 0 {
-				return false, fmt.Errorf("%s spec.rules[%d].retry.attempts: %d is negative", h.id(), i, *rule.Retry.Attempts)
+			if rule.Retry != nil && rule.Retry.Attempts != nil {
+				b := boundsInt64 // Linkerd's policy.linkerd.io routes: no schema of theirs is read here
+				if h.group() == GroupGateway {
+					b = boundsGatewayAPI
+				}
+				if err := b.check(h.id(), fmt.Sprintf("spec.rules[%d].retry.attempts", i), *rule.Retry.Attempts); err != nil {
+					return false, err
+				}
 			}
 		}
 		if _, err := linkerdRetries(h.Metadata.Annotations, h.id()); err != nil {
@@ -376,8 +384,10 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			return false, err
 		}
 		p.header = h
-		if p.Spec.Retry != nil && p.Spec.Retry.NumRetries != nil && *p.Spec.Retry.NumRetries < 0 {
-			return false, fmt.Errorf("%s spec.retry.numRetries: %d is negative", h.id(), *p.Spec.Retry.NumRetries)
+		if p.Spec.Retry != nil && p.Spec.Retry.NumRetries != nil {
+			if err := boundsNonNeg.check(h.id(), "spec.retry.numRetries", *p.Spec.Retry.NumRetries); err != nil {
+				return false, err
+			}
 		}
 		s.policies[key] = p
 	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry":
@@ -480,8 +490,8 @@ func parseMeshConfig(cm configMap) (*meshDefault, error) {
 	if a := mc.DefaultHTTPRetryPolicy.Attempts; a != nil {
 		n = *a
 	}
-	if n < 0 {
-		return nil, fmt.Errorf("%s data.%s defaultHttpRetryPolicy.attempts: %d is negative", cm.id(), IstioConfigKey, n)
+	if err := boundsInt32.check(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.attempts", n); err != nil {
+		return nil, err
 	}
 	return &meshDefault{retries: n, note: fmt.Sprintf("%s data.%s defaultHttpRetryPolicy.attempts: %d", cm.id(), IstioConfigKey, n)}, nil
 }

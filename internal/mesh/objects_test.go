@@ -14,7 +14,7 @@ func TestAddErrors(t *testing.T) {
 		{vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: -1}"),
 			"VirtualService bookinfo/ratings spec.http[0].retries.attempts: -1 is negative"},
 		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{}, {retry: {attempts: -2}}]"),
-			"HTTPRoute shop/web spec.rules[1].retry.attempts: -2 is negative"},
+			"HTTPRoute shop/web spec.rules[1].retry.attempts: -2 is under 1 (the CRD's minimum 1: the API server refuses it)"},
 		{btp("shop", "p", "{kind: Gateway, name: eg}", "  retry: {numRetries: -1}"),
 			"BackendTrafficPolicy shop/p spec.retry.numRetries: -1 is negative"},
 		{svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "two"`),

@@ -154,12 +154,16 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 //     are a lower bound and cannot prove the policy within its cap; the message names each
 //     workload (Kind namespace/name), the annotation, the token and the column, then what the
 //     valid part shows.
-//  4. CapExceeded (False): the worst violation's message.
-//  5. NothingSelected (Unknown): the policy selects no workload; a green WithinCap would claim a
+//  4. InvalidEnv (False): a selected workload's container environment that the graph reads is
+//     invalid (AWS_MAX_ATTEMPTS "three"): its SDK's upstreams are counted at the policy's
+//     default, which proves nothing; the message names the workload, container, variable and
+//     value, then what the rest shows. (With InvalidAnnotation, listed in its message.)
+//  5. CapExceeded (False): the worst violation's message.
+//  6. NothingSelected (Unknown): the policy selects no workload; a green WithinCap would claim a
 //     check that did not happen. The message names the selector and the namespace.
-//  6. NoUpstreamsDeclared (Unknown): no selected workload carries retrycap.dev/upstreams, so there
+//  7. NoUpstreamsDeclared (Unknown): no selected workload carries retrycap.dev/upstreams, so there
 //     are no edges to check; the message says how many workloads are selected.
-//  7. WithinCap (True).
+//  8. WithinCap (True).
 func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 	c := metav1.Condition{Type: v1alpha1.ConditionWithinCap, ObservedGeneration: in.Generation, LastTransitionTime: in.Now}
 	a := in.Analysis
@@ -173,9 +177,22 @@ func SetWithinCap(st *v1alpha1.RetryPolicyStatus, in Input) {
 		if errs := annotationErrors(in.Result); len(errs) > 0 {
 			c.Message += "; also " + listErrors(errs)
 		}
+		if errs := envErrors(in.Result); len(errs) > 0 {
+			c.Message += "; also " + listEnvErrors(errs)
+		}
 	case len(annotationErrors(in.Result)) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidAnnotation
-		c.Message = listErrors(annotationErrors(in.Result)) + "; the valid part: " + verdict(a)
+		c.Message = listErrors(annotationErrors(in.Result))
+		if errs := envErrors(in.Result); len(errs) > 0 {
+			c.Message += "; " + listEnvErrors(errs)
+		}
+		c.Message += "; the valid part: " + verdict(a)
+	case len(envErrors(in.Result)) > 0:
+		// An environment no SDK reads as a number (AWS_MAX_ATTEMPTS: "three"): the tries of
+		// that workload's SDK edges are unknown (counted at the policy's default), so the
+		// numbers cannot prove the policy within its cap, as analyze says ("not checked").
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidEnv
+		c.Message = listEnvErrors(envErrors(in.Result)) + "; the valid part: " + verdict(a)
 	case !a.WithinCap():
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonCapExceeded
 		c.Message = verdict(a)
@@ -290,9 +307,29 @@ func annotationErrors(r *workload.Result) []error {
 	return out
 }
 
-func listErrors(errs []error) string {
+// envErrors are r's invalid container environments (*workload.EnvError).
+func envErrors(r *workload.Result) []error {
+	if r == nil {
+		return nil
+	}
+	var out []error
+	for _, err := range r.Errors {
+		if _, ok := errors.AsType[*workload.EnvError](err); ok {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+func listErrors(errs []error) string { return listOf("invalid annotation(s)", errs) }
+
+func listEnvErrors(errs []error) string {
+	return listOf("invalid environment value(s), the tries of their SDK's upstreams unknown", errs)
+}
+
+func listOf(what string, errs []error) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d invalid annotation(s): ", len(errs))
+	fmt.Fprintf(&b, "%d %s: ", len(errs), what)
 	for i, err := range errs {
 		if i == MaxListedErrors {
 			fmt.Fprintf(&b, "; and %d more", len(errs)-i)

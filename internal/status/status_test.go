@@ -149,6 +149,19 @@ func TestSet(t *testing.T) {
 				"the valid part: client -x2-> gateway -x3-> catalog = 6 > cap 3"},
 		},
 		{
+			// An AWS_MAX_ATTEMPTS no SDK reads: before, the status read WithinCap True ("amplification
+			// 1 <= cap 4") while analyze said "not checked" for the same workload.
+			name: "invalid SDK environment: not within the cap", in: input(pol(4), func() workload.Workload {
+				w := dep("uploader", "s3.eu-west-1.amazonaws.com")
+				w.AWS = workload.AWSEnv{Container: "app", MaxAttempts: "three"}
+				return w
+			}()),
+			amplification: 1, bounded: ptr(true), worstPath: "uploader>s3.eu-west-1.amazonaws.com",
+			ready: cond{"True", "Reconciled", "analysed 1 selected workload(s): 2 service(s), 1 edge(s)"},
+			within: cond{"False", "InvalidEnv", `1 invalid environment value(s), the tries of their SDK's upstreams unknown: Deployment shop/uploader: container app: env AWS_MAX_ATTEMPTS="three": want a whole number > 0; ` +
+				"the valid part: amplification 1 <= cap 4 (worst path uploader>s3.eu-west-1.amazonaws.com)"},
+		},
+		{
 			// A service that calls itself with retries: a call loop (a cycle through two services is
 			// not one since the third stage: chains visit each service once).
 			name: "retry cycle wins over an invalid annotation", in: input(pol(3, client2), dep("gateway", "catalog,gateway=2"), dep("catalog", ""), dep("db", "x=")),

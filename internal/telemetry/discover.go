@@ -384,13 +384,19 @@ func (d *discoverer) envEdges(res *Result) {
 					continue // the workload's own Service (its listen address)
 				}
 				inInput := svc != nil
+				if ev.Arg && r.Port == 0 && r.Scheme == "" && !r.Qualified {
+					// An argument of one word ("prod", "server", "worker") is a subcommand or
+					// a mode far more often than an address: only host:port, a URL or a
+					// name.ns.svc is read from command and args.
+					continue
+				}
 				// A bare name.ns (no port, no scheme, no .svc) of a Service not in the input is a
 				// word with a dot ("app.yaml", "v1.2", "com.example"), not an address.
 				bare := r.Namespace != "" && r.Port == 0 && r.Scheme == "" && !r.Qualified
 				if !inInput && bare {
 					words++
 					if wordExample == "" {
-						wordExample = fmt.Sprintf("%s %s/%s env %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.Name, ev.Value)
+						wordExample = fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
 					}
 					continue
 				}
@@ -399,11 +405,11 @@ func (d *discoverer) envEdges(res *Result) {
 					// value is something else (a host of another kind, a placeholder).
 					drops++
 					if example == "" {
-						example = fmt.Sprintf("%s %s/%s env %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.Name, ev.Value)
+						example = fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
 					}
 					continue
 				}
-				src := "env " + ev.String()
+				src := ev.Source()
 				to := Callee{ns, r.Name}
 				if why := NonHTTPReason(r, svc); why != "" {
 					res.NonHTTP = append(res.NonHTTP, NonHTTPResult{From: pe.Namespace + "/" + pe.Name, To: to.String(), Source: src, Why: why})
@@ -467,7 +473,7 @@ func (d *discoverer) finish(res *Result) {
 			sort.Strings(p.Sources)
 			env, tel := false, false
 			for _, s := range p.Sources {
-				if strings.HasPrefix(s, "env ") {
+				if IsManifestSource(s) {
 					env = true
 				} else {
 					tel = true
@@ -529,7 +535,7 @@ func (d *discoverer) finish(res *Result) {
 func describe(p Proposal) string {
 	parts := make([]string, 0, len(p.Sources))
 	for _, s := range p.Sources {
-		if !strings.HasPrefix(s, "env ") && p.RatePerSecond > 0 {
+		if !IsManifestSource(s) && p.RatePerSecond > 0 {
 			s += " " + FormatRate(p.RatePerSecond) + "/s"
 		}
 		parts = append(parts, s)

@@ -33,6 +33,55 @@ type EnvVar struct {
 	// From says where the value came from when not written in the container: "ConfigMap
 	// NAME key KEY" (valueFrom.configMapKeyRef, or envFrom.configMapRef).
 	From string
+	// Arg: not a variable but an item of the container's command or args (Name "args[1]",
+	// "command[0]"), its value after a leading "-flag=" or "--flag=": BuoyantIO/booksapp's
+	// traffic container calls webapp through args ["-initial-delay=30s", "webapp:7000"].
+	Arg bool
+}
+
+// Source is the variable as an edge's source: "env PAYMENT_ADDR (container app)", or for an
+// argument "args[1] (container traffic)".
+func (e EnvVar) Source() string {
+	if e.Arg {
+		return e.String()
+	}
+	return "env " + e.String()
+}
+
+// label is the variable in a warning's example: "env NAME", or "args[1]".
+func (e EnvVar) label() string {
+	if e.Arg {
+		return e.Name
+	}
+	return "env " + e.Name
+}
+
+// IsManifestSource reports whether a Proposal's source is the manifests' (an env variable or a
+// command/args item), not a telemetry source.
+func IsManifestSource(s string) bool {
+	return strings.HasPrefix(s, "env ") || strings.HasPrefix(s, "args[") || strings.HasPrefix(s, "command[")
+}
+
+// argItems are a container's command and args as EnvVars (Arg true), a "-flag=value" item read
+// as its value.
+func argItems(c corev1.Container) []EnvVar {
+	var out []EnvVar
+	for _, list := range []struct {
+		name  string
+		items []string
+	}{{"command", c.Command}, {"args", c.Args}} {
+		for i, a := range list.items {
+			if strings.HasPrefix(a, "-") {
+				_, v, ok := strings.Cut(a, "=")
+				if !ok {
+					continue // a flag alone ("-v", "--debug")
+				}
+				a = v
+			}
+			out = append(out, EnvVar{Container: c.Name, Name: fmt.Sprintf("%s[%d]", list.name, i), Value: a, Arg: true})
+		}
+	}
+	return out
 }
 
 // String names the variable for an edge's source: "PAYMENT_ADDR (container app)", with its
@@ -233,6 +282,7 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 					pe.Env = append(pe.Env, EnvVar{Container: c.Name, Name: e.Name, Value: v, From: fmt.Sprintf("ConfigMap %s key %s", ref.Name, ref.Key)})
 				}
 			}
+			pe.Env = append(pe.Env, argItems(c)...)
 		}
 		out = append(out, pe)
 	}

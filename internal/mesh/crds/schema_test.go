@@ -145,3 +145,68 @@ func findSchema(t *testing.T, path, group, kind, version string) *apiextensionsv
 	t.Fatalf("no CRD %s/%s %s in %s", group, kind, version, path)
 	return nil
 }
+
+// TestSchemaBoundsOfCounts checks the bounds internal/mesh/bounds.go reads the retry counts
+// with against the schemas: a format or minimum a project adds or drops fails here first.
+func TestSchemaBoundsOfCounts(t *testing.T) {
+	exp, err := crds.GatewayAPI(crds.Experimental)
+	if err != nil {
+		t.Fatal(err)
+	}
+	istio, err := crds.Istio()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eg, err := crds.EnvoyGatewayBackendTrafficPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kuma, err := crds.Kuma()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dapr, err := crds.Dapr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	consul, err := crds.Consul()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		path, group, kind, version, field string
+		format                            string
+		minimum                           *float64
+	}{
+		{istio, "networking.istio.io", "VirtualService", "v1", "spec.http[].retries.attempts", "int32", nil},
+		{exp, "gateway.networking.k8s.io", "HTTPRoute", "v1", "spec.rules[].retry.attempts", "", new(1.0)},
+		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", "spec.retry.numRetries", "int32", new(0.0)},
+		{kuma[1], "kuma.io", "MeshRetry", "v1alpha1", "spec.to[].default.http.numRetries", "int32", nil},
+		{kuma[1], "kuma.io", "MeshRetry", "v1alpha1", "spec.to[].default.grpc.numRetries", "int32", nil},
+		{consul, "consul.hashicorp.com", "ServiceRouter", "v1alpha1", "spec.routes[].destination.numRetries", "int32", nil},
+		{dapr, "dapr.io", "Resiliency", "v1alpha1", "spec.policies.retries", "", nil}, // a map: maxRetries is an integer without format (see below)
+	}
+	for _, tc := range cases {
+		got := walk(findSchema(t, tc.path, tc.group, tc.kind, tc.version), tc.field)
+		if got == nil {
+			t.Errorf("%s %s: no field %s", tc.group, tc.kind, tc.field)
+			continue
+		}
+		if got.Format != tc.format {
+			t.Errorf("%s %s %s: format %q, bounds.go reads %q", tc.group, tc.kind, tc.field, got.Format, tc.format)
+		}
+		if (got.Minimum == nil) != (tc.minimum == nil) || got.Minimum != nil && *got.Minimum != *tc.minimum {
+			t.Errorf("%s %s %s: minimum %v, bounds.go reads %v", tc.group, tc.kind, tc.field, got.Minimum, tc.minimum)
+		}
+		if got.Maximum != nil {
+			t.Errorf("%s %s %s: maximum %v, bounds.go reads none", tc.group, tc.kind, tc.field, *got.Maximum)
+		}
+	}
+	retry := walk(findSchema(t, dapr, "dapr.io", "Resiliency", "v1alpha1"), "spec.policies.retries")
+	if retry.AdditionalProperties == nil || retry.AdditionalProperties.Schema == nil {
+		t.Fatal("dapr.io Resiliency spec.policies.retries: not a map of schemas")
+	}
+	if m := retry.AdditionalProperties.Schema.Properties["maxRetries"]; m.Type != "integer" || m.Format != "" || m.Minimum != nil || m.Maximum != nil {
+		t.Errorf("dapr.io Resiliency maxRetries: type %q format %q minimum %v maximum %v, bounds.go reads an integer without bounds", m.Type, m.Format, m.Minimum, m.Maximum)
+	}
+}

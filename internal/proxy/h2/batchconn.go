@@ -153,6 +153,21 @@ func (b *batchConn) room() int {
 	return r
 }
 
+// headRoom reports whether a header block of at most need bytes may be
+// added now without passing hardMax (which fails the connection, every
+// stream on it): always when nothing is pending (a block alone is under
+// hardMax: its list is at most relayMaxHeaderList), else only if it fits;
+// if not, onDrain tells the caller when the writer drained.
+func (b *batchConn) headRoom(need int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) == 0 || len(b.pending)+need <= hardMax {
+		return true
+	}
+	b.wantRoom = true
+	return false
+}
+
 // Flush writes what is pending: at once what the socket takes without
 // waiting (when the writer is idle), the rest from the writer goroutine.
 // It never blocks.

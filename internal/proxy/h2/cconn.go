@@ -250,7 +250,13 @@ func (cc *cconn) serve() {
 				cc.rd.since = time.Now()
 			}
 		}
-		f, err := fr.ReadFrame()
+		// ReadFrame in its two steps: the header is kept for an error
+		// the payload's parse reports (fh.Type below).
+		fh, err := fr.ReadFrameHeader()
+		var f http2.Frame
+		if err == nil {
+			f, err = fr.ReadFrameForHeader(fh)
+		}
 		var blk *hblock
 		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
 			blk, err = cc.hr.read(hf) // its CONTINUATIONs read here
@@ -267,10 +273,20 @@ func (cc *cconn) serve() {
 			var se http2.StreamError
 			var ce http2.ConnectionError
 			switch {
+			case errors.As(err, &se) && fh.Type == http2.FrameHeaders && se.StreamID%2 == 0:
+				// A malformed HEADERS on an even stream id: no stream it
+				// could reset (client streams are odd, RFC 9113 5.1.1),
+				// a connection error as a well-formed one is (onHeaders),
+				// and as x/net's server ends it.
+				cc.goAway(http2.ErrCodeProtocol, "HEADERS on even stream id "+strconv.FormatUint(uint64(se.StreamID), 10))
 			case errors.As(err, &se):
 				cc.mu.Lock()
-				if se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
-					cc.maxSeen = se.StreamID // a malformed request still uses its id
+				if f != nil && fh.Type == http2.FrameHeaders && se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
+					// A request whose header block is malformed still
+					// uses its id; a HEADERS frame that did not parse
+					// (f nil: its padding longer than the frame, say) was
+					// never received, as x/net's server counts it.
+					cc.maxSeen = se.StreamID
 				}
 				if s := cc.streams[se.StreamID]; s != nil {
 					if !cc.streamError(s, se.Code) {
@@ -326,6 +342,17 @@ func (cc *cconn) serve() {
 // is reset as the client's cancellation. Keepalive bounds the wait (the
 // client cannot answer a PING: closed after PingInterval+PingTimeout),
 // as a write failure does (stopReader).
+//
+// A FIN is also what a client that closed its socket whole sends (no
+// GOAWAY first: a crashed or careless one), and then nobody reads the
+// answers: its calls' upstream work would run on until an answer failed
+// to write or keepalive gave up (75 s by default, and an answer that
+// never comes writes nothing). So the wait probes the client with a PING
+// at once and every finProbe after: a closed socket answers the first
+// with RST, the next write fails, and the connection ends (every call on
+// it cancelled upstream) within about finProbe. A client that only shut
+// its write side gets a PING it cannot acknowledge (nothing waits for
+// the acknowledgement).
 func (cc *cconn) waitAnswers() {
 	cc.mu.Lock()
 	for _, s := range cc.streams {
@@ -337,13 +364,37 @@ func (cc *cconn) waitAnswers() {
 	n := len(cc.streams)
 	cc.mu.Unlock()
 	cc.h.flushDirty()
+	if n == 0 {
+		return
+	}
+	probe := func() {
+		cc.mu.Lock()
+		if !cc.closed {
+			_ = cc.out.fr.WritePing(false, finProbeData)
+		}
+		cc.mu.Unlock()
+		cc.h.flushDirty()
+	}
+	probe()
+	tick := time.NewTicker(finProbe)
+	defer tick.Stop()
 	for n > 0 && !cc.stop.Load() {
-		<-cc.wake
+		select {
+		case <-cc.wake:
+		case <-tick.C:
+			probe()
+		}
 		cc.mu.Lock()
 		n = len(cc.streams)
 		cc.mu.Unlock()
 	}
 }
+
+// finProbe is how often a client that sent a FIN with calls under way is
+// probed (waitAnswers); finProbeData is the probes' PING payload.
+const finProbe = time.Second
+
+var finProbeData = [8]byte{'r', 'c', '-', 'f', 'i', 'n', '?', '?'}
 
 // wakeReader tells a reader in waitAnswers to look again.
 func (cc *cconn) wakeReader() {
@@ -362,6 +413,10 @@ func (cc *cconn) goAway(code http2.ErrCode, debug string) {
 	}
 }
 
+// maxSettings is the most entries a client's SETTINGS frame may hold
+// (x/net's server: the same bound).
+const maxSettings = 100
+
 // frame handles one frame from the client; false ends the connection.
 func (cc *cconn) frame(f http2.Frame) bool {
 	cc.mu.Lock()
@@ -370,6 +425,15 @@ func (cc *cconn) frame(f http2.Frame) bool {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
 			return true
+		}
+		if f.NumSettings() > maxSettings || f.HasDuplicates() {
+			// As x/net's server hangs up on them (not in the RFC): a 16 KiB
+			// SETTINGS holds 2,730 entries, and every INITIAL_WINDOW_SIZE
+			// one moves every stream's window and may flush them all (a
+			// pass over the connection's streams per entry, from bytes the
+			// client sends for free). No client sends a setting twice.
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("bad SETTINGS: more than 100 entries, or one setting twice"))
+			return false
 		}
 		err := f.ForeachSetting(func(s http2.Setting) error {
 			if err := s.Valid(); err != nil {
@@ -585,7 +649,9 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 	}
 	s := cc.streams[f.StreamID]
 	if s == nil {
-		if f.StreamID > cc.maxSeen {
+		if st, _ := cc.state(f.StreamID); st == stateIdle {
+			// Above the highest id seen, or even (a client's streams are
+			// odd: an even id is idle whatever the highest is).
 			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("DATA on an idle stream"))
 			return false
 		}

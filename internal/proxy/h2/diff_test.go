@@ -170,6 +170,18 @@ var diffCases = []struct {
 	{"settings-frame-size-too-small", true, func(fr *http2.Framer, _ func(...string) []byte) {
 		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1000})
 	}},
+	// Found by FuzzRelayFrames once it ran at speed: x/net's server
+	// hangs up on a SETTINGS with a setting twice, or more than 100.
+	{"settings-duplicates", true, func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535})
+	}},
+	{"settings-101-entries", true, func(fr *http2.Framer, _ func(...string) []byte) {
+		many := make([]http2.Setting, 101)
+		for i := range many {
+			many[i] = http2.Setting{ID: http2.SettingID(0x100 + i), Val: 1}
+		}
+		_ = fr.WriteSettings(many...)
+	}},
 	{"settings-on-stream", true, func(fr *http2.Framer, _ func(...string) []byte) {
 		_ = fr.WriteRawFrame(http2.FrameSettings, 0, 1, nil)
 	}},
@@ -191,6 +203,12 @@ var diffCases = []struct {
 	}},
 	{"data-idle-stream", true, func(fr *http2.Framer, _ func(...string) []byte) {
 		_ = fr.WriteData(7, true, []byte("x"))
+	}},
+	// Found by FuzzRelayFrames: an even id below the highest odd one seen
+	// is still idle (the relay took it for a closed stream and reset it).
+	{"data-even-stream-below-max", true, func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: h(req(":method", "POST")[2:]...), EndHeaders: true})
+		_ = fr.WriteData(2, true, []byte("x"))
 	}},
 	{"data-stream-0", true, func(fr *http2.Framer, _ func(...string) []byte) {
 		_ = fr.WriteRawFrame(http2.FrameData, 0, 0, []byte("x"))
@@ -271,6 +289,12 @@ func TestDifferentialAgainstXNet(t *testing.T) {
 // forget the connection once the client has gone (nothing of it left in
 // the Handler). The seeds are diffCases' sequences; go test runs them,
 // `go test -fuzz FuzzRelayFrames ./internal/proxy/h2/` explores.
+//
+// Each input ends deterministically, in milliseconds rather than a read
+// window: it is completed to whole frames (completeFrames) and followed
+// by a PING whose acknowledgement says both servers processed every frame
+// before it (each reads and acts on its frames in order; a GOAWAY for one
+// of them comes before the acknowledgement, or instead of it).
 func FuzzRelayFrames(f *testing.F) {
 	for _, tc := range diffCases {
 		if tc.settingsFirst {
@@ -284,11 +308,21 @@ func FuzzRelayFrames(f *testing.F) {
 	var settings bytes.Buffer
 	_ = http2.NewFramer(&settings, nil).WriteSettings()
 	f.Fuzz(func(t *testing.T, in []byte) {
-		payload := append(bytes.Clone(settings.Bytes()), in...)
-		got := outcomeOf(t, relay, payload)
-		ours := outcomeOf(t, ref, payload)
-		if strings.HasPrefix(ours, "goaway:") && got != ours && got != "closed" {
-			t.Fatalf("x/net: %s; relay: %s", ours, got)
+		payload := append(bytes.Clone(settings.Bytes()), completeFrames(in)...)
+		payload = append(payload, endPing...)
+		got, gotEnd, why := settledOutcome(t, relay, payload)
+		ours, _, _ := settledOutcome(t, ref, payload)
+		// The relay's Framer (x/net's) knows RFC 9218's PRIORITY_UPDATE
+		// (type 0x10) and refuses a malformed one, as 7.1 wants; net/http's
+		// bundled server predates it and ignores the type.
+		// And a HEADERS on an even stream id is a connection error (RFC
+		// 9113 5.1.1) even when its block is malformed too; x/net's
+		// server decodes the block first and only resets the stream.
+		known := strings.HasPrefix(why, "PRIORITY_UPDATE") || got == "goaway:PROTOCOL_ERROR" && strings.HasPrefix(why, "HEADERS on even stream id")
+		// The relay may reset the malformed request's stream before it
+		// ends the connection the same way (gotEnd): the same end.
+		if strings.HasPrefix(ours, "goaway:") && got != ours && got != "closed" && gotEnd != ours && gotEnd != "closed" && !known {
+			t.Fatalf("x/net: %s; relay: %s, then %s (%s)", ours, got, gotEnd, why)
 		}
 		waitFor(t, "the relay to forget the connection", func() bool {
 			h.rmu.Lock()
@@ -296,4 +330,98 @@ func FuzzRelayFrames(f *testing.F) {
 			return len(h.rconns) == 0
 		})
 	})
+}
+
+// endData is the end-of-input PING's payload; endPing the frame.
+var (
+	endData = [8]byte{'r', 'c', '-', 'e', 'n', 'd', '!', '!'}
+	endPing = func() []byte {
+		var b bytes.Buffer
+		_ = http2.NewFramer(&b, nil).WritePing(false, endData)
+		return b.Bytes()
+	}()
+)
+
+// completeFrames is in padded with zero bytes to end on a frame boundary
+// (a last frame header cut short completed, a last payload filled up to
+// the length its header declares), so that what follows it is read as a
+// frame of its own. A frame declaring more than the 16 KiB both servers
+// read ends the connection at its header (FRAME_SIZE_ERROR): nothing
+// after it is read, nothing is added.
+func completeFrames(in []byte) []byte {
+	b := bytes.Clone(in)
+	for off := 0; off < len(b); {
+		if len(b)-off < 9 {
+			b = append(b, make([]byte, 9-(len(b)-off))...)
+		}
+		n := int(b[off])<<16 | int(b[off+1])<<8 | int(b[off+2])
+		if n > relayMaxFrame {
+			return b
+		}
+		if rest := len(b) - off - 9; rest < n {
+			b = append(b, make([]byte, n-rest)...)
+		}
+		off += 9 + n
+	}
+	return b
+}
+
+// settledOutcome sends the preface and payload (ending with endPing) to
+// addr and reads until the connection's end: a GOAWAY other than
+// NO_ERROR ("goaway:CODE", with its debug data), "closed", or the
+// acknowledgement of endPing ("settled": every frame before it processed
+// without ending the connection); "none" if none comes within the read
+// window (only a server that stopped reading: one waiting for a header
+// block's CONTINUATION reads the PING as the protocol error it is). first
+// is the first of what outcomeOf calls decisive (that, or "rst:ID:CODE",
+// "status:ID:NNN" before it), end the connection's end.
+func settledOutcome(t *testing.T, addr string, payload []byte) (first, end, debug string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(append([]byte(ClientPreface), payload...)); err != nil {
+		return "closed", "closed", ""
+	}
+	rf := http2.NewFramer(io.Discard, c)
+	rf.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	ended := func(e, d string) (string, string, string) {
+		if first == "" {
+			first = e
+		}
+		return first, e, d
+	}
+	for {
+		f, err := rf.ReadFrame()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return ended("none", "")
+			}
+			return ended("closed", "")
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeNo {
+				return ended("goaway:"+f.ErrCode.String(), string(f.DebugData()))
+			}
+		case *http2.RSTStreamFrame:
+			// What outcomeOf calls decisive, as it does: the check is the
+			// same as before, only faster to reach.
+			if first == "" {
+				first = "rst:" + strconv.Itoa(int(f.StreamID)) + ":" + f.ErrCode.String()
+			}
+		case *http2.MetaHeadersFrame:
+			if first == "" {
+				first = "status:" + strconv.Itoa(int(f.StreamID)) + ":" + f.PseudoValue("status")
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == endData {
+				return ended("settled", "")
+			}
+		}
+	}
 }

@@ -51,6 +51,22 @@ func (p *rpool) acquire(a *ratt) *upconn {
 	return nil
 }
 
+// waitRoom queues a (its slot on uc given back) until uc's writer
+// drained enough for its header block (onDrain kicks the pool); the
+// caller holds a's client connection's mu. No connection is dialled for
+// it: the upstream is slow to read, not short of streams. If uc drained
+// between the check and the queueing, the pool is kicked at once (no
+// lost wake-up).
+func (p *rpool) waitRoom(a *ratt, uc *upconn, need int) {
+	p.mu.Lock()
+	a.to(attQueued)
+	p.waiters = append(p.waiters, waiter{a, a.s.gen})
+	p.mu.Unlock()
+	if uc.cw.headRoom(need) {
+		p.kick()
+	}
+}
+
 // kick hands the waiting attempts another try (a connection got room),
 // from a goroutine of its own: the caller may hold a client connection's
 // mu, and the waiters take theirs.

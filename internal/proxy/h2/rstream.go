@@ -114,6 +114,7 @@ type attemptState struct {
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	gotHeaders bool
+	info       int64 // the header list size of the 1xx answers so far
 	hdrs       []hpack.HeaderField
 	trailers   []hpack.HeaderField
 	// hdrs' and trailers' arrays while they fit (an upstream's decoded
@@ -289,6 +290,10 @@ func (s *rstream) dispatch(a *ratt) {
 		ok, err := uc.open(a, s.pseudo(a), s.fields, a.extra, end)
 		if !ok {
 			continue // the connection closed under us: the pool has dropped it
+		}
+		if errors.Is(err, errNoRoom) {
+			s.pool.waitRoom(a, uc, blockBound(listSize(s.pseudo(a), s.fields, a.extra), 0))
+			return
 		}
 		if err != nil {
 			a.fail(err)
@@ -545,7 +550,20 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			return
 		}
 		if code < 200 {
-			return // informational: not passed on (as the Transport does)
+			// Informational: not passed on (as the Transport does), and
+			// bounded as it bounds them: their header lists in all at
+			// the MAX_HEADER_LIST_SIZE advertised. Without it, an upstream
+			// sending one indexed 1xx block after another (a few bytes
+			// each on the wire, kilobytes decoded) kept the attempt and
+			// the relay's reader busy until the per-try timeout.
+			for i := range f.fields {
+				a.info += int64(f.fields[i].Size())
+			}
+			if a.info > relayMaxHeaderList {
+				a.fail(errors.New("retrycap-proxy: malformed answer from upstream: 1xx informational answers larger than the advertised " +
+					strconv.Itoa(relayMaxHeaderList) + " bytes in all"))
+			}
+			return
 		}
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
@@ -568,6 +586,11 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		if c, ok := parseStatus(fieldValues(a.hdrs, "grpc-status")); ok {
 			// Trailers-only: the whole answer is in the headers.
 			r.code, r.eof = c, true
+			if s.upstreamDeadline(c) {
+				a.upDone()
+				a.deadlineCut()
+				return
+			}
 		} else if code != 200 {
 			r.code, r.eof = statusFromHTTP(code), true
 		} else if a.upEnded {
@@ -602,12 +625,46 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		} else {
 			r.code = codeInternal
 		}
+		if s.upstreamDeadline(r.code) {
+			a.deadlineCut()
+			return
+		}
 		s.decide(a)
 		return
 	}
 	if s.relayed == a {
+		if c, ok := parseStatus(fieldValues(a.trailers, "grpc-status")); ok && s.upstreamDeadline(c) {
+			// The end is the deadline's, as if the proxy's timer had come
+			// first (after the messages before it).
+			s.broken(context.DeadlineExceeded)
+			return
+		}
 		s.relayEnd(a)
 	}
+}
+
+// upstreamDeadline reports whether an upstream's gRPC status code is the
+// call's own deadline passing: DEADLINE_EXCEEDED arriving when the call's
+// deadline is gone (less than a millisecond left, policy.Deadline.Gone).
+// The upstream was forwarded the time left (grpc-timeout, rounded down),
+// so a server that honours it ends the call at the same moment as the
+// proxy's timer, and which of the two reaches the relay first is a race a
+// loaded machine decides. The answer must not depend on it: it is the
+// proxy's deadline answer either way (code 4 as well, with the proxy's
+// message and retrycap-exhausted: deadline, telling the client the chain's
+// time ran out, not that one upstream was slow). A DEADLINE_EXCEEDED with
+// time left is the upstream's own (an inner deadline of its own): passed
+// on as it came.
+func (s *rstream) upstreamDeadline(code int) bool {
+	return s.cs.grpc && code == codeDeadline && s.cs.dl.Gone(s.cs.h.cfg.Now())
+}
+
+// deadlineCut ends an attempt not judged yet as the proxy's deadline
+// timer does (onDeadline): a cut by the deadline, not retried, answered
+// DEADLINE_EXCEEDED, retrycap-exhausted: deadline.
+func (a *ratt) deadlineCut() {
+	a.timedOut, a.cut = true, true
+	a.fail(context.DeadlineExceeded)
 }
 
 // responseStatus reads an answer's :status, or says why the answer's head
@@ -1096,6 +1153,9 @@ func (s *rstream) onDeadline(gen uint32) {
 		return
 	}
 	switch {
+	case s.relayed != nil && s.outEnd:
+		// The answer ended whole before the deadline (its end, counted,
+		// waits behind messages the client has not read): nothing is cut.
 	case s.relayed != nil:
 		s.relayed.release()
 		s.broken(context.DeadlineExceeded)

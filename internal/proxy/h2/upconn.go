@@ -371,6 +371,7 @@ func (uc *upconn) lost(err error) {
 		}
 		a.connLost(uc, id, err)
 	}
+	uc.pool.kick() // attempts that waited for room on it go elsewhere
 }
 
 // open registers a's stream under a new id and writes its HEADERS (the
@@ -378,9 +379,18 @@ func (uc *upconn) lost(err error) {
 func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end bool) (bool, error) {
 	uc.wmu.Lock()
 	defer uc.wmu.Unlock()
-	if uc.out.maxList != 0 && listSize(pseudo, fields, extra) > uc.out.maxList {
+	size := listSize(pseudo, fields, extra)
+	if uc.out.maxList != 0 && size > uc.out.maxList {
 		uc.unreserveLocked()
 		return true, errors.New("retrycap-proxy: request header list larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE")
+	}
+	if !uc.cw.headRoom(blockBound(size, uc.out.maxFrame)) {
+		// A slow upstream's socket holds earlier blocks: this one would
+		// pass the bound that fails the connection (hardMax), every call
+		// on it. It is not encoded (the HPACK table stays the upstream's)
+		// and waits for the writer to drain (onDrain kicks the pool).
+		uc.unreserveLocked()
+		return true, errNoRoom
 	}
 	id := uc.nextID
 	uc.mu.Lock()
@@ -413,6 +423,22 @@ func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end b
 	}
 	_ = uc.out.headers(id, end, pseudo, fields, extra, true)
 	return true, nil
+}
+
+// errNoRoom: the upstream connection's pending writes leave no room for
+// an attempt's header block now; it waits in its pool's queue.
+var errNoRoom = errors.New("retrycap-proxy: upstream connection's pending writes leave no room for the header block")
+
+// blockBound is the most bytes a header list of size (as MAX_HEADER_LIST_SIZE
+// counts it) takes on the wire in frames of at most maxFrame: HPACK
+// encodes a field in at most its name, its value and a few bytes of
+// prefix (less than the 32 the list size counts per field), and each
+// frame adds its 9-byte header.
+func blockBound(size, maxFrame uint32) int {
+	if maxFrame == 0 {
+		maxFrame = 16384
+	}
+	return int(size) + 9*(int(size/maxFrame)+1)
 }
 
 // maxStreamID is the largest stream id (RFC 9113 5.1.1: 31 bits).
@@ -544,6 +570,7 @@ func (uc *upconn) unblock() {
 // onDrain is the writer's: room again on the socket.
 func (uc *upconn) onDrain() {
 	uc.unblock()
+	uc.pool.kick() // attempts waiting for room for their header block
 	uc.pool.h.flushDirty()
 }
 
