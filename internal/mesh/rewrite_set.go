@@ -14,9 +14,10 @@ import (
 // Lowered returns a copy of s (s is not modified) with the rewrites applied to the decoded object
 // they name (all the same object, of API group group), and true; false when one of them is not a
 // VirtualService's spec.http[i].retries(.attempts) or a Gateway API or Linkerd route's
-// spec.rules[i].retry(.attempts), when the object is not in s, or when a field no longer holds
-// the value the rewrite was planned from (Apply would refuse it): the caller then applies them to
-// the JSON and adds it. The result is what AddJSON of the rewritten JSON gives (the retry fields
+// spec.rules[i].retry(.attempts), when the object is not in s, when a field no longer holds
+// the value the rewrite was planned from (Apply would refuse it), or when the new value is out of
+// the CRD's bounds (bounds.go: AddJSON would refuse it): the caller then applies them to the JSON
+// and adds it. The result is what AddJSON of the rewritten JSON gives (the retry fields
 // read; the timeouts are not changed by a count of attempts), a differential test says so.
 func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 	if len(rws) == 0 {
@@ -55,10 +56,10 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			if h.Retries != nil {
 				cur = h.Retries.Attempts
 			}
-			if !holds(r, cur) {
+			v := r.value.(int64)
+			if !holds(r, cur) || boundsInt32.check(vs.id(), r.FieldPath, v) != nil {
 				return nil, false
 			}
-			v := r.value.(int64)
 			h.Retries = &struct {
 				Attempts *int64 `json:"attempts"`
 			}{Attempts: &v}
@@ -81,10 +82,14 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			if rule.Retry != nil {
 				cur = rule.Retry.Attempts
 			}
-			if !holds(r, cur) {
+			v := r.value.(int64)
+			b := boundsInt64 // as the reader bounds it (objects.go)
+			if group == GroupGateway {
+				b = boundsGatewayAPI
+			}
+			if !holds(r, cur) || b.check(rt.id(), r.FieldPath, v) != nil {
 				return nil, false
 			}
-			v := r.value.(int64)
 			rule.Retry = &struct {
 				Attempts *int64 `json:"attempts"`
 			}{Attempts: &v}

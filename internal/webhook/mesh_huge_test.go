@@ -101,8 +101,8 @@ func refLowerOnEdge(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte
 
 // randomMeshObject is a VirtualService (hosts ratings and maybe reviews, maybe exported to
 // bookinfo alone, maybe bound to an ingress gateway too) or a GAMMA HTTPRoute for ratings, with
-// up to 12 routes of random retries: none, an empty block, or attempts 0-5; some routes only
-// for an ingress gateway.
+// up to 12 routes of random retries: none, an empty block, or attempts 0-5 (1-5 on a route);
+// some routes only for an ingress gateway.
 func randomMeshObject(r *rand.Rand) []byte {
 	retry := func(key string) string {
 		switch r.IntN(4) {
@@ -110,6 +110,9 @@ func randomMeshObject(r *rand.Rand) []byte {
 			return ""
 		case 1:
 			return `,"` + key + `":{}`
+		}
+		if key == "retry" {
+			return fmt.Sprintf(`,"%s":{"attempts":%d}`, key, 1+r.IntN(5)) // the CRD's minimum 1
 		}
 		return fmt.Sprintf(`,"%s":{"attempts":%d}`, key, r.IntN(6))
 	}
