@@ -141,14 +141,22 @@ func (r *Rewrite) Apply(obj []byte) ([]byte, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", r.Object, err)
 	}
+	if err := r.applyTo(doc); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}
+
+// applyTo changes the field in doc (decoded with numbers as json.Number), after the checks.
+func (r *Rewrite) applyTo(doc any) error {
 	parent, err := r.walk(doc)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	last := r.path[len(r.path)-1].(string)
 	cur, ok := parent[last]
 	if r.absent && ok || r.check && !sameValue(cur, r.old) {
-		return nil, fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, r.FieldPath, show(cur, ok), r.From)
+		return fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, r.FieldPath, show(cur, ok), r.From)
 	}
 	if r.remove {
 		for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
@@ -157,7 +165,7 @@ func (r *Rewrite) Apply(obj []byte) ([]byte, error) {
 	} else {
 		parent[last] = r.value
 	}
-	return json.Marshal(doc)
+	return nil
 }
 
 // Patch is the RFC 6902 JSON patch from obj to Apply(obj): what a mutating webhook returns.
@@ -220,7 +228,7 @@ func pointer(path []any) string {
 		case int:
 			b.WriteString(strconv.Itoa(t))
 		case string:
-			b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+			b.WriteString(pointerEscaper.Replace(t))
 		}
 	}
 	return b.String()
@@ -260,6 +268,9 @@ func (r *Rewrite) walk(doc any) (map[string]any, error) {
 func sameValue(cur, old any) bool {
 	switch o := old.(type) {
 	case int64:
+		if v, ok := cur.(int64); ok {
+			return v == o // set by an earlier rewrite of the same Doc
+		}
 		n, ok := cur.(json.Number)
 		v, err := n.Int64()
 		return ok && err == nil && v == o

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,6 +212,9 @@ func DecideMesh(in MeshInput) MeshDecision {
 		return MeshDecision{Message: err.Error()}
 	}
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
+	if n := newSet.Routes(obj.group, obj.kind, obj.namespace, obj.name); n > MaxMeshRoutes {
+		return tooManyRoutes(policies, obj, n)
+	}
 
 	stored := in.Object
 	// The Set with what will be stored, made once for the Audit policies (nil: the object
@@ -229,7 +233,7 @@ func DecideMesh(in MeshInput) MeshDecision {
 					return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)", v.message(obj))
 				}
 			}
-			v, over := judgeMesh(p, obj, oldSet, newSet, in.Object)
+			v, over := judgeMesh(p, obj, oldSet, newSet, constJSON(in.Object))
 			return v, over, nil
 		},
 		Ref:     func(v meshVerdict) workload.PolicyRef { return v.policy.Ref() },
@@ -245,7 +249,7 @@ func DecideMesh(in MeshInput) MeshDecision {
 			return gate.AlsoOver(over)
 		},
 		Rewrite: func(rewrites []meshVerdict) []string {
-			out, patch, warnings, err := rewriteMesh(in, obj, oldSet, rewrites)
+			out, patch, warnings, err := rewriteMesh(in, obj, oldSet, newSet, rewrites)
 			if err != nil {
 				// Unreachable unless the object changes under the planner: admit it as sent, and say so.
 				return []string{fmt.Sprintf("retrycap could not rewrite %s: %v", obj.id(), err)}
@@ -263,7 +267,7 @@ func DecideMesh(in MeshInput) MeshDecision {
 			if storedSet == nil {
 				return meshVerdict{}, false
 			}
-			return judgeMesh(p, obj, oldSet, storedSet, stored)
+			return judgeMesh(p, obj, oldSet, storedSet, constJSON(stored))
 		},
 	})
 	if e.Denied {
@@ -271,6 +275,34 @@ func DecideMesh(in MeshInput) MeshDecision {
 	}
 	d.Warnings = e.Warnings
 	return d
+}
+
+// MaxMeshRoutes is the most routes (a VirtualService's spec.http, a route's spec.rules) of an
+// object the mesh gate judges. The webhook has 5 s (timeoutSeconds) and its failure policy is
+// Ignore: an object the gate cannot judge in time is admitted unjudged. Rewrite of 10,000 routes
+// takes 0.2-0.6 s on a loaded 2-core machine, of 50,000 minimal ones (1.35 MB, what etcd still
+// stores) 1.8 s (docs/benchmarks.md): past 10,000 the object is refused by a Reject or Rewrite
+// policy with its count, and an Audit policy warns.
+const MaxMeshRoutes = 10000
+
+// tooManyRoutes is the decision on an object of n > MaxMeshRoutes routes: denied when one of
+// the policies it bears on enforces (Reject or Rewrite: the strictest, workload.CompareRefs,
+// names itself), else
+// admitted with the warning that it was not judged.
+func tooManyRoutes(policies []judgedPolicy, obj meshObject, n int) MeshDecision {
+	msg := fmt.Sprintf("%s has %d routes: retrycap judges mesh objects of at most %d (the webhook's 5 s would run out, and the object be admitted unjudged); split its routes across objects",
+		obj.id(), n, MaxMeshRoutes)
+	refs := make([]workload.PolicyRef, 0, len(policies))
+	for _, p := range policies {
+		if p.Spec().Enforcement != v1alpha1.EnforcementAudit {
+			refs = append(refs, p.Ref())
+		}
+	}
+	if len(refs) == 0 {
+		return MeshDecision{Allowed: true, Warnings: []string{msg + " (admitted unjudged: every policy it bears on is Audit)"}}
+	}
+	slices.SortFunc(refs, workload.CompareRefs)
+	return MeshDecision{Message: refs[0].String() + ": " + msg}
 }
 
 // meshObject is the identity of the incoming object.
@@ -399,8 +431,10 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 
 // judgeMesh reports whether p's graph with set goes over the cap (or maxTimeToAnswer) through an
 // edge the object's layer raised (compared with oldSet), and the largest tries of that layer that
-// fit; else whether a timeout the object raised is over maxTimeToAnswer (judgeTimeRaise).
-func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte) (meshVerdict, bool) {
+// fit; else whether a timeout the object raised is over maxTimeToAnswer (judgeTimeRaise). raw
+// gives the object's JSON as set holds it (read only when a candidate cannot be judged on the
+// Set's decoded object: lowerOnEdge).
+func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
 	old := p.build(oldSet)
 	r := p.build(set)
 	for _, e := range raisedBy(r, old, obj) {
@@ -411,17 +445,26 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte
 		}
 		v := meshVerdict{policy: p, layer: e.layer, edge: e, judge: j, time: tj}
 		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
-		// chain longer.
+		// chain longer. A chain through the edge multiplies its tries, so more than the cap
+		// does not fit (checked once, then the bisection starts there): attempts: 2^40 costs
+		// the steps of the cap, not 41 (each a build of the graph).
 		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
+		if c := r.Cap + 1; r.Cap > 0 && c < hi-1 {
+			if fitsWith(p, obj, set, raw, e, c) {
+				lo = c
+			} else {
+				hi = c
+			}
+		}
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
-			if fitsWith(p, obj, oldSet, raw, e, mid) {
+			if fitsWith(p, obj, set, raw, e, mid) {
 				lo = mid
 			} else {
 				hi = mid
 			}
 		}
-		if lo == 0 && fitsWith(p, obj, oldSet, raw, e, 1) {
+		if lo == 0 && fitsWith(p, obj, set, raw, e, 1) {
 			lo = 1
 		}
 		v.keep = lo
@@ -430,61 +473,98 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw []byte
 	return judgeTimeRaise(p, obj, oldSet, set)
 }
 
+// objectJSON returns the object's JSON as a Set holds it.
+type objectJSON func() ([]byte, error)
+
+// constJSON is an objectJSON of data.
+func constJSON(data []byte) objectJSON { return func() ([]byte, error) { return data, nil } }
+
 // fitsWith reports whether the chains through e fit p's cap with the object's layers on e's
-// edge lowered to tries.
-func fitsWith(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte, e raised, tries int64) bool {
-	_, r, ok := lowerOnEdge(p, obj, oldSet, raw, e, tries)
+// edge lowered to tries (set: the cluster's Set with the object as judged).
+func fitsWith(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, e raised, tries int64) bool {
+	_, _, r, ok := lowerOnEdge(p, obj, set, raw, e, tries)
 	return ok && !judgeAt(r, e).Over && timeAt(p, r, e) == nil
 }
 
-// maxEdgeFields bounds how many fields of one object lowerOnEdge lowers for one edge, and
-// edgeFieldBytes how many bytes of object it re-reads for one edge: each field is a rebuild of
-// the policy's graph with the object read again, and the request has timeoutSeconds (5) in
-// all. An object of 1 MB (10,000 routes) gets one field, as before lowerOnEdge.
+// maxEdgeRounds bounds how many times lowerOnEdge looks at the edge again after lowering (each
+// is a build of the policy's graph), and edgeJSONBytes how many bytes of object it may re-read
+// from JSON for one edge (a rewrite mesh.Set.Lowered cannot judge on the decoded object: a
+// Linkerd annotation, a Kuma, Dapr or Consul field; those objects are small): the request has
+// timeoutSeconds (5) in all.
 const (
-	maxEdgeFields  = 8
-	edgeFieldBytes = 1 << 20
+	maxEdgeRounds = 8
+	edgeJSONBytes = 1 << 20
 )
 
-// edgeFields is how many fields lowerOnEdge may lower on an object of n bytes.
-func edgeFields(n int) int {
-	return max(1, min(maxEdgeFields, edgeFieldBytes/max(n, 1)))
-}
-
-// lowerOnEdge returns raw with every layer of the object on e's edge lowered to at most tries,
-// and p's graph with it. The mesh counts an edge's worst route (a VirtualService with two
-// routes to ratings, both retries.attempts: 3, gives the edge the first one's layer): lowering
-// only the field the judgement named left the other route's tries on the edge, so a
-// two-route object was judged unfixable ("even attempts: 0 does not fit") and Rewrite lowered
-// one route and admitted the object still over the cap. It lowers the named field, rebuilds,
-// and goes on with the field that then carries the edge, for at most edgeFields fields (more:
-// not ok, as when a field cannot be rewritten).
-func lowerOnEdge(p judgedPolicy, obj meshObject, oldSet *mesh.Set, raw []byte, e raised, tries int64) ([]byte, *workload.Result, bool) {
-	l, cur := e.layer, raw
-	for range edgeFields(len(raw)) {
-		rw, err := mesh.PlanRewrite(l, tries)
-		if err != nil {
-			return nil, nil, false
+// lowerOnEdge returns the rewrites that lower every layer of the object on e's edge to at most
+// tries, set (the cluster's Set with the object as judged, where e was found) with them, and
+// p's graph on it. The mesh counts an edge's worst route (a VirtualService with two routes to
+// ratings, both retries.attempts: 3, gives the edge the first one's layer): lowering only the
+// field the judgement named left the other route's tries on the edge, so a two-route object was
+// judged unfixable ("even attempts: 0 does not fit") and Rewrite lowered one route and admitted
+// the object still over the cap. It lowers the layer's siblings over tries at once (every route
+// of a VirtualService for sidecars: mesh.Set.Siblings), judged on the Set's decoded object
+// (mesh.Set.Lowered: no JSON read), builds, and goes on with the object's layer that then
+// carries the edge, for at most maxEdgeRounds rounds (more: not ok, as when a field cannot be
+// rewritten).
+func lowerOnEdge(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, e raised, tries int64) ([]*mesh.Rewrite, *mesh.Set, *workload.Result, bool) {
+	var all []*mesh.Rewrite
+	cur, l := set, e.layer
+	jsonBytes := 0
+	for range maxEdgeRounds {
+		var batch []*mesh.Rewrite
+		seen := map[string]bool{}
+		for _, sl := range append([]mesh.Layer{l}, cur.Siblings(obj.group, l)...) {
+			if sl.Tries <= tries || seen[sl.FieldPath] {
+				continue
+			}
+			seen[sl.FieldPath] = true
+			rw, err := mesh.PlanRewrite(sl, tries)
+			if err != nil {
+				return nil, nil, nil, false
+			}
+			batch = append(batch, rw)
 		}
-		out, err := rw.Apply(cur)
-		if err != nil {
-			return nil, nil, false
+		next, ok := cur.Lowered(obj.group, batch)
+		if !ok {
+			data, err := raw()
+			if err != nil {
+				return nil, nil, nil, false
+			}
+			jsonBytes += len(data)
+			if jsonBytes > edgeJSONBytes {
+				return nil, nil, nil, false
+			}
+			doc, err := mesh.NewDoc(data)
+			if err != nil {
+				return nil, nil, nil, false
+			}
+			for _, rw := range append(slices.Clone(all), batch...) {
+				if err := doc.Apply(rw); err != nil {
+					return nil, nil, nil, false
+				}
+			}
+			out, err := doc.Bytes()
+			if err != nil {
+				return nil, nil, nil, false
+			}
+			if next, err = withObject(cur, obj, out); err != nil {
+				return nil, nil, nil, false
+			}
+			raw = constJSON(data) // the rewrites so far are applied to it again next time
 		}
-		s, err := withObject(oldSet, obj, out)
-		if err != nil {
-			return nil, nil, false
+		all = append(all, batch...)
+		r := p.build(next)
+		nl, on := layerOnEdge(r, obj, e)
+		if !on || nl.Tries <= tries {
+			return all, next, r, true
 		}
-		r := p.build(s)
-		next, on := layerOnEdge(r, obj, e)
-		if !on || next.Tries <= tries {
-			return out, r, true
+		if seen[nl.FieldPath] {
+			return nil, nil, nil, false // the rewrite did not take: never loop on it
 		}
-		if next.FieldPath == l.FieldPath {
-			return nil, nil, false // the rewrite did not take: never loop on it
-		}
-		l, cur = next, out
+		l, cur = nl, next
 	}
-	return nil, nil, false
+	return nil, nil, nil, false
 }
 
 // layerOnEdge is the object's layer on e's edge (or entrypoint) in r, if it still has one.
@@ -644,26 +724,58 @@ func (v meshVerdict) message(obj meshObject) string {
 
 // rewriteMesh lowers the object's fields for the exceeded Rewrite policies, each to the
 // largest value that fits all of them (rounds: a lowered field may leave another policy over
-// through another field), and returns the object to store, the patch and the warnings.
-func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, error) {
-	cur := in.Object
+// through another field), and returns the object to store, the patch and the warnings. set is
+// oldSet with the object as sent. The object is decoded once (mesh.Doc), the rewrites applied
+// to it, and the patch computed over the fields they touched.
+func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, error) {
+	doc, err := mesh.NewDoc(in.Object)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("decoding %s: %w", obj.id(), err)
+	}
+	// The object's JSON as cur holds it, encoded only when a rewrite needs it (memoized per round).
+	var curJSON []byte
+	raw := func() ([]byte, error) {
+		if curJSON == nil {
+			data, err := doc.Bytes()
+			if err != nil {
+				return nil, err
+			}
+			curJSON = data
+		}
+		return curJSON, nil
+	}
+	cur := set
 	var warnings, explains []string
 	var refs []workload.PolicyRef
 	pending := rewrites
 	for round := 0; len(pending) > 0 && round < 16; round++ {
 		v := pending[0]
 		keep := max(v.keep, 1)
-		out, _, ok := lowerOnEdge(v.policy, obj, oldSet, cur, v.edge, keep)
+		rws, next, _, ok := lowerOnEdge(v.policy, obj, cur, raw, v.edge, keep)
 		if !ok {
 			// Each field on its own: the first one's error says why.
 			rw, err := mesh.PlanRewrite(v.layer, keep)
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			if out, err = rw.Apply(cur); err != nil {
+			rws, next = []*mesh.Rewrite{rw}, nil
+		}
+		for _, rw := range rws {
+			if err := doc.Apply(rw); err != nil {
 				return nil, nil, nil, err
 			}
 		}
+		curJSON = nil
+		if next == nil {
+			data, err := raw()
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
+			}
+			if next, err = withObject(oldSet, obj, data); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		cur = next
 		if !slices.Contains(refs, v.policy.Ref()) {
 			refs = append(refs, v.policy.Ref())
 			explains = append(explains, v.explain())
@@ -671,38 +783,26 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 		if v.keep == 0 {
 			warnings = append(warnings, v.message(obj)+" (admitted: enforcement is Rewrite; "+obj.id()+" is rewritten as far as it goes)")
 		}
-		cur = out
-		set, err := withObject(oldSet, obj, cur)
-		if err != nil {
-			return nil, nil, nil, err
-		}
 		pending = pending[:0:0]
 		for _, w := range rewrites {
-			if nv, over := judgeMesh(w.policy, obj, oldSet, set, cur); over && nv.layer.Tries > 1 && nv.keep > 0 {
+			if nv, over := judgeMesh(w.policy, obj, oldSet, cur, raw); over && nv.layer.Tries > 1 && nv.keep > 0 {
 				pending = append(pending, nv)
 			}
 		}
 	}
-	changes, from, err := diffFields(in.Object, cur)
+	changed, err := doc.Patch()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
-	var doc map[string]any
-	if err := json.Unmarshal(cur, &doc); err != nil {
-		return nil, nil, nil, fmt.Errorf("decoding %s: %w", obj.id(), err)
+	changes, from := describeChanges(doc, changed)
+	if err := doc.SetAnnotation(annotations.RewrittenFrom, clipRewrittenFrom(strings.Join(from, "; "), doc.AnnotationBytes(annotations.RewrittenFrom))); err != nil {
+		return nil, nil, nil, fmt.Errorf("annotating %s: %w", obj.id(), err)
 	}
-	md, _ := doc["metadata"].(map[string]any)
-	ann, _ := md["annotations"].(map[string]any)
-	if ann == nil {
-		ann = map[string]any{}
-		md["annotations"] = ann
-	}
-	ann[annotations.RewrittenFrom] = strings.Join(from, "; ")
-	final, err := json.Marshal(doc)
+	final, err := doc.Bytes()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
 	}
-	ops, err := jsonpatch.CreatePatch(in.Object, final)
+	ops, err := doc.Patch()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
@@ -713,21 +813,35 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet *mesh.Set, rewrites []mesh
 	return final, ops, append([]string{w}, warnings...), nil
 }
 
-// diffFields renders the fields a rewrite changed, "spec.http[0].retries.attempts: 3 -> 1"
-// each, and their old values, "spec.http[0].retries.attempts: 3" each (unset fields: "unset"),
-// in path order.
-func diffFields(before, after []byte) (changes, from []string, err error) {
-	ops, err := jsonpatch.CreatePatch(before, after)
-	if err != nil {
-		return nil, nil, err
+// maxAnnotationBytes is the API's limit on an object's annotations, keys and values together
+// (apimachinery's TotalAnnotationSizeLimitB).
+const maxAnnotationBytes = 256 << 10
+
+// clipRewrittenFrom is from as stored in retrycap.dev/rewritten-from beside annotations of used
+// bytes: whole when it fits in the API's 256 KiB, else cut after its last whole field that fits,
+// ending "... (truncated from N bytes)" (the workload gate cuts its copy the same way). 10,000
+// lowered routes are 370 KB of old values: the rewritten object was refused ("Too long").
+func clipRewrittenFrom(from string, used int) string {
+	room := maxAnnotationBytes - used - len(annotations.RewrittenFrom)
+	if len(from) <= room {
+		return from
 	}
+	tail := "... (truncated from " + strconv.Itoa(len(from)) + " bytes)"
+	n := max(room-len(tail), 0)
+	cut := strings.LastIndex(from[:n], "; ")
+	if cut <= 0 {
+		return "" // no room even for one field: the warning names them
+	}
+	return from[:cut] + tail
+}
+
+// describeChanges renders the patch ops of a rewrite, "spec.http[0].retries.attempts: 3 -> 1"
+// each, and the old values, "spec.http[0].retries.attempts: 3" each (unset fields: "unset"), in
+// path order.
+func describeChanges(doc *mesh.Doc, ops []jsonpatch.JsonPatchOperation) (changes, from []string) {
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
-	var b any
-	if err := json.Unmarshal(before, &b); err != nil {
-		return nil, nil, err
-	}
 	for _, op := range ops {
-		old, ok := lookup(b, op.Path)
+		old, ok := doc.Original(op.Path)
 		oldS := "unset"
 		if ok {
 			oldS = render(old)
@@ -740,7 +854,7 @@ func diffFields(before, after []byte) (changes, from []string, err error) {
 		changes = append(changes, fmt.Sprintf("%s: %s -> %s", path, oldS, newS))
 		from = append(from, path+": "+oldS)
 	}
-	return changes, from, nil
+	return changes, from
 }
 
 func render(v any) string {
@@ -752,31 +866,6 @@ func render(v any) string {
 		return string(data)
 	}
 	return fmt.Sprint(v)
-}
-
-// lookup follows an RFC 6901 pointer.
-func lookup(doc any, ptr string) (any, bool) {
-	cur := doc
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			var i int
-			if _, err := fmt.Sscanf(tok, "%d", &i); err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
 }
 
 // pointerToPath renders "/spec/http/0/retries/attempts" as "spec.http[0].retries.attempts" and
