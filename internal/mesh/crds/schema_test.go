@@ -19,34 +19,8 @@ import (
 // with local structs: if a project renames or retypes one, this fails before the reader goes
 // blind. It needs no API server.
 func TestSchemaHasTheFieldsRead(t *testing.T) {
-	exp, err := crds.GatewayAPI(crds.Experimental)
-	if err != nil {
-		t.Fatal(err)
-	}
-	std, err := crds.GatewayAPI(crds.Standard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	istio, err := crds.Istio()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eg, err := crds.EnvoyGatewayBackendTrafficPolicy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kuma, err := crds.Kuma()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dapr, err := crds.Dapr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	consul, err := crds.Consul()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := loadSchemas(t)
+	exp, std, istio, eg, kuma, dapr, consul := sc.exp, sc.std, sc.istio, sc.eg, sc.kuma, sc.dapr, sc.consul
 	ref := func(prefix string) []string {
 		return []string{prefix + ".group:string", prefix + ".kind:string", prefix + ".namespace:string", prefix + ".name:string"}
 	}
@@ -149,30 +123,8 @@ func findSchema(t *testing.T, path, group, kind, version string) *apiextensionsv
 // TestSchemaBoundsOfCounts checks the bounds internal/mesh/bounds.go reads the retry counts
 // with against the schemas: a format or minimum a project adds or drops fails here first.
 func TestSchemaBoundsOfCounts(t *testing.T) {
-	exp, err := crds.GatewayAPI(crds.Experimental)
-	if err != nil {
-		t.Fatal(err)
-	}
-	istio, err := crds.Istio()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eg, err := crds.EnvoyGatewayBackendTrafficPolicy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kuma, err := crds.Kuma()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dapr, err := crds.Dapr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	consul, err := crds.Consul()
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := loadSchemas(t)
+	exp, istio, eg, kuma, dapr, consul := sc.exp, sc.istio, sc.eg, sc.kuma, sc.dapr, sc.consul
 	cases := []struct {
 		path, group, kind, version, field string
 		format                            string
@@ -209,4 +161,37 @@ func TestSchemaBoundsOfCounts(t *testing.T) {
 	if m := retry.AdditionalProperties.Schema.Properties["maxRetries"]; m.Type != "integer" || m.Format != "" || m.Minimum != nil || m.Maximum != nil {
 		t.Errorf("dapr.io Resiliency maxRetries: type %q format %q minimum %v maximum %v, bounds.go reads an integer without bounds", m.Type, m.Format, m.Minimum, m.Maximum)
 	}
+}
+
+// schemas are the CRD paths both schema tests read (a directory or a file,
+// as the crds package resolves them; Kuma's are several files).
+type schemas struct {
+	exp, std, istio, eg, dapr, consul string
+	kuma                              []string
+}
+
+func loadSchemas(t *testing.T) schemas {
+	t.Helper()
+	var sc schemas
+	var err error
+	must := func(e error) {
+		if e != nil {
+			t.Fatal(e)
+		}
+	}
+	sc.exp, err = crds.GatewayAPI(crds.Experimental)
+	must(err)
+	sc.std, err = crds.GatewayAPI(crds.Standard)
+	must(err)
+	sc.istio, err = crds.Istio()
+	must(err)
+	sc.eg, err = crds.EnvoyGatewayBackendTrafficPolicy()
+	must(err)
+	sc.kuma, err = crds.Kuma()
+	must(err)
+	sc.dapr, err = crds.Dapr()
+	must(err)
+	sc.consul, err = crds.Consul()
+	must(err)
+	return sc
 }
