@@ -125,6 +125,15 @@ func (x *Index) Workloads(ns string) []workload.Workload {
 	return n.list
 }
 
+// Has reports whether namespace ns holds workload kind/name (the injector asks it for the
+// CronJob a Job's name points to: workload.ForPodIn).
+func (x *Index) Has(kind, ns, name string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := x.byNS[ns]
+	return n != nil && n.items[workload.Workload{Kind: kind, Namespace: ns, Name: name}.Key()] != nil
+}
+
 // RelevantParsed returns the workloads of ns that can change the gate's judgement of a workload
 // of service svc whose upstreams are ups, parsed and sorted by workload.Compare: those providing
 // svc, every service that reaches svc, and every service reachable from svc or from ups, in the

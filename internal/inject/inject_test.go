@@ -29,8 +29,9 @@ var update = flag.Bool("update", false, "rewrite the testdata/*.injected.yaml go
 var testConfig = Config{ProxyImage: "retrycap/retrycap-proxy:v0.1.0", ExcludedNamespaces: []string{"kube-system", "retrycap-system"}}
 
 // goldenCase is one testdata/<name>.yaml: the pod (the first Pod document), and the rest of the
-// namespace as further documents: its Namespace (for the labels), RetryPolicies, and workloads;
-// and for ClusterRetryPolicies the other namespaces and their workloads.
+// namespace as further documents: its Namespace (for the labels), RetryPolicies, and workloads
+// (the namespace's CronJobs are what Input.HasCronJob knows; a Job a CronJob owns is skipped,
+// as the index skips it); and for ClusterRetryPolicies the other namespaces and their workloads.
 type goldenCase struct {
 	name  string
 	input Input
@@ -98,6 +99,11 @@ func readInput(path string) (Input, error) {
 		case *v1alpha1.ClusterRetryPolicy:
 			cluster = append(cluster, o)
 		default:
+			// A Job a CronJob made (covered by its owner) is context, as in the cluster: the
+			// index holds its CronJob, not it.
+			if kind, meta, _, ok := workload.TemplateOf(obj); ok && workload.Covered(kind, meta) {
+				continue
+			}
 			w, ok := workload.FromObject(obj)
 			if !ok {
 				return in, fmt.Errorf("document %d: %T is neither the pod, a Namespace, a RetryPolicy, a ClusterRetryPolicy nor a workload", i, obj)
@@ -111,11 +117,16 @@ func readInput(path string) (Input, error) {
 	// As the pod injector reads them: the namespace's own workloads for its RetryPolicies, the
 	// cluster policies whose scope has the pod's namespace, and every workload for those.
 	in.NamespaceLabels = nsLabels[in.Pod.Namespace]
+	cronJobs := map[string]bool{}
 	for _, w := range all {
 		if w.Namespace == in.Pod.Namespace {
 			in.Workloads = append(in.Workloads, w)
+			if w.Kind == workload.KindCronJob {
+				cronJobs[w.Name] = true
+			}
 		}
 	}
+	in.HasCronJob = func(name string) bool { return cronJobs[name] }
 	for _, p := range cluster {
 		scope, err := workload.NewClusterScope(p, nsLabels)
 		if err != nil {
