@@ -51,7 +51,10 @@ func python(t *testing.T) string {
 	pyOnce.Do(func() {
 		out, err := exec.Command(pyInterp, "-I", "-c", "import http.client, urllib.request, requests, urllib3, grpc").CombinedOutput()
 		if err != nil {
-			pyErr = fmt.Errorf("%s: %w: %s", pyInterp, err, bytes.TrimSpace(out))
+			pyErr = fmt.Errorf("%s: %w", pyInterp, err)
+			if out = bytes.TrimSpace(out); len(out) > 0 {
+				pyErr = fmt.Errorf("%w: %s", pyErr, out)
+			}
 		}
 	})
 	if pyErr != nil {
