@@ -65,7 +65,7 @@ func Decide(cfg Config, in Input) Decision {
 		return skip(HostNetwork, "the pod uses the host network, where the proxy's ports %s and %d would clash with other pods", ListenAddr, AdminPort)
 	}
 
-	w := workload.ForPodIn(pod, in.HasCronJob)
+	w := workload.ForPodIn(pod, in.CronJobOf)
 	selecting, disabled, selErrs := selectingPolicies(in, w)
 	if len(selecting) == 0 {
 		if len(disabled) > 0 {
@@ -153,11 +153,11 @@ type Input struct {
 	// Mesh is the mesh retry layers the gate counts (nil: none): a Service a Gateway-parented
 	// route routes to is a default entrypoint of a policy that lists none.
 	Mesh *mesh.Set
-	// HasCronJob reports whether the pod's namespace has a CronJob of a name (the webhook asks
-	// the index). A pod of a Job a CronJob made is the CronJob's (workload.ForPodIn): its proxy
-	// carries the CronJob's service name and entrypoint, the workload the gate judged, not a Job
-	// named anew each run. nil: no CronJob is known, the pod's Job is its workload.
-	HasCronJob func(name string) bool
+	// CronJobOf is the CronJob a Job of the pod's namespace belongs to (the webhook asks the
+	// index: index.Index.CronJobOf). A pod of a Job a CronJob made is the CronJob's
+	// (workload.ForPodIn): its proxy carries the CronJob's service name and entrypoint, the
+	// workload the gate judged, not a Job named anew each run. nil: the pod's Job is its workload.
+	CronJobOf func(job string) (string, bool)
 }
 
 // ClusterPolicy is a ClusterRetryPolicy with the namespaces it selects.

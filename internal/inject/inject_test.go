@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -30,8 +31,7 @@ var testConfig = Config{ProxyImage: "retrycap/retrycap-proxy:v0.1.0", ExcludedNa
 
 // goldenCase is one testdata/<name>.yaml: the pod (the first Pod document), and the rest of the
 // namespace as further documents: its Namespace (for the labels), RetryPolicies, and workloads
-// (the namespace's CronJobs are what Input.HasCronJob knows; a Job a CronJob owns is skipped,
-// as the index skips it); and for ClusterRetryPolicies the other namespaces and their workloads.
+// (a Job a CronJob owns is no workload, as in the index: Input.CronJobOf knows its owner); and for ClusterRetryPolicies the other namespaces and their workloads.
 type goldenCase struct {
 	name  string
 	input Input
@@ -71,6 +71,7 @@ func readInput(path string) (Input, error) {
 	nsLabels := map[string]map[string]string{}
 	var cluster []*v1alpha1.ClusterRetryPolicy
 	var all []workload.Workload
+	jobCronJobs := map[string]string{} // Job -> the CronJob that controls it (the pod's namespace's)
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 1; ; i++ {
 		doc, err := r.Read()
@@ -102,6 +103,9 @@ func readInput(path string) (Input, error) {
 			// A Job a CronJob made (covered by its owner) is context, as in the cluster: the
 			// index holds its CronJob, not it.
 			if kind, meta, _, ok := workload.TemplateOf(obj); ok && workload.Covered(kind, meta) {
+				if c := metav1.GetControllerOf(meta); kind == workload.KindJob && c.Kind == workload.KindCronJob {
+					jobCronJobs[meta.Name] = c.Name
+				}
 				continue
 			}
 			w, ok := workload.FromObject(obj)
@@ -117,16 +121,16 @@ func readInput(path string) (Input, error) {
 	// As the pod injector reads them: the namespace's own workloads for its RetryPolicies, the
 	// cluster policies whose scope has the pod's namespace, and every workload for those.
 	in.NamespaceLabels = nsLabels[in.Pod.Namespace]
-	cronJobs := map[string]bool{}
+	has := map[string]bool{}
 	for _, w := range all {
 		if w.Namespace == in.Pod.Namespace {
 			in.Workloads = append(in.Workloads, w)
-			if w.Kind == workload.KindCronJob {
-				cronJobs[w.Name] = true
-			}
+			has[w.Kind+"/"+w.Name] = true
 		}
 	}
-	in.HasCronJob = func(name string) bool { return cronJobs[name] }
+	in.CronJobOf = func(job string) (string, bool) {
+		return workload.CronJobOfJob(job, jobCronJobs[job], func(kind, name string) bool { return has[kind+"/"+name] })
+	}
 	for _, p := range cluster {
 		scope, err := workload.NewClusterScope(p, nsLabels)
 		if err != nil {

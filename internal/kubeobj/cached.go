@@ -81,6 +81,9 @@ func typeMetaOf(kind string) *metav1.TypeMeta {
 type OwnedObject struct {
 	// Kind is workload.KindJob or KindReplicaSet.
 	Kind, Namespace, Name string
+	// CronJob is, for a Job a CronJob controls, that CronJob's name: the workload its pods
+	// belong to (the injector asks the index, index.Index.CronJobOf); "" otherwise.
+	CronJob string
 }
 
 // GetObjectKind is runtime.Object's.

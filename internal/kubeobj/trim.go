@@ -1,6 +1,8 @@
 package kubeobj
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,7 +48,7 @@ func TrimForCache(in any) (any, error) {
 	if obj, ok := in.(runtime.Object); ok {
 		if kind, meta, tmpl, ok := workload.TemplateOf(obj); ok {
 			if workload.Covered(kind, meta) {
-				return &OwnedObject{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name}, nil
+				return &OwnedObject{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name, CronJob: cronJobOf(kind, meta)}, nil
 			}
 			return cachedWorkload(kind, *meta, tmpl), nil
 		}
@@ -103,4 +105,18 @@ func withoutLastApplied(ann map[string]string) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// cronJobOf is the name of the CronJob that controls a Job, "" for any other object. A Job's
+// name starts with its CronJob's (getJobName: "<cronjob>-<scheduled minute>"), so the name is
+// taken from the Job's own string where it can be: no second copy per run.
+func cronJobOf(kind string, meta *metav1.ObjectMeta) string {
+	c := metav1.GetControllerOf(meta)
+	if kind != workload.KindJob || c == nil || c.Kind != workload.KindCronJob || !strings.HasPrefix(c.APIVersion, "batch/") {
+		return ""
+	}
+	if strings.HasPrefix(meta.Name, c.Name) {
+		return meta.Name[:len(c.Name)]
+	}
+	return c.Name
 }

@@ -101,6 +101,20 @@ var _ = Describe("pod injector: a CronJob's pod", Ordered, func() {
 		Expect(p.Spec.InitContainers[0].Args).To(Equal(proxyArgs("nightly", true)))
 	})
 
+	It("names the proxy of a run started by hand from the CronJob (any name, owned by it) after the CronJob, once the cache has the Job", func() {
+		// kubectl create job --from=cronjob/nightly nightly-manual sets the CronJob as controller.
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly-manual",
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "CronJob", Name: "nightly", UID: cronJob.UID, Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}}},
+			Spec: batchv1.JobSpec{Template: template()},
+		}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() string { cj, _ := gateWebhooks.Index.CronJobOf(ns, "nightly-manual"); return cj }, cacheWait).Should(Equal("nightly"))
+		p := admit(job)
+		Expect(p.Spec.InitContainers).To(HaveLen(1))
+		Expect(p.Spec.InitContainers[0].Args).To(Equal(proxyArgs("nightly", true)))
+	})
+
 	It("keeps a Job no CronJob of that name made as its own workload, even with a timestamp-like suffix", func() {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "migrate-29412345"}, Spec: batchv1.JobSpec{Template: template()}}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())

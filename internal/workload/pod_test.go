@@ -51,11 +51,19 @@ func TestForPodInCronJob(t *testing.T) {
 			Labels:          map[string]string{"batch.kubernetes.io/job-name": job, "job-name": job},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job, Controller: &yes}}}}
 	}
-	cronJobs := func(name string) bool { return name == "nightly" || name == "report-v2" }
+	// The namespace holds CronJobs nightly and report-v2 and a Job of its own, backup-20260101;
+	// the cache knows nightly-manual (kubectl create job --from=cronjob/nightly) as nightly's.
+	has := func(kind, name string) bool {
+		return kind == KindCronJob && (name == "nightly" || name == "report-v2" || name == "backup") || kind == KindJob && name == "backup-20260101"
+	}
+	cronJobs := func(job string) (string, bool) {
+		owner := map[string]string{"nightly-manual": "nightly"}[job]
+		return CronJobOfJob(job, owner, has)
+	}
 	tests := []struct {
 		name string
 		pod  *corev1.Pod
-		has  func(string) bool
+		has  func(string) (string, bool)
 		want string
 	}{
 		{"a CronJob's Job (minutes since the epoch)", jobPod("nightly-29412345"), cronJobs, "CronJob shop/nightly"},
@@ -65,7 +73,9 @@ func TestForPodInCronJob(t *testing.T) {
 		{"7 digits: not the controller's", jobPod("nightly-2941234"), cronJobs, "Job shop/nightly-2941234"},
 		{"11 digits", jobPod("nightly-29412345678"), cronJobs, "Job shop/nightly-29412345678"},
 		{"a suffix that is not all digits", jobPod("nightly-2941234x"), cronJobs, "Job shop/nightly-2941234x"},
-		{"a manual run with its own name", jobPod("nightly-manual"), cronJobs, "Job shop/nightly-manual"},
+		{"a manual run the cache knows as the CronJob's", jobPod("nightly-manual"), cronJobs, "CronJob shop/nightly"},
+		{"a run with its own name the cache does not know", jobPod("nightly-manual2"), cronJobs, "Job shop/nightly-manual2"},
+		{"a Job of its own named like a run, beside the CronJob", jobPod("backup-20260101"), cronJobs, "Job shop/backup-20260101"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
