@@ -39,7 +39,8 @@ func CacheOptions() cache.Options {
 // other object (a bare Pod's metadata, Namespaces, RetryPolicies) keeps its content without
 // managedFields and last-applied-configuration. A cached workload is therefore not an object
 // of the API. A Job or ReplicaSet a controller owns (a CronJob's Job, a Deployment's
-// ReplicaSet: workload.Covered) is replaced by an OwnedObject, its key alone: clusters hold ten
+// ReplicaSet: workload.Covered) is replaced by an OwnedObject, its key alone (a CronJob's Job
+// also keeps the CronJob's name, which the injector reads through the index): clusters hold ten
 // ReplicaSets per Deployment (revisionHistoryLimit) and a Job per CronJob run, none of them a
 // workload of its own. Whether a controller owns it is decided here, once: ownerReferences
 // are not kept. A cached workload is therefore not an object of the API: retrycap reads
