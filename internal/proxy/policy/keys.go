@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -12,18 +13,29 @@ import (
 // requests carrying that key have spent at an entry proxy, so a client that
 // retries with the same key gets what is left rather than a fresh cap.
 // Memory is bounded: at most max keys, least recently used evicted first,
-// and entries older than ttl are forgotten.
+// and entries older than ttl are forgotten. A key is held as a 128-bit
+// digest, not its bytes: a client chooses the key's length (up to the
+// head's limit, 1 MB on h2), and 100,000 keys of 1 MB each held as they
+// came would be 100 GB.
 type KeyLedger struct {
 	ttl int64
 	max int
 
+	// seeds of the digest: random per ledger, so a client cannot make two
+	// of its keys collide (a collision could only merge their spending:
+	// lower a budget, never raise it).
+	seeds [2]maphash.Seed
+
 	mu  sync.Mutex
 	lru *list.List // front = most recent; values are *keyEntry
-	m   map[string]*list.Element
+	m   map[keyDigest]*list.Element
 }
 
+// keyDigest is a key's fixed-size stand-in in the ledger.
+type keyDigest [2]uint64
+
 type keyEntry struct {
-	key   string
+	key   keyDigest
 	spent int
 	at    int64 // last update, unix ns
 }
@@ -33,14 +45,20 @@ func NewKeyLedger(ttl time.Duration, max int) *KeyLedger {
 	if max <= 0 {
 		max = 100000
 	}
-	return &KeyLedger{ttl: int64(ttl), max: max, lru: list.New(), m: make(map[string]*list.Element)}
+	return &KeyLedger{ttl: int64(ttl), max: max, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		lru: list.New(), m: make(map[keyDigest]*list.Element)}
+}
+
+func (l *KeyLedger) digest(key []byte) keyDigest {
+	return keyDigest{maphash.Bytes(l.seeds[0], key), maphash.Bytes(l.seeds[1], key)}
 }
 
 // Spent returns what the key has spent so far (0 if unknown or expired).
 func (l *KeyLedger) Spent(key []byte, now int64) int {
+	d := l.digest(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.m[string(key)]
+	e, ok := l.m[d]
 	if !ok {
 		return 0
 	}
@@ -55,9 +73,10 @@ func (l *KeyLedger) Spent(key []byte, now int64) int {
 
 // Add records that a request with key spent n more.
 func (l *KeyLedger) Add(key []byte, n int, now int64) {
+	d := l.digest(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.m[string(key)]; ok {
+	if e, ok := l.m[d]; ok {
 		ke := e.Value.(*keyEntry)
 		if now-ke.at > l.ttl {
 			ke.spent = 0
@@ -67,7 +86,7 @@ func (l *KeyLedger) Add(key []byte, n int, now int64) {
 		l.lru.MoveToFront(e)
 		return
 	}
-	ke := &keyEntry{key: string(key), spent: n, at: now}
+	ke := &keyEntry{key: d, spent: n, at: now}
 	l.m[ke.key] = l.lru.PushFront(ke)
 	for l.lru.Len() > l.max {
 		old := l.lru.Back()
