@@ -35,6 +35,18 @@ func (f *Forwarder) requestHeadersSeen(h *fasthttp.RequestHeader, seen Seen, sc 
 	return n, hadBag, key
 }
 
+// keyFieldsDiffer reports whether the request carries Idempotency-Key
+// fields of different values (first: the first one's): rare, so the common
+// request pays one walk of its fields and no allocation.
+func keyFieldsDiffer(h *fasthttp.RequestHeader, first []byte) bool {
+	for k, v := range h.All() {
+		if bytes.EqualFold(k, keyIdemKey) && !bytes.Equal(v, first) {
+			return true
+		}
+	}
+	return false
+}
+
 // incomingBudget resolves the chain budget n from every Retrycap-Budget
 // header and every baggage header the app sent: the smallest well-formed
 // value counts (a repeated header can only lower it, never raise it). When

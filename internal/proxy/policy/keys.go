@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"container/list"
 	"crypto/rand"
 	"encoding/hex"
@@ -103,6 +104,53 @@ func (l *KeyLedger) Add(key []byte, n int, now int64) {
 		l.lru.Remove(old)
 		delete(l.m, old.Value.(*keyEntry).key)
 	}
+}
+
+// A request may carry several Idempotency-Key fields of different values
+// (which one an upstream deduplicates by is its business: the first, the
+// last, the list). It is charged under every one of them and gets what the
+// most spent of them left, so that no value carries a fresh budget: charged
+// under the first alone, [k2, k3] then k3 alone reached an upstream that
+// reads the last one 3 + 3 times under cap 4. others are the values besides
+// key (nil for the one field of nearly every request).
+
+// SpentMost is the most key or any of others has spent.
+func (l *KeyLedger) SpentMost(key []byte, others [][]byte, now int64) int {
+	n := l.Spent(key, now)
+	for _, k := range others {
+		n = max(n, l.Spent(k, now))
+	}
+	return n
+}
+
+// AddAll records that a request with key and others spent n more, under each.
+func (l *KeyLedger) AddAll(key []byte, others [][]byte, n int, now int64) {
+	l.Add(key, n, now)
+	for _, k := range others {
+		l.Add(k, n, now)
+	}
+}
+
+// OtherKeys is the distinct non-empty values of values besides key (key
+// itself: the first non-empty one when key is empty), for SpentMost and
+// AddAll; nil when there are none.
+func OtherKeys(values [][]byte) (key []byte, others [][]byte) {
+	for _, v := range values {
+		switch {
+		case len(v) == 0 || bytes.Equal(v, key):
+		case len(key) == 0:
+			key = v
+		default:
+			dup := false
+			for _, o := range others {
+				dup = dup || bytes.Equal(o, v)
+			}
+			if !dup {
+				others = append(others, bytes.Clone(v))
+			}
+		}
+	}
+	return key, others
 }
 
 // Len is the number of keys held.
