@@ -59,6 +59,9 @@ type ruleTime struct {
 type objTimes struct {
 	rules []ruleTime
 	whole ruleTime
+	// ignored are the warnings for Linkerd timeout annotations Linkerd cannot parse: it ignores
+	// them (no timeout), and so does the model (WarnLinkerdTimeoutIgnored).
+	ignored []string
 }
 
 // Decoding structs for the time fields alone, kept apart from the retry ones.
@@ -220,11 +223,12 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 		}
 	}
 	annotation := func(f string, v *string, dst *time.Duration) {
-		if err != nil {
-			return
-		}
-		var d time.Duration
-		if d, err = parseTime(h.id(), f, v, linkerdGrammar); err == nil && d > 0 {
+		// An annotation, which no API server validates: Linkerd's policy controller ignores
+		// one it cannot parse, leaving no timeout; so does the model, with a warning. Refusing
+		// the object would drop its retries too (the status leaves out a Set's refusals).
+		if d, aerr := parseTime(h.id(), f, v, linkerdGrammar); aerr != nil {
+			ot.ignored = append(ot.ignored, WarnLinkerdTimeoutIgnored(aerr))
+		} else if d > 0 {
 			*dst = d
 		}
 	}
@@ -319,6 +323,22 @@ func linkerdTimes(h header, field func(string, *string, *time.Duration)) ruleTim
 	}
 	rt.set = rt.perTry > 0 || rt.timeout > 0
 	return rt
+}
+
+// WarnLinkerdTimeoutIgnored: a Linkerd timeout annotation Linkerd cannot parse (err names the
+// object, the annotation and the value), which it ignores.
+func WarnLinkerdTimeoutIgnored(err error) string {
+	return err.Error() + ": Linkerd ignores it: counted as no timeout"
+}
+
+// ignoredTimes are the warnings of object id's (a layer's Object) ignored timeouts.
+func (s *Set) ignoredTimes(id string) []string {
+	for _, k := range objectKeys(id) {
+		if ot, ok := s.times[k]; ok {
+			return ot.ignored
+		}
+	}
+	return nil
 }
 
 // objectKeys are the Set keys an object id ("HTTPRoute shop/web") can have.
