@@ -33,7 +33,6 @@ var (
 	keyBudget   = []byte(policy.HeaderBudget)
 	keyBaggage  = []byte(headerBaggage)
 	keyDeadline = []byte(policy.HeaderDeadline)
-	keyIdemKey  = []byte(headerIdempotencyKey)
 )
 
 // Upstream is one --upstreams entry, or the catch-all for unknown hosts.

@@ -36,11 +36,12 @@ func (f *Forwarder) requestHeadersSeen(h *fasthttp.RequestHeader, seen Seen, sc 
 }
 
 // keyFieldsDiffer reports whether the request carries Idempotency-Key
-// fields of different values (first: the first one's): rare, so the common
-// request pays one walk of its fields and no allocation.
+// fields of different values (first: the first one's). PeekAll, not All:
+// All collects the cookies, after which fasthttp writes the Cookie field
+// re-encoded; PeekAll reuses the header's buffer (no allocation).
 func keyFieldsDiffer(h *fasthttp.RequestHeader, first []byte) bool {
-	for k, v := range h.All() {
-		if bytes.EqualFold(k, keyIdemKey) && !bytes.Equal(v, first) {
+	for _, v := range h.PeekAll(headerIdempotencyKey) {
+		if !bytes.Equal(v, first) {
 			return true
 		}
 	}
