@@ -656,6 +656,7 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
 
 func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
 	l := Layer{Kind: Linkerd, Object: id, FieldPath: cfg.fieldPath, Tries: tries(cfg.retries)}
+	e.Warnings = append(e.Warnings, s.ignoredTimes(id)...)
 	switch {
 	case cfg.zero:
 		l.Default = true
