@@ -364,17 +364,17 @@ spec:
 				}},
 		},
 		{
-			// Every rule to the entrypoint is lowered at once: 20 rules were lowered one per
-			// round (at most 8), and "even attempts: 0 does not fit" where 2 fits.
-			name: "a Gateway route of 20 rules to the entrypoint: the fitting value", cluster: nil,
-			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: manyGatewayRules(20),
+			// Every rule to the entrypoint is lowered at once: 16 rules (the CRD's most) were
+			// lowered one per round (at most 8), and "even attempts: 0 does not fit" where 2 fits.
+			name: "a Gateway route of 16 rules to the entrypoint: the fitting value", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: manyGatewayRules(16),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 3 makes " +
 				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3; HTTPRoute bookinfo/web may keep attempts: 2"},
 		},
 		{
-			name: "Rewrite: a Gateway route of 20 rules, every one lowered", cluster: nil,
-			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)}, object: manyGatewayRules(20),
-			want: manyLowered("HTTPRoute bookinfo/web", "/spec/rules/%d/retry/attempts", 20, 3, 2,
+			name: "Rewrite: a Gateway route of 16 rules, every one lowered", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)}, object: manyGatewayRules(16),
+			want: manyLowered("HTTPRoute bookinfo/web", "/spec/rules/%d/retry/attempts", 16, 3, 2,
 				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3"),
 		},
 		{

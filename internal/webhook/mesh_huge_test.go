@@ -164,11 +164,14 @@ func randomMeshObject(r *rand.Rand) []byte {
 
 // randomEntryObject is a north-south object to bookinfo's entrypoint productpage: a
 // VirtualService bound to ingress Gateway bookinfo-gateway (ingress) or an HTTPRoute with a
-// Gateway parentRef, of up to 20 routes (the gate lowered them one per round, at most 8) to
-// productpage, reviews or both, with random retries (none, an empty block, attempts 0-5, 1-5
-// on a route).
+// Gateway parentRef, of up to 20 routes (16 rules: the HTTPRoute CRD's most; the gate lowered
+// them one per round, at most 8) to productpage, reviews or both, with random retries (none, an
+// empty block, attempts 0-5, 1-5 on a route).
 func randomEntryObject(r *rand.Rand, ingress bool) []byte {
 	n := 1 + r.IntN(20)
+	if !ingress {
+		n = 1 + r.IntN(16)
+	}
 	backends := []string{`"productpage"`, `"productpage"`, `"reviews"`, `"productpage","reviews"`}
 	var b strings.Builder
 	if ingress {
