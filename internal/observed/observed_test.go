@@ -377,3 +377,25 @@ func TestStatusCapsEdges(t *testing.T) {
 		t.Fatalf("status lists %d edges, want %d", n, MaxEdges)
 	}
 }
+
+// TestUnplacedSeriesAreSaid: series of the policy without a caller label (a scrape that does
+// not add it) are no edge, and the condition says how many, with an example, instead of
+// dropping them silently (before: a scrape without the label gave "0 edges observed ...,
+// none with more tries ... than computed", a pass on nothing).
+func TestUnplacedSeriesAreSaid(t *testing.T) {
+	series := []Series{
+		{Source: SourceRetrycap, Namespace: "shop", Upstream: "payment", Attempts: 30, Calls: 10},
+		{Source: SourceLinkerd, Namespace: "shop", Upstream: "stock", Attempts: 5, Calls: 5},
+		{Source: SourceRetrycap, Namespace: "other", Upstream: "payment", Attempts: 3, Calls: 1}, // not this policy's
+	}
+	r := Compute(nil, series, InNamespace("shop"))
+	if r.Unplaced != 2 || len(r.Edges) != 0 {
+		t.Fatalf("%+v", r)
+	}
+	c := Condition(r, 5*time.Minute, 1)
+	want := `0 edges observed over 5m0s, none with more tries per call or calls per request than computed; observed amplification 0.00; ` +
+		`2 series without a caller or upstream label not placed on the graph (the scrape must add the caller label: docs/observe.md), e.g. retrycap-proxy series namespace "shop" caller "" upstream "payment"`
+	if c.Message != want {
+		t.Fatalf("got  %s\nwant %s", c.Message, want)
+	}
+}

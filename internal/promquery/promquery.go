@@ -357,8 +357,10 @@ func unwrapURLError(err error) error {
 // (namespace, caller, upstream); Envoy's totals with its retries per (namespace, caller,
 // cluster), its calls being its totals minus its retries; Linkerd's route requests with its
 // retries per (namespace, caller, parent Service), its attempts being the requests plus the
-// retries. A sample without a caller cannot be placed on the graph and is dropped, as is an
-// Envoy cluster that is not an outbound service and a Linkerd parent without a name.
+// retries. A sample without a caller (or retrycap's without an upstream) is kept with the name
+// empty, for observed.Compute to count as not placed (the condition says so); an Envoy cluster
+// that is not an outbound service and a Linkerd parent without a name are not graph edges and
+// are dropped.
 func Join(v Vectors, caller string) []observed.Series {
 	type key struct{ ns, caller, upstream string }
 	label := func(m model.Metric, name string) string { return string(m[model.LabelName(name)]) }
@@ -372,7 +374,7 @@ func Join(v Vectors, caller string) []observed.Series {
 				ns := label(smp.Metric, "namespace")
 				u, ok := up(smp.Metric, ns)
 				k := key{ns, label(smp.Metric, caller), u}
-				if !ok || k.caller == "" || k.upstream == "" {
+				if !ok {
 					continue
 				}
 				if sums[k] == nil {
