@@ -3,11 +3,17 @@ package cli
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestObserveTruncatedRotation: a directory holding a whole log and a rotation cut short (a
@@ -77,5 +83,66 @@ func TestObserveBlankLinesOnly(t *testing.T) {
 		"retrycap-proxy --access-log; or Envoy's or Istio's default formats)\n"
 	if code != ExitBadInput || stderr.String() != want || stdout.Len() != 0 {
 		t.Fatalf("exit %d stdout %q stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestObserveFromClusterBrokenPods: one pod's log request fails (the API server's 500), one
+// pod's log stream is cut mid-line (the connection dropped); the third pod is read whole.
+// Before: the first failure ended the run, no other pod was read, and no report was printed.
+func TestObserveFromClusterBrokenPods(t *testing.T) {
+	whole := accessLine("order", "payment", "k1", 1, 503) + "\n" + accessLine("order", "payment", "k1", 2, 503) + "\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/namespaces/shop/pods":
+			var list corev1.PodList
+			list.TypeMeta = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}
+			for _, n := range []string{"a-1", "b-1", "c-1"} {
+				p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "shop", Labels: map[string]string{"app": n[:1]}}}
+				p.Spec.Containers = []corev1.Container{{Name: "retrycap-proxy"}}
+				list.Items = append(list.Items, p)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(list)
+		case "/api/v1/namespaces/shop/pods/a-1/log":
+			http.Error(w, "container retrycap-proxy is waiting to start", http.StatusInternalServerError)
+		case "/api/v1/namespaces/shop/pods/b-1/log":
+			fmt.Fprint(w, accessLine("web", "order", "k2", 1, 200)+"\n"+accessLine("web", "order", "k2", 2, 200)[:40])
+			w.(http.Flusher).Flush()
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // the chunked stream ends without its last chunk
+			}
+		case "/api/v1/namespaces/shop/pods/c-1/log":
+			fmt.Fprint(w, whole)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\ncontexts:\n- name: c\n  context:\n    cluster: c\n    namespace: shop\ncurrent-context: c\nusers: []\n", srv.URL)
+	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := execute([]string{"observe", "--from-cluster", "--kubeconfig", kc, "--threshold", "0"}, nil, &stdout, &stderr)
+	if code != ExitBadInput {
+		t.Fatalf("exit %d, want 2: %s", code, stderr.String())
+	}
+	for _, k := range []string{"k1 ", "k2 "} {
+		if !strings.Contains(stdout.String(), k) {
+			t.Errorf("the report lacks %s:\n%s", k, stdout.String())
+		}
+	}
+	last := stderr.String()[strings.LastIndex(strings.TrimSuffix(stderr.String(), "\n"), "\n")+1:]
+	wantCounts := "observe: 4 lines read: 3 attempts, 0 skipped, 1 bad, 0 over the line limit (the first bad: shop/b-1/retrycap-proxy: line 2: cut by the read error (40 bytes read of it))\n"
+	if !strings.Contains(stderr.String(), wantCounts) {
+		t.Errorf("stderr %q\nlacks %q", stderr.String(), wantCounts)
+	}
+	want := "retrycap: observe: 2 stream(s) could not be read to the end (the lines before each break are counted above): " +
+		"log of shop/a-1 container retrycap-proxy: an error on the server (\"container retrycap-proxy is waiting to start\") has prevented the request from succeeding (get pods a-1); " +
+		fmt.Sprintf("shop/b-1/retrycap-proxy: read error at line 2, byte %d of the stream (the lines before it are counted): unexpected EOF\n", len(accessLine("web", "order", "k2", 1, 200))+1)
+	if last != want {
+		t.Fatalf("got  %q\nwant %q", last, want)
 	}
 }
