@@ -373,6 +373,13 @@ const (
 // others exceed; True otherwise. Callers whose calls per request were not measured are named.
 func Condition(r Report, window time.Duration, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionObservedWithinComputed, ObservedGeneration: generation}
+	if len(r.Edges) == 0 {
+		// Nothing compared is not "within": Unknown, saying why there may be nothing.
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoObservedEdges
+		c.Message = fmt.Sprintf("no edge of the policy had calls over %s: nothing compared (no traffic in the window, or no counter "+
+			"of the proxies, Envoy or Linkerd with the caller label: docs/observe.md)", window) + r.unplaced()
+		return c
+	}
 	if len(r.Exceeding) == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonObservedWithinComputed
 		c.Message = fmt.Sprintf("%d edges observed over %s, none with more tries per call or calls per request than computed; observed amplification %s", len(r.Edges), window, Format(r.Amplification))
