@@ -15,6 +15,9 @@ const (
 	// ReasonPrometheusUnavailable: the last query failed (Unknown); the message has the URL and
 	// the error.
 	ReasonPrometheusUnavailable = "PrometheusUnavailable"
+	// ReasonNoObservedEdges: Prometheus answered, but no edge of the policy had calls over the
+	// window (Unknown): nothing was compared, which is not a pass.
+	ReasonNoObservedEdges = "NoObservedEdges"
 )
 
 // ObservedAmplification is what the proxies counted over the query window: the observed tries

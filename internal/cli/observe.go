@@ -137,40 +137,73 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 					sink = g.Consume
 				}
 				var total observe.Stats
-				var err error
+				// A stream that breaks (a truncated rotation, a pod's log cut) does not end the
+				// run: its lines before the break are counted and folded, the other streams are
+				// read, the report is printed, and the run exits 2 naming each break.
+				var errs []error
 				if fromCluster {
-					total, err = readCluster(cmd.Context(), sink, maxLine, clusterSource{kubeconfig, kubeCtx, ns, allNamespaces, selector, container, since}, stderr)
+					var err error
+					total, errs, err = readCluster(cmd.Context(), sink, maxLine, clusterSource{kubeconfig, kubeCtx, ns, allNamespaces, selector, container, since}, stderr)
+					if err != nil {
+						fmt.Fprintf(stderr, "observe: %s\n", total)
+						return bad("%v", err)
+					}
 				} else {
 					if len(files) == 0 {
 						files = []string{"-"}
 					}
 					for _, f := range files {
-						st, ferr := readPath(sink, maxLine, f, stdin)
+						st, ferrs := readPath(sink, maxLine, f, stdin)
 						total.Add(st)
-						if ferr != nil {
-							err = ferr
-							break
-						}
+						errs = append(errs, ferrs...)
 					}
 				}
 				// The counts always go to stderr, whatever the output: a run that read
 				// nothing it knew, or skipped lines, says so.
 				fmt.Fprintf(stderr, "observe: %s\n", total)
-				if err != nil {
-					return bad("%v", err)
+				broken := func() error {
+					if len(errs) == 1 && total.Lines == 0 {
+						return bad("%v", errs[0]) // nothing read at all: the error alone says it
+					}
+					msgs := make([]string, len(errs))
+					for i, e := range errs {
+						msgs[i] = e.Error()
+					}
+					return bad("%d stream(s) could not be read to the end (the lines before each break are counted above): %s", len(errs), strings.Join(msgs, "; "))
 				}
 				if o == "csv" {
 					if err := csvw.Flush(); err != nil {
 						return bad("%v", err)
+					}
+					if len(errs) > 0 {
+						return broken()
 					}
 					return nil
 				}
 				// Nothing read is nothing checked: an empty report with exit 0 reads as "no key
 				// retried" in a script, when the access log was off (the policy's default).
 				if total.Attempts == 0 {
+					if len(errs) > 0 {
+						return broken()
+					}
 					return bad("no access-log line among the %d line(s) read: nothing to report "+
 						"(is the access log on? a RetryPolicy's spec.observability.accessLog, retrycap-proxy --access-log; "+
 						"or Envoy's or Istio's default formats)", total.Lines)
+				}
+				if len(errs) > 0 {
+					// The attempts read are reported, then the run fails: a partial report
+					// must not pass for a whole one in a script.
+					rep := g.Report(threshold, top)
+					var werr error
+					if o == "json" {
+						werr = rep.WriteJSON(stdout)
+					} else {
+						werr = rep.WriteTable(stdout)
+					}
+					if werr != nil {
+						return bad("%v", werr)
+					}
+					return broken()
 				}
 				r = g.Report(threshold, top)
 			}
@@ -235,8 +268,9 @@ func commentOut(s string) string {
 }
 
 // readPath parses a file, every regular file under a directory, or stdin ("-"); a name
-// ending in .gz, or stdin starting with gzip's magic, is read through gzip.
-func readPath(sink consumer, maxLine int, path string, stdin io.Reader) (observe.Stats, error) {
+// ending in .gz, or stdin starting with gzip's magic, is read through gzip. A file that cannot
+// be opened or breaks while read is an error of its own; the other files are still read.
+func readPath(sink consumer, maxLine int, path string, stdin io.Reader) (observe.Stats, []error) {
 	var total observe.Stats
 	if path == "-" {
 		br := bufio.NewReader(stdin)
@@ -244,29 +278,45 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader) (observe
 		if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 			zr, err := gzip.NewReader(br)
 			if err != nil {
-				return total, fmt.Errorf("stdin: %w", err)
+				return total, []error{fmt.Errorf("stdin: %w", err)}
 			}
 			in = zr
 		}
-		return sink(in, observe.Source{Name: "stdin"}, maxLine)
+		st, err := sink(in, observe.Source{Name: "stdin"}, maxLine)
+		if err != nil {
+			return st, []error{err}
+		}
+		return st, nil
 	}
+	var errs []error
 	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			if d == nil {
+				return err // the path itself: nothing below it to read
+			}
+			errs = append(errs, err)
+			return nil
 		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
 		fh, err := observe.Open(p, func(n string) (io.ReadCloser, error) { return os.Open(n) })
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			return nil
 		}
 		defer fh.Close()
 		st, err := sink(fh, observe.Source{Name: p}, maxLine)
 		total.Add(st)
-		return err
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return nil
 	})
-	return total, err
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return total, errs
 }
 
 type clusterSource struct {
@@ -277,9 +327,9 @@ type clusterSource struct {
 }
 
 // readCluster lists the pods the selector picks and streams container's log of each through the
-// API server, with a progress line on stderr.
-func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSource, stderr io.Writer) (observe.Stats, error) {
-	var total observe.Stats
+// API server, with a progress line on stderr. A pod whose log fails or breaks is one of errs
+// (the others are still read); err is a failure before any log (the kubeconfig, the list).
+func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSource, stderr io.Writer) (total observe.Stats, errs []error, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -288,23 +338,23 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: s.kubeCtx})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return observe.Stats{}, fmt.Errorf("loading the kubeconfig: %w", err)
+		return observe.Stats{}, nil, fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	ns := s.namespace
 	if s.all {
 		ns = ""
 	} else if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {
-			return observe.Stats{}, fmt.Errorf("the kubeconfig context's namespace: %w", err)
+			return observe.Stats{}, nil, fmt.Errorf("the kubeconfig context's namespace: %w", err)
 		}
 	}
 	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
-		return observe.Stats{}, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
+		return observe.Stats{}, nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
 	pods, err := core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: s.selector})
 	if err != nil {
-		return observe.Stats{}, fmt.Errorf("listing pods: %w", err)
+		return observe.Stats{}, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var with []corev1.Pod
 	for _, p := range pods.Items {
@@ -316,7 +366,7 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 		return with[i].Namespace+"/"+with[i].Name < with[j].Namespace+"/"+with[j].Name
 	})
 	if len(with) == 0 {
-		return observe.Stats{}, fmt.Errorf("no pod with a container %q among the %d pods selected", s.container, len(pods.Items))
+		return observe.Stats{}, nil, fmt.Errorf("no pod with a container %q among the %d pods selected", s.container, len(pods.Items))
 	}
 	opts := &corev1.PodLogOptions{Container: s.container}
 	if s.since > 0 {
@@ -328,19 +378,18 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 		fmt.Fprintf(stderr, "\robserve: pod %d/%d %s/%s (%s attempts so far)", i+1, len(with), p.Namespace, p.Name, observe.Thousands(total.Attempts))
 		rc, err := core.Pods(p.Namespace).GetLogs(p.Name, opts).Stream(ctx)
 		if err != nil {
-			fmt.Fprintln(stderr)
-			return total, fmt.Errorf("log of %s/%s container %s: %w", p.Namespace, p.Name, s.container, err)
+			errs = append(errs, fmt.Errorf("log of %s/%s container %s: %w", p.Namespace, p.Name, s.container, err))
+			continue
 		}
 		st, err := sink(rc, observe.Source{Name: p.Namespace + "/" + p.Name + "/" + s.container, Service: serviceOfPod(p)}, maxLine)
 		rc.Close()
 		total.Add(st)
 		if err != nil {
-			fmt.Fprintln(stderr)
-			return total, err
+			errs = append(errs, err)
 		}
 	}
 	fmt.Fprintf(stderr, "\robserve: %d pods read\n", len(with))
-	return total, nil
+	return total, errs, nil
 }
 
 func hasContainer(p *corev1.Pod, name string) bool {

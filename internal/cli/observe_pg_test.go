@@ -120,7 +120,7 @@ func TestObservePostgresMatchesFileRun(t *testing.T) {
 	logs := []string{"-f", "../observe/testdata/gateway", "-f", "../observe/testdata/mixed"}
 
 	csvOut, csvErr := runCLI(t, append([]string{"observe", "-o", "csv"}, logs...)...)
-	if want := "observe: 302 lines read: 291 attempts, 7 skipped, 4 bad, 0 over the line limit\n"; csvErr != want {
+	if want := "observe: 302 lines read: 291 attempts, 7 skipped, 4 bad, 0 over the line limit (the first bad: ../observe/testdata/gateway/checkout.log: line 41: envoy text line: 12 fields, want exactly 13 (Envoy's default format) or 22 (Istio's))\n"; csvErr != want {
 		t.Fatalf("csv stderr %q, want %q", csvErr, want)
 	}
 	csvPath := filepath.Join(t.TempDir(), "rows.csv")

@@ -5,7 +5,9 @@
 //
 // It streams: each line is parsed in place by hand-written scanners (no reflection; a line is
 // a format only with that format's exact field count, so a truncated line is bad, never a
-// shorter format; a line over the limit is counted and skipped), folded into its key's
+// shorter format; a JSON field read twice or of the wrong kind makes it bad; a line over the
+// limit is counted and skipped; keys, names, times and durations are bounded, so memory
+// grows with the distinct keys, never with line length), folded into its key's
 // aggregate (Idempotency-Key, else the traceparent trace id, else the request id: X-Request-Id,
 // or the storm lab's baggage member storm-op) and forgotten: memory is per key (pointer-free
 // slabs), never per line. The report gives per key the write-up's columns: attempts, chain

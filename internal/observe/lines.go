@@ -99,7 +99,9 @@ var tooLongMarker = []byte{0}
 
 // scanLines reads r line by line with bounded memory (a line over maxLine is counted in
 // TooLong and skipped up to its newline), strips the line shapes, parses each line with p and
-// calls fold for each attempt.
+// calls fold for each attempt. A read error (a truncated gzip stream, a connection cut) ends
+// the stream: the lines before it are counted and folded, a line it cut is counted bad, and
+// the error names the stream, the line and the byte offset in what was read.
 func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec)) (Stats, error) {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
@@ -108,13 +110,25 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 	br := bufio.NewReaderSize(r, readBuffer)
 	shapes := &shapeState{max: maxLine}
 	var long []byte
+	var off int64 // bytes read before the current line
+	// phys counts the lines as a file holds them (a CRI line's P parts each one), for the
+	// messages: what an editor or sed -n shows at that number.
+	phys := 0
+	bad := func(err error) {
+		st.Bad++
+		if st.FirstBad == "" {
+			st.FirstBad = fmt.Sprintf("%s: line %d: %v", src.Name, phys, err)
+		}
+	}
 	for {
 		line, err := br.ReadSlice('\n')
+		n := int64(len(line))
 		tooLong := false
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = br.ReadSlice('\n')
+				n += int64(len(line))
 				if !tooLong {
 					if len(long)+len(line) > maxLine+2 {
 						tooLong = true
@@ -126,7 +140,15 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 			}
 			line = long
 		}
-		if len(line) > 0 || tooLong {
+		cut := err != nil && err != io.EOF
+		if n > 0 {
+			phys++
+		}
+		if cut && (n > 0 || tooLong) {
+			// The read error cut this line: its end is unknown, so it is not parsed.
+			st.Lines++
+			bad(fmt.Errorf("cut by the read error (%d bytes read of it)", n))
+		} else if len(line) > 0 || tooLong {
 			st.Lines++
 			line = bytes.TrimRight(line, "\r\n")
 			if !tooLong && len(line) > maxLine {
@@ -143,34 +165,44 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 				case len(body) == 1 && &body[0] == &tooLongMarker[0]:
 					st.TooLong++
 				default:
-					k, _ := p.parse(body)
+					k, perr := p.parse(body)
 					switch k {
 					case lineAttempt:
 						st.Attempts++
 						fold(&p.r)
 					case lineBad:
-						st.Bad++
+						bad(perr)
 					default:
 						st.Skipped++
 					}
 				}
 			}
 		}
-		if err == io.EOF {
+		if err == io.EOF || cut {
 			// A CRI line whose final part never came (the file cut after a P line): one
 			// line, bad.
 			for i := range shapes.partial {
 				if len(shapes.partial[i]) > 0 || shapes.over[i] {
 					st.Lines++
-					st.Bad++
+					bad(errors.New("a CRI partial line (P) whose final part (F) never came"))
 				}
 			}
+		}
+		if err == io.EOF {
 			return st, nil
 		}
-		if err != nil {
-			return st, fmt.Errorf("%s: line %d: %w", src.Name, st.Lines+1, err)
+		if cut {
+			return st, fmt.Errorf("%s: read error at line %d, byte %d of the stream (the lines before it are counted): %w", src.Name, phys+boolInt(n == 0), off, err)
 		}
+		off += n
 	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Open opens a log file, through gzip when its name ends in .gz (a rotated log).
@@ -182,17 +214,40 @@ func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser,
 	if !strings.HasSuffix(path, ".gz") {
 		return f, nil
 	}
-	zr, err := gzip.NewReader(f)
+	c := &countingReader{r: f}
+	zr, err := gzip.NewReader(c)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: named .gz but not gzip: %w", path, err)
 	}
-	return &gzipFile{zr, f}, nil
+	return &gzipFile{zr, f, c}, nil
 }
 
 type gzipFile struct {
 	*gzip.Reader
 	f io.Closer
+	c *countingReader
+}
+
+// Read names where in the compressed file a broken stream broke (a truncated rotation ends
+// at the file's end, a corrupt block before it).
+func (g *gzipFile) Read(p []byte) (int, error) {
+	n, err := g.Reader.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("gzip: the compressed stream breaks after byte %d of the file: %w", g.c.n, err)
+	}
+	return n, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func (g *gzipFile) Close() error {

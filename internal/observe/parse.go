@@ -30,6 +30,9 @@ type Stats struct {
 	Skipped  int `json:"skipped"`  // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
 	Bad      int `json:"bad"`      // lines that looked like access-log lines but did not parse (a truncated line)
 	TooLong  int `json:"too_long"` // lines over the line limit, not parsed
+	// FirstBad is where the first bad line is and why ("FILE: line N: field \"status\": ..."),
+	// "" when none: a count alone does not say what to look at.
+	FirstBad string `json:"first_bad,omitempty"`
 }
 
 // Add adds o to s.
@@ -39,12 +42,19 @@ func (s *Stats) Add(o Stats) {
 	s.Skipped += o.Skipped
 	s.Bad += o.Bad
 	s.TooLong += o.TooLong
+	if s.FirstBad == "" {
+		s.FirstBad = o.FirstBad
+	}
 }
 
 // String is the stats line observe prints on stderr.
 func (s Stats) String() string {
-	return fmt.Sprintf("%s lines read: %s attempts, %s skipped, %s bad, %s over the line limit",
+	out := fmt.Sprintf("%s lines read: %s attempts, %s skipped, %s bad, %s over the line limit",
 		Thousands(s.Lines), Thousands(s.Attempts), Thousands(s.Skipped), Thousands(s.Bad), Thousands(s.TooLong))
+	if s.FirstBad != "" {
+		out += " (the first bad: " + s.FirstBad + ")"
+	}
+	return out
 }
 
 // rec is one parsed line: its values are sub-slices of the line (or of the scratch buffer the
@@ -127,8 +137,73 @@ const (
 	lineAttempt
 )
 
-// parse reads one line (already without its CRI / kubectl prefixes) into p.r.
+// Bounds on what an attempt keeps, so that memory grows with the distinct keys and names of
+// the input, never with the length of its lines (a line may be up to --max-line).
+const (
+	// MaxKeyBytes is the longest key (Idempotency-Key, request id, storm-op) read: 256 bytes,
+	// beyond any key a client generates (a UUID is 36; the proxy's own log cuts keys at 96).
+	MaxKeyBytes = 256
+	// MaxNameBytes is the longest service name and host read: 253, a DNS name's longest.
+	MaxNameBytes = 253
+	// MaxMethodBytes is the longest method read.
+	MaxMethodBytes = 32
+	// maxDuration is the longest attempt read (10 years): with the times' years bounded to
+	// 1970-2200 every start + duration and every span fits Unix nanoseconds.
+	maxDuration = 10 * 365 * 24 * int64(time.Hour)
+)
+
+// parse reads one line (already without its CRI / kubectl prefixes) into p.r, and refuses an
+// attempt whose key, names or duration are over the bounds above (bad, naming the field).
 func (p *parser) parse(line []byte) (lineKind, error) {
+	k, err := p.parseLine(line)
+	if k != lineAttempt {
+		return k, err
+	}
+	r := &p.r
+	for _, f := range [...]struct {
+		name string
+		v    []byte
+		max  int
+	}{
+		{"idempotency key", r.idem, MaxKeyBytes}, {"request id", r.rid, MaxKeyBytes}, {"storm-op", r.stormOp, MaxKeyBytes},
+		{"caller", r.caller, MaxNameBytes}, {"callee", r.target, MaxNameBytes}, {"method", r.method, MaxMethodBytes},
+	} {
+		if len(f.v) > f.max {
+			return lineBad, fmt.Errorf("%s of %d bytes, over the bound of %d: %.40q...", f.name, len(f.v), f.max, f.v)
+		}
+	}
+	if r.dur > maxDuration || r.dur < 0 {
+		return lineBad, fmt.Errorf("duration of %d ns: over 10 years", r.dur)
+	}
+	// A trace id is W3C's: 32 hex digits, not all zero. Any other is ignored, as W3C says of an
+	// invalid traceparent (the proxy copies the header as the client sent it), and the attempt
+	// is keyed by its request id: an all-zero id from many clients would otherwise merge
+	// their requests into one key.
+	if len(r.traceID) > 0 && !validTraceID(r.traceID) {
+		r.traceID = nil
+	}
+	return lineAttempt, nil
+}
+
+func validTraceID(id []byte) bool {
+	if len(id) != 32 {
+		return false
+	}
+	zero := true
+	for _, c := range id {
+		switch {
+		case c == '0':
+		case (c >= '1' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'):
+			zero = false
+		default:
+			return false
+		}
+	}
+	return !zero
+}
+
+// parseLine reads one line into p.r.
+func (p *parser) parseLine(line []byte) (lineKind, error) {
 	p.scratch = p.scratch[:0]
 	p.r.reset()
 	line = bytes.TrimSpace(line)
@@ -194,65 +269,97 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 		bin, bout, grpc, tp                               []byte
 		haveCode, haveStart                               bool
 	)
-	err := scanJSONObject(line, &p.scratch, func(k, v []byte, isStr bool) {
-		if !isStr && string(v) == "null" {
+	// Each field read is taken once, of the kind it has in the formats: a second occurrence
+	// (which one counts is ambiguous: encoding/json takes the last, others the first), an
+	// object or array, or a number where a string belongs makes the line bad, naming the field,
+	// rather than read as absent or as either value. Numbers may be written as strings (Istio's
+	// JSON format quotes some).
+	var seen uint32
+	var fieldErr error
+	err := scanJSONObject(line, &p.scratch, func(k, v []byte, kind valKind) {
+		if fieldErr != nil || (kind == valLiteral && string(v) == "null") {
 			return
 		}
-		switch string(k) {
-		case "log":
+		f, ok := jsonFieldOf(k)
+		if !ok {
+			return
+		}
+		switch {
+		case seen&(1<<f.id) != 0:
+			fieldErr = fmt.Errorf("field %q twice in the line (which one counts is ambiguous)", k)
+			return
+		case kind == valNested:
+			fieldErr = fmt.Errorf("field %q: an object or array where a %s belongs", k, f.want())
+			return
+		case !f.num && kind == valLiteral:
+			fieldErr = fmt.Errorf("field %q: %s where a string belongs", k, v)
+			return
+		case f.num && string(v) != "-":
+			if _, ok := atoi(v); !ok {
+				fieldErr = fmt.Errorf("field %q: %q is not a whole number >= 0", k, v)
+				return
+			}
+		}
+		seen |= 1 << f.id
+		switch f.id {
+		case jLog:
 			logMark = v
-		case "time":
+		case jTime:
 			timeField = v
-		case "start_time":
+		case jStartTime:
 			startTime, haveStart = v, true
-		case "service":
+		case jService:
 			svc = v
-		case "upstream":
+		case jUpstream:
 			upstream = v
-		case "method":
+		case jMethod:
 			r.method = v
-		case "authority":
+		case jAuthority:
 			r.authority = v
-		case "path":
+		case jPath:
 			r.path = v
-		case "attempt":
+		case jAttempt:
 			attempt = v
-		case "budget_in":
+		case jBudgetIn:
 			bin = v
-		case "budget_out":
+		case jBudgetOut:
 			bout = v
-		case "status":
+		case jStatus:
 			code = v
-		case "response_code":
+		case jResponseCode:
 			code, haveCode = v, true
-		case "grpc_status":
+		case jGRPCStatus:
 			grpc = v
-		case "duration_us":
+		case jDurationUS:
 			durUS = v
-		case "duration":
+		case jDuration:
 			durMS = v
-		case "exhausted":
+		case jExhausted, jResponseFlags:
 			r.exhausted = v
-		case "response_flags":
-			r.exhausted = v
-		case "error":
+		case jError:
 			r.errText = v
-		case "trace_id":
+		case jTraceID:
 			r.traceID = v
-		case "traceparent":
+		case jTraceparent:
 			tp = v
-		case "idempotency_key":
+		case jIdempotencyKey:
 			r.idem = v
-		case "request_id":
+		case jRequestID:
 			r.rid = v
-		case "storm_op":
+		case jStormOp:
 			r.stormOp = v
-		case "upstream_cluster":
+		case jUpstreamCluster:
 			cluster = v
-		case "requested_server_name":
+		case jRequestedServerName:
 			sni = v
 		}
 	})
+	if err == nil && fieldErr != nil {
+		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) || bytes.Contains(line, []byte(`"start_time"`)) {
+			return lineBad, fieldErr
+		}
+		return lineSkipped, nil
+	}
 	if err != nil {
 		if bytes.Contains(line, []byte(`"`+RetrycapLogMarker+`"`)) || bytes.Contains(line, []byte(`"start_time"`)) {
 			return lineBad, fmt.Errorf("%w (truncated?)", err)
@@ -264,10 +371,13 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 		r.format, r.dir = FormatRetrycap, Outbound
 		t, ok := parseTime(timeField)
 		if !ok {
-			return lineBad, fmt.Errorf("time %q", timeField)
+			return lineBad, fmt.Errorf("time %q: want an RFC 3339 time from 1970 to 2200", timeField)
 		}
 		r.start = t
 		if n, ok := atoi(durUS); ok {
+			if n > maxDuration/1000 {
+				return lineBad, fmt.Errorf("duration_us %d: over 10 years", n)
+			}
 			r.dur = n * 1000
 		}
 		if n, ok := atoi(code); ok {
@@ -306,6 +416,108 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 		return lineAttempt, nil
 	}
 	return lineSkipped, nil
+}
+
+// The JSON fields the formats' lines are read by, and whether each is a number.
+const (
+	jLog = iota
+	jTime
+	jStartTime
+	jService
+	jUpstream
+	jMethod
+	jAuthority
+	jPath
+	jAttempt
+	jBudgetIn
+	jBudgetOut
+	jStatus
+	jResponseCode
+	jGRPCStatus
+	jDurationUS
+	jDuration
+	jExhausted
+	jResponseFlags
+	jError
+	jTraceID
+	jTraceparent
+	jIdempotencyKey
+	jRequestID
+	jStormOp
+	jUpstreamCluster
+	jRequestedServerName
+)
+
+type jsonFieldDef struct {
+	id  uint8
+	num bool
+}
+
+func (f jsonFieldDef) want() string {
+	if f.num {
+		return "number"
+	}
+	return "string"
+}
+
+// jsonFieldOf is the field a key names (a switch, not a map: it runs for every member of
+// every line).
+func jsonFieldOf(k []byte) (jsonFieldDef, bool) {
+	switch string(k) {
+	case "log":
+		return jsonFieldDef{jLog, false}, true
+	case "time":
+		return jsonFieldDef{jTime, false}, true
+	case "start_time":
+		return jsonFieldDef{jStartTime, false}, true
+	case "service":
+		return jsonFieldDef{jService, false}, true
+	case "upstream":
+		return jsonFieldDef{jUpstream, false}, true
+	case "method":
+		return jsonFieldDef{jMethod, false}, true
+	case "authority":
+		return jsonFieldDef{jAuthority, false}, true
+	case "path":
+		return jsonFieldDef{jPath, false}, true
+	case "attempt":
+		return jsonFieldDef{jAttempt, true}, true
+	case "budget_in":
+		return jsonFieldDef{jBudgetIn, true}, true
+	case "budget_out":
+		return jsonFieldDef{jBudgetOut, true}, true
+	case "status":
+		return jsonFieldDef{jStatus, true}, true
+	case "response_code":
+		return jsonFieldDef{jResponseCode, true}, true
+	case "grpc_status":
+		return jsonFieldDef{jGRPCStatus, true}, true
+	case "duration_us":
+		return jsonFieldDef{jDurationUS, true}, true
+	case "duration":
+		return jsonFieldDef{jDuration, true}, true
+	case "exhausted":
+		return jsonFieldDef{jExhausted, false}, true
+	case "response_flags":
+		return jsonFieldDef{jResponseFlags, false}, true
+	case "error":
+		return jsonFieldDef{jError, false}, true
+	case "trace_id":
+		return jsonFieldDef{jTraceID, false}, true
+	case "traceparent":
+		return jsonFieldDef{jTraceparent, false}, true
+	case "idempotency_key":
+		return jsonFieldDef{jIdempotencyKey, false}, true
+	case "request_id":
+		return jsonFieldDef{jRequestID, false}, true
+	case "storm_op":
+		return jsonFieldDef{jStormOp, false}, true
+	case "upstream_cluster":
+		return jsonFieldDef{jUpstreamCluster, false}, true
+	case "requested_server_name":
+		return jsonFieldDef{jRequestedServerName, false}, true
+	}
+	return jsonFieldDef{}, false
 }
 
 // --- Envoy's and Istio's text formats ---
@@ -447,7 +659,7 @@ func (p *parser) envoyFields(start, code, durMS, cluster, sni []byte) error {
 	r := &p.r
 	t, ok := parseTime(start)
 	if !ok {
-		return fmt.Errorf("start time %q", start)
+		return fmt.Errorf("start time %q: want an RFC 3339 time from 1970 to 2200", start)
 	}
 	r.start = t
 	n, ok := atoi(code)
@@ -456,6 +668,9 @@ func (p *parser) envoyFields(start, code, durMS, cluster, sni []byte) error {
 	}
 	r.status = int(n)
 	if ms, ok := atoi(durMS); ok {
+		if ms > maxDuration/int64(time.Millisecond) {
+			return fmt.Errorf("duration %d ms: over 10 years", ms)
+		}
 		r.dur = ms * int64(time.Millisecond)
 	}
 	r.method, r.rid, r.authority, r.exhausted = dashB(r.method), dashB(r.rid), dashB(r.authority), dashB(r.exhausted)

@@ -13,9 +13,17 @@ import (
 
 var errJSON = errors.New("not a complete JSON object")
 
-// jsonField is called for each member of a flat JSON object; raw is the value as written for a
-// number or a literal, the unescaped text for a string (isStr).
-type jsonField func(key, val []byte, isStr bool)
+// valKind says what a JSON member's value is.
+type valKind uint8
+
+const (
+	valString  valKind = iota // val is the unescaped text
+	valLiteral                // val is a number, true, false or null as written
+	valNested                 // an object or array: val is nil (skipped, validated for balance)
+)
+
+// jsonField is called for each member of a JSON object.
+type jsonField func(key, val []byte, kind valKind)
 
 // scanJSONObject walks one JSON object that must span the whole line (nothing but blanks
 // after its closing brace): a truncated line is an error, never a shorter object. Nested
@@ -51,13 +59,14 @@ func scanJSONObject(line []byte, scratch *[]byte, f jsonField) error {
 			if err != nil {
 				return err
 			}
-			f(key, val, true)
+			f(key, val, valString)
 			i = next
 		case '{', '[':
 			next, err := skipNested(line, i)
 			if err != nil {
 				return err
 			}
+			f(key, nil, valNested)
 			i = next
 		default:
 			j := i
@@ -67,7 +76,7 @@ func scanJSONObject(line []byte, scratch *[]byte, f jsonField) error {
 			if j == i || !validLiteral(line[i:j]) {
 				return errJSON
 			}
-			f(key, line[i:j], false)
+			f(key, line[i:j], valLiteral)
 			i = j
 		}
 		i = skipWS(line, i)
@@ -251,7 +260,8 @@ func atoi(b []byte) (int64, bool) {
 
 // parseTime reads an RFC 3339 time ("2026-11-24T14:02:11.118Z", with up to nine fraction
 // digits and a Z or ±hh:mm offset) as Unix nanoseconds without going through time.Parse, which
-// it falls back to for anything unusual.
+// it falls back to for anything unusual. Only the years 1970 to 2200: a year 0 or 9999 is no
+// log's, and Unix nanoseconds (or a span between two times) overflow outside 1678-2262.
 func parseTime(b []byte) (int64, bool) {
 	if len(b) < 20 || b[4] != '-' || b[7] != '-' || (b[10] != 'T' && b[10] != 't') || b[13] != ':' || b[16] != ':' {
 		return slowTime(b)
@@ -272,7 +282,7 @@ func parseTime(b []byte) (int64, bool) {
 	h, ok4 := num(b[11:13])
 	mi, ok5 := num(b[14:16])
 	s, ok6 := num(b[17:19])
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || y < 1970 || y > 2200 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 {
 		return 0, false
 	}
 	i := 19
@@ -316,7 +326,7 @@ func parseTime(b []byte) (int64, bool) {
 
 func slowTime(b []byte) (int64, bool) {
 	t, err := time.Parse(time.RFC3339Nano, string(b))
-	if err != nil {
+	if err != nil || t.Year() < 1970 || t.Year() > 2200 {
 		return 0, false
 	}
 	return t.UnixNano(), true

@@ -125,6 +125,11 @@ type Report struct {
 	// Unmeasured are the callers of observed edges whose calls per inbound request were not
 	// measured (no counted layer sent them a request), sorted.
 	Unmeasured []string
+	// Unplaced counts the series of this policy without a caller or an upstream label (a scrape
+	// that does not add the caller label: docs/observe.md), which no edge can be made of; the
+	// condition says so rather than dropping them silently. UnplacedExample is the first.
+	Unplaced        int
+	UnplacedExample string
 }
 
 // Node maps a series' caller or upstream name to a graph node; ok false drops the series (not
@@ -169,8 +174,15 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 	}
 	type counts struct{ attempts, calls float64 }
 	per := map[[2]string]map[string]*counts{}
+	var r Report
 	for _, s := range series {
 		from, to, ok := node(s)
+		if ok && (s.Caller == "" || s.Upstream == "") {
+			if r.Unplaced++; r.UnplacedExample == "" {
+				r.UnplacedExample = fmt.Sprintf("%s series namespace %q caller %q upstream %q", s.Source, s.Namespace, s.Caller, s.Upstream)
+			}
+			continue
+		}
 		if !ok || from == "" || to == "" {
 			continue
 		}
@@ -186,7 +198,6 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 		c.attempts += s.Attempts
 		c.calls += s.Calls
 	}
-	var r Report
 	appCalls := map[[2]string]float64{}
 	inbound := map[string]float64{} // requests the counted layers sent to a node
 	for k, bySource := range per {
@@ -362,6 +373,13 @@ const (
 // others exceed; True otherwise. Callers whose calls per request were not measured are named.
 func Condition(r Report, window time.Duration, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionObservedWithinComputed, ObservedGeneration: generation}
+	if len(r.Edges) == 0 {
+		// Nothing compared is not "within": Unknown, saying why there may be nothing.
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoObservedEdges
+		c.Message = fmt.Sprintf("no edge of the policy had calls over %s: nothing compared (no traffic in the window, or no counter "+
+			"of the proxies, Envoy or Linkerd with the caller label: docs/observe.md)", window) + r.unplaced()
+		return c
+	}
 	if len(r.Exceeding) == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonObservedWithinComputed
 		c.Message = fmt.Sprintf("%d edges observed over %s, none with more tries per call or calls per request than computed; observed amplification %s", len(r.Edges), window, Format(r.Amplification))
@@ -371,6 +389,7 @@ func Condition(r Report, window time.Duration, generation int64) metav1.Conditio
 		if len(r.Unmeasured) > 0 {
 			c.Message += "; calls per inbound request not measured at " + strings.Join(r.Unmeasured, ", ") + " (no counted layer sent them a request)"
 		}
+		c.Message += r.unplaced()
 		return c
 	}
 	e := r.Exceeding[0]
@@ -396,7 +415,16 @@ func Condition(r Report, window time.Duration, generation int64) metav1.Conditio
 	if n := len(r.Exceeding) - 1; n > 0 {
 		c.Message += fmt.Sprintf("; %d more edges exceed theirs", n)
 	}
+	c.Message += r.unplaced()
 	return c
+}
+
+// unplaced is the message's note on the series that could not be placed, "" when none.
+func (r Report) unplaced() string {
+	if r.Unplaced == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d series without a caller or upstream label not placed on the graph (the scrape must add the caller label: docs/observe.md), e.g. %s", r.Unplaced, r.UnplacedExample)
 }
 
 // Unavailable is ObservedWithinComputed when the query failed: Unknown, with the URL and the

@@ -350,8 +350,10 @@ func TestConditionAndStatus(t *testing.T) {
 		},
 		{
 			name: "no traffic",
-			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionTrue, Reason: "WithinComputed", ObservedGeneration: 7,
-				Message: "0 edges observed over 5m0s, none with more tries per call or calls per request than computed; observed amplification 0.00"},
+			// Before: True, "0 edges observed ..., none with more tries ... than computed": a
+			// pass on nothing.
+			want: metav1.Condition{Type: "ObservedWithinComputed", Status: metav1.ConditionUnknown, Reason: "NoObservedEdges", ObservedGeneration: 7,
+				Message: "no edge of the policy had calls over 5m0s: nothing compared (no traffic in the window, or no counter of the proxies, Envoy or Linkerd with the caller label: docs/observe.md)"},
 			status: &v1alpha1.ObservedAmplification{Amplification: "0.00", Window: "5m0s"},
 		},
 	}
@@ -375,5 +377,30 @@ func TestStatusCapsEdges(t *testing.T) {
 	}
 	if n := len(Status(Compute(nil, series, InNamespace("x")), time.Minute).Edges); n != MaxEdges {
 		t.Fatalf("status lists %d edges, want %d", n, MaxEdges)
+	}
+}
+
+// TestUnplacedSeriesAreSaid: series of the policy without a caller label (a scrape that does
+// not add it) are no edge, and the condition says how many, with an example, instead of
+// dropping them silently (before: a scrape without the label gave True, "0 edges observed
+// ..., none with more tries ... than computed", a pass on nothing).
+func TestUnplacedSeriesAreSaid(t *testing.T) {
+	series := []Series{
+		{Source: SourceRetrycap, Namespace: "shop", Upstream: "payment", Attempts: 30, Calls: 10},
+		{Source: SourceLinkerd, Namespace: "shop", Upstream: "stock", Attempts: 5, Calls: 5},
+		{Source: SourceRetrycap, Namespace: "other", Upstream: "payment", Attempts: 3, Calls: 1}, // not this policy's
+	}
+	r := Compute(nil, series, InNamespace("shop"))
+	if r.Unplaced != 2 || len(r.Edges) != 0 {
+		t.Fatalf("%+v", r)
+	}
+	c := Condition(r, 5*time.Minute, 1)
+	if c.Status != metav1.ConditionUnknown || c.Reason != "NoObservedEdges" {
+		t.Fatalf("%+v", c)
+	}
+	want := `no edge of the policy had calls over 5m0s: nothing compared (no traffic in the window, or no counter of the proxies, Envoy or Linkerd with the caller label: docs/observe.md); ` +
+		`2 series without a caller or upstream label not placed on the graph (the scrape must add the caller label: docs/observe.md), e.g. retrycap-proxy series namespace "shop" caller "" upstream "payment"`
+	if c.Message != want {
+		t.Fatalf("got  %s\nwant %s", c.Message, want)
 	}
 }

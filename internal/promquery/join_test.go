@@ -21,7 +21,7 @@ func sample(v float64, labels ...string) *model.Sample {
 func TestJoin(t *testing.T) {
 	attempts := model.Vector{
 		sample(30, "namespace", "shop", "service", "order", "upstream", "payment"),
-		sample(5, "namespace", "shop", "upstream", "payment"), // no caller label: dropped
+		sample(5, "namespace", "shop", "upstream", "payment"), // no caller label: kept unnamed, counted unplaced by observed
 		sample(4, "service", "lab", "upstream", "x"),
 	}
 	calls := model.Vector{
@@ -49,11 +49,13 @@ func TestJoin(t *testing.T) {
 	got := Join(Vectors{Attempts: attempts, Calls: calls, EnvoyTotal: total, EnvoyRetry: retry, LinkerdRequests: lreq, LinkerdRetries: lretry}, "service")
 	want := []observed.Series{
 		{Source: "retrycap-proxy", Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 30, Calls: 10},
+		{Source: "retrycap-proxy", Namespace: "shop", Upstream: "payment", Attempts: 5},
 		{Source: "retrycap-proxy", Caller: "lab", Upstream: "x", Attempts: 4, Calls: 2},
 		{Source: "envoy", Namespace: "shop", Caller: "cart", Upstream: "payment", Attempts: 60, Calls: 40},
 		{Source: "envoy", Namespace: "shop", Caller: "cart", Upstream: "bank.billing", Attempts: 9, Calls: 9},
 		{Source: "linkerd", Namespace: "shop", Caller: "web", Upstream: "payment", Attempts: 120, Calls: 40},
 		{Source: "linkerd", Namespace: "shop", Caller: "web", Upstream: "bank.billing", Attempts: 8, Calls: 8},
+		{Source: "linkerd", Namespace: "shop", Upstream: "payment", Attempts: 5, Calls: 5},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Join:\n got %+v\nwant %+v", got, want)

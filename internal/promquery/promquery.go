@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,6 +28,17 @@ const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultSeriesLimit = 10000
 	DefaultCallerLabel = "service"
+	// DefaultMaxAnswerBytes bounds one answer's body (64 MiB): at the default series limit an
+	// answer is a few MiB (a series' labels and value are a few hundred bytes), so this leaves
+	// room for long label values and for a raised limit while keeping a hostile or runaway
+	// answer (an old Prometheus that ignores the limit parameter, a proxy streaming something
+	// else) from growing the manager's memory without end: beyond it the answer is refused.
+	DefaultMaxAnswerBytes = 64 << 20
+	// MaxIncrease is the largest counter increase an answer may hold: 2^53, beyond which a
+	// float64 no longer holds every integer. No request counter gets there in a window, so a
+	// larger value (like NaN, an infinity or a negative increase, which increase() never
+	// returns for a counter) says the answer is not what was asked, and it is refused.
+	MaxIncrease = 1 << 53
 )
 
 // Options configure a Client.
@@ -43,6 +58,8 @@ type Options struct {
 	CallerLabel string
 	// Auth are the credentials and the CA Prometheus is queried with (none by default).
 	Auth Auth
+	// MaxAnswerBytes bounds one answer's body; DefaultMaxAnswerBytes when 0.
+	MaxAnswerBytes int64
 }
 
 // Auth is how a Prometheus that asks for credentials, or serves TLS under a private CA, is
@@ -108,6 +125,9 @@ func New(o Options) (*Client, error) {
 	if o.CallerLabel == "" {
 		o.CallerLabel = DefaultCallerLabel
 	}
+	if o.MaxAnswerBytes <= 0 {
+		o.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
 	if !model.LegacyValidation.IsValidLabelName(o.CallerLabel) {
 		return nil, fmt.Errorf("--prometheus-caller-label %q: not a Prometheus label name", o.CallerLabel)
 	}
@@ -125,6 +145,7 @@ func New(o Options) (*Client, error) {
 		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
 	}
 	httpc.Timeout = o.Timeout
+	httpc.Transport = &checkedTransport{next: httpc.Transport, max: o.MaxAnswerBytes}
 	c, err := api.NewClient(api.Config{Address: o.URL, Client: httpc})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
@@ -180,19 +201,121 @@ func (c *Client) Series(ctx context.Context, now time.Time) ([]observed.Series, 
 func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vector, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	val, _, _, err := c.api.Query(ctx, q, now, v1.WithTimeout(c.opts.Timeout), v1.WithLimit(c.opts.SeriesLimit))
+	val, warnings, _, err := c.api.Query(ctx, q, now, v1.WithTimeout(c.opts.Timeout), v1.WithLimit(c.opts.SeriesLimit))
 	if err != nil {
+		// The query's context and the HTTP client's timeout are the same duration, and which
+		// fires first is a race ("context deadline exceeded", net/http's "request canceled
+		// (Client.Timeout ...)"): one message for both.
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+			return nil, fmt.Errorf("query %s: no whole answer within %v (--prometheus-timeout): %w", q, c.opts.Timeout, context.DeadlineExceeded)
+		}
 		return nil, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err)))
+	}
+	// At the limit Prometheus also warns ("results truncated due to limit"): the limit is
+	// named first, with the flag that raises it.
+	if v, ok := val.(model.Vector); ok && uint64(len(v)) >= c.opts.SeriesLimit {
+		return nil, fmt.Errorf("query %s: %d series, the limit (--prometheus-series-limit): the edges would be incomplete", q, len(v))
+	}
+	// A warning is how Prometheus, Thanos and Mimir say an answer is partial (a store that did
+	// not answer, a limit hit on the way): its edges would be incomplete and look complete.
+	// Infos ("metric might not be a counter") do not cut the answer and are not read.
+	if len(warnings) > 0 {
+		return nil, fmt.Errorf("query %s: Prometheus answered with %d warning(s), a partial answer whose edges would be incomplete: %s", q, len(warnings), strings.Join(warnings, "; "))
+	}
+	if val == nil {
+		return nil, fmt.Errorf("query %s: the answer has no result (no data.resultType and data.result)", q)
 	}
 	v, ok := val.(model.Vector)
 	if !ok {
 		return nil, fmt.Errorf("query %s: got a %s, want a vector", q, val.Type())
 	}
-	if uint64(len(v)) >= c.opts.SeriesLimit {
-		return nil, fmt.Errorf("query %s: %d series, the limit (--prometheus-series-limit): the edges would be incomplete", q, len(v))
+	if err := checkVector(v); err != nil {
+		return nil, fmt.Errorf("query %s: %w", q, err)
 	}
 	return v, nil
 }
+
+// checkVector refuses an answer no aggregation of counters gives: a series twice (a sum by its
+// labels has each label set once; summing both would count its calls twice) or an increase
+// that is not a count (NaN, an infinity, negative, over MaxIncrease). The series is named with
+// its labels quoted, so a value with quotes or newlines reads as written.
+func checkVector(v model.Vector) error {
+	seen := make(map[string]struct{}, len(v))
+	for _, s := range v {
+		f := float64(s.Value)
+		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > MaxIncrease {
+			return fmt.Errorf("series %s: value %s is not a counter's increase (want a number from 0 to 2^53)", s.Metric, strconv.FormatFloat(f, 'g', -1, 64))
+		}
+		k := s.Metric.String()
+		if _, dup := seen[k]; dup {
+			return fmt.Errorf("series %s: in the answer twice (an aggregation gives each label set once)", s.Metric)
+		}
+		seen[k] = struct{}{}
+	}
+	return nil
+}
+
+// errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes.
+type errAnswerTooLarge struct{ max int64 }
+
+func (e errAnswerTooLarge) Error() string {
+	return fmt.Sprintf("the answer is over %d bytes (%d MiB, the bound on one answer): refused, not read further", e.max, e.max>>20)
+}
+
+// checkedTransport bounds a successful answer's body and refuses one that is not JSON: a login
+// page or a proxy's HTML answering 200 (often after a redirect) is named as such, with the URL
+// that served it and its first bytes, rather than as a JSON syntax error.
+type checkedTransport struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (t *checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		return resp, err
+	}
+	if resp.ContentLength > t.max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("HTTP %d from %s: Content-Length %d: %w", resp.StatusCode, req.URL.Redacted(), resp.ContentLength, errAnswerTooLarge{t.max})
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		head := make([]byte, 120)
+		n, _ := io.ReadFull(resp.Body, head)
+		resp.Body.Close()
+		return nil, fmt.Errorf("HTTP %d from %s with Content-Type %q, not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins %q",
+			resp.StatusCode, req.URL.Redacted(), resp.Header.Get("Content-Type"), head[:n])
+	}
+	resp.Body = &boundedBody{rc: resp.Body, left: t.max, max: t.max}
+	return resp, nil
+}
+
+// boundedBody fails a read past max bytes.
+type boundedBody struct {
+	rc        io.ReadCloser
+	left, max int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells an answer of exactly max bytes from a longer one.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, errAnswerTooLarge{b.max}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
 
 // describe says what an HTTP status in client_golang's error means: its message is only
 // "client error: 401", which does not say that the server asked for credentials. A refusal
@@ -201,6 +324,9 @@ func describe(err error) error {
 	var ae *v1.Error
 	if !errors.As(err, &ae) {
 		return err
+	}
+	if ae.Type == "" && ae.Msg == "" {
+		return errors.New(`Prometheus answered "status": "error" without an errorType or an error message`)
 	}
 	code, ok := strings.CutPrefix(ae.Msg, "client error: ")
 	if !ok {
@@ -231,8 +357,10 @@ func unwrapURLError(err error) error {
 // (namespace, caller, upstream); Envoy's totals with its retries per (namespace, caller,
 // cluster), its calls being its totals minus its retries; Linkerd's route requests with its
 // retries per (namespace, caller, parent Service), its attempts being the requests plus the
-// retries. A sample without a caller cannot be placed on the graph and is dropped, as is an
-// Envoy cluster that is not an outbound service and a Linkerd parent without a name.
+// retries. A sample without a caller (or retrycap's without an upstream) is kept with the name
+// empty, for observed.Compute to count as not placed (the condition says so); an Envoy cluster
+// that is not an outbound service and a Linkerd parent without a name are not graph edges and
+// are dropped.
 func Join(v Vectors, caller string) []observed.Series {
 	type key struct{ ns, caller, upstream string }
 	label := func(m model.Metric, name string) string { return string(m[model.LabelName(name)]) }
@@ -246,7 +374,7 @@ func Join(v Vectors, caller string) []observed.Series {
 				ns := label(smp.Metric, "namespace")
 				u, ok := up(smp.Metric, ns)
 				k := key{ns, label(smp.Metric, caller), u}
-				if !ok || k.caller == "" || k.upstream == "" {
+				if !ok {
 					continue
 				}
 				if sums[k] == nil {

@@ -1,0 +1,260 @@
+package promquery
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/telemetry"
+)
+
+// hostile serves h on loopback and returns a client of it (the queries' input under test is
+// the HTTP answer itself, so a test server stands in for a broken Prometheus or what sits in
+// front of it).
+func hostile(t *testing.T, h http.HandlerFunc, o Options) (*Client, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	o.URL = srv.URL
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, srv.URL
+}
+
+func jsonAnswer(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}
+}
+
+// vector is a success answer with these series ("{labels}", "value" as Prometheus writes it).
+func vector(series ...[2]string) string {
+	var b strings.Builder
+	b.WriteString(`{"status":"success","data":{"resultType":"vector","result":[`)
+	for i, s := range series {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"metric":%s,"value":[1796213250,"%s"]}`, s[0], s[1])
+	}
+	b.WriteString(`]}}`)
+	return b.String()
+}
+
+const testQ = "sum(up)"
+
+// TestHostileAnswers: every answer that is not a vector of counts is an error naming what it
+// got (before: a 200 without data panicked; a 200 "status: error" without a message read
+// ": "; warnings of a partial answer, NaN, +Inf, -1, 1e308 and a series twice were taken as
+// data; HTML from a login page read as a JSON syntax error).
+func TestHostileAnswers(t *testing.T) {
+	const orderLabels = `{"namespace":"shop","service":"order","upstream":"payment"}`
+	for _, tc := range []struct {
+		name string
+		h    http.HandlerFunc
+		want string // the error after "query sum(up): "
+	}{
+		{"not JSON", jsonAnswer("<<garbage>>"), "bad_response: invalid character '<' looking for beginning of value"},
+		{"truncated JSON", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{}`), "bad_response: unexpected end of JSON input"},
+		{"status error", jsonAnswer(`{"status":"error","errorType":"execution","error":"query timed out in expression evaluation"}`), "execution: query timed out in expression evaluation"},
+		{"status error without a message", jsonAnswer(`{"status":"error"}`), `Prometheus answered "status": "error" without an errorType or an error message`},
+		{"success without data", jsonAnswer(`{"status":"success"}`), "the answer has no result (no data.resultType and data.result)"},
+		{"data null", jsonAnswer(`{"status":"success","data":null}`), "the answer has no result (no data.resultType and data.result)"},
+		{"a matrix", jsonAnswer(`{"status":"success","data":{"resultType":"matrix","result":[]}}`), "got a matrix, want a vector"},
+		{"unknown result type", jsonAnswer(`{"status":"success","data":{"resultType":"histogram","result":[]}}`), `bad_response: unknown value type "histogram"`},
+		{"partial answer", jsonAnswer(`{"status":"success","warnings":["partial response: store 10.0.0.7:10901 unavailable"],"data":{"resultType":"vector","result":[]}}`),
+			"Prometheus answered with 1 warning(s), a partial answer whose edges would be incomplete: partial response: store 10.0.0.7:10901 unavailable"},
+		{"NaN", jsonAnswer(vector([2]string{orderLabels, "NaN"})),
+			`series {namespace="shop", service="order", upstream="payment"}: value NaN is not a counter's increase (want a number from 0 to 2^53)`},
+		{"+Inf", jsonAnswer(vector([2]string{orderLabels, "+Inf"})),
+			`series {namespace="shop", service="order", upstream="payment"}: value +Inf is not a counter's increase (want a number from 0 to 2^53)`},
+		{"-1", jsonAnswer(vector([2]string{orderLabels, "-1"})),
+			`series {namespace="shop", service="order", upstream="payment"}: value -1 is not a counter's increase (want a number from 0 to 2^53)`},
+		{"1e308", jsonAnswer(vector([2]string{orderLabels, "1e308"})),
+			`series {namespace="shop", service="order", upstream="payment"}: value 1e+308 is not a counter's increase (want a number from 0 to 2^53)`},
+		{"a series twice", jsonAnswer(vector([2]string{orderLabels, "3"}, [2]string{`{"upstream":"payment","service":"order","namespace":"shop"}`, "4"})),
+			`series {namespace="shop", service="order", upstream="payment"}: in the answer twice (an aggregation gives each label set once)`},
+		{"hostile label values are named quoted", jsonAnswer(vector([2]string{`{"service":"a\"} or vector(1) #\n{x}","upstream":"ü"}`, "NaN"})),
+			`series {service="a\"} or vector(1) #\n{x}", upstream="ü"}: value NaN is not a counter's increase (want a number from 0 to 2^53)`},
+		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			io.WriteString(w, "<!DOCTYPE html><html><title>Sign in</title></html>")
+		}, `HTTP 200 from %URL%/api/v1/query with Content-Type "text/html; charset=utf-8", not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins "<!DOCTYPE html><html><title>Sign in</title></html>"`},
+		{"redirect to a login page", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/login" {
+				w.Header().Set("Content-Type", "text/html")
+				io.WriteString(w, "<html>Sign in</html>")
+				return
+			}
+			http.Redirect(w, r, "/login?next=%2Fapi", http.StatusFound)
+		}, `HTTP 200 from %URL%/login?next=%2Fapi with Content-Type "text/html", not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins "<html>Sign in</html>"`},
+		{"no Content-Type", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header()["Content-Type"] = nil
+			io.WriteString(w, vector())
+		}, `HTTP 200 from %URL%/api/v1/query with Content-Type "", not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[]}}"`},
+		{"HTTP 502 from a proxy", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, "<html>Bad Gateway</html>")
+		}, "HTTP 502 Bad Gateway: server_error: server error: 502"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, url := hostile(t, tc.h, Options{})
+			_, err := c.query(context.Background(), testQ, time.Now())
+			want := "query " + testQ + ": " + strings.ReplaceAll(tc.want, "%URL%", url)
+			if err == nil || err.Error() != want {
+				t.Fatalf("got  %v\nwant %s", err, want)
+			}
+		})
+	}
+}
+
+// TestHostileValuesFailTheStatusQueries: the same refusal on both readers' paths, so a NaN
+// never reaches the observed amplification (where NaN > computed is false: a false pass) nor
+// the graph.
+func TestHostileValuesFailTheStatusQueries(t *testing.T) {
+	c, _ := hostile(t, jsonAnswer(vector([2]string{`{"namespace":"shop","service":"order","upstream":"payment"}`, "NaN"})), Options{})
+	if _, err := c.Series(context.Background(), time.Now()); err == nil || !strings.HasSuffix(err.Error(), "value NaN is not a counter's increase (want a number from 0 to 2^53)") {
+		t.Errorf("Series: %v", err)
+	}
+	if _, err := c.Graph(context.Background(), time.Now(), nil); err == nil || !strings.HasSuffix(err.Error(), "value NaN is not a counter's increase (want a number from 0 to 2^53)") {
+		t.Errorf("Graph: %v", err)
+	}
+}
+
+// TestHostileLabelValuesPassThrough: label values with quotes, newlines, braces and UTF-8 are
+// data, carried as written (no query interpolates them: the queries hold only the window and
+// the validated caller label), and the graph's warnings quote them.
+func TestHostileLabelValuesPassThrough(t *testing.T) {
+	odd := `we\"ird} or vector(1) #\nü`
+	c, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Form.Get("query"), "retrycap_proxy_requests_total") {
+			io.WriteString(w, vector([2]string{`{"service":"` + odd + `","upstream":"payment"}`, "5"}))
+			return
+		}
+		io.WriteString(w, vector())
+	}, Options{Window: time.Minute})
+	ob, err := c.Graph(context.Background(), time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `retrycap: no namespace or no service label (the scrape adds them: docs/observe.md): not an edge: 1 series (e.g. {service="we\"ird} or vector(1) #\nü", upstream="payment"})`
+	if len(ob.Warnings) != 1 || ob.Warnings[0] != want || len(ob.Edges) != 0 {
+		t.Fatalf("warnings %q edges %v\nwant %q", ob.Warnings, ob.Edges, want)
+	}
+	for _, q := range telemetry.Queries(time.Minute, "service") {
+		if strings.Contains(q.PromQL, "we") {
+			t.Fatalf("a label value in a query: %s", q.PromQL)
+		}
+	}
+}
+
+// endless streams a JSON answer that never ends (series after series), counting what it wrote;
+// it stops when the client goes away.
+func endless(written *atomic.Int64, declare int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if declare > 0 {
+			w.Header().Set("Content-Length", fmt.Sprint(declare))
+		}
+		chunk := []byte(strings.Repeat(`{"metric":{"namespace":"shop","service":"order","upstream":"payment"},"value":[1796213250,"1"]},`, 1000))
+		n, err := io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[`)
+		written.Add(int64(n))
+		for err == nil && written.Load() < 200<<20 {
+			n, err = w.Write(chunk)
+			written.Add(int64(n))
+		}
+	}
+}
+
+// TestHugeAnswerIsBounded: an answer over the bound (here 1 MiB; 64 MiB by default) is refused
+// once the bound is read, and the client's memory does not grow with the answer: a server
+// streaming series without end (millions of series: an old Prometheus ignoring the limit
+// parameter) has written at most a few MiB past the bound (the socket buffers) when the
+// client stops, and the query allocated less than 8 MiB in all.
+func TestHugeAnswerIsBounded(t *testing.T) {
+	var written atomic.Int64
+	c, _ := hostile(t, endless(&written, 0), Options{MaxAnswerBytes: 1 << 20})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := c.query(context.Background(), testQ, time.Now())
+	runtime.ReadMemStats(&after)
+	want := "query sum(up): the answer is over 1048576 bytes (1 MiB, the bound on one answer): refused, not read further"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("server wrote %d bytes; the query allocated %d bytes", written.Load(), alloc)
+	if alloc > 8<<20 {
+		t.Errorf("the query allocated %d bytes for a 1 MiB bound", alloc)
+	}
+	if w := written.Load(); w > 32<<20 {
+		t.Errorf("the server wrote %d bytes: the client kept reading past the bound", w)
+	}
+
+	// A Content-Length over the bound is refused before the body is read.
+	var w2 atomic.Int64
+	c, url := hostile(t, endless(&w2, 100<<20), Options{MaxAnswerBytes: 1 << 20})
+	_, err = c.query(context.Background(), testQ, time.Now())
+	want = "query sum(up): HTTP 200 from " + url + "/api/v1/query: Content-Length 104857600: the answer is over 1048576 bytes (1 MiB, the bound on one answer): refused, not read further"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+}
+
+// TestSlowAnswers: a Prometheus that accepts and never answers, and one that sends its headers
+// and then drips its body, both end at the timeout with an error.
+func TestSlowAnswers(t *testing.T) {
+	// The handlers hold until the test ends (a server's request context is not cancelled while
+	// the handler has not read the request body), so that the server can close.
+	for _, tc := range []struct {
+		name, want string
+		h          func(stop chan struct{}) http.HandlerFunc
+	}{
+		{"no answer", "query sum(up): no whole answer within 300ms (--prometheus-timeout): context deadline exceeded", func(stop chan struct{}) http.HandlerFunc {
+			return func(_ http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-stop:
+				}
+			}
+		}},
+		{"a dripping body", "query sum(up): no whole answer within 300ms (--prometheus-timeout): context deadline exceeded", func(stop chan struct{}) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"status":"success",`)
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+				case <-stop:
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stop := make(chan struct{})
+			c, _ := hostile(t, tc.h(stop), Options{Timeout: 300 * time.Millisecond})
+			t.Cleanup(func() { close(stop) }) // runs before the server's Close
+			start := time.Now()
+			_, err := c.query(context.Background(), testQ, time.Now())
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got  %v\nwant %s", err, tc.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("took %v for a 300ms timeout", d)
+			}
+		})
+	}
+}
