@@ -280,6 +280,14 @@ func TestResendOnlyWhenNoByteLeft(t *testing.T) {
 			if got := b.conns.Load(); got != tc.conns {
 				t.Fatalf("the backend accepted %d connections, want %d", got, tc.conns)
 			}
+			// A re-send after no byte left is within the attempt (the
+			// upstream never saw it): the warm-up's attempt and the POST's
+			// one, no retry (branch resendcap: only a re-send after bytes
+			// left is an attempt, TestStaleResendWithinCap).
+			up := p.upstreamByName("svc")
+			if a, r := testutil.ToFloat64(up.M.Attempts), testutil.ToFloat64(up.M.Retries); a != 2 || r != 0 {
+				t.Fatalf("%v attempts, %v retries; want 2, 0", a, r)
+			}
 		})
 	}
 }
