@@ -230,3 +230,42 @@ func TestStaleResendWithinCap(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleResetNoBreakerFailure: a breaker that one failure opens. A
+// stale attempt is no breaker failure (an upstream closing idle
+// connections must not open the breaker): with 1 attempt it is answered
+// as out of attempts and the next call is served; with 2, its retry is
+// not refused by the breaker (it would be, had the stale reset opened it)
+// and runs on a fresh connection, whose reset is a plain failure that does
+// open it: an upstream that crashes on every request is still seen.
+func TestStaleResetNoBreakerFailure(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, tc := range []struct {
+			upstreams string
+			execs     int
+			after     int    // the next call's status
+			afterBody string // and body
+		}{
+			{"svc=1", 1, 200, "ok"},
+			{"svc=2", 2, 503, "retrycap-proxy: upstream svc: circuit breaker open\n"},
+		} {
+			t.Run(engine+"/"+tc.upstreams, func(t *testing.T) {
+				b := newRstBackend(t)
+				p := startProxy(t, "--engine", engine, "--upstreams", tc.upstreams, "--resolve", "svc="+b.ln.Addr().String(),
+					"--breaker-failures", "1", "--breaker-open-for", "1m")
+				c := proxytest.Dial(t, p.Addr())
+				c.Send("GET http://svc/warm HTTP/1.1\r\nHost: svc\r\n\r\n")
+				c.Expect("GET", 200, "ok")
+				c.Send("GET http://svc/item HTTP/1.1\r\nHost: svc\r\n\r\n")
+				if resp, body := c.Answer("GET"); resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "attempts" {
+					t.Fatalf("GET /item: %d %q Retrycap-Exhausted %q, want 503 attempts", resp.StatusCode, body, resp.Header.Get("Retrycap-Exhausted"))
+				}
+				if got := b.executions(); len(got) != tc.execs {
+					t.Fatalf("the backend ran %q, want %d executions", got, tc.execs)
+				}
+				c.Send("GET http://svc/warm HTTP/1.1\r\nHost: svc\r\n\r\n")
+				c.Expect("GET", tc.after, tc.afterBody)
+			})
+		}
+	}
+}
