@@ -13,6 +13,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -71,6 +72,13 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))
+			// The client attempts the planner cannot change: a gateway route's layer on them is
+			// a field of ours (the status's suggestion lowers it too: workload.Result.EntryFix).
+			for i := range a.Violations {
+				if l, tries, ok := r.EntryFix(&a.Violations[i]); ok {
+					addDemand(demands, l, tries, name)
+				}
+			}
 		}
 		def := max(r.Spec().Retry.DefaultAttempts, 1)
 		lower := func(w workload.Workload, key string) {
@@ -137,15 +145,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 						byKey[key].lowered = true
 					}
 					if meshed && l.Tries > 1 && tries < l.Tries {
-						k := l.Object + " " + l.FieldPath + " " + l.Note
-						if d := demands[k]; d == nil {
-							demands[k] = &meshDemand{layer: l, tries: tries, policies: []string{name}}
-						} else {
-							d.tries = min(d.tries, tries)
-							if !containsString(d.policies, name) {
-								d.policies = append(d.policies, name)
-							}
-						}
+						addDemand(demands, l, tries, name)
 					}
 				}
 			}
@@ -168,6 +168,19 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	sort.Slice(patches, func(i, j int) bool { return workload.Compare(patches[i].Workload, patches[j].Workload) < 0 })
 	mp, mnotes := m.planMesh(demands)
 	return append(patches, mp...), append(notes, mnotes...)
+}
+
+// addDemand records that policy name allows layer l's field at most tries.
+func addDemand(demands map[string]*meshDemand, l mesh.Layer, tries int64, name string) {
+	k := l.Object + " " + l.FieldPath + " " + l.Note
+	if d := demands[k]; d == nil {
+		demands[k] = &meshDemand{layer: l, tries: tries, policies: []string{name}}
+	} else {
+		d.tries = min(d.tries, tries)
+		if !containsString(d.policies, name) {
+			d.policies = append(d.policies, name)
+		}
+	}
 }
 
 func containsString(xs []string, s string) bool {

@@ -22,25 +22,25 @@ func TestEntry(t *testing.T) {
 		{
 			name: "route retry.attempts 3: 4 tries", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend, port: 80}]\n    retry: {attempts: 3, codes: [500]}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 4,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 1,
 				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 3"}}},
 		},
 		{
 			name: "retry {}: 2 retries", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 1, Default: true,
 				Note: "HTTPRoute shop/web spec.rules[0].retry without attempts: 2 retries"}}},
 		},
 		{
 			name: "largest over the rules routing to the backend; other backends' rules do not count", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}\n  - backendRefs: [{name: frontend}, {name: canary}]\n    retry: {attempts: 2}\n  - backendRefs: [{name: other}]\n    retry: {attempts: 9}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[1].retry.attempts", Tries: 3,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[1].retry.attempts", Tries: 3, Unset: 1,
 				Note: "HTTPRoute shop/web spec.rules[1].retry.attempts: 2"}}},
 		},
 		{
 			name: "no retry, no BackendTrafficPolicy: 1 try", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Unset: 1, Default: true,
 				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it"}}},
 		},
 		{
@@ -69,20 +69,20 @@ func TestEntry(t *testing.T) {
 			name: "the route's retry wins over a BackendTrafficPolicy", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}") + "\n---\n" +
 				btp("shop", "route-policy", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 2,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 2, Unset: 6,
 				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 1"}}},
 		},
 		{
 			name: "a policy in another namespace does not target the route", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
 				btp("elsewhere", "p", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Unset: 1, Default: true,
 				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it"}}},
 		},
 		{
 			name: "a backend in another namespace", backend: ServiceRef{"api", "orders"},
 			docs: north("  - backendRefs: [{name: orders, namespace: api}]\n    retry: {attempts: 2}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 1,
 				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 2"}}},
 		},
 		{

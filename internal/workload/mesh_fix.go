@@ -62,20 +62,8 @@ func splitSuggestion(node, up string, m MeshEdge, planned int64) []string {
 // entrySuggestion lowers the gateway layer on v's entrypoint's client attempts when those alone
 // are over the cap (the planner cannot change client attempts, but the route's field is ours).
 func (r *Result) entrySuggestion(v *graph.Violation) (string, bool) {
-	if len(v.Path) == 0 || len(v.Factors) == 0 {
-		return "", false
-	}
-	m, ok := r.MeshEntry[v.Path[0]]
-	if !ok || !m.Multiplied() {
-		return "", false
-	}
-	rest := graph.Product(v.Factors[1:])
-	allowed := max(r.Cap/max(rest, 1), 1)
-	if allowed >= m.Attempts() {
-		return "", false
-	}
-	_, l, tries, lower, _ := mesh.Split(m.App, m.Layers, allowed)
-	if !lower {
+	l, tries, ok := r.EntryFix(v)
+	if !ok {
 		return "", false
 	}
 	rw, err := mesh.PlanRewrite(l, tries)
@@ -83,4 +71,24 @@ func (r *Result) entrySuggestion(v *graph.Violation) (string, bool) {
 		return fmt.Sprintf("client -> %s: %v", v.Path[0], err), true
 	}
 	return rw.Suggestion, true
+}
+
+// EntryFix is the layer on v's entrypoint's client attempts to lower, and the tries it may give,
+// when the entrypoint's mesh layers make v's path go over the cap (ok): what the status's
+// suggestion and analyze -o patch lower.
+func (r *Result) EntryFix(v *graph.Violation) (l mesh.Layer, tries int64, ok bool) {
+	if len(v.Path) == 0 || len(v.Factors) == 0 {
+		return mesh.Layer{}, 0, false
+	}
+	m, found := r.MeshEntry[v.Path[0]]
+	if !found || !m.Multiplied() {
+		return mesh.Layer{}, 0, false
+	}
+	rest := graph.Product(v.Factors[1:])
+	allowed := max(r.Cap/max(rest, 1), 1)
+	if allowed >= m.Attempts() {
+		return mesh.Layer{}, 0, false
+	}
+	_, l, tries, lower, _ := mesh.Split(m.App, m.Layers, allowed)
+	return l, tries, lower
 }
