@@ -335,10 +335,11 @@ func check502NotRetried(t *testing.T, what string, r pyHTTPResult) {
 // http.client (absolute-form requests to the proxy) through the sidecar.
 //
 // Each case has a backend and a proxy of its own, so that no upstream
-// connection is pooled when it starts: a replayable request that an
-// upstream reset on a reused connection is re-sent once on a fresh one,
-// uncounted (docs/proxy.md, Connections and timeouts), which would add an
-// execution that depends on what the pool held.
+// connection is pooled when it starts. (Until branch resendcap a
+// replayable request that an upstream reset on a reused connection was
+// re-sent once, uncounted, which added an execution that depended on what
+// the pool held; that repeat is now an attempt, within the counts
+// asserted here: TestStaleResendWithinCap.)
 func TestPyStdlib(t *testing.T) {
 	fresh := func(t *testing.T) (*pyBackend, string) {
 		b := newPyBackend(t, pyActs)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,9 +40,11 @@ type holdBackend struct {
 	ln    net.Listener
 	mu    sync.Mutex
 	execs map[string]int
-	conns atomic.Int64
-	eof   chan struct{}
-	stop  chan struct{}
+	// budgets: the Retrycap-Budget each execution carried, by method and path.
+	budgets map[string][]string
+	conns   atomic.Int64
+	eof     chan struct{}
+	stop    chan struct{}
 	// closeIdle: after answering /warm, close the connection (FIN).
 	closeIdle bool
 }
@@ -52,7 +55,7 @@ func newHoldBackend(t *testing.T, closeIdle bool) *holdBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &holdBackend{ln: ln, execs: map[string]int{}, eof: make(chan struct{}, 8), stop: make(chan struct{}), closeIdle: closeIdle}
+	b := &holdBackend{ln: ln, execs: map[string]int{}, budgets: map[string][]string{}, eof: make(chan struct{}, 8), stop: make(chan struct{}), closeIdle: closeIdle}
 	var wg sync.WaitGroup
 	var open sync.Map
 	wg.Add(1)
@@ -96,6 +99,7 @@ func (b *holdBackend) serve(c *net.TCPConn) {
 		}
 		b.mu.Lock()
 		b.execs[req.Method+" "+req.URL.Path]++
+		b.budgets[req.Method+" "+req.URL.Path] = append(b.budgets[req.Method+" "+req.URL.Path], req.Header.Get("Retrycap-Budget"))
 		b.mu.Unlock()
 		if req.URL.Path == "/reset" {
 			_ = c.SetLinger(0) // close sends RST: the app had the request
@@ -258,7 +262,7 @@ func TestResendOnlyWhenNoByteLeft(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newHoldBackend(t, tc.closeIdle)
-			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.ln.Addr().String())
+			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.ln.Addr().String(), "--chain-cap", "4")
 			k := &keepAliveClient{addr: p.Addr()}
 			defer k.close()
 			warm(t, k)
@@ -274,11 +278,27 @@ func TestResendOnlyWhenNoByteLeft(t *testing.T) {
 			if got := b.executions()["POST "+tc.path]; got != 1 {
 				t.Fatalf("the backend executed the POST %d times, want exactly 1", got)
 			}
+			// The one execution carried the whole cap: a keyless POST makes
+			// one attempt, and a free re-send keeps its budget.
+			b.mu.Lock()
+			budgets := strings.Join(b.budgets["POST "+tc.path], ",")
+			b.mu.Unlock()
+			if budgets != "4" {
+				t.Fatalf("the POST reached the backend with Retrycap-Budget %q, want 4", budgets)
+			}
 			if got := testutil.ToFloat64(p.fw.M.StaleResends); got != tc.resends {
 				t.Fatalf("stale re-sends %v, want %v", got, tc.resends)
 			}
 			if got := b.conns.Load(); got != tc.conns {
 				t.Fatalf("the backend accepted %d connections, want %d", got, tc.conns)
+			}
+			// A re-send after no byte left is within the attempt (the
+			// upstream never saw it): the warm-up's attempt and the POST's
+			// one, no retry (branch resendcap: only a re-send after bytes
+			// left is an attempt, TestStaleResendWithinCap).
+			up := p.upstreamByName("svc")
+			if a, r := testutil.ToFloat64(up.M.Attempts), testutil.ToFloat64(up.M.Retries); a != 2 || r != 0 {
+				t.Fatalf("%v attempts, %v retries; want 2, 0", a, r)
 			}
 		})
 	}

@@ -15,6 +15,18 @@ type DialError struct{ Err error }
 func (e *DialError) Error() string { return "dial: " + e.Err.Error() }
 func (e *DialError) Unwrap() error { return e.Err }
 
+// StaleError is an attempt's failure on a reused pooled connection before
+// any byte of an answer came back, after bytes of a replayable request were
+// written (policy.MayResend allows its re-send): the upstream's idle close
+// may have raced the reuse, or it read the request and crashed. The engine
+// does not re-send it itself: the exchange judges it as an attempt
+// (policy.Outcome.Stale), so that its repeat takes the next attempt's
+// number and budget and the chain cap holds.
+type StaleError struct{ Err error }
+
+func (e *StaleError) Error() string { return "stale pooled connection: " + e.Err.Error() }
+func (e *StaleError) Unwrap() error { return e.Err }
+
 // ErrUnsolicitedSwitch is an upstream's 101 to a request that did not ask
 // to upgrade: a bad answer (BadAnswer), never passed on.
 var ErrUnsolicitedSwitch = errors.New("the upstream switched protocols (101) without being asked to upgrade")

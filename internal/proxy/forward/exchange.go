@@ -2,6 +2,7 @@ package forward
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -247,6 +248,14 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 		Deadline: x.dl, PerTry: up.PerTry, Arrived: x.arrived,
 	}
 	x.respScanned = false
+	var stale *StaleError
+	if err != nil && errors.As(err, &stale) {
+		// A written replayable request that a stale pooled connection lost
+		// (policy.Outcome.Stale): its repeat is an attempt. Retryable as
+		// replayable: for a host no --upstreams entry names (one attempt)
+		// it is then answered as out of attempts, not as not retryable.
+		o.Stale, o.Retryable = true, x.replayable
+	}
 	if err != nil {
 		o.Cond = classify(err)
 		x.lastErr, x.lastCond = err, o.Cond
@@ -271,6 +280,9 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 	x.logAttempt(now, &o, d)
 	if d.Retry {
 		up.M.Retries.Inc()
+		if o.Stale {
+			x.f.M.StaleResends.Inc()
+		}
 		x.attemptStart = now
 		return true, d.Wait
 	}
@@ -287,9 +299,12 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 }
 
 // MayResend reports whether the attempt, having failed on a pooled
-// connection before any byte of an answer came back, may be sent again on
-// a fresh connection (policy.MayResend): wroteAny says whether any byte of
-// the request had left for the upstream.
+// connection before any byte of an answer came back, may be sent again
+// (policy.MayResend): wroteAny says whether any byte of the request had
+// left for the upstream. Only a re-send after no byte left is the engine's
+// own, on a fresh connection within the same attempt (the upstream never
+// saw it); after bytes left, the engine hands the exchange the failure as a
+// StaleError, and the repeat is the next attempt (AfterAttempt).
 func (x *Exchange) MayResend(wroteAny bool) bool { return policy.MayResend(wroteAny, x.replayable) }
 
 // Replayable reports whether the request may reach the upstream more than

@@ -31,9 +31,11 @@ type Metrics struct {
 	// Timeouts counts client connections cut by a timeout, by kind
 	// (TimeoutHTTPRequest, TimeoutClient, TimeoutKeepAlive).
 	Timeouts *prometheus.CounterVec
-	// StaleResends counts requests re-sent on a fresh connection after a
-	// reused one failed before any byte of an answer (the upstream had
-	// closed it): neither an attempt nor a breaker failure.
+	// StaleResends counts requests sent again after a reused connection
+	// failed before any byte of an answer (the upstream had closed it):
+	// on a fresh connection within the attempt when no byte of the request
+	// had left (not an attempt), else as the next attempt (also counted in
+	// attempts and retries). Neither is a breaker failure.
 	StaleResends prometheus.Counter
 	// AcceptPauses counts the pauses of accepting on descriptor exhaustion.
 	AcceptPauses prometheus.Counter
@@ -81,7 +83,7 @@ func NewMetrics() *Metrics {
 	}
 	m.StaleResends = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "retrycap_proxy_stale_resends_total",
-		Help: "Requests re-sent once on a fresh upstream connection because a reused one failed before any byte of an answer (the upstream had closed it idle); not attempts, not breaker failures.",
+		Help: "Requests sent again because a reused upstream connection failed before any byte of an answer (the upstream had closed it idle): within the attempt when no byte of the request had left, else as the next attempt (counted in attempts and retries); never breaker failures.",
 	})
 	m.AcceptPauses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "retrycap_proxy_accept_pauses_total",

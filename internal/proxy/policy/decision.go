@@ -84,6 +84,15 @@ type Outcome struct {
 	// reset its connection, RST_STREAM): a failed attempt is then its own
 	// cancellation, not the upstream's failure (Cancelled, Settle).
 	ClientGone bool
+	// Stale: the attempt failed on a reused pooled connection before any
+	// byte of an answer, after bytes of a replayable request were written
+	// (the upstream's idle close racing the reuse, or a crash after it read
+	// the request: the two look the same). It may have run, so repeating it
+	// is an attempt (counted against the attempts, the chain budget, the
+	// retry budget and the deadline), retried whatever --retry-on says, as
+	// Go's transport re-sends it, at once (the connection was stale, not the
+	// upstream slow), and not a breaker failure (Settle).
+	Stale bool
 }
 
 // Failed reports whether the outcome is a failure that retryOn covers.
@@ -114,7 +123,7 @@ func (p *Policy) Decide(o *Outcome, budget *RetryBudget, br *Breaker, now int64)
 		// timeouts): nobody waits for a retry.
 		return Decision{Reason: ReasonDeadline}
 	}
-	if !p.Failed(o) {
+	if !o.Stale && !p.Failed(o) {
 		return Decision{}
 	}
 	if o.ExhaustedResp {
@@ -129,7 +138,10 @@ func (p *Policy) Decide(o *Outcome, budget *RetryBudget, br *Breaker, now int64)
 		}
 		return Decision{Reason: ReasonAttempts}
 	}
-	wait := Backoff(p.BackoffBase, p.BackoffMax, o.Attempt, p.Jitter)
+	var wait time.Duration
+	if !o.Stale {
+		wait = Backoff(p.BackoffBase, p.BackoffMax, o.Attempt, p.Jitter)
+	}
 	if o.PushbackStop {
 		return Decision{Reason: ReasonRetryAfter}
 	}

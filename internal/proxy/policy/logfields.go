@@ -28,12 +28,16 @@ func (d Decision) Exhausted() string {
 }
 
 // LoggedError is the access log's error field of an attempt: "cancelled"
-// for the client's own cancellation (Cancelled), else the transport
+// for the client's own cancellation (Cancelled), "stale" for a stale pooled
+// connection's reset after the request was written (Outcome.Stale), else the transport
 // failure's condition ("timeout", "reset", "connect-failure"), "" when an
 // answer came.
 func (o *Outcome) LoggedError() string {
 	if o.Cancelled() {
 		return "cancelled"
+	}
+	if o.Stale {
+		return "stale"
 	}
 	if o.Cond != CondNone {
 		return o.Cond.String()

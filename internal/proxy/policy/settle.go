@@ -63,6 +63,8 @@ func (o *Outcome) Cancelled() bool { return o.ClientGone && o.Fault() }
 //     nobody probing or reopening on a failure nobody saw; false: no
 //     retry decision (nobody waits for one; nothing is taken from the
 //     retry budget, no denial counted);
+//   - a stale connection's failure (Outcome.Stale): not counted, a probe's
+//     place given back, and judged (its retry is decided);
 //   - a Fault: Breaker.Failure;
 //   - anything else: Breaker.Success.
 //
@@ -74,6 +76,15 @@ func Settle(o *Outcome, br *Breaker, probe bool, now int64) (judged bool) {
 			br.Cancel(probe)
 		}
 		return false
+	case o.Stale:
+		// An upstream closing idle connections is common and says nothing
+		// of its health: neither a failure nor a success (a probe's place
+		// is given back). An upstream that crashes on every request still
+		// opens the breaker: the retry goes on a connection of its own,
+		// whose reset is a plain failure.
+		if br != nil {
+			br.Cancel(probe)
+		}
 	case o.Fault():
 		if br != nil {
 			br.Failure(now, probe)

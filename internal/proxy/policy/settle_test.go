@@ -82,6 +82,14 @@ func TestSettleJudge(t *testing.T) {
 		{"probe 503", with(func(o *Outcome) { o.Status = 503 }), true, true, Decision{Reason: ReasonBreaker}, BreakerOpen, false, ""},
 		{"probe abandoned", with(func(o *Outcome) { o.Cond, o.ClientGone = CondReset, true }), true, false, Decision{}, BreakerHalfOpen, true, "cancelled"},
 		{"probe answered, client gone", with(func(o *Outcome) { o.Status, o.ClientGone = 200, true }), true, true, Decision{}, BreakerClosed, false, ""},
+		// A stale pooled connection's reset after the write (resendcap):
+		// judged and retried, but no breaker failure (threshold 1 stays
+		// closed); a probe's place is given back.
+		{"stale", with(func(o *Outcome) { o.Cond, o.Stale = CondReset, true }), false, true, Decision{Retry: true}, BreakerClosed, false, "stale"},
+		{"stale, last attempt", with(func(o *Outcome) { o.Cond, o.Stale, o.Attempt = CondReset, true, 3 }), false, true, Decision{Reason: ReasonAttempts}, BreakerClosed, false, "stale"},
+		{"stale, chain-limited", with(func(o *Outcome) { o.Cond, o.Stale, o.Attempt, o.ChainLimited = CondReset, true, 3, true }), false, true, Decision{Reason: ReasonChain}, BreakerClosed, false, "stale"},
+		{"probe stale", with(func(o *Outcome) { o.Cond, o.Stale = CondReset, true }), true, true, Decision{Reason: ReasonBreaker}, BreakerHalfOpen, true, "stale"},
+		{"client gone, stale", with(func(o *Outcome) { o.Cond, o.Stale, o.ClientGone = CondReset, true, true }), false, false, Decision{}, BreakerClosed, false, "cancelled"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -213,5 +221,34 @@ func benchJudge(b *testing.B, judge bool) {
 		}
 		br.Failure(now, probe)
 		_ = p.Decide(&o, budget, br, now)
+	}
+}
+
+// A stale pooled connection's reset after the write (Outcome.Stale,
+// resendcap) is retried whatever --retry-on says (as it was re-sent before
+// it was an attempt), at once (the connection was stale: no backoff), and
+// takes its retry from the retry budget like any retry.
+func TestDecideStale(t *testing.T) {
+	ro, err := ParseRetryOn("503")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Policy{RetryOn: ro, BackoffBase: time.Second, BackoffMax: time.Second}
+	now := 1000 * sec
+	o := Outcome{Attempt: 1, MaxAttempts: 3, Retryable: true, Remaining: time.Minute, Cond: CondReset}
+	if d := p.Decide(&o, nil, nil, now); d.Retry || d.Reason != ReasonNone {
+		t.Fatalf("a plain reset --retry-on does not name: %+v, want no retry, no reason", d)
+	}
+	o.Stale = true
+	if d := p.Decide(&o, nil, nil, now); !d.Retry || d.Wait != 0 {
+		t.Fatalf("stale: %+v, want a retry at once", d)
+	}
+	empty := NewRetryBudget(0, 0, 10*time.Second)
+	if d := p.Decide(&o, empty, nil, now); d.Retry || d.Reason != ReasonBudget {
+		t.Fatalf("stale, empty retry budget: %+v, want reason budget", d)
+	}
+	o.Retryable = false
+	if d := p.Decide(&o, nil, nil, now); d.Retry || d.Reason != ReasonNotRetryable {
+		t.Fatalf("stale, not retryable: %+v, want reason not-retryable", d)
 	}
 }

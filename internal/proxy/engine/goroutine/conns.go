@@ -16,9 +16,9 @@ import (
 // connection is never trusted blindly (forward.Stale): one idle longer than
 // --upstream-idle-timeout, or whose end the upstream closed, is not reused,
 // and a request that fails on a reused one before any byte of an answer came
-// back is re-sent once on a fresh connection when policy.MayResend allows
-// (no byte of it was written, or it is replayable): it counts the bytes
-// written of it too.
+// back is re-sent once on a fresh connection when no byte of it was written,
+// or, replayable and written, repeated as the exchange's next attempt
+// (forward.StaleError): it counts the bytes written of it too.
 type upConn struct {
 	net.Conn
 	rc    syscall.RawConn // for the non-blocking look at the socket (nil: none)

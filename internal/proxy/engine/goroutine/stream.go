@@ -98,17 +98,25 @@ func (t *streamTransport) RoundTrip(hc *fasthttp.HostClient, req *fasthttp.Reque
 		before, wroteBefore = uc.nread.Load(), uc.nwritten
 	}
 	rd, br, err := t.exchange(hc, cc, connOf(cc), deadline, req, resp, cut)
-	if err == nil || !reused || !staleErr(err, before, uc.nread.Load()) || !policy.MayResend(uc.nwritten != wroteBefore, t.f.Replayable(req)) {
+	wrote := uc != nil && uc.nwritten != wroteBefore
+	if err == nil || !reused || !staleErr(err, before, uc.nread.Load()) || !policy.MayResend(wrote, t.f.Replayable(req)) {
 		return t.answerBody(hc, cc, rd, br, req, resp, err, cut)
 	}
 	// The reused connection failed before any byte of an answer came back:
-	// the upstream may have closed it idle. Re-send it once on a fresh
-	// connection only when that is safe (policy.MayResend, Go's transport's
-	// rule): no byte of it was written, or it is replayable anyway. A
-	// request not safe to repeat that was written may be running at the
-	// upstream (an app that read the body, then crashed): it fails, and the
-	// exchange answers 502. A re-send is not an attempt (the exchange sees
-	// only this one's outcome).
+	// the upstream may have closed it idle (policy.MayResend, Go's
+	// transport's rule, says when the request may go again). Bytes of a
+	// replayable request were written: the upstream may have run it, so
+	// its repeat is the exchange's next attempt (forward.StaleError), with
+	// its number and lowered budget, or none when none is left. A request
+	// not safe to repeat that was written never gets here: it fails, and
+	// the exchange answers 502.
+	if wrote {
+		_, err = t.answerBody(hc, cc, rd, br, req, resp, err, cut)
+		return false, &forward.StaleError{Err: err}
+	}
+	// No byte of it was written: the upstream never saw it. It is re-sent
+	// once on a fresh connection within the same attempt (not an attempt,
+	// the same budget).
 	t.f.M.StaleResends.Inc()
 	cut.disarm() // the stale connection is closed (exchange's error)
 	if hc.Dial == nil {

@@ -38,7 +38,7 @@ type call struct {
 	port   int
 	// reused: the attempt's connection came from the idle pool; resent:
 	// the attempt was re-sent on a fresh connection after a reused one
-	// failed before any byte of an answer (once per attempt).
+	// failed before any byte of the request left (once per attempt).
 	reused bool
 	resent bool
 }
@@ -145,22 +145,30 @@ func (cl *call) after(err error) {
 
 // failed ends the attempt with a transport error. On a reused connection
 // that failed before any byte of an answer came back, the upstream may have
-// closed it idle: the request is re-sent once, on a fresh connection,
-// within the same attempt (not counted as one, nor as a breaker failure),
-// only when that is safe (policy.MayResend, Go's transport's rule): no byte
-// of it left for the upstream, or it is replayable anyway. Otherwise the
-// upstream may be running it (an app that read the body, then crashed): a
-// request not safe to repeat fails here, and its exchange answers 502.
+// closed it idle (policy.MayResend, Go's transport's rule, says when the
+// request may go again). When no byte of it left for the upstream, the
+// upstream provably never saw it: it is re-sent once, on a fresh
+// connection, within the same attempt (not counted as one, nor as a
+// breaker failure, with the same budget). When bytes left and it is
+// replayable, the upstream may have run it: the exchange judges the
+// failure as a stale attempt (forward.StaleError), whose repeat is the next
+// attempt, with its number and lowered budget, or none when none is left
+// (the chain cap holds). A request not safe to repeat fails here, and its
+// exchange answers 502.
 func (cl *call) failed(err error) {
 	if uc := cl.uc; uc != nil {
 		stale := cl.reused && !cl.resent && uc.got == 0 && cl.x.MayResend(uc.sent > 0)
+		wrote := uc.sent > 0
 		uc.close()
 		cl.uc = nil
-		if stale {
+		if stale && !wrote {
 			cl.resent, cl.reused = true, false
 			cl.l.f.M.StaleResends.Inc()
 			cl.dial()
 			return
+		}
+		if stale {
+			err = &forward.StaleError{Err: err}
 		}
 	}
 	cl.after(err)
