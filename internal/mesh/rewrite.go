@@ -38,10 +38,16 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	if tries < 1 || tries >= l.Tries {
 		return nil, fmt.Errorf("%s: cannot rewrite %d tries to %d: the target must be at least 1 and below the layer's tries", l.Note, l.Tries, tries)
 	}
-	kind, name, _ := strings.Cut(l.Object, " ")
 	if err := kindRewritable(l, tries); err != nil {
 		return nil, err
 	}
+	return planField(l, tries)
+}
+
+// planField plans the change of l's field to tries, without kindRewritable's refusals in the
+// mesh's unit (a value the object's CRD may still refuse: Set.Lowered and AddJSON judge it).
+func planField(l Layer, tries int64) (*Rewrite, error) {
+	kind, name, _ := strings.Cut(l.Object, " ")
 	switch {
 	case l.Object == "" || l.FieldPath == "":
 		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
@@ -99,6 +105,16 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	return r, nil
 }
 
+// gatewayAPIRetry reports whether l's field is a Gateway API route's rules[].retry: its attempts
+// have minimum 1 (sigs.k8s.io/gateway-api v1.6.3 config/crd, HTTPRoute rules[].retry.attempts),
+// so "attempts: 0" is refused by the API server, and unset is the implementation's default
+// (Istio's 2 retries): such a layer cannot give 1 try.
+func gatewayAPIRetry(l Layer) bool {
+	kind, _, _ := strings.Cut(l.Object, " ")
+	return (kind == "HTTPRoute" || kind == "GRPCRoute") && l.Kind != Linkerd &&
+		strings.HasPrefix(l.FieldPath, "spec.rules[") && strings.Contains(l.FieldPath, "].retry")
+}
+
 // kindRewritable refuses, with what to do instead, the rewrites that the layer's own field cannot
 // express in its mesh's unit:
 //   - Consul: a destination's numRetries 0 is "unset", which Envoy reads as its default 1 retry
@@ -108,6 +124,10 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 //     policy targeting the app replaces them. DaprBuiltInServiceRetries, when redefined, is
 //     floored at 3 retries by Dapr.
 func kindRewritable(l Layer, tries int64) error {
+	if tries == 1 && gatewayAPIRetry(l) {
+		return fmt.Errorf("%s: %s %s cannot give 1 try (the CRD's minimum is 1 retry, and unset is the implementation's default): the lowest is %s.attempts: 1 (2 tries); for 1 try lower the other hops, or the mesh's default retries",
+			l.Note, l.Object, l.FieldPath, strings.TrimSuffix(l.FieldPath, ".attempts"))
+	}
 	switch l.Kind {
 	case Consul:
 		if tries == 1 && l.FieldPath != "" {

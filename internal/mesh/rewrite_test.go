@@ -36,10 +36,10 @@ func TestPlanRewrite(t *testing.T) {
 		{
 			name:  "HTTPRoute retry {} gets attempts",
 			layer: Layer{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true},
-			tries: 1, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "", "  rules: [{retry: {}}]"),
-			suggestion: "HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts: unset (2) -> 0",
-			patch:      `[{"op":"add","path":"/spec/rules/0/retry/attempts","value":0}]`,
-			static:     `json [{"op":"add","path":"/spec/rules/0/retry/attempts","value":0}]`,
+			tries: 2, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "", "  rules: [{retry: {}}]"),
+			suggestion: "HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts: unset (2) -> 1",
+			patch:      `[{"op":"add","path":"/spec/rules/0/retry/attempts","value":1}]`,
+			static:     `json [{"op":"add","path":"/spec/rules/0/retry/attempts","value":1}]`,
 		},
 		{
 			name:  "BackendTrafficPolicy numRetries 5 -> 1",
@@ -105,6 +105,11 @@ func TestPlanRewriteRefuses(t *testing.T) {
 			"n: the default is YAML inside ConfigMap istio-system/istio data.mesh: change defaultHttpRetryPolicy.attempts to 1 there, or declare the retries on the callee"},
 		{Layer{Kind: Istio, Object: "VirtualService a/b", FieldPath: "spec.http[0].retries.attempts", Tries: 2, Note: "VirtualService a/b spec.http[0].retries.attempts: 1"}, 2,
 			"VirtualService a/b spec.http[0].retries.attempts: 1: cannot rewrite 2 tries to 2: the target must be at least 1 and below the layer's tries"},
+		// Online Boutique's service-mesh-istio route at an istio Gateway, cap 9 on a chain of 27.
+		{Layer{Kind: Gateway, Object: "HTTPRoute default/frontend-route", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true, Note: "Istio default, r"}, 1,
+			"Istio default, r: HTTPRoute default/frontend-route spec.rules[0].retry cannot give 1 try (the CRD's minimum is 1 retry, and unset is the implementation's default): the lowest is spec.rules[0].retry.attempts: 1 (2 tries); for 1 try lower the other hops, or the mesh's default retries"},
+		{Layer{Kind: Istio, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Note: "a"}, 1,
+			"a: HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts cannot give 1 try (the CRD's minimum is 1 retry, and unset is the implementation's default): the lowest is spec.rules[0].retry.attempts: 1 (2 tries); for 1 try lower the other hops, or the mesh's default retries"},
 		{Layer{Kind: Linkerd, Object: "ServiceProfile e/x", Tries: 1, Default: true, Note: "p"}, 0,
 			"p: cannot rewrite 1 tries to 0: the target must be at least 1 and below the layer's tries"},
 	}

@@ -708,6 +708,11 @@ func (v meshVerdict) message(obj meshObject) string {
 		return v.policy.Ref().String() + ": " + v.timeRaise + " makes " + v.explain()
 	}
 	full, err := mesh.PlanRewrite(v.layer, 1)
+	if err != nil && v.layer.Tries > 2 {
+		// A Gateway API route's retry cannot give 1 try (its CRD's minimum is 1 retry): name the
+		// field from its lowest value.
+		full, err = mesh.PlanRewrite(v.layer, 2)
+	}
 	if err != nil {
 		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
 		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain()
