@@ -137,8 +137,13 @@ func kindRewritable(l Layer, tries int64) error {
 	case IstioWaypoint:
 		if l.Object == "" {
 			// waypoint.go: Istio's default route at the waypoint; no object to lower.
-			return fmt.Errorf("%s: no object declares these %d tries; declare the retries for the Service at its waypoint (an HTTPRoute with a parentRef to the Service and rules[].retry.attempts: %d, or a VirtualService route with retries.attempts: %d), or take the Service off the waypoint (label %s: none)",
-				l.Note, l.Tries, tries-1, tries-1, IstioUseWaypointLabel)
+			declare := fmt.Sprintf("an HTTPRoute with a parentRef to the Service and rules[].retry.attempts: %d, or a VirtualService route with retries.attempts: %d", tries-1, tries-1)
+			if tries == 1 {
+				// The Gateway API CRD's minimum is 1 retry (gatewayAPIRetry).
+				declare = "a VirtualService route with retries.attempts: 0; an HTTPRoute's retry.attempts cannot be 0"
+			}
+			return fmt.Errorf("%s: no object declares these %d tries; declare the retries for the Service at its waypoint (%s), or take the Service off the waypoint (label %s: none)",
+				l.Note, l.Tries, declare, IstioUseWaypointLabel)
 		}
 	case Dapr:
 		switch {
