@@ -13,6 +13,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -69,7 +70,22 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		// "ClusterRetryPolicy checkout" for a cluster policy.
 		name := strings.TrimPrefix(r.PolicyName(), workload.KindRetryPolicy+" ")
 		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
-		if err != nil {
+		// The planner cannot change an entrypoint's client attempts, but a gateway route's
+		// retries on them are a field of the input: lowered as the violation's suggestion says.
+		atEntry := false
+		for i := range a.Violations {
+			if !strings.Contains(a.Violations[i].Suggestion, "no rewrite fits: client attempts") {
+				continue // the planner's values fit: the entry keeps its tries (as the suggestion says)
+			}
+			if l, tries, ok := r.EntryLowering(&a.Violations[i]); ok {
+				demand(demands, l, tries, name)
+				atEntry = true
+			}
+		}
+		switch {
+		case err != nil && atEntry:
+			notes = append(notes, fmt.Sprintf("%s: %s: the gateway route's retries on them are lowered below (the other values are as low as the planner goes)", r.PolicyName(), plan.Reason))
+		case err != nil:
 			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))
 		}
 		def := max(r.Spec().Retry.DefaultAttempts, 1)
@@ -137,15 +153,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 						byKey[key].lowered = true
 					}
 					if meshed && l.Tries > 1 && tries < l.Tries {
-						k := l.Object + " " + l.FieldPath + " " + l.Note
-						if d := demands[k]; d == nil {
-							demands[k] = &meshDemand{layer: l, tries: tries, policies: []string{name}}
-						} else {
-							d.tries = min(d.tries, tries)
-							if !containsString(d.policies, name) {
-								d.policies = append(d.policies, name)
-							}
-						}
+						demand(demands, l, tries, name)
 					}
 				}
 			}
@@ -168,6 +176,19 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	sort.Slice(patches, func(i, j int) bool { return workload.Compare(patches[i].Workload, patches[j].Workload) < 0 })
 	mp, mnotes := m.planMesh(demands)
 	return append(patches, mp...), append(notes, mnotes...)
+}
+
+// demand records that policy name needs layer l's field at tries or fewer.
+func demand(demands map[string]*meshDemand, l mesh.Layer, tries int64, name string) {
+	k := l.Object + " " + l.FieldPath + " " + l.Note
+	if d := demands[k]; d == nil {
+		demands[k] = &meshDemand{layer: l, tries: tries, policies: []string{name}}
+	} else {
+		d.tries = min(d.tries, tries)
+		if !containsString(d.policies, name) {
+			d.policies = append(d.policies, name)
+		}
+	}
 }
 
 func containsString(xs []string, s string) bool {
