@@ -71,7 +71,7 @@ prometheus-bin: ## Build (or find in the cache) the Prometheus server pinned in 
 	@bash hack/prometheus-bin.sh
 
 .PHONY: test
-test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin node-bins ## Run every check and every test (unit, envtest, e2e, the e2e on a real node).
+test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin node-bins python-deps ## Run every check and every test (unit, envtest, e2e, the e2e on a real node).
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) test $(GO_TEST_FLAGS) ./...
 	# The proxy's tests once more on its other engine (--engine=goroutine).
 	$(GO) test $(GO_TEST_FLAGS) ./internal/proxy -args -engine=goroutine
@@ -84,7 +84,7 @@ test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin nod
 	$(MAKE) --no-print-directory test-node
 
 .PHONY: test-unit
-test-unit: prometheus-bin ## Run the tests that need no control plane.
+test-unit: prometheus-bin python-deps ## Run the tests that need no control plane.
 	$(GO) test $(GO_TEST_FLAGS) $$($(GO) list ./... | grep -v -e /internal/controller -e /internal/webhook -e /internal/mesh/crds -e /test/e2e)
 
 .PHONY: test-e2e
@@ -94,6 +94,10 @@ test-e2e: kube-bins ## Run the end-to-end tests (real API server, manager, kubec
 .PHONY: bench
 bench: ## Run the Go benchmarks (figures go in docs/benchmarks.md).
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+.PHONY: python-deps
+python-deps: ## Install Debian's python3, python3-requests and python3-grpcio (the proxy's Python client tests) when missing.
+	@bash hack/python-deps.sh
 
 .PHONY: node-bins
 node-bins: ## Build (or find in the cache) kubelet, kube-proxy, kube-controller-manager, kube-scheduler and CoreDNS; print their directory.

@@ -206,7 +206,8 @@ wait_port() {
 }
 
 nginx -p "$work" -c "$work/backend.conf" &
-pids+=($!)
+backend_pid=$!
+pids+=($backend_pid)
 wait_port $BACKEND_PORT
 
 peak_rss_kib() { # sum of VmHWM over a process and its children
@@ -227,16 +228,50 @@ cpu_ticks() { # user + system clock ticks of a process and its children
 	echo "$total"
 }
 
+# child_ticks: user + system clock ticks of this shell's waited-for children (the shell's own
+# `times`, second line), so that wrk's CPU is read after it exited. `times` runs in this shell,
+# redirected to a file: in a pipe or $(...) it would count a subshell's children.
+child_ticks() {
+	times >"$work/times"
+	tail -1 "$work/times" | awk -v hz="$(getconf CLK_TCK)" '{
+		n = 0
+		for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2]); n += (p[1] * 60 + p[2]) * hz }
+		printf "%.0f", n }'
+}
+
+# lo_packets: packets received on loopback so far (every segment on lo, data or ACK, is received once).
+lo_packets() {
+	awk -F'[: ]+' '$2 == "lo" { print $4; exit }' /proc/net/dev
+}
+
+# machine_ticks: the machine's busy and idle clock ticks (/proc/stat's first line: user nice
+# system idle iowait irq softirq steal), "busy idle softirq".
+machine_ticks() {
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6, $8; exit }' /proc/stat
+}
+
 run_wrk() { # name script port [pid]
-	local out line c0=0 c1 reqs
+	local out line c0=0 c1 reqs w0 w1 b0 b1 m0 m1 p0 p1
 	[ -n "${4:-}" ] && c0=$(cpu_ticks "$4")
-	out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "${wrk_h[@]}" -s "$2" "http://127.0.0.1:$3/" 2>&1)
+	child_ticks >"$work/w0"
+	b0=$(cpu_ticks "$backend_pid") m0=$(machine_ticks) p0=$(lo_packets)
+	wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" "${wrk_h[@]}" -s "$2" "http://127.0.0.1:$3/" >"$work/wrk.out" 2>&1 || true
+	child_ticks >"$work/w1"
+	b1=$(cpu_ticks "$backend_pid") m1=$(machine_ticks) p1=$(lo_packets)
+	w0=$(cat "$work/w0") w1=$(cat "$work/w1") out=$(cat "$work/wrk.out")
 	line=$(echo "$out" | grep '^RESULT' | sed "s|^RESULT|$1|")
+	reqs=$(echo "$line" | sed -n 's/.*reqs=\([0-9]*\).*/\1/p')
+	# per TICKS: clock ticks as µs per request served.
+	per() { awk -v t="$1" -v r="${reqs:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (r > 0 ? t * 1e6 / hz / r : 0) }'; }
 	if [ -n "${4:-}" ]; then
 		c1=$(cpu_ticks "$4")
-		reqs=$(echo "$line" | sed -n 's/.*reqs=\([0-9]*\).*/\1/p')
-		line="$line cpu_us=$(awk -v t=$((c1 - c0)) -v r="${reqs:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (r > 0 ? t * 1e6 / hz / r : 0) }')"
+		line="$line cpu_us=$(per $((c1 - c0)))"
 	fi
+	# Where the two cores went during the saturated run, per request: wrk, the backend, the
+	# machine's busy total (every process, interrupts) and its idle time (both cores).
+	read -r mb0 mi0 ms0 <<<"$m0"
+	read -r mb1 mi1 ms1 <<<"$m1"
+	line="$line wrk_us=$(per $((w1 - w0))) backend_us=$(per $((b1 - b0))) busy_us=$(per $((mb1 - mb0))) softirq_us=$(per $((ms1 - ms0))) idle_us=$(per $((mi1 - mi0))) lo_pkts=$(awk -v p=$((p1 - p0)) -v r="${reqs:-0}" 'BEGIN { printf "%.2f", (r > 0 ? p / r : 0) }')"
 	echo "$line"
 }
 
@@ -380,4 +415,4 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$work/results.txt"
 
-echo "# columns: name rps p50_us p99_us errors reqs cpu_us (wrk, saturated; cpu_us = the proxy's CPU time per request) | name rate sent p50 p90 p99 p999 max errors, µs (open loop) | peak RSS" >&2
+echo "# columns: name rps p50_us p99_us errors reqs cpu_us wrk_us backend_us busy_us softirq_us idle_us (wrk, saturated; cpu_us = the proxy's CPU time per request, wrk_us and backend_us the client's and the backend's, busy_us and idle_us the machine's busy and idle time over both cores, softirq_us the part of busy_us in soft interrupts, lo_pkts the loopback packets per request) | name rate sent p50 p90 p99 p999 max errors, µs (open loop) | peak RSS" >&2

@@ -21,7 +21,7 @@ go_bin() {
   mkdir -p "$bin"
 
   # The version the module pins and the cache directory's name must agree.
-  if ! grep -qE "^\s*$module v$version( |\$)" "$root/hack/$name/go.mod"; then
+  if ! grep -qE "^\s*(require\s+)?$module v$version( |\$)" "$root/hack/$name/go.mod"; then
     echo "[$name-bin] hack/$name/go.mod does not require $module v$version; update ${name^^}_VERSION" >&2
     exit 1
   fi

@@ -93,14 +93,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
   done
 fi
 
+# The version hack/coredns pins and the cache directory's name must agree. Checked on every run,
+# not only when the binary is missing: a check that only a fresh machine runs failed there unseen
+# (go.mod's one-line `require module version` form did not match until the fifth session).
+if ! grep -qE "^\s*(require\s+)?github.com/coredns/coredns v$COREDNS_VERSION( |\$)" "$root/hack/coredns/go.mod"; then
+  log "hack/coredns/go.mod does not require github.com/coredns/coredns v$COREDNS_VERSION; update COREDNS_VERSION"
+  exit 1
+fi
 if ! have coredns; then
   exec 8>"$bin/.coredns.lock"
   flock 8
   if ! have coredns; then
-    if ! grep -qE "^\s*github.com/coredns/coredns v$COREDNS_VERSION( |\$)" "$root/hack/coredns/go.mod"; then
-      log "hack/coredns/go.mod does not require github.com/coredns/coredns v$COREDNS_VERSION; update COREDNS_VERSION"
-      exit 1
-    fi
     start=$(date +%s)
     step "compiling CoreDNS v$COREDNS_VERSION (hack/coredns; first run on this machine: a few minutes)" \
       bash -c "cd '$root/hack/coredns' && GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' -o '$bin/coredns.tmp' ."

@@ -32,8 +32,8 @@ func TestDocumentedRelabelings(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(block), &cfgs); err != nil {
 		t.Fatalf("docs/observe.md relabelings: %v\n%s", err, block)
 	}
-	if len(cfgs) != 5 {
-		t.Fatalf("docs/observe.md: %d relabelings, want 5", len(cfgs))
+	if len(cfgs) != 6 {
+		t.Fatalf("docs/observe.md: %d relabelings, want 6", len(cfgs))
 	}
 	for i, c := range cfgs {
 		if err := c.Validate(model.UTF8Validation); err != nil {
@@ -46,14 +46,27 @@ func TestDocumentedRelabelings(t *testing.T) {
 		want string
 	}{
 		{"a Deployment's pod", map[string]string{"__meta_kubernetes_pod_name": "order-7d9f8c6b5-x2x4z",
-			"__meta_kubernetes_pod_controller_kind": "ReplicaSet", "__meta_kubernetes_pod_controller_name": "order-7d9f8c6b5"}, "order"},
+			"__meta_kubernetes_pod_controller_kind": "ReplicaSet", "__meta_kubernetes_pod_controller_name": "order-7d9f8c6b5",
+			"__meta_kubernetes_pod_label_pod_template_hash": "7d9f8c6b5"}, "order"},
 		{"a Deployment with dashes in its name", map[string]string{"__meta_kubernetes_pod_name": "payment-api-v2-5c7b9d4f8-abcde",
-			"__meta_kubernetes_pod_controller_kind": "ReplicaSet", "__meta_kubernetes_pod_controller_name": "payment-api-v2-5c7b9d4f8"}, "payment-api-v2"},
+			"__meta_kubernetes_pod_controller_kind": "ReplicaSet", "__meta_kubernetes_pod_controller_name": "payment-api-v2-5c7b9d4f8",
+			"__meta_kubernetes_pod_label_pod_template_hash": "5c7b9d4f8"}, "payment-api-v2"},
 		{"a StatefulSet's pod", map[string]string{"__meta_kubernetes_pod_name": "ledger-0",
 			"__meta_kubernetes_pod_controller_kind": "StatefulSet", "__meta_kubernetes_pod_controller_name": "ledger"}, "ledger"},
 		{"a DaemonSet's pod", map[string]string{"__meta_kubernetes_pod_name": "agent-x7k2p",
 			"__meta_kubernetes_pod_controller_kind": "DaemonSet", "__meta_kubernetes_pod_controller_name": "agent"}, "agent"},
 		{"a bare pod", map[string]string{"__meta_kubernetes_pod_name": "debug"}, "debug"},
+		{"a standalone ReplicaSet's pod (no pod-template-hash)", map[string]string{"__meta_kubernetes_pod_name": "legacy-api-m2v9c",
+			"__meta_kubernetes_pod_controller_kind": "ReplicaSet", "__meta_kubernetes_pod_controller_name": "legacy-api"}, "legacy-api"},
+		{"a Deployment's pod (pod-template-hash)", map[string]string{"__meta_kubernetes_pod_name": "legacy-api-5c7b9d4f8-abcde",
+			"__meta_kubernetes_pod_controller_kind": "ReplicaSet", "__meta_kubernetes_pod_controller_name": "legacy-api-5c7b9d4f8",
+			"__meta_kubernetes_pod_label_pod_template_hash": "5c7b9d4f8"}, "legacy-api"},
+		{"a Job's pod", map[string]string{"__meta_kubernetes_pod_name": "migrate-v2-q8z4n",
+			"__meta_kubernetes_pod_controller_kind": "Job", "__meta_kubernetes_pod_controller_name": "migrate-v2"}, "migrate-v2"},
+		{"a CronJob's pod (its Job: CRONJOB-<scheduled minute>)", map[string]string{"__meta_kubernetes_pod_name": "nightly-report-29412345-x7k2p",
+			"__meta_kubernetes_pod_controller_kind": "Job", "__meta_kubernetes_pod_controller_name": "nightly-report-29412345"}, "nightly-report"},
+		{"a Job whose suffix has 7 digits", map[string]string{"__meta_kubernetes_pod_name": "nightly-2941234-x7k2p",
+			"__meta_kubernetes_pod_controller_kind": "Job", "__meta_kubernetes_pod_controller_name": "nightly-2941234"}, "nightly-2941234"},
 		{"the label over the name", map[string]string{"__meta_kubernetes_pod_name": "order-7d9f8c6b5-x2x4z",
 			"__meta_kubernetes_pod_controller_kind": "ReplicaSet", "__meta_kubernetes_pod_controller_name": "order-7d9f8c6b5",
 			"__meta_kubernetes_pod_label_app_kubernetes_io_name": "checkout"}, "checkout"},

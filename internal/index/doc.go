@@ -10,7 +10,8 @@
 // that can change an admission verdict; the Namespaces' labels and a ClusterRetryPolicy's scope
 // (namespaces.go, cluster.go); each policy's prepared graph (workload.Base) of a namespace or of
 // a cluster policy's scope, rebuilt in the background after a change (bases.go, Refresh); the
-// mesh layers the prepared graphs count (mesh.go); and a change feed (OnChange) the reconcilers
+// mesh layers the prepared graphs count (mesh.go); the CronJob a Job's pods belong to
+// (CronJobOf, for the injector); and a change feed (OnChange) the reconcilers
 // map to policies. For turns a request into the gate's Source (a *Request).
 //
 // The package imports no client; it is pure data structures over internal/workload.

@@ -41,6 +41,9 @@ type Index struct {
 	nsState
 	clusterState
 	meshState // the mesh layers of the prepared graphs (mesh.go)
+
+	// jobCronJobs are the Jobs a CronJob controls, "ns/job" -> the CronJob (under mu).
+	jobCronJobs map[string]string
 }
 
 type nsWorkloads struct {
@@ -123,6 +126,44 @@ func (x *Index) Workloads(ns string) []workload.Workload {
 		n.list = l
 	}
 	return n.list
+}
+
+// Has reports whether namespace ns holds workload kind/name.
+func (x *Index) Has(kind, ns, name string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.has(kind, ns, name)
+}
+
+func (x *Index) has(kind, ns, name string) bool {
+	n := x.byNS[ns]
+	return n != nil && n.items[workload.Workload{Kind: kind, Namespace: ns, Name: name}.Key()] != nil
+}
+
+// SetJobCronJob records that CronJob cronJob controls Job job of namespace ns ("" forgets the
+// Job): kubeobj.FeedIndex calls it from the Jobs the cache holds as owned (kubeobj.OwnedObject).
+// A CronJob keeps a few finished Jobs (its history limits), so this stays small.
+func (x *Index) SetJobCronJob(ns, job, cronJob string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	k := ns + "/" + job
+	if cronJob == "" {
+		delete(x.jobCronJobs, k)
+		return
+	}
+	if x.jobCronJobs == nil {
+		x.jobCronJobs = map[string]string{}
+	}
+	x.jobCronJobs[k] = cronJob
+}
+
+// CronJobOf is the CronJob whose pods' workload Job job of namespace ns is
+// (workload.CronJobOfJob: its controller when the cache has the Job, else by its name): the
+// injector's workload.ForPodIn.
+func (x *Index) CronJobOf(ns, job string) (string, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return workload.CronJobOfJob(job, x.jobCronJobs[ns+"/"+job], func(kind, name string) bool { return x.has(kind, ns, name) })
 }
 
 // RelevantParsed returns the workloads of ns that can change the gate's judgement of a workload

@@ -6,6 +6,10 @@
 // either kind is one workload.Policy here: its selection, its graph (IsEntrypoint) and its
 // proxy settings (SettingsFor) are read through it.
 //
+// The pod's workload is the one the gate judged (workload.ForPodIn): a Deployment for its
+// ReplicaSet's pods, a CronJob for the pods of the Jobs it made, so the proxy carries that
+// workload's service name and entrypoint on every run.
+//
 // It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
 // the ClusterRetryPolicies whose scope has the namespace and the workloads across their scopes,
 // it returns the pod as it should be stored, or the reason it was skipped. The admission webhook

@@ -65,7 +65,7 @@ func Decide(cfg Config, in Input) Decision {
 		return skip(HostNetwork, "the pod uses the host network, where the proxy's ports %s and %d would clash with other pods", ListenAddr, AdminPort)
 	}
 
-	w := workload.ForPod(pod)
+	w := workload.ForPodIn(pod, in.CronJobOf)
 	selecting, disabled, selErrs := selectingPolicies(in, w)
 	if len(selecting) == 0 {
 		if len(disabled) > 0 {
@@ -132,7 +132,7 @@ type Input struct {
 	NamespaceLabels map[string]string
 	// Policies are the RetryPolicies of the pod's namespace.
 	Policies []v1alpha1.RetryPolicy
-	// Workloads are the namespace's workloads (Deployments, StatefulSets, DaemonSets, bare Pods),
+	// Workloads are the namespace's workloads (of workload.Kinds),
 	// used to tell whether the pod's service is a default entrypoint: one no selected service
 	// calls. A policy that lists spec.entrypoints does not need them. Those that reach the pod's
 	// service are enough (the manager passes index.Index.RelevantWorkloads).
@@ -153,6 +153,11 @@ type Input struct {
 	// Mesh is the mesh retry layers the gate counts (nil: none): a Service a Gateway-parented
 	// route routes to is a default entrypoint of a policy that lists none.
 	Mesh *mesh.Set
+	// CronJobOf is the CronJob a Job of the pod's namespace belongs to (the webhook asks the
+	// index: index.Index.CronJobOf). A pod of a Job a CronJob made is the CronJob's
+	// (workload.ForPodIn): its proxy carries the CronJob's service name and entrypoint, the
+	// workload the gate judged, not a Job named anew each run. nil: the pod's Job is its workload.
+	CronJobOf func(job string) (string, bool)
 }
 
 // ClusterPolicy is a ClusterRetryPolicy with the namespaces it selects.

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -29,8 +30,8 @@ var update = flag.Bool("update", false, "rewrite the testdata/*.injected.yaml go
 var testConfig = Config{ProxyImage: "retrycap/retrycap-proxy:v0.1.0", ExcludedNamespaces: []string{"kube-system", "retrycap-system"}}
 
 // goldenCase is one testdata/<name>.yaml: the pod (the first Pod document), and the rest of the
-// namespace as further documents: its Namespace (for the labels), RetryPolicies, and workloads;
-// and for ClusterRetryPolicies the other namespaces and their workloads.
+// namespace as further documents: its Namespace (for the labels), RetryPolicies, and workloads
+// (a Job a CronJob owns is no workload, as in the index: Input.CronJobOf knows its owner); and for ClusterRetryPolicies the other namespaces and their workloads.
 type goldenCase struct {
 	name  string
 	input Input
@@ -70,6 +71,7 @@ func readInput(path string) (Input, error) {
 	nsLabels := map[string]map[string]string{}
 	var cluster []*v1alpha1.ClusterRetryPolicy
 	var all []workload.Workload
+	jobCronJobs := map[string]string{} // Job -> the CronJob that controls it (the pod's namespace's)
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 1; ; i++ {
 		doc, err := r.Read()
@@ -98,6 +100,14 @@ func readInput(path string) (Input, error) {
 		case *v1alpha1.ClusterRetryPolicy:
 			cluster = append(cluster, o)
 		default:
+			// A Job a CronJob made (covered by its owner) is context, as in the cluster: the
+			// index holds its CronJob, not it.
+			if kind, meta, _, ok := workload.TemplateOf(obj); ok && workload.Covered(kind, meta) {
+				if c := metav1.GetControllerOf(meta); kind == workload.KindJob && c.Kind == workload.KindCronJob {
+					jobCronJobs[meta.Name] = c.Name
+				}
+				continue
+			}
 			w, ok := workload.FromObject(obj)
 			if !ok {
 				return in, fmt.Errorf("document %d: %T is neither the pod, a Namespace, a RetryPolicy, a ClusterRetryPolicy nor a workload", i, obj)
@@ -111,10 +121,15 @@ func readInput(path string) (Input, error) {
 	// As the pod injector reads them: the namespace's own workloads for its RetryPolicies, the
 	// cluster policies whose scope has the pod's namespace, and every workload for those.
 	in.NamespaceLabels = nsLabels[in.Pod.Namespace]
+	has := map[string]bool{}
 	for _, w := range all {
 		if w.Namespace == in.Pod.Namespace {
 			in.Workloads = append(in.Workloads, w)
+			has[w.Kind+"/"+w.Name] = true
 		}
+	}
+	in.CronJobOf = func(job string) (string, bool) {
+		return workload.CronJobOfJob(job, jobCronJobs[job], func(kind, name string) bool { return has[kind+"/"+name] })
 	}
 	for _, p := range cluster {
 		scope, err := workload.NewClusterScope(p, nsLabels)

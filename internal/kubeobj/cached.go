@@ -75,12 +75,16 @@ func typeMetaOf(kind string) *metav1.TypeMeta {
 }
 
 // OwnedObject is how the manager's cache holds a Job or ReplicaSet a controller owns
-// (TrimForCache): its key alone, no workload (WorkloadOf reads it as none). Its owner (the
+// (TrimForCache): its key alone (and, for a CronJob's Job, the CronJob's name), no workload
+// (WorkloadOf reads it as none). Its owner (the
 // CronJob, the Deployment) is the workload; the informer still needs the object to follow its
 // lifecycle (adopted, orphaned, deleted).
 type OwnedObject struct {
 	// Kind is workload.KindJob or KindReplicaSet.
 	Kind, Namespace, Name string
+	// CronJob is, for a Job a CronJob controls, that CronJob's name: the workload its pods
+	// belong to (the injector asks the index, index.Index.CronJobOf); "" otherwise.
+	CronJob string
 }
 
 // GetObjectKind is runtime.Object's.

@@ -17,7 +17,8 @@ import (
 
 // FeedIndex feeds the workload index (index.Index: the gate, the injector and the controller read
 // it) from the manager's informers (created here if no one else uses them yet; they start with
-// the cache): the workloads (WatchedKinds, Pods as metadata), the Services (cut down by
+// the cache): the workloads (WatchedKinds, Pods as metadata; of the Jobs a CronJob controls,
+// which CronJob: Index.SetJobCronJob), the Services (cut down by
 // ServiceTransform: a change relinks the workloads it fronts, makes the namespace's prepared
 // graphs stale and is told to the index's subscribers, like a workload change) and the
 // RetryPolicies, whose changes make their prepared graphs stale; the Namespaces as metadata
@@ -46,8 +47,10 @@ func FeedIndex(ctx context.Context, c cache.Cache, x *index.Index, pods ...clien
 			if w, ok := workloadOf(obj); ok {
 				x.Put(w)
 			}
+			setJobCronJob(x, nil, obj)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
+			setJobCronJob(x, oldObj, newObj)
 			if w, ok := workloadOf(newObj); ok {
 				x.Put(w)
 				return
@@ -63,6 +66,7 @@ func FeedIndex(ctx context.Context, c cache.Cache, x *index.Index, pods ...clien
 				x.Remove(w)
 				bare.forget(obj)
 			}
+			setJobCronJob(x, obj, nil)
 		},
 	}
 	for _, obj := range WatchedKinds() {
@@ -216,5 +220,26 @@ func policyHandler(x *index.Index) toolscache.ResourceEventHandlerFuncs {
 				x.PolicyChanged(p, true)
 			}
 		},
+	}
+}
+
+// setJobCronJob tells the index which CronJob controls a Job, from the cache's OwnedObjects
+// (Index.SetJobCronJob): the Job's old version is forgotten, its new one (nil: deleted)
+// recorded. Anything else is passed over.
+func setJobCronJob(x *index.Index, oldObj, newObj any) {
+	job := func(obj any) *OwnedObject {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if o, ok := obj.(*OwnedObject); ok && o.CronJob != "" {
+			return o
+		}
+		return nil
+	}
+	if o := job(oldObj); o != nil {
+		x.SetJobCronJob(o.Namespace, o.Name, "")
+	}
+	if o := job(newObj); o != nil {
+		x.SetJobCronJob(o.Namespace, o.Name, o.CronJob)
 	}
 }

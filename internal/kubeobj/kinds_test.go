@@ -52,6 +52,10 @@ func TestTrimForCacheJobs(t *testing.T) {
 				if !isOwned || ok || o.Namespace != "batch" || o.Name != "nightly" {
 					t.Fatalf("TrimForCache = %#v (workload %v); want an OwnedObject, no workload", out, ok)
 				}
+				// A Job keeps the CronJob that controls it (its pods are the CronJob's); nothing else does.
+				if want := map[string]string{"cronjob's job": "nightly"}[tt.name]; o.CronJob != want {
+					t.Errorf("CronJob %q, want %q", o.CronJob, want)
+				}
 				if got := o.GetObjectKind().GroupVersionKind().GroupVersion().String(); got != tt.apiVersion {
 					t.Errorf("apiVersion %s, want %s", got, tt.apiVersion)
 				}

@@ -1,6 +1,8 @@
 package kubeobj
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,7 +39,8 @@ func CacheOptions() cache.Options {
 // other object (a bare Pod's metadata, Namespaces, RetryPolicies) keeps its content without
 // managedFields and last-applied-configuration. A cached workload is therefore not an object
 // of the API. A Job or ReplicaSet a controller owns (a CronJob's Job, a Deployment's
-// ReplicaSet: workload.Covered) is replaced by an OwnedObject, its key alone: clusters hold ten
+// ReplicaSet: workload.Covered) is replaced by an OwnedObject, its key alone (a CronJob's Job
+// also keeps the CronJob's name, which the injector reads through the index): clusters hold ten
 // ReplicaSets per Deployment (revisionHistoryLimit) and a Job per CronJob run, none of them a
 // workload of its own. Whether a controller owns it is decided here, once: ownerReferences
 // are not kept. A cached workload is therefore not an object of the API: retrycap reads
@@ -46,7 +49,7 @@ func TrimForCache(in any) (any, error) {
 	if obj, ok := in.(runtime.Object); ok {
 		if kind, meta, tmpl, ok := workload.TemplateOf(obj); ok {
 			if workload.Covered(kind, meta) {
-				return &OwnedObject{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name}, nil
+				return &OwnedObject{Kind: kind, Namespace: intern(meta.Namespace), Name: meta.Name, CronJob: cronJobOf(kind, meta)}, nil
 			}
 			return cachedWorkload(kind, *meta, tmpl), nil
 		}
@@ -103,4 +106,18 @@ func withoutLastApplied(ann map[string]string) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// cronJobOf is the name of the CronJob that controls a Job, "" for any other object. A Job's
+// name starts with its CronJob's (getJobName: "<cronjob>-<scheduled minute>"), so the name is
+// taken from the Job's own string where it can be: no second copy per run.
+func cronJobOf(kind string, meta *metav1.ObjectMeta) string {
+	c := metav1.GetControllerOf(meta)
+	if kind != workload.KindJob || c == nil || c.Kind != workload.KindCronJob || !strings.HasPrefix(c.APIVersion, "batch/") {
+		return ""
+	}
+	if strings.HasPrefix(meta.Name, c.Name) {
+		return meta.Name[:len(c.Name)]
+	}
+	return c.Name
 }

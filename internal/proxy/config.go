@@ -155,6 +155,9 @@ func (c *Config) validate() error {
 	if c.Engine != "loop" && c.Engine != "goroutine" {
 		return bad("engine", c.Engine, "must be loop or goroutine")
 	}
+	if c.LoopSpin < 0 || c.LoopSpin > time.Millisecond {
+		return bad("loop-spin", c.LoopSpin.String(), "must be 0 (never) or at most 1ms")
+	}
 	if strings.TrimSpace(c.AccessLog) == "" {
 		return bad("access-log", c.AccessLog, "must be off, stdout or a file path")
 	}
@@ -217,5 +220,6 @@ func (c *Config) Describe(w io.Writer) {
 		c.BreakerFailures, c.BreakerWindow, c.BreakerOpenFor, c.MaxReplayBytes, c.KeyTTL, strings.Join(res, ","), c.DrainTimeout)
 	fmt.Fprintf(w, "http-request-timeout %s\nkeepalive-timeout %s\nclient-timeout %s\nupstream-idle-timeout %s\nengine %s\n",
 		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
+	fmt.Fprintf(w, "loop-spin %s\n", c.LoopSpin)
 	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
 }

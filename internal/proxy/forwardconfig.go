@@ -35,5 +35,6 @@ func forwardConfig(c *Config) *forward.Config {
 		KeepAliveTimeout:    c.KeepAliveTimeout,
 		ClientTimeout:       c.ClientTimeout,
 		UpstreamIdleTimeout: c.UpstreamIdleTimeout,
+		LoopSpin:            c.LoopSpin,
 	}
 }

@@ -2,16 +2,39 @@ package telemetry
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
-// linkerdKinds are the workload kinds of the labels linkerd-viz's scrape configuration copies
-// from the pod's linkerd.io/proxy-<kind> label.
-var linkerdKinds = map[string]string{"deployment": "Deployment", "statefulset": "StatefulSet", "daemonset": "DaemonSet"}
+// linkerdCallers are the labels that name the caller on Linkerd's series, and linkerdKinds
+// their workload kinds: one per templated kind of workload.Kinds. Linkerd's proxy injector
+// labels a pod linkerd.io/proxy-<kind>=<name> with the kind in lower case (linkerd2
+// pkg/inject/inject.go ResourceConfig.populateMeta; the owner from controller/k8s
+// GetOwnerKindAndName), and linkerd-viz's scrape configuration copies each to a label <kind>,
+// but proxy-job to k8s_job: Prometheus's own job label is the scrape job's (viz/charts/
+// linkerd-viz/templates/prometheus.yaml, pkg/k8s KindToL5DLabel). A Pod has no such label.
+var linkerdCallers, linkerdKinds = func() ([]string, map[string]string) {
+	var labels []string
+	kinds := map[string]string{}
+	for _, k := range workload.Kinds {
+		if k.TemplatePath == nil {
+			continue
+		}
+		l := strings.ToLower(k.Kind)
+		if k.Kind == workload.KindJob {
+			l = "k8s_job"
+		}
+		labels = append(labels, l)
+		kinds[l] = k.Kind
+	}
+	return labels, kinds
+}()
 
-// linkerd reads response_total{direction="outbound"} by (namespace, deployment|statefulset|
-// daemonset) -> (dst_namespace, dst_service), and the 2.16+ route family
+// linkerd reads response_total{direction="outbound"} by (namespace, one of linkerdCallers) ->
+// (dst_namespace, dst_service), and the 2.16+ route family
 // outbound_{http,grpc}_route_request_statuses_total by the same callers -> (parent_namespace,
 // parent_name) of routes whose parent is a Service. Both count the same calls of a proxy: an
 // edge takes the larger. The route family's calls are kept for the tries (linkerdTries).
@@ -47,7 +70,7 @@ func (r *reader) linkerdEdge(metric string, s *model.Sample) (Caller, Callee, bo
 	to := Callee{label(s.Metric, dstNS), label(s.Metric, dst)}
 	switch {
 	case ns == "" || from.Name == "":
-		r.w.add(fmt.Sprintf("linkerd %s: no namespace, or none of deployment, statefulset, daemonset (the scrape's labels): not an edge", metric), s.Metric)
+		r.w.add(fmt.Sprintf("linkerd %s: no namespace, or none of %s (the scrape's labels; Linkerd's proxy injector labels a CronJob's pod with none): not an edge", metric, strings.Join(linkerdCallers, ", ")), s.Metric)
 		return from, to, false
 	case to.Namespace == "" || to.Name == "":
 		r.w.add(fmt.Sprintf("linkerd %s: no %s or %s (a destination that is not a Service): not an edge", metric, dstNS, dst), s.Metric)

@@ -7,11 +7,12 @@ import (
 	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // ServicePort is one port of a Service, as read from the manifests.
@@ -153,8 +154,9 @@ func (s *ManifestSet) AddStream(data []byte) error {
 	}
 }
 
-// AddObject reads one object (JSON): a Deployment, StatefulSet, DaemonSet, bare Pod,
-// ConfigMap, Service or a List of them.
+// AddObject reads one object (JSON): a workload of workload.Kinds (a Deployment, StatefulSet,
+// DaemonSet, standalone ReplicaSet or Job, CronJob or bare Pod), a ConfigMap, a Service or a
+// List of them.
 func (s *ManifestSet) AddObject(js []byte) error {
 	var tm struct {
 		APIVersion string            `json:"apiVersion"`
@@ -177,38 +179,31 @@ func (s *ManifestSet) AddObject(js []byte) error {
 			m.Namespace = s.DefaultNamespace
 		}
 	}
-	switch tm.APIVersion + " " + tm.Kind {
-	case "apps/v1 Deployment":
-		var o appsv1.Deployment
-		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("decoding a Deployment: %w", err)
+	if k, ok := workload.KindOf(tm.Kind); ok && k.APIVersion() == tm.APIVersion {
+		obj := k.New()
+		if err := json.Unmarshal(js, obj); err != nil {
+			return fmt.Errorf("decoding a %s: %w", k.Kind, err)
 		}
-		ns(&o.ObjectMeta)
-		s.pods = append(s.pods, podRaw{"Deployment", o.ObjectMeta, o.Spec.Template})
-	case "apps/v1 StatefulSet":
-		var o appsv1.StatefulSet
-		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("decoding a StatefulSet: %w", err)
-		}
-		ns(&o.ObjectMeta)
-		s.pods = append(s.pods, podRaw{"StatefulSet", o.ObjectMeta, o.Spec.Template})
-	case "apps/v1 DaemonSet":
-		var o appsv1.DaemonSet
-		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("decoding a DaemonSet: %w", err)
-		}
-		ns(&o.ObjectMeta)
-		s.pods = append(s.pods, podRaw{"DaemonSet", o.ObjectMeta, o.Spec.Template})
-	case "v1 Pod":
-		var o corev1.Pod
-		if err := json.Unmarshal(js, &o); err != nil {
-			return fmt.Errorf("decoding a Pod: %w", err)
-		}
-		ns(&o.ObjectMeta)
-		if metav1.GetControllerOf(&o) != nil {
+		if o, isPod := obj.(*corev1.Pod); isPod {
+			ns(&o.ObjectMeta)
+			if !workload.Covered(k.Kind, &o.ObjectMeta) {
+				s.pods = append(s.pods, podRaw{k.Kind, o.ObjectMeta, corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}})
+			}
 			return nil
 		}
-		s.pods = append(s.pods, podRaw{"Pod", o.ObjectMeta, corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}})
+		// Every templated kind of workload.Kinds, its template where the kind keeps it; a Job or
+		// ReplicaSet a controller owns is its owner's, as analyze reads it.
+		kind, meta, tmpl, ok := workload.TemplateOf(obj)
+		if !ok {
+			return fmt.Errorf("a %s: workload.TemplateOf has no case for it (a row of workload.Kinds without its reader)", k.Kind)
+		}
+		ns(meta)
+		if !workload.Covered(kind, meta) {
+			s.pods = append(s.pods, podRaw{kind, *meta, *tmpl})
+		}
+		return nil
+	}
+	switch tm.APIVersion + " " + tm.Kind {
 	case "v1 ConfigMap":
 		var o corev1.ConfigMap
 		if err := json.Unmarshal(js, &o); err != nil {

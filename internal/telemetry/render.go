@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // RenderJSON writes the result as one JSON object.
@@ -31,8 +32,6 @@ func RenderYAML(w io.Writer, r *Result) error {
 	_, err = w.Write(out)
 	return err
 }
-
-var apiVersions = map[string]string{"Deployment": "apps/v1", "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "Pod": "v1"}
 
 // RenderPatch writes one merge patch per workload that needs an annotation and has none
 // (kubectl patch KIND NAME -n NS --type merge --patch-file, or a kustomize patch), each headed
@@ -70,6 +69,10 @@ func RenderPatch(w io.Writer, r *Result) error {
 			inferred = " (kind inferred: the data names no kind)"
 		}
 		fmt.Fprintf(&b, "# %s %s/%s%s: %s %q, one try each (add =N where the app retries)\n", wr.Kind, wr.Namespace, wr.Name, inferred, annotations.Upstreams, wr.Annotation)
+		if wr.Kind == workload.KindJob {
+			// The API server refuses a change to a Job's spec.template (immutable once created).
+			b.WriteString("#   (a Job's pod template cannot change once it is created: patch its manifest, or recreate the Job)\n")
+		}
 		for _, p := range wr.Discovered {
 			note := ""
 			if p.ObservedTries > 0 {
@@ -83,16 +86,9 @@ func RenderPatch(w io.Writer, r *Result) error {
 			}
 			fmt.Fprintf(&b, "#   %s: %s%s\n", p.Upstream, describe(p), note)
 		}
-		ann := map[string]any{"annotations": map[string]string{annotations.Upstreams: wr.Annotation}}
-		obj := map[string]any{
-			"apiVersion": apiVersions[wr.Kind],
-			"kind":       wr.Kind,
-			"metadata":   map[string]any{"name": wr.Name, "namespace": wr.Namespace},
-		}
-		if wr.Kind == "Pod" {
-			obj["metadata"].(map[string]any)["annotations"] = ann["annotations"]
-		} else {
-			obj["spec"] = map[string]any{"template": map[string]any{"metadata": ann}}
+		obj, err := patchObject(wr)
+		if err != nil {
+			return err
 		}
 		out, err := yaml.Marshal(obj)
 		if err != nil {
@@ -105,4 +101,37 @@ func RenderPatch(w io.Writer, r *Result) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// patchObject is the merge patch that sets wr's annotation where its kind keeps the pod
+// template (workload.Kinds: a CronJob's at spec.jobTemplate.spec.template, a Pod's on itself),
+// with the kind's API version.
+func patchObject(wr WorkloadResult) (map[string]any, error) {
+	k, ok := workload.KindOf(wr.Kind)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: retrycap writes no patch for a %s (it reads %s)", wr.Kind, wr.Namespace, wr.Name, wr.Kind, kindNames())
+	}
+	meta := map[string]any{"name": wr.Name, "namespace": wr.Namespace}
+	obj := map[string]any{"apiVersion": k.APIVersion(), "kind": k.Kind, "metadata": meta}
+	ann := map[string]string{annotations.Upstreams: wr.Annotation}
+	if len(k.TemplatePath) == 0 {
+		meta["annotations"] = ann
+		return obj, nil
+	}
+	// The template's metadata, nested from the root: spec: {template: {metadata: ...}}.
+	var inner any = map[string]any{"metadata": map[string]any{"annotations": ann}}
+	for i := len(k.TemplatePath) - 1; i >= 0; i-- {
+		inner = map[string]any{k.TemplatePath[i]: inner}
+	}
+	obj[k.TemplatePath[0]] = inner.(map[string]any)[k.TemplatePath[0]]
+	return obj, nil
+}
+
+// kindNames lists workload.Kinds' kinds: "Deployment, StatefulSet, ..., Pod".
+func kindNames() string {
+	names := make([]string, 0, len(workload.Kinds))
+	for _, k := range workload.Kinds {
+		names = append(names, k.Kind)
+	}
+	return strings.Join(names, ", ")
 }

@@ -26,9 +26,10 @@ const (
 // Caller is the calling side of an edge as the data names it.
 type Caller struct {
 	Namespace, Name string
-	// Kind is the workload kind when the data says it (Linkerd's deployment, statefulset and
-	// daemonset labels); "" when Name is a workload (a controller) of a kind the data does not
-	// say (Istio's source_workload), or when Service is set.
+	// Kind is the workload kind when the data says it (Linkerd's deployment, statefulset,
+	// daemonset, replicaset, k8s_job and cronjob labels: linkerdCallers); "" when Name is a
+	// workload (a controller) of a kind the data does not say (Istio's source_workload: a
+	// CronJob's pod is named after the CronJob, docs/telemetry.md), or when Service is set.
 	Kind string
 	// Service is set when Name is a service name (the OpenTelemetry service graph's client,
 	// retrycap-proxy's caller label), not a workload's: mapping it to workloads needs the
@@ -130,7 +131,6 @@ var DefaultGateways = []string{"istio-ingressgateway", "istio-egressgateway"}
 // Labels read from each source (docs/telemetry.md cites where each project defines them).
 var (
 	istioEdgeLabels   = []string{"source_workload", "source_workload_namespace", "destination_service_name", "destination_service_namespace"}
-	linkerdCallers    = []string{"deployment", "statefulset", "daemonset"}
 	otelNamespaceDims = [][2]string{{"client_k8s_namespace_name", "server_k8s_namespace_name"}, {"client_service_namespace", "server_service_namespace"}}
 )
 

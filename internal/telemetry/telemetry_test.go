@@ -112,7 +112,27 @@ func TestRead(t *testing.T) {
 			"edge linkerd shop/checkout (Deployment) > shop/payment 1.10/s",
 			"edge linkerd shop/ledger (StatefulSet) > billing/bank 0.10/s",
 			`warning linkerd response_total: no dst_namespace or dst_service (a destination that is not a Service): not an edge: 1 series (e.g. {deployment="checkout", dst_namespace="shop", namespace="shop"})`,
-			`warning linkerd response_total: no namespace, or none of deployment, statefulset, daemonset (the scrape's labels): not an edge: 1 series (e.g. {dst_namespace="shop", dst_service="payment", namespace="shop"})`,
+			`warning linkerd response_total: no namespace, or none of deployment, statefulset, daemonset, replicaset, k8s_job, cronjob (the scrape's labels; Linkerd's proxy injector labels a CronJob's pod with none): not an edge: 1 series (e.g. {dst_namespace="shop", dst_service="payment", namespace="shop"})`,
+		},
+	}, {
+		// linkerd-viz's scrape turns linkerd.io/proxy-<kind> into <kind>, and proxy-job into
+		// k8s_job; a CronJob's pod injected by the proxy injector has no such label.
+		name: "linkerd: a label for every kind retrycap reads, the Job's as k8s_job",
+		answers: []Answer{answer("response_total",
+			sample(60, "namespace", "batch", "cronjob", "nightly", "dst_namespace", "shop", "dst_service", "payment"),
+			sample(30, "namespace", "batch", "k8s_job", "migrate", "dst_namespace", "shop", "dst_service", "payment"),
+			sample(12, "namespace", "batch", "replicaset", "legacy", "dst_namespace", "shop", "dst_service", "cart"),
+			sample(6, "namespace", "batch", "daemonset", "agent", "dst_namespace", "shop", "dst_service", "cart"),
+			sample(6, "namespace", "batch", "job", "linkerd-proxy", "dst_namespace", "shop", "dst_service", "cart"),
+			sample(3, "namespace", "batch", "replicationcontroller", "old", "dst_namespace", "shop", "dst_service", "cart"),
+		)},
+		sources: "[linkerd]",
+		want: []string{
+			"edge linkerd batch/agent (DaemonSet) > shop/cart 0.10/s",
+			"edge linkerd batch/legacy (ReplicaSet) > shop/cart 0.20/s",
+			"edge linkerd batch/migrate (Job) > shop/payment 0.50/s",
+			"edge linkerd batch/nightly (CronJob) > shop/payment 1.00/s",
+			`warning linkerd response_total: no namespace, or none of deployment, statefulset, daemonset, replicaset, k8s_job, cronjob (the scrape's labels; Linkerd's proxy injector labels a CronJob's pod with none): not an edge: 2 series (e.g. {dst_namespace="shop", dst_service="cart", job="linkerd-proxy", namespace="batch"})`,
 		},
 	}, {
 		// (statuses + retries) / statuses on the route family's calls; none counted where the
@@ -132,7 +152,7 @@ func TestRead(t *testing.T) {
 		want: []string{
 			"edge linkerd shop/checkout (Deployment) > shop/cart 0.50/s tries 1.00",
 			"edge linkerd shop/checkout (Deployment) > shop/payment 1.50/s tries 3.00",
-			`warning linkerd outbound_http_route_retry_requests_total: no namespace, or none of deployment, statefulset, daemonset (the scrape's labels): not an edge: 1 series (e.g. {namespace="shop", parent_name="ledger", parent_namespace="shop"})`,
+			`warning linkerd outbound_http_route_retry_requests_total: no namespace, or none of deployment, statefulset, daemonset, replicaset, k8s_job, cronjob (the scrape's labels; Linkerd's proxy injector labels a CronJob's pod with none): not an edge: 1 series (e.g. {namespace="shop", parent_name="ledger", parent_namespace="shop"})`,
 			`warning linkerd outbound_http_route_retry_requests_total: retries on an edge with no request statuses over the window: no tries per call: 1 series (e.g. {caller="checkout", namespace="shop", parent="shop/ledger"})`,
 		},
 	}, {

@@ -203,7 +203,8 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if err := h.reader.List(ctx, &clusterPolicies); err != nil {
 		return in, fmt.Errorf("listing the ClusterRetryPolicies from the cache: %w", err)
 	}
-	w := workload.ForPod(pod)
+	in.CronJobOf = func(job string) (string, bool) { return h.index.CronJobOf(pod.Namespace, job) }
+	w := workload.ForPodIn(pod, in.CronJobOf)
 	seen := map[string]bool{}
 	var scopes []*workload.ClusterScope
 	for i := range clusterPolicies.Items {

@@ -40,6 +40,9 @@ type Config struct {
 	KeepAliveTimeout    time.Duration
 	ClientTimeout       time.Duration
 	UpstreamIdleTimeout time.Duration
+	// LoopSpin is --loop-spin: how long a busy event loop polls before it
+	// sleeps (0: never).
+	LoopSpin time.Duration
 }
 
 // UpstreamConfig is one --upstreams entry.

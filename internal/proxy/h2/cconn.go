@@ -281,13 +281,15 @@ func (cc *cconn) serve() {
 				cc.goAway(http2.ErrCodeProtocol, "HEADERS on even stream id "+strconv.FormatUint(uint64(se.StreamID), 10))
 			case errors.As(err, &se):
 				cc.mu.Lock()
-				if f != nil && fh.Type == http2.FrameHeaders && se.StreamID > cc.maxSeen && se.StreamID%2 == 1 {
-					// A request whose header block is malformed still
-					// uses its id; a HEADERS frame that did not parse
-					// (f nil: its padding longer than the frame, say) was
-					// never received, as x/net's server counts it.
-					cc.maxSeen = se.StreamID
-				}
+				// A HEADERS whose frame or header block did not decode
+				// (padding longer than the frame, an invalid field, a
+				// pseudo-header after a regular one) opens no stream and
+				// uses no id, as x/net's server counts it (its Framer
+				// fails the frame before processHeaders sees the id): a
+				// later frame on that id is on an idle stream, a
+				// connection error in both. A block that decodes but
+				// makes a malformed request (onHeaders) does use its id,
+				// in both.
 				if s := cc.streams[se.StreamID]; s != nil {
 					if !cc.streamError(s, se.Code) {
 						cc.mu.Unlock()

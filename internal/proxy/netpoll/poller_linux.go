@@ -141,16 +141,34 @@ func (p *Poller) Exit() []func() {
 }
 
 // Wait waits for events for up to msec milliseconds (-1: until one comes)
-// and hands each to dispatch with its handler, and each task posted to run.
-// An interrupted wait returns nil with nothing dispatched.
-func (p *Poller) Wait(msec int, dispatch func(Handler, uint32), run func(func())) error {
+// and hands each to dispatch with its handler, and each task posted to run;
+// it returns how many events the wait collected (0: none, or an
+// interrupted wait, with nothing dispatched).
+func (p *Poller) Wait(msec int, dispatch func(Handler, uint32), run func(func())) (int, error) {
+	n, err := p.Poll(msec)
+	if n > 0 {
+		p.Dispatch(n, dispatch, run)
+	}
+	return n, err
+}
+
+// Poll is Wait's first half: it waits for events for up to msec
+// milliseconds (0: only those ready now) and returns how many it
+// collected, for Dispatch; an interrupted wait collects none.
+func (p *Poller) Poll(msec int) (int, error) {
 	n, err := unix.EpollWait(p.epfd, p.events, msec)
 	if err != nil {
 		if errors.Is(err, unix.EINTR) {
-			return nil
+			return 0, nil
 		}
-		return fmt.Errorf("epoll_wait: %w", err)
+		return 0, fmt.Errorf("epoll_wait: %w", err)
 	}
+	return n, nil
+}
+
+// Dispatch is Wait's second half: it hands the n events Poll collected
+// to dispatch with their handlers, and runs the tasks posted.
+func (p *Poller) Dispatch(n int, dispatch func(Handler, uint32), run func(func())) {
 	for i := 0; i < n; i++ {
 		ev := &p.events[i]
 		fd := int(ev.Fd)
@@ -162,7 +180,13 @@ func (p *Poller) Wait(msec int, dispatch func(Handler, uint32), run func(func())
 			dispatch(p.fds[fd], ev.Events)
 		}
 	}
-	return nil
+}
+
+// Yield gives the thread's CPU to another runnable thread, if the kernel
+// has one for it (sched_yield): what a spinning wait does between polls,
+// so that it takes no CPU from a thread with work.
+func Yield() {
+	_, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }
 
 func (p *Poller) runTasks(run func(func())) {

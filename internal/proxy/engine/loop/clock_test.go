@@ -236,7 +236,7 @@ func BenchmarkLoopClock(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			poll.Post(task)
-			if err := poll.Wait(-1, nil, run); err != nil {
+			if _, err := poll.Wait(-1, nil, run); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -20,6 +20,15 @@ type ClientState struct {
 // NumLoops is the number of loops.
 func (e *Engine) NumLoops() int { return len(e.loops) }
 
+// Spins is how many waits of the loops polled before they slept (--loop-spin).
+func (e *Engine) Spins() uint64 {
+	var n uint64
+	for _, l := range e.loops {
+		n += l.spins.Load()
+	}
+	return n
+}
+
 // Calls is the number of calls the loops have started: the HTTP/1.1
 // requests they serve themselves, not those they hand off to the goroutine
 // engine (CONNECT tunnels, as gRPC clients behind HTTPS_PROXY open them;

@@ -52,6 +52,10 @@ type evLoop struct {
 	// use after epoll_wait returned (stale is set before each wait).
 	nowCache int64
 	stale    bool
+	// spin is whether and how long the loop polls before it sleeps;
+	// spins counts the waits that polled first (Engine.Spins).
+	spin  spinWait
+	spins atomic.Uint64
 	// yielded is when the loop last yielded to the scheduler (yieldEvery).
 	yielded int64
 	// calls counts the calls this wake-up started (requests the loop
@@ -79,6 +83,7 @@ func newEvLoop(e *Engine) (*evLoop, error) {
 		targets: make(map[string]string),
 
 		upstreamIdle: e.f.Cfg.UpstreamIdleTimeout,
+		spin:         newSpinWait(e.f.Cfg.LoopSpin),
 		alog:         e.f.AccessLogRing(),
 	}
 	l.parse.Init(2 * loopMaxHead)
@@ -136,12 +141,13 @@ func (l *evLoop) run() {
 	l.timers.Schedule(l.sweepT, l.nowCache+l.sweepInterval)
 	for !l.stopped {
 		wait := l.timers.WaitMillis(l.nowCache)
-		l.stale = true // the handlers Wait runs read the clock anew
-		err := l.poll.Wait(wait, l.dispatch, l.runTask)
+		l.stale = true // the handlers Dispatch runs read the clock anew
+		n, err := l.await(wait)
 		if err != nil {
 			l.f.Logger.Printf("event loop: %v", err)
 			return
 		}
+		l.poll.Dispatch(n, l.dispatch, l.runTask)
 		if l.calls != 0 {
 			l.started.Add(l.calls)
 			l.calls = 0
@@ -160,6 +166,41 @@ func (l *evLoop) run() {
 			runtime.Gosched()
 		}
 	}
+}
+
+// await waits for events for up to wait ms (spinWait: a busy loop polls
+// without sleeping for a moment first) and returns how many came.
+func (l *evLoop) await(wait int) (int, error) {
+	if wait == 0 || l.spin.limit == 0 {
+		return l.poll.Poll(wait)
+	}
+	start := forward.NowNanos()
+	if l.spin.should() {
+		l.spins.Add(1)
+		until := start + l.spin.limit
+		for {
+			n, err := l.poll.Poll(0)
+			if n > 0 || err != nil {
+				l.woke(start)
+				return n, err
+			}
+			if forward.NowNanos() >= until {
+				break
+			}
+			netpoll.Yield()
+		}
+	}
+	n, err := l.poll.Poll(wait)
+	l.woke(start)
+	return n, err
+}
+
+// woke records a wait that began at start and ended now, and keeps the
+// clock it read for the handlers (the time of the wake-up, as now()
+// would read it).
+func (l *evLoop) woke(start int64) {
+	l.nowCache, l.stale = forward.NowNanos(), false
+	l.spin.observe(l.nowCache - start)
 }
 
 // A panic in the code a loop runs for one connection (a bug; the fuzz
