@@ -84,7 +84,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		}
 		switch {
 		case err != nil && atEntry:
-			notes = append(notes, fmt.Sprintf("%s: %s: the gateway route's retries on them are lowered below (the other values are as low as the planner goes)", r.PolicyName(), plan.Reason))
+			notes = append(notes, fmt.Sprintf("%s: %s: the gateway's retries on them are lowered below (the other values are as low as the planner goes)", r.PolicyName(), plan.Reason))
 		case err != nil:
 			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))
 		}
