@@ -89,14 +89,7 @@ func (m *Manifests) planMesh(demands map[string]*meshDemand) ([]Patch, []string)
 		rw, err := mesh.PlanRewrite(d.layer, d.tries)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %v", policyList(d.policies), err))
-			if d.tries != 1 || d.layer.Tries <= 2 {
-				continue
-			}
-			// A field that cannot give 1 try (a Gateway API route's retry: its CRD's minimum is
-			// 1 retry) is lowered as far as it goes, 2 tries; the note says why not further.
-			if rw, err = mesh.PlanRewrite(d.layer, 2); err != nil {
-				continue
-			}
+			continue
 		}
 		obj, ok := m.meshObjects[rw.Object]
 		pt := byObject[rw.Object]

@@ -70,23 +70,15 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		// "ClusterRetryPolicy checkout" for a cluster policy.
 		name := strings.TrimPrefix(r.PolicyName(), workload.KindRetryPolicy+" ")
 		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
-		// The planner cannot change an entrypoint's client attempts, but a gateway route's
-		// retries on them are a field of the input: lowered as the violation's suggestion says.
-		atEntry := false
-		for i := range a.Violations {
-			if !strings.Contains(a.Violations[i].Suggestion, "no rewrite fits: client attempts") {
-				continue // the planner's values fit: the entry keeps its tries (as the suggestion says)
-			}
-			if l, tries, ok := r.EntryLowering(&a.Violations[i]); ok {
-				demand(demands, l, tries, name)
-				atEntry = true
-			}
-		}
-		switch {
-		case err != nil && atEntry:
-			notes = append(notes, fmt.Sprintf("%s: %s: the gateway's retries on them are lowered below (the other values are as low as the planner goes)", r.PolicyName(), plan.Reason))
-		case err != nil:
+		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))
+			// The client attempts the planner cannot change: a gateway route's layer on them is
+			// a field of ours (the status's suggestion lowers it too: workload.Result.EntryFix).
+			for i := range a.Violations {
+				if l, tries, ok := r.EntryFix(&a.Violations[i]); ok {
+					addDemand(demands, l, tries, name)
+				}
+			}
 		}
 		def := max(r.Spec().Retry.DefaultAttempts, 1)
 		lower := func(w workload.Workload, key string) {
@@ -153,7 +145,7 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 						byKey[key].lowered = true
 					}
 					if meshed && l.Tries > 1 && tries < l.Tries {
-						demand(demands, l, tries, name)
+						addDemand(demands, l, tries, name)
 					}
 				}
 			}
@@ -178,8 +170,8 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	return append(patches, mp...), append(notes, mnotes...)
 }
 
-// demand records that policy name needs layer l's field at tries or fewer.
-func demand(demands map[string]*meshDemand, l mesh.Layer, tries int64, name string) {
+// addDemand records that policy name allows layer l's field at most tries.
+func addDemand(demands map[string]*meshDemand, l mesh.Layer, tries int64, name string) {
 	k := l.Object + " " + l.FieldPath + " " + l.Note
 	if d := demands[k]; d == nil {
 		demands[k] = &meshDemand{layer: l, tries: tries, policies: []string{name}}

@@ -234,10 +234,9 @@ func parseTimeout(s string) (time.Duration, string) {
 		i = k
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, want
-	}
-	if d < MinPerTryTimeout || d > MaxPerTryTimeout {
+	if err != nil || d < MinPerTryTimeout || d > MaxPerTryTimeout {
+		// The grammar held: a parse error is a value past Go's longest duration ("9999999h"),
+		// out of range like "2h", not malformed.
 		return 0, fmt.Sprintf("per-try timeout %s is out of range %s..%s", s, MinPerTryTimeout, MaxPerTryTimeout)
 	}
 	return d, ""

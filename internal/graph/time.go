@@ -1106,6 +1106,10 @@ func (p *timePass) chainOf(en entry, y int64) TimeChain {
 // unbounded down to the leaf have no timeout, or go round a loop.
 func (p *timePass) why(steps []chainStep, loop bool) string {
 	names := p.c.g.names
+	if p.overflowed(steps) {
+		return "the tries, per-try timeouts and backoff on " + joinSteps(names, steps) + " add up past " +
+			Forever.String() + ", the longest time counted"
+	}
 	first := len(steps) - 1
 	for i, st := range steps {
 		if st.t == int64(Forever) && !st.leaf {
@@ -1124,6 +1128,64 @@ func (p *timePass) why(steps []chainStep, loop bool) string {
 		return "no timeout between the client and " + names[steps[0].v] + ", and its own time is unknown"
 	}
 	return "no timeout on " + joinNames(names, tail, " -> ") + ", and " + names[tail[len(tail)-1]] + "'s own time is unknown"
+}
+
+// overflowed reports whether a chain that takes Forever got there by its sums and products
+// passing Forever, every try on it bounded by some timeout, rather than by a try nothing bounds
+// (a hop without a timeout down to a leaf, or round a loop): a policy of 100 tries of 499995h
+// each is a finite time too long to count, not a missing timeout, and is said so.
+func (p *timePass) overflowed(steps []chainStep) bool {
+	if len(steps) == 0 {
+		return false
+	}
+	if r, ok := p.tm.entry[steps[0].v]; ok && p.bounds(r) {
+		return true // the entry's route bounds every try of the client
+	}
+	for i, st := range steps {
+		switch {
+		case st.leaf:
+			return false // reached through hops without a timeout: unknown
+		case st.t != int64(Forever):
+			return true // a finite time, multiplied past Forever by the tries above it
+		case i == len(steps)-1:
+			return false // round a loop without a timeout
+		}
+		e, ok := p.c.g.edgeIdx[uint64(uint32(st.v))<<32|uint64(uint32(steps[i+1].v))]
+		if ok && p.bounds(p.tm.hopOf(e)) {
+			return true
+		}
+	}
+	return false
+}
+
+// bounds reports whether every hop record from r on has a layer with a per-try or an overall
+// timeout: the hop's time is then finite whatever it waits on (no record: nothing bounds it).
+func (p *timePass) bounds(r int32) bool {
+	if r < 0 {
+		return false
+	}
+	for ; r >= 0; r = p.tm.hops[r].next {
+		rec := &p.tm.hops[r]
+		b := false
+		for _, l := range p.tm.flat[rec.lo:rec.hi] {
+			b = b || l.p > 0 || l.t > 0
+		}
+		if !b {
+			return false
+		}
+	}
+	return true
+}
+
+func joinSteps(names []string, steps []chainStep) string {
+	var b strings.Builder
+	for i, st := range steps {
+		if i > 0 {
+			b.WriteString(" -> ")
+		}
+		b.WriteString(names[st.v])
+	}
+	return b.String()
 }
 
 func joinNames(names []string, ids []int32, sep string) string {

@@ -194,6 +194,62 @@ func TestAnalyzeTime(t *testing.T) {
 			chains: []string{"order:1.2s:order>payment:1.2s,unbounded"},
 		},
 		{
+			// 100 tries of 499995h (the policy's largest attempts and per-try timeout) pass
+			// Forever: saturated, never wrapped to a small time, and said to be an overflow,
+			// not a missing timeout. a -> b -> c: the overflow is b's, a's try bounded by b's.
+			name:  "tries x per-try timeout past the longest duration",
+			edges: []e{{"a", "b", 100, 1}, {"b", "c", 100, 1}},
+			eps:   []ep{{"a", 1}},
+			hops: []hopDecl{
+				{"a", "b", Hop{{Name: "retrycap", Tries: 100, PerTry: 499995 * time.Hour}}},
+				{"b", "c", Hop{{Name: "retrycap", Tries: 1 << 31, PerTry: 499995 * time.Hour, BackoffBase: time.Hour}}},
+			},
+			max:   time.Hour,
+			worst: "unbounded", worstPath: "a>b>c",
+			unbounded: "the tries, per-try timeouts and backoff on a -> b -> c add up past 2562047h47m16.854775807s, the longest time counted",
+			chains:    []string{"a:unbounded:a>b>c:unbounded,unbounded,unbounded"},
+			violations: []string{"a unbounded -> b unbounded -> c ? = unbounded > maxTimeToAnswer 1h0m0s (the tries, per-try timeouts and backoff " +
+				"on a -> b -> c add up past 2562047h47m16.854775807s, the longest time counted)"},
+			inversions: []string{"a -> b: retrycap per-try timeout 499995h0m0s < b's worst time unbounded: a retries while b still works on the abandoned try"},
+			fixes:      []string{"bound b's worst time: a timeout of at most 499995h0m0s on b's own calls"},
+			total:      1,
+		},
+		{
+			// A hop without a timeout over a bounded one: b's 1h is finite, a's 2^40 tries of it
+			// pass Forever. Still an overflow: every try is bounded below a.
+			name:  "untimed tries of a bounded callee past the longest duration",
+			edges: []e{{"a", "b", 1 << 40, 1}, {"b", "c", 1, 1}},
+			eps:   []ep{{"a", 1}},
+			hops: []hopDecl{
+				{"a", "b", Hop{{Name: "retrycap", Tries: 1 << 40}}},
+				{"b", "c", Hop{{Name: "retrycap", Tries: 1, PerTry: time.Hour}}},
+			},
+			worst: "unbounded", worstPath: "a>b>c",
+			unbounded: "the tries, per-try timeouts and backoff on a -> b -> c add up past 2562047h47m16.854775807s, the longest time counted",
+			chains:    []string{"a:unbounded:a>b>c:unbounded,1h0m0s,unbounded"},
+		},
+		{
+			// The client's own attempts over a bounded entry: 2^40 x 1h.
+			name:  "client attempts past the longest duration",
+			edges: []e{{"a", "b", 1, 1}},
+			eps:   []ep{{"a", 1 << 40}},
+			hops:  []hopDecl{{"a", "b", Hop{{Name: "retrycap", Tries: 1, PerTry: time.Hour}}}},
+			worst: "unbounded", worstPath: "a>b",
+			unbounded: "the tries, per-try timeouts and backoff on a -> b add up past 2562047h47m16.854775807s, the longest time counted",
+			chains:    []string{"a:unbounded:a>b:1h0m0s,unbounded"},
+		},
+		{
+			// A route's per-try timeout at the entry bounds a leaf entrypoint's unknown time;
+			// 2^40 route tries of 1h pass Forever.
+			name:      "entry route tries past the longest duration",
+			edges:     []e{{"a", "b", 1, 1}},
+			eps:       []ep{{"b", 1}},
+			entryHops: map[string]Hop{"b": {{Name: "HTTPRoute shop/web", Tries: 1 << 40, PerTry: time.Hour}}},
+			worst:     "unbounded", worstPath: "b",
+			unbounded: "the tries, per-try timeouts and backoff on b add up past 2562047h47m16.854775807s, the longest time counted",
+			chains:    []string{"b:unbounded:b:unbounded"},
+		},
+		{
 			// Fan-out: 4 calls to payment are timed as one.
 			name:  "fan-out timed as one call",
 			edges: []e{{"order", "payment", 2, 4}, {"order", "stock", 1, 1}},

@@ -27,7 +27,10 @@
 //     timeouts and retry.backoff, Linkerd's timeout annotations, Envoy Gateway's timeout and
 //     retry.perRetry), for the time model (time.go).
 //   - PlanRewrite(layer, tries) says how to lower a layer's field: the suggestion string and an
-//     edit, applied to the object's JSON (Rewrite.Patch gives the RFC 6902 patch).
+//     edit, applied to the object's JSON (Rewrite.Patch gives the RFC 6902 patch), never out of
+//     the CRD's bounds (a Gateway API rule: MinTries). Set.Lowered judges an edit on the decoded
+//     object, and Set.Siblings and Set.EntrySiblings list the layers of an object that weigh on
+//     the same edge, for the admission gate (rewrite_set.go).
 //
 // Every number is tries (1 = no retry). The package is pure: no clients, no cluster.
 package mesh

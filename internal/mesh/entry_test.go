@@ -26,25 +26,25 @@ func TestEntry(t *testing.T) {
 		{
 			name: "route retry.attempts 3: 4 tries", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend, port: 80}]\n    retry: {attempts: 3, codes: [500]}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 4,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 1,
 				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 3"}}},
 		},
 		{
 			name: "retry {}: 2 retries", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 1, Default: true,
 				Note: "HTTPRoute shop/web spec.rules[0].retry without attempts: 2 retries"}}},
 		},
 		{
 			name: "largest over the rules routing to the backend; other backends' rules do not count", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}\n  - backendRefs: [{name: frontend}, {name: canary}]\n    retry: {attempts: 2}\n  - backendRefs: [{name: other}]\n    retry: {attempts: 9}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[1].retry.attempts", Tries: 3,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[1].retry.attempts", Tries: 3, Unset: 1,
 				Note: "HTTPRoute shop/web spec.rules[1].retry.attempts: 2"}}},
 		},
 		{
 			name: "no retry, no BackendTrafficPolicy: 1 try", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Unset: 1, Default: true,
 				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it"}}},
 		},
 		{
@@ -73,20 +73,20 @@ func TestEntry(t *testing.T) {
 			name: "the route's retry wins over a BackendTrafficPolicy", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}") + "\n---\n" +
 				btp("shop", "route-policy", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 2,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 2, Unset: 6,
 				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 1"}}},
 		},
 		{
 			name: "a policy in another namespace does not target the route", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
 				btp("elsewhere", "p", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Unset: 1, Default: true,
 				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it"}}},
 		},
 		{
 			name: "a backend in another namespace", backend: ServiceRef{"api", "orders"},
 			docs: north("  - backendRefs: [{name: orders, namespace: api}]\n    retry: {attempts: 2}"),
-			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3,
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 1,
 				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 2"}}},
 		},
 		{
@@ -94,25 +94,25 @@ func TestEntry(t *testing.T) {
 			name: "no retry, parent Gateway of class istio: Istio's default 2 retries", backend: ServiceRef{"shop", "frontend"},
 			docs: istioGateway("shop", "eg", "istio") + "\n---\n" + north("  - backendRefs: [{name: frontend}]"),
 			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true,
-				Note: "Istio default, HTTPRoute shop/web spec.rules[0] sets no retry (parent Gateway shop/eg, class istio)"}}},
+				Note: "Istio default, HTTPRoute shop/web spec.rules[0] sets no retry (parent Gateway shop/eg, class istio)", Unset: 3}}},
 		},
 		{
 			name: "no retry, class istio, MeshConfig default 4 retries", backend: ServiceRef{"shop", "frontend"},
 			docs: istioGateway("shop", "eg", "istio") + "\n---\n" + north("  - backendRefs: [{name: frontend}]") + "\n---\n" + "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultHttpRetryPolicy: {attempts: 4, retryOn: 5xx}\n",
 			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 5, Default: true,
-				Note: "Istio default from ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: 4, HTTPRoute shop/web spec.rules[0] sets no retry (parent Gateway shop/eg, class istio)"}}},
+				Note: "Istio default from ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: 4, HTTPRoute shop/web spec.rules[0] sets no retry (parent Gateway shop/eg, class istio)", Unset: 5}}},
 		},
 		{
 			name: "retry.attempts 1 at an istio Gateway: 2 tries, not the default", backend: ServiceRef{"shop", "frontend"},
 			docs: istioGateway("shop", "eg", "istio") + "\n---\n" + north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}"),
 			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 2,
-				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 1"}}},
+				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 1", Unset: 3}}}, // without the block: Istio's default
 		},
 		{
 			name: "no retry, parent Gateway of another class: 1 try", backend: ServiceRef{"shop", "frontend"},
 			docs: istioGateway("shop", "eg", "eg") + "\n---\n" + north("  - backendRefs: [{name: frontend}]"),
 			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
-				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it"}}},
+				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it", Unset: 1}}},
 		},
 		{
 			name: "a Service no Gateway route reaches: no layer", backend: ServiceRef{"shop", "cart"},

@@ -37,6 +37,12 @@ type Layer struct {
 	// Note says where Tries comes from, for status and reports:
 	// "Istio default, no VirtualService binds reviews".
 	Note string
+	// Unset is, for a Gateway API route rule's retry (FieldPath spec.rules[i].retry...), the
+	// tries the rule gives without its retry block, as the system that weighs the layer reads
+	// that: Istio's default, 1 for Linkerd (which reads no rules[].retry), a Gateway's
+	// BackendTrafficPolicy or 1; 0 for other layers. The CRD's retry.attempts is at least 1
+	// (2 tries): 1 try is only "remove the block", where that gives 1 (PlanRewrite, MinTries).
+	Unset int64
 }
 
 // String is "3 (Istio default, no VirtualService binds reviews)".
@@ -528,6 +534,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 	}
 	var gamma Layer
 	if inCluster {
+		unset := s.istioDefault("").Tries // a rule without retry
 		for _, r := range x.routesByService[ref] {
 			if r.group() != GroupGateway || !routeApplies(r, ref, c.Namespace) {
 				continue
@@ -537,6 +544,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 				if !ok {
 					l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry", r.id(), i)), l)
 				}
+				l.Unset = unset
 				better(&gamma, l)
 			}
 		}
@@ -641,6 +649,7 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
 		}
 		for i := range r.Spec.Rules {
 			if l, ok := gammaRule(r, i); ok {
+				l.Unset = 1 // Linkerd reads no rules[].retry (its annotations are layers of their own)
 				better(&best, l)
 			}
 		}
@@ -656,6 +665,7 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
 
 func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
 	l := Layer{Kind: Linkerd, Object: id, FieldPath: cfg.fieldPath, Tries: tries(cfg.retries)}
+	e.Warnings = append(e.Warnings, s.ignoredTimes(id)...)
 	switch {
 	case cfg.zero:
 		l.Default = true
@@ -703,22 +713,10 @@ func (s *Set) Entry(v ServiceRef) Edge {
 	x := s.index()
 	var best Layer
 	for _, r := range x.gatewayRoutes[v] {
-		for i, rule := range r.Spec.Rules {
-			routesTo := false
-			for _, b := range rule.BackendRefs {
-				if b.isService("Service") && (ServiceRef{b.namespaceOr(r.Metadata.Namespace), b.Name}) == v {
-					routesTo = true
-				}
+		for i := range r.Spec.Rules {
+			if routesTo(r, i, v) {
+				better(&best, s.entryRuleLayer(x, r, i))
 			}
-			if !routesTo {
-				continue
-			}
-			if l, ok := gammaRule(r, i); ok {
-				l.Kind = Gateway
-				better(&best, l)
-				continue
-			}
-			better(&best, s.policyLayer(x, r, i))
 		}
 	}
 	for _, ir := range x.ingress[v] {
@@ -730,6 +728,31 @@ func (s *Set) Entry(v ServiceRef) Edge {
 	e := Edge{Layers: []Layer{best}}
 	s.waypointEntry(x, &e, v) // waypoint.go: with istio.io/ingress-use-waypoint
 	return e
+}
+
+// routesTo reports whether rule i of the Gateway-parented route r has a backendRef to Service v.
+func routesTo(r *route, i int, v ServiceRef) bool {
+	for _, b := range r.Spec.Rules[i].BackendRefs {
+		if b.isService("Service") && (ServiceRef{b.namespaceOr(r.Metadata.Namespace), b.Name}) == v {
+			return true
+		}
+	}
+	return false
+}
+
+// entryRuleLayer is rule i of the Gateway-parented route r on its backends' client attempts: its
+// own retry, else a BackendTrafficPolicy's (policyLayer). Unset (the rule without its retry) is
+// the latter's tries.
+func (s *Set) entryRuleLayer(x *index, r *route, i int) Layer {
+	pl := s.policyLayer(x, r, i)
+	if l, ok := gammaRule(r, i); ok {
+		l.Kind, l.Unset = Gateway, pl.Tries
+		return l
+	}
+	if pl.Object == r.id() {
+		pl.Unset = pl.Tries
+	}
+	return pl
 }
 
 func (s *Set) policyLayer(x *index, r *route, i int) Layer {

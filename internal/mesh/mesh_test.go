@@ -307,14 +307,14 @@ func TestEdge(t *testing.T) {
 			name: "GAMMA HTTPRoute in Istio: 1 + retry.attempts, the largest rule", caller: caller("bookinfo"), callee: "reviews",
 			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "",
 				"  parentRefs: [{group: '', kind: Service, name: reviews, port: 9080}]\n  rules:\n  - backendRefs: [{name: reviews-v1, port: 9080}]\n    retry: {attempts: 1}\n  - backendRefs: [{name: reviews-v2, port: 9080}]\n    retry: {attempts: 4, codes: [503]}"),
-			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[1].retry.attempts", Tries: 5,
+			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[1].retry.attempts", Tries: 5, Unset: 3,
 				Note: "HTTPRoute bookinfo/reviews spec.rules[1].retry.attempts: 4"}}},
 		},
 		{
 			name: "GAMMA retry {}: 2 retries", caller: caller("bookinfo"), callee: "reviews",
 			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "",
 				"  parentRefs: [{group: '', kind: Service, name: reviews}]\n  rules:\n  - retry: {}"),
-			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true,
+			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 3, Default: true,
 				Note: "HTTPRoute bookinfo/reviews spec.rules[0].retry without attempts: 2 retries"}}},
 		},
 		{
@@ -322,7 +322,7 @@ func TestEdge(t *testing.T) {
 			opts: Options{IstioDefaultRetries: new(int64(4))},
 			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "GRPCRoute", "bookinfo", "reviews", "",
 				"  parentRefs: [{group: '', kind: Service, name: reviews}]\n  rules:\n  - backendRefs: [{name: reviews}]"),
-			want: Edge{Layers: []Layer{{Kind: Istio, Object: "GRPCRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry", Tries: 5, Default: true,
+			want: Edge{Layers: []Layer{{Kind: Istio, Object: "GRPCRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry", Tries: 5, Unset: 5, Default: true,
 				Note: "Istio default --istio-default-retries=4, GRPCRoute bookinfo/reviews spec.rules[0] sets no retry"}}},
 		},
 		{
@@ -330,14 +330,14 @@ func TestEdge(t *testing.T) {
 			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "consumer", "",
 				"  parentRefs: [{group: '', kind: Service, name: ratings, namespace: other}]\n  rules: [{retry: {attempts: 2}}]") + "\n---\n" +
 				routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "third", "x", "", "  parentRefs: [{group: '', kind: Service, name: ratings, namespace: other}]\n  rules: [{retry: {attempts: 7}}]"),
-			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/consumer", FieldPath: "spec.rules[0].retry.attempts", Tries: 3,
+			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/consumer", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 3,
 				Note: "HTTPRoute bookinfo/consumer spec.rules[0].retry.attempts: 2"}}},
 		},
 		{
 			name: "GAMMA retry in Linkerd counts against the annotations: the larger", caller: caller("emojivoto"), callee: "emoji-svc",
 			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "1"`) + "\n---\n" +
 				routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "r", "", "  parentRefs: [{group: '', kind: Service, name: emoji-svc}]\n  rules: [{retry: {attempts: 3}}]"),
-			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute emojivoto/r", FieldPath: "spec.rules[0].retry.attempts", Tries: 4,
+			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute emojivoto/r", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 1,
 				Note: "HTTPRoute emojivoto/r spec.rules[0].retry.attempts: 3"}}},
 		},
 		{
@@ -345,7 +345,7 @@ func TestEdge(t *testing.T) {
 			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3}") + "\n---\n" +
 				routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "ratings", "", "  parentRefs: [{group: '', kind: Service, name: ratings}]\n  rules: [{retry: {attempts: 5}}]"),
 			want: Edge{
-				Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/ratings", FieldPath: "spec.rules[0].retry.attempts", Tries: 6,
+				Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute bookinfo/ratings", FieldPath: "spec.rules[0].retry.attempts", Tries: 6, Unset: 3,
 					Note: "HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 5"}},
 				Warnings: []string{"VirtualService bookinfo/ratings and HTTPRoute bookinfo/ratings both route ratings: counting the larger, 6 tries"},
 			},

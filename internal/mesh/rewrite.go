@@ -28,7 +28,10 @@ type Rewrite struct {
 	blockExists bool
 	old         any
 	value       any  // new value: int64 or string
-	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations
+	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations; a rule's retry block
+	// inner is, when a block is removed (spec.rules[i].retry), the key in it that check and
+	// absent are about ("attempts").
+	inner string
 }
 
 // PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
@@ -38,16 +41,24 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	if tries < 1 || tries >= l.Tries {
 		return nil, fmt.Errorf("%s: cannot rewrite %d tries to %d: the target must be at least 1 and below the layer's tries", l.Note, l.Tries, tries)
 	}
+	return plan(l, tries)
+}
+
+// Field is a plan of l whatever l's tries (to 1 try; a Gateway API rule's to 2), for the field's
+// path and value as messages show them (Object, FieldPath, From): a rule's retry.attempts, not
+// the block its removal to 1 try names.
+func Field(l Layer) (*Rewrite, error) {
+	if ruleRetry(l) {
+		return plan(l, 2)
+	}
+	return plan(l, 1)
+}
+
+func plan(l Layer, tries int64) (*Rewrite, error) {
+	kind, name, _ := strings.Cut(l.Object, " ")
 	if err := kindRewritable(l, tries); err != nil {
 		return nil, err
 	}
-	return planField(l, tries)
-}
-
-// planField plans the change of l's field to tries, without kindRewritable's refusals in the
-// mesh's unit (a value the object's CRD may still refuse: Set.Lowered and AddJSON judge it).
-func planField(l Layer, tries int64) (*Rewrite, error) {
-	kind, name, _ := strings.Cut(l.Object, " ")
 	switch {
 	case l.Object == "" || l.FieldPath == "":
 		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
@@ -56,9 +67,34 @@ func planField(l Layer, tries int64) (*Rewrite, error) {
 	case kind == "ConfigMap":
 		return nil, fmt.Errorf("%s: the default is YAML inside %s %s: change defaultHttpRetryPolicy.attempts to %d there, or declare the retries on the callee", l.Note, l.Object, l.FieldPath, tries-1)
 	}
+	if ruleRetry(l) && kind == "GRPCRoute" {
+		// The Gateway API's GRPCRoute has no retry (v1.6): the API server would drop the field
+		// and keep the mesh's default.
+		return nil, fmt.Errorf("%s: %s has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service, or lower the callers' attempts",
+			l.Note, l.Object)
+	}
+	if ruleRetry(l) && tries < MinTries(l) {
+		return nil, fmt.Errorf("%s: %s %s cannot give %d try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets %d tries; the fewest is 2 (attempts: 1): lower the callers' attempts",
+			l.Note, l.Object, strings.TrimSuffix(l.FieldPath, ".attempts"), tries, l.Unset)
+	}
 	r := &Rewrite{Object: l.Object, FieldPath: l.FieldPath}
 	retries := tries - 1
-	if l.Kind == Linkerd {
+	if ruleRetry(l) && tries == 1 {
+		// The CRD refuses attempts: 0; without the block the rule gets l.Unset = 1 try.
+		r.FieldPath = strings.TrimSuffix(l.FieldPath, ".attempts")
+		r.remove, r.inner = true, "attempts"
+		r.check, r.absent = !l.Default, l.Default
+		switch {
+		case r.check:
+			r.old = l.Tries - 1
+			r.From = fmt.Sprintf("{attempts: %d}", l.Tries-1)
+		case strings.HasSuffix(l.FieldPath, ".attempts"):
+			r.From = fmt.Sprintf("{} (%d retries)", l.Tries-1)
+		default:
+			return nil, fmt.Errorf("%s: %s %s is unset already", l.Note, l.Object, l.FieldPath)
+		}
+		r.To = "removed (1 try)"
+	} else if l.Kind == Linkerd {
 		// Only an explicit limit is checked: "0" and a retry annotation without a limit are
 		// both 1 retry, and setting the limit is right for either.
 		r.check = !l.Default
@@ -105,14 +141,24 @@ func planField(l Layer, tries int64) (*Rewrite, error) {
 	return r, nil
 }
 
-// gatewayAPIRetry reports whether l's field is a Gateway API route's rules[].retry: its attempts
-// have minimum 1 (sigs.k8s.io/gateway-api v1.6.3 config/crd, HTTPRoute rules[].retry.attempts),
-// so "attempts: 0" is refused by the API server, and unset is the implementation's default
-// (Istio's 2 retries): such a layer cannot give 1 try.
-func gatewayAPIRetry(l Layer) bool {
+// ruleRetry reports whether l is a Gateway API route rule's retry (spec.rules[i].retry or its
+// attempts), whose CRD bounds attempts at 1: Linkerd's policy.linkerd.io routes give no layer of
+// their rules.
+func ruleRetry(l Layer) bool {
 	kind, _, _ := strings.Cut(l.Object, " ")
-	return (kind == "HTTPRoute" || kind == "GRPCRoute") && l.Kind != Linkerd &&
-		strings.HasPrefix(l.FieldPath, "spec.rules[") && strings.Contains(l.FieldPath, "].retry")
+	return (kind == "HTTPRoute" || kind == "GRPCRoute") && strings.HasPrefix(l.FieldPath, "spec.rules[") &&
+		(strings.HasSuffix(l.FieldPath, ".retry") || strings.HasSuffix(l.FieldPath, ".retry.attempts"))
+}
+
+// MinTries is the fewest tries l's own field can give: 2 for a Gateway API route rule's retry
+// (the CRD's attempts minimum is 1) unless the rule without its retry block gives 1 (l.Unset:
+// Linkerd, which reads no rules[].retry; a Gateway rule no BackendTrafficPolicy covers; Istio
+// with a default of 0 retries), else 1. The gate rewrites no lower, the suggestion says so.
+func MinTries(l Layer) int64 {
+	if ruleRetry(l) && l.Unset != 1 {
+		return 2
+	}
+	return 1
 }
 
 // kindRewritable refuses, with what to do instead, the rewrites that the layer's own field cannot
@@ -124,10 +170,6 @@ func gatewayAPIRetry(l Layer) bool {
 //     policy targeting the app replaces them. DaprBuiltInServiceRetries, when redefined, is
 //     floored at 3 retries by Dapr.
 func kindRewritable(l Layer, tries int64) error {
-	if tries == 1 && gatewayAPIRetry(l) {
-		return fmt.Errorf("%s: %s %s cannot give 1 try (the CRD's minimum is 1 retry, and unset is the implementation's default): the lowest is %s.attempts: 1 (2 tries); for 1 try lower the other hops, or the mesh's default retries",
-			l.Note, l.Object, l.FieldPath, strings.TrimSuffix(l.FieldPath, ".attempts"))
-	}
 	switch l.Kind {
 	case Consul:
 		if tries == 1 && l.FieldPath != "" {
@@ -137,13 +179,14 @@ func kindRewritable(l Layer, tries int64) error {
 	case IstioWaypoint:
 		if l.Object == "" {
 			// waypoint.go: Istio's default route at the waypoint; no object to lower.
-			declare := fmt.Sprintf("an HTTPRoute with a parentRef to the Service and rules[].retry.attempts: %d, or a VirtualService route with retries.attempts: %d", tries-1, tries-1)
 			if tries == 1 {
-				// The Gateway API CRD's minimum is 1 retry (gatewayAPIRetry).
-				declare = "a VirtualService route with retries.attempts: 0; an HTTPRoute's retry.attempts cannot be 0"
+				// An HTTPRoute cannot: attempts is at least 1, and a rule without retry gets
+				// Istio's default.
+				return fmt.Errorf("%s: no object declares these %d tries; declare the retries for the Service at its waypoint (a VirtualService route with retries.attempts: 0; an HTTPRoute's rules[].retry.attempts is at least 1, 2 tries), or take the Service off the waypoint (label %s: none)",
+					l.Note, l.Tries, IstioUseWaypointLabel)
 			}
-			return fmt.Errorf("%s: no object declares these %d tries; declare the retries for the Service at its waypoint (%s), or take the Service off the waypoint (label %s: none)",
-				l.Note, l.Tries, declare, IstioUseWaypointLabel)
+			return fmt.Errorf("%s: no object declares these %d tries; declare the retries for the Service at its waypoint (an HTTPRoute with a parentRef to the Service and rules[].retry.attempts: %d, or a VirtualService route with retries.attempts: %d), or take the Service off the waypoint (label %s: none)",
+				l.Note, l.Tries, tries-1, tries-1, IstioUseWaypointLabel)
 		}
 	case Dapr:
 		switch {
@@ -180,18 +223,34 @@ func (r *Rewrite) applyTo(doc any) error {
 	}
 	last := r.path[len(r.path)-1].(string)
 	cur, ok := parent[last]
-	if r.absent && ok || r.check && !sameValue(cur, r.old) {
-		return fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, r.FieldPath, show(cur, ok), r.From)
+	field := r.FieldPath
+	if r.inner != "" {
+		block, isMap := cur.(map[string]any)
+		if !isMap {
+			return fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, r.FieldPath, show(cur, ok), r.From)
+		}
+		cur, ok = block[r.inner]
+		field += "." + r.inner
 	}
-	if r.remove {
+	if r.absent && ok || r.check && !sameValue(cur, r.old) {
+		return fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, field, show(cur, ok), r.From)
+	}
+	switch {
+	case r.remove && r.inner != "":
+		delete(parent, last)
+	case r.remove:
 		for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
 			delete(parent, k)
 		}
-	} else {
+	default:
 		parent[last] = r.value
 	}
 	return nil
 }
+
+// RemovesBlock reports whether r removes a route rule's retry block (to 1 try, where the rule
+// without it gives 1: MinTries).
+func (r *Rewrite) RemovesBlock() bool { return r.remove && r.inner != "" }
 
 // Patch is the RFC 6902 JSON patch from obj to Apply(obj): what a mutating webhook returns.
 func (r *Rewrite) Patch(obj []byte) ([]byte, error) {
@@ -226,11 +285,15 @@ func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 	type op struct {
 		Op    string `json:"op"`
 		Path  string `json:"path"`
-		Value any    `json:"value"`
+		Value any    `json:"value,omitempty"`
 	}
 	var ops []op
 	ptr := pointer(r.path)
 	switch {
+	case r.remove && r.check:
+		ops = []op{{"test", ptr + "/" + r.inner, r.old}, {"remove", ptr, nil}}
+	case r.remove:
+		ops = []op{{"remove", ptr, nil}}
 	case r.check:
 		ops = []op{{"test", ptr, r.old}, {"replace", ptr, r.value}}
 	default:

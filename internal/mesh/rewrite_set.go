@@ -14,7 +14,7 @@ import (
 // Lowered returns a copy of s (s is not modified) with the rewrites applied to the decoded object
 // they name (all the same object, of API group group), and true; false when one of them is not a
 // VirtualService's spec.http[i].retries(.attempts) or a Gateway API or Linkerd route's
-// spec.rules[i].retry(.attempts), when the object is not in s, when a field no longer holds
+// spec.rules[i].retry(.attempts) or the removal of its spec.rules[i].retry, when the object is not in s, when a field no longer holds
 // the value the rewrite was planned from (Apply would refuse it), or when the new value is out of
 // the CRD's bounds (bounds.go: AddJSON would refuse it): the caller then applies them to the JSON
 // and adds it. The result is what AddJSON of the rewritten JSON gives (the retry fields
@@ -30,10 +30,12 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 	}
 	key := group + "/" + kind + "/" + ns + "/" + n
 	for _, r := range rws {
-		if r.Object != rws[0].Object || r.remove || len(r.path) != 5 || r.path[0] != "spec" || r.path[4] != "attempts" {
+		if r.Object != rws[0].Object || len(r.path) < 4 || r.path[0] != "spec" {
 			return nil, false
 		}
-		if _, isInt := r.value.(int64); !isInt {
+		// A count (spec.LIST[i].BLOCK.attempts), or a rule's retry block removed.
+		if _, isInt := r.value.(int64); !(isInt && !r.remove && len(r.path) == 5 && r.path[4] == "attempts" ||
+			r.remove && r.inner == "attempts" && len(r.path) == 4 && r.path[3] == "retry") {
 			return nil, false
 		}
 	}
@@ -56,6 +58,9 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			if h.Retries != nil {
 				cur = h.Retries.Attempts
 			}
+			if r.remove {
+				return nil, false // a VirtualService takes attempts: 0
+			}
 			v := r.value.(int64)
 			if !holds(r, cur) || boundsInt32.check(vs.id(), r.FieldPath, v) != nil {
 				return nil, false
@@ -72,6 +77,7 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 		}
 		cp := *rt
 		cp.Spec.Rules = append(cp.Spec.Rules[:0:0], rt.Spec.Rules...)
+		var times *objTimes // copied on the first removal: a removed block takes its backoff along
 		for _, r := range rws {
 			i, isInt := r.path[2].(int)
 			if r.path[1] != "rules" || r.path[3] != "retry" || !isInt || i < 0 || i >= len(cp.Spec.Rules) {
@@ -81,6 +87,21 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			var cur *int64
 			if rule.Retry != nil {
 				cur = rule.Retry.Attempts
+			}
+			if r.remove {
+				if rule.Retry == nil || !holds(r, cur) {
+					return nil, false
+				}
+				rule.Retry = nil
+				if ot, ok := c.times[key]; ok && i < len(ot.rules) {
+					if times == nil {
+						times = &objTimes{rules: append([]ruleTime(nil), ot.rules...), whole: ot.whole}
+					}
+					rt := &times.rules[i]
+					rt.base = 0
+					rt.set = rt.timeout > 0 || rt.perTry > 0
+				}
+				continue
 			}
 			v := r.value.(int64)
 			b := boundsInt64 // as the reader bounds it (objects.go)
@@ -95,6 +116,9 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			}{Attempts: &v}
 		}
 		c.routes[key] = &cp
+		if times != nil {
+			c.times[key] = *times
+		}
 	default:
 		return nil, false
 	}
@@ -121,8 +145,8 @@ func holds(r *Rewrite, cur *int64) bool {
 // callee: every http route for sidecars of a VirtualService (l of kind Istio or IstioWaypoint),
 // every rule of a GAMMA route when l is Istio's default on a rule or a waypoint's; the rules
 // that set a retry of a GAMMA route otherwise (Linkerd weighs those alone, Istio every rule).
-// Other layers have no siblings here (an ingress route's, a Gateway-parented rule's depend on
-// the Service they route to): the caller lowers l and looks at the edge again for the rest.
+// An ingress route's and a Gateway-parented rule's siblings depend on the Service they route to:
+// EntrySiblings. Other layers have none: the caller lowers l and looks at the edge again.
 func (s *Set) Siblings(group string, l Layer) []Layer {
 	kind, name, _ := strings.Cut(l.Object, " ")
 	ns, n, _ := strings.Cut(name, "/")
@@ -157,6 +181,7 @@ func (s *Set) Siblings(group string, l Layer) []Layer {
 		}
 		switch l.Kind {
 		case Istio, IstioWaypoint:
+			unset := s.istioDefault("").Tries
 			for i := range r.Spec.Rules {
 				sl, ok := gammaRule(r, i)
 				if ok {
@@ -167,11 +192,13 @@ func (s *Set) Siblings(group string, l Layer) []Layer {
 				if l.Kind == IstioWaypoint {
 					sl.Kind = IstioWaypoint
 				}
+				sl.Unset = unset
 				out = append(out, sl)
 			}
 		case GAMMA:
 			for i := range r.Spec.Rules {
 				if sl, ok := gammaRule(r, i); ok {
+					sl.Unset = l.Unset // the mesh that weighs l weighs them
 					out = append(out, sl)
 				}
 			}
@@ -179,6 +206,52 @@ func (s *Set) Siblings(group string, l Layer) []Layer {
 			return []Layer{l}
 		}
 	default:
+		return []Layer{l}
+	}
+	return out
+}
+
+// EntrySiblings are the layers of l's object (of API group group, in s) that weigh on backend
+// v's client attempts (Entry) where l does, l's among them: every http route of an ingress
+// VirtualService that routes to v (l of kind IstioIngress), every rule of a Gateway-parented
+// route with a backendRef to v (l of kind Gateway; a rule without retry that a
+// BackendTrafficPolicy covers is that object's layer, not a sibling). The gate lowers them in one
+// round: it lowered one per round (at most 8), and an edge of more such routes did not fit.
+// Other layers: Siblings.
+func (s *Set) EntrySiblings(group string, l Layer, v ServiceRef) []Layer {
+	kind, name, _ := strings.Cut(l.Object, " ")
+	ns, n, _ := strings.Cut(name, "/")
+	key := group + "/" + kind + "/" + ns + "/" + n
+	var out []Layer
+	switch {
+	case l.Kind == IstioIngress && group+"/"+kind == GroupIstio+"/VirtualService":
+		vs, ok := s.virtualServices[key]
+		if !ok {
+			return []Layer{l}
+		}
+		for _, ir := range s.index().ingress[v] {
+			if ir.vs == vs {
+				out = append(out, s.ingressLayer(ir))
+			}
+		}
+	case l.Kind == Gateway && (group+"/"+kind == GroupGateway+"/HTTPRoute" || group+"/"+kind == GroupGateway+"/GRPCRoute"):
+		r, ok := s.routes[key]
+		if !ok {
+			return []Layer{l}
+		}
+		x := s.index()
+		for i := range r.Spec.Rules {
+			if !routesTo(r, i, v) {
+				continue
+			}
+			if sl := s.entryRuleLayer(x, r, i); sl.Object == l.Object {
+				out = append(out, sl)
+			}
+		}
+	default:
+		return s.Siblings(group, l)
+	}
+	if len(out) == 0 {
 		return []Layer{l}
 	}
 	return out

@@ -34,22 +34,32 @@ func randomRetryObject(r *rand.Rand) ([]byte, string, []Layer) {
 			item = fmt.Sprintf(`"name":"r%d","route":[{"destination":{"host":"a"}}],"timeout":"5s"`, i)
 		}
 		path := fmt.Sprintf("spec.%s[%d].%s", list, i, block)
+		// A route rule's tries without its retry block: Istio's default (3), or 1 (Linkerd, a
+		// Gateway no BackendTrafficPolicy covers), where 1 try removes the block.
+		unset := int64(0)
+		if !vs {
+			unset = []int64{1, 3}[r.IntN(2)]
+		}
+		extra := `"perTryTimeout":"1s"`
+		if !vs {
+			extra = `"backoff":"100ms","codes":[503]` // the block's backoff goes with it
+		}
 		switch r.IntN(5) {
 		case 0:
-			layers = append(layers, Layer{Kind: Istio, Object: id, FieldPath: path, Tries: 3, Default: true})
+			layers = append(layers, Layer{Kind: Istio, Object: id, FieldPath: path, Tries: 3, Default: true, Unset: 3 * min(unset, 1)})
 		case 1:
 			item += `,"` + block + `":null`
-			layers = append(layers, Layer{Kind: Istio, Object: id, FieldPath: path, Tries: 3, Default: true})
+			layers = append(layers, Layer{Kind: Istio, Object: id, FieldPath: path, Tries: 3, Default: true, Unset: 3 * min(unset, 1)})
 		case 2:
-			item += `,"` + block + `":{"perTryTimeout":"1s"}`
-			layers = append(layers, Layer{Kind: GAMMA, Object: id, FieldPath: path + ".attempts", Tries: 3, Default: true})
+			item += `,"` + block + `":{` + extra + `}`
+			layers = append(layers, Layer{Kind: GAMMA, Object: id, FieldPath: path + ".attempts", Tries: 3, Default: true, Unset: unset})
 		default:
 			a := r.IntN(7)
 			if group == GroupGateway {
 				a = 1 + r.IntN(6) // the CRD's minimum 1
 			}
-			item += fmt.Sprintf(`,"%s":{"attempts":%d,"perTryTimeout":"1s","retryOn":"5xx"}`, block, a)
-			layers = append(layers, Layer{Kind: Istio, Object: id, FieldPath: path + ".attempts", Tries: int64(a) + 1})
+			item += fmt.Sprintf(`,"%s":{"attempts":%d,%s,"retryOn":"5xx"}`, block, a, extra)
+			layers = append(layers, Layer{Kind: Istio, Object: id, FieldPath: path + ".attempts", Tries: int64(a) + 1, Unset: unset})
 		}
 		items = append(items, "{"+item+"}")
 	}
@@ -67,17 +77,11 @@ func randomRetryObject(r *rand.Rand) ([]byte, string, []Layer) {
 func plannedRewrites(t *testing.T, r *rand.Rand, layers []Layer) []*Rewrite {
 	var rws []*Rewrite
 	for _, l := range layers {
-		if l.Tries < 2 || r.IntN(3) == 0 {
+		floor := MinTries(l) // 2 for a rule whose block's removal would not give 1
+		if l.Tries <= floor || r.IntN(3) == 0 {
 			continue
 		}
-		tries := 1 + r.Int64N(l.Tries-1)
-		plan := PlanRewrite
-		if tries == 1 && gatewayAPIRetry(l) {
-			// PlanRewrite refuses it (TestPlanRewriteRefuses); a rewrite built past that check
-			// must still be refused by Lowered and by AddJSON alike.
-			plan = planField
-		}
-		rw, err := plan(l, tries)
+		rw, err := PlanRewrite(l, floor+r.Int64N(l.Tries-floor))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,12 +94,17 @@ func plannedRewrites(t *testing.T, r *rand.Rand, layers []Layer) []*Rewrite {
 // and Lowered refuses what AddJSON refuses.
 func TestLoweredDifferential(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 25))
-	compared, refused := 0, 0
+	compared, refused, removed := 0, 0, 0
 	for range 500 {
 		data, group, layers := randomRetryObject(r)
 		rws := plannedRewrites(t, r, layers)
 		if len(rws) == 0 {
 			continue
+		}
+		for _, rw := range rws {
+			if rw.remove {
+				removed++
+			}
 		}
 		base := NewSet(Options{})
 		if _, err := base.AddJSON(data); err != nil {
@@ -111,7 +120,7 @@ func TestLoweredDifferential(t *testing.T) {
 		}
 		want := NewSet(Options{})
 		if _, err := want.AddJSON(out); err != nil || !ok {
-			// Refused by both: a Gateway API route at attempts 0 (the CRD's minimum is 1).
+			// Refused by both (PlanRewrite no longer plans a Gateway API route's attempts: 0).
 			if err == nil || ok {
 				t.Fatalf("%s\nrewritten to %s: Lowered ok %v, AddJSON error %v", data, out, ok, err)
 			}
@@ -127,9 +136,10 @@ func TestLoweredDifferential(t *testing.T) {
 		}
 		compared++
 	}
-	if compared < 300 || refused == 0 {
-		t.Fatalf("only %d compared, %d refused by both", compared, refused)
+	if compared < 300 || removed < 30 {
+		t.Fatalf("only %d compared (%d refused by both), %d rule retry blocks removed", compared, refused, removed)
 	}
+	t.Logf("%d compared, %d refused by both, %d rule retry blocks removed", compared, refused, removed)
 }
 
 // TestLoweredRefuses: a rewrite planned from another value, a field Lowered does not judge, or an
@@ -239,5 +249,89 @@ func expectSamePatch(t *testing.T, d *Doc, before, after []byte) {
 	}
 	if g, w := sortOps(got), sortOps(want); g != w {
 		t.Fatalf("%s\npatch %s\nwant  %s", before, g, w)
+	}
+}
+
+// TestEntrySiblings: the layers of an ingress VirtualService and of a Gateway-parented route that
+// weigh on one backend's client attempts are every route of the object to that backend (they
+// were lowered one per round, and an edge of more than 8 did not fit), not the routes to other
+// backends, nor a rule a BackendTrafficPolicy covers (that object's layer).
+func TestEntrySiblings(t *testing.T) {
+	docs := `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: front, namespace: shop}
+spec:
+  hosts: [shop.example.com]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: productpage}}]
+    retries: {attempts: 3}
+  - route: [{destination: {host: reviews}}]
+    retries: {attempts: 4}
+  - route: [{destination: {host: productpage}}]
+  - match: [{gateways: [mesh]}]
+    route: [{destination: {host: productpage}}]
+    retries: {attempts: 5}
+  - route: [{destination: {host: reviews}}, {destination: {host: productpage}}]
+    retries: {attempts: 1}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop}
+spec:
+  parentRefs: [{name: eg}]
+  rules:
+  - backendRefs: [{name: productpage}]
+    retry: {attempts: 2}
+  - backendRefs: [{name: reviews}]
+    retry: {attempts: 6}
+  - backendRefs: [{name: productpage}, {name: reviews}]
+    retry: {}
+  - backendRefs: [{name: productpage}]
+`
+	s := set(t, Options{}, docs)
+	show := func(ls []Layer) string {
+		var out []string
+		for _, l := range ls {
+			out = append(out, fmt.Sprintf("%s %s %s %d unset %d", l.Kind, l.Object, l.FieldPath, l.Tries, l.Unset))
+		}
+		return strings.Join(out, "; ")
+	}
+	pp, rv := ServiceRef{"shop", "productpage"}, ServiceRef{"shop", "reviews"}
+	vsL := Layer{Kind: IstioIngress, Object: "VirtualService shop/front", FieldPath: "spec.http[0].retries.attempts", Tries: 4}
+	rtL := Layer{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3}
+	for _, c := range []struct {
+		group string
+		l     Layer
+		v     ServiceRef
+		want  string
+	}{
+		{GroupIstio, vsL, pp, "IstioIngress VirtualService shop/front spec.http[0].retries.attempts 4 unset 0; " +
+			"IstioIngress VirtualService shop/front spec.http[2].retries 3 unset 0; " +
+			"IstioIngress VirtualService shop/front spec.http[4].retries.attempts 2 unset 0"},
+		{GroupIstio, vsL, rv, "IstioIngress VirtualService shop/front spec.http[1].retries.attempts 5 unset 0; " +
+			"IstioIngress VirtualService shop/front spec.http[4].retries.attempts 2 unset 0"},
+		{GroupGateway, rtL, pp, "Gateway HTTPRoute shop/web spec.rules[0].retry.attempts 3 unset 1; " +
+			"Gateway HTTPRoute shop/web spec.rules[2].retry.attempts 3 unset 1; " +
+			"Gateway HTTPRoute shop/web spec.rules[3].retry 1 unset 1"},
+		{GroupGateway, rtL, rv, "Gateway HTTPRoute shop/web spec.rules[1].retry.attempts 7 unset 1; " +
+			"Gateway HTTPRoute shop/web spec.rules[2].retry.attempts 3 unset 1"},
+	} {
+		if got := show(s.EntrySiblings(c.group, c.l, c.v)); got != c.want {
+			t.Errorf("%s at %s:\n got %s\nwant %s", c.l.Object, c.v, got, c.want)
+		}
+	}
+	// Every sibling is a layer Entry weighs: the largest of both objects' is Entry's.
+	if got, want := show(s.Entry(rv).Layers), "Gateway HTTPRoute shop/web spec.rules[1].retry.attempts 7 unset 1"; got != want {
+		t.Errorf("Entry(reviews) = %s, want %s", got, want)
+	}
+	// A BackendTrafficPolicy on the route: the rule without retry is its layer, and the others'
+	// blocks removed give its 5 tries.
+	if _, err := s.AddManifest([]byte(btp("shop", "p", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 4}"))); err != nil {
+		t.Fatal(err)
+	}
+	want := "Gateway HTTPRoute shop/web spec.rules[0].retry.attempts 3 unset 5; Gateway HTTPRoute shop/web spec.rules[2].retry.attempts 3 unset 5"
+	if got := show(s.EntrySiblings(GroupGateway, rtL, pp)); got != want {
+		t.Errorf("with a BackendTrafficPolicy:\n got %s\nwant %s", got, want)
 	}
 }

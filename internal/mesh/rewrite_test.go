@@ -34,12 +34,38 @@ func TestPlanRewrite(t *testing.T) {
 			static:     `json [{"op":"add","path":"/spec/http/1/retries","value":{"attempts":1}}]`,
 		},
 		{
-			name:  "HTTPRoute retry {} gets attempts",
-			layer: Layer{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true},
+			// The CRD's attempts is at least 1 (it was "attempts: 0", which the API server refuses).
+			name:  "HTTPRoute retry {} gets attempts 1 (Istio: 2 tries, the fewest)",
+			layer: Layer{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Default: true, Unset: 3},
 			tries: 2, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "", "  rules: [{retry: {}}]"),
 			suggestion: "HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts: unset (2) -> 1",
 			patch:      `[{"op":"add","path":"/spec/rules/0/retry/attempts","value":1}]`,
 			static:     `json [{"op":"add","path":"/spec/rules/0/retry/attempts","value":1}]`,
+		},
+		{
+			name:  "HTTPRoute rule without retry gets attempts 1 (Istio's default 2 retries before)",
+			layer: Layer{Kind: Istio, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[1].retry", Tries: 3, Default: true, Unset: 3},
+			tries: 2, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "", "  rules: [{retry: {attempts: 1}}, {backendRefs: [{name: reviews}]}]"),
+			suggestion: "HTTPRoute bookinfo/reviews spec.rules[1].retry.attempts: unset (2) -> 1",
+			patch:      `[{"op":"add","path":"/spec/rules/1/retry","value":{"attempts":1}}]`,
+			static:     `json [{"op":"add","path":"/spec/rules/1/retry","value":{"attempts":1}}]`,
+		},
+		{
+			// Linkerd reads no rules[].retry: without the block the rule adds no try.
+			name:  "HTTPRoute to 1 try where the rule without retry gives 1: the block is removed",
+			layer: Layer{Kind: GAMMA, Object: "HTTPRoute emojivoto/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 1},
+			tries: 1, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "web", "", "  rules: [{retry: {attempts: 3, codes: [503], backoff: 100ms}, timeouts: {request: 5s}}]"),
+			suggestion: "HTTPRoute emojivoto/web spec.rules[0].retry: {attempts: 3} -> removed (1 try)",
+			patch:      `[{"op":"remove","path":"/spec/rules/0/retry"}]`,
+			static:     `json [{"op":"test","path":"/spec/rules/0/retry/attempts","value":3},{"op":"remove","path":"/spec/rules/0/retry"}]`,
+		},
+		{
+			name:  "HTTPRoute retry {} to 1 try on a Gateway no BackendTrafficPolicy covers: removed",
+			layer: Layer{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[1].retry.attempts", Tries: 3, Default: true, Unset: 1},
+			tries: 1, object: routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{backendRefs: [{name: a}]}, {retry: {codes: [503]}}]"),
+			suggestion: "HTTPRoute shop/web spec.rules[1].retry: {} (2 retries) -> removed (1 try)",
+			patch:      `[{"op":"remove","path":"/spec/rules/1/retry"}]`,
+			static:     `json [{"op":"remove","path":"/spec/rules/1/retry"}]`,
 		},
 		{
 			name:  "BackendTrafficPolicy numRetries 5 -> 1",
@@ -105,19 +131,59 @@ func TestPlanRewriteRefuses(t *testing.T) {
 			"n: the default is YAML inside ConfigMap istio-system/istio data.mesh: change defaultHttpRetryPolicy.attempts to 1 there, or declare the retries on the callee"},
 		{Layer{Kind: Istio, Object: "VirtualService a/b", FieldPath: "spec.http[0].retries.attempts", Tries: 2, Note: "VirtualService a/b spec.http[0].retries.attempts: 1"}, 2,
 			"VirtualService a/b spec.http[0].retries.attempts: 1: cannot rewrite 2 tries to 2: the target must be at least 1 and below the layer's tries"},
-		// Online Boutique's service-mesh-istio route at an istio Gateway, cap 9 on a chain of 27.
-		{Layer{Kind: Gateway, Object: "HTTPRoute default/frontend-route", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true, Note: "Istio default, r"}, 1,
-			"Istio default, r: HTTPRoute default/frontend-route spec.rules[0].retry cannot give 1 try (the CRD's minimum is 1 retry, and unset is the implementation's default): the lowest is spec.rules[0].retry.attempts: 1 (2 tries); for 1 try lower the other hops, or the mesh's default retries"},
-		{Layer{Kind: Istio, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Note: "a"}, 1,
-			"a: HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts cannot give 1 try (the CRD's minimum is 1 retry, and unset is the implementation's default): the lowest is spec.rules[0].retry.attempts: 1 (2 tries); for 1 try lower the other hops, or the mesh's default retries"},
 		{Layer{Kind: Linkerd, Object: "ServiceProfile e/x", Tries: 1, Default: true, Note: "p"}, 0,
 			"p: cannot rewrite 1 tries to 0: the target must be at least 1 and below the layer's tries"},
+		// The Gateway API CRD refuses attempts: 0, and without retry Istio's default applies.
+		{Layer{Kind: GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[2].retry.attempts", Tries: 4, Unset: 3, Note: "HTTPRoute bookinfo/reviews spec.rules[2].retry.attempts: 3"}, 1,
+			"HTTPRoute bookinfo/reviews spec.rules[2].retry.attempts: 3: HTTPRoute bookinfo/reviews spec.rules[2].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; the fewest is 2 (attempts: 1): lower the callers' attempts"},
+		{Layer{Kind: Istio, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true, Unset: 3, Note: "n"}, 1,
+			"n: HTTPRoute bookinfo/reviews spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 3 tries; the fewest is 2 (attempts: 1): lower the callers' attempts"},
+		// GRPCRoute has no retry in its CRD: a rewrite would be dropped by the API server.
+		{Layer{Kind: Istio, Object: "GRPCRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true, Unset: 3, Note: "n"}, 2,
+			"n: GRPCRoute bookinfo/reviews has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service, or lower the callers' attempts"},
+		// A BackendTrafficPolicy gives the rule without retry 6 tries.
+		{Layer{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 6, Note: "g"}, 1,
+			"g: HTTPRoute shop/web spec.rules[0].retry cannot give 1 try: the Gateway API CRD's retry.attempts is at least 1 (2 tries), and without retry the rule gets 6 tries; the fewest is 2 (attempts: 1): lower the callers' attempts"},
 	}
 	for _, tc := range cases {
 		_, err := PlanRewrite(tc.layer, tc.tries)
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("PlanRewrite(%v, %d) error = %v, want %q", tc.layer, tc.tries, err, tc.want)
 		}
+	}
+}
+
+// TestRewriteRuleRemovalStale: the removal of a rule's retry block checks the attempts it was
+// planned from, as a count's rewrite does.
+func TestRewriteRuleRemovalStale(t *testing.T) {
+	l := Layer{Kind: GAMMA, Object: "HTTPRoute emojivoto/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 1}
+	rw, err := PlanRewrite(l, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for doc, want := range map[string]string{
+		"  rules: [{retry: {attempts: 5}}]": "HTTPRoute emojivoto/web spec.rules[0].retry.attempts is 5, not {attempts: 3}: the object changed since the layer was read",
+		"  rules: [{retry: {}}]":            "HTTPRoute emojivoto/web spec.rules[0].retry.attempts is unset, not {attempts: 3}: the object changed since the layer was read",
+		"  rules: [{}]":                     "HTTPRoute emojivoto/web spec.rules[0].retry is unset, not {attempts: 3}: the object changed since the layer was read",
+	} {
+		obj, _ := yaml.YAMLToJSON([]byte(routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "web", "", doc)))
+		if _, err := rw.Apply(obj); err == nil || err.Error() != want {
+			t.Errorf("%s: Apply error = %v, want %q", doc, err, want)
+		}
+	}
+	l.Default, l.Tries = true, 3 // retry: {}
+	rw, err = PlanRewrite(l, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := yaml.YAMLToJSON([]byte(routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "web", "", "  rules: [{retry: {attempts: 2}}]")))
+	want := "HTTPRoute emojivoto/web spec.rules[0].retry.attempts is 2, not {} (2 retries): the object changed since the layer was read"
+	if _, err := rw.Apply(obj); err == nil || err.Error() != want {
+		t.Errorf("Apply error = %v, want %q", err, want)
+	}
+	if MinTries(l) != 1 || MinTries(Layer{Object: "HTTPRoute a/b", FieldPath: "spec.rules[0].retry", Unset: 3}) != 2 ||
+		MinTries(Layer{Object: "VirtualService a/b", FieldPath: "spec.http[0].retries"}) != 1 {
+		t.Error("MinTries")
 	}
 }
 

@@ -2,6 +2,8 @@ package mesh
 
 import (
 	"fmt"
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +59,9 @@ type ruleTime struct {
 type objTimes struct {
 	rules []ruleTime
 	whole ruleTime
+	// ignored are the warnings for Linkerd timeout annotations Linkerd cannot parse: it ignores
+	// them (no timeout), and so does the model (WarnLinkerdTimeoutIgnored).
+	ignored []string
 }
 
 // Decoding structs for the time fields alone, kept apart from the retry ones.
@@ -104,30 +109,126 @@ type btpTimeFields struct {
 	} `json:"spec"`
 }
 
-// parseTime reads a duration field: Go's form, which covers Istio's ("1s", "0.5s"), Gateway
-// API's ("500ms", "1h30m") and Linkerd's. Nil is unset; "0s" is unset too (a disabled timeout,
-// in Istio and Gateway API alike). Negative or malformed is an error naming the field and value.
-func parseTime(id, field string, v *string) (time.Duration, error) {
+// grammar is the duration syntax a field's owner accepts: a value it would refuse is refused
+// here too, so that retrycap never times a layer by a timeout the mesh does not apply (Linkerd
+// ignores an annotation it cannot parse: "1m30s" there is no timeout at all, not 90s).
+type grammar int
+
+const (
+	// goGrammar is Istio's: the CRD's CEL duration() reads Go's form ("1.5s", "1m30s"), and
+	// Istio's validation wants whole milliseconds, at least 1ms ("0s": disabled).
+	goGrammar grammar = iota
+	// gatewayGrammar is Gateway API's Duration (GEP-2257), also Linkerd's HTTPRoute's and
+	// Envoy Gateway's: ^([0-9]{1,5}(h|m|s|ms)){1,4}$, no fraction, no "us".
+	gatewayGrammar
+	// linkerdGrammar is Linkerd's annotation durations: one whole number and a unit ms, s, m,
+	// h or d ("1d" is valid, "1m30s" and "1.5s" are not), or a bare "0".
+	linkerdGrammar
+)
+
+var gatewayDuration = regexp.MustCompile(`^([0-9]{1,5}(h|m|s|ms)){1,4}$`)
+
+// parseTime reads a duration field in its owner's grammar. Nil is unset; zero is unset too (a
+// disabled timeout, in Istio, Gateway API and Linkerd alike). A value the owner refuses is an
+// error naming the object, the field and the value.
+func parseTime(id, field string, v *string, g grammar) (time.Duration, error) {
 	if v == nil {
 		return 0, nil
 	}
+	switch g {
+	case gatewayGrammar:
+		if !gatewayDuration.MatchString(*v) {
+			return 0, fmt.Errorf("%s %s: %q is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms (\"500ms\", \"1h30m\")", id, field, *v)
+		}
+		d, err := time.ParseDuration(*v)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: %q: %w", id, field, *v, err)
+		}
+		return d, nil
+	case linkerdGrammar:
+		d, ok := parseLinkerdDuration(*v)
+		if !ok {
+			return 0, fmt.Errorf("%s %s: %q is not a Linkerd duration: a whole number and one unit ms, s, m, h or d (\"500ms\", \"90s\")", id, field, *v)
+		}
+		return d, nil
+	}
 	d, err := time.ParseDuration(strings.TrimSpace(*v))
-	if err != nil || d < 0 {
+	switch {
+	case err != nil || d < 0:
 		return 0, fmt.Errorf("%s %s: %q is not a duration (\"500ms\", \"2s\")", id, field, *v)
+	case d != 0 && (d < time.Millisecond || d%time.Millisecond != 0):
+		return 0, fmt.Errorf("%s %s: %q is not a whole number of milliseconds of at least 1ms, as Istio requires", id, field, *v)
 	}
 	return d, nil
+}
+
+// parseLinkerdDuration reads a duration as Linkerd's policy controller does: blanks around, a
+// decimal magnitude (Rust's u64, so an optional "+"), then ms, s, m, h or d, or nothing for 0.
+// A magnitude too large for a time.Duration is saturated: a finite bound too long to count.
+func parseLinkerdDuration(s string) (time.Duration, bool) {
+	s = strings.TrimSpace(s)
+	s = strings.TrimPrefix(s, "+")
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s[:i], 10, 64)
+	if err != nil {
+		return 0, false // past u64: Linkerd refuses it too
+	}
+	var unit time.Duration
+	switch s[i:] {
+	case "":
+		if n != 0 {
+			return 0, false
+		}
+		return 0, true
+	case "ms":
+		unit = time.Millisecond
+	case "s":
+		unit = time.Second
+	case "m":
+		unit = time.Minute
+	case "h":
+		unit = time.Hour
+	case "d":
+		unit = 24 * time.Hour
+	default:
+		return 0, false
+	}
+	if n > uint64(math.MaxInt64/int64(unit)) {
+		return time.Duration(math.MaxInt64), true
+	}
+	return time.Duration(n) * unit, true
 }
 
 // addTimes reads the time fields of an object being added (h, its Set key and JSON).
 func (s *Set) addTimes(h header, key string, data []byte) error {
 	var ot objTimes
 	var err error
+	g := goGrammar
+	if h.group() != GroupIstio {
+		g = gatewayGrammar // Gateway API's routes, Linkerd's HTTPRoute, Envoy Gateway's policy
+	}
 	field := func(f string, v *string, dst *time.Duration) {
 		if err != nil {
 			return
 		}
 		var d time.Duration
-		if d, err = parseTime(h.id(), f, v); err == nil && d > 0 {
+		if d, err = parseTime(h.id(), f, v, g); err == nil && d > 0 {
+			*dst = d
+		}
+	}
+	annotation := func(f string, v *string, dst *time.Duration) {
+		// An annotation, which no API server validates: Linkerd's policy controller ignores
+		// one it cannot parse, leaving no timeout; so does the model, with a warning. Refusing
+		// the object would drop its retries too (the status leaves out a Set's refusals).
+		if d, aerr := parseTime(h.id(), f, v, linkerdGrammar); aerr != nil {
+			ot.ignored = append(ot.ignored, WarnLinkerdTimeoutIgnored(aerr))
+		} else if d > 0 {
 			*dst = d
 		}
 	}
@@ -166,9 +267,9 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 			}
 			rt.set = rt.timeout > 0 || rt.perTry > 0 || rt.base > 0
 		}
-		ot.whole = linkerdTimes(h, field)
+		ot.whole = linkerdTimes(h, annotation)
 	case "/Service":
-		ot.whole = linkerdTimes(h, field)
+		ot.whole = linkerdTimes(h, annotation)
 	case GroupEnvoyGateway + "/BackendTrafficPolicy":
 		var f btpTimeFields
 		if err := decode(&f); err != nil {
@@ -222,6 +323,22 @@ func linkerdTimes(h header, field func(string, *string, *time.Duration)) ruleTim
 	}
 	rt.set = rt.perTry > 0 || rt.timeout > 0
 	return rt
+}
+
+// WarnLinkerdTimeoutIgnored: a Linkerd timeout annotation Linkerd cannot parse (err names the
+// object, the annotation and the value), which it ignores.
+func WarnLinkerdTimeoutIgnored(err error) string {
+	return err.Error() + ": Linkerd ignores it: counted as no timeout"
+}
+
+// ignoredTimes are the warnings of object id's (a layer's Object) ignored timeouts.
+func (s *Set) ignoredTimes(id string) []string {
+	for _, k := range objectKeys(id) {
+		if ot, ok := s.times[k]; ok {
+			return ot.ignored
+		}
+	}
+	return nil
 }
 
 // objectKeys are the Set keys an object id ("HTTPRoute shop/web") can have.

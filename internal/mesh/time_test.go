@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -92,11 +93,26 @@ func TestLayerTimeErrors(t *testing.T) {
 		{vs("bookinfo", "ratings", "  http:\n  - {}\n  - retries: {attempts: 2, perTryTimeout: -1s}\n"),
 			`VirtualService bookinfo/ratings spec.http[1].retries.perTryTimeout: "-1s" is not a duration ("500ms", "2s")`},
 		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{timeouts: {backendRequest: soon}}]"),
-			`HTTPRoute shop/web spec.rules[0].timeouts.backendRequest: "soon" is not a duration ("500ms", "2s")`},
-		{svc("emojivoto", "emoji-svc", `retry.linkerd.io/timeout: "5"`),
-			`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "5" is not a duration ("500ms", "2s")`},
+			`HTTPRoute shop/web spec.rules[0].timeouts.backendRequest: "soon" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
 		{btp("shop", "p", "{kind: Gateway, name: eg}", "  retry: {perRetry: {backOff: {baseInterval: x}}}"),
-			`BackendTrafficPolicy shop/p spec.retry.perRetry.backOff.baseInterval: "x" is not a duration ("500ms", "2s")`},
+			`BackendTrafficPolicy shop/p spec.retry.perRetry.backOff.baseInterval: "x" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		// Go reads these; the owner's API refuses them, so the mesh never applies them.
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{timeouts: {request: 1.5s}}]"),
+			`HTTPRoute shop/web spec.rules[0].timeouts.request: "1.5s" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{timeouts: {request: 10s, backendRequest: 500us}}]"),
+			`HTTPRoute shop/web spec.rules[0].timeouts.backendRequest: "500us" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		{routeDoc("gateway.networking.k8s.io/v1", "GRPCRoute", "shop", "web", "", "  rules: [{timeouts: {request: 100000s}}]"),
+			`GRPCRoute shop/web spec.rules[0].timeouts.request: "100000s" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{retry: {backoff: \"-1s\"}}]"),
+			`HTTPRoute shop/web spec.rules[0].retry.backoff: "-1s" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		{btp("shop", "p", "{kind: Gateway, name: eg}", "  timeout: {http: {requestTimeout: 1h1m1s1ms1h}}"),
+			`BackendTrafficPolicy shop/p spec.timeout.http.requestTimeout: "1h1m1s1ms1h" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		{vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: 2, perTryTimeout: 500us}\n"),
+			`VirtualService bookinfo/ratings spec.http[0].retries.perTryTimeout: "500us" is not a whole number of milliseconds of at least 1ms, as Istio requires`},
+		{vs("bookinfo", "ratings", "  http:\n  - timeout: 1.0005s\n"),
+			`VirtualService bookinfo/ratings spec.http[0].timeout: "1.0005s" is not a whole number of milliseconds of at least 1ms, as Istio requires`},
+		{vs("bookinfo", "ratings", "  http:\n  - timeout: 9999999999h\n"),
+			`VirtualService bookinfo/ratings spec.http[0].timeout: "9999999999h" is not a duration ("500ms", "2s")`},
 	} {
 		s := NewSet(Options{})
 		_, err := s.AddManifest([]byte(tc.doc))
@@ -105,6 +121,90 @@ func TestLayerTimeErrors(t *testing.T) {
 		}
 		if got := s.Counts(); len(got) != 0 {
 			t.Errorf("an invalid object was added: %v", got)
+		}
+	}
+}
+
+// A Linkerd timeout annotation Linkerd cannot parse is ignored by Linkerd (no timeout): the
+// model counts no timeout, keeps the Service's retries, and warns on the edge naming the object,
+// the annotation and the value. Refusing the object (as before) dropped its retries from the
+// status, which leaves out what the Set refuses.
+func TestLinkerdTimeoutIgnored(t *testing.T) {
+	const lk = `is not a Linkerd duration: a whole number and one unit ms, s, m, h or d ("500ms", "90s"): Linkerd ignores it: counted as no timeout`
+	for _, tc := range []struct {
+		annotations string
+		want        LayerTime
+		warnings    []string
+	}{
+		{"retry.linkerd.io/timeout: \"5\"\n    timeout.linkerd.io/request: 2s", LayerTime{Timeout: 2 * time.Second},
+			[]string{`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "5" ` + lk}},
+		{"timeout.linkerd.io/request: 1m30s\n    timeout.linkerd.io/response: 1.5s", LayerTime{}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "1m30s" ` + lk,
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/response"]: "1.5s" ` + lk}},
+		{"retry.linkerd.io/timeout: 300us\n    timeout.linkerd.io/request: \"-1s\"", LayerTime{}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "300us" ` + lk,
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "-1s" ` + lk}},
+		{"retry.linkerd.io/timeout: 18446744073709551616s", LayerTime{},
+			[]string{`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "18446744073709551616s" ` + lk}},
+		{"timeout.linkerd.io/request: 1d", LayerTime{Timeout: 24 * time.Hour}, nil},
+	} {
+		s := set(t, Options{}, nsLinkerd+"\n---\n"+svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"2\"\n    "+tc.annotations))
+		e := s.Edge(caller("emojivoto"), "emoji-svc")
+		if len(e.Layers) != 1 || e.Layers[0].Tries != 3 {
+			t.Fatalf("%s: layers %+v, want Linkerd's 3 tries kept", tc.annotations, e.Layers)
+		}
+		want := tc.want
+		want.BackoffBase, want.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
+		if want.Timeout > 0 || want.PerTry > 0 {
+			want.Source = "Service emojivoto/emoji-svc"
+		}
+		if got := s.LayerTime(e.Layers[0]); got != want {
+			t.Errorf("%s: LayerTime %+v, want %+v", tc.annotations, got, want)
+		}
+		if !slices.Equal(e.Warnings, tc.warnings) {
+			t.Errorf("%s: warnings\n%q\nwant\n%q", tc.annotations, e.Warnings, tc.warnings)
+		}
+	}
+}
+
+// TestDurationGrammars: each owner's values that Go's parser would read differently.
+func TestDurationGrammars(t *testing.T) {
+	for _, tc := range []struct {
+		g    grammar
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{gatewayGrammar, "0s", 0, true},
+		{gatewayGrammar, "1h30m", 90 * time.Minute, true},
+		{gatewayGrammar, "99999h59m59s999ms", 99999*time.Hour + 59*time.Minute + 59*time.Second + 999*ms, true},
+		{gatewayGrammar, "500ms", 500 * ms, true},
+		{gatewayGrammar, "1µs", 0, false},
+		{gatewayGrammar, " 1s", 0, false},
+		{gatewayGrammar, "+1s", 0, false},
+		{gatewayGrammar, "1e3s", 0, false},
+		{linkerdGrammar, "0", 0, true},
+		{linkerdGrammar, " 2s ", 2 * time.Second, true},
+		{linkerdGrammar, "1d", 24 * time.Hour, true},
+		{linkerdGrammar, "+5s", 5 * time.Second, true}, // Rust's u64 parser takes a "+"
+		{linkerdGrammar, "90m", 90 * time.Minute, true},
+		{linkerdGrammar, "18446744073709551615d", time.Duration(1<<63 - 1), true}, // saturated, never wrapped
+		{linkerdGrammar, "1", 0, false},
+		{linkerdGrammar, "s", 0, false},
+		{linkerdGrammar, "1us", 0, false},
+		{linkerdGrammar, "1 s", 0, false},
+		{goGrammar, "1.5s", 1500 * ms, true},
+		{goGrammar, "1m30s", 90 * time.Second, true},
+		{goGrammar, "0s", 0, true},
+		{goGrammar, "1ms", ms, true},
+		{goGrammar, "1µs", 0, false},
+		{goGrammar, "-0s", 0, true},
+		{goGrammar, "1e9s", 0, false},
+	} {
+		v := tc.in
+		d, err := parseTime("X a/b", "f", &v, tc.g)
+		if (err == nil) != tc.ok || d != tc.want {
+			t.Errorf("grammar %d %q: %v, %v; want %v, ok %v", tc.g, tc.in, d, err, tc.want, tc.ok)
 		}
 	}
 }

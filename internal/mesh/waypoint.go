@@ -236,6 +236,7 @@ func (s *Set) waypointLayer(x *index, ref ServiceRef, w waypointUse) Layer {
 			better(&best, l)
 		}
 	}
+	unset := s.istioDefault("").Tries // a rule without retry, at the waypoint too
 	for _, r := range x.routesByService[ref] {
 		if ns := r.Metadata.Namespace; r.group() != GroupGateway || ns != ref.Namespace && ns != w.ref.Namespace {
 			continue
@@ -247,7 +248,7 @@ func (s *Set) waypointLayer(x *index, ref ServiceRef, w waypointUse) Layer {
 			} else {
 				l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry%s", r.id(), i, at)), l)
 			}
-			l.Kind = IstioWaypoint
+			l.Kind, l.Unset = IstioWaypoint, unset
 			better(&best, l)
 		}
 	}

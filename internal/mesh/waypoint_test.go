@@ -182,7 +182,7 @@ func TestWaypointRewrite(t *testing.T) {
 	}
 	_, err = PlanRewrite(s.Edge(web, "pay").Layers[0], 1)
 	want := "Istio default, no VirtualService or HTTPRoute binds shop/pay at waypoint shop/waypoint (assumed: Namespace shop istio.io/use-waypoint=waypoint, no Gateway shop/waypoint in the input): " +
-		"no object declares these 3 tries; declare the retries for the Service at its waypoint (a VirtualService route with retries.attempts: 0; an HTTPRoute's retry.attempts cannot be 0), or take the Service off the waypoint (label istio.io/use-waypoint: none)"
+		"no object declares these 3 tries; declare the retries for the Service at its waypoint (a VirtualService route with retries.attempts: 0; an HTTPRoute's rules[].retry.attempts is at least 1, 2 tries), or take the Service off the waypoint (label istio.io/use-waypoint: none)"
 	if err == nil || err.Error() != want {
 		t.Errorf("default's rewrite: %v\nwant %s", err, want)
 	}

@@ -462,7 +462,7 @@ func Judge(naive, rc ArmResult, chainCap int, step, maxTime time.Duration) []Tar
 	ts = append(ts, Target{
 		Name: "retries during the outage",
 		Want: ">= 94 % fewer",
-		Got:  fmt.Sprintf("%.1f %% fewer (%.0f vs %.0f)", red, rc.RetriesInOutage, naive.RetriesInOutage),
+		Got:  retriesGot(red, naive.RetriesInOutage, rc.RetriesInOutage),
 		Met:  naive.RetriesInOutage > 0 && red >= 94,
 	})
 	ratio, atLeast, ok := RecoveryRatio(naive.Recovery, rc.Recovery, step)
@@ -474,16 +474,20 @@ func Judge(naive, rc ArmResult, chainCap int, step, maxTime time.Duration) []Tar
 		}
 	}
 	ts = append(ts, Target{Name: "time to recover", Want: ">= 10x shorter", Got: got, Met: ok && ratio >= 10})
+	dup := fmt.Sprintf("%d (naive %d)", rc.Duplicates, naive.Duplicates)
+	if rc.Charges == 0 {
+		dup = "not measured (no POST charged)"
+	}
 	ts = append(ts, Target{
 		Name: "duplicated POST side effects",
 		Want: "0",
-		Got:  fmt.Sprintf("%d (naive %d)", rc.Duplicates, naive.Duplicates),
-		Met:  rc.Duplicates == 0,
+		Got:  dup,
+		Met:  rc.Duplicates == 0 && rc.Charges > 0, // none duplicated of none charged proves nothing
 	})
 	ts = append(ts, Target{
 		Name: "user's wait during the outage, p99",
 		Want: fmt.Sprintf("<= %s (max time to answer %s + %s)", FormatWait(maxTime+waitSlack), FormatWait(maxTime), FormatWait(waitSlack)),
-		Got:  fmt.Sprintf("%s (naive %s)", FormatWait(rc.Wait.P99), FormatWait(naive.Wait.P99)),
+		Got:  fmt.Sprintf("%s (naive %s)", waitP99(rc.Wait), waitP99(naive.Wait)),
 		Met:  rc.Wait.N > 0 && rc.Wait.P99 <= maxTime+waitSlack,
 	})
 	got = "not measured"
@@ -499,6 +503,14 @@ func Judge(naive, rc ArmResult, chainCap int, step, maxTime time.Duration) []Tar
 	return ts
 }
 
+// retriesGot is the retries target's figure: the reduction, or that there was none to measure.
+func retriesGot(red, naive, rc float64) string {
+	if naive <= 0 {
+		return fmt.Sprintf("not measured (naive made no retry; retrycap %.0f)", rc)
+	}
+	return fmt.Sprintf("%.1f %% fewer (%.0f vs %.0f)", red, rc, naive)
+}
+
 // perFailedTarget is the chain cap's target: the most requests at payment any failed user
 // request of the outage caused, counted exactly (PerFailedExact), at most the cap. The cap is a
 // bound on every user request, so the max is judged, not the mean; no failed user request
@@ -509,6 +521,10 @@ func perFailedTarget(naive, rc ArmResult, chainCap int) Target {
 		return t
 	}
 	p := rc.PerFailed
+	if p.Failed == 0 {
+		t.Got = "not measured (no user request sent in the outage failed)"
+		return t
+	}
 	t.Got = fmt.Sprintf("%d, mean %.2f, of %d", p.Max, p.Mean, p.Failed)
 	if naive.PerFailed != nil {
 		t.Got += fmt.Sprintf(" (naive %d, mean %.2f)", naive.PerFailed.Max, naive.PerFailed.Mean)
@@ -522,6 +538,10 @@ func perFailedTarget(naive, rc ArmResult, chainCap int) Target {
 func FormatPerFailed(p *PerFailedCount) string {
 	if p == nil {
 		return "not counted"
+	}
+	if p.Failed == 0 {
+		// No failed user request to divide by: a mean of 0 would read as a measurement.
+		return "not measured (no user request sent in the outage failed)"
 	}
 	s := fmt.Sprintf("%.2f (max %d; %d of %d at %d)", p.Mean, p.Max, p.AtFull, p.Failed, p.Full)
 	if p.Unmatched > 0 {
@@ -542,6 +562,26 @@ func FormatWait(d time.Duration) string {
 		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+// notMeasuredWait says that no user request was sent in the window: its percentiles are not
+// 0 ms, they are nothing.
+const notMeasuredWait = "not measured (no user request sent in the outage)"
+
+// waitP99 is a wait's p99 for a target, or that nothing was measured.
+func waitP99(w Wait) string {
+	if w.N == 0 {
+		return "not measured"
+	}
+	return FormatWait(w.P99)
+}
+
+// formatWaits is a wait's "p50 / p99 (max)", or that nothing was measured.
+func formatWaits(w Wait) string {
+	if w.N == 0 {
+		return notMeasuredWait
+	}
+	return fmt.Sprintf("%s / %s (%s)", FormatWait(w.P50), FormatWait(w.P99), FormatWait(w.Max))
 }
 
 // FormatRecovery renders a Recovery for the summary.

@@ -241,6 +241,7 @@ func TestComputeAndJudge(t *testing.T) {
 	}
 	n.Orphans = &Orphans{Attempts: 1200, Checked: 6800}
 	c.Orphans = &Orphans{Checked: 500}
+	n.Charges, c.Charges = 40, 40 // POSTs charged, none twice
 	if len(n.PaymentRate) != 30 || n.PaymentRate[0] != 10 || n.PaymentRate[10] != 270 || len(n.SuccessRate) != 30 || n.SuccessRate[4] != 1 || n.SuccessRate[5] != 0 {
 		t.Fatalf("series: %v %v", n.PaymentRate, n.SuccessRate)
 	}
@@ -263,7 +264,7 @@ func TestComputeAndJudge(t *testing.T) {
 		got string
 	}{
 		{&PerFailedCount{Failed: 100, Requests: 5, Mean: 0.05, Max: 5, Full: 27}, "5, mean 0.05, of 100 (naive 27, mean 27.00)"},
-		{&PerFailedCount{Full: 27}, "0, mean 0.00, of 0 (naive 27, mean 27.00)"},
+		{&PerFailedCount{Full: 27}, "not measured (no user request sent in the outage failed)"},
 		{nil, "not counted"},
 	} {
 		c2 := c

@@ -92,10 +92,16 @@ func WriteChart(path string, r *Result) error {
 // only when someone did).
 func timeLegend(a ArmResult) string {
 	s := fmt.Sprintf("%s: user's wait in the outage p50 %s, p99 %s", a.Arm, FormatWait(a.Wait.P50), FormatWait(a.Wait.P99))
+	if a.Wait.N == 0 {
+		s = fmt.Sprintf("%s: user's wait in the outage %s", a.Arm, notMeasuredWait)
+	}
 	if a.Wait.GaveUp > 0 {
 		s += fmt.Sprintf(", %d of %d gave up", a.Wait.GaveUp, a.Wait.N)
 	}
-	if a.Orphans != nil {
+	switch {
+	case a.Orphans != nil && a.Orphans.Checked == 0:
+		s += "; orphaned attempts " + notMeasuredOrphans
+	case a.Orphans != nil:
 		s += fmt.Sprintf("; orphaned attempts %d", a.Orphans.Attempts)
 	}
 	return s

@@ -15,9 +15,9 @@ func TestChartLegend(t *testing.T) {
 		arm  ArmResult
 		want string
 	}{
-		{ArmResult{Arm: "naive", Wait: Wait{N: 750, P50: 10 * time.Second, P99: 10010 * time.Millisecond, GaveUp: 412}, Orphans: &Orphans{Attempts: 1093}},
+		{ArmResult{Arm: "naive", Wait: Wait{N: 750, P50: 10 * time.Second, P99: 10010 * time.Millisecond, GaveUp: 412}, Orphans: &Orphans{Attempts: 1093, Checked: 4802}},
 			"naive: user's wait in the outage p50 10.00 s, p99 10.01 s, 412 of 750 gave up; orphaned attempts 1093"},
-		{ArmResult{Arm: "retrycap", Wait: Wait{N: 750, P50: 300 * time.Microsecond, P99: 1590 * time.Millisecond}, Orphans: &Orphans{}},
+		{ArmResult{Arm: "retrycap", Wait: Wait{N: 750, P50: 300 * time.Microsecond, P99: 1590 * time.Millisecond}, Orphans: &Orphans{Checked: 4802}},
 			"retrycap: user's wait in the outage p50 0.3 ms, p99 1.59 s; orphaned attempts 0"},
 		{ArmResult{Arm: "naive", Wait: Wait{N: 1, P50: time.Second, P99: time.Second}},
 			"naive: user's wait in the outage p50 1.00 s, p99 1.00 s"},

@@ -48,13 +48,15 @@ type jsonArm struct {
 	PaymentUnmatched *int    `json:"paymentUnmatched"`
 	FullProduct      int     `json:"fullProduct"`
 	RetriesInOutage  float64 `json:"retriesInOutage"`
-	// The user's wait for an answer, for the user requests sent during the outage.
-	UserWaitP50    string `json:"userWaitP50"`
-	UserWaitP99    string `json:"userWaitP99"`
-	UserWaitMax    string `json:"userWaitMax"`
-	UserWaitCount  int    `json:"userWaitCount"`
-	UserWaitGaveUp int    `json:"userWaitGaveUp"`
-	// Orphaned attempts, whole run; null when not measured.
+	// The user's wait for an answer, for the user requests sent during the outage; null when
+	// none was sent (userWaitCount 0): nothing measured, not a wait of 0.
+	UserWaitP50    *string `json:"userWaitP50"`
+	UserWaitP99    *string `json:"userWaitP99"`
+	UserWaitMax    *string `json:"userWaitMax"`
+	UserWaitCount  int     `json:"userWaitCount"`
+	UserWaitGaveUp int     `json:"userWaitGaveUp"`
+	// Orphaned attempts, whole run; null when not measured (attemptsChecked 0 when none was
+	// checked: the counts are then null too).
 	OrphanedAttempts       *int           `json:"orphanedAttempts"`
 	OrphanedAttemptsByTier map[string]int `json:"orphanedAttemptsByTier,omitempty"`
 	OrphanedUserRequests   *int           `json:"orphanedUserRequests"`
@@ -98,9 +100,12 @@ func armJSON(a ArmResult) jsonArm {
 		Sent: a.Sent, OK: a.OK, Failed: a.Failed, FailedInOutage: a.FailedInOutage,
 		PaymentInOutage: finite(a.PaymentInOutage),
 		RetriesInOutage: finite(a.RetriesInOutage),
-		UserWaitP50:     jsonDuration(a.Wait.P50), UserWaitP99: jsonDuration(a.Wait.P99), UserWaitMax: jsonDuration(a.Wait.Max),
-		UserWaitCount: a.Wait.N, UserWaitGaveUp: a.Wait.GaveUp,
+		UserWaitCount:   a.Wait.N, UserWaitGaveUp: a.Wait.GaveUp,
 		Recovered: a.Recovery.Recovered, Charges: a.Charges, Replayed: a.Replayed, Duplicates: a.Duplicates,
+	}
+	if a.Wait.N > 0 {
+		p50, p99, mx := jsonDuration(a.Wait.P50), jsonDuration(a.Wait.P99), jsonDuration(a.Wait.Max)
+		j.UserWaitP50, j.UserWaitP99, j.UserWaitMax = &p50, &p99, &mx
 	}
 	if a.PerFailed != nil {
 		p := *a.PerFailed
@@ -111,8 +116,11 @@ func armJSON(a ArmResult) jsonArm {
 	}
 	if a.Orphans != nil {
 		o := *a.Orphans
-		j.OrphanedAttempts, j.OrphanedUserRequests, j.AttemptsChecked = &o.Attempts, &o.Users, &o.Checked
-		j.OrphanedAttemptsByTier = o.ByTier
+		j.AttemptsChecked = &o.Checked
+		if o.Checked > 0 {
+			j.OrphanedAttempts, j.OrphanedUserRequests = &o.Attempts, &o.Users
+			j.OrphanedAttemptsByTier = o.ByTier
+		}
 	}
 	if a.Recovery.Recovered {
 		j.RecoveryIn = jsonDuration(a.Recovery.After)

@@ -46,12 +46,15 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(tw, "user requests sent during the outage that failed\t%d\t%d\t\n", n.FailedInOutage, c.FailedInOutage)
 	fmt.Fprintf(tw, "requests at payment per failed user request sent during the outage (exact, joined by storm-op): mean (max; at the chain's full product)\t%s\t%s\t\n",
 		FormatPerFailed(n.PerFailed), FormatPerFailed(c.PerFailed))
-	fmt.Fprintf(tw, "retries during the outage (sent by the proxies)\t%.0f\t%.0f (%.1f %% fewer)\t\n", n.RetriesInOutage, c.RetriesInOutage, Reduction(n.RetriesInOutage, c.RetriesInOutage))
+	fewer := fmt.Sprintf("%.1f %% fewer", Reduction(n.RetriesInOutage, c.RetriesInOutage))
+	if n.RetriesInOutage <= 0 {
+		fewer = "naive made none: no reduction to measure"
+	}
+	fmt.Fprintf(tw, "retries during the outage (sent by the proxies)\t%.0f\t%.0f (%s)\t\n", n.RetriesInOutage, c.RetriesInOutage, fewer)
 	if n.ClientRetriesInOutage+c.ClientRetriesInOutage > 0 {
 		fmt.Fprintf(tw, "edge client's own retries during the outage\t%.0f\t%.0f\t\n", n.ClientRetriesInOutage, c.ClientRetriesInOutage)
 	}
-	fmt.Fprintf(tw, "user's wait for an answer, sent during the outage: p50 / p99 (max)\t%s / %s (%s)\t%s / %s (%s)\t\n",
-		FormatWait(n.Wait.P50), FormatWait(n.Wait.P99), FormatWait(n.Wait.Max), FormatWait(c.Wait.P50), FormatWait(c.Wait.P99), FormatWait(c.Wait.Max))
+	fmt.Fprintf(tw, "user's wait for an answer, sent during the outage: p50 / p99 (max)\t%s\t%s\t\n", formatWaits(n.Wait), formatWaits(c.Wait))
 	fmt.Fprintf(tw, "  of them, given up at the user's timeout (%s) without an answer\t%d of %d\t%d of %d\t\n",
 		FormatWait(o.UserTimeout), n.Wait.GaveUp, n.Wait.N, c.Wait.GaveUp, c.Wait.N)
 	if n.Orphans != nil && c.Orphans != nil {
@@ -111,12 +114,18 @@ func appsLine(proto string) string {
 
 // formatOrphans is an arm's orphaned attempts: the total, then per tier ("120 (0 / 30 / 90)").
 func formatOrphans(o *Orphans) string {
+	if o.Checked == 0 {
+		return notMeasuredOrphans
+	}
 	parts := make([]string, 0, len(o.ByTier))
 	for _, t := range Tiers() {
 		parts = append(parts, strconv.Itoa(o.ByTier[t]))
 	}
 	return fmt.Sprintf("%d (%s)", o.Attempts, strings.Join(parts, " / "))
 }
+
+// notMeasuredOrphans says that no attempt was judged: "0 orphaned" would be a pass on nothing.
+const notMeasuredOrphans = "not measured (no attempt checked)"
 
 // errWriter keeps the first write error so the summary checks once.
 type errWriter struct {

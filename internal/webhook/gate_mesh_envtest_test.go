@@ -18,7 +18,7 @@ import (
 )
 
 // TestGateMeshLayers runs the whole manager (operator.NewManager: the mesh watcher's Set wired
-// into the workload gate) against a real API server with Istio's real CRDs: a Deployment whose
+// into the workload gate) against a real API server with Istio's and the Gateway API's real CRDs: a Deployment whose
 // upstreams make bookinfo's chain is judged with Istio's default 2 retries on every meshed hop,
 // and only in a meshed namespace; the mesh webhook judges VirtualServices against RetryPolicies
 // and ClusterRetryPolicies (meshGateClusterPolicy). An external test package: internal/operator imports this one.
@@ -28,7 +28,9 @@ func TestGateMeshLayers(t *testing.T) {
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	istio, err := crds.Istio()
 	g.Expect(err).NotTo(HaveOccurred())
-	op := operatortest.Start(t, istio)
+	gatewayAPI, err := crds.GatewayAPI(crds.Experimental) // HTTPRoute's rules[].retry
+	g.Expect(err).NotTo(HaveOccurred())
+	op := operatortest.Start(t, istio, gatewayAPI)
 	c, ctx := op.Client, op.Ctx
 
 	// The same chain in a meshed and an unmeshed namespace, no VirtualService: productpage
@@ -70,6 +72,8 @@ func TestGateMeshLayers(t *testing.T) {
 
 	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
 	t.Run("a raised mesh timeout is judged against maxTimeToAnswer", func(t *testing.T) { meshGateTimeoutRaise(t, op) })
+	t.Run("every route to an entrypoint is lowered at once", func(t *testing.T) { meshGateEntryRoutes(t, op) })
+	t.Run("a Gateway API rule is rewritten within its CRD", func(t *testing.T) { meshGateRuleFloor(t, op) })
 }
 
 // dryRunDenial is, for Eventually, why a dry-run create of obj is refused ("" while it is

@@ -464,8 +464,8 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 				hi = mid
 			}
 		}
-		if lo == 0 && fitsWith(p, obj, set, raw, e, 1) {
-			lo = 1
+		if floor := mesh.MinTries(e.layer); lo == 0 && floor < e.layer.Tries && fitsWith(p, obj, set, raw, e, floor) {
+			lo = floor
 		}
 		v.keep = lo
 		return v, true
@@ -510,11 +510,18 @@ const (
 func lowerOnEdge(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, e raised, tries int64) ([]*mesh.Rewrite, *mesh.Set, *workload.Result, bool) {
 	var all []*mesh.Rewrite
 	cur, l := set, e.layer
+	entry, isEntry := entryService(p, set, e)
 	jsonBytes := 0
 	for range maxEdgeRounds {
 		var batch []*mesh.Rewrite
 		seen := map[string]bool{}
-		for _, sl := range append([]mesh.Layer{l}, cur.Siblings(obj.group, l)...) {
+		siblings := func() []mesh.Layer {
+			if isEntry {
+				return cur.EntrySiblings(obj.group, l, entry)
+			}
+			return cur.Siblings(obj.group, l)
+		}
+		for _, sl := range append([]mesh.Layer{l}, siblings()...) {
 			if sl.Tries <= tries || seen[sl.FieldPath] {
 				continue
 			}
@@ -565,6 +572,25 @@ func lowerOnEdge(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, 
 		l, cur = nl, next
 	}
 	return nil, nil, nil, false
+}
+
+// entryService is the Service of e's entrypoint (e.from empty) in p's graph: one of p's
+// entrypoints, or a north-south backend of set (Set.Backends) that is a default entrypoint.
+func entryService(p judgedPolicy, set *mesh.Set, e raised) (mesh.ServiceRef, bool) {
+	if e.from != "" {
+		return mesh.ServiceRef{}, false
+	}
+	for _, ep := range p.Spec().Entrypoints {
+		if node, ref := p.Entrypoint(ep.Service); node == e.to {
+			return ref, true
+		}
+	}
+	for _, ref := range set.Backends() {
+		if p.Node(ref.Name, ref.Namespace) == e.to {
+			return ref, true
+		}
+	}
+	return mesh.ServiceRef{}, false
 }
 
 // layerOnEdge is the object's layer on e's edge (or entrypoint) in r, if it still has one.
@@ -707,22 +733,34 @@ func (v meshVerdict) message(obj meshObject) string {
 		// client -x4-> ... > maxTimeToAnswer 5s".
 		return v.policy.Ref().String() + ": " + v.timeRaise + " makes " + v.explain()
 	}
-	full, err := mesh.PlanRewrite(v.layer, 1)
-	if err != nil && v.layer.Tries > 2 {
-		// A Gateway API route's retry cannot give 1 try (its CRD's minimum is 1 retry): name the
-		// field from its lowest value.
-		full, err = mesh.PlanRewrite(v.layer, 2)
-	}
+	// The field as it is (its path with attempts: the plan of its fewest tries may remove the
+	// block instead), and the fewest tries it can give (a Gateway API rule: 2, mesh.MinTries).
+	floor := mesh.MinTries(v.layer)
+	field, err := mesh.Field(v.layer)
 	if err != nil {
 		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
 		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain()
 	}
-	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), full.Object, full.FieldPath, full.From, v.explain())
+	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), field.Object, field.FieldPath, field.From, v.explain())
 	if v.keep == 0 {
-		return msg + fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
+		full, err := mesh.PlanRewrite(v.layer, floor)
+		if err != nil {
+			return msg
+		}
+		if full.RemovesBlock() {
+			return msg + fmt.Sprintf("; even %s without %s (1 try) does not fit: lower the callers' attempts", full.Object, full.FieldPath)
+		}
+		msg += fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
+		if floor > 1 {
+			msg += fmt.Sprintf(" (the Gateway API CRD's attempts is at least 1, and without retry the rule gets %d tries)", v.layer.Unset)
+		}
+		return msg
 	}
 	if rw, err := mesh.PlanRewrite(v.layer, v.keep); err == nil {
-		return msg + fmt.Sprintf("; %s may keep %s: %s", full.Object, fieldName(rw.FieldPath), rw.To)
+		if rw.RemovesBlock() {
+			return msg + fmt.Sprintf("; %s may keep 1 try: remove %s", rw.Object, rw.FieldPath)
+		}
+		return msg + fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To)
 	}
 	return msg
 }
@@ -755,7 +793,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	pending := rewrites
 	for round := 0; len(pending) > 0 && round < 16; round++ {
 		v := pending[0]
-		keep := max(v.keep, 1)
+		keep := max(v.keep, mesh.MinTries(v.layer))
 		rws, next, _, ok := lowerOnEdge(v.policy, obj, cur, raw, v.edge, keep)
 		if !ok {
 			// Each field on its own: the first one's error says why.

@@ -2,7 +2,10 @@ package webhook
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +87,45 @@ spec:
 		r += "    " + retry + "\n"
 	}
 	return r
+}
+
+// manyGatewayRules is gatewayRoute with n rules to productpage, each retry.attempts: 3.
+func manyGatewayRules(n int) string {
+	r := gatewayRoute("retry: {attempts: 3}")
+	for range n - 1 {
+		r += "  - backendRefs: [{name: productpage, port: 9080}]\n    retry: {attempts: 3}\n"
+	}
+	return r
+}
+
+// manyIngressRoutes is a VirtualService bound to ingress Gateway bookinfo-gateway with n http
+// routes to productpage, each retries.attempts: 3.
+func manyIngressRoutes(n int) string {
+	v := `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: front, namespace: bookinfo}
+spec:
+  hosts: [bookinfo.example.com]
+  gateways: [bookinfo-gateway]
+  http:
+`
+	for i := range n {
+		v += fmt.Sprintf("  - match: [{uri: {prefix: /v%d/}}]\n    route: [{destination: {host: productpage}}]\n    retries: {attempts: 3}\n", i)
+	}
+	return v
+}
+
+// gammaRatings is a GAMMA HTTPRoute (parentRef Service ratings) with one rule's retry given.
+func gammaRatings(retry string) string {
+	return `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  parentRefs: [{group: "", kind: Service, name: ratings, port: 9080}]
+  rules:
+  - backendRefs: [{name: ratings, port: 9080}]
+    ` + retry + `
+`
 }
 
 // timedRetry is a route rule's 3 retries with timeouts.request d.
@@ -321,6 +363,85 @@ spec:
 					{Operation: "add", Path: "/metadata/annotations/retrycap.dev~1rewritten-from", Value: `metadata.annotations["retry.linkerd.io/http"]: "5xx"; metadata.annotations["retry.linkerd.io/limit"]: "2"`},
 				}},
 		},
+		{
+			// Every rule to the entrypoint is lowered at once: 16 rules (the CRD's most) were
+			// lowered one per round (at most 8), and "even attempts: 0 does not fit" where 2 fits.
+			name: "a Gateway route of 16 rules to the entrypoint: the fitting value", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: manyGatewayRules(16),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 3 makes " +
+				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3; HTTPRoute bookinfo/web may keep attempts: 2"},
+		},
+		{
+			name: "Rewrite: a Gateway route of 16 rules, every one lowered", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)}, object: manyGatewayRules(16),
+			want: manyLowered("HTTPRoute bookinfo/web", "/spec/rules/%d/retry/attempts", 16, 3, 2,
+				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3"),
+		},
+		{
+			name: "an ingress VirtualService of 20 routes to the entrypoint: the fitting value", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: manyIngressRoutes(20),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/front spec.http[0].retries.attempts: 3 makes " +
+				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3; VirtualService bookinfo/front may keep attempts: 2"},
+		},
+		{
+			name: "Rewrite: an ingress VirtualService of 20 routes, every one lowered", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)}, object: manyIngressRoutes(20),
+			want: manyLowered("VirtualService bookinfo/front", "/spec/http/%d/retries/attempts", 20, 3, 2,
+				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 3"),
+		},
+		{
+			// The CRD refuses attempts: 0; a Gateway rule without retry (and no
+			// BackendTrafficPolicy) is 1 try.
+			name: "a Gateway rule to 1 try: its retry removed", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 1, "")}, object: gatewayRoute("retry: {attempts: 3}"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 3 makes " +
+				"client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 1; HTTPRoute bookinfo/web may keep 1 try: remove spec.rules[0].retry"},
+		},
+		{
+			name: "Rewrite: a Gateway rule to 1 try", cluster: nil,
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 1, v1alpha1.EnforcementRewrite)}, object: gatewayRoute("retry: {attempts: 3, codes: [503]}"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{`RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/web: spec.rules[0].retry: {"attempts":3,"codes":[503]} -> removed (client -x4-> productpage -x1-> reviews -x1-> ratings = 4 > cap 1)`},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: `spec.rules[0].retry: {"attempts":3,"codes":[503]}`}},
+					{Operation: "remove", Path: "/spec/rules/0/retry"},
+				}},
+		},
+		{
+			// Istio: attempts is at least 1 (2 tries), and a rule without retry gets Istio's
+			// default 2 retries: 1 try is out of the route's reach (it proposed attempts: 0).
+			name: "Istio GAMMA route: 2 tries is the fewest", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, "")}, object: gammaRatings("retry: {attempts: 3}"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 3 makes " +
+				"productpage -x3-> reviews -x4-> ratings = 12 > cap 3; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts " +
+				"(the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)"},
+		},
+		{
+			name: "Rewrite: an Istio GAMMA route lowered as far as it goes, attempts 1", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)}, object: gammaRatings("retry: {attempts: 3}"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{
+					"RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/ratings: spec.rules[0].retry.attempts: 3 -> 1 (productpage -x3-> reviews -x4-> ratings = 12 > cap 3)",
+					"RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 3 makes productpage -x3-> reviews -x4-> ratings = 12 > cap 3; " +
+						"even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries) " +
+						"(admitted: enforcement is Rewrite; HTTPRoute bookinfo/ratings is rewritten as far as it goes)"},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: "spec.rules[0].retry.attempts: 3"}},
+					{Operation: "replace", Path: "/spec/rules/0/retry/attempts", Value: float64(1)},
+				}},
+		},
+		{
+			// Linkerd reads no rules[].retry (its annotations alone): without the block the
+			// rule adds no try.
+			name: "Rewrite: a Linkerd GAMMA route to 1 try, its retry removed", cluster: []string{linkerdNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 1, v1alpha1.EnforcementRewrite)}, object: gammaRatings("retry: {attempts: 3}"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{`RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/ratings: spec.rules[0].retry: {"attempts":3} -> removed (productpage -x1-> reviews -x4-> ratings = 4 > cap 1)`},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: `spec.rules[0].retry: {"attempts":3}`}},
+					{Operation: "remove", Path: "/spec/rules/0/retry"},
+				}},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := mesh.NewSet(mesh.Options{})
@@ -336,6 +457,26 @@ spec:
 			expectMeshDecision(t, DecideMesh(in), tc.want)
 		})
 	}
+}
+
+// manyLowered is the Rewrite decision that lowers the field at pointer (%d: the route) of routes
+// 0..n-1 of object from one value to another.
+func manyLowered(object, pointer string, n int, from, to int, chain string) MeshDecision {
+	var ptrs []string
+	for i := range n {
+		ptrs = append(ptrs, fmt.Sprintf(pointer, i))
+	}
+	sort.Strings(ptrs) // pointer order, as the annotation, the warning and the patch list them
+	var old, changes []string
+	ops := []jsonpatch.JsonPatchOperation{{}}
+	for _, p := range ptrs {
+		old = append(old, fmt.Sprintf("%s: %d", pointerToPath(p), from))
+		changes = append(changes, fmt.Sprintf("%s: %d -> %d", pointerToPath(p), from, to))
+		ops = append(ops, jsonpatch.JsonPatchOperation{Operation: "replace", Path: p, Value: float64(to)})
+	}
+	ops[0] = jsonpatch.JsonPatchOperation{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: strings.Join(old, "; ")}}
+	return MeshDecision{Allowed: true, Patch: ops,
+		Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote " + object + ": " + strings.Join(changes, ", ") + " (" + chain + ")"}}
 }
 
 // expectMeshDecision fails t unless got is want, the patches compared through JSON (values

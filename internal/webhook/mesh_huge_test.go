@@ -118,6 +118,12 @@ func randomMeshObject(r *rand.Rand) []byte {
 	}
 	n := 1 + r.IntN(12)
 	var b strings.Builder
+	switch r.IntN(6) {
+	case 0:
+		return randomEntryObject(r, false)
+	case 1:
+		return randomEntryObject(r, true)
+	}
 	if r.IntN(3) == 0 {
 		b.WriteString(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"ratings","namespace":"bookinfo"},"spec":{"parentRefs":[{"group":"","kind":"Service","name":"ratings"}],"rules":[`)
 		for i := range n {
@@ -156,12 +162,62 @@ func randomMeshObject(r *rand.Rand) []byte {
 	return []byte(b.String())
 }
 
+// randomEntryObject is a north-south object to bookinfo's entrypoint productpage: a
+// VirtualService bound to ingress Gateway bookinfo-gateway (ingress) or an HTTPRoute with a
+// Gateway parentRef, of up to 20 routes (16 rules: the HTTPRoute CRD's most; the gate lowered
+// them one per round, at most 8) to productpage, reviews or both, with random retries (none, an
+// empty block, attempts 0-5, 1-5 on a route).
+func randomEntryObject(r *rand.Rand, ingress bool) []byte {
+	n := 1 + r.IntN(20)
+	if !ingress {
+		n = 1 + r.IntN(16)
+	}
+	backends := []string{`"productpage"`, `"productpage"`, `"reviews"`, `"productpage","reviews"`}
+	var b strings.Builder
+	if ingress {
+		b.WriteString(`{"apiVersion":"networking.istio.io/v1","kind":"VirtualService","metadata":{"name":"front","namespace":"bookinfo"},"spec":{"hosts":["bookinfo.example.com"],"gateways":["bookinfo-gateway"],"http":[`)
+	} else {
+		b.WriteString(`{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"web","namespace":"bookinfo"},"spec":{"parentRefs":[{"name":"bookinfo-gateway"}],"rules":[`)
+	}
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		var dest []string
+		for _, h := range strings.Split(backends[r.IntN(len(backends))], ",") {
+			if ingress {
+				dest = append(dest, `{"destination":{"host":`+h+`}}`)
+			} else {
+				dest = append(dest, `{"name":`+h+`,"port":9080}`)
+			}
+		}
+		retry := ""
+		switch k := r.IntN(4); {
+		case k == 1 && ingress:
+			retry = `,"retries":{}`
+		case k == 1:
+			retry = `,"retry":{}`
+		case k >= 2 && ingress:
+			retry = fmt.Sprintf(`,"retries":{"attempts":%d}`, r.IntN(6))
+		case k >= 2:
+			retry = fmt.Sprintf(`,"retry":{"attempts":%d}`, 1+r.IntN(5)) // the CRD's minimum 1
+		}
+		if ingress {
+			b.WriteString(`{"route":[` + strings.Join(dest, ",") + `]` + retry + `}`)
+		} else {
+			b.WriteString(`{"backendRefs":[` + strings.Join(dest, ",") + `]` + retry + `}`)
+		}
+	}
+	b.WriteString(`]}}`)
+	return []byte(b.String())
+}
+
 // TestLowerOnEdgeDifferential: on random objects, every raised edge and every target, the
 // rewrites lowerOnEdge plans (on the Set's decoded objects, siblings at once) give the object
 // refLowerOnEdge gives (field by field in the JSON), and the same verdict.
 func TestLowerOnEdgeDifferential(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 31))
-	checked := 0
+	checked, entries := 0, 0
 	for range 300 {
 		raw := randomMeshObject(r)
 		in := hugeInput(t, v1alpha1.EnforcementRewrite, raw)
@@ -194,14 +250,17 @@ func TestLowerOnEdgeDifferential(t *testing.T) {
 						t.Fatalf("%s\nedge %s->%s to %d tries:\n got %s\nwant %s", raw, e.from, e.to, tries, got, want)
 					}
 					checked++
+					if e.from == "" {
+						entries++
+					}
 				}
 			}
 		}
 	}
-	if checked < 300 {
-		t.Fatalf("only %d lowerings compared", checked)
+	if checked < 300 || entries < 100 {
+		t.Fatalf("only %d lowerings compared, %d of them at an entrypoint", checked, entries)
 	}
-	t.Logf("%d lowerings compared", checked)
+	t.Logf("%d lowerings compared, %d of them at an entrypoint", checked, entries)
 }
 
 func sameJSON(t *testing.T, a, b []byte) bool {

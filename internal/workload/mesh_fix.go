@@ -62,7 +62,7 @@ func splitSuggestion(node, up string, m MeshEdge, planned int64) []string {
 // entrySuggestion lowers the gateway layer on v's entrypoint's client attempts when those alone
 // are over the cap (the planner cannot change client attempts, but the route's field is ours).
 func (r *Result) entrySuggestion(v *graph.Violation) (string, bool) {
-	l, tries, ok := r.EntryLowering(v)
+	l, tries, ok := r.EntryFix(v)
 	if !ok {
 		return "", false
 	}
@@ -73,22 +73,21 @@ func (r *Result) entrySuggestion(v *graph.Violation) (string, bool) {
 	return rw.Suggestion, true
 }
 
-// EntryLowering is the mesh layer on v's entrypoint's client attempts (a Gateway route, an
-// ingress VirtualService) and the tries it may give so that v's path fits the cap with the rest
-// of the path as it is; ok is false when no such layer needs lowering. The suggestion
-// (entrySuggestion) and analyze's -o patch plan the same change from it.
-func (r *Result) EntryLowering(v *graph.Violation) (l mesh.Layer, tries int64, ok bool) {
+// EntryFix is the layer on v's entrypoint's client attempts to lower, and the tries it may give,
+// when the entrypoint's mesh layers make v's path go over the cap (ok): what the status's
+// suggestion and analyze -o patch lower.
+func (r *Result) EntryFix(v *graph.Violation) (l mesh.Layer, tries int64, ok bool) {
 	if len(v.Path) == 0 || len(v.Factors) == 0 {
-		return l, 0, false
+		return mesh.Layer{}, 0, false
 	}
 	m, found := r.MeshEntry[v.Path[0]]
 	if !found || !m.Multiplied() {
-		return l, 0, false
+		return mesh.Layer{}, 0, false
 	}
 	rest := graph.Product(v.Factors[1:])
 	allowed := max(r.Cap/max(rest, 1), 1)
 	if allowed >= m.Attempts() {
-		return l, 0, false
+		return mesh.Layer{}, 0, false
 	}
 	_, l, tries, lower, _ := mesh.Split(m.App, m.Layers, allowed)
 	return l, tries, lower

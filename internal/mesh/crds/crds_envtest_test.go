@@ -151,9 +151,9 @@ func TestRealCRDs(t *testing.T) {
 	}{
 		{"ratings", mesh.Layer{Kind: mesh.Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 4,
 			Note: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3"}},
-		{"reviews", mesh.Layer{Kind: mesh.GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 4,
+		{"reviews", mesh.Layer{Kind: mesh.GAMMA, Object: "HTTPRoute bookinfo/reviews", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 3,
 			Note: "HTTPRoute bookinfo/reviews spec.rules[0].retry.attempts: 3"}},
-		{"details", mesh.Layer{Kind: mesh.Istio, Object: "GRPCRoute bookinfo/details", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true,
+		{"details", mesh.Layer{Kind: mesh.Istio, Object: "GRPCRoute bookinfo/details", FieldPath: "spec.rules[0].retry", Tries: 3, Unset: 3, Default: true,
 			Note: "Istio default, GRPCRoute bookinfo/details spec.rules[0] sets no retry"}},
 	} {
 		want := mesh.Edge{Layers: []mesh.Layer{tc.want}}

@@ -37,7 +37,10 @@ type Exchange struct {
 	// logRing: the access log's ring of the event loop serving the exchange (LogTo).
 	logRing *accesslog.Ring
 
-	key          []byte
+	key []byte
+	// otherKeys are the request's other Idempotency-Key values (nil for one
+	// field): the ledger charges each (policy.KeyLedger.AddAll).
+	otherKeys    [][]byte
 	split        policy.Split
 	maxAttempts  int
 	attempt      int // number of the attempt under way (1-based); 0 before the first
@@ -105,6 +108,10 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 		restoreRawOrder(&req.Header, sc)
 	}
 	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)
+	if seen&seenIdempotencyKey != 0 && keyFieldsDiffer(&req.Header, key) {
+		// Several keys: the first non-empty one is the key, each is charged.
+		key, x.otherKeys = policy.OtherKeys(req.Header.PeekAll(headerIdempotencyKey))
+	}
 	if !x.deadlineIn(hadBag) {
 		return false
 	}
@@ -142,7 +149,7 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	}
 	x.ledgerOn = x.chainOn && cfg.Entrypoint && len(key) > 0
 	if x.ledgerOn {
-		n -= f.ledger.Spent(key, x.start)
+		n -= f.ledger.SpentMost(key, x.otherKeys, x.start)
 		if n <= 0 {
 			x.fail(policy.ReasonChain, "chain budget of this Idempotency-Key is spent")
 			return false
@@ -184,7 +191,7 @@ func (x *Exchange) NextAttempt() bool {
 			x.req.Header.SetCanonical(keyBaggage, sc.out)
 		}
 		if x.ledgerOn {
-			x.f.ledger.Add(x.key, b, x.attemptStart)
+			x.f.ledger.AddAll(x.key, x.otherKeys, b, x.attemptStart)
 		}
 	}
 	if x.dl.Set() {

@@ -35,6 +35,19 @@ func (f *Forwarder) requestHeadersSeen(h *fasthttp.RequestHeader, seen Seen, sc 
 	return n, hadBag, key
 }
 
+// keyFieldsDiffer reports whether the request carries Idempotency-Key
+// fields of different values (first: the first one's). PeekAll, not All:
+// All collects the cookies, after which fasthttp writes the Cookie field
+// re-encoded; PeekAll reuses the header's buffer (no allocation).
+func keyFieldsDiffer(h *fasthttp.RequestHeader, first []byte) bool {
+	for _, v := range h.PeekAll(headerIdempotencyKey) {
+		if !bytes.Equal(v, first) {
+			return true
+		}
+	}
+	return false
+}
+
 // incomingBudget resolves the chain budget n from every Retrycap-Budget
 // header and every baggage header the app sent: the smallest well-formed
 // value counts (a repeated header can only lower it, never raise it). When

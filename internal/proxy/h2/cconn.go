@@ -423,6 +423,24 @@ const maxSettings = 100
 func (cc *cconn) frame(f http2.Frame) bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	if id := f.Header().StreamID; id != 0 && cc.goingAway && id > cc.maxSeen {
+		// After a GOAWAY (the client's, or the relay's shutdown) a frame
+		// for a stream above the last one seen is discarded, as x/net's
+		// server discards them in its graceful shutdown (processFrame:
+		// "Discard frames for streams initiated after the identified
+		// last stream sent in a GOAWAY"), not taken for a frame on an
+		// idle stream; DATA still counts against the connection's window,
+		// and is given back.
+		if d, ok := f.(*http2.DataFrame); ok {
+			n := int64(d.Length)
+			if !cc.recvWin.take(n) {
+				_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeFlowControl, []byte("DATA beyond the connection window"))
+				return false
+			}
+			cc.creditConn(n)
+		}
+		return true
+	}
 	switch f := f.(type) {
 	case *http2.SettingsFrame:
 		if f.IsAck() {
@@ -596,6 +614,11 @@ func badRequestFields(f *hblock) string {
 // onHeaders handles a header block from the client; mu held.
 func (cc *cconn) onHeaders(f *hblock) bool {
 	id := f.streamID
+	if cc.goingAway && id > cc.maxSeen && id%2 == 0 {
+		// Discarded after a GOAWAY, as frame discards the others (an odd
+		// id is refused below: the client may retry it elsewhere).
+		return true
+	}
 	if id%2 == 0 {
 		_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeProtocol, []byte("client stream id "+strconv.FormatUint(uint64(id), 10)+" is even"))
 		return false

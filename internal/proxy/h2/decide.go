@@ -104,9 +104,10 @@ type callState struct {
 	retryable    bool
 	maxAttempts  int
 	chainLimited bool
-	key          string // Idempotency-Key, "" for none
-	generated    bool   // key was generated here (entrypoint, keyless POST/PATCH)
-	ledgerOn     bool   // the key is charged in the entry proxy's ledger
+	key          string   // Idempotency-Key, "" for none
+	generated    bool     // key was generated here (entrypoint, keyless POST/PATCH)
+	ledgerOn     bool     // the key is charged in the entry proxy's ledger
+	otherKeys    [][]byte // the call's other idempotency-key values, charged too (nil: one)
 	attemptStart int64
 }
 
@@ -168,10 +169,23 @@ func (c *callState) setup() *ownAnswer {
 	if c.up.PerTryTimeout > 0 {
 		c.perTry = c.up.PerTryTimeout
 	}
+	if keys := c.hdr.Values(hdrIdempotencyKey); len(keys) > 1 {
+		// Several keys: the first non-empty one is the key, each is charged
+		// (policy.KeyLedger.AddAll).
+		bs := make([][]byte, len(keys))
+		for i, k := range keys {
+			bs[i] = []byte(k)
+		}
+		var k []byte
+		k, c.otherKeys = policy.OtherKeys(bs)
+		c.key = string(k)
+	} else {
+		c.key = first(c.hdr, hdrIdempotencyKey)
+	}
 	if c.grpc {
 		c.retryable = c.known && fits
 	} else {
-		c.retryable = c.known && (h.methods[c.method] || policy.KeyRetryable([]byte(first(c.hdr, hdrIdempotencyKey)), c.up.Dedup)) && fits
+		c.retryable = c.known && (h.methods[c.method] || policy.KeyRetryable([]byte(c.key), c.up.Dedup)) && fits
 	}
 	n := 0
 	c.chainOn = h.cfg.ChainCap > 0
@@ -198,7 +212,6 @@ func (c *callState) setup() *ownAnswer {
 		c.m.denied[policy.ReasonDeadline].Inc()
 		return c.deadlineAnswer("no time left: nothing forwarded")
 	}
-	c.key = first(c.hdr, hdrIdempotencyKey)
 	if c.key == "" && h.ledger != nil && !c.grpc && (c.method == http.MethodPost || c.method == http.MethodPatch) {
 		// As on the HTTP/1.1 path (forward.Exchange.Begin): not retried
 		// here (the app did not ask for it), but the key lets the client
@@ -210,7 +223,7 @@ func (c *callState) setup() *ownAnswer {
 	// chain's, wherever the call went.
 	c.ledgerOn = c.chainOn && h.ledger != nil && c.key != ""
 	if c.ledgerOn {
-		n -= h.ledger.Spent([]byte(c.key), c.start)
+		n -= h.ledger.SpentMost([]byte(c.key), c.otherKeys, c.start)
 		if n <= 0 {
 			c.m.denied[policy.ReasonChain].Inc()
 			return c.ownAnswer(policy.ReasonChain, "chain budget of this Idempotency-Key is spent", 0)
@@ -321,7 +334,7 @@ func (c *callState) attemptHeaders(n int, now int64, out []hpack.HeaderField) []
 		b := c.split.BudgetFor(n)
 		out = append(out, hpack.HeaderField{Name: fieldBudget, Value: strconv.Itoa(b)})
 		if c.ledgerOn {
-			c.h.ledger.Add([]byte(c.key), b, c.attemptStart)
+			c.h.ledger.AddAll([]byte(c.key), c.otherKeys, b, c.attemptStart)
 		}
 		if c.hadBag {
 			bag = policy.AppendBaggage(nil, []byte(c.bag), b)

@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"bytes"
 	"container/list"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -12,18 +14,29 @@ import (
 // requests carrying that key have spent at an entry proxy, so a client that
 // retries with the same key gets what is left rather than a fresh cap.
 // Memory is bounded: at most max keys, least recently used evicted first,
-// and entries older than ttl are forgotten.
+// and entries older than ttl are forgotten. A key is held as a 128-bit
+// digest, not its bytes: a client chooses the key's length (up to the
+// head's limit, 1 MB on h2), and 100,000 keys of 1 MB each held as they
+// came would be 100 GB.
 type KeyLedger struct {
 	ttl int64
 	max int
 
+	// seeds of the digest: random per ledger, so a client cannot make two
+	// of its keys collide (a collision could only merge their spending:
+	// lower a budget, never raise it).
+	seeds [2]maphash.Seed
+
 	mu  sync.Mutex
 	lru *list.List // front = most recent; values are *keyEntry
-	m   map[string]*list.Element
+	m   map[keyDigest]*list.Element
 }
 
+// keyDigest is a key's fixed-size stand-in in the ledger.
+type keyDigest [2]uint64
+
 type keyEntry struct {
-	key   string
+	key   keyDigest
 	spent int
 	at    int64 // last update, unix ns
 }
@@ -33,14 +46,20 @@ func NewKeyLedger(ttl time.Duration, max int) *KeyLedger {
 	if max <= 0 {
 		max = 100000
 	}
-	return &KeyLedger{ttl: int64(ttl), max: max, lru: list.New(), m: make(map[string]*list.Element)}
+	return &KeyLedger{ttl: int64(ttl), max: max, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		lru: list.New(), m: make(map[keyDigest]*list.Element)}
+}
+
+func (l *KeyLedger) digest(key []byte) keyDigest {
+	return keyDigest{maphash.Bytes(l.seeds[0], key), maphash.Bytes(l.seeds[1], key)}
 }
 
 // Spent returns what the key has spent so far (0 if unknown or expired).
 func (l *KeyLedger) Spent(key []byte, now int64) int {
+	d := l.digest(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.m[string(key)]
+	e, ok := l.m[d]
 	if !ok {
 		return 0
 	}
@@ -55,9 +74,10 @@ func (l *KeyLedger) Spent(key []byte, now int64) int {
 
 // Add records that a request with key spent n more.
 func (l *KeyLedger) Add(key []byte, n int, now int64) {
+	d := l.digest(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.m[string(key)]; ok {
+	if e, ok := l.m[d]; ok {
 		ke := e.Value.(*keyEntry)
 		if now-ke.at > l.ttl {
 			ke.spent = 0
@@ -67,7 +87,7 @@ func (l *KeyLedger) Add(key []byte, n int, now int64) {
 		l.lru.MoveToFront(e)
 		return
 	}
-	ke := &keyEntry{key: string(key), spent: n, at: now}
+	ke := &keyEntry{key: d, spent: n, at: now}
 	l.m[ke.key] = l.lru.PushFront(ke)
 	for l.lru.Len() > l.max {
 		old := l.lru.Back()
@@ -84,6 +104,53 @@ func (l *KeyLedger) Add(key []byte, n int, now int64) {
 		l.lru.Remove(old)
 		delete(l.m, old.Value.(*keyEntry).key)
 	}
+}
+
+// A request may carry several Idempotency-Key fields of different values
+// (which one an upstream deduplicates by is its business: the first, the
+// last, the list). It is charged under every one of them and gets what the
+// most spent of them left, so that no value carries a fresh budget: charged
+// under the first alone, [k2, k3] then k3 alone reached an upstream that
+// reads the last one 3 + 3 times under cap 4. others are the values besides
+// key (nil for the one field of nearly every request).
+
+// SpentMost is the most key or any of others has spent.
+func (l *KeyLedger) SpentMost(key []byte, others [][]byte, now int64) int {
+	n := l.Spent(key, now)
+	for _, k := range others {
+		n = max(n, l.Spent(k, now))
+	}
+	return n
+}
+
+// AddAll records that a request with key and others spent n more, under each.
+func (l *KeyLedger) AddAll(key []byte, others [][]byte, n int, now int64) {
+	l.Add(key, n, now)
+	for _, k := range others {
+		l.Add(k, n, now)
+	}
+}
+
+// OtherKeys is the distinct non-empty values of values besides key (key
+// itself: the first non-empty one when key is empty), for SpentMost and
+// AddAll; nil when there are none.
+func OtherKeys(values [][]byte) (key []byte, others [][]byte) {
+	for _, v := range values {
+		switch {
+		case len(v) == 0 || bytes.Equal(v, key):
+		case len(key) == 0:
+			key = v
+		default:
+			dup := false
+			for _, o := range others {
+				dup = dup || bytes.Equal(o, v)
+			}
+			if !dup {
+				others = append(others, bytes.Clone(v))
+			}
+		}
+	}
+	return key, others
 }
 
 // Len is the number of keys held.

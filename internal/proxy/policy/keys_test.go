@@ -2,6 +2,7 @@ package policy
 
 import (
 	"regexp"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -75,4 +76,37 @@ func TestBreakerCancelProbe(t *testing.T) {
 	if s := b.State(now); s != BreakerClosed {
 		t.Fatalf("state %s, want closed", s)
 	}
+}
+
+// The ledger's memory does not grow with the keys' length: a client picks
+// it (up to 1 MB on h2). 1,000 keys of 64 KiB held as they came were 64 MB;
+// as digests they are a few hundred KB. Spending stays per key.
+func TestKeyLedgerLongKeys(t *testing.T) {
+	l := NewKeyLedger(time.Hour, 0)
+	key := make([]byte, 64<<10)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 1000 {
+		key[0], key[1], key[len(key)-1] = byte(i), byte(i>>8), 'x'
+		l.Add(key, 2, 1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 8<<20 {
+		t.Errorf("1,000 keys of 64 KiB grew the heap by %d bytes: the ledger holds the keys' bytes", grown)
+	}
+	if l.Len() != 1000 {
+		t.Fatalf("%d keys held, want 1000", l.Len())
+	}
+	key[0], key[1] = 7, 0
+	l.Add(key, 1, 2)
+	if got := l.Spent(key, 3); got != 3 {
+		t.Errorf("key 7 spent %d, want 3 (2 + 1)", got)
+	}
+	key[len(key)-1] = 'y' // differs in its last byte only
+	if got := l.Spent(key, 3); got != 0 {
+		t.Errorf("an unseen key spent %d, want 0", got)
+	}
+	runtime.KeepAlive(l)
 }
