@@ -47,6 +47,17 @@ func RenderTable(w io.Writer, rep *Report) error {
 			eps = append(eps, fmt.Sprintf("%s (client x%d)", e.Service, e.ClientAttempts))
 		}
 		fmt.Fprintf(tw, "  entrypoints:\t%s\n", orNone(strings.Join(eps, ", ")))
+		if p.NotChecked != "" {
+			// Nothing was checked: a worst path "= 1 <= cap", one chain per lone service and an
+			// "unbounded" time would read as results (Sock Shop, 14 workloads, no upstreams).
+			for _, e := range p.Errors {
+				fmt.Fprintf(tw, "  error: %s\n", e)
+			}
+			for _, wn := range groupWarnings(p.Warnings) {
+				fmt.Fprintf(tw, "  warning: %s\n", wn)
+			}
+			continue
+		}
 		switch {
 		case len(p.WorstPath) > 0 && !p.Bounded:
 			fmt.Fprintf(tw, "  worst path:\t%s, into the retry cycle\n", strings.Join(p.WorstPath, " -> "))

@@ -9,6 +9,10 @@ func btp(ns, name, target, retry string) string {
 	return "\napiVersion: gateway.envoyproxy.io/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec:\n  targetRefs: [" + target + "]\n" + retry
 }
 
+func istioGateway(ns, name, class string) string {
+	return "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec:\n  gatewayClassName: " + class + "\n  listeners: [{name: http, port: 80, protocol: HTTP}]"
+}
+
 func TestEntry(t *testing.T) {
 	north := func(rules string) string {
 		return routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  parentRefs: [{name: eg}]\n  rules:\n"+rules)
@@ -84,6 +88,31 @@ func TestEntry(t *testing.T) {
 			docs: north("  - backendRefs: [{name: orders, namespace: api}]\n    retry: {attempts: 2}"),
 			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 3, Unset: 1,
 				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 2"}}},
+		},
+		{
+			// Online Boutique's service-mesh-istio component, Istio's helloworld gateway-api sample.
+			name: "no retry, parent Gateway of class istio: Istio's default 2 retries", backend: ServiceRef{"shop", "frontend"},
+			docs: istioGateway("shop", "eg", "istio") + "\n---\n" + north("  - backendRefs: [{name: frontend}]"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 3, Default: true,
+				Note: "Istio default, HTTPRoute shop/web spec.rules[0] sets no retry (parent Gateway shop/eg, class istio)", Unset: 3}}},
+		},
+		{
+			name: "no retry, class istio, MeshConfig default 4 retries", backend: ServiceRef{"shop", "frontend"},
+			docs: istioGateway("shop", "eg", "istio") + "\n---\n" + north("  - backendRefs: [{name: frontend}]") + "\n---\n" + "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultHttpRetryPolicy: {attempts: 4, retryOn: 5xx}\n",
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 5, Default: true,
+				Note: "Istio default from ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: 4, HTTPRoute shop/web spec.rules[0] sets no retry (parent Gateway shop/eg, class istio)", Unset: 5}}},
+		},
+		{
+			name: "retry.attempts 1 at an istio Gateway: 2 tries, not the default", backend: ServiceRef{"shop", "frontend"},
+			docs: istioGateway("shop", "eg", "istio") + "\n---\n" + north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry.attempts", Tries: 2,
+				Note: "HTTPRoute shop/web spec.rules[0].retry.attempts: 1", Unset: 3}}}, // without the block: Istio's default
+		},
+		{
+			name: "no retry, parent Gateway of another class: 1 try", backend: ServiceRef{"shop", "frontend"},
+			docs: istioGateway("shop", "eg", "eg") + "\n---\n" + north("  - backendRefs: [{name: frontend}]"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Default: true,
+				Note: "HTTPRoute shop/web spec.rules[0] sets no retry and no BackendTrafficPolicy targets it", Unset: 1}}},
 		},
 		{
 			name: "a Service no Gateway route reaches: no layer", backend: ServiceRef{"shop", "cart"},

@@ -790,8 +790,38 @@ func (s *Set) policyLayer(x *index, r *route, i int) Layer {
 	if best.Kind != "" {
 		return best
 	}
-	return Layer{Kind: Gateway, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry", i), Tries: 1, Default: true,
+	unset := Layer{Kind: Gateway, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry", i), Tries: 1, Default: true,
 		Note: fmt.Sprintf("%s spec.rules[%d] sets no retry and no BackendTrafficPolicy targets it", r.id(), i)}
+	if g := s.istioGatewayParent(r); g != "" {
+		l := withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry (parent Gateway %s, class %s)", r.id(), i, g, IstioGatewayClass)), unset)
+		l.Kind = Gateway
+		return l
+	}
+	return unset
+}
+
+// IstioGatewayClass is the GatewayClass of Istio's Gateway API ingress (istio/istio
+// pilot/pkg/features/pilot.go GatewayAPIDefaultGatewayClass, PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME).
+const IstioGatewayClass = "istio"
+
+// istioGatewayParent names the first parent Gateway of r (in the input) whose class is Istio's
+// ingress, "" when none is. Istio turns such a route into a VirtualService whose retries stay
+// unset when the rule has no retry (istio/istio 86c9f01f pilot/pkg/config/kube/gateway/
+// conversion.go, convertHTTPRoute: vs.Retries only `if r.Retry != nil`), and the gateway's Envoy
+// then gets the default retry policy (pilot/pkg/networking/core/route/retry/retry.go,
+// ConvertPolicy: nil -> the default, 2 retries, or MeshConfig's defaultHttpRetryPolicy): the
+// same default as a sidecar's, at the entry.
+func (s *Set) istioGatewayParent(r *route) string {
+	for _, p := range r.Spec.ParentRefs {
+		if !p.isGateway() {
+			continue
+		}
+		k := ServiceRef{p.namespaceOr(r.Metadata.Namespace), p.Name}.String()
+		if g := s.gateways[k]; g != nil && g.Spec.GatewayClassName == IstioGatewayClass {
+			return k
+		}
+	}
+	return ""
 }
 
 const linkerdZeroNote = "treated as unset by Linkerd"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +168,30 @@ func TestRealCRDs(t *testing.T) {
 		Note: "BackendTrafficPolicy bookinfo/web-retry spec.retry.numRetries: 5 (targets HTTPRoute/bookinfo/web)"}}}
 	if got := s.Entry(mesh.ServiceRef{Namespace: ns, Name: "productpage"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("Entry(productpage):\n got %#v\nwant %#v", got, want)
+	}
+
+	// A Gateway API route's retry cannot give 1 try: the API server refuses attempts 0 (why
+	// mesh.PlanRewrite stops at attempts 1), and takes the route analyze -o patch writes for
+	// Istio's helloworld sample (internal/cli/testdata/cases/public-istio-helloworld-gateway-api-patch.golden).
+	route := func(attempts int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+			"metadata": map[string]any{"name": "helloworld", "namespace": ns},
+			"spec": map[string]any{
+				"parentRefs": []any{map[string]any{"name": "helloworld-gateway"}},
+				"rules": []any{map[string]any{
+					"backendRefs": []any{map[string]any{"name": "helloworld", "port": int64(5000)}},
+					"matches":     []any{map[string]any{"path": map[string]any{"type": "Exact", "value": "/hello"}}},
+					"retry":       map[string]any{"attempts": attempts},
+				}},
+			},
+		}}
+	}
+	err = c.Create(ctx, route(0), client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "spec.rules[0].retry.attempts: Invalid value: 0: spec.rules[0].retry.attempts in body should be greater than or equal to 1") {
+		t.Errorf("HTTPRoute retry.attempts 0: got %v, want the API server's minimum 1", err)
+	}
+	if err := c.Create(ctx, route(1), client.DryRunAll); err != nil {
+		t.Errorf("HTTPRoute retry.attempts 1 (analyze -o patch): %v", err)
 	}
 }
