@@ -287,7 +287,7 @@ spec:
 		},
 		{
 			name: "a timeout raised within maxTimeToAnswer passes", cluster: []string{gatewayRoute(timedRetry("4s"))},
-			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("4.5s")), old: gatewayRoute(timedRetry("4s")),
+			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute(timedRetry("4500ms")), old: gatewayRoute(timedRetry("4s")),
 			want: MeshDecision{Allowed: true},
 		},
 		{
