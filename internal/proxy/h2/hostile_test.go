@@ -593,12 +593,15 @@ func TestSlowClientsTimedOut(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// From before the dial: the relay's timer starts at its accept,
+			// which can come before Dial returns here (a lower bound measured
+			// from after the dial failed by 1 ms under load).
+			start := time.Now()
 			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			start := time.Now()
 			r := &hostileClient{t: t, c: c, fr: http2.NewFramer(c, c)}
 			r.enc = hpack.NewEncoder(&r.hbuf)
 			if tc.name == "partial-frame" || tc.name == "partial-header-block" {
