@@ -34,8 +34,10 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			return nil, false
 		}
 		// A count (spec.LIST[i].BLOCK.attempts), or a rule's retry block removed.
-		if _, isInt := r.value.(int64); !(isInt && !r.remove && len(r.path) == 5 && r.path[4] == "attempts" ||
-			r.remove && r.inner == "attempts" && len(r.path) == 4 && r.path[3] == "retry") {
+		_, isInt := r.value.(int64)
+		count := isInt && !r.remove && len(r.path) == 5 && r.path[4] == "attempts"
+		removed := r.remove && r.inner == "attempts" && len(r.path) == 4 && r.path[3] == "retry"
+		if !count && !removed {
 			return nil, false
 		}
 	}

@@ -169,7 +169,7 @@ func (p *parser) parse(line []byte) (lineKind, error) {
 		{"caller", r.caller, MaxNameBytes}, {"callee", r.target, MaxNameBytes}, {"method", r.method, MaxMethodBytes},
 	} {
 		if len(f.v) > f.max {
-			return lineBad, fmt.Errorf("%s of %d bytes, over the bound of %d: %.40q...", f.name, len(f.v), f.max, f.v)
+			return lineBad, fmt.Errorf("%s of %d bytes, over the bound of %d: %.40q (cut)", f.name, len(f.v), f.max, f.v)
 		}
 	}
 	if r.dur > maxDuration || r.dur < 0 {

@@ -67,7 +67,7 @@ func TestHostileAnswers(t *testing.T) {
 		{"not JSON", jsonAnswer("<<garbage>>"), "bad_response: invalid character '<' looking for beginning of value"},
 		{"truncated JSON", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{}`), "bad_response: unexpected end of JSON input"},
 		{"status error", jsonAnswer(`{"status":"error","errorType":"execution","error":"query timed out in expression evaluation"}`), "execution: query timed out in expression evaluation"},
-		{"status error without a message", jsonAnswer(`{"status":"error"}`), `Prometheus answered "status": "error" without an errorType or an error message`},
+		{"status error without a message", jsonAnswer(`{"status":"error"}`), `the answer says "status": "error" without an errorType or an error message`},
 		{"success without data", jsonAnswer(`{"status":"success"}`), "the answer has no result (no data.resultType and data.result)"},
 		{"data null", jsonAnswer(`{"status":"success","data":null}`), "the answer has no result (no data.resultType and data.result)"},
 		{"a matrix", jsonAnswer(`{"status":"success","data":{"resultType":"matrix","result":[]}}`), "got a matrix, want a vector"},

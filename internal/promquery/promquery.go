@@ -326,7 +326,7 @@ func describe(err error) error {
 		return err
 	}
 	if ae.Type == "" && ae.Msg == "" {
-		return errors.New(`Prometheus answered "status": "error" without an errorType or an error message`)
+		return errors.New(`the answer says "status": "error" without an errorType or an error message`)
 	}
 	code, ok := strings.CutPrefix(ae.Msg, "client error: ")
 	if !ok {
