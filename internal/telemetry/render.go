@@ -99,6 +99,14 @@ func RenderPatch(w io.Writer, r *Result) error {
 	if n == 0 {
 		b.WriteString("# nothing to patch: every workload found already declares its upstreams\n")
 	}
+	if len(r.NonHTTP) > 0 {
+		// Said here too, not only in the YAML report: an edge the patch leaves out on purpose
+		// is not one it lost (its callee then shows as an entrypoint nothing calls).
+		fmt.Fprintf(&b, "# %d edge(s) left out of the patches:\n", len(r.NonHTTP))
+		for _, e := range r.NonHTTP {
+			fmt.Fprintf(&b, "#   %s -> %s (%s): %s\n", e.From, e.To, e.Source, e.Why)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
