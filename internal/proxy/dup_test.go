@@ -41,37 +41,13 @@ type resetBackend struct {
 	mu     sync.Mutex
 	execs  map[int]int // executions per id
 	resets atomic.Int64
-	conns  atomic.Int64
+	conns  *atomic.Int64 // connections accepted
 }
 
 func newResetBackend(t *testing.T, reset func(id int) bool) *resetBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &resetBackend{ln: ln, reset: reset, execs: map[int]int{}}
-	var wg sync.WaitGroup
-	var open sync.Map
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.conns.Add(1)
-			open.Store(c, nil)
-			wg.Add(1)
-			go func() { defer wg.Done(); defer open.Delete(c); b.serve(c.(*net.TCPConn)) }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		open.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
-		wg.Wait()
-	})
+	b := &resetBackend{reset: reset, execs: map[int]int{}}
+	b.ln, b.conns = proxytest.RawBackend(t, func(c *net.TCPConn) { b.serve(c) })
 	return b
 }
 

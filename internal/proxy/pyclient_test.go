@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,7 +162,7 @@ type pyBackend struct {
 	mu    sync.Mutex
 	reqs  []pyReq
 	execs map[string]int
-	conns int
+	conns *atomic.Int64 // connections accepted
 }
 
 type pyAct struct {
@@ -181,34 +182,8 @@ type pyReq struct {
 
 func newPyBackend(t *testing.T, act func(r *http.Request, n int) pyAct) *pyBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &pyBackend{ln: ln, act: act, execs: map[string]int{}}
-	var wg sync.WaitGroup
-	var open sync.Map
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.conns++
-			b.mu.Unlock()
-			open.Store(c, nil)
-			wg.Add(1)
-			go func() { defer wg.Done(); defer open.Delete(c); b.serve(c.(*net.TCPConn)) }()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		open.Range(func(c, _ any) bool { _ = c.(net.Conn).Close(); return true })
-		wg.Wait()
-	})
+	b := &pyBackend{act: act, execs: map[string]int{}}
+	b.ln, b.conns = proxytest.RawBackend(t, func(c *net.TCPConn) { b.serve(c) })
 	return b
 }
 

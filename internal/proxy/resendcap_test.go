@@ -43,31 +43,8 @@ type rstBackend struct {
 
 func newRstBackend(t *testing.T) *rstBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &rstBackend{ln: ln}
-	var wg sync.WaitGroup
-	var open sync.Map
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			open.Store(c, nil)
-			wg.Add(1)
-			go func() { defer wg.Done(); defer open.Delete(c); b.serve(c.(*net.TCPConn)) }()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		open.Range(func(c, _ any) bool { _ = c.(net.Conn).Close(); return true })
-		wg.Wait()
-	})
+	b := &rstBackend{}
+	b.ln, _ = proxytest.RawBackend(t, func(c *net.TCPConn) { b.serve(c) })
 	return b
 }
 

@@ -231,3 +231,39 @@ func Client(addr string) *http.Client {
 	u, _ := url.Parse("http://" + addr)
 	return &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
 }
+
+// RawBackend accepts connections on a loopback listener and hands each to serve on a
+// goroutine of its own, for backends that must control the socket itself (read a request,
+// then reset): the tests' raw upstreams share this accept loop. Accepted counts the
+// connections. At the test's end the listener and every open connection are closed and
+// their goroutines waited for.
+func RawBackend(t testing.TB, serve func(*net.TCPConn)) (ln net.Listener, accepted *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = new(atomic.Int64)
+	var wg sync.WaitGroup
+	var open sync.Map
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			open.Store(c, nil)
+			wg.Add(1)
+			go func() { defer wg.Done(); defer open.Delete(c); serve(c.(*net.TCPConn)) }()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		open.Range(func(c, _ any) bool { _ = c.(net.Conn).Close(); return true })
+		wg.Wait()
+	})
+	return ln, accepted
+}
