@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/retrycap/retrycap/internal/controlplane"
 )
 
 // hostileManifests: a ConfigMap of 10,000 keys whose values look like URLs and are not
@@ -90,17 +87,7 @@ spec:
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	cp, err := controlplane.Start(controlplane.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	cp, ctx := startControlPlane(t, 2*time.Minute)
 	// create, not apply: apply keeps a copy of the 10,000 keys in an annotation, over 256 KiB.
 	if _, stderr, err := cp.RunKubectl(ctx, "", "create", "-f", manifests); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)

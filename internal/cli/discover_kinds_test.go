@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
-	"github.com/retrycap/retrycap/internal/controlplane"
 	"github.com/retrycap/retrycap/internal/promquery/promtest"
 	"github.com/retrycap/retrycap/internal/telemetry"
 )
@@ -241,17 +240,7 @@ spec:
 		t.Errorf("Job patch without the note:\n%s", docs[1])
 	}
 
-	cp, err := controlplane.Start(controlplane.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	cp, ctx := startControlPlane(t, 2*time.Minute)
 	if _, stderr, err := cp.RunKubectl(ctx, "", "create", "namespace", "batch"); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +8,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/retrycap/retrycap/internal/controlplane"
 )
 
 // TestDiscoverPatchAppliedThenAnalysed: discover's patches for microservices-demo, applied with
@@ -25,17 +22,7 @@ func TestDiscoverPatchAppliedThenAnalysed(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("discover: exit %d: %s", code, stderr)
 	}
-	cp, err := controlplane.Start(controlplane.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	cp, ctx := startControlPlane(t, 2*time.Minute)
 	if _, stderr, err := cp.RunKubectl(ctx, "", "apply", "-f", manifests); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}

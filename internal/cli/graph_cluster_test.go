@@ -2,13 +2,10 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/retrycap/retrycap/internal/controlplane"
 )
 
 // graph against a real API server: the cluster chain sample, and a RetryPolicy of one of its
@@ -17,17 +14,7 @@ func TestGraphClusterPolicy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	cp, err := controlplane.Start(controlplane.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	cp, ctx := startControlPlane(t, time.Minute)
 	if _, stderr, err := cp.RunKubectl(ctx, "", "apply", "-f", filepath.Join(cp.RepoRoot, "config", "samples", "cluster-chain.yaml")); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
