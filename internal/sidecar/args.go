@@ -34,8 +34,9 @@ const (
 	DefaultListen = "127.0.0.1:15001"
 	// DefaultAdminPort serves /metrics, /healthz and /readyz, on every address.
 	DefaultAdminPort = 15020
-	// DefaultLoopSpin is --loop-spin's default (internal/proxy/engine/loop/spin.go says why).
-	DefaultLoopSpin = 50 * time.Microsecond
+	// DefaultLoopSpin is --loop-spin's default: off (docs/decisions.md, "A busy event loop
+	// spins before it sleeps": no req/s gain shown beyond the noise, and CPU spent at high rates).
+	DefaultLoopSpin = 0
 )
 
 // Args is retrycap-proxy's command line. The grammars of Upstreams (the retrycap.dev/upstreams
@@ -170,7 +171,7 @@ var flags = []flag{
 	{"client-timeout", "a request body must arrive within this once its head is read: 408 and close after it (HAProxy's timeout client)", false, func(a *Args) any { return &a.ClientTimeout }},
 	{"upstream-idle-timeout", "a pooled upstream connection idle this long is closed, not reused: keep it below the upstreams' own keep-alive timeouts (Node.js: 5s); a request that fails on a reused connection before any answer byte is re-sent once on a fresh one only if no byte of it was written or it is replayable (a keyless POST that was written gets 502)", false, func(a *Args) any { return &a.UpstreamIdleTimeout }},
 	{"engine", "I/O engine: loop (epoll event loops, GOMAXPROCS of them; Linux) or goroutine (a goroutine per connection); loop hands what it does not serve itself (CONNECT, upgrades, streamed request bodies, unknown hosts) to goroutine", false, func(a *Args) any { return &a.Engine }},
-	{"loop-spin", "how long an event loop whose recent waits were all shorter than this polls for events before it sleeps, yielding its CPU to any other runnable thread between polls (0: never; at most 1ms); a loop that waits longer never spins", false, func(a *Args) any { return &a.LoopSpin }},
+	{"loop-spin", "how long an event loop whose recent waits were all shorter than this polls for events before it sleeps, yielding its CPU to any other runnable thread between polls (0: never, the default; at most 1ms; 50us is what was measured); a loop that waits longer never spins", false, func(a *Args) any { return &a.LoopSpin }},
 	{"check", "validate the flags, print the effective configuration and exit", false, func(a *Args) any { return &a.Check }},
 	{"access-log", "per-attempt access log, JSON lines (retrycap observe reads them): off, stdout, or a file path (appended to); written by a background writer, lines dropped and counted in retrycap_proxy_access_log_dropped_total when it falls behind", false, func(a *Args) any { return &a.AccessLog }},
 }
