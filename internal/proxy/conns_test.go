@@ -33,42 +33,18 @@ type kaBackend struct {
 	idle       time.Duration
 	dropReused bool
 
-	conns        atomic.Int64 // connections accepted
-	closedIdle   atomic.Int64 // closed by the backend, idle
-	closedByPeer atomic.Int64 // closed by the proxy
-	dropped      atomic.Int64 // requests read and dropped unanswered (never "reached the app")
+	conns        *atomic.Int64 // connections accepted
+	closedIdle   atomic.Int64  // closed by the backend, idle
+	closedByPeer atomic.Int64  // closed by the proxy
+	dropped      atomic.Int64  // requests read and dropped unanswered (never "reached the app")
 	mu           sync.Mutex
 	got          []string // requests answered: "METHOD URI BODY", in order
 }
 
 func newKABackend(t *testing.T, idle time.Duration, dropReused bool) *kaBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &kaBackend{ln: ln, idle: idle, dropReused: dropReused}
-	var wg sync.WaitGroup
-	var open sync.Map
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.conns.Add(1)
-			open.Store(c, nil)
-			wg.Add(1)
-			go func() { defer wg.Done(); defer open.Delete(c); b.serve(c) }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		open.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
-		wg.Wait()
-	})
+	b := &kaBackend{idle: idle, dropReused: dropReused}
+	b.ln, b.conns = proxytest.RawBackend(t, func(c *net.TCPConn) { b.serve(c) })
 	return b
 }
 
