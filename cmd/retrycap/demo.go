@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,6 +17,7 @@ import (
 func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 	var o demo.Options
 	var exit bool
+	chart := "storm.svg"
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole story on an embedded control plane (real kube-apiserver and etcd)",
@@ -26,10 +30,19 @@ func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 			defer stop()
 			o.Out = stdout
 			o.Wait = !exit
+			o.Command = os.Args[0]
+			if chart != "" {
+				abs, err := filepath.Abs(chart)
+				if err != nil {
+					return fmt.Errorf("--chart %q: %w", chart, err)
+				}
+				o.ChartPath = abs
+			}
 			return demo.Run(ctx, o)
 		},
 	}
 	cmd.Flags().BoolVar(&exit, "exit", false, "stop after the story instead of waiting for Ctrl-C (for CI)")
+	cmd.Flags().StringVar(&chart, "chart", chart, "the storm lab's SVG chart of requests/s at payment; empty for none")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show the manager's logs")
 	return cmd
 }

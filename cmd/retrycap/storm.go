@@ -40,6 +40,14 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			"1 when one is missed, 2 on bad flags or when the lab cannot run.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// 0 in storm.Options means "the default" (for callers of the package); on the
+			// command line it was taken silently for 50 user requests/s, a 50 s run: refused.
+			for _, name := range []string{"rps", "capacity", "duration", "outage-start", "outage-length", "user-timeout"} {
+				f := cmd.Flags().Lookup(name)
+				if v := f.Value.String(); f.Changed && (v == "0" || v == "0s" || strings.HasPrefix(v, "-")) {
+					return &cli.ExitError{Code: cli.ExitBadInput, Msg: fmt.Sprintf("--%s %s: want more than 0 (leave the flag out for the default, %s)", name, v, f.DefValue)}
+				}
+			}
 			if short {
 				s := storm.Short()
 				// Flags given explicitly still win over the short preset.
@@ -85,15 +93,20 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			res, err := storm.Run(ctx, o)
-			if err != nil {
+			if res == nil {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: err.Error()}
 			}
+			// A run that measured but could not write its chart still prints what it measured.
+			runErr := err
 			write := res.WriteSummary
 			if output == "json" {
 				write = res.WriteJSON
 			}
 			if err := write(stdout); err != nil {
 				return &cli.ExitError{Code: cli.ExitBadInput, Msg: err.Error()}
+			}
+			if runErr != nil {
+				return &cli.ExitError{Code: cli.ExitBadInput, Msg: runErr.Error()}
 			}
 			if series {
 				fmt.Fprintln(stdout)

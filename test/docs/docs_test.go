@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -11,11 +14,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/internal/cli"
@@ -564,7 +569,7 @@ func TestAPIFieldsDocumented(t *testing.T) {
 }
 
 var (
-	cliUse  = regexp.MustCompile(`(?:^|[\s` + "`" + `(])(?:kubectl )?retrycap (analyze|graph|observe|discover)\b([^` + "`" + `|;)]*)`)
+	cliUse  = regexp.MustCompile(`(?:^|[\s` + "`" + `(/])(?:kubectl )?retrycap (analyze|graph|observe|discover|storm|demo)\b([^` + "`" + `|;)#]*)`)
 	cliFlag = regexp.MustCompile(`(?:^|\s)(--[a-z][a-z0-9-]*|-[a-zA-Z])\b`)
 )
 
@@ -578,6 +583,11 @@ func TestCLIFlagsExist(t *testing.T) {
 		cli.NewObserveCmd(nil, io.Discard, io.Discard), cli.NewDiscoverCmd(nil, io.Discard, io.Discard),
 	} {
 		cmds[c.Name()] = c
+	}
+	// storm and demo are the full CLI's own (package main, cmd/retrycap): their flags are read
+	// from the flag definitions in its source.
+	for name, file := range map[string]string{"storm": "cmd/retrycap/storm.go", "demo": "cmd/retrycap/demo.go"} {
+		cmds[name] = sourceFlags(t, name, file)
 	}
 	checked := 0
 	for _, rel := range markdownFiles(t) {
@@ -603,5 +613,75 @@ func TestCLIFlagsExist(t *testing.T) {
 	}
 	if checked < 30 {
 		t.Fatalf("checked %d flags in the docs' retrycap commands: the pattern no longer matches", checked)
+	}
+}
+
+// flagDef is a pflag definition call: f.StringVar(&x, "name", ...), f.BoolVarP(&x, "name", "n",
+// ...), cmd.Flags().Duration("name", ...).
+var flagDef = regexp.MustCompile(`^(String|StringArray|StringSlice|Bool|Int|Int64|Uint|Float64|Duration)(Var)?(P)?$`)
+
+// sourceFlags is a command holding the flags defined in file (a command of package main, which
+// no test outside it can import): every flag definition call, read with go/parser. It fails
+// when it finds too few, so that a change of style does not leave nothing checked.
+func sourceFlags(t *testing.T, name, file string) *cobra.Command {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, file), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &cobra.Command{Use: name}
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		m := flagDef.FindStringSubmatch(sel.Sel.Name)
+		if m == nil || len(call.Args) < 3 { // a definition has a name, a default and a usage (not Value.String())
+			return true
+		}
+		var lits []string
+		for _, a := range call.Args {
+			if b, ok := a.(*ast.BasicLit); ok && b.Kind == token.STRING {
+				v, err := strconv.Unquote(b.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lits = append(lits, v)
+			}
+		}
+		if len(lits) == 0 {
+			t.Fatalf("%s: %s without a literal flag name", file, sel.Sel.Name)
+		}
+		short := ""
+		if m[3] == "P" {
+			short = lits[1]
+		}
+		cmd.Flags().BoolP(lits[0], short, false, "")
+		return true
+	})
+	if n := len(cmd.Flags().FlagUsages()); n == 0 {
+		t.Fatalf("%s: no flag definition found", file)
+	}
+	return cmd
+}
+
+// TestSourceFlags: the flags read from the source are the command's (a check of sourceFlags).
+func TestSourceFlags(t *testing.T) {
+	var names []string
+	sourceFlags(t, "demo", "cmd/retrycap/demo.go").Flags().VisitAll(func(f *pflag.Flag) {
+		names = append(names, "--"+f.Name+"/"+f.Shorthand)
+	})
+	if got, want := strings.Join(names, " "), "--chart/ --exit/ --verbose/v"; got != want {
+		t.Fatalf("demo's flags: %s, want %s", got, want)
+	}
+	storm := sourceFlags(t, "storm", "cmd/retrycap/storm.go")
+	n := 0
+	storm.Flags().VisitAll(func(*pflag.Flag) { n++ })
+	if n < 15 || storm.Flags().ShorthandLookup("o") == nil || storm.Flags().Lookup("scenario") == nil {
+		t.Fatalf("storm: %d flags read, want at least 15 with --scenario and -o", n)
 	}
 }
