@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrycap/retrycap/internal/cli"
 	"github.com/retrycap/retrycap/internal/demo"
 )
 
@@ -24,7 +25,7 @@ func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 		Long: "demo starts a real kube-apiserver and etcd (built from source on first use and cached in " +
 			"~/.cache/retrycap), runs the retrycap manager with its webhooks, applies the samples and shows " +
 			"what retrycap computes and enforces. It keeps the control plane up until Ctrl-C so you can use kubectl.",
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

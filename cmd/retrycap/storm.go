@@ -38,7 +38,7 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			"request <= cap, retries during the outage >= 94 % fewer, recovery >= 10x faster, no duplicated " +
 			"POST side effect, the user's wait p99 within its max time to answer, no orphaned attempt), " +
 			"1 when one is missed, 2 on bad flags or when the lab cannot run.",
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// 0 in storm.Options means "the default" (for callers of the package); on the
 			// command line it was taken silently for 50 user requests/s, a 50 s run: refused.

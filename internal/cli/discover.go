@@ -63,7 +63,7 @@ nothing was found at all. See docs/telemetry.md.`,
 		Example: `  retrycap discover --prometheus-url http://prometheus.monitoring:9090 -n shop --since 1h
   retrycap discover -f release/kubernetes-manifests.yaml -o patch > upstreams.yaml
   kubectl retrycap discover --prometheus-url http://localhost:9090 -k overlays/prod -A -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs("manifests are given with -f (-f ARG) or -k, Prometheus with --prometheus-url"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bad := func(format string, a ...any) error {
 				return &ExitError{Code: ExitBadInput, Msg: "discover: " + fmt.Sprintf(format, a...)}

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/retrycap/retrycap/internal/observe"
 	"github.com/retrycap/retrycap/internal/observe/pgstore"
@@ -419,12 +418,9 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	loading.ExplicitPath = s.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: s.kubeCtx})
-	cfg, err := cc.ClientConfig()
+	cc, cfg, err := loadKubeconfig(s.kubeconfig, s.kubeCtx)
 	if err != nil {
-		return observe.Stats{}, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return observe.Stats{}, nil, err
 	}
 	ns := s.namespace
 	if s.all {
