@@ -44,6 +44,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		"injected by: shop/checkout\nsidecar: retrycap-proxy (restartPolicy Always)\n",
 		`"--service=cart","--upstreams=db=2"`,
 		"HTTP_PROXY=http://127.0.0.1:15001",
+		" RETRYCAP_POD_IP=<status.podIP> \n",
 		// The chain across three namespaces, refused by the ClusterRetryPolicy.
 		`admission webhook "gate.retrycap.dev" denied the request: ClusterRetryPolicy teams-chain: client -x3-> web.shop -x3-> order.orders -x3-> payment.payments = 27 > cap 9; order.orders may keep payment.payments=1`,
 	} {
