@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -194,7 +192,7 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 			read("-", data)
 			continue
 		}
-		paths, err := manifestFiles(p, recursive)
+		paths, err := rd.Files(m, p)
 		if err != nil {
 			return m, ms, append(errs, err)
 		}
@@ -218,41 +216,4 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 		})...)
 	}
 	return m, ms, errs
-}
-
-// manifestFiles lists what -f PATH reads: the file, or a directory's *.yaml, *.yml and *.json
-// (recursively with -R; hidden directories and kustomization files passed over, as analyze does).
-func manifestFiles(p string, recursive bool) ([]string, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return []string{p}, nil
-	}
-	var out []string
-	err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != p && (!recursive || strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-		default:
-			return nil
-		}
-		switch d.Name() {
-		case "kustomization.yaml", "kustomization.yml", "Kustomization":
-			return nil
-		}
-		out = append(out, path)
-		return nil
-	})
-	sort.Strings(out)
-	return out, err
 }
