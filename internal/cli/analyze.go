@@ -90,8 +90,10 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 				}
 			}
 			for _, nl := range nsLabels {
-				ns, labels, _ := strings.Cut(nl, "=")
-				if ns == "" {
+				// "shop" without "=" was read as "shop has no labels" (that is "shop="): a typo
+				// of "shop=team=a" must not stand for a namespace's labels.
+				ns, labels, found := strings.Cut(nl, "=")
+				if !found || ns == "" {
 					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --namespace-labels %q: want NAMESPACE=KEY=VALUE,...", nl)}
 				}
 				if err := m.SetNamespaceLabels(ns, labels); err != nil {
