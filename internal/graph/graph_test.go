@@ -452,3 +452,31 @@ func chainEdges(n int, a int64) []e {
 }
 
 func itoa(x int64) string { return FormatInt(x) }
+
+// PlanRewriteClients plans as if an entrypoint's client attempts were lowered by another fix (a
+// gateway route's retries): the plan for client attempts 5 lowered to 2 is the plan of a graph
+// declaring 2, and fits.
+func TestPlanRewriteClients(t *testing.T) {
+	g := build([]string{"gateway", "order", "payment", "db"},
+		[]e{{"gateway", "order", 3, 1}, {"order", "payment", 3, 1}, {"payment", "db", 3, 1}, {"admin", "payment", 2, 1}},
+		[]ep{{"gateway", 5}, {"admin", 1}})
+	p, err := PlanRewrite(g, 4)
+	if err == nil || p.Fits || !reflect.DeepEqual(p.Unfit, []Entrypoint{{"gateway", 5}}) {
+		t.Fatalf("err %v plan %+v", err, p)
+	}
+	p, err = PlanRewriteClients(g, 4, map[string]int64{"gateway": 2})
+	want := []Change{{"gateway", "order", 3, 2}, {"order", "payment", 3, 1}, {"payment", "db", 3, 1}}
+	if err != nil || !p.Fits || p.Reason != "" || p.Unfit != nil || !reflect.DeepEqual(p.Changes, want) {
+		t.Fatalf("err %v plan %+v", err, p)
+	}
+	// The graph's own entrypoints are unchanged.
+	if !reflect.DeepEqual(g.Entrypoints(), []Entrypoint{{"gateway", 5}, {"admin", 1}}) {
+		t.Fatalf("entrypoints changed: %v", g.Entrypoints())
+	}
+	if _, err := PlanRewriteClients(g, 4, map[string]int64{"order": 2}); err == nil || err.Error() != `planning with client attempts 2 at "order": "order" is not an entrypoint of the graph` {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := PlanRewriteClients(g, 4, map[string]int64{"gateway": 0}); err == nil || err.Error() != `planning with client attempts 0 at entrypoint "gateway": client attempts must be at least 1` {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -102,10 +102,32 @@ func (c *core) appendChange(b []byte, s int32, p int64, first bool) []byte {
 // unbounded. When an entrypoint's client attempts alone exceed the cap no rewrite fits: the plan
 // (everything lowered as far as the rule goes) is returned with Fits false and an error wrapping
 // ErrNoRewriteFits.
-func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
+func PlanRewrite(g *Graph, cap int64) (*Plan, error) { return PlanRewriteClients(g, cap, nil) }
+
+// PlanRewriteClients is PlanRewrite as if the entrypoints clients names had those client
+// attempts (another fix lowers them: a gateway route's retries on an entrypoint, which the graph
+// holds as client attempts). A name that is no effective entrypoint is an error; so is a value
+// below 1.
+func PlanRewriteClients(g *Graph, cap int64, clients map[string]int64) (*Plan, error) {
 	cap = max(cap, 1)
 	c := newCore(g, nil)
 	defer c.release()
+	if len(clients) > 0 {
+		// c.ents may be the graph's own slice: replace it, never write into it.
+		ents := slices.Clone(c.ents)
+		for name, k := range clients {
+			id, ok := g.ids[name]
+			i := slices.IndexFunc(ents, func(en entry) bool { return en.node == id })
+			if !ok || i < 0 {
+				return nil, fmt.Errorf("planning with client attempts %d at %q: %q is not an entrypoint of the graph", k, name, name)
+			}
+			if k < 1 {
+				return nil, fmt.Errorf("planning with client attempts %d at entrypoint %q: client attempts must be at least 1", k, name)
+			}
+			ents[i].k = k
+		}
+		c.ents = ents
+	}
 	att, order, reason := c.planRewrite(cap, true)
 	p := &Plan{Cap: cap, Fits: reason == "", Reason: reason, Unfit: c.unfitEntries(cap), Attempts: make(map[EdgeKey]int64, len(att))}
 	a := c.adj
