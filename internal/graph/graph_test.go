@@ -480,3 +480,23 @@ func TestPlanRewriteClients(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// The admission gate's text on a graph where one entrypoint alone is over the cap is per service
+// too: web's edges can be fixed (its own value), api's and order's cannot (the chain through them
+// from api stays over whatever they set, and the message names it).
+func TestAdmissionMessageOneEntrypointOver(t *testing.T) {
+	g := build([]string{"web", "api", "order", "db"},
+		[]e{{"web", "order", 3, 1}, {"order", "db", 2, 1}, {"api", "order", 2, 1}},
+		[]ep{{"web", 1}, {"api", 5}})
+	want := map[string]string{
+		"web":   "RetryPolicy edge/mixed: web -x3-> order -x2-> db = 6 > cap 4; web may keep order=2",
+		"api":   "RetryPolicy edge/mixed: client -x5-> api -x2-> order -x2-> db = 20 > cap 4; no rewrite fits: even with api: order=1, client -x5-> api -x1-> order -x2-> db = 10 > cap 4",
+		"order": "RetryPolicy edge/mixed: client -x5-> api -x2-> order -x2-> db = 20 > cap 4; no rewrite fits: even with order: db=1, client -x5-> api -x2-> order -x1-> db = 10 > cap 4",
+	}
+	for s, msg := range want {
+		p, _ := PlanLocal(g, 4, s)
+		if got := AdmissionMessage("edge/mixed", Judge(g, 4, s), p); got != msg {
+			t.Errorf("%s: %q, want %q", s, got, msg)
+		}
+	}
+}
