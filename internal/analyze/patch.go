@@ -262,7 +262,7 @@ func (m *Manifests) remaining(over []overPolicy, patches []Patch) []string {
 			continue
 		}
 		name := r.PolicyName()
-		if !a.Bounded || len(a.Violations) == 0 {
+		if len(a.Violations) == 0 {
 			// Cannot happen (the patch lowers every retry of a cycle to 1, and an over-cap
 			// analysis lists its chains); if it does, the note must not stay silent.
 			notes = append(notes, fmt.Sprintf("%s: still over the cap after this patch: amplification %s > cap %d", name, graph.FormatAmount(a.Amplification), r.Cap))
