@@ -41,8 +41,11 @@ type Violation struct {
 	Amplification int64   `json:"amplification"`
 	// Message explains the product: "client -x2-> gateway -x3-> order = 6 > cap 4".
 	Message string `json:"message"`
-	// Suggestion is the whole-graph planner's lowered values on this path, in path order:
-	// "gateway: order=2; order: payment=1", or why no rewrite fits.
+	// Suggestion is this chain's fix: the whole-graph planner's lowered values on its path, in
+	// path order ("gateway: order=2; order: payment=1"), under which it is within the cap; or,
+	// when its entrypoint's client attempts alone exceed the cap, why no rewrite fits it ("no
+	// rewrite fits: client attempts 5 at entrypoint api exceed cap 4"). Chains from other
+	// entrypoints keep their own fix.
 	Suggestion string `json:"suggestion"`
 }
 
