@@ -101,6 +101,9 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 				}
 			}
 			if len(clients) > 0 {
+				// It fails only for a name that is no entrypoint, and each is a violation's
+				// first service; were it to, the plan above (lower everywhere) stands, and the
+				// analysis of the patched input still says what is left.
 				if p, err := graph.PlanRewriteClients(r.Graph, r.Cap, clients); err == nil {
 					plan = p
 				}
@@ -225,6 +228,11 @@ func (m *Manifests) remaining(over []overPolicy, patches []Patch) []string {
 	set := m.mesh
 	for _, pt := range patches {
 		if pt.Mesh != nil {
+			if m.mesh == nil {
+				// Cannot happen (a mesh patch rewrites an object the Set read); if it does, say
+				// so rather than claim a result.
+				return []string{fmt.Sprintf("%s: no mesh objects were read: the patch below is not checked", pt.Mesh.Object)}
+			}
 			if set == m.mesh {
 				set = m.mesh.Clone() // the input's Set stays as read
 			}
