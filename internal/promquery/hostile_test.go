@@ -191,7 +191,7 @@ func TestHugeAnswerIsBounded(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	_, err := c.query(context.Background(), testQ, time.Now())
 	runtime.ReadMemStats(&after)
-	want := "query sum(up): the answer is over 1048576 bytes (1 MiB, the bound on one answer): refused, not read further"
+	want := "query sum(up): " + tooLarge(1<<20, "1Mi")
 	if err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}
@@ -208,7 +208,7 @@ func TestHugeAnswerIsBounded(t *testing.T) {
 	var w2 atomic.Int64
 	c, url := hostile(t, endless(&w2, 100<<20), Options{MaxAnswerBytes: 1 << 20})
 	_, err = c.query(context.Background(), testQ, time.Now())
-	want = "query sum(up): HTTP 200 from " + url + "/api/v1/query: Content-Length 104857600: the answer is over 1048576 bytes (1 MiB, the bound on one answer): refused, not read further"
+	want = "query sum(up): HTTP 200 from " + url + "/api/v1/query: Content-Length 104857600: " + tooLarge(1<<20, "1Mi")
 	if err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}

@@ -33,6 +33,7 @@ const (
 	// room for long label values and for a raised limit while keeping a hostile or runaway
 	// answer (an old Prometheus that ignores the limit parameter, a proxy streaming something
 	// else) from growing the manager's memory without end: beyond it the answer is refused.
+	// --prometheus-max-answer-size raises it for a cluster whose answers are larger.
 	DefaultMaxAnswerBytes = 64 << 20
 	// MaxIncrease is the largest counter increase an answer may hold: 2^53, beyond which a
 	// float64 no longer holds every integer. No request counter gets there in a window, so a
@@ -58,7 +59,8 @@ type Options struct {
 	CallerLabel string
 	// Auth are the credentials and the CA Prometheus is queried with (none by default).
 	Auth Auth
-	// MaxAnswerBytes bounds one answer's body; DefaultMaxAnswerBytes when 0.
+	// MaxAnswerBytes bounds one answer's body (--prometheus-max-answer-size); DefaultMaxAnswerBytes
+	// when 0, an error when negative.
 	MaxAnswerBytes int64
 }
 
@@ -125,7 +127,10 @@ func New(o Options) (*Client, error) {
 	if o.CallerLabel == "" {
 		o.CallerLabel = DefaultCallerLabel
 	}
-	if o.MaxAnswerBytes <= 0 {
+	if o.MaxAnswerBytes < 0 {
+		return nil, fmt.Errorf("%s %d: want a size above 0 bytes", MaxAnswerSizeFlag, o.MaxAnswerBytes)
+	}
+	if o.MaxAnswerBytes == 0 {
 		o.MaxAnswerBytes = DefaultMaxAnswerBytes
 	}
 	if !model.LegacyValidation.IsValidLabelName(o.CallerLabel) {
@@ -260,7 +265,8 @@ func checkVector(v model.Vector) error {
 type errAnswerTooLarge struct{ max int64 }
 
 func (e errAnswerTooLarge) Error() string {
-	return fmt.Sprintf("the answer is over %d bytes (%d MiB, the bound on one answer): refused, not read further", e.max, e.max>>20)
+	return fmt.Sprintf("the answer is over %d bytes, the bound on one answer (%s %s): refused, not read further (raise %s if the cluster's answers are this large)",
+		e.max, MaxAnswerSizeFlag, FormatSize(e.max), MaxAnswerSizeFlag)
 }
 
 // checkedTransport bounds a successful answer's body and refuses one that is not JSON: a login
