@@ -83,7 +83,7 @@ func TestHostileAnswers(t *testing.T) {
 		{"1e308", jsonAnswer(vector([2]string{orderLabels, "1e308"})),
 			`series {namespace="shop", service="order", upstream="payment"}: value 1e+308 is not a counter's increase (want a number from 0 to 2^53)`},
 		{"a series twice", jsonAnswer(vector([2]string{orderLabels, "3"}, [2]string{`{"upstream":"payment","service":"order","namespace":"shop"}`, "4"})),
-			`series {namespace="shop", service="order", upstream="payment"}: in the answer twice (an aggregation gives each label set once)`},
+			`series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 3 and 4 (an aggregation gives each label set once)`},
 		{"hostile label values are named quoted", jsonAnswer(vector([2]string{`{"service":"a\"} or vector(1) #\n{x}","upstream":"ü"}`, "NaN"})),
 			`series {service="a\"} or vector(1) #\n{x}", upstream="ü"}: value NaN is not a counter's increase (want a number from 0 to 2^53)`},
 		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrycap/retrycap/internal/observed"
+	"github.com/retrycap/retrycap/internal/telemetry"
 )
 
 // Defaults of the manager's flags.
@@ -35,11 +36,10 @@ const (
 	// else) from growing the manager's memory without end: beyond it the answer is refused.
 	// --prometheus-max-answer-size raises it for a cluster whose answers are larger.
 	DefaultMaxAnswerBytes = 64 << 20
-	// MaxIncrease is the largest counter increase an answer may hold: 2^53, beyond which a
-	// float64 no longer holds every integer. No request counter gets there in a window, so a
-	// larger value (like NaN, an infinity or a negative increase, which increase() never
-	// returns for a counter) says the answer is not what was asked, and it is refused.
-	MaxIncrease = 1 << 53
+	// MaxIncrease is the largest counter increase an answer may hold (telemetry.MaxIncrease,
+	// 2^53): a larger value (like NaN, an infinity or a negative increase, which increase()
+	// never returns for a counter) says the answer is not what was asked, and it is refused.
+	MaxIncrease = telemetry.MaxIncrease
 )
 
 // Options configure a Client.
@@ -246,17 +246,18 @@ func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vect
 // that is not a count (NaN, an infinity, negative, over MaxIncrease). The series is named with
 // its labels quoted, so a value with quotes or newlines reads as written.
 func checkVector(v model.Vector) error {
-	seen := make(map[string]struct{}, len(v))
+	seen := make(map[string]model.SampleValue, len(v))
 	for _, s := range v {
 		f := float64(s.Value)
 		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > MaxIncrease {
 			return fmt.Errorf("series %s: value %s is not a counter's increase (want a number from 0 to 2^53)", s.Metric, strconv.FormatFloat(f, 'g', -1, 64))
 		}
 		k := s.Metric.String()
-		if _, dup := seen[k]; dup {
-			return fmt.Errorf("series %s: in the answer twice (an aggregation gives each label set once)", s.Metric)
+		if prev, dup := seen[k]; dup {
+			return fmt.Errorf("series %s: in the answer twice, with values %s and %s (an aggregation gives each label set once)", s.Metric,
+				strconv.FormatFloat(float64(prev), 'g', -1, 64), strconv.FormatFloat(f, 'g', -1, 64))
 		}
-		seen[k] = struct{}{}
+		seen[k] = s.Value
 	}
 	return nil
 }
