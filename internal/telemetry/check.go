@@ -30,7 +30,7 @@ func checkAnswers(answers []Answer, w *warnings) ([]Answer, error) {
 	for _, q := range Queries(time.Minute, "") {
 		known[q.Metric] = true
 	}
-	seen := map[string]map[string]model.SampleValue{} // metric -> series -> its value
+	seen := map[string]*seriesSet{} // per metric
 	var first error
 	more := 0
 	fail := func(err error) {
@@ -46,8 +46,10 @@ func checkAnswers(answers []Answer, w *warnings) ([]Answer, error) {
 		if !known[a.Query.Metric] {
 			return nil, fmt.Errorf("%s: an answer to a query Read does not know (metric %q): not read, so refused (want one of telemetry.Queries)", src, a.Query.Metric)
 		}
-		if seen[a.Query.Metric] == nil {
-			seen[a.Query.Metric] = map[string]model.SampleValue{}
+		set := seen[a.Query.Metric]
+		if set == nil {
+			set = &seriesSet{byFP: make(map[model.Fingerprint]*model.Sample, len(a.Vector))}
+			seen[a.Query.Metric] = set
 		}
 		kept := make(model.Vector, 0, len(a.Vector))
 		for i, s := range a.Vector {
@@ -60,8 +62,7 @@ func checkAnswers(answers []Answer, w *warnings) ([]Answer, error) {
 				fail(fmt.Errorf("%s: series %s: value %s is not a counter's increase (want a number from 0 to 2^53)", src, s.Metric, formatValue(f)))
 				continue
 			}
-			k := s.Metric.String()
-			if prev, ok := seen[a.Query.Metric][k]; ok {
+			if prev, ok := set.add(s); ok {
 				if prev != s.Value {
 					fail(fmt.Errorf("%s: series %s given twice, with values %s and %s: one series has one increase over the window, and which is right cannot be told", src, s.Metric, formatValue(float64(prev)), formatValue(f)))
 				} else {
@@ -69,7 +70,6 @@ func checkAnswers(answers []Answer, w *warnings) ([]Answer, error) {
 				}
 				continue
 			}
-			seen[a.Query.Metric][k] = s.Value
 			kept = append(kept, s)
 		}
 		out = append(out, Answer{Query: a.Query, Vector: kept})
@@ -81,6 +81,36 @@ func checkAnswers(answers []Answer, w *warnings) ([]Answer, error) {
 		return nil, first
 	}
 	return out, nil
+}
+
+// seriesSet finds a series given twice: by its labels' fingerprint (no string per series: a
+// poll reads tens of thousands), the labels compared on a match, and by its labels written out
+// only for series whose fingerprints collide.
+type seriesSet struct {
+	byFP    map[model.Fingerprint]*model.Sample
+	byLabel map[string]model.SampleValue
+}
+
+// add records s; it returns the value of the series with the same labels added before, if any.
+func (ss *seriesSet) add(s *model.Sample) (model.SampleValue, bool) {
+	fp := s.Metric.FastFingerprint()
+	prev, ok := ss.byFP[fp]
+	if !ok {
+		ss.byFP[fp] = s
+		return 0, false
+	}
+	if prev.Metric.Equal(s.Metric) {
+		return prev.Value, true
+	}
+	if ss.byLabel == nil {
+		ss.byLabel = map[string]model.SampleValue{}
+	}
+	k := s.Metric.String()
+	if v, ok := ss.byLabel[k]; ok {
+		return v, true
+	}
+	ss.byLabel[k] = s.Value
+	return 0, false
 }
 
 func formatValue(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

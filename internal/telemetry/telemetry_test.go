@@ -380,3 +380,22 @@ func TestReadRefusesWhatIsNotACount(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestSeriesSetCollision: two series whose fingerprints collide are two series (the labels are
+// compared), and each is still found when given again.
+func TestSeriesSetCollision(t *testing.T) {
+	a, b := sample(1, "upstream", "a"), sample(2, "upstream", "b")
+	ss := &seriesSet{byFP: map[model.Fingerprint]*model.Sample{b.Metric.FastFingerprint(): a}} // a stands where b's fingerprint points
+	if _, dup := ss.add(b); dup {
+		t.Fatal("b taken for a")
+	}
+	if v, dup := ss.add(sample(5, "upstream", "b")); !dup || v != 2 {
+		t.Fatalf("b again: %v, %v", v, dup)
+	}
+	if v, dup := ss.add(sample(1, "upstream", "a")); dup {
+		t.Fatalf("a at its own fingerprint is new here: %v", v)
+	}
+	if v, dup := ss.add(sample(7, "upstream", "a")); !dup || v != 1 {
+		t.Fatalf("a again: %v, %v", v, dup)
+	}
+}
