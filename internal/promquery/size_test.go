@@ -120,12 +120,12 @@ func TestMaxAnswerSizeEdge(t *testing.T) {
 			}
 			io.WriteString(w, body)
 		}
-		c, url := hostile(t, h, Options{MaxAnswerBytes: size})
+		c, _ := hostile(t, h, Options{MaxAnswerBytes: size})
 		v, err := c.query(context.Background(), testQ, time.Now())
 		if err != nil || len(v) != 1 || v[0].Value != 42 {
 			t.Fatalf("chunked %v: an answer of exactly %d bytes at a bound of %d: %v, %v", chunked, size, size, v, err)
 		}
-		c, url = hostile(t, h, Options{MaxAnswerBytes: size - 1})
+		c, url := hostile(t, h, Options{MaxAnswerBytes: size - 1})
 		_, err = c.query(context.Background(), testQ, time.Now())
 		want := "query sum(up): " + tooLarge(size-1, strconv.FormatInt(size-1, 10))
 		if !chunked {
