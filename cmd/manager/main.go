@@ -48,6 +48,8 @@ func main() {
 	flag.DurationVar(&o.Prometheus.Window, "prometheus-window", promquery.DefaultWindow, "the range the counters' increase is taken over")
 	flag.DurationVar(&o.Prometheus.Timeout, "prometheus-timeout", promquery.DefaultTimeout, "bound of one query (HTTP request and Prometheus' evaluation)")
 	flag.Uint64Var(&o.Prometheus.SeriesLimit, "prometheus-series-limit", promquery.DefaultSeriesLimit, "most series one query may return; a query that reaches it is reported as an error")
+	o.Prometheus.MaxAnswerBytes = promquery.DefaultMaxAnswerBytes
+	flag.Var((*promquery.Size)(&o.Prometheus.MaxAnswerBytes), "prometheus-max-answer-size", "most bytes one answer may hold, a Kubernetes `quantity` (128Mi, 1Gi); an answer over it is refused (not read further) and reported as an error: raise it for a cluster whose answers are larger")
 	flag.StringVar(&o.Prometheus.CallerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label that names the calling service on the proxies' series (the scrape configuration adds it)")
 	flag.StringVar(&o.Prometheus.Auth.BearerTokenFile, "prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus-url (read on every query: a rotated ServiceAccount token is picked up); exclusive with basic auth")
 	flag.StringVar(&o.Prometheus.Auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")

@@ -5,6 +5,7 @@ import (
 	"github.com/retrycap/retrycap/internal/workload"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,8 +72,35 @@ func TestMeshPatchGolden(t *testing.T) {
 					}
 				}
 			}
-			if within := after.Analyze().WithinCap; within != (len(notes) == 0) {
-				t.Errorf("after the patch: within cap %v, with notes %q", within, notes)
+			rep = after.Analyze()
+			if rep.WithinCap != (len(notes) == 0) {
+				t.Errorf("after the patch: within cap %v, with notes %q", rep.WithinCap, notes)
+			}
+			// The notes name exactly the chains still over the cap once the patch is applied
+			// (up to MaxRemainingListed per policy), each with its fix text: a policy without a
+			// note is within its cap.
+			var want []string
+			for _, p := range rep.Policies {
+				if p.WithinCap {
+					continue
+				}
+				name := "RetryPolicy " + p.Namespace + "/" + p.Name
+				for i, v := range p.Violations {
+					if i == MaxRemainingListed {
+						break
+					}
+					msg, _, _ := strings.Cut(v.Message, "; ")
+					want = append(want, name+":   "+msg+"; fix: "+v.Suggestion)
+				}
+			}
+			var got []string
+			for _, n := range notes {
+				if strings.Contains(n, ":   ") && !strings.Contains(n, ":   ... and ") {
+					got = append(got, n)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("notes on the chains left over the cap:\n%s\nwant (the patched input's violations):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,9 +38,13 @@ type Patch struct {
 // Plan is the whole combined fix of every policy over the cap: for each policy the whole-graph
 // planner (graph.PlanRewrite: retries kept nearest the entrypoints, each edge lowered to what
 // fits under the worst path into it), mapped back to the annotations that declare the edges; a
-// workload several policies select gets the lowest value of any. Applied together, the patches
-// bring every chain within its cap, unless a note says no rewrite fits (client attempts alone
-// over a cap: the values are then as low as they go). Patches are sorted by workload.
+// workload several policies select gets the lowest value of any. A gateway route's layer on an
+// entrypoint's client attempts is lowered too (the planner holds client attempts fixed; the
+// route is ours). The patches are then applied to the input and every policy analysed again:
+// a policy still over its cap gets a note per chain that stays over, with why (its fix text:
+// "no rewrite fits: client attempts 5 at entrypoint api exceed cap 4", a mesh field that cannot
+// go lower); no note means every chain is within its cap once the patches are applied. Patches
+// are sorted by workload.
 func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	ps := append([]*v1alpha1.RetryPolicy(nil), m.Policies...)
 	sort.Slice(ps, func(i, j int) bool {
@@ -61,22 +66,46 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	cur := map[string][]annotations.Upstream{} // workload key -> upstreams being lowered
 	byKey := map[string]*Patch{}
 	demands := map[string]*meshDemand{} // a mesh layer's field -> the fewest tries it may give
+	var over []overPolicy
 	for _, r := range results {
 		a := graph.Analyze(r.Graph, r.Cap)
 		if a.WithinCap() {
 			continue
 		}
+		over = append(over, overPolicy{r, max(a.ViolationsTotal, len(a.Violations))})
 		// "shop/checkout" for a RetryPolicy (the patch's comment says "for RetryPolicy ..."),
 		// "ClusterRetryPolicy checkout" for a cluster policy.
 		name := strings.TrimPrefix(r.PolicyName(), workload.KindRetryPolicy+" ")
 		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("%s: %s (the values below are as low as the planner goes)", r.PolicyName(), plan.Reason))
-			// The client attempts the planner cannot change: a gateway route's layer on them is
-			// a field of ours (the status's suggestion lowers it too: workload.Result.EntryFix).
+			// The client attempts the planner cannot change (plan.Unfit): a gateway route's
+			// layer on them is a field of ours (the status's suggestion lowers it too:
+			// workload.Result.EntryFix). The edges are then planned for the client attempts
+			// the lowered route leaves, as the status's fixes read (the route's, and each other
+			// chain's own), not all at 1 as for client attempts that stay over the cap.
+			// Whether that is enough, the analysis of the patched input says (remaining).
+			clients := map[string]int64{}
 			for i := range a.Violations {
-				if l, tries, ok := r.EntryFix(&a.Violations[i]); ok {
-					addDemand(demands, l, tries, name)
+				v := &a.Violations[i]
+				l, tries, ok := r.EntryFix(v)
+				if !ok {
+					continue
+				}
+				addDemand(demands, l, tries, name)
+				m := r.MeshEntry[v.Path[0]]
+				if _, give, _ := lowestRewrite(l, tries); give < l.Tries && m.Attempts() == v.Factors[0] {
+					k := m.Attempts() / l.Tries * give
+					if old, ok := clients[v.Path[0]]; !ok || k < old {
+						clients[v.Path[0]] = k
+					}
+				}
+			}
+			if len(clients) > 0 {
+				// It fails only for a name that is no entrypoint, and each is a violation's
+				// first service; were it to, the plan above (lower everywhere) stands, and the
+				// analysis of the patched input still says what is left.
+				if p, err := graph.PlanRewriteClients(r.Graph, r.Cap, clients); err == nil {
+					plan = p
 				}
 			}
 		}
@@ -167,7 +196,114 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 	}
 	sort.Slice(patches, func(i, j int) bool { return workload.Compare(patches[i].Workload, patches[j].Workload) < 0 })
 	mp, mnotes := m.planMesh(demands)
-	return append(patches, mp...), append(notes, mnotes...)
+	patches = append(patches, mp...)
+	return patches, append(append(m.remaining(over, patches), notes...), mnotes...)
+}
+
+// overPolicy is a policy over its cap before the patch, with how many chains were over.
+type overPolicy struct {
+	r      *workload.Result
+	before int
+}
+
+// MaxRemainingListed is how many chains still over the cap after the patch the notes list per
+// policy; the rest are counted.
+const MaxRemainingListed = 5
+
+// remaining analyses each policy of over again with the patches applied (the workloads' new
+// upstreams and AWS_MAX_ATTEMPTS, the mesh objects as patched) and returns, for each still over
+// its cap, a note per chain that stays over: its message and its fix text after the patch, which
+// says why (an entrypoint's client attempts alone over the cap; a mesh field that cannot give
+// fewer tries). So the notes and the patch cannot disagree: a policy without a note is within
+// its cap once the patch is applied.
+func (m *Manifests) remaining(over []overPolicy, patches []Patch) []string {
+	if len(over) == 0 {
+		return nil
+	}
+	ws := slices.Clone(m.Workloads)
+	index := make(map[string]int, len(ws))
+	for i, w := range ws {
+		index[w.Key()] = i
+	}
+	set := m.mesh
+	for _, pt := range patches {
+		if pt.Mesh != nil {
+			if m.mesh == nil {
+				// Cannot happen (a mesh patch rewrites an object the Set read); if it does, say
+				// so rather than claim a result.
+				return []string{fmt.Sprintf("%s: no mesh objects were read: the patch below is not checked", pt.Mesh.Object)}
+			}
+			if set == m.mesh {
+				set = m.mesh.Clone() // the input's Set stays as read
+			}
+			if _, err := set.AddJSON(pt.Mesh.JSON); err != nil {
+				// Cannot happen for an object the Set read and Rewrite.Apply patched; if it
+				// does, say so rather than claim a result.
+				return []string{fmt.Sprintf("%s: the patched object does not read back (%v): the patch below is not checked", pt.Mesh.Object, err)}
+			}
+			continue
+		}
+		i, ok := index[pt.Workload.Key()]
+		if !ok {
+			continue
+		}
+		w := ws[i]
+		if pt.New != pt.Old {
+			ann := w.Annotations.Map()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[annotations.Upstreams] = pt.New
+			w.Annotations = workload.PairsOf(ann)
+		}
+		if pt.Env != nil {
+			w.AWS.MaxAttempts = strconv.FormatInt(pt.Env.To, 10)
+			w.AWS.Container = pt.Env.Container
+		}
+		ws[i] = w
+	}
+	var notes []string
+	for _, o := range over {
+		r := o.r
+		_, a := workload.Analyze(r.Policy, ws, set, m.Services...)
+		if a.WithinCap() {
+			continue
+		}
+		name := r.PolicyName()
+		if len(a.Violations) == 0 {
+			// Cannot happen (the patch lowers every retry of a cycle to 1, and an over-cap
+			// analysis lists its chains); if it does, the note must not stay silent.
+			notes = append(notes, fmt.Sprintf("%s: still over the cap after this patch: amplification %s > cap %d", name, graph.FormatAmount(a.Amplification), r.Cap))
+			continue
+		}
+		total := max(a.ViolationsTotal, len(a.Violations))
+		head := fmt.Sprintf("%s: %s over cap %d after this patch", name, chainCount(total), r.Cap)
+		if o.before > total {
+			head += fmt.Sprintf(" (%d before it: it brings the other %d within the cap)", o.before, o.before-total)
+		}
+		notes = append(notes, head+":")
+		for i, v := range a.Violations {
+			if i == MaxRemainingListed {
+				notes = append(notes, fmt.Sprintf("%s:   ... and %d more: retrycap analyze on the patched manifests lists them", name, total-i))
+				break
+			}
+			msg, _, _ := strings.Cut(v.Message, "; ") // the chain; the mesh layers' breakdown follows in the table
+			fix := v.Suggestion
+			if fix == "" {
+				fix = "no fix found"
+			}
+			notes = append(notes, fmt.Sprintf("%s:   %s; fix: %s", name, msg, fix))
+		}
+	}
+	return notes
+}
+
+// chainCount is "1 chain stays" or "3 chains stay".
+func chainCount(n int) string {
+	if n == 1 {
+		return "1 chain stays"
+	}
+	return strconv.Itoa(n) + " chains stay"
 }
 
 // addDemand records that policy name allows layer l's field at most tries.

@@ -27,6 +27,7 @@ func NewDiscoverCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		since, timeout                  time.Duration
 		seriesLimit                     uint64
 		auth                            promquery.Auth
+		maxAnswer                       = promquery.Size(promquery.DefaultMaxAnswerBytes)
 	)
 	cmd := &cobra.Command{
 		Use:   "discover [--prometheus-url URL] [-f PATH | -k DIR]... [-n NAMESPACE | -A]",
@@ -56,8 +57,9 @@ discovered, differences}], entrypoints, nonHTTP, warnings}; -o patch: one merge 
 workload to annotate (kubectl patch KIND NAME -n NS --type merge --patch-file FILE).
 
 Exit status: 0 when something was found; 2 on bad input, when Prometheus cannot be queried
-(unreachable, an auth failure, a timeout, an answer at --prometheus-series-limit), and when
-nothing was found at all. See docs/telemetry.md.`,
+(unreachable, an auth failure, a timeout, an answer at --prometheus-series-limit or over
+--prometheus-max-answer-size, a value that is not a count), and when nothing was found at all.
+See docs/telemetry.md.`,
 		Example: `  retrycap discover --prometheus-url http://prometheus.monitoring:9090 -n shop --since 1h
   retrycap discover -f release/kubernetes-manifests.yaml -o patch > upstreams.yaml
   kubectl retrycap discover --prometheus-url http://localhost:9090 -k overlays/prod -A -o json`,
@@ -103,7 +105,7 @@ nothing was found at all. See docs/telemetry.md.`,
 				}
 			}
 			if promURL != "" {
-				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth})
+				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth, MaxAnswerBytes: int64(maxAnswer)})
 				if err != nil {
 					return bad("%v", err)
 				}
@@ -161,6 +163,7 @@ nothing was found at all. See docs/telemetry.md.`,
 	f.DurationVar(&since, "since", promquery.DefaultWindow, "the window the counters' increase is taken over, in whole seconds")
 	f.DurationVar(&timeout, "prometheus-timeout", promquery.DefaultTimeout, "bound of one query (HTTP request and Prometheus' evaluation)")
 	f.Uint64Var(&seriesLimit, "prometheus-series-limit", promquery.DefaultSeriesLimit, "most series one query may return (one per edge); an answer that reaches it is an error, not a truncated graph")
+	f.Var(&maxAnswer, "prometheus-max-answer-size", "most bytes one answer may hold, a Kubernetes quantity (128Mi, 1Gi); an answer over it is an error, never read whole: raise it for a cluster whose answers are larger")
 	f.StringVar(&callerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label naming the calling service on retrycap-proxy's series (the scrape adds it)")
 	f.StringVar(&auth.BearerTokenFile, "prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus-url; exclusive with basic auth")
 	f.StringVar(&auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")

@@ -148,6 +148,31 @@ var _ = Describe("RetryPolicy status", func() {
 		Eventually(func() (float64, error) { return gauge("retrycap_policy_amplification", ns, "loop") }).Should(Equal(4.0))
 	})
 
+	It("gives each violation its own fix when one entrypoint's client attempts alone exceed the cap", func() {
+		// api's clients make 5 attempts against cap 4: no rewrite fits its chain. web's chain
+		// is fixed by lowering order's db (before: it read "no rewrite fits: client attempts 5
+		// at entrypoint api exceed cap 4" too). The CLI's golden fixtext-mixed says the same.
+		ns := "fixtext"
+		createNamespace(ctx, ns)
+		Expect(k8sClient.Create(ctx, deployment(ns, "web", "order=3", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(ns, "api", "order=2", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(ns, "order", "db=2", nil))).To(Succeed())
+		waitForCachedWorkloads(ctx, ns, 3)
+		Expect(k8sClient.Create(ctx, policy(ns, "mixed", 4, nil,
+			v1alpha1.Entrypoint{Service: "web", ClientAttempts: 1}, v1alpha1.Entrypoint{Service: "api", ClientAttempts: 5}))).To(Succeed())
+		Eventually(verdictOfPolicy(ctx, ns, "mixed")).Should(HaveField("Amplification", int64(20)))
+		st, _ := statusOf(ctx, ns, "mixed")()
+		Expect(st.Violations).To(Equal([]v1alpha1.Violation{{
+			Path: []string{"api", "order", "db"}, Amplification: 20,
+			Message:    "client -x5-> api -x2-> order -x2-> db = 20 > cap 4",
+			Suggestion: "no rewrite fits: client attempts 5 at entrypoint api exceed cap 4",
+		}, {
+			Path: []string{"web", "order", "db"}, Amplification: 6,
+			Message:    "client -x1-> web -x3-> order -x2-> db = 6 > cap 4",
+			Suggestion: "order: db=1",
+		}}))
+	})
+
 	It("reports a malformed annotation as InvalidAnnotation naming the workload, with the valid part", func() {
 		ns := "malformed"
 		createSample(ctx, "incident18.yaml", ns)

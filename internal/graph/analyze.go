@@ -41,8 +41,11 @@ type Violation struct {
 	Amplification int64   `json:"amplification"`
 	// Message explains the product: "client -x2-> gateway -x3-> order = 6 > cap 4".
 	Message string `json:"message"`
-	// Suggestion is the whole-graph planner's lowered values on this path, in path order:
-	// "gateway: order=2; order: payment=1", or why no rewrite fits.
+	// Suggestion is this chain's fix: the whole-graph planner's lowered values on its path, in
+	// path order ("gateway: order=2; order: payment=1"), under which it is within the cap; or,
+	// when its entrypoint's client attempts alone exceed the cap, why no rewrite fits it ("no
+	// rewrite fits: client attempts 5 at entrypoint api exceed cap 4"). Chains from other
+	// entrypoints keep their own fix.
 	Suggestion string `json:"suggestion"`
 }
 
@@ -523,10 +526,13 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 	})
 	fs = fs[:min(len(fs), MaxViolations)]
 
+	// Each violation's fix is its own: a chain from an entrypoint whose client attempts alone
+	// exceed the cap says so (nothing below can fix it); any other chain gets the whole-graph
+	// plan's values on its path, which bring it within the cap even when some other
+	// entrypoint's chains cannot be (PlanRewrite's Unfit).
 	pcap := max(cap, 1)
-	reason := c.noRewriteReason(pcap)
 	var planned []int64
-	if reason == "" && !c.fused {
+	if !c.fused {
 		planned, _, _ = c.planRewrite(pcap, false)
 	}
 	// All names in one array and all messages and suggestions in one buffer, cut into
@@ -554,6 +560,10 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 		vs[i] = Violation{Path: path, Factors: f.factors, Amplification: f.amp}
 		text = appendExplain(text, path, f.factors, f.amp, cap, true)
 		cuts[i].msg = len(text)
+		reason := ""
+		if i, ok := entryOf[f.path[0]]; ok {
+			reason = c.entryReason(c.ents[i], pcap)
+		}
 		switch {
 		case reason != "":
 			text = append(text, reason...)

@@ -156,10 +156,14 @@ func (c *core) analyzeSimple(g *Graph, cap int64) *Analysis {
 		if p := sp.boundNote(nodes); p != "" {
 			v.Message += " (at most: " + p + ")"
 		}
-		if allow == nil {
-			allow = c.planAllow(max(cap, 1))
+		// As on an acyclic graph (violations): a chain from an entrypoint whose client attempts
+		// alone exceed the cap says so; any other gets the plan's values on its path.
+		if v.Suggestion = c.entryReason(en, max(cap, 1)); v.Suggestion == "" {
+			if allow == nil {
+				allow = c.planAllow(max(cap, 1))
+			}
+			v.Suggestion = string(c.appendSuggest(nil, slots, func(s int32) int64 { return c.plannedWith(allow, s) }))
 		}
-		v.Suggestion = string(c.appendSuggest(nil, slots, func(s int32) int64 { return c.plannedWith(allow, s) }))
 		a.Violations = append(a.Violations, v)
 	}
 	if len(a.Chains) > 0 {

@@ -145,6 +145,35 @@ func TestAnalyze(t *testing.T) {
 			entries:   []string{"solo:5"},
 		},
 		{
+			// The fix text is per chain: api's client attempts alone are over the cap, so no
+			// rewrite fits its chain; web's chain is fixed by the plan (order's edge to db at 1,
+			// which api's chain through order forces anyway). Before: both chains read "no
+			// rewrite fits: client attempts 5 at entrypoint api exceed cap 4".
+			name:     "one entrypoint alone over the cap, another fixable",
+			services: []string{"web", "api", "order", "db"},
+			edges:    []e{{"web", "order", 3, 1}, {"order", "db", 2, 1}, {"api", "order", 2, 1}},
+			eps:      []ep{{"web", 1}, {"api", 5}},
+			cap:      4, amp: 20, bounded: true, worst: "api>order>db", load: ServiceLoad{Service: "db", Requests: 20},
+			chains:    []string{"api:20:api>order>db", "web:6:web>order>db"},
+			vmessages: []string{"client -x5-> api -x2-> order -x2-> db = 20 > cap 4", "client -x1-> web -x3-> order -x2-> db = 6 > cap 4"},
+			vsuggest:  []string{"no rewrite fits: client attempts 5 at entrypoint api exceed cap 4", "order: db=1"},
+			entries:   []string{"web:1", "api:5"},
+		},
+		{
+			// The same on a graph with a cycle (chains that visit a service once): x's chain
+			// cannot fit, gw's can.
+			name:     "one entrypoint alone over the cap, with a cycle",
+			services: []string{"gw", "a", "b", "c", "x"},
+			edges:    []e{{"gw", "a", 3, 1}, {"a", "b", 1, 1}, {"b", "c", 2, 1}, {"c", "a", 1, 1}, {"x", "c", 1, 1}},
+			eps:      []ep{{"gw", 1}, {"x", 5}},
+			cap:      4, amp: 6, bounded: true, worst: "gw>a>b>c",
+			load:      ServiceLoad{Service: "c", Requests: 6},
+			chains:    []string{"gw:6:gw>a>b>c", "x:5:x>c>a>b"},
+			vmessages: []string{"client -x1-> gw -x3-> a -x1-> b -x2-> c = 6 > cap 4", "client -x5-> x -x1-> c -x1-> a -x1-> b = 5 > cap 4"},
+			vsuggest:  []string{"b: c=1", "no rewrite fits: client attempts 5 at entrypoint x exceed cap 4"},
+			entries:   []string{"gw:1", "x:5"},
+		},
+		{
 			// A cycle is not a call loop: the worst chain visits each service once,
 			// gw>a>b>c (b's retry counts once), and the loads are over those chains.
 			name:     "retry cycle",
@@ -337,7 +366,19 @@ func TestPlanRewrite(t *testing.T) {
 	}
 	g.SetEntrypoint("gateway", 5)
 	p, err = PlanRewrite(g, 4)
-	if err == nil || p.Fits || p.Reason != "no rewrite fits: client attempts 5 at entrypoint gateway exceed cap 4" {
+	if err == nil || p.Fits || p.Reason != "no rewrite fits: client attempts 5 at entrypoint gateway exceed cap 4" ||
+		err.Error() != p.Reason || !reflect.DeepEqual(p.Unfit, []Entrypoint{{"gateway", 5}}) {
+		t.Fatalf("err %v plan %+v", err, p)
+	}
+	// Several entrypoints over the cap: the reason names each, most attempts first; a chain
+	// from the one within it fits the plan.
+	g.SetEntrypoint("order", 6)
+	g.SetEntrypoint("payment", 5)
+	g.SetEntrypoint("db", 1)
+	p, err = PlanRewrite(g, 4)
+	want = []Change{{"gateway", "order", 3, 1}, {"gateway", "cache", 2, 1}, {"order", "payment", 3, 1}, {"payment", "db", 3, 1}}
+	if err == nil || p.Fits || p.Reason != "no rewrite fits: client attempts 6 at entrypoint order, 5 at entrypoint gateway and 5 at entrypoint payment each exceed cap 4" ||
+		!reflect.DeepEqual(p.Unfit, []Entrypoint{{"order", 6}, {"gateway", 5}, {"payment", 5}}) || !reflect.DeepEqual(p.Changes, want) {
 		t.Fatalf("err %v plan %+v", err, p)
 	}
 }
@@ -411,3 +452,51 @@ func chainEdges(n int, a int64) []e {
 }
 
 func itoa(x int64) string { return FormatInt(x) }
+
+// PlanRewriteClients plans as if an entrypoint's client attempts were lowered by another fix (a
+// gateway route's retries): the plan for client attempts 5 lowered to 2 is the plan of a graph
+// declaring 2, and fits.
+func TestPlanRewriteClients(t *testing.T) {
+	g := build([]string{"gateway", "order", "payment", "db"},
+		[]e{{"gateway", "order", 3, 1}, {"order", "payment", 3, 1}, {"payment", "db", 3, 1}, {"admin", "payment", 2, 1}},
+		[]ep{{"gateway", 5}, {"admin", 1}})
+	p, err := PlanRewrite(g, 4)
+	if err == nil || p.Fits || !reflect.DeepEqual(p.Unfit, []Entrypoint{{"gateway", 5}}) {
+		t.Fatalf("err %v plan %+v", err, p)
+	}
+	p, err = PlanRewriteClients(g, 4, map[string]int64{"gateway": 2})
+	want := []Change{{"gateway", "order", 3, 2}, {"order", "payment", 3, 1}, {"payment", "db", 3, 1}}
+	if err != nil || !p.Fits || p.Reason != "" || p.Unfit != nil || !reflect.DeepEqual(p.Changes, want) {
+		t.Fatalf("err %v plan %+v", err, p)
+	}
+	// The graph's own entrypoints are unchanged.
+	if !reflect.DeepEqual(g.Entrypoints(), []Entrypoint{{"gateway", 5}, {"admin", 1}}) {
+		t.Fatalf("entrypoints changed: %v", g.Entrypoints())
+	}
+	if _, err := PlanRewriteClients(g, 4, map[string]int64{"order": 2}); err == nil || err.Error() != `planning with client attempts 2 at "order": "order" is not an entrypoint of the graph` {
+		t.Fatalf("err %v", err)
+	}
+	if _, err := PlanRewriteClients(g, 4, map[string]int64{"gateway": 0}); err == nil || err.Error() != `planning with client attempts 0 at entrypoint "gateway": client attempts must be at least 1` {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// The admission gate's text on a graph where one entrypoint alone is over the cap is per service
+// too: web's edges can be fixed (its own value), api's and order's cannot (the chain through them
+// from api stays over whatever they set, and the message names it).
+func TestAdmissionMessageOneEntrypointOver(t *testing.T) {
+	g := build([]string{"web", "api", "order", "db"},
+		[]e{{"web", "order", 3, 1}, {"order", "db", 2, 1}, {"api", "order", 2, 1}},
+		[]ep{{"web", 1}, {"api", 5}})
+	want := map[string]string{
+		"web":   "RetryPolicy edge/mixed: web -x3-> order -x2-> db = 6 > cap 4; web may keep order=2",
+		"api":   "RetryPolicy edge/mixed: client -x5-> api -x2-> order -x2-> db = 20 > cap 4; no rewrite fits: even with api: order=1, client -x5-> api -x1-> order -x2-> db = 10 > cap 4",
+		"order": "RetryPolicy edge/mixed: client -x5-> api -x2-> order -x2-> db = 20 > cap 4; no rewrite fits: even with order: db=1, client -x5-> api -x2-> order -x1-> db = 10 > cap 4",
+	}
+	for s, msg := range want {
+		p, _ := PlanLocal(g, 4, s)
+		if got := AdmissionMessage("edge/mixed", Judge(g, 4, s), p); got != msg {
+			t.Errorf("%s: %q, want %q", s, got, msg)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package graph
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,6 +28,11 @@ type Plan struct {
 	// Fits is false when no rewrite brings every path within the cap; Reason says why.
 	Fits   bool
 	Reason string
+	// Unfit are the entrypoints whose client attempts alone exceed the cap, most attempts first
+	// (the one listed first on a tie; PlanRewrite only): no rewrite fits a chain from one of
+	// them, and the plan lowers the edges below them as far as the rule goes. Every chain from
+	// another entrypoint is within the cap under the plan.
+	Unfit []Entrypoint
 	// Attempts holds the new attempts of every edge the plan covers: all edges for PlanRewrite,
 	// the service's outgoing edges for PlanLocal.
 	Attempts map[EdgeKey]int64
@@ -95,12 +102,34 @@ func (c *core) appendChange(b []byte, s int32, p int64, first bool) []byte {
 // unbounded. When an entrypoint's client attempts alone exceed the cap no rewrite fits: the plan
 // (everything lowered as far as the rule goes) is returned with Fits false and an error wrapping
 // ErrNoRewriteFits.
-func PlanRewrite(g *Graph, cap int64) (*Plan, error) {
+func PlanRewrite(g *Graph, cap int64) (*Plan, error) { return PlanRewriteClients(g, cap, nil) }
+
+// PlanRewriteClients is PlanRewrite as if the entrypoints clients names had those client
+// attempts (another fix lowers them: a gateway route's retries on an entrypoint, which the graph
+// holds as client attempts). A name that is no effective entrypoint is an error; so is a value
+// below 1.
+func PlanRewriteClients(g *Graph, cap int64, clients map[string]int64) (*Plan, error) {
 	cap = max(cap, 1)
 	c := newCore(g, nil)
 	defer c.release()
+	if len(clients) > 0 {
+		// c.ents may be the graph's own slice: replace it, never write into it.
+		ents := slices.Clone(c.ents)
+		for name, k := range clients {
+			id, ok := g.ids[name]
+			i := slices.IndexFunc(ents, func(en entry) bool { return en.node == id })
+			if !ok || i < 0 {
+				return nil, fmt.Errorf("planning with client attempts %d at %q: %q is not an entrypoint of the graph", k, name, name)
+			}
+			if k < 1 {
+				return nil, fmt.Errorf("planning with client attempts %d at entrypoint %q: client attempts must be at least 1", k, name)
+			}
+			ents[i].k = k
+		}
+		c.ents = ents
+	}
 	att, order, reason := c.planRewrite(cap, true)
-	p := &Plan{Cap: cap, Fits: reason == "", Reason: reason, Attempts: make(map[EdgeKey]int64, len(att))}
+	p := &Plan{Cap: cap, Fits: reason == "", Reason: reason, Unfit: c.unfitEntries(cap), Attempts: make(map[EdgeKey]int64, len(att))}
 	a := c.adj
 	for _, s := range order {
 		if att[s] < a.att[s] {
@@ -226,20 +255,60 @@ func (c *core) plannedAcyclic(s int32, cap int64) int64 {
 	return min(c.att[s], max(cap/max(c.v[c.adj.from[s]].hp, 1), 1))
 }
 
-// noRewriteReason says why no rewrite fits ("" when one does): an entrypoint whose client
-// attempts alone exceed the cap (the one with the most, the first of equals).
+// noRewriteReason says why no rewrite fits ("" when one does): the entrypoints whose client
+// attempts alone exceed the cap (unfitEntries), "no rewrite fits: client attempts 5 at
+// entrypoint api exceed cap 4" for one, "... 6 at entrypoint web and 5 at entrypoint api ..."
+// for several.
 func (c *core) noRewriteReason(cap int64) string {
-	worst := -1
-	for i, en := range c.ents {
-		if en.k > cap && (worst < 0 || en.k > c.ents[worst].k) {
-			worst = i
+	return unfitReason(c.unfitEntries(cap), cap)
+}
+
+// unfitEntries are the entrypoints whose client attempts alone exceed cap, most attempts first,
+// then in the order listed.
+func (c *core) unfitEntries(cap int64) []Entrypoint {
+	var us []Entrypoint
+	for _, en := range c.ents {
+		if en.k > cap {
+			us = append(us, Entrypoint{Service: c.g.names[en.node], ClientAttempts: en.k})
 		}
 	}
-	if worst < 0 {
+	slices.SortStableFunc(us, func(x, y Entrypoint) int { return cmp.Compare(y.ClientAttempts, x.ClientAttempts) })
+	return us
+}
+
+// unfitReason renders why no rewrite fits the chains from the entrypoints us ("" for none).
+func unfitReason(us []Entrypoint, cap int64) string {
+	if len(us) == 0 {
 		return ""
 	}
-	en := c.ents[worst]
-	return fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", en.k, c.g.names[en.node], cap)
+	b := []byte("no rewrite fits: client attempts ")
+	for i, u := range us {
+		switch {
+		case i == 0:
+		case i == len(us)-1:
+			b = append(b, " and "...)
+		default:
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, u.ClientAttempts, 10)
+		b = append(b, " at entrypoint "...)
+		b = append(b, u.Service...)
+	}
+	if len(us) == 1 {
+		b = append(b, " exceed cap "...)
+	} else {
+		b = append(b, " each exceed cap "...)
+	}
+	return string(strconv.AppendInt(b, cap, 10))
+}
+
+// entryReason is unfitReason of entrypoint en when its client attempts alone exceed cap: the fix
+// text of every chain from it. "" when they do not (the plan brings its chains within the cap).
+func (c *core) entryReason(en entry, cap int64) string {
+	if en.k <= cap {
+		return ""
+	}
+	return unfitReason([]Entrypoint{{Service: c.g.names[en.node], ClientAttempts: en.k}}, cap)
 }
 
 // PlanLocal plans at admission: only service's outgoing edges may change, everyone else is held

@@ -1,8 +1,10 @@
 package graph
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -339,5 +341,114 @@ func TestPropertyViolationsTotal(t *testing.T) {
 		if len(a.Violations) > 0 && !slices.Equal(a.Violations[0].Path, a.WorstPath) {
 			t.Fatalf("graph %d: first violation %v, worst path %v", i, a.Violations[0].Path, a.WorstPath)
 		}
+	}
+}
+
+// The fix text is per chain (one entrypoint alone over the cap does not make every chain read
+// "no rewrite fits"), and it agrees with PlanRewrite: a violation from an entrypoint whose client
+// attempts alone exceed the cap says so, naming that entrypoint, and the plan lists it in Unfit;
+// any other violation's fix is the plan's values on its path, under which it is within the cap.
+// Under the plan every chain from an entrypoint not in Unfit is within the cap, and an edge that
+// no unfit entrypoint reaches is lowered no further than that needs. Graphs with cycles (but
+// no retrying self-loop) take the chains-that-visit-a-service-once route (analyzeSimple).
+func TestPropertyFixTextPerChain(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	mixed := 0
+	for i := range 1500 {
+		g := randomDAG(r, 2+r.IntN(10), 4)
+		cyclic := i%3 == 2
+		if cyclic {
+			from := 1 + r.IntN(g.Len()-1)
+			g.AddEdge(name(from), name(r.IntN(from)), 1+r.Int64N(2), 1)
+		}
+		// Entrypoints with client attempts up to 8, some over the cap, some not.
+		for j := range g.Len() {
+			if r.IntN(3) == 0 {
+				g.SetEntrypoint(name(j), 1+r.Int64N(8))
+			}
+		}
+		cap := 1 + r.Int64N(8)
+		a := Analyze(g, cap)
+		if !a.Bounded {
+			t.Fatalf("graph %d: unbounded without a retrying self-loop", i)
+		}
+		p, err := PlanRewrite(g, cap)
+		var unfit, fit []Entrypoint
+		for _, ep := range a.Entrypoints {
+			if ep.ClientAttempts > cap {
+				unfit = append(unfit, ep)
+			} else {
+				fit = append(fit, ep)
+			}
+		}
+		slices.SortStableFunc(unfit, func(x, y Entrypoint) int { return int(y.ClientAttempts - x.ClientAttempts) })
+		if !slices.Equal(p.Unfit, unfit) || p.Fits != (len(unfit) == 0) || (err == nil) != p.Fits {
+			t.Fatalf("graph %d cap %d: unfit %v fits %v err %v, want unfit %v", i, cap, p.Unfit, p.Fits, err, unfit)
+		}
+		if len(unfit) > 0 && len(fit) > 0 && len(a.Violations) > 1 {
+			mixed++
+		}
+		for _, v := range a.Violations {
+			k, entry := v.Factors[0], v.Path[0]
+			if k > cap {
+				if want := "no rewrite fits: client attempts " + FormatInt(k) + " at entrypoint " + entry + " exceed cap " + FormatInt(cap); v.Suggestion != want {
+					t.Fatalf("graph %d cap %d: violation %s: fix %q, want %q", i, cap, v.Message, v.Suggestion, want)
+				}
+				continue
+			}
+			var want []string
+			prod := k
+			for j := 0; j+1 < len(v.Path); j++ {
+				e, _ := g.Edge(v.Path[j], v.Path[j+1])
+				nv, _ := p.New(e.From, e.To)
+				if nv < e.Attempts {
+					want = append(want, e.From+": "+e.To+"="+FormatInt(nv))
+				}
+				prod = mul(prod, nv)
+			}
+			if got := strings.Join(want, "; "); v.Suggestion != got || prod > cap || got == "" {
+				t.Fatalf("graph %d cap %d: violation %s: fix %q, the plan's %q (%d under the plan)", i, cap, v.Message, v.Suggestion, got, prod)
+			}
+		}
+		// Every chain from an entrypoint within the cap fits the plan.
+		onlyFit := func(att map[EdgeKey]int64) *Graph {
+			h := New()
+			for _, s := range g.Services() {
+				if s.Selected {
+					h.AddService(s.Name)
+				}
+			}
+			for _, e := range g.Edges() {
+				h.AddEdge(e.From, e.To, att[EdgeKey{e.From, e.To}], e.Calls)
+			}
+			for _, ep := range fit {
+				h.SetEntrypoint(ep.Service, ep.ClientAttempts)
+			}
+			return h
+		}
+		if len(fit) == 0 {
+			continue
+		}
+		if after := Analyze(onlyFit(p.Attempts), cap); !after.WithinCap() {
+			t.Fatalf("graph %d cap %d: the chains from %v are over the cap after the plan: %d", i, cap, fit, after.Amplification)
+		}
+		if cyclic {
+			continue
+		}
+		// Retries stay nearest the entrypoints for the chains that can fit: an edge no unfit
+		// entrypoint reaches, raised by one, puts some chain over the cap.
+		for _, ch := range p.Changes {
+			if reachable(g, unfit, ch.From) || !reachable(g, fit, ch.From) {
+				continue
+			}
+			att := maps.Clone(p.Attempts)
+			att[EdgeKey{ch.From, ch.To}] = ch.New + 1
+			if Analyze(onlyFit(att), cap).WithinCap() {
+				t.Fatalf("graph %d cap %d: %s>%s lowered to %d but %d fits", i, cap, ch.From, ch.To, ch.New, ch.New+1)
+			}
+		}
+	}
+	if mixed < 100 {
+		t.Fatalf("only %d graphs with chains that fit and chains that cannot", mixed)
 	}
 }

@@ -130,6 +130,12 @@ type Report struct {
 	// condition says so rather than dropping them silently. UnplacedExample is the first.
 	Unplaced        int
 	UnplacedExample string
+	// NoCalls counts the edges and sources whose attempts over the window had no calls to
+	// divide by (retries of calls made before the window; for Envoy, retries over its requests,
+	// which increase()'s extrapolation can give): no tries per call, said rather than dropped.
+	// NoCallsExample is the first.
+	NoCalls        int
+	NoCallsExample string
 }
 
 // Node maps a series' caller or upstream name to a graph node; ok false drops the series (not
@@ -202,9 +208,17 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 	inbound := map[string]float64{} // requests the counted layers sent to a node
 	for k, bySource := range per {
 		e := Edge{From: k[0], To: k[1], Tries: 1, Computed: 1, ComputedCalls: 1}
-		for src, c := range bySource {
+		for _, src := range sortedSources(bySource) {
+			c := bySource[src]
 			if c.calls <= 0 {
-				continue // no call in the window: nothing to divide by
+				// No call in the window: nothing to divide by. Attempts without calls are said.
+				if c.attempts > 0 {
+					if r.NoCalls++; r.NoCallsExample == "" {
+						r.NoCallsExample = fmt.Sprintf("%s %s>%s: %s attempts, %s calls", src, k[0], k[1],
+							strconv.FormatFloat(c.attempts, 'f', -1, 64), strconv.FormatFloat(c.calls, 'f', -1, 64))
+					}
+				}
+				continue
 			}
 			e.Tries *= c.attempts / c.calls
 			e.Sources = append(e.Sources, src)
@@ -260,6 +274,17 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 	}
 	r.Amplification, r.WorstPath = worstPath(r.Edges)
 	return r
+}
+
+// sortedSources are a per-source map's keys in order, so that the first example is the same
+// whatever the map's order.
+func sortedSources[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for s := range m {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // worstPath is the largest product of factors along a simple path of edges, and the path: a
@@ -419,12 +444,17 @@ func Condition(r Report, window time.Duration, generation int64) metav1.Conditio
 	return c
 }
 
-// unplaced is the message's note on the series that could not be placed, "" when none.
+// unplaced is the message's note on the series that could not be placed and on the attempts
+// without calls, "" when none.
 func (r Report) unplaced() string {
-	if r.Unplaced == 0 {
-		return ""
+	s := ""
+	if r.Unplaced > 0 {
+		s = fmt.Sprintf("; %d series without a caller or upstream label not placed on the graph (the scrape must add the caller label: docs/observe.md), e.g. %s", r.Unplaced, r.UnplacedExample)
 	}
-	return fmt.Sprintf("; %d series without a caller or upstream label not placed on the graph (the scrape must add the caller label: docs/observe.md), e.g. %s", r.Unplaced, r.UnplacedExample)
+	if r.NoCalls > 0 {
+		s += fmt.Sprintf("; %d edge source(s) with attempts and no calls over the window: no tries per call (retries of calls made before the window, or for Envoy retries over its requests), e.g. %s", r.NoCalls, r.NoCallsExample)
+	}
+	return s
 }
 
 // Unavailable is ObservedWithinComputed when the query failed: Unknown, with the URL and the

@@ -404,3 +404,28 @@ func TestUnplacedSeriesAreSaid(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", c.Message, want)
 	}
 }
+
+// TestAttemptsWithoutCallsAreSaid: an edge's source whose attempts had no calls to divide by
+// (Envoy's retries over its requests after increase()'s extrapolation: calls total - retry < 0;
+// attempts of calls made before the window) gives no tries, and the condition says how many
+// and the first (before: dropped without a word, so the edge of a storm could vanish from a
+// True condition).
+func TestAttemptsWithoutCallsAreSaid(t *testing.T) {
+	series := []Series{
+		{Source: SourceRetrycap, Namespace: "shop", Caller: "web", Upstream: "order", Attempts: 10, Calls: 10},
+		{Source: SourceEnvoy, Namespace: "shop", Caller: "order", Upstream: "payment", Attempts: 100, Calls: -1.5},
+		{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "stock", Attempts: 4, Calls: 0},
+		{Source: SourceRetrycap, Namespace: "shop", Caller: "order", Upstream: "ledger", Attempts: 0, Calls: 0}, // no traffic: nothing to say
+	}
+	r := Compute([]graph.Edge{{From: "web", To: "order", Attempts: 1, Calls: 1}}, series, InNamespace("shop"))
+	if r.NoCalls != 2 || len(r.Edges) != 1 {
+		t.Fatalf("%+v", r)
+	}
+	c := Condition(r, 5*time.Minute, 1)
+	want := `1 edges observed over 5m0s, none with more tries per call or calls per request than computed; observed amplification 1.00 along web>order; ` +
+		`calls per inbound request not measured at web (no counted layer sent them a request); ` +
+		`2 edge source(s) with attempts and no calls over the window: no tries per call (retries of calls made before the window, or for Envoy retries over its requests), e.g. envoy order>payment: 100 attempts, -1.5 calls`
+	if c.Status != metav1.ConditionTrue || c.Message != want {
+		t.Fatalf("%s\ngot  %s\nwant %s", c.Status, c.Message, want)
+	}
+}

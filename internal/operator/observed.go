@@ -26,6 +26,8 @@ type Prometheus struct {
 	// Auth are the credentials and CA Prometheus is queried with (--prometheus-bearer-token-file,
 	// --prometheus-username, --prometheus-password-file, --prometheus-ca-file).
 	Auth promquery.Auth
+	// MaxAnswerBytes bounds one answer (--prometheus-max-answer-size); 0: the default, 64 MiB.
+	MaxAnswerBytes int64
 }
 
 // validate checks the options without starting anything.
@@ -43,7 +45,7 @@ func (p Prometheus) validate() error {
 }
 
 func (p Prometheus) client() (*promquery.Client, error) {
-	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel, Auth: p.Auth})
+	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel, Auth: p.Auth, MaxAnswerBytes: p.MaxAnswerBytes})
 }
 
 // newObserver adds the Prometheus poller to the manager; nil without --prometheus-url.

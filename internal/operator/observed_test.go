@@ -1,6 +1,11 @@
 package operator
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -17,6 +22,8 @@ func TestValidatePrometheus(t *testing.T) {
 		{Prometheus{URL: "prometheus.monitoring:9090"}, `--prometheus-url "prometheus.monitoring:9090": want an http or https URL with a host`},
 		{Prometheus{URL: "http://p:9090", CallerLabel: "app.kubernetes.io/name"}, `--prometheus-caller-label "app.kubernetes.io/name": not a Prometheus label name`},
 		{Prometheus{URL: "http://p:9090", Interval: -time.Second}, "--prometheus-interval -1s: must be positive"},
+		{Prometheus{URL: "http://p:9090", MaxAnswerBytes: -1}, "--prometheus-max-answer-size -1: want a size above 0 bytes"},
+		{Prometheus{URL: "http://p:9090", MaxAnswerBytes: 128 << 20}, ""},
 		{Prometheus{URL: "http://p:9090", Auth: promquery.Auth{Username: "retrycap"}}, `--prometheus-username "retrycap": --prometheus-password-file is required with it`},
 		{Prometheus{URL: "https://p:9090", Auth: promquery.Auth{BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token", CAFile: "/nonexistent/ca.crt"}},
 			`--prometheus-ca-file "/nonexistent/ca.crt": unable to read CA cert: unable to read file /nonexistent/ca.crt: open /nonexistent/ca.crt: no such file or directory`},
@@ -28,6 +35,33 @@ func TestValidatePrometheus(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("Validate(%+v) = %q, want %q", tc.p, got, tc.want)
+		}
+	}
+}
+
+// TestPrometheusMaxAnswerSizeReachesTheClient: the manager's --prometheus-max-answer-size is the
+// bound of its poller's client: an answer one byte over it fails the poll naming the flag.
+func TestPrometheusMaxAnswerSizeReachesTheClient(t *testing.T) {
+	const answer = `{"status":"success","data":{"resultType":"vector","result":[]}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}))
+	defer srv.Close()
+	for _, max := range []int64{int64(len(answer)), int64(len(answer) - 1)} {
+		c, err := Prometheus{URL: srv.URL, MaxAnswerBytes: max}.client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Series(context.Background(), time.Now())
+		want := ""
+		if max < int64(len(answer)) {
+			want = fmt.Sprintf("query sum by (namespace, service, upstream) (increase(retrycap_proxy_attempts_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
+				"the answer is over %d bytes, the bound on one answer (--prometheus-max-answer-size %d): refused, not read further (raise --prometheus-max-answer-size if the cluster's answers are this large)",
+				srv.URL, len(answer), max, max)
+		}
+		if got := fmt.Sprint(err); (err == nil) != (want == "") || (err != nil && got != want) {
+			t.Errorf("bound %d:\ngot  %v\nwant %s", max, err, want)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 // Package promquery is the thin adapter between Prometheus' HTTP API (client_golang's api and
-// api/prometheus/v1) and internal/observed: it runs the bounded instant queries (a timeout, a
-// series limit) for the proxies' and Envoy's per-upstream counters over a window and joins
-// their answers into observed.Series. Everything that decides (per-edge tries, the product
-// along paths, the condition) is in internal/observed.
+// api/prometheus/v1) and internal/observed and internal/telemetry: it runs the bounded instant
+// queries (a timeout, a series limit, a bound on each answer's bytes: --prometheus-max-answer-size,
+// size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window and joins
+// their answers into observed.Series, and telemetry.Queries into telemetry's observed graph
+// (graph.go). An answer that is not a vector of counts is refused here, naming the query.
+// Everything that decides (per-edge tries, the product along paths, the conditions) is in
+// internal/observed and internal/telemetry.
 package promquery

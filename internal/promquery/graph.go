@@ -9,8 +9,8 @@ import (
 
 // Graph runs telemetry.Queries at now over the client's window and reads their answers into
 // the observed graph. Any error (the connection, an auth failure, a timeout, a query at the
-// series limit) fails the whole call, naming the query: an observation missing a source would
-// make its edges look stale.
+// series limit, answers telemetry.Read refuses) fails the whole call, naming the query or the
+// series: an observation missing a source would make its edges look stale.
 func (c *Client) Graph(ctx context.Context, now time.Time, gateways []string) (*telemetry.Observation, error) {
 	qs := telemetry.Queries(c.opts.Window, c.opts.CallerLabel)
 	answers := make([]telemetry.Answer, 0, len(qs))
@@ -21,5 +21,5 @@ func (c *Client) Graph(ctx context.Context, now time.Time, gateways []string) (*
 		}
 		answers = append(answers, telemetry.Answer{Query: q, Vector: v})
 	}
-	return telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel}), nil
+	return telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel})
 }

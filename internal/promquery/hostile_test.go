@@ -83,7 +83,7 @@ func TestHostileAnswers(t *testing.T) {
 		{"1e308", jsonAnswer(vector([2]string{orderLabels, "1e308"})),
 			`series {namespace="shop", service="order", upstream="payment"}: value 1e+308 is not a counter's increase (want a number from 0 to 2^53)`},
 		{"a series twice", jsonAnswer(vector([2]string{orderLabels, "3"}, [2]string{`{"upstream":"payment","service":"order","namespace":"shop"}`, "4"})),
-			`series {namespace="shop", service="order", upstream="payment"}: in the answer twice (an aggregation gives each label set once)`},
+			`series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 3 and 4 (an aggregation gives each label set once)`},
 		{"hostile label values are named quoted", jsonAnswer(vector([2]string{`{"service":"a\"} or vector(1) #\n{x}","upstream":"ü"}`, "NaN"})),
 			`series {service="a\"} or vector(1) #\n{x}", upstream="ü"}: value NaN is not a counter's increase (want a number from 0 to 2^53)`},
 		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {
@@ -191,7 +191,7 @@ func TestHugeAnswerIsBounded(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	_, err := c.query(context.Background(), testQ, time.Now())
 	runtime.ReadMemStats(&after)
-	want := "query sum(up): the answer is over 1048576 bytes (1 MiB, the bound on one answer): refused, not read further"
+	want := "query sum(up): " + tooLarge(1<<20, "1Mi")
 	if err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}
@@ -208,7 +208,7 @@ func TestHugeAnswerIsBounded(t *testing.T) {
 	var w2 atomic.Int64
 	c, url := hostile(t, endless(&w2, 100<<20), Options{MaxAnswerBytes: 1 << 20})
 	_, err = c.query(context.Background(), testQ, time.Now())
-	want = "query sum(up): HTTP 200 from " + url + "/api/v1/query: Content-Length 104857600: the answer is over 1048576 bytes (1 MiB, the bound on one answer): refused, not read further"
+	want = "query sum(up): HTTP 200 from " + url + "/api/v1/query: Content-Length 104857600: " + tooLarge(1<<20, "1Mi")
 	if err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
 	}

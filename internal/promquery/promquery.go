@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/retrycap/retrycap/internal/observed"
+	"github.com/retrycap/retrycap/internal/telemetry"
 )
 
 // Defaults of the manager's flags.
@@ -33,12 +34,12 @@ const (
 	// room for long label values and for a raised limit while keeping a hostile or runaway
 	// answer (an old Prometheus that ignores the limit parameter, a proxy streaming something
 	// else) from growing the manager's memory without end: beyond it the answer is refused.
+	// --prometheus-max-answer-size raises it for a cluster whose answers are larger.
 	DefaultMaxAnswerBytes = 64 << 20
-	// MaxIncrease is the largest counter increase an answer may hold: 2^53, beyond which a
-	// float64 no longer holds every integer. No request counter gets there in a window, so a
-	// larger value (like NaN, an infinity or a negative increase, which increase() never
-	// returns for a counter) says the answer is not what was asked, and it is refused.
-	MaxIncrease = 1 << 53
+	// MaxIncrease is the largest counter increase an answer may hold (telemetry.MaxIncrease,
+	// 2^53): a larger value (like NaN, an infinity or a negative increase, which increase()
+	// never returns for a counter) says the answer is not what was asked, and it is refused.
+	MaxIncrease = telemetry.MaxIncrease
 )
 
 // Options configure a Client.
@@ -58,7 +59,8 @@ type Options struct {
 	CallerLabel string
 	// Auth are the credentials and the CA Prometheus is queried with (none by default).
 	Auth Auth
-	// MaxAnswerBytes bounds one answer's body; DefaultMaxAnswerBytes when 0.
+	// MaxAnswerBytes bounds one answer's body (--prometheus-max-answer-size); DefaultMaxAnswerBytes
+	// when 0, an error when negative.
 	MaxAnswerBytes int64
 }
 
@@ -125,7 +127,10 @@ func New(o Options) (*Client, error) {
 	if o.CallerLabel == "" {
 		o.CallerLabel = DefaultCallerLabel
 	}
-	if o.MaxAnswerBytes <= 0 {
+	if o.MaxAnswerBytes < 0 {
+		return nil, fmt.Errorf("%s %d: want a size above 0 bytes", MaxAnswerSizeFlag, o.MaxAnswerBytes)
+	}
+	if o.MaxAnswerBytes == 0 {
 		o.MaxAnswerBytes = DefaultMaxAnswerBytes
 	}
 	if !model.LegacyValidation.IsValidLabelName(o.CallerLabel) {
@@ -241,17 +246,18 @@ func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vect
 // that is not a count (NaN, an infinity, negative, over MaxIncrease). The series is named with
 // its labels quoted, so a value with quotes or newlines reads as written.
 func checkVector(v model.Vector) error {
-	seen := make(map[string]struct{}, len(v))
+	seen := make(map[string]model.SampleValue, len(v))
 	for _, s := range v {
 		f := float64(s.Value)
 		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > MaxIncrease {
 			return fmt.Errorf("series %s: value %s is not a counter's increase (want a number from 0 to 2^53)", s.Metric, strconv.FormatFloat(f, 'g', -1, 64))
 		}
 		k := s.Metric.String()
-		if _, dup := seen[k]; dup {
-			return fmt.Errorf("series %s: in the answer twice (an aggregation gives each label set once)", s.Metric)
+		if prev, dup := seen[k]; dup {
+			return fmt.Errorf("series %s: in the answer twice, with values %s and %s (an aggregation gives each label set once)", s.Metric,
+				strconv.FormatFloat(float64(prev), 'g', -1, 64), strconv.FormatFloat(f, 'g', -1, 64))
 		}
-		seen[k] = struct{}{}
+		seen[k] = s.Value
 	}
 	return nil
 }
@@ -260,7 +266,8 @@ func checkVector(v model.Vector) error {
 type errAnswerTooLarge struct{ max int64 }
 
 func (e errAnswerTooLarge) Error() string {
-	return fmt.Sprintf("the answer is over %d bytes (%d MiB, the bound on one answer): refused, not read further", e.max, e.max>>20)
+	return fmt.Sprintf("the answer is over %d bytes, the bound on one answer (%s %s): refused, not read further (raise %s if the cluster's answers are this large)",
+		e.max, MaxAnswerSizeFlag, FormatSize(e.max), MaxAnswerSizeFlag)
 }
 
 // checkedTransport bounds a successful answer's body and refuses one that is not JSON: a login

@@ -1,11 +1,17 @@
 package storm
 
 import (
+	"context"
+	"errors"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/labapp"
 )
 
 const ms = time.Millisecond
@@ -400,9 +406,48 @@ go_goroutines 12
 	if m["retrycap_proxy_attempts_total"]["payment"] != 135 || m["retrycap_proxy_retries_total"]["payment"] != 150 || len(m) != 2 {
 		t.Fatalf("%v", m)
 	}
-	if _, err := parseCounters(strings.NewReader(`retrycap_proxy_retries_total{upstream="x"} nope`+"\n"), "retrycap_proxy_retries_total"); err == nil ||
-		!strings.Contains(err.Error(), `line "retrycap_proxy_retries_total{upstream=\"x\"} nope"`) {
-		t.Fatalf("bad value: %v", err)
+	// What is not a count of requests is refused, naming the series and the value (before: a
+	// NaN, a negative or a fractional value was summed, a series twice was summed twice, a
+	// series without upstream and an error page's lines were passed over, reading 0).
+	const typ = "# TYPE retrycap_proxy_retries_total counter\n"
+	for _, tc := range []struct{ in, want string }{
+		{`retrycap_proxy_retries_total{upstream="x"} nope` + "\n", `not a text exposition: text format parsing error in line 1: expected float as value, got "nope"`},
+		{typ + `retrycap_proxy_retries_total{upstream="x"} NaN` + "\n", `retrycap_proxy_retries_total{upstream="x"}: value NaN is not a count of requests (want a whole number from 0 to 2^53)`},
+		{typ + `retrycap_proxy_retries_total{upstream="x"} +Inf` + "\n", `retrycap_proxy_retries_total{upstream="x"}: value +Inf is not a count of requests (want a whole number from 0 to 2^53)`},
+		{typ + `retrycap_proxy_retries_total{upstream="x"} -2` + "\n", `retrycap_proxy_retries_total{upstream="x"}: value -2 is not a count of requests (want a whole number from 0 to 2^53)`},
+		{typ + `retrycap_proxy_retries_total{code="200",upstream="x"} 2.5` + "\n", `retrycap_proxy_retries_total{code="200", upstream="x"}: value 2.5 is not a count of requests (want a whole number from 0 to 2^53)`},
+		{`retrycap_proxy_retries_total{upstream="x"} 1e300` + "\n", `retrycap_proxy_retries_total{upstream="x"}: value 1e+300 is not a count of requests (want a whole number from 0 to 2^53)`},
+		{typ + `retrycap_proxy_retries_total{code="200"} 2` + "\n", `retrycap_proxy_retries_total{code="200"}: no upstream label`},
+		{typ + `retrycap_proxy_retries_total{upstream="x"} 2` + "\n" + `retrycap_proxy_retries_total{upstream="x"} 3` + "\n", `retrycap_proxy_retries_total{upstream="x"}: given twice, with values 2 and 3`},
+		{"# TYPE retrycap_proxy_retries_total gauge\n" + `retrycap_proxy_retries_total{upstream="x"} 2` + "\n", `retrycap_proxy_retries_total is a gauge, not a counter`},
+		{"", "nothing was read: the exposition holds no metric"},
+		{"<html><body>Bad Gateway</body></html>\n", `not a text exposition: text format parsing error in line 1: invalid metric name`},
+	} {
+		_, err := parseCounters(strings.NewReader(tc.in), "retrycap_proxy_retries_total")
+		if err == nil || err.Error() != tc.want || !errors.As(err, new(errNotCounts)) {
+			t.Errorf("%q:\ngot  %v\nwant %s", tc.in, err, tc.want)
+		}
+	}
+	// The same series twice with one value is taken once; a family not exported yet is 0.
+	m, err = parseCounters(strings.NewReader(typ+`retrycap_proxy_retries_total{upstream="x"} 4`+"\n"+`retrycap_proxy_retries_total{upstream="x"} 4`+"\n"+`retrycap_proxy_retries_total{code="503",upstream="x"} 1`+"\ngo_goroutines 3\n"),
+		"retrycap_proxy_retries_total", "retrycap_proxy_attempts_total")
+	if err != nil || m["retrycap_proxy_retries_total"]["x"] != 5 || len(m["retrycap_proxy_attempts_total"]) != 0 {
+		t.Fatalf("%v %v", m, err)
+	}
+}
+
+// TestScrapeRefusesAnErrorPage: a /metrics that answers an HTTP error is not read as an
+// exposition of zeros.
+func TestScrapeRefusesAnErrorPage(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "retrycap_proxy_retries_total{upstream=\"payment\"} 0", http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	c := &chain{scrapeHC: &http.Client{Timeout: 5 * time.Second}}
+	_, err := c.scrape(context.Background(), &labapp.ProxyProc{AdminAddr: addr})
+	if want := "metrics of " + addr + ": HTTP 502, not the proxy's metrics"; err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
 	}
 }
 

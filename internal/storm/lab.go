@@ -1,10 +1,11 @@
 package storm
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -439,7 +443,15 @@ func (c *chain) scrape(ctx context.Context, p *labapp.ProxyProc) (map[string]map
 		return nil, fmt.Errorf("metrics of %s: %w", p.AdminAddr, err)
 	}
 	defer resp.Body.Close()
-	return parseCounters(resp.Body, c.series("attempts"), c.series("retries"))
+	if resp.StatusCode != http.StatusOK {
+		// An error page read as an exposition would give zeros: a storm that never happened.
+		return nil, fmt.Errorf("metrics of %s: HTTP %d, not the proxy's metrics", p.AdminAddr, resp.StatusCode)
+	}
+	m, err := parseCounters(resp.Body, c.series("attempts"), c.series("retries"))
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", p.AdminAddr, err)
+	}
+	return m, nil
 }
 
 // series is the proxies' counter of attempts or retries for the chain's
@@ -452,38 +464,68 @@ func (c *chain) series(what string) string {
 	return "retrycap_proxy_" + what + "_total"
 }
 
-// parseCounters reads Prometheus text exposition lines of the named
-// counters, keyed by their upstream label.
+// errNotCounts is a scrape whose counters are not counts: not a slow machine's missed sample
+// but a broken reading, which ends the run rather than being passed over.
+type errNotCounts struct{ err error }
+
+func (e errNotCounts) Error() string { return e.err.Error() }
+func (e errNotCounts) Unwrap() error { return e.err }
+
+// parseCounters reads the named counters of a Prometheus text exposition (prometheus/common's
+// parser), summed by their upstream label over the others (code, protocol). A raw counter
+// counts requests: a value that is NaN, infinite, negative or not a whole number, a series of
+// a named family without an upstream label, a series given twice with different values (the
+// same value twice is taken once, as Prometheus takes a sample appended twice), a family of
+// another type and an exposition without any metric are errors (errNotCounts) naming the
+// series and the value. A family the proxy has not exported yet (no request in it) is 0.
 func parseCounters(r io.Reader, names ...string) (map[string]map[string]float64, error) {
 	out := map[string]map[string]float64{}
 	for _, n := range names {
 		out[n] = map[string]float64{}
 	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok || out[name] == nil {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		_, up, ok := strings.Cut(labels, `upstream="`)
-		if !ok {
-			continue
-		}
-		up, _, _ = strings.Cut(up, `"`)
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: line %q: %w", line, err)
-		}
-		out[name][up] += v
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, errNotCounts{fmt.Errorf("not a text exposition: %w", err)}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+	if len(fams) == 0 {
+		return nil, errNotCounts{errors.New("nothing was read: the exposition holds no metric")}
+	}
+	for _, n := range names {
+		f := fams[n]
+		if f == nil {
+			continue
+		}
+		if f.GetType() != dto.MetricType_COUNTER && f.GetType() != dto.MetricType_UNTYPED {
+			return nil, errNotCounts{fmt.Errorf("%s is a %s, not a counter", n, strings.ToLower(f.GetType().String()))}
+		}
+		seen := map[string]float64{}
+		for _, m := range f.GetMetric() {
+			ls := model.LabelSet{}
+			for _, l := range m.GetLabel() {
+				ls[model.LabelName(l.GetName())] = model.LabelValue(l.GetValue())
+			}
+			series := n + ls.String()
+			v := m.GetCounter().GetValue()
+			if f.GetType() == dto.MetricType_UNTYPED {
+				v = m.GetUntyped().GetValue()
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v != math.Trunc(v) || v > 1<<53 {
+				return nil, errNotCounts{fmt.Errorf("%s: value %s is not a count of requests (want a whole number from 0 to 2^53)", series, strconv.FormatFloat(v, 'g', -1, 64))}
+			}
+			up, ok := ls["upstream"]
+			if !ok {
+				return nil, errNotCounts{fmt.Errorf("%s: no upstream label", series)}
+			}
+			if prev, dup := seen[series]; dup {
+				if prev != v {
+					return nil, errNotCounts{fmt.Errorf("%s: given twice, with values %s and %s", series, strconv.FormatFloat(prev, 'g', -1, 64), strconv.FormatFloat(v, 'g', -1, 64))}
+				}
+				continue
+			}
+			seen[series] = v
+			out[n][string(up)] += v
+		}
 	}
 	return out, nil
 }

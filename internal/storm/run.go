@@ -242,7 +242,8 @@ func (r *armRun) sampleOnce(ctx context.Context) error {
 // called. A scrape can time out on a saturated machine (the naive arm's
 // storm is CPU-heavy): the counters are cumulative, so a missed sample only
 // coarsens the interpolation. Only a run without any sample fails: stop
-// returns the last error then.
+// returns the last error then. A reading that is not counts (errNotCounts)
+// fails the run at once.
 func (r *armRun) sample(ctx context.Context) (stop func() error) {
 	sampleCtx, cancel := context.WithCancel(ctx)
 	sampled := make(chan error, 1)
@@ -261,7 +262,10 @@ func (r *armRun) sample(ctx context.Context) (stop func() error) {
 				}
 				return
 			case <-t.C:
-				if err := r.sampleOnce(ctx); err != nil {
+				if err := r.sampleOnce(ctx); errors.As(err, new(errNotCounts)) {
+					sampled <- err // a broken reading, not a slow one: no later sample makes it right
+					return
+				} else if err != nil {
 					lastErr = err
 				} else {
 					got++
@@ -282,6 +286,9 @@ func (r *armRun) finalSample(ctx context.Context) error {
 	for try := 0; try < 5; try++ {
 		if err = r.sampleOnce(ctx); err == nil || ctx.Err() != nil {
 			return nil
+		}
+		if errors.As(err, new(errNotCounts)) {
+			return err
 		}
 	}
 	return err

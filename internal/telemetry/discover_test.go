@@ -18,7 +18,7 @@ func wl(kind, ns, name string, labels, anns map[string]string) workload.Workload
 // differences, env edges the telemetry did not observe are marked, a gateway workload's calls
 // make entrypoints.
 func TestDiscoverMerges(t *testing.T) {
-	ob := Read([]Answer{
+	ob := mustRead(t, []Answer{
 		answer("istio_requests_total",
 			istio("source", "web", "shop", "payment", "shop", 60),
 			istio("destination", "web", "shop", "payment", "shop", 120),

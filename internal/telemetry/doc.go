@@ -6,7 +6,9 @@
 // reader turns one query's answer into caller -> callee edges with their rate over the window;
 // edges whose counters did not increase are not observed; series that cannot be placed on the
 // graph (a missing label, an "unknown" destination) are counted in warnings, never dropped
-// silently. docs/telemetry.md cites each label set's source.
+// silently; a value that is not a count (NaN, an infinity, negative, a series twice with two
+// values) or no answer at all fails the read (check.go). docs/telemetry.md cites each label
+// set's source.
 //
 // It also reads the edges manifests imply (container env values and the ConfigMaps they
 // reference that name a Service) and merges both into the retrycap.dev/upstreams each workload

@@ -41,10 +41,7 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		if !ok {
 			continue
 		}
-		v, ok := value(&r.w, SourceIstio, s)
-		if !ok {
-			continue
-		}
+		v := float64(s.Value)
 		if out {
 			// Only the destination's sidecar sees a caller without one.
 			outside[k.to] += v
@@ -90,10 +87,6 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		if !ok || out {
 			continue
 		}
-		v, ok := value(&r.w, SourceIstio, s)
-		if !ok {
-			continue
-		}
-		r.addEdge(SourceIstio, k.from, k.to, v, 0, "TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies")
+		r.addEdge(SourceIstio, k.from, k.to, float64(s.Value), 0, "TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies")
 	}
 }

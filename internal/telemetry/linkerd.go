@@ -44,11 +44,10 @@ func (r *reader) linkerd(metric string, v model.Vector) {
 		if !ok {
 			continue
 		}
-		if n, ok := value(&r.w, SourceLinkerd, s); ok {
-			r.addEdge(SourceLinkerd, from, to, n, 0, "")
-			if metric != "response_total" && n > 0 {
-				r.routeCalls[edgeKey{src: SourceLinkerd, from: from, to: to}] += n
-			}
+		n := float64(s.Value)
+		r.addEdge(SourceLinkerd, from, to, n, 0, "")
+		if metric != "response_total" && n > 0 {
+			r.routeCalls[edgeKey{src: SourceLinkerd, from: from, to: to}] += n
 		}
 	}
 }
@@ -92,9 +91,7 @@ func (r *reader) linkerdTries(v model.Vector) {
 		if !ok {
 			continue
 		}
-		if n, ok := value(&r.w, SourceLinkerd, s); ok {
-			retries[edgeKey{src: SourceLinkerd, from: from, to: to}] += n
-		}
+		retries[edgeKey{src: SourceLinkerd, from: from, to: to}] += float64(s.Value)
 	}
 	for k, n := range retries {
 		calls := r.routeCalls[k]

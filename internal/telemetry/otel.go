@@ -41,10 +41,7 @@ func (r *reader) otel(v model.Vector) {
 				server, sns = svc, ns
 			}
 		}
-		n, ok := value(&r.w, SourceOTel, s)
-		if !ok {
-			continue
-		}
+		n := float64(s.Value)
 		to := Callee{sns, server}
 		if ct == "virtual_node" && client == "user" {
 			r.addEntry(SourceOTel, to, Outside, n)

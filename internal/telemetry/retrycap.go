@@ -25,10 +25,7 @@ func (r *reader) retrycap(v model.Vector) {
 			r.w.add("retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge", s.Metric)
 			continue
 		}
-		n, ok := value(&r.w, SourceRetrycap, s)
-		if !ok {
-			continue
-		}
+		n := float64(s.Value)
 		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)
 		r.addEdge(SourceRetrycap, from, to, n, 0, "")
 		if n > 0 {
@@ -62,9 +59,7 @@ func (r *reader) retrycapTries(v model.Vector) {
 		if ns == "" || caller == "" || up == "" || up == "unknown" {
 			continue // warned for the requests' series, which have the same labels
 		}
-		if n, ok := value(&r.w, SourceRetrycap, s); ok {
-			attempts[edgeKey{src: SourceRetrycap, from: Caller{Namespace: ns, Name: caller, Service: true}, to: proxyCallee(ns, up)}] += n
-		}
+		attempts[edgeKey{src: SourceRetrycap, from: Caller{Namespace: ns, Name: caller, Service: true}, to: proxyCallee(ns, up)}] += float64(s.Value)
 	}
 	for k, n := range attempts {
 		calls, e := r.proxyCalls[k], r.edges[k]

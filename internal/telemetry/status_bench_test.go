@@ -80,6 +80,8 @@ func BenchmarkRead20000(b *testing.B) {
 	a := []Answer{answer("istio_requests_total", v...)}
 	b.ReportAllocs()
 	for b.Loop() {
-		Read(a, Options{Window: time.Minute})
+		if _, err := Read(a, Options{Window: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -192,16 +191,6 @@ func (w *warnings) list() []string {
 
 func label(m model.Metric, name string) string { return string(m[model.LabelName(name)]) }
 
-// value is a sample's increase, ok false (and a warning) when it is not a finite number >= 0.
-func value(w *warnings, src Source, s *model.Sample) (float64, bool) {
-	v := float64(s.Value)
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		w.add(fmt.Sprintf("%s: an increase that is not a number >= 0 (%v)", src, v), s.Metric)
-		return 0, false
-	}
-	return v, true
-}
-
 // reader accumulates one Read.
 type reader struct {
 	o        Options
@@ -227,8 +216,11 @@ func (r *reader) isGateway(ns, name string) bool {
 	return r.gateways[ns+"/"+name] || r.gateways["/"+name]
 }
 
-// Read turns the answers to Queries into an Observation.
-func Read(answers []Answer, o Options) *Observation {
+// Read turns the answers to Queries into an Observation. Answers no counter's increase gives
+// (a value that is NaN, infinite, negative or over 2^53, a series twice with different values),
+// an answer to a query it does not know and no answer at all are errors (checkAnswers); a series
+// it cannot place on the graph (a label missing or naming no Service) is a warning.
+func Read(answers []Answer, o Options) (*Observation, error) {
 	r := &reader{o: o, secs: o.Window.Seconds(), gateways: map[string]bool{}, edges: map[edgeKey]*Edge{}, nonHTTP: map[edgeKey]*Edge{}, entries: map[string]*Entrypoint{},
 		routeCalls: map[edgeKey]float64{}, proxyCalls: map[edgeKey]float64{}}
 	if r.secs <= 0 {
@@ -240,6 +232,10 @@ func Read(answers []Answer, o Options) *Observation {
 		} else {
 			r.gateways["/"+g] = true
 		}
+	}
+	answers, err := checkAnswers(answers, &r.w)
+	if err != nil {
+		return nil, err
 	}
 	var istioHTTP, istioTCP []*model.Sample
 	var linkerdRetries, proxyAttempts model.Vector
@@ -271,7 +267,7 @@ func Read(answers []Answer, o Options) *Observation {
 	// same source counted.
 	r.linkerdTries(linkerdRetries)
 	r.retrycapTries(proxyAttempts)
-	return r.result()
+	return r.result(), nil
 }
 
 func containsSource(ss []Source, s Source) bool {

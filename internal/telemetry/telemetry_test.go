@@ -31,6 +31,16 @@ func answer(metric string, ss ...*model.Sample) Answer {
 	panic(metric)
 }
 
+// mustRead is Read of answers that are all counts.
+func mustRead(t testing.TB, answers []Answer, o Options) *Observation {
+	t.Helper()
+	ob, err := Read(answers, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob
+}
+
 // summary writes an observation one line per item, rates per second over the 60 s window.
 func summary(ob *Observation) []string {
 	var out []string
@@ -164,7 +174,6 @@ func TestRead(t *testing.T) {
 			sample(3, "client", "user", "server", "frontend", "connection_type", "virtual_node", "server_k8s_namespace_name", "shop"),
 			sample(3, "client", "checkout", "server", "payment.billing.svc.cluster.local:8443", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
 			sample(3, "client", "a", "server", "b"),
-			sample(math.NaN(), "client", "a", "server", "c", "client_k8s_namespace_name", "shop"),
 		)},
 		sources: "[otel-servicegraph]",
 		want: []string{
@@ -173,7 +182,6 @@ func TestRead(t *testing.T) {
 			"edge otel-servicegraph shop/frontend (service) > shop/checkout 0.50/s",
 			"apart otel-servicegraph shop/checkout > shop/orders 0.10/s: a database call (connection_type database): no HTTP retry applies",
 			"entry otel-servicegraph shop/frontend via outside the mesh 0.05/s",
-			`warning otel-servicegraph: an increase that is not a number >= 0 (NaN): 1 series (e.g. {client="a", client_k8s_namespace_name="shop", server="c"})`,
 			`warning otel-servicegraph: no client namespace dimension (configure the connector's dimensions: [k8s.namespace.name]): not an edge: 1 series (e.g. {client="a", server="b"})`,
 			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="database", server="orders"})`,
 		},
@@ -217,7 +225,7 @@ func TestRead(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ob := Read(c.answers, Options{Window: time.Minute})
+			ob := mustRead(t, c.answers, Options{Window: time.Minute})
 			if got := fmt.Sprint(ob.Sources); got != c.sources {
 				t.Errorf("sources %s, want %s", got, c.sources)
 			}
@@ -230,7 +238,7 @@ func TestRead(t *testing.T) {
 }
 
 func TestGatewaysOption(t *testing.T) {
-	ob := Read([]Answer{answer("response_total",
+	ob := mustRead(t, []Answer{answer("response_total",
 		sample(60, "namespace", "ingress-nginx", "deployment", "ingress-nginx-controller", "dst_namespace", "shop", "dst_service", "web"),
 	)}, Options{Window: time.Minute, Gateways: []string{"ingress-nginx/ingress-nginx-controller"}})
 	want := "entry linkerd shop/web via ingress-nginx/ingress-nginx-controller 1.00/s"
@@ -309,5 +317,85 @@ func TestNonHTTPReason(t *testing.T) {
 		if got := NonHTTPReason(c.ref, c.svc); got != c.want {
 			t.Errorf("%d %+v: got %q, want %q", i, c.ref, got, c.want)
 		}
+	}
+}
+
+// TestReadRefusesWhatIsNotACount: a value no counter's increase takes, a series twice with two
+// values, an answer to a query Read does not know and no answer at all are errors naming the
+// source, the metric, the series and the value (before, a NaN, an infinity or a negative value
+// was a warning and the series was dropped: the rest read as if complete). Labels that place
+// no edge stay warnings; a series twice with one value is read once, with a warning.
+func TestReadRefusesWhatIsNotACount(t *testing.T) {
+	order := func(v float64) *model.Sample {
+		return sample(v, "namespace", "shop", "service", "order", "upstream", "payment")
+	}
+	const orderLabels = `{namespace="shop", service="order", upstream="payment"}`
+	for _, tc := range []struct {
+		name    string
+		answers []Answer
+		want    string
+	}{
+		{"no answer", nil, "nothing was read: no answer to any query (want the answers to telemetry.Queries)"},
+		{"NaN", []Answer{answer("retrycap_proxy_requests_total", order(math.NaN()))},
+			"retrycap retrycap_proxy_requests_total: series " + orderLabels + ": value NaN is not a counter's increase (want a number from 0 to 2^53)"},
+		{"+Inf", []Answer{answer("retrycap_proxy_attempts_total", order(math.Inf(1)))},
+			"retrycap retrycap_proxy_attempts_total: series " + orderLabels + ": value +Inf is not a counter's increase (want a number from 0 to 2^53)"},
+		{"negative", []Answer{answer("istio_requests_total", istio("source", "web", "shop", "payment", "shop", -3))},
+			`istio istio_requests_total: series {destination_service_name="payment", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"}: value -3 is not a counter's increase (want a number from 0 to 2^53)`},
+		{"over 2^53", []Answer{answer("traces_service_graph_request_total", sample(1e300, "client", "a", "server", "b", "client_k8s_namespace_name", "shop"))},
+			`otel-servicegraph traces_service_graph_request_total: series {client="a", client_k8s_namespace_name="shop", server="b"}: value 1e+300 is not a counter's increase (want a number from 0 to 2^53)`},
+		{"-Inf on a series that places no edge", []Answer{answer("response_total", sample(math.Inf(-1), "namespace", "shop"))},
+			`linkerd response_total: series {namespace="shop"}: value -Inf is not a counter's increase (want a number from 0 to 2^53)`},
+		{"a series twice with two values", []Answer{answer("retrycap_proxy_requests_total", order(10), order(12))},
+			"retrycap retrycap_proxy_requests_total: series " + orderLabels + " given twice, with values 10 and 12: one series has one increase over the window, and which is right cannot be told"},
+		{"a series twice across two answers of one query", []Answer{answer("retrycap_proxy_requests_total", order(10)), answer("retrycap_proxy_requests_total", order(11.5))},
+			"retrycap retrycap_proxy_requests_total: series " + orderLabels + " given twice, with values 10 and 11.5: one series has one increase over the window, and which is right cannot be told"},
+		{"the first bad series and how many more", []Answer{answer("retrycap_proxy_requests_total", order(-1)), answer("outbound_http_route_retry_requests_total", sample(math.NaN()), sample(-2, "namespace", "x"))},
+			"retrycap retrycap_proxy_requests_total: series " + orderLabels + ": value -1 is not a counter's increase (want a number from 0 to 2^53) (and 2 more series refused)"},
+		{"an empty series", []Answer{answer("retrycap_proxy_requests_total", order(1), nil)},
+			"retrycap retrycap_proxy_requests_total: series 2 of the answer is empty (no labels, no value)"},
+		{"an unknown query", []Answer{{Query: Query{Source: SourceIstio, Metric: "istio_request_bytes_sum", PromQL: "sum(istio_request_bytes_sum)"}, Vector: model.Vector{order(1)}}},
+			`istio istio_request_bytes_sum: an answer to a query Read does not know (metric "istio_request_bytes_sum"): not read, so refused (want one of telemetry.Queries)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ob, err := Read(tc.answers, Options{Window: time.Minute})
+			if err == nil || err.Error() != tc.want || ob != nil {
+				t.Fatalf("got %v, %v\nwant %s", ob, err, tc.want)
+			}
+		})
+	}
+
+	// Counts: an extrapolated increase (not a whole number), 0 and 2^53 itself; a series twice
+	// with one value is read once.
+	ob := mustRead(t, []Answer{
+		answer("retrycap_proxy_requests_total", order(10.5), order(10.5), sample(1<<53, "namespace", "shop", "service", "order", "upstream", "stock")),
+		answer("retrycap_proxy_attempts_total", order(31.5), sample(0, "namespace", "shop", "service", "order", "upstream", "ledger")),
+	}, Options{Window: time.Minute})
+	want := []string{
+		"edge retrycap shop/order (service) > shop/payment 0.17/s tries 3.00",
+		"edge retrycap shop/order (service) > shop/stock 150119987579016.53/s",
+		"warning retrycap retrycap_proxy_requests_total: a series given twice with the same value: taken once: 1 series (e.g. " + orderLabels + ")",
+	}
+	if got := summary(ob); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSeriesSetCollision: two series whose fingerprints collide are two series (the labels are
+// compared), and each is still found when given again.
+func TestSeriesSetCollision(t *testing.T) {
+	a, b := sample(1, "upstream", "a"), sample(2, "upstream", "b")
+	ss := &seriesSet{byFP: map[model.Fingerprint]*model.Sample{b.Metric.FastFingerprint(): a}} // a stands where b's fingerprint points
+	if _, dup := ss.add(b); dup {
+		t.Fatal("b taken for a")
+	}
+	if v, dup := ss.add(sample(5, "upstream", "b")); !dup || v != 2 {
+		t.Fatalf("b again: %v, %v", v, dup)
+	}
+	if v, dup := ss.add(sample(1, "upstream", "a")); dup {
+		t.Fatalf("a at its own fingerprint is new here: %v", v)
+	}
+	if v, dup := ss.add(sample(7, "upstream", "a")); !dup || v != 1 {
+		t.Fatalf("a again: %v, %v", v, dup)
 	}
 }

@@ -70,6 +70,11 @@ func (r *Result) entrySuggestion(v *graph.Violation) (string, bool) {
 	if err != nil {
 		return fmt.Sprintf("client -> %s: %v", v.Path[0], err), true
 	}
+	// The clients' own attempts stay: when they alone, times what the route gives then, still
+	// exceed the cap, the chain cannot fit and the fix says so after the route's.
+	if k := r.MeshEntry[v.Path[0]].Attempts() / l.Tries * tries; k > r.Cap {
+		return fmt.Sprintf("%s; no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", rw.Suggestion, k, v.Path[0], r.Cap), true
+	}
 	return rw.Suggestion, true
 }
 
@@ -89,6 +94,10 @@ func (r *Result) EntryFix(v *graph.Violation) (l mesh.Layer, tries int64, ok boo
 	if allowed >= m.Attempts() {
 		return mesh.Layer{}, 0, false
 	}
-	_, l, tries, lower, _ := mesh.Split(m.App, m.Layers, allowed)
+	// The clients' own attempts (m.App) are not ours to change, only the layers: they may give
+	// allowed / App tries (at least 1). Split with App taken as 1, or it would lower the client
+	// attempts first and ask the route for too little (5 client attempts x 3 tries over cap 4
+	// read "retry.attempts: 2 -> 1", which leaves 10).
+	_, l, tries, lower, _ := mesh.Split(1, m.Layers, max(allowed/max(m.App, 1), 1))
 	return l, tries, lower
 }

@@ -54,3 +54,43 @@ func TestBuildMesh(t *testing.T) {
 		t.Fatalf("amplification %d, violations %d; want 72 (6 x 6 x 2)", a.Amplification, len(a.Violations))
 	}
 }
+
+// The fix of a chain from an entrypoint whose client attempts a gateway route multiplies: the
+// route's field, the clients' own attempts kept; when those alone stay over the cap, "no rewrite
+// fits" follows. A chain from another entrypoint has its own fix (fixtext).
+func TestEntrypointRouteFix(t *testing.T) {
+	route := "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: shop}\nspec:\n  parentRefs: [{name: eg}]\n  rules:\n  - backendRefs: [{name: gw, port: 80}]\n    retry: {attempts: 2}"
+	ws := []Workload{deploy("shop", "gw", "order=2", nil), deploy("shop", "admin", "order=3", nil), deploy("shop", "order", "db=2", nil)}
+	tests := []struct {
+		name    string
+		cap     int32
+		clients int32
+		want    []string // each violation's message, then its fix
+	}{
+		{"the route lowered is enough", 2, 1, []string{
+			"client -x3-> gw -x2-> order -x2-> db = 12 > cap 2; client -x3-> gw: 3 = 1 (client attempts) x 3 (HTTPRoute shop/web spec.rules[0].retry.attempts: 2)",
+			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try)",
+			"client -x1-> admin -x3-> order -x2-> db = 6 > cap 2",
+			"admin: order=2; order: db=1",
+		}},
+		{"the clients' own attempts stay over", 4, 5, []string{
+			"client -x15-> gw -x2-> order -x2-> db = 60 > cap 4; client -x15-> gw: 15 = 5 (client attempts) x 3 (HTTPRoute shop/web spec.rules[0].retry.attempts: 2)",
+			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try); no rewrite fits: client attempts 5 at entrypoint gw exceed cap 4",
+			"client -x1-> admin -x3-> order -x2-> db = 6 > cap 4",
+			"order: db=1",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy("shop", "p", tt.cap, v1alpha1.Entrypoint{Service: "gw", ClientAttempts: tt.clients}, v1alpha1.Entrypoint{Service: "admin", ClientAttempts: 1})
+			_, a := Analyze(ForRetryPolicy(p), ws, meshSet(t, route))
+			var got []string
+			for _, v := range a.Violations {
+				got = append(got, v.Message, v.Suggestion)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}

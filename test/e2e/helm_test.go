@@ -267,6 +267,8 @@ func TestHelmValues(t *testing.T) {
 			{"basic auth and a CA from a Secret", "prometheus.url=https://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.username=retrycap,prometheus.auth.passwordKey=password,prometheus.auth.caKey=ca.crt",
 				[]string{"--prometheus-url=https://prometheus.monitoring:9090", "--prometheus-username=retrycap",
 					"--prometheus-password-file=/etc/retrycap/prometheus/password", "--prometheus-ca-file=/etc/retrycap/prometheus/ca.crt"}, true},
+			{"a larger answer bound", "prometheus.url=http://prometheus.monitoring:9090,prometheus.maxAnswerSize=128Mi",
+				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-max-answer-size=128Mi"}, false},
 			{"a token from a Secret", "prometheus.url=http://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token",
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-bearer-token-file=/etc/retrycap/prometheus/token"}, true},
 		} {
@@ -418,7 +420,8 @@ func TestHelmValues(t *testing.T) {
 	})
 
 	t.Run("values outside the schema are refused", func(t *testing.T) {
-		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0", "prometheus.url=prometheus:9090", "prometheus.auth.token=x"} {
+		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0", "prometheus.url=prometheus:9090", "prometheus.auth.token=x",
+			"prometheus.maxAnswerSize=0", "prometheus.maxAnswerSize=64MB", "prometheus.maxAnswerSize=-1Mi"} {
 			out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || out != "" || !strings.Contains(errOut, "values don't meet the specifications of the schema") {
