@@ -80,6 +80,14 @@ See docs/telemetry.md.`,
 			if since < time.Second || since%time.Second != 0 {
 				return bad("--since %s: want whole seconds, at least 1s", since)
 			}
+			// 0 in promquery.Options means "the default": given on the command line it was taken
+			// silently for 10s, or 10000 series (and -1s the same).
+			if cmd.Flags().Changed("prometheus-timeout") && timeout <= 0 {
+				return bad("--prometheus-timeout %s: want more than 0 (leave the flag out for the default, %s)", timeout, promquery.DefaultTimeout)
+			}
+			if cmd.Flags().Changed("prometheus-series-limit") && seriesLimit == 0 {
+				return bad("--prometheus-series-limit 0: want at least 1 (leave the flag out for the default, %d)", promquery.DefaultSeriesLimit)
+			}
 			in := telemetry.Input{Gateways: gateways}
 			if cmd.Flags().Changed("namespace") {
 				in.InScope = func(ns string) bool { return ns == namespace }
