@@ -24,7 +24,10 @@ func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 		Short: "Run the whole story on an embedded control plane (real kube-apiserver and etcd)",
 		Long: "demo starts a real kube-apiserver and etcd (built from source on first use and cached in " +
 			"~/.cache/retrycap), runs the retrycap manager with its webhooks, applies the samples and shows " +
-			"what retrycap computes and enforces. It keeps the control plane up until Ctrl-C so you can use kubectl.",
+			"what retrycap computes and enforces. It keeps the control plane up until Ctrl-C so you can use kubectl.\n\n" +
+			"Run it in a checkout of the retrycap repository (make demo does): it reads the CRDs, the webhook " +
+			"configuration and the samples from it, and builds the binaries with its hack/kube-bins.sh " +
+			"(KUBEBUILDER_ASSETS, when set to a directory holding them, is used instead).",
 		Args: cli.NoArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
