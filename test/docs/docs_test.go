@@ -589,7 +589,7 @@ func TestCLIFlagsExist(t *testing.T) {
 	for name, file := range map[string]string{"storm": "cmd/retrycap/storm.go", "demo": "cmd/retrycap/demo.go"} {
 		cmds[name] = sourceFlags(t, name, file)
 	}
-	checked := 0
+	checked, values := 0, 0
 	for _, rel := range markdownFiles(t) {
 		md := readMarkdown(t, rel)
 		for i, line := range md.lines {
@@ -608,12 +608,57 @@ func TestCLIFlagsExist(t *testing.T) {
 						t.Errorf("%s:%d: retrycap %s %s: the command has no such flag", rel, i+1, m[1], name)
 					}
 				}
+				values += checkFlagValues(t, fmt.Sprintf("%s:%d: retrycap %s", rel, i+1, m[1]), c, m[2])
 			}
 		}
 	}
 	if checked < 30 {
 		t.Fatalf("checked %d flags in the docs' retrycap commands: the pattern no longer matches", checked)
 	}
+	if values < 10 {
+		t.Fatalf("checked %d values of -o, --outage, --protocol and --dialect in the docs: the pattern no longer matches", values)
+	}
+}
+
+// enumFlags take one of a few words, each named in the flag's usage ("output format: table,
+// json, ..."): a value the docs give them must be one of those words.
+var enumFlags = map[string]bool{"output": true, "outage": true, "protocol": true, "dialect": true}
+
+// checkFlagValues checks the values the docs give c's enumFlags in args (`-o json`, `--output=json`,
+// `-o table|json|dot`; a placeholder in capitals is not a value) and returns how many it checked.
+func checkFlagValues(t *testing.T, where string, c *cobra.Command, args string) int {
+	t.Helper()
+	n := 0
+	fields := strings.Fields(args)
+	for i, tok := range fields {
+		name, val, inline := strings.Cut(tok, "=")
+		var f *pflag.Flag
+		if long, ok := strings.CutPrefix(name, "--"); ok {
+			f = c.Flags().Lookup(long)
+		} else if short, ok := strings.CutPrefix(name, "-"); ok && len(short) == 1 {
+			f = c.Flags().ShorthandLookup(short)
+		}
+		if f == nil || !enumFlags[f.Name] {
+			continue
+		}
+		if !inline {
+			if i+1 >= len(fields) {
+				continue
+			}
+			val = fields[i+1]
+		}
+		val = strings.Trim(val, "`'\"[],")
+		if val == "" || strings.ToUpper(val) == val || strings.Contains(val, "...") {
+			continue
+		}
+		for _, alt := range strings.Split(val, "|") {
+			n++
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(alt) + `\b`).MatchString(f.Usage) {
+				t.Errorf("%s --%s %s: not a value of the flag (its usage: %q)", where, f.Name, alt, f.Usage)
+			}
+		}
+	}
+	return n
 }
 
 // flagDef is a pflag definition call: f.StringVar(&x, "name", ...), f.BoolVarP(&x, "name", "n",
@@ -656,11 +701,14 @@ func sourceFlags(t *testing.T, name, file string) *cobra.Command {
 		if len(lits) == 0 {
 			t.Fatalf("%s: %s without a literal flag name", file, sel.Sel.Name)
 		}
-		short := ""
+		short, usage := "", ""
 		if m[3] == "P" {
 			short = lits[1]
 		}
-		cmd.Flags().BoolP(lits[0], short, false, "")
+		if min := map[bool]int{true: 3, false: 2}[m[3] == "P"]; len(lits) >= min {
+			usage = lits[len(lits)-1] // a computed usage ("preset: " + names) is its literal part
+		}
+		cmd.Flags().BoolP(lits[0], short, false, usage)
 		return true
 	})
 	if n := len(cmd.Flags().FlagUsages()); n == 0 {
