@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrycap/retrycap/internal/cli"
 	"github.com/retrycap/retrycap/internal/demo"
+	"github.com/retrycap/retrycap/internal/storm"
 )
 
 // newDemoCmd returns `demo`: the story on an embedded control plane.
@@ -41,6 +42,10 @@ func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 					return fmt.Errorf("--chart %q: %w", chart, err)
 				}
 				o.ChartPath = abs
+				// Checked before the control plane starts, not at the storm chapter.
+				if err := storm.CheckChartPath(abs); err != nil {
+					return &cli.ExitError{Code: cli.ExitBadInput, Msg: "demo: --chart: " + err.Error()}
+				}
 			}
 			return demo.Run(ctx, o)
 		},

@@ -48,6 +48,7 @@ func TestStormTimeFlags(t *testing.T) {
 		{[]string{"storm", "--user-timeout", "0"}, `retrycap: --user-timeout 0s: want more than 0 (leave the flag out for the default, 10s)` + "\n"},
 		// Before: unknown command "extra" for "retrycap storm".
 		{[]string{"storm", "extra"}, `retrycap: storm: unexpected argument "extra": it takes flags only (--help lists them)` + "\n"},
+		{[]string{"demo", "--chart", "/nonexistent/dir/storm.svg"}, `retrycap: demo: --chart: storm: chart path "/nonexistent/dir/storm.svg": its directory: stat /nonexistent/dir: no such file or directory` + "\n"},
 		{[]string{"demo", "--exit", "extra"}, `retrycap: demo: unexpected argument "extra": it takes flags only (--help lists them)` + "\n"},
 		// Before: found when the chart was written, after the whole run, and the figures lost.
 		{[]string{"storm", "--chart", "storm.txt"}, `retrycap: storm: chart path "storm.txt": want a .svg, .png or .pdf file` + "\n"},

@@ -17,7 +17,7 @@ import (
 // outage shaded and payment's capacity dashed, at path: SVG (the
 // checked-in chart), or PNG or PDF by the path's extension.
 func WriteChart(path string, r *Result) error {
-	if err := checkChartPath(path); err != nil {
+	if err := CheckChartPath(path); err != nil {
 		return err
 	}
 	p := plot.New()
@@ -132,9 +132,9 @@ func (s *span) Thumbnail(c *draw.Canvas) {
 	c.FillPolygon(s.fill, pts)
 }
 
-// checkChartPath checks what can be checked of a chart's path before a run: its format, and
-// that its directory is one (empty: no chart).
-func checkChartPath(path string) error {
+// CheckChartPath checks what can be checked of a chart's path before a run (storm.Run and the
+// demo call it first): its format, and that its directory is one (empty: no chart).
+func CheckChartPath(path string) error {
 	if path == "" {
 		return nil
 	}

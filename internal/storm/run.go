@@ -59,7 +59,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	// Checked before the arms: found only when the chart was written, a bad path cost the
 	// whole run (2 minutes), its figures with it.
-	if err := checkChartPath(o.ChartPath); err != nil {
+	if err := CheckChartPath(o.ChartPath); err != nil {
 		return nil, err
 	}
 	out := o.Out
