@@ -6,6 +6,7 @@
 // row for every field of the RetryPolicy CRD's spec and status and none it lacks; every flag the
 // docs pass to `retrycap analyze|graph|observe|discover|storm|demo` is one of the command's
 // (storm's and demo's read from cmd/retrycap's source), and a value they give -o, --outage,
-// --protocol or --dialect is one the flag's usage names; every `make X` they name is a target.
+// --protocol or --dialect is one the flag's usage names; docs/operating.md's Flags table has a
+// row for every flag of the manager and none it lacks; every `make X` they name is a target.
 // It has no non-test code and needs only the go command.
 package docs
