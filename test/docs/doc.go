@@ -7,6 +7,7 @@
 // docs pass to `retrycap analyze|graph|observe|discover|storm|demo` is one of the command's
 // (storm's and demo's read from cmd/retrycap's source), and a value they give -o, --outage,
 // --protocol or --dialect is one the flag's usage names; docs/operating.md's Flags table has a
-// row for every flag of the manager and none it lacks; every `make X` they name is a target.
+// row for every flag of the manager and docs/proxy.md's Command line every flag of the proxy, and
+// neither names one that is not; every `make X` they name is a target.
 // It has no non-test code and needs only the go command.
 package docs

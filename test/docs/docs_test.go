@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/internal/cli"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // root is the repository, from this package's directory.
@@ -765,5 +766,32 @@ func TestManagerFlagsDocumented(t *testing.T) {
 	}
 	if len(code) < 25 {
 		t.Fatalf("%d flags read from cmd/manager/main.go: the pattern no longer matches", len(code))
+	}
+}
+
+// TestProxyFlagsDocumented: docs/proxy.md's "Command line" lists every flag of retrycap-proxy
+// (internal/sidecar's flag set, the one the proxy parses and the injector renders) and names
+// none it lacks. Before: --namespace, --max-time-to-answer and --loop-spin were missing there.
+func TestProxyFlagsDocumented(t *testing.T) {
+	var code []string
+	sidecar.NewFlagSet(&sidecar.Args{}, io.Discard).VisitAll(func(f *pflag.Flag) { code = append(code, f.Name) })
+	var doc []string
+	for _, line := range section(t, readMarkdown(t, "docs/proxy.md"), "Command line") {
+		for _, m := range tableFlag.FindAllStringSubmatch(line, -1) {
+			doc = append(doc, m[1])
+		}
+	}
+	for _, name := range code {
+		if !slices.Contains(doc, name) {
+			t.Errorf("docs/proxy.md, Command line: retrycap-proxy's --%s is not listed", name)
+		}
+	}
+	for _, name := range doc {
+		if !slices.Contains(code, name) {
+			t.Errorf("docs/proxy.md, Command line: --%s, which retrycap-proxy does not have", name)
+		}
+	}
+	if len(code) < 30 {
+		t.Fatalf("%d proxy flags: the flag set was not read", len(code))
 	}
 }
