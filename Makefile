@@ -127,10 +127,11 @@ run: ## Run the manager against the current kubeconfig, webhooks off.
 .PHONY: demo
 # Built, then run (not `go run`): `go run` exits 1 when Ctrl-C reaches it, whatever the demo
 # returns, so a clean stop ended in "make: *** [demo] Error 1". bin/retrycap is left for the
-# README's next steps (`bin/retrycap analyze -k config/samples`).
+# README's next steps (`bin/retrycap analyze -k config/samples`), and the storm lab's chart as
+# bin/storm.svg (one file, overwritten by the next run).
 demo: kube-bins ## The main job on an embedded control plane (real kube-apiserver + etcd); Ctrl-C to stop.
 	CGO_ENABLED=0 $(GO) build -o bin/retrycap ./cmd/retrycap
-	$(KUBEBUILDER_ASSETS_CMD) bin/retrycap demo
+	$(KUBEBUILDER_ASSETS_CMD) bin/retrycap demo --chart bin/storm.svg
 
 .PHONY: images
 images: ## Image tarballs (manager, proxy, lab app, node pause) under bin/images/, no daemon or registry; one `<ref> <tarball>` line each.

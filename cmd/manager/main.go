@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -58,10 +59,19 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	zeroGiven := ""
 	flag.Visit(func(f *flag.Flag) {
 		// Only when given: unset, the MeshConfig in the cluster decides.
 		if f.Name == "istio-default-retries" {
 			o.IstioDefaultRetries = istioDefault
+		}
+		// 0 in operator.Options means "the default": given, it was taken for 1m, 5m, 10s or
+		// 10000 series without a word.
+		switch f.Name {
+		case "prometheus-interval", "prometheus-window", "prometheus-timeout", "prometheus-series-limit":
+			if v := f.Value.String(); v == "0" || v == "0s" {
+				zeroGiven = fmt.Sprintf("--%s %s: want more than 0 (leave the flag out for the default, %s)", f.Name, v, f.DefValue)
+			}
 		}
 	})
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -78,6 +88,10 @@ func main() {
 		os.Exit(2)
 	}
 
+	if zeroGiven != "" {
+		log.Error(nil, zeroGiven)
+		os.Exit(2)
+	}
 	if *shutdownDelay < 0 {
 		log.Error(nil, "--shutdown-delay must not be negative", "value", shutdownDelay.String())
 		os.Exit(2)

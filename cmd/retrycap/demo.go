@@ -1,35 +1,57 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrycap/retrycap/internal/cli"
 	"github.com/retrycap/retrycap/internal/demo"
+	"github.com/retrycap/retrycap/internal/storm"
 )
 
 // newDemoCmd returns `demo`: the story on an embedded control plane.
 func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 	var o demo.Options
 	var exit bool
+	chart := "storm.svg"
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole story on an embedded control plane (real kube-apiserver and etcd)",
 		Long: "demo starts a real kube-apiserver and etcd (built from source on first use and cached in " +
 			"~/.cache/retrycap), runs the retrycap manager with its webhooks, applies the samples and shows " +
-			"what retrycap computes and enforces. It keeps the control plane up until Ctrl-C so you can use kubectl.",
-		Args: cobra.NoArgs,
+			"what retrycap computes and enforces. It keeps the control plane up until Ctrl-C so you can use kubectl.\n\n" +
+			"Run it in a checkout of the retrycap repository (make demo does): it reads the CRDs, the webhook " +
+			"configuration and the samples from it, and builds the binaries with its hack/kube-bins.sh " +
+			"(KUBEBUILDER_ASSETS, when set to a directory holding them, is used instead).",
+		Args: cli.NoArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			o.Out = stdout
 			o.Wait = !exit
+			o.Command = os.Args[0]
+			if chart != "" {
+				abs, err := filepath.Abs(chart)
+				if err != nil {
+					return fmt.Errorf("--chart %q: %w", chart, err)
+				}
+				o.ChartPath = abs
+				// Checked before the control plane starts, not at the storm chapter.
+				if err := storm.CheckChartPath(abs); err != nil {
+					return &cli.ExitError{Code: cli.ExitBadInput, Msg: "demo: --chart: " + err.Error()}
+				}
+			}
 			return demo.Run(ctx, o)
 		},
 	}
 	cmd.Flags().BoolVar(&exit, "exit", false, "stop after the story instead of waiting for Ctrl-C (for CI)")
+	cmd.Flags().StringVar(&chart, "chart", chart, "the storm lab's SVG chart of requests/s at payment; empty for none")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "show the manager's logs")
 	return cmd
 }

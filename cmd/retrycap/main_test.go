@@ -41,6 +41,18 @@ func TestStormTimeFlags(t *testing.T) {
 		{[]string{"storm", "--outage", "flood"}, `--outage "flood": unknown, want kill or hang`},
 		{[]string{"storm", "-o", "json", "--series"}, `--series prints text: not with -o json`},
 		{[]string{"storm", "--short", "--outage", "hang", "--max-time-to-answer", "7s"}, `storm: max time to answer 7s: want 1ms..the user timeout (3s)`},
+		// Before: 0 read as "the default", a 50 user requests/s, 50 s run started.
+		{[]string{"storm", "--rps", "0"}, `retrycap: --rps 0: want more than 0 (leave the flag out for the default, 50)` + "\n"},
+		{[]string{"storm", "--short", "--duration", "0s"}, `retrycap: --duration 0s: want more than 0 (leave the flag out for the default, 50s)` + "\n"},
+		{[]string{"storm", "--capacity", "-3"}, `retrycap: --capacity -3: want more than 0 (leave the flag out for the default, 100)` + "\n"},
+		{[]string{"storm", "--user-timeout", "0"}, `retrycap: --user-timeout 0s: want more than 0 (leave the flag out for the default, 10s)` + "\n"},
+		// Before: unknown command "extra" for "retrycap storm".
+		{[]string{"storm", "extra"}, `retrycap: storm: unexpected argument "extra": it takes flags only (--help lists them)` + "\n"},
+		{[]string{"demo", "--chart", "/nonexistent/dir/storm.svg"}, `retrycap: demo: --chart: storm: chart path "/nonexistent/dir/storm.svg": its directory: stat /nonexistent/dir: no such file or directory` + "\n"},
+		{[]string{"demo", "--exit", "extra"}, `retrycap: demo: unexpected argument "extra": it takes flags only (--help lists them)` + "\n"},
+		// Before: found when the chart was written, after the whole run, and the figures lost.
+		{[]string{"storm", "--chart", "storm.txt"}, `retrycap: storm: chart path "storm.txt": want a .svg, .png or .pdf file` + "\n"},
+		{[]string{"storm", "--chart", "/nonexistent/dir/storm.svg"}, `retrycap: storm: chart path "/nonexistent/dir/storm.svg": its directory: stat /nonexistent/dir: no such file or directory` + "\n"},
 	} {
 		var stderr strings.Builder
 		code := Execute(c.args, strings.NewReader(""), io.Discard, &stderr)

@@ -2,10 +2,14 @@ package analyze
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Hostile and unusual manifests: each is read to an exact error (file, document, object, field,
@@ -67,6 +71,14 @@ func TestReadHostile(t *testing.T) {
 				`test.yaml: document 3: Deployment shop/api: apiVersion extensions/v1beta1 is not read: retrycap reads Deployment apps/v1 (the version Kubernetes serves)`}, 0},
 		{"a policy of another version", strings.Replace(policy, "v1alpha1", "v1", 1) + web,
 			[]string{`test.yaml: document 1: RetryPolicy shop/p: apiVersion retrycap.dev/v1 is not read: retrycap reads RetryPolicy retrycap.dev/v1alpha1 (the CRD's version)`}, 0},
+		{"a misspelt kind of a version the graph reads (before: ignored, its upstreams dropped, a pass)", policy + strings.Replace(web, "kind: Deployment", "kind: Deploymnet", 1) + "---\n" +
+			strings.Replace(web, "kind: Deployment", "kind: deployment", 1) + "---\napiVersion: v1\nkind: Servise\nmetadata: {name: web, namespace: shop}\n",
+			[]string{`test.yaml: document 2: Deploymnet shop/web: kind "Deploymnet": apps/v1 has no such kind (the API server refuses it: no matches for kind "Deploymnet" in version "apps/v1"); did you mean Deployment?`,
+				`test.yaml: document 3: deployment shop/web: kind "deployment": apps/v1 has no such kind (the API server refuses it: no matches for kind "deployment" in version "apps/v1"); did you mean Deployment?`,
+				`test.yaml: document 4: Servise shop/web: kind "Servise": v1 has no such kind (the API server refuses it: no matches for kind "Servise" in version "v1"); did you mean Service?`}, 0},
+		{"a misspelt policy kind, nothing near it named", strings.Replace(policy, "kind: RetryPolicy", "kind: Policy", 1) + web,
+			[]string{`test.yaml: document 1: Policy shop/p: kind "Policy": retrycap.dev/v1alpha1 has no such kind (the API server refuses it: no matches for kind "Policy" in version "retrycap.dev/v1alpha1")`}, 0},
+		{"other kinds of the versions read are counted, not refused", policy + web + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n---\napiVersion: apps/v1\nkind: ControllerRevision\nmetadata: {name: r, namespace: shop}\nrevision: 1\n---\napiVersion: example.com/v1\nkind: Deploymnet\nmetadata: {name: x}\n", nil, 1},
 		{"another group's Service (Knative) is not a v1 Service", policy + web + "---\napiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n", nil, 1},
 		{"a stream of JSON objects (before: only the first read)", "{\"apiVersion\":\"retrycap.dev/v1alpha1\",\"kind\":\"RetryPolicy\",\"metadata\":{\"name\":\"p\",\"namespace\":\"shop\"},\"spec\":{\"maxAmplification\":4}}\n" +
 			"{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"web\",\"namespace\":\"shop\"},\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"b\"}]}}}}" +
@@ -190,5 +202,34 @@ func TestJSONStreamLines(t *testing.T) {
 	}
 	if want := "a:1:2 b:2:4 c:3:5"; strings.Join(got, " ") != want {
 		t.Fatalf("got %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+// TestServedKindsCoverReaders: every kind the graph reads is a kind servedKinds knows, so that
+// unknownKind judges every version the graph reads from and refuses none of its kinds.
+func TestServedKindsCoverReaders(t *testing.T) {
+	versions := map[string]bool{}
+	for key := range readers {
+		apiVersion, kind, _ := strings.Cut(key, " ")
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			t.Fatalf("reader %q: %v", key, err)
+		}
+		if !servedKinds.Recognizes(gv.WithKind(kind)) {
+			t.Errorf("servedKinds does not know %s, a kind the graph reads: add its group's AddToScheme", key)
+		}
+		versions[apiVersion] = true
+	}
+	if got := strings.Join(slices.Sorted(maps.Keys(versions)), " "); got != "apps/v1 batch/v1 retrycap.dev/v1alpha1 v1" {
+		t.Fatalf("the versions the graph reads: %s", got)
+	}
+	for _, c := range []struct{ kind, want string }{{"Deploymnet", "Deployment"}, {"STATEFULSET", "StatefulSet"}, {"Pods", "Pod"}, {"Widget", ""}} {
+		gv := schema.GroupVersion{Group: "apps", Version: "v1"}
+		if c.kind == "Pods" {
+			gv.Group = ""
+		}
+		if got := strings.Join(nearKinds(gv, c.kind), " "); got != c.want {
+			t.Errorf("nearKinds(%s, %s) = %q, want %q", gv, c.kind, got, c.want)
+		}
 	}
 }

@@ -2,12 +2,17 @@ package analyze
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -69,6 +74,9 @@ func (r Reader) readKind(m *Manifests, src Source, js []byte, tm *typeMeta) []er
 	if err := r.otherVersion(src, tm); err != nil {
 		return []error{err}
 	}
+	if err := r.unknownKind(src, tm); err != nil {
+		return []error{err}
+	}
 	r.ignored(m, src, tm, js)
 	return r.addMesh(m, src, js, tm) // mesh.go
 }
@@ -100,6 +108,75 @@ func (r Reader) otherVersion(src Source, tm *typeMeta) error {
 		}
 	}
 	return nil
+}
+
+// servedKinds knows every kind of the API versions the graph reads kinds from (v1, apps/v1,
+// batch/v1, retrycap.dev/v1alpha1), from the types themselves: TestServedKindsCoverReaders
+// keeps it in step with readers.
+var servedKinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err) // the types' own registration: cannot fail but by a programming error
+		}
+	}
+	return s
+}()
+
+// unknownKind refuses a kind that a version the graph reads does not have (apps/v1
+// Deploymnet, retrycap.dev/v1alpha1 Retrypolicy): the API server refuses it ("no matches for
+// kind"), and counted as ignored its workload and upstreams, or its policy, were dropped while
+// the check passed. Other groups' kinds (CRDs retrycap does not know) are still counted as
+// ignored: no list of them is complete.
+func (r Reader) unknownKind(src Source, tm *typeMeta) error {
+	gv, err := schema.ParseGroupVersion(tm.APIVersion)
+	if err != nil || !servedKinds.IsVersionRegistered(gv) || servedKinds.Recognizes(gv.WithKind(tm.Kind)) {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: kind %q: %s has no such kind (the API server refuses it: no matches for kind %q in version %q)",
+		r.ident(tm), tm.Kind, tm.APIVersion, tm.Kind, tm.APIVersion)
+	if near := nearKinds(gv, tm.Kind); len(near) > 0 {
+		msg += "; did you mean " + strings.Join(near, " or ") + "?"
+	}
+	return &InputError{src, errors.New(msg)}
+}
+
+// nearKinds are gv's kinds that kind misspells: the same but for case, or one edit away (two
+// for a kind of 8 letters or more; Pod and Node are two apart); lists and options are not
+// suggested.
+func nearKinds(gv schema.GroupVersion, kind string) []string {
+	var near []string
+	for k := range servedKinds.KnownTypes(gv) {
+		if strings.HasSuffix(k, "List") || strings.HasSuffix(k, "Options") {
+			continue
+		}
+		if strings.EqualFold(k, kind) || editDistance(strings.ToLower(k), strings.ToLower(kind)) <= max(1, min(2, len(kind)/4)) {
+			near = append(near, k)
+		}
+	}
+	slices.Sort(near)
+	return near
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes: kinds are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // laterWins is the one rule for an object given twice: the later wins, with a warning naming

@@ -150,6 +150,28 @@ func (r Reader) ReadPaths(paths []string) (*Manifests, []error) {
 	return m, errs
 }
 
+// Files lists the files -f p reads, as kubectl -f does (a file; a directory's manifests, with
+// -R its subdirectories'), with what it passes over as warnings in m (a subdirectory without
+// -R, a link to a directory, no manifest at all); a directory holding a kustomization is a
+// *KustomizationError. discover reads its files through it, so both commands read the same.
+func (r Reader) Files(m *Manifests, p string) ([]string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{p}, nil
+	}
+	files, err := r.dirFiles(m, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		m.warn(Source{File: p}, "a directory with no *.yaml, *.yml or *.json file: nothing read from it")
+	}
+	return files, nil
+}
+
 // ReadPathsInto is ReadPaths into m.
 func (r Reader) ReadPathsInto(m *Manifests, paths []string) []error {
 	var errs []error
@@ -158,19 +180,9 @@ func (r Reader) ReadPathsInto(m *Manifests, paths []string) []error {
 			errs = append(errs, r.read(m, "-", r.Stdin)...)
 			continue
 		}
-		st, err := os.Stat(p)
+		files, err := r.Files(m, p)
 		if err != nil {
 			return append(errs, err)
-		}
-		files := []string{p}
-		if st.IsDir() {
-			files, err = r.dirFiles(m, p)
-			if err != nil {
-				return append(errs, err)
-			}
-			if len(files) == 0 {
-				m.warn(Source{File: p}, "a directory with no *.yaml, *.yml or *.json file: nothing read from it")
-			}
 		}
 		for _, f := range files {
 			fh, err := os.Open(f)

@@ -59,7 +59,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
   retrycap analyze -k overlays/prod -o patch > fix.yaml
   kustomize build overlays/prod | retrycap analyze -f - -o json
   retrycap analyze -f config/samples -o dot | dot -Tsvg > graph.svg`,
-		Args: cobra.NoArgs,
+		Args: noArgs("files and directories are given with -f (-f ARG), a kustomization with -k"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 && len(kustomizations) == 0 {
 				return &ExitError{Code: ExitBadInput, Msg: "analyze: -f PATH or -k DIR is required (a file, a directory, - for stdin, or a kustomization directory)"}
@@ -90,8 +90,10 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 				}
 			}
 			for _, nl := range nsLabels {
-				ns, labels, _ := strings.Cut(nl, "=")
-				if ns == "" {
+				// "shop" without "=" was read as "shop has no labels" (that is "shop="): a typo
+				// of "shop=team=a" must not stand for a namespace's labels.
+				ns, labels, found := strings.Cut(nl, "=")
+				if !found || ns == "" {
 					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --namespace-labels %q: want NAMESPACE=KEY=VALUE,...", nl)}
 				}
 				if err := m.SetNamespaceLabels(ns, labels); err != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -65,7 +63,7 @@ See docs/telemetry.md.`,
 		Example: `  retrycap discover --prometheus-url http://prometheus.monitoring:9090 -n shop --since 1h
   retrycap discover -f release/kubernetes-manifests.yaml -o patch > upstreams.yaml
   kubectl retrycap discover --prometheus-url http://localhost:9090 -k overlays/prod -A -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs("manifests are given with -f (-f ARG) or -k, Prometheus with --prometheus-url"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bad := func(format string, a ...any) error {
 				return &ExitError{Code: ExitBadInput, Msg: "discover: " + fmt.Sprintf(format, a...)}
@@ -81,6 +79,14 @@ See docs/telemetry.md.`,
 			}
 			if since < time.Second || since%time.Second != 0 {
 				return bad("--since %s: want whole seconds, at least 1s", since)
+			}
+			// 0 in promquery.Options means "the default": given on the command line it was taken
+			// silently for 10s, or 10000 series (and -1s the same).
+			if cmd.Flags().Changed("prometheus-timeout") && timeout <= 0 {
+				return bad("--prometheus-timeout %s: want more than 0 (leave the flag out for the default, %s)", timeout, promquery.DefaultTimeout)
+			}
+			if cmd.Flags().Changed("prometheus-series-limit") && seriesLimit == 0 {
+				return bad("--prometheus-series-limit 0: want at least 1 (leave the flag out for the default, %d)", promquery.DefaultSeriesLimit)
 			}
 			in := telemetry.Input{Gateways: gateways}
 			if cmd.Flags().Changed("namespace") {
@@ -197,7 +203,7 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 			read("-", data)
 			continue
 		}
-		paths, err := manifestFiles(p, recursive)
+		paths, err := rd.Files(m, p)
 		if err != nil {
 			return m, ms, append(errs, err)
 		}
@@ -221,41 +227,4 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 		})...)
 	}
 	return m, ms, errs
-}
-
-// manifestFiles lists what -f PATH reads: the file, or a directory's *.yaml, *.yml and *.json
-// (recursively with -R; hidden directories and kustomization files passed over, as analyze does).
-func manifestFiles(p string, recursive bool) ([]string, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if !st.IsDir() {
-		return []string{p}, nil
-	}
-	var out []string
-	err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != p && (!recursive || strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-		default:
-			return nil
-		}
-		switch d.Name() {
-		case "kustomization.yaml", "kustomization.yml", "Kustomization":
-			return nil
-		}
-		out = append(out, path)
-		return nil
-	})
-	sort.Strings(out)
-	return out, err
 }

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -50,7 +50,12 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 		Example: `  retrycap graph -n shop
   kubectl retrycap graph checkout -n shop -o dot | dot -Tsvg > checkout.svg
   kubectl retrycap graph -A -o json`,
-		Args: cobra.MaximumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: one POLICY name at most, got %d: %s", len(args), strings.Join(args, " "))}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			render, ok := renderers[output]
 			if !ok || output == "table" {
@@ -59,12 +64,9 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 			if allNamespaces && len(args) == 1 {
 				return &ExitError{Code: ExitBadInput, Msg: "graph: a POLICY name needs one namespace; drop -A"}
 			}
-			loading := clientcmd.NewDefaultClientConfigLoadingRules()
-			loading.ExplicitPath = kubeconfig
-			cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
-			cfg, err := cc.ClientConfig()
+			cc, cfg, err := loadKubeconfig(kubeconfig, kubeContext)
 			if err != nil {
-				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: loading the kubeconfig: %v", err)}
+				return &ExitError{Code: ExitBadInput, Msg: "graph: " + err.Error()}
 			}
 			ns := namespace
 			if allNamespaces {

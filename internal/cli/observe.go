@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,10 +15,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/retrycap/retrycap/internal/observe"
 	"github.com/retrycap/retrycap/internal/observe/pgstore"
@@ -84,6 +86,16 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 			}
 			if !fromCluster && (selector != "" || allNamespaces) {
 				return bad("-l and -A need --from-cluster")
+			}
+			if _, err := labels.Parse(selector); err != nil {
+				return bad("-l %q: %v", selector, err) // before the API server answers "listing pods: ..."
+			}
+			// The pod flags without --from-cluster were passed over: a file read whole when the
+			// user asked for its last 40 minutes reads as a report of those minutes.
+			for _, name := range []string{"namespace", "container", "since"} {
+				if f := cmd.Flags().Lookup(name); !fromCluster && f.Changed && !(name == "since" && o == "logql") {
+					return bad("-%s %s: reads the pods' logs, needs --from-cluster (files and stdin are read whole)", flagName(f), f.Value)
+				}
 			}
 			if threshold < 0 || top < 0 || since < 0 {
 				return bad("--threshold, --top and --since must be >= 0")
@@ -153,7 +165,7 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 						files = []string{"-"}
 					}
 					for _, f := range files {
-						st, ferrs := readPath(sink, maxLine, f, stdin)
+						st, ferrs := readPath(sink, maxLine, f, stdin, stderr)
 						total.Add(st)
 						errs = append(errs, ferrs...)
 					}
@@ -270,7 +282,13 @@ func commentOut(s string) string {
 // readPath parses a file, every regular file under a directory, or stdin ("-"); a name
 // ending in .gz, or stdin starting with gzip's magic, is read through gzip. A file that cannot
 // be opened or breaks while read is an error of its own; the other files are still read.
-func readPath(sink consumer, maxLine int, path string, stdin io.Reader) (observe.Stats, []error) {
+// readPath reads stdin ("-"), a file or a directory (every file below it). A path given by name
+// is followed when it is a symbolic link and read whatever it is (a FIFO: `-f <(kubectl logs
+// ...)`), as cat reads it; below a directory, a link to a file is read (the kubelet's
+// /var/log/containers/*.log are links into /var/log/pods), a link to a directory is not
+// followed (loops) and, like any entry that is not a file, is named on stderr, never skipped
+// silently; so is a directory with no file in it.
+func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr io.Writer) (observe.Stats, []error) {
 	var total observe.Stats
 	if path == "-" {
 		br := bufio.NewReader(stdin)
@@ -288,22 +306,13 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader) (observe
 		}
 		return st, nil
 	}
+	warn := func(format string, a ...any) { fmt.Fprintf(stderr, "observe: warning: "+format+"\n", a...) }
 	var errs []error
-	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if d == nil {
-				return err // the path itself: nothing below it to read
-			}
-			errs = append(errs, err)
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
+	readFile := func(p string) {
 		fh, err := observe.Open(p, func(n string) (io.ReadCloser, error) { return os.Open(n) })
 		if err != nil {
 			errs = append(errs, err)
-			return nil
+			return
 		}
 		defer fh.Close()
 		st, err := sink(fh, observe.Source{Name: p}, maxLine)
@@ -311,12 +320,88 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader) (observe
 		if err != nil {
 			errs = append(errs, err)
 		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return total, []error{err}
+	}
+	if !fi.IsDir() {
+		readFile(path)
+		return total, errs
+	}
+	root := path
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		root = path + string(filepath.Separator) // WalkDir walks a link given as its root only so
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d == nil {
+				return err // the path itself: nothing below it to read
+			}
+			errs = append(errs, err)
+			return nil
+		}
+		switch t := d.Type(); {
+		case d.IsDir():
+			return nil
+		case t&fs.ModeSymlink != 0:
+			fi, err := os.Stat(p)
+			if err != nil {
+				target, _ := os.Readlink(p)
+				var pe *fs.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				errs = append(errs, fmt.Errorf("%s: a symbolic link to %s: %w", p, target, err))
+				return nil
+			}
+			if fi.IsDir() {
+				warn("%s: a symbolic link to a directory, not followed (give it with -f to read it)", p)
+				return nil
+			}
+			if !fi.Mode().IsRegular() {
+				warn("%s: a symbolic link to a %s, not a file: not read (give it with -f to read it)", p, kindOf(fi.Mode()))
+				return nil
+			}
+		case !t.IsRegular():
+			warn("%s: a %s, not a file: not read (give it with -f to read it)", p, kindOf(t))
+			return nil
+		}
+		files++
+		readFile(p)
 		return nil
 	})
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if files == 0 && len(errs) == 0 {
+		warn("%s: a directory with no file in it (or below it): nothing read from it", path)
+	}
 	return total, errs
+}
+
+// flagName is how a flag is written: "-n" for its shorthand, "--since" otherwise.
+func flagName(f *pflag.Flag) string {
+	if f.Shorthand != "" {
+		return f.Shorthand
+	}
+	return "-" + f.Name
+}
+
+// kindOf names a file mode's type for a message.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	}
+	return "special file"
 }
 
 type clusterSource struct {
@@ -333,12 +418,9 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	loading.ExplicitPath = s.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: s.kubeCtx})
-	cfg, err := cc.ClientConfig()
+	cc, cfg, err := loadKubeconfig(s.kubeconfig, s.kubeCtx)
 	if err != nil {
-		return observe.Stats{}, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return observe.Stats{}, nil, err
 	}
 	ns := s.namespace
 	if s.all {
@@ -352,9 +434,17 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 	if err != nil {
 		return observe.Stats{}, nil, fmt.Errorf("connecting to %s: %w", cfg.Host, err)
 	}
+	where := "in namespace " + ns
+	if ns == "" {
+		where = "in any namespace"
+	}
+	selected := "every pod " + where
+	if s.selector != "" {
+		selected = fmt.Sprintf("the pods -l %q selects %s", s.selector, where)
+	}
 	pods, err := core.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: s.selector})
 	if err != nil {
-		return observe.Stats{}, nil, fmt.Errorf("listing pods: %w", err)
+		return observe.Stats{}, nil, fmt.Errorf("listing %s: %w", selected, err)
 	}
 	var with []corev1.Pod
 	for _, p := range pods.Items {
@@ -366,7 +456,7 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 		return with[i].Namespace+"/"+with[i].Name < with[j].Namespace+"/"+with[j].Name
 	})
 	if len(with) == 0 {
-		return observe.Stats{}, nil, fmt.Errorf("no pod with a container %q among the %d pods selected", s.container, len(pods.Items))
+		return observe.Stats{}, nil, fmt.Errorf("no pod with a container %q (-c) among %s (%d pod(s))", s.container, selected, len(pods.Items))
 	}
 	opts := &corev1.PodLogOptions{Container: s.container}
 	if s.since > 0 {

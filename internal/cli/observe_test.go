@@ -78,7 +78,13 @@ func TestObserveBadInput(t *testing.T) {
 		{[]string{"observe", "-o", "yaml"}, `retrycap: observe: unknown output "yaml" (table, json, sql, logql, csv)` + "\n"},
 		{[]string{"observe", "--from-cluster", "-f", "x"}, "retrycap: observe: --from-cluster reads no files; drop -f and the arguments\n"},
 		{[]string{"observe", "-l", "app=x"}, "retrycap: observe: -l and -A need --from-cluster\n"},
-		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "observe: 0 lines read: 0 attempts, 0 skipped, 0 bad, 0 over the line limit\nretrycap: observe: lstat /nonexistent/retrycap: no such file or directory\n"},
+		{[]string{"observe", "-f", "/nonexistent/retrycap"}, "observe: 0 lines read: 0 attempts, 0 skipped, 0 bad, 0 over the line limit\nretrycap: observe: stat /nonexistent/retrycap: no such file or directory\n"},
+		// Before: passed over, the whole input read as if it were the last 40 minutes, or the
+		// namespace's pods.
+		{[]string{"observe", "--since", "40m", "-f", "x.log"}, "retrycap: observe: --since 40m0s: reads the pods' logs, needs --from-cluster (files and stdin are read whole)\n"},
+		{[]string{"observe", "-n", "shop"}, "retrycap: observe: -n shop: reads the pods' logs, needs --from-cluster (files and stdin are read whole)\n"},
+		{[]string{"observe", "-c", "istio-proxy", "-f", "x.log"}, "retrycap: observe: -c istio-proxy: reads the pods' logs, needs --from-cluster (files and stdin are read whole)\n"},
+		{[]string{"observe", "--from-cluster", "-l", "app in (a"}, `retrycap: observe: -l "app in (a": unable to parse requirement: found '', expected: ',' or ')'` + "\n"},
 		{[]string{"observe", "--table", "logs; DROP TABLE x", "-o", "sql"}, `retrycap: observe: --table: table "logs; DROP TABLE x": want an identifier (letters, digits, _; optionally schema.table)` + "\n"},
 		{[]string{"observe", "--dialect", "mysql", "-o", "sql"}, `retrycap: observe: --dialect "mysql": want postgres or clickhouse` + "\n"},
 		{[]string{"observe", "-o", "sql", "-f", "x.log"}, "retrycap: observe: -o sql prints the query for the store and reads no logs: drop -f, the arguments and --from-cluster (load the table with -o csv)\n"},
@@ -113,6 +119,11 @@ func TestObserveFromCluster(t *testing.T) {
 		requests = append(requests, r.URL.Path+"?"+r.URL.RawQuery)
 		switch {
 		case r.URL.Path == "/api/v1/namespaces/shop/pods":
+			if r.URL.Query().Get("labelSelector") == "part-of=none" {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"kind":"PodList","apiVersion":"v1","items":[]}`)
+				return
+			}
 			if r.URL.Query().Get("labelSelector") != "part-of=shop" {
 				http.Error(w, "bad selector", 400)
 				return
@@ -152,6 +163,16 @@ func TestObserveFromCluster(t *testing.T) {
 	}
 	if len(requests) != 3 {
 		t.Fatalf("requests %v", requests)
+	}
+	// A selector that selects nothing is named with the namespace (before: "among the 0 pods
+	// selected", neither named).
+	stdout.Reset()
+	stderr.Reset()
+	code = execute([]string{"observe", "--from-cluster", "--kubeconfig", kc, "-l", "part-of=none"}, nil, &stdout, &stderr)
+	wantErr = "observe: 0 lines read: 0 attempts, 0 skipped, 0 bad, 0 over the line limit\n" +
+		`retrycap: observe: no pod with a container "retrycap-proxy" (-c) among the pods -l "part-of=none" selects in namespace shop (0 pod(s))` + "\n"
+	if code != ExitBadInput || stdout.Len() != 0 || stderr.String() != wantErr {
+		t.Fatalf("a selector that selects nothing: exit %d, stdout %q, stderr %q\nwant %q", code, stdout.String(), stderr.String(), wantErr)
 	}
 }
 

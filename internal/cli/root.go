@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Exit codes shared by the subcommands.
@@ -88,4 +90,47 @@ func Execute(root *cobra.Command, args []string) int {
 	// Flag and argument errors from cobra.
 	fmt.Fprintln(stderr, "retrycap:", err)
 	return ExitBadInput
+}
+
+// noArgs is cobra.NoArgs with a message that names the argument and says how the command takes
+// its input (cobra's reads "unknown command "x.yaml" for "retrycap analyze"").
+func noArgs(how string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%s: unexpected argument %q: %s", cmd.Name(), args[0], strings.ReplaceAll(how, "ARG", args[0]))}
+	}
+}
+
+// NoArgs is noArgs for the full CLI's own commands (storm, demo): flags only.
+func NoArgs() cobra.PositionalArgs { return noArgs("it takes flags only (--help lists them)") }
+
+// loadKubeconfig finds the cluster as kubectl does (explicit path, else $KUBECONFIG, else
+// ~/.kube/config, else in-cluster). client-go passes over a $KUBECONFIG file that does not
+// exist and then says only "no configuration has been provided": the files it looked for are
+// named.
+func loadKubeconfig(explicit, context string) (clientcmd.ClientConfig, *rest.Config, error) {
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	loading.ExplicitPath = explicit
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			var looked []string
+			for _, p := range loading.Precedence {
+				if _, serr := os.Stat(p); serr != nil {
+					looked = append(looked, p+" (none)")
+				} else {
+					looked = append(looked, p+" (no cluster in it)")
+				}
+			}
+			if len(looked) == 0 {
+				looked = []string{"none: $KUBECONFIG is empty and there is no home directory"}
+			}
+			return nil, nil, fmt.Errorf("loading the kubeconfig: no cluster found: looked at %s, and not running in a pod; give --kubeconfig or set KUBECONFIG", strings.Join(looked, ", "))
+		}
+		return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	return cc, cfg, nil
 }

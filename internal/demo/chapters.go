@@ -61,7 +61,10 @@ func injectPod(ctx context.Context, d *run) error {
 	_, err := d.kubectl(ctx, "", "get", "pod", "-n", "shop", "cart", "-o", `jsonpath=`+
 		`injected by: {.metadata.annotations.retrycap\.dev/injected}{"\n"}`+
 		`{range .spec.initContainers[*]}sidecar: {.name} (restartPolicy {.restartPolicy}){"\n"}  args: {.args}{"\n"}{end}`+
-		`{range .spec.containers[*]}app container {.name}: {range .env[*]}{.name}={.value} {end}{"\n"}{end}`)
+		// RETRYCAP_POD_IP is set from the downward API: printed as {.value} it read as set to
+		// nothing ("RETRYCAP_POD_IP="); the field it comes from is shown instead.
+		`{range .spec.containers[*]}app container {.name}: {range .env[?(@.value)]}{.name}={.value} {end}`+
+		`{range .env[?(@.valueFrom.fieldRef)]}{.name}=<{.valueFrom.fieldRef.fieldPath}> {end}{"\n"}{end}`)
 	return err
 }
 

@@ -31,6 +31,11 @@ type Options struct {
 	Verbose bool
 	// Short runs the storm lab in its short mode (seconds instead of minutes), for CI.
 	Short bool
+	// ChartPath is where the storm lab's chart is written; empty writes none.
+	ChartPath string
+	// Command is how the user runs this CLI (bin/retrycap after make demo), for the lines that
+	// tell them what to run next; empty: go run ./cmd/retrycap.
+	Command string
 }
 
 // ManagerNamespace is the namespace the demo's manager pretends to run in.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,10 +20,16 @@ func TestDemoEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := Run(ctx, Options{Out: &out, Short: true}); err != nil {
+	chart := filepath.Join(t.TempDir(), "storm.svg")
+	if err := Run(ctx, Options{Out: &out, Short: true, ChartPath: chart}); err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}
 	got := out.String()
+	// The chart where the caller asked (make demo: bin/storm.svg; before: a new temporary
+	// directory per run, left behind).
+	if svg, err := os.ReadFile(chart); err != nil || !bytes.HasPrefix(svg, []byte("<?xml")) {
+		t.Errorf("the chart at %s: %v, %.40q", chart, err, svg)
+	}
 	for _, want := range []string{
 		// The samples' computed status, as kubectl get rp -A prints it.
 		"payments    storm      4     27              frontend>checkout>billing>payment   6.3s         Reject   False",
@@ -37,6 +44,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		"injected by: shop/checkout\nsidecar: retrycap-proxy (restartPolicy Always)\n",
 		`"--service=cart","--upstreams=db=2"`,
 		"HTTP_PROXY=http://127.0.0.1:15001",
+		" RETRYCAP_POD_IP=<status.podIP> \n",
 		// The chain across three namespaces, refused by the ClusterRetryPolicy.
 		`admission webhook "gate.retrycap.dev" denied the request: ClusterRetryPolicy teams-chain: client -x3-> web.shop -x3-> order.orders -x3-> payment.payments = 27 > cap 9; order.orders may keep payment.payments=1`,
 	} {
@@ -52,7 +60,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		`requests at payment per failed user request sent during the outage \(exact, joined by storm-op\).*\s\d+\.\d\d \(max \d+; \d+ of \d+ at 27\)\s+\d+\.\d\d \(max [0-4]; \d+ of \d+ at 27\)\s`,
 		`retries during the outage \(sent by the proxies\)\s+\d+\s+\d+ \(\d+\.\d % fewer\)`,
 		`duplicated POST side effects\s+\d+\s+0\s`,
-		`chart: .*/storm\.svg\n`,
+		`chart: ` + regexp.QuoteMeta(chart) + `\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(got) {
 			t.Errorf("demo output does not match %q", re)

@@ -3,8 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/retrycap/retrycap/internal/storm"
 )
@@ -20,12 +18,10 @@ func stormLab(ctx context.Context, d *run) error {
 		length = "about 40 s, short mode"
 	}
 	d.step(fmt.Sprintf("The storm lab: payment hangs under load (it reads requests and answers none); naive retries against retrycap: requests at payment, the user's wait, work for users who left (real processes on loopback, %s)", length))
-	dir, err := os.MkdirTemp("", "retrycap-demo-")
-	if err != nil {
-		return fmt.Errorf("creating the chart directory: %w", err)
-	}
+	// A path the caller chose (make demo: bin/storm.svg), not a new temporary directory per
+	// run: those were left behind, one per run.
 	o.Out = d.out
-	o.ChartPath = filepath.Join(dir, "storm.svg")
+	o.ChartPath = d.opts.ChartPath
 	res, err := storm.Run(ctx, o)
 	if err != nil {
 		return fmt.Errorf("the storm lab: %w", err)
@@ -33,6 +29,10 @@ func stormLab(ctx context.Context, d *run) error {
 	if err := res.WriteSummary(d.out); err != nil {
 		return err
 	}
-	d.say("Run it yourself: go run ./cmd/retrycap storm --scenario incident18 (or storm27; --help for the knobs)")
+	command := d.opts.Command
+	if command == "" {
+		command = "go run ./cmd/retrycap"
+	}
+	d.say("Run it yourself: " + command + " storm --scenario incident18 (or storm27; --help for the knobs)")
 	return nil
 }

@@ -41,6 +41,13 @@ func (p Prometheus) validate() error {
 	if p.Interval < 0 {
 		return fmt.Errorf("--prometheus-interval %s: must be positive", p.Interval)
 	}
+	// promquery reads a negative window or timeout as its default: said instead.
+	if p.Window < 0 {
+		return fmt.Errorf("--prometheus-window %s: must be positive", p.Window)
+	}
+	if p.Timeout < 0 {
+		return fmt.Errorf("--prometheus-timeout %s: must be positive", p.Timeout)
+	}
 	return nil
 }
 

@@ -22,6 +22,9 @@ func TestValidatePrometheus(t *testing.T) {
 		{Prometheus{URL: "prometheus.monitoring:9090"}, `--prometheus-url "prometheus.monitoring:9090": want an http or https URL with a host`},
 		{Prometheus{URL: "http://p:9090", CallerLabel: "app.kubernetes.io/name"}, `--prometheus-caller-label "app.kubernetes.io/name": not a Prometheus label name`},
 		{Prometheus{URL: "http://p:9090", Interval: -time.Second}, "--prometheus-interval -1s: must be positive"},
+		// Before: the defaults, 5m and 10s, silently.
+		{Prometheus{URL: "http://p:9090", Window: -time.Minute}, "--prometheus-window -1m0s: must be positive"},
+		{Prometheus{URL: "http://p:9090", Timeout: -time.Second}, "--prometheus-timeout -1s: must be positive"},
 		{Prometheus{URL: "http://p:9090", MaxAnswerBytes: -1}, "--prometheus-max-answer-size -1: want a size above 0 bytes"},
 		{Prometheus{URL: "http://p:9090", MaxAnswerBytes: 128 << 20}, ""},
 		{Prometheus{URL: "http://p:9090", Auth: promquery.Auth{Username: "retrycap"}}, `--prometheus-username "retrycap": --prometheus-password-file is required with it`},

@@ -3,6 +3,7 @@ package storm
 import (
 	"fmt"
 	"image/color"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -16,10 +17,8 @@ import (
 // outage shaded and payment's capacity dashed, at path: SVG (the
 // checked-in chart), or PNG or PDF by the path's extension.
 func WriteChart(path string, r *Result) error {
-	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".svg", ".png", ".pdf":
-	default:
-		return fmt.Errorf("storm: chart path %q: want a .svg, .png or .pdf file", path)
+	if err := CheckChartPath(path); err != nil {
+		return err
 	}
 	p := plot.New()
 	// Short texts and a legend in the plot's empty lower right: an SVG viewer may substitute a
@@ -131,4 +130,27 @@ func (s *span) Plot(c draw.Canvas, p *plot.Plot) {
 func (s *span) Thumbnail(c *draw.Canvas) {
 	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}}
 	c.FillPolygon(s.fill, pts)
+}
+
+// CheckChartPath checks what can be checked of a chart's path before a run (storm.Run and the
+// demo call it first): its format, and that its directory is one (empty: no chart).
+func CheckChartPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".svg", ".png", ".pdf":
+	default:
+		return fmt.Errorf("storm: chart path %q: want a .svg, .png or .pdf file", path)
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("storm: chart path %q: its directory: %w", path, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("storm: chart path %q: %s is not a directory", path, dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("storm: chart path %q: a directory, want a file", path)
+	}
+	return nil
 }

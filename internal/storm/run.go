@@ -57,6 +57,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Checked before the arms: found only when the chart was written, a bad path cost the
+	// whole run (2 minutes), its figures with it.
+	if err := CheckChartPath(o.ChartPath); err != nil {
+		return nil, err
+	}
 	out := o.Out
 	if out == nil {
 		out = io.Discard

@@ -4,6 +4,10 @@
 // calls whom" table of docs/architecture.md has one row per package with exactly the imports the
 // code has (go list), and a package it marks pure links no Kubernetes client; docs/api.md has a
 // row for every field of the RetryPolicy CRD's spec and status and none it lacks; every flag the
-// docs pass to `retrycap analyze|graph|observe|discover` is one of the command's; every `make X`
-// they name is a target. It has no non-test code and needs only the go command.
+// docs pass to `retrycap analyze|graph|observe|discover|storm|demo` is one of the command's
+// (storm's and demo's read from cmd/retrycap's source), and a value they give -o, --outage,
+// --protocol or --dialect is one the flag's usage names; docs/operating.md's Flags table has a
+// row for every flag of the manager and docs/proxy.md's Command line every flag of the proxy, and
+// neither names one that is not; every `make X` they name is a target.
+// It has no non-test code and needs only the go command.
 package docs

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -11,14 +14,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/internal/cli"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // root is the repository, from this package's directory.
@@ -564,7 +570,7 @@ func TestAPIFieldsDocumented(t *testing.T) {
 }
 
 var (
-	cliUse  = regexp.MustCompile(`(?:^|[\s` + "`" + `(])(?:kubectl )?retrycap (analyze|graph|observe|discover)\b([^` + "`" + `|;)]*)`)
+	cliUse  = regexp.MustCompile(`(?:^|[\s` + "`" + `(/])(?:kubectl )?retrycap (analyze|graph|observe|discover|storm|demo)\b([^` + "`" + `|;)#]*)`)
 	cliFlag = regexp.MustCompile(`(?:^|\s)(--[a-z][a-z0-9-]*|-[a-zA-Z])\b`)
 )
 
@@ -579,7 +585,12 @@ func TestCLIFlagsExist(t *testing.T) {
 	} {
 		cmds[c.Name()] = c
 	}
-	checked := 0
+	// storm and demo are the full CLI's own (package main, cmd/retrycap): their flags are read
+	// from the flag definitions in its source.
+	for name, file := range map[string]string{"storm": "cmd/retrycap/storm.go", "demo": "cmd/retrycap/demo.go"} {
+		cmds[name] = sourceFlags(t, name, file)
+	}
+	checked, values := 0, 0
 	for _, rel := range markdownFiles(t) {
 		md := readMarkdown(t, rel)
 		for i, line := range md.lines {
@@ -598,10 +609,189 @@ func TestCLIFlagsExist(t *testing.T) {
 						t.Errorf("%s:%d: retrycap %s %s: the command has no such flag", rel, i+1, m[1], name)
 					}
 				}
+				values += checkFlagValues(t, fmt.Sprintf("%s:%d: retrycap %s", rel, i+1, m[1]), c, m[2])
 			}
 		}
 	}
 	if checked < 30 {
 		t.Fatalf("checked %d flags in the docs' retrycap commands: the pattern no longer matches", checked)
+	}
+	if values < 10 {
+		t.Fatalf("checked %d values of -o, --outage, --protocol and --dialect in the docs: the pattern no longer matches", values)
+	}
+}
+
+// enumFlags take one of a few words, each named in the flag's usage ("output format: table,
+// json, ..."): a value the docs give them must be one of those words.
+var enumFlags = map[string]bool{"output": true, "outage": true, "protocol": true, "dialect": true}
+
+// checkFlagValues checks the values the docs give c's enumFlags in args (`-o json`, `--output=json`,
+// `-o table|json|dot`; a placeholder in capitals is not a value) and returns how many it checked.
+func checkFlagValues(t *testing.T, where string, c *cobra.Command, args string) int {
+	t.Helper()
+	n := 0
+	fields := strings.Fields(args)
+	for i, tok := range fields {
+		name, val, inline := strings.Cut(tok, "=")
+		var f *pflag.Flag
+		if long, ok := strings.CutPrefix(name, "--"); ok {
+			f = c.Flags().Lookup(long)
+		} else if short, ok := strings.CutPrefix(name, "-"); ok && len(short) == 1 {
+			f = c.Flags().ShorthandLookup(short)
+		}
+		if f == nil || !enumFlags[f.Name] {
+			continue
+		}
+		if !inline {
+			if i+1 >= len(fields) {
+				continue
+			}
+			val = fields[i+1]
+		}
+		val = strings.Trim(val, "`'\"[],")
+		if val == "" || strings.ToUpper(val) == val || strings.Contains(val, "...") {
+			continue
+		}
+		for _, alt := range strings.Split(val, "|") {
+			n++
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(alt) + `\b`).MatchString(f.Usage) {
+				t.Errorf("%s --%s %s: not a value of the flag (its usage: %q)", where, f.Name, alt, f.Usage)
+			}
+		}
+	}
+	return n
+}
+
+// flagDef is a pflag definition call: f.StringVar(&x, "name", ...), f.BoolVarP(&x, "name", "n",
+// ...), cmd.Flags().Duration("name", ...).
+var flagDef = regexp.MustCompile(`^(String|StringArray|StringSlice|Bool|Int|Int64|Uint|Uint64|Float64|Duration)?(Var)?(P)?$`)
+
+// sourceFlags is a command holding the flags defined in file (a command of package main, which
+// no test outside it can import): every flag definition call, read with go/parser. It fails
+// when it finds too few, so that a change of style does not leave nothing checked.
+func sourceFlags(t *testing.T, name, file string) *cobra.Command {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, file), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &cobra.Command{Use: name}
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		m := flagDef.FindStringSubmatch(sel.Sel.Name)
+		if m == nil || len(call.Args) < 3 { // a definition has a name, a default and a usage (not Value.String())
+			return true
+		}
+		var lits []string
+		for _, a := range call.Args {
+			if b, ok := a.(*ast.BasicLit); ok && b.Kind == token.STRING {
+				v, err := strconv.Unquote(b.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lits = append(lits, v)
+			}
+		}
+		if len(lits) == 0 {
+			t.Fatalf("%s: %s without a literal flag name", file, sel.Sel.Name)
+		}
+		short, usage := "", ""
+		if m[3] == "P" {
+			short = lits[1]
+		}
+		if min := map[bool]int{true: 3, false: 2}[m[3] == "P"]; len(lits) >= min {
+			usage = lits[len(lits)-1] // a computed usage ("preset: " + names) is its literal part
+		}
+		cmd.Flags().BoolP(lits[0], short, false, usage)
+		return true
+	})
+	if n := len(cmd.Flags().FlagUsages()); n == 0 {
+		t.Fatalf("%s: no flag definition found", file)
+	}
+	return cmd
+}
+
+// TestSourceFlags: the flags read from the source are the command's (a check of sourceFlags).
+func TestSourceFlags(t *testing.T) {
+	var names []string
+	sourceFlags(t, "demo", "cmd/retrycap/demo.go").Flags().VisitAll(func(f *pflag.Flag) {
+		names = append(names, "--"+f.Name+"/"+f.Shorthand)
+	})
+	if got, want := strings.Join(names, " "), "--chart/ --exit/ --verbose/v"; got != want {
+		t.Fatalf("demo's flags: %s, want %s", got, want)
+	}
+	storm := sourceFlags(t, "storm", "cmd/retrycap/storm.go")
+	n := 0
+	storm.Flags().VisitAll(func(*pflag.Flag) { n++ })
+	if n < 15 || storm.Flags().ShorthandLookup("o") == nil || storm.Flags().Lookup("scenario") == nil {
+		t.Fatalf("storm: %d flags read, want at least 15 with --scenario and -o", n)
+	}
+}
+
+var tableFlag = regexp.MustCompile("`--([a-z0-9-]+)`")
+
+// TestManagerFlagsDocumented: docs/operating.md's Flags table has a row for every flag of the
+// manager (cmd/manager/main.go, read from its source) and names none it lacks. Before: three
+// (--mesh-apis, --mesh-recheck-interval, --istio-default-retries) were only in meshes.md.
+func TestManagerFlagsDocumented(t *testing.T) {
+	manager := sourceFlags(t, "manager", "cmd/manager/main.go")
+	var code []string
+	manager.Flags().VisitAll(func(f *pflag.Flag) { code = append(code, f.Name) })
+	var doc []string
+	for _, line := range section(t, readMarkdown(t, "docs/operating.md"), "Flags") {
+		if !strings.HasPrefix(line, "| `--") {
+			continue
+		}
+		first := strings.SplitN(strings.Trim(line, "|"), "|", 2)[0]
+		for _, m := range tableFlag.FindAllStringSubmatch(first, -1) {
+			doc = append(doc, m[1])
+		}
+	}
+	for _, name := range code {
+		if !slices.Contains(doc, name) {
+			t.Errorf("docs/operating.md, Flags: no row for the manager's --%s", name)
+		}
+	}
+	for _, name := range doc {
+		if !slices.Contains(code, name) {
+			t.Errorf("docs/operating.md, Flags: a row for --%s, which the manager does not have", name)
+		}
+	}
+	if len(code) < 25 {
+		t.Fatalf("%d flags read from cmd/manager/main.go: the pattern no longer matches", len(code))
+	}
+}
+
+// TestProxyFlagsDocumented: docs/proxy.md's "Command line" lists every flag of retrycap-proxy
+// (internal/sidecar's flag set, the one the proxy parses and the injector renders) and names
+// none it lacks. Before: --namespace, --max-time-to-answer and --loop-spin were missing there.
+func TestProxyFlagsDocumented(t *testing.T) {
+	var code []string
+	sidecar.NewFlagSet(&sidecar.Args{}, io.Discard).VisitAll(func(f *pflag.Flag) { code = append(code, f.Name) })
+	var doc []string
+	for _, line := range section(t, readMarkdown(t, "docs/proxy.md"), "Command line") {
+		for _, m := range tableFlag.FindAllStringSubmatch(line, -1) {
+			doc = append(doc, m[1])
+		}
+	}
+	for _, name := range code {
+		if !slices.Contains(doc, name) {
+			t.Errorf("docs/proxy.md, Command line: retrycap-proxy's --%s is not listed", name)
+		}
+	}
+	for _, name := range doc {
+		if !slices.Contains(code, name) {
+			t.Errorf("docs/proxy.md, Command line: --%s, which retrycap-proxy does not have", name)
+		}
+	}
+	if len(code) < 30 {
+		t.Fatalf("%d proxy flags: the flag set was not read", len(code))
 	}
 }
