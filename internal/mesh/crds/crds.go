@@ -58,6 +58,14 @@ func EnvoyGatewayBackendTrafficPolicy() (string, error) {
 		filepath.Join("charts", "gateway-helm", "charts", "crds", "crds", "generated", "gateway.envoyproxy.io_backendtrafficpolicies.yaml"))
 }
 
+// EnvoyGateway is the directory of all of Envoy Gateway's CRDs (gateway.envoyproxy.io; its
+// BackendTrafficPolicy's file is EnvoyGatewayBackendTrafficPolicy): the whole group, for the
+// list of its kinds (internal/analyze, meshAPIKinds).
+func EnvoyGateway() (string, error) {
+	return inModule(filepath.Join("hack", "crds"), EnvoyGatewayModule,
+		filepath.Join("charts", "gateway-helm", "charts", "crds", "crds", "generated"))
+}
+
 // Kuma is the list of Kuma's Mesh and MeshRetry CRD files.
 func Kuma() ([]string, error) {
 	return thirdParty("kuma.io_meshes.yaml", "kuma.io_meshretries.yaml")
