@@ -156,12 +156,18 @@ func nearKinds(gv schema.GroupVersion, kind string) []string {
 	return near(kinds, kind)
 }
 
-// near are the kinds of kinds that kind misspells, sorted: the same but for case, or one edit
-// away (two for a kind of 8 letters or more; Pod and Node are two apart).
+// near are the kinds of kinds that kind misspells, sorted: the one that is the same but for
+// case, else those one edit away (two for a kind of 8 letters or more; Pod and Node are two
+// apart).
 func near(kinds []string, kind string) []string {
+	for _, k := range kinds {
+		if strings.EqualFold(k, kind) {
+			return []string{k} // httproute is HTTPRoute, not TCPRoute
+		}
+	}
 	var out []string
 	for _, k := range kinds {
-		if strings.EqualFold(k, kind) || editDistance(strings.ToLower(k), strings.ToLower(kind)) <= max(1, min(2, len(kind)/4)) {
+		if editDistance(strings.ToLower(k), strings.ToLower(kind)) <= max(1, min(2, len(kind)/4)) {
 			out = append(out, k)
 		}
 	}

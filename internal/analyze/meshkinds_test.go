@@ -108,8 +108,8 @@ func meshKindsFromCRDs(t *testing.T) (map[string][]string, []string) {
 		}
 		all = append(all, cs...)
 		if i := strings.Index(p, s.module+"@"); i >= 0 {
-			mv, _, _ := strings.Cut(p[i:], string(filepath.Separator))
-			if !slices.Contains(modules, mv) {
+			version, _, _ := strings.Cut(p[i+len(s.module):], string(filepath.Separator))
+			if mv := s.module + version; !slices.Contains(modules, mv) {
 				modules = append(modules, mv)
 			}
 		}
@@ -231,7 +231,7 @@ func TestUnknownMeshKind(t *testing.T) {
 			docs: []string{obj("gateway.networking.k8s.io/v1beta1", "GRPCRoutes")},
 			errs: []string{refused(1, "gateway.networking.k8s.io/v1beta1", "GRPCRoutes", "GRPCRoute")}},
 		{name: "two near kinds", docs: []string{obj("gateway.networking.k8s.io/v1", "TPCRoute")},
-			errs: []string{refused(1, "gateway.networking.k8s.io/v1", "TPCRoute", "TCPRoute or TLSRoute")}},
+			errs: []string{refused(1, "gateway.networking.k8s.io/v1", "TPCRoute", "GRPCRoute or TCPRoute or TLSRoute")}},
 		{name: "the groups' kinds the graph does not read are counted as ignored; read kinds as mesh objects",
 			docs: []string{obj("networking.istio.io/v1", "ServiceEntry"), obj("networking.istio.io/v1alpha3", "EnvoyFilter"),
 				obj("gateway.networking.k8s.io/v1beta1", "ReferenceGrant"), obj("gateway.networking.k8s.io/v1alpha2", "TCPRoute"),
