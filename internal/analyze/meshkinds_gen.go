@@ -3,9 +3,10 @@
 package analyze
 
 // meshAPIKinds are the kinds each served version of the mesh API groups the graph reads serves,
-// from the CRDs of istio.io/api@v1.32.0, sigs.k8s.io/gateway-api@v1.6.3, github.com/envoyproxy/gateway@v1.9.1 (internal/mesh/crds).
+// from the CRDs (and a Go API's root types: Envoy Gateway's EnvoyGateway, its configuration file)
+// of istio.io/api@v1.32.0, sigs.k8s.io/gateway-api@v1.6.3, github.com/envoyproxy/gateway@v1.9.1 (internal/mesh/crds).
 var meshAPIKinds = map[string][]string{
-	"gateway.envoyproxy.io/v1alpha1":     {"Backend", "BackendTrafficPolicy", "ClientTrafficPolicy", "EnvoyExtensionPolicy", "EnvoyPatchPolicy", "EnvoyProxy", "HTTPRouteFilter", "SecurityPolicy"},
+	"gateway.envoyproxy.io/v1alpha1":     {"Backend", "BackendTrafficPolicy", "ClientTrafficPolicy", "EnvoyExtensionPolicy", "EnvoyGateway", "EnvoyPatchPolicy", "EnvoyProxy", "HTTPRouteFilter", "SecurityPolicy"},
 	"gateway.networking.k8s.io/v1":       {"BackendTLSPolicy", "GRPCRoute", "Gateway", "GatewayClass", "HTTPRoute", "ListenerSet", "ReferenceGrant", "TCPRoute", "TLSRoute", "UDPRoute"},
 	"gateway.networking.k8s.io/v1alpha2": {"TCPRoute", "TLSRoute", "UDPRoute"},
 	"gateway.networking.k8s.io/v1alpha3": {"BackendTLSPolicy", "TLSRoute"},

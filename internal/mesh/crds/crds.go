@@ -66,6 +66,13 @@ func EnvoyGateway() (string, error) {
 		filepath.Join("charts", "gateway-helm", "charts", "crds", "crds", "generated"))
 }
 
+// EnvoyGatewayAPITypes is the directory of Envoy Gateway's Go API (gateway.envoyproxy.io/v1alpha1),
+// whose root types are its CRDs' kinds and EnvoyGateway, the kind of its own configuration file
+// (envoy-gateway --config-path; no CRD): a real document of the group all the same.
+func EnvoyGatewayAPITypes() (string, error) {
+	return inModule(filepath.Join("hack", "crds"), EnvoyGatewayModule, filepath.Join("api", "v1alpha1"))
+}
+
 // Kuma is the list of Kuma's Mesh and MeshRetry CRD files.
 func Kuma() ([]string, error) {
 	return thirdParty("kuma.io_meshes.yaml", "kuma.io_meshretries.yaml")
