@@ -10,7 +10,9 @@
 //     kubernetes/customresourcedefinitions.gen.yaml;
 //   - Envoy Gateway: github.com/envoyproxy/gateway, in the module hack/crds of its own (requiring
 //     it in the product's go.mod would move k8s.io/utils and others),
-//     charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml;
+//     charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml
+//     (the whole directory, and the Go API's api/v1alpha1, for internal/analyze's list of the
+//     group's kinds);
 //   - Kuma (Mesh, MeshRetry), Dapr (Resiliency) and Consul (ServiceRouter): copied into
 //     internal/mesh/crds/thirdparty at pinned commits (its README names them): their modules are
 //     not fetchable through the module proxy, or would move the product's versions.
