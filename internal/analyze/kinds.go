@@ -77,6 +77,9 @@ func (r Reader) readKind(m *Manifests, src Source, js []byte, tm *typeMeta) []er
 	if err := r.unknownKind(src, tm); err != nil {
 		return []error{err}
 	}
+	if err := r.unknownMeshKind(m, src, tm); err != nil { // meshkinds.go
+		return []error{err}
+	}
 	r.ignored(m, src, tm, js)
 	return r.addMesh(m, src, js, tm) // mesh.go
 }
@@ -126,8 +129,9 @@ var servedKinds = func() *runtime.Scheme {
 // unknownKind refuses a kind that a version the graph reads does not have (apps/v1
 // Deploymnet, retrycap.dev/v1alpha1 Retrypolicy): the API server refuses it ("no matches for
 // kind"), and counted as ignored its workload and upstreams, or its policy, were dropped while
-// the check passed. Other groups' kinds (CRDs retrycap does not know) are still counted as
-// ignored: no list of them is complete.
+// the check passed. The mesh API groups the graph reads are checked by unknownMeshKind; other
+// groups' kinds (CRDs retrycap does not know) are still counted as ignored: no list of them is
+// complete.
 func (r Reader) unknownKind(src Source, tm *typeMeta) error {
 	gv, err := schema.ParseGroupVersion(tm.APIVersion)
 	if err != nil || !servedKinds.IsVersionRegistered(gv) || servedKinds.Recognizes(gv.WithKind(tm.Kind)) {
@@ -141,21 +145,34 @@ func (r Reader) unknownKind(src Source, tm *typeMeta) error {
 	return &InputError{src, errors.New(msg)}
 }
 
-// nearKinds are gv's kinds that kind misspells: the same but for case, or one edit away (two
-// for a kind of 8 letters or more; Pod and Node are two apart); lists and options are not
-// suggested.
+// nearKinds are gv's kinds that kind misspells (near); lists and options are not suggested.
 func nearKinds(gv schema.GroupVersion, kind string) []string {
-	var near []string
+	var kinds []string
 	for k := range servedKinds.KnownTypes(gv) {
-		if strings.HasSuffix(k, "List") || strings.HasSuffix(k, "Options") {
-			continue
-		}
-		if strings.EqualFold(k, kind) || editDistance(strings.ToLower(k), strings.ToLower(kind)) <= max(1, min(2, len(kind)/4)) {
-			near = append(near, k)
+		if !strings.HasSuffix(k, "List") && !strings.HasSuffix(k, "Options") {
+			kinds = append(kinds, k)
 		}
 	}
-	slices.Sort(near)
-	return near
+	return near(kinds, kind)
+}
+
+// near are the kinds of kinds that kind misspells, sorted: the one that is the same but for
+// case, else those one edit away (two for a kind of 8 letters or more; Pod and Node are two
+// apart).
+func near(kinds []string, kind string) []string {
+	for _, k := range kinds {
+		if strings.EqualFold(k, kind) {
+			return []string{k} // httproute is HTTPRoute, not TCPRoute
+		}
+	}
+	var out []string
+	for _, k := range kinds {
+		if editDistance(strings.ToLower(k), strings.ToLower(kind)) <= max(1, min(2, len(kind)/4)) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // editDistance is the Levenshtein distance of a and b (bytes: kinds are ASCII).

@@ -10,7 +10,9 @@
 //     kubernetes/customresourcedefinitions.gen.yaml;
 //   - Envoy Gateway: github.com/envoyproxy/gateway, in the module hack/crds of its own (requiring
 //     it in the product's go.mod would move k8s.io/utils and others),
-//     charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml;
+//     charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml
+//     (the whole directory, and the Go API's api/v1alpha1, for internal/analyze's list of the
+//     group's kinds);
 //   - Kuma (Mesh, MeshRetry), Dapr (Resiliency) and Consul (ServiceRouter): copied into
 //     internal/mesh/crds/thirdparty at pinned commits (its README names them): their modules are
 //     not fetchable through the module proxy, or would move the product's versions.
@@ -56,6 +58,21 @@ func Istio() (string, error) {
 func EnvoyGatewayBackendTrafficPolicy() (string, error) {
 	return inModule(filepath.Join("hack", "crds"), EnvoyGatewayModule,
 		filepath.Join("charts", "gateway-helm", "charts", "crds", "crds", "generated", "gateway.envoyproxy.io_backendtrafficpolicies.yaml"))
+}
+
+// EnvoyGateway is the directory of all of Envoy Gateway's CRDs (gateway.envoyproxy.io; its
+// BackendTrafficPolicy's file is EnvoyGatewayBackendTrafficPolicy): the whole group, for the
+// list of its kinds (internal/analyze, meshAPIKinds).
+func EnvoyGateway() (string, error) {
+	return inModule(filepath.Join("hack", "crds"), EnvoyGatewayModule,
+		filepath.Join("charts", "gateway-helm", "charts", "crds", "crds", "generated"))
+}
+
+// EnvoyGatewayAPITypes is the directory of Envoy Gateway's Go API (gateway.envoyproxy.io/v1alpha1),
+// whose root types are its CRDs' kinds and EnvoyGateway, the kind of its own configuration file
+// (envoy-gateway --config-path; no CRD): a real document of the group all the same.
+func EnvoyGatewayAPITypes() (string, error) {
+	return inModule(filepath.Join("hack", "crds"), EnvoyGatewayModule, filepath.Join("api", "v1alpha1"))
 }
 
 // Kuma is the list of Kuma's Mesh and MeshRetry CRD files.
