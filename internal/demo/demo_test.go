@@ -60,6 +60,8 @@ func TestDemoEndToEnd(t *testing.T) {
 		`requests at payment per failed user request sent during the outage \(exact, joined by storm-op\).*\s\d+\.\d\d \(max \d+; \d+ of \d+ at 27\)\s+\d+\.\d\d \(max [0-4]; \d+ of \d+ at 27\)\s`,
 		`retries during the outage \(sent by the proxies\)\s+\d+\s+\d+ \(\d+\.\d % fewer\)`,
 		`duplicated POST side effects\s+\d+\s+0\s`,
+		// The short preset meets every target (its 3 s hang did not: 92 % fewer retries).
+		`\nresult: every target met\n`,
 		`chart: ` + regexp.QuoteMeta(chart) + `\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(got) {

@@ -21,8 +21,10 @@ type Sample struct {
 	// connections while payment is down as well as requests payment served
 	// or rejected.
 	PaymentRequests float64
-	// Retries is how many retries the proxies sent so far, all hops.
-	Retries float64
+	// Retries is how many retries the proxies sent so far, all hops; HopRetries the same
+	// per proxy (entry, gateway, order: Retries is their sum).
+	Retries    float64
+	HopRetries [3]float64
 	// ClientRetries is how many retries the edge client made so far (the
 	// user's own, reported apart: the retrycap arm's entry proxy refuses
 	// those whose chain budget is spent before they reach a service).
@@ -93,8 +95,10 @@ type ArmResult struct {
 	// counted exactly by operation id (PerFailedExact); nil until the tiers' records are
 	// read (after Compute, once the chain is closed).
 	PerFailed *PerFailedCount
-	// RetriesInOutage counts retries the proxies sent during the outage.
-	RetriesInOutage float64
+	// RetriesInOutage counts retries the proxies sent during the outage; HopRetriesInOutage
+	// the same per proxy (entry, gateway, order), which says where they came from.
+	RetriesInOutage    float64
+	HopRetriesInOutage [3]float64
 	// ClientRetriesInOutage counts the edge client's own retries during the outage.
 	ClientRetriesInOutage float64
 
@@ -134,6 +138,9 @@ func Compute(arm string, users []UserRequest, samples []Sample, tl Timeline, cri
 	_, _, r.FailedInOutage = countSent(sorted, tl.OutageStart, tl.Restore)
 	r.PaymentInOutage = Delta(samples, tl.OutageStart, tl.Restore, paymentOf)
 	r.RetriesInOutage = Delta(samples, tl.OutageStart, tl.Restore, retriesOf)
+	for h := range r.HopRetriesInOutage {
+		r.HopRetriesInOutage[h] = Delta(samples, tl.OutageStart, tl.Restore, func(s Sample) float64 { return s.HopRetries[h] })
+	}
 	r.ClientRetriesInOutage = Delta(samples, tl.OutageStart, tl.Restore, func(s Sample) float64 { return s.ClientRetries })
 	r.Recovery = RecoveryAfter(sorted, tl.Restore, tl.LoadEnd, crit)
 	seconds := int(math.Ceil(tl.LoadEnd.Seconds()))
@@ -461,9 +468,9 @@ func Judge(naive, rc ArmResult, chainCap int, step, maxTime time.Duration) []Tar
 	red := Reduction(naive.RetriesInOutage, rc.RetriesInOutage)
 	ts = append(ts, Target{
 		Name: "retries during the outage",
-		Want: ">= 94 % fewer",
+		Want: fmt.Sprintf(">= %d %% fewer", retriesTarget),
 		Got:  retriesGot(red, naive.RetriesInOutage, rc.RetriesInOutage),
-		Met:  naive.RetriesInOutage > 0 && red >= 94,
+		Met:  naive.RetriesInOutage > 0 && red >= retriesTarget,
 	})
 	ratio, atLeast, ok := RecoveryRatio(naive.Recovery, rc.Recovery, step)
 	got := "retrycap did not recover"

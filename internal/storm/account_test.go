@@ -227,9 +227,15 @@ func TestComputeAndJudge(t *testing.T) {
 	for i := range naiveS {
 		naiveS[i].Retries = naiveS[i].PaymentRequests * 26 / 27
 		rcS[i].Retries = rcS[i].PaymentRequests / 10
+		// Per proxy, each counter on its own: the retrycap arm's all at the gateway's.
+		naiveS[i].HopRetries = [3]float64{naiveS[i].PaymentRequests / 50, naiveS[i].PaymentRequests / 25, naiveS[i].PaymentRequests / 2}
+		rcS[i].HopRetries = [3]float64{0, rcS[i].Retries, 0}
 	}
 	n := Compute(ArmNaive, naiveUsers, naiveS, tl, DefaultRecovery)
 	c := Compute(ArmRetrycap, rcUsers, rcS, tl, DefaultRecovery)
+	if n.HopRetriesInOutage != [3]float64{54, 108, 1350} || c.HopRetriesInOutage != [3]float64{0, 2, 0} {
+		t.Fatalf("retries in the outage per proxy: naive %v, retrycap %v", n.HopRetriesInOutage, c.HopRetriesInOutage)
+	}
 	if n.Sent != 300 || n.OK != 50 || n.Failed != 250 || n.FailedInOutage != 100 || n.PaymentInOutage != 2700 || n.PerFailed != nil {
 		t.Fatalf("naive: %+v", n)
 	}
@@ -459,7 +465,8 @@ func TestOptionsValidation(t *testing.T) {
 		sc.Name != "storm27" || o.workers() != 5 || o.queue() != 100 {
 		t.Fatalf("defaults: %+v %v", o, err)
 	}
-	if o, _, err := Short().withDefaults(); err != nil || o.Outage != OutageHang || o.UserTimeout != 3*time.Second || o.Duration != 14*time.Second {
+	if o, _, err := Short().withDefaults(); err != nil || o.Outage != OutageHang || o.UserTimeout != 3*time.Second || o.Duration != 16*time.Second ||
+		o.OutageStart != 2*time.Second || o.OutageLength != 5*time.Second {
 		t.Fatalf("short: %+v %v", o, err)
 	}
 	if o, _, err := Short().withDefaults(); err != nil || o.MaxTimeToAnswer != 2700*ms {

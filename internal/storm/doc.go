@@ -17,7 +17,10 @@
 // labapp's gRPC apps in child processes, payment a gRPC service).
 //
 // account.go is the pure accounting (bucketing, ratios, recovery, waits,
-// orphaned attempts) with table tests; payment.go is the payment service
+// orphaned attempts) with table tests; retries.go the retries target's
+// arithmetic (the naive arm's retries under a hang by construction, the
+// most the retrycap arm's can make; the proxy's own policy.Backoff and
+// retry-room rule); payment.go is the payment service
 // (killed or hung for the outage); lab.go starts one arm's chain and records
 // what each tier received; run.go drives the load and assembles the Result;
 // summary.go, json.go and chart.go render it.

@@ -48,6 +48,8 @@ type jsonArm struct {
 	PaymentUnmatched *int    `json:"paymentUnmatched"`
 	FullProduct      int     `json:"fullProduct"`
 	RetriesInOutage  float64 `json:"retriesInOutage"`
+	// The same per proxy: "entry", "gateway", "order" (HopProxies).
+	RetriesInOutageByProxy map[string]float64 `json:"retriesInOutageByProxy"`
 	// The user's wait for an answer, for the user requests sent during the outage; null when
 	// none was sent (userWaitCount 0): nothing measured, not a wait of 0.
 	UserWaitP50    *string `json:"userWaitP50"`
@@ -98,9 +100,10 @@ func finite(f float64) float64 {
 func armJSON(a ArmResult) jsonArm {
 	j := jsonArm{
 		Sent: a.Sent, OK: a.OK, Failed: a.Failed, FailedInOutage: a.FailedInOutage,
-		PaymentInOutage: finite(a.PaymentInOutage),
-		RetriesInOutage: finite(a.RetriesInOutage),
-		UserWaitCount:   a.Wait.N, UserWaitGaveUp: a.Wait.GaveUp,
+		PaymentInOutage:        finite(a.PaymentInOutage),
+		RetriesInOutage:        finite(a.RetriesInOutage),
+		RetriesInOutageByProxy: byProxy(a.HopRetriesInOutage),
+		UserWaitCount:          a.Wait.N, UserWaitGaveUp: a.Wait.GaveUp,
 		Recovered: a.Recovery.Recovered, Charges: a.Charges, Replayed: a.Replayed, Duplicates: a.Duplicates,
 	}
 	if a.Wait.N > 0 {
@@ -148,4 +151,13 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("storm: JSON: %w", err)
 	}
 	return nil
+}
+
+// byProxy is a count per proxy keyed by HopProxies' names.
+func byProxy(v [3]float64) map[string]float64 {
+	out := make(map[string]float64, len(v))
+	for i, name := range HopProxies() {
+		out[name] = finite(v[i])
+	}
+	return out
 }

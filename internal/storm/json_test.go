@@ -19,7 +19,7 @@ func TestWriteJSON(t *testing.T) {
 			PerFailed: &PerFailedCount{Failed: 10, Requests: 262, Mean: 26.2, Max: 27, Full: 27, AtFull: 9, Below: 1},
 			Orphans:   &Orphans{Attempts: 7, ByTier: map[string]int{"gateway": 0, "order": 3, "payment": 4}, Users: 3, Checked: 270},
 			Recovery:  Recovery{Observed: 30 * time.Second, LowerBound: 27 * time.Second}},
-		Retrycap: ArmResult{Arm: ArmRetrycap, Sent: 10, OK: 9, Failed: 1, Wait: Wait{N: 10, P50: 694135 * time.Nanosecond, P99: 300087938 * time.Nanosecond, Max: 301 * ms},
+		Retrycap: ArmResult{Arm: ArmRetrycap, Sent: 10, OK: 9, Failed: 1, RetriesInOutage: 32, HopRetriesInOutage: [3]float64{0, 32, 0}, Wait: Wait{N: 10, P50: 694135 * time.Nanosecond, P99: 300087938 * time.Nanosecond, Max: 301 * ms},
 			Recovery: Recovery{Recovered: true, After: 300 * ms}},
 		Targets: []Target{{Name: "orphaned attempts", Want: "0", Got: "not measured", Met: false}},
 	}
@@ -59,6 +59,10 @@ func TestWriteJSON(t *testing.T) {
 		{"retrycap.userWaitP99", rc["userWaitP99"], "300ms"},
 		{"retrycap.orphanedAttempts", rc["orphanedAttempts"], nil},
 		{"retrycap.recoveryIn", rc["recoveryIn"], "300ms"},
+		{"retrycap.retriesInOutage", rc["retriesInOutage"], 32.0},
+		{"retrycap.retriesInOutageByProxy.entry", rc["retriesInOutageByProxy"].(map[string]any)["entry"], 0.0},
+		{"retrycap.retriesInOutageByProxy.gateway", rc["retriesInOutageByProxy"].(map[string]any)["gateway"], 32.0},
+		{"retrycap.retriesInOutageByProxy.order", rc["retriesInOutageByProxy"].(map[string]any)["order"], 0.0},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

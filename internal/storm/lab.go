@@ -95,9 +95,13 @@ var hopNames = [3]struct{ service, upstream string }{
 // queue past the 500 ms timeout at once, which is what tips it into the
 // metastable state (5 workers x 500 ms / 50 ms = 50 concurrent requests).
 const (
-	backoffBase = "100ms"
-	backoffMax  = "2s"
+	backoffBase = 100 * time.Millisecond
+	backoffMax  = 2 * time.Second
 )
+
+// retrycapBreakerFailures is the retrycap arm's --breaker-failures: failures in its 10 s window
+// that open a proxy's breaker toward its upstream (the design's 50).
+const retrycapBreakerFailures = 50
 
 // naiveRetryOn is the naive arm's --retry-on: Envoy's `5xx` retry policy (x-envoy-retry-on
 // "5xx": a retry on any 5xx answer or when the upstream "does not respond at all
@@ -134,7 +138,7 @@ func proxyArgs(sc Scenario, arm string, i int, maxTime time.Duration) []string {
 		"--service", h.service,
 		"--upstreams", fmt.Sprintf("%s=%d", h.upstream, sc.Attempts[i]),
 		"--per-try-timeout", perTryTimeouts(arm)[i].String(),
-		"--backoff-base", backoffBase, "--backoff-max", backoffMax,
+		"--backoff-base", backoffBase.String(), "--backoff-max", backoffMax.String(),
 	}
 	if arm == ArmNaive {
 		return append(args,
@@ -147,7 +151,7 @@ func proxyArgs(sc Scenario, arm string, i int, maxTime time.Duration) []string {
 	args = append(args,
 		"--chain-cap", strconv.Itoa(sc.ChainCap), "--backoff-jitter=true",
 		"--budget-percent", "20", "--budget-min-per-second", "10", "--budget-window", "10s",
-		"--breaker-failures", "50", "--breaker-window", "10s", "--breaker-open-for", "500ms")
+		"--breaker-failures", strconv.Itoa(retrycapBreakerFailures), "--breaker-window", "10s", "--breaker-open-for", "500ms")
 	if i == 0 {
 		args = append(args, "--entrypoint")
 		if maxTime > 0 {
@@ -414,22 +418,23 @@ func (c *chain) attempt(ctx context.Context, u userSpec, key string) (status int
 
 // counters reads the cumulative counters of a Sample from the proxies'
 // /metrics: attempts the order proxy sent to payment, and the retries every
-// proxy sent to its upstream. The edge client's own retries are counted
+// proxy sent to its upstream, in all and per proxy (entry, gateway, order). The edge client's own retries are counted
 // apart (clientRetries): with retrycap the entry proxy refuses them when
 // the key's chain budget is spent, so they do not all reach a service.
-func (c *chain) counters(ctx context.Context) (payment, retries float64, err error) {
+func (c *chain) counters(ctx context.Context) (payment, retries float64, byHop [3]float64, err error) {
 	for i, p := range c.proxies {
 		m, err := c.scrape(ctx, p)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, byHop, err
 		}
 		up := hopNames[i].upstream
-		retries += m[c.series("retries")][up]
+		byHop[i] = m[c.series("retries")][up]
+		retries += byHop[i]
 		if i == 2 {
 			payment = m[c.series("attempts")][up]
 		}
 	}
-	return payment, retries, nil
+	return payment, retries, byHop, nil
 }
 
 // scrape fetches the two counters the lab reads, by name and upstream.

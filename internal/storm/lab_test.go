@@ -120,7 +120,7 @@ func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra f
 					t.Fatalf("user request %d with payment down: ok %v, attempts %d, want failed after %d", i, ok, attempts, tc.clientAttempts)
 				}
 			}
-			pay, ret, err := c.counters(ctx)
+			pay, ret, _, err := c.counters(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func runExactCounts(t *testing.T, proto, noun string, cases []exactCase, extra f
 					t.Fatalf("user request %d with payment back: ok %v, attempts %d", i, ok, attempts)
 				}
 			}
-			pay2, ret2, err := c.counters(ctx)
+			pay2, ret2, _, err := c.counters(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -66,6 +66,11 @@ func Tiers() []string {
 	return out
 }
 
+// HopProxies name the chain's proxies, top-down, as the summary does: the entry proxy (the
+// edge client's sidecar, toward gateway), the gateway's (toward order) and the order's (toward
+// payment).
+func HopProxies() []string { return []string{"entry", hopNames[1].service, hopNames[2].service} }
+
 // tierAttempts are the requests every tier received, timed from start: as payment and the
 // HTTP chain's apps recorded them on arrival. The gRPC chain's apps run in child processes,
 // so for gateway and order it reads the attempts the proxies in front of them logged

@@ -228,12 +228,12 @@ func runArm(ctx context.Context, bin, arm string, sc Scenario, o Options) (ArmRe
 
 // sampleOnce reads the counters into a Sample.
 func (r *armRun) sampleOnce(ctx context.Context) error {
-	p, ret, err := r.c.counters(ctx)
+	p, ret, hops, err := r.c.counters(ctx)
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
-	r.samples = append(r.samples, Sample{At: r.since(), PaymentRequests: p, Retries: ret, ClientRetries: float64(r.c.clientRetries.Load())})
+	r.samples = append(r.samples, Sample{At: r.since(), PaymentRequests: p, Retries: ret, HopRetries: hops, ClientRetries: float64(r.c.clientRetries.Load())})
 	r.mu.Unlock()
 	return nil
 }
@@ -279,6 +279,19 @@ func (r *armRun) sample(ctx context.Context) (stop func() error) {
 	}
 }
 
+// boundarySample reads the counters at the hang and just before the restore, so that the
+// outage's counts are not interpolated across the restore: there the held attempts are
+// answered 503 at once and the naive arm retries them in a burst, which a reading 250 ms later
+// spread over the window before it (the short preset's 3 s hang counted 420 naive retries,
+// 311 of them decided in it by the proxies' access logs). It waits for the scrape at most
+// 250 ms, which delays the restore by as much (the timeline records when it came); a reading
+// that fails is left to the periodic ones.
+func (r *armRun) boundarySample(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, sampleEvery)
+	defer cancel()
+	_ = r.sampleOnce(ctx)
+}
+
 // finalSample takes the reading after the load, which must exist: it is
 // tried five times.
 func (r *armRun) finalSample(ctx context.Context) error {
@@ -311,15 +324,20 @@ func (r *armRun) drive(ctx context.Context) (restored bool, runErr error) {
 		}
 		for {
 			now := r.since()
-			if !killed && now >= o.OutageStart {
+			// The fault comes between two user requests by their schedule: on a late loop, one
+			// due before the hang (or the restore) is still sent before it, so that the user
+			// requests of the outage are exactly those scheduled in it.
+			if !killed && now >= o.OutageStart && at >= o.OutageStart {
 				if o.Outage == OutageHang {
 					r.c.payment.Hang()
 				} else {
 					r.c.payment.Kill()
 				}
 				killed, r.tl.OutageStart = true, r.since()
+				r.boundarySample(ctx)
 			}
-			if killed && !restored && now >= o.OutageStart+o.OutageLength {
+			if killed && !restored && now >= o.OutageStart+o.OutageLength && at >= o.OutageStart+o.OutageLength {
+				r.boundarySample(ctx)
 				if err := r.c.payment.Restore(); err != nil {
 					runErr = err
 				}
@@ -352,17 +370,21 @@ func (r *armRun) drive(ctx context.Context) (restored bool, runErr error) {
 		if o.Protocol == ProtocolGRPC {
 			u = grpcSpec(u)
 		}
+		// Sent, and the user's timeout, start here, in the loop that hangs and restores
+		// payment: a user request is in the outage exactly when the loop sent it between
+		// the two, not when its goroutine first ran (late, on a busy machine).
+		sent := r.since()
+		uctx, cancel := context.WithTimeout(ctx, o.UserTimeout)
 		r.wg.Add(1)
-		go r.user(ctx, u)
+		go r.user(ctx, uctx, cancel, sent, u)
 	}
 }
 
-// user runs one user request under the user's timeout and records its fate.
-func (r *armRun) user(ctx context.Context, u userSpec) {
+// user runs one user request, sent at sent under uctx (the user's timeout), and records its
+// fate.
+func (r *armRun) user(ctx, uctx context.Context, cancel context.CancelFunc, sent time.Duration, u userSpec) {
 	defer r.wg.Done()
-	uctx, cancel := context.WithTimeout(ctx, r.o.UserTimeout)
 	defer cancel()
-	sent := r.since()
 	ok, attempts := r.c.userRequest(uctx, u)
 	done := r.since()
 	gaveUp := !ok && errors.Is(uctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil

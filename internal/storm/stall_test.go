@@ -35,7 +35,7 @@ func TestExactCountsThroughAStall(t *testing.T) {
 	}()
 	end := time.Now().Add(10 * time.Second)
 	for {
-		pay, _, err := c.counters(ctx)
+		pay, _, _, err := c.counters(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestExactCountsThroughAStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-done
-	pay, ret, err := c.counters(ctx)
+	pay, ret, _, err := c.counters(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

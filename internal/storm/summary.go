@@ -51,6 +51,7 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fewer = "naive made none: no reduction to measure"
 	}
 	fmt.Fprintf(tw, "retries during the outage (sent by the proxies)\t%.0f\t%.0f (%s)\t\n", n.RetriesInOutage, c.RetriesInOutage, fewer)
+	fmt.Fprintf(tw, "  of them, by the %s proxy\t%s\t%s\t\n", strings.Join(HopProxies(), " / "), formatHops(n.HopRetriesInOutage), formatHops(c.HopRetriesInOutage))
 	if n.ClientRetriesInOutage+c.ClientRetriesInOutage > 0 {
 		fmt.Fprintf(tw, "edge client's own retries during the outage\t%.0f\t%.0f\t\n", n.ClientRetriesInOutage, c.ClientRetriesInOutage)
 	}
@@ -122,6 +123,15 @@ func formatOrphans(o *Orphans) string {
 		parts = append(parts, strconv.Itoa(o.ByTier[t]))
 	}
 	return fmt.Sprintf("%d (%s)", o.Attempts, strings.Join(parts, " / "))
+}
+
+// formatHops is a count per proxy of the chain, entry first ("0 / 55 / 354").
+func formatHops(v [3]float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(parts, " / ")
 }
 
 // notMeasuredOrphans says that no attempt was judged: "0 orphaned" would be a pass on nothing.
