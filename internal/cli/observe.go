@@ -93,7 +93,7 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 			// The pod flags without --from-cluster were passed over: a file read whole when the
 			// user asked for its last 40 minutes reads as a report of those minutes.
 			for _, name := range []string{"namespace", "container", "since"} {
-				if f := cmd.Flags().Lookup(name); !fromCluster && f.Changed && !(name == "since" && o == "logql") {
+				if f := cmd.Flags().Lookup(name); !fromCluster && f.Changed && (name != "since" || o != "logql") {
 					return bad("-%s %s: reads the pods' logs, needs --from-cluster (files and stdin are read whole)", flagName(f), f.Value)
 				}
 			}
