@@ -754,16 +754,7 @@ func TestManagerFlagsDocumented(t *testing.T) {
 			doc = append(doc, m[1])
 		}
 	}
-	for _, name := range code {
-		if !slices.Contains(doc, name) {
-			t.Errorf("docs/operating.md, Flags: no row for the manager's --%s", name)
-		}
-	}
-	for _, name := range doc {
-		if !slices.Contains(code, name) {
-			t.Errorf("docs/operating.md, Flags: a row for --%s, which the manager does not have", name)
-		}
-	}
+	flagsBothWays(t, "docs/operating.md, Flags", "the manager", code, doc)
 	if len(code) < 25 {
 		t.Fatalf("%d flags read from cmd/manager/main.go: the pattern no longer matches", len(code))
 	}
@@ -781,17 +772,24 @@ func TestProxyFlagsDocumented(t *testing.T) {
 			doc = append(doc, m[1])
 		}
 	}
+	flagsBothWays(t, "docs/proxy.md, Command line", "retrycap-proxy", code, doc)
+	if len(code) < 30 {
+		t.Fatalf("%d proxy flags: the flag set was not read", len(code))
+	}
+}
+
+// flagsBothWays reports each flag of the program (code) a doc section (where) does not list, and
+// each flag it lists that the program does not have.
+func flagsBothWays(t *testing.T, where, program string, code, doc []string) {
+	t.Helper()
 	for _, name := range code {
 		if !slices.Contains(doc, name) {
-			t.Errorf("docs/proxy.md, Command line: retrycap-proxy's --%s is not listed", name)
+			t.Errorf("%s: %s's --%s is not listed", where, program, name)
 		}
 	}
 	for _, name := range doc {
 		if !slices.Contains(code, name) {
-			t.Errorf("docs/proxy.md, Command line: --%s, which retrycap-proxy does not have", name)
+			t.Errorf("%s: --%s, which %s does not have", where, name, program)
 		}
-	}
-	if len(code) < 30 {
-		t.Fatalf("%d proxy flags: the flag set was not read", len(code))
 	}
 }
