@@ -206,6 +206,7 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 	}
 	appCalls := map[[2]string]float64{}
 	inbound := map[string]float64{} // requests the counted layers sent to a node
+	noCallsKey := ""
 	for k, bySource := range per {
 		e := Edge{From: k[0], To: k[1], Tries: 1, Computed: 1, ComputedCalls: 1}
 		for _, src := range sortedSources(bySource) {
@@ -213,10 +214,13 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 			if c.calls <= 0 {
 				// No call in the window: nothing to divide by. Attempts without calls are said.
 				if c.attempts > 0 {
-					if r.NoCalls++; r.NoCallsExample == "" {
+					// The example is the first by edge and source, whatever the map's order.
+					if key := k[0] + ">" + k[1] + " " + src; r.NoCalls == 0 || key < noCallsKey {
+						noCallsKey = key
 						r.NoCallsExample = fmt.Sprintf("%s %s>%s: %s attempts, %s calls", src, k[0], k[1],
 							strconv.FormatFloat(c.attempts, 'f', -1, 64), strconv.FormatFloat(c.calls, 'f', -1, 64))
 					}
+					r.NoCalls++
 				}
 				continue
 			}
