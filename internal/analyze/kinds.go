@@ -137,9 +137,15 @@ func (r Reader) unknownKind(src Source, tm *typeMeta) error {
 	if err != nil || !servedKinds.IsVersionRegistered(gv) || servedKinds.Recognizes(gv.WithKind(tm.Kind)) {
 		return nil
 	}
+	return r.noSuchKind(src, tm, nearKinds(gv, tm.Kind))
+}
+
+// noSuchKind is the error for a kind its apiVersion does not have, with the kinds it may
+// misspell.
+func (r Reader) noSuchKind(src Source, tm *typeMeta, near []string) error {
 	msg := fmt.Sprintf("%s: kind %q: %s has no such kind (the API server refuses it: no matches for kind %q in version %q)",
 		r.ident(tm), tm.Kind, tm.APIVersion, tm.Kind, tm.APIVersion)
-	if near := nearKinds(gv, tm.Kind); len(near) > 0 {
+	if len(near) > 0 {
 		msg += "; did you mean " + strings.Join(near, " or ") + "?"
 	}
 	return &InputError{src, errors.New(msg)}

@@ -1,8 +1,6 @@
 package analyze
 
 import (
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -64,10 +62,5 @@ func (r Reader) unknownMeshKind(m *Manifests, src Source, tm *typeMeta) error {
 		}
 		return nil
 	}
-	msg := fmt.Sprintf("%s: kind %q: %s has no such kind (the API server refuses it: no matches for kind %q in version %q)",
-		r.ident(tm), tm.Kind, tm.APIVersion, tm.Kind, tm.APIVersion)
-	if near := near(slices.Collect(maps.Keys(kinds)), tm.Kind); len(near) > 0 {
-		msg += "; did you mean " + strings.Join(near, " or ") + "?"
-	}
-	return &InputError{src, errors.New(msg)}
+	return r.noSuchKind(src, tm, near(slices.Collect(maps.Keys(kinds)), tm.Kind))
 }

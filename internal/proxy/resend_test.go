@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // Issue 25: the one path where a request not safe to repeat (a keyless
@@ -42,7 +44,7 @@ type holdBackend struct {
 	execs map[string]int
 	// budgets: the Retrycap-Budget each execution carried, by method and path.
 	budgets map[string][]string
-	conns   atomic.Int64
+	conns   *atomic.Int64 // connections accepted
 	eof     chan struct{}
 	stop    chan struct{}
 	// closeIdle: after answering /warm, close the connection (FIN).
@@ -51,33 +53,11 @@ type holdBackend struct {
 
 func newHoldBackend(t *testing.T, closeIdle bool) *holdBackend {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &holdBackend{ln: ln, execs: map[string]int{}, budgets: map[string][]string{}, eof: make(chan struct{}, 8), stop: make(chan struct{}), closeIdle: closeIdle}
-	var wg sync.WaitGroup
-	var open sync.Map
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.conns.Add(1)
-			open.Store(c, nil)
-			wg.Add(1)
-			go func() { defer wg.Done(); defer open.Delete(c); b.serve(c.(*net.TCPConn)) }()
-		}
-	}()
-	t.Cleanup(func() {
-		close(b.stop)
-		_ = ln.Close()
-		open.Range(func(c, _ any) bool { _ = c.(net.Conn).Close(); return true })
-		wg.Wait()
-	})
+	b := &holdBackend{execs: map[string]int{}, budgets: map[string][]string{}, eof: make(chan struct{}, 8), stop: make(chan struct{}), closeIdle: closeIdle}
+	b.ln, b.conns = proxytest.RawBackend(t, func(c *net.TCPConn) { b.serve(c) })
+	// Registered after RawBackend's clean-up, so it runs first: connections held after EOF let go
+	// before the listener closes and the serving goroutines are waited for.
+	t.Cleanup(func() { close(b.stop) })
 	return b
 }
 
