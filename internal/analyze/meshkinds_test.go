@@ -33,9 +33,9 @@ type crdSource struct {
 }
 
 // meshCRDSources are the vendored CRDs that hold whole mesh API groups. Kuma's, Dapr's and
-// Consul's (internal/mesh/crds/thirdparty) are one or two CRDs of their groups, and Linkerd's
-// are not vendored (its module is not fetchable through the module proxy): not listed, their
-// groups are not checked.
+// Consul's (internal/mesh/crds/thirdparty) are one or two CRDs of their groups: not listed, their
+// groups are not checked. Linkerd's are not vendored (its module is not fetchable through the
+// module proxy): its groups' kinds are written by hand (linkerdAPIKinds, TestLinkerdAPIKinds).
 var meshCRDSources = []crdSource{
 	{crds.IstioAPIModule, crds.Istio, nil},
 	{crds.GatewayAPIModule, func() (string, error) { return crds.GatewayAPI(crds.Standard) }, nil},
@@ -255,6 +255,44 @@ func TestMeshAPIKindsFromCRDs(t *testing.T) {
 	}
 }
 
+// TestLinkerdAPIKinds: the hand-written Linkerd list (meshkinds_linkerd.go) is of Linkerd's
+// groups the graph reads, holds the kinds the graph reads of them, repeats no version of the
+// generated list, and is sorted without repeats (as the generated one). Its completeness is the
+// release's CRDs, read by hand: no vendored copy to check it against.
+func TestLinkerdAPIKinds(t *testing.T) {
+	groups := map[string]bool{}
+	for gv, ks := range linkerdAPIKinds {
+		group, _, _ := strings.Cut(gv, "/")
+		if group != mesh.GroupLinkerd && group != mesh.GroupLinkerdPol {
+			t.Errorf("%s: not a Linkerd group the graph reads", gv)
+		}
+		if meshAPIKinds[gv] != nil {
+			t.Errorf("%s: in meshAPIKinds too", gv)
+		}
+		if !slices.IsSorted(ks) || len(slices.Compact(slices.Clone(ks))) != len(ks) {
+			t.Errorf("%s: %v not sorted or with repeats", gv, ks)
+		}
+		for _, k := range ks {
+			if mesh.Reads(gv, k) {
+				groups[gv+" "+k] = true
+			}
+		}
+	}
+	for _, read := range []string{"linkerd.io/v1alpha2 ServiceProfile", "policy.linkerd.io/v1beta3 HTTPRoute", "policy.linkerd.io/v1alpha1 HTTPRoute"} {
+		if !groups[read] {
+			t.Errorf("%s: read by the graph, not in linkerdAPIKinds", read)
+		}
+	}
+	for gv, ks := range linkerdAPIKinds {
+		if !slices.Equal(checkedMeshKinds[gv], ks) {
+			t.Errorf("%s: checkedMeshKinds %v, want %v", gv, checkedMeshKinds[gv], ks)
+		}
+	}
+	if len(checkedMeshKinds) != len(meshAPIKinds)+len(linkerdAPIKinds) {
+		t.Errorf("checkedMeshKinds has %d versions, want %d + %d", len(checkedMeshKinds), len(meshAPIKinds), len(linkerdAPIKinds))
+	}
+}
+
 // A kind that a mesh API group the graph reads does not define is an error naming the object,
 // the apiVersion and the kind, with the kinds it misspells (before: counted as ignored, its
 // retries not counted, a pass); the group's other kinds, and other groups' kinds, are counted
@@ -312,11 +350,34 @@ func TestUnknownMeshKind(t *testing.T) {
 		{name: "a misspelt kind in a version no CRD serves: near the group's kinds",
 			docs: []string{obj("networking.istio.io/v2", "VirtualServic")},
 			errs: []string{refused(1, "networking.istio.io/v2", "VirtualServic", "VirtualService")}},
-		{name: "groups not checked: not read by the graph, or not vendored whole (Linkerd, Kuma, Dapr, Consul), or another group of the same projects",
+		{name: "misspelt Linkerd kinds (linkerd.io, policy.linkerd.io: linkerdAPIKinds)",
+			docs: []string{obj("linkerd.io/v1alpha2", "ServiceProfil"), obj("policy.linkerd.io/v1beta3", "HTTPRout"),
+				obj("policy.linkerd.io/v1alpha1", "AuthorisationPolicy"), obj("policy.linkerd.io/v1beta1", "ServerAuthorisation"),
+				obj("policy.linkerd.io/v1alpha1", "MeshTlsAuthentication"), obj("linkerd.io/v1alpha2", "HTTPRoute"), obj("policy.linkerd.io/v1beta3", "Servers")},
+			errs: []string{refused(1, "linkerd.io/v1alpha2", "ServiceProfil", "ServiceProfile"),
+				refused(2, "policy.linkerd.io/v1beta3", "HTTPRout", "HTTPRoute"),
+				refused(3, "policy.linkerd.io/v1alpha1", "AuthorisationPolicy", "AuthorizationPolicy"),
+				refused(4, "policy.linkerd.io/v1beta1", "ServerAuthorisation", "ServerAuthorization"),
+				refused(5, "policy.linkerd.io/v1alpha1", "MeshTlsAuthentication", "MeshTLSAuthentication"),
+				refused(6, "linkerd.io/v1alpha2", "HTTPRoute", ""),
+				refused(7, "policy.linkerd.io/v1beta3", "Servers", "Server")}},
+		{name: "Linkerd's kinds the graph does not read are counted as ignored, its read kinds as mesh objects; an old version with a warning",
+			docs: []string{obj("policy.linkerd.io/v1beta3", "Server"), obj("policy.linkerd.io/v1alpha1", "Server"), obj("policy.linkerd.io/v1beta1", "ServerAuthorization"),
+				obj("policy.linkerd.io/v1alpha1", "AuthorizationPolicy"), obj("policy.linkerd.io/v1alpha1", "MeshTLSAuthentication"),
+				obj("policy.linkerd.io/v1alpha1", "NetworkAuthentication"), obj("policy.linkerd.io/v1alpha1", "EgressNetwork"),
+				obj("policy.linkerd.io/v1alpha1", "HTTPLocalRateLimitPolicy"), obj("policy.linkerd.io/v1beta3", "HTTPRoute"),
+				obj("policy.linkerd.io/v1alpha1", "HTTPRoute"), obj("linkerd.io/v1alpha2", "ServiceProfile"), obj("linkerd.io/v1alpha1", "ServiceProfile"),
+				obj("policy.linkerd.io/v1beta4", "HTTPRoute")},
+			warnings: []string{
+				"test.yaml: document 13: HTTPRoute shop/r: the policy.linkerd.io CRDs retrycap knows serve HTTPRoute as policy.linkerd.io/v1alpha1, policy.linkerd.io/v1beta1, policy.linkerd.io/v1beta2, policy.linkerd.io/v1beta3, not policy.linkerd.io/v1beta4: read all the same (an older install may serve it; a current one refuses it)"},
+			mesh: map[string]int{"HTTPRoute": 3, "ServiceProfile": 2},
+			ignored: map[string]int{"Server": 2, "ServerAuthorization": 1, "AuthorizationPolicy": 1, "MeshTLSAuthentication": 1, "NetworkAuthentication": 1,
+				"EgressNetwork": 1, "HTTPLocalRateLimitPolicy": 1}},
+		{name: "groups not checked: not read by the graph, or not vendored whole (Kuma, Dapr, Consul), or another group of the same projects",
 			docs: []string{obj("security.istio.io/v1", "AuthorizationPolicy"), obj("gateway.networking.x-k8s.io/v1alpha1", "XMesh"),
-				obj("linkerd.io/v1alpha2", "ServiceProfil"), obj("policy.linkerd.io/v1beta3", "Server"), obj("kuma.io/v1alpha1", "MeshTrafficPermission"),
+				obj("workload.linkerd.io/v1beta1", "ExternalWorkloads"), obj("multicluster.linkerd.io/v1alpha3", "Links"), obj("kuma.io/v1alpha1", "MeshTrafficPermission"),
 				obj("dapr.io/v1alpha1", "Component"), obj("consul.hashicorp.com/v1alpha1", "ServiceDefaults"), obj("example.com/v1", "VirtualServic")},
-			ignored: map[string]int{"AuthorizationPolicy": 1, "XMesh": 1, "ServiceProfil": 1, "Server": 1, "MeshTrafficPermission": 1, "Component": 1, "ServiceDefaults": 1, "VirtualServic": 1}},
+			ignored: map[string]int{"AuthorizationPolicy": 1, "XMesh": 1, "ExternalWorkloads": 1, "Links": 1, "MeshTrafficPermission": 1, "Component": 1, "ServiceDefaults": 1, "VirtualServic": 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

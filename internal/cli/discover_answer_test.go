@@ -106,6 +106,10 @@ func TestDiscoverRefusesWhatIsNotACount(t *testing.T) {
 			proxyQ + `: series {namespace="shop", service="order", upstream="payment"}: value +Inf is not a counter's increase (want a number from 0 to 2^53)`},
 		{"a series twice with two values", map[string]string{"retrycap_proxy_requests_total": vec(one(order, "10"), one(order, "12"))},
 			proxyQ + `: series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 10 and 12 (an aggregation gives each label set once)`},
+		{"a series twice with one value", map[string]string{"retrycap_proxy_requests_total": vec(one(order, "10"), one(order, "10"))},
+			proxyQ + `: series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 10 and 10 (an aggregation gives each label set once)`},
+		{"Istio's series twice", map[string]string{"istio_requests_total": vec(one(istioWeb, "7"), one(istioWeb, "8"))},
+			istioQ + `: series {destination_service_name="payment", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"}: in the answer twice, with values 7 and 8 (an aggregation gives each label set once)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := answering(t, func(q string) string {

@@ -3,7 +3,9 @@
 // queries (a timeout, a series limit, a bound on each answer's bytes: --prometheus-max-answer-size,
 // size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window and joins
 // their answers into observed.Series, and telemetry.Queries into telemetry's observed graph
-// (graph.go). An answer that is not a vector of counts is refused here, naming the query.
+// (graph.go). An answer that is not a vector of counts, each series once, is refused here,
+// naming the query: its series are checked once, as decoded, by telemetry.CheckVector (the one
+// check of values and duplicates), and the graph's are handed to telemetry.Read as checked.
 // Everything that decides (per-edge tries, the product along paths, the conditions) is in
 // internal/observed and internal/telemetry.
 package promquery

@@ -54,9 +54,9 @@ func vector(series ...[2]string) string {
 const testQ = "sum(up)"
 
 // TestHostileAnswers: every answer that is not a vector of counts is an error naming what it
-// got (before: a 200 without data panicked; a 200 "status: error" without a message read
-// ": "; warnings of a partial answer, NaN, +Inf, -1, 1e308 and a series twice were taken as
-// data; HTML from a login page read as a JSON syntax error).
+// got (before: a 200 without data panicked, and so did a null series; a 200 "status: error"
+// without a message read ": "; warnings of a partial answer, NaN, +Inf, -1, 1e308 and a series
+// twice were taken as data; HTML from a login page read as a JSON syntax error).
 func TestHostileAnswers(t *testing.T) {
 	const orderLabels = `{"namespace":"shop","service":"order","upstream":"payment"}`
 	for _, tc := range []struct {
@@ -84,6 +84,10 @@ func TestHostileAnswers(t *testing.T) {
 			`series {namespace="shop", service="order", upstream="payment"}: value 1e+308 is not a counter's increase (want a number from 0 to 2^53)`},
 		{"a series twice", jsonAnswer(vector([2]string{orderLabels, "3"}, [2]string{`{"upstream":"payment","service":"order","namespace":"shop"}`, "4"})),
 			`series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 3 and 4 (an aggregation gives each label set once)`},
+		{"a series twice with one value", jsonAnswer(vector([2]string{orderLabels, "3"}, [2]string{`{"namespace":"shop","upstream":"payment","service":"order"}`, "3"})),
+			`series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 3 and 3 (an aggregation gives each label set once)`},
+		{"an empty series", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"value":[1796213250,"1"]},null]}}`),
+			"series 2 of the answer is empty (no labels, no value)"},
 		{"hostile label values are named quoted", jsonAnswer(vector([2]string{`{"service":"a\"} or vector(1) #\n{x}","upstream":"ü"}`, "NaN"})),
 			`series {service="a\"} or vector(1) #\n{x}", upstream="ü"}: value NaN is not a counter's increase (want a number from 0 to 2^53)`},
 		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -204,6 +203,14 @@ func (c *Client) Series(ctx context.Context, now time.Time) ([]observed.Series, 
 }
 
 func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vector, error) {
+	checked, err := c.queryChecked(ctx, q, now)
+	return checked.Vector(), err
+}
+
+// queryChecked runs q and checks its answer's series once (telemetry.CheckVector): Graph hands
+// them to telemetry.Read as checked, Series joins them.
+func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (telemetry.Checked, error) {
+	var none telemetry.Checked
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	val, warnings, _, err := c.api.Query(ctx, q, now, v1.WithTimeout(c.opts.Timeout), v1.WithLimit(c.opts.SeriesLimit))
@@ -213,53 +220,59 @@ func (c *Client) query(ctx context.Context, q string, now time.Time) (model.Vect
 		// (Client.Timeout ...)"): one message for both.
 		var ne net.Error
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-			return nil, fmt.Errorf("query %s: no whole answer within %v (--prometheus-timeout): %w", q, c.opts.Timeout, context.DeadlineExceeded)
+			return none, fmt.Errorf("query %s: no whole answer within %v (--prometheus-timeout): %w", q, c.opts.Timeout, context.DeadlineExceeded)
 		}
-		return nil, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err)))
+		return none, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err)))
 	}
 	// At the limit Prometheus also warns ("results truncated due to limit"): the limit is
 	// named first, with the flag that raises it.
 	if v, ok := val.(model.Vector); ok && uint64(len(v)) >= c.opts.SeriesLimit {
-		return nil, fmt.Errorf("query %s: %d series, the limit (--prometheus-series-limit): the edges would be incomplete", q, len(v))
+		return none, fmt.Errorf("query %s: %d series, the limit (--prometheus-series-limit): the edges would be incomplete", q, len(v))
 	}
 	// A warning is how Prometheus, Thanos and Mimir say an answer is partial (a store that did
 	// not answer, a limit hit on the way): its edges would be incomplete and look complete.
 	// Infos ("metric might not be a counter") do not cut the answer and are not read.
 	if len(warnings) > 0 {
-		return nil, fmt.Errorf("query %s: Prometheus answered with %d warning(s), a partial answer whose edges would be incomplete: %s", q, len(warnings), strings.Join(warnings, "; "))
+		return none, fmt.Errorf("query %s: Prometheus answered with %d warning(s), a partial answer whose edges would be incomplete: %s", q, len(warnings), strings.Join(warnings, "; "))
 	}
 	if val == nil {
-		return nil, fmt.Errorf("query %s: the answer has no result (no data.resultType and data.result)", q)
+		return none, fmt.Errorf("query %s: the answer has no result (no data.resultType and data.result)", q)
 	}
 	v, ok := val.(model.Vector)
 	if !ok {
-		return nil, fmt.Errorf("query %s: got a %s, want a vector", q, val.Type())
+		return none, fmt.Errorf("query %s: got a %s, want a vector", q, val.Type())
 	}
-	if err := checkVector(v); err != nil {
-		return nil, fmt.Errorf("query %s: %w", q, err)
+	checked, err := checkVector(v)
+	if err != nil {
+		return none, fmt.Errorf("query %s: %w", q, err)
 	}
-	return v, nil
+	return checked, nil
 }
 
-// checkVector refuses an answer no aggregation of counters gives: a series twice (a sum by its
-// labels has each label set once; summing both would count its calls twice) or an increase
-// that is not a count (NaN, an infinity, negative, over MaxIncrease). The series is named with
-// its labels quoted, so a value with quotes or newlines reads as written.
-func checkVector(v model.Vector) error {
-	seen := make(map[string]model.SampleValue, len(v))
-	for _, s := range v {
-		f := float64(s.Value)
-		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > MaxIncrease {
-			return fmt.Errorf("series %s: value %s is not a counter's increase (want a number from 0 to 2^53)", s.Metric, strconv.FormatFloat(f, 'g', -1, 64))
-		}
-		k := s.Metric.String()
-		if prev, dup := seen[k]; dup {
-			return fmt.Errorf("series %s: in the answer twice, with values %s and %s (an aggregation gives each label set once)", s.Metric,
-				strconv.FormatFloat(float64(prev), 'g', -1, 64), strconv.FormatFloat(f, 'g', -1, 64))
-		}
-		seen[k] = s.Value
+// checkVector refuses an answer no aggregation of counters gives, by telemetry.CheckVector (the
+// one check, for both readers' paths): an empty series, an increase that is not a count (NaN,
+// an infinity, negative, over MaxIncrease), or a series twice whatever its values (a sum by its
+// labels has each label set once; summing both would count its calls twice, and a twin here
+// says the answer is not the aggregation asked for). The series is named with its labels
+// quoted, so a value with quotes or newlines reads as written.
+func checkVector(v model.Vector) (telemetry.Checked, error) {
+	checked, err := telemetry.CheckVector(v)
+	var bad *telemetry.BadSeries
+	switch {
+	case errors.As(err, &bad) && bad.Twice:
+		return checked, twice(bad.Sample, bad.Prev)
+	case err != nil:
+		return checked, err
+	case len(checked.Twins()) > 0:
+		s := checked.Twins()[0]
+		return telemetry.Checked{}, twice(s, s.Value)
 	}
-	return nil
+	return checked, nil
+}
+
+func twice(s *model.Sample, prev model.SampleValue) error {
+	return fmt.Errorf("series %s: in the answer twice, with values %s and %s (an aggregation gives each label set once)", s.Metric,
+		strconv.FormatFloat(float64(prev), 'g', -1, 64), strconv.FormatFloat(float64(s.Value), 'g', -1, 64))
 }
 
 // errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes.

@@ -7,8 +7,9 @@
 // edges whose counters did not increase are not observed; series that cannot be placed on the
 // graph (a missing label, an "unknown" destination) are counted in warnings, never dropped
 // silently; a value that is not a count (NaN, an infinity, negative, a series twice with two
-// values) or no answer at all fails the read (check.go). docs/telemetry.md cites each label
-// set's source.
+// values) or no answer at all fails the read (check.go: CheckVector is the one check of an
+// answer's values and duplicates, which internal/promquery runs as it decodes an answer and Read
+// runs on answers not so checked). docs/telemetry.md cites each label set's source.
 //
 // It also reads the edges manifests imply (container env values and the ConfigMaps they
 // reference that name a Service) and merges both into the retrycap.dev/upstreams each workload

@@ -85,3 +85,24 @@ func BenchmarkRead20000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRead20000Checked is BenchmarkRead20000's answer checked where it was decoded
+// (internal/promquery's path): Read reads it without checking it again.
+func BenchmarkRead20000Checked(b *testing.B) {
+	var v model.Vector
+	for i := range benchObserved {
+		f, t := benchEdge(i)
+		v = append(v, istio("source", f, "shop", t, "shop", 60), istio("destination", f, "shop", t, "shop", 120))
+	}
+	c, err := CheckVector(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := []Answer{CheckedAnswer(answer("istio_requests_total").Query, c)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Read(a, Options{Window: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -106,10 +106,15 @@ type Query struct {
 	PromQL string
 }
 
-// Answer is a Query's result.
+// Answer is a Query's result. Read checks its series (CheckVector) unless it is a
+// CheckedAnswer.
 type Answer struct {
 	Query  Query
 	Vector model.Vector
+	// checked is the Vector CheckVector passed (CheckedAnswer), twins its series given twice
+	// with one value: Read warns of them and does not check the series again.
+	checked model.Vector
+	twins   []*model.Sample
 }
 
 // Options configure Read.
@@ -218,7 +223,8 @@ func (r *reader) isGateway(ns, name string) bool {
 
 // Read turns the answers to Queries into an Observation. Answers no counter's increase gives
 // (a value that is NaN, infinite, negative or over 2^53, a series twice with different values),
-// an answer to a query it does not know and no answer at all are errors (checkAnswers); a series
+// an answer to a query it does not know and no answer at all are errors (checkAnswers; an
+// answer of CheckedAnswer was checked where it was decoded and is not checked again); a series
 // it cannot place on the graph (a label missing or naming no Service) is a warning.
 func Read(answers []Answer, o Options) (*Observation, error) {
 	r := &reader{o: o, secs: o.Window.Seconds(), gateways: map[string]bool{}, edges: map[edgeKey]*Edge{}, nonHTTP: map[edgeKey]*Edge{}, entries: map[string]*Entrypoint{},

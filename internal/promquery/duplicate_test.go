@@ -1,0 +1,69 @@
+package promquery
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/telemetry"
+)
+
+// TestDuplicateRefusedOnBothPaths: a series twice in an answer, with two values or one, is
+// refused by Series (the observed amplification's queries) and by Graph (telemetry's), each
+// naming the query, the series and both values, checked once where the answer is decoded
+// (Graph hands telemetry.Read the answers as checked).
+func TestDuplicateRefusedOnBothPaths(t *testing.T) {
+	const window = 10 * time.Minute
+	proxyQ := Queries(window, "service")[1]
+	if !strings.Contains(proxyQ, "retrycap_proxy_requests_total") || telemetry.Queries(window, "service")[6].PromQL != proxyQ {
+		t.Fatalf("the paths' queries drifted: %s", proxyQ)
+	}
+	istioQ := telemetry.Queries(window, "service")[0].PromQL
+	const order = `{"namespace":"shop","service":"order","upstream":"payment"}`
+	const istioWeb = `{"reporter":"source","source_workload":"web","source_workload_namespace":"shop","destination_service_name":"payment","destination_service_namespace":"shop"}`
+	const orderLabels = `{namespace="shop", service="order", upstream="payment"}`
+	const istioLabels = `{destination_service_name="payment", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"}`
+	for _, tc := range []struct {
+		name        string
+		q, answer   string
+		series      string // Series' error; "" when its queries do not include q
+		graph       string
+		seriesLabel string
+	}{
+		{name: "retrycap-proxy's calls twice with two values", q: proxyQ, answer: vector([2]string{order, "10"}, [2]string{order, "12"}),
+			series: proxyQ, graph: proxyQ, seriesLabel: orderLabels + ": in the answer twice, with values 10 and 12"},
+		{name: "retrycap-proxy's calls twice with one value", q: proxyQ, answer: vector([2]string{order, "10"}, [2]string{order, "10"}),
+			series: proxyQ, graph: proxyQ, seriesLabel: orderLabels + ": in the answer twice, with values 10 and 10"},
+		{name: "Istio's requests twice (the graph's queries only)", q: istioQ, answer: vector([2]string{istioWeb, "7"}, [2]string{istioWeb, "7.5"}),
+			graph: istioQ, seriesLabel: istioLabels + ": in the answer twice, with values 7 and 7.5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+				r.ParseForm()
+				w.Header().Set("Content-Type", "application/json")
+				if r.Form.Get("query") == tc.q {
+					w.Write([]byte(tc.answer))
+					return
+				}
+				w.Write([]byte(vector()))
+			}, Options{Window: window})
+			msg := func(q string) string {
+				return "query " + q + ": series " + tc.seriesLabel + " (an aggregation gives each label set once)"
+			}
+			s, err := c.Series(context.Background(), time.Now())
+			if tc.series == "" {
+				if err != nil {
+					t.Fatalf("Series: %v", err)
+				}
+			} else if err == nil || err.Error() != msg(tc.series) || s != nil {
+				t.Errorf("Series: %v, %v\nwant %s", s, err, msg(tc.series))
+			}
+			ob, err := c.Graph(context.Background(), time.Now(), nil)
+			if err == nil || err.Error() != msg(tc.graph) || ob != nil {
+				t.Errorf("Graph: %v, %v\nwant %s", ob, err, msg(tc.graph))
+			}
+		})
+	}
+}
