@@ -18,7 +18,8 @@ import (
 // HPACK dynamic table size update above the size the relay allows, and
 // SETTINGS values RFC 9113 6.5.2 forbids. Each first call is answered as
 // the policy says (three attempts, reset retried): ok from a second
-// connection, with the executions counted; the hostile connection ends.
+// connection, with the executions counted; the hostile connection ends;
+// the heap's peak growth stays under 16 MiB.
 
 // flood writes frames built by one on p's connection, batch by batch,
 // until a write fails or limit bytes went, or stop is closed; it returns
@@ -184,6 +185,7 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 			h, _ := newHandler(t, proxyOpts{name: "hup3", addr: up, attempts: 3, perTry: 10 * time.Second, requestTimeout: time.Second})
 			theFront.route(t, "hup3", h, up)
 			cc := dialName(t, "hup3")
+			hs := sampleHeap()
 			start := time.Now()
 			if out, err := callUnary(ctxT(t), cc, "x"); err != nil || out != "ok" {
 				t.Fatalf("first call: %q, %v (after %v)", out, err, time.Since(start))
@@ -196,6 +198,15 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("the hostile upstream's script did not end")
+			}
+			// What the relay holds for an upstream's unbounded input is
+			// bounded: its reads in a block, its pending writes
+			// (1.25 MiB a connection); the test's upstream is in this
+			// heap too.
+			g := hs.growth()
+			t.Logf("heap peak growth %.1f MiB", float64(g)/(1<<20))
+			if g > 16<<20 {
+				t.Errorf("heap grew %d MiB, want < 16", g>>20)
 			}
 			if n := seen.Load(); n != tc.executions {
 				t.Fatalf("the upstream executed the first call %d times, want %d", n, tc.executions)
