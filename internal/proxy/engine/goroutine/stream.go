@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -273,6 +274,11 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 					err = forward.ErrAnswerHeadTooLarge
 				}
 			}
+		}
+		if err != nil && !whole && err != io.EOF && errors.Is(err, io.EOF) {
+			// Part of a head, then the close: in the loop's words (a bare
+			// io.EOF, no byte of an answer, stays itself: staleErr).
+			err = fmt.Errorf("the upstream closed the connection before the whole response: %w", io.ErrUnexpectedEOF)
 		}
 		if err != nil && whole && !forward.BadAnswer(err) {
 			// The whole head was read, so the parser's error is about its
