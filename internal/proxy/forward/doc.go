@@ -9,5 +9,7 @@
 // An engine (package loop, package goroutine) moves bytes: it reads a
 // request into a fasthttp.Request, runs an Exchange over it, sends each
 // attempt and reads its answer head, and writes the answer the exchange
-// leaves in its fasthttp.Response.
+// leaves in its fasthttp.Response. A chunked answer body that streams is
+// decoded for both by NewChunkedBody (chunked.go: Go's chunked reader and
+// a bounded trailer section).
 package forward

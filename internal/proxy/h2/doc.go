@@ -77,7 +77,9 @@
 // took it (their stream windows are granted from that budget); more than
 // resetLimit client resets a second is GOAWAY ENHANCE_YOUR_CALM (rapid
 // reset); Config.RequestTimeout bounds the preface, the first SETTINGS
-// and every frame from its first byte (slowloris).
+// and every frame from its first byte (slowloris), and an upstream's
+// header block from its HEADERS; a block's frames count their headers
+// against twice the header-list bound (empty CONTINUATION floods).
 //
 // The package depends on policy, accesslog, the standard library,
 // golang.org/x/net/http2 (and its http/httpguts) and prometheus only; the proxy hands it connections through ServeConn.

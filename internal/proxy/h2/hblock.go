@@ -31,6 +31,9 @@ import (
 // HPACK table stays in step) but truncated. The differential test against
 // x/net's server (diff_test.go) and FuzzRelayFrames hold it to that.
 
+// frameHeaderLen is the length of an HTTP/2 frame header (RFC 9113 4.1).
+const frameHeaderLen = 9
+
 // hblock is one decoded header block: its fields, pseudo-headers first.
 // It is the reader's, valid until the next block is read.
 type hblock struct {
@@ -170,12 +173,22 @@ func (r *hreader) read(hf *http2.HeadersFrame) (*hblock, error) {
 		HeaderBlockFragment() []byte
 		HeadersEnded() bool
 	} = hf
+	var wire int64
 	for {
 		frag := hc.HeaderBlockFragment()
 		// Far more than the list may still hold is not decoded (x/net:
 		// CONTINUATION flood, CVE-2023-45288).
 		if int64(len(frag)) > 2*int64(r.remain+r.trailerRemain) {
 			return nil, &blockError{http2.ErrCodeProtocol, "header list larger than SETTINGS_MAX_HEADER_LIST_SIZE"}
+		}
+		// Nor are more frames than such a list takes: x/net's rule above
+		// never fires on empty CONTINUATIONs (nothing to decode, the
+		// bound untouched), which a peer may send as fast as the socket
+		// takes them, the reader held in the block meanwhile. Each frame
+		// counts its 9-byte header against twice the list's bound (a
+		// list of 1 MiB in 16 KiB frames is about 1 MiB of them).
+		if wire += int64(len(frag)) + frameHeaderLen; wire > 2*int64(r.max)+frameHeaderLen {
+			return nil, &blockError{http2.ErrCodeProtocol, "header block in more frames than SETTINGS_MAX_HEADER_LIST_SIZE allows (CONTINUATION flood)"}
 		}
 		if r.invalid != nil {
 			return nil, &blockError{http2.ErrCodeProtocol, "CONTINUATION after an invalid header field: " + r.invalid.Error()}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,7 +213,7 @@ func (uc *upconn) readLoop() {
 		var blk *hblock
 		f, err = uc.fr.ReadFrame()
 		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
-			blk, err = uc.hr.read(hf)
+			blk, err = uc.readBlock(hf)
 		}
 		if err != nil {
 			var se http2.StreamError
@@ -247,6 +248,38 @@ func (uc *upconn) readLoop() {
 	uc.lost(err)
 	uc.pool.h.flushDirty()
 }
+
+// readBlock decodes the header block hf starts. One that does not end in
+// its first frame must end within RequestTimeout of it, as a client's
+// frames must (cconn's clientReader): while its CONTINUATIONs come, the
+// reader serves no other stream, so an upstream trickling empty ones
+// (hreader.read's bound on frames catches only a fast flood) held every
+// stream of the connection, a retry sent on it too, for as long as it
+// liked.
+func (uc *upconn) readBlock(hf *http2.HeadersFrame) (*hblock, error) {
+	if hf.HeadersEnded() {
+		return uc.hr.read(hf)
+	}
+	_ = uc.nc.SetReadDeadline(time.Now().Add(uc.pool.h.cfg.RequestTimeout))
+	blk, err := uc.hr.read(hf)
+	_ = uc.nc.SetReadDeadline(time.Time{})
+	if uc.werr.Load() != nil {
+		// A failed write stopped the reader with a deadline (cw.onFail),
+		// which the line above may have lifted: stop it again.
+		_ = uc.nc.SetReadDeadline(time.Now())
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && uc.werr.Load() == nil {
+		uc.write(func(fr *http2.Framer) {
+			_ = fr.WriteGoAway(0, http2.ErrCodeProtocol, []byte("retrycap-proxy: header block not whole within --http-request-timeout"))
+		})
+		return nil, fmt.Errorf("retrycap-proxy: the upstream's header block not whole within %v: %w", uc.pool.h.cfg.RequestTimeout, errUpBlockTimeout)
+	}
+	return blk, err
+}
+
+// errUpBlockTimeout is an upstream header block that did not end in time
+// (readBlock).
+var errUpBlockTimeout = errors.New("header block timeout")
 
 // writeWindowUpdate writes a WINDOW_UPDATE (without a closure: one per
 // stream and call).

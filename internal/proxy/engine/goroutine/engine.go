@@ -65,6 +65,10 @@ func New(f *forward.Forwarder) *Engine {
 		// Pooled connections idle longer than this are closed, not reused
 		// (RoundTrip checks each one it takes, too).
 		MaxIdleConnDuration: cfg.UpstreamIdleTimeout,
+		ConfigureClient: func(hc *fasthttp.HostClient) error {
+			hc.SecureErrorLogMessage = true // as hostClient's
+			return nil
+		},
 	}
 	e.hcs = make([]*fasthttp.HostClient, len(f.Upstreams))
 	for i, up := range f.Upstreams {
@@ -194,6 +198,10 @@ func (e *Engine) hostClient(addr string) *fasthttp.HostClient {
 		ReadBufferSize:            8192,
 		Transport:                 e.transport,
 		MaxIdleConnDuration:       e.f.Cfg.UpstreamIdleTimeout,
+		// Header errors without the answer's bytes ("contents: ..."): an
+		// answer head cut short by the upstream's close went into the
+		// client's 502 with up to 400 of its bytes.
+		SecureErrorLogMessage: true,
 	}
 }
 

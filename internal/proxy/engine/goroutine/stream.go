@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -35,8 +36,8 @@ import (
 // that breaks after the headers cannot be retried (the client has the
 // headers by then): the client's connection is closed, so it sees a
 // truncated body, never a complete-looking one. Trailers of a streamed
-// chunked body are not passed on (fasthttp's decoder reads them into its own
-// header, after the client's headers were written).
+// chunked body are not passed on (the decoder, forward.NewChunkedBody,
+// reads them after the client's headers were written) and are bounded.
 
 // streamTransport is the fasthttp RoundTripper of every upstream client:
 // fasthttp's default transport, except that the body is left on the
@@ -157,6 +158,9 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 	if uc != nil {
 		wrote0 = uc.nwritten
 	}
+	if len(req.Body()) > duplexMin {
+		return t.exchangeDuplex(hc, cc, conn, req, resp)
+	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
 	if err == nil {
@@ -187,6 +191,62 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 	return t.readHead(hc, cc, conn, resp)
 }
 
+// duplexMin: a request whose body is larger is written while its answer
+// is read (exchangeDuplex); a smaller one fits the sockets' buffers, so
+// its write never waits on an upstream that does not read.
+const duplexMin = 64 << 10
+
+// exchangeDuplex is exchange for a large request body: written by a
+// goroutine of its own while the answer's head is read, as Go's transport
+// does (its writeLoop and readLoop). An upstream may answer before it has
+// read the whole request (RFC 9112 9.5: a 413 to an upload) and then
+// neither read the rest nor close; written first, the request waited in
+// its write for the per-try deadline, after which the answer could not be
+// read (the deadline had passed): the client got the proxy's 504, not the
+// upstream's 413. An answer that comes before the whole request went
+// stops the write (the rest is never sent) and closes the connection
+// after it: the upstream would read the next request as this one's rest.
+func (t *streamTransport) exchangeDuplex(hc *fasthttp.HostClient, cc any, conn net.Conn, req *fasthttp.Request, resp *fasthttp.Response) (rd, br *bufio.Reader, err error) {
+	wrote := make(chan error, 1)
+	go func() {
+		bw := hc.AcquireWriter(conn)
+		err := req.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		hc.ReleaseWriter(bw)
+		wrote <- err
+	}()
+	// On an error readHead closes the connection, which ends the write.
+	rd, br, err = t.readHead(hc, cc, conn, resp)
+	var werr error
+	select {
+	case werr = <-wrote:
+	default:
+		// Answered (or failed) before the whole request went.
+		_ = conn.SetWriteDeadline(time.Now())
+		if werr = <-wrote; werr == nil {
+			werr = errEarlyAnswer // the write ended meanwhile: still no reuse
+		}
+	}
+	if err != nil {
+		// A write that failed on its own (not by readHead's close): its
+		// error stands, as in exchange (staleErr and policy.MayResend
+		// judge it).
+		if werr != nil && !errors.Is(werr, net.ErrClosed) {
+			return nil, nil, werr
+		}
+		return nil, nil, err
+	}
+	if werr != nil {
+		resp.SetConnectionClose()
+	}
+	return rd, br, nil
+}
+
+// errEarlyAnswer marks an exchange answered before its write ended.
+var errEarlyAnswer = errors.New("answered before the whole request was sent")
+
 // readHead reads the answer's status line and headers on conn (skipping
 // interim 1xx answers) into resp: rd reads the answer, br is the pooled
 // reader under it (see exchange). On an error the connection is closed.
@@ -214,6 +274,11 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 					err = forward.ErrAnswerHeadTooLarge
 				}
 			}
+		}
+		if err != nil && !whole && err != io.EOF && errors.Is(err, io.EOF) {
+			// Part of a head, then the close: in the loop's words (a bare
+			// io.EOF, no byte of an answer, stays itself: staleErr).
+			err = fmt.Errorf("the upstream closed the connection before the whole response: %w", io.ErrUnexpectedEOF)
 		}
 		if err != nil && whole && !forward.BadAnswer(err) {
 			// The whole head was read, so the parser's error is about its
@@ -313,13 +378,18 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 	ub.idle = t.idle
 	ub.closeConn = closeConn || cl == -2
 	ub.left = cl
-	ub.own.StreamBody = true
-	ub.own.Header.SetContentLength(cl)
-	if err = ub.own.ReadBody(rd, 0); err != nil { // sets up the decoder; reads nothing
-		ub.release(true)
-		return false, err
+	if cl == -1 {
+		// Chunked: Go's decoder, with its bounds (forward.NewChunkedBody).
+		ub.body = forward.NewChunkedBody(rd)
+	} else {
+		ub.own.StreamBody = true
+		ub.own.Header.SetContentLength(cl)
+		if err = ub.own.ReadBody(rd, 0); err != nil { // sets up the decoder; reads nothing
+			ub.release(true)
+			return false, err
+		}
+		ub.body = ub.own.BodyStream()
 	}
-	ub.body = ub.own.BodyStream()
 	size := cl
 	if size < 0 {
 		size = -1 // to the client: chunked, whatever framing the upstream used
@@ -383,7 +453,7 @@ type upstreamBody struct {
 	cc        any
 	conn      net.Conn
 	br        *bufio.Reader
-	own       fasthttp.Response // holds fasthttp's body decoder (length, chunked or to close)
+	own       fasthttp.Response // holds fasthttp's body decoder (a length, or to the close)
 	body      io.Reader
 	idle      time.Duration
 	left      int // bytes still to come of a known length; < 0 if unknown

@@ -88,8 +88,8 @@ func (uc *upConn) stream(body []byte, n int) {
 }
 
 // streamAnswer writes r to the client with its body read from the
-// upstream as it arrives (fasthttp decodes the upstream's framing and
-// encodes the client's), each read making progress within
+// upstream as it arrives (fasthttp decodes a length or the close, Go's
+// reader chunks, and fasthttp encodes the client's framing), each read making progress within
 // forward.BodyIdleTimeout. A body cut short closes the client's connection, so that
 // it never looks complete. Afterwards the client's connection is served by
 // the goroutine engine.
@@ -99,11 +99,18 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	defer upc.Close()
 	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: forward.BodyIdleTimeout}), 8192)
 	var own fasthttp.Response
-	own.StreamBody = true
-	own.Header.SetContentLength(n)
-	if err := own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
-		_ = client.Close()
-		return
+	var stream io.Reader
+	if n == -1 {
+		// Chunked: Go's decoder, with its bounds (forward.NewChunkedBody).
+		stream = forward.NewChunkedBody(br)
+	} else {
+		own.StreamBody = true
+		own.Header.SetContentLength(n)
+		if err := own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
+			_ = client.Close()
+			return
+		}
+		stream = own.BodyStream()
 	}
 	size := n
 	if size < 0 {
@@ -123,7 +130,7 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	if werr != nil {
 		e.watchErr.Do(func() { e.f.Logger.Printf("event loop: clients that go away mid-body are not cut: %v", werr) })
 	}
-	r.SetBodyStream(ownedStream{own.BodyStream()}, size)
+	r.SetBodyStream(ownedStream{stream}, size)
 	r.ImmediateHeaderFlush = true
 	// fasthttp frames the body; the head is the loop's own (head.go).
 	sw := &headSwap{w: client, head: func() []byte { return appendAnswerHead(nil, &r.Header) }}
