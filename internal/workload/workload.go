@@ -878,6 +878,12 @@ func (r *Result) ExplainMesh(a *graph.Analysis) {
 	if a == nil || (len(r.MeshEdges) == 0 && len(r.MeshEntry) == 0) {
 		return
 	}
+	// An entrypoint over the cap through a gateway route: every fix is the combined plan's
+	// (PlanFix, which analyze -o patch applies), the route's and the edges' together.
+	var fp *FixPlan
+	if r.needsRoutes(a) {
+		fp = r.PlanFix(a)
+	}
 	for i := range a.Violations {
 		v := &a.Violations[i]
 		var ex []string
@@ -900,7 +906,7 @@ func (r *Result) ExplainMesh(a *graph.Analysis) {
 		if v.Suggestion == "" {
 			continue
 		}
-		v.Suggestion = r.meshSuggestion(v)
+		v.Suggestion = r.meshSuggestion(v, fp)
 	}
 }
 
