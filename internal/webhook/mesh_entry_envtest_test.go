@@ -143,6 +143,47 @@ func meshGateRuleFloor(t *testing.T, op *operatortest.Operator) {
 	}
 }
 
+// statusEntryRouteFloor runs in TestGateMeshLayers: the RetryPolicy status, written by the
+// manager's controller from the objects the mesh watcher reads, names the whole fix of a chain
+// whose entry route can only go down to its floor. HTTPRoute floor-status/web (a rule of Istio's
+// ingress Gateway bookinfo-gateway: without retry it gets Istio's 2 retries, so 2 tries is its
+// fewest) gives productpage 4 tries; productpage -x2-> reviews -x2-> ratings; cap 3. The chain
+// asks the route for 1 try; at its fewest (2) the edges below must go to 1 too. Before
+// (floorstatus), the status said only "client -> productpage: ... cannot give 1 try ... lower the
+// callers' attempts" while analyze -o patch lowered the route and both edges.
+func statusEntryRouteFloor(t *testing.T, op *operatortest.Operator) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(time.Minute)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	c, ctx := op.Client, op.Ctx
+	const ns = "floor-status"
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	gw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "bookinfo-gateway", "namespace": ns},
+		"spec": map[string]any{"gatewayClassName": "istio",
+			"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}}},
+	}}
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+	for _, d := range []struct{ name, upstreams string }{{"ratings", ""}, {"reviews", "ratings=2"}, {"productpage", "reviews=2"}} {
+		g.Eventually(func() error { return c.Create(ctx, bookinfoDeployment(ns, d.name, d.upstreams)) }).Should(Succeed())
+	}
+	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bookinfo"},
+		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 3, Enforcement: v1alpha1.EnforcementAudit, Entrypoints: []v1alpha1.Entrypoint{{Service: "productpage"}}}}
+	g.Eventually(func() error { return c.Create(ctx, p.DeepCopy()) }).Should(Succeed())
+	g.Expect(c.Create(ctx, gatewayRoute(ns, 1, map[string]any{"attempts": int64(3)}))).To(Succeed()) // Audit: admitted
+	g.Eventually(func() ([]v1alpha1.Violation, error) {
+		var cur v1alpha1.RetryPolicy
+		err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur)
+		return cur.Status.Violations, err
+	}).Should(Equal([]v1alpha1.Violation{{
+		Path: []string{"productpage", "reviews", "ratings"}, Amplification: 16,
+		Message: "client -x4-> productpage -x2-> reviews -x2-> ratings = 16 > cap 3; " +
+			"client -x4-> productpage: 4 = 1 (client attempts) x 4 (HTTPRoute floor-status/web spec.rules[0].retry.attempts: 3)",
+		Suggestion: "HTTPRoute floor-status/web spec.rules[0].retry.attempts: 3 -> 1; productpage: reviews=1; reviews: ratings=1",
+	}}))
+}
+
 // chainWithPolicy creates namespace ns (labels, annotations), bookinfo's chain productpage ->
 // reviews -> ratings in it, then a RetryPolicy "bookinfo" of cap and enforcement with entrypoint
 // productpage (after the workloads: the workload gate judges none of them).
