@@ -29,6 +29,16 @@ func (e *Engine) Spins() uint64 {
 	return n
 }
 
+// Pins is how many times a loop was locked to its thread, busy, and
+// unpins how many times it was let go, idle again (pinned).
+func (e *Engine) Pins() (pins, unpins uint64) {
+	for _, l := range e.loops {
+		pins += l.pins.Load()
+		unpins += l.unpins.Load()
+	}
+	return pins, unpins
+}
+
 // Calls is the number of calls the loops have started: the HTTP/1.1
 // requests they serve themselves, not those they hand off to the goroutine
 // engine (CONNECT tunnels, as gRPC clients behind HTTPS_PROXY open them;

@@ -56,8 +56,15 @@ type evLoop struct {
 	// spins counts the waits that polled first (Engine.Spins).
 	spin  spinWait
 	spins atomic.Uint64
-	// yielded is when the loop last yielded to the scheduler (yieldEvery).
-	yielded int64
+	// yielded is when the loop last yielded to the scheduler (yieldEvery);
+	// sinceYield counts the calls started since then, pinned whether the
+	// loop's goroutine is locked to its thread (pinned).
+	yielded    int64
+	sinceYield uint64
+	pinned     bool
+	// pins and unpins count the loop's locks to its thread and releases
+	// (Engine.Pins).
+	pins, unpins atomic.Uint64
 	// calls counts the calls this wake-up started (requests the loop
 	// serves itself, not those it hands off: CONNECT, h2c, ...); started
 	// adds them up once per wake-up, for other goroutines (Engine.Calls:
@@ -119,10 +126,7 @@ func (l *evLoop) refresh() {
 }
 
 func (l *evLoop) run() {
-	// Not locked to its thread (it was): nothing here is thread-bound, and
-	// a locked goroutine's yield (yieldEvery) hands its thread's P to
-	// another thread and back, two futex wake-ups and a stall of the loop
-	// each time; unlocked, a yield is a trip through the run queue.
+	// Locked to its thread while busy: see pinned.
 	defer l.e.done.Done()
 	defer func() {
 		left := l.poll.Exit()
@@ -150,6 +154,7 @@ func (l *evLoop) run() {
 		l.poll.Dispatch(n, l.dispatch, l.runTask)
 		if l.calls != 0 {
 			l.started.Add(l.calls)
+			l.sinceYield += l.calls
 			l.calls = 0
 		}
 		// The same clock for the timers, not a second read (one costs ~4%
@@ -162,7 +167,17 @@ func (l *evLoop) run() {
 			l.stop()
 		}
 		if now-l.yielded >= yieldEvery {
-			l.yielded = now
+			if p := pinned(l.pinned, l.sinceYield, now-l.yielded); p != l.pinned {
+				if p {
+					runtime.LockOSThread()
+					l.pins.Add(1)
+				} else {
+					runtime.UnlockOSThread()
+					l.unpins.Add(1)
+				}
+				l.pinned = p
+			}
+			l.yielded, l.sinceYield = now, 0
 			runtime.Gosched()
 		}
 	}
@@ -445,3 +460,36 @@ func (l *evLoop) render(m interface{ Write(*bufio.Writer) error }) error {
 // half of the cure: the monitor leaves a P in a system call alone while
 // another is idle, unless its tick is stale.
 const yieldEvery = int64(5 * time.Millisecond)
+
+// A busy loop is locked to its thread (pinned), an idle one is not.
+//
+// Unlocked, every yield (yieldEvery) woke a thread for the idle spare P,
+// and that thread took the loop from the run queue: the loop moved to
+// another thread (perf: all of the proxy's futex calls were these yields)
+// and often to the CPU the other loop ran on, where it waited its turn in
+// the kernel's run queue with its connections' answers. Locked, a yield
+// hands the P to another thread and back (two more futex wake-ups), but
+// the loop stays on its thread. Measured on a quiet machine, 2 loops (docs/
+// benchmarks.md, "The loops locked to their threads while busy"):
+// saturated under wrk -t2 -c64, locked against unlocked 1.06x req/s and a
+// lower p99; at a fixed 2,000 req/s the extra hand-offs cost 6-8 % more CPU
+// per request, at 15,000 nothing. Hence the lock only while the loop
+// starts pinOnRate calls a second or more, let go below pinOffRate (the
+// gap keeps a loop near the bound from switching at every yield).
+var (
+	pinOnRate  = 5000.0 // calls per second of one loop (variables: a test lowers them)
+	pinOffRate = 2500.0
+)
+
+// pinned is whether a loop is to be locked to its thread after a yield
+// interval of elapsed ns in which it started calls calls, pinned before.
+func pinned(was bool, calls uint64, elapsed int64) bool {
+	if elapsed <= 0 {
+		return was
+	}
+	rate := float64(calls) * 1e9 / float64(elapsed)
+	if was {
+		return rate >= pinOffRate
+	}
+	return rate >= pinOnRate
+}

@@ -120,3 +120,72 @@ func TestLoopSpinOff(t *testing.T) {
 		t.Fatalf("%d waits spun with the window at 0", n)
 	}
 }
+
+// TestLoopPinnedWhileBusy: a loop busy with back-to-back requests is
+// locked to its thread and let go when the requests come slowly again;
+// every request is answered once throughout, across the lock and the
+// release (the bounds are lowered here so that a loaded test machine
+// still crosses them: 1,000 and 500 calls a second).
+func TestLoopPinnedWhileBusy(t *testing.T) {
+	on, off := pinOnRate, pinOffRate
+	pinOnRate, pinOffRate = 1000, 500
+	t.Cleanup(func() { pinOnRate, pinOffRate = on, off })
+	b := proxytest.NewBackend(t, nil)
+	p := startLoops(t, "backend=3", "backend="+b.Addr())
+	get := func(c *proxytest.Conn) string {
+		c.Send("GET http://backend/ HTTP/1.1\r\nHost: backend\r\n\r\n")
+		if resp, body := c.Answer("GET"); resp.StatusCode != 200 {
+			return resp.Status + " " + body
+		}
+		return ""
+	}
+	const clients, each = 4, 1000
+	var wg sync.WaitGroup
+	errs := make(chan string, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := proxytest.Dial(t, p.Addr())
+			for range each {
+				if e := get(c); e != "" {
+					errs <- e
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatalf("a client got %s, want 200", e)
+	}
+	pins, _ := p.e.Pins()
+	if pins == 0 {
+		t.Fatalf("no loop was locked to its thread under %d back-to-back requests", clients*each)
+	}
+	// Then one request every 20 ms (50 a second, under the off rate): the
+	// loops let go of their threads at their next yields (an idle loop
+	// wakes for its sweep at least once a second).
+	c := proxytest.Dial(t, p.Addr())
+	tick := time.NewTicker(20 * time.Millisecond) // pacing the load, not synchronising
+	defer tick.Stop()
+	paced := 0
+	for ; paced < 250; paced++ {
+		if pins, unpins := p.e.Pins(); pins == unpins {
+			break
+		}
+		<-tick.C
+		if e := get(c); e != "" {
+			t.Fatalf("paced request %d: %s, want 200", paced, e)
+		}
+	}
+	pins, unpins := p.e.Pins()
+	if pins != unpins {
+		t.Fatalf("after %d requests at 50 a second, %d of the loops' %d locks were never released", paced, pins-unpins, pins)
+	}
+	if got, want := b.Hits.Load(), int64(clients*each+paced); got != want {
+		t.Fatalf("backend received %d requests, want %d", got, want)
+	}
+	t.Logf("%d locks and releases; all released after %d paced requests", pins, paced)
+}
