@@ -49,11 +49,14 @@ func splitSuggestion(node, up string, m MeshEdge, planned int64) []string {
 		out = append(out, fmt.Sprintf("%s: %s=%d", node, up, app))
 	}
 	if lower {
-		rw, err := mesh.PlanRewrite(l, tries)
+		// As -o patch: a field that cannot give that few is lowered as far as it goes (a Gateway
+		// API rule: 2 tries), and the fix says so and why that is not enough.
+		rw, _, err := mesh.LowestRewrite(l, tries)
+		if rw != nil {
+			out = append(out, rw.Suggestion)
+		}
 		if err != nil {
 			out = append(out, fmt.Sprintf("%s -> %s: %v", node, up, err))
-		} else {
-			out = append(out, rw.Suggestion)
 		}
 	}
 	return out
