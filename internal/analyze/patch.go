@@ -40,8 +40,9 @@ type Patch struct {
 // kept nearest the entrypoints, each edge lowered to what fits under the worst path into it; a
 // gateway route on an entrypoint's client attempts lowered where those alone exceed the cap),
 // mapped back to the annotations and mesh fields that declare the edges; a workload several
-// policies select gets the lowest value of any. The patches are then applied to the input and every policy analysed again:
-// a policy still over its cap gets a note per chain that stays over, with why (its fix text:
+// policies select gets the lowest value of any. The patches are then applied to the input and
+// every policy analysed again: a policy still over its cap gets a note per chain that stays
+// over, with why (its fix text:
 // "no rewrite fits: client attempts 5 at entrypoint api exceed cap 4", a mesh field that cannot
 // go lower); no note means every chain is within its cap once the patches are applied. Patches
 // are sorted by workload.
