@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -182,6 +183,37 @@ func statusEntryRouteFloor(t *testing.T, op *operatortest.Operator) {
 			"client -x4-> productpage: 4 = 1 (client attempts) x 4 (HTTPRoute floor-status/web spec.rules[0].retry.attempts: 3)",
 		Suggestion: "HTTPRoute floor-status/web spec.rules[0].retry.attempts: 3 -> 1; productpage: reviews=1; reviews: ratings=1",
 	}}))
+
+	// Applied as the status says (the route through the real CRD, both annotations): within the
+	// cap, 2 x 1 x 1, nothing left over.
+	route := &unstructured.Unstructured{}
+	route.SetGroupVersionKind(gatewayRoute(ns, 1, nil).GroupVersionKind())
+	g.Eventually(func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, route); err != nil {
+			return err
+		}
+		rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+		rules[0].(map[string]any)["retry"] = map[string]any{"attempts": int64(1)}
+		if err := unstructured.SetNestedSlice(route.Object, rules, "spec", "rules"); err != nil {
+			return err
+		}
+		return c.Update(ctx, route)
+	}).Should(Succeed())
+	for _, d := range []struct{ name, upstreams string }{{"reviews", "ratings=1"}, {"productpage", "reviews=1"}} {
+		g.Eventually(func() error {
+			var dep appsv1.Deployment
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.name}, &dep); err != nil {
+				return err
+			}
+			dep.Spec.Template.Annotations[annotations.Upstreams] = d.upstreams
+			return c.Update(ctx, &dep)
+		}).Should(Succeed())
+	}
+	g.Eventually(func() (string, error) {
+		var cur v1alpha1.RetryPolicy
+		err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur)
+		return fmt.Sprintf("amplification %d, %d violations", cur.Status.Amplification, len(cur.Status.Violations)), err
+	}).Should(Equal("amplification 2, 0 violations"))
 }
 
 // chainWithPolicy creates namespace ns (labels, annotations), bookinfo's chain productpage ->
