@@ -3,7 +3,6 @@ package workload
 import (
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/mesh"
@@ -25,7 +24,7 @@ type FixPlan struct {
 	// Plan is the edges' plan: graph.PlanRewriteClients with Clients.
 	Plan *graph.Plan
 	// Routes are the layers on entrypoints' client attempts the fix lowers, or would lower but
-	// cannot (Rewrite nil), in the order of their keys (object, field path, note).
+	// cannot (Rewrite nil), in the order the entrypoints ask for them (a's).
 	Routes []RouteFix
 	// Clients are the entrypoints whose client attempts the lowered routes change, and to what
 	// (the clients' own attempts times what each layer gives under the fix).
@@ -49,8 +48,8 @@ type RouteFix struct {
 	Rewrite *mesh.Rewrite
 	// Err is why the layer cannot give Tries (nil when it can).
 	Err error
-	// Entrypoints are the entrypoints whose chains ask for it (their client attempts alone
-	// exceed the cap), sorted.
+	// Entrypoints are the entrypoints that ask for it: their client attempts alone exceed the
+	// cap, and it is on them, or it is another route to them with more tries than theirs leaves.
 	Entrypoints []string
 }
 
@@ -96,6 +95,20 @@ func (r *Result) needsRoutes(a *graph.Analysis) bool {
 func (r *Result) planRoutes(a *graph.Analysis, fp *FixPlan) {
 	cap := max(r.Cap, 1)
 	byKey := map[string]int{}
+	ask := func(l mesh.Layer, tries int64, e string) {
+		k := layerKey(l)
+		i, seen := byKey[k]
+		if !seen {
+			i = len(fp.Routes)
+			byKey[k] = i
+			fp.Routes = append(fp.Routes, RouteFix{Layer: l, Tries: tries})
+		}
+		rt := &fp.Routes[i]
+		rt.Tries = min(rt.Tries, tries)
+		if !slices.Contains(rt.Entrypoints, e) {
+			rt.Entrypoints = append(rt.Entrypoints, e)
+		}
+	}
 	for _, ep := range a.Entrypoints {
 		m, ok := r.MeshEntry[ep.Service]
 		// m.Attempts() differs from the graph's client attempts only when the graph counts more
@@ -108,31 +121,43 @@ func (r *Result) planRoutes(a *graph.Analysis, fp *FixPlan) {
 		// client attempts first and ask the route for too little (5 client attempts x 3 tries
 		// over cap 4 read "retry.attempts: 2 -> 1", which leaves 10).
 		allowed := max(cap/max(worstBelow(a, ep.Service), 1), 1)
-		_, l, tries, lower, _ := mesh.Split(1, m.Layers, max(allowed/max(m.App, 1), 1))
-		if !lower {
-			continue
+		if _, l, tries, lower, _ := mesh.Split(1, m.Layers, max(allowed/max(m.App, 1), 1)); lower {
+			ask(l, tries, ep.Service)
 		}
-		k := layerKey(l)
-		i, seen := byKey[k]
-		if !seen {
-			i = len(fp.Routes)
-			byKey[k] = i
-			fp.Routes = append(fp.Routes, RouteFix{Layer: l, Tries: tries})
-		}
-		rt := &fp.Routes[i]
-		rt.Tries = min(rt.Tries, tries)
-		rt.Entrypoints = append(rt.Entrypoints, ep.Service)
 	}
 	if len(fp.Routes) == 0 {
 		return
 	}
-	sort.Slice(fp.Routes, func(i, j int) bool { return layerKey(fp.Routes[i].Layer) < layerKey(fp.Routes[j].Layer) })
-	for i := range fp.Routes {
-		rt := &fp.Routes[i]
-		byKey[layerKey(rt.Layer)] = i
-		sort.Strings(rt.Entrypoints)
-		rt.Rewrite, rt.Give, rt.Err = mesh.LowestRewrite(rt.Layer, rt.Tries)
+	give := func() {
+		for i := range fp.Routes {
+			rt := &fp.Routes[i]
+			rt.Rewrite, rt.Give, rt.Err = mesh.LowestRewrite(rt.Layer, rt.Tries)
+		}
 	}
+	give()
+	// An entrypoint takes the largest of its routes (mesh.Set.EntryLayers): where the one it
+	// takes goes down, every other with more tries than that leaves goes down to it too, or it
+	// takes their place (two rules, or an HTTPRoute and an ingress VirtualService, to one
+	// backend). One pass: what a lowered route leaves is re-checked by the re-analysis of -o patch.
+	for _, ep := range a.Entrypoints {
+		m, ok := r.MeshEntry[ep.Service]
+		if !ok || len(m.Layers) == 0 {
+			continue
+		}
+		// Only for an entrypoint that asked: another one within the cap through the same layer
+		// keeps its largest other route, and stays within the cap.
+		i, ok := byKey[layerKey(m.Layers[0])]
+		if !ok || fp.Routes[i].Give >= m.Layers[0].Tries || !slices.Contains(fp.Routes[i].Entrypoints, ep.Service) {
+			continue
+		}
+		g := fp.Routes[i].Give
+		for _, l := range m.Alternatives {
+			if l.Tries > g && layerKey(l) != layerKey(m.Layers[0]) {
+				ask(l, g, ep.Service)
+			}
+		}
+	}
+	give()
 	// Every entrypoint through a lowered layer gets fewer client attempts, whether or not its
 	// own chains asked: the patch changes the layer's field, which they share.
 	fp.byEntry = map[string][]int{}
@@ -141,22 +166,37 @@ func (r *Result) planRoutes(a *graph.Analysis, fp *FixPlan) {
 		if !ok || m.Attempts() != ep.ClientAttempts {
 			continue
 		}
-		k, changed := m.App, false
-		for _, l := range m.Layers {
+		named := map[int]bool{}
+		// tries is what l gives under the fix; a layer the fix lowers or cannot lower for this
+		// entrypoint's chains is named in their fix.
+		tries := func(l mesh.Layer) int64 {
 			i, ok := byKey[layerKey(l)]
 			switch {
 			case ok && fp.Routes[i].Give < l.Tries:
-				k = graph.Mul(k, fp.Routes[i].Give)
-				changed = true
-				fp.byEntry[ep.Service] = append(fp.byEntry[ep.Service], i)
+				named[i] = true
+				return fp.Routes[i].Give
 			case ok && slices.Contains(fp.Routes[i].Entrypoints, ep.Service):
-				k = graph.Mul(k, l.Tries)
-				fp.byEntry[ep.Service] = append(fp.byEntry[ep.Service], i) // its error
-			default:
-				k = graph.Mul(k, l.Tries)
+				named[i] = true // its error
+			}
+			return l.Tries
+		}
+		var first int64
+		if len(m.Layers) > 0 {
+			first = tries(m.Layers[0])
+			for _, l := range m.Alternatives {
+				first = max(first, tries(l))
 			}
 		}
-		if changed {
+		k := graph.Mul(m.App, first)
+		for _, l := range m.Layers[min(1, len(m.Layers)):] {
+			k = graph.Mul(k, tries(l))
+		}
+		for i := range fp.Routes {
+			if named[i] {
+				fp.byEntry[ep.Service] = append(fp.byEntry[ep.Service], i)
+			}
+		}
+		if k < m.Attempts() {
 			if fp.Clients == nil {
 				fp.Clients = map[string]int64{}
 			}

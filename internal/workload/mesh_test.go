@@ -92,6 +92,14 @@ func TestEntrypointRouteFix(t *testing.T) {
 		// The chain asks the route for 1 try (3 / 4); it gives 2 at the fewest, and the edges
 		// below go to 1 for that. Before (floorstatus): "client -> gw: ... cannot give 1 try ...
 		// lower the callers' attempts", while the patch lowered all three.
+		// Two rules to gw: the entrypoint takes the larger (3 tries); lowered alone, the other's
+		// 2 would take its place and leave 2 x 2 x 1 = 4. Both go.
+		{"every route to the entrypoint", 2, 1, []string{route(2) + "\n  - backendRefs: [{name: gw, port: 80}]\n    retry: {attempts: 1}"}, []string{
+			"client -x3-> gw -x2-> order -x2-> db = 12 > cap 2; client -x3-> gw: 3 = 1 (client attempts) x 3 (HTTPRoute shop/web spec.rules[0].retry.attempts: 2)",
+			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try); HTTPRoute shop/web spec.rules[1].retry: {attempts: 1} -> removed (1 try); order: db=1",
+			"client -x1-> admin -x3-> order -x2-> db = 6 > cap 2",
+			"admin: order=2; order: db=1",
+		}},
 		{"the route at its floor, the edges below too", 3, 1, []string{istio, route(3)}, []string{
 			"client -x4-> gw -x2-> order -x2-> db = 16 > cap 3; client -x4-> gw: 4 = 1 (client attempts) x 4 (HTTPRoute shop/web spec.rules[0].retry.attempts: 3)",
 			"HTTPRoute shop/web spec.rules[0].retry.attempts: 3 -> 1; gw: order=1; order: db=1",

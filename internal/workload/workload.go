@@ -189,6 +189,9 @@ type MeshEdge struct {
 	App    int64
 	Caller string
 	Layers []mesh.Layer
+	// Alternatives are, for an entrypoint's client attempts (Result.MeshEntry), the layers
+	// Layers[0] is the largest of (mesh.Set.EntryLayers: every rule and ingress route to it).
+	Alternatives []mesh.Layer
 }
 
 // Attempts is App times the layers' tries.
@@ -443,7 +446,7 @@ func build(p *Policy, sel []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
 				if r.MeshEntry == nil {
 					r.MeshEntry = map[string]MeshEdge{}
 				}
-				m := MeshEdge{To: node, App: client, Caller: "client attempts", Layers: me.Layers}
+				m := MeshEdge{To: node, App: client, Caller: "client attempts", Layers: me.Layers, Alternatives: set.EntryLayers(ref)}
 				r.MeshEntry[node] = m
 				r.addMeshWarnings(me.Warnings)
 				client = m.Attempts()
