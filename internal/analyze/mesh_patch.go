@@ -72,24 +72,6 @@ func splitEdge(e workload.MeshEdge, now, planned int64) (app int64, l mesh.Layer
 	return app, l, tries, ok
 }
 
-// lowestRewrite is mesh.PlanRewrite of l to tries; when l's field cannot give that few but can
-// give fewer than now (a Gateway API rule: 2 tries, mesh.MinTries), the rewrite to the fewest it
-// gives as well as the error, so that the patch lowers it as far as it goes (other chains through
-// the layer may fit then) and says why the demand is not met. give is the tries l gives with the
-// rewrite returned (l.Tries when there is none).
-func lowestRewrite(l mesh.Layer, tries int64) (rw *mesh.Rewrite, give int64, err error) {
-	rw, err = mesh.PlanRewrite(l, tries)
-	if err == nil {
-		return rw, tries, nil
-	}
-	if floor := mesh.MinTries(l); tries < floor && floor < l.Tries {
-		if fl, ferr := mesh.PlanRewrite(l, floor); ferr == nil {
-			return fl, floor, err
-		}
-	}
-	return nil, l.Tries, err
-}
-
 // planMesh turns the demands into patches of the objects read, one per object with every field
 // of it lowered, and notes for the layers no object of the input declares (Istio's default, a
 // MeshConfig) or whose object is not in the input.
@@ -104,7 +86,7 @@ func (m *Manifests) planMesh(demands map[string]*meshDemand) ([]Patch, []string)
 	var order []string
 	for _, k := range keys {
 		d := demands[k]
-		rw, give, err := lowestRewrite(d.layer, d.tries)
+		rw, give, err := mesh.LowestRewrite(d.layer, d.tries)
 		if err != nil {
 			if rw == nil {
 				notes = append(notes, fmt.Sprintf("%s: %v", policyList(d.policies), err))

@@ -35,13 +35,14 @@ type Patch struct {
 	lowered bool
 }
 
-// Plan is the whole combined fix of every policy over the cap: for each policy the whole-graph
-// planner (graph.PlanRewrite: retries kept nearest the entrypoints, each edge lowered to what
-// fits under the worst path into it), mapped back to the annotations that declare the edges; a
-// workload several policies select gets the lowest value of any. A gateway route's layer on an
-// entrypoint's client attempts is lowered too (the planner holds client attempts fixed; the
-// route is ours). The patches are then applied to the input and every policy analysed again:
-// a policy still over its cap gets a note per chain that stays over, with why (its fix text:
+// Plan is the whole combined fix of every policy over the cap: for each policy the combined
+// plan its status's fix text names (workload.Result.PlanFix: the whole-graph planner, retries
+// kept nearest the entrypoints, each edge lowered to what fits under the worst path into it; a
+// gateway route on an entrypoint's client attempts lowered where those alone exceed the cap),
+// mapped back to the annotations and mesh fields that declare the edges; a workload several
+// policies select gets the lowest value of any. The patches are then applied to the input and
+// every policy analysed again: a policy still over its cap gets a note per chain that stays
+// over, with why (its fix text:
 // "no rewrite fits: client attempts 5 at entrypoint api exceed cap 4", a mesh field that cannot
 // go lower); no note means every chain is within its cap once the patches are applied. Patches
 // are sorted by workload.
@@ -76,38 +77,23 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 		// "shop/checkout" for a RetryPolicy (the patch's comment says "for RetryPolicy ..."),
 		// "ClusterRetryPolicy checkout" for a cluster policy.
 		name := strings.TrimPrefix(r.PolicyName(), workload.KindRetryPolicy+" ")
-		plan, err := graph.PlanRewrite(r.Graph, r.Cap)
-		if err != nil {
-			// The client attempts the planner cannot change (plan.Unfit): a gateway route's
-			// layer on them is a field of ours (the status's suggestion lowers it too:
-			// workload.Result.EntryFix). The edges are then planned for the client attempts
-			// the lowered route leaves, as the status's fixes read (the route's, and each other
-			// chain's own), not all at 1 as for client attempts that stay over the cap.
-			// Whether that is enough, the analysis of the patched input says (remaining).
-			clients := map[string]int64{}
-			for i := range a.Violations {
-				v := &a.Violations[i]
-				l, tries, ok := r.EntryFix(v)
-				if !ok {
-					continue
-				}
-				addDemand(demands, l, tries, name)
-				m := r.MeshEntry[v.Path[0]]
-				if _, give, _ := lowestRewrite(l, tries); give < l.Tries && m.Attempts() == v.Factors[0] {
-					k := m.Attempts() / l.Tries * give
-					if old, ok := clients[v.Path[0]]; !ok || k < old {
-						clients[v.Path[0]] = k
-					}
-				}
+		// The combined fix the status's fix text reads too (workload.Result.PlanFix): the
+		// whole-graph plan, with a gateway route on an entrypoint whose client attempts alone
+		// exceed the cap lowered (the route is ours; to its field's fewest tries when it cannot
+		// give what the chains ask) and the edges planned for the client attempts it leaves.
+		// Whether that is enough, the analysis of the patched input says (remaining).
+		fp := r.PlanFix(a)
+		plan := fp.Plan
+		for _, rt := range fp.Routes {
+			// A route at its floor is asked for what it gives: the plan lowered the edges
+			// below for that, so its "cannot give" is no note of a chain left over (the
+			// re-analysis names those). One that cannot be lowered is asked for what the
+			// chains wanted, so that the note says why.
+			tries := rt.Tries
+			if rt.Rewrite != nil {
+				tries = rt.Give
 			}
-			if len(clients) > 0 {
-				// It fails only for a name that is no entrypoint, and each is a violation's
-				// first service; were it to, the plan above (lower everywhere) stands, and the
-				// analysis of the patched input still says what is left.
-				if p, err := graph.PlanRewriteClients(r.Graph, r.Cap, clients); err == nil {
-					plan = p
-				}
-			}
+			addDemand(demands, rt.Layer, tries, name)
 		}
 		def := max(r.Spec().Retry.DefaultAttempts, 1)
 		lower := func(w workload.Workload, key string) {

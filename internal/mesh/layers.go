@@ -710,24 +710,40 @@ func (s *Set) Entry(v ServiceRef) Edge {
 	if s == nil {
 		return Edge{}
 	}
-	x := s.index()
 	var best Layer
-	for _, r := range x.gatewayRoutes[v] {
-		for i := range r.Spec.Rules {
-			if routesTo(r, i, v) {
-				better(&best, s.entryRuleLayer(x, r, i))
-			}
-		}
-	}
-	for _, ir := range x.ingress[v] {
-		better(&best, s.ingressLayer(ir))
+	for _, l := range s.EntryLayers(v) {
+		better(&best, l)
 	}
 	if best.Kind == "" {
 		return Edge{}
 	}
 	e := Edge{Layers: []Layer{best}}
-	s.waypointEntry(x, &e, v) // waypoint.go: with istio.io/ingress-use-waypoint
+	s.waypointEntry(s.index(), &e, v) // waypoint.go: with istio.io/ingress-use-waypoint
 	return e
+}
+
+// EntryLayers are the layers Entry(v) takes the largest of: each rule of the Gateway-parented
+// routes that routes to v, then each http route of the ingress-bound VirtualServices that routes
+// to v. A fix that lowers the largest must lower every other with more tries than it leaves, or
+// the next one takes its place (the routes of several objects as well as one object's:
+// EntrySiblings).
+func (s *Set) EntryLayers(v ServiceRef) []Layer {
+	if s == nil {
+		return nil
+	}
+	x := s.index()
+	var out []Layer
+	for _, r := range x.gatewayRoutes[v] {
+		for i := range r.Spec.Rules {
+			if routesTo(r, i, v) {
+				out = append(out, s.entryRuleLayer(x, r, i))
+			}
+		}
+	}
+	for _, ir := range x.ingress[v] {
+		out = append(out, s.ingressLayer(ir))
+	}
+	return out
 }
 
 // routesTo reports whether rule i of the Gateway-parented route r has a backendRef to Service v.

@@ -44,6 +44,24 @@ func PlanRewrite(l Layer, tries int64) (*Rewrite, error) {
 	return plan(l, tries)
 }
 
+// LowestRewrite is PlanRewrite of l to tries; when l's field cannot give that few but can give
+// fewer than now (a Gateway API rule: 2 tries, MinTries), the rewrite to the fewest it gives as
+// well as the error, so that a fix lowers it as far as it goes and says why the demand is not met.
+// give is the tries l gives with the rewrite returned (l.Tries when there is none). The status's
+// fix text and analyze -o patch both lower a layer through it, so they name the same value.
+func LowestRewrite(l Layer, tries int64) (rw *Rewrite, give int64, err error) {
+	rw, err = PlanRewrite(l, tries)
+	if err == nil {
+		return rw, tries, nil
+	}
+	if floor := MinTries(l); tries < floor && floor < l.Tries {
+		if fl, ferr := PlanRewrite(l, floor); ferr == nil {
+			return fl, floor, err
+		}
+	}
+	return nil, l.Tries, err
+}
+
 // Field is a plan of l whatever l's tries (to 1 try; a Gateway API rule's to 2), for the field's
 // path and value as messages show them (Object, FieldPath, From): a rule's retry.attempts, not
 // the block its removal to 1 try names.

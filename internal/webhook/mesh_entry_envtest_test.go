@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -141,6 +142,78 @@ func meshGateRuleFloor(t *testing.T, op *operatortest.Operator) {
 			tc.check(g, stored)
 		})
 	}
+}
+
+// statusEntryRouteFloor runs in TestGateMeshLayers: the RetryPolicy status, written by the
+// manager's controller from the objects the mesh watcher reads, names the whole fix of a chain
+// whose entry route can only go down to its floor. HTTPRoute floor-status/web (a rule of Istio's
+// ingress Gateway bookinfo-gateway: without retry it gets Istio's 2 retries, so 2 tries is its
+// fewest) gives productpage 4 tries; productpage -x2-> reviews -x2-> ratings; cap 3. The chain
+// asks the route for 1 try; at its fewest (2) the edges below must go to 1 too. Before
+// (floorstatus), the status said only "client -> productpage: ... cannot give 1 try ... lower the
+// callers' attempts" while analyze -o patch lowered the route and both edges.
+func statusEntryRouteFloor(t *testing.T, op *operatortest.Operator) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(time.Minute)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	c, ctx := op.Client, op.Ctx
+	const ns = "floor-status"
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	gw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "bookinfo-gateway", "namespace": ns},
+		"spec": map[string]any{"gatewayClassName": "istio",
+			"listeners": []any{map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"}}},
+	}}
+	g.Expect(c.Create(ctx, gw)).To(Succeed())
+	for _, d := range []struct{ name, upstreams string }{{"ratings", ""}, {"reviews", "ratings=2"}, {"productpage", "reviews=2"}} {
+		g.Eventually(func() error { return c.Create(ctx, bookinfoDeployment(ns, d.name, d.upstreams)) }).Should(Succeed())
+	}
+	p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bookinfo"},
+		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 3, Enforcement: v1alpha1.EnforcementAudit, Entrypoints: []v1alpha1.Entrypoint{{Service: "productpage"}}}}
+	g.Eventually(func() error { return c.Create(ctx, p.DeepCopy()) }).Should(Succeed())
+	g.Expect(c.Create(ctx, gatewayRoute(ns, 1, map[string]any{"attempts": int64(3)}))).To(Succeed()) // Audit: admitted
+	g.Eventually(func() ([]v1alpha1.Violation, error) {
+		var cur v1alpha1.RetryPolicy
+		err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur)
+		return cur.Status.Violations, err
+	}).Should(Equal([]v1alpha1.Violation{{
+		Path: []string{"productpage", "reviews", "ratings"}, Amplification: 16,
+		Message: "client -x4-> productpage -x2-> reviews -x2-> ratings = 16 > cap 3; " +
+			"client -x4-> productpage: 4 = 1 (client attempts) x 4 (HTTPRoute floor-status/web spec.rules[0].retry.attempts: 3)",
+		Suggestion: "HTTPRoute floor-status/web spec.rules[0].retry.attempts: 3 -> 1; productpage: reviews=1; reviews: ratings=1",
+	}}))
+
+	// Applied as the status says (the route through the real CRD, both annotations): within the
+	// cap, 2 x 1 x 1, nothing left over.
+	route := &unstructured.Unstructured{}
+	route.SetGroupVersionKind(gatewayRoute(ns, 1, nil).GroupVersionKind())
+	g.Eventually(func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, route); err != nil {
+			return err
+		}
+		rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+		rules[0].(map[string]any)["retry"] = map[string]any{"attempts": int64(1)}
+		if err := unstructured.SetNestedSlice(route.Object, rules, "spec", "rules"); err != nil {
+			return err
+		}
+		return c.Update(ctx, route)
+	}).Should(Succeed())
+	for _, d := range []struct{ name, upstreams string }{{"reviews", "ratings=1"}, {"productpage", "reviews=1"}} {
+		g.Eventually(func() error {
+			var dep appsv1.Deployment
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.name}, &dep); err != nil {
+				return err
+			}
+			dep.Spec.Template.Annotations[annotations.Upstreams] = d.upstreams
+			return c.Update(ctx, &dep)
+		}).Should(Succeed())
+	}
+	g.Eventually(func() (string, error) {
+		var cur v1alpha1.RetryPolicy
+		err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur)
+		return fmt.Sprintf("amplification %d, %d violations", cur.Status.Amplification, len(cur.Status.Violations)), err
+	}).Should(Equal("amplification 2, 0 violations"))
 }
 
 // chainWithPolicy creates namespace ns (labels, annotations), bookinfo's chain productpage ->

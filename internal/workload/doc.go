@@ -20,6 +20,12 @@
 // graph analysed once that the gate judges an incoming workload against) and NewIncremental (a
 // graph the controller patches). Each takes the mesh layers (a *mesh.Set, nil: none).
 //
+// Fixes: Result.Analyze writes each violation's fix in the unit of what it changes (an
+// annotation value, a mesh field; mesh_fix.go), and Result.PlanFix is the combined plan it reads
+// when a gateway route on an entrypoint must be lowered (fixplan.go): the route (to its field's
+// fewest tries at most) and the edges planned for the client attempts it leaves. analyze -o patch
+// applies the same plan, so a chain's fix is the patch's changes on it.
+//
 // A workload's labels and annotations are Pairs (sorted pairs in one slice, not Go maps: at tens
 // of thousands of workloads the maps were most of the manager's heap). The controller keeps each
 // policy's graph (RetryPolicy or ClusterRetryPolicy) as an Incremental, which patches a

@@ -22,7 +22,7 @@ func (r *Result) gatewayEntrypoints() {
 		if len(e.Layers) == 0 {
 			continue
 		}
-		m := MeshEdge{To: node, App: 1, Caller: "client attempts", Layers: e.Layers}
+		m := MeshEdge{To: node, App: 1, Caller: "client attempts", Layers: e.Layers, Alternatives: r.mesh.EntryLayers(ref)}
 		if r.MeshEntry == nil {
 			r.MeshEntry = map[string]MeshEdge{}
 		}

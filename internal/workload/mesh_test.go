@@ -2,6 +2,7 @@ package workload
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -55,35 +56,61 @@ func TestBuildMesh(t *testing.T) {
 	}
 }
 
-// The fix of a chain from an entrypoint whose client attempts a gateway route multiplies: the
-// route's field, the clients' own attempts kept; when those alone stay over the cap, "no rewrite
-// fits" follows. A chain from another entrypoint has its own fix (fixtext).
+// The fix of a chain from an entrypoint whose client attempts a gateway route multiplies is the
+// combined plan's (PlanFix, what analyze -o patch writes): the route's field, the clients' own
+// attempts kept; then every edge of the chain the plan lowers for the client attempts the route
+// leaves; when those alone stay over the cap, "no rewrite fits" follows. A chain from another
+// entrypoint has its own fix (fixtext), from the same plan.
 func TestEntrypointRouteFix(t *testing.T) {
-	route := "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: shop}\nspec:\n  parentRefs: [{name: eg}]\n  rules:\n  - backendRefs: [{name: gw, port: 80}]\n    retry: {attempts: 2}"
+	route := func(attempts int) string {
+		return "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web, namespace: shop}\nspec:\n  parentRefs: [{name: eg}]\n  rules:\n  - backendRefs: [{name: gw, port: 80}]\n    retry: {attempts: " + strconv.Itoa(attempts) + "}"
+	}
+	// Under Istio's ingress a rule without retry gets Istio's 2 retries: 2 tries is its fewest.
+	istio := "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: eg, namespace: shop}\nspec: {gatewayClassName: istio, listeners: [{name: http, port: 80, protocol: HTTP}]}"
 	ws := []Workload{deploy("shop", "gw", "order=2", nil), deploy("shop", "admin", "order=3", nil), deploy("shop", "order", "db=2", nil)}
 	tests := []struct {
 		name    string
 		cap     int32
 		clients int32
+		objects []string
 		want    []string // each violation's message, then its fix
 	}{
-		{"the route lowered is enough", 2, 1, []string{
+		// The route to 1 try leaves gw's chain at 1 x 2 x 2 = 4; order: db=1 is on it too, for
+		// admin's chain (and the patch writes it): before, the fix named the route alone.
+		{"the route lowered is enough", 2, 1, []string{route(2)}, []string{
 			"client -x3-> gw -x2-> order -x2-> db = 12 > cap 2; client -x3-> gw: 3 = 1 (client attempts) x 3 (HTTPRoute shop/web spec.rules[0].retry.attempts: 2)",
-			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try)",
+			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try); order: db=1",
 			"client -x1-> admin -x3-> order -x2-> db = 6 > cap 2",
 			"admin: order=2; order: db=1",
 		}},
-		{"the clients' own attempts stay over", 4, 5, []string{
+		{"the clients' own attempts stay over", 4, 5, []string{route(2)}, []string{
 			"client -x15-> gw -x2-> order -x2-> db = 60 > cap 4; client -x15-> gw: 15 = 5 (client attempts) x 3 (HTTPRoute shop/web spec.rules[0].retry.attempts: 2)",
-			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try); no rewrite fits: client attempts 5 at entrypoint gw exceed cap 4",
+			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try); gw: order=1; order: db=1; no rewrite fits: client attempts 5 at entrypoint gw exceed cap 4",
 			"client -x1-> admin -x3-> order -x2-> db = 6 > cap 4",
+			"order: db=1",
+		}},
+		// The chain asks the route for 1 try (3 / 4); it gives 2 at the fewest, and the edges
+		// below go to 1 for that. Before (floorstatus): "client -> gw: ... cannot give 1 try ...
+		// lower the callers' attempts", while the patch lowered all three.
+		// Two rules to gw: the entrypoint takes the larger (3 tries); lowered alone, the other's
+		// 2 would take its place and leave 2 x 2 x 1 = 4. Both go.
+		{"every route to the entrypoint", 2, 1, []string{route(2) + "\n  - backendRefs: [{name: gw, port: 80}]\n    retry: {attempts: 1}"}, []string{
+			"client -x3-> gw -x2-> order -x2-> db = 12 > cap 2; client -x3-> gw: 3 = 1 (client attempts) x 3 (HTTPRoute shop/web spec.rules[0].retry.attempts: 2)",
+			"HTTPRoute shop/web spec.rules[0].retry: {attempts: 2} -> removed (1 try); HTTPRoute shop/web spec.rules[1].retry: {attempts: 1} -> removed (1 try); order: db=1",
+			"client -x1-> admin -x3-> order -x2-> db = 6 > cap 2",
+			"admin: order=2; order: db=1",
+		}},
+		{"the route at its floor, the edges below too", 3, 1, []string{istio, route(3)}, []string{
+			"client -x4-> gw -x2-> order -x2-> db = 16 > cap 3; client -x4-> gw: 4 = 1 (client attempts) x 4 (HTTPRoute shop/web spec.rules[0].retry.attempts: 3)",
+			"HTTPRoute shop/web spec.rules[0].retry.attempts: 3 -> 1; gw: order=1; order: db=1",
+			"client -x1-> admin -x3-> order -x2-> db = 6 > cap 3",
 			"order: db=1",
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := policy("shop", "p", tt.cap, v1alpha1.Entrypoint{Service: "gw", ClientAttempts: tt.clients}, v1alpha1.Entrypoint{Service: "admin", ClientAttempts: 1})
-			_, a := Analyze(ForRetryPolicy(p), ws, meshSet(t, route))
+			_, a := Analyze(ForRetryPolicy(p), ws, meshSet(t, tt.objects...))
 			var got []string
 			for _, v := range a.Violations {
 				got = append(got, v.Message, v.Suggestion)

@@ -189,6 +189,9 @@ type MeshEdge struct {
 	App    int64
 	Caller string
 	Layers []mesh.Layer
+	// Alternatives are, for an entrypoint's client attempts (Result.MeshEntry), the layers
+	// Layers[0] is the largest of (mesh.Set.EntryLayers: every rule and ingress route to it).
+	Alternatives []mesh.Layer
 }
 
 // Attempts is App times the layers' tries.
@@ -443,7 +446,7 @@ func build(p *Policy, sel []*Parsed, svcs *ServiceSet, set *mesh.Set) *Result {
 				if r.MeshEntry == nil {
 					r.MeshEntry = map[string]MeshEdge{}
 				}
-				m := MeshEdge{To: node, App: client, Caller: "client attempts", Layers: me.Layers}
+				m := MeshEdge{To: node, App: client, Caller: "client attempts", Layers: me.Layers, Alternatives: set.EntryLayers(ref)}
 				r.MeshEntry[node] = m
 				r.addMeshWarnings(me.Warnings)
 				client = m.Attempts()
@@ -878,6 +881,12 @@ func (r *Result) ExplainMesh(a *graph.Analysis) {
 	if a == nil || (len(r.MeshEdges) == 0 && len(r.MeshEntry) == 0) {
 		return
 	}
+	// An entrypoint over the cap through a gateway route: every fix is the combined plan's
+	// (PlanFix, which analyze -o patch applies), the route's and the edges' together.
+	var fp *FixPlan
+	if r.needsRoutes(a) {
+		fp = r.PlanFix(a)
+	}
 	for i := range a.Violations {
 		v := &a.Violations[i]
 		var ex []string
@@ -900,7 +909,7 @@ func (r *Result) ExplainMesh(a *graph.Analysis) {
 		if v.Suggestion == "" {
 			continue
 		}
-		v.Suggestion = r.meshSuggestion(v)
+		v.Suggestion = r.meshSuggestion(v, fp)
 	}
 }
 
