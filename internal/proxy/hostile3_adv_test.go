@@ -146,29 +146,7 @@ func TestAdv3HostileHeads(t *testing.T) {
 				} else if got != tc.want {
 					t.Errorf("first answer\n%q\nwant\n%q", got, tc.want)
 				}
-				c.Send("GET http://backend/2 HTTP/1.1\r\nHost: backend\r\n\r\n")
-				if got := advRead(t, br, &raw, "GET"); got != advOK2 {
-					t.Errorf("second answer %q, want %q", got, advOK2)
-				}
-				var reqs []string
-				for _, r := range up.requests() {
-					_, r, _ = strings.Cut(r, ":")
-					reqs = append(reqs, r)
-				}
-				if strings.Join(reqs, ",") != tc.reqs {
-					t.Errorf("the upstream got %v, want %s", up.requests(), tc.reqs)
-				}
-				if err := p.accessLog.w.Close(); err != nil {
-					t.Fatal(err)
-				}
-				data, err := os.ReadFile(logPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				line, _, _ := strings.Cut(string(data), "\n")
-				if !strings.Contains(line, `"path":"/1"`) || !strings.Contains(line, tc.wantLog) {
-					t.Errorf("access log %q: want the first line for /1 with %s", data, tc.wantLog)
-				}
+				line := advSecondAndLog(t, c, br, &raw, up, p, logPath, tc.reqs, tc.wantLog)
 				if os.Getenv("ADV_SHOWLOG") != "" {
 					t.Logf("%s\n%s", got, line)
 				}

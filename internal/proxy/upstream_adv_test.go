@@ -134,6 +134,38 @@ func (u *advUpstream) requests() []string {
 
 // advRead reads one answer (to a request with method) from br and returns
 // its bytes exactly as the proxy sent them.
+// advSecondAndLog sends a second GET on c after a hostile first answer and
+// checks it gets its own answer, that the upstream got the requests reqs
+// (paths, in order) and that the access log's first line is /1's with
+// wantLog; it returns that line.
+func advSecondAndLog(t *testing.T, c *proxytest.Conn, br *bufio.Reader, raw *bytes.Buffer, up *advUpstream, p *Proxy, logPath, reqs, wantLog string) string {
+	t.Helper()
+	c.Send("GET http://backend/2 HTTP/1.1\r\nHost: backend\r\n\r\n")
+	if got := advRead(t, br, raw, "GET"); got != advOK2 {
+		t.Errorf("second answer %q, want %q", got, advOK2)
+	}
+	var got []string
+	for _, r := range up.requests() {
+		_, r, _ = strings.Cut(r, ":")
+		got = append(got, r)
+	}
+	if strings.Join(got, ",") != reqs {
+		t.Errorf("the upstream got %v, want %s", up.requests(), reqs)
+	}
+	if err := p.accessLog.w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	if !strings.Contains(line, `"path":"/1"`) || !strings.Contains(line, wantLog) {
+		t.Errorf("access log %q: want the first line for /1 with %s", data, wantLog)
+	}
+	return line
+}
+
 func advRead(t *testing.T, br *bufio.Reader, raw *bytes.Buffer, method string) string {
 	t.Helper()
 	start := raw.Len() - br.Buffered()
@@ -316,29 +348,7 @@ func TestAdvHostileUpstream(t *testing.T) {
 				// The next request on the same client connection gets its
 				// own answer: not the bytes the upstream sent beyond the
 				// first, not the first's.
-				c.Send("GET http://backend/2 HTTP/1.1\r\nHost: backend\r\n\r\n")
-				if got := advRead(t, br, &raw, "GET"); got != advOK2 {
-					t.Errorf("second answer %q, want %q", got, advOK2)
-				}
-				var reqs []string
-				for _, r := range up.requests() {
-					_, r, _ = strings.Cut(r, ":")
-					reqs = append(reqs, r)
-				}
-				if strings.Join(reqs, ",") != tc.reqs {
-					t.Errorf("the upstream got %v, want %s", up.requests(), tc.reqs)
-				}
-				if err := p.accessLog.w.Close(); err != nil {
-					t.Fatal(err)
-				}
-				data, err := os.ReadFile(logPath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				line, _, _ := strings.Cut(string(data), "\n")
-				if !strings.Contains(line, `"path":"/1"`) || !strings.Contains(line, tc.wantLog) {
-					t.Errorf("access log %q: want the first line for /1 with %s", data, tc.wantLog)
-				}
+				line := advSecondAndLog(t, c, br, &raw, up, p, logPath, tc.reqs, tc.wantLog)
 				if os.Getenv("ADV_SHOWLOG") != "" {
 					t.Logf("%s", line)
 				}

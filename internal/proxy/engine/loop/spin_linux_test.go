@@ -43,32 +43,13 @@ func TestLoopSpinUnderLoad(t *testing.T) {
 		c.PerTryTimeout = perTry
 	})
 	const clients, each = 4, 1000
-	var wg sync.WaitGroup
-	errs := make(chan string, clients)
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := proxytest.Dial(t, p.Addr())
-			for range each {
-				c.Send("GET http://backend/ HTTP/1.1\r\nHost: backend\r\n\r\n")
-				if resp, body := c.Answer("GET"); resp.StatusCode != 200 {
-					errs <- resp.Status + " " + body
-					return
-				}
-			}
-		}()
-	}
+	wait := backToBack(t, p.Addr(), clients, each)
 	c := proxytest.Dial(t, p.Addr())
 	start := time.Now()
 	c.Send("GET http://hung/ HTTP/1.1\r\nHost: hung\r\n\r\n")
 	resp, body := c.Answer("GET")
 	took := time.Since(start)
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Fatalf("a client got %s, want 200", e)
-	}
+	wait()
 	if want := "retrycap-proxy: upstream hung: 1 attempt(s), last failed with timeout (fasthttp: timeout)\n"; resp.StatusCode != 504 || body != want {
 		t.Fatalf("hung upstream: answer %d %q, want 504 %q", resp.StatusCode, body, want)
 	}
@@ -140,26 +121,7 @@ func TestLoopPinnedWhileBusy(t *testing.T) {
 		return ""
 	}
 	const clients, each = 4, 1000
-	var wg sync.WaitGroup
-	errs := make(chan string, clients)
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := proxytest.Dial(t, p.Addr())
-			for range each {
-				if e := get(c); e != "" {
-					errs <- e
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Fatalf("a client got %s, want 200", e)
-	}
+	backToBack(t, p.Addr(), clients, each)()
 	pins, _ := p.e.Pins()
 	if pins == 0 {
 		t.Fatalf("no loop was locked to its thread under %d back-to-back requests", clients*each)
@@ -188,4 +150,34 @@ func TestLoopPinnedWhileBusy(t *testing.T) {
 		t.Fatalf("backend received %d requests, want %d", got, want)
 	}
 	t.Logf("%d locks and releases; all released after %d paced requests", pins, paced)
+}
+
+// backToBack starts clients connections to addr, each sending each GETs
+// back to back; the function it returns waits for them and fails the test
+// if any answer was not a 200.
+func backToBack(t *testing.T, addr string, clients, each int) func() {
+	var wg sync.WaitGroup
+	errs := make(chan string, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := proxytest.Dial(t, addr)
+			for range each {
+				c.Send("GET http://backend/ HTTP/1.1\r\nHost: backend\r\n\r\n")
+				if resp, body := c.Answer("GET"); resp.StatusCode != 200 {
+					errs <- resp.Status + " " + body
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		t.Helper()
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Fatalf("a client got %s, want 200", e)
+		}
+	}
 }
