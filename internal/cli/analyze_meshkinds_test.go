@@ -16,18 +16,7 @@ func TestMeshKindsMisspelt(t *testing.T) {
 	errs := "error: " + file + `: document 3: HTTPRout shop/web: kind "HTTPRout": gateway.networking.k8s.io/v1 has no such kind (the API server refuses it: no matches for kind "HTTPRout" in version "gateway.networking.k8s.io/v1"); did you mean HTTPRoute?
 error: ` + file + `: document 4: VirtualServic shop/api: kind "VirtualServic": networking.istio.io/v1 has no such kind (the API server refuses it: no matches for kind "VirtualServic" in version "networking.istio.io/v1"); did you mean VirtualService?
 `
-	for _, cmd := range []string{"analyze", "discover"} {
-		code, out, stderr := run(t, "", cmd, "-f", file)
-		want := errs + "retrycap: " + cmd + ": 2 error(s) in the input\n"
-		if code != ExitBadInput || out != "" || stderr != want {
-			t.Errorf("%s: exit %d, stdout %q\nstderr:\n%s\nwant exit %d and\n%s", cmd, code, out, stderr, ExitBadInput, want)
-		}
-	}
-
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := misspeltKindsRefused(t, file, errs)
 	fixed := strings.NewReplacer("kind: HTTPRout\n", "kind: HTTPRoute\n", "kind: VirtualServic\n", "kind: VirtualService\n").Replace(string(data))
 	code, out, stderr := run(t, fixed, "analyze", "-f", "-")
 	for _, s := range []string{
@@ -53,18 +42,7 @@ func TestLinkerdKindsMisspelt(t *testing.T) {
 	errs := "error: " + file + `: document 3: HTTPRout shop/api: kind "HTTPRout": policy.linkerd.io/v1beta3 has no such kind (the API server refuses it: no matches for kind "HTTPRout" in version "policy.linkerd.io/v1beta3"); did you mean HTTPRoute?
 error: ` + file + `: document 4: ServiceProfil shop/stock.shop.svc.cluster.local: kind "ServiceProfil": linkerd.io/v1alpha2 has no such kind (the API server refuses it: no matches for kind "ServiceProfil" in version "linkerd.io/v1alpha2"); did you mean ServiceProfile?
 `
-	for _, cmd := range []string{"analyze", "discover"} {
-		code, out, stderr := run(t, "", cmd, "-f", file)
-		want := errs + "retrycap: " + cmd + ": 2 error(s) in the input\n"
-		if code != ExitBadInput || out != "" || stderr != want {
-			t.Errorf("%s: exit %d, stdout %q\nstderr:\n%s\nwant exit %d and\n%s", cmd, code, out, stderr, ExitBadInput, want)
-		}
-	}
-
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := misspeltKindsRefused(t, file, errs)
 	fixed := strings.NewReplacer("kind: HTTPRout\n", "kind: HTTPRoute\n", "kind: ServiceProfil\n", "kind: ServiceProfile\n").Replace(string(data))
 	code, out, stderr := run(t, fixed, "analyze", "-f", "-")
 	for _, s := range []string{
@@ -80,4 +58,23 @@ error: ` + file + `: document 4: ServiceProfil shop/stock.shop.svc.cluster.local
 	if code != ExitOverCap {
 		t.Errorf("spelt right: exit %d, want %d\nstderr:\n%s", code, ExitOverCap, stderr)
 	}
+}
+
+// misspeltKindsRefused runs analyze and discover on file as a user does and checks both exit 2
+// with errs (the misspelt kinds' errors) and nothing on stdout; it returns the file's bytes, for
+// the same manifests spelt right.
+func misspeltKindsRefused(t *testing.T, file, errs string) []byte {
+	t.Helper()
+	for _, cmd := range []string{"analyze", "discover"} {
+		code, out, stderr := run(t, "", cmd, "-f", file)
+		want := errs + "retrycap: " + cmd + ": 2 error(s) in the input\n"
+		if code != ExitBadInput || out != "" || stderr != want {
+			t.Errorf("%s: exit %d, stdout %q\nstderr:\n%s\nwant exit %d and\n%s", cmd, code, out, stderr, ExitBadInput, want)
+		}
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
