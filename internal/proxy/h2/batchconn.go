@@ -226,23 +226,32 @@ func (b *batchConn) tryWrite(p []byte) int {
 // per write would be an allocation); b.writing is held, so try and
 // tried are its alone.
 func (b *batchConn) rawWrite(fd uintptr) bool {
-	k, err := syscall.Write(int(fd), b.try)
+	k, err := sockWrite(fd, b.try)
 	if err == nil && k > 0 {
 		b.tried = k
 	}
 	return true // never wait for the socket: that is the writer's
 }
 
-// rawConn is the socket under c's wrappers (those that name the
-// connection they wrap by NetConn, as tls.Conn does), nil if none.
+// rawConn is the socket under c's wrappers, nil if none (socketOf).
 func rawConn(c net.Conn) syscall.RawConn {
+	s, ok := socketOf(c).(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := s.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// socketOf is the socket under c's wrappers (those that name the
+// connection they wrap by NetConn, as tls.Conn does), nil if none.
+func socketOf(c net.Conn) net.Conn {
 	for range 8 {
-		if sc, ok := c.(syscall.Conn); ok {
-			rc, err := sc.SyscallConn()
-			if err != nil {
-				return nil
-			}
-			return rc
+		if _, ok := c.(syscall.Conn); ok {
+			return c
 		}
 		w, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
