@@ -69,10 +69,17 @@ func (e *answerParseError) Error() string { return "the upstream's answer is mal
 func (e *answerParseError) Unwrap() error { return e.err }
 
 // AnswerParseError wraps the error of fasthttp's parser on an answer head
-// the engine read whole: a bad answer (BadAnswer) whose text names the
-// problem in the proxy's words.
-func AnswerParseError(err error) error {
-	return &answerParseError{why: Reason(err, "its head cannot be parsed"), err: err}
+// the engine read whole (head: its bytes): a bad answer (BadAnswer) whose
+// text names the problem in the proxy's words. A head with more than one
+// Transfer-Encoding field reads ReasonTooManyTE whatever fasthttp said
+// of it (its wording depends on the fields' values and on
+// SecureErrorLogMessage, which only the goroutine engine sets).
+func AnswerParseError(err error, head []byte) error {
+	why := Reason(err, "its head cannot be parsed")
+	if why == "unsupported transfer-encoding" && TransferEncodingFields(head) > 1 {
+		why = ReasonTooManyTE
+	}
+	return &answerParseError{why: why, err: err}
 }
 
 // BadAnswer reports an attempt that failed on an upstream answer that is no

@@ -43,6 +43,9 @@ func FuzzHeadEnd(f *testing.F) {
 		"A\r\r\n\r\n",
 		"A\n\rB\n\n",
 		"A\n\r",
+		"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n",
+		"POST / HTTP/1.1\r\nTransfer-Encoding : chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"Transfer-Encoding: a\r\nTransfer-Encoding: b\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -51,10 +54,18 @@ func FuzzHeadEnd(f *testing.F) {
 			t.Fatalf("HeadEnd(%q) = %d, want %d", b, got, want)
 		}
 		// CheckHead: the same end, refused exactly when a line of that
-		// head ends in a bare LF.
+		// head ends in a bare LF, or it has more than one
+		// Transfer-Encoding field (and then in those words).
 		end, refuse := CheckHead(b)
-		if want := end >= 0 && BareLF(b[:end]); end != HeadEnd(b) || (refuse != "") != want {
-			t.Fatalf("CheckHead(%q) = %d, %q; want %d, refused %t", b, end, refuse, HeadEnd(b), want)
+		bare := end >= 0 && BareLF(b[:end])
+		te := end >= 0 && !bare && TransferEncodingFields(b[:end]) > 1
+		if end != HeadEnd(b) || (refuse != "") != (bare || te) || te && refuse != ReasonTooManyTE {
+			t.Fatalf("CheckHead(%q) = %d, %q; want %d, refused %t", b, end, refuse, HeadEnd(b), bare || te)
+		}
+		// CheckAnswerHead: the same end, refused for a bare LF only.
+		aend, aerr := CheckAnswerHead(b)
+		if aend != end || (aerr != nil) != bare || aerr != nil && aerr != ErrAnswerBareLF {
+			t.Fatalf("CheckAnswerHead(%q) = %d, %v; want %d, refused %t", b, aend, aerr, end, bare)
 		}
 	})
 }

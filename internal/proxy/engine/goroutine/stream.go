@@ -283,7 +283,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		if err != nil && whole && !forward.BadAnswer(err) {
 			// The whole head was read, so the parser's error is about its
 			// bytes: the upstream's bad answer, not a transport failure.
-			err = forward.AnswerParseError(err)
+			err = forward.AnswerParseError(err, peekHead(rd))
 		}
 		if err != nil {
 			hc.ReleaseReader(br)
@@ -308,9 +308,9 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 	return rd, br, nil
 }
 
-// checkAnswerHead gives the verdict of forward.CheckHead on the answer
-// head at the start of rd, reading until the head is whole (whole: rd
-// holds it all): a head with a bare LF is forward.ErrAnswerBareLF
+// checkAnswerHead gives the verdict of forward.CheckAnswerHead on the
+// answer head at the start of rd, reading until the head is whole (whole:
+// rd holds it all): a head with a bare LF is forward.ErrAnswerBareLF
 // (fasthttp's reader would wait for its end until the deadline). A head
 // larger than rd's buffer, or a read error, is left to fasthttp's reader,
 // which reports it.
@@ -320,14 +320,21 @@ func checkAnswerHead(rd *bufio.Reader) (whole bool, err error) {
 			return false, nil
 		}
 		b, _ := rd.Peek(rd.Buffered())
-		if end, refuse := forward.CheckHead(b); end >= 0 {
-			if refuse != "" {
-				return true, forward.ErrAnswerBareLF
-			}
-			return true, nil
+		if end, err := forward.CheckAnswerHead(b); end >= 0 {
+			return true, err
 		}
 		n = len(b) + 1
 	}
+}
+
+// peekHead is the answer head rd holds whole (checkAnswerHead found it),
+// after fasthttp's parser refused it: a refused head is not consumed.
+func peekHead(rd *bufio.Reader) []byte {
+	b, _ := rd.Peek(rd.Buffered())
+	if end := forward.HeadEnd(b); end >= 0 {
+		return b[:end]
+	}
+	return b
 }
 
 // answerBody reads or sets up the body of the answer whose head exchange
