@@ -4,7 +4,6 @@ package loop
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -155,7 +154,7 @@ func (uc *upConn) read(toEnd bool) {
 		} else {
 			err = &net.OpError{Op: "read", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("read", err)}
 		}
-		uc.cl.failed(fmt.Errorf("the upstream closed the connection before the whole response: %w", err))
+		uc.cl.failed(forward.ClosedEarly(err))
 		return
 	}
 }
