@@ -508,10 +508,6 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 		}
 	}
 	switch {
-	case err == io.EOF && b.left > 0:
-		// The close before the length was all there: a cut, not the end.
-		err = io.ErrUnexpectedEOF
-		b.rerr = err
 	case err == io.EOF:
 		b.eof = true
 	case err != nil && b.rerr == nil:
