@@ -69,3 +69,18 @@ func FuzzHeadEnd(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheckHead: the pre-parse verdict on a typical proxied request head (the loop runs it
+// on every head it reads): one pass finds the end, the bare LFs and the Transfer-Encoding fields.
+func BenchmarkCheckHead(b *testing.B) {
+	head := []byte("POST http://payment.shop:8080/charge?card=4242 HTTP/1.1\r\nHost: payment.shop:8080\r\n" +
+		"User-Agent: Go-http-client/1.1\r\nContent-Length: 17\r\nContent-Type: application/json\r\n" +
+		"Traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nX-Request-Id: 84961386-6d84-929d-98bd-c5aee93b5c88\r\n" +
+		"Idempotency-Key: key-17\r\nRetrycap-Budget: 4\r\nAccept-Encoding: gzip\r\n\r\n{\"amount\":\"1.00\"}")
+	b.SetBytes(int64(len(head)))
+	for b.Loop() {
+		if end, refuse := CheckHead(head); end < 0 || refuse != "" {
+			b.Fatal(end, refuse)
+		}
+	}
+}
