@@ -37,7 +37,7 @@ type Record struct {
 	Exhausted     string
 	Error         string
 	// Cut is who ended a streamed answer body before its end, after its head went to the client
-	// ("upstream", "client"; "" when it ended whole or did not stream), and BodyBytes how many
+	// ("upstream", "client", "proxy"; "" when it ended whole or did not stream), and BodyBytes how many
 	// bytes of it the proxy had read from the upstream by then. Set only on a line written when
 	// the body ended (Writer.CommitRecord: the shared ring; a loop's ring carries neither).
 	Cut       string

@@ -66,7 +66,7 @@ func NewMetrics() *Metrics {
 	}, []string{"upstream"})
 	m.cut = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_responses_cut_total",
-		Help: "Answers whose body streamed (chunked, or a length over 64 KiB) and was cut after the head went to the client, by who ended it: upstream (closed, reset, stalled past the body's idle timeout or broke its framing), client (went away). The client's connection was closed; the access log's line says cut.",
+		Help: "Answers whose body streamed (chunked, or a length over 64 KiB) and was cut after the head went to the client, by who ended it: upstream (closed, reset, stalled past the body's idle timeout or broke its framing), client (went away), proxy (could not stream it: descriptors ran out). The client's connection was closed; the access log's line says cut.",
 	}, []string{"upstream", "by"})
 	m.Tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_tunnels_total", Help: "CONNECT and upgrade tunnels opened (never retried).",
@@ -111,8 +111,9 @@ type UpMetrics struct {
 	Retries  prometheus.Counter
 	Latency  prometheus.Observer
 	Denied   [policy.NumReasons]prometheus.Counter
-	// CutByUpstream and CutByClient count the streamed answers cut after their head (StreamEnd).
-	CutByUpstream, CutByClient prometheus.Counter
+	// CutByUpstream, CutByClient and CutByProxy count the streamed answers cut after their
+	// head was judged (StreamEnd).
+	CutByUpstream, CutByClient, CutByProxy prometheus.Counter
 
 	codeMu sync.Mutex
 	codes  [600]atomic.Pointer[counterBox]
@@ -129,6 +130,7 @@ func (m *Metrics) forUpstream(name string, budget *policy.RetryBudget, br *polic
 
 		CutByUpstream: m.cut.WithLabelValues(name, CutUpstream),
 		CutByClient:   m.cut.WithLabelValues(name, CutClient),
+		CutByProxy:    m.cut.WithLabelValues(name, CutProxy),
 	}
 	for r := policy.Reason(1); r < policy.NumReasons; r++ {
 		u.Denied[r] = m.denied.WithLabelValues(name, r.String())

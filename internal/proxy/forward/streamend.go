@@ -10,6 +10,10 @@ const (
 	// CutClient: the client went away (reset its connection, or the proxy's writes to it
 	// failed).
 	CutClient = "client"
+	// CutProxy: the proxy could not stream it (the event loop could not hand the connections
+	// to the goroutine that streams: descriptors ran out); the client got nothing of it and its
+	// connection was closed.
+	CutProxy = "proxy"
 )
 
 // StreamEnd is the end of an answer whose body streams after its head went to the client
@@ -36,7 +40,7 @@ func (x *Exchange) Streams() { x.streams = true }
 func (x *Exchange) StreamEnd() *StreamEnd { return x.end }
 
 // Done ends the streamed body: cut is "" when it ended whole, else who cut it (CutUpstream,
-// CutClient), and body is how many of its bytes the proxy read from the upstream. It writes the
+// CutClient, CutProxy), and body is how many of its bytes the proxy read from the upstream. It writes the
 // attempt's line with the cut (and the bytes) and counts the cut in
 // retrycap_proxy_responses_cut_total. Safe on nil, and once only.
 func (s *StreamEnd) Done(cut string, body int64) {
@@ -49,6 +53,8 @@ func (s *StreamEnd) Done(cut string, body int64) {
 		s.up.M.CutByUpstream.Inc()
 	case CutClient:
 		s.up.M.CutByClient.Inc()
+	case CutProxy:
+		s.up.M.CutByProxy.Inc()
 	}
 	if s.w != nil {
 		s.rec.Cut, s.rec.BodyBytes = cut, body

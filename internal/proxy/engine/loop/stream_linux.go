@@ -76,14 +76,14 @@ func (uc *upConn) stream(body []byte, n int) {
 	if err != nil {
 		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
 		_ = unix.Close(clientFd)
-		end.Done(forward.CutUpstream, 0) // nothing of it went out: the client's connection is closed
+		end.Done(forward.CutProxy, 0) // nothing of it went out: the client's connection is closed
 		return
 	}
 	client, err := netpoll.FileConn(clientFd, "client")
 	if err != nil {
 		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
 		_ = upc.Close()
-		end.Done(forward.CutClient, 0)
+		end.Done(forward.CutProxy, 0)
 		return
 	}
 	l.f.M.Handoffs.WithLabelValues(HandoffStreamedResponse.String()).Inc()
@@ -113,7 +113,7 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 		own.Header.SetContentLength(n)
 		if err := own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
 			_ = client.Close()
-			end.Done(forward.CutUpstream, 0)
+			end.Done(forward.CutProxy, 0)
 			return
 		}
 		stream = own.BodyStream()
