@@ -32,10 +32,11 @@ type crdSource struct {
 	types func() (string, error)
 }
 
-// meshCRDSources are the vendored CRDs that hold whole mesh API groups. Kuma's, Dapr's and
-// Consul's (internal/mesh/crds/thirdparty) are one or two CRDs of their groups: not listed, their
-// groups are not checked. Linkerd's are not vendored (its module is not fetchable through the
-// module proxy): its groups' kinds are written by hand (linkerdAPIKinds, TestLinkerdAPIKinds).
+// meshCRDSources are the vendored CRDs that hold whole mesh API groups. Kuma's and Consul's
+// (internal/mesh/crds/thirdparty, written by retrycap) and Dapr's (one file of the dapr module)
+// are one or two CRDs of their groups: not listed, their groups are not checked. Linkerd's are
+// not vendored (its module is not fetchable through the module proxy): its groups' kinds are
+// written by hand (linkerdAPIKinds, TestLinkerdAPIKinds).
 var meshCRDSources = []crdSource{
 	{crds.IstioAPIModule, crds.Istio, nil},
 	{crds.GatewayAPIModule, func() (string, error) { return crds.GatewayAPI(crds.Standard) }, nil},

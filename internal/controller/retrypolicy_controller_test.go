@@ -149,9 +149,11 @@ var _ = Describe("RetryPolicy status", func() {
 	})
 
 	It("gives each violation its own fix when one entrypoint's client attempts alone exceed the cap", func() {
-		// api's clients make 5 attempts against cap 4: no rewrite fits its chain. web's chain
-		// is fixed by lowering order's db (before: it read "no rewrite fits: client attempts 5
-		// at entrypoint api exceed cap 4" too). The CLI's golden fixtext-mixed says the same.
+		// api's clients make 5 attempts against cap 4: no rewrite fits its chain, whose fix
+		// names what the plan (analyze -o patch) lowers on it, then why that is not enough
+		// (before: the reason alone). web's chain is fixed by lowering order's db (before that:
+		// it read "no rewrite fits: client attempts 5 at entrypoint api exceed cap 4" too). The
+		// CLI's golden fixtext-mixed says the same.
 		ns := "fixtext"
 		createNamespace(ctx, ns)
 		Expect(k8sClient.Create(ctx, deployment(ns, "web", "order=3", nil))).To(Succeed())
@@ -165,7 +167,7 @@ var _ = Describe("RetryPolicy status", func() {
 		Expect(st.Violations).To(Equal([]v1alpha1.Violation{{
 			Path: []string{"api", "order", "db"}, Amplification: 20,
 			Message:    "client -x5-> api -x2-> order -x2-> db = 20 > cap 4",
-			Suggestion: "no rewrite fits: client attempts 5 at entrypoint api exceed cap 4",
+			Suggestion: "api: order=1; order: db=1; no rewrite fits: client attempts 5 at entrypoint api exceed cap 4",
 		}, {
 			Path: []string{"web", "order", "db"}, Amplification: 6,
 			Message:    "client -x1-> web -x3-> order -x2-> db = 6 > cap 4",

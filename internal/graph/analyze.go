@@ -526,10 +526,12 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 	})
 	fs = fs[:min(len(fs), MaxViolations)]
 
-	// Each violation's fix is its own: a chain from an entrypoint whose client attempts alone
-	// exceed the cap says so (nothing below can fix it); any other chain gets the whole-graph
-	// plan's values on its path, which bring it within the cap even when some other
-	// entrypoint's chains cannot be (PlanRewrite's Unfit).
+	// Each violation's fix is its own: the whole-graph plan's values on its path (what
+	// PlanRewrite, and so analyze -o patch, changes there), which bring it within the cap even
+	// when some other entrypoint's chains cannot be (PlanRewrite's Unfit); a chain from an
+	// entrypoint whose client attempts alone exceed the cap then says why that is not enough
+	// (the clients' own attempts, which no object here sets). Before, such a chain read the
+	// reason alone while the patch lowered the edges below it.
 	pcap := max(cap, 1)
 	var planned []int64
 	if !c.fused {
@@ -564,13 +566,17 @@ func (c *core) violations(cap int64, top *topK, chains []rankedEntry) []Violatio
 		if i, ok := entryOf[f.path[0]]; ok {
 			reason = c.entryReason(c.ents[i], pcap)
 		}
-		switch {
-		case reason != "":
-			text = append(text, reason...)
-		case planned != nil:
+		at := len(text)
+		if planned != nil {
 			text = c.appendSuggest(text, f.slots, func(s int32) int64 { return planned[s] })
-		default:
+		} else {
 			text = c.appendSuggestAcyclic(text, f.slots, pcap)
+		}
+		if reason != "" {
+			if len(text) > at {
+				text = append(text, "; "...)
+			}
+			text = append(text, reason...)
 		}
 		cuts[i].sug = len(text)
 	}

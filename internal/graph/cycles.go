@@ -156,14 +156,19 @@ func (c *core) analyzeSimple(g *Graph, cap int64) *Analysis {
 		if p := sp.boundNote(nodes); p != "" {
 			v.Message += " (at most: " + p + ")"
 		}
-		// As on an acyclic graph (violations): a chain from an entrypoint whose client attempts
-		// alone exceed the cap says so; any other gets the plan's values on its path.
-		if v.Suggestion = c.entryReason(en, max(cap, 1)); v.Suggestion == "" {
-			if allow == nil {
-				allow = c.planAllow(max(cap, 1))
-			}
-			v.Suggestion = string(c.appendSuggest(nil, slots, func(s int32) int64 { return c.plannedWith(allow, s) }))
+		// As on an acyclic graph (violations): the plan's values on its path, then, for a chain
+		// from an entrypoint whose client attempts alone exceed the cap, why that is not enough.
+		if allow == nil {
+			allow = c.planAllow(max(cap, 1))
 		}
+		sug := c.appendSuggest(nil, slots, func(s int32) int64 { return c.plannedWith(allow, s) })
+		if why := c.entryReason(en, max(cap, 1)); why != "" {
+			if len(sug) > 0 {
+				sug = append(sug, "; "...)
+			}
+			sug = append(sug, why...)
+		}
+		v.Suggestion = string(sug)
 		a.Violations = append(a.Violations, v)
 	}
 	if len(a.Chains) > 0 {

@@ -146,9 +146,10 @@ func TestAnalyze(t *testing.T) {
 		},
 		{
 			// The fix text is per chain: api's client attempts alone are over the cap, so no
-			// rewrite fits its chain; web's chain is fixed by the plan (order's edge to db at 1,
-			// which api's chain through order forces anyway). Before: both chains read "no
-			// rewrite fits: client attempts 5 at entrypoint api exceed cap 4".
+			// rewrite fits its chain, whose fix names what the plan (and -o patch) lowers on it
+			// first; web's chain is fixed by the plan (order's edge to db at 1, which api's chain
+			// through order forces anyway). Before: both chains read "no rewrite fits: client
+			// attempts 5 at entrypoint api exceed cap 4", then api's read only that.
 			name:     "one entrypoint alone over the cap, another fixable",
 			services: []string{"web", "api", "order", "db"},
 			edges:    []e{{"web", "order", 3, 1}, {"order", "db", 2, 1}, {"api", "order", 2, 1}},
@@ -156,7 +157,7 @@ func TestAnalyze(t *testing.T) {
 			cap:      4, amp: 20, bounded: true, worst: "api>order>db", load: ServiceLoad{Service: "db", Requests: 20},
 			chains:    []string{"api:20:api>order>db", "web:6:web>order>db"},
 			vmessages: []string{"client -x5-> api -x2-> order -x2-> db = 20 > cap 4", "client -x1-> web -x3-> order -x2-> db = 6 > cap 4"},
-			vsuggest:  []string{"no rewrite fits: client attempts 5 at entrypoint api exceed cap 4", "order: db=1"},
+			vsuggest:  []string{"api: order=1; order: db=1; no rewrite fits: client attempts 5 at entrypoint api exceed cap 4", "order: db=1"},
 			entries:   []string{"web:1", "api:5"},
 		},
 		{

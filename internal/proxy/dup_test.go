@@ -285,7 +285,8 @@ func TestClientCancelNotUpstreamFailure(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, "ok")
 			})
-			defer close(release)
+			var releaseOnce sync.Once
+			defer releaseOnce.Do(func() { close(release) })
 			logPath := filepath.Join(t.TempDir(), "access.log")
 			p := startProxy(t, "--upstreams", "svc=3", "--resolve", "svc="+b.addr(), "--breaker-failures", "5",
 				"--breaker-open-for", "1m", "--per-try-timeout", "500ms", "--access-log", logPath)
@@ -321,12 +322,22 @@ func TestClientCancelNotUpstreamFailure(t *testing.T) {
 					t.Fatalf("%v retries denied for %s, want 0 (a cancelled call asks for no retry)", got, policy.Reason(r))
 				}
 			}
+			if tc.answered {
+				// A streamed answer's line is written when its body ends (the client's reset
+				// ends it at once; a FIN does not): the backend ends the bodies, and the proxy
+				// writes them to clients that are gone.
+				releaseOnce.Do(func() { close(release) })
+				proxytest.Eventually(t, "every line written", func() bool { return p.accessLog.w.Written() >= n+1 })
+			}
 			if err := p.accessLog.w.Close(); err != nil {
 				t.Fatal(err)
 			}
 			data, err := os.ReadFile(logPath)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if strings.Contains(string(data), `"cut":"upstream"`) {
+				t.Errorf("a cancelled call's body logged as cut by the upstream:\n%s", data)
 			}
 			lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 			cancelled, ok := 0, 0

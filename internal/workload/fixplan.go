@@ -239,16 +239,15 @@ func (fp *FixPlan) clients(e string, now int64) int64 {
 // the edges: the routes on its entrypoint's client attempts that the fix lowers (or the reason it
 // cannot), then each edge of its path the plan lowers, in path order, then, when its client
 // attempts under the fix still exceed the cap, why no rewrite fits. A chain from an entrypoint
-// over the cap that no route multiplies keeps the graph's text (parts).
+// over the cap that no route multiplies gets the same: the edges fp's plan lowers on it (which
+// may be fewer than graph.PlanRewrite's, the graph's text, once a route elsewhere is lowered),
+// then why no rewrite fits.
 func (fp *FixPlan) fixParts(r *Result, v *graph.Violation, parts []string) []string {
 	if len(v.Path) == 0 || len(v.Factors) != len(v.Path) {
 		return parts
 	}
 	e, cap := v.Path[0], max(r.Cap, 1)
 	routes := fp.byEntry[e]
-	if len(routes) == 0 && v.Factors[0] > cap {
-		return parts
-	}
 	var out []string
 	for _, i := range routes {
 		rt := fp.Routes[i]

@@ -1,7 +1,7 @@
-// Package crds finds the real CustomResourceDefinitions of the mesh APIs that internal/mesh reads,
-// in the Go module cache, for tests that install them into a real API server
-// (internal/controlplane, Options.CRDPaths). They come from the projects' own modules, pinned in
-// go.mod and go.sum (so a fresh machine downloads them with `go mod download`):
+// Package crds finds the CustomResourceDefinitions of the mesh APIs that internal/mesh reads, for
+// tests that install them into a real API server (internal/controlplane, Options.CRDPaths). All
+// but Kuma's and Consul's are the projects' own, from their Go modules in the module cache,
+// pinned in a go.mod and go.sum or by version and hash (a fresh machine downloads them):
 //
 //   - Gateway API: sigs.k8s.io/gateway-api (the product's go.mod; its tests import the typed API),
 //     config/crd/experimental (HTTPRoute's rules[].retry is experimental through v1.6) or
@@ -13,9 +13,13 @@
 //     charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_backendtrafficpolicies.yaml
 //     (the whole directory, and the Go API's api/v1alpha1, for internal/analyze's list of the
 //     group's kinds);
-//   - Kuma (Mesh, MeshRetry), Dapr (Resiliency) and Consul (ServiceRouter): copied into
-//     internal/mesh/crds/thirdparty at pinned commits (its README names them): their modules are
-//     not fetchable through the module proxy, or would move the product's versions.
+//   - Dapr (Resiliency): github.com/dapr/dapr at DaprVersion, charts/dapr/crds/resiliency.yaml,
+//     downloaded by internal/publicdatatest at that version and hash (requiring it in a go.mod
+//     would move the product's k8s.io versions);
+//   - Kuma (Mesh, MeshRetry) and Consul (ServiceRouter): no module the module proxy serves
+//     carries them, so internal/mesh/crds/thirdparty holds minimal structural CRDs written by
+//     retrycap (its README), with the projects' names, scopes and versions and the fields
+//     internal/mesh reads: not the projects' files.
 package crds
 
 import (
@@ -26,6 +30,7 @@ import (
 	"path/filepath"
 
 	"github.com/retrycap/retrycap/internal/controlplane"
+	"github.com/retrycap/retrycap/internal/publicdatatest"
 )
 
 // Modules and paths.
@@ -75,21 +80,24 @@ func EnvoyGatewayAPITypes() (string, error) {
 	return inModule(filepath.Join("hack", "crds"), EnvoyGatewayModule, filepath.Join("api", "v1alpha1"))
 }
 
-// Kuma is the list of Kuma's Mesh and MeshRetry CRD files.
+// Kuma is the list of the Mesh and MeshRetry CRD files (hand-written, thirdparty/README.md).
 func Kuma() ([]string, error) {
 	return thirdParty("kuma.io_meshes.yaml", "kuma.io_meshretries.yaml")
 }
 
-// Dapr is Dapr's Resiliency CRD file.
+// Dapr's module: its version and zip hash (the schema's fields checked by schema_test.go).
+const (
+	DaprModule  = "github.com/dapr/dapr"
+	DaprVersion = "v1.14.0"
+	DaprSum     = "h1:SIQsNX1kH31JRDIS4k8IZ6eomM/BAcOP844PhQIT+BQ="
+)
+
+// Dapr is Dapr's Resiliency CRD file, from Dapr's module.
 func Dapr() (string, error) {
-	p, err := thirdParty("dapr.io_resiliencies.yaml")
-	if err != nil {
-		return "", err
-	}
-	return p[0], nil
+	return publicdatatest.File(DaprModule, DaprVersion, DaprSum, "charts/dapr/crds/resiliency.yaml")
 }
 
-// Consul is Consul's ServiceRouter CRD file.
+// Consul is the ServiceRouter CRD file (hand-written, thirdparty/README.md).
 func Consul() (string, error) {
 	p, err := thirdParty("consul.hashicorp.com_servicerouters.yaml")
 	if err != nil {
@@ -98,7 +106,8 @@ func Consul() (string, error) {
 	return p[0], nil
 }
 
-// thirdParty are files of internal/mesh/crds/thirdparty.
+// thirdParty are files of internal/mesh/crds/thirdparty (retrycap's own CRDs of other projects'
+// kinds).
 func thirdParty(names ...string) ([]string, error) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
@@ -108,7 +117,7 @@ func thirdParty(names ...string) ([]string, error) {
 	for i, n := range names {
 		out[i] = filepath.Join(root, "internal", "mesh", "crds", "thirdparty", n)
 		if _, err := os.Stat(out[i]); err != nil {
-			return nil, fmt.Errorf("the third-party CRD %s: %w", n, err)
+			return nil, fmt.Errorf("the CRD %s: %w", n, err)
 		}
 	}
 	return out, nil

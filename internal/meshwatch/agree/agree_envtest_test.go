@@ -15,6 +15,7 @@ import (
 	"github.com/retrycap/retrycap/internal/analyze/kustomize"
 	"github.com/retrycap/retrycap/internal/mesh/crds"
 	"github.com/retrycap/retrycap/internal/operator/operatortest"
+	"github.com/retrycap/retrycap/internal/publicdatatest"
 )
 
 // fileCase is an input of analyze's goldens (internal/cli/testdata) read by the controller and the
@@ -69,9 +70,10 @@ func agreeOnFile(t *testing.T, op *operatortest.Operator, fc fileCase) {
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	c, ctx := op.Client, op.Ctx
-	raw, err := os.ReadFile(fc.file)
-	if fi, serr := os.Stat(fc.file); serr == nil && fi.IsDir() {
-		raw, err = kustomize.Build(fc.file) // a kustomization, as analyze -k reads it
+	file := publicdatatest.Dir(t, fc.file) // a directory listing public projects' module files: assembled
+	raw, err := os.ReadFile(file)
+	if fi, serr := os.Stat(file); serr == nil && fi.IsDir() {
+		raw, err = kustomize.Build(file) // a kustomization, as analyze -k reads it
 	}
 	g.Expect(err).NotTo(HaveOccurred())
 	input := string(raw)

@@ -1,7 +1,8 @@
 package agree_test
 
 // Istio ambient waypoints (mesh/waypoint.go), on istio/istio's bookinfo samples
-// (internal/cli/testdata/public, README: commit): analyze, the status and the gate must agree.
+// (internal/cli/testdata/public: taken from the istio.io/istio module at test time, its README):
+// analyze, the status and the gate must agree.
 //
 //   - a waypoint Gateway in the cluster (class istio-waypoint) used by the reviews Service, its
 //     GAMMA route without retry: productpage -x(2 x 3)-> reviews -x1-> ratings = 6 > cap 2, the

@@ -470,3 +470,41 @@ func BenchmarkRingBeginCommit(b *testing.B) {
 	})
 	b.ReportMetric(float64(w.Dropped())/float64(b.N), "dropped/op")
 }
+
+// A streamed body's cut (Cut, BodyBytes) follows error on the line, written through
+// CommitRecord from a record filled outside the rings; observe reads the line as any other.
+// A slot reset for its next record carries no cut.
+func TestCutLine(t *testing.T) {
+	var out syncBuffer
+	w := New("order", &out, 4)
+	var r Record
+	r.TimeNanos = time.Date(2026, 12, 1, 10, 0, 0, 5000, time.UTC).UnixNano()
+	r.DurationNanos = 412 * int64(time.Microsecond)
+	r.Upstream, r.Attempt, r.BudgetIn, r.Status, r.GRPCStatus = "payment", 1, -1, 200, -1
+	r.SetMethod([]byte("GET"))
+	r.SetAuthority([]byte("payment"))
+	r.SetPath([]byte("/big"))
+	r.Cut, r.BodyBytes = "upstream", 50000
+	if !w.CommitRecord(&r) {
+		t.Fatal("ring full")
+	}
+	e := w.Begin()
+	fill(e, 2)
+	w.Commit(e)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(out.String(), "\n")
+	want := `{"log":"retrycap-access","time":"2026-12-01T10:00:00.000005Z","service":"order","upstream":"payment","method":"GET","authority":"payment","path":"/big","attempt":1,"status":200,"duration_us":412,"cut":"upstream","body_bytes":50000}` + "\n"
+	if len(lines) != 3 || lines[0] != want || strings.Contains(lines[1], `"cut"`) {
+		t.Fatalf("writer wrote\n%s\nwant first\n%s\nthen a line without a cut", out.String(), want)
+	}
+	a, ok, err := observe.ParseLine(bytes.TrimSpace([]byte(lines[0])), observe.Source{})
+	if err != nil || !ok || a.Status != 200 || a.Path != "/big" || a.Number != 1 {
+		t.Fatalf("observe read %+v, %v, %v", a, ok, err)
+	}
+	r.reset()
+	if r.Cut != "" || r.BodyBytes != 0 {
+		t.Fatalf("reset left cut %q, body_bytes %d", r.Cut, r.BodyBytes)
+	}
+}

@@ -36,6 +36,12 @@ type Record struct {
 	GRPCStatus    int // -1: none
 	Exhausted     string
 	Error         string
+	// Cut is who ended a streamed answer body before its end, after its head went to the client
+	// ("upstream", "client", "proxy"; "" when it ended whole or did not stream), and BodyBytes how many
+	// bytes of it the proxy had read from the upstream by then. Set only on a line written when
+	// the body ended (Writer.CommitRecord: the shared ring; a loop's ring carries neither).
+	Cut       string
+	BodyBytes int64
 
 	off, n [numFields]uint16 // field f is data[off[f] : off[f]+n[f]]
 	used   uint16
@@ -87,7 +93,7 @@ func (r *Record) SetStormOp(baggage []byte) { r.set(fStormOp, BaggageMember(bagg
 func (r *Record) reset() {
 	r.n = [numFields]uint16{}
 	r.used = 0
-	r.Exhausted, r.Error = "", ""
+	r.Exhausted, r.Error, r.Cut, r.BodyBytes = "", "", "", 0
 }
 
 // PathOf is the path of a request URI: "http://order/buy?x=1" -> "/buy", "/buy?x" -> "/buy",

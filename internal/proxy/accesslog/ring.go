@@ -108,7 +108,9 @@ func (r *Ring) Begin() *Entry {
 	return &r.stage
 }
 
-// Commit packs the record from Begin into the ring and hands it to the writer.
+// Commit packs the record from Begin into the ring and hands it to the writer. The packed
+// form has no Cut nor BodyBytes: a line that has them is written when a streamed body ends,
+// off the loop, through the shared ring (Writer.CommitRecord).
 func (r *Ring) Commit(e *Entry) {
 	rec := &e.Record
 	size := hdrSize + int(rec.used) + clip(len(rec.Upstream)) + clip(len(rec.Exhausted)) + clip(len(rec.Error))

@@ -131,6 +131,19 @@ func (w *Writer) Commit(e *Entry) {
 	}
 }
 
+// CommitRecord writes a record filled outside the rings (the line of an attempt whose answer
+// body streams, written when the body ends) through the shared ring: a copy into a slot of it,
+// then Commit. False when the ring is full (the line is dropped and counted, as by Begin).
+func (w *Writer) CommitRecord(r *Record) bool {
+	e := w.Begin()
+	if e == nil {
+		return false
+	}
+	e.Record = *r
+	w.Commit(e)
+	return true
+}
+
 // nudge wakes the background writer (a token it takes at its next wait if it is not waiting).
 func (w *Writer) nudge() {
 	select {
@@ -313,7 +326,7 @@ func (w *Writer) flush() {
 //	 "request_id":"r","storm_op":"17"}
 //
 // budget_in/out are left out without a chain budget, grpc_status without one, the strings
-// when empty.
+// when empty; cut and body_bytes (after error) only for a streamed body cut short.
 func AppendLine(b []byte, service string, r *Record) []byte {
 	b = append(b, `{"log":"`+Marker+`","time":"`...)
 	b = appendTime(b, r.TimeNanos)
@@ -360,6 +373,10 @@ func appendFields(b []byte, service string, r *Record) []byte {
 	b = appendInt(b, `,"duration_us":`, r.DurationNanos/1000)
 	b = appendStr(b, `,"exhausted":"`, r.Exhausted)
 	b = appendStr(b, `,"error":"`, r.Error)
+	if r.Cut != "" {
+		b = appendStr(b, `,"cut":"`, r.Cut)
+		b = appendInt(b, `,"body_bytes":`, r.BodyBytes)
+	}
 	b = appendStr(b, `,"trace_id":"`, r.get(fTrace))
 	b = appendStr(b, `,"idempotency_key":"`, r.get(fKey))
 	b = appendStr(b, `,"request_id":"`, r.get(fRequestID))

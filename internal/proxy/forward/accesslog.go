@@ -41,16 +41,28 @@ func (x *Exchange) LogTo(r *accesslog.Ring) { x.logRing = r }
 
 // logAttempt writes the attempt that just ended (AfterAttempt: now, its transport error's
 // condition or its response in resp, the decision on it) to the access log, if there is one:
-// a ring slot filled in place, no allocation, no I/O.
+// a ring slot filled in place, no allocation, no I/O. The line of an answer whose body streams
+// (x.end) is filled into its StreamEnd instead, and written when the body ends.
 func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	w := x.f.accessLog
 	if w == nil {
+		return
+	}
+	if x.end != nil {
+		x.end.w = w
+		x.fillRecord(&x.end.rec, now, o, d)
 		return
 	}
 	e := w.BeginOn(x.logRing)
 	if e == nil {
 		return // dropped, counted
 	}
+	x.fillRecord(&e.Record, now, o, d)
+	w.Commit(e)
+}
+
+// fillRecord sets the fields of an attempt's line (logAttempt's).
+func (x *Exchange) fillRecord(e *accesslog.Record, now int64, o *policy.Outcome, d policy.Decision) {
 	req := x.req
 	e.TimeNanos, e.DurationNanos = x.attemptStart, now-x.attemptStart
 	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = x.up.Name, x.attempt, o.Status, -1
@@ -88,7 +100,6 @@ func (x *Exchange) logAttempt(now int64, o *policy.Outcome, d policy.Decision) {
 	} else if x.reqSeen&seenBaggage != 0 {
 		e.SetStormOp(req.Header.PeekBytes(keyBaggage))
 	}
-	w.Commit(e)
 }
 
 // parseSmallInt reads a non-negative decimal of up to 4 digits; -1 if it is not one.

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/valyala/fasthttp"
 
@@ -55,6 +56,15 @@ var ErrBadStatus = errors.New("the upstream's answer has a status below 100")
 // the loop failed at once.
 var ErrAnswerBareLF = errors.New("the upstream's answer head has a line that ends in a bare LF")
 
+// ClosedEarly is the failure of an attempt whose upstream closed (or
+// reset) its connection before the whole answer (its head, or a body read
+// before the head goes out) came, err the read's: one wording on both
+// engines. The goroutine engine's 502 for a 1,000-byte body cut at 500
+// read "(unexpected EOF)" where the loop's said this.
+func ClosedEarly(err error) error {
+	return fmt.Errorf("the upstream closed the connection before the whole response: %w", err)
+}
+
 // answerParseError is an answer head fasthttp's parser refused (its whole
 // head was read: no transport failure). Its text is the proxy's own, one of
 // a fixed set (Reason): fasthttp's message quotes the upstream's bytes
@@ -69,10 +79,17 @@ func (e *answerParseError) Error() string { return "the upstream's answer is mal
 func (e *answerParseError) Unwrap() error { return e.err }
 
 // AnswerParseError wraps the error of fasthttp's parser on an answer head
-// the engine read whole: a bad answer (BadAnswer) whose text names the
-// problem in the proxy's words.
-func AnswerParseError(err error) error {
-	return &answerParseError{why: Reason(err, "its head cannot be parsed"), err: err}
+// the engine read whole (head: its bytes): a bad answer (BadAnswer) whose
+// text names the problem in the proxy's words. A head with more than one
+// Transfer-Encoding field reads ReasonTooManyTE whatever fasthttp said
+// of it (its wording depends on the fields' values and on
+// SecureErrorLogMessage, which only the goroutine engine sets).
+func AnswerParseError(err error, head []byte) error {
+	why := Reason(err, "its head cannot be parsed")
+	if why == "unsupported transfer-encoding" && TransferEncodingFields(head) > 1 {
+		why = ReasonTooManyTE
+	}
+	return &answerParseError{why: why, err: err}
 }
 
 // BadAnswer reports an attempt that failed on an upstream answer that is no

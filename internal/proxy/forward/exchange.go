@@ -83,6 +83,10 @@ type Exchange struct {
 	respScanned bool
 	// reqSeen is the request's names (Begin's seen), for the access log's lookups.
 	reqSeen Seen
+	// streams: the answer AfterAttempt judges next streams its body (Streams); end is the
+	// StreamEnd of the one it passed on.
+	streams bool
+	end     *StreamEnd
 }
 
 // Begin reads the request's headers (chain budget, hop-by-hop headers,
@@ -277,6 +281,11 @@ func (x *Exchange) AfterAttempt(err error) (retry bool, wait time.Duration) {
 	d := x.f.pol.Judge(&o, up.Budget, up.Breaker, x.probe, now)
 	x.probe = false // reported
 	x.inAttempt = false
+	if x.streams && err == nil && !d.Retry {
+		// Passed on with its body to stream: its line waits for the body's end (StreamEnd).
+		x.end = &StreamEnd{up: up}
+	}
+	x.streams = false
 	x.logAttempt(now, &o, d)
 	if d.Retry {
 		up.M.Retries.Inc()

@@ -19,7 +19,7 @@ import (
 // if b does not hold all of it. Lines end in CRLF or a bare LF, as
 // fasthttp's parser accepts.
 func HeadEnd(b []byte) int {
-	end, _ := scanHead(b)
+	end, _, _ := scanHead(b)
 	return end
 }
 
@@ -27,24 +27,46 @@ func HeadEnd(b []byte) int {
 // gives the verdict on it before it is parsed: refuse is "" to parse it,
 // else why it is refused (400, then the close). A bare LF is refused here
 // because fasthttp's parser never finds the end of a head ended by bare
-// LFs: it would wait for the head timeout. The rules that need the parsed
+// LFs: it would wait for the head timeout. More than one
+// Transfer-Encoding field is refused here (ReasonTooManyTE) because
+// fasthttp's parser, which refuses it too, words it by the value of the
+// first field and by its SecureErrorLogMessage ("unsupported
+// transfer-encoding" for two "chunked"). The rules that need the parsed
 // head (BadHeaderLines, CheckVersion) come after the parse, on either
-// engine. One pass finds the end and the bare LFs.
+// engine. One pass finds the end, the bare LFs and the
+// Transfer-Encoding fields.
 func CheckHead(b []byte) (end int, refuse string) {
-	end, bare := scanHead(b)
-	if end >= 0 && bare {
+	end, bare, te := scanHead(b)
+	switch {
+	case end < 0:
+	case bare:
 		refuse = "a line ends in a bare LF"
+	case te > 1:
+		refuse = ReasonTooManyTE
 	}
 	return end, refuse
 }
 
-// scanHead is HeadEnd, and whether a line of the head (through its end, or
-// of what b holds of it) ends in a bare LF.
-func scanHead(b []byte) (end int, bareLF bool) {
+// CheckAnswerHead is CheckHead for an upstream's answer head: only a bare
+// LF is refused before the parse (ErrAnswerBareLF). Several
+// Transfer-Encoding fields are the parser's to judge (it ignores them in
+// an HTTP/1.0 answer); AnswerParseError words its refusal.
+func CheckAnswerHead(b []byte) (end int, err error) {
+	end, bare, _ := scanHead(b)
+	if end >= 0 && bare {
+		err = ErrAnswerBareLF
+	}
+	return end, err
+}
+
+// scanHead is HeadEnd, whether a line of the head (through its end, or
+// of what b holds of it) ends in a bare LF, and how many of its field
+// lines are Transfer-Encoding fields (isTELine).
+func scanHead(b []byte) (end int, bareLF bool, te int) {
 	for i := 0; ; {
 		j := bytes.IndexByte(b[i:], '\n')
 		if j < 0 {
-			return -1, bareLF
+			return -1, bareLF, te
 		}
 		i += j
 		if i == 0 || b[i-1] != '\r' {
@@ -52,15 +74,46 @@ func scanHead(b []byte) (end int, bareLF bool) {
 		}
 		i++
 		if i < len(b) && b[i] == '\n' {
-			return i + 1, true // the empty line is a bare LF
+			return i + 1, true, te // the empty line is a bare LF
 		}
 		if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
-			return i + 2, bareLF
+			return i + 2, bareLF, te
 		}
 		if i+1 >= len(b) {
-			return -1, bareLF
+			return -1, bareLF, te
+		}
+		// One byte looked at per line; the name compared only for a 't'.
+		if b[i]|0x20 == 't' && isTELine(b[i:]) {
+			te++
 		}
 	}
+}
+
+// isTELine reports whether line (a field line, and what follows it) is a
+// Transfer-Encoding field: the name, in any case, then the colon, as
+// fasthttp's parser takes it (a blank before the colon is its "invalid
+// header key", another refusal).
+func isTELine(line []byte) bool {
+	const name = "transfer-encoding:"
+	return len(line) >= len(name) && bytes.EqualFold(line[:len(name)], []byte(name))
+}
+
+// TransferEncodingFields counts the Transfer-Encoding fields of a message
+// head (its first line, which is no field, is skipped).
+func TransferEncodingFields(head []byte) int {
+	n := 0
+	for first := true; len(head) > 0; first = false {
+		line := head
+		if i := bytes.IndexByte(head, '\n'); i >= 0 {
+			line, head = head[:i+1], head[i+1:]
+		} else {
+			head = nil
+		}
+		if !first && isTELine(line) {
+			n++
+		}
+	}
+	return n
 }
 
 // MalformedAnswer is the answer to a head the proxy does not read, byte for

@@ -21,6 +21,7 @@ type Metrics struct {
 	retries  *prometheus.CounterVec
 	denied   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	cut      *prometheus.CounterVec
 	// Tunnels counts CONNECT and upgrade tunnels by kind.
 	Tunnels *prometheus.CounterVec
 	// Handoffs counts what the event loops hand to the goroutine engine, by
@@ -63,6 +64,10 @@ func NewMetrics() *Metrics {
 		Name: "retrycap_proxy_upstream_latency_seconds", Help: "Latency of one attempt to the upstream.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"upstream"})
+	m.cut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retrycap_proxy_responses_cut_total",
+		Help: "Answers whose body streamed (chunked, or a length over 64 KiB) and was cut after the head went to the client, by who ended it: upstream (closed, reset, stalled past the body's idle timeout or broke its framing), client (went away), proxy (could not stream it: descriptors ran out). The client's connection was closed; the access log's line says cut.",
+	}, []string{"upstream", "by"})
 	m.Tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_tunnels_total", Help: "CONNECT and upgrade tunnels opened (never retried).",
 	}, []string{"kind"})
@@ -92,7 +97,7 @@ func NewMetrics() *Metrics {
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "retrycap_proxy_in_flight", Help: "Calls being handled.",
 	}, func() float64 { return float64(m.InFlight.Load()) })
-	m.Reg.MustRegister(m.Requests, m.attempts, m.retries, m.denied, m.latency, m.Tunnels, m.Handoffs, m.LoopPanics, m.Timeouts, m.StaleResends, m.AcceptPauses, inFlight,
+	m.Reg.MustRegister(m.Requests, m.attempts, m.retries, m.denied, m.latency, m.cut, m.Tunnels, m.Handoffs, m.LoopPanics, m.Timeouts, m.StaleResends, m.AcceptPauses, inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -106,6 +111,9 @@ type UpMetrics struct {
 	Retries  prometheus.Counter
 	Latency  prometheus.Observer
 	Denied   [policy.NumReasons]prometheus.Counter
+	// CutByUpstream, CutByClient and CutByProxy count the streamed answers cut after their
+	// head was judged (StreamEnd).
+	CutByUpstream, CutByClient, CutByProxy prometheus.Counter
 
 	codeMu sync.Mutex
 	codes  [600]atomic.Pointer[counterBox]
@@ -119,6 +127,10 @@ func (m *Metrics) forUpstream(name string, budget *policy.RetryBudget, br *polic
 		Attempts: m.attempts.WithLabelValues(name),
 		Retries:  m.retries.WithLabelValues(name),
 		Latency:  m.latency.WithLabelValues(name),
+
+		CutByUpstream: m.cut.WithLabelValues(name, CutUpstream),
+		CutByClient:   m.cut.WithLabelValues(name, CutClient),
+		CutByProxy:    m.cut.WithLabelValues(name, CutProxy),
 	}
 	for r := policy.Reason(1); r < policy.NumReasons; r++ {
 		u.Denied[r] = m.denied.WithLabelValues(name, r.String())

@@ -14,6 +14,16 @@ import (
 // into the client's 502. The answers say which rule was broken, from a
 // fixed list, and never repeat the bytes.
 
+// ReasonTooManyTE is the proxy's one wording of a head with more than one
+// Transfer-Encoding field, a request's (CheckHead: 400) or an answer's
+// (AnswerParseError: 502), on both engines. fasthttp's parser words it
+// "too many transfer-encoding headers", or "unsupported transfer-encoding"
+// when the first field is not "chunked" or with its
+// SecureErrorLogMessage (the goroutine engine's): the same upstream
+// answer read "too many ..." on the loop and "unsupported ..." on the
+// goroutine engine, and two "chunked" fields from a client "unsupported".
+const ReasonTooManyTE = "too many transfer-encoding headers"
+
 // parseReasons are the phrases fasthttp 1.78's parsers open their
 // messages with (header.go, headerscanner.go, http.go, uri.go, ipv6.go), each with the
 // proxy's wording. A phrase is looked for only before the first quoted
@@ -34,7 +44,7 @@ var parseReasons = [...]struct{ phrase, reason string }{
 	{"unexpected char at the end of status code", "invalid response status code"},
 	{"invalid header key", "invalid header name"},
 	{"invalid header value", "invalid header value"},
-	{"too many transfer-encoding headers", "too many transfer-encoding headers"},
+	{"too many transfer-encoding headers", ReasonTooManyTE},
 	{"too many host headers", "too many host headers"},
 	{"unsupported transfer-encoding", "unsupported transfer-encoding"},
 	{"duplicate content-length header", "duplicate content-length header"},

@@ -340,8 +340,15 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 			// its own cancellation, not the upstream's failure.
 			x.ClientGone()
 		}
+		ub, streams := ctx.Response.BodyStream().(*upstreamBody)
+		if streams && err == nil {
+			x.Streams() // the line of an answer passed on waits for its body's end
+		}
 		retry, wait := x.AfterAttempt(err)
 		if !retry {
+			if streams && ctx.Response.BodyStream() == ub {
+				ub.end = x.StreamEnd()
+			}
 			return
 		}
 		// A streamed body of the answer being retried is dropped unread by

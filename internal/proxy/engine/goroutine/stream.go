@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -278,12 +277,12 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		if err != nil && !whole && err != io.EOF && errors.Is(err, io.EOF) {
 			// Part of a head, then the close: in the loop's words (a bare
 			// io.EOF, no byte of an answer, stays itself: staleErr).
-			err = fmt.Errorf("the upstream closed the connection before the whole response: %w", io.ErrUnexpectedEOF)
+			err = forward.ClosedEarly(io.ErrUnexpectedEOF)
 		}
 		if err != nil && whole && !forward.BadAnswer(err) {
 			// The whole head was read, so the parser's error is about its
 			// bytes: the upstream's bad answer, not a transport failure.
-			err = forward.AnswerParseError(err)
+			err = forward.AnswerParseError(err, peekHead(rd))
 		}
 		if err != nil {
 			hc.ReleaseReader(br)
@@ -308,9 +307,9 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 	return rd, br, nil
 }
 
-// checkAnswerHead gives the verdict of forward.CheckHead on the answer
-// head at the start of rd, reading until the head is whole (whole: rd
-// holds it all): a head with a bare LF is forward.ErrAnswerBareLF
+// checkAnswerHead gives the verdict of forward.CheckAnswerHead on the
+// answer head at the start of rd, reading until the head is whole (whole:
+// rd holds it all): a head with a bare LF is forward.ErrAnswerBareLF
 // (fasthttp's reader would wait for its end until the deadline). A head
 // larger than rd's buffer, or a read error, is left to fasthttp's reader,
 // which reports it.
@@ -320,14 +319,21 @@ func checkAnswerHead(rd *bufio.Reader) (whole bool, err error) {
 			return false, nil
 		}
 		b, _ := rd.Peek(rd.Buffered())
-		if end, refuse := forward.CheckHead(b); end >= 0 {
-			if refuse != "" {
-				return true, forward.ErrAnswerBareLF
-			}
-			return true, nil
+		if end, err := forward.CheckAnswerHead(b); end >= 0 {
+			return true, err
 		}
 		n = len(b) + 1
 	}
+}
+
+// peekHead is the answer head rd holds whole (checkAnswerHead found it),
+// after fasthttp's parser refused it: a refused head is not consumed.
+func peekHead(rd *bufio.Reader) []byte {
+	b, _ := rd.Peek(rd.Buffered())
+	if end := forward.HeadEnd(b); end >= 0 {
+		return b[:end]
+	}
+	return b
 }
 
 // answerBody reads or sets up the body of the answer whose head exchange
@@ -361,6 +367,9 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 		// as before streaming, so that a reset or a stall in it is still a
 		// failed attempt that can be retried.
 		err = resp.ReadBody(rd, 0)
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			err = forward.ClosedEarly(io.ErrUnexpectedEOF) // in the loop's words
+		}
 		extra := br.Buffered() > 0 // sent beyond its Content-Length: closed (above)
 		hc.ReleaseReader(br)
 		if gone := cut.disarm(); err != nil || gone {
@@ -464,6 +473,12 @@ type upstreamBody struct {
 	// ownCut: the call has ended and left it to the body to stop.
 	cut    *clientCut
 	ownCut bool
+	// end is the attempt's (nil: none), told at release how the body
+	// ended; n counts the body bytes read, rerr is the first read's
+	// failure (not the body's end).
+	end  *forward.StreamEnd
+	n    int64
+	rerr error
 }
 
 var bodyPool = sync.Pool{New: func() any { return &upstreamBody{} }}
@@ -485,14 +500,18 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 		return 0, errClientGone
 	}
 	n, err := b.body.Read(p)
+	b.n += int64(n)
 	if b.left >= 0 {
 		b.left -= n
 		if b.left <= 0 && err == nil {
 			err = io.EOF
 		}
 	}
-	if err == io.EOF {
+	switch {
+	case err == io.EOF:
 		b.eof = true
+	case err != nil && b.rerr == nil:
+		b.rerr = err
 	}
 	return n, err
 }
@@ -508,13 +527,27 @@ func (b *upstreamBody) Close() error {
 }
 
 func (b *upstreamBody) release(discard bool) {
+	gone := false
 	if b.cut != nil {
-		if b.cut.disarm() {
+		if gone = b.cut.disarm(); gone {
 			discard = true // the client reset: the connection's deadline was cut
 		}
 		if b.ownCut {
 			b.cut.stop()
 		}
+	}
+	if b.end != nil {
+		cut := ""
+		switch {
+		case b.eof:
+		case gone || errors.Is(b.rerr, errClientGone):
+			cut = forward.CutClient
+		case b.rerr != nil:
+			cut = forward.CutUpstream
+		default:
+			cut = forward.CutClient // the server stopped writing it: the client's writes failed
+		}
+		b.end.Done(cut, b.n)
 	}
 	b.own.Reset() // closes the decoder, which returns it to fasthttp's pool
 	// Bytes read beyond the body's end: the upstream is out of step with
@@ -525,6 +558,7 @@ func (b *upstreamBody) release(discard bool) {
 	b.hc, b.cc, b.conn, b.br, b.body = nil, nil, nil, nil, nil
 	b.eof, b.closeConn, b.held = false, false, false
 	b.cut, b.ownCut = nil, false
+	b.end, b.n, b.rerr = nil, 0, nil
 	bodyPool.Put(b)
 }
 

@@ -130,7 +130,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
 		resp.Reset()
 		// In the proxy's words: fasthttp's quotes the upstream's bytes.
-		ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+forward.AnswerParseError(err).Error()+"\n", fasthttp.StatusBadGateway)
+		ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+forward.AnswerParseError(err, raw).Error()+"\n", fasthttp.StatusBadGateway)
 		return
 	}
 	if req.Header.IsHead() || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {

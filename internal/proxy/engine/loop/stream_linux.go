@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ func (uc *upConn) stream(body []byte, n int) {
 	if n < 0 {
 		cl.resp.Header.SetContentLength(-1)
 	}
+	cl.x.Streams() // the line of an answer passed on waits for its body's end
 	retry, wait := cl.x.AfterAttempt(nil)
 	if retry {
 		// The body of an answer being retried is not wanted: drop it with
@@ -60,6 +62,7 @@ func (uc *upConn) stream(body []byte, n int) {
 	}
 	bodyCopy := append([]byte(nil), body...)
 	rest := append([]byte(nil), c.in...)
+	end := cl.x.StreamEnd()
 	uc.cl, cl.uc = nil, nil
 	cl.x.End()
 	c.call = nil
@@ -73,27 +76,29 @@ func (uc *upConn) stream(body []byte, n int) {
 	if err != nil {
 		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
 		_ = unix.Close(clientFd)
+		end.Done(forward.CutProxy, 0) // nothing of it went out: the client's connection is closed
 		return
 	}
 	client, err := netpoll.FileConn(clientFd, "client")
 	if err != nil {
 		l.f.Logger.Printf("event loop: streaming an answer: %v", err)
 		_ = upc.Close()
+		end.Done(forward.CutProxy, 0)
 		return
 	}
 	l.f.M.Handoffs.WithLabelValues(HandoffStreamedResponse.String()).Inc()
 	l.e.streams.Add(1)
 	l.e.track(client, upc)
-	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient)
+	go l.e.streamAnswer(client, upc, bodyCopy, n, r, rest, closeClient, end)
 }
 
 // streamAnswer writes r to the client with its body read from the
 // upstream as it arrives (fasthttp decodes a length or the close, Go's
 // reader chunks, and fasthttp encodes the client's framing), each read making progress within
 // forward.BodyIdleTimeout. A body cut short closes the client's connection, so that
-// it never looks complete. Afterwards the client's connection is served by
-// the goroutine engine.
-func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool) {
+// it never looks complete, and end (the attempt's access-log line, the cut metric) says who
+// cut it. Afterwards the client's connection is served by the goroutine engine.
+func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasthttp.Response, rest []byte, closeClient bool, end *forward.StreamEnd) {
 	defer e.streams.Done()
 	defer e.untrack(client, upc)
 	defer upc.Close()
@@ -108,10 +113,12 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 		own.Header.SetContentLength(n)
 		if err := own.ReadBody(br, 0); err != nil { // sets up the decoder; reads nothing
 			_ = client.Close()
+			end.Done(forward.CutProxy, 0)
 			return
 		}
 		stream = own.BodyStream()
 	}
+	counted := &countedStream{r: stream}
 	size := n
 	if size < 0 {
 		size = -1 // to the client: chunked, whatever framing the upstream used
@@ -126,11 +133,12 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	// upstream connection closed at once (the upstream app sees its
 	// request end), not when the next bytes find it gone or after the
 	// idle timeout. A FIN alone is a half-close: the body goes on.
-	tok, werr := watchHangup(client, upstreamCut{upc})
+	hung := &upstreamCut{c: upc}
+	tok, werr := watchHangup(client, hung)
 	if werr != nil {
 		e.watchErr.Do(func() { e.f.Logger.Printf("event loop: clients that go away mid-body are not cut: %v", werr) })
 	}
-	r.SetBodyStream(ownedStream{stream}, size)
+	r.SetBodyStream(ownedStream{counted}, size)
 	r.ImmediateHeaderFlush = true
 	// fasthttp frames the body; the head is the loop's own (head.go).
 	sw := &headSwap{w: client, head: func() []byte { return appendAnswerHead(nil, &r.Header) }}
@@ -141,6 +149,17 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	}
 	own.Reset()
 	netpoll.StopHangup(tok) // before the client's socket closes or moves on
+	cut := ""
+	switch {
+	case err == nil:
+	case hung.gone.Load():
+		cut = forward.CutClient // its reset closed the upstream connection under the read
+	case counted.err != nil:
+		cut = forward.CutUpstream
+	default:
+		cut = forward.CutClient // the writes to it failed
+	}
+	end.Done(cut, counted.n)
 	if err != nil || closeClient {
 		_ = client.Close()
 		return
@@ -150,10 +169,34 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 
 // upstreamCut closes the upstream connection of an answer being streamed
 // when its client resets (netpoll.Hungup; Close ends the read blocked on
-// it).
-type upstreamCut struct{ c net.Conn }
+// it); gone says it did, so that the read's failure is put down to the
+// client.
+type upstreamCut struct {
+	c    net.Conn
+	gone atomic.Bool
+}
 
-func (u upstreamCut) Hungup() { _ = u.c.Close() }
+func (u *upstreamCut) Hungup() {
+	u.gone.Store(true)
+	_ = u.c.Close()
+}
+
+// countedStream is an answer's body as read from the upstream: how many
+// bytes, and the read's failure (not the end of the body).
+type countedStream struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (s *countedStream) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if err != nil && err != io.EOF && s.err == nil {
+		s.err = err
+	}
+	return n, err
+}
 
 // watchHangup watches the client's socket for its reset (0 and an error:
 // not watched, the stream then runs as before).

@@ -4,7 +4,6 @@ package loop
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -155,7 +154,7 @@ func (uc *upConn) read(toEnd bool) {
 		} else {
 			err = &net.OpError{Op: "read", Net: "tcp", Addr: uc.addr, Err: os.NewSyscallError("read", err)}
 		}
-		uc.cl.failed(fmt.Errorf("the upstream closed the connection before the whole response: %w", err))
+		uc.cl.failed(forward.ClosedEarly(err))
 		return
 	}
 }
@@ -169,7 +168,7 @@ func (uc *upConn) parse(data []byte) bool {
 	var head []byte // from the final answer's status line
 	for {
 		head = data
-		end, refuse := forward.CheckHead(data)
+		end, refuse := forward.CheckAnswerHead(data)
 		if end < 0 {
 			if len(data) > forward.MaxResponseHead {
 				cl.failed(forward.ErrAnswerHeadTooLarge)
@@ -182,14 +181,14 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(forward.ErrAnswerHeadTooLarge)
 			return true
 		}
-		if refuse != "" {
-			cl.failed(forward.ErrAnswerBareLF)
+		if refuse != nil {
+			cl.failed(refuse)
 			return true
 		}
 		if err := resp.Header.Read(l.parseAnswer.Reader(data[:end])); err != nil {
 			// The whole head is here: a head the parser refuses is the
 			// upstream's bad answer, not a transport failure.
-			cl.failed(forward.AnswerParseError(err))
+			cl.failed(forward.AnswerParseError(err, data[:end]))
 			return true
 		}
 		skip, err := forward.Interim(resp.StatusCode(), uc.interim)
