@@ -2,7 +2,9 @@ package h2
 
 import (
 	"errors"
+	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -54,6 +56,11 @@ type batchConn struct {
 	tryFn func(fd uintptr) bool
 	try   []byte
 	tried int
+	// The writer's own writes to rc (writeSock), its callback, what is
+	// left to write and the error met.
+	sockFn   func(fd uintptr) bool
+	sockLeft []byte
+	sockErr  error
 	// onDrain runs on the writer goroutine when pending fell under
 	// softMax/2 after a caller found no room; onFail once when the
 	// connection failed (write error, timeout, hardMax).
@@ -106,6 +113,7 @@ func newBatchConn(h *Handler, c net.Conn) *batchConn {
 	}
 	b.cond.L = &b.mu
 	b.tryFn = b.rawWrite
+	b.sockFn = b.sockWriteSome
 	go b.writeLoop()
 	return b
 }
@@ -226,23 +234,32 @@ func (b *batchConn) tryWrite(p []byte) int {
 // per write would be an allocation); b.writing is held, so try and
 // tried are its alone.
 func (b *batchConn) rawWrite(fd uintptr) bool {
-	k, err := syscall.Write(int(fd), b.try)
+	k, err := sockWrite(fd, b.try)
 	if err == nil && k > 0 {
 		b.tried = k
 	}
 	return true // never wait for the socket: that is the writer's
 }
 
-// rawConn is the socket under c's wrappers (those that name the
-// connection they wrap by NetConn, as tls.Conn does), nil if none.
+// rawConn is the socket under c's wrappers, nil if none (socketOf).
 func rawConn(c net.Conn) syscall.RawConn {
+	s, ok := socketOf(c).(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := s.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// socketOf is the socket under c's wrappers (those that name the
+// connection they wrap by NetConn, as tls.Conn does), nil if none.
+func socketOf(c net.Conn) net.Conn {
 	for range 8 {
-		if sc, ok := c.(syscall.Conn); ok {
-			rc, err := sc.SyscallConn()
-			if err != nil {
-				return nil
-			}
-			return rc
+		if _, ok := c.(syscall.Conn); ok {
+			return c
 		}
 		w, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
@@ -278,7 +295,7 @@ func (b *batchConn) writeLoop() {
 			_ = b.SetWriteDeadline(b.dl)
 		}
 		b.mu.Unlock()
-		_, err := b.Conn.Write(buf)
+		err := b.write(buf)
 		b.mu.Lock()
 		b.writing = false
 		b.cond.Broadcast()
@@ -305,6 +322,50 @@ func (b *batchConn) writeLoop() {
 			}
 		}
 	}
+}
+
+// write is the writer's write of buf: to the socket directly when there
+// is one (as tryWrite writes; the wrappers above it add nothing to a
+// write), waiting for room in Go's poller within the write deadline, with
+// no system call the scheduler is told of (netpoll.SendRaw says why);
+// else through Conn.
+func (b *batchConn) write(buf []byte) error {
+	if b.rc == nil {
+		_, err := b.Conn.Write(buf)
+		return err
+	}
+	b.sockLeft, b.sockErr = buf, nil
+	err := b.rc.Write(b.sockFn)
+	b.sockLeft = nil
+	if err == nil {
+		err = b.sockErr
+	}
+	if err != nil {
+		return &net.OpError{Op: "write", Net: b.LocalAddr().Network(), Source: b.LocalAddr(), Addr: b.RemoteAddr(), Err: err}
+	}
+	return nil
+}
+
+// sockWriteSome is write's callback: it writes until all is sent (true),
+// the socket is full (false: the poller waits for room) or an error.
+func (b *batchConn) sockWriteSome(fd uintptr) bool {
+	for len(b.sockLeft) > 0 {
+		n, err := sockWrite(fd, b.sockLeft)
+		switch {
+		case n > 0:
+			b.sockLeft = b.sockLeft[n:]
+		case errors.Is(err, syscall.EINTR):
+		case errors.Is(err, syscall.EAGAIN):
+			return false
+		case err == nil:
+			b.sockErr = io.ErrShortWrite
+			return true
+		default:
+			b.sockErr = os.NewSyscallError("write", err)
+			return true
+		}
+	}
+	return true
 }
 
 // fail runs onFail once.

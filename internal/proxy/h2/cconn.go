@@ -756,17 +756,91 @@ var errReadTimeout = errors.New("preface, SETTINGS or a frame not received whole
 // SETTINGS within RequestTimeout of the connection's start, a frame
 // under way (mid) within RequestTimeout of its first byte, none between
 // frames; and ends the reads once stopReader was called.
+//
+// It reads the client's socket directly (sockReader) once what the
+// connection's wrappers hold above it is taken (takeHeld): a CONNECT
+// tunnel comes through fasthttp's hijacked connection, whose buffered
+// reader may hold the first frames.
 type clientReader struct {
 	cc    *cconn
 	mid   bool
 	since time.Time
 	dl    time.Time // the deadline set
+	via   readVia
+	held  []byte      // the wrappers' bytes, read first (via readHeld)
+	sock  *sockReader // the socket under the wrappers (via readSocket)
+}
+
+// readVia is where a client connection's next bytes come from.
+type readVia uint8
+
+const (
+	readUntried readVia = iota // the first read: takeHeld decides
+	readHeld                   // held first, then the socket
+	readSocket                 // the socket, directly
+	readWrapped                // through the wrappers (no socket under them, or they would not give up their bytes)
+)
+
+// maxHeld bounds what takeHeld takes from the wrappers: more than any of
+// them buffers (fasthttp's reader 8 KiB, a loop's hand-off its head).
+const maxHeld = 64 << 10
+
+// takeHeld reads from c, with a read deadline already past, what its
+// wrappers hold above the socket: each returns its buffered bytes without
+// reading the socket, and the socket, past its deadline, gives nothing,
+// so every byte read is one the wrappers held. ok is false when the
+// socket cannot be read directly (none under c, or the wrappers did not
+// end with the deadline's error); the bytes read go first either way.
+func takeHeld(c net.Conn) (held []byte, sock *sockReader, ok bool) {
+	under := socketOf(c)
+	if under == nil {
+		return nil, nil, false
+	}
+	if err := c.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		return nil, nil, false
+	}
+	defer func() { _ = c.SetReadDeadline(time.Time{}) }()
+	var buf [4 << 10]byte
+	for len(held) <= maxHeld {
+		n, err := c.Read(buf[:])
+		held = append(held, buf[:n]...)
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return held, nil, false
+			}
+			sock = newSockReader(under)
+			return held, sock, sock != nil
+		}
+		if n == 0 {
+			return held, nil, false
+		}
+	}
+	return held, nil, false
 }
 
 func (r *clientReader) Read(p []byte) (int, error) {
 	cc := r.cc
 	if cc.stop.Load() {
 		return 0, net.ErrClosed
+	}
+	if r.via == readUntried {
+		var ok bool
+		r.held, r.sock, ok = takeHeld(cc.nc)
+		r.via = readWrapped
+		if ok {
+			r.via = readHeld
+		}
+	}
+	if len(r.held) > 0 {
+		n := copy(p, r.held)
+		r.held = r.held[n:]
+		if !r.mid {
+			r.mid, r.since = true, time.Now()
+		}
+		return n, nil
+	}
+	if r.via == readHeld {
+		r.via, r.held = readSocket, nil
 	}
 	var want time.Time
 	if r.mid {
@@ -779,7 +853,13 @@ func (r *clientReader) Read(p []byte) (int, error) {
 			return 0, net.ErrClosed
 		}
 	}
-	n, err := cc.nc.Read(p)
+	var n int
+	var err error
+	if r.via == readSocket {
+		n, err = r.sock.Read(p)
+	} else {
+		n, err = cc.nc.Read(p)
+	}
 	if n > 0 && !r.mid {
 		r.mid, r.since = true, time.Now()
 	}

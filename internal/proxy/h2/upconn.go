@@ -79,7 +79,7 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 	if err != nil {
 		return nil, &dialError{err}
 	}
-	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(nc, 16<<10), nextID: 1, streams: map[uint32]*ratt{},
+	uc := &upconn{pool: p, nc: nc, cw: newBatchConn(h, nc), br: bufio.NewReaderSize(upReader(nc), 16<<10), nextID: 1, streams: map[uint32]*ratt{},
 		maxStreams: 100, sendWin: outflow{initialWindow}, recvWin: newInflow(relayConnWindow), peerInitWin: initialWindow}
 	uc.cw.onFail = func(err error) {
 		// The reader ends the connection (lost) with the write's error.
@@ -616,4 +616,13 @@ func (uc *upconn) credit(n int64) {
 	if k > 0 {
 		uc.write(func(fr *http2.Framer) { _ = fr.WriteWindowUpdate(0, k) })
 	}
+}
+
+// upReader is what an upstream connection's frames are read from: its
+// socket directly when nc is one (sockReader), else nc.
+func upReader(nc net.Conn) io.Reader {
+	if r := newSockReader(nc); r != nil {
+		return r
+	}
+	return nc
 }

@@ -4,7 +4,8 @@
 // writes, handing a descriptor to Go's own poller), and the hang-up watch
 // (WatchHangup: the resets of client sockets that goroutines serve, so
 // that a client that went away has its upstream work cut). It knows nothing of
-// HTTP (no fasthttp, no net/http): the engine in package loop builds on it.
+// HTTP (no fasthttp, no net/http): the engine in package loop builds on it,
+// and the h2 relay reads and writes its sockets with RecvRaw and SendRaw.
 //
 // The poller is Linux only (epoll); the timer heap is portable.
 package netpoll

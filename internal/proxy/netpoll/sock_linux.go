@@ -45,6 +45,38 @@ func Send(fd int, b []byte) (int, error) {
 	return int(r), nil
 }
 
+// RecvRaw and SendRaw are Recv and Send made without telling the Go
+// scheduler (RawSyscall): on a non-blocking socket they never block, and
+// the scheduler's bookkeeping of a system call is what costs. A goroutine
+// entering a system call wakes the runtime's monitor (sysmon) when it
+// sleeps, which it does whenever the process was idle for a moment, and
+// the monitor, woken, polls every 20 µs for the next millisecond; with
+// GOMAXPROCS=1 it also hands the P of a goroutine still in its call at
+// the next poll to another thread. Measured on the h2 relay (docs/
+// benchmarks.md, "The h2 relay's socket calls"): at 2,000 gRPC calls/s,
+// 20 % of the proxy's CPU samples were the monitor's wake-ups. The event
+// loops keep Recv and Send: they spend their waits in epoll_wait, a
+// system call the scheduler must know of, and are tuned around it
+// (loop.yieldEvery).
+func RecvRaw(fd int, b []byte) (int, error) {
+	p := bufPtr(b)
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(b)), 0, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+// SendRaw is Send without telling the scheduler (see RecvRaw).
+func SendRaw(fd int, b []byte) (int, error) {
+	p := bufPtr(b)
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(p), uintptr(len(b)), unix.MSG_NOSIGNAL, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
 var zeroByte byte
 
 // bufPtr is b's first byte, for a system call: converted to uintptr in the
