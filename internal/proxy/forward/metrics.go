@@ -102,6 +102,10 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// ResponsesCut is retrycap_proxy_responses_cut_total{upstream,by}: the h2 relay counts its
+// streams cut after their answer's head into it too (h2.Config.ResponsesCut).
+func (m *Metrics) ResponsesCut() *prometheus.CounterVec { return m.cut }
+
 // UpMetrics are one upstream's children, resolved once so the data path
 // never hashes label values.
 type UpMetrics struct {

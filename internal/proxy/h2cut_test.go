@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
+)
+
+// cutWants checks p's one access-log line (its time and duration as "T"
+// and 0) and retrycap_proxy_responses_cut_total{upstream} by each side.
+func cutWants(t *testing.T, p *Proxy, logPath, upstream, want string, by map[string]float64) {
+	t.Helper()
+	for _, side := range []string{"upstream", "client", "proxy"} {
+		side := side
+		proxytest.Eventually(t, "the cut count by "+side, func() bool {
+			return counterValue(t, p, "retrycap_proxy_responses_cut_total", map[string]string{"upstream": upstream, "by": side}) == by[side]
+		})
+	}
+	if got := onlyLogLine(t, p, logPath); got != want {
+		t.Errorf("access log\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestH2CutBodyLogged: an HTTP/2 answer whose headers went to the client
+// and whose body then ended short is logged, at the stream's end, with the
+// cut and the body bytes the proxy read from the upstream, and counted in
+// retrycap_proxy_responses_cut_total, as on HTTP/1.1 (TestAdvCutBodyLogged):
+// the upstream resets the stream (net/http's server aborting its handler:
+// RST_STREAM) or its connection ends mid-body, the client resets the
+// stream (net/http's client cancelling: RST_STREAM CANCEL). A whole answer
+// adds neither field. Before, the line was written when the answer's
+// headers were judged and read "status":200 for all four.
+func TestH2CutBodyLogged(t *testing.T) {
+	const line = `{"log":"retrycap-access","time":"T","upstream":"backend","method":"GET","authority":"backend","path":"/1","attempt":1,"status":200,"duration_us":0`
+	first := strings.Repeat("x", 5000)
+	for _, tc := range []struct {
+		name string
+		end  string // what the upstream does after the first 5000 bytes, once the client has them
+		want string
+		by   map[string]float64
+	}{
+		{"upstream resets the stream", "reset", line + `,"cut":"upstream","body_bytes":5000}`, map[string]float64{"upstream": 1}},
+		{"upstream connection closed", "close", line + `,"cut":"upstream","body_bytes":5000}`, map[string]float64{"upstream": 1}},
+		{"client resets the stream", "client", line + `,"cut":"client","body_bytes":5000}`, map[string]float64{"client": 1}},
+		{"whole", "whole", line + `}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hold, handled := make(chan struct{}), make(chan struct{})
+			var srv *http.Server
+			srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer close(handled)
+				_, _ = io.WriteString(w, first)
+				w.(http.Flusher).Flush()
+				select {
+				case <-hold:
+				case <-r.Context().Done():
+				}
+				switch tc.end {
+				case "reset":
+					panic(http.ErrAbortHandler) // net/http's HTTP/2 server resets the stream
+				case "close":
+					_ = srv.Close()
+				case "client":
+					<-r.Context().Done() // the proxy's reset after the client's
+				case "whole":
+					_, _ = io.WriteString(w, first)
+				}
+			})}
+			var protos http.Protocols
+			protos.SetUnencryptedHTTP2(true)
+			srv.Protocols = &protos
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { _ = srv.Close() })
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String(), "--access-log", logPath)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://backend/1", nil)
+			resp, err := h2Client(t, p).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got := make([]byte, len(first))
+			if _, err := io.ReadFull(resp.Body, got); err != nil || resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+				t.Fatalf("the answer's first bytes: HTTP/%d %d, %v", resp.ProtoMajor, resp.StatusCode, err)
+			}
+			if tc.end == "client" {
+				cancel()
+			} else {
+				close(hold)
+			}
+			rest, err := io.ReadAll(resp.Body)
+			switch {
+			case tc.end == "whole" && (err != nil || len(rest) != len(first)):
+				t.Fatalf("the whole answer's rest: %d bytes, %v", len(rest), err)
+			case tc.end != "whole" && err == nil:
+				t.Fatalf("the cut answer read to its end (%d bytes more), want an error", len(rest))
+			}
+			proxytest.Wait(t, handled, "the upstream's handler")
+			cutWants(t, p, logPath, "backend", tc.want, tc.by)
+		})
+	}
+}
+
+// TestH2CutGRPCLogged: a gRPC server-streaming call through the relay.
+// Trailers end a stream whole whatever their grpc-status (NOT_FOUND after
+// a message: no cut); the upstream's connection ending after a message
+// (grpc-go's Server.Stop) is the upstream's cut, though the client gets
+// trailers the proxy wrote (UNAVAILABLE); the client cancelling after a
+// message is the client's. body_bytes counts the DATA bytes read from the
+// upstream: one message of 7 bytes with its 5-byte prefix, 12.
+func TestH2CutGRPCLogged(t *testing.T) {
+	const line = `{"log":"retrycap-access","time":"T","upstream":"order","method":"POST","authority":"order:50051","path":"/cut.Test/Watch","attempt":1,"status":200,"grpc_status":0,"duration_us":0`
+	for _, tc := range []struct {
+		name string
+		end  string
+		code codes.Code // the client's status after the first message
+		want string
+		by   map[string]float64
+	}{
+		{"trailers NOT_FOUND", "trailers", codes.NotFound, line + `}`, nil},
+		{"upstream stops", "stop", codes.Unavailable, line + `,"cut":"upstream","body_bytes":12}`, map[string]float64{"upstream": 1}},
+		{"client cancels", "client", codes.Canceled, line + `,"cut":"client","body_bytes":12}`, map[string]float64{"client": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hold, handled := make(chan struct{}), make(chan struct{})
+			srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+				defer close(handled)
+				if err := stream.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+					return err
+				}
+				if err := stream.SendMsg(wrapperspb.String("hello")); err != nil {
+					return err
+				}
+				select {
+				case <-hold:
+					return grpcstatus.Error(codes.NotFound, "gone")
+				case <-stream.Context().Done():
+					return stream.Context().Err()
+				}
+			}))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(srv.Stop)
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			p := startProxy(t, "--upstreams", "order=3", "--resolve", "order="+ln.Addr().String(), "--access-log", logPath,
+				"--retry-on", "reset,unavailable")
+			cc, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithAuthority("order:50051"),
+				grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/cut.Test/Watch")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SendMsg(wrapperspb.String("watch")); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			m := new(wrapperspb.StringValue)
+			if err := st.RecvMsg(m); err != nil || m.GetValue() != "hello" {
+				t.Fatalf("the first message: %q, %v", m.GetValue(), err)
+			}
+			switch tc.end {
+			case "trailers":
+				close(hold)
+			case "stop":
+				go srv.Stop()
+			case "client":
+				cancel()
+			}
+			err = st.RecvMsg(m)
+			if grpcstatus.Code(err) != tc.code || errors.Is(err, io.EOF) {
+				t.Fatalf("after the first message: %v, want %s", err, tc.code)
+			}
+			proxytest.Wait(t, handled, "the upstream's handler")
+			cutWants(t, p, logPath, "order", tc.want, tc.by)
+		})
+	}
+}
