@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -204,5 +205,107 @@ func TestH2CutGRPCLogged(t *testing.T) {
 			proxytest.Wait(t, handled, "the upstream's handler")
 			cutWants(t, p, logPath, "order", tc.want, tc.by)
 		})
+	}
+}
+
+// TestDrainCutIsTheProxys: a drain (SIGTERM's Shutdown, --drain-timeout)
+// that runs out of time with an answer's body still streaming (an upstream
+// that sent the head and a first part, then nothing more) cuts it, and the
+// line reads "cut":"proxy", counted by="proxy", on both HTTP/1.1 engines
+// and the h2 relay; the line is written before the access log closes.
+// Before: the loop engine put the cut down to the side whose read or write
+// failed first (its closed connections), the goroutine engine did not cut
+// the body at all (fasthttp's drain leaves its connections be: the line
+// never reached the log, closed before the body ended), and the h2 relay's
+// line was written at the headers, whole-looking.
+func TestDrainCutIsTheProxys(t *testing.T) {
+	const chunkedHead = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	const drain = 300 * time.Millisecond
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run("http1/"+engine, func(t *testing.T) {
+			up := newStreamUpstream(t, []string{chunkedHead + "5\r\nhello\r\n", "", "0\r\n\r\n"}, false, "")
+			defer func() { close(up.hold); proxytest.Wait(t, up.ended, "the upstream's end") }()
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(), "--access-log", logPath)
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\n\r\n")
+			got := make([]byte, len(chunkedHead)+len("5\r\nhello\r\n"))
+			if _, err := io.ReadFull(c.BR, got); err != nil || string(got) != chunkedHead+"5\r\nhello\r\n" {
+				t.Fatalf("the client read %q (%v), want the head and the first chunk", got, err)
+			}
+			drainCut(t, p, drain, logPath, `{"log":"retrycap-access","time":"T","upstream":"backend","method":"GET","authority":"backend","path":"/1","attempt":1,"status":200,"duration_us":0,"cut":"proxy","body_bytes":5}`)
+			if rest := c.Rest(); strings.Contains(rest, "0\r\n\r\n") {
+				t.Errorf("the client got the body's end after the cut: %q", rest)
+			}
+		})
+	}
+	t.Run("h2", func(t *testing.T) {
+		hold := make(chan struct{})
+		defer close(hold)
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, strings.Repeat("x", 5000))
+			w.(http.Flusher).Flush()
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+		})}
+		var protos http.Protocols
+		protos.SetUnencryptedHTTP2(true)
+		srv.Protocols = &protos
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		logPath := filepath.Join(t.TempDir(), "access.log")
+		p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String(), "--access-log", logPath)
+		resp, err := h2Client(t, p).Get("http://backend/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if _, err := io.ReadFull(resp.Body, make([]byte, 5000)); err != nil || resp.ProtoMajor != 2 {
+			t.Fatalf("the answer's first bytes: HTTP/%d, %v", resp.ProtoMajor, err)
+		}
+		drainCut(t, p, drain, logPath, `{"log":"retrycap-access","time":"T","upstream":"backend","method":"GET","authority":"backend","path":"/1","attempt":1,"status":200,"duration_us":0,"cut":"proxy","body_bytes":5000}`)
+		if rest, err := io.ReadAll(resp.Body); err == nil {
+			t.Errorf("the cut answer read to its end (%d bytes more), want an error", len(rest))
+		}
+	})
+}
+
+// drainCut drains p for d (Shutdown, as SIGTERM does with --drain-timeout),
+// which must run out of time, then checks the access log (closed by the
+// drain) and the cut count.
+func drainCut(t *testing.T, p *Proxy, d time.Duration, logPath, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	if err := p.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("drain: %v, want it out of time", err)
+	}
+	if took := time.Since(start); took > d+2*time.Second {
+		t.Errorf("the drain took %v, over its %v and the cut's wait", took, d)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := logClock.ReplaceAllStringFunc(strings.TrimSuffix(string(data), "\n"), func(s string) string {
+		if strings.HasPrefix(s, `"time"`) {
+			return `"time":"T"`
+		}
+		return `"duration_us":0`
+	})
+	if got != want {
+		t.Errorf("access log after the drain\n%s\nwant\n%s", got, want)
+	}
+	for side, n := range map[string]float64{"upstream": 0, "client": 0, "proxy": 1} {
+		if v := counterValue(t, p, "retrycap_proxy_responses_cut_total", map[string]string{"upstream": "backend", "by": side}); v != n {
+			t.Errorf("retrycap_proxy_responses_cut_total{by=%s} %v, want %v", side, v, n)
+		}
 	}
 }

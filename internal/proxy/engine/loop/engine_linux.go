@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,11 +30,14 @@ type Engine struct {
 	// streamConns are the client and upstream connections of the answers
 	// being streamed (closed when a drain runs out of time).
 	streamConns map[net.Conn]struct{}
-	draining    atomic.Bool
-	done        sync.WaitGroup
-	shutOnce    sync.Once
-	nextLoop    atomic.Uint32 // round robin of accepted connections
-	loopsDone   chan struct{} // closed when the loops and streams have ended
+	// drainCut: a drain ran out of time and closed them: the bodies it
+	// cut are the proxy's ("cut":"proxy"), whichever read or write failed.
+	drainCut  atomic.Bool
+	draining  atomic.Bool
+	done      sync.WaitGroup
+	shutOnce  sync.Once
+	nextLoop  atomic.Uint32 // round robin of accepted connections
+	loopsDone chan struct{} // closed when the loops and streams have ended
 	// watchErr: a hang-up watch that could not start is logged once.
 	watchErr sync.Once
 }
@@ -105,6 +109,26 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			l.poll.Post(func() { l.stop() })
 		}
 		e.closeStreams()
+		// The bodies it cut end at once (their reads and writes fail):
+		// waited for, so that their lines reach the access log, which
+		// closes after the drain.
+		waitBounded(&e.streams, cutWait)
 		return fmt.Errorf("event loop: %w", ctx.Err())
+	}
+}
+
+// cutWait bounds the wait for the streamed bodies a drain that ran out of
+// time cut to end (their connections closed: milliseconds).
+const cutWait = time.Second
+
+// waitBounded waits for wg at most d.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }
