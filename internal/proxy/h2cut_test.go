@@ -81,17 +81,9 @@ func TestH2CutBodyLogged(t *testing.T) {
 					_, _ = io.WriteString(w, first)
 				}
 			})}
-			var protos http.Protocols
-			protos.SetUnencryptedHTTP2(true)
-			srv.Protocols = &protos
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() { _ = srv.Serve(ln) }()
-			t.Cleanup(func() { _ = srv.Close() })
+			addr := serveH2C(t, srv)
 			logPath := filepath.Join(t.TempDir(), "access.log")
-			p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String(), "--access-log", logPath)
+			p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+addr, "--access-log", logPath)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://backend/1", nil)
@@ -250,17 +242,9 @@ func TestDrainCutIsTheProxys(t *testing.T) {
 			case <-r.Context().Done():
 			}
 		})}
-		var protos http.Protocols
-		protos.SetUnencryptedHTTP2(true)
-		srv.Protocols = &protos
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.Serve(ln) }()
-		t.Cleanup(func() { _ = srv.Close() })
+		addr := serveH2C(t, srv)
 		logPath := filepath.Join(t.TempDir(), "access.log")
-		p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String(), "--access-log", logPath)
+		p := startProxy(t, "--upstreams", "backend=3", "--resolve", "backend="+addr, "--access-log", logPath)
 		resp, err := h2Client(t, p).Get("http://backend/1")
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,11 @@
 package forward
 
-import "github.com/retrycap/retrycap/internal/proxy/accesslog"
+import (
+	"sync"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
+)
 
 // Who ended a streamed answer body before its end (StreamEnd.Done; the access log's "cut"):
 // accesslog's, shared with the h2 relay.
@@ -60,5 +65,22 @@ func (s *StreamEnd) Done(cut string, body int64) {
 	if s.w != nil {
 		s.rec.Cut, s.rec.BodyBytes = cut, body
 		s.w.CommitRecord(&s.rec)
+	}
+}
+
+// CutWait bounds how long a drain that ran out of time waits for the streamed bodies it cut
+// to end, so that their lines reach the access log, which closes after the drain (their
+// connections closed or their deadlines passed: milliseconds).
+const CutWait = time.Second
+
+// WaitBounded waits for wg at most d.
+func WaitBounded(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }

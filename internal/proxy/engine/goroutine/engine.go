@@ -123,25 +123,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	err := e.srv.ShutdownWithContext(ctx)
 	if err != nil && ctx.Err() != nil {
 		e.transport.cutBodies()
-		waitBounded(&e.transport.bodyWG, cutWait)
+		forward.WaitBounded(&e.transport.bodyWG, forward.CutWait)
 	}
 	return err
-}
-
-// cutWait bounds the wait for the bodies a drain that ran out of time cut
-// to end (deadlines passed on their connections: milliseconds).
-const cutWait = time.Second
-
-// waitBounded waits for wg at most d.
-func waitBounded(wg *sync.WaitGroup, d time.Duration) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
 }
 
 // requestError answers a request the server could not read, saying why;

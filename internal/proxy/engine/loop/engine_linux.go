@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -112,23 +111,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		// The bodies it cut end at once (their reads and writes fail):
 		// waited for, so that their lines reach the access log, which
 		// closes after the drain.
-		waitBounded(&e.streams, cutWait)
+		forward.WaitBounded(&e.streams, forward.CutWait)
 		return fmt.Errorf("event loop: %w", ctx.Err())
-	}
-}
-
-// cutWait bounds the wait for the streamed bodies a drain that ran out of
-// time cut to end (their connections closed: milliseconds).
-const cutWait = time.Second
-
-// waitBounded waits for wg at most d.
-func waitBounded(wg *sync.WaitGroup, d time.Duration) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
 	}
 }
