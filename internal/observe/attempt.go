@@ -49,6 +49,11 @@ type Attempt struct {
 	// flags; Error the transport failure (retrycap's condition).
 	Exhausted string
 	Error     string
+	// Cut is who ended the answer's streamed body short after its head went to the client
+	// (CutUpstream, CutClient, CutProxy; "" when it ended whole), and BodyBytes how many of its
+	// bytes the proxy had read from the upstream by then (retrycap's "cut", "body_bytes").
+	Cut       string
+	BodyBytes int64
 	TraceID   string
 	IdemKey   string
 	RequestID string // X-Request-Id
@@ -71,18 +76,20 @@ func (a *Attempt) Key() (key, kind string) {
 	return "", ""
 }
 
-// Failed reports whether the attempt failed: no response, a 5xx or 429, or a gRPC status
-// other than OK, InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
-// FailedPrecondition, OutOfRange, Unauthenticated (the caller's errors).
+// Who cut an answer's streamed body (retrycap's "cut"; the proxy's forward.CutUpstream, ...).
+const (
+	CutUpstream = "upstream"
+	CutClient   = "client"
+	CutProxy    = "proxy"
+)
+
+// Failed reports whether the attempt failed: no response, a 5xx or 429, a gRPC status other
+// than OK, InvalidArgument, NotFound, AlreadyExists, PermissionDenied, FailedPrecondition,
+// OutOfRange, Unauthenticated (the caller's errors), or an answer whose body was cut after its
+// head (Cut: the client got a head and part of a body it cannot trust, whatever the status
+// said; as Envoy's UC/UR and DC flags are no success).
 func (a *Attempt) Failed() bool {
-	if a.Status == 0 || a.Status >= 500 || a.Status == 429 {
-		return true
-	}
-	switch a.GRPCStatus {
-	case -1, 0, 3, 5, 6, 7, 9, 11, 16:
-		return false
-	}
-	return true
+	return failed(a.Status, a.GRPCStatus, a.Cut != "")
 }
 
 // End is when the attempt ended.

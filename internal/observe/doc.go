@@ -12,7 +12,8 @@
 // or the storm lab's baggage member storm-op) and forgotten: memory is per key (pointer-free
 // slabs), never per line. The report gives per key the write-up's columns: attempts, chain
 // links (distinct trace ids), the services that took part, the first attempt, the span, the
-// failures, and the observed amplification (the attempts at the deepest service the key
+// failures (an answer whose body the proxy logged as cut after its head is one, whatever its
+// status), and the observed amplification (the attempts at the deepest service the key
 // reached). Lines at an Istio gateway and behind it are named by their upstream cluster or
 // SNI, never by the browser's Host.
 //

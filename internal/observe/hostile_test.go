@@ -118,6 +118,16 @@ func TestHostileLinesAddUp(t *testing.T) {
 		{rline("0000-01-01T00:00:00Z", ""), `time "0000-01-01T00:00:00Z": want an RFC 3339 time from 1970 to 2200`},
 		{rline(okTime, `,"idempotency_key":"`+strings.Repeat("x", 300)+`"`), `idempotency key of 300 bytes, over the bound of 256: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" (cut)`},
 		{rline(okTime, `,"duration_us":999999999999999999`), `duration_us 999999999999999999: over 10 years`},
+		{rline(okTime, `,"cut":"sideways","body_bytes":10`), `field "cut": "sideways" is not upstream, client or proxy`},
+		{rline(okTime, `,"cut":"","body_bytes":10`), `field "cut": "" is not upstream, client or proxy`},
+		{rline(okTime, `,"cut":"UPSTREAM","body_bytes":10`), `field "cut": "UPSTREAM" is not upstream, client or proxy`},
+		{rline(okTime, `,"cut":7,"body_bytes":10`), `field "cut": 7 where a string belongs`},
+		{rline(okTime, `,"cut":"upstream","body_bytes":"many"`), `field "body_bytes": "many" is not a whole number >= 0`},
+		{rline(okTime, `,"cut":"upstream","body_bytes":-1`), `field "body_bytes": "-1" is not a whole number >= 0`},
+		{rline(okTime, `,"cut":"upstream","body_bytes":"-"`), `field "body_bytes": "-" is not a whole number >= 0`},
+		{rline(okTime, `,"cut":"client"`), `field "cut" "client" without "body_bytes" (the proxy writes both, on a cut answer's line)`},
+		{rline(okTime, `,"body_bytes":10`), `field "body_bytes" "10" without "cut" (the proxy writes both, on a cut answer's line)`},
+		{rline(okTime, `,"cut":"upstream","body_bytes":1,"cut":"client"`), `field "cut" twice in the line (which one counts is ambiguous)`},
 	} {
 		st, err := NewGrouper().Consume(strings.NewReader("\n"+tc.line+"\n"), Source{Name: "f"}, DefaultMaxLine)
 		if want := "f: line 2: " + tc.why; err != nil || st.Bad != 1 || st.FirstBad != want {

@@ -71,6 +71,8 @@ type rec struct {
 	budgetIn, budgetOut int
 	status, grpc        int
 	exhausted, errText  []byte
+	cut                 []byte // retrycap's "cut": who ended a streamed body short ("" when whole)
+	bodyBytes           int64  // retrycap's "body_bytes" of a cut line
 	traceID, idem       []byte
 	rid, stormOp        []byte
 }
@@ -95,11 +97,12 @@ func (r *rec) key() ([]byte, kindCode) {
 }
 
 func (r *rec) failed() bool {
-	return failed(r.status, r.grpc)
+	return failed(r.status, r.grpc, len(r.cut) > 0)
 }
 
-func failed(status, grpc int) bool {
-	if status == 0 || status >= 500 || status == 429 {
+// failed is Attempt.Failed's rule: a cut answer is a failure whatever its status.
+func failed(status, grpc int, cut bool) bool {
+	if cut || status == 0 || status >= 500 || status == 429 {
 		return true
 	}
 	switch grpc {
@@ -116,8 +119,8 @@ func (r *rec) attempt() Attempt {
 		Caller: string(r.caller), Target: string(r.target), Method: string(r.method), Authority: string(r.authority),
 		Path: string(r.path), Number: r.number, BudgetIn: r.budgetIn, BudgetOut: r.budgetOut,
 		Status: r.status, GRPCStatus: r.grpc, Duration: time.Duration(r.dur), Exhausted: string(r.exhausted),
-		Error: string(r.errText), TraceID: string(r.traceID), IdemKey: string(r.idem), RequestID: string(r.rid),
-		StormOp: string(r.stormOp),
+		Error: string(r.errText), Cut: string(r.cut), BodyBytes: r.bodyBytes, TraceID: string(r.traceID), IdemKey: string(r.idem),
+		RequestID: string(r.rid), StormOp: string(r.stormOp),
 	}
 }
 
@@ -266,8 +269,8 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 	var (
 		logMark, startTime, timeField, code, cluster, sni []byte
 		durMS, durUS, svc, upstream, attempt              []byte
-		bin, bout, grpc, tp                               []byte
-		haveCode, haveStart                               bool
+		bin, bout, grpc, tp, cut, bodyBytes               []byte
+		haveCode, haveStart, haveCut, haveBody            bool
 	)
 	// Each field read is taken once, of the kind it has in the formats: a second occurrence
 	// (which one counts is ambiguous: encoding/json takes the last, others the first), an
@@ -338,6 +341,10 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 			r.exhausted = v
 		case jError:
 			r.errText = v
+		case jCut:
+			cut, haveCut = v, true
+		case jBodyBytes:
+			bodyBytes, haveBody = v, true
 		case jTraceID:
 			r.traceID = v
 		case jTraceparent:
@@ -397,6 +404,9 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 		if n, ok := atoi(grpc); ok {
 			r.grpc = int(n)
 		}
+		if err := r.readCut(cut, haveCut, bodyBytes, haveBody); err != nil {
+			return lineBad, err
+		}
 		r.caller = svc
 		if len(upstream) > 0 && string(upstream) != "unknown" {
 			r.target = upstream
@@ -439,6 +449,8 @@ const (
 	jExhausted
 	jResponseFlags
 	jError
+	jCut
+	jBodyBytes
 	jTraceID
 	jTraceparent
 	jIdempotencyKey
@@ -502,6 +514,10 @@ func jsonFieldOf(k []byte) (jsonFieldDef, bool) {
 		return jsonFieldDef{jResponseFlags, false}, true
 	case "error":
 		return jsonFieldDef{jError, false}, true
+	case "cut":
+		return jsonFieldDef{jCut, false}, true
+	case "body_bytes":
+		return jsonFieldDef{jBodyBytes, true}, true
 	case "trace_id":
 		return jsonFieldDef{jTraceID, false}, true
 	case "traceparent":
@@ -518,6 +534,34 @@ func jsonFieldOf(k []byte) (jsonFieldDef, bool) {
 		return jsonFieldDef{jRequestedServerName, false}, true
 	}
 	return jsonFieldDef{}, false
+}
+
+// readCut checks a retrycap line's "cut" and "body_bytes" (the proxy writes both, on the line
+// of an answer whose streamed body ended short, and neither otherwise): a cut by a side the
+// proxy does not name, a body_bytes that is no whole number, or either without the other
+// makes the line bad, naming the field and the value. Read as a cut, the line is a failed
+// attempt (Attempt.Failed), whatever its status.
+func (r *rec) readCut(cut []byte, haveCut bool, bodyBytes []byte, haveBody bool) error {
+	if !haveCut {
+		if haveBody {
+			return fmt.Errorf("field \"body_bytes\" %q without \"cut\" (the proxy writes both, on a cut answer's line)", bodyBytes)
+		}
+		return nil
+	}
+	switch string(cut) {
+	case CutUpstream, CutClient, CutProxy:
+	default:
+		return fmt.Errorf("field \"cut\": %.40q is not %s, %s or %s", cut, CutUpstream, CutClient, CutProxy)
+	}
+	if !haveBody {
+		return fmt.Errorf("field \"cut\" %q without \"body_bytes\" (the proxy writes both, on a cut answer's line)", cut)
+	}
+	n, ok := atoi(bodyBytes)
+	if !ok {
+		return fmt.Errorf("field \"body_bytes\": %q is not a whole number >= 0", bodyBytes)
+	}
+	r.cut, r.bodyBytes = cut, n
+	return nil
 }
 
 // --- Envoy's and Istio's text formats ---

@@ -237,7 +237,7 @@ func (g *Grouper) Add(a Attempt) {
 	r := rec{
 		dir: a.Direction, start: a.Time.UnixNano(), dur: int64(a.Duration), caller: []byte(a.Caller), target: []byte(a.Target),
 		method: []byte(a.Method), status: a.Status, grpc: a.GRPCStatus, traceID: []byte(a.TraceID), idem: []byte(a.IdemKey),
-		rid: []byte(a.RequestID), stormOp: []byte(a.StormOp),
+		rid: []byte(a.RequestID), stormOp: []byte(a.StormOp), cut: []byte(a.Cut), bodyBytes: a.BodyBytes,
 	}
 	g.fold(&r)
 }

@@ -41,6 +41,7 @@ var Columns = []Column{
 	{"idempotency_key", "text", "String", "the Idempotency-Key"},
 	{"request_id", "text", "String", "X-Request-Id"},
 	{"storm_op", "text", "String", "the storm lab's storm-op"},
+	{"cut", "text", "LowCardinality(String)", "retrycap's cut: who ended a streamed body short (upstream, client, proxy), a failure"},
 }
 
 // Dialect is a log store's query language.
@@ -94,7 +95,7 @@ const pgBase = `WITH a AS (
               WHEN COALESCE(request_id, '') <> '' THEN 2 ELSE 3 END AS kind,
          direction, NULLIF(caller, '') AS caller, service, NULLIF(method, '') AS method, start_time,
          start_time + duration_us * interval '1 microsecond' AS end_time, NULLIF(trace_id, '') AS trace_id,
-         (status = 0 OR status >= 500 OR status = 429 OR COALESCE(grpc_status, 0) NOT IN (0, 3, 5, 6, 7, 9, 11, 16)) AS failed
+         (status = 0 OR status >= 500 OR status = 429 OR COALESCE(grpc_status, 0) NOT IN (0, 3, 5, 6, 7, 9, 11, 16) OR COALESCE(cut, '') <> '') AS failed
   FROM %[1]s
 ),
 s AS ( -- per key and service; at a service with inbound lines only those count (the caller's line of the same attempt is not counted twice)
@@ -129,7 +130,7 @@ const chBase = `WITH a AS (
          multiIf(idempotency_key != '', 0, trace_id != '', 1, request_id != '', 2, 3) AS kind,
          direction, caller, service, method, toUnixTimestamp64Micro(start_time) AS start_us,
          toUnixTimestamp64Micro(start_time) + duration_us AS end_us, trace_id,
-         (status = 0 OR status >= 500 OR status = 429 OR ifNull(grpc_status, 0) NOT IN (0, 3, 5, 6, 7, 9, 11, 16)) AS failed
+         (status = 0 OR status >= 500 OR status = 429 OR ifNull(grpc_status, 0) NOT IN (0, 3, 5, 6, 7, 9, 11, 16) OR cut != '') AS failed
   FROM %[1]s
 ),
 s AS (
@@ -309,7 +310,7 @@ func (c *CSVWriter) write(r *rec) {
 	}
 	c.row = append(c.row[:0], time.Unix(0, r.start).UTC().Format("2006-01-02T15:04:05.000000Z"), itoa(r.dur/1000), string(r.dir),
 		string(r.caller), string(r.target), string(r.method), string(r.authority), string(r.path), strconv.Itoa(r.status), grpc,
-		string(r.exhausted), string(r.errText), string(r.traceID), string(r.idem), string(r.rid), string(r.stormOp))
+		string(r.exhausted), string(r.errText), string(r.traceID), string(r.idem), string(r.rid), string(r.stormOp), string(r.cut))
 	_ = c.w.Write(c.row)
 }
 

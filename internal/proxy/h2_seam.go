@@ -60,7 +60,9 @@ func (p *Proxy) initH2() error {
 		Now:        forward.NowNanos,
 		Logger:     f.Logger,
 		AccessLog:  p.accessLog.w,
-		Entrypoint: f.Cfg.Entrypoint,
+		// One series of cut answers for both protocols.
+		ResponsesCut: p.m.ResponsesCut(),
+		Entrypoint:   f.Cfg.Entrypoint,
 		// One ledger for both protocols: a client alternating between
 		// HTTP/1.1 and HTTP/2 with one key has one chain budget.
 		Ledger: f.Ledger(),

@@ -385,6 +385,22 @@ func newDualBackend(t *testing.T, behave func(n int64, w http.ResponseWriter, r 
 	}
 }
 
+// serveH2C serves srv with h2c (prior knowledge) on a loopback port until
+// the test ends and returns the port's address.
+func serveH2C(t *testing.T, srv *http.Server) string {
+	t.Helper()
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	srv.Protocols = &protos
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
 // h2Client speaks h2c with prior knowledge to the proxy's listener; the
 // URL's host is the :authority that routes the stream.
 func h2Client(t *testing.T, p *Proxy) *http.Client {

@@ -23,6 +23,24 @@ const dataSize = 16 + 128 + 256 + 32 + 96 + 96 + 48
 
 var slash = []byte("/")
 
+// Who ended an answer's body before its end, after its head went to the client: Record.Cut,
+// the line's "cut", the label by of retrycap_proxy_responses_cut_total. Both protocols' (the
+// HTTP/1.1 engines through forward.StreamEnd, the h2 relay's streams).
+const (
+	// CutUpstream: the upstream closed or reset its connection (HTTP/2: reset the stream, or
+	// its connection ended or went away under it), stalled past the body's idle timeout, or
+	// broke the body's framing or the protocol.
+	CutUpstream = "upstream"
+	// CutClient: the client went away (reset its connection or, on HTTP/2, the stream; the
+	// proxy's writes to it failed; it broke the protocol).
+	CutClient = "client"
+	// CutProxy: the proxy ended it: it could not stream it (descriptors ran out), a drain ran
+	// out of time, a client that stopped reading hit the write timeout or did not answer the
+	// keepalive PING, a gRPC call's deadline passed, or the answer's header list was larger
+	// than the client accepts.
+	CutProxy = "proxy"
+)
+
 // Record is one attempt. Strings must be long-lived (the upstream's name, a reason's String):
 // they are stored, not copied. Byte values are copied with the Set methods.
 type Record struct {

@@ -66,7 +66,7 @@ func NewMetrics() *Metrics {
 	}, []string{"upstream"})
 	m.cut = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_responses_cut_total",
-		Help: "Answers whose body streamed (chunked, or a length over 64 KiB) and was cut after the head went to the client, by who ended it: upstream (closed, reset, stalled past the body's idle timeout or broke its framing), client (went away), proxy (could not stream it: descriptors ran out). The client's connection was closed; the access log's line says cut.",
+		Help: "Answers whose body was cut after the head went to the client (HTTP/1.1: chunked, or a length over 64 KiB; HTTP/2 and gRPC: any stream passed on), by who ended it: upstream (closed or reset its connection or the stream, stalled past the body's idle timeout or broke its framing), client (went away or reset the stream), proxy (could not stream it, a drain that ran out of time, a client not reading past the write timeout, a gRPC deadline). The access log's line says cut.",
 	}, []string{"upstream", "by"})
 	m.Tunnels = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "retrycap_proxy_tunnels_total", Help: "CONNECT and upgrade tunnels opened (never retried).",
@@ -101,6 +101,10 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// ResponsesCut is retrycap_proxy_responses_cut_total{upstream,by}: the h2 relay counts its
+// streams cut after their answer's head into it too (h2.Config.ResponsesCut).
+func (m *Metrics) ResponsesCut() *prometheus.CounterVec { return m.cut }
 
 // UpMetrics are one upstream's children, resolved once so the data path
 // never hashes label values.

@@ -1,19 +1,25 @@
 package forward
 
-import "github.com/retrycap/retrycap/internal/proxy/accesslog"
+import (
+	"sync"
+	"time"
 
-// Who ended a streamed answer body before its end (StreamEnd.Done; the access log's "cut").
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
+)
+
+// Who ended a streamed answer body before its end (StreamEnd.Done; the access log's "cut"):
+// accesslog's, shared with the h2 relay.
 const (
 	// CutUpstream: the upstream closed or reset its connection, stalled past
 	// BodyIdleTimeout, or broke the body's framing (a chunk size that is no number, ...).
-	CutUpstream = "upstream"
+	CutUpstream = accesslog.CutUpstream
 	// CutClient: the client went away (reset its connection, or the proxy's writes to it
 	// failed).
-	CutClient = "client"
-	// CutProxy: the proxy could not stream it (the event loop could not hand the connections
-	// to the goroutine that streams: descriptors ran out); the client got nothing of it and its
-	// connection was closed.
-	CutProxy = "proxy"
+	CutClient = accesslog.CutClient
+	// CutProxy: the proxy ended it: the event loop could not hand the connections to the
+	// goroutine that streams (descriptors ran out; the client got nothing of it), or a drain
+	// ran out of time.
+	CutProxy = accesslog.CutProxy
 )
 
 // StreamEnd is the end of an answer whose body streams after its head went to the client
@@ -59,5 +65,22 @@ func (s *StreamEnd) Done(cut string, body int64) {
 	if s.w != nil {
 		s.rec.Cut, s.rec.BodyBytes = cut, body
 		s.w.CommitRecord(&s.rec)
+	}
+}
+
+// CutWait bounds how long a drain that ran out of time waits for the streamed bodies it cut
+// to end, so that their lines reach the access log, which closes after the drain (their
+// connections closed or their deadlines passed: milliseconds).
+const CutWait = time.Second
+
+// WaitBounded waits for wg at most d.
+func WaitBounded(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
 	}
 }

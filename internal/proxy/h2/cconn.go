@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 )
 
 // The frame relay's client side: one connection's reader goroutine and
@@ -148,6 +150,12 @@ type cconn struct {
 	clientGoAway bool
 	closed       bool
 	done         chan struct{}
+	// endBy is who ends the connection when the relay does (cutProxy:
+	// its drain deadline, a write timeout or a client not reading, an
+	// unanswered keepalive PING, a frame not whole in time); 0: the
+	// client (its close or reset, a failed write, a protocol error). The
+	// answers it cuts are put down to it (endedBy). The first set wins.
+	endBy atomic.Uint32
 	// What upstreams may still send, or sent and the client has not
 	// taken, for this connection's streams (flow.go), and the attempts
 	// waiting for it to top their windows up.
@@ -198,6 +206,7 @@ func (h *Handler) serveRelay(c net.Conn, target string) {
 	cc.br = bufio.NewReaderSize(&cc.rd, 16<<10)
 	cc.cw.onFail = func(err error) {
 		if errors.Is(err, errStuck) || errors.Is(err, os.ErrDeadlineExceeded) {
+			cc.endByProxy()
 			h.m.closed.WithLabelValues("not-reading").Inc()
 			h.cfg.Logger.Printf("h2 relay: client connection: not reading its answers: %v", err)
 		}
@@ -306,6 +315,7 @@ func (cc *cconn) serve() {
 				cc.h.m.closed.WithLabelValues("frame-size").Inc()
 				cc.goAway(http2.ErrCodeFrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE")
 			case errors.Is(err, errReadTimeout):
+				cc.endByProxy()
 				cc.h.m.closed.WithLabelValues("timeout").Inc()
 				cc.h.cfg.Logger.Printf("h2 relay: client connection: %v", err)
 				cc.goAway(http2.ErrCodeNo, err.Error())
@@ -925,6 +935,7 @@ func (cc *cconn) keepalive() {
 	now := time.Since(cc.born)
 	if cc.pingSent && now >= cc.pingDue {
 		cfg.Logger.Printf("h2 relay: client connection: timeout waiting for PING response")
+		cc.endByProxy()
 		cc.stopReader()
 		return
 	}
@@ -1048,6 +1059,22 @@ func (cc *cconn) shutdown() {
 	}
 }
 
+// endByProxy says the relay ends the connection (endBy).
+func (cc *cconn) endByProxy() { cc.endBy.CompareAndSwap(0, cutProxyCode) }
+
+// cutProxyCode is endBy's value for the proxy.
+const cutProxyCode = 1
+
+// endedBy is who cuts the answers of the connection's streams when they
+// end before their end went out: the client, unless the relay ended the
+// connection (endBy).
+func (cc *cconn) endedBy() string {
+	if cc.endBy.Load() == cutProxyCode {
+		return accesslog.CutProxy
+	}
+	return accesslog.CutClient
+}
+
 // stopReader makes the reader goroutine end the connection (teardown
 // closes it: only that goroutine does, before ServeConn returns); mu held,
 // the connection not torn down yet.
@@ -1113,6 +1140,7 @@ func (h *Handler) relayShutdown(done <-chan struct{}) {
 		case <-done:
 			cc.mu.Lock()
 			if !cc.closed {
+				cc.endByProxy() // the drain's time is out: what it cuts is the proxy's
 				cc.stopReader()
 			}
 			cc.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -109,6 +110,12 @@ type callState struct {
 	ledgerOn     bool     // the key is charged in the entry proxy's ledger
 	otherKeys    [][]byte // the call's other idempotency-key values, charged too (nil: one)
 	attemptStart int64
+	// relaying: an attempt's answer is passed on (judge), whose end the
+	// stream tells (endRelayed); its access-log line waits in endRec
+	// (endLog), the stream's (set after initCall), for it.
+	relaying bool
+	endLog   bool
+	endRec   *accesslog.Record
 }
 
 // ownAnswer is an answer the proxy writes itself: the status, the header
@@ -438,6 +445,9 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 	if c.known {
 		d = h.cfg.Policy.Judge(&o, c.up.Budget, c.up.Breaker, probe, now)
 	}
+	// An answer neither retried nor failed is passed on (rstream.finish):
+	// its line waits for the stream's end, which may cut it.
+	c.relaying = res.err == nil && !d.Retry
 	c.logAttempt(n, now, &o, res, d)
 	if d.Retry {
 		c.m.retries.Inc()
@@ -604,16 +614,31 @@ func (c *callState) brokenTrailers(err error) []hpack.HeaderField {
 // logAttempt writes the attempt that just ended (at now) to the access log,
 // if there is one, in the HTTP/1.1 path's format: the HTTP status it rode
 // on, for gRPC the grpc-status (0 once a message committed the answer: the
-// real status comes later, in trailers the decision never waits for).
+// real status comes later, in trailers the decision never waits for). The
+// line of an answer passed on (relaying) is filled into endRec and written
+// when the stream ends (endRelayed), as the HTTP/1.1 path's streamed
+// answers' (forward.StreamEnd).
 func (c *callState) logAttempt(n int, now int64, o *policy.Outcome, res *outcome, d policy.Decision) {
 	w := c.h.cfg.AccessLog
 	if w == nil {
+		return
+	}
+	if c.relaying && c.endRec != nil {
+		*c.endRec = accesslog.Record{}
+		c.fillRecord(c.endRec, n, now, o, res, d)
+		c.endLog = true
 		return
 	}
 	e := w.Begin()
 	if e == nil {
 		return // dropped, counted by the writer
 	}
+	c.fillRecord(&e.Record, n, now, o, res, d)
+	w.Commit(e)
+}
+
+// fillRecord sets the fields of attempt n's line (logAttempt's).
+func (c *callState) fillRecord(e *accesslog.Record, n int, now int64, o *policy.Outcome, res *outcome, d policy.Decision) {
 	e.TimeNanos, e.DurationNanos = c.attemptStart, now-c.attemptStart
 	e.Upstream, e.Attempt, e.Status, e.GRPCStatus = c.up.Name, n, 0, -1
 	e.BudgetIn, e.BudgetOut = policy.LoggedBudget(c.chainOn, c.split, n)
@@ -640,5 +665,29 @@ func (c *callState) logAttempt(n int, now int64, o *policy.Outcome, res *outcome
 	} else {
 		e.SetStormOp([]byte(first(c.hdr, hdrBaggage)))
 	}
-	w.Commit(e)
+}
+
+// endRelayed is the end of the stream whose answer was passed on: cut ""
+// when the answer went out whole (its END_STREAM: the body's end or the
+// trailers, whatever their grpc-status), else who cut it
+// (accesslog.CutUpstream, ...) after its headers; body is the answer's
+// body bytes read from the upstream by then. It counts the cut
+// (retrycap_proxy_responses_cut_total) and writes the line logAttempt
+// held, with the cut. Once per call; nothing when no answer was passed on.
+func (c *callState) endRelayed(cut string, body int64) {
+	if !c.relaying {
+		return
+	}
+	c.relaying = false
+	if cut != "" {
+		c.m.countCut(cut)
+	}
+	if !c.endLog {
+		return
+	}
+	c.endLog = false
+	if cut != "" {
+		c.endRec.Cut, c.endRec.BodyBytes = cut, body
+	}
+	c.h.cfg.AccessLog.CommitRecord(c.endRec)
 }

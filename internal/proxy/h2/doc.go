@@ -23,6 +23,9 @@
 // it reads a request's policy inputs, sets each attempt's headers, judges
 // each attempt's result (breaker, retry decision, metrics, access-log
 // line) and writes the proxy's own answers; the relay only moves frames.
+// The line of the answer passed on waits for its stream's end, and says
+// who cut it (upstream, client, proxy) when the stream ended short after
+// its headers (callState.endRelayed, retrycap_proxy_responses_cut_total).
 //
 // The frame relay, one file per type (cconn.go: a client connection,
 // its reader and its streams' RFC 9113 states; rstream.go: a stream,

@@ -81,8 +81,16 @@ type Config struct {
 	PingInterval time.Duration
 	PingTimeout  time.Duration
 	// AccessLog takes one line per attempt (--access-log), as the HTTP/1.1
-	// path writes them, with grpc_status for gRPC; nil: none.
+	// path writes them, with grpc_status for gRPC; nil: none. The line of
+	// an answer passed on is written when its stream ends, with "cut" and
+	// "body_bytes" when it ended short (rstream.close).
 	AccessLog *accesslog.Writer
+	// ResponsesCut counts the answers passed on whose stream ended short
+	// after their headers went to the client, by upstream and who cut it
+	// (accesslog.CutUpstream, ...): the HTTP/1.1 path's
+	// retrycap_proxy_responses_cut_total (forward.Metrics.ResponsesCut);
+	// nil: not counted.
+	ResponsesCut *prometheus.CounterVec
 	// Entrypoint is --entrypoint: a call carrying an Idempotency-Key
 	// (gRPC metadata idempotency-key) is charged in the key ledger, so a
 	// client retrying with the same key gets what is left of the chain
@@ -171,6 +179,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("h2 metrics: %w", err)
 	}
+	m.cut = cfg.ResponsesCut
 	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}}
 	if cfg.Entrypoint {
 		h.ledger = cfg.Ledger

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -20,6 +21,7 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	conns    *prometheus.CounterVec
 	closed   *prometheus.CounterVec
+	cut      *prometheus.CounterVec // Config.ResponsesCut, nil: none
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -71,6 +73,9 @@ type upMetrics struct {
 	resent   prometheus.Counter
 	latency  prometheus.Observer
 	denied   [policy.NumReasons]prometheus.Counter
+	// cutBy counts the answers passed on and cut, by cutIndex (nil
+	// without Config.ResponsesCut).
+	cutBy    [3]prometheus.Counter
 	requests *prometheus.CounterVec
 	name     string
 	proto    string
@@ -88,7 +93,24 @@ func (m *metrics) forUpstream(name, proto string) *upMetrics {
 	for r := policy.Reason(1); r < policy.NumReasons; r++ {
 		u.denied[r] = m.denied.WithLabelValues(name, proto, r.String())
 	}
+	if m.cut != nil {
+		for i, by := range cutNames {
+			u.cutBy[i] = m.cut.WithLabelValues(name, by)
+		}
+	}
 	return u
+}
+
+// cutNames are who may cut an answer, in cutBy's order.
+var cutNames = [3]string{accesslog.CutUpstream, accesslog.CutClient, accesslog.CutProxy}
+
+// countCut counts an answer passed on and cut by by (one of cutNames).
+func (u *upMetrics) countCut(by string) {
+	for i, n := range cutNames {
+		if n == by && u.cutBy[i] != nil {
+			u.cutBy[i].Inc()
+		}
+	}
 }
 
 func (u *upMetrics) code(c string) {

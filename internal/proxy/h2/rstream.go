@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -29,6 +30,9 @@ var errReplayOverflow = errors.New("retrycap-proxy: request body larger than --m
 type rstream struct {
 	cc  *cconn
 	gen uint32 // under cc.mu
+	// endRec is the access-log line of the answer passed on, waiting for
+	// the stream's end (callState.endRec); kept across uses.
+	endRec accesslog.Record
 	useState
 	// Its first attempt (most calls have one); its state is reset by
 	// reuse and next.
@@ -63,6 +67,9 @@ type useState struct {
 	connBlocked bool
 	headersSent bool
 	respDone    bool
+	// cutBy is who ended the answer before its end went out ("" while
+	// none did: markCut), for the access log and the cut metric.
+	cutBy string
 
 	n       int
 	probe   bool
@@ -136,6 +143,7 @@ type attemptState struct {
 	closed  bool
 	res     outcome
 	err     error // failed after it was judged (held, or relayed)
+	bodyIn  int64 // the answer's DATA bytes read from the upstream (padding not counted)
 }
 
 func newStream(cc *cconn, f *hblock) *rstream {
@@ -164,6 +172,7 @@ func newStream(cc *cconn, f *hblock) *rstream {
 	}
 	s.cs = &s.call
 	s.own = cc.h.initCall(s.cs, hostPort, f.pseudo("method"), authority, f.pseudo("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
+	s.cs.endRec = &s.endRec
 	return s
 }
 
@@ -729,6 +738,7 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent DATA before HEADERS"))
 		return
 	}
+	a.bodyIn += int64(len(data))
 	end := f.StreamEnded()
 	switch {
 	case !a.judged: // gRPC, held back
@@ -963,14 +973,39 @@ func (s *rstream) broken(err error) {
 			// loaded machine may run late), not an upstream failure.
 			err = context.DeadlineExceeded
 		}
+		// Trailers the proxy writes for an answer it did not get whole:
+		// cut, though the client's stream ends in order (the upstream's
+		// own trailers, whatever their grpc-status, end it whole).
+		s.markCut(cutOf(err))
 		s.outTrailers = s.cs.brokenTrailers(err)
 		s.outEnd = true
 		s.flushOut()
 		return
 	}
+	s.markCut(cutOf(err))
 	_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
 	s.respDone = true
 	s.close()
+}
+
+// cutOf is who cut an answer the relay ended with err: the call's
+// deadline is the proxy's (its timer, or an upstream's DEADLINE_EXCEEDED
+// when the time is gone: the same end whichever came first,
+// upstreamDeadline), anything else the upstream's (its RST_STREAM, its
+// connection lost or gone away, an answer breaking the protocol).
+func cutOf(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return accesslog.CutProxy
+	}
+	return accesslog.CutUpstream
+}
+
+// markCut records who ended the answer before its end went out; the
+// first to do so counts.
+func (s *rstream) markCut(by string) {
+	if s.cutBy == "" && !s.respDone {
+		s.cutBy = by
+	}
 }
 
 // answer writes one of the proxy's own answers.
@@ -996,6 +1031,7 @@ func (s *rstream) writeHeaders(status int, fields, extra []hpack.HeaderField, en
 	pseudo := [1]hpack.HeaderField{{Name: ":status", Value: statusText(status)}}
 	if cc.out.maxList != 0 && listSize(pseudo[:], fields, extra) > cc.out.maxList {
 		// Larger than the client accepts: it could not read the answer.
+		s.markCut(accesslog.CutProxy)
 		_ = cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
 		s.respDone = true
 		s.close()
@@ -1083,8 +1119,10 @@ func (s *rstream) endStream() {
 }
 
 // clientReset: the client reset the stream (or the connection is gone):
-// the attempts end, nothing more is written.
+// the attempts end, nothing more is written. An answer under way is cut
+// by the client, or by whoever ended its connection (cconn.endedBy).
 func (s *rstream) clientReset() {
+	s.markCut(s.cc.endedBy())
 	if a := s.att; a != nil && !a.judged && !s.done {
 		// An attempt under way is judged as the stdlib engine judges it
 		// (judgeGone): a reset failure, no retry decision.
@@ -1113,6 +1151,13 @@ func (s *rstream) close() {
 		if a != nil {
 			a.release()
 		}
+	}
+	if s.cs.relaying {
+		var body int64
+		if s.relayed != nil {
+			body = s.relayed.bodyIn
+		}
+		s.cs.endRelayed(s.cutBy, body)
 	}
 	if s.connBlocked {
 		// Freed now, not when the window opens (a client that resets

@@ -10,5 +10,7 @@
 // it, so that a head fasthttp would wait on (a bare LF) gets the loop's 400
 // at once. Each call's client socket is watched for its reset while the
 // call runs (cut.go): a client that went away has its attempt's upstream
-// connection closed and its pending retry dropped.
+// connection closed and its pending retry dropped. A drain that runs out
+// of time cuts the answers whose bodies still stream (fasthttp leaves its
+// connections be), as the proxy's cut, and waits for their lines.
 package goroutine

@@ -116,7 +116,17 @@ func (e *Engine) Serve(ln net.Listener) error {
 func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(newHeadConn(c)) }
 
 // Shutdown stops the server: in-flight requests may finish until ctx ends.
-func (e *Engine) Shutdown(ctx context.Context) error { return e.srv.ShutdownWithContext(ctx) }
+// At its end the answers whose bodies still stream are cut ("cut":"proxy":
+// fasthttp leaves its connections be) and their ends waited for a moment,
+// so that their lines reach the access log, which closes after the drain.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	err := e.srv.ShutdownWithContext(ctx)
+	if err != nil && ctx.Err() != nil {
+		e.transport.cutBodies()
+		forward.WaitBounded(&e.transport.bodyWG, forward.CutWait)
+	}
+	return err
+}
 
 // requestError answers a request the server could not read, saying why;
 // fasthttp's default answers 400 "Error when parsing request" to a body
@@ -347,7 +357,9 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		retry, wait := x.AfterAttempt(err)
 		if !retry {
 			if streams && ctx.Response.BodyStream() == ub {
-				ub.end = x.StreamEnd()
+				if ub.end = x.StreamEnd(); ub.end != nil {
+					e.transport.trackBody(ub, ctx.Conn())
+				}
 			}
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -58,6 +59,53 @@ type streamTransport struct {
 	// cuts the upstream connection of its attempt.
 	cutMu sync.Mutex
 	cuts  map[*fasthttp.Request]*clientCut
+
+	// bodies are the answers passed on whose bodies stream (their
+	// StreamEnd set), with their client's connection, so that a drain
+	// that runs out of time can cut them (cutBodies) and wait for their
+	// lines (bodyWG); drainCut says it did: the cut is the proxy's.
+	bodyMu   sync.Mutex
+	bodies   map[*upstreamBody]net.Conn
+	bodyWG   sync.WaitGroup
+	drainCut atomic.Bool
+}
+
+// errDrainCut ends the read of a body a drain that ran out of time cut.
+var errDrainCut = errors.New("retrycap-proxy: the drain ran out of time: the answer's body cut")
+
+// trackBody keeps b, an answer passed on whose body streams to client,
+// until its release (untrackBody).
+func (t *streamTransport) trackBody(b *upstreamBody, client net.Conn) {
+	t.bodyMu.Lock()
+	defer t.bodyMu.Unlock()
+	if t.bodies == nil {
+		t.bodies = make(map[*upstreamBody]net.Conn)
+	}
+	t.bodies[b] = client
+	t.bodyWG.Add(1)
+	b.tracked = true
+}
+
+func (t *streamTransport) untrackBody(b *upstreamBody) {
+	t.bodyMu.Lock()
+	defer t.bodyMu.Unlock()
+	delete(t.bodies, b)
+	b.tracked = false
+	t.bodyWG.Done()
+}
+
+// cutBodies ends the bodies still streaming when a drain ran out of time:
+// a deadline that has passed on both connections ends the read and the
+// write under way at once (a client that stopped reading too), and each
+// body's release, seeing drainCut, puts the cut down to the proxy.
+func (t *streamTransport) cutBodies() {
+	t.drainCut.Store(true)
+	t.bodyMu.Lock()
+	defer t.bodyMu.Unlock()
+	for b, client := range t.bodies {
+		_ = b.conn.SetDeadline(aLongTimeAgo)
+		_ = client.SetDeadline(aLongTimeAgo)
+	}
 }
 
 // maxStaleSkips bounds the pooled connections one request looks at and
@@ -384,7 +432,7 @@ func (t *streamTransport) answerBody(hc *fasthttp.HostClient, cc any, rd, br *bu
 	ub := bodyPool.Get().(*upstreamBody)
 	ub.hc, ub.cc, ub.conn, ub.br = hc, cc, connOf(cc), br
 	ub.cut = cut // armed on ub.conn until the body ends
-	ub.idle = t.idle
+	ub.idle, ub.tr = t.idle, t
 	ub.closeConn = closeConn || cl == -2
 	ub.left = cl
 	if cl == -1 {
@@ -479,6 +527,9 @@ type upstreamBody struct {
 	end  *forward.StreamEnd
 	n    int64
 	rerr error
+	// tr is the transport that made it; tracked: in tr.bodies.
+	tr      *streamTransport
+	tracked bool
 }
 
 var bodyPool = sync.Pool{New: func() any { return &upstreamBody{} }}
@@ -498,6 +549,9 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 		// The client reset before this deadline was set, which would
 		// have undone the cut's (set after it, the cut's stands).
 		return 0, errClientGone
+	}
+	if b.tracked && b.tr.drainCut.Load() {
+		return 0, errDrainCut // the same for a drain's deadline (cutBodies)
 	}
 	n, err := b.body.Read(p)
 	b.n += int64(n)
@@ -527,6 +581,11 @@ func (b *upstreamBody) Close() error {
 }
 
 func (b *upstreamBody) release(discard bool) {
+	drained := false
+	if b.tracked {
+		b.tr.untrackBody(b)
+		drained = b.tr.drainCut.Load()
+	}
 	gone := false
 	if b.cut != nil {
 		if gone = b.cut.disarm(); gone {
@@ -540,6 +599,8 @@ func (b *upstreamBody) release(discard bool) {
 		cut := ""
 		switch {
 		case b.eof:
+		case drained:
+			cut = forward.CutProxy // a drain out of time cut it (cutBodies)
 		case gone || errors.Is(b.rerr, errClientGone):
 			cut = forward.CutClient
 		case b.rerr != nil:
@@ -558,7 +619,7 @@ func (b *upstreamBody) release(discard bool) {
 	b.hc, b.cc, b.conn, b.br, b.body = nil, nil, nil, nil, nil
 	b.eof, b.closeConn, b.held = false, false, false
 	b.cut, b.ownCut = nil, false
-	b.end, b.n, b.rerr = nil, 0, nil
+	b.end, b.n, b.rerr, b.tr = nil, 0, nil, nil
 	bodyPool.Put(b)
 }
 

@@ -29,11 +29,14 @@ type Engine struct {
 	// streamConns are the client and upstream connections of the answers
 	// being streamed (closed when a drain runs out of time).
 	streamConns map[net.Conn]struct{}
-	draining    atomic.Bool
-	done        sync.WaitGroup
-	shutOnce    sync.Once
-	nextLoop    atomic.Uint32 // round robin of accepted connections
-	loopsDone   chan struct{} // closed when the loops and streams have ended
+	// drainCut: a drain ran out of time and closed them: the bodies it
+	// cut are the proxy's ("cut":"proxy"), whichever read or write failed.
+	drainCut  atomic.Bool
+	draining  atomic.Bool
+	done      sync.WaitGroup
+	shutOnce  sync.Once
+	nextLoop  atomic.Uint32 // round robin of accepted connections
+	loopsDone chan struct{} // closed when the loops and streams have ended
 	// watchErr: a hang-up watch that could not start is logged once.
 	watchErr sync.Once
 }
@@ -105,6 +108,10 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			l.poll.Post(func() { l.stop() })
 		}
 		e.closeStreams()
+		// The bodies it cut end at once (their reads and writes fail):
+		// waited for, so that their lines reach the access log, which
+		// closes after the drain.
+		forward.WaitBounded(&e.streams, forward.CutWait)
 		return fmt.Errorf("event loop: %w", ctx.Err())
 	}
 }

@@ -152,6 +152,8 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	cut := ""
 	switch {
 	case err == nil:
+	case e.drainCut.Load():
+		cut = forward.CutProxy // a drain out of time closed both connections
 	case hung.gone.Load():
 		cut = forward.CutClient // its reset closed the upstream connection under the read
 	case counted.err != nil:
@@ -260,6 +262,7 @@ func (e *Engine) untrack(conns ...net.Conn) {
 func (e *Engine) closeStreams() {
 	e.streamMu.Lock()
 	defer e.streamMu.Unlock()
+	e.drainCut.Store(true)
 	for c := range e.streamConns {
 		_ = c.Close()
 	}
