@@ -26,7 +26,6 @@ import (
 func cutWants(t *testing.T, p *Proxy, logPath, upstream, want string, by map[string]float64) {
 	t.Helper()
 	for _, side := range []string{"upstream", "client", "proxy"} {
-		side := side
 		proxytest.Eventually(t, "the cut count by "+side, func() bool {
 			return counterValue(t, p, "retrycap_proxy_responses_cut_total", map[string]string{"upstream": upstream, "by": side}) == by[side]
 		})
