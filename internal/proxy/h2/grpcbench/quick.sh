@@ -16,6 +16,11 @@
 # machine the order inside a round matters); every line carries its
 # process's CPU ticks and ticks per 1,000 calls (HAProxy's too), the figure
 # least at the mercy of the machine's load.
+# PIN=1 pins the load (the echo server and every grpcbench client) to CPU 0
+# and the proxies and HAProxy to CPU 1 (taskset), so that a proxy's tail is
+# its own and not the client's or the server's turn on the same core; all
+# contenders, direct included, run under the same split. Summarise many
+# rounds with internal/proxy/h2/grpcbench/p99sum.py FILE.
 set -u
 A=$1; B=$2; BENV=${3:-}
 DUR=${DUR:-5s}
@@ -39,11 +44,13 @@ backend grpc_out
 CFG
 G=$W/grpcbench
 go build -o "$G" ./internal/proxy/h2/grpcbench || exit 1
-$G -serve 127.0.0.1:19200 &
+LOAD=""; PROX=""
+if [ "${PIN:-0}" = 1 ]; then LOAD="taskset -c 0"; PROX="taskset -c 1"; fi
+$LOAD $G -serve 127.0.0.1:19200 &
 ARGS="--upstreams echo=3 --resolve echo=127.0.0.1:19200 --retry-on connect-failure,reset,503,unavailable --chain-cap 4"
-GOMAXPROCS=1 $A --listen 127.0.0.1:19201 --admin 127.0.0.1:19202 $ARGS > "$W/a.log" 2>&1 & RA=$!
-env GOMAXPROCS=1 $BENV $B --listen 127.0.0.1:19211 --admin 127.0.0.1:19212 $ARGS > "$W/b.log" 2>&1 & RB=$!
-/usr/sbin/haproxy -f "$W/haproxy.cfg" > "$W/hap.log" 2>&1 & RH=$!
+GOMAXPROCS=1 $PROX $A --listen 127.0.0.1:19201 --admin 127.0.0.1:19202 $ARGS > "$W/a.log" 2>&1 & RA=$!
+env GOMAXPROCS=1 $BENV $PROX $B --listen 127.0.0.1:19211 --admin 127.0.0.1:19212 $ARGS > "$W/b.log" 2>&1 & RB=$!
+$PROX /usr/sbin/haproxy -f "$W/haproxy.cfg" > "$W/hap.log" 2>&1 & RH=$!
 sleep 1
 rss() { awk '/VmRSS/{print $2" kB"}' /proc/$1/status; }
 # The proxy's CPU time (user + system, clock ticks) around a run: per call
@@ -56,14 +63,14 @@ percall() { # ticks output: ticks per 1,000 calls
 run() { # label pid port shape...
   local l=$1 pid=$2 port=$3 t0 out t; shift 3
   t0=$(ticks $pid)
-  out=$(HTTPS_PROXY=http://127.0.0.1:$port $G -label $l -target dns:///echo:50051 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR)
+  out=$(HTTPS_PROXY=http://127.0.0.1:$port $LOAD $G -label $l -target dns:///echo:50051 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR)
   t=$(( $(ticks $pid) - t0 ))
   echo "$out cpu_ticks=$t ticks/kcall=$(percall $t "$out")"
 }
 hap() { # shape...
   local t0 out t
   t0=$(ticks $RH)
-  out=$(env -u HTTPS_PROXY $G -label haproxy -target 127.0.0.1:19203 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR)
+  out=$(env -u HTTPS_PROXY $LOAD $G -label haproxy -target 127.0.0.1:19203 -conns $1 -concurrency $2 -rate ${3:-0} -duration $DUR)
   t=$(( $(ticks $RH) - t0 ))
   echo "$out cpu_ticks=$t ticks/kcall=$(percall $t "$out")"
 }
@@ -74,7 +81,7 @@ for round in $(seq "${ROUNDS:-1}"); do
     set -- $shape
     echo "round $round uptime: $(uptime | sed 's/.*load/load/')"
     if [ "${3:-0}" != 0 ]; then
-      env -u HTTPS_PROXY $G -label direct -target 127.0.0.1:19200 -conns $1 -concurrency $2 -rate $3 -duration $DUR
+      env -u HTTPS_PROXY $LOAD $G -label direct -target 127.0.0.1:19200 -conns $1 -concurrency $2 -rate $3 -duration $DUR
     fi
     hap $1 $2 ${3:-0}
     if [ $((round % 2)) = 1 ]; then
