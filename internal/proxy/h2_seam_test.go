@@ -231,17 +231,9 @@ func TestH2SeamPriorKnowledgeHTTPRules(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "hello")
 	})}
-	var protos http.Protocols
-	protos.SetUnencryptedHTTP2(true)
-	srv.Protocols = &protos
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	p := seamProxy(t, "--upstreams", "web=3", "--resolve", "web="+ln.Addr().String())
-	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+	addr := serveH2C(t, srv)
+	p := seamProxy(t, "--upstreams", "web=3", "--resolve", "web="+addr)
+	tr := &http.Transport{Protocols: srv.Protocols, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, p.Addr())
 	}}
@@ -306,15 +298,10 @@ func mustReq(t *testing.T, method, url string) *http.Request {
 func TestH2SeamPriorKnowledgeGRPC(t *testing.T) {
 	f, addr := startFailing(t)
 	p := seamProxy(t, "--upstreams", "order=3", "--resolve", "order="+addr, "--retry-on", "connect-failure,reset,503,unavailable")
-	cc, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithAuthority("order:50051"),
-		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := grpcAt(t, p.Addr(), "order:50051")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err = cc.Invoke(ctx, "/seam.Test/Call", new(emptypb.Empty), new(emptypb.Empty))
+	err := cc.Invoke(ctx, "/seam.Test/Call", new(emptypb.Empty), new(emptypb.Empty))
 	if grpcstatus.Code(err) != codes.Unavailable || f.calls.Load() != 3 {
 		t.Fatalf("err %v after %d calls, want UNAVAILABLE after 3", err, f.calls.Load())
 	}
@@ -383,6 +370,19 @@ func newDualBackend(t *testing.T, behave func(n int64, w http.ResponseWriter, r 
 		defer b.mu.Unlock()
 		return append([]int(nil), majors...)
 	}
+}
+
+// grpcAt is a gRPC client of the proxy's own port (h2c with prior
+// knowledge) whose calls' :authority is authority; closed when the test ends.
+func grpcAt(t *testing.T, addr, authority string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithAuthority(authority),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
 }
 
 // serveH2C serves srv with h2c (prior knowledge) on a loopback port until

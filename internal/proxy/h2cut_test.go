@@ -14,7 +14,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -159,12 +158,7 @@ func TestH2CutGRPCLogged(t *testing.T) {
 			logPath := filepath.Join(t.TempDir(), "access.log")
 			p := startProxy(t, "--upstreams", "order=3", "--resolve", "order="+ln.Addr().String(), "--access-log", logPath,
 				"--retry-on", "reset,unavailable")
-			cc, err := grpc.NewClient("passthrough:///"+p.Addr(), grpc.WithAuthority("order:50051"),
-				grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
+			cc := grpcAt(t, p.Addr(), "order:50051")
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/cut.Test/Watch")
