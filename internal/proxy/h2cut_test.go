@@ -161,16 +161,7 @@ func TestH2CutGRPCLogged(t *testing.T) {
 			cc := grpcAt(t, p.Addr(), "order:50051")
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/cut.Test/Watch")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.SendMsg(wrapperspb.String("watch")); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.CloseSend(); err != nil {
-				t.Fatal(err)
-			}
+			st := proxytest.OpenWatch(ctx, t, cc, "/cut.Test/Watch")
 			m := new(wrapperspb.StringValue)
 			if err := st.RecvMsg(m); err != nil || m.GetValue() != "hello" {
 				t.Fatalf("the first message: %q, %v", m.GetValue(), err)

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // A gRPC answer still streaming when the call's deadline passes (issue
@@ -151,17 +153,11 @@ func TestH2DeadlineStreamingGRPC(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			start := time.Now()
-			st, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/lab.Svc/Watch")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.SendMsg(wrapperspb.String("watch")); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.CloseSend(); err != nil {
-				t.Fatal(err)
-			}
-			var got []string
+			st := proxytest.OpenWatch(ctx, t, cc, "/lab.Svc/Watch")
+			var (
+				got []string
+				err error
+			)
 			for {
 				m := new(wrapperspb.StringValue)
 				if err = st.RecvMsg(m); err != nil {

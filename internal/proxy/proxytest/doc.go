@@ -3,6 +3,7 @@
 // engine, package loop's of the event loop's own mechanics): a loopback
 // backend that counts and records requests, a raw client connection with a
 // deadline that reads answers with net/http's reader, polling with a
-// deadline instead of sleeps, and a body pattern. Test code only: nothing
+// deadline instead of sleeps, a body pattern, and a gRPC server stream
+// opened with its one request (OpenWatch). Test code only: nothing
 // outside _test.go files imports it.
 package proxytest
