@@ -622,6 +622,12 @@ func (r Reader) ownAnnotations(m *Manifests, src Source, w workload.Workload, ow
 	out := make(map[string]string, w.Annotations.Len()+len(keys))
 	maps.Insert(out, w.Annotations.All())
 	for _, k := range keys {
+		if !slices.Contains(workload.ReadAnnotations, k) {
+			if _, ok := out[k]; !ok {
+				out[k] = own[k] // not one retrycap reads: validate says so, wherever it is
+			}
+			continue
+		}
 		if v, ok := w.Annotations.Lookup(k); ok {
 			m.warn(src, "%s: annotation %s is on both the %s's metadata (%q) and its pod template (%q): the pod template's wins", w, k, w.Kind, own[k], v)
 			continue
@@ -717,6 +723,16 @@ func validate(m *Manifests, src Source, w workload.Workload) []error {
 	}
 	for _, wn := range warnings {
 		m.warn(src, "%s: annotation %s: %s", w, annotations.Upstreams, wn)
+	}
+	// The keys retrycap does not read, judged as the admission gate does: one that differs from
+	// a read key only in case is malformed (its attempts would not be counted), any other is
+	// ignored, with a warning.
+	miscased, unknown := workload.StrayKeys(w)
+	for _, msg := range miscased {
+		errs = append(errs, &InputError{src, errors.New(msg)})
+	}
+	for _, msg := range unknown {
+		m.warn(src, "%s", msg)
 	}
 	return errs
 }

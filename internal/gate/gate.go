@@ -208,7 +208,7 @@ func (v verdict) capMessage() string {
 //     Rewrite mode never refuses a deploy for its numbers.
 //   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
 func Decide(in Input) Decision {
-	miscased, unknown := strayKeys(in.Incoming)
+	miscased, unknown := workload.StrayKeys(in.Incoming)
 	d := Decision{Allowed: true, Warnings: append(misplacedAnnotations(in), unknown...)}
 	deny := func(msg string) Decision {
 		return Decision{Message: msg, Warnings: d.Warnings, PolicyErrors: d.PolicyErrors}
@@ -321,60 +321,12 @@ func policyList(refs []workload.PolicyRef, detail func(i int) string) string {
 	return b.String()
 }
 
-// readAnnotations are the annotations retrycap reads from a pod template (or a bare Pod).
-var readAnnotations = []string{annotations.Service, annotations.Upstreams, annotations.Inject}
-
-// keyPrefix is the prefix of every retrycap annotation (the webhook's matchConditions send the
-// gate only objects with one).
-const keyPrefix = "retrycap.dev/"
-
-// writtenAnnotations are the retrycap.dev/ annotations retrycap itself writes on pods and
-// templates: never stray.
-var writtenAnnotations = []string{annotations.RewrittenFrom, annotations.InjectedStatus,
-	"retrycap.dev/injection-skipped", "retrycap.dev/injection-warnings"}
-
-// strayKeys finds the retrycap.dev/ annotations of w that retrycap does not read. Annotation
-// keys are case-sensitive: "retrycap.dev/Upstreams" is not retrycap.dev/upstreams, so its value
-// would never be counted while the app makes those attempts. Such a key, one that differs from
-// a read key only in case, is a malformed annotation (miscased: denied when a policy selects w,
-// as any malformed retrycap annotation is); any other unknown retrycap.dev/ key (a typo such as
-// retrycap.dev/upstream) gets a warning saying it is ignored. Both name the workload, the key and
-// the value.
-func strayKeys(w workload.Workload) (miscased, unknown []string) {
-	for k, v := range w.Annotations.All() {
-		if !strings.HasPrefix(k, keyPrefix) || slices.Contains(readAnnotations, k) || slices.Contains(writtenAnnotations, k) {
-			continue
-		}
-		if i := slices.IndexFunc(readAnnotations, func(r string) bool { return strings.EqualFold(r, k) }); i >= 0 {
-			miscased = append(miscased, fmt.Sprintf("%s: annotation %s=%q: annotation keys are case-sensitive and retrycap reads only %s, so this value would not be counted; rename the key",
-				w, k, clip(v), readAnnotations[i]))
-			continue
-		}
-		unknown = append(unknown, fmt.Sprintf("%s: annotation %s=%q is not one retrycap reads (%s); it is ignored",
-			w, k, clip(v), strings.Join(readAnnotations, ", ")))
-	}
-	return miscased, unknown
-}
-
-// clip shortens a value quoted in a message: an annotation may hold up to 256 KiB.
-func clip(v string) string {
-	const maxQuoted = 200
-	if len(v) <= maxQuoted {
-		return v
-	}
-	n := maxQuoted
-	for n > 0 && !utf8.RuneStart(v[n]) {
-		n-- // never cut a character in two
-	}
-	return v[:n] + "... (" + strconv.Itoa(len(v)) + " bytes)"
-}
-
 // misplacedAnnotations warns of each retrycap annotation on a workload's own metadata that its
 // pod template does not carry with the same value: retrycap (like Kubernetes, for the pods it
 // creates) reads only the template's, so the annotation does nothing where it is.
 func misplacedAnnotations(in Input) []string {
 	var out []string
-	for _, k := range readAnnotations {
+	for _, k := range workload.ReadAnnotations {
 		v, ok := in.ObjectAnnotations[k]
 		if !ok {
 			continue

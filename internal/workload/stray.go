@@ -1,0 +1,58 @@
+package workload
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// ReadAnnotations are the annotations retrycap reads from a pod template (or a bare Pod).
+var ReadAnnotations = []string{annotations.Service, annotations.Upstreams, annotations.Inject}
+
+// keyPrefix is the prefix of every retrycap annotation.
+const keyPrefix = "retrycap.dev/"
+
+// writtenAnnotations are the retrycap.dev/ annotations retrycap itself writes on pods and
+// templates: never stray.
+var writtenAnnotations = []string{annotations.RewrittenFrom, annotations.InjectedStatus,
+	"retrycap.dev/injection-skipped", "retrycap.dev/injection-warnings"}
+
+// StrayKeys finds the retrycap.dev/ annotations of w that retrycap does not read. Annotation
+// keys are case-sensitive: "retrycap.dev/Upstreams" is not retrycap.dev/upstreams, so its value
+// would never be counted while the app makes those attempts. Such a key, one that differs from
+// a read key only in case, is a malformed annotation (miscased: denied when a policy selects w,
+// as any malformed retrycap annotation is); any other unknown retrycap.dev/ key (a typo such as
+// retrycap.dev/upstream) gets a warning saying it is ignored. Both name the workload, the key and
+// the value. The admission gate and analyze both judge by it.
+func StrayKeys(w Workload) (miscased, unknown []string) {
+	for k, v := range w.Annotations.All() {
+		if !strings.HasPrefix(k, keyPrefix) || slices.Contains(ReadAnnotations, k) || slices.Contains(writtenAnnotations, k) {
+			continue
+		}
+		if i := slices.IndexFunc(ReadAnnotations, func(r string) bool { return strings.EqualFold(r, k) }); i >= 0 {
+			miscased = append(miscased, fmt.Sprintf("%s: annotation %s=%q: annotation keys are case-sensitive and retrycap reads only %s, so this value would not be counted; rename the key",
+				w, k, clip(v), ReadAnnotations[i]))
+			continue
+		}
+		unknown = append(unknown, fmt.Sprintf("%s: annotation %s=%q is not one retrycap reads (%s); it is ignored",
+			w, k, clip(v), strings.Join(ReadAnnotations, ", ")))
+	}
+	return miscased, unknown
+}
+
+// clip shortens a value quoted in a message: an annotation may hold up to 256 KiB.
+func clip(v string) string {
+	const maxQuoted = 200
+	if len(v) <= maxQuoted {
+		return v
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n-- // never cut a character in two
+	}
+	return v[:n] + "... (" + strconv.Itoa(len(v)) + " bytes)"
+}

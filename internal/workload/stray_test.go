@@ -1,0 +1,37 @@
+package workload
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestStrayKeys(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	cases := []struct {
+		name              string
+		annotations       map[string]string
+		miscased, unknown []string
+	}{
+		{name: "read and written keys are not stray", annotations: map[string]string{
+			"retrycap.dev/upstreams": "order=3", "retrycap.dev/service": "web", "retrycap.dev/inject": "true",
+			"retrycap.dev/rewritten-from": "order=9", "retrycap.dev/injected": "1", "other.io/x": "y"}},
+		{name: "a key that differs only in case is malformed", annotations: map[string]string{"retrycap.dev/Upstreams": "order=9"},
+			miscased: []string{`Deployment shop/web: annotation retrycap.dev/Upstreams="order=9": annotation keys are case-sensitive and retrycap reads only retrycap.dev/upstreams, so this value would not be counted; rename the key`}},
+		{name: "any other key is ignored, said", annotations: map[string]string{"retrycap.dev/upstream": "payment=9", "retrycap.dev/retries": "3"},
+			unknown: []string{
+				`Deployment shop/web: annotation retrycap.dev/retries="3" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject); it is ignored`,
+				`Deployment shop/web: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject); it is ignored`}},
+		{name: "a long value is clipped", annotations: map[string]string{"retrycap.dev/x": long},
+			unknown: []string{`Deployment shop/web: annotation retrycap.dev/x="` + long[:200] + `... (300 bytes)" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject); it is ignored`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := Workload{Kind: "Deployment", Namespace: "shop", Name: "web", Annotations: PairsOf(c.annotations)}
+			miscased, unknown := StrayKeys(w)
+			if !slices.Equal(miscased, c.miscased) || !slices.Equal(unknown, c.unknown) {
+				t.Errorf("StrayKeys:\n miscased %q\n want     %q\n unknown  %q\n want     %q", miscased, c.miscased, unknown, c.unknown)
+			}
+		})
+	}
+}
