@@ -26,6 +26,7 @@ import (
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/jsonfield"
 	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/textbom"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -365,7 +366,7 @@ func fileLines(err error, first int) error {
 }
 
 func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
-	data, err := io.ReadAll(in)
+	data, err := textbom.ReadAll(in)
 	if err != nil {
 		return []error{&InputError{Source{File: file}, err}}
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/retrycap/retrycap/internal/textbom"
 )
 
 // DefaultMaxLine is the longest line observe parses (1 MiB): a longer one is counted in
@@ -108,9 +110,10 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 	}
 	var st Stats
 	br := bufio.NewReaderSize(r, readBuffer)
+	var off int64 // bytes read before the current line
+	br, off = textbom.Reader(br)
 	shapes := &shapeState{max: maxLine}
 	var long []byte
-	var off int64 // bytes read before the current line
 	// phys counts the lines as a file holds them (a CRI line's P parts each one), for the
 	// messages: what an editor or sed -n shows at that number.
 	phys := 0
