@@ -14,6 +14,7 @@ import (
 	"github.com/retrycap/retrycap/internal/analyze"
 	"github.com/retrycap/retrycap/internal/promquery"
 	"github.com/retrycap/retrycap/internal/telemetry"
+	"github.com/retrycap/retrycap/internal/textbom"
 )
 
 // NewDiscoverCmd returns `discover`: the retrycap.dev/upstreams each workload needs, from the
@@ -189,6 +190,13 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 	ms := telemetry.NewManifestSet(namespace)
 	var errs []error
 	read := func(name string, data []byte) {
+		// A byte-order mark read as analyze reads it, once for both readers (the env reader
+		// would see UTF-16 as junk).
+		data, err := textbom.Bytes(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			return
+		}
 		errs = append(errs, rd.Read(m, name, bytes.NewReader(data))...)
 		if err := ms.AddStream(data); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
