@@ -421,7 +421,12 @@ func TestHelmValues(t *testing.T) {
 
 	t.Run("values outside the schema are refused", func(t *testing.T) {
 		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0", "prometheus.url=prometheus:9090", "prometheus.auth.token=x",
-			"prometheus.maxAnswerSize=0", "prometheus.maxAnswerSize=64MB", "prometheus.maxAnswerSize=-1Mi"} {
+			"prometheus.maxAnswerSize=0", "prometheus.maxAnswerSize=64MB", "prometheus.maxAnswerSize=-1Mi",
+			// A key in the wrong place or misspelt was rendered around silently: every object of
+			// the chart's values is closed now (Helm's `global` excepted).
+			"webhooks.failurePolicy=Ignore", "replica=3", "monitoring.podMonitor.enabled=true", "image.pullpolicy=Always",
+			"certificates.selfSigned.validity=30", "podDisruptionBudget.minavailable=2", "resources.limits.memory=lots",
+			"resources.limit.memory=1Gi", "imagePullSecrets[0].nam=regcred"} {
 			out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || out != "" || !strings.Contains(errOut, "values don't meet the specifications of the schema") {
