@@ -68,3 +68,21 @@ func TestPrometheusMaxAnswerSizeReachesTheClient(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateWebhookPort(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Webhooks: true, WebhookPort: 9443}, ""},
+		{Options{Webhooks: true, WebhookPort: 65535}, ""},
+		{Options{Webhooks: true, WebhookPort: 70000}, "--webhook-port 70000: want a port 1..65535"},
+		{Options{Webhooks: true, WebhookPort: 0}, "--webhook-port 0: want a port 1..65535"},
+		{Options{Webhooks: true, WebhookPort: -1}, "--webhook-port -1: want a port 1..65535"},
+		{Options{Webhooks: false, WebhookPort: 0}, ""}, // no webhook server: the port is not used
+	} {
+		if got := fmt.Sprint(tc.o.Validate()); (tc.want == "" && got != "<nil>") || (tc.want != "" && got != tc.want) {
+			t.Errorf("Validate(webhooks %v, port %d) = %s, want %q", tc.o.Webhooks, tc.o.WebhookPort, got, tc.want)
+		}
+	}
+}

@@ -136,6 +136,11 @@ func (o Options) Validate() error {
 	if err := o.Prometheus.validate(); err != nil {
 		return err
 	}
+	// controller-runtime would take any int and fail at the listen, after the caches synced,
+	// with "invalid port" (0 picks a random port the Service cannot name).
+	if o.Webhooks && (o.WebhookPort < 1 || o.WebhookPort > 65535) {
+		return fmt.Errorf("--webhook-port %d: want a port 1..65535", o.WebhookPort)
+	}
 	lease, renew, retry := o.leaseTimings()
 	if o.LeaderElection && (renew >= lease || retry >= renew) {
 		return fmt.Errorf("leader election: want retry period (%s) < renew deadline (%s) < lease duration (%s)", retry, renew, lease)
