@@ -835,6 +835,9 @@ func (m *Manifests) Analyze() *Report {
 		name := p.Title()
 		var why string
 		switch {
+		case p.selectorErr != "":
+			// Not "selects no workload": that reads as a selector that matched nothing.
+			why = p.selectorErr + ": the policy selects nothing, nothing checked"
 		case p.Workloads == 0 && p.Kind == KindCluster:
 			why = fmt.Sprintf("%s selects no workload (%s): nothing checked", name, p.scopeText)
 		case p.Workloads == 0:

@@ -92,6 +92,7 @@ type PolicyReport struct {
 	TimeReport
 
 	scopeText     string            // a cluster policy's namespaces and selector, for messages
+	selectorErr   string            // an invalid selector (the policy selects nothing)
 	source        Source            // where the policy was read, when from files
 	serviceSource map[string]Source // node (service name or Service) or workload ("Deployment ns/name") -> where its first selected workload was read
 }
@@ -216,6 +217,9 @@ func FromResult(r *workload.Result, a *graph.Analysis) PolicyReport {
 	}
 	for _, err := range r.Errors {
 		pr.Errors = append(pr.Errors, err.Error())
+	}
+	if err := r.Policy.SelectorErr(); err != nil {
+		pr.selectorErr = err.Error()
 	}
 	for _, s := range []*[]graph.Entrypoint{&pr.Entrypoints} {
 		if *s == nil {

@@ -53,7 +53,7 @@ func ForRetryPolicy(p *v1alpha1.RetryPolicy) *Policy {
 	if p.Spec.Selector != nil {
 		x.sel, x.selErr = metav1.LabelSelectorAsSelector(p.Spec.Selector)
 		if x.selErr != nil {
-			x.selErr = fmt.Errorf("RetryPolicy %s/%s: selector: %w", p.Namespace, p.Name, x.selErr)
+			x.selErr = fmt.Errorf("RetryPolicy %s/%s: spec.selector: %w", p.Namespace, p.Name, x.selErr)
 		}
 	}
 	return x
@@ -105,6 +105,10 @@ func (p *Policy) Selects(w Workload) (bool, error) {
 	}
 	return p.selects(w), nil
 }
+
+// SelectorErr is the policy's invalid selector (naming the policy and the field), nil when it
+// is valid: such a policy selects nothing.
+func (p *Policy) SelectorErr() error { return p.selErr }
 
 // selects is Selects for a policy whose selector is valid.
 func (p *Policy) selects(w Workload) bool {

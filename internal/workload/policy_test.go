@@ -79,7 +79,7 @@ func TestPolicySelectorErrors(t *testing.T) {
 		p    *Policy
 		want string
 	}{
-		{ForRetryPolicy(rp), `RetryPolicy shop/checkout: selector: "Near" is not a valid label selector operator`},
+		{ForRetryPolicy(rp), `RetryPolicy shop/checkout: spec.selector: "Near" is not a valid label selector operator`},
 		{ForClusterRetryPolicy(crp, NewClusterScopeOf("shop")), `ClusterRetryPolicy chain: spec.selector: "Near" is not a valid label selector operator`},
 	} {
 		ok, err := tc.p.Selects(deploy("shop", "web", "", nil))
