@@ -97,8 +97,13 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 					return bad("-%s %s: reads the pods' logs, needs --from-cluster (files and stdin are read whole)", flagName(f), f.Value)
 				}
 			}
-			if threshold < 0 || top < 0 || since < 0 {
-				return bad("--threshold, --top and --since must be >= 0")
+			switch {
+			case threshold < 0:
+				return bad(fmt.Sprintf("--threshold %d: must be >= 0", threshold))
+			case top < 0:
+				return bad(fmt.Sprintf("--top %d: must be >= 0", top))
+			case since < 0:
+				return bad(fmt.Sprintf("--since %s: must be >= 0", since))
 			}
 			if maxLine < 1024 {
 				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
