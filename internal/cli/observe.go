@@ -99,11 +99,11 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 			}
 			switch {
 			case threshold < 0:
-				return bad(fmt.Sprintf("--threshold %d: must be >= 0", threshold))
+				return bad("--threshold %d: must be >= 0", threshold)
 			case top < 0:
-				return bad(fmt.Sprintf("--top %d: must be >= 0", top))
+				return bad("--top %d: must be >= 0", top)
 			case since < 0:
-				return bad(fmt.Sprintf("--since %s: must be >= 0", since))
+				return bad("--since %s: must be >= 0", since)
 			}
 			if maxLine < 1024 {
 				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
