@@ -376,6 +376,12 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		m.warn(Source{File: file}, "a Helm chart, not a Kubernetes manifest: skipped (run helm template first)")
 		return nil
 	}
+	if isKustomization(filepath.Base(file)) {
+		// Named with -f (a directory holding one is refused): its build input, not objects.
+		m.Summary.Skipped++
+		m.warn(Source{File: file}, "a kustomization file, not a Kubernetes manifest: skipped (use -k %s to build it)", filepath.Dir(file))
+		return nil
+	}
 	type parsed struct {
 		src Source
 		js  []byte
