@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -291,6 +292,16 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		if tm.Kind != workload.KindPod {
 			own := obj.(metav1.Object).GetAnnotations()
 			w.Annotations = workload.PairsOf(r.ownAnnotations(m, src, w, own))
+		}
+		if cj, ok := obj.(*batchv1.CronJob); ok {
+			// The Jobs' own metadata: the Jobs get it, their pods (which the injector and the
+			// proxy see) do not; the gate reads only the pod template too.
+			for _, k := range slices.Sorted(maps.Keys(cj.Spec.JobTemplate.Annotations)) {
+				if strings.HasPrefix(k, "retrycap.dev/") {
+					m.warn(src, "%s: annotation %s=%q is on spec.jobTemplate.metadata, the Jobs' own, which retrycap does not read (their pods do not get it): put it on spec.jobTemplate.spec.template.metadata.annotations",
+						w, k, cj.Spec.JobTemplate.Annotations[k])
+				}
+			}
 		}
 		declares := func(x workload.Workload) bool {
 			return strings.TrimSpace(x.Annotations.Get(annotations.Upstreams)) != ""
