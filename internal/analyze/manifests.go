@@ -723,10 +723,8 @@ func validate(m *Manifests, src Source, w workload.Workload) []error {
 				Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", s, reason)}})
 		}
 	}
-	// As the gate denies it and the injector skips the pod for it.
-	if v, ok := w.Annotations.Lookup(annotations.Inject); ok && v != "true" && v != "false" {
-		errs = append(errs, &InputError{src, &workload.AnnotationError{Workload: w, Annotation: annotations.Inject, Value: v,
-			Err: fmt.Errorf("value %q is not \"true\" or \"false\"", v)}})
+	if err := workload.InjectError(w); err != nil {
+		errs = append(errs, &InputError{src, err})
 	}
 	v := w.Annotations.Get(annotations.Upstreams)
 	_, warnings, err := annotations.ParseUpstreamsWarn(v)

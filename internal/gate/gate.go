@@ -250,9 +250,8 @@ func Decide(in Input) Decision {
 	if len(miscased) > 0 {
 		return deny(miscased[0])
 	}
-	if v, ok := in.Incoming.Annotations.Lookup(annotations.Inject); ok && v != "true" && v != "false" {
-		return deny((&workload.AnnotationError{Workload: in.Incoming, Annotation: annotations.Inject, Value: v,
-			Err: fmt.Errorf("value %q is not \"true\" or \"false\"", v)}).Error())
+	if err := workload.InjectError(in.Incoming); err != nil {
+		return deny(err.Error())
 	}
 	toStore := in.Incoming
 	src := in.Source

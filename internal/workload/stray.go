@@ -44,6 +44,17 @@ func StrayKeys(w Workload) (miscased, unknown []string) {
 	return miscased, unknown
 }
 
+// InjectError is w's retrycap.dev/inject when it is neither "true" nor "false" (the gate denies
+// it, the injector skips the pod for it, analyze reports it); nil when it is one, or absent.
+func InjectError(w Workload) *AnnotationError {
+	v, ok := w.Annotations.Lookup(annotations.Inject)
+	if !ok || v == "true" || v == "false" {
+		return nil
+	}
+	return &AnnotationError{Workload: w, Annotation: annotations.Inject, Value: v,
+		Err: fmt.Errorf("value %q is not \"true\" or \"false\"", clip(v))}
+}
+
 // clip shortens a value quoted in a message: an annotation may hold up to 256 KiB.
 func clip(v string) string {
 	const maxQuoted = 200

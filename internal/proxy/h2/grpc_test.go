@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/retrycap/retrycap/internal/proxy/policy"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 func failWith(c codes.Code) func(context.Context, int, string) (string, error) {
@@ -185,22 +186,12 @@ func TestServerStreamNotRetriedAfterAMessage(t *testing.T) {
 	}})
 	h, _ := newHandler(t, proxyOpts{name: "echo", addr: b.addr, attempts: 3})
 	theFront.route(t, "echo", h, b.addr)
-	cc := dialName(t, "echo")
-	s, err := cc.NewStream(ctxT(t), &grpc.StreamDesc{ServerStreams: true}, methodStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SendMsg(wrapperspb.String("go")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
+	s := proxytest.OpenWatch(ctxT(t), t, dialName(t, "echo"), methodStream)
 	m := new(wrapperspb.StringValue)
 	if err := s.RecvMsg(m); err != nil || m.GetValue() != "first" {
 		t.Fatalf("first message %q err %v", m.GetValue(), err)
 	}
-	err = s.RecvMsg(m)
+	err := s.RecvMsg(m)
 	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "broke after one message" {
 		t.Fatalf("end = %v", err)
 	}
@@ -667,14 +658,7 @@ func TestServerStreamBrokenAfterDeadline(t *testing.T) {
 		now: func() int64 { return time.Now().UnixNano() + skew.Load() }})
 	theFront.route(t, "echo", h, b.addr)
 	ctx := metadata.AppendToOutgoingContext(ctxT(t), "retrycap-deadline", "10000")
-	s, err := dialName(t, "echo").NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, methodStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SendMsg(wrapperspb.String("go")); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.CloseSend()
+	s := proxytest.OpenWatch(ctx, t, dialName(t, "echo"), methodStream)
 	m := new(wrapperspb.StringValue)
 	if err := s.RecvMsg(m); err != nil || m.GetValue() != "first" {
 		t.Fatalf("first message %q err %v", m.GetValue(), err)
@@ -682,7 +666,7 @@ func TestServerStreamBrokenAfterDeadline(t *testing.T) {
 	<-sent
 	skew.Store(int64(11 * time.Second))
 	go b.srv.Stop()
-	err = s.RecvMsg(m)
+	err := s.RecvMsg(m)
 	if status.Code(err) != codes.DeadlineExceeded || status.Convert(err).Message() != "retrycap-proxy: upstream echo: deadline exceeded while the answer streamed" {
 		t.Fatalf("end = %v, want DeadlineExceeded: deadline exceeded while the answer streamed", err)
 	}
