@@ -33,6 +33,9 @@ type Input struct {
 	// ObjectAnnotations are the annotations on a templated workload's own metadata (a
 	// Deployment's, a CronJob's: workload.Kinds) (Incoming holds its pod template's, which is what retrycap reads); nil for a Pod.
 	ObjectAnnotations map[string]string
+	// JobTemplateAnnotations are the annotations on a CronJob's spec.jobTemplate.metadata (the
+	// Jobs' own, not their pods'); nil for any other kind.
+	JobTemplateAnnotations map[string]string
 	// Mesh is the mesh retry layers the graphs count (the manager's meshwatch.Watcher.Set; nil:
 	// none, only the applications' attempts). A prepared graph built with another Set is not
 	// used.
@@ -208,8 +211,14 @@ func (v verdict) capMessage() string {
 //     Rewrite mode never refuses a deploy for its numbers.
 //   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
 func Decide(in Input) Decision {
-	miscased, unknown := workload.StrayKeys(in.Incoming)
-	d := Decision{Allowed: true, Warnings: append(misplacedAnnotations(in), unknown...)}
+	// The annotations as analyze reads them (the workload's own metadata's filling in for the
+	// template's): their malformed values and stray keys are judged wherever on the object they
+	// sit, as analyze judges them. The graph is judged on the template's alone (Incoming), as the
+	// controller reads it.
+	view := workload.ReadView(in.Incoming, in.ObjectAnnotations)
+	_, unknown := workload.StrayKeys(view)
+	warnings := append(misplacedAnnotations(in), workload.JobTemplateWarnings(in.Incoming, in.JobTemplateAnnotations)...)
+	d := Decision{Allowed: true, Warnings: append(append(warnings, unknown...), workload.UpstreamsWarnings(view)...)}
 	deny := func(msg string) Decision {
 		return Decision{Message: msg, Warnings: d.Warnings, PolicyErrors: d.PolicyErrors}
 	}
@@ -242,16 +251,15 @@ func Decide(in Input) Decision {
 			}
 		}
 	}
+	malformed := workload.AnnotationErrors(view)
 	if len(selecting) == 0 {
 		// Nothing judges it: a miscased key is only a warning, like the misplaced ones.
+		miscased, _ := workload.StrayKeys(view)
 		d.Warnings = append(d.Warnings, miscased...)
 		return d
 	}
-	if len(miscased) > 0 {
-		return deny(miscased[0])
-	}
-	if err := workload.InjectError(in.Incoming); err != nil {
-		return deny(err.Error())
+	if len(malformed) > 0 {
+		return deny(malformed[0].Error())
 	}
 	toStore := in.Incoming
 	src := in.Source
@@ -335,7 +343,7 @@ func misplacedAnnotations(in Input) []string {
 		}
 		kind, _ := workload.KindOf(in.Incoming.Kind)
 		out = append(out, fmt.Sprintf("%s: annotation %s=%q is on the %s's own metadata, which retrycap does not read; put it on %s.metadata.annotations",
-			in.Incoming, k, v, in.Incoming.Kind, kind.TemplateField()))
+			in.Incoming, k, workload.Clip(v), in.Incoming.Kind, kind.TemplateField()))
 	}
 	return out
 }

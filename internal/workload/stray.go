@@ -35,11 +35,11 @@ func StrayKeys(w Workload) (miscased, unknown []string) {
 		}
 		if i := slices.IndexFunc(ReadAnnotations, func(r string) bool { return strings.EqualFold(r, k) }); i >= 0 {
 			miscased = append(miscased, fmt.Sprintf("%s: annotation %s=%q: annotation keys are case-sensitive and retrycap reads only %s, so this value would not be counted; rename the key",
-				w, k, clip(v), ReadAnnotations[i]))
+				w, k, Clip(v), ReadAnnotations[i]))
 			continue
 		}
 		unknown = append(unknown, fmt.Sprintf("%s: annotation %s=%q is not one retrycap reads (%s); it is ignored",
-			w, k, clip(v), strings.Join(ReadAnnotations, ", ")))
+			w, k, Clip(v), strings.Join(ReadAnnotations, ", ")))
 	}
 	return miscased, unknown
 }
@@ -52,11 +52,12 @@ func InjectError(w Workload) *AnnotationError {
 		return nil
 	}
 	return &AnnotationError{Workload: w, Annotation: annotations.Inject, Value: v,
-		Err: fmt.Errorf("value %q is not \"true\" or \"false\"", clip(v))}
+		Err: fmt.Errorf("value %q is not \"true\" or \"false\"", Clip(v))}
 }
 
-// clip shortens a value quoted in a message: an annotation may hold up to 256 KiB.
-func clip(v string) string {
+// Clip shortens a value quoted in a message (to 200 bytes and its length): an annotation may
+// hold up to 256 KiB, and the API server cuts an admission warning past 4 KiB.
+func Clip(v string) string {
 	const maxQuoted = 200
 	if len(v) <= maxQuoted {
 		return v
