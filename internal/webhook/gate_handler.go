@@ -59,6 +59,12 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
+	if req.SubResource != "" {
+		// The configurations send no subresource; one whose rules were widened ("deployments/*")
+		// must not judge a status write (the API server keeps the stored spec and annotations)
+		// or a Scale (not a workload) as the workload.
+		return admission.Allowed("retrycap does not gate the " + req.SubResource + " subresource: it cannot change a retrycap annotation")
+	}
 	dec, err := decodeWorkload(req.Kind, req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
