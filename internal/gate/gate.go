@@ -192,7 +192,8 @@ func (v verdict) capMessage() string {
 //     the ClusterRetryPolicies whose scope (namespaceSelector) has its namespace and whose
 //     selector selects it; a cluster policy judges on its graph across the namespaces of its
 //     scope (nodes "name.ns").
-//   - A workload no policy selects passes untouched.
+//   - A workload no policy selects passes untouched; a malformed retrycap annotation on it (what
+//     analyze calls an error) is said as a warning.
 //   - A malformed retrycap annotation on it is denied whatever the policies' modes; the message
 //     names the workload, the annotation, the token and the column (for upstreams) or the value
 //     (retrycap.dev/inject: only "true" or "false").
@@ -253,9 +254,11 @@ func Decide(in Input) Decision {
 	}
 	malformed := workload.AnnotationErrors(view)
 	if len(selecting) == 0 {
-		// Nothing judges it: a miscased key is only a warning, like the misplaced ones.
-		miscased, _ := workload.StrayKeys(view)
-		d.Warnings = append(d.Warnings, miscased...)
+		// Nothing judges it: admitted untouched, and what analyze calls an error in it (a
+		// malformed value, a miscased key) is said as a warning, like the misplaced ones.
+		for _, err := range malformed {
+			d.Warnings = append(d.Warnings, err.Error())
+		}
 		return d
 	}
 	if len(malformed) > 0 {

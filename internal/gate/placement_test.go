@@ -96,10 +96,12 @@ func TestDecidePlacement(t *testing.T) {
 			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstreams: token "payment:8080=1" at column 1: port 8080 dropped: read as upstream "payment" (retrycap names services, not ports)`}},
 		},
 		{
-			name: "the own metadata's huge value is quoted clipped in the placement warning",
+			name: "the own metadata's huge value is quoted clipped; on a workload no policy selects, its error is a warning",
 			in: Input{Policies: []*v1alpha1.RetryPolicy{unselected}, Incoming: workloadtest.Deployment("order", ""),
 				ObjectAnnotations: map[string]string{annotations.Service: strings.Repeat("é", 150)}},
-			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/service="` + strings.Repeat("é", 100) + `... (300 bytes)" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`}},
+			want: Decision{Allowed: true, Warnings: []string{
+				`Deployment shop/order: annotation retrycap.dev/service="` + strings.Repeat("é", 100) + `... (300 bytes)" is on the Deployment's own metadata, which retrycap does not read; put it on spec.template.metadata.annotations`,
+				`Deployment shop/order: annotation retrycap.dev/service: service name "` + strings.Repeat("é", 100) + `... (300 bytes)" is not a DNS-1123 label: label longer than 63 characters`}},
 		},
 	}
 	for _, tt := range tests {

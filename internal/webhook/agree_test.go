@@ -33,7 +33,8 @@ import (
 // metadata and on a CronJob's job template), the object as the gate decodes an admission request
 // (decodeWorkload) is judged by gate.Decide under a policy that selects it, and the same object
 // is read by analyze with the same policy. The gate refuses exactly when analyze reports an error
-// about it, and its message is one of analyze's; its warnings are analyze's, message for message,
+// about it, and its message is one of analyze's; its warnings are analyze's, message for message
+// (with analyze's errors among them when no policy selects the workload, which is admitted),
 // but for the placement warnings of the own metadata, whose words differ by design (analyze reads
 // such an annotation, the cluster does not): those must name the same workload and key.
 //
@@ -157,10 +158,12 @@ func agree(t *testing.T, what string, raw []byte) (bool, string) {
 	obj["metadata"].(map[string]any)["namespace"] = agreeNamespace
 	raw, _ = json.Marshal(obj)
 
-	policy := &v1alpha1.RetryPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "retrycap.dev/v1alpha1", Kind: "RetryPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: agreeNamespace, Name: "all"},
-		Spec: v1alpha1.RetryPolicySpec{MaxAmplification: defaults.MaxAmplificationMax, Enforcement: v1alpha1.EnforcementAudit,
-			Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}}}
+	policy := func(name string, selector *metav1.LabelSelector) *v1alpha1.RetryPolicy {
+		return &v1alpha1.RetryPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "retrycap.dev/v1alpha1", Kind: "RetryPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: agreeNamespace, Name: name},
+			Spec: v1alpha1.RetryPolicySpec{Selector: selector, MaxAmplification: defaults.MaxAmplificationMax, Enforcement: v1alpha1.EnforcementAudit,
+				Retry: v1alpha1.RetrySettings{DefaultAttempts: 1}}}
+	}
 
 	// The gate, on the object as an admission request carries it.
 	dec, err := decodeWorkload(metav1.GroupVersionKind{Group: group, Version: k.Version, Kind: tm.Kind}, raw)
@@ -169,47 +172,35 @@ func agree(t *testing.T, what string, raw []byte) (bool, string) {
 		return false, "decode error"
 	}
 
-	// analyze, on the same object with the same policy.
-	pjs, _ := json.Marshal(policy)
-	m := analyze.NewManifests()
-	errs := analyze.Reader{}.Read(m, "in.yaml", strings.NewReader(string(pjs)+"\n---\n"+string(raw)))
-	var aErrs, aWarns []string
-	for _, err := range errs {
-		var ie *analyze.InputError
-		if !errors.As(err, &ie) {
-			t.Fatalf("%s: analyze: %v", what, err)
+	// analyze, on the same object with the same policy: the errors of what it read, the errors
+	// of the policy's graph, the warnings.
+	analyzeWith := func(p *v1alpha1.RetryPolicy) (readErrs, graphErrs, warns []string) {
+		pjs, _ := json.Marshal(p)
+		m := analyze.NewManifests()
+		for _, err := range (analyze.Reader{}).Read(m, "in.yaml", strings.NewReader(string(pjs)+"\n---\n"+string(raw))) {
+			var ie *analyze.InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("%s: analyze: %v", what, err)
+			}
+			readErrs = append(readErrs, ie.Err.Error())
 		}
-		aErrs = append(aErrs, ie.Err.Error())
-	}
-	for _, w := range m.Warnings {
-		aWarns = append(aWarns, w.Msg)
+		for _, w := range m.Warnings {
+			warns = append(warns, w.Msg)
+		}
+		for _, pr := range m.Analyze().Policies {
+			graphErrs = append(graphErrs, pr.Errors...)
+		}
+		return readErrs, graphErrs, warns
 	}
 	if !dec.ok {
 		// Owned by a controller: no workload for either.
-		if len(aErrs)+len(aWarns) > 0 {
-			t.Errorf("%s: the gate sees no workload (owned), analyze says:\n errors %q\n warnings %q", what, aErrs, aWarns)
+		readErrs, _, warns := analyzeWith(policy("all", nil))
+		if len(readErrs)+len(warns) > 0 {
+			t.Errorf("%s: the gate sees no workload (owned), analyze says:\n errors %q\n warnings %q", what, readErrs, warns)
 		}
 		return false, "owned by a controller (both: not a workload)"
 	}
-	rep := m.Analyze()
-	for _, p := range rep.Policies {
-		aErrs = append(aErrs, p.Errors...)
-	}
-
-	d := gate.Decide(gate.Input{Policies: []*v1alpha1.RetryPolicy{policy}, Incoming: dec.workload,
-		ObjectAnnotations: dec.own, JobTemplateAnnotations: dec.jobTemplate})
-	if len(d.PolicyErrors) > 0 {
-		t.Fatalf("%s: %v", what, d.PolicyErrors)
-	}
 	w := dec.workload.String()
-	switch {
-	case !d.Allowed && len(aErrs) == 0:
-		t.Errorf("%s: the gate refuses %s, analyze reports no error:\n gate: %s\n analyze warnings: %q", what, w, d.Message, aWarns)
-	case d.Allowed && len(aErrs) > 0:
-		t.Errorf("%s: the gate admits %s, analyze reports errors:\n analyze: %q\n gate warnings: %q", what, w, aErrs, d.Warnings)
-	case !d.Allowed && !slices.Contains(aErrs, d.Message):
-		t.Errorf("%s: the gate's refusal of %s is none of analyze's errors:\n gate:    %s\n analyze: %q", what, w, d.Message, aErrs)
-	}
 
 	// The warnings, the placement ones by workload and key.
 	norm := func(msgs []string, own ...*regexp.Regexp) []string {
@@ -234,9 +225,42 @@ func agree(t *testing.T, what string, raw []byte) (bool, string) {
 		slices.Sort(out)
 		return out
 	}
-	g, a := norm(d.Warnings, gateOwn), norm(aWarns, analyzeOwn, analyzeOnBoth)
-	if !slices.Equal(g, a) {
+	decide := func(p *v1alpha1.RetryPolicy) gate.Decision {
+		d := gate.Decide(gate.Input{Policies: []*v1alpha1.RetryPolicy{p}, Incoming: dec.workload,
+			ObjectAnnotations: dec.own, JobTemplateAnnotations: dec.jobTemplate})
+		if len(d.PolicyErrors) > 0 {
+			t.Fatalf("%s: %v", what, d.PolicyErrors)
+		}
+		return d
+	}
+
+	// Selected: the gate refuses what analyze calls an error, and warns of what it warns of.
+	all := policy("all", nil)
+	readErrs, graphErrs, warns := analyzeWith(all)
+	aErrs := append(readErrs, graphErrs...)
+	d := decide(all)
+	switch {
+	case !d.Allowed && len(aErrs) == 0:
+		t.Errorf("%s: the gate refuses %s, analyze reports no error:\n gate: %s\n analyze warnings: %q", what, w, d.Message, warns)
+	case d.Allowed && len(aErrs) > 0:
+		t.Errorf("%s: the gate admits %s, analyze reports errors:\n analyze: %q\n gate warnings: %q", what, w, aErrs, d.Warnings)
+	case !d.Allowed && !slices.Contains(aErrs, d.Message):
+		t.Errorf("%s: the gate's refusal of %s is none of analyze's errors:\n gate:    %s\n analyze: %q", what, w, d.Message, aErrs)
+	}
+	if g, a := norm(d.Warnings, gateOwn), norm(warns, analyzeOwn, analyzeOnBoth); !slices.Equal(g, a) {
 		t.Errorf("%s: warnings of %s differ:\n gate:    %q\n analyze: %q", what, w, g, a)
+	}
+
+	// Selected by no policy: the gate admits it, and says as warnings what analyze says of its
+	// annotations (its errors among them).
+	none := policy("none", &metav1.LabelSelector{MatchLabels: map[string]string{"retrycap-test/selected": "never"}})
+	readErrs, _, warns = analyzeWith(none)
+	d = decide(none)
+	if !d.Allowed {
+		t.Errorf("%s: the gate refuses %s, which no policy selects: %s", what, w, d.Message)
+	}
+	if g, a := norm(d.Warnings, gateOwn), norm(append(warns, readErrs...), analyzeOwn, analyzeOnBoth); !slices.Equal(g, a) {
+		t.Errorf("%s: selected by no policy, what is said of %s differs:\n gate:    %q\n analyze: %q", what, w, g, a)
 	}
 	return true, ""
 }
