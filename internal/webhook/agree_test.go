@@ -271,6 +271,9 @@ func agree(t *testing.T, what string, raw []byte) (bool, string) {
 var hostileWorkloads = []struct{ name, yaml string }{
 	{"stray and miscased keys on the template", deploymentYAML("web", `{"retrycap.dev/upstream": "payment=9", "retrycap.dev/Upstreams": "payment=9", "retrycap.dev/upstreams": "payment=1"}`, "")},
 	{"a miscased key on the own metadata", deploymentYAML("web", `{"retrycap.dev/upstreams": "payment=1"}`, `{"retrycap.dev/Upstreams": "payment=9"}`)},
+	{"a zero-width space in a key", deploymentYAML("web", `{"retrycap.dev/up\u200bstreams": "payment=9"}`, "")},
+	{"a homoglyph in a key, on the own metadata", deploymentYAML("web", `{}`, `{"retrycap.dev/upstre\u0430ms": "payment=9"}`)},
+	{"a homoglyph in the key's prefix (not retrycap's)", deploymentYAML("web", `{"retrycap.d\u0435v/upstreams": "payment=9"}`, "")},
 	{"an unknown key on the own metadata", deploymentYAML("web", `{"retrycap.dev/upstreams": "payment=1"}`, `{"retrycap.dev/retries": "3"}`)},
 	{"upstreams on the own metadata only", deploymentYAML("web", `{}`, `{"retrycap.dev/upstreams": "payment=3"}`)},
 	{"malformed upstreams on the own metadata only", deploymentYAML("web", `{}`, `{"retrycap.dev/upstreams": "payment=0"}`)},

@@ -67,6 +67,18 @@ var _ = Describe("workload gate: hostile objects", Ordered, func() {
 		}
 	})
 
+	It("refuses a key with an invisible character (the API server would refuse it too), quoting it so that it shows", func() {
+		d := gateDeployment(ns, "order", "payment=1", partOfShop)
+		d.Spec.Template.Annotations["retrycap.dev/up\u200bstreams"] = "payment=9"
+		Expect(k8sClient.Create(ctx, d)).To(MatchError(gateDenied + `Deployment gate-hostile/order: annotation "retrycap.dev/up\u200bstreams"="payment=9": the key holds '\u200b' (U+200B), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject`))
+		// A look-alike in the prefix is not retrycap's key: the API server refuses it.
+		d = gateDeployment(ns, "order", "", partOfShop)
+		d.Spec.Template.Annotations["retrycap.d\u0435v/upstreams"] = "payment=9"
+		err := k8sClient.Create(ctx, d)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		notCreated(d)
+	})
+
 	It("judges a workload of 3,000 upstreams by its worst chain", func() {
 		d := gateDeployment(ns, "order", manyUpstreams(3000, 1)+", payment=3", partOfShop)
 		Expect(k8sClient.Create(ctx, d)).To(MatchError(gateDenied + "RetryPolicy gate-hostile/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1"))

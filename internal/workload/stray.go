@@ -24,13 +24,22 @@ var writtenAnnotations = []string{annotations.RewrittenFrom, annotations.Injecte
 // StrayKeys finds the retrycap.dev/ annotations of w that retrycap does not read. Annotation
 // keys are case-sensitive: "retrycap.dev/Upstreams" is not retrycap.dev/upstreams, so its value
 // would never be counted while the app makes those attempts. Such a key, one that differs from
-// a read key only in case, is a malformed annotation (miscased: denied when a policy selects w,
+// a read key only in case, or one holding a character that is not ASCII (a look-alike or an
+// invisible one, which the API server refuses in a key), is a malformed annotation (miscased: denied when a policy selects w,
 // as any malformed retrycap annotation is); any other unknown retrycap.dev/ key (a typo such as
 // retrycap.dev/upstream) gets a warning saying it is ignored. Both name the workload, the key and
 // the value. The admission gate and analyze both judge by it.
 func StrayKeys(w Workload) (miscased, unknown []string) {
 	for k, v := range w.Annotations.All() {
 		if !strings.HasPrefix(k, keyPrefix) || slices.Contains(ReadAnnotations, k) || slices.Contains(writtenAnnotations, k) {
+			continue
+		}
+		if i := strings.IndexFunc(k, func(r rune) bool { return r >= utf8.RuneSelf }); i >= 0 {
+			// "retrycap.dev/up\u200bstreams", "retrycap.dev/upstreаms" (Cyrillic а): printed as
+			// is, it reads as a key retrycap reads; quoted, with the character named, it does not.
+			r, _ := utf8.DecodeRuneInString(k[i:])
+			miscased = append(miscased, fmt.Sprintf("%s: annotation %+q=%q: the key holds %q (U+%04X), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only %s",
+				w, k, Clip(v), r, r, strings.Join(ReadAnnotations, ", ")))
 			continue
 		}
 		if i := slices.IndexFunc(ReadAnnotations, func(r string) bool { return strings.EqualFold(r, k) }); i >= 0 {
