@@ -304,7 +304,9 @@ func Decide(in Input) Decision {
 	if e.Denied {
 		return deny(e.Message)
 	}
-	d.Warnings = append(d.Warnings, e.Warnings...)
+	// The verdict's warnings (what Rewrite changed, what Audit let through) first: the API server
+	// keeps only the first 4 KiB of a response's warnings (FitWarnings).
+	d.Warnings = append(e.Warnings, d.Warnings...)
 	return d
 }
 
@@ -553,3 +555,57 @@ type none struct{}
 func (none) Workloads(*workload.Policy) []*workload.Parsed  { return nil }
 func (none) Prepared(*workload.Policy) *workload.Base       { return nil }
 func (none) Services(*workload.Policy) *workload.ServiceSet { return nil }
+
+// WarningBudget is how much of an admission response's warnings the gate sends, in characters:
+// the API server keeps about 4 KiB of them (k8s.io/apiserver's warning recorder truncates each
+// and drops the rest past 4,096 runes, without saying so).
+const WarningBudget = 3500
+
+// FitWarnings returns warnings as the client will see them: all of them when they fit in budget
+// characters; else in order while they fit, the first that does not cut to the room left (a
+// Rewrite's warning quotes the old value, up to 256 KiB), and, for the rest, one line saying how
+// many were left out and where to read them all. A workload with thousands of stray
+// retrycap.dev/ keys gets thousands of warnings, and the API server would drop the tail in
+// silence, whatever it held.
+func FitWarnings(warnings []string, budget int) []string {
+	total := 0
+	for _, w := range warnings {
+		total += utf8.RuneCountInString(w)
+	}
+	if total <= budget {
+		return warnings
+	}
+	const summaryRoom, minCut = 200, 200
+	room := budget - summaryRoom
+	var out []string
+	i := 0
+	for ; i < len(warnings); i++ {
+		n := utf8.RuneCountInString(warnings[i])
+		if n <= room {
+			out = append(out, warnings[i])
+			room -= n
+			continue
+		}
+		if room >= minCut {
+			tail := fmt.Sprintf("... (cut from %d bytes)", len(warnings[i]))
+			out = append(out, cutRunes(warnings[i], room-utf8.RuneCountInString(tail))+tail)
+			i++
+		}
+		break
+	}
+	if i < len(warnings) {
+		out = append(out, fmt.Sprintf("%d more warning(s) not shown (the API server keeps about 4 KiB of them): retrycap analyze -f on the manifest lists them all", len(warnings)-i))
+	}
+	return out
+}
+
+// cutRunes is s's first n runes.
+func cutRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}

@@ -136,7 +136,7 @@ func (g *WorkloadGate) respond(req admission.Request, d gate.Decision) admission
 	if d.Rewrite != nil {
 		patch = annotationPatch(req.Kind.Kind, d.Rewrite)
 	}
-	return verdictResponse(d.Allowed, d.Message, d.Warnings, patch)
+	return verdictResponse(d.Allowed, d.Message, gate.FitWarnings(d.Warnings, gate.WarningBudget), patch)
 }
 
 // verdictResponse is the response of either gate's verdict: denied with message, or allowed

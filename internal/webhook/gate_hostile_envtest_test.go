@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -100,6 +101,23 @@ var _ = Describe("workload gate: hostile objects", Ordered, func() {
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(Equal(gateDenied + `Deployment gate-hostile/huge: annotation retrycap.dev/upstreams: token "` + strings.Repeat("p", 200) + `... (1048578 bytes)" at column 1: attempts must be an integer 1..100`))
 		notCreated(d)
+	})
+
+	It("says what Rewrite changed first when thousands of stray keys would fill the API server's 4 KiB of warnings, and how many it left out", func() {
+		const rns = "gate-hostile-rewrite"
+		gateNamespace(ctx, rns, gatePolicy(rns, 4, v1alpha1.EnforcementRewrite))
+		c, warnings := gateClient()
+		d := gateDeployment(rns, "order", "payment=3", partOfShop)
+		for i := range 5000 {
+			d.Spec.Template.Annotations[fmt.Sprintf("retrycap.dev/x-%04d", i)] = "v"
+		}
+		Expect(c.Create(ctx, d)).To(Succeed())
+		got := warnings.take()
+		Expect(got).To(HaveLen(19))
+		Expect(got[0]).To(Equal("RetryPolicy gate-hostile-rewrite/checkout rewrote retrycap.dev/upstreams of Deployment gate-hostile-rewrite/order: payment=3 -> payment=1 (gateway -x3-> order -x3-> payment = 9 > cap 4)"))
+		Expect(got[1]).To(Equal(`Deployment gate-hostile-rewrite/order: annotation retrycap.dev/x-0000="v" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject); it is ignored`))
+		Expect(got[18]).To(Equal("4983 more warning(s) not shown (the API server keeps about 4 KiB of them): retrycap analyze -f on the manifest lists them all"))
+		Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue(annotations.Upstreams, "payment=1"))
 	})
 
 	It("refuses a dry run as it refuses the create, and stores nothing", func() {
