@@ -10,7 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -126,6 +128,40 @@ var _ = Describe("workload gate: hostile objects", Ordered, func() {
 		d = gateDeployment(ns, "order", "", partOfShop)
 		d.Annotations = map[string]string{"retrycap.dev/Upstreams": "payment=9"}
 		Expect(k8sClient.Create(ctx, d, client.DryRunAll)).To(HaveOccurred())
+		notCreated(d)
+	})
+
+	It("refuses the same hostile annotations on every kind: a bare Pod, a DaemonSet, a StatefulSet, a standalone ReplicaSet, a Job", func() {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare", Labels: partOfShop,
+			Annotations: map[string]string{annotations.Upstreams: "pay\u200bment=3"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}}
+		Expect(k8sClient.Create(ctx, pod)).To(MatchError(gateDenied + `Pod gate-hostile/bare: annotation retrycap.dev/upstreams: token "pay\u200bment=3" at column 1: "pay\u200bment" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed, and '\u200b' (U+200B) is not ASCII (a look-alike or an invisible character)`))
+		tmpl := jobsTemplate("agent", "collector=2")
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		sel := &metav1.LabelSelector{MatchLabels: tmpl.Labels}
+		own := metav1.ObjectMeta{Namespace: ns, Name: "agent", Annotations: map[string]string{"retrycap.dev/INJECT": "true"}}
+		for _, obj := range []client.Object{
+			&appsv1.DaemonSet{ObjectMeta: own, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tmpl}},
+			&appsv1.StatefulSet{ObjectMeta: own, Spec: appsv1.StatefulSetSpec{ServiceName: "agent", Selector: sel, Template: tmpl}},
+			&appsv1.ReplicaSet{ObjectMeta: own, Spec: appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}},
+		} {
+			kind := fmt.Sprintf("%T", obj)[len("*v1."):]
+			Expect(k8sClient.Create(ctx, obj)).To(MatchError(gateDenied+kind+` gate-hostile/agent: annotation retrycap.dev/INJECT="true": annotation keys are case-sensitive and retrycap reads only retrycap.dev/inject, so this value would not be counted; rename the key`), kind)
+			notCreated(obj)
+		}
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "once"}, Spec: batchv1.JobSpec{Template: jobsTemplate("once", "payment=3")}}
+		job.Spec.Template.Annotations[annotations.Inject] = "yes"
+		Expect(k8sClient.Create(ctx, job)).To(MatchError(gateDenied + `Job gate-hostile/once: annotation retrycap.dev/inject: value "yes" is not "true" or "false"`))
+	})
+
+	It("answers a Rewrite dry run with the rewritten object, storing nothing", func() {
+		const rns = "gate-hostile-rewrite" // the spec above made it, policy Rewrite at cap 4
+		c, warnings := gateClient()
+		d := gateDeployment(rns, "dry", "payment=3", partOfShop)
+		d.Spec.Template.Annotations[annotations.Service] = "order"
+		Expect(c.Create(ctx, d, client.DryRunAll)).To(Succeed())
+		Expect(d.Spec.Template.Annotations).To(Equal(map[string]string{annotations.Service: "order", annotations.Upstreams: "payment=1", annotations.RewrittenFrom: "payment=3"}))
+		Expect(warnings.take()).To(HaveLen(1))
 		notCreated(d)
 	})
 
