@@ -301,6 +301,7 @@ var hostileWorkloads = []struct{ name, yaml string }{
 	{"upstreams: a no-break space", deploymentYAML("web", `{"retrycap.dev/upstreams": "payment=3\u00a0"}`, "")},
 	{"upstreams: a right-to-left override", deploymentYAML("web", `{"retrycap.dev/upstreams": "\u202epayment=3"}`, "")},
 	{"upstreams: full-width digits", deploymentYAML("web", `{"retrycap.dev/upstreams": "payment=\uff13"}`, "")},
+	{"a name that is no DNS-1123 label, the service by default", deploymentYAML("web.v2", `{"retrycap.dev/upstreams": "payment=2"}`, "")},
 	{"service: upper case", deploymentYAML("web", `{"retrycap.dev/service": "Web"}`, "")},
 	{"service: a zero-width space", deploymentYAML("web", `{"retrycap.dev/service": "we\u200bb"}`, "")},
 	{"service: a homoglyph", deploymentYAML("web", `{"retrycap.dev/service": "w\u0435b"}`, "")},
