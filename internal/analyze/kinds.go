@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -295,12 +294,9 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		}
 		if cj, ok := obj.(*batchv1.CronJob); ok {
 			// The Jobs' own metadata: the Jobs get it, their pods (which the injector and the
-			// proxy see) do not; the gate reads only the pod template too.
-			for _, k := range slices.Sorted(maps.Keys(cj.Spec.JobTemplate.Annotations)) {
-				if strings.HasPrefix(k, "retrycap.dev/") {
-					m.warn(src, "%s: annotation %s=%q is on spec.jobTemplate.metadata, the Jobs' own, which retrycap does not read (their pods do not get it): put it on spec.jobTemplate.spec.template.metadata.annotations",
-						w, k, cj.Spec.JobTemplate.Annotations[k])
-				}
+			// proxy see) do not; the gate warns of it in the same words.
+			for _, msg := range workload.JobTemplateWarnings(w, cj.Spec.JobTemplate.Annotations) {
+				m.warn(src, "%s", msg)
 			}
 		}
 		declares := func(x workload.Workload) bool {

@@ -714,33 +714,19 @@ func jobTemplateAnnotations(t *struct {
 }
 
 // validate reports a workload's invalid retrycap annotations, whichever policy selects it, and
-// warns of the ports its upstreams drop.
+// warns of the ports its upstreams drop and of the retrycap.dev/ keys it does not read: the
+// checks the admission gate makes (package workload's), so that both say the same of the same
+// object. A miscased key is malformed (its attempts would not be counted), any other unknown key
+// ignored, with a warning.
 func validate(m *Manifests, src Source, w workload.Workload) []error {
 	var errs []error
-	if s := w.Annotations.Get(annotations.Service); s != "" {
-		if reason := annotations.ValidateLabel(s); reason != "" {
-			errs = append(errs, &InputError{src, &workload.AnnotationError{Workload: w, Annotation: annotations.Service, Value: s,
-				Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", s, reason)}})
-		}
-	}
-	if err := workload.InjectError(w); err != nil {
+	for _, err := range workload.AnnotationErrors(w) {
 		errs = append(errs, &InputError{src, err})
 	}
-	v := w.Annotations.Get(annotations.Upstreams)
-	_, warnings, err := annotations.ParseUpstreamsWarn(v)
-	if err != nil {
-		errs = append(errs, &InputError{src, &workload.AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: v, Err: err}})
+	for _, msg := range workload.UpstreamsWarnings(w) {
+		m.warn(src, "%s", msg)
 	}
-	for _, wn := range warnings {
-		m.warn(src, "%s: annotation %s: %s", w, annotations.Upstreams, wn)
-	}
-	// The keys retrycap does not read, judged as the admission gate does: one that differs from
-	// a read key only in case is malformed (its attempts would not be counted), any other is
-	// ignored, with a warning.
-	miscased, unknown := workload.StrayKeys(w)
-	for _, msg := range miscased {
-		errs = append(errs, &InputError{src, errors.New(msg)})
-	}
+	_, unknown := workload.StrayKeys(w)
 	for _, msg := range unknown {
 		m.warn(src, "%s", msg)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 )
@@ -300,6 +301,12 @@ func ValidateLabel(l string) string {
 	for i := 0; i < len(l); i++ {
 		c := l[i]
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			if c >= utf8.RuneSelf {
+				// A look-alike ("pаyment", Cyrillic а) or an invisible character (a zero-width
+				// space) reads as a valid name: say which one it is.
+				r, _ := utf8.DecodeRuneInString(l[i:])
+				return fmt.Sprintf("only lower-case letters, digits and '-' are allowed, and %q (U+%04X) is not ASCII (a look-alike or an invisible character)", r, r)
+			}
 			return "only lower-case letters, digits and '-' are allowed"
 		}
 	}

@@ -10,6 +10,9 @@
 // the verdict and answers from a policy's prepared graph when the request's chains reach much of
 // a large namespace. mesh.go puts a verdict's plan in the application's terms when mesh layers
 // multiply its edges; time.go judges the same chains against a policy's spec.maxTimeToAnswer.
+// The workload's annotations are checked where they sit with analyze's checks
+// (workload.ReadView, AnnotationErrors, JobTemplateWarnings), so the gate refuses what analyze
+// calls an error and warns of what it warns of; the graph is judged on the pod template's alone.
 //
 // The package imports no client: internal/webhook serves Decide as an admission.Handler over the
 // index that internal/kubeobj feeds. Tests give Decide a slice of workloads as its Source, and

@@ -33,6 +33,9 @@ type Input struct {
 	// ObjectAnnotations are the annotations on a templated workload's own metadata (a
 	// Deployment's, a CronJob's: workload.Kinds) (Incoming holds its pod template's, which is what retrycap reads); nil for a Pod.
 	ObjectAnnotations map[string]string
+	// JobTemplateAnnotations are the annotations on a CronJob's spec.jobTemplate.metadata (the
+	// Jobs' own, not their pods'); nil for any other kind.
+	JobTemplateAnnotations map[string]string
 	// Mesh is the mesh retry layers the graphs count (the manager's meshwatch.Watcher.Set; nil:
 	// none, only the applications' attempts). A prepared graph built with another Set is not
 	// used.
@@ -189,7 +192,8 @@ func (v verdict) capMessage() string {
 //     the ClusterRetryPolicies whose scope (namespaceSelector) has its namespace and whose
 //     selector selects it; a cluster policy judges on its graph across the namespaces of its
 //     scope (nodes "name.ns").
-//   - A workload no policy selects passes untouched.
+//   - A workload no policy selects passes untouched; a malformed retrycap annotation on it (what
+//     analyze calls an error) is said as a warning.
 //   - A malformed retrycap annotation on it is denied whatever the policies' modes; the message
 //     names the workload, the annotation, the token and the column (for upstreams) or the value
 //     (retrycap.dev/inject: only "true" or "false").
@@ -208,8 +212,14 @@ func (v verdict) capMessage() string {
 //     Rewrite mode never refuses a deploy for its numbers.
 //   - Audit: admitted with a warning, judged on what will be stored (after any rewrite).
 func Decide(in Input) Decision {
-	miscased, unknown := workload.StrayKeys(in.Incoming)
-	d := Decision{Allowed: true, Warnings: append(misplacedAnnotations(in), unknown...)}
+	// The annotations as analyze reads them (the workload's own metadata's filling in for the
+	// template's): their malformed values and stray keys are judged wherever on the object they
+	// sit, as analyze judges them. The graph is judged on the template's alone (Incoming), as the
+	// controller reads it.
+	view := workload.ReadView(in.Incoming, in.ObjectAnnotations)
+	_, unknown := workload.StrayKeys(view)
+	warnings := append(misplacedAnnotations(in), workload.JobTemplateWarnings(in.Incoming, in.JobTemplateAnnotations)...)
+	d := Decision{Allowed: true, Warnings: append(append(warnings, unknown...), workload.UpstreamsWarnings(view)...)}
 	deny := func(msg string) Decision {
 		return Decision{Message: msg, Warnings: d.Warnings, PolicyErrors: d.PolicyErrors}
 	}
@@ -242,16 +252,17 @@ func Decide(in Input) Decision {
 			}
 		}
 	}
+	malformed := workload.AnnotationErrors(view)
 	if len(selecting) == 0 {
-		// Nothing judges it: a miscased key is only a warning, like the misplaced ones.
-		d.Warnings = append(d.Warnings, miscased...)
+		// Nothing judges it: admitted untouched, and what analyze calls an error in it (a
+		// malformed value, a miscased key) is said as a warning, like the misplaced ones.
+		for _, err := range malformed {
+			d.Warnings = append(d.Warnings, err.Error())
+		}
 		return d
 	}
-	if len(miscased) > 0 {
-		return deny(miscased[0])
-	}
-	if err := workload.InjectError(in.Incoming); err != nil {
-		return deny(err.Error())
+	if len(malformed) > 0 {
+		return deny(malformed[0].Error())
 	}
 	toStore := in.Incoming
 	src := in.Source
@@ -293,7 +304,9 @@ func Decide(in Input) Decision {
 	if e.Denied {
 		return deny(e.Message)
 	}
-	d.Warnings = append(d.Warnings, e.Warnings...)
+	// The verdict's warnings (what Rewrite changed, what Audit let through) first: the API server
+	// keeps only the first 4 KiB of a response's warnings (FitWarnings).
+	d.Warnings = append(e.Warnings, d.Warnings...)
 	return d
 }
 
@@ -335,7 +348,7 @@ func misplacedAnnotations(in Input) []string {
 		}
 		kind, _ := workload.KindOf(in.Incoming.Kind)
 		out = append(out, fmt.Sprintf("%s: annotation %s=%q is on the %s's own metadata, which retrycap does not read; put it on %s.metadata.annotations",
-			in.Incoming, k, v, in.Incoming.Kind, kind.TemplateField()))
+			in.Incoming, k, workload.Clip(v), in.Incoming.Kind, kind.TemplateField()))
 	}
 	return out
 }
@@ -542,3 +555,57 @@ type none struct{}
 func (none) Workloads(*workload.Policy) []*workload.Parsed  { return nil }
 func (none) Prepared(*workload.Policy) *workload.Base       { return nil }
 func (none) Services(*workload.Policy) *workload.ServiceSet { return nil }
+
+// WarningBudget is how much of an admission response's warnings the gate sends, in characters:
+// the API server keeps about 4 KiB of them (k8s.io/apiserver's warning recorder truncates each
+// and drops the rest past 4,096 runes, without saying so).
+const WarningBudget = 3500
+
+// FitWarnings returns warnings as the client will see them: all of them when they fit in budget
+// characters; else in order while they fit, the first that does not cut to the room left (a
+// Rewrite's warning quotes the old value, up to 256 KiB), and, for the rest, one line saying how
+// many were left out and where to read them all. A workload with thousands of stray
+// retrycap.dev/ keys gets thousands of warnings, and the API server would drop the tail in
+// silence, whatever it held.
+func FitWarnings(warnings []string, budget int) []string {
+	total := 0
+	for _, w := range warnings {
+		total += utf8.RuneCountInString(w)
+	}
+	if total <= budget {
+		return warnings
+	}
+	const summaryRoom, minCut = 200, 200
+	room := budget - summaryRoom
+	var out []string
+	i := 0
+	for ; i < len(warnings); i++ {
+		n := utf8.RuneCountInString(warnings[i])
+		if n <= room {
+			out = append(out, warnings[i])
+			room -= n
+			continue
+		}
+		if room >= minCut {
+			tail := fmt.Sprintf("... (cut from %d bytes)", len(warnings[i]))
+			out = append(out, cutRunes(warnings[i], room-utf8.RuneCountInString(tail))+tail)
+			i++
+		}
+		break
+	}
+	if i < len(warnings) {
+		out = append(out, fmt.Sprintf("%d more warning(s) not shown (the API server keeps about 4 KiB of them): retrycap analyze -f on the manifest lists them all", len(warnings)-i))
+	}
+	return out
+}
+
+// cutRunes is s's first n runes.
+func cutRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}

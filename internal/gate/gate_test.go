@@ -109,9 +109,9 @@ func TestDecide(t *testing.T) {
 			want: Decision{Allowed: true, Warnings: []string{"RetryPolicy shop/checkout: gateway -x3-> order -x3-> payment = 9 > cap 4; order may keep payment=1 (admitted: enforcement is Audit)"}},
 		},
 		{
-			name: "no policy selects the workload: untouched",
+			name: "no policy selects the workload: untouched, its malformed annotation said as a warning",
 			in:   Input{Policies: []*v1alpha1.RetryPolicy{unselected}, Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment=x")},
-			want: Decision{Allowed: true},
+			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstreams: token "payment=x" at column 1: attempts must be an integer 1..100`}},
 		},
 		{
 			name: "malformed annotation: denied in Audit mode too, with token and column",

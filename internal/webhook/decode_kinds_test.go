@@ -41,7 +41,8 @@ func TestDecodeWorkloadKinds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, _, ok, err := decodeWorkload(tt.gvk, []byte(tt.raw))
+			d, err := decodeWorkload(tt.gvk, []byte(tt.raw))
+			w, ok := d.workload, d.ok
 			if err != nil {
 				t.Fatal(err)
 			}

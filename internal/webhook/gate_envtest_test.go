@@ -478,19 +478,23 @@ var _ = Describe("failure policy while the manager is down", Ordered, func() {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "down-gate", Name: "nightly-29000000", OwnerReferences: ctrlRef("batch/v1", "CronJob", "nightly")},
 			Spec: batchv1.JobSpec{Template: jobsTemplate("nightly", "order=3")}}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		// A CronJob without retrycap annotations is not sent; one with them on its job template
-		// (or on its own metadata) is.
+		// A CronJob without retrycap annotations is not sent; one with them on its pod template,
+		// its own metadata or its job template's metadata (the Jobs', warned of) is.
 		plain := nightlyCronJob("down-gate", "")
 		plain.Spec.JobTemplate.Spec.Template.Annotations = nil
 		Expect(k8sClient.Create(ctx, plain)).To(Succeed())
-		for _, cj := range []*batchv1.CronJob{nightlyCronJob("down-gate", "order=3"), nightlyCronJob("down-gate", "")} {
+		for i, cj := range []*batchv1.CronJob{nightlyCronJob("down-gate", "order=3"), nightlyCronJob("down-gate", ""), nightlyCronJob("down-gate", "")} {
 			cj.Name = "annotated"
-			if cj.Spec.JobTemplate.Spec.Template.Annotations[annotations.Upstreams] == "" {
+			switch i {
+			case 1:
 				cj.Spec.JobTemplate.Spec.Template.Annotations = nil
 				cj.Annotations = map[string]string{annotations.Upstreams: "order=3"}
+			case 2:
+				cj.Spec.JobTemplate.Spec.Template.Annotations = nil
+				cj.Spec.JobTemplate.Annotations = map[string]string{annotations.Upstreams: "order=3"}
 			}
 			err = k8sClient.Create(ctx, cj)
-			Expect(err).To(HaveOccurred())
+			Expect(err).To(HaveOccurred(), "CronJob %d", i)
 			Expect(err.Error()).To(ContainSubstring(`failed calling webhook "gate.retrycap.dev"`))
 		}
 	})

@@ -59,24 +59,31 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	incoming, objAnn, isWorkload, err := decodeWorkload(req.Kind, req.Object.Raw)
+	if req.SubResource != "" {
+		// The configurations send no subresource; one whose rules were widened ("deployments/*")
+		// must not judge a status write (the API server keeps the stored spec and annotations)
+		// or a Scale (not a workload) as the workload.
+		return admission.Allowed("retrycap does not gate the " + req.SubResource + " subresource: it cannot change a retrycap annotation")
+	}
+	dec, err := decodeWorkload(req.Kind, req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
 	}
-	if !isWorkload {
+	incoming := dec.workload
+	if !dec.ok {
 		// A Pod a controller owns: its workload was judged when it was created.
 		return admission.Allowed("")
 	}
 	fillIdentity(&incoming, req)
 	var old *workload.Workload
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		o, _, ok, err := decodeWorkload(req.Kind, req.OldObject.Raw)
+		o, err := decodeWorkload(req.Kind, req.OldObject.Raw)
 		if err != nil {
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
 		}
-		if ok {
-			fillIdentity(&o, req)
-			old = &o
+		if o.ok {
+			fillIdentity(&o.workload, req)
+			old = &o.workload
 		}
 	}
 
@@ -116,7 +123,8 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	}
 	// The index reads only the part of the namespaces that can change the verdict, and only if
 	// some policy must judge the request.
-	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old, ObjectAnnotations: objAnn, Mesh: g.meshSet()})
+	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old,
+		ObjectAnnotations: dec.own, JobTemplateAnnotations: dec.jobTemplate, Mesh: g.meshSet()})
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a policy the gate cannot evaluate", "workload", incoming.String())
 	}
@@ -128,7 +136,7 @@ func (g *WorkloadGate) respond(req admission.Request, d gate.Decision) admission
 	if d.Rewrite != nil {
 		patch = annotationPatch(req.Kind.Kind, d.Rewrite)
 	}
-	return verdictResponse(d.Allowed, d.Message, d.Warnings, patch)
+	return verdictResponse(d.Allowed, d.Message, gate.FitWarnings(d.Warnings, gate.WarningBudget), patch)
 }
 
 // verdictResponse is the response of either gate's verdict: denied with message, or allowed
@@ -186,9 +194,11 @@ type templated struct {
 	Metadata metav1.ObjectMeta `json:"metadata"`
 	Spec     struct {
 		Template templateLite `json:"template"`
-		// JobTemplate is a CronJob's: its pod template is spec.jobTemplate.spec.template.
+		// JobTemplate is a CronJob's: its pod template is spec.jobTemplate.spec.template; its
+		// own metadata is the Jobs' (retrycap annotations there are warned of).
 		JobTemplate struct {
-			Spec struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+			Spec     struct {
 				Template templateLite `json:"template"`
 			} `json:"spec"`
 		} `json:"jobTemplate"`
@@ -235,37 +245,53 @@ func (p podSpecLite) podSpec() corev1.PodSpec {
 	return corev1.PodSpec{InitContainers: conv(p.InitContainers), Containers: conv(p.Containers)}
 }
 
+// decoded is what the gate reads of an admission object.
+type decoded struct {
+	// workload is the object's workload (its pod template's labels and annotations); ok is false
+	// for an object that is none (a kind retrycap does not read, or one a controller owns).
+	workload workload.Workload
+	ok       bool
+	// own are the annotations of a templated workload's own metadata (nil for a Pod), and
+	// jobTemplate those of a CronJob's spec.jobTemplate.metadata: where retrycap does not read
+	// them, for the gate's warnings.
+	own, jobTemplate map[string]string
+}
+
 // decodeWorkload reads the workload of a raw admission object, of a kind of workload.Kinds, through
 // workload.FromTemplate or FromObject (the one place that says what a workload is: a Job or
 // ReplicaSet a controller owns is not one), and the annotations of a templated workload's own
-// metadata; false for such an owned object, or any other kind.
-func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (workload.Workload, map[string]string, bool, error) {
+// metadata and of a CronJob's job template; not ok for such an owned object, or any other kind.
+func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (decoded, error) {
 	if len(raw) == 0 {
-		return workload.Workload{}, nil, false, fmt.Errorf("the request carries no object")
+		return decoded{}, fmt.Errorf("the request carries no object")
 	}
 	k, ok := workload.KindOfGroup(gvk.Group, gvk.Kind)
 	if !ok {
-		return workload.Workload{}, nil, false, nil
+		return decoded{}, nil
 	}
 	if k.TemplatePath == nil {
 		var m objectMetaOnly
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return workload.Workload{}, nil, false, err
+			return decoded{}, err
 		}
 		w, ok := workload.FromObject(&corev1.Pod{ObjectMeta: m.Metadata, Spec: m.Spec.podSpec()})
-		return w, nil, ok, nil
+		return decoded{workload: w, ok: ok}, nil
 	}
 	var t templated
 	if err := json.Unmarshal(raw, &t); err != nil {
-		return workload.Workload{}, nil, false, err
+		return decoded{}, err
 	}
 	tmpl, err := t.template(k)
 	if err != nil {
-		return workload.Workload{}, nil, false, err
+		return decoded{}, err
 	}
 	spec := tmpl.Spec.podSpec()
 	w, ok := workload.FromTemplate(k.Kind, t.Metadata, tmpl.Metadata, &spec)
-	return w, t.Metadata.Annotations, ok, nil
+	d := decoded{workload: w, ok: ok, own: t.Metadata.Annotations}
+	if k.Kind == workload.KindCronJob {
+		d.jobTemplate = t.Spec.JobTemplate.Metadata.Annotations
+	}
+	return d, nil
 }
 
 // fillIdentity completes what a create may leave out of the object: its namespace (taken from

@@ -33,5 +33,10 @@
 // renamed, into it through the builder's own per-workload steps instead of building it again,
 // with exactly the build's result (incremental.go).
 //
+// The checks of a workload's retrycap annotations themselves, apart from any graph, are shared by
+// the admission gate and analyze so that both say the same of one object (placement.go, stray.go):
+// ReadView (the annotations as read, the own metadata's filling in for the template's),
+// AnnotationErrors, UpstreamsWarnings, StrayKeys, InjectError, JobTemplateWarnings.
+//
 // It is pure: it imports API types but no clients, and never talks to a cluster.
 package workload

@@ -24,7 +24,8 @@ var writtenAnnotations = []string{annotations.RewrittenFrom, annotations.Injecte
 // StrayKeys finds the retrycap.dev/ annotations of w that retrycap does not read. Annotation
 // keys are case-sensitive: "retrycap.dev/Upstreams" is not retrycap.dev/upstreams, so its value
 // would never be counted while the app makes those attempts. Such a key, one that differs from
-// a read key only in case, is a malformed annotation (miscased: denied when a policy selects w,
+// a read key only in case, or one holding a character that is not ASCII (a look-alike or an
+// invisible one, which the API server refuses in a key), is a malformed annotation (miscased: denied when a policy selects w,
 // as any malformed retrycap annotation is); any other unknown retrycap.dev/ key (a typo such as
 // retrycap.dev/upstream) gets a warning saying it is ignored. Both name the workload, the key and
 // the value. The admission gate and analyze both judge by it.
@@ -33,13 +34,21 @@ func StrayKeys(w Workload) (miscased, unknown []string) {
 		if !strings.HasPrefix(k, keyPrefix) || slices.Contains(ReadAnnotations, k) || slices.Contains(writtenAnnotations, k) {
 			continue
 		}
+		if i := strings.IndexFunc(k, func(r rune) bool { return r >= utf8.RuneSelf }); i >= 0 {
+			// "retrycap.dev/up\u200bstreams", "retrycap.dev/upstreаms" (Cyrillic а): printed as
+			// is, it reads as a key retrycap reads; quoted, with the character named, it does not.
+			r, _ := utf8.DecodeRuneInString(k[i:])
+			miscased = append(miscased, fmt.Sprintf("%s: annotation %+q=%q: the key holds %q (U+%04X), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only %s",
+				w, k, Clip(v), r, r, strings.Join(ReadAnnotations, ", ")))
+			continue
+		}
 		if i := slices.IndexFunc(ReadAnnotations, func(r string) bool { return strings.EqualFold(r, k) }); i >= 0 {
 			miscased = append(miscased, fmt.Sprintf("%s: annotation %s=%q: annotation keys are case-sensitive and retrycap reads only %s, so this value would not be counted; rename the key",
-				w, k, clip(v), ReadAnnotations[i]))
+				w, k, Clip(v), ReadAnnotations[i]))
 			continue
 		}
 		unknown = append(unknown, fmt.Sprintf("%s: annotation %s=%q is not one retrycap reads (%s); it is ignored",
-			w, k, clip(v), strings.Join(ReadAnnotations, ", ")))
+			w, k, Clip(v), strings.Join(ReadAnnotations, ", ")))
 	}
 	return miscased, unknown
 }
@@ -52,11 +61,12 @@ func InjectError(w Workload) *AnnotationError {
 		return nil
 	}
 	return &AnnotationError{Workload: w, Annotation: annotations.Inject, Value: v,
-		Err: fmt.Errorf("value %q is not \"true\" or \"false\"", clip(v))}
+		Err: fmt.Errorf("value %q is not \"true\" or \"false\"", Clip(v))}
 }
 
-// clip shortens a value quoted in a message: an annotation may hold up to 256 KiB.
-func clip(v string) string {
+// Clip shortens a value quoted in a message (to 200 bytes and its length): an annotation may
+// hold up to 256 KiB, and the API server cuts an admission warning past 4 KiB.
+func Clip(v string) string {
 	const maxQuoted = 200
 	if len(v) <= maxQuoted {
 		return v
