@@ -288,10 +288,7 @@ func (gt *gateTime) hop(e int32, n int64, x int64) int64 {
 				first.Tries = n
 				l = reduce(first)
 			}
-			if l.p > 0 && l.p < y {
-				y = l.p
-			}
-			y = add(mul(l.a, y), l.b)
+			y, _ = l.tries(y, false)
 			if l.t > 0 && l.t < y {
 				y = l.t
 			}

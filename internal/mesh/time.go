@@ -19,6 +19,7 @@ import (
 const (
 	LinkerdTimeoutRequest  = "timeout.linkerd.io/request"
 	LinkerdTimeoutResponse = "timeout.linkerd.io/response"
+	LinkerdTimeoutIdle     = "timeout.linkerd.io/idle"
 	LinkerdRetryTimeout    = "retry.linkerd.io/timeout"
 )
 
@@ -36,10 +37,15 @@ const (
 // timeout, no overall timeout.
 type LayerTime struct {
 	// PerTry bounds each try (Istio retries.perTryTimeout, Gateway API timeouts.backendRequest,
-	// retry.linkerd.io/timeout, Envoy Gateway retry.perRetry.timeout).
+	// the smaller of retry.linkerd.io/timeout and timeout.linkerd.io/response, Envoy Gateway
+	// retry.perRetry.timeout).
 	PerTry time.Duration
+	// LastTry bounds the last try where PerTry does not (graph.TimeLayer.LastTry): Linkerd's
+	// proxy drops the retry timeout once no retry remains, leaving the response timeout, or
+	// nothing (graph.Forever). 0: PerTry bounds every try.
+	LastTry time.Duration
 	// Timeout bounds the tries together (Istio timeout, Gateway API timeouts.request,
-	// timeout.linkerd.io/request or /response, Envoy Gateway timeout.http.requestTimeout).
+	// timeout.linkerd.io/request, Envoy Gateway timeout.http.requestTimeout).
 	Timeout time.Duration
 	// BackoffBase and BackoffMax: the wait before retry n is at most min(max, base x 2^(n-1)).
 	BackoffBase, BackoffMax time.Duration
@@ -50,8 +56,8 @@ type LayerTime struct {
 
 // ruleTime is one rule's (or a whole object's) timeouts.
 type ruleTime struct {
-	perTry, timeout, base, max time.Duration
-	set                        bool
+	perTry, last, timeout, base, max time.Duration
+	set                              bool
 }
 
 // objTimes are an object's timeouts: by rule (spec.http[i], spec.rules[i]) and for the whole
@@ -71,6 +77,7 @@ type vsTimeFields struct {
 			Timeout *string `json:"timeout"`
 			Retries *struct {
 				PerTryTimeout *string `json:"perTryTimeout"`
+				Backoff       *string `json:"backoff"`
 			} `json:"retries"`
 		} `json:"http"`
 	} `json:"spec"`
@@ -156,7 +163,11 @@ func parseTime(id, field string, v *string, g grammar) (time.Duration, error) {
 	switch {
 	case err != nil || d < 0:
 		return 0, fmt.Errorf("%s %s: %q is not a duration (\"500ms\", \"2s\")", id, field, *v)
-	case d != 0 && (d < time.Millisecond || d%time.Millisecond != 0):
+	case d == 0:
+		// Istio's CRD (duration(self) >= duration('1ms')) and its webhook refuse a zero: the
+		// object is never stored, so it disables nothing.
+		return 0, fmt.Errorf("%s %s: %q is refused by Istio (at least 1ms): leave the field out for no timeout", id, field, *v)
+	case d < time.Millisecond || d%time.Millisecond != 0:
 		return 0, fmt.Errorf("%s %s: %q is not a whole number of milliseconds of at least 1ms, as Istio requires", id, field, *v)
 	}
 	return d, nil
@@ -164,7 +175,8 @@ func parseTime(id, field string, v *string, g grammar) (time.Duration, error) {
 
 // parseLinkerdDuration reads a duration as Linkerd's policy controller does: blanks around, a
 // decimal magnitude (Rust's u64, so an optional "+"), then ms, s, m, h or d, or nothing for 0.
-// A magnitude too large for a time.Duration is saturated: a finite bound too long to count.
+// Linkerd refuses a value whose milliseconds pass a u64; one that only passes a time.Duration
+// is saturated here: a finite bound too long to count.
 func parseLinkerdDuration(s string) (time.Duration, bool) {
 	s = strings.TrimSpace(s)
 	s = strings.TrimPrefix(s, "+")
@@ -199,6 +211,9 @@ func parseLinkerdDuration(s string) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
+	if n > math.MaxUint64/uint64(unit/time.Millisecond) {
+		return 0, false // Linkerd: "overflows when converted to 'ms'"
+	}
 	if n > uint64(math.MaxInt64/int64(unit)) {
 		return time.Duration(math.MaxInt64), true
 	}
@@ -222,16 +237,6 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 			*dst = d
 		}
 	}
-	annotation := func(f string, v *string, dst *time.Duration) {
-		// An annotation, which no API server validates: Linkerd's policy controller ignores
-		// one it cannot parse, leaving no timeout; so does the model, with a warning. Refusing
-		// the object would drop its retries too (the status leaves out a Set's refusals).
-		if d, aerr := parseTime(h.id(), f, v, linkerdGrammar); aerr != nil {
-			ot.ignored = append(ot.ignored, WarnLinkerdTimeoutIgnored(aerr))
-		} else if d > 0 {
-			*dst = d
-		}
-	}
 	decode := func(v any) error {
 		return decodeObject(h, data, v)
 	}
@@ -247,8 +252,10 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 			field(fmt.Sprintf("spec.http[%d].timeout", i), r.Timeout, &rt.timeout)
 			if r.Retries != nil {
 				field(fmt.Sprintf("spec.http[%d].retries.perTryTimeout", i), r.Retries.PerTryTimeout, &rt.perTry)
+				// Istio's backoff is Envoy's base interval; Envoy caps it at ten times that.
+				field(fmt.Sprintf("spec.http[%d].retries.backoff", i), r.Retries.Backoff, &rt.base)
 			}
-			rt.set = rt.timeout > 0 || rt.perTry > 0
+			rt.set = rt.timeout > 0 || rt.perTry > 0 || rt.base > 0
 		}
 	case GroupGateway + "/HTTPRoute", GroupGateway + "/GRPCRoute", GroupLinkerdPol + "/HTTPRoute":
 		var f routeTimeFields
@@ -258,18 +265,28 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 		ot.rules = make([]ruleTime, len(f.Spec.Rules))
 		for i, r := range f.Spec.Rules {
 			rt := &ot.rules[i]
+			if r.Timeouts != nil && h.Kind == "GRPCRoute" {
+				// Not a field of the Gateway API's GRPCRoute (v1.x): kubectl refuses it as unknown,
+				// the API server drops it otherwise, and no implementation applies it.
+				return fmt.Errorf("%s spec.rules[%d].timeouts: the Gateway API's GRPCRoute has no timeouts field (the API server drops it): bound the calls with an Envoy Gateway BackendTrafficPolicy, a VirtualService or the callers' per-try timeouts", h.id(), i)
+			}
 			if r.Timeouts != nil {
 				field(fmt.Sprintf("spec.rules[%d].timeouts.request", i), r.Timeouts.Request, &rt.timeout)
 				field(fmt.Sprintf("spec.rules[%d].timeouts.backendRequest", i), r.Timeouts.BackendRequest, &rt.perTry)
+				if err == nil && rt.timeout > 0 && rt.perTry > rt.timeout {
+					// The CRD's rule (and Linkerd's admission): the object is never stored.
+					err = fmt.Errorf("%s spec.rules[%d].timeouts: backendRequest %q is longer than request %q, which the API server refuses (backendRequest is each try, request all of them)",
+						h.id(), i, *r.Timeouts.BackendRequest, *r.Timeouts.Request)
+				}
 			}
 			if r.Retry != nil {
 				field(fmt.Sprintf("spec.rules[%d].retry.backoff", i), r.Retry.Backoff, &rt.base)
 			}
 			rt.set = rt.timeout > 0 || rt.perTry > 0 || rt.base > 0
 		}
-		ot.whole = linkerdTimes(h, annotation)
+		ot.whole, ot.ignored = linkerdTimes(h)
 	case "/Service":
-		ot.whole = linkerdTimes(h, annotation)
+		ot.whole, ot.ignored = linkerdTimes(h)
 	case GroupEnvoyGateway + "/BackendTrafficPolicy":
 		var f btpTimeFields
 		if err := decode(&f); err != nil {
@@ -300,35 +317,67 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 	return nil
 }
 
-// linkerdTimes reads Linkerd's timeout annotations: retry.linkerd.io/timeout is the per-try
-// timeout; timeout.linkerd.io/request (or /response, the smaller when both are set) bounds the
-// whole request, retries included.
-func linkerdTimes(h header, field func(string, *string, *time.Duration)) ruleTime {
-	var rt ruleTime
-	get := func(k string) *string {
-		if v, ok := h.Metadata.Annotations[k]; ok {
-			return &v
+// linkerdTimes reads Linkerd's timeout annotations as its proxy applies them (linkerd2-proxy's
+// route extensions and stream timeouts, enforced on each attempt):
+//   - timeout.linkerd.io/request bounds the whole request, retries included (one deadline);
+//   - timeout.linkerd.io/response bounds each try, the last one included;
+//   - retry.linkerd.io/timeout bounds each try but the last: the proxy drops it once no retry
+//     remains, so the last try has only the response timeout, or nothing;
+//   - timeout.linkerd.io/idle bounds no try that keeps its stream busy: not counted, but read,
+//     since Linkerd drops request, response and idle together when one of them does not parse.
+//
+// Annotations are validated by no API server: Linkerd's policy controller logs one it cannot
+// parse and goes on without it, and so does the model, with a warning (warns).
+func linkerdTimes(h header) (rt ruleTime, warns []string) {
+	read := func(k string, all bool) (time.Duration, bool) {
+		v, ok := h.Metadata.Annotations[k]
+		if !ok {
+			return 0, true
 		}
-		return nil
+		d, err := parseTime(h.id(), annotationPath(k), &v, linkerdGrammar)
+		if err != nil {
+			if all {
+				warns = append(warns, WarnLinkerdTimeoutsIgnored(err))
+			} else {
+				warns = append(warns, WarnLinkerdTimeoutIgnored(err))
+			}
+			return 0, false
+		}
+		return d, true
 	}
-	field(annotationPath(LinkerdRetryTimeout), get(LinkerdRetryTimeout), &rt.perTry)
-	var req, resp time.Duration
-	field(annotationPath(LinkerdTimeoutRequest), get(LinkerdTimeoutRequest), &req)
-	field(annotationPath(LinkerdTimeoutResponse), get(LinkerdTimeoutResponse), &resp)
+	retry, _ := read(LinkerdRetryTimeout, false)
+	req, okReq := read(LinkerdTimeoutRequest, true)
+	resp, okResp := read(LinkerdTimeoutResponse, true)
+	_, okIdle := read(LinkerdTimeoutIdle, true)
+	if !okReq || !okResp || !okIdle {
+		req, resp = 0, 0
+	}
+	rt.timeout = req
 	switch {
-	case req > 0 && resp > 0:
-		rt.timeout = min(req, resp)
+	case retry > 0 && resp > 0:
+		rt.perTry = min(retry, resp)
+		if resp > retry {
+			rt.last = resp
+		}
+	case retry > 0:
+		rt.perTry, rt.last = retry, graph.Forever
 	default:
-		rt.timeout = max(req, resp)
+		rt.perTry = resp
 	}
 	rt.set = rt.perTry > 0 || rt.timeout > 0
-	return rt
+	return rt, warns
 }
 
 // WarnLinkerdTimeoutIgnored: a Linkerd timeout annotation Linkerd cannot parse (err names the
 // object, the annotation and the value), which it ignores.
 func WarnLinkerdTimeoutIgnored(err error) string {
 	return err.Error() + ": Linkerd ignores it: counted as no timeout"
+}
+
+// WarnLinkerdTimeoutsIgnored: a timeout.linkerd.io annotation Linkerd cannot parse, which makes it
+// ignore the object's request, response and idle timeouts alike.
+func WarnLinkerdTimeoutsIgnored(err error) string {
+	return err.Error() + ": Linkerd ignores it, and " + LinkerdTimeoutRequest + ", /response and /idle with it: counted as no timeout"
 }
 
 // ignoredTimes are the warnings of object id's (a layer's Object) ignored timeouts.
@@ -408,7 +457,7 @@ func (s *Set) LayerTime(l Layer) LayerTime {
 	if !rt.set {
 		return lt
 	}
-	lt.PerTry, lt.Timeout, lt.Source = rt.perTry, rt.timeout, source
+	lt.PerTry, lt.LastTry, lt.Timeout, lt.Source = rt.perTry, rt.last, rt.timeout, source
 	if rt.base > 0 {
 		lt.BackoffBase = rt.base
 		// A base alone (Gateway API's retry.backoff): Envoy's cap, ten times the base.
@@ -429,7 +478,7 @@ func (s *Set) TimeLayer(l Layer) graph.TimeLayer {
 	if l.Object != "" {
 		name = string(l.Kind) + " " + l.Object
 	}
-	return graph.TimeLayer{Name: name, Tries: l.Tries, PerTry: lt.PerTry, Timeout: lt.Timeout, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax}
+	return graph.TimeLayer{Name: name, Tries: l.Tries, PerTry: lt.PerTry, LastTry: lt.LastTry, Timeout: lt.Timeout, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax}
 }
 
 // Hop is the time model's hop of an edge whose caller's own layer (its app, or retrycap's

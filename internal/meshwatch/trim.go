@@ -23,8 +23,9 @@ var specTrees = map[string]keep{
 		"hosts": true, "gateways": true, "exportTo": true,
 		// route: an ingress Gateway's destinations (mesh/ingress.go); timeout and perTryTimeout:
 		// the time model (mesh/time.go). Without them the status counted bookinfo's ingress
-		// layer as none (12 where analyze and the gate say 36).
-		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true, "perTryTimeout": true},
+		// layer as none (12 where analyze and the gate say 36). retries.backoff: Envoy's base
+		// interval, which the time model reads too.
+		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true, "perTryTimeout": true, "backoff": true},
 			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}}}},
 	},
 	mesh.GroupGateway + "/HTTPRoute":    routeTree,
@@ -141,7 +142,7 @@ func meshAnnotations(ann map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range ann {
 		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation || k == mesh.KumaSidecarInjection || k == mesh.KumaMeshLabel ||
-			strings.HasPrefix(k, "retry.linkerd.io/") {
+			strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") {
 			if out == nil {
 				out = map[string]string{}
 			}

@@ -43,7 +43,7 @@ spec:
   - match: [{gateways: [mesh], uri: {prefix: /a}}]
     route: [{destination: {host: ratings, subset: v1}, weight: 100}]
     timeout: 1s
-  - retries: {attempts: 3, perTryTimeout: 2s, retryOn: 5xx}
+  - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s, retryOn: 5xx}
 status: {observedGeneration: 3}
 `,
 			want: `apiVersion: networking.istio.io/v1
@@ -56,7 +56,7 @@ spec:
   - match: [{gateways: [mesh]}]
     route: [{destination: {host: ratings}}]
     timeout: 1s
-  - retries: {attempts: 3, perTryTimeout: 2s}
+  - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s}
 `,
 		},
 		{
@@ -66,7 +66,7 @@ kind: HTTPRoute
 metadata:
   name: reviews
   namespace: bookinfo
-  annotations: {retry.linkerd.io/limit: "2", note: x}
+  annotations: {retry.linkerd.io/limit: "2", timeout.linkerd.io/response: 1s, note: x}
 spec:
   parentRefs: [{group: "", kind: Service, name: reviews, port: 9080}]
   rules:
@@ -80,7 +80,7 @@ kind: HTTPRoute
 metadata:
   name: reviews
   namespace: bookinfo
-  annotations: {retry.linkerd.io/limit: "2"}
+  annotations: {retry.linkerd.io/limit: "2", timeout.linkerd.io/response: 1s}
 spec:
   parentRefs: [{group: "", kind: Service, name: reviews}]
   rules:
