@@ -238,8 +238,8 @@ func TestDurationGrammars(t *testing.T) {
 		{linkerdGrammar, "+5s", 5 * time.Second, true}, // Rust's u64 parser takes a "+"
 		{linkerdGrammar, "90m", 90 * time.Minute, true},
 		{linkerdGrammar, "18446744073709551615ms", time.Duration(1<<63 - 1), true}, // saturated, never wrapped
-		{linkerdGrammar, "18446744073709551615d", 0, false},                         // past a u64 of ms: Linkerd refuses it
-		{linkerdGrammar, "18446744073709551s", time.Duration(1<<63 - 1), true},      // 18446744073709551000ms: within a u64
+		{linkerdGrammar, "18446744073709551615d", 0, false},                        // past a u64 of ms: Linkerd refuses it
+		{linkerdGrammar, "18446744073709551s", time.Duration(1<<63 - 1), true},     // 18446744073709551000ms: within a u64
 		{linkerdGrammar, "18446744073709552s", 0, false},
 		{linkerdGrammar, "1", 0, false},
 		{linkerdGrammar, "s", 0, false},
