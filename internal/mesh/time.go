@@ -427,6 +427,37 @@ func ruleIndex(fieldPath string) (int, bool) {
 // is the proxy's default where the object sets none. A layer of a system default that no object
 // declares has no timeout (Istio's default route has none).
 func (s *Set) LayerTime(l Layer) LayerTime {
+	lt := s.layerTime(l)
+	if s == nil || l.Kind != Istio {
+		return lt
+	}
+	// Istio's MeshConfig retry policies bring their per-try timeout and backoff with their tries
+	// (pilot: a route that sets no retries takes defaultHttpRetryPolicy whole; the inbound
+	// policy honours attempts, retryOn and backoff).
+	var md *meshDefault
+	switch {
+	case l.Default:
+		md = s.meshDefault
+	case l.Object == "ConfigMap "+IstioConfigNamespace+"/"+IstioConfigName:
+		md = s.inbound
+	}
+	if md == nil {
+		return lt
+	}
+	if lt.PerTry == 0 && md.perTry > 0 {
+		lt.PerTry = md.perTry
+	}
+	if md.base > 0 {
+		lt.BackoffBase, lt.BackoffMax = md.base, 10*md.base
+	}
+	if (md.perTry > 0 || md.base > 0) && lt.Source == "" {
+		lt.Source = "ConfigMap " + IstioConfigNamespace + "/" + IstioConfigName + " data." + IstioConfigKey
+	}
+	return lt
+}
+
+// layerTime is LayerTime from the layer's own object and rule.
+func (s *Set) layerTime(l Layer) LayerTime {
 	var lt LayerTime
 	switch l.Kind {
 	case Linkerd:

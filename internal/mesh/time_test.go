@@ -280,3 +280,61 @@ func TestLayerTimeRemoved(t *testing.T) {
 		t.Fatalf("after remove: %+v", got)
 	}
 }
+
+// Istio's MeshConfig retry policies bring their per-try timeout and backoff with their tries: a
+// route that sets no retries takes defaultHttpRetryPolicy whole (pilot's route.go), and the
+// inbound policy honours attempts, retryOn and backoff. Without them a mesh-wide backoff of 1s
+// was timed as Envoy's 25ms.
+func TestLayerTimeMeshConfig(t *testing.T) {
+	cm := func(mesh string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n" + mesh
+	}
+	inside := Caller{Name: "Deployment shop/web", Namespace: "shop"}
+	ns := "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}\n"
+	const src = "ConfigMap istio-system/istio data.mesh"
+	for _, tc := range []struct {
+		name, mesh, extra string
+		want              []LayerTime
+	}{
+		{"no VirtualService: the mesh default's per-try timeout and backoff",
+			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 1s}\n", "",
+			[]LayerTime{{PerTry: 2 * time.Second, BackoffBase: time.Second, BackoffMax: 10 * time.Second, Source: src}}},
+		{"a route without retries: its timeout, the mesh default's per-try timeout and backoff",
+			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 100ms}\n",
+			vs("shop", "orders", "  hosts: [orders]\n  http:\n  - timeout: 9s"),
+			[]LayerTime{{PerTry: 2 * time.Second, Timeout: 9 * time.Second, BackoffBase: 100 * ms, BackoffMax: time.Second, Source: "VirtualService shop/orders spec.http[0]"}}},
+		{"a route with retries: its own, not the mesh default's",
+			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 1s}\n",
+			vs("shop", "orders", "  hosts: [orders]\n  http:\n  - retries: {attempts: 1}"),
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		{"the inbound policy's backoff",
+			"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: 500ms}\n", "",
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}, {BackoffBase: 500 * ms, BackoffMax: 5 * time.Second, Source: src}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := ns + "---\n" + cm(tc.mesh)
+			if tc.extra != "" {
+				docs += "---\n" + tc.extra
+			}
+			s := set(t, Options{}, docs)
+			e := s.Edge(inside, "orders")
+			var got []LayerTime
+			for _, l := range e.Layers {
+				got = append(got, s.LayerTime(l))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("layers %+v\n got %+v\nwant %+v", e.Layers, got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct{ mesh, want string }{
+		{"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 0s}\n",
+			`ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.perTryTimeout: "0s" is refused by Istio (at least 1ms): leave the field out for no timeout`},
+		{"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: soon}\n",
+			`ConfigMap istio-system/istio data.mesh defaultInboundHttpRetryPolicy.backoff: "soon" is not a duration ("500ms", "2s")`},
+	} {
+		if _, err := NewSet(Options{}).AddManifest([]byte(cm(tc.mesh))); err == nil || err.Error() != tc.want {
+			t.Errorf("error %v\nwant %s", err, tc.want)
+		}
+	}
+}
