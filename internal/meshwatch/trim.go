@@ -178,14 +178,15 @@ func MembershipOf(u *unstructured.Unstructured, istio, linkerd bool) *unstructur
 	return out
 }
 
-// WithoutLinkerdRetries returns a Service without its retry.linkerd.io/ annotations (u itself when
-// it has none): without a Linkerd API read the cluster has no Linkerd, and its annotations add no
-// layer (nor an error for a value Linkerd would refuse). u is not modified.
+// WithoutLinkerdRetries returns a Service without its retry.linkerd.io/ and timeout.linkerd.io/
+// annotations (u itself when it has none): without a Linkerd API read the cluster has no Linkerd,
+// and its annotations add no layer (nor an error or a warning for a value Linkerd would refuse).
+// u is not modified.
 func WithoutLinkerdRetries(u *unstructured.Unstructured) *unstructured.Unstructured {
 	ann := u.GetAnnotations()
 	var drop []string
 	for k := range ann {
-		if strings.HasPrefix(k, "retry.linkerd.io/") {
+		if strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") {
 			drop = append(drop, k)
 		}
 	}

@@ -366,12 +366,12 @@ func TestWithoutLabels(t *testing.T) {
 }
 
 func TestWithoutLinkerdRetries(t *testing.T) {
-	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: \"3\", team: a}}")
+	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: \"3\", timeout.linkerd.io/request: 2s, team: a}}")
 	got := WithoutLinkerdRetries(svc)
 	if want := map[string]string{"team": "a"}; !reflect.DeepEqual(got.GetAnnotations(), want) {
 		t.Errorf("annotations %v, want %v", got.GetAnnotations(), want)
 	}
-	if len(svc.GetAnnotations()) != 3 {
+	if len(svc.GetAnnotations()) != 4 {
 		t.Errorf("the input was modified: %v", svc.GetAnnotations())
 	}
 	plain := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b}")
