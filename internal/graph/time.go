@@ -318,20 +318,16 @@ func reduce(l TimeLayer) layerT {
 	return r
 }
 
-// tries is the time of l's tries and backoff when what it waits on takes y, before its overall
-// timeout, and whether that is still y's unknown (a leaf's) where u said it was.
-func (l *layerT) tries(y int64, u bool) (int64, bool) {
+// lastApart is the time of the tries and backoff of l, whose last try is bounded apart (q != 0),
+// when what it waits on takes y, before its overall timeout; and whether that is still y's
+// unknown (a leaf's) where u said it was: every try but the last within p, the last within q
+// (Forever: it takes what it waits on, unknown if that is).
+func (l *layerT) lastApart(y int64, u bool) (int64, bool) {
 	yp := y
 	if l.p > 0 && l.p < yp {
 		yp = l.p
 	}
-	if l.q == 0 {
-		return add(mul(l.a, yp), l.b), u && l.p == 0
-	}
-	// Every try but the last within p, the last within q: where q is Forever, the last try
-	// takes what it waits on, unknown if that is.
-	yq := min(l.q, y)
-	return add(add(mul(l.a-1, yp), yq), l.b), u && l.q == int64(Forever)
+	return add(add(mul(l.a-1, yp), min(l.q, y)), l.b), u && l.q == int64(Forever)
 }
 
 // hopOf is edge e's first hopRec, -1 when none.
@@ -567,7 +563,17 @@ func (p *timePass) throughOne(r int32, x int64, unknown, check bool) int64 {
 		if check && l.p > 0 && y > l.p && !u {
 			p.offer(r, i-rec.lo, l, y)
 		}
-		y, u = l.tries(y, u)
+		if l.q != 0 {
+			y, u = l.lastApart(y, u)
+		} else {
+			if l.p > 0 {
+				u = false
+				if l.p < y {
+					y = l.p
+				}
+			}
+			y = add(mul(l.a, y), l.b)
+		}
 		if l.t > 0 {
 			u = false
 			if l.t < y {
@@ -596,7 +602,17 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 		if check && l.p > 0 && y > l.p && !u {
 			p.offer(-1-s, i-lo, l, y)
 		}
-		y, u = l.tries(y, u)
+		if l.q != 0 {
+			y, u = l.lastApart(y, u)
+		} else {
+			if l.p > 0 {
+				u = false
+				if l.p < y {
+					y = l.p
+				}
+			}
+			y = add(mul(l.a, y), l.b)
+		}
 		if l.t > 0 {
 			u = false
 			if l.t < y {
