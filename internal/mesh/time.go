@@ -278,6 +278,12 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 					err = fmt.Errorf("%s spec.rules[%d].timeouts: backendRequest %q is longer than request %q, which the API server refuses (backendRequest is each try, request all of them)",
 						h.id(), i, *r.Timeouts.BackendRequest, *r.Timeouts.Request)
 				}
+				if r.Retry == nil && rt.perTry > 0 {
+					// No retry block: Istio (pilot's gateway conversion) and Envoy Gateway
+					// (processRouteTimeout) make backendRequest the route's timeout, in place of
+					// request, and the mesh's default tries run under it with no per-try bound.
+					rt.timeout, rt.perTry = rt.perTry, 0
+				}
 			}
 			if r.Retry != nil {
 				field(fmt.Sprintf("spec.rules[%d].retry.backoff", i), r.Retry.Backoff, &rt.base)

@@ -76,6 +76,14 @@ func TestLayerTime(t *testing.T) {
 			want: LayerTime{PerTry: time.Second, Timeout: 4 * time.Second, BackoffBase: 100 * ms, BackoffMax: time.Second, Source: "HTTPRoute bookinfo/reviews spec.rules[0]"},
 		},
 		{
+			// Istio's gateway conversion: without retry, backendRequest is the VirtualService's
+			// timeout (over request), under Istio's default tries with no per-try timeout.
+			name: "GAMMA rule without retry: backendRequest bounds the whole, in place of request", caller: caller("bookinfo"), callee: "reviews",
+			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "",
+				"  parentRefs: [{group: \"\", kind: Service, name: reviews}]\n  rules:\n  - timeouts: {request: 4s, backendRequest: 1s}"),
+			want: envoy(0, time.Second, "HTTPRoute bookinfo/reviews spec.rules[0]"),
+		},
+		{
 			name: "north-south route rule timeouts", entry: &ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 2}\n    timeouts: {request: 10s}"),
 			want: envoy(0, 10*time.Second, "HTTPRoute shop/web spec.rules[0]"),
