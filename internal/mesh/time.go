@@ -349,6 +349,11 @@ func linkerdTimes(h header) (rt ruleTime, warns []string) {
 			}
 			return 0, false
 		}
+		if d == 0 && all {
+			// The policy controller passes a zero request, response or idle timeout on (only
+			// retry.linkerd.io/timeout's is dropped), and the proxy's deadline is then now.
+			warns = append(warns, WarnLinkerdZeroTimeout(h.id(), k, v))
+		}
 		return d, true
 	}
 	retry, _ := read(LinkerdRetryTimeout, false)
@@ -378,6 +383,12 @@ func linkerdTimes(h header) (rt ruleTime, warns []string) {
 // object, the annotation and the value), which it ignores.
 func WarnLinkerdTimeoutIgnored(err error) string {
 	return err.Error() + ": Linkerd ignores it: counted as no timeout"
+}
+
+// WarnLinkerdZeroTimeout: a zero timeout.linkerd.io annotation, which Linkerd does not read as
+// "no timeout".
+func WarnLinkerdZeroTimeout(id, key, value string) string {
+	return fmt.Sprintf("%s %s: %q is a zero timeout, which Linkerd's proxy enforces (every request fails at once), not \"none\": leave the annotation out for no timeout; counted as no timeout", id, annotationPath(key), value)
 }
 
 // WarnLinkerdTimeoutsIgnored: a timeout.linkerd.io annotation Linkerd cannot parse, which makes it

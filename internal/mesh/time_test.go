@@ -204,6 +204,11 @@ func TestLinkerdTimeoutIgnored(t *testing.T) {
 		{"retry.linkerd.io/timeout: 18446744073709551616s", LayerTime{},
 			[]string{`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "18446744073709551616s" ` + lk}},
 		{"timeout.linkerd.io/request: 1d", LayerTime{Timeout: 24 * time.Hour}, nil},
+		// A zero is passed on to the proxy as a deadline of now: said, not read as "none" in silence.
+		{"timeout.linkerd.io/request: \"0\"\n    timeout.linkerd.io/response: 2s", LayerTime{PerTry: 2 * time.Second}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "0" is a zero timeout, which Linkerd's proxy enforces (every request fails at once), not "none": leave the annotation out for no timeout; counted as no timeout`}},
+		{"retry.linkerd.io/timeout: 0s\n    timeout.linkerd.io/idle: 0ms", LayerTime{}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/idle"]: "0ms" is a zero timeout, which Linkerd's proxy enforces (every request fails at once), not "none": leave the annotation out for no timeout; counted as no timeout`}},
 	} {
 		s := set(t, Options{}, nsLinkerd+"\n---\n"+svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"2\"\n    "+tc.annotations))
 		e := s.Edge(caller("emojivoto"), "emoji-svc")
