@@ -554,8 +554,10 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 		best := vsBest
 		better(&best, gamma)
 		e.Warnings = append(e.Warnings, WarnVirtualServiceAndRoute(vsBest.Object, gamma.Object, name, best.Tries))
+		e.Warnings = append(e.Warnings, s.ignoredTimes(best.Object)...)
 		e.Layers = append(e.Layers, best)
 	case vsBest.Kind != "":
+		e.Warnings = append(e.Warnings, s.ignoredTimes(vsBest.Object)...)
 		e.Layers = append(e.Layers, vsBest)
 	case gamma.Kind != "":
 		e.Layers = append(e.Layers, gamma)

@@ -106,7 +106,8 @@ func TestEdge(t *testing.T) {
 			name: "retries without attempts: 1 try", caller: caller("bookinfo"), callee: "ratings",
 			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {perTryTimeout: 1s}"),
 			want: Edge{Layers: []Layer{{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 1,
-				Note: "VirtualService bookinfo/ratings spec.http[0].retries without attempts: no retries"}}},
+				Note: "VirtualService bookinfo/ratings spec.http[0].retries without attempts: no retries"}},
+				Warnings: []string{`VirtualService bookinfo/ratings spec.http[0].retries.perTryTimeout: "1s" with no retries (attempts 0 or unset): Istio drops the retry policy and the per-try timeout with it: counted as no per-try timeout`}},
 		},
 		{
 			name: "binding route without retries gets the default; several routes: the largest", caller: caller("bookinfo"), callee: "ratings",

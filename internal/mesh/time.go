@@ -58,6 +58,11 @@ type LayerTime struct {
 type ruleTime struct {
 	perTry, last, timeout, base, max time.Duration
 	set                              bool
+	// noRetries: a VirtualService route whose retries set no attempts (or 0): Istio gives Envoy
+	// no retry policy (retry.ConvertPolicy), and its per-try timeout and backoff with it, so
+	// LayerTime reads none. perTryRaw is the per-try timeout as written, for the warning.
+	noRetries bool
+	perTryRaw string
 }
 
 // objTimes are an object's timeouts: by rule (spec.http[i], spec.rules[i]) and for the whole
@@ -76,6 +81,7 @@ type vsTimeFields struct {
 		HTTP []struct {
 			Timeout *string `json:"timeout"`
 			Retries *struct {
+				Attempts      *int64  `json:"attempts"`
 				PerTryTimeout *string `json:"perTryTimeout"`
 				Backoff       *string `json:"backoff"`
 			} `json:"retries"`
@@ -254,6 +260,14 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 				field(fmt.Sprintf("spec.http[%d].retries.perTryTimeout", i), r.Retries.PerTryTimeout, &rt.perTry)
 				// Istio's backoff is Envoy's base interval; Envoy caps it at ten times that.
 				field(fmt.Sprintf("spec.http[%d].retries.backoff", i), r.Retries.Backoff, &rt.base)
+				if a := r.Retries.Attempts; a == nil || *a <= 0 {
+					// (Istio's validation refuses a per-try timeout there; the retry side reads
+					// 1 try.) Lowered flips it when it lowers attempts to 0.
+					rt.noRetries = true
+				}
+				if r.Retries.PerTryTimeout != nil {
+					rt.perTryRaw = *r.Retries.PerTryTimeout
+				}
 			}
 			rt.set = rt.timeout > 0 || rt.perTry > 0 || rt.base > 0
 		}
@@ -401,10 +415,22 @@ func WarnLinkerdTimeoutsIgnored(err error) string {
 func (s *Set) ignoredTimes(id string) []string {
 	for _, k := range objectKeys(id) {
 		if ot, ok := s.times[k]; ok {
-			return ot.ignored
+			out := ot.ignored
+			for i, rt := range ot.rules {
+				if rt.noRetries && rt.perTry > 0 {
+					out = append(out[:len(out):len(out)], WarnIstioPerTryWithoutRetries(id, i, rt.perTryRaw))
+				}
+			}
+			return out
 		}
 	}
 	return nil
+}
+
+// WarnIstioPerTryWithoutRetries: a VirtualService route's per-try timeout where its retries set
+// no attempts: Istio gives Envoy no retry policy, so no per-try timeout either.
+func WarnIstioPerTryWithoutRetries(id string, i int, perTry string) string {
+	return fmt.Sprintf("%s spec.http[%d].retries.perTryTimeout: %q with no retries (attempts 0 or unset): Istio drops the retry policy and the per-try timeout with it: counted as no per-try timeout", id, i, perTry)
 }
 
 // objectKeys are the Set keys an object id ("HTTPRoute shop/web") can have.
@@ -504,6 +530,9 @@ func (s *Set) layerTime(l Layer) LayerTime {
 	}
 	if !rt.set {
 		return lt
+	}
+	if rt.noRetries {
+		rt.perTry, rt.base = 0, 0
 	}
 	lt.PerTry, lt.LastTry, lt.Timeout, lt.Source = rt.perTry, rt.last, rt.timeout, source
 	if rt.base > 0 {

@@ -64,6 +64,13 @@ func TestLayerTime(t *testing.T) {
 			want: LayerTime{PerTry: time.Second, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "Service emojivoto/emoji-svc"},
 		},
 		{
+			// Istio's retry.ConvertPolicy gives Envoy no retry policy for attempts unset or 0,
+			// and the per-try timeout is part of it (the warning: TestLayerTimeIgnoredPerTry).
+			name: "VirtualService retries without attempts: no per-try timeout applies", caller: caller("bookinfo"), callee: "ratings",
+			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {perTryTimeout: 1s, backoff: 1s}\n    timeout: 5s"),
+			want: envoy(0, 5*time.Second, "VirtualService bookinfo/ratings spec.http[0]"),
+		},
+		{
 			// Istio hands retries.backoff to Envoy as its base interval; Envoy caps at 10x.
 			name: "VirtualService retries.backoff is the base, ten times it the cap", caller: caller("bookinfo"), callee: "ratings",
 			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s}"),
@@ -349,5 +356,19 @@ func TestLayerTimeMeshConfig(t *testing.T) {
 		if _, err := NewSet(Options{}).AddManifest([]byte(cm(tc.mesh))); err == nil || err.Error() != tc.want {
 			t.Errorf("error %v\nwant %s", err, tc.want)
 		}
+	}
+}
+
+// TestLayerTimeIgnoredPerTry: the per-try timeout of a VirtualService route without retries is
+// said to apply nowhere, on the edge, naming the object, the field and the value.
+func TestLayerTimeIgnoredPerTry(t *testing.T) {
+	s := set(t, Options{}, nsIstio+"\n---\n"+vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 0, perTryTimeout: 1s}"))
+	e := s.Edge(caller("bookinfo"), "ratings")
+	want := []string{`VirtualService bookinfo/ratings spec.http[0].retries.perTryTimeout: "1s" with no retries (attempts 0 or unset): Istio drops the retry policy and the per-try timeout with it: counted as no per-try timeout`}
+	if !slices.Equal(e.Warnings, want) {
+		t.Fatalf("warnings %q\nwant %q", e.Warnings, want)
+	}
+	if lt := s.LayerTime(e.Layers[0]); lt.PerTry != 0 {
+		t.Fatalf("per try %v", lt.PerTry)
 	}
 }
