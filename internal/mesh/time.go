@@ -137,6 +137,10 @@ const (
 	// linkerdGrammar is Linkerd's annotation durations: one whole number and a unit ms, s, m,
 	// h or d ("1d" is valid, "1m30s" and "1.5s" are not), or a bare "0".
 	linkerdGrammar
+	// goPlainGrammar is Linkerd's own HTTPRoute (policy.linkerd.io): its CRD's format duration,
+	// read by the policy controller as Go's form ("1.5s", "500us"); its admission refuses a
+	// negative one.
+	goPlainGrammar
 )
 
 var gatewayDuration = regexp.MustCompile(`^([0-9]{1,5}(h|m|s|ms)){1,4}$`)
@@ -156,6 +160,12 @@ func parseTime(id, field string, v *string, g grammar) (time.Duration, error) {
 		d, err := time.ParseDuration(*v)
 		if err != nil {
 			return 0, fmt.Errorf("%s %s: %q: %w", id, field, *v, err)
+		}
+		return d, nil
+	case goPlainGrammar:
+		d, err := time.ParseDuration(*v)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("%s %s: %q is not a duration (\"500ms\", \"1m30s\")", id, field, *v)
 		}
 		return d, nil
 	case linkerdGrammar:
@@ -231,8 +241,12 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 	var ot objTimes
 	var err error
 	g := goGrammar
-	if h.group() != GroupIstio {
-		g = gatewayGrammar // Gateway API's routes, Linkerd's HTTPRoute, Envoy Gateway's policy
+	switch h.group() {
+	case GroupIstio:
+	case GroupLinkerdPol:
+		g = goPlainGrammar
+	default:
+		g = gatewayGrammar // Gateway API's routes, Envoy Gateway's policy
 	}
 	field := func(f string, v *string, dst *time.Duration) {
 		if err != nil {

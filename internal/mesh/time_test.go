@@ -265,6 +265,11 @@ func TestDurationGrammars(t *testing.T) {
 		{linkerdGrammar, "s", 0, false},
 		{linkerdGrammar, "1us", 0, false},
 		{linkerdGrammar, "1 s", 0, false},
+		{goPlainGrammar, "1.5s", 1500 * ms, true}, // Linkerd's HTTPRoute: the CRD's format duration
+		{goPlainGrammar, "500us", 500 * time.Microsecond, true},
+		{goPlainGrammar, "0s", 0, true},
+		{goPlainGrammar, "-1s", 0, false},
+		{goPlainGrammar, "5", 0, false},
 		{goGrammar, "1.5s", 1500 * ms, true},
 		{goGrammar, "1m30s", 90 * time.Second, true},
 		{goGrammar, "0s", 0, false}, // Istio's CRD: at least 1ms
@@ -356,6 +361,20 @@ func TestLayerTimeMeshConfig(t *testing.T) {
 		if _, err := NewSet(Options{}).AddManifest([]byte(cm(tc.mesh))); err == nil || err.Error() != tc.want {
 			t.Errorf("error %v\nwant %s", err, tc.want)
 		}
+	}
+}
+
+// Linkerd's own HTTPRoute reads its timeouts in Go's form (its CRD's format duration): "1.5s"
+// is valid there, where the Gateway API's Duration refuses it.
+func TestLinkerdRouteDurations(t *testing.T) {
+	doc := routeDoc("policy.linkerd.io/v1beta3", "HTTPRoute", "emojivoto", "r", "", "  rules: [{timeouts: {request: 1.5s, backendRequest: 500us}}]")
+	if _, err := NewSet(Options{}).AddManifest([]byte(doc)); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	doc = routeDoc("policy.linkerd.io/v1beta3", "HTTPRoute", "emojivoto", "r", "", "  rules: [{timeouts: {request: \"-1s\"}}]")
+	want := `HTTPRoute emojivoto/r spec.rules[0].timeouts.request: "-1s" is not a duration ("500ms", "1m30s")`
+	if _, err := NewSet(Options{}).AddManifest([]byte(doc)); err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
 	}
 }
 
