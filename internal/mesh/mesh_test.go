@@ -339,7 +339,7 @@ func TestEdge(t *testing.T) {
 			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "1"`) + "\n---\n" +
 				routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "r", "", "  parentRefs: [{group: '', kind: Service, name: emoji-svc}]\n  rules: [{retry: {attempts: 3}}]"),
 			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute emojivoto/r", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 1,
-				Note: "HTTPRoute emojivoto/r spec.rules[0].retry.attempts: 3"}}},
+				Note: "HTTPRoute emojivoto/r spec.rules[0].retry.attempts: 3", NoRuleTimes: true}}},
 		},
 		{
 			name: "VirtualService and GAMMA route for one host: the larger, warned", caller: caller("bookinfo"), callee: "ratings",

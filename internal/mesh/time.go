@@ -542,6 +542,26 @@ func (s *Set) layerTime(l Layer) LayerTime {
 		rt = ot.rules[i]
 		source = fmt.Sprintf("%s %s", l.Object, l.FieldPath[:strings.IndexByte(l.FieldPath, ']')+1])
 	}
+	if l.NoRuleTimes {
+		// Linkerd serving a Gateway API rule (policy controller, convert_gateway_rule): the
+		// route's timeout.linkerd.io/request, else the rule's timeouts.request; no
+		// backendRequest, no retry.backoff; its response timeout bounds every try, its retry
+		// timeout not the last (so not counted here: the tries are the rule's, an upper bound).
+		w := ot.whole
+		req := rt.timeout
+		if w.timeout > 0 {
+			req = w.timeout
+		}
+		rt = ruleTime{timeout: req}
+		switch {
+		case w.last == 0:
+			rt.perTry = w.perTry
+		case w.last != graph.Forever:
+			rt.perTry = w.last
+		}
+		rt.set = rt.timeout > 0 || rt.perTry > 0
+		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
+	}
 	if !rt.set {
 		return lt
 	}

@@ -91,6 +91,15 @@ func TestLayerTime(t *testing.T) {
 			want: envoy(0, time.Second, "HTTPRoute bookinfo/reviews spec.rules[0]"),
 		},
 		{
+			// Linkerd reads no rules[].retry (the tries: counted as declared) and no
+			// backendRequest: only rules[].timeouts.request, unless the route's annotation sets
+			// one, and its response timeout on every try.
+			name: "GAMMA rule served by Linkerd: no backendRequest, its request timeout, the annotation's response", caller: caller("emojivoto"), callee: "emoji-svc",
+			docs: nsLinkerd + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "r", "timeout.linkerd.io/response: 700ms",
+				"  parentRefs: [{group: \"\", kind: Service, name: emoji-svc}]\n  rules:\n  - retry: {attempts: 2, backoff: 1s}\n    timeouts: {request: 4s, backendRequest: 1s}"),
+			want: LayerTime{PerTry: 700 * ms, Timeout: 4 * time.Second, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "HTTPRoute emojivoto/r spec.rules[0]"},
+		},
+		{
 			name: "north-south route rule timeouts", entry: &ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 2}\n    timeouts: {request: 10s}"),
 			want: envoy(0, 10*time.Second, "HTTPRoute shop/web spec.rules[0]"),
