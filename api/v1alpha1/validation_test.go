@@ -315,3 +315,61 @@ func TestDurationOverflowMessage(t *testing.T) {
 		t.Fatalf("the largest allowed duration was refused: %v", err)
 	}
 }
+
+// TestMaxTimeToAnswerBothKinds: the hostile durations a user may write in spec.maxTimeToAnswer
+// are refused by the API server on both policy kinds, naming the field and the value, or stored
+// and read back by the code as exactly the duration meant ("1h1h": Go's sum, 2h); never a value
+// the code would read as 0 (unset) or wrap.
+func TestMaxTimeToAnswerBothKinds(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  time.Duration // 0: refused
+	}{
+		{"-1s", 0}, {"0s", 0}, {"0ms0s", 0}, {"1e3s", 0}, {"5", 0}, {"1.5s", 0}, {"0.5s", 0}, {" 2s", 0}, {"2S", 0},
+		{"99999999h", 0}, {"1h1m1s1ms1us1ns", 0}, {"1µs", 0},
+		{"1h1h", 2 * time.Hour}, {"1ns", time.Nanosecond}, {"90s", 90 * time.Second}, {"99999h", 99999 * time.Hour},
+	} {
+		for _, kind := range []string{"RetryPolicy", "ClusterRetryPolicy"} {
+			name := fmt.Sprintf("mtta-%s-%x", strings.ToLower(kind[:2]), tc.value)
+			var obj *unstructured.Unstructured
+			if kind == "RetryPolicy" {
+				obj = policy(t, name, `{maxAmplification: 4, maxTimeToAnswer: "`+tc.value+`"}`)
+			} else {
+				obj = clusterPolicy(t, name, `{namespaceSelector: {}, maxAmplification: 4, maxTimeToAnswer: "`+tc.value+`"}`)
+			}
+			err := cli.Create(ctx(t), obj)
+			if tc.want == 0 {
+				var status *apierrors.StatusError
+				if !errors.As(err, &status) || !apierrors.IsInvalid(err) {
+					t.Errorf("%s %q: want Invalid, got %v", kind, tc.value, err)
+					continue
+				}
+				found := false
+				for _, c := range status.ErrStatus.Details.Causes {
+					found = found || c.Field == "spec.maxTimeToAnswer" && strings.Contains(c.Message, fmt.Sprintf("%q", tc.value))
+				}
+				if !found {
+					t.Errorf("%s %q: no cause naming spec.maxTimeToAnswer and the value: %v", kind, tc.value, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s %q refused: %v", kind, tc.value, err)
+				continue
+			}
+			var got *metav1.Duration
+			if kind == "RetryPolicy" {
+				var p v1alpha1.RetryPolicy
+				err = cli.Get(ctx(t), client.ObjectKeyFromObject(obj), &p)
+				got = p.Spec.MaxTimeToAnswer
+			} else {
+				var p v1alpha1.ClusterRetryPolicy
+				err = cli.Get(ctx(t), client.ObjectKeyFromObject(obj), &p)
+				got = p.Spec.MaxTimeToAnswer
+			}
+			if err != nil || got == nil || got.Duration != tc.want {
+				t.Errorf("%s %q read back as %v (%v), want %v", kind, tc.value, got, err, tc.want)
+			}
+		}
+	}
+}

@@ -172,6 +172,10 @@ func parseToken(tok string) (Upstream, string) {
 		name = name[:i]
 	}
 	if i := strings.IndexByte(name, '/'); i >= 0 {
+		if n := strings.Count(name, "/"); n > 1 {
+			// "payment=3/2s/1s": said as such, not as a malformed duration "2s/1s".
+			return u, fmt.Sprintf("one per-try timeout at most: %q has %d", name[i:], n)
+		}
 		d, reason := parseTimeout(name[i+1:])
 		if reason != "" {
 			return u, reason

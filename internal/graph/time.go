@@ -55,6 +55,10 @@ type TimeLayer struct {
 	Tries int64
 	// PerTry bounds each try; 0 = no per-try timeout.
 	PerTry time.Duration
+	// LastTry, when set, bounds the layer's last try instead of PerTry (never below it; Forever:
+	// nothing does): Linkerd drops its retry timeout once no retry remains, so its last try has
+	// only the response timeout. 0: the last try is bounded as every other.
+	LastTry time.Duration
 	// Timeout bounds the tries and backoffs together (a route timeout); 0 = none.
 	Timeout time.Duration
 	// BackoffBase and BackoffMax: before retry n the layer waits at most
@@ -94,6 +98,9 @@ type Hop []TimeLayer
 // layerT is a layer reduced to what the pass needs, durations as int64 nanoseconds, 0 = none.
 type layerT struct {
 	a, p, t, b int64
+	// q bounds the last try where it differs from p (TimeLayer.LastTry); 0: p bounds it too.
+	// A hop with such a layer is never compiled for the fast passes (see compile).
+	q int64
 	// k is the layer's time when its per-try timeout bounds every try (what it waits on takes
 	// p or more): a x p + b, within t. The written-out passes take it instead of computing it.
 	k int64
@@ -301,11 +308,26 @@ func (t *Timing) AddEntryHop(name string, client int64, h Hop) bool {
 
 func reduce(l TimeLayer) layerT {
 	r := layerT{a: max(l.Tries, 1), p: max(int64(l.PerTry), 0), t: max(int64(l.Timeout), 0), b: int64(l.BackoffTotal())}
+	if q := int64(l.LastTry); q > 0 && q != r.p && r.a > 1 {
+		r.q = max(q, r.p)
+	}
 	r.k = add(mul(r.a, r.p), r.b)
 	if r.t > 0 && r.t < r.k {
 		r.k = r.t
 	}
 	return r
+}
+
+// lastApart is the time of the tries and backoff of l, whose last try is bounded apart (q != 0),
+// when what it waits on takes y, before its overall timeout; and whether that is still y's
+// unknown (a leaf's) where u said it was: every try but the last within p, the last within q
+// (Forever: it takes what it waits on, unknown if that is).
+func (l *layerT) lastApart(y int64, u bool) (int64, bool) {
+	yp := y
+	if l.p > 0 && l.p < yp {
+		yp = l.p
+	}
+	return add(add(mul(l.a-1, yp), min(l.q, y)), l.b), u && l.q == int64(Forever)
 }
 
 // hopOf is edge e's first hopRec, -1 when none.
@@ -538,16 +560,20 @@ func (p *timePass) throughOne(r int32, x int64, unknown, check bool) int64 {
 	y, u := x, unknown
 	for i := rec.hi - 1; i >= rec.lo; i-- {
 		l := &flat[i]
-		if l.p > 0 {
-			if check && y > l.p && !u {
-				p.offer(r, i-rec.lo, l, y)
-			}
-			u = false
-			if l.p < y {
-				y = l.p
-			}
+		if check && l.p > 0 && y > l.p && !u {
+			p.offer(r, i-rec.lo, l, y)
 		}
-		y = add(mul(l.a, y), l.b)
+		if l.q != 0 {
+			y, u = l.lastApart(y, u)
+		} else {
+			if l.p > 0 {
+				u = false
+				if l.p < y {
+					y = l.p
+				}
+			}
+			y = add(mul(l.a, y), l.b)
+		}
 		if l.t > 0 {
 			u = false
 			if l.t < y {
@@ -573,16 +599,20 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 	flat := p.flat
 	for i := hi - 1; i >= lo; i-- {
 		l := &flat[i]
-		if l.p > 0 {
-			if check && y > l.p && !u {
-				p.offer(-1-s, i-lo, l, y)
-			}
-			u = false
-			if l.p < y {
-				y = l.p
-			}
+		if check && l.p > 0 && y > l.p && !u {
+			p.offer(-1-s, i-lo, l, y)
 		}
-		y = add(mul(l.a, y), l.b)
+		if l.q != 0 {
+			y, u = l.lastApart(y, u)
+		} else {
+			if l.p > 0 {
+				u = false
+				if l.p < y {
+					y = l.p
+				}
+			}
+			y = add(mul(l.a, y), l.b)
+		}
 		if l.t > 0 {
 			u = false
 			if l.t < y {
@@ -627,6 +657,16 @@ type span struct{ lo, hi int32 }
 // longer hops is laid out unpadded.
 const maxPad = 3
 
+// lastTried reports whether a layer of ls bounds its last try apart (layerT.q).
+func lastTried(ls []layerT) bool {
+	for i := range ls {
+		if ls[i].q != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // identity is a padding layer: y -> add(1 x y, 0) = y, no timeout (so no inversion, and a leaf's
 // unknown time stays unknown).
 var identity = layerT{a: 1}
@@ -659,7 +699,9 @@ func (t *timing) compile(a *adjacency) *compiled {
 			return
 		}
 		rec := t.hops[r]
-		if rec.next >= 0 {
+		if rec.next >= 0 || lastTried(t.flat[rec.lo:rec.hi]) {
+			// Several records, or a layer whose last try is bounded apart (Linkerd's): read
+			// from the records by the slow path, which the fast passes need not know.
 			if c.multi == nil {
 				c.multi = make([]int32, m)
 				for i := range c.multi {
@@ -1168,7 +1210,8 @@ func (p *timePass) bounds(r int32) bool {
 		rec := &p.tm.hops[r]
 		b := false
 		for _, l := range p.tm.flat[rec.lo:rec.hi] {
-			b = b || l.p > 0 || l.t > 0
+			// A per-try timeout bounds the layer unless its last try is unbounded.
+			b = b || l.p > 0 && l.q != int64(Forever) || l.t > 0
 		}
 		if !b {
 			return false

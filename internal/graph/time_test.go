@@ -250,6 +250,35 @@ func TestAnalyzeTime(t *testing.T) {
 			chains:    []string{"b:unbounded:b:unbounded"},
 		},
 		{
+			// Linkerd drops its retry timeout on the last try: 2 x min(300ms, 1s) + the last
+			// try, bounded by the response timeout 2s alone: 1s; + 25ms + 50ms = 1.675s. Read as
+			// three tries of 300ms it was 975ms.
+			name:  "Linkerd: the retry timeout does not bound the last try",
+			edges: []e{{"web", "api", 3, 1}, {"api", "db", 1, 1}},
+			hops: []hopDecl{
+				{"web", "api", Hop{{Name: "Linkerd Service shop/api", Tries: 3, PerTry: 300 * ms, LastTry: 2 * time.Second, BackoffBase: 25 * ms, BackoffMax: 250 * ms}}},
+				{"api", "db", Hop{rc(1, time.Second)}},
+			},
+			worst: "1.675s", worstPath: "web>api>db",
+			chains:     []string{"web:1.675s:web>api>db:1.675s,1s,unbounded"},
+			inversions: []string{"web -> api: Linkerd Service shop/api per-try timeout 300ms < api's worst time 1s: web retries while api still works on the abandoned try"},
+			fixes:      []string{"Linkerd Service shop/api per-try timeout for api >= 1s, or a timeout of at most 300ms on api's own calls"},
+			total:      1,
+		},
+		{
+			// Nothing bounds the last try to a leaf: unbounded (read as three tries of 300ms,
+			// 975ms), unless the route's request timeout (on the other entry's hop) does.
+			name:  "Linkerd: a last try to a leaf with no response timeout is unbounded",
+			edges: []e{{"web", "db", 3, 1}, {"admin", "db", 3, 1}},
+			hops: []hopDecl{
+				{"web", "db", Hop{{Name: "Linkerd Service shop/db", Tries: 3, PerTry: 300 * ms, LastTry: Forever, BackoffBase: 25 * ms, BackoffMax: 250 * ms}}},
+				{"admin", "db", Hop{{Name: "Linkerd Service shop/db", Tries: 3, PerTry: 300 * ms, LastTry: Forever, Timeout: 5 * time.Second, BackoffBase: 25 * ms, BackoffMax: 250 * ms}}},
+			},
+			worst: "unbounded", worstPath: "web>db",
+			unbounded: "no timeout on web -> db, and db's own time is unknown",
+			chains:    []string{"web:unbounded:web>db:unbounded,unbounded", "admin:5s:admin>db:5s,unbounded"},
+		},
+		{
 			// Fan-out: 4 calls to payment are timed as one.
 			name:  "fan-out timed as one call",
 			edges: []e{{"order", "payment", 2, 4}, {"order", "stock", 1, 1}},
@@ -408,7 +437,12 @@ func pathTime(g *Graph, path []string, k int64) int64 {
 				if l.PerTry > 0 && int64(l.PerTry) < try {
 					try = int64(l.PerTry)
 				}
-				y = add(mul(max(l.Tries, 1), try), int64(l.BackoffTotal()))
+				if l.LastTry > 0 && l.Tries > 1 {
+					// Every try but the last within PerTry, the last within LastTry.
+					y = add(add(mul(l.Tries-1, try), min(int64(max(l.LastTry, l.PerTry)), y)), int64(l.BackoffTotal()))
+				} else {
+					y = add(mul(max(l.Tries, 1), try), int64(l.BackoffTotal()))
+				}
 				if l.Timeout > 0 && int64(l.Timeout) < y {
 					y = int64(l.Timeout)
 				}
@@ -427,7 +461,15 @@ func randomLayer(r *rand.Rand) TimeLayer {
 		}
 		return 0
 	}
-	return TimeLayer{Name: "l", Tries: 1 + r.Int64N(4), PerTry: pick(70), Timeout: pick(20), BackoffBase: pick(50), BackoffMax: pick(50)}
+	l := TimeLayer{Name: "l", Tries: 1 + r.Int64N(4), PerTry: pick(70), Timeout: pick(20), BackoffBase: pick(50), BackoffMax: pick(50)}
+	if l.PerTry > 0 && r.IntN(5) == 0 {
+		// Linkerd's: the last try bounded apart, or not at all.
+		l.LastTry = Forever
+		if r.IntN(2) == 0 {
+			l.LastTry = l.PerTry + pick(100)
+		}
+	}
+	return l
 }
 
 // TestAnalyzeTimeProperty checks, on random DAGs with random layers (some edges with none, some

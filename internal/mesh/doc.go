@@ -23,9 +23,10 @@
 //   - Set.Backends lists the Services that an HTTPRoute or GRPCRoute with a Gateway parentRef
 //     routes to, and Set.Entry(v) the north-south factor on v's client attempts.
 //   - Set.LayerTime(layer) gives the timeouts and backoff of a layer, from the object and rule
-//     that decide its tries (VirtualService timeout and retries.perTryTimeout, Gateway API
-//     timeouts and retry.backoff, Linkerd's timeout annotations, Envoy Gateway's timeout and
-//     retry.perRetry), for the time model (time.go).
+//     that decide its tries (VirtualService timeout and retries.perTryTimeout and backoff,
+//     Gateway API timeouts and retry.backoff, Linkerd's timeout annotations as its proxy applies
+//     them, its last try free of the retry timeout, Envoy Gateway's timeout and retry.perRetry),
+//     for the time model (time.go).
 //   - PlanRewrite(layer, tries) says how to lower a layer's field: the suggestion string and an
 //     edit, applied to the object's JSON (Rewrite.Patch gives the RFC 6902 patch), never out of
 //     the CRD's bounds (a Gateway API rule: MinTries). Set.Lowered judges an edit on the decoded

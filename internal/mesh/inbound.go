@@ -38,7 +38,12 @@ func parseInbound(cm configMap) (*meshDefault, error) {
 	if *p.Attempts == 0 || onlyResetBeforeRequest(p.RetryOn) {
 		return nil, nil
 	}
-	return &meshDefault{retries: *p.Attempts, note: fmt.Sprintf("%s data.%s defaultInboundHttpRetryPolicy.attempts: %d, retryOn %q",
+	base, err := parseTime(cm.id(), "data."+IstioConfigKey+" defaultInboundHttpRetryPolicy.backoff", p.Backoff, goGrammar)
+	if err != nil {
+		return nil, err
+	}
+	// Istio honours attempts, retryOn and backoff here (no per-try timeout on an inbound route).
+	return &meshDefault{retries: *p.Attempts, base: base, note: fmt.Sprintf("%s data.%s defaultInboundHttpRetryPolicy.attempts: %d, retryOn %q",
 		cm.id(), IstioConfigKey, *p.Attempts, p.RetryOn)}, nil
 }
 

@@ -43,6 +43,10 @@ type Layer struct {
 	// BackendTrafficPolicy or 1; 0 for other layers. The CRD's retry.attempts is at least 1
 	// (2 tries): 1 try is only "remove the block", where that gives 1 (PlanRewrite, MinTries).
 	Unset int64
+	// NoRuleTimes: the system that applies the layer reads no per-try timeout or backoff of its
+	// rule: Linkerd, for a Gateway API rule's retry (counted as declared, an upper bound), reads
+	// rules[].timeouts.request and no backendRequest (LayerTime).
+	NoRuleTimes bool
 }
 
 // String is "3 (Istio default, no VirtualService binds reviews)".
@@ -554,8 +558,10 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 		best := vsBest
 		better(&best, gamma)
 		e.Warnings = append(e.Warnings, WarnVirtualServiceAndRoute(vsBest.Object, gamma.Object, name, best.Tries))
+		e.Warnings = append(e.Warnings, s.ignoredTimes(best.Object)...)
 		e.Layers = append(e.Layers, best)
 	case vsBest.Kind != "":
+		e.Warnings = append(e.Warnings, s.ignoredTimes(vsBest.Object)...)
 		e.Layers = append(e.Layers, vsBest)
 	case gamma.Kind != "":
 		e.Layers = append(e.Layers, gamma)
@@ -650,6 +656,7 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
 		for i := range r.Spec.Rules {
 			if l, ok := gammaRule(r, i); ok {
 				l.Unset = 1 // Linkerd reads no rules[].retry (its annotations are layers of their own)
+				l.NoRuleTimes = true
 				better(&best, l)
 			}
 		}

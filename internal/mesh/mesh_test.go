@@ -106,7 +106,8 @@ func TestEdge(t *testing.T) {
 			name: "retries without attempts: 1 try", caller: caller("bookinfo"), callee: "ratings",
 			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {perTryTimeout: 1s}"),
 			want: Edge{Layers: []Layer{{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 1,
-				Note: "VirtualService bookinfo/ratings spec.http[0].retries without attempts: no retries"}}},
+				Note: "VirtualService bookinfo/ratings spec.http[0].retries without attempts: no retries"}},
+				Warnings: []string{`VirtualService bookinfo/ratings spec.http[0].retries.perTryTimeout: "1s" with no retries (attempts 0 or unset): Istio drops the retry policy and the per-try timeout with it: counted as no per-try timeout`}},
 		},
 		{
 			name: "binding route without retries gets the default; several routes: the largest", caller: caller("bookinfo"), callee: "ratings",
@@ -338,7 +339,7 @@ func TestEdge(t *testing.T) {
 			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "1"`) + "\n---\n" +
 				routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "r", "", "  parentRefs: [{group: '', kind: Service, name: emoji-svc}]\n  rules: [{retry: {attempts: 3}}]"),
 			want: Edge{Layers: []Layer{{Kind: GAMMA, Object: "HTTPRoute emojivoto/r", FieldPath: "spec.rules[0].retry.attempts", Tries: 4, Unset: 1,
-				Note: "HTTPRoute emojivoto/r spec.rules[0].retry.attempts: 3"}}},
+				Note: "HTTPRoute emojivoto/r spec.rules[0].retry.attempts: 3", NoRuleTimes: true}}},
 		},
 		{
 			name: "VirtualService and GAMMA route for one host: the larger, warned", caller: caller("bookinfo"), callee: "ratings",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -181,11 +182,14 @@ type configMap struct {
 
 type meshConfig struct {
 	DefaultHTTPRetryPolicy *struct {
-		Attempts *int64 `json:"attempts"`
+		Attempts      *int64  `json:"attempts"`
+		PerTryTimeout *string `json:"perTryTimeout"`
+		Backoff       *string `json:"backoff"`
 	} `json:"defaultHttpRetryPolicy"`
 	DefaultInboundHTTPRetryPolicy *struct {
-		Attempts *int64 `json:"attempts"`
-		RetryOn  string `json:"retryOn"`
+		Attempts *int64  `json:"attempts"`
+		RetryOn  string  `json:"retryOn"`
+		Backoff  *string `json:"backoff"`
 	} `json:"defaultInboundHttpRetryPolicy"`
 }
 
@@ -462,6 +466,9 @@ func (m keyed[V]) remove(k string) bool {
 type meshDefault struct {
 	retries int64
 	note    string
+	// perTry and base are the policy's perTryTimeout and backoff (Envoy's base interval), 0
+	// when unset: Istio applies them with its tries (mesh/time.go, Set.LayerTime).
+	perTry, base time.Duration
 }
 
 // meshConfig is the MeshConfig in cm's data, decoded; nil when cm has none (parseMeshConfig's
@@ -493,7 +500,15 @@ func parseMeshConfig(cm configMap) (*meshDefault, error) {
 	if err := boundsInt32.check(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.attempts", n); err != nil {
 		return nil, err
 	}
-	return &meshDefault{retries: n, note: fmt.Sprintf("%s data.%s defaultHttpRetryPolicy.attempts: %d", cm.id(), IstioConfigKey, n)}, nil
+	d := &meshDefault{retries: n, note: fmt.Sprintf("%s data.%s defaultHttpRetryPolicy.attempts: %d", cm.id(), IstioConfigKey, n)}
+	p := mc.DefaultHTTPRetryPolicy
+	if d.perTry, err = parseTime(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.perTryTimeout", p.PerTryTimeout, goGrammar); err != nil {
+		return nil, err
+	}
+	if d.base, err = parseTime(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.backoff", p.Backoff, goGrammar); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // linkerdConfig is what the retry.linkerd.io annotations of one object say.

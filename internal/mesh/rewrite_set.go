@@ -67,6 +67,12 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			if !holds(r, cur) || boundsInt32.check(vs.id(), r.FieldPath, v) != nil {
 				return nil, false
 			}
+			if ot, ok := c.times[key]; ok && i < len(ot.rules) && ot.rules[i].noRetries != (v <= 0) {
+				// Attempts 0 takes the route's retry policy away, per-try timeout and all.
+				ot.rules = append([]ruleTime(nil), ot.rules...)
+				ot.rules[i].noRetries = v <= 0
+				c.times[key] = ot
+			}
 			h.Retries = &struct {
 				Attempts *int64 `json:"attempts"`
 			}{Attempts: &v}
@@ -101,6 +107,10 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 					}
 					rt := &times.rules[i]
 					rt.base = 0
+					if rt.perTry > 0 {
+						// No retry block: backendRequest becomes the route's timeout (addTimes).
+						rt.timeout, rt.perTry = rt.perTry, 0
+					}
 					rt.set = rt.timeout > 0 || rt.perTry > 0
 				}
 				continue

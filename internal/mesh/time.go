@@ -19,6 +19,7 @@ import (
 const (
 	LinkerdTimeoutRequest  = "timeout.linkerd.io/request"
 	LinkerdTimeoutResponse = "timeout.linkerd.io/response"
+	LinkerdTimeoutIdle     = "timeout.linkerd.io/idle"
 	LinkerdRetryTimeout    = "retry.linkerd.io/timeout"
 )
 
@@ -36,10 +37,15 @@ const (
 // timeout, no overall timeout.
 type LayerTime struct {
 	// PerTry bounds each try (Istio retries.perTryTimeout, Gateway API timeouts.backendRequest,
-	// retry.linkerd.io/timeout, Envoy Gateway retry.perRetry.timeout).
+	// the smaller of retry.linkerd.io/timeout and timeout.linkerd.io/response, Envoy Gateway
+	// retry.perRetry.timeout).
 	PerTry time.Duration
+	// LastTry bounds the last try where PerTry does not (graph.TimeLayer.LastTry): Linkerd's
+	// proxy drops the retry timeout once no retry remains, leaving the response timeout, or
+	// nothing (graph.Forever). 0: PerTry bounds every try.
+	LastTry time.Duration
 	// Timeout bounds the tries together (Istio timeout, Gateway API timeouts.request,
-	// timeout.linkerd.io/request or /response, Envoy Gateway timeout.http.requestTimeout).
+	// timeout.linkerd.io/request, Envoy Gateway timeout.http.requestTimeout).
 	Timeout time.Duration
 	// BackoffBase and BackoffMax: the wait before retry n is at most min(max, base x 2^(n-1)).
 	BackoffBase, BackoffMax time.Duration
@@ -50,8 +56,13 @@ type LayerTime struct {
 
 // ruleTime is one rule's (or a whole object's) timeouts.
 type ruleTime struct {
-	perTry, timeout, base, max time.Duration
-	set                        bool
+	perTry, last, timeout, base, max time.Duration
+	set                              bool
+	// noRetries: a VirtualService route whose retries set no attempts (or 0): Istio gives Envoy
+	// no retry policy (retry.ConvertPolicy), and its per-try timeout and backoff with it, so
+	// LayerTime reads none. perTryRaw is the per-try timeout as written, for the warning.
+	noRetries bool
+	perTryRaw string
 }
 
 // objTimes are an object's timeouts: by rule (spec.http[i], spec.rules[i]) and for the whole
@@ -70,7 +81,9 @@ type vsTimeFields struct {
 		HTTP []struct {
 			Timeout *string `json:"timeout"`
 			Retries *struct {
+				Attempts      *int64  `json:"attempts"`
 				PerTryTimeout *string `json:"perTryTimeout"`
+				Backoff       *string `json:"backoff"`
 			} `json:"retries"`
 		} `json:"http"`
 	} `json:"spec"`
@@ -124,6 +137,10 @@ const (
 	// linkerdGrammar is Linkerd's annotation durations: one whole number and a unit ms, s, m,
 	// h or d ("1d" is valid, "1m30s" and "1.5s" are not), or a bare "0".
 	linkerdGrammar
+	// goPlainGrammar is Linkerd's own HTTPRoute (policy.linkerd.io): its CRD's format duration,
+	// read by the policy controller as Go's form ("1.5s", "500us"); its admission refuses a
+	// negative one.
+	goPlainGrammar
 )
 
 var gatewayDuration = regexp.MustCompile(`^([0-9]{1,5}(h|m|s|ms)){1,4}$`)
@@ -145,6 +162,12 @@ func parseTime(id, field string, v *string, g grammar) (time.Duration, error) {
 			return 0, fmt.Errorf("%s %s: %q: %w", id, field, *v, err)
 		}
 		return d, nil
+	case goPlainGrammar:
+		d, err := time.ParseDuration(*v)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("%s %s: %q is not a duration (\"500ms\", \"1m30s\")", id, field, *v)
+		}
+		return d, nil
 	case linkerdGrammar:
 		d, ok := parseLinkerdDuration(*v)
 		if !ok {
@@ -156,7 +179,11 @@ func parseTime(id, field string, v *string, g grammar) (time.Duration, error) {
 	switch {
 	case err != nil || d < 0:
 		return 0, fmt.Errorf("%s %s: %q is not a duration (\"500ms\", \"2s\")", id, field, *v)
-	case d != 0 && (d < time.Millisecond || d%time.Millisecond != 0):
+	case d == 0:
+		// Istio's CRD (duration(self) >= duration('1ms')) and its webhook refuse a zero: the
+		// object is never stored, so it disables nothing.
+		return 0, fmt.Errorf("%s %s: %q is refused by Istio (at least 1ms): leave the field out for no timeout", id, field, *v)
+	case d < time.Millisecond || d%time.Millisecond != 0:
 		return 0, fmt.Errorf("%s %s: %q is not a whole number of milliseconds of at least 1ms, as Istio requires", id, field, *v)
 	}
 	return d, nil
@@ -164,7 +191,8 @@ func parseTime(id, field string, v *string, g grammar) (time.Duration, error) {
 
 // parseLinkerdDuration reads a duration as Linkerd's policy controller does: blanks around, a
 // decimal magnitude (Rust's u64, so an optional "+"), then ms, s, m, h or d, or nothing for 0.
-// A magnitude too large for a time.Duration is saturated: a finite bound too long to count.
+// Linkerd refuses a value whose milliseconds pass a u64; one that only passes a time.Duration
+// is saturated here: a finite bound too long to count.
 func parseLinkerdDuration(s string) (time.Duration, bool) {
 	s = strings.TrimSpace(s)
 	s = strings.TrimPrefix(s, "+")
@@ -199,6 +227,9 @@ func parseLinkerdDuration(s string) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
+	if n > math.MaxUint64/uint64(unit/time.Millisecond) {
+		return 0, false // Linkerd: "overflows when converted to 'ms'"
+	}
 	if n > uint64(math.MaxInt64/int64(unit)) {
 		return time.Duration(math.MaxInt64), true
 	}
@@ -210,8 +241,12 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 	var ot objTimes
 	var err error
 	g := goGrammar
-	if h.group() != GroupIstio {
-		g = gatewayGrammar // Gateway API's routes, Linkerd's HTTPRoute, Envoy Gateway's policy
+	switch h.group() {
+	case GroupIstio:
+	case GroupLinkerdPol:
+		g = goPlainGrammar
+	default:
+		g = gatewayGrammar // Gateway API's routes, Envoy Gateway's policy
 	}
 	field := func(f string, v *string, dst *time.Duration) {
 		if err != nil {
@@ -219,16 +254,6 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 		}
 		var d time.Duration
 		if d, err = parseTime(h.id(), f, v, g); err == nil && d > 0 {
-			*dst = d
-		}
-	}
-	annotation := func(f string, v *string, dst *time.Duration) {
-		// An annotation, which no API server validates: Linkerd's policy controller ignores
-		// one it cannot parse, leaving no timeout; so does the model, with a warning. Refusing
-		// the object would drop its retries too (the status leaves out a Set's refusals).
-		if d, aerr := parseTime(h.id(), f, v, linkerdGrammar); aerr != nil {
-			ot.ignored = append(ot.ignored, WarnLinkerdTimeoutIgnored(aerr))
-		} else if d > 0 {
 			*dst = d
 		}
 	}
@@ -247,8 +272,18 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 			field(fmt.Sprintf("spec.http[%d].timeout", i), r.Timeout, &rt.timeout)
 			if r.Retries != nil {
 				field(fmt.Sprintf("spec.http[%d].retries.perTryTimeout", i), r.Retries.PerTryTimeout, &rt.perTry)
+				// Istio's backoff is Envoy's base interval; Envoy caps it at ten times that.
+				field(fmt.Sprintf("spec.http[%d].retries.backoff", i), r.Retries.Backoff, &rt.base)
+				if a := r.Retries.Attempts; a == nil || *a <= 0 {
+					// (Istio's validation refuses a per-try timeout there; the retry side reads
+					// 1 try.) Lowered flips it when it lowers attempts to 0.
+					rt.noRetries = true
+				}
+				if r.Retries.PerTryTimeout != nil {
+					rt.perTryRaw = *r.Retries.PerTryTimeout
+				}
 			}
-			rt.set = rt.timeout > 0 || rt.perTry > 0
+			rt.set = rt.timeout > 0 || rt.perTry > 0 || rt.base > 0
 		}
 	case GroupGateway + "/HTTPRoute", GroupGateway + "/GRPCRoute", GroupLinkerdPol + "/HTTPRoute":
 		var f routeTimeFields
@@ -258,18 +293,34 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 		ot.rules = make([]ruleTime, len(f.Spec.Rules))
 		for i, r := range f.Spec.Rules {
 			rt := &ot.rules[i]
+			if r.Timeouts != nil && h.Kind == "GRPCRoute" {
+				// Not a field of the Gateway API's GRPCRoute (v1.x): kubectl refuses it as unknown,
+				// the API server drops it otherwise, and no implementation applies it.
+				return fmt.Errorf("%s spec.rules[%d].timeouts: the Gateway API's GRPCRoute has no timeouts field (the API server drops it): bound the calls with an Envoy Gateway BackendTrafficPolicy, a VirtualService or the callers' per-try timeouts", h.id(), i)
+			}
 			if r.Timeouts != nil {
 				field(fmt.Sprintf("spec.rules[%d].timeouts.request", i), r.Timeouts.Request, &rt.timeout)
 				field(fmt.Sprintf("spec.rules[%d].timeouts.backendRequest", i), r.Timeouts.BackendRequest, &rt.perTry)
+				if err == nil && rt.timeout > 0 && rt.perTry > rt.timeout {
+					// The CRD's rule (and Linkerd's admission): the object is never stored.
+					err = fmt.Errorf("%s spec.rules[%d].timeouts: backendRequest %q is longer than request %q, which the API server refuses (backendRequest is each try, request all of them)",
+						h.id(), i, *r.Timeouts.BackendRequest, *r.Timeouts.Request)
+				}
+				if r.Retry == nil && rt.perTry > 0 {
+					// No retry block: Istio (pilot's gateway conversion) and Envoy Gateway
+					// (processRouteTimeout) make backendRequest the route's timeout, in place of
+					// request, and the mesh's default tries run under it with no per-try bound.
+					rt.timeout, rt.perTry = rt.perTry, 0
+				}
 			}
 			if r.Retry != nil {
 				field(fmt.Sprintf("spec.rules[%d].retry.backoff", i), r.Retry.Backoff, &rt.base)
 			}
 			rt.set = rt.timeout > 0 || rt.perTry > 0 || rt.base > 0
 		}
-		ot.whole = linkerdTimes(h, annotation)
+		ot.whole, ot.ignored = linkerdTimes(h)
 	case "/Service":
-		ot.whole = linkerdTimes(h, annotation)
+		ot.whole, ot.ignored = linkerdTimes(h)
 	case GroupEnvoyGateway + "/BackendTrafficPolicy":
 		var f btpTimeFields
 		if err := decode(&f); err != nil {
@@ -300,29 +351,60 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 	return nil
 }
 
-// linkerdTimes reads Linkerd's timeout annotations: retry.linkerd.io/timeout is the per-try
-// timeout; timeout.linkerd.io/request (or /response, the smaller when both are set) bounds the
-// whole request, retries included.
-func linkerdTimes(h header, field func(string, *string, *time.Duration)) ruleTime {
-	var rt ruleTime
-	get := func(k string) *string {
-		if v, ok := h.Metadata.Annotations[k]; ok {
-			return &v
+// linkerdTimes reads Linkerd's timeout annotations as its proxy applies them (linkerd2-proxy's
+// route extensions and stream timeouts, enforced on each attempt):
+//   - timeout.linkerd.io/request bounds the whole request, retries included (one deadline);
+//   - timeout.linkerd.io/response bounds each try, the last one included;
+//   - retry.linkerd.io/timeout bounds each try but the last: the proxy drops it once no retry
+//     remains, so the last try has only the response timeout, or nothing;
+//   - timeout.linkerd.io/idle bounds no try that keeps its stream busy: not counted, but read,
+//     since Linkerd drops request, response and idle together when one of them does not parse.
+//
+// Annotations are validated by no API server: Linkerd's policy controller logs one it cannot
+// parse and goes on without it, and so does the model, with a warning (warns).
+func linkerdTimes(h header) (rt ruleTime, warns []string) {
+	read := func(k string, all bool) (time.Duration, bool) {
+		v, ok := h.Metadata.Annotations[k]
+		if !ok {
+			return 0, true
 		}
-		return nil
+		d, err := parseTime(h.id(), annotationPath(k), &v, linkerdGrammar)
+		if err != nil {
+			if all {
+				warns = append(warns, WarnLinkerdTimeoutsIgnored(err))
+			} else {
+				warns = append(warns, WarnLinkerdTimeoutIgnored(err))
+			}
+			return 0, false
+		}
+		if d == 0 && all {
+			// The policy controller passes a zero request, response or idle timeout on (only
+			// retry.linkerd.io/timeout's is dropped), and the proxy's deadline is then now.
+			warns = append(warns, WarnLinkerdZeroTimeout(h.id(), k, v))
+		}
+		return d, true
 	}
-	field(annotationPath(LinkerdRetryTimeout), get(LinkerdRetryTimeout), &rt.perTry)
-	var req, resp time.Duration
-	field(annotationPath(LinkerdTimeoutRequest), get(LinkerdTimeoutRequest), &req)
-	field(annotationPath(LinkerdTimeoutResponse), get(LinkerdTimeoutResponse), &resp)
+	retry, _ := read(LinkerdRetryTimeout, false)
+	req, okReq := read(LinkerdTimeoutRequest, true)
+	resp, okResp := read(LinkerdTimeoutResponse, true)
+	_, okIdle := read(LinkerdTimeoutIdle, true)
+	if !okReq || !okResp || !okIdle {
+		req, resp = 0, 0
+	}
+	rt.timeout = req
 	switch {
-	case req > 0 && resp > 0:
-		rt.timeout = min(req, resp)
+	case retry > 0 && resp > 0:
+		rt.perTry = min(retry, resp)
+		if resp > retry {
+			rt.last = resp
+		}
+	case retry > 0:
+		rt.perTry, rt.last = retry, graph.Forever
 	default:
-		rt.timeout = max(req, resp)
+		rt.perTry = resp
 	}
 	rt.set = rt.perTry > 0 || rt.timeout > 0
-	return rt
+	return rt, warns
 }
 
 // WarnLinkerdTimeoutIgnored: a Linkerd timeout annotation Linkerd cannot parse (err names the
@@ -331,14 +413,38 @@ func WarnLinkerdTimeoutIgnored(err error) string {
 	return err.Error() + ": Linkerd ignores it: counted as no timeout"
 }
 
+// WarnLinkerdZeroTimeout: a zero timeout.linkerd.io annotation, which Linkerd does not read as
+// "no timeout".
+func WarnLinkerdZeroTimeout(id, key, value string) string {
+	return fmt.Sprintf("%s %s: %q is a zero timeout, which Linkerd's proxy enforces (every request fails at once), not \"none\": leave the annotation out for no timeout; counted as no timeout", id, annotationPath(key), value)
+}
+
+// WarnLinkerdTimeoutsIgnored: a timeout.linkerd.io annotation Linkerd cannot parse, which makes it
+// ignore the object's request, response and idle timeouts alike.
+func WarnLinkerdTimeoutsIgnored(err error) string {
+	return err.Error() + ": Linkerd ignores it, and " + LinkerdTimeoutRequest + ", /response and /idle with it: counted as no timeout"
+}
+
 // ignoredTimes are the warnings of object id's (a layer's Object) ignored timeouts.
 func (s *Set) ignoredTimes(id string) []string {
 	for _, k := range objectKeys(id) {
 		if ot, ok := s.times[k]; ok {
-			return ot.ignored
+			out := ot.ignored
+			for i, rt := range ot.rules {
+				if rt.noRetries && rt.perTry > 0 {
+					out = append(out[:len(out):len(out)], WarnIstioPerTryWithoutRetries(id, i, rt.perTryRaw))
+				}
+			}
+			return out
 		}
 	}
 	return nil
+}
+
+// WarnIstioPerTryWithoutRetries: a VirtualService route's per-try timeout where its retries set
+// no attempts: Istio gives Envoy no retry policy, so no per-try timeout either.
+func WarnIstioPerTryWithoutRetries(id string, i int, perTry string) string {
+	return fmt.Sprintf("%s spec.http[%d].retries.perTryTimeout: %q with no retries (attempts 0 or unset): Istio drops the retry policy and the per-try timeout with it: counted as no per-try timeout", id, i, perTry)
 }
 
 // objectKeys are the Set keys an object id ("HTTPRoute shop/web") can have.
@@ -378,6 +484,37 @@ func ruleIndex(fieldPath string) (int, bool) {
 // is the proxy's default where the object sets none. A layer of a system default that no object
 // declares has no timeout (Istio's default route has none).
 func (s *Set) LayerTime(l Layer) LayerTime {
+	lt := s.layerTime(l)
+	if s == nil || l.Kind != Istio {
+		return lt
+	}
+	// Istio's MeshConfig retry policies bring their per-try timeout and backoff with their tries
+	// (pilot: a route that sets no retries takes defaultHttpRetryPolicy whole; the inbound
+	// policy honours attempts, retryOn and backoff).
+	var md *meshDefault
+	switch {
+	case l.Default:
+		md = s.meshDefault
+	case l.Object == "ConfigMap "+IstioConfigNamespace+"/"+IstioConfigName:
+		md = s.inbound
+	}
+	if md == nil {
+		return lt
+	}
+	if lt.PerTry == 0 && md.perTry > 0 {
+		lt.PerTry = md.perTry
+	}
+	if md.base > 0 {
+		lt.BackoffBase, lt.BackoffMax = md.base, 10*md.base
+	}
+	if (md.perTry > 0 || md.base > 0) && lt.Source == "" {
+		lt.Source = "ConfigMap " + IstioConfigNamespace + "/" + IstioConfigName + " data." + IstioConfigKey
+	}
+	return lt
+}
+
+// layerTime is LayerTime from the layer's own object and rule.
+func (s *Set) layerTime(l Layer) LayerTime {
 	var lt LayerTime
 	switch l.Kind {
 	case Linkerd:
@@ -405,10 +542,33 @@ func (s *Set) LayerTime(l Layer) LayerTime {
 		rt = ot.rules[i]
 		source = fmt.Sprintf("%s %s", l.Object, l.FieldPath[:strings.IndexByte(l.FieldPath, ']')+1])
 	}
+	if l.NoRuleTimes {
+		// Linkerd serving a Gateway API rule (policy controller, convert_gateway_rule): the
+		// route's timeout.linkerd.io/request, else the rule's timeouts.request; no
+		// backendRequest, no retry.backoff; its response timeout bounds every try, its retry
+		// timeout not the last (so not counted here: the tries are the rule's, an upper bound).
+		w := ot.whole
+		req := rt.timeout
+		if w.timeout > 0 {
+			req = w.timeout
+		}
+		rt = ruleTime{timeout: req}
+		switch {
+		case w.last == 0:
+			rt.perTry = w.perTry
+		case w.last != graph.Forever:
+			rt.perTry = w.last
+		}
+		rt.set = rt.timeout > 0 || rt.perTry > 0
+		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
+	}
 	if !rt.set {
 		return lt
 	}
-	lt.PerTry, lt.Timeout, lt.Source = rt.perTry, rt.timeout, source
+	if rt.noRetries {
+		rt.perTry, rt.base = 0, 0
+	}
+	lt.PerTry, lt.LastTry, lt.Timeout, lt.Source = rt.perTry, rt.last, rt.timeout, source
 	if rt.base > 0 {
 		lt.BackoffBase = rt.base
 		// A base alone (Gateway API's retry.backoff): Envoy's cap, ten times the base.
@@ -429,7 +589,7 @@ func (s *Set) TimeLayer(l Layer) graph.TimeLayer {
 	if l.Object != "" {
 		name = string(l.Kind) + " " + l.Object
 	}
-	return graph.TimeLayer{Name: name, Tries: l.Tries, PerTry: lt.PerTry, Timeout: lt.Timeout, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax}
+	return graph.TimeLayer{Name: name, Tries: l.Tries, PerTry: lt.PerTry, LastTry: lt.LastTry, Timeout: lt.Timeout, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax}
 }
 
 // Hop is the time model's hop of an edge whose caller's own layer (its app, or retrycap's

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/retrycap/retrycap/internal/graph"
 )
 
 const ms = time.Millisecond
@@ -35,20 +37,67 @@ func TestLayerTime(t *testing.T) {
 			want: envoy(500*ms, 3*time.Second, "VirtualService bookinfo/ratings spec.http[1]"),
 		},
 		{
-			name: "VirtualService timeout 0s is no timeout; a route without retries gets the default tries and its timeout", caller: caller("bookinfo"), callee: "ratings",
-			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - timeout: 0s\n    retries: {attempts: 1}\n  - timeout: 2s"),
+			name: "a route without retries gets the default tries and its timeout", caller: caller("bookinfo"), callee: "ratings",
+			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 1}\n  - timeout: 2s"),
 			want: envoy(0, 2*time.Second, "VirtualService bookinfo/ratings spec.http[1]"),
 		},
 		{
-			name: "Linkerd: retry.linkerd.io/timeout per try, the smaller of request and response timeouts", caller: caller("emojivoto"), callee: "emoji-svc",
+			// linkerd2-proxy: the request timeout is one deadline for all tries; the response
+			// timeout bounds each try; the retry timeout each try but the last.
+			name: "Linkerd: retry timeout on all tries but the last, response timeout on each, request on the whole", caller: caller("emojivoto"), callee: "emoji-svc",
 			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/timeout: 300ms\n    timeout.linkerd.io/request: 2s\n    timeout.linkerd.io/response: 1500ms"),
-			want: LayerTime{PerTry: 300 * ms, Timeout: 1500 * ms, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "Service emojivoto/emoji-svc"},
+			want: LayerTime{PerTry: 300 * ms, LastTry: 1500 * ms, Timeout: 2 * time.Second, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "Service emojivoto/emoji-svc"},
+		},
+		{
+			name: "Linkerd: a retry timeout alone leaves the last try unbounded", caller: caller("emojivoto"), callee: "emoji-svc",
+			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/timeout: 300ms"),
+			want: LayerTime{PerTry: 300 * ms, LastTry: graph.Forever, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "Service emojivoto/emoji-svc"},
+		},
+		{
+			name: "Linkerd: a response timeout alone bounds every try, the last included", caller: caller("emojivoto"), callee: "emoji-svc",
+			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    timeout.linkerd.io/response: 1s\n    timeout.linkerd.io/idle: 10s"),
+			want: LayerTime{PerTry: time.Second, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "Service emojivoto/emoji-svc"},
+		},
+		{
+			name: "Linkerd: a response timeout shorter than the retry timeout bounds every try", caller: caller("emojivoto"), callee: "emoji-svc",
+			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/timeout: 2s\n    timeout.linkerd.io/response: 1s"),
+			want: LayerTime{PerTry: time.Second, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "Service emojivoto/emoji-svc"},
+		},
+		{
+			// Istio's retry.ConvertPolicy gives Envoy no retry policy for attempts unset or 0,
+			// and the per-try timeout is part of it (the warning: TestLayerTimeIgnoredPerTry).
+			name: "VirtualService retries without attempts: no per-try timeout applies", caller: caller("bookinfo"), callee: "ratings",
+			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {perTryTimeout: 1s, backoff: 1s}\n    timeout: 5s"),
+			want: envoy(0, 5*time.Second, "VirtualService bookinfo/ratings spec.http[0]"),
+		},
+		{
+			// Istio hands retries.backoff to Envoy as its base interval; Envoy caps at 10x.
+			name: "VirtualService retries.backoff is the base, ten times it the cap", caller: caller("bookinfo"), callee: "ratings",
+			docs: nsIstio + "\n---\n" + vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s}"),
+			want: LayerTime{PerTry: 2 * time.Second, BackoffBase: time.Second, BackoffMax: 10 * time.Second, Source: "VirtualService bookinfo/ratings spec.http[0]"},
 		},
 		{
 			name: "GAMMA rule: timeouts.backendRequest per try, request overall, retry.backoff the base", caller: caller("bookinfo"), callee: "reviews",
 			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "",
 				"  parentRefs: [{group: \"\", kind: Service, name: reviews}]\n  rules:\n  - retry: {attempts: 2, backoff: 100ms}\n    timeouts: {request: 4s, backendRequest: 1s}"),
 			want: LayerTime{PerTry: time.Second, Timeout: 4 * time.Second, BackoffBase: 100 * ms, BackoffMax: time.Second, Source: "HTTPRoute bookinfo/reviews spec.rules[0]"},
+		},
+		{
+			// Istio's gateway conversion: without retry, backendRequest is the VirtualService's
+			// timeout (over request), under Istio's default tries with no per-try timeout.
+			name: "GAMMA rule without retry: backendRequest bounds the whole, in place of request", caller: caller("bookinfo"), callee: "reviews",
+			docs: nsIstio + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "bookinfo", "reviews", "",
+				"  parentRefs: [{group: \"\", kind: Service, name: reviews}]\n  rules:\n  - timeouts: {request: 4s, backendRequest: 1s}"),
+			want: envoy(0, time.Second, "HTTPRoute bookinfo/reviews spec.rules[0]"),
+		},
+		{
+			// Linkerd reads no rules[].retry (the tries: counted as declared) and no
+			// backendRequest: only rules[].timeouts.request, unless the route's annotation sets
+			// one, and its response timeout on every try.
+			name: "GAMMA rule served by Linkerd: no backendRequest, its request timeout, the annotation's response", caller: caller("emojivoto"), callee: "emoji-svc",
+			docs: nsLinkerd + "\n---\n" + routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "r", "timeout.linkerd.io/response: 700ms",
+				"  parentRefs: [{group: \"\", kind: Service, name: emoji-svc}]\n  rules:\n  - retry: {attempts: 2, backoff: 1s}\n    timeouts: {request: 4s, backendRequest: 1s}"),
+			want: LayerTime{PerTry: 700 * ms, Timeout: 4 * time.Second, BackoffBase: LinkerdBackoffBase, BackoffMax: LinkerdBackoffMax, Source: "HTTPRoute emojivoto/r spec.rules[0]"},
 		},
 		{
 			name: "north-south route rule timeouts", entry: &ServiceRef{"shop", "frontend"},
@@ -101,8 +150,21 @@ func TestLayerTimeErrors(t *testing.T) {
 			`HTTPRoute shop/web spec.rules[0].timeouts.request: "1.5s" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
 		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{timeouts: {request: 10s, backendRequest: 500us}}]"),
 			`HTTPRoute shop/web spec.rules[0].timeouts.backendRequest: "500us" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
-		{routeDoc("gateway.networking.k8s.io/v1", "GRPCRoute", "shop", "web", "", "  rules: [{timeouts: {request: 100000s}}]"),
-			`GRPCRoute shop/web spec.rules[0].timeouts.request: "100000s" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{timeouts: {request: 100000s}}]"),
+			`HTTPRoute shop/web spec.rules[0].timeouts.request: "100000s" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
+		// GEP-2257 allows a unit twice; Go reads the sum.
+		// The Gateway API's GRPCRoute has no timeouts: a bound no implementation applies.
+		{routeDoc("gateway.networking.k8s.io/v1", "GRPCRoute", "shop", "web", "", "  rules: [{timeouts: {request: 2s}}]"),
+			`GRPCRoute shop/web spec.rules[0].timeouts: the Gateway API's GRPCRoute has no timeouts field (the API server drops it): bound the calls with an Envoy Gateway BackendTrafficPolicy, a VirtualService or the callers' per-try timeouts`},
+		// The CRD's rule: backendRequest (each try) within request (the whole).
+		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{}, {timeouts: {request: 2s, backendRequest: 5s}}]"),
+			`HTTPRoute shop/web spec.rules[1].timeouts: backendRequest "5s" is longer than request "2s", which the API server refuses (backendRequest is each try, request all of them)`},
+		{vs("bookinfo", "ratings", "  http:\n  - timeout: 0s\n"),
+			`VirtualService bookinfo/ratings spec.http[0].timeout: "0s" is refused by Istio (at least 1ms): leave the field out for no timeout`},
+		{vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: 2, perTryTimeout: \"-0s\"}\n"),
+			`VirtualService bookinfo/ratings spec.http[0].retries.perTryTimeout: "-0s" is refused by Istio (at least 1ms): leave the field out for no timeout`},
+		{vs("bookinfo", "ratings", "  http:\n  - retries: {attempts: 2, backoff: \"5\"}\n"),
+			`VirtualService bookinfo/ratings spec.http[0].retries.backoff: "5" is not a duration ("500ms", "2s")`},
 		{routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  rules: [{retry: {backoff: \"-1s\"}}]"),
 			`HTTPRoute shop/web spec.rules[0].retry.backoff: "-1s" is not a Gateway API duration: 1 to 4 parts of up to 5 digits and a unit h, m, s or ms ("500ms", "1h30m")`},
 		{btp("shop", "p", "{kind: Gateway, name: eg}", "  timeout: {http: {requestTimeout: 1h1m1s1ms1h}}"),
@@ -131,6 +193,8 @@ func TestLayerTimeErrors(t *testing.T) {
 // status, which leaves out what the Set refuses.
 func TestLinkerdTimeoutIgnored(t *testing.T) {
 	const lk = `is not a Linkerd duration: a whole number and one unit ms, s, m, h or d ("500ms", "90s"): Linkerd ignores it: counted as no timeout`
+	// A request, response or idle timeout that does not parse: Linkerd drops all three.
+	const lkAll = `is not a Linkerd duration: a whole number and one unit ms, s, m, h or d ("500ms", "90s"): Linkerd ignores it, and timeout.linkerd.io/request, /response and /idle with it: counted as no timeout`
 	for _, tc := range []struct {
 		annotations string
 		want        LayerTime
@@ -139,14 +203,28 @@ func TestLinkerdTimeoutIgnored(t *testing.T) {
 		{"retry.linkerd.io/timeout: \"5\"\n    timeout.linkerd.io/request: 2s", LayerTime{Timeout: 2 * time.Second},
 			[]string{`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "5" ` + lk}},
 		{"timeout.linkerd.io/request: 1m30s\n    timeout.linkerd.io/response: 1.5s", LayerTime{}, []string{
-			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "1m30s" ` + lk,
-			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/response"]: "1.5s" ` + lk}},
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "1m30s" ` + lkAll,
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/response"]: "1.5s" ` + lkAll}},
 		{"retry.linkerd.io/timeout: 300us\n    timeout.linkerd.io/request: \"-1s\"", LayerTime{}, []string{
 			`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "300us" ` + lk,
-			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "-1s" ` + lk}},
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "-1s" ` + lkAll}},
+		// One bad timeout annotation drops the others: the 2s request timeout is not applied
+		// (Linkerd's parse_timeouts fails whole), and the idle one is read for that alone.
+		{"timeout.linkerd.io/request: 2s\n    timeout.linkerd.io/idle: 1.5s", LayerTime{}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/idle"]: "1.5s" ` + lkAll}},
+		{"timeout.linkerd.io/response: 1s\n    timeout.linkerd.io/request: \"5\"", LayerTime{}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "5" ` + lkAll}},
+		// Linkerd counts in milliseconds of a u64: past that it refuses the value.
+		{"timeout.linkerd.io/request: 18446744073709551615s", LayerTime{}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "18446744073709551615s" ` + lkAll}},
 		{"retry.linkerd.io/timeout: 18446744073709551616s", LayerTime{},
 			[]string{`Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "18446744073709551616s" ` + lk}},
 		{"timeout.linkerd.io/request: 1d", LayerTime{Timeout: 24 * time.Hour}, nil},
+		// A zero is passed on to the proxy as a deadline of now: said, not read as "none" in silence.
+		{"timeout.linkerd.io/request: \"0\"\n    timeout.linkerd.io/response: 2s", LayerTime{PerTry: 2 * time.Second}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/request"]: "0" is a zero timeout, which Linkerd's proxy enforces (every request fails at once), not "none": leave the annotation out for no timeout; counted as no timeout`}},
+		{"retry.linkerd.io/timeout: 0s\n    timeout.linkerd.io/idle: 0ms", LayerTime{}, []string{
+			`Service emojivoto/emoji-svc metadata.annotations["timeout.linkerd.io/idle"]: "0ms" is a zero timeout, which Linkerd's proxy enforces (every request fails at once), not "none": leave the annotation out for no timeout; counted as no timeout`}},
 	} {
 		s := set(t, Options{}, nsLinkerd+"\n---\n"+svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"2\"\n    "+tc.annotations))
 		e := s.Edge(caller("emojivoto"), "emoji-svc")
@@ -188,17 +266,31 @@ func TestDurationGrammars(t *testing.T) {
 		{linkerdGrammar, "1d", 24 * time.Hour, true},
 		{linkerdGrammar, "+5s", 5 * time.Second, true}, // Rust's u64 parser takes a "+"
 		{linkerdGrammar, "90m", 90 * time.Minute, true},
-		{linkerdGrammar, "18446744073709551615d", time.Duration(1<<63 - 1), true}, // saturated, never wrapped
+		{linkerdGrammar, "18446744073709551615ms", time.Duration(1<<63 - 1), true}, // saturated, never wrapped
+		{linkerdGrammar, "18446744073709551615d", 0, false},                        // past a u64 of ms: Linkerd refuses it
+		{linkerdGrammar, "18446744073709551s", time.Duration(1<<63 - 1), true},     // 18446744073709551000ms: within a u64
+		{linkerdGrammar, "18446744073709552s", 0, false},
 		{linkerdGrammar, "1", 0, false},
 		{linkerdGrammar, "s", 0, false},
 		{linkerdGrammar, "1us", 0, false},
 		{linkerdGrammar, "1 s", 0, false},
+		{goPlainGrammar, "1.5s", 1500 * ms, true}, // Linkerd's HTTPRoute: the CRD's format duration
+		{goPlainGrammar, "500us", 500 * time.Microsecond, true},
+		{goPlainGrammar, "0s", 0, true},
+		{goPlainGrammar, "-1s", 0, false},
+		{goPlainGrammar, "5", 0, false},
 		{goGrammar, "1.5s", 1500 * ms, true},
 		{goGrammar, "1m30s", 90 * time.Second, true},
-		{goGrammar, "0s", 0, true},
+		{goGrammar, "0s", 0, false}, // Istio's CRD: at least 1ms
+		{goGrammar, "1h1h", 2 * time.Hour, true},
+		{goGrammar, "0.5s", 500 * ms, true},
+		{goGrammar, "5", 0, false},
+		{gatewayGrammar, "1h1h", 2 * time.Hour, true},
+		{gatewayGrammar, "0.5s", 0, false},
+		{gatewayGrammar, "99999999h", 0, false},
 		{goGrammar, "1ms", ms, true},
 		{goGrammar, "1µs", 0, false},
-		{goGrammar, "-0s", 0, true},
+		{goGrammar, "-0s", 0, false},
 		{goGrammar, "1e9s", 0, false},
 	} {
 		v := tc.in
@@ -220,5 +312,91 @@ func TestLayerTimeRemoved(t *testing.T) {
 	}
 	if got := s.LayerTime(l); got.PerTry != 0 || got.Source != "" {
 		t.Fatalf("after remove: %+v", got)
+	}
+}
+
+// Istio's MeshConfig retry policies bring their per-try timeout and backoff with their tries: a
+// route that sets no retries takes defaultHttpRetryPolicy whole (pilot's route.go), and the
+// inbound policy honours attempts, retryOn and backoff. Without them a mesh-wide backoff of 1s
+// was timed as Envoy's 25ms.
+func TestLayerTimeMeshConfig(t *testing.T) {
+	cm := func(mesh string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n" + mesh
+	}
+	inside := Caller{Name: "Deployment shop/web", Namespace: "shop"}
+	ns := "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}\n"
+	const src = "ConfigMap istio-system/istio data.mesh"
+	for _, tc := range []struct {
+		name, mesh, extra string
+		want              []LayerTime
+	}{
+		{"no VirtualService: the mesh default's per-try timeout and backoff",
+			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 1s}\n", "",
+			[]LayerTime{{PerTry: 2 * time.Second, BackoffBase: time.Second, BackoffMax: 10 * time.Second, Source: src}}},
+		{"a route without retries: its timeout, the mesh default's per-try timeout and backoff",
+			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 100ms}\n",
+			vs("shop", "orders", "  hosts: [orders]\n  http:\n  - timeout: 9s"),
+			[]LayerTime{{PerTry: 2 * time.Second, Timeout: 9 * time.Second, BackoffBase: 100 * ms, BackoffMax: time.Second, Source: "VirtualService shop/orders spec.http[0]"}}},
+		{"a route with retries: its own, not the mesh default's",
+			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 1s}\n",
+			vs("shop", "orders", "  hosts: [orders]\n  http:\n  - retries: {attempts: 1}"),
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		{"the inbound policy's backoff",
+			"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: 500ms}\n", "",
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}, {BackoffBase: 500 * ms, BackoffMax: 5 * time.Second, Source: src}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := ns + "---\n" + cm(tc.mesh)
+			if tc.extra != "" {
+				docs += "---\n" + tc.extra
+			}
+			s := set(t, Options{}, docs)
+			e := s.Edge(inside, "orders")
+			var got []LayerTime
+			for _, l := range e.Layers {
+				got = append(got, s.LayerTime(l))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("layers %+v\n got %+v\nwant %+v", e.Layers, got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct{ mesh, want string }{
+		{"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 0s}\n",
+			`ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.perTryTimeout: "0s" is refused by Istio (at least 1ms): leave the field out for no timeout`},
+		{"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: soon}\n",
+			`ConfigMap istio-system/istio data.mesh defaultInboundHttpRetryPolicy.backoff: "soon" is not a duration ("500ms", "2s")`},
+	} {
+		if _, err := NewSet(Options{}).AddManifest([]byte(cm(tc.mesh))); err == nil || err.Error() != tc.want {
+			t.Errorf("error %v\nwant %s", err, tc.want)
+		}
+	}
+}
+
+// Linkerd's own HTTPRoute reads its timeouts in Go's form (its CRD's format duration): "1.5s"
+// is valid there, where the Gateway API's Duration refuses it.
+func TestLinkerdRouteDurations(t *testing.T) {
+	doc := routeDoc("policy.linkerd.io/v1beta3", "HTTPRoute", "emojivoto", "r", "", "  rules: [{timeouts: {request: 1.5s, backendRequest: 500us}}]")
+	if _, err := NewSet(Options{}).AddManifest([]byte(doc)); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	doc = routeDoc("policy.linkerd.io/v1beta3", "HTTPRoute", "emojivoto", "r", "", "  rules: [{timeouts: {request: \"-1s\"}}]")
+	want := `HTTPRoute emojivoto/r spec.rules[0].timeouts.request: "-1s" is not a duration ("500ms", "1m30s")`
+	if _, err := NewSet(Options{}).AddManifest([]byte(doc)); err == nil || err.Error() != want {
+		t.Fatalf("error %v\nwant %s", err, want)
+	}
+}
+
+// TestLayerTimeIgnoredPerTry: the per-try timeout of a VirtualService route without retries is
+// said to apply nowhere, on the edge, naming the object, the field and the value.
+func TestLayerTimeIgnoredPerTry(t *testing.T) {
+	s := set(t, Options{}, nsIstio+"\n---\n"+vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 0, perTryTimeout: 1s}"))
+	e := s.Edge(caller("bookinfo"), "ratings")
+	want := []string{`VirtualService bookinfo/ratings spec.http[0].retries.perTryTimeout: "1s" with no retries (attempts 0 or unset): Istio drops the retry policy and the per-try timeout with it: counted as no per-try timeout`}
+	if !slices.Equal(e.Warnings, want) {
+		t.Fatalf("warnings %q\nwant %q", e.Warnings, want)
+	}
+	if lt := s.LayerTime(e.Layers[0]); lt.PerTry != 0 {
+		t.Fatalf("per try %v", lt.PerTry)
 	}
 }

@@ -23,8 +23,9 @@ var specTrees = map[string]keep{
 		"hosts": true, "gateways": true, "exportTo": true,
 		// route: an ingress Gateway's destinations (mesh/ingress.go); timeout and perTryTimeout:
 		// the time model (mesh/time.go). Without them the status counted bookinfo's ingress
-		// layer as none (12 where analyze and the gate say 36).
-		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true, "perTryTimeout": true},
+		// layer as none (12 where analyze and the gate say 36). retries.backoff: Envoy's base
+		// interval, which the time model reads too.
+		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true, "perTryTimeout": true, "backoff": true},
 			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}}}},
 	},
 	mesh.GroupGateway + "/HTTPRoute":    routeTree,
@@ -141,7 +142,7 @@ func meshAnnotations(ann map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range ann {
 		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation || k == mesh.KumaSidecarInjection || k == mesh.KumaMeshLabel ||
-			strings.HasPrefix(k, "retry.linkerd.io/") {
+			strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -177,14 +178,15 @@ func MembershipOf(u *unstructured.Unstructured, istio, linkerd bool) *unstructur
 	return out
 }
 
-// WithoutLinkerdRetries returns a Service without its retry.linkerd.io/ annotations (u itself when
-// it has none): without a Linkerd API read the cluster has no Linkerd, and its annotations add no
-// layer (nor an error for a value Linkerd would refuse). u is not modified.
+// WithoutLinkerdRetries returns a Service without its retry.linkerd.io/ and timeout.linkerd.io/
+// annotations (u itself when it has none): without a Linkerd API read the cluster has no Linkerd,
+// and its annotations add no layer (nor an error or a warning for a value Linkerd would refuse).
+// u is not modified.
 func WithoutLinkerdRetries(u *unstructured.Unstructured) *unstructured.Unstructured {
 	ann := u.GetAnnotations()
 	var drop []string
 	for k := range ann {
-		if strings.HasPrefix(k, "retry.linkerd.io/") {
+		if strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") {
 			drop = append(drop, k)
 		}
 	}

@@ -43,7 +43,7 @@ spec:
   - match: [{gateways: [mesh], uri: {prefix: /a}}]
     route: [{destination: {host: ratings, subset: v1}, weight: 100}]
     timeout: 1s
-  - retries: {attempts: 3, perTryTimeout: 2s, retryOn: 5xx}
+  - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s, retryOn: 5xx}
 status: {observedGeneration: 3}
 `,
 			want: `apiVersion: networking.istio.io/v1
@@ -56,7 +56,7 @@ spec:
   - match: [{gateways: [mesh]}]
     route: [{destination: {host: ratings}}]
     timeout: 1s
-  - retries: {attempts: 3, perTryTimeout: 2s}
+  - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s}
 `,
 		},
 		{
@@ -66,7 +66,7 @@ kind: HTTPRoute
 metadata:
   name: reviews
   namespace: bookinfo
-  annotations: {retry.linkerd.io/limit: "2", note: x}
+  annotations: {retry.linkerd.io/limit: "2", timeout.linkerd.io/response: 1s, note: x}
 spec:
   parentRefs: [{group: "", kind: Service, name: reviews, port: 9080}]
   rules:
@@ -80,7 +80,7 @@ kind: HTTPRoute
 metadata:
   name: reviews
   namespace: bookinfo
-  annotations: {retry.linkerd.io/limit: "2"}
+  annotations: {retry.linkerd.io/limit: "2", timeout.linkerd.io/response: 1s}
 spec:
   parentRefs: [{group: "", kind: Service, name: reviews}]
   rules:
@@ -366,12 +366,12 @@ func TestWithoutLabels(t *testing.T) {
 }
 
 func TestWithoutLinkerdRetries(t *testing.T) {
-	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: \"3\", team: a}}")
+	svc := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: \"3\", timeout.linkerd.io/request: 2s, team: a}}")
 	got := WithoutLinkerdRetries(svc)
 	if want := map[string]string{"team": "a"}; !reflect.DeepEqual(got.GetAnnotations(), want) {
 		t.Errorf("annotations %v, want %v", got.GetAnnotations(), want)
 	}
-	if len(svc.GetAnnotations()) != 3 {
+	if len(svc.GetAnnotations()) != 4 {
 		t.Errorf("the input was modified: %v", svc.GetAnnotations())
 	}
 	plain := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b}")
