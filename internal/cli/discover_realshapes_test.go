@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/retrycap/retrycap/internal/promquery/promtest"
+	"github.com/retrycap/retrycap/internal/telemetry"
+)
+
+// TestDiscoverRealShapesFromPrometheus: a real Prometheus holding the series Istio's stats
+// filter and the service graph connector write for traffic that reached no Service (istio/proxy
+// istio_stats.cc: Envoy's passthrough cluster names, with the called pod's namespace; a
+// ServiceEntry's host in the ServiceEntry's namespace; connector.go: a virtual server node
+// "unknown", or named after the client span's db.system). discover proposes none of them as a
+// Service of the caller's namespace (before: "PassthroughCluster", "InboundPassthroughClusterIpv4",
+// "api.stripe.com.istio-system", "unknown" and "postgresql" were all proposed as upstreams).
+func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
+	istio := serve(t, &exporter{lines: func(n int) string {
+		return "# TYPE istio_requests_total counter\n" +
+			istioSeries("source", "web", "shop", "payment", "shop", "200", 4*n) +
+			istioSeries("source", "web", "shop", "PassthroughCluster", "shop", "200", n) +
+			istioSeries("destination", "web", "shop", "InboundPassthroughClusterIpv4", "shop", "200", n) +
+			istioSeries("source", "web", "shop", "api.stripe.com", "istio-system", "200", 2*n)
+	}})
+	otel := serve(t, &exporter{lines: func(n int) string {
+		return "# TYPE traces_service_graph_request_total counter\n" +
+			fmt.Sprintf(`traces_service_graph_request_total{client="checkout",server="unknown",connection_type="virtual_node",failed="false",client_k8s_namespace_name="shop"} %d`+"\n", n) +
+			fmt.Sprintf(`traces_service_graph_request_total{client="checkout",server="postgresql",connection_type="virtual_node",failed="true",client_k8s_namespace_name="shop"} %d`+"\n", n) +
+			fmt.Sprintf(`traces_service_graph_request_total{client="checkout",server="cart",connection_type="",failed="false",client_k8s_namespace_name="shop",server_k8s_namespace_name="shop"} %d`+"\n", 3*n)
+	}})
+	prom := promtest.StartTargets(t, "../..", []promtest.Target{{Addr: istio}, {Addr: otel}})
+	waitScrapes(t, prom, `min(count_over_time({__name__=~"istio_requests_total|traces_service_graph_request_total"}[1m]))`, 5)
+	code, stdout, stderr := run(t, "", "discover", "--prometheus-url", prom.URL, "--since", "1m", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res telemetry.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range res.Workloads {
+		for _, p := range w.Discovered {
+			got = append(got, fmt.Sprintf("%s %s/%s > %s %v", w.Kind, w.Namespace, w.Name, p.Upstream, p.Sources))
+		}
+	}
+	for _, e := range res.NonHTTP {
+		got = append(got, fmt.Sprintf("apart %s > %s (%s): %s", e.From, e.To, e.Source, e.Why))
+	}
+	want := []string{
+		"Deployment shop/checkout > cart [otel-servicegraph]",
+		"Deployment shop/web > api.stripe.com [istio]",
+		"Deployment shop/web > payment [istio]",
+		"apart shop/checkout > shop/postgresql (otel-servicegraph): a database peer (a virtual node named after the client span's db.system postgresql): no HTTP retry applies",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s\nstderr:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), stderr)
+	}
+	for _, w := range []string{
+		`warning: istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 2 series`,
+		`warning: otel-servicegraph: a virtual server node "unknown" (a client span whose server span never came, with none of the connector's peer attributes: peer.service, db.name, db.system): not an edge: 1 series`,
+	} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package telemetry
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadRealShapes: series of the exact shapes the projects' own code writes for traffic that
+// reached no Service, or a peer that is no Service, each read as what it is (before: every one
+// of them was an edge to a "Service" of that name).
+//   - Istio (istio/proxy istio_stats.cc): destination_service_name is the Envoy cluster's name
+//     for passthrough and black-hole traffic, with the called pod's namespace when it is in the
+//     mesh; a ServiceEntry's host ("api.stripe.com", "*.example.com") in the ServiceEntry's
+//     namespace (pilot buildServiceMetadata); the Host header when the cluster carries no
+//     Service (with its port).
+//   - The service graph connector (connector.go onExpire, getPeerHost): a virtual server node is
+//     the first peer attribute of peer.service, db.name, db.system the client span had, or
+//     "unknown".
+func TestReadRealShapes(t *testing.T) {
+	cases := []struct {
+		name    string
+		answers []Answer
+		want    []string
+	}{{
+		name: "istio: passthrough clusters in a namespace, ServiceEntry hosts, the Host header",
+		answers: []Answer{answer("istio_requests_total",
+			istio("source", "web", "shop", "PassthroughCluster", "shop", 9),
+			istio("destination", "web", "shop", "InboundPassthroughClusterIpv4", "shop", 5),
+			istio("source", "web", "shop", "BlackHoleCluster", "shop", 1),
+			istio("source", "web", "shop", "api.stripe.com", "istio-system", 12),
+			istio("source", "web", "shop", "*.example.com", "shop", 3),
+			istio("source", "web", "shop", "cart.shop.svc.cluster.local:8080", "shop", 6),
+			istio("source", "web", "shop", "stock:8080", "shop", 6),
+			istio("source", "web", "shop", "10.0.0.7:8080", "shop", 2),
+			istio("source", "web", "shop", "payment", "shop", 30),
+		), answer("istio_tcp_connections_opened_total",
+			istio("source", "web", "shop", "orders.abc123.eu-west-1.rds.amazonaws.com", "shop", 6),
+		)},
+		want: []string{
+			"edge istio shop/web > api.stripe.com 0.20/s",
+			"edge istio shop/web > shop/cart 0.10/s",
+			"edge istio shop/web > shop/payment 0.50/s",
+			"edge istio shop/web > shop/stock 0.10/s",
+			"apart istio shop/web > orders.abc123.eu-west-1.rds.amazonaws.com 0.10/s: TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies",
+			`warning istio: destination_service_name is a wildcard host (a ServiceEntry's), no one Service: not an edge: 1 series (e.g. {destination_service_name="*.example.com", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+			`warning istio: destination_service_name is an IP address, no Service: not an edge: 1 series (e.g. {destination_service_name="10.0.0.7:8080", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+			`warning istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 3 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+		},
+	}, {
+		name: "otel service graph: virtual server nodes named unknown, after db.system, an address, a host outside",
+		answers: []Answer{answer("traces_service_graph_request_total",
+			sample(4, "client", "checkout", "server", "unknown", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(6, "client", "checkout", "server", "postgresql", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(6, "client", "cart", "server", "redis", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(2, "client", "checkout", "server", "10.1.2.3:5432", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(12, "client", "checkout", "server", "api.stripe.com:443", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(3, "client", "checkout", "server", "payment", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+		)},
+		want: []string{
+			"edge otel-servicegraph shop/checkout (service) > api.stripe.com 0.20/s",
+			"edge otel-servicegraph shop/checkout (service) > shop/payment 0.05/s",
+			"apart otel-servicegraph shop/cart > shop/redis 0.10/s: a database peer (a virtual node named after the client span's db.system redis): no HTTP retry applies",
+			"apart otel-servicegraph shop/checkout > shop/postgresql 0.10/s: a database peer (a virtual node named after the client span's db.system postgresql): no HTTP retry applies",
+			`warning otel-servicegraph: a virtual server node "unknown" (a client span whose server span never came, with none of the connector's peer attributes: peer.service, db.name, db.system): not an edge: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="unknown"})`,
+			`warning otel-servicegraph: a virtual server node that is an IP address, no Service: not an edge: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="10.1.2.3:5432"})`,
+			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 3 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="postgresql"})`,
+		},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := summary(mustRead(t, c.answers, Options{Window: time.Minute}))
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestPeerHost(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		oneDot  bool
+		want    Callee
+		wantWhy string
+	}{
+		{"payment", false, Callee{Name: "payment"}, ""},
+		{"payment:8080", false, Callee{Name: "payment"}, ""},
+		{"payment.billing", false, Callee{Name: "payment.billing"}, ""},
+		{"payment.billing", true, Callee{"billing", "payment"}, ""},
+		{"payment.billing.svc", false, Callee{"billing", "payment"}, ""},
+		{"Payment.Billing.svc.cluster.local.:8443", false, Callee{"billing", "payment"}, ""},
+		{"api.stripe.com", true, Callee{Name: "api.stripe.com"}, ""},
+		{"10.0.0.7", false, Callee{}, "an IP address, no Service"},
+		{"[fd00::7]:8080", false, Callee{}, "an IP address, no Service"},
+		{"fd00::7", false, Callee{}, "an IP address, no Service"},
+		{"*.example.com", false, Callee{}, "a wildcard host (a ServiceEntry's), no one Service"},
+		{"1payment", false, Callee{}, "not a Service name"},
+		{":8080", false, Callee{}, "an empty host"},
+	} {
+		got, why := peerHost(c.in, c.oneDot)
+		if got != c.want || why != c.wantWhy {
+			t.Errorf("peerHost(%q, %v) = %v, %q; want %v, %q", c.in, c.oneDot, got, why, c.want, c.wantWhy)
+		}
+	}
+}
