@@ -13,7 +13,7 @@ import (
 //     for passthrough and black-hole traffic, with the called pod's namespace when it is in the
 //     mesh; a ServiceEntry's host ("api.stripe.com", "*.example.com") in the ServiceEntry's
 //     namespace (pilot buildServiceMetadata); the Host header when the cluster carries no
-//     Service (with its port).
+//     Service (with its port); a Gateway API Gateway's Deployment is "<name>-istio".
 //   - The service graph connector (connector.go onExpire, getPeerHost): a virtual server node is
 //     the first peer attribute of peer.service, db.name, db.system the client span had, or
 //     "unknown".
@@ -34,6 +34,8 @@ func TestReadRealShapes(t *testing.T) {
 			istio("source", "web", "shop", "stock:8080", "shop", 6),
 			istio("source", "web", "shop", "10.0.0.7:8080", "shop", 2),
 			istio("source", "web", "shop", "payment", "shop", 30),
+			// Istio's Deployment for the Gateway API Gateway "bookinfo-gateway" of class istio.
+			istio("source", "bookinfo-gateway-istio", "istio-ingress", "productpage", "bookinfo", 60),
 		), answer("istio_tcp_connections_opened_total",
 			istio("source", "web", "shop", "orders.abc123.eu-west-1.rds.amazonaws.com", "shop", 6),
 		)},
@@ -43,6 +45,7 @@ func TestReadRealShapes(t *testing.T) {
 			"edge istio shop/web > shop/payment 0.50/s",
 			"edge istio shop/web > shop/stock 0.10/s",
 			"apart istio shop/web > orders.abc123.eu-west-1.rds.amazonaws.com 0.10/s: TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies",
+			"entry istio bookinfo/productpage via istio-ingress/bookinfo-gateway-istio 1.00/s",
 			`warning istio: destination_service_name is a wildcard host (a ServiceEntry's), no one Service: not an edge: 1 series (e.g. {destination_service_name="*.example.com", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
 			`warning istio: destination_service_name is an IP address, no Service: not an edge: 1 series (e.g. {destination_service_name="10.0.0.7:8080", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
 			`warning istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 3 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,

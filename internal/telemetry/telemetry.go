@@ -132,6 +132,14 @@ type Options struct {
 // DefaultGateways are the workload names of Istio's gateways as its charts install them.
 var DefaultGateways = []string{"istio-ingressgateway", "istio-egressgateway"}
 
+// IstioGatewayAPIWorkload says whether an Istio series' source_workload is the Deployment Istio
+// deploys for a Gateway API Gateway of class "istio": "<Gateway name>-istio" (istio/istio
+// pilot/pkg/config/kube/gatewaycommon/gateway_utils.go GetDefaultName appends "-<class>"; the
+// waypoint and east-west classes set DisableNameSuffix and are no ingress).
+func IstioGatewayAPIWorkload(name string) bool {
+	return len(name) > len("-istio") && strings.HasSuffix(name, "-istio")
+}
+
 // Labels read from each source (docs/telemetry.md cites where each project defines them).
 var (
 	istioEdgeLabels   = []string{"source_workload", "source_workload_namespace", "destination_service_name", "destination_service_namespace"}
@@ -291,7 +299,7 @@ func (r *reader) addEdge(src Source, from Caller, to Callee, requests, tries flo
 	if requests <= 0 {
 		return // not observed in the window: the counter did not increase
 	}
-	if r.isGateway(from.Namespace, from.Name) {
+	if r.isGateway(from.Namespace, from.Name) || (src == SourceIstio && IstioGatewayAPIWorkload(from.Name)) {
 		r.addEntry(src, to, from.Namespace+"/"+from.Name, requests)
 		return
 	}
