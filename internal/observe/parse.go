@@ -528,9 +528,9 @@ func jsonFieldOf(k []byte) (jsonFieldDef, bool) {
 		return jsonFieldDef{jUpstream, false}, true
 	case "method":
 		return jsonFieldDef{jMethod, false}, true
-	case "authority":
+	case "authority", ":authority": // Istio's name, Envoy Gateway's default JSON format's
 		return jsonFieldDef{jAuthority, false}, true
-	case "path":
+	case "path", "x-envoy-origin-path":
 		return jsonFieldDef{jPath, false}, true
 	case "attempt":
 		return jsonFieldDef{jAttempt, true}, true
@@ -564,7 +564,7 @@ func jsonFieldOf(k []byte) (jsonFieldDef, bool) {
 		return jsonFieldDef{jTraceparent, false}, true
 	case "idempotency_key":
 		return jsonFieldDef{jIdempotencyKey, false}, true
-	case "request_id":
+	case "request_id", "x-request-id": // Istio's name, Envoy Gateway's
 		return jsonFieldDef{jRequestID, false}, true
 	case "storm_op":
 		return jsonFieldDef{jStormOp, false}, true
@@ -789,11 +789,35 @@ func (p *parser) names(cluster, sni []byte) {
 	}
 	r.dir = Outbound
 	r.caller = []byte(p.src.Service)
+	if name := routeOfCluster(cluster); len(name) > 0 {
+		// Envoy Gateway names its clusters after the route rule (httproute/NS/NAME/rule/N):
+		// the route names the callee; the :authority is the browser's Host.
+		r.target = name
+		return
+	}
 	if h := hostOfCluster(rest); len(h) > 0 {
 		r.target = p.serviceOfHost(h)
 	} else {
 		r.target = p.serviceOfHost(r.authority)
 	}
+}
+
+// routeOfCluster is NAME of Envoy Gateway's cluster "httproute/NS/NAME/rule/N" (grpcroute,
+// tcproute... alike), nil for any other cluster.
+func routeOfCluster(cluster []byte) []byte {
+	kind, rest, ok := bytes.Cut(cluster, []byte("/"))
+	if !ok || !bytes.HasSuffix(kind, []byte("route")) {
+		return nil
+	}
+	_, rest, ok = bytes.Cut(rest, []byte("/")) // the namespace
+	if !ok {
+		return nil
+	}
+	name, rest, ok := bytes.Cut(rest, []byte("/"))
+	if !ok || len(name) == 0 || !bytes.HasPrefix(rest, []byte("rule/")) || bytes.Count(rest, []byte("/")) != 1 {
+		return nil
+	}
+	return name
 }
 
 // hostOfCluster is HOST of "PORT|SUBSET|HOST" (the part of an Istio cluster name after its

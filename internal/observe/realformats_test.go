@@ -84,3 +84,31 @@ func TestUnreadAddsUp(t *testing.T) {
 		t.Errorf("String:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestEnvoyGatewayJSON: Envoy Gateway's default JSON access log (its own key names:
+// "x-request-id", ":authority", "x-envoy-origin-path"; clusters named after the route rule) is
+// read keyed by its request id and named by its HTTPRoute (before: no key, so no attempt was
+// grouped, and the callee was the browser's Host).
+func TestEnvoyGatewayJSON(t *testing.T) {
+	line := func(rid string, code int) string {
+		return `{":authority":"www.example.com","bytes_received":0,"bytes_sent":91,"connection_termination_details":null,"downstream_local_address":"10.244.0.14:10080","downstream_remote_address":"10.244.0.1:41234","duration":12,"method":"POST","protocol":"HTTP/1.1","requested_server_name":null,"response_code":` +
+			itoa(int64(code)) + `,"response_code_details":"via_upstream","response_flags":"-","route_name":"httproute/shop/checkout/rule/0/match/0/www_example_com","start_time":"2026-11-24T14:06:00.000Z","upstream_cluster":"httproute/shop/checkout/rule/0","upstream_host":"10.244.0.13:8080","upstream_local_address":"10.244.0.14:58822","upstream_transport_failure_reason":null,"user-agent":"curl/8.5.0","x-envoy-origin-path":"/checkout?cart=7","x-envoy-upstream-service-time":"11","x-forwarded-for":"10.244.0.1","x-request-id":"` + rid + `"}`
+	}
+	var in strings.Builder
+	for _, l := range []string{line("r-1", 503), line("r-1", 503), line("r-1", 200), line("r-2", 200)} {
+		in.WriteString(l + "\n")
+	}
+	g := NewGrouper()
+	st, err := g.Consume(strings.NewReader(in.String()), Source{Name: "eg.log", Service: "envoy-gateway"}, DefaultMaxLine)
+	if err != nil || st != (Stats{Lines: 4, Attempts: 4}) {
+		t.Fatalf("%+v %v", st, err)
+	}
+	kr, ok := g.Key("r-1")
+	if !ok || kr.Kind != "request-id" || kr.Attempts != 3 || kr.Failures != 2 || len(kr.Services) != 1 || kr.Services[0].Service != "checkout" {
+		t.Fatalf("key r-1: %+v %v", kr, ok)
+	}
+	a, ok, err := ParseLine([]byte(line("r-3", 200)), Source{})
+	if err != nil || !ok || a.Path != "/checkout" || a.Authority != "www.example.com" || a.Target != "checkout" || a.RequestID != "r-3" {
+		t.Fatalf("%+v %v %v", a, ok, err)
+	}
+}
