@@ -48,9 +48,9 @@ the failures and the observed amplification (the attempts at the deepest service
 It lists the keys with more than --threshold attempts, worst first, and ends with a summary line;
 the lines read, skipped, bad and over --max-line go to stderr.
 
-It reads retrycap-proxy's access log (--access-log, JSON lines) and Envoy's and Istio's access logs
-in their default text and JSON formats (keyed by x-request-id), as written, through the kubelet's
-CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz, from files,
+It reads retrycap-proxy's access log (--access-log, JSON lines), Envoy's and Istio's access logs in
+their default text and JSON formats and Envoy Gateway's JSON (keyed by x-request-id), as written,
+through the kubelet's CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz, from files,
 directories (every file below), stdin ("-", the default without -f and --from-cluster), or with
 --from-cluster the logs of container -c of the pods -l selects, through the API server
 (pods/log; needs list on pods and get on pods/log). Memory is per key, not per line.
