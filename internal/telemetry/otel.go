@@ -57,6 +57,14 @@ func (r *reader) otel(v model.Vector) {
 				}
 			}
 		}
+		if ct != "virtual_node" {
+			// A server span's service.name; Beyla names a peer it cannot resolve by its
+			// address: that is no Service.
+			if _, why := peerHost(server, true); why == "an IP address, no Service" {
+				r.w.add("otel-servicegraph: a server named by an IP address (a peer whose name was not resolved): not an edge", s.Metric)
+				continue
+			}
+		}
 		n := float64(s.Value)
 		to := Callee{sns, server}
 		if ct == "virtual_node" && client == "user" {

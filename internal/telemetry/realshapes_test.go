@@ -59,12 +59,15 @@ func TestReadRealShapes(t *testing.T) {
 			sample(2, "client", "checkout", "server", "10.1.2.3:5432", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
 			sample(12, "client", "checkout", "server", "api.stripe.com:443", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
 			sample(3, "client", "checkout", "server", "payment", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			// Beyla names a server it cannot resolve by its address.
+			sample(5, "client", "checkout", "server", "10.96.4.7", "client_service_namespace", "shop"),
 		)},
 		want: []string{
 			"edge otel-servicegraph shop/checkout (service) > api.stripe.com 0.20/s",
 			"edge otel-servicegraph shop/checkout (service) > shop/payment 0.05/s",
 			"apart otel-servicegraph shop/cart > shop/redis 0.10/s: a database peer (a virtual node named after the client span's db.system redis): no HTTP retry applies",
 			"apart otel-servicegraph shop/checkout > shop/postgresql 0.10/s: a database peer (a virtual node named after the client span's db.system postgresql): no HTTP retry applies",
+			`warning otel-servicegraph: a server named by an IP address (a peer whose name was not resolved): not an edge: 1 series (e.g. {client="checkout", client_service_namespace="shop", server="10.96.4.7"})`,
 			`warning otel-servicegraph: a virtual server node "unknown" (a client span whose server span never came, with none of the connector's peer attributes: peer.service, db.name, db.system): not an edge: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="unknown"})`,
 			`warning otel-servicegraph: a virtual server node that is an IP address, no Service: not an edge: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="10.1.2.3:5432"})`,
 			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 3 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="postgresql"})`,
