@@ -30,6 +30,11 @@ func (r *reader) otel(v model.Vector) {
 				sns = label(s.Metric, d[1])
 			}
 		}
+		if !printable(client) || !printable(server) || !printable(cns) || !printable(sns) {
+			// service.name is whatever a pod sets: a newline in it names no service.
+			r.w.add("otel-servicegraph: a client, server or namespace with a control character or invalid UTF-8: not an edge", s.Metric)
+			continue
+		}
 		why := ""
 		if ct == "virtual_node" && client != "user" {
 			// A virtual server is a client span's peer whose server span never came (an

@@ -3,6 +3,8 @@ package telemetry
 import (
 	"net"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -60,7 +62,21 @@ func peerHost(name string, oneDotIsService bool) (c Callee, why string) {
 		len(validation.IsDNS1035Label(svc)) == 0 && len(validation.IsDNS1123Label(ns)) == 0 {
 		return Callee{Namespace: ns, Name: svc}, ""
 	}
+	if len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return c, "not a host name"
+	}
 	return Callee{Name: host}, ""
+}
+
+// printable says whether s is printable UTF-8 (spaces allowed): a label value with a control
+// character or invalid UTF-8 names nothing a user wrote.
+func printable(s string) bool {
+	for _, r := range s {
+		if r == utf8.RuneError || (r != ' ' && !unicode.IsPrint(r)) {
+			return false
+		}
+	}
+	return true
 }
 
 func allDigits(s string) bool {
