@@ -45,11 +45,41 @@ func (r *reader) linkerd(metric string, v model.Vector) {
 			continue
 		}
 		n := float64(s.Value)
+		if metric != "response_total" {
+			r.routeSeen[from] = true
+		}
 		r.addEdge(SourceLinkerd, from, to, n, 0, "")
 		if metric != "response_total" && n > 0 {
 			r.routeCalls[edgeKey{src: SourceLinkerd, from: from, to: to}] += n
 		}
 	}
+}
+
+// linkerdResponses reads response_total after the route family. Its dst_service is the Service
+// of the endpoints that answered (linkerd2 controller/api/destination/watcher/port_publisher.go
+// metricLabels: the EndpointSlice's service label, which the proxy writes as dst_service), not
+// the Service the caller addressed: behind a route that splits traffic (an HTTPRoute's
+// backendRefs, Flagger's payment -> payment-primary/payment-canary) it names backends the caller
+// never calls by name. The route family's parent_name is the addressed Service; so for a caller
+// the route family shows (Linkerd 2.16 on), a response_total edge the route family does not have
+// is a backend: not read, with a warning. Callers without route series (older proxies) are read
+// as before.
+func (r *reader) linkerdResponses(v model.Vector) {
+	var keep model.Vector
+	for _, s := range v {
+		from, to, ok := r.linkerdEdge("response_total", s)
+		if !ok {
+			continue
+		}
+		if r.routeSeen[from] && r.edges[edgeKey{src: SourceLinkerd, from: from, to: to}] == nil {
+			if s.Value > 0 {
+				r.w.add("linkerd response_total: a backend of a route (dst_service is the Service whose endpoints answered; this caller's route series name the Services it addresses, and not this one): not an edge", s.Metric)
+			}
+			continue
+		}
+		keep = append(keep, s)
+	}
+	r.linkerd("response_total", keep)
 }
 
 // linkerdEdge places one series of metric, with a warning when it cannot be.

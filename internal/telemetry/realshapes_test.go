@@ -72,6 +72,27 @@ func TestReadRealShapes(t *testing.T) {
 			`warning otel-servicegraph: a virtual server node that is an IP address, no Service: not an edge: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="10.1.2.3:5432"})`,
 			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 3 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="postgresql"})`,
 		},
+	}, {
+		// Flagger's canary on Linkerd: checkout calls payment; an HTTPRoute sends it to
+		// payment-primary and payment-canary, whose endpoints answer (response_total's
+		// dst_service); the route family names payment. A proxy without the route family
+		// (ledger's, before 2.16) is read from response_total.
+		name: "linkerd: response_total names the backends of a route, the route family the Service called",
+		answers: []Answer{answer("response_total",
+			sample(54, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment-primary"),
+			sample(6, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment-canary"),
+			sample(30, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "cart"),
+			sample(12, "namespace", "shop", "statefulset", "ledger", "dst_namespace", "shop", "dst_service", "payment-primary"),
+		), answer("outbound_http_route_request_statuses_total",
+			sample(60, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment"),
+			sample(30, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "cart"),
+		)},
+		want: []string{
+			"edge linkerd shop/checkout (Deployment) > shop/cart 0.50/s",
+			"edge linkerd shop/checkout (Deployment) > shop/payment 1.00/s",
+			"edge linkerd shop/ledger (StatefulSet) > shop/payment-primary 0.20/s",
+			`warning linkerd response_total: a backend of a route (dst_service is the Service whose endpoints answered; this caller's route series name the Services it addresses, and not this one): not an edge: 2 series (e.g. {deployment="checkout", dst_namespace="shop", dst_service="payment-primary", namespace="shop"})`,
+		},
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -217,6 +217,8 @@ type reader struct {
 	// routeCalls are the Linkerd route family's calls per edge, proxyCalls retrycap-proxy's:
 	// the denominators of their tries (an edge's Requests may be another family's count).
 	routeCalls, proxyCalls map[edgeKey]float64
+	// routeSeen are the callers Linkerd's route family has series of (linkerdResponses).
+	routeSeen map[Caller]bool
 }
 
 type edgeKey struct {
@@ -236,7 +238,7 @@ func (r *reader) isGateway(ns, name string) bool {
 // it cannot place on the graph (a label missing or naming no Service) is a warning.
 func Read(answers []Answer, o Options) (*Observation, error) {
 	r := &reader{o: o, secs: o.Window.Seconds(), gateways: map[string]bool{}, edges: map[edgeKey]*Edge{}, nonHTTP: map[edgeKey]*Edge{}, entries: map[string]*Entrypoint{},
-		routeCalls: map[edgeKey]float64{}, proxyCalls: map[edgeKey]float64{}}
+		routeCalls: map[edgeKey]float64{}, proxyCalls: map[edgeKey]float64{}, routeSeen: map[Caller]bool{}}
 	if r.secs <= 0 {
 		r.secs = 1
 	}
@@ -252,7 +254,7 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 		return nil, err
 	}
 	var istioHTTP, istioTCP []*model.Sample
-	var linkerdRetries, proxyAttempts model.Vector
+	var linkerdRetries, proxyAttempts, linkerdResponses model.Vector
 	for _, a := range answers {
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
@@ -262,8 +264,10 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 			istioHTTP = append(istioHTTP, a.Vector...)
 		case "istio_tcp_connections_opened_total":
 			istioTCP = append(istioTCP, a.Vector...)
-		case "response_total", "outbound_http_route_request_statuses_total":
+		case "outbound_http_route_request_statuses_total":
 			r.linkerd(a.Query.Metric, a.Vector)
+		case "response_total":
+			linkerdResponses = append(linkerdResponses, a.Vector...)
 		case "traces_service_graph_request_total":
 			r.otel(a.Vector)
 		case "retrycap_proxy_requests_total":
@@ -277,6 +281,9 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	if istioHTTP != nil || istioTCP != nil {
 		r.istio(istioHTTP, istioTCP)
 	}
+	// After the route family: a caller it names has its response_total read only where the
+	// route family has the same edge (linkerdResponses).
+	r.linkerdResponses(linkerdResponses)
 	// After the calls: the tries are the retries' or attempts' share of an edge whose calls the
 	// same source counted.
 	r.linkerdTries(linkerdRetries)
