@@ -100,14 +100,15 @@ func (r *reader) otel(v model.Vector) {
 // connector/servicegraphconnector/connector.go defaultPeerAttributes, conventionsv128.DBSystemKey),
 // with the newer db.system.name values: a virtual server node named by one of them is the
 // database a client span called (a span without db.name, as semantic conventions 1.26 on
-// write db.namespace instead), never a Service an HTTP retry applies to.
+// write db.namespace instead), never a Service an HTTP retry applies to. Left out: "cache" and
+// "progress" (deprecated values, and words a service is as likely named by).
 var dbSystems = func() map[string]bool {
 	m := map[string]bool{}
-	for _, s := range strings.Fields(`other_sql adabas cache intersystems_cache cassandra clickhouse
+	for _, s := range strings.Fields(`other_sql adabas intersystems_cache cassandra clickhouse
 		cloudscape cockroachdb coldfusion cosmosdb couchbase couchdb db2 derby dynamodb edb
 		elasticsearch filemaker firebird firebirdsql firstsql geode h2 h2database hanadb hbase hive
 		hsqldb influxdb informix ingres instantdb interbase mariadb maxdb memcached mongodb mssql
-		mssqlcompact mysql neo4j netezza opensearch oracle pervasive pointbase postgresql progress
+		mssqlcompact mysql neo4j netezza opensearch oracle pervasive pointbase postgresql
 		redis redshift spanner sqlite sybase teradata trino vertica
 		softwareag.adabas actian.ingres aws.dynamodb aws.redshift azure.cosmosdb intersystems.cache
 		gcp.spanner ibm.db2 ibm.informix ibm.netezza microsoft.sql_server oracle.db sap.hana sap.maxdb`) {
