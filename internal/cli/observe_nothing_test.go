@@ -58,8 +58,8 @@ func TestObserveNothingGroupedIsAnError(t *testing.T) {
 		name, stdin, want string
 	}{
 		{"nginx combined", nginx + nginx,
-			"observe: 2 lines read: 0 attempts, 0 skipped, 2 not read (the first: stdin: line 1: an nginx access-log line (the \"combined\"/\"common\" format, or ingress-nginx's, which extends it): observe reads no nginx format (use the Envoy, Istio or retrycap-proxy access log of the same traffic)), 0 bad, 0 over the line limit\n" +
-				"retrycap: observe: no HTTP attempt among the 2 line(s) read: 2 access-log line(s) of a shape observe does not read (the first: stdin: line 1: an nginx access-log line (the \"combined\"/\"common\" format, or ingress-nginx's, which extends it): observe reads no nginx format (use the Envoy, Istio or retrycap-proxy access log of the same traffic)): nothing to report\n"},
+			"observe: 2 lines read: 0 attempts, 0 skipped, 2 not read (the first: stdin: line 1: a Common or Combined Log Format line (nginx's and Apache's defaults; ingress-nginx's extends it): it carries no request id to group attempts by, and observe does not read it (use the Envoy, Istio or retrycap-proxy access log of the same traffic)), 0 bad, 0 over the line limit\n" +
+				"retrycap: observe: no HTTP attempt among the 2 line(s) read: 2 access-log line(s) of a shape observe does not read (the first: stdin: line 1: a Common or Combined Log Format line (nginx's and Apache's defaults; ingress-nginx's extends it): it carries no request id to group attempts by, and observe does not read it (use the Envoy, Istio or retrycap-proxy access log of the same traffic)): nothing to report\n"},
 		{"Envoy TCP connections", tcp + tcp + tcp,
 			"observe: 3 lines read: 0 attempts, 0 skipped, 3 not read (the first: stdin: line 1: an Envoy TCP connection line (no HTTP method, response code 0): a connection, not an HTTP attempt), 0 bad, 0 over the line limit\n" +
 				"retrycap: observe: no HTTP attempt among the 3 line(s) read: 3 access-log line(s) of a shape observe does not read (the first: stdin: line 1: an Envoy TCP connection line (no HTTP method, response code 0): a connection, not an HTTP attempt): nothing to report\n"},
