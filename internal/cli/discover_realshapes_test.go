@@ -15,7 +15,8 @@ import (
 // istio_stats.cc: Envoy's passthrough cluster names, with the called pod's namespace; a
 // ServiceEntry's host in the ServiceEntry's namespace; connector.go: a virtual server node
 // "unknown", or named after the client span's db.system; Linkerd's response_total naming the
-// backend a route sent the call to). discover proposes none of them as a
+// backend a route sent the call to; Tempo's unprefixed namespace dimension, which is either
+// side's). discover proposes none of them as a
 // Service of the caller's namespace (before: "PassthroughCluster", "InboundPassthroughClusterIpv4",
 // "api.stripe.com.istio-system", "unknown", "postgresql" and "payment-primary" were all proposed
 // as upstreams).
@@ -33,6 +34,13 @@ func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
 			fmt.Sprintf(`traces_service_graph_request_total{client="checkout",server="postgresql",connection_type="virtual_node",failed="true",client_k8s_namespace_name="shop"} %d`+"\n", n) +
 			fmt.Sprintf(`traces_service_graph_request_total{client="checkout",server="cart",connection_type="",failed="false",client_k8s_namespace_name="shop",server_k8s_namespace_name="shop"} %d`+"\n", 3*n)
 	}})
+	// Tempo's metrics-generator with dimensions [k8s.namespace.name] and its default
+	// enable_client_server_prefix: false (one unprefixed label, no failed label).
+	tempo := serve(t, &exporter{lines: func(n int) string {
+		return "# TYPE traces_service_graph_request_total counter\n" +
+			fmt.Sprintf(`traces_service_graph_request_total{client="frontend",server="checkout",connection_type="",k8s_namespace_name="shop"} %d`+"\n", 2*n) +
+			fmt.Sprintf(`traces_service_graph_request_total{client="user",server="frontend",connection_type="virtual_node",k8s_namespace_name="shop"} %d`+"\n", n)
+	}})
 	// Linkerd under Flagger's canary: checkout calls payment, an HTTPRoute sends it to
 	// payment-primary, whose endpoints answer (response_total's dst_service).
 	linkerd := serve(t, &exporter{lines: func(n int) string {
@@ -41,7 +49,7 @@ func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
 			"# TYPE outbound_http_route_request_statuses_total counter\n" +
 			fmt.Sprintf(`outbound_http_route_request_statuses_total{parent_group="core",parent_kind="Service",parent_namespace="shop",parent_name="payment",parent_port="8080",parent_section_name="",route_group="gateway.networking.k8s.io",route_kind="HTTPRoute",route_namespace="shop",route_name="payment",hostname="",http_status="200",error=""} %d`+"\n", 4*n)
 	}})
-	prom := promtest.StartTargets(t, "../..", []promtest.Target{{Addr: istio}, {Addr: otel},
+	prom := promtest.StartTargets(t, "../..", []promtest.Target{{Addr: istio}, {Addr: otel}, {Addr: tempo},
 		{Addr: linkerd, Labels: map[string]string{"namespace": "shop", "deployment": "checkout"}}})
 	waitScrapes(t, prom, `min(count_over_time({__name__=~"istio_requests_total|traces_service_graph_request_total|response_total"}[1m]))`, 5)
 	code, stdout, stderr := run(t, "", "discover", "--prometheus-url", prom.URL, "--since", "1m", "-o", "json")
@@ -58,6 +66,9 @@ func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s %s/%s > %s %v", w.Kind, w.Namespace, w.Name, p.Upstream, p.Sources))
 		}
 	}
+	for _, e := range res.Entrypoints {
+		got = append(got, fmt.Sprintf("entry %s/%s via %s (%s)", e.Namespace, e.Service, e.Via, e.Source))
+	}
 	for _, e := range res.NonHTTP {
 		got = append(got, fmt.Sprintf("apart %s > %s (%s): %s", e.From, e.To, e.Source, e.Why))
 	}
@@ -66,6 +77,7 @@ func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
 		"Deployment shop/checkout > payment [linkerd]",
 		"Deployment shop/web > api.stripe.com [istio]",
 		"Deployment shop/web > payment [istio]",
+		"entry shop/frontend via outside the mesh (otel-servicegraph)",
 		"apart shop/checkout > shop/postgresql (otel-servicegraph): a database peer (a virtual node named after the client span's db.system postgresql): no HTTP retry applies",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -74,6 +86,7 @@ func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
 	for _, w := range []string{
 		`warning: istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 2 series`,
 		`warning: linkerd response_total: a backend of a route (dst_service is the Service whose endpoints answered; this caller's route series name the Services it addresses, and not this one): not an edge: 1 series`,
+		`warning: otel-servicegraph: only Tempo's unprefixed k8s_namespace_name dimension (the namespace of whichever span of the pair came last: the client's and the server's are not known; set the metrics-generator's service_graphs enable_client_server_prefix: true): not an edge: 1 series`,
 		`warning: otel-servicegraph: a virtual server node "unknown" (a client span whose server span never came, with none of the connector's peer attributes: peer.service, db.name, db.system): not an edge: 1 series`,
 	} {
 		if !strings.Contains(stderr, w) {

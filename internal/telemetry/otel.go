@@ -30,7 +30,18 @@ func (r *reader) otel(v model.Vector) {
 				sns = label(s.Metric, d[1])
 			}
 		}
-		if !printable(client) || !printable(server) || !printable(cns) || !printable(sns) {
+		// Tempo's unprefixed dimension: on a virtual node's edge only one span was seen (the
+		// server's for a "user" client, else the client's), so it is that span's namespace; on
+		// any other edge it is either side's (below).
+		tempoNS := label(s.Metric, tempoNamespaceDim)
+		if ct == "virtual_node" && tempoNS != "" {
+			if client == "user" && sns == "" {
+				sns = tempoNS
+			} else if client != "user" && cns == "" {
+				cns = tempoNS
+			}
+		}
+		if !printable(client) || !printable(server) || !printable(cns) || !printable(sns) || !printable(tempoNS) {
 			// service.name is whatever a pod sets: a newline in it names no service.
 			r.w.add("otel-servicegraph: a client, server or namespace with a control character or invalid UTF-8: not an edge", s.Metric)
 			continue
@@ -74,6 +85,10 @@ func (r *reader) otel(v model.Vector) {
 		to := Callee{sns, server}
 		if ct == "virtual_node" && client == "user" {
 			r.addEntry(SourceOTel, to, Outside, n)
+			continue
+		}
+		if cns == "" && tempoNS != "" {
+			r.w.add("otel-servicegraph: only Tempo's unprefixed k8s_namespace_name dimension (the namespace of whichever span of the pair came last: the client's and the server's are not known; set the metrics-generator's service_graphs enable_client_server_prefix: true): not an edge", s.Metric)
 			continue
 		}
 		if cns == "" {

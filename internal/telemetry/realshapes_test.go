@@ -73,6 +73,21 @@ func TestReadRealShapes(t *testing.T) {
 			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 3 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="postgresql"})`,
 		},
 	}, {
+		// Tempo's metrics-generator by default: one k8s_namespace_name, set by each span of the
+		// pair in turn. On a virtual node's edge only one span was seen: its namespace is known.
+		name: "tempo: the unprefixed namespace dimension",
+		answers: []Answer{answer("traces_service_graph_request_total",
+			sample(30, "client", "frontend", "server", "checkout", "connection_type", "", "k8s_namespace_name", "shop"),
+			sample(6, "client", "user", "server", "frontend", "connection_type", "virtual_node", "k8s_namespace_name", "shop"),
+			sample(6, "client", "checkout", "server", "payment", "connection_type", "virtual_node", "k8s_namespace_name", "shop"),
+		)},
+		want: []string{
+			"edge otel-servicegraph shop/checkout (service) > shop/payment 0.10/s",
+			"entry otel-servicegraph shop/frontend via outside the mesh 0.10/s",
+			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 1 series (e.g. {client="checkout", connection_type="virtual_node", k8s_namespace_name="shop", server="payment"})`,
+			`warning otel-servicegraph: only Tempo's unprefixed k8s_namespace_name dimension (the namespace of whichever span of the pair came last: the client's and the server's are not known; set the metrics-generator's service_graphs enable_client_server_prefix: true): not an edge: 1 series (e.g. {client="frontend", connection_type="", k8s_namespace_name="shop", server="checkout"})`,
+		},
+	}, {
 		// Flagger's canary on Linkerd: checkout calls payment; an HTTPRoute sends it to
 		// payment-primary and payment-canary, whose endpoints answer (response_total's
 		// dst_service); the route family names payment. A proxy without the route family

@@ -144,6 +144,11 @@ func IstioGatewayAPIWorkload(name string) bool {
 var (
 	istioEdgeLabels   = []string{"source_workload", "source_workload_namespace", "destination_service_name", "destination_service_namespace"}
 	otelNamespaceDims = [][2]string{{"client_k8s_namespace_name", "server_k8s_namespace_name"}, {"client_service_namespace", "server_service_namespace"}}
+	// tempoNamespaceDim is Tempo's metrics-generator's k8s.namespace.name dimension without
+	// enable_client_server_prefix (its default): one label, set by each span of the pair in
+	// turn (grafana/tempo modules/generator/processor/servicegraphs/servicegraphs.go
+	// upsertDimensions), so it is the namespace of whichever span came last.
+	tempoNamespaceDim = "k8s_namespace_name"
 )
 
 // Queries are the queries Read needs for a window, in order: Istio's HTTP requests and TCP
@@ -161,6 +166,7 @@ func Queries(window time.Duration, callerLabel string) []Query {
 	for _, d := range otelNamespaceDims {
 		otelBy = append(otelBy, d[0], d[1])
 	}
+	otelBy = append(otelBy, tempoNamespaceDim)
 	return []Query{
 		{SourceIstio, "istio_requests_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_requests_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
 		{SourceIstio, "istio_tcp_connections_opened_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_tcp_connections_opened_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
