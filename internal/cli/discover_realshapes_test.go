@@ -47,7 +47,9 @@ func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
 		return "# TYPE response_total counter\n" +
 			fmt.Sprintf(`response_total{direction="outbound",authority="payment.shop.svc.cluster.local:8080",target_addr="10.0.0.7:8080",target_ip="10.0.0.7",target_port="8080",tls="true",server_id="payment-primary.shop.serviceaccount.identity.linkerd.cluster.local",dst_namespace="shop",dst_service="payment-primary",dst_deployment="payment-primary",status_code="200",classification="success",grpc_status="",error=""} %d`+"\n", 4*n) +
 			"# TYPE outbound_http_route_request_statuses_total counter\n" +
-			fmt.Sprintf(`outbound_http_route_request_statuses_total{parent_group="core",parent_kind="Service",parent_namespace="shop",parent_name="payment",parent_port="8080",parent_section_name="",route_group="gateway.networking.k8s.io",route_kind="HTTPRoute",route_namespace="shop",route_name="payment",hostname="",http_status="200",error=""} %d`+"\n", 4*n)
+			fmt.Sprintf(`outbound_http_route_request_statuses_total{parent_group="core",parent_kind="Service",parent_namespace="shop",parent_name="payment",parent_port="8080",parent_section_name="",route_group="gateway.networking.k8s.io",route_kind="HTTPRoute",route_namespace="shop",route_name="payment",hostname="",http_status="200",error=""} %d`+"\n", 4*n) +
+			"# TYPE outbound_http_route_backend_response_statuses_total counter\n" +
+			fmt.Sprintf(`outbound_http_route_backend_response_statuses_total{parent_group="core",parent_kind="Service",parent_namespace="shop",parent_name="payment",parent_port="8080",parent_section_name="",route_group="gateway.networking.k8s.io",route_kind="HTTPRoute",route_namespace="shop",route_name="payment",backend_group="core",backend_kind="Service",backend_namespace="shop",backend_name="payment-primary",backend_port="8080",backend_section_name="",http_status="200",error=""} %d`+"\n", 4*n)
 	}})
 	prom := promtest.StartTargets(t, "../..", []promtest.Target{{Addr: istio}, {Addr: otel}, {Addr: tempo},
 		{Addr: linkerd, Labels: map[string]string{"namespace": "shop", "deployment": "checkout"}}})
@@ -85,7 +87,7 @@ func TestDiscoverRealShapesFromPrometheus(t *testing.T) {
 	}
 	for _, w := range []string{
 		`warning: istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 2 series`,
-		`warning: linkerd response_total: a backend of a route (dst_service is the Service whose endpoints answered; this caller's route series name the Services it addresses, and not this one): not an edge: 1 series`,
+		`warning: linkerd response_total: a backend a route sent the caller's calls to (dst_service is the Service whose endpoints answered; the caller addressed the route's parent): not an edge: 1 series`,
 		`warning: otel-servicegraph: only Tempo's unprefixed k8s_namespace_name dimension (the namespace of whichever span of the pair came last: the client's and the server's are not known; set the metrics-generator's service_graphs enable_client_server_prefix: true): not an edge: 1 series`,
 		`warning: otel-servicegraph: a virtual server node "unknown" (a client span whose server span never came, with none of the connector's peer attributes: peer.service, db.name, db.system): not an edge: 1 series`,
 	} {

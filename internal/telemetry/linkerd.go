@@ -45,9 +45,6 @@ func (r *reader) linkerd(metric string, v model.Vector) {
 			continue
 		}
 		n := float64(s.Value)
-		if metric != "response_total" {
-			r.routeSeen[from] = true
-		}
 		r.addEdge(SourceLinkerd, from, to, n, 0, "")
 		if metric != "response_total" && n > 0 {
 			r.routeCalls[edgeKey{src: SourceLinkerd, from: from, to: to}] += n
@@ -56,24 +53,38 @@ func (r *reader) linkerd(metric string, v model.Vector) {
 }
 
 // linkerdResponses reads response_total after the route family. Its dst_service is the Service
-// of the endpoints that answered (linkerd2 controller/api/destination/watcher/port_publisher.go
-// metricLabels: the EndpointSlice's service label, which the proxy writes as dst_service), not
-// the Service the caller addressed: behind a route that splits traffic (an HTTPRoute's
-// backendRefs, Flagger's payment -> payment-primary/payment-canary) it names backends the caller
-// never calls by name. The route family's parent_name is the addressed Service; so for a caller
-// the route family shows (Linkerd 2.16 on), a response_total edge the route family does not have
-// is a backend: not read, with a warning. Callers without route series (older proxies) are read
-// as before.
-func (r *reader) linkerdResponses(v model.Vector) {
+// of the endpoints that answered (linkerd2-proxy linkerd/app/outbound/src/http/concrete.rs: the
+// endpoint's metadata labels with a dst_ prefix; linkerd2 controller/api/destination/watcher/
+// port_publisher.go metricLabels: the EndpointSlice's service label), not the Service the caller
+// addressed: behind a route that sends calls to other Services (an HTTPRoute's backendRefs,
+// Flagger's payment -> payment-primary/payment-canary) it names backends the caller never calls
+// by name. The route family's backend series (outbound_{http,grpc}_route_backend_response_
+// statuses_total, by parent and backend) say which: a response_total edge to a Service that is a
+// backend of another parent for that caller, and no parent itself, is not read (a warning). A
+// ServiceProfile's routes (the proxy's profile router) and older proxies write no route series:
+// their response_total edges are read as before.
+func (r *reader) linkerdResponses(v, backends model.Vector) {
+	backendOf := map[edgeKey]bool{}
+	for _, s := range backends {
+		from, parent, ok := r.linkerdEdge("outbound_http_route_backend_response_statuses_total", s)
+		if !ok || s.Value <= 0 {
+			continue
+		}
+		b := Callee{label(s.Metric, "backend_namespace"), label(s.Metric, "backend_name")}
+		if b.Name != "" && b != parent {
+			backendOf[edgeKey{src: SourceLinkerd, from: from, to: b}] = true
+		}
+	}
 	var keep model.Vector
 	for _, s := range v {
 		from, to, ok := r.linkerdEdge("response_total", s)
 		if !ok {
 			continue
 		}
-		if r.routeSeen[from] && r.edges[edgeKey{src: SourceLinkerd, from: from, to: to}] == nil {
+		k := edgeKey{src: SourceLinkerd, from: from, to: to}
+		if backendOf[k] && r.edges[k] == nil {
 			if s.Value > 0 {
-				r.w.add("linkerd response_total: a backend of a route (dst_service is the Service whose endpoints answered; this caller's route series name the Services it addresses, and not this one): not an edge", s.Metric)
+				r.w.add("linkerd response_total: a backend a route sent the caller's calls to (dst_service is the Service whose endpoints answered; the caller addressed the route's parent): not an edge", s.Metric)
 			}
 			continue
 		}

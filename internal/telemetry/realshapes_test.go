@@ -90,23 +90,30 @@ func TestReadRealShapes(t *testing.T) {
 	}, {
 		// Flagger's canary on Linkerd: checkout calls payment; an HTTPRoute sends it to
 		// payment-primary and payment-canary, whose endpoints answer (response_total's
-		// dst_service); the route family names payment. A proxy without the route family
-		// (ledger's, before 2.16) is read from response_total.
+		// dst_service); the route family names payment, its backend series the two. orders has
+		// a ServiceProfile with routes (the proxy's profile router: no route series), and
+		// ledger's proxy predates the route family: both are read from response_total.
 		name: "linkerd: response_total names the backends of a route, the route family the Service called",
 		answers: []Answer{answer("response_total",
 			sample(54, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment-primary"),
 			sample(6, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment-canary"),
 			sample(30, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "cart"),
+			sample(18, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "orders"),
 			sample(12, "namespace", "shop", "statefulset", "ledger", "dst_namespace", "shop", "dst_service", "payment-primary"),
 		), answer("outbound_http_route_request_statuses_total",
 			sample(60, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment"),
 			sample(30, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "cart"),
+		), answer("outbound_http_route_backend_response_statuses_total",
+			sample(54, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment", "backend_namespace", "shop", "backend_name", "payment-primary"),
+			sample(6, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment", "backend_namespace", "shop", "backend_name", "payment-canary"),
+			sample(30, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "cart", "backend_namespace", "shop", "backend_name", "cart"),
 		)},
 		want: []string{
 			"edge linkerd shop/checkout (Deployment) > shop/cart 0.50/s",
+			"edge linkerd shop/checkout (Deployment) > shop/orders 0.30/s",
 			"edge linkerd shop/checkout (Deployment) > shop/payment 1.00/s",
 			"edge linkerd shop/ledger (StatefulSet) > shop/payment-primary 0.20/s",
-			`warning linkerd response_total: a backend of a route (dst_service is the Service whose endpoints answered; this caller's route series name the Services it addresses, and not this one): not an edge: 2 series (e.g. {deployment="checkout", dst_namespace="shop", dst_service="payment-primary", namespace="shop"})`,
+			`warning linkerd response_total: a backend a route sent the caller's calls to (dst_service is the Service whose endpoints answered; the caller addressed the route's parent): not an edge: 2 series (e.g. {deployment="checkout", dst_namespace="shop", dst_service="payment-primary", namespace="shop"})`,
 		},
 	}}
 	for _, c := range cases {

@@ -176,6 +176,9 @@ func Queries(window time.Duration, callerLabel string) []Query {
 		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), w)},
 		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, w)},
 		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, w)},
+		// Last, so that the indexes above stay: which Services a route sent a caller's calls
+		// to (linkerdResponses).
+		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, w)},
 	}
 }
 
@@ -223,8 +226,6 @@ type reader struct {
 	// routeCalls are the Linkerd route family's calls per edge, proxyCalls retrycap-proxy's:
 	// the denominators of their tries (an edge's Requests may be another family's count).
 	routeCalls, proxyCalls map[edgeKey]float64
-	// routeSeen are the callers Linkerd's route family has series of (linkerdResponses).
-	routeSeen map[Caller]bool
 }
 
 type edgeKey struct {
@@ -244,7 +245,7 @@ func (r *reader) isGateway(ns, name string) bool {
 // it cannot place on the graph (a label missing or naming no Service) is a warning.
 func Read(answers []Answer, o Options) (*Observation, error) {
 	r := &reader{o: o, secs: o.Window.Seconds(), gateways: map[string]bool{}, edges: map[edgeKey]*Edge{}, nonHTTP: map[edgeKey]*Edge{}, entries: map[string]*Entrypoint{},
-		routeCalls: map[edgeKey]float64{}, proxyCalls: map[edgeKey]float64{}, routeSeen: map[Caller]bool{}}
+		routeCalls: map[edgeKey]float64{}, proxyCalls: map[edgeKey]float64{}}
 	if r.secs <= 0 {
 		r.secs = 1
 	}
@@ -260,7 +261,7 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 		return nil, err
 	}
 	var istioHTTP, istioTCP []*model.Sample
-	var linkerdRetries, proxyAttempts, linkerdResponses model.Vector
+	var linkerdRetries, proxyAttempts, linkerdResponses, linkerdBackends model.Vector
 	for _, a := range answers {
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
@@ -274,6 +275,8 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 			r.linkerd(a.Query.Metric, a.Vector)
 		case "response_total":
 			linkerdResponses = append(linkerdResponses, a.Vector...)
+		case "outbound_http_route_backend_response_statuses_total":
+			linkerdBackends = append(linkerdBackends, a.Vector...)
 		case "traces_service_graph_request_total":
 			r.otel(a.Vector)
 		case "retrycap_proxy_requests_total":
@@ -287,9 +290,9 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	if istioHTTP != nil || istioTCP != nil {
 		r.istio(istioHTTP, istioTCP)
 	}
-	// After the route family: a caller it names has its response_total read only where the
-	// route family has the same edge (linkerdResponses).
-	r.linkerdResponses(linkerdResponses)
+	// After the route family: response_total is read but for the backends a route sent a
+	// caller's calls to (linkerdResponses).
+	r.linkerdResponses(linkerdResponses, linkerdBackends)
 	// After the calls: the tries are the retries' or attempts' share of an edge whose calls the
 	// same source counted.
 	r.linkerdTries(linkerdRetries)
