@@ -48,9 +48,9 @@ the failures and the observed amplification (the attempts at the deepest service
 It lists the keys with more than --threshold attempts, worst first, and ends with a summary line;
 the lines read, skipped, bad and over --max-line go to stderr.
 
-It reads retrycap-proxy's access log (--access-log, JSON lines) and Envoy's and Istio's access logs
-in their default text and JSON formats (keyed by x-request-id), as written, through the kubelet's
-CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz, from files,
+It reads retrycap-proxy's access log (--access-log, JSON lines), Envoy's and Istio's access logs in
+their default text and JSON formats and Envoy Gateway's JSON (keyed by x-request-id), as written,
+through the kubelet's CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz, from files,
 directories (every file below), stdin ("-", the default without -f and --from-cluster), or with
 --from-cluster the logs of container -c of the pods -l selects, through the API server
 (pods/log; needs list on pods and get on pods/log). Memory is per key, not per line.
@@ -59,8 +59,13 @@ In a log store: -o sql prints the same aggregation as a query over a table of at
 postgres or clickhouse, --table), -o logql what Loki can compute, -o csv the rows to load the
 table with; --postgres DSN runs the query in PostgreSQL and prints the answer like a file run.
 
-Exit status: 0 when at least one attempt was read; 2 on bad input, and when no line read was an
-access-log line (nothing to report: the access log is off, or the logs are not the proxies').`,
+Access-log lines it recognises and cannot read as HTTP attempts (Envoy's TCP connection lines,
+nginx, HAProxy, other JSON access logs, Docker's json-file wrapper) are counted as not read, the
+first named with why.
+
+Exit status: 0 when at least one attempt with a key was read; 2 on bad input, when no line read
+was an access-log line (nothing to report: the access log is off, or the logs are not the
+proxies'), and when no attempt read has a key (nothing grouped, nothing checked).`,
 		Example: `  retrycap observe -f /var/log/proxies/
   kubectl logs deploy/order -c retrycap-proxy | retrycap observe
   kubectl logs -n istio-system -l app=istio-ingressgateway --prefix --timestamps | retrycap observe
@@ -203,6 +208,11 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 					if len(errs) > 0 {
 						return broken()
 					}
+					if total.Unread > 0 {
+						// Access-log lines it cannot read are named, not taken for no traffic.
+						return bad("no HTTP attempt among the %d line(s) read: %d access-log line(s) of a shape observe does not read "+
+							"(the first: %s): nothing to report", total.Lines, total.Unread, total.FirstUnread)
+					}
 					return bad("no access-log line among the %d line(s) read: nothing to report "+
 						"(is the access log on? a RetryPolicy's spec.observability.accessLog, retrycap-proxy --access-log; "+
 						"or Envoy's or Istio's default formats)", total.Lines)
@@ -223,6 +233,16 @@ access-log line (nothing to report: the access log is off, or the logs are not t
 					return broken()
 				}
 				r = g.Report(threshold, top)
+			}
+			// No key is nothing grouped, so nothing checked: "0 keys with more than N attempts"
+			// would read as no amplification when no attempt could be told apart per request.
+			if r.Keys == 0 {
+				if storeRun {
+					return bad("the table %s holds no attempt with a key (%s rows, %s without one): nothing to report", table,
+						observe.Thousands(r.Stats.Attempts), observe.Thousands(r.Keyless))
+				}
+				return bad("%s attempt(s) read, none with a key to group them by (Idempotency-Key, traceparent, "+
+					"x-request-id or storm-op): nothing to report", observe.Thousands(r.Stats.Attempts))
 			}
 			var err error
 			if o == "json" {

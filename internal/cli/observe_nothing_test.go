@@ -44,3 +44,35 @@ func TestObserveNothingReadIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveNothingGroupedIsAnError: logs whose lines are access-log lines observe cannot read
+// per request are exit 2 naming the format and why (before: "no access-log line ... is the
+// access log on?", as if they were an application's output; and a log of Envoy TCP connection
+// lines, or of HTTP attempts without any key, printed "0 keys with more than 5 attempts" and
+// exited 0: no amplification, when nothing was checked).
+func TestObserveNothingGroupedIsAnError(t *testing.T) {
+	const nginx = `10.244.0.1 - - [24/Nov/2026:14:02:11 +0000] "GET /checkout HTTP/1.1" 502 157 "-" "curl/8.5.0"` + "\n"
+	const tcp = `[2026-11-24T14:06:00.000Z] "- - -" 0 - 412 91 12 - "-" "-" "-" "-" "10.44.4.2:5432"` + "\n"
+	const keyless = `[2026-11-24T14:06:00.000Z] "GET /catalog HTTP/1.1" 503 UF 0 91 12 - "-" "curl/8.5.0" "-" "catalog.shop:8080" "10.44.4.2:8080"` + "\n"
+	for _, tt := range []struct {
+		name, stdin, want string
+	}{
+		{"nginx combined", nginx + nginx,
+			"observe: 2 lines read: 0 attempts, 0 skipped, 2 not read (the first: stdin: line 1: a Common or Combined Log Format line (nginx's and Apache's defaults; ingress-nginx's extends it): it carries no request id to group attempts by, and observe does not read it (use the Envoy, Istio or retrycap-proxy access log of the same traffic)), 0 bad, 0 over the line limit\n" +
+				"retrycap: observe: no HTTP attempt among the 2 line(s) read: 2 access-log line(s) of a shape observe does not read (the first: stdin: line 1: a Common or Combined Log Format line (nginx's and Apache's defaults; ingress-nginx's extends it): it carries no request id to group attempts by, and observe does not read it (use the Envoy, Istio or retrycap-proxy access log of the same traffic)): nothing to report\n"},
+		{"Envoy TCP connections", tcp + tcp + tcp,
+			"observe: 3 lines read: 0 attempts, 0 skipped, 3 not read (the first: stdin: line 1: an Envoy TCP connection line (no HTTP method, response code 0): a connection, not an HTTP attempt), 0 bad, 0 over the line limit\n" +
+				"retrycap: observe: no HTTP attempt among the 3 line(s) read: 3 access-log line(s) of a shape observe does not read (the first: stdin: line 1: an Envoy TCP connection line (no HTTP method, response code 0): a connection, not an HTTP attempt): nothing to report\n"},
+		{"attempts without a key", keyless + keyless,
+			"observe: 2 lines read: 2 attempts, 0 skipped, 0 bad, 0 over the line limit\n" +
+				"retrycap: observe: 2 attempt(s) read, none with a key to group them by (Idempotency-Key, traceparent, x-request-id or storm-op): nothing to report\n"},
+	} {
+		for _, o := range []string{"table", "json"} {
+			var stdout, stderr bytes.Buffer
+			code := execute([]string{"observe", "-o", o}, strings.NewReader(tt.stdin), &stdout, &stderr)
+			if code != ExitBadInput || stderr.String() != tt.want || stdout.Len() != 0 {
+				t.Errorf("%s -o %s: exit %d, stdout %q, stderr %q\nwant exit 2, no stdout, stderr %q", tt.name, o, code, stdout.String(), stderr.String(), tt.want)
+			}
+		}
+	}
+}

@@ -175,6 +175,11 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 						fold(&p.r)
 					case lineBad:
 						bad(perr)
+					case lineUnread:
+						st.Unread++
+						if st.FirstUnread == "" {
+							st.FirstUnread = fmt.Sprintf("%s: line %d: %s", src.Name, phys, p.unread)
+						}
 					default:
 						st.Skipped++
 					}

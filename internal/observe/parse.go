@@ -23,13 +23,19 @@ type Source struct {
 	Service string
 }
 
-// Stats counts what a parse read. Lines = Attempts + Skipped + Bad + TooLong.
+// Stats counts what a parse read. Lines = Attempts + Skipped + Unread + Bad + TooLong.
 type Stats struct {
 	Lines    int `json:"lines"`    // lines read
 	Attempts int `json:"attempts"` // lines that were attempts
 	Skipped  int `json:"skipped"`  // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
-	Bad      int `json:"bad"`      // lines that looked like access-log lines but did not parse (a truncated line)
-	TooLong  int `json:"too_long"` // lines over the line limit, not parsed
+	// Unread are access-log lines observe recognises and cannot read as an HTTP attempt (an
+	// Envoy or Istio TCP connection, nginx's combined format, HAProxy's HTTP log, a JSON access
+	// log of another shape, a Docker json-file line); FirstUnread says where the first is and
+	// why, as FirstBad does.
+	Unread      int    `json:"unread,omitempty"`
+	FirstUnread string `json:"first_unread,omitempty"`
+	Bad         int    `json:"bad"`      // lines that looked like access-log lines but did not parse (a truncated line)
+	TooLong     int    `json:"too_long"` // lines over the line limit, not parsed
 	// FirstBad is where the first bad line is and why ("FILE: line N: field \"status\": ..."),
 	// "" when none: a count alone does not say what to look at.
 	FirstBad string `json:"first_bad,omitempty"`
@@ -40,17 +46,25 @@ func (s *Stats) Add(o Stats) {
 	s.Lines += o.Lines
 	s.Attempts += o.Attempts
 	s.Skipped += o.Skipped
+	s.Unread += o.Unread
 	s.Bad += o.Bad
 	s.TooLong += o.TooLong
 	if s.FirstBad == "" {
 		s.FirstBad = o.FirstBad
 	}
+	if s.FirstUnread == "" {
+		s.FirstUnread = o.FirstUnread
+	}
 }
 
 // String is the stats line observe prints on stderr.
 func (s Stats) String() string {
-	out := fmt.Sprintf("%s lines read: %s attempts, %s skipped, %s bad, %s over the line limit",
-		Thousands(s.Lines), Thousands(s.Attempts), Thousands(s.Skipped), Thousands(s.Bad), Thousands(s.TooLong))
+	unread := ""
+	if s.Unread > 0 {
+		unread = fmt.Sprintf(", %s not read (the first: %s)", Thousands(s.Unread), s.FirstUnread)
+	}
+	out := fmt.Sprintf("%s lines read: %s attempts, %s skipped%s, %s bad, %s over the line limit",
+		Thousands(s.Lines), Thousands(s.Attempts), Thousands(s.Skipped), unread, Thousands(s.Bad), Thousands(s.TooLong))
 	if s.FirstBad != "" {
 		out += " (the first bad: " + s.FirstBad + ")"
 	}
@@ -130,6 +144,7 @@ type parser struct {
 	scratch []byte
 	toks    [envoyMaxTokens]tok
 	r       rec
+	unread  string // why the last lineUnread was not read
 }
 
 type lineKind uint8
@@ -138,6 +153,9 @@ const (
 	lineSkipped lineKind = iota
 	lineBad
 	lineAttempt
+	// lineUnread: an access-log line of a shape observe recognises and cannot read as an HTTP
+	// attempt; parser.unread says which and why.
+	lineUnread
 )
 
 // Bounds on what an attempt keeps, so that memory grows with the distinct keys and names of
@@ -215,7 +233,14 @@ func (p *parser) parseLine(line []byte) (lineKind, error) {
 	}
 	switch line[0] {
 	case '{':
-		return p.parseJSON(line)
+		k, err := p.parseJSON(line)
+		if k == lineSkipped {
+			if why := unreadJSON(line); why != "" {
+				p.unread = why
+				return lineUnread, nil
+			}
+		}
+		return k, err
 	case '[':
 		// Envoy's own log lines, "[2026-11-24 13:47:51.233][1][info] ...": a space, not a T,
 		// between the date and the time.
@@ -228,9 +253,24 @@ func (p *parser) parseLine(line []byte) (lineKind, error) {
 		if err := p.parseEnvoyText(line); err != nil {
 			return lineBad, err
 		}
-		return lineAttempt, nil
+		return p.tcpOrAttempt()
+	}
+	if why := unreadText(line); why != "" {
+		p.unread = why
+		return lineUnread, nil
 	}
 	return lineSkipped, nil
+}
+
+// tcpOrAttempt tells an Envoy or Istio line of a TCP connection (no method, response code 0:
+// the text format's "- - -" request, the JSON format's null method) from an HTTP attempt: a
+// connection to a database is no request, and would otherwise count as a failed attempt.
+func (p *parser) tcpOrAttempt() (lineKind, error) {
+	if len(p.r.method) == 0 && p.r.status == 0 {
+		p.unread = "an Envoy TCP connection line (no HTTP method, response code 0): a connection, not an HTTP attempt"
+		return lineUnread, nil
+	}
+	return lineAttempt, nil
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
@@ -253,7 +293,7 @@ func ParseLimit(r io.Reader, src Source, maxLine int, emit func(Attempt)) (Stats
 func ParseLine(line []byte, src Source) (a Attempt, ok bool, err error) {
 	p := &parser{src: src}
 	k, err := p.parse(stripShapes(line, nil))
-	switch k {
+	switch k { // lineUnread: not an attempt, as a line of no known format
 	case lineAttempt:
 		return p.r.attempt(), true, nil
 	case lineBad:
@@ -423,7 +463,7 @@ func (p *parser) parseJSON(line []byte) (lineKind, error) {
 		if len(r.traceID) == 0 {
 			r.traceID = traceIDOfB(tp)
 		}
-		return lineAttempt, nil
+		return p.tcpOrAttempt()
 	}
 	return lineSkipped, nil
 }
@@ -488,9 +528,9 @@ func jsonFieldOf(k []byte) (jsonFieldDef, bool) {
 		return jsonFieldDef{jUpstream, false}, true
 	case "method":
 		return jsonFieldDef{jMethod, false}, true
-	case "authority":
+	case "authority", ":authority": // Istio's name, Envoy Gateway's default JSON format's
 		return jsonFieldDef{jAuthority, false}, true
-	case "path":
+	case "path", "x-envoy-origin-path":
 		return jsonFieldDef{jPath, false}, true
 	case "attempt":
 		return jsonFieldDef{jAttempt, true}, true
@@ -524,7 +564,7 @@ func jsonFieldOf(k []byte) (jsonFieldDef, bool) {
 		return jsonFieldDef{jTraceparent, false}, true
 	case "idempotency_key":
 		return jsonFieldDef{jIdempotencyKey, false}, true
-	case "request_id":
+	case "request_id", "x-request-id": // Istio's name, Envoy Gateway's
 		return jsonFieldDef{jRequestID, false}, true
 	case "storm_op":
 		return jsonFieldDef{jStormOp, false}, true
@@ -749,11 +789,35 @@ func (p *parser) names(cluster, sni []byte) {
 	}
 	r.dir = Outbound
 	r.caller = []byte(p.src.Service)
+	if name := routeOfCluster(cluster); len(name) > 0 {
+		// Envoy Gateway names its clusters after the route rule (httproute/NS/NAME/rule/N):
+		// the route names the callee; the :authority is the browser's Host.
+		r.target = name
+		return
+	}
 	if h := hostOfCluster(rest); len(h) > 0 {
 		r.target = p.serviceOfHost(h)
 	} else {
 		r.target = p.serviceOfHost(r.authority)
 	}
+}
+
+// routeOfCluster is NAME of Envoy Gateway's cluster "httproute/NS/NAME/rule/N" (grpcroute,
+// tcproute... alike), nil for any other cluster.
+func routeOfCluster(cluster []byte) []byte {
+	kind, rest, ok := bytes.Cut(cluster, []byte("/"))
+	if !ok || !bytes.HasSuffix(kind, []byte("route")) {
+		return nil
+	}
+	_, rest, ok = bytes.Cut(rest, []byte("/")) // the namespace
+	if !ok {
+		return nil
+	}
+	name, rest, ok := bytes.Cut(rest, []byte("/"))
+	if !ok || len(name) == 0 || !bytes.HasPrefix(rest, []byte("rule/")) || bytes.Count(rest, []byte("/")) != 1 {
+		return nil
+	}
+	return name
 }
 
 // hostOfCluster is HOST of "PORT|SUBSET|HOST" (the part of an Istio cluster name after its

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Summary is the report in one line, like the first write-up's: "1,412 keys with more than 5
@@ -23,7 +25,7 @@ func (r *Report) Summary() string {
 	}
 	fmt.Fprintf(&b, " (%s %s, %s attempts", Thousands(r.Keys), plural(r.Keys, "key", "keys"), Thousands(r.Stats.Attempts))
 	if r.PeakAmplification > 0 {
-		fmt.Fprintf(&b, "; observed amplification up to %s at %s", Thousands(r.PeakAmplification), r.PeakAmplificationAt)
+		fmt.Fprintf(&b, "; observed amplification up to %s at %s", Thousands(r.PeakAmplification), cell(r.PeakAmplificationAt))
 	}
 	b.WriteString(")")
 	return b.String()
@@ -35,8 +37,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Over) > 0 {
 		fmt.Fprintln(tw, "KEY\tKIND\tMETHOD\tATTEMPTS\tCHAIN LINKS\tFAILURES\tDEEPEST\tAMPLIFICATION\tFIRST\tSPAN\tSERVICES (attempts)")
 		for _, k := range r.Over {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", k.Key, k.Kind, dashIfEmpty(k.Methods), k.Attempts, k.ChainLinks, k.Failures,
-				k.Deepest, k.Amplification, k.First.UTC().Format("2006-01-02T15:04:05.000Z"), Span(k.Span), servicesCell(k))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", cell(k.Key), k.Kind, cell(dashIfEmpty(k.Methods)), k.Attempts, k.ChainLinks, k.Failures,
+				cell(k.Deepest), k.Amplification, k.First.UTC().Format("2006-01-02T15:04:05.000Z"), Span(k.Span), servicesCell(k))
 		}
 		if r.OverCount > len(r.Over) {
 			fmt.Fprintf(tw, "... %s more\n", Thousands(r.OverCount-len(r.Over)))
@@ -55,7 +57,7 @@ func servicesCell(k KeyReport) string {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		b.WriteString(c)
+		b.WriteString(cell(c))
 	}
 	if len(k.Callers) > 0 {
 		b.WriteString(" > ")
@@ -64,7 +66,7 @@ func servicesCell(k KeyReport) string {
 		if i > 0 {
 			b.WriteString(" > ")
 		}
-		b.WriteString(s.Service)
+		b.WriteString(cell(s.Service))
 		b.WriteString(" ")
 		b.WriteString(strconv.Itoa(s.Attempts))
 	}
@@ -119,6 +121,20 @@ func Span(d time.Duration) string {
 func tenths(d time.Duration) string {
 	t := int64(d / (100 * time.Millisecond))
 	return Thousands(int(t/10)) + "." + strconv.FormatInt(t%10, 10)
+}
+
+// cell is a value from a log line as the table prints it: as it is when it is printable UTF-8
+// with no blank but a space, else Go-quoted ("k\x1b[2J", "a\nb", "k\xff"). Keys and names
+// come from request headers a client chose: written raw, a newline would forge a row of the
+// table, a tab shift its columns, an escape sequence drive the terminal, and two keys that
+// differ only in invalid bytes would print alike.
+func cell(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || (r != ' ' && !unicode.IsPrint(r)) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func dashIfEmpty(s string) string {

@@ -1,7 +1,7 @@
 // Package promquery is the thin adapter between Prometheus' HTTP API (client_golang's api and
 // api/prometheus/v1) and internal/observed and internal/telemetry: it runs the bounded instant
-// queries (a timeout, a series limit, a bound on each answer's bytes: --prometheus-max-answer-size,
-// size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window and joins
+// queries (a timeout, a series limit, a bound on each answer's bytes, an error answer's too:
+// --prometheus-max-answer-size, size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window and joins
 // their answers into observed.Series, and telemetry.Queries into telemetry's observed graph
 // (graph.go). An answer that is not a vector of counts, each series once, is refused here,
 // naming the query: its series are checked once, as decoded, by telemetry.CheckVector (the one

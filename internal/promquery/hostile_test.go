@@ -110,7 +110,23 @@ func TestHostileAnswers(t *testing.T) {
 			w.Header().Set("Content-Type", "text/html")
 			w.WriteHeader(http.StatusBadGateway)
 			io.WriteString(w, "<html>Bad Gateway</html>")
-		}, "HTTP 502 Bad Gateway: server_error: server error: 502"},
+		}, `HTTP 502 Bad Gateway: server_error: server error: 502: the answer begins "<html>Bad Gateway</html>"`},
+		// What proxies and queriers in front of Prometheus answer: the body says who and why.
+		{"HTTP 503 from Envoy", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "no healthy upstream")
+		}, `HTTP 503 Service Unavailable: server_error: server error: 503: the answer begins "no healthy upstream"`},
+		{"HTTP 429 from a querier", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, "too many outstanding requests\n")
+		}, `HTTP 429 Too Many Requests: client_error: client error: 429: the answer begins "too many outstanding requests"`},
+		{"HTTP 504 from an ingress", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusGatewayTimeout)
+			io.WriteString(w, "<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n<center><h1>504 Gateway Time-out</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
+		}, `HTTP 504 Gateway Timeout: server_error: server error: 504: the answer begins "<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n<center><h1>504 Gateway Time-out</h1></center>\r\n<hr><c"`}, // 120 bytes
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, url := hostile(t, tc.h, Options{})
@@ -215,6 +231,32 @@ func TestHugeAnswerIsBounded(t *testing.T) {
 	want = "query sum(up): HTTP 200 from " + url + "/api/v1/query: Content-Length 104857600: " + tooLarge(1<<20, "1Mi")
 	if err == nil || err.Error() != want {
 		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+}
+
+// TestHugeErrorAnswerIsBounded: an error answer (a proxy's 503) whose body does not end is
+// bounded like a success's (before: client_golang read it whole for its message, as much as
+// the server sent within the timeout).
+func TestHugeErrorAnswerIsBounded(t *testing.T) {
+	var written atomic.Int64
+	c, _ := hostile(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		chunk := []byte(strings.Repeat("upstream connect error or disconnect/reset before headers. ", 1000))
+		var err error
+		for err == nil && written.Load() < 200<<20 {
+			var n int
+			n, err = w.Write(chunk)
+			written.Add(int64(n))
+		}
+	}, Options{MaxAnswerBytes: 1 << 20})
+	_, err := c.query(context.Background(), testQ, time.Now())
+	want := "query sum(up): HTTP 503 Service Unavailable: the error answer is over 1048576 bytes, the bound on one answer (--prometheus-max-answer-size 1Mi): refused, not read further (a proxy in front of Prometheus?)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+	if w := written.Load(); w > 32<<20 {
+		t.Errorf("the server wrote %d bytes: the client kept reading past the bound", w)
 	}
 }
 

@@ -275,10 +275,18 @@ func twice(s *model.Sample, prev model.SampleValue) error {
 		strconv.FormatFloat(float64(prev), 'g', -1, 64), strconv.FormatFloat(float64(s.Value), 'g', -1, 64))
 }
 
-// errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes.
-type errAnswerTooLarge struct{ max int64 }
+// errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes; status is the
+// HTTP status of an error answer (not 2xx), 0 for a success's.
+type errAnswerTooLarge struct {
+	max    int64
+	status int
+}
 
 func (e errAnswerTooLarge) Error() string {
+	if e.status != 0 {
+		return fmt.Sprintf("HTTP %d %s: the error answer is over %d bytes, the bound on one answer (%s %s): refused, not read further (a proxy in front of Prometheus?)",
+			e.status, http.StatusText(e.status), e.max, MaxAnswerSizeFlag, FormatSize(e.max))
+	}
 	return fmt.Sprintf("the answer is over %d bytes, the bound on one answer (%s %s): refused, not read further (raise %s if the cluster's answers are this large)",
 		e.max, MaxAnswerSizeFlag, FormatSize(e.max), MaxAnswerSizeFlag)
 }
@@ -293,12 +301,18 @@ type checkedTransport struct {
 
 func (t *checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || resp.StatusCode/100 != 2 {
+	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode/100 != 2 {
+		// An error answer is read whole by client_golang too (for its message): one that does
+		// not end (a proxy streaming something else) is bounded like a success's.
+		resp.Body = &boundedBody{rc: resp.Body, left: t.max, max: t.max, status: resp.StatusCode}
+		return resp, nil
 	}
 	if resp.ContentLength > t.max {
 		resp.Body.Close()
-		return nil, fmt.Errorf("HTTP %d from %s: Content-Length %d: %w", resp.StatusCode, req.URL.Redacted(), resp.ContentLength, errAnswerTooLarge{t.max})
+		return nil, fmt.Errorf("HTTP %d from %s: Content-Length %d: %w", resp.StatusCode, req.URL.Redacted(), resp.ContentLength, errAnswerTooLarge{max: t.max})
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
 		head := make([]byte, 120)
@@ -315,6 +329,7 @@ func (t *checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 type boundedBody struct {
 	rc        io.ReadCloser
 	left, max int64
+	status    int // an error answer's HTTP status, 0 for a success's
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -323,7 +338,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
-			return 0, errAnswerTooLarge{b.max}
+			return 0, errAnswerTooLarge{b.max, b.status}
 		}
 		return 0, err
 	}
@@ -359,6 +374,14 @@ func describe(err error) error {
 	switch n {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return fmt.Errorf("HTTP %d %s: Prometheus refused the query: its credentials are missing or wrong (--prometheus-bearer-token-file, or --prometheus-username and --prometheus-password-file): %w", n, http.StatusText(n), err)
+	}
+	// The body says who answered and why (a proxy's "no healthy upstream", a querier's "too many
+	// outstanding requests"): its first bytes, quoted.
+	if d := strings.TrimSpace(ae.Detail); d != "" {
+		if len(d) > 120 {
+			d = d[:120]
+		}
+		return fmt.Errorf("HTTP %d %s: %w: the answer begins %q", n, http.StatusText(n), err, d)
 	}
 	return fmt.Errorf("HTTP %d %s: %w", n, http.StatusText(n), err)
 }

@@ -5,8 +5,10 @@
 // traces_service_graph_request_total, and retrycap-proxy's retrycap_proxy_requests_total. Each
 // reader turns one query's answer into caller -> callee edges with their rate over the window;
 // edges whose counters did not increase are not observed; series that cannot be placed on the
-// graph (a missing label, an "unknown" destination) are counted in warnings, never dropped
-// silently; a value that is not a count (NaN, an infinity, negative, a series twice with two
+// graph (a missing label, an "unknown" destination, Envoy's passthrough clusters, an IP) are
+// counted in warnings, never dropped silently; a callee that is not a Service's name is read as
+// what the source meant by it (peerhost.go: a ServiceEntry's host, a host outside the cluster, a
+// database the service graph named after db.system); a value that is not a count (NaN, an infinity, negative, a series twice with two
 // values) or no answer at all fails the read (check.go: CheckVector is the one check of an
 // answer's values and duplicates, which internal/promquery runs as it decodes an answer and Read
 // runs on answers not so checked). docs/telemetry.md cites each label set's source.

@@ -1,6 +1,10 @@
 package telemetry
 
-import "github.com/prometheus/common/model"
+import (
+	"strings"
+
+	"github.com/prometheus/common/model"
+)
 
 // Outside is an Entrypoint's Via for a caller outside the mesh (Istio's source_workload
 // "unknown": the request came from no sidecar).
@@ -18,20 +22,41 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 	place := func(s *model.Sample) (key, bool, bool) {
 		src, srcNS := label(s.Metric, "source_workload"), label(s.Metric, "source_workload_namespace")
 		dst, dstNS := label(s.Metric, "destination_service_name"), label(s.Metric, "destination_service_namespace")
+		to := Callee{dstNS, dst}
 		switch {
 		case dst == "" || dst == "unknown":
-			r.w.add("istio: destination_service_name missing or unknown (traffic to no Service: PassthroughCluster, BlackHoleCluster, a pod IP): not an edge", s.Metric)
+			r.w.add("istio: destination_service_name missing or unknown (traffic to no Service: a pod IP, no route): not an edge", s.Metric)
+			return key{}, false, false
+		case istioNoService[dst]:
+			r.w.add("istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge", s.Metric)
 			return key{}, false, false
 		case dstNS == "" || dstNS == "unknown":
 			r.w.add("istio: destination_service_namespace missing or unknown (a host outside the cluster's Services): not an edge", s.Metric)
 			return key{}, false, false
+		case !isServiceName(dst):
+			// A ServiceEntry's host (Istio names it by its host, in the ServiceEntry's
+			// namespace: pilot's buildServiceMetadata) or the Host header the stats fall back
+			// to: a cluster DNS name is that Service, a single label the Service of that name
+			// in the namespace given, any other host one outside the cluster (no namespace:
+			// the ServiceEntry's is not the host's).
+			c, why := peerHost(dst, false)
+			if why != "" {
+				r.w.add("istio: destination_service_name is "+why+": not an edge", s.Metric)
+				return key{}, false, false
+			}
+			if c.Namespace == "" && !strings.Contains(c.Name, ".") {
+				c.Namespace = dstNS
+			}
+			to = c
+		}
+		switch {
 		case src == "unknown":
-			return key{to: Callee{dstNS, dst}}, true, true
+			return key{to: to}, true, true
 		case src == "" || srcNS == "" || srcNS == "unknown":
 			r.w.add("istio: source_workload or source_workload_namespace missing: not an edge", s.Metric)
 			return key{}, false, false
 		}
-		return key{Caller{Namespace: srcNS, Name: src}, Callee{dstNS, dst}}, false, true
+		return key{Caller{Namespace: srcNS, Name: src}, to}, false, true
 	}
 	byKey := map[key]*counts{}
 	var order []key

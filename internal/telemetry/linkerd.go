@@ -52,6 +52,47 @@ func (r *reader) linkerd(metric string, v model.Vector) {
 	}
 }
 
+// linkerdResponses reads response_total after the route family. Its dst_service is the Service
+// of the endpoints that answered (linkerd2-proxy linkerd/app/outbound/src/http/concrete.rs: the
+// endpoint's metadata labels with a dst_ prefix; linkerd2 controller/api/destination/watcher/
+// port_publisher.go metricLabels: the EndpointSlice's service label), not the Service the caller
+// addressed: behind a route that sends calls to other Services (an HTTPRoute's backendRefs,
+// Flagger's payment -> payment-primary/payment-canary) it names backends the caller never calls
+// by name. The route family's backend series (outbound_{http,grpc}_route_backend_response_
+// statuses_total, by parent and backend) say which: a response_total edge to a Service that is a
+// backend of another parent for that caller, and no parent itself, is not read (a warning). A
+// ServiceProfile's routes (the proxy's profile router) and older proxies write no route series:
+// their response_total edges are read as before.
+func (r *reader) linkerdResponses(v, backends model.Vector) {
+	backendOf := map[edgeKey]bool{}
+	for _, s := range backends {
+		from, parent, ok := r.linkerdEdge("outbound_http_route_backend_response_statuses_total", s)
+		if !ok || s.Value <= 0 {
+			continue
+		}
+		b := Callee{label(s.Metric, "backend_namespace"), label(s.Metric, "backend_name")}
+		if b.Name != "" && b != parent {
+			backendOf[edgeKey{src: SourceLinkerd, from: from, to: b}] = true
+		}
+	}
+	var keep model.Vector
+	for _, s := range v {
+		from, to, ok := r.linkerdEdge("response_total", s)
+		if !ok {
+			continue
+		}
+		k := edgeKey{src: SourceLinkerd, from: from, to: to}
+		if backendOf[k] && r.edges[k] == nil {
+			if s.Value > 0 {
+				r.w.add("linkerd response_total: a backend a route sent the caller's calls to (dst_service is the Service whose endpoints answered; the caller addressed the route's parent): not an edge", s.Metric)
+			}
+			continue
+		}
+		keep = append(keep, s)
+	}
+	r.linkerd("response_total", keep)
+}
+
 // linkerdEdge places one series of metric, with a warning when it cannot be.
 func (r *reader) linkerdEdge(metric string, s *model.Sample) (Caller, Callee, bool) {
 	dstNS, dst := "dst_namespace", "dst_service"

@@ -4,8 +4,6 @@ import (
 	"strings"
 
 	"github.com/prometheus/common/model"
-
-	"github.com/retrycap/retrycap/internal/annotations"
 )
 
 // otel reads traces_service_graph_request_total (the OpenTelemetry Collector's servicegraph
@@ -23,6 +21,7 @@ func (r *reader) otel(v model.Vector) {
 			continue
 		}
 		var cns, sns string
+		external := false
 		for _, d := range otelNamespaceDims {
 			if cns == "" {
 				cns = label(s.Metric, d[0])
@@ -31,14 +30,55 @@ func (r *reader) otel(v model.Vector) {
 				sns = label(s.Metric, d[1])
 			}
 		}
-		// A virtual server is the peer's address as the client span gave it: "payment:8080",
-		// "payment.shop.svc.cluster.local".
-		if ct == "virtual_node" {
-			if h, _, ok := strings.Cut(server, ":"); ok {
-				server = h
+		// Tempo's unprefixed dimension: on a virtual node's edge only one span was seen (the
+		// server's for a "user" client, else the client's), so it is that span's namespace; on
+		// any other edge it is either side's (below).
+		tempoNS := label(s.Metric, tempoNamespaceDim)
+		if ct == "virtual_node" && tempoNS != "" {
+			if client == "user" && sns == "" {
+				sns = tempoNS
+			} else if client != "user" && cns == "" {
+				cns = tempoNS
 			}
-			if svc, ns, ok := annotations.SplitService(server); ok {
-				server, sns = svc, ns
+		}
+		if !printable(client) || !printable(server) || !printable(cns) || !printable(sns) || !printable(tempoNS) {
+			// service.name is whatever a pod sets: a newline in it names no service.
+			r.w.add("otel-servicegraph: a client, server or namespace with a control character or invalid UTF-8: not an edge", s.Metric)
+			continue
+		}
+		why := ""
+		if ct == "virtual_node" && client != "user" {
+			// A virtual server is a client span's peer whose server span never came (an
+			// uninstrumented service, a database, a host outside): the connector names it
+			// by the first of its peer attributes the span had (peer.service, db.name,
+			// db.system by default), "unknown" when none.
+			switch {
+			case server == "unknown":
+				r.w.add("otel-servicegraph: a virtual server node \"unknown\" (a client span whose server span never came, with none of the connector's peer attributes: peer.service, db.name, db.system): not an edge", s.Metric)
+				continue
+			case dbSystems[strings.ToLower(server)]:
+				why = "a database peer (a virtual node named after the client span's db.system " + server + "): no HTTP retry applies"
+			default:
+				c, bad := peerHost(server, true)
+				if bad != "" {
+					r.w.add("otel-servicegraph: a virtual server node that is "+bad+": not an edge", s.Metric)
+					continue
+				}
+				server = c.Name
+				if c.Namespace != "" {
+					sns = c.Namespace
+				} else if strings.Contains(c.Name, ".") {
+					sns = "" // a host outside the cluster: in no namespace
+					external = true
+				}
+			}
+		}
+		if ct != "virtual_node" {
+			// A server span's service.name; Beyla names a peer it cannot resolve by its
+			// address: that is no Service.
+			if _, why := peerHost(server, true); why == "an IP address, no Service" {
+				r.w.add("otel-servicegraph: a server named by an IP address (a peer whose name was not resolved): not an edge", s.Metric)
+				continue
 			}
 		}
 		n := float64(s.Value)
@@ -47,16 +87,19 @@ func (r *reader) otel(v model.Vector) {
 			r.addEntry(SourceOTel, to, Outside, n)
 			continue
 		}
+		if cns == "" && tempoNS != "" {
+			r.w.add("otel-servicegraph: only Tempo's unprefixed k8s_namespace_name dimension (the namespace of whichever span of the pair came last: the client's and the server's are not known; set the metrics-generator's service_graphs enable_client_server_prefix: true): not an edge", s.Metric)
+			continue
+		}
 		if cns == "" {
 			r.w.add("otel-servicegraph: no client namespace dimension (configure the connector's dimensions: [k8s.namespace.name]): not an edge", s.Metric)
 			continue
 		}
-		if sns == "" {
+		if sns == "" && !external {
 			sns = cns // the connector saw both spans; without a dimension the server's is unknown: the client's is the likeliest
 			to.Namespace = sns
 			r.w.add("otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace", s.Metric)
 		}
-		why := ""
 		switch ct {
 		case "database":
 			why = "a database call (connection_type database): no HTTP retry applies"
@@ -66,3 +109,25 @@ func (r *reader) otel(v model.Vector) {
 		r.addEdge(SourceOTel, Caller{Namespace: cns, Name: client, Service: true}, to, n, 0, why)
 	}
 }
+
+// dbSystems are the well-known values of OpenTelemetry's db.system attribute (semantic
+// conventions 1.28, the attribute the servicegraph connector's default peer attributes read:
+// connector/servicegraphconnector/connector.go defaultPeerAttributes, conventionsv128.DBSystemKey),
+// with the newer db.system.name values: a virtual server node named by one of them is the
+// database a client span called (a span without db.name, as semantic conventions 1.26 on
+// write db.namespace instead), never a Service an HTTP retry applies to. Left out: "cache" and
+// "progress" (deprecated values, and words a service is as likely named by).
+var dbSystems = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range strings.Fields(`other_sql adabas intersystems_cache cassandra clickhouse
+		cloudscape cockroachdb coldfusion cosmosdb couchbase couchdb db2 derby dynamodb edb
+		elasticsearch filemaker firebird firebirdsql firstsql geode h2 h2database hanadb hbase hive
+		hsqldb influxdb informix ingres instantdb interbase mariadb maxdb memcached mongodb mssql
+		mssqlcompact mysql neo4j netezza opensearch oracle pervasive pointbase postgresql
+		redis redshift spanner sqlite sybase teradata trino vertica
+		softwareag.adabas actian.ingres aws.dynamodb aws.redshift azure.cosmosdb intersystems.cache
+		gcp.spanner ibm.db2 ibm.informix ibm.netezza microsoft.sql_server oracle.db sap.hana sap.maxdb`) {
+		m[s] = true
+	}
+	return m
+}()

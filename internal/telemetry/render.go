@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -44,15 +45,15 @@ func RenderPatch(w io.Writer, r *Result) error {
 	for _, wr := range r.Workloads {
 		if wr.Existing {
 			if len(wr.Differences) == 0 {
-				fmt.Fprintf(&b, "# %s %s/%s keeps %s %q: what was discovered agrees\n", wr.Kind, wr.Namespace, wr.Name, annotations.Upstreams, wr.Annotation)
+				fmt.Fprintf(&b, "# %s %s/%s keeps %s %q: what was discovered agrees\n", cm(wr.Kind), cm(wr.Namespace), cm(wr.Name), annotations.Upstreams, wr.Annotation)
 				continue
 			}
-			fmt.Fprintf(&b, "# %s %s/%s keeps %s %q; it differs from what was discovered:\n", wr.Kind, wr.Namespace, wr.Name, annotations.Upstreams, wr.Annotation)
+			fmt.Fprintf(&b, "# %s %s/%s keeps %s %q; it differs from what was discovered:\n", cm(wr.Kind), cm(wr.Namespace), cm(wr.Name), annotations.Upstreams, wr.Annotation)
 			for _, d := range wr.Differences {
 				if d.Declared == "" {
-					fmt.Fprintf(&b, "#   %s: observed (%s), not declared\n", d.Upstream, d.Observed)
+					fmt.Fprintf(&b, "#   %s: observed (%s), not declared\n", cm(d.Upstream), cm(d.Observed))
 				} else {
-					fmt.Fprintf(&b, "#   %s: declared (%s), not observed\n", d.Upstream, d.Declared)
+					fmt.Fprintf(&b, "#   %s: declared (%s), not observed\n", cm(d.Upstream), cm(d.Declared))
 				}
 			}
 			continue
@@ -68,7 +69,7 @@ func RenderPatch(w io.Writer, r *Result) error {
 		if wr.KindInferred {
 			inferred = " (kind inferred: the data names no kind)"
 		}
-		fmt.Fprintf(&b, "# %s %s/%s%s: %s %q, one try each (add =N where the app retries)\n", wr.Kind, wr.Namespace, wr.Name, inferred, annotations.Upstreams, wr.Annotation)
+		fmt.Fprintf(&b, "# %s %s/%s%s: %s %q, one try each (add =N where the app retries)\n", cm(wr.Kind), cm(wr.Namespace), cm(wr.Name), inferred, annotations.Upstreams, wr.Annotation)
 		if wr.Kind == workload.KindJob {
 			// The API server refuses a change to a Job's spec.template (immutable once created).
 			b.WriteString("#   (a Job's pod template cannot change once it is created: patch its manifest, or recreate the Job)\n")
@@ -84,7 +85,7 @@ func RenderPatch(w io.Writer, r *Result) error {
 			if p.ServiceNotInInput {
 				note += ", Service not in the input"
 			}
-			fmt.Fprintf(&b, "#   %s: %s%s\n", p.Upstream, describe(p), note)
+			fmt.Fprintf(&b, "#   %s: %s%s\n", cm(p.Upstream), cm(describe(p)), note)
 		}
 		obj, err := patchObject(wr)
 		if err != nil {
@@ -104,11 +105,22 @@ func RenderPatch(w io.Writer, r *Result) error {
 		// is not one it lost (its callee then shows as an entrypoint nothing calls).
 		fmt.Fprintf(&b, "# %d edge(s) left out of the patches:\n", len(r.NonHTTP))
 		for _, e := range r.NonHTTP {
-			fmt.Fprintf(&b, "#   %s -> %s (%s): %s\n", e.From, e.To, e.Source, e.Why)
+			fmt.Fprintf(&b, "#   %s -> %s (%s): %s\n", cm(e.From), cm(e.To), cm(e.Source), cm(e.Why))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// cm is a value as a comment line of the patch writes it: as it is when it is printable UTF-8,
+// else Go-quoted. Names come from Prometheus label values (a service.name any pod can set, a
+// ServiceEntry's host): raw, a newline in one would end the comment and write its remainder as
+// YAML of the patch that kubectl applies.
+func cm(s string) string {
+	if printable(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // patchObject is the merge patch that sets wr's annotation where its kind keeps the pod

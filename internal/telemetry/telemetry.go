@@ -132,10 +132,23 @@ type Options struct {
 // DefaultGateways are the workload names of Istio's gateways as its charts install them.
 var DefaultGateways = []string{"istio-ingressgateway", "istio-egressgateway"}
 
+// IstioGatewayAPIWorkload says whether an Istio series' source_workload is the Deployment Istio
+// deploys for a Gateway API Gateway of class "istio": "<Gateway name>-istio" (istio/istio
+// pilot/pkg/config/kube/gatewaycommon/gateway_utils.go GetDefaultName appends "-<class>"; the
+// waypoint and east-west classes set DisableNameSuffix and are no ingress).
+func IstioGatewayAPIWorkload(name string) bool {
+	return len(name) > len("-istio") && strings.HasSuffix(name, "-istio")
+}
+
 // Labels read from each source (docs/telemetry.md cites where each project defines them).
 var (
 	istioEdgeLabels   = []string{"source_workload", "source_workload_namespace", "destination_service_name", "destination_service_namespace"}
 	otelNamespaceDims = [][2]string{{"client_k8s_namespace_name", "server_k8s_namespace_name"}, {"client_service_namespace", "server_service_namespace"}}
+	// tempoNamespaceDim is Tempo's metrics-generator's k8s.namespace.name dimension without
+	// enable_client_server_prefix (its default): one label, set by each span of the pair in
+	// turn (grafana/tempo modules/generator/processor/servicegraphs/servicegraphs.go
+	// upsertDimensions), so it is the namespace of whichever span came last.
+	tempoNamespaceDim = "k8s_namespace_name"
 )
 
 // Queries are the queries Read needs for a window, in order: Istio's HTTP requests and TCP
@@ -153,6 +166,7 @@ func Queries(window time.Duration, callerLabel string) []Query {
 	for _, d := range otelNamespaceDims {
 		otelBy = append(otelBy, d[0], d[1])
 	}
+	otelBy = append(otelBy, tempoNamespaceDim)
 	return []Query{
 		{SourceIstio, "istio_requests_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_requests_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
 		{SourceIstio, "istio_tcp_connections_opened_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_tcp_connections_opened_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
@@ -162,6 +176,9 @@ func Queries(window time.Duration, callerLabel string) []Query {
 		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), w)},
 		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, w)},
 		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, w)},
+		// Last, so that the indexes above stay: which Services a route sent a caller's calls
+		// to (linkerdResponses).
+		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, w)},
 	}
 }
 
@@ -244,7 +261,7 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 		return nil, err
 	}
 	var istioHTTP, istioTCP []*model.Sample
-	var linkerdRetries, proxyAttempts model.Vector
+	var linkerdRetries, proxyAttempts, linkerdResponses, linkerdBackends model.Vector
 	for _, a := range answers {
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
@@ -254,8 +271,12 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 			istioHTTP = append(istioHTTP, a.Vector...)
 		case "istio_tcp_connections_opened_total":
 			istioTCP = append(istioTCP, a.Vector...)
-		case "response_total", "outbound_http_route_request_statuses_total":
+		case "outbound_http_route_request_statuses_total":
 			r.linkerd(a.Query.Metric, a.Vector)
+		case "response_total":
+			linkerdResponses = append(linkerdResponses, a.Vector...)
+		case "outbound_http_route_backend_response_statuses_total":
+			linkerdBackends = append(linkerdBackends, a.Vector...)
 		case "traces_service_graph_request_total":
 			r.otel(a.Vector)
 		case "retrycap_proxy_requests_total":
@@ -269,6 +290,9 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	if istioHTTP != nil || istioTCP != nil {
 		r.istio(istioHTTP, istioTCP)
 	}
+	// After the route family: response_total is read but for the backends a route sent a
+	// caller's calls to (linkerdResponses).
+	r.linkerdResponses(linkerdResponses, linkerdBackends)
 	// After the calls: the tries are the retries' or attempts' share of an edge whose calls the
 	// same source counted.
 	r.linkerdTries(linkerdRetries)
@@ -291,7 +315,7 @@ func (r *reader) addEdge(src Source, from Caller, to Callee, requests, tries flo
 	if requests <= 0 {
 		return // not observed in the window: the counter did not increase
 	}
-	if r.isGateway(from.Namespace, from.Name) {
+	if r.isGateway(from.Namespace, from.Name) || (src == SourceIstio && IstioGatewayAPIWorkload(from.Name)) {
 		r.addEntry(src, to, from.Namespace+"/"+from.Name, requests)
 		return
 	}

@@ -103,7 +103,7 @@ func TestRead(t *testing.T) {
 			"apart istio shop/web > shop/postgres 0.10/s: TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies",
 			"entry istio shop/web via istio-system/istio-ingressgateway 2.00/s",
 			"entry istio shop/web via outside the mesh 0.10/s",
-			`warning istio: destination_service_namespace missing or unknown (a host outside the cluster's Services): not an edge: 1 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="unknown", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+			`warning istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 1 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="unknown", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
 			`warning istio: source_workload or source_workload_namespace missing: not an edge: 1 series (e.g. {destination_service_name="cart", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace=""})`,
 		},
 	}, {

@@ -1,0 +1,155 @@
+package telemetry
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadRealShapes: series of the exact shapes the projects' own code writes for traffic that
+// reached no Service, or a peer that is no Service, each read as what it is (before: every one
+// of them was an edge to a "Service" of that name).
+//   - Istio (istio/proxy istio_stats.cc): destination_service_name is the Envoy cluster's name
+//     for passthrough and black-hole traffic, with the called pod's namespace when it is in the
+//     mesh; a ServiceEntry's host ("api.stripe.com", "*.example.com") in the ServiceEntry's
+//     namespace (pilot buildServiceMetadata); the Host header when the cluster carries no
+//     Service (with its port); a Gateway API Gateway's Deployment is "<name>-istio".
+//   - The service graph connector (connector.go onExpire, getPeerHost): a virtual server node is
+//     the first peer attribute of peer.service, db.name, db.system the client span had, or
+//     "unknown".
+func TestReadRealShapes(t *testing.T) {
+	cases := []struct {
+		name    string
+		answers []Answer
+		want    []string
+	}{{
+		name: "istio: passthrough clusters in a namespace, ServiceEntry hosts, the Host header",
+		answers: []Answer{answer("istio_requests_total",
+			istio("source", "web", "shop", "PassthroughCluster", "shop", 9),
+			istio("destination", "web", "shop", "InboundPassthroughClusterIpv4", "shop", 5),
+			istio("source", "web", "shop", "BlackHoleCluster", "shop", 1),
+			istio("source", "web", "shop", "api.stripe.com", "istio-system", 12),
+			istio("source", "web", "shop", "*.example.com", "shop", 3),
+			istio("source", "web", "shop", "cart.shop.svc.cluster.local:8080", "shop", 6),
+			istio("source", "web", "shop", "stock:8080", "shop", 6),
+			istio("source", "web", "shop", "10.0.0.7:8080", "shop", 2),
+			istio("source", "web", "shop", "payment", "shop", 30),
+			// Istio's Deployment for the Gateway API Gateway "bookinfo-gateway" of class istio.
+			istio("source", "bookinfo-gateway-istio", "istio-ingress", "productpage", "bookinfo", 60),
+		), answer("istio_tcp_connections_opened_total",
+			istio("source", "web", "shop", "orders.abc123.eu-west-1.rds.amazonaws.com", "shop", 6),
+		)},
+		want: []string{
+			"edge istio shop/web > api.stripe.com 0.20/s",
+			"edge istio shop/web > shop/cart 0.10/s",
+			"edge istio shop/web > shop/payment 0.50/s",
+			"edge istio shop/web > shop/stock 0.10/s",
+			"apart istio shop/web > orders.abc123.eu-west-1.rds.amazonaws.com 0.10/s: TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies",
+			"entry istio bookinfo/productpage via istio-ingress/bookinfo-gateway-istio 1.00/s",
+			`warning istio: destination_service_name is a wildcard host (a ServiceEntry's), no one Service: not an edge: 1 series (e.g. {destination_service_name="*.example.com", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+			`warning istio: destination_service_name is an IP address, no Service: not an edge: 1 series (e.g. {destination_service_name="10.0.0.7:8080", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+			`warning istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 3 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+		},
+	}, {
+		name: "otel service graph: virtual server nodes named unknown, after db.system, an address, a host outside",
+		answers: []Answer{answer("traces_service_graph_request_total",
+			sample(4, "client", "checkout", "server", "unknown", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(6, "client", "checkout", "server", "postgresql", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(6, "client", "cart", "server", "redis", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(2, "client", "checkout", "server", "10.1.2.3:5432", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(12, "client", "checkout", "server", "api.stripe.com:443", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			sample(3, "client", "checkout", "server", "payment", "connection_type", "virtual_node", "client_k8s_namespace_name", "shop"),
+			// Beyla names a server it cannot resolve by its address.
+			sample(5, "client", "checkout", "server", "10.96.4.7", "client_service_namespace", "shop"),
+		)},
+		want: []string{
+			"edge otel-servicegraph shop/checkout (service) > api.stripe.com 0.20/s",
+			"edge otel-servicegraph shop/checkout (service) > shop/payment 0.05/s",
+			"apart otel-servicegraph shop/cart > shop/redis 0.10/s: a database peer (a virtual node named after the client span's db.system redis): no HTTP retry applies",
+			"apart otel-servicegraph shop/checkout > shop/postgresql 0.10/s: a database peer (a virtual node named after the client span's db.system postgresql): no HTTP retry applies",
+			`warning otel-servicegraph: a server named by an IP address (a peer whose name was not resolved): not an edge: 1 series (e.g. {client="checkout", client_service_namespace="shop", server="10.96.4.7"})`,
+			`warning otel-servicegraph: a virtual server node "unknown" (a client span whose server span never came, with none of the connector's peer attributes: peer.service, db.name, db.system): not an edge: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="unknown"})`,
+			`warning otel-servicegraph: a virtual server node that is an IP address, no Service: not an edge: 1 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="10.1.2.3:5432"})`,
+			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 3 series (e.g. {client="checkout", client_k8s_namespace_name="shop", connection_type="virtual_node", server="postgresql"})`,
+		},
+	}, {
+		// Tempo's metrics-generator by default: one k8s_namespace_name, set by each span of the
+		// pair in turn. On a virtual node's edge only one span was seen: its namespace is known.
+		name: "tempo: the unprefixed namespace dimension",
+		answers: []Answer{answer("traces_service_graph_request_total",
+			sample(30, "client", "frontend", "server", "checkout", "connection_type", "", "k8s_namespace_name", "shop"),
+			sample(6, "client", "user", "server", "frontend", "connection_type", "virtual_node", "k8s_namespace_name", "shop"),
+			sample(6, "client", "checkout", "server", "payment", "connection_type", "virtual_node", "k8s_namespace_name", "shop"),
+		)},
+		want: []string{
+			"edge otel-servicegraph shop/checkout (service) > shop/payment 0.10/s",
+			"entry otel-servicegraph shop/frontend via outside the mesh 0.10/s",
+			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 1 series (e.g. {client="checkout", connection_type="virtual_node", k8s_namespace_name="shop", server="payment"})`,
+			`warning otel-servicegraph: only Tempo's unprefixed k8s_namespace_name dimension (the namespace of whichever span of the pair came last: the client's and the server's are not known; set the metrics-generator's service_graphs enable_client_server_prefix: true): not an edge: 1 series (e.g. {client="frontend", connection_type="", k8s_namespace_name="shop", server="checkout"})`,
+		},
+	}, {
+		// Flagger's canary on Linkerd: checkout calls payment; an HTTPRoute sends it to
+		// payment-primary and payment-canary, whose endpoints answer (response_total's
+		// dst_service); the route family names payment, its backend series the two. orders has
+		// a ServiceProfile with routes (the proxy's profile router: no route series), and
+		// ledger's proxy predates the route family: both are read from response_total.
+		name: "linkerd: response_total names the backends of a route, the route family the Service called",
+		answers: []Answer{answer("response_total",
+			sample(54, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment-primary"),
+			sample(6, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "payment-canary"),
+			sample(30, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "cart"),
+			sample(18, "namespace", "shop", "deployment", "checkout", "dst_namespace", "shop", "dst_service", "orders"),
+			sample(12, "namespace", "shop", "statefulset", "ledger", "dst_namespace", "shop", "dst_service", "payment-primary"),
+		), answer("outbound_http_route_request_statuses_total",
+			sample(60, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment"),
+			sample(30, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "cart"),
+		), answer("outbound_http_route_backend_response_statuses_total",
+			sample(54, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment", "backend_namespace", "shop", "backend_name", "payment-primary"),
+			sample(6, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "payment", "backend_namespace", "shop", "backend_name", "payment-canary"),
+			sample(30, "namespace", "shop", "deployment", "checkout", "parent_namespace", "shop", "parent_name", "cart", "backend_namespace", "shop", "backend_name", "cart"),
+		)},
+		want: []string{
+			"edge linkerd shop/checkout (Deployment) > shop/cart 0.50/s",
+			"edge linkerd shop/checkout (Deployment) > shop/orders 0.30/s",
+			"edge linkerd shop/checkout (Deployment) > shop/payment 1.00/s",
+			"edge linkerd shop/ledger (StatefulSet) > shop/payment-primary 0.20/s",
+			`warning linkerd response_total: a backend a route sent the caller's calls to (dst_service is the Service whose endpoints answered; the caller addressed the route's parent): not an edge: 2 series (e.g. {deployment="checkout", dst_namespace="shop", dst_service="payment-primary", namespace="shop"})`,
+		},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := summary(mustRead(t, c.answers, Options{Window: time.Minute}))
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestPeerHost(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		oneDot  bool
+		want    Callee
+		wantWhy string
+	}{
+		{"payment", false, Callee{Name: "payment"}, ""},
+		{"payment:8080", false, Callee{Name: "payment"}, ""},
+		{"payment.billing", false, Callee{Name: "payment.billing"}, ""},
+		{"payment.billing", true, Callee{"billing", "payment"}, ""},
+		{"payment.billing.svc", false, Callee{"billing", "payment"}, ""},
+		{"Payment.Billing.svc.cluster.local.:8443", false, Callee{"billing", "payment"}, ""},
+		{"api.stripe.com", true, Callee{Name: "api.stripe.com"}, ""},
+		{"10.0.0.7", false, Callee{}, "an IP address, no Service"},
+		{"[fd00::7]:8080", false, Callee{}, "an IP address, no Service"},
+		{"fd00::7", false, Callee{}, "an IP address, no Service"},
+		{"*.example.com", false, Callee{}, "a wildcard host (a ServiceEntry's), no one Service"},
+		{"1payment", false, Callee{}, "not a Service name"},
+		{":8080", false, Callee{}, "an empty host"},
+	} {
+		got, why := peerHost(c.in, c.oneDot)
+		if got != c.want || why != c.wantWhy {
+			t.Errorf("peerHost(%q, %v) = %v, %q; want %v, %q", c.in, c.oneDot, got, why, c.want, c.wantWhy)
+		}
+	}
+}
