@@ -32,7 +32,16 @@ type Rewrite struct {
 	// inner is, when a block is removed (spec.rules[i].retry), the key in it that check and
 	// absent are about ("attempts").
 	inner string
+	// only: a VirtualService route's retries lowered to attempts 0 keep attempts alone. Istio's
+	// validation (ValidateHTTPRetry) refuses perTryTimeout, retryOn or retryRemoteLocalities
+	// beside attempts 0, and its proxy config drops the whole block then (ConvertPolicy gives
+	// no retry policy), so the other fields, backoff among them, go with no change in effect.
+	only bool
 }
+
+// IstioZeroAttemptsAlone is what a VirtualService route's retries lowered to attempts 0 say of
+// the block's other fields (Rewrite.only).
+const IstioZeroAttemptsAlone = "the block's other fields removed: Istio refuses perTryTimeout, retryOn, retryRemoteLocalities beside attempts 0"
 
 // PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
 // fewer than l.Tries). A layer no object declares (a mesh default, a ServiceProfile, MeshConfig)
@@ -149,6 +158,10 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 			r.From = fmt.Sprintf("unset (%d)", l.Tries-1)
 		}
 		r.value, r.To = retries, strconv.FormatInt(retries, 10)
+		if retries == 0 && kind == "VirtualService" && strings.HasSuffix(r.FieldPath, ".retries.attempts") {
+			r.only = true
+			r.To += " (" + IstioZeroAttemptsAlone + ")"
+		}
 	}
 	path, err := parsePath(r.FieldPath)
 	if err != nil {
@@ -260,6 +273,9 @@ func (r *Rewrite) applyTo(doc any) error {
 		for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
 			delete(parent, k)
 		}
+	case r.only:
+		clear(parent)
+		parent[last] = r.value
 	default:
 		parent[last] = r.value
 	}
@@ -312,6 +328,11 @@ func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 		ops = []op{{"test", ptr + "/" + r.inner, r.old}, {"remove", ptr, nil}}
 	case r.remove:
 		ops = []op{{"remove", ptr, nil}}
+	case r.only && r.check:
+		block := pointer(r.path[:len(r.path)-1])
+		ops = []op{{"test", ptr, r.old}, {"replace", block, map[string]any{r.path[len(r.path)-1].(string): r.value}}}
+	case r.only && r.blockExists:
+		ops = []op{{"replace", pointer(r.path[:len(r.path)-1]), map[string]any{r.path[len(r.path)-1].(string): r.value}}}
 	case r.check:
 		ops = []op{{"test", ptr, r.old}, {"replace", ptr, r.value}}
 	default:
