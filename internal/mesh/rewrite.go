@@ -28,7 +28,7 @@ type Rewrite struct {
 	blockExists bool
 	old         any
 	value       any  // new value: int64 or string
-	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations; a rule's retry block
+	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations (linkerdRetryKeys); a rule's retry block
 	// inner is, when a block is removed (spec.rules[i].retry), the key in it that check and
 	// absent are about ("attempts").
 	inner string
@@ -135,7 +135,9 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 			r.From = "unset (1)"
 		}
 		if retries == 0 {
-			r.remove, r.To = true, "removed, with "+LinkerdRetryHTTP+" and "+LinkerdRetryGRPC
+			// The timeout too: Linkerd's policy controller (parse_http_retry) reads a retry
+			// timeout alone as a retry policy of limit 1.
+			r.remove, r.To = true, "removed, with "+LinkerdRetryHTTP+", "+LinkerdRetryGRPC+" and "+LinkerdRetryTimeout
 		} else {
 			r.value = strconv.FormatInt(retries, 10)
 			r.To = strconv.Quote(r.value.(string))
@@ -160,7 +162,6 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 		r.value, r.To = retries, strconv.FormatInt(retries, 10)
 		if retries == 0 && kind == "VirtualService" && strings.HasSuffix(r.FieldPath, ".retries.attempts") {
 			r.only = true
-			r.To += " (" + IstioZeroAttemptsAlone + ")"
 		}
 	}
 	path, err := parsePath(r.FieldPath)
@@ -169,8 +170,15 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 	}
 	r.path = path
 	r.Suggestion = fmt.Sprintf("%s %s: %s -> %s", r.Object, r.FieldPath, r.From, r.To)
+	if r.only {
+		r.Suggestion += " (" + IstioZeroAttemptsAlone + ")"
+	}
 	return r, nil
 }
+
+// linkerdRetryKeys are the annotations a Linkerd layer lowered to 1 try loses: any one of them
+// left makes Linkerd retry once.
+var linkerdRetryKeys = []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit, LinkerdRetryTimeout}
 
 // ruleRetry reports whether l is a Gateway API route rule's retry (spec.rules[i].retry or its
 // attempts), whose CRD bounds attempts at 1: Linkerd's policy.linkerd.io routes give no layer of
@@ -270,7 +278,7 @@ func (r *Rewrite) applyTo(doc any) error {
 	case r.remove && r.inner != "":
 		delete(parent, last)
 	case r.remove:
-		for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
+		for _, k := range linkerdRetryKeys {
 			delete(parent, k)
 		}
 	case r.only:
@@ -307,7 +315,7 @@ func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 	if len(r.path) == 3 && r.path[0] == "metadata" && r.path[1] == "annotations" {
 		ann := map[string]any{}
 		if r.remove {
-			for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
+			for _, k := range linkerdRetryKeys {
 				ann[k] = nil
 			}
 		} else {

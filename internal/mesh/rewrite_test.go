@@ -115,9 +115,18 @@ func TestPlanRewrite(t *testing.T) {
 			name:  "Linkerd to 1 try removes the retry annotations",
 			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 2, Default: true},
 			tries: 1, object: svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    other: kept"),
-			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: unset (1) -> removed, with retry.linkerd.io/http and retry.linkerd.io/grpc`,
+			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: unset (1) -> removed, with retry.linkerd.io/http, retry.linkerd.io/grpc and retry.linkerd.io/timeout`,
 			patch:      `[{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1http"}]`,
-			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null}}}`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null,"retry.linkerd.io/timeout":null}}}`,
+		},
+		{
+			// Linkerd's policy controller reads a retry timeout alone as 1 retry (limit 1).
+			name:  "Linkerd to 1 try removes the retry timeout too",
+			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 3},
+			tries: 1, object: svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"2\"\n    retry.linkerd.io/timeout: 300ms\n    timeout.linkerd.io/response: 2s"),
+			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "2" -> removed, with retry.linkerd.io/http, retry.linkerd.io/grpc and retry.linkerd.io/timeout`,
+			patch:      `[{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1http"},{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1limit"},{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1timeout"}]`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null,"retry.linkerd.io/timeout":null}}}`,
 		},
 	}
 	for _, tc := range cases {
