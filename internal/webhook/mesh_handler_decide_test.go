@@ -163,6 +163,11 @@ spec:
     retries: {attempts: 2, perTryTimeout: ` + perTry + `}
 `
 	}
+	linkerdTimed := func(response string) string {
+		return `apiVersion: v1
+kind: Service
+metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "2", retry.linkerd.io/timeout: 1s, timeout.linkerd.io/response: ` + response + `}}`
+	}
 	for _, tc := range []struct {
 		name     string
 		cluster  []string // the Set's objects
@@ -323,6 +328,16 @@ spec:
 			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s"), old: vsTimed("1s"),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0]: per-try timeout 1s -> 4s makes " +
 				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
+		},
+		{
+			// Linkerd: the retry timeout (1s) bounds the tries before the last, the response
+			// timeout alone the last (LastTry): raising only the response timeout lengthens
+			// that try, which PerTry (1s on both sides) does not show.
+			name: "Linkerd: the response timeout raised behind a shorter retry timeout", cluster: []string{linkerdNS, linkerdTimed("2s")},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: linkerdTimed("30s"), old: linkerdTimed("2s"),
+			// 1s + 1s + 30s and Linkerd's backoffs (25ms, 50ms): 32.075s.
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: Service bookinfo/ratings: last-try timeout 2s -> 30s makes " +
+				"productpage 32.075s -> reviews 32.075s -> ratings ? = 32.075s > maxTimeToAnswer 20s"},
 		},
 		{
 			name: "Istio: a VirtualService's timeout raised", cluster: []string{istioNS, vsTimed("4s") + "    timeout: 10s\n"},
