@@ -104,6 +104,16 @@ func TestPlanRewrite(t *testing.T) {
 			static:     `json [{"op":"test","path":"/spec/retry/numRetries","value":5},{"op":"replace","path":"/spec/retry/numRetries","value":1}]`,
 		},
 		{
+			// Envoy Gateway's CRD: numRetries minimum 0, no rule across the retry's fields: the
+			// rest of the block stays (Envoy sends no retry with num_retries 0).
+			name:  "BackendTrafficPolicy numRetries 2 -> 0 keeps the block's other fields",
+			layer: Layer{Kind: EnvoyGateway, Object: "BackendTrafficPolicy shop/p", FieldPath: "spec.retry.numRetries", Tries: 3},
+			tries: 1, object: btp("shop", "p", "{kind: HTTPRoute, name: web}", "  retry: {numRetries: 2, perRetry: {timeout: 1s}, retryOn: {triggers: [5xx]}}"),
+			suggestion: "BackendTrafficPolicy shop/p spec.retry.numRetries: 2 -> 0",
+			patch:      `[{"op":"replace","path":"/spec/retry/numRetries","value":0}]`,
+			static:     `json [{"op":"test","path":"/spec/retry/numRetries","value":2},{"op":"replace","path":"/spec/retry/numRetries","value":0}]`,
+		},
+		{
 			name:  `Linkerd limit "2" -> "1"`,
 			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 3},
 			tries: 2, object: svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "2"`),
