@@ -228,6 +228,24 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 				}},
 		},
 		{
+			// Istio refuses perTryTimeout, retryOn or retryRemoteLocalities beside attempts 0
+			// (ValidateHTTPRetry): the patch removes them, each named with its old value.
+			name: "Rewrite: a VirtualService route to attempts 0 keeps attempts alone", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)},
+			object: strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 3, perTryTimeout: 2s, retryOn: 5xx, retryRemoteLocalities: true}", 1),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 3 -> 0, " +
+					`spec.http[0].retries.perTryTimeout: "2s" -> removed, spec.http[0].retries.retryOn: "5xx" -> removed, spec.http[0].retries.retryRemoteLocalities: true -> removed ` +
+					"(productpage -x3-> reviews -x4-> ratings = 12 > cap 3)"},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: `spec.http[0].retries.attempts: 3; spec.http[0].retries.perTryTimeout: "2s"; spec.http[0].retries.retryOn: "5xx"; spec.http[0].retries.retryRemoteLocalities: true`}},
+					{Operation: "replace", Path: "/spec/http/0/retries/attempts", Value: float64(0)},
+					{Operation: "remove", Path: "/spec/http/0/retries/perTryTimeout"},
+					{Operation: "remove", Path: "/spec/http/0/retries/retryOn"},
+					{Operation: "remove", Path: "/spec/http/0/retries/retryRemoteLocalities"},
+				}},
+		},
+		{
 			name: "Audit: a warning", cluster: []string{istioNS},
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 10, v1alpha1.EnforcementAudit)}, object: vsYAML("3"),
 			want: MeshDecision{Allowed: true, Warnings: []string{"RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 makes " +
