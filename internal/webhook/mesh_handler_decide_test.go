@@ -232,7 +232,7 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 			// (ValidateHTTPRetry): the patch removes them, each named with its old value.
 			name: "Rewrite: a VirtualService route to attempts 0 keeps attempts alone", cluster: []string{istioNS},
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)},
-			object: strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 3, perTryTimeout: 2s, retryOn: 5xx, retryRemoteLocalities: true}", 1),
+			object:   strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 3, perTryTimeout: 2s, retryOn: 5xx, retryRemoteLocalities: true}", 1),
 			want: MeshDecision{Allowed: true,
 				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 3 -> 0, " +
 					`spec.http[0].retries.perTryTimeout: "2s" -> removed, spec.http[0].retries.retryOn: "5xx" -> removed, spec.http[0].retries.retryRemoteLocalities: true -> removed ` +
