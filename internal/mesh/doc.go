@@ -29,7 +29,8 @@
 //     for the time model (time.go).
 //   - PlanRewrite(layer, tries) says how to lower a layer's field: the suggestion string and an
 //     edit, applied to the object's JSON (Rewrite.Patch gives the RFC 6902 patch), never out of
-//     the CRD's bounds (a Gateway API rule: MinTries). Set.Lowered judges an edit on the decoded
+//     the CRD's bounds (a Gateway API rule: MinTries) nor into what the mesh's validation
+//     refuses (a VirtualService's retries at attempts 0 keep attempts alone). Set.Lowered judges an edit on the decoded
 //     object, and Set.Siblings and Set.EntrySiblings list the layers of an object that weigh on
 //     the same edge, for the admission gate (rewrite_set.go).
 //

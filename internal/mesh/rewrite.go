@@ -28,11 +28,20 @@ type Rewrite struct {
 	blockExists bool
 	old         any
 	value       any  // new value: int64 or string
-	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations; a rule's retry block
+	remove      bool // Linkerd to 1 try: remove the retry.linkerd.io annotations (linkerdRetryKeys); a rule's retry block
 	// inner is, when a block is removed (spec.rules[i].retry), the key in it that check and
 	// absent are about ("attempts").
 	inner string
+	// only: a VirtualService route's retries lowered to attempts 0 keep attempts alone. Istio's
+	// validation (ValidateHTTPRetry) refuses perTryTimeout, retryOn or retryRemoteLocalities
+	// beside attempts 0, and its proxy config drops the whole block then (ConvertPolicy gives
+	// no retry policy), so the other fields, backoff among them, go with no change in effect.
+	only bool
 }
+
+// IstioZeroAttemptsAlone is what a VirtualService route's retries lowered to attempts 0 say of
+// the block's other fields (Rewrite.only).
+const IstioZeroAttemptsAlone = "the block's other fields removed: Istio refuses perTryTimeout, retryOn, retryRemoteLocalities beside attempts 0"
 
 // PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
 // fewer than l.Tries). A layer no object declares (a mesh default, a ServiceProfile, MeshConfig)
@@ -126,7 +135,9 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 			r.From = "unset (1)"
 		}
 		if retries == 0 {
-			r.remove, r.To = true, "removed, with "+LinkerdRetryHTTP+" and "+LinkerdRetryGRPC
+			// The timeout too: Linkerd's policy controller (parse_http_retry) reads a retry
+			// timeout alone as a retry policy of limit 1.
+			r.remove, r.To = true, "removed, with "+LinkerdRetryHTTP+", "+LinkerdRetryGRPC+" and "+LinkerdRetryTimeout
 		} else {
 			r.value = strconv.FormatInt(retries, 10)
 			r.To = strconv.Quote(r.value.(string))
@@ -149,6 +160,9 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 			r.From = fmt.Sprintf("unset (%d)", l.Tries-1)
 		}
 		r.value, r.To = retries, strconv.FormatInt(retries, 10)
+		if retries == 0 && kind == "VirtualService" && strings.HasSuffix(r.FieldPath, ".retries.attempts") {
+			r.only = true
+		}
 	}
 	path, err := parsePath(r.FieldPath)
 	if err != nil {
@@ -156,8 +170,15 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 	}
 	r.path = path
 	r.Suggestion = fmt.Sprintf("%s %s: %s -> %s", r.Object, r.FieldPath, r.From, r.To)
+	if r.only {
+		r.Suggestion += " (" + IstioZeroAttemptsAlone + ")"
+	}
 	return r, nil
 }
+
+// linkerdRetryKeys are the annotations a Linkerd layer lowered to 1 try loses: any one of them
+// left makes Linkerd retry once.
+var linkerdRetryKeys = []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit, LinkerdRetryTimeout}
 
 // ruleRetry reports whether l is a Gateway API route rule's retry (spec.rules[i].retry or its
 // attempts), whose CRD bounds attempts at 1: Linkerd's policy.linkerd.io routes give no layer of
@@ -257,9 +278,12 @@ func (r *Rewrite) applyTo(doc any) error {
 	case r.remove && r.inner != "":
 		delete(parent, last)
 	case r.remove:
-		for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
+		for _, k := range linkerdRetryKeys {
 			delete(parent, k)
 		}
+	case r.only:
+		clear(parent)
+		parent[last] = r.value
 	default:
 		parent[last] = r.value
 	}
@@ -291,7 +315,7 @@ func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 	if len(r.path) == 3 && r.path[0] == "metadata" && r.path[1] == "annotations" {
 		ann := map[string]any{}
 		if r.remove {
-			for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryLimit} {
+			for _, k := range linkerdRetryKeys {
 				ann[k] = nil
 			}
 		} else {
@@ -312,6 +336,11 @@ func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 		ops = []op{{"test", ptr + "/" + r.inner, r.old}, {"remove", ptr, nil}}
 	case r.remove:
 		ops = []op{{"remove", ptr, nil}}
+	case r.only && r.check:
+		block := pointer(r.path[:len(r.path)-1])
+		ops = []op{{"test", ptr, r.old}, {"replace", block, map[string]any{r.path[len(r.path)-1].(string): r.value}}}
+	case r.only && r.blockExists:
+		ops = []op{{"replace", pointer(r.path[:len(r.path)-1]), map[string]any{r.path[len(r.path)-1].(string): r.value}}}
 	case r.check:
 		ops = []op{{"test", ptr, r.old}, {"replace", ptr, r.value}}
 	default:

@@ -67,10 +67,16 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 			if !holds(r, cur) || boundsInt32.check(vs.id(), r.FieldPath, v) != nil {
 				return nil, false
 			}
-			if ot, ok := c.times[key]; ok && i < len(ot.rules) && ot.rules[i].noRetries != (v <= 0) {
-				// Attempts 0 takes the route's retry policy away, per-try timeout and all.
+			if ot, ok := c.times[key]; ok && i < len(ot.rules) && (ot.rules[i].noRetries != (v <= 0) || r.only) {
+				// Attempts 0 takes the route's retry policy away, per-try timeout and all; the
+				// rewrite takes the block's other fields away too (Rewrite.only).
 				ot.rules = append([]ruleTime(nil), ot.rules...)
-				ot.rules[i].noRetries = v <= 0
+				rt := &ot.rules[i]
+				rt.noRetries = v <= 0
+				if r.only {
+					rt.perTry, rt.base, rt.perTryRaw = 0, 0, ""
+					rt.set = rt.timeout > 0
+				}
 				c.times[key] = ot
 			}
 			h.Retries = &struct {

@@ -40,7 +40,7 @@ func randomRetryObject(r *rand.Rand) ([]byte, string, []Layer) {
 		if !vs {
 			unset = []int64{1, 3}[r.IntN(2)]
 		}
-		extra := `"perTryTimeout":"1s"`
+		extra := []string{`"perTryTimeout":"1s"`, `"perTryTimeout":"1s","retryRemoteLocalities":false,"backoff":"30ms"`}[r.IntN(2)]
 		if !vs {
 			extra = `"backoff":"100ms","codes":[503]` // the block's backoff goes with it
 		}
@@ -118,6 +118,11 @@ func TestLoweredDifferential(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if group == GroupIstio {
+			if err := istioRetriesValid(out, rws); err != nil {
+				t.Fatalf("%s\nrewritten to %s: %v", data, out, err)
+			}
+		}
 		want := NewSet(Options{})
 		if _, err := want.AddJSON(out); err != nil || !ok {
 			// Refused by both (PlanRewrite no longer plans a Gateway API route's attempts: 0).
@@ -140,6 +145,39 @@ func TestLoweredDifferential(t *testing.T) {
 		t.Fatalf("only %d compared (%d refused by both), %d rule retry blocks removed", compared, refused, removed)
 	}
 	t.Logf("%d compared, %d refused by both, %d rule retry blocks removed", compared, refused, removed)
+}
+
+// istioRetriesValid is what Istio's validation (ValidateHTTPRetry) says of a VirtualService's
+// retries blocks: attempts 0 (or unset beside them) with perTryTimeout, retryOn or
+// retryRemoteLocalities is refused ("http retry policy configured when attempts are set to 0").
+// Only the routes rws rewrote are looked at: the random input may hold such blocks itself.
+func istioRetriesValid(data []byte, rws []*Rewrite) error {
+	var vs struct {
+		Spec struct {
+			HTTP []struct {
+				Retries map[string]any `json:"retries"`
+			} `json:"http"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &vs); err != nil {
+		return err
+	}
+	for _, rw := range rws {
+		i := rw.path[2].(int)
+		h := vs.Spec.HTTP[i]
+		if h.Retries == nil {
+			return fmt.Errorf("spec.http[%d]: no retries after %s", i, rw.Suggestion)
+		}
+		if a, _ := h.Retries["attempts"].(float64); a != 0 {
+			continue
+		}
+		for _, k := range []string{"perTryTimeout", "retryOn", "retryRemoteLocalities"} {
+			if _, ok := h.Retries[k]; ok {
+				return fmt.Errorf("spec.http[%d].retries: %s beside attempts 0: Istio refuses it", i, k)
+			}
+		}
+	}
+	return nil
 }
 
 // TestLoweredRefuses: a rewrite planned from another value, a field Lowered does not judge, or an

@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"encoding/json"
+	"sort"
 	"strings"
 	"testing"
 
@@ -21,9 +23,35 @@ func TestPlanRewrite(t *testing.T) {
 			name:  "VirtualService attempts 3 -> 0",
 			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 4},
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3, perTryTimeout: 2s}"),
-			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 0",
-			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0}]`,
-			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":3},{"op":"replace","path":"/spec/http/0/retries/attempts","value":0}]`,
+			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 0 (" + IstioZeroAttemptsAlone + ")",
+			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"}]`,
+			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":3},{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
+		},
+		{
+			// Istio's ValidateHTTPRetry refuses any of the three beside attempts 0; backoff and
+			// retryIgnorePreviousHosts it takes, but its proxy config drops the block then.
+			name:  "VirtualService attempts 2 -> 0 takes every other retries field away",
+			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[1].retries.attempts", Tries: 3},
+			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 2, perTryTimeout: 1s}\n  - retries: {attempts: 2, perTryTimeout: 2s, retryOn: '5xx,reset', retryRemoteLocalities: false, backoff: 25ms, retryIgnorePreviousHosts: true}\n    timeout: 9s"),
+			suggestion: "VirtualService bookinfo/ratings spec.http[1].retries.attempts: 2 -> 0 (" + IstioZeroAttemptsAlone + ")",
+			patch:      `[{"op":"replace","path":"/spec/http/1/retries/attempts","value":0},{"op":"remove","path":"/spec/http/1/retries/backoff"},{"op":"remove","path":"/spec/http/1/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/1/retries/retryIgnorePreviousHosts"},{"op":"remove","path":"/spec/http/1/retries/retryOn"},{"op":"remove","path":"/spec/http/1/retries/retryRemoteLocalities"}]`,
+			static:     `json [{"op":"test","path":"/spec/http/1/retries/attempts","value":2},{"op":"replace","path":"/spec/http/1/retries","value":{"attempts":0}}]`,
+		},
+		{
+			name:  "VirtualService retries without attempts (Istio's 2) -> 0",
+			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 3, Default: true},
+			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {perTryTimeout: 2s, retryOn: 5xx}"),
+			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: unset (2) -> 0 (" + IstioZeroAttemptsAlone + ")",
+			patch:      `[{"op":"add","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/0/retries/retryOn"}]`,
+			static:     `json [{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
+		},
+		{
+			name:  "VirtualService route without retries -> attempts 0",
+			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries", Tries: 3, Default: true},
+			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]"),
+			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: unset (2) -> 0 (" + IstioZeroAttemptsAlone + ")",
+			patch:      `[{"op":"add","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
+			static:     `json [{"op":"add","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
 		},
 		{
 			name:  "a binding route without retries gets a retries block",
@@ -76,6 +104,16 @@ func TestPlanRewrite(t *testing.T) {
 			static:     `json [{"op":"test","path":"/spec/retry/numRetries","value":5},{"op":"replace","path":"/spec/retry/numRetries","value":1}]`,
 		},
 		{
+			// Envoy Gateway's CRD: numRetries minimum 0, no rule across the retry's fields: the
+			// rest of the block stays (Envoy sends no retry with num_retries 0).
+			name:  "BackendTrafficPolicy numRetries 2 -> 0 keeps the block's other fields",
+			layer: Layer{Kind: EnvoyGateway, Object: "BackendTrafficPolicy shop/p", FieldPath: "spec.retry.numRetries", Tries: 3},
+			tries: 1, object: btp("shop", "p", "{kind: HTTPRoute, name: web}", "  retry: {numRetries: 2, perRetry: {timeout: 1s}, retryOn: {triggers: [5xx]}}"),
+			suggestion: "BackendTrafficPolicy shop/p spec.retry.numRetries: 2 -> 0",
+			patch:      `[{"op":"replace","path":"/spec/retry/numRetries","value":0}]`,
+			static:     `json [{"op":"test","path":"/spec/retry/numRetries","value":2},{"op":"replace","path":"/spec/retry/numRetries","value":0}]`,
+		},
+		{
 			name:  `Linkerd limit "2" -> "1"`,
 			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 3},
 			tries: 2, object: svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "2"`),
@@ -87,9 +125,18 @@ func TestPlanRewrite(t *testing.T) {
 			name:  "Linkerd to 1 try removes the retry annotations",
 			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 2, Default: true},
 			tries: 1, object: svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    other: kept"),
-			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: unset (1) -> removed, with retry.linkerd.io/http and retry.linkerd.io/grpc`,
+			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: unset (1) -> removed, with retry.linkerd.io/http, retry.linkerd.io/grpc and retry.linkerd.io/timeout`,
 			patch:      `[{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1http"}]`,
-			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null}}}`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null,"retry.linkerd.io/timeout":null}}}`,
+		},
+		{
+			// Linkerd's policy controller reads a retry timeout alone as 1 retry (limit 1).
+			name:  "Linkerd to 1 try removes the retry timeout too",
+			layer: Layer{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 3},
+			tries: 1, object: svc("emojivoto", "emoji-svc", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"2\"\n    retry.linkerd.io/timeout: 300ms\n    timeout.linkerd.io/response: 2s"),
+			suggestion: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "2" -> removed, with retry.linkerd.io/http, retry.linkerd.io/grpc and retry.linkerd.io/timeout`,
+			patch:      `[{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1http"},{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1limit"},{"op":"remove","path":"/metadata/annotations/retry.linkerd.io~1timeout"}]`,
+			static:     `merge {"metadata":{"annotations":{"retry.linkerd.io/grpc":null,"retry.linkerd.io/http":null,"retry.linkerd.io/limit":null,"retry.linkerd.io/timeout":null}}}`,
 		},
 	}
 	for _, tc := range cases {
@@ -107,6 +154,15 @@ func TestPlanRewrite(t *testing.T) {
 			}
 			patch, err := rw.Patch(obj)
 			if err != nil {
+				t.Fatal(err)
+			}
+			// In path order: the diff lists a block's removed fields in map order.
+			var ops []map[string]any
+			if err := json.Unmarshal(patch, &ops); err != nil {
+				t.Fatal(err)
+			}
+			sort.SliceStable(ops, func(i, j int) bool { return ops[i]["path"].(string) < ops[j]["path"].(string) })
+			if patch, err = json.Marshal(ops); err != nil {
 				t.Fatal(err)
 			}
 			if string(patch) != tc.patch {
@@ -241,8 +297,8 @@ func TestRewriteRoundTrip(t *testing.T) {
 		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 2",
 		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 -> 1",
 		"VirtualService bookinfo/ratings spec.http[1].retries.attempts: unset (2) -> 1",
-		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 1 -> 0",
-		"VirtualService bookinfo/ratings spec.http[1].retries.attempts: 1 -> 0",
+		"VirtualService bookinfo/ratings spec.http[0].retries.attempts: 1 -> 0 (" + IstioZeroAttemptsAlone + ")",
+		"VirtualService bookinfo/ratings spec.http[1].retries.attempts: 1 -> 0 (" + IstioZeroAttemptsAlone + ")",
 	}
 	if strings.Join(suggestions, "\n") != strings.Join(want, "\n") {
 		t.Errorf("suggestions:\n%s\nwant:\n%s", strings.Join(suggestions, "\n"), strings.Join(want, "\n"))

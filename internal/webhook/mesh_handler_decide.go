@@ -656,7 +656,8 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 
 // timeRaises names the bounds of a layer that after lengthens from before, "" when none does:
 // "per-try timeout 1s -> 3s, timeout 4s -> unset" (an unset timeout is no bound: the longest),
-// then the backoff's base and maximum when they grow.
+// the last try's bound where either side sets one apart (LastTry), then the backoff's base and
+// maximum when they grow.
 func timeRaises(before, after mesh.LayerTime) string {
 	var parts []string
 	bound := func(name string, b, a time.Duration) {
@@ -665,6 +666,11 @@ func timeRaises(before, after mesh.LayerTime) string {
 		}
 	}
 	bound("per-try timeout", before.PerTry, after.PerTry)
+	if before.LastTry != 0 || after.LastTry != 0 {
+		// Linkerd's last try has the response timeout alone (LastTry): raising that one where a
+		// shorter retry timeout is PerTry moves only this bound.
+		bound("last-try timeout", lastTry(before), lastTry(after))
+	}
 	bound("timeout", before.Timeout, after.Timeout)
 	if after.BackoffBase > before.BackoffBase {
 		parts = append(parts, fmt.Sprintf("backoff base %s -> %s", graph.FormatTime(before.BackoffBase), graph.FormatTime(after.BackoffBase)))
@@ -673,6 +679,19 @@ func timeRaises(before, after mesh.LayerTime) string {
 		parts = append(parts, fmt.Sprintf("backoff max %s -> %s", graph.FormatTime(before.BackoffMax), graph.FormatTime(after.BackoffMax)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// lastTry is the bound of a layer's last try: LastTry where set, else PerTry; 0 when nothing
+// bounds it (graph.Forever too: unbounded, the longest, as an unset timeout).
+func lastTry(l mesh.LayerTime) time.Duration {
+	d := l.PerTry
+	if l.LastTry != 0 {
+		d = l.LastTry
+	}
+	if d >= graph.Forever {
+		return 0
+	}
+	return d
 }
 
 // fmtBound is a timeout as the messages write it: "unset" for none.

@@ -163,6 +163,11 @@ spec:
     retries: {attempts: 2, perTryTimeout: ` + perTry + `}
 `
 	}
+	linkerdTimed := func(response string) string {
+		return `apiVersion: v1
+kind: Service
+metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "2", retry.linkerd.io/timeout: 1s, timeout.linkerd.io/response: ` + response + `}}`
+	}
 	for _, tc := range []struct {
 		name     string
 		cluster  []string // the Set's objects
@@ -220,6 +225,24 @@ spec:
 				Patch: []jsonpatch.JsonPatchOperation{
 					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: "spec.http[0].retries.attempts: 3"}},
 					{Operation: "replace", Path: "/spec/http/0/retries/attempts", Value: float64(2)},
+				}},
+		},
+		{
+			// Istio refuses perTryTimeout, retryOn or retryRemoteLocalities beside attempts 0
+			// (ValidateHTTPRetry): the patch removes them, each named with its old value.
+			name: "Rewrite: a VirtualService route to attempts 0 keeps attempts alone", cluster: []string{istioNS},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, v1alpha1.EnforcementRewrite)},
+			object:   strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 3, perTryTimeout: 2s, retryOn: 5xx, retryRemoteLocalities: true}", 1),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 3 -> 0, " +
+					`spec.http[0].retries.perTryTimeout: "2s" -> removed, spec.http[0].retries.retryOn: "5xx" -> removed, spec.http[0].retries.retryRemoteLocalities: true -> removed ` +
+					"(productpage -x3-> reviews -x4-> ratings = 12 > cap 3)"},
+				Patch: []jsonpatch.JsonPatchOperation{
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: `spec.http[0].retries.attempts: 3; spec.http[0].retries.perTryTimeout: "2s"; spec.http[0].retries.retryOn: "5xx"; spec.http[0].retries.retryRemoteLocalities: true`}},
+					{Operation: "replace", Path: "/spec/http/0/retries/attempts", Value: float64(0)},
+					{Operation: "remove", Path: "/spec/http/0/retries/perTryTimeout"},
+					{Operation: "remove", Path: "/spec/http/0/retries/retryOn"},
+					{Operation: "remove", Path: "/spec/http/0/retries/retryRemoteLocalities"},
 				}},
 		},
 		{
@@ -323,6 +346,16 @@ spec:
 			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s"), old: vsTimed("1s"),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0]: per-try timeout 1s -> 4s makes " +
 				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
+		},
+		{
+			// Linkerd: the retry timeout (1s) bounds the tries before the last, the response
+			// timeout alone the last (LastTry): raising only the response timeout lengthens
+			// that try, which PerTry (1s on both sides) does not show.
+			name: "Linkerd: the response timeout raised behind a shorter retry timeout", cluster: []string{linkerdNS, linkerdTimed("2s")},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: linkerdTimed("30s"), old: linkerdTimed("2s"),
+			// 1s + 1s + 30s and Linkerd's backoffs (25ms, 50ms): 32.075s.
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: Service bookinfo/ratings: last-try timeout 2s -> 30s makes " +
+				"productpage 32.075s -> reviews 32.075s -> ratings ? = 32.075s > maxTimeToAnswer 20s"},
 		},
 		{
 			name: "Istio: a VirtualService's timeout raised", cluster: []string{istioNS, vsTimed("4s") + "    timeout: 10s\n"},
