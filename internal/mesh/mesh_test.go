@@ -267,6 +267,26 @@ func TestEdge(t *testing.T) {
 			},
 		},
 		{
+			// policy-controller/k8s/index/src/outbound/index/http.rs parse_http_retry: a retry
+			// timeout alone is a retry policy, limit.unwrap_or(1).
+			name: "Linkerd retry timeout without limit: limit 1", docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/timeout: 300ms`),
+			caller: caller("emojivoto"), callee: "emoji-svc",
+			want: Edge{Layers: []Layer{{Kind: Linkerd, Object: "Service emojivoto/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 2, Default: true,
+				Note: `Service emojivoto/emoji-svc metadata.annotations["retry.linkerd.io/timeout"]: "300ms" without retry.linkerd.io/limit: 1 retry`}}},
+		},
+		{
+			// A zero timeout is filtered out before that test (.filter(|v| *v != ZERO)).
+			name: "Linkerd zero retry timeout alone: no retry", docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/timeout: 0s`),
+			caller: caller("emojivoto"), callee: "emoji-svc",
+			want: Edge{Layers: []Layer{{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for emoji-svc"}}},
+		},
+		{
+			// So is limit "0" (.filter(|v| *v != 0)): alone it leaves no retry policy at all.
+			name: `Linkerd limit "0" alone: no retry`, docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "0"`),
+			caller: caller("emojivoto"), callee: "emoji-svc",
+			want: Edge{Layers: []Layer{{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for emoji-svc"}}},
+		},
+		{
 			name: "Linkerd route annotations override the Service's", caller: caller("emojivoto"), callee: "emoji-svc",
 			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "5"`) + "\n---\n" +
 				routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "emoji-route", `retry.linkerd.io/limit: "1"`, "  parentRefs: [{group: '', kind: Service, name: emoji-svc, port: 8080}]\n  rules: [{backendRefs: [{name: emoji-svc, port: 8080}]}]"),

@@ -511,9 +511,12 @@ func parseMeshConfig(cm configMap) (*meshDefault, error) {
 	return d, nil
 }
 
-// linkerdConfig is what the retry.linkerd.io annotations of one object say.
+// linkerdConfig is what the retry.linkerd.io annotations of one object say, read as Linkerd's
+// policy controller reads them (policy-controller/k8s/index/src/outbound/index/{http,grpc}.rs
+// parse_*_retry): limit "0" and a zero timeout are dropped first; then any of http (or grpc), a
+// limit or a timeout left makes a retry policy with limit 1 unless a limit says otherwise.
 type linkerdConfig struct {
-	set       bool   // any of http, grpc, limit
+	set       bool   // a retry policy: any of http, grpc, a non-zero limit or timeout, or limit "0" beside one of them
 	retries   int64  // limit, 1 when absent or "0"
 	fieldPath string // the annotation that decides the count
 	value     string // its value
@@ -525,10 +528,19 @@ var errLimit = errors.New("is not a non-negative integer")
 func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
 	var c linkerdConfig
 	limit, hasLimit := ann[LinkerdRetryLimit]
-	for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC} {
-		if v, ok := ann[k]; ok && !c.set {
-			c = linkerdConfig{set: true, retries: 1, fieldPath: annotationPath(k), value: v}
+	for _, k := range []string{LinkerdRetryHTTP, LinkerdRetryGRPC, LinkerdRetryTimeout} {
+		v, ok := ann[k]
+		if !ok || c.set {
+			continue
 		}
+		if k == LinkerdRetryTimeout {
+			// A timeout that does not parse is an error Linkerd drops the retries for; counting
+			// them keeps the bound an upper one (its time reader warns of the value).
+			if d, ok := parseLinkerdDuration(v); ok && d == 0 {
+				continue
+			}
+		}
+		c = linkerdConfig{set: true, retries: 1, fieldPath: annotationPath(k), value: v}
 	}
 	if !hasLimit {
 		return c, nil
@@ -536,6 +548,9 @@ func linkerdRetries(ann map[string]string, id string) (linkerdConfig, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(limit), 10, 64)
 	if err != nil || n < 0 {
 		return c, fmt.Errorf("%s %s: %q %w", id, annotationPath(LinkerdRetryLimit), limit, errLimit)
+	}
+	if n == 0 && !c.set {
+		return c, nil // nothing else: no retry policy at all
 	}
 	c = linkerdConfig{set: true, retries: n, fieldPath: annotationPath(LinkerdRetryLimit), value: limit}
 	if n == 0 {
