@@ -141,6 +141,7 @@ func meshAnnotations(ann map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range ann {
 		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation || k == mesh.KumaSidecarInjection || k == mesh.KumaMeshLabel ||
+			k == mesh.LinkerdOpaquePorts || strings.HasSuffix(k, mesh.KumaProtocolAnnotationSuffix) ||
 			strings.HasPrefix(k, "retry.linkerd.io/") {
 			if out == nil {
 				out = map[string]string{}

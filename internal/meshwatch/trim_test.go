@@ -197,7 +197,7 @@ spec:
 `,
 		},
 		{
-			name: "Service keeps its ports' name, port, protocol and appProtocol, and Linkerd's retry annotations",
+			name: "Service keeps its ports' name, port, protocol and appProtocol, Linkerd's retry annotations, and Linkerd's and Kuma's protocol annotations",
 			in: `apiVersion: v1
 kind: Service
 metadata:
@@ -205,7 +205,7 @@ metadata:
   namespace: boutique
   resourceVersion: "7"
   labels: {app: redis-cart}
-  annotations: {retry.linkerd.io/http: 5xx, kubectl.kubernetes.io/last-applied-configuration: "{}"}
+  annotations: {retry.linkerd.io/http: 5xx, kubectl.kubernetes.io/last-applied-configuration: "{}", config.linkerd.io/opaque-ports: "9121", 9121.service.kuma.io/protocol: http}
 spec:
   selector: {app: redis-cart}
   clusterIP: 10.0.0.7
@@ -220,7 +220,7 @@ metadata:
   name: redis-cart
   namespace: boutique
   resourceVersion: "7"
-  annotations: {retry.linkerd.io/http: 5xx}
+  annotations: {retry.linkerd.io/http: 5xx, config.linkerd.io/opaque-ports: "9121", 9121.service.kuma.io/protocol: http}
 spec:
   ports:
   - {name: tcp-redis, port: 6379, protocol: TCP}
