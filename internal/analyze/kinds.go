@@ -288,6 +288,12 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		}
 		if w.Namespace == "" {
 			w.Namespace = r.namespace()
+			if m.unnamespaced == nil {
+				m.unnamespaced = map[string]int{}
+			}
+			if _, dup := m.Sources[w.Key()]; !dup {
+				m.unnamespaced[w.Namespace]++
+			}
 		}
 		if tm.Kind != workload.KindPod {
 			own := obj.(metav1.Object).GetAnnotations()

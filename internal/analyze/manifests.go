@@ -115,6 +115,10 @@ type Manifests struct {
 	meshObjects map[string]meshObject
 	// flagLabels are the namespaces SetNamespaceLabels gave labels for (cluster.go).
 	flagLabels map[string]bool
+	// unnamespaced counts the workloads read without metadata.namespace, by the namespace they
+	// were read in (the Reader's default): a policy that selects nothing in its own namespace
+	// says where they went.
+	unnamespaced map[string]int
 }
 
 // Reader reads manifests. DefaultNamespace is used for objects without one ("default" if empty).
@@ -851,6 +855,7 @@ func (m *Manifests) Analyze() *Report {
 			why = fmt.Sprintf("%s selects no workload (%s): nothing checked", name, p.scopeText)
 		case p.Workloads == 0:
 			why = fmt.Sprintf("%s selects no workload (in namespace %s; a policy selects only workloads of its own namespace): nothing checked", name, p.Namespace)
+			why += m.unnamespacedHint(p.Namespace)
 		case p.WithUpstreams == 0 && len(p.Layers) == 0:
 			// A gateway or mesh layer on an entrypoint's client attempts is something checked
 			// (a route's retries alone can be over the cap); nothing at all contributes here.
@@ -868,6 +873,22 @@ func (m *Manifests) Analyze() *Report {
 		}
 	}
 	return rep
+}
+
+// unnamespacedHint says, for a policy of namespace ns that selects no workload, where the
+// workloads without a namespace went: manifests such as Istio's bookinfo carry none, and
+// `kubectl apply -n NS` puts them in NS, which analyze cannot know without -n.
+func (m *Manifests) unnamespacedHint(ns string) string {
+	var parts []string
+	for _, other := range slices.Sorted(maps.Keys(m.unnamespaced)) {
+		if other != ns {
+			parts = append(parts, fmt.Sprintf("%d workload(s) without metadata.namespace were read in namespace %s", m.unnamespaced[other], other))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ") + ": if you apply them with kubectl apply -n " + ns + ", pass -n " + ns + " (--namespace) to analyze"
 }
 
 // policyReport is the report of r and a with where its policy (at Sources[key]) and each node's
