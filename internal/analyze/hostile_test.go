@@ -96,6 +96,11 @@ func TestReadHostile(t *testing.T) {
 			[]string{`test.yaml: document 1: yaml: document contains excessive aliasing`}, 0},
 		{"nesting deeper than the parser takes", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n",
 			[]string{`test.yaml: document 1: yaml: line 4: exceeded max depth of 10000`}, 0},
+		{"a NUL byte in a value (before: no word of which byte, nor where)", policy + strings.Replace(web, "image: x", "image: \"x\x00\"", 1),
+			[]string{`test.yaml: document 2: yaml: control characters are not allowed (U+0000 at line 15, column 46)`}, 0},
+		{"a JSON list of objects (before: skipped as a JSON patch, its workload dropped and the check passed)", policy + `[{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}}, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}]`,
+			[]string{`test.yaml: document 2: a list of 2 Kubernetes object(s) (Deployment web and 1 more), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each`}, 0},
+		{"a JSON patch is still skipped", policy + web + "---\n" + `[{"op": "replace", "path": "/spec/replicas", "value": 3}]`, nil, 1},
 		{"a PNG", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", []string{`test.yaml: document 1: yaml: invalid leading UTF-8 octet`}, 0},
 	}
 	for _, tc := range cases {

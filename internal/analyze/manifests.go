@@ -419,6 +419,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		}
 		if err != nil {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
+			err = controlAt(err, d)
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -436,6 +437,28 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
+}
+
+// controlAt adds to a YAML parser's "control characters are not allowed", which says neither
+// which nor where, the first such byte of the document and its line and column in the file (a NUL
+// left by an editor or a bad copy is otherwise a hunt through the file).
+func controlAt(err error, d document) error {
+	if !strings.Contains(err.Error(), "control characters are not allowed") {
+		return err
+	}
+	line, col := d.line-leadingBlanks(d.raw), 1
+	for _, r := range string(d.raw) {
+		switch {
+		case r == '\n':
+			line, col = line+1, 1
+			continue
+		case r == '\t' || r == '\r' || r == 0x85 || r == '\ufeff':
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0xfffe || r == 0xffff:
+			return fmt.Errorf("%w (%U at line %d, column %d)", err, r, line, col)
+		}
+		col++
+	}
+	return err
 }
 
 // afterFirst reports what follows a chunk's first YAML document, which YAMLToJSON passes over
@@ -495,6 +518,38 @@ func jsonStream(d document) []document {
 	return out
 }
 
+// arrayOfObjects refuses a document that is a list of Kubernetes objects ([{"apiVersion": ...,
+// "kind": ...}, ...], as jq -s or a script's json.dump writes them): kubectl refuses it ("Object
+// 'Kind' is missing"), and skipped as "not a manifest" its workloads and policies were dropped
+// while the check passed on the rest. A list of anything else (a JSON patch) is left to the
+// caller to skip.
+func arrayOfObjects(js []byte) error {
+	var items []json.RawMessage
+	if json.Unmarshal(js, &items) != nil {
+		return nil
+	}
+	var named []string
+	for _, it := range items {
+		var tm typeMeta
+		if json.Unmarshal(it, &tm) != nil || tm.Kind == "" && tm.APIVersion == "" {
+			continue
+		}
+		id := tm.Kind
+		if tm.Metadata.Name != "" {
+			id += " " + tm.Metadata.Name
+		}
+		named = append(named, id)
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	first := named[0]
+	if len(named) > 1 {
+		first += fmt.Sprintf(" and %d more", len(named)-1)
+	}
+	return fmt.Errorf("a list of %d Kubernetes object(s) (%s), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each", len(named), first)
+}
+
 // isKustomization reports whether a file name is one kustomize reads as its kustomization.
 func isKustomization(name string) bool {
 	switch name {
@@ -551,6 +606,9 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		return nil
 	}
 	if len(trimmed) > 0 && trimmed[0] != '{' {
+		if err := arrayOfObjects(trimmed); err != nil {
+			return []error{&InputError{src, err}}
+		}
 		m.Summary.Skipped++
 		what := "not a Kubernetes object"
 		if trimmed[0] == '[' {
