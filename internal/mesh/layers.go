@@ -261,8 +261,8 @@ func (s *Set) index() *index {
 		ingress: map[ServiceRef][]ingressRoute{},
 	}
 	for _, k := range sortedKeys(s.virtualServices) {
-		vs := s.virtualServices[k]
-		x.addIngress(vs) // ingress.go
+		vs := s.merged(s.virtualServices[k]) // delegate.go
+		x.addIngress(vs)                     // ingress.go
 		if !forMesh(vs.Spec.Gateways) {
 			continue
 		}
@@ -490,6 +490,7 @@ func better(a *Layer, b Layer) {
 // vsRouteLayer is the retry layer of vs's http route i, r (Istio's default route when r sets no
 // retries), for a sidecar (at "") or a waypoint (at " at <waypoint>", named in the notes).
 func (s *Set) vsRouteLayer(vs *virtualService, i int, r *httpRoute, at string) Layer {
+	vs, i = r.named(vs, i)
 	switch {
 	case r.Retries == nil:
 		return withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] sets no retries%s", vs.id(), i, at)),

@@ -102,6 +102,25 @@ type httpRoute struct {
 	Retries *struct {
 		Attempts *int64 `json:"attempts"`
 	} `json:"retries"`
+	// Delegate names the VirtualService whose routes replace this one (delegate.go).
+	Delegate *struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"delegate"`
+
+	// origin is where a route merged from a delegate writes its retries (or, with none, where
+	// they would go): the delegate's route, or the root's when only the root sets retries;
+	// nil for a route of the VirtualService itself.
+	origin    *virtualService
+	originIdx int
+}
+
+// named is the VirtualService and index that name route i of vs in layers and fixes.
+func (r *httpRoute) named(vs *virtualService, i int) (*virtualService, int) {
+	if r.origin != nil {
+		return r.origin, r.originIdx
+	}
+	return vs, i
 }
 
 type httpMatch struct {

@@ -25,7 +25,7 @@ func TestTrim(t *testing.T) {
 		name, in, want string
 	}{
 		{
-			name: "VirtualService keeps hosts, gateways, exportTo, routes' gateways, destinations, timeouts and retries, by index",
+			name: "VirtualService keeps hosts, gateways, exportTo, routes' gateways, destinations, timeouts, retries and delegates, by index",
 			in: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata:
@@ -44,6 +44,8 @@ spec:
     route: [{destination: {host: ratings, subset: v1}, weight: 100}]
     timeout: 1s
   - retries: {attempts: 3, perTryTimeout: 2s, retryOn: 5xx}
+  - match: [{uri: {prefix: /b}}]
+    delegate: {name: ratings-b, namespace: team}
 status: {observedGeneration: 3}
 `,
 			want: `apiVersion: networking.istio.io/v1
@@ -57,6 +59,7 @@ spec:
     route: [{destination: {host: ratings}}]
     timeout: 1s
   - retries: {attempts: 3, perTryTimeout: 2s}
+  - delegate: {name: ratings-b, namespace: team}
 `,
 		},
 		{
