@@ -59,7 +59,8 @@ spec:
     route: [{destination: {host: ratings}}]
     timeout: 1s
   - retries: {attempts: 3, perTryTimeout: 2s}
-  - delegate: {name: ratings-b, namespace: team}
+  - match: [{}]
+    delegate: {name: ratings-b, namespace: team}
 `,
 		},
 		{
