@@ -891,8 +891,15 @@ func (m *Manifests) Analyze() *Report {
 		}
 	}
 	if n > 0 {
-		rep.warnings = append(rep.warnings, Warning{Source: Source{File: "(input)"},
-			Msg: fmt.Sprintf("%d mesh object(s) read (%s): the retries they configure are not counted by this version", n, kindCounts(unread))})
+		msg := fmt.Sprintf("%d mesh object(s) read (%s): the retries they configure are not counted by this version", n, kindCounts(unread))
+		if len(unread) == 1 && unread["DestinationRule"] == n {
+			// Not "the retries they configure": a DestinationRule sets no tries (istio/istio
+			// pilot/pkg/networking/core/cluster_traffic_policy.go: connectionPool.http.maxRetries
+			// is Envoy's circuit breaker max_retries, retryBudget its retry budget), and the
+			// line read as a layer missed on every bookinfo-like input.
+			msg = fmt.Sprintf("%d DestinationRule(s) read, not counted: a DestinationRule sets no tries per request (its connectionPool.http.maxRetries and retryBudget cap the retries in flight to a host, which can only lower what a chain sees)", n)
+		}
+		rep.warnings = append(rep.warnings, Warning{Source: Source{File: "(input)"}, Msg: msg})
 	}
 	for _, w := range rep.warnings {
 		rep.Warnings = append(rep.Warnings, w.String())
