@@ -60,6 +60,7 @@ var meshRead = map[string]bool{
 	"Resiliency":    true, // Dapr (internal/mesh/dapr.go)
 	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
 	"Gateway":       true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)
+	meshConfigKind:  true, // Istio's defaultHttpRetryPolicy (internal/mesh)
 }
 
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.

@@ -76,7 +76,11 @@ type Summary struct {
 	// WithUpstreams is how many workloads declare retrycap.dev/upstreams.
 	WithUpstreams int `json:"withUpstreams"`
 	Services      int `json:"services"`
-	Policies      int `json:"policies"`
+	// Namespaces is how many Namespace objects were read: their labels and annotations put
+	// workloads in a mesh and select them for ClusterRetryPolicies (before, they were counted
+	// as ignored).
+	Namespaces int `json:"namespaces,omitempty"`
+	Policies   int `json:"policies"`
 	// ClusterPolicies is how many ClusterRetryPolicies were read.
 	ClusterPolicies int `json:"clusterPolicies,omitempty"`
 	// Mesh counts the mesh objects read (VirtualService, HTTPRoute, ...) by kind: the retries of
@@ -722,6 +726,11 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		m.count(&m.Summary.Mesh, tm.Kind)
 		return
 	}
+	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" && tm.Metadata.Namespace == mesh.IstioConfigNamespace && tm.Metadata.Name == mesh.IstioConfigName {
+		// Istio's MeshConfig, whose default retries the mesh Set reads (not "ignored").
+		m.count(&m.Summary.Mesh, meshConfigKind)
+		return
+	}
 	m.count(&m.Summary.Ignored, tm.Kind)
 	what, ok := unreadKinds[tm.Kind]
 	if !ok {
@@ -756,6 +765,9 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted",
 		r.ident(tm), strings.Join(keys, ", "), what)
 }
+
+// meshConfigKind counts the ConfigMap istio-system/istio among the mesh objects.
+const meshConfigKind = "ConfigMap istio-system/istio (MeshConfig)"
 
 func templateAnnotations(t *corev1.PodTemplateSpec) map[string]string {
 	if t == nil {
