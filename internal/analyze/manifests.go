@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -411,6 +412,12 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		// Strict: a key given twice in one mapping is an error, as the API server's strict field
 		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
 		js, err := yaml.YAMLToJSONStrict(d.raw)
+		if err != nil && bytes.Contains(d.raw, []byte("<<")) && strings.Contains(err.Error(), "already set in map") && literalDuplicate(d.raw) == "" {
+			// A key the mapping sets over one a merge key (<<: *base) brought in is YAML's merge,
+			// which kubectl reads (the mapping's own value wins); the strict parser takes it for a
+			// key written twice.
+			js, err = yaml.YAMLToJSON(d.raw)
+		}
 		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
 			helm = true
 		}
@@ -441,6 +448,37 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
+}
+
+// literalDuplicate returns the first key written twice in one mapping of raw ("" when none),
+// leaving out the keys a merge key ("<<") brings in, which the mapping's own keys override.
+func literalDuplicate(raw []byte) string {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	var walk func(n *yamlv3.Node) string
+	walk = func(n *yamlv3.Node) string {
+		if n.Kind == yamlv3.MappingNode {
+			seen := map[string]bool{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				if k.Kind == yamlv3.ScalarNode && k.Tag != "!!merge" && k.Value != "<<" {
+					if seen[k.Value] {
+						return k.Value
+					}
+					seen[k.Value] = true
+				}
+			}
+		}
+		for _, c := range n.Content {
+			if dup := walk(c); dup != "" {
+				return dup
+			}
+		}
+		return ""
+	}
+	return walk(&doc)
 }
 
 // controlAt adds to a YAML parser's "control characters are not allowed", which says neither
