@@ -20,7 +20,8 @@ import (
 //   - Linkerd (and GAMMA routes under it): linkerd/linkerd2 policy-controller
 //     k8s/index/src/outbound/index.rs and core/src/outbound.rs AppProtocol: the port's name is
 //     not read; appProtocol "http" is HTTP/1, "kubernetes.io/h2c" HTTP/2, any other value opaque;
-//     without one, a port in the Service's config.linkerd.io/opaque-ports, else in the default
+//     without one, a port in the Service's config.linkerd.io/opaque-ports (else its namespace's,
+//     which Linkerd's proxy injector copies onto the Service), else in the default
 //     opaque ports (charts/linkerd-control-plane/values.yaml: 25,587,3306,4444,5432,6379,9300,
 //     11211), is opaque; else detected (counted as HTTP). An opaque port carries no HTTP route,
 //     so no retry.
@@ -114,7 +115,7 @@ func istioProtocol(p servicePort) protocol {
 
 // linkerdProtocol is port p's protocol as Linkerd's policy controller selects it for Service
 // annotations ann.
-func linkerdProtocol(p servicePort, ann map[string]string) protocol {
+func linkerdProtocol(p servicePort, ann, nsAnn map[string]string) protocol {
 	if p.AppProtocol != "" {
 		switch ap := strings.ToLower(p.AppProtocol); ap {
 		case "http":
@@ -128,6 +129,10 @@ func linkerdProtocol(p servicePort, ann map[string]string) protocol {
 	list, from := LinkerdDefaultOpaquePorts, "Linkerd's default opaque ports "+LinkerdDefaultOpaquePorts
 	if v, ok := ann[LinkerdOpaquePorts]; ok {
 		list, from = v, fmt.Sprintf("the Service's %s %q", LinkerdOpaquePorts, v)
+	} else if v, ok := nsAnn[LinkerdOpaquePorts]; ok {
+		// Linkerd's proxy injector copies the namespace's annotation onto a Service without one
+		// (pkg/inject/inject.go CreateOpaquePortsPatch).
+		list, from = v, fmt.Sprintf("its namespace's %s %q", LinkerdOpaquePorts, v)
 	}
 	if inPortList(list, p.Port) {
 		return protocol{name: "opaque", why: "in " + from}
@@ -180,7 +185,8 @@ func kumaProtocol(p servicePort, ann map[string]string) protocol {
 // Service ref; nil when the layer does not depend on the callee's ports.
 func (s *Set) protocolOf(k Kind, c Caller, ref ServiceRef) func(servicePort) protocol {
 	ann := s.services[ref].Annotations
-	linkerd := func(p servicePort) protocol { return linkerdProtocol(p, ann) }
+	nsAnn := s.namespaces[ref.Namespace].Annotations
+	linkerd := func(p servicePort) protocol { return linkerdProtocol(p, ann, nsAnn) }
 	switch k {
 	case Istio, IstioWaypoint, IstioIngress:
 		return istioProtocol

@@ -43,6 +43,12 @@ func TestProtocolPerMesh(t *testing.T) {
 		{name: "Linkerd: the Service's opaque-ports replaces the default", docs: []string{nsLinkerd, svc("emojivoto", "web", linkerdRetry+`, config.linkerd.io/opaque-ports: "8000-8100"`, "[{port: 8080}]")},
 			caller: caller("emojivoto"), callee: "web",
 			want: `Linkerd 1 (Linkerd does not retry opaque port 8080 of Service emojivoto/web (in the Service's config.linkerd.io/opaque-ports "8000-8100"))`},
+		{name: "Linkerd: the namespace's opaque-ports, which the injector copies onto the Service", docs: []string{`
+apiVersion: v1
+kind: Namespace
+metadata: {name: emojivoto, annotations: {linkerd.io/inject: enabled, config.linkerd.io/opaque-ports: "8080"}}`, svc("emojivoto", "web", linkerdRetry, "[{port: 8080}]")},
+			caller: caller("emojivoto"), callee: "web",
+			want: `Linkerd 1 (Linkerd does not retry opaque port 8080 of Service emojivoto/web (in its namespace's config.linkerd.io/opaque-ports "8080"))`},
 		{name: "Linkerd: an appProtocol it does not know is opaque", docs: []string{nsLinkerd, svc("emojivoto", "emoji-svc", linkerdRetry, "[{name: grpc, port: 8080, appProtocol: grpc}]")},
 			caller: caller("emojivoto"), callee: "emoji-svc",
 			want: `Linkerd 1 (Linkerd does not retry opaque port 8080 (grpc) of Service emojivoto/emoji-svc (appProtocol "grpc": Linkerd reads http and kubernetes.io/h2c, any other value as opaque))`},
