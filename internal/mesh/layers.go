@@ -407,11 +407,17 @@ func (s *Set) InLinkerd(c Caller) bool {
 	if injectedLinkerd(c) {
 		return true
 	}
-	if v, ok := c.Annotations[LinkerdInject]; ok {
-		return v == "enabled"
+	if v := c.Annotations[LinkerdInject]; v != "" {
+		return linkerdInjects(v)
 	}
-	return s.namespaces[c.Namespace].Annotations[LinkerdInject] == "enabled"
+	return linkerdInjects(s.namespaces[c.Namespace].Annotations[LinkerdInject])
 }
+
+// linkerdInjects: the values of linkerd.io/inject that inject the proxy, "enabled" and "ingress"
+// (an ingress controller's proxy, which routes by l5d-dst-override and retries as any other):
+// linkerd/linkerd2 pkg/inject/report.go InjectEnabledValues. Before, "ingress" was read as out of
+// the mesh and an ingress controller's Linkerd retries were not counted.
+func linkerdInjects(v string) bool { return v == "enabled" || v == "ingress" }
 
 // Edge returns the layers the caller's mesh adds to its calls to callee (the graph's name in the
 // caller's namespace view: "ratings", "ratings.other", or a longer in-cluster form). A caller in
