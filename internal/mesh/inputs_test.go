@@ -62,6 +62,7 @@ func TestInjectedIsMeshed(t *testing.T) {
 		{"istioctl kube-inject: status annotation", caller("plain", IstioSidecarStatus, `{"containers":["istio-proxy"]}`), true, false},
 		{"istio-proxy container", Caller{Namespace: "plain", Containers: []string{"app", "istio-proxy"}}, true, false},
 		{"injected wins over inject false", caller("plain", IstioSidecarStatus, "{}", IstioInjectAnnotation, "false"), true, false},
+		{"the label wins over the annotation (Istio's injectRequired)", Caller{Namespace: "plain", Annotations: map[string]string{IstioInjectAnnotation: "true"}, Labels: map[string]string{IstioInjectAnnotation: "false"}}, false, false},
 		{"linkerd inject --manual: proxy-version", caller("plain", LinkerdProxyVersion, "edge-25.1.1"), false, true},
 		{"linkerd-proxy container", Caller{Namespace: "plain", Containers: []string{"linkerd-proxy", "app"}}, false, true},
 	}

@@ -381,13 +381,18 @@ func (s *Set) InIstio(c Caller) bool {
 	if injectedIstio(c) {
 		return true
 	}
-	for _, m := range []map[string]string{c.Annotations, c.Labels} {
-		switch m[IstioInjectAnnotation] {
-		case "true":
-			return true
-		case "false":
-			return false
-		}
+	// The label is Istio's current API and wins over the annotation when both are there; a value
+	// other than "true" or "false" falls back to the namespace (istio/istio pkg/kube/inject
+	// injectRequired: "if both are present we prefer the label").
+	sel := c.Annotations[IstioInjectAnnotation]
+	if v, ok := c.Labels[IstioInjectAnnotation]; ok {
+		sel = v
+	}
+	switch sel {
+	case "true":
+		return true
+	case "false":
+		return false
 	}
 	nl := s.namespaces[c.Namespace].Labels
 	if v, ok := nl[IstioInjectionLabel]; ok {
