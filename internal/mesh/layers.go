@@ -437,14 +437,14 @@ func (s *Set) EdgePort(c Caller, callee string, port int32) Edge {
 	if s == nil {
 		return Edge{}
 	}
-	e := s.edge(c, callee)
+	e := s.edge(c, callee, port)
 	if len(e.Layers) > 0 {
 		s.onlyHTTP(&e, c, callee, port)
 	}
 	return e
 }
 
-func (s *Set) edge(c Caller, callee string) Edge {
+func (s *Set) edge(c Caller, callee string, port int32) Edge {
 	x := s.index()
 	ref, inCluster := resolve(callee, c.Namespace)
 	istio, linkerd := s.InIstio(c), s.InLinkerd(c)
@@ -454,10 +454,10 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		e.Warnings = append(e.Warnings, WarnBothMeshes(c.Name))
 		fallthrough
 	case istio:
-		s.istioEdge(x, &e, c, ref, inCluster)
+		s.istioEdge(x, &e, c, ref, inCluster, port)
 	case linkerd:
 		if inCluster {
-			s.linkerdEdge(x, &e, c, ref)
+			s.linkerdEdge(x, &e, c, ref, port)
 		}
 	case inCluster && s.ambientLabels(c): // istio is false here: no sidecar
 		s.waypointEdge(x, &e, ref) // waypoint.go: ambient pods have no sidecar
@@ -516,7 +516,7 @@ func (s *Set) vsRouteLayer(vs *virtualService, i int, r *httpRoute, at string) L
 	}
 }
 
-func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster bool) {
+func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster bool, port int32) {
 	var vss []*virtualService
 	if inCluster {
 		vss = x.vsByService[ref]
@@ -548,7 +548,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 	if inCluster {
 		unset := s.istioDefault("").Tries // a rule without retry
 		for _, r := range x.routesByService[ref] {
-			if r.group() != GroupGateway || !routeApplies(r, ref, c.Namespace) {
+			if r.group() != GroupGateway || !routeApplies(r, ref, c.Namespace) || !attachesTo(r, ref, port) {
 				continue
 			}
 			for i := range r.Spec.Rules {
@@ -597,6 +597,21 @@ func routeApplies(r *route, ref ServiceRef, callerNS string) bool {
 	return r.Metadata.Namespace == ref.Namespace || r.Metadata.Namespace == callerNS
 }
 
+// attachesTo: the route binds a call to port of Service ref (0: the upstream names no port, the
+// worst case: every route of the Service). A Service parentRef with a port attaches the route
+// to that port only (Gateway API's GAMMA: ParentReference.port; Istio and Linkerd implement it).
+func attachesTo(r *route, ref ServiceRef, port int32) bool {
+	if port == 0 {
+		return true
+	}
+	for _, p := range r.Spec.ParentRefs {
+		if p.isService("Gateway") && p.Name == ref.Name && p.namespaceOr(r.Metadata.Namespace) == ref.Namespace && (p.Port == nil || *p.Port == port) {
+			return true
+		}
+	}
+	return false
+}
+
 func routeForMesh(match []httpMatch) bool {
 	if len(match) == 0 {
 		return true
@@ -623,7 +638,7 @@ func matchWildcard(hosts []string, ref ServiceRef, inCluster bool) bool {
 	return false
 }
 
-func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
+func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef, port int32) {
 	name := ref.Name
 	if ref.Namespace != c.Namespace {
 		name = ref.String()
@@ -642,7 +657,7 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
 	svcUsed := true
 	var routes []*route
 	for _, r := range x.routesByService[ref] {
-		if routeApplies(r, ref, c.Namespace) {
+		if routeApplies(r, ref, c.Namespace) && attachesTo(r, ref, port) {
 			routes = append(routes, r)
 		}
 	}

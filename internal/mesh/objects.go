@@ -132,6 +132,8 @@ type ref struct {
 	Kind      *string `json:"kind"`
 	Namespace *string `json:"namespace"`
 	Name      string  `json:"name"`
+	// Port: of a Service parentRef, the one port the route attaches to (nil: every port).
+	Port *int32 `json:"port"`
 }
 
 // isService: a parentRef or backendRef naming a core Service (group "" or "core"; parentRefs

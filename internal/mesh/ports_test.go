@@ -83,3 +83,29 @@ metadata: {name: emojivoto, annotations: {linkerd.io/inject: enabled, config.lin
 		})
 	}
 }
+
+// A route attached to one port of a Service (parentRef port) binds calls to that port only; an
+// upstream that names no port gets the worst (the route counted). Before, it bound every port.
+func TestRouteParentRefPort(t *testing.T) {
+	docs := nsLinkerd + "\n---\n" + `
+apiVersion: v1
+kind: Service
+metadata: {name: emoji-svc, namespace: emojivoto}
+spec: {selector: {app: emoji}, ports: [{name: grpc, port: 8080}, {name: prom, port: 8801}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: emoji, namespace: emojivoto, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "5"}}
+spec:
+  parentRefs: [{group: core, kind: Service, name: emoji-svc, port: 8080}]
+  rules: [{backendRefs: [{name: emoji-svc, port: 8080}]}]`
+	s := set(t, Options{}, docs)
+	for _, c := range []struct {
+		port  int32
+		tries int64
+	}{{8080, 6}, {8801, 1}, {0, 6}} {
+		if got := s.EdgePort(caller("emojivoto"), "emoji-svc", c.port).Tries(); got != c.tries {
+			t.Errorf("port %d: %d tries, want %d", c.port, got, c.tries)
+		}
+	}
+}

@@ -74,7 +74,9 @@ var someLabels = map[string][]string{
 var waypointLabels = []string{mesh.IstioUseWaypointLabel, mesh.IstioUseWaypointNamespaceLabel, mesh.IstioIngressUseWaypointLabel}
 
 var routeTree = keep{
-	"parentRefs": []any{refTree},
+	// A parentRef's port: a route attached to one port of a Service binds calls to that port
+	// only (mesh/layers.go attachesTo).
+	"parentRefs": []any{keep{"group": true, "kind": true, "namespace": true, "name": true, "port": true}},
 	"rules": []any{keep{"backendRefs": []any{refTree}, "retry": keep{"attempts": true, "backoff": true},
 		"timeouts": keep{"request": true, "backendRequest": true}}},
 }

@@ -86,7 +86,7 @@ metadata:
   namespace: bookinfo
   annotations: {retry.linkerd.io/limit: "2"}
 spec:
-  parentRefs: [{group: "", kind: Service, name: reviews}]
+  parentRefs: [{group: "", kind: Service, name: reviews, port: 9080}]
   rules:
   - backendRefs: [{name: reviews-v2}]
     retry: {attempts: 3, backoff: 1s}
