@@ -538,7 +538,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 			continue
 		}
 		for i, r := range vs.Spec.HTTP {
-			if !routeForMesh(r.Match) {
+			if !routeForMesh(r.Match) || !matchesPort(r.Match, port) {
 				continue
 			}
 			better(&vsBest, s.vsRouteLayer(vs, i, &vs.Spec.HTTP[i], ""))
@@ -606,6 +606,20 @@ func attachesTo(r *route, ref ServiceRef, port int32) bool {
 	}
 	for _, p := range r.Spec.ParentRefs {
 		if p.isService("Gateway") && p.Name == ref.Name && p.namespaceOr(r.Metadata.Namespace) == ref.Namespace && (p.Port == nil || *p.Port == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesPort: an http route takes a call to port (0: the upstream names none, the worst case:
+// every route) unless each of its matches names another port (HTTPMatchRequest.port).
+func matchesPort(match []httpMatch, port int32) bool {
+	if port == 0 || len(match) == 0 {
+		return true
+	}
+	for _, m := range match {
+		if m.Port == 0 || m.Port == port {
 			return true
 		}
 	}

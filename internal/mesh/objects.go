@@ -125,6 +125,8 @@ func (r *httpRoute) named(vs *virtualService, i int) (*virtualService, int) {
 
 type httpMatch struct {
 	Gateways []string `json:"gateways"`
+	// Port: the match takes calls to this port of the host only (0: any).
+	Port int32 `json:"port"`
 }
 
 type ref struct {

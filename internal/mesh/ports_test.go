@@ -109,3 +109,18 @@ spec:
 		}
 	}
 }
+
+// A VirtualService route whose matches each name a port takes calls to those ports only
+// (HTTPMatchRequest.port); before, its retries counted on calls to any port of the host.
+func TestVirtualServiceMatchPort(t *testing.T) {
+	docs := nsIstio + "\n---\n" + vs("bookinfo", "echo", "  hosts: [echo]\n  http:\n  - match: [{port: 7070}]\n    retries: {attempts: 5}\n    route: [{destination: {host: echo}}]\n  - route: [{destination: {host: echo}}]\n    retries: {attempts: 1}\n")
+	s := set(t, Options{}, docs)
+	for _, c := range []struct {
+		port  int32
+		tries int64
+	}{{7070, 6}, {80, 2}, {0, 6}} {
+		if got := s.EdgePort(caller("bookinfo"), "echo", c.port).Tries(); got != c.tries {
+			t.Errorf("port %d: %d tries, want %d", c.port, got, c.tries)
+		}
+	}
+}

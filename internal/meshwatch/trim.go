@@ -24,7 +24,7 @@ var specTrees = map[string]keep{
 		// route: an ingress Gateway's destinations (mesh/ingress.go); timeout and perTryTimeout:
 		// the time model (mesh/time.go). Without them the status counted bookinfo's ingress
 		// layer as none (12 where analyze and the gate say 36).
-		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true, "perTryTimeout": true},
+		"http": []any{keep{"match": []any{keep{"gateways": true, "port": true}}, "retries": keep{"attempts": true, "perTryTimeout": true},
 			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}},
 			"delegate": keep{"name": true, "namespace": true}}}, // mesh/delegate.go
 	},
