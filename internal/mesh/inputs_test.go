@@ -63,6 +63,7 @@ func TestInjectedIsMeshed(t *testing.T) {
 		{"istio-proxy container", Caller{Namespace: "plain", Containers: []string{"app", "istio-proxy"}}, true, false},
 		{"injected wins over inject false", caller("plain", IstioSidecarStatus, "{}", IstioInjectAnnotation, "false"), true, false},
 		{"the label wins over the annotation (Istio's injectRequired)", Caller{Namespace: "plain", Annotations: map[string]string{IstioInjectAnnotation: "true"}, Labels: map[string]string{IstioInjectAnnotation: "false"}}, false, false},
+		{"a pod-template istio.io/rev label in a namespace without injection labels (Istio's revision webhook injects it)", Caller{Namespace: "plain", Labels: map[string]string{IstioRevLabel: "canary"}}, true, false},
 		{"linkerd inject --manual: proxy-version", caller("plain", LinkerdProxyVersion, "edge-25.1.1"), false, true},
 		{"linkerd-proxy container", Caller{Namespace: "plain", Containers: []string{"linkerd-proxy", "app"}}, false, true},
 	}

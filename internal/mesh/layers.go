@@ -398,8 +398,14 @@ func (s *Set) InIstio(c Caller) bool {
 	if v, ok := nl[IstioInjectionLabel]; ok {
 		return v == "enabled"
 	}
-	_, rev := nl[IstioRevLabel]
-	return rev
+	if _, rev := nl[IstioRevLabel]; rev {
+		return true
+	}
+	// A pod-template label istio.io/rev in a namespace without injection labels: Istio's
+	// revision webhook ("rev.object.sidecar-injector", istio/istio
+	// manifests/charts/istio-control/istio-discovery/templates/mutatingwebhook.yaml) injects it.
+	_, podRev := c.Labels[IstioRevLabel]
+	return podRev
 }
 
 // InLinkerd reports whether the caller runs a Linkerd proxy: already injected (injected.go), else
