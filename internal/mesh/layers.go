@@ -381,6 +381,13 @@ func (s *Set) InIstio(c Caller) bool {
 	if injectedIstio(c) {
 		return true
 	}
+	nl := s.namespaces[c.Namespace].Labels
+	if v, ok := nl[IstioInjectionLabel]; ok && v != "enabled" {
+		// istio-injection: disabled (any value but enabled): none of Istio's injection webhooks
+		// selects the namespace, whatever the pod says (istio-discovery's mutatingwebhook.yaml:
+		// the object webhooks require istio-injection DoesNotExist).
+		return false
+	}
 	// The label is Istio's current API and wins over the annotation when both are there; a value
 	// other than "true" or "false" falls back to the namespace (istio/istio pkg/kube/inject
 	// injectRequired: "if both are present we prefer the label").
@@ -394,9 +401,8 @@ func (s *Set) InIstio(c Caller) bool {
 	case "false":
 		return false
 	}
-	nl := s.namespaces[c.Namespace].Labels
-	if v, ok := nl[IstioInjectionLabel]; ok {
-		return v == "enabled"
+	if _, ok := nl[IstioInjectionLabel]; ok {
+		return true // enabled (any other value returned above)
 	}
 	if _, rev := nl[IstioRevLabel]; rev {
 		return true
