@@ -107,6 +107,7 @@ func TestReadHostile(t *testing.T) {
 		{"a key written twice beside a merge key is still refused", policy + deploy("name: web, namespace: shop",
 			"    metadata:\n      labels: {app: web}\n      annotations:\n        <<: {team: a}\n        retrycap.dev/upstreams: \"order=2\"\n        retrycap.dev/upstreams: \"order=9\"\n"),
 			[]string{`test.yaml: document 2: yaml: unmarshal errors: line 17: key "retrycap.dev/upstreams" already set in map`}, 0},
+		{"a List with items: null is an empty list (before: counted as an ignored List)", policy + web + "---\napiVersion: v1\nkind: List\nitems: null\n", nil, 1},
 		{"a PNG", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", []string{`test.yaml: document 1: yaml: invalid leading UTF-8 octet`}, 0},
 	}
 	for _, tc := range cases {
@@ -127,6 +128,9 @@ func TestReadHostile(t *testing.T) {
 				if got := m.Workloads[0].Annotations.Get("retrycap.dev/upstreams"); got != "order=9" {
 					t.Fatalf("upstreams %q, want the mapping's own order=9", got)
 				}
+			}
+			if strings.HasPrefix(tc.name, "a List with items: null") && (len(m.Summary.Ignored) != 0 || m.Summary.Objects != 2) {
+				t.Fatalf("ignored %v, %d object(s); want none ignored, 2 objects", m.Summary.Ignored, m.Summary.Objects)
 			}
 			if strings.HasPrefix(tc.name, "a second document") {
 				const want = "test.yaml: document 2: more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'"

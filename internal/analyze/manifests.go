@@ -592,6 +592,17 @@ func arrayOfObjects(js []byte) error {
 	return fmt.Errorf("a list of %d Kubernetes object(s) (%s), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each", len(named), first)
 }
 
+// nullItems reports whether a List's items are given as null (kubectl reads an empty list;
+// before, the List itself was counted as an ignored object).
+func nullItems(js []byte) bool {
+	var o map[string]json.RawMessage
+	if json.Unmarshal(js, &o) != nil {
+		return false
+	}
+	v, ok := o["items"]
+	return ok && bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
 // isKustomization reports whether a file name is one kustomize reads as its kustomization.
 func isKustomization(name string) bool {
 	switch name {
@@ -693,7 +704,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 	if tm.APIVersion == "" {
 		return []error{&InputError{src, fmt.Errorf("%s: apiVersion is missing", r.ident(&tm))}}
 	}
-	if strings.HasSuffix(tm.Kind, "List") && tm.Items != nil {
+	if strings.HasSuffix(tm.Kind, "List") && (tm.Items != nil || nullItems(js)) {
 		var item *typeMeta
 		if tm.Kind != "List" {
 			item = &typeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(tm.Kind, "List")}
