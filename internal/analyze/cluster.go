@@ -57,7 +57,7 @@ func (r Reader) namespaceObject(m *Manifests, src Source, js []byte, tm *typeMet
 	if err := m.readNamespace(src, js); err != nil {
 		return []error{err}
 	}
-	r.ignored(m, src, tm, js)
+	m.Summary.Namespaces++ // read: labels for meshes and cluster policies, not "ignored"
 	return r.addMesh(m, src, js, tm)
 }
 

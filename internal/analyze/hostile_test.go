@@ -96,6 +96,18 @@ func TestReadHostile(t *testing.T) {
 			[]string{`test.yaml: document 1: yaml: document contains excessive aliasing`}, 0},
 		{"nesting deeper than the parser takes", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n",
 			[]string{`test.yaml: document 1: yaml: line 4: exceeded max depth of 10000`}, 0},
+		{"a NUL byte in a value (before: no word of which byte, nor where)", policy + strings.Replace(web, "image: x", "image: \"x\x00\"", 1),
+			[]string{`test.yaml: document 2: yaml: control characters are not allowed (U+0000 at line 15, column 46)`}, 0},
+		{"a JSON list of objects (before: skipped as a JSON patch, its workload dropped and the check passed)", policy + `[{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}}, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}]`,
+			[]string{`test.yaml: document 2: a list of 2 Kubernetes object(s) (Deployment web and 1 more), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each`}, 0},
+		{"a JSON patch is still skipped", policy + web + "---\n" + `[{"op": "replace", "path": "/spec/replicas", "value": 3}]`, nil, 1},
+		{"a key set over a merge key's (YAML's merge: the mapping's own wins; before: refused as a key written twice)", policy + deploy("name: web, namespace: shop",
+			"    metadata:\n      labels: {app: web}\n      annotations:\n        <<: {retrycap.dev/upstreams: \"order=2\", team: a}\n        retrycap.dev/upstreams: \"order=9\"\n"),
+			nil, 1},
+		{"a key written twice beside a merge key is still refused", policy + deploy("name: web, namespace: shop",
+			"    metadata:\n      labels: {app: web}\n      annotations:\n        <<: {team: a}\n        retrycap.dev/upstreams: \"order=2\"\n        retrycap.dev/upstreams: \"order=9\"\n"),
+			[]string{`test.yaml: document 2: yaml: unmarshal errors: line 17: key "retrycap.dev/upstreams" already set in map`}, 0},
+		{"a List with items: null is an empty list (before: counted as an ignored List)", policy + web + "---\napiVersion: v1\nkind: List\nitems: null\n", nil, 1},
 		{"a PNG", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", []string{`test.yaml: document 1: yaml: invalid leading UTF-8 octet`}, 0},
 	}
 	for _, tc := range cases {
@@ -111,6 +123,14 @@ func TestReadHostile(t *testing.T) {
 			}
 			if tc.errs == nil && len(m.Workloads) != tc.workloads {
 				t.Fatalf("read %d workload(s), want %d", len(m.Workloads), tc.workloads)
+			}
+			if strings.HasPrefix(tc.name, "a key set over a merge key's") {
+				if got := m.Workloads[0].Annotations.Get("retrycap.dev/upstreams"); got != "order=9" {
+					t.Fatalf("upstreams %q, want the mapping's own order=9", got)
+				}
+			}
+			if strings.HasPrefix(tc.name, "a List with items: null") && (len(m.Summary.Ignored) != 0 || m.Summary.Objects != 2) {
+				t.Fatalf("ignored %v, %d object(s); want none ignored, 2 objects", m.Summary.Ignored, m.Summary.Objects)
 			}
 			if strings.HasPrefix(tc.name, "a second document") {
 				const want = "test.yaml: document 2: more than one YAML document in it (a '...' line, or '---' with content on its line): only the first is read, as kubectl reads only the first; put each document after a line of its own '---'"

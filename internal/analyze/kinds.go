@@ -59,6 +59,7 @@ var meshRead = map[string]bool{
 	"Resiliency":    true, // Dapr (internal/mesh/dapr.go)
 	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
 	"Gateway":       true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)
+	meshConfigKind:  true, // Istio's defaultHttpRetryPolicy (internal/mesh)
 }
 
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
@@ -287,6 +288,12 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		}
 		if w.Namespace == "" {
 			w.Namespace = r.namespace()
+			if m.unnamespaced == nil {
+				m.unnamespaced = map[string]int{}
+			}
+			if _, dup := m.Sources[w.Key()]; !dup {
+				m.unnamespaced[w.Namespace]++
+			}
 		}
 		if tm.Kind != workload.KindPod {
 			own := obj.(metav1.Object).GetAnnotations()

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	yamlv2 "go.yaml.in/yaml/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -76,7 +77,11 @@ type Summary struct {
 	// WithUpstreams is how many workloads declare retrycap.dev/upstreams.
 	WithUpstreams int `json:"withUpstreams"`
 	Services      int `json:"services"`
-	Policies      int `json:"policies"`
+	// Namespaces is how many Namespace objects were read: their labels and annotations put
+	// workloads in a mesh and select them for ClusterRetryPolicies (before, they were counted
+	// as ignored).
+	Namespaces int `json:"namespaces,omitempty"`
+	Policies   int `json:"policies"`
 	// ClusterPolicies is how many ClusterRetryPolicies were read.
 	ClusterPolicies int `json:"clusterPolicies,omitempty"`
 	// Mesh counts the mesh objects read (VirtualService, HTTPRoute, ...) by kind: the retries of
@@ -115,6 +120,10 @@ type Manifests struct {
 	meshObjects map[string]meshObject
 	// flagLabels are the namespaces SetNamespaceLabels gave labels for (cluster.go).
 	flagLabels map[string]bool
+	// unnamespaced counts the workloads read without metadata.namespace, by the namespace they
+	// were read in (the Reader's default): a policy that selects nothing in its own namespace
+	// says where they went.
+	unnamespaced map[string]int
 }
 
 // Reader reads manifests. DefaultNamespace is used for objects without one ("default" if empty).
@@ -403,6 +412,12 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		// Strict: a key given twice in one mapping is an error, as the API server's strict field
 		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
 		js, err := yaml.YAMLToJSONStrict(d.raw)
+		if err != nil && bytes.Contains(d.raw, []byte("<<")) && strings.Contains(err.Error(), "already set in map") && literalDuplicate(d.raw) == "" {
+			// A key the mapping sets over one a merge key (<<: *base) brought in is YAML's merge,
+			// which kubectl reads (the mapping's own value wins); the strict parser takes it for a
+			// key written twice.
+			js, err = yaml.YAMLToJSON(d.raw)
+		}
 		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
 			helm = true
 		}
@@ -415,6 +430,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		}
 		if err != nil {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
+			err = controlAt(err, d)
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -432,6 +448,59 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
+}
+
+// literalDuplicate returns the first key written twice in one mapping of raw ("" when none),
+// leaving out the keys a merge key ("<<") brings in, which the mapping's own keys override.
+func literalDuplicate(raw []byte) string {
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	var walk func(n *yamlv3.Node) string
+	walk = func(n *yamlv3.Node) string {
+		if n.Kind == yamlv3.MappingNode {
+			seen := map[string]bool{}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				if k.Kind == yamlv3.ScalarNode && k.Tag != "!!merge" && k.Value != "<<" {
+					if seen[k.Value] {
+						return k.Value
+					}
+					seen[k.Value] = true
+				}
+			}
+		}
+		for _, c := range n.Content {
+			if dup := walk(c); dup != "" {
+				return dup
+			}
+		}
+		return ""
+	}
+	return walk(&doc)
+}
+
+// controlAt adds to a YAML parser's "control characters are not allowed", which says neither
+// which nor where, the first such byte of the document and its line and column in the file (a NUL
+// left by an editor or a bad copy is otherwise a hunt through the file).
+func controlAt(err error, d document) error {
+	if !strings.Contains(err.Error(), "control characters are not allowed") {
+		return err
+	}
+	line, col := d.line-leadingBlanks(d.raw), 1
+	for _, r := range string(d.raw) {
+		switch {
+		case r == '\n':
+			line, col = line+1, 1
+			continue
+		case r == '\t' || r == '\r' || r == 0x85 || r == '\ufeff':
+		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0xfffe || r == 0xffff:
+			return fmt.Errorf("%w (%U at line %d, column %d)", err, r, line, col)
+		}
+		col++
+	}
+	return err
 }
 
 // afterFirst reports what follows a chunk's first YAML document, which YAMLToJSON passes over
@@ -491,6 +560,49 @@ func jsonStream(d document) []document {
 	return out
 }
 
+// arrayOfObjects refuses a document that is a list of Kubernetes objects ([{"apiVersion": ...,
+// "kind": ...}, ...], as jq -s or a script's json.dump writes them): kubectl refuses it ("Object
+// 'Kind' is missing"), and skipped as "not a manifest" its workloads and policies were dropped
+// while the check passed on the rest. A list of anything else (a JSON patch) is left to the
+// caller to skip.
+func arrayOfObjects(js []byte) error {
+	var items []json.RawMessage
+	if json.Unmarshal(js, &items) != nil {
+		return nil
+	}
+	var named []string
+	for _, it := range items {
+		var tm typeMeta
+		if json.Unmarshal(it, &tm) != nil || tm.Kind == "" && tm.APIVersion == "" {
+			continue
+		}
+		id := tm.Kind
+		if tm.Metadata.Name != "" {
+			id += " " + tm.Metadata.Name
+		}
+		named = append(named, id)
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	first := named[0]
+	if len(named) > 1 {
+		first += fmt.Sprintf(" and %d more", len(named)-1)
+	}
+	return fmt.Errorf("a list of %d Kubernetes object(s) (%s), not an object: kubectl refuses it (Object 'Kind' is missing); write them as a kind: List with items, or one document each", len(named), first)
+}
+
+// nullItems reports whether a List's items are given as null (kubectl reads an empty list;
+// before, the List itself was counted as an ignored object).
+func nullItems(js []byte) bool {
+	var o map[string]json.RawMessage
+	if json.Unmarshal(js, &o) != nil {
+		return false
+	}
+	v, ok := o["items"]
+	return ok && bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
 // isKustomization reports whether a file name is one kustomize reads as its kustomization.
 func isKustomization(name string) bool {
 	switch name {
@@ -547,6 +659,9 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		return nil
 	}
 	if len(trimmed) > 0 && trimmed[0] != '{' {
+		if err := arrayOfObjects(trimmed); err != nil {
+			return []error{&InputError{src, err}}
+		}
 		m.Summary.Skipped++
 		what := "not a Kubernetes object"
 		if trimmed[0] == '[' {
@@ -589,7 +704,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 	if tm.APIVersion == "" {
 		return []error{&InputError{src, fmt.Errorf("%s: apiVersion is missing", r.ident(&tm))}}
 	}
-	if strings.HasSuffix(tm.Kind, "List") && tm.Items != nil {
+	if strings.HasSuffix(tm.Kind, "List") && (tm.Items != nil || nullItems(js)) {
 		var item *typeMeta
 		if tm.Kind != "List" {
 			item = &typeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(tm.Kind, "List")}
@@ -660,6 +775,11 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		m.count(&m.Summary.Mesh, tm.Kind)
 		return
 	}
+	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" && tm.Metadata.Namespace == mesh.IstioConfigNamespace && tm.Metadata.Name == mesh.IstioConfigName {
+		// Istio's MeshConfig, whose default retries the mesh Set reads (not "ignored").
+		m.count(&m.Summary.Mesh, meshConfigKind)
+		return
+	}
 	m.count(&m.Summary.Ignored, tm.Kind)
 	what, ok := unreadKinds[tm.Kind]
 	if !ok {
@@ -694,6 +814,9 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted",
 		r.ident(tm), strings.Join(keys, ", "), what)
 }
+
+// meshConfigKind counts the ConfigMap istio-system/istio among the mesh objects.
+const meshConfigKind = "ConfigMap istio-system/istio (MeshConfig)"
 
 func templateAnnotations(t *corev1.PodTemplateSpec) map[string]string {
 	if t == nil {
@@ -815,8 +938,15 @@ func (m *Manifests) Analyze() *Report {
 		}
 	}
 	if n > 0 {
-		rep.warnings = append(rep.warnings, Warning{Source: Source{File: "(input)"},
-			Msg: fmt.Sprintf("%d mesh object(s) read (%s): the retries they configure are not counted by this version", n, kindCounts(unread))})
+		msg := fmt.Sprintf("%d mesh object(s) read (%s): the retries they configure are not counted by this version", n, kindCounts(unread))
+		if len(unread) == 1 && unread["DestinationRule"] == n {
+			// Not "the retries they configure": a DestinationRule sets no tries (istio/istio
+			// pilot/pkg/networking/core/cluster_traffic_policy.go: connectionPool.http.maxRetries
+			// is Envoy's circuit breaker max_retries, retryBudget its retry budget), and the
+			// line read as a layer missed on every bookinfo-like input.
+			msg = fmt.Sprintf("%d DestinationRule(s) read, not counted: a DestinationRule sets no tries per request (its connectionPool.http.maxRetries and retryBudget cap the retries in flight to a host, which can only lower what a chain sees)", n)
+		}
+		rep.warnings = append(rep.warnings, Warning{Source: Source{File: "(input)"}, Msg: msg})
 	}
 	for _, w := range rep.warnings {
 		rep.Warnings = append(rep.Warnings, w.String())
@@ -837,6 +967,7 @@ func (m *Manifests) Analyze() *Report {
 			why = fmt.Sprintf("%s selects no workload (%s): nothing checked", name, p.scopeText)
 		case p.Workloads == 0:
 			why = fmt.Sprintf("%s selects no workload (in namespace %s; a policy selects only workloads of its own namespace): nothing checked", name, p.Namespace)
+			why += m.unnamespacedHint(p.Namespace)
 		case p.WithUpstreams == 0 && len(p.Layers) == 0:
 			// A gateway or mesh layer on an entrypoint's client attempts is something checked
 			// (a route's retries alone can be over the cap); nothing at all contributes here.
@@ -854,6 +985,22 @@ func (m *Manifests) Analyze() *Report {
 		}
 	}
 	return rep
+}
+
+// unnamespacedHint says, for a policy of namespace ns that selects no workload, where the
+// workloads without a namespace went: manifests such as Istio's bookinfo carry none, and
+// `kubectl apply -n NS` puts them in NS, which analyze cannot know without -n.
+func (m *Manifests) unnamespacedHint(ns string) string {
+	var parts []string
+	for _, other := range slices.Sorted(maps.Keys(m.unnamespaced)) {
+		if other != ns {
+			parts = append(parts, fmt.Sprintf("%d workload(s) without metadata.namespace were read in namespace %s", m.unnamespaced[other], other))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, ", ") + ": if you apply them with kubectl apply -n " + ns + ", pass -n " + ns + " (--namespace) to analyze"
 }
 
 // policyReport is the report of r and a with where its policy (at Sources[key]) and each node's

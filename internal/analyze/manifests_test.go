@@ -60,3 +60,29 @@ func TestRenderLoadBound(t *testing.T) {
 		t.Fatalf("table lacks %q:\n%s", want, b.String())
 	}
 }
+
+// What is read is not counted as ignored: a Namespace (its labels put workloads in a mesh and
+// select them for cluster policies) and Istio's MeshConfig ConfigMap (its default retries).
+// Before, both were "ignored: ConfigMap 1, Namespace 1" while they decided the layers.
+func TestSummaryCountsWhatIsRead(t *testing.T) {
+	in := "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled}}\n---\n" +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata: {mesh: \"defaultHttpRetryPolicy: {attempts: 1}\"}\n---\n" +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-config, namespace: shop}\n"
+	m := NewManifests()
+	if errs := (Reader{}).Read(m, "in.yaml", strings.NewReader(in)); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	s := m.Summary
+	if s.Namespaces != 1 || s.Mesh[meshConfigKind] != 1 || len(s.Mesh) != 1 || s.Ignored["ConfigMap"] != 1 || len(s.Ignored) != 1 {
+		t.Fatalf("namespaces %d, mesh %v, ignored %v; want 1, {%s: 1}, {ConfigMap: 1}", s.Namespaces, s.Mesh, s.Ignored, meshConfigKind)
+	}
+	rep := m.Analyze()
+	var b strings.Builder
+	if err := RenderSummary(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	want := "read: 1 file(s), 3 object(s): 0 workload(s) (0 declare retrycap.dev/upstreams), 0 Service(s), 1 Namespace(s), 0 RetryPolicy(ies); mesh objects: ConfigMap istio-system/istio (MeshConfig) 1; ignored: ConfigMap 1\n"
+	if got, _, _ := strings.Cut(b.String(), "not checked"); got != want {
+		t.Fatalf("summary\n%q\nwant\n%q", got, want)
+	}
+}

@@ -396,8 +396,12 @@ func RenderTree(w io.Writer, rep *Report) error {
 func RenderSummary(w io.Writer, rep *Report) error {
 	var b strings.Builder
 	if s := rep.Summary; s != nil {
-		fmt.Fprintf(&b, "read: %d file(s), %d object(s): %d workload(s) (%d declare %s), %d Service(s), %d RetryPolicy(ies)",
-			s.Files, s.Objects, s.Workloads, s.WithUpstreams, annotations.Upstreams, s.Services, s.Policies)
+		fmt.Fprintf(&b, "read: %d file(s), %d object(s): %d workload(s) (%d declare %s), %d Service(s), ",
+			s.Files, s.Objects, s.Workloads, s.WithUpstreams, annotations.Upstreams, s.Services)
+		if s.Namespaces > 0 {
+			fmt.Fprintf(&b, "%d Namespace(s), ", s.Namespaces)
+		}
+		fmt.Fprintf(&b, "%d RetryPolicy(ies)", s.Policies)
 		if s.ClusterPolicies > 0 {
 			fmt.Fprintf(&b, ", %d ClusterRetryPolicy(ies)", s.ClusterPolicies)
 		}

@@ -142,7 +142,7 @@ func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 		}
 		if u.Port != 0 {
 			warnings = append(warnings, Warning{Token: tok, Column: col,
-				Message: fmt.Sprintf("port %d dropped: read as upstream %q (retrycap names services, not ports)", u.Port, u.Name)})
+				Message: fmt.Sprintf("read as upstream %q: the graph names services, not ports; port %d only picks the Service port whose protocol decides whether a mesh retries the call", u.Name, u.Port)})
 		}
 		firstCol[u.Name] = col
 		out = append(out, u)

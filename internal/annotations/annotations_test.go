@@ -102,7 +102,7 @@ func TestParseUpstreams(t *testing.T) {
 	}
 }
 
-// A port is dropped with a warning naming the token, its column and the upstream read; the
+// A port is read with a warning naming the token, its column and the upstream read; the
 // value keeps it when formatted (a rewrite or the proxy's flag writes what the user wrote).
 func TestParseUpstreamsWarnPort(t *testing.T) {
 	ups, warnings, err := ParseUpstreamsWarn("productcatalogservice:3550=2, currencyservice:7000, ads")
@@ -110,13 +110,13 @@ func TestParseUpstreamsWarnPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Warning{
-		{Token: "productcatalogservice:3550=2", Column: 1, Message: `port 3550 dropped: read as upstream "productcatalogservice" (retrycap names services, not ports)`},
-		{Token: "currencyservice:7000", Column: 31, Message: `port 7000 dropped: read as upstream "currencyservice" (retrycap names services, not ports)`},
+		{Token: "productcatalogservice:3550=2", Column: 1, Message: `read as upstream "productcatalogservice": the graph names services, not ports; port 3550 only picks the Service port whose protocol decides whether a mesh retries the call`},
+		{Token: "currencyservice:7000", Column: 31, Message: `read as upstream "currencyservice": the graph names services, not ports; port 7000 only picks the Service port whose protocol decides whether a mesh retries the call`},
 	}
 	if !reflect.DeepEqual(warnings, want) {
 		t.Fatalf("warnings %#v, want %#v", warnings, want)
 	}
-	if got := warnings[1].String(); got != `token "currencyservice:7000" at column 31: port 7000 dropped: read as upstream "currencyservice" (retrycap names services, not ports)` {
+	if got := warnings[1].String(); got != `token "currencyservice:7000" at column 31: read as upstream "currencyservice": the graph names services, not ports; port 7000 only picks the Service port whose protocol decides whether a mesh retries the call` {
 		t.Fatalf("String() = %q", got)
 	}
 	if got := FormatUpstreams(ups); got != "productcatalogservice:3550=2, currencyservice:7000, ads" {

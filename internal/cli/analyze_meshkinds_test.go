@@ -20,7 +20,7 @@ error: ` + file + `: document 4: VirtualServic shop/api: kind "VirtualServic": n
 	fixed := strings.NewReplacer("kind: HTTPRout\n", "kind: HTTPRoute\n", "kind: VirtualServic\n", "kind: VirtualService\n").Replace(string(data))
 	code, out, stderr := run(t, fixed, "analyze", "-f", "-")
 	for _, s := range []string{
-		"read: 1 file(s), 10 object(s): 2 workload(s) (1 declare retrycap.dev/upstreams), 2 Service(s), 1 RetryPolicy(ies); mesh objects: DestinationRule 1, HTTPRoute 1, VirtualService 1; ignored: Namespace 1, ReferenceGrant 1",
+		"read: 1 file(s), 10 object(s): 2 workload(s) (1 declare retrycap.dev/upstreams), 2 Service(s), 1 Namespace(s), 1 RetryPolicy(ies); mesh objects: DestinationRule 1, HTTPRoute 1, VirtualService 1; ignored: ReferenceGrant 1",
 		"RetryPolicy shop/shop  cap 6  amplification 90  WITHIN CAP: no",
 	} {
 		if !strings.Contains(out, s) {
@@ -46,7 +46,7 @@ error: ` + file + `: document 4: ServiceProfil shop/stock.shop.svc.cluster.local
 	fixed := strings.NewReplacer("kind: HTTPRout\n", "kind: HTTPRoute\n", "kind: ServiceProfil\n", "kind: ServiceProfile\n").Replace(string(data))
 	code, out, stderr := run(t, fixed, "analyze", "-f", "-")
 	for _, s := range []string{
-		"read: 1 file(s), 11 object(s): 3 workload(s) (1 declare retrycap.dev/upstreams), 3 Service(s), 1 RetryPolicy(ies); mesh objects: HTTPRoute 1, ServiceProfile 1; ignored: Namespace 1, Server 1",
+		"read: 1 file(s), 11 object(s): 3 workload(s) (1 declare retrycap.dev/upstreams), 3 Service(s), 1 Namespace(s), 1 RetryPolicy(ies); mesh objects: HTTPRoute 1, ServiceProfile 1; ignored: Server 1",
 		"RetryPolicy shop/shop  cap 6  amplification 15  WITHIN CAP: no",
 		`frontend -x15-> api: 15 = 3 (Deployment frontend) x 5 (HTTPRoute shop/api metadata.annotations["retry.linkerd.io/limit"]: "4")`,
 		"warning: Linkerd ServiceProfile shop/stock.shop.svc.cluster.local for stock: Linkerd ignores the retry.linkerd.io annotations and retries under the profile's budget: budget-bounded retries not counted",

@@ -19,7 +19,7 @@ func run(t *testing.T, stdin string, args ...string) (int, string, string) {
 
 func TestAnalyzeStorm27Table(t *testing.T) {
 	code, out, stderr := run(t, "", "analyze", "-f", "testdata/storm27.yaml")
-	const want = `read: 1 file(s), 6 object(s): 4 workload(s) (3 declare retrycap.dev/upstreams), 0 Service(s), 1 RetryPolicy(ies); ignored: Namespace 1
+	const want = `read: 1 file(s), 6 object(s): 4 workload(s) (3 declare retrycap.dev/upstreams), 0 Service(s), 1 Namespace(s), 1 RetryPolicy(ies)
 
 RetryPolicy payments/storm  cap 4  amplification 27  WITHIN CAP: no
   enforcement:      Reject

@@ -1006,6 +1006,11 @@ func newTimePass(c *core, tm *timing, buf *[]nodeT) *timePass {
 // loop did not settle within maxLoopRounds (the figures are then upper bounds).
 func (p *timePass) settle(check bool) bool {
 	c := p.c
+	var off []bool // nodes no chain from an entrypoint reaches: their hops offer no inversion
+	if check {
+		off = c.unreached()
+	}
+	on := func(v int32) bool { return check && (off == nil || !off[v]) }
 	if c.cyc == nil {
 		// Acyclic: every component is one node, no loop to settle.
 		// The rows are laid out in c.order (see adjacency.rowEnd): walking it backwards, each
@@ -1016,7 +1021,7 @@ func (p *timePass) settle(check bool) bool {
 			if i > 0 {
 				lo = rowEnd[i-1]
 			}
-			p.nodeSlots(c.order[i], lo, hi, check)
+			p.nodeSlots(c.order[i], lo, hi, on(c.order[i]))
 			hi = lo
 		}
 		return true
@@ -1026,14 +1031,14 @@ func (p *timePass) settle(check bool) bool {
 		v := c.order[i]
 		cp := c.comp[v]
 		if !c.isCyc(cp) {
-			p.node(v, check)
+			p.node(v, on(v))
 			i--
 			continue
 		}
 		size := c.size(cp)
 		nodes := c.order[i-size+1 : i+1]
 		i -= size
-		if p.simpleTimes(nodes, cp, check) {
+		if p.simpleTimes(nodes, cp, slices.ContainsFunc(nodes, on)) {
 			continue
 		}
 		// Too large to search: the greatest fixpoint round the loop, an upper bound.
@@ -1054,10 +1059,46 @@ func (p *timePass) settle(check bool) bool {
 			settledAll = false
 		}
 		for j := len(nodes) - 1; j >= 0; j-- {
-			p.node(nodes[j], check)
+			p.node(nodes[j], on(nodes[j]))
 		}
 	}
 	return settledAll
+}
+
+// unreached marks the nodes that no chain from an effective entrypoint reaches (nil when every
+// node is reached). A timeout inversion is orphaned work on a chain: a hop no chain of the graph
+// takes is not one of its inversions. The common case is a workload's own-name node beside the
+// Service that fronts it (bookinfo's productpage-v1 beside productpage): nobody calls it, and its
+// hops were listed a second time under its name, the same layer and the same fix.
+func (c *core) unreached() []bool {
+	seen := make([]bool, c.n)
+	stack := make([]int32, 0, len(c.ents))
+	for _, en := range c.ents {
+		if !seen[en.node] {
+			seen[en.node] = true
+			stack = append(stack, en.node)
+		}
+	}
+	n := len(stack)
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		lo, hi := c.out(v)
+		for s := lo; s < hi; s++ {
+			if u := c.adj.to[s]; !seen[u] {
+				seen[u] = true
+				stack = append(stack, u)
+				n++
+			}
+		}
+	}
+	if n == c.n {
+		return nil
+	}
+	for v := range seen {
+		seen[v] = !seen[v]
+	}
+	return seen
 }
 
 // entryTime is what one request at entrypoint v costs its client with k tries: the entry's

@@ -86,6 +86,27 @@ func TestAnalyzeTime(t *testing.T) {
 			total: 1,
 		},
 		{
+			// order-v1 is the workload's own-name node beside the Service order that fronts it:
+			// nobody calls it, and its hop is order's. Before, its inversion was listed a second
+			// time (bookinfo: "productpage-v1 -> reviews" and "productpage -> reviews").
+			name:  "a hop no chain takes offers no inversion",
+			edges: []e{{"gateway", "order", 3, 1}, {"order", "payment", 9, 1}, {"order-v1", "payment", 9, 1}, {"payment", "db", 1, 1}},
+			eps:   []ep{{"gateway", 2}},
+			hops: []hopDecl{
+				{"gateway", "order", Hop{rc(3, time.Second)}},
+				{"order", "payment", Hop{rc(3, 200*ms), istio(3, 0, 0)}},
+				{"order-v1", "payment", Hop{rc(3, 200*ms), istio(3, 0, 0)}},
+				{"payment", "db", Hop{rc(1, 500*ms)}},
+			},
+			worst: "6s", worstPath: "gateway>order>payment>db",
+			chains: []string{"gateway:6s:gateway>order>payment>db:3s,900ms,500ms,unbounded"},
+			inversions: []string{"order -> payment: retrycap per-try timeout 200ms < Istio VirtualService shop/payment's worst time on payment 1.575s: " +
+				"order retries while payment still works on the abandoned try"},
+			fixes: []string{"retrycap per-try timeout for payment >= 1.575s, or Istio VirtualService shop/payment finishing within 200ms " +
+				"(its tries x per-try timeout + backoff, or its timeout)"},
+			total: 1,
+		},
+		{
 			name:  "worked example in docs/concepts.md",
 			edges: []e{{"gateway", "order", 3, 1}, {"order", "payment", 9, 1}, {"payment", "db", 1, 1}},
 			eps:   []ep{{"gateway", 2}},

@@ -3,6 +3,7 @@ package mesh
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Dapr (dapr/dapr): a caller whose pod template has dapr.io/enabled "true" invokes other apps
@@ -79,7 +80,9 @@ func (s *Set) addResiliency(key string, h header, decode func(any) error) error 
 
 // daprEdge adds the Dapr layer of a call from c to the app ref.Name in c's namespace.
 func (s *Set) daprEdge(e *Edge, c Caller, ref ServiceRef) {
-	if c.Annotations[DaprEnabled] != "true" {
+	// Any case of "true", as Dapr's injector reads it (dapr/dapr pkg/injector/service/handler.go
+	// podHasDaprEnabled: strings.EqualFold(..., "true")); before, "True" was out of Dapr.
+	if !strings.EqualFold(c.Annotations[DaprEnabled], "true") {
 		return
 	}
 	appID := c.Annotations[DaprAppID]

@@ -20,6 +20,8 @@ func TestDaprEdge(t *testing.T) {
 	}{
 		{name: "built-in", caller: dapr, want: "Dapr 4 (Dapr built-in DaprBuiltInServiceRetries (3 retries), no Resiliency targets app orders)"},
 		{name: "not enabled", caller: caller("shop", "dapr.io/enabled", "false")},
+		{name: "enabled in any case, as Dapr's injector reads it", caller: caller("shop", "dapr.io/enabled", "True", "dapr.io/app-id", "checkout"),
+			want: "Dapr 4 (Dapr built-in DaprBuiltInServiceRetries (3 retries), no Resiliency targets app orders)"},
 		{name: "target replaces the built-in", caller: dapr,
 			docs: []string{resiliencyDoc("[]", "{once: {policy: constant, duration: 1s, maxRetries: 1}}", "{orders: {retry: once}}")},
 			want: "Dapr 2 (Dapr Resiliency shop/res retry policy once, maxRetries 1 (replaces the built-in retries)) at Resiliency shop/res spec.policies.retries.once.maxRetries"},

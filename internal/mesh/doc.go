@@ -19,7 +19,9 @@
 //     labels and annotations decide its mesh, v is the callee as the graph names it in u's
 //     namespace view ("ratings", or "ratings.other" for another namespace; the longer forms
 //     "v.ns.svc[.cluster.local]" are accepted too). Edge.Tries is the product of the layers:
-//     the factor on u's own attempts.
+//     the factor on u's own attempts. Set.EdgePort keeps only the layers whose mesh retries the
+//     port called, each mesh reading the Service port's protocol its own way (ports.go); a
+//     VirtualService route that delegates is read as Istio merges it (delegate.go).
 //   - Set.Backends lists the Services that an HTTPRoute or GRPCRoute with a Gateway parentRef
 //     routes to, and Set.Entry(v) the north-south factor on v's client attempts.
 //   - Set.LayerTime(layer) gives the timeouts and backoff of a layer, from the object and rule

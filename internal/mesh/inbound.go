@@ -74,7 +74,7 @@ func (s *Set) inboundEdge(e *Edge, ref ServiceRef) {
 	if s.inbound == nil || !s.istioCallee(ref) {
 		return
 	}
-	grpc := slices.ContainsFunc(s.ports[ref], func(p servicePort) bool { _, proto := p.retried(); return proto == "grpc" })
+	grpc := slices.ContainsFunc(s.ports[ref], func(p servicePort) bool { return istioProtocol(p).name == "grpc" })
 	note := fmt.Sprintf("Istio inbound retry policy at %s's sidecar, from %s", ref, s.inbound.note)
 	if grpc {
 		note += " (Istio skips gRPC ports; counted, an upper bound)"

@@ -74,20 +74,21 @@ func (x *index) addIngress(vs *virtualService) {
 
 // ingressLayer is the tries of an ingress route on its destination's client attempts.
 func (s *Set) ingressLayer(ir ingressRoute) Layer {
-	vs, i := ir.vs, ir.i
-	r := vs.Spec.HTTP[i]
+	r := ir.vs.Spec.HTTP[ir.i]
+	names := ingressNames(ir.vs)
+	vs, i := r.named(ir.vs, ir.i)
 	var l Layer
 	switch {
 	case r.Retries == nil:
-		l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] (ingress gateway %s) sets no retries", vs.id(), i, ingressNames(vs))),
+		l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] (ingress gateway %s) sets no retries", vs.id(), i, names)),
 			Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries", i), Default: true})
 	case r.Retries.Attempts == nil:
 		l = Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: 1,
-			Note: fmt.Sprintf("%s spec.http[%d].retries without attempts: no retries (ingress gateway %s)", vs.id(), i, ingressNames(vs))}
+			Note: fmt.Sprintf("%s spec.http[%d].retries without attempts: no retries (ingress gateway %s)", vs.id(), i, names)}
 	default:
 		n := *r.Retries.Attempts
 		l = Layer{Object: vs.id(), FieldPath: fmt.Sprintf("spec.http[%d].retries.attempts", i), Tries: n + 1,
-			Note: fmt.Sprintf("%s spec.http[%d].retries.attempts: %d (ingress gateway %s)", vs.id(), i, n, ingressNames(vs))}
+			Note: fmt.Sprintf("%s spec.http[%d].retries.attempts: %d (ingress gateway %s)", vs.id(), i, n, names)}
 	}
 	l.Kind = IstioIngress
 	return l

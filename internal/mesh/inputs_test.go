@@ -52,7 +52,7 @@ func TestIngressVirtualService(t *testing.T) {
 
 // A pod template already injected is meshed whatever its namespace says.
 func TestInjectedIsMeshed(t *testing.T) {
-	s := set(t, Options{}, nsPlain)
+	s := set(t, Options{}, nsPlain+"\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: nomesh, labels: {istio-injection: disabled}}")
 	cases := []struct {
 		name          string
 		c             Caller
@@ -62,6 +62,9 @@ func TestInjectedIsMeshed(t *testing.T) {
 		{"istioctl kube-inject: status annotation", caller("plain", IstioSidecarStatus, `{"containers":["istio-proxy"]}`), true, false},
 		{"istio-proxy container", Caller{Namespace: "plain", Containers: []string{"app", "istio-proxy"}}, true, false},
 		{"injected wins over inject false", caller("plain", IstioSidecarStatus, "{}", IstioInjectAnnotation, "false"), true, false},
+		{"the label wins over the annotation (Istio's injectRequired)", Caller{Namespace: "plain", Annotations: map[string]string{IstioInjectAnnotation: "true"}, Labels: map[string]string{IstioInjectAnnotation: "false"}}, false, false},
+		{"a pod-template istio.io/rev label in a namespace without injection labels (Istio's revision webhook injects it)", Caller{Namespace: "plain", Labels: map[string]string{IstioRevLabel: "canary"}}, true, false},
+		{"istio-injection: disabled wins over the pod's label (no Istio webhook selects the namespace)", Caller{Namespace: "nomesh", Labels: map[string]string{IstioInjectAnnotation: "true"}}, false, false},
 		{"linkerd inject --manual: proxy-version", caller("plain", LinkerdProxyVersion, "edge-25.1.1"), false, true},
 		{"linkerd-proxy container", Caller{Namespace: "plain", Containers: []string{"linkerd-proxy", "app"}}, false, true},
 	}

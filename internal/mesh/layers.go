@@ -265,8 +265,8 @@ func (s *Set) index() *index {
 		ingress: map[ServiceRef][]ingressRoute{},
 	}
 	for _, k := range sortedKeys(s.virtualServices) {
-		vs := s.virtualServices[k]
-		x.addIngress(vs) // ingress.go
+		vs := s.merged(s.virtualServices[k]) // delegate.go
+		x.addIngress(vs)                     // ingress.go
 		if !forMesh(vs.Spec.Gateways) {
 			continue
 		}
@@ -385,20 +385,37 @@ func (s *Set) InIstio(c Caller) bool {
 	if injectedIstio(c) {
 		return true
 	}
-	for _, m := range []map[string]string{c.Annotations, c.Labels} {
-		switch m[IstioInjectAnnotation] {
-		case "true":
-			return true
-		case "false":
-			return false
-		}
-	}
 	nl := s.namespaces[c.Namespace].Labels
-	if v, ok := nl[IstioInjectionLabel]; ok {
-		return v == "enabled"
+	if v, ok := nl[IstioInjectionLabel]; ok && v != "enabled" {
+		// istio-injection: disabled (any value but enabled): none of Istio's injection webhooks
+		// selects the namespace, whatever the pod says (istio-discovery's mutatingwebhook.yaml:
+		// the object webhooks require istio-injection DoesNotExist).
+		return false
 	}
-	_, rev := nl[IstioRevLabel]
-	return rev
+	// The label is Istio's current API and wins over the annotation when both are there; a value
+	// other than "true" or "false" falls back to the namespace (istio/istio pkg/kube/inject
+	// injectRequired: "if both are present we prefer the label").
+	sel := c.Annotations[IstioInjectAnnotation]
+	if v, ok := c.Labels[IstioInjectAnnotation]; ok {
+		sel = v
+	}
+	switch sel {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	if _, ok := nl[IstioInjectionLabel]; ok {
+		return true // enabled (any other value returned above)
+	}
+	if _, rev := nl[IstioRevLabel]; rev {
+		return true
+	}
+	// A pod-template label istio.io/rev in a namespace without injection labels: Istio's
+	// revision webhook ("rev.object.sidecar-injector", istio/istio
+	// manifests/charts/istio-control/istio-discovery/templates/mutatingwebhook.yaml) injects it.
+	_, podRev := c.Labels[IstioRevLabel]
+	return podRev
 }
 
 // InLinkerd reports whether the caller runs a Linkerd proxy: already injected (injected.go), else
@@ -411,11 +428,17 @@ func (s *Set) InLinkerd(c Caller) bool {
 	if injectedLinkerd(c) {
 		return true
 	}
-	if v, ok := c.Annotations[LinkerdInject]; ok {
-		return v == "enabled"
+	if v := c.Annotations[LinkerdInject]; v != "" {
+		return linkerdInjects(v)
 	}
-	return s.namespaces[c.Namespace].Annotations[LinkerdInject] == "enabled"
+	return linkerdInjects(s.namespaces[c.Namespace].Annotations[LinkerdInject])
 }
+
+// linkerdInjects: the values of linkerd.io/inject that inject the proxy, "enabled" and "ingress"
+// (an ingress controller's proxy, which routes by l5d-dst-override and retries as any other):
+// linkerd/linkerd2 pkg/inject/report.go InjectEnabledValues. Before, "ingress" was read as out of
+// the mesh and an ingress controller's Linkerd retries were not counted.
+func linkerdInjects(v string) bool { return v == "enabled" || v == "ingress" }
 
 // Edge returns the layers the caller's mesh adds to its calls to callee (the graph's name in the
 // caller's namespace view: "ratings", "ratings.other", or a longer in-cluster form). A caller in
@@ -430,14 +453,14 @@ func (s *Set) EdgePort(c Caller, callee string, port int32) Edge {
 	if s == nil {
 		return Edge{}
 	}
-	e := s.edge(c, callee)
+	e := s.edge(c, callee, port)
 	if len(e.Layers) > 0 {
 		s.onlyHTTP(&e, c, callee, port)
 	}
 	return e
 }
 
-func (s *Set) edge(c Caller, callee string) Edge {
+func (s *Set) edge(c Caller, callee string, port int32) Edge {
 	x := s.index()
 	ref, inCluster := resolve(callee, c.Namespace)
 	istio, linkerd := s.InIstio(c), s.InLinkerd(c)
@@ -447,10 +470,10 @@ func (s *Set) edge(c Caller, callee string) Edge {
 		e.Warnings = append(e.Warnings, WarnBothMeshes(c.Name))
 		fallthrough
 	case istio:
-		s.istioEdge(x, &e, c, ref, inCluster)
+		s.istioEdge(x, &e, c, ref, inCluster, port)
 	case linkerd:
 		if inCluster {
-			s.linkerdEdge(x, &e, c, ref)
+			s.linkerdEdge(x, &e, c, ref, port)
 		}
 	case inCluster && s.ambientLabels(c): // istio is false here: no sidecar
 		s.waypointEdge(x, &e, ref) // waypoint.go: ambient pods have no sidecar
@@ -494,6 +517,7 @@ func better(a *Layer, b Layer) {
 // vsRouteLayer is the retry layer of vs's http route i, r (Istio's default route when r sets no
 // retries), for a sidecar (at "") or a waypoint (at " at <waypoint>", named in the notes).
 func (s *Set) vsRouteLayer(vs *virtualService, i int, r *httpRoute, at string) Layer {
+	vs, i = r.named(vs, i)
 	switch {
 	case r.Retries == nil:
 		return withDefault(s.istioDefault(fmt.Sprintf("%s spec.http[%d] sets no retries%s", vs.id(), i, at)),
@@ -508,7 +532,7 @@ func (s *Set) vsRouteLayer(vs *virtualService, i int, r *httpRoute, at string) L
 	}
 }
 
-func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster bool) {
+func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster bool, port int32) {
 	var vss []*virtualService
 	if inCluster {
 		vss = x.vsByService[ref]
@@ -530,7 +554,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 			continue
 		}
 		for i, r := range vs.Spec.HTTP {
-			if !routeForMesh(r.Match) {
+			if !routeForMesh(r.Match) || !matchesPort(r.Match, port) {
 				continue
 			}
 			better(&vsBest, s.vsRouteLayer(vs, i, &vs.Spec.HTTP[i], ""))
@@ -540,7 +564,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 	if inCluster {
 		unset := s.istioDefault("").Tries // a rule without retry
 		for _, r := range x.routesByService[ref] {
-			if r.group() != GroupGateway || !routeApplies(r, ref, c.Namespace) {
+			if r.group() != GroupGateway || !routeApplies(r, ref, c.Namespace) || !attachesTo(r, ref, port) {
 				continue
 			}
 			for i := range r.Spec.Rules {
@@ -591,6 +615,35 @@ func routeApplies(r *route, ref ServiceRef, callerNS string) bool {
 	return r.Metadata.Namespace == ref.Namespace || r.Metadata.Namespace == callerNS
 }
 
+// attachesTo: the route binds a call to port of Service ref (0: the upstream names no port, the
+// worst case: every route of the Service). A Service parentRef with a port attaches the route
+// to that port only (Gateway API's GAMMA: ParentReference.port; Istio and Linkerd implement it).
+func attachesTo(r *route, ref ServiceRef, port int32) bool {
+	if port == 0 {
+		return true
+	}
+	for _, p := range r.Spec.ParentRefs {
+		if p.isService("Gateway") && p.Name == ref.Name && p.namespaceOr(r.Metadata.Namespace) == ref.Namespace && (p.Port == nil || *p.Port == port) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesPort: an http route takes a call to port (0: the upstream names none, the worst case:
+// every route) unless each of its matches names another port (HTTPMatchRequest.port).
+func matchesPort(match []httpMatch, port int32) bool {
+	if port == 0 || len(match) == 0 {
+		return true
+	}
+	for _, m := range match {
+		if m.Port == 0 || m.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
 func routeForMesh(match []httpMatch) bool {
 	if len(match) == 0 {
 		return true
@@ -617,7 +670,7 @@ func matchWildcard(hosts []string, ref ServiceRef, inCluster bool) bool {
 	return false
 }
 
-func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
+func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef, port int32) {
 	name := ref.Name
 	if ref.Namespace != c.Namespace {
 		name = ref.String()
@@ -636,7 +689,7 @@ func (s *Set) linkerdEdge(x *index, e *Edge, c Caller, ref ServiceRef) {
 	svcUsed := true
 	var routes []*route
 	for _, r := range x.routesByService[ref] {
-		if routeApplies(r, ref, c.Namespace) {
+		if routeApplies(r, ref, c.Namespace) && attachesTo(r, ref, port) {
 			routes = append(routes, r)
 		}
 	}

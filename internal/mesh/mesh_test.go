@@ -241,6 +241,14 @@ func TestEdge(t *testing.T) {
 				Note: `Service plain/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "2"`}}},
 		},
 		{
+			// linkerd/linkerd2 pkg/inject/report.go InjectEnabledValues: an ingress controller's
+			// proxy (before: read as out of the mesh, its retries not counted).
+			name: "Linkerd ingress mode meshes the caller", docs: nsPlain + "\n---\n" + svc("plain", "emoji-svc", `retry.linkerd.io/limit: "2"`),
+			caller: caller("plain", "linkerd.io/inject", "ingress"), callee: "emoji-svc",
+			want: Edge{Layers: []Layer{{Kind: Linkerd, Object: "Service plain/emoji-svc", FieldPath: `metadata.annotations["retry.linkerd.io/limit"]`, Tries: 3,
+				Note: `Service plain/emoji-svc metadata.annotations["retry.linkerd.io/limit"]: "2"`}}},
+		},
+		{
 			name: "Linkerd pod-template disabled opts out", docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "2"`),
 			caller: caller("emojivoto", "linkerd.io/inject", "disabled"), callee: "emoji-svc",
 			want: Edge{},

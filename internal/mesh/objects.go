@@ -103,10 +103,31 @@ type httpRoute struct {
 	Retries *struct {
 		Attempts *int64 `json:"attempts"`
 	} `json:"retries"`
+	// Delegate names the VirtualService whose routes replace this one (delegate.go).
+	Delegate *struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"delegate"`
+
+	// origin is where a route merged from a delegate writes its retries (or, with none, where
+	// they would go): the delegate's route, or the root's when only the root sets retries;
+	// nil for a route of the VirtualService itself.
+	origin    *virtualService
+	originIdx int
+}
+
+// named is the VirtualService and index that name route i of vs in layers and fixes.
+func (r *httpRoute) named(vs *virtualService, i int) (*virtualService, int) {
+	if r.origin != nil {
+		return r.origin, r.originIdx
+	}
+	return vs, i
 }
 
 type httpMatch struct {
 	Gateways []string `json:"gateways"`
+	// Port: the match takes calls to this port of the host only (0: any).
+	Port int32 `json:"port"`
 }
 
 type ref struct {
@@ -114,6 +135,8 @@ type ref struct {
 	Kind      *string `json:"kind"`
 	Namespace *string `json:"namespace"`
 	Name      string  `json:"name"`
+	// Port: of a Service parentRef, the one port the route attaches to (nil: every port).
+	Port *int32 `json:"port"`
 }
 
 // isService: a parentRef or backendRef naming a core Service (group "" or "core"; parentRefs

@@ -9,13 +9,33 @@ import (
 
 // Mesh retries apply on HTTP and gRPC ports only (DESIGN.md, "Real inputs, third round"): the
 // sidecars retry requests, and a TCP connection (a database, a cache) carries none they can see.
-// The port's protocol is chosen as Istio does (its "protocol selection" docs; pkg/config/protocol
-// Parse, and kube.ConvertProtocol: appProtocol first, then the port name's prefix before the first
-// "-"), and Linkerd's HTTP routes, the only thing its retries hang on, match HTTP and gRPC too.
+// Each mesh decides a port's protocol its own way, and a layer is judged by its own mesh's rule
+// (protocolOf):
+//   - Istio (its sidecar, inbound and waypoint layers, and GAMMA routes under Istio): istio/istio
+//     pkg/config/kube/conversion.go ConvertProtocol: UDP is UDP; appProtocol, when set, replaces
+//     the port's name (kubernetes.io/h2c is HTTP2, kubernetes.io/ws HTTP, kubernetes.io/wss
+//     HTTPS); a "grpc-web" prefix; else the prefix before the first "-", parsed as
+//     pkg/config/protocol Parse does; a name it does not parse is sniffed (counted as HTTP, the
+//     worst case), except on the well-known ports 25, 53, 3306 and 27017, which are TCP.
+//   - Linkerd (and GAMMA routes under it): linkerd/linkerd2 policy-controller
+//     k8s/index/src/outbound/index.rs and core/src/outbound.rs AppProtocol: the port's name is
+//     not read; appProtocol "http" is HTTP/1, "kubernetes.io/h2c" HTTP/2, any other value opaque;
+//     without one, a port in the Service's config.linkerd.io/opaque-ports (else its namespace's,
+//     which Linkerd's proxy injector copies onto the Service), else in the default
+//     opaque ports (charts/linkerd-control-plane/values.yaml: 25,587,3306,4444,5432,6379,9300,
+//     11211), is opaque; else detected (counted as HTTP). An opaque port carries no HTTP route,
+//     so no retry.
+//   - Kuma: kumahq/kuma pkg/plugins/runtime/k8s/controllers/inbound_converter.go ProtocolTagFor:
+//     appProtocol when Kuma knows it (pkg/core/metadata/protocol.go ParseProtocol), else the
+//     Service's annotation "<port>.service.kuma.io/protocol", else tcp; MeshRetry retries http
+//     and grpc (pkg/plugins/policies/meshretry/plugin/xds/configurer.go GetRouteRetryConfig; http2
+//     is counted too, an upper bound).
+//   - Dapr and Consul: not by the callee Service's ports. Dapr's sidecars invoke each other over
+//     their own gRPC port whatever the app's Service says; a Consul ServiceRouter exists only for
+//     a service Consul's own config makes HTTP, HTTP/2 or gRPC (Consul refuses it otherwise).
 // The port is the one the upstream names ("redis-cart:6379"); else the Service's only port; a
-// Service with HTTP and TCP ports and no port named gets the worst (the mesh's retries counted),
-// said in a warning. A port whose protocol is not declared (unnamed, no appProtocol) is counted as
-// HTTP: Istio sniffs it, and HTTP is the worst case.
+// Service with ports a layer retries and ports it does not, and no port named, gets the worst
+// (the layer counted), said in a warning.
 
 type servicePort struct {
 	Name        string `json:"name"`
@@ -38,40 +58,151 @@ func (s *Set) setPorts(ref ServiceRef, ports []servicePort) {
 	s.ports[ref] = ports
 }
 
-// httpProtocols are the protocols whose requests a mesh retries (Istio: HTTP, HTTP2, GRPC,
-// GRPC-Web; appProtocol also kubernetes.io/h2c and kubernetes.io/ws).
-var httpProtocols = map[string]bool{
-	"http": true, "http2": true, "grpc": true, "grpc-web": true, "h2c": true,
-	"kubernetes.io/h2c": true, "kubernetes.io/ws": true,
+// Service annotations that decide a port's protocol (read by Linkerd and Kuma).
+const (
+	LinkerdOpaquePorts           = "config.linkerd.io/opaque-ports"
+	KumaProtocolAnnotationSuffix = ".service.kuma.io/protocol" // "<port>.service.kuma.io/protocol"
+)
+
+// LinkerdDefaultOpaquePorts are the ports Linkerd treats as opaque unless the Service says
+// otherwise (charts/linkerd-control-plane/values.yaml proxy.opaquePorts).
+const LinkerdDefaultOpaquePorts = "25,587,3306,4444,5432,6379,9300,11211"
+
+// istioWellKnownPorts are the ports Istio does not sniff: a port there whose protocol is not
+// declared is TCP (pkg/config/kube/conversion.go wellKnownPorts: SMTP, DNS, MySQL, MongoDB).
+var istioWellKnownPorts = map[int32]bool{25: true, 53: true, 3306: true, 27017: true}
+
+// protocol is a port's protocol as one mesh reads it.
+type protocol struct {
+	retried bool
+	name    string // "tcp", "grpc", "mysql"; "" when not declared (sniffed or detected)
+	why     string // how the mesh chose it, when that is not the port's name or appProtocol
 }
 
-// knownProtocols are the other protocols Istio recognises: declared, they mean "not HTTP".
-var knownProtocols = map[string]bool{
-	"tcp": true, "tls": true, "https": true, "mongo": true, "mysql": true, "redis": true, "udp": true,
-}
-
-// retried reports whether a mesh retries requests on port p, and the protocol as declared
-// ("" when not declared).
-func (p servicePort) retried() (bool, string) {
+// istioProtocol is port p's protocol as Istio selects it.
+func istioProtocol(p servicePort) protocol {
 	if strings.EqualFold(p.Protocol, "UDP") || strings.EqualFold(p.Protocol, "SCTP") {
-		return false, strings.ToLower(p.Protocol)
+		return protocol{name: strings.ToLower(p.Protocol)}
 	}
-	if ap := strings.ToLower(p.AppProtocol); ap != "" {
-		if httpProtocols[ap] {
-			return true, ap
+	name := p.Name
+	if p.AppProtocol != "" {
+		name = p.AppProtocol
+		switch strings.ToLower(name) {
+		case "kubernetes.io/h2c":
+			return protocol{retried: true, name: "http2"}
+		case "kubernetes.io/ws":
+			return protocol{retried: true, name: "http"}
+		case "kubernetes.io/wss":
+			return protocol{name: "https"}
 		}
-		if knownProtocols[ap] || strings.HasPrefix(ap, "kubernetes.io/") {
-			return false, ap
+	}
+	name = strings.ToLower(name)
+	if strings.HasPrefix(name, "grpc-web") {
+		return protocol{retried: true, name: "grpc-web"}
+	}
+	prefix, _, _ := strings.Cut(name, "-")
+	switch prefix {
+	case "http", "http2", "grpc", "http_proxy":
+		return protocol{retried: true, name: prefix}
+	case "tcp", "udp", "https", "tls", "mongo", "redis", "mysql":
+		return protocol{name: prefix}
+	}
+	if istioWellKnownPorts[p.Port] {
+		return protocol{name: "tcp", why: fmt.Sprintf("no protocol declared: Istio does not sniff well-known port %d", p.Port)}
+	}
+	return protocol{retried: true} // not declared: Istio sniffs; HTTP is the worst case
+}
+
+// linkerdProtocol is port p's protocol as Linkerd's policy controller selects it for Service
+// annotations ann.
+func linkerdProtocol(p servicePort, ann, nsAnn map[string]string) protocol {
+	if p.AppProtocol != "" {
+		switch ap := strings.ToLower(p.AppProtocol); ap {
+		case "http":
+			return protocol{retried: true, name: "http"}
+		case "kubernetes.io/h2c":
+			return protocol{retried: true, name: "http2"}
+		default:
+			return protocol{name: "opaque", why: fmt.Sprintf("appProtocol %q: Linkerd reads http and kubernetes.io/h2c, any other value as opaque", p.AppProtocol)}
 		}
 	}
-	prefix, _, _ := strings.Cut(strings.ToLower(p.Name), "-")
-	switch {
-	case httpProtocols[prefix]:
-		return true, prefix
-	case knownProtocols[prefix]:
-		return false, prefix
+	list, from := LinkerdDefaultOpaquePorts, "Linkerd's default opaque ports "+LinkerdDefaultOpaquePorts
+	if v, ok := ann[LinkerdOpaquePorts]; ok {
+		list, from = v, fmt.Sprintf("the Service's %s %q", LinkerdOpaquePorts, v)
+	} else if v, ok := nsAnn[LinkerdOpaquePorts]; ok {
+		// Linkerd's proxy injector copies the namespace's annotation onto a Service without one
+		// (pkg/inject/inject.go CreateOpaquePortsPatch).
+		list, from = v, fmt.Sprintf("its namespace's %s %q", LinkerdOpaquePorts, v)
 	}
-	return true, "" // not declared: Istio sniffs; HTTP is the worst case
+	if inPortList(list, p.Port) {
+		return protocol{name: "opaque", why: "in " + from}
+	}
+	return protocol{retried: true} // detected: HTTP is the worst case
+}
+
+// inPortList reports whether port is in a Linkerd port list ("25,587,8000-8100"); a part that
+// is not a port or a range is passed over, as Linkerd's parser logs and skips it.
+func inPortList(list string, port int32) bool {
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil {
+			continue
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil {
+				continue
+			}
+		}
+		if int(port) >= a && int(port) <= b {
+			return true
+		}
+	}
+	return false
+}
+
+// kumaProtocol is port p's protocol as Kuma selects it for Service annotations ann.
+func kumaProtocol(p servicePort, ann map[string]string) protocol {
+	proto, why := "", ""
+	switch ap := strings.ToLower(p.AppProtocol); ap {
+	case "http", "http2", "tcp", "tls", "grpc", "mysql":
+		proto = ap
+	}
+	if key := strconv.Itoa(int(p.Port)) + KumaProtocolAnnotationSuffix; proto == "" {
+		if v, ok := ann[key]; ok && v != "" {
+			proto, why = strings.ToLower(v), key+" "+strconv.Quote(v)
+		}
+	}
+	if proto == "" {
+		proto, why = "tcp", "no appProtocol Kuma reads and no "+strconv.Itoa(int(p.Port))+KumaProtocolAnnotationSuffix+": Kuma's default"
+	}
+	return protocol{retried: proto == "http" || proto == "http2" || proto == "grpc", name: proto, why: why}
+}
+
+// protocolOf returns how layer kind k, on a call from c, reads the protocol of a port of the
+// Service ref; nil when the layer does not depend on the callee's ports.
+func (s *Set) protocolOf(k Kind, c Caller, ref ServiceRef) func(servicePort) protocol {
+	ann := s.services[ref].Annotations
+	nsAnn := s.namespaces[ref.Namespace].Annotations
+	linkerd := func(p servicePort) protocol { return linkerdProtocol(p, ann, nsAnn) }
+	switch k {
+	case Istio, IstioWaypoint, IstioIngress:
+		return istioProtocol
+	case Linkerd:
+		return linkerd
+	case GAMMA:
+		if s.InIstio(c) || !s.InLinkerd(c) {
+			return istioProtocol
+		}
+		return linkerd
+	case Kuma:
+		return func(p servicePort) protocol { return kumaProtocol(p, ann) }
+	case Dapr, Consul:
+		return nil
+	}
+	return istioProtocol
 }
 
 func (p servicePort) String() string {
@@ -81,8 +212,8 @@ func (p servicePort) String() string {
 	return fmt.Sprintf("%d (%s)", p.Port, p.Name)
 }
 
-// onlyHTTP replaces e's layers with a 1-try layer when the call goes to a port the mesh does
-// not retry, and warns when the port is not known.
+// onlyHTTP replaces each of e's layers that does not retry on the port called with a 1-try
+// layer saying why, and warns when the port is not known.
 func (s *Set) onlyHTTP(e *Edge, c Caller, callee string, port int32) {
 	ref, inCluster := resolve(callee, c.Namespace)
 	if !inCluster {
@@ -92,49 +223,57 @@ func (s *Set) onlyHTTP(e *Edge, c Caller, callee string, port int32) {
 	if len(ports) == 0 {
 		return // no Service object, or no ports: as before, the mesh's layer
 	}
-	var tcp []servicePort
-	http := false
-	switch {
-	case port != 0:
+	if port != 0 {
 		i := slices.IndexFunc(ports, func(p servicePort) bool { return p.Port == port })
 		if i < 0 {
 			e.Warnings = append(e.Warnings, fmt.Sprintf("%s calls %s:%d, a port Service %s does not have: counting the mesh's retries", c.Name, callee, port, ref))
 			return
 		}
-		if ok, _ := ports[i].retried(); ok {
-			return
+		ports = ports[i : i+1]
+	}
+	done := map[Kind]bool{}
+	warned := false
+	var layers []Layer
+	for _, l := range e.Layers {
+		of := s.protocolOf(l.Kind, c, ref)
+		if of == nil {
+			layers = append(layers, l)
+			continue
 		}
-		tcp = ports[i : i+1]
-	default:
+		var tcp []servicePort
+		var first protocol
+		http := false
 		for _, p := range ports {
-			if ok, _ := p.retried(); ok {
+			if pr := of(p); pr.retried {
 				http = true
 			} else {
+				if len(tcp) == 0 {
+					first = pr
+				}
 				tcp = append(tcp, p)
 			}
 		}
-		if http && len(tcp) > 0 {
-			e.Warnings = append(e.Warnings, fmt.Sprintf("Service %s has HTTP and TCP ports and %s names no port in its upstream %s: counting the mesh's retries (the worst); write the upstream as %s:PORT", ref, c.Name, callee, callee))
-			return
-		}
-		if http {
-			return
-		}
-	}
-	_, proto := tcp[0].retried()
-	var ps []string
-	for _, p := range tcp {
-		ps = append(ps, p.String())
-	}
-	kinds := map[Kind]bool{}
-	var layers []Layer
-	for _, l := range e.Layers {
-		if kinds[l.Kind] {
+		if len(tcp) == 0 || http {
+			if http && len(tcp) > 0 && !warned {
+				warned = true
+				e.Warnings = append(e.Warnings, fmt.Sprintf("Service %s has HTTP and TCP ports and %s names no port in its upstream %s: counting the mesh's retries (the worst); write the upstream as %s:PORT", ref, c.Name, callee, callee))
+			}
+			layers = append(layers, l)
 			continue
 		}
-		kinds[l.Kind] = true
-		layers = append(layers, Layer{Kind: l.Kind, Tries: 1, Default: true,
-			Note: fmt.Sprintf("%s does not retry %s port %s of Service %s", l.Kind, proto, strings.Join(ps, ", "), ref)})
+		if done[l.Kind] {
+			continue
+		}
+		done[l.Kind] = true
+		var ps []string
+		for _, p := range tcp {
+			ps = append(ps, p.String())
+		}
+		note := fmt.Sprintf("%s does not retry %s port %s of Service %s", l.Kind, first.name, strings.Join(ps, ", "), ref)
+		if first.why != "" {
+			note += " (" + first.why + ")"
+		}
+		layers = append(layers, Layer{Kind: l.Kind, Tries: 1, Default: true, Note: note})
 	}
 	e.Layers = layers
 }

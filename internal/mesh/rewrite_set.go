@@ -248,8 +248,10 @@ func (s *Set) EntrySiblings(group string, l Layer, v ServiceRef) []Layer {
 			return []Layer{l}
 		}
 		for _, ir := range s.index().ingress[v] {
-			if ir.vs == vs {
-				out = append(out, s.ingressLayer(ir))
+			// By the object that names the layer: a root VirtualService's routes merged from a
+			// delegate name the delegate where it sets the retries (delegate.go).
+			if sl := s.ingressLayer(ir); sl.Object == vs.id() {
+				out = append(out, sl)
 			}
 		}
 	case l.Kind == Gateway && (group+"/"+kind == GroupGateway+"/HTTPRoute" || group+"/"+kind == GroupGateway+"/GRPCRoute"):

@@ -25,8 +25,9 @@ var specTrees = map[string]keep{
 		// the time model (mesh/time.go). Without them the status counted bookinfo's ingress
 		// layer as none (12 where analyze and the gate say 36). retries.backoff: Envoy's base
 		// interval, which the time model reads too.
-		"http": []any{keep{"match": []any{keep{"gateways": true}}, "retries": keep{"attempts": true, "perTryTimeout": true, "backoff": true},
-			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}}}},
+		"http": []any{keep{"match": []any{keep{"gateways": true, "port": true}}, "retries": keep{"attempts": true, "perTryTimeout": true, "backoff": true},
+			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}},
+			"delegate": keep{"name": true, "namespace": true}}}, // mesh/delegate.go
 	},
 	mesh.GroupGateway + "/HTTPRoute":    routeTree,
 	mesh.GroupGateway + "/GRPCRoute":    routeTree,
@@ -74,7 +75,9 @@ var someLabels = map[string][]string{
 var waypointLabels = []string{mesh.IstioUseWaypointLabel, mesh.IstioUseWaypointNamespaceLabel, mesh.IstioIngressUseWaypointLabel}
 
 var routeTree = keep{
-	"parentRefs": []any{refTree},
+	// A parentRef's port: a route attached to one port of a Service binds calls to that port
+	// only (mesh/layers.go attachesTo).
+	"parentRefs": []any{keep{"group": true, "kind": true, "namespace": true, "name": true, "port": true}},
 	"rules": []any{keep{"backendRefs": []any{refTree}, "retry": keep{"attempts": true, "backoff": true},
 		"timeouts": keep{"request": true, "backendRequest": true}}},
 }
@@ -142,6 +145,7 @@ func meshAnnotations(ann map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range ann {
 		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation || k == mesh.KumaSidecarInjection || k == mesh.KumaMeshLabel ||
+			k == mesh.LinkerdOpaquePorts || strings.HasSuffix(k, mesh.KumaProtocolAnnotationSuffix) ||
 			strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") {
 			if out == nil {
 				out = map[string]string{}

@@ -25,7 +25,7 @@ func TestTrim(t *testing.T) {
 		name, in, want string
 	}{
 		{
-			name: "VirtualService keeps hosts, gateways, exportTo, routes' gateways, destinations, timeouts and retries, by index",
+			name: "VirtualService keeps hosts, gateways, exportTo, routes' gateways, destinations, timeouts, retries and delegates, by index",
 			in: `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata:
@@ -44,6 +44,8 @@ spec:
     route: [{destination: {host: ratings, subset: v1}, weight: 100}]
     timeout: 1s
   - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s, retryOn: 5xx}
+  - match: [{uri: {prefix: /b}}]
+    delegate: {name: ratings-b, namespace: team}
 status: {observedGeneration: 3}
 `,
 			want: `apiVersion: networking.istio.io/v1
@@ -57,6 +59,8 @@ spec:
     route: [{destination: {host: ratings}}]
     timeout: 1s
   - retries: {attempts: 3, perTryTimeout: 2s, backoff: 1s}
+  - match: [{}]
+    delegate: {name: ratings-b, namespace: team}
 `,
 		},
 		{
@@ -82,7 +86,7 @@ metadata:
   namespace: bookinfo
   annotations: {retry.linkerd.io/limit: "2", timeout.linkerd.io/response: 1s}
 spec:
-  parentRefs: [{group: "", kind: Service, name: reviews}]
+  parentRefs: [{group: "", kind: Service, name: reviews, port: 9080}]
   rules:
   - backendRefs: [{name: reviews-v2}]
     retry: {attempts: 3, backoff: 1s}
@@ -197,7 +201,7 @@ spec:
 `,
 		},
 		{
-			name: "Service keeps its ports' name, port, protocol and appProtocol, and Linkerd's retry annotations",
+			name: "Service keeps its ports' name, port, protocol and appProtocol, Linkerd's retry annotations, and Linkerd's and Kuma's protocol annotations",
 			in: `apiVersion: v1
 kind: Service
 metadata:
@@ -205,7 +209,7 @@ metadata:
   namespace: boutique
   resourceVersion: "7"
   labels: {app: redis-cart}
-  annotations: {retry.linkerd.io/http: 5xx, kubectl.kubernetes.io/last-applied-configuration: "{}"}
+  annotations: {retry.linkerd.io/http: 5xx, kubectl.kubernetes.io/last-applied-configuration: "{}", config.linkerd.io/opaque-ports: "9121", 9121.service.kuma.io/protocol: http}
 spec:
   selector: {app: redis-cart}
   clusterIP: 10.0.0.7
@@ -220,7 +224,7 @@ metadata:
   name: redis-cart
   namespace: boutique
   resourceVersion: "7"
-  annotations: {retry.linkerd.io/http: 5xx}
+  annotations: {retry.linkerd.io/http: 5xx, config.linkerd.io/opaque-ports: "9121", 9121.service.kuma.io/protocol: http}
 spec:
   ports:
   - {name: tcp-redis, port: 6379, protocol: TCP}
