@@ -93,7 +93,7 @@ func TestDecidePlacement(t *testing.T) {
 		{
 			name: "an upstream's port is dropped, said",
 			in:   Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment:8080=1")},
-			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstreams: token "payment:8080=1" at column 1: port 8080 dropped: read as upstream "payment" (retrycap names services, not ports)`}},
+			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstreams: token "payment:8080=1" at column 1: read as upstream "payment": the graph names services, not ports; port 8080 only picks the Service port whose protocol decides whether a mesh retries the call`}},
 		},
 		{
 			name: "the own metadata's huge value is quoted clipped; on a workload no policy selects, its error is a warning",
