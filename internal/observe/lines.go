@@ -172,7 +172,7 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 					switch k {
 					case lineAttempt:
 						st.Attempts++
-						fold(&p.r)
+						st.ListedRetries += p.emit(fold) - 1
 					case lineBad:
 						bad(perr)
 					case lineUnread:
