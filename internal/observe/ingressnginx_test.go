@@ -38,19 +38,19 @@ func TestIngressNginx(t *testing.T) {
 		{"one try", []string{ingressLine("10.44.2.17:8080", "157", "0.012", "200", rid1)},
 			Stats{Lines: 1, Attempts: 1}, []key{{rid1, 1, 0}}},
 		{"three tries", []string{three},
-			Stats{Lines: 1, Attempts: 1, ListedRetries: 2}, []key{{rid1, 3, 2}}},
+			Stats{Lines: 1, Attempts: 3, ListedRetries: 2}, []key{{rid1, 3, 2}}},
 		{"another upstream group ( : )", []string{ingressLine("10.0.0.1:8080, 10.0.0.2:8080 : 10.0.0.9:8080", "0, 0 : 157", "0.004, 0.008 : 0.002", "504, 502 : 200", rid1)},
-			Stats{Lines: 1, Attempts: 1, ListedRetries: 2}, []key{{rid1, 3, 2}}},
+			Stats{Lines: 1, Attempts: 3, ListedRetries: 2}, []key{{rid1, 3, 2}}},
 		{"a try with no response (-)", []string{ingressLine("10.0.0.1:8080, 10.0.0.2:8080", "-, 157", "-, 0.008", "-, 200", rid1)},
-			Stats{Lines: 1, Attempts: 1, ListedRetries: 1}, []key{{rid1, 2, 1}}},
+			Stats{Lines: 1, Attempts: 2, ListedRetries: 1}, []key{{rid1, 2, 1}}},
 		{"no upstream (-)", []string{ingressLine("-", "-", "-", "-", rid1)},
 			Stats{Lines: 1, Unread: 1, FirstUnread: "f: line 1: " + whyNoUpstream}, nil},
 		{"two requests, and the client's resend under its X-Request-ID", []string{three, ingressLine("10.0.0.4:8080", "157", "0.012", "200", rid2), ingressLine("10.0.0.1:8080", "157", "0.012", "200", rid1)},
-			Stats{Lines: 3, Attempts: 3, ListedRetries: 2}, []key{{rid2, 1, 0}, {rid1, 4, 2}}},
+			Stats{Lines: 3, Attempts: 5, ListedRetries: 2}, []key{{rid2, 1, 0}, {rid1, 4, 2}}},
 		{"CRI file", []string{"2026-11-24T14:02:11.118123456Z stdout F " + three},
-			Stats{Lines: 1, Attempts: 1, ListedRetries: 2}, []key{{rid1, 3, 2}}},
+			Stats{Lines: 1, Attempts: 3, ListedRetries: 2}, []key{{rid1, 3, 2}}},
 		{"kubectl logs --timestamps --prefix", []string{"[pod/ingress-nginx-controller-5c8d66c76d-4xq2k/controller] 2026-11-24T14:02:11.118123456Z " + three},
-			Stats{Lines: 1, Attempts: 1, ListedRetries: 2}, []key{{rid1, 3, 2}}},
+			Stats{Lines: 1, Attempts: 3, ListedRetries: 2}, []key{{rid1, 3, 2}}},
 		{"truncated in a list", []string{strings.TrimSuffix(three, "200 "+rid1)},
 			Stats{Lines: 1, Bad: 1, FirstBad: `f: line 1: ingress-nginx line: $upstream_status "502, 502," ends in a separator (truncated line?)`}, nil},
 		{"truncated before req_id", []string{strings.TrimSuffix(three, " "+rid1)},
@@ -69,6 +69,9 @@ func TestIngressNginx(t *testing.T) {
 			st, err := g.Consume(strings.NewReader(strings.Join(c.lines, "\n")+"\n"), Source{Name: "f"}, DefaultMaxLine)
 			if err != nil || st != c.want {
 				t.Fatalf("got %+v, %v\nwant %+v", st, err, c.want)
+			}
+			if st.Attempts-st.ListedRetries+st.Skipped+st.Unread+st.Bad+st.TooLong != st.Lines {
+				t.Fatalf("the counters do not add up: %+v", st)
 			}
 			r := g.Report(0, 0)
 			if r.Keys != len(c.keys) || r.Keyless != 0 {
@@ -99,10 +102,10 @@ func TestIngressNginxTries(t *testing.T) {
 		"2 ingress-nginx outbound ingress-nginx->shop-checkout-8080 POST /checkout 0 0s failed=true Nov 24 14:02:10.974",
 		"3 ingress-nginx outbound ingress-nginx->shop-checkout-8080 POST /checkout 200 10ms failed=false Nov 24 14:02:10.974",
 	}
-	if err != nil || st != (Stats{Lines: 1, Attempts: 1, ListedRetries: 2}) || strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if err != nil || st != (Stats{Lines: 1, Attempts: 3, ListedRetries: 2}) || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("%+v %v\ngot\n%s\nwant\n%s", st, err, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if got, want := st.String(), "1 lines read: 1 attempts (and 2 retries they list: ingress-nginx's upstream tries after a request's first), 0 skipped, 0 bad, 0 over the line limit"; got != want {
+	if got, want := st.String(), "1 lines read: 3 attempts (2 of them upstream tries after a request's first that its ingress-nginx line lists), 0 skipped, 0 bad, 0 over the line limit"; got != want {
 		t.Errorf("String:\n got %s\nwant %s", got, want)
 	}
 	// ParseLine gives the first try.

@@ -23,13 +23,15 @@ type Source struct {
 	Service string
 }
 
-// Stats counts what a parse read. Lines = Attempts + Skipped + Unread + Bad + TooLong.
+// Stats counts what a parse read. Lines = Attempts - ListedRetries + Skipped + Unread + Bad +
+// TooLong.
 type Stats struct {
 	Lines    int `json:"lines"`    // lines read
-	Attempts int `json:"attempts"` // lines that were attempts
-	// ListedRetries are the attempts a line lists beyond its first (ingress-nginx's upstream
-	// tries after the first, one line per client request): Attempts + ListedRetries attempts
-	// were folded.
+	// Attempts are the attempts read: one per line, except an ingress-nginx line (one client
+	// request), one per upstream try it lists.
+	Attempts int `json:"attempts"`
+	// ListedRetries are those of the Attempts a line lists after its first (ingress-nginx's
+	// upstream tries after a request's first): Attempts - ListedRetries lines were attempts.
 	ListedRetries int `json:"listed_retries,omitempty"`
 	Skipped  int `json:"skipped"`  // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
 	// Unread are access-log lines observe recognises and cannot read as an HTTP attempt (an
@@ -70,7 +72,7 @@ func (s Stats) String() string {
 	}
 	listed := ""
 	if s.ListedRetries > 0 {
-		listed = fmt.Sprintf(" (and %s retries they list: ingress-nginx's upstream tries after a request's first)", Thousands(s.ListedRetries))
+		listed = fmt.Sprintf(" (%s of them upstream tries after a request's first that its ingress-nginx line lists)", Thousands(s.ListedRetries))
 	}
 	out := fmt.Sprintf("%s lines read: %s attempts%s, %s skipped%s, %s bad, %s over the line limit",
 		Thousands(s.Lines), Thousands(s.Attempts), listed, Thousands(s.Skipped), unread, Thousands(s.Bad), Thousands(s.TooLong))

@@ -48,7 +48,7 @@ func TestRealFormats(t *testing.T) {
 			}
 			var got string
 			switch {
-			case st.Attempts == 1:
+			case st.Attempts-st.ListedRetries == 1:
 				got = attempt
 			case st.Skipped == 1:
 				got = skipped
