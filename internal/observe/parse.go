@@ -26,14 +26,14 @@ type Source struct {
 // Stats counts what a parse read. Lines = Attempts - ListedRetries + Skipped + Unread + Bad +
 // TooLong.
 type Stats struct {
-	Lines    int `json:"lines"`    // lines read
+	Lines int `json:"lines"` // lines read
 	// Attempts are the attempts read: one per line, except an ingress-nginx line (one client
 	// request), one per upstream try it lists.
 	Attempts int `json:"attempts"`
 	// ListedRetries are those of the Attempts a line lists after its first (ingress-nginx's
 	// upstream tries after a request's first): Attempts - ListedRetries lines were attempts.
 	ListedRetries int `json:"listed_retries,omitempty"`
-	Skipped  int `json:"skipped"`  // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
+	Skipped       int `json:"skipped"` // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
 	// Unread are access-log lines observe recognises and cannot read as an HTTP attempt (an
 	// Envoy or Istio TCP connection, nginx's combined format, HAProxy's HTTP log, a JSON access
 	// log of another shape, a Docker json-file line); FirstUnread says where the first is and
