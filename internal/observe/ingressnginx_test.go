@@ -122,3 +122,42 @@ func TestIngressNginxTries(t *testing.T) {
 		t.Fatalf("%+v %v %v", a, ok, err)
 	}
 }
+
+// A line cut anywhere before its $req_id is never read as an attempt: before the upstream
+// name's "[" it is combined (not read), after it bad.
+func TestIngressNginxCutNeverAnAttempt(t *testing.T) {
+	line := ingressLine("10.0.0.1:8080, 10.0.0.2:8080 : 10.0.0.3:8080", "0, 0 : 157", "0.004, 0.008 : 0.010", "502, 502 : 200", rid1)
+	reqIDAt := strings.LastIndex(line, " ") + 1
+	bracket := strings.Index(line, "[shop")
+	for i := 1; i < reqIDAt; i++ {
+		a, ok, err := ParseLine([]byte(line[:i]), Source{})
+		if ok {
+			t.Errorf("cut at %d read as an attempt: %q: %+v", i, line[:i], a)
+		}
+		if i > bracket && err == nil {
+			t.Errorf("cut at %d not bad: %q", i, line[:i])
+		}
+	}
+}
+
+// Folding an ingress-nginx line's tries allocates nothing once its key and name were seen.
+func TestIngressNginxAllocs(t *testing.T) {
+	line := []byte(ingressLine("10.0.0.1:8080, 10.0.0.2:8080 : 10.0.0.3:8080", "0, 0 : 157", "0.004, 0.008 : 0.010", "502, 502 : 200", rid1))
+	g := NewGrouper()
+	p := &parser{}
+	fold := func() {
+		if k, err := p.parse(line); k != lineAttempt {
+			t.Fatalf("%v %v", k, err)
+		}
+		if n := p.emit(g.fold); n != 3 {
+			t.Fatalf("%d attempts folded, want 3", n)
+		}
+	}
+	fold()
+	if n := testing.AllocsPerRun(100, fold); n != 0 {
+		t.Fatalf("%v allocs per line", n)
+	}
+	if kr, _ := g.Key(rid1); kr.Attempts != 306 { // 1 + AllocsPerRun's warm-up and 100 runs, 3 tries each
+		t.Fatalf("%d attempts, want 306", kr.Attempts)
+	}
+}
