@@ -161,3 +161,21 @@ func TestIngressNginxAllocs(t *testing.T) {
 		t.Fatalf("%d attempts, want 306", kr.Attempts)
 	}
 }
+
+// For a log store (-o csv), an ingress-nginx line is one row per try, as the file run counts it.
+func TestIngressNginxCSV(t *testing.T) {
+	var out strings.Builder
+	c := NewCSVWriter(&out)
+	st, err := c.Consume(strings.NewReader(ingressLine("10.0.0.1:8080, 10.0.0.2:8080", "-, 157", "-, 0.008", "-, 200", rid1)+"\n"), Source{Name: "f"}, DefaultMaxLine)
+	if err != nil || c.Flush() != nil || st != (Stats{Lines: 1, Attempts: 2, ListedRetries: 1}) {
+		t.Fatalf("%+v %v", st, err)
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"2026-11-24T14:02:10.970000Z,0,outbound,,shop-checkout-8080,POST,,/checkout,0,,,,,," + rid1 + ",,",
+		"2026-11-24T14:02:10.970000Z,8000,outbound,,shop-checkout-8080,POST,,/checkout,200,,,,,," + rid1 + ",,",
+	}
+	if len(rows) != 3 || strings.Join(rows[1:], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant (after the header)\n%s", out.String(), strings.Join(want, "\n"))
+	}
+}
