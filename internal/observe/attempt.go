@@ -13,6 +13,9 @@ const (
 	FormatRetrycap  Format = "retrycap"   // retrycap-proxy --access-log (JSON lines)
 	FormatEnvoyText Format = "envoy-text" // Envoy's or Istio's default text format
 	FormatEnvoyJSON Format = "envoy-json" // Istio's default JSON encoding
+	// FormatIngressNginx is ingress-nginx's default log-format-upstream: one line per client
+	// request, one attempt per upstream try it lists.
+	FormatIngressNginx Format = "ingress-nginx"
 )
 
 // Direction tells an Envoy line's side: the caller's sidecar (outbound) or the callee's

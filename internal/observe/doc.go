@@ -1,10 +1,12 @@
 // Package observe answers "what really happened, per request" from access logs: it reads
 // retrycap-proxy's per-attempt access log (JSON lines, internal/proxy/accesslog) and Envoy's and
-// Istio's access logs in their default text and JSON formats (and Envoy Gateway's JSON), as written, inside the kubelet's
+// Istio's access logs in their default text and JSON formats (and Envoy Gateway's JSON), and
+// ingress-nginx's default log-format-upstream (one line per client request, read as one attempt
+// per upstream try it lists: ingressnginx.go), as written, inside the kubelet's
 // CRI log files or as kubectl logs --timestamps/--prefix print them, gzip'd or not. Access-log
-// lines it recognises and cannot read as HTTP attempts (Envoy's TCP connection lines, nginx,
-// HAProxy, JSON access logs of other shapes, Docker's json-file wrapper: unread.go) are counted
-// apart with why.
+// lines it recognises and cannot read as HTTP attempts (Envoy's TCP connection lines, nginx's
+// combined format, an ingress-nginx line that reached no upstream, HAProxy, JSON access logs of
+// other shapes, Docker's json-file wrapper: unread.go) are counted apart with why.
 //
 // It streams: each line is parsed in place by hand-written scanners (no reflection; a line is
 // a format only with that format's exact field count, so a truncated line is bad, never a

@@ -171,8 +171,9 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 					k, perr := p.parse(body)
 					switch k {
 					case lineAttempt:
-						st.Attempts++
-						fold(&p.r)
+						n := p.emit(fold)
+						st.Attempts += n
+						st.ListedRetries += n - 1
 					case lineBad:
 						bad(perr)
 					case lineUnread:

@@ -58,6 +58,7 @@ func TestGolden(t *testing.T) {
 		{"istio", []string{"istio-default.log", "istio-json.log", "envoy-default.log"}, 0},
 		{"lab-naive", []string{"lab-naive.log"}, 5},
 		{"lab-retrycap", []string{"lab-retrycap.log"}, 5},
+		{"ingress-nginx", []string{"ingress-nginx.log"}, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

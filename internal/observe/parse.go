@@ -23,11 +23,17 @@ type Source struct {
 	Service string
 }
 
-// Stats counts what a parse read. Lines = Attempts + Skipped + Unread + Bad + TooLong.
+// Stats counts what a parse read. Lines = Attempts - ListedRetries + Skipped + Unread + Bad +
+// TooLong.
 type Stats struct {
-	Lines    int `json:"lines"`    // lines read
-	Attempts int `json:"attempts"` // lines that were attempts
-	Skipped  int `json:"skipped"`  // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
+	Lines int `json:"lines"` // lines read
+	// Attempts are the attempts read: one per line, except an ingress-nginx line (one client
+	// request), one per upstream try it lists.
+	Attempts int `json:"attempts"`
+	// ListedRetries are those of the Attempts a line lists after its first (ingress-nginx's
+	// upstream tries after a request's first): Attempts - ListedRetries lines were attempts.
+	ListedRetries int `json:"listed_retries,omitempty"`
+	Skipped       int `json:"skipped"` // other lines (the proxy's own log, Envoy's startup lines, blank, unknown)
 	// Unread are access-log lines observe recognises and cannot read as an HTTP attempt (an
 	// Envoy or Istio TCP connection, nginx's combined format, HAProxy's HTTP log, a JSON access
 	// log of another shape, a Docker json-file line); FirstUnread says where the first is and
@@ -45,6 +51,7 @@ type Stats struct {
 func (s *Stats) Add(o Stats) {
 	s.Lines += o.Lines
 	s.Attempts += o.Attempts
+	s.ListedRetries += o.ListedRetries
 	s.Skipped += o.Skipped
 	s.Unread += o.Unread
 	s.Bad += o.Bad
@@ -63,8 +70,12 @@ func (s Stats) String() string {
 	if s.Unread > 0 {
 		unread = fmt.Sprintf(", %s not read (the first: %s)", Thousands(s.Unread), s.FirstUnread)
 	}
-	out := fmt.Sprintf("%s lines read: %s attempts, %s skipped%s, %s bad, %s over the line limit",
-		Thousands(s.Lines), Thousands(s.Attempts), Thousands(s.Skipped), unread, Thousands(s.Bad), Thousands(s.TooLong))
+	listed := ""
+	if s.ListedRetries > 0 {
+		listed = fmt.Sprintf(" (%s of them upstream tries after a request's first that its ingress-nginx line lists)", Thousands(s.ListedRetries))
+	}
+	out := fmt.Sprintf("%s lines read: %s attempts%s, %s skipped%s, %s bad, %s over the line limit",
+		Thousands(s.Lines), Thousands(s.Attempts), listed, Thousands(s.Skipped), unread, Thousands(s.Bad), Thousands(s.TooLong))
 	if s.FirstBad != "" {
 		out += " (the first bad: " + s.FirstBad + ")"
 	}
@@ -144,7 +155,8 @@ type parser struct {
 	scratch []byte
 	toks    [envoyMaxTokens]tok
 	r       rec
-	unread  string // why the last lineUnread was not read
+	ng      nginxLine // the tries of an ingress-nginx line (r is its first)
+	unread  string    // why the last lineUnread was not read
 }
 
 type lineKind uint8
@@ -255,6 +267,9 @@ func (p *parser) parseLine(line []byte) (lineKind, error) {
 		}
 		return p.tcpOrAttempt()
 	}
+	if k, ok, err := p.parseIngressNginx(line); ok {
+		return k, err
+	}
 	if why := unreadText(line); why != "" {
 		p.unread = why
 		return lineUnread, nil
@@ -289,7 +304,8 @@ func ParseLimit(r io.Reader, src Source, maxLine int, emit func(Attempt)) (Stats
 	return scanLines(r, src, maxLine, p, func(r *rec) { emit(r.attempt()) })
 }
 
-// ParseLine parses one line: ok false (and no error) for a line of no known format.
+// ParseLine parses one line: ok false (and no error) for a line of no known format. Of an
+// ingress-nginx line that lists several upstream tries it gives the first (Parse gives each).
 func ParseLine(line []byte, src Source) (a Attempt, ok bool, err error) {
 	p := &parser{src: src}
 	k, err := p.parse(stripShapes(line, nil))

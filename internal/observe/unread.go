@@ -9,8 +9,8 @@ import "bytes"
 // would read as "no amplification".
 
 const (
-	whyNginx = `a Common or Combined Log Format line (nginx's and Apache's defaults; ingress-nginx's extends it): ` +
-		`it carries no request id to group attempts by, and observe does not read it (use the Envoy, Istio or retrycap-proxy access log of the same traffic)`
+	whyNginx = `a Common or Combined Log Format line (nginx's and Apache's defaults): ` +
+		`it carries no request id to group attempts by, and observe does not read it (it reads ingress-nginx's default log-format-upstream; or use the Envoy, Istio or retrycap-proxy access log of the same traffic)`
 	whyHAProxy = `an HAProxy log line (option httplog): its format carries no request id to group attempts by, and observe does not read it`
 	whyDocker  = `a Docker json-file log line (the log driver's {"log","stream","time"} wrapper): read the container's log with kubectl logs, or the kubelet's CRI files`
 	whyJSON    = `a JSON access-log line of a shape observe does not read (it reads retrycap-proxy's, and Envoy's and Istio's JSON with start_time and response_code)`
