@@ -59,6 +59,8 @@ var meshRead = map[string]bool{
 	"Resiliency":    true, // Dapr (internal/mesh/dapr.go)
 	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
 	"Gateway":       true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)
+	"Ingress":       true, // ingress-nginx's retries (internal/mesh/ingressnginx.go)
+	"IngressClass":  true, // which controller serves an Ingress (internal/mesh/ingressnginx.go)
 }
 
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
