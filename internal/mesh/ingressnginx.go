@@ -37,14 +37,14 @@ import (
 
 // ingress-nginx's group, annotations, controller and defaults.
 const (
-	GroupNetworking              = "networking.k8s.io"
-	IngressClassAnnotation       = "kubernetes.io/ingress.class"
-	IngressNginxController       = "k8s.io/ingress-nginx"
-	IngressNginxClass            = "nginx" // the chart's IngressClass and the legacy annotation's default
-	IngressNginxNextUpstream     = "nginx.ingress.kubernetes.io/proxy-next-upstream"
+	GroupNetworking               = "networking.k8s.io"
+	IngressClassAnnotation        = "kubernetes.io/ingress.class"
+	IngressNginxController        = "k8s.io/ingress-nginx"
+	IngressNginxClass             = "nginx" // the chart's IngressClass and the legacy annotation's default
+	IngressNginxNextUpstream      = "nginx.ingress.kubernetes.io/proxy-next-upstream"
 	IngressNginxNextUpstreamTries = "nginx.ingress.kubernetes.io/proxy-next-upstream-tries"
-	IngressNginxDefaultTries     = 3 // config.go NewDefault ProxyNextUpstreamTries
-	IngressDefaultClass          = "ingressclass.kubernetes.io/is-default-class"
+	IngressNginxDefaultTries      = 3 // config.go NewDefault ProxyNextUpstreamTries
+	IngressDefaultClass           = "ingressclass.kubernetes.io/is-default-class"
 
 	IngressNginx Kind = "IngressNginx" // an Ingress served by ingress-nginx (north-south)
 	Ingress      Kind = "Ingress"      // an Ingress of another controller: not modelled, 1 try

@@ -747,7 +747,7 @@ func (s *Set) Entry(v ServiceRef) Edge {
 		return Edge{}
 	}
 	e := Edge{Layers: []Layer{best}, Warnings: ingressWarnings(s.index(), v)} // ingressnginx.go
-	s.waypointEntry(s.index(), &e, v) // waypoint.go: with istio.io/ingress-use-waypoint
+	s.waypointEntry(s.index(), &e, v)                                         // waypoint.go: with istio.io/ingress-use-waypoint
 	return e
 }
 
