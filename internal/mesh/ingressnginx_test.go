@@ -180,3 +180,35 @@ func TestIngressNginxRewriteNoAnnotations(t *testing.T) {
 		t.Errorf("Apply = %s", out)
 	}
 }
+
+// A Service that an HTTPRoute with a Gateway parent and an ingress-nginx Ingress both route to
+// is one backend, and Entry takes the larger layer, with the other as an alternative.
+func TestIngressNginxBesideGatewayRoute(t *testing.T) {
+	s := set(t, Options{}, ing("web", `nginx.ingress.kubernetes.io/proxy-next-upstream-tries: "4"`, "  ingressClassName: nginx\n")+"---\n"+
+		routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  parentRefs: [{name: eg}]\n  rules: [{backendRefs: [{name: frontend}], retry: {attempts: 1}}]"))
+	if got, want := s.Backends(), []ServiceRef{{"shop", "frontend"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Backends() = %v, want %v", got, want)
+	}
+	e := s.Entry(ServiceRef{"shop", "frontend"})
+	if len(e.Layers) != 1 || e.Layers[0].Object != "Ingress shop/web" || e.Tries() != 4 {
+		t.Errorf("Entry = %#v, want the Ingress's 4 tries", e)
+	}
+	var objs []string
+	for _, l := range s.EntryLayers(ServiceRef{"shop", "frontend"}) {
+		objs = append(objs, l.Object)
+	}
+	if want := []string{"HTTPRoute shop/web", "Ingress shop/web"}; !reflect.DeepEqual(objs, want) {
+		t.Errorf("EntryLayers objects = %v, want %v", objs, want)
+	}
+}
+
+// An IngressClass of another controller named nginx is not ingress-nginx: nothing is assumed
+// when the class is in the input.
+func TestIngressClassNginxOfAnotherController(t *testing.T) {
+	s := set(t, Options{}, ingClass("nginx", "nginx.org/ingress-controller", "")+"---\n"+ing("web", "", "  ingressClassName: nginx\n"))
+	e := s.Entry(ServiceRef{"shop", "frontend"})
+	want := []string{"Ingress shop/web class nginx (controller nginx.org/ingress-controller): its controller's retries are not modelled (retrycap reads ingress-nginx's)"}
+	if e.Tries() != 1 || !reflect.DeepEqual(e.Warnings, want) {
+		t.Errorf("Entry = %#v, want 1 try and %q", e, want)
+	}
+}
