@@ -60,6 +60,8 @@ var meshRead = map[string]bool{
 	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
 	"Gateway":       true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)
 	meshConfigKind:  true, // Istio's defaultHttpRetryPolicy (internal/mesh)
+	"Ingress":       true, // ingress-nginx's retries (internal/mesh/ingressnginx.go)
+	"IngressClass":  true, // which controller serves an Ingress (internal/mesh/ingressnginx.go)
 }
 
 // unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.

@@ -770,8 +770,9 @@ func templatePath(kind string) string {
 // annotations on it that would be lost.
 func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 	// A Gateway API Gateway is read as an Istio ambient waypoint (mesh/waypoint.go); Istio's own
-	// networking.istio.io Gateway is not read.
-	if meshKinds[tm.Kind] || tm.Kind == "Gateway" && mesh.Reads(tm.APIVersion, tm.Kind) {
+	// networking.istio.io Gateway is not read. A networking.k8s.io Ingress and IngressClass are
+	// read for ingress-nginx's retries (mesh/ingressnginx.go).
+	if meshKinds[tm.Kind] || (tm.Kind == "Gateway" || tm.Kind == "Ingress" || tm.Kind == "IngressClass") && mesh.Reads(tm.APIVersion, tm.Kind) {
 		m.count(&m.Summary.Mesh, tm.Kind)
 		return
 	}

@@ -7,7 +7,9 @@
 // (MeshConfig defaultHttpRetryPolicy), Istio VirtualServices, Gateway API HTTPRoutes and
 // GRPCRoutes, Linkerd's own HTTPRoutes and ServiceProfiles, Envoy Gateway
 // BackendTrafficPolicies, Kuma, Dapr and Consul objects, and Gateway API Gateways (Istio ambient
-// waypoints, whose layer is callee-side: waypoint.go). Objects go in as manifests (YAML or JSON, AddManifest), as unstructured
+// waypoints, whose layer is callee-side: waypoint.go), and networking.k8s.io/v1 Ingresses and
+// IngressClasses (ingress-nginx's retries: ingressnginx.go; read by the CLI only, the manager
+// does not watch them yet). Objects go in as manifests (YAML or JSON, AddManifest), as unstructured
 // objects (a dynamic client's or the manager's metadata-free cache, AddUnstructured) or as typed
 // objects with their TypeMeta (AddObject); every path decodes the same small local structs, so the
 // CLI, the controller and the gate read the same fields and report the same errors, which name
@@ -22,8 +24,9 @@
 //     the factor on u's own attempts. Set.EdgePort keeps only the layers whose mesh retries the
 //     port called, each mesh reading the Service port's protocol its own way (ports.go); a
 //     VirtualService route that delegates is read as Istio merges it (delegate.go).
-//   - Set.Backends lists the Services that an HTTPRoute or GRPCRoute with a Gateway parentRef
-//     routes to, and Set.Entry(v) the north-south factor on v's client attempts.
+//   - Set.Backends lists the Services that an HTTPRoute or GRPCRoute with a Gateway parentRef,
+//     an Istio ingress VirtualService or an Ingress routes to, and Set.Entry(v) the north-south
+//     factor on v's client attempts.
 //   - Set.LayerTime(layer) gives the timeouts and backoff of a layer, from the object and rule
 //     that decide its tries (VirtualService timeout and retries.perTryTimeout and backoff,
 //     Gateway API timeouts and retry.backoff, Linkerd's timeout annotations as its proxy applies

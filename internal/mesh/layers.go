@@ -113,6 +113,8 @@ type Set struct {
 	resiliencies    map[string]*resiliency    // dapr.go
 	routers         map[string]*serviceRouter // consul.go
 	gateways        map[string]*gateway       // waypoint.go, by "namespace/name"
+	ingresses       map[string]*ingressObj    // ingressnginx.go
+	ingressClasses  map[string]*ingressClass  // ingressnginx.go, by name
 	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
@@ -135,6 +137,8 @@ func NewSet(opts Options) *Set {
 		resiliencies:    map[string]*resiliency{},
 		routers:         map[string]*serviceRouter{},
 		gateways:        map[string]*gateway{},
+		ingresses:       map[string]*ingressObj{},
+		ingressClasses:  map[string]*ingressClass{},
 	}
 }
 
@@ -179,6 +183,12 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.gateways {
 		c.gateways[k] = v
 	}
+	for k, v := range s.ingresses {
+		c.ingresses[k] = v
+	}
+	for k, v := range s.ingressClasses {
+		c.ingressClasses[k] = v
+	}
 	c.meshConfig, c.meshDefault, c.inbound = s.meshConfig, s.meshDefault, s.inbound
 	c.times = make(map[string]objTimes, len(s.times))
 	for k, v := range s.times {
@@ -211,6 +221,8 @@ func (s *Set) Counts() map[string]int {
 	add("Resiliency", len(s.resiliencies))
 	add("ServiceRouter", len(s.routers))
 	add("Gateway", len(s.gateways))
+	add("Ingress", len(s.ingresses))
+	add("IngressClass", len(s.ingressClasses))
 	return c
 }
 
@@ -250,6 +262,8 @@ type index struct {
 	// ingress: the http routes of VirtualServices bound to an Istio ingress Gateway, by the
 	// Service they route to (ingress.go).
 	ingress map[ServiceRef][]ingressRoute
+	// ingresses: the Ingresses routing to a Service, with their controller (ingressnginx.go).
+	ingresses map[ServiceRef][]ingressUse
 }
 
 func (s *Set) index() *index {
@@ -262,8 +276,9 @@ func (s *Set) index() *index {
 		vsByService: map[ServiceRef][]*virtualService{}, vsByHost: map[string][]*virtualService{},
 		routesByService: map[ServiceRef][]*route{}, gatewayRoutes: map[ServiceRef][]*route{},
 		profiles: map[ServiceRef][]header{}, policies: map[string][]*backendTrafficPolicy{},
-		ingress: map[ServiceRef][]ingressRoute{},
+		ingress: map[ServiceRef][]ingressRoute{}, ingresses: map[ServiceRef][]ingressUse{},
 	}
+	s.indexIngresses(x) // ingressnginx.go
 	for _, k := range sortedKeys(s.virtualServices) {
 		vs := s.merged(s.virtualServices[k]) // delegate.go
 		x.addIngress(vs)                     // ingress.go
@@ -741,8 +756,9 @@ func (s *Set) linkerdLayer(e *Edge, id string, cfg linkerdConfig) Layer {
 	return l
 }
 
-// Backends lists the Services that a Gateway API route with a Gateway parentRef, or an Istio
-// VirtualService bound to an ingress Gateway, routes to: the north-south entrypoints, sorted.
+// Backends lists the Services that a Gateway API route with a Gateway parentRef, an Istio
+// VirtualService bound to an ingress Gateway, or an Ingress (ingressnginx.go) routes to: the
+// north-south entrypoints, sorted.
 func (s *Set) Backends() []ServiceRef {
 	if s == nil {
 		return nil
@@ -754,6 +770,12 @@ func (s *Set) Backends() []ServiceRef {
 	}
 	for r := range x.ingress {
 		if _, dup := x.gatewayRoutes[r]; !dup {
+			out = append(out, r)
+		}
+	}
+	for r := range x.ingresses {
+		_, dup := x.gatewayRoutes[r]
+		if _, dup2 := x.ingress[r]; !dup && !dup2 {
 			out = append(out, r)
 		}
 	}
@@ -777,8 +799,8 @@ func (s *Set) Entry(v ServiceRef) Edge {
 	if best.Kind == "" {
 		return Edge{}
 	}
-	e := Edge{Layers: []Layer{best}}
-	s.waypointEntry(s.index(), &e, v) // waypoint.go: with istio.io/ingress-use-waypoint
+	e := Edge{Layers: []Layer{best}, Warnings: ingressWarnings(s.index(), v)} // ingressnginx.go
+	s.waypointEntry(s.index(), &e, v)                                         // waypoint.go: with istio.io/ingress-use-waypoint
 	return e
 }
 
@@ -802,6 +824,9 @@ func (s *Set) EntryLayers(v ServiceRef) []Layer {
 	}
 	for _, ir := range x.ingress[v] {
 		out = append(out, s.ingressLayer(ir))
+	}
+	for _, u := range x.ingresses[v] {
+		out = append(out, ingressLayer(u)) // ingressnginx.go
 	}
 	return out
 }

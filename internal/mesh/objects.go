@@ -239,6 +239,8 @@ var kinds = map[string]bool{
 	GroupDapr + "/Resiliency":                   true,
 	GroupConsul + "/ServiceRouter":              true,
 	GroupGateway + "/Gateway":                   true, // waypoint.go: an ambient waypoint
+	GroupNetworking + "/Ingress":                true, // ingressnginx.go
+	GroupNetworking + "/IngressClass":           true, // ingressnginx.go (cluster-scoped)
 }
 
 // decodeObject decodes the fields a reader reads (v, a local struct) of the object h heads;
@@ -324,7 +326,7 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 	if h.Metadata.Name == "" {
 		return false, fmt.Errorf("%s object without metadata.name", h.Kind)
 	}
-	if h.Metadata.Namespace == "" && h.Kind != "Namespace" {
+	if h.Metadata.Namespace == "" && h.Kind != "Namespace" && h.Kind != "IngressClass" {
 		h.Metadata.Namespace = s.opts.DefaultNamespace
 		if h.Metadata.Namespace == "" {
 			h.Metadata.Namespace = "default"
@@ -433,6 +435,14 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if err := s.addGateway(h, decode); err != nil { // waypoint.go
 			return false, err
 		}
+	case GroupNetworking + "/Ingress":
+		if err := s.addIngress(key, h, decode); err != nil { // ingressnginx.go
+			return false, err
+		}
+	case GroupNetworking + "/IngressClass":
+		if err := s.addIngressClass(h, decode); err != nil { // ingressnginx.go
+			return false, err
+		}
 	}
 	s.idx = nil
 	return true, nil
@@ -464,8 +474,11 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		k := ServiceRef{namespace, name}.String()
 		_, ok = s.gateways[k]
 		delete(s.gateways, k)
+	case GroupNetworking + "/IngressClass":
+		_, ok = s.ingressClasses[name]
+		delete(s.ingressClasses, name)
 	default:
-		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers)} {
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
 			if m.remove(key) {
 				ok = true
 			}

@@ -121,6 +121,18 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 			return nil, fmt.Errorf("%s: %s %s is unset already", l.Note, l.Object, l.FieldPath)
 		}
 		r.To = "removed (1 try)"
+	} else if l.Kind == IngressNginx {
+		// ingress-nginx's annotation counts tries, the first included, as a string.
+		r.FieldPath = annotationPath(IngressNginxNextUpstreamTries)
+		r.check = !l.Default
+		if r.check {
+			r.old = strconv.FormatInt(l.Tries, 10)
+			r.From = strconv.Quote(r.old.(string))
+		} else {
+			r.From = fmt.Sprintf("unset (%d)", l.Tries)
+		}
+		r.value = strconv.FormatInt(tries, 10)
+		r.To = strconv.Quote(r.value.(string))
 	} else if l.Kind == Linkerd {
 		// Only an explicit limit is checked: "0" and a retry annotation without a limit are
 		// both 1 retry, and setting the limit is right for either.

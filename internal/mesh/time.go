@@ -519,6 +519,8 @@ func (s *Set) layerTime(l Layer) LayerTime {
 	switch l.Kind {
 	case Linkerd:
 		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
+	case IngressNginx, Ingress:
+		// nginx passes the request to the next server at once: no backoff.
 	default:
 		lt.BackoffBase, lt.BackoffMax = EnvoyBackoffBase, EnvoyBackoffMax
 	}
