@@ -68,6 +68,9 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			if !ok && output != "patch" {
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: unknown output %q (table, json, dot, mermaid, tree, patch, sarif)", output)}
 			}
+			if err := checkNamespace("analyze", namespace); err != nil {
+				return err
+			}
 			rd := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin, Recursive: recursive}
 			m := analyze.NewManifests()
 			if cmd.Flags().Changed("istio-default-retries") {

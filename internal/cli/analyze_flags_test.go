@@ -23,6 +23,9 @@ func TestAnalyzeFlagValues(t *testing.T) {
 		{[]string{"--namespace-labels", "storefront"}, `retrycap: analyze: --namespace-labels "storefront": want NAMESPACE=KEY=VALUE,...`},
 		{[]string{"--namespace-labels", "=team=a"}, `retrycap: analyze: --namespace-labels "=team=a": want NAMESPACE=KEY=VALUE,...`},
 		{[]string{"--namespace-labels", "storefront=team"}, `retrycap: analyze: --namespace-labels: namespace storefront: label "team": want KEY=VALUE`},
+		// Before: both taken as the namespace of the objects that name none, the check run.
+		{[]string{"-n", ""}, `retrycap: analyze: -n "": not a namespace name (a DNS-1123 label): empty label`},
+		{[]string{"-n", "Bad_NS"}, `retrycap: analyze: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"analyze", "-f", in}, tt.args...), strings.NewReader(""), &stdout, &stderr)
@@ -46,9 +49,71 @@ func TestDiscoverFlagValues(t *testing.T) {
 		{[]string{"--prometheus-timeout", "0"}, `retrycap: discover: --prometheus-timeout 0s: want more than 0 (leave the flag out for the default, 10s)`},
 		{[]string{"--prometheus-timeout", "-1s"}, `retrycap: discover: --prometheus-timeout -1s: want more than 0 (leave the flag out for the default, 10s)`},
 		{[]string{"--prometheus-series-limit", "0"}, `retrycap: discover: --prometheus-series-limit 0: want at least 1 (leave the flag out for the default, 10000)`},
+		// Before: Prometheus was queried and the run ended "nothing found" (no workload is in
+		// a namespace "" or "Bad_NS"), or the gateway never matched a caller.
+		{[]string{"-n", ""}, `retrycap: discover: -n "": not a namespace name (a DNS-1123 label): empty label`},
+		{[]string{"-n", "Bad_NS"}, `retrycap: discover: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		{[]string{"--gateway", ""}, `retrycap: discover: --gateway "": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
+		{[]string{"--gateway", "a/b/c"}, `retrycap: discover: --gateway "a/b/c": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
+		{[]string{"--gateway", "Bad Name"}, `retrycap: discover: --gateway "Bad Name": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
+		{[]string{"--gateway", "Shop/ingress"}, `retrycap: discover: --gateway "Shop/ingress": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
+		// Before: accepted, the port refused only when the first query dialled.
+		{[]string{"--prometheus-url", "http://127.0.0.1:99999"}, `retrycap: discover: --prometheus-url "http://127.0.0.1:99999": port 99999: want 1..65535`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"discover", "--prometheus-url", "http://127.0.0.1:1"}, tt.args...), strings.NewReader(""), &stdout, &stderr)
+		if code != ExitBadInput || stderr.String() != tt.want+"\n" || stdout.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q\nwant exit 2, stderr %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
+		}
+	}
+}
+
+// TestGraphFlagValues: graph's wrong flag values and combinations, exit 2 naming the flag and
+// the value, before the kubeconfig is loaded (there is none: that error would show).
+func TestGraphFlagValues(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		// Before: -o sarif passed the check (analyze's renderers) and -n with -A took -A.
+		{[]string{"-o", "sarif"}, `retrycap: graph: unknown output "sarif" (tree, json, dot, mermaid)`},
+		{[]string{"-n", "shop", "-A"}, `retrycap: graph: -n and -A exclude each other`},
+		{[]string{"-n", "Bad_NS"}, `retrycap: graph: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := execute(append([]string{"graph"}, tt.args...), strings.NewReader(""), &stdout, &stderr)
+		if code != ExitBadInput || stderr.String() != tt.want+"\n" || stdout.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q\nwant exit 2, stderr %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
+		}
+	}
+}
+
+// TestObserveFlagValues: observe's wrong flag values and combinations, exit 2 naming the flag
+// and the value, before any log is read (stdin holds one line that would be read).
+func TestObserveFlagValues(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		// Before: an empty DSN was "no --postgres" and stdin was read instead.
+		{[]string{"--postgres", ""}, `retrycap: observe: --postgres "": want a libpq connection string or URL (leave the flag out to read logs)`},
+		// Before: passed over, the files read.
+		{[]string{"--kubeconfig", "/x"}, `retrycap: observe: --kubeconfig /x: reads the pods' logs, needs --from-cluster (files and stdin are read whole)`},
+		{[]string{"--context", "prod"}, `retrycap: observe: --context prod: reads the pods' logs, needs --from-cluster (files and stdin are read whole)`},
+		// Before: -A won over -n; "" and Bad_NS went to the API server.
+		{[]string{"--from-cluster", "-n", "shop", "-A"}, `retrycap: observe: -n and -A exclude each other`},
+		{[]string{"--from-cluster", "-n", "Bad_NS"}, `retrycap: observe: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		{[]string{"--from-cluster", "-c", ""}, `retrycap: observe: -c "": want a container name (leave the flag out for the default, retrycap-proxy)`},
+		// Before: printed a query Loki refuses, exit 0.
+		{[]string{"-o", "logql", "--logql-selector", ""}, `retrycap: observe: --logql-selector "": want a LogQL stream selector, {label="value",...}`},
+		{[]string{"-o", "logql", "--logql-selector", "app=x"}, `retrycap: observe: --logql-selector "app=x": want a LogQL stream selector, {label="value",...}`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := execute(append([]string{"observe"}, tt.args...), strings.NewReader(`{"msg":"retrycap-access"}`+"\n"), &stdout, &stderr)
 		if code != ExitBadInput || stderr.String() != tt.want+"\n" || stdout.Len() != 0 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q\nwant exit 2, stderr %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
 		}

@@ -78,6 +78,14 @@ See docs/telemetry.md.`,
 			if allNamespaces && cmd.Flags().Changed("namespace") {
 				return bad("-n and -A exclude each other")
 			}
+			if err := checkNamespace("discover", namespace); err != nil {
+				return err
+			}
+			for _, g := range gateways {
+				if !checkWorkloadRef(g) {
+					return bad("--gateway %q: want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)", g)
+				}
+			}
 			if since < time.Second || since%time.Second != 0 {
 				return bad("--since %s: want whole seconds, at least 1s", since)
 			}

@@ -58,11 +58,20 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			render, ok := renderers[output]
-			if !ok || output == "table" {
+			if !ok || output == "table" || output == "sarif" {
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: unknown output %q (tree, json, dot, mermaid)", output)}
 			}
 			if allNamespaces && len(args) == 1 {
 				return &ExitError{Code: ExitBadInput, Msg: "graph: a POLICY name needs one namespace; drop -A"}
+			}
+			if allNamespaces && cmd.Flags().Changed("namespace") {
+				return &ExitError{Code: ExitBadInput, Msg: "graph: -n and -A exclude each other"}
+			}
+			// "" is the context's namespace, as the flag's default.
+			if namespace != "" {
+				if err := checkNamespace("graph", namespace); err != nil {
+					return err
+				}
 			}
 			cc, cfg, err := loadKubeconfig(kubeconfig, kubeContext)
 			if err != nil {

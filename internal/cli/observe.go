@@ -97,10 +97,28 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 			}
 			// The pod flags without --from-cluster were passed over: a file read whole when the
 			// user asked for its last 40 minutes reads as a report of those minutes.
-			for _, name := range []string{"namespace", "container", "since"} {
+			for _, name := range []string{"namespace", "container", "since", "kubeconfig", "context"} {
 				if f := cmd.Flags().Lookup(name); !fromCluster && f.Changed && (name != "since" || o != "logql") {
 					return bad("-%s %s: reads the pods' logs, needs --from-cluster (files and stdin are read whole)", flagName(f), f.Value)
 				}
+			}
+			if allNamespaces && cmd.Flags().Changed("namespace") {
+				return bad("-n and -A exclude each other")
+			}
+			if ns != "" { // "": the context's namespace, as the flag's default
+				if err := checkNamespace("observe", ns); err != nil {
+					return err
+				}
+			}
+			if container == "" {
+				return bad("-c \"\": want a container name (leave the flag out for the default, %s)", ProxyContainerName)
+			}
+			// An empty DSN was "no --postgres": stdin was read instead of the table.
+			if cmd.Flags().Changed("postgres") && pgDSN == "" {
+				return bad("--postgres \"\": want a libpq connection string or URL (leave the flag out to read logs)")
+			}
+			if o == "logql" && (!strings.HasPrefix(logqlSelector, "{") || !strings.HasSuffix(logqlSelector, "}")) {
+				return bad("--logql-selector %q: want a LogQL stream selector, {label=\"value\",...}", logqlSelector)
 			}
 			switch {
 			case threshold < 0:
