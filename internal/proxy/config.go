@@ -81,9 +81,12 @@ func (c *Config) validate() error {
 			return bad(l.flag, l.v, "port must be 0..65535")
 		}
 	}
-	if c.Namespace != "" {
-		if reason := annotations.ValidateLabel(c.Namespace); reason != "" {
-			return bad("namespace", c.Namespace, "not a DNS-1123 label: %s", reason)
+	for _, n := range []struct{ flag, v string }{{"namespace", c.Namespace}, {"service", c.Service}} {
+		if n.v == "" {
+			continue
+		}
+		if reason := annotations.ValidateLabel(n.v); reason != "" {
+			return bad(n.flag, n.v, "not a DNS-1123 label: %s", reason)
 		}
 	}
 	ups, err := policy.ParseUpstreams(c.Args.Upstreams)
@@ -169,8 +172,17 @@ func (c *Config) validate() error {
 			if !ok || name == "" {
 				return bad("resolve", c.Args.Resolve, "entry %q: want NAME=HOST:PORT", tok)
 			}
-			if _, _, err := net.SplitHostPort(addr); err != nil {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
 				return bad("resolve", c.Args.Resolve, "entry %q: want NAME=HOST:PORT: %v", tok, err)
+			}
+			// Checked here, not at each dial ("invalid port"); port 0 dials nothing.
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				return bad("resolve", c.Args.Resolve, "entry %q: port %s: want 1..65535", tok, port)
+			}
+			// Names are matched case-insensitively: a second entry for one silently won.
+			if _, dup := c.Resolve[strings.ToLower(name)]; dup {
+				return bad("resolve", c.Args.Resolve, "entry %q: %s is resolved twice", tok, strings.ToLower(name))
 			}
 			c.Resolve[strings.ToLower(name)] = addr
 		}
