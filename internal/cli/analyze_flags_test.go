@@ -59,6 +59,10 @@ func TestDiscoverFlagValues(t *testing.T) {
 		{[]string{"--gateway", "Shop/ingress"}, `retrycap: discover: --gateway "Shop/ingress": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
 		// Before: accepted, the port refused only when the first query dialled.
 		{[]string{"--prometheus-url", "http://127.0.0.1:99999"}, `retrycap: discover: --prometheus-url "http://127.0.0.1:99999": port 99999: want 1..65535`},
+		// Before: found by the first query, in a message that led with the query.
+		{[]string{"--prometheus-bearer-token-file", "/nonexistent/token"}, `retrycap: discover: --prometheus-bearer-token-file "/nonexistent/token": stat /nonexistent/token: no such file or directory`},
+		{[]string{"--prometheus-bearer-token-file", "."}, `retrycap: discover: --prometheus-bearer-token-file ".": a directory, want a file`},
+		{[]string{"--prometheus-username", "u", "--prometheus-password-file", "/nonexistent/pw"}, `retrycap: discover: --prometheus-password-file "/nonexistent/pw": stat /nonexistent/pw: no such file or directory`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"discover", "--prometheus-url", "http://127.0.0.1:1"}, tt.args...), strings.NewReader(""), &stdout, &stderr)

@@ -97,6 +97,18 @@ See docs/telemetry.md.`,
 			if cmd.Flags().Changed("prometheus-series-limit") && seriesLimit == 0 {
 				return bad("--prometheus-series-limit 0: want at least 1 (leave the flag out for the default, %d)", promquery.DefaultSeriesLimit)
 			}
+			// One run, one read: a missing credential file is said before any query (the
+			// manager, which re-reads them for rotation, finds them per query).
+			for _, cf := range []struct{ flag, path string }{{"prometheus-bearer-token-file", auth.BearerTokenFile}, {"prometheus-password-file", auth.PasswordFile}} {
+				if cf.path == "" {
+					continue
+				}
+				if st, err := os.Stat(cf.path); err != nil {
+					return bad("--%s %q: %v", cf.flag, cf.path, err)
+				} else if st.IsDir() {
+					return bad("--%s %q: a directory, want a file", cf.flag, cf.path)
+				}
+			}
 			in := telemetry.Input{Gateways: gateways}
 			if cmd.Flags().Changed("namespace") {
 				in.InScope = func(ns string) bool { return ns == namespace }

@@ -112,6 +112,11 @@ func TestValidateFlags(t *testing.T) {
 		{"lease namespace", Options{LeaderElectionNamespace: "a b"}, `--leader-election-namespace "a b": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
 		// Before: injected as written, every pod then refused by the API server or the kubelet.
 		{"image", Options{ProxyImage: "retrycap/proxy: v1"}, `--proxy-image "retrycap/proxy: v1": want an image reference (no spaces)`},
+		// Before: accepted, the listen failing only after the caches synced (exit 1).
+		{"metrics", Options{MetricsAddr: "nope"}, `--metrics-bind-address "nope": want HOST:PORT, :PORT or 0 (off)`},
+		{"probe port", Options{ProbeAddr: ":99999"}, `--health-probe-bind-address ":99999": want HOST:PORT, :PORT or 0 (off)`},
+		{"pprof", Options{PprofAddr: "localhost"}, `--pprof-bind-address "localhost": want HOST:PORT, :PORT or 0 (off)`},
+		{"addresses", Options{MetricsAddr: "0", ProbeAddr: ":8081", PprofAddr: "127.0.0.1:6060"}, ""},
 	} {
 		got := fmt.Sprint(tc.o.Validate())
 		if (tc.want == "" && got != "<nil>") || (tc.want != "" && got != tc.want) {

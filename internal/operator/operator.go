@@ -2,6 +2,8 @@ package operator
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -165,6 +167,17 @@ func (o Options) Validate() error {
 		}
 		if reason := annotations.ValidateLabel(n.v); reason != "" {
 			return fmt.Errorf("--%s %q: not a namespace name (a DNS-1123 label): %s", n.flag, n.v, reason)
+		}
+	}
+	// controller-runtime listens on these only after the caches synced: a bad one ended the
+	// manager then (exit 1), not at start.
+	for _, a := range []struct{ flag, v string }{{"metrics-bind-address", o.MetricsAddr}, {"health-probe-bind-address", o.ProbeAddr}, {"pprof-bind-address", o.PprofAddr}} {
+		if a.v == "" || a.v == "0" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(a.v)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("--%s %q: want HOST:PORT, :PORT or 0 (off)", a.flag, a.v)
 		}
 	}
 	if strings.ContainsFunc(o.ProxyImage, unicode.IsSpace) {
