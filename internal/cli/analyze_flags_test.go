@@ -115,6 +115,12 @@ func TestObserveFlagValues(t *testing.T) {
 		// Before: printed a query Loki refuses, exit 0.
 		{[]string{"-o", "logql", "--logql-selector", ""}, `retrycap: observe: --logql-selector "": want a LogQL stream selector, {label="value",...}`},
 		{[]string{"-o", "logql", "--logql-selector", "app=x"}, `retrycap: observe: --logql-selector "app=x": want a LogQL stream selector, {label="value",...}`},
+		// Before: passed over, the logs read as if they were not given.
+		{[]string{"--dialect", "clickhouse"}, `retrycap: observe: --dialect clickhouse: only -o sql writes a dialect`},
+		{[]string{"--logql-selector", `{app="x"}`}, `retrycap: observe: --logql-selector {app="x"}: only -o logql uses a stream selector`},
+		{[]string{"--table", "attempts"}, `retrycap: observe: --table attempts: only -o sql and --postgres read a table`},
+		// Before: accepted; one line that long was held whole in memory.
+		{[]string{"--max-line", "9999999999999"}, `retrycap: observe: --max-line 9999999999999: must be 1024..1073741824 bytes (1 GiB)`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"observe"}, tt.args...), strings.NewReader(`{"msg":"retrycap-access"}`+"\n"), &stdout, &stderr)

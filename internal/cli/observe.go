@@ -131,6 +131,21 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 			if maxLine < 1024 {
 				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
 			}
+			// A line up to --max-line is held whole: the bound is a memory bound.
+			if maxLine > maxMaxLine {
+				return bad("--max-line %d: must be 1024..%d bytes (1 GiB)", maxLine, maxMaxLine)
+			}
+			// Flags of the other outputs were passed over: the run read as if they were honoured.
+			for _, use := range []struct{ flag, by, what string }{
+				{"dialect", "sql", "only -o sql writes a dialect"},
+				{"logql-selector", "logql", "only -o logql uses a stream selector"},
+				{"table", "sql", "only -o sql and --postgres read a table"},
+			} {
+				f := cmd.Flags().Lookup(use.flag)
+				if f.Changed && o != use.by && (use.flag != "table" || pgDSN == "") {
+					return bad("--%s %s: %s", use.flag, f.Value, use.what)
+				}
+			}
 			d := observe.Dialect(dialect)
 			if d != observe.Postgres && d != observe.ClickHouse {
 				return bad("--dialect %q: want postgres or clickhouse", dialect)
@@ -423,6 +438,9 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	return total, errs
 }
+
+// maxMaxLine is the largest --max-line: a line up to it is held in memory.
+const maxMaxLine = 1 << 30
 
 // flagName is how a flag is written: "-n" for its shorthand, "--since" otherwise.
 func flagName(f *pflag.Flag) string {
