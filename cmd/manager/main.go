@@ -174,6 +174,12 @@ func givenProblem(fs *flag.FlagSet) string {
 		// Under a second the mesh watcher would ask the API server's discovery without a pause.
 		if d, err := time.ParseDuration(v); f.Name == "mesh-recheck-interval" && err == nil && d > 0 && d < time.Second {
 			problem = fmt.Sprintf("--%s %s: want at least 1s", f.Name, v)
+			return
+		}
+		// The Prometheus flags configure the poller --prometheus-url turns on; without it they
+		// were passed over.
+		if url := fs.Lookup("prometheus-url"); url != nil && url.Value.String() == "" && f.Name != url.Name && strings.HasPrefix(f.Name, "prometheus-") {
+			problem = fmt.Sprintf("--%s %s: has no effect without --prometheus-url", f.Name, v)
 		}
 	})
 	return problem
