@@ -71,6 +71,9 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			if err := checkNamespace("analyze", namespace); err != nil {
 				return err
 			}
+			if err := stdinOnce("analyze", "-f -", files); err != nil {
+				return err
+			}
 			rd := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin, Recursive: recursive}
 			m := analyze.NewManifests()
 			if cmd.Flags().Changed("istio-default-retries") {

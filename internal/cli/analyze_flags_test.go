@@ -26,6 +26,8 @@ func TestAnalyzeFlagValues(t *testing.T) {
 		// Before: both taken as the namespace of the objects that name none, the check run.
 		{[]string{"-n", ""}, `retrycap: analyze: -n "": not a namespace name (a DNS-1123 label): empty label`},
 		{[]string{"-n", "Bad_NS"}, `retrycap: analyze: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		// Before: the second "-" read an empty stdin: "read: 2 file(s)".
+		{[]string{"-f", "-", "-f", "-"}, `retrycap: analyze: -f - (stdin) given twice: it is read once`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"analyze", "-f", in}, tt.args...), strings.NewReader(""), &stdout, &stderr)
@@ -53,6 +55,7 @@ func TestDiscoverFlagValues(t *testing.T) {
 		// a namespace "" or "Bad_NS"), or the gateway never matched a caller.
 		{[]string{"-n", ""}, `retrycap: discover: -n "": not a namespace name (a DNS-1123 label): empty label`},
 		{[]string{"-n", "Bad_NS"}, `retrycap: discover: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		{[]string{"-f", "-", "-f", "-"}, `retrycap: discover: -f - (stdin) given twice: it is read once`},
 		{[]string{"--gateway", ""}, `retrycap: discover: --gateway "": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
 		{[]string{"--gateway", "a/b/c"}, `retrycap: discover: --gateway "a/b/c": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
 		{[]string{"--gateway", "Bad Name"}, `retrycap: discover: --gateway "Bad Name": want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)`},
@@ -94,6 +97,9 @@ func TestGraphFlagValues(t *testing.T) {
 	}
 }
 
+// gwLog is an access log of observe's testdata, gwDir the directory holding it.
+const gwLog, gwDir = "../observe/testdata/gateway/frontend/0.log", "../observe/testdata/gateway"
+
 // TestObserveFlagValues: observe's wrong flag values and combinations, exit 2 naming the flag
 // and the value, before any log is read (stdin holds one line that would be read).
 func TestObserveFlagValues(t *testing.T) {
@@ -121,6 +127,12 @@ func TestObserveFlagValues(t *testing.T) {
 		{[]string{"--table", "attempts"}, `retrycap: observe: --table attempts: only -o sql and --postgres read a table`},
 		// Before: accepted; one line that long was held whole in memory.
 		{[]string{"--max-line", "9999999999999"}, `retrycap: observe: --max-line 9999999999999: must be 1024..1073741824 bytes (1 GiB)`},
+		// Before: read twice, every attempt counted twice (observed amplification 6, not 3).
+		{[]string{"-f", gwLog, "-f", gwLog}, `retrycap: observe: ` + gwLog + ` given twice: its lines would be counted twice`},
+		{[]string{"-f", gwLog, "./" + gwLog}, `retrycap: observe: ./` + gwLog + ` given twice: its lines would be counted twice`},
+		{[]string{"-f", gwDir, "-f", gwLog}, `retrycap: observe: ` + gwLog + ` is inside ` + gwDir + `, also given: its lines would be counted twice`},
+		// Before: the second "-" read an empty stdin, without a word.
+		{[]string{"-f", "-", "-"}, `retrycap: observe: - (stdin) given twice: it is read once`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"observe"}, tt.args...), strings.NewReader(`{"msg":"retrycap-access"}`+"\n"), &stdout, &stderr)

@@ -81,6 +81,9 @@ See docs/telemetry.md.`,
 			if err := checkNamespace("discover", namespace); err != nil {
 				return err
 			}
+			if err := stdinOnce("discover", "-f -", files); err != nil {
+				return err
+			}
 			for _, g := range gateways {
 				if !checkWorkloadRef(g) {
 					return bad("--gateway %q: want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)", g)

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -128,6 +129,15 @@ func checkWorkloadRef(s string) bool {
 		return false
 	}
 	return len(validation.IsDNS1123Subdomain(name)) == 0
+}
+
+// stdinOnce refuses "-" given twice: the second read found stdin empty, without a word. how is
+// how the command names it ("-f -" or "-").
+func stdinOnce(command, how string, files []string) error {
+	if i := slices.Index(files, "-"); i >= 0 && slices.Contains(files[i+1:], "-") {
+		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%s: %s (stdin) given twice: it is read once", command, how)}
+	}
+	return nil
 }
 
 // loadKubeconfig finds the cluster as kubectl does (explicit path, else $KUBECONFIG, else
