@@ -26,6 +26,10 @@ func TestAnalyzeFlagValues(t *testing.T) {
 		// Before: both taken as the namespace of the objects that name none, the check run.
 		{[]string{"-n", ""}, `retrycap: analyze: -n "": not a namespace name (a DNS-1123 label): empty label`},
 		{[]string{"-n", "Bad_NS"}, `retrycap: analyze: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		// Before: the last one won, without a word (with team=b the policy selected nothing
+		// there, exit 0).
+		{[]string{"--namespace-labels", "storefront=team=a", "--namespace-labels", "storefront=team=b"}, `retrycap: analyze: --namespace-labels "storefront=team=b": namespace storefront given twice (first "storefront=team=a")`},
+		{[]string{"--meshed-namespace", "shop=istio", "--meshed-namespace", "shop=linkerd"}, `retrycap: analyze: --meshed-namespace "shop=linkerd": namespace shop given twice (first "shop=istio")`},
 		// Before: the second "-" read an empty stdin: "read: 2 file(s)".
 		{[]string{"-f", "-", "-f", "-"}, `retrycap: analyze: -f - (stdin) given twice: it is read once`},
 	} {
