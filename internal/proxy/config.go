@@ -36,6 +36,9 @@ func Defaults() Config {
 	return Config{Args: sidecar.Defaults()}
 }
 
+// maxReplayBytesMax bounds --max-replay-bytes: a request body up to it is held in memory.
+const maxReplayBytesMax = 1 << 30
+
 // FlagError is a bad flag value; the command exits 2 on it.
 type FlagError struct {
 	Flag  string
@@ -152,8 +155,8 @@ func (c *Config) validate() error {
 	if c.BreakerFailures < 0 {
 		return bad("breaker-failures", strconv.Itoa(c.BreakerFailures), "must be >= 0 (0 disables the breaker)")
 	}
-	if c.MaxReplayBytes < 0 {
-		return bad("max-replay-bytes", strconv.Itoa(c.MaxReplayBytes), "must be >= 0")
+	if c.MaxReplayBytes < 0 || c.MaxReplayBytes > maxReplayBytesMax {
+		return bad("max-replay-bytes", strconv.Itoa(c.MaxReplayBytes), "must be 0..%d (1 GiB: a body up to it is held in memory per request)", maxReplayBytesMax)
 	}
 	if c.Engine != "loop" && c.Engine != "goroutine" {
 		return bad("engine", c.Engine, "must be loop or goroutine")

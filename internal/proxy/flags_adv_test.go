@@ -20,6 +20,8 @@ func TestFlagErrorsAdversarial(t *testing.T) {
 		{[]string{"--resolve", "order=10.0.0.1:99999"}, `invalid value "order=10.0.0.1:99999" for --resolve: entry "order=10.0.0.1:99999": port 99999: want 1..65535`},
 		{[]string{"--resolve", "order=:0"}, `invalid value "order=:0" for --resolve: entry "order=:0": port 0: want 1..65535`},
 		{[]string{"--resolve", "order=h:http"}, `invalid value "order=h:http" for --resolve: entry "order=h:http": port http: want 1..65535`},
+		// Before: accepted; a body up to it is held in memory per request for replay.
+		{[]string{"--max-replay-bytes", "99999999999999"}, `invalid value "99999999999999" for --max-replay-bytes: must be 0..1073741824 (1 GiB: a body up to it is held in memory per request)`},
 		// Before: the last entry won.
 		{[]string{"--resolve", "order=h:1,Order=h:2"}, `invalid value "order=h:1,Order=h:2" for --resolve: entry "Order=h:2": order is resolved twice`},
 	} {
