@@ -92,6 +92,8 @@ func TestGraphFlagValues(t *testing.T) {
 		{[]string{"-o", "sarif"}, `retrycap: graph: unknown output "sarif" (tree, json, dot, mermaid)`},
 		{[]string{"-n", "shop", "-A"}, `retrycap: graph: -n and -A exclude each other`},
 		{[]string{"-n", "Bad_NS"}, `retrycap: graph: -n "Bad_NS": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		// Before: asked for; no policy can have that name.
+		{[]string{"Check Out"}, `retrycap: graph: POLICY "Check Out": not a policy name (a DNS-1123 subdomain: lower-case letters, digits, '-' and '.')`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"graph"}, tt.args...), strings.NewReader(""), &stdout, &stderr)
