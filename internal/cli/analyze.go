@@ -74,6 +74,9 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			if err := stdinOnce("analyze", "-f -", files); err != nil {
 				return err
 			}
+			if recursive && len(files) == 0 {
+				return &ExitError{Code: ExitBadInput, Msg: "analyze: -R reads the directories given with -f, and no -f is given"}
+			}
 			rd := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin, Recursive: recursive}
 			m := analyze.NewManifests()
 			if cmd.Flags().Changed("istio-default-retries") {

@@ -139,11 +139,26 @@ func TestObserveFlagValues(t *testing.T) {
 		{[]string{"-f", gwDir, "-f", gwLog}, `retrycap: observe: ` + gwLog + ` is inside ` + gwDir + `, also given: its lines would be counted twice`},
 		// Before: the second "-" read an empty stdin, without a word.
 		{[]string{"-f", "-", "-"}, `retrycap: observe: - (stdin) given twice: it is read once`},
+		// Before: 0 was the default range, 1h, without a word.
+		{[]string{"-o", "logql", "--since", "0"}, `retrycap: observe: --since 0s: -o logql needs a range (leave the flag out for the default, 1h)`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(append([]string{"observe"}, tt.args...), strings.NewReader(`{"msg":"retrycap-access"}`+"\n"), &stdout, &stderr)
 		if code != ExitBadInput || stderr.String() != tt.want+"\n" || stdout.Len() != 0 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q\nwant exit 2, stderr %q", tt.args, code, stdout.String(), stderr.String(), tt.want)
+		}
+	}
+}
+
+// TestRecursiveWithoutFiles: -R reads the directories given with -f; with -k alone it was
+// passed over.
+func TestRecursiveWithoutFiles(t *testing.T) {
+	for _, cmd := range []string{"analyze", "discover"} {
+		var stdout, stderr bytes.Buffer
+		code := execute([]string{cmd, "-R", "-k", "../../config/samples"}, strings.NewReader(""), &stdout, &stderr)
+		want := "retrycap: " + cmd + ": -R reads the directories given with -f, and no -f is given\n"
+		if code != ExitBadInput || stderr.String() != want || stdout.Len() != 0 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q\nwant exit 2, stderr %q", cmd, code, stdout.String(), stderr.String(), want)
 		}
 	}
 }

@@ -84,6 +84,9 @@ See docs/telemetry.md.`,
 			if err := stdinOnce("discover", "-f -", files); err != nil {
 				return err
 			}
+			if recursive && len(files) == 0 {
+				return bad("-R reads the directories given with -f, and no -f is given")
+			}
 			for _, g := range gateways {
 				if !checkWorkloadRef(g) {
 					return bad("--gateway %q: want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)", g)

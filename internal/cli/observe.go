@@ -133,6 +133,8 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 				return bad("--top %d: must be >= 0", top)
 			case since < 0:
 				return bad("--since %s: must be >= 0", since)
+			case o == "logql" && since == 0 && cmd.Flags().Changed("since"):
+				return bad("--since 0s: -o logql needs a range (leave the flag out for the default, 1h)")
 			}
 			if maxLine < 1024 {
 				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
