@@ -84,6 +84,13 @@ func (c *Config) validate() error {
 			return bad(l.flag, l.v, "port must be 0..65535")
 		}
 	}
+	// One port for both: --check passed and the run failed to bind the second.
+	lh, lp, _ := net.SplitHostPort(c.Listen)
+	ah, ap, _ := net.SplitHostPort(c.Admin)
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	if lp == ap && lp != "0" && (lh == ah || wildcard(lh) || wildcard(ah)) {
+		return bad("admin", c.Admin, "the port of --listen (%s): want another", c.Listen)
+	}
 	for _, n := range []struct{ flag, v string }{{"namespace", c.Namespace}, {"service", c.Service}} {
 		if n.v == "" {
 			continue

@@ -22,6 +22,9 @@ func TestFlagErrorsAdversarial(t *testing.T) {
 		{[]string{"--resolve", "order=h:http"}, `invalid value "order=h:http" for --resolve: entry "order=h:http": port http: want 1..65535`},
 		// Before: accepted; a body up to it is held in memory per request for replay.
 		{[]string{"--max-replay-bytes", "99999999999999"}, `invalid value "99999999999999" for --max-replay-bytes: must be 0..1073741824 (1 GiB: a body up to it is held in memory per request)`},
+		// Before: --check passed; the run then failed to bind the second (exit 1).
+		{[]string{"--listen", ":15001", "--admin", ":15001"}, `invalid value ":15001" for --admin: the port of --listen (:15001): want another`},
+		{[]string{"--listen", "127.0.0.1:15001", "--admin", "0.0.0.0:15001"}, `invalid value "0.0.0.0:15001" for --admin: the port of --listen (127.0.0.1:15001): want another`},
 		// Before: the last entry won.
 		{[]string{"--resolve", "order=h:1,Order=h:2"}, `invalid value "order=h:1,Order=h:2" for --resolve: entry "Order=h:2": order is resolved twice`},
 	} {
@@ -30,7 +33,8 @@ func TestFlagErrorsAdversarial(t *testing.T) {
 			t.Errorf("%q:\n got %v\nwant %s", c.args, err, c.want)
 		}
 	}
-	for _, ok := range [][]string{{"--service", "checkout"}, {"--service", "checkout-v2"}, {"--service", ""}, {"--resolve", "order=h:1,payment=[::1]:8080"}} {
+	for _, ok := range [][]string{{"--service", "checkout"}, {"--service", "checkout-v2"}, {"--service", ""}, {"--resolve", "order=h:1,payment=[::1]:8080"},
+		{"--listen", ":0", "--admin", ":0"}, {"--listen", "127.0.0.1:15001", "--admin", "127.0.0.2:15001"}} {
 		if _, err := ParseFlags(ok, io.Discard); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
