@@ -117,6 +117,13 @@ func TestValidateFlags(t *testing.T) {
 		{"probe port", Options{ProbeAddr: ":99999"}, `--health-probe-bind-address ":99999": want HOST:PORT, :PORT or 0 (off)`},
 		{"pprof", Options{PprofAddr: "localhost"}, `--pprof-bind-address "localhost": want HOST:PORT, :PORT or 0 (off)`},
 		{"addresses", Options{MetricsAddr: "0", ProbeAddr: ":8081", PprofAddr: "127.0.0.1:6060"}, ""},
+		// Before: found when the webhook server started, after the caches synced (exit 1).
+		{"cert dir", Options{Webhooks: true, WebhookPort: 9443, WebhookCertDir: "/nonexistent/certs"},
+			`--webhook-cert-dir "/nonexistent/certs": stat /nonexistent/certs: no such file or directory (the webhook server reads tls.crt and tls.key there; --enable-webhooks=false runs without them)`},
+		{"cert dir is a file", Options{Webhooks: true, WebhookPort: 9443, WebhookCertDir: "observed_test.go"},
+			`--webhook-cert-dir "observed_test.go": not a directory (the webhook server reads tls.crt and tls.key there; --enable-webhooks=false runs without them)`},
+		{"cert dir without webhooks", Options{WebhookCertDir: "/nonexistent/certs"}, ""},
+		{"cert dir", Options{Webhooks: true, WebhookPort: 9443, WebhookCertDir: "."}, ""},
 	} {
 		got := fmt.Sprint(tc.o.Validate())
 		if (tc.want == "" && got != "<nil>") || (tc.want != "" && got != tc.want) {

@@ -3,6 +3,7 @@ package operator
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -182,6 +183,14 @@ func (o Options) Validate() error {
 	}
 	if strings.ContainsFunc(o.ProxyImage, unicode.IsSpace) {
 		return fmt.Errorf("--proxy-image %q: want an image reference (no spaces)", o.ProxyImage)
+	}
+	if o.Webhooks && o.WebhookCertDir != "" {
+		const why = "(the webhook server reads tls.crt and tls.key there; --enable-webhooks=false runs without them)"
+		if st, err := os.Stat(o.WebhookCertDir); err != nil {
+			return fmt.Errorf("--webhook-cert-dir %q: %v %s", o.WebhookCertDir, err, why)
+		} else if !st.IsDir() {
+			return fmt.Errorf("--webhook-cert-dir %q: not a directory %s", o.WebhookCertDir, why)
+		}
 	}
 	lease, renew, retry := o.leaseTimings()
 	if o.LeaderElection && (renew >= lease || retry >= renew) {
