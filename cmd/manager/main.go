@@ -59,21 +59,13 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	zeroGiven := ""
 	flag.Visit(func(f *flag.Flag) {
 		// Only when given: unset, the MeshConfig in the cluster decides.
 		if f.Name == "istio-default-retries" {
 			o.IstioDefaultRetries = istioDefault
 		}
-		// 0 in operator.Options means "the default": given, it was taken for 1m, 5m, 10s or
-		// 10000 series without a word.
-		switch f.Name {
-		case "prometheus-interval", "prometheus-window", "prometheus-timeout", "prometheus-series-limit":
-			if v := f.Value.String(); v == "0" || v == "0s" {
-				zeroGiven = fmt.Sprintf("--%s %s: want more than 0 (leave the flag out for the default, %s)", f.Name, v, f.DefValue)
-			}
-		}
 	})
+	zeroGiven := givenProblem(flag.CommandLine)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 	if os.Getenv("GOGC") == "" {
@@ -90,6 +82,12 @@ func main() {
 
 	if zeroGiven != "" {
 		log.Error(nil, zeroGiven)
+		os.Exit(2)
+	}
+	// Go's flag package stops at the first argument that is not a flag: "--leader-elect true"
+	// left "true" (and every flag after it) unread.
+	if flag.NArg() > 0 {
+		log.Error(nil, "unexpected argument: the manager takes flags only; a boolean flag's value is written --flag=value", "argument", flag.Arg(0))
 		os.Exit(2)
 	}
 	if *shutdownDelay < 0 {
@@ -142,6 +140,49 @@ func main() {
 		log.Error(err, "the manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// givenProblem is what is wrong with the first flag given on the command line (fs.Visit) whose
+// value operator.Options reads as "the default" (zero, empty), or that the manager cannot act
+// on; "" when none. Given, such a value was taken for the default without a word.
+func givenProblem(fs *flag.FlagSet) string {
+	problem := ""
+	fs.Visit(func(f *flag.Flag) {
+		if problem != "" {
+			return
+		}
+		v := f.Value.String()
+		leave := fmt.Sprintf("(leave the flag out for the default, %s)", f.DefValue)
+		switch f.Name {
+		case "prometheus-interval", "prometheus-window", "prometheus-timeout", "prometheus-series-limit",
+			"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "mesh-recheck-interval":
+			if v == "0" || v == "0s" {
+				problem = fmt.Sprintf("--%s %s: want more than 0 %s", f.Name, v, leave)
+				return
+			}
+		}
+		want := map[string]string{
+			"mesh-apis":               "auto, none or a comma-separated list",
+			"proxy-image":             "an image reference",
+			"prometheus-caller-label": "a Prometheus label name",
+			"webhook-cert-dir":        "a directory",
+		}[f.Name]
+		if want != "" && strings.TrimSpace(v) == "" {
+			problem = fmt.Sprintf("--%s %q: want %s %s", f.Name, v, want, leave)
+			return
+		}
+		// Under a second the mesh watcher would ask the API server's discovery without a pause.
+		if d, err := time.ParseDuration(v); f.Name == "mesh-recheck-interval" && err == nil && d > 0 && d < time.Second {
+			problem = fmt.Sprintf("--%s %s: want at least 1s", f.Name, v)
+			return
+		}
+		// The Prometheus flags configure the poller --prometheus-url turns on; without it they
+		// were passed over.
+		if url := fs.Lookup("prometheus-url"); url != nil && url.Value.String() == "" && f.Name != url.Name && strings.HasPrefix(f.Name, "prometheus-") {
+			problem = fmt.Sprintf("--%s %s: has no effect without --prometheus-url", f.Name, v)
+		}
+	})
+	return problem
 }
 
 // defaultShutdownDelay is --shutdown-delay's default: long enough for the endpoints controller

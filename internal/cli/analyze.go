@@ -68,6 +68,15 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			if !ok && output != "patch" {
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: unknown output %q (table, json, dot, mermaid, tree, patch, sarif)", output)}
 			}
+			if err := checkNamespace("analyze", namespace); err != nil {
+				return err
+			}
+			if err := stdinOnce("analyze", "-f -", files); err != nil {
+				return err
+			}
+			if recursive && len(files) == 0 {
+				return &ExitError{Code: ExitBadInput, Msg: "analyze: -R reads the directories given with -f, and no -f is given"}
+			}
 			rd := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin, Recursive: recursive}
 			m := analyze.NewManifests()
 			if cmd.Flags().Changed("istio-default-retries") {
@@ -80,10 +89,25 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			for _, k := range kustomizations {
 				errs = append(errs, rd.ReadKustomization(m, k, Kustomize)...)
 			}
+			// A namespace given twice: the last value won without a word.
+			once := func(flag string) func(ns, v string) error {
+				seen := map[string]string{}
+				return func(ns, v string) error {
+					if first, dup := seen[ns]; dup {
+						return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --%s %q: namespace %s given twice (first %q)", flag, v, ns, first)}
+					}
+					seen[ns] = v
+					return nil
+				}
+			}
+			meshedOnce, labelsOnce := once("meshed-namespace"), once("namespace-labels")
 			for _, nm := range meshed {
 				ns, name, ok := strings.Cut(nm, "=")
 				if !ok || ns == "" {
 					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --meshed-namespace %q: want NAMESPACE=istio or NAMESPACE=linkerd", nm)}
+				}
+				if err := meshedOnce(ns, nm); err != nil {
+					return err
 				}
 				if err := m.SetMeshedNamespace(ns, name); err != nil {
 					return &ExitError{Code: ExitBadInput, Msg: "analyze: --meshed-namespace: " + err.Error()}
@@ -95,6 +119,9 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 				ns, labels, found := strings.Cut(nl, "=")
 				if !found || ns == "" {
 					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --namespace-labels %q: want NAMESPACE=KEY=VALUE,...", nl)}
+				}
+				if err := labelsOnce(ns, nl); err != nil {
+					return err
 				}
 				if err := m.SetNamespaceLabels(ns, labels); err != nil {
 					return &ExitError{Code: ExitBadInput, Msg: "analyze: --namespace-labels: " + err.Error()}

@@ -78,6 +78,20 @@ See docs/telemetry.md.`,
 			if allNamespaces && cmd.Flags().Changed("namespace") {
 				return bad("-n and -A exclude each other")
 			}
+			if err := checkNamespace("discover", namespace); err != nil {
+				return err
+			}
+			if err := stdinOnce("discover", "-f -", files); err != nil {
+				return err
+			}
+			if recursive && len(files) == 0 {
+				return bad("-R reads the directories given with -f, and no -f is given")
+			}
+			for _, g := range gateways {
+				if !checkWorkloadRef(g) {
+					return bad("--gateway %q: want NAME or NAMESPACE/NAME (a DNS-1123 label, a workload name)", g)
+				}
+			}
 			if since < time.Second || since%time.Second != 0 {
 				return bad("--since %s: want whole seconds, at least 1s", since)
 			}
@@ -88,6 +102,18 @@ See docs/telemetry.md.`,
 			}
 			if cmd.Flags().Changed("prometheus-series-limit") && seriesLimit == 0 {
 				return bad("--prometheus-series-limit 0: want at least 1 (leave the flag out for the default, %d)", promquery.DefaultSeriesLimit)
+			}
+			// One run, one read: a missing credential file is said before any query (the
+			// manager, which re-reads them for rotation, finds them per query).
+			for _, cf := range []struct{ flag, path string }{{"prometheus-bearer-token-file", auth.BearerTokenFile}, {"prometheus-password-file", auth.PasswordFile}} {
+				if cf.path == "" {
+					continue
+				}
+				if st, err := os.Stat(cf.path); err != nil {
+					return bad("--%s %q: %v", cf.flag, cf.path, err)
+				} else if st.IsDir() {
+					return bad("--%s %q: a directory, want a file", cf.flag, cf.path)
+				}
 			}
 			in := telemetry.Input{Gateways: gateways}
 			if cmd.Flags().Changed("namespace") {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -58,11 +59,23 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			render, ok := renderers[output]
-			if !ok || output == "table" {
+			if !ok || output == "table" || output == "sarif" {
 				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: unknown output %q (tree, json, dot, mermaid)", output)}
 			}
 			if allNamespaces && len(args) == 1 {
 				return &ExitError{Code: ExitBadInput, Msg: "graph: a POLICY name needs one namespace; drop -A"}
+			}
+			if allNamespaces && cmd.Flags().Changed("namespace") {
+				return &ExitError{Code: ExitBadInput, Msg: "graph: -n and -A exclude each other"}
+			}
+			if len(args) == 1 && len(validation.IsDNS1123Subdomain(args[0])) > 0 {
+				return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("graph: POLICY %q: not a policy name (a DNS-1123 subdomain: lower-case letters, digits, '-' and '.')", args[0])}
+			}
+			// "" is the context's namespace, as the flag's default.
+			if namespace != "" {
+				if err := checkNamespace("graph", namespace); err != nil {
+					return err
+				}
 			}
 			cc, cfg, err := loadKubeconfig(kubeconfig, kubeContext)
 			if err != nil {

@@ -89,6 +89,12 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 			if fromCluster && len(files) > 0 {
 				return bad("--from-cluster reads no files; drop -f and the arguments")
 			}
+			if err := stdinOnce("observe", "-", files); err != nil {
+				return err
+			}
+			if err := readOnce(files); err != nil {
+				return bad("%v", err)
+			}
 			if !fromCluster && (selector != "" || allNamespaces) {
 				return bad("-l and -A need --from-cluster")
 			}
@@ -97,10 +103,28 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 			}
 			// The pod flags without --from-cluster were passed over: a file read whole when the
 			// user asked for its last 40 minutes reads as a report of those minutes.
-			for _, name := range []string{"namespace", "container", "since"} {
+			for _, name := range []string{"namespace", "container", "since", "kubeconfig", "context"} {
 				if f := cmd.Flags().Lookup(name); !fromCluster && f.Changed && (name != "since" || o != "logql") {
 					return bad("-%s %s: reads the pods' logs, needs --from-cluster (files and stdin are read whole)", flagName(f), f.Value)
 				}
+			}
+			if allNamespaces && cmd.Flags().Changed("namespace") {
+				return bad("-n and -A exclude each other")
+			}
+			if ns != "" { // "": the context's namespace, as the flag's default
+				if err := checkNamespace("observe", ns); err != nil {
+					return err
+				}
+			}
+			if container == "" {
+				return bad("-c \"\": want a container name (leave the flag out for the default, %s)", ProxyContainerName)
+			}
+			// An empty DSN was "no --postgres": stdin was read instead of the table.
+			if cmd.Flags().Changed("postgres") && pgDSN == "" {
+				return bad("--postgres \"\": want a libpq connection string or URL (leave the flag out to read logs)")
+			}
+			if o == "logql" && (!strings.HasPrefix(logqlSelector, "{") || !strings.HasSuffix(logqlSelector, "}")) {
+				return bad("--logql-selector %q: want a LogQL stream selector, {label=\"value\",...}", logqlSelector)
 			}
 			switch {
 			case threshold < 0:
@@ -109,9 +133,26 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 				return bad("--top %d: must be >= 0", top)
 			case since < 0:
 				return bad("--since %s: must be >= 0", since)
+			case o == "logql" && since == 0 && cmd.Flags().Changed("since"):
+				return bad("--since 0s: -o logql needs a range (leave the flag out for the default, 1h)")
 			}
 			if maxLine < 1024 {
 				return bad("--max-line %d: must be at least 1024 bytes", maxLine)
+			}
+			// A line up to --max-line is held whole: the bound is a memory bound.
+			if maxLine > maxMaxLine {
+				return bad("--max-line %d: must be 1024..%d bytes (1 GiB)", maxLine, maxMaxLine)
+			}
+			// Flags of the other outputs were passed over: the run read as if they were honoured.
+			for _, use := range []struct{ flag, by, what string }{
+				{"dialect", "sql", "only -o sql writes a dialect"},
+				{"logql-selector", "logql", "only -o logql uses a stream selector"},
+				{"table", "sql", "only -o sql and --postgres read a table"},
+			} {
+				f := cmd.Flags().Lookup(use.flag)
+				if f.Changed && o != use.by && (use.flag != "table" || pgDSN == "") {
+					return bad("--%s %s: %s", use.flag, f.Value, use.what)
+				}
 			}
 			d := observe.Dialect(dialect)
 			if d != observe.Postgres && d != observe.ClickHouse {
@@ -405,6 +446,42 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 	}
 	return total, errs
 }
+
+// readOnce refuses a file given twice, or inside a directory also given: its attempts would be
+// counted twice (an observed amplification of 6 where there were 3). Paths that cannot be read
+// are left to the read, which says so.
+func readOnce(paths []string) error {
+	type given struct {
+		path, abs string
+		st        os.FileInfo
+	}
+	var gs []given
+	for _, p := range paths {
+		if p == "-" {
+			continue
+		}
+		st, err := os.Stat(p)
+		abs, aerr := filepath.Abs(p)
+		if err != nil || aerr != nil {
+			continue
+		}
+		for _, g := range gs {
+			switch {
+			case os.SameFile(g.st, st):
+				return fmt.Errorf("%s given twice: its lines would be counted twice", p)
+			case g.st.IsDir() && strings.HasPrefix(abs, g.abs+string(filepath.Separator)):
+				return fmt.Errorf("%s is inside %s, also given: its lines would be counted twice", p, g.path)
+			case st.IsDir() && strings.HasPrefix(g.abs, abs+string(filepath.Separator)):
+				return fmt.Errorf("%s is inside %s, also given: its lines would be counted twice", g.path, p)
+			}
+		}
+		gs = append(gs, given{p, abs, st})
+	}
+	return nil
+}
+
+// maxMaxLine is the largest --max-line: a line up to it is held in memory.
+const maxMaxLine = 1 << 30
 
 // flagName is how a flag is written: "-n" for its shorthand, "--since" otherwise.
 func flagName(f *pflag.Flag) string {

@@ -15,11 +15,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/retrycap/retrycap/internal/annotations"
 )
 
 // Exit codes shared by the subcommands.
@@ -105,6 +109,36 @@ func noArgs(how string) cobra.PositionalArgs {
 
 // NoArgs is noArgs for the full CLI's own commands (storm, demo): flags only.
 func NoArgs() cobra.PositionalArgs { return noArgs("it takes flags only (--help lists them)") }
+
+// checkNamespace refuses a -n value that cannot name a namespace: offline it would stand for
+// the objects' namespace, against a cluster the answer would be "nothing there".
+func checkNamespace(command, ns string) error {
+	if reason := annotations.ValidateLabel(ns); reason != "" {
+		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%s: -n %q: not a namespace name (a DNS-1123 label): %s", command, ns, reason)}
+	}
+	return nil
+}
+
+// checkWorkloadRef checks a NAME or NAMESPACE/NAME flag value (discover --gateway): a namespace
+// label and a workload name (a DNS-1123 subdomain); anything else would never match a caller.
+func checkWorkloadRef(s string) bool {
+	ns, name, scoped := strings.Cut(s, "/")
+	if !scoped {
+		name = ns
+	} else if annotations.ValidateLabel(ns) != "" {
+		return false
+	}
+	return len(validation.IsDNS1123Subdomain(name)) == 0
+}
+
+// stdinOnce refuses "-" given twice: the second read found stdin empty, without a word. how is
+// how the command names it ("-f -" or "-").
+func stdinOnce(command, how string, files []string) error {
+	if i := slices.Index(files, "-"); i >= 0 && slices.Contains(files[i+1:], "-") {
+		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%s: %s (stdin) given twice: it is read once", command, how)}
+	}
+	return nil
+}
 
 // loadKubeconfig finds the cluster as kubectl does (explicit path, else $KUBECONFIG, else
 // ~/.kube/config, else in-cluster). client-go passes over a $KUBECONFIG file that does not

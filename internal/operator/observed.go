@@ -41,9 +41,18 @@ func (p Prometheus) validate() error {
 	if p.Interval < 0 {
 		return fmt.Errorf("--prometheus-interval %s: must be positive", p.Interval)
 	}
+	// Under a second the poller would query without a pause.
+	if p.Interval > 0 && p.Interval < time.Second {
+		return fmt.Errorf("--prometheus-interval %s: want at least 1s", p.Interval)
+	}
 	// promquery reads a negative window or timeout as its default: said instead.
 	if p.Window < 0 {
 		return fmt.Errorf("--prometheus-window %s: must be positive", p.Window)
+	}
+	// The range is written in Prometheus' duration syntax: under 1s it reads [0s] (refused by
+	// Prometheus); whole seconds as discover's --since.
+	if p.Window > 0 && (p.Window < time.Second || p.Window%time.Second != 0) {
+		return fmt.Errorf("--prometheus-window %s: want whole seconds, at least 1s", p.Window)
 	}
 	if p.Timeout < 0 {
 		return fmt.Errorf("--prometheus-timeout %s: must be positive", p.Timeout)

@@ -25,6 +25,11 @@ func TestValidatePrometheus(t *testing.T) {
 		// Before: the defaults, 5m and 10s, silently.
 		{Prometheus{URL: "http://p:9090", Window: -time.Minute}, "--prometheus-window -1m0s: must be positive"},
 		{Prometheus{URL: "http://p:9090", Timeout: -time.Second}, "--prometheus-timeout -1s: must be positive"},
+		// Before: a window under 1s was queried as [0s] (Prometheus refuses it) or [1s500ms],
+		// and an interval of 1ns queried Prometheus without a pause.
+		{Prometheus{URL: "http://p:9090", Window: time.Nanosecond}, "--prometheus-window 1ns: want whole seconds, at least 1s"},
+		{Prometheus{URL: "http://p:9090", Window: 1500 * time.Millisecond}, "--prometheus-window 1.5s: want whole seconds, at least 1s"},
+		{Prometheus{URL: "http://p:9090", Interval: time.Millisecond}, "--prometheus-interval 1ms: want at least 1s"},
 		{Prometheus{URL: "http://p:9090", MaxAnswerBytes: -1}, "--prometheus-max-answer-size -1: want a size above 0 bytes"},
 		{Prometheus{URL: "http://p:9090", MaxAnswerBytes: 128 << 20}, ""},
 		{Prometheus{URL: "http://p:9090", Auth: promquery.Auth{Username: "retrycap"}}, `--prometheus-username "retrycap": --prometheus-password-file is required with it`},
@@ -83,6 +88,46 @@ func TestValidateWebhookPort(t *testing.T) {
 	} {
 		if got := fmt.Sprint(tc.o.Validate()); (tc.want == "" && got != "<nil>") || (tc.want != "" && got != tc.want) {
 			t.Errorf("Validate(webhooks %v, port %d) = %s, want %q", tc.o.Webhooks, tc.o.WebhookPort, got, tc.want)
+		}
+	}
+}
+
+// TestValidateFlags: the manager's flags that were taken without a word. Each is refused,
+// naming the flag and the value, before the manager starts.
+func TestValidateFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"defaults", Options{ProxyImage: DefaultProxyImage, Namespace: "retrycap-system"}, ""},
+		// Before: a negative lease timing was the default, silently.
+		{"lease", Options{LeaderElection: true, LeaseDuration: -5 * time.Second}, "--leader-elect-lease-duration -5s: must be positive"},
+		{"renew", Options{RenewDeadline: -time.Second}, "--leader-elect-renew-deadline -1s: must be positive"},
+		{"retry", Options{RetryPeriod: -time.Second}, "--leader-elect-retry-period -1s: must be positive"},
+		// Before: the default (1m) for a negative one; 1ns asked the API server without a pause.
+		{"recheck negative", Options{MeshRecheck: -time.Second}, "--mesh-recheck-interval -1s: want at least 1s"},
+		// Before: the webhooks' exemption and the lease were keyed on a name no namespace has.
+		{"namespace", Options{Namespace: "Retrycap_System"}, `--namespace "Retrycap_System": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		{"lease namespace", Options{LeaderElectionNamespace: "a b"}, `--leader-election-namespace "a b": not a namespace name (a DNS-1123 label): only lower-case letters, digits and '-' are allowed`},
+		// Before: injected as written, every pod then refused by the API server or the kubelet.
+		{"image", Options{ProxyImage: "retrycap/proxy: v1"}, `--proxy-image "retrycap/proxy: v1": want an image reference (no spaces)`},
+		// Before: accepted, the listen failing only after the caches synced (exit 1).
+		{"metrics", Options{MetricsAddr: "nope"}, `--metrics-bind-address "nope": want HOST:PORT, :PORT or 0 (off)`},
+		{"probe port", Options{ProbeAddr: ":99999"}, `--health-probe-bind-address ":99999": want HOST:PORT, :PORT or 0 (off)`},
+		{"pprof", Options{PprofAddr: "localhost"}, `--pprof-bind-address "localhost": want HOST:PORT, :PORT or 0 (off)`},
+		{"addresses", Options{MetricsAddr: "0", ProbeAddr: ":8081", PprofAddr: "127.0.0.1:6060"}, ""},
+		// Before: found when the webhook server started, after the caches synced (exit 1).
+		{"cert dir", Options{Webhooks: true, WebhookPort: 9443, WebhookCertDir: "/nonexistent/certs"},
+			`--webhook-cert-dir "/nonexistent/certs": stat /nonexistent/certs: no such file or directory (the webhook server reads tls.crt and tls.key there; --enable-webhooks=false runs without them)`},
+		{"cert dir is a file", Options{Webhooks: true, WebhookPort: 9443, WebhookCertDir: "observed_test.go"},
+			`--webhook-cert-dir "observed_test.go": not a directory (the webhook server reads tls.crt and tls.key there; --enable-webhooks=false runs without them)`},
+		{"cert dir without webhooks", Options{WebhookCertDir: "/nonexistent/certs"}, ""},
+		{"cert dir", Options{Webhooks: true, WebhookPort: 9443, WebhookCertDir: "."}, ""},
+	} {
+		got := fmt.Sprint(tc.o.Validate())
+		if (tc.want == "" && got != "<nil>") || (tc.want != "" && got != tc.want) {
+			t.Errorf("%s: Validate() = %s, want %q", tc.name, got, tc.want)
 		}
 	}
 }

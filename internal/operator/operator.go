@@ -2,7 +2,12 @@ package operator
 
 import (
 	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -10,6 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/kubeobj"
 	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/scheme"
@@ -140,6 +146,51 @@ func (o Options) Validate() error {
 	// with "invalid port" (0 picks a random port the Service cannot name).
 	if o.Webhooks && (o.WebhookPort < 1 || o.WebhookPort > 65535) {
 		return fmt.Errorf("--webhook-port %d: want a port 1..65535", o.WebhookPort)
+	}
+	// A negative timing was its default (orDefault), without a word; a zero given on the
+	// command line is refused by cmd/manager, which alone knows it was given.
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"leader-elect-lease-duration", o.LeaseDuration}, {"leader-elect-renew-deadline", o.RenewDeadline}, {"leader-elect-retry-period", o.RetryPeriod}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s %s: must be positive", d.flag, d.v)
+		}
+	}
+	// A negative one was the default; under a second is refused by cmd/manager (tests recheck
+	// faster).
+	if o.MeshRecheck < 0 {
+		return fmt.Errorf("--mesh-recheck-interval %s: want at least 1s", o.MeshRecheck)
+	}
+	for _, n := range []struct{ flag, v string }{{"namespace", o.Namespace}, {"leader-election-namespace", o.LeaderElectionNamespace}} {
+		if n.v == "" {
+			continue // the defaults: $POD_NAMESPACE, --namespace
+		}
+		if reason := annotations.ValidateLabel(n.v); reason != "" {
+			return fmt.Errorf("--%s %q: not a namespace name (a DNS-1123 label): %s", n.flag, n.v, reason)
+		}
+	}
+	// controller-runtime listens on these only after the caches synced: a bad one ended the
+	// manager then (exit 1), not at start.
+	for _, a := range []struct{ flag, v string }{{"metrics-bind-address", o.MetricsAddr}, {"health-probe-bind-address", o.ProbeAddr}, {"pprof-bind-address", o.PprofAddr}} {
+		if a.v == "" || a.v == "0" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(a.v)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("--%s %q: want HOST:PORT, :PORT or 0 (off)", a.flag, a.v)
+		}
+	}
+	if strings.ContainsFunc(o.ProxyImage, unicode.IsSpace) {
+		return fmt.Errorf("--proxy-image %q: want an image reference (no spaces)", o.ProxyImage)
+	}
+	if o.Webhooks && o.WebhookCertDir != "" {
+		const why = "(the webhook server reads tls.crt and tls.key there; --enable-webhooks=false runs without them)"
+		if st, err := os.Stat(o.WebhookCertDir); err != nil {
+			return fmt.Errorf("--webhook-cert-dir %q: %v %s", o.WebhookCertDir, err, why)
+		} else if !st.IsDir() {
+			return fmt.Errorf("--webhook-cert-dir %q: not a directory %s", o.WebhookCertDir, why)
+		}
 	}
 	lease, renew, retry := o.leaseTimings()
 	if o.LeaderElection && (renew >= lease || retry >= renew) {

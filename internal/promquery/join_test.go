@@ -122,6 +122,9 @@ func TestNewRejects(t *testing.T) {
 	}{
 		{Options{URL: "prometheus:9090"}, `--prometheus-url "prometheus:9090": want an http or https URL with a host`},
 		{Options{URL: "ftp://p"}, `--prometheus-url "ftp://p": want an http or https URL with a host`},
+		// Before: accepted; the first query failed to dial ("invalid port").
+		{Options{URL: "http://p:99999"}, `--prometheus-url "http://p:99999": port 99999: want 1..65535`},
+		{Options{URL: "http://p:0"}, `--prometheus-url "http://p:0": port 0: want 1..65535`},
 		{Options{URL: "http://p:9090", CallerLabel: "app-name"}, `--prometheus-caller-label "app-name": not a Prometheus label name`},
 	} {
 		if _, err := New(tc.o); err == nil || err.Error() != tc.want {

@@ -114,6 +114,12 @@ func New(o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--prometheus-url %q: want an http or https URL with a host", o.URL)
 	}
+	// url.Parse takes any digits as a port: said here, not at the first dial.
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("--prometheus-url %q: port %s: want 1..65535", o.URL, p)
+		}
+	}
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
 	}

@@ -36,6 +36,9 @@ func Defaults() Config {
 	return Config{Args: sidecar.Defaults()}
 }
 
+// maxReplayBytesMax bounds --max-replay-bytes: a request body up to it is held in memory.
+const maxReplayBytesMax = 1 << 30
+
 // FlagError is a bad flag value; the command exits 2 on it.
 type FlagError struct {
 	Flag  string
@@ -81,9 +84,19 @@ func (c *Config) validate() error {
 			return bad(l.flag, l.v, "port must be 0..65535")
 		}
 	}
-	if c.Namespace != "" {
-		if reason := annotations.ValidateLabel(c.Namespace); reason != "" {
-			return bad("namespace", c.Namespace, "not a DNS-1123 label: %s", reason)
+	// One port for both: --check passed and the run failed to bind the second.
+	lh, lp, _ := net.SplitHostPort(c.Listen)
+	ah, ap, _ := net.SplitHostPort(c.Admin)
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	if lp == ap && lp != "0" && (lh == ah || wildcard(lh) || wildcard(ah)) {
+		return bad("admin", c.Admin, "the port of --listen (%s): want another", c.Listen)
+	}
+	for _, n := range []struct{ flag, v string }{{"namespace", c.Namespace}, {"service", c.Service}} {
+		if n.v == "" {
+			continue
+		}
+		if reason := annotations.ValidateLabel(n.v); reason != "" {
+			return bad(n.flag, n.v, "not a DNS-1123 label: %s", reason)
 		}
 	}
 	ups, err := policy.ParseUpstreams(c.Args.Upstreams)
@@ -149,8 +162,8 @@ func (c *Config) validate() error {
 	if c.BreakerFailures < 0 {
 		return bad("breaker-failures", strconv.Itoa(c.BreakerFailures), "must be >= 0 (0 disables the breaker)")
 	}
-	if c.MaxReplayBytes < 0 {
-		return bad("max-replay-bytes", strconv.Itoa(c.MaxReplayBytes), "must be >= 0")
+	if c.MaxReplayBytes < 0 || c.MaxReplayBytes > maxReplayBytesMax {
+		return bad("max-replay-bytes", strconv.Itoa(c.MaxReplayBytes), "must be 0..%d (1 GiB: a body up to it is held in memory per request)", maxReplayBytesMax)
 	}
 	if c.Engine != "loop" && c.Engine != "goroutine" {
 		return bad("engine", c.Engine, "must be loop or goroutine")
@@ -169,8 +182,17 @@ func (c *Config) validate() error {
 			if !ok || name == "" {
 				return bad("resolve", c.Args.Resolve, "entry %q: want NAME=HOST:PORT", tok)
 			}
-			if _, _, err := net.SplitHostPort(addr); err != nil {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
 				return bad("resolve", c.Args.Resolve, "entry %q: want NAME=HOST:PORT: %v", tok, err)
+			}
+			// Checked here, not at each dial ("invalid port"); port 0 dials nothing.
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				return bad("resolve", c.Args.Resolve, "entry %q: port %s: want 1..65535", tok, port)
+			}
+			// Names are matched case-insensitively: a second entry for one silently won.
+			if _, dup := c.Resolve[strings.ToLower(name)]; dup {
+				return bad("resolve", c.Args.Resolve, "entry %q: %s is resolved twice", tok, strings.ToLower(name))
 			}
 			c.Resolve[strings.ToLower(name)] = addr
 		}

@@ -485,6 +485,9 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Scenario: "storm99"}, `storm: scenario "storm99": unknown, want one of incident18, storm27`},
 		{Options{RPS: -1}, "storm: rps -1: want 1..2000"},
 		{Options{Capacity: 5}, "storm: capacity 5 req/s x work 50ms = 0.25 workers: want at least 1"},
+		// Before: accepted; the lab then made a queue of that many slots and capacity x work
+		// payment workers (5e9 goroutines for --capacity 99999999999).
+		{Options{Capacity: 99999999999}, "storm: capacity 99999999999: want 1..100000 requests/s"},
 		{Options{Duration: 27 * time.Second}, "storm: duration 27s: must leave at least 3s after the outage (5s + 20s) to judge recovery"},
 		{Options{Outage: "flood"}, `storm: outage "flood": unknown, want kill or hang`},
 		{Options{MaxTimeToAnswer: 11 * time.Second}, "storm: max time to answer 11s: want 1ms..the user timeout (10s)"},

@@ -20,6 +20,21 @@ func accessLogPath(dir, arm string, i int) string {
 	return filepath.Join(dir, arm, hopNames[i].service+".log")
 }
 
+// checkAccessLogDir refuses an --access-logs directory that holds an earlier run's logs: the
+// proxies append, and the arms send the same keys every run, so observe would count both runs'
+// attempts as one run's.
+func checkAccessLogDir(dir string) error {
+	for _, arm := range []string{ArmNaive, ArmRetrycap} {
+		for _, p := range AccessLogPaths(dir, arm) {
+			if _, err := os.Stat(p); err == nil {
+				rel, _ := filepath.Rel(dir, p)
+				return fmt.Errorf("storm: --access-logs %s: holds %s from an earlier run (the proxies append to it: observe would count both runs' attempts); give an empty or new directory", dir, filepath.ToSlash(rel))
+			}
+		}
+	}
+	return nil
+}
+
 // AccessLogPaths are one arm's access logs, entry proxy first.
 func AccessLogPaths(dir, arm string) []string {
 	out := make([]string, len(hopNames))

@@ -178,6 +178,10 @@ func Short() Options {
 	return o
 }
 
+// maxCapacity bounds --capacity: 50 times the most --rps, more than any scenario's amplification
+// brings to payment.
+const maxCapacity = 100000
+
 // withDefaults fills zero fields from Defaults and validates the result.
 func (o Options) withDefaults() (Options, Scenario, error) {
 	d := Defaults()
@@ -227,6 +231,9 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 		return o, sc, fmt.Errorf("storm: rps %d: want 1..2000", o.RPS)
 	case o.Capacity < 1:
 		return o, sc, fmt.Errorf("storm: capacity %d: want >= 1 request/s", o.Capacity)
+	case o.Capacity > maxCapacity:
+		// The queue has Capacity slots and Capacity x Work workers are started.
+		return o, sc, fmt.Errorf("storm: capacity %d: want 1..%d requests/s", o.Capacity, maxCapacity)
 	case o.Work <= 0 || o.Work > 10*time.Second:
 		return o, sc, fmt.Errorf("storm: work %s: want > 0 and <= 10s", o.Work)
 	case o.Duration < 0 || o.OutageStart < 0 || o.OutageLength < 0 || o.UserTimeout < 0:

@@ -88,6 +88,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		defer os.RemoveAll(dir)
 		o.AccessLogDir = dir
 		removeLogs = true
+	} else if err := checkAccessLogDir(o.AccessLogDir); err != nil {
+		return nil, err
 	} else if err := os.MkdirAll(o.AccessLogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("storm: access-log directory: %w", err)
 	}

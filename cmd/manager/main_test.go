@@ -1,0 +1,52 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+)
+
+// TestGivenProblem: a flag given on the command line with a value the manager would read as
+// "the default" (zero, empty) or could not act on is refused, naming the flag and the value.
+func TestGivenProblem(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-interval", "0"}, "--prometheus-interval 0s: want more than 0 (leave the flag out for the default, 1m0s)"},
+		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-series-limit", "0"}, "--prometheus-series-limit 0: want more than 0 (leave the flag out for the default, 10000)"},
+		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-interval", "2m"}, ""},
+		// Before: passed over; the policy status never showed what the flag was given for.
+		{[]string{"--prometheus-interval", "2m"}, "--prometheus-interval 2m0s: has no effect without --prometheus-url"},
+		// Before: each of these was its default without a word.
+		{[]string{"--leader-elect-lease-duration", "0"}, "--leader-elect-lease-duration 0s: want more than 0 (leave the flag out for the default, 15s)"},
+		{[]string{"--mesh-recheck-interval", "0s"}, "--mesh-recheck-interval 0s: want more than 0 (leave the flag out for the default, 1m0s)"},
+		{[]string{"--mesh-apis", ""}, `--mesh-apis "": want auto, none or a comma-separated list (leave the flag out for the default, auto)`},
+		{[]string{"--proxy-image", ""}, `--proxy-image "": want an image reference (leave the flag out for the default, retrycap/retrycap-proxy:v0.1.0)`},
+		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-caller-label", ""}, `--prometheus-caller-label "": want a Prometheus label name (leave the flag out for the default, caller)`},
+		{[]string{"--webhook-cert-dir", ""}, `--webhook-cert-dir "": want a directory (leave the flag out for the default, /tmp/k8s-webhook-server/serving-certs)`},
+		// Before: the watcher asked the API server's discovery every nanosecond.
+		{[]string{"--mesh-recheck-interval", "1ns"}, "--mesh-recheck-interval 1ns: want at least 1s"},
+		{[]string{"--mesh-recheck-interval", "2s"}, ""},
+	} {
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.String("prometheus-url", "", "")
+		fs.Duration("prometheus-interval", time.Minute, "")
+		fs.Uint64("prometheus-series-limit", 10000, "")
+		fs.Duration("leader-elect-lease-duration", 15*time.Second, "")
+		fs.Duration("mesh-recheck-interval", time.Minute, "")
+		fs.String("mesh-apis", "auto", "")
+		fs.String("proxy-image", "retrycap/retrycap-proxy:v0.1.0", "")
+		fs.String("prometheus-caller-label", "caller", "")
+		fs.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := givenProblem(fs); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
