@@ -267,6 +267,8 @@ func TestHelmValues(t *testing.T) {
 			{"basic auth and a CA from a Secret", "prometheus.url=https://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.username=retrycap,prometheus.auth.passwordKey=password,prometheus.auth.caKey=ca.crt",
 				[]string{"--prometheus-url=https://prometheus.monitoring:9090", "--prometheus-username=retrycap",
 					"--prometheus-password-file=/etc/retrycap/prometheus/password", "--prometheus-ca-file=/etc/retrycap/prometheus/ca.crt"}, true},
+			{"an interval and a window in milliseconds the manager takes", "prometheus.url=http://prometheus.monitoring:9090,prometheus.interval=1500ms,prometheus.window=90000ms",
+				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-interval=1500ms", "--prometheus-window=90000ms"}, false},
 			{"a larger answer bound", "prometheus.url=http://prometheus.monitoring:9090,prometheus.maxAnswerSize=128Mi",
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-max-answer-size=128Mi"}, false},
 			{"a token from a Secret", "prometheus.url=http://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token",
@@ -426,7 +428,11 @@ func TestHelmValues(t *testing.T) {
 			// the chart's values is closed now (Helm's `global` excepted).
 			"webhooks.failurePolicy=Ignore", "replica=3", "monitoring.podMonitor.enabled=true", "image.pullpolicy=Always",
 			"certificates.selfSigned.validity=30", "podDisruptionBudget.minavailable=2", "resources.limits.memory=lots",
-			"resources.limit.memory=1Gi", "imagePullSecrets[0].nam=regcred"} {
+			"resources.limit.memory=1Gi", "imagePullSecrets[0].nam=regcred",
+			// What the manager refuses at start (a crash loop): an interval under 1s, a window
+			// not in whole seconds or zero.
+			"prometheus.url=http://p:9090,prometheus.interval=500ms", "prometheus.url=http://p:9090,prometheus.window=1500ms",
+			"prometheus.url=http://p:9090,prometheus.window=0s", "prometheus.url=http://p:9090,prometheus.interval=0m0s"} {
 			out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || out != "" || !strings.Contains(errOut, "values don't meet the specifications of the schema") {
