@@ -43,6 +43,10 @@ type Candidate struct {
 	Linkerd bool
 	// Istio: a cluster serving it has Istio, whose MeshConfig ConfigMap is then read too.
 	Istio bool
+	// Ingress: the API is networking.k8s.io's Ingress, served by every cluster: read with the
+	// IngressClasses (which controller serves an Ingress), without the Namespaces and Services a
+	// mesh needs (the ingress-nginx layer reads neither).
+	Ingress bool
 }
 
 // Name is "virtualservices.networking.istio.io".
@@ -63,6 +67,10 @@ var Candidates = []Candidate{
 	{Group: mesh.GroupKuma, Resource: "meshretries", Kind: "MeshRetry", Versions: []string{"v1alpha1"}},
 	{Group: mesh.GroupDapr, Resource: "resiliencies", Kind: "Resiliency", Versions: []string{"v1alpha1"}},
 	{Group: mesh.GroupConsul, Resource: "servicerouters", Kind: "ServiceRouter", Versions: []string{"v1alpha1"}},
+	// ingress-nginx's retries on the Services an Ingress routes to (mesh/ingressnginx.go). Every
+	// cluster serves it: under auto every cluster reads it (docs/decisions.md), and
+	// --mesh-apis=none or a list without it does not.
+	{Group: mesh.GroupNetworking, Resource: "ingresses", Kind: "Ingress", Versions: []string{"v1"}, Ingress: true},
 }
 
 // Selection is what --mesh-apis says: every candidate (auto), none, or the named ones.
@@ -201,9 +209,29 @@ func waypoints(apis []API, served Served) []API {
 	return nil
 }
 
-// supporting returns the core APIs read with apis.
+// ingressClassesAPI is networking.k8s.io's IngressClass, read beside the Ingresses.
+var ingressClassesAPI = API{Group: mesh.GroupNetworking, Version: "v1", Resource: "ingressclasses", Kind: "IngressClass"}
+
+// ingressClasses returns the IngressClasses when the Ingresses are read and the cluster serves
+// them (every cluster since Kubernetes 1.19): an Ingress is ingress-nginx's when its class's
+// spec.controller is k8s.io/ingress-nginx, or the default class's when it names none. Read
+// beside the Ingresses (listed under "also"), so --mesh-apis names the Ingresses only and the
+// mesh webhook gets no rule for a cluster-scoped kind.
+func ingressClasses(apis []API, served Served) []API {
+	if !slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Ingress }) {
+		return nil
+	}
+	if served.Resources[mesh.GroupNetworking+"/"+ingressClassesAPI.Version][ingressClassesAPI.Resource] {
+		return []API{ingressClassesAPI}
+	}
+	return nil
+}
+
+// supporting returns the core APIs read with apis: none when only the Ingresses are, whose
+// layer reads neither a Namespace nor a Service (a cluster without a mesh then runs two small
+// informers, not one of every Service).
 func supporting(apis []API) []API {
-	if len(apis) == 0 {
+	if !slices.ContainsFunc(apis, func(a API) bool { return !candidate(a).Ingress }) {
 		return nil
 	}
 	out := []API{namespacesAPI}

@@ -16,7 +16,12 @@ func TestParseSelection(t *testing.T) {
 		{in: " HTTPRoutes.gateway.networking.k8s.io , virtualservices.networking.istio.io", want: "httproutes.gateway.networking.k8s.io,virtualservices.networking.istio.io"},
 		{in: "virtualservice", err: `--mesh-apis "virtualservice": "virtualservice" is not a mesh API retrycap reads (auto, none, or a comma-separated list of ` +
 			"virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
-			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com)"},
+			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
+		{in: "ingresses.networking.k8s.io", want: "ingresses.networking.k8s.io"},
+		// The IngressClasses are read beside the Ingresses, not named.
+		{in: "ingressclasses.networking.k8s.io", err: `--mesh-apis "ingressclasses.networking.k8s.io": "ingressclasses.networking.k8s.io" is not a mesh API retrycap reads (auto, none, or a comma-separated list of ` +
+			"virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
+			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
 	} {
 		s, err := ParseSelection(tc.in)
 		if tc.err != "" {
@@ -60,6 +65,11 @@ func TestChoose(t *testing.T) {
 			"gateway.envoyproxy.io/v1alpha1":    res("backendtrafficpolicies", "envoyproxies"),
 		},
 	}
+	// Every cluster since Kubernetes 1.19.
+	networking := Served{
+		Preferred: map[string]string{"networking.k8s.io": "v1"},
+		Resources: map[string]map[string]bool{"networking.k8s.io/v1": res("ingresses", "ingressclasses", "networkpolicies")},
+	}
 	auto, none := Selection{}, Selection{None: true}
 	onlyVS, _ := ParseSelection("virtualservices.networking.istio.io")
 	for _, tc := range []struct {
@@ -73,6 +83,11 @@ func TestChoose(t *testing.T) {
 		{"istio before v1", auto, oldIstio, []string{"VirtualService networking.istio.io/v1beta1"}},
 		{"gateway API and Envoy Gateway", auto, gatewayStandard, []string{
 			"HTTPRoute gateway.networking.k8s.io/v1beta1", "GRPCRoute gateway.networking.k8s.io/v1", "BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"}},
+		{"Ingresses", auto, networking, []string{"Ingress networking.k8s.io/v1"}},
+		{"istio and Ingresses", auto, Served{Preferred: merge2(istio.Preferred, networking.Preferred), Resources: merge(istio.Resources, networking.Resources)},
+			[]string{"VirtualService networking.istio.io/v1", "Ingress networking.k8s.io/v1"}},
+		{"a list without Ingresses", onlyVS, Served{Preferred: merge2(istio.Preferred, networking.Preferred), Resources: merge(istio.Resources, networking.Resources)},
+			[]string{"VirtualService networking.istio.io/v1"}},
 		{"none", none, istio, nil},
 		{"a list", onlyVS, Served{Preferred: istio.Preferred, Resources: merge(istio.Resources, gatewayStandard.Resources)}, []string{"VirtualService networking.istio.io/v1"}},
 	} {
@@ -81,6 +96,16 @@ func TestChoose(t *testing.T) {
 			t.Errorf("%s: Choose = %q, want %q", tc.name, names, tc.want)
 		}
 	}
+}
+
+func merge2(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func merge(ms ...map[string]map[string]bool) map[string]map[string]bool {
@@ -97,6 +122,7 @@ func TestSupporting(t *testing.T) {
 	vs := API{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices", Kind: "VirtualService"}
 	route := API{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes", Kind: "HTTPRoute"}
 	sp := API{Group: "linkerd.io", Version: "v1alpha2", Resource: "serviceprofiles", Kind: "ServiceProfile"}
+	ing := API{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses", Kind: "Ingress"}
 	for _, tc := range []struct {
 		apis []API
 		want []string
@@ -105,6 +131,10 @@ func TestSupporting(t *testing.T) {
 		{[]API{route}, []string{"Namespace v1", "Service v1"}},
 		{[]API{vs, route}, []string{"Namespace v1", "ConfigMap v1", "Service v1"}},
 		{[]API{sp}, []string{"Namespace v1", "Service v1"}},
+		// The ingress-nginx layer reads no Namespace and no Service: a cluster without a mesh
+		// caches none of them.
+		{[]API{ing}, []string{}},
+		{[]API{route, ing}, []string{"Namespace v1", "Service v1"}},
 	} {
 		if got := Names(supporting(tc.apis)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("supporting(%v) = %q, want %q", Names(tc.apis), got, tc.want)
@@ -137,6 +167,28 @@ func TestWaypoints(t *testing.T) {
 	} {
 		if got := Names(waypoints(tc.apis, tc.served)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: waypoints = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The IngressClasses are read beside the Ingresses (which controller serves each), when served.
+func TestIngressClasses(t *testing.T) {
+	ing := API{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses", Kind: "Ingress"}
+	route := API{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes", Kind: "HTTPRoute"}
+	served := Served{Preferred: map[string]string{"networking.k8s.io": "v1"},
+		Resources: map[string]map[string]bool{"networking.k8s.io/v1": {"ingresses": true, "ingressclasses": true}}}
+	for _, tc := range []struct {
+		name   string
+		apis   []API
+		served Served
+		want   []string
+	}{
+		{"Ingresses read", []API{route, ing}, served, []string{"IngressClass networking.k8s.io/v1"}},
+		{"no Ingresses: none", []API{route}, served, []string{}},
+		{"not served: none", []API{ing}, Served{}, []string{}},
+	} {
+		if got := Names(ingressClasses(tc.apis, tc.served)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: ingressClasses = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

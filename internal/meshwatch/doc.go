@@ -6,8 +6,10 @@
 // locks. Every change of the set is told to the subscribers with the namespaces whose policies
 // it may change; every change of the set of APIs read is logged once.
 //
-// With none of the APIs served (or --mesh-apis=none) it starts no informer and Set returns nil:
-// the manager then runs exactly as without mesh layers.
+// With none of the APIs selected (--mesh-apis=none, or a list the cluster does not serve) it
+// starts no informer and Set returns nil: the manager then runs exactly as without mesh layers.
+// Every cluster serves the Ingresses (ingress-nginx's layer), so under auto a cluster without a
+// mesh still runs their two informers (Ingress, IngressClass), and no Namespace or Service one.
 //
 // The logic stays in internal/mesh; this package only chooses the APIs (apis.go, pure), trims
 // objects (trim.go, pure) and feeds informers' objects into Sets (watcher.go).

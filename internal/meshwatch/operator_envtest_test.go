@@ -53,29 +53,13 @@ func TestOperatorMeshLayers(t *testing.T) {
 		}).Should(Succeed())
 	}
 
-	// No mesh CRD: the chain counts the applications' attempts only, and the condition says why.
+	// No mesh CRD: the Ingresses only (every cluster serves them; no Ingress here), so the chain
+	// counts the applications' attempts only (the namespaces' Istio label counts for no mesh),
+	// and the mesh webhook judges Ingresses only.
 	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
-		Amplification: 1, MeshStatus: "False", MeshReason: v1alpha1.ReasonNoMeshAPIs,
-		MeshMessage: "reads no mesh API (the cluster serves none of those retrycap reads, or --mesh-apis excludes them): only the applications' attempts are counted",
+		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: "reads Ingress networking.k8s.io/v1",
 	}))
-	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).NotTo(Succeed())
-
-	// The real CRDs, installed while the manager runs: picked up at the next re-check.
-	paths, err := crds.All()
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	const reads = "reads VirtualService networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
-		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1"
-	// Istio's default on both hops (the namespaces were labelled all along): 3 x 3.
-	istioDefault := state{
-		Amplification: 9, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
-	}
-	for ns := range enforcement {
-		g.Eventually(meshState(ctx, c, ns)).Should(Equal(istioDefault))
-	}
-	g.Eventually(func() ([]string, error) {
+	meshRules := func() ([]string, error) {
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
 		if err := c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg); err != nil {
 			return nil, err
@@ -85,8 +69,26 @@ func TestOperatorMeshLayers(t *testing.T) {
 			out = append(out, strings.Join(r.APIGroups, ",")+":"+strings.Join(r.Resources, ","))
 		}
 		return out, nil
-	}).Should(Equal([]string{"networking.istio.io:virtualservices", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies",
-		"kuma.io:meshes,meshretries", "dapr.io:resiliencies", "consul.hashicorp.com:servicerouters"}))
+	}
+	g.Eventually(meshRules).Should(Equal([]string{"networking.k8s.io:ingresses"}))
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+
+	// The real CRDs, installed while the manager runs: picked up at the next re-check.
+	paths, err := crds.All()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
+	g.Expect(err).NotTo(HaveOccurred())
+	const reads = "reads VirtualService networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
+		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
+	// Istio's default on both hops (the namespaces were labelled all along): 3 x 3.
+	istioDefault := state{
+		Amplification: 9, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
+	}
+	for ns := range enforcement {
+		g.Eventually(meshState(ctx, c, ns)).Should(Equal(istioDefault))
+	}
+	g.Eventually(meshRules).Should(Equal([]string{"networking.istio.io:virtualservices", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies",
+		"kuma.io:meshes,meshretries", "dapr.io:resiliencies", "consul.hashicorp.com:servicerouters", "networking.k8s.io:ingresses"}))
 
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).To(Succeed())
 	g.Expect(cfg.OwnerReferences).To(HaveLen(1))
@@ -156,7 +158,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 	crd.SetName("virtualservices.networking.istio.io")
 	g.Expect(c.Delete(ctx, crd)).To(Succeed())
 	withoutIstio := "reads HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
-		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1"
+		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
 	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{
 		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: withoutIstio,
 	}))
@@ -167,7 +169,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 			return 0, err
 		}
 		return len(cfg.Webhooks[0].Rules), nil
-	}).Should(Equal(5))
+	}).Should(Equal(6))
 }
 
 type state struct {

@@ -55,6 +55,14 @@ var specTrees = map[string]keep{
 		"gatewayClassName": true,
 		"listeners":        []any{keep{"port": true, "protocol": true, "allowedRoutes": keep{"namespaces": true}}},
 	},
+	// An Ingress (mesh/ingressnginx.go): its class and the Services it routes to, by name; an
+	// IngressClass: its controller.
+	mesh.GroupNetworking + "/Ingress": {
+		"ingressClassName": true,
+		"defaultBackend":   ingressBackendTree,
+		"rules":            []any{keep{"http": keep{"paths": []any{keep{"backend": ingressBackendTree}}}}},
+	},
+	mesh.GroupNetworking + "/IngressClass": {"controller": true},
 	mesh.GroupConsul + "/ServiceRouter": {
 		"routes": []any{keep{"destination": keep{"numRetries": true, "retryOn": true, "retryOnConnectFailure": true, "retryOnStatusCodes": true}}},
 	},
@@ -74,6 +82,8 @@ var someLabels = map[string][]string{
 // waypointLabels are the Istio ambient labels of a Service (and a Namespace).
 var waypointLabels = []string{mesh.IstioUseWaypointLabel, mesh.IstioUseWaypointNamespaceLabel, mesh.IstioIngressUseWaypointLabel}
 
+var ingressBackendTree = keep{"service": keep{"name": true}}
+
 var routeTree = keep{
 	// A parentRef's port: a route attached to one port of a Service binds calls to that port
 	// only (mesh/layers.go attachesTo).
@@ -84,7 +94,7 @@ var routeTree = keep{
 
 // Trim returns the object cut down to what internal/mesh reads: apiVersion, kind, name,
 // namespace, resourceVersion, the labels of a Namespace, the mesh annotations (linkerd.io/inject,
-// retry.linkerd.io/*, sidecar.istio.io/inject), the fields of the spec the package reads, and a
+// retry.linkerd.io/*, sidecar.istio.io/inject, ingress-nginx's), the fields of the spec the package reads, and a
 // ConfigMap's data.mesh. No status, no managedFields, no last-applied-configuration: a
 // VirtualService with a hundred routes keeps a few bytes per route.
 func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
@@ -140,13 +150,21 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: out}
 }
 
+// ingressAnnotations are an Ingress's and an IngressClass's annotations internal/mesh reads
+// (mesh/ingressnginx.go): which class, which is the default class, and ingress-nginx's tries.
+var ingressAnnotations = map[string]bool{
+	mesh.IngressClassAnnotation: true, mesh.IngressDefaultClass: true,
+	mesh.IngressNginxNextUpstream: true, mesh.IngressNginxNextUpstreamTries: true,
+}
+
 // meshAnnotations are the annotations internal/mesh reads.
 func meshAnnotations(ann map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range ann {
 		if k == mesh.LinkerdInject || k == mesh.IstioInjectAnnotation || k == mesh.KumaSidecarInjection || k == mesh.KumaMeshLabel ||
 			k == mesh.LinkerdOpaquePorts || strings.HasSuffix(k, mesh.KumaProtocolAnnotationSuffix) ||
-			strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") {
+			strings.HasPrefix(k, "retry.linkerd.io/") || strings.HasPrefix(k, "timeout.linkerd.io/") ||
+			ingressAnnotations[k] {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -292,12 +310,19 @@ type Affected struct {
 //     in other namespaces): all;
 //   - a Gateway-parented route: its namespace and its backends';
 //   - a Dapr Resiliency: its namespace (it applies to callers of its own namespace only);
-//   - a Kuma Mesh or MeshRetry, a Consul ServiceRouter: all (callers in any namespace).
+//   - a Kuma Mesh or MeshRetry, a Consul ServiceRouter: all (callers in any namespace);
+//   - an Ingress: its namespace (its backends are Services of its namespace, entrypoints of
+//     that namespace's RetryPolicies; a ClusterRetryPolicy selecting it is consulted by namespace
+//     too); an IngressClass: all (it decides the controller of Ingresses in any namespace).
 func AffectedBy(u *unstructured.Unstructured) Affected {
 	ns := u.GetNamespace()
 	switch u.GetKind() {
 	case "Namespace":
 		return Affected{Namespaces: []string{u.GetName()}}
+	case "Ingress":
+		if groupOf(u) == mesh.GroupNetworking {
+			return Affected{Namespaces: []string{ns}}
+		}
 	case "Resiliency":
 		return Affected{Namespaces: []string{ns}}
 	case "VirtualService":

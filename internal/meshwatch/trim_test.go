@@ -285,6 +285,79 @@ spec:
     allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {team: a}}}}
 `,
 		},
+		{
+			name: "Ingress keeps its class, ingress-nginx's annotations and its backends' Service names, by index",
+			in: `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+  namespace: shop
+  resourceVersion: "9"
+  labels: {app: web}
+  annotations:
+    kubernetes.io/ingress.class: nginx
+    nginx.ingress.kubernetes.io/proxy-next-upstream: error timeout http_502
+    nginx.ingress.kubernetes.io/proxy-next-upstream-tries: "2"
+    nginx.ingress.kubernetes.io/rewrite-target: /
+    kubectl.kubernetes.io/last-applied-configuration: "{}"
+  managedFields: [{manager: kubectl}]
+spec:
+  ingressClassName: nginx
+  defaultBackend: {service: {name: fallback, port: {number: 80}}}
+  tls: [{hosts: [shop.example], secretName: shop-tls}]
+  rules:
+  - host: shop.example
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: frontend, port: {number: 80}}}}
+      - {path: /static, pathType: Prefix, backend: {resource: {apiGroup: k8s.example.com, kind: StorageBucket, name: static}}}
+  - host: api.shop.example
+status: {loadBalancer: {ingress: [{ip: 10.0.0.9}]}}
+`,
+			want: `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+  namespace: shop
+  resourceVersion: "9"
+  annotations:
+    kubernetes.io/ingress.class: nginx
+    nginx.ingress.kubernetes.io/proxy-next-upstream: error timeout http_502
+    nginx.ingress.kubernetes.io/proxy-next-upstream-tries: "2"
+spec:
+  ingressClassName: nginx
+  defaultBackend: {service: {name: fallback}}
+  rules:
+  - http:
+      paths:
+      - backend: {service: {name: frontend}}
+      - backend: {}
+  - {}
+`,
+		},
+		{
+			name: "IngressClass keeps its controller and the default-class annotation",
+			in: `apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: nginx
+  resourceVersion: "3"
+  labels: {app.kubernetes.io/name: ingress-nginx}
+  annotations: {ingressclass.kubernetes.io/is-default-class: "true", meta.helm.sh/release-name: ingress-nginx}
+spec:
+  controller: k8s.io/ingress-nginx
+  parameters: {apiGroup: k8s.example.com, kind: IngressParameters, name: external-lb}
+`,
+			want: `apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: nginx
+  resourceVersion: "3"
+  annotations: {ingressclass.kubernetes.io/is-default-class: "true"}
+spec:
+  controller: k8s.io/ingress-nginx
+`,
+		},
 	} {
 		got := Trim(obj(t, tc.in))
 		want := obj(t, tc.want)
@@ -319,6 +392,8 @@ func TestAffectedBy(t *testing.T) {
 		{"a Gateway route: its namespace and its backends'", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: b}\nspec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: x}, {name: y, namespace: shop}]}]}", Affected{Namespaces: []string{"b", "shop"}}},
 		{"a BackendTrafficPolicy: all", "apiVersion: gateway.envoyproxy.io/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: r, namespace: b}", Affected{All: true}},
 		{"a Service: all", "apiVersion: v1\nkind: Service\nmetadata: {name: r, namespace: b}", Affected{All: true}},
+		{"an Ingress: its namespace", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: web, namespace: shop}\nspec: {defaultBackend: {service: {name: web}}}", Affected{Namespaces: []string{"shop"}}},
+		{"an IngressClass: all", "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\nspec: {controller: k8s.io/ingress-nginx}", Affected{All: true}},
 	} {
 		if got := AffectedBy(obj(t, tc.in)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: AffectedBy = %+v, want %+v", tc.name, got, tc.want)

@@ -163,7 +163,7 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 			return err
 		}
 		apis = Choose(w.opts.Selection, served)
-		also = waypoints(apis, served)
+		also = append(waypoints(apis, served), ingressClasses(apis, served)...)
 	}
 	also = append(supporting(apis), also...)
 	all := append(slices.Clone(apis), also...)

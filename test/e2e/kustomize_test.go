@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/operator"
 	"github.com/retrycap/retrycap/internal/webhook"
 )
@@ -108,6 +109,19 @@ func TestDefaultInstall(t *testing.T) {
 		} {
 			if !allows(role.Rules, need.group, need.resource, need.verb) {
 				t.Errorf("ClusterRole retrycap-manager-role does not allow %s on %s.%s", need.verb, need.resource, need.group)
+			}
+		}
+		// Every API the mesh watcher may read (it lists and watches each the cluster serves),
+		// and what it reads beside them: the Ingresses' IngressClasses, the waypoints' Gateways.
+		mesh := [][2]string{{"networking.k8s.io", "ingressclasses"}, {"gateway.networking.k8s.io", "gateways"}, {"", "configmaps"}}
+		for _, c := range meshwatch.Candidates {
+			mesh = append(mesh, [2]string{c.Group, c.Resource})
+		}
+		for _, gr := range mesh {
+			for _, verb := range []string{"list", "watch"} {
+				if !allows(role.Rules, gr[0], gr[1], verb) {
+					t.Errorf("ClusterRole retrycap-manager-role does not allow %s on %s.%s (the mesh watcher reads it)", verb, gr[1], gr[0])
+				}
 			}
 		}
 		if allows(role.Rules, "", "pods", "update") || allows(role.Rules, "", "secrets", "get") || allows(role.Rules, "", "services", "update") {
