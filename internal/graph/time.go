@@ -318,6 +318,29 @@ func reduce(l TimeLayer) layerT {
 	return r
 }
 
+// step is the time through layer l when its callee takes y (u: y is a leaf's own time, unknown):
+// its tries, each bounded by the per-try timeout, their backoff, and the overall timeout.
+func (l *layerT) step(y int64, u bool) (int64, bool) {
+	if l.q != 0 {
+		y, u = l.lastApart(y, u)
+	} else {
+		if l.p > 0 {
+			u = false
+			if l.p < y {
+				y = l.p
+			}
+		}
+		y = add(mul(l.a, y), l.b)
+	}
+	if l.t > 0 {
+		u = false
+		if l.t < y {
+			y = l.t
+		}
+	}
+	return y, u
+}
+
 // lastApart is the time of the tries and backoff of l, whose last try is bounded apart (q != 0),
 // when what it waits on takes y, before its overall timeout; and whether that is still y's
 // unknown (a leaf's) where u said it was: every try but the last within p, the last within q
@@ -563,23 +586,7 @@ func (p *timePass) throughOne(r int32, x int64, unknown, check bool) int64 {
 		if check && l.p > 0 && y > l.p && !u {
 			p.offer(r, i-rec.lo, l, y)
 		}
-		if l.q != 0 {
-			y, u = l.lastApart(y, u)
-		} else {
-			if l.p > 0 {
-				u = false
-				if l.p < y {
-					y = l.p
-				}
-			}
-			y = add(mul(l.a, y), l.b)
-		}
-		if l.t > 0 {
-			u = false
-			if l.t < y {
-				y = l.t
-			}
-		}
+		y, u = l.step(y, u)
 	}
 	return y
 }
@@ -602,23 +609,7 @@ func (p *timePass) hopTime(s int32, x int64, leaf, check bool) int64 {
 		if check && l.p > 0 && y > l.p && !u {
 			p.offer(-1-s, i-lo, l, y)
 		}
-		if l.q != 0 {
-			y, u = l.lastApart(y, u)
-		} else {
-			if l.p > 0 {
-				u = false
-				if l.p < y {
-					y = l.p
-				}
-			}
-			y = add(mul(l.a, y), l.b)
-		}
-		if l.t > 0 {
-			u = false
-			if l.t < y {
-				y = l.t
-			}
-		}
+		y, u = l.step(y, u)
 	}
 	return y
 }
