@@ -1,0 +1,54 @@
+package telemetry
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestPodsLeaveOutTheMeshProxy: the env of a mesh's proxy container is the proxy's own
+// configuration (its control plane's address, its owner's URI), not a call the app makes. Before,
+// discover on a manifest `istioctl kube-inject` wrote proposed `apis, istiod.istio-system` for
+// every workload (ISTIO_META_OWNER kubernetes://apis/..., CA_ADDR istiod.istio-system.svc:15012),
+// and Linkerd's injected proxy its destination and identity controllers.
+func TestPodsLeaveOutTheMeshProxy(t *testing.T) {
+	const doc = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hello, namespace: default}
+spec:
+  selector: {matchLabels: {app: hello}}
+  template:
+    metadata:
+      labels: {app: hello}
+      annotations: {sidecar.istio.io/status: '{"containers":["istio-proxy"]}'}
+    spec:
+      initContainers:
+      - name: istio-init
+        args: [istio-iptables, -p, "15001"]
+      containers:
+      - name: hello
+        env: [{name: API, value: "http://api:80"}]
+      - name: istio-proxy
+        args: [proxy, sidecar, --domain, $(POD_NAMESPACE).svc.cluster.local]
+        env:
+        - {name: CA_ADDR, value: "istiod.istio-system.svc:15012"}
+        - {name: ISTIO_META_OWNER, value: "kubernetes://apis/apps/v1/namespaces/default/deployments/hello"}
+      - name: linkerd-proxy
+        env: [{name: LINKERD2_PROXY_DESTINATION_SVC_ADDR, value: "linkerd-dst-headless.linkerd.svc.cluster.local.:8086"}]
+`
+	s := NewManifestSet("default")
+	if err := s.AddStream([]byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	pods, warns := s.Pods()
+	if len(pods) != 1 || len(warns) != 0 {
+		t.Fatalf("pods %+v, warnings %q", pods, warns)
+	}
+	want := []EnvVar{
+		{Container: "istio-init", Name: "args[0]", Value: "istio-iptables", Arg: true},
+		{Container: "istio-init", Name: "args[2]", Value: "15001", Arg: true},
+		{Container: "hello", Name: "API", Value: "http://api:80"},
+	}
+	if !reflect.DeepEqual(pods[0].Env, want) {
+		t.Fatalf("env\n got  %+v\n want %+v", pods[0].Env, want)
+	}
+}
