@@ -776,9 +776,10 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		m.count(&m.Summary.Mesh, tm.Kind)
 		return
 	}
-	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" && tm.Metadata.Namespace == mesh.IstioConfigNamespace && tm.Metadata.Name == mesh.IstioConfigName {
-		// Istio's MeshConfig, whose default retries the mesh Set reads (not "ignored").
-		m.count(&m.Summary.Mesh, meshConfigKind)
+	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" && mesh.IsMeshConfig(tm.Metadata.Namespace, tm.Metadata.Name, revLabels(tm, js)) {
+		// Istio's MeshConfig (the default revision's, or a revision's istio-<rev>), whose default
+		// retries the mesh Set reads (not "ignored").
+		m.count(&m.Summary.Mesh, meshConfigKindOf(tm.Metadata.Name))
 		return
 	}
 	m.count(&m.Summary.Ignored, tm.Kind)
@@ -818,6 +819,29 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 
 // meshConfigKind counts the ConfigMap istio-system/istio among the mesh objects.
 const meshConfigKind = "ConfigMap istio-system/istio (MeshConfig)"
+
+// revLabels are the labels of a ConfigMap that may be a revision's MeshConfig (istio-system/istio-*),
+// read only there: typeMeta leaves labels out, so a label of the wrong type elsewhere is
+// reported by the reader that reads it, naming the object.
+func revLabels(tm *typeMeta, js []byte) map[string]string {
+	if tm.Metadata.Namespace != mesh.IstioConfigNamespace || !strings.HasPrefix(tm.Metadata.Name, mesh.IstioConfigName+"-") {
+		return nil
+	}
+	var o struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &o) != nil {
+		return nil
+	}
+	return o.Metadata.Labels
+}
+
+// meshConfigKindOf counts a MeshConfig ConfigMap of that name (a revision's: istio-canary).
+func meshConfigKindOf(name string) string {
+	return "ConfigMap " + mesh.IstioConfigNamespace + "/" + name + " (MeshConfig)"
+}
 
 func templateAnnotations(t *corev1.PodTemplateSpec) map[string]string {
 	if t == nil {
@@ -933,7 +957,7 @@ func (m *Manifests) Analyze() *Report {
 	unread := map[string]int{}
 	n := 0
 	for k, c := range sum.Mesh {
-		if !meshRead[k] {
+		if !meshRead[k] && !strings.HasSuffix(k, " (MeshConfig)") {
 			unread[k] = c
 			n += c
 		}
