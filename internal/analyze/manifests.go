@@ -782,8 +782,8 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		m.count(&m.Summary.Mesh, meshConfigKindOf(tm.Metadata.Name))
 		return
 	}
-	m.count(&m.Summary.Ignored, tm.Kind)
-	what, ok := unreadKinds[tm.Kind]
+	m.count(&m.Summary.Ignored, ignoredKind(tm))
+	unread, ok := unreadKinds[apiGroup(tm.APIVersion)+"/"+tm.Kind]
 	if !ok {
 		return
 	}
@@ -813,8 +813,8 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		return
 	}
 	keys := slices.Sorted(maps.Keys(found))
-	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted",
-		r.ident(tm), strings.Join(keys, ", "), what)
+	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted%s",
+		r.ident(tm), strings.Join(keys, ", "), unread.what, unread.cluster)
 }
 
 // meshConfigKind counts the ConfigMap istio-system/istio among the mesh objects.
