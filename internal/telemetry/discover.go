@@ -396,7 +396,7 @@ func (d *discoverer) envEdges(res *Result) {
 				if !inInput && bare {
 					words++
 					if wordExample == "" {
-						wordExample = fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
+						wordExample = envExample(pe, ev, r.Name+"."+r.Namespace)
 					}
 					continue
 				}
@@ -405,7 +405,7 @@ func (d *discoverer) envEdges(res *Result) {
 					// value is something else (a host of another kind, a placeholder).
 					drops++
 					if example == "" {
-						example = fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
+						example = envExample(pe, ev, r.Name)
 					}
 					continue
 				}
@@ -435,6 +435,19 @@ func (d *discoverer) envEdges(res *Result) {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))
 	}
 }
+
+// envExample names a value in a warning: whole when it is short and on one line, else by the
+// word read in it (istio-cni's AMBIENT_ENABLEMENT_SELECTOR is a multi-line YAML selector whose
+// "istio.io" filled the line before).
+func envExample(pe PodEnv, ev EnvVar, word string) string {
+	if len(ev.Value) <= maxExample && !strings.ContainsAny(ev.Value, "\n\r") {
+		return fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
+	}
+	return fmt.Sprintf("%s %s/%s %s, a %d-byte value: %q in it", pe.Kind, pe.Namespace, pe.Name, ev.label(), len(ev.Value), word)
+}
+
+// maxExample is the longest value a warning quotes whole.
+const maxExample = 100
 
 func selectsPod(s ServiceDef, pe PodEnv) bool {
 	if s.Namespace != pe.Namespace || len(s.Selector) == 0 {

@@ -52,3 +52,16 @@ spec:
 		t.Fatalf("env\n got  %+v\n want %+v", pods[0].Env, want)
 	}
 }
+
+// TestEnvExampleLongValue: a warning quotes a long or multi-line value by the word read in it,
+// not whole (istio-cni's AMBIENT_ENABLEMENT_SELECTOR, a YAML selector, filled the line before).
+func TestEnvExampleLongValue(t *testing.T) {
+	const selector = "- podSelector:\n    matchLabels:\n      istio.io/dataplane-mode: ambient\n- namespaceSelector:\n    matchLabels:\n      istio.io/dataplane-mode: ambient\n"
+	in := Input{Pods: []PodEnv{{Kind: "DaemonSet", Namespace: "istio-system", Name: "istio-cni-node",
+		Env: []EnvVar{{Container: "install-cni", Name: "AMBIENT_ENABLEMENT_SELECTOR", Value: selector}}}}}
+	res := Discover(in)
+	want := []string{`env: 2 value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. DaemonSet istio-system/istio-cni-node env AMBIENT_ENABLEMENT_SELECTOR, a 148-byte value: "istio.io" in it)`}
+	if !reflect.DeepEqual(res.Warnings, want) {
+		t.Fatalf("warnings\n got  %q\n want %q", res.Warnings, want)
+	}
+}
