@@ -133,6 +133,12 @@ type Reader struct {
 	// Recursive reads directories recursively (-R); otherwise, as kubectl -f DIR, only the
 	// files directly in them, with a warning for each subdirectory that holds manifests.
 	Recursive bool
+	// Each, when set, is given every document read as an object (its JSON, a List whole), in
+	// the order read, before its kind is read: a second reader of the same files (discover's env
+	// reader) takes them from here instead of parsing the YAML again. Files skipped (an
+	// unrendered Helm template, a Chart.yaml, a kustomization file) and documents that do not
+	// parse give it nothing.
+	Each func(js []byte)
 }
 
 // NewManifests returns an empty set to read into.
@@ -444,6 +450,9 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		if d.err != nil {
 			errs = append(errs, &InputError{d.src, d.err})
 			continue
+		}
+		if r.Each != nil {
+			r.Each(d.js)
 		}
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
