@@ -829,7 +829,7 @@ func (s *Set) EntryLayers(v ServiceRef) []Layer {
 		out = append(out, s.ingressLayer(ir))
 	}
 	for _, u := range x.ingresses[v] {
-		out = append(out, ingressLayer(u)) // ingressnginx.go
+		out = append(out, s.ingressUseLayer(u)) // ingressnginx.go
 	}
 	return out
 }
