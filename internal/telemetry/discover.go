@@ -119,10 +119,22 @@ func (r *Result) Found() bool {
 // Gateway.
 var gatewayLabels = []string{"gateway.networking.k8s.io/gateway-name", "gateway.envoyproxy.io/owning-gateway-name"}
 
-func isGatewayWorkload(labels workload.Pairs) bool {
-	if v := labels.Get("istio"); v == "ingressgateway" || v == "egressgateway" {
+// IstioInjectTemplates is the pod-template annotation that picks Istio's injection templates;
+// "gateway" makes the pod an Istio gateway (istio/istio eed52ebb66ad
+// manifests/charts/gateway/templates/deployment.yaml, whose istio label is the release name
+// without "istio-": "ingress" for the istio-ingress release of Istio's Helm guide).
+const IstioInjectTemplates = "inject.istio.io/templates"
+
+func isGatewayWorkload(w *workload.Workload) bool {
+	if v := w.Labels.Get("istio"); v == "ingressgateway" || v == "egressgateway" {
 		return true
 	}
+	for _, t := range strings.Split(w.Annotations.Get(IstioInjectTemplates), ",") {
+		if strings.TrimSpace(t) == "gateway" {
+			return true
+		}
+	}
+	labels := w.Labels
 	for _, l := range gatewayLabels {
 		if _, ok := labels.Lookup(l); ok {
 			return true
@@ -179,7 +191,7 @@ func Discover(in Input) *Result {
 		d.byKey[w.Key()] = w
 		d.byNSName[w.Namespace+"/"+w.Name] = append(d.byNSName[w.Namespace+"/"+w.Name], w)
 		d.byService[w.Namespace+"/"+w.ServiceName()] = append(d.byService[w.Namespace+"/"+w.ServiceName()], w)
-		if isGatewayWorkload(w.Labels) {
+		if isGatewayWorkload(w) {
 			d.gateways[w.Namespace+"/"+w.Name] = true
 		}
 	}

@@ -3,6 +3,9 @@ package telemetry
 import (
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // TestPodsLeaveOutTheMeshProxy: the env of a mesh's proxy container is the proxy's own
@@ -63,5 +66,24 @@ func TestEnvExampleLongValue(t *testing.T) {
 	want := []string{`env: 2 value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. DaemonSet istio-system/istio-cni-node env AMBIENT_ENABLEMENT_SELECTOR, a 148-byte value: "istio.io" in it)`}
 	if !reflect.DeepEqual(res.Warnings, want) {
 		t.Fatalf("warnings\n got  %q\n want %q", res.Warnings, want)
+	}
+}
+
+// TestDiscoverIstioGatewayChart: Istio's gateway chart (istio/istio eed52ebb66ad
+// manifests/charts/gateway/templates/deployment.yaml) labels its pods istio: <release name
+// without "istio-">, "ingress" for the release Istio's Helm guide installs (istio-ingress), and
+// annotates them inject.istio.io/templates: gateway: the gateway's calls make entrypoints, and
+// it is never proposed an annotation. Before, only istio: ingressgateway|egressgateway was a
+// gateway, and its observed calls were proposed as the gateway Deployment's upstreams.
+func TestDiscoverIstioGatewayChart(t *testing.T) {
+	ob := mustRead(t, []Answer{answer("istio_requests_total",
+		istio("source", "istio-ingress", "istio-ingress", "productpage", "bookinfo", 6))}, Options{Window: time.Minute})
+	in := Input{Observation: ob, Workloads: []workload.Workload{
+		wl("Deployment", "istio-ingress", "istio-ingress", map[string]string{"istio": "ingress", "app": "istio-ingress"},
+			map[string]string{"inject.istio.io/templates": "gateway"}),
+	}}
+	res := Discover(in)
+	if len(res.Workloads) != 0 || len(res.Entrypoints) != 1 || res.Entrypoints[0].Via != "istio-ingress/istio-ingress" || res.Entrypoints[0].Service != "productpage" {
+		t.Fatalf("workloads %+v, entrypoints %+v; want none, and productpage via istio-ingress/istio-ingress", res.Workloads, res.Entrypoints)
 	}
 }
