@@ -792,6 +792,7 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		return
 	}
 	m.count(&m.Summary.Ignored, ignoredKind(tm))
+	r.warnEnvoyFilterRetries(m, src, tm, js) // envoyfilter.go
 	unread, ok := unreadKinds[apiGroup(tm.APIVersion)+"/"+tm.Kind]
 	if !ok {
 		return
