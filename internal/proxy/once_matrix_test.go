@@ -6,16 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
@@ -326,35 +322,6 @@ func (k *onceClient) do(kind onceKind, path string) (onceAnswer, error) {
 	}
 }
 
-// proxySocketsSettled reports whether every socket of this process whose
-// peer is addr (the proxy's upstream connections) has seen the peer's
-// close (CLOSE_WAIT, or closed by a reset), or is gone.
-func proxySocketsSettled(addr string) bool {
-	_, portStr, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(portStr)
-	ents, _ := os.ReadDir("/proc/self/fd")
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		sa, err := syscall.Getpeername(fd)
-		if err != nil {
-			continue
-		}
-		if in4, ok := sa.(*syscall.SockaddrInet4); !ok || in4.Port != port {
-			continue
-		}
-		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err == nil && info.State != tcpCloseWait && info.State != tcpClose {
-			return false
-		}
-	}
-	return true
-}
-
-const tcpClose = 7 // include/net/tcp_states.h: TCP_CLOSE (after a reset)
-
 // runOnceCell runs one cell: conc client connections, each warmed with a
 // GET (so the proxy pools conc upstream connections), then one request of
 // the kind each, all at once.
@@ -401,7 +368,7 @@ func runOnceCell(t *testing.T, engine string, kind onceKind, shape onceShape, co
 		return err
 	})
 	if shape.at == atIdle {
-		proxytest.Eventually(t, "the proxy's pooled connections see the upstream's close", func() bool { return proxySocketsSettled(b.ln.Addr().String()) })
+		proxytest.Eventually(t, "the proxy's pooled connections see the upstream's close", func() bool { return proxytest.PeerClosed(b.ln.Addr().String()) })
 	}
 	want := onceExpect(kind, shape)
 	answers := make([]onceAnswer, conc)

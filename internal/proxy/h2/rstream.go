@@ -120,6 +120,10 @@ type attemptState struct {
 
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
+	// refused: the upstream provably never processed it (unprocessed), and
+	// the body it would go again with overflowed the replay buffer: its
+	// client is told so (refuse), not answered 502.
+	refused bool
 	gotHeaders bool
 	info       int64 // the header list size of the 1xx answers so far
 	hdrs       []hpack.HeaderField
@@ -835,6 +839,7 @@ func (a *ratt) unprocessedLocked(err error) {
 	// An answer begun (its headers came) was processed, whatever a GOAWAY
 	// after it claims: not re-sent, as after REFUSED_STREAM.
 	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
+		a.refused = s.overflow && !a.judged && !a.gotHeaders && s.att == a && !s.done
 		a.upEnded = true
 		a.fail(err)
 		return
@@ -894,12 +899,29 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 	if a.res.err != nil {
 		a.release()
 		s.att = nil
+		if a.refused && !s.headersSent {
+			s.refuse()
+			return
+		}
 		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts))
 		return
 	}
 	s.att = a
 	s.relay(a, reason)
 	a.pushBody()
+}
+
+// refuse ends the client's stream with REFUSED_STREAM: the upstream
+// provably never processed the request (REFUSED_STREAM, a GOAWAY below
+// it), and the relay cannot send it again, its body being larger than
+// the replay buffer. So the client is told what the upstream said (RFC
+// 9113 8.7: safe to retry; Go's Transport and grpc-go re-send such a
+// stream themselves) rather than 502, which says the request may have run.
+func (s *rstream) refuse() {
+	s.cs.m.code("REFUSED_STREAM")
+	_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeRefusedStream)
+	s.respDone = true
+	s.close()
 }
 
 // relay passes an upstream's answer on: headers (with the policy's
