@@ -78,6 +78,9 @@ type onceKind struct {
 	expect     bool     // Expect: 100-continue
 	flags      []string // extra proxy flags
 	replayable bool
+	// unknown: the host is no --upstreams entry's (forwarded once, one
+	// attempt; a stale connection's loss is answered as out of attempts).
+	unknown bool
 }
 
 // onceMaxReplay is the matrix's --max-replay-bytes: the "big" kind's body is over it.
@@ -92,12 +95,16 @@ var onceKinds = []onceKind{
 	{name: "DELETE", method: "DELETE", replayable: true},
 	{name: "POST-key", method: "POST", body: 100, key: true, replayable: true},
 	{name: "POST-key-big", method: "POST", body: 2 * onceMaxReplay, key: true},
+	// Over --max-replay-bytes, whatever the method; 100 KiB: the goroutine
+	// engine writes it while it reads the answer, the loop hands it off.
+	{name: "PUT-huge", method: "PUT", body: 100 << 10},
 	{name: "POST-chunked", method: "POST", body: 100, chunked: true},
 	{name: "POST-key-chunked", method: "POST", body: 100, key: true, chunked: true, replayable: true},
 	{name: "POST-expect", method: "POST", body: 100, expect: true},
 	// The entry proxy's generated key makes nothing retryable...
 	{name: "POST-genkey", method: "POST", body: 100, flags: []string{"--entrypoint", "--chain-cap", "4"}},
 	// ...except toward an upstream declared to deduplicate by key.
+	{name: "GET-unknown-host", method: "GET", replayable: true, unknown: true},
 	{name: "POST-genkey-dedup", method: "POST", body: 100, flags: []string{"--entrypoint", "--chain-cap", "4", "--dedup-upstreams", "svc"}, replayable: true},
 }
 
@@ -117,6 +124,18 @@ func onceExpect(k onceKind, s onceShape) onceWant {
 		// The close came before the request: it never reached the
 		// upstream, and goes on a fresh connection, once.
 		return onceWant{execs: 1, code: 200}
+	case k.unknown:
+		switch s.at {
+		case atHead, atPartBody, atBody:
+			// Lost on its reused connection with no byte of an answer: a
+			// stale attempt, and the one attempt is spent.
+			return onceWant{execs: 1, code: 503, exhausted: "attempts", why: "not retried: attempts"}
+		case at5xx:
+			return onceWant{execs: 1, code: 503}
+		case atTimeout:
+			return onceWant{execs: 1, code: 504, why: "not retried: not-retryable"}
+		}
+		return onceWant{execs: 1, code: 502, why: "not retried: not-retryable"}
 	case !k.replayable:
 		switch s.at {
 		case at5xx:
@@ -272,7 +291,11 @@ func (k *onceClient) do(kind onceKind, path string) (onceAnswer, error) {
 	var a onceAnswer
 	_ = k.c.SetDeadline(time.Now().Add(proxytest.Bound))
 	var head strings.Builder
-	fmt.Fprintf(&head, "%s http://svc%s HTTP/1.1\r\nHost: svc\r\n", kind.method, path)
+	host := "svc"
+	if kind.unknown {
+		host = "other"
+	}
+	fmt.Fprintf(&head, "%s http://%s%s HTTP/1.1\r\nHost: %s\r\n", kind.method, host, path, host)
 	body := proxytest.Pattern(kind.body)
 	if kind.key {
 		fmt.Fprintf(&head, "Idempotency-Key: k-%s-%s\r\n", kind.name, path)
@@ -326,16 +349,15 @@ func (k *onceClient) do(kind onceKind, path string) (onceAnswer, error) {
 // GET (so the proxy pools conc upstream connections), then one request of
 // the kind each, all at once.
 func runOnceCell(t *testing.T, engine string, kind onceKind, shape onceShape, conc int) {
-	warm := conc
-	upstream := "svc=3"
+	warm, perTry := conc, "5s"
 	if shape.at == atTimeout {
 		// The per-try timeout is what the cell waits for; its warm-ups
 		// are not held back for each other (a held one could time out).
-		upstream, warm = "svc=3/300ms", 0
+		warm, perTry = 0, "300ms"
 	}
 	b := newOnceBackend(t, shape, warm)
-	args := append([]string{"--engine", engine, "--upstreams", upstream, "--resolve", "svc=" + b.ln.Addr().String(),
-		"--retry-on", "connect-failure,reset,timeout,502,503,504", "--max-replay-bytes", strconv.Itoa(onceMaxReplay), "--per-try-timeout", "5s"}, kind.flags...)
+	args := append([]string{"--engine", engine, "--upstreams", "svc=3", "--resolve", "svc=" + b.ln.Addr().String() + ",other=" + b.ln.Addr().String(),
+		"--retry-on", "connect-failure,reset,timeout,502,503,504", "--max-replay-bytes", strconv.Itoa(onceMaxReplay), "--per-try-timeout", perTry}, kind.flags...)
 	p := startProxy(t, args...)
 	clients := make([]*onceClient, conc)
 	for i := range clients {
@@ -361,7 +383,7 @@ func runOnceCell(t *testing.T, engine string, kind onceKind, shape onceShape, co
 		}
 	}
 	each(func(i int, k *onceClient) error {
-		a, err := k.do(onceKind{method: "GET"}, "/warm/"+strconv.Itoa(i))
+		a, err := k.do(onceKind{method: "GET", unknown: kind.unknown}, "/warm/"+strconv.Itoa(i))
 		if err == nil && (a.code != 200 || a.body != "warm") {
 			err = fmt.Errorf("warm-up %d: %d %q", i, a.code, a.body)
 		}
