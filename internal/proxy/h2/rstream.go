@@ -117,13 +117,13 @@ type attemptState struct {
 	due          time.Duration
 	t0           time.Time
 	resends      int
-
-	timedOut   bool
-	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	// refused: the upstream provably never processed it (unprocessed), and
 	// the body it would go again with overflowed the replay buffer: its
 	// client is told so (refuse), not answered 502.
 	refused bool
+
+	timedOut   bool
+	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	gotHeaders bool
 	info       int64 // the header list size of the 1xx answers so far
 	hdrs       []hpack.HeaderField
