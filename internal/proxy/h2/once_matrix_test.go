@@ -158,6 +158,7 @@ type h2OnceBackend struct {
 	unprocessed map[string]int
 	arrived     int
 	all         chan struct{} // every request of the cell arrived whole (first arrivals)
+	stop        chan struct{} // the test ended
 	wg          sync.WaitGroup
 	open        []net.Conn
 }
@@ -198,8 +199,9 @@ func newH2OnceBackend(t *testing.T, act h2OnceAct, conc int) *h2OnceBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &h2OnceBackend{t: t, ln: ln, act: act, conc: conc, execs: map[string]int{}, unprocessed: map[string]int{}, all: make(chan struct{})}
+	b := &h2OnceBackend{t: t, ln: ln, act: act, conc: conc, execs: map[string]int{}, unprocessed: map[string]int{}, all: make(chan struct{}), stop: make(chan struct{})}
 	t.Cleanup(func() {
+		close(b.stop)
 		_ = ln.Close()
 		b.mu.Lock()
 		for _, c := range b.open {
@@ -363,7 +365,6 @@ func (k *h2OnceConn) onEnd(id uint32, s *h2OnceStream) {
 		}
 	case h2Timeout:
 	case h2MidStream:
-		k.arrive()
 		k.partial(id, s)
 	default: // connection shapes: once all arrived
 		k.arrive()
@@ -371,9 +372,7 @@ func (k *h2OnceConn) onEnd(id uint32, s *h2OnceStream) {
 }
 
 // partial answers with headers and part of the body (gRPC: a message),
-// when the relay's window allows: the relay grants a client's streams
-// windows from a budget that answers never ended hold, so at 20 at once
-// some get none before the connection ends (runH2OnceCell).
+// when the relay's window allows, then counts the request arrived.
 func (k *h2OnceConn) partial(id uint32, s *h2OnceStream) {
 	if k.wait(s, 9, func() { k.partial(id, s) }) {
 		return
@@ -385,6 +384,7 @@ func (k *h2OnceConn) partial(id uint32, s *h2OnceStream) {
 		k.headers(id, false, ":status", "200", "content-length", "100")
 		k.write(func(fr *http2.Framer) { _ = fr.WriteData(id, false, []byte("part")) })
 	}
+	k.arrive()
 }
 
 // wait defers again, until the stream's window holds need bytes.
@@ -431,7 +431,7 @@ func (k *h2OnceConn) arrive() {
 	b.wg.Go(func() {
 		select {
 		case <-b.all:
-		case <-time.After(proxytest.Bound):
+		case <-b.stop:
 			return
 		}
 		switch b.act {
@@ -600,11 +600,6 @@ func runH2OnceCell(t *testing.T, k h2OnceKind, act h2OnceAct, conc int) {
 			continue
 		}
 		want := h2OnceExpect(k, act)
-		if act == h2MidStream && a.cutBy == "" && !strings.Contains(a.grpcMsg, "after the answer began") {
-			// No part of an answer reached the relay before the
-			// connection ended (its window came too late): conn-fin's case.
-			want = h2OnceExpect(k, h2ConnFIN)
-		}
 		got := h2OnceWant{code: a.code, grpcStatus: a.grpcStatus, exhausted: a.exhausted, cut: a.cutBy != ""}
 		got.execs, got.unprocessed = b.counts(id)
 		if want.why != "" && (strings.Contains(a.body, want.why) || strings.Contains(a.grpcMsg, want.why)) {
@@ -698,5 +693,42 @@ func TestUnprocessedOverflowRefused(t *testing.T) {
 		if e, u := b.counts("0"); e != 0 || u != 1 {
 			t.Fatalf("act %d: executed %d, unprocessed %d; want 0 and 1", act, e, u)
 		}
+	}
+}
+
+// TestStalledAnswersDoNotStarveOthers: one client connection with 16 calls
+// whose answers began (headers, a few bytes) and then stall, as a gRPC
+// server-streaming watch does between its messages; another call on it
+// is answered at once. Found by the matrix's mid-stream cells at 20 at
+// once: each answer that had passed a byte on was granted a 256 KiB
+// window, four of them held the client's whole 1 MiB budget, and every
+// later stream got no window: its answer waited for the per-try timeout
+// (3 attempts, then 503): here the fifth stalled call already.
+func TestStalledAnswersDoNotStarveOthers(t *testing.T) {
+	b := newH2OnceBackend(t, h2MidStream, 1000) // never all arrived: the stalled answers stay open
+	h := newOnceHandler(t, b.ln.Addr().String(), h2OnceKind{}, 500*time.Millisecond)
+	front := serveDirect(t, h, "")
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, front)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr, Timeout: proxytest.Bound}
+	for i := range 16 {
+		resp, err := c.Get("http://web/x/" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		part := make([]byte, 4)
+		if _, err := io.ReadFull(resp.Body, part); err != nil || string(part) != "part" {
+			t.Fatalf("stalled answer %d: %q %v", i, part, err)
+		}
+	}
+	a, err := h2OnceDo(c, h2OnceKind{method: "GET"}, "/warm/1")
+	if err != nil || a.code != 200 || a.body != "warm" {
+		t.Fatalf("a call beside 16 stalled answers: %+v %v; want 200 warm", a, err)
 	}
 }
