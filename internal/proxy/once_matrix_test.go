@@ -353,7 +353,7 @@ func runOnceCell(t *testing.T, engine string, kind onceKind, shape onceShape, co
 	if shape.at == atTimeout {
 		// The per-try timeout is what the cell waits for; its warm-ups
 		// are not held back for each other (a held one could time out).
-		warm, perTry = 0, "300ms"
+		warm, perTry = 0, "500ms"
 	}
 	b := newOnceBackend(t, shape, warm)
 	args := append([]string{"--engine", engine, "--upstreams", "svc=3", "--resolve", "svc=" + b.ln.Addr().String() + ",other=" + b.ln.Addr().String(),

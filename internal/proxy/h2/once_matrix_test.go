@@ -567,7 +567,7 @@ func h2OnceDo(c *http.Client, k h2OnceKind, path string) (h2OnceAnswer, error) {
 func runH2OnceCell(t *testing.T, k h2OnceKind, act h2OnceAct, conc int) {
 	perTry := 5 * time.Second
 	if act == h2Timeout {
-		perTry = 300 * time.Millisecond
+		perTry = 500 * time.Millisecond
 	}
 	b := newH2OnceBackend(t, act, conc)
 	h := newOnceHandler(t, b.ln.Addr().String(), k, perTry)
