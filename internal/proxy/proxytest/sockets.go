@@ -24,13 +24,6 @@ func PeerClosed(addr string) bool {
 	return eachPeer(addr, func(state uint8) bool { return state == tcpCloseWait || state == tcpClose })
 }
 
-// PeerGone reports whether this process holds no socket whose peer is
-// addr: the proxy has closed every connection to it (after seeing its
-// close), not only received the close.
-func PeerGone(addr string) bool {
-	return eachPeer(addr, func(uint8) bool { return false })
-}
-
 // eachPeer reports whether ok holds of the TCP state of every socket of
 // this process whose peer is addr.
 func eachPeer(addr string, ok func(state uint8) bool) bool {
