@@ -1,6 +1,10 @@
 package policy
 
-import "time"
+import (
+	"time"
+
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+)
 
 // HeaderDeadline is the request header that carries the time the caller
 // still waits for an answer, in whole milliseconds: "Retrycap-Deadline: 0"
@@ -15,8 +19,9 @@ const DeadlineBaggageKey = "retrycap-deadline"
 // MaxDeadline bounds a parsed deadline: a value above it (a day) is "huge"
 // and counts as absent, like a malformed one, so that arithmetic on it can
 // never overflow and a junk value never stands in for a real bound (the
-// entry's own --max-time-to-answer, when set, still applies).
-const MaxDeadline = 24 * time.Hour
+// entry's own --max-time-to-answer, when set, still applies). It is
+// spec.maxTimeToAnswer's bound (api/v1alpha1/defaults).
+const MaxDeadline = defaults.MaxTimeToAnswerMax
 
 const maxDeadlineMs = int64(MaxDeadline / time.Millisecond)
 
