@@ -86,7 +86,9 @@ func TestSettingsFor(t *testing.T) {
 		// for maxTimeToAnswer, silently dropped.
 		{"per-try days", func(s *v1alpha1.RetryPolicySpec) { s.Retry.PerTryTimeout = d(99999 * time.Hour) }, "RetryPolicy shop/checkout: spec.retry.perTryTimeout 99999h: must be between 1ms and 1h"},
 		{"per-try bound+1ns", func(s *v1alpha1.RetryPolicySpec) { s.Retry.PerTryTimeout = d(time.Hour + 1) }, "RetryPolicy shop/checkout: spec.retry.perTryTimeout 1h0m0.000000001s: must be between 1ms and 1h"},
-		{"backoff hours", func(s *v1alpha1.RetryPolicySpec) { s.Retry.Backoff.Base, s.Retry.Backoff.Max = d(99999*time.Hour), d(99999*time.Hour) },
+		{"backoff hours", func(s *v1alpha1.RetryPolicySpec) {
+			s.Retry.Backoff.Base, s.Retry.Backoff.Max = d(99999*time.Hour), d(99999*time.Hour)
+		},
 			"RetryPolicy shop/checkout: spec.retry.backoff.base 99999h: must be between 1ms and 1m"},
 		{"backoff max max-int64", func(s *v1alpha1.RetryPolicySpec) { s.Retry.Backoff.Max = d(1<<63 - 1) },
 			"RetryPolicy shop/checkout: spec.retry.backoff.max 2562047h47m16.854775807s: must be between 1ms and 1m"},

@@ -94,12 +94,12 @@ func TestCRDBoundsAreTheGoConstants(t *testing.T) {
 		"budget.minRetriesPerSecond":   {n("max", defaults.BudgetMinPerSecondMax), n("min", defaults.BudgetMinPerSecondMin)},
 		"circuitBreaker.failures":      {n("max", defaults.BreakerFailuresMax), n("min", defaults.BreakerFailuresMin)},
 		"budget.window":                {d("max", defaults.BudgetWindowMax), d("min", defaults.BudgetWindowMin)},
-		"retry.perTryTimeout":    {d("max", defaults.PerTryTimeoutMax), d("min", defaults.PerTryTimeoutMin)},
-		"retry.backoff.base":     {d("max", defaults.BackoffBoundMax), d("min", defaults.BackoffBoundMin)},
-		"retry.backoff.max":      {d("max", defaults.BackoffBoundMax), d("min", defaults.BackoffBoundMin)},
-		"circuitBreaker.window":  {d("max", defaults.BreakerWindowMax), d("min", defaults.BreakerWindowMin)},
-		"circuitBreaker.openFor": {d("max", defaults.BreakerOpenForMax), d("min", defaults.BreakerOpenForMin)},
-		"maxTimeToAnswer":        {d("max", defaults.MaxTimeToAnswerMax), d("min", defaults.MaxTimeToAnswerMin)},
+		"retry.perTryTimeout":          {d("max", defaults.PerTryTimeoutMax), d("min", defaults.PerTryTimeoutMin)},
+		"retry.backoff.base":           {d("max", defaults.BackoffBoundMax), d("min", defaults.BackoffBoundMin)},
+		"retry.backoff.max":            {d("max", defaults.BackoffBoundMax), d("min", defaults.BackoffBoundMin)},
+		"circuitBreaker.window":        {d("max", defaults.BreakerWindowMax), d("min", defaults.BreakerWindowMin)},
+		"circuitBreaker.openFor":       {d("max", defaults.BreakerOpenForMax), d("min", defaults.BreakerOpenForMin)},
+		"maxTimeToAnswer":              {d("max", defaults.MaxTimeToAnswerMax), d("min", defaults.MaxTimeToAnswerMin)},
 	}
 	for _, file := range []string{"retrycap.dev_retrypolicies.yaml", "retrycap.dev_clusterretrypolicies.yaml"} {
 		got := crdBounds(t, file)
