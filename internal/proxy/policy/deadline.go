@@ -161,8 +161,13 @@ func (d Deadline) RetryFits(now int64, backoff, perTry, arrived time.Duration) b
 		base = arrived
 	}
 	need := base * MinRetryShareNum / MinRetryShareDen
-	left := d.Left(now) - backoff
-	return left > 0 && left >= need
+	// Compared before subtracting: Left(now) - backoff wraps to a large positive time
+	// when the deadline is past and backoff is near the largest duration.
+	left := d.Left(now)
+	if left <= 0 || backoff < 0 || backoff >= left {
+		return false
+	}
+	return left-backoff >= need
 }
 
 // AppendDeadlineBaggage appends to dst the baggage value src with the
