@@ -87,25 +87,8 @@ func SettingsFor(p *workload.Policy) (Settings, error) {
 	// The CRD's bounds (api/v1alpha1/defaults), which are the proxy's: a policy stored before
 	// them, or built in code, is refused here naming the field and the value, never rendered
 	// into args the proxy refuses and never clamped.
-	for _, f := range []struct {
-		field  string
-		d      time.Duration
-		lo, hi time.Duration
-	}{
-		{"spec.retry.perTryTimeout", s.PerTryTimeout, defaults.PerTryTimeoutMin, defaults.PerTryTimeoutMax},
-		{"spec.retry.backoff.base", s.BackoffBase, defaults.BackoffBoundMin, defaults.BackoffBoundMax},
-		{"spec.retry.backoff.max", s.BackoffMax, defaults.BackoffBoundMin, defaults.BackoffBoundMax},
-		{"spec.budget.window", s.BudgetWindow, defaults.BudgetWindowMin, defaults.BudgetWindowMax},
-		{"spec.circuitBreaker.window", s.BreakerWindow, defaults.BreakerWindowMin, defaults.BreakerWindowMax},
-		{"spec.circuitBreaker.openFor", s.BreakerOpenFor, defaults.BreakerOpenForMin, defaults.BreakerOpenForMax},
-		{"spec.maxTimeToAnswer", s.MaxTimeToAnswer, defaults.MaxTimeToAnswerMin, defaults.MaxTimeToAnswerMax},
-	} {
-		if f.field == "spec.maxTimeToAnswer" && spec.MaxTimeToAnswer == nil {
-			continue // unset: none
-		}
-		if why := defaults.CheckDuration(f.d, f.lo, f.hi); why != "" {
-			return s, bad(f.field, sidecar.Duration(f.d), why)
-		}
+	if probs := workload.DurationProblems(spec); len(probs) > 0 {
+		return s, fmt.Errorf("%s: %s", ref, probs[0])
 	}
 	if s.BackoffMax < s.BackoffBase {
 		return s, bad("spec.retry.backoff.max", sidecar.Duration(s.BackoffMax), fmt.Sprintf("must not be below spec.retry.backoff.base (%s)", sidecar.Duration(s.BackoffBase)))
