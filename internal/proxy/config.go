@@ -135,7 +135,9 @@ func (c *Config) validate() error {
 		{"max-time-to-answer", c.MaxTimeToAnswer, defaults.MaxTimeToAnswerMin, defaults.MaxTimeToAnswerMax, "none"},
 		{"backoff-base", c.BackoffBase, defaults.BackoffBoundMin, defaults.BackoffBoundMax, "no wait"},
 		{"backoff-max", c.BackoffMax, defaults.BackoffBoundMin, defaults.BackoffBoundMax, "no wait"},
-		{"budget-window", c.BudgetWindow, defaults.BudgetWindowMin, defaults.BudgetWindowMax, ""},
+		// Below the CRD's 1s the proxy takes down to 1ms (the tests' short windows); the
+		// injector never renders less than 1s.
+		{"budget-window", c.BudgetWindow, time.Millisecond, defaults.BudgetWindowMax, ""},
 		{"breaker-window", c.BreakerWindow, defaults.BreakerWindowMin, defaults.BreakerWindowMax, ""},
 		{"breaker-open-for", c.BreakerOpenFor, defaults.BreakerOpenForMin, defaults.BreakerOpenForMax, ""},
 		{"key-ttl", c.KeyTTL, time.Nanosecond, defaults.ProxyTimeoutMax, ""},

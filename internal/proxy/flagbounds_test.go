@@ -27,7 +27,7 @@ func TestDurationFlagBounds(t *testing.T) {
 		{"max-time-to-answer", []string{"0s", "1ms", "24h"}, []string{"999us", "24h0m0.000000001s", "99999h", maxInt64, "-1ns"}, "must be 0 (none) or 1ms..24h", nil},
 		{"backoff-base", []string{"0s", "1ms", "1m"}, []string{"1ns", "1m0.000000001s", "99999h", maxInt64, "-1s"}, "must be 0 (no wait) or 1ms..1m", []string{"--backoff-max=1m"}},
 		{"backoff-max", []string{"1m", "100ms"}, []string{"1m0.000000001s", "99999h", maxInt64, "-1s"}, "must be 0 (no wait) or 1ms..1m", nil},
-		{"budget-window", []string{"1s", "60s"}, []string{"999ms", "1m0.000000001s", "99999h"}, "must be 1s..1m", nil},
+		{"budget-window", []string{"1ms", "1s", "60s"}, []string{"999us", "1m0.000000001s", "99999h"}, "must be 1ms..1m", nil},
 		{"breaker-window", []string{"1ms", "1h"}, []string{"999us", "1h0m0.000000001s", maxInt64, "0s"}, "must be 1ms..1h", nil},
 		{"breaker-open-for", []string{"1ms", "1h"}, []string{"999us", "1h0m0.000000001s", maxInt64}, "must be 1ms..1h", nil},
 		{"key-ttl", []string{"1ns", "24h"}, []string{"0s", "24h0m0.000000001s", maxInt64}, "must be > 0 and at most 24h", nil},

@@ -137,3 +137,15 @@ func TestCheckDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundsKeepSumsInsideInt64: the largest sum the proxy makes from bounded values (every try
+// of the most attempts at the longest per-try timeout, each followed by the longest backoff, then
+// the longest deadline and the longest of its own timeouts) stays under 2^62 nanoseconds, so that
+// added to its clock (Unix nanoseconds, under 2^62 until 2116) nothing wraps int64.
+func TestBoundsKeepSumsInsideInt64(t *testing.T) {
+	sum := defaults.AttemptsMax*(defaults.PerTryTimeoutMax+defaults.BackoffBoundMax) +
+		defaults.MaxTimeToAnswerMax + defaults.ProxyTimeoutMax + defaults.BreakerOpenForMax + defaults.BudgetWindowMax
+	if sum <= 0 || sum >= 1<<62 {
+		t.Fatalf("largest sum %v: want under 2^62 ns", sum)
+	}
+}
