@@ -54,6 +54,7 @@ type useState struct {
 	base        int64
 	overflow    bool
 	reqEnd      bool
+	declLen     int64 // the request's content-length, -1 without one (checked against the body)
 	reqTrailers []hpack.HeaderField
 	recvWin     inflow // the client's on the stream
 	uncredited  int64  // received (padding too), not credited back
@@ -163,12 +164,15 @@ func newStream(cc *cconn, f *hblock) *rstream {
 	s.fields, s.hdr = regular, fieldHeaders(regular)
 	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
-	if f.endStream {
-		cl = 0
-	} else if v := fieldValue(regular, "content-length"); v != "" {
+	if v := fieldValue(regular, "content-length"); v != "" {
+		// Valid and the same in every field (badRequestFields).
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			cl = n
 		}
+	}
+	s.declLen = cl
+	if f.endStream {
+		cl = 0
 	}
 	s.cs = &s.call
 	s.own = cc.h.initCall(s.cs, hostPort, f.pseudo("method"), authority, f.pseudo("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
@@ -411,6 +415,9 @@ func (a *ratt) pushBody() {
 		return
 	}
 }
+
+// received is how many body bytes the client sent so far.
+func (s *rstream) received() int64 { return s.base + int64(len(s.body)) }
 
 // onRequestData takes DATA from the client.
 func (s *rstream) onRequestData(data []byte, end bool) {
