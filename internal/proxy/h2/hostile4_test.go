@@ -1,10 +1,13 @@
 package h2
 
 import (
+	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -251,4 +254,134 @@ func TestMalformedRequestsNotForwarded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answerCases are upstream answers whose framing fields are malformed
+// (RFC 9113 8.1.1, 8.2.2), each given to x/net's Transport (v0.62.0:
+// connection-specific fields and conflicting or non-numeric
+// content-length values dropped, go.dev/issue/81115; a body longer or
+// shorter than its content-length a read error) and, through the relay,
+// to a raw client. Both outcomes are "STATUS FIELDS BODY", FIELDS the
+// regular field names in order, BODY the bytes or "error".
+var answerCases = []struct {
+	name   string
+	method string
+	head   []string // after ":status", "200"
+	end    bool     // END_STREAM on the HEADERS
+	body   string
+	want   string
+	// differs is the relay's outcome where it deliberately differs.
+	differs string
+}{
+	{"connection-specific-fields", "GET", []string{"content-type", "text/plain", "connection", "close", "keep-alive", "5",
+		"transfer-encoding", "chunked", "upgrade", "h2c", "proxy-connection", "x", "content-length", "2"}, false, "ok",
+		"200 content-type,content-length ok", ""},
+	{"content-length-conflicting", "GET", []string{"content-length", "2", "content-length", "3", "x-a", "1"}, false, "ok",
+		"200 x-a ok", ""},
+	{"content-length-not-a-number", "GET", []string{"content-length", "2;3", "x-a", "1"}, false, "ok",
+		"200 x-a ok", ""},
+	{"content-length-identical", "GET", []string{"content-length", "2", "content-length", "2"}, false, "ok",
+		"200 content-length ok", ""},
+	{"body-longer-than-content-length", "GET", []string{"content-length", "2"}, false, "okay",
+		"200 content-length error", ""},
+	{"body-shorter-than-content-length", "GET", []string{"content-length", "10"}, false, "ok",
+		"200 content-length error", ""},
+	// The headers end the stream yet declare a body: x/net's Transport
+	// passes the head and fails the body; the relay, not committed yet,
+	// fails the attempt (retried, or its own 503 naming it).
+	{"content-length-without-body", "GET", []string{"content-length", "5"}, true, "",
+		"200 content-length error", "503 retrycap-exhausted,content-type error"},
+	{"head-content-length-without-body", "HEAD", []string{"content-length", "100"}, true, "",
+		"200 content-length ", ""},
+}
+
+// answerUpstream is a scripted upstream answering every request with
+// the case's answer.
+func answerUpstream(t *testing.T, head []string, end bool, body string) string {
+	t.Helper()
+	up, _ := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+		if f.Header().Type != http2.FrameHeaders || !f.Header().Flags.Has(http2.FlagHeadersEndStream) {
+			return
+		}
+		id := f.Header().StreamID
+		p.headers(id, end, append([]string{":status", "200"}, head...)...)
+		if !end {
+			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, true, []byte(body)) })
+		}
+	})
+	return up
+}
+
+// TestUpstreamAnswerFraming: the relay passes an upstream's answer on as
+// x/net's Transport gives it to its caller, never with a field that
+// frames it falsely for an HTTP/1.1 hop after the client: the same
+// fields and body, or a failed body where the Transport's read fails
+// (the client's stream reset after the head). Before, every field was
+// passed on as it came, and the body whatever its length.
+func TestUpstreamAnswerFraming(t *testing.T) {
+	for _, tc := range answerCases {
+		t.Run(tc.name, func(t *testing.T) {
+			up := answerUpstream(t, tc.head, tc.end, tc.body)
+			// x/net's Transport, straight to the upstream.
+			tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}}
+			defer tr.CloseIdleConnections()
+			rq, _ := http.NewRequest(tc.method, "http://"+up+"/x", nil)
+			res, err := tr.RoundTrip(rq)
+			if err != nil {
+				t.Fatalf("x/net's Transport: %v", err)
+			}
+			var names []string
+			for _, f := range rawFieldOrder(tc.head) {
+				for range res.Header[http.CanonicalHeaderKey(f)] {
+					names = append(names, f)
+				}
+			}
+			b, err := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			xb := string(b)
+			if err != nil {
+				xb = "error"
+			}
+			ours := strconv.Itoa(res.StatusCode) + " " + strings.Join(names, ",") + " " + xb
+			// The relay.
+			h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1})
+			r := dialHostile(t, serveDirect(t, h, ""))
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", tc.method, ":scheme", "http", ":path", "/x", ":authority", "web"),
+				EndHeaders: true, EndStream: true}); err != nil {
+				t.Fatal(err)
+			}
+			heads, data, rst := r.readStream(1)
+			names = nil
+			for _, f := range heads[0] {
+				if !strings.HasPrefix(f.Name, ":") {
+					names = append(names, f.Name)
+				}
+			}
+			rb := string(data)
+			if rst != -1 || field(heads[0], ":status") != "200" {
+				rb = "error" // reset, or the proxy's own answer: not the upstream's body
+			}
+			got := field(heads[0], ":status") + " " + strings.Join(names, ",") + " " + rb
+			want := tc.want
+			if tc.differs != "" {
+				want = tc.differs
+			}
+			if ours != tc.want || got != want {
+				t.Fatalf("x/net's Transport: %q (want %q); relay: %q (want %q), reset %d", ours, tc.want, got, want, rst)
+			}
+		})
+	}
+}
+
+// rawFieldOrder is the distinct names of name, value pairs, in order.
+func rawFieldOrder(kv []string) []string {
+	var out []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		if !slices.Contains(out, kv[i]) {
+			out = append(out, kv[i])
+		}
+	}
+	return out
 }

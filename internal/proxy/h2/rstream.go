@@ -145,6 +145,9 @@ type attemptState struct {
 	res     outcome
 	err     error // failed after it was judged (held, or relayed)
 	bodyIn  int64 // the answer's DATA bytes read from the upstream (padding not counted)
+	// respLen is the answer's content-length, checked against its DATA
+	// (-1: none, or no body whatever it says: HEAD, 304).
+	respLen int64
 }
 
 func newStream(cc *cconn, f *hblock) *rstream {
@@ -584,12 +587,20 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
-		a.hdrs = append(a.hdrBuf[:0], f.regular()...)
+		a.hdrs, a.respLen = cleanAnswer(append(a.hdrBuf[:0], f.regular()...))
+		if s.cs.method == "HEAD" || code == 304 {
+			a.respLen = -1
+		}
 		a.upEnded = f.endStream
 		r := &a.res
 		r.status = code
 		r.exhausted = fieldValue(a.hdrs, "retrycap-exhausted") != ""
 		if a.judged {
+			return
+		}
+		if f.endStream && a.respLen > 0 {
+			// x/net's Transport: a body it must report missing.
+			a.fail(errors.New("retrycap-proxy: malformed answer from upstream: content-length " + strconv.FormatInt(a.respLen, 10) + " without a body"))
 			return
 		}
 		if !s.cs.grpc {
@@ -627,7 +638,13 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent a second HEADERS that does not end the stream"))
 		return
 	}
-	a.trailers, a.hasTrails, a.upEnded = append(a.trailBuf[:0], f.regular()...), true, true
+	if a.respLen >= 0 && a.bodyIn != a.respLen {
+		a.upEnded = true
+		a.fail(a.badLength(a.bodyIn))
+		return
+	}
+	a.trailers, _ = cleanAnswer(append(a.trailBuf[:0], f.regular()...))
+	a.hasTrails, a.upEnded = true, true
 	a.upDone()
 	if !a.judged {
 		r := &a.res
@@ -745,6 +762,16 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent DATA before HEADERS"))
 		return
 	}
+	if a.respLen >= 0 {
+		// More than its content-length, or less at its end: malformed
+		// (RFC 9113 8.1.1), not passed on (x/net's Transport fails the
+		// body: "server replied with more than declared Content-Length").
+		if got := a.bodyIn + int64(len(data)); got > a.respLen || f.StreamEnded() && got != a.respLen {
+			a.upEnded = a.upEnded || f.StreamEnded()
+			a.fail(a.badLength(got))
+			return
+		}
+	}
 	a.bodyIn += int64(len(data))
 	end := f.StreamEnded()
 	switch {
@@ -781,6 +808,54 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 		}
 	}
 	a.upDone()
+}
+
+// badLength is the failure of an answer whose body (got bytes, or more)
+// disagrees with its content-length.
+func (a *ratt) badLength(got int64) error {
+	return errors.New("retrycap-proxy: malformed answer from upstream: content-length " + strconv.FormatInt(a.respLen, 10) +
+		", body " + strconv.FormatInt(got, 10) + " bytes")
+}
+
+// cleanAnswer drops from an upstream's answer fields (its own copy)
+// what x/net's Transport drops from a response (go.dev/issue/81115, for
+// a reverse proxy passing it to an HTTP/1.1 client): connection-specific
+// fields (RFC 9113 8.2.2), content-length values that differ or are not
+// a number (one kept of identical ones); it returns the fields and the
+// content-length (-1: none). Nothing to drop, nothing is copied.
+func cleanAnswer(fs []hpack.HeaderField) ([]hpack.HeaderField, int64) {
+	var cl string
+	ncl, drop, bad := 0, false, false
+	for i := range fs {
+		if connSpecific(fs[i].Name) {
+			drop = true
+		} else if fs[i].Name == "content-length" {
+			bad = bad || ncl > 0 && fs[i].Value != cl
+			cl = fs[i].Value
+			ncl++
+		}
+	}
+	n := int64(-1)
+	if ncl > 0 && !bad {
+		if v, err := strconv.ParseUint(cl, 10, 63); err == nil {
+			n = int64(v)
+		} else {
+			bad = true
+		}
+	}
+	if !drop && !bad && ncl <= 1 {
+		return fs, n
+	}
+	out, kept := fs[:0], false
+	for _, f := range fs {
+		if connSpecific(f.Name) || f.Name == "content-length" && (bad || kept) {
+			continue
+		}
+		kept = kept || f.Name == "content-length"
+		out = append(out, f)
+	}
+	clear(fs[len(out):])
+	return out, n
 }
 
 // on reports whether a is under way on upstream stream id of uc: what an
