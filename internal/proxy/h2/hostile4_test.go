@@ -168,6 +168,47 @@ var diffCases4 = []struct {
 	{"connect-with-path", func(fr *http2.Framer, h func(...string) []byte) {
 		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(":method", "CONNECT", ":path", "/x", ":authority", "web:443"), EndHeaders: true})
 	}, "rst:1:PROTOCOL_ERROR", "", 0},
+	// Frame-level cases no earlier round sent: a SETTINGS change of INITIAL_WINDOW_SIZE
+	// that takes an open stream's window past 2^31-1 (RFC 9113 6.9.2:
+	// FLOW_CONTROL_ERROR), PRIORITY on stream 0 or of a bad length,
+	// RST_STREAM on stream 0, an unknown frame type inside a header block
+	// (4.3: only CONTINUATION may follow), HEADERS padding longer than
+	// the frame (a stream error in both: the Framer's), HPACK integers past 2^32 and a dynamic table size update
+	// after the first field (RFC 7541 5.1, 4.2: COMPRESSION_ERROR).
+	{"settings-window-overflows-open-stream", func(fr *http2.Framer, h func(...string) []byte) {
+		// x/net finds it only when it writes DATA on the stream (the
+		// answer's headers went out first); the relay at the SETTINGS,
+		// where 6.9.2 puts it.
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(post()...), EndHeaders: true})
+		_ = fr.WriteWindowUpdate(1, 1<<31-1-65535)
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+		_ = fr.WriteData(1, true, []byte("x"))
+	}, "status:1:200", "goaway:FLOW_CONTROL_ERROR", 1},
+	{"priority-stream-0", func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteRawFrame(http2.FramePriority, 0, 0, []byte{0, 0, 0, 1, 1})
+	}, "goaway:PROTOCOL_ERROR", "", 0},
+	{"priority-bad-length", func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteRawFrame(http2.FramePriority, 0, 1, []byte{0, 0, 0, 3})
+	}, "goaway:FRAME_SIZE_ERROR", "", 0},
+	{"rst-stream-0", func(fr *http2.Framer, _ func(...string) []byte) {
+		_ = fr.WriteRawFrame(http2.FrameRSTStream, 0, 0, u32(uint32(http2.ErrCodeCancel)))
+	}, "goaway:PROTOCOL_ERROR", "", 0},
+	{"unknown-frame-mid-block", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndStream: true})
+		_ = fr.WriteRawFrame(0xfa, 0, 1, []byte("??"))
+		_ = fr.WriteContinuation(1, true, nil)
+	}, "goaway:PROTOCOL_ERROR", "", 0},
+	{"headers-padding-longer-than-frame", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, 1, append([]byte{250}, h(req()...)...))
+	}, "rst:1:PROTOCOL_ERROR", "", 0},
+	{"hpack-integer-overflow", func(fr *http2.Framer, h func(...string) []byte) {
+		blk := append(h(req()...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f) // an index past 2^63
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
+	}, "goaway:COMPRESSION_ERROR", "", 0},
+	{"hpack-table-size-update-after-a-field", func(fr *http2.Framer, h func(...string) []byte) {
+		blk := append(h(req()...), 0x20) // size update to 0, after the fields
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
+	}, "goaway:COMPRESSION_ERROR", "", 0},
 }
 
 // post is a POST's header block fields to /x, with extra appended.
