@@ -822,6 +822,9 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 		return cc.streamError(s, http2.ErrCodeFlowControl)
 	}
 	if pad := n - int64(len(data)); pad > 0 {
+		// Given back at once, as x/net's server does; owed first, as the
+		// data is (credit takes what it gives back off what is owed).
+		s.uncredited += pad
 		s.credit(pad)
 	}
 	s.onRequestData(data, f.StreamEnded())

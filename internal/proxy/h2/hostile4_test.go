@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -425,4 +427,83 @@ func rawFieldOrder(kv []string) []string {
 		}
 	}
 	return out
+}
+
+// TestPaddedDataWindowGivenBack: DATA padding counts against the flow
+// control windows (RFC 9113 6.9.1) and the relay gives it back at once,
+// as x/net's server does; the data itself is given back as it goes
+// upstream, or when its stream ends. 50 requests each send 200 bytes in
+// a DATA frame padded by 50 to an upstream that grants no window (the
+// bytes stay in the relay) and answers once the relay read them (a PING
+// acknowledged after them); every stream ends, and the connection's
+// receive window is whole again: what the client may send, plus what it
+// was given back or is still owed, is the 1 MiB advertised. Before, the
+// padding was subtracted again from what the ended stream still owed, and
+// each such stream lost its padding of the connection's window for good:
+// a client padding its bodies saw its connection stall.
+func TestPaddedDataWindowGivenBack(t *testing.T) {
+	var mu sync.Mutex
+	var peer *upPeer
+	var ids []uint32
+	up, _ := scriptedUpstream(t, []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 0}}, func(p *upPeer, f http2.Frame) {
+		if mh, ok := f.(*http2.MetaHeadersFrame); ok {
+			mu.Lock()
+			peer, ids = p, append(ids, mh.StreamID)
+			mu.Unlock()
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1})
+	r := dialHostile(t, serveDirect(t, h, ""))
+	const streams = 50
+	for i := range streams {
+		id := uint32(2*i + 1)
+		if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.block(post()...), EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.fr.WriteDataPadded(id, false, make([]byte, 200), make([]byte, 50)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = r.fr.WritePing(false, [8]byte{'p', 'a', 'd'})
+	_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for acked := false; !acked; {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, ok := f.(*http2.PingFrame)
+		acked = ok && p.IsAck()
+	}
+	waitFor(t, "every request upstream", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ids) == streams
+	})
+	mu.Lock()
+	for _, id := range ids {
+		peer.headers(id, true, ":status", "200")
+	}
+	mu.Unlock()
+	ended := 0
+	for ended < streams {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d streams ended: %v", ended, err)
+		}
+		if rst, ok := f.(*http2.RSTStreamFrame); ok && rst.ErrCode == http2.ErrCodeNo {
+			ended++
+		}
+	}
+	// Each stream's RST_STREAM was written under the connection's mutex
+	// after its window was given back: read now, it is final.
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
+	for cc := range h.rconns {
+		cc.mu.Lock()
+		avail, unsent := cc.recvWin.avail, cc.recvWin.unsent
+		cc.mu.Unlock()
+		if avail+unsent != relayConnWindow {
+			t.Fatalf("connection window: %d available + %d owed = %d, want %d (%d lost)", avail, unsent, avail+unsent, relayConnWindow, relayConnWindow-avail-unsent)
+		}
+	}
 }
