@@ -507,3 +507,84 @@ func TestPaddedDataWindowGivenBack(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerOverClientHeaderListLimit: a client that advertised
+// SETTINGS_MAX_HEADER_LIST_SIZE 1,000 is never sent a longer header
+// list, headers or trailers: the stream is reset INTERNAL_ERROR instead,
+// as grpc-go's server resets a stream whose headers or trailers pass the
+// client's limit (x/net's server sends them regardless). Before, the
+// relay checked the answer's headers but wrote its trailers whatever
+// their size.
+func TestAnswerOverClientHeaderListLimit(t *testing.T) {
+	big := strings.Repeat("d", 2000)
+	for _, tc := range []struct {
+		name   string
+		answer func(p *upPeer, id uint32)
+		data   int // the message bytes the client gets before the reset
+	}{
+		{"headers", func(p *upPeer, id uint32) {
+			p.headers(id, false, ":status", "200", "content-type", "application/grpc", "x-big", big)
+			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, grpcMessage("ok")) })
+			p.headers(id, true, "grpc-status", "0")
+		}, 0},
+		{"trailers", func(p *upPeer, id uint32) {
+			p.headers(id, false, ":status", "200", "content-type", "application/grpc")
+			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, grpcMessage("ok")) })
+			p.headers(id, true, "grpc-status", "0", "grpc-status-details-bin", big)
+		}, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, _ := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+				if f.Header().Type == http2.FrameData && f.Header().Flags.Has(http2.FlagDataEndStream) {
+					tc.answer(p, f.Header().StreamID)
+				}
+			})
+			h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+			r := dialHostile(t, serveDirect(t, h, "echo:50051"), http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: 1000})
+			r.call(1, "x")
+			heads, data, rst := r.readStream(1)
+			for _, hd := range heads {
+				if n := listSize(hd); n > 1000 {
+					t.Fatalf("the client got a header list of %d bytes, over its 1000", n)
+				}
+			}
+			if rst != int(http2.ErrCodeInternal) || len(data) != tc.data {
+				t.Fatalf("client got %v, %d bytes, reset %d; want %d bytes and INTERNAL_ERROR", brief(heads...), len(data), rst, tc.data)
+			}
+		})
+	}
+}
+
+// TestRequestTrailersOverUpstreamHeaderListLimit: request trailers
+// longer than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE (1,000) are
+// not written to it, as x/net's Transport refuses them
+// (errRequestHeaderListSize), and as the relay already refused such
+// request headers: the attempt fails, its upstream stream reset; with one
+// attempt the client gets the proxy's 502. Before, the trailers were
+// written whatever their size.
+func TestRequestTrailersOverUpstreamHeaderListLimit(t *testing.T) {
+	var biggest, resets atomic.Int64
+	up, _ := scriptedUpstream(t, []http2.Setting{{ID: http2.SettingMaxHeaderListSize, Val: 1000}}, func(_ *upPeer, f http2.Frame) {
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			if n := int64(listSize(f.Fields)); n > biggest.Load() {
+				biggest.Store(n)
+			}
+		case *http2.RSTStreamFrame:
+			resets.Add(1)
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1})
+	r := dialHostile(t, serveDirect(t, h, ""))
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(post("trailer", "x-big")...), EndHeaders: true})
+	_ = r.fr.WriteData(1, false, []byte("abc"))
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block("x-big", strings.Repeat("t", 2000)), EndHeaders: true, EndStream: true})
+	heads, _, rst := r.readStream(1)
+	if rst != -1 || field(heads[0], ":status") != "502" {
+		t.Fatalf("client got %v, reset %d; want the proxy's 502", brief(heads...), rst)
+	}
+	waitFor(t, "the upstream stream reset", func() bool { return resets.Load() == 1 })
+	if n := biggest.Load(); n > 1000 {
+		t.Fatalf("the upstream got a header list of %d bytes, over its 1000", n)
+	}
+}

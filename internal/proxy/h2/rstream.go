@@ -404,14 +404,22 @@ func (a *ratt) pushBody() {
 			continue
 		}
 		if s.reqEnd {
-			a.to(attSent)
 			id := a.id
 			if s.reqTrailers != nil {
 				tr := s.reqTrailers
 				uc.wmu.Lock()
+				if uc.out.maxList != 0 && listSize(tr) > uc.out.maxList {
+					// As open refuses such headers (x/net's Transport:
+					// errRequestHeaderListSize for either).
+					uc.wmu.Unlock()
+					a.fail(errors.New("retrycap-proxy: request trailers larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE"))
+					return
+				}
+				a.to(attSent)
 				_ = uc.out.headers(id, true, nil, tr, nil, false)
 				uc.wmu.Unlock()
 			} else {
+				a.to(attSent)
 				uc.write(func(fr *http2.Framer) { _ = fr.WriteData(id, true, nil) })
 			}
 		}
@@ -1180,6 +1188,15 @@ func (s *rstream) flushOut() {
 		}
 	}
 	if len(s.outq) == 0 && s.outEnd {
+		if m := s.cc.out.maxList; m != 0 && listSize(s.outTrailers) > m {
+			// Larger than the client accepts, as headers are
+			// (writeHeaders): reset as grpc-go's server resets it.
+			s.markCut(accesslog.CutProxy)
+			_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
+			s.respDone = true
+			s.close()
+			return
+		}
 		if len(s.outTrailers) > 0 {
 			_ = s.cc.out.headers(s.id, true, nil, s.outTrailers, nil, false)
 		} else {
