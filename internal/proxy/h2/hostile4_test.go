@@ -227,7 +227,9 @@ func xnetModServer(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http2.Server{MaxReadFrameSize: relayMaxFrame, MaxConcurrentStreams: 1000}
+	// Deprecated in favour of net/http's copy, which is the older code
+	// this server is the reference against.
+	srv := &http2.Server{MaxReadFrameSize: relayMaxFrame, MaxConcurrentStreams: 1000} //nolint:staticcheck // x/net's own server, on purpose
 	hs := &http.Server{}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
@@ -247,7 +249,7 @@ func xnetModServer(t testing.TB) string {
 				return
 			}
 			conns = append(conns, c)
-			go srv.ServeConn(c, &http2.ServeConnOpts{BaseConfig: hs, Handler: handler})
+			go srv.ServeConn(c, &http2.ServeConnOpts{BaseConfig: hs, Handler: handler}) //nolint:staticcheck // x/net's own server, on purpose
 		}
 	}()
 	t.Cleanup(func() {
@@ -366,12 +368,14 @@ func TestUpstreamAnswerFraming(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := answerUpstream(t, tc.head, tc.end, tc.body)
 			// x/net's Transport, straight to the upstream.
-			tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			// x/net's own Transport, on purpose (deprecated for net/http's
+			// copy; the reference is the module the relay builds on).
+			tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) { //nolint:staticcheck // x/net's own
 				return (&net.Dialer{}).DialContext(ctx, network, addr)
 			}}
-			defer tr.CloseIdleConnections()
+			defer tr.CloseIdleConnections() //nolint:staticcheck // x/net's own
 			rq, _ := http.NewRequest(tc.method, "http://"+up+"/x", nil)
-			res, err := tr.RoundTrip(rq)
+			res, err := tr.RoundTrip(rq) //nolint:staticcheck // x/net's own
 			if err != nil {
 				t.Fatalf("x/net's Transport: %v", err)
 			}
