@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // The fourth adversarial round (branch h2adv): malformed messages (RFC
@@ -590,5 +592,142 @@ func TestRequestTrailersOverUpstreamHeaderListLimit(t *testing.T) {
 	waitFor(t, "the upstream stream reset", func() bool { return resets.Load() == 1 })
 	if n := biggest.Load(); n > 1000 {
 		t.Fatalf("the upstream got a header list of %d bytes, over its 1000", n)
+	}
+}
+
+// TestHostileGRPCTimeouts: grpc-timeout values a hostile or broken client
+// sends (gRPC's grammar is 1 to 8 digits and a unit): nothing panics or
+// overflows. A malformed value counts as absent and is forwarded as it
+// came (the upstream's gRPC library judges it, as it would without the
+// proxy); the grammar's largest, 99999999H (past time.Duration), is
+// clamped to about 146 years and forwarded reduced, still in the
+// grammar; 0n is a deadline already gone: the proxy's own
+// DEADLINE_EXCEEDED, the upstream never called.
+func TestHostileGRPCTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		value, upstream, status string // upstream: the value it got ("": not called)
+	}{
+		{"abc", "abc", "0"},
+		{"123456789S", "123456789S", "0"},
+		{"1x", "1x", "0"},
+		{"-1S", "-1S", "0"},
+		{"99999999H", "76861433M", "0"},
+		{"0n", "", "4"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			var got atomic.Value
+			up, seen := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+				switch f := f.(type) {
+				case *http2.MetaHeadersFrame:
+					got.Store(field(f.Fields, "grpc-timeout"))
+				case *http2.DataFrame:
+					if f.StreamEnded() {
+						p.grpcOK(f.StreamID)
+					}
+				}
+			})
+			h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+			r := dialHostile(t, serveDirect(t, h, "echo:50051"))
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.grpcHeaders("grpc-timeout", tc.value), EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.fr.WriteData(1, true, grpcMessage("x")); err != nil {
+				t.Fatal(err)
+			}
+			heads, _, rst := r.readStream(1)
+			st := field(heads[len(heads)-1], "grpc-status")
+			up1, _ := got.Load().(string)
+			if tc.upstream == "76861433M" && strings.HasSuffix(up1, "M") {
+				// 2^62 ns in minutes, reduced by the time spent: a minute
+				// less at most.
+				if n, err := strconv.Atoi(strings.TrimSuffix(up1, "M")); err == nil && n >= 76861432 && n <= 76861433 {
+					up1 = tc.upstream
+				}
+			}
+			if rst != -1 || st != tc.status || up1 != tc.upstream || seen.Load() != map[bool]int64{true: 1, false: 0}[tc.upstream != ""] {
+				t.Fatalf("client: grpc-status %q (reset %d), upstream got grpc-timeout %q in %d calls; want %q, %q", st, rst, up1, seen.Load(), tc.status, tc.upstream)
+			}
+		})
+	}
+}
+
+// TestClientHeaderTableSizeLowered: a client lowering
+// SETTINGS_HEADER_TABLE_SIZE to 0 mid-connection (after an answer filled
+// the relay's encoder's table) gets, in the first header block after its
+// SETTINGS was acknowledged, a dynamic table size update to 0 first (RFC
+// 7541 4.2), and answers it can decode with a table of 0 bytes.
+func TestClientHeaderTableSizeLowered(t *testing.T) {
+	up, _ := scriptedUpstream(t, nil, nil)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+	c, err := net.Dial("tcp", serveDirect(t, h, "echo:50051"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	fr := http2.NewFramer(c, c)
+	var statuses []string
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == "grpc-status" {
+			statuses = append(statuses, f.Value)
+		}
+	})
+	r := &hostileClient{t: t, c: c, fr: fr}
+	r.enc = hpack.NewEncoder(&r.hbuf)
+	_, _ = io.WriteString(c, ClientPreface)
+	_ = fr.WriteSettings()
+	// read reads frames until until says stop, decoding every header block
+	// fragment; first is the first fragment of stream id's first block.
+	read := func(id uint32, until func(http2.Frame) bool) (first []byte) {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var frag []byte
+			switch f := f.(type) {
+			case *http2.HeadersFrame:
+				frag = f.HeaderBlockFragment()
+			case *http2.ContinuationFrame:
+				frag = f.HeaderBlockFragment()
+			}
+			if frag != nil {
+				if f.Header().StreamID == id && first == nil && f.Header().Type == http2.FrameHeaders {
+					first = bytes.Clone(frag)
+				}
+				if _, err := dec.Write(frag); err != nil {
+					t.Fatalf("decoding the relay's header block: %v", err)
+				}
+				if f.Header().Flags.Has(http2.FlagHeadersEndHeaders) { // CONTINUATION's END_HEADERS too
+					if err := dec.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if until(f) {
+				return first
+			}
+		}
+	}
+	ended := func(id uint32) func(http2.Frame) bool {
+		return func(f http2.Frame) bool {
+			return f.Header().StreamID == id && f.Header().Type == http2.FrameHeaders && f.Header().Flags.Has(http2.FlagHeadersEndStream)
+		}
+	}
+	r.call(1, "x")
+	read(1, ended(1))
+	_ = fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
+	read(0, func(f http2.Frame) bool {
+		s, ok := f.(*http2.SettingsFrame)
+		return ok && s.IsAck()
+	})
+	dec.SetAllowedMaxDynamicTableSize(0)
+	r.call(3, "y")
+	first := read(3, ended(3))
+	if len(first) == 0 || first[0] != 0x20 {
+		t.Fatalf("the first header block after the SETTINGS starts % x, want a table size update to 0 (20)", first[:min(len(first), 4)])
+	}
+	if !slices.Equal(statuses, []string{"0", "0"}) {
+		t.Fatalf("grpc-status values %q, want two 0", statuses)
 	}
 }
