@@ -72,7 +72,8 @@
 // RST_STREAM(PROTOCOL_ERROR), never forwarded whole, and reads answers as
 // x/net's Transport does (connection-specific fields and bad
 // content-length values dropped, a body disagreeing with its
-// content-length not passed on). A stream an upstream GOAWAY or
+// content-length, or in an answer to HEAD or a 204 or 304, not passed
+// on). A stream an upstream GOAWAY or
 // REFUSED_STREAM shows was never processed is re-sent on another
 // connection after a small jittered backoff, without counting an
 // attempt; a stream that was written is never re-sent but by the policy.

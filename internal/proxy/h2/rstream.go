@@ -146,8 +146,10 @@ type attemptState struct {
 	err     error // failed after it was judged (held, or relayed)
 	bodyIn  int64 // the answer's DATA bytes read from the upstream (padding not counted)
 	// respLen is the answer's content-length, checked against its DATA
-	// (-1: none, or no body whatever it says: HEAD, 304).
+	// (-1: none, or noBody); noBody: an answer without content whatever
+	// it declares (to HEAD, 204, 304: RFC 9110 9.3.2, 15.3.5, 15.4.5).
 	respLen int64
+	noBody  bool
 }
 
 func newStream(cc *cconn, f *hblock) *rstream {
@@ -596,7 +598,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
 		a.hdrs, a.respLen = cleanAnswer(append(a.hdrBuf[:0], f.regular()...))
-		if s.cs.method == "HEAD" || code == 304 {
+		if a.noBody = s.cs.method == "HEAD" || code == 204 || code == 304; a.noBody {
 			a.respLen = -1
 		}
 		a.upEnded = f.endStream
@@ -779,6 +781,13 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 			a.fail(a.badLength(got))
 			return
 		}
+	} else if a.noBody && len(data) > 0 {
+		// x/net's Transport: a stream error on a HEAD answer's DATA.
+		// Passed on, an HTTP/1.1 hop after the client would read the
+		// bytes as the next answer (none is framed by its length).
+		a.upEnded = a.upEnded || f.StreamEnded()
+		a.fail(errors.New("retrycap-proxy: malformed answer from upstream: content in an answer that has none (" + s.cs.method + ", " + strconv.Itoa(a.res.status) + ")"))
+		return
 	}
 	a.bodyIn += int64(len(data))
 	end := f.StreamEnded()
