@@ -421,6 +421,32 @@ func TestHelmValues(t *testing.T) {
 		}
 	})
 
+	// A PodDisruptionBudget that keeps every replica refuses every eviction: `kubectl drain` of
+	// the node waits forever ("would violate the pod's disruption budget"). One replica gets none;
+	// a minAvailable of every replica is refused at render, naming both values.
+	t.Run("the PodDisruptionBudget never keeps every replica", func(t *testing.T) {
+		const pdb = "PodDisruptionBudget retrycap-controller-manager"
+		for _, tc := range []struct {
+			set     string
+			present bool
+		}{{"replicas=2", true}, {"replicas=3,podDisruptionBudget.minAvailable=2", true}, {"replicas=1", false},
+			{"replicas=1,podDisruptionBudget.minAvailable=1", false}, {"replicas=2,podDisruptionBudget.enabled=false", false},
+			{"replicas=3,podDisruptionBudget.minAvailable=50%", true}} {
+			if got := renderHelm(t, "--set", tc.set)[pdb] != nil; got != tc.present {
+				t.Errorf("--set %s: PodDisruptionBudget rendered %v, want %v", tc.set, got, tc.present)
+			}
+		}
+		for set, want := range map[string]string{
+			"replicas=2,podDisruptionBudget.minAvailable=2": `podDisruptionBudget.minAvailable (2) must be below replicas (2): a budget that keeps every manager pod refuses every eviction, so kubectl drain of their nodes never ends; lower podDisruptionBudget.minAvailable, raise replicas, or set podDisruptionBudget.enabled=false`,
+			"replicas=3,podDisruptionBudget.minAvailable=5": `podDisruptionBudget.minAvailable (5) must be below replicas (3): `,
+		} {
+			out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+			if err == nil || out != "" || !strings.Contains(errOut, want) {
+				t.Errorf("--set %s: err %v, stdout %d bytes, stderr %q; want it refused with %q", set, err, len(out), errOut, want)
+			}
+		}
+	})
+
 	t.Run("values outside the schema are refused", func(t *testing.T) {
 		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0", "prometheus.url=prometheus:9090", "prometheus.auth.token=x",
 			"prometheus.maxAnswerSize=0", "prometheus.maxAnswerSize=64MB", "prometheus.maxAnswerSize=-1Mi",
