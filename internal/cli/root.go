@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -76,9 +77,26 @@ func applyInvocationName(root *cobra.Command, argv0 string) {
 	root.Annotations[cobra.CommandDisplayNameAnnotation] = "kubectl retrycap"
 }
 
+// exampleCall is a command line of an Example: "retrycap CMD" or "kubectl retrycap CMD".
+var exampleCall = regexp.MustCompile(`(^|[\s|])(kubectl )?retrycap (analyze|graph|observe|discover|storm|demo)\b`)
+
+// nameExamples writes every subcommand's examples with the name the binary was run as: the
+// plugin's help showed "retrycap analyze -f deploy/", a command its users do not have (and the
+// full CLI's "kubectl retrycap graph", one it does not need).
+func nameExamples(root *cobra.Command) {
+	name := "retrycap"
+	if root.Annotations[cobra.CommandDisplayNameAnnotation] != "" {
+		name = root.Annotations[cobra.CommandDisplayNameAnnotation]
+	}
+	for _, c := range root.Commands() {
+		c.Example = exampleCall.ReplaceAllString(c.Example, "${1}"+name+" ${3}")
+	}
+}
+
 // Execute runs root with args and returns the process exit code; errors go to root's stderr.
 func Execute(root *cobra.Command, args []string) int {
 	stderr := root.ErrOrStderr()
+	nameExamples(root)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

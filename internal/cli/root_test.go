@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestExamplesNameTheBinary: the examples in a command's help call the binary that was run. The
+// plugin's `kubectl retrycap analyze --help` showed "retrycap analyze -f deploy/", a command a
+// plugin user does not have.
+func TestExamplesNameTheBinary(t *testing.T) {
+	for _, tt := range []struct{ argv0, want string }{
+		{"/usr/local/bin/kubectl-retrycap", `Examples:
+  kubectl retrycap graph -n shop
+  kubectl retrycap graph checkout -n shop -o dot | dot -Tsvg > checkout.svg
+  kubectl retrycap graph -A -o json
+`},
+		{"/usr/local/bin/retrycap", `Examples:
+  retrycap graph -n shop
+  retrycap graph checkout -n shop -o dot | dot -Tsvg > checkout.svg
+  retrycap graph -A -o json
+`},
+	} {
+		var out bytes.Buffer
+		root := NewRoot(nil, &out, &out)
+		applyInvocationName(root, tt.argv0)
+		root.AddCommand(NewAnalyzeCmd(nil, &out, &out), NewGraphCmd(nil, &out, &out), NewObserveCmd(nil, &out, &out), NewDiscoverCmd(nil, &out, &out))
+		if code := Execute(root, []string{"graph", "--help"}); code != 0 {
+			t.Fatalf("%s graph --help: exit %d\n%s", tt.argv0, code, out.String())
+		}
+		if !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%s graph --help:\n%s\nwant its examples:\n%s", tt.argv0, out.String(), tt.want)
+		}
+		// Every example line of every command: a pipe into the CLI too.
+		for _, c := range root.Commands() {
+			for _, line := range strings.Split(c.Example, "\n") {
+				plugin := strings.Count(line, "kubectl retrycap ")
+				bare := strings.Count(line, "retrycap "+c.Name()) - plugin
+				if strings.Contains(tt.argv0, "kubectl-") && bare > 0 || !strings.Contains(tt.argv0, "kubectl-") && plugin > 0 {
+					t.Errorf("%s %s: example %q calls the other binary", tt.argv0, c.Name(), line)
+				}
+			}
+		}
+	}
+}
+
+// TestDiscoverNamespaceHelp: discover's -n line said "without -n, every namespace" and then
+// "(default "default")", which read as a contradiction; it now says what each is for.
+func TestDiscoverNamespaceHelp(t *testing.T) {
+	var out bytes.Buffer
+	root := NewRoot(nil, &out, &out)
+	root.AddCommand(NewDiscoverCmd(nil, &out, &out))
+	if code := Execute(root, []string{"discover", "--help"}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	want := `  -n, --namespace string                      only the workloads of this namespace, also the namespace of manifests' objects that name none; without -n every namespace is read and those objects are in "default" (default "default")` + "\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("discover --help:\n%s\nwant the line\n%s", out.String(), want)
+	}
+}
