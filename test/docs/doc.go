@@ -8,6 +8,8 @@
 // (storm's and demo's read from cmd/retrycap's source), and a value they give -o, --outage,
 // --protocol or --dialect is one the flag's usage names; docs/operating.md's Flags table has a
 // row for every flag of the manager and docs/proxy.md's Command line every flag of the proxy, and
-// neither names one that is not; every `make X` they name is a target.
+// neither names one that is not; every `make X` they name is a target; a code block that shows
+// `$ retrycap analyze ...` with its output shows what the command prints (run in process) and
+// the exit status its "# exit N" says.
 // It has no non-test code and needs only the go command.
 package docs

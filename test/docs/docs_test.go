@@ -793,3 +793,67 @@ func flagsBothWays(t *testing.T, where, program string, code, doc []string) {
 		}
 	}
 }
+
+// shownCall is a command line shown in a docs code block with its output below it: "$ retrycap
+// analyze ...", also as bin/retrycap or kubectl retrycap, optionally ending "# exit N".
+var shownCall = regexp.MustCompile(`^\$ (?:bin/retrycap|retrycap|kubectl retrycap) (analyze)((?: [^|<>;&#]*?)?)\s*(?:#\s*exit (\d))?$`)
+
+// TestShownOutputIsPrinted: a code block that shows `$ retrycap analyze ...` (a command that
+// needs no cluster) shows what the command prints today: the command is run in process from
+// the repository's root, and each line below it, up to the block's end, the next "$ " line or a
+// line "..." (the rest left out), must be the output's line at that place; with "# exit N" the
+// exit status must be N. Before, docs/cli.md's sample output was checked by nothing.
+func TestShownOutputIsPrinted(t *testing.T) {
+	dir, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []markdown
+	for _, rel := range markdownFiles(t) {
+		docs = append(docs, readMarkdown(t, rel))
+	}
+	t.Chdir(dir) // the commands name the repository's paths (config/samples)
+	checked := 0
+	for _, md := range docs {
+		rel := md.path
+		for i := 0; i < len(md.lines); i++ {
+			m := shownCall.FindStringSubmatch(md.lines[i])
+			if m == nil || !md.code[i] {
+				continue
+			}
+			var out bytes.Buffer
+			r := cli.NewRoot(strings.NewReader(""), &out, &out)
+			r.AddCommand(cli.NewAnalyzeCmd(strings.NewReader(""), &out, &out))
+			code := cli.Execute(r, append([]string{m[1]}, strings.Fields(m[2])...))
+			where := fmt.Sprintf("%s:%d: %s", rel, i+1, strings.TrimPrefix(md.lines[i], "$ "))
+			if m[3] != "" && strconv.Itoa(code) != m[3] {
+				t.Errorf("%s: exit %d, the doc says %s", where, code, m[3])
+			}
+			got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			n, elided := 0, false
+			for j := i + 1; j < len(md.lines) && md.code[j] && !strings.HasPrefix(strings.TrimSpace(md.lines[j]), "```") && !strings.HasPrefix(md.lines[j], "$ "); j++ {
+				if md.lines[j] == "..." {
+					elided = true
+					break
+				}
+				switch {
+				case n >= len(got):
+					t.Errorf("%s: the doc shows line %d %q, the command printed %d lines", where, n+1, md.lines[j], len(got))
+				case got[n] != md.lines[j]:
+					t.Errorf("%s: line %d:\n  doc:     %q\n  printed: %q", where, n+1, md.lines[j], got[n])
+				}
+				n++
+			}
+			if !elided && n < len(got) {
+				t.Errorf("%s: the doc shows %d lines, the command printed %d (end the block with a line \"...\" to leave the rest out)", where, n, len(got))
+			}
+			if n == 0 {
+				t.Errorf("%s: no output shown below the command", where)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no `$ retrycap analyze` block with its output found in the docs: nothing checked")
+	}
+}
