@@ -10,6 +10,7 @@
 // row for every flag of the manager and docs/proxy.md's Command line every flag of the proxy, and
 // neither names one that is not; every `make X` they name is a target; a code block that shows
 // `$ retrycap analyze ...` with its output shows what the command prints (run in process) and
-// the exit status its "# exit N" says.
+// the exit status its "# exit N" says; docs/helm.md's Values table names every value of the
+// chart's values.yaml and none it lacks, and values.schema.json names none it lacks.
 // It has no non-test code and needs only the go command.
 package docs

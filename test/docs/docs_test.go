@@ -857,3 +857,97 @@ func TestShownOutputIsPrinted(t *testing.T) {
 		t.Fatal("no `$ retrycap analyze` block with its output found in the docs: nothing checked")
 	}
 }
+
+// valuePaths adds to out the dotted path of every key of a values tree, maps and leaves alike.
+func valuePaths(node map[string]any, prefix string, out map[string]bool) {
+	for k, v := range node {
+		out[prefix+k] = true
+		if m, ok := v.(map[string]any); ok {
+			valuePaths(m, prefix+k+".", out)
+		}
+	}
+}
+
+// schemaPaths adds to out the dotted path of every property the schema names itself (a $ref'd
+// definition's own properties are its business, not a value's name).
+func schemaPaths(node map[string]any, prefix string, out map[string]bool) {
+	props, _ := node["properties"].(map[string]any)
+	for k, v := range props {
+		out[prefix+k] = true
+		if m, ok := v.(map[string]any); ok {
+			schemaPaths(m, prefix+k+".", out)
+		}
+	}
+}
+
+var tableValue = regexp.MustCompile("`(\\.?[A-Za-z][A-Za-z0-9_.]*)`")
+
+// TestHelmValuesDocumented: docs/helm.md's Values table names every value of the chart's
+// values.yaml (a row for a map covers its keys: `resources`), and names none that values.yaml
+// lacks; values.schema.json names no value values.yaml lacks (`global` excepted: a parent
+// chart's). A row's `.x` after `a.b` is `a.x`.
+func TestHelmValuesDocumented(t *testing.T) {
+	var values map[string]any
+	data, err := os.ReadFile(filepath.Join(root, "charts/retrycap/values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
+	inValues := map[string]bool{}
+	valuePaths(values, "", inValues)
+
+	var documented []string
+	for _, line := range section(t, readMarkdown(t, "docs/helm.md"), "Values") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.SplitN(strings.Trim(line, "|"), "|", 2)[0]
+		last := ""
+		for _, m := range tableValue.FindAllStringSubmatch(first, -1) {
+			name := m[1]
+			if strings.HasPrefix(name, ".") {
+				if i := strings.LastIndex(last, "."); i >= 0 {
+					name = last[:i] + name
+				} else {
+					t.Errorf("docs/helm.md, Values: %q follows no dotted value", m[1])
+				}
+			}
+			last = name
+			documented = append(documented, name)
+			if !inValues[name] {
+				t.Errorf("docs/helm.md, Values: `%s` is not a value of charts/retrycap/values.yaml", name)
+			}
+		}
+	}
+	for path := range inValues {
+		covered := false
+		for _, d := range documented {
+			covered = covered || path == d || strings.HasPrefix(path, d+".")
+		}
+		// A map is covered when every key under it is (`image` by `image.repository`, ...).
+		if !covered && !slices.ContainsFunc(documented, func(d string) bool { return strings.HasPrefix(d, path+".") }) {
+			t.Errorf("docs/helm.md, Values: charts/retrycap/values.yaml's `%s` has no row", path)
+		}
+	}
+	if len(documented) < 30 {
+		t.Fatalf("%d values read from docs/helm.md's Values table: the pattern no longer matches", len(documented))
+	}
+
+	var schema map[string]any
+	data, err = os.ReadFile(filepath.Join(root, "charts/retrycap/values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &schema); err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+	inSchema := map[string]bool{}
+	schemaPaths(schema, "", inSchema)
+	for path := range inSchema {
+		if !inValues[path] && path != "global" {
+			t.Errorf("charts/retrycap/values.schema.json names `%s`, which values.yaml lacks (a value a user cannot find)", path)
+		}
+	}
+}
