@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestExamplesNameTheBinary: the examples in a command's help call the binary that was run. The
@@ -57,5 +59,35 @@ func TestDiscoverNamespaceHelp(t *testing.T) {
 	want := `  -n, --namespace string                      only the workloads of this namespace, also the namespace of manifests' objects that name none; without -n every namespace is read and those objects are in "default" (default "default")` + "\n"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("discover --help:\n%s\nwant the line\n%s", out.String(), want)
+	}
+}
+
+// TestExamplesOnTheRepositoryRun: an example that names the repository's own files (config/)
+// runs, from the repository's root, up to its first pipe or redirect, without bad input.
+// analyze's "retrycap analyze -f config/samples -o dot" exited 2 (config/samples holds a
+// kustomization: -k).
+func TestExamplesOnTheRepositoryRun(t *testing.T) {
+	t.Chdir("../..")
+	n := 0
+	var out bytes.Buffer
+	for _, c := range []*cobra.Command{NewAnalyzeCmd(nil, &out, &out), NewGraphCmd(nil, &out, &out), NewObserveCmd(nil, &out, &out), NewDiscoverCmd(nil, &out, &out)} {
+		for _, line := range strings.Split(c.Example, "\n") {
+			_, call, ok := strings.Cut(line, "retrycap "+c.Name()+" ")
+			if !ok || !strings.Contains(call, "config/") {
+				continue
+			}
+			call, _, _ = strings.Cut(call, "|")
+			call, _, _ = strings.Cut(call, ">")
+			out.Reset()
+			root := NewRoot(strings.NewReader(""), &out, &out)
+			root.AddCommand(NewAnalyzeCmd(strings.NewReader(""), &out, &out), NewGraphCmd(nil, &out, &out), NewObserveCmd(nil, &out, &out), NewDiscoverCmd(nil, &out, &out))
+			if code := Execute(root, append([]string{c.Name()}, strings.Fields(call)...)); code == ExitBadInput {
+				t.Errorf("example %q: exit %d\n%s", strings.TrimSpace(line), code, out.String())
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no example names config/: nothing checked")
 	}
 }
