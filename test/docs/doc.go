@@ -11,6 +11,7 @@
 // neither names one that is not; every `make X` they name is a target; a code block that shows
 // `$ retrycap analyze ...` with its output shows what the command prints (run in process) and
 // the exit status its "# exit N" says; docs/helm.md's Values table names every value of the
-// chart's values.yaml and none it lacks, and values.schema.json names none it lacks.
+// chart's values.yaml and none it lacks, and values.schema.json names none it lacks; README.md's
+// Documentation table links every page of docs/.
 // It has no non-test code and needs only the go command.
 package docs

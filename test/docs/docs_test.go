@@ -951,3 +951,20 @@ func TestHelmValuesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeListsEveryPage: README.md's Documentation table links every page of docs/ (its
+// benchmarks/ pages through docs/benchmarks.md). services.md and telemetry.md were reachable
+// only from other pages.
+func TestReadmeListsEveryPage(t *testing.T) {
+	table := strings.Join(section(t, readMarkdown(t, "README.md"), "Documentation"), "\n")
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) < 10 {
+		t.Fatalf("docs/*.md: %d pages, %v", len(pages), err)
+	}
+	for _, p := range pages {
+		rel := "docs/" + filepath.Base(p)
+		if !strings.Contains(table, "]("+rel+")") {
+			t.Errorf("README.md, Documentation: no row links %s", rel)
+		}
+	}
+}
