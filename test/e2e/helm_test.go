@@ -515,10 +515,50 @@ func TestHelmServerSideDryRun(t *testing.T) {
 		return out
 	}
 
+	// Against a cluster without cert-manager, the default certificates.mode is refused by the
+	// chart, naming the way out (Helm's own error said only "ensure CRDs are installed first").
+	serverTemplate := func(args ...string) (string, error) {
+		helm, root := helmBinary(t)
+		cmd := exec.Command(helm, append([]string{"template", helmRelease, filepath.Join(root, "charts", "retrycap"), "--namespace", installNamespace, "--dry-run=server"}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	const noCertManager = "certificates.mode is cert-manager (the default), and this cluster has no cert-manager (no CustomResourceDefinition certificates.cert-manager.io): install cert-manager first, or --set certificates.mode=self-signed for the chart's own certificate (docs/helm.md, Certificates)"
+	if out, err := serverTemplate(); err == nil || !strings.Contains(out, noCertManager) {
+		t.Errorf("helm template --dry-run=server without cert-manager: %v, want the error %q\n%s", err, noCertManager, out)
+	}
+	if out, err := serverTemplate("--set", "certificates.mode=self-signed"); err != nil {
+		t.Errorf("helm template --dry-run=server --set certificates.mode=self-signed without cert-manager: %v\n%s", err, out)
+	}
+
 	// cert-manager's CRDs, from its Go module (deploy/crds), so its objects are validated too.
 	dir := certManagerCRDs(t)
 	kubectl("", "apply", "-f", filepath.Join(dir, "cert-manager.io_certificates.yaml"), "-f", filepath.Join(dir, "cert-manager.io_issuers.yaml"))
 	kubectl("", "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
+	if out, err := serverTemplate(); err != nil {
+		t.Errorf("helm template --dry-run=server with cert-manager's CRDs: %v\n%s", err, out)
+	}
+	// What `helm install` prints after the objects: how to wait for the manager, that the default
+	// images must be built and pushed, the first commands. --take-ownership: the control plane
+	// installed the CRDs without Helm's labels (a dry run takes nothing).
+	helm, root := helmBinary(t)
+	for _, tc := range []struct {
+		set        string
+		wantImages bool
+	}{{"replicas=2", true}, {"image.repository=registry.example/rc/manager,proxyImage.repository=registry.example/rc/proxy", false}} {
+		cmd := exec.Command(helm, "install", helmRelease, filepath.Join(root, "charts", "retrycap"), "--namespace", installNamespace, "--dry-run=server", "--take-ownership", "--set", tc.set)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		_, notes, _ := strings.Cut(string(out), "\nNOTES:\n")
+		if err != nil || !strings.Contains(notes, "  kubectl -n retrycap-system rollout status deployment/retrycap-controller-manager\n") ||
+			!strings.Contains(notes, "  kubectl apply -f config/samples/incident18.yaml\n") ||
+			strings.Contains(notes, "The images retrycap/manager:v0.1.0 and retrycap/retrycap-proxy:v0.1.0 are not\npublished") != tc.wantImages {
+			t.Errorf("helm install --dry-run=server --take-ownership --set %s: %v %s; NOTES:\n%s", tc.set, err, stderr.String(), notes)
+		}
+	}
 	// Namespaced objects are only dry-run into a namespace that exists: create it for real (the
 	// Namespace in the output is then applied over it, dry).
 	kubectl("", "create", "namespace", installNamespace)
