@@ -12,6 +12,7 @@
 // `$ retrycap analyze ...` with its output shows what the command prints (run in process) and
 // the exit status its "# exit N" says; docs/helm.md's Values table names every value of the
 // chart's values.yaml and none it lacks, and values.schema.json names none it lacks; README.md's
-// Documentation table links every page of docs/.
+// Documentation table links every page of docs/; docs/annotations.md names every retrycap.dev/
+// annotation and label retrycap reads or writes.
 // It has no non-test code and needs only the go command.
 package docs

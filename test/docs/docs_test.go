@@ -23,7 +23,9 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/cli"
+	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
@@ -965,6 +967,20 @@ func TestReadmeListsEveryPage(t *testing.T) {
 		rel := "docs/" + filepath.Base(p)
 		if !strings.Contains(table, "]("+rel+")") {
 			t.Errorf("README.md, Documentation: no row links %s", rel)
+		}
+	}
+}
+
+// TestAnnotationsDocumented: docs/annotations.md names every retrycap.dev/ annotation and label
+// retrycap reads or writes on workloads, pods and namespaces. Before, the injector's
+// retrycap.dev/injection-warnings and the namespace label retrycap.dev/injection were only in
+// admission.md's prose.
+func TestAnnotationsDocumented(t *testing.T) {
+	doc := strings.Join(readMarkdown(t, "docs/annotations.md").lines, "\n")
+	for _, key := range []string{annotations.Service, annotations.Upstreams, annotations.Inject, annotations.RewrittenFrom,
+		annotations.InjectedStatus, annotations.InjectionLabel + "=" + annotations.InjectionEnabled, inject.SkippedAnnotation, inject.WarningsAnnotation} {
+		if !strings.Contains(doc, "`"+key+"`") {
+			t.Errorf("docs/annotations.md does not name `%s`", key)
 		}
 	}
 }
