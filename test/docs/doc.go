@@ -13,6 +13,7 @@
 // the exit status its "# exit N" says; docs/helm.md's Values table names every value of the
 // chart's values.yaml and none it lacks, and values.schema.json names none it lacks; README.md's
 // Documentation table links every page of docs/; docs/annotations.md names every retrycap.dev/
-// annotation and label retrycap reads or writes.
+// annotation and label retrycap reads or writes; every flag of the CLI's commands is named in
+// the docs, storm's in docs/storm-lab.md's Flags table.
 // It has no non-test code and needs only the go command.
 package docs

@@ -984,3 +984,46 @@ func TestAnnotationsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIFlagsDocumented: every flag of `retrycap analyze|graph|observe|discover|demo` is named
+// in the docs (as `--long` or its `-s` shorthand, in a code span or block), and every flag of
+// `retrycap storm` in docs/storm-lab.md's Flags table. Before, six of storm's (--duration,
+// --outage-start, --outage-length, --series, --proxy-binary, --no-progress) were in its --help only.
+func TestCLIFlagsDocumented(t *testing.T) {
+	var all []string
+	for _, rel := range markdownFiles(t) {
+		if rel == "README.md" || strings.HasPrefix(rel, "docs/") {
+			all = append(all, readMarkdown(t, rel).lines...)
+		}
+	}
+	docs := strings.Join(all, "\n")
+	named := func(text string, f *pflag.Flag) bool {
+		if regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `\b`).MatchString(text) {
+			return true
+		}
+		return f.Shorthand != "" && regexp.MustCompile(`(^|[\x60\s\[(])-`+regexp.QuoteMeta(f.Shorthand)+`\b`).MatchString(text)
+	}
+	n := 0
+	for _, c := range []*cobra.Command{
+		cli.NewAnalyzeCmd(nil, io.Discard, io.Discard), cli.NewGraphCmd(nil, io.Discard, io.Discard),
+		cli.NewObserveCmd(nil, io.Discard, io.Discard), cli.NewDiscoverCmd(nil, io.Discard, io.Discard),
+		sourceFlags(t, "demo", "cmd/retrycap/demo.go"),
+	} {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			n++
+			if !named(docs, f) {
+				t.Errorf("retrycap %s --%s is in no doc", c.Name(), f.Name)
+			}
+		})
+	}
+	table := strings.Join(section(t, readMarkdown(t, "docs/storm-lab.md"), "Flags"), "\n")
+	sourceFlags(t, "storm", "cmd/retrycap/storm.go").Flags().VisitAll(func(f *pflag.Flag) {
+		n++
+		if !named(table, f) {
+			t.Errorf("docs/storm-lab.md, Flags: retrycap storm --%s is not listed", f.Name)
+		}
+	})
+	if n < 60 {
+		t.Fatalf("%d flags checked: the commands' flags were not read", n)
+	}
+}
