@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
@@ -91,6 +92,12 @@ func nameExamples(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		c.Example = exampleCall.ReplaceAllString(c.Example, "${1}"+name+" ${3}")
 	}
+}
+
+// isTerminal reports whether r is a terminal (a command's stdin typed at, not piped into).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // Execute runs root with args and returns the process exit code; errors go to root's stderr.

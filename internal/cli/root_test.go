@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -89,5 +91,37 @@ func TestExamplesOnTheRepositoryRun(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no example names config/: nothing checked")
+	}
+}
+
+// TestObserveRefusesATerminal: `retrycap observe` without -f, typed at a terminal, waited for
+// log lines typed by hand without a word; it now says how to give the logs. A pseudo-terminal's
+// master side is a terminal to isatty, as a shell's stdin is.
+func TestObserveRefusesATerminal(t *testing.T) {
+	tty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("a pseudo-terminal for stdin: %v", err)
+	}
+	defer tty.Close()
+	for _, tt := range []struct {
+		argv0, want string
+	}{
+		{"retrycap", `retrycap: observe: no logs given: pipe them in (kubectl logs deploy/NAME -c retrycap-proxy | retrycap observe), or name them with -f LOGS, or read the pods' with --from-cluster -l SELECTOR; "-f -" reads a terminal's lines` + "\n"},
+		{"kubectl-retrycap", `retrycap: observe: no logs given: pipe them in (kubectl logs deploy/NAME -c retrycap-proxy | kubectl retrycap observe), or name them with -f LOGS, or read the pods' with --from-cluster -l SELECTOR; "-f -" reads a terminal's lines` + "\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		root := NewRoot(tty, &stdout, &stderr)
+		applyInvocationName(root, tt.argv0)
+		root.AddCommand(NewObserveCmd(tty, &stdout, &stderr))
+		if code := Execute(root, []string{"observe"}); code != ExitBadInput || stderr.String() != tt.want || stdout.Len() != 0 {
+			t.Errorf("%s observe on a terminal: exit %d, stdout %q, stderr %q; want 2 and %q", tt.argv0, code, stdout.String(), stderr.String(), tt.want)
+		}
+	}
+	// Piped stdin is read as before (here: nothing in it, so nothing to report).
+	var out bytes.Buffer
+	root := NewRoot(strings.NewReader(""), &out, &out)
+	root.AddCommand(NewObserveCmd(strings.NewReader(""), &out, &out))
+	if code := Execute(root, []string{"observe"}); code != ExitBadInput || !strings.Contains(out.String(), "observe: 0 lines read") {
+		t.Errorf("observe on an empty pipe: exit %d\n%s", code, out.String())
 	}
 }
