@@ -2,12 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestExamplesNameTheBinary: the examples in a command's help call the binary that was run. The
@@ -123,5 +128,25 @@ func TestObserveRefusesATerminal(t *testing.T) {
 	root.AddCommand(NewObserveCmd(strings.NewReader(""), &out, &out))
 	if code := Execute(root, []string{"observe"}); code != ExitBadInput || !strings.Contains(out.String(), "observe: 0 lines read") {
 		t.Errorf("observe on an empty pipe: exit %d\n%s", code, out.String())
+	}
+}
+
+// noRetrycapKinds is a cluster without retrycap's CRDs: every list of a retrycap kind is a
+// no-match error, as client-go's REST mapper gives it.
+type noRetrycapKinds struct{ client.Reader }
+
+func (noRetrycapKinds) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	kind := strings.TrimSuffix(fmt.Sprintf("%T", list), "List")
+	return &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "retrycap.dev", Kind: kind[strings.LastIndex(kind, ".")+1:]}, SearchedVersions: []string{"v1alpha1"}}
+}
+
+// TestGraphWithoutRetrycap: graph against a cluster retrycap is not installed in said `no matches
+// for kind "RetryPolicy" in version "retrycap.dev/v1alpha1"`; it now says retrycap is not
+// installed there and how to install it.
+func TestGraphWithoutRetrycap(t *testing.T) {
+	_, _, err := liveReport(context.Background(), noRetrycapKinds{}, "shop", "")
+	want := "the cluster serves no RetryPolicy (retrycap.dev/v1alpha1): retrycap is not installed there (helm install retrycap charts/retrycap: docs/helm.md; the CRDs alone: make install)"
+	if err == nil || err.Error() != want {
+		t.Errorf("liveReport: %v, want %q", err, want)
 	}
 }
