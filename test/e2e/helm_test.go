@@ -148,7 +148,8 @@ func (r rendered) without(other rendered) rendered {
 }
 
 // compareObjects fails the test unless got and want hold the same objects with the same content.
-// Nothing is normalised: the chart adds no Helm-only labels or annotations.
+// Nothing is normalised: the chart adds no Helm-only labels or annotations (the CRDs'
+// helm.sh/resource-policy is checked and removed by kept before).
 func compareObjects(t *testing.T, gotName string, got rendered, wantName string, want rendered) {
 	t.Helper()
 	if !slices.Equal(got.keys(), want.keys()) {
@@ -178,17 +179,41 @@ func firstDifference(a, b string) string {
 	return fmt.Sprintf("one is a prefix of the other (%d vs %d lines)", len(al), len(bl))
 }
 
+// kept checks that both CRDs carry helm.sh/resource-policy: keep (crds.keep, the default: helm
+// uninstall would otherwise delete every policy of the cluster with them) and removes it, the
+// one thing the chart adds to config/default's objects.
+func kept(t *testing.T, objs rendered) rendered {
+	t.Helper()
+	for _, name := range []string{"retrypolicies.retrycap.dev", "clusterretrypolicies.retrycap.dev"} {
+		u := objs["CustomResourceDefinition "+name]
+		if u == nil {
+			t.Fatalf("no CustomResourceDefinition %s", name)
+		}
+		a := u.GetAnnotations()
+		if a["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CustomResourceDefinition %s: annotations %v, want helm.sh/resource-policy: keep", name, a)
+		}
+		delete(a, "helm.sh/resource-policy")
+		u.SetAnnotations(a)
+	}
+	return objs
+}
+
 func TestHelmChartMatchesKustomize(t *testing.T) {
 	kustomized := renderDefault(t)
 
 	t.Run("default values and namespace.create render config/default exactly", func(t *testing.T) {
-		compareObjects(t, "helm template (defaults, namespace.create=true)", renderHelm(t, "--set", "namespace.create=true"), "config/default", kustomized)
+		compareObjects(t, "helm template (defaults, namespace.create=true)", kept(t, renderHelm(t, "--set", "namespace.create=true")), "config/default", kustomized)
 	})
 
 	t.Run("default values render config/default without its Namespace", func(t *testing.T) {
-		got := renderHelm(t)
+		got := kept(t, renderHelm(t))
 		want := kustomized.without(rendered{"Namespace " + installNamespace: kustomized["Namespace "+installNamespace]})
 		compareObjects(t, "helm template (defaults)", got, "config/default less the Namespace", want)
+	})
+
+	t.Run("crds.keep=false renders config/default's CRDs exactly", func(t *testing.T) {
+		compareObjects(t, "helm template (crds.keep=false, namespace.create=true)", renderHelm(t, "--set", "crds.keep=false,namespace.create=true"), "config/default", kustomized)
 	})
 
 	t.Run("the monitoring values render config/prometheus and config/grafana exactly", func(t *testing.T) {
@@ -453,7 +478,7 @@ func TestHelmValues(t *testing.T) {
 			// A key in the wrong place or misspelt was rendered around silently: every object of
 			// the chart's values is closed now (Helm's `global` excepted).
 			"webhooks.failurePolicy=Ignore", "replica=3", "monitoring.podMonitor.enabled=true", "image.pullpolicy=Always",
-			"certificates.selfSigned.validity=30", "podDisruptionBudget.minavailable=2", "resources.limits.memory=lots",
+			"certificates.selfSigned.validity=30", "podDisruptionBudget.minavailable=2", "crds.keep=yes", "crds.delete=true", "resources.limits.memory=lots",
 			"resources.limit.memory=1Gi", "imagePullSecrets[0].nam=regcred",
 			// What the manager refuses at start (a crash loop): an interval under 1s, a window
 			// not in whole seconds or zero.
@@ -555,7 +580,7 @@ func TestHelmServerSideDryRun(t *testing.T) {
 		_, notes, _ := strings.Cut(string(out), "\nNOTES:\n")
 		if err != nil || !strings.Contains(notes, "  kubectl -n retrycap-system rollout status deployment/retrycap-controller-manager\n") ||
 			!strings.Contains(notes, "  kubectl apply -f config/samples/incident18.yaml\n") ||
-			strings.Contains(notes, "The images retrycap/manager:v0.1.0 and retrycap/retrycap-proxy:v0.1.0 are not\npublished") != tc.wantImages {
+			strings.Contains(notes, "These images are not published in any registry:\n  retrycap/manager:v0.1.0\n  retrycap/retrycap-proxy:v0.1.0\n") != tc.wantImages {
 			t.Errorf("helm install --dry-run=server --take-ownership --set %s: %v %s; NOTES:\n%s", tc.set, err, stderr.String(), notes)
 		}
 	}
