@@ -798,13 +798,15 @@ func flagsBothWays(t *testing.T, where, program string, code, doc []string) {
 
 // shownCall is a command line shown in a docs code block with its output below it: "$ retrycap
 // analyze ...", also as bin/retrycap or kubectl retrycap, optionally ending "# exit N".
-var shownCall = regexp.MustCompile(`^\$ (?:bin/retrycap|retrycap|kubectl retrycap) (analyze)((?: [^|<>;&#]*?)?)\s*(?:#\s*exit (\d))?$`)
+var shownCall = regexp.MustCompile(`^\$ (?:bin/retrycap|retrycap|kubectl retrycap) (analyze|observe)((?: [^|<>;&#]*?)?)\s*(?:#\s*exit (\d))?$`)
 
-// TestShownOutputIsPrinted: a code block that shows `$ retrycap analyze ...` (a command that
-// needs no cluster) shows what the command prints today: the command is run in process from
-// the repository's root, and each line below it, up to the block's end, the next "$ " line or a
-// line "..." (the rest left out), must be the output's line at that place; with "# exit N" the
-// exit status must be N. Before, docs/cli.md's sample output was checked by nothing.
+// TestShownOutputIsPrinted: a code block that shows `$ retrycap analyze|observe ...` (commands
+// that need no cluster; stdin empty) shows what the command prints today (stdout and stderr as
+// a terminal shows them): the command is run in process from the repository's root, and each
+// line below it, up to the block's end or the next "$ " line, must be the output's line at that
+// place; a line "..." leaves lines out: the ones after it are the output's last. With "# exit N"
+// the exit status must be N. Before, docs/cli.md's and observe.md's sample outputs were checked by
+// nothing.
 func TestShownOutputIsPrinted(t *testing.T) {
 	dir, err := filepath.Abs(root)
 	if err != nil {
@@ -825,38 +827,46 @@ func TestShownOutputIsPrinted(t *testing.T) {
 			}
 			var out bytes.Buffer
 			r := cli.NewRoot(strings.NewReader(""), &out, &out)
-			r.AddCommand(cli.NewAnalyzeCmd(strings.NewReader(""), &out, &out))
+			r.AddCommand(cli.NewAnalyzeCmd(strings.NewReader(""), &out, &out), cli.NewObserveCmd(strings.NewReader(""), &out, &out))
 			code := cli.Execute(r, append([]string{m[1]}, strings.Fields(m[2])...))
 			where := fmt.Sprintf("%s:%d: %s", rel, i+1, strings.TrimPrefix(md.lines[i], "$ "))
 			if m[3] != "" && strconv.Itoa(code) != m[3] {
 				t.Errorf("%s: exit %d, the doc says %s", where, code, m[3])
 			}
 			got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
-			n, elided := 0, false
+			var head, tail []string
+			elided := false
 			for j := i + 1; j < len(md.lines) && md.code[j] && !strings.HasPrefix(strings.TrimSpace(md.lines[j]), "```") && !strings.HasPrefix(md.lines[j], "$ "); j++ {
-				if md.lines[j] == "..." {
-					elided = true
-					break
-				}
 				switch {
-				case n >= len(got):
-					t.Errorf("%s: the doc shows line %d %q, the command printed %d lines", where, n+1, md.lines[j], len(got))
-				case got[n] != md.lines[j]:
-					t.Errorf("%s: line %d:\n  doc:     %q\n  printed: %q", where, n+1, md.lines[j], got[n])
+				case md.lines[j] == "...":
+					elided = true
+				case elided:
+					tail = append(tail, md.lines[j])
+				default:
+					head = append(head, md.lines[j])
 				}
-				n++
 			}
-			if !elided && n < len(got) {
-				t.Errorf("%s: the doc shows %d lines, the command printed %d (end the block with a line \"...\" to leave the rest out)", where, n, len(got))
+			if len(head)+len(tail) > len(got) || !elided && len(head) != len(got) {
+				t.Errorf("%s: the doc shows %d lines, the command printed %d (a line \"...\" leaves some out):\n%s", where, len(head)+len(tail), len(got), out.String())
 			}
-			if n == 0 {
+			for k, line := range head {
+				if k < len(got) && got[k] != line {
+					t.Errorf("%s: line %d:\n  doc:     %q\n  printed: %q", where, k+1, line, got[k])
+				}
+			}
+			for k, line := range tail {
+				if at := len(got) - len(tail) + k; at >= 0 && got[at] != line {
+					t.Errorf("%s: line %d from the end:\n  doc:     %q\n  printed: %q", where, len(tail)-k, line, got[at])
+				}
+			}
+			if len(head)+len(tail) == 0 {
 				t.Errorf("%s: no output shown below the command", where)
 			}
 			checked++
 		}
 	}
 	if checked == 0 {
-		t.Fatal("no `$ retrycap analyze` block with its output found in the docs: nothing checked")
+		t.Fatal("no `$ retrycap analyze|observe` block with its output found in the docs: nothing checked")
 	}
 }
 
