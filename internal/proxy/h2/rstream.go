@@ -1023,8 +1023,16 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 	if len(a.q) > 0 {
 		k := s.writeOut(a.q)
 		a.creditUp(k)
-		s.outq = append(s.outq, a.q[k:]...)
-		a.q = a.q[:0]
+		if len(s.outq) == 0 {
+			// The held bytes change hands instead of being copied:
+			// copied, a zero-window client's answers were held twice
+			// (the attempt's buffer kept for reuse beside the queue),
+			// 2 MiB per client where its budget says 1.
+			s.outq, a.q = a.q[k:], s.outq[:0]
+		} else {
+			s.outq = append(s.outq, a.q[k:]...)
+			a.q = a.q[:0]
+		}
 	}
 	if a.err != nil {
 		s.broken(a.err)
