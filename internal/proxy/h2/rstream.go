@@ -1014,8 +1014,9 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 // provably never processed the request (REFUSED_STREAM, a GOAWAY below
 // it), and the relay cannot send it again, its body being larger than
 // the replay buffer. So the client is told what the upstream said (RFC
-// 9113 8.7: safe to retry; Go's Transport and grpc-go re-send such a
-// stream themselves) rather than 502, which says the request may have run.
+// 9113 8.7: safe to retry; Go's Transport re-sends such a stream itself
+// when it can rewind the body) rather than 502, which says the request
+// may have run.
 func (s *rstream) refuse() {
 	s.cs.m.code("REFUSED_STREAM")
 	_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeRefusedStream)
