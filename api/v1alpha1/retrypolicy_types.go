@@ -67,11 +67,11 @@ type RetryPolicySpec struct {
 	// MaxTimeToAnswer is the most an entrypoint's client may wait for an answer in the worst case
 	// (every try of every hop timing out): a chain whose worst time to answer is longer is a
 	// violation, refused at admission like one over maxAmplification. Unset: the worst time is
-	// reported, not checked.
+	// reported, not checked. 1ms to 24h (the proxies' largest deadline).
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('24h')",message="must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	MaxTimeToAnswer *metav1.Duration `json:"maxTimeToAnswer,omitempty"`
 
@@ -167,12 +167,12 @@ type RetrySettings struct {
 	// +optional
 	DefaultAttempts int32 `json:"defaultAttempts,omitempty"`
 
-	// PerTryTimeout bounds each attempt.
+	// PerTryTimeout bounds each attempt, 1ms to 1h.
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	PerTryTimeout *metav1.Duration `json:"perTryTimeout,omitempty"`
 
@@ -218,21 +218,21 @@ type RetrySettings struct {
 // Backoff is exponential backoff with full jitter.
 // +kubebuilder:validation:XValidation:rule="!has(self.base) || !has(self.max) || !self.base.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') || !self.max.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') || duration(self.base) <= duration(self.max)",message="base must not exceed max",fieldPath=".base"
 type Backoff struct {
-	// Base is the backoff before the first retry, before jitter.
+	// Base is the backoff before the first retry, before jitter, 1ms to 1m.
 	// +kubebuilder:default="100ms"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1m')",message="must be between 1ms and 1m, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	Base *metav1.Duration `json:"base,omitempty"`
 
-	// Max caps the backoff, before jitter.
+	// Max caps the backoff, before jitter, 1ms to 1m.
 	// +kubebuilder:default="2s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1m')",message="must be between 1ms and 1m, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	Max *metav1.Duration `json:"max,omitempty"`
 }
@@ -254,7 +254,7 @@ type RetryBudget struct {
 	// +optional
 	MinRetriesPerSecond *int32 `json:"minRetriesPerSecond,omitempty"`
 
-	// Window is the period over which requests and retries are counted.
+	// Window is the period over which requests and retries are counted, 1s to 60s.
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
@@ -274,21 +274,21 @@ type CircuitBreaker struct {
 	// +optional
 	Failures int32 `json:"failures,omitempty"`
 
-	// Window is the period over which failures are counted.
+	// Window is the period over which failures are counted, 1ms to 1h.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 
-	// OpenFor is how long an open breaker fails calls before it lets a probe through.
+	// OpenFor is how long an open breaker fails calls before it lets a probe through, 1ms to 1h.
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) > duration('0s')",message="must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1h30m\", \"500ms\"; 99999h at most a part)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$') && duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="must be between 1ms and 1h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h (\"1m30s\", \"500ms\")"
 	// +optional
 	OpenFor *metav1.Duration `json:"openFor,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,9 +156,9 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"bad-entry-name", `{maxAmplification: 4, entrypoints: [{service: Gateway_1}]}`, "spec.entrypoints[0].service", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"client-zero", `{maxAmplification: 4, entrypoints: [{service: gateway, clientAttempts: 0}]}`, "spec.entrypoints[0].clientAttempts", metav1.CauseTypeFieldValueInvalid, `greater than or equal to 1`},
 		{"attempts-101", `{maxAmplification: 4, retry: {defaultAttempts: 101}}`, "spec.retry.defaultAttempts", metav1.CauseTypeFieldValueInvalid, `less than or equal to 100`},
-		{"timeout-zero", `{maxAmplification: 4, retry: {perTryTimeout: 0s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `must be a positive duration`},
+		{"timeout-zero", `{maxAmplification: 4, retry: {perTryTimeout: 0s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `must be between 1ms and`},
 		{"timeout-float", `{maxAmplification: 4, retry: {perTryTimeout: 1.5s}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `should match`},
-		{"max-time-zero", `{maxAmplification: 4, maxTimeToAnswer: 0s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `must be a positive duration`},
+		{"max-time-zero", `{maxAmplification: 4, maxTimeToAnswer: 0s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `must be between 1ms and`},
 		{"max-time-float", `{maxAmplification: 4, maxTimeToAnswer: 2.5s}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `should match`},
 		{"backoff-inverted", `{maxAmplification: 4, retry: {backoff: {base: 5s, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `base must not exceed max`},
 		{"retry-on-unknown", `{maxAmplification: 4, retry: {retryOn: [503, "5xx"]}}`, "spec.retry.retryOn[1]", metav1.CauseTypeFieldValueInvalid, `should match`},
@@ -171,11 +172,11 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"open-negative", `{maxAmplification: 4, circuitBreaker: {openFor: -1s}}`, "spec.circuitBreaker.openFor", metav1.CauseTypeFieldValueInvalid, `should match`},
 		// Past Go's and CEL's largest duration: before, the CEL conversion failed and the API
 		// server answered `Invalid value: "string": type conversion error ...`.
-		{"max-time-overflow", `{maxAmplification: 4, maxTimeToAnswer: 99999999999h}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999h": must be a positive duration of 1 to 5 parts`},
-		{"timeout-overflow", `{maxAmplification: 4, retry: {perTryTimeout: 2562048h}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "2562048h": must be a positive duration of 1 to 5 parts`},
+		{"max-time-overflow", `{maxAmplification: 4, maxTimeToAnswer: 99999999999h}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999h": must be between 1ms and 24h, written as 1 to 5 parts`},
+		{"timeout-overflow", `{maxAmplification: 4, retry: {perTryTimeout: 2562048h}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "2562048h": must be between 1ms and 1h, written as 1 to 5 parts`},
 		{"window-overflow", `{maxAmplification: 4, budget: {window: 99999999999s}}`, "spec.budget.window", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999s": must be between 1s and 60s$`},
-		{"backoff-overflow", `{maxAmplification: 4, retry: {backoff: {base: 99999999999h, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999h": must be a positive duration of 1 to 5 parts`},
-		{"timeout-six-parts", `{maxAmplification: 4, retry: {perTryTimeout: 1h1m1s1ms1us1ns}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "1h1m1s1ms1us1ns": must be a positive duration of 1 to 5 parts`},
+		{"backoff-overflow", `{maxAmplification: 4, retry: {backoff: {base: 99999999999h, max: 1s}}}`, "spec.retry.backoff.base", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999h": must be between 1ms and 1m, written as 1 to 5 parts`},
+		{"timeout-six-parts", `{maxAmplification: 4, retry: {perTryTimeout: 1h1m1s1ms1us1ns}}`, "spec.retry.perTryTimeout", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "1h1m1s1ms1us1ns": must be between 1ms and 1h, written as 1 to 5 parts`},
 		{"open-too-long", `{maxAmplification: 4, circuitBreaker: {openFor: 1h000000000000000000000000000000000000000000000000000000000000000s}}`, "spec.circuitBreaker.openFor", metav1.CauseType("FieldValueTooLong"), `may not be more than 64 bytes`},
 	}
 	for _, tc := range cases {
@@ -306,13 +307,15 @@ func TestKubectlGetCRPPrintsThePrinterColumns(t *testing.T) {
 // allowed range, and no conversion error: what a user of kubectl apply reads.
 func TestDurationOverflowMessage(t *testing.T) {
 	err := cli.Create(ctx(t), policy(t, "overflow", `{maxAmplification: 4, maxTimeToAnswer: 99999999999h}`))
-	want := `RetryPolicy.retrycap.dev "overflow" is invalid: spec.maxTimeToAnswer: Invalid value: "99999999999h": must be a positive duration of 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1h30m", "500ms"; 99999h at most a part)`
+	want := `RetryPolicy.retrycap.dev "overflow" is invalid: spec.maxTimeToAnswer: Invalid value: "99999999999h": must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error\n%v\nwant\n%s", err, want)
 	}
-	// At the guard's edge the policy is stored: 5 parts of 5 digits.
-	if err := cli.Create(ctx(t), policy(t, "edge", `{maxAmplification: 4, maxTimeToAnswer: 99999h99999m99999s99999ms99999us}`)); err != nil {
-		t.Fatalf("the largest allowed duration was refused: %v", err)
+	// 5 parts of 5 digits convert without overflow, and the bound refuses them.
+	err = cli.Create(ctx(t), policy(t, "edge", `{maxAmplification: 4, maxTimeToAnswer: 99999h99999m99999s99999ms99999us}`))
+	want = `RetryPolicy.retrycap.dev "edge" is invalid: spec.maxTimeToAnswer: Invalid value: "99999h99999m99999s99999ms99999us": must be between 1ms and 24h, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n%v\nwant\n%s", err, want)
 	}
 }
 
@@ -327,7 +330,8 @@ func TestMaxTimeToAnswerBothKinds(t *testing.T) {
 	}{
 		{"-1s", 0}, {"0s", 0}, {"0ms0s", 0}, {"1e3s", 0}, {"5", 0}, {"1.5s", 0}, {"0.5s", 0}, {" 2s", 0}, {"2S", 0},
 		{"99999999h", 0}, {"1h1m1s1ms1us1ns", 0}, {"1µs", 0},
-		{"1h1h", 2 * time.Hour}, {"1ns", time.Nanosecond}, {"90s", 90 * time.Second}, {"99999h", 99999 * time.Hour},
+		{"1ns", 0}, {"999us", 0}, {"99999h", 0}, {"24h1ns", 0}, {"1441m", 0},
+		{"1h1h", 2 * time.Hour}, {"1ms", time.Millisecond}, {"90s", 90 * time.Second}, {"24h", 24 * time.Hour}, {"1440m", 24 * time.Hour},
 	} {
 		for _, kind := range []string{"RetryPolicy", "ClusterRetryPolicy"} {
 			name := fmt.Sprintf("mtta-%s-%x", strings.ToLower(kind[:2]), tc.value)
@@ -370,6 +374,58 @@ func TestMaxTimeToAnswerBothKinds(t *testing.T) {
 			if err != nil || got == nil || got.Duration != tc.want {
 				t.Errorf("%s %q read back as %v (%v), want %v", kind, tc.value, got, err, tc.want)
 			}
+		}
+	}
+}
+
+// TestDurationBoundsBothKinds (issue 25): every duration of a policy is bounded, and the API
+// server refuses a value out of range on both kinds with the whole message naming the object,
+// the field, the value and the range; the bounds themselves are stored.
+func TestDurationBoundsBothKinds(t *testing.T) {
+	const written = `, written as 1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
+	cases := []struct {
+		name, spec, want string // want: the message after the object; "" accepted
+	}{
+		{"try-days", `retry: {perTryTimeout: 99999h}`, `spec.retry.perTryTimeout: Invalid value: "99999h": must be between 1ms and 1h` + written},
+		{"try-over", `retry: {perTryTimeout: 1h1ns}`, `spec.retry.perTryTimeout: Invalid value: "1h1ns": must be between 1ms and 1h` + written},
+		{"try-under", `retry: {perTryTimeout: 999999ns}`, `spec.retry.perTryTimeout: Invalid value: "999999ns": must be between 1ms and 1h` + written},
+		// Two causes, in either order (the API server's order of the fields is a map's).
+		{"base-hours", `retry: {backoff: {base: 99999h, max: 99999h}}`, `spec.retry.backoff.base: Invalid value: "99999h": must be between 1ms and 1m` + written +
+			"\n" + `spec.retry.backoff.max: Invalid value: "99999h": must be between 1ms and 1m` + written},
+		{"base-under", `retry: {backoff: {base: 999us}}`, `spec.retry.backoff.base: Invalid value: "999us": must be between 1ms and 1m` + written},
+		{"max-over", `retry: {backoff: {max: 1m1ns}}`, `spec.retry.backoff.max: Invalid value: "1m1ns": must be between 1ms and 1m` + written},
+		{"mtta-over", `maxTimeToAnswer: 24h1ns`, `spec.maxTimeToAnswer: Invalid value: "24h1ns": must be between 1ms and 24h` + written},
+		{"window-over", `circuitBreaker: {window: 1h1ns}`, `spec.circuitBreaker.window: Invalid value: "1h1ns": must be between 1ms and 1h` + written},
+		{"open-over", `circuitBreaker: {openFor: 61m}`, `spec.circuitBreaker.openFor: Invalid value: "61m": must be between 1ms and 1h` + written},
+		{"budget-over", `budget: {window: 60s1ns}`, `spec.budget.window: Invalid value: "60s1ns": must be between 1s and 60s`},
+		{"at-bounds-high", `retry: {perTryTimeout: 1h, backoff: {base: 1m, max: 1m}}, maxTimeToAnswer: 24h, circuitBreaker: {window: 1h, openFor: 1h}`, ""},
+		{"at-bounds-low", `retry: {perTryTimeout: 1ms, backoff: {base: 1ms, max: 1ms}}, maxTimeToAnswer: 1ms, circuitBreaker: {window: 1ms, openFor: 1ms}`, ""},
+	}
+	for _, tc := range cases {
+		for _, kind := range []string{"RetryPolicy", "ClusterRetryPolicy"} {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				var obj *unstructured.Unstructured
+				if kind == "RetryPolicy" {
+					obj = policy(t, "bound-"+tc.name, "{maxAmplification: 4, "+tc.spec+"}")
+				} else {
+					obj = clusterPolicy(t, "bound-"+tc.name, "{namespaceSelector: {}, maxAmplification: 4, "+tc.spec+"}")
+				}
+				err := cli.Create(ctx(t), obj)
+				if tc.want == "" {
+					if err != nil {
+						t.Fatalf("refused at the bounds: %v", err)
+					}
+					return
+				}
+				prefix := kind + `.retrycap.dev "bound-` + tc.name + `" is invalid: `
+				want := []string{prefix + tc.want}
+				if one, two, ok := strings.Cut(tc.want, "\n"); ok {
+					want = []string{prefix + "[" + one + ", " + two + "]", prefix + "[" + two + ", " + one + "]"}
+				}
+				if err == nil || !slices.Contains(want, err.Error()) {
+					t.Fatalf("error\n%v\nwant\n%s", err, strings.Join(want, "\nor\n"))
+				}
+			})
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/meshwatch"
 	"github.com/retrycap/retrycap/internal/operator"
@@ -171,6 +172,15 @@ func givenProblem(fs *flag.FlagSet) string {
 			problem = fmt.Sprintf("--%s %q: want %s %s", f.Name, v, want, leave)
 			return
 		}
+		// Upper bounds (docs/decisions.md, "Every duration is bounded"): a lease of days is a
+		// failover of days, and past 2^31 s the lease's seconds (an int32) wrap; a poll or a
+		// recheck interval past a day is never, in practice. Negative values are refused too.
+		if hi, ok := managerDurationMax[f.Name]; ok {
+			if d, err := time.ParseDuration(v); err == nil && (d < 0 || d > hi) {
+				problem = fmt.Sprintf("--%s %s: want 0..%s", f.Name, v, defaults.FormatDuration(hi))
+				return
+			}
+		}
 		// Under a second the mesh watcher would ask the API server's discovery without a pause.
 		if d, err := time.ParseDuration(v); f.Name == "mesh-recheck-interval" && err == nil && d > 0 && d < time.Second {
 			problem = fmt.Sprintf("--%s %s: want at least 1s", f.Name, v)
@@ -183,6 +193,19 @@ func givenProblem(fs *flag.FlagSet) string {
 		}
 	})
 	return problem
+}
+
+// managerDurationMax bounds the manager's duration flags (0 is refused above where it would be
+// read as the default).
+var managerDurationMax = map[string]time.Duration{
+	"leader-elect-lease-duration": time.Hour,
+	"leader-elect-renew-deadline": time.Hour,
+	"leader-elect-retry-period":   time.Hour,
+	"shutdown-delay":              time.Hour,
+	"mesh-recheck-interval":       24 * time.Hour,
+	"prometheus-interval":         24 * time.Hour,
+	"prometheus-window":           24 * time.Hour,
+	"prometheus-timeout":          time.Hour,
 }
 
 // defaultShutdownDelay is --shutdown-delay's default: long enough for the endpoints controller

@@ -30,6 +30,14 @@ func TestGivenProblem(t *testing.T) {
 		// Before: the watcher asked the API server's discovery every nanosecond.
 		{[]string{"--mesh-recheck-interval", "1ns"}, "--mesh-recheck-interval 1ns: want at least 1s"},
 		{[]string{"--mesh-recheck-interval", "2s"}, ""},
+		// Before: taken (issue 25). A lease of 999999h (3.6e9 s): the lease's seconds (an int32) wrap.
+		{[]string{"--leader-elect-lease-duration", "999999h"}, "--leader-elect-lease-duration 999999h0m0s: want 0..1h"},
+		{[]string{"--leader-elect-lease-duration", "1h"}, ""},
+		{[]string{"--leader-elect-lease-duration", "-15s"}, "--leader-elect-lease-duration -15s: want 0..1h"},
+		{[]string{"--mesh-recheck-interval", "24h0m0.000000001s"}, "--mesh-recheck-interval 24h0m0.000000001s: want 0..24h"},
+		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-interval", "2562047h"}, "--prometheus-interval 2562047h0m0s: want 0..24h"},
+		{[]string{"--shutdown-delay", "0s"}, ""},
+		{[]string{"--shutdown-delay", "61m"}, "--shutdown-delay 1h1m0s: want 0..1h"},
 	} {
 		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -38,6 +46,7 @@ func TestGivenProblem(t *testing.T) {
 		fs.Uint64("prometheus-series-limit", 10000, "")
 		fs.Duration("leader-elect-lease-duration", 15*time.Second, "")
 		fs.Duration("mesh-recheck-interval", time.Minute, "")
+		fs.Duration("shutdown-delay", 5*time.Second, "")
 		fs.String("mesh-apis", "auto", "")
 		fs.String("proxy-image", "retrycap/retrycap-proxy:v0.1.0", "")
 		fs.String("prometheus-caller-label", "caller", "")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/jsonfield"
 )
 
@@ -29,29 +30,36 @@ var durationPattern = regexp.MustCompile(`^([0-9]+(ns|us|ms|s|m|h))+$`)
 // error", naming neither the value nor the range.
 var durationParts = regexp.MustCompile(`^([0-9]{1,5}(ns|us|ms|s|m|h)){1,5}$`)
 
-// durationPartsText is the allowed range of a positive duration field, as the CRD's message
-// says it.
-const durationPartsText = `1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1h30m", "500ms"; 99999h at most a part)`
+// durationPartsText is how a bounded duration field is written, as the CRD's messages say it.
+const durationPartsText = `1 to 5 parts of up to 5 digits and a unit ns, us, ms, s, m or h ("1m30s", "500ms")`
 
 // durationMaxLength is the CRD's maxLength of a duration field (which bounds the cost of its CEL
 // rule).
 const durationMaxLength = 64
 
-// durationField is a duration in a policy's spec and the bounds its CEL rule sets (max 0: none).
+// durationField is a duration in a policy's spec and the bounds its CEL rule sets
+// (api/v1alpha1/defaults), lo and hi as the rule writes them.
 type durationField struct {
 	path     []string // under spec
 	min, max time.Duration
-	minOpen  bool // min excluded ("> 0s")
+	lo, hi   string
+	// parts: the CRD's message also says how the value is written (every field but
+	// budget.window, whose message predates the others' bounds).
+	parts bool
+}
+
+func bounded(path []string, lo, hi time.Duration) durationField {
+	return durationField{path: path, min: lo, max: hi, lo: defaults.FormatDuration(lo), hi: defaults.FormatDuration(hi), parts: true}
 }
 
 var durationFields = []durationField{
-	{path: []string{"maxTimeToAnswer"}, minOpen: true},
-	{path: []string{"retry", "perTryTimeout"}, minOpen: true},
-	{path: []string{"retry", "backoff", "base"}, minOpen: true},
-	{path: []string{"retry", "backoff", "max"}, minOpen: true},
-	{path: []string{"budget", "window"}, min: time.Second, max: 60 * time.Second},
-	{path: []string{"circuitBreaker", "window"}, minOpen: true},
-	{path: []string{"circuitBreaker", "openFor"}, minOpen: true},
+	bounded([]string{"maxTimeToAnswer"}, defaults.MaxTimeToAnswerMin, defaults.MaxTimeToAnswerMax),
+	bounded([]string{"retry", "perTryTimeout"}, defaults.PerTryTimeoutMin, defaults.PerTryTimeoutMax),
+	bounded([]string{"retry", "backoff", "base"}, defaults.BackoffBoundMin, defaults.BackoffBoundMax),
+	bounded([]string{"retry", "backoff", "max"}, defaults.BackoffBoundMin, defaults.BackoffBoundMax),
+	{path: []string{"budget", "window"}, min: defaults.BudgetWindowMin, max: defaults.BudgetWindowMax, lo: "1s", hi: "60s"},
+	bounded([]string{"circuitBreaker", "window"}, defaults.BreakerWindowMin, defaults.BreakerWindowMax),
+	bounded([]string{"circuitBreaker", "openFor"}, defaults.BreakerOpenForMin, defaults.BreakerOpenForMax),
 }
 
 // retryOnPattern is the CRD's pattern of spec.retry.retryOn's items.
@@ -88,11 +96,12 @@ func checkPolicyFields(js []byte) error {
 		}
 		d, err := time.ParseDuration(s)
 		inParts := durationParts.MatchString(s) && err == nil
-		switch {
-		case f.minOpen && (!inParts || d <= 0):
-			return fieldError(name, s, "%q must be a positive duration of "+durationPartsText)
-		case f.max > 0 && (!inParts || d < f.min || d > f.max):
-			return fieldError(name, s, "%q must be between "+f.min.String()+" and "+f.max.String())
+		if !inParts || d < f.min || d > f.max {
+			msg := "%q must be between " + f.lo + " and " + f.hi
+			if f.parts {
+				msg += ", written as " + durationPartsText
+			}
+			return fieldError(name, s, msg)
 		}
 		durs[name] = d
 	}

@@ -23,11 +23,7 @@ func TestPolicyFieldsMatchCRD(t *testing.T) {
 	var want []string
 	for _, f := range durationFields {
 		guard := "self.matches('" + durationParts.String() + "') && "
-		rule := guard + "duration(self) > duration('0s')"
-		if !f.minOpen {
-			rule = guard + fmt.Sprintf("duration(self) >= duration('%s') && duration(self) <= duration('%s')", f.min, f.max)
-			rule = strings.ReplaceAll(rule, "1m0s", "60s")
-		}
+		rule := guard + fmt.Sprintf("duration(self) >= duration('%s') && duration(self) <= duration('%s')", f.lo, f.hi)
 		want = append(want, "spec."+strings.Join(f.path, ".")+" "+rule)
 	}
 	slices.Sort(want)
@@ -94,14 +90,24 @@ func TestPolicyFields(t *testing.T) {
 		{"RetryPolicy", "  retry: {perTryTimeout: \"10\"}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "10" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
 		{"RetryPolicy", "  retry: {perTryTimeout: 1h2x}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1h2x" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
 		{"RetryPolicy", "  retry: {perTryTimeout: 1.5s}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1.5s" is not a duration of digits and units ns, us, ms, s, m, h ("500ms", "2s", "1m30s")`},
-		{"RetryPolicy", "  maxTimeToAnswer: 0s\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "0s" must be a positive duration of ` + durationPartsText},
-		{"RetryPolicy", "  maxTimeToAnswer: 99999999999h\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "99999999999h" must be a positive duration of ` + durationPartsText},
-		{"RetryPolicy", "  maxTimeToAnswer: 1h1m1s1ms1us1ns\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "1h1m1s1ms1us1ns" must be a positive duration of ` + durationPartsText},
-		{"RetryPolicy", "  budget: {window: 99999999999s}\n", `RetryPolicy shop/p: spec.budget.window: "99999999999s" must be between 1s and 1m0s`},
+		{"RetryPolicy", "  maxTimeToAnswer: 0s\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "0s" must be between 1ms and 24h, written as ` + durationPartsText},
+		{"RetryPolicy", "  maxTimeToAnswer: 99999999999h\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "99999999999h" must be between 1ms and 24h, written as ` + durationPartsText},
+		{"RetryPolicy", "  maxTimeToAnswer: 1h1m1s1ms1us1ns\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "1h1m1s1ms1us1ns" must be between 1ms and 24h, written as ` + durationPartsText},
+		{"RetryPolicy", "  budget: {window: 99999999999s}\n", `RetryPolicy shop/p: spec.budget.window: "99999999999s" must be between 1s and 60s`},
 		{"RetryPolicy", "  retry: {perTryTimeout: 1h000000000000000000000000000000000000000000000000000000000000000s}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "1h000000000000000000000000000000000000000000000000000000000000000s" is longer than 64 bytes`},
-		{"RetryPolicy", "  budget: {window: 2m}\n", `RetryPolicy shop/p: spec.budget.window: "2m" must be between 1s and 1m0s`},
-		{"RetryPolicy", "  budget: {window: 500ms}\n", `RetryPolicy shop/p: spec.budget.window: "500ms" must be between 1s and 1m0s`},
-		{"RetryPolicy", "  circuitBreaker: {openFor: 0ms}\n", `RetryPolicy shop/p: spec.circuitBreaker.openFor: "0ms" must be a positive duration of ` + durationPartsText},
+		{"RetryPolicy", "  budget: {window: 2m}\n", `RetryPolicy shop/p: spec.budget.window: "2m" must be between 1s and 60s`},
+		{"RetryPolicy", "  budget: {window: 500ms}\n", `RetryPolicy shop/p: spec.budget.window: "500ms" must be between 1s and 60s`},
+		{"RetryPolicy", "  circuitBreaker: {openFor: 0ms}\n", `RetryPolicy shop/p: spec.circuitBreaker.openFor: "0ms" must be between 1ms and 1h, written as ` + durationPartsText},
+		// The upper bounds (issue 25): a backoff of hours or a per-try timeout of days is a
+		// mistake; before, each was read and modelled.
+		{"RetryPolicy", "  retry: {perTryTimeout: 99999h}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "99999h" must be between 1ms and 1h, written as ` + durationPartsText},
+		{"RetryPolicy", "  retry: {perTryTimeout: 60m1ns}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "60m1ns" must be between 1ms and 1h, written as ` + durationPartsText},
+		{"RetryPolicy", "  retry: {perTryTimeout: 999us}\n", `RetryPolicy shop/p: spec.retry.perTryTimeout: "999us" must be between 1ms and 1h, written as ` + durationPartsText},
+		{"RetryPolicy", "  retry: {backoff: {base: 99999h, max: 99999h}}\n", `RetryPolicy shop/p: spec.retry.backoff.base: "99999h" must be between 1ms and 1m, written as ` + durationPartsText},
+		{"RetryPolicy", "  retry: {backoff: {max: 61s}}\n", `RetryPolicy shop/p: spec.retry.backoff.max: "61s" must be between 1ms and 1m, written as ` + durationPartsText},
+		{"RetryPolicy", "  maxTimeToAnswer: 24h1ms\n", `RetryPolicy shop/p: spec.maxTimeToAnswer: "24h1ms" must be between 1ms and 24h, written as ` + durationPartsText},
+		{"RetryPolicy", "  circuitBreaker: {window: 2h}\n", `RetryPolicy shop/p: spec.circuitBreaker.window: "2h" must be between 1ms and 1h, written as ` + durationPartsText},
+		{"RetryPolicy", "  retry: {perTryTimeout: 1h, backoff: {base: 1ms, max: 1m}}\n  maxTimeToAnswer: 24h\n  circuitBreaker: {window: 60m, openFor: 1ms}\n", ""},
 		{"RetryPolicy", "  retry: {backoff: {base: 5s, max: 1s}}\n", `RetryPolicy shop/p: spec.retry.backoff.base: 5s must not exceed spec.retry.backoff.max 1s`},
 		{"RetryPolicy", "  retry: {retryOn: [reset, 5xx]}\n", `RetryPolicy shop/p: spec.retry.retryOn[1]: "5xx" is not connect-failure, reset, timeout, an HTTP status code (4xx, 5xx) or a gRPC status code name in lower case with dashes (unavailable, resource-exhausted, ...)`},
 		{"RetryPolicy", "  retry: {methods: [get]}\n", `RetryPolicy shop/p: spec.retry.methods[0]: "get" is not one of GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH, TRACE`},

@@ -60,10 +60,11 @@ type Upstream struct {
 	Port int32
 }
 
-// Bounds of a per-upstream per-try timeout.
+// Bounds of a per-upstream per-try timeout: spec.retry.perTryTimeout's (and the proxy's
+// --per-try-timeout's), so that an annotation can never ask for what the policy cannot.
 const (
-	MinPerTryTimeout = time.Millisecond
-	MaxPerTryTimeout = time.Hour
+	MinPerTryTimeout = defaults.PerTryTimeoutMin
+	MaxPerTryTimeout = defaults.PerTryTimeoutMax
 )
 
 // Bounds of a port.

@@ -58,7 +58,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
   retrycap analyze -R -f deploy/ -o sarif > retrycap.sarif
   retrycap analyze -k overlays/prod -o patch > fix.yaml
   kustomize build overlays/prod | retrycap analyze -f - -o json
-  retrycap analyze -f config/samples -o dot | dot -Tsvg > graph.svg`,
+  retrycap analyze -k config/samples -o dot | dot -Tsvg > graph.svg`,
 		Args: noArgs("files and directories are given with -f (-f ARG), a kustomization with -k"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 && len(kustomizations) == 0 {

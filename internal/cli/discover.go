@@ -192,7 +192,7 @@ See docs/telemetry.md.`,
 	f.BoolVarP(&recursive, "recursive", "R", false, "read the directories given with -f recursively")
 	f.StringArrayVarP(&kustomizations, "kustomize", "k", nil, "a kustomization directory, built as kustomize build does; repeatable")
 	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml, json or patch")
-	f.StringVarP(&namespace, "namespace", "n", "default", "only the workloads of this namespace (and the namespace of manifests' objects that name none); without -n, every namespace")
+	f.StringVarP(&namespace, "namespace", "n", "default", "only the workloads of this namespace, also the namespace of manifests' objects that name none; without -n every namespace is read and those objects are in \"default\"")
 	f.BoolVarP(&allNamespaces, "all-namespaces", "A", false, "every namespace (the default without -n)")
 	f.StringVar(&promURL, "prometheus-url", "", "Prometheus base URL to read the observed edges from")
 	f.DurationVar(&since, "since", promquery.DefaultWindow, "the window the counters' increase is taken over, in whole seconds")

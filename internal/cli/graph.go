@@ -110,6 +110,9 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 				if ns == "" {
 					where = "in any namespace"
 				}
+				if ns != "" {
+					where += "; -A looks in every namespace"
+				}
 				fmt.Fprintf(stderr, "No RetryPolicy or ClusterRetryPolicy found %s.\n", where)
 				return nil
 			}
@@ -141,6 +144,11 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 	}
 	var list v1alpha1.RetryPolicyList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		// The cluster has no RetryPolicy kind: client-go's "no matches for kind" says which kind,
+		// not that retrycap is not installed there, nor how to install it.
+		if meta.IsNoMatchError(err) {
+			return nil, nil, fmt.Errorf("the cluster serves no RetryPolicy (retrycap.dev/v1alpha1): retrycap is not installed there (helm install retrycap charts/retrycap: docs/helm.md; the CRDs alone: make install)")
+		}
 		return nil, nil, fmt.Errorf("listing RetryPolicies: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool {

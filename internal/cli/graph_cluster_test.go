@@ -43,7 +43,7 @@ func TestGraphClusterPolicy(t *testing.T) {
 		args: []string{"checkout-chain", "-n", "storefront", "-o", "mermaid"}, code: ExitOverCap,
 		stdout: "---\ntitle: checkout-chain amplification 27 cap 4\n---\nflowchart LR\n",
 	}, {
-		args: []string{"-n", "batch"}, code: 0, stderr: "No RetryPolicy or ClusterRetryPolicy found in namespace batch.\n",
+		args: []string{"-n", "batch"}, code: 0, stderr: "No RetryPolicy or ClusterRetryPolicy found in namespace batch; -A looks in every namespace.\n",
 	}, {
 		args: []string{"checkout-chain", "-n", "batch"}, code: ExitBadInput,
 		stderr: "retrycap: graph: RetryPolicy batch/checkout-chain not found (nor a ClusterRetryPolicy checkout-chain selecting namespace batch)\n",

@@ -213,6 +213,11 @@ proxies'), and when no attempt read has a key (nothing grouped, nothing checked)
 					}
 				} else {
 					if len(files) == 0 {
+						// Without -f the logs come on stdin: from a terminal that would wait, without a
+						// word, for lines typed by hand.
+						if isTerminal(stdin) {
+							return bad("no logs given: pipe them in (kubectl logs deploy/NAME -c retrycap-proxy | %s), or name them with -f LOGS, or read the pods' with --from-cluster -l SELECTOR; \"-f -\" reads a terminal's lines", cmd.CommandPath())
+						}
 						files = []string{"-"}
 					}
 					for _, f := range files {

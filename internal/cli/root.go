@@ -15,9 +15,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
@@ -76,9 +78,32 @@ func applyInvocationName(root *cobra.Command, argv0 string) {
 	root.Annotations[cobra.CommandDisplayNameAnnotation] = "kubectl retrycap"
 }
 
+// exampleCall is a command line of an Example: "retrycap CMD" or "kubectl retrycap CMD".
+var exampleCall = regexp.MustCompile(`(^|[\s|])(kubectl )?retrycap (analyze|graph|observe|discover|storm|demo)\b`)
+
+// nameExamples writes every subcommand's examples with the name the binary was run as: the
+// plugin's help showed "retrycap analyze -f deploy/", a command its users do not have (and the
+// full CLI's "kubectl retrycap graph", one it does not need).
+func nameExamples(root *cobra.Command) {
+	name := "retrycap"
+	if root.Annotations[cobra.CommandDisplayNameAnnotation] != "" {
+		name = root.Annotations[cobra.CommandDisplayNameAnnotation]
+	}
+	for _, c := range root.Commands() {
+		c.Example = exampleCall.ReplaceAllString(c.Example, "${1}"+name+" ${3}")
+	}
+}
+
+// isTerminal reports whether r is a terminal (a command's stdin typed at, not piped into).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}
+
 // Execute runs root with args and returns the process exit code; errors go to root's stderr.
 func Execute(root *cobra.Command, args []string) int {
 	stderr := root.ErrOrStderr()
+	nameExamples(root)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

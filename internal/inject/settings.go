@@ -13,7 +13,6 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
 	"github.com/retrycap/retrycap/internal/annotations"
-	proxypolicy "github.com/retrycap/retrycap/internal/proxy/policy"
 	"github.com/retrycap/retrycap/internal/sidecar"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -78,24 +77,21 @@ func SettingsFor(p *workload.Policy) (Settings, error) {
 		return s, bad("spec.maxAmplification", s.ChainCap, fmt.Sprintf("must be %d..%d", defaults.MaxAmplificationMin, defaults.MaxAmplificationMax))
 	case s.DefaultAttempts < defaults.AttemptsMin || s.DefaultAttempts > defaults.AttemptsMax:
 		return s, bad("spec.retry.defaultAttempts", s.DefaultAttempts, fmt.Sprintf("must be %d..%d", defaults.AttemptsMin, defaults.AttemptsMax))
-	case s.PerTryTimeout <= 0:
-		return s, bad("spec.retry.perTryTimeout", s.PerTryTimeout, "must be positive")
-	case s.BackoffBase <= 0:
-		return s, bad("spec.retry.backoff.base", s.BackoffBase, "must be positive")
-	case s.BackoffMax < s.BackoffBase:
-		return s, bad("spec.retry.backoff.max", s.BackoffMax, fmt.Sprintf("must not be below spec.retry.backoff.base (%s)", s.BackoffBase))
 	case s.BudgetPercent < defaults.BudgetPercentMin || s.BudgetPercent > defaults.BudgetPercentMax:
 		return s, bad("spec.budget.retryPercent", s.BudgetPercent, fmt.Sprintf("must be %d..%d", defaults.BudgetPercentMin, defaults.BudgetPercentMax))
 	case s.BudgetMinPerSecond < 0:
 		return s, bad("spec.budget.minRetriesPerSecond", s.BudgetMinPerSecond, "must not be negative")
-	case s.BudgetWindow <= 0:
-		return s, bad("spec.budget.window", s.BudgetWindow, "must be positive")
 	case s.BreakerFailures < 1:
 		return s, bad("spec.circuitBreaker.failures", s.BreakerFailures, "must be at least 1")
-	case s.BreakerWindow <= 0:
-		return s, bad("spec.circuitBreaker.window", s.BreakerWindow, "must be positive")
-	case s.BreakerOpenFor <= 0:
-		return s, bad("spec.circuitBreaker.openFor", s.BreakerOpenFor, "must be positive")
+	}
+	// The CRD's bounds (api/v1alpha1/defaults), which are the proxy's: a policy stored before
+	// them, or built in code, is refused here naming the field and the value, never rendered
+	// into args the proxy refuses and never clamped.
+	if probs := workload.DurationProblems(spec); len(probs) > 0 {
+		return s, fmt.Errorf("%s: %s", ref, probs[0])
+	}
+	if s.BackoffMax < s.BackoffBase {
+		return s, bad("spec.retry.backoff.max", sidecar.Duration(s.BackoffMax), fmt.Sprintf("must not be below spec.retry.backoff.base (%s)", sidecar.Duration(s.BackoffBase)))
 	}
 	switch al := cmp.Or(spec.Observability.AccessLog, v1alpha1.AccessLog(defaults.AccessLog)); al {
 	case v1alpha1.AccessLogOff:
@@ -113,16 +109,6 @@ func SettingsFor(p *workload.Policy) (Settings, error) {
 		if strings.ContainsAny(m, ", ") || m == "" {
 			return s, bad("spec.retry.methods", strconv.Quote(m), "is not an HTTP method")
 		}
-	}
-	// The proxy's bounds on --max-time-to-answer are 1ms..24h (its deadline's unit and
-	// policy.MaxDeadline). Below a millisecond every call would be answered 504 at once: refused,
-	// naming the value. Above a day (the API allows it, for the static check) a run-time deadline
-	// is none in practice, as a Retrycap-Deadline over a day counts as absent: not rendered.
-	if d := s.MaxTimeToAnswer; d < 0 || (d > 0 && d < time.Millisecond) {
-		return s, bad("spec.maxTimeToAnswer", d, "must be at least 1ms for the proxy's deadline")
-	}
-	if s.MaxTimeToAnswer > proxypolicy.MaxDeadline {
-		s.MaxTimeToAnswer = 0
 	}
 	for _, u := range s.DedupUpstreams {
 		if r := annotations.ValidateHost(u); r != "" {

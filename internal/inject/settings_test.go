@@ -74,13 +74,27 @@ func TestSettingsFor(t *testing.T) {
 		{"attempts", func(s *v1alpha1.RetryPolicySpec) { s.Retry.DefaultAttempts = 101 }, "RetryPolicy shop/checkout: spec.retry.defaultAttempts 101: must be 1..100"},
 		{"base over default max", func(s *v1alpha1.RetryPolicySpec) { s.Retry.Backoff.Base = d(5 * time.Second) },
 			"RetryPolicy shop/checkout: spec.retry.backoff.max 2s: must not be below spec.retry.backoff.base (5s)"},
-		{"negative timeout", func(s *v1alpha1.RetryPolicySpec) { s.Retry.PerTryTimeout = d(-time.Second) }, "RetryPolicy shop/checkout: spec.retry.perTryTimeout -1s: must be positive"},
+		{"negative timeout", func(s *v1alpha1.RetryPolicySpec) { s.Retry.PerTryTimeout = d(-time.Second) }, "RetryPolicy shop/checkout: spec.retry.perTryTimeout -1s: must be between 1ms and 1h"},
 		{"budget percent", func(s *v1alpha1.RetryPolicySpec) { p := int32(101); s.Budget.RetryPercent = &p }, "RetryPolicy shop/checkout: spec.budget.retryPercent 101: must be 0..100"},
-		{"breaker window", func(s *v1alpha1.RetryPolicySpec) { s.CircuitBreaker.Window = d(0) }, "RetryPolicy shop/checkout: spec.circuitBreaker.window 0s: must be positive"},
+		{"breaker window", func(s *v1alpha1.RetryPolicySpec) { s.CircuitBreaker.Window = d(0) }, "RetryPolicy shop/checkout: spec.circuitBreaker.window 0s: must be between 1ms and 1h"},
 		{"retry-on with a comma", func(s *v1alpha1.RetryPolicySpec) { s.Retry.RetryOn = []string{"502,503"} }, `RetryPolicy shop/checkout: spec.retry.retryOn "502,503": is not a failure name or status code`},
 		{"empty method", func(s *v1alpha1.RetryPolicySpec) { s.Retry.Methods = []string{""} }, `RetryPolicy shop/checkout: spec.retry.methods "": is not an HTTP method`},
 		{"access log", func(s *v1alpha1.RetryPolicySpec) { s.Observability.AccessLog = "/var/log/a" }, `RetryPolicy shop/checkout: spec.observability.accessLog "/var/log/a": must be Off or Stdout`},
-		{"time to answer below 1ms", func(s *v1alpha1.RetryPolicySpec) { s.MaxTimeToAnswer = d(500 * time.Microsecond) }, "RetryPolicy shop/checkout: spec.maxTimeToAnswer 500µs: must be at least 1ms for the proxy's deadline"},
+		{"time to answer below 1ms", func(s *v1alpha1.RetryPolicySpec) { s.MaxTimeToAnswer = d(500 * time.Microsecond) }, "RetryPolicy shop/checkout: spec.maxTimeToAnswer 500µs: must be between 1ms and 24h"},
+		// The upper bounds (issue 25), for a policy stored before the CRD had them: refused
+		// naming the field and the value; before, rendered (a per-try timeout of 11 years) or,
+		// for maxTimeToAnswer, silently dropped.
+		{"per-try days", func(s *v1alpha1.RetryPolicySpec) { s.Retry.PerTryTimeout = d(99999 * time.Hour) }, "RetryPolicy shop/checkout: spec.retry.perTryTimeout 99999h: must be between 1ms and 1h"},
+		{"per-try bound+1ns", func(s *v1alpha1.RetryPolicySpec) { s.Retry.PerTryTimeout = d(time.Hour + 1) }, "RetryPolicy shop/checkout: spec.retry.perTryTimeout 1h0m0.000000001s: must be between 1ms and 1h"},
+		{"backoff hours", func(s *v1alpha1.RetryPolicySpec) {
+			s.Retry.Backoff.Base, s.Retry.Backoff.Max = d(99999*time.Hour), d(99999*time.Hour)
+		},
+			"RetryPolicy shop/checkout: spec.retry.backoff.base 99999h: must be between 1ms and 1m"},
+		{"backoff max max-int64", func(s *v1alpha1.RetryPolicySpec) { s.Retry.Backoff.Max = d(1<<63 - 1) },
+			"RetryPolicy shop/checkout: spec.retry.backoff.max 2562047h47m16.854775807s: must be between 1ms and 1m"},
+		{"budget window", func(s *v1alpha1.RetryPolicySpec) { s.Budget.Window = d(2 * time.Minute) }, "RetryPolicy shop/checkout: spec.budget.window 2m: must be between 1s and 1m"},
+		{"open for", func(s *v1alpha1.RetryPolicySpec) { s.CircuitBreaker.OpenFor = d(1 << 62) }, "RetryPolicy shop/checkout: spec.circuitBreaker.openFor 1281023h53m38.427387904s: must be between 1ms and 1h"},
+		{"time to answer over a day", func(s *v1alpha1.RetryPolicySpec) { s.MaxTimeToAnswer = d(48 * time.Hour) }, "RetryPolicy shop/checkout: spec.maxTimeToAnswer 48h: must be between 1ms and 24h"},
 		{"dedup name", func(s *v1alpha1.RetryPolicySpec) { s.Retry.DedupUpstreams = []string{"payment", "Ledger"} },
 			`RetryPolicy shop/checkout: spec.retry.dedupUpstreams "Ledger": is not an upstream name: "Ledger" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed`},
 	}
@@ -111,7 +125,6 @@ func TestRenderTimeAndDedup(t *testing.T) {
 		{"dedup of none the pod calls", nil, []string{"inventory"}, nil},
 		{"both", &metav1.Duration{Duration: 1500 * time.Millisecond}, []string{"order"}, []string{"--dedup-upstreams=order", "--max-time-to-answer=1.5s"}},
 		{"a day: the proxy's bound", &metav1.Duration{Duration: 24 * time.Hour}, nil, []string{"--max-time-to-answer=24h"}},
-		{"over a day: none at run time", &metav1.Duration{Duration: 48 * time.Hour}, nil, nil},
 	} {
 		p := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "checkout"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4, MaxTimeToAnswer: tc.mtta}}
 		p.Spec.Retry.DedupUpstreams = tc.dedup

@@ -120,26 +120,49 @@ func (c *Config) validate() error {
 	if c.DefaultAttempts < defaults.AttemptsMin || c.DefaultAttempts > defaults.AttemptsMax {
 		return bad("default-attempts", strconv.Itoa(c.DefaultAttempts), "must be %d..%d", defaults.AttemptsMin, defaults.AttemptsMax)
 	}
-	pos := []struct {
-		flag string
-		d    time.Duration
-	}{{"per-try-timeout", c.PerTryTimeout}, {"budget-window", c.BudgetWindow}, {"breaker-window", c.BreakerWindow},
-		{"breaker-open-for", c.BreakerOpenFor}, {"key-ttl", c.KeyTTL}, {"drain-timeout", c.DrainTimeout},
-		{"http-request-timeout", c.HTTPRequestTimeout}, {"keepalive-timeout", c.KeepAliveTimeout},
-		{"client-timeout", c.ClientTimeout}, {"upstream-idle-timeout", c.UpstreamIdleTimeout}}
-	for _, p := range pos {
-		if p.d <= 0 {
-			return bad(p.flag, p.d.String(), "must be > 0")
+	// Every duration is bounded (docs/decisions.md, "Every duration is bounded"): the
+	// RetryPolicy's fields by the CRD's bounds, so the injector never renders what is refused
+	// here; the proxy's own timeouts by a day. Each bound also keeps the sums the proxy makes
+	// (attempts x per-try timeout, the clock plus a timeout) inside int64 nanoseconds.
+	type bound struct {
+		flag    string
+		d       time.Duration
+		lo, hi  time.Duration
+		zeroOff string // "" : 0 is refused; else what 0 means
+	}
+	for _, b := range []bound{
+		{"per-try-timeout", c.PerTryTimeout, defaults.PerTryTimeoutMin, defaults.PerTryTimeoutMax, ""},
+		{"max-time-to-answer", c.MaxTimeToAnswer, defaults.MaxTimeToAnswerMin, defaults.MaxTimeToAnswerMax, "none"},
+		{"backoff-base", c.BackoffBase, defaults.BackoffBoundMin, defaults.BackoffBoundMax, "no wait"},
+		{"backoff-max", c.BackoffMax, defaults.BackoffBoundMin, defaults.BackoffBoundMax, "no wait"},
+		// Below the CRD's 1s the proxy takes down to 1ms (the tests' short windows); the
+		// injector never renders less than 1s.
+		{"budget-window", c.BudgetWindow, time.Millisecond, defaults.BudgetWindowMax, ""},
+		{"breaker-window", c.BreakerWindow, defaults.BreakerWindowMin, defaults.BreakerWindowMax, ""},
+		{"breaker-open-for", c.BreakerOpenFor, defaults.BreakerOpenForMin, defaults.BreakerOpenForMax, ""},
+		{"key-ttl", c.KeyTTL, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
+		{"drain-timeout", c.DrainTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
+		{"http-request-timeout", c.HTTPRequestTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
+		{"keepalive-timeout", c.KeepAliveTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
+		{"client-timeout", c.ClientTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
+		{"upstream-idle-timeout", c.UpstreamIdleTimeout, time.Nanosecond, defaults.ProxyTimeoutMax, ""},
+	} {
+		if b.d == 0 && b.zeroOff != "" {
+			continue
+		}
+		if b.d < b.lo || b.d > b.hi {
+			lo, hi := defaults.FormatDuration(b.lo), defaults.FormatDuration(b.hi)
+			switch {
+			case b.zeroOff != "":
+				return bad(b.flag, sidecar.Duration(b.d), "must be 0 (%s) or %s..%s", b.zeroOff, lo, hi)
+			case b.lo == time.Nanosecond:
+				return bad(b.flag, sidecar.Duration(b.d), "must be > 0 and at most %s", hi)
+			}
+			return bad(b.flag, sidecar.Duration(b.d), "must be %s..%s", lo, hi)
 		}
 	}
-	if c.MaxTimeToAnswer < 0 || c.MaxTimeToAnswer > policy.MaxDeadline || (c.MaxTimeToAnswer > 0 && c.MaxTimeToAnswer < time.Millisecond) {
-		return bad("max-time-to-answer", c.MaxTimeToAnswer.String(), "must be 0 (none) or 1ms..%s", policy.MaxDeadline)
-	}
-	if c.BackoffBase < 0 {
-		return bad("backoff-base", c.BackoffBase.String(), "must be >= 0")
-	}
 	if c.BackoffMax < c.BackoffBase {
-		return bad("backoff-max", c.BackoffMax.String(), "must be >= --backoff-base (%s)", c.BackoffBase)
+		return bad("backoff-max", sidecar.Duration(c.BackoffMax), "must be >= --backoff-base (%s)", sidecar.Duration(c.BackoffBase))
 	}
 	ro, err := policy.ParseRetryOn(c.Args.RetryOn)
 	if err != nil {

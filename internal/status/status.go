@@ -141,6 +141,14 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 		for _, w := range in.Result.Warnings {
 			c.Message += "; warning: " + w
 		}
+		// A duration stored before the CRD bounded it (issue 25): the graph is computed with it,
+		// but the injector refuses the policy; say which field and value, where kubectl
+		// describe shows it.
+		if p := in.Result.Policy; p != nil {
+			for _, w := range workload.DurationProblems(p.Spec()) {
+				c.Message += "; warning: " + w + " (the injector skips this policy's pods until it is fixed)"
+			}
+		}
 	}
 	SetCondition(&st.Conditions, c)
 }

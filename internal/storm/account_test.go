@@ -493,6 +493,10 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{MaxTimeToAnswer: 11 * time.Second}, "storm: max time to answer 11s: want 1ms..the user timeout (10s)"},
 		{Options{MaxTimeToAnswer: -time.Second}, "storm: max time to answer -1s: want 1ms..the user timeout (10s)"},
 		{Options{OutageLength: -time.Second}, "storm: durations must be positive (duration 50s, outage start 5s, outage length -1s, user timeout 10s)"},
+		// Before: accepted, the sum outage start + length + recovery wrapped to a negative time.
+		{Options{OutageStart: 1 << 62, OutageLength: 1 << 62}, "storm: durations must be at most 1h0m0s (duration 50s, outage start 1281023h53m38.427387904s, outage length 1281023h53m38.427387904s, user timeout 10s)"},
+		{Options{Duration: time.Hour + 1}, "storm: durations must be at most 1h0m0s (duration 1h0m0.000000001s, outage start 5s, outage length 20s, user timeout 10s)"},
+		{Options{UserTimeout: 99999 * time.Hour}, "storm: durations must be at most 1h0m0s (duration 50s, outage start 5s, outage length 20s, user timeout 99999h0m0s)"},
 	}
 	for _, c := range cases {
 		if _, _, err := c.o.withDefaults(); err == nil || err.Error() != c.want {

@@ -239,6 +239,11 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	case o.Duration < 0 || o.OutageStart < 0 || o.OutageLength < 0 || o.UserTimeout < 0:
 		return o, sc, fmt.Errorf("storm: durations must be positive (duration %s, outage start %s, outage length %s, user timeout %s)",
 			o.Duration, o.OutageStart, o.OutageLength, o.UserTimeout)
+	case o.Duration > maxLabDuration || o.OutageStart > maxLabDuration || o.OutageLength > maxLabDuration || o.UserTimeout > maxLabDuration:
+		// A lab run of hours is a unit typed wrong; the bound also keeps the sum below (outage
+		// start + length + recovery) from wrapping: 2^62 + 2^62 passed it as a negative time.
+		return o, sc, fmt.Errorf("storm: durations must be at most %s (duration %s, outage start %s, outage length %s, user timeout %s)",
+			maxLabDuration, o.Duration, o.OutageStart, o.OutageLength, o.UserTimeout)
 	case o.MaxTimeToAnswer < time.Millisecond || o.MaxTimeToAnswer > o.UserTimeout:
 		// Over the user's timeout the deadline could not keep work from outliving the user.
 		return o, sc, fmt.Errorf("storm: max time to answer %s: want 1ms..the user timeout (%s)", o.MaxTimeToAnswer, o.UserTimeout)
@@ -251,6 +256,10 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	}
 	return o, sc, nil
 }
+
+// maxLabDuration bounds each of the lab's durations (--duration, --outage-start,
+// --outage-length, --user-timeout).
+const maxLabDuration = time.Hour
 
 // defaultMaxTimeToAnswer is the retrycap arm's maxTimeToAnswer for a user timeout: a tenth
 // under it (at least 1 ms), the margin for the answer to travel back to the user and for the

@@ -10,6 +10,7 @@ import (
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // Time along the chain (DESIGN.md; the model is graph.AnalyzeTime's): the hops of r's graph with
@@ -88,4 +89,35 @@ func (r *Result) Timing() *graph.Timing {
 // spec.maxTimeToAnswer.
 func (r *Result) AnalyzeTime() *graph.TimeAnalysis {
 	return graph.AnalyzeTimeWith(r.Graph, r.Timing(), r.MaxTimeToAnswer())
+}
+
+// DurationProblems are spec's durations out of the CRD's bounds (api/v1alpha1/defaults), in the
+// order of the CRD, each naming the field and the value as the proxy's flag would be written
+// ("spec.retry.perTryTimeout 99999h: must be between 1ms and 1h"); unset fields take their
+// defaults, which are in bounds. The API server refuses such a value; a policy stored before
+// the bounds (or built in code) still has them: the injector refuses it (InvalidPolicy, with the
+// first) and the status says so (status.SetReady), never clamping one silently.
+func DurationProblems(spec *v1alpha1.RetryPolicySpec) []string {
+	var out []string
+	for _, f := range []struct {
+		field  string
+		d      *metav1.Duration
+		lo, hi time.Duration
+	}{
+		{"spec.maxTimeToAnswer", spec.MaxTimeToAnswer, defaults.MaxTimeToAnswerMin, defaults.MaxTimeToAnswerMax},
+		{"spec.retry.perTryTimeout", spec.Retry.PerTryTimeout, defaults.PerTryTimeoutMin, defaults.PerTryTimeoutMax},
+		{"spec.retry.backoff.base", spec.Retry.Backoff.Base, defaults.BackoffBoundMin, defaults.BackoffBoundMax},
+		{"spec.retry.backoff.max", spec.Retry.Backoff.Max, defaults.BackoffBoundMin, defaults.BackoffBoundMax},
+		{"spec.budget.window", spec.Budget.Window, defaults.BudgetWindowMin, defaults.BudgetWindowMax},
+		{"spec.circuitBreaker.window", spec.CircuitBreaker.Window, defaults.BreakerWindowMin, defaults.BreakerWindowMax},
+		{"spec.circuitBreaker.openFor", spec.CircuitBreaker.OpenFor, defaults.BreakerOpenForMin, defaults.BreakerOpenForMax},
+	} {
+		if f.d == nil {
+			continue
+		}
+		if why := defaults.CheckDuration(f.d.Duration, f.lo, f.hi); why != "" {
+			out = append(out, f.field+" "+sidecar.Duration(f.d.Duration)+": "+why)
+		}
+	}
+	return out
 }

@@ -8,6 +8,12 @@
 // (storm's and demo's read from cmd/retrycap's source), and a value they give -o, --outage,
 // --protocol or --dialect is one the flag's usage names; docs/operating.md's Flags table has a
 // row for every flag of the manager and docs/proxy.md's Command line every flag of the proxy, and
-// neither names one that is not; every `make X` they name is a target.
+// neither names one that is not; every `make X` they name is a target; a code block that shows
+// `$ retrycap analyze|observe ...` with its output shows what the command prints (run in process) and
+// the exit status its "# exit N" says; docs/helm.md's Values table names every value of the
+// chart's values.yaml and none it lacks, and values.schema.json names none it lacks; README.md's
+// Documentation table links every page of docs/; docs/annotations.md names every retrycap.dev/
+// annotation and label retrycap reads or writes; every flag of the CLI's commands is named in
+// the docs, storm's in docs/storm-lab.md's Flags table.
 // It has no non-test code and needs only the go command.
 package docs

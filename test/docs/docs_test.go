@@ -23,7 +23,9 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/cli"
+	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
@@ -791,5 +793,247 @@ func flagsBothWays(t *testing.T, where, program string, code, doc []string) {
 		if !slices.Contains(code, name) {
 			t.Errorf("%s: --%s, which %s does not have", where, name, program)
 		}
+	}
+}
+
+// shownCall is a command line shown in a docs code block with its output below it: "$ retrycap
+// analyze ...", also as bin/retrycap or kubectl retrycap, optionally ending "# exit N".
+var shownCall = regexp.MustCompile(`^\$ (?:bin/retrycap|retrycap|kubectl retrycap) (analyze|observe)((?: [^|<>;&#]*?)?)\s*(?:#\s*exit (\d))?$`)
+
+// TestShownOutputIsPrinted: a code block that shows `$ retrycap analyze|observe ...` (commands
+// that need no cluster; stdin empty) shows what the command prints today (stdout and stderr as
+// a terminal shows them): the command is run in process from the repository's root, and each
+// line below it, up to the block's end or the next "$ " line, must be the output's line at that
+// place; a line "..." leaves lines out: the ones after it are the output's last. With "# exit N"
+// the exit status must be N. Before, docs/cli.md's and observe.md's sample outputs were checked by
+// nothing.
+func TestShownOutputIsPrinted(t *testing.T) {
+	dir, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []markdown
+	for _, rel := range markdownFiles(t) {
+		docs = append(docs, readMarkdown(t, rel))
+	}
+	t.Chdir(dir) // the commands name the repository's paths (config/samples)
+	checked := 0
+	for _, md := range docs {
+		rel := md.path
+		for i := 0; i < len(md.lines); i++ {
+			m := shownCall.FindStringSubmatch(md.lines[i])
+			if m == nil || !md.code[i] {
+				continue
+			}
+			var out bytes.Buffer
+			r := cli.NewRoot(strings.NewReader(""), &out, &out)
+			r.AddCommand(cli.NewAnalyzeCmd(strings.NewReader(""), &out, &out), cli.NewObserveCmd(strings.NewReader(""), &out, &out))
+			code := cli.Execute(r, append([]string{m[1]}, strings.Fields(m[2])...))
+			where := fmt.Sprintf("%s:%d: %s", rel, i+1, strings.TrimPrefix(md.lines[i], "$ "))
+			if m[3] != "" && strconv.Itoa(code) != m[3] {
+				t.Errorf("%s: exit %d, the doc says %s", where, code, m[3])
+			}
+			got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			var head, tail []string
+			elided := false
+			for j := i + 1; j < len(md.lines) && md.code[j] && !strings.HasPrefix(strings.TrimSpace(md.lines[j]), "```") && !strings.HasPrefix(md.lines[j], "$ "); j++ {
+				switch {
+				case md.lines[j] == "...":
+					elided = true
+				case elided:
+					tail = append(tail, md.lines[j])
+				default:
+					head = append(head, md.lines[j])
+				}
+			}
+			if len(head)+len(tail) > len(got) || !elided && len(head) != len(got) {
+				t.Errorf("%s: the doc shows %d lines, the command printed %d (a line \"...\" leaves some out):\n%s", where, len(head)+len(tail), len(got), out.String())
+			}
+			for k, line := range head {
+				if k < len(got) && got[k] != line {
+					t.Errorf("%s: line %d:\n  doc:     %q\n  printed: %q", where, k+1, line, got[k])
+				}
+			}
+			for k, line := range tail {
+				if at := len(got) - len(tail) + k; at >= 0 && got[at] != line {
+					t.Errorf("%s: line %d from the end:\n  doc:     %q\n  printed: %q", where, len(tail)-k, line, got[at])
+				}
+			}
+			if len(head)+len(tail) == 0 {
+				t.Errorf("%s: no output shown below the command", where)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no `$ retrycap analyze|observe` block with its output found in the docs: nothing checked")
+	}
+}
+
+// valuePaths adds to out the dotted path of every key of a values tree, maps and leaves alike.
+func valuePaths(node map[string]any, prefix string, out map[string]bool) {
+	for k, v := range node {
+		out[prefix+k] = true
+		if m, ok := v.(map[string]any); ok {
+			valuePaths(m, prefix+k+".", out)
+		}
+	}
+}
+
+// schemaPaths adds to out the dotted path of every property the schema names itself (a $ref'd
+// definition's own properties are its business, not a value's name).
+func schemaPaths(node map[string]any, prefix string, out map[string]bool) {
+	props, _ := node["properties"].(map[string]any)
+	for k, v := range props {
+		out[prefix+k] = true
+		if m, ok := v.(map[string]any); ok {
+			schemaPaths(m, prefix+k+".", out)
+		}
+	}
+}
+
+var tableValue = regexp.MustCompile("`(\\.?[A-Za-z][A-Za-z0-9_.]*)`")
+
+// TestHelmValuesDocumented: docs/helm.md's Values table names every value of the chart's
+// values.yaml (a row for a map covers its keys: `resources`), and names none that values.yaml
+// lacks; values.schema.json names no value values.yaml lacks (`global` excepted: a parent
+// chart's). A row's `.x` after `a.b` is `a.x`.
+func TestHelmValuesDocumented(t *testing.T) {
+	var values map[string]any
+	data, err := os.ReadFile(filepath.Join(root, "charts/retrycap/values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
+	inValues := map[string]bool{}
+	valuePaths(values, "", inValues)
+
+	var documented []string
+	for _, line := range section(t, readMarkdown(t, "docs/helm.md"), "Values") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.SplitN(strings.Trim(line, "|"), "|", 2)[0]
+		last := ""
+		for _, m := range tableValue.FindAllStringSubmatch(first, -1) {
+			name := m[1]
+			if strings.HasPrefix(name, ".") {
+				if i := strings.LastIndex(last, "."); i >= 0 {
+					name = last[:i] + name
+				} else {
+					t.Errorf("docs/helm.md, Values: %q follows no dotted value", m[1])
+				}
+			}
+			last = name
+			documented = append(documented, name)
+			if !inValues[name] {
+				t.Errorf("docs/helm.md, Values: `%s` is not a value of charts/retrycap/values.yaml", name)
+			}
+		}
+	}
+	for path := range inValues {
+		covered := false
+		for _, d := range documented {
+			covered = covered || path == d || strings.HasPrefix(path, d+".")
+		}
+		// A map is covered when every key under it is (`image` by `image.repository`, ...).
+		if !covered && !slices.ContainsFunc(documented, func(d string) bool { return strings.HasPrefix(d, path+".") }) {
+			t.Errorf("docs/helm.md, Values: charts/retrycap/values.yaml's `%s` has no row", path)
+		}
+	}
+	if len(documented) < 30 {
+		t.Fatalf("%d values read from docs/helm.md's Values table: the pattern no longer matches", len(documented))
+	}
+
+	var schema map[string]any
+	data, err = os.ReadFile(filepath.Join(root, "charts/retrycap/values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &schema); err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+	inSchema := map[string]bool{}
+	schemaPaths(schema, "", inSchema)
+	for path := range inSchema {
+		if !inValues[path] && path != "global" {
+			t.Errorf("charts/retrycap/values.schema.json names `%s`, which values.yaml lacks (a value a user cannot find)", path)
+		}
+	}
+}
+
+// TestReadmeListsEveryPage: README.md's Documentation table links every page of docs/ (its
+// benchmarks/ pages through docs/benchmarks.md). services.md and telemetry.md were reachable
+// only from other pages.
+func TestReadmeListsEveryPage(t *testing.T) {
+	table := strings.Join(section(t, readMarkdown(t, "README.md"), "Documentation"), "\n")
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) < 10 {
+		t.Fatalf("docs/*.md: %d pages, %v", len(pages), err)
+	}
+	for _, p := range pages {
+		rel := "docs/" + filepath.Base(p)
+		if !strings.Contains(table, "]("+rel+")") {
+			t.Errorf("README.md, Documentation: no row links %s", rel)
+		}
+	}
+}
+
+// TestAnnotationsDocumented: docs/annotations.md names every retrycap.dev/ annotation and label
+// retrycap reads or writes on workloads, pods and namespaces. Before, the injector's
+// retrycap.dev/injection-warnings and the namespace label retrycap.dev/injection were only in
+// admission.md's prose.
+func TestAnnotationsDocumented(t *testing.T) {
+	doc := strings.Join(readMarkdown(t, "docs/annotations.md").lines, "\n")
+	for _, key := range []string{annotations.Service, annotations.Upstreams, annotations.Inject, annotations.RewrittenFrom,
+		annotations.InjectedStatus, annotations.InjectionLabel + "=" + annotations.InjectionEnabled, inject.SkippedAnnotation, inject.WarningsAnnotation} {
+		if !strings.Contains(doc, "`"+key+"`") {
+			t.Errorf("docs/annotations.md does not name `%s`", key)
+		}
+	}
+}
+
+// TestCLIFlagsDocumented: every flag of `retrycap analyze|graph|observe|discover|demo` is named
+// in the docs (as `--long` or its `-s` shorthand, in a code span or block), and every flag of
+// `retrycap storm` in docs/storm-lab.md's Flags table. Before, six of storm's (--duration,
+// --outage-start, --outage-length, --series, --proxy-binary, --no-progress) were in its --help only.
+func TestCLIFlagsDocumented(t *testing.T) {
+	var all []string
+	for _, rel := range markdownFiles(t) {
+		if rel == "README.md" || strings.HasPrefix(rel, "docs/") {
+			all = append(all, readMarkdown(t, rel).lines...)
+		}
+	}
+	docs := strings.Join(all, "\n")
+	named := func(text string, f *pflag.Flag) bool {
+		if regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `\b`).MatchString(text) {
+			return true
+		}
+		return f.Shorthand != "" && regexp.MustCompile(`(^|[\x60\s\[(])-`+regexp.QuoteMeta(f.Shorthand)+`\b`).MatchString(text)
+	}
+	n := 0
+	for _, c := range []*cobra.Command{
+		cli.NewAnalyzeCmd(nil, io.Discard, io.Discard), cli.NewGraphCmd(nil, io.Discard, io.Discard),
+		cli.NewObserveCmd(nil, io.Discard, io.Discard), cli.NewDiscoverCmd(nil, io.Discard, io.Discard),
+		sourceFlags(t, "demo", "cmd/retrycap/demo.go"),
+	} {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			n++
+			if !named(docs, f) {
+				t.Errorf("retrycap %s --%s is in no doc", c.Name(), f.Name)
+			}
+		})
+	}
+	table := strings.Join(section(t, readMarkdown(t, "docs/storm-lab.md"), "Flags"), "\n")
+	sourceFlags(t, "storm", "cmd/retrycap/storm.go").Flags().VisitAll(func(f *pflag.Flag) {
+		n++
+		if !named(table, f) {
+			t.Errorf("docs/storm-lab.md, Flags: retrycap storm --%s is not listed", f.Name)
+		}
+	})
+	if n < 60 {
+		t.Fatalf("%d flags checked: the commands' flags were not read", n)
 	}
 }

@@ -148,7 +148,8 @@ func (r rendered) without(other rendered) rendered {
 }
 
 // compareObjects fails the test unless got and want hold the same objects with the same content.
-// Nothing is normalised: the chart adds no Helm-only labels or annotations.
+// Nothing is normalised: the chart adds no Helm-only labels or annotations (the CRDs'
+// helm.sh/resource-policy is checked and removed by kept before).
 func compareObjects(t *testing.T, gotName string, got rendered, wantName string, want rendered) {
 	t.Helper()
 	if !slices.Equal(got.keys(), want.keys()) {
@@ -178,17 +179,41 @@ func firstDifference(a, b string) string {
 	return fmt.Sprintf("one is a prefix of the other (%d vs %d lines)", len(al), len(bl))
 }
 
+// kept checks that both CRDs carry helm.sh/resource-policy: keep (crds.keep, the default: helm
+// uninstall would otherwise delete every policy of the cluster with them) and removes it, the
+// one thing the chart adds to config/default's objects.
+func kept(t *testing.T, objs rendered) rendered {
+	t.Helper()
+	for _, name := range []string{"retrypolicies.retrycap.dev", "clusterretrypolicies.retrycap.dev"} {
+		u := objs["CustomResourceDefinition "+name]
+		if u == nil {
+			t.Fatalf("no CustomResourceDefinition %s", name)
+		}
+		a := u.GetAnnotations()
+		if a["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CustomResourceDefinition %s: annotations %v, want helm.sh/resource-policy: keep", name, a)
+		}
+		delete(a, "helm.sh/resource-policy")
+		u.SetAnnotations(a)
+	}
+	return objs
+}
+
 func TestHelmChartMatchesKustomize(t *testing.T) {
 	kustomized := renderDefault(t)
 
 	t.Run("default values and namespace.create render config/default exactly", func(t *testing.T) {
-		compareObjects(t, "helm template (defaults, namespace.create=true)", renderHelm(t, "--set", "namespace.create=true"), "config/default", kustomized)
+		compareObjects(t, "helm template (defaults, namespace.create=true)", kept(t, renderHelm(t, "--set", "namespace.create=true")), "config/default", kustomized)
 	})
 
 	t.Run("default values render config/default without its Namespace", func(t *testing.T) {
-		got := renderHelm(t)
+		got := kept(t, renderHelm(t))
 		want := kustomized.without(rendered{"Namespace " + installNamespace: kustomized["Namespace "+installNamespace]})
 		compareObjects(t, "helm template (defaults)", got, "config/default less the Namespace", want)
+	})
+
+	t.Run("crds.keep=false renders config/default's CRDs exactly", func(t *testing.T) {
+		compareObjects(t, "helm template (crds.keep=false, namespace.create=true)", renderHelm(t, "--set", "crds.keep=false,namespace.create=true"), "config/default", kustomized)
 	})
 
 	t.Run("the monitoring values render config/prometheus and config/grafana exactly", func(t *testing.T) {
@@ -421,13 +446,39 @@ func TestHelmValues(t *testing.T) {
 		}
 	})
 
+	// A PodDisruptionBudget that keeps every replica refuses every eviction: `kubectl drain` of
+	// the node waits forever ("would violate the pod's disruption budget"). One replica gets none;
+	// a minAvailable of every replica is refused at render, naming both values.
+	t.Run("the PodDisruptionBudget never keeps every replica", func(t *testing.T) {
+		const pdb = "PodDisruptionBudget retrycap-controller-manager"
+		for _, tc := range []struct {
+			set     string
+			present bool
+		}{{"replicas=2", true}, {"replicas=3,podDisruptionBudget.minAvailable=2", true}, {"replicas=1", false},
+			{"replicas=1,podDisruptionBudget.minAvailable=1", false}, {"replicas=2,podDisruptionBudget.enabled=false", false},
+			{"replicas=3,podDisruptionBudget.minAvailable=50%", true}} {
+			if got := renderHelm(t, "--set", tc.set)[pdb] != nil; got != tc.present {
+				t.Errorf("--set %s: PodDisruptionBudget rendered %v, want %v", tc.set, got, tc.present)
+			}
+		}
+		for set, want := range map[string]string{
+			"replicas=2,podDisruptionBudget.minAvailable=2": `podDisruptionBudget.minAvailable (2) must be below replicas (2): a budget that keeps every manager pod refuses every eviction, so kubectl drain of their nodes never ends; lower podDisruptionBudget.minAvailable, raise replicas, or set podDisruptionBudget.enabled=false`,
+			"replicas=3,podDisruptionBudget.minAvailable=5": `podDisruptionBudget.minAvailable (5) must be below replicas (3): `,
+		} {
+			out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+			if err == nil || out != "" || !strings.Contains(errOut, want) {
+				t.Errorf("--set %s: err %v, stdout %d bytes, stderr %q; want it refused with %q", set, err, len(out), errOut, want)
+			}
+		}
+	})
+
 	t.Run("values outside the schema are refused", func(t *testing.T) {
 		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0", "prometheus.url=prometheus:9090", "prometheus.auth.token=x",
 			"prometheus.maxAnswerSize=0", "prometheus.maxAnswerSize=64MB", "prometheus.maxAnswerSize=-1Mi",
 			// A key in the wrong place or misspelt was rendered around silently: every object of
 			// the chart's values is closed now (Helm's `global` excepted).
 			"webhooks.failurePolicy=Ignore", "replica=3", "monitoring.podMonitor.enabled=true", "image.pullpolicy=Always",
-			"certificates.selfSigned.validity=30", "podDisruptionBudget.minavailable=2", "resources.limits.memory=lots",
+			"certificates.selfSigned.validity=30", "podDisruptionBudget.minavailable=2", "crds.keep=yes", "crds.delete=true", "resources.limits.memory=lots",
 			"resources.limit.memory=1Gi", "imagePullSecrets[0].nam=regcred",
 			// What the manager refuses at start (a crash loop): an interval under 1s, a window
 			// not in whole seconds or zero.
@@ -489,10 +540,50 @@ func TestHelmServerSideDryRun(t *testing.T) {
 		return out
 	}
 
+	// Against a cluster without cert-manager, the default certificates.mode is refused by the
+	// chart, naming the way out (Helm's own error said only "ensure CRDs are installed first").
+	serverTemplate := func(args ...string) (string, error) {
+		helm, root := helmBinary(t)
+		cmd := exec.Command(helm, append([]string{"template", helmRelease, filepath.Join(root, "charts", "retrycap"), "--namespace", installNamespace, "--dry-run=server"}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	const noCertManager = "certificates.mode is cert-manager (the default), and this cluster has no cert-manager (no CustomResourceDefinition certificates.cert-manager.io): install cert-manager first, or --set certificates.mode=self-signed for the chart's own certificate (docs/helm.md, Certificates)"
+	if out, err := serverTemplate(); err == nil || !strings.Contains(out, noCertManager) {
+		t.Errorf("helm template --dry-run=server without cert-manager: %v, want the error %q\n%s", err, noCertManager, out)
+	}
+	if out, err := serverTemplate("--set", "certificates.mode=self-signed"); err != nil {
+		t.Errorf("helm template --dry-run=server --set certificates.mode=self-signed without cert-manager: %v\n%s", err, out)
+	}
+
 	// cert-manager's CRDs, from its Go module (deploy/crds), so its objects are validated too.
 	dir := certManagerCRDs(t)
 	kubectl("", "apply", "-f", filepath.Join(dir, "cert-manager.io_certificates.yaml"), "-f", filepath.Join(dir, "cert-manager.io_issuers.yaml"))
 	kubectl("", "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
+	if out, err := serverTemplate(); err != nil {
+		t.Errorf("helm template --dry-run=server with cert-manager's CRDs: %v\n%s", err, out)
+	}
+	// What `helm install` prints after the objects: how to wait for the manager, that the default
+	// images must be built and pushed, the first commands. --take-ownership: the control plane
+	// installed the CRDs without Helm's labels (a dry run takes nothing).
+	helm, root := helmBinary(t)
+	for _, tc := range []struct {
+		set        string
+		wantImages bool
+	}{{"replicas=2", true}, {"image.repository=registry.example/rc/manager,proxyImage.repository=registry.example/rc/proxy", false}} {
+		cmd := exec.Command(helm, "install", helmRelease, filepath.Join(root, "charts", "retrycap"), "--namespace", installNamespace, "--dry-run=server", "--take-ownership", "--set", tc.set)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		_, notes, _ := strings.Cut(string(out), "\nNOTES:\n")
+		if err != nil || !strings.Contains(notes, "  kubectl -n retrycap-system rollout status deployment/retrycap-controller-manager\n") ||
+			!strings.Contains(notes, "  kubectl apply -f config/samples/incident18.yaml\n") ||
+			strings.Contains(notes, "These images are not published in any registry:\n  retrycap/manager:v0.1.0\n  retrycap/retrycap-proxy:v0.1.0\n") != tc.wantImages {
+			t.Errorf("helm install --dry-run=server --take-ownership --set %s: %v %s; NOTES:\n%s", tc.set, err, stderr.String(), notes)
+		}
+	}
 	// Namespaced objects are only dry-run into a namespace that exists: create it for real (the
 	// Namespace in the output is then applied over it, dry).
 	kubectl("", "create", "namespace", installNamespace)

@@ -150,7 +150,7 @@ var _ = Describe("kubectl get rp and kubectl retrycap graph", func() {
 		stdout, stderr, code = run("retrycap", "graph", "-n", "default")
 		Expect(code).To(Equal(0))
 		Expect(stdout).To(BeEmpty())
-		Expect(stderr).To(Equal("No RetryPolicy or ClusterRetryPolicy found in namespace default.\n"))
+		Expect(stderr).To(Equal("No RetryPolicy or ClusterRetryPolicy found in namespace default; -A looks in every namespace.\n"))
 	})
 })
 

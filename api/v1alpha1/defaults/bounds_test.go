@@ -86,7 +86,6 @@ func crdBounds(t *testing.T, file string) map[string][]string {
 func TestCRDBoundsAreTheGoConstants(t *testing.T) {
 	n := func(kind string, v int) string { return fmt.Sprintf("%s %d", kind, v) }
 	d := func(kind string, v time.Duration) string { return kind + " " + v.String() }
-	positive := []string{d(">", 0)}
 	want := map[string][]string{
 		"maxAmplification":             {n("max", defaults.MaxAmplificationMax), n("min", defaults.MaxAmplificationMin)},
 		"retry.defaultAttempts":        {n("max", defaults.AttemptsMax), n("min", defaults.AttemptsMin)},
@@ -95,13 +94,12 @@ func TestCRDBoundsAreTheGoConstants(t *testing.T) {
 		"budget.minRetriesPerSecond":   {n("max", defaults.BudgetMinPerSecondMax), n("min", defaults.BudgetMinPerSecondMin)},
 		"circuitBreaker.failures":      {n("max", defaults.BreakerFailuresMax), n("min", defaults.BreakerFailuresMin)},
 		"budget.window":                {d("max", defaults.BudgetWindowMax), d("min", defaults.BudgetWindowMin)},
-		// The other durations only need to be positive (the proxy refuses 0).
-		"retry.perTryTimeout":    positive,
-		"retry.backoff.base":     positive,
-		"retry.backoff.max":      positive,
-		"circuitBreaker.window":  positive,
-		"circuitBreaker.openFor": positive,
-		"maxTimeToAnswer":        positive,
+		"retry.perTryTimeout":          {d("max", defaults.PerTryTimeoutMax), d("min", defaults.PerTryTimeoutMin)},
+		"retry.backoff.base":           {d("max", defaults.BackoffBoundMax), d("min", defaults.BackoffBoundMin)},
+		"retry.backoff.max":            {d("max", defaults.BackoffBoundMax), d("min", defaults.BackoffBoundMin)},
+		"circuitBreaker.window":        {d("max", defaults.BreakerWindowMax), d("min", defaults.BreakerWindowMin)},
+		"circuitBreaker.openFor":       {d("max", defaults.BreakerOpenForMax), d("min", defaults.BreakerOpenForMin)},
+		"maxTimeToAnswer":              {d("max", defaults.MaxTimeToAnswerMax), d("min", defaults.MaxTimeToAnswerMin)},
 	}
 	for _, file := range []string{"retrycap.dev_retrypolicies.yaml", "retrycap.dev_clusterretrypolicies.yaml"} {
 		got := crdBounds(t, file)
@@ -117,5 +115,37 @@ func TestCRDBoundsAreTheGoConstants(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestCheckDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d, lo, hi time.Duration
+		want      string
+	}{
+		{time.Millisecond, time.Millisecond, time.Hour, ""},
+		{time.Hour, time.Millisecond, time.Hour, ""},
+		{time.Hour + 1, time.Millisecond, time.Hour, "must be between 1ms and 1h"},
+		{time.Millisecond - 1, time.Millisecond, time.Hour, "must be between 1ms and 1h"},
+		{0, time.Millisecond, time.Minute, "must be between 1ms and 1m"},
+		{-1 << 63, time.Millisecond, 24 * time.Hour, "must be between 1ms and 24h"},
+		{1<<63 - 1, time.Second, 60 * time.Second, "must be between 1s and 1m"},
+		{90 * time.Second, time.Microsecond, 1500 * time.Millisecond, "must be between 1us and 1500ms"},
+	} {
+		if got := defaults.CheckDuration(tc.d, tc.lo, tc.hi); got != tc.want {
+			t.Errorf("CheckDuration(%d, %s, %s) = %q, want %q", tc.d, tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
+
+// TestBoundsKeepSumsInsideInt64: the largest sum the proxy makes from bounded values (every try
+// of the most attempts at the longest per-try timeout, each followed by the longest backoff, then
+// the longest deadline and the longest of its own timeouts) stays under 2^62 nanoseconds, so that
+// added to its clock (Unix nanoseconds, under 2^62 until 2116) nothing wraps int64.
+func TestBoundsKeepSumsInsideInt64(t *testing.T) {
+	sum := defaults.AttemptsMax*(defaults.PerTryTimeoutMax+defaults.BackoffBoundMax) +
+		defaults.MaxTimeToAnswerMax + defaults.ProxyTimeoutMax + defaults.BreakerOpenForMax + defaults.BudgetWindowMax
+	if sum <= 0 || sum >= 1<<62 {
+		t.Fatalf("largest sum %v: want under 2^62 ns", sum)
 	}
 }

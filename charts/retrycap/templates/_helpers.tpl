@@ -70,3 +70,20 @@ serving certificate for the webhook Service's names.
 {{- dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) | toJson -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+A generated CRD file, with helm.sh/resource-policy: keep added to its annotations when
+crds.keep is set. controller-gen writes "metadata:\n  annotations:\n" at the top of each; a file
+without it fails the render rather than lose the annotation silently.
+*/}}
+{{- define "retrycap.crd" -}}
+{{- $head := "\nmetadata:\n  annotations:\n" -}}
+{{- $crd := .root.Files.Get .file -}}
+{{- if not (contains $head $crd) -}}
+{{- fail (printf "%s: no top-level metadata.annotations to add helm.sh/resource-policy to (make manifests writes one)" .file) -}}
+{{- end -}}
+{{- if .root.Values.crds.keep -}}
+{{- $crd = replace $head (printf "%s    helm.sh/resource-policy: keep\n" $head) $crd -}}
+{{- end -}}
+{{ $crd }}
+{{- end -}}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -597,25 +598,123 @@ func connSpecific(name string) bool {
 }
 
 // badRequestFields reports why a request's header list is malformed, ""
-// when it is not: the pseudo-headers a request needs, no
-// connection-specific fields, TE only "trailers" (lower case and
-// pseudo-headers first are hreader's checks).
+// when it is not, with x/net's server's checks (newWriterAndRequest,
+// httpcommon.NewServerRequest), each a stream PROTOCOL_ERROR there and
+// here (RFC 9113 8.1.1: an intermediary must not forward a malformed
+// request): the pseudo-headers a request needs, :scheme http or https,
+// no :protocol (extended CONNECT is not offered), a CONNECT with only
+// :authority, :path in origin form ("/...", or "*") that parses as a
+// request URI, at most one Host and none other than :authority, no
+// userinfo and no byte a host cannot have in the authority; no
+// connection-specific fields, TE only "trailers" (x/net answers those
+// 400); content-length a number, the same in every field, 0 on a request
+// that ends with its headers (x/net takes a bad one for 0 and ignores it
+// without a body; passed on, a hop behind the upstream framing the
+// request by it would read the next request as its body). Lower case and
+// pseudo-headers first are hreader's checks.
 func badRequestFields(f *hblock) string {
-	method := f.pseudo("method")
-	if method == "" || f.pseudo("path") == "" || f.pseudo("scheme") == "" {
-		if method != "CONNECT" {
-			return "request without :method, :scheme or :path"
-		}
-	}
-	if f.pseudo("status") != "" {
+	method, path, scheme, authority := f.pseudo("method"), f.pseudo("path"), f.pseudo("scheme"), f.pseudo("authority")
+	switch {
+	case f.pseudo("status") != "":
 		return ":status in a request"
-	}
-	for _, hf := range f.regular() {
-		if connSpecific(hf.Name) {
-			return "connection-specific field " + hf.Name
+	case f.pseudo("protocol") != "":
+		return ":protocol without extended CONNECT"
+	case method == "CONNECT":
+		if path != "" || scheme != "" || authority == "" {
+			return "CONNECT with :path or :scheme, or without :authority"
 		}
-		if hf.Name == "te" && hf.Value != "trailers" {
+	case method == "" || path == "" || scheme == "":
+		return "request without :method, :scheme or :path"
+	case scheme != "http" && scheme != "https":
+		return ":scheme " + strconv.Quote(scheme) + " not http or https"
+	default:
+		if why := badPath(path); why != "" {
+			return why
+		}
+	}
+	hosts := 0
+	var host, cl string
+	for _, hf := range f.regular() {
+		switch {
+		case connSpecific(hf.Name):
+			return "connection-specific field " + hf.Name
+		case hf.Name == "te" && hf.Value != "trailers":
 			return `te other than "trailers"`
+		case hf.Name == "host":
+			hosts++
+			host = hf.Value
+		case hf.Name == "content-length":
+			if cl != "" && hf.Value != cl {
+				return "content-length values differ"
+			}
+			cl = hf.Value
+		}
+	}
+	if hosts > 1 {
+		return "more than one host field"
+	}
+	if authority == "" {
+		authority = host
+	} else if hosts == 1 && host != authority {
+		return "host field differs from :authority"
+	}
+	if strings.IndexByte(authority, '@') >= 0 && scheme != "" {
+		return "userinfo in the authority"
+	}
+	if !httpguts.ValidHostHeader(authority) {
+		return "invalid authority"
+	}
+	if cl != "" {
+		n, err := strconv.ParseUint(cl, 10, 63)
+		if err != nil {
+			return "content-length not a number"
+		}
+		if n > 0 && f.endStream {
+			return "content-length " + cl + " on a request without a body"
+		}
+	}
+	return ""
+}
+
+// badPath reports why a :path is not a request URI as x/net's server
+// reads it (url.ParseRequestURI, without its allocation): "*", or "/"
+// then no control byte, and, before the query, "%" only as an escape.
+func badPath(p string) string {
+	if p == "*" {
+		return ""
+	}
+	if p[0] != '/' {
+		return ":path not in origin form"
+	}
+	query := false
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c < ' ' || c == 0x7f:
+			return ":path with a control byte"
+		case c == '?':
+			query = true
+		case c == '%' && !query:
+			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+				return ":path with a bad percent-escape"
+			}
+		}
+	}
+	return ""
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// badTrailers reports why a request's trailer fields are malformed:
+// connection-specific (RFC 9113 8.2.2) or one a trailer section must not
+// carry (RFC 9110 6.5.1: framing, routing, authentication, ...), as
+// x/net's server refuses declared trailers (httpguts.ValidTrailerHeader);
+// it drops undeclared ones, which an intermediary would forward.
+func badTrailers(fields []hpack.HeaderField) string {
+	for _, hf := range fields {
+		if connSpecific(hf.Name) || !httpguts.ValidTrailerHeader(hf.Name) {
+			return "field " + hf.Name + " in trailers"
 		}
 	}
 	return ""
@@ -641,6 +740,14 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 	case stateOpen:
 		// Trailers of the request.
 		if !f.endStream || f.npseudo > 0 {
+			return cc.streamError(s, http2.ErrCodeProtocol)
+		}
+		why := badTrailers(f.regular())
+		if got := s.received(); why == "" && s.declLen >= 0 && got != s.declLen {
+			why = "content-length " + strconv.FormatInt(s.declLen, 10) + ", body " + strconv.FormatInt(got, 10) + " bytes"
+		}
+		if why != "" {
+			cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
 		s.onRequestTrailers(f.regular())
@@ -698,12 +805,26 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 		cc.creditConn(n)
 		return cc.streamError(s, http2.ErrCodeStreamClosed)
 	}
+	data := f.Data()
+	if s.declLen >= 0 {
+		// The body against its content-length (RFC 9113 8.1.1), before
+		// the stream's window as x/net's server checks it: more than
+		// declared, or less at its end, is malformed; the part already
+		// passed on never ends upstream (its stream is reset).
+		if got := s.received() + int64(len(data)); got > s.declLen || f.StreamEnded() && got != s.declLen {
+			cc.creditConn(n)
+			cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: content-length %d, body %d bytes or more", s.id, s.declLen, got)
+			return cc.streamError(s, http2.ErrCodeProtocol)
+		}
+	}
 	if !s.recvWin.take(n) {
 		cc.creditConn(n)
 		return cc.streamError(s, http2.ErrCodeFlowControl)
 	}
-	data := f.Data()
 	if pad := n - int64(len(data)); pad > 0 {
+		// Given back at once, as x/net's server does; owed first, as the
+		// data is (credit takes what it gives back off what is owed).
+		s.uncredited += pad
 		s.credit(pad)
 	}
 	s.onRequestData(data, f.StreamEnded())

@@ -287,7 +287,7 @@ func TestDifferentialAgainstXNet(t *testing.T) {
 // relay must not panic, must end a connection x/net ends with a protocol
 // error (with a GOAWAY of the same code, or by closing it), and must
 // forget the connection once the client has gone (nothing of it left in
-// the Handler). The seeds are diffCases' sequences; go test runs them,
+// the Handler). The seeds are diffCases' and diffCases4's sequences; go test runs them,
 // `go test -fuzz FuzzRelayFrames ./internal/proxy/h2/` explores.
 //
 // Each input ends deterministically, in milliseconds rather than a read
@@ -300,6 +300,9 @@ func FuzzRelayFrames(f *testing.F) {
 		if tc.settingsFirst {
 			f.Add(seqBytes(tc.seq))
 		}
+	}
+	for _, tc := range diffCases4 {
+		f.Add(seqBytes(tc.seq))
 	}
 	up := xnetServer(f)
 	h, _ := newHandler(f, proxyOpts{name: "web", addr: up, attempts: 1, requestTimeout: 200 * time.Millisecond})
@@ -318,7 +321,15 @@ func FuzzRelayFrames(f *testing.F) {
 		// And a HEADERS on an even stream id is a connection error (RFC
 		// 9113 5.1.1) even when its block is malformed too; x/net's
 		// server decodes the block first and only resets the stream.
-		known := strings.HasPrefix(why, "PRIORITY_UPDATE") || got == "goaway:PROTOCOL_ERROR" && strings.HasPrefix(why, "HEADERS on even stream id")
+		// And net/http's server keeps a stream it reset until its
+		// RST_STREAM is written, counting WINDOW_UPDATE and SETTINGS
+		// changes against its window meanwhile (a FLOW_CONTROL_ERROR for
+		// a stream it had reset: seed fuzz-window-of-a-reset-stream); the
+		// relay forgot the stream (RFC 9113 6.9: frames on a closed
+		// stream do not count; x/net v0.62.0's own server finds an
+		// overflow only when it writes).
+		known := strings.HasPrefix(why, "PRIORITY_UPDATE") || got == "goaway:PROTOCOL_ERROR" && strings.HasPrefix(why, "HEADERS on even stream id") ||
+			ours == "goaway:FLOW_CONTROL_ERROR" && strings.HasPrefix(got, "rst:")
 		// The relay may reset the malformed request's stream before it
 		// ends the connection the same way (gotEnd): the same end.
 		if strings.HasPrefix(ours, "goaway:") && got != ours && got != "closed" && gotEnd != ours && gotEnd != "closed" && !known {

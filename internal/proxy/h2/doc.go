@@ -65,9 +65,15 @@
 // net/http's server), passes RST_STREAM both ways, sends GOAWAY on
 // shutdown and on protocol errors (the reason in the debug data), ignores
 // PRIORITY, refuses malformed requests (connection-specific fields, TE
-// other than "trailers", missing pseudo-headers; lower-case names and
+// other than "trailers", missing pseudo-headers, a content-length the
+// body disagrees with, bad trailers, :authority, Host, :path, :scheme
+// and :protocol as x/net's server checks them; lower-case names and
 // pseudo-headers first are the Framer's checks) with
-// RST_STREAM(PROTOCOL_ERROR). A stream an upstream GOAWAY or
+// RST_STREAM(PROTOCOL_ERROR), never forwarded whole, and reads answers as
+// x/net's Transport does (connection-specific fields and bad
+// content-length values dropped, a body disagreeing with its
+// content-length, or in an answer to HEAD or a 204 or 304, not passed
+// on). A stream an upstream GOAWAY or
 // REFUSED_STREAM shows was never processed is re-sent on another
 // connection after a small jittered backoff, without counting an
 // attempt; a stream that was written is never re-sent but by the policy.

@@ -643,8 +643,10 @@ func TestSlowClientsTimedOut(t *testing.T) {
 // (relayClientBudget: the windows advertised upstream for its streams
 // never exceed it; 64 of its streams get a first window, the others
 // wait), so with 8 of them the proxy's heap grows by at most
-// 20 MiB (per client: 1 MiB held in slices grown by append, at most
-// twice that, plus its connection's buffers), and every healthy call succeeds
+// 15 MiB (per client: its 1 MiB budget held once, plus its connection's
+// buffers and stream states; measured 11.1-11.8 MiB; before the held
+// bytes changed hands on relay they were held twice, 19-20 MiB), and
+// every healthy call succeeds
 // (before, their held answers took the upstream connection's whole window
 // and every other client of that upstream stalled).
 func TestZeroWindowClientsBounded(t *testing.T) {
@@ -715,8 +717,8 @@ func TestZeroWindowClientsBounded(t *testing.T) {
 		cc.mu.Unlock()
 	}
 	h.rmu.Unlock()
-	if g > 20<<20 {
-		t.Fatalf("heap grew %d MiB with %d zero-window clients, want < 20", g>>20, clients)
+	if g > 15<<20 {
+		t.Fatalf("heap grew %.1f MiB with %d zero-window clients, want < 15", float64(g)/(1<<20), clients)
 	}
 	t.Logf("heap peak growth %.1f MiB", float64(g)/(1<<20))
 }

@@ -54,6 +54,7 @@ type useState struct {
 	base        int64
 	overflow    bool
 	reqEnd      bool
+	declLen     int64 // the request's content-length, -1 without one (checked against the body)
 	reqTrailers []hpack.HeaderField
 	recvWin     inflow // the client's on the stream
 	uncredited  int64  // received (padding too), not credited back
@@ -117,6 +118,10 @@ type attemptState struct {
 	due          time.Duration
 	t0           time.Time
 	resends      int
+	// refused: the upstream provably never processed it (unprocessed), and
+	// the body it would go again with overflowed the replay buffer: its
+	// client is told so (refuse), not answered 502.
+	refused bool
 
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
@@ -144,6 +149,11 @@ type attemptState struct {
 	res     outcome
 	err     error // failed after it was judged (held, or relayed)
 	bodyIn  int64 // the answer's DATA bytes read from the upstream (padding not counted)
+	// respLen is the answer's content-length, checked against its DATA
+	// (-1: none, or noBody); noBody: an answer without content whatever
+	// it declares (to HEAD, 204, 304: RFC 9110 9.3.2, 15.3.5, 15.4.5).
+	respLen int64
+	noBody  bool
 }
 
 func newStream(cc *cconn, f *hblock) *rstream {
@@ -163,12 +173,15 @@ func newStream(cc *cconn, f *hblock) *rstream {
 	s.fields, s.hdr = regular, fieldHeaders(regular)
 	hdr := &s.hdr // a pointer into s: no allocation for the interface
 	cl := int64(-1)
-	if f.endStream {
-		cl = 0
-	} else if v := fieldValue(regular, "content-length"); v != "" {
+	if v := fieldValue(regular, "content-length"); v != "" {
+		// Valid and the same in every field (badRequestFields).
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			cl = n
 		}
+	}
+	s.declLen = cl
+	if f.endStream {
+		cl = 0
 	}
 	s.cs = &s.call
 	s.own = cc.h.initCall(s.cs, hostPort, f.pseudo("method"), authority, f.pseudo("path"), hdr, cl, grpcContentType(fieldValue(regular, "content-type")))
@@ -397,20 +410,31 @@ func (a *ratt) pushBody() {
 			continue
 		}
 		if s.reqEnd {
-			a.to(attSent)
 			id := a.id
 			if s.reqTrailers != nil {
 				tr := s.reqTrailers
 				uc.wmu.Lock()
+				if uc.out.maxList != 0 && listSize(tr) > uc.out.maxList {
+					// As open refuses such headers (x/net's Transport:
+					// errRequestHeaderListSize for either).
+					uc.wmu.Unlock()
+					a.fail(errors.New("retrycap-proxy: request trailers larger than the upstream's SETTINGS_MAX_HEADER_LIST_SIZE"))
+					return
+				}
+				a.to(attSent)
 				_ = uc.out.headers(id, true, nil, tr, nil, false)
 				uc.wmu.Unlock()
 			} else {
+				a.to(attSent)
 				uc.write(func(fr *http2.Framer) { _ = fr.WriteData(id, true, nil) })
 			}
 		}
 		return
 	}
 }
+
+// received is how many body bytes the client sent so far.
+func (s *rstream) received() int64 { return s.base + int64(len(s.body)) }
 
 // onRequestData takes DATA from the client.
 func (s *rstream) onRequestData(data []byte, end bool) {
@@ -577,12 +601,20 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
-		a.hdrs = append(a.hdrBuf[:0], f.regular()...)
+		a.hdrs, a.respLen = cleanAnswer(append(a.hdrBuf[:0], f.regular()...))
+		if a.noBody = s.cs.method == "HEAD" || code == 204 || code == 304; a.noBody {
+			a.respLen = -1
+		}
 		a.upEnded = f.endStream
 		r := &a.res
 		r.status = code
 		r.exhausted = fieldValue(a.hdrs, "retrycap-exhausted") != ""
 		if a.judged {
+			return
+		}
+		if f.endStream && a.respLen > 0 {
+			// x/net's Transport: a body it must report missing.
+			a.fail(errors.New("retrycap-proxy: malformed answer from upstream: content-length " + strconv.FormatInt(a.respLen, 10) + " without a body"))
 			return
 		}
 		if !s.cs.grpc {
@@ -620,7 +652,13 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent a second HEADERS that does not end the stream"))
 		return
 	}
-	a.trailers, a.hasTrails, a.upEnded = append(a.trailBuf[:0], f.regular()...), true, true
+	if a.respLen >= 0 && a.bodyIn != a.respLen {
+		a.upEnded = true
+		a.fail(a.badLength(a.bodyIn))
+		return
+	}
+	a.trailers, _ = cleanAnswer(append(a.trailBuf[:0], f.regular()...))
+	a.hasTrails, a.upEnded = true, true
 	a.upDone()
 	if !a.judged {
 		r := &a.res
@@ -738,6 +776,23 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent DATA before HEADERS"))
 		return
 	}
+	if a.respLen >= 0 {
+		// More than its content-length, or less at its end: malformed
+		// (RFC 9113 8.1.1), not passed on (x/net's Transport fails the
+		// body: "server replied with more than declared Content-Length").
+		if got := a.bodyIn + int64(len(data)); got > a.respLen || f.StreamEnded() && got != a.respLen {
+			a.upEnded = a.upEnded || f.StreamEnded()
+			a.fail(a.badLength(got))
+			return
+		}
+	} else if a.noBody && len(data) > 0 {
+		// x/net's Transport: a stream error on a HEAD answer's DATA.
+		// Passed on, an HTTP/1.1 hop after the client would read the
+		// bytes as the next answer (none is framed by its length).
+		a.upEnded = a.upEnded || f.StreamEnded()
+		a.fail(errors.New("retrycap-proxy: malformed answer from upstream: content in an answer that has none (" + s.cs.method + ", " + strconv.Itoa(a.res.status) + ")"))
+		return
+	}
 	a.bodyIn += int64(len(data))
 	end := f.StreamEnded()
 	switch {
@@ -774,6 +829,54 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 		}
 	}
 	a.upDone()
+}
+
+// badLength is the failure of an answer whose body (got bytes, or more)
+// disagrees with its content-length.
+func (a *ratt) badLength(got int64) error {
+	return errors.New("retrycap-proxy: malformed answer from upstream: content-length " + strconv.FormatInt(a.respLen, 10) +
+		", body " + strconv.FormatInt(got, 10) + " bytes")
+}
+
+// cleanAnswer drops from an upstream's answer fields (its own copy)
+// what x/net's Transport drops from a response (go.dev/issue/81115, for
+// a reverse proxy passing it to an HTTP/1.1 client): connection-specific
+// fields (RFC 9113 8.2.2), content-length values that differ or are not
+// a number (one kept of identical ones); it returns the fields and the
+// content-length (-1: none). Nothing to drop, nothing is copied.
+func cleanAnswer(fs []hpack.HeaderField) ([]hpack.HeaderField, int64) {
+	var cl string
+	ncl, drop, bad := 0, false, false
+	for i := range fs {
+		if connSpecific(fs[i].Name) {
+			drop = true
+		} else if fs[i].Name == "content-length" {
+			bad = bad || ncl > 0 && fs[i].Value != cl
+			cl = fs[i].Value
+			ncl++
+		}
+	}
+	n := int64(-1)
+	if ncl > 0 && !bad {
+		if v, err := strconv.ParseUint(cl, 10, 63); err == nil {
+			n = int64(v)
+		} else {
+			bad = true
+		}
+	}
+	if !drop && !bad && ncl <= 1 {
+		return fs, n
+	}
+	out, kept := fs[:0], false
+	for _, f := range fs {
+		if connSpecific(f.Name) || f.Name == "content-length" && (bad || kept) {
+			continue
+		}
+		kept = kept || f.Name == "content-length"
+		out = append(out, f)
+	}
+	clear(fs[len(out):])
+	return out, n
 }
 
 // on reports whether a is under way on upstream stream id of uc: what an
@@ -835,6 +938,7 @@ func (a *ratt) unprocessedLocked(err error) {
 	// An answer begun (its headers came) was processed, whatever a GOAWAY
 	// after it claims: not re-sent, as after REFUSED_STREAM.
 	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
+		a.refused = s.overflow && !a.judged && !a.gotHeaders && s.att == a && !s.done
 		a.upEnded = true
 		a.fail(err)
 		return
@@ -894,12 +998,30 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 	if a.res.err != nil {
 		a.release()
 		s.att = nil
+		if a.refused && !s.headersSent {
+			s.refuse()
+			return
+		}
 		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts))
 		return
 	}
 	s.att = a
 	s.relay(a, reason)
 	a.pushBody()
+}
+
+// refuse ends the client's stream with REFUSED_STREAM: the upstream
+// provably never processed the request (REFUSED_STREAM, a GOAWAY below
+// it), and the relay cannot send it again, its body being larger than
+// the replay buffer. So the client is told what the upstream said (RFC
+// 9113 8.7: safe to retry; Go's Transport re-sends such a stream itself
+// when it can rewind the body) rather than 502, which says the request
+// may have run.
+func (s *rstream) refuse() {
+	s.cs.m.code("REFUSED_STREAM")
+	_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeRefusedStream)
+	s.respDone = true
+	s.close()
 }
 
 // relay passes an upstream's answer on: headers (with the policy's
@@ -924,8 +1046,16 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 	if len(a.q) > 0 {
 		k := s.writeOut(a.q)
 		a.creditUp(k)
-		s.outq = append(s.outq, a.q[k:]...)
-		a.q = a.q[:0]
+		if len(s.outq) == 0 {
+			// The held bytes change hands instead of being copied:
+			// copied, a zero-window client's answers were held twice
+			// (the attempt's buffer kept for reuse beside the queue),
+			// 2 MiB per client where its budget says 1.
+			s.outq, a.q = a.q[k:], s.outq[:0]
+		} else {
+			s.outq = append(s.outq, a.q[k:]...)
+			a.q = a.q[:0]
+		}
 	}
 	if a.err != nil {
 		s.broken(a.err)
@@ -1098,6 +1228,15 @@ func (s *rstream) flushOut() {
 		}
 	}
 	if len(s.outq) == 0 && s.outEnd {
+		if m := s.cc.out.maxList; m != 0 && listSize(s.outTrailers) > m {
+			// Larger than the client accepts, as headers are
+			// (writeHeaders): reset as grpc-go's server resets it.
+			s.markCut(accesslog.CutProxy)
+			_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeInternal)
+			s.respDone = true
+			s.close()
+			return
+		}
 		if len(s.outTrailers) > 0 {
 			_ = s.cc.out.headers(s.id, true, nil, s.outTrailers, nil, false)
 		} else {

@@ -1,6 +1,10 @@
 package policy
 
-import "time"
+import (
+	"time"
+
+	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
+)
 
 // HeaderDeadline is the request header that carries the time the caller
 // still waits for an answer, in whole milliseconds: "Retrycap-Deadline: 0"
@@ -15,8 +19,9 @@ const DeadlineBaggageKey = "retrycap-deadline"
 // MaxDeadline bounds a parsed deadline: a value above it (a day) is "huge"
 // and counts as absent, like a malformed one, so that arithmetic on it can
 // never overflow and a junk value never stands in for a real bound (the
-// entry's own --max-time-to-answer, when set, still applies).
-const MaxDeadline = 24 * time.Hour
+// entry's own --max-time-to-answer, when set, still applies). It is
+// spec.maxTimeToAnswer's bound (api/v1alpha1/defaults).
+const MaxDeadline = defaults.MaxTimeToAnswerMax
 
 const maxDeadlineMs = int64(MaxDeadline / time.Millisecond)
 
@@ -156,8 +161,13 @@ func (d Deadline) RetryFits(now int64, backoff, perTry, arrived time.Duration) b
 		base = arrived
 	}
 	need := base * MinRetryShareNum / MinRetryShareDen
-	left := d.Left(now) - backoff
-	return left > 0 && left >= need
+	// Compared before subtracting: Left(now) - backoff wraps to a large positive time
+	// when the deadline is past and backoff is near the largest duration.
+	left := d.Left(now)
+	if left <= 0 || backoff < 0 || backoff >= left {
+		return false
+	}
+	return left-backoff >= need
 }
 
 // AppendDeadlineBaggage appends to dst the baggage value src with the

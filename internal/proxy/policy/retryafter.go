@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -25,11 +26,21 @@ func ParseRetryAfter(v string, now time.Time) (wait time.Duration, ok bool) {
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+	// delay-seconds, saturated: a value past the largest duration (or past int64, which Atoi
+	// refuses) is a wait longer than any deadline, never a wrapped short one ("18446744074"
+	// seconds wrapped to 290ms: a retry at once where the upstream asked for none).
+	t := strings.TrimSpace(v)
+	if s, err := strconv.Atoi(t); err == nil {
 		if s < 0 {
 			return 0, false
 		}
+		if s > int(math.MaxInt64/time.Second) {
+			return math.MaxInt64, true
+		}
 		return time.Duration(s) * time.Second, true
+	}
+	if t != "" && strings.Trim(t, "0123456789") == "" {
+		return math.MaxInt64, true
 	}
 	for _, layout := range httpDateFormats {
 		if t, err := time.Parse(layout, v); err == nil {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Wed Dec  2 04:00:05 2026", 5 * time.Second, true},       // asctime
 		{"Wed, 02 Dec 2026 03:59:00 GMT", 0, true},                // past: no wait
 		{"Wed, 02 Dec 2026 04:00:30 +0000", 0, false},             // not an HTTP-date
-		{"99999999999999999999", 0, false},                        // out of range
+		{"99999999999999999999", math.MaxInt64, true},             // past int64: saturated, longer than any deadline (was absent: a retry at once)
 	}
 	for _, c := range cases {
 		got, ok := ParseRetryAfter(c.in, now)
