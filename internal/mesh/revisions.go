@@ -24,7 +24,10 @@ func (s *Set) pickMeshConfig() {
 	s.meshConfig = len(s.meshConfigs) > 0
 	s.meshDefault, s.inbound = nil, nil
 	names := sortedKeys(s.meshConfigs) // "istio" first: it wins a tie
-	if len(names) == 1 {
+	switch len(names) {
+	case 0: // the last one removed (the manager's watch): Istio's own default again
+		return
+	case 1:
 		c := s.meshConfigs[names[0]]
 		s.meshDefault, s.inbound = c.def, c.inbound
 		return

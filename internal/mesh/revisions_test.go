@@ -72,3 +72,24 @@ func TestRevisionMeshConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveMeshConfigs: the manager's watch removes MeshConfigs as they are deleted; the last
+// one removed leaves Istio's own default (3 tries). Before, removing the last one panicked in
+// pickMeshConfig (a nil default dereferenced), in the informer's handler: the manager crashed
+// when istio-system/istio was deleted.
+func TestRemoveMeshConfigs(t *testing.T) {
+	const five = "    defaultHttpRetryPolicy:\n      attempts: 5\n"
+	const one = "    defaultHttpRetryPolicy:\n      attempts: 1\n"
+	s := set(t, Options{}, nsIstio+"\n---\n"+meshCM("istio", `"default"`, one)+"\n---\n"+meshCM("istio-canary", "canary", five))
+	for _, step := range []struct {
+		remove string
+		tries  int64
+	}{{"", 6}, {"istio-canary", 2}, {"istio", 3}} {
+		if step.remove != "" && !s.Remove("", "ConfigMap", "istio-system", step.remove) {
+			t.Fatalf("Remove(ConfigMap istio-system/%s) = false, want true", step.remove)
+		}
+		if got := s.Edge(caller("bookinfo"), "reviews").Tries(); got != step.tries {
+			t.Fatalf("after removing %q: %d tries, want %d", step.remove, got, step.tries)
+		}
+	}
+}
