@@ -350,3 +350,26 @@ func TestDevelopmentNamesEveryHackTool(t *testing.T) {
 		}
 	}
 }
+
+// TestDevelopmentPureLinksNoClient: a package docs/development.md's layout calls pure links no
+// Kubernetes client (neither client-go nor controller-runtime, directly or not), as the
+// architecture page's *pure* marks are checked.
+func TestDevelopmentPureLinksNoClient(t *testing.T) {
+	pkgs := goList(t)
+	n := 0
+	for _, line := range section(t, readMarkdown(t, "docs/development.md"), "Packages") {
+		cells := strings.Split(strings.Trim(line, "| "), "|")
+		if len(cells) != 2 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "pure") {
+			continue
+		}
+		for _, m := range namedPath.FindAllStringSubmatch(cells[0], -1) {
+			n++
+			if pkgs[m[1]].client {
+				t.Errorf("docs/development.md, Packages: %s is called pure but links a Kubernetes client (client-go or controller-runtime)", m[1])
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("docs/development.md, Packages: %d pure packages read: the table's shape changed, nothing was checked", n)
+	}
+}
