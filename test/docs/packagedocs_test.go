@@ -5,12 +5,19 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/retrycap/retrycap/internal/cli"
+	"github.com/retrycap/retrycap/internal/sidecar"
 )
 
 // decls are the names a package declares: its top-level identifiers and, as "Type.Name", its
@@ -371,5 +378,39 @@ func TestDevelopmentPureLinksNoClient(t *testing.T) {
 	}
 	if n < 10 {
 		t.Fatalf("docs/development.md, Packages: %d pure packages read: the table's shape changed, nothing was checked", n)
+	}
+}
+
+var docFlag = regexp.MustCompile(`(?:^|[^\w-])--([a-z][a-z0-9-]*)`)
+
+// TestPackageDocsFlagsExist: every --flag a package comment names is a flag of one of
+// retrycap's binaries (the manager, the proxy, the CLI's commands, the lab app) or one of the
+// two kubectl flags observe's doc cites, so a flag
+// renamed or removed fails here until the comments that name it follow.
+func TestPackageDocsFlagsExist(t *testing.T) {
+	flags := map[string]bool{"help": true,
+		"timestamps": true, "prefix": true, // kubectl logs's, whose output observe reads
+	}
+	add := func(fs *pflag.FlagSet) { fs.VisitAll(func(f *pflag.Flag) { flags[f.Name] = true }) }
+	add(sidecar.NewFlagSet(&sidecar.Args{}, io.Discard))
+	for _, c := range []*cobra.Command{
+		sourceFlags(t, "manager", "cmd/manager/main.go"), sourceFlags(t, "lab-app", "cmd/lab-app/main.go"),
+		sourceFlags(t, "storm", "cmd/retrycap/storm.go"), sourceFlags(t, "demo", "cmd/retrycap/demo.go"),
+		cli.NewAnalyzeCmd(nil, io.Discard, io.Discard), cli.NewGraphCmd(nil, io.Discard, io.Discard),
+		cli.NewObserveCmd(nil, io.Discard, io.Discard), cli.NewDiscoverCmd(nil, io.Discard, io.Discard),
+	} {
+		add(c.Flags())
+	}
+	n := 0
+	for path, d := range readDecls(t) {
+		for _, m := range docFlag.FindAllStringSubmatch(d.doc, -1) {
+			n++
+			if !flags[m[1]] {
+				t.Errorf("%s's package comment names --%s, which no retrycap binary has", path, m[1])
+			}
+		}
+	}
+	if n < 15 {
+		t.Fatalf("%d flags found in the package comments: the comments were not read", n)
 	}
 }
