@@ -280,6 +280,12 @@ func TestDiscoverPrometheusFailures(t *testing.T) {
 		!strings.HasSuffix(stderr, ": dial tcp "+closed+": connect: connection refused\n") {
 		t.Errorf("unreachable: exit %d: %s", code, stderr)
 	}
+	// The same with a password in the URL: never printed (before: the whole URL was).
+	code, _, stderr = run(t, "", "discover", "--prometheus-url", "http://admin:s3cret@"+closed, "-A")
+	if code != ExitBadInput || !strings.HasPrefix(stderr, "retrycap: discover: Prometheus at http://admin:xxxxx@"+closed+": query sum by (reporter, source_workload") ||
+		strings.Contains(stderr, "s3cret") {
+		t.Errorf("unreachable, a password in the URL: exit %d: %s", code, stderr)
+	}
 
 	// A listener that accepts and never answers: the timeout ends the query.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -106,6 +106,56 @@ func TestBasicAuthAgainstPrometheus(t *testing.T) {
 	}
 }
 
+// TestCredentialsInTheURLAgainstPrometheus: user:password in --prometheus-url is HTTP basic auth
+// (net/http sends it) against a real Prometheus asking for it, and the password is never in
+// what the client says: its URL (the conditions' "Prometheus at URL" and the manager's log) and
+// its errors, New's included, show "xxxxx" in its place (before: the password was in all three).
+// With the credential flags as well it is refused: two sources of credentials, and the URL's
+// would win silently.
+func TestCredentialsInTheURLAgainstPrometheus(t *testing.T) {
+	web := writeFile(t, "web.yml", "basic_auth_users:\n  admin: "+s3cretHash+"\n")
+	prom := promtest.StartTargetsArgs(t, "../..", nil, "--web.config.file="+web)
+	withPassword := func(pw string) string { return strings.Replace(prom.URL, "http://", "http://admin:"+pw+"@", 1) }
+	redacted := strings.Replace(prom.URL, "http://", "http://admin:xxxxx@", 1)
+	untilReady(t, Options{URL: withPassword("s3cret")})
+	first := "query " + telemetryFirstQuery(DefaultWindow)
+	for _, tc := range []struct{ name, pw, want string }{
+		{"the password", "s3cret", ""},
+		{"a wrong password", "guess", first + refused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Options{URL: withPassword(tc.pw)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.URL() != redacted {
+				t.Errorf("URL() = %s, want %s", c.URL(), redacted)
+			}
+			_, err = c.Graph(context.Background(), time.Now(), nil)
+			if got := errString(err); got != tc.want {
+				t.Errorf("\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+	pw := writeFile(t, "pw", "s3cret")
+	for _, tc := range []struct {
+		url  string
+		auth Auth
+		want string
+	}{
+		{"http://admin:s3cret@prom:99999", Auth{}, `--prometheus-url "http://admin:xxxxx@prom:99999": port 99999: want 1..65535`},
+		{"ftp://admin:s3cret@prom:9090", Auth{}, `--prometheus-url "ftp://admin:xxxxx@prom:9090": want an http or https URL with a host`},
+		{"http://admin:s3cret@prom:9090/%zz", Auth{}, `--prometheus-url "http://admin:xxxxx@prom:9090/%zz": want an http or https URL with a host`},
+		{"http://admin:s3cret@prom:9090", Auth{Username: "admin", PasswordFile: pw}, `--prometheus-url "http://admin:xxxxx@prom:9090" holds credentials, and so do --prometheus-bearer-token-file/--prometheus-username: give them in one place`},
+		{"http://admin:s3cret@prom:9090", Auth{BearerTokenFile: pw}, `--prometheus-url "http://admin:xxxxx@prom:9090" holds credentials, and so do --prometheus-bearer-token-file/--prometheus-username: give them in one place`},
+	} {
+		_, err := New(Options{URL: tc.url, Auth: tc.auth})
+		if got := errString(err); got != tc.want {
+			t.Errorf("%s %+v:\n got %s\nwant %s", tc.url, tc.auth, got, tc.want)
+		}
+	}
+}
+
 // TestBearerTokenAgainstPrometheus: a real Prometheus behind a proxy that checks a bearer token
 // (kube-rbac-proxy's place in a cluster): the token file is read on every query, so a rotated
 // token is sent without a new client.

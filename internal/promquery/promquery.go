@@ -104,21 +104,30 @@ func (a Auth) httpConfig() (config.HTTPClientConfig, error) {
 
 // Client queries one Prometheus for the per-edge counters.
 type Client struct {
-	api  v1.API
-	opts Options
+	api   v1.API
+	opts  Options
+	shown string // opts.URL redacted (RedactURL)
 }
 
 // New checks the options and makes a client.
 func New(o Options) (*Client, error) {
+	// A password in the URL (http://user:password@host, basic auth that net/http sends) is
+	// never said: every message, the conditions and the manager's log name the URL redacted.
+	shown := RedactURL(o.URL)
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--prometheus-url %q: want an http or https URL with a host", o.URL)
+		return nil, fmt.Errorf("--prometheus-url %q: want an http or https URL with a host", shown)
 	}
 	// url.Parse takes any digits as a port: said here, not at the first dial.
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("--prometheus-url %q: port %s: want 1..65535", o.URL, p)
+			return nil, fmt.Errorf("--prometheus-url %q: port %s: want 1..65535", shown, p)
 		}
+	}
+	// prometheus/common's credentials give way to an Authorization header already set, and
+	// net/http sets the URL's first: with both, the flags would be ignored without a word.
+	if u.User != nil && (o.Auth.BearerTokenFile != "" || o.Auth.Username != "" || o.Auth.PasswordFile != "") {
+		return nil, fmt.Errorf("--prometheus-url %q holds credentials, and so do --prometheus-bearer-token-file/--prometheus-username: give them in one place", shown)
 	}
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
@@ -152,19 +161,47 @@ func New(o Options) (*Client, error) {
 		if o.Auth.CAFile != "" {
 			return nil, fmt.Errorf("--prometheus-ca-file %q: %w", o.Auth.CAFile, err)
 		}
-		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
+		return nil, fmt.Errorf("--prometheus-url %q: %w", shown, err)
 	}
 	httpc.Timeout = o.Timeout
 	httpc.Transport = &checkedTransport{next: httpc.Transport, max: o.MaxAnswerBytes}
 	c, err := api.NewClient(api.Config{Address: o.URL, Client: httpc})
 	if err != nil {
-		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
+		return nil, fmt.Errorf("--prometheus-url %q: %w", shown, err)
 	}
-	return &Client{api: v1.NewAPI(c), opts: o}, nil
+	return &Client{api: v1.NewAPI(c), opts: o, shown: shown}, nil
 }
 
-// URL is the Prometheus URL, for messages.
-func (c *Client) URL() string { return c.opts.URL }
+// URL is the Prometheus URL for messages, its password (if any) replaced by "xxxxx".
+func (c *Client) URL() string { return c.shown }
+
+// RedactURL is raw with the password of its user information replaced by "xxxxx"
+// (url.URL.Redacted), also when raw does not parse as a URL: what a message may say of a
+// --prometheus-url.
+func RedactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	// The authority is what follows "//" up to the first "/", "?" or "#"; its user
+	// information what precedes its last "@"; the password what follows the user's ":".
+	_, rest, ok := strings.Cut(raw, "//")
+	if !ok {
+		return raw
+	}
+	start := len(raw) - len(rest)
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	colon := strings.Index(rest[:at], ":")
+	if colon < 0 {
+		return raw
+	}
+	return raw[:start+colon+1] + "xxxxx" + raw[start+at:]
+}
 
 // Window is the query window.
 func (c *Client) Window() time.Duration { return c.opts.Window }
