@@ -70,7 +70,7 @@ func observeGraphOf(obs *Observation, res *workload.Result, generation int64) gr
 	default:
 		s := telemetry.OnNodes(obs.Graph, obs.GraphAt, caller, callee)
 		v.gs, v.counted, v.window = telemetry.CompareGraph(res.Graph, s), &s, s.Window
-		v.cond = telemetry.GraphCondition(v.gs, generation)
+		v.cond = telemetry.GraphConditionOf(v.gs, s, generation)
 	}
 	return v
 }
