@@ -156,6 +156,30 @@ func TestCredentialsInTheURLAgainstPrometheus(t *testing.T) {
 	}
 }
 
+// TestPathPrefixAgainstPrometheus: a real Prometheus served under a path prefix
+// (--web.route-prefix=/prometheus, as behind an ingress path) is queried with the prefix in
+// --prometheus-url, with or without a trailing slash; without it, or with the API's own path
+// pasted in, its 404 says where the queries went and what URL to give (before: "HTTP 404 Not
+// Found: client_error: client error: 404" and the body alone).
+func TestPathPrefixAgainstPrometheus(t *testing.T) {
+	prom := promtest.StartTargetsArgs(t, "../..", nil, "--web.route-prefix=/prometheus")
+	untilReady(t, Options{URL: prom.URL + "/prometheus"})
+	first := "query " + telemetryFirstQuery(DefaultWindow)
+	notFound := func(u string) string {
+		return first + ": HTTP 404 Not Found: no Prometheus API at " + u + "/api/v1/query: give Prometheus' base URL as --prometheus-url, with the path prefix it is served under if any (--web.route-prefix, an ingress path: http://host/prometheus): client_error: client error: 404: the answer begins \"404 page not found\""
+	}
+	for _, tc := range []struct{ url, want string }{
+		{prom.URL + "/prometheus", ""},
+		{prom.URL + "/prometheus/", ""},
+		{prom.URL, notFound(prom.URL)},
+		{prom.URL + "/prometheus/api/v1/query", notFound(prom.URL + "/prometheus/api/v1/query")},
+	} {
+		if got := errString(graphErr(t, Options{URL: tc.url})); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.url, got, tc.want)
+		}
+	}
+}
+
 // TestBearerTokenAgainstPrometheus: a real Prometheus behind a proxy that checks a bearer token
 // (kube-rbac-proxy's place in a cluster): the token file is read on every query, so a rotated
 // token is sent without a new client.

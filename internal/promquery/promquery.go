@@ -265,7 +265,7 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 			return none, fmt.Errorf("query %s: no whole answer within %v (--prometheus-timeout): %w", q, c.opts.Timeout, context.DeadlineExceeded)
 		}
-		return none, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err)))
+		return none, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err), strings.TrimSuffix(c.shown, "/")+"/api/v1/query"))
 	}
 	// At the limit Prometheus also warns ("results truncated due to limit"): the limit is
 	// named first, with the flag that raises it.
@@ -398,7 +398,10 @@ func (b *boundedBody) Close() error { return b.rc.Close() }
 // describe says what an HTTP status in client_golang's error means: its message is only
 // "client error: 401", which does not say that the server asked for credentials. A refusal
 // names the flags that would fix it; the callers name the URL ("Prometheus at URL: ...").
-func describe(err error) error {
+//
+// A 404 is a URL that serves no Prometheus API at endpoint (where the query went): one without
+// the path prefix Prometheus is served under, or with the API's own path pasted in.
+func describe(err error, endpoint string) error {
 	var ae *v1.Error
 	if !errors.As(err, &ae) {
 		return err
@@ -418,15 +421,19 @@ func describe(err error) error {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return fmt.Errorf("HTTP %d %s: Prometheus refused the query: its credentials are missing or wrong (--prometheus-bearer-token-file, or --prometheus-username and --prometheus-password-file): %w", n, http.StatusText(n), err)
 	}
+	prefix := fmt.Sprintf("HTTP %d %s", n, http.StatusText(n))
+	if n == http.StatusNotFound {
+		prefix += fmt.Sprintf(": no Prometheus API at %s: give Prometheus' base URL as --prometheus-url, with the path prefix it is served under if any (--web.route-prefix, an ingress path: http://host/prometheus)", endpoint)
+	}
 	// The body says who answered and why (a proxy's "no healthy upstream", a querier's "too many
 	// outstanding requests"): its first bytes, quoted.
 	if d := strings.TrimSpace(ae.Detail); d != "" {
 		if len(d) > 120 {
 			d = d[:120]
 		}
-		return fmt.Errorf("HTTP %d %s: %w: the answer begins %q", n, http.StatusText(n), err, d)
+		return fmt.Errorf("%s: %w: the answer begins %q", prefix, err, d)
 	}
-	return fmt.Errorf("HTTP %d %s: %w", n, http.StatusText(n), err)
+	return fmt.Errorf("%s: %w", prefix, err)
 }
 
 // unwrapURLError keeps the message short and stable: net/http's *url.Error repeats the method
