@@ -304,3 +304,38 @@ func TestSlowAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestRedirectToAnotherHost: an auth proxy (something in front of Prometheus, so a test server)
+// that redirects the query to another host is not followed: the message names both URLs and
+// why (prometheus/common does not send the credentials to another host, so the other host's
+// 401 read "its credentials are missing or wrong", about credentials that are right; without
+// credentials it queried a server nobody configured). A redirect on the same host (a path
+// prefix added, a login page) is followed as before (TestHostileAnswers).
+func TestRedirectToAnotherHost(t *testing.T) {
+	var sawAuth atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			sawAuth.Store(true)
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, "Unauthorized")
+	}))
+	t.Cleanup(other.Close)
+	// localhost is another host than 127.0.0.1 to a client, on the same loopback listener.
+	otherURL := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	pw := writeFile(t, "pw", "s3cret")
+	for _, auth := range []Auth{{Username: "admin", PasswordFile: pw}, {}} {
+		c, url := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, otherURL+r.URL.Path, http.StatusTemporaryRedirect)
+		}, Options{Auth: auth})
+		_, err := c.query(context.Background(), testQ, time.Now())
+		want := "query " + testQ + ": HTTP 307 from " + url + "/api/v1/query: redirected to " + otherURL + "/api/v1/query, another host: not followed (the credentials and the query are for --prometheus-url's host; give that URL as --prometheus-url if it is Prometheus)"
+		if errString(err) != want {
+			t.Errorf("%+v:\n got %v\nwant %s", auth, err, want)
+		}
+	}
+	if sawAuth.Load() {
+		t.Error("the other host was sent the credentials")
+	}
+}

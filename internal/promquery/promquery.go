@@ -164,6 +164,7 @@ func New(o Options) (*Client, error) {
 		return nil, fmt.Errorf("--prometheus-url %q: %w", shown, err)
 	}
 	httpc.Timeout = o.Timeout
+	httpc.CheckRedirect = checkRedirect
 	httpc.Transport = &checkedTransport{next: httpc.Transport, max: o.MaxAnswerBytes}
 	c, err := api.NewClient(api.Config{Address: o.URL, Client: httpc})
 	if err != nil {
@@ -316,6 +317,31 @@ func checkVector(v model.Vector) (telemetry.Checked, error) {
 func twice(s *model.Sample, prev model.SampleValue) error {
 	return fmt.Errorf("series %s: in the answer twice, with values %s and %s (an aggregation gives each label set once)", s.Metric,
 		strconv.FormatFloat(float64(prev), 'g', -1, 64), strconv.FormatFloat(float64(s.Value), 'g', -1, 64))
+}
+
+// checkRedirect follows a redirect on the same host (a path prefix added, a login page: the
+// answer is then checked as any) and refuses one to another host, or from https to http: the
+// credentials and the query are for --prometheus-url's host (prometheus/common drops the
+// credentials on the way, and the other host's 401 would blame them), and a server nobody
+// configured would be taken for Prometheus.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return fmt.Errorf("redirected %d times, the last to %s: not followed further", len(via), req.URL.Redacted())
+	}
+	prev := via[len(via)-1]
+	if req.URL.Hostname() == prev.URL.Hostname() && !(prev.URL.Scheme == "https" && req.URL.Scheme == "http") {
+		return nil
+	}
+	code := 0
+	if req.Response != nil {
+		code = req.Response.StatusCode
+	}
+	what := "another host"
+	if req.URL.Hostname() == prev.URL.Hostname() {
+		what = "plain http from https"
+	}
+	return fmt.Errorf("HTTP %d from %s: redirected to %s, %s: not followed (the credentials and the query are for --prometheus-url's host; give that URL as --prometheus-url if it is Prometheus)",
+		code, prev.URL.Redacted(), req.URL.Redacted(), what)
 }
 
 // errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes; status is the
