@@ -180,6 +180,25 @@ func TestPathPrefixAgainstPrometheus(t *testing.T) {
 	}
 }
 
+// TestPrometheusTimeoutAgainstPrometheus: a real Prometheus that gives up on a query
+// (--query.timeout here; in a cluster a heavy query over a long window) answers HTTP 503 with
+// its JSON error, which client_golang does not decode for a 503: the message says
+// Prometheus' errorType and error and what bounds the evaluation (before: "server_error: server
+// error: 503" and the raw JSON).
+func TestPrometheusTimeoutAgainstPrometheus(t *testing.T) {
+	prom := promtest.StartTargetsArgs(t, "../..", nil, "--query.timeout=1ms")
+	c, err := New(Options{URL: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q = "count_over_time(vector(1)[100d:1s])" // 8.64 million steps: never within 1 ms
+	_, err = c.query(context.Background(), q, time.Now())
+	want := "query " + q + ": HTTP 503 Service Unavailable: Prometheus gave up on the query: timeout: query timed out in expression evaluation (its --query.timeout, or --prometheus-timeout 10s if shorter, bounds the evaluation)"
+	if errString(err) != want {
+		t.Errorf("\n got %v\nwant %s", err, want)
+	}
+}
+
 // TestBearerTokenAgainstPrometheus: a real Prometheus behind a proxy that checks a bearer token
 // (kube-rbac-proxy's place in a cluster): the token file is read on every query, so a rotated
 // token is sent without a new client.

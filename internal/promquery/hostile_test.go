@@ -90,6 +90,31 @@ func TestHostileAnswers(t *testing.T) {
 			"series 2 of the answer is empty (no labels, no value)"},
 		{"hostile label values are named quoted", jsonAnswer(vector([2]string{`{"service":"a\"} or vector(1) #\n{x}","upstream":"ü"}`, "NaN"})),
 			`series {service="a\"} or vector(1) #\n{x}", upstream="ü"}: value NaN is not a counter's increase (want a number from 0 to 2^53)`},
+		// Pinned as found in session 12 (already refused, each naming what it got):
+		{"-Inf", jsonAnswer(vector([2]string{orderLabels, "-Inf"})),
+			`series {namespace="shop", service="order", upstream="payment"}: value -Inf is not a counter's increase (want a number from 0 to 2^53)`},
+		{"a value that does not parse", jsonAnswer(vector([2]string{orderLabels, "abc"})),
+			`bad_response: model.Vector: unmarshalerDecoder: strconv.ParseFloat: parsing "abc": invalid syntax, error found in #10 byte of ...|50,"abc"]}]|..., bigger context ...|,"upstream":"payment"},"value":[1796213250,"abc"]}]|...`},
+		{"a scalar", jsonAnswer(`{"status":"success","data":{"resultType":"scalar","result":[1796213250,"1"]}}`), "got a scalar, want a vector"},
+		{"a string", jsonAnswer(`{"status":"success","data":{"resultType":"string","result":[1796213250,"x"]}}`), `bad_response: unexpected value type "string"`},
+		{"warnings and infos", jsonAnswer(`{"status":"success","warnings":["w1"],"infos":["i1"],"data":{"resultType":"vector","result":[]}}`),
+			"Prometheus answered with 1 warning(s), a partial answer whose edges would be incomplete: w1"},
+		{"HTTP 422 execution (--query.max-samples)", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			io.WriteString(w, `{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}`)
+		}, "execution: query processing would load too many samples into memory in query execution"},
+		{"HTTP 400 bad_data", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:9: parse error"}`)
+		}, `bad_data: invalid parameter "query": 1:9: parse error`},
+		{"HTTP 503 timeout from a querier", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`)
+		}, "HTTP 503 Service Unavailable: Prometheus gave up on the query: timeout: query timed out in expression evaluation (its --query.timeout, or --prometheus-timeout 10s if shorter, bounds the evaluation)"},
+		{"an empty 200", jsonAnswer(""), "bad_response: unexpected end of JSON input"},
 		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			io.WriteString(w, "<!DOCTYPE html><html><title>Sign in</title></html>")
@@ -337,5 +362,15 @@ func TestRedirectToAnotherHost(t *testing.T) {
 	}
 	if sawAuth.Load() {
 		t.Error("the other host was sent the credentials")
+	}
+}
+
+// TestInfosAreRead: infos ("metric might not be a counter") do not cut an answer, unlike
+// warnings: the answer is read.
+func TestInfosAreRead(t *testing.T) {
+	c, _ := hostile(t, jsonAnswer(`{"status":"success","infos":["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket"],"data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"value":[1796213250,"3"]}]}}`), Options{})
+	v, err := c.query(context.Background(), testQ, time.Now())
+	if err != nil || len(v) != 1 || v[0].Value != 3 {
+		t.Fatalf("got %v %v", v, err)
 	}
 }

@@ -2,6 +2,7 @@ package promquery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -266,7 +267,7 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 			return none, fmt.Errorf("query %s: no whole answer within %v (--prometheus-timeout): %w", q, c.opts.Timeout, context.DeadlineExceeded)
 		}
-		return none, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err), strings.TrimSuffix(c.shown, "/")+"/api/v1/query"))
+		return none, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err), strings.TrimSuffix(c.shown, "/")+"/api/v1/query", c.opts.Timeout))
 	}
 	// At the limit Prometheus also warns ("results truncated due to limit"): the limit is
 	// named first, with the flag that raises it.
@@ -427,7 +428,11 @@ func (b *boundedBody) Close() error { return b.rc.Close() }
 //
 // A 404 is a URL that serves no Prometheus API at endpoint (where the query went): one without
 // the path prefix Prometheus is served under, or with the API's own path pasted in.
-func describe(err error, endpoint string) error {
+//
+// An error answer client_golang does not decode (it does for 400 and 422 only) that is
+// Prometheus' own JSON error (a 503 "timeout" when the evaluation took longer than its
+// --query.timeout or the query's timeout) is said by its errorType and error.
+func describe(err error, endpoint string, timeout time.Duration) error {
 	var ae *v1.Error
 	if !errors.As(err, &ae) {
 		return err
@@ -448,6 +453,18 @@ func describe(err error, endpoint string) error {
 		return fmt.Errorf("HTTP %d %s: Prometheus refused the query: its credentials are missing or wrong (--prometheus-bearer-token-file, or --prometheus-username and --prometheus-password-file): %w", n, http.StatusText(n), err)
 	}
 	prefix := fmt.Sprintf("HTTP %d %s", n, http.StatusText(n))
+	var pe struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+	}
+	if json.Unmarshal([]byte(ae.Detail), &pe) == nil && pe.Status == "error" && pe.ErrorType != "" {
+		msg := fmt.Sprintf("%s: Prometheus gave up on the query: %s: %s", prefix, pe.ErrorType, pe.Error)
+		if pe.ErrorType == string(v1.ErrTimeout) {
+			msg += fmt.Sprintf(" (its --query.timeout, or --prometheus-timeout %v if shorter, bounds the evaluation)", timeout)
+		}
+		return errors.New(msg)
+	}
 	if n == http.StatusNotFound {
 		prefix += fmt.Sprintf(": no Prometheus API at %s: give Prometheus' base URL as --prometheus-url, with the path prefix it is served under if any (--web.route-prefix, an ingress path: http://host/prometheus)", endpoint)
 	}
