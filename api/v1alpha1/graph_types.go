@@ -11,7 +11,8 @@ const (
 	// the policy's services is declared; False (reason UndeclaredEdges) names up to 10 that are
 	// not, with the annotation that would declare each; Unknown (PrometheusUnavailable) when
 	// the last query failed, (NoTelemetry) when none of the sources' series exist,
-	// (UnplacedSeries) when calls were observed on edges a missing label leaves unnamed.
+	// (NoObservedEdges) when no edge of the policy had calls, (UnplacedSeries) when calls were
+	// observed on edges a missing label leaves unnamed.
 	ConditionGraphComplete = "GraphComplete"
 	// ReasonGraphComplete: every observed edge is declared.
 	ReasonGraphComplete = "GraphComplete"

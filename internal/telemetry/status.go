@@ -125,6 +125,14 @@ func EntryFor(from, to string) string {
 // counts each with one try times its mesh layers).
 func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionGraphComplete, ObservedGeneration: generation}
+	if gs.Counts.Observed == 0 {
+		// Sources exist (else NoTelemetry), but not one of the policy's edges had calls: nothing
+		// was compared, which is not a pass (the policy's namespace outside the mesh, no traffic).
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoObservedEdges
+		c.Message = fmt.Sprintf("no edge of the policy had calls over %s (from %s): nothing compared (no traffic in the window, or its workloads are not seen by these sources); %d declared",
+			gs.Window, sourcesOrNone(gs.Sources), gs.Counts.Declared)
+		return c
+	}
 	if gs.Counts.Undeclared == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonGraphComplete
 		c.Message = fmt.Sprintf("every edge observed over %s (%d, from %s) is declared; %d declared, %d of them not observed (stale)",
