@@ -209,14 +209,19 @@ var _ = Describe("Observed graph (--prometheus-url): status.graph and GraphCompl
 		// No status write per poll: observedAt moves on every poll (every 200 ms here), the
 		// content does not. Ten polls, the same resourceVersion.
 		key := types.NamespacedName{Namespace: ns, Name: "checkout"}
-		var before v1alpha1.RetryPolicy
+		// graph-quiet's Unknown (NoObservedEdges) is kept alike.
+		quietKey := types.NamespacedName{Namespace: quiet, Name: "checkout"}
+		var before, quietBefore v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &before)).To(Succeed())
+		Expect(k8sClient.Get(ctx, quietKey, &quietBefore)).To(Succeed())
 		from := polls()
 		Eventually(polls, "30s").Should(BeNumerically(">=", from+10))
-		var after v1alpha1.RetryPolicy
+		var after, quietAfter v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &after)).To(Succeed())
 		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))
 		Expect(after.Status.Graph.ObservedAt).To(Equal(before.Status.Graph.ObservedAt))
+		Expect(k8sClient.Get(ctx, quietKey, &quietAfter)).To(Succeed())
+		Expect(quietAfter.ResourceVersion).To(Equal(quietBefore.ResourceVersion))
 
 		// Prometheus down: Unknown, naming the URL and the error; the last observation is kept
 		// for one window (its time and the window's end in the message), and still counted.
