@@ -115,6 +115,16 @@ func TestHostileAnswers(t *testing.T) {
 			io.WriteString(w, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`)
 		}, "HTTP 503 Service Unavailable: Prometheus gave up on the query: timeout: query timed out in expression evaluation (its --query.timeout, or --prometheus-timeout 10s if shorter, bounds the evaluation)"},
 		{"an empty 200", jsonAnswer(""), "bad_response: unexpected end of JSON input"},
+		// Found in session 12 (before: each read as an answer; a series without a value as an
+		// increase of 0, its edge not observed):
+		{"a status that is not success", jsonAnswer(`{"status":"partial","data":{"resultType":"vector","result":[]}}`),
+			`the answer's "status" is "partial", want "success" or "error" (not Prometheus' query API?)`},
+		{"no status", jsonAnswer(`{"data":{"resultType":"vector","result":[]}}`),
+			`the answer's "status" is "", want "success" or "error" (not Prometheus' query API?)`},
+		{"a series without a value", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"}}]}}`),
+			`series {upstream="payment"}: no value (no "value" in the answer's series)`},
+		{"a native histogram", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"histogram":[1796213250,{"count":"1","sum":"1"}]}]}}`),
+			`series {upstream="payment"}: a native histogram, not a counter's increase`},
 		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			io.WriteString(w, "<!DOCTYPE html><html><title>Sign in</title></html>")

@@ -1,6 +1,7 @@
 package promquery
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -171,7 +172,7 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url %q: %w", shown, err)
 	}
-	return &Client{api: v1.NewAPI(c), opts: o, shown: shown}, nil
+	return &Client{api: v1.NewAPI(statusClient{c}), opts: o, shown: shown}, nil
 }
 
 // URL is the Prometheus URL for messages, its password (if any) replaced by "xxxxx".
@@ -301,6 +302,13 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 // says the answer is not the aggregation asked for). The series is named with its labels
 // quoted, so a value with quotes or newlines reads as written.
 func checkVector(v model.Vector) (telemetry.Checked, error) {
+	// A series whose JSON has no "value" decodes as 0 at time 0: an increase of 0 would read
+	// as an edge not observed. An instant query's samples are at its time, never 0.
+	for _, s := range v {
+		if s != nil && s.Timestamp == 0 && s.Value == 0 && s.Histogram == nil {
+			return telemetry.Checked{}, fmt.Errorf(`series %s: no value (no "value" in the answer's series)`, s.Metric)
+		}
+	}
 	checked, err := telemetry.CheckVector(v)
 	var bad *telemetry.BadSeries
 	switch {
@@ -343,6 +351,46 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	return fmt.Errorf("HTTP %d from %s: redirected to %s, %s: not followed (the credentials and the query are for --prometheus-url's host; give that URL as --prometheus-url if it is Prometheus)",
 		code, prev.URL.Redacted(), req.URL.Redacted(), what)
+}
+
+// statusClient refuses a 2xx answer whose "status" is neither "success" nor "error" (a
+// Prometheus answer always has one of them first): client_golang reads any other, or none, as
+// a success, so a proxy's or a look-alike's JSON with a "data" would be taken as an answer.
+type statusClient struct{ api.Client }
+
+func (c statusClient) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	resp, body, err := c.Client.Do(ctx, req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		return resp, body, err
+	}
+	if st, ok := answerStatus(body); ok && st != "success" && st != "error" {
+		return resp, body, fmt.Errorf(`the answer's "status" is %q, want "success" or "error" (not Prometheus' query API?)`, st)
+	}
+	return resp, body, nil
+}
+
+// answerStatus is a JSON object's "status" ("" when it has none); ok false when body is not a
+// JSON object (client_golang says what it is). Prometheus writes "status" first: read as a
+// token, without scanning the rest; an object that does not is decoded whole for it.
+func answerStatus(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	if k, err := dec.Token(); err == nil && k == "status" {
+		var st string
+		if dec.Decode(&st) == nil {
+			return st, true
+		}
+		return "", false
+	}
+	var whole struct {
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(body, &whole) != nil {
+		return "", false
+	}
+	return whole.Status, true
 }
 
 // errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes; status is the
