@@ -338,7 +338,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("redirected %d times, the last to %s: not followed further", len(via), req.URL.Redacted())
 	}
 	prev := via[len(via)-1]
-	if req.URL.Hostname() == prev.URL.Hostname() && !(prev.URL.Scheme == "https" && req.URL.Scheme == "http") {
+	if req.URL.Hostname() == prev.URL.Hostname() && (prev.URL.Scheme != "https" || req.URL.Scheme != "http") {
 		return nil
 	}
 	code := 0
