@@ -121,6 +121,10 @@ func TestHostileAnswers(t *testing.T) {
 			`the answer's "status" is "partial", want "success" or "error" (not Prometheus' query API?)`},
 		{"no status", jsonAnswer(`{"data":{"resultType":"vector","result":[]}}`),
 			`the answer's "status" is "", want "success" or "error" (not Prometheus' query API?)`},
+		{"a partial answer flagged isPartial", jsonAnswer(`{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}}`),
+			`the answer says "isPartial": true, a partial answer whose edges would be incomplete (a querier missing some of its stores)`},
+		{"isPartial not first", jsonAnswer(`{"data":{"resultType":"vector","result":[]},"isPartial":true,"status":"success"}`),
+			`the answer says "isPartial": true, a partial answer whose edges would be incomplete (a querier missing some of its stores)`},
 		{"a series without a value", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"}}]}}`),
 			`series {upstream="payment"}: no value (no "value" in the answer's series)`},
 		{"a native histogram", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"histogram":[1796213250,{"count":"1","sum":"1"}]}]}}`),
@@ -378,6 +382,11 @@ func TestRedirectToAnotherHost(t *testing.T) {
 // TestInfosAreRead: infos ("metric might not be a counter") do not cut an answer, unlike
 // warnings: the answer is read.
 func TestInfosAreRead(t *testing.T) {
+	// and "isPartial": false is a whole answer.
+	c0, _ := hostile(t, jsonAnswer(`{"status":"success","isPartial":false,"data":{"resultType":"vector","result":[]}}`), Options{})
+	if _, err := c0.query(context.Background(), testQ, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	c, _ := hostile(t, jsonAnswer(`{"status":"success","infos":["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket"],"data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"value":[1796213250,"3"]}]}}`), Options{})
 	v, err := c.query(context.Background(), testQ, time.Now())
 	if err != nil || len(v) != 1 || v[0].Value != 3 {

@@ -363,34 +363,48 @@ func (c statusClient) Do(ctx context.Context, req *http.Request) (*http.Response
 	if err != nil || resp.StatusCode/100 != 2 {
 		return resp, body, err
 	}
-	if st, ok := answerStatus(body); ok && st != "success" && st != "error" {
-		return resp, body, fmt.Errorf(`the answer's "status" is %q, want "success" or "error" (not Prometheus' query API?)`, st)
+	h, ok := answerHead(body)
+	switch {
+	case !ok:
+	case h.Status != "success" && h.Status != "error":
+		return resp, body, fmt.Errorf(`the answer's "status" is %q, want "success" or "error" (not Prometheus' query API?)`, h.Status)
+	case h.IsPartial:
+		return resp, body, errors.New(`the answer says "isPartial": true, a partial answer whose edges would be incomplete (a querier missing some of its stores)`)
 	}
 	return resp, body, nil
 }
 
-// answerStatus is a JSON object's "status" ("" when it has none); ok false when body is not a
-// JSON object (client_golang says what it is). Prometheus writes "status" first: read as a
-// token, without scanning the rest; an object that does not is decoded whole for it.
-func answerStatus(body []byte) (string, bool) {
+// head is what answerHead reads of an answer: its "status" ("" when it has none) and
+// "isPartial", the flag VictoriaMetrics' cluster querier sets on an answer it could not get
+// whole (client_golang does not read it).
+type head struct {
+	Status    string `json:"status"`
+	IsPartial bool   `json:"isPartial"`
+}
+
+// answerHead reads a JSON object's head; ok false when body is not a JSON object
+// (client_golang says what it is). Prometheus writes "status" first and a querier that adds
+// "isPartial" writes it next: read as tokens, without scanning the rest; an object that does
+// not start so is decoded whole for them.
+func answerHead(body []byte) (head, bool) {
+	var h head
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
+		return h, false
 	}
 	if k, err := dec.Token(); err == nil && k == "status" {
-		var st string
-		if dec.Decode(&st) == nil {
-			return st, true
+		if dec.Decode(&h.Status) != nil {
+			return h, false
 		}
-		return "", false
+		if k, err := dec.Token(); err == nil && k == "isPartial" {
+			_ = dec.Decode(&h.IsPartial) // not a bool: client_golang reads the rest
+		}
+		return h, true
 	}
-	var whole struct {
-		Status string `json:"status"`
+	if json.Unmarshal(body, &h) != nil {
+		return head{}, false
 	}
-	if json.Unmarshal(body, &whole) != nil {
-		return "", false
-	}
-	return whole.Status, true
+	return h, true
 }
 
 // errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes; status is the
