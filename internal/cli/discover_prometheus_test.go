@@ -353,7 +353,7 @@ func TestDiscoverPrometheusFailures(t *testing.T) {
 	// would look complete.
 	prom := startTelemetry(t)
 	code, _, stderr = run(t, "", "discover", "--prometheus-url", prom.URL, "--since", "1m", "--prometheus-series-limit", "3")
-	if code != ExitBadInput || !strings.HasSuffix(stderr, "the limit (--prometheus-series-limit): the edges would be incomplete\n") {
+	if code != ExitBadInput || !strings.HasSuffix(stderr, "the limit (--prometheus-series-limit 3): the edges would be incomplete\n") {
 		t.Errorf("series limit: exit %d: %s", code, stderr)
 	}
 }

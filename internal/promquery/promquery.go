@@ -273,7 +273,13 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 	// At the limit Prometheus also warns ("results truncated due to limit"): the limit is
 	// named first, with the flag that raises it.
 	if v, ok := val.(model.Vector); ok && uint64(len(v)) >= c.opts.SeriesLimit {
-		return none, fmt.Errorf("query %s: %d series, the limit (--prometheus-series-limit): the edges would be incomplete", q, len(v))
+		// Over it: a server that ignores the limit parameter (an older Prometheus, a look-alike)
+		// answered whole; the count says how far to raise the flag.
+		what := "the limit"
+		if uint64(len(v)) > c.opts.SeriesLimit {
+			what = "over the limit"
+		}
+		return none, fmt.Errorf("query %s: %d series, %s (--prometheus-series-limit %d): the edges would be incomplete", q, len(v), what, c.opts.SeriesLimit)
 	}
 	// A warning is how Prometheus, Thanos and Mimir say an answer is partial (a store that did
 	// not answer, a limit hit on the way): its edges would be incomplete and look complete.
