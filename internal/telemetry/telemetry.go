@@ -242,6 +242,12 @@ type reader struct {
 	// the denominators of their tries (an edge's Requests may be another family's count).
 	routeCalls, proxyCalls map[edgeKey]float64
 	unplaced               []Unplaced
+	unplacedAt             map[unplacedKey]int // an Unplaced's index in unplaced
+}
+
+type unplacedKey struct {
+	reason string
+	to     Callee
 }
 
 // unnamed is a series that names no caller or no callee because a label is missing: a warning,
@@ -251,12 +257,15 @@ func (r *reader) unnamed(reason string, s *model.Sample, to Callee) {
 	if s.Value <= 0 {
 		return
 	}
-	for i := range r.unplaced {
-		if u := &r.unplaced[i]; u.Reason == reason && u.To == to {
-			u.Series++
-			return
-		}
+	if r.unplacedAt == nil {
+		r.unplacedAt = map[unplacedKey]int{}
 	}
+	k := unplacedKey{reason, to}
+	if i, ok := r.unplacedAt[k]; ok {
+		r.unplaced[i].Series++
+		return
+	}
+	r.unplacedAt[k] = len(r.unplaced)
 	r.unplaced = append(r.unplaced, Unplaced{Reason: reason, To: to, Series: 1, Example: s.Metric.String()})
 }
 
