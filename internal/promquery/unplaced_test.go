@@ -80,3 +80,41 @@ func TestUnplacedSeriesAgainstPrometheus(t *testing.T) {
 		t.Errorf("without unplaced calls: %+v", c)
 	}
 }
+
+// resettingIstio serves one edge's istio_requests_total that restarts from 0 every third
+// scrape (a sidecar restarted): 10 more calls per scrape.
+type resettingIstio struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (u *resettingIstio) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	u.mu.Lock()
+	u.n++
+	v := 10 * (u.n % 3)
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprint(w, "# TYPE istio_requests_total counter\n")
+	fmt.Fprintf(w, "istio_requests_total{reporter=\"source\",source_workload=\"order\",source_workload_namespace=\"shop\",destination_service_name=\"payment\",destination_service_namespace=\"shop\"} %d\n", v)
+}
+
+// TestCounterResetsAgainstPrometheus: a counter that restarts (a sidecar's restart) is read
+// through increase(), which Prometheus corrects for resets: the edge is observed with a
+// positive rate, never a negative increase refused or an edge lost.
+func TestCounterResetsAgainstPrometheus(t *testing.T) {
+	exp := httptest.NewServer(&resettingIstio{})
+	t.Cleanup(exp.Close)
+	prom := promtest.StartTargets(t, "../..", []promtest.Target{{Addr: strings.TrimPrefix(exp.URL, "http://")}})
+	c, err := New(Options{URL: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "two resets scraped", func() (bool, string) {
+		v, err := c.query(context.Background(), "resets(istio_requests_total[5m])", time.Now())
+		return err == nil && len(v) == 1 && v[0].Value >= 2, fmt.Sprint(v, err)
+	})
+	ob, err := c.Graph(context.Background(), time.Now(), nil)
+	if err != nil || len(ob.Edges) != 1 || ob.Edges[0].RatePerSecond <= 0 {
+		t.Fatalf("%+v %v", ob, err)
+	}
+}
