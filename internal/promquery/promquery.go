@@ -381,8 +381,8 @@ func (c statusClient) Do(ctx context.Context, req *http.Request) (*http.Response
 }
 
 // head is what answerHead reads of an answer: its "status" ("" when it has none) and
-// "isPartial", the flag VictoriaMetrics' cluster querier sets on an answer it could not get
-// whole (client_golang does not read it).
+// "isPartial", the flag some queriers in front of several stores set on an answer missing some
+// of them (client_golang does not read it).
 type head struct {
 	Status    string `json:"status"`
 	IsPartial bool   `json:"isPartial"`
