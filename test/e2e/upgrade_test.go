@@ -54,13 +54,13 @@ var _ = Describe("upgrading over policies stored before the duration bounds", fu
 		return Kubectl(ctx, "get", "pod", pod, "-n", namespace, "-o", `jsonpath={.metadata.annotations.retrycap\.dev/injection-skipped}`)
 	}
 
-	It("keeps them readable and relabelable, reports each out-of-range value, refuses another, and the injector skips their pods", func() {
+	It("keeps them readable and relabelable, reports each out-of-range value, refuses another, the injector skips their pods and the gate keeps their cap", func() {
 		// The previous release, as its `kubectl apply -k` left it (last-applied included).
 		Kubectl(ctx, "replace", "--save-config", "-f", crds("test/e2e/testdata/crds-before-bounds"))
 		DeferCleanup(func() {
 			for _, obj := range [][]string{
 				{"pod", "legacy-0", "-n", ns}, {"pod", "legacy-0", "-n", clusterNS}, {"pod", "fixed-0", "-n", ns},
-				{"deployment", "legacy", "-n", ns}, {"deployment", "legacy", "-n", clusterNS},
+				{"deployment", "legacy", "-n", ns}, {"deployment", "order", "-n", ns}, {"deployment", "legacy", "-n", clusterNS},
 				{"retrypolicy", "legacy", "-n", ns}, {"clusterretrypolicy", "e2e-upgrade-legacy"},
 			} {
 				Kubectl(ctx, append([]string{"delete", "--ignore-not-found", "--wait=false"}, obj...)...)
@@ -137,6 +137,13 @@ var _ = Describe("upgrading over policies stored before the duration bounds", fu
 		pod(clusterNS, "legacy-0")
 		Expect(skipped(ns, "legacy-0")).To(Equal("InvalidPolicy: RetryPolicy " + ns + "/legacy: spec.retry.perTryTimeout 99999h: must be between 1ms and 1h"))
 		Expect(skipped(clusterNS, "legacy-0")).To(Equal("InvalidPolicy: ClusterRetryPolicy e2e-upgrade-legacy: spec.circuitBreaker.openFor 48h: must be between 1ms and 1h"))
+
+		By("the gate still enforces the cap of such a policy: its durations do not change the amplification")
+		_, errOut, err = Env.CP.RunKubectl(ctx, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"order","namespace":"`+ns+`"},"spec":{"selector":{"matchLabels":{"app":"order"}},`+
+			`"template":{"metadata":{"labels":{"app":"order","team":"legacy"},"annotations":{"retrycap.dev/upstreams":"payment=9"}},"spec":{"containers":[{"name":"app","image":"app"}]}}}}`, "apply", "-f", "-")
+		Expect(err).To(HaveOccurred())
+		Expect(errOut).To(Equal(`Error from server (Forbidden): error when creating "STDIN": admission webhook "gate.retrycap.dev" denied the request: ` +
+			"RetryPolicy " + ns + "/legacy: order -x9-> payment = 9 > cap 5; order may keep payment=5\n"))
 
 		By("fixing the value (docs/upgrading.md): Ready is clean and new pods get the proxy")
 		Kubectl(ctx, "patch", "rp", "legacy", "-n", ns, "--type=merge", "-p", `{"spec":{"retry":{"perTryTimeout":"1h"}}}`)
