@@ -10,7 +10,9 @@ const (
 	// ConditionGraphComplete is True when every edge telemetry observed over the window between
 	// the policy's services is declared; False (reason UndeclaredEdges) names up to 10 that are
 	// not, with the annotation that would declare each; Unknown (PrometheusUnavailable) when
-	// the last query failed.
+	// the last query failed, (NoTelemetry) when none of the sources' series exist,
+	// (NoObservedEdges) when no edge of the policy had calls, (UnplacedSeries) when calls were
+	// observed on edges a missing label leaves unnamed.
 	ConditionGraphComplete = "GraphComplete"
 	// ReasonGraphComplete: every observed edge is declared.
 	ReasonGraphComplete = "GraphComplete"
@@ -19,6 +21,10 @@ const (
 	// ReasonNoTelemetry: Prometheus answered, but none of the sources' series exist (no Istio,
 	// Linkerd, OpenTelemetry service graph or retrycap-proxy counters): nothing was compared.
 	ReasonNoTelemetry = "NoTelemetry"
+	// ReasonUnplacedSeries: every edge telemetry named is declared, but series with calls over
+	// the window name no caller or no callee (a label the query groups by is missing): the
+	// edges they carry cannot be compared, so the graph is not said complete (Unknown).
+	ReasonUnplacedSeries = "UnplacedSeries"
 )
 
 // GraphStatus compares the declared call graph with the observed one.

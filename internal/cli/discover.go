@@ -150,7 +150,7 @@ See docs/telemetry.md.`,
 				}
 				ob, err := c.Graph(ctx, time.Now(), gateways)
 				if err != nil {
-					return bad("Prometheus at %s: %v", promURL, err)
+					return bad("Prometheus at %s: %v", c.URL(), err)
 				}
 				in.Observation = ob
 			}

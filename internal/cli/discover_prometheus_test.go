@@ -280,6 +280,12 @@ func TestDiscoverPrometheusFailures(t *testing.T) {
 		!strings.HasSuffix(stderr, ": dial tcp "+closed+": connect: connection refused\n") {
 		t.Errorf("unreachable: exit %d: %s", code, stderr)
 	}
+	// The same with a password in the URL: never printed (before: the whole URL was).
+	code, _, stderr = run(t, "", "discover", "--prometheus-url", "http://admin:s3cret@"+closed, "-A")
+	if code != ExitBadInput || !strings.HasPrefix(stderr, "retrycap: discover: Prometheus at http://admin:xxxxx@"+closed+": query sum by (reporter, source_workload") ||
+		strings.Contains(stderr, "s3cret") {
+		t.Errorf("unreachable, a password in the URL: exit %d: %s", code, stderr)
+	}
 
 	// A listener that accepts and never answers: the timeout ends the query.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -347,7 +353,7 @@ func TestDiscoverPrometheusFailures(t *testing.T) {
 	// would look complete.
 	prom := startTelemetry(t)
 	code, _, stderr = run(t, "", "discover", "--prometheus-url", prom.URL, "--since", "1m", "--prometheus-series-limit", "3")
-	if code != ExitBadInput || !strings.HasSuffix(stderr, "the limit (--prometheus-series-limit): the edges would be incomplete\n") {
+	if code != ExitBadInput || !strings.HasSuffix(stderr, "the limit (--prometheus-series-limit 3): the edges would be incomplete\n") {
 		t.Errorf("series limit: exit %d: %s", code, stderr)
 	}
 }

@@ -70,7 +70,7 @@ func observeGraphOf(obs *Observation, res *workload.Result, generation int64) gr
 	default:
 		s := telemetry.OnNodes(obs.Graph, obs.GraphAt, caller, callee)
 		v.gs, v.counted, v.window = telemetry.CompareGraph(res.Graph, s), &s, s.Window
-		v.cond = telemetry.GraphCondition(v.gs, generation)
+		v.cond = telemetry.GraphConditionOf(v.gs, s, generation)
 	}
 	return v
 }
@@ -92,7 +92,10 @@ func (v graphView) apply(st *v1alpha1.RetryPolicyStatus, now time.Time) {
 	}
 	gs, c := v.gs, v.cond
 	c.LastTransitionTime = metav1.NewTime(now)
-	if prev := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionGraphComplete); prev != nil && c.Status != metav1.ConditionUnknown &&
+	// An Unknown with an observation (NoObservedEdges, UnplacedSeries) is kept alike; one
+	// without (PrometheusUnavailable's message moves, NoTelemetry has no graph) is written.
+	if prev := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionGraphComplete); prev != nil && gs != nil &&
+		c.Reason != v1alpha1.ReasonPrometheusUnavailable && c.Reason != v1alpha1.ReasonNoTelemetry &&
 		prev.Status == c.Status && prev.Reason == c.Reason && prev.ObservedGeneration == c.ObservedGeneration &&
 		sameObservation(st.Graph, gs) && gs.ObservedAt.Sub(st.Graph.ObservedAt.Time) < v.window {
 		gs, c = st.Graph, *prev

@@ -199,22 +199,29 @@ var _ = Describe("Observed graph (--prometheus-url): status.graph and GraphCompl
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(gs).NotTo(BeNil())
 			g.Expect(gs.Counts).To(Equal(v1alpha1.GraphCounts{Observed: 0, Declared: 2, Undeclared: 0, Stale: 2}))
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal("GraphComplete"))
+			// Istio's series exist (for graph-shop), none of this policy's edges had calls: nothing
+			// was compared, which is not "complete" (before: True GraphComplete).
+			g.Expect(c).To(Equal(&metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionUnknown, Reason: "NoObservedEdges", ObservedGeneration: 1,
+				Message: "no edge of the policy had calls over 10m0s (from istio): nothing compared (no traffic in the window, or its workloads are not seen by these sources); 2 declared"}))
 			g.Expect(ch).To(Equal(chainOf{Amplification: 4, WorstPath: "cart>ledger", Chains: []string{"cart=4", "web=3"}, Within: "True WithinCap: " + withinQuiet}))
 		}).Should(Succeed())
 
 		// No status write per poll: observedAt moves on every poll (every 200 ms here), the
 		// content does not. Ten polls, the same resourceVersion.
 		key := types.NamespacedName{Namespace: ns, Name: "checkout"}
-		var before v1alpha1.RetryPolicy
+		// graph-quiet's Unknown (NoObservedEdges) is kept alike.
+		quietKey := types.NamespacedName{Namespace: quiet, Name: "checkout"}
+		var before, quietBefore v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &before)).To(Succeed())
+		Expect(k8sClient.Get(ctx, quietKey, &quietBefore)).To(Succeed())
 		from := polls()
 		Eventually(polls, "30s").Should(BeNumerically(">=", from+10))
-		var after v1alpha1.RetryPolicy
+		var after, quietAfter v1alpha1.RetryPolicy
 		Expect(k8sClient.Get(ctx, key, &after)).To(Succeed())
 		Expect(after.ResourceVersion).To(Equal(before.ResourceVersion))
 		Expect(after.Status.Graph.ObservedAt).To(Equal(before.Status.Graph.ObservedAt))
+		Expect(k8sClient.Get(ctx, quietKey, &quietAfter)).To(Succeed())
+		Expect(quietAfter.ResourceVersion).To(Equal(quietBefore.ResourceVersion))
 
 		// Prometheus down: Unknown, naming the URL and the error; the last observation is kept
 		// for one window (its time and the window's end in the message), and still counted.

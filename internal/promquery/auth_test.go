@@ -106,6 +106,99 @@ func TestBasicAuthAgainstPrometheus(t *testing.T) {
 	}
 }
 
+// TestCredentialsInTheURLAgainstPrometheus: user:password in --prometheus-url is HTTP basic auth
+// (net/http sends it) against a real Prometheus asking for it, and the password is never in
+// what the client says: its URL (the conditions' "Prometheus at URL" and the manager's log) and
+// its errors, New's included, show "xxxxx" in its place (before: the password was in all three).
+// With the credential flags as well it is refused: two sources of credentials, and the URL's
+// would win silently.
+func TestCredentialsInTheURLAgainstPrometheus(t *testing.T) {
+	web := writeFile(t, "web.yml", "basic_auth_users:\n  admin: "+s3cretHash+"\n")
+	prom := promtest.StartTargetsArgs(t, "../..", nil, "--web.config.file="+web)
+	withPassword := func(pw string) string { return strings.Replace(prom.URL, "http://", "http://admin:"+pw+"@", 1) }
+	redacted := strings.Replace(prom.URL, "http://", "http://admin:xxxxx@", 1)
+	untilReady(t, Options{URL: withPassword("s3cret")})
+	first := "query " + telemetryFirstQuery(DefaultWindow)
+	for _, tc := range []struct{ name, pw, want string }{
+		{"the password", "s3cret", ""},
+		{"a wrong password", "guess", first + refused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Options{URL: withPassword(tc.pw)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.URL() != redacted {
+				t.Errorf("URL() = %s, want %s", c.URL(), redacted)
+			}
+			_, err = c.Graph(context.Background(), time.Now(), nil)
+			if got := errString(err); got != tc.want {
+				t.Errorf("\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+	pw := writeFile(t, "pw", "s3cret")
+	for _, tc := range []struct {
+		url  string
+		auth Auth
+		want string
+	}{
+		{"http://admin:s3cret@prom:99999", Auth{}, `--prometheus-url "http://admin:xxxxx@prom:99999": port 99999: want 1..65535`},
+		{"ftp://admin:s3cret@prom:9090", Auth{}, `--prometheus-url "ftp://admin:xxxxx@prom:9090": want an http or https URL with a host`},
+		{"http://admin:s3cret@prom:9090/%zz", Auth{}, `--prometheus-url "http://admin:xxxxx@prom:9090/%zz": want an http or https URL with a host`},
+		{"http://admin:s3cret@prom:9090", Auth{Username: "admin", PasswordFile: pw}, `--prometheus-url "http://admin:xxxxx@prom:9090" holds credentials, and so do --prometheus-bearer-token-file/--prometheus-username: give them in one place`},
+		{"http://admin:s3cret@prom:9090", Auth{BearerTokenFile: pw}, `--prometheus-url "http://admin:xxxxx@prom:9090" holds credentials, and so do --prometheus-bearer-token-file/--prometheus-username: give them in one place`},
+	} {
+		_, err := New(Options{URL: tc.url, Auth: tc.auth})
+		if got := errString(err); got != tc.want {
+			t.Errorf("%s %+v:\n got %s\nwant %s", tc.url, tc.auth, got, tc.want)
+		}
+	}
+}
+
+// TestPathPrefixAgainstPrometheus: a real Prometheus served under a path prefix
+// (--web.route-prefix=/prometheus, as behind an ingress path) is queried with the prefix in
+// --prometheus-url, with or without a trailing slash; without it, or with the API's own path
+// pasted in, its 404 says where the queries went and what URL to give (before: "HTTP 404 Not
+// Found: client_error: client error: 404" and the body alone).
+func TestPathPrefixAgainstPrometheus(t *testing.T) {
+	prom := promtest.StartTargetsArgs(t, "../..", nil, "--web.route-prefix=/prometheus")
+	untilReady(t, Options{URL: prom.URL + "/prometheus"})
+	first := "query " + telemetryFirstQuery(DefaultWindow)
+	notFound := func(u string) string {
+		return first + ": HTTP 404 Not Found: no Prometheus API at " + u + "/api/v1/query: give Prometheus' base URL as --prometheus-url, with the path prefix it is served under if any (--web.route-prefix, an ingress path: http://host/prometheus): client_error: client error: 404: the answer begins \"404 page not found\""
+	}
+	for _, tc := range []struct{ url, want string }{
+		{prom.URL + "/prometheus", ""},
+		{prom.URL + "/prometheus/", ""},
+		{prom.URL, notFound(prom.URL)},
+		{prom.URL + "/prometheus/api/v1/query", notFound(prom.URL + "/prometheus/api/v1/query")},
+	} {
+		if got := errString(graphErr(t, Options{URL: tc.url})); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.url, got, tc.want)
+		}
+	}
+}
+
+// TestPrometheusTimeoutAgainstPrometheus: a real Prometheus that gives up on a query
+// (--query.timeout here; in a cluster a heavy query over a long window) answers HTTP 503 with
+// its JSON error, which client_golang does not decode for a 503: the message says
+// Prometheus' errorType and error and what bounds the evaluation (before: "server_error: server
+// error: 503" and the raw JSON).
+func TestPrometheusTimeoutAgainstPrometheus(t *testing.T) {
+	prom := promtest.StartTargetsArgs(t, "../..", nil, "--query.timeout=1ms")
+	c, err := New(Options{URL: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const q = "count_over_time(vector(1)[100d:1s])" // 8.64 million steps: never within 1 ms
+	_, err = c.query(context.Background(), q, time.Now())
+	want := "query " + q + ": HTTP 503 Service Unavailable: Prometheus gave up on the query: timeout: query timed out in expression evaluation (its --query.timeout, or --prometheus-timeout 10s if shorter, bounds the evaluation)"
+	if errString(err) != want {
+		t.Errorf("\n got %v\nwant %s", err, want)
+	}
+}
+
 // TestBearerTokenAgainstPrometheus: a real Prometheus behind a proxy that checks a bearer token
 // (kube-rbac-proxy's place in a cluster): the token file is read on every query, so a rotated
 // token is sent without a new client.

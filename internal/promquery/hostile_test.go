@@ -90,6 +90,45 @@ func TestHostileAnswers(t *testing.T) {
 			"series 2 of the answer is empty (no labels, no value)"},
 		{"hostile label values are named quoted", jsonAnswer(vector([2]string{`{"service":"a\"} or vector(1) #\n{x}","upstream":"ü"}`, "NaN"})),
 			`series {service="a\"} or vector(1) #\n{x}", upstream="ü"}: value NaN is not a counter's increase (want a number from 0 to 2^53)`},
+		// Pinned as found in session 12 (already refused, each naming what it got):
+		{"-Inf", jsonAnswer(vector([2]string{orderLabels, "-Inf"})),
+			`series {namespace="shop", service="order", upstream="payment"}: value -Inf is not a counter's increase (want a number from 0 to 2^53)`},
+		{"a value that does not parse", jsonAnswer(vector([2]string{orderLabels, "abc"})),
+			`bad_response: model.Vector: unmarshalerDecoder: strconv.ParseFloat: parsing "abc": invalid syntax, error found in #10 byte of ...|50,"abc"]}]|..., bigger context ...|,"upstream":"payment"},"value":[1796213250,"abc"]}]|...`},
+		{"a scalar", jsonAnswer(`{"status":"success","data":{"resultType":"scalar","result":[1796213250,"1"]}}`), "got a scalar, want a vector"},
+		{"a string", jsonAnswer(`{"status":"success","data":{"resultType":"string","result":[1796213250,"x"]}}`), `bad_response: unexpected value type "string"`},
+		{"warnings and infos", jsonAnswer(`{"status":"success","warnings":["w1"],"infos":["i1"],"data":{"resultType":"vector","result":[]}}`),
+			"Prometheus answered with 1 warning(s), a partial answer whose edges would be incomplete: w1"},
+		{"HTTP 422 execution (--query.max-samples)", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			io.WriteString(w, `{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}`)
+		}, "execution: query processing would load too many samples into memory in query execution"},
+		{"HTTP 400 bad_data", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:9: parse error"}`)
+		}, `bad_data: invalid parameter "query": 1:9: parse error`},
+		{"HTTP 503 timeout from a querier", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`)
+		}, "HTTP 503 Service Unavailable: Prometheus gave up on the query: timeout: query timed out in expression evaluation (its --query.timeout, or --prometheus-timeout 10s if shorter, bounds the evaluation)"},
+		{"an empty 200", jsonAnswer(""), "bad_response: unexpected end of JSON input"},
+		// Found in session 12 (before: each read as an answer; a series without a value as an
+		// increase of 0, its edge not observed):
+		{"a status that is not success", jsonAnswer(`{"status":"partial","data":{"resultType":"vector","result":[]}}`),
+			`the answer's "status" is "partial", want "success" or "error" (not Prometheus' query API?)`},
+		{"no status", jsonAnswer(`{"data":{"resultType":"vector","result":[]}}`),
+			`the answer's "status" is "", want "success" or "error" (not Prometheus' query API?)`},
+		{"a partial answer flagged isPartial", jsonAnswer(`{"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}}`),
+			`the answer says "isPartial": true, a partial answer whose edges would be incomplete (a querier missing some of its stores)`},
+		{"isPartial not first", jsonAnswer(`{"data":{"resultType":"vector","result":[]},"isPartial":true,"status":"success"}`),
+			`the answer says "isPartial": true, a partial answer whose edges would be incomplete (a querier missing some of its stores)`},
+		{"a series without a value", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"}}]}}`),
+			`series {upstream="payment"}: no value (no "value" in the answer's series)`},
+		{"a native histogram", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"histogram":[1796213250,{"count":"1","sum":"1"}]}]}}`),
+			`series {upstream="payment"}: a native histogram, not a counter's increase`},
 		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			io.WriteString(w, "<!DOCTYPE html><html><title>Sign in</title></html>")
@@ -302,5 +341,55 @@ func TestSlowAnswers(t *testing.T) {
 				t.Fatalf("took %v for a 300ms timeout", d)
 			}
 		})
+	}
+}
+
+// TestRedirectToAnotherHost: an auth proxy (something in front of Prometheus, so a test server)
+// that redirects the query to another host is not followed: the message names both URLs and
+// why (prometheus/common does not send the credentials to another host, so the other host's
+// 401 read "its credentials are missing or wrong", about credentials that are right; without
+// credentials it queried a server nobody configured). A redirect on the same host (a path
+// prefix added, a login page) is followed as before (TestHostileAnswers).
+func TestRedirectToAnotherHost(t *testing.T) {
+	var sawAuth atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			sawAuth.Store(true)
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, "Unauthorized")
+	}))
+	t.Cleanup(other.Close)
+	// localhost is another host than 127.0.0.1 to a client, on the same loopback listener.
+	otherURL := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	pw := writeFile(t, "pw", "s3cret")
+	for _, auth := range []Auth{{Username: "admin", PasswordFile: pw}, {}} {
+		c, url := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, otherURL+r.URL.Path, http.StatusTemporaryRedirect)
+		}, Options{Auth: auth})
+		_, err := c.query(context.Background(), testQ, time.Now())
+		want := "query " + testQ + ": HTTP 307 from " + url + "/api/v1/query: redirected to " + otherURL + "/api/v1/query, another host: not followed (the credentials and the query are for --prometheus-url's host; give that URL as --prometheus-url if it is Prometheus)"
+		if errString(err) != want {
+			t.Errorf("%+v:\n got %v\nwant %s", auth, err, want)
+		}
+	}
+	if sawAuth.Load() {
+		t.Error("the other host was sent the credentials")
+	}
+}
+
+// TestInfosAreRead: infos ("metric might not be a counter") do not cut an answer, unlike
+// warnings: the answer is read.
+func TestInfosAreRead(t *testing.T) {
+	// and "isPartial": false is a whole answer.
+	c0, _ := hostile(t, jsonAnswer(`{"status":"success","isPartial":false,"data":{"resultType":"vector","result":[]}}`), Options{})
+	if _, err := c0.query(context.Background(), testQ, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := hostile(t, jsonAnswer(`{"status":"success","infos":["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket"],"data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"value":[1796213250,"3"]}]}}`), Options{})
+	v, err := c.query(context.Background(), testQ, time.Now())
+	if err != nil || len(v) != 1 || v[0].Value != 3 {
+		t.Fatalf("got %v %v", v, err)
 	}
 }

@@ -208,7 +208,7 @@ func TestSeriesLimit(t *testing.T) {
 		return err == nil && v == 6, fmt.Sprint(v, err) // x, y and "unknown" (hosts no entry matches) per proxy
 	})
 	_, err = c.query(context.Background(), q, time.Now())
-	want := "query " + q + ": 4 series, the limit (--prometheus-series-limit): the edges would be incomplete"
+	want := "query " + q + ": 4 series, the limit (--prometheus-series-limit 4): the edges would be incomplete"
 	if err == nil || err.Error() != want {
 		t.Fatalf("query at the limit: %v, want %s", err, want)
 	}

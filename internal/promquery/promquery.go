@@ -1,7 +1,9 @@
 package promquery
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,21 +106,30 @@ func (a Auth) httpConfig() (config.HTTPClientConfig, error) {
 
 // Client queries one Prometheus for the per-edge counters.
 type Client struct {
-	api  v1.API
-	opts Options
+	api   v1.API
+	opts  Options
+	shown string // opts.URL redacted (RedactURL)
 }
 
 // New checks the options and makes a client.
 func New(o Options) (*Client, error) {
+	// A password in the URL (http://user:password@host, basic auth that net/http sends) is
+	// never said: every message, the conditions and the manager's log name the URL redacted.
+	shown := RedactURL(o.URL)
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--prometheus-url %q: want an http or https URL with a host", o.URL)
+		return nil, fmt.Errorf("--prometheus-url %q: want an http or https URL with a host", shown)
 	}
 	// url.Parse takes any digits as a port: said here, not at the first dial.
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("--prometheus-url %q: port %s: want 1..65535", o.URL, p)
+			return nil, fmt.Errorf("--prometheus-url %q: port %s: want 1..65535", shown, p)
 		}
+	}
+	// prometheus/common's credentials give way to an Authorization header already set, and
+	// net/http sets the URL's first: with both, the flags would be ignored without a word.
+	if u.User != nil && (o.Auth.BearerTokenFile != "" || o.Auth.Username != "" || o.Auth.PasswordFile != "") {
+		return nil, fmt.Errorf("--prometheus-url %q holds credentials, and so do --prometheus-bearer-token-file/--prometheus-username: give them in one place", shown)
 	}
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
@@ -152,19 +163,48 @@ func New(o Options) (*Client, error) {
 		if o.Auth.CAFile != "" {
 			return nil, fmt.Errorf("--prometheus-ca-file %q: %w", o.Auth.CAFile, err)
 		}
-		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
+		return nil, fmt.Errorf("--prometheus-url %q: %w", shown, err)
 	}
 	httpc.Timeout = o.Timeout
+	httpc.CheckRedirect = checkRedirect
 	httpc.Transport = &checkedTransport{next: httpc.Transport, max: o.MaxAnswerBytes}
 	c, err := api.NewClient(api.Config{Address: o.URL, Client: httpc})
 	if err != nil {
-		return nil, fmt.Errorf("--prometheus-url %q: %w", o.URL, err)
+		return nil, fmt.Errorf("--prometheus-url %q: %w", shown, err)
 	}
-	return &Client{api: v1.NewAPI(c), opts: o}, nil
+	return &Client{api: v1.NewAPI(statusClient{c}), opts: o, shown: shown}, nil
 }
 
-// URL is the Prometheus URL, for messages.
-func (c *Client) URL() string { return c.opts.URL }
+// URL is the Prometheus URL for messages, its password (if any) replaced by "xxxxx".
+func (c *Client) URL() string { return c.shown }
+
+// RedactURL is raw with the password of its user information replaced by "xxxxx"
+// (url.URL.Redacted), also when raw does not parse as a URL: what a message may say of a
+// --prometheus-url.
+func RedactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	// The authority is what follows "//" up to the first "/", "?" or "#"; its user
+	// information what precedes its last "@"; the password what follows the user's ":".
+	_, rest, ok := strings.Cut(raw, "//")
+	if !ok {
+		return raw
+	}
+	start := len(raw) - len(rest)
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	colon := strings.Index(rest[:at], ":")
+	if colon < 0 {
+		return raw
+	}
+	return raw[:start+colon+1] + "xxxxx" + raw[start+at:]
+}
 
 // Window is the query window.
 func (c *Client) Window() time.Duration { return c.opts.Window }
@@ -228,12 +268,18 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 			return none, fmt.Errorf("query %s: no whole answer within %v (--prometheus-timeout): %w", q, c.opts.Timeout, context.DeadlineExceeded)
 		}
-		return none, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err)))
+		return none, fmt.Errorf("query %s: %w", q, describe(unwrapURLError(err), strings.TrimSuffix(c.shown, "/")+"/api/v1/query", c.opts.Timeout))
 	}
 	// At the limit Prometheus also warns ("results truncated due to limit"): the limit is
 	// named first, with the flag that raises it.
 	if v, ok := val.(model.Vector); ok && uint64(len(v)) >= c.opts.SeriesLimit {
-		return none, fmt.Errorf("query %s: %d series, the limit (--prometheus-series-limit): the edges would be incomplete", q, len(v))
+		// Over it: a server that ignores the limit parameter (an older Prometheus, a look-alike)
+		// answered whole; the count says how far to raise the flag.
+		what := "the limit"
+		if uint64(len(v)) > c.opts.SeriesLimit {
+			what = "over the limit"
+		}
+		return none, fmt.Errorf("query %s: %d series, %s (--prometheus-series-limit %d): the edges would be incomplete", q, len(v), what, c.opts.SeriesLimit)
 	}
 	// A warning is how Prometheus, Thanos and Mimir say an answer is partial (a store that did
 	// not answer, a limit hit on the way): its edges would be incomplete and look complete.
@@ -262,6 +308,13 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 // says the answer is not the aggregation asked for). The series is named with its labels
 // quoted, so a value with quotes or newlines reads as written.
 func checkVector(v model.Vector) (telemetry.Checked, error) {
+	// A series whose JSON has no "value" decodes as 0 at time 0: an increase of 0 would read
+	// as an edge not observed. An instant query's samples are at its time, never 0.
+	for _, s := range v {
+		if s != nil && s.Timestamp == 0 && s.Value == 0 && s.Histogram == nil {
+			return telemetry.Checked{}, fmt.Errorf(`series %s: no value (no "value" in the answer's series)`, s.Metric)
+		}
+	}
 	checked, err := telemetry.CheckVector(v)
 	var bad *telemetry.BadSeries
 	switch {
@@ -279,6 +332,85 @@ func checkVector(v model.Vector) (telemetry.Checked, error) {
 func twice(s *model.Sample, prev model.SampleValue) error {
 	return fmt.Errorf("series %s: in the answer twice, with values %s and %s (an aggregation gives each label set once)", s.Metric,
 		strconv.FormatFloat(float64(prev), 'g', -1, 64), strconv.FormatFloat(float64(s.Value), 'g', -1, 64))
+}
+
+// checkRedirect follows a redirect on the same host (a path prefix added, a login page: the
+// answer is then checked as any) and refuses one to another host, or from https to http: the
+// credentials and the query are for --prometheus-url's host (prometheus/common drops the
+// credentials on the way, and the other host's 401 would blame them), and a server nobody
+// configured would be taken for Prometheus.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return fmt.Errorf("redirected %d times, the last to %s: not followed further", len(via), req.URL.Redacted())
+	}
+	prev := via[len(via)-1]
+	if req.URL.Hostname() == prev.URL.Hostname() && (prev.URL.Scheme != "https" || req.URL.Scheme != "http") {
+		return nil
+	}
+	code := 0
+	if req.Response != nil {
+		code = req.Response.StatusCode
+	}
+	what := "another host"
+	if req.URL.Hostname() == prev.URL.Hostname() {
+		what = "plain http from https"
+	}
+	return fmt.Errorf("HTTP %d from %s: redirected to %s, %s: not followed (the credentials and the query are for --prometheus-url's host; give that URL as --prometheus-url if it is Prometheus)",
+		code, prev.URL.Redacted(), req.URL.Redacted(), what)
+}
+
+// statusClient refuses a 2xx answer whose "status" is neither "success" nor "error" (a
+// Prometheus answer always has one of them first): client_golang reads any other, or none, as
+// a success, so a proxy's or a look-alike's JSON with a "data" would be taken as an answer.
+type statusClient struct{ api.Client }
+
+func (c statusClient) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	resp, body, err := c.Client.Do(ctx, req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		return resp, body, err
+	}
+	h, ok := answerHead(body)
+	switch {
+	case !ok:
+	case h.Status != "success" && h.Status != "error":
+		return resp, body, fmt.Errorf(`the answer's "status" is %q, want "success" or "error" (not Prometheus' query API?)`, h.Status)
+	case h.IsPartial:
+		return resp, body, errors.New(`the answer says "isPartial": true, a partial answer whose edges would be incomplete (a querier missing some of its stores)`)
+	}
+	return resp, body, nil
+}
+
+// head is what answerHead reads of an answer: its "status" ("" when it has none) and
+// "isPartial", the flag some queriers in front of several stores set on an answer missing some
+// of them (client_golang does not read it).
+type head struct {
+	Status    string `json:"status"`
+	IsPartial bool   `json:"isPartial"`
+}
+
+// answerHead reads a JSON object's head; ok false when body is not a JSON object
+// (client_golang says what it is). Prometheus writes "status" first and a querier that adds
+// "isPartial" writes it next: read as tokens, without scanning the rest; an object that does
+// not start so is decoded whole for them.
+func answerHead(body []byte) (head, bool) {
+	var h head
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return h, false
+	}
+	if k, err := dec.Token(); err == nil && k == "status" {
+		if dec.Decode(&h.Status) != nil {
+			return h, false
+		}
+		if k, err := dec.Token(); err == nil && k == "isPartial" {
+			_ = dec.Decode(&h.IsPartial) // not a bool: client_golang reads the rest
+		}
+		return h, true
+	}
+	if json.Unmarshal(body, &h) != nil {
+		return head{}, false
+	}
+	return h, true
 }
 
 // errAnswerTooLarge is the read error of an answer over Options.MaxAnswerBytes; status is the
@@ -361,7 +493,14 @@ func (b *boundedBody) Close() error { return b.rc.Close() }
 // describe says what an HTTP status in client_golang's error means: its message is only
 // "client error: 401", which does not say that the server asked for credentials. A refusal
 // names the flags that would fix it; the callers name the URL ("Prometheus at URL: ...").
-func describe(err error) error {
+//
+// A 404 is a URL that serves no Prometheus API at endpoint (where the query went): one without
+// the path prefix Prometheus is served under, or with the API's own path pasted in.
+//
+// An error answer client_golang does not decode (it does for 400 and 422 only) that is
+// Prometheus' own JSON error (a 503 "timeout" when the evaluation took longer than its
+// --query.timeout or the query's timeout) is said by its errorType and error.
+func describe(err error, endpoint string, timeout time.Duration) error {
 	var ae *v1.Error
 	if !errors.As(err, &ae) {
 		return err
@@ -381,15 +520,31 @@ func describe(err error) error {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return fmt.Errorf("HTTP %d %s: Prometheus refused the query: its credentials are missing or wrong (--prometheus-bearer-token-file, or --prometheus-username and --prometheus-password-file): %w", n, http.StatusText(n), err)
 	}
+	prefix := fmt.Sprintf("HTTP %d %s", n, http.StatusText(n))
+	var pe struct {
+		Status    string `json:"status"`
+		ErrorType string `json:"errorType"`
+		Error     string `json:"error"`
+	}
+	if json.Unmarshal([]byte(ae.Detail), &pe) == nil && pe.Status == "error" && pe.ErrorType != "" {
+		msg := fmt.Sprintf("%s: Prometheus gave up on the query: %s: %s", prefix, pe.ErrorType, pe.Error)
+		if pe.ErrorType == string(v1.ErrTimeout) {
+			msg += fmt.Sprintf(" (its --query.timeout, or --prometheus-timeout %v if shorter, bounds the evaluation)", timeout)
+		}
+		return errors.New(msg)
+	}
+	if n == http.StatusNotFound {
+		prefix += fmt.Sprintf(": no Prometheus API at %s: give Prometheus' base URL as --prometheus-url, with the path prefix it is served under if any (--web.route-prefix, an ingress path: http://host/prometheus)", endpoint)
+	}
 	// The body says who answered and why (a proxy's "no healthy upstream", a querier's "too many
 	// outstanding requests"): its first bytes, quoted.
 	if d := strings.TrimSpace(ae.Detail); d != "" {
 		if len(d) > 120 {
 			d = d[:120]
 		}
-		return fmt.Errorf("HTTP %d %s: %w: the answer begins %q", n, http.StatusText(n), err, d)
+		return fmt.Errorf("%s: %w: the answer begins %q", prefix, err, d)
 	}
-	return fmt.Errorf("HTTP %d %s: %w", n, http.StatusText(n), err)
+	return fmt.Errorf("%s: %w", prefix, err)
 }
 
 // unwrapURLError keeps the message short and stable: net/http's *url.Error repeats the method

@@ -30,6 +30,9 @@ type BadSeries struct {
 	Prev  model.SampleValue
 	// More is how many more series of the answer CheckVector refused.
 	More int
+	// Why is what the series holds instead of a value, when it holds none (no "value" in the
+	// answer, a native histogram); "" when it holds a value that is not a count.
+	Why string
 }
 
 func (b *BadSeries) Error() string {
@@ -39,6 +42,8 @@ func (b *BadSeries) Error() string {
 	case b.Twice:
 		return fmt.Sprintf("series %s given twice, with values %s and %s: one series has one increase over the window, and which is right cannot be told",
 			b.Sample.Metric, formatValue(float64(b.Prev)), formatValue(float64(b.Sample.Value)))
+	case b.Why != "":
+		return fmt.Sprintf("series %s: %s", b.Sample.Metric, b.Why)
 	}
 	return fmt.Sprintf("series %s: value %s is not a counter's increase (want a number from 0 to 2^53)", b.Sample.Metric, formatValue(float64(b.Sample.Value)))
 }
@@ -83,6 +88,11 @@ func (ss *seriesSet) check(v model.Vector) (Checked, error) {
 	for i, s := range v {
 		if s == nil {
 			fail(BadSeries{Index: i})
+			continue
+		}
+		// A native histogram decodes with a value of 0 beside it: not an increase of 0.
+		if s.Histogram != nil {
+			fail(BadSeries{Index: i, Sample: s, Why: "a native histogram, not a counter's increase"})
 			continue
 		}
 		f := float64(s.Value)

@@ -6,7 +6,8 @@
 // reader turns one query's answer into caller -> callee edges with their rate over the window;
 // edges whose counters did not increase are not observed; series that cannot be placed on the
 // graph (a missing label, an "unknown" destination, Envoy's passthrough clusters, an IP) are
-// counted in warnings, never dropped silently; a callee that is not a Service's name is read as
+// counted in warnings, never dropped silently (and those with calls over the window that a missing
+// label leaves unnamed are Observation.Unplaced, which keep GraphComplete from True); a callee that is not a Service's name is read as
 // what the source meant by it (peerhost.go: a ServiceEntry's host, a host outside the cluster, a
 // database the service graph named after db.system); a value that is not a count (NaN, an infinity, negative, a series twice with two
 // values) or no answer at all fails the read (check.go: CheckVector is the one check of an

@@ -53,7 +53,7 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		case src == "unknown":
 			return key{to: to}, true, true
 		case src == "" || srcNS == "" || srcNS == "unknown":
-			r.w.add("istio: source_workload or source_workload_namespace missing: not an edge", s.Metric)
+			r.unnamed("istio: source_workload or source_workload_namespace missing: not an edge", s, to)
 			return key{}, false, false
 		}
 		return key{Caller{Namespace: srcNS, Name: src}, to}, false, true

@@ -110,7 +110,10 @@ func (r *reader) linkerdEdge(metric string, s *model.Sample) (Caller, Callee, bo
 	to := Callee{label(s.Metric, dstNS), label(s.Metric, dst)}
 	switch {
 	case ns == "" || from.Name == "":
-		r.w.add(fmt.Sprintf("linkerd %s: no namespace, or none of %s (the scrape's labels; Linkerd's proxy injector labels a CronJob's pod with none): not an edge", metric, strings.Join(linkerdCallers, ", ")), s.Metric)
+		if to.Namespace == "" || to.Name == "" {
+			to = Callee{}
+		}
+		r.unnamed(fmt.Sprintf("linkerd %s: no namespace, or none of %s (the scrape's labels; Linkerd's proxy injector labels a CronJob's pod with none): not an edge", metric, strings.Join(linkerdCallers, ", ")), s, to)
 		return from, to, false
 	case to.Namespace == "" || to.Name == "":
 		r.w.add(fmt.Sprintf("linkerd %s: no %s or %s (a destination that is not a Service): not an edge", metric, dstNS, dst), s.Metric)

@@ -29,6 +29,16 @@ func OnNodes(o *Observation, at time.Time, caller func(Caller) (string, bool), c
 		}
 		s.Edges = append(s.Edges, NodeEdge{From: from, To: to, RatePerSecond: e.RatePerSecond})
 	}
+	for _, u := range o.Unplaced {
+		if u.To != (Callee{}) {
+			n, ok := callee(u.To)
+			if !ok {
+				continue // a callee outside the policy: not its edge, whoever called
+			}
+			u.To = Callee{Name: n}
+		}
+		s.Unplaced = append(s.Unplaced, u)
+	}
 	for _, e := range o.Entrypoints {
 		n, ok := callee(e.Callee)
 		if ok && !slices.Contains(s.Entrypoints, n) {

@@ -17,7 +17,7 @@ func (r *reader) otel(v model.Vector) {
 	for _, s := range v {
 		client, server, ct := label(s.Metric, "client"), label(s.Metric, "server"), label(s.Metric, "connection_type")
 		if client == "" || server == "" {
-			r.w.add("otel-servicegraph: client or server missing: not an edge", s.Metric)
+			r.unnamed("otel-servicegraph: client or server missing: not an edge", s, Callee{})
 			continue
 		}
 		var cns, sns string

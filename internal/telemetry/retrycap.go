@@ -19,7 +19,7 @@ func (r *reader) retrycap(v model.Vector) {
 		ns, caller, up := label(s.Metric, "namespace"), label(s.Metric, cl), label(s.Metric, "upstream")
 		switch {
 		case ns == "" || caller == "":
-			r.w.add("retrycap: no namespace or no "+cl+" label (the scrape adds them: docs/observe.md): not an edge", s.Metric)
+			r.unnamed("retrycap: no namespace or no "+cl+" label (the scrape adds them: docs/observe.md): not an edge", s, Callee{})
 			continue
 		case up == "" || up == "unknown":
 			r.w.add("retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge", s.Metric)

@@ -37,6 +37,9 @@ type Snapshot struct {
 	At      time.Time
 	// Entrypoints are the nodes gateways and callers outside the mesh were observed calling.
 	Entrypoints []string
+	// Unplaced are the observation's Unplaced that may be edges of the policy: those whose
+	// callee is unknown or one of its nodes (To: that node, "" when unknown).
+	Unplaced []Unplaced
 }
 
 // CompareGraph counts and lists a policy's edges: observed (in the snapshot), declared (in the
@@ -122,6 +125,14 @@ func EntryFor(from, to string) string {
 // counts each with one try times its mesh layers).
 func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionGraphComplete, ObservedGeneration: generation}
+	if gs.Counts.Observed == 0 {
+		// Sources exist (else NoTelemetry), but not one of the policy's edges had calls: nothing
+		// was compared, which is not a pass (the policy's namespace outside the mesh, no traffic).
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonNoObservedEdges
+		c.Message = fmt.Sprintf("no edge of the policy had calls over %s (from %s): nothing compared (no traffic in the window, or its workloads are not seen by these sources); %d declared",
+			gs.Window, sourcesOrNone(gs.Sources), gs.Counts.Declared)
+		return c
+	}
 	if gs.Counts.Undeclared == 0 {
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonGraphComplete
 		c.Message = fmt.Sprintf("every edge observed over %s (%d, from %s) is declared; %d declared, %d of them not observed (stale)",
@@ -141,6 +152,43 @@ func GraphCondition(gs *v1alpha1.GraphStatus, generation int64) metav1.Condition
 		c.Message += fmt.Sprintf(", and %d more", n)
 	}
 	c.Message += "; the amplification counts each with one application attempt times its mesh layers: the application's own attempts on them are unknown"
+	return c
+}
+
+// GraphConditionOf is GraphCondition told what the snapshot could not place: series with calls
+// over the window that name no caller or no callee (a label the query groups by is missing)
+// may be edges of the policy nobody can name, so "every edge is declared" cannot be said: a
+// True turns Unknown (UnplacedSeries), a False says them too. Partial data is never taken for
+// the whole graph.
+func GraphConditionOf(gs *v1alpha1.GraphStatus, s Snapshot, generation int64) metav1.Condition {
+	c := GraphCondition(gs, generation)
+	if len(s.Unplaced) == 0 {
+		return c
+	}
+	n := 0
+	var parts []string
+	for i, u := range s.Unplaced {
+		n += u.Series
+		if i == MaxNamed {
+			continue
+		}
+		to := "calling " + u.To.Name
+		if u.To.Name == "" {
+			to = "callee unknown"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d series, %s; e.g. %s)", u.Reason, u.Series, to, u.Example))
+	}
+	note := fmt.Sprintf("%d series with calls over %s name no caller or no callee (a label the query groups by is missing: fix the scrape's labels), so their edges cannot be compared: %s",
+		n, gs.Window, strings.Join(parts, ", "))
+	if more := len(s.Unplaced) - len(parts); more > 0 {
+		note += fmt.Sprintf(", and %d more", more)
+	}
+	if c.Status == metav1.ConditionTrue {
+		c.Status, c.Reason = metav1.ConditionUnknown, v1alpha1.ReasonUnplacedSeries
+		c.Message = "the graph cannot be said complete: " + note + "; " + c.Message
+		return c
+	}
+	c.Message += "; and " + note
 	return c
 }
 

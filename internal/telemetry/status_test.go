@@ -73,6 +73,19 @@ func TestGraphConditionComplete(t *testing.T) {
 	}
 }
 
+// TestGraphConditionNothingObserved: sources whose series exist but no edge of the policy with
+// calls over the window (a namespace outside the mesh, no traffic): Unknown NoObservedEdges,
+// never True (before: "every edge observed over 1m0s (0, from istio) is declared").
+func TestGraphConditionNothingObserved(t *testing.T) {
+	gs := CompareGraph(chain(), Snapshot{Window: time.Minute, At: t0, Sources: []string{"istio"}})
+	c := GraphCondition(gs, 4)
+	want := metav1.Condition{Type: "GraphComplete", Status: metav1.ConditionUnknown, Reason: "NoObservedEdges", ObservedGeneration: 4,
+		Message: "no edge of the policy had calls over 1m0s (from istio): nothing compared (no traffic in the window, or its workloads are not seen by these sources); 3 declared"}
+	if c != want {
+		t.Errorf("\n got %+v\nwant %+v", c, want)
+	}
+}
+
 // TestCaps: the lists hold 20 with the count of the rest; the message names 10 and counts the
 // rest; cluster-policy nodes of one namespace are declared by name alone.
 func TestCaps(t *testing.T) {

@@ -96,6 +96,21 @@ type Observation struct {
 	// Warnings say what the series held that could not be placed on the graph, per reason with
 	// a count and an example.
 	Warnings []string
+	// Unplaced are the series among those whose counter increased over the window that name no
+	// caller or no callee because a label the query groups by is missing (a scrape or a
+	// relabelling that drops it): calls were made on an edge nobody can name, so the graph
+	// cannot be said complete (OnNodes keeps those that may be a policy's, GraphConditionOf
+	// says so). Per reason and callee, in the order first seen.
+	Unplaced []Unplaced
+}
+
+// Unplaced counts the series with traffic of one reason (a Warnings reason) and one callee
+// (To; zero when the callee is what is missing).
+type Unplaced struct {
+	Reason  string
+	To      Callee
+	Series  int
+	Example string
 }
 
 // Query is one PromQL query a source is read by.
@@ -226,6 +241,32 @@ type reader struct {
 	// routeCalls are the Linkerd route family's calls per edge, proxyCalls retrycap-proxy's:
 	// the denominators of their tries (an edge's Requests may be another family's count).
 	routeCalls, proxyCalls map[edgeKey]float64
+	unplaced               []Unplaced
+	unplacedAt             map[unplacedKey]int // an Unplaced's index in unplaced
+}
+
+type unplacedKey struct {
+	reason string
+	to     Callee
+}
+
+// unnamed is a series that names no caller or no callee because a label is missing: a warning,
+// and with traffic over the window an Unplaced (to: its callee, zero when unknown).
+func (r *reader) unnamed(reason string, s *model.Sample, to Callee) {
+	r.w.add(reason, s.Metric)
+	if s.Value <= 0 {
+		return
+	}
+	if r.unplacedAt == nil {
+		r.unplacedAt = map[unplacedKey]int{}
+	}
+	k := unplacedKey{reason, to}
+	if i, ok := r.unplacedAt[k]; ok {
+		r.unplaced[i].Series++
+		return
+	}
+	r.unplacedAt[k] = len(r.unplaced)
+	r.unplaced = append(r.unplaced, Unplaced{Reason: reason, To: to, Series: 1, Example: s.Metric.String()})
 }
 
 type edgeKey struct {
@@ -352,7 +393,7 @@ func (r *reader) addEntry(src Source, to Callee, via string, requests float64) {
 }
 
 func (r *reader) result() *Observation {
-	ob := &Observation{Window: r.o.Window, Sources: r.sources, Warnings: r.w.list()}
+	ob := &Observation{Window: r.o.Window, Sources: r.sources, Warnings: r.w.list(), Unplaced: r.unplaced}
 	for _, e := range r.edges {
 		ob.Edges = append(ob.Edges, *e)
 	}

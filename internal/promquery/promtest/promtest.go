@@ -134,6 +134,13 @@ func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *S
 	addr := FreeAddr(t)
 	cmd := exec.Command(bin, append([]string{"--config.file=" + filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path=" + filepath.Join(dir, "data"),
 		"--web.listen-address=" + addr, "--log.level=warn"}, args...)...)
+	// A server under a path prefix (--web.route-prefix) answers its readiness there.
+	prefix := ""
+	for _, a := range args {
+		if p, ok := strings.CutPrefix(a, "--web.route-prefix="); ok {
+			prefix = strings.TrimSuffix(p, "/")
+		}
+	}
 	logs := &lockedBuilder{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -158,7 +165,7 @@ func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *S
 			t.Fatalf("Prometheus exited before it was ready:\n%s", logs.String())
 		default:
 		}
-		resp, err := http.Get(s.URL + "/-/ready")
+		resp, err := http.Get(s.URL + prefix + "/-/ready")
 		if err == nil {
 			_ = resp.Body.Close()
 			// 401: a server that asks for credentials (--web.config.file) answers, so it is up.
