@@ -4,6 +4,9 @@
 // current as workloads change, emits events when a policy crosses its cap, and exports the
 // amplification as Prometheus gauges on the manager's /metrics.
 //
-// The graph comes from the shared builder (internal/workload) and the status from the pure
-// setters in internal/status; this package only fetches, watches and writes.
+// The graph comes from the shared builder (internal/workload) over the shared index
+// (workloads.go), with the mesh watcher's layers (mesh_source.go) and, with Prometheus, the
+// observed edges and tries (observed.go, graph.go: internal/observed, internal/telemetry); the
+// status comes from the pure setters in internal/status, written as one merge patch
+// (statuspatch.go). This package only fetches, watches and writes.
 package controller

@@ -8,8 +8,10 @@
 // Scope). The handler's Source is a request on the shared workload index
 // (internal/index: index.Index.For), which reads only the part of a namespace that can change
 // the verdict and answers from a policy's prepared graph when the request's chains reach much of
-// a large namespace. mesh.go puts a verdict's plan in the application's terms when mesh layers
-// multiply its edges; time.go judges the same chains against a policy's spec.maxTimeToAnswer.
+// a large namespace. The order of the policies and Reject, Rewrite, Audit are one skeleton,
+// Enforce (enforce.go), that the mesh gate (webhook.DecideMesh) shares. mesh.go puts a
+// verdict's plan in the application's terms when mesh layers multiply its edges; time.go
+// judges the same chains against a policy's spec.maxTimeToAnswer.
 // The workload's annotations are checked where they sit with analyze's checks
 // (workload.ReadView, AnnotationErrors, JobTemplateWarnings), so the gate refuses what analyze
 // calls an error and warns of what it warns of; the graph is judged on the pod template's alone.

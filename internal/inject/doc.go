@@ -12,7 +12,9 @@
 //
 // It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
 // the ClusterRetryPolicies whose scope has the namespace and the workloads across their scopes,
-// it returns the pod as it should be stored, or the reason it was skipped. The admission webhook
+// it returns the pod as it should be stored, or the reason it was skipped (a Skip; a policy whose
+// settings the proxy would refuse, e.g. a duration out of the CRD's bounds, is InvalidPolicy
+// naming the field and the value, never rendered or clamped: settings.go). The admission webhook
 // (webhook.PodInjector) reads those inputs from the manager's cache and turns the result into a
 // JSON patch; the golden files under testdata pin the output, and a test starts the real
 // retrycap-proxy in --check mode with every rendered command line so the two cannot drift apart.

@@ -87,8 +87,8 @@ type Caller struct {
 // Options are the settings a Set applies.
 type Options struct {
 	// IstioDefaultRetries overrides Istio's default retries (--istio-default-retries); nil reads
-	// MeshConfig defaultHttpRetryPolicy.attempts from the ConfigMap istio-system/istio when the
-	// Set has it, else Istio's 2.
+	// MeshConfig defaultHttpRetryPolicy.attempts from the Set's MeshConfigs (istio-system/istio
+	// and the revisions' istio-<rev>, the most of them: revisions.go), else Istio's 2.
 	IstioDefaultRetries *int64
 	// DefaultNamespace is given to objects without one ("default" if empty).
 	DefaultNamespace string

@@ -234,7 +234,8 @@ type meshConfig struct {
 }
 
 // Reads reports whether the package reads objects of this apiVersion and kind (for the CLI's
-// "mesh objects by kind" and "ignored" counts). ConfigMaps are read only for istio-system/istio.
+// "mesh objects by kind" and "ignored" counts). ConfigMaps are read only for Istio's MeshConfigs
+// (istio-system/istio and a revision's istio-<rev>: IsMeshConfig).
 func Reads(apiVersion, kind string) bool {
 	h := header{APIVersion: apiVersion, Kind: kind}
 	_, ok := kinds[h.group()+"/"+kind]

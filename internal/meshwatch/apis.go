@@ -179,8 +179,8 @@ func Names(apis []API) []string {
 
 // Supporting objects read beside the mesh APIs (core v1, always served): Namespaces (mesh
 // membership) and Services (their ports: a mesh retries on HTTP and gRPC ports only, mesh/ports.go;
-// and Linkerd's retry annotations) whenever any mesh API is read, the ConfigMap istio-system/istio
-// (MeshConfig) when Istio is. Services were read with Linkerd only, and with Istio alone a
+// and Linkerd's retry annotations) whenever any mesh API is read, istio-system's ConfigMaps (the
+// MeshConfigs: istio and the revisions' istio-<rev>) when Istio is. Services were read with Linkerd only, and with Istio alone a
 // TCP-only callee (a Redis port) kept Istio's default retry layer in the status: 27 where
 // analyze and the gate said 9 (#28, Online Boutique).
 var (

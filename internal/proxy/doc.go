@@ -2,7 +2,9 @@
 // policy at run time: a forward HTTP proxy (apps reach it through
 // HTTP_PROXY) that matches each request to an upstream, retries within the
 // upstream's attempts, the chain budget, the retry budget and the circuit
-// breaker, and tunnels CONNECT and upgrades untouched.
+// breaker, and tunnels upgrades and CONNECT untouched (but a CONNECT to a
+// host --upstreams names, whose first bytes decide: h2c goes to package h2,
+// HTTP/1.x gets the policy; h2_seam.go).
 //
 // This package is the assembly: the flags (config.go), the engine
 // selection and the listeners, the admin endpoints and the drain (proxy.go,
@@ -14,7 +16,9 @@
 //   - engine/loop: the event loops (the default on Linux), on netpoll;
 //   - engine/goroutine: fasthttp's server and clients, a goroutine per
 //     connection (--engine=goroutine, and what the loops hand over);
-//   - netpoll: epoll, the eventfd wake-up and the timer heap (no HTTP).
+//   - netpoll: epoll, the eventfd wake-up and the timer heap (no HTTP);
+//   - h2: HTTP/2 and gRPC, the frame relay (h2_seam.go hands it connections);
+//   - accesslog: the per-attempt access log.
 //
 // The engines differ in I/O only.
 package proxy

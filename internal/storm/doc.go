@@ -23,5 +23,6 @@
 // retry-room rule); payment.go is the payment service
 // (killed or hung for the outage); lab.go starts one arm's chain and records
 // what each tier received; run.go drives the load and assembles the Result;
-// summary.go, json.go and chart.go render it.
+// summary.go, json.go and chart.go render it; options.go holds the Options and their bounds,
+// observe.go reads each arm's proxies' access logs with internal/observe (ObserveArm).
 package storm

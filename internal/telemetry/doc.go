@@ -15,7 +15,8 @@
 // runs on answers not so checked). docs/telemetry.md cites each label set's source.
 //
 // It also reads the edges manifests imply (container env values and the ConfigMaps they
-// reference that name a Service) and merges both into the retrycap.dev/upstreams each workload
+// reference that name a Service; a mesh proxy's container passed over: mesh.IsProxyContainer)
+// and merges both into the retrycap.dev/upstreams each workload
 // needs (Discover), against what the workloads already declare.
 //
 // It is pure: query results and decoded manifests in, edges and proposals out. internal/promquery

@@ -1,8 +1,9 @@
 // Package webhook holds retrycap's five admission webhooks as thin admission.Handlers and their
 // setup on the manager:
 //   - the workload gate (GatePath; the decision is internal/gate's Decide),
-//   - the mesh gate (MeshPath: Istio VirtualServices, Gateway API routes, Linkerd ServiceProfiles
-//     judged against both policy kinds; mesh_handler*.go),
+//   - the mesh gate (MeshPath: the retry objects of every mesh API the manager reads, Istio
+//     VirtualServices, Gateway API routes, Linkerd ServiceProfiles and HTTPRoutes, ..., judged
+//     against both policy kinds; DecideMesh, over gate.Enforce; mesh_handler*.go),
 //   - the RetryPolicy validator (PolicyValidatorPath: what CEL in the CRD cannot check),
 //   - the ClusterRetryPolicy validator (ClusterPolicyValidatorPath),
 //   - the pod injector (PodInjectorPath; the decision is internal/inject's Decide).
@@ -10,7 +11,9 @@
 // All of them read the one shared workload index (internal/index) the operator makes and
 // internal/kubeobj feeds; setup without it is an error. A handler decodes the request, reads
 // what the decision needs from the index and the manager's cache, calls the pure decision and
-// writes the response; no admission request calls the API server. The webhook configurations
-// are hand-written in config/webhook/manifests.yaml: envtest installs exactly that file, so the
-// tests exercise the shipped configuration.
+// writes the response; no admission request calls the API server. Four of the webhooks are
+// configured by hand in config/webhook/manifests.yaml: envtest installs exactly that file, so
+// the tests exercise the shipped configuration. The mesh gate's configuration
+// (MeshWebhookConfiguration, from MeshWebhook) the manager writes itself, with rules for the
+// mesh APIs the cluster serves only, and rewrites as they change.
 package webhook

@@ -14,6 +14,10 @@
 // chart's values.yaml and none it lacks, and values.schema.json names none it lacks; README.md's
 // Documentation table links every page of docs/; docs/annotations.md names every retrycap.dev/
 // annotation and label retrycap reads or writes; every flag of the CLI's commands is named in
-// the docs, storm's in docs/storm-lab.md's Flags table.
+// the docs, storm's in docs/storm-lab.md's Flags table; every package comment names only Go
+// files, repository paths, pkg.Name, Type.Name and command-line flags that exist;
+// docs/architecture.md's picture names every admission webhook (and the pages that count them
+// count right); the `hack/` row of docs/development.md's layout names everything under hack/,
+// and a package it calls pure links no Kubernetes client.
 // It has no non-test code and needs only the go command.
 package docs

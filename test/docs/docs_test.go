@@ -222,6 +222,9 @@ type pkg struct {
 
 func goList(t *testing.T) map[string]pkg {
 	t.Helper()
+	if listed != nil {
+		return listed
+	}
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", "./...")
 	cmd.Dir = root
 	var stderr bytes.Buffer
@@ -257,8 +260,12 @@ func goList(t *testing.T) map[string]pkg {
 	if len(pkgs) < 40 {
 		t.Fatalf("go list ./... listed %d packages: nothing to compare the docs with", len(pkgs))
 	}
+	listed = pkgs
 	return pkgs
 }
+
+// listed is goList's answer, listed once for the tests that read it (none changes it).
+var listed map[string]pkg
 
 // section returns the lines of md from the heading whose text is title up to the next heading
 // of the same or a higher level.

@@ -76,7 +76,10 @@
 // on). A stream an upstream GOAWAY or
 // REFUSED_STREAM shows was never processed is re-sent on another
 // connection after a small jittered backoff, without counting an
-// attempt; a stream that was written is never re-sent but by the policy.
+// attempt, or, its body over the replay buffer, refused to its client with
+// REFUSED_STREAM (refuse, rstream.go); a stream that was written is never
+// re-sent but by the policy, and one that may not go twice is not opened
+// on a pooled connection whose upstream close arrived unread (peerClosed).
 //
 // Its limits are modelled on x/net's server (docs/grpc.md has the table):
 // frames above 16 KiB are FRAME_SIZE_ERROR and none larger is written;
@@ -90,6 +93,8 @@
 // header block from its HEADERS; a block's frames count their headers
 // against twice the header-list bound (empty CONTINUATION floods).
 //
-// The package depends on policy, accesslog, the standard library,
-// golang.org/x/net/http2 (and its http/httpguts) and prometheus only; the proxy hands it connections through ServeConn.
+// The package depends on policy, accesslog, netpoll (RecvRaw, SendRaw),
+// the standard library, golang.org/x/net/http2 (and its http/httpguts),
+// golang.org/x/sys/unix and prometheus only; the proxy hands it
+// connections through Handler.ServeConn.
 package h2
