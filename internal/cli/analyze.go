@@ -186,7 +186,7 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 	cmd.Flags().StringArrayVarP(&kustomizations, "kustomize", "k", nil, "a kustomization directory, built as kustomize build does; repeatable")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, dot, mermaid, tree, patch or sarif")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of objects that do not name one")
-	cmd.Flags().Int64Var(&istioDefault, "istio-default-retries", 0, "Istio's default retries (MeshConfig defaultHttpRetryPolicy.attempts) for routes that set none; unset: the ConfigMap istio-system/istio in the input, else Istio's 2")
+	cmd.Flags().Int64Var(&istioDefault, "istio-default-retries", 0, "Istio's default retries (MeshConfig defaultHttpRetryPolicy.attempts) for routes that set none; unset: the MeshConfigs in the input (ConfigMaps istio-system/istio and istio-system/istio-<rev>, the most of them), else Istio's 2")
 	cmd.Flags().StringArrayVar(&nsLabels, "namespace-labels", nil, "NAMESPACE=KEY=VALUE,...: the namespace's labels, for ClusterRetryPolicies' namespaceSelector (when its Namespace object is not in the input; it wins over one that is; NAMESPACE= for none); repeatable")
 	cmd.Flags().BoolVar(&failOnInversion, "fail-on-inversion", false, "exit 1 on a timeout inversion (a caller's per-try timeout shorter than its callee's worst time), an error in SARIF; without it they are warnings")
 	cmd.Flags().StringArrayVar(&meshed, "meshed-namespace", nil, "NAMESPACE=istio|linkerd: the namespace has sidecar injection on (when its Namespace object is not in the input; it wins over one that is); repeatable")
