@@ -101,3 +101,29 @@ func CheckVersion(p []byte) Version {
 	}
 	return VersionUnsupported
 }
+
+// ReasonUserinfo is the refusal of a request whose target or Host carries
+// userinfo ("user@"): RFC 9110 4.2.4 deprecates it in http URIs and has a
+// recipient treat it as an error (it obscures the authority). Passed on,
+// fasthttp's client turned it into an Authorization header the client
+// never sent, and "http://backend@other/" went to other.
+const ReasonUserinfo = "userinfo in the request target or Host"
+
+// HasUserinfo reports whether a parsed request head's target (absolute or
+// authority form) or Host field has an '@' in its authority. Origin-form
+// targets ("/a@b") and a path's or query's '@' are no userinfo.
+func HasUserinfo(host, target []byte) bool {
+	if bytes.IndexByte(host, '@') >= 0 {
+		return true
+	}
+	if len(target) == 0 || target[0] == '/' || target[0] == '*' {
+		return false
+	}
+	if i := bytes.Index(target, []byte("://")); i >= 0 {
+		target = target[i+3:]
+	}
+	if i := bytes.IndexAny(target, "/?#"); i >= 0 {
+		target = target[:i]
+	}
+	return bytes.IndexByte(target, '@') >= 0
+}

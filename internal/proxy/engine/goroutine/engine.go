@@ -247,7 +247,11 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	servedRequest(ctx.Conn())
 	// A head the proxy does not read (HAProxy answers these 400 too), and
 	// the HTTP version (forward.CheckVersion).
-	if msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders()); msg != "" {
+	msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders())
+	if msg == "" && forward.HasUserinfo(ctx.Request.Header.Host(), ctx.Request.Header.RequestURI()) {
+		msg = forward.ReasonUserinfo
+	}
+	if msg != "" {
 		refuseParsed(ctx, msg)
 		return
 	}

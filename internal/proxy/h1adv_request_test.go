@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// The fourth adversarial round on the HTTP/1.1 engines (branch h1adv),
+// client side: what smuggle_adv_test.go, headers_adv_test.go and
+// framing_test.go do not try. Each request alone on a new connection, the
+// exact bytes the upstream received and the answer, on both engines.
+
+// TestH1AdvUserinfo: userinfo in the request target or in Host. RFC 9110
+// 4.2.4: an "http" URI's userinfo is deprecated, "a recipient SHOULD parse
+// for userinfo and treat its presence as an error; it is likely being
+// used to obscure the authority for the sake of phishing attacks". Before,
+// the proxy passed it to fasthttp's client, which made an Authorization
+// header of it (Basic "user:"): the upstream got a credential the client
+// never sent (DESIGN "Proxy hardening": nothing is added to a request),
+// and "http://backend@other/a" went to other. Go's ReverseProxy never
+// writes one (only http.Client.send turns URL.User into Authorization,
+// not the Transport a reverse proxy uses); the proxy refuses it: 400,
+// nothing forwarded.
+func TestH1AdvUserinfo(t *testing.T) {
+	const refused = "400: userinfo in the request target or Host"
+	cases := []struct{ name, req, want, fwd string }{
+		{"absolute form with a user", "GET http://user@backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", refused, ""},
+		{"absolute form with a user and password", "GET http://user:pw@backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", refused, ""},
+		{"absolute form naming another upstream behind @", "GET http://backend@other/a HTTP/1.1\r\nHost: backend\r\n\r\n", refused, ""},
+		{"absolute form with an empty userinfo", "GET http://@backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", refused, ""},
+		{"Host with a user", "GET /a HTTP/1.1\r\nHost: u@backend\r\n\r\n", refused, ""},
+		{"userinfo and the client's own Authorization", "GET http://user@backend/a HTTP/1.1\r\nHost: backend\r\nAuthorization: Bearer t\r\n\r\n", refused, ""},
+		// An @ in the path or the query is no userinfo.
+		{"@ in the path", "GET http://backend/a@b?c=@d HTTP/1.1\r\nHost: backend\r\n\r\n", "HTTP/1.1 200 OK",
+			"GET /a@b?c=@d HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 2\r\n\r\n"},
+		{"@ in an origin-form path", "GET /a@b HTTP/1.1\r\nHost: backend\r\n\r\n", "HTTP/1.1 200 OK",
+			"GET /a@b HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 2\r\n\r\n"},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		b := newFrBackend(t, nil)
+		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3,other=3", "--resolve", "backend="+b.addr()+",other="+b.addr(), "--chain-cap", "4")
+		for _, tc := range cases {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				raw0, _ := b.received()
+				answers := 1
+				if strings.HasPrefix(tc.want, "400: ") {
+					answers = 0
+				}
+				ans := frExchange(t, p.Addr(), tc.req, answers, "GET")
+				raw1, _ := b.received()
+				fwd := strings.TrimPrefix(raw1, raw0)
+				if reason, ok := strings.CutPrefix(tc.want, "400: "); ok {
+					if !strings.HasPrefix(ans, "HTTP/1.1 400 Bad Request\r\n") || !strings.Contains(ans, "\r\nConnection: close\r\n") ||
+						!strings.HasSuffix(ans, "\r\n\r\nretrycap-proxy: malformed request: "+reason+"\n") {
+						t.Errorf("answer %q, want a 400 naming %q, then the close", ans, reason)
+					}
+				} else if !strings.HasPrefix(ans, tc.want+"\r\n") {
+					t.Errorf("answer %q, want %q", ans, tc.want)
+				}
+				if fwd != tc.fwd {
+					t.Errorf("the upstream received\n%q\nwant\n%q", fwd, tc.fwd)
+				}
+			})
+		}
+	}
+}
