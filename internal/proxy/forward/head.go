@@ -47,17 +47,57 @@ func CheckHead(b []byte) (end int, refuse string) {
 	return end, refuse
 }
 
-// CheckAnswerHead is CheckHead for an upstream's answer head: only a bare
-// LF is refused before the parse (ErrAnswerBareLF). Several
+// CheckAnswerHead is CheckHead for an upstream's answer head: a bare LF
+// is refused before the parse (ErrAnswerBareLF), and so are what
+// fasthttp's parser would pass on (badAnswerLines). Several
 // Transfer-Encoding fields are the parser's to judge (it ignores them in
 // an HTTP/1.0 answer); AnswerParseError words its refusal.
 func CheckAnswerHead(b []byte) (end int, err error) {
 	end, bare, _ := scanHead(b)
-	if end >= 0 && bare {
+	switch {
+	case end < 0:
+	case bare:
 		err = ErrAnswerBareLF
+	default:
+		err = badAnswerLines(b[:end])
 	}
 	return end, err
 }
+
+// badAnswerLines judges a whole answer head (CRLF lines) on what
+// fasthttp's parser accepts and passes on to the client as it is: a
+// status line of another major version than 1 ("HTTP/2.0 200 OK" on an
+// HTTP/1 connection; the proxy wrote it to the client verbatim) and a
+// field name with a byte that is no token character ("X A: b",
+// "X(A): b": written to the client as they came, where the request side
+// refuses the same with 400). Both are bad answers (502), as HAProxy 2.6
+// answers them; Go's transport refuses such a name too (textproto's
+// canonicalMIMEHeaderKey, "malformed MIME header line"), but for a blank
+// (go.dev/issue/34540), which the proxy refuses as well: fasthttp would
+// read "Content-Length : 4" as Content-Length where Go reads another field.
+// A folded line (obs-fold) is left to the parser, which unfolds it (RFC
+// 9112 5.2), and a line without a colon to its refusal.
+func badAnswerLines(head []byte) error {
+	line, rest, _ := bytes.Cut(head, crlf)
+	if p, _, _ := bytes.Cut(line, []byte(" ")); len(p) == 8 && bytes.HasPrefix(p, []byte("HTTP/")) && p[5] != '1' {
+		return &answerParseError{why: "unsupported http version"}
+	}
+	for len(rest) > 0 {
+		line, rest, _ = bytes.Cut(rest, crlf)
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+			continue
+		}
+		c := bytes.IndexByte(line, ':')
+		for _, b := range line[:max(c, 0)] {
+			if !tchar[b] {
+				return &answerParseError{why: "a header name with a byte that is not a token character"}
+			}
+		}
+	}
+	return nil
+}
+
+var crlf = []byte("\r\n")
 
 // scanHead is HeadEnd, whether a line of the head (through its end, or
 // of what b holds of it) ends in a bare LF, and how many of its field
