@@ -10,7 +10,7 @@ import (
 // framing_test.go do not try. Each request alone on a new connection, the
 // exact bytes the upstream received and the answer, on both engines.
 
-// TestH1AdvUserinfo: userinfo in the request target or in Host. RFC 9110
+// TestH1AdvRequestTarget: userinfo in the request target or in Host. RFC 9110
 // 4.2.4: an "http" URI's userinfo is deprecated, "a recipient SHOULD parse
 // for userinfo and treat its presence as an error; it is likely being
 // used to obscure the authority for the sake of phishing attacks". Before,
@@ -20,8 +20,9 @@ import (
 // and "http://backend@other/a" went to other. Go's ReverseProxy never
 // writes one (only http.Client.send turns URL.User into Authorization,
 // not the Transport a reverse proxy uses); the proxy refuses it: 400,
-// nothing forwarded.
-func TestH1AdvUserinfo(t *testing.T) {
+// nothing forwarded. The same for a target whose scheme is not http
+// (forward.ReasonScheme).
+func TestH1AdvRequestTarget(t *testing.T) {
 	const refused = "400: userinfo in the request target or Host"
 	cases := []struct{ name, req, want, fwd string }{
 		{"absolute form with a user", "GET http://user@backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", refused, ""},
@@ -29,6 +30,15 @@ func TestH1AdvUserinfo(t *testing.T) {
 		{"absolute form naming another upstream behind @", "GET http://backend@other/a HTTP/1.1\r\nHost: backend\r\n\r\n", refused, ""},
 		{"absolute form with an empty userinfo", "GET http://@backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", refused, ""},
 		{"Host with a user", "GET /a HTTP/1.1\r\nHost: u@backend\r\n\r\n", refused, ""},
+		// A scheme other than http: never forwarded in plain text, never
+		// an upstream's failure. These come before the forwarded cases:
+		// with the breaker at 2 failures, they would open it (before,
+		// each was 3 attempts failed as resets, then a 503).
+		{"https", "GET https://backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", "400: a request target whose scheme is not http", ""},
+		{"HTTPS", "GET HTTPS://backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", "400: a request target whose scheme is not http", ""},
+		{"ws", "GET ws://backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", "400: a request target whose scheme is not http", ""},
+		{"HTTP in capitals", "GET HTTP://backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", "HTTP/1.1 200 OK",
+			"GET /a HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 2\r\n\r\n"},
 		{"userinfo and the client's own Authorization", "GET http://user@backend/a HTTP/1.1\r\nHost: backend\r\nAuthorization: Bearer t\r\n\r\n", refused, ""},
 		// An @ in the path or the query is no userinfo.
 		{"@ in the path", "GET http://backend/a@b?c=@d HTTP/1.1\r\nHost: backend\r\n\r\n", "HTTP/1.1 200 OK",
@@ -38,7 +48,8 @@ func TestH1AdvUserinfo(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3,other=3", "--resolve", "backend="+b.addr()+",other="+b.addr(), "--chain-cap", "4")
+		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3,other=3", "--resolve", "backend="+b.addr()+",other="+b.addr(), "--chain-cap", "4",
+			"--breaker-failures", "2", "--breaker-window", "1m", "--breaker-open-for", "1m")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				raw0, _ := b.received()

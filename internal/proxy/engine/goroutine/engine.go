@@ -248,8 +248,8 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	// A head the proxy does not read (HAProxy answers these 400 too), and
 	// the HTTP version (forward.CheckVersion).
 	msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders())
-	if msg == "" && forward.HasUserinfo(ctx.Request.Header.Host(), ctx.Request.Header.RequestURI()) {
-		msg = forward.ReasonUserinfo
+	if msg == "" {
+		msg = forward.CheckTarget(ctx.Request.Header.Host(), ctx.Request.Header.RequestURI())
 	}
 	if msg != "" {
 		refuseParsed(ctx, msg)

@@ -231,8 +231,8 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		return nil, false
 	}
 	msg := forward.BadHeaderLines(req.Header.RawHeaders())
-	if msg == "" && forward.HasUserinfo(req.Header.Host(), req.Header.RequestURI()) {
-		msg = forward.ReasonUserinfo
+	if msg == "" {
+		msg = forward.CheckTarget(req.Header.Host(), req.Header.RequestURI())
 	}
 	if msg != "" {
 		l.putCall(cl)
