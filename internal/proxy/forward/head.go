@@ -78,26 +78,39 @@ func CheckAnswerHead(b []byte) (end int, err error) {
 // A folded line (obs-fold) is left to the parser, which unfolds it (RFC
 // 9112 5.2), and a line without a colon to its refusal.
 func badAnswerLines(head []byte) error {
-	line, rest, _ := bytes.Cut(head, crlf)
+	line := head
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		line, head = head[:i], head[i+1:]
+	}
 	if p, _, _ := bytes.Cut(line, []byte(" ")); len(p) == 8 && bytes.HasPrefix(p, []byte("HTTP/")) && p[5] != '1' {
 		return &answerParseError{why: "unsupported http version"}
 	}
-	for len(rest) > 0 {
-		line, rest, _ = bytes.Cut(rest, crlf)
-		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
-			continue
+	// One pass: a field line's name byte by byte up to its colon, then the
+	// value skipped to the line's end (the head's lines end in CRLF:
+	// scanHead found no bare LF).
+	for len(head) > 0 {
+		k := 0
+		for k < len(head) && tchar[head[k]] {
+			k++
 		}
-		c := bytes.IndexByte(line, ':')
-		for _, b := range line[:max(c, 0)] {
-			if !tchar[b] {
-				return &answerParseError{why: "a header name with a byte that is not a token character"}
+		nl := bytes.IndexByte(head[k:], '\n')
+		if nl < 0 {
+			return nil
+		}
+		if c := head[k]; c != ':' && c != '\r' {
+			// Not a token through the colon: a folded line or one
+			// without a colon is the parser's; anything else is a name
+			// with a byte no token has.
+			if k > 0 || (c != ' ' && c != '\t') {
+				if bytes.IndexByte(head[k:k+nl], ':') >= 0 {
+					return &answerParseError{why: "a header name with a byte that is not a token character"}
+				}
 			}
 		}
+		head = head[k+nl+1:]
 	}
 	return nil
 }
-
-var crlf = []byte("\r\n")
 
 // scanHead is HeadEnd, whether a line of the head (through its end, or
 // of what b holds of it) ends in a bare LF, and how many of its field
