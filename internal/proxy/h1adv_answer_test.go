@@ -3,10 +3,16 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
@@ -89,6 +95,94 @@ func TestH1AdvAnswerHeadNames(t *testing.T) {
 					t.Errorf("first answer\n%q\nwant\n%q", got, tc.want)
 				}
 				advSecondAndLog(t, c, br, &raw, up, p, logPath, tc.reqs, tc.wantLog)
+			})
+		}
+	}
+}
+
+// TestH1AdvHTTP10AnswerOwnVersion: an upstream's HTTP/1.0 answer reaches
+// an HTTP/1.1 client with the proxy's own version (RFC 9110 2.5:
+// an intermediary sends its own HTTP-version in forwarded messages; Go's
+// server and nginx write HTTP/1.1 to an HTTP/1.1 client whatever the
+// upstream spoke). Before, both engines wrote the upstream's "HTTP/1.0"
+// status line verbatim, over framing of their own: a body delimited by the
+// upstream's close went chunked under "HTTP/1.0", which RFC 9112 6.1 has a
+// recipient treat as faulty framing and Go's client reads as a body up to
+// the close (chunk sizes included), which the proxy, keeping the
+// connection, never sent: the client hung. An answer with a length went
+// as "HTTP/1.0" without keep-alive, so every client closed its connection
+// after it (RFC 9112 9.3). An HTTP/1.0 client's answers were and stay
+// "HTTP/1.1" with keep-alive or the close, never chunked.
+func TestH1AdvHTTP10AnswerOwnVersion(t *testing.T) {
+	cases := []struct {
+		name, raw string
+		close     bool
+		want      string
+		body      string
+	}{
+		{"a body to the close", "HTTP/1.0 200 OK\r\n\r\nto-close", true,
+			"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\nto-close\r\n0\r\n\r\n", "to-close"},
+		{"a Content-Length", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", false,
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "ok"},
+		{"keep-alive", "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", false,
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "ok"},
+		{"HTTP/1.2", "HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok", false,
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "ok"},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, tc := range cases {
+			script := func(n int) advAnswer {
+				if n%2 == 1 {
+					return advAnswer{raw: tc.raw, close: tc.close}
+				}
+				return advAnswer{raw: advOK2}
+			}
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				up := newAdvUpstream(t, script)
+				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				c := proxytest.Dial(t, p.Addr())
+				var raw bytes.Buffer
+				br := bufio.NewReader(io.TeeReader(c.C, &raw))
+				c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\n\r\n")
+				if got := advRead(t, br, &raw, "GET"); got != tc.want {
+					t.Errorf("first answer\n%q\nwant\n%q", got, tc.want)
+				}
+				c.Send("GET http://backend/2 HTTP/1.1\r\nHost: backend\r\n\r\n")
+				if got := advRead(t, br, &raw, "GET"); got != advOK2 {
+					t.Errorf("second answer %q, want %q", got, advOK2)
+				}
+			})
+			// Go's client, through the proxy: the body whole, and the
+			// connection to the proxy reused for the next request.
+			t.Run(engine+"/"+tc.name+"/net-http client", func(t *testing.T) {
+				up := newAdvUpstream(t, script)
+				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				proxyURL, err := url.Parse("http://" + p.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr := &http.Transport{Proxy: http.ProxyURL(proxyURL)}
+				defer tr.CloseIdleConnections()
+				cl := &http.Client{Transport: tr, Timeout: 3 * time.Second}
+				var reused []bool
+				for i, want := range []string{tc.body, "two"} {
+					ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+						GotConn: func(ci httptrace.GotConnInfo) { reused = append(reused, ci.Reused) },
+					})
+					req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://backend/%d", i+1), nil)
+					resp, err := cl.Do(req)
+					if err != nil {
+						t.Fatalf("request %d: %v", i+1, err)
+					}
+					b, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil || string(b) != want || resp.Proto != "HTTP/1.1" {
+						t.Errorf("request %d: %s body %q (%v), want HTTP/1.1 and %q", i+1, resp.Proto, b, err, want)
+					}
+				}
+				if len(reused) != 2 || !reused[1] {
+					t.Errorf("the client's connections reused: %v, want the second request on the first's", reused)
+				}
 			})
 		}
 	}
