@@ -187,3 +187,31 @@ func TestH1AdvHTTP10AnswerOwnVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestH1AdvRefusedUpgradeOwnVersion: the answer to an upgrade the
+// upstream refused with an HTTP/1.0 answer goes out under HTTP/1.1 too
+// (forward.StripResponse, the path outside the exchange).
+func TestH1AdvRefusedUpgradeOwnVersion(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			up := newAdvUpstream(t, func(n int) advAnswer {
+				if n == 1 {
+					return advAnswer{raw: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok"}
+				}
+				return advAnswer{raw: advOK2}
+			})
+			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+			c := proxytest.Dial(t, p.Addr())
+			var raw bytes.Buffer
+			br := bufio.NewReader(io.TeeReader(c.C, &raw))
+			c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+			if got, want := advRead(t, br, &raw, "GET"), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"; got != want {
+				t.Errorf("the refused upgrade's answer %q, want %q", got, want)
+			}
+			c.Send("GET http://backend/2 HTTP/1.1\r\nHost: backend\r\n\r\n")
+			if got := advRead(t, br, &raw, "GET"); got != advOK2 {
+				t.Errorf("second answer %q, want %q", got, advOK2)
+			}
+		})
+	}
+}
