@@ -56,6 +56,17 @@ func TestH1AdvAnswerHeadNames(t *testing.T) {
 			"502: the upstream's answer is malformed: unsupported http version", bad, "POST /1,GET /2"},
 		{"HTTP/3.0 status line, GET retried", "GET", "HTTP/3.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
 			advOK2, bad, "GET /1,GET /1,GET /2"},
+		// The reason phrase: HTAB, SP, VCHAR, obs-text (RFC 9112 4). Before,
+		// a NUL or a control byte went to the client as it came, a bare CR
+		// as a blank (its "Set-Cookie" then part of the reason).
+		{"a NUL in the reason", "POST", "HTTP/1.1 200 O\x00K\r\nContent-Length: 2\r\n\r\nok",
+			"502: the upstream's answer is malformed: a control byte in the status line", bad, "POST /1,GET /2"},
+		{"a control byte in the reason, GET retried", "GET", "HTTP/1.1 200 O\x01K\r\nContent-Length: 2\r\n\r\nok",
+			advOK2, bad, "GET /1,GET /1,GET /2"},
+		{"a bare CR in the reason", "POST", "HTTP/1.1 200 OK\rSet-Cookie: a=b\r\nContent-Length: 2\r\n\r\nok",
+			"502: the upstream's answer is malformed: a control byte in the status line", bad, "POST /1,GET /2"},
+		{"a tab and obs-text in the reason", "POST", "HTTP/1.1 200 O\tK \xe9\r\nContent-Length: 2\r\n\r\nok",
+			"HTTP/1.1 200 O\tK \xe9\r\nContent-Length: 2\r\n\r\nok", `"status":200`, "POST /1,GET /2"},
 		// What stays: token names of every kind, a folded value (unfolded,
 		// RFC 9112 5.2), a colon in a value.
 		{"token names", "POST", "HTTP/1.1 200 OK\r\nX-!#$%&'*+.^_`|~09: v:w\r\nX-F: a\r\n b\r\nContent-Length: 2\r\n\r\nok",
@@ -86,7 +97,7 @@ func TestH1AdvAnswerHeadNames(t *testing.T) {
 					if !strings.HasPrefix(got, "HTTP/1.1 502 Bad Gateway\r\n") || !strings.Contains(got, reason) {
 						t.Errorf("first answer %q, want a 502 naming %q", got, reason)
 					}
-					for _, echo := range []string{"X A", "X(A)", "Link", "HTTP/2", "HTTP/3", "okev"} {
+					for _, echo := range []string{"X A", "X(A)", "Link", "HTTP/2", "HTTP/3", "okev", "O\x00K", "O\x01K", "Set-Cookie"} {
 						if strings.Contains(got, echo) {
 							t.Errorf("first answer %q echoes the upstream's bytes (%q)", got, echo)
 						}

@@ -65,25 +65,38 @@ func CheckAnswerHead(b []byte) (end int, err error) {
 }
 
 // badAnswerLines judges a whole answer head (CRLF lines) on what
-// fasthttp's parser accepts and passes on to the client as it is: a
-// status line of another major version than 1 ("HTTP/2.0 200 OK" on an
-// HTTP/1 connection; the proxy wrote it to the client verbatim) and a
-// field name with a byte that is no token character ("X A: b",
-// "X(A): b": written to the client as they came, where the request side
-// refuses the same with 400). Both are bad answers (502), as HAProxy 2.6
-// answers them; Go's transport refuses such a name too (textproto's
-// canonicalMIMEHeaderKey, "malformed MIME header line"), but for a blank
-// (go.dev/issue/34540), which the proxy refuses as well: fasthttp would
-// read "Content-Length : 4" as Content-Length where Go reads another field.
-// A folded line (obs-fold) is left to the parser, which unfolds it (RFC
-// 9112 5.2), and a line without a colon to its refusal.
+// fasthttp's parser accepts and the engines wrote to the client as it
+// came: a status line of another major version than 1 ("HTTP/2.0 200 OK"
+// on an HTTP/1 connection), a control byte in the status line, a field
+// name with a byte that is no token character ("X A: b", "X(A): b"; the
+// request side refuses the same with 400). Each is a bad answer (502), as
+// HAProxy 2.6 answers them. Go's transport refuses such a name too
+// (textproto's canonicalMIMEHeaderKey, "malformed MIME header line") but
+// for a blank (go.dev/issue/34540), which the proxy refuses as well:
+// fasthttp read "Content-Length : 4" as the Content-Length where Go reads
+// another field. A folded line (obs-fold) is left to the parser, which
+// unfolds it (RFC 9112 5.2), and a line without a colon to its refusal.
 func badAnswerLines(head []byte) error {
-	line := head
-	if i := bytes.IndexByte(head, '\n'); i >= 0 {
-		line, head = head[:i], head[i+1:]
+	for bytes.HasPrefix(head, crlf) {
+		head = head[2:] // empty lines before the status line, as the parser skips them
 	}
+	i := bytes.IndexByte(head, '\n')
+	if i < 1 {
+		return nil // no status line: the parser's to refuse
+	}
+	line := head[:i]
+	head = head[i+1:]
 	if p, _, _ := bytes.Cut(line, []byte(" ")); len(p) == 8 && bytes.HasPrefix(p, []byte("HTTP/")) && p[5] != '1' {
 		return &answerParseError{why: "unsupported http version"}
+	}
+	// The reason phrase is HTAB, SP, VCHAR and obs-text (RFC 9112 4):
+	// fasthttp's parser took a NUL or another control byte in it, and a
+	// bare CR, and the engines wrote them to the client (a NUL ends the
+	// line for a C client; a bare CR, one lenient client's line end).
+	for _, b := range line[:len(line)-1] {
+		if (b < ' ' && b != '\t') || b == 0x7f {
+			return &answerParseError{why: "a control byte in the status line"}
+		}
 	}
 	// One pass: a field line's name byte by byte up to its colon, then the
 	// value skipped to the line's end (the head's lines end in CRLF:
@@ -210,3 +223,5 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 }
 
 var errEndOfHead = errors.New("end of head")
+
+var crlf = []byte("\r\n")
