@@ -84,7 +84,7 @@ func badAnswerLines(head []byte) error {
 	if i < 1 {
 		return nil // no status line: the parser's to refuse
 	}
-	line := head[:i]
+	line := head[:i-1] // without its CR (no bare LF: scanHead)
 	head = head[i+1:]
 	if p, _, _ := bytes.Cut(line, []byte(" ")); len(p) == 8 && bytes.HasPrefix(p, []byte("HTTP/")) && p[5] != '1' {
 		return &answerParseError{why: "unsupported http version"}
@@ -93,7 +93,7 @@ func badAnswerLines(head []byte) error {
 	// fasthttp's parser took a NUL or another control byte in it, and a
 	// bare CR, and the engines wrote them to the client (a NUL ends the
 	// line for a C client; a bare CR, one lenient client's line end).
-	for _, b := range line[:len(line)-1] {
+	for _, b := range line {
 		if (b < ' ' && b != '\t') || b == 0x7f {
 			return &answerParseError{why: "a control byte in the status line"}
 		}
@@ -110,7 +110,7 @@ func badAnswerLines(head []byte) error {
 		if nl < 0 {
 			return nil
 		}
-		if c := head[k]; c != ':' && c != '\r' {
+		if c := head[k]; c != ':' && nl > 1 { // nl 1: the line's CRLF
 			// Not a token through the colon: a folded line or one
 			// without a colon is the parser's; anything else is a name
 			// with a byte no token has.
