@@ -59,7 +59,9 @@ func refAnswerLines(head []byte) string {
 			continue
 		}
 		for i := 0; i < len(name); i++ {
-			if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(name[i])) && !('0' <= name[i] && name[i] <= '9') && !('a' <= name[i]|0x20 && name[i]|0x20 <= 'z') {
+			c := name[i]
+			token := strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) || '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'z'
+			if !token {
 				return why + "a header name with a byte that is not a token character"
 			}
 		}
