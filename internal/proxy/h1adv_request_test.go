@@ -1,8 +1,16 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
 // The fourth adversarial round on the HTTP/1.1 engines (branch h1adv),
@@ -66,6 +74,67 @@ func TestH1AdvRequestTarget(t *testing.T) {
 						t.Errorf("answer %q, want a 400 naming %q, then the close", ans, reason)
 					}
 				} else if !strings.HasPrefix(ans, tc.want+"\r\n") {
+					t.Errorf("answer %q, want %q", ans, tc.want)
+				}
+				if fwd != tc.fwd {
+					t.Errorf("the upstream received\n%q\nwant\n%q", fwd, tc.fwd)
+				}
+			})
+		}
+	}
+}
+
+// TestH1AdvChunkedRequestFraming: a client's chunked body is held to the
+// bounds of Go's chunked reader (net/http/internal/chunked.go), which the
+// proxy applies to answers already (TestAdv3ChunkExtensionFlood): a chunk
+// line of 4 KiB or more (maxLineLength), or framing beyond what the data
+// carries by over 16 KiB (its excess count), is 400 and nothing is
+// forwarded. Before, fasthttp's server read a chunk extension byte by byte
+// for as long as it went on: a 40 MiB extension was read whole and its
+// 5-byte body forwarded, 10,000 one-byte chunks with 4 KiB extensions
+// (40 MB of framing for 10 KB of data) too. Both engines (the loop hands a
+// chunked body to the goroutine engine's reader, whose pre-parser counts).
+func TestH1AdvChunkedRequestFraming(t *testing.T) {
+	const head = "POST /a HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n"
+	const line, excess = "400: a chunk line longer than 4 KiB", "400: chunked encoding contains too much non-data"
+	cases := []struct{ name, req, want, fwd string }{
+		{"a 5 KiB extension", head + "5;" + strings.Repeat("e", 5<<10) + "\r\nhello\r\n0\r\n\r\n", line, ""},
+		{"a 40 MiB extension", head + "5;" + strings.Repeat("e", 40<<20) + "\r\nhello\r\n0\r\n\r\n", line, ""},
+		{"one-byte chunks with 3 KiB extensions", head + strings.Repeat("1;"+strings.Repeat("e", 3<<10)+"\r\nh\r\n", 10) + "0\r\n\r\n", excess, ""},
+		// Under both bounds: forwarded, its length made good.
+		{"a 4 KiB chunk line less one", head + "5;" + strings.Repeat("e", 4096-5) + "\r\nhello\r\n0\r\n\r\n", "HTTP/1.1 200 OK",
+			"POST /a HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\nRetrycap-Budget: 4\r\n\r\nhello"},
+		{"one-byte chunks with 2 KiB extensions, a few", head + strings.Repeat("1;"+strings.Repeat("e", 2<<10)+"\r\nh\r\n", 5) + "0\r\n\r\n", "HTTP/1.1 200 OK",
+			"POST /a HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\nRetrycap-Budget: 4\r\n\r\nhhhhh"},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		b := newFrBackend(t, nil)
+		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		for _, tc := range cases {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				raw0, _ := b.received()
+				c := proxytest.Dial(t, p.Addr())
+				// The proxy may refuse before it has read all: the write
+				// runs beside the read and may fail.
+				go func() { _, _ = io.WriteString(c.C, tc.req) }()
+				var ans []byte
+				var err error
+				if strings.HasPrefix(tc.want, "400: ") {
+					ans, err = io.ReadAll(c.BR)
+				} else {
+					var raw bytes.Buffer
+					ans = []byte(advRead(t, bufio.NewReader(io.TeeReader(c.BR, &raw)), &raw, "POST"))
+				}
+				if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+					t.Fatalf("reading the answer: %v (read %q)", err, ans)
+				}
+				raw1, _ := b.received()
+				fwd := strings.TrimPrefix(raw1, raw0)
+				if reason, ok := strings.CutPrefix(tc.want, "400: "); ok {
+					if want := string(forward.MalformedAnswer(reason)); !strings.HasSuffix(string(ans), want[len("HTTP/1.1 400 Bad Request\r\n"):]) || !strings.HasPrefix(string(ans), "HTTP/1.1 400 Bad Request\r\n") {
+						t.Errorf("answer %q, want a 400 naming %q, then the close", ans, reason)
+					}
+				} else if !strings.HasPrefix(string(ans), tc.want+"\r\n") {
 					t.Errorf("answer %q, want %q", ans, tc.want)
 				}
 				if fwd != tc.fwd {
