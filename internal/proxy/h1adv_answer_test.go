@@ -30,11 +30,12 @@ import (
 // as Go's transport does).
 
 // TestH1AdvAnswerHeadNames: an answer head with a field name that is no
-// token, or a status line of HTTP/2 on an HTTP/1 connection, is a bad
-// answer: a keyless POST gets the proxy's 502 and is never re-sent, a GET
-// is retried; the next request on the client's connection gets its own
-// answer. Before, both engines wrote "X A: b" and "HTTP/2.0 200 OK" to the
-// client verbatim.
+// token, or a control byte in its status line, is a bad answer: a keyless
+// POST gets the proxy's 502 and is never re-sent, a GET is retried; the
+// next request on the client's connection gets its own answer. Before,
+// both engines wrote "X A: b", "O\x00K" and "HTTP/2.0 200 OK" to the
+// client verbatim. Checked against HAProxy 2.6.12 on loopback: it answers
+// the names 502, passes the control bytes, writes HTTP/1.1 for HTTP/2.0.
 func TestH1AdvAnswerHeadNames(t *testing.T) {
 	const bad = `"error":"bad-answer"`
 	cases := []struct{ name, method, raw, want, wantLog, reqs string }{
@@ -52,10 +53,10 @@ func TestH1AdvAnswerHeadNames(t *testing.T) {
 			"502: the upstream's answer is malformed: a header name with a byte that is not a token character", bad, "POST /1,GET /2"},
 		{"a bad name in a 103", "POST", "HTTP/1.1 103 Early Hints\r\nLink </a>: x\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
 			"502: the upstream's answer is malformed: a header name with a byte that is not a token character", bad, "POST /1,GET /2"},
+		// Another version's status line goes out under the proxy's own
+		// (as HAProxy 2.6 and Go's ReverseProxy pass it); before, verbatim.
 		{"HTTP/2.0 status line", "POST", "HTTP/2.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
-			"502: the upstream's answer is malformed: unsupported http version", bad, "POST /1,GET /2"},
-		{"HTTP/3.0 status line, GET retried", "GET", "HTTP/3.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
-			advOK2, bad, "GET /1,GET /1,GET /2"},
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", `"status":200`, "POST /1,GET /2"},
 		// The reason phrase: HTAB, SP, VCHAR, obs-text (RFC 9112 4). Before,
 		// a NUL or a control byte went to the client as it came, a bare CR
 		// as a blank (its "Set-Cookie" then part of the reason).

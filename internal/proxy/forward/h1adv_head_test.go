@@ -29,19 +29,18 @@ func BenchmarkCheckTarget(b *testing.B) {
 // answer head beyond a bare LF (badAnswerLines), and what it leaves to
 // fasthttp's parser (a folded line, a line without a colon).
 func TestCheckAnswerHeadLines(t *testing.T) {
-	const name, version, ctl = "a header name with a byte that is not a token character", "unsupported http version", "a control byte in the status line"
+	const name, ctl = "a header name with a byte that is not a token character", "a control byte in the status line"
 	for _, tc := range []struct{ head, want string }{
 		{"HTTP/1.1 200 OK\r\nX-A: b\r\nContent-Length: 2\r\n\r\n", ""},
 		{"HTTP/1.0 200 OK\r\n\r\n", ""},
 		{"HTTP/1.2 200 OK\r\n\r\n", ""},
-		{"HTTP/2.0 200 OK\r\n\r\n", version},
-		{"HTTP/0.9 200 OK\r\n\r\n", version},
+		{"HTTP/2.0 200 OK\r\n\r\n", ""}, // under the proxy's own version (Exchange.finish)
 		{"HTTP/1.1 200 O\x00K\r\n\r\n", ctl},
 		{"HTTP/1.1 200 OK\rX-A: b\r\n\r\n", ctl},
 		{"HTTP/1.1 200 O\x7fK\r\n\r\n", ctl},
 		{"HTTP/1.1 200 O\tK \xe9\r\n\r\n", ""},
 		{"\r\n\r\n", ""},
-		{"\r\nHTTP/2.0 200 OK\r\n\r\n", version},
+		{"\r\nHTTP/1.1 200 O\x00K\r\n\r\n", ctl},
 		{"\r\nHTTP/1.1 200 O\x01K\r\n\r\n", ctl},
 		{"HTTP/1.1 200 OK\r\nX A: b\r\n\r\n", name},
 		{"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n", name},

@@ -66,16 +66,19 @@ func CheckAnswerHead(b []byte) (end int, err error) {
 
 // badAnswerLines judges a whole answer head (CRLF lines) on what
 // fasthttp's parser accepts and the engines wrote to the client as it
-// came: a status line of another major version than 1 ("HTTP/2.0 200 OK"
-// on an HTTP/1 connection), a control byte in the status line, a field
-// name with a byte that is no token character ("X A: b", "X(A): b"; the
-// request side refuses the same with 400). Each is a bad answer (502), as
-// HAProxy 2.6 answers them. Go's transport refuses such a name too
-// (textproto's canonicalMIMEHeaderKey, "malformed MIME header line") but
-// for a blank (go.dev/issue/34540), which the proxy refuses as well:
+// came: a control byte in the status line (HAProxy 2.6 passes it on; Go's
+// ReverseProxy writes a reason phrase of its own), a field name with a
+// byte that is no token character ("X A: b", "X(A): b"; the request side
+// refuses the same with 400). Each is a bad answer (502); HAProxy 2.6
+// answers such a name 502 too. Go's transport refuses it (textproto's
+// canonicalMIMEHeaderKey, "malformed MIME header line") but for a blank
+// (go.dev/issue/34540), which the proxy refuses as well, as HAProxy does:
 // fasthttp read "Content-Length : 4" as the Content-Length where Go reads
 // another field. A folded line (obs-fold) is left to the parser, which
 // unfolds it (RFC 9112 5.2), and a line without a colon to its refusal.
+// A status line of another version ("HTTP/2.0 200 OK") is no refusal:
+// the answer goes out under the proxy's own HTTP/1.1 (Exchange.finish),
+// as HAProxy 2.6 and Go's ReverseProxy pass it.
 func badAnswerLines(head []byte) error {
 	for bytes.HasPrefix(head, crlf) {
 		head = head[2:] // empty lines before the status line, as the parser skips them
@@ -86,9 +89,6 @@ func badAnswerLines(head []byte) error {
 	}
 	line := head[:i-1] // without its CR (no bare LF: scanHead)
 	head = head[i+1:]
-	if p, _, _ := bytes.Cut(line, []byte(" ")); len(p) == 8 && bytes.HasPrefix(p, []byte("HTTP/")) && p[5] != '1' {
-		return &answerParseError{why: "unsupported http version"}
-	}
 	// The reason phrase is HTAB, SP, VCHAR and obs-text (RFC 9112 4):
 	// fasthttp's parser took a NUL or another control byte in it, and a
 	// bare CR, and the engines wrote them to the client (a NUL ends the

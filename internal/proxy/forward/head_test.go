@@ -28,8 +28,7 @@ func refHeadEnd(b []byte) int {
 
 // refAnswerLines is badAnswerLines' specification on a whole head whose
 // lines end in CRLF, line by line: empty lines before the status line
-// skipped; the status line's protocol "HTTP/x.y" with x not 1 refused, and
-// any control byte but HTAB in it; then each field line that does not
+// skipped; any control byte but HTAB in the status line refused; then each field line that does not
 // start with a blank (obs-fold) and has a colon is refused when its name,
 // up to the first colon, has a byte that is no token character.
 func refAnswerLines(head []byte) string {
@@ -42,9 +41,6 @@ func refAnswerLines(head []byte) string {
 		return ""
 	}
 	status := lines[0]
-	if p, _, _ := strings.Cut(status, " "); len(p) == 8 && strings.HasPrefix(p, "HTTP/") && p[5] != '1' {
-		return why + "unsupported http version"
-	}
 	for i := 0; i < len(status); i++ {
 		if c := status[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return why + "a control byte in the status line"
