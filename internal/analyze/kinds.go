@@ -64,9 +64,36 @@ var meshRead = map[string]bool{
 	"IngressClass":  true, // which controller serves an Ingress (internal/mesh/ingressnginx.go)
 }
 
-// unreadKinds run pods that retrycap does not read; a retrycap annotation on them is lost.
-var unreadKinds = map[string]string{
-	"Rollout": "Argo Rollout",
+// unreadKinds run pods that retrycap does not read, by "group/Kind"; a retrycap annotation on
+// them is lost: what to call them, and what happens to the annotation in a cluster.
+var unreadKinds = map[string]struct{ what, cluster string }{
+	"argoproj.io/Rollout": {what: "Argo Rollout"},
+	// knative/serving v0.51.0 pkg/reconciler/configuration/resources/revision.go (a Revision takes
+	// the template's metadata) and pkg/reconciler/revision/resources/meta.go podAnnotations (the
+	// Revision's annotations go on its Deployment's pod template).
+	"serving.knative.dev/Service":       {what: "Knative Service", cluster: "; in a cluster Knative copies the template's annotations to each Revision's Deployment, where the manager reads them"},
+	"serving.knative.dev/Configuration": {what: "Knative Configuration", cluster: "; in a cluster Knative copies the template's annotations to each Revision's Deployment, where the manager reads them"},
+}
+
+// apiGroup is apiVersion's group ("" for the core group's "v1").
+func apiGroup(apiVersion string) string {
+	g, _, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		return ""
+	}
+	return g
+}
+
+// ignoredKind names an ignored kind in the summary: its Kind, or "Kind (group)" when the graph
+// reads a kind of that name in another group (Knative's Service is not a v1 Service: before it
+// read "ignored: Service 2" beside the Services counted as read).
+func ignoredKind(tm *typeMeta) string {
+	for key := range readers {
+		if _, kind, _ := strings.Cut(key, " "); kind == tm.Kind {
+			return tm.Kind + " (" + apiGroup(tm.APIVersion) + ")"
+		}
+	}
+	return tm.Kind
 }
 
 // readKind reads one object (not a List) by its kind.
@@ -93,21 +120,14 @@ func (r Reader) readKind(m *Manifests, src Source, js []byte, tm *typeMeta) []er
 // current API server takes it. Another group's kind of the same name (Knative's Service) is not
 // this kind and is counted as ignored.
 func (r Reader) otherVersion(src Source, tm *typeMeta) error {
-	group := func(apiVersion string) string {
-		g, _, ok := strings.Cut(apiVersion, "/")
-		if !ok {
-			return ""
-		}
-		return g
-	}
 	for key := range readers {
 		apiVersion, kind, _ := strings.Cut(key, " ")
 		if kind != tm.Kind {
 			continue
 		}
-		if g := group(tm.APIVersion); g == group(apiVersion) || g == "extensions" && group(apiVersion) == "apps" {
+		if g := apiGroup(tm.APIVersion); g == apiGroup(apiVersion) || g == "extensions" && apiGroup(apiVersion) == "apps" {
 			why := "the version Kubernetes serves"
-			if group(apiVersion) == v1alpha1.GroupVersion.Group {
+			if apiGroup(apiVersion) == v1alpha1.GroupVersion.Group {
 				why = "the CRD's version"
 			}
 			return &InputError{src, fmt.Errorf("%s: apiVersion %s is not read: retrycap reads %s %s (%s)", r.ident(tm), tm.APIVersion, kind, apiVersion, why)}

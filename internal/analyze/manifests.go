@@ -133,6 +133,12 @@ type Reader struct {
 	// Recursive reads directories recursively (-R); otherwise, as kubectl -f DIR, only the
 	// files directly in them, with a warning for each subdirectory that holds manifests.
 	Recursive bool
+	// Each, when set, is given every document read as an object (its JSON, a List whole), in
+	// the order read, before its kind is read: a second reader of the same files (discover's env
+	// reader) takes them from here instead of parsing the YAML again. Files skipped (an
+	// unrendered Helm template, a Chart.yaml, a kustomization file) and documents that do not
+	// parse give it nothing.
+	Each func(js []byte)
 }
 
 // NewManifests returns an empty set to read into.
@@ -444,6 +450,9 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		if d.err != nil {
 			errs = append(errs, &InputError{d.src, d.err})
 			continue
+		}
+		if r.Each != nil {
+			r.Each(d.js)
 		}
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
@@ -776,13 +785,15 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		m.count(&m.Summary.Mesh, tm.Kind)
 		return
 	}
-	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" && tm.Metadata.Namespace == mesh.IstioConfigNamespace && tm.Metadata.Name == mesh.IstioConfigName {
-		// Istio's MeshConfig, whose default retries the mesh Set reads (not "ignored").
-		m.count(&m.Summary.Mesh, meshConfigKind)
+	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" && mesh.IsMeshConfig(tm.Metadata.Namespace, tm.Metadata.Name, revLabels(tm, js)) {
+		// Istio's MeshConfig (the default revision's, or a revision's istio-<rev>), whose default
+		// retries the mesh Set reads (not "ignored").
+		m.count(&m.Summary.Mesh, meshConfigKindOf(tm.Metadata.Name))
 		return
 	}
-	m.count(&m.Summary.Ignored, tm.Kind)
-	what, ok := unreadKinds[tm.Kind]
+	m.count(&m.Summary.Ignored, ignoredKind(tm))
+	r.warnEnvoyFilterRetries(m, src, tm, js) // envoyfilter.go
+	unread, ok := unreadKinds[apiGroup(tm.APIVersion)+"/"+tm.Kind]
 	if !ok {
 		return
 	}
@@ -812,12 +823,35 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		return
 	}
 	keys := slices.Sorted(maps.Keys(found))
-	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted",
-		r.ident(tm), strings.Join(keys, ", "), what)
+	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted%s",
+		r.ident(tm), strings.Join(keys, ", "), unread.what, unread.cluster)
 }
 
 // meshConfigKind counts the ConfigMap istio-system/istio among the mesh objects.
 const meshConfigKind = "ConfigMap istio-system/istio (MeshConfig)"
+
+// revLabels are the labels of a ConfigMap that may be a revision's MeshConfig (istio-system/istio-*),
+// read only there: typeMeta leaves labels out, so a label of the wrong type elsewhere is
+// reported by the reader that reads it, naming the object.
+func revLabels(tm *typeMeta, js []byte) map[string]string {
+	if tm.Metadata.Namespace != mesh.IstioConfigNamespace || !strings.HasPrefix(tm.Metadata.Name, mesh.IstioConfigName+"-") {
+		return nil
+	}
+	var o struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &o) != nil {
+		return nil
+	}
+	return o.Metadata.Labels
+}
+
+// meshConfigKindOf counts a MeshConfig ConfigMap of that name (a revision's: istio-canary).
+func meshConfigKindOf(name string) string {
+	return "ConfigMap " + mesh.IstioConfigNamespace + "/" + name + " (MeshConfig)"
+}
 
 func templateAnnotations(t *corev1.PodTemplateSpec) map[string]string {
 	if t == nil {
@@ -933,7 +967,7 @@ func (m *Manifests) Analyze() *Report {
 	unread := map[string]int{}
 	n := 0
 	for k, c := range sum.Mesh {
-		if !meshRead[k] {
+		if !meshRead[k] && !strings.HasSuffix(k, " (MeshConfig)") {
 			unread[k] = c
 			n += c
 		}

@@ -211,22 +211,28 @@ See docs/telemetry.md.`,
 // readDiscoverManifests reads -f and -k through analyze's reader (workloads, annotations,
 // Services) and, from the same bytes, the env, ConfigMaps and Service ports discover needs.
 func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, namespace string, recursive bool) (*analyze.Manifests, *telemetry.ManifestSet, []error) {
-	rd := analyze.Reader{DefaultNamespace: namespace, Recursive: recursive}
 	m := analyze.NewManifests()
 	ms := telemetry.NewManifestSet(namespace)
 	var errs []error
-	read := func(name string, data []byte) {
-		// A byte-order mark read as analyze reads it, once for both readers (the env reader
-		// would see UTF-16 as junk).
+	name, n := "", 0 // the file being read and its object count, for the env reader's errors
+	// The env reader takes each object the analyze reader parsed (Reader.Each): one YAML parse
+	// of every file, not two.
+	rd := analyze.Reader{DefaultNamespace: namespace, Recursive: recursive, Each: func(js []byte) {
+		n++
+		if err := ms.AddObject(js); err != nil {
+			errs = append(errs, fmt.Errorf("%s: document %d: %w", name, n, err))
+		}
+	}}
+	read := func(file string, data []byte) {
+		name, n = file, 0
+		// A byte-order mark read as analyze reads it (the env reader would see UTF-16 as junk).
 		data, err := textbom.Bytes(data)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			errs = append(errs, fmt.Errorf("%s: %w", file, err))
 			return
 		}
-		errs = append(errs, rd.Read(m, name, bytes.NewReader(data))...)
-		if err := ms.AddStream(data); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-		}
+		more := rd.Read(m, file, bytes.NewReader(data)) // before the append: Each appends to errs too
+		errs = append(errs, more...)
 	}
 	for _, p := range files {
 		if p == "-" {
@@ -250,15 +256,9 @@ func readDiscoverManifests(stdin io.Reader, files, kustomizations []string, name
 		}
 	}
 	for _, k := range kustomizations {
-		errs = append(errs, rd.ReadKustomization(m, k, func(dir string) ([]byte, error) {
-			out, err := Kustomize(dir)
-			if err == nil {
-				if err := ms.AddStream(out); err != nil {
-					return nil, err
-				}
-			}
-			return out, err
-		})...)
+		name, n = k, 0
+		more := rd.ReadKustomization(m, k, Kustomize)
+		errs = append(errs, more...)
 	}
 	return m, ms, errs
 }

@@ -4,7 +4,8 @@
 //
 // A Set holds the mesh objects of one cluster or one manifest set: Namespaces (mesh membership
 // labels and annotations), Services (Linkerd retry annotations), the ConfigMap istio-system/istio
-// (MeshConfig defaultHttpRetryPolicy), Istio VirtualServices, Gateway API HTTPRoutes and
+// and a revision's istio-system/istio-<rev> (MeshConfig defaultHttpRetryPolicy: the most of
+// them, revisions.go), Istio VirtualServices, Gateway API HTTPRoutes and
 // GRPCRoutes, Linkerd's own HTTPRoutes and ServiceProfiles, Envoy Gateway
 // BackendTrafficPolicies, Kuma, Dapr and Consul objects, and Gateway API Gateways (Istio ambient
 // waypoints, whose layer is callee-side: waypoint.go), and networking.k8s.io/v1 Ingresses and

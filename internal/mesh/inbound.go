@@ -43,7 +43,7 @@ func parseInbound(cm configMap) (*meshDefault, error) {
 		return nil, err
 	}
 	// Istio honours attempts, retryOn and backoff here (no per-try timeout on an inbound route).
-	return &meshDefault{retries: *p.Attempts, base: base, note: fmt.Sprintf("%s data.%s defaultInboundHttpRetryPolicy.attempts: %d, retryOn %q",
+	return &meshDefault{retries: *p.Attempts, base: base, object: cm.id(), note: fmt.Sprintf("%s data.%s defaultInboundHttpRetryPolicy.attempts: %d, retryOn %q",
 		cm.id(), IstioConfigKey, *p.Attempts, p.RetryOn)}, nil
 }
 
@@ -79,6 +79,6 @@ func (s *Set) inboundEdge(e *Edge, ref ServiceRef) {
 	if grpc {
 		note += " (Istio skips gRPC ports; counted, an upper bound)"
 	}
-	e.Layers = append(e.Layers, Layer{Kind: Istio, Object: "ConfigMap " + IstioConfigNamespace + "/" + IstioConfigName, FieldPath: "data." + IstioConfigKey,
+	e.Layers = append(e.Layers, Layer{Kind: Istio, Object: s.inbound.object, FieldPath: "data." + IstioConfigKey,
 		Tries: s.inbound.retries + 1, Note: note})
 }

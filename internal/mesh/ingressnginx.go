@@ -34,8 +34,19 @@ import (
 // Each backend Service of an Ingress it serves (spec.rules[].http.paths[].backend.service,
 // spec.defaultBackend.service) is a north-south entrypoint whose client attempts the tries
 // multiply (Set.Backends, Set.Entry), as an Istio ingress VirtualService's destination is. The
-// controller's ConfigMap is not read: its defaults are taken as NewDefault's. An Ingress of
-// another class gives a 1-try layer and a warning: its controller's retries are not modelled.
+// controller's ConfigMap is not read: its defaults are taken as NewDefault's.
+//
+// Istio's ingress gateway serves Ingresses too, read from istio/istio at eed52ebb66ad:
+// pilot/pkg/config/kube/ingress/virtualservices.go shouldProcessIngressWithClass takes an Ingress
+// whose kubernetes.io/ingress.class annotation is MeshConfig's ingressClass ("istio",
+// pkg/config/mesh/mesh.go DefaultMeshConfig, mode STRICT), or whose IngressClass's controller is
+// "istio.io/ingress-controller"; convertIngressV1alpha3 writes each path as an HTTPRoute without
+// Retries, so the gateway's Envoy applies the mesh's default policy (Istio's 2 retries, or
+// MeshConfig defaultHttpRetryPolicy): the backend's client attempts x 3, as for an ingress
+// VirtualService route without retries (before: 1 try, "not modelled").
+//
+// An Ingress of another class gives a 1-try layer and a warning: its controller's retries are
+// not modelled.
 
 // ingress-nginx's group, annotations, controller and defaults.
 const (
@@ -47,6 +58,8 @@ const (
 	IngressNginxNextUpstreamTries = "nginx.ingress.kubernetes.io/proxy-next-upstream-tries"
 	IngressNginxDefaultTries      = 3 // config.go NewDefault ProxyNextUpstreamTries
 	IngressDefaultClass           = "ingressclass.kubernetes.io/is-default-class"
+	IstioIngressController        = "istio.io/ingress-controller" // an IngressClass's spec.controller for Istio
+	IstioIngressClass             = "istio"                       // MeshConfig ingressClass's default
 
 	IngressNginx Kind = "IngressNginx" // an Ingress served by ingress-nginx (north-south)
 	Ingress      Kind = "Ingress"      // an Ingress of another controller: not modelled, 1 try
@@ -126,6 +139,7 @@ func (s *Set) addIngressClass(h header, decode func(any) error) error {
 type ingressUse struct {
 	ing   *ingressObj
 	nginx bool
+	istio bool // Istio's ingress gateway serves it
 	// class names the class and how it was decided, for notes and warnings: `class nginx`,
 	// `class nginx, assumed: no IngressClass nginx in the input`, `class traefik (controller
 	// traefik.io/ingress-controller)`.
@@ -157,10 +171,16 @@ func (s *Set) ingressController(ing *ingressObj) ingressUse {
 	switch {
 	case ok && c.Spec.Controller == IngressNginxController:
 		u.nginx, u.class = true, "class "+name
+	case ok && c.Spec.Controller == IstioIngressController:
+		u.istio, u.class = true, "class "+name
 	case ok:
 		u.class = fmt.Sprintf("class %s (controller %s)", name, c.Spec.Controller)
 	case name == IngressNginxClass:
 		u.nginx, u.class = true, fmt.Sprintf("class %s, assumed: %s %s, no IngressClass %s in the input", name, how, name, name)
+	case name == IstioIngressClass && how == IngressClassAnnotation:
+		u.istio, u.class = true, "class "+name // what Istio compares with MeshConfig ingressClass
+	case name == IstioIngressClass:
+		u.istio, u.class = true, fmt.Sprintf("class %s, assumed: %s %s, no IngressClass %s in the input", name, how, name, name)
 	default:
 		u.class = fmt.Sprintf("class %s (no IngressClass %s in the input)", name, name)
 	}
@@ -197,9 +217,16 @@ func (s *Set) indexIngresses(x *index) {
 }
 
 // ingressLayer is the tries of u's controller on its backends' client attempts.
-func ingressLayer(u ingressUse) Layer {
+func (s *Set) ingressUseLayer(u ingressUse) Layer {
 	ing := u.ing
 	id := ing.id()
+	if u.istio {
+		l := s.istioDefault(fmt.Sprintf("%s %s: Istio routes it with no retries", id, u.class))
+		if l.Object == "" {
+			l.Object = id // the fix names it (rewrite.go): an Ingress has no retry field
+		}
+		return l
+	}
 	if !u.nginx {
 		return Layer{Kind: Ingress, Object: id, Tries: 1, Default: true,
 			Note: fmt.Sprintf("%s %s: its controller's retries are not modelled", id, u.class)}
@@ -230,7 +257,7 @@ func WarnIngressNotModelled(id, class string) string {
 func ingressWarnings(x *index, v ServiceRef) []string {
 	var out []string
 	for _, u := range x.ingresses[v] {
-		if !u.nginx {
+		if !u.nginx && !u.istio {
 			out = append(out, WarnIngressNotModelled(u.ing.id(), u.class))
 		}
 	}

@@ -71,6 +71,28 @@ func TestIngressNginxEntry(t *testing.T) {
 				Note: "Ingress shop/web class traefik (controller traefik.io/ingress-controller): its controller's retries are not modelled"}},
 				Warnings: []string{"Ingress shop/web class traefik (controller traefik.io/ingress-controller): its controller's retries are not modelled (retrycap reads ingress-nginx's)"}},
 		},
+		// istio/istio eed52ebb66ad pilot/pkg/config/kube/ingress: an Ingress of Istio's class is
+		// translated into routes without retries; the gateway applies the mesh default (before:
+		// 1 try and "not modelled", a false green on bookinfo-ingress.yaml).
+		{
+			name: "legacy annotation kubernetes.io/ingress.class istio: Istio's default, 3", backend: frontend,
+			docs: ing("web", `kubernetes.io/ingress.class: istio`, ""),
+			want: Edge{Layers: []Layer{{Kind: Istio, Object: "Ingress shop/web", Tries: 3, Default: true,
+				Note: "Istio default, Ingress shop/web class istio: Istio routes it with no retries"}}},
+		},
+		{
+			name: "an IngressClass of istio.io/ingress-controller, MeshConfig's 4 retries", backend: frontend,
+			docs: ingClass("mesh-ingress", "istio.io/ingress-controller", "") + "---\n" + ing("web", "", "  ingressClassName: mesh-ingress\n") + "---\n" +
+				"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |-\n    defaultHttpRetryPolicy:\n      attempts: 4\n",
+			want: Edge{Layers: []Layer{{Kind: Istio, Object: "ConfigMap istio-system/istio", FieldPath: "data.mesh", Tries: 5, Default: true,
+				Note: "Istio default from ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: 4, Ingress shop/web class mesh-ingress: Istio routes it with no retries"}}},
+		},
+		{
+			name: "spec.ingressClassName istio, no IngressClass in the input: assumed", backend: frontend,
+			docs: ing("web", "", "  ingressClassName: istio\n"),
+			want: Edge{Layers: []Layer{{Kind: Istio, Object: "Ingress shop/web", Tries: 3, Default: true,
+				Note: "Istio default, Ingress shop/web class istio, assumed: spec.ingressClassName istio, no IngressClass istio in the input: Istio routes it with no retries"}}},
+		},
 		{
 			name: "an unknown class not in the input: not modelled", backend: frontend,
 			docs: ing("web", "", "  ingressClassName: haproxy\n"),

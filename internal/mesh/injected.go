@@ -19,10 +19,21 @@ const (
 	LinkerdProxyContainer = "linkerd-proxy"
 )
 
-// injectedIstio: the caller's pod template already carries Istio's sidecar.
+// injectedIstio: the caller's pod template already carries Istio's sidecar. An istio-proxy
+// container in a pod template that opts out of injection (sidecar.istio.io/inject "false", the
+// label winning over the annotation) is not one: Istio's injector, webhook and kube-inject alike
+// (pkg/kube/inject injectRequired), never injects such a pod, and ztunnel's DaemonSet names its
+// own container istio-proxy with exactly that opt-out (istio/istio eed52ebb66ad
+// manifests/charts/ztunnel/templates/daemonset.yaml): the node proxy, not a sidecar.
 func injectedIstio(c Caller) bool {
-	_, ok := c.Annotations[IstioSidecarStatus]
-	return ok || slices.Contains(c.Containers, IstioProxyContainer)
+	if _, ok := c.Annotations[IstioSidecarStatus]; ok {
+		return true
+	}
+	optOut := c.Annotations[IstioInjectAnnotation]
+	if v, ok := c.Labels[IstioInjectAnnotation]; ok {
+		optOut = v
+	}
+	return optOut != "false" && slices.Contains(c.Containers, IstioProxyContainer)
 }
 
 // injectedLinkerd: the caller's pod template already carries Linkerd's proxy.

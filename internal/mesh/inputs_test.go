@@ -62,6 +62,19 @@ func TestInjectedIsMeshed(t *testing.T) {
 		{"istioctl kube-inject: status annotation", caller("plain", IstioSidecarStatus, `{"containers":["istio-proxy"]}`), true, false},
 		{"istio-proxy container", Caller{Namespace: "plain", Containers: []string{"app", "istio-proxy"}}, true, false},
 		{"injected wins over inject false", caller("plain", IstioSidecarStatus, "{}", IstioInjectAnnotation, "false"), true, false},
+		// istio/istio manifests/charts/ztunnel/templates/daemonset.yaml (commit eed52ebb66ad): the node
+		// proxy names its container istio-proxy and opts out of injection (label and annotation
+		// sidecar.istio.io/inject "false"), which pkg/kube/inject injectRequired honours for the
+		// webhook and kube-inject alike: no sidecar. Before, it was meshed, and its calls counted
+		// Istio's default retries.
+		{"ztunnel: istio-proxy container, inject false", Caller{Namespace: "plain", Containers: []string{"istio-proxy"},
+			Labels: map[string]string{IstioInjectAnnotation: "false"}, Annotations: map[string]string{IstioInjectAnnotation: "false"}}, false, false},
+		{"istio-proxy container, inject false by annotation only", Caller{Namespace: "plain", Containers: []string{"istio-proxy"},
+			Annotations: map[string]string{IstioInjectAnnotation: "false"}}, false, false},
+		// manifests/charts/gateway/templates/deployment.yaml: the gateway's istio-proxy (image auto)
+		// with sidecar.istio.io/inject "true" is Istio's proxy.
+		{"the gateway chart: istio-proxy container, inject true", Caller{Namespace: "plain", Containers: []string{"istio-proxy"},
+			Labels: map[string]string{IstioInjectAnnotation: "true"}}, true, false},
 		{"the label wins over the annotation (Istio's injectRequired)", Caller{Namespace: "plain", Annotations: map[string]string{IstioInjectAnnotation: "true"}, Labels: map[string]string{IstioInjectAnnotation: "false"}}, false, false},
 		{"a pod-template istio.io/rev label in a namespace without injection labels (Istio's revision webhook injects it)", Caller{Namespace: "plain", Labels: map[string]string{IstioRevLabel: "canary"}}, true, false},
 		{"istio-injection: disabled wins over the pod's label (no Istio webhook selects the namespace)", Caller{Namespace: "nomesh", Labels: map[string]string{IstioInjectAnnotation: "true"}}, false, false},

@@ -101,9 +101,10 @@ type Set struct {
 	namespaces      map[string]objectMeta
 	services        map[ServiceRef]objectMeta
 	ports           map[ServiceRef][]servicePort // ports.go
-	meshConfig      bool                         // the ConfigMap istio-system/istio was added
-	meshDefault     *meshDefault                 // its defaultHttpRetryPolicy, when it has one
-	inbound         *meshDefault                 // its defaultInboundHttpRetryPolicy, when it adds tries (inbound.go)
+	meshConfigs     map[string]meshConfigs       // the MeshConfig ConfigMaps added, by name (revisions.go)
+	meshConfig      bool                         // one was added
+	meshDefault     *meshDefault                 // the defaultHttpRetryPolicy counted (the most of meshConfigs'), when one sets it
+	inbound         *meshDefault                 // the defaultInboundHttpRetryPolicy counted, when one adds tries (inbound.go)
 	virtualServices map[string]*virtualService
 	routes          map[string]*route
 	profiles        map[string]header
@@ -132,6 +133,7 @@ func NewSet(opts Options) *Set {
 		routes:          map[string]*route{},
 		profiles:        map[string]header{},
 		policies:        map[string]*backendTrafficPolicy{},
+		meshConfigs:     map[string]meshConfigs{},
 		kumaMeshes:      map[string]*kumaMesh{},
 		kumaRetries:     map[string]*meshRetry{},
 		resiliencies:    map[string]*resiliency{},
@@ -189,6 +191,9 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.ingressClasses {
 		c.ingressClasses[k] = v
 	}
+	for k, v := range s.meshConfigs {
+		c.meshConfigs[k] = v
+	}
 	c.meshConfig, c.meshDefault, c.inbound = s.meshConfig, s.meshDefault, s.inbound
 	c.times = make(map[string]objTimes, len(s.times))
 	for k, v := range s.times {
@@ -207,9 +212,7 @@ func (s *Set) Counts() map[string]int {
 	}
 	add("Namespace", len(s.namespaces))
 	add("Service", len(s.services))
-	if s.meshConfig {
-		add("ConfigMap", 1)
-	}
+	add("ConfigMap", len(s.meshConfigs))
 	add("VirtualService", len(s.virtualServices))
 	for _, r := range s.routes {
 		add(r.Kind, 1)
@@ -508,7 +511,7 @@ func (s *Set) istioDefault(why string) Layer {
 		n := *s.opts.IstioDefaultRetries
 		return Layer{Kind: Istio, Tries: tries(n), Default: true, Note: fmt.Sprintf("Istio default --istio-default-retries=%d, %s", n, why)}
 	case s.meshDefault != nil:
-		return Layer{Kind: Istio, Object: "ConfigMap " + IstioConfigNamespace + "/" + IstioConfigName, FieldPath: "data." + IstioConfigKey,
+		return Layer{Kind: Istio, Object: s.meshDefault.object, FieldPath: "data." + IstioConfigKey,
 			Tries: s.meshDefault.retries + 1, Default: true, Note: "Istio default from " + s.meshDefault.note + ", " + why}
 	}
 	return Layer{Kind: Istio, Tries: IstioDefaultRetries + 1, Default: true, Note: "Istio default, " + why}
@@ -826,7 +829,7 @@ func (s *Set) EntryLayers(v ServiceRef) []Layer {
 		out = append(out, s.ingressLayer(ir))
 	}
 	for _, u := range x.ingresses[v] {
-		out = append(out, ingressLayer(u)) // ingressnginx.go
+		out = append(out, s.ingressUseLayer(u)) // ingressnginx.go
 	}
 	return out
 }

@@ -44,6 +44,23 @@ const (
 	IstioConfigKey       = "mesh"
 )
 
+// IsMeshConfig reports whether the ConfigMap namespace/name with labels holds an Istio
+// MeshConfig: istio-system/istio (the default revision's), or istio-system/istio-<rev> labelled
+// istio.io/rev: <rev>, the one a revisioned control plane reads (istio/istio eed52ebb66ad
+// pilot/pkg/bootstrap/mesh.go getMeshConfigMapName; the istio-discovery chart's configmap.yaml
+// names it so and sets that label). Other istio-* ConfigMaps (the sidecar injector's, the CA
+// root certificate) are not.
+func IsMeshConfig(namespace, name string, labels map[string]string) bool {
+	if namespace != IstioConfigNamespace {
+		return false
+	}
+	if name == IstioConfigName {
+		return true
+	}
+	rev := labels[IstioRevLabel]
+	return rev != "" && rev != "default" && name == IstioConfigName+"-"+rev
+}
+
 // IstioDefaultRetries is Istio's retries when nothing sets them (2: 3 tries).
 const IstioDefaultRetries = 2
 
@@ -353,7 +370,7 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		}
 		s.setPorts(ServiceRef{h.Metadata.Namespace, h.Metadata.Name}, svc.Spec.Ports) // ports.go
 	case "/ConfigMap":
-		if h.Metadata.Namespace != IstioConfigNamespace || h.Metadata.Name != IstioConfigName {
+		if !IsMeshConfig(h.Metadata.Namespace, h.Metadata.Name, h.Metadata.Labels) {
 			return false, nil
 		}
 		var cm configMap
@@ -369,7 +386,8 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		s.meshConfig, s.meshDefault, s.inbound = true, d, in
+		s.meshConfigs[h.Metadata.Name] = meshConfigs{d, in}
+		s.pickMeshConfig() // revisions.go
 	case GroupIstio + "/VirtualService":
 		vs := &virtualService{}
 		if err := decode(vs); err != nil {
@@ -463,9 +481,11 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		delete(s.services, r)
 		delete(s.ports, r)
 	case "/ConfigMap":
-		ok = namespace == IstioConfigNamespace && name == IstioConfigName && s.meshConfig
+		_, ok = s.meshConfigs[name]
+		ok = ok && namespace == IstioConfigNamespace
 		if ok {
-			s.meshConfig, s.meshDefault, s.inbound = false, nil, nil
+			delete(s.meshConfigs, name)
+			s.pickMeshConfig()
 		}
 	case GroupKuma + "/Mesh":
 		_, ok = s.kumaMeshes[name]
@@ -502,6 +522,7 @@ func (m keyed[V]) remove(k string) bool {
 type meshDefault struct {
 	retries int64
 	note    string
+	object  string // "ConfigMap istio-system/istio", or a revision's
 	// perTry and base are the policy's perTryTimeout and backoff (Envoy's base interval), 0
 	// when unset: Istio applies them with its tries (mesh/time.go, Set.LayerTime).
 	perTry, base time.Duration
@@ -536,7 +557,7 @@ func parseMeshConfig(cm configMap) (*meshDefault, error) {
 	if err := boundsInt32.check(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.attempts", n); err != nil {
 		return nil, err
 	}
-	d := &meshDefault{retries: n, note: fmt.Sprintf("%s data.%s defaultHttpRetryPolicy.attempts: %d", cm.id(), IstioConfigKey, n)}
+	d := &meshDefault{retries: n, object: cm.id(), note: fmt.Sprintf("%s data.%s defaultHttpRetryPolicy.attempts: %d", cm.id(), IstioConfigKey, n)}
 	p := mc.DefaultHTTPRetryPolicy
 	if d.perTry, err = parseTime(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.perTryTimeout", p.PerTryTimeout, goGrammar); err != nil {
 		return nil, err

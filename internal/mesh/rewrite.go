@@ -87,6 +87,8 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 		return nil, err
 	}
 	switch {
+	case kind == "Ingress" && l.Kind == Istio:
+		return nil, fmt.Errorf("%s: an Ingress has no retry field (Istio translates it with none, pilot/pkg/config/kube/ingress): route its paths through a VirtualService bound to the ingress gateway with retries.attempts: %d instead, or lower the callers' attempts", l.Note, tries-1)
 	case l.Object == "" || l.FieldPath == "":
 		return nil, fmt.Errorf("%s: no object declares these %d tries; lower the caller's attempts, or declare the retries on the callee (a VirtualService route with retries.attempts: %d)", l.Note, l.Tries, tries-1)
 	case kind == "ConfigMap" && strings.Contains(l.Note, "defaultInboundHttpRetryPolicy"):

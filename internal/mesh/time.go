@@ -495,7 +495,7 @@ func (s *Set) LayerTime(l Layer) LayerTime {
 	switch {
 	case l.Default:
 		md = s.meshDefault
-	case l.Object == "ConfigMap "+IstioConfigNamespace+"/"+IstioConfigName:
+	case s.inbound != nil && l.Object == s.inbound.object:
 		md = s.inbound
 	}
 	if md == nil {
@@ -508,7 +508,7 @@ func (s *Set) LayerTime(l Layer) LayerTime {
 		lt.BackoffBase, lt.BackoffMax = md.base, 10*md.base
 	}
 	if (md.perTry > 0 || md.base > 0) && lt.Source == "" {
-		lt.Source = "ConfigMap " + IstioConfigNamespace + "/" + IstioConfigName + " data." + IstioConfigKey
+		lt.Source = md.object + " data." + IstioConfigKey
 	}
 	return lt
 }

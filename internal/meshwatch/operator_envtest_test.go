@@ -141,6 +141,29 @@ func TestOperatorMeshLayers(t *testing.T) {
 	g.Expect(c.Delete(ctx, virtualService("bookinfo-audit", 3))).To(Succeed())
 	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(istioDefault))
 
+	// Istio's MeshConfigs: the default revision's (istio-system/istio) and a canary revision's
+	// (istio-system/istio-canary, labelled istio.io/rev: canary; its sidecars read it), the most
+	// retries of the two counted, as analyze counts them (mesh.IsMeshConfig). Before, the manager
+	// read istio-system/istio only: 4 where analyze says 36. A ConfigMap of that name without the
+	// revision label is no MeshConfig.
+	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}})).To(Succeed())
+	meshConfig := func(name string, labels map[string]string, attempts int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "istio-system", Name: name, Labels: labels},
+			Data: map[string]string{"mesh": "defaultHttpRetryPolicy:\n  attempts: " + strconv.Itoa(attempts) + "\n"}}
+	}
+	withAmplification := func(n int64) state { s := istioDefault; s.Amplification = n; return s }
+	unlabelled := meshConfig("istio-canary", nil, 7) // first: its event is applied before istio's
+	g.Expect(c.Create(ctx, unlabelled)).To(Succeed())
+	g.Expect(c.Create(ctx, meshConfig("istio", map[string]string{"istio.io/rev": "default"}, 1))).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(withAmplification(4)))
+	g.Expect(c.Delete(ctx, unlabelled)).To(Succeed())
+	g.Expect(c.Create(ctx, meshConfig("istio-canary", map[string]string{"istio.io/rev": "canary"}, 5))).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(withAmplification(36)))
+	g.Expect(c.Delete(ctx, meshConfig("istio-canary", nil, 0))).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(withAmplification(4)))
+	g.Expect(c.Delete(ctx, meshConfig("istio", nil, 0))).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(istioDefault))
+
 	// The namespace leaves the mesh: no layer.
 	var ns corev1.Namespace
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: "bookinfo-audit"}, &ns)).To(Succeed())

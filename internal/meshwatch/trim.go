@@ -73,10 +73,12 @@ var specTrees = map[string]keep{
 var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true}
 
 // someLabels are the kinds of which internal/mesh reads a few labels only: a Service's ambient
-// waypoint labels, a Gateway's istio.io/waypoint-for (mesh/waypoint.go).
+// waypoint labels, a Gateway's istio.io/waypoint-for (mesh/waypoint.go), a ConfigMap's
+// istio.io/rev (mesh/revisions.go).
 var someLabels = map[string][]string{
 	"/Service":                     waypointLabels,
 	mesh.GroupGateway + "/Gateway": {mesh.IstioWaypointForLabel},
+	"/ConfigMap":                   {mesh.IstioRevLabel}, // a revision's MeshConfig (mesh.IsMeshConfig)
 }
 
 // waypointLabels are the Istio ambient labels of a Service (and a Namespace).

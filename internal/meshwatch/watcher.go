@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -270,11 +269,11 @@ func (w *Watcher) discover() (Served, error) {
 func (w *Watcher) startInformer(parent context.Context, a API) *running {
 	ns, tweak := metav1.NamespaceAll, dynamicinformer.TweakListOptionsFunc(nil)
 	if a == configMapsAPI {
-		// Only the MeshConfig.
+		// Only Istio's namespace: its MeshConfigs are istio (the default revision's) and
+		// istio-<rev> (a revision's: mesh.IsMeshConfig decides, in the Set, as analyze does), a
+		// name no field selector can match. The few other ConfigMaps there (the injector's
+		// templates, the CA root) are trimmed to nothing (Trim keeps data.mesh only).
 		ns = mesh.IstioConfigNamespace
-		tweak = func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", mesh.IstioConfigName).String()
-		}
 	}
 	inf := dynamicinformer.NewFilteredDynamicInformer(w.dyn, a.GVR(), ns, 0, toolscache.Indexers{}, tweak).Informer()
 	_ = inf.SetTransform(func(obj any) (any, error) {

@@ -119,10 +119,22 @@ func (r *Result) Found() bool {
 // Gateway.
 var gatewayLabels = []string{"gateway.networking.k8s.io/gateway-name", "gateway.envoyproxy.io/owning-gateway-name"}
 
-func isGatewayWorkload(labels workload.Pairs) bool {
-	if v := labels.Get("istio"); v == "ingressgateway" || v == "egressgateway" {
+// IstioInjectTemplates is the pod-template annotation that picks Istio's injection templates;
+// "gateway" makes the pod an Istio gateway (istio/istio eed52ebb66ad
+// manifests/charts/gateway/templates/deployment.yaml, whose istio label is the release name
+// without "istio-": "ingress" for the istio-ingress release of Istio's Helm guide).
+const IstioInjectTemplates = "inject.istio.io/templates"
+
+func isGatewayWorkload(w *workload.Workload) bool {
+	if v := w.Labels.Get("istio"); v == "ingressgateway" || v == "egressgateway" {
 		return true
 	}
+	for _, t := range strings.Split(w.Annotations.Get(IstioInjectTemplates), ",") {
+		if strings.TrimSpace(t) == "gateway" {
+			return true
+		}
+	}
+	labels := w.Labels
 	for _, l := range gatewayLabels {
 		if _, ok := labels.Lookup(l); ok {
 			return true
@@ -179,7 +191,7 @@ func Discover(in Input) *Result {
 		d.byKey[w.Key()] = w
 		d.byNSName[w.Namespace+"/"+w.Name] = append(d.byNSName[w.Namespace+"/"+w.Name], w)
 		d.byService[w.Namespace+"/"+w.ServiceName()] = append(d.byService[w.Namespace+"/"+w.ServiceName()], w)
-		if isGatewayWorkload(w.Labels) {
+		if isGatewayWorkload(w) {
 			d.gateways[w.Namespace+"/"+w.Name] = true
 		}
 	}
@@ -396,7 +408,7 @@ func (d *discoverer) envEdges(res *Result) {
 				if !inInput && bare {
 					words++
 					if wordExample == "" {
-						wordExample = fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
+						wordExample = envExample(pe, ev, r.Name+"."+r.Namespace)
 					}
 					continue
 				}
@@ -405,7 +417,7 @@ func (d *discoverer) envEdges(res *Result) {
 					// value is something else (a host of another kind, a placeholder).
 					drops++
 					if example == "" {
-						example = fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
+						example = envExample(pe, ev, r.Name)
 					}
 					continue
 				}
@@ -435,6 +447,19 @@ func (d *discoverer) envEdges(res *Result) {
 		d.warn = append(d.warn, fmt.Sprintf("env: %d value(s) of the form name.namespace without a port or scheme name no Service of the input: read as words (a file name, a version), not edges; write host:port, or give the Service (e.g. %s)", words, wordExample))
 	}
 }
+
+// envExample names a value in a warning: whole when it is short and on one line, else by the
+// word read in it (istio-cni's AMBIENT_ENABLEMENT_SELECTOR is a multi-line YAML selector whose
+// "istio.io" filled the line before).
+func envExample(pe PodEnv, ev EnvVar, word string) string {
+	if len(ev.Value) <= maxExample && !strings.ContainsAny(ev.Value, "\n\r") {
+		return fmt.Sprintf("%s %s/%s %s=%q", pe.Kind, pe.Namespace, pe.Name, ev.label(), ev.Value)
+	}
+	return fmt.Sprintf("%s %s/%s %s, a %d-byte value: %q in it", pe.Kind, pe.Namespace, pe.Name, ev.label(), len(ev.Value), word)
+}
+
+// maxExample is the longest value a warning quotes whole.
+const maxExample = 100
 
 func selectsPod(s ServiceDef, pe PodEnv) bool {
 	if s.Namespace != pe.Namespace || len(s.Selector) == 0 {

@@ -12,6 +12,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -240,6 +241,13 @@ func (s *ManifestSet) Pods() ([]PodEnv, []string) {
 		pe := PodEnv{Kind: p.kind, Namespace: p.meta.Namespace, Name: p.meta.Name, Labels: p.tmpl.Labels}
 		cs := append(append([]corev1.Container(nil), p.tmpl.Spec.InitContainers...), p.tmpl.Spec.Containers...)
 		for _, c := range cs {
+			if mesh.IsProxyContainer(c.Name) {
+				// The mesh's proxy (already injected, or Istio's gateways and ztunnel, which name
+				// their container istio-proxy): its env and args configure the proxy (CA_ADDR
+				// istiod.istio-system.svc:15012, ISTIO_META_OWNER kubernetes://apis/...,
+				// Linkerd's LINKERD2_PROXY_DESTINATION_SVC_ADDR), not calls the app makes.
+				continue
+			}
 			for _, ef := range c.EnvFrom {
 				if ef.ConfigMapRef == nil {
 					continue

@@ -64,7 +64,16 @@ func (a *ratt) creditUp(k int64) {
 	}
 	a.held -= k
 	a.s.cc.upHeld -= k
-	a.grown = true // its answer flows: its window may grow to relayStreamWindow
+	if a.upAvail < relayFirstGrant/2 {
+		// Its answer flows in bulk (the upstream used over half its first
+		// window before the client took it): its window may grow to
+		// relayStreamWindow. One that trickles (a watch's messages, an
+		// answer that stalls) keeps a first grant's window: a window
+		// granted and unused holds the client's budget, and four answers
+		// that had passed a byte on held all of it at relayStreamWindow,
+		// leaving the client's other streams no window at all.
+		a.grown = true
+	}
 	a.grantUp()
 	a.s.cc.feedStarved()
 }

@@ -37,7 +37,13 @@ func (h *Handler) relayPool(addr string) *rpool {
 func (p *rpool) acquire(a *ratt) *upconn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A request that may not be sent twice looks at the socket first, as
+	// the HTTP/1.1 engines do: a close the reader has not read yet.
+	check := !a.s.cs.retryable
 	for _, uc := range p.conns {
+		if check && uc.peerGone() {
+			continue
+		}
 		if uc.reserve() {
 			return uc
 		}

@@ -118,6 +118,10 @@ type attemptState struct {
 	due          time.Duration
 	t0           time.Time
 	resends      int
+	// refused: the upstream provably never processed it (unprocessed), and
+	// the body it would go again with overflowed the replay buffer: its
+	// client is told so (refuse), not answered 502.
+	refused bool
 
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
@@ -934,6 +938,7 @@ func (a *ratt) unprocessedLocked(err error) {
 	// An answer begun (its headers came) was processed, whatever a GOAWAY
 	// after it claims: not re-sent, as after REFUSED_STREAM.
 	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
+		a.refused = s.overflow && !a.judged && !a.gotHeaders && s.att == a && !s.done
 		a.upEnded = true
 		a.fail(err)
 		return
@@ -993,12 +998,30 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 	if a.res.err != nil {
 		a.release()
 		s.att = nil
+		if a.refused && !s.headersSent {
+			s.refuse()
+			return
+		}
 		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts))
 		return
 	}
 	s.att = a
 	s.relay(a, reason)
 	a.pushBody()
+}
+
+// refuse ends the client's stream with REFUSED_STREAM: the upstream
+// provably never processed the request (REFUSED_STREAM, a GOAWAY below
+// it), and the relay cannot send it again, its body being larger than
+// the replay buffer. So the client is told what the upstream said (RFC
+// 9113 8.7: safe to retry; Go's Transport re-sends such a stream itself
+// when it can rewind the body) rather than 502, which says the request
+// may have run.
+func (s *rstream) refuse() {
+	s.cs.m.code("REFUSED_STREAM")
+	_ = s.cc.out.fr.WriteRSTStream(s.id, http2.ErrCodeRefusedStream)
+	s.respDone = true
+	s.close()
 }
 
 // relay passes an upstream's answer on: headers (with the policy's

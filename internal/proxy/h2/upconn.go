@@ -60,6 +60,9 @@ type upconn struct {
 	goAway      bool
 	lastID      uint32 // GOAWAY's last-stream-id
 	closed      bool
+	// finSeen: a poll saw the upstream's close before the reader read
+	// it (peerGone): no new stream goes on the connection.
+	finSeen bool
 	// The idle close: one timer per connection (idle), re-armed when it
 	// fires, not per stream; idleSince is when active last fell to 0.
 	idle      *time.Timer
@@ -132,10 +135,26 @@ func (h *Handler) dialUp(p *rpool) (*upconn, error) {
 func (uc *upconn) reserve() bool {
 	uc.mu.Lock()
 	defer uc.mu.Unlock()
-	if uc.goAway || uc.closed || uc.active >= uc.maxStreams {
+	if uc.goAway || uc.closed || uc.finSeen || uc.active >= uc.maxStreams {
 		return false
 	}
 	uc.active++
+	return true
+}
+
+// peerGone reports whether the upstream has closed the connection, its
+// reader not having read the close yet, and if so takes no new stream on
+// it: a request that may not reach the upstream twice then goes on
+// another connection, rather than be written on this one and failed by
+// the close it raced (502, though the upstream never had it). An
+// upstream that sends GOAWAY before it closes needs none of this.
+func (uc *upconn) peerGone() bool {
+	if !peerClosed(uc.nc) {
+		return false
+	}
+	uc.mu.Lock()
+	uc.finSeen = true
+	uc.mu.Unlock()
 	return true
 }
 
