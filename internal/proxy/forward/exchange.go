@@ -433,6 +433,16 @@ func (x *Exchange) finish() {
 	}
 	stripResponseHopByHopSeen(&resp.Header, seen, x.sc)
 	resp.Header.ResetConnectionClose()
+	if !resp.Header.IsHTTP11() {
+		// The proxy's own version on its answer (RFC 9110 2.5), whatever
+		// the upstream spoke: its framing toward the client is its own
+		// (chunked for a body to the upstream's close), and an
+		// "HTTP/1.0" status line over it read as faulty framing (RFC 9112
+		// 6.1: Go's client read the chunks as the body, to a close that
+		// never came) or, with a length, as a connection to close. A rare
+		// branch: fasthttp's parser set the flag from the status line.
+		resp.Header.SetProtocol(http11)
+	}
 	// "A failed response" is any the client may want to retry: a 5xx, a 429 (Too Many
 	// Requests asks for exactly that) or a status --retry-on names.
 	if st := resp.StatusCode(); x.generated && (st >= 500 || st == fasthttp.StatusTooManyRequests || x.f.pol.RetryOn.Status(st)) {
@@ -500,3 +510,5 @@ func (x *Exchange) failStatus(status int, reason policy.Reason, why string) {
 	resp.SetBodyString("retrycap-proxy: upstream " + x.up.Name + ": " + why + "\n")
 	x.up.M.Code(status)
 }
+
+var http11 = []byte("HTTP/1.1")

@@ -47,16 +47,82 @@ func CheckHead(b []byte) (end int, refuse string) {
 	return end, refuse
 }
 
-// CheckAnswerHead is CheckHead for an upstream's answer head: only a bare
-// LF is refused before the parse (ErrAnswerBareLF). Several
+// CheckAnswerHead is CheckHead for an upstream's answer head: a bare LF
+// is refused before the parse (ErrAnswerBareLF), and so are what
+// fasthttp's parser would pass on (badAnswerLines). Several
 // Transfer-Encoding fields are the parser's to judge (it ignores them in
 // an HTTP/1.0 answer); AnswerParseError words its refusal.
 func CheckAnswerHead(b []byte) (end int, err error) {
 	end, bare, _ := scanHead(b)
-	if end >= 0 && bare {
+	switch {
+	case end < 0:
+	case bare:
 		err = ErrAnswerBareLF
+	default:
+		err = badAnswerLines(b[:end])
 	}
 	return end, err
+}
+
+// badAnswerLines judges a whole answer head (CRLF lines) on what
+// fasthttp's parser accepts and the engines wrote to the client as it
+// came: a control byte in the status line (HAProxy 2.6 passes it on; Go's
+// ReverseProxy writes a reason phrase of its own), a field name with a
+// byte that is no token character ("X A: b", "X(A): b"; the request side
+// refuses the same with 400). Each is a bad answer (502); HAProxy 2.6
+// answers such a name 502 too. Go's transport refuses it (textproto's
+// canonicalMIMEHeaderKey, "malformed MIME header line") but for a blank
+// (go.dev/issue/34540), which the proxy refuses as well, as HAProxy does:
+// fasthttp read "Content-Length : 4" as the Content-Length where Go reads
+// another field. A folded line (obs-fold) is left to the parser, which
+// unfolds it (RFC 9112 5.2), and a line without a colon to its refusal.
+// A status line of another version ("HTTP/2.0 200 OK") is no refusal:
+// the answer goes out under the proxy's own HTTP/1.1 (Exchange.finish),
+// as HAProxy 2.6 and Go's ReverseProxy pass it.
+func badAnswerLines(head []byte) error {
+	for bytes.HasPrefix(head, crlf) {
+		head = head[2:] // empty lines before the status line, as the parser skips them
+	}
+	i := bytes.IndexByte(head, '\n')
+	if i < 1 {
+		return nil // no status line: the parser's to refuse
+	}
+	line := head[:i-1] // without its CR (no bare LF: scanHead)
+	head = head[i+1:]
+	// The reason phrase is HTAB, SP, VCHAR and obs-text (RFC 9112 4):
+	// fasthttp's parser took a NUL or another control byte in it, and a
+	// bare CR, and the engines wrote them to the client (a NUL ends the
+	// line for a C client; a bare CR, one lenient client's line end).
+	for _, b := range line {
+		if (b < ' ' && b != '\t') || b == 0x7f {
+			return &answerParseError{why: "a control byte in the status line"}
+		}
+	}
+	// One pass: a field line's name byte by byte up to its colon, then the
+	// value skipped to the line's end (the head's lines end in CRLF:
+	// scanHead found no bare LF).
+	for len(head) > 0 {
+		k := 0
+		for k < len(head) && tchar[head[k]] {
+			k++
+		}
+		nl := bytes.IndexByte(head[k:], '\n')
+		if nl < 0 {
+			return nil
+		}
+		if c := head[k]; c != ':' && nl > 1 { // nl 1: the line's CRLF
+			// Not a token through the colon: a folded line or one
+			// without a colon is the parser's; anything else is a name
+			// with a byte no token has.
+			if k > 0 || (c != ' ' && c != '\t') {
+				if bytes.IndexByte(head[k:k+nl], ':') >= 0 {
+					return &answerParseError{why: "a header name with a byte that is not a token character"}
+				}
+			}
+		}
+		head = head[k+nl+1:]
+	}
+	return nil
 }
 
 // scanHead is HeadEnd, whether a line of the head (through its end, or
@@ -157,3 +223,5 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 }
 
 var errEndOfHead = errors.New("end of head")
+
+var crlf = []byte("\r\n")

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,45 @@ func refHeadEnd(b []byte) int {
 	}
 }
 
+// refAnswerLines is badAnswerLines' specification on a whole head whose
+// lines end in CRLF, line by line: empty lines before the status line
+// skipped; any control byte but HTAB in the status line refused; then each field line that does not
+// start with a blank (obs-fold) and has a colon is refused when its name,
+// up to the first colon, has a byte that is no token character.
+func refAnswerLines(head []byte) string {
+	const why = "the upstream's answer is malformed: "
+	lines := strings.Split(string(head), "\r\n")
+	for len(lines) > 0 && lines[0] == "" {
+		lines = lines[1:]
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	status := lines[0]
+	for i := 0; i < len(status); i++ {
+		if c := status[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return why + "a control byte in the status line"
+		}
+	}
+	for _, l := range lines[1:] {
+		if l == "" || l[0] == ' ' || l[0] == '\t' {
+			continue
+		}
+		name, _, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			token := strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) || '0' <= c && c <= '9' || 'a' <= c|0x20 && c|0x20 <= 'z'
+			if !token {
+				return why + "a header name with a byte that is not a token character"
+			}
+		}
+	}
+	return ""
+}
+
 // HeadEnd against its specification, and CheckHead against HeadEnd and
 // BareLF.
 func FuzzHeadEnd(f *testing.F) {
@@ -46,6 +86,9 @@ func FuzzHeadEnd(f *testing.F) {
 		"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n",
 		"POST / HTTP/1.1\r\nTransfer-Encoding : chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
 		"Transfer-Encoding: a\r\nTransfer-Encoding: b\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX A: b\r\nX\rY: c\r\n\r\n",
+		"HTTP/2.0 200 O\x00K\r\n\r\n",
+		"\r\nHTTP/1.1 200 OK\r\nX-A: a\r\n b:c\r\nX(: d\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -62,10 +105,21 @@ func FuzzHeadEnd(f *testing.F) {
 		if end != HeadEnd(b) || (refuse != "") != (bare || te) || te && refuse != ReasonTooManyTE {
 			t.Fatalf("CheckHead(%q) = %d, %q; want %d, refused %t", b, end, refuse, HeadEnd(b), bare || te)
 		}
-		// CheckAnswerHead: the same end, refused for a bare LF only.
+		// CheckAnswerHead: the same end, refused for a bare LF, else as
+		// refAnswerLines says.
 		aend, aerr := CheckAnswerHead(b)
-		if aend != end || (aerr != nil) != bare || aerr != nil && aerr != ErrAnswerBareLF {
-			t.Fatalf("CheckAnswerHead(%q) = %d, %v; want %d, refused %t", b, aend, aerr, end, bare)
+		want := ""
+		if bare {
+			want = ErrAnswerBareLF.Error()
+		} else if end >= 0 {
+			want = refAnswerLines(b[:end])
+		}
+		got := ""
+		if aerr != nil {
+			got = aerr.Error()
+		}
+		if aend != end || got != want || aerr != nil && !BadAnswer(aerr) {
+			t.Fatalf("CheckAnswerHead(%q) = %d, %q; want %d, %q", b, aend, got, end, want)
 		}
 	})
 }

@@ -247,6 +247,9 @@ func StripResponse(h *fasthttp.ResponseHeader, sc *Scratch) {
 	h.SetNoDefaultContentType(true)
 	stripResponseHopByHop(h, sc)
 	h.ResetConnectionClose()
+	if !h.IsHTTP11() {
+		h.SetProtocol(http11) // the proxy's own version, as Exchange.finish
+	}
 }
 
 // PrepareUpgrade readies an upgrade request's head: the chain budget

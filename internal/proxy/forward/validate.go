@@ -101,3 +101,46 @@ func CheckVersion(p []byte) Version {
 	}
 	return VersionUnsupported
 }
+
+// ReasonUserinfo is the refusal of a request whose target or Host carries
+// userinfo ("user@"): RFC 9110 4.2.4 deprecates it in http URIs and has a
+// recipient treat it as an error (it obscures the authority). Passed on,
+// fasthttp's client turned it into an Authorization header the client
+// never sent, and "http://backend@other/" went to other.
+const ReasonUserinfo = "userinfo in the request target or Host"
+
+// ReasonScheme is the refusal of an absolute-form target whose scheme is
+// not http ("https://backend/a"): the proxy speaks plain HTTP to its
+// upstreams and never downgrades a request its client meant for TLS
+// (a client that wants TLS through the proxy uses CONNECT). Before, the
+// attempt failed inside fasthttp's client as a reset: retried up to the
+// attempt cap, a 503 in fasthttp's words, and counted by the upstream's
+// circuit breaker as its failures, so that a client could open the
+// breaker of an upstream it never reached.
+const ReasonScheme = "a request target whose scheme is not http"
+
+// CheckTarget judges a parsed request head's target (absolute or
+// authority form) and Host field: "" to forward it, else the reason of a
+// 400 (ReasonUserinfo, ReasonScheme). Origin-form targets ("/a@b") and
+// a path's or query's '@' are no userinfo.
+func CheckTarget(host, target []byte) string {
+	if bytes.IndexByte(host, '@') >= 0 {
+		return ReasonUserinfo
+	}
+	if len(target) == 0 || target[0] == '/' || target[0] == '*' {
+		return ""
+	}
+	if i := bytes.Index(target, []byte("://")); i >= 0 {
+		if !bytes.EqualFold(target[:i], []byte("http")) {
+			return ReasonScheme
+		}
+		target = target[i+3:]
+	}
+	if i := bytes.IndexAny(target, "/?#"); i >= 0 {
+		target = target[:i]
+	}
+	if bytes.IndexByte(target, '@') >= 0 {
+		return ReasonUserinfo
+	}
+	return ""
+}

@@ -134,11 +134,12 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var ne net.Error
-	switch {
-	case trailerRefused(ctx.Conn()):
-		// The pre-parser refused the request's trailers (a bare LF); fasthttp
+	switch why := bodyRefusedWhy(ctx.Conn()); {
+	case why != "":
+		// The pre-parser refused the request's chunked body (trailers with
+		// a bare LF, a chunk line or framing over Go's bounds); fasthttp
 		// reports another error for it. The loop's answer, as for a head.
-		refuseParsed(ctx, "a line ends in a bare LF")
+		refuseParsed(ctx, why)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		ctx.Error(fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody), fasthttp.StatusRequestEntityTooLarge)
 	case errors.As(err, &small):
@@ -247,7 +248,11 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	servedRequest(ctx.Conn())
 	// A head the proxy does not read (HAProxy answers these 400 too), and
 	// the HTTP version (forward.CheckVersion).
-	if msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders()); msg != "" {
+	msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders())
+	if msg == "" {
+		msg = forward.CheckTarget(ctx.Request.Header.Host(), ctx.Request.Header.RequestURI())
+	}
+	if msg != "" {
 		refuseParsed(ctx, msg)
 		return
 	}

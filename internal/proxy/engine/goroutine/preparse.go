@@ -67,10 +67,14 @@ type headConn struct {
 	// for bare LFs in a chunked body's trailers, every one before the
 	// request they end (heads-1: fasthttp is reading its body).
 	refuseAt int
-	// trailerRefused: the refusal was of trailers, answered by the
-	// server's error handler.
-	trailerRefused bool
-	hp             *headParse
+	// bodyRefused: the refusal was of a chunked body's framing (its
+	// trailers, a chunk line), answered by the server's error handler
+	// with this reason.
+	bodyRefused string
+	// excess is Go's count of a chunked body's framing beyond what its
+	// data carries (chunkExcess).
+	excess int64
+	hp     *headParse
 	// fd is the socket under the connection plus one (0: not looked up
 	// yet), for the hang-up watch of each call (clientFd).
 	fd int
@@ -92,8 +96,24 @@ const (
 // fasthttp's (431); a chunk-size line or trailer section beyond these is
 // left to fasthttp too.
 const (
-	scanMaxHead      = 8 << 10 // the server's ReadBufferSize
-	scanMaxChunkLine = 1 << 10
+	scanMaxHead = 8 << 10 // the server's ReadBufferSize
+	// A chunk line (size, extensions, CRLF) of this many bytes or more is
+	// refused, and so is a body whose framing goes beyond what its data
+	// carries by more than maxChunkExcess: Go's chunked reader's rules
+	// (net/http/internal/chunked.go, maxLineLength and excess), which
+	// the proxy applies to answers (forward.NewChunkedBody). fasthttp's
+	// parser reads an extension byte by byte for as long as it goes on:
+	// a client could send any number of bytes that carry no data
+	// (CVE-2023-39326's shape) under the idle timeout.
+	maxChunkLine   = 4096
+	maxChunkExcess = 16 << 10
+)
+
+// Reasons of a chunked body's refusals.
+const (
+	reasonChunkLine   = "a chunk line longer than 4 KiB"
+	reasonChunkExcess = "chunked encoding contains too much non-data"
+	reasonTrailerLF   = "a line ends in a bare LF"
 )
 
 // errHeadRefused ends fasthttp's read of a refused head. It wraps
@@ -179,27 +199,29 @@ func (c *headConn) refuse(p []byte) (int, error) {
 		return n, nil
 	}
 	if c.refuseAt != c.heads {
-		// Trailers: fasthttp is reading the request's body, with the
-		// answers to the requests before it perhaps still in its buffer.
-		// Its error handler answers (requestError), after those.
-		c.refusal, c.held, c.refused, c.trailerRefused = nil, nil, true, true
-		return 0, errTrailerRefused
+		// A chunked body: fasthttp is reading it, with the answers to the
+		// requests before it perhaps still in its buffer. Its error
+		// handler answers (requestError), after those.
+		c.refusal, c.held, c.refused = nil, nil, true
+		return 0, errBodyRefused
 	}
 	_, _ = c.Write(c.refusal)
 	c.refusal, c.held, c.refused = nil, nil, true
 	return 0, errHeadRefused
 }
 
-// errTrailerRefused ends fasthttp's read of a chunked body whose trailer
-// section has a bare LF (fasthttp's error handler gets another error for
-// it: trailerRefused tells).
-var errTrailerRefused = errors.New("retrycap-proxy: chunked trailers refused: a line ends in a bare LF")
+// errBodyRefused ends fasthttp's read of a chunked body the pre-parser
+// refused (fasthttp's error handler gets another error for it:
+// bodyRefusedWhy tells).
+var errBodyRefused = errors.New("retrycap-proxy: chunked body refused")
 
-// trailerRefused reports whether c (a request's connection) refused the
-// trailers of the request being read.
-func trailerRefused(c net.Conn) bool {
-	hc, ok := c.(*headConn)
-	return ok && hc.trailerRefused
+// bodyRefusedWhy is why c (a request's connection) refused the chunked
+// body of the request being read; "" if it did not.
+func bodyRefusedWhy(c net.Conn) string {
+	if hc, ok := c.(*headConn); ok {
+		return hc.bodyRefused
+	}
+	return ""
 }
 
 // resolve decides the framing of the head that ended the last read: the
@@ -232,7 +254,7 @@ func (c *headConn) frame(head []byte) {
 	}
 	switch n := h.ContentLength(); {
 	case n == -1:
-		c.st = stChunkSize
+		c.st, c.excess = stChunkSize, 0
 	case n > 0:
 		c.st, c.left = stBody, int64(n)
 	default: // 0, or -2: neither a length nor chunked (no body)
@@ -288,10 +310,10 @@ func (c *headConn) scan(data []byte) int {
 		case stChunkSize:
 			j := bytes.IndexByte(rest, '\n')
 			if j < 0 {
-				c.part = append(c.part, rest...)
-				if len(c.part) > scanMaxChunkLine {
-					c.stop()
+				if len(c.part)+len(rest) >= maxChunkLine {
+					return c.refuseBody(i, reasonChunkLine)
 				}
+				c.part = append(c.part, rest...)
 				return len(data)
 			}
 			line := rest[:j+1]
@@ -299,8 +321,14 @@ func (c *headConn) scan(data []byte) int {
 				c.part = append(c.part, line...)
 				line = c.part
 			}
-			i += j + 1
+			if len(line) >= maxChunkLine {
+				return c.refuseBody(i, reasonChunkLine)
+			}
 			size, ok := chunkSize(line)
+			if ok && chunkExcess(&c.excess, len(line), size) {
+				return c.refuseBody(i, reasonChunkExcess)
+			}
+			i += j + 1
 			switch {
 			case !ok:
 				c.stop()
@@ -347,9 +375,7 @@ func (c *headConn) scan(data []byte) int {
 				// the same answer, before fasthttp has the rest of it. What
 				// of the last chunk came in earlier reads is fasthttp's
 				// already; this read's part of it is held.
-				c.refusal, c.refuseAt = forward.MalformedAnswer("a line ends in a bare LF"), c.heads-1
-				c.part = c.part[:0]
-				return i
+				return c.refuseBody(i, reasonTrailerLF)
 			}
 			i += end - before
 			c.part = c.part[:0]
@@ -360,6 +386,26 @@ func (c *headConn) scan(data []byte) int {
 		}
 	}
 	return len(data)
+}
+
+// refuseBody refuses the chunked body being read (fasthttp has its head)
+// for why, holding data from i on: the server's error handler answers
+// (requestError, bodyRefusedWhy), after the answers fasthttp holds for the
+// requests before it.
+func (c *headConn) refuseBody(i int, why string) int {
+	c.refusal, c.refuseAt, c.bodyRefused = forward.MalformedAnswer(why), c.heads-1, why
+	c.part = c.part[:0]
+	return i
+}
+
+// chunkExcess is Go's count (net/http/internal/chunked.go, beginChunk):
+// each chunk line (line bytes, through its LF) adds its length and the CRLF
+// after the data, less 16 and twice the data; over maxChunkExcess the body
+// is refused.
+func chunkExcess(excess *int64, line int, size int64) bool {
+	*excess += int64(line) // the line without its CRLF, plus the CRLF after the data
+	*excess = max(*excess-16-2*size, 0)
+	return *excess > maxChunkExcess
 }
 
 // chunkSize reads a chunk-size line (through its LF): the hex size, then

@@ -230,7 +230,11 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.handoff(data, HandoffMalformed)
 		return nil, false
 	}
-	if msg := forward.BadHeaderLines(req.Header.RawHeaders()); msg != "" {
+	msg := forward.BadHeaderLines(req.Header.RawHeaders())
+	if msg == "" {
+		msg = forward.CheckTarget(req.Header.Host(), req.Header.RequestURI())
+	}
+	if msg != "" {
 		l.putCall(cl)
 		c.refuse(msg)
 		return nil, false
