@@ -262,6 +262,18 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 // says the answer is not the aggregation asked for). The series is named with its labels
 // quoted, so a value with quotes or newlines reads as written.
 func checkVector(v model.Vector) (telemetry.Checked, error) {
+	// client_golang's decoding leaves a sample's value 0 when the answer gives none (a sample
+	// without "value": its time is 0 too) or gives a native histogram instead: read as a count,
+	// either would be a silent 0 where the answer holds no count at all.
+	for _, s := range v {
+		switch {
+		case s == nil:
+		case s.Histogram != nil:
+			return telemetry.Checked{}, fmt.Errorf("series %s: a histogram, not a counter's increase", s.Metric)
+		case s.Timestamp == 0:
+			return telemetry.Checked{}, fmt.Errorf("series %s: no \"value\" (a sample without its time and value)", s.Metric)
+		}
+	}
 	checked, err := telemetry.CheckVector(v)
 	var bad *telemetry.BadSeries
 	switch {
