@@ -87,7 +87,7 @@ func mutate(v any, b *fuzzBytes) any {
 		return x
 	case []any:
 		if c := b.next(); c >= 240 && len(x) > 0 {
-			x = append(x, x[0]) // a repeat
+			x = append(x, clone(x[0])) // a repeat
 		}
 		for i := range x {
 			x[i] = mutate(x[i], b)
@@ -95,7 +95,27 @@ func mutate(v any, b *fuzzBytes) any {
 		return x
 	}
 	if c := b.next(); c >= 128 {
-		return hostileValues[c%len(hostileValues)]
+		return clone(hostileValues[c%len(hostileValues)])
+	}
+	return v
+}
+
+// clone is a deep copy of a decoded JSON value: a value placed twice in a tree must not be
+// mutated through both places (or into a cycle).
+func clone(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = clone(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = clone(e)
+		}
+		return out
 	}
 	return v
 }
