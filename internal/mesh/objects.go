@@ -92,6 +92,39 @@ func (h header) group() string {
 	return GroupCore
 }
 
+// describeObject names an object whose header does not decode (a label or annotation written
+// as a number, a name that is an object), as id does where it can ("VirtualService shop/r"): a
+// manifest set's error must say which of its objects to look at.
+func describeObject(data []byte, kind string) string {
+	var m map[string]any
+	if json.Unmarshal(data, &m) != nil {
+		return "an object"
+	}
+	str := func(v any) string {
+		if s, ok := v.(string); ok {
+			return s
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	if k, ok := m["kind"]; ok {
+		kind = str(k)
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	name, ok := meta["name"]
+	switch {
+	case kind == "":
+		return "an object"
+	case !ok:
+		return kind + " object without metadata.name"
+	}
+	id := str(name)
+	if ns, ok := meta["namespace"]; ok {
+		id = str(ns) + "/" + id
+	}
+	return kind + " " + id
+}
+
 // id is "VirtualService bookinfo/ratings".
 func (h header) id() string { return h.Kind + " " + h.Metadata.Namespace + "/" + h.Metadata.Name }
 
@@ -333,7 +366,7 @@ func (s *Set) AddJSON(data []byte) (bool, error) { return s.add(data, "", "") }
 func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 	var h header
 	if err := json.Unmarshal(data, &h); err != nil {
-		return false, fmt.Errorf("decoding an object: %w", err)
+		return false, fmt.Errorf("decoding %s: %w", describeObject(data, kind), err)
 	}
 	if h.Kind == "" {
 		h.APIVersion, h.Kind = apiVersion, kind

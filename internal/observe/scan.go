@@ -2,6 +2,7 @@ package observe
 
 import (
 	"errors"
+	"strings"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -70,7 +71,7 @@ func scanJSONObject(line []byte, scratch *[]byte, f jsonField) error {
 			i = next
 		default:
 			j := i
-			for j < len(line) && line[j] != ',' && line[j] != '}' && line[j] != ' ' && line[j] != '\t' {
+			for j < len(line) && !endsLiteral(line[j]) {
 				j++
 			}
 			if j == i || !validLiteral(line[i:j]) {
@@ -94,20 +95,57 @@ func scanJSONObject(line []byte, scratch *[]byte, f jsonField) error {
 	}
 }
 
+// validLiteral reports whether b is true, false, null or a number by JSON's grammar
+// (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?): encoding/json refuses "01", "1-2" or "-",
+// and so does observe, rather than read a value no JSON writer wrote.
 func validLiteral(b []byte) bool {
 	switch string(b) {
 	case "null", "true", "false":
 		return true
 	}
-	for k, c := range b {
-		if (c < '0' || c > '9') && c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
-			return false
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() bool {
+		j := i
+		for i < len(b) && isDigit(b[i]) {
+			i++
 		}
-		if k == 0 && c != '-' && (c < '0' || c > '9') {
+		return i > j
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
 			return false
 		}
 	}
-	return true
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(b)
+}
+
+// endsLiteral reports whether c ends a number or literal: a separator, a closing bracket or
+// JSON's white space.
+func endsLiteral(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
 }
 
 func trailing(line []byte, i int) error {
@@ -213,30 +251,120 @@ func hex4(b []byte, i int) (rune, int) {
 	return r, 4
 }
 
-// skipNested skips a balanced object or array starting at b[i]; strings inside may hold
-// brackets.
+// skipNested skips the object or array starting at b[i], validated as JSON (members, commas,
+// strings and literals as at the top level) without reading it: encoding/json refuses a line
+// whose nested value is not JSON ("[,]", "{1}"), and so does observe. The nesting is kept on an
+// explicit stack, not the call stack, whatever the depth of a line.
 func skipNested(b []byte, i int) (int, error) {
-	depth := 0
-	for j := i; j < len(b); j++ {
-		switch b[j] {
-		case '"':
-			k := j + 1
-			for k < len(b) && b[k] != '"' {
-				if b[k] == '\\' {
-					k++
+	var stack []byte
+	j := i
+	var err error
+	for {
+		// j is at a value.
+		j = skipWS(b, j)
+		if j >= len(b) {
+			return 0, errJSON
+		}
+		switch c := b[j]; c {
+		case '{', '[':
+			stack = append(stack, closer(c))
+			j = skipWS(b, j+1)
+			if j < len(b) && b[j] == closer(c) {
+				stack = stack[:len(stack)-1]
+				j++
+				break // an empty one: a value read
+			}
+			if c == '{' {
+				if j, err = objectKey(b, j); err != nil {
+					return 0, err
 				}
+			}
+			continue
+		case '"':
+			if j, err = skipString(b, j); err != nil {
+				return 0, err
+			}
+		default:
+			k := j
+			for k < len(b) && !endsLiteral(b[k]) {
 				k++
 			}
-			if k >= len(b) {
+			if !validLiteral(b[j:k]) {
 				return 0, errJSON
 			}
 			j = k
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return j + 1, nil
+		}
+		// After a value: a comma and the next value (or member), or closing brackets.
+		for {
+			if len(stack) == 0 {
+				return j, nil
+			}
+			j = skipWS(b, j)
+			if j >= len(b) {
+				return 0, errJSON
+			}
+			top := stack[len(stack)-1]
+			if b[j] == ',' {
+				j++
+				if top == '}' {
+					if j, err = objectKey(b, skipWS(b, j)); err != nil {
+						return 0, err
+					}
+				}
+				break
+			}
+			if b[j] != top {
+				return 0, errJSON
+			}
+			stack = stack[:len(stack)-1]
+			j++
+		}
+	}
+}
+
+func closer(open byte) byte {
+	if open == '{' {
+		return '}'
+	}
+	return ']'
+}
+
+// objectKey skips a member's key and its colon at b[j]; it returns where the value starts.
+func objectKey(b []byte, j int) (int, error) {
+	if j >= len(b) || b[j] != '"' {
+		return 0, errJSON
+	}
+	j, err := skipString(b, j)
+	if err != nil {
+		return 0, err
+	}
+	j = skipWS(b, j)
+	if j >= len(b) || b[j] != ':' {
+		return 0, errJSON
+	}
+	return j + 1, nil
+}
+
+// skipString skips the string at b[j] (a quote), its escapes checked as unescape checks them.
+func skipString(b []byte, j int) (int, error) {
+	for k := j + 1; k < len(b); k++ {
+		switch b[k] {
+		case '"':
+			return k + 1, nil
+		case '\\':
+			k++
+			if k >= len(b) {
+				return 0, errJSON
+			}
+			switch b[k] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if _, n := hex4(b, k+1); n < 0 {
+					return 0, errJSON
+				}
+				k += 4
+			default:
+				return 0, errJSON
 			}
 		}
 	}
@@ -282,8 +410,10 @@ func parseTime(b []byte) (int64, bool) {
 	h, ok4 := num(b[11:13])
 	mi, ok5 := num(b[14:16])
 	s, ok6 := num(b[17:19])
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || y < 1970 || y > 2200 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 {
-		return 0, false
+	// Anything out of the ranges time.Parse's own fast path takes (a 31 February, a leap
+	// second, an offset of 24 hours) is left to it: the two must agree on every input.
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || y < 1970 || y > 2200 || mo < 1 || mo > 12 || d < 1 || d > daysIn(mo, y) || h > 23 || mi > 59 || s > 59 {
+		return slowTime(b)
 	}
 	i := 19
 	var frac int64
@@ -298,7 +428,7 @@ func parseTime(b []byte) (int64, bool) {
 			i++
 		}
 		if digits == 0 {
-			return 0, false
+			return slowTime(b)
 		}
 		for ; digits < 9; digits++ {
 			frac *= 10
@@ -310,8 +440,8 @@ func parseTime(b []byte) (int64, bool) {
 	case i == len(b)-6 && (b[i] == '+' || b[i] == '-') && b[i+3] == ':':
 		oh, ok1 := num(b[i+1 : i+3])
 		om, ok2 := num(b[i+4 : i+6])
-		if !ok1 || !ok2 {
-			return 0, false
+		if !ok1 || !ok2 || oh > 23 || om > 59 {
+			return slowTime(b)
 		}
 		off = int64(oh*3600 + om*60)
 		if b[i] == '-' {
@@ -324,12 +454,35 @@ func parseTime(b []byte) (int64, bool) {
 	return secs*1e9 + frac, true
 }
 
+// slowTime is time.Parse's RFC 3339, with RFC 3339's lower-case "t" and "z" (section 5.6,
+// which time.Parse refuses) read as the fast path reads them.
 func slowTime(b []byte) (int64, bool) {
-	t, err := time.Parse(time.RFC3339Nano, string(b))
+	s := string(b)
+	if len(s) > 10 && s[10] == 't' {
+		s = s[:10] + "T" + s[11:]
+	}
+	if strings.HasSuffix(s, "z") {
+		s = s[:len(s)-1] + "Z"
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil || t.Year() < 1970 || t.Year() > 2200 {
 		return 0, false
 	}
 	return t.UnixNano(), true
+}
+
+// daysIn is the number of days of month m of year y (proleptic Gregorian).
+func daysIn(m, y int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // daysFromCivil is the number of days from 1970-01-01 to y-m-d (proleptic Gregorian; Howard

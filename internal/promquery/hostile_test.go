@@ -18,7 +18,7 @@ import (
 // hostile serves h on loopback and returns a client of it (the queries' input under test is
 // the HTTP answer itself, so a test server stands in for a broken Prometheus or what sits in
 // front of it).
-func hostile(t *testing.T, h http.HandlerFunc, o Options) (*Client, string) {
+func hostile(t testing.TB, h http.HandlerFunc, o Options) (*Client, string) {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -308,10 +308,16 @@ func (c *Client) queryChecked(ctx context.Context, q string, now time.Time) (tel
 // says the answer is not the aggregation asked for). The series is named with its labels
 // quoted, so a value with quotes or newlines reads as written.
 func checkVector(v model.Vector) (telemetry.Checked, error) {
-	// A series whose JSON has no "value" decodes as 0 at time 0: an increase of 0 would read
-	// as an edge not observed. An instant query's samples are at its time, never 0.
+	// client_golang's decoding leaves a sample's value 0 when the answer gives none (a sample
+	// without "value": its time is 0 too; an instant query's samples are at its time, never 0)
+	// or gives a native histogram instead: read as a count, either would be a silent 0 (an edge
+	// not observed) where the answer holds no count at all.
 	for _, s := range v {
-		if s != nil && s.Timestamp == 0 && s.Value == 0 && s.Histogram == nil {
+		switch {
+		case s == nil:
+		case s.Histogram != nil:
+			return telemetry.Checked{}, fmt.Errorf("series %s: a native histogram, not a counter's increase", s.Metric)
+		case s.Timestamp == 0:
 			return telemetry.Checked{}, fmt.Errorf(`series %s: no value (no "value" in the answer's series)`, s.Metric)
 		}
 	}

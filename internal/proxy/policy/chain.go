@@ -20,7 +20,7 @@ const maxBudget = 1 << 30
 // signs, junk, overflow) is malformed and reported as absent (ok=false),
 // because a malformed value must never raise a budget.
 func ParseBudgetHeader(v []byte) (n int, ok bool) {
-	v = trimOWS(v)
+	v = trimLeadingZeros(trimOWS(v))
 	if len(v) == 0 || len(v) > 10 {
 		return 0, false
 	}
@@ -208,6 +208,16 @@ func trimOWS(b []byte) []byte {
 	}
 	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
 		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// trimLeadingZeros drops the zeros before a number's first other digit
+// (keeping one of "000"): "0005" is 5, as strconv reads it, not a value too
+// long to read.
+func trimLeadingZeros(b []byte) []byte {
+	for len(b) > 1 && b[0] == '0' {
+		b = b[1:]
 	}
 	return b
 }

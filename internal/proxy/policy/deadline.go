@@ -41,7 +41,7 @@ const (
 // included. Anything else (empty, a sign, junk, a fraction, more than
 // MaxDeadline) is malformed and reported as absent (ok=false).
 func ParseDeadlineHeader(v []byte) (ms int64, ok bool) {
-	v = trimOWS(v)
+	v = trimLeadingZeros(trimOWS(v))
 	if len(v) == 0 || len(v) > 10 {
 		return 0, false
 	}

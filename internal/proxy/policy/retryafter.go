@@ -29,21 +29,18 @@ func ParseRetryAfter(v string, now time.Time) (wait time.Duration, ok bool) {
 	// delay-seconds, saturated: a value past the largest duration (or past int64, which Atoi
 	// refuses) is a wait longer than any deadline, never a wrapped short one ("18446744074"
 	// seconds wrapped to 290ms: a retry at once where the upstream asked for none).
-	t := strings.TrimSpace(v)
-	if s, err := strconv.Atoi(t); err == nil {
-		if s < 0 {
-			return 0, false
-		}
-		if s > int(math.MaxInt64/time.Second) {
+	// delay-seconds is 1*DIGIT: no sign ("+5" is neither form, as "-1" is), which Atoi alone
+	// would read.
+	t := strings.Trim(v, " \t")
+	if t != "" && strings.Trim(t, "0123456789") == "" {
+		s, err := strconv.Atoi(t)
+		if err != nil || s > int(math.MaxInt64/time.Second) {
 			return math.MaxInt64, true
 		}
 		return time.Duration(s) * time.Second, true
 	}
-	if t != "" && strings.Trim(t, "0123456789") == "" {
-		return math.MaxInt64, true
-	}
 	for _, layout := range httpDateFormats {
-		if t, err := time.Parse(layout, v); err == nil {
+		if t, err := time.Parse(layout, t); err == nil {
 			return max(t.Sub(now), 0), true
 		}
 	}
