@@ -85,25 +85,8 @@ func (r *sockReader) Read(p []byte) (int, error) {
 // without telling the scheduler (netpoll.SendRaw).
 func sockWrite(fd uintptr, p []byte) (int, error) { return netpoll.SendRaw(int(fd), p) }
 
-// peerClosed reports whether c's peer has closed its end (its FIN or a
-// reset arrived), whether or not the connection's reader has read up to
-// it: a zero-timeout poll(2) for POLLRDHUP, as the loop engine looks at a
-// pooled connection before a request that may not be sent twice
-// (engine/loop idleEnded). false when c is no socket.
-func peerClosed(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	closed := false
-	_ = rc.Control(func(fd uintptr) {
-		fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}} //nolint:gosec // a descriptor
-		n, err := unix.Poll(fds[:], 0)
-		closed = err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
-	})
-	return closed
-}
+// peerClosed reports whether c's peer has closed its end, whether or not
+// the connection's reader has read up to it (netpoll.PeerClosed), as the
+// loop engine looks at a pooled connection before a request that may not
+// be sent twice (engine/loop idleEnded).
+func peerClosed(c net.Conn) bool { return netpoll.PeerClosed(c) }

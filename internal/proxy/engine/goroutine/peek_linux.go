@@ -4,9 +4,10 @@ package goroutine
 
 import (
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
 )
 
 // idleEnded reports whether anything happened on an idle keep-alive socket
@@ -25,8 +26,8 @@ func idleEnded(fd uintptr) bool {
 // clientClosed reports whether the client of c (the server's connection,
 // through the wrappers that name theirs by NetConn, as tls.Conn does: the
 // pre-parser, a hand-off's prefix, the h2c sniffer) closed its end or reset
-// it: POLLRDHUP, POLLHUP or POLLERR, with a zero-timeout poll(2). Bytes
-// waiting (a pipelined request) are not a close.
+// it (netpoll.PeerClosed). Bytes waiting (a pipelined request) are not a
+// close.
 func clientClosed(c net.Conn) bool {
 	for {
 		w, ok := c.(interface{ NetConn() net.Conn })
@@ -35,20 +36,5 @@ func clientClosed(c net.Conn) bool {
 		}
 		c = w.NetConn()
 	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	closed := false
-	_ = rc.Control(func(fd uintptr) {
-		fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}} //nolint:gosec // a descriptor
-		if n, err := unix.Poll(fds[:], 0); err == nil && n > 0 {
-			closed = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
-		}
-	})
-	return closed
+	return netpoll.PeerClosed(c)
 }
