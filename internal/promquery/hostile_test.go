@@ -146,7 +146,7 @@ func TestHostileAnswers(t *testing.T) {
 				return
 			}
 			http.Redirect(w, r, "/login?next=%2Fapi", http.StatusFound)
-		}, `HTTP 200 from %URL%/login?next=%2Fapi with Content-Type "text/html", not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins "<html>Sign in</html>"`},
+		}, `HTTP 200 from %URL%/login?next=xxxxx with Content-Type "text/html", not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins "<html>Sign in</html>"`},
 		{"no Content-Type", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header()["Content-Type"] = nil
 			io.WriteString(w, vector())

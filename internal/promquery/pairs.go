@@ -1,6 +1,7 @@
 package promquery
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -131,10 +132,18 @@ func (s *pairScanner) stringByte(c byte) {
 	}
 }
 
-// keyString is the key as JSON decodes it ("" when it is too long or not a valid string: no
-// key on the path is).
+// keyString is the key as JSON decodes it when it is one of the path's ("" when it is not, too
+// long or not a valid string).
 func (s *pairScanner) keyString() string {
 	if s.keyLong {
+		return ""
+	}
+	if bytes.IndexByte(s.key, '\\') < 0 { // no escape: the bytes are the key, no allocation
+		for _, name := range [...]string{"data", "result", "value"} {
+			if string(s.key) == name {
+				return name
+			}
+		}
 		return ""
 	}
 	var k string

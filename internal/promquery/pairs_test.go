@@ -1,8 +1,11 @@
 package promquery
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/common/model"
 )
 
 // TestPairScannerSplitReads: the verdict does not depend on how the answer's bytes arrive (one
@@ -37,6 +40,40 @@ func TestPairScannerSplitReads(t *testing.T) {
 			if maxFrames > maxPairDepth {
 				t.Errorf("%s: %d frames kept, bound %d", tc.name, maxFrames, maxPairDepth)
 			}
+		}
+	}
+}
+
+// BenchmarkPairScan40000 is the pair check over the 40,000-series answer of BenchmarkGraph40000;
+// BenchmarkDecode40000, its anchor, is client_golang's decoding of the same bytes into a vector
+// (what every answer costs already).
+func BenchmarkPairScan40000(b *testing.B) {
+	body := []byte(benchIstioAnswer())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var s pairScanner
+		for i := 0; i < len(body); i += 32 << 10 { // as boundedBody is read
+			s.feed(body[i:min(i+32<<10, len(body))])
+		}
+		if s.bad != nil {
+			b.Fatal(s.bad)
+		}
+	}
+}
+
+func BenchmarkDecode40000(b *testing.B) {
+	body := []byte(benchIstioAnswer())
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var a struct {
+			Data struct {
+				Result model.Vector `json:"result"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &a); err != nil || len(a.Data.Result) != 2*benchEdges {
+			b.Fatal(err, len(a.Data.Result))
 		}
 	}
 }
