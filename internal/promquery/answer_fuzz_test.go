@@ -43,6 +43,7 @@ func FuzzAnswer(f *testing.F) {
 		`{"STATUS":"success","data":{"resultType":"vector","result":[]}}`,
 		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":["x","1"]}]}}`,
 		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1]}]}}`,
+		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"\u0076alue":[1,"1","2"]}]}}`,
 		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"}}]}}`,
 		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"histogram":[1796213250,{"count":"5","sum":"1"}]}]}}`,
 		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"1"],"histogram":[1,{}]}]}}`,
@@ -73,13 +74,7 @@ func FuzzAnswer(f *testing.F) {
 		}
 		seen := map[string]float64{}
 		for i, r := range m.Data.Result {
-			// A pair of one element ([time], no value) still reads as the value 0: client_golang
-			// decodes a pair into a Go array and leaves what is missing as it was. Not caught
-			// (its raw answer is not kept); a sample without "value" or with a histogram is.
-			if len(r.Value) == 1 {
-				continue
-			}
-			if len(r.Value) != 2 {
+			if len(r.Value) != 2 { // a pair of one element read as the count 0 before pairs.go
 				t.Fatalf("%q taken as an answer: series %d has a value of %d elements", b, i, len(r.Value))
 			}
 			var vs string

@@ -127,6 +127,12 @@ func TestHostileAnswers(t *testing.T) {
 			`the answer says "isPartial": true, a partial answer whose edges would be incomplete (a querier missing some of its stores)`},
 		{"a series without a value", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"}}]}}`),
 			`series {upstream="payment"}: no value (no "value" in the answer's series)`},
+		{"a pair of one element", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"value":[1796213250,"2"]},{"metric":{"upstream":"order"},"value":[1796213250]}]}}`),
+			`series 2 of the answer: its "value" holds 1 element(s), want [time, value]: a count would be read where the answer holds none`},
+		{"a pair of three elements", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"value":[1796213250,"1","9"]}]}}`),
+			`series 1 of the answer: its "value" holds 3 element(s), want [time, value]: a count would be read where the answer holds none`},
+		{"an empty pair under an escaped key", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"a\"],\"value\":[1,\"1\"]"}, "\u0076alue" : [ ]}]}}`),
+			`series 1 of the answer: its "value" holds 0 element(s), want [time, value]: a count would be read where the answer holds none`},
 		{"a native histogram", jsonAnswer(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"upstream":"payment"},"histogram":[1796213250,{"count":"1","sum":"1"}]}]}}`),
 			`series {upstream="payment"}: a native histogram, not a counter's increase`},
 		{"HTML login page", func(w http.ResponseWriter, _ *http.Request) {
@@ -140,7 +146,7 @@ func TestHostileAnswers(t *testing.T) {
 				return
 			}
 			http.Redirect(w, r, "/login?next=%2Fapi", http.StatusFound)
-		}, `HTTP 200 from %URL%/login?next=%2Fapi with Content-Type "text/html", not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins "<html>Sign in</html>"`},
+		}, `HTTP 200 from %URL%/login?next=xxxxx with Content-Type "text/html", not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins "<html>Sign in</html>"`},
 		{"no Content-Type", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header()["Content-Type"] = nil
 			io.WriteString(w, vector())

@@ -179,31 +179,59 @@ func New(o Options) (*Client, error) {
 func (c *Client) URL() string { return c.shown }
 
 // RedactURL is raw with the password of its user information replaced by "xxxxx"
-// (url.URL.Redacted), also when raw does not parse as a URL: what a message may say of a
-// --prometheus-url.
+// (url.URL.Redacted) and so is every query parameter's value, also when raw does not parse as a
+// URL: what a message may say of a --prometheus-url. A query string on a Prometheus URL is where
+// a proxy in front of it takes a token (?token=, ?api_key=); the names are kept (they say which
+// parameter), the values are not, whatever the name: a list of "secret-looking" names would
+// miss the next proxy's.
 func RedactURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
+		return redacted(u)
 	}
 	// The authority is what follows "//" up to the first "/", "?" or "#"; its user
 	// information what precedes its last "@"; the password what follows the user's ":".
-	_, rest, ok := strings.Cut(raw, "//")
-	if !ok {
-		return raw
+	out := raw
+	if _, rest, ok := strings.Cut(raw, "//"); ok {
+		start := len(raw) - len(rest)
+		if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+			rest = rest[:end]
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if colon := strings.Index(rest[:at], ":"); colon >= 0 {
+				out = raw[:start+colon+1] + "xxxxx" + raw[start+at:]
+			}
+		}
 	}
-	start := len(raw) - len(rest)
-	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
-		rest = rest[:end]
+	if before, query, ok := strings.Cut(out, "?"); ok {
+		query, fragment, hasFragment := strings.Cut(query, "#")
+		out = before + "?" + redactQuery(query)
+		if hasFragment {
+			out += "#" + fragment
+		}
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return raw
+	return out
+}
+
+// redacted is u for a message: its password and its query's values replaced by "xxxxx".
+func redacted(u *url.URL) string {
+	if u.RawQuery == "" {
+		return u.Redacted()
 	}
-	colon := strings.Index(rest[:at], ":")
-	if colon < 0 {
-		return raw
+	c := *u
+	c.RawQuery = redactQuery(u.RawQuery)
+	return c.Redacted()
+}
+
+// redactQuery replaces each value of a raw query string by "xxxxx", keeping the names and their
+// order as written.
+func redactQuery(q string) string {
+	parts := strings.Split(q, "&")
+	for i, p := range parts {
+		if name, _, ok := strings.Cut(p, "="); ok {
+			parts[i] = name + "=xxxxx"
+		}
 	}
-	return raw[:start+colon+1] + "xxxxx" + raw[start+at:]
+	return strings.Join(parts, "&")
 }
 
 // Window is the query window.
@@ -347,7 +375,7 @@ func twice(s *model.Sample, prev model.SampleValue) error {
 // configured would be taken for Prometheus.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
-		return fmt.Errorf("redirected %d times, the last to %s: not followed further", len(via), req.URL.Redacted())
+		return fmt.Errorf("redirected %d times, the last to %s: not followed further", len(via), redacted(req.URL))
 	}
 	prev := via[len(via)-1]
 	if req.URL.Hostname() == prev.URL.Hostname() && (prev.URL.Scheme != "https" || req.URL.Scheme != "http") {
@@ -362,7 +390,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 		what = "plain http from https"
 	}
 	return fmt.Errorf("HTTP %d from %s: redirected to %s, %s: not followed (the credentials and the query are for --prometheus-url's host; give that URL as --prometheus-url if it is Prometheus)",
-		code, prev.URL.Redacted(), req.URL.Redacted(), what)
+		code, redacted(prev.URL), redacted(req.URL), what)
 }
 
 // statusClient refuses a 2xx answer whose "status" is neither "success" nor "error" (a
@@ -456,16 +484,16 @@ func (t *checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if resp.ContentLength > t.max {
 		resp.Body.Close()
-		return nil, fmt.Errorf("HTTP %d from %s: Content-Length %d: %w", resp.StatusCode, req.URL.Redacted(), resp.ContentLength, errAnswerTooLarge{max: t.max})
+		return nil, fmt.Errorf("HTTP %d from %s: Content-Length %d: %w", resp.StatusCode, redacted(req.URL), resp.ContentLength, errAnswerTooLarge{max: t.max})
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
 		head := make([]byte, 120)
 		n, _ := io.ReadFull(resp.Body, head)
 		resp.Body.Close()
 		return nil, fmt.Errorf("HTTP %d from %s with Content-Type %q, not Prometheus' JSON (a login page or a proxy in front of Prometheus?): the answer begins %q",
-			resp.StatusCode, req.URL.Redacted(), resp.Header.Get("Content-Type"), head[:n])
+			resp.StatusCode, redacted(req.URL), resp.Header.Get("Content-Type"), head[:n])
 	}
-	resp.Body = &boundedBody{rc: resp.Body, left: t.max, max: t.max}
+	resp.Body = &boundedBody{rc: resp.Body, left: t.max, max: t.max, pairs: &pairScanner{}}
 	return resp, nil
 }
 
@@ -473,7 +501,8 @@ func (t *checkedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 type boundedBody struct {
 	rc        io.ReadCloser
 	left, max int64
-	status    int // an error answer's HTTP status, 0 for a success's
+	status    int          // an error answer's HTTP status, 0 for a success's
+	pairs     *pairScanner // a success answer's sample pairs, checked as read (pairs.go)
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -491,6 +520,12 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	b.left -= int64(n)
+	if b.pairs != nil {
+		b.pairs.feed(p[:n])
+		if b.pairs.bad != nil {
+			return 0, b.pairs.bad
+		}
+	}
 	return n, err
 }
 

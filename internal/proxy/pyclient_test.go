@@ -564,7 +564,7 @@ type pyGRPCCall struct {
 //	Unavailable  UNAVAILABLE "down"
 //	Flaky        UNAVAILABLE to the first 2 calls, then "echo:" + the request
 //	Denied       PERMISSION_DENIED "no"
-//	Slow         UNAVAILABLE "slow" after 400 ms (or its deadline)
+//	Slow         UNAVAILABLE "slow" after 800 ms (or its deadline)
 //	Silent       nothing until the call ends
 type pyGRPC struct {
 	mu    sync.Mutex
@@ -618,7 +618,7 @@ func (s *pyGRPC) handle(_ any, st grpc.ServerStream) error {
 		return grpcstatus.Error(codes.PermissionDenied, "no")
 	case "Slow":
 		select {
-		case <-time.After(400 * time.Millisecond): // the upstream's latency under test, not a synchronisation
+		case <-time.After(800 * time.Millisecond): // the upstream's latency under test, not a synchronisation
 		case <-ctx.Done():
 		}
 		return grpcstatus.Error(codes.Unavailable, "slow")
@@ -746,13 +746,16 @@ func checkCalls(t *testing.T, s *pyGRPC, method, req, budgets, previous string) 
 // try's timeout left.
 func TestPyGRPCDeadline(t *testing.T) {
 	s, addr := startPyGRPC(t)
-	// A try to order is bounded by 600 ms: a retry needs 300 ms left.
-	p := startProxy(t, "--upstreams", "order=3/600ms", "--resolve", "order="+addr, "--chain-cap", "4")
+	// A try to order is bounded by 1.2 s: a retry needs 600 ms left. The
+	// durations leave 600 ms for the proxy's and the machine's own delays
+	// before the retry would not start (with 400 ms tries and a 1 s call they
+	// left 300 ms, and a loaded machine took them now and then).
+	p := startProxy(t, "--upstreams", "order=3/1200ms", "--resolve", "order="+addr, "--chain-cap", "4")
 	env := "grpc_proxy=http://" + p.Addr()
 	rs := grpcPlan(t, env,
-		// 1 s: a 400 ms UNAVAILABLE, a retry (about 600 ms left), a second
-		// 400 ms UNAVAILABLE, then about 200 ms left: no third attempt.
-		pyGRPCCallPlan{Method: "/py.Test/Slow", Request: "slow", Timeout: secs(1)},
+		// 2 s: an 800 ms UNAVAILABLE, a retry (about 1.2 s left), a second
+		// 800 ms UNAVAILABLE, then about 400 ms left: no third attempt.
+		pyGRPCCallPlan{Method: "/py.Test/Slow", Request: "slow", Timeout: secs(2)},
 		// 500 ms and a silent upstream: one attempt, cut by the deadline.
 		pyGRPCCallPlan{Method: "/py.Test/Silent", Request: "silent", Timeout: secs(0.5)})
 	if rs[0].Code != "UNAVAILABLE" || rs[0].Details != "slow" || rs[0].trailer("retrycap-exhausted") != "deadline" {
@@ -760,15 +763,15 @@ func TestPyGRPCDeadline(t *testing.T) {
 	}
 	calls := checkCalls(t, s, "/py.Test/Slow", "slow", "2,1", ",1")
 	// The deadline reached the server, lower at each attempt; it came
-	// from the client (1 s), not from the per-try timeout (600 ms) alone.
+	// from the client (2 s), not from the per-try timeout (1.2 s) alone.
 	// C-core's grpc-timeout may exceed the timeout a little: it counts in
 	// whole milliseconds of its clock, and from 1 s to 10 s encodes in tens
-	// of ms, rounding up (Timeout::FromMillis): 1 s can go as "1010m".
-	if l := calls[0].left; l <= 600*time.Millisecond || l > time.Second+11*time.Millisecond {
-		t.Errorf("the first attempt arrived with %v left, want (600ms, 1.011s]", l)
+	// of ms, rounding up (Timeout::FromMillis): 2 s can go as "2010m".
+	if l := calls[0].left; l <= 1200*time.Millisecond || l > 2*time.Second+11*time.Millisecond {
+		t.Errorf("the first attempt arrived with %v left, want (1.2s, 2.011s]", l)
 	}
-	if l := calls[1].left; l <= 0 || l > calls[0].left-400*time.Millisecond {
-		t.Errorf("the retry arrived with %v left, want at most %v (the first's, less its 400 ms)", l, calls[0].left-400*time.Millisecond)
+	if l := calls[1].left; l <= 0 || l > calls[0].left-800*time.Millisecond {
+		t.Errorf("the retry arrived with %v left, want at most %v (the first's, less its 800 ms)", l, calls[0].left-800*time.Millisecond)
 	}
 	if rs[1].Code != "DEADLINE_EXCEEDED" || rs[1].Elapsed < 0.5 || rs[1].Elapsed > 0.5+proxytest.Bound.Seconds() {
 		t.Errorf("Silent: %+v, want DEADLINE_EXCEEDED after 0.5 s", rs[1])
