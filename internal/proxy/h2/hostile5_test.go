@@ -359,66 +359,181 @@ func TestConnWindowUpdateFloodServesInTurn(t *testing.T) {
 	}
 }
 
-// 5. MadeYouReset (CVE-2025-8671), the case TestRapidResetByStreamErrors
-// does not send: a WINDOW_UPDATE of increment 0 on an open stream, a
-// stream PROTOCOL_ERROR (RFC 9113 6.9) the relay answers with RST_STREAM.
-// Each counts as the client's reset: GOAWAY ENHANCE_YOUR_CALM after
-// resetLimit of them, the upstream sees at most resetLimit+2 streams.
-func TestRapidResetByZeroWindowUpdate(t *testing.T) {
-	up, seen, rsts := countingUpstream(t)
-	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
-	r := dialHostile(t, serveDirect(t, h, "echo:50051"))
-	blk := r.grpcHeaders()
-	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the first stream upstream", func() bool { return seen.Load() == 1 })
-	var resets atomic.Int64
-	got := make(chan *http2.GoAwayFrame, 1)
-	go func() {
-		_ = r.c.SetReadDeadline(time.Now().Add(60 * time.Second))
-		for {
-			f, err := r.fr.ReadFrame()
-			if err != nil {
-				got <- nil
-				return
+// 5. MadeYouReset (CVE-2025-8671), the cases TestRapidResetByStreamErrors
+// does not send: frames RFC 9113 makes stream errors, each on a stream
+// whose call started upstream, that the relay answers with RST_STREAM: a
+// WINDOW_UPDATE of increment 0 (6.9), trailers carrying a pseudo-header
+// (8.1), DATA past the request's content-length (8.1.1). Each counts as
+// the client's reset: GOAWAY ENHANCE_YOUR_CALM after resetLimit of them,
+// the upstream sees at most resetLimit+2 streams.
+func TestMadeYouReset(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cl   bool // the request declares content-length: 1
+		do   func(buf *bytes.Buffer, fr *http2.Framer, id uint32, trailers []byte)
+	}{
+		{"window-update-0", false, func(buf *bytes.Buffer, _ *http2.Framer, id uint32, _ []byte) {
+			// x/net's Framer will not write an increment of 0: by hand.
+			buf.Write([]byte{0, 0, 4, byte(http2.FrameWindowUpdate), 0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id), 0, 0, 0, 0})
+		}},
+		{"trailers-with-pseudo-header", false, func(_ *bytes.Buffer, fr *http2.Framer, id uint32, trailers []byte) {
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: trailers, EndHeaders: true, EndStream: true})
+		}},
+		{"data-past-content-length", true, func(_ *bytes.Buffer, fr *http2.Framer, id uint32, _ []byte) {
+			_ = fr.WriteData(id, false, []byte("ab"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, seen, rsts := countingUpstream(t)
+			h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+			r := dialHostile(t, serveDirect(t, h, "echo:50051"))
+			blk := r.grpcHeaders()
+			if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true}); err != nil {
+				t.Fatal(err)
 			}
-			switch f := f.(type) {
-			case *http2.GoAwayFrame:
-				got <- f
-				return
-			case *http2.RSTStreamFrame:
-				if f.ErrCode == http2.ErrCodeProtocol {
-					resets.Add(1)
+			waitFor(t, "the first stream upstream", func() bool { return seen.Load() == 1 })
+			if tc.cl {
+				// A block of literals only (a fresh encoder): sent again
+				// and again, it decodes the same every time.
+				var hb bytes.Buffer
+				enc := hpack.NewEncoder(&hb)
+				kv := []string{":method", "POST", ":scheme", "http", ":path", methodCall, ":authority", "echo:50051",
+					"content-type", "application/grpc", "te", "trailers", "content-length", "1"}
+				for i := 0; i < len(kv); i += 2 {
+					_ = enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+				}
+				blk = hb.Bytes()
+			}
+			trailers := r.block(":path", "/x")
+			var resets atomic.Int64
+			got := make(chan *http2.GoAwayFrame, 1)
+			go func() {
+				_ = r.c.SetReadDeadline(time.Now().Add(60 * time.Second))
+				for {
+					f, err := r.fr.ReadFrame()
+					if err != nil {
+						got <- nil
+						return
+					}
+					switch f := f.(type) {
+					case *http2.GoAwayFrame:
+						got <- f
+						return
+					case *http2.RSTStreamFrame:
+						if f.ErrCode == http2.ErrCodeProtocol {
+							resets.Add(1)
+						}
+					}
+				}
+			}()
+			var buf bytes.Buffer
+			fr := http2.NewFramer(&buf, nil)
+			id := uint32(3)
+			for written := 0; written < 50000; written += 500 {
+				buf.Reset()
+				for range 500 {
+					_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true})
+					tc.do(&buf, fr, id, trailers)
+					id += 2
+				}
+				if _, err := r.c.Write(buf.Bytes()); err != nil {
+					break
 				}
 			}
+			ga := <-got
+			if ga == nil || ga.ErrCode != http2.ErrCodeEnhanceYourCalm || string(ga.DebugData()) != "too many streams reset (rapid reset)" {
+				t.Fatalf("GOAWAY %+v, want ENHANCE_YOUR_CALM (the relay reset %d streams)", ga, resets.Load())
+			}
+			if n := resets.Load(); n != resetLimit {
+				t.Fatalf("streams reset with PROTOCOL_ERROR before the GOAWAY: %d, want %d", n, resetLimit)
+			}
+			waitFor(t, "every upstream stream reset", func() bool { return seen.Load() == rsts.Load() && seen.Load() > 1 })
+			if n := seen.Load(); n > resetLimit+2 {
+				t.Fatalf("the upstream saw %d streams, want at most %d", n, resetLimit+2)
+			}
+			if got := testutil.ToFloat64(h.m.closed.WithLabelValues("rapid-reset")); got != 1 {
+				t.Fatalf("connections ended for rapid reset: %v, want 1", got)
+			}
+		})
+	}
+}
+
+// 5b. CVE-2019-9511 (data dribble): a client opening windows of 1 byte
+// on 60 streams whose answers never end (an upstream sending as fast as
+// its windows allow), then topping each up 1 byte at a time (6,000
+// WINDOW_UPDATEs): every increment lets out exactly one DATA frame of 1
+// byte (no frame without a window, one frame per increment: no output
+// amplification), and what the relay holds for the client stays within
+// its budget (relayClientBudget, 1 MiB: the heap grows by less than
+// 6 MiB).
+func TestDataDribbleBounded(t *testing.T) {
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: floodUpstream(t), attempts: 1})
+	r := dialHostile(t, serveDirect(t, h, "echo:50051"), http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1})
+	if err := r.fr.WriteWindowUpdate(0, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	hs := sampleHeap()
+	const streams, rounds = 60, 100
+	for i := range uint32(streams) {
+		// An endless answer (floodUpstream), as fast as windows allow.
+		if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 2*i + 1, EndHeaders: true, EndStream: true,
+			BlockFragment: r.block(":method", "POST", ":scheme", "http", ":path", "/retrycap.test.Echo/Endless", ":authority", "echo:50051",
+				"content-type", "application/grpc", "te", "trailers")}); err != nil {
+			t.Fatal(err)
 		}
-	}()
+	}
+	// Each stream's first byte (its window of 1) once its answer came.
+	first := map[uint32]int{}
+	_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for len(first) < streams {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("read: %v after %d streams' first bytes", err, len(first))
+		}
+		if d, ok := f.(*http2.DataFrame); ok {
+			if first[d.StreamID] += len(d.Data()); first[d.StreamID] != 1 {
+				t.Fatalf("stream %d: %d bytes into a window of 1", d.StreamID, first[d.StreamID])
+			}
+		}
+	}
 	var buf bytes.Buffer
-	id := uint32(3)
-	for written := 0; written < 50000; written += 500 {
-		buf.Reset()
-		for range 500 {
-			// x/net's Framer will not write an increment of 0: by hand.
-			buf.Write(headersFrame(id, blk))
-			buf.Write([]byte{0, 0, 4, byte(http2.FrameWindowUpdate), 0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id), 0, 0, 0, 0})
-			id += 2
+	fr := http2.NewFramer(&buf, nil)
+	for range rounds {
+		for i := range uint32(streams) {
+			_ = fr.WriteWindowUpdate(2*i+1, 1)
 		}
-		if _, err := r.c.Write(buf.Bytes()); err != nil {
+	}
+	if _, err := r.c.Write(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.fr.WritePing(false, [8]byte{5})
+	frames := map[uint32]int{}
+	_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := f.(*http2.DataFrame); ok {
+			if len(d.Data()) != 1 {
+				t.Fatalf("DATA of %d bytes on stream %d into windows of 1", len(d.Data()), d.StreamID)
+			}
+			frames[d.StreamID]++
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data == [8]byte{5} {
 			break
 		}
 	}
-	ga := <-got
-	if ga == nil || ga.ErrCode != http2.ErrCodeEnhanceYourCalm || string(ga.DebugData()) != "too many streams reset (rapid reset)" {
-		t.Fatalf("GOAWAY %+v, want ENHANCE_YOUR_CALM (the relay reset %d streams)", ga, resets.Load())
+	g := hs.growth()
+	for i := range uint32(streams) {
+		if n := frames[2*i+1]; n != rounds {
+			t.Fatalf("stream %d: %d DATA frames for %d increments of 1", 2*i+1, n, rounds)
+		}
 	}
-	if n := resets.Load(); n != resetLimit {
-		t.Fatalf("streams reset with PROTOCOL_ERROR before the GOAWAY: %d, want %d", n, resetLimit)
+	if g > 6<<20 {
+		t.Fatalf("heap grew %d MiB, want < 6", g>>20)
 	}
-	waitFor(t, "every upstream stream reset", func() bool { return seen.Load() == rsts.Load() && seen.Load() > 1 })
-	if n := seen.Load(); n > resetLimit+2 {
-		t.Fatalf("the upstream saw %d streams, want at most %d", n, resetLimit+2)
-	}
+	t.Logf("heap peak growth %d KiB", g>>10)
 }
 
 // headersFrame is a HEADERS frame (END_HEADERS) carrying blk on stream id.
