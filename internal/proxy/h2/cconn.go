@@ -171,8 +171,11 @@ type cconn struct {
 	// (Config.Now's clock, unix ns).
 	winChanges     int
 	winChangesFrom int64
-	free        []*rstream // ended streams kept for reuse (recycle)
-	goingAway   bool
+	// Malformed requests logged and left out since logFrom (logMalformed).
+	logged, logDropped int
+	logFrom            int64
+	free               []*rstream // ended streams kept for reuse (recycle)
+	goingAway          bool
 	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
 	// not a half-close: waitAnswers).
 	clientGoAway bool
@@ -790,7 +793,7 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 			why = "content-length " + strconv.FormatInt(s.declLen, 10) + ", body " + strconv.FormatInt(got, 10) + " bytes"
 		}
 		if why != "" {
-			cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
+			cc.logMalformed(id, why)
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
 		s.onRequestTrailers(f.regular())
@@ -810,7 +813,7 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 		return true
 	}
 	if why := badRequestFields(f); why != "" {
-		cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
+		cc.logMalformed(id, why)
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return true
 	}
@@ -856,7 +859,7 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 		// passed on never ends upstream (its stream is reset).
 		if got := s.received() + int64(len(data)); got > s.declLen || f.StreamEnded() && got != s.declLen {
 			cc.creditConn(n)
-			cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: content-length %d, body %d bytes or more", s.id, s.declLen, got)
+			cc.logMalformed(s.id, "content-length "+strconv.FormatInt(s.declLen, 10)+", body "+strconv.FormatInt(got, 10)+" bytes or more")
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
 	}
@@ -888,6 +891,34 @@ func (cc *cconn) streamError(s *rstream, code http2.ErrCode) bool {
 	}
 	_ = cc.out.fr.WriteRSTStream(s.id, code)
 	return true
+}
+
+// logLimit is the most malformed-request lines one client connection
+// logs within logWindow: a malformed HEADERS is ~20 bytes and resets one
+// stream without counting toward the rapid-reset limit (nothing started
+// upstream), and a line per frame was a write(2) and ~80 bytes of log per
+// 20 bytes a client sends (TestMalformedLogLimited).
+const (
+	logLimit  = 10
+	logWindow = time.Second
+)
+
+// logMalformed logs a malformed request on stream id, at most logLimit
+// lines per logWindow (Config.Now's clock) and connection; the first line
+// of a window says how many the last one left out. mu held.
+func (cc *cconn) logMalformed(id uint32, why string) {
+	if now := cc.h.cfg.Now(); now-cc.logFrom >= int64(logWindow) || now < cc.logFrom {
+		if cc.logDropped > 0 {
+			cc.h.cfg.Logger.Printf("h2 relay: client connection: %d more malformed requests not logged", cc.logDropped)
+		}
+		cc.logged, cc.logDropped, cc.logFrom = 0, 0, now
+	}
+	if cc.logged >= logLimit {
+		cc.logDropped++
+		return
+	}
+	cc.logged++
+	cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
 }
 
 // countReset counts a stream the client reset; false when the connection
@@ -1347,6 +1378,9 @@ func (cc *cconn) stopReader() {
 func (cc *cconn) teardown() {
 	cc.mu.Lock()
 	cc.closed = true
+	if cc.logDropped > 0 {
+		cc.h.cfg.Logger.Printf("h2 relay: client connection: %d more malformed requests not logged", cc.logDropped)
+	}
 	for _, s := range cc.streams {
 		s.clientReset()
 	}

@@ -3,8 +3,11 @@ package h2
 import (
 	"bytes"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -872,4 +875,82 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// syncBuf is a bytes.Buffer for a logger written under the relay's locks
+// and read by the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncBuf) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncBuf) lines() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(w.b.String(), "\n"), "\n")
+}
+
+// 9. A client sending malformed requests (each a 20-byte HEADERS with
+// :scheme "ftp", reset PROTOCOL_ERROR, nothing upstream, not a rapid
+// reset) makes the relay log at most logLimit lines per logWindow (a
+// frozen clock): 1,000 of them, 10 lines; in the next window the first
+// line says how many were left out; the connection's end says the rest.
+// Before, 1,000 lines: a write(2) and ~80 bytes of log per 20 bytes sent.
+func TestMalformedLogLimited(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC).UnixNano())
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: "127.0.0.1:1", attempts: 1, now: now.Load})
+	var logs syncBuf
+	h.cfg.Logger = log.New(&logs, "", 0)
+	r := dialHostile(t, serveDirect(t, h, "echo:50051"))
+	// Literals only (a fresh encoder per block): every block decodes alike.
+	bad := func() []byte {
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		kv := []string{":method", "GET", ":scheme", "ftp", ":path", "/", ":authority", "echo"}
+		for i := 0; i < len(kv); i += 2 {
+			_ = enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+		}
+		return hb.Bytes()
+	}()
+	flood := func(from uint32, n int) {
+		var buf bytes.Buffer
+		for i := range uint32(n) {
+			buf.Write(headersFrame(from+2*i, bad))
+		}
+		if _, err := r.c.Write(buf.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flood(1, 1000)
+	r.syncPing(0, 1)
+	want := `h2 relay: stream 1: malformed request: :scheme "ftp" not http or https`
+	if l := logs.lines(); len(l) != logLimit || l[0] != want {
+		t.Fatalf("%d lines logged for 1,000 malformed requests, first %q; want %d, first %q", len(l), l[0], logLimit, want)
+	}
+	now.Add(int64(logWindow))
+	flood(2001, 3)
+	r.syncPing(0, 2)
+	l := logs.lines()
+	if len(l) != logLimit+4 || l[logLimit] != "h2 relay: client connection: 990 more malformed requests not logged" ||
+		l[logLimit+1] != `h2 relay: stream 2001: malformed request: :scheme "ftp" not http or https` {
+		t.Fatalf("after the window: %q", l[logLimit:])
+	}
+	now.Add(int64(logWindow))
+	flood(3001, logLimit+2)
+	r.syncPing(0, 3)
+	_ = r.c.Close()
+	waitFor(t, "the connection's end logged", func() bool {
+		l := logs.lines()
+		return l[len(l)-1] == "h2 relay: client connection: 2 more malformed requests not logged"
+	})
+	if l := logs.lines(); len(l) != 2*logLimit+4+1 {
+		t.Fatalf("%d lines, want %d: %q", len(l), 2*logLimit+5, l)
+	}
 }

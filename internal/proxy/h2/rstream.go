@@ -70,8 +70,8 @@ type useState struct {
 	outTrailers []hpack.HeaderField
 	connBlocked bool
 	// winBlocked: waiting for its own window, at cc.winBlocked[winIdx].
-	winBlocked bool
-	winIdx     int
+	winBlocked  bool
+	winIdx      int
 	headersSent bool
 	respDone    bool
 	// cutBy is who ended the answer before its end went out ("" while
