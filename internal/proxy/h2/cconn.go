@@ -50,7 +50,21 @@ const (
 	// MAX_CONCURRENT_STREAMS handlers waiting to start).
 	resetLimit  = 200
 	resetWindow = time.Second
+	// winChangeWindow: a client changing SETTINGS_INITIAL_WINDOW_SIZE
+	// more than winChangeLimit times within it is ended with GOAWAY
+	// ENHANCE_YOUR_CALM (reason "settings-flood"). A change is O(1)
+	// (stream windows are kept relative to the setting: rstream.sendRel)
+	// but a raise resumes every stream waiting for its own window, up to
+	// MAX_CONCURRENT_STREAMS of them per 15-byte frame; real clients
+	// change it a handful of times per connection (grpc-go's BDP
+	// estimator: doublings from 64 KiB to 16 MiB, about 8).
+	winChangeWindow = time.Second
 )
+
+// winChangeLimit is the changes of SETTINGS_INITIAL_WINDOW_SIZE a client
+// may make within winChangeWindow (a variable for the benchmark that
+// measures a change's cost without the limit: BenchmarkSettingsFlood).
+var winChangeLimit = 100
 
 // frameOut encodes frames for one connection: a Framer whose writes are
 // batched by a coalesceConn (one write(2) per wake-up of its writer
@@ -143,9 +157,25 @@ type cconn struct {
 	sendWin     outflow // the connection's window toward the client
 	recvWin     inflow  // the client's on the connection
 	peerInitWin int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	blocked     []*rstream
-	free        []*rstream // ended streams kept for reuse (recycle)
-	goingAway   bool
+	// maxRel is at least every open stream's sendRel, and >= 0 (a new
+	// stream's): a raise of SETTINGS_INITIAL_WINDOW_SIZE that keeps
+	// maxRel+peerInitWin within 2^31-1 overflows no stream's window,
+	// with no pass over them (maxRelNow recomputes it when it does not).
+	maxRel  int64
+	blocked []*rstream // waiting for the connection's window or socket
+	// winBlocked: the streams waiting for their own window (a raise of
+	// SETTINGS_INITIAL_WINDOW_SIZE resumes them, and only them);
+	// winSpare is its other buffer (flushWinBlocked).
+	winBlocked, winSpare []*rstream
+	// SETTINGS_INITIAL_WINDOW_SIZE changes since winChangesFrom
+	// (Config.Now's clock, unix ns).
+	winChanges     int
+	winChangesFrom int64
+	// Malformed requests logged and left out since logFrom (logMalformed).
+	logged, logDropped int
+	logFrom            int64
+	free               []*rstream // ended streams kept for reuse (recycle)
+	goingAway          bool
 	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
 	// not a half-close: waitAnswers).
 	clientGoAway bool
@@ -472,21 +502,28 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			}
 			switch s.ID {
 			case http2.SettingInitialWindowSize:
-				delta := int64(s.Val) - cc.peerInitWin
-				cc.peerInitWin = int64(s.Val)
-				for _, st := range cc.streams {
-					if !st.sendWin.add(delta) {
+				v := int64(s.Val)
+				if v == cc.peerInitWin {
+					return nil
+				}
+				if !cc.countWinChange() {
+					return errWinFlood
+				}
+				if v > cc.peerInitWin && v+cc.maxRel > maxWindow {
+					// RFC 9113 6.9.2: a raise that takes a stream's window
+					// past 2^31-1 is a connection FLOW_CONTROL_ERROR. The
+					// bound says it may: the streams tell (at most
+					// winChangeLimit passes per window).
+					if cc.maxRel = cc.maxRelNow(); v+cc.maxRel > maxWindow {
 						return http2.ConnectionError(http2.ErrCodeFlowControl)
 					}
 				}
-				if delta > 0 {
-					// Every stream's window grew (RFC 9113 6.9.2): those
-					// waiting for their own window, not only those
-					// waiting for the connection's, resume.
-					cc.flushAll()
-					for _, st := range cc.streams {
-						st.flushOut()
-					}
+				raise := v > cc.peerInitWin
+				cc.peerInitWin = v // every stream's window moves with it (sendAvail)
+				if raise {
+					// Those waiting for their own window resume; those
+					// waiting for the connection's (or its socket) wait on.
+					cc.flushWinBlocked()
 				}
 			case http2.SettingMaxFrameSize:
 				cc.out.maxFrame = min(s.Val, relayMaxFrame)
@@ -497,6 +534,12 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			}
 			return nil
 		})
+		if errors.Is(err, errWinFlood) {
+			cc.h.m.closed.WithLabelValues("settings-flood").Inc()
+			cc.h.cfg.Logger.Printf("h2 relay: client connection: %v: GOAWAY ENHANCE_YOUR_CALM", err)
+			_ = cc.out.fr.WriteGoAway(cc.maxSeen, http2.ErrCodeEnhanceYourCalm, []byte(err.Error()))
+			return false
+		}
 		if err != nil {
 			code := http2.ErrCodeProtocol
 			var ce http2.ConnectionError
@@ -528,9 +571,12 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			return false
 		}
 		if s != nil {
-			if !s.sendWin.add(int64(f.Increment)) {
+			s.sendRel += int64(f.Increment)
+			if s.sendAvail() > maxWindow {
 				return cc.streamError(s, http2.ErrCodeFlowControl)
 			}
+			cc.maxRel = max(cc.maxRel, s.sendRel)
+			cc.delWinBlocked(s)
 			s.flushOut()
 		}
 	case *http2.DataFrame:
@@ -747,7 +793,7 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 			why = "content-length " + strconv.FormatInt(s.declLen, 10) + ", body " + strconv.FormatInt(got, 10) + " bytes"
 		}
 		if why != "" {
-			cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
+			cc.logMalformed(id, why)
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
 		s.onRequestTrailers(f.regular())
@@ -767,7 +813,7 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 		return true
 	}
 	if why := badRequestFields(f); why != "" {
-		cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
+		cc.logMalformed(id, why)
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return true
 	}
@@ -813,7 +859,7 @@ func (cc *cconn) onData(f *http2.DataFrame) bool {
 		// passed on never ends upstream (its stream is reset).
 		if got := s.received() + int64(len(data)); got > s.declLen || f.StreamEnded() && got != s.declLen {
 			cc.creditConn(n)
-			cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: content-length %d, body %d bytes or more", s.id, s.declLen, got)
+			cc.logMalformed(s.id, "content-length "+strconv.FormatInt(s.declLen, 10)+", body "+strconv.FormatInt(got, 10)+" bytes or more")
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
 	}
@@ -845,6 +891,34 @@ func (cc *cconn) streamError(s *rstream, code http2.ErrCode) bool {
 	}
 	_ = cc.out.fr.WriteRSTStream(s.id, code)
 	return true
+}
+
+// logLimit is the most malformed-request lines one client connection
+// logs within logWindow: a malformed HEADERS is ~20 bytes and resets one
+// stream without counting toward the rapid-reset limit (nothing started
+// upstream), and a line per frame was a write(2) and ~80 bytes of log per
+// 20 bytes a client sends (TestMalformedLogLimited).
+const (
+	logLimit  = 10
+	logWindow = time.Second
+)
+
+// logMalformed logs a malformed request on stream id, at most logLimit
+// lines per logWindow (Config.Now's clock) and connection; the first line
+// of a window says how many the last one left out. mu held.
+func (cc *cconn) logMalformed(id uint32, why string) {
+	if now := cc.h.cfg.Now(); now-cc.logFrom >= int64(logWindow) || now < cc.logFrom {
+		if cc.logDropped > 0 {
+			cc.h.cfg.Logger.Printf("h2 relay: client connection: %d more malformed requests not logged", cc.logDropped)
+		}
+		cc.logged, cc.logDropped, cc.logFrom = 0, 0, now
+	}
+	if cc.logged >= logLimit {
+		cc.logDropped++
+		return
+	}
+	cc.logged++
+	cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
 }
 
 // countReset counts a stream the client reset; false when the connection
@@ -1008,14 +1082,109 @@ func (cc *cconn) creditConn(n int64) {
 	}
 }
 
-// flushAll writes what the streams held back for the connection window; mu held.
+// flushAll writes what the streams held back for the connection window
+// or the client's socket, in turn, while there is window and room: a
+// WINDOW_UPDATE of 1 byte on stream 0 serves one stream, not a pass over
+// all of them (which it was: a client with 1,000 streams waiting paid
+// 13 bytes per 1,000 writeOut calls). The streams not reached keep their
+// place ahead of those served; mu held.
 func (cc *cconn) flushAll() {
 	b := cc.blocked
 	cc.blocked = nil
-	for _, s := range b {
+	i := 0
+	for ; i < len(b) && cc.sendWin.available() > 0 && cc.cw.room() > 0; i++ {
+		s := b[i]
+		b[i] = nil
+		if !s.connBlocked {
+			continue // closed meanwhile (close took it off)
+		}
 		s.connBlocked = false
 		s.flushOut()
 	}
+	if i == len(b) {
+		return
+	}
+	// Those not reached, then those that blocked again; one closed while
+	// others were served lost its flag (close) and is dropped here.
+	n := 0
+	for _, s := range b[i:] {
+		if s.connBlocked {
+			b[n] = s
+			n++
+		}
+	}
+	clear(b[n:])
+	cc.blocked = append(b[:n], cc.blocked...)
+}
+
+// addWinBlocked puts s among the streams waiting for their own window; mu held.
+func (cc *cconn) addWinBlocked(s *rstream) {
+	if s.winBlocked {
+		return
+	}
+	s.winBlocked, s.winIdx = true, len(cc.winBlocked)
+	cc.winBlocked = append(cc.winBlocked, s)
+}
+
+// delWinBlocked takes s off them, in O(1); mu held.
+func (cc *cconn) delWinBlocked(s *rstream) {
+	if !s.winBlocked {
+		return
+	}
+	s.winBlocked = false
+	last := len(cc.winBlocked) - 1
+	if m := cc.winBlocked[last]; m != s {
+		cc.winBlocked[s.winIdx], m.winIdx = m, s.winIdx
+	}
+	cc.winBlocked[last] = nil
+	cc.winBlocked = cc.winBlocked[:last]
+}
+
+// flushWinBlocked resumes the streams that waited for their own window
+// (SETTINGS_INITIAL_WINDOW_SIZE was raised); one whose window is still
+// not positive, or that now waits for the connection's, goes back to
+// its list. mu held.
+func (cc *cconn) flushWinBlocked() {
+	b := cc.winBlocked
+	if len(b) == 0 {
+		return
+	}
+	cc.winBlocked = cc.winSpare[:0]
+	for _, s := range b {
+		s.winBlocked = false // first for all: close, from a flushOut, must not look in b
+	}
+	for _, s := range b {
+		if !s.done {
+			s.flushOut()
+		}
+	}
+	clear(b)
+	cc.winSpare = b[:0]
+}
+
+// maxRelNow is the largest sendRel of the open streams, or 0; mu held.
+func (cc *cconn) maxRelNow() int64 {
+	var m int64
+	for _, s := range cc.streams {
+		m = max(m, s.sendRel)
+	}
+	return m
+}
+
+// errWinFlood ends a client changing SETTINGS_INITIAL_WINDOW_SIZE past
+// winChangeLimit within winChangeWindow (its words are the GOAWAY's).
+var errWinFlood = errors.New("too many SETTINGS_INITIAL_WINDOW_SIZE changes")
+
+// countWinChange counts a change of the client's
+// SETTINGS_INITIAL_WINDOW_SIZE; false past winChangeLimit within
+// winChangeWindow of Config.Now's clock (a clock set back starts a new
+// window); mu held.
+func (cc *cconn) countWinChange() bool {
+	if now := cc.h.cfg.Now(); now-cc.winChangesFrom >= int64(winChangeWindow) || now < cc.winChangesFrom {
+		cc.winChanges, cc.winChangesFrom = 0, now
+	}
+	cc.winChanges++
+	return cc.winChanges <= winChangeLimit
 }
 
 // removeStream forgets a finished stream; mu held.
@@ -1209,6 +1378,9 @@ func (cc *cconn) stopReader() {
 func (cc *cconn) teardown() {
 	cc.mu.Lock()
 	cc.closed = true
+	if cc.logDropped > 0 {
+		cc.h.cfg.Logger.Printf("h2 relay: client connection: %d more malformed requests not logged", cc.logDropped)
+	}
 	for _, s := range cc.streams {
 		s.clientReset()
 	}

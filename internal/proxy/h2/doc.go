@@ -87,8 +87,12 @@
 // flooding PING or SETTINGS without reading is closed); the upstreams
 // may send at most relayClientBudget on one client's behalf before it
 // took it (their stream windows are granted from that budget); more than
-// resetLimit client resets a second is GOAWAY ENHANCE_YOUR_CALM (rapid
-// reset); Config.RequestTimeout bounds the preface, the first SETTINGS
+// resetLimit client resets a second (its own, or stream errors it caused)
+// is GOAWAY ENHANCE_YOUR_CALM (rapid reset), as are more than
+// winChangeLimit SETTINGS_INITIAL_WINDOW_SIZE changes a second (stream
+// windows are kept relative to the setting: a change is O(1));
+// malformed-request log lines are at most logLimit a second per
+// connection; Config.RequestTimeout bounds the preface, the first SETTINGS
 // and every frame from its first byte (slowloris), and an upstream's
 // header block from its HEADERS; a block's frames count their headers
 // against twice the header-list bound (empty CONTINUATION floods).

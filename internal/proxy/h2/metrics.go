@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"kind"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retrycap_proxy_h2_connections_refused_total",
-			Help: "Client connections the proxy ended for what the client did, by reason: rapid-reset (GOAWAY ENHANCE_YOUR_CALM), frame-size (GOAWAY FRAME_SIZE_ERROR), timeout (preface, SETTINGS or a frame not whole within --http-request-timeout), not-reading (its writes pending past the bound, or a write not done within the write timeout).",
+			Help: "Client connections the proxy ended for what the client did, by reason: rapid-reset (GOAWAY ENHANCE_YOUR_CALM), settings-flood (SETTINGS_INITIAL_WINDOW_SIZE changed more than 100 times within a second: GOAWAY ENHANCE_YOUR_CALM), frame-size (GOAWAY FRAME_SIZE_ERROR), timeout (preface, SETTINGS or a frame not whole within --http-request-timeout), not-reading (its writes pending past the bound, or a write not done within the write timeout).",
 		}, []string{"reason"}),
 	}
 	if reg != nil {

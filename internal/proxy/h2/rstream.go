@@ -60,12 +60,18 @@ type useState struct {
 	uncredited  int64  // received (padding too), not credited back
 	fwd         int64  // body bytes passed on to an attempt (credited)
 
-	// The answer toward the client.
-	sendWin     outflow
+	// The answer toward the client. sendRel is the stream's send window
+	// less the client's SETTINGS_INITIAL_WINDOW_SIZE (sendAvail): a
+	// change of the setting moves every stream's window at once, in
+	// O(1), however many streams the client opened.
+	sendRel     int64
 	outq        []byte
 	outEnd      bool
 	outTrailers []hpack.HeaderField
 	connBlocked bool
+	// winBlocked: waiting for its own window, at cc.winBlocked[winIdx].
+	winBlocked  bool
+	winIdx      int
 	headersSent bool
 	respDone    bool
 	// cutBy is who ended the answer before its end went out ("" while
@@ -168,7 +174,7 @@ func newStream(cc *cconn, f *hblock) *rstream {
 	s := cc.reuse()
 	body, outq := s.body[:0], s.outq[:0]
 	s.useState = useState{id: f.streamID, body: body, outq: outq,
-		recvWin: newInflow(relayStreamWindow), sendWin: outflow{cc.peerInitWin}, reqEnd: f.endStream}
+		recvWin: newInflow(relayStreamWindow), reqEnd: f.endStream}
 	regular := append(s.fieldBuf[:0], f.regular()...)
 	s.fields, s.hdr = regular, fieldHeaders(regular)
 	hdr := &s.hdr // a pointer into s: no allocation for the interface
@@ -1183,6 +1189,11 @@ func statusText(status int) string {
 	return strconv.Itoa(status)
 }
 
+// sendAvail is what the stream's own window lets the relay send now
+// (RFC 9113 6.9.2: negative after the client lowered
+// SETTINGS_INITIAL_WINDOW_SIZE below what was in flight).
+func (s *rstream) sendAvail() int64 { return s.sendRel + s.cc.peerInitWin }
+
 // writeOut writes as much of data as the client's windows allow.
 func (s *rstream) writeOut(data []byte) int64 {
 	cc := s.cc
@@ -1195,16 +1206,20 @@ func (s *rstream) writeOut(data []byte) int64 {
 		// client's socket (room: a client that does not read holds
 		// answers here, where the upstream's credit waits for them).
 		room := int64(cc.cw.room())
-		k := min(int64(len(data))-w, s.sendWin.available(), cc.sendWin.available(), int64(cc.out.maxFrame), room)
+		own := s.sendAvail()
+		k := min(int64(len(data))-w, own, cc.sendWin.available(), int64(cc.out.maxFrame), room)
 		if k <= 0 {
 			if (cc.sendWin.available() <= 0 || room <= 0) && !s.connBlocked {
 				s.connBlocked = true
 				cc.blocked = append(cc.blocked, s)
 			}
+			if own <= 0 {
+				cc.addWinBlocked(s)
+			}
 			break
 		}
 		_ = cc.out.fr.WriteData(s.id, false, data[w:w+k])
-		s.sendWin.take(k)
+		s.sendRel -= k
 		cc.sendWin.take(k)
 		w += k
 	}
@@ -1298,6 +1313,7 @@ func (s *rstream) close() {
 		}
 		s.cs.endRelayed(s.cutBy, body)
 	}
+	s.cc.delWinBlocked(s)
 	if s.connBlocked {
 		// Freed now, not when the window opens (a client that resets
 		// streams waiting for it and never opens it would keep them).
