@@ -137,6 +137,16 @@ func (b *curlBackend) serve(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(proxytest.Bound):
 		}
 		return
+	case "big":
+		// k bytes of a pattern, streamed (chunked on HTTP/1.1: no length).
+		data := proxytest.Pattern(k)
+		for len(data) > 0 {
+			n := min(len(data), 16384)
+			_, _ = w.Write(data[:n])
+			http.NewResponseController(w).Flush()
+			data = data[n:]
+		}
+		return
 	case "gz":
 		var zb bytes.Buffer
 		zw := gzip.NewWriter(&zb)
@@ -665,6 +675,70 @@ func TestCurlH2(t *testing.T) {
 					t.Errorf("large keyless POST reset: %s; want 502", o)
 				}
 				checkCurlExecs(t, b, "/reset/big", big, "4")
+			})
+		}
+	}
+}
+
+// TestCurlMore: HEAD (-I), other methods, a streamed answer to --http1.0
+// and Connection: close, the client's own Retrycap-Deadline, a port in
+// the URL.
+func TestCurlMore(t *testing.T) {
+	curlPath(t)
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, way := range []string{"-x", "h2"} {
+			t.Run(engine+"/"+way, func(t *testing.T) {
+				b := newCurlBackend(t)
+				addr := curlProxy(t, engine, b).Addr()
+				args := []string{"-x", "http://" + addr}
+				if way == "h2" {
+					args = []string{"--http2-prior-knowledge", "--connect-to", "backend::" + addr}
+				}
+				o := runCurl(t, nil, nil, append(args, "-I", "http://backend/503-then-ok/1/head")...)
+				o.expect(t, "-I", 200, "")
+				if got := o.header.Get("Content-Length"); got != "22" {
+					t.Errorf("-I: Content-Length %q, want 22 (ok /503-then-ok/1/head)", got)
+				}
+				checkCurlExecs(t, b, "/503-then-ok/1/head", nil, "2", "1")
+
+				o = runCurl(t, nil, nil, append(args, "-X", "DELETE", "http://backend/503-then-ok/2/del")...)
+				o.expect(t, "DELETE", 200, "ok /503-then-ok/2/del")
+				checkCurlExecs(t, b, "/503-then-ok/2/del", nil, "2", "1", "1")
+				o = runCurl(t, nil, nil, append(args, "-X", "PATCH", "-d", "p", "http://backend/reset/patch")...)
+				if o.status != 502 || o.exit != 0 {
+					t.Errorf("keyless PATCH reset: %s; want 502", o)
+				}
+				checkCurlExecs(t, b, "/reset/patch", []byte("p"), "4")
+
+				big := proxytest.Pattern(300000)
+				for _, extra := range [][]string{nil, {"--http1.0"}, {"-H", "Connection: close"}, {"--compressed"}} {
+					if way == "h2" && len(extra) > 0 && extra[0] == "--http1.0" {
+						continue
+					}
+					path := fmt.Sprintf("/big/300000/%d", len(b.reqs))
+					o = runCurl(t, nil, nil, append(append(args, extra...), "http://backend"+path)...)
+					if o.exit != 0 || o.status != 200 || !bytes.Equal(o.body, big) {
+						t.Errorf("%q streamed 300000 bytes: exit %d, %d, %d bytes, %q", extra, o.exit, o.status, len(o.body), o.stderr)
+					}
+					checkCurlExecs(t, b, path, nil, "2")
+				}
+
+				// The client's own deadline: the attempt is cut by it (not
+				// the 2 s per-try timeout) and not retried.
+				o = runCurl(t, nil, nil, append(args, "-H", "Retrycap-Deadline: 500", "http://backend/stall/d")...)
+				if o.exit != 0 || o.status != 504 || o.header.Get("Retrycap-Exhausted") != "deadline" {
+					t.Errorf("Retrycap-Deadline: 500: %s; want 504 Retrycap-Exhausted: deadline", o)
+				}
+				proxytest.Eventually(t, "the stalled attempt ended", func() bool { return b.ended.Load() == 1 })
+				for _, r := range checkCurlExecs(t, b, "/stall/d", nil, "2") {
+					if d, err := strconv.Atoi(r.header.Get("Retrycap-Deadline")); err != nil || d > 499 || d < 300 {
+						t.Errorf("the backend got Retrycap-Deadline %q, want 300..499", r.header.Get("Retrycap-Deadline"))
+					}
+				}
+
+				o = runCurl(t, nil, nil, append(args, "http://backend:8080/503-then-ok/1/port")...)
+				o.expect(t, "a port in the URL", 200, "ok /503-then-ok/1/port")
+				checkCurlExecs(t, b, "/503-then-ok/1/port", nil, "2", "1")
 			})
 		}
 	}
