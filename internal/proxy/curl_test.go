@@ -840,3 +840,57 @@ func TestHalfClosedDuringBackoffGetsAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestCurlHeaders: what curl users add: a chunked POST forced with
+// -H 'Transfer-Encoding: chunked', Expect: 100-continue on a small body,
+// proxy credentials (-U: Proxy-Authorization, never forwarded), and two
+// URLs on one connection after a 502.
+func TestCurlHeaders(t *testing.T) {
+	curlPath(t)
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newCurlBackend(t)
+			addr := curlProxy(t, engine, b).Addr()
+			x := []string{"-x", "http://" + addr}
+			data := []byte(`{"order":1}`)
+			f := writeFile(t, data)
+			o := runCurl(t, nil, nil, append(x, "-H", "Transfer-Encoding: chunked", "--data-binary", "@"+f, "http://backend/reset/te")...)
+			o.expect502(t, "forced chunked keyless POST")
+			checkCurlExecs(t, b, "/reset/te", data, "4")
+			o = runCurl(t, nil, nil, append(x, "-H", "Transfer-Encoding: chunked", "-H", "Idempotency-Key: k1", "--data-binary", "@"+f, "http://backend/reset-then-ok/2/te")...)
+			o.expect(t, "forced chunked keyed POST", 200, "ok /reset-then-ok/2/te")
+			for _, r := range checkCurlExecs(t, b, "/reset-then-ok/2/te", data, "2", "1", "1") {
+				if len(r.te) != 0 || r.length != int64(len(data)) {
+					t.Errorf("chunked POST reached the backend with Transfer-Encoding %q, Content-Length %d; want none, %d", r.te, r.length, len(data))
+				}
+			}
+
+			o = runCurl(t, nil, nil, append(x, "-H", "Expect: 100-continue", "-H", "Idempotency-Key: k2", "--data-binary", "@"+f, "http://backend/503-then-ok/1/expect")...)
+			o.expect(t, "Expect: 100-continue, small body", 200, "ok /503-then-ok/1/expect")
+			if len(o.heads) != 2 || o.heads[0] != "HTTP/1.1 100 Continue" {
+				t.Errorf("heads %q, want the proxy's 100 Continue, then the answer", o.heads)
+			}
+			checkCurlExecs(t, b, "/503-then-ok/1/expect", data, "2", "1")
+
+			o = runCurl(t, nil, nil, append(x, "-U", "user:secret", "http://backend/503-then-ok/1/auth")...)
+			o.expect(t, "-U", 200, "ok /503-then-ok/1/auth")
+			for _, r := range checkCurlExecs(t, b, "/503-then-ok/1/auth", nil, "2", "1") {
+				if got := r.header.Get("Proxy-Authorization"); got != "" {
+					t.Errorf("Proxy-Authorization %q reached the backend", got)
+				}
+			}
+
+			// Two URLs, one curl: a keyless POST answered 502, then another on
+			// the connection curl keeps (or reopens).
+			o = runCurl(t, nil, nil, append(x, "-d", "y=2", "http://backend/reset/two", "http://backend/503-then-ok/1/two")...)
+			// The second POST is keyless too: its 503 is passed on, not retried.
+			first, second, _ := strings.Cut(string(o.body), notRetried502Suffix)
+			if o.exit != 0 || o.status != 502 || !strings.HasPrefix(first, notRetried502Prefix) ||
+				!strings.HasPrefix(second, "HTTP/1.1 503 Service Unavailable\r\n") || !strings.HasSuffix(second, "\r\n\r\ndown") {
+				t.Errorf("two URLs: %s; want the 502, then the backend's 503 \"down\"", o)
+			}
+			checkCurlExecs(t, b, "/reset/two", []byte("y=2"), "4")
+			checkCurlExecs(t, b, "/503-then-ok/1/two", []byte("y=2"), "4")
+		})
+	}
+}
