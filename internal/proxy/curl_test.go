@@ -517,6 +517,7 @@ func TestCurlRetryOnTop(t *testing.T) {
 	curlPath(t)
 	for _, engine := range []string{"loop", "goroutine"} {
 		t.Run(engine, func(t *testing.T) {
+			t.Parallel() // curl's retry delays are seconds of waiting
 			b := newCurlBackend(t)
 			p := curlProxy(t, engine, b, "--entrypoint")
 			// -o a file: curl truncates it before each try (it cannot
@@ -579,58 +580,61 @@ func TestCurlMaxTime(t *testing.T) {
 	}
 	const path = "/503-then-stall/1/x"
 	for _, engine := range []string{"loop", "goroutine"} {
-		for _, w := range ways {
-			t.Run(engine+"/"+w.name, func(t *testing.T) {
-				if w.h2fin != "" {
-					t.Skip("known: the h2 relay retries after its client's FIN (3 attempts, the third after curl exited); internal/proxy/h2 is another branch's")
-				}
-				b := newCurlBackend(t)
-				log := filepath.Join(t.TempDir(), "access.log")
-				p := curlProxy(t, engine, b, "--entrypoint", "--max-time-to-answer", "10s", "--per-try-timeout", "1500ms",
-					"--retry-on", "timeout,503", "--access-log", log)
-				var args []string
-				for _, a := range w.args {
-					args = append(args, strings.ReplaceAll(a, "ADDR", p.Addr()))
-				}
-				o := runCurl(t, nil, nil, append(args, "--max-time", "1", "http://backend"+path)...)
-				exited := time.Now()
-				cancelled, ended := 1, int64(1)
-				if w.execs == 1 {
-					// Not retried: the upstream's 503, before curl gave up.
-					cancelled, ended = 0, 0
-					o.expect(t, "keyless POST", 503, "down")
-				} else if o.exit != 28 || (len(o.heads) != 0 && strings.Join(o.heads, ",") != "HTTP/1.1 200 Connection established") {
-					t.Fatalf("curl --max-time 1: %s; want exit 28 (timed out) and no answer", o)
-				}
-				// The call ends (nothing in flight) and the stalled attempt
-				// with it (the proxy closed its upstream connection at its
-				// timeout), judged the client's cancellation.
-				proxytest.Eventually(t, "the call ended, each execution logged", func() bool {
-					n := len(b.received(path))
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel() // seconds of waiting each
+			for _, w := range ways {
+				t.Run(w.name, func(t *testing.T) {
+					if w.h2fin != "" {
+						t.Skip("known: the h2 relay retries after its client's FIN (3 attempts, the third after curl exited); internal/proxy/h2 is another branch's")
+					}
+					b := newCurlBackend(t)
+					log := filepath.Join(t.TempDir(), "access.log")
+					p := curlProxy(t, engine, b, "--entrypoint", "--max-time-to-answer", "10s", "--per-try-timeout", "1500ms",
+						"--retry-on", "timeout,503", "--access-log", log)
+					var args []string
+					for _, a := range w.args {
+						args = append(args, strings.ReplaceAll(a, "ADDR", p.Addr()))
+					}
+					o := runCurl(t, nil, nil, append(args, "--max-time", "1", "http://backend"+path)...)
+					exited := time.Now()
+					cancelled, ended := 1, int64(1)
+					if w.execs == 1 {
+						// Not retried: the upstream's 503, before curl gave up.
+						cancelled, ended = 0, 0
+						o.expect(t, "keyless POST", 503, "down")
+					} else if o.exit != 28 || (len(o.heads) != 0 && strings.Join(o.heads, ",") != "HTTP/1.1 200 Connection established") {
+						t.Fatalf("curl --max-time 1: %s; want exit 28 (timed out) and no answer", o)
+					}
+					// The call ends (nothing in flight) and the stalled attempt
+					// with it (the proxy closed its upstream connection at its
+					// timeout), judged the client's cancellation.
+					proxytest.Eventually(t, "the call ended, each execution logged", func() bool {
+						n := len(b.received(path))
+						lines, _ := os.ReadFile(log)
+						return p.m.InFlight.Load() == 0 && b.ended.Load() == int64(n-1) && bytes.Count(lines, []byte(`"attempt":`)) == n
+					})
+					got := b.received(path)
 					lines, _ := os.ReadFile(log)
-					return p.m.InFlight.Load() == 0 && b.ended.Load() == int64(n-1) && bytes.Count(lines, []byte(`"attempt":`)) == n
+					if len(got) != w.execs || b.ended.Load() != ended || bytes.Count(lines, []byte(`"attempt":`)) != w.execs ||
+						bytes.Count(lines, []byte(`"error":"cancelled"`)) != cancelled {
+						t.Fatalf("the backend got %d attempts (%d stalled ended), want %d (%d); the log:\n%s", len(got), b.ended.Load(), w.execs, ended, lines)
+					}
+					prev := 10000
+					for _, r := range got {
+						if r.start.After(exited) {
+							t.Errorf("an attempt started %v after curl exited", r.start.Sub(exited))
+						}
+						// Set by the proxy from --max-time-to-answer, rounded
+						// down at each attempt: never raised.
+						d, err := strconv.Atoi(r.header.Get("Retrycap-Deadline"))
+						if err != nil || d > prev-1 || d < 9000 {
+							t.Errorf("Retrycap-Deadline %q, want 9000..%d", r.header.Get("Retrycap-Deadline"), prev-1)
+						}
+						prev = d + 1
+					}
 				})
-				got := b.received(path)
-				lines, _ := os.ReadFile(log)
-				if len(got) != w.execs || b.ended.Load() != ended || bytes.Count(lines, []byte(`"attempt":`)) != w.execs ||
-					bytes.Count(lines, []byte(`"error":"cancelled"`)) != cancelled {
-					t.Fatalf("the backend got %d attempts (%d stalled ended), want %d (%d); the log:\n%s", len(got), b.ended.Load(), w.execs, ended, lines)
-				}
-				prev := 10000
-				for _, r := range got {
-					if r.start.After(exited) {
-						t.Errorf("an attempt started %v after curl exited", r.start.Sub(exited))
-					}
-					// Set by the proxy from --max-time-to-answer, rounded
-					// down at each attempt: never raised.
-					d, err := strconv.Atoi(r.header.Get("Retrycap-Deadline"))
-					if err != nil || d > prev-1 || d < 9000 {
-						t.Errorf("Retrycap-Deadline %q, want 9000..%d", r.header.Get("Retrycap-Deadline"), prev-1)
-					}
-					prev = d + 1
-				}
-			})
-		}
+			}
+		})
 	}
 }
 
@@ -769,34 +773,37 @@ func TestCurlMore(t *testing.T) {
 func TestCurlMaxTimeBackoff(t *testing.T) {
 	curlPath(t)
 	for _, engine := range []string{"loop", "goroutine"} {
-		for _, way := range []string{"-x", "proxytunnel", "h2"} {
-			t.Run(engine+"/"+way, func(t *testing.T) {
-				if way == "h2" {
-					t.Skip("known: the h2 relay sends the retry after its client's FIN (2 executions); internal/proxy/h2 is another branch's")
-				}
-				b := newCurlBackend(t)
-				log := filepath.Join(t.TempDir(), "access.log")
-				p := curlProxy(t, engine, b, "--entrypoint", "--max-time-to-answer", "10s", "--access-log", log)
-				args := map[string][]string{"-x": {"-x", "http://" + p.Addr()}, "proxytunnel": {"-p", "-x", "http://" + p.Addr()},
-					"h2": {"--http2-prior-knowledge", "--connect-to", "backend:80:" + p.Addr()}}[way]
-				o := runCurl(t, nil, nil, append(args, "--max-time", "1", "http://backend/503-retry-after/2/x")...)
-				exited := time.Now()
-				if o.exit != 28 {
-					t.Fatalf("curl --max-time 1: %s; want exit 28", o)
-				}
-				// The call ends (nothing in flight): after its backoff, without
-				// a retry for a client that left.
-				proxytest.Eventually(t, "the call ended", func() bool { return p.m.InFlight.Load() == 0 })
-				got := b.received("/503-retry-after/2/x")
-				if len(got) != 1 {
-					t.Fatalf("%d executions, want 1: a retry was sent after curl exited (%v after)", len(got), got[len(got)-1].start.Sub(exited))
-				}
-				lines, _ := os.ReadFile(log)
-				if n := bytes.Count(lines, []byte(`"attempt":`)); n != 1 {
-					t.Errorf("%d access-log lines, want 1:\n%s", n, lines)
-				}
-			})
-		}
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel() // seconds of waiting each
+			for _, way := range []string{"-x", "proxytunnel", "h2"} {
+				t.Run(way, func(t *testing.T) {
+					if way == "h2" {
+						t.Skip("known: the h2 relay sends the retry after its client's FIN (2 executions); internal/proxy/h2 is another branch's")
+					}
+					b := newCurlBackend(t)
+					log := filepath.Join(t.TempDir(), "access.log")
+					p := curlProxy(t, engine, b, "--entrypoint", "--max-time-to-answer", "10s", "--access-log", log)
+					args := map[string][]string{"-x": {"-x", "http://" + p.Addr()}, "proxytunnel": {"-p", "-x", "http://" + p.Addr()},
+						"h2": {"--http2-prior-knowledge", "--connect-to", "backend:80:" + p.Addr()}}[way]
+					o := runCurl(t, nil, nil, append(args, "--max-time", "1", "http://backend/503-retry-after/2/x")...)
+					exited := time.Now()
+					if o.exit != 28 {
+						t.Fatalf("curl --max-time 1: %s; want exit 28", o)
+					}
+					// The call ends (nothing in flight): after its backoff, without
+					// a retry for a client that left.
+					proxytest.Eventually(t, "the call ended", func() bool { return p.m.InFlight.Load() == 0 })
+					got := b.received("/503-retry-after/2/x")
+					if len(got) != 1 {
+						t.Fatalf("%d executions, want 1: a retry was sent after curl exited (%v after)", len(got), got[len(got)-1].start.Sub(exited))
+					}
+					lines, _ := os.ReadFile(log)
+					if n := bytes.Count(lines, []byte(`"attempt":`)); n != 1 {
+						t.Errorf("%d access-log lines, want 1:\n%s", n, lines)
+					}
+				})
+			}
+		})
 	}
 }
 
