@@ -901,3 +901,43 @@ func TestCurlHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestTunnelClientResetCutsUpstream: the HTTP/1.1 served inside a CONNECT
+// to a known upstream (what curl -p sends) is watched like any client: a
+// reset while the attempt runs cuts the upstream's request at once. The
+// per-try timeout is an hour, so only the cut ends it within the wait.
+// Before, the engine could not find the socket under fasthttp's hijacked
+// connection and the upstream's handler ran on.
+func TestTunnelClientResetCutsUpstream(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newCurlBackend(t)
+			p := curlProxy(t, engine, b, "--per-try-timeout", "1h")
+			c, err := net.Dial("tcp", p.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+			if _, err := io.WriteString(c, "CONNECT backend:80 HTTP/1.1\r\nHost: backend:80\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			want := "HTTP/1.1 200 Connection established\r\n\r\n"
+			got := make([]byte, len(want))
+			if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+				t.Fatalf("CONNECT: %q, %v; want %q", got, err, want)
+			}
+			if _, err := io.WriteString(c, "GET /stall/rst HTTP/1.1\r\nHost: backend\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			proxytest.Eventually(t, "the request at the backend", func() bool { return len(b.received("/stall/rst")) == 1 })
+			_ = c.(*net.TCPConn).SetLinger(0)
+			_ = c.Close() // an RST
+			proxytest.Eventually(t, "the upstream's request cut", func() bool { return b.ended.Load() == 1 })
+			proxytest.Eventually(t, "no call in flight", func() bool { return p.m.InFlight.Load() == 0 })
+			if n := len(b.received("/stall/rst")); n != 1 {
+				t.Errorf("%d executions, want 1", n)
+			}
+		})
+	}
+}
