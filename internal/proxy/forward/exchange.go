@@ -352,6 +352,17 @@ func (x *Exchange) Abandon() {
 	x.logAttempt(now, &o, d)
 }
 
+// ClientLeft ends a call whose client closed its end (a FIN) during the
+// backoff before a retry: the retry is not sent, as it is not after a
+// failed attempt that finds its client gone (policy.Judge), and resp holds
+// the last answer for a client that only half-closed. Without it a curl
+// --max-time that ran out during an upstream's Retry-After had its retry
+// sent after it exited.
+func (x *Exchange) ClientLeft() {
+	x.clientGone = true
+	x.giveUp(policy.ReasonNone, x.attempt, x.lastErr, x.lastCond)
+}
+
 // TryTimeout is the timeout of the attempt NextAttempt just prepared:
 // min(the upstream's per-try timeout, the caller's time left); the
 // upstream's is its own "/TIMEOUT" of --upstreams, else --per-try-timeout. An attempt that times

@@ -30,8 +30,8 @@ func (e *Engine) watchClient(c net.Conn) *clientCut {
 
 func stopWatch(tok uint64) { netpoll.StopHangup(tok) }
 
-// clientFd is the socket under c (through the wrappers that name theirs by
-// NetConn), -1 when there is none; the pre-parser's connection keeps it
+// clientFd is the socket under c (through its wrappers: socketOf), -1
+// when there is none; the pre-parser's connection keeps it
 // (one look per connection).
 func clientFd(c net.Conn) int {
 	hc, _ := c.(*headConn)
@@ -39,13 +39,7 @@ func clientFd(c net.Conn) int {
 		return hc.fd - 1
 	}
 	fd := -1
-	for {
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		c = w.NetConn()
-	}
+	c = socketOf(c)
 	if sc, ok := c.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			_ = rc.Control(func(s uintptr) { fd = int(s) }) //nolint:gosec // a descriptor

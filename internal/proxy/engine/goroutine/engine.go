@@ -379,6 +379,14 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 				ctx.SetConnectionClose()
 				return
 			}
+			if clientClosed(ctx.Conn()) {
+				// It closed its end during the backoff (a FIN: curl's
+				// --max-time): no retry for a client that left; the last
+				// answer for one that only half-closed.
+				x.ClientLeft()
+				ctx.SetConnectionClose()
+				return
+			}
 			x.Waited()
 		} else if cut.isGone() {
 			ctx.SetConnectionClose()

@@ -24,17 +24,26 @@ func idleEnded(fd uintptr) bool {
 }
 
 // clientClosed reports whether the client of c (the server's connection,
-// through the wrappers that name theirs by NetConn, as tls.Conn does: the
-// pre-parser, a hand-off's prefix, the h2c sniffer) closed its end or reset
-// it (netpoll.PeerClosed). Bytes waiting (a pipelined request) are not a
+// through its wrappers: socketOf) closed its end or reset it
+// (netpoll.PeerClosed). Bytes waiting (a pipelined request) are not a
 // close.
-func clientClosed(c net.Conn) bool {
+func clientClosed(c net.Conn) bool { return netpoll.PeerClosed(socketOf(c)) }
+
+// socketOf is the connection under c's wrappers: those that name theirs by
+// NetConn, as tls.Conn does (the pre-parser, a hand-off's prefix, the h2c
+// sniffer), and fasthttp's hijacked connection, which names it by
+// UnsafeConn (the HTTP/1.1 served inside a CONNECT tunnel to a known
+// upstream: without it that client's close and reset went unseen, and
+// curl -p --max-time 1 had its GET retried after it had gone).
+func socketOf(c net.Conn) net.Conn {
 	for {
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
+		switch w := c.(type) {
+		case interface{ NetConn() net.Conn }:
+			c = w.NetConn()
+		case interface{ UnsafeConn() net.Conn }:
+			c = w.UnsafeConn()
+		default:
+			return c
 		}
-		c = w.NetConn()
 	}
-	return netpoll.PeerClosed(c)
 }

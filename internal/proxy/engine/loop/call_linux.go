@@ -102,6 +102,14 @@ func (cl *call) attempt() {
 func (cl *call) onTimer() {
 	if cl.backoff {
 		cl.backoff = false
+		if cl.c.eof {
+			// The client closed its end during the backoff (a FIN:
+			// curl's --max-time): no retry for a client that left; the
+			// last answer for one that only half-closed.
+			cl.x.ClientLeft()
+			cl.c.answer()
+			return
+		}
 		cl.x.Waited()
 		cl.attempt()
 		return
