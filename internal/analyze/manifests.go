@@ -237,7 +237,7 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		}
 		for _, d := range ents {
 			path := filepath.Join(dir, d.Name())
-			if symlinkedDir(m, path, d) {
+			if symlinkedDir(m, path, d) || notRegular(m, path, d) {
 				continue
 			}
 			switch {
@@ -260,7 +260,7 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		if symlinkedDir(m, path, d) {
+		if symlinkedDir(m, path, d) || notRegular(m, path, d) {
 			return nil
 		}
 		if !d.IsDir() && isKustomization(d.Name()) {
@@ -288,6 +288,29 @@ func symlinkedDir(m *Manifests, path string, d os.DirEntry) bool {
 	}
 	target, _ := os.Readlink(path)
 	m.warn(Source{File: path}, "a symbolic link to a directory (%s), not read: kubectl -f does not follow one either; name it with -f to read it", target)
+	return true
+}
+
+// notRegular reports whether d, a manifest file by its name at path in a directory being read, is
+// a named pipe, a device or a socket (itself, or what its link points to), and warns that it is
+// not read: a pipe with no writer blocked the read forever and a device (a link to /dev/zero)
+// never ends. Named with -f it is read (a shell's <(...) is a pipe).
+func notRegular(m *Manifests, path string, d os.DirEntry) bool {
+	if d.IsDir() || !hasManifestExt(d.Name()) || d.Type().IsRegular() {
+		return false
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() || st.IsDir() {
+		return false // a dangling link is reported when opened; a link to a directory by symlinkedDir
+	}
+	what := "a device"
+	switch {
+	case st.Mode()&os.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case st.Mode()&os.ModeSocket != 0:
+		what = "a socket"
+	}
+	m.warn(Source{File: path}, "%s, not a regular file: not read from a directory (it may never end, or wait for a writer forever); name it with -f to read it", what)
 	return true
 }
 
@@ -381,7 +404,7 @@ func fileLines(err error, first int) error {
 }
 
 func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
-	data, err := textbom.ReadAll(in)
+	data, err := readLimited(file, in)
 	if err != nil {
 		return []error{&InputError{Source{File: file}, err}}
 	}
@@ -457,6 +480,25 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		errs = append(errs, r.object(m, d.src, d.js, nil)...)
 	}
 	return errs
+}
+
+// MaxInputBytes bounds what is read from one file or stream (a -k build's output too): a
+// device (-f /dev/zero) or a stream that does not end was read until memory ran out. Reading
+// takes some ten times the input's size at its peak; the largest real inputs (a rendered chart
+// with its CRDs, kubectl get -A -o yaml of a large cluster) are a few MiB to a few tens.
+const MaxInputBytes = 64 << 20
+
+// readLimited reads in whole (a byte-order mark decoded), or says that it is over MaxInputBytes,
+// having read at most one byte more.
+func readLimited(file string, in io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(in, MaxInputBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxInputBytes {
+		return nil, fmt.Errorf("more than %d MiB: not read (retrycap reads at most %d MiB from one file or stream; a device such as /dev/zero, or a stream that does not end?): split the input, or name its parts one by one with -f", MaxInputBytes>>20, MaxInputBytes>>20)
+	}
+	return textbom.Bytes(data)
 }
 
 // literalDuplicate returns the first key written twice in one mapping of raw ("" when none),

@@ -1,0 +1,162 @@
+package analyze
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// -k on a kustomization that names a remote base or file is refused before the build, naming the
+// kustomization file, the field and the value (before: kustomize ran git fetch and an HTTP GET to
+// the host named, and the error, seconds later, was the resolver's). The build is never called.
+func TestRedteamKustomizeRemoteRefused(t *testing.T) {
+	const tail = " is remote (kustomize would fetch it with git or HTTP): retrycap reads only local files and does not reach the network; vendor it (a local copy the kustomization names), or build it yourself and give the output with -f -: kustomize build "
+	cases := []struct{ name, kust, want string }{
+		{"https base", "resources:\n- ../base.yaml\n- https://github.com/kubernetes-sigs/kustomize//examples/multibases?ref=v3.3.1\n",
+			`resources[1] "https://github.com/kubernetes-sigs/kustomize//examples/multibases?ref=v3.3.1"`},
+		{"scp-style git base", "bases:\n- git@github.com:org/repo//deploy?ref=main\n", `bases[0] "git@github.com:org/repo//deploy?ref=main"`},
+		{"github.com without a scheme", "resources: [github.com/org/repo/deploy]\n", `resources[0] "github.com/org/repo/deploy"`},
+		{"git:: prefix, upper-case scheme", "components: [\"git::HTTPS://example.com/org/repo.git\"]\n", `components[0] "git::HTTPS://example.com/org/repo.git"`},
+		{"a file:// clone runs git too", "resources: [\"file:///srv/repo\"]\n", `resources[0] "file:///srv/repo"`},
+		{"a patch over HTTP", "patches:\n- path: ok.yaml\n- path: http://127.0.0.1:1/p.yaml\n", `patches[1].path "http://127.0.0.1:1/p.yaml"`},
+		{"a generator's file over HTTP", "configMapGenerator:\n- name: c\n  files: [a.txt, \"k=https://example.com/k.txt\"]\n", `configMapGenerator[0].files[1] "https://example.com/k.txt"`},
+		{"openapi over HTTP", "openapi: {path: \"https://example.com/schema.json\"}\n", `openapi.path "https://example.com/schema.json"`},
+		{"crds over HTTP", "crds: [\"https://example.com/crd.yaml\"]\n", `crds[0] "https://example.com/crd.yaml"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(tc.kust), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			built := false
+			errs := (Reader{}).ReadKustomization(NewManifests(), dir, func(string) ([]byte, error) { built = true; return nil, nil })
+			want := "-k " + dir + ": " + filepath.Join(dir, "kustomization.yaml") + ": " + tc.want + tail + dir + " | retrycap analyze -f -"
+			if built || len(errs) != 1 || errs[0].Error() != want {
+				t.Fatalf("built %v, errors %v\nwant %q", built, errs, want)
+			}
+			var re *RemoteError
+			if !errors.As(errs[0], &re) {
+				t.Fatalf("%T, want *RemoteError", errs[0])
+			}
+		})
+	}
+	// An overlay whose local base names a remote one: the base's file is named.
+	dir := t.TempDir()
+	for p, s := range map[string]string{
+		"overlay/kustomization.yaml": "resources: [../base]\n",
+		"base/Kustomization":         "resources:\n- deploy.yaml\n- ssh://git@example.com/org/repo.git\n",
+		"base/deploy.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlay := filepath.Join(dir, "overlay")
+	errs := (Reader{}).ReadKustomization(NewManifests(), overlay, func(string) ([]byte, error) { t.Fatal("built"); return nil, nil })
+	want := "-k " + overlay + ": " + filepath.Join(overlay, "../base", "Kustomization") + `: resources[1] "ssh://git@example.com/org/repo.git"` + tail + overlay + " | retrycap analyze -f -"
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Fatalf("errors %v\nwant %q", errs, want)
+	}
+	// -k URL itself.
+	errs = (Reader{}).ReadKustomization(NewManifests(), "https://github.com/org/repo//deploy", func(string) ([]byte, error) { t.Fatal("built"); return nil, nil })
+	want = `-k https://github.com/org/repo//deploy: "https://github.com/org/repo//deploy"` + tail + "https://github.com/org/repo//deploy | retrycap analyze -f -"
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Fatalf("errors %v\nwant %q", errs, want)
+	}
+	// Local only, and a base that loops back to the overlay: built once, no loop in the check.
+	loop := t.TempDir()
+	for p, s := range map[string]string{"a/kustomization.yaml": "resources: [../b, cm.yaml]\n", "b/kustomization.yaml": "resources: [../a]\n", "a/cm.yaml": "kind: ConfigMap\n"} {
+		_ = os.MkdirAll(filepath.Dir(filepath.Join(loop, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(loop, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	builds := 0
+	errs = (Reader{}).ReadKustomization(NewManifests(), filepath.Join(loop, "a"), func(string) ([]byte, error) { builds++; return nil, nil })
+	if len(errs) != 0 || builds != 1 {
+		t.Fatalf("errors %v, %d build(s); want none and 1", errs, builds)
+	}
+}
+
+// zeros is /dev/zero as a reader, counting what was read from it.
+type zeros struct{ n int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	clear(p)
+	z.n += int64(len(p))
+	return len(p), nil
+}
+
+// A stream that never ends (-f /dev/zero) is read up to MaxInputBytes (64 MiB) and one byte and
+// refused, naming it (before: read until memory ran out).
+func TestRedteamEndlessInputBounded(t *testing.T) {
+	z := &zeros{}
+	errs := (Reader{Stdin: z}).ReadPathsInto(NewManifests(), []string{"-"})
+	const want = "-: more than 64 MiB: not read (retrycap reads at most 64 MiB from one file or stream; a device such as /dev/zero, or a stream that does not end?): split the input, or name its parts one by one with -f"
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Fatalf("errors %v\nwant %q", errs, want)
+	}
+	// io.LimitReader asks for no more than is left: the bound is exact.
+	if z.n != MaxInputBytes+1 {
+		t.Fatalf("read %d bytes, want at most %d", z.n, MaxInputBytes+1)
+	}
+	// At the limit exactly, it is read.
+	in := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: shop}\n"
+	in += strings.Repeat("#", MaxInputBytes-len(in)-1) + "\n"
+	m, errs := (Reader{Stdin: io.NopCloser(strings.NewReader(in))}).ReadPaths([]string{"-"})
+	if len(errs) != 0 || m.Summary.Objects != 1 {
+		t.Fatalf("errors %v, %d object(s); want none and 1", errs, m.Summary.Objects)
+	}
+}
+
+// A named pipe, or a link to a device, among a directory's manifests is passed over with a
+// warning (before: the read waited on the pipe forever, and read /dev/zero until memory ran out);
+// named with -f a pipe is still read (a shell's <(...)).
+func TestRedteamDirSpecialFiles(t *testing.T) {
+	dir := t.TempDir()
+	const doc = "apiVersion: v1\nkind: Service\nmetadata: {name: c, namespace: shop}\n"
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, recursive := range []bool{false, true} {
+		m, errs := (Reader{Recursive: recursive}).ReadPaths([]string{dir})
+		var got []string
+		for _, w := range m.Warnings {
+			got = append(got, strings.TrimPrefix(w.String(), dir+"/"))
+		}
+		want := []string{
+			"pipe.yaml: a named pipe, not a regular file: not read from a directory (it may never end, or wait for a writer forever); name it with -f to read it",
+			"zero.yaml: a device, not a regular file: not read from a directory (it may never end, or wait for a writer forever); name it with -f to read it",
+		}
+		if len(errs) != 0 || m.Summary.Files != 1 || m.Summary.Services != 1 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("recursive %v: errors %v, %d file(s), %d Service(s), warnings\n%s\nwant none, 1, 1 and\n%s", recursive, errs, m.Summary.Files, m.Summary.Services, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	// Named with -f: read, once a writer comes.
+	go func() {
+		f, err := os.OpenFile(filepath.Join(dir, "pipe.yaml"), os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		_, _ = f.WriteString(doc)
+		_ = f.Close()
+	}()
+	m, errs := (Reader{}).ReadPaths([]string{filepath.Join(dir, "pipe.yaml")})
+	if len(errs) != 0 || m.Summary.Services != 1 {
+		t.Fatalf("errors %v, %d Service(s); want none and 1", errs, m.Summary.Services)
+	}
+}
