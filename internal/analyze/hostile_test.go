@@ -108,7 +108,7 @@ func TestReadHostile(t *testing.T) {
 			"    metadata:\n      labels: {app: web}\n      annotations:\n        <<: {team: a}\n        retrycap.dev/upstreams: \"order=2\"\n        retrycap.dev/upstreams: \"order=9\"\n"),
 			[]string{`test.yaml: document 2: yaml: unmarshal errors: line 17: key "retrycap.dev/upstreams" already set in map`}, 0},
 		{"a List with items: null is an empty list (before: counted as an ignored List)", policy + web + "---\napiVersion: v1\nkind: List\nitems: null\n", nil, 1},
-		{"a PNG", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", []string{`test.yaml: document 1: yaml: invalid leading UTF-8 octet`}, 0},
+		{"a PNG", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", []string{`test.yaml: document 1: yaml: invalid leading UTF-8 octet (byte 0x89 at line 1, column 1)`}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -266,7 +268,32 @@ func (r Reader) named(src Source, js []byte, tm *typeMeta) error {
 		}
 		return &InputError{src, fmt.Errorf("%s: metadata.name is missing", r.ident(tm))}
 	}
+	// A name or namespace the API server refuses ("WEB", 300 characters): read, its workload
+	// was no node of the graph, and the policy "selected no workload" without a word on why.
+	check, rule := validation.IsDNS1123Subdomain, "a DNS-1123 subdomain"
+	switch tm.Kind {
+	case "Service":
+		check, rule = validation.IsDNS1035Label, "a DNS-1035 label"
+	case "Namespace":
+		check, rule = validation.IsDNS1123Label, "a DNS-1123 label"
+	}
+	if errs := check(tm.Metadata.Name); len(errs) > 0 {
+		return &InputError{src, fmt.Errorf("%s: metadata.name %s is not %s, the API server refuses it: %s", r.ident(tm), shortQuote(tm.Metadata.Name), rule, strings.Join(errs, "; "))}
+	}
+	if ns := tm.Metadata.Namespace; ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return &InputError{src, fmt.Errorf("%s: metadata.namespace %s is not a DNS-1123 label, the API server refuses it: %s", r.ident(tm), shortQuote(ns), strings.Join(errs, "; "))}
+		}
+	}
 	return nil
+}
+
+// shortQuote quotes a name for a message, cut to 70 bytes and its length ("aaa..." (300 bytes)).
+func shortQuote(s string) string {
+	if len(s) <= 70 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:70]), len(s))
 }
 
 // policy reads a RetryPolicy into m.Policies.

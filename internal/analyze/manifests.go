@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -460,6 +461,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		if err != nil {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
 			err = controlAt(err, d)
+			err = invalidUTF8At(err, d)
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -550,6 +552,28 @@ func controlAt(err error, d document) error {
 			return fmt.Errorf("%w (%U at line %d, column %d)", err, r, line, col)
 		}
 		col++
+	}
+	return err
+}
+
+// invalidUTF8At adds to a YAML parser's "invalid leading UTF-8 octet" (and its kin), which says
+// neither which byte nor where, the first byte that is not UTF-8 and its line and column in the
+// file (a Latin-1 "é" pasted into a value).
+func invalidUTF8At(err error, d document) error {
+	if !strings.Contains(err.Error(), "UTF-8 octet") {
+		return err
+	}
+	line, col := d.line-leadingBlanks(d.raw), 1
+	for raw := d.raw; len(raw) > 0; {
+		r, size := utf8.DecodeRune(raw)
+		if r == utf8.RuneError && size <= 1 {
+			return fmt.Errorf("%w (byte 0x%02X at line %d, column %d)", err, raw[0], line, col)
+		}
+		if r == '\n' {
+			line, col = line+1, 0
+		}
+		col++
+		raw = raw[size:]
 	}
 	return err
 }

@@ -160,3 +160,38 @@ func TestRedteamDirSpecialFiles(t *testing.T) {
 		t.Fatalf("errors %v, %d Service(s); want none and 1", errs, m.Summary.Services)
 	}
 }
+
+// Names the API server refuses, and bytes a YAML parser refuses without saying where: each is an
+// error naming the object, the field and the value (before: a Deployment "WEB" was read, no node
+// of the graph, and the policy "selected no workload" without a word on why; invalid UTF-8 was
+// "yaml: invalid leading UTF-8 octet", no byte, no line).
+func TestRedteamReadRefusals(t *testing.T) {
+	const policy = "apiVersion: retrycap.dev/v1alpha1\nkind: RetryPolicy\nmetadata: {name: p, namespace: shop}\nspec: {maxAmplification: 4}\n---\n"
+	deploy := func(meta, ann string) string {
+		return "apiVersion: apps/v1\nkind: Deployment\nmetadata: {" + meta + "}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata:\n      labels: {app: web}\n      annotations: {retrycap.dev/upstreams: \"" + ann + "\"}\n    spec: {containers: [{name: app, image: x}]}\n"
+	}
+	long := strings.Repeat("a", 254)
+	const subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+	cases := []struct{ name, doc, want string }{
+		{"an upper-case name", policy + deploy("name: WEB, namespace: shop", "order=3"),
+			`test.yaml: document 2: Deployment shop/WEB: metadata.name "WEB" is not a DNS-1123 subdomain, the API server refuses it: ` + subdomain},
+		{"a name over 253 characters", policy + deploy("name: "+long+", namespace: shop", "order=3"),
+			`test.yaml: document 2: Deployment shop/` + long + `: metadata.name "` + long[:70] + `"... (254 bytes) is not a DNS-1123 subdomain, the API server refuses it: must be no more than 253 characters`},
+		{"an upper-case namespace", policy + deploy("name: web, namespace: Shop", "order=3"),
+			`test.yaml: document 2: Deployment Shop/web: metadata.namespace "Shop" is not a DNS-1123 label, the API server refuses it: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
+		{"a Service named with a leading digit", policy + "apiVersion: v1\nkind: Service\nmetadata: {name: 1web, namespace: shop}\n",
+			`test.yaml: document 2: Service shop/1web: metadata.name "1web" is not a DNS-1035 label, the API server refuses it: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')`},
+		{"a policy named with an underscore", strings.Replace(policy, "name: p,", "name: my_p,", 1),
+			`test.yaml: document 1: RetryPolicy shop/my_p: metadata.name "my_p" is not a DNS-1123 subdomain, the API server refuses it: ` + subdomain},
+		{"invalid UTF-8 (Latin-1) in a value", policy + deploy("name: web, namespace: shop", "caf\xe9=3"),
+			"test.yaml: document 2: yaml: invalid trailing UTF-8 octet (byte 0xE9 at line 14, column 49)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := (Reader{}).Read(NewManifests(), "test.yaml", strings.NewReader(tc.doc))
+			if len(errs) != 1 || errs[0].Error() != tc.want {
+				t.Fatalf("errors %q\nwant %q", errs, tc.want)
+			}
+		})
+	}
+}
