@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -344,6 +345,9 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 				m.unnamespaced[w.Namespace]++
 			}
 		}
+		for _, path := range nullRetrycapAnnotations(js, tm.Kind) {
+			m.warn(src, "%s: %s is null (YAML's empty value: a template that rendered nothing?): read as \"\", as the API server stores it; quote the value, or leave the key out", w, path)
+		}
 		if tm.Kind != workload.KindPod {
 			own := obj.(metav1.Object).GetAnnotations()
 			w.Annotations = workload.PairsOf(r.ownAnnotations(m, src, w, own))
@@ -371,4 +375,43 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		}
 		return validate(m, src, w)
 	}
+}
+
+// nullRetrycapAnnotations are the paths of the retrycap annotations written null on a workload of
+// kind (its own metadata's, its pod template's): decoded as "", a retrycap.dev/upstreams that a
+// template rendered empty ("upstreams: {{ .Values.up }}" with no value) declared nothing, without
+// a word.
+func nullRetrycapAnnotations(js []byte, kind string) []string {
+	var obj map[string]any
+	if json.Unmarshal(js, &obj) != nil {
+		return nil
+	}
+	k, _ := workload.KindOf(kind)
+	var out []string
+	bases := [][]string{nil} // a Pod's own metadata; a templated workload's, then its template's
+	if len(k.TemplatePath) > 0 {
+		bases = append(bases, k.TemplatePath)
+	}
+	for _, base := range bases {
+		var v any = obj
+		for _, f := range append(append(append([]string(nil), base...), "metadata"), "annotations") {
+			mm, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = mm[f]
+		}
+		ann, _ := v.(map[string]any)
+		for _, key := range slices.Sorted(maps.Keys(ann)) {
+			if ann[key] == nil && strings.HasPrefix(key, "retrycap.dev/") {
+				prefix := "metadata.annotations"
+				if len(base) > 0 {
+					prefix = strings.Join(base, ".") + ".metadata.annotations"
+				}
+				out = append(out, prefix+"["+strconv.Quote(key)+"]")
+			}
+		}
+	}
+	return out
 }

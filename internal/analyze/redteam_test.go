@@ -195,3 +195,27 @@ func TestRedteamReadRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A retrycap annotation written null (a template that rendered nothing: "upstreams: {{ .Values.up
+// }}") is read as "" as the API server stores it, and said (before: the workload declared nothing
+// and the policy passed without a word).
+func TestRedteamNullAnnotation(t *testing.T) {
+	const doc = "apiVersion: retrycap.dev/v1alpha1\nkind: RetryPolicy\nmetadata: {name: p, namespace: shop}\nspec: {maxAmplification: 4}\n---\n" +
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata:\n      labels: {app: web}\n      annotations:\n        retrycap.dev/upstreams:\n        other: null\n    spec: {containers: [{name: app, image: x}]}\n---\n" +
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: solo, namespace: shop, annotations: {retrycap.dev/upstreams: ~}}\nspec: {containers: [{name: app, image: x}]}\n"
+	m := NewManifests()
+	if errs := (Reader{}).Read(m, "test.yaml", strings.NewReader(doc)); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, w := range m.Warnings {
+		got = append(got, w.String())
+	}
+	want := []string{
+		`test.yaml: document 2: Deployment shop/web: spec.template.metadata.annotations["retrycap.dev/upstreams"] is null (YAML's empty value: a template that rendered nothing?): read as "", as the API server stores it; quote the value, or leave the key out`,
+		`test.yaml: document 3: Pod shop/solo: metadata.annotations["retrycap.dev/upstreams"] is null (YAML's empty value: a template that rendered nothing?): read as "", as the API server stores it; quote the value, or leave the key out`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || m.Summary.WithUpstreams != 0 || m.Summary.Workloads != 2 {
+		t.Fatalf("warnings\n%s\nwant\n%s\n(%d workload(s), %d with upstreams; want 2, 0)", strings.Join(got, "\n"), strings.Join(want, "\n"), m.Summary.Workloads, m.Summary.WithUpstreams)
+	}
+}
