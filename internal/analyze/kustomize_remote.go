@@ -2,11 +2,9 @@ package analyze
 
 import (
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -47,6 +45,11 @@ var (
 		"configMapGenerator": {"files", "envs", "env"}, "secretGenerator": {"files", "envs", "env"},
 	}
 )
+
+// checkedFields are the fields above in the order a build meets them (resources first), so the
+// entry named is the one kustomize would have fetched first.
+var checkedFields = []string{"resources", "bases", "components", "crds", "patchesStrategicMerge", "patches", "patchesJson6902",
+	"configMapGenerator", "secretGenerator", "generators", "transformers", "validators", "replacements", "configurations", "openapi"}
 
 // scpUser is git's user@host:path form ("git@github.com:org/repo"), a clone for kustomize.
 var scpUser = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]*@`)
@@ -104,8 +107,11 @@ func checkLocal(dir string) error {
 			return &RemoteError{Dir: dir, File: file, Field: field, Value: v}
 		}
 		var local []string
-		for _, key := range slices.Sorted(maps.Keys(k)) {
-			val := k[key]
+		for _, key := range checkedFields {
+			val, ok := k[key]
+			if !ok {
+				continue
+			}
 			list, _ := val.([]any)
 			switch {
 			case dirFields[key]:
