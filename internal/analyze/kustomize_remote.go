@@ -83,7 +83,11 @@ func checkLocal(dir string) error {
 	seen := map[string]bool{}
 	var walk func(d string) error
 	walk = func(d string) error {
-		abs, err := filepath.Abs(d)
+		// The real path: a base that links back to its overlay ("self -> .") is seen once.
+		abs, err := filepath.EvalSymlinks(d)
+		if err == nil {
+			abs, err = filepath.Abs(abs)
+		}
 		if err != nil || seen[abs] {
 			return nil
 		}

@@ -79,6 +79,12 @@ func TestRedteamKustomizeRemoteRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.Symlink(".", filepath.Join(loop, "b", "self")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(loop, "b", "kustomization.yaml"), []byte("resources: [../a, self]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	builds := 0
 	errs = (Reader{}).ReadKustomization(NewManifests(), filepath.Join(loop, "a"), func(string) ([]byte, error) { builds++; return nil, nil })
 	if len(errs) != 0 || builds != 1 {
