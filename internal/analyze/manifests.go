@@ -479,7 +479,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		if r.Each != nil {
 			r.Each(d.js)
 		}
-		errs = append(errs, r.object(m, d.src, d.js, nil)...)
+		errs = append(errs, r.object(m, d.src, d.js, nil, 0)...)
 	}
 	return errs
 }
@@ -726,9 +726,13 @@ func (r Reader) ident(tm *typeMeta) string {
 	return tm.Kind + " " + ns + "/" + tm.Metadata.Name
 }
 
+// maxListDepth bounds how deep Lists nest in one document (kubectl flattens a List in a List):
+// each level decodes its items again, so 4,000 levels of a 175 KB document took 6 s and 524 MB.
+const maxListDepth = 32
+
 // object reads one decoded document (or List item); typed is the apiVersion and kind a typed
-// List gives its items that do not name their own.
-func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []error {
+// List gives its items that do not name their own; depth is how many Lists hold it.
+func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta, depth int) []error {
 	trimmed := bytes.TrimSpace(js)
 	if bytes.Equal(trimmed, []byte("null")) {
 		return nil
@@ -780,6 +784,9 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		return []error{&InputError{src, fmt.Errorf("%s: apiVersion is missing", r.ident(&tm))}}
 	}
 	if strings.HasSuffix(tm.Kind, "List") && (tm.Items != nil || nullItems(js)) {
+		if depth >= maxListDepth {
+			return []error{&InputError{src, fmt.Errorf("%s %s: a List nested more than %d deep: not read (kubectl flattens a List in a List; no tool writes them this deep)", tm.APIVersion, tm.Kind, maxListDepth)}}
+		}
 		var item *typeMeta
 		if tm.Kind != "List" {
 			item = &typeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(tm.Kind, "List")}
@@ -788,7 +795,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		for i, it := range tm.Items {
 			s := src
 			s.Item = i + 1
-			errs = append(errs, r.object(m, s, it, item)...)
+			errs = append(errs, r.object(m, s, it, item, depth+1)...)
 		}
 		return errs
 	}
