@@ -439,6 +439,10 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		}
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
+		if err := aliasBound(d.raw); err != nil {
+			docs = append(docs, parsed{src, nil, err})
+			continue
+		}
 		// Strict: a key given twice in one mapping is an error, as the API server's strict field
 		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
 		js, err := yaml.YAMLToJSONStrict(d.raw)
@@ -501,6 +505,51 @@ func readLimited(file string, in io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("more than %d MiB: not read (retrycap reads at most %d MiB from one file or stream; a device such as /dev/zero, or a stream that does not end?): split the input, or name its parts one by one with -f", MaxInputBytes>>20, MaxInputBytes>>20)
 	}
 	return textbom.Bytes(data)
+}
+
+// aliasBound refuses a document whose aliases expand it past MaxInputBytes: the YAML parser's
+// own guard counts aliases, not bytes, so 200 aliases of a 1 MiB string (a 1 MiB file) were
+// expanded to 200 MiB of JSON (7 s, 816 MB), and 2,000 would exhaust memory. The expanded size
+// is summed over the parsed tree, each node once (yaml.v3 keeps an alias as a node).
+func aliasBound(raw []byte) error {
+	if !bytes.Contains(raw, []byte("*")) || !bytes.Contains(raw, []byte("&")) {
+		return nil
+	}
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(raw, &doc) != nil {
+		return nil // the parser that reads it says what is wrong
+	}
+	const limit = int64(MaxInputBytes)
+	memo := map[*yamlv3.Node]int64{}
+	var size func(n *yamlv3.Node) int64
+	size = func(n *yamlv3.Node) int64 {
+		if v, ok := memo[n]; ok {
+			return v
+		}
+		memo[n] = limit + 1 // an alias inside its own anchor (refused by the parsers) stops here
+		var total int64
+		switch n.Kind {
+		case yamlv3.AliasNode:
+			if n.Alias != nil {
+				total = size(n.Alias)
+			}
+		case yamlv3.ScalarNode:
+			total = int64(len(n.Value)) + 2
+		default:
+			for _, c := range n.Content {
+				if total += size(c) + 1; total > limit {
+					break
+				}
+			}
+		}
+		total = min(total, limit+1)
+		memo[n] = total
+		return total
+	}
+	if size(&doc) > limit {
+		return fmt.Errorf("yaml: its aliases (*name) expand it to more than %d MiB: not read (an alias bomb? retrycap reads at most %d MiB of a file or a document)", MaxInputBytes>>20, MaxInputBytes>>20)
+	}
+	return nil
 }
 
 // literalDuplicate returns the first key written twice in one mapping of raw ("" when none),

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -245,5 +246,28 @@ func TestRedteamNestedListsBounded(t *testing.T) {
 		if len(errs) != 1 || errs[0].Error() != want || m.Summary.Services != 0 {
 			t.Fatalf("%d levels: errors %q, %d Service(s); want %q and none", n, errs, m.Summary.Services, want)
 		}
+	}
+}
+
+// A document whose aliases expand it past 64 MiB is refused before it is expanded (before: 200
+// aliases of a 1 MiB string, a 1 MiB file, were expanded to 200 MiB of JSON, 7.3 s and 816 MB
+// of memory; the parser's guard counts aliases, not bytes). Aliases and merge keys of an ordinary
+// size are read as before.
+func TestRedteamAliasExpansionBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol, namespace: shop}\ndata:\n  a: &a \"" + strings.Repeat("x", 1<<20) + "\"\n")
+	for i := range 64 {
+		fmt.Fprintf(&b, "  k%d: *a\n", i)
+	}
+	m := NewManifests()
+	errs := (Reader{}).Read(m, "test.yaml", strings.NewReader(b.String()))
+	const want = "test.yaml: document 1: yaml: its aliases (*name) expand it to more than 64 MiB: not read (an alias bomb? retrycap reads at most 64 MiB of a file or a document)"
+	if len(errs) != 1 || errs[0].Error() != want || m.Summary.Objects != 0 {
+		t.Fatalf("errors %q, %d object(s); want %q and none", errs, m.Summary.Objects, want)
+	}
+	const ok = "apiVersion: v1\nkind: Service\nmetadata:\n  name: c\n  namespace: shop\n  labels: &l {app: c, tier: web}\n  annotations:\n    <<: *l\n    tier: api\nspec: {selector: *l}\n"
+	m = NewManifests()
+	if errs := (Reader{}).Read(m, "test.yaml", strings.NewReader(ok)); len(errs) != 0 || m.Summary.Services != 1 {
+		t.Fatalf("ordinary aliases: errors %v, %d Service(s); want none and 1", errs, m.Summary.Services)
 	}
 }
