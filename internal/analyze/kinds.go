@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -266,7 +269,32 @@ func (r Reader) named(src Source, js []byte, tm *typeMeta) error {
 		}
 		return &InputError{src, fmt.Errorf("%s: metadata.name is missing", r.ident(tm))}
 	}
+	// A name or namespace the API server refuses ("WEB", 300 characters): read, its workload
+	// was no node of the graph, and the policy "selected no workload" without a word on why.
+	check, rule := validation.IsDNS1123Subdomain, "a DNS-1123 subdomain"
+	switch tm.Kind {
+	case "Service":
+		check, rule = validation.IsDNS1035Label, "a DNS-1035 label"
+	case "Namespace":
+		check, rule = validation.IsDNS1123Label, "a DNS-1123 label"
+	}
+	if errs := check(tm.Metadata.Name); len(errs) > 0 {
+		return &InputError{src, fmt.Errorf("%s: metadata.name %s is not %s, the API server refuses it: %s", r.ident(tm), shortQuote(tm.Metadata.Name), rule, strings.Join(errs, "; "))}
+	}
+	if ns := tm.Metadata.Namespace; ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return &InputError{src, fmt.Errorf("%s: metadata.namespace %s is not a DNS-1123 label, the API server refuses it: %s", r.ident(tm), shortQuote(ns), strings.Join(errs, "; "))}
+		}
+	}
 	return nil
+}
+
+// shortQuote quotes a name for a message, cut to 70 bytes and its length ("aaa..." (300 bytes)).
+func shortQuote(s string) string {
+	if len(s) <= 70 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:70]), len(s))
 }
 
 // policy reads a RetryPolicy into m.Policies.
@@ -317,6 +345,9 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 				m.unnamespaced[w.Namespace]++
 			}
 		}
+		for _, path := range nullRetrycapAnnotations(js, tm.Kind) {
+			m.warn(src, "%s: %s is null (YAML's empty value: a template that rendered nothing?): read as \"\", as the API server stores it; quote the value, or leave the key out", w, path)
+		}
 		if tm.Kind != workload.KindPod {
 			own := obj.(metav1.Object).GetAnnotations()
 			w.Annotations = workload.PairsOf(r.ownAnnotations(m, src, w, own))
@@ -344,4 +375,43 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		}
 		return validate(m, src, w)
 	}
+}
+
+// nullRetrycapAnnotations are the paths of the retrycap annotations written null on a workload of
+// kind (its own metadata's, its pod template's): decoded as "", a retrycap.dev/upstreams that a
+// template rendered empty ("upstreams: {{ .Values.up }}" with no value) declared nothing, without
+// a word.
+func nullRetrycapAnnotations(js []byte, kind string) []string {
+	var obj map[string]any
+	if json.Unmarshal(js, &obj) != nil {
+		return nil
+	}
+	k, _ := workload.KindOf(kind)
+	var out []string
+	bases := [][]string{nil} // a Pod's own metadata; a templated workload's, then its template's
+	if len(k.TemplatePath) > 0 {
+		bases = append(bases, k.TemplatePath)
+	}
+	for _, base := range bases {
+		var v any = obj
+		for _, f := range append(append(append([]string(nil), base...), "metadata"), "annotations") {
+			mm, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = mm[f]
+		}
+		ann, _ := v.(map[string]any)
+		for _, key := range slices.Sorted(maps.Keys(ann)) {
+			if ann[key] == nil && strings.HasPrefix(key, "retrycap.dev/") {
+				prefix := "metadata.annotations"
+				if len(base) > 0 {
+					prefix = strings.Join(base, ".") + ".metadata.annotations"
+				}
+				out = append(out, prefix+"["+strconv.Quote(key)+"]")
+			}
+		}
+	}
+	return out
 }

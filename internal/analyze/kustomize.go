@@ -9,8 +9,13 @@ import (
 
 // ReadKustomization builds the kustomization in dir with build (internal/analyze/kustomize's
 // Build, or `kubectl kustomize`) and reads the result into m, under the file name
-// "dir (kustomize build)".
+// "dir (kustomize build)". A kustomization that names a remote base or file is refused before the
+// build (*RemoteError): nothing is fetched.
 func (r Reader) ReadKustomization(m *Manifests, dir string, build func(dir string) ([]byte, error)) []error {
+	// Before the build: kustomize clones a remote base and GETs a remote file as it meets them.
+	if err := checkLocal(dir); err != nil {
+		return []error{err}
+	}
 	out, err := build(dir)
 	if err != nil {
 		return []error{kustomizeError(dir, err)}

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -237,7 +238,7 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		}
 		for _, d := range ents {
 			path := filepath.Join(dir, d.Name())
-			if symlinkedDir(m, path, d) {
+			if symlinkedDir(m, path, d) || notRegular(m, path, d) {
 				continue
 			}
 			switch {
@@ -260,7 +261,7 @@ func (r Reader) dirFiles(m *Manifests, dir string) ([]string, error) {
 		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		if symlinkedDir(m, path, d) {
+		if symlinkedDir(m, path, d) || notRegular(m, path, d) {
 			return nil
 		}
 		if !d.IsDir() && isKustomization(d.Name()) {
@@ -288,6 +289,29 @@ func symlinkedDir(m *Manifests, path string, d os.DirEntry) bool {
 	}
 	target, _ := os.Readlink(path)
 	m.warn(Source{File: path}, "a symbolic link to a directory (%s), not read: kubectl -f does not follow one either; name it with -f to read it", target)
+	return true
+}
+
+// notRegular reports whether d, a manifest file by its name at path in a directory being read, is
+// a named pipe, a device or a socket (itself, or what its link points to), and warns that it is
+// not read: a pipe with no writer blocked the read forever and a device (a link to /dev/zero)
+// never ends. Named with -f it is read (a shell's <(...) is a pipe).
+func notRegular(m *Manifests, path string, d os.DirEntry) bool {
+	if d.IsDir() || !hasManifestExt(d.Name()) || d.Type().IsRegular() {
+		return false
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() || st.IsDir() {
+		return false // a dangling link is reported when opened; a link to a directory by symlinkedDir
+	}
+	what := "a device"
+	switch {
+	case st.Mode()&os.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case st.Mode()&os.ModeSocket != 0:
+		what = "a socket"
+	}
+	m.warn(Source{File: path}, "%s, not a regular file: not read from a directory (it may never end, or wait for a writer forever); name it with -f to read it", what)
 	return true
 }
 
@@ -381,7 +405,7 @@ func fileLines(err error, first int) error {
 }
 
 func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
-	data, err := textbom.ReadAll(in)
+	data, err := readLimited(file, in)
 	if err != nil {
 		return []error{&InputError{Source{File: file}, err}}
 	}
@@ -415,6 +439,10 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		}
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
+		if err := aliasBound(d.raw); err != nil {
+			docs = append(docs, parsed{src, nil, err})
+			continue
+		}
 		// Strict: a key given twice in one mapping is an error, as the API server's strict field
 		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
 		js, err := yaml.YAMLToJSONStrict(d.raw)
@@ -437,6 +465,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		if err != nil {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
 			err = controlAt(err, d)
+			err = invalidUTF8At(err, d)
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -454,9 +483,73 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		if r.Each != nil {
 			r.Each(d.js)
 		}
-		errs = append(errs, r.object(m, d.src, d.js, nil)...)
+		errs = append(errs, r.object(m, d.src, d.js, nil, 0)...)
 	}
 	return errs
+}
+
+// MaxInputBytes bounds what is read from one file or stream (a -k build's output too): a
+// device (-f /dev/zero) or a stream that does not end was read until memory ran out. Reading
+// takes some ten times the input's size at its peak; the largest real inputs (a rendered chart
+// with its CRDs, kubectl get -A -o yaml of a large cluster) are a few MiB to a few tens.
+const MaxInputBytes = 64 << 20
+
+// readLimited reads in whole (a byte-order mark decoded), or says that it is over MaxInputBytes,
+// having read at most one byte more.
+func readLimited(file string, in io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(in, MaxInputBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxInputBytes {
+		return nil, fmt.Errorf("more than %d MiB: not read (retrycap reads at most %d MiB from one file or stream; a device such as /dev/zero, or a stream that does not end?): split the input, or name its parts one by one with -f", MaxInputBytes>>20, MaxInputBytes>>20)
+	}
+	return textbom.Bytes(data)
+}
+
+// aliasBound refuses a document whose aliases expand it past MaxInputBytes: the YAML parser's
+// own guard counts aliases, not bytes, so 200 aliases of a 1 MiB string (a 1 MiB file) were
+// expanded to 200 MiB of JSON (7 s, 816 MB), and 2,000 would exhaust memory. The expanded size
+// is summed over the parsed tree, each node once (yaml.v3 keeps an alias as a node).
+func aliasBound(raw []byte) error {
+	if !bytes.Contains(raw, []byte("*")) || !bytes.Contains(raw, []byte("&")) {
+		return nil
+	}
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(raw, &doc) != nil {
+		return nil // the parser that reads it says what is wrong
+	}
+	const limit = int64(MaxInputBytes)
+	memo := map[*yamlv3.Node]int64{}
+	var size func(n *yamlv3.Node) int64
+	size = func(n *yamlv3.Node) int64 {
+		if v, ok := memo[n]; ok {
+			return v
+		}
+		memo[n] = limit + 1 // an alias inside its own anchor (refused by the parsers) stops here
+		var total int64
+		switch n.Kind {
+		case yamlv3.AliasNode:
+			if n.Alias != nil {
+				total = size(n.Alias)
+			}
+		case yamlv3.ScalarNode:
+			total = int64(len(n.Value)) + 2
+		default:
+			for _, c := range n.Content {
+				if total += size(c) + 1; total > limit {
+					break
+				}
+			}
+		}
+		total = min(total, limit+1)
+		memo[n] = total
+		return total
+	}
+	if size(&doc) > limit {
+		return fmt.Errorf("yaml: its aliases (*name) expand it to more than %d MiB: not read (an alias bomb? retrycap reads at most %d MiB of a file or a document)", MaxInputBytes>>20, MaxInputBytes>>20)
+	}
+	return nil
 }
 
 // literalDuplicate returns the first key written twice in one mapping of raw ("" when none),
@@ -508,6 +601,28 @@ func controlAt(err error, d document) error {
 			return fmt.Errorf("%w (%U at line %d, column %d)", err, r, line, col)
 		}
 		col++
+	}
+	return err
+}
+
+// invalidUTF8At adds to a YAML parser's "invalid leading UTF-8 octet" (and its kin), which says
+// neither which byte nor where, the first byte that is not UTF-8 and its line and column in the
+// file (a Latin-1 "é" pasted into a value).
+func invalidUTF8At(err error, d document) error {
+	if !strings.Contains(err.Error(), "UTF-8 octet") {
+		return err
+	}
+	line, col := d.line-leadingBlanks(d.raw), 1
+	for raw := d.raw; len(raw) > 0; {
+		r, size := utf8.DecodeRune(raw)
+		if r == utf8.RuneError && size <= 1 {
+			return fmt.Errorf("%w (byte 0x%02X at line %d, column %d)", err, raw[0], line, col)
+		}
+		if r == '\n' {
+			line, col = line+1, 0
+		}
+		col++
+		raw = raw[size:]
 	}
 	return err
 }
@@ -660,9 +775,13 @@ func (r Reader) ident(tm *typeMeta) string {
 	return tm.Kind + " " + ns + "/" + tm.Metadata.Name
 }
 
+// maxListDepth bounds how deep Lists nest in one document (kubectl flattens a List in a List):
+// each level decodes its items again, so 4,000 levels of a 175 KB document took 6 s and 524 MB.
+const maxListDepth = 32
+
 // object reads one decoded document (or List item); typed is the apiVersion and kind a typed
-// List gives its items that do not name their own.
-func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []error {
+// List gives its items that do not name their own; depth is how many Lists hold it.
+func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta, depth int) []error {
 	trimmed := bytes.TrimSpace(js)
 	if bytes.Equal(trimmed, []byte("null")) {
 		return nil
@@ -714,6 +833,9 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		return []error{&InputError{src, fmt.Errorf("%s: apiVersion is missing", r.ident(&tm))}}
 	}
 	if strings.HasSuffix(tm.Kind, "List") && (tm.Items != nil || nullItems(js)) {
+		if depth >= maxListDepth {
+			return []error{&InputError{src, fmt.Errorf("%s %s: a List nested more than %d deep: not read (kubectl flattens a List in a List; no tool writes them this deep)", tm.APIVersion, tm.Kind, maxListDepth)}}
+		}
 		var item *typeMeta
 		if tm.Kind != "List" {
 			item = &typeMeta{APIVersion: tm.APIVersion, Kind: strings.TrimSuffix(tm.Kind, "List")}
@@ -722,7 +844,7 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta) []e
 		for i, it := range tm.Items {
 			s := src
 			s.Item = i + 1
-			errs = append(errs, r.object(m, s, it, item)...)
+			errs = append(errs, r.object(m, s, it, item, depth+1)...)
 		}
 		return errs
 	}

@@ -568,6 +568,12 @@ const WarningBudget = 3500
 // retrycap.dev/ keys gets thousands of warnings, and the API server would drop the tail in
 // silence, whatever it held.
 func FitWarnings(warnings []string, budget int) []string {
+	return FitWarningsWhere(warnings, budget, "retrycap analyze -f on the manifest lists them all")
+}
+
+// FitWarningsWhere is FitWarnings whose last line says where to read them all: where (the pod
+// injector's are per container, and analyze does not list them).
+func FitWarningsWhere(warnings []string, budget int, where string) []string {
 	total := 0
 	for _, w := range warnings {
 		total += utf8.RuneCountInString(w)
@@ -594,7 +600,7 @@ func FitWarnings(warnings []string, budget int) []string {
 		break
 	}
 	if i < len(warnings) {
-		out = append(out, fmt.Sprintf("%d more warning(s) not shown (the API server keeps about 4 KiB of them): retrycap analyze -f on the manifest lists them all", len(warnings)-i))
+		out = append(out, fmt.Sprintf("%d more warning(s) not shown (the API server keeps about 4 KiB of them): %s", len(warnings)-i, where))
 	}
 	return out
 }

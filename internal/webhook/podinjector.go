@@ -22,6 +22,7 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
 	"github.com/retrycap/retrycap/internal/status"
@@ -146,8 +147,15 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: encoding pod %s/%s: %w", pod.Namespace, podInjectorPodName(pod), err))
 	}
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
-	resp.Warnings = append(resp.Warnings, d.Warnings...)
+	resp.Warnings = append(resp.Warnings, injectorWarnings(d.Warnings)...)
 	return resp
+}
+
+// injectorWarnings are the injector's warnings as the client sees them: a pod of 1,000 containers
+// that set HTTP_PROXY gets 1,000, and the API server kept the first 4 KiB and dropped the rest in
+// silence; the tail is now one line saying how many, and where the first ones are kept.
+func injectorWarnings(ws []string) []string {
+	return gate.FitWarningsWhere(ws, gate.WarningBudget, "the pod's annotation "+inject.WarningsAnnotation+" holds the first 4 KiB, each container's env shows its own")
 }
 
 // maxInjectorAnnotation bounds each annotation the injector writes (the skip's reason, the

@@ -22,8 +22,8 @@ import (
 var mu sync.Mutex
 
 // Build is `kustomize build dir`: its resources, patches, generators and components, with the
-// default options (no plugins, load restrictions on; a remote base is fetched as kustomize
-// build fetches it, with git). What kustomize prints on its
+// default options (no plugins, load restrictions on; a remote base or file never reaches it:
+// analyze.ReadKustomization refuses it before the build). What kustomize prints on its
 // own (a "# Warning: 'patchesStrategicMerge' is deprecated" line for every kustomization file of
 // the tree, straight to os.Stderr, and its log lines) is captured rather than passed through,
 // and put at the head of the output as YAML comment lines, as `kubectl kustomize` users see them:
