@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -135,4 +134,42 @@ func TestH1SmuggleUpgradeTunnelUnread(t *testing.T) {
 	}
 }
 
-var _ = bufio.NewReader
+// TestH1SmuggleTraceNoBodyFraming: a TRACE without content goes upstream
+// without Content-Length (RFC 9110 9.3.8: a client must not send content
+// in a TRACE). Go's ReverseProxy and Transport send none, whether or not
+// the client sent "Content-Length: 0" (checked on loopback with
+// httputil.ReverseProxy, go1.25); fasthttp's writer added
+// "Content-Length: 0" to every request but a GET or HEAD. A TRACE with
+// content is forwarded framed by its length, as Go's ReverseProxy
+// forwards it.
+func TestH1SmuggleTraceNoBodyFraming(t *testing.T) {
+	const bare = "TRACE /a HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 4\r\n\r\n"
+	cases := []struct{ name, req, fwd string }{
+		{"no framing", "TRACE /a HTTP/1.1\r\nHost: backend\r\n\r\n", bare},
+		{"Content-Length: 0", "TRACE /a HTTP/1.1\r\nHost: backend\r\nContent-Length: 0\r\n\r\n", bare},
+		{"an empty chunked body", "TRACE /a HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", bare},
+		{"absolute form", "TRACE http://backend/a HTTP/1.1\r\nHost: backend\r\n\r\n", bare},
+		{"with content", "TRACE /a HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\n\r\nhello",
+			"TRACE /a HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\nRetrycap-Budget: 4\r\n\r\nhello"},
+		{"pipelined after a TRACE", "TRACE /a HTTP/1.1\r\nHost: backend\r\n\r\nGET /b HTTP/1.1\r\nHost: backend\r\n\r\n",
+			bare + "GET /b HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 2\r\n\r\n"},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		b := newFrBackend(t, nil)
+		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		for _, tc := range cases {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				raw0, _ := b.received()
+				answers := strings.Count(tc.req, " HTTP/1.1\r\n")
+				ans := frExchange(t, p.Addr(), tc.req, answers, "TRACE")
+				raw1, _ := b.received()
+				if want := strings.Repeat(smOK, answers); ans != want {
+					t.Errorf("answers %q, want %q", ans, want)
+				}
+				if fwd := strings.TrimPrefix(raw1, raw0); fwd != tc.fwd {
+					t.Errorf("the upstream received\n%q\nwant\n%q", fwd, tc.fwd)
+				}
+			})
+		}
+	}
+}
