@@ -35,8 +35,19 @@ func HeadEnd(b []byte) int {
 // head (BadHeaderLines, CheckVersion) come after the parse, on either
 // engine. One pass finds the end, the bare LFs and the
 // Transfer-Encoding fields.
+//
+// Empty lines (CRLF) before the request line are skipped, as fasthttp's
+// parser skips them (RFC 9112 2.2: a server ignores at least one): read as
+// a head, "\r\n\r\n" ended there, fasthttp refused to parse it, and the
+// goroutine engine's pre-parser stopped following the connection, so that
+// Go's chunk bounds no longer held for it (a 5 KiB chunk extension after
+// two CRLFs was read and its body forwarded).
 func CheckHead(b []byte) (end int, refuse string) {
-	end, bare, te := scanHead(b)
+	skip := leadingCRLFs(b)
+	end, bare, te := scanHead(b[skip:])
+	if end >= 0 {
+		end += skip
+	}
 	switch {
 	case end < 0:
 	case bare:
@@ -45,6 +56,15 @@ func CheckHead(b []byte) (end int, refuse string) {
 		refuse = ReasonTooManyTE
 	}
 	return end, refuse
+}
+
+// leadingCRLFs is the length of the empty lines (CRLF) at the start of b.
+func leadingCRLFs(b []byte) int {
+	skip := 0
+	for skip+1 < len(b) && b[skip] == '\r' && b[skip+1] == '\n' {
+		skip += 2
+	}
+	return skip
 }
 
 // CheckAnswerHead is CheckHead for an upstream's answer head: a bare LF

@@ -62,7 +62,49 @@ func badHeaderLine(line []byte) string {
 			return "a header name with a byte that is not a token character"
 		}
 	}
+	if framingLookalike(line[:c]) {
+		return ReasonUnderscoreFraming
+	}
 	return ""
+}
+
+// ReasonUnderscoreFraming is the refusal of a field named as
+// Transfer-Encoding or Content-Length with an underscore for a dash
+// ("Transfer_Encoding"). '_' is a token character, so the name is another
+// field to the proxy (and to fasthttp, Go and HAProxy 2.6, which pass it
+// on), but a server that maps names to CGI-style variables
+// (HTTP_TRANSFER_ENCODING) reads the two spellings as one: it could frame
+// the body by a field the proxy did not, the shape of a smuggled request.
+// nginx drops such fields by default (underscores_in_headers off); the
+// proxy refuses the request, which says why, rather than drop silently.
+const ReasonUnderscoreFraming = "an underscore in a Transfer-Encoding or Content-Length field name"
+
+// framingLookalike reports whether name is "transfer-encoding" or
+// "content-length", in any case, with at least one '-' written '_'.
+func framingLookalike(name []byte) bool {
+	if len(name) != len("transfer-encoding") && len(name) != len("content-length") || bytes.IndexByte(name, '_') < 0 {
+		return false
+	}
+	for _, want := range [...]string{"transfer-encoding", "content-length"} {
+		if len(name) != len(want) {
+			continue
+		}
+		same := true
+		for i := range len(name) {
+			c := name[i] | 0x20 // lower case for letters; '_' (0x5f) becomes 0x7f
+			if c == 0x7f {
+				c = '-'
+			}
+			if c != want[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return false
 }
 
 // BareLF reports whether a head (request line, headers, empty line) has a

@@ -38,7 +38,12 @@ import (
 // Once the connection is a tunnel (CONNECT, a 101), or its framing is one
 // this does not follow, or a head exceeds fasthttp's read buffer (fasthttp
 // answers 431), scanning stops for good (off) and fasthttp reads on as it
-// always did.
+// always did. A request that may become a tunnel (CONNECT, Upgrade) does
+// not stop it: what follows that request in the same read is held until
+// the handler has had it, then passed on unread if it became a tunnel
+// (stopScan), else scanned as requests. Stopped at the request, a refused
+// upgrade left every later request on the connection unscanned: a chunk
+// extension of any length read whole (Go's bounds not applied).
 //
 // All of it runs on the connection's serving goroutine (fasthttp's reads
 // and its handler), so nothing is locked.
@@ -75,6 +80,10 @@ type headConn struct {
 	// data carries (chunkExcess).
 	excess int64
 	hp     *headParse
+	// mayTunnel: the request being followed may become a tunnel (CONNECT,
+	// Upgrade); what follows it is held (held, with no refusal) until the
+	// handler has had it.
+	mayTunnel bool
 	// fd is the socket under the connection plus one (0: not looked up
 	// yet), for the hang-up watch of each call (clientFd).
 	fd int
@@ -171,15 +180,33 @@ func (c *headConn) Read(p []byte) (int, error) {
 		}
 		return c.Conn.Read(p)
 	}
+	if c.mayTunnel && c.st == stHead {
+		// The request that may have become a tunnel ended in an earlier
+		// read; fasthttp reads on only once its handler is done with it,
+		// and it did not become one (stopScan): requests follow.
+		c.mayTunnel = false
+	}
 	if c.st == stAwait {
 		c.resolve()
 	}
-	n, err := c.Conn.Read(p)
+	var n int
+	var err error
+	if len(c.held) > 0 {
+		// Held after a request that did not become a tunnel: scanned now.
+		n = copy(p, c.held)
+		c.held = c.held[n:]
+	} else {
+		n, err = c.Conn.Read(p)
+	}
 	if n > 0 && !c.off {
 		if k := c.scan(p[:n]); k < n {
-			c.held = append(c.held[:0], p[k:n]...)
+			if len(c.held) > 0 {
+				c.held = append(bytes.Clone(p[k:n]), c.held...)
+			} else {
+				c.held = append(c.held[:0], p[k:n]...)
+			}
 			if k == 0 {
-				return c.refuse(p)
+				return c.refuse(p) // scan holds at 0 only to refuse
 			}
 			return k, nil
 		}
@@ -247,11 +274,12 @@ func (c *headConn) frame(head []byte) {
 	}
 	h := &c.hp.h
 	h.Reset()
-	if err := h.Read(c.hp.ps.Reader(head)); err != nil || h.IsConnect() || h.ConnectionUpgrade() || len(h.Peek(fasthttp.HeaderUpgrade)) > 0 {
-		// fasthttp refuses it too (and closes), or it may become a tunnel.
+	if err := h.Read(c.hp.ps.Reader(head)); err != nil {
+		// fasthttp refuses it too (and closes).
 		c.stop()
 		return
 	}
+	c.mayTunnel = h.IsConnect() || h.ConnectionUpgrade() || len(h.Peek(fasthttp.HeaderUpgrade)) > 0
 	switch n := h.ContentLength(); {
 	case n == -1:
 		c.st, c.excess = stChunkSize, 0
@@ -269,6 +297,15 @@ func (c *headConn) scan(data []byte) int {
 		rest := data[i:]
 		switch c.st {
 		case stHead:
+			if c.mayTunnel {
+				// The request before may become a tunnel: the rest waits
+				// (Read) until its handler is done with it.
+				if i == 0 {
+					c.stop() // not reached: it ended in an earlier read (Read)
+					return len(data)
+				}
+				return i
+			}
 			head, before := rest, len(c.part)
 			if before > 0 {
 				c.part = append(c.part, rest...)

@@ -209,7 +209,7 @@ func (t *streamTransport) exchange(hc *fasthttp.HostClient, cc any, conn net.Con
 		return t.exchangeDuplex(hc, cc, conn, req, resp)
 	}
 	bw := hc.AcquireWriter(conn)
-	err = req.Write(bw)
+	err = forward.WriteRequest(req, bw)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -257,7 +257,7 @@ func (t *streamTransport) exchangeDuplex(hc *fasthttp.HostClient, cc any, conn n
 	wrote := make(chan error, 1)
 	go func() {
 		bw := hc.AcquireWriter(conn)
-		err := req.Write(bw)
+		err := forward.WriteRequest(req, bw)
 		if err == nil {
 			err = bw.Flush()
 		}

@@ -48,7 +48,7 @@ func (uc *upConn) send(cl *call) {
 	// engine's clients send it (DisablePathNormalizing): /./, // and
 	// escapes such as %2F or %7E are not rewritten.
 	cl.req.URI().DisablePathNormalizing = true
-	err := l.render(&cl.req)
+	err := l.render(forward.RequestWriter{R: &cl.req})
 	if err != nil {
 		cl.failed(err)
 		return
