@@ -574,3 +574,34 @@ func readNginxTimeAnnotations(ing *ingressObj) error {
 	}
 	return nil
 }
+
+// IngressNginxConfigMaps are the ConfigMaps ("namespace/name") the controllers read name, sorted:
+// the ones a cluster watcher must read (meshwatch), and no others.
+func (s *Set) IngressNginxConfigMaps() []string {
+	var out []string
+	for _, c := range s.nginx.controllers {
+		if c.configMap != "" && !slices.Contains(out, c.configMap) {
+			out = append(out, c.configMap)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// IngressNginxConfigKeys are the ConfigMap keys read (a cluster watcher keeps these alone).
+func IngressNginxConfigKeys() []string { return slices.Clone(ingressNginxKeys) }
+
+// IsIngressNginxController reports whether data (a workload's JSON) runs ingress-nginx's
+// controller, whatever its flags: a watcher skips the changes of every other workload.
+func IsIngressNginxController(data []byte) bool {
+	var w workloadObj
+	if json.Unmarshal(data, &w) != nil {
+		return false
+	}
+	for i, c := range w.Spec.Template.Spec.Containers {
+		if _, ok, err := nginxControllerOf(w.header, i, c); ok || err != nil {
+			return true
+		}
+	}
+	return false
+}
