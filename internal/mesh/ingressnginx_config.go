@@ -36,21 +36,21 @@ import (
 
 // ingress-nginx's controller flags, ConfigMap keys and defaults.
 const (
-	IngressNginxBinary             = "nginx-ingress-controller" // the controller's executable
-	IngressNginxFlagConfigMap      = "configmap"
-	IngressNginxFlagControllerCls  = "controller-class"
-	IngressNginxFlagIngressClass   = "ingress-class"
-	IngressNginxKeyNextUpstream    = "proxy-next-upstream"
-	IngressNginxKeyTries           = "proxy-next-upstream-tries"
-	IngressNginxKeyNextTimeout     = "proxy-next-upstream-timeout"
-	IngressNginxKeyConnectTimeout  = "proxy-connect-timeout"
-	IngressNginxKeyReadTimeout     = "proxy-read-timeout"
-	IngressNginxKeySendTimeout     = "proxy-send-timeout"
-	IngressNginxKeyNonIdempotent   = "retry-non-idempotent"
-	IngressNginxAnnotationPrefix   = "nginx.ingress.kubernetes.io/"
-	IngressNginxDefaultConnect     = 5 * time.Second  // NewDefault ProxyConnectTimeout
-	IngressNginxDefaultRead        = 60 * time.Second // NewDefault ProxyReadTimeout
-	IngressNginxDefaultSend        = 60 * time.Second // NewDefault ProxySendTimeout
+	IngressNginxBinary            = "nginx-ingress-controller" // the controller's executable
+	IngressNginxFlagConfigMap     = "configmap"
+	IngressNginxFlagControllerCls = "controller-class"
+	IngressNginxFlagIngressClass  = "ingress-class"
+	IngressNginxKeyNextUpstream   = "proxy-next-upstream"
+	IngressNginxKeyTries          = "proxy-next-upstream-tries"
+	IngressNginxKeyNextTimeout    = "proxy-next-upstream-timeout"
+	IngressNginxKeyConnectTimeout = "proxy-connect-timeout"
+	IngressNginxKeyReadTimeout    = "proxy-read-timeout"
+	IngressNginxKeySendTimeout    = "proxy-send-timeout"
+	IngressNginxKeyNonIdempotent  = "retry-non-idempotent"
+	IngressNginxAnnotationPrefix  = "nginx.ingress.kubernetes.io/"
+	IngressNginxDefaultConnect    = 5 * time.Second  // NewDefault ProxyConnectTimeout
+	IngressNginxDefaultRead       = 60 * time.Second // NewDefault ProxyReadTimeout
+	IngressNginxDefaultSend       = 60 * time.Second // NewDefault ProxySendTimeout
 )
 
 // ingressNginxKeys are the ConfigMap keys read.
@@ -95,11 +95,11 @@ func (n nginxObjects) clone() nginxObjects {
 
 // nginxSettings are what a ConfigMap (or NewDefault) sets, parsed.
 type nginxSettings struct {
-	off           bool   // proxy-next-upstream lists off
-	offRaw        string // its value, when set
-	tries         int64  // proxy-next-upstream-tries; 0 is no limit
-	triesRaw      string // its value, when set
-	nonIdempotent string // retry-non-idempotent as written, when it is true
+	off                       bool   // proxy-next-upstream lists off
+	offRaw                    string // its value, when set
+	tries                     int64  // proxy-next-upstream-tries; 0 is no limit
+	triesRaw                  string // its value, when set
+	nonIdempotent             string // retry-non-idempotent as written, when it is true
 	connect, read, send, next time.Duration
 	timesSet                  bool // one of the timeouts is written
 }
@@ -441,10 +441,9 @@ type nginxSource struct {
 // with the reason.
 func (s *Set) nginxSources(u ingressUse) []nginxSource {
 	if len(u.ctrls) == 0 {
-		why := fmt.Sprintf("no ingress-nginx controller in the input, so no ConfigMap: NewDefault's %d tries assumed", IngressNginxDefaultTries)
-		if len(s.nginx.controllers) > 0 {
-			why = fmt.Sprintf("no ingress-nginx controller of this class in the input: NewDefault's %d tries assumed", IngressNginxDefaultTries)
-		}
+		// One wording whether other controllers are read or not: an Ingress's note does not
+		// change with another class's controller.
+		why := fmt.Sprintf("no ingress-nginx controller of this class in the input, so no ConfigMap: NewDefault's %d tries assumed", IngressNginxDefaultTries)
 		return []nginxSource{{st: nginxDefaults(), why: why}}
 	}
 	out := make([]nginxSource, 0, len(u.ctrls))

@@ -128,7 +128,7 @@ func TestIngressNginxConfigMap(t *testing.T) {
 			name: "controllers elsewhere, none of this class: 3 assumed, said so",
 			docs: nginxCtrl("internal", "--controller-class=k8s.io/internal-nginx, --ingress-class=internal") + "---\n" + web,
 			want: Layer{Kind: IngressNginx, Object: "Ingress shop/web", FieldPath: triesKey, Tries: 3, Default: true,
-				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx, assumed: spec.ingressClassName nginx, no IngressClass nginx in the input; no ingress-nginx controller of this class in the input: NewDefault's 3 tries assumed)"},
+				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx, assumed: spec.ingressClassName nginx, no IngressClass nginx in the input; no ingress-nginx controller of this class in the input, so no ConfigMap: NewDefault's 3 tries assumed)"},
 		},
 	}
 	for _, tc := range cases {

@@ -72,7 +72,9 @@ func (w *Watcher) syncNginxConfigMaps() {
 			continue
 		}
 		ns, name, _ := strings.Cut(ref, "/")
-		tweak := func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() }
+		tweak := func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}
 		inf := dynamicinformer.NewFilteredDynamicInformer(w.dyn, configMapsAPI.GVR(), ns, 0, toolscache.Indexers{}, tweak).Informer()
 		_ = inf.SetTransform(func(obj any) (any, error) {
 			if u := asUnstructured(obj); u != nil {
