@@ -109,8 +109,9 @@ func TestNginxConfigMapWatched(t *testing.T) {
 	g.Expect(listedCM).To(Equal([]string{"ingress-nginx metadata.name=ingress-nginx-controller"}), "only the ConfigMap named is listed")
 }
 
-// TestTrimNginx: a workload keeps its containers' name, image, command, args and env (a value or
-// a fieldRef), a ConfigMap the keys ingress-nginx's layer reads.
+// TestTrimNginx: an ingress-nginx controller keeps its containers' name, image, command, args and
+// env (a value or a fieldRef), any other workload its name alone, a ConfigMap the keys
+// ingress-nginx's layer reads.
 func TestTrimNginx(t *testing.T) {
 	d := unstr(t, nginxDeploy)
 	g := NewWithT(t)
@@ -138,6 +139,10 @@ spec:
         image: registry.k8s.io/ingress-nginx/controller:v1.15.1
         name: controller
 `))
+	plain := unstr(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop, resourceVersion: \"9\"}\nspec:\n  template:\n    spec:\n      containers: [{name: web, image: nginx:1.27, env: [{name: A, value: b}]}]\n")
+	got, err = yaml.Marshal(Trim(plain).Object)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(got)).To(Equal("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\n  resourceVersion: \"9\"\n"), "not a controller: its name alone")
 	cm := unstr(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: cfg}\ndata: {proxy-next-upstream-tries: \"5\", proxy-read-timeout: \"10\", log-format-upstream: \"$remote_addr\"}\n")
 	got, err = yaml.Marshal(Trim(cm).Object)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -65,7 +65,7 @@ var specTrees = map[string]keep{
 	mesh.GroupNetworking + "/IngressClass": {"controller": true},
 	// An ingress-nginx controller (mesh/ingressnginx_config.go): its containers' image, command,
 	// args and env, by which it is recognised and its --configmap resolved; any other workload
-	// keeps its containers' names and images, a few bytes each.
+	// keeps no spec (Trim).
 	"apps/Deployment":  nginxWorkloadTree,
 	"apps/DaemonSet":   nginxWorkloadTree,
 	"apps/StatefulSet": nginxWorkloadTree,
@@ -142,7 +142,9 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 		md["annotations"] = toAny(a)
 	}
 	out := map[string]any{"apiVersion": gv, "kind": u.GetKind(), "metadata": md}
-	if tree, ok := specTrees[group+"/"+u.GetKind()]; ok {
+	if tree, ok := specTrees[group+"/"+u.GetKind()]; ok && (!isNginxWorkload(group, u.GetKind()) || nginxController(u)) {
+		// A workload that does not run ingress-nginx's controller keeps its name alone
+		// (ingressnginx.go): every workload of the cluster is read.
 		if spec, ok := u.Object["spec"]; ok {
 			out["spec"] = prune(spec, tree)
 		}

@@ -421,6 +421,7 @@ func (w *Watcher) add(s *mesh.Set, u *unstructured.Unstructured) {
 func (w *Watcher) rebuild() {
 	if p := w.apis.Load(); p == nil || len(*p) == 0 {
 		w.set.Store(nil)
+		w.syncNginxConfigMaps() // stops them all
 		return
 	}
 	s := mesh.NewSet(w.opts.Mesh)
