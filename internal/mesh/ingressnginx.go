@@ -28,14 +28,16 @@ import (
 //     and proxy_next_upstream_tries). nginx's proxy_next_upstream_tries counts tries, the first
 //     included, and 0 is no limit; proxy_next_upstream off passes no request to another server.
 //     POST, LOCK and PATCH are retried only with non_idempotent listed (or retry-non-idempotent in
-//     the ConfigMap); the layer counts every method (an upper bound, as for Istio). Its Lua
+//     the ConfigMap, which the note mentions); the layer counts every method (an upper bound, as
+//     for Istio). Its Lua
 //     balancer (rootfs/etc/nginx/lua/balancer.lua, balance) calls set_more_tries(1) on every
 //     try, so the tries apply whatever the number of endpoints, one included.
 //
 // Each backend Service of an Ingress it serves (spec.rules[].http.paths[].backend.service,
 // spec.defaultBackend.service) is a north-south entrypoint whose client attempts the tries
 // multiply (Set.Backends, Set.Entry), as an Istio ingress VirtualService's destination is. The
-// controller's ConfigMap is not read: its defaults are taken as NewDefault's.
+// defaults are the controller's ConfigMap's where its workload is read (ingressnginx_config.go),
+// else NewDefault's, and the note says which.
 //
 // Istio's ingress gateway serves Ingresses too, read from istio/istio at eed52ebb66ad:
 // pilot/pkg/config/kube/ingress/virtualservices.go shouldProcessIngressWithClass takes an Ingress
