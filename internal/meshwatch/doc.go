@@ -11,7 +11,7 @@
 // Every cluster serves the Ingresses (ingress-nginx's layer), so under auto a cluster without a
 // mesh still runs their informers (Ingress, IngressClass; the Deployments, DaemonSets and
 // StatefulSets, a workload that does not run ingress-nginx's controller cached as its name;
-// and one field-selected informer per ConfigMap a controller's --configmap names:
+// and one field-selected informer per ConfigMap a controller's configmap flag names:
 // ingressnginx.go), and no Namespace or Service one.
 // With Istio's API it also reads istio-system's ConfigMaps (the MeshConfigs, a revision's
 // istio-<rev> too: mesh.IsMeshConfig decides, as analyze does).
