@@ -373,6 +373,9 @@ func workloadReader(newObj func() runtime.Object) kindReader {
 		if declares(w) {
 			m.Summary.WithUpstreams++
 		}
+		if errs := r.addNginxController(m, src, js, tm); errs != nil { // ingressnginx.go
+			return errs
+		}
 		return validate(m, src, w)
 	}
 }

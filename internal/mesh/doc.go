@@ -10,7 +10,9 @@
 // BackendTrafficPolicies, Kuma, Dapr and Consul objects, and Gateway API Gateways (Istio ambient
 // waypoints, whose layer is callee-side: waypoint.go), and networking.k8s.io/v1 Ingresses and
 // IngressClasses (ingress-nginx's retries, and Istio's default ones on an Ingress of Istio's
-// class: ingressnginx.go). Objects go in as manifests (YAML or JSON, AddManifest), as unstructured
+// class: ingressnginx.go; the defaults an ingress-nginx controller's ConfigMap sets, found through
+// its workload's configmap flag: ingressnginx_config.go, AddIngressNginxController). Objects
+// go in as manifests (YAML or JSON, AddManifest), as unstructured
 // objects (a dynamic client's or the manager's metadata-free cache, AddUnstructured) or as typed
 // objects with their TypeMeta (AddObject); every path decodes the same small local structs, so the
 // CLI, the controller and the gate read the same fields and report the same errors, which name

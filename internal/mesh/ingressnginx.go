@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/graph"
 )
@@ -27,14 +28,16 @@ import (
 //     and proxy_next_upstream_tries). nginx's proxy_next_upstream_tries counts tries, the first
 //     included, and 0 is no limit; proxy_next_upstream off passes no request to another server.
 //     POST, LOCK and PATCH are retried only with non_idempotent listed (or retry-non-idempotent in
-//     the ConfigMap); the layer counts every method (an upper bound, as for Istio). Its Lua
+//     the ConfigMap, which the note mentions); the layer counts every method (an upper bound, as
+//     for Istio). Its Lua
 //     balancer (rootfs/etc/nginx/lua/balancer.lua, balance) calls set_more_tries(1) on every
 //     try, so the tries apply whatever the number of endpoints, one included.
 //
 // Each backend Service of an Ingress it serves (spec.rules[].http.paths[].backend.service,
 // spec.defaultBackend.service) is a north-south entrypoint whose client attempts the tries
 // multiply (Set.Backends, Set.Entry), as an Istio ingress VirtualService's destination is. The
-// controller's ConfigMap is not read: its defaults are taken as NewDefault's.
+// defaults are the controller's ConfigMap's where its workload is read (ingressnginx_config.go),
+// else NewDefault's, and the note says which.
 //
 // Istio's ingress gateway serves Ingresses too, read from istio/istio at eed52ebb66ad:
 // pilot/pkg/config/kube/ingress/virtualservices.go shouldProcessIngressWithClass takes an Ingress
@@ -84,8 +87,12 @@ type ingressObj struct {
 			} `json:"http"`
 		} `json:"rules"`
 	} `json:"spec"`
-	off   bool  // proxy-next-upstream lists "off"
-	tries int64 // proxy-next-upstream-tries; 0 when unset
+	off     bool  // proxy-next-upstream lists "off"
+	nextSet bool  // proxy-next-upstream is set
+	tries   int64 // proxy-next-upstream-tries; 0 when unset
+	// The timeout annotations (ingressnginx_config.go), nil when unset.
+	connect, read, next *time.Duration
+	timesSet            bool
 }
 
 type ingressClass struct {
@@ -111,6 +118,10 @@ func (s *Set) addIngress(key string, h header, decode func(any) error) error {
 	}
 	ing.header = h
 	ing.off = slices.Contains(strings.Fields(h.Metadata.Annotations[IngressNginxNextUpstream]), "off")
+	_, ing.nextSet = h.Metadata.Annotations[IngressNginxNextUpstream]
+	if err := readNginxTimeAnnotations(ing); err != nil { // ingressnginx_config.go
+		return err
+	}
 	if v, ok := h.Metadata.Annotations[IngressNginxNextUpstreamTries]; ok {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		switch {
@@ -139,6 +150,9 @@ func (s *Set) addIngressClass(h header, decode func(any) error) error {
 type ingressUse struct {
 	ing   *ingressObj
 	nginx bool
+	// ctrls are the ingress-nginx controllers read that serve it (ingressnginx_config.go):
+	// their ConfigMaps set its defaults; none: NewDefault's.
+	ctrls []*nginxController
 	istio bool // Istio's ingress gateway serves it
 	// class names the class and how it was decided, for notes and warnings: `class nginx`,
 	// `class nginx, assumed: no IngressClass nginx in the input`, `class traefik (controller
@@ -169,14 +183,17 @@ func (s *Set) ingressController(ing *ingressObj) ingressUse {
 	}
 	c, ok := s.ingressClasses[name]
 	switch {
-	case ok && c.Spec.Controller == IngressNginxController:
+	case ok && (c.Spec.Controller == IngressNginxController || s.nginxServes(c.Spec.Controller)):
+		// A controller read with --controller-class serves it too (ingressnginx_config.go).
 		u.nginx, u.class = true, "class "+name
+		u.ctrls = s.nginxControllersOf(name, c.Spec.Controller, true)
 	case ok && c.Spec.Controller == IstioIngressController:
 		u.istio, u.class = true, "class "+name
 	case ok:
 		u.class = fmt.Sprintf("class %s (controller %s)", name, c.Spec.Controller)
-	case name == IngressNginxClass:
+	case name == IngressNginxClass || s.nginxServesName(name):
 		u.nginx, u.class = true, fmt.Sprintf("class %s, assumed: %s %s, no IngressClass %s in the input", name, how, name, name)
+		u.ctrls = s.nginxControllersOf(name, "", false)
 	case name == IstioIngressClass && how == IngressClassAnnotation:
 		u.istio, u.class = true, "class "+name // what Istio compares with MeshConfig ingressClass
 	case name == IstioIngressClass:
@@ -231,19 +248,15 @@ func (s *Set) ingressUseLayer(u ingressUse) Layer {
 		return Layer{Kind: Ingress, Object: id, Tries: 1, Default: true,
 			Note: fmt.Sprintf("%s %s: its controller's retries are not modelled", id, u.class)}
 	}
-	l := Layer{Kind: IngressNginx, Object: id, FieldPath: annotationPath(IngressNginxNextUpstreamTries)}
-	switch {
-	case ing.off:
-		l.FieldPath, l.Tries = annotationPath(IngressNginxNextUpstream), 1
-		l.Note = fmt.Sprintf("%s %s: %q: no retries (ingress-nginx, %s)", id, l.FieldPath, ing.Metadata.Annotations[IngressNginxNextUpstream], u.class)
-	case ing.tries > 0:
-		l.Tries = ing.tries
-		l.Note = fmt.Sprintf("%s %s: %q (ingress-nginx, %s)", id, l.FieldPath, ing.Metadata.Annotations[IngressNginxNextUpstreamTries], u.class)
-	default:
-		l.Tries, l.Default = IngressNginxDefaultTries, true
-		l.Note = fmt.Sprintf("ingress-nginx default proxy-next-upstream-tries %d, %s sets none (%s)", IngressNginxDefaultTries, id, u.class)
+	// Each controller serving it applies its own ConfigMap's defaults: the most tries count (an
+	// upper bound: which controller a client reaches is the load balancer's choice).
+	var best Layer
+	for _, src := range s.nginxSources(u) { // ingressnginx_config.go
+		if l := nginxLayer(u, src); best.Kind == "" || l.Tries > best.Tries {
+			best = l
+		}
 	}
-	return l
+	return best
 }
 
 // WarnIngressNotModelled is the warning on a backend of an Ingress that ingress-nginx does not

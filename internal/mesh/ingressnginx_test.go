@@ -31,7 +31,7 @@ func TestIngressNginxEntry(t *testing.T) {
 			name: "class nginx, no IngressClass in the input: assumed, the default 3 tries", backend: frontend,
 			docs: ing("web", "", "  ingressClassName: nginx\n"),
 			want: Edge{Layers: []Layer{{Kind: IngressNginx, Object: "Ingress shop/web", FieldPath: triesKey, Tries: 3, Default: true,
-				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx, assumed: spec.ingressClassName nginx, no IngressClass nginx in the input)"}}},
+				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx, assumed: spec.ingressClassName nginx, no IngressClass nginx in the input; no ingress-nginx controller of this class in the input, so no ConfigMap: NewDefault's 3 tries assumed)"}}},
 		},
 		{
 			name: "IngressClass of k8s.io/ingress-nginx, tries annotation 5", backend: frontend,
@@ -43,7 +43,7 @@ func TestIngressNginxEntry(t *testing.T) {
 			name: "legacy annotation kubernetes.io/ingress.class nginx", backend: frontend,
 			docs: ing("web", `kubernetes.io/ingress.class: nginx`, ""),
 			want: Edge{Layers: []Layer{{Kind: IngressNginx, Object: "Ingress shop/web", FieldPath: triesKey, Tries: 3, Default: true,
-				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx, assumed: kubernetes.io/ingress.class nginx, no IngressClass nginx in the input)"}}},
+				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx, assumed: kubernetes.io/ingress.class nginx, no IngressClass nginx in the input; no ingress-nginx controller of this class in the input, so no ConfigMap: NewDefault's 3 tries assumed)"}}},
 		},
 		{
 			name: "proxy-next-upstream off: 1 try, whatever the tries", backend: frontend,
@@ -55,14 +55,14 @@ func TestIngressNginxEntry(t *testing.T) {
 			name: "no class, default IngressClass of ingress-nginx in the input", backend: frontend,
 			docs: ingClass("nginx", "k8s.io/ingress-nginx", `ingressclass.kubernetes.io/is-default-class: "true"`) + "---\n" + ing("web", "", ""),
 			want: Edge{Layers: []Layer{{Kind: IngressNginx, Object: "Ingress shop/web", FieldPath: triesKey, Tries: 3, Default: true,
-				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx)"}}},
+				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/web sets none (class nginx; no ingress-nginx controller of this class in the input, so no ConfigMap: NewDefault's 3 tries assumed)"}}},
 		},
 		{
 			name: "the largest of two Ingresses; defaultBackend counts", backend: frontend,
 			docs: ing("web", `nginx.ingress.kubernetes.io/proxy-next-upstream-tries: "2"`, "  ingressClassName: nginx\n") + "---\n" +
 				"apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: catchall, namespace: shop}\nspec:\n  ingressClassName: nginx\n  defaultBackend: {service: {name: frontend, port: {number: 80}}}\n",
 			want: Edge{Layers: []Layer{{Kind: IngressNginx, Object: "Ingress shop/catchall", FieldPath: triesKey, Tries: 3, Default: true,
-				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/catchall sets none (class nginx, assumed: spec.ingressClassName nginx, no IngressClass nginx in the input)"}}},
+				Note: "ingress-nginx default proxy-next-upstream-tries 3, Ingress shop/catchall sets none (class nginx, assumed: spec.ingressClassName nginx, no IngressClass nginx in the input; no ingress-nginx controller of this class in the input, so no ConfigMap: NewDefault's 3 tries assumed)"}}},
 		},
 		{
 			name: "class traefik: 1 try and a warning naming the Ingress", backend: frontend,

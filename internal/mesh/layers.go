@@ -116,6 +116,7 @@ type Set struct {
 	gateways        map[string]*gateway       // waypoint.go, by "namespace/name"
 	ingresses       map[string]*ingressObj    // ingressnginx.go
 	ingressClasses  map[string]*ingressClass  // ingressnginx.go, by name
+	nginx           nginxObjects              // ingress-nginx's controllers and ConfigMaps (ingressnginx_config.go)
 	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
@@ -141,6 +142,7 @@ func NewSet(opts Options) *Set {
 		gateways:        map[string]*gateway{},
 		ingresses:       map[string]*ingressObj{},
 		ingressClasses:  map[string]*ingressClass{},
+		nginx:           newNginxObjects(),
 	}
 }
 
@@ -194,6 +196,7 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.meshConfigs {
 		c.meshConfigs[k] = v
 	}
+	c.nginx = s.nginx.clone()
 	c.meshConfig, c.meshDefault, c.inbound = s.meshConfig, s.meshDefault, s.inbound
 	c.times = make(map[string]objTimes, len(s.times))
 	for k, v := range s.times {

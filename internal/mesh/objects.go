@@ -405,6 +405,17 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		s.setPorts(ServiceRef{h.Metadata.Namespace, h.Metadata.Name}, svc.Spec.Ports) // ports.go
 	case "/ConfigMap":
 		if !IsMeshConfig(h.Metadata.Namespace, h.Metadata.Name, h.Metadata.Labels) {
+			// An ingress-nginx controller's, maybe (ingressnginx_config.go): kept, not counted.
+			var cm struct {
+				Data map[string]string `json:"data"`
+			}
+			if err := decode(&cm); err != nil {
+				return false, err
+			}
+			if err := s.addNginxConfigMap(h, cm.Data); err != nil {
+				return false, err
+			}
+			s.idx = nil
 			return false, nil
 		}
 		var cm configMap
@@ -521,6 +532,13 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 			delete(s.meshConfigs, name)
 			s.pickMeshConfig()
 		}
+		if _, nginx := s.nginx.configMaps[namespace+"/"+name]; nginx {
+			delete(s.nginx.configMaps, namespace+"/"+name) // ingressnginx_config.go
+			ok = true
+		}
+	case "apps/Deployment", "apps/DaemonSet", "apps/StatefulSet":
+		_, ok = s.nginx.controllers[key] // ingressnginx_config.go
+		delete(s.nginx.controllers, key)
 	case GroupKuma + "/Mesh":
 		_, ok = s.kumaMeshes[name]
 		delete(s.kumaMeshes, name)

@@ -130,6 +130,10 @@ func plan(l Layer, tries int64) (*Rewrite, error) {
 		if r.check {
 			r.old = strconv.FormatInt(l.Tries, 10)
 			r.From = strconv.Quote(r.old.(string))
+		} else if f := strings.Fields(l.Note); len(f) > 1 && f[0] == "ConfigMap" {
+			// The controller's ConfigMap sets the default (ingressnginx_config.go nginxLayer):
+			// the annotation overrides it for this Ingress alone.
+			r.From = fmt.Sprintf("unset (%d, the default ConfigMap %s sets)", l.Tries, f[1])
 		} else {
 			r.From = fmt.Sprintf("unset (%d)", l.Tries)
 		}

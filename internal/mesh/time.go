@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -519,8 +520,12 @@ func (s *Set) layerTime(l Layer) LayerTime {
 	switch l.Kind {
 	case Linkerd:
 		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
-	case IngressNginx, Ingress:
-		// nginx passes the request to the next server at once: no backoff.
+	case IngressNginx:
+		// nginx passes the request to the next server at once: no backoff. Its timeouts are
+		// the Ingress's annotations over its controller's ConfigMap over NewDefault's.
+		return s.ingressNginxTime(l)
+	case Ingress:
+		// Another controller's: not modelled, and so no timeouts.
 	default:
 		lt.BackoffBase, lt.BackoffMax = EnvoyBackoffBase, EnvoyBackoffMax
 	}
@@ -603,4 +608,36 @@ func (s *Set) Hop(own graph.TimeLayer, e Edge) graph.Hop {
 		h = append(h, s.TimeLayer(l))
 	}
 	return h
+}
+
+// ingressNginxTime is the time of an ingress-nginx layer (ingressnginx_config.go nginxTime): of
+// the controllers serving its Ingress, the longest per-try and overall bounds (none, if one has
+// none), as the layer counts the most tries.
+func (s *Set) ingressNginxTime(l Layer) LayerTime {
+	var lt LayerTime
+	if s == nil {
+		return lt
+	}
+	kind, nsName, _ := strings.Cut(l.Object, " ")
+	ing := s.ingresses[GroupNetworking+"/"+kind+"/"+nsName]
+	if ing == nil {
+		return lt
+	}
+	u := s.ingressController(ing)
+	var sources []string
+	for i, src := range s.nginxSources(u) {
+		t, from := nginxTime(u, src)
+		// 0 is no bound, and stays: the longest wins.
+		if i == 0 || lt.PerTry > 0 && (t.PerTry == 0 || t.PerTry > lt.PerTry) {
+			lt.PerTry = t.PerTry
+		}
+		if i == 0 || lt.Timeout > 0 && (t.Timeout == 0 || t.Timeout > lt.Timeout) {
+			lt.Timeout = t.Timeout
+		}
+		if !slices.Contains(sources, from) {
+			sources = append(sources, from)
+		}
+	}
+	lt.Source = strings.Join(sources, ", ")
+	return lt
 }

@@ -9,10 +9,13 @@
 // With none of the APIs selected (--mesh-apis=none, or a list the cluster does not serve) it
 // starts no informer and Set returns nil: the manager then runs exactly as without mesh layers.
 // Every cluster serves the Ingresses (ingress-nginx's layer), so under auto a cluster without a
-// mesh still runs their two informers (Ingress, IngressClass), and no Namespace or Service one.
+// mesh still runs their informers (Ingress, IngressClass; the Deployments, DaemonSets and
+// StatefulSets, a workload that does not run ingress-nginx's controller cached as its name;
+// and one field-selected informer per ConfigMap a controller's configmap flag names:
+// ingressnginx.go), and no Namespace or Service one.
 // With Istio's API it also reads istio-system's ConfigMaps (the MeshConfigs, a revision's
 // istio-<rev> too: mesh.IsMeshConfig decides, as analyze does).
 //
 // The logic stays in internal/mesh; this package only chooses the APIs (apis.go, pure), trims
-// objects (trim.go, pure) and feeds informers' objects into Sets (watcher.go).
+// objects (trim.go, pure) and feeds informers' objects into Sets (watcher.go, ingressnginx.go).
 package meshwatch

@@ -63,6 +63,12 @@ var specTrees = map[string]keep{
 		"rules":            []any{keep{"http": keep{"paths": []any{keep{"backend": ingressBackendTree}}}}},
 	},
 	mesh.GroupNetworking + "/IngressClass": {"controller": true},
+	// An ingress-nginx controller (mesh/ingressnginx_config.go): its containers' image, command,
+	// args and env, by which it is recognised and its --configmap resolved; any other workload
+	// keeps no spec (Trim).
+	"apps/Deployment":  nginxWorkloadTree,
+	"apps/DaemonSet":   nginxWorkloadTree,
+	"apps/StatefulSet": nginxWorkloadTree,
 	mesh.GroupConsul + "/ServiceRouter": {
 		"routes": []any{keep{"destination": keep{"numRetries": true, "retryOn": true, "retryOnConnectFailure": true, "retryOnStatusCodes": true}}},
 	},
@@ -85,6 +91,11 @@ var someLabels = map[string][]string{
 var waypointLabels = []string{mesh.IstioUseWaypointLabel, mesh.IstioUseWaypointNamespaceLabel, mesh.IstioIngressUseWaypointLabel}
 
 var ingressBackendTree = keep{"service": keep{"name": true}}
+
+var nginxWorkloadTree = keep{"template": keep{"spec": keep{"containers": []any{keep{
+	"name": true, "image": true, "command": true, "args": true,
+	"env": []any{keep{"name": true, "value": true, "valueFrom": keep{"fieldRef": keep{"fieldPath": true}}}},
+}}}}}
 
 var routeTree = keep{
 	// A parentRef's port: a route attached to one port of a Service binds calls to that port
@@ -131,7 +142,9 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 		md["annotations"] = toAny(a)
 	}
 	out := map[string]any{"apiVersion": gv, "kind": u.GetKind(), "metadata": md}
-	if tree, ok := specTrees[group+"/"+u.GetKind()]; ok {
+	if tree, ok := specTrees[group+"/"+u.GetKind()]; ok && (!isNginxWorkload(group, u.GetKind()) || nginxController(u)) {
+		// A workload that does not run ingress-nginx's controller keeps its name alone
+		// (ingressnginx.go): every workload of the cluster is read.
 		if spec, ok := u.Object["spec"]; ok {
 			out["spec"] = prune(spec, tree)
 		}
@@ -144,8 +157,17 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 	}
 	if group == "" && u.GetKind() == "ConfigMap" {
 		if data, ok := u.Object["data"].(map[string]any); ok {
+			keepData := map[string]any{}
 			if m, ok := data[mesh.IstioConfigKey]; ok {
-				out["data"] = map[string]any{mesh.IstioConfigKey: m}
+				keepData[mesh.IstioConfigKey] = m
+			}
+			for _, k := range mesh.IngressNginxConfigKeys() { // an ingress-nginx controller's
+				if v, ok := data[k]; ok {
+					keepData[k] = v
+				}
+			}
+			if len(keepData) > 0 {
+				out["data"] = keepData
 			}
 		}
 	}
@@ -157,6 +179,9 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 var ingressAnnotations = map[string]bool{
 	mesh.IngressClassAnnotation: true, mesh.IngressDefaultClass: true,
 	mesh.IngressNginxNextUpstream: true, mesh.IngressNginxNextUpstreamTries: true,
+	// The timeouts (mesh/ingressnginx_config.go).
+	mesh.IngressNginxAnnotationPrefix + mesh.IngressNginxKeyConnectTimeout: true, mesh.IngressNginxAnnotationPrefix + mesh.IngressNginxKeyReadTimeout: true,
+	mesh.IngressNginxAnnotationPrefix + mesh.IngressNginxKeySendTimeout: true, mesh.IngressNginxAnnotationPrefix + mesh.IngressNginxKeyNextTimeout: true,
 }
 
 // meshAnnotations are the annotations internal/mesh reads.

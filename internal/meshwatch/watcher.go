@@ -1,6 +1,7 @@
 package meshwatch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -57,6 +58,10 @@ type Watcher struct {
 	// annotations count only for a mesh the cluster has: istio-injection=enabled left behind on
 	// a cluster without Istio's CRDs adds no sidecar layer. Guarded by mu.
 	istio, linkerd bool
+	// nginxCMs are the informers of the ConfigMaps ingress-nginx's controllers name, by
+	// "namespace/name" (ingressnginx.go); ctx is Recheck's, which they run under. Guarded by mu.
+	nginxCMs map[string]*running
+	ctx      context.Context
 }
 
 type running struct {
@@ -145,6 +150,10 @@ func (w *Watcher) Start(ctx context.Context) error {
 				r.stop()
 				delete(w.running, a)
 			}
+			for ref, r := range w.nginxCMs {
+				r.stop()
+				delete(w.nginxCMs, ref)
+			}
 			w.mu.Unlock()
 			return nil
 		case <-t.C:
@@ -163,11 +172,15 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 		}
 		apis = Choose(w.opts.Selection, served)
 		also = append(waypoints(apis, served), ingressClasses(apis, served)...)
+		also = append(also, nginxWorkloads(apis)...) // ingressnginx.go
 	}
 	also = append(supporting(apis), also...)
 	all := append(slices.Clone(apis), also...)
 
 	w.mu.Lock()
+	if w.ctx == nil {
+		w.ctx = ctx
+	}
 	started := map[API]*running{}
 	changed := len(all) != len(w.running)
 	for _, a := range all {
@@ -330,6 +343,11 @@ func (w *Watcher) apply(inf toolscache.SharedIndexInformer, oldObj, newObj any) 
 		// Every Service is read (its ports); most updates touch nothing the Set reads.
 		return
 	}
+	if u := cmp.Or(cur, old); isNginxWorkload(groupOf(u), u.GetKind()) && !nginxController(old) && !nginxController(cur) {
+		// Every workload is read for ingress-nginx's controllers (ingressnginx.go); the
+		// others' changes touch nothing the Set reads.
+		return
+	}
 	if !inf.HasSynced() {
 		return
 	}
@@ -348,6 +366,9 @@ func (w *Watcher) apply(inf toolscache.SharedIndexInformer, oldObj, newObj any) 
 		w.add(next, cur)
 	}
 	w.set.Store(next)
+	if u := cur; u != nil && isNginxWorkload(groupOf(u), u.GetKind()) || old != nil && isNginxWorkload(groupOf(old), old.GetKind()) {
+		w.syncNginxConfigMaps() // ingressnginx.go: the ConfigMaps the controllers name
+	}
 	w.mu.Unlock()
 
 	var aff Affected
@@ -379,6 +400,17 @@ func (w *Watcher) add(s *mesh.Set, u *unstructured.Unstructured) {
 			u = withoutLabels(u, waypointLabels)
 		}
 	}
+	if isNginxWorkload(groupOf(u), u.GetKind()) {
+		// An ingress-nginx controller, maybe (ingressnginx.go): not a mesh object of its own.
+		js, err := u.MarshalJSON()
+		if err == nil {
+			_, err = s.AddIngressNginxController(js)
+		}
+		if err != nil {
+			w.opts.Log.Error(err, "ignoring an ingress-nginx controller retrycap cannot read")
+		}
+		return
+	}
 	if _, err := s.AddUnstructured(u); err != nil {
 		w.opts.Log.Error(err, "ignoring a mesh object retrycap cannot read")
 	}
@@ -389,6 +421,7 @@ func (w *Watcher) add(s *mesh.Set, u *unstructured.Unstructured) {
 func (w *Watcher) rebuild() {
 	if p := w.apis.Load(); p == nil || len(*p) == 0 {
 		w.set.Store(nil)
+		w.syncNginxConfigMaps() // stops them all
 		return
 	}
 	s := mesh.NewSet(w.opts.Mesh)
@@ -399,7 +432,15 @@ func (w *Watcher) rebuild() {
 			}
 		}
 	}
+	for _, r := range w.nginxCMs {
+		for _, obj := range r.informer.GetStore().List() {
+			if u := asUnstructured(obj); u != nil {
+				w.add(s, u)
+			}
+		}
+	}
 	w.set.Store(s)
+	w.syncNginxConfigMaps() // ingressnginx.go
 }
 
 func (w *Watcher) notify(a Affected) {
