@@ -179,8 +179,11 @@ type cconn struct {
 	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
 	// not a half-close: waitAnswers).
 	clientGoAway bool
-	closed       bool
-	done         chan struct{}
+	// fin: the client sent a bare FIN with calls under way (waitAnswers):
+	// it half-closed, or closed whole; clientLeft tells which.
+	fin    bool
+	closed bool
+	done   chan struct{}
 	// endBy is who ends the connection when the relay does (cutProxy:
 	// its drain deadline, a write timeout or a client not reading, an
 	// unanswered keepalive PING, a frame not whole in time); 0: the
@@ -398,6 +401,7 @@ func (cc *cconn) serve() {
 // the acknowledgement).
 func (cc *cconn) waitAnswers() {
 	cc.mu.Lock()
+	cc.fin = true
 	for _, s := range cc.streams {
 		if !s.reqEnd {
 			s.clientReset()
@@ -419,7 +423,7 @@ func (cc *cconn) waitAnswers() {
 		cc.h.flushDirty()
 	}
 	probe()
-	tick := time.NewTicker(finProbe)
+	tick := time.NewTicker(cc.h.finEvery)
 	defer tick.Stop()
 	for n > 0 && !cc.stop.Load() {
 		select {
@@ -434,8 +438,20 @@ func (cc *cconn) waitAnswers() {
 }
 
 // finProbe is how often a client that sent a FIN with calls under way is
-// probed (waitAnswers); finProbeData is the probes' PING payload.
+// probed (waitAnswers, Handler.finEvery); finProbeData is the probes'
+// PING payload.
 const finProbe = time.Second
+
+// clientLeft reports whether the client is known to have gone after its
+// FIN: the connection is ending, or its socket was reset (sockReset: the
+// first probe's PING drew the RST of a socket closed whole, as curl
+// --max-time closes it). A client that only shut its write side still
+// reads: it has not left, and its calls go on, retries included. Asked
+// where the relay would start work for the client (decide, the end of a
+// backoff: rstream.clientGone), not per frame; mu held.
+func (cc *cconn) clientLeft() bool {
+	return cc.fin && (cc.stop.Load() || cc.closed || sockReset(cc.nc))
+}
 
 var finProbeData = [8]byte{'r', 'c', '-', 'f', 'i', 'n', '?', '?'}
 
