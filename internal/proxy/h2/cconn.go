@@ -423,6 +423,9 @@ func (cc *cconn) waitAnswers() {
 		cc.h.flushDirty()
 	}
 	probe()
+	// The probe's RST wakes the reader at once (watchReset), not at the
+	// next probe's failing write.
+	watchReset(cc.nc, cc.wakeReader)
 	tick := time.NewTicker(cc.h.finEvery)
 	defer tick.Stop()
 	for n > 0 && !cc.stop.Load() {
@@ -433,7 +436,13 @@ func (cc *cconn) waitAnswers() {
 		}
 		cc.mu.Lock()
 		n = len(cc.streams)
+		left := n > 0 && cc.clientLeft()
 		cc.mu.Unlock()
+		if left {
+			// Its socket reset: nobody reads the answers; every call
+			// under way is its cancellation (teardown).
+			return
+		}
 	}
 }
 

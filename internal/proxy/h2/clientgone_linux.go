@@ -20,11 +20,31 @@ func sockReset(c net.Conn) bool {
 		return false
 	}
 	reset := false
-	_ = rc.Control(func(fd uintptr) {
-		fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}} //nolint:gosec // a descriptor
-		if n, err := unix.Poll(fds[:], 0); err == nil && n > 0 {
-			reset = fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
-		}
-	})
+	_ = rc.Control(func(fd uintptr) { reset = fdReset(fd) })
 	return reset
+}
+
+func fdReset(fd uintptr) bool {
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}} //nolint:gosec // a descriptor
+	n, err := unix.Poll(fds[:], 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0
+}
+
+// watchReset calls wake once c's socket is reset (sockReset), its read
+// deadline passes or it is closed, without a thread of its own: Go's
+// poller parks the goroutine and wakes it on the socket's next event
+// (the RST's POLLERR/POLLHUP; the peer's FIN is already read and wakes
+// nobody again). Only while the connection's reader reads nothing more
+// (waitAnswers): it takes the socket's read lock. false when c has no
+// socket under it.
+func watchReset(c net.Conn, wake func()) bool {
+	rc := rawConn(c)
+	if rc == nil {
+		return false
+	}
+	go func() {
+		_ = rc.Read(fdReset)
+		wake()
+	}()
+	return true
 }

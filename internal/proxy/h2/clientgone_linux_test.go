@@ -18,19 +18,22 @@ import (
 )
 
 // A client that left after its FIN (curl --max-time closes its socket
-// whole: a FIN, no GOAWAY) is not served any more: the attempt that fails
-// after it is its own cancellation (not retried, the breaker not charged,
-// logged "cancelled"), and a backoff's end sends no retry; a client that
-// only shut its write side still reads, and is served, retries included.
-// The relay's FIN probe runs once, at the FIN (Handler.finEvery an hour):
-// what the relay does must follow from the client's reset it drew, not
+// whole: a FIN, no GOAWAY) is not served any more: the PING the relay
+// probes it with at the FIN draws the closed socket's RST, which ends the
+// connection at once (watchReset): the attempt under way is its own
+// cancellation (reset upstream, not retried, the breaker not charged,
+// logged "cancelled"), and a backoff under way sends no retry; a client
+// that only shut its write side still reads, and is served, retries
+// included. The relay's FIN probe runs once (Handler.finEvery an hour):
+// what the relay does must follow from the RST the first probe drew, not
 // from a later probe's failing write.
 
 // goneBackend is an h2c upstream (x/net's server) whose answer to an
 // execution depends on the path and the execution's number:
 //
-//	/fail-after/...  1: 503; 2: held until release, then reset
-//	                 (RST_STREAM); later: 200 "ok"
+//	/fail-after/...  1: 503; 2: held until release (then reset:
+//	                 RST_STREAM) or the relay resets it (cut); later:
+//	                 200 "ok"
 //	/retry-after/... 1: 503 with Retry-After: 2; later: 200 "ok"
 //	/half/...        1: held until release, then 503; later: 200 "ok"
 type goneBackend struct {
@@ -39,6 +42,7 @@ type goneBackend struct {
 	execs   map[string]int
 	held    chan struct{} // an execution is held
 	release chan struct{} // closed: the held execution goes on
+	cut     chan struct{} // a held execution the relay reset
 }
 
 func startGoneBackend(t *testing.T) *goneBackend {
@@ -47,12 +51,19 @@ func startGoneBackend(t *testing.T) *goneBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &goneBackend{addr: ln.Addr().String(), execs: map[string]int{}, held: make(chan struct{}, 1), release: make(chan struct{})}
+	b := &goneBackend{addr: ln.Addr().String(), execs: map[string]int{}, held: make(chan struct{}, 1), release: make(chan struct{}), cut: make(chan struct{}, 1)}
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Protocols: &protos, Handler: http.HandlerFunc(b.serve)}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		select {
+		case <-b.release:
+		default:
+			close(b.release)
+		}
+	})
 	return b
 }
 
@@ -63,7 +74,12 @@ func (b *goneBackend) serve(w http.ResponseWriter, r *http.Request) {
 	b.mu.Unlock()
 	hold := func() {
 		b.held <- struct{}{}
-		<-b.release
+		select {
+		case <-b.release:
+		case <-r.Context().Done():
+			b.cut <- struct{}{}
+			panic(http.ErrAbortHandler)
+		}
 	}
 	switch kind := strings.Split(r.URL.Path, "/")[1]; {
 	case kind == "fail-after" && n == 1, kind == "retry-after" && n == 1:
@@ -202,15 +218,17 @@ func connsGone(h *Handler) bool {
 
 const goneLine = `{"log":"retrycap-access",TIME,"service":"client","upstream":"web","method":"GET","authority":"web",`
 
-// TestClientLeftAttemptFailsNotRetried: curl's case. Attempt 1 is a 503,
+// TestClientLeftAttemptCancelled: curl's case. Attempt 1 is a 503,
 // retried; attempt 2 is held while the client closes its socket (a FIN);
-// the relay's probe draws the closed socket's RST; then the upstream
-// resets attempt 2. That failure is the client's cancellation: no
-// attempt 3, the line "cancelled", the breaker charged with attempt 1's
-// 503 only (threshold 2: closed; one failure more opens it). Before, the
-// FIN was a half-close and the reset a retryable failure: attempt 3 was
-// sent (3 executions) for a client that had gone, and the breaker opened.
-func TestClientLeftAttemptFailsNotRetried(t *testing.T) {
+// the relay's probe draws the closed socket's RST, and the connection
+// ends: attempt 2 is reset upstream (the per-try timeout is an hour) and
+// is the client's cancellation: no attempt 3, the line "cancelled", the
+// breaker charged with attempt 1's 503 only (threshold 2: closed; one
+// failure more opens it). Before, the FIN was a half-close: attempt 2 ran
+// on until it failed (curl: its per-try timeout), and that failure,
+// judged the upstream's, was retried (curl saw a third attempt start
+// after it had exited) or here, with threshold 2, opened the breaker.
+func TestClientLeftAttemptCancelled(t *testing.T) {
 	b := startGoneBackend(t)
 	h, lg, br, counters := goneRelay(t, b.addr)
 	r := goneClient(t, serveDirect(t, h, ""))
@@ -225,8 +243,12 @@ func TestClientLeftAttemptFailsNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the client's RST at the relay (its FIN probed)", func() bool { return relayReset(cc) })
-	close(b.release) // the upstream resets attempt 2
 	waitFor(t, "the connection ended", func() bool { return connsGone(h) })
+	select {
+	case <-b.cut: // attempt 2's stream reset by the relay
+	case <-time.After(10 * time.Second):
+		t.Fatal("attempt 2 not reset upstream")
+	}
 	if n := b.count(path); n != 2 {
 		t.Fatalf("%d executions, want 2: a retry was sent for a client that had left", n)
 	}
@@ -260,11 +282,12 @@ func checkOneFailure(t *testing.T, br *policy.Breaker) {
 
 // TestClientLeftDuringBackoffNoRetry: the upstream answers 503 with
 // Retry-After: 2; the client closes its socket (a FIN) during the wait
-// and the probe draws its RST. The wait's end sends no retry: one
-// execution, one line (the 503), the retry decided then counted in
-// retries_total and nothing after. Before, the retry went out 2 s later
-// for nobody (unless the relay's next probe, a second after the FIN, won
-// the race: curl's TestCurlMaxTimeBackoff failed now and then).
+// and the probe draws its RST, which ends the connection and the wait:
+// no retry is sent. One execution, one line (the 503), the retry decided
+// then counted in retries_total and nothing after. Before, the retry
+// went out 2 s later for nobody (unless the relay's next probe, a second
+// after the FIN, won the race: curl's TestCurlMaxTimeBackoff failed now
+// and then).
 func TestClientLeftDuringBackoffNoRetry(t *testing.T) {
 	b := startGoneBackend(t)
 	h, lg, br, counters := goneRelay(t, b.addr)

@@ -8,3 +8,6 @@ import "net"
 // (clientgone_linux.go); elsewhere a client that closed after its FIN is
 // found by the FIN probe's failing write alone.
 func sockReset(net.Conn) bool { return false }
+
+// watchReset watches nothing off Linux (sockReset).
+func watchReset(net.Conn, func()) bool { return false }
