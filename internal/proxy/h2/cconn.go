@@ -395,10 +395,13 @@ func (cc *cconn) serve() {
 // to write or keepalive gave up (75 s by default, and an answer that
 // never comes writes nothing). So the wait probes the client with a PING
 // at once and every finProbe after: a closed socket answers the first
-// with RST, the next write fails, and the connection ends (every call on
-// it cancelled upstream) within about finProbe. A client that only shut
-// its write side gets a PING it cannot acknowledge (nothing waits for
-// the acknowledgement).
+// with RST, which wakes the reader (watchReset) and the connection ends,
+// every call on it cancelled upstream, within the RST's round trip (the
+// next probe's failing write, about finProbe later, where the socket
+// cannot be watched); until then decide and a backoff's end ask
+// clientLeft themselves. A client that only shut its write side gets a
+// PING it cannot acknowledge (nothing waits for the acknowledgement),
+// and is served on, retries included.
 func (cc *cconn) waitAnswers() {
 	cc.mu.Lock()
 	cc.fin = true
