@@ -561,22 +561,20 @@ func TestCurlMaxTime(t *testing.T) {
 	ways := []struct {
 		name  string
 		args  []string
-		execs int    // 2: curl gives up during the second attempt
-		h2fin string // the h2 relay's defect, see below
+		execs int // 2: curl gives up during the second attempt
 	}{
-		{"-x", []string{"-x", "http://ADDR"}, 2, ""},
-		{"proxytunnel", []string{"-p", "-x", "http://ADDR"}, 2, ""},
-		{"tunnel keyed POST", []string{"-p", "-x", "http://ADDR", "-d", "x=1", "-H", "Idempotency-Key: k1"}, 2, ""},
-		{"keyless POST", []string{"-x", "http://ADDR", "-d", "x=1"}, 1, ""},
-		{"tunnel keyless POST", []string{"-p", "-x", "http://ADDR", "-d", "x=1"}, 1, ""},
-		{"h2 keyless POST", []string{"--http2-prior-knowledge", "--connect-to", "backend:80:ADDR", "-d", "x=1"}, 1, ""},
-		// The h2 relay takes a client's FIN for a half-close (it goes on
-		// serving its streams, probing it with PINGs every second) and,
-		// unlike HTTP/1.1, judges an attempt that fails after it as the
-		// upstream's: curl's GET got a third attempt after curl had gone.
-		// internal/proxy/h2 is not this branch's to change.
-		{"h2 connect-to", []string{"--http2-prior-knowledge", "--connect-to", "backend:80:ADDR"}, 2, "fin"},
-		{"h2 proxytunnel", []string{"--http2-prior-knowledge", "-p", "-x", "http://ADDR"}, 2, "fin"},
+		{"-x", []string{"-x", "http://ADDR"}, 2},
+		{"proxytunnel", []string{"-p", "-x", "http://ADDR"}, 2},
+		{"tunnel keyed POST", []string{"-p", "-x", "http://ADDR", "-d", "x=1", "-H", "Idempotency-Key: k1"}, 2},
+		{"keyless POST", []string{"-x", "http://ADDR", "-d", "x=1"}, 1},
+		{"tunnel keyless POST", []string{"-p", "-x", "http://ADDR", "-d", "x=1"}, 1},
+		{"h2 keyless POST", []string{"--http2-prior-knowledge", "--connect-to", "backend:80:ADDR", "-d", "x=1"}, 1},
+		// The h2 relay probes a client's FIN (a PING: curl's closed
+		// socket answers RST) and judges the attempt that fails after it
+		// the client's cancellation (before: a half-close, and curl's GET
+		// got a third attempt after curl had gone).
+		{"h2 connect-to", []string{"--http2-prior-knowledge", "--connect-to", "backend:80:ADDR"}, 2},
+		{"h2 proxytunnel", []string{"--http2-prior-knowledge", "-p", "-x", "http://ADDR"}, 2},
 	}
 	const path = "/503-then-stall/1/x"
 	for _, engine := range []string{"loop", "goroutine"} {
@@ -584,9 +582,6 @@ func TestCurlMaxTime(t *testing.T) {
 			t.Parallel() // seconds of waiting each
 			for _, w := range ways {
 				t.Run(w.name, func(t *testing.T) {
-					if w.h2fin != "" {
-						t.Skip("known: the h2 relay retries after its client's FIN (3 attempts, the third after curl exited); internal/proxy/h2 is another branch's")
-					}
 					b := newCurlBackend(t)
 					log := filepath.Join(t.TempDir(), "access.log")
 					p := curlProxy(t, engine, b, "--entrypoint", "--max-time-to-answer", "10s", "--per-try-timeout", "1500ms",
@@ -777,9 +772,6 @@ func TestCurlMaxTimeBackoff(t *testing.T) {
 			t.Parallel() // seconds of waiting each
 			for _, way := range []string{"-x", "proxytunnel", "h2"} {
 				t.Run(way, func(t *testing.T) {
-					if way == "h2" {
-						t.Skip("known: the h2 relay sends the retry after its client's FIN (2 executions); internal/proxy/h2 is another branch's")
-					}
 					b := newCurlBackend(t)
 					log := filepath.Join(t.TempDir(), "access.log")
 					p := curlProxy(t, engine, b, "--entrypoint", "--max-time-to-answer", "10s", "--access-log", log)

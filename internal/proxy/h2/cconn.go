@@ -179,8 +179,11 @@ type cconn struct {
 	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
 	// not a half-close: waitAnswers).
 	clientGoAway bool
-	closed       bool
-	done         chan struct{}
+	// fin: the client sent a bare FIN with calls under way (waitAnswers):
+	// it half-closed, or closed whole; clientLeft tells which.
+	fin    bool
+	closed bool
+	done   chan struct{}
 	// endBy is who ends the connection when the relay does (cutProxy:
 	// its drain deadline, a write timeout or a client not reading, an
 	// unanswered keepalive PING, a frame not whole in time); 0: the
@@ -392,12 +395,16 @@ func (cc *cconn) serve() {
 // to write or keepalive gave up (75 s by default, and an answer that
 // never comes writes nothing). So the wait probes the client with a PING
 // at once and every finProbe after: a closed socket answers the first
-// with RST, the next write fails, and the connection ends (every call on
-// it cancelled upstream) within about finProbe. A client that only shut
-// its write side gets a PING it cannot acknowledge (nothing waits for
-// the acknowledgement).
+// with RST, which wakes the reader (watchReset) and the connection ends,
+// every call on it cancelled upstream, within the RST's round trip (the
+// next probe's failing write, about finProbe later, where the socket
+// cannot be watched); until then decide and a backoff's end ask
+// clientLeft themselves. A client that only shut its write side gets a
+// PING it cannot acknowledge (nothing waits for the acknowledgement),
+// and is served on, retries included.
 func (cc *cconn) waitAnswers() {
 	cc.mu.Lock()
+	cc.fin = true
 	for _, s := range cc.streams {
 		if !s.reqEnd {
 			s.clientReset()
@@ -419,7 +426,10 @@ func (cc *cconn) waitAnswers() {
 		cc.h.flushDirty()
 	}
 	probe()
-	tick := time.NewTicker(finProbe)
+	// The probe's RST wakes the reader at once (watchReset), not at the
+	// next probe's failing write.
+	watchReset(cc.nc, cc.wakeReader)
+	tick := time.NewTicker(cc.h.finEvery)
 	defer tick.Stop()
 	for n > 0 && !cc.stop.Load() {
 		select {
@@ -429,13 +439,31 @@ func (cc *cconn) waitAnswers() {
 		}
 		cc.mu.Lock()
 		n = len(cc.streams)
+		left := n > 0 && cc.clientLeft()
 		cc.mu.Unlock()
+		if left {
+			// Its socket reset: nobody reads the answers; every call
+			// under way is its cancellation (teardown).
+			return
+		}
 	}
 }
 
 // finProbe is how often a client that sent a FIN with calls under way is
-// probed (waitAnswers); finProbeData is the probes' PING payload.
+// probed (waitAnswers, Handler.finEvery); finProbeData is the probes'
+// PING payload.
 const finProbe = time.Second
+
+// clientLeft reports whether the client is known to have gone after its
+// FIN: the connection is ending, or its socket was reset (sockReset: the
+// first probe's PING drew the RST of a socket closed whole, as curl
+// --max-time closes it). A client that only shut its write side still
+// reads: it has not left, and its calls go on, retries included. Asked
+// where the relay would start work for the client (decide, the end of a
+// backoff: rstream.clientGone), not per frame; mu held.
+func (cc *cconn) clientLeft() bool {
+	return cc.fin && (cc.stop.Load() || cc.closed || sockReset(cc.nc))
+}
 
 var finProbeData = [8]byte{'r', 'c', '-', 'f', 'i', 'n', '?', '?'}
 

@@ -401,8 +401,11 @@ type outcome struct {
 	inTrails   bool     // the status came in trailers after headers (not trailers-only)
 	pushback   []string // grpc-retry-pushback-ms, from the headers or else the trailers
 	retryAfter string   // plain HTTP/2: Retry-After
-	gone       bool     // the client cancelled (judgeGone)
+	gone       bool     // the client cancelled (judgeGone), or had left when the attempt ended (rstream.decide)
 	cut        bool     // the caller's deadline ended the attempt (not retried: deadline)
+	// cancelled: judged the client's own cancellation (gone, and a
+	// failure: policy.Outcome.Cancelled), set by judge.
+	cancelled bool
 }
 
 // judge is the end of attempt n (started with the breaker's probe flag):
@@ -446,8 +449,11 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		d = h.cfg.Policy.Judge(&o, c.up.Budget, c.up.Breaker, probe, now)
 	}
 	// An answer neither retried nor failed is passed on (rstream.finish):
-	// its line waits for the stream's end, which may cut it.
-	c.relaying = res.err == nil && !d.Retry
+	// its line waits for the stream's end, which may cut it. A failed
+	// answer that came after its client left is nobody's: its line is
+	// written now ("cancelled"), nothing is passed on.
+	res.cancelled = o.Cancelled()
+	c.relaying = res.err == nil && !d.Retry && !res.cancelled
 	c.logAttempt(n, now, &o, res, d)
 	if d.Retry {
 		c.m.retries.Inc()

@@ -137,6 +137,10 @@ type Handler struct {
 	spareDirty []*batchConn
 	dtimer     *time.Timer
 	dtArmed    bool // dtimer is due (markDirty)
+	// finEvery is how often a client that sent a FIN with calls under
+	// way is probed (finProbe; waitAnswers): a test that must see a
+	// client's close found by something else lengthens it.
+	finEvery time.Duration
 }
 
 // New builds a Handler.
@@ -180,7 +184,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("h2 metrics: %w", err)
 	}
 	m.cut = cfg.ResponsesCut
-	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}}
+	h := &Handler{cfg: cfg, m: m, methods: map[string]bool{}, unknown: &Upstream{Name: "unknown", Attempts: 1}, finEvery: finProbe}
 	if cfg.Entrypoint {
 		h.ledger = cfg.Ledger
 		if h.ledger == nil {

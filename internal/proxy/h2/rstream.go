@@ -968,11 +968,23 @@ func (a *ratt) unprocessedLocked(err error) {
 	})
 }
 
-// decide judges an attempt's result and acts on it.
+// decide judges an attempt's result and acts on it. An attempt that
+// failed after its client left (cconn.clientLeft: its FIN, then its
+// socket's reset) is the client's cancellation, as on the HTTP/1.1
+// engines (forward.Exchange.ClientGone): not the upstream's failure, not
+// retried, logged "cancelled"; before, curl --max-time's close was taken
+// for a half-close and the timeout of the attempt it left was retried.
 func (s *rstream) decide(a *ratt) {
 	a.judged = true
 	a.s.cc.untrackTry(a)
+	if s.cc.fin && s.cc.clientLeft() {
+		a.res.gone = true
+	}
 	d := s.cs.judge(a.n, s.probe, !s.overflow, &a.res)
+	if a.res.cancelled {
+		s.clientGone()
+		return
+	}
 	if d.Retry {
 		s.att = nil
 		if a.res.err != nil || a.upEnded || s.cs.grpc {
@@ -987,6 +999,12 @@ func (s *rstream) decide(a *ratt) {
 				defer s.cc.mu.Unlock()
 				if s.timer == t && !s.done {
 					s.timer = nil
+					if s.cc.fin && s.cc.clientLeft() {
+						// It left during the backoff: no retry for
+						// nobody (the HTTP/1.1 engines' ClientLeft).
+						s.clientGone()
+						return
+					}
 					s.next()
 				}
 			})
@@ -1285,6 +1303,18 @@ func (s *rstream) clientReset() {
 		a.res = outcome{err: context.Canceled, cond: policy.CondReset}
 		s.cs.judgeGone(a.n, s.probe, &a.res)
 	}
+	s.respDone = true
+	s.close()
+}
+
+// clientGone ends a stream whose client left (cconn.clientLeft) where
+// the relay would otherwise go on for it (a failed attempt judged, a
+// backoff's end): nothing more is started or written, and the
+// connection, dead, ends (stopReader), its other streams with it as the
+// client's cancellations (teardown).
+func (s *rstream) clientGone() {
+	s.cc.stopReader()
+	s.markCut(accesslog.CutClient)
 	s.respDone = true
 	s.close()
 }
