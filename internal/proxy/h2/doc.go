@@ -56,7 +56,11 @@
 // resets a stream (or goes) with an attempt under way has it judged as
 // its own cancellation (judgeGone: counted and logged, the breaker not
 // charged, an abandoned half-open probe's place given back, no retry
-// decision).
+// decision). A client's FIN is probed with a PING: a socket closed whole
+// answers with a RST, which clientgone_linux.go waits for (POLLHUP or
+// POLLERR; a half-closed socket shows only POLLRDHUP) to end the
+// connection at once, its attempts cancelled and no retry sent after a
+// backoff; a client that only shut its write side is still served.
 //
 // As an intermediary it honours SETTINGS both ways (MAX_CONCURRENT_STREAMS,
 // INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE,
