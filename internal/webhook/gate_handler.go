@@ -76,6 +76,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	}
 	generated := fillIdentity(&incoming, req)
 	var old *workload.Workload
+	var oldOwn map[string]string
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		o, err := decodeWorkload(req.Kind, req.OldObject.Raw)
 		if err != nil {
@@ -83,7 +84,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 		}
 		if o.ok {
 			fillIdentity(&o.workload, req)
-			old = &o.workload
+			old, oldOwn = &o.workload, o.own
 		}
 	}
 
@@ -124,7 +125,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	// The index reads only the part of the namespaces that can change the verdict, and only if
 	// some policy must judge the request.
 	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old,
-		ObjectAnnotations: dec.own, JobTemplateAnnotations: dec.jobTemplate, Mesh: g.meshSet()})
+		ObjectAnnotations: dec.own, OldObjectAnnotations: oldOwn, JobTemplateAnnotations: dec.jobTemplate, Mesh: g.meshSet()})
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a policy the gate cannot evaluate", "workload", incoming.String())
 	}

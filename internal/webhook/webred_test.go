@@ -211,6 +211,8 @@ var _ = Describe("webred: the admission webhooks under attack", Ordered, func() 
 			Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sns}})).To(Succeed())
 			Expect(k8sClient.Create(ctx, gateDeployment(sns, "gateway", "order=3", partOfShop))).To(Succeed())
 			Expect(k8sClient.Create(ctx, gateDeployment(sns, "order", "payment=3", partOfShop))).To(Succeed())
+			// Malformed, admitted while no policy selected it.
+			Expect(k8sClient.Create(ctx, gateDeployment(sns, "legacy", "payment=+3", partOfShop))).To(Succeed())
 			p := gatePolicy(sns, 4, v1alpha1.EnforcementReject)
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())
 			waitForPolicy(ctx, p)
@@ -237,6 +239,37 @@ var _ = Describe("webred: the admission webhooks under attack", Ordered, func() 
 			// Raising it is refused.
 			d.Spec.Template.Annotations[annotations.Upstreams] = "payment=4"
 			Expect(c.Update(ctx, &d)).To(MatchError(gateDenied + "RetryPolicy webred-stored/checkout: gateway -x3-> order -x4-> payment = 12 > cap 4; order may keep payment=1"))
+		})
+		It("admits an update that leaves a malformed value stored before the policy as it is, warning of it; refuses one that changes it to another malformed value", func() {
+			const bad = "Deployment webred-stored/legacy: annotation retrycap.dev/upstreams: token \"payment=+3\" at column 1: attempts must be an integer 1..100"
+			c, warnings := gateClient()
+			var d appsv1.Deployment
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: sns, Name: "legacy"}, &d)).To(Succeed())
+			d.Labels["team"] = "payments"
+			Expect(c.Update(ctx, &d, client.DryRunAll)).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{bad}))
+			Expect(c.Update(ctx, &d)).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{bad}))
+			// kubectl rollout restart, a finalizer added and removed, as controllers do.
+			d.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] = "2026-12-03T17:00:00Z"
+			d.Finalizers = []string{"webred.test/hold"}
+			Expect(c.Update(ctx, &d)).To(Succeed())
+			d.Finalizers = nil
+			Expect(c.Update(ctx, &d)).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{bad, bad}))
+			d.Spec.Template.Annotations[annotations.Upstreams] = "payment=+4"
+			Expect(c.Update(ctx, &d)).To(MatchError(gateDenied + "Deployment webred-stored/legacy: annotation retrycap.dev/upstreams: token \"payment=+4\" at column 1: attempts must be an integer 1..100"))
+			d.Spec.Template.Annotations[annotations.Upstreams] = "payment=1"
+			Expect(c.Update(ctx, &d)).To(Succeed())
+			warnings.take()
+
+			// A malformed value on a workload no policy selects is warned of; moving it under the
+			// policy (its template's labels) is refused, the value unchanged.
+			stray := gateDeployment(sns, "stray", "payment=+3", nil)
+			Expect(c.Create(ctx, stray)).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{"Deployment webred-stored/stray: annotation retrycap.dev/upstreams: token \"payment=+3\" at column 1: attempts must be an integer 1..100"}))
+			stray.Spec.Template.Labels["app.kubernetes.io/part-of"] = "shop"
+			Expect(c.Update(ctx, stray)).To(MatchError(gateDenied + "Deployment webred-stored/stray: annotation retrycap.dev/upstreams: token \"payment=+3\" at column 1: attempts must be an integer 1..100"))
 		})
 	})
 
