@@ -112,6 +112,25 @@ var _ = Describe("webred: the admission webhooks under attack", Ordered, func() 
 		Expect(warnings.take()).To(Equal([]string{"Deployment webred/loner: annotation retrycap.dev/upstreams: token \"payment=\uff13\" at column 1: attempts must be an integer 1..100"}))
 	})
 
+	It("rewrites 10,000 over-cap upstreams in one answer, its warning cut to the API server's budget", func() {
+		const rns = "webred-rewrite" // the spec above made it, policy Rewrite at cap 4
+		c, warnings := gateClient()
+		d := gateDeployment(rns, "many", manyUpstreams(10000, 3), partOfShop)
+		d.Spec.Template.Annotations[annotations.Service] = "order"
+		Expect(c.Create(ctx, d, client.DryRunAll)).To(Succeed())
+		Expect(d.Spec.Template.Annotations[annotations.Upstreams]).To(Equal(manyUpstreams(10000, 1)))
+		Expect(d.Spec.Template.Annotations[annotations.RewrittenFrom]).To(Equal(manyUpstreams(10000, 3)))
+		got := warnings.take()
+		total := 0
+		for _, w := range got {
+			total += len([]rune(w))
+		}
+		Expect(got).To(HaveLen(1))
+		Expect(got[0]).To(HavePrefix("RetryPolicy webred-rewrite/checkout rewrote retrycap.dev/upstreams of Deployment webred-rewrite/many: up-0=3, up-1=3"))
+		Expect(got[0]).To(MatchRegexp(`\.\.\. \(cut from \d+ bytes\)$`))
+		Expect(total).To(Equal(3300)) // gate.WarningBudget 3,500 less the 200 kept for a summary line
+	})
+
 	It("admits an empty value as no upstreams (the grammar's empty list), and says nothing", func() {
 		c, warnings := gateClient()
 		Expect(c.Create(ctx, canary("empty", ""), client.DryRunAll)).To(Succeed())
