@@ -324,8 +324,9 @@ func Decide(in Input) Decision {
 }
 
 // keepsMalformed reports whether an update leaves every retrycap.dev/ annotation as the stored
-// object has it (where analyze reads them: view) and every selecting policy selected the stored
-// object too: then a malformed value is not the update's doing.
+// object has it (where analyze reads them: view), every selecting policy selected the stored
+// object too, and it raises nothing (a service renamed by its label, with valid upstreams beside
+// a malformed inject, does): then a malformed value is not the update's doing.
 func keepsMalformed(in Input, view workload.Workload, selecting []*workload.Policy) bool {
 	if in.Old == nil {
 		return false
@@ -335,6 +336,13 @@ func keepsMalformed(in Input, view workload.Workload, selecting []*workload.Poli
 	}
 	for _, p := range selecting {
 		if ok, err := p.Selects(*in.Old); err != nil || !ok {
+			return false
+		}
+		// judge's rule for an update that raises nothing; with the upstreams malformed, none is
+		// read (RaisesRetries errs), so none is raised.
+		raises, err := workload.RaisesRetries(p, *in.Old, in.Incoming)
+		if err == nil && raises || workload.RaisesMeshRetries(in.Mesh, *in.Old, in.Incoming) ||
+			maxTime(p) > 0 && raisesTime(p.Spec(), *in.Old, in.Incoming) {
 			return false
 		}
 	}

@@ -232,6 +232,10 @@ var _ = Describe("webred: the admission webhooks under attack", Ordered, func() 
 			Expect(k8sClient.Create(ctx, gateDeployment(sns, "order", "payment=3", partOfShop))).To(Succeed())
 			// Malformed, admitted while no policy selected it.
 			Expect(k8sClient.Create(ctx, gateDeployment(sns, "legacy", "payment=+3", partOfShop))).To(Succeed())
+			Expect(k8sClient.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: sns, Name: "legacy-pod",
+				Labels:      map[string]string{"app.kubernetes.io/name": "legacy-pod", "app.kubernetes.io/part-of": "shop"},
+				Annotations: map[string]string{annotations.Inject: "yes", annotations.Upstreams: "payment=3"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "retrycap/lab-app:v0.1.0"}}}})).To(Succeed())
 			p := gatePolicy(sns, 4, v1alpha1.EnforcementReject)
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())
 			waitForPolicy(ctx, p)
@@ -281,6 +285,18 @@ var _ = Describe("webred: the admission webhooks under attack", Ordered, func() 
 			d.Spec.Template.Annotations[annotations.Upstreams] = "payment=1"
 			Expect(c.Update(ctx, &d)).To(Succeed())
 			warnings.take()
+
+			// Beside a malformed inject, valid upstreams are read: an update that leaves the
+			// annotations as they are but renames the service (its label) into gateway's chain
+			// raises them, and is refused; a label change that raises nothing is admitted.
+			const badInject = `Pod webred-stored/legacy-pod: annotation retrycap.dev/inject: value "yes" is not "true" or "false"`
+			var pod corev1.Pod
+			Expect(c.Get(ctx, client.ObjectKey{Namespace: sns, Name: "legacy-pod"}, &pod)).To(Succeed())
+			pod.Labels["team"] = "payments"
+			Expect(c.Update(ctx, &pod)).To(Succeed())
+			Expect(warnings.take()).To(Equal([]string{badInject}))
+			pod.Labels["app.kubernetes.io/name"] = "order"
+			Expect(c.Update(ctx, &pod)).To(MatchError(gateDenied + badInject))
 
 			// A malformed value on a workload no policy selects is warned of; moving it under the
 			// policy (its template's labels) is refused, the value unchanged.
