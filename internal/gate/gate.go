@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,8 @@ type Input struct {
 	// ObjectAnnotations are the annotations on a templated workload's own metadata (a
 	// Deployment's, a CronJob's: workload.Kinds) (Incoming holds its pod template's, which is what retrycap reads); nil for a Pod.
 	ObjectAnnotations map[string]string
+	// OldObjectAnnotations are ObjectAnnotations of Old (nil on a create, and for a Pod).
+	OldObjectAnnotations map[string]string
 	// JobTemplateAnnotations are the annotations on a CronJob's spec.jobTemplate.metadata (the
 	// Jobs' own, not their pods'); nil for any other kind.
 	JobTemplateAnnotations map[string]string
@@ -262,7 +265,17 @@ func Decide(in Input) Decision {
 		return d
 	}
 	if len(malformed) > 0 {
-		return deny(malformed[0].Error())
+		if !keepsMalformed(in, view, selecting) {
+			return deny(malformed[0].Error())
+		}
+		// Stored so before a policy selected it, and left as it is: refusing the update would
+		// block a label change, a restart or a finalizer's removal (and so a deletion) until
+		// someone fixes a value the update does not touch. Said, as for a workload no policy
+		// selects; the graph reads nothing from it, so nothing is raised.
+		for _, err := range malformed {
+			d.Warnings = append(d.Warnings, err.Error())
+		}
+		return d
 	}
 	toStore := in.Incoming
 	src := in.Source
@@ -309,6 +322,46 @@ func Decide(in Input) Decision {
 	d.Warnings = append(e.Warnings, d.Warnings...)
 	return d
 }
+
+// keepsMalformed reports whether an update leaves every retrycap.dev/ annotation as the stored
+// object has it (where analyze reads them: view), every selecting policy selected the stored
+// object too, and it raises nothing (a service renamed by its label, with valid upstreams beside
+// a malformed inject, does): then a malformed value is not the update's doing.
+func keepsMalformed(in Input, view workload.Workload, selecting []*workload.Policy) bool {
+	if in.Old == nil {
+		return false
+	}
+	if !maps.Equal(retrycapKeys(view), retrycapKeys(workload.ReadView(*in.Old, in.OldObjectAnnotations))) {
+		return false
+	}
+	for _, p := range selecting {
+		if ok, err := p.Selects(*in.Old); err != nil || !ok {
+			return false
+		}
+		// judge's rule for an update that raises nothing; with the upstreams malformed, none is
+		// read (RaisesRetries errs), so none is raised.
+		raises, err := workload.RaisesRetries(p, *in.Old, in.Incoming)
+		if err == nil && raises || workload.RaisesMeshRetries(in.Mesh, *in.Old, in.Incoming) ||
+			maxTime(p) > 0 && raisesTime(p.Spec(), *in.Old, in.Incoming) {
+			return false
+		}
+	}
+	return true
+}
+
+// retrycapKeys are w's annotations under the retrycap.dev/ prefix, case-insensitively (a
+// miscased key is one of them).
+func retrycapKeys(w workload.Workload) map[string]string {
+	out := map[string]string{}
+	for k, v := range w.Annotations.All() {
+		if len(k) >= len(retrycapPrefix) && strings.EqualFold(k[:len(retrycapPrefix)], retrycapPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+const retrycapPrefix = "retrycap.dev/"
 
 // CapList names policies with their caps, in the given order, the kind written where it changes
 // (the workload gate's and the mesh gate's "also over the cap of ..."):

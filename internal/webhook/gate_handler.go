@@ -74,8 +74,9 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 		// A Pod a controller owns: its workload was judged when it was created.
 		return admission.Allowed("")
 	}
-	fillIdentity(&incoming, req)
+	generated := fillIdentity(&incoming, req)
 	var old *workload.Workload
+	var oldOwn map[string]string
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		o, err := decodeWorkload(req.Kind, req.OldObject.Raw)
 		if err != nil {
@@ -83,7 +84,7 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 		}
 		if o.ok {
 			fillIdentity(&o.workload, req)
-			old = &o.workload
+			old, oldOwn = &o.workload, o.own
 		}
 	}
 
@@ -124,11 +125,26 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 	// The index reads only the part of the namespaces that can change the verdict, and only if
 	// some policy must judge the request.
 	d := gate.Decide(gate.Input{Policies: policies, ClusterPolicies: clusterPolicies, Source: g.index.For(incoming), Incoming: incoming, Old: old,
-		ObjectAnnotations: dec.own, JobTemplateAnnotations: dec.jobTemplate, Mesh: g.meshSet()})
+		ObjectAnnotations: dec.own, OldObjectAnnotations: oldOwn, JobTemplateAnnotations: dec.jobTemplate, Mesh: g.meshSet()})
 	for _, err := range d.PolicyErrors {
 		g.log.Error(err, "ignoring a policy the gate cannot evaluate", "workload", incoming.String())
 	}
+	if generated != "" {
+		d = renameStandIn(d, incoming.Name, generated)
+	}
 	return g.respond(req, d)
+}
+
+// renameStandIn says the generateName object's name as the user can read it: its stand-in
+// ("web-00000") is written "web-<generated>" in the message and warnings.
+func renameStandIn(d gate.Decision, standIn, generated string) gate.Decision {
+	d.Message = strings.ReplaceAll(d.Message, standIn, generated)
+	ws := make([]string, len(d.Warnings))
+	for i, w := range d.Warnings {
+		ws[i] = strings.ReplaceAll(w, standIn, generated)
+	}
+	d.Warnings = ws
+	return d
 }
 
 func (g *WorkloadGate) respond(req admission.Request, d gate.Decision) admission.Response {
@@ -295,22 +311,43 @@ func decodeWorkload(gvk metav1.GroupVersionKind, raw []byte) (decoded, error) {
 }
 
 // fillIdentity completes what a create may leave out of the object: its namespace (taken from
-// the request path) and, for a name still to be generated, a stand-in from generateName
-// ("web-" -> "web") so that the service name defaults to something valid.
-func fillIdentity(w *workload.Workload, req admission.Request) {
+// the request path) and, for a name still to be generated (the API server generates it after the
+// mutating webhooks), a stand-in. The stand-in is generateName (cut to 58 bytes, as the API
+// server cuts it) and "00000", a suffix the API server's generator never makes (its alphabet has
+// no 0): the stand-in "web" from "web-" was the key of a stored Deployment web, which the gate
+// then left out of the graph (a generateName web- over the cap through web was admitted), and
+// the service of a workload named by its name alone, which the stored web's callers then
+// reached. fillIdentity returns how messages write the name: "web-<generated>" ("" for a named
+// object).
+func fillIdentity(w *workload.Workload, req admission.Request) string {
 	if w.Namespace == "" {
 		w.Namespace = req.Namespace
 	}
 	if w.Name == "" {
 		w.Name = req.Name
 	}
-	if w.Name == "" {
-		var m objectMetaOnly
-		if json.Unmarshal(req.Object.Raw, &m) == nil {
-			w.Name = strings.TrimSuffix(m.Metadata.GenerateName, "-")
-		}
+	if w.Name != "" {
+		return ""
 	}
+	var m objectMetaOnly
+	if json.Unmarshal(req.Object.Raw, &m) != nil || m.Metadata.GenerateName == "" {
+		return ""
+	}
+	base := m.Metadata.GenerateName
+	if len(base) > maxGeneratedBase {
+		base = base[:maxGeneratedBase]
+	}
+	w.Name = base + standInSuffix
+	return base + "<generated>"
 }
+
+// maxGeneratedBase is how much of generateName the API server keeps (63 - 5, its random
+// suffix: k8s.io/apiserver/pkg/storage/names); standInSuffix is 5 characters its generator
+// (alphabet "bcdfghjklmnpqrstvwxz2456789") never makes, so no generated name is the stand-in.
+const (
+	maxGeneratedBase = 58
+	standInSuffix    = "00000"
+)
 
 // namespaceWait is how often waitForNamespace looks again.
 const namespaceWait = 10 * time.Millisecond

@@ -36,6 +36,8 @@ var (
 	// gateWebhooks is the gate and validator the manager serves (the admission benchmark calls
 	// the gate's handler directly).
 	gateWebhooks *Webhooks
+	// podInjector is the injector the manager serves (webred_test.go measures its answer).
+	podInjector *PodInjector
 )
 
 func TestWebhooks(t *testing.T) {
@@ -73,7 +75,7 @@ var _ = BeforeSuite(func() {
 	Expect(kubeobj.FeedIndex(context.Background(), mgr.GetCache(), idx)).To(Succeed())
 	gateWebhooks, err = SetupWithManager(mgr, Options{ManagerNamespace: suiteManagerNamespace, Index: idx})
 	Expect(err).NotTo(HaveOccurred())
-	_, err = SetupPodInjectorWithManager(mgr, PodInjectorOptions{ProxyImage: suiteProxyImage, ManagerNamespace: suiteManagerNamespace, Index: gateWebhooks.Index})
+	podInjector, err = SetupPodInjectorWithManager(mgr, PodInjectorOptions{ProxyImage: suiteProxyImage, ManagerNamespace: suiteManagerNamespace, Index: gateWebhooks.Index})
 	Expect(err).NotTo(HaveOccurred())
 	mgrClient = mgr.GetClient()
 
