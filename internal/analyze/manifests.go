@@ -125,6 +125,9 @@ type Manifests struct {
 	// were read in (the Reader's default): a policy that selects nothing in its own namespace
 	// says where they went.
 	unnamespaced map[string]int
+	// configMaps counts the ConfigMaps counted as ignored, by "namespace/name": the ones an
+	// ingress-nginx controller read later names move to the mesh count (Analyze).
+	configMaps map[string]int
 }
 
 // Reader reads manifests. DefaultNamespace is used for objects without one ("default" if empty).
@@ -914,6 +917,16 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 		return
 	}
 	m.count(&m.Summary.Ignored, ignoredKind(tm))
+	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" {
+		ns := tm.Metadata.Namespace
+		if ns == "" {
+			ns = r.namespace()
+		}
+		if m.configMaps == nil {
+			m.configMaps = map[string]int{}
+		}
+		m.configMaps[ns+"/"+tm.Metadata.Name]++
+	}
 	r.warnEnvoyFilterRetries(m, src, tm, js) // envoyfilter.go
 	unread, ok := unreadKinds[apiGroup(tm.APIVersion)+"/"+tm.Kind]
 	if !ok {
@@ -1065,6 +1078,35 @@ func defaultPolicy(name string, spec *v1alpha1.RetryPolicySpec, cluster bool) er
 	return nil
 }
 
+// summary is what was read, an ingress-nginx controller's ConfigMap counted as read (its keys
+// set the Ingresses' tries: "ConfigMap (ingress-nginx)") rather than ignored, wherever in the
+// input it came before the controller naming it.
+func (m *Manifests) summary() Summary {
+	sum := m.Summary
+	if m.mesh == nil || len(m.configMaps) == 0 {
+		return sum
+	}
+	moved := 0
+	for _, ref := range m.mesh.IngressNginxConfigMaps() {
+		moved += m.configMaps[ref]
+	}
+	if moved == 0 {
+		return sum
+	}
+	sum.Ignored, sum.Mesh = maps.Clone(sum.Ignored), maps.Clone(sum.Mesh)
+	if sum.Ignored["ConfigMap"] -= moved; sum.Ignored["ConfigMap"] <= 0 {
+		delete(sum.Ignored, "ConfigMap")
+	}
+	if len(sum.Ignored) == 0 {
+		sum.Ignored = nil
+	}
+	if sum.Mesh == nil {
+		sum.Mesh = map[string]int{}
+	}
+	sum.Mesh["ConfigMap (ingress-nginx)"] += moved
+	return sum
+}
+
 // Analyze reports on every policy read, sorted by namespace and name, with what was read, the
 // warnings, and why nothing (or not everything) was checked.
 func (m *Manifests) Analyze() *Report {
@@ -1083,13 +1125,13 @@ func (m *Manifests) Analyze() *Report {
 	cprs, unchecked := m.analyzeClusterPolicies()
 	prs = append(prs, cprs...)
 	rep := NewReport(prs)
-	sum := m.Summary
+	sum := m.summary()
 	rep.Summary = &sum
 	rep.warnings = append(rep.warnings, m.Warnings...)
 	unread := map[string]int{}
 	n := 0
 	for k, c := range sum.Mesh {
-		if !meshRead[k] && !strings.HasSuffix(k, " (MeshConfig)") {
+		if !meshRead[k] && !strings.HasSuffix(k, " (MeshConfig)") && k != "ConfigMap (ingress-nginx)" {
 			unread[k] = c
 			n += c
 		}
