@@ -56,4 +56,8 @@ if [ "${#old[@]}" -gt 0 ]; then
 fi
 "$kubectl" get pods -n payments -o 'custom-columns=POD:.metadata.name,STATUS:.status.phase,SIDECAR:.spec.initContainers[*].name,RESTART:.spec.initContainers[*].restartPolicy,READY:.status.containerStatuses[*].ready'
 
-say "the node stays up: export KUBECONFIG=$KUBECONFIG; remove it with hack/node.sh down"
+# A fresh machine has no kubectl on its PATH: the one the node runs with is named, as make demo does.
+say "Your turn: the node stays up; hack/node.sh down removes it"
+echo "export KUBECONFIG=$KUBECONFIG"
+echo "$kubectl get rp -A"
+echo "$kubectl get pods -n payments"
