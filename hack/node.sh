@@ -10,7 +10,7 @@
 #                                 each (`up` refuses to start while any of it is there)
 #   hack/node.sh check            exit 0 if this machine can run the node, else say why and exit 2
 #   hack/node.sh logs [N]         the last N lines (default 60) of every component's log
-#   hack/node.sh status           what is running
+#   hack/node.sh status           what is running (exit 0 whether or not a node is up)
 #
 # What runs: etcd, kube-apiserver (hack/kube-bins.sh), kube-controller-manager, kube-scheduler,
 # kubelet, kube-proxy (iptables mode) and CoreDNS (hack/node-bins.sh), Debian's containerd, runc,
@@ -667,7 +667,12 @@ cmd_status() {
   for c in "${COMPONENTS[@]}"; do
     if alive "$c"; then echo "$c running (pid $(cat "$RUN/pids/$c"))"; else echo "$c not running"; fi
   done
-  [ -f "$RUN/kubeconfig" ] && echo "export KUBECONFIG=$RUN/kubeconfig"
+  # Exit 0 either way (before: 1 and no word when no node was up, from the test below).
+  if [ -f "$RUN/kubeconfig" ]; then
+    echo "export KUBECONFIG=$RUN/kubeconfig"
+  else
+    echo "no node is up (no $RUN/kubeconfig): hack/node.sh up starts one"
+  fi
 }
 
 case "${1:-}" in
