@@ -24,8 +24,16 @@ mapfile -t tarballs < <(bash hack/images.sh | awk '{print $2}')
 bash hack/node.sh load "${tarballs[@]}"
 
 say "helm install retrycap (self-signed certificates: no cert-manager on the node)"
+existed=
+"$helm" status retrycap -n retrycap-system >/dev/null 2>&1 && existed=1
 "$helm" upgrade --install retrycap charts/retrycap -n retrycap-system --create-namespace \
   --set certificates.mode=self-signed --wait --timeout 8m
+if [ -n "$existed" ]; then
+  # A re-run loads new images under the same tags: helm changes nothing in the Deployment, and
+  # the running managers would go on with the code of the run before.
+  "$kubectl" -n retrycap-system rollout restart deployment/retrycap-controller-manager
+  "$kubectl" -n retrycap-system rollout status deployment/retrycap-controller-manager --timeout=5m
+fi
 "$kubectl" -n retrycap-system get deployments,pods -o wide
 
 say "the samples: storm27 (3 x 3 x 3 against cap 4) and incident18 (2 x 3 x 3 against cap 3)"
@@ -56,4 +64,8 @@ if [ "${#old[@]}" -gt 0 ]; then
 fi
 "$kubectl" get pods -n payments -o 'custom-columns=POD:.metadata.name,STATUS:.status.phase,SIDECAR:.spec.initContainers[*].name,RESTART:.spec.initContainers[*].restartPolicy,READY:.status.containerStatuses[*].ready'
 
-say "the node stays up: export KUBECONFIG=$KUBECONFIG; remove it with hack/node.sh down"
+# A fresh machine has no kubectl on its PATH: the one the node runs with is named, as make demo does.
+say "Your turn: the node stays up; hack/node.sh down removes it"
+echo "export KUBECONFIG=$KUBECONFIG"
+echo "$kubectl get rp -A"
+echo "$kubectl get pods -n payments"

@@ -10,7 +10,7 @@
 #                                 each (`up` refuses to start while any of it is there)
 #   hack/node.sh check            exit 0 if this machine can run the node, else say why and exit 2
 #   hack/node.sh logs [N]         the last N lines (default 60) of every component's log
-#   hack/node.sh status           what is running
+#   hack/node.sh status           what is running (exit 0 whether or not a node is up)
 #
 # What runs: etcd, kube-apiserver (hack/kube-bins.sh), kube-controller-manager, kube-scheduler,
 # kubelet, kube-proxy (iptables mode) and CoreDNS (hack/node-bins.sh), Debian's containerd, runc,
@@ -532,6 +532,19 @@ our_mounts() {
     awk '{ print length($0) " " $0 }' | sort -rn | cut -d' ' -f2-
 }
 
+# cni_cache lists libcni's cached results (/var/lib/cni/results) of this node's sandboxes: one
+# file per sandbox and network, the node's bridge network (retrycap-node-*) and containerd's own
+# loopback network (cni-loopback-*). The kubelet removes them when it tears a sandbox down; `down`
+# kills the sandboxes instead, so it removes them itself: those whose network namespace is under
+# $RUN (netns_mounts_under_state_dir), never another runtime's.
+cni_cache() {
+  {
+    ls -1d /var/lib/cni/results/retrycap-node-* 2>/dev/null || true
+    grep -lF "\"sandbox\":\"$RUN/" /var/lib/cni/results/* 2>/dev/null || true
+  } | sort -u
+  return 0
+}
+
 # leftovers prints, one a line, what a node leaves until `down` removes it: processes in its
 # cgroups or recorded PIDs still alive, mounts, the network namespace, cgroups, directories.
 leftovers() {
@@ -543,6 +556,7 @@ leftovers() {
   ip netns list | grep -qw "$NETNS" && echo "network namespace $NETNS"
   for h in $(hierarchies); do [ -d "$h/$CGROUP" ] && echo "cgroup $h/$CGROUP"; done
   for d in "$STATE" "$RUN"; do [ -e "$d" ] && echo "directory $d"; done
+  while read -r d; do [ -n "$d" ] && echo "file $d"; done < <(cni_cache)
   return 0
 }
 
@@ -606,7 +620,8 @@ cmd_down() {
     [ -d "$h/$CGROUP" ] && find "$h/$CGROUP" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
   # 6. What components wrote outside the node's directories: containerd 1.6's shim sockets (new
-  # ones only), libcni's cached results for the node's network, the kubelet's log links.
+  # ones only), libcni's cached results for the node's sandboxes (both networks: before, the
+  # loopback network's were left, one file per pod running at `down`), the kubelet's log links.
   if [ -f "$RUN/shim-sockets-before" ]; then
     local s
     for s in /run/containerd/s/*; do
@@ -614,7 +629,8 @@ cmd_down() {
       grep -qxF "$s" "$RUN/shim-sockets-before" || rm -f "$s"
     done
   fi
-  rm -f /var/lib/cni/results/retrycap-node-* 2>/dev/null || true
+  local f
+  while read -r f; do [ -n "$f" ] && rm -f "$f"; done < <(cni_cache)
   find /var/log/containers -maxdepth 1 -lname "$STATE/*" -delete 2>/dev/null || true
   if [ -f "$RUN/host-paths-before" ]; then
     for d in $HOST_PATHS; do
@@ -651,7 +667,12 @@ cmd_status() {
   for c in "${COMPONENTS[@]}"; do
     if alive "$c"; then echo "$c running (pid $(cat "$RUN/pids/$c"))"; else echo "$c not running"; fi
   done
-  [ -f "$RUN/kubeconfig" ] && echo "export KUBECONFIG=$RUN/kubeconfig"
+  # Exit 0 either way (before: 1 and no word when no node was up, from the test below).
+  if [ -f "$RUN/kubeconfig" ]; then
+    echo "export KUBECONFIG=$RUN/kubeconfig"
+  else
+    echo "no node is up (no $RUN/kubeconfig): hack/node.sh up starts one"
+  fi
 }
 
 case "${1:-}" in

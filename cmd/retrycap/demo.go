@@ -28,7 +28,14 @@ func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 			"what retrycap computes and enforces. It keeps the control plane up until Ctrl-C so you can use kubectl.\n\n" +
 			"Run it in a checkout of the retrycap repository (make demo does): it reads the CRDs, the webhook " +
 			"configuration and the samples from it, and builds the binaries with its hack/kube-bins.sh " +
-			"(KUBEBUILDER_ASSETS, when set to a directory holding them, is used instead).",
+			"(KUBEBUILDER_ASSETS, when set to a directory holding them, is used instead).\n\n" +
+			"Exit status: 0 when the story ran to its end (and, without --exit, Ctrl-C stopped it; the storm " +
+			"lab's targets are reported in its summary, not here), 2 when it could not run or a chapter failed " +
+			"(not in a checkout, a --chart that cannot be written, a control plane that did not start, an " +
+			"over-cap deploy admitted). The control plane and every process the demo started are stopped either way.",
+		Example: "  make demo                                          # builds bin/retrycap, runs it with --chart bin/storm.svg\n" +
+			"  bin/retrycap demo --exit --chart \"\"                 # the story once, no chart (CI)\n" +
+			"  bin/retrycap demo -v                               # with the manager's logs",
 		Args: cli.NoArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)

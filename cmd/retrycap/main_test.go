@@ -61,3 +61,16 @@ func TestStormTimeFlags(t *testing.T) {
 		}
 	}
 }
+
+// Every command's --help gives examples and its exit status, as docs/cli.md says. Before, demo's
+// had neither and storm's no example.
+func TestHelpHasExamplesAndExitStatus(t *testing.T) {
+	for _, c := range newRootCmd(strings.NewReader(""), io.Discard, io.Discard).Commands() {
+		if c.Example == "" {
+			t.Errorf("retrycap %s --help shows no example", c.Name())
+		}
+		if !strings.Contains(c.Long, "Exit status: 0 ") {
+			t.Errorf("retrycap %s --help does not say its exit status (\"Exit status: 0 ...\")", c.Name())
+		}
+	}
+}

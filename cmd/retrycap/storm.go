@@ -38,6 +38,10 @@ func newStormCmd(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			"request <= cap, retries during the outage >= 94 % fewer, recovery >= 10x faster, no duplicated " +
 			"POST side effect, the user's wait p99 within its max time to answer, no orphaned attempt), " +
 			"1 when one is missed, 2 on bad flags or when the lab cannot run.",
+		Example: "  retrycap storm --short                             # about 45 s\n" +
+			"  retrycap storm --scenario incident18 --outage kill\n" +
+			"  retrycap storm --protocol grpc -o json > storm.json\n" +
+			"  retrycap storm --access-logs logs/ && retrycap observe -f logs/naive/",
 		Args: cli.NoArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// 0 in storm.Options means "the default" (for callers of the package); on the

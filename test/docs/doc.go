@@ -18,6 +18,8 @@
 // files, repository paths, pkg.Name, Type.Name and command-line flags that exist;
 // docs/architecture.md's picture names every admission webhook (and the pages that count them
 // count right); the `hack/` row of docs/development.md's layout names everything under hack/,
-// and a package it calls pure links no Kubernetes client.
+// and a package it calls pure links no Kubernetes client; each message docs/troubleshooting.md
+// quotes as `helm install`'s refusal is one the chart's templates fail with; and README.md and
+// docs/development.md give make demo's status after Ctrl-C as GNU make ends (by SIGINT, 130).
 // It has no non-test code and needs only the go command.
 package docs

@@ -137,7 +137,8 @@ func script(t *testing.T, root string, timeout time.Duration, name string, args 
 }
 
 // leftovers lists what a torn-down node must not leave: live PIDs among those it recorded,
-// the network namespace, mounts under its directories, its cgroups and its directories.
+// the network namespace, mounts under its directories, its cgroups, its directories and libcni's
+// cached results of its sandboxes.
 func leftovers(pids []int) []string {
 	var left []string
 	for _, pid := range pids {
@@ -169,6 +170,15 @@ func leftovers(pids []int) []string {
 	for _, d := range []string{stateDir, runDir} {
 		if dirExists(d) {
 			left = append(left, "directory "+d)
+		}
+	}
+	// libcni's cached results of the node's sandboxes (the bridge network's and containerd's
+	// loopback network's), which name a network namespace under runDir: before, `down` removed
+	// only the bridge network's and left one loopback file per pod running at `down`.
+	cached, _ := filepath.Glob("/var/lib/cni/results/*")
+	for _, f := range cached {
+		if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), `"sandbox":"`+runDir+`/`) {
+			left = append(left, "file "+f)
 		}
 	}
 	return left
