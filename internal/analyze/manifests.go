@@ -1170,7 +1170,7 @@ func (m *Manifests) Analyze() *Report {
 		case p.WithUpstreams == 0 && len(p.Layers) == 0:
 			// A gateway or mesh layer on an entrypoint's client attempts is something checked
 			// (a route's retries alone can be over the cap); nothing at all contributes here.
-			why = fmt.Sprintf("%s: none of its %d workload(s) declares %s, and no gateway or mesh route retries into them: no call edge to check", name, p.Workloads, annotations.Upstreams)
+			why = fmt.Sprintf("%s: none of its %d workload(s) declares %s, and no gateway or mesh route retries into them: no call edge to check (retrycap discover proposes the annotations, from these manifests with -f or from telemetry with --prometheus-url)", name, p.Workloads, annotations.Upstreams)
 		case len(p.Errors) > 0 && p.WithinCap:
 			// An edge whose tries could not be read (an AWS_MAX_ATTEMPTS of "three") was taken
 			// at one try: "within the cap" would be a guess. Over the cap stays over (a lower
