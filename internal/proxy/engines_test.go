@@ -135,6 +135,12 @@ func TestEnginesAnswerAlike(t *testing.T) {
 		{"streamed chunked", "GET http://backend/chunked HTTP/1.1\r\nHost: backend\r\n\r\n", true},
 		{"answer with lower-case names", "GET http://backend/lower HTTP/1.1\r\nHost: backend\r\n\r\n", false},
 		{"connection refused", "GET http://gone/ HTTP/1.1\r\nHost: gone\r\n\r\n", false},
+		// The proxy's refusals: no Date on either engine, a newline at
+		// the end (the goroutine engine's carried a Date; the 400 ended
+		// "no host" without one).
+		{"HTTP/1.0 without Host", "GET /echo HTTP/1.0\r\n\r\n", false},
+		{"body over 16 MiB", "POST http://backend/echo HTTP/1.1\r\nHost: backend\r\nContent-Length: 16777217\r\n\r\n", false},
+		{"bodiless OPTIONS and DELETE", "OPTIONS http://backend/echo HTTP/1.1\r\nHost: backend\r\n\r\nDELETE http://backend/echo HTTP/1.1\r\nHost: backend\r\n\r\n", false},
 		{"chain budget of 1 on a retried 503", "GET http://backend/unavailable HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: 1\r\n\r\n", false},
 	}
 	for _, tc := range cases {

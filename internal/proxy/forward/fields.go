@@ -3,6 +3,7 @@ package forward
 import (
 	"bufio"
 	"bytes"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 )
@@ -225,27 +226,33 @@ func restoreRawOrder(h *fasthttp.RequestHeader, sc *Scratch) {
 }
 
 // WriteRequest writes req upstream as fasthttp's Request.Write does, but
-// for a TRACE without content: fasthttp's writer frames every request but a
-// GET or HEAD by its length, so that a bare TRACE went with
-// "Content-Length: 0" the client never sent. A TRACE has no content (RFC
-// 9110 9.3.8); Go's Transport sends none, nor a Content-Length, even when
-// the client sent "Content-Length: 0", and neither does the proxy. Both
+// without the "Content-Length: 0" fasthttp's writer adds to every request
+// without content but a GET or HEAD. Go's Transport (and so
+// httputil.ReverseProxy) adds it only to a POST, PUT or PATCH ("many
+// servers expect a Content-Length for these methods"), and RFC 9110 8.6
+// says a user agent should not send it when the method does not anticipate
+// content; a request without framing has no content (RFC 9112 6.3), so
+// nothing is lost. A client's own "Content-Length: 0" goes as sent, but on
+// a TRACE (RFC 9110 9.3.8: never content; Go drops it there too). Both
 // engines write their requests through it (RequestWriter for the loop's).
 func WriteRequest(req *fasthttp.Request, w *bufio.Writer) error {
-	if !bytes.Equal(req.Header.Method(), methodTrace) || len(req.Body()) > 0 || req.IsBodyStream() {
+	if len(req.Body()) > 0 || req.IsBodyStream() || !zeroLengthAdded(&req.Header) {
 		return req.Write(w)
 	}
-	// Rare: rendered apart, the one line fasthttp added taken out (a
-	// field's value holds no CRLF, so the line is the framing's).
-	var b bytes.Buffer
-	bw := bufio.NewWriterSize(&b, 1024)
-	if err := req.Write(bw); err != nil {
+	// Rendered apart, the one line fasthttp added taken out (a field's
+	// value holds no CRLF, so the line is the framing's). Pooled: a CORS
+	// preflight is an OPTIONS without content.
+	r := renders.Get().(*render)
+	defer renders.Put(r)
+	r.b.Reset()
+	r.w.Reset(&r.b)
+	if err := req.Write(r.w); err != nil {
 		return err
 	}
-	if err := bw.Flush(); err != nil {
+	if err := r.w.Flush(); err != nil {
 		return err
 	}
-	out := b.Bytes()
+	out := r.b.Bytes()
 	if i := bytes.Index(out, zeroLengthLine); i >= 0 {
 		out = append(out[:i+2], out[i+len(zeroLengthLine):]...)
 	}
@@ -253,13 +260,58 @@ func WriteRequest(req *fasthttp.Request, w *bufio.Writer) error {
 	return err
 }
 
+// zeroLengthAdded: whether fasthttp's writer would frame h's request, sent
+// without content, by a "Content-Length: 0" that the proxy leaves out:
+// every method but a GET or HEAD (fasthttp adds none) or a POST, PUT or
+// PATCH (Go adds it too), unless the client sent one itself (the raw head,
+// since a first attempt's write sets it for a retry's). A TRACE goes
+// without it even then.
+func zeroLengthAdded(h *fasthttp.RequestHeader) bool {
+	switch string(h.Method()) {
+	case fasthttp.MethodGet, fasthttp.MethodHead, fasthttp.MethodPost, fasthttp.MethodPut, fasthttp.MethodPatch:
+		return false
+	case fasthttp.MethodTrace:
+		return true
+	}
+	return !rawHasContentLength(h.RawHeaders())
+}
+
+// rawHasContentLength: whether a raw header block has a Content-Length
+// field line (any case; up to the blank line ending the head).
+func rawHasContentLength(raw []byte) bool {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			return false
+		}
+		if c := bytes.IndexByte(line, ':'); c >= 0 && bytes.EqualFold(trimSpace(line[:c]), []byte(fasthttp.HeaderContentLength)) {
+			return true
+		}
+	}
+	return false
+}
+
+type render struct {
+	b bytes.Buffer
+	w *bufio.Writer
+}
+
+var renders = sync.Pool{New: func() any {
+	r := &render{}
+	r.w = bufio.NewWriterSize(&r.b, 1024)
+	return r
+}}
+
 // RequestWriter writes R with WriteRequest (the loop renders a message
 // through its Write method).
 type RequestWriter struct{ R *fasthttp.Request }
 
 func (r RequestWriter) Write(w *bufio.Writer) error { return WriteRequest(r.R, w) }
 
-var (
-	methodTrace    = []byte(fasthttp.MethodTrace)
-	zeroLengthLine = []byte("\r\nContent-Length: 0\r\n")
-)
+var zeroLengthLine = []byte("\r\nContent-Length: 0\r\n")

@@ -133,7 +133,10 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 // over MaxRequestBodySize too.
 func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
-	var ne net.Error
+	// fasthttp's ErrTimeout (a trailer section cut off) has Timeout but
+	// not Temporary: no net.Error, it was answered 400 "the request cannot
+	// be parsed".
+	var ne interface{ Timeout() bool }
 	switch why := bodyRefusedWhy(ctx.Conn()); {
 	case why != "":
 		// The pre-parser refused the request's chunked body (trailers with
@@ -141,16 +144,16 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 		// reports another error for it. The loop's answer, as for a head.
 		refuseParsed(ctx, why)
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		ctx.Error(fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody), fasthttp.StatusRequestEntityTooLarge)
+		refuse(ctx, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody))
 	case errors.As(err, &small):
-		ctx.Error("retrycap-proxy: request header too large\n", fasthttp.StatusRequestHeaderFieldsTooLarge)
+		refuse(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "retrycap-proxy: request header too large\n")
 	case errors.As(err, &ne) && ne.Timeout():
 		kind, what := forward.TimeoutHTTPRequest, "request head not received within --http-request-timeout"
 		if e.bodyTimedOut(ctx) {
 			kind, what = forward.TimeoutClient, "request body not received within --client-timeout"
 		}
 		e.f.M.Timeouts.WithLabelValues(kind).Inc()
-		ctx.Error("retrycap-proxy: request timeout: "+what+"\n", fasthttp.StatusRequestTimeout)
+		refuse(ctx, fasthttp.StatusRequestTimeout, "retrycap-proxy: request timeout: "+what+"\n")
 	default:
 		// In the proxy's words (forward.Reason): fasthttp's message quotes
 		// the refused bytes, which the answer would reflect. The loop's
@@ -271,7 +274,7 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	req := &ctx.Request
 	hostPort := req.URI().Host()
 	if len(hostPort) == 0 {
-		ctx.Error("retrycap-proxy: request has no host", fasthttp.StatusBadRequest)
+		refuse(ctx, fasthttp.StatusBadRequest, "retrycap-proxy: request has no host\n")
 		return
 	}
 	up := e.f.Match(forward.SplitHostPort(hostPort))
@@ -305,6 +308,17 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	if !ctx.Request.Header.IsHTTP11() {
 		e.http10(ctx)
 	}
+}
+
+// refuse answers a request the proxy refuses with code and body, as the
+// loop writes its own refusals (its 408s, forward.MalformedAnswer): no
+// Date. ctx.Error would reset the answer, and with it the server's
+// NoDefaultDate: the 400 to a request without a host, the 408, 413 and 431
+// carried a Date the loop's answers have not.
+func refuse(ctx *fasthttp.RequestCtx, code int, body string) {
+	ctx.SetStatusCode(code)
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString(body)
 }
 
 // refuseParsed answers a parsed head the proxy does not read as the loop
