@@ -109,7 +109,7 @@ func (x *Exchange) Begin(f *Forwarder, up *Upstream, req *fasthttp.Request, resp
 	// Nothing is added to a request: no default Content-Type for a body
 	// that came without one.
 	req.Header.SetNoDefaultContentType(true)
-	if seen&SeenTransferEncoding != 0 && rawHasTransferEncoding(req.Header.RawHeaders()) {
+	if seen&SeenTransferEncoding != 0 && rawHasField(req.Header.RawHeaders(), fasthttp.HeaderTransferEncoding) {
 		restoreRawOrder(&req.Header, sc)
 	}
 	n, hadBag, key := f.requestHeadersSeen(&req.Header, seen, sc)

@@ -273,28 +273,7 @@ func zeroLengthAdded(h *fasthttp.RequestHeader) bool {
 	case fasthttp.MethodTrace:
 		return true
 	}
-	return !rawHasContentLength(h.RawHeaders())
-}
-
-// rawHasContentLength: whether a raw header block has a Content-Length
-// field line (any case; up to the blank line ending the head).
-func rawHasContentLength(raw []byte) bool {
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) == 0 {
-			return false
-		}
-		if c := bytes.IndexByte(line, ':'); c >= 0 && bytes.EqualFold(trimSpace(line[:c]), []byte(fasthttp.HeaderContentLength)) {
-			return true
-		}
-	}
-	return false
+	return !rawHasField(h.RawHeaders(), fasthttp.HeaderContentLength)
 }
 
 type render struct {

@@ -196,9 +196,11 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
-// rawHasTransferEncoding reports whether a raw header block has a
-// Transfer-Encoding line.
-func rawHasTransferEncoding(raw []byte) bool {
+// rawHasField reports whether a raw header block has a field line named
+// name (any case), up to the blank line ending the head: what the client
+// sent, where fasthttp's parsed header no longer says (a Transfer-Encoding
+// it dropped, a Content-Length it would add).
+func rawHasField(raw []byte, name string) bool {
 	for len(raw) > 0 {
 		line := raw
 		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
@@ -206,7 +208,11 @@ func rawHasTransferEncoding(raw []byte) bool {
 		} else {
 			raw = nil
 		}
-		if c := bytes.IndexByte(line, ':'); c > 0 && bytes.EqualFold(trimSpace(line[:c]), []byte("Transfer-Encoding")) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			return false
+		}
+		if c := bytes.IndexByte(line, ':'); c > 0 && bytes.EqualFold(trimSpace(line[:c]), []byte(name)) {
 			return true
 		}
 	}
