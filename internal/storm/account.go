@@ -50,6 +50,10 @@ type Timeline struct {
 	OutageStart time.Duration // payment killed
 	Restore     time.Duration // payment back
 	LoadEnd     time.Duration // the last user request was sent before this
+	// restoreCalled is when the driver called payment's Restore: payment was down (hung) up to
+	// at least then. Restore is read after the call returns, on a busy machine a scheduler's
+	// delay later; a test judging what the outage did to a user request bounds it by this.
+	restoreCalled time.Duration
 }
 
 // RecoveryCriterion defines "recovered": the earliest start t >= restore,
@@ -121,13 +125,22 @@ type ArmResult struct {
 
 	// Observed is what `retrycap observe` says of the arm's access logs.
 	Observed *observe.Report
+
+	// users (sorted by Sent) and tl are what Compute was given; attempts the tier attempts
+	// and orphanedOps the orphaned ones per user operation and tier (set with Orphans): the
+	// facts of the run, for a test that judges each user request by what happened to it, not
+	// by the load's schedule.
+	users       []UserRequest
+	tl          Timeline
+	attempts    []TierAttempt
+	orphanedOps map[string]map[string]int
 }
 
 // Compute derives an arm's figures from what was recorded. users need not be sorted.
 func Compute(arm string, users []UserRequest, samples []Sample, tl Timeline, crit RecoveryCriterion) ArmResult {
 	sorted := append([]UserRequest(nil), users...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Sent < sorted[j].Sent })
-	r := ArmResult{Arm: arm, Sent: len(sorted)}
+	r := ArmResult{Arm: arm, Sent: len(sorted), users: sorted, tl: tl}
 	for _, u := range sorted {
 		if u.OK {
 			r.OK++
@@ -424,6 +437,12 @@ type Orphans struct {
 // answer (Done) and its client's give-up (Sent + userTimeout). tiers are the chain's tiers,
 // listed in ByTier even when none of their attempts was orphaned.
 func OrphanedAttempts(users []UserRequest, attempts []TierAttempt, userTimeout time.Duration, tiers []string) Orphans {
+	o, _ := orphanedAttempts(users, attempts, userTimeout, tiers)
+	return o
+}
+
+// orphanedAttempts is OrphanedAttempts with the orphaned attempts per user operation and tier.
+func orphanedAttempts(users []UserRequest, attempts []TierAttempt, userTimeout time.Duration, tiers []string) (Orphans, map[string]map[string]int) {
 	stopped := make(map[string]time.Duration, len(users))
 	for _, u := range users {
 		stopped[u.Op] = min(u.Done, u.Sent+userTimeout)
@@ -432,7 +451,7 @@ func OrphanedAttempts(users []UserRequest, attempts []TierAttempt, userTimeout t
 	for _, t := range tiers {
 		o.ByTier[t] = 0
 	}
-	orphanedUsers := map[string]bool{}
+	orphanedUsers := map[string]map[string]int{}
 	for _, a := range attempts {
 		end, ok := stopped[a.Op]
 		if a.Op == "" || !ok {
@@ -443,11 +462,14 @@ func OrphanedAttempts(users []UserRequest, attempts []TierAttempt, userTimeout t
 		if a.At > end {
 			o.Attempts++
 			o.ByTier[a.Tier]++
-			orphanedUsers[a.Op] = true
+			if orphanedUsers[a.Op] == nil {
+				orphanedUsers[a.Op] = map[string]int{}
+			}
+			orphanedUsers[a.Op][a.Tier]++
 		}
 	}
 	o.Users = len(orphanedUsers)
-	return o
+	return o, orphanedUsers
 }
 
 // waitSlack is what the lab allows between the entry proxy's deadline and the edge client

@@ -340,6 +340,7 @@ func (r *armRun) drive(ctx context.Context) (restored bool, runErr error) {
 			}
 			if killed && !restored && now >= o.OutageStart+o.OutageLength && at >= o.OutageStart+o.OutageLength {
 				r.boundarySample(ctx)
+				r.tl.restoreCalled = r.since()
 				if err := r.c.payment.Restore(); err != nil {
 					runErr = err
 				}
@@ -473,12 +474,12 @@ func (r *armRun) result() (ArmResult, error) {
 	}
 	pf := PerFailedExact(r.users, atPayment, hopNames[2].upstream, r.tl, r.sc.Amplification())
 	ar.PerFailed = &pf
-	orphans := OrphanedAttempts(r.users, tierAttempts, r.o.UserTimeout, Tiers())
+	orphans, perOp := orphanedAttempts(r.users, tierAttempts, r.o.UserTimeout, Tiers())
 	if orphans.Checked == 0 {
 		return ArmResult{}, fmt.Errorf("storm: %s arm: orphaned attempts: no tier attempt could be joined to a user request (%d read, %d without a known storm-op)",
 			r.arm, len(tierAttempts), orphans.Unmatched)
 	}
-	ar.Orphans = &orphans
+	ar.Orphans, ar.orphanedOps, ar.attempts = &orphans, perOp, tierAttempts
 	return ar, nil
 }
 
