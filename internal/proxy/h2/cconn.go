@@ -167,15 +167,11 @@ type cconn struct {
 	// SETTINGS_INITIAL_WINDOW_SIZE resumes them, and only them);
 	// winSpare is its other buffer (flushWinBlocked).
 	winBlocked, winSpare []*rstream
-	// SETTINGS_INITIAL_WINDOW_SIZE changes since winChangesFrom
-	// (Config.Now's clock, unix ns).
-	winChanges     int
-	winChangesFrom int64
-	// Malformed requests logged and left out since logFrom (logMalformed).
-	logged, logDropped int
-	logFrom            int64
-	free               []*rstream // ended streams kept for reuse (recycle)
-	goingAway          bool
+	// SETTINGS_INITIAL_WINDOW_SIZE changes (countWinChange) and
+	// malformed requests (logMalformed) in the current window.
+	winChanges, malformed perWindow
+	free                  []*rstream // ended streams kept for reuse (recycle)
+	goingAway             bool
 	// clientGoAway: the client sent GOAWAY (its FIN after is a close,
 	// not a half-close: waitAnswers).
 	clientGoAway bool
@@ -935,18 +931,37 @@ const (
 // lines per logWindow (Config.Now's clock) and connection; the first line
 // of a window says how many the last one left out. mu held.
 func (cc *cconn) logMalformed(id uint32, why string) {
-	if now := cc.h.cfg.Now(); now-cc.logFrom >= int64(logWindow) || now < cc.logFrom {
-		if cc.logDropped > 0 {
-			cc.h.cfg.Logger.Printf("h2 relay: client connection: %d more malformed requests not logged", cc.logDropped)
-		}
-		cc.logged, cc.logDropped, cc.logFrom = 0, 0, now
+	n, ended := cc.malformed.add(cc.h.cfg.Now(), logWindow)
+	cc.logNotLogged(ended)
+	if n <= logLimit {
+		cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
 	}
-	if cc.logged >= logLimit {
-		cc.logDropped++
-		return
+}
+
+// logNotLogged says how many malformed requests a window that counted
+// ended left out of the log.
+func (cc *cconn) logNotLogged(ended int) {
+	if ended > logLimit {
+		cc.h.cfg.Logger.Printf("h2 relay: client connection: %d more malformed requests not logged", ended-logLimit)
 	}
-	cc.logged++
-	cc.h.cfg.Logger.Printf("h2 relay: stream %d: malformed request: %s", id, why)
+}
+
+// perWindow counts events in fixed windows of Config.Now's clock (unix
+// ns): a window starts at the first event after the last one ended, or
+// when the clock was set back.
+type perWindow struct {
+	n    int
+	from int64
+}
+
+// add counts an event at now; n is the current window's count with it,
+// ended the count of the window it ended (0 when it ended none).
+func (w *perWindow) add(now int64, d time.Duration) (n, ended int) {
+	if now-w.from >= int64(d) || now < w.from {
+		ended, w.n, w.from = w.n, 0, now
+	}
+	w.n++
+	return w.n, ended
 }
 
 // countReset counts a stream the client reset; false when the connection
@@ -1208,11 +1223,8 @@ var errWinFlood = errors.New("too many SETTINGS_INITIAL_WINDOW_SIZE changes")
 // winChangeWindow of Config.Now's clock (a clock set back starts a new
 // window); mu held.
 func (cc *cconn) countWinChange() bool {
-	if now := cc.h.cfg.Now(); now-cc.winChangesFrom >= int64(winChangeWindow) || now < cc.winChangesFrom {
-		cc.winChanges, cc.winChangesFrom = 0, now
-	}
-	cc.winChanges++
-	return cc.winChanges <= winChangeLimit
+	n, _ := cc.winChanges.add(cc.h.cfg.Now(), winChangeWindow)
+	return n <= winChangeLimit
 }
 
 // removeStream forgets a finished stream; mu held.
@@ -1406,9 +1418,7 @@ func (cc *cconn) stopReader() {
 func (cc *cconn) teardown() {
 	cc.mu.Lock()
 	cc.closed = true
-	if cc.logDropped > 0 {
-		cc.h.cfg.Logger.Printf("h2 relay: client connection: %d more malformed requests not logged", cc.logDropped)
-	}
+	cc.logNotLogged(cc.malformed.n)
 	for _, s := range cc.streams {
 		s.clientReset()
 	}
