@@ -1,7 +1,7 @@
 // Package docs checks the documentation against the repository, so that what a new user reads is
 // what the code does: every relative link and #anchor in README.md and the docs resolves, and
-// every section cited by title (docs/PAGE.md, "Title", in the docs and the Go sources) is a
-// heading or a bold lead-in of that page; the
+// every section the docs and the Go sources cite by a page and a quoted title is a heading or a
+// bold lead-in of that page; the
 // layout of docs/development.md names every package there is (and none that is gone); the "Who
 // calls whom" table of docs/architecture.md has one row per package with exactly the imports the
 // code has (go list), and a package it marks pure links no Kubernetes client; docs/api.md has a
