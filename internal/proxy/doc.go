@@ -8,7 +8,8 @@
 //
 // This package is the assembly: the flags (config.go), the engine
 // selection and the listeners, the admin endpoints and the drain (proxy.go,
-// run.go). The parts, one idea each:
+// run.go; spareproc.go: the one P more than the event loops while they
+// carry HTTP/1.1 traffic). The parts, one idea each:
 //
 //   - forward: the forwarding core both engines drive (the upstream table,
 //     the exchange state machine, the header scan, the metrics);
@@ -16,7 +17,8 @@
 //   - engine/loop: the event loops (the default on Linux), on netpoll;
 //   - engine/goroutine: fasthttp's server and clients, a goroutine per
 //     connection (--engine=goroutine, and what the loops hand over);
-//   - netpoll: epoll, the eventfd wake-up and the timer heap (no HTTP);
+//   - netpoll: epoll, the eventfd wake-up and the timer heap, the hang-up
+//     watch and the raw socket calls the h2 relay makes (no HTTP);
 //   - h2: HTTP/2 and gRPC, the frame relay (h2_seam.go hands it connections);
 //   - accesslog: the per-attempt access log.
 //

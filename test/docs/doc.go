@@ -1,5 +1,7 @@
 // Package docs checks the documentation against the repository, so that what a new user reads is
-// what the code does: every relative link and #anchor in README.md and the docs resolves; the
+// what the code does: every relative link and #anchor in README.md and the docs resolves, and
+// every section the docs and the Go sources cite by a page and a quoted title is a heading or a
+// bold lead-in of that page; the
 // layout of docs/development.md names every package there is (and none that is gone); the "Who
 // calls whom" table of docs/architecture.md has one row per package with exactly the imports the
 // code has (go list), and a package it marks pure links no Kubernetes client; docs/api.md has a
@@ -15,7 +17,8 @@
 // Documentation table links every page of docs/; docs/annotations.md names every retrycap.dev/
 // annotation and label retrycap reads or writes; every flag of the CLI's commands is named in
 // the docs, storm's in docs/storm-lab.md's Flags table; every package comment names only Go
-// files, repository paths, pkg.Name, Type.Name and command-line flags that exist;
+// files, repository paths, pkg.Name, Type.Name and command-line flags that exist, and every
+// pkg.Name in a code span of README.md and the reference pages in docs/ is declared;
 // docs/architecture.md's picture names every admission webhook (and the pages that count them
 // count right); the `hack/` row of docs/development.md's layout names everything under hack/,
 // and a package it calls pure links no Kubernetes client; each message docs/troubleshooting.md

@@ -38,7 +38,12 @@
 // frame order are the library's), header blocks decoded by hblock.go
 // with http2/hpack's Decoder and every check of the Framer's
 // ReadMetaHeaders (CONTINUATION, header-list limits, field validity), and
-// http2/hpack's Encoder. Ended streams are reused per connection. Per
+// http2/hpack's Encoder. Around it: handler.go (Config, Upstream, New,
+// Handler.ServeConn and Shutdown), attstate.go (an attempt's request
+// lifecycle on its upstream stream), grpc.go (grpc-status, pushback and
+// grpc-message), metrics.go (the series), sockio_linux.go (the sockets
+// read and written through netpoll's raw calls). Ended streams are reused
+// per connection. Per
 // client connection one reader goroutine, its streams state machines in a
 // map under the connection's mutex (no goroutine per stream); per
 // upstream address a pool of h2c connections (prior knowledge, SETTINGS
