@@ -163,6 +163,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 	canary := meshConfig("istio-canary", map[string]string{"istio.io/rev": "canary"}, 5)
 	g.Expect(c.Create(ctx, canary.DeepCopy())).To(MatchError(`admission webhook "configmaps.mesh.retrycap.dev" denied the request: RetryPolicy bookinfo/bookinfo: ` +
 		`ConfigMap istio-system/istio-canary data["mesh"] defaultHttpRetryPolicy.attempts: unset -> 5 makes productpage -x6-> reviews -x3-> ratings = 18 > cap 10; ` +
+		`ConfigMap istio-system/istio-canary may keep defaultHttpRetryPolicy.attempts: 2; ` +
 		`also over the cap of RetryPolicy bookinfo-rw/bookinfo (cap 10)`))
 	for _, ns := range []string{"bookinfo", "bookinfo-rw"} {
 		g.Eventually(func() error {

@@ -131,6 +131,133 @@ type configMapVerdict struct {
 	policy judgedPolicy
 	judge  *graph.Judgement     // the chain over the cap (nil, or not Over: within it)
 	time   *graph.TimeJudgement // the chain over maxTimeToAnswer (nil: within it)
+	// keep is the largest value of the plan's key whose chains through the edge fit (planned:
+	// the write raised that key; keep < plan.min: none fits).
+	keep    int64
+	planned bool
+}
+
+// configMapPlan is the tries key a ConfigMap write raised, and how to write another value of it:
+// ingress-nginx's proxy-next-upstream-tries (tries, at least 1), a MeshConfig's
+// defaultHttpRetryPolicy.attempts (retries, at least 0).
+type configMapPlan struct {
+	key      string // "proxy-next-upstream-tries", "defaultHttpRetryPolicy.attempts"
+	min, max int64  // the fewest it can say, and the value as sent
+	retries  bool   // the value counts retries (tries - 1)
+	with     func(n int64) ([]byte, error)
+}
+
+// render is value n as the message writes it: the ConfigMap's string, or the MeshConfig's number.
+func (pl *configMapPlan) render(n int64) string {
+	if pl.retries {
+		return strconv.FormatInt(n, 10)
+	}
+	return strconv.Quote(strconv.FormatInt(n, 10))
+}
+
+// planConfigMap is the plan of the tries key the write raised (nil: none, e.g. retries turned on
+// by removing "off", or a key it cannot decode).
+func planConfigMap(raw []byte, oldCM, newCM configMapOf) *configMapPlan {
+	doc := func(edit func(data map[string]any) error) ([]byte, error) {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, err
+		}
+		data, _ := m["data"].(map[string]any)
+		if data == nil {
+			return nil, fmt.Errorf("no data")
+		}
+		if err := edit(data); err != nil {
+			return nil, err
+		}
+		return json.Marshal(m)
+	}
+	if v, ok := newCM.Data[mesh.IngressNginxKeyTries]; ok && v != oldCM.Data[mesh.IngressNginxKeyTries] {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		was := int64(mesh.IngressNginxDefaultTries)
+		if o, ok := oldCM.Data[mesh.IngressNginxKeyTries]; ok {
+			was, _ = strconv.ParseInt(strings.TrimSpace(o), 10, 64)
+		}
+		if err != nil || n <= 1 || n <= was {
+			return nil
+		}
+		return &configMapPlan{key: mesh.IngressNginxKeyTries, min: 1, max: n, with: func(k int64) ([]byte, error) {
+			return doc(func(data map[string]any) error {
+				data[mesh.IngressNginxKeyTries] = strconv.FormatInt(k, 10)
+				return nil
+			})
+		}}
+	}
+	attempts := func(y string) (int64, bool) {
+		var mc struct {
+			P *struct {
+				Attempts *int64 `json:"attempts"`
+			} `json:"defaultHttpRetryPolicy"`
+		}
+		if yaml.Unmarshal([]byte(y), &mc) != nil || mc.P == nil || mc.P.Attempts == nil {
+			return 0, false
+		}
+		return *mc.P.Attempts, true
+	}
+	n, ok := attempts(newCM.Data[mesh.IstioConfigKey])
+	if newCM.Metadata.Namespace != mesh.IstioConfigNamespace || !ok || n <= 0 {
+		return nil
+	}
+	if was, ok := attempts(oldCM.Data[mesh.IstioConfigKey]); ok && n <= was {
+		return nil
+	}
+	return &configMapPlan{key: "defaultHttpRetryPolicy.attempts", min: 0, max: n, retries: true, with: func(k int64) ([]byte, error) {
+		return doc(func(data map[string]any) error {
+			y, _ := data[mesh.IstioConfigKey].(string)
+			var mc map[string]any
+			if err := yaml.Unmarshal([]byte(y), &mc); err != nil {
+				return err
+			}
+			p, _ := mc["defaultHttpRetryPolicy"].(map[string]any)
+			if p == nil {
+				return fmt.Errorf("no defaultHttpRetryPolicy")
+			}
+			p["attempts"] = k
+			out, err := yaml.Marshal(mc)
+			data[mesh.IstioConfigKey] = string(out)
+			return err
+		})
+	}}
+}
+
+// keep is the largest value of pl's key (below the value sent) whose chains through e fit p's
+// cap and maxTimeToAnswer, by bisection (fewer tries never make a chain longer); pl.min - 1 when
+// none does. More tries than the cap never fit (a chain through e multiplies them): the search
+// starts under it.
+func (pl *configMapPlan) keep(p judgedPolicy, obj meshObject, oldSet *mesh.Set, e raised) int64 {
+	fits := func(k int64) bool {
+		data, err := pl.with(k)
+		if err != nil {
+			return false
+		}
+		set, err := withObject(oldSet, obj, data)
+		if err != nil {
+			return false
+		}
+		r := p.build(set)
+		return !judgeAt(r, e).Over && timeAt(p, r, e) == nil
+	}
+	lo, hi := pl.min-1, pl.max // lo fits (or is below the fewest), hi does not
+	if c := int64(p.Spec().MaxAmplification); c > 0 && c < hi {
+		hi = c + 1 // c + 1 tries (c retries + 1) never fit; c may
+		if pl.retries {
+			hi = c
+		}
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 func (v configMapVerdict) explain() string {
@@ -157,9 +284,23 @@ func DecideMeshConfigMap(in MeshInput) MeshDecision {
 	oldCM, _ := decodeConfigMap(in.Old) // meshSets read it, or ignored it as the stored Set does
 	change := configMapChange(obj, oldCM.Data, newCM.Data)
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
-	judge := func(p judgedPolicy) (configMapVerdict, bool) { return judgeConfigMap(p, oldSet, newSet) }
+	plan := planConfigMap(in.Object, oldCM, newCM)
+	judge := func(p judgedPolicy) (configMapVerdict, bool) {
+		v, e, over := judgeConfigMap(p, oldSet, newSet)
+		if over && plan != nil {
+			v.keep, v.planned = plan.keep(p, obj, oldSet, e), true
+		}
+		return v, over
+	}
 	message := func(v configMapVerdict) string {
 		msg := v.policy.Ref().String() + ": " + change + " makes " + v.explain()
+		switch {
+		case !v.planned:
+		case v.keep >= plan.min:
+			msg += fmt.Sprintf("; %s may keep %s: %s", obj.id(), plan.key, plan.render(v.keep))
+		default:
+			msg += fmt.Sprintf("; even %s %s: %s does not fit: lower the chain's other layers or the callers' attempts", obj.id(), plan.key, plan.render(plan.min))
+		}
 		if v.policy.Spec().Enforcement == v1alpha1.EnforcementRewrite {
 			msg += " (refused although enforcement is Rewrite: retrycap does not rewrite a ConfigMap, whose owner would write it back; lower the value)"
 		}
@@ -200,8 +341,8 @@ func DecideMeshConfigMap(in MeshInput) MeshDecision {
 
 // judgeConfigMap reports whether p's graph with set goes over p's cap through an edge (or
 // entrypoint) whose tries set raises over oldSet's, or over maxTimeToAnswer through one whose
-// tries or layers' time it raises; the first such edge in edge order, entrypoints first.
-func judgeConfigMap(p judgedPolicy, oldSet, set *mesh.Set) (configMapVerdict, bool) {
+// tries or layers' time it raises; the first such edge in edge order, entrypoints first, with it.
+func judgeConfigMap(p judgedPolicy, oldSet, set *mesh.Set) (configMapVerdict, raised, bool) {
 	old := p.build(oldSet)
 	r := p.build(set)
 	for _, e := range changedEdges(r, old, oldSet, set) {
@@ -214,10 +355,10 @@ func judgeConfigMap(p judgedPolicy, oldSet, set *mesh.Set) (configMapVerdict, bo
 		v.time = timeAt(p, r, e.raised)
 		if v.judge != nil || v.time != nil {
 			v.policy = p
-			return v, true
+			return v, e.raised, true
 		}
 	}
-	return configMapVerdict{}, false
+	return configMapVerdict{}, raised{}, false
 }
 
 // changedEdges are the edges (and entrypoints) of r whose attempts are above old's, or whose

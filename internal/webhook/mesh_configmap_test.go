@@ -67,7 +67,7 @@ metadata: {name: bookinfo, labels: {istio-injection: enabled}}`
 	attempts := func(n string) string { return "    defaultHttpRetryPolicy: {attempts: " + n + "}\n" }
 	slow := timedMeshPolicy(100, v1alpha1.EnforcementReject, 20*time.Second)
 	slow.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: time.Minute} // bounds no hop: the mesh's timeouts do
-	const over16 = "ConfigMap istio-system/istio data[\"mesh\"] defaultHttpRetryPolicy.attempts: unset -> 3 makes productpage -x4-> reviews -x4-> ratings = 16 > cap 10"
+	const over16 = "ConfigMap istio-system/istio data[\"mesh\"] defaultHttpRetryPolicy.attempts: unset -> 3 makes productpage -x4-> reviews -x4-> ratings = 16 > cap 10; ConfigMap istio-system/istio may keep defaultHttpRetryPolicy.attempts: 2"
 	for _, tc := range []struct {
 		name        string
 		cluster     []string
@@ -118,7 +118,16 @@ metadata: {name: bookinfo, labels: {istio-injection: enabled}}`
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 10, "")},
 			object:   meshConfigYAML("istio-canary", ", labels: {istio.io/rev: canary}", attempts("4")),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: ConfigMap istio-system/istio-canary data[\"mesh\"] defaultHttpRetryPolicy.attempts: unset -> 4 makes " +
-				"productpage -x5-> reviews -x5-> ratings = 25 > cap 10"},
+				"productpage -x5-> reviews -x5-> ratings = 25 > cap 10; ConfigMap istio-system/istio-canary may keep defaultHttpRetryPolicy.attempts: 2"},
+		},
+		{
+			// istio's own 3 retries keep the chain over: the canary's value alone cannot fix it.
+			name: "Istio: no value of the raised MeshConfig fits", cluster: []string{istioNS, meshConfigYAML("istio", "", attempts("3"))},
+			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 10, "")},
+			object:   meshConfigYAML("istio-canary", ", labels: {istio.io/rev: canary}", attempts("4")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: ConfigMap istio-system/istio-canary data[\"mesh\"] defaultHttpRetryPolicy.attempts: unset -> 4 makes " +
+				"productpage -x5-> reviews -x5-> ratings = 25 > cap 10; even ConfigMap istio-system/istio-canary defaultHttpRetryPolicy.attempts: 0 does not fit: " +
+				"lower the chain's other layers or the callers' attempts"},
 		},
 		{
 			name: "Istio: a raised per-try timeout is judged against maxTimeToAnswer", cluster: []string{istioNS, meshConfigYAML("istio", "", "    defaultHttpRetryPolicy: {attempts: 1, perTryTimeout: 1s}\n")},
@@ -139,7 +148,7 @@ metadata: {name: bookinfo, labels: {istio-injection: enabled}}`
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 4, "")},
 			object:   nginxConfigMapYAML(`proxy-next-upstream-tries: "5"`), old: nginxConfigMapYAML(`proxy-next-upstream-tries: "3"`),
 			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: ConfigMap ingress-nginx/ingress-nginx-controller data["proxy-next-upstream-tries"]: "3" -> "5" makes ` +
-				"client -x5-> productpage -x1-> reviews -x1-> ratings = 5 > cap 4"},
+				"client -x5-> productpage -x1-> reviews -x1-> ratings = 5 > cap 4; ConfigMap ingress-nginx/ingress-nginx-controller may keep proxy-next-upstream-tries: \"4\""},
 		},
 		{
 			name: "ingress-nginx: retries turned back on (off removed): 3 tries > 2", cluster: append([]string{nginxConfigMapYAML(`proxy-next-upstream: "off"`)}, nginxFront...),
