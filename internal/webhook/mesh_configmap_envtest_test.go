@@ -16,26 +16,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/mesh/crds"
 	"github.com/retrycap/retrycap/internal/operator/operatortest"
 	"github.com/retrycap/retrycap/internal/scheme"
 	"github.com/retrycap/retrycap/internal/webhook"
 )
 
-// TestGateMeshConfigMaps runs the whole manager against a real API server with Istio's CRDs: the
-// mesh gate judges the ConfigMaps whose retries it counts, ingress-nginx's controller ConfigMap
-// (named by the controller's --configmap) and Istio's MeshConfig, in webhook
-// configmaps.mesh.retrycap.dev of retrycap-mesh, whose match condition names exactly those: no
-// other ConfigMap write reaches the manager. Before, `kubectl patch configmap
-// ingress-nginx-controller -p '{"data":{"proxy-next-upstream-tries":"10"}}'` was admitted with a
-// cap-8 policy's chain at 10 (the status counted it at the next reconcile).
-func TestGateMeshConfigMaps(t *testing.T) {
+// meshGateConfigMaps runs first in TestGateMeshLayers (its manager and Istio's CRDs; it
+// removes the MeshConfig it leaves, so the later cases count Istio's default): the mesh gate
+// judges the ConfigMaps whose retries it counts, ingress-nginx's controller ConfigMap (named by
+// the controller's --configmap) and Istio's MeshConfig, in webhook configmaps.mesh.retrycap.dev
+// of retrycap-mesh, whose match condition names exactly those: no other ConfigMap write reaches
+// the manager. Before, `kubectl patch configmap ingress-nginx-controller -p
+// '{"data":{"proxy-next-upstream-tries":"10"}}'` was admitted with a cap-8 policy's chain at 10
+// (the status counted it at the next reconcile).
+func meshGateConfigMaps(t *testing.T, op *operatortest.Operator) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	istio, err := crds.Istio()
-	g.Expect(err).NotTo(HaveOccurred())
-	op := operatortest.Start(t, istio)
 	c, ctx := op.Client, op.Ctx
 
 	// ingress-nginx as its static deploy.yaml installs it: the controller reads
@@ -175,6 +172,14 @@ func TestGateMeshConfigMaps(t *testing.T) {
 	g.Expect(webhook.MeshConfigMapRequests()).To(Equal(n))
 	// A bad value: refused naming the ConfigMap, the field and the value.
 	g.Expect(c.Update(ctx, meshConfig("istio", "", "-2"))).To(MatchError(denied + "ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: -2 is negative"))
+
+	// A delete is not judged (it returns the defaults): Istio's 2 retries again, for the later cases.
+	g.Expect(c.Delete(ctx, meshConfig("istio", "", "1"))).To(Succeed())
+	g.Eventually(func() (int64, error) {
+		var p v1alpha1.RetryPolicy
+		err := c.Get(ctx, client.ObjectKeyFromObject(meshed), &p)
+		return p.Status.Amplification, err
+	}).Should(Equal(int64(9)))
 }
 
 // configMapHook is, for Eventually, the match condition of retrycap-mesh's ConfigMap webhook
