@@ -372,11 +372,9 @@ func changedEdges(r, old *workload.Result, oldSet, set *mesh.Set) []layeredEdge 
 		}
 		longer := false
 		for i, l := range m.Layers {
-			before := mesh.LayerTime{}
+			before := oldSet.LayerTime(mesh.Layer{Kind: l.Kind}) // no layer before: no timeout
 			if had && i < len(o.Layers) {
 				before = oldSet.LayerTime(o.Layers[i])
-			} else {
-				before = oldSet.LayerTime(mesh.Layer{Kind: l.Kind})
 			}
 			if timeRaises(before, set.LayerTime(l)) != "" {
 				longer = true

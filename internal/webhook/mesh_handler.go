@@ -98,12 +98,12 @@ func MeshConfigMapRequests() int64 { return meshConfigMapRequests.Load() }
 
 // Handle implements admission.Handler.
 func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if g.skip[req.Namespace] {
-		return admission.Allowed("retrycap does not gate namespace " + req.Namespace)
-	}
 	configMap := req.Kind.Group == "" && req.Kind.Kind == "ConfigMap"
 	if configMap {
 		meshConfigMapRequests.Add(1)
+	}
+	if g.skip[req.Namespace] {
+		return admission.Allowed("retrycap does not gate namespace " + req.Namespace)
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
