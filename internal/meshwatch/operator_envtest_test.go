@@ -157,7 +157,26 @@ func TestOperatorMeshLayers(t *testing.T) {
 	g.Expect(c.Create(ctx, meshConfig("istio", map[string]string{"istio.io/rev": "default"}, 1))).To(Succeed())
 	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(withAmplification(4)))
 	g.Expect(c.Delete(ctx, unlabelled)).To(Succeed())
-	g.Expect(c.Create(ctx, meshConfig("istio-canary", map[string]string{"istio.io/rev": "canary"}, 5))).To(Succeed())
+	// The mesh gate judges the MeshConfigs (webhook configmaps.mesh.retrycap.dev): the canary's 5
+	// retries put the Reject and Rewrite policies' chains over their cap (a ConfigMap is never
+	// rewritten), so it is refused; admitted once both audit.
+	canary := meshConfig("istio-canary", map[string]string{"istio.io/rev": "canary"}, 5)
+	g.Expect(c.Create(ctx, canary.DeepCopy())).To(MatchError(`admission webhook "configmaps.mesh.retrycap.dev" denied the request: RetryPolicy bookinfo/bookinfo: ` +
+		`ConfigMap istio-system/istio-canary data["mesh"] defaultHttpRetryPolicy.attempts: unset -> 5 makes productpage -x6-> reviews -x3-> ratings = 18 > cap 10; ` +
+		`ConfigMap istio-system/istio-canary may keep defaultHttpRetryPolicy.attempts: 2; ` +
+		`also over the cap of RetryPolicy bookinfo-rw/bookinfo (cap 10)`))
+	for _, ns := range []string{"bookinfo", "bookinfo-rw"} {
+		g.Eventually(func() error {
+			var p v1alpha1.RetryPolicy
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "bookinfo"}, &p); err != nil {
+				return err
+			}
+			p.Spec.Enforcement = v1alpha1.EnforcementAudit
+			return c.Update(ctx, &p)
+		}).Should(Succeed())
+	}
+	g.Eventually(func() error { return c.Create(ctx, canary.DeepCopy(), client.DryRunAll) }).Should(Succeed())
+	g.Expect(c.Create(ctx, canary.DeepCopy())).To(Succeed())
 	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(withAmplification(36)))
 	g.Expect(c.Delete(ctx, meshConfig("istio-canary", nil, 0))).To(Succeed())
 	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(withAmplification(4)))

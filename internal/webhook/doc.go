@@ -3,7 +3,9 @@
 //   - the workload gate (GatePath; the decision is internal/gate's Decide),
 //   - the mesh gate (MeshPath: the retry objects of every mesh API the manager reads, Istio
 //     VirtualServices, Gateway API routes, Linkerd ServiceProfiles and HTTPRoutes, ..., judged
-//     against both policy kinds; DecideMesh, over gate.Enforce; mesh_handler*.go),
+//     against both policy kinds; DecideMesh, over gate.Enforce; mesh_handler*.go; and the
+//     ConfigMaps whose retries it counts, Istio's MeshConfigs and ingress-nginx's controller
+//     ConfigMaps: DecideMeshConfigMap, mesh_configmap.go),
 //   - the RetryPolicy validator (PolicyValidatorPath: what CEL in the CRD cannot check),
 //   - the ClusterRetryPolicy validator (ClusterPolicyValidatorPath),
 //   - the pod injector (PodInjectorPath; the decision is internal/inject's Decide).
@@ -15,5 +17,6 @@
 // configured by hand in config/webhook/manifests.yaml: envtest installs exactly that file, so
 // the tests exercise the shipped configuration. The mesh gate's configuration
 // (MeshWebhookConfiguration, from MeshWebhook) the manager writes itself, with rules for the
-// mesh APIs the cluster serves only, and rewrites as they change.
+// mesh APIs the cluster serves only, and rewrites as they change; its ConfigMap webhook
+// (MeshConfigMapWebhook) has a match condition naming exactly the ConfigMaps the watcher reads.
 package webhook

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -86,8 +88,20 @@ type MeshGate struct {
 	log      logr.Logger
 }
 
+// meshConfigMapRequests counts the ConfigMap requests the mesh webhooks of this process
+// received: the match condition lets only those the manager reads reach them (the tests read it).
+var meshConfigMapRequests atomic.Int64
+
+// MeshConfigMapRequests is the number of ConfigMap admission requests the mesh gates of this
+// process received.
+func MeshConfigMapRequests() int64 { return meshConfigMapRequests.Load() }
+
 // Handle implements admission.Handler.
 func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.Response {
+	configMap := req.Kind.Group == "" && req.Kind.Kind == "ConfigMap"
+	if configMap {
+		meshConfigMapRequests.Add(1)
+	}
 	if g.skip[req.Namespace] {
 		return admission.Allowed("retrycap does not gate namespace " + req.Namespace)
 	}
@@ -96,6 +110,10 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 	}
 	set := g.mesh.Set()
 	if set == nil {
+		return admission.Allowed("")
+	}
+	if configMap && !g.readsConfigMap(set, req) {
+		// Behind the match condition, written from an earlier Set: not a ConfigMap read now.
 		return admission.Allowed("")
 	}
 	raw, err := withNamespace(req.Object.Raw, req.Namespace)
@@ -139,7 +157,12 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 		}
 		in.Namespaces[p.Namespace] = MeshNamespace{Workloads: g.index.Parsed(p.Namespace), Services: g.index.Services(p.Namespace)}
 	}
-	d := DecideMesh(in)
+	var d MeshDecision
+	if configMap {
+		d = DecideMeshConfigMap(in) // mesh_configmap.go
+	} else {
+		d = DecideMesh(in)
+	}
 	return verdictResponse(d.Allowed, d.Message, d.Warnings, d.Patch)
 }
 
@@ -228,10 +251,28 @@ type meshConfigurer struct {
 func (c *meshConfigurer) NeedLeaderElection() bool { return true }
 
 func (c *meshConfigurer) Start(ctx context.Context) error {
-	c.mesh.OnAPIsChange(func([]meshwatch.API) {
+	kick := func() {
 		select {
 		case c.kick <- struct{}{}:
 		default:
+		}
+	}
+	c.mesh.OnAPIsChange(func([]meshwatch.API) { kick() })
+	// A controller naming another ConfigMap (or none any more) changes the ConfigMap webhook's
+	// match condition: written at once, not at the next resync.
+	var mu sync.Mutex
+	var named []string
+	c.mesh.OnChange(func(meshwatch.Affected) {
+		var refs []string
+		if s := c.mesh.Set(); s != nil {
+			refs = s.IngressNginxConfigMaps()
+		}
+		mu.Lock()
+		changed := !slices.Equal(refs, named)
+		named = refs
+		mu.Unlock()
+		if changed {
+			kick()
 		}
 	})
 	t := time.NewTicker(meshConfigResync)
@@ -278,16 +319,24 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	want, err := MeshWebhook(apis, gateHook)
+	meshHook, err := MeshWebhook(apis, gateHook)
 	if err != nil {
 		return err
+	}
+	want := []admissionregistrationv1.MutatingWebhook{meshHook}
+	var refs []string
+	if s := c.mesh.Set(); s != nil {
+		refs = s.IngressNginxConfigMaps()
+	}
+	if cm, ok := MeshConfigMapWebhook(apis, refs, meshHook); ok {
+		want = append(want, cm) // mesh_configmap.go
 	}
 	// Owned by the gate's configuration: uninstalling retrycap (which deletes that one) lets the
 	// garbage collector delete this one, which no installer knows of.
 	ref := metav1.OwnerReference{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration", Name: owner.Name, UID: owner.UID}
 	data, _ := json.Marshal(struct {
-		Webhook admissionregistrationv1.MutatingWebhook
-		Owner   metav1.OwnerReference
+		Webhooks []admissionregistrationv1.MutatingWebhook
+		Owner    metav1.OwnerReference
 	}{want, ref})
 	sum := sha256.Sum256(data)
 	hash := hex.EncodeToString(sum[:8])
@@ -299,7 +348,7 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 			Labels:          map[string]string{"app.kubernetes.io/managed-by": "retrycap-manager"},
 			Annotations:     map[string]string{meshConfigHash: hash},
 			OwnerReferences: []metav1.OwnerReference{ref}},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{want},
+		Webhooks: want,
 	}
 	if exists {
 		cfg.ResourceVersion = cur.ResourceVersion
@@ -309,7 +358,7 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 	} else if err := c.writer.Create(ctx, cfg); err != nil {
 		return fmt.Errorf("creating MutatingWebhookConfiguration %s: %w", MeshWebhookConfiguration, err)
 	}
-	c.log.Info("configured the mesh webhook", "name", MeshWebhookConfiguration, "apis", meshwatch.Names(apis))
+	c.log.Info("configured the mesh webhook", "name", MeshWebhookConfiguration, "apis", meshwatch.Names(apis), "ingressNginxConfigMaps", refs)
 	return nil
 }
 
