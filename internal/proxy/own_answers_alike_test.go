@@ -65,6 +65,8 @@ func ownCases(self, gone, backend string) []ownCase {
 		{name: "400 no host", req: "GET /ok HTTP/1.0\r\n\r\n", want: ownAnswer(400, "Bad Request", "retrycap-proxy: request has no host\n", true)},
 		{name: "400 CONNECT target without a port", req: "CONNECT backend HTTP/1.1\r\nHost: backend\r\n\r\n",
 			want: ownAnswer(400, "Bad Request", "retrycap-proxy: CONNECT target must be HOST:PORT, got \"backend\"\n", false)},
+		{name: "400 CONNECT target without a port, long", req: "CONNECT " + strings.Repeat("a", 100) + " HTTP/1.1\r\nHost: a\r\n\r\n",
+			want: ownAnswer(400, "Bad Request", "retrycap-proxy: CONNECT target must be HOST:PORT, got \""+strings.Repeat("a", 64)+"\"...\n", false)},
 		// 408, 413, 431: the limits.
 		{name: "408 head cut off", req: "GET http://backend/ok HTTP/1.1\r\nHost: back",
 			want: ownAnswer(408, "Request Timeout", "retrycap-proxy: request timeout: request head not received within --http-request-timeout\n", true)},
@@ -76,7 +78,7 @@ func ownCases(self, gone, backend string) []ownCase {
 			want: ownAnswer(431, "Request Header Fields Too Large", "retrycap-proxy: request header too large\n", true)},
 		// 505, 508s.
 		{name: "505 HTTP/3.0", req: "GET http://backend/ok HTTP/3.0\r\nHost: backend\r\n\r\n",
-			want: ownAnswer(505, "HTTP Version Not Supported", "retrycap-proxy: HTTP version not supported: HTTP/3.0\n", true)},
+			want: ownAnswer(505, "HTTP Version Not Supported", "retrycap-proxy: HTTP version not supported: \"HTTP/3.0\"\n", true)},
 		{name: "508 request to the proxy itself", req: "GET /ok HTTP/1.1\r\nHost: " + self + "\r\n\r\n",
 			want: ownAnswer(508, "Loop Detected", "retrycap-proxy: request addressed to the proxy itself ("+self+"): loop refused; send requests for upstreams through HTTP_PROXY in absolute form\n", false)},
 		{name: "508 an upstream resolving to the proxy", req: "GET http://localhost:" + selfPort + "/ok HTTP/1.1\r\nHost: localhost:" + selfPort + "\r\n\r\n",

@@ -263,7 +263,7 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	case forward.VersionAs11:
 		ctx.Request.Header.SetProtocol("HTTP/1.1")
 	case forward.VersionUnsupported:
-		forward.SetOwnAnswer(&ctx.Response, fasthttp.StatusHTTPVersionNotSupported, "retrycap-proxy: HTTP version not supported: "+string(ctx.Request.Header.Protocol())+"\n", true)
+		forward.SetOwnAnswer(&ctx.Response, fasthttp.StatusHTTPVersionNotSupported, "retrycap-proxy: HTTP version not supported: "+forward.QuoteValue(ctx.Request.Header.Protocol())+"\n", true)
 		return
 	}
 	if ctx.IsConnect() {
