@@ -219,7 +219,9 @@ func TestOwnAnswersAlikeLimits(t *testing.T) {
 		"--breaker-failures", "2", "--budget-percent", "0", "--budget-min-per-second", "0", "--per-try-timeout", "100ms"}
 	loop := startProxy(t, append([]string{"--engine", "loop"}, flags...)...)
 	gor := startProxy(t, append([]string{"--engine", "goroutine"}, flags...)...)
-	closing := func(answer string) string { return strings.Replace(answer, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1) }
+	closing := func(answer string) string {
+		return strings.Replace(answer, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+	}
 	const get = "GET http://gone/ok HTTP/1.1\r\nHost: gone\r\nConnection: close\r\n\r\n"
 	refused := "last failed with connect-failure (dial: dial tcp " + gone + ": connect: connection refused)"
 	cases := []ownCase{
