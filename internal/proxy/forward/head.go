@@ -4,7 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"strconv"
+
+	"github.com/valyala/fasthttp"
 )
 
 // The part of reading a request head that comes before fasthttp's parser,
@@ -203,12 +204,10 @@ func TransferEncodingFields(head []byte) int {
 }
 
 // MalformedAnswer is the answer to a head the proxy does not read, byte for
-// byte on either engine: 400, no Date (as the loop writes its own answers),
-// and the close (what follows the head cannot be framed).
+// byte on either engine (OwnAnswer): 400, and the close (what follows the
+// head cannot be framed).
 func MalformedAnswer(why string) []byte {
-	msg := "retrycap-proxy: malformed request: " + why + "\n"
-	return []byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
-		strconv.Itoa(len(msg)) + "\r\nConnection: close\r\n\r\n" + msg)
+	return OwnAnswer(fasthttp.StatusBadRequest, MalformedBody(why), true)
 }
 
 // HeadParser feeds a head held in memory to fasthttp's header parsers,

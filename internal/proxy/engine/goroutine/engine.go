@@ -263,8 +263,7 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	case forward.VersionAs11:
 		ctx.Request.Header.SetProtocol("HTTP/1.1")
 	case forward.VersionUnsupported:
-		ctx.Error("retrycap-proxy: HTTP version not supported: "+string(ctx.Request.Header.Protocol())+"\n", fasthttp.StatusHTTPVersionNotSupported)
-		ctx.SetConnectionClose()
+		forward.SetOwnAnswer(&ctx.Response, fasthttp.StatusHTTPVersionNotSupported, "retrycap-proxy: HTTP version not supported: "+forward.QuoteValue(ctx.Request.Header.Protocol())+"\n", true)
 		return
 	}
 	if ctx.IsConnect() {
@@ -282,14 +281,14 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		// A request addressed to the proxy itself (origin-form, or an app
 		// whose NO_PROXY misses the loopback) would be forwarded to itself
 		// until every connection is used up.
-		ctx.Error("retrycap-proxy: request addressed to the proxy itself ("+string(hostPort)+"): loop refused; send requests for upstreams through HTTP_PROXY in absolute form", fasthttp.StatusLoopDetected)
+		refuse(ctx, fasthttp.StatusLoopDetected, "retrycap-proxy: request addressed to the proxy itself ("+string(hostPort)+"): loop refused; send requests for upstreams through HTTP_PROXY in absolute form\n")
 		e.f.Unknown.M.Code(fasthttp.StatusLoopDetected)
 		return
 	}
 	if up != nil && e.f.IsSelf([]byte(e.f.TargetOf(up, hostPort))) {
 		// A known upstream that resolves to the proxy's own address
 		// (--upstreams localhost=2 with the proxy's port, or a --resolve).
-		ctx.Error(forward.SelfLoopBody("upstream "+up.Name+" ("+e.f.TargetOf(up, hostPort)+")"), fasthttp.StatusLoopDetected)
+		refuse(ctx, fasthttp.StatusLoopDetected, forward.SelfLoopBody("upstream "+up.Name+" ("+e.f.TargetOf(up, hostPort)+")"))
 		up.M.Code(fasthttp.StatusLoopDetected)
 		return
 	}
@@ -310,25 +309,29 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// refuse answers a request the proxy refuses with code and body, as the
-// loop writes its own refusals (its 408s, forward.MalformedAnswer): no
-// Date. ctx.Error would reset the answer, and with it the server's
-// NoDefaultDate: the 400 to a request without a host, the 408, 413 and 431
-// carried a Date the loop's answers have not.
+// refuse answers a request the proxy refuses with code and body, its own
+// answer (forward.SetOwnAnswer: the loop's bytes, no Date). ctx.Error
+// would reset the answer, and with it the server's NoDefaultDate: the 400
+// to a request without a host, the 408, 413, 431, 505, the 508s and the
+// CONNECT and upgrade refusals carried a Date the loop's answers have not.
+// The response must be the one the server prepared (Engine.refuseReset
+// for one an upstream's answer was read into).
 func refuse(ctx *fasthttp.RequestCtx, code int, body string) {
-	ctx.SetStatusCode(code)
-	ctx.SetContentType("text/plain; charset=utf-8")
-	ctx.SetBodyString(body)
+	forward.SetOwnAnswer(&ctx.Response, code, body, false)
+}
+
+// refuseReset is refuse on a response an upstream's answer was read into:
+// reset, the server's header template (NoDefaultDate) copied back first.
+func (e *Engine) refuseReset(ctx *fasthttp.RequestCtx, code int, body string) {
+	ctx.Response.Reset()
+	e.transport.answer.CopyTo(&ctx.Response.Header)
+	refuse(ctx, code, body)
 }
 
 // refuseParsed answers a parsed head the proxy does not read as the loop
-// does (forward.MalformedAnswer: no Date; ctx.Error would reset the answer
-// and with it the server's NoDefaultDate), and closes the connection.
+// does (forward.MalformedAnswer), and closes the connection.
 func refuseParsed(ctx *fasthttp.RequestCtx, why string) {
-	ctx.SetStatusCode(fasthttp.StatusBadRequest)
-	ctx.SetContentType("text/plain; charset=utf-8")
-	ctx.SetBodyString("retrycap-proxy: malformed request: " + why + "\n")
-	ctx.SetConnectionClose()
+	forward.SetOwnAnswer(&ctx.Response, fasthttp.StatusBadRequest, forward.MalformedBody(why), true)
 }
 
 // forward runs one call on the connection's goroutine: the attempt loop of

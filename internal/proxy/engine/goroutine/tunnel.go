@@ -18,7 +18,7 @@ import (
 func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 	target := string(ctx.Request.Header.RequestURI())
 	if _, _, err := net.SplitHostPort(target); err != nil {
-		ctx.Error("retrycap-proxy: CONNECT target must be HOST:PORT", fasthttp.StatusBadRequest)
+		refuse(ctx, fasthttp.StatusBadRequest, "retrycap-proxy: CONNECT target must be HOST:PORT, got "+forward.QuoteValue(ctx.Request.Header.RequestURI())+"\n")
 		return
 	}
 	addr := e.f.ResolveAddr(target)
@@ -35,7 +35,8 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 		}
 		up, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
 		if err != nil {
-			_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			// Why, as every own answer says it (it had no body).
+			_, _ = c.Write(forward.OwnAnswer(fasthttp.StatusBadGateway, "retrycap-proxy: CONNECT "+target+": "+err.Error()+"\n", true))
 			return
 		}
 		defer up.Close()
@@ -80,7 +81,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	perTry := e.f.Cfg.PerTryTimeout
 	u, err := net.DialTimeout("tcp", addr, perTry)
 	if err != nil {
-		ctx.Error("retrycap-proxy: upgrade: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		refuse(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: "+err.Error()+"\n")
 		return
 	}
 	_ = u.SetDeadline(time.Now().Add(perTry))
@@ -89,7 +90,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	_, _ = w.Write(body)
 	if err := w.Flush(); err != nil {
 		_ = u.Close()
-		ctx.Error("retrycap-proxy: upgrade: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		refuse(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: "+err.Error()+"\n")
 		return
 	}
 	br := bufio.NewReaderSize(u, 8192)
@@ -98,11 +99,17 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	for n := 0; ; n++ {
 		raw, err = readHead(br, raw[:0], forward.MaxResponseHead)
 		if err == nil {
+			// What the exchange refuses in an answer head (a bare LF, a
+			// field name with a blank), refused here too: passed on as it
+			// came, "Bad Name: x" reached the client of a refused upgrade.
+			_, err = forward.CheckAnswerHead(raw)
+		}
+		if err == nil {
 			st, err = statusOf(raw)
 		}
 		if err != nil {
 			_ = u.Close()
-			ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+			refuse(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: bad answer from the upstream: "+err.Error()+"\n")
 			return
 		}
 		if st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
@@ -128,16 +135,16 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	resp := &ctx.Response
 	e.transport.answer.CopyTo(&resp.Header)
 	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
-		resp.Reset()
 		// In the proxy's words: fasthttp's quotes the upstream's bytes.
-		ctx.Error("retrycap-proxy: upgrade: bad answer from the upstream: "+forward.AnswerParseError(err, raw).Error()+"\n", fasthttp.StatusBadGateway)
+		e.refuseReset(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: bad answer from the upstream: "+forward.AnswerParseError(err, raw).Error()+"\n")
 		return
 	}
 	if req.Header.IsHead() || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
 		resp.SkipBody = true
 	} else if err := resp.ReadBody(br, forward.MaxRequestBody); err != nil {
-		resp.Reset()
-		ctx.Error("retrycap-proxy: upgrade: reading the answer: "+err.Error()+"\n", fasthttp.StatusBadGateway)
+		// In the proxy's words where fasthttp's parser refused the body
+		// (its message may quote the upstream's bytes).
+		e.refuseReset(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: reading the answer: "+forward.Reason(err, err.Error())+"\n")
 		return
 	}
 	forward.StripResponse(&resp.Header, sc)

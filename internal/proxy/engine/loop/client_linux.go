@@ -6,8 +6,8 @@ import (
 	"bytes"
 	"errors"
 	"net"
-	"strconv"
 
+	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
@@ -455,16 +455,12 @@ func (c *cliConn) timedOut(kind string) {
 	c.close()
 }
 
-// The 408 answers, written whole (a socket with nothing queued takes them).
+// The 408 answers, written whole (a socket with nothing queued takes them),
+// the proxy's own answers' form (forward.OwnAnswer).
 var (
-	timeoutHead = timeoutAnswer("retrycap-proxy: request timeout: request head not received within --http-request-timeout\n")
-	timeoutBody = timeoutAnswer("retrycap-proxy: request timeout: request body not received within --client-timeout\n")
+	timeoutHead = forward.OwnAnswer(fasthttp.StatusRequestTimeout, "retrycap-proxy: request timeout: request head not received within --http-request-timeout\n", true)
+	timeoutBody = forward.OwnAnswer(fasthttp.StatusRequestTimeout, "retrycap-proxy: request timeout: request body not received within --client-timeout\n", true)
 )
-
-func timeoutAnswer(body string) []byte {
-	return []byte("HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
-		strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body)
-}
 
 // close closes the connection; a call in flight is abandoned (its upstream
 // connection closed, its timers cancelled).

@@ -1,0 +1,67 @@
+package forward
+
+import (
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The proxy's own answers outside an exchange (a request it refuses or
+// cannot carry: 400, 408, 413, 431, 505, 508, a CONNECT's or an upgrade's
+// 502) have one form on both engines: the status line, Content-Type
+// text/plain; charset=utf-8, Content-Length, Connection: close when the
+// connection ends with it, and a body "retrycap-proxy: ...\n". No Date:
+// the event loop writes them whole (OwnAnswer), the goroutine engine's
+// server from the response it prepared (SetOwnAnswer), whose NoDefaultDate
+// fasthttp's ctx.Error would reset (the 505, 508s and the CONNECT and
+// upgrade refusals carried a Date the others have not). The exchange's
+// answers (a call that failed or was refused: 502, 503, 504) are the
+// exchange's, with the proxy's Date.
+
+// OwnAnswer is the proxy's own answer with status code and body (one
+// ending in "\n"), byte for byte as the goroutine engine's server writes
+// SetOwnAnswer's; closes adds Connection: close.
+func OwnAnswer(code int, body string, closes bool) []byte {
+	b := make([]byte, 0, 128+len(body))
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	b = append(b, fasthttp.StatusMessage(code)...)
+	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	if closes {
+		b = append(b, "\r\nConnection: close"...)
+	}
+	b = append(b, "\r\n\r\n"...)
+	return append(b, body...)
+}
+
+// SetOwnAnswer makes resp the proxy's own answer with code and body, for a
+// server that writes resp (the goroutine engine): the bytes OwnAnswer
+// writes, provided resp's header is the one the server prepared (its
+// NoDefaultDate: resp.Reset clears it; copy the server's template back).
+// closes closes the connection after it.
+func SetOwnAnswer(resp *fasthttp.Response, code int, body string, closes bool) {
+	resp.SetStatusCode(code)
+	resp.Header.SetContentType("text/plain; charset=utf-8")
+	resp.SetBodyString(body)
+	if closes {
+		resp.SetConnectionClose()
+	}
+}
+
+// MalformedBody is the body of the 400 to a head the proxy does not read.
+func MalformedBody(why string) string { return "retrycap-proxy: malformed request: " + why + "\n" }
+
+// maxQuoted bounds a value an answer names (QuoteValue).
+const maxQuoted = 64
+
+// QuoteValue is a value a client sent, as an answer names it: quoted, its
+// control bytes escaped (a refusal never reflects raw bytes), at most
+// maxQuoted bytes of it ("..." after the quote when it was longer).
+func QuoteValue(v []byte) string {
+	if len(v) > maxQuoted {
+		return strconv.Quote(string(v[:maxQuoted])) + "..."
+	}
+	return strconv.Quote(string(v))
+}
