@@ -4,8 +4,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -28,6 +30,12 @@ func TestDecideMeshMembership(t *testing.T) {
 	const over9 = `RetryPolicy bookinfo/bookinfo: Namespace bookinfo metadata.labels["istio-injection"]: unset -> "enabled" makes productpage -x3-> reviews -x3-> ratings = 9 > cap 4`
 	ambient := namespaceYAML(`, labels: {istio.io/dataplane-mode: ambient}`)
 	const overWaypoint = `RetryPolicy bookinfo/bookinfo: Service bookinfo/reviews metadata.labels["istio.io/use-waypoint"]: unset -> "waypoint" makes productpage -x3-> reviews -x1-> ratings = 3 > cap 2`
+	linkerdNS := namespaceYAML(`, annotations: {linkerd.io/inject: enabled}`)
+	linkerdSvc := func(response string) string {
+		return serviceYAML("ratings", `, annotations: {retry.linkerd.io/limit: "1", timeout.linkerd.io/response: `+response+`}`)
+	}
+	slow := timedMeshPolicy(100, v1alpha1.EnforcementReject, 20*time.Second)
+	slow.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: time.Minute} // bounds no hop: the mesh's timeouts do
 	for _, tc := range []struct {
 		name        string
 		cluster     []string
@@ -101,6 +109,14 @@ func TestDecideMeshMembership(t *testing.T) {
 			policies: []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 2, v1alpha1.EnforcementReject)},
 			object:   serviceYAML("reviews", `, labels: {istio.io/use-waypoint: none}`), old: serviceYAML("reviews", `, labels: {istio.io/use-waypoint: waypoint}`),
 			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "a Service's Linkerd response timeout raised: judged against maxTimeToAnswer", cluster: []string{linkerdNS, linkerdSvc("1s")},
+			policies: []*v1alpha1.RetryPolicy{slow},
+			object:   linkerdSvc("15s"), old: linkerdSvc("1s"),
+			// 2 tries of up to 15 s each on reviews -> ratings.
+			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/ratings metadata.annotations["timeout.linkerd.io/response"]: "1s" -> "15s" makes ` +
+				"productpage 30.025s -> reviews 30.025s -> ratings ? = 30.025s > maxTimeToAnswer 20s"},
 		},
 		{
 			name: "a bad Linkerd annotation names the Service, the field and the value", cluster: []string{namespaceYAML("")},
