@@ -22,7 +22,9 @@ import (
 // webhook membership.mesh.retrycap.dev of retrycap-mesh, whose match condition passes only a
 // write that changes one of the keys internal/mesh reads. Before, `kubectl label namespace
 // member istio-injection=enabled` was admitted with a cap-4 policy's chain at 9 (the status
-// counted it at the next reconcile), while the same raise through a VirtualService was refused.
+// counted it at the next reconcile), while the same raise through a VirtualService was refused:
+// without the webhook in retrycap-mesh, the first dry run below stays admitted ("") until the
+// Eventually times out.
 func meshGateMembership(t *testing.T, op *operatortest.Operator) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
