@@ -3,7 +3,8 @@
 // object only multiplies the tries on the edges into the Service it configures.
 //
 // A Set holds the mesh objects of one cluster or one manifest set: Namespaces (mesh membership
-// labels and annotations), Services (Linkerd retry annotations), the ConfigMap istio-system/istio
+// labels and annotations), Services (waypoint labels, Linkerd retry annotations; the keys of
+// both kinds it reads are NamespaceKeys and ServiceKeys, membership.go), the ConfigMap istio-system/istio
 // and a revision's istio-system/istio-<rev> (MeshConfig defaultHttpRetryPolicy: the most of
 // them, revisions.go), Istio VirtualServices, Gateway API HTTPRoutes and
 // GRPCRoutes, Linkerd's own HTTPRoutes and ServiceProfiles, Envoy Gateway

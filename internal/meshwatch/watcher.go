@@ -220,8 +220,7 @@ func (w *Watcher) Recheck(ctx context.Context) error {
 	if changed || w.apis.Load() == nil {
 		w.mu.Lock()
 		w.apis.Store(&apis)
-		w.istio = slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio })
-		w.linkerd = slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Linkerd })
+		w.istio, w.linkerd = HasMeshes(apis)
 		w.rebuild()
 		w.mu.Unlock()
 		if len(apis) == 0 {
@@ -389,17 +388,7 @@ func (w *Watcher) apply(inf toolscache.SharedIndexInformer, oldObj, newObj any) 
 // add adds u to s; an object internal/mesh refuses (a negative attempts) is logged, naming the
 // object, the field and the value, and left out: it adds no layer. Call with w.mu held.
 func (w *Watcher) add(s *mesh.Set, u *unstructured.Unstructured) {
-	switch {
-	case u.GetKind() == "Namespace":
-		u = MembershipOf(u, w.istio, w.linkerd)
-	case u.GetKind() == "Service":
-		if !w.linkerd {
-			u = WithoutLinkerdRetries(u)
-		}
-		if !w.istio {
-			u = withoutLabels(u, waypointLabels)
-		}
-	}
+	u = ForMeshes(u, w.istio, w.linkerd)
 	if isNginxWorkload(groupOf(u), u.GetKind()) {
 		// An ingress-nginx controller, maybe (ingressnginx.go): not a mesh object of its own.
 		js, err := u.MarshalJSON()
@@ -454,4 +443,29 @@ func (w *Watcher) notify(a Affected) {
 
 func groupOf(u *unstructured.Unstructured) string {
 	return u.GroupVersionKind().Group
+}
+
+// ForMeshes is a Namespace or a Service with only the labels and annotations of the meshes the
+// cluster has (istio, linkerd: a mesh API of theirs is read), as the Set holds it: the mesh
+// gate judges an incoming one the same way. Any other object is returned as is; u is not modified.
+func ForMeshes(u *unstructured.Unstructured, istio, linkerd bool) *unstructured.Unstructured {
+	switch u.GetKind() {
+	case "Namespace":
+		return MembershipOf(u, istio, linkerd)
+	case "Service":
+		if !linkerd {
+			u = WithoutLinkerdRetries(u)
+		}
+		if !istio {
+			u = withoutLabels(u, waypointLabels)
+		}
+	}
+	return u
+}
+
+// HasMeshes reports whether apis hold an Istio API and a Linkerd one (ForMeshes's istio, linkerd).
+func HasMeshes(apis []API) (istio, linkerd bool) {
+	istio = slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio })
+	linkerd = slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Linkerd })
+	return istio, linkerd
 }

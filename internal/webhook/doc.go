@@ -5,7 +5,9 @@
 //     VirtualServices, Gateway API routes, Linkerd ServiceProfiles and HTTPRoutes, ..., judged
 //     against both policy kinds; DecideMesh, over gate.Enforce; mesh_handler*.go; and the
 //     ConfigMaps whose retries it counts, Istio's MeshConfigs and ingress-nginx's controller
-//     ConfigMaps: DecideMeshConfigMap, mesh_configmap.go),
+//     ConfigMaps: DecideMeshConfigMap, mesh_configmap.go; and at MeshMembershipPath the
+//     Namespace and Service labels and annotations that put workloads into a layer:
+//     DecideMeshMembership, mesh_membership.go),
 //   - the RetryPolicy validator (PolicyValidatorPath: what CEL in the CRD cannot check),
 //   - the ClusterRetryPolicy validator (ClusterPolicyValidatorPath),
 //   - the pod injector (PodInjectorPath; the decision is internal/inject's Decide).
@@ -18,5 +20,7 @@
 // the tests exercise the shipped configuration. The mesh gate's configuration
 // (MeshWebhookConfiguration, from MeshWebhook) the manager writes itself, with rules for the
 // mesh APIs the cluster serves only, and rewrites as they change; its ConfigMap webhook
-// (MeshConfigMapWebhook) has a match condition naming exactly the ConfigMaps the watcher reads.
+// (MeshConfigMapWebhook) has a match condition naming exactly the ConfigMaps the watcher reads,
+// its membership webhook (MeshMembershipWebhook) one passing only a change of a key
+// mesh.NamespaceKeys or mesh.ServiceKeys lists.
 package webhook

@@ -71,6 +71,7 @@ func TestGateMeshLayers(t *testing.T) {
 	g.Expect(c.Create(ctx, exportedVirtualService(3))).To(Succeed())
 
 	t.Run("the ConfigMaps whose retries the manager counts are judged", func(t *testing.T) { meshGateConfigMaps(t, op) })
+	t.Run("membership labels of Namespaces and Services are judged", func(t *testing.T) { meshGateMembership(t, op) })
 	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
 	t.Run("a raised mesh timeout is judged against maxTimeToAnswer", func(t *testing.T) { meshGateTimeoutRaise(t, op) })
 	t.Run("every route to an entrypoint is lowered at once", func(t *testing.T) { meshGateEntryRoutes(t, op) })

@@ -71,7 +71,7 @@ func meshGateConfigMaps(t *testing.T, op *operatortest.Operator) {
 	g.Eventually(configMapHook(op)).Should(Equal(istioCond + ` || (request.namespace + '/' + request.name) in ["ingress-nginx/ingress-nginx-controller"]`))
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).To(Succeed())
-	g.Expect(cfg.Webhooks).To(HaveLen(2))
+	g.Expect(cfg.Webhooks).To(HaveLen(3)) // mesh, configmaps, membership (mesh_membership.go)
 	hook := cfg.Webhooks[1]
 	g.Expect(*hook.FailurePolicy).To(Equal(admissionregistrationv1.Ignore))
 	g.Expect(hook.Rules).To(HaveLen(1))

@@ -331,6 +331,11 @@ func (c *meshConfigurer) Sync(ctx context.Context) error {
 	if cm, ok := MeshConfigMapWebhook(apis, refs, meshHook); ok {
 		want = append(want, cm) // mesh_configmap.go
 	}
+	member, err := MeshMembershipWebhook(apis, gateHook) // mesh_membership.go
+	if err != nil {
+		return err
+	}
+	want = append(want, member)
 	// Owned by the gate's configuration: uninstalling retrycap (which deletes that one) lets the
 	// garbage collector delete this one, which no installer knows of.
 	ref := metav1.OwnerReference{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration", Name: owner.Name, UID: owner.UID}
@@ -389,21 +394,9 @@ func (c *meshConfigurer) gateWebhook(ctx context.Context) (*admissionregistratio
 // installer's, so it outlives an uninstalled manager until deleted, and must never block mesh
 // changes then; the controller still reports any chain over its cap in the policies' status.
 func MeshWebhook(apis []meshwatch.API, gateHook admissionregistrationv1.MutatingWebhook) (admissionregistrationv1.MutatingWebhook, error) {
-	cc := *gateHook.ClientConfig.DeepCopy()
-	switch {
-	case cc.Service != nil:
-		p := MeshPath
-		cc.Service.Path = &p
-	case cc.URL != nil:
-		u, err := url.Parse(*cc.URL)
-		if err != nil {
-			return admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("webhook %s clientConfig.url %q: %w", GateWebhookName, *cc.URL, err)
-		}
-		u.Path = MeshPath
-		s := u.String()
-		cc.URL = &s
-	default:
-		return admissionregistrationv1.MutatingWebhook{}, fmt.Errorf("webhook %s has neither clientConfig.service nor clientConfig.url", GateWebhookName)
+	cc, err := clientConfigAt(gateHook, MeshPath)
+	if err != nil {
+		return admissionregistrationv1.MutatingWebhook{}, err
 	}
 	byGroup := map[string][]string{}
 	var groups []string
@@ -451,4 +444,24 @@ func MeshWebhook(apis []meshwatch.API, gateHook admissionregistrationv1.Mutating
 		TimeoutSeconds:     &timeout,
 		ReinvocationPolicy: &never,
 	}, nil
+}
+
+// clientConfigAt is gateHook's clientConfig (its Service or URL, its CA bundle) with path.
+func clientConfigAt(gateHook admissionregistrationv1.MutatingWebhook, path string) (admissionregistrationv1.WebhookClientConfig, error) {
+	cc := *gateHook.ClientConfig.DeepCopy()
+	switch {
+	case cc.Service != nil:
+		cc.Service.Path = &path
+	case cc.URL != nil:
+		u, err := url.Parse(*cc.URL)
+		if err != nil {
+			return cc, fmt.Errorf("webhook %s clientConfig.url %q: %w", GateWebhookName, *cc.URL, err)
+		}
+		u.Path = path
+		s := u.String()
+		cc.URL = &s
+	default:
+		return cc, fmt.Errorf("webhook %s has neither clientConfig.service nor clientConfig.url", GateWebhookName)
+	}
+	return cc, nil
 }

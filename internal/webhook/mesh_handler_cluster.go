@@ -25,9 +25,13 @@ func (g *MeshGate) clusterPolicies(ctx context.Context, ns string, bears MeshBea
 	// As the workload gate: a namespace created a moment ago with the object (kubectl apply of
 	// both) may not have reached the index, and judging without its labels would let the object
 	// past the cluster policies.
-	wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
-	indexed := indexedNamespace(wctx, g.index, ns)
-	cancel()
+	// ns "": a Namespace being created (mesh_membership.go), which no scope can hold yet.
+	indexed := ns == ""
+	if !indexed {
+		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
+		indexed = indexedNamespace(wctx, g.index, ns)
+		cancel()
+	}
 	if !indexed {
 		return nil, fmt.Errorf("retrycap mesh gate: namespace %s is not in the manager's cache yet (its labels decide which ClusterRetryPolicies apply); retry shortly", ns)
 	}

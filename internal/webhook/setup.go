@@ -109,6 +109,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	if o.Mesh != nil {
 		mg = &MeshGate{policies: mgr.GetClient(), index: index, mesh: o.Mesh, skip: skip, log: log.WithName("mesh")}
 		mgr.GetWebhookServer().Register(MeshPath, &webhook.Admission{Handler: mg})
+		mgr.GetWebhookServer().Register(MeshMembershipPath, &webhook.Admission{Handler: &MeshMembershipGate{mg}}) // mesh_membership.go
 		c := &meshConfigurer{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), mesh: o.Mesh, log: log.WithName("mesh"), kick: make(chan struct{}, 1)}
 		if err := mgr.Add(c); err != nil {
 			return nil, fmt.Errorf("adding the mesh webhook's configuration to the manager: %w", err)
