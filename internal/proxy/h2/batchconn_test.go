@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -290,6 +291,55 @@ func BenchmarkBatchConnFlush(b *testing.B) {
 			c.mu.Unlock()
 			if mode == "writer" && inl != 0 || mode == "inline" && inl == 0 {
 				b.Fatalf("%s: %d bytes written by Flush itself", mode, inl)
+			}
+		})
+	}
+}
+
+// flushDirty with more dirty connections than inlineConns writes them
+// itself when there is one P (their writers would only run one after
+// the other on it, each behind whatever else is runnable), and leaves
+// them to their writers when another P may run those side by side.
+// Before, with one P too, every byte went through the writers (inlined
+// 0 for each of the 8 connections).
+func TestFlushDirtyInlineWithOneP(t *testing.T) {
+	for _, tc := range []struct {
+		procs   int
+		inlined int64
+	}{{1, 100}, {2, 0}} {
+		t.Run("GOMAXPROCS="+strconv.Itoa(tc.procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
+			h := &Handler{}
+			h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
+			defer h.dtimer.Stop()
+			const conns = inlineConns + 4
+			cs := make([]*batchConn, conns)
+			peers := make([]net.Conn, conns)
+			for i := range cs {
+				a, b := tcpPair(t)
+				cs[i], peers[i] = newBatchConn(h, a), b
+				t.Cleanup(func() { _ = cs[i].Close() })
+				msg := []byte(strconv.Itoa(i) + " " + string(bytes.Repeat([]byte("x"), 98)))[:100]
+				if _, err := cs[i].Write(msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.flushDirty()
+			for i, c := range cs {
+				c.mu.Lock()
+				inl := c.inlined
+				c.mu.Unlock()
+				if inl != tc.inlined {
+					t.Errorf("conn %d: %d bytes written by flushDirty itself, want %d", i, inl, tc.inlined)
+				}
+				got := make([]byte, 100)
+				if _, err := io.ReadFull(peers[i], got); err != nil {
+					t.Fatalf("conn %d: %v", i, err)
+				}
+				want := []byte(strconv.Itoa(i) + " " + string(bytes.Repeat([]byte("x"), 98)))[:100]
+				if !bytes.Equal(got, want) {
+					t.Fatalf("conn %d: peer read %q, want %q", i, got, want)
+				}
 			}
 		})
 	}
