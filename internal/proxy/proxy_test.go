@@ -84,7 +84,15 @@ var testEngine = flag.String("engine", "loop", "retrycap-proxy --engine for in-p
 // test, a benchmark or a fuzz target).
 func startProxy(t testing.TB, args ...string) *Proxy {
 	t.Helper()
-	base := []string{"--engine", testEngineFor(t), "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--backoff-base", "1ms", "--backoff-max", "5ms",
+	return startProxyOn(t, testEngineFor(t), args...)
+}
+
+// startProxyOn is startProxy on the given engine: a test that names its
+// engine does not read the -engine flag, so the -engine=goroutine run
+// (EngineRun) need not repeat it.
+func startProxyOn(t testing.TB, engine string, args ...string) *Proxy {
+	t.Helper()
+	base := []string{"--engine", engine, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--backoff-base", "1ms", "--backoff-max", "5ms",
 		"--per-try-timeout", "2s", "--breaker-failures", "0", "--budget-percent", "100", "--budget-min-per-second", "1000"}
 	cfg, err := ParseFlags(append(base, args...), io.Discard)
 	if err != nil {
