@@ -73,7 +73,8 @@ prometheus-bin: ## Build (or find in the cache) the Prometheus server pinned in 
 .PHONY: test
 test: verify-fmt verify-generated vet lint kube-bins helm-bin prometheus-bin node-bins python-deps ## Run every check and every test (unit, envtest, e2e, the e2e on a real node).
 	$(KUBEBUILDER_ASSETS_CMD) $(GO) test $(GO_TEST_FLAGS) ./...
-	# The proxy's tests once more on its other engine (--engine=goroutine).
+	# The proxy's tests once more on its other engine (--engine=goroutine): the tests that can
+	# reach the engine flag (TestMain lists them, internal/proxy/engineflag_test.go).
 	$(GO) test $(GO_TEST_FLAGS) ./internal/proxy -args -engine=goroutine
 	# The alerts and the Grafana dashboard against the metrics the code exports (a module of its
 	# own: Prometheus' would move the product's Kubernetes versions).

@@ -17,7 +17,7 @@ func TestAccessLogPerAttempt(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			be := newBackend(t, failFirst(2, 503))
 			path := filepath.Join(t.TempDir(), "access.log")
-			p := startProxy(t, "--engine", engine, "--service", "order", "--upstreams", "payment=3", "--chain-cap", "4",
+			p := startProxyOn(t, engine, "--service", "order", "--upstreams", "payment=3", "--chain-cap", "4",
 				"--resolve", "payment="+be.addr(), "--access-log", path)
 			resp := do(t, clientFor(p), "GET", "http://payment.shop:8080/charge?card=4242", map[string]string{
 				"Traceparent":     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",

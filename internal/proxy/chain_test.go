@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrycap/retrycap/internal/labapp"
+	"github.com/retrycap/retrycap/internal/proxy"
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
@@ -21,8 +22,12 @@ import (
 var proxyBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(labapp.RunTestsWithProxy(m, "../..", &proxyBin))
+	os.Exit(labapp.RunTestsWithProxy(runFunc(func() int { return proxy.EngineRun(m) }), "../..", &proxyBin))
 }
+
+type runFunc func() int
+
+func (f runFunc) Run() int { return f() }
 
 // chain is the storm topology: user -> client app -> [client proxy] ->
 // gateway app -> [gateway proxy] -> order app -> [order proxy] -> payment.

@@ -150,7 +150,7 @@ func TestClientGoneCutsUpstream(t *testing.T) {
 				return backoff || b.running.Load() == 0 && b.cancelled.Load() == n
 			})
 			proxytest.Eventually(t, "no call in flight", func() bool { return p.m.InFlight.Load() == 0 })
-			t.Logf("%s: %d clients gone; all their calls ended %v after", *testEngine, n, time.Since(start).Round(time.Millisecond))
+			t.Logf("%s: %d clients gone; all their calls ended %v after", testEngineFor(t), n, time.Since(start).Round(time.Millisecond))
 			if !backoff {
 				if got := b.cancelled.Load(); got != n {
 					t.Fatalf("%d handlers saw their request cancelled, want %d", got, n)

@@ -323,7 +323,7 @@ func (o curlOut) expect502(t *testing.T, what string) {
 // curlProxy is the sidecar of an app calling "backend": 3 attempts, a
 // chain cap of 4 (budgets 2, 1, 1), the default retry conditions.
 func curlProxy(t *testing.T, engine string, b *curlBackend, extra ...string) *Proxy {
-	return startProxy(t, append([]string{"--engine", engine, "--upstreams", "backend=3", "--resolve", "backend=" + b.addr(), "--chain-cap", "4"}, extra...)...)
+	return startProxyOn(t, engine, append([]string{"--upstreams", "backend=3", "--resolve", "backend=" + b.addr(), "--chain-cap", "4"}, extra...)...)
 }
 
 func writeFile(t *testing.T, data []byte) string {

@@ -59,7 +59,7 @@ func TestAdvCutBodyLogged(t *testing.T) {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				up := newStreamUpstream(t, tc.parts, tc.rst, "")
 				logPath := filepath.Join(t.TempDir(), "access.log")
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 					"--retry-on", "reset,timeout,503", "--access-log", logPath)
 				c := proxytest.Dial(t, p.Addr())
 				c.Send("POST http://backend/1 HTTP/1.1\r\nHost: backend\r\nContent-Length: 4\r\n\r\nbody")
@@ -112,7 +112,7 @@ func TestAdvCutBodyLoggedClient(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			up := newStreamUpstream(t, []string{chunkedHead + "5\r\nhello\r\n", "", "5\r\nworld\r\n0\r\n\r\n"}, false, "")
 			logPath := filepath.Join(t.TempDir(), "access.log")
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 				"--access-log", logPath)
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\n\r\n")

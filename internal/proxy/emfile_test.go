@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retrycap/retrycap/internal/labapp"
+	"github.com/retrycap/retrycap/internal/proxy"
 )
 
 // procCPU is a process's user+system CPU time, from /proc/PID/stat.
@@ -62,10 +62,7 @@ func metricValue(text, name string) float64 {
 // (/healthz, /metrics); once connections go, it accepts again. Before: the
 // goroutine engine exited, the loop engine spun writing ~500k lines/s.
 func TestDescriptorExhaustion(t *testing.T) {
-	engine := "loop"
-	if f := flag.Lookup("engine"); f != nil {
-		engine = f.Value.String()
-	}
+	engine := proxy.EngineFlag(t)
 	var hits []string
 	hitCh := make(chan string, 100)
 	backend := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -605,8 +605,8 @@ func TestEnginesAnswerAlikeRandom(t *testing.T) {
 		name string
 		p    *Proxy
 	}{
-		{"goroutine", startProxy(t, append([]string{"--engine", "goroutine"}, flags...)...)},
-		{"loop", startProxy(t, append([]string{"--engine", "loop"}, flags...)...)},
+		{"goroutine", startProxyOn(t, "goroutine", flags...)},
+		{"loop", startProxyOn(t, "loop", flags...)},
 	}
 
 	t.Cleanup(func() {

@@ -110,8 +110,8 @@ func TestEnginesAnswerAlike(t *testing.T) {
 	refused.Close()
 
 	flags := []string{"--upstreams", "backend=3,gone=2", "--resolve", "backend=" + backend + ",gone=" + refusedAddr, "--chain-cap", "4"}
-	loop := startProxy(t, append([]string{"--engine", "loop"}, flags...)...)
-	gor := startProxy(t, append([]string{"--engine", "goroutine"}, flags...)...)
+	loop := startProxyOn(t, "loop", flags...)
+	gor := startProxyOn(t, "goroutine", flags...)
 
 	cases := []struct {
 		name, req string

@@ -83,7 +83,7 @@ func TestH1AdvAnswerHeadNames(t *testing.T) {
 					return advAnswer{raw: advOK2}
 				})
 				logPath := filepath.Join(t.TempDir(), "access.log")
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 					"--retry-on", "reset,timeout,503", "--access-log", logPath)
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
@@ -151,7 +151,7 @@ func TestH1AdvHTTP10AnswerOwnVersion(t *testing.T) {
 			}
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				up := newAdvUpstream(t, script)
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
 				br := bufio.NewReader(io.TeeReader(c.C, &raw))
@@ -168,7 +168,7 @@ func TestH1AdvHTTP10AnswerOwnVersion(t *testing.T) {
 			// connection to the proxy reused for the next request.
 			t.Run(engine+"/"+tc.name+"/net-http client", func(t *testing.T) {
 				up := newAdvUpstream(t, script)
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 				proxyURL, err := url.Parse("http://" + p.Addr())
 				if err != nil {
 					t.Fatal(err)
@@ -212,7 +212,7 @@ func TestH1AdvRefusedUpgradeOwnVersion(t *testing.T) {
 				}
 				return advAnswer{raw: advOK2}
 			})
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 			c := proxytest.Dial(t, p.Addr())
 			var raw bytes.Buffer
 			br := bufio.NewReader(io.TeeReader(c.C, &raw))

@@ -56,7 +56,7 @@ func TestH1AdvRequestTarget(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3,other=3", "--resolve", "backend="+b.addr()+",other="+b.addr(), "--chain-cap", "4",
+		p := startProxyOn(t, engine, "--upstreams", "backend=3,other=3", "--resolve", "backend="+b.addr()+",other="+b.addr(), "--chain-cap", "4",
 			"--breaker-failures", "2", "--breaker-window", "1m", "--breaker-open-for", "1m")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestH1AdvChunkedRequestFraming(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				raw0, _ := b.received()

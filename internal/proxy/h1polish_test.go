@@ -38,7 +38,7 @@ func TestH1PolishBodilessFraming(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				raw0, _ := b.received()
@@ -95,7 +95,7 @@ func TestH1PolishOwnAnswers(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(),
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(),
 			"--http-request-timeout", "300ms", "--client-timeout", "300ms", "--keepalive-timeout", "300ms")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {

@@ -73,7 +73,7 @@ func TestH1SmuggleChunkBoundsAfterAnyRequest(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				raw0, _ := b.received()
@@ -102,7 +102,7 @@ func TestH1SmuggleUpgradeTunnelUnread(t *testing.T) {
 	for _, engine := range []string{"loop", "goroutine"} {
 		t.Run(engine, func(t *testing.T) {
 			b := newFrBackend(t, func(int, *http.Request, []byte) []byte { return []byte(switched) })
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 			c := proxytest.Dial(t, p.Addr())
 			if _, err := io.WriteString(c.C, up+tunnel); err != nil {
 				t.Fatal(err)
@@ -156,7 +156,7 @@ func TestH1SmuggleTraceNoBodyFraming(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				raw0, _ := b.received()
@@ -182,7 +182,7 @@ func TestH1SmuggleTraceNoBodyFraming(t *testing.T) {
 func TestH1SmuggleAudit(t *testing.T) {
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 		for _, tc := range smAuditCases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				raw0, _ := b.received()

@@ -202,7 +202,7 @@ func TestDrainCutIsTheProxys(t *testing.T) {
 			up := newStreamUpstream(t, []string{chunkedHead + "5\r\nhello\r\n", "", "0\r\n\r\n"}, false, "")
 			defer func() { close(up.hold); proxytest.Wait(t, up.ended, "the upstream's end") }()
 			logPath := filepath.Join(t.TempDir(), "access.log")
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(), "--access-log", logPath)
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(), "--access-log", logPath)
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\n\r\n")
 			got := make([]byte, len(chunkedHead)+len("5\r\nhello\r\n"))

@@ -149,7 +149,7 @@ func TestHeaderClassesBothEngines(t *testing.T) {
 		{"baggage raised: the entry's bound", []string{"Baggage: retrycap-deadline=90000"}, 4000, 5000},
 	}
 	for _, engine := range []string{"goroutine", "loop"} {
-		p := startProxy(t, append([]string{"--engine", engine}, flags...)...)
+		p := startProxyOn(t, engine, flags...)
 		for _, tc := range budgets {
 			resp := rawRequest(t, p.Addr(), "GET", "/fail", tc.lines, "")
 			var got []string
@@ -203,7 +203,7 @@ func TestIdempotencyKeyClassesBothEngines(t *testing.T) {
 	flags := []string{"--upstreams", "svc=3", "--resolve", "svc=" + rc.addr, "--entrypoint", "--chain-cap", "4"}
 	long := strings.Repeat("k", 10<<10)
 	for _, engine := range []string{"goroutine", "loop"} {
-		p := startProxy(t, append([]string{"--engine", engine}, flags...)...)
+		p := startProxyOn(t, engine, flags...)
 		k1, k2, k3 := "k1-"+engine, "k2-"+engine, "k3-"+engine
 		for _, tc := range []struct {
 			name      string

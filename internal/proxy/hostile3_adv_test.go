@@ -119,7 +119,7 @@ func TestAdv3HostileHeads(t *testing.T) {
 					return advAnswer{raw: advOK2}
 				})
 				logPath := filepath.Join(t.TempDir(), "access.log")
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 					"--retry-on", "reset,timeout,503", "--access-log", logPath)
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
@@ -272,7 +272,7 @@ func TestAdv3StreamedBodyCut(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				up := newStreamUpstream(t, tc.parts, tc.rst, "")
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 					"--retry-on", "reset,timeout,503")
 				c := proxytest.Dial(t, p.Addr())
 				c.Send("POST http://backend/1 HTTP/1.1\r\nHost: backend\r\nContent-Length: 4\r\n\r\nbody")
@@ -329,7 +329,7 @@ func TestAdv3StreamedBodyWhole(t *testing.T) {
 					}
 					return advAnswer{raw: advOK2}
 				})
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
 				br := bufio.NewReader(io.TeeReader(c.C, &raw))
@@ -370,7 +370,7 @@ func TestAdv3ChunkExtensionFlood(t *testing.T) {
 		} {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				up := newStreamUpstream(t, []string{tc.first}, false, tc.endless)
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 				c := proxytest.Dial(t, p.Addr())
 				_ = c.C.SetDeadline(time.Now().Add(proxytest.Bound))
 				start := time.Now()
@@ -433,7 +433,7 @@ func TestAdv3EarlyAnswerBodyNeverRead(t *testing.T) {
 				}
 			})
 			defer close(hold)
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String())
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String())
 			c := proxytest.Dial(t, p.Addr())
 			_ = c.C.SetDeadline(time.Now().Add(proxytest.Bound))
 			start := time.Now()
@@ -477,7 +477,7 @@ func TestAdv3HTTP10AnswerNotReused(t *testing.T) {
 					}
 					return advAnswer{raw: advOK2}
 				})
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 				c := proxytest.Dial(t, p.Addr())
 				c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\n\r\n")
 				c.Expect("GET", 200, "ok")

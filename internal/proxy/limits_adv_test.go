@@ -51,7 +51,7 @@ func TestAdvHeadLimits(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				ans := advToClose(t, p.Addr(), tc.req)
@@ -84,7 +84,7 @@ func TestAdvTinyChunks(t *testing.T) {
 	for _, engine := range []string{"loop", "goroutine"} {
 		t.Run(engine, func(t *testing.T) {
 			b := newFrBackend(t, nil)
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 			ans := frExchange(t, p.Addr(), "POST /a HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n"+w.String(), 1, "POST")
 			if ans != "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" {
 				t.Errorf("answer %q, want the upstream's ok", ans)
@@ -116,7 +116,7 @@ func TestAdvSlowloris(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(),
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(),
 			"--http-request-timeout", "1s", "--client-timeout", "1s")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {

@@ -36,7 +36,7 @@ func benchLoopRequests(b *testing.B, req []byte, args ...string) *Proxy {
 	b.Cleanup(func() { _ = srv.Shutdown() })
 	// The retry budget and breaker as deployed (their defaults), not the
 	// tests' permissive settings: this is the sidecar's path.
-	p := startProxy(b, append([]string{"--engine", "loop", "--upstreams", "backend=3", "--resolve", "backend=" + ln.Addr().String(), "--chain-cap", "4",
+	p := startProxyOn(b, "loop", append([]string{"--upstreams", "backend=3", "--resolve", "backend=" + ln.Addr().String(), "--chain-cap", "4",
 		"--breaker-failures", "50", "--budget-percent", "20", "--budget-min-per-second", "10"}, args...)...)
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {

@@ -1045,7 +1045,7 @@ func TestLoopEarlyAnswerBeforeRequestSent(t *testing.T) {
 // TestLoopConnectionsDealtOut: connections opened in a burst are dealt out
 // to the loops in turn, not kept by the loop that accepted them.
 func TestLoopConnectionsDealtOut(t *testing.T) {
-	if *testEngine != "loop" {
+	if testEngineFor(t) != "loop" {
 		t.Skip("the loops' own state")
 	}
 	b := newBackend(t, status(200))
@@ -1090,7 +1090,7 @@ func TestLoopConnectionsDealtOut(t *testing.T) {
 // still streaming from goroutines are cut too (client and upstream
 // connections closed), not left to their 60 s idle timeout.
 func TestLoopDrainDeadlineCutsStreams(t *testing.T) {
-	if *testEngine != "loop" {
+	if testEngineFor(t) != "loop" {
 		t.Skip("the loop's streamed answers")
 	}
 	gone := make(chan struct{}, 1)

@@ -356,9 +356,9 @@ func runOnceCell(t *testing.T, engine string, kind onceKind, shape onceShape, co
 		warm, perTry = 0, "500ms"
 	}
 	b := newOnceBackend(t, shape, warm)
-	args := append([]string{"--engine", engine, "--upstreams", "svc=3", "--resolve", "svc=" + b.ln.Addr().String() + ",other=" + b.ln.Addr().String(),
+	args := append([]string{"--upstreams", "svc=3", "--resolve", "svc=" + b.ln.Addr().String() + ",other=" + b.ln.Addr().String(),
 		"--retry-on", "connect-failure,reset,timeout,502,503,504", "--max-replay-bytes", strconv.Itoa(onceMaxReplay), "--per-try-timeout", perTry}, kind.flags...)
-	p := startProxy(t, args...)
+	p := startProxyOn(t, engine, args...)
 	clients := make([]*onceClient, conc)
 	for i := range clients {
 		c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)

@@ -75,14 +75,24 @@ func failFirst(k int64, code int) func(int64, http.ResponseWriter, *http.Request
 }
 
 // testEngine is the engine startProxy's proxies use: `make test` runs the
-// package once with each (go test ./internal/proxy -args -engine=goroutine).
+// package once with each (go test ./internal/proxy -args -engine=goroutine;
+// that run is limited to the tests that can reach this variable, see
+// EngineRun). Read it through testEngineFor(t).
 var testEngine = flag.String("engine", "loop", "retrycap-proxy --engine for in-process proxies: loop or goroutine")
 
 // startProxy runs an in-process proxy on loopback with fast backoff (for a
 // test, a benchmark or a fuzz target).
 func startProxy(t testing.TB, args ...string) *Proxy {
 	t.Helper()
-	base := []string{"--engine", *testEngine, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--backoff-base", "1ms", "--backoff-max", "5ms",
+	return startProxyOn(t, testEngineFor(t), args...)
+}
+
+// startProxyOn is startProxy on the given engine: a test that names its
+// engine does not read the -engine flag, so the -engine=goroutine run
+// (EngineRun) need not repeat it.
+func startProxyOn(t testing.TB, engine string, args ...string) *Proxy {
+	t.Helper()
+	base := []string{"--engine", engine, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--backoff-base", "1ms", "--backoff-max", "5ms",
 		"--per-try-timeout", "2s", "--breaker-failures", "0", "--budget-percent", "100", "--budget-min-per-second", "1000"}
 	cfg, err := ParseFlags(append(base, args...), io.Discard)
 	if err != nil {

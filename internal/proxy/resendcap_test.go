@@ -96,7 +96,7 @@ func runStaleCap(t *testing.T, engine, upstreams, warm, method, raw string) stal
 	t.Helper()
 	b := newRstBackend(t)
 	path := filepath.Join(t.TempDir(), "access.log")
-	p := startProxy(t, "--engine", engine, "--upstreams", upstreams, "--chain-cap", "4",
+	p := startProxyOn(t, engine, "--upstreams", upstreams, "--chain-cap", "4",
 		"--resolve", "svc="+b.ln.Addr().String(), "--access-log", path)
 	c := proxytest.Dial(t, p.Addr())
 	c.Send(warm)
@@ -228,7 +228,7 @@ func TestStaleResetNoBreakerFailure(t *testing.T) {
 		} {
 			t.Run(engine+"/"+tc.upstreams, func(t *testing.T) {
 				b := newRstBackend(t)
-				p := startProxy(t, "--engine", engine, "--upstreams", tc.upstreams, "--resolve", "svc="+b.ln.Addr().String(),
+				p := startProxyOn(t, engine, "--upstreams", tc.upstreams, "--resolve", "svc="+b.ln.Addr().String(),
 					"--breaker-failures", "1", "--breaker-open-for", "1m")
 				c := proxytest.Dial(t, p.Addr())
 				c.Send("GET http://svc/warm HTTP/1.1\r\nHost: svc\r\n\r\n")

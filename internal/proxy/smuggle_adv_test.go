@@ -116,7 +116,7 @@ func TestAdvRequestSmuggling(t *testing.T) {
 	}
 	for _, engine := range []string{"loop", "goroutine"} {
 		b := newFrBackend(t, nil)
-		p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+		p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
 		for _, tc := range cases {
 			t.Run(engine+"/"+tc.name, func(t *testing.T) {
 				raw0, _ := b.received()

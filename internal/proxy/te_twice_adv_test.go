@@ -37,7 +37,7 @@ func TestAdvTransferEncodingTwice(t *testing.T) {
 					}
 					return advAnswer{raw: advOK2}
 				})
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 					"--retry-on", "reset,timeout,503")
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
@@ -56,7 +56,7 @@ func TestAdvTransferEncodingTwice(t *testing.T) {
 			})
 			t.Run(engine+"/request/"+f.name, func(t *testing.T) {
 				b := newFrBackend(t, nil)
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
 				got := advToClose(t, p.Addr(), "POST /a HTTP/1.1\r\nHost: backend\r\n"+f.fields+body)
 				if want := string(forward.MalformedAnswer("too many transfer-encoding headers")); got != want {
 					t.Errorf("answer %q, want %q, then the close", got, want)
@@ -73,7 +73,7 @@ func TestAdvTransferEncodingTwice(t *testing.T) {
 			up := newAdvUpstream(t, func(int) advAnswer {
 				return advAnswer{raw: "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\nhello", close: true}
 			})
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 			got := advToClose(t, p.Addr(), "GET http://backend/1 HTTP/1.1\r\nHost: backend\r\nConnection: close\r\n\r\n")
 			// Its body re-chunked for the HTTP/1.1 client, under the proxy's
 			// own version (TestH1AdvHTTP10AnswerOwnVersion: "HTTP/1.0" over

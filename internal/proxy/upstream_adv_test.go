@@ -312,7 +312,7 @@ func TestAdvHostileUpstream(t *testing.T) {
 					return advAnswer{raw: advOK2}
 				})
 				logPath := filepath.Join(t.TempDir(), "access.log")
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 					"--retry-on", "reset,timeout,503", "--access-log", logPath)
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
@@ -379,7 +379,7 @@ func TestAdvBadAnswersOpenTheBreaker(t *testing.T) {
 				}
 				return advAnswer{raw: advOK2}
 			})
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String(),
 				"--breaker-failures", fmt.Sprint(len(bad)), "--breaker-window", "1m", "--breaker-open-for", "1m")
 			c := proxytest.Dial(t, p.Addr())
 			var raw bytes.Buffer
@@ -420,7 +420,7 @@ func TestAdvBadAnswerOnPooledConnection(t *testing.T) {
 					}
 					return advAnswer{raw: advOK2}
 				})
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
 				br := bufio.NewReader(io.TeeReader(c.C, &raw))
@@ -472,7 +472,7 @@ func TestAdvOutOfStepUpstream(t *testing.T) {
 					}
 					return advAnswer{raw: advOK2}
 				})
-				p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+up.ln.Addr().String())
 				c := proxytest.Dial(t, p.Addr())
 				var raw bytes.Buffer
 				br := bufio.NewReader(io.TeeReader(c.C, &raw))
@@ -569,7 +569,7 @@ func TestAdvNoDesyncUnderLoad(t *testing.T) {
 	})
 	for _, engine := range []string{"loop", "goroutine"} {
 		t.Run(engine, func(t *testing.T) {
-			p := startProxy(t, "--engine", engine, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String())
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String())
 			served.Store(0)
 			const clients, each = 16, 25
 			errs := make(chan string, clients*each)

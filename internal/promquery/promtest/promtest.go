@@ -133,7 +133,11 @@ func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *S
 	}
 	addr := FreeAddr(t)
 	cmd := exec.Command(bin, append([]string{"--config.file=" + filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path=" + filepath.Join(dir, "data"),
-		"--web.listen-address=" + addr, "--log.level=warn"}, args...)...)
+		"--web.listen-address=" + addr, "--log.level=warn",
+		// Targets reach the scrape manager on its reload tick, 5 s by default: the first
+		// scrape came 5 s after /-/ready, in every test. The targets are static; the tick only
+		// throttles their updates.
+		"--scrape.discovery-reload-interval=100ms"}, args...)...)
 	// A server under a path prefix (--web.route-prefix) answers its readiness there.
 	prefix := ""
 	for _, a := range args {

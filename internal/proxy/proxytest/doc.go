@@ -7,6 +7,8 @@
 // deadline instead of sleeps, a body pattern, and a gRPC server stream
 // opened with its one request (OpenWatch), and whether a socket's peer
 // has closed, read from the kernel's table (PeerClosed, sockets.go: the
-// at-most-once matrices' idle cells). Test code only: nothing
+// at-most-once matrices' idle cells), and which of a package's tests can
+// reach the proxy's -engine test flag (EngineTests: the set `make test`
+// runs a second time on the goroutine engine). Test code only: nothing
 // outside _test.go files imports it.
 package proxytest
