@@ -237,10 +237,15 @@ func TestOwnAnswersAlikeLimits(t *testing.T) {
 			want: closing(exchangeAnswer(504, "Gateway Timeout", "", "retrycap-proxy: upstream backend ("+b.addr()+"): 1 attempt(s), last failed with timeout (no answer within the per-try timeout 100ms)\n"))},
 		{name: "504 the deadline cut the attempt", req: "GET http://backend/hang HTTP/1.1\r\nHost: backend\r\nRetrycap-Deadline: 50\r\nConnection: close\r\n\r\n",
 			want: closing(exchangeAnswer(504, "Gateway Timeout", "deadline", "retrycap-proxy: upstream backend ("+b.addr()+"): 1 attempt(s), last failed with timeout (no answer before the call's deadline); not retried: deadline\n"))},
+		// An upgrade the upstream never answers: the limit, not a "bad
+		// answer" (was "bad answer from the upstream: read tcp ...: i/o
+		// timeout", naming neither the upstream nor the limit).
+		{name: "502 upgrade not answered", req: "GET http://backend/hang HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", halfClose: true,
+			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+b.addr()+"): no answer within the per-try timeout 100ms\n", false)},
 	}
 	for _, tc := range cases {
-		fromGor := ownExchange(t, gor.Addr(), tc.req, false)
-		fromLoop := ownExchange(t, loop.Addr(), tc.req, false)
+		fromGor := ownExchange(t, gor.Addr(), tc.req, tc.halfClose)
+		fromLoop := ownExchange(t, loop.Addr(), tc.req, tc.halfClose)
 		if fromGor != tc.want {
 			t.Errorf("%s: goroutine engine answered\n%q\nwant\n%q", tc.name, fromGor, tc.want)
 		}
