@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"time"
 
@@ -117,8 +118,17 @@ func AttemptWords(err error, perTry time.Duration, cut bool) string {
 		return ""
 	case err == fasthttp.ErrTimeout, errors.Is(err, context.DeadlineExceeded):
 		return "no answer " + limit
-	case errors.As(err, &de) && de.Err == fasthttp.ErrDialTimeout:
+	case errors.As(err, &de) && (de.Err == fasthttp.ErrDialTimeout || isTimeout(de.Err)):
+		// The loop's connect cut by the attempt's timer, the goroutine
+		// engine's dial timing out ("dial tcp ...: i/o timeout"): one
+		// wording on both engines.
 		return "dial: not connected " + limit
 	}
 	return err.Error()
+}
+
+// isTimeout reports a net error that is a timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -37,7 +37,8 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 		up, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
 		if err != nil {
 			// Why, as every own answer says it (it had no body).
-			_, _ = c.Write(forward.OwnAnswer(fasthttp.StatusBadGateway, "retrycap-proxy: CONNECT "+target+": "+err.Error()+"\n", true))
+			// A timeout as the limit ("dial tcp ...: i/o timeout" named none).
+			_, _ = c.Write(forward.OwnAnswer(fasthttp.StatusBadGateway, "retrycap-proxy: CONNECT "+target+": "+upgradeWords(err, e.f.Cfg.PerTryTimeout, "dial: not connected")+"\n", true))
 			return
 		}
 		defer up.Close()
@@ -158,7 +159,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	forward.StripResponse(&resp.Header, sc)
 }
 
-// upgradeWords is why an upgrade's dial, write or read failed, as its 502
+// upgradeWords is why a tunnel's (an upgrade's, a CONNECT's) dial, write or read failed, as its 502
 // says it: a timeout as what did not happen (what) within the per-try
 // timeout, not Go's "i/o timeout"; any other error as it reads (a dial's
 // names what was dialled).
