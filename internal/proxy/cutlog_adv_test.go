@@ -65,7 +65,7 @@ func TestAdvCutBodyLogged(t *testing.T) {
 				c.Send("POST http://backend/1 HTTP/1.1\r\nHost: backend\r\nContent-Length: 4\r\n\r\nbody")
 				if strings.Contains(tc.want, `"status":0`) {
 					// The attempt failed: the proxy's 502, on a connection that stays.
-					c.Expect("POST", http.StatusBadGateway, "retrycap-proxy: upstream backend: 1 attempt(s), last failed with reset (the upstream closed the connection before the whole response: unexpected EOF); not retried: not-retryable\n")
+					c.Expect("POST", http.StatusBadGateway, "retrycap-proxy: upstream backend ("+up.ln.Addr().String()+"): 1 attempt(s), last failed with reset (the upstream closed the connection before the whole response: unexpected EOF); not retried: not-retryable\n")
 				} else if tc.cut == 0 {
 					// Whole: the answer, then the next request's on the same connection.
 					resp, err := http.ReadResponse(c.BR, &http.Request{Method: "POST"})

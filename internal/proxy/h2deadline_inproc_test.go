@@ -110,7 +110,7 @@ func TestH2DeadlinePlainValues(t *testing.T) {
 	c := h2Client(t, p)
 	resp, body := doBody(t, c, "GET", "http://svc/", map[string]string{"Retrycap-Deadline": "0"})
 	if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("Retrycap-Exhausted") != "deadline" || b.hits.Load() != 0 ||
-		body != "retrycap-proxy: upstream svc: deadline exceeded: no time left: nothing forwarded\n" {
+		body != "retrycap-proxy: upstream svc: no time left (Retrycap-Deadline: 0): nothing forwarded\n" {
 		t.Fatalf("deadline 0: %d %q %q, %d forwarded; want 504 deadline, 0", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, b.hits.Load())
 	}
 	if n := counterValue(t, p, "retrycap_proxy_h2_retries_denied_total", map[string]string{"upstream": "svc", "reason": "deadline"}); n != 1 {

@@ -176,7 +176,7 @@ func TestH2DeadlineStreamingGRPC(t *testing.T) {
 			if s.Code() != codes.DeadlineExceeded {
 				t.Fatalf("status %v, want DeadlineExceeded (code 4)", err)
 			}
-			if want := "retrycap-proxy: upstream svc: deadline exceeded while the answer streamed"; s.Message() != want {
+			if want := "retrycap-proxy: upstream svc (" + tap.addr + "): deadline exceeded while the answer streamed"; s.Message() != want {
 				t.Fatalf("grpc-message %q, want %q", s.Message(), want)
 			}
 			if ex := st.Trailer().Get("retrycap-exhausted"); !slices.Equal(ex, []string{"deadline"}) {

@@ -653,7 +653,7 @@ func TestLoopUpstreamByName(t *testing.T) {
 		c := proxytest.Dial(t, p.Addr())
 		c.Send("GET http://nonexistent.invalid/ HTTP/1.1\r\nHost: nonexistent.invalid\r\n\r\n")
 		resp, body := c.Answer("")
-		const want = "retrycap-proxy: upstream nonexistent.invalid: 3 attempt(s), last failed with connect-failure ("
+		const want = "retrycap-proxy: upstream nonexistent.invalid (nonexistent.invalid:80): 3 attempt(s), last failed with connect-failure ("
 		if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "attempts" || !strings.HasPrefix(body, want) {
 			t.Fatalf("answer %d Retrycap-Exhausted %q body %q; want 503, attempts, %q...", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, want)
 		}

@@ -90,21 +90,21 @@ func ownCases(self, gone, backend string) []ownCase {
 			want: "HTTP/1.1 200 Connection established\r\n\r\n" + smOK},
 		// Upgrade: the 502s of an upgrade that did not reach a 101.
 		{name: "502 upgrade upstream refuses", req: "GET http://gone/ok HTTP/1.1\r\nHost: gone\r\n" + upgrade + "\r\n",
-			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: dial tcp "+gone+": connect: connection refused\n", false)},
+			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream gone ("+gone+"): dial tcp "+gone+": connect: connection refused\n", false)},
 		{name: "502 upgrade answer without a status line", req: "GET http://backend/nostatus HTTP/1.1\r\nHost: backend\r\n" + upgrade + "\r\n",
-			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: bad answer from the upstream: no status line\n", false)},
+			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+backend+"): bad answer: no status line\n", false)},
 		{name: "502 upgrade answer head malformed", req: "GET http://backend/badhead HTTP/1.1\r\nHost: backend\r\n" + upgrade + "\r\n",
-			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: bad answer from the upstream: the upstream's answer is malformed: a header name with a byte that is not a token character\n", false)},
+			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+backend+"): bad answer: the upstream's answer is malformed: a header name with a byte that is not a token character\n", false)},
 		{name: "502 upgrade answer body malformed", req: "GET http://backend/badchunk HTTP/1.1\r\nHost: backend\r\n" + upgrade + "\r\n",
-			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: reading the answer: empty hex number\n", false)},
+			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+backend+"): reading the answer: empty hex number\n", false)},
 		// 100 Continue before the upstream's answer.
 		{name: "100 Continue", req: "POST http://backend/ok HTTP/1.1\r\nHost: backend\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi",
 			want: "HTTP/1.1 100 Continue\r\n\r\n" + smOK},
 		// The exchange's own answers.
 		{name: "503 attempts exhausted on a refused connection", req: "GET http://gone/ok HTTP/1.1\r\nHost: gone\r\n\r\n",
-			want: exchangeAnswer(503, "Service Unavailable", "attempts", "retrycap-proxy: upstream gone: 2 attempt(s), last failed with connect-failure (dial: dial tcp "+gone+": connect: connection refused); not retried: attempts\n")},
+			want: exchangeAnswer(503, "Service Unavailable", "attempts", "retrycap-proxy: upstream gone ("+gone+"): 2 attempt(s), last failed with connect-failure (dial: dial tcp "+gone+": connect: connection refused); not retried: attempts\n")},
 		{name: "502 a bad answer to a POST without a key", req: "POST http://backend/badhead HTTP/1.1\r\nHost: backend\r\nContent-Length: 2\r\n\r\nhi",
-			want: exchangeAnswer(502, "Bad Gateway", "", "retrycap-proxy: upstream backend: 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: a header name with a byte that is not a token character); not retried: not-retryable\n")},
+			want: exchangeAnswer(502, "Bad Gateway", "", "retrycap-proxy: upstream backend ("+backend+"): 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: a header name with a byte that is not a token character); not retried: not-retryable\n")},
 		{name: "504 no time left", req: "GET http://backend/ok HTTP/1.1\r\nHost: backend\r\nRetrycap-Deadline: 0\r\n\r\n",
 			want: exchangeAnswer(504, "Gateway Timeout", "deadline", "retrycap-proxy: upstream backend: no time left (Retrycap-Deadline: 0): nothing forwarded\n")},
 	}
@@ -226,18 +226,26 @@ func TestOwnAnswersAlikeLimits(t *testing.T) {
 	refused := "last failed with connect-failure (dial: dial tcp " + gone + ": connect: connection refused)"
 	cases := []ownCase{
 		{name: "503 no retry budget", req: get,
-			want: closing(exchangeAnswer(503, "Service Unavailable", "budget", "retrycap-proxy: upstream gone: 1 attempt(s), "+refused+"; not retried: budget\n"))},
+			want: closing(exchangeAnswer(503, "Service Unavailable", "budget", "retrycap-proxy: upstream gone ("+gone+"): 1 attempt(s), "+refused+"; not retried: budget\n"))},
 		{name: "503 the breaker opened", req: get,
-			want: closing(exchangeAnswer(503, "Service Unavailable", "breaker", "retrycap-proxy: upstream gone: 1 attempt(s), "+refused+"; not retried: breaker\n"))},
+			want: closing(exchangeAnswer(503, "Service Unavailable", "breaker", "retrycap-proxy: upstream gone ("+gone+"): 1 attempt(s), "+refused+"; not retried: breaker\n"))},
 		{name: "503 the breaker open", req: get,
 			want: closing(exchangeAnswer(503, "Service Unavailable", "breaker", "retrycap-proxy: upstream gone: circuit breaker open\n"))},
-		// "fasthttp: timeout" is the transport's word on both engines.
+		// The limit that ended the attempt, in the proxy's words (was the
+		// transport's "fasthttp: timeout" on both engines).
 		{name: "504 per-try timeout", req: "GET http://backend/hang HTTP/1.1\r\nHost: backend\r\nConnection: close\r\n\r\n",
-			want: closing(exchangeAnswer(504, "Gateway Timeout", "", "retrycap-proxy: upstream backend: 1 attempt(s), last failed with timeout (fasthttp: timeout)\n"))},
+			want: closing(exchangeAnswer(504, "Gateway Timeout", "", "retrycap-proxy: upstream backend ("+b.addr()+"): 1 attempt(s), last failed with timeout (no answer within the per-try timeout 100ms)\n"))},
+		{name: "504 the deadline cut the attempt", req: "GET http://backend/hang HTTP/1.1\r\nHost: backend\r\nRetrycap-Deadline: 50\r\nConnection: close\r\n\r\n",
+			want: closing(exchangeAnswer(504, "Gateway Timeout", "deadline", "retrycap-proxy: upstream backend ("+b.addr()+"): 1 attempt(s), last failed with timeout (no answer before the call's deadline); not retried: deadline\n"))},
+		// An upgrade the upstream never answers: the limit, not a "bad
+		// answer" (was "bad answer from the upstream: read tcp ...: i/o
+		// timeout", naming neither the upstream nor the limit).
+		{name: "502 upgrade not answered", req: "GET http://backend/hang HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", halfClose: true,
+			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+b.addr()+"): no answer within the per-try timeout 100ms\n", false)},
 	}
 	for _, tc := range cases {
-		fromGor := ownExchange(t, gor.Addr(), tc.req, false)
-		fromLoop := ownExchange(t, loop.Addr(), tc.req, false)
+		fromGor := ownExchange(t, gor.Addr(), tc.req, tc.halfClose)
+		fromLoop := ownExchange(t, loop.Addr(), tc.req, tc.halfClose)
 		if fromGor != tc.want {
 			t.Errorf("%s: goroutine engine answered\n%q\nwant\n%q", tc.name, fromGor, tc.want)
 		}

@@ -3,7 +3,6 @@ package forward
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -87,6 +86,9 @@ type Exchange struct {
 	// StreamEnd of the one it passed on.
 	streams bool
 	end     *StreamEnd
+	// target is the address the attempts go to (SetTarget), for the
+	// answer that names it.
+	target string
 }
 
 // Begin reads the request's headers (chain budget, hop-by-hop headers,
@@ -405,6 +407,21 @@ func (x *Exchange) deadlineIn(hadBag bool) bool {
 	return true
 }
 
+// SetTarget tells the exchange, after Begin, the address its attempts go
+// to (the engine's, as it dials it), for the answer that names it.
+func (x *Exchange) SetTarget(addr string) { x.target = addr }
+
+// targetAddr is the address the attempts went to: the engine's
+// (SetTarget), else the one the request's host maps to (TargetOf, as the
+// goroutine engine's clients dial it), looked up only for an answer that
+// names it.
+func (x *Exchange) targetAddr() string {
+	if x.target != "" {
+		return x.target
+	}
+	return x.f.TargetOf(x.up, x.req.URI().Host())
+}
+
 // Waited restarts the attempt clock after a backoff.
 func (x *Exchange) Waited() { x.attemptStart = NowNanos() }
 
@@ -494,11 +511,7 @@ func (x *Exchange) giveUp(reason policy.Reason, attempts int, err error, cond po
 	if BadAnswer(err) {
 		what = "bad-answer" // as the access log names it
 	}
-	msg := fmt.Sprintf("retrycap-proxy: upstream %s: %d attempt(s), last failed with %s (%v)", x.up.Name, attempts, what, err)
-	if reason != policy.ReasonNone {
-		msg += "; not retried: " + reason.String()
-	}
-	resp.SetBodyString(msg + "\n")
+	resp.SetBodyString(GaveUpBody(x.up.Name, x.targetAddr(), attempts, what, AttemptWords(err, x.up.PerTry, x.cut), reason))
 	if x.generated {
 		resp.Header.SetBytesV(headerIdempotencyKey, x.key)
 	}

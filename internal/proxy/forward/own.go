@@ -1,9 +1,15 @@
 package forward
 
 import (
+	"context"
+	"errors"
+	"net"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
 // The proxy's own answers outside an exchange (a request it refuses or
@@ -64,4 +70,65 @@ func QuoteValue(v []byte) string {
 		return strconv.Quote(string(v[:maxQuoted])) + "..."
 	}
 	return strconv.Quote(string(v))
+}
+
+// SelfAddressedBody is the body of the 508 to a request addressed to the
+// proxy itself (hostPort: the host no --upstreams entry names, at the
+// proxy's own port), on both protocols: the HTTP/2 relay's lacked the
+// advice and named the catch-all upstream, as if one had been tried.
+func SelfAddressedBody(hostPort string) string {
+	return "retrycap-proxy: request addressed to the proxy itself (" + hostPort + "): loop refused; send requests for upstreams through HTTP_PROXY in absolute form\n"
+}
+
+// UpstreamNamed names an upstream in an answer: its --upstreams name (the
+// host, for one no entry names) and the address its attempts went to.
+func UpstreamNamed(name, addr string) string {
+	if addr == "" {
+		return "upstream " + name
+	}
+	return "upstream " + name + " (" + addr + ")"
+}
+
+// GaveUpBody is the body of the answer to a call whose last attempt (of
+// attempts) failed without an answer, on both protocols: the upstream by
+// name and address, the condition as the access log names it, why in the
+// proxy's words (AttemptWords), and the limit that stopped the call, if
+// one did.
+func GaveUpBody(name, addr string, attempts int, cond, why string, reason policy.Reason) string {
+	msg := "retrycap-proxy: " + UpstreamNamed(name, addr) + ": " + strconv.Itoa(attempts) + " attempt(s), last failed with " + cond + " (" + why + ")"
+	if reason != policy.ReasonNone {
+		msg += "; not retried: " + reason.String()
+	}
+	return msg + "\n"
+}
+
+// AttemptWords is why an attempt failed, as an answer says it: a timeout in
+// the proxy's words, naming the limit that ended it (the per-try timeout
+// perTry, or the call's deadline when cut: it bounded the attempt), never
+// a library's ("fasthttp: timeout", "context deadline exceeded"); any other
+// error as it reads (a dial's names what was dialled).
+func AttemptWords(err error, perTry time.Duration, cut bool) string {
+	limit := "within the per-try timeout " + perTry.String()
+	if cut {
+		limit = "before the call's deadline"
+	}
+	var de *DialError
+	switch {
+	case err == nil:
+		return ""
+	case err == fasthttp.ErrTimeout, errors.Is(err, context.DeadlineExceeded):
+		return "no answer " + limit
+	case errors.As(err, &de) && (de.Err == fasthttp.ErrDialTimeout || isTimeout(de.Err)):
+		// The loop's connect cut by the attempt's timer, the goroutine
+		// engine's dial timing out ("dial tcp ...: i/o timeout"): one
+		// wording on both engines.
+		return "dial: not connected " + limit
+	}
+	return err.Error()
+}
+
+// isTimeout reports a net error that is a timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -3,7 +3,6 @@ package h2
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
+	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -140,10 +140,12 @@ func (h *Handler) initCall(c *callState, hostPort, method, authority, path strin
 	c.up = up
 	c.m = h.metricsFor(up, c.grpc)
 	if hostPort == "" {
-		return c.ownAnswer(policy.ReasonNone, "request has no :authority", http.StatusBadRequest)
+		return c.ownText(policy.ReasonNone, "retrycap-proxy: request has no :authority", http.StatusBadRequest)
 	}
 	if !c.known && h.cfg.IsSelf != nil && h.cfg.IsSelf(hostPort) {
-		return c.ownAnswer(policy.ReasonNone, "request addressed to the proxy itself ("+hostPort+"): loop refused", http.StatusLoopDetected)
+		// The HTTP/1.1 listener's words (no upstream was tried: the
+		// catch-all's name read as if one had been).
+		return c.ownText(policy.ReasonNone, strings.TrimSuffix(forward.SelfAddressedBody(hostPort), "\n"), http.StatusLoopDetected)
 	}
 	c.addr = up.Addr
 	if c.addr == "" {
@@ -217,6 +219,11 @@ func (c *callState) setup() *ownAnswer {
 	}
 	if c.deadlineIn() {
 		c.m.denied[policy.ReasonDeadline].Inc()
+		if !c.grpc {
+			// The HTTP/1.1 path's words: a plain call's deadline is
+			// Retrycap-Deadline's (or its baggage member's), as there.
+			return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": no time left (Retrycap-Deadline: 0): nothing forwarded")
+		}
 		return c.deadlineAnswer("no time left: nothing forwarded")
 	}
 	if c.key == "" && h.ledger != nil && !c.grpc && (c.method == http.MethodPost || c.method == http.MethodPatch) {
@@ -485,11 +492,15 @@ func (c *callState) judgeGone(n int, probe bool, res *outcome) {
 // default) with the reason in the body. Both carry Retrycap-Exhausted when
 // reason is one of the four. It counts the answer.
 func (c *callState) ownAnswer(reason policy.Reason, why string, status int) *ownAnswer {
+	return c.ownText(reason, "retrycap-proxy: upstream "+c.up.Name+": "+why, status)
+}
+
+// ownText is ownAnswer with the whole message msg (no newline).
+func (c *callState) ownText(reason policy.Reason, msg string, status int) *ownAnswer {
 	a := &ownAnswer{}
 	if reason.Exhausts() {
 		a.fields = append(a.fields, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
 	}
-	msg := "retrycap-proxy: upstream " + c.up.Name + ": " + why
 	if c.grpc {
 		a.status = http.StatusOK
 		a.fields = append(a.fields,
@@ -518,28 +529,36 @@ func (c *callState) ownAnswer(reason policy.Reason, why string, status int) *own
 // happened): for gRPC a trailers-only DEADLINE_EXCEEDED, else 504; both
 // with Retrycap-Exhausted: deadline, as the HTTP/1.1 path answers.
 func (c *callState) deadlineAnswer(why string) *ownAnswer {
+	return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded: " + why)
+}
+
+// deadlineText is deadlineAnswer with the whole message msg (no newline).
+func (c *callState) deadlineText(msg string) *ownAnswer {
 	if !c.grpc {
-		return c.ownAnswer(policy.ReasonDeadline, "deadline exceeded: "+why, http.StatusGatewayTimeout)
+		return c.ownText(policy.ReasonDeadline, msg, http.StatusGatewayTimeout)
 	}
 	c.m.code(codeLabel(codeDeadline))
 	return &ownAnswer{status: http.StatusOK, fields: []hpack.HeaderField{
 		{Name: "retrycap-exhausted", Value: policy.ReasonDeadline.String()},
 		{Name: "content-type", Value: "application/grpc"},
 		{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
-		{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded: " + why)},
+		{Name: "grpc-message", Value: encodeMessage(msg)},
 	}}
 }
 
 // giveUp is the answer to a call whose last attempt (of attempts) failed
 // in transport (err, cond) and is not retried for reason.
+//
+// Its words are the HTTP/1.1 path's (forward.GaveUpBody): the upstream by
+// name and address, a timeout as the limit that ended it (before, the
+// library's "context deadline exceeded", and a "deadline exceeded: "
+// the HTTP/1.1 answer lacks).
 func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int) *ownAnswer {
 	if reason == policy.ReasonDeadline || c.dl.Gone(c.h.cfg.Now()) {
-		return c.deadlineAnswer(fmt.Sprintf("%d attempt(s), last failed with %s (%v)", attempts, cond, err))
+		why := forward.AttemptWords(err, c.perTry, true)
+		return c.deadlineText(strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, cond.String(), why, policy.ReasonDeadline), "\n"))
 	}
-	msg := fmt.Sprintf("%d attempt(s), last failed with %s (%v)", attempts, cond, err)
-	if reason != policy.ReasonNone {
-		msg += "; not retried: " + reason.String()
-	}
+	msg := strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, cond.String(), forward.AttemptWords(err, c.perTry, false), reason), "\n")
 	status := http.StatusServiceUnavailable
 	if !reason.Exhausts() {
 		status = http.StatusBadGateway
@@ -547,7 +566,7 @@ func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reaso
 			status = http.StatusGatewayTimeout
 		}
 	}
-	return c.ownAnswer(reason, msg, status)
+	return c.ownText(reason, msg, status)
 }
 
 // headerExtras are the fields added to the headers of an upstream's
@@ -607,13 +626,13 @@ func (c *callState) brokenTrailers(err error) []hpack.HeaderField {
 		return []hpack.HeaderField{
 			{Name: "retrycap-exhausted", Value: policy.ReasonDeadline.String()},
 			{Name: "grpc-status", Value: strconv.Itoa(codeDeadline)},
-			{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded while the answer streamed")},
+			{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: " + forward.UpstreamNamed(c.up.Name, c.addr) + ": deadline exceeded while the answer streamed")},
 		}
 	}
 	c.m.code(codeLabel(codeUnavailable))
 	return []hpack.HeaderField{
 		{Name: "grpc-status", Value: strconv.Itoa(codeUnavailable)},
-		{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: upstream " + c.up.Name + " broke the stream after the answer began: " + err.Error())},
+		{Name: "grpc-message", Value: encodeMessage("retrycap-proxy: " + forward.UpstreamNamed(c.up.Name, c.addr) + " broke the stream after the answer began: " + err.Error())},
 	}
 }
 

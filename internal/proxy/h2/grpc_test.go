@@ -667,7 +667,7 @@ func TestServerStreamBrokenAfterDeadline(t *testing.T) {
 	skew.Store(int64(11 * time.Second))
 	go b.srv.Stop()
 	err := s.RecvMsg(m)
-	if status.Code(err) != codes.DeadlineExceeded || status.Convert(err).Message() != "retrycap-proxy: upstream echo: deadline exceeded while the answer streamed" {
+	if status.Code(err) != codes.DeadlineExceeded || status.Convert(err).Message() != "retrycap-proxy: upstream echo ("+b.addr+"): deadline exceeded while the answer streamed" {
 		t.Fatalf("end = %v, want DeadlineExceeded: deadline exceeded while the answer streamed", err)
 	}
 	if ex := s.Trailer().Get("retrycap-exhausted"); len(ex) != 1 || ex[0] != "deadline" {

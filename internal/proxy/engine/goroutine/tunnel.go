@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -36,7 +37,8 @@ func (e *Engine) connect(ctx *fasthttp.RequestCtx) {
 		up, err := net.DialTimeout("tcp", addr, e.f.Cfg.PerTryTimeout)
 		if err != nil {
 			// Why, as every own answer says it (it had no body).
-			_, _ = c.Write(forward.OwnAnswer(fasthttp.StatusBadGateway, "retrycap-proxy: CONNECT "+target+": "+err.Error()+"\n", true))
+			// A timeout as the limit ("dial tcp ...: i/o timeout" named none).
+			_, _ = c.Write(forward.OwnAnswer(fasthttp.StatusBadGateway, "retrycap-proxy: CONNECT "+target+": "+upgradeWords(err, e.f.Cfg.PerTryTimeout, "dial: not connected")+"\n", true))
 			return
 		}
 		defer up.Close()
@@ -79,9 +81,16 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 		forward.SetContentLength(&req.Header, len(body), sc) // and no Transfer-Encoding
 	}
 	perTry := e.f.Cfg.PerTryTimeout
+	// Every refusal names the upstream, by name and address, as the
+	// exchange's answers do.
+	name := e.f.Unknown.Name
+	if up != nil {
+		name = up.Name
+	}
+	refused := "retrycap-proxy: upgrade: " + forward.UpstreamNamed(name, addr) + ": "
 	u, err := net.DialTimeout("tcp", addr, perTry)
 	if err != nil {
-		refuse(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: "+err.Error()+"\n")
+		refuse(ctx, fasthttp.StatusBadGateway, refused+upgradeWords(err, perTry, "dial: not connected")+"\n")
 		return
 	}
 	_ = u.SetDeadline(time.Now().Add(perTry))
@@ -90,7 +99,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	_, _ = w.Write(body)
 	if err := w.Flush(); err != nil {
 		_ = u.Close()
-		refuse(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: "+err.Error()+"\n")
+		refuse(ctx, fasthttp.StatusBadGateway, refused+"writing the request: "+upgradeWords(err, perTry, "not written")+"\n")
 		return
 	}
 	br := bufio.NewReaderSize(u, 8192)
@@ -109,7 +118,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 		}
 		if err != nil {
 			_ = u.Close()
-			refuse(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: bad answer from the upstream: "+err.Error()+"\n")
+			refuse(ctx, fasthttp.StatusBadGateway, refused+headWords(err, perTry)+"\n")
 			return
 		}
 		if st >= 200 || st == fasthttp.StatusSwitchingProtocols || n >= forward.MaxInterim {
@@ -136,7 +145,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	e.transport.answer.CopyTo(&resp.Header)
 	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
 		// In the proxy's words: fasthttp's quotes the upstream's bytes.
-		e.refuseReset(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: bad answer from the upstream: "+forward.AnswerParseError(err, raw).Error()+"\n")
+		e.refuseReset(ctx, fasthttp.StatusBadGateway, refused+"bad answer: "+forward.AnswerParseError(err, raw).Error()+"\n")
 		return
 	}
 	if req.Header.IsHead() || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
@@ -144,10 +153,36 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	} else if err := resp.ReadBody(br, forward.MaxRequestBody); err != nil {
 		// In the proxy's words where fasthttp's parser refused the body
 		// (its message may quote the upstream's bytes).
-		e.refuseReset(ctx, fasthttp.StatusBadGateway, "retrycap-proxy: upgrade: reading the answer: "+forward.Reason(err, err.Error())+"\n")
+		e.refuseReset(ctx, fasthttp.StatusBadGateway, refused+"reading the answer: "+forward.Reason(err, upgradeWords(err, perTry, "no answer"))+"\n")
 		return
 	}
 	forward.StripResponse(&resp.Header, sc)
+}
+
+// upgradeWords is why a tunnel's (an upgrade's, a CONNECT's) dial, write or read failed, as its 502
+// says it: a timeout as what did not happen (what) within the per-try
+// timeout, not Go's "i/o timeout"; any other error as it reads (a dial's
+// names what was dialled).
+func upgradeWords(err error, perTry time.Duration, what string) string {
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return what + " within the per-try timeout " + perTry.String()
+	}
+	return err.Error()
+}
+
+// headWords is why an upgrade's answer head was refused: the upstream's
+// close or silence as it happened, anything else a bad answer (before,
+// a read timeout read "bad answer from the upstream: read tcp ...: i/o
+// timeout").
+func headWords(err error, perTry time.Duration) string {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return forward.ClosedEarly(err).Error()
+	}
+	if w := upgradeWords(err, perTry, "no answer"); w != err.Error() {
+		return w
+	}
+	return "bad answer: " + err.Error()
 }
 
 // readHead appends one message head (through its empty line) from br to

@@ -75,6 +75,7 @@ func (cl *call) run() {
 		return
 	}
 	cl.x.LogTo(cl.l.alog)
+	cl.x.SetTarget(cl.target)
 	cl.attempt()
 }
 

@@ -128,7 +128,7 @@ func TestLoopPerTryAfterIdleHung(t *testing.T) {
 	time.Sleep(clockIdle)
 	c.Send("GET http://backend/hung HTTP/1.1\r\nHost: backend\r\n\r\n")
 	resp, body := c.Answer("")
-	if want := "retrycap-proxy: upstream backend: 1 attempt(s), last failed with timeout (fasthttp: timeout)\n"; resp.StatusCode != 504 || body != want {
+	if want := "retrycap-proxy: upstream backend (" + ln.Addr().String() + "): 1 attempt(s), last failed with timeout (no answer within the per-try timeout " + clockPerTry.String() + ")\n"; resp.StatusCode != 504 || body != want {
 		t.Fatalf("answer %d %q, want 504 %q", resp.StatusCode, body, want)
 	}
 	var d time.Duration

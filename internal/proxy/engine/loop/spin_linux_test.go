@@ -50,7 +50,7 @@ func TestLoopSpinUnderLoad(t *testing.T) {
 	resp, body := c.Answer("GET")
 	took := time.Since(start)
 	wait()
-	if want := "retrycap-proxy: upstream hung: 1 attempt(s), last failed with timeout (fasthttp: timeout)\n"; resp.StatusCode != 504 || body != want {
+	if want := "retrycap-proxy: upstream hung (" + ln.Addr().String() + "): 1 attempt(s), last failed with timeout (no answer within the per-try timeout " + perTry.String() + ")\n"; resp.StatusCode != 504 || body != want {
 		t.Fatalf("hung upstream: answer %d %q, want 504 %q", resp.StatusCode, body, want)
 	}
 	if took < perTry-10*time.Millisecond {
