@@ -137,8 +137,8 @@ func TestOwnAnswersAlike(t *testing.T) {
 	_ = goneLn.Close()
 	flags := []string{"--upstreams", "backend=3,gone=2,localhost=2", "--resolve", "backend=" + b.addr() + ",gone=" + gone,
 		"--http-request-timeout", "300ms", "--client-timeout", "300ms", "--keepalive-timeout", "300ms"}
-	loop := startProxy(t, append([]string{"--engine", "loop"}, flags...)...)
-	gor := startProxy(t, append([]string{"--engine", "goroutine"}, flags...)...)
+	loop := startProxyOn(t, "loop", flags...)
+	gor := startProxyOn(t, "goroutine", flags...)
 	loopCases := ownCases(loop.Addr(), gone, b.addr())
 	gorCases := ownCases(gor.Addr(), gone, b.addr())
 	for i := range loopCases {
@@ -217,8 +217,8 @@ func TestOwnAnswersAlikeLimits(t *testing.T) {
 	_ = goneLn.Close()
 	flags := []string{"--upstreams", "backend=3,gone=3", "--resolve", "backend=" + b.addr() + ",gone=" + gone,
 		"--breaker-failures", "2", "--budget-percent", "0", "--budget-min-per-second", "0", "--per-try-timeout", "100ms"}
-	loop := startProxy(t, append([]string{"--engine", "loop"}, flags...)...)
-	gor := startProxy(t, append([]string{"--engine", "goroutine"}, flags...)...)
+	loop := startProxyOn(t, "loop", flags...)
+	gor := startProxyOn(t, "goroutine", flags...)
 	closing := func(answer string) string {
 		return strings.Replace(answer, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
 	}
