@@ -55,13 +55,8 @@ func lateAfterJudge() func() int64 {
 // ended reports a frame that ends the request (its HEADERS or DATA with
 // END_STREAM).
 func ended(f http2.Frame) bool {
-	switch f := f.(type) {
-	case *http2.HeadersFrame:
-		return f.StreamEnded()
-	case *http2.DataFrame:
-		return f.StreamEnded()
-	}
-	return false
+	fh := f.Header()
+	return (fh.Type == http2.FrameHeaders || fh.Type == http2.FrameData) && fh.Flags&0x1 != 0 // END_STREAM
 }
 
 // TestOwnWordsOutOfTime: a retry whose backoff ran into the deadline is
