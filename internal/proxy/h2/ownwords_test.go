@@ -74,6 +74,8 @@ func TestOwnWordsOutOfTime(t *testing.T) {
 		// reset: the upstream resets the stream (INTERNAL_ERROR), else
 		// answers 503 (gRPC: trailers-only UNAVAILABLE).
 		reset bool
+		// silent: the upstream never answers (the per-try timeout).
+		silent bool
 		// backward: the clock runs an hour early from the upstream's
 		// answer on and the answer asks for a 60 s pushback: the retry's
 		// wait fits by the clock, the call's deadline timer (300 ms, set
@@ -86,6 +88,10 @@ func TestOwnWordsOutOfTime(t *testing.T) {
 		{name: "plain, reset", reset: true, status: "504",
 			message: "retrycap-proxy: upstream echo (ADDR): 1 attempt(s), last failed with reset (stream error: stream ID 1; INTERNAL_ERROR); not retried: deadline\n"},
 		{name: "plain, 503 passed on", status: "503"},
+		// The per-try timeout ended the last attempt, not the deadline:
+		// its limit named, as HTTP/1.1 names it (AttemptWords, not cut).
+		{name: "plain, per-try timeout", silent: true, status: "504",
+			message: "retrycap-proxy: upstream echo (ADDR): 1 attempt(s), last failed with timeout (no answer within the per-try timeout 100ms); not retried: deadline\n"},
 		{name: "gRPC, reset", grpc: true, reset: true, status: "200", grpcSt: "4",
 			message: "retrycap-proxy: upstream echo (ADDR): 1 attempt(s), last failed with reset (stream error: stream ID 1; INTERNAL_ERROR); not retried: deadline"},
 		{name: "gRPC, deadline timer in the backoff", grpc: true, backward: true, status: "200", grpcSt: "14", message: "busy"},
@@ -98,6 +104,7 @@ func TestOwnWordsOutOfTime(t *testing.T) {
 				}
 				id := f.Header().StreamID
 				switch {
+				case tc.silent:
 				case tc.reset:
 					p.do(func(fr *http2.Framer) { _ = fr.WriteRSTStream(id, http2.ErrCodeInternal) })
 				case tc.grpc:
@@ -119,7 +126,8 @@ func TestOwnWordsOutOfTime(t *testing.T) {
 					return time.Now().UnixNano()
 				}
 			}
-			h, _ := newHandler(t, proxyOpts{name: "echo", addr: addr, attempts: 3, perTry: 100 * time.Millisecond, now: now})
+			h, _ := newHandler(t, proxyOpts{name: "echo", addr: addr, attempts: 3, perTry: 100 * time.Millisecond, now: now,
+				retryOn: "connect-failure,reset,timeout,503,unavailable"})
 			c := dialHostile(t, serveDirect(t, h, ""))
 			if tc.grpc {
 				timeout := "10S"
