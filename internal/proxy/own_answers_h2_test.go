@@ -23,8 +23,16 @@ import (
 // "context deadline exceeded" where HTTP/1.1's read "fasthttp: timeout",
 // and neither named the upstream's address or the limit.
 func TestOwnAnswersAlikeH2(t *testing.T) {
-	silent := func(_ int64, _ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
-	b, _ := newDualBackend(t, silent)
+	b, _ := newDualBackend(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/nobody" {
+			// A length and no body: over HTTP/2 one HEADERS frame with
+			// END_STREAM and content-length 5, a malformed answer.
+			w.Header().Set("Content-Length", "5")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		<-r.Context().Done() // silent
+	})
 	goneLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +69,16 @@ func TestOwnAnswersAlikeH2(t *testing.T) {
 					resp.Header.Get("Retrycap-Exhausted"), body, tc.status, tc.exhausted, tc.body)
 			}
 		}
+	}
+	// A malformed answer over HTTP/2 to a POST without a key: a bad
+	// answer, in the words of HTTP/1.1's to a POST without a key
+	// (TestOwnAnswersAlike, "502 a bad answer to a POST without a key").
+	// Before: "last failed with reset (retrycap-proxy: malformed answer
+	// from upstream: content-length 5 without a body)". (Over HTTP/1.1 the
+	// same backend's answer is a connection closed early: no bad answer.)
+	resp, body := doBody(t, clients["HTTP/2"], "POST", "http://svc/nobody", nil)
+	if want := "retrycap-proxy: upstream svc (" + b.addr() + "): 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: content-length 5 without a body); not retried: not-retryable\n"; resp.StatusCode != 502 || resp.Header.Get("Retrycap-Exhausted") != "" || body != want {
+		t.Errorf("malformed answer over HTTP/2: %d Retrycap-Exhausted %q\n%q\nwant 502 \"\"\n%q", resp.StatusCode, resp.Header.Get("Retrycap-Exhausted"), body, want)
 	}
 	// gRPC: the per-try timeout's answer in grpc-message (UNAVAILABLE, as
 	// the relay answers a call it gives up), the HTTP answer's text.

@@ -132,3 +132,11 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// BadAnswerError is the failure of an attempt whose answer the HTTP/2
+// relay refuses as malformed (why: the rule it broke): a bad answer
+// (BadAnswer), in the HTTP/1.1 path's words, "the upstream's answer is
+// malformed: why", its condition reset and its access-log error
+// "bad-answer". The relay's read "retrycap-proxy: malformed answer from
+// upstream: why", a reset in its answer and its log.
+func BadAnswerError(why string) error { return &answerParseError{why: why} }

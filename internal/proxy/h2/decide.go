@@ -219,12 +219,7 @@ func (c *callState) setup() *ownAnswer {
 	}
 	if c.deadlineIn() {
 		c.m.denied[policy.ReasonDeadline].Inc()
-		if !c.grpc {
-			// The HTTP/1.1 path's words: a plain call's deadline is
-			// Retrycap-Deadline's (or its baggage member's), as there.
-			return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": no time left (Retrycap-Deadline: 0): nothing forwarded")
-		}
-		return c.deadlineAnswer("no time left: nothing forwarded")
+		return c.noTimeLeft()
 	}
 	if c.key == "" && h.ledger != nil && !c.grpc && (c.method == http.MethodPost || c.method == http.MethodPatch) {
 		// As on the HTTP/1.1 path (forward.Exchange.Begin): not retried
@@ -525,14 +520,19 @@ func (c *callState) ownText(reason policy.Reason, msg string, status int) *ownAn
 	return a
 }
 
-// deadlineAnswer answers a call whose deadline passed (why says what
-// happened): for gRPC a trailers-only DEADLINE_EXCEEDED, else 504; both
-// with Retrycap-Exhausted: deadline, as the HTTP/1.1 path answers.
-func (c *callState) deadlineAnswer(why string) *ownAnswer {
-	return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded: " + why)
+// noTimeLeft answers a call whose deadline left no time for its first
+// attempt: nothing forwarded. A plain call's deadline is Retrycap-Deadline's
+// (or its baggage member's), in the HTTP/1.1 path's words.
+func (c *callState) noTimeLeft() *ownAnswer {
+	if !c.grpc {
+		return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": no time left (Retrycap-Deadline: 0): nothing forwarded")
+	}
+	return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded: no time left: nothing forwarded")
 }
 
-// deadlineText is deadlineAnswer with the whole message msg (no newline).
+// deadlineText answers a call whose deadline passed with message msg (no
+// newline): for gRPC a trailers-only DEADLINE_EXCEEDED, else 504; both
+// with Retrycap-Exhausted: deadline, as the HTTP/1.1 path answers.
 func (c *callState) deadlineText(msg string) *ownAnswer {
 	if !c.grpc {
 		return c.ownText(policy.ReasonDeadline, msg, http.StatusGatewayTimeout)
@@ -547,18 +547,25 @@ func (c *callState) deadlineText(msg string) *ownAnswer {
 }
 
 // giveUp is the answer to a call whose last attempt (of attempts) failed
-// in transport (err, cond) and is not retried for reason.
+// in transport (err, cond; cut: its timeout was the call's time left) and
+// is not retried for reason.
 //
-// Its words are the HTTP/1.1 path's (forward.GaveUpBody): the upstream by
-// name and address, a timeout as the limit that ended it (before, the
-// library's "context deadline exceeded", and a "deadline exceeded: "
-// the HTTP/1.1 answer lacks).
-func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int) *ownAnswer {
-	if reason == policy.ReasonDeadline || c.dl.Gone(c.h.cfg.Now()) {
-		why := forward.AttemptWords(err, c.perTry, true)
-		return c.deadlineText(strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, cond.String(), why, policy.ReasonDeadline), "\n"))
+// Its words are the HTTP/1.1 path's (forward.GaveUpBody,
+// forward.Exchange.giveUp): the upstream by name and address, the
+// condition as the access log names it (bad-answer for an answer the
+// relay refused, forward.BadAnswer; was reset), a timeout as the limit
+// that ended it (before, the library's "context deadline exceeded", and a
+// "deadline exceeded: " the HTTP/1.1 answer lacks).
+func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int, cut bool) *ownAnswer {
+	what := cond.String()
+	if forward.BadAnswer(err) {
+		what = "bad-answer"
 	}
-	msg := strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, cond.String(), forward.AttemptWords(err, c.perTry, false), reason), "\n")
+	if reason == policy.ReasonDeadline || c.dl.Gone(c.h.cfg.Now()) {
+		why := forward.AttemptWords(err, c.perTry, cut || reason != policy.ReasonDeadline)
+		return c.deadlineText(strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, what, why, policy.ReasonDeadline), "\n"))
+	}
+	msg := strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, what, forward.AttemptWords(err, c.perTry, false), reason), "\n")
 	status := http.StatusServiceUnavailable
 	if !reason.Exhausts() {
 		status = http.StatusBadGateway
@@ -669,7 +676,14 @@ func (c *callState) fillRecord(e *accesslog.Record, n int, now int64, o *policy.
 	e.BudgetIn, e.BudgetOut = policy.LoggedBudget(c.chainOn, c.split, n)
 	// "cancelled" for the client's own cancellation, else the condition
 	// (policy.Outcome.LoggedError, as on the HTTP/1.1 path).
-	if e.Error = o.LoggedError(); res.err == nil {
+	e.Error = o.LoggedError()
+	if o.Cond == policy.CondReset && !o.Cancelled() && forward.BadAnswer(res.err) {
+		// An answer the relay refused (forward.BadAnswerError): a reset
+		// for retries and the breaker, "bad-answer" on its line, as on
+		// the HTTP/1.1 path (forward.Exchange.fillRecord).
+		e.Error = "bad-answer"
+	}
+	if res.err == nil {
 		e.Status = res.status
 		if c.grpc {
 			e.GRPCStatus = res.code

@@ -449,9 +449,12 @@ func TestUpstreamMalformedHead(t *testing.T) {
 				}
 				return
 			}
-			if field(hd, ":status") != "200" || field(hd, "grpc-status") != "14" ||
-				!strings.Contains(msg, "1 attempt(s), last failed with reset") || !strings.Contains(msg, "malformed answer from upstream: "+tc.why) {
-				t.Fatalf("client got %v; want :status 200, grpc-status 14, a message naming %q", brief(hd), tc.why)
+			// A bad answer in the HTTP/1.1 path's words (was "last failed
+			// with reset (retrycap-proxy: malformed answer from upstream:
+			// ...)").
+			want := encodeMessage("retrycap-proxy: upstream echo (" + up + "): 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: " + tc.why + "); not retried: attempts")
+			if field(hd, ":status") != "200" || field(hd, "grpc-status") != "14" || msg != want {
+				t.Fatalf("client got %v; want :status 200, grpc-status 14, grpc-message %q", brief(hd), want)
 			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("answered after %v: the per-try timeout (10 s), not the malformed head, ended the attempt", d)

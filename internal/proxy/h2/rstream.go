@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
+	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -258,6 +259,13 @@ func (s *rstream) next() {
 	cs := s.cs
 	n := s.n + 1
 	now := cs.h.cfg.Now()
+	if cs.dl.Gone(now) {
+		// A retry whose backoff ran into the deadline (Decide left it
+		// room; a stalled machine did not): checked before the breaker,
+		// as the HTTP/1.1 path does (forward.Exchange.NextAttempt).
+		s.outOfTime(n - 1)
+		return
+	}
 	ok, probe := cs.allow(now)
 	if !ok {
 		if s.last == nil {
@@ -273,16 +281,6 @@ func (s *rstream) next() {
 	if s.last != nil {
 		s.last.release()
 		s.last = nil
-	}
-	if cs.dl.Gone(now) {
-		// A retry whose backoff ran into the deadline (Decide left it
-		// room; a stalled machine did not).
-		if probe {
-			cs.up.Breaker.Cancel(true)
-		}
-		cs.m.denied[policy.ReasonDeadline].Inc()
-		s.answer(cs.deadlineAnswer(strconv.Itoa(n-1) + " attempt(s); no time left for the next"))
-		return
 	}
 	s.n, s.probe = n, probe
 	cs.attemptStart = now
@@ -585,7 +583,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			// As x/net's Transport (handleResponse) refuses it: a failed
 			// attempt, never passed on (a ":status: 0", a truncated list).
 			a.upEnded = f.endStream
-			a.fail(errors.New("retrycap-proxy: malformed answer from upstream: " + why))
+			a.fail(forward.BadAnswerError(why))
 			return
 		}
 		if code < 200 {
@@ -599,7 +597,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 				a.info += int64(f.fields[i].Size())
 			}
 			if a.info > relayMaxHeaderList {
-				a.fail(errors.New("retrycap-proxy: malformed answer from upstream: 1xx informational answers larger than the advertised " +
+				a.fail(forward.BadAnswerError("1xx informational answers larger than the advertised " +
 					strconv.Itoa(relayMaxHeaderList) + " bytes in all"))
 			}
 			return
@@ -620,7 +618,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		}
 		if f.endStream && a.respLen > 0 {
 			// x/net's Transport: a body it must report missing.
-			a.fail(errors.New("retrycap-proxy: malformed answer from upstream: content-length " + strconv.FormatInt(a.respLen, 10) + " without a body"))
+			a.fail(forward.BadAnswerError("content-length " + strconv.FormatInt(a.respLen, 10) + " without a body"))
 			return
 		}
 		if !s.cs.grpc {
@@ -796,7 +794,7 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 		// Passed on, an HTTP/1.1 hop after the client would read the
 		// bytes as the next answer (none is framed by its length).
 		a.upEnded = a.upEnded || f.StreamEnded()
-		a.fail(errors.New("retrycap-proxy: malformed answer from upstream: content in an answer that has none (" + s.cs.method + ", " + strconv.Itoa(a.res.status) + ")"))
+		a.fail(forward.BadAnswerError("content in an answer that has none (" + s.cs.method + ", " + strconv.Itoa(a.res.status) + ")"))
 		return
 	}
 	a.bodyIn += int64(len(data))
@@ -840,7 +838,7 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 // badLength is the failure of an answer whose body (got bytes, or more)
 // disagrees with its content-length.
 func (a *ratt) badLength(got int64) error {
-	return errors.New("retrycap-proxy: malformed answer from upstream: content-length " + strconv.FormatInt(a.respLen, 10) +
+	return forward.BadAnswerError("content-length " + strconv.FormatInt(a.respLen, 10) +
 		", body " + strconv.FormatInt(got, 10) + " bytes")
 }
 
@@ -1026,7 +1024,7 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 			s.refuse()
 			return
 		}
-		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts))
+		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts, a.res.cut))
 		return
 	}
 	s.att = a
@@ -1395,11 +1393,30 @@ func (s *rstream) onDeadline(gen uint32) {
 	case s.timer != nil:
 		s.timer.Stop()
 		s.timer = nil
-		if s.last != nil {
-			s.last.release()
-			s.last = nil
-		}
-		s.cs.m.denied[policy.ReasonDeadline].Inc()
-		s.answer(s.cs.deadlineAnswer(strconv.Itoa(s.n) + " attempt(s); the deadline passed in the backoff"))
+		s.outOfTime(s.n)
 	}
+}
+
+// outOfTime ends a call whose deadline passed before its next attempt,
+// after attempts: in the backoff (a gRPC call's deadline timer, onDeadline)
+// or when the next was due (next). As the HTTP/1.1 path gives up then
+// (forward.Exchange.giveUp with reason deadline), the last failure is the
+// answer: its upstream's answer marked exhausted deadline, or the one the
+// proxy makes of a failure without one (504, or DEADLINE_EXCEEDED:
+// "upstream NAME (ADDR): N attempt(s), last failed with ...; not retried:
+// deadline"). Before, the relay's own answer read "deadline exceeded: N
+// attempt(s); no time left for the next" (or "; the deadline passed in
+// the backoff"), whatever the last attempt had been.
+func (s *rstream) outOfTime(attempts int) {
+	cs := s.cs
+	cs.m.denied[policy.ReasonDeadline].Inc()
+	l := s.last
+	s.last = nil
+	if l == nil {
+		// No attempt yet (the time ran out between the call's arrival
+		// and its first attempt): nothing forwarded.
+		s.answer(cs.noTimeLeft())
+		return
+	}
+	s.finish(l, policy.ReasonDeadline, attempts)
 }
