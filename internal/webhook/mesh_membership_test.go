@@ -23,6 +23,92 @@ func serviceYAML(name, labels string) string {
 	return "apiVersion: v1\nkind: Service\nmetadata: {name: " + name + ", namespace: bookinfo" + labels + "}\nspec: {ports: [{name: http, port: 80}]}\n"
 }
 
+func portsServiceYAML(name, ports string) string {
+	return "apiVersion: v1\nkind: Service\nmetadata: {name: " + name + ", namespace: bookinfo}\nspec: {ports: [" + ports + "]}\n"
+}
+
+// TestDecideMeshMembershipPorts: a Service's spec.ports change that turns a TCP port into one
+// the mesh retries raises the edge to it, judged as a label change is; named by the port field.
+func TestDecideMeshMembershipPorts(t *testing.T) {
+	inject := namespaceYAML(`, labels: {istio-injection: enabled}`)
+	tcp := portsServiceYAML("reviews", "{name: tcp-db, port: 9080}")
+	policy := func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
+		return []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 4, e)}
+	}
+	const chain = " makes productpage -x3-> reviews -x3-> ratings = 9 > cap 4"
+	for _, tc := range []struct {
+		name        string
+		cluster     []string
+		policies    []*v1alpha1.RetryPolicy
+		object, old string
+		want        MeshDecision
+	}{
+		{
+			name: "port name tcp-db -> http-db: 9 > 4, refused", cluster: []string{inject, tcp}, policies: policy(v1alpha1.EnforcementReject),
+			object: portsServiceYAML("reviews", "{name: http-db, port: 9080}"), old: tcp,
+			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/reviews spec.ports[0].name: "tcp-db" -> "http-db"` + chain},
+		},
+		{
+			name: "appProtocol http on a tcp- port: Istio reads appProtocol first, refused", cluster: []string{inject, tcp}, policies: policy(v1alpha1.EnforcementReject),
+			object: portsServiceYAML("reviews", "{name: tcp-db, port: 9080, appProtocol: http}"), old: tcp,
+			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/reviews spec.ports[0].appProtocol: unset -> "http"` + chain},
+		},
+		{
+			name: "an undeclared port moved off well-known 3306: sniffed, refused", cluster: []string{inject, portsServiceYAML("reviews", "{port: 3306}")}, policies: policy(v1alpha1.EnforcementReject),
+			object: portsServiceYAML("reviews", "{port: 8080}"), old: portsServiceYAML("reviews", "{port: 3306}"),
+			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/reviews spec.ports[0].port: 3306 -> 8080` + chain},
+		},
+		{
+			name: "Rewrite: refused (a port is never rewritten)", cluster: []string{inject, tcp}, policies: policy(v1alpha1.EnforcementRewrite),
+			object: portsServiceYAML("reviews", "{name: http-db, port: 9080}"), old: tcp,
+			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/reviews spec.ports[0].name: "tcp-db" -> "http-db"` + chain +
+				" (refused although enforcement is Rewrite: retrycap does not rewrite a Service's labels or annotations, whose owner would write them back; lower the mesh's retries on the chain or leave the change out)"},
+		},
+		{
+			name: "Audit: admitted with the warning", cluster: []string{inject, tcp}, policies: policy(v1alpha1.EnforcementAudit),
+			object: portsServiceYAML("reviews", "{name: http-db, port: 9080}"), old: tcp,
+			want: MeshDecision{Allowed: true, Warnings: []string{`RetryPolicy bookinfo/bookinfo: Service bookinfo/reviews spec.ports[0].name: "tcp-db" -> "http-db"` + chain + " (admitted: enforcement is Audit)"}},
+		},
+		{
+			name: "a TCP port renumbered: still TCP, admitted", cluster: []string{inject, tcp}, policies: policy(v1alpha1.EnforcementReject),
+			object: portsServiceYAML("reviews", "{name: tcp-db, port: 9081}"), old: tcp,
+			want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "http -> tcp lowers: admitted", cluster: []string{inject, portsServiceYAML("reviews", "{name: http, port: 9080}")}, policies: policy(v1alpha1.EnforcementReject),
+			object: tcp, old: portsServiceYAML("reviews", "{name: http, port: 9080}"),
+			want: MeshDecision{Allowed: true},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := mesh.NewSet(mesh.Options{})
+			for _, y := range tc.cluster {
+				if _, err := set.AddJSON(jsonOf(t, y)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in := MeshInput{Policies: tc.policies, Workloads: bookinfoChain(), Set: set, Object: jsonOf(t, tc.object), Old: jsonOf(t, tc.old)}
+			expectMeshDecision(t, DecideMeshMembership(in, mesh.ServiceKeys()), tc.want)
+		})
+	}
+}
+
+// TestPortChanges: each field of mesh.PortFields changed is named by index, old and new; a port
+// added or removed has every field it sets named.
+func TestPortChanges(t *testing.T) {
+	old := []byte(`{"spec":{"ports":[{"name":"tcp","port":80,"protocol":"TCP"},{"name":"x","port":81,"protocol":"TCP"}]}}`)
+	cur := []byte(`{"spec":{"ports":[{"name":"http","port":8080,"appProtocol":"http","protocol":"TCP"},{"name":"x","port":81,"protocol":"TCP"},{"port":53,"protocol":"UDP"}]}}`)
+	got := strings.Join(portChanges(old, cur), ", ")
+	const want = `spec.ports[0].name: "tcp" -> "http", spec.ports[0].port: 80 -> 8080, spec.ports[0].appProtocol: unset -> "http", ` +
+		`spec.ports[2].port: unset -> 53, spec.ports[2].protocol: unset -> "UDP"`
+	if got != want {
+		t.Errorf("portChanges =\n%s\nwant\n%s", got, want)
+	}
+	if got := portChanges(cur, old); len(got) != 5 || got[4] != `spec.ports[2].protocol: "UDP" -> unset` {
+		t.Errorf("removed: %q", got)
+	}
+}
+
 // TestDecideMeshMembership: a Namespace's or a Service's membership keys judged as a mesh
 // object is, with the Set holding the object as sent; named by the object and the keys changed.
 func TestDecideMeshMembership(t *testing.T) {
@@ -189,11 +275,19 @@ func TestMeshMembershipWebhook(t *testing.T) {
 		val("object", "annotations") + " != " + val("oldObject", "annotations") + `)) || ` +
 		`(oldObject != null && has(oldObject.metadata.annotations) && oldObject.metadata.annotations.exists(k, k.endsWith(".service.kuma.io/protocol") && ` +
 		val("object", "annotations") + " != " + val("oldObject", "annotations") + `))`
+	// A Service's ports as the Set reads them: the number only on Istio's well-known ports (and
+	// under a Kuma port annotation).
+	portsOf := func(o string) string {
+		return "(has(" + o + ".spec.ports) ? " + o + ".spec.ports.map(p, (has(p.name) ? p.name : '') + '/' + (has(p.appProtocol) ? p.appProtocol : '') + '/' + " +
+			"(has(p.protocol) ? p.protocol : '') + '/' + ((p.port in [25, 53, 3306, 27017] || (has(" + o + ".metadata.annotations) && " + o +
+			`.metadata.annotations.exists(k, k.endsWith(".service.kuma.io/protocol")))) ? string(p.port) : '')) : [])`
+	}
+	ports := "(oldObject != null && " + portsOf("object") + " != " + portsOf("oldObject") + ")"
 	// Istio read, Linkerd not: no linkerd.io/ key.
 	want := "request.resource.resource == 'namespaces' ? (" +
 		changed("labels", `"istio-injection", "istio.io/rev", "istio.io/dataplane-mode", "istio.io/use-waypoint", "istio.io/use-waypoint-namespace", "istio.io/ingress-use-waypoint", "kuma.io/sidecar-injection", "kuma.io/mesh"`) +
 		" || " + changed("annotations", `"kuma.io/sidecar-injection", "kuma.io/mesh"`) + ") : (" +
-		changed("labels", `"istio.io/use-waypoint", "istio.io/use-waypoint-namespace", "istio.io/ingress-use-waypoint"`) + " || " + kuma + ")"
+		changed("labels", `"istio.io/use-waypoint", "istio.io/use-waypoint-namespace", "istio.io/ingress-use-waypoint"`) + " || " + kuma + " || " + ports + ")"
 	if got := h.MatchConditions[0].Expression; got != want {
 		t.Errorf("match condition =\n%s\nwant\n%s", got, want)
 	}
@@ -210,6 +304,11 @@ func TestMeshMembershipWebhook(t *testing.T) {
 	}
 	if strings.Contains(cond, "istio") {
 		t.Errorf("Istio not read: an istio key in %s", cond)
+	}
+	// Linkerd reads a port's number when it has no appProtocol (its opaque-ports lists); Istio's
+	// well-known ports are not listed.
+	if !strings.Contains(cond, "((!has(p.appProtocol) || p.appProtocol == '' || (has(object.metadata.annotations)") || strings.Contains(cond, "3306") {
+		t.Errorf("Linkerd read: the port number condition in %s", cond)
 	}
 }
 
