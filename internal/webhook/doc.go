@@ -23,5 +23,6 @@
 // (MeshConfigMapWebhook) has a match condition naming exactly the ConfigMaps the watcher reads,
 // its membership webhook (MeshMembershipWebhook) one passing only a change of a key
 // mesh.NamespaceKeys or mesh.ServiceKeys lists, or of a Service's spec.ports field a mesh decides
-// a port's protocol by (mesh.PortFields).
+// a port's protocol by (mesh.PortFields), or of a waypoint Gateway's spec or
+// mesh.WaypointGatewayKeys.
 package webhook

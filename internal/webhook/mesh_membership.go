@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,8 @@ import (
 // to an ambient waypoint (istio.io/use-waypoint, istio.io/ingress-use-waypoint), or set a
 // Service's Linkerd retries, timeouts and a port's protocol: mesh.NamespaceKeys and
 // mesh.ServiceKeys; and a Service's spec.ports as the meshes decide a port's protocol by them
-// (mesh.PortFields: a port turned from TCP to HTTP gains the mesh's retries). The mesh gate
+// (mesh.PortFields: a port turned from TCP to HTTP gains the mesh's retries); and the update of
+// a waypoint Gateway's spec or istio.io/waypoint-for (waypointGatewayCondition). The mesh gate
 // judges a create or an update that changes one of them, in a webhook of its own in
 // MeshWebhookConfiguration whose match condition is written from those lists: the API server
 // sends no other Namespace or Service write to the manager. A Service's
@@ -106,8 +108,23 @@ func metaChangeCondition(keys []mesh.MetaKey) string {
 // mesh.NamespaceKeys, a Service write that changes one of mesh.ServiceKeys or the fields of its
 // spec.ports the meshes decide a port's protocol by (portsChangeCondition).
 func meshMembershipCondition(istio, linkerd bool) string {
+	gateways := ""
+	if istio { // the webhook has a gateways rule only then
+		gateways = "request.resource.resource == 'gateways' ? " + waypointGatewayCondition() + " : "
+	}
 	return "request.resource.resource == 'namespaces' ? (" + metaChangeCondition(membershipKeys(mesh.NamespaceKeys(), istio, linkerd)) +
-		") : (" + metaChangeCondition(membershipKeys(mesh.ServiceKeys(), istio, linkerd)) + " || " + portsChangeCondition(istio, linkerd) + ")"
+		") : " + gateways + "(" + metaChangeCondition(membershipKeys(mesh.ServiceKeys(), istio, linkerd)) + " || " + portsChangeCondition(istio, linkerd) + ")"
+}
+
+// waypointGatewayCondition is the CEL expression true when an update of a Gateway of class
+// istio-waypoint (before or after) changes its spec (class, listeners: the HBONE listener's
+// allowedRoutes) or a key of mesh.WaypointGatewayKeys (istio.io/waypoint-for): what can turn a
+// named waypoint into one that takes service traffic. A create is not sent: the Set assumes a
+// named waypoint whose Gateway is not in the input, so creating it raises nothing.
+func waypointGatewayCondition() string {
+	class := strconv.Quote(mesh.IstioWaypointClass)
+	return "(oldObject != null && (object.spec.gatewayClassName == " + class + " || oldObject.spec.gatewayClassName == " + class + ") && " +
+		"(object.spec != oldObject.spec || " + metaChangeCondition(mesh.WaypointGatewayKeys()) + "))"
 }
 
 // portsChangeCondition is the CEL expression true when an update changes what the Set reads of
@@ -168,6 +185,11 @@ func MeshMembershipWebhook(apis []meshwatch.API, gateHook admissionregistrationv
 		{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}, Scope: &cluster}},
 		{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}, Scope: &namespaced}},
 	}
+	if istio {
+		// Only Istio reads waypoint Gateways; their updates only (waypointGatewayCondition).
+		h.Rules = append(h.Rules, admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{mesh.GroupGateway}, APIVersions: []string{"*"}, Resources: []string{"gateways"}, Scope: &namespaced}})
+	}
 	h.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "mesh-membership-keys-change", Expression: meshMembershipCondition(istio, linkerd)}}
 	return h, nil
 }
@@ -192,7 +214,8 @@ func (m *MeshMembershipGate) Handle(ctx context.Context, req admission.Request) 
 	if g.skip[ns] {
 		return admission.Allowed("retrycap does not gate namespace " + ns)
 	}
-	if req.Kind.Group != "" || !isNamespace && req.Kind.Kind != "Service" ||
+	isGateway := req.Kind.Group == mesh.GroupGateway && req.Kind.Kind == "Gateway"
+	if req.Kind.Group != "" && !isGateway || !isNamespace && !isGateway && req.Kind.Kind != "Service" ||
 		req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -202,8 +225,11 @@ func (m *MeshMembershipGate) Handle(ctx context.Context, req admission.Request) 
 	}
 	istio, linkerd := meshwatch.HasMeshes(g.mesh.Read())
 	keys := mesh.ServiceKeys()
-	if isNamespace {
+	switch {
+	case isNamespace:
 		keys = mesh.NamespaceKeys()
+	case isGateway:
+		keys = mesh.WaypointGatewayKeys()
 	}
 	keys = membershipKeys(keys, istio, linkerd)
 	read := func(raw []byte, what string) ([]byte, error) {
@@ -334,11 +360,35 @@ func membershipChange(id string, keys []mesh.MetaKey, oldRaw, newRaw []byte) str
 	}
 	if oldRaw != nil {
 		parts = append(parts, portChanges(oldRaw, newRaw)...)
+		parts = append(parts, gatewayChanges(oldRaw, newRaw)...)
 	}
 	if len(parts) == 0 {
 		return id
 	}
 	return id + " " + strings.Join(parts, ", ")
+}
+
+// gatewayOf is the part of a waypoint Gateway's spec the Set reads.
+type gatewayOf struct {
+	Spec struct {
+		GatewayClassName *string `json:"gatewayClassName"`
+		Listeners        []any   `json:"listeners"`
+	} `json:"spec"`
+}
+
+// gatewayChanges names a Gateway's class change and a listeners change (a Service has neither).
+func gatewayChanges(oldRaw, newRaw []byte) []string {
+	var before, after gatewayOf
+	_ = json.Unmarshal(oldRaw, &before) // decoded before (meshSets)
+	_ = json.Unmarshal(newRaw, &after)
+	var parts []string
+	if b, a := before.Spec.GatewayClassName, after.Spec.GatewayClassName; b != nil && a != nil && *b != *a {
+		parts = append(parts, fmt.Sprintf("spec.gatewayClassName: %q -> %q", *b, *a))
+	}
+	if !reflect.DeepEqual(before.Spec.Listeners, after.Spec.Listeners) {
+		parts = append(parts, "spec.listeners changed")
+	}
+	return parts
 }
 
 // portOf is the part of a Service port the Set reads (mesh.PortFields); nil: not set.

@@ -258,9 +258,11 @@ func TestMeshMembershipWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
-	if h.Name != MeshMembershipWebhookName || *h.FailurePolicy != admissionregistrationv1.Ignore || len(h.Rules) != 2 ||
+	if h.Name != MeshMembershipWebhookName || *h.FailurePolicy != admissionregistrationv1.Ignore ||
 		!reflect.DeepEqual(h.Rules[0].Operations, ops) || !reflect.DeepEqual(h.Rules[0].Resources, []string{"namespaces"}) ||
-		*h.Rules[0].Scope != admissionregistrationv1.ClusterScope ||
+		*h.Rules[0].Scope != admissionregistrationv1.ClusterScope || len(h.Rules) != 3 ||
+		!reflect.DeepEqual(h.Rules[2].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) ||
+		!reflect.DeepEqual(h.Rules[2].APIGroups, []string{"gateway.networking.k8s.io"}) || !reflect.DeepEqual(h.Rules[2].Resources, []string{"gateways"}) ||
 		!reflect.DeepEqual(h.Rules[1].Operations, ops) || !reflect.DeepEqual(h.Rules[1].Resources, []string{"services"}) ||
 		*h.ClientConfig.URL != "https://127.0.0.1:9443"+MeshMembershipPath || len(h.MatchConditions) != 1 {
 		t.Fatalf("webhook %+v", h)
@@ -286,7 +288,9 @@ func TestMeshMembershipWebhook(t *testing.T) {
 	// Istio read, Linkerd not: no linkerd.io/ key.
 	want := "request.resource.resource == 'namespaces' ? (" +
 		changed("labels", `"istio-injection", "istio.io/rev", "istio.io/dataplane-mode", "istio.io/use-waypoint", "istio.io/use-waypoint-namespace", "istio.io/ingress-use-waypoint", "kuma.io/sidecar-injection", "kuma.io/mesh"`) +
-		" || " + changed("annotations", `"kuma.io/sidecar-injection", "kuma.io/mesh"`) + ") : (" +
+		" || " + changed("annotations", `"kuma.io/sidecar-injection", "kuma.io/mesh"`) + ") : request.resource.resource == 'gateways' ? " +
+		`(oldObject != null && (object.spec.gatewayClassName == "istio-waypoint" || oldObject.spec.gatewayClassName == "istio-waypoint") && (object.spec != oldObject.spec || ` +
+		changed("labels", `"istio.io/waypoint-for"`) + ")) : (" +
 		changed("labels", `"istio.io/use-waypoint", "istio.io/use-waypoint-namespace", "istio.io/ingress-use-waypoint"`) + " || " + kuma + " || " + ports + ")"
 	if got := h.MatchConditions[0].Expression; got != want {
 		t.Errorf("match condition =\n%s\nwant\n%s", got, want)
@@ -302,8 +306,11 @@ func TestMeshMembershipWebhook(t *testing.T) {
 			t.Errorf("Linkerd read: %s missing from %s", k, cond)
 		}
 	}
-	if strings.Contains(cond, "istio") {
+	if strings.Contains(cond, "istio.io/") {
 		t.Errorf("Istio not read: an istio key in %s", cond)
+	}
+	if len(h.Rules) != 2 {
+		t.Errorf("Istio not read: no gateways rule, got %+v", h.Rules)
 	}
 	// Linkerd reads a port's number when it has no appProtocol (its opaque-ports lists); Istio's
 	// well-known ports are not listed.

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,5 +86,52 @@ func meshGatePorts(t *testing.T, op *operatortest.Operator) {
 	g.Expect(patch(reviews, `{"op":"replace","path":"/spec/ports/0/name","value":"tcp-db"}`)).To(Succeed())
 	g.Expect(webhook.MeshMembershipRequests()).To(Equal(n + 1))
 	g.Eventually(status(policy)).Should(Equal(int64(1)))
+	g.Expect(c.Delete(ctx, policy)).To(Succeed())
+}
+
+// meshGateWaypointGateway (a case of TestGateMeshLayers): an update of a waypoint Gateway that
+// makes it take the service traffic a Service's istio.io/use-waypoint label sends it reaches the
+// membership webhook and is judged. Before, `kubectl label gateway waypoint
+// istio.io/waypoint-for=service --overwrite` was admitted with a cap-2 policy's chain going from
+// 1 to 3 (the webhook had no gateways rule): the first dry run below stayed admitted ("") until
+// the Eventually timed out. The Gateway's create is not sent (the Set assumes a named waypoint
+// without its Gateway: creating it raises nothing), nor a label the Set does not read.
+func meshGateWaypointGateway(t *testing.T, op *operatortest.Operator) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(time.Minute)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	c, ctx := op.Client, op.Ctx
+	const ns = "member-waypoint"
+	policy := chainWithPolicy(g, op, ns, map[string]string{"istio.io/dataplane-mode": "ambient"}, nil, 2, v1alpha1.EnforcementReject)
+	gw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "waypoint", "namespace": ns, "labels": map[string]any{"istio.io/waypoint-for": "workload"}},
+		"spec": map[string]any{"gatewayClassName": "istio-waypoint",
+			"listeners": []any{map[string]any{"name": "mesh", "port": int64(15008), "protocol": "HBONE"}}},
+	}}
+	n := webhook.MeshMembershipRequests()
+	g.Expect(c.Create(ctx, gw.DeepCopy())).To(Succeed())
+	g.Expect(webhook.MeshMembershipRequests()).To(Equal(n))
+	// Service reviews labelled for the waypoint, which takes workload traffic only: no layer,
+	// admitted once the watcher has the Gateway (before, the waypoint is assumed: 3 > 2).
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reviews", Labels: map[string]string{"istio.io/use-waypoint": "waypoint"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "reviews"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+	g.Eventually(func() error { return c.Create(ctx, svc.DeepCopy()) }).Should(Succeed())
+	g.Eventually(func() (int64, error) {
+		var cur v1alpha1.RetryPolicy
+		err := c.Get(ctx, client.ObjectKeyFromObject(policy), &cur)
+		return cur.Status.Amplification, err
+	}).Should(Equal(int64(1)))
+
+	label := func(key, value string, opts ...client.PatchOption) error {
+		return c.Patch(ctx, gw.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+key+`":"`+value+`"}}}`)), opts...)
+	}
+	const want = `admission webhook "membership.mesh.retrycap.dev" denied the request: RetryPolicy member-waypoint/bookinfo: ` +
+		`Gateway member-waypoint/waypoint metadata.labels["istio.io/waypoint-for"]: "workload" -> "service" makes productpage -x3-> reviews -x1-> ratings = 3 > cap 2`
+	g.Eventually(func() string { return errString(label("istio.io/waypoint-for", "service", client.DryRunAll)) }).Should(Equal(want))
+	g.Expect(label("istio.io/waypoint-for", "service")).To(MatchError(want))
+	n = webhook.MeshMembershipRequests()
+	g.Expect(label("team", "mesh")).To(Succeed())
+	g.Expect(webhook.MeshMembershipRequests()).To(Equal(n))
 	g.Expect(c.Delete(ctx, policy)).To(Succeed())
 }
