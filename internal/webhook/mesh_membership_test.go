@@ -398,3 +398,17 @@ func TestWaypointGatewayCreateRaisesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayChanges: a waypoint Gateway's class change named old and new, a listeners change
+// named as such; a Service (neither field) names none.
+func TestGatewayChanges(t *testing.T) {
+	old := []byte(`{"spec":{"gatewayClassName":"istio","listeners":[{"name":"mesh","port":15008,"protocol":"HBONE"}]}}`)
+	cur := []byte(`{"spec":{"gatewayClassName":"istio-waypoint","listeners":[{"name":"mesh","port":15008,"protocol":"HBONE","allowedRoutes":{"namespaces":{"from":"All"}}}]}}`)
+	if got, want := strings.Join(gatewayChanges(old, cur), ", "), `spec.gatewayClassName: "istio" -> "istio-waypoint", spec.listeners changed`; got != want {
+		t.Errorf("gatewayChanges = %s, want %s", got, want)
+	}
+	svc := []byte(`{"spec":{"ports":[{"port":80}]}}`)
+	if got := gatewayChanges(svc, svc); len(got) != 0 {
+		t.Errorf("a Service: %q", got)
+	}
+}
