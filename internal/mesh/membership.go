@@ -31,6 +31,12 @@ func NamespaceKeys() []MetaKey {
 	}
 }
 
+// WaypointGatewayKeys are the keys of a Gateway's metadata the Set reads when a waypoint label
+// names it (waypoint.go serviceWaypoint); the rest it reads is its spec (class, listeners).
+func WaypointGatewayKeys() []MetaKey {
+	return []MetaKey{{Mesh: Istio, Key: IstioWaypointForLabel}}
+}
+
 // ServiceKeys are the keys of a Service's metadata the Set reads (waypoint.go serviceWaypoint,
 // waypointEntry; objects.go linkerdRetries; time.go linkerdTimes; ports.go).
 func ServiceKeys() []MetaKey {

@@ -72,6 +72,23 @@ const LinkerdDefaultOpaquePorts = "25,587,3306,4444,5432,6379,9300,11211"
 // declared is TCP (pkg/config/kube/conversion.go wellKnownPorts: SMTP, DNS, MySQL, MongoDB).
 var istioWellKnownPorts = map[int32]bool{25: true, 53: true, 3306: true, 27017: true}
 
+// IstioWellKnownPorts are the port numbers whose protocol Istio decides by the number when the
+// port's name and appProtocol declare none (istioProtocol), ascending: the mesh gate's
+// membership webhook (internal/webhook) sends a Service's port-number change only for these,
+// when Istio is read.
+func IstioWellKnownPorts() []int32 {
+	ports := make([]int32, 0, len(istioWellKnownPorts))
+	for p := range istioWellKnownPorts {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+// PortFields are the fields of a Service's spec.ports[] the Set reads to decide a port's
+// protocol (servicePort; protocolOf): the membership webhook compares these.
+func PortFields() []string { return []string{"name", "port", "appProtocol", "protocol"} }
+
 // protocol is a port's protocol as one mesh reads it.
 type protocol struct {
 	retried bool

@@ -22,5 +22,7 @@
 // mesh APIs the cluster serves only, and rewrites as they change; its ConfigMap webhook
 // (MeshConfigMapWebhook) has a match condition naming exactly the ConfigMaps the watcher reads,
 // its membership webhook (MeshMembershipWebhook) one passing only a change of a key
-// mesh.NamespaceKeys or mesh.ServiceKeys lists.
+// mesh.NamespaceKeys or mesh.ServiceKeys lists, or of a Service's spec.ports field a mesh decides
+// a port's protocol by (mesh.PortFields), or of a waypoint Gateway's spec or
+// mesh.WaypointGatewayKeys.
 package webhook

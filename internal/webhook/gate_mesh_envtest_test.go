@@ -72,6 +72,8 @@ func TestGateMeshLayers(t *testing.T) {
 
 	t.Run("the ConfigMaps whose retries the manager counts are judged", func(t *testing.T) { meshGateConfigMaps(t, op) })
 	t.Run("membership labels of Namespaces and Services are judged", func(t *testing.T) { meshGateMembership(t, op) })
+	t.Run("a Service's port turned from TCP to HTTP is judged", func(t *testing.T) { meshGatePorts(t, op) })
+	t.Run("a waypoint Gateway turned to take service traffic is judged", func(t *testing.T) { meshGateWaypointGateway(t, op) })
 	t.Run("a ClusterRetryPolicy judges mesh objects", func(t *testing.T) { meshGateClusterPolicy(t, op) })
 	t.Run("a raised mesh timeout is judged against maxTimeToAnswer", func(t *testing.T) { meshGateTimeoutRaise(t, op) })
 	t.Run("every route to an entrypoint is lowered at once", func(t *testing.T) { meshGateEntryRoutes(t, op) })

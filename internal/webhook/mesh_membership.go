@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,9 +28,12 @@ import (
 // (istio-injection, istio.io/rev, linkerd.io/inject, kuma.io/sidecar-injection), bind a Service
 // to an ambient waypoint (istio.io/use-waypoint, istio.io/ingress-use-waypoint), or set a
 // Service's Linkerd retries, timeouts and a port's protocol: mesh.NamespaceKeys and
-// mesh.ServiceKeys. The mesh gate judges a create or an update that changes one of them, in a
-// webhook of its own in MeshWebhookConfiguration whose match condition is written from those
-// lists: the API server sends no other Namespace or Service write to the manager. A Service's
+// mesh.ServiceKeys; and a Service's spec.ports as the meshes decide a port's protocol by them
+// (mesh.PortFields: a port turned from TCP to HTTP gains the mesh's retries); and the update of
+// a waypoint Gateway's spec or istio.io/waypoint-for (waypointGatewayCondition). The mesh gate
+// judges a create or an update that changes one of them, in a webhook of its own in
+// MeshWebhookConfiguration whose match condition is written from those lists: the API server
+// sends no other Namespace or Service write to the manager. A Service's
 // create is judged (a new Service labelled istio.io/use-waypoint puts its callers' calls
 // through the waypoint at once), and so is a Namespace's (istio.io/use-waypoint on a namespace
 // binds the callees named in it before their Services exist). A delete is not judged: it only
@@ -101,10 +105,62 @@ func metaChangeCondition(keys []mesh.MetaKey) string {
 
 // meshMembershipCondition is the match condition of the membership webhook for a cluster whose
 // meshes are istio and linkerd (Kuma's keys always): a Namespace write that changes one of
-// mesh.NamespaceKeys, a Service write that changes one of mesh.ServiceKeys.
+// mesh.NamespaceKeys, a Service write that changes one of mesh.ServiceKeys or the fields of its
+// spec.ports the meshes decide a port's protocol by (portsChangeCondition).
 func meshMembershipCondition(istio, linkerd bool) string {
+	gateways := ""
+	if istio { // the webhook has a gateways rule only then
+		gateways = "request.resource.resource == 'gateways' ? " + waypointGatewayCondition() + " : "
+	}
 	return "request.resource.resource == 'namespaces' ? (" + metaChangeCondition(membershipKeys(mesh.NamespaceKeys(), istio, linkerd)) +
-		") : (" + metaChangeCondition(membershipKeys(mesh.ServiceKeys(), istio, linkerd)) + ")"
+		") : " + gateways + "(" + metaChangeCondition(membershipKeys(mesh.ServiceKeys(), istio, linkerd)) + " || " + portsChangeCondition(istio, linkerd) + ")"
+}
+
+// waypointGatewayCondition is the CEL expression true when an update of a Gateway of class
+// istio-waypoint (before or after) changes its spec (class, listeners: the HBONE listener's
+// allowedRoutes) or a key of mesh.WaypointGatewayKeys (istio.io/waypoint-for): what can turn a
+// named waypoint into one that takes service traffic. A create is not sent: the Set assumes a
+// named waypoint whose Gateway is not in the input, so creating it raises nothing.
+func waypointGatewayCondition() string {
+	class := strconv.Quote(mesh.IstioWaypointClass)
+	return "(oldObject != null && (object.spec.gatewayClassName == " + class + " || oldObject.spec.gatewayClassName == " + class + ") && " +
+		"(object.spec != oldObject.spec || " + metaChangeCondition(mesh.WaypointGatewayKeys()) + "))"
+}
+
+// portsChangeCondition is the CEL expression true when an update changes what the Set reads of
+// a Service's spec.ports (mesh.PortFields: a port turned from TCP to HTTP gains the mesh's
+// retries): each port as its name, appProtocol and protocol, and its number only where a mesh
+// read decides the protocol by it: Istio on its well-known ports (mesh.IstioWellKnownPorts),
+// Linkerd on a port without appProtocol (its opaque-ports lists, the namespace's among them,
+// which the condition cannot see), Kuma when the Service has a
+// "<port>.service.kuma.io/protocol" annotation. So a port renumbered from 8080 to 8081 is not
+// sent. A create is not: a Service without ports counts every layer's retries (mesh.Set
+// onlyHTTP), so ports first written only lower them.
+func portsChangeCondition(istio, linkerd bool) string {
+	ports := func(o string) string {
+		var parts []string
+		for _, f := range mesh.PortFields() {
+			if f == "port" {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("(has(p.%s) ? p.%s : '')", f, f))
+		}
+		var byNumber []string
+		if istio {
+			var wk []string
+			for _, n := range mesh.IstioWellKnownPorts() {
+				wk = append(wk, strconv.Itoa(int(n)))
+			}
+			byNumber = append(byNumber, "p.port in ["+strings.Join(wk, ", ")+"]")
+		}
+		if linkerd {
+			byNumber = append(byNumber, "!has(p.appProtocol) || p.appProtocol == ''")
+		}
+		byNumber = append(byNumber, fmt.Sprintf("(has(%s.metadata.annotations) && %s.metadata.annotations.exists(k, k.endsWith(%s)))", o, o, strconv.Quote(mesh.KumaProtocolAnnotationSuffix)))
+		parts = append(parts, "(("+strings.Join(byNumber, " || ")+") ? string(p.port) : '')")
+		return fmt.Sprintf("(has(%s.spec.ports) ? %s.spec.ports.map(p, %s) : [])", o, o, strings.Join(parts, " + '/' + "))
+	}
+	return "(oldObject != null && " + ports("object") + " != " + ports("oldObject") + ")"
 }
 
 // MeshMembershipWebhook is the Namespace and Service webhook for a cluster whose mesh APIs are
@@ -128,6 +184,11 @@ func MeshMembershipWebhook(apis []meshwatch.API, gateHook admissionregistrationv
 	h.Rules = []admissionregistrationv1.RuleWithOperations{
 		{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}, Scope: &cluster}},
 		{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"services"}, Scope: &namespaced}},
+	}
+	if istio {
+		// Only Istio reads waypoint Gateways; their updates only (waypointGatewayCondition).
+		h.Rules = append(h.Rules, admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{mesh.GroupGateway}, APIVersions: []string{"*"}, Resources: []string{"gateways"}, Scope: &namespaced}})
 	}
 	h.MatchConditions = []admissionregistrationv1.MatchCondition{{Name: "mesh-membership-keys-change", Expression: meshMembershipCondition(istio, linkerd)}}
 	return h, nil
@@ -153,7 +214,8 @@ func (m *MeshMembershipGate) Handle(ctx context.Context, req admission.Request) 
 	if g.skip[ns] {
 		return admission.Allowed("retrycap does not gate namespace " + ns)
 	}
-	if req.Kind.Group != "" || !isNamespace && req.Kind.Kind != "Service" ||
+	isGateway := req.Kind.Group == mesh.GroupGateway && req.Kind.Kind == "Gateway"
+	if req.Kind.Group != "" && !isGateway || !isNamespace && !isGateway && req.Kind.Kind != "Service" ||
 		req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -163,8 +225,11 @@ func (m *MeshMembershipGate) Handle(ctx context.Context, req admission.Request) 
 	}
 	istio, linkerd := meshwatch.HasMeshes(g.mesh.Read())
 	keys := mesh.ServiceKeys()
-	if isNamespace {
+	switch {
+	case isNamespace:
 		keys = mesh.NamespaceKeys()
+	case isGateway:
+		keys = mesh.WaypointGatewayKeys()
 	}
 	keys = membershipKeys(keys, istio, linkerd)
 	read := func(raw []byte, what string) ([]byte, error) {
@@ -293,10 +358,99 @@ func membershipChange(id string, keys []mesh.MetaKey, oldRaw, newRaw []byte) str
 			parts = append(parts, fmt.Sprintf("metadata.%s[%q]: %s -> %s", field, n, quotedOrUnset(ov, had), quotedOrUnset(nv, has)))
 		}
 	}
+	if oldRaw != nil {
+		parts = append(parts, portChanges(oldRaw, newRaw)...)
+		parts = append(parts, gatewayChanges(oldRaw, newRaw)...)
+	}
 	if len(parts) == 0 {
 		return id
 	}
 	return id + " " + strings.Join(parts, ", ")
+}
+
+// gatewayOf is the part of a waypoint Gateway's spec the Set reads.
+type gatewayOf struct {
+	Spec struct {
+		GatewayClassName *string `json:"gatewayClassName"`
+		Listeners        []any   `json:"listeners"`
+	} `json:"spec"`
+}
+
+// gatewayChanges names a Gateway's class change and a listeners change (a Service has neither).
+func gatewayChanges(oldRaw, newRaw []byte) []string {
+	var before, after gatewayOf
+	_ = json.Unmarshal(oldRaw, &before) // decoded before (meshSets)
+	_ = json.Unmarshal(newRaw, &after)
+	var parts []string
+	if b, a := before.Spec.GatewayClassName, after.Spec.GatewayClassName; b != nil && a != nil && *b != *a {
+		parts = append(parts, fmt.Sprintf("spec.gatewayClassName: %q -> %q", *b, *a))
+	}
+	if !reflect.DeepEqual(before.Spec.Listeners, after.Spec.Listeners) {
+		parts = append(parts, "spec.listeners changed")
+	}
+	return parts
+}
+
+// portOf is the part of a Service port the Set reads (mesh.PortFields); nil: not set.
+type portOf struct {
+	Name        *string `json:"name"`
+	Port        *int64  `json:"port"`
+	AppProtocol *string `json:"appProtocol"`
+	Protocol    *string `json:"protocol"`
+}
+
+type portsOf struct {
+	Spec struct {
+		Ports []portOf `json:"ports"`
+	} `json:"spec"`
+}
+
+// portChanges names each field of mesh.PortFields that differs between the ports of oldRaw and
+// newRaw, by index: `spec.ports[0].name: "tcp-db" -> "http-db"`, `spec.ports[1].port: unset ->
+// 8080` (a port added).
+func portChanges(oldRaw, newRaw []byte) []string {
+	var before, after portsOf
+	_ = json.Unmarshal(oldRaw, &before) // decoded before (meshSets)
+	_ = json.Unmarshal(newRaw, &after)
+	str := func(v *string) string {
+		if v == nil {
+			return "unset"
+		}
+		return strconv.Quote(*v)
+	}
+	num := func(v *int64) string {
+		if v == nil {
+			return "unset"
+		}
+		return strconv.FormatInt(*v, 10)
+	}
+	var parts []string
+	for i := range max(len(before.Spec.Ports), len(after.Spec.Ports)) {
+		var b, a portOf
+		if i < len(before.Spec.Ports) {
+			b = before.Spec.Ports[i]
+		}
+		if i < len(after.Spec.Ports) {
+			a = after.Spec.Ports[i]
+		}
+		for _, f := range mesh.PortFields() {
+			var ov, nv string
+			switch f {
+			case "name":
+				ov, nv = str(b.Name), str(a.Name)
+			case "port":
+				ov, nv = num(b.Port), num(a.Port)
+			case "appProtocol":
+				ov, nv = str(b.AppProtocol), str(a.AppProtocol)
+			case "protocol":
+				ov, nv = str(b.Protocol), str(a.Protocol)
+			}
+			if ov != nv {
+				parts = append(parts, fmt.Sprintf("spec.ports[%d].%s: %s -> %s", i, f, ov, nv))
+			}
+		}
+	}
+	return parts
 }
 
 func quotedOrUnset(v string, set bool) string {
@@ -312,8 +466,9 @@ func quotedOrUnset(v string, set bool) string {
 // and every edge (or entrypoint) of each policy's graph whose tries it raises, or whose layers'
 // timeouts it lengthens, judged against the policy's cap and maxTimeToAnswer; a lowering (a
 // label removed: a namespace leaving a mesh) passes. in.Object and in.Old are as the Set holds
-// them (forMeshes). Reject and Rewrite refuse (a label is never rewritten), Audit warns; the
-// message names the object, the keys changed with their old and new values, and the chain.
+// them (forMeshes). Reject and Rewrite refuse (a label is never rewritten, nor a port), Audit
+// warns; the message names the object, the keys and spec.ports fields changed with their old and
+// new values, and the chain.
 func DecideMeshMembership(in MeshInput, keys []mesh.MetaKey) MeshDecision {
 	obj, oldSet, newSet, err := meshSets(in.Set, in.Object, in.Old)
 	if err != nil {
