@@ -306,37 +306,7 @@ func DecideMeshConfigMap(in MeshInput) MeshDecision {
 		}
 		return msg
 	}
-	e := gate.Enforce(policies, gate.Steps[judgedPolicy, configMapVerdict]{
-		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) {
-			en := p.Spec().Enforcement
-			if en == v1alpha1.EnforcementRewrite {
-				en = v1alpha1.EnforcementReject // never rewritten: refused, named as Rewrite in the message
-			}
-			return p.Ref(), en
-		},
-		Judge: func(p judgedPolicy) (configMapVerdict, bool, error) {
-			v, over := judge(p)
-			return v, over, nil
-		},
-		Ref:     func(v configMapVerdict) workload.PolicyRef { return v.policy.Ref() },
-		Message: message,
-		Also: func(vs []configMapVerdict) string {
-			over := make([]gate.Over, len(vs))
-			for i, v := range vs {
-				over[i] = gate.Over{Ref: v.policy.Ref(), Cap: v.judge != nil && v.judge.Over}
-				if v.time != nil {
-					over[i].MaxTime = v.time.Max
-				}
-			}
-			return gate.AlsoOver(over)
-		},
-		Rewrite: func([]configMapVerdict) []string { return nil }, // unreachable: Policy maps Rewrite to Reject
-		Audit:   judge,
-	})
-	if e.Denied {
-		return MeshDecision{Message: e.Message}
-	}
-	return MeshDecision{Allowed: true, Warnings: e.Warnings}
+	return enforceUnrewritable(policies, judge, message)
 }
 
 // judgeConfigMap reports whether p's graph with set goes over p's cap through an edge (or
@@ -493,4 +463,48 @@ func (g *MeshGate) readsConfigMap(set *mesh.Set, req admission.Request) bool {
 		labels = append(labels, nil)
 	}
 	return readsConfigMap(set, g.mesh.Read(), req.Namespace, req.Name, labels...)
+}
+
+// enforceUnrewritable is gate.Enforce for an object retrycap never rewrites (a ConfigMap, a
+// Namespace's or Service's labels, a waypoint Gateway: their owners would write them back): a
+// Rewrite policy refuses it, and message says so.
+func enforceUnrewritable(policies []judgedPolicy, judge func(judgedPolicy) (configMapVerdict, bool), message func(configMapVerdict) string) MeshDecision {
+	e := gate.Enforce(policies, gate.Steps[judgedPolicy, configMapVerdict]{
+		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) {
+			en := p.Spec().Enforcement
+			if en == v1alpha1.EnforcementRewrite {
+				en = v1alpha1.EnforcementReject // never rewritten: refused, named as Rewrite in the message
+			}
+			return p.Ref(), en
+		},
+		Judge: func(p judgedPolicy) (configMapVerdict, bool, error) {
+			v, over := judge(p)
+			return v, over, nil
+		},
+		Ref:     func(v configMapVerdict) workload.PolicyRef { return v.policy.Ref() },
+		Message: message,
+		Also: func(vs []configMapVerdict) string {
+			over := make([]gate.Over, len(vs))
+			for i, v := range vs {
+				over[i] = overOf(v.policy, v.judge, v.time)
+			}
+			return gate.AlsoOver(over)
+		},
+		Rewrite: func([]configMapVerdict) []string { return nil }, // unreachable: Policy maps Rewrite to Reject
+		Audit:   judge,
+	})
+	if e.Denied {
+		return MeshDecision{Message: e.Message}
+	}
+	return MeshDecision{Allowed: true, Warnings: e.Warnings}
+}
+
+// overOf is what "also over the cap of" says of one policy's verdict: over its cap, over its
+// maxTimeToAnswer, or both.
+func overOf(p judgedPolicy, j *graph.Judgement, t *graph.TimeJudgement) gate.Over {
+	o := gate.Over{Ref: p.Ref(), Cap: j != nil && j.Over}
+	if t != nil {
+		o.MaxTime = t.Max
+	}
+	return o
 }

@@ -241,10 +241,7 @@ func DecideMesh(in MeshInput) MeshDecision {
 		Also: func(vs []meshVerdict) string {
 			over := make([]gate.Over, len(vs))
 			for i, v := range vs {
-				over[i] = gate.Over{Ref: v.policy.Ref(), Cap: v.judge != nil && v.judge.Over}
-				if v.time != nil {
-					over[i].MaxTime = v.time.Max
-				}
+				over[i] = overOf(v.policy, v.judge, v.time)
 			}
 			return gate.AlsoOver(over)
 		},

@@ -18,10 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
-	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/mesh"
 	"github.com/retrycap/retrycap/internal/meshwatch"
-	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // The labels and annotations of Namespaces and Services that put workloads into a mesh layer
@@ -493,35 +491,5 @@ func DecideMeshMembership(in MeshInput, keys []mesh.MetaKey) MeshDecision {
 		}
 		return msg
 	}
-	e := gate.Enforce(policies, gate.Steps[judgedPolicy, configMapVerdict]{
-		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) {
-			en := p.Spec().Enforcement
-			if en == v1alpha1.EnforcementRewrite {
-				en = v1alpha1.EnforcementReject // never rewritten: refused, named as Rewrite in the message
-			}
-			return p.Ref(), en
-		},
-		Judge: func(p judgedPolicy) (configMapVerdict, bool, error) {
-			v, over := judge(p)
-			return v, over, nil
-		},
-		Ref:     func(v configMapVerdict) workload.PolicyRef { return v.policy.Ref() },
-		Message: message,
-		Also: func(vs []configMapVerdict) string {
-			over := make([]gate.Over, len(vs))
-			for i, v := range vs {
-				over[i] = gate.Over{Ref: v.policy.Ref(), Cap: v.judge != nil && v.judge.Over}
-				if v.time != nil {
-					over[i].MaxTime = v.time.Max
-				}
-			}
-			return gate.AlsoOver(over)
-		},
-		Rewrite: func([]configMapVerdict) []string { return nil }, // unreachable: Policy maps Rewrite to Reject
-		Audit:   judge,
-	})
-	if e.Denied {
-		return MeshDecision{Message: e.Message}
-	}
-	return MeshDecision{Allowed: true, Warnings: e.Warnings}
+	return enforceUnrewritable(policies, judge, message)
 }
