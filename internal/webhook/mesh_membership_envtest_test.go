@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -30,13 +31,7 @@ func meshGateMembership(t *testing.T, op *operatortest.Operator) {
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	c, ctx := op.Client, op.Ctx
-	status := func(p *v1alpha1.RetryPolicy) func() (int64, error) {
-		return func() (int64, error) {
-			var cur v1alpha1.RetryPolicy
-			err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur)
-			return cur.Status.Amplification, err
-		}
-	}
+	status := func(p *v1alpha1.RetryPolicy) func() (int64, error) { return amplificationOf(ctx, c, p) }
 	label := func(c client.Client, obj client.Object, key, value string, opts ...client.PatchOption) error {
 		v := `"` + value + `"`
 		if value == "" {
@@ -118,4 +113,13 @@ func meshGateMembership(t *testing.T, op *operatortest.Operator) {
 	labelled.Labels = map[string]string{"istio.io/use-waypoint": "waypoint"}
 	g.Expect(c.Create(ctx, labelled)).To(MatchError(denied + overSvc))
 	g.Expect(c.Delete(ctx, amb)).To(Succeed())
+}
+
+// amplificationOf polls p's status.amplification (for Eventually).
+func amplificationOf(ctx context.Context, c client.Client, p *v1alpha1.RetryPolicy) func() (int64, error) {
+	return func() (int64, error) {
+		var cur v1alpha1.RetryPolicy
+		err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur)
+		return cur.Status.Amplification, err
+	}
 }

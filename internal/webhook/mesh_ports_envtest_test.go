@@ -27,13 +27,7 @@ func meshGatePorts(t *testing.T, op *operatortest.Operator) {
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	c, ctx := op.Client, op.Ctx
-	status := func(p *v1alpha1.RetryPolicy) func() (int64, error) {
-		return func() (int64, error) {
-			var cur v1alpha1.RetryPolicy
-			err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur)
-			return cur.Status.Amplification, err
-		}
-	}
+	status := func(p *v1alpha1.RetryPolicy) func() (int64, error) { return amplificationOf(ctx, c, p) }
 	patch := func(svc *corev1.Service, op string, opts ...client.PatchOption) error {
 		return c.Patch(ctx, svc.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[`+op+`]`)), opts...)
 	}
