@@ -437,8 +437,9 @@ func (h *Handler) safetyNet() {
 	h.flushDirty()
 }
 
-// flushDirty kicks the writer of every connection written to since the
-// last flush (it writes nothing itself).
+// flushDirty flushes every connection written to since the last flush:
+// it writes a batch of at most inlineConns connections itself, or any
+// batch with one P, and kicks their writers for the rest.
 func (h *Handler) flushDirty() {
 	for {
 		h.dmu.Lock()

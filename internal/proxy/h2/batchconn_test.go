@@ -312,6 +312,11 @@ func TestFlushDirtyInlineWithOneP(t *testing.T) {
 			h := &Handler{}
 			h.dtimer = time.AfterFunc(time.Hour, h.safetyNet)
 			defer h.dtimer.Stop()
+			// The safety net stays unarmed (markDirty arms it only when
+			// dtArmed is false): fired between two of the writes below on
+			// a loaded machine, it flushed the first few connections as a
+			// batch of at most inlineConns, inline with any number of Ps.
+			h.dtArmed = true
 			const conns = inlineConns + 4
 			cs := make([]*batchConn, conns)
 			peers := make([]net.Conn, conns)
