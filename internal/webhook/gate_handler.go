@@ -30,6 +30,20 @@ import (
 // timeoutSeconds (5), so the client gets the gate's own message rather than a timeout.
 const cacheSyncWait = 3 * time.Second
 
+// waitSynced waits, up to cacheSyncWait, for the manager's cache (hasSynced) before a gate
+// judges with it; not synced by then, the request is answered 503 in gate's name (ok false).
+func waitSynced(ctx context.Context, hasSynced func() bool, gate string) (admission.Response, bool) {
+	if hasSynced() {
+		return admission.Response{}, true
+	}
+	wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
+	defer cancel()
+	if toolscache.WaitForCacheSync(wctx.Done(), hasSynced) {
+		return admission.Response{}, true
+	}
+	return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("%s: the manager's workload cache has not synced yet; retry shortly", gate)), false
+}
+
 // WorkloadGate is the admission.Handler of the workload gate (GatePath): it reads the request,
 // the namespace's RetryPolicies, the ClusterRetryPolicies and the workloads from the manager's
 // cache, and applies gate.Decide.
@@ -88,13 +102,8 @@ func (g *WorkloadGate) Handle(ctx context.Context, req admission.Request) admiss
 		}
 	}
 
-	if !g.index.HasSynced() {
-		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
-		synced := toolscache.WaitForCacheSync(wctx.Done(), g.index.HasSynced)
-		cancel()
-		if !synced {
-			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("retrycap gate: the manager's workload cache has not synced yet; retry shortly"))
-		}
+	if resp, ok := waitSynced(ctx, g.index.HasSynced, "retrycap gate"); !ok {
+		return resp
 	}
 	var list v1alpha1.RetryPolicyList
 	if err := g.policies.List(ctx, &list, client.InNamespace(incoming.Namespace)); err != nil {

@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -126,13 +125,8 @@ func (g *MeshGate) Handle(ctx context.Context, req admission.Request) admission.
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the stored %s %s/%s: %w", req.Kind.Kind, req.Namespace, req.Name, err))
 		}
 	}
-	if !g.index.HasSynced() {
-		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
-		synced := toolscache.WaitForCacheSync(wctx.Done(), g.index.HasSynced)
-		cancel()
-		if !synced {
-			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("retrycap mesh gate: the manager's workload cache has not synced yet; retry shortly"))
-		}
+	if resp, ok := waitSynced(ctx, g.index.HasSynced, "retrycap mesh gate"); !ok {
+		return resp
 	}
 	bears := MeshBearsOn(req.Namespace, raw, old)
 	policies, err := g.affectedPolicies(ctx, bears)

@@ -14,7 +14,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -252,13 +251,8 @@ func (m *MeshMembershipGate) Handle(ctx context.Context, req admission.Request) 
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}
-	if !g.index.HasSynced() {
-		wctx, cancel := context.WithTimeout(ctx, cacheSyncWait)
-		synced := toolscache.WaitForCacheSync(wctx.Done(), g.index.HasSynced)
-		cancel()
-		if !synced {
-			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("retrycap mesh gate: the manager's workload cache has not synced yet; retry shortly"))
-		}
+	if resp, ok := waitSynced(ctx, g.index.HasSynced, "retrycap mesh gate"); !ok {
+		return resp
 	}
 	bears := MeshBearing{All: true}
 	policies, err := g.affectedPolicies(ctx, bears)
