@@ -21,14 +21,18 @@
 # its own and not the client's or the server's turn on the same core; all
 # contenders, direct included, run under the same split. Summarise many
 # rounds with internal/proxy/h2/grpcbench/p99sum.py FILE.
+# PROCS=N (default 1) runs both proxies at GOMAXPROCS=N and HAProxy at
+# nbthread N: PROCS=2 is the sidecar as injected (internal/inject sets
+# GOMAXPROCS=2) against HAProxy with as many threads.
 set -u
+PROCS=${PROCS:-1}
 A=$1; B=$2; BENV=${3:-}
 DUR=${DUR:-5s}
 W=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
 cat > "$W/haproxy.cfg" <<CFG
 global
-    nbthread 1
+    nbthread $PROCS
     maxconn 5000
 defaults
     mode http
@@ -48,8 +52,8 @@ LOAD=""; PROX=""
 if [ "${PIN:-0}" = 1 ]; then LOAD="taskset -c 0"; PROX="taskset -c 1"; fi
 $LOAD $G -serve 127.0.0.1:19200 &
 ARGS="--upstreams echo=3 --resolve echo=127.0.0.1:19200 --retry-on connect-failure,reset,503,unavailable --chain-cap 4"
-GOMAXPROCS=1 $PROX $A --listen 127.0.0.1:19201 --admin 127.0.0.1:19202 $ARGS > "$W/a.log" 2>&1 & RA=$!
-env GOMAXPROCS=1 $BENV $PROX $B --listen 127.0.0.1:19211 --admin 127.0.0.1:19212 $ARGS > "$W/b.log" 2>&1 & RB=$!
+GOMAXPROCS=$PROCS $PROX $A --listen 127.0.0.1:19201 --admin 127.0.0.1:19202 $ARGS > "$W/a.log" 2>&1 & RA=$!
+env GOMAXPROCS=$PROCS $BENV $PROX $B --listen 127.0.0.1:19211 --admin 127.0.0.1:19212 $ARGS > "$W/b.log" 2>&1 & RB=$!
 $PROX /usr/sbin/haproxy -f "$W/haproxy.cfg" > "$W/hap.log" 2>&1 & RH=$!
 sleep 1
 rss() { awk '/VmRSS/{print $2" kB"}' /proc/$1/status; }
