@@ -385,7 +385,9 @@ func TestMaxStreamsZeroNoDialStorm(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("the upstream got %d connections for one call it refused streams to, want 1", n)
 	}
-	peer.Load().do(func(fr *http2.Framer) { _ = fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 100}) })
+	peer.Load().do(func(fr *http2.Framer) {
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 100})
+	})
 	heads, data, rst := c.readStream(1)
 	if rst != -1 || len(heads) != 1 || field(heads[0], ":status") != "200" || string(data) != "ok" {
 		t.Fatalf("reset %d, headers %s, body %q; want 200 \"ok\"", rst, brief(heads...), data)
