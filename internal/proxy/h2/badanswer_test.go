@@ -47,7 +47,7 @@ func TestBadAnswerOnOneStream(t *testing.T) {
 		{"request pseudo-header in an answer", false, func(p *upPeer, id uint32) { p.headers(id, true, ":status", "200", ":path", "/") },
 			"request pseudo-headers in an answer"},
 		{"DATA before HEADERS", false, func(p *upPeer, id uint32) {
-			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, true, []byte("early")) })
+			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, []byte("early")) })
 		}, "DATA before its HEADERS"},
 		{"WINDOW_UPDATE of 0 on the stream", false, func(p *upPeer, id uint32) {
 			p.do(func(fr *http2.Framer) {
@@ -68,7 +68,16 @@ func TestBadAnswerOnOneStream(t *testing.T) {
 		}, "a pseudo-header in its trailers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The upstream's streams the relay reset: every one that the
+			// upstream left open (all but "a pseudo-header in the
+			// trailers", which ended it). Before, an early DATA or open
+			// trailers were taken for the stream's end: none reset, the
+			// upstream's stream left open there, its slot taken.
+			var resets atomic.Int64
 			addr, streams := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+				if _, ok := f.(*http2.RSTStreamFrame); ok {
+					resets.Add(1)
+				}
 				if ended(f) {
 					tc.answer(p, f.Header().StreamID)
 				}
@@ -101,8 +110,16 @@ func TestBadAnswerOnOneStream(t *testing.T) {
 			if n := streams.Load(); n != 2 {
 				t.Fatalf("the upstream saw %d requests, want 2 (a bad answer is retried as a reset)", n)
 			}
+			wantResets := int64(2)
+			if tc.name == "a pseudo-header in the trailers" {
+				wantResets = 0
+			}
+			waitFor(t, "the upstream's streams reset", func() bool { return resets.Load() >= wantResets })
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
+			}
+			if n := resets.Load(); n != wantResets {
+				t.Fatalf("the relay reset %d of the upstream's streams, want %d", n, wantResets)
 			}
 			log := out.b.String()
 			if n, m := strings.Count(log, "\n"), strings.Count(log, `"error":"bad-answer"`); n != 2 || m != 2 {
