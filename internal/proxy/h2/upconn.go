@@ -239,7 +239,9 @@ func (uc *upconn) readLoop() {
 		var blk *hblock
 		f, err = uc.fr.ReadFrame()
 		hf, isHeaders := f.(*http2.HeadersFrame)
+		var hid uint32 // the block's stream (hf is the Framer's, reused)
 		if isHeaders && err == nil {
+			hid = hf.StreamID
 			blk, err = uc.readBlock(hf)
 		}
 		if err != nil {
@@ -264,7 +266,7 @@ func (uc *upconn) readLoop() {
 					// (HPACK's state is lost with it, RFC 9113 4.3): that
 					// stream's answer is a bad answer; the others lose
 					// their connection (lost).
-					uc.bad = upStream{uc.lookup(hf.StreamID), hf.StreamID}
+					uc.bad = upStream{uc.lookup(hid), hid}
 					uc.badErr = forward.BadAnswerError(answerWords(err, uc.fr))
 				}
 			}
