@@ -521,13 +521,14 @@ func (c *callState) ownText(reason policy.Reason, msg string, status int) *ownAn
 }
 
 // noTimeLeft answers a call whose deadline left no time for its first
-// attempt: nothing forwarded. A plain call's deadline is Retrycap-Deadline's
-// (or its baggage member's), in the HTTP/1.1 path's words.
+// attempt: nothing forwarded. Its words are the HTTP/1.1 path's
+// (forward.Exchange.deadlineIn), a gRPC call's grpc-message too: the time
+// left in Retrycap-Deadline's unit is 0, whichever field (grpc-timeout,
+// Retrycap-Deadline, its baggage member, --max-time-to-answer) set it.
+// Before, a gRPC call's read "deadline exceeded: no time left: nothing
+// forwarded" (its grpc-status says DEADLINE_EXCEEDED already).
 func (c *callState) noTimeLeft() *ownAnswer {
-	if !c.grpc {
-		return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": no time left (Retrycap-Deadline: 0): nothing forwarded")
-	}
-	return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": deadline exceeded: no time left: nothing forwarded")
+	return c.deadlineText("retrycap-proxy: upstream " + c.up.Name + ": no time left (Retrycap-Deadline: 0): nothing forwarded")
 }
 
 // deadlineText answers a call whose deadline passed with message msg (no
@@ -555,17 +556,21 @@ func (c *callState) deadlineText(msg string) *ownAnswer {
 // condition as the access log names it (bad-answer for an answer the
 // relay refused, forward.BadAnswer; was reset), a timeout as the limit
 // that ended it (before, the library's "context deadline exceeded", and a
-// "deadline exceeded: " the HTTP/1.1 answer lacks).
+// "deadline exceeded: " the HTTP/1.1 answer lacks). Its status is the
+// reason's, as there: 504 (gRPC: DEADLINE_EXCEEDED) for reason deadline
+// only. Before, any failure given up after the deadline had passed was
+// the deadline's answer: a keyless POST reset after its time ran out was
+// a 504 "not retried: deadline" where HTTP/1.1 says 502 "not retried:
+// not-retryable" (it never could be retried).
 func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int, cut bool) *ownAnswer {
 	what := cond.String()
 	if forward.BadAnswer(err) {
 		what = "bad-answer"
 	}
-	if reason == policy.ReasonDeadline || c.dl.Gone(c.h.cfg.Now()) {
-		why := forward.AttemptWords(err, c.perTry, cut || reason != policy.ReasonDeadline)
-		return c.deadlineText(strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, what, why, policy.ReasonDeadline), "\n"))
+	msg := strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, what, forward.AttemptWords(err, c.perTry, cut), reason), "\n")
+	if reason == policy.ReasonDeadline {
+		return c.deadlineText(msg)
 	}
-	msg := strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, what, forward.AttemptWords(err, c.perTry, false), reason), "\n")
 	status := http.StatusServiceUnavailable
 	if !reason.Exhausts() {
 		status = http.StatusBadGateway

@@ -82,7 +82,9 @@
 // x/net's Transport does (connection-specific fields and bad
 // content-length values dropped, a body disagreeing with its
 // content-length, or in an answer to HEAD or a 204 or 304, not passed
-// on). A stream an upstream GOAWAY or
+// on); an answer that breaks the protocol on its stream is a bad answer
+// as on HTTP/1.1 (forward.BadAnswerError), and one whose header block does
+// not decode ends its connection, the other streams on it lost. A stream an upstream GOAWAY or
 // REFUSED_STREAM shows was never processed is re-sent on another
 // connection after a small jittered backoff, without counting an
 // attempt, or, its body over the replay buffer, refused to its client with
@@ -106,7 +108,8 @@
 // header block from its HEADERS; a block's frames count their headers
 // against twice the header-list bound (empty CONTINUATION floods).
 //
-// The package depends on policy, accesslog, netpoll (RecvRaw, SendRaw),
+// The package depends on policy, forward (the HTTP/1.1 path's words for
+// the proxy's own answers), accesslog, netpoll (RecvRaw, SendRaw),
 // the standard library, golang.org/x/net/http2 (and its http/httpguts),
 // golang.org/x/sys/unix and prometheus only; the proxy hands it
 // connections through Handler.ServeConn.

@@ -84,10 +84,51 @@ func newHReader(fr *http2.Framer, maxList uint32) *hreader {
 type blockError struct {
 	code   http2.ErrCode
 	detail string
+	field  error // the invalid field a CONTINUATION followed (a *badField), or nil
 }
 
 func (e *blockError) Error() string { return "http2: " + e.detail }
-func (e *blockError) Unwrap() error { return http2.ConnectionError(e.code) }
+func (e *blockError) Unwrap() []error {
+	if e.field != nil {
+		return []error{http2.ConnectionError(e.code), e.field}
+	}
+	return []error{http2.ConnectionError(e.code)}
+}
+
+// badField is a field of a header block that x/net refuses: its text is
+// x/net's (msg, which may quote the field's name), why the relay's fixed
+// words for it in an answer to its client (answerWords: as the HTTP/1.1
+// path's, forward.Reason, never the upstream's bytes).
+type badField struct{ msg, why string }
+
+func (e *badField) Error() string { return e.msg }
+
+// answerWords is why an upstream's frame on one stream, or its header
+// block, broke the protocol (err: the Framer's or hreader.read's error),
+// in the relay's words for the bad answer it makes
+// (forward.BadAnswerError): a refused field in forward.Reason's words, a
+// header block that does not decode or reads past the bounds as the
+// GOAWAY's debug data says it, any other stream error by its code.
+func answerWords(err error, fr *http2.Framer) string {
+	var bf *badField
+	var se http2.StreamError
+	if errors.As(err, &bf) || errors.As(err, &se) && errors.As(se.Cause, &bf) {
+		return bf.why // (StreamError has no Unwrap)
+	}
+	var be *blockError
+	if errors.As(err, &be) {
+		if be.code == http2.ErrCodeCompression {
+			return "its header block cannot be decoded (" + be.detail + ")"
+		}
+		return be.detail
+	}
+	if errors.As(err, &se) {
+		// The Framer's own (HEADERS padding past the frame, a stream
+		// WINDOW_UPDATE of 0): no cause to name.
+		return "a frame RFC 9113 forbids on its stream (" + se.Code.String() + ")"
+	}
+	return "its header block cannot be read (" + blockDetail(err, fr, "frame error") + ")"
+}
 
 // blockDetail is the debug data for a connection error: the header
 // block's own, else the Framer's (fr.ErrorDetail), else def.
@@ -102,14 +143,14 @@ func blockDetail(err error, fr *http2.Framer, def string) string {
 	return def
 }
 
-var errPseudoAfterRegular = errors.New("pseudo header field after regular")
+var errPseudoAfterRegular = &badField{"pseudo header field after regular", "pseudo-header after a regular field"}
 
 // emit is the decoder's: one field of the block (readMetaFrame's emit
 // func, appending to the reused slice).
 func (r *hreader) emit(hf hpack.HeaderField) {
 	if !httpguts.ValidHeaderFieldValue(hf.Value) {
 		// Not the value: it may be sensitive (as x/net).
-		r.invalid = fmt.Errorf("invalid header field value for %q", hf.Name)
+		r.invalid = &badField{fmt.Sprintf("invalid header field value for %q", hf.Name), "invalid header value"}
 	}
 	if hf.IsPseudo() {
 		if r.sawRegular {
@@ -118,7 +159,7 @@ func (r *hreader) emit(hf hpack.HeaderField) {
 	} else {
 		r.sawRegular = true
 		if !validWireName(hf.Name) {
-			r.invalid = fmt.Errorf("invalid header field name %q", hf.Name)
+			r.invalid = &badField{fmt.Sprintf("invalid header field name %q", hf.Name), "invalid header name"}
 		}
 	}
 	if r.invalid != nil {
@@ -179,7 +220,7 @@ func (r *hreader) read(hf *http2.HeadersFrame) (*hblock, error) {
 		// Far more than the list may still hold is not decoded (x/net:
 		// CONTINUATION flood, CVE-2023-45288).
 		if int64(len(frag)) > 2*int64(r.remain+r.trailerRemain) {
-			return nil, &blockError{http2.ErrCodeProtocol, "header list larger than SETTINGS_MAX_HEADER_LIST_SIZE"}
+			return nil, &blockError{code: http2.ErrCodeProtocol, detail: "header list larger than SETTINGS_MAX_HEADER_LIST_SIZE"}
 		}
 		// Nor are more frames than such a list takes: x/net's rule above
 		// never fires on empty CONTINUATIONs (nothing to decode, the
@@ -188,13 +229,13 @@ func (r *hreader) read(hf *http2.HeadersFrame) (*hblock, error) {
 		// counts its 9-byte header against twice the list's bound (a
 		// list of 1 MiB in 16 KiB frames is about 1 MiB of them).
 		if wire += int64(len(frag)) + frameHeaderLen; wire > 2*int64(r.max)+frameHeaderLen {
-			return nil, &blockError{http2.ErrCodeProtocol, "header block in more frames than SETTINGS_MAX_HEADER_LIST_SIZE allows (CONTINUATION flood)"}
+			return nil, &blockError{code: http2.ErrCodeProtocol, detail: "header block in more frames than SETTINGS_MAX_HEADER_LIST_SIZE allows (CONTINUATION flood)"}
 		}
 		if r.invalid != nil {
-			return nil, &blockError{http2.ErrCodeProtocol, "CONTINUATION after an invalid header field: " + r.invalid.Error()}
+			return nil, &blockError{http2.ErrCodeProtocol, "CONTINUATION after an invalid header field: " + r.invalid.Error(), r.invalid}
 		}
 		if _, err := r.dec.Write(frag); err != nil {
-			return nil, &blockError{http2.ErrCodeCompression, "HPACK: " + err.Error()}
+			return nil, &blockError{code: http2.ErrCodeCompression, detail: "HPACK: " + err.Error()}
 		}
 		if hc.HeadersEnded() {
 			break
@@ -206,7 +247,7 @@ func (r *hreader) read(hf *http2.HeadersFrame) (*hblock, error) {
 		hc = f.(*http2.ContinuationFrame) // the Framer's checkFrameOrder guarantees it
 	}
 	if err := r.dec.Close(); err != nil {
-		return nil, &blockError{http2.ErrCodeCompression, "HPACK: " + err.Error()}
+		return nil, &blockError{code: http2.ErrCodeCompression, detail: "HPACK: " + err.Error()}
 	}
 	if r.invalid != nil {
 		return nil, http2.StreamError{StreamID: b.streamID, Code: http2.ErrCodeProtocol, Cause: r.invalid}
@@ -228,16 +269,16 @@ func checkPseudos(pf []hpack.HeaderField) error {
 		case ":status":
 			isResponse = true
 		default:
-			return fmt.Errorf("invalid pseudo-header %q", pf[i].Name)
+			return &badField{fmt.Sprintf("invalid pseudo-header %q", pf[i].Name), "unknown pseudo-header"}
 		}
 		for j := range pf[:i] {
 			if pf[i].Name == pf[j].Name {
-				return fmt.Errorf("duplicate pseudo-header %q", pf[i].Name)
+				return &badField{fmt.Sprintf("duplicate pseudo-header %q", pf[i].Name), "duplicate pseudo-header"}
 			}
 		}
 	}
 	if isRequest && isResponse {
-		return errors.New("mix of request and response pseudo headers")
+		return &badField{"mix of request and response pseudo headers", "request pseudo-headers in an answer"}
 	}
 	return nil
 }

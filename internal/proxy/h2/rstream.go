@@ -532,7 +532,7 @@ func (a *ratt) windowUpdate(uc *upconn, id uint32, delta int64) {
 		return
 	}
 	if !a.sendWin.add(delta) {
-		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream stream window over 2^31-1"))
+		a.broke(false, "the stream's send window over 2^31-1")
 		return
 	}
 	a.pushBody()
@@ -652,8 +652,12 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		return
 	}
 	// Trailers.
-	if !f.endStream || f.npseudo > 0 {
-		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent a second HEADERS that does not end the stream"))
+	if !f.endStream {
+		a.broke(false, "trailers without END_STREAM")
+		return
+	}
+	if f.npseudo > 0 {
+		a.broke(true, "a pseudo-header in its trailers")
 		return
 	}
 	if a.respLen >= 0 && a.bodyIn != a.respLen {
@@ -769,7 +773,7 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 	}
 	if a.upAvail -= n; a.upAvail < 0 {
 		a.upAvail = 0
-		a.upstreamResetLocked(http2.ErrCodeFlowControl, errors.New("retrycap-proxy: upstream sent DATA beyond the stream's window"))
+		a.broke(f.StreamEnded(), "DATA beyond the stream's flow-control window")
 		return
 	}
 	a.held += n
@@ -777,7 +781,7 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 		a.creditUp(pad)
 	}
 	if !a.gotHeaders {
-		a.upstreamResetLocked(http2.ErrCodeProtocol, errors.New("retrycap-proxy: upstream sent DATA before HEADERS"))
+		a.broke(f.StreamEnded(), "DATA before its HEADERS")
 		return
 	}
 	if a.respLen >= 0 {
@@ -890,7 +894,21 @@ func (a *ratt) on(uc *upconn, id uint32) bool {
 	return !a.closed && a.uc == uc && a.id == id
 }
 
-// upstreamReset is the upstream's RST_STREAM (or a malformed answer).
+// broke: the upstream broke the protocol on the attempt's stream (RFC
+// 9113 8.1.1, 5.4.2; why in the relay's words; ended: the offending frame
+// ended the stream): a malformed answer, as the HTTP/1.1 path counts one
+// (forward.BadAnswerError: a reset for retries and the breaker,
+// "bad-answer" on its line and in the answer), not the upstream's own
+// reset. Its stream is reset unless both sides ended (release): before,
+// an upstream's DATA before HEADERS or trailers without END_STREAM were
+// taken for its end, and its stream was left open there.
+func (a *ratt) broke(ended bool, why string) {
+	a.upEnded = a.upEnded || ended
+	a.fail(forward.BadAnswerError(why))
+}
+
+// upstreamReset is the upstream's RST_STREAM (or, err a bad answer, a
+// stream error its frames caused: readLoop resets the stream).
 func (a *ratt) upstreamReset(uc *upconn, id uint32, code http2.ErrCode, err error) {
 	cc := a.s.cc
 	cc.mu.Lock()

@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
 )
 
 // The frame relay's upstream side: per address a small pool of h2c
@@ -69,6 +71,11 @@ type upconn struct {
 	idleSince time.Time
 	// werr is the write error that failed the connection (batchConn.onFail).
 	werr atomic.Pointer[error]
+	// bad is the stream whose header block broke the connection, and
+	// badErr its bad answer (readLoop; read by lost, on the same
+	// goroutine).
+	bad    upStream
+	badErr error
 }
 
 // dialUp opens an h2c connection with prior knowledge and reads the
@@ -231,15 +238,22 @@ func (uc *upconn) readLoop() {
 		var f http2.Frame
 		var blk *hblock
 		f, err = uc.fr.ReadFrame()
-		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+		hf, isHeaders := f.(*http2.HeadersFrame)
+		var hid uint32 // the block's stream (hf is the Framer's, reused)
+		if isHeaders && err == nil {
+			hid = hf.StreamID
 			blk, err = uc.readBlock(hf)
 		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
-				// A malformed answer on one stream: it is reset.
+				// A malformed answer on one stream (a refused field, a
+				// frame RFC 9113 forbids there): a bad answer, as
+				// forward.BadAnswer counts one (a reset for retries and
+				// the breaker, "bad-answer" in its words and log line),
+				// its stream reset.
 				if a := uc.lookup(se.StreamID); a != nil {
-					a.upstreamReset(uc, se.StreamID, se.Code, err)
+					a.upstreamReset(uc, se.StreamID, se.Code, forward.BadAnswerError(answerWords(err, uc.fr)))
 				}
 				uc.write(func(fr *http2.Framer) { _ = fr.WriteRSTStream(se.StreamID, se.Code) })
 				continue
@@ -247,6 +261,14 @@ func (uc *upconn) readLoop() {
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
 				uc.write(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCode(ce), []byte("retrycap-proxy: bad frame")) })
+				if isHeaders {
+					// One stream's header block broke the connection
+					// (HPACK's state is lost with it, RFC 9113 4.3): that
+					// stream's answer is a bad answer; the others lose
+					// their connection (lost).
+					uc.bad = upStream{uc.lookup(hid), hid}
+					uc.badErr = forward.BadAnswerError(answerWords(err, uc.fr))
+				}
 			}
 			break
 		}
@@ -417,11 +439,14 @@ func (uc *upconn) lost(err error) {
 		err = fmt.Errorf("%w: %w", errConnLost, err)
 	}
 	for id, a := range streams {
-		if goAway && id > last {
+		switch {
+		case goAway && id > last:
 			a.unprocessed(uc, id, err)
-			continue
+		case a == uc.bad.a && id == uc.bad.id:
+			a.connLost(uc, id, uc.badErr)
+		default:
+			a.connLost(uc, id, err)
 		}
-		a.connLost(uc, id, err)
 	}
 	uc.pool.kick() // attempts that waited for room on it go elsewhere
 }
