@@ -408,7 +408,7 @@ func TestH2DeadlineAccessLogGRPC(t *testing.T) {
 	tr = nil
 	err = cc.Invoke(ctx, "/lab.Svc/Call", new(emptypb.Empty), new(emptypb.Empty), grpc.Trailer(&tr))
 	if grpcstatus.Code(err) != codes.DeadlineExceeded || !slices.Equal(tr.Get("retrycap-exhausted"), []string{"deadline"}) ||
-		!strings.Contains(grpcstatus.Convert(err).Message(), "no time left: nothing forwarded") {
+		!strings.Contains(grpcstatus.Convert(err).Message(), "no time left (Retrycap-Deadline: 0): nothing forwarded") {
 		t.Fatalf("deadline 0: err = %v, retrycap-exhausted %q", err, tr.Get("retrycap-exhausted"))
 	}
 	if n := bottom.calls.Load(); n != 1 {
