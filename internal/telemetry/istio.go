@@ -49,12 +49,20 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 			}
 			to = c
 		}
-		switch {
-		case src == "unknown":
-			return key{to: to}, true, true
-		case src == "" || srcNS == "" || srcNS == "unknown":
+		out := src == "unknown"
+		if !out && (src == "" || srcNS == "" || srcNS == "unknown") {
 			r.unnamed("istio: source_workload or source_workload_namespace missing: not an edge", s, to)
 			return key{}, false, false
+		}
+		ns := calleeNames(to, "destination_service_name", "destination_service_namespace")
+		if !out {
+			ns = append([]named{{"source_workload_namespace", srcNS, kindNamespace}, {"source_workload", src, kindWorkload}}, ns...)
+		}
+		if !r.names("istio", s, ns...) {
+			return key{}, false, false
+		}
+		if out {
+			return key{to: to}, true, true
 		}
 		return key{Caller{Namespace: srcNS, Name: src}, to}, false, true
 	}

@@ -1,0 +1,82 @@
+package telemetry
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLabelValuesThatAreNoNames: a label value that is no Kubernetes name of its kind (a "/" or
+// "=" in a Service, a newline in a workload, a space in a namespace) names no caller or callee:
+// a warning naming the label, not an edge. Before, each was an edge, and discover's patch wrote
+// it: metadata.name "we/b", namespace "sh/op", and retrycap.dev/upstreams "a/b, cart\nspec: x,
+// cart.sh op, cart.sh=op, pay ment, payment=9", whose "payment=9" is an entry of 9 attempts
+// (discover never writes attempts) and whose other entries the annotation's parser refuses.
+func TestLabelValuesThatAreNoNames(t *testing.T) {
+	ob := mustRead(t, []Answer{
+		answer("response_total",
+			sample(60, "namespace", "shop", "deployment", "web", "dst_namespace", "shop", "dst_service", "payment=9"),
+			sample(60, "namespace", "shop", "deployment", "web", "dst_namespace", "shop", "dst_service", "a/b"),
+			sample(60, "namespace", "shop", "deployment", "web", "dst_namespace", "shop", "dst_service", "cart\nspec: x"),
+			sample(60, "namespace", "shop", "deployment", "web", "dst_namespace", "sh op", "dst_service", "cart"),
+			sample(60, "namespace", "shop", "deployment", "we/b", "dst_namespace", "shop", "dst_service", "cart"),
+			sample(60, "namespace", "shop", "deployment", "web", "dst_namespace", "shop", "dst_service", "cart"),
+		),
+		answer("istio_requests_total",
+			istio("source", "web\nx: y", "shop", "cart", "shop", 6),
+			istio("source", "web", "sh/op", "cart", "shop", 6),
+			istio("source", "web", "shop", "cart", "sh=op", 6),
+			istio("destination", "unknown", "unknown", "cart", "Shop", 6),
+			istio("source", "web", "shop", "stock", "shop", 6),
+		),
+		answer("traces_service_graph_request_total",
+			sample(30, "client", "Web App", "server", "cart", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
+			sample(30, "client", "web", "server", "Cart", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
+			sample(30, "client", "user", "server", "cart", "connection_type", "virtual_node", "server_k8s_namespace_name", "shop_"),
+			sample(30, "client", "web", "server", "stock", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
+		),
+		answer("retrycap_proxy_requests_total",
+			sample(60, "namespace", "shop", "service", "web", "upstream", "payment=9"),
+			sample(60, "namespace", "shop", "service", "web", "upstream", "pay ment"),
+			sample(60, "namespace", "shop", "service", "web", "upstream", "api.example.com/x"),
+			sample(60, "namespace", "shop", "service", "w/eb", "upstream", "cart"),
+			sample(60, "namespace", "shop", "service", "web", "upstream", "cart"),
+		),
+		answer("retrycap_proxy_attempts_total",
+			sample(90, "namespace", "shop", "service", "web", "upstream", "payment=9"),
+			sample(90, "namespace", "shop", "service", "web", "upstream", "cart"),
+		),
+	}, Options{Window: time.Minute})
+	got := strings.Join(summary(ob), "\n")
+	want := strings.Join([]string{
+		"edge linkerd shop/web (Deployment) > shop/cart 1.00/s",
+		"edge retrycap shop/web (service) > shop/cart 1.00/s tries 1.50",
+		"edge istio shop/web > shop/stock 0.10/s",
+		"edge otel-servicegraph shop/web (service) > shop/stock 0.50/s",
+		`warning istio: destination_service_namespace is no namespace name (a DNS-1123 label): not an edge: 2 series (e.g. {destination_service_name="cart", destination_service_namespace="sh=op", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+		`warning istio: source_workload is no workload name (a DNS-1123 subdomain): not an edge: 1 series (e.g. {destination_service_name="cart", destination_service_namespace="shop", reporter="source", source_workload="web\nx: y", source_workload_namespace="shop"})`,
+		`warning istio: source_workload_namespace is no namespace name (a DNS-1123 label): not an edge: 1 series (e.g. {destination_service_name="cart", destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="sh/op"})`,
+		`warning linkerd response_total: deployment is no workload name (a DNS-1123 subdomain): not an edge: 1 series (e.g. {deployment="we/b", dst_namespace="shop", dst_service="cart", namespace="shop"})`,
+		`warning linkerd response_total: dst_namespace is no namespace name (a DNS-1123 label): not an edge: 1 series (e.g. {deployment="web", dst_namespace="sh op", dst_service="cart", namespace="shop"})`,
+		`warning linkerd response_total: dst_service is no Service name (a DNS-1035 label): not an edge: 3 series (e.g. {deployment="web", dst_namespace="shop", dst_service="payment=9", namespace="shop"})`,
+		`warning otel-servicegraph: client is no service name (a label value: at most 63 letters, digits, "-", "_" and "."): not an edge: 1 series (e.g. {client="Web App", client_k8s_namespace_name="shop", server="cart", server_k8s_namespace_name="shop"})`,
+		`warning otel-servicegraph: server is no Service name (a DNS-1035 label): not an edge: 1 series (e.g. {client="web", client_k8s_namespace_name="shop", server="Cart", server_k8s_namespace_name="shop"})`,
+		`warning otel-servicegraph: the server's namespace is no namespace name (a DNS-1123 label): not an edge: 1 series (e.g. {client="user", connection_type="virtual_node", server="cart", server_k8s_namespace_name="shop_"})`,
+		`warning retrycap: service is no service name (a label value: at most 63 letters, digits, "-", "_" and "."): not an edge: 1 series (e.g. {namespace="shop", service="w/eb", upstream="cart"})`,
+		`warning retrycap: upstream is no Service name (a DNS-1035 label): not an edge: 2 series (e.g. {namespace="shop", service="web", upstream="payment=9"})`,
+		`warning retrycap: upstream is no host name (a DNS-1123 subdomain): not an edge: 1 series (e.g. {namespace="shop", service="web", upstream="api.example.com/x"})`,
+	}, "\n")
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	var b bytes.Buffer
+	if err := RenderPatch(&b, Discover(Input{Observation: ob})); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"/b", "sh/op", "=9", "spec: x", "x: y", "sh op", "pay ment"} {
+		if strings.Contains(b.String(), bad) {
+			t.Errorf("the patch holds %q:\n%s", bad, b.String())
+		}
+	}
+}
