@@ -214,16 +214,21 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// Open opens a log file, through gzip when its name ends in .gz (a rotated log).
+// Open opens a log file, through gzip when its name ends in .gz (a rotated log) or it starts
+// with gzip's magic (a rotation copied under another name, logrotate's compressext: read as
+// text, its lines were binary, skipped, and the report passed without them; stdin is sniffed
+// alike in internal/cli).
 func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser, error) {
 	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasSuffix(path, ".gz") {
-		return f, nil
+	br := bufio.NewReaderSize(f, 512)
+	magic, _ := br.Peek(2) // a read error shows again on the first Read
+	if !strings.HasSuffix(path, ".gz") && !(len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+		return readCloser{br, f}, nil
 	}
-	c := &countingReader{r: f}
+	c := &countingReader{r: br}
 	zr, err := gzip.NewReader(c)
 	if err != nil {
 		f.Close()
@@ -231,6 +236,14 @@ func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser,
 	}
 	return &gzipFile{zr, f, c}, nil
 }
+
+// readCloser reads through r (a reader of f's that peeked at its start) and closes f.
+type readCloser struct {
+	io.Reader
+	f io.Closer
+}
+
+func (r readCloser) Close() error { return r.f.Close() }
 
 type gzipFile struct {
 	*gzip.Reader
