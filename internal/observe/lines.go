@@ -126,12 +126,20 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 	for {
 		line, err := br.ReadSlice('\n')
 		n := int64(len(line))
+		// NUL bytes that start a line are a file's hole, not the line's: logrotate's
+		// copytruncate empties a file its writer goes on writing at its old offset, so the
+		// writer's next line follows a run of NULs as long as the old file. Dropped, whatever
+		// their number; n still counts them (the offsets in messages are the file's).
+		line = bytes.TrimLeft(line, "\x00")
 		tooLong := false
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = br.ReadSlice('\n')
 				n += int64(len(line))
+				if len(long) == 0 {
+					line = bytes.TrimLeft(line, "\x00") // still in the hole
+				}
 				if !tooLong {
 					if len(long)+len(line) > maxLine+2 {
 						tooLong = true
@@ -151,7 +159,7 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 			// The read error cut this line: its end is unknown, so it is not parsed.
 			st.Lines++
 			bad(fmt.Errorf("cut by the read error (%d bytes read of it)", n))
-		} else if len(line) > 0 || tooLong {
+		} else if n > 0 {
 			st.Lines++
 			line = bytes.TrimRight(line, "\r\n")
 			if !tooLong && len(line) > maxLine {
