@@ -68,18 +68,15 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 	}
 	byKey := map[key]*counts{}
 	var order []key
-	outside := map[Callee]float64{}
 	for _, s := range httpS {
-		k, out, ok := place(s)
+		// A caller outside the mesh is keyed with no caller (k.from zero): the layers that saw
+		// its calls (a waypoint, the destination's sidecar) each counted them, as on an edge of
+		// the mesh, and are taken alike below, never summed.
+		k, _, ok := place(s)
 		if !ok {
 			continue
 		}
 		v := float64(s.Value)
-		if out {
-			// Only the destination's sidecar sees a caller without one.
-			outside[k.to] += v
-			continue
-		}
 		c := byKey[k]
 		if c == nil {
 			c = &counts{}
@@ -110,10 +107,11 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		default:
 			calls = c.destination
 		}
+		if k.from == (Caller{}) {
+			r.addEntry(SourceIstio, k.to, Outside, calls)
+			continue
+		}
 		r.addEdge(SourceIstio, k.from, k.to, calls, tries, "")
-	}
-	for to, v := range outside {
-		r.addEntry(SourceIstio, to, Outside, v)
 	}
 	for _, s := range tcpS {
 		k, out, ok := place(s)

@@ -80,3 +80,26 @@ func TestLabelValuesThatAreNoNames(t *testing.T) {
 		}
 	}
 }
+
+// TestOutsideTheMeshCountedOnce: calls from outside the mesh (source_workload "unknown") are
+// counted by each layer that saw them, a waypoint's and the destination's sidecar, like an
+// in-mesh edge's: the entrypoint's rate is one layer's count, the waypoint's first (before: the
+// two summed, 2.00/s for 60 calls a minute), and a reporter that is none of Istio's is a warning
+// as on an in-mesh edge (before: summed without one).
+func TestOutsideTheMeshCountedOnce(t *testing.T) {
+	ob := mustRead(t, []Answer{answer("istio_requests_total",
+		istio("waypoint", "unknown", "unknown", "cart", "shop", 60),
+		istio("destination", "unknown", "unknown", "cart", "shop", 60),
+		istio("destination", "unknown", "unknown", "stock", "shop", 30),
+		istio("client", "unknown", "unknown", "pay", "shop", 30),
+	)}, Options{Window: time.Minute})
+	got := strings.Join(summary(ob), "\n")
+	want := strings.Join([]string{
+		"entry istio shop/cart via outside the mesh 1.00/s",
+		"entry istio shop/stock via outside the mesh 0.50/s",
+		`warning istio: reporter neither source, waypoint nor destination: 1 series (e.g. {destination_service_name="pay", destination_service_namespace="shop", reporter="client", source_workload="unknown", source_workload_namespace="unknown"})`,
+	}, "\n")
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
