@@ -54,10 +54,12 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 			r.unnamed("istio: source_workload or source_workload_namespace missing: not an edge", s, to)
 			return key{}, false, false
 		}
-		ns := calleeNames(to, "destination_service_name", "destination_service_namespace")
+		var buf [4]named
+		ns := buf[:0]
 		if !out {
-			ns = append([]named{{"source_workload_namespace", srcNS, kindNamespace}, {"source_workload", src, kindWorkload}}, ns...)
+			ns = append(ns, named{"source_workload_namespace", srcNS, kindNamespace}, named{"source_workload", src, kindWorkload})
 		}
+		ns = calleeNames(ns, to, "destination_service_name", "destination_service_namespace")
 		if !r.names("istio", s, ns...) {
 			return key{}, false, false
 		}

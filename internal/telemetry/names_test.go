@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // TestLabelValuesThatAreNoNames: a label value that is no Kubernetes name of its kind (a "/" or
@@ -101,5 +103,41 @@ func TestOutsideTheMeshCountedOnce(t *testing.T) {
 	}, "\n")
 	if got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestNameKindsAsKubernetes: the hand-written checks say what k8s.io/apimachinery's validation
+// says, on names built from the characters that matter, at and around the length bounds.
+func TestNameKindsAsKubernetes(t *testing.T) {
+	k8s := map[nameKind]func(string) bool{
+		kindNamespace: func(v string) bool { return len(validation.IsDNS1123Label(v)) == 0 },
+		kindService:   func(v string) bool { return len(validation.IsDNS1035Label(v)) == 0 },
+		kindWorkload:  func(v string) bool { return len(validation.IsDNS1123Subdomain(v)) == 0 },
+		kindHost:      func(v string) bool { return len(validation.IsDNS1123Subdomain(v)) == 0 },
+		kindCaller:    func(v string) bool { return v != "" && len(validation.IsValidLabelValue(v)) == 0 },
+	}
+	alphabet := []string{"a", "z", "0", "9", "-", ".", "_", "A", "Z", "/", "=", " ", "\n", "ü", "\xff"}
+	var names []string
+	var grow func(prefix string, n int)
+	grow = func(prefix string, n int) {
+		names = append(names, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			grow(prefix+c, n-1)
+		}
+	}
+	grow("", 4) // every name of up to 4 of these characters: 54,241
+	for _, n := range []int{62, 63, 64, 252, 253, 254} {
+		names = append(names, strings.Repeat("a", n), "a"+strings.Repeat("-", n-2)+"a", strings.Repeat("a.", n/2)+"a"[:n%2],
+			strings.Repeat("ab.", n/3)+"ab"[:n%3])
+	}
+	for _, v := range names {
+		for kind, want := range k8s {
+			if got := kind.ok(v); got != want(v) {
+				t.Errorf("%s %q: got %v, Kubernetes says %v", nameKinds[kind], v, got, want(v))
+			}
+		}
 	}
 }

@@ -84,7 +84,8 @@ func (r *reader) otel(v model.Vector) {
 		n := float64(s.Value)
 		to := Callee{sns, server}
 		if ct == "virtual_node" && client == "user" {
-			if r.names("otel-servicegraph", s, calleeNames(to, "server", "the server's namespace")...) {
+			var buf [2]named
+			if r.names("otel-servicegraph", s, calleeNames(buf[:0], to, "server", "the server's namespace")...) {
 				r.addEntry(SourceOTel, to, Outside, n)
 			}
 			continue
@@ -102,8 +103,9 @@ func (r *reader) otel(v model.Vector) {
 			to.Namespace = sns
 			r.w.add("otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace", s.Metric)
 		}
-		if !r.names("otel-servicegraph", s, append([]named{{"the client's namespace", cns, kindNamespace}, {"client", client, kindCaller}},
-			calleeNames(Callee{sns, server}, "server", "the server's namespace")...)...) {
+		var buf [4]named
+		ns := append(buf[:0], named{"the client's namespace", cns, kindNamespace}, named{"client", client, kindCaller})
+		if !r.names("otel-servicegraph", s, calleeNames(ns, Callee{sns, server}, "server", "the server's namespace")...) {
 			continue
 		}
 		switch ct {

@@ -26,7 +26,8 @@ func (r *reader) retrycap(v model.Vector) {
 			continue
 		}
 		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)
-		if !r.names("retrycap", s, proxyNames(cl, from, to)...) {
+		var buf [4]named
+		if !r.names("retrycap", s, proxyNames(buf[:0], cl, from, to)...) {
 			continue
 		}
 		n := float64(s.Value)
@@ -63,7 +64,8 @@ func (r *reader) retrycapTries(v model.Vector) {
 			continue // warned for the requests' series, which have the same labels
 		}
 		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)
-		if _, bad := misnamed(proxyNames(cl, from, to)...); bad {
+		var buf [4]named
+		if _, bad := misnamed(proxyNames(buf[:0], cl, from, to)...); bad {
 			continue // warned for the requests' series
 		}
 		attempts[edgeKey{src: SourceRetrycap, from: from, to: to}] += float64(s.Value)
@@ -81,10 +83,10 @@ func (r *reader) retrycapTries(v model.Vector) {
 	}
 }
 
-// proxyNames are the named labels of a proxy's edge: its caller by the caller label cl, its
-// callee by upstream.
-func proxyNames(cl string, from Caller, to Callee) []named {
-	return append([]named{{"namespace", from.Namespace, kindNamespace}, {cl, from.Name, kindCaller}}, calleeNames(to, "upstream", "upstream")...)
+// proxyNames appends to ns the named labels of a proxy's edge: its caller by the caller label
+// cl, its callee by upstream.
+func proxyNames(ns []named, cl string, from Caller, to Callee) []named {
+	return calleeNames(append(ns, named{"namespace", from.Namespace, kindNamespace}, named{cl, from.Name, kindCaller}), to, "upstream", "upstream")
 }
 
 func containsDot(s string) bool {
