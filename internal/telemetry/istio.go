@@ -60,7 +60,7 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 			ns = append(ns, named{"source_workload_namespace", srcNS, kindNamespace}, named{"source_workload", src, kindWorkload})
 		}
 		ns = calleeNames(ns, to, "destination_service_name", "destination_service_namespace")
-		if !r.names("istio", s, ns...) {
+		if !r.names("istio", "", s, ns...) {
 			return key{}, false, false
 		}
 		if out {

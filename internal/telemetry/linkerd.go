@@ -120,7 +120,7 @@ func (r *reader) linkerdEdge(metric string, s *model.Sample) (Caller, Callee, bo
 	case to.Namespace == "" || to.Name == "":
 		r.w.add(fmt.Sprintf("linkerd %s: no %s or %s (a destination that is not a Service): not an edge", metric, dstNS, dst), s.Metric)
 		return from, to, false
-	case !r.names("linkerd "+metric, s, named{"namespace", ns, kindNamespace}, named{callerLabel, from.Name, kindWorkload},
+	case !r.names("linkerd", metric, s, named{"namespace", ns, kindNamespace}, named{callerLabel, from.Name, kindWorkload},
 		named{dstNS, to.Namespace, kindNamespace}, named{dst, to.Name, kindService}):
 		return from, to, false
 	}

@@ -99,9 +99,14 @@ func misnamed(ns ...named) (named, bool) {
 // a node of the status's graph, or a patch discover writes for a workload nobody can have, or an
 // entry of the annotation it writes ("payment=9" is 9 attempts; "a/b" one the annotation's parser
 // refuses).
-func (r *reader) names(src string, s *model.Sample, ns ...named) bool {
+// The warning's reason starts with src, and metric after it when not "" (joined only then: no
+// string per series).
+func (r *reader) names(src, metric string, s *model.Sample, ns ...named) bool {
 	n, bad := misnamed(ns...)
 	if bad {
+		if metric != "" {
+			src += " " + metric
+		}
 		r.w.add(src+": "+n.label+" is no "+nameKinds[n.kind]+": not an edge", s.Metric)
 	}
 	return !bad

@@ -85,7 +85,7 @@ func (r *reader) otel(v model.Vector) {
 		to := Callee{sns, server}
 		if ct == "virtual_node" && client == "user" {
 			var buf [2]named
-			if r.names("otel-servicegraph", s, calleeNames(buf[:0], to, "server", "the server's namespace")...) {
+			if r.names("otel-servicegraph", "", s, calleeNames(buf[:0], to, "server", "the server's namespace")...) {
 				r.addEntry(SourceOTel, to, Outside, n)
 			}
 			continue
@@ -105,7 +105,7 @@ func (r *reader) otel(v model.Vector) {
 		}
 		var buf [4]named
 		ns := append(buf[:0], named{"the client's namespace", cns, kindNamespace}, named{"client", client, kindCaller})
-		if !r.names("otel-servicegraph", s, calleeNames(ns, Callee{sns, server}, "server", "the server's namespace")...) {
+		if !r.names("otel-servicegraph", "", s, calleeNames(ns, Callee{sns, server}, "server", "the server's namespace")...) {
 			continue
 		}
 		switch ct {

@@ -27,7 +27,7 @@ func (r *reader) retrycap(v model.Vector) {
 		}
 		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)
 		var buf [4]named
-		if !r.names("retrycap", s, proxyNames(buf[:0], cl, from, to)...) {
+		if !r.names("retrycap", "", s, proxyNames(buf[:0], cl, from, to)...) {
 			continue
 		}
 		n := float64(s.Value)
