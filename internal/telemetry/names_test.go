@@ -141,3 +141,31 @@ func TestNameKindsAsKubernetes(t *testing.T) {
 		}
 	}
 }
+
+// TestInferredWorkloadMustBeAName: a service caller (the service graph's client, retrycap's caller
+// label) that maps to no workload is listed as a Deployment of its name (kind inferred); a
+// service name that is a label value but no workload name ("web_app", "Web.App") is then no
+// Deployment anyone has: a warning, no patch (before: a patch of Deployment "web_app", which
+// kubectl refuses).
+func TestInferredWorkloadMustBeAName(t *testing.T) {
+	ob := mustRead(t, []Answer{answer("traces_service_graph_request_total",
+		sample(30, "client", "web_app", "server", "cart", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
+		sample(30, "client", "web", "server", "cart", "client_k8s_namespace_name", "shop", "server_k8s_namespace_name", "shop"),
+	), answer("retrycap_proxy_requests_total",
+		sample(60, "namespace", "shop", "service", "Web.App", "upstream", "cart"),
+	)}, Options{Window: time.Minute})
+	res := Discover(Input{Observation: ob})
+	var got []string
+	for _, w := range res.Workloads {
+		got = append(got, w.Kind+" "+w.Namespace+"/"+w.Name+": "+w.Annotation)
+	}
+	got = append(got, res.Warnings...)
+	want := []string{
+		"Deployment shop/web: cart",
+		`retrycap: service shop/Web.App maps to no workload, and is no workload name (a DNS-1123 subdomain) to list it as a Deployment of: no patch (its upstreams: cart)`,
+		`otel-servicegraph: service shop/web_app maps to no workload, and is no workload name (a DNS-1123 subdomain) to list it as a Deployment of: no patch (its upstreams: cart)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
