@@ -10,7 +10,7 @@ import (
 // TestOpenReadsGzipByItsContent: a gzip'd log whose name does not end in .gz (a rotation copied
 // under another name, logrotate's compressext, a file saved from a pipe) is read through gzip,
 // as stdin starting with gzip's magic is (internal/cli). Before, it was read as text: its 3
-// attempts were 3 skipped lines of binary, and beside other files the report passed without
+// attempts were 2 skipped lines of binary, and beside other files the report passed without
 // them.
 func TestOpenReadsGzipByItsContent(t *testing.T) {
 	plain, err := os.ReadFile("testdata/envoy-default.log")
