@@ -225,7 +225,9 @@ func boolInt(b bool) int {
 // Open opens a log file, through gzip when its name ends in .gz (a rotated log) or it starts
 // with gzip's magic (a rotation copied under another name, logrotate's compressext: read as
 // text, its lines were binary, skipped, and the report passed without them; stdin is sniffed
-// alike in internal/cli).
+// alike in internal/cli). A *.tmp file is not sniffed: the kubelet compresses a rotation
+// "0.log.<time>" into "0.log.<time>.tmp" before renaming it .gz and removing the original, so
+// its lines, read, would be counted twice.
 func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser, error) {
 	f, err := open(path)
 	if err != nil {
@@ -233,7 +235,8 @@ func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser,
 	}
 	br := bufio.NewReaderSize(f, 512)
 	magic, _ := br.Peek(2) // a read error shows again on the first Read
-	if !strings.HasSuffix(path, ".gz") && !(len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+	gz := len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b && !strings.HasSuffix(path, ".tmp")
+	if !strings.HasSuffix(path, ".gz") && !gz {
 		return readCloser{br, f}, nil
 	}
 	c := &countingReader{r: br}

@@ -33,6 +33,22 @@ func TestOpenReadsGzipByItsContent(t *testing.T) {
 			t.Errorf("%s: %+v %v, want 3 lines, 3 attempts", name, st, err)
 		}
 	}
+	// The kubelet's rotation being compressed (0.log.<time>.tmp, its lines still in 0.log.<time>)
+	// is not decoded: read as it is, its lines are no access-log lines, never the same attempts
+	// twice.
+	path := filepath.Join(dir, "0.log.20261201-113839.tmp")
+	if err := os.WriteFile(path, gz(t, plain[:504]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := Open(path, func(n string) (io.ReadCloser, error) { return os.Open(n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewGrouper().Consume(fh, Source{Name: path}, DefaultMaxLine)
+	fh.Close()
+	if err != nil || st.Attempts != 0 {
+		t.Errorf("the kubelet's .tmp: %+v %v, want no attempt", st, err)
+	}
 	// A file too short for the magic, and an empty one, are read as they are.
 	for _, body := range []string{"", "\x1f", "{\n"} {
 		path := filepath.Join(dir, "short.log")
