@@ -126,12 +126,20 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 	for {
 		line, err := br.ReadSlice('\n')
 		n := int64(len(line))
+		// NUL bytes that start a line are a file's hole, not the line's: logrotate's
+		// copytruncate empties a file its writer goes on writing at its old offset, so the
+		// writer's next line follows a run of NULs as long as the old file. Dropped, whatever
+		// their number; n still counts them (the offsets in messages are the file's).
+		line = bytes.TrimLeft(line, "\x00")
 		tooLong := false
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = br.ReadSlice('\n')
 				n += int64(len(line))
+				if len(long) == 0 {
+					line = bytes.TrimLeft(line, "\x00") // still in the hole
+				}
 				if !tooLong {
 					if len(long)+len(line) > maxLine+2 {
 						tooLong = true
@@ -151,7 +159,7 @@ func scanLines(r io.Reader, src Source, maxLine int, p *parser, fold func(*rec))
 			// The read error cut this line: its end is unknown, so it is not parsed.
 			st.Lines++
 			bad(fmt.Errorf("cut by the read error (%d bytes read of it)", n))
-		} else if len(line) > 0 || tooLong {
+		} else if n > 0 {
 			st.Lines++
 			line = bytes.TrimRight(line, "\r\n")
 			if !tooLong && len(line) > maxLine {
@@ -214,16 +222,24 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// Open opens a log file, through gzip when its name ends in .gz (a rotated log).
+// Open opens a log file, through gzip when its name ends in .gz (a rotated log) or it starts
+// with gzip's magic (a rotation copied under another name, logrotate's compressext: read as
+// text, its lines were binary, skipped, and the report passed without them; stdin is sniffed
+// alike in internal/cli). A *.tmp file is not sniffed: the kubelet compresses a rotation
+// "0.log.<time>" into "0.log.<time>.tmp" before renaming it .gz and removing the original, so
+// its lines, read, would be counted twice.
 func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser, error) {
 	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasSuffix(path, ".gz") {
-		return f, nil
+	br := bufio.NewReaderSize(f, 512)
+	magic, _ := br.Peek(2) // a read error shows again on the first Read
+	gz := len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b && !strings.HasSuffix(path, ".tmp")
+	if !strings.HasSuffix(path, ".gz") && !gz {
+		return readCloser{br, f}, nil
 	}
-	c := &countingReader{r: f}
+	c := &countingReader{r: br}
 	zr, err := gzip.NewReader(c)
 	if err != nil {
 		f.Close()
@@ -231,6 +247,14 @@ func Open(path string, open func(string) (io.ReadCloser, error)) (io.ReadCloser,
 	}
 	return &gzipFile{zr, f, c}, nil
 }
+
+// readCloser reads through r (a reader of f's that peeked at its start) and closes f.
+type readCloser struct {
+	io.Reader
+	f io.Closer
+}
+
+func (r readCloser) Close() error { return r.f.Close() }
 
 type gzipFile struct {
 	*gzip.Reader

@@ -5,8 +5,9 @@
 // their answers into observed.Series, and telemetry.Queries into telemetry's observed graph
 // (graph.go). An answer that is not a vector of counts, each series once, is refused here,
 // naming the query (so is an answer whose "status" is not success or error, a series without
-// a value or whose value is not a [time, value] pair (pairs.go, checked as the answer is read),
-// a redirect to another host; a URL's password and query values are never said: RedactURL): its series
+// a value or whose value is not a [time, value] pair, a key given twice (pairs.go, both checked as
+// the answer is read), a redirect to another host or one that would drop the query's POST; a URL's
+// password and query values are never said: RedactURL): its series
 // are checked once, as decoded, by telemetry.CheckVector (the one
 // check of values and duplicates), and the graph's are handed to telemetry.Read as checked.
 // Everything that decides (per-edge tries, the product along paths, the conditions) is in

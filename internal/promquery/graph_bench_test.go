@@ -71,7 +71,7 @@ func BenchmarkCheckRead40000(b *testing.B) {
 	var v model.Vector
 	for i := range benchEdges {
 		for j, rep := range []string{"source", "destination"} {
-			v = append(v, &model.Sample{Value: model.SampleValue(60 * (j + 1)), Metric: model.Metric{"reporter": model.LabelValue(rep),
+			v = append(v, &model.Sample{Value: model.SampleValue(60 * (j + 1)), Timestamp: 1796213250000, Metric: model.Metric{"reporter": model.LabelValue(rep),
 				"source_workload": model.LabelValue(fmt.Sprintf("s%05d", i)), "source_workload_namespace": "shop",
 				"destination_service_name": model.LabelValue(fmt.Sprintf("s%05d", (i+1)%benchEdges)), "destination_service_namespace": "shop"}})
 		}

@@ -369,7 +369,8 @@ func twice(s *model.Sample, prev model.SampleValue) error {
 }
 
 // checkRedirect follows a redirect on the same host (a path prefix added, a login page: the
-// answer is then checked as any) and refuses one to another host, or from https to http: the
+// answer is then checked as any), and refuses one of the API that makes the query's POST a GET
+// without the query (301, 302, 303; 307 and 308 keep it), one to another host, or from https to http: the
 // credentials and the query are for --prometheus-url's host (prometheus/common drops the
 // credentials on the way, and the other host's 401 would blame them), and a server nobody
 // configured would be taken for Prometheus.
@@ -378,12 +379,23 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("redirected %d times, the last to %s: not followed further", len(via), redacted(req.URL))
 	}
 	prev := via[len(via)-1]
-	if req.URL.Hostname() == prev.URL.Hostname() && (prev.URL.Scheme != "https" || req.URL.Scheme != "http") {
-		return nil
-	}
 	code := 0
 	if req.Response != nil {
 		code = req.Response.StatusCode
+	}
+	sameHost := req.URL.Hostname() == prev.URL.Hostname() && (prev.URL.Scheme != "https" || req.URL.Scheme != "http")
+	if b, ok := strings.CutSuffix(req.URL.Path, "/api/v1/query"); ok && sameHost && prev.Method == http.MethodPost && req.Method != http.MethodPost {
+		// A 301, 302 or 303 of the API (a moved path prefix, http to https) turns the query's
+		// POST into a GET without its form: Prometheus then answered "bad_data: ... no
+		// expression found in input", which blames the query. (A redirect elsewhere, a login
+		// page, is followed: its answer is named as what it is.)
+		u := *req.URL
+		u.Path, u.RawPath, u.RawQuery, u.Fragment = b, "", "", ""
+		return fmt.Errorf("HTTP %d from %s: the POST of the query was redirected to %s, which HTTP follows with a GET without the query: not followed (give that URL's base, %s, as --prometheus-url)",
+			code, redacted(prev.URL), redacted(req.URL), redacted(&u))
+	}
+	if sameHost {
+		return nil
 	}
 	what := "another host"
 	if req.URL.Hostname() == prev.URL.Hostname() {

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -162,6 +163,9 @@ type discoverer struct {
 	results   map[string]*acc
 	warn      []string
 	unmapped  map[string]bool
+	// noWorkloads are the callers of noWorkload, in the order first seen.
+	noWorkloads     map[string]*noWorkloadEdges
+	noWorkloadOrder []string
 }
 
 type acc struct {
@@ -174,7 +178,8 @@ type acc struct {
 // workload needs.
 func Discover(in Input) *Result {
 	d := &discoverer{in: in, byNSName: map[string][]*workload.Workload{}, byKey: map[string]*workload.Workload{}, byService: map[string][]*workload.Workload{},
-		services: map[string]*ServiceDef{}, svcNS: map[string]bool{}, gateways: map[string]bool{}, results: map[string]*acc{}, unmapped: map[string]bool{}}
+		services: map[string]*ServiceDef{}, svcNS: map[string]bool{}, gateways: map[string]bool{}, results: map[string]*acc{}, unmapped: map[string]bool{},
+		noWorkloads: map[string]*noWorkloadEdges{}}
 	for _, g := range append(append([]string(nil), DefaultGateways...), in.Gateways...) {
 		if !strings.Contains(g, "/") {
 			g = "/" + g
@@ -216,6 +221,11 @@ func Discover(in Input) *Result {
 		res.Warnings = append(res.Warnings, ob.Warnings...)
 		for _, e := range ob.Edges {
 			d.telemetryEdge(e, res)
+		}
+		for _, k := range d.noWorkloadOrder {
+			nw := d.noWorkloads[k]
+			d.warn = append(d.warn, fmt.Sprintf("%s: service %s maps to no workload, and is no %s to list it as a Deployment of: no patch (its upstreams: %s)",
+				nw.src, nw.from, nameKinds[kindWorkload], strings.Join(nw.ups, ", ")))
 		}
 		for _, e := range ob.NonHTTP {
 			if d.scope(e.From.Namespace) {
@@ -299,6 +309,9 @@ func (d *discoverer) targets(c Caller, src Source) []target {
 	}
 	ws := d.byService[c.Namespace+"/"+c.Name]
 	if len(ws) == 0 {
+		if !kindWorkload.ok(c.Name) {
+			return nil // a service name no workload can have ("web_app"): noWorkload says so
+		}
 		unmapped("service")
 		return []target{{kind: workload.KindDeployment, ns: c.Namespace, name: c.Name, inferred: true}}
 	}
@@ -350,7 +363,12 @@ func (d *discoverer) telemetryEdge(e Edge, res *Result) {
 	if !d.scope(e.From.Namespace) {
 		return
 	}
-	for _, t := range d.targets(e.From, e.Source) {
+	ts := d.targets(e.From, e.Source)
+	if ts == nil {
+		d.noWorkload(e)
+		return
+	}
+	for _, t := range ts {
 		if d.isGateway(t.ns, t.name) {
 			res.Entrypoints = append(res.Entrypoints, EntrypointResult{Namespace: e.To.Namespace, Service: e.To.Name, Via: t.ns + "/" + t.name, Source: string(e.Source), RatePerSecond: e.RatePerSecond})
 			continue
@@ -363,6 +381,29 @@ func (d *discoverer) telemetryEdge(e Edge, res *Result) {
 			p.ObservedTries = e.Tries
 		}
 	}
+}
+
+// noWorkload keeps an edge whose caller is a service name that maps to no workload and is no
+// workload's name either (a label value such as "web_app"): listed as a Deployment of that name,
+// its patch would name an object kubectl refuses. Its upstreams are said in a warning instead.
+func (d *discoverer) noWorkload(e Edge) {
+	k := string(e.Source) + " " + e.From.String()
+	nw := d.noWorkloads[k]
+	if nw == nil {
+		nw = &noWorkloadEdges{src: e.Source, from: e.From}
+		d.noWorkloads[k] = nw
+		d.noWorkloadOrder = append(d.noWorkloadOrder, k)
+	}
+	if up := upstreamName(e.To, e.From.Namespace); !slices.Contains(nw.ups, up) {
+		nw.ups = append(nw.ups, up)
+	}
+}
+
+// noWorkloadEdges are one such caller's upstreams, of one source.
+type noWorkloadEdges struct {
+	src  Source
+	from Caller
+	ups  []string
 }
 
 // proxyEnv are the variables that configure an HTTP client's proxy: NO_PROXY lists hosts the

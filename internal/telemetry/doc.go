@@ -5,7 +5,8 @@
 // traces_service_graph_request_total, and retrycap-proxy's retrycap_proxy_requests_total. Each
 // reader turns one query's answer into caller -> callee edges with their rate over the window;
 // edges whose counters did not increase are not observed; series that cannot be placed on the
-// graph (a missing label, an "unknown" destination, Envoy's passthrough clusters, an IP) are
+// graph (a missing label, an "unknown" destination, Envoy's passthrough clusters, an IP, a label
+// value that is no Kubernetes name of its kind: names.go) are
 // counted in warnings, never dropped silently (and those with calls over the window that a missing
 // label leaves unnamed are Observation.Unplaced, which keep GraphComplete from True); a callee that is not a Service's name is read as
 // what the source meant by it (peerhost.go: a ServiceEntry's host, a host outside the cluster, a

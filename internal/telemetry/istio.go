@@ -49,29 +49,36 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 			}
 			to = c
 		}
-		switch {
-		case src == "unknown":
-			return key{to: to}, true, true
-		case src == "" || srcNS == "" || srcNS == "unknown":
+		out := src == "unknown"
+		if !out && (src == "" || srcNS == "" || srcNS == "unknown") {
 			r.unnamed("istio: source_workload or source_workload_namespace missing: not an edge", s, to)
 			return key{}, false, false
+		}
+		var buf [4]named
+		ns := buf[:0]
+		if !out {
+			ns = append(ns, named{"source_workload_namespace", srcNS, kindNamespace}, named{"source_workload", src, kindWorkload})
+		}
+		ns = calleeNames(ns, to, "destination_service_name", "destination_service_namespace")
+		if !r.names("istio", "", s, ns...) {
+			return key{}, false, false
+		}
+		if out {
+			return key{to: to}, true, true
 		}
 		return key{Caller{Namespace: srcNS, Name: src}, to}, false, true
 	}
 	byKey := map[key]*counts{}
 	var order []key
-	outside := map[Callee]float64{}
 	for _, s := range httpS {
-		k, out, ok := place(s)
+		// A caller outside the mesh is keyed with no caller (k.from zero): the layers that saw
+		// its calls (a waypoint, the destination's sidecar) each counted them, as on an edge of
+		// the mesh, and are taken alike below, never summed.
+		k, _, ok := place(s)
 		if !ok {
 			continue
 		}
 		v := float64(s.Value)
-		if out {
-			// Only the destination's sidecar sees a caller without one.
-			outside[k.to] += v
-			continue
-		}
 		c := byKey[k]
 		if c == nil {
 			c = &counts{}
@@ -102,10 +109,11 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		default:
 			calls = c.destination
 		}
+		if k.from == (Caller{}) {
+			r.addEntry(SourceIstio, k.to, Outside, calls)
+			continue
+		}
 		r.addEdge(SourceIstio, k.from, k.to, calls, tries, "")
-	}
-	for to, v := range outside {
-		r.addEntry(SourceIstio, to, Outside, v)
 	}
 	for _, s := range tcpS {
 		k, out, ok := place(s)

@@ -101,9 +101,11 @@ func (r *reader) linkerdEdge(metric string, s *model.Sample) (Caller, Callee, bo
 	}
 	ns := label(s.Metric, "namespace")
 	var from Caller
+	callerLabel := ""
 	for _, l := range linkerdCallers {
 		if n := label(s.Metric, l); n != "" {
 			from = Caller{Namespace: ns, Name: n, Kind: linkerdKinds[l]}
+			callerLabel = l
 			break
 		}
 	}
@@ -117,6 +119,9 @@ func (r *reader) linkerdEdge(metric string, s *model.Sample) (Caller, Callee, bo
 		return from, to, false
 	case to.Namespace == "" || to.Name == "":
 		r.w.add(fmt.Sprintf("linkerd %s: no %s or %s (a destination that is not a Service): not an edge", metric, dstNS, dst), s.Metric)
+		return from, to, false
+	case !r.names("linkerd", metric, s, named{"namespace", ns, kindNamespace}, named{callerLabel, from.Name, kindWorkload},
+		named{dstNS, to.Namespace, kindNamespace}, named{dst, to.Name, kindService}):
 		return from, to, false
 	}
 	return from, to, true

@@ -84,7 +84,10 @@ func (r *reader) otel(v model.Vector) {
 		n := float64(s.Value)
 		to := Callee{sns, server}
 		if ct == "virtual_node" && client == "user" {
-			r.addEntry(SourceOTel, to, Outside, n)
+			var buf [2]named
+			if r.names("otel-servicegraph", "", s, calleeNames(buf[:0], to, "server", "the server's namespace")...) {
+				r.addEntry(SourceOTel, to, Outside, n)
+			}
 			continue
 		}
 		if cns == "" && tempoNS != "" {
@@ -99,6 +102,11 @@ func (r *reader) otel(v model.Vector) {
 			sns = cns // the connector saw both spans; without a dimension the server's is unknown: the client's is the likeliest
 			to.Namespace = sns
 			r.w.add("otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace", s.Metric)
+		}
+		var buf [4]named
+		ns := append(buf[:0], named{"the client's namespace", cns, kindNamespace}, named{"client", client, kindCaller})
+		if !r.names("otel-servicegraph", "", s, calleeNames(ns, Callee{sns, server}, "server", "the server's namespace")...) {
+			continue
 		}
 		switch ct {
 		case "database":

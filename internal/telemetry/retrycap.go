@@ -25,8 +25,12 @@ func (r *reader) retrycap(v model.Vector) {
 			r.w.add("retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge", s.Metric)
 			continue
 		}
-		n := float64(s.Value)
 		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)
+		var buf [4]named
+		if !r.names("retrycap", "", s, proxyNames(buf[:0], cl, from, to)...) {
+			continue
+		}
+		n := float64(s.Value)
 		r.addEdge(SourceRetrycap, from, to, n, 0, "")
 		if n > 0 {
 			r.proxyCalls[edgeKey{src: SourceRetrycap, from: from, to: to}] += n
@@ -59,7 +63,12 @@ func (r *reader) retrycapTries(v model.Vector) {
 		if ns == "" || caller == "" || up == "" || up == "unknown" {
 			continue // warned for the requests' series, which have the same labels
 		}
-		attempts[edgeKey{src: SourceRetrycap, from: Caller{Namespace: ns, Name: caller, Service: true}, to: proxyCallee(ns, up)}] += float64(s.Value)
+		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)
+		var buf [4]named
+		if _, bad := misnamed(proxyNames(buf[:0], cl, from, to)...); bad {
+			continue // warned for the requests' series
+		}
+		attempts[edgeKey{src: SourceRetrycap, from: from, to: to}] += float64(s.Value)
 	}
 	for k, n := range attempts {
 		calls, e := r.proxyCalls[k], r.edges[k]
@@ -72,6 +81,12 @@ func (r *reader) retrycapTries(v model.Vector) {
 		}
 		e.Tries = n / calls
 	}
+}
+
+// proxyNames appends to ns the named labels of a proxy's edge: its caller by the caller label
+// cl, its callee by upstream.
+func proxyNames(ns []named, cl string, from Caller, to Callee) []named {
+	return calleeNames(append(ns, named{"namespace", from.Namespace, kindNamespace}, named{cl, from.Name, kindCaller}), to, "upstream", "upstream")
 }
 
 func containsDot(s string) bool {
