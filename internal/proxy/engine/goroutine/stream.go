@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -364,7 +365,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 func checkAnswerHead(rd *bufio.Reader) (whole bool, err error) {
 	for n := 1; ; {
 		if _, err := rd.Peek(n); err != nil {
-			return false, nil
+			return false, resetBeforeAnswer(err)
 		}
 		b, _ := rd.Peek(rd.Buffered())
 		if end, err := forward.CheckAnswerHead(b); end >= 0 {
@@ -372,6 +373,24 @@ func checkAnswerHead(rd *bufio.Reader) (whole bool, err error) {
 		}
 		n = len(b) + 1
 	}
+}
+
+// resetBeforeAnswer is the read error of an answer head that is the
+// upstream's reset, in the loop's words (forward.ClosedEarly over the read
+// error without the local address); nil for any other error, left to
+// fasthttp's reader. That reader takes every error on a head's first byte
+// for an end of stream, which fasthttp's client then words as its own
+// advice ("make sure the server returns 'connection: close'...") in the
+// client's 502: a reset never read as one.
+func resetBeforeAnswer(err error) error {
+	if !errors.Is(err, syscall.ECONNRESET) {
+		return nil
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = &net.OpError{Op: oe.Op, Net: oe.Net, Addr: oe.Addr, Err: oe.Err}
+	}
+	return forward.ClosedEarly(err)
 }
 
 // peekHead is the answer head rd holds whole (checkAnswerHead found it),
