@@ -119,3 +119,54 @@ func TestH1RedClosedBeforeAnswerOwnWords(t *testing.T) {
 		}
 	}
 }
+
+// TestH1RedBodyStallOwnWords: an upstream that sends the head of a small
+// answer (a Content-Length up to 64 KiB, read whole within the per-try
+// timeout) and part of its body, then stalls: the keyless POST gets the
+// proxy's 504 once, in the same words on both engines. Before, the
+// goroutine engine's 504 quoted the body read's error, "read tcp
+// 127.0.0.1:<port>->127.0.0.1:<port>: i/o timeout", where the loop's says
+// "no answer within the per-try timeout 300ms" (forward.AttemptWords).
+func TestH1RedBodyStallOwnWords(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			var execs atomic.Int64
+			release := make(chan struct{})
+			ln, _ := proxytest.RawBackend(t, func(c *net.TCPConn) {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+				br := bufio.NewReader(c)
+				for {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(io.Discard, r.Body); err != nil {
+						return
+					}
+					if execs.Add(1) > 1 {
+						_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo")
+						continue
+					}
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello")
+					select { // stalls until the test has its answer
+					case <-release:
+					case <-time.After(proxytest.Bound):
+					}
+					return
+				}
+			})
+			defer close(release)
+			addr := ln.Addr().String()
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+addr, "--retry-on", "reset,timeout,503", "--per-try-timeout", "300ms")
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("POST http://backend/1 HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\n\r\nhello")
+			c.Expect("POST", http.StatusGatewayTimeout, "retrycap-proxy: upstream backend ("+addr+"): 1 attempt(s), last failed with timeout (no answer within the per-try timeout 300ms); not retried: not-retryable\n")
+			if n := execs.Load(); n != 1 {
+				t.Errorf("the upstream ran the keyless POST %d times, want 1", n)
+			}
+			c.Send("GET http://backend/2 HTTP/1.1\r\nHost: backend\r\n\r\n")
+			c.Expect("GET", http.StatusOK, "two")
+		})
+	}
+}
