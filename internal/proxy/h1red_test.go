@@ -170,3 +170,58 @@ func TestH1RedBodyStallOwnWords(t *testing.T) {
 		})
 	}
 }
+
+// TestH1RedBothFramingsNotReused: an answer with both Transfer-Encoding:
+// chunked and a Content-Length is read by its chunks (RFC 9112 6.3) and its
+// connection is never used again: such an answer "ought to be handled as
+// an error" (a response-splitting attempt), and whatever the upstream
+// sends after the chunks, an answer framed by the Content-Length or a
+// second answer, must not become the next request's answer. HAProxy 2.6
+// (checked on loopback, http-reuse always) closes such a connection, and
+// reuses it after the same answer without the Content-Length; the loop
+// closes it (it closes every connection a streamed answer came on). Before,
+// the goroutine engine pooled it: the next request went on it, and the
+// answer the upstream sent there ("evil") reached that request's client.
+func TestH1RedBothFramingsNotReused(t *testing.T) {
+	const both = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 60\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			var reqs atomic.Int64
+			ln, accepted := proxytest.RawBackend(t, func(c *net.TCPConn) {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+				br := bufio.NewReader(c)
+				for i := 0; ; i++ {
+					r, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(io.Discard, r.Body); err != nil {
+						return
+					}
+					answer := "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo"
+					switch {
+					case reqs.Add(1) == 1:
+						answer = both
+					case i > 0:
+						// The same connection again, after the answer with
+						// both framings.
+						answer = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil"
+					}
+					if _, err := io.WriteString(c, answer); err != nil {
+						return
+					}
+				}
+			})
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+ln.Addr().String())
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("GET http://backend/1 HTTP/1.1\r\nHost: backend\r\n\r\n")
+			c.Expect("GET", http.StatusOK, "ok")
+			c.Send("GET http://backend/2 HTTP/1.1\r\nHost: backend\r\n\r\n")
+			c.Expect("GET", http.StatusOK, "two")
+			if n, a := reqs.Load(), accepted.Load(); n != 2 || a != 2 {
+				t.Errorf("the upstream got %d requests on %d connections, want 2 on 2", n, a)
+			}
+		})
+	}
+}

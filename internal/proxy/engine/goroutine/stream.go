@@ -304,9 +304,11 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 	t.answer.CopyTo(&resp.Header)
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
+	var both bool // the final head's forward.BothFramings
 	for n := 0; ; n++ {
 		var whole bool
 		if whole, err = checkAnswerHead(rd); err == nil {
+			both = forward.BothFramings(peekHead(rd))
 			err = resp.Header.Read(rd)
 		}
 		if err != nil && rd == br && isSmallBuffer(err) {
@@ -318,6 +320,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
 			t.answer.CopyTo(&resp.Header)
 			if whole, err = checkAnswerHead(rd); err == nil {
+				both = forward.BothFramings(peekHead(rd))
 				if err = resp.Header.Read(rd); isSmallBuffer(err) {
 					err = forward.ErrAnswerHeadTooLarge
 				}
@@ -352,6 +355,13 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		hc.ReleaseReader(br)
 		closeAny(hc, cc)
 		return nil, nil, forward.ErrUnsolicitedSwitch
+	}
+	if both {
+		// Read by its chunks; what the upstream sends after them (the rest
+		// of its Content-Length, another answer) must never answer the
+		// next request: the connection ends with this answer, as HAProxy
+		// ends it (the loop ends every streamed answer's).
+		resp.SetConnectionClose()
 	}
 	return rd, br, nil
 }
