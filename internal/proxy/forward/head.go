@@ -209,7 +209,7 @@ func TransferEncodingFields(head []byte) int {
 // "ought to be handled as an error", whose connection is not used again.
 func BothFramings(head []byte) bool {
 	te, cl := false, false
-	for first := true; len(head) > 0 && !(te && cl); first = false {
+	for first := true; len(head) > 0 && (!te || !cl); first = false {
 		line := head
 		if i := bytes.IndexByte(head, '\n'); i >= 0 {
 			line, head = head[:i+1], head[i+1:]
