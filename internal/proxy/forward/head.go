@@ -203,6 +203,38 @@ func TransferEncodingFields(head []byte) int {
 	return n
 }
 
+// BothFramings reports whether a message head (its first line, which is
+// no field, skipped) has a Transfer-Encoding field and a Content-Length
+// field: read by its Transfer-Encoding (RFC 9112 6.3), a message that
+// "ought to be handled as an error", whose connection is not used again.
+func BothFramings(head []byte) bool {
+	te, cl := false, false
+	for first := true; len(head) > 0 && (!te || !cl); first = false {
+		line := head
+		if i := bytes.IndexByte(head, '\n'); i >= 0 {
+			line, head = head[:i+1], head[i+1:]
+		} else {
+			head = nil
+		}
+		if first || len(line) == 0 {
+			continue
+		}
+		switch line[0] | 0x20 { // one byte looked at per line
+		case 't':
+			te = te || isTELine(line)
+		case 'c':
+			cl = cl || isCLLine(line)
+		}
+	}
+	return te && cl
+}
+
+// isCLLine is isTELine for Content-Length.
+func isCLLine(line []byte) bool {
+	const name = "content-length:"
+	return len(line) >= len(name) && bytes.EqualFold(line[:len(name)], []byte(name))
+}
+
 // MalformedAnswer is the answer to a head the proxy does not read, byte for
 // byte on either engine (OwnAnswer): 400, and the close (what follows the
 // head cannot be framed).

@@ -116,13 +116,16 @@ func AttemptWords(err error, perTry time.Duration, cut bool) string {
 	switch {
 	case err == nil:
 		return ""
-	case err == fasthttp.ErrTimeout, errors.Is(err, context.DeadlineExceeded):
-		return "no answer " + limit
 	case errors.As(err, &de) && (de.Err == fasthttp.ErrDialTimeout || isTimeout(de.Err)):
 		// The loop's connect cut by the attempt's timer, the goroutine
 		// engine's dial timing out ("dial tcp ...: i/o timeout"): one
 		// wording on both engines.
 		return "dial: not connected " + limit
+	case err == fasthttp.ErrTimeout, errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		// isTimeout: the goroutine engine's read of a small body within
+		// the attempt's deadline ("read tcp ...: i/o timeout"), which the
+		// loop's timer words as no answer.
+		return "no answer " + limit
 	}
 	return err.Error()
 }

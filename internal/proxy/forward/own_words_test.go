@@ -28,6 +28,7 @@ func TestAttemptWords(t *testing.T) {
 		{"fasthttp's timeout (both HTTP/1.1 engines)", fasthttp.ErrTimeout, false, "no answer within the per-try timeout 2s"},
 		{"the relay's timeout (HTTP/2)", context.DeadlineExceeded, false, "no answer within the per-try timeout 2s"},
 		{"cut by the deadline", fasthttp.ErrTimeout, true, "no answer before the call's deadline"},
+		{"the goroutine engine's small-body read timing out", &net.OpError{Op: "read", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 8080}, Err: os.ErrDeadlineExceeded}, false, "no answer within the per-try timeout 2s"},
 		{"the loop's connect cut", &DialError{Err: fasthttp.ErrDialTimeout}, false, "dial: not connected within the per-try timeout 2s"},
 		{"the goroutine engine's dial timing out", &DialError{Err: dialTimeout}, false, "dial: not connected within the per-try timeout 2s"},
 		{"a refused dial names what was dialled", &DialError{Err: refused}, false, "dial: dial tcp 10.0.0.7:8080: connect: connection refused"},

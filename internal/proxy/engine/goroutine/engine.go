@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -364,6 +365,12 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 			err = hc.DoTimeout(&ctx.Request, &ctx.Response, x.TryTimeout())
 		} else {
 			err = e.client.DoTimeout(&ctx.Request, &ctx.Response, x.TryTimeout())
+		}
+		if errors.Is(err, fasthttp.ErrConnectionClosed) {
+			// The upstream's close before a byte of a final answer (the
+			// transport's bare io.EOF, which fasthttp's client rewords as
+			// advice to its user): the 502 says it in the loop's words.
+			err = forward.ClosedEarly(io.ErrUnexpectedEOF)
 		}
 		if cut.isGone() || (err != nil || ctx.Response.StatusCode() >= 500) && clientClosed(ctx.Conn()) {
 			// The client reset its connection (the watch cut the attempt),

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -303,9 +304,11 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 	t.answer.CopyTo(&resp.Header)
 	// The status line and headers, skipping interim 1xx answers (an upgrade
 	// is tunnelled before forward and never gets here).
+	var both bool // the final head's forward.BothFramings
 	for n := 0; ; n++ {
 		var whole bool
 		if whole, err = checkAnswerHead(rd); err == nil {
+			both = forward.BothFramings(peekHead(rd))
 			err = resp.Header.Read(rd)
 		}
 		if err != nil && rd == br && isSmallBuffer(err) {
@@ -317,6 +320,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 			rd = bufio.NewReaderSize(br, forward.MaxResponseHead+1)
 			t.answer.CopyTo(&resp.Header)
 			if whole, err = checkAnswerHead(rd); err == nil {
+				both = forward.BothFramings(peekHead(rd))
 				if err = resp.Header.Read(rd); isSmallBuffer(err) {
 					err = forward.ErrAnswerHeadTooLarge
 				}
@@ -352,6 +356,13 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		closeAny(hc, cc)
 		return nil, nil, forward.ErrUnsolicitedSwitch
 	}
+	if both {
+		// Read by its chunks; what the upstream sends after them (the rest
+		// of its Content-Length, another answer) must never answer the
+		// next request: the connection ends with this answer, as HAProxy
+		// ends it (the loop ends every streamed answer's).
+		resp.SetConnectionClose()
+	}
 	return rd, br, nil
 }
 
@@ -364,7 +375,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 func checkAnswerHead(rd *bufio.Reader) (whole bool, err error) {
 	for n := 1; ; {
 		if _, err := rd.Peek(n); err != nil {
-			return false, nil
+			return false, resetBeforeAnswer(err)
 		}
 		b, _ := rd.Peek(rd.Buffered())
 		if end, err := forward.CheckAnswerHead(b); end >= 0 {
@@ -372,6 +383,24 @@ func checkAnswerHead(rd *bufio.Reader) (whole bool, err error) {
 		}
 		n = len(b) + 1
 	}
+}
+
+// resetBeforeAnswer is the read error of an answer head that is the
+// upstream's reset, in the loop's words (forward.ClosedEarly over the read
+// error without the local address); nil for any other error, left to
+// fasthttp's reader. That reader takes every error on a head's first byte
+// for an end of stream, which fasthttp's client then words as its own
+// advice ("make sure the server returns 'connection: close'...") in the
+// client's 502: a reset never read as one.
+func resetBeforeAnswer(err error) error {
+	if !errors.Is(err, syscall.ECONNRESET) {
+		return nil
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = &net.OpError{Op: oe.Op, Net: oe.Net, Addr: oe.Addr, Err: oe.Err}
+	}
+	return forward.ClosedEarly(err)
 }
 
 // peekHead is the answer head rd holds whole (checkAnswerHead found it),
