@@ -18,6 +18,8 @@ import (
 const (
 	// ListenAddr is the proxy's data listener; loopback only, so nothing outside the pod uses it.
 	ListenAddr = sidecar.DefaultListen
+	// ListenPort is ListenAddr's port.
+	ListenPort = sidecar.DefaultListenPort
 	// ProxyURL is the HTTP_PROXY value of the app containers.
 	ProxyURL = "http://" + ListenAddr
 	// AdminPort serves /metrics, /healthz and /readyz.
@@ -134,9 +136,13 @@ func proxyContainer(image string, args []string) corev1.Container {
 			{Name: sidecar.NamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 		},
 		Resources: corev1.ResourceRequirements{
-			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst.
+			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst. A CPU
+			// limit too: a ResourceQuota on limits.cpu refuses a pod with any container without one
+			// ("must specify limits.cpu for: retrycap-proxy"), and the LimitRange defaults that
+			// usually come with it are applied before the webhook adds the sidecar. It is the
+			// proxy's GOMAXPROCS, so it takes nothing from what its two threads could use.
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(ProxyThreads), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
 		// Startup: the kubelet starts the next container only once the proxy listens (up to 30 s).
 		StartupProbe:   probe("/readyz", 1, 30),
@@ -167,7 +173,10 @@ func proxyContainer(image string, args []string) corev1.Container {
 //   - its own NO_PROXY / no_proxy value is kept and retrycap's entries are appended where
 //     missing, in both spellings;
 //   - a NO_PROXY taken from a ConfigMap or Secret cannot be merged: it is kept as is, with a
-//     warning.
+//     warning;
+//   - variables from envFrom (a ConfigMap or Secret the injector cannot read) lose to env
+//     entries: a source that may hold one of the proxy variables gets a warning
+//     (envFromProxyWarning).
 //
 // It returns the warnings.
 func setProxyEnv(c *corev1.Container) []string {
@@ -177,6 +186,9 @@ func setProxyEnv(c *corev1.Container) []string {
 		}
 	}
 	var warnings []string
+	if w := envFromProxyWarning(c); w != "" {
+		warnings = append(warnings, w)
+	}
 	env := make([]corev1.EnvVar, 0, len(c.Env)+7)
 	if lastEnv(c.Env, PodIPEnv) < 0 {
 		env = append(env, corev1.EnvVar{Name: PodIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}})
