@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/retrycap/retrycap/internal/mesh"
 )
 
 // windowsOSLabels are the node labels a pod selects Windows nodes by.
@@ -54,9 +56,11 @@ var proxyPorts = []int32{ListenPort, AdminPort}
 
 // portTaken says what in the pod already uses one of proxyPorts, or "": Istio's sidecar (its
 // probe rewrite also points the app's probes at 15020), a containerPort the app declares (one
-// of the two could not bind it), or a probe or lifecycle hook on one of them (it would reach the
-// proxy, not the app). Named ports resolve to declared ones, so only numbers are checked here.
-func portTaken(pod *corev1.Pod) string {
+// of the two could not bind it), a probe or lifecycle hook on one of them (it would reach the
+// proxy, not the app), or Istio's ambient mode (nsLabels are the namespace's), whose ztunnel
+// listens on *:15001 inside every captured pod. Named ports resolve to declared ones, so only
+// numbers are checked here.
+func portTaken(pod *corev1.Pod, nsLabels map[string]string) string {
 	groups := []struct {
 		field string
 		cs    []corev1.Container
@@ -78,6 +82,15 @@ func portTaken(pod *corev1.Pod) string {
 				}
 			}
 		}
+	}
+	// Captured as mesh.Set.InAmbient decides (the sidecar case returned above).
+	const ztunnel = ": Istio's ztunnel listens on *:15001, *:15006 and *:15008 inside every pod it captures"
+	switch v, ok := pod.Labels[mesh.IstioDataplaneModeLabel]; {
+	case v == "ambient":
+		return fmt.Sprintf("label %s is %q", mesh.IstioDataplaneModeLabel, v) + ztunnel
+	case ok && v == "none":
+	case nsLabels[mesh.IstioDataplaneModeLabel] == "ambient":
+		return fmt.Sprintf("namespace %s is labelled %s=ambient", pod.Namespace, mesh.IstioDataplaneModeLabel) + ztunnel
 	}
 	return ""
 }

@@ -94,3 +94,40 @@ func TestConflictsAndOddShapes(t *testing.T) {
 		})
 	}
 }
+
+// Istio's ambient mode, by the pod's label or the namespace's (a pod may opt out with "none"):
+// ztunnel listens on *:15001 inside the pod (istio.io docs, ambient traffic redirection: ss -ntlp
+// in a captured pod), so the proxy could not bind its data port and the app would never start.
+func TestAmbientPods(t *testing.T) {
+	const ztunnel = ": Istio's ztunnel listens on *:15001, *:15006 and *:15008 inside every pod it captures: the proxy listens on 127.0.0.1:15001 and on port 15020 of every address of the pod"
+	for _, tt := range []struct {
+		name          string
+		pod, ns, want string // the labels' istio.io/dataplane-mode ("" unset); the skip, "" for injected
+	}{
+		{"pod ambient", "ambient", "", `PortConflict: label istio.io/dataplane-mode is "ambient"` + ztunnel},
+		{"namespace ambient", "", "ambient", "PortConflict: namespace shop is labelled istio.io/dataplane-mode=ambient" + ztunnel},
+		{"pod opts out", "none", "ambient", ""},
+		{"neither", "", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p", Labels: map[string]string{}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:v1"}}}}
+			nsLabels := map[string]string{"retrycap.dev/injection": "enabled"}
+			if tt.pod != "" {
+				pod.Labels["istio.io/dataplane-mode"] = tt.pod
+			}
+			if tt.ns != "" {
+				nsLabels["istio.io/dataplane-mode"] = tt.ns
+			}
+			d := Decide(testConfig, Input{Pod: pod, NamespaceLabels: nsLabels,
+				Policies: []v1alpha1.RetryPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}}})
+			got := ""
+			if !d.Injected {
+				got = d.Skip.String()
+			}
+			if got != tt.want {
+				t.Fatalf("skip %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -67,7 +67,7 @@ func Decide(cfg Config, in Input) Decision {
 	if why := windowsPod(pod); why != "" {
 		return skip(WindowsPod, "%s", why)
 	}
-	if why := portTaken(pod); why != "" {
+	if why := portTaken(pod, in.NamespaceLabels); why != "" {
 		return skip(PortConflict, "%s: the proxy listens on %s and on port %d of every address of the pod", why, ListenAddr, AdminPort)
 	}
 
