@@ -28,6 +28,9 @@ const (
 	AdminPortName = "retrycap-admin"
 	// ProxyThreads is the sidecar's GOMAXPROCS: its event loops and Go's threads.
 	ProxyThreads = "2"
+	// ProxyCPULimit is the sidecar's CPU limit: its ProxyThreads event loops and the spare P the
+	// proxy adds while they are busy (internal/proxy/spareproc.go), so no more than it can use.
+	ProxyCPULimit = "3"
 	// PodIPEnv holds the pod's IP (downward API) so that NO_PROXY can name it.
 	PodIPEnv = "RETRYCAP_POD_IP"
 	// RunAsUser is the proxy's uid: the "nonroot" user of distroless images.
@@ -127,9 +130,10 @@ func proxyContainer(image string, args []string) corev1.Container {
 		Args:            args,
 		RestartPolicy:   &always,
 		Ports:           []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
-		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a CPU
-		// limit, which this sidecar does not set): with no CPU limit Go would size itself to the
-		// node, one event loop (a thread, its buffers and its upstream pool) per CPU.
+		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a
+		// CPU limit): set, not derived from the limit (ProxyCPULimit, which also leaves room for
+		// the spare P), else Go would size itself to it, or to the node, one event loop (a
+		// thread, its buffers and its upstream pool) per CPU.
 		// The pod's namespace (--namespace's default): which upstream names are of this namespace.
 		Env: []corev1.EnvVar{
 			{Name: "GOMAXPROCS", Value: ProxyThreads},
@@ -139,10 +143,10 @@ func proxyContainer(image string, args []string) corev1.Container {
 			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst. A CPU
 			// limit too: a ResourceQuota on limits.cpu refuses a pod with any container without one
 			// ("must specify limits.cpu for: retrycap-proxy"), and the LimitRange defaults that
-			// usually come with it are applied before the webhook adds the sidecar. It is the
-			// proxy's GOMAXPROCS, so it takes nothing from what its two threads could use.
+			// usually come with it are applied before the webhook adds the sidecar. It is what the
+			// proxy can use at most (ProxyCPULimit), so it throttles nothing.
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(ProxyThreads), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(ProxyCPULimit), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
 		// Startup: the kubelet starts the next container only once the proxy listens (up to 30 s).
 		StartupProbe:   probe("/readyz", 1, 30),

@@ -83,7 +83,7 @@ var _ = Describe("pod injector: what the API server's admission and validation s
 		Expect(stored.Spec.InitContainers).To(HaveLen(1))
 		sc := stored.Spec.InitContainers[0]
 		Expect(sc.Name).To(Equal(inject.ContainerName))
-		Expect(sc.Resources.Limits.Cpu().String()).To(Equal("2"))
+		Expect(sc.Resources.Limits.Cpu().String()).To(Equal("3"))
 		Expect(sc.Resources.Limits.Memory().String()).To(Equal("64Mi"))
 		// The quota counted it: the app's 100m + 64Mi and 200m + 128Mi, and the sidecar's.
 		Eventually(func(g Gomega) {
@@ -94,7 +94,7 @@ var _ = Describe("pod injector: what the API server's admission and validation s
 				"requests.memory": ptrTo(q.Status.Used[corev1.ResourceRequestsMemory]).String(),
 				"limits.cpu":      ptrTo(q.Status.Used[corev1.ResourceLimitsCPU]).String(),
 				"limits.memory":   ptrTo(q.Status.Used[corev1.ResourceLimitsMemory]).String()}).
-				To(Equal(map[string]string{"requests.cpu": "110m", "requests.memory": "96Mi", "limits.cpu": "2200m", "limits.memory": "192Mi"}))
+				To(Equal(map[string]string{"requests.cpu": "110m", "requests.memory": "96Mi", "limits.cpu": "3200m", "limits.memory": "192Mi"}))
 		}).Should(Succeed())
 	})
 
