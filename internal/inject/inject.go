@@ -106,7 +106,9 @@ func Decide(cfg Config, in Input) Decision {
 	entry := isEntrypoint(p.policy, p.ws, w, in.Mesh, p.svcs...)
 	args := ProxyArgs(svc, ups, entry, settings)
 
-	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxyContainer(cfg.ProxyImage, args))
+	proxy := proxyContainer(cfg.ProxyImage, args)
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
+	podLevelRoom(pod, proxy.Resources.Requests)
 	for i := range pod.Spec.Containers {
 		d.Warnings = append(d.Warnings, setProxyEnv(&pod.Spec.Containers[i])...)
 	}

@@ -166,6 +166,27 @@ func proxyContainer(image string, args []string) corev1.Container {
 	}
 }
 
+// podLevelRoom makes room for the sidecar in the pod's own requests and limits (spec.resources,
+// pod-level resources), where the pod sets them: the API server refuses a pod whose containers'
+// requests add up to more than its pod-level request ("must be greater than or equal to
+// aggregate container requests"), so a pod whose request was exactly its containers' could not
+// be created with the proxy. The sidecar's requests are added to both, so that a pod-level
+// request equal to the limit (Guaranteed) stays so; the sidecar's own limits still bound it.
+func podLevelRoom(pod *corev1.Pod, sidecar corev1.ResourceList) {
+	r := pod.Spec.Resources
+	if r == nil {
+		return
+	}
+	for name, q := range sidecar {
+		for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+			if v, ok := l[name]; ok {
+				v.Add(q)
+				l[name] = v
+			}
+		}
+	}
+}
+
 // setProxyEnv points an app container at the proxy: RETRYCAP_POD_IP first (a $(VAR) reference
 // only sees variables defined before it), then HTTP_PROXY and http_proxy, HTTPS_PROXY and
 // https_proxy (grpc-go's), and NO_PROXY and no_proxy. What the container already sets is never

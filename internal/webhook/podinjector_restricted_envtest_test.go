@@ -98,23 +98,58 @@ var _ = Describe("pod injector: what the API server's admission and validation s
 		}).Should(Succeed())
 	})
 
-	It("stores a Windows pod without the proxy, saying why, instead of a pod the API server refuses", func() {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "inject-shop-win", Name: "iis"},
-			Spec: corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: []corev1.Container{{Name: "iis", Image: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"}}}}
-		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pod.Namespace, Labels: map[string]string{"retrycap.dev/injection": "enabled"}}})).To(Succeed())
-		policy := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}
+	// A namespace with no Pod Security label and no quota, for what the API server validates.
+	const plain = "inject-validation"
+	plainNamespace := func() {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: plain}, &corev1.Namespace{}); err == nil {
+			return
+		}
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: plain, Labels: map[string]string{"retrycap.dev/injection": "enabled"}}})).To(Succeed())
+		policy := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: plain, Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}
 		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 		Eventually(func(g Gomega) {
-			labels, _ := gateWebhooks.Index.Namespace(pod.Namespace)
+			labels, _ := gateWebhooks.Index.Namespace(plain)
 			g.Expect(labels).To(HaveKeyWithValue("retrycap.dev/injection", "enabled"))
 			g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.RetryPolicy{})).To(Succeed())
 		}).Should(Succeed())
+	}
+
+	It("stores a Windows pod without the proxy, saying why, instead of a pod the API server refuses", func() {
+		plainNamespace()
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: plain, Name: "iis"},
+			Spec: corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: []corev1.Container{{Name: "iis", Image: "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"}}}}
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		stored := &corev1.Pod{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), stored)).To(Succeed())
 		Expect(stored.Spec.InitContainers).To(BeEmpty())
 		Expect(stored.Annotations).To(Equal(map[string]string{inject.SkippedAnnotation: `WindowsPod: spec.os.name is "windows": the API server refuses the proxy's Linux security context (runAsUser, seccompProfile, capabilities) in a Windows pod, and its image is a Linux one`}))
 	})
+})
+
+// The pod-level resources golden case (internal/inject/testdata/pod-level-resources.yaml): its
+// pod requests exactly what its containers do, which the API server checks against the sum of
+// the containers' requests, the sidecar's included.
+var _ = It("pod injector: stores a pod with pod-level resources that its containers' requests fill, the proxy's added to the pod's", func() {
+	ctx := context.Background()
+	const ns = "inject-podlevel"
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"retrycap.dev/injection": "enabled"}}})).To(Succeed())
+	policy := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}
+	Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	Eventually(func(g Gomega) {
+		labels, _ := gateWebhooks.Index.Namespace(ns)
+		g.Expect(labels).To(HaveKeyWithValue("retrycap.dev/injection", "enabled"))
+		g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.RetryPolicy{})).To(Succeed())
+	}).Should(Succeed())
+	pod := vendoredPod("../inject/testdata/pod-level-resources.yaml")
+	pod.Namespace = ns
+	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	stored := &corev1.Pod{}
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), stored)).To(Succeed())
+	Expect(stored.Spec.InitContainers).To(HaveLen(1))
+	Expect(stored.Status.QOSClass).To(Equal(corev1.PodQOSGuaranteed))
+	Expect(map[string]string{"requests.cpu": stored.Spec.Resources.Requests.Cpu().String(), "requests.memory": stored.Spec.Resources.Requests.Memory().String(),
+		"limits.cpu": stored.Spec.Resources.Limits.Cpu().String(), "limits.memory": stored.Spec.Resources.Limits.Memory().String()}).
+		To(Equal(map[string]string{"requests.cpu": "1010m", "requests.memory": "132Mi", "limits.cpu": "1010m", "limits.memory": "132Mi"}))
 })
 
 // vendoredPod is the first document of a golden input of internal/inject: a real pod spec.
