@@ -168,3 +168,25 @@ func envFromProxyWarning(c *corev1.Container) string {
 	return fmt.Sprintf("container %s takes variables from %s (envFrom), which retrycap cannot read: an HTTP_PROXY, HTTPS_PROXY or NO_PROXY there is overridden by retrycap's",
 		c.Name, strings.Join(sources, ", "))
 }
+
+// guaranteed reports whether containers make a pod of QoS class Guaranteed (without pod-level
+// resources): each has CPU and memory limits, and requests equal to them where it sets requests
+// (an unset request defaults to the limit). A pod with no container is not.
+func guaranteed(lists ...[]corev1.Container) bool {
+	n := 0
+	for _, cs := range lists {
+		for _, c := range cs {
+			n++
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				lim, ok := c.Resources.Limits[r]
+				if !ok || lim.IsZero() {
+					return false
+				}
+				if req, ok := c.Resources.Requests[r]; ok && req.Cmp(lim) != 0 {
+					return false
+				}
+			}
+		}
+	}
+	return n > 0
+}

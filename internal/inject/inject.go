@@ -112,6 +112,10 @@ func Decide(cfg Config, in Input) Decision {
 	for i := range pod.Spec.Containers {
 		d.Warnings = append(d.Warnings, setProxyEnv(&pod.Spec.Containers[i])...)
 	}
+	if pod.Spec.Resources == nil && guaranteed(in.Pod.Spec.InitContainers, in.Pod.Spec.Containers) {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the pod's QoS class was Guaranteed and is Burstable with the proxy, whose requests are below its limits (CPU %s < %s, memory %s < %s); pod-level resources (spec.resources) keep it Guaranteed",
+			proxy.Resources.Requests.Cpu(), proxy.Resources.Limits.Cpu(), proxy.Resources.Requests.Memory(), proxy.Resources.Limits.Memory()))
+	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}

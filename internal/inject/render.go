@@ -244,8 +244,14 @@ func setProxyEnv(c *corev1.Container) []string {
 	} else {
 		var existing []string
 		for _, i := range []int{upper, lower} {
-			if i >= 0 {
-				existing = append(existing, env[i].Value)
+			if i < 0 {
+				continue
+			}
+			existing = append(existing, env[i].Value)
+			// "*" bypasses every proxy (curl, Go, Python, Node): kept, as the container's choice,
+			// but not in silence.
+			if slices.Contains(strings.Split(strings.ReplaceAll(env[i].Value, " ", ""), ","), "*") {
+				warnings = append(warnings, fmt.Sprintf("container %s sets %s to %q, which bypasses every proxy, so its calls do not go through the retrycap proxy", c.Name, env[i].Name, env[i].Value))
 			}
 		}
 		merged := mergeList(existing, NoProxy)
