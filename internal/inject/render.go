@@ -28,9 +28,11 @@ const (
 	AdminPortName = "retrycap-admin"
 	// ProxyThreads is the sidecar's GOMAXPROCS: its event loops and Go's threads.
 	ProxyThreads = "2"
-	// ProxyCPULimit is the sidecar's CPU limit: its ProxyThreads event loops and the spare P the
-	// proxy adds while they are busy (internal/proxy/spareproc.go), so no more than it can use.
-	ProxyCPULimit = "3"
+	// ProxyCPULimit is the sidecar's CPU limit: its ProxyThreads event loops (the spare P the
+	// proxy adds while they are busy, internal/proxy/spareproc.go, shares it). Not 3, all it could
+	// use: a LimitRange's per-container max of 2 CPUs (as common as a quota on limits.cpu) would
+	// refuse the pod, "maximum cpu usage per Container is 2, but limit is 3". Istio's default.
+	ProxyCPULimit = "2"
 	// PodIPEnv holds the pod's IP (downward API) so that NO_PROXY can name it.
 	PodIPEnv = "RETRYCAP_POD_IP"
 	// RunAsUser is the proxy's uid: the "nonroot" user of distroless images.
@@ -131,9 +133,9 @@ func proxyContainer(image string, args []string) corev1.Container {
 		RestartPolicy:   &always,
 		Ports:           []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
 		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a
-		// CPU limit): set, not derived from the limit (ProxyCPULimit, which also leaves room for
-		// the spare P), else Go would size itself to it, or to the node, one event loop (a
-		// thread, its buffers and its upstream pool) per CPU.
+		// CPU limit): set, not derived from the limit (ProxyCPULimit), else Go would size itself
+		// to it, or to the node, one event loop (a thread, its buffers and its upstream pool)
+		// per CPU.
 		// The pod's namespace (--namespace's default): which upstream names are of this namespace.
 		Env: []corev1.EnvVar{
 			{Name: "GOMAXPROCS", Value: ProxyThreads},
@@ -143,8 +145,7 @@ func proxyContainer(image string, args []string) corev1.Container {
 			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst. A CPU
 			// limit too: a ResourceQuota on limits.cpu refuses a pod with any container without one
 			// ("must specify limits.cpu for: retrycap-proxy"), and the LimitRange defaults that
-			// usually come with it are applied before the webhook adds the sidecar. It is what the
-			// proxy can use at most (ProxyCPULimit), so it throttles nothing.
+			// usually come with it are applied before the webhook adds the sidecar (ProxyCPULimit).
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(ProxyCPULimit), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},

@@ -19,8 +19,9 @@ import (
 )
 
 // The injected pod as the API server's own admission judges it, after the webhook: Pod Security
-// "restricted" (enforced by the namespace's label) and a ResourceQuota on CPU and memory
-// requests and limits, which refuses a pod with any container that lacks one. The app is a real
+// "restricted" (enforced by the namespace's label), a ResourceQuota on CPU and memory requests
+// and limits, which refuses a pod with any container that lacks one, and a LimitRange's
+// per-container max. The app is a real
 // one (microservices-demo's checkoutservice, vendored in internal/inject/testdata) that passes
 // both on its own. And a Windows pod, whose containers may not carry the proxy's Linux security
 // context.
@@ -69,6 +70,18 @@ var _ = Describe("pod injector: what the API server's admission and validation s
 			err := k8sClient.Create(ctx, optedOut("probe-quota", corev1.Container{Name: "app", Image: "example/app:v1", SecurityContext: restricted()}))
 			g.Expect(err).To(MatchError(ContainSubstring("failed quota: compute: must specify limits.cpu for: app; limits.memory for: app; requests.cpu for: app; requests.memory for: app")))
 		}).Should(Succeed())
+		// A per-container max of 2 CPUs, as multi-tenant namespaces set beside the quota (after
+		// the quota's probe: its defaults, the max, would fill the probe's limits): the sidecar's
+		// CPU limit (2) fits it.
+		Expect(k8sClient.Create(ctx, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "per-container"},
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer,
+				Max: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}})).To(Succeed())
+		over := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+		Eventually(func(g Gomega) {
+			err := k8sClient.Create(ctx, optedOut("probe-limitrange", corev1.Container{Name: "app", Image: "example/app:v1", SecurityContext: restricted(),
+				Resources: corev1.ResourceRequirements{Requests: over, Limits: over}}))
+			g.Expect(err).To(MatchError(ContainSubstring("maximum cpu usage per Container is 2, but limit is 3")))
+		}).Should(Succeed())
 	})
 
 	It("stores a real restricted app with the proxy, which passes Pod Security restricted and the quota", func() {
@@ -83,7 +96,7 @@ var _ = Describe("pod injector: what the API server's admission and validation s
 		Expect(stored.Spec.InitContainers).To(HaveLen(1))
 		sc := stored.Spec.InitContainers[0]
 		Expect(sc.Name).To(Equal(inject.ContainerName))
-		Expect(sc.Resources.Limits.Cpu().String()).To(Equal("3"))
+		Expect(sc.Resources.Limits.Cpu().String()).To(Equal("2"))
 		Expect(sc.Resources.Limits.Memory().String()).To(Equal("64Mi"))
 		// The quota counted it: the app's 100m + 64Mi and 200m + 128Mi, and the sidecar's.
 		Eventually(func(g Gomega) {
@@ -94,7 +107,7 @@ var _ = Describe("pod injector: what the API server's admission and validation s
 				"requests.memory": ptrTo(q.Status.Used[corev1.ResourceRequestsMemory]).String(),
 				"limits.cpu":      ptrTo(q.Status.Used[corev1.ResourceLimitsCPU]).String(),
 				"limits.memory":   ptrTo(q.Status.Used[corev1.ResourceLimitsMemory]).String()}).
-				To(Equal(map[string]string{"requests.cpu": "110m", "requests.memory": "96Mi", "limits.cpu": "3200m", "limits.memory": "192Mi"}))
+				To(Equal(map[string]string{"requests.cpu": "110m", "requests.memory": "96Mi", "limits.cpu": "2200m", "limits.memory": "192Mi"}))
 		}).Should(Succeed())
 	})
 
