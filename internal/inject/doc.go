@@ -10,6 +10,12 @@
 // ReplicaSet's pods, a CronJob for the pods of the Jobs it made, so the proxy carries that
 // workload's service name and entrypoint on every run.
 //
+// A pod the proxy cannot run in is skipped, naming the field and the value (conflicts.go): on
+// the host network, on Windows nodes, or where its ports are taken (Istio's sidecar or ambient
+// ztunnel, an app's port, probe or hook on 15001 or 15020). What injection changes that the pod
+// did not ask for (an envFrom that may set the proxy variables, a NO_PROXY of "*", a Guaranteed
+// pod made Burstable) is a warning; pod-level resources make room for the sidecar's requests.
+//
 // It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
 // the ClusterRetryPolicies whose scope has the namespace and the workloads across their scopes,
 // it returns the pod as it should be stored, or the reason it was skipped (a Skip; a policy whose

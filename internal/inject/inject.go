@@ -64,6 +64,12 @@ func Decide(cfg Config, in Input) Decision {
 	if pod.Spec.HostNetwork {
 		return skip(HostNetwork, "the pod uses the host network, where the proxy's ports %s and %d would clash with other pods", ListenAddr, AdminPort)
 	}
+	if why := windowsPod(pod); why != "" {
+		return skip(WindowsPod, "%s", why)
+	}
+	if why := portTaken(pod, in.NamespaceLabels); why != "" {
+		return skip(PortConflict, "%s: the proxy listens on %s and on port %d of every address of the pod", why, ListenAddr, AdminPort)
+	}
 
 	w := workload.ForPodIn(pod, in.CronJobOf)
 	selecting, disabled, selErrs := selectingPolicies(in, w)
@@ -100,9 +106,15 @@ func Decide(cfg Config, in Input) Decision {
 	entry := isEntrypoint(p.policy, p.ws, w, in.Mesh, p.svcs...)
 	args := ProxyArgs(svc, ups, entry, settings)
 
-	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxyContainer(cfg.ProxyImage, args))
+	proxy := proxyContainer(cfg.ProxyImage, args)
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
+	podLevelRoom(pod, proxy.Resources.Requests)
 	for i := range pod.Spec.Containers {
 		d.Warnings = append(d.Warnings, setProxyEnv(&pod.Spec.Containers[i])...)
+	}
+	if pod.Spec.Resources == nil && guaranteed(in.Pod.Spec.InitContainers, in.Pod.Spec.Containers) {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the pod's QoS class was Guaranteed and is Burstable with the proxy, whose requests are below its limits (CPU %s < %s, memory %s < %s); pod-level resources (spec.resources) keep it Guaranteed",
+			proxy.Resources.Requests.Cpu(), proxy.Resources.Limits.Cpu(), proxy.Resources.Requests.Memory(), proxy.Resources.Limits.Memory()))
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
@@ -205,6 +217,12 @@ const (
 	NotEnabled Reason = "InjectionNotEnabled"
 	// HostNetwork: the pod shares the node's network, where the proxy's fixed ports would clash.
 	HostNetwork Reason = "HostNetwork"
+	// WindowsPod: the pod runs on Windows nodes (spec.os.name, nodeSelector or required node
+	// affinity), where neither the proxy's image nor its security context can run.
+	WindowsPod Reason = "WindowsPod"
+	// PortConflict: something in the pod already uses the proxy's ports (Istio's sidecar, a
+	// declared containerPort, a probe or lifecycle hook on one of them).
+	PortConflict Reason = "PortConflict"
 	// NoPolicy: no RetryPolicy of the namespace selects the pod.
 	NoPolicy Reason = "NoPolicy"
 	// InjectionDisabled: every selecting policy has spec.injection.enabled false.
@@ -221,7 +239,7 @@ const (
 // ordinary case for most pods of a cluster and leave the pod untouched.
 func (r Reason) Recorded() bool {
 	switch r {
-	case HostNetwork, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy:
+	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy:
 		return true
 	}
 	return false

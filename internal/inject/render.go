@@ -18,6 +18,8 @@ import (
 const (
 	// ListenAddr is the proxy's data listener; loopback only, so nothing outside the pod uses it.
 	ListenAddr = sidecar.DefaultListen
+	// ListenPort is ListenAddr's port.
+	ListenPort = sidecar.DefaultListenPort
 	// ProxyURL is the HTTP_PROXY value of the app containers.
 	ProxyURL = "http://" + ListenAddr
 	// AdminPort serves /metrics, /healthz and /readyz.
@@ -26,6 +28,11 @@ const (
 	AdminPortName = "retrycap-admin"
 	// ProxyThreads is the sidecar's GOMAXPROCS: its event loops and Go's threads.
 	ProxyThreads = "2"
+	// ProxyCPULimit is the sidecar's CPU limit: its ProxyThreads event loops (the spare P the
+	// proxy adds while they are busy, internal/proxy/spareproc.go, shares it). Not 3, all it could
+	// use: a LimitRange's per-container max of 2 CPUs (as common as a quota on limits.cpu) would
+	// refuse the pod, "maximum cpu usage per Container is 2, but limit is 3". Istio's default.
+	ProxyCPULimit = "2"
 	// PodIPEnv holds the pod's IP (downward API) so that NO_PROXY can name it.
 	PodIPEnv = "RETRYCAP_POD_IP"
 	// RunAsUser is the proxy's uid: the "nonroot" user of distroless images.
@@ -125,18 +132,22 @@ func proxyContainer(image string, args []string) corev1.Container {
 		Args:            args,
 		RestartPolicy:   &always,
 		Ports:           []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
-		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a CPU
-		// limit, which this sidecar does not set): with no CPU limit Go would size itself to the
-		// node, one event loop (a thread, its buffers and its upstream pool) per CPU.
+		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a
+		// CPU limit): set, not derived from the limit (ProxyCPULimit), else Go would size itself
+		// to it, or to the node, one event loop (a thread, its buffers and its upstream pool)
+		// per CPU.
 		// The pod's namespace (--namespace's default): which upstream names are of this namespace.
 		Env: []corev1.EnvVar{
 			{Name: "GOMAXPROCS", Value: ProxyThreads},
 			{Name: sidecar.NamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 		},
 		Resources: corev1.ResourceRequirements{
-			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst.
+			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst. A CPU
+			// limit too: a ResourceQuota on limits.cpu refuses a pod with any container without one
+			// ("must specify limits.cpu for: retrycap-proxy"), and the LimitRange defaults that
+			// usually come with it are applied before the webhook adds the sidecar (ProxyCPULimit).
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(ProxyCPULimit), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
 		// Startup: the kubelet starts the next container only once the proxy listens (up to 30 s).
 		StartupProbe:   probe("/readyz", 1, 30),
@@ -156,6 +167,27 @@ func proxyContainer(image string, args []string) corev1.Container {
 	}
 }
 
+// podLevelRoom makes room for the sidecar in the pod's own requests and limits (spec.resources,
+// pod-level resources), where the pod sets them: the API server refuses a pod whose containers'
+// requests add up to more than its pod-level request ("must be greater than or equal to
+// aggregate container requests"), so a pod whose request was exactly its containers' could not
+// be created with the proxy. The sidecar's requests are added to both, so that a pod-level
+// request equal to the limit (Guaranteed) stays so; the sidecar's own limits still bound it.
+func podLevelRoom(pod *corev1.Pod, sidecar corev1.ResourceList) {
+	r := pod.Spec.Resources
+	if r == nil {
+		return
+	}
+	for name, q := range sidecar {
+		for _, l := range []corev1.ResourceList{r.Requests, r.Limits} {
+			if v, ok := l[name]; ok {
+				v.Add(q)
+				l[name] = v
+			}
+		}
+	}
+}
+
 // setProxyEnv points an app container at the proxy: RETRYCAP_POD_IP first (a $(VAR) reference
 // only sees variables defined before it), then HTTP_PROXY and http_proxy, HTTPS_PROXY and
 // https_proxy (grpc-go's), and NO_PROXY and no_proxy. What the container already sets is never
@@ -167,7 +199,10 @@ func proxyContainer(image string, args []string) corev1.Container {
 //   - its own NO_PROXY / no_proxy value is kept and retrycap's entries are appended where
 //     missing, in both spellings;
 //   - a NO_PROXY taken from a ConfigMap or Secret cannot be merged: it is kept as is, with a
-//     warning.
+//     warning;
+//   - variables from envFrom (a ConfigMap or Secret the injector cannot read) lose to env
+//     entries: a source that may hold one of the proxy variables gets a warning
+//     (envFromProxyWarning).
 //
 // It returns the warnings.
 func setProxyEnv(c *corev1.Container) []string {
@@ -177,6 +212,9 @@ func setProxyEnv(c *corev1.Container) []string {
 		}
 	}
 	var warnings []string
+	if w := envFromProxyWarning(c); w != "" {
+		warnings = append(warnings, w)
+	}
 	env := make([]corev1.EnvVar, 0, len(c.Env)+7)
 	if lastEnv(c.Env, PodIPEnv) < 0 {
 		env = append(env, corev1.EnvVar{Name: PodIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}})
@@ -207,8 +245,14 @@ func setProxyEnv(c *corev1.Container) []string {
 	} else {
 		var existing []string
 		for _, i := range []int{upper, lower} {
-			if i >= 0 {
-				existing = append(existing, env[i].Value)
+			if i < 0 {
+				continue
+			}
+			existing = append(existing, env[i].Value)
+			// "*" bypasses every proxy (curl, Go, Python, Node): kept, as the container's choice,
+			// but not in silence.
+			if slices.Contains(strings.Split(strings.ReplaceAll(env[i].Value, " ", ""), ","), "*") {
+				warnings = append(warnings, fmt.Sprintf("container %s sets %s to %q, which bypasses every proxy, so its calls do not go through the retrycap proxy", c.Name, env[i].Name, env[i].Value))
 			}
 		}
 		merged := mergeList(existing, NoProxy)

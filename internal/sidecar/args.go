@@ -32,6 +32,8 @@ const (
 const (
 	// DefaultListen is the data listener: loopback only, so nothing outside the pod uses it.
 	DefaultListen = "127.0.0.1:15001"
+	// DefaultListenPort is DefaultListen's port (the injector skips a pod that already uses it).
+	DefaultListenPort = 15001
 	// DefaultAdminPort serves /metrics, /healthz and /readyz, on every address.
 	DefaultAdminPort = 15020
 	// DefaultLoopSpin is --loop-spin's default: off (docs/decisions.md, "A busy event loop

@@ -138,15 +138,24 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	if !d.Injected && !d.Skip.Reason.Recorded() {
 		return admission.Allowed(d.Skip.String())
 	}
+	before := pod.DeepCopy()
 	if nsFromRequest {
-		d.Pod.Namespace = ""
+		d.Pod.Namespace, before.Namespace = "", ""
 	}
 	boundInjectorAnnotations(d.Pod)
+	// The patch is the difference between the pod as decoded and as decided, both encoded from
+	// the same Go types, not between the request's raw JSON and the decided pod: a field this
+	// build's k8s.io/api does not know (a cluster newer than the manager) is in the raw JSON only,
+	// and the raw diff removed it from every injected pod.
+	orig, err := json.Marshal(before)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: encoding pod %s/%s: %w", pod.Namespace, podInjectorPodName(pod), err))
+	}
 	out, err := json.Marshal(d.Pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("retrycap injector: encoding pod %s/%s: %w", pod.Namespace, podInjectorPodName(pod), err))
 	}
-	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
+	resp := admission.PatchResponseFromRaw(orig, out)
 	resp.Warnings = append(resp.Warnings, injectorWarnings(d.Warnings)...)
 	return resp
 }

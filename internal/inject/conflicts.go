@@ -1,0 +1,192 @@
+package inject
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/retrycap/retrycap/internal/mesh"
+)
+
+// windowsOSLabels are the node labels a pod selects Windows nodes by.
+var windowsOSLabels = []string{corev1.LabelOSStable, "beta.kubernetes.io/os"}
+
+// windowsPod says which field puts the pod on Windows nodes and what follows, or "". With spec.os.name windows the
+// API server refuses runAsUser, seccompProfile, capabilities and readOnlyRootFilesystem in any
+// container (the pod, and every pod of its ReplicaSet, would never be created); without it the
+// node still cannot run the proxy's Linux image, and the app never starts behind a native
+// sidecar that never passes its startup probe.
+func windowsPod(pod *corev1.Pod) string {
+	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
+		return fmt.Sprintf("spec.os.name is %q: the API server refuses the proxy's Linux security context (runAsUser, seccompProfile, capabilities) in a Windows pod, and its image is a Linux one", pod.Spec.OS.Name)
+	}
+	const noImage = ": the proxy's image is a Linux one, which a Windows node cannot run"
+	for _, k := range windowsOSLabels {
+		if v := pod.Spec.NodeSelector[k]; v == string(corev1.Windows) {
+			return fmt.Sprintf("spec.nodeSelector %s is %q", k, v) + noImage
+		}
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	// The terms are ORed: the pod is Windows-only when each of them requires Windows.
+	if len(terms) > 0 && !slices.ContainsFunc(terms, func(t corev1.NodeSelectorTerm) bool {
+		return !slices.ContainsFunc(t.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
+			return slices.Contains(windowsOSLabels, e.Key) && e.Operator == corev1.NodeSelectorOpIn &&
+				len(e.Values) > 0 && !slices.ContainsFunc(e.Values, func(v string) bool { return v != string(corev1.Windows) })
+		})
+	}) {
+		return "every term of spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution requires os In [windows]" + noImage
+	}
+	return ""
+}
+
+// meshSidecars are sidecars that listen on the proxy's ports without declaring them.
+var meshSidecars = map[string]string{
+	"istio-proxy": "Istio's sidecar, whose Envoy listens on 15001 and whose agent on 15020",
+}
+
+// proxyPorts are the ports the proxy binds in the pod's network namespace.
+var proxyPorts = []int32{ListenPort, AdminPort}
+
+// portTaken says what in the pod already uses one of proxyPorts, or "": Istio's sidecar (its
+// probe rewrite also points the app's probes at 15020), a containerPort the app declares (one
+// of the two could not bind it), a probe or lifecycle hook on one of them (it would reach the
+// proxy, not the app), or Istio's ambient mode (nsLabels are the namespace's), whose ztunnel
+// listens on *:15001 inside every captured pod. Named ports resolve to declared ones, so only
+// numbers are checked here.
+func portTaken(pod *corev1.Pod, nsLabels map[string]string) string {
+	groups := []struct {
+		field string
+		cs    []corev1.Container
+	}{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}}
+	for _, g := range groups {
+		for i, c := range g.cs {
+			at := fmt.Sprintf("%s[%d] (container %s)", g.field, i, c.Name)
+			if what, ok := meshSidecars[c.Name]; ok {
+				return fmt.Sprintf("%s is %s", at, what)
+			}
+			for j, p := range c.Ports {
+				if (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) && slices.Contains(proxyPorts, p.ContainerPort) {
+					return fmt.Sprintf("%s ports[%d].containerPort is %d", at, j, p.ContainerPort)
+				}
+			}
+			for _, h := range handlerPorts(c) {
+				if slices.Contains(proxyPorts, h.port) {
+					return fmt.Sprintf("%s %s is %d", at, h.field, h.port)
+				}
+			}
+		}
+	}
+	// Captured as mesh.Set.InAmbient decides (the sidecar case returned above).
+	const ztunnel = ": Istio's ztunnel listens on *:15001, *:15006 and *:15008 inside every pod it captures"
+	switch v, ok := pod.Labels[mesh.IstioDataplaneModeLabel]; {
+	case v == "ambient":
+		return fmt.Sprintf("label %s is %q", mesh.IstioDataplaneModeLabel, v) + ztunnel
+	case ok && v == "none":
+	case nsLabels[mesh.IstioDataplaneModeLabel] == "ambient":
+		return fmt.Sprintf("namespace %s is labelled %s=ambient", pod.Namespace, mesh.IstioDataplaneModeLabel) + ztunnel
+	}
+	return ""
+}
+
+type handlerPort struct {
+	field string
+	port  int32
+}
+
+// handlerPorts are the numeric ports of c's probes and lifecycle hooks that reach the pod itself
+// (an httpGet with a host of its own reaches another address).
+func handlerPorts(c corev1.Container) []handlerPort {
+	var out []handlerPort
+	num := func(field string, p intstr.IntOrString) {
+		if p.Type == intstr.Int {
+			out = append(out, handlerPort{field, p.IntVal})
+		}
+	}
+	probe := func(field string, p *corev1.Probe) {
+		if p == nil {
+			return
+		}
+		switch {
+		case p.HTTPGet != nil && p.HTTPGet.Host == "":
+			num(field+".httpGet.port", p.HTTPGet.Port)
+		case p.TCPSocket != nil && p.TCPSocket.Host == "":
+			num(field+".tcpSocket.port", p.TCPSocket.Port)
+		case p.GRPC != nil:
+			out = append(out, handlerPort{field + ".grpc.port", p.GRPC.Port})
+		}
+	}
+	probe("startupProbe", c.StartupProbe)
+	probe("readinessProbe", c.ReadinessProbe)
+	probe("livenessProbe", c.LivenessProbe)
+	if l := c.Lifecycle; l != nil {
+		for _, h := range []struct {
+			field string
+			h     *corev1.LifecycleHandler
+		}{{"lifecycle.postStart", l.PostStart}, {"lifecycle.preStop", l.PreStop}} {
+			switch {
+			case h.h == nil:
+			case h.h.HTTPGet != nil && h.h.HTTPGet.Host == "":
+				num(h.field+".httpGet.port", h.h.HTTPGet.Port)
+			case h.h.TCPSocket != nil && h.h.TCPSocket.Host == "":
+				num(h.field+".tcpSocket.port", h.h.TCPSocket.Port)
+			}
+		}
+	}
+	return out
+}
+
+// proxyEnvNames are the variables setProxyEnv writes.
+var proxyEnvNames = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"}
+
+// envFromProxyWarning is the warning for a container whose envFrom may set one of
+// proxyEnvNames (a source with no prefix, or one a name starts with), or "": the injector cannot
+// read the ConfigMap or Secret, and its own env entries take precedence over envFrom's, so an
+// egress proxy or a NO_PROXY list given there would be overridden without a word.
+func envFromProxyWarning(c *corev1.Container) string {
+	var sources []string
+	for _, e := range c.EnvFrom {
+		if !slices.ContainsFunc(proxyEnvNames, func(n string) bool { return strings.HasPrefix(n, e.Prefix) }) {
+			continue
+		}
+		switch {
+		case e.ConfigMapRef != nil:
+			sources = append(sources, "ConfigMap "+e.ConfigMapRef.Name)
+		case e.SecretRef != nil:
+			sources = append(sources, "Secret "+e.SecretRef.Name)
+		}
+	}
+	if len(sources) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("container %s takes variables from %s (envFrom), which retrycap cannot read: an HTTP_PROXY, HTTPS_PROXY or NO_PROXY there is overridden by retrycap's",
+		c.Name, strings.Join(sources, ", "))
+}
+
+// guaranteed reports whether containers make a pod of QoS class Guaranteed (without pod-level
+// resources): each has CPU and memory limits, and requests equal to them where it sets requests
+// (an unset request defaults to the limit). A pod with no container is not.
+func guaranteed(lists ...[]corev1.Container) bool {
+	n := 0
+	for _, cs := range lists {
+		for _, c := range cs {
+			n++
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				lim, ok := c.Resources.Limits[r]
+				if !ok || lim.IsZero() {
+					return false
+				}
+				if req, ok := c.Resources.Requests[r]; ok && req.Cmp(lim) != 0 {
+					return false
+				}
+			}
+		}
+	}
+	return n > 0
+}
