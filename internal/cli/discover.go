@@ -174,8 +174,14 @@ See docs/telemetry.md.`,
 				what := []string{}
 				if promURL != "" {
 					srcs := "no source's series exist"
-					if len(in.Observation.Sources) > 0 {
-						srcs = fmt.Sprintf("series of %v exist, none increased", in.Observation.Sources)
+					switch ob := in.Observation; {
+					case len(ob.Sources) > 0 && len(ob.Warnings) > 0:
+						// "none increased" would be false here: the series may well have
+						// increased, and were refused (a label that is no name, a passthrough
+						// cluster, ...); the warnings above say which and why.
+						srcs = fmt.Sprintf("series of %v exist, none increased on an edge that could be placed: %d warning(s) above say what was refused", ob.Sources, len(ob.Warnings))
+					case len(ob.Sources) > 0:
+						srcs = fmt.Sprintf("series of %v exist, none increased", ob.Sources)
 					}
 					what = append(what, fmt.Sprintf("no edge observed over %s at %s (%s)", since, promURL, srcs))
 				}
