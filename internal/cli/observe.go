@@ -439,6 +439,13 @@ func readPath(sink consumer, maxLine int, path string, stdin io.Reader, stderr i
 			warn("%s: a %s, not a file: not read (give it with -f to read it)", p, kindOf(t))
 			return nil
 		}
+		// The kubelet compresses a rotated log X as X.tmp, renames that to X.gz and only then
+		// removes X: a walk in between sees the same lines twice (and observe.Open skips the
+		// .tmp for the same reason). X.gz is the one kept.
+		if gz, err := os.Stat(p + ".gz"); err == nil && gz.Mode().IsRegular() && !strings.HasSuffix(p, ".gz") {
+			warn("%s: not read, %s.gz beside it holds its lines (the kubelet removes the uncompressed copy after the rename; reading both would count its attempts twice)", p, filepath.Base(p))
+			return nil
+		}
 		files++
 		readFile(p)
 		return nil

@@ -206,3 +206,36 @@ func TestObserveGzipStdinAndStats(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveRotationMidCompress: a directory caught between the kubelet's rename of X.tmp to
+// X.gz and its removal of X holds the same lines twice; X is passed over with a warning, and
+// the key's attempts are counted once (before: 6 attempts for 3, amplification 6).
+func TestObserveRotationMidCompress(t *testing.T) {
+	dir := t.TempDir()
+	var plain strings.Builder
+	for i := 1; i <= 3; i++ {
+		fmt.Fprintln(&plain, accessLine("gateway", "order", "k1", i, 503))
+	}
+	x := filepath.Join(dir, "0.log.20261203-120000")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	if _, err := zw.Write([]byte(plain.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(x, []byte(plain.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(x+".gz", gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := execute([]string{"observe", "-f", dir, "--threshold", "0"}, nil, &stdout, &stderr)
+	wantErr := "observe: warning: " + x + ": not read, 0.log.20261203-120000.gz beside it holds its lines (the kubelet removes the uncompressed copy after the rename; reading both would count its attempts twice)\n" +
+		"observe: 3 lines read: 3 attempts, 0 skipped, 0 bad, 0 over the line limit\n"
+	if code != ExitOK || stderr.String() != wantErr || !strings.Contains(stdout.String(), "k1   idempotency-key  GET     3 ") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant stderr:\n%s", code, stdout.String(), stderr.String(), wantErr)
+	}
+}
