@@ -74,6 +74,10 @@ func TestEnvoyUpstream(t *testing.T) {
 		{"PassthroughCluster", "shop", "", false},
 		{"outbound|443||api.example.com", "shop", "", false},
 		{"outbound|80||a.b.c.svc.cluster.local", "shop", "", false},
+		{"outbound|8080||payment.shop.svc.corp.example", "shop", "payment", true},
+		{"outbound|8080||payment.shop.svc.corp.example", "web", "payment.shop", true},
+		{"outbound|8080||payment.shop.svc.", "shop", "", false},
+		{"outbound|8080||.shop.svc.cluster.local", "shop", "", false},
 	} {
 		got, ok := EnvoyUpstream(tc.cluster, tc.ns)
 		if got != tc.want || ok != tc.ok {

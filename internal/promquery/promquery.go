@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -678,26 +679,23 @@ func LinkerdUpstream(name, parentNS, ns string) (string, bool) {
 
 // EnvoyUpstream maps an Istio outbound cluster name, "outbound|PORT|SUBSET|HOST", to the
 // upstream's name as a caller in namespace ns names it: HOST "payment.shop.svc.cluster.local"
-// is "payment" from shop and "payment.shop" from elsewhere. Other clusters (inbound, the
-// passthrough and black-hole clusters, a host outside the cluster domain) are not services of
-// the graph: ok false.
+// is "payment" from shop and "payment.shop" from elsewhere. The cluster domain after ".svc" is
+// any (a cluster installed with another --cluster-domain, "payment.shop.svc.corp.example", was
+// read as no service: its every edge dropped without a word): Istio names a Kubernetes
+// Service's cluster NAME.NAMESPACE.svc.DOMAIN, and a host whose third label is "svc" is taken
+// for one. Other clusters (inbound, the passthrough and black-hole clusters, a host outside
+// the cluster) are not services of the graph: ok false.
 func EnvoyUpstream(cluster, ns string) (string, bool) {
 	parts := strings.Split(cluster, "|")
 	if len(parts) != 4 || parts[0] != "outbound" {
 		return "", false
 	}
-	host := parts[3]
-	for _, suffix := range []string{".svc.cluster.local", ".svc"} {
-		if h, ok := strings.CutSuffix(host, suffix); ok {
-			name, hostNS, ok := strings.Cut(h, ".")
-			if !ok || name == "" || hostNS == "" || strings.Contains(hostNS, ".") {
-				return "", false
-			}
-			if hostNS == ns {
-				return name, true
-			}
-			return name + "." + hostNS, true
-		}
+	labels := strings.Split(parts[3], ".")
+	if len(labels) < 3 || labels[2] != "svc" || labels[0] == "" || labels[1] == "" || slices.Contains(labels[3:], "") {
+		return "", false
 	}
-	return "", false
+	if labels[1] == ns {
+		return labels[0], true
+	}
+	return labels[0] + "." + labels[1], true
 }
