@@ -576,6 +576,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 		name = ref.String()
 	}
 	var vsBest Layer
+	viaEgress := true // every binding mesh route sends the call to an egress gateway (egress.go)
 	for _, vs := range vss {
 		if !vs.exportedTo(c.Namespace) {
 			continue
@@ -585,7 +586,12 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 				continue
 			}
 			better(&vsBest, s.vsRouteLayer(vs, i, &vs.Spec.HTTP[i], ""))
+			viaEgress = viaEgress && toEgressGateway(&vs.Spec.HTTP[i])
 		}
+	}
+	var egress Layer
+	if vsBest.Kind != "" && viaEgress {
+		egress, _ = s.egressLayer(vss, c, ref, inCluster, port)
 	}
 	var gamma Layer
 	if inCluster {
@@ -622,6 +628,9 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 		if l, ok := s.serviceEntryDefault(c, ref.Name, port); ok { // serviceentry.go
 			e.Layers = append(e.Layers, l)
 		}
+	}
+	if egress.Kind != "" {
+		e.Layers = append(e.Layers, egress) // the egress gateway's own route, after the sidecar's
 	}
 }
 
