@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -78,4 +79,130 @@ func gatewayOf(vs *virtualService, r *httpRoute) string {
 		}
 	}
 	return fmt.Sprint(vs.Spec.Gateways)
+}
+
+// The same task in Gateway API form: an HTTPRoute whose parentRef is the ServiceEntry
+// (group networking.istio.io, kind ServiceEntry: Istio's GAMMA for a ServiceEntry's hosts)
+// binds the sidecars' calls to the entry's hosts, and sends them to the Service Istio deploys
+// for a Gateway of class istio ("<gateway>-istio", pilot/pkg/config/kube/gateway deployment
+// naming); a route on that Gateway with a backendRef of kind Hostname (group
+// networking.istio.io) sends the gateway's calls on to the host. A rule without retry gets
+// Istio's default in both places (conversion.go leaves vs.Retries nil). Before, the entry's
+// route was not read (its default layer named no route) and the gateway's hop was not counted.
+
+// isServiceEntry: a parentRef naming a ServiceEntry.
+func (r ref) isServiceEntry() bool {
+	return r.Group != nil && *r.Group == GroupIstio && r.kindOr("") == "ServiceEntry"
+}
+
+// isHostname: a backendRef naming a host (Istio's kind Hostname).
+func (r ref) isHostname(host string) bool {
+	return r.Group != nil && *r.Group == GroupIstio && r.kindOr("") == "Hostname" && strings.EqualFold(r.Name, host)
+}
+
+// serviceEntryRoute is the layer of the Gateway API routes whose parentRef is a ServiceEntry
+// registering host (visible to the caller, in the route's or the caller's namespace), and the
+// egress gateway hop after it when every binding rule sends the call to an istio-class
+// Gateway's Service; ok is false when no route binds the host.
+func (s *Set) serviceEntryRoute(c Caller, host string, port int32) (sidecar, gw Layer, ok bool) {
+	unset := s.istioDefault("").Tries
+	viaGateway := true
+	var gws []*gateway
+	for _, k := range sortedKeys(s.routes) {
+		r := s.routes[k]
+		if r.group() != GroupGateway || !s.routeEntryHas(r, host, port, c.Namespace) {
+			continue
+		}
+		for i := range r.Spec.Rules {
+			l, ok := gammaRule(r, i)
+			if !ok {
+				l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry", r.id(), i)), l)
+			}
+			l.Unset = unset
+			better(&sidecar, l)
+			g := s.istioGatewayOf(r.Spec.Rules[i].BackendRefs, r.Metadata.Namespace)
+			viaGateway = viaGateway && g != nil
+			if g != nil {
+				gws = append(gws, g)
+			}
+		}
+	}
+	if sidecar.Kind == "" {
+		return Layer{}, Layer{}, false
+	}
+	if viaGateway {
+		for _, g := range gws {
+			better(&gw, s.gatewayHostLayer(g, host))
+		}
+	}
+	return sidecar, gw, true
+}
+
+// routeEntryHas: a parentRef of r names a ServiceEntry that registers host on port (0: any),
+// and r binds the caller's calls: r is the entry's producer route (in its namespace) or the
+// caller's consumer route (in callerNS).
+func (s *Set) routeEntryHas(r *route, host string, port int32, callerNS string) bool {
+	for _, p := range r.Spec.ParentRefs {
+		if !p.isServiceEntry() {
+			continue
+		}
+		ns := p.namespaceOr(r.Metadata.Namespace)
+		if r.Metadata.Namespace != ns && r.Metadata.Namespace != callerNS {
+			continue
+		}
+		se, ok := s.serviceEntries[GroupIstio+"/ServiceEntry/"+ns+"/"+p.Name]
+		if !ok || !se.exportedTo(callerNS) || !slices.ContainsFunc(se.Spec.Hosts, func(h string) bool { return hostMatches(h, host) }) {
+			continue
+		}
+		if port == 0 || p.Port == nil || *p.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// istioGatewayOf is the istio-class Gateway whose Service ("<name>-istio") every backendRef
+// names, or nil.
+func (s *Set) istioGatewayOf(backends []ref, ns string) *gateway {
+	var g *gateway
+	for _, b := range backends {
+		name, ok := strings.CutSuffix(b.Name, "-istio")
+		if !b.isService("Service") || !ok {
+			return nil
+		}
+		gw, found := s.gateways[ServiceRef{b.namespaceOr(ns), name}.String()]
+		if !found || gw.Spec.GatewayClassName != "istio" || g != nil && g != gw {
+			return nil
+		}
+		g = gw
+	}
+	return g
+}
+
+// gatewayHostLayer is the largest layer of the rules of routes on Gateway g that send calls to
+// host (a backendRef of kind Hostname).
+func (s *Set) gatewayHostLayer(g *gateway, host string) Layer {
+	var best Layer
+	for _, k := range sortedKeys(s.routes) {
+		r := s.routes[k]
+		if r.group() != GroupGateway || !slices.ContainsFunc(r.Spec.ParentRefs, func(p ref) bool {
+			return p.isGateway() && p.Name == g.Metadata.Name && p.namespaceOr(r.Metadata.Namespace) == g.Metadata.Namespace
+		}) {
+			continue
+		}
+		for i, rule := range r.Spec.Rules {
+			if !slices.ContainsFunc(rule.BackendRefs, func(b ref) bool { return b.isHostname(host) }) {
+				continue
+			}
+			l, ok := gammaRule(r, i)
+			if !ok {
+				l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry at egress gateway %s", r.id(), i, g.id())), l)
+			} else {
+				l.Note += " at egress gateway " + g.id()
+			}
+			l.Kind = Istio
+			better(&best, l)
+		}
+	}
+	return best
 }

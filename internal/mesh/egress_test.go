@@ -61,3 +61,61 @@ spec:
 		})
 	}
 }
+
+// The task's Gateway API form: the HTTPRoute bound to the ServiceEntry is the sidecar's layer,
+// the one on the istio-class Gateway whose Service ("<name>-istio") it sends to is the gateway's.
+// Before: the entry's default alone, 3.
+func TestEgressGatewayAPILayer(t *testing.T) {
+	docs := func(backend, forwardRetry string) string {
+		return nsIstio + `
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: cnn, namespace: bookinfo}
+spec:
+  hosts: [edition.cnn.com]
+  ports: [{number: 80, name: http-port, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: cnn-egress-gateway, namespace: bookinfo}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: direct, namespace: bookinfo}
+spec:
+  parentRefs: [{kind: ServiceEntry, group: networking.istio.io, name: cnn}]
+  rules: [{backendRefs: [{name: ` + backend + `, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: forward, namespace: bookinfo}
+spec:
+  parentRefs: [{name: cnn-egress-gateway}]
+  rules:
+  - backendRefs: [{kind: Hostname, group: networking.istio.io, name: edition.cnn.com, port: 80}]` + forwardRetry
+	}
+	const sidecar = "Istio 3 (Istio default, HTTPRoute bookinfo/direct spec.rules[0] sets no retry)"
+	cases := []struct{ name, docs, want string }{
+		{"the task's routes: 3 x 3", docs("cnn-egress-gateway-istio", ""),
+			sidecar + "; Istio 3 (Istio default, HTTPRoute bookinfo/forward spec.rules[0] sets no retry at egress gateway Gateway bookinfo/cnn-egress-gateway)"},
+		{"the gateway's route sets attempts 1", docs("cnn-egress-gateway-istio", "\n    retry: {attempts: 1}"),
+			sidecar + "; Istio 2 (HTTPRoute bookinfo/forward spec.rules[0].retry.attempts: 1 at egress gateway Gateway bookinfo/cnn-egress-gateway)"},
+		{"a route to another Service: no gateway hop", docs("proxy", ""), sidecar},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := set(t, Options{}, c.docs).EdgePort(caller("bookinfo"), "edition.cnn.com", 80)
+			var got []string
+			for _, l := range e.Layers {
+				got = append(got, string(l.Kind)+" "+l.String())
+			}
+			if strings.Join(got, "; ") != c.want || len(e.Warnings) != 0 {
+				t.Fatalf("layers %q, warnings %q\nwant %q", strings.Join(got, "; "), e.Warnings, c.want)
+			}
+		})
+	}
+}

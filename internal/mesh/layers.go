@@ -625,7 +625,12 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 	case inCluster:
 		e.Layers = append(e.Layers, s.istioDefault("no VirtualService binds "+name))
 	default:
-		if l, ok := s.serviceEntryDefault(c, ref.Name, port); ok { // serviceentry.go
+		if l, gw, ok := s.serviceEntryRoute(c, ref.Name, port); ok { // egress.go
+			e.Layers = append(e.Layers, l)
+			if gw.Kind != "" {
+				e.Layers = append(e.Layers, gw)
+			}
+		} else if l, ok := s.serviceEntryDefault(c, ref.Name, port); ok { // serviceentry.go
 			e.Layers = append(e.Layers, l)
 		}
 	}

@@ -159,7 +159,7 @@ func (s *Set) onlyHTTPExternal(e *Edge, c Caller, host string, port int32) {
 	var layers []Layer
 	done := false
 	for _, l := range e.Layers {
-		if l.Kind != Istio {
+		if l.Kind != Istio && l.Kind != GAMMA {
 			layers = append(layers, l)
 			continue
 		}
