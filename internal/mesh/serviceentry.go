@@ -59,13 +59,14 @@ func (se *serviceEntry) exportedTo(ns string) bool {
 	return false
 }
 
-// hostMatches: entry host h (maybe "*.example.com", or "*") names host, as Istio's
-// host.Name.Matches does.
+// hostMatches: entry host h (maybe "*.example.com") names host, as Istio's host.Name.Matches
+// does. A full wildcard "*" names nothing: Istio's validation refuses it in a ServiceEntry
+// (pkg/config/validation/validation.go, "invalid host *").
 func hostMatches(h, host string) bool {
 	h = strings.ToLower(strings.TrimSuffix(h, "."))
 	switch {
 	case h == "*":
-		return true
+		return false
 	case strings.HasPrefix(h, "*."):
 		return strings.HasSuffix(host, h[1:])
 	}

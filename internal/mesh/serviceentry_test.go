@@ -38,6 +38,8 @@ func TestServiceEntryLayer(t *testing.T) {
 		{name: "a wildcard host", docs: []string{nsIstio, se("bookinfo", `["*.googleapis.com"]`, "[{number: 80, name: http, protocol: HTTP}]", "")},
 			caller: caller("bookinfo"), callee: "storage.googleapis.com", port: 80,
 			want: "Istio 3 (Istio default, ServiceEntry bookinfo/ext registers storage.googleapis.com (port 80 HTTP), no VirtualService binds it)"},
+		{name: "a full wildcard host: refused by Istio's validation, names nothing", docs: []string{nsIstio, se("bookinfo", `["*"]`, "[{number: 80, name: http, protocol: HTTP}]", "")},
+			caller: caller("bookinfo"), callee: "www.googleapis.com", port: 80},
 		{name: "no protocol: sniffed, HTTP the worst", docs: []string{nsIstio, se("bookinfo", "[api.example.com]", "[{number: 8080, name: web}]", "")},
 			caller: caller("bookinfo"), callee: "api.example.com", port: 8080,
 			want: "Istio 3 (Istio default, ServiceEntry bookinfo/ext registers api.example.com (port 8080 (no protocol: sniffed)), no VirtualService binds it)"},
