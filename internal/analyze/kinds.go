@@ -51,7 +51,7 @@ func workloadReaders(rs map[string]kindReader) map[string]kindReader {
 // meshKinds are the kinds of objects that carry mesh or gateway retries (counted as mesh objects
 // in the summary, whether this version reads their retries or not).
 var meshKinds = map[string]bool{
-	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true,
+	"VirtualService": true, "DestinationRule": true, "ServiceProfile": true, "HTTPRoute": true, "ServiceEntry": true,
 	"GRPCRoute": true, "BackendTrafficPolicy": true, "MeshRetry": true, "Mesh": true, "Resiliency": true, "ServiceRouter": true,
 }
 
@@ -59,6 +59,7 @@ var meshKinds = map[string]bool{
 var meshRead = map[string]bool{
 	"VirtualService": true, "ServiceProfile": true, "HTTPRoute": true, "GRPCRoute": true, "BackendTrafficPolicy": true,
 	"MeshRetry": true, "Mesh": true, // Kuma (internal/mesh/kuma.go)
+	"ServiceEntry":  true, // Istio's default route to the external hosts it registers (internal/mesh/serviceentry.go)
 	"Resiliency":    true, // Dapr (internal/mesh/dapr.go)
 	"ServiceRouter": true, // Consul (internal/mesh/consul.go)
 	"Gateway":       true, // a Gateway API Gateway, as an ambient waypoint (internal/mesh/waypoint.go)

@@ -900,6 +900,26 @@ func templatePath(kind string) string {
 	return k.TemplateField()
 }
 
+// repeatedMeshObject reports whether a mesh object (a VirtualService, a route, a MeshConfig, ...)
+// was already read: the same group, kind, namespace and name, as when -f DIR holds Istio's
+// bookinfo/networking files, which define VirtualService ratings in six of them. The mesh Set
+// keeps the later one, as kubectl apply would; this says so, naming both places, and the summary
+// counts the object once. Before, the earlier was dropped without a word and counted twice.
+func (r Reader) repeatedMeshObject(m *Manifests, src Source, tm *typeMeta) bool {
+	ns := tm.Metadata.Namespace
+	if ns == "" && tm.Kind != "IngressClass" && tm.Kind != "Mesh" { // cluster-scoped
+		ns = r.namespace()
+	}
+	what := tm.Kind + " " + tm.Metadata.Name
+	if ns != "" {
+		what = tm.Kind + " " + ns + "/" + tm.Metadata.Name
+	}
+	key := "mesh/" + apiGroup(tm.APIVersion) + "/" + tm.Kind + "/" + ns + "/" + tm.Metadata.Name
+	_, seen := m.Sources[key]
+	laterWins(m, []struct{}(nil), key, what, src, func(struct{}) bool { return false })
+	return seen
+}
+
 // ignored counts an object of a kind the graph does not read, and warns about retrycap
 // annotations on it that would be lost.
 func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
@@ -907,13 +927,17 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 	// networking.istio.io Gateway is not read. A networking.k8s.io Ingress and IngressClass are
 	// read for ingress-nginx's retries (mesh/ingressnginx.go).
 	if meshKinds[tm.Kind] || (tm.Kind == "Gateway" || tm.Kind == "Ingress" || tm.Kind == "IngressClass") && mesh.Reads(tm.APIVersion, tm.Kind) {
-		m.count(&m.Summary.Mesh, tm.Kind)
+		if !r.repeatedMeshObject(m, src, tm) {
+			m.count(&m.Summary.Mesh, tm.Kind)
+		}
 		return
 	}
 	if tm.APIVersion == "v1" && tm.Kind == "ConfigMap" && mesh.IsMeshConfig(tm.Metadata.Namespace, tm.Metadata.Name, revLabels(tm, js)) {
 		// Istio's MeshConfig (the default revision's, or a revision's istio-<rev>), whose default
 		// retries the mesh Set reads (not "ignored").
-		m.count(&m.Summary.Mesh, meshConfigKindOf(tm.Metadata.Name))
+		if !r.repeatedMeshObject(m, src, tm) {
+			m.count(&m.Summary.Mesh, meshConfigKindOf(tm.Metadata.Name))
+		}
 		return
 	}
 	m.count(&m.Summary.Ignored, ignoredKind(tm))

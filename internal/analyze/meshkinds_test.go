@@ -302,6 +302,7 @@ func TestUnknownMeshKind(t *testing.T) {
 	obj := func(apiVersion, kind string) string {
 		return fmt.Sprintf("apiVersion: %s\nkind: %s\nmetadata: {name: r, namespace: shop}\n", apiVersion, kind)
 	}
+	named := func(doc, name string) string { return strings.Replace(doc, "{name: r,", "{name: "+name+",", 1) }
 	refused := func(doc int, apiVersion, kind, near string) string {
 		s := fmt.Sprintf(`test.yaml: document %d: %s shop/r: kind %q: %s has no such kind (the API server refuses it: no matches for kind %q in version %q)`, doc, kind, kind, apiVersion, kind, apiVersion)
 		if near != "" {
@@ -338,8 +339,9 @@ func TestUnknownMeshKind(t *testing.T) {
 				obj("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"), "apiVersion: gateway.envoyproxy.io/v1alpha1\nkind: EnvoyGateway\ngateway: {controllerName: gateway.envoyproxy.io/gatewayclass-controller}\n",
 				obj("networking.istio.io/v1", "DestinationRule"),
 				obj("networking.istio.io/v1", "VirtualService"), obj("gateway.networking.k8s.io/v1", "HTTPRoute")},
-			mesh:    map[string]int{"DestinationRule": 1, "VirtualService": 1, "HTTPRoute": 1},
-			ignored: map[string]int{"ServiceEntry": 1, "EnvoyFilter": 1, "ReferenceGrant": 1, "TCPRoute": 1, "SecurityPolicy": 1, "EnvoyGateway": 1}},
+			// A ServiceEntry is read since the fifteenth session (internal/mesh/serviceentry.go).
+			mesh:    map[string]int{"DestinationRule": 1, "VirtualService": 1, "HTTPRoute": 1, "ServiceEntry": 1},
+			ignored: map[string]int{"EnvoyFilter": 1, "ReferenceGrant": 1, "TCPRoute": 1, "SecurityPolicy": 1, "EnvoyGateway": 1}},
 		{name: "a kind of the group in a version that does not serve it, or a version no CRD serves: read, with a warning",
 			docs: []string{obj("gateway.networking.k8s.io/v1alpha2", "HTTPRoute"), obj("networking.istio.io/v1", "EnvoyFilter"),
 				obj("networking.istio.io/v2", "VirtualService")},
@@ -362,12 +364,22 @@ func TestUnknownMeshKind(t *testing.T) {
 				refused(5, "policy.linkerd.io/v1alpha1", "MeshTlsAuthentication", "MeshTLSAuthentication"),
 				refused(6, "linkerd.io/v1alpha2", "HTTPRoute", ""),
 				refused(7, "policy.linkerd.io/v1beta3", "Servers", "Server")}},
+		// One object in two versions is read twice (kubectl apply -f DIR replaces it): the later
+		// wins, said, and counted once; an Istio Gateway and a Gateway API Gateway of one name
+		// are two objects. Before: "VirtualService 2", no warning.
+		{name: "a mesh object read twice: the later wins, counted once",
+			docs: []string{obj("networking.istio.io/v1beta1", "VirtualService"), obj("networking.istio.io/v1", "VirtualService"),
+				obj("networking.istio.io/v1", "Gateway"), obj("gateway.networking.k8s.io/v1", "Gateway")},
+			warnings: []string{"test.yaml: document 2: VirtualService shop/r is also at test.yaml: document 1: the later wins"},
+			mesh:     map[string]int{"VirtualService": 1, "Gateway": 1},
+			ignored:  map[string]int{"Gateway": 1}},
 		{name: "Linkerd's kinds the graph does not read are counted as ignored, its read kinds as mesh objects; an old version with a warning",
 			docs: []string{obj("policy.linkerd.io/v1beta3", "Server"), obj("policy.linkerd.io/v1alpha1", "Server"), obj("policy.linkerd.io/v1beta1", "ServerAuthorization"),
 				obj("policy.linkerd.io/v1alpha1", "AuthorizationPolicy"), obj("policy.linkerd.io/v1alpha1", "MeshTLSAuthentication"),
 				obj("policy.linkerd.io/v1alpha1", "NetworkAuthentication"), obj("policy.linkerd.io/v1alpha1", "EgressNetwork"),
-				obj("policy.linkerd.io/v1alpha1", "HTTPLocalRateLimitPolicy"), obj("policy.linkerd.io/v1beta3", "HTTPRoute"),
-				obj("policy.linkerd.io/v1alpha1", "HTTPRoute"), obj("linkerd.io/v1alpha2", "ServiceProfile"), obj("linkerd.io/v1alpha1", "ServiceProfile"),
+				obj("policy.linkerd.io/v1alpha1", "HTTPLocalRateLimitPolicy"), named(obj("policy.linkerd.io/v1beta3", "HTTPRoute"), "r9"),
+				// Distinct names: one name in two versions is one object, read twice (the later wins).
+				named(obj("policy.linkerd.io/v1alpha1", "HTTPRoute"), "r10"), named(obj("linkerd.io/v1alpha2", "ServiceProfile"), "r11"), obj("linkerd.io/v1alpha1", "ServiceProfile"),
 				obj("policy.linkerd.io/v1beta4", "HTTPRoute")},
 			warnings: []string{
 				"test.yaml: document 13: HTTPRoute shop/r: the policy.linkerd.io CRDs retrycap knows serve HTTPRoute as policy.linkerd.io/v1alpha1, policy.linkerd.io/v1beta1, policy.linkerd.io/v1beta2, policy.linkerd.io/v1beta3, not policy.linkerd.io/v1beta4: read all the same (an older install may serve it; a current one refuses it)"},

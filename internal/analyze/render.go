@@ -24,6 +24,26 @@ func yesNo(b bool) string {
 	return "no"
 }
 
+// maxEntrypointsShown is how many entrypoints the table's line names: Train-Ticket's Istio
+// manifests (64 workloads, every one a default entrypoint) made it one line of 2,084 characters.
+const maxEntrypointsShown = 10
+
+// entrypointsLine names the entrypoints with their client attempts, the first
+// maxEntrypointsShown of them when there are more (their count first; -o json lists them all).
+func entrypointsLine(eps []graph.Entrypoint) string {
+	var names []string
+	for i, e := range eps {
+		if i == maxEntrypointsShown {
+			break
+		}
+		names = append(names, fmt.Sprintf("%s (client x%d)", e.Service, e.ClientAttempts))
+	}
+	if len(eps) > maxEntrypointsShown {
+		return fmt.Sprintf("%d: %s, ... (%d of %d shown; -o json lists them all)", len(eps), strings.Join(names, ", "), maxEntrypointsShown, len(eps))
+	}
+	return orNone(strings.Join(names, ", "))
+}
+
 // RenderTable writes a human-readable report, one block per policy.
 func RenderTable(w io.Writer, rep *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -42,11 +62,7 @@ func RenderTable(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(tw, "  enforcement:\t%s\n", p.Enforcement)
 		fmt.Fprintf(tw, "  services, edges:\t%d, %d\n", p.Services, p.Edges)
-		var eps []string
-		for _, e := range p.Entrypoints {
-			eps = append(eps, fmt.Sprintf("%s (client x%d)", e.Service, e.ClientAttempts))
-		}
-		fmt.Fprintf(tw, "  entrypoints:\t%s\n", orNone(strings.Join(eps, ", ")))
+		fmt.Fprintf(tw, "  entrypoints:\t%s\n", entrypointsLine(p.Entrypoints))
 		if p.NotChecked != "" {
 			// Nothing was checked: a worst path "= 1 <= cap", one chain per lone service and an
 			// "unbounded" time would read as results (Sock Shop, 14 workloads, no upstreams).

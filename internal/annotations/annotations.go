@@ -142,8 +142,14 @@ func ParseUpstreamsWarn(value string) ([]Upstream, []Warning, error) {
 			return nil, nil, &ParseError{Token: tok, Column: col, Reason: fmt.Sprintf("upstream %q is listed twice (first at column %d)", u.Name, c)}
 		}
 		if u.Port != 0 {
+			// A host outside the cluster has no Service: its port is one of the ServiceEntry that
+			// registers it with Istio (internal/mesh/serviceentry.go), if any.
+			picks := "the Service port"
+			if _, _, in := SplitService(u.Name); !in && strings.Contains(u.Name, ".") {
+				picks = "the port of the ServiceEntry registering the host (Istio)"
+			}
 			warnings = append(warnings, Warning{Token: tok, Column: col,
-				Message: fmt.Sprintf("read as upstream %q: the graph names services, not ports; port %d only picks the Service port whose protocol decides whether a mesh retries the call", u.Name, u.Port)})
+				Message: fmt.Sprintf("read as upstream %q: the graph names services, not ports; port %d only picks %s whose protocol decides whether a mesh retries the call", u.Name, u.Port, picks)})
 		}
 		firstCol[u.Name] = col
 		out = append(out, u)

@@ -122,6 +122,14 @@ func TestParseUpstreamsWarnPort(t *testing.T) {
 	if got := FormatUpstreams(ups); got != "productcatalogservice:3550=2, currencyservice:7000, ads" {
 		t.Fatalf("FormatUpstreams = %q", got)
 	}
+	// A host outside the cluster: its port is a ServiceEntry's (before: "the Service port",
+	// on www.googleapis.com:80, which no Service has); ratings.bookinfo:9080 is a Service's.
+	_, w, err := ParseUpstreamsWarn("www.googleapis.com:80, ratings.bookinfo:9080")
+	if err != nil || len(w) != 2 ||
+		w[0].Message != `read as upstream "www.googleapis.com": the graph names services, not ports; port 80 only picks the port of the ServiceEntry registering the host (Istio) whose protocol decides whether a mesh retries the call` ||
+		w[1].Message != `read as upstream "ratings.bookinfo": the graph names services, not ports; port 9080 only picks the Service port whose protocol decides whether a mesh retries the call` {
+		t.Fatalf("external host: %#v, %v", w, err)
+	}
 	if _, w, err := ParseUpstreamsWarn("a=2, b"); w != nil || err != nil {
 		t.Fatalf("no port: warnings %v, error %v", w, err)
 	}

@@ -6,7 +6,8 @@
 // labels and annotations), Services (waypoint labels, Linkerd retry annotations; the keys of
 // both kinds it reads are NamespaceKeys and ServiceKeys, membership.go), the ConfigMap istio-system/istio
 // and a revision's istio-system/istio-<rev> (MeshConfig defaultHttpRetryPolicy: the most of
-// them, revisions.go), Istio VirtualServices, Gateway API HTTPRoutes and
+// them, revisions.go), Istio VirtualServices and ServiceEntries (the external hosts whose
+// calls take Istio's default route: serviceentry.go), Gateway API HTTPRoutes and
 // GRPCRoutes, Linkerd's own HTTPRoutes and ServiceProfiles, Envoy Gateway
 // BackendTrafficPolicies, Kuma, Dapr and Consul objects, and Gateway API Gateways (Istio ambient
 // waypoints, whose layer is callee-side: waypoint.go), and networking.k8s.io/v1 Ingresses and

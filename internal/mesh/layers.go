@@ -106,6 +106,7 @@ type Set struct {
 	meshDefault     *meshDefault                 // the defaultHttpRetryPolicy counted (the most of meshConfigs'), when one sets it
 	inbound         *meshDefault                 // the defaultInboundHttpRetryPolicy counted, when one adds tries (inbound.go)
 	virtualServices map[string]*virtualService
+	serviceEntries  map[string]*serviceEntry // serviceentry.go
 	routes          map[string]*route
 	profiles        map[string]header
 	policies        map[string]*backendTrafficPolicy
@@ -131,6 +132,7 @@ func NewSet(opts Options) *Set {
 		services:        map[ServiceRef]objectMeta{},
 		ports:           map[ServiceRef][]servicePort{},
 		virtualServices: map[string]*virtualService{},
+		serviceEntries:  map[string]*serviceEntry{},
 		routes:          map[string]*route{},
 		profiles:        map[string]header{},
 		policies:        map[string]*backendTrafficPolicy{},
@@ -162,6 +164,9 @@ func (s *Set) Clone() *Set {
 	}
 	for k, v := range s.virtualServices {
 		c.virtualServices[k] = v
+	}
+	for k, v := range s.serviceEntries {
+		c.serviceEntries[k] = v
 	}
 	for k, v := range s.routes {
 		c.routes[k] = v
@@ -217,6 +222,7 @@ func (s *Set) Counts() map[string]int {
 	add("Service", len(s.services))
 	add("ConfigMap", len(s.meshConfigs))
 	add("VirtualService", len(s.virtualServices))
+	add("ServiceEntry", len(s.serviceEntries))
 	for _, r := range s.routes {
 		add(r.Kind, 1)
 	}
@@ -570,6 +576,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 		name = ref.String()
 	}
 	var vsBest Layer
+	viaEgress := true // every binding mesh route sends the call to an egress gateway (egress.go)
 	for _, vs := range vss {
 		if !vs.exportedTo(c.Namespace) {
 			continue
@@ -579,7 +586,12 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 				continue
 			}
 			better(&vsBest, s.vsRouteLayer(vs, i, &vs.Spec.HTTP[i], ""))
+			viaEgress = viaEgress && toEgressGateway(&vs.Spec.HTTP[i])
 		}
+	}
+	var egress Layer
+	if vsBest.Kind != "" && viaEgress {
+		egress, _ = s.egressLayer(vss, c, ref, inCluster, port)
 	}
 	var gamma Layer
 	if inCluster {
@@ -612,6 +624,18 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 		e.Layers = append(e.Layers, gamma)
 	case inCluster:
 		e.Layers = append(e.Layers, s.istioDefault("no VirtualService binds "+name))
+	default:
+		if l, gw, ok := s.serviceEntryRoute(c, ref.Name, port); ok { // egress.go
+			e.Layers = append(e.Layers, l)
+			if gw.Kind != "" {
+				e.Layers = append(e.Layers, gw)
+			}
+		} else if l, ok := s.serviceEntryDefault(c, ref.Name, port); ok { // serviceentry.go
+			e.Layers = append(e.Layers, l)
+		}
+	}
+	if egress.Kind != "" {
+		e.Layers = append(e.Layers, egress) // the egress gateway's own route, after the sidecar's
 	}
 }
 

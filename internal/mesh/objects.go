@@ -280,6 +280,7 @@ var kinds = map[string]bool{
 	"/Service":                                  true,
 	"/ConfigMap":                                true,
 	GroupIstio + "/VirtualService":              true,
+	GroupIstio + "/ServiceEntry":                true, // serviceentry.go
 	GroupGateway + "/HTTPRoute":                 true,
 	GroupGateway + "/GRPCRoute":                 true,
 	GroupLinkerdPol + "/HTTPRoute":              true,
@@ -447,6 +448,13 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			}
 		}
 		s.virtualServices[key] = vs
+	case GroupIstio + "/ServiceEntry":
+		se := &serviceEntry{}
+		if err := decode(se); err != nil {
+			return false, err
+		}
+		se.header = h
+		s.serviceEntries[key] = se
 	case GroupGateway + "/HTTPRoute", GroupGateway + "/GRPCRoute", GroupLinkerdPol + "/HTTPRoute":
 		r := &route{}
 		if err := decode(r); err != nil {
@@ -550,7 +558,7 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 		_, ok = s.ingressClasses[name]
 		delete(s.ingressClasses, name)
 	default:
-		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
+		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.serviceEntries), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
 			if m.remove(key) {
 				ok = true
 			}

@@ -234,6 +234,7 @@ func (p servicePort) String() string {
 func (s *Set) onlyHTTP(e *Edge, c Caller, callee string, port int32) {
 	ref, inCluster := resolve(callee, c.Namespace)
 	if !inCluster {
+		s.onlyHTTPExternal(e, c, ref.Name, port) // serviceentry.go
 		return
 	}
 	ports := s.ports[ref]
