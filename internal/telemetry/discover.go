@@ -411,6 +411,36 @@ type noWorkloadEdges struct {
 // the like), the others name the proxy; none is a call the app makes.
 var proxyEnv = map[string]bool{"NO_PROXY": true, "HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true}
 
+// hostSuffixes end the names of variables that hold a host whose port is in a sibling
+// variable: MYSQL_DB_HOST beside MYSQL_DB_PORT (Train-Ticket), REDIS_ADDR beside REDIS_PORT.
+var hostSuffixes = []string{"_HOST", "_HOSTNAME", "_ADDR", "_ADDRESS", "_SERVER"}
+
+// siblingPort is the port a host variable's sibling gives (ev NAME_HOST, the same container's
+// NAME_PORT holding a port number), 0 when there is none: the port says whether the call is
+// HTTP (a database's or broker's well-known port is not; before, MYSQL_DB_HOST was proposed
+// as an HTTP upstream beside MYSQL_DB_PORT=3306).
+func siblingPort(env []EnvVar, ev EnvVar) int32 {
+	if ev.Arg {
+		return 0
+	}
+	up := strings.ToUpper(ev.Name)
+	for _, suf := range hostSuffixes {
+		prefix, ok := strings.CutSuffix(up, suf)
+		if !ok || prefix == "" {
+			continue
+		}
+		for _, o := range env {
+			if o.Arg || o.Container != ev.Container || strings.ToUpper(o.Name) != prefix+"_PORT" {
+				continue
+			}
+			if n, err := strconv.ParseUint(strings.TrimSpace(o.Value), 10, 16); err == nil && n > 0 {
+				return int32(n)
+			}
+		}
+	}
+	return 0
+}
+
 func (d *discoverer) envEdges(res *Result) {
 	drops, words := 0, 0
 	example, wordExample := "", ""
@@ -427,7 +457,11 @@ func (d *discoverer) envEdges(res *Result) {
 			if proxyEnv[strings.ToUpper(ev.Name)] {
 				continue
 			}
+			sibling := siblingPort(pe.Env, ev)
 			for _, r := range ParseServiceRefs(ev.Value) {
+				if r.Port == 0 && r.Scheme == "" {
+					r.Port = sibling
+				}
 				ns := r.Namespace
 				if ns == "" {
 					ns = pe.Namespace

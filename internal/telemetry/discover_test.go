@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +175,29 @@ workloads:
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestDiscoverSiblingPort: a host variable whose port is in a sibling variable (Train-Ticket's
+// MYSQL_DB_HOST beside MYSQL_DB_PORT=3306) is a database call, listed apart and never
+// proposed as an HTTP upstream; an HTTP port in the sibling keeps it an upstream. Before, the
+// MySQL host was proposed (no port seen).
+func TestDiscoverSiblingPort(t *testing.T) {
+	in := Input{
+		Workloads: []workload.Workload{wl("Deployment", "shop", "web", map[string]string{"app": "web"}, nil)},
+		Services: []ServiceDef{{Namespace: "shop", Name: "mysqldb", Selector: map[string]string{"app": "mysql"}},
+			{Namespace: "shop", Name: "cart", Selector: map[string]string{"app": "cart"}}},
+		Pods: []PodEnv{{Kind: "Deployment", Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"},
+			Env: []EnvVar{{Container: "app", Name: "MYSQL_DB_HOST", Value: "mysqldb.shop"}, {Container: "app", Name: "MYSQL_DB_PORT", Value: "3306"},
+				{Container: "app", Name: "cart_addr", Value: "cart.shop"}, {Container: "app", Name: "CART_PORT", Value: "8080"},
+				// Another container's port is not this one's.
+				{Container: "side", Name: "MYSQL_DB_PORT", Value: "8080"}}}},
+	}
+	res := Discover(in)
+	if len(res.NonHTTP) != 1 || res.NonHTTP[0].To != "shop/mysqldb" || res.NonHTTP[0].Why != "port 3306 (MySQL): no HTTP retry applies" {
+		t.Fatalf("NonHTTP: %+v", res.NonHTTP)
+	}
+	if len(res.Workloads) != 1 || strings.Join(res.Workloads[0].Upstreams, ",") != "cart" {
+		t.Fatalf("workloads: %+v", res.Workloads)
 	}
 }
