@@ -3,7 +3,8 @@ package annotations
 // The proxy's resources, per workload: on the pod template (or a bare Pod), each a Kubernetes
 // quantity ("500m", "1", "48Mi") that replaces the injected sidecar's default request or limit,
 // so that a namespace's LimitRange (a min, a max, a maxLimitRequestRatio) can admit the injected
-// pod. The injector validates and applies them (internal/inject, resources.go); docs/annotations.md.
+// pod. internal/inject reads them (ParseProxyResources: the rules) and applies them;
+// docs/admission.md.
 const (
 	// ProxyCPURequest is the sidecar's CPU request (default 10m).
 	ProxyCPURequest = "retrycap.dev/proxy-cpu-request"

@@ -17,17 +17,38 @@ const (
 	ProxyMemoryLimit   = "64Mi"
 	// MinProxyMemoryLimit is the least memory limit the proxy is given: it holds about 18 MiB
 	// idle (docs/benchmarks.md), so under a lower limit it would be killed for memory
-	// (OOMKilled) at or soon after its start, and, a native sidecar whose startup probe gates
+	// (OOMKilled) at or soon after its start and, a native sidecar whose startup probe gates
 	// the app's containers, keep the whole pod from starting. Refused, not warned of: such a
-	// pod can never run.
+	// pod never runs.
 	MinProxyMemoryLimit = "20Mi"
 	// LowProxyMemoryLimit is the memory limit below which the injector warns: the proxy holds
-	// up to about 23 MiB under load (its bound is 30 MiB), so a limit between it and
-	// MinProxyMemoryLimit runs idle and may be killed for memory under load.
+	// up to about 23 MiB under load (its bound is 30 MiB), so a limit between
+	// MinProxyMemoryLimit and it runs idle and may be killed for memory under load.
 	LowProxyMemoryLimit = "32Mi"
 )
 
-// resourceKnob is one of the proxy's resource annotations and the default it replaces.
+// ProxyResources is what a pod template's proxy resource annotations (annotations.ProxyResources)
+// make of the sidecar's resources.
+type ProxyResources struct {
+	// Requests and Limits hold cpu and memory, each the default or the annotation's value.
+	Requests, Limits corev1.ResourceList
+	// Threads is the sidecar's GOMAXPROCS: ProxyThreads, or the ceiling of a CPU limit
+	// annotation, at least 1, at most ProxyThreads.
+	Threads string
+	// Warnings are on values accepted that may not serve (a low memory limit).
+	Warnings []string
+}
+
+// ResourceError is a proxy resource annotation's value the rules refuse. Its text names the
+// annotation and the value, not the workload: the caller prefixes it.
+type ResourceError struct {
+	Annotation string
+	Value      string
+	msg        string
+}
+
+func (e *ResourceError) Error() string { return e.msg }
+
 type resourceKnob struct {
 	key   string
 	name  corev1.ResourceName
@@ -36,6 +57,7 @@ type resourceKnob struct {
 	what  string // "CPU request", in messages
 }
 
+// resourceKnobs are in annotations.ProxyResources' order: a request, then its limit.
 var resourceKnobs = [...]resourceKnob{
 	{annotations.ProxyCPURequest, corev1.ResourceCPU, false, ProxyCPURequest, "CPU request"},
 	{annotations.ProxyCPULimit, corev1.ResourceCPU, true, ProxyCPULimit, "CPU limit"},
@@ -43,10 +65,10 @@ var resourceKnobs = [...]resourceKnob{
 	{annotations.ProxyMemoryLimit, corev1.ResourceMemory, true, ProxyMemoryLimit, "memory limit"},
 }
 
-// proxyResources is the sidecar's requests and limits and its GOMAXPROCS for a pod annotated
-// ann: the defaults, each replaced by its annotation (annotations.ProxyResources) where set.
-// who names the pod's workload in the errors, which name the annotation and its value too. The
-// rules:
+// ParseProxyResources reads the sidecar's resources from a pod template's annotations ann: the
+// defaults, each replaced by its annotation where set. The injector applies it; the workload
+// gate and analyze can judge a template by it as well (the first broken rule is a
+// *ResourceError). The rules, checked in the annotations' order:
 //   - each value is a Kubernetes quantity, not negative, and a limit is above 0;
 //   - a memory limit is at least MinProxyMemoryLimit (below LowProxyMemoryLimit: a warning);
 //   - a request is at most its limit. A limit set below the default request, the request not
@@ -56,55 +78,67 @@ var resourceKnobs = [...]resourceKnob{
 //     a LimitRange's max or a quota on limits refuses;
 //   - GOMAXPROCS follows a CPU limit annotation: its ceiling, at least 1, at most ProxyThreads
 //     (2). Go would otherwise run two threads' work in one CPU's quota and be throttled.
-func proxyResources(who string, ann map[string]string) (res corev1.ResourceRequirements, threads string, warnings []string, err error) {
-	res = corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+func ParseProxyResources(ann map[string]string) (ProxyResources, error) {
+	r := ProxyResources{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}, Threads: ProxyThreads}
 	set := map[string]bool{}
+	bad := func(k resourceKnob, format string, a ...any) error {
+		return &ResourceError{Annotation: k.key, Value: ann[k.key], msg: fmt.Sprintf("annotation %s %q", k.key, ann[k.key]) + fmt.Sprintf(format, a...)}
+	}
 	for _, k := range resourceKnobs {
-		list := res.Requests
+		list := r.Requests
 		if k.limit {
-			list = res.Limits
+			list = r.Limits
 		}
 		v, ok := ann[k.key]
 		if !ok {
 			list[k.name] = resource.MustParse(k.def)
 			continue
 		}
-		q, perr := resource.ParseQuantity(v)
+		q, err := resource.ParseQuantity(v)
 		switch {
-		case perr != nil:
-			return res, "", nil, fmt.Errorf("%s: annotation %s %q is not a Kubernetes quantity (such as 500m, 1 or 48Mi): %w", who, k.key, v, perr)
+		case err != nil:
+			return r, bad(k, " is not a Kubernetes quantity (such as 500m, 1 or 48Mi): %v", err)
 		case q.Sign() < 0:
-			return res, "", nil, fmt.Errorf("%s: annotation %s %q: the proxy's %s must not be negative", who, k.key, v, k.what)
+			return r, bad(k, ": the proxy's %s must not be negative", k.what)
 		case k.limit && q.Sign() == 0:
-			return res, "", nil, fmt.Errorf("%s: annotation %s %q: the proxy's %s must be above 0 (without the annotation it is %s)", who, k.key, v, k.what, k.def)
+			return r, bad(k, ": the proxy's %s must be above 0 (without the annotation it is %s)", k.what, k.def)
 		case k.limit && k.name == corev1.ResourceMemory && q.Cmp(resource.MustParse(MinProxyMemoryLimit)) < 0:
-			return res, "", nil, fmt.Errorf("%s: annotation %s %q is below %s, the least the proxy runs in: it holds about 18 MiB idle, so it would be killed for memory (OOMKilled) before it served", who, k.key, v, MinProxyMemoryLimit)
+			return r, bad(k, " is below %s, the least the proxy runs in: it holds about 18 MiB idle, so it would be killed for memory (OOMKilled) before it served", MinProxyMemoryLimit)
 		case k.limit && k.name == corev1.ResourceMemory && q.Cmp(resource.MustParse(LowProxyMemoryLimit)) < 0:
-			warnings = append(warnings, fmt.Sprintf("annotation %s %q is below %s: the proxy holds up to about 23 MiB under load, so it may be killed for memory (OOMKilled) under load", k.key, v, LowProxyMemoryLimit))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("annotation %s %q is below %s: the proxy holds up to about 23 MiB under load, so it may be killed for memory (OOMKilled) under load", k.key, v, LowProxyMemoryLimit))
 		}
 		list[k.name] = q
 		set[k.key] = true
 	}
 	for i := 0; i < len(resourceKnobs); i += 2 {
 		rk, lk := resourceKnobs[i], resourceKnobs[i+1]
-		req, lim := res.Requests[rk.name], res.Limits[lk.name]
+		req, lim := r.Requests[rk.name], r.Limits[lk.name]
 		if req.Cmp(lim) <= 0 {
 			continue
 		}
 		switch {
 		case !set[rk.key]:
-			res.Requests[rk.name] = lim.DeepCopy()
+			r.Requests[rk.name] = lim.DeepCopy()
 		case set[lk.key]:
-			return res, "", nil, fmt.Errorf("%s: annotation %s %q is above annotation %s %q: the proxy's %s may not exceed its %s",
-				who, rk.key, ann[rk.key], lk.key, ann[lk.key], rk.what, lk.what)
+			return r, bad(rk, " is above annotation %s %q: the proxy's %s may not exceed its %s", lk.key, ann[lk.key], rk.what, lk.what)
 		default:
-			return res, "", nil, fmt.Errorf("%s: annotation %s %q is above the proxy's default %s %s: a request may not exceed its limit; set %s too",
-				who, rk.key, ann[rk.key], lk.what, lk.def, lk.key)
+			return r, bad(rk, " is above the proxy's default %s %s: a request may not exceed its limit; set %s too", lk.what, lk.def, lk.key)
 		}
 	}
-	threads = ProxyThreads
-	if set[annotations.ProxyCPULimit] && res.Limits.Cpu().Cmp(resource.MustParse("1")) <= 0 {
-		threads = "1"
+	// The ceiling of the limit, from 1 to ProxyThreads (2): two cases, compared as quantities
+	// (a limit of 1e18 CPUs does not fit a count of millicores).
+	if set[annotations.ProxyCPULimit] && r.Limits.Cpu().Cmp(resource.MustParse("1")) <= 0 {
+		r.Threads = "1"
 	}
-	return res, threads, warnings, nil
+	return r, nil
+}
+
+// proxyResources is ParseProxyResources for the injector: who names the pod's workload in the
+// error, before the annotation and its value.
+func proxyResources(who string, ann map[string]string) (res corev1.ResourceRequirements, threads string, warnings []string, err error) {
+	r, err := ParseProxyResources(ann)
+	if err != nil {
+		return res, "", nil, fmt.Errorf("%s: %w", who, err)
+	}
+	return corev1.ResourceRequirements{Requests: r.Requests, Limits: r.Limits}, r.Threads, r.Warnings, nil
 }

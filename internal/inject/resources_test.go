@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -111,5 +112,23 @@ func TestProxyResourcesNotShared(t *testing.T) {
 	a.Requests[corev1.ResourceCPU] = a.Limits[corev1.ResourceCPU]
 	if got := b.Requests.Cpu().String(); got != "10m" {
 		t.Fatalf("b's CPU request = %s after a's changed", got)
+	}
+}
+
+// TestParseProxyResourcesError: a refusal carries the annotation and the value, for a caller
+// that names the workload its own way (the gate's workload.AnnotationError).
+func TestParseProxyResourcesError(t *testing.T) {
+	_, err := ParseProxyResources(map[string]string{"retrycap.dev/proxy-cpu-request": "2", "retrycap.dev/proxy-cpu-limit": "1"})
+	var e *ResourceError
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want *ResourceError", err, err)
+	}
+	const want = `annotation retrycap.dev/proxy-cpu-request "2" is above annotation retrycap.dev/proxy-cpu-limit "1": the proxy's CPU request may not exceed its CPU limit`
+	if e.Annotation != "retrycap.dev/proxy-cpu-request" || e.Value != "2" || err.Error() != want {
+		t.Fatalf("Annotation %q, Value %q, error %q", e.Annotation, e.Value, err)
+	}
+	_, _, _, err = proxyResources("Pod shop/a", map[string]string{"retrycap.dev/proxy-cpu-request": "2", "retrycap.dev/proxy-cpu-limit": "1"})
+	if !errors.As(err, &e) || err.Error() != "Pod shop/a: "+want {
+		t.Fatalf("the injector's error %q", err)
 	}
 }
