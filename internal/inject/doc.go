@@ -15,6 +15,11 @@
 // ztunnel, an app's port, probe or hook on 15001 or 15020). What injection changes that the pod
 // did not ask for (an envFrom that may set the proxy variables, a NO_PROXY of "*", a Guaranteed
 // pod made Burstable) is a warning; pod-level resources make room for the sidecar's requests.
+// The sidecar's requests and limits are defaults that the pod's retrycap.dev/proxy-cpu-request,
+// -cpu-limit, -memory-request and -memory-limit annotations replace, so that a namespace's
+// LimitRange admits the pod; GOMAXPROCS follows the CPU limit annotation (ParseProxyResources). A value
+// the rules refuse (not a quantity, a request above its limit, a memory limit below the proxy's
+// floor) is InvalidAnnotation, naming the workload, the annotation and the value.
 //
 // It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
 // the ClusterRetryPolicies whose scope has the namespace and the workloads across their scopes,

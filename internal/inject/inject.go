@@ -99,6 +99,11 @@ func Decide(cfg Config, in Input) Decision {
 	if err != nil {
 		return skip(InvalidAnnotation, "annotation %s %q: %v", annotations.Upstreams, pod.Annotations[annotations.Upstreams], err)
 	}
+	res, threads, resWarnings, err := proxyResources(w.String(), pod.Annotations)
+	if err != nil {
+		return skip(InvalidAnnotation, "%v", err)
+	}
+	d.Warnings = append(d.Warnings, resWarnings...)
 	settings, err := SettingsFor(p.policy)
 	if err != nil {
 		return skip(InvalidPolicy, "%v", err)
@@ -106,15 +111,16 @@ func Decide(cfg Config, in Input) Decision {
 	entry := isEntrypoint(p.policy, p.ws, w, in.Mesh, p.svcs...)
 	args := ProxyArgs(svc, ups, entry, settings)
 
-	proxy := proxyContainer(cfg.ProxyImage, args)
+	proxy := proxyContainer(cfg.ProxyImage, args, res, threads)
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
 	podLevelRoom(pod, proxy.Resources.Requests)
 	for i := range pod.Spec.Containers {
 		d.Warnings = append(d.Warnings, setProxyEnv(&pod.Spec.Containers[i])...)
 	}
-	if pod.Spec.Resources == nil && guaranteed(in.Pod.Spec.InitContainers, in.Pod.Spec.Containers) {
-		d.Warnings = append(d.Warnings, fmt.Sprintf("the pod's QoS class was Guaranteed and is Burstable with the proxy, whose requests are below its limits (CPU %s < %s, memory %s < %s); pod-level resources (spec.resources) keep it Guaranteed",
-			proxy.Resources.Requests.Cpu(), proxy.Resources.Limits.Cpu(), proxy.Resources.Requests.Memory(), proxy.Resources.Limits.Memory()))
+	if pod.Spec.Resources == nil && !guaranteed(nil, []corev1.Container{proxy}) && guaranteed(in.Pod.Spec.InitContainers, in.Pod.Spec.Containers) {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("the pod's QoS class was Guaranteed and is Burstable with the proxy, whose requests are below its limits (CPU %s < %s, memory %s < %s); pod-level resources (spec.resources), or the annotations %s, keep it Guaranteed",
+			proxy.Resources.Requests.Cpu(), proxy.Resources.Limits.Cpu(), proxy.Resources.Requests.Memory(), proxy.Resources.Limits.Memory(),
+			strings.Join(annotations.ProxyResources, ", ")))
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}

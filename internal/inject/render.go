@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -112,7 +111,8 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 // proxyContainer is the sidecar: a native sidecar (restartPolicy Always) so the kubelet starts
 // the app containers only once its startup probe passes and stops it only after they have
 // stopped; unprivileged (no iptables: the apps reach it through HTTP_PROXY and HTTPS_PROXY).
-func proxyContainer(image string, args []string) corev1.Container {
+// res and threads are its resources and GOMAXPROCS (proxyResources).
+func proxyContainer(image string, args []string, res corev1.ResourceRequirements, threads string) corev1.Container {
 	always := corev1.ContainerRestartPolicyAlways
 	yes, no := true, false
 	uid := RunAsUser
@@ -133,22 +133,20 @@ func proxyContainer(image string, args []string) corev1.Container {
 		RestartPolicy:   &always,
 		Ports:           []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
 		// Two threads (Istio's sidecar default was 2 worker threads before it derived them from a
-		// CPU limit): set, not derived from the limit (ProxyCPULimit), else Go would size itself
-		// to it, or to the node, one event loop (a thread, its buffers and its upstream pool)
-		// per CPU.
+		// CPU limit): set, not derived from the default limit (ProxyCPULimit), else Go would size
+		// itself to it, or to the node, one event loop (a thread, its buffers and its upstream
+		// pool) per CPU. One under a CPU limit annotation of 1 CPU or less (proxyResources).
 		// The pod's namespace (--namespace's default): which upstream names are of this namespace.
 		Env: []corev1.EnvVar{
-			{Name: "GOMAXPROCS", Value: ProxyThreads},
+			{Name: "GOMAXPROCS", Value: threads},
 			{Name: sidecar.NamespaceEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 		},
-		Resources: corev1.ResourceRequirements{
-			// The proxy targets <= 30 MiB RSS under load; the limit leaves room for a burst. A CPU
-			// limit too: a ResourceQuota on limits.cpu refuses a pod with any container without one
-			// ("must specify limits.cpu for: retrycap-proxy"), and the LimitRange defaults that
-			// usually come with it are applied before the webhook adds the sidecar (ProxyCPULimit).
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(ProxyCPULimit), corev1.ResourceMemory: resource.MustParse("64Mi")},
-		},
+		// By default: the proxy targets <= 30 MiB RSS under load, and the memory limit leaves
+		// room for a burst. A CPU limit too: a ResourceQuota on limits.cpu refuses a pod with any
+		// container without one ("must specify limits.cpu for: retrycap-proxy"), and the
+		// LimitRange defaults that usually come with it are applied before the webhook adds the
+		// sidecar (ProxyCPULimit). The pod's annotations may replace each (proxyResources).
+		Resources: res,
 		// Startup: the kubelet starts the next container only once the proxy listens (up to 30 s).
 		StartupProbe:   probe("/readyz", 1, 30),
 		ReadinessProbe: probe("/readyz", 5, 3),
