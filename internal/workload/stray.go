@@ -11,7 +11,9 @@ import (
 )
 
 // ReadAnnotations are the annotations retrycap reads from a pod template (or a bare Pod).
-var ReadAnnotations = []string{annotations.Service, annotations.Upstreams, annotations.Inject}
+// The proxy's resource annotations are the injector's (before they were here, the gate and
+// analyze warned that a retrycap.dev/proxy-cpu-limit was ignored while the injector applied it).
+var ReadAnnotations = append([]string{annotations.Service, annotations.Upstreams, annotations.Inject}, annotations.ProxyResources...)
 
 // keyPrefix is the prefix of every retrycap annotation.
 const keyPrefix = "retrycap.dev/"
