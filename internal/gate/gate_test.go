@@ -2,6 +2,7 @@ package gate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
@@ -194,5 +195,33 @@ func TestDecideInjectAndMisplacedAnnotations(t *testing.T) {
 	got = Decide(Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("other", 4, v1alpha1.EnforcementReject, map[string]string{"team": "x"})}, Incoming: over, ObjectAnnotations: map[string]string{annotations.Inject: "true"}})
 	if !got.Allowed || len(got.Warnings) != 1 {
 		t.Fatalf("unselected with a misplaced annotation: %+v", got)
+	}
+}
+
+// A proxy resource annotation the injector would refuse (its pods would start without the
+// proxy, the skip said only on each pod) is refused at the workload, under every enforcement
+// mode, naming the workload, the annotation and the value; a right one is admitted. Before,
+// the gate admitted it (and warned that the annotation was ignored).
+func TestDecideProxyResourceAnnotations(t *testing.T) {
+	for _, mode := range []v1alpha1.Enforcement{v1alpha1.EnforcementReject, v1alpha1.EnforcementRewrite, v1alpha1.EnforcementAudit} {
+		t.Run(string(mode), func(t *testing.T) {
+			w := workloadtest.Deployment("order", "payment=1")
+			w.Annotations = w.Annotations.With("retrycap.dev/proxy-cpu-request", "2").With("retrycap.dev/proxy-cpu-limit", "1")
+			in := Input{Policies: []*v1alpha1.RetryPolicy{workloadtest.Policy("checkout", 4, mode, nil)}, Source: workloads(shopWorkloads()), Incoming: w}
+			want := Decision{Message: `Deployment shop/order: annotation retrycap.dev/proxy-cpu-request "2" is above annotation retrycap.dev/proxy-cpu-limit "1": the proxy's CPU request may not exceed its CPU limit`}
+			if got := Decide(in); !reflect.DeepEqual(got, want) {
+				t.Fatalf("Decide = %+v\nwant %+v", got, want)
+			}
+			w.Annotations = w.Annotations.With("retrycap.dev/proxy-cpu-request", "200m")
+			in.Incoming = w
+			if got := Decide(in); !got.Allowed || len(got.Warnings) != 0 {
+				t.Fatalf("right values: %+v", got)
+			}
+			w.Annotations = w.Annotations.With("retrycap.dev/proxy-memory-limit", "64MB")
+			in.Incoming = w
+			if got := Decide(in); got.Allowed || !strings.HasPrefix(got.Message, `Deployment shop/order: annotation retrycap.dev/proxy-memory-limit "64MB" is not a Kubernetes quantity (such as 500m, 1 or 48Mi): `) {
+				t.Fatalf("bad quantity: %+v", got)
+			}
+		})
 	}
 }

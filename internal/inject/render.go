@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/sidecar"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // Where the proxy listens, and what the app containers are told.
@@ -25,13 +26,10 @@ const (
 	AdminPort = sidecar.DefaultAdminPort
 	// AdminPortName names AdminPort on the container, for probes and scrape configs.
 	AdminPortName = "retrycap-admin"
-	// ProxyThreads is the sidecar's GOMAXPROCS: its event loops and Go's threads.
-	ProxyThreads = "2"
-	// ProxyCPULimit is the sidecar's CPU limit: its ProxyThreads event loops (the spare P the
-	// proxy adds while they are busy, internal/proxy/spareproc.go, shares it). Not 3, all it could
-	// use: a LimitRange's per-container max of 2 CPUs (as common as a quota on limits.cpu) would
-	// refuse the pod, "maximum cpu usage per Container is 2, but limit is 3". Istio's default.
-	ProxyCPULimit = "2"
+	// ProxyThreads is the sidecar's GOMAXPROCS (workload.ProxyThreads).
+	ProxyThreads = workload.ProxyThreads
+	// ProxyCPULimit is the sidecar's CPU limit (workload.ProxyCPULimit).
+	ProxyCPULimit = workload.ProxyCPULimit
 	// PodIPEnv holds the pod's IP (downward API) so that NO_PROXY can name it.
 	PodIPEnv = "RETRYCAP_POD_IP"
 	// RunAsUser is the proxy's uid: the "nonroot" user of distroless images.

@@ -48,7 +48,8 @@ func JobTemplateWarnings(w Workload, jobTemplate map[string]string) []string {
 
 // AnnotationErrors are w's malformed retrycap annotations, in the order analyze reports them: an
 // invalid retrycap.dev/service, a retrycap.dev/inject other than true/false, a retrycap.dev/upstreams
-// that does not parse, then each miscased key (StrayKeys). The gate denies a selected workload for
+// that does not parse, a proxy resource annotation the injector would refuse
+// (ParseProxyResources: the pod would start without the proxy), then each miscased key (StrayKeys). The gate denies a selected workload for
 // the first; analyze reports them all as input errors.
 func AnnotationErrors(w Workload) []error {
 	var errs []error
@@ -73,6 +74,9 @@ func AnnotationErrors(w Workload) []error {
 			errs = append(errs, &AnnotationError{Workload: w, Annotation: annotations.Upstreams, Value: v, Err: err})
 		}
 	}
+	if err := proxyResourceError(w); err != nil {
+		errs = append(errs, err)
+	}
 	miscased, _ := StrayKeys(w)
 	for _, msg := range miscased {
 		errs = append(errs, errors.New(msg))
@@ -90,4 +94,25 @@ func UpstreamsWarnings(w Workload) []string {
 		out = append(out, fmt.Sprintf("%s: annotation %s: %s", w, annotations.Upstreams, wn))
 	}
 	return out
+}
+
+// proxyResourceError is the first of w's proxy resource annotations that ParseProxyResources
+// refuses, named with w; nil when none is set or all are right.
+func proxyResourceError(w Workload) error {
+	var ann map[string]string
+	for _, k := range annotations.ProxyResources {
+		if v, ok := w.Annotations.Lookup(k); ok {
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[k] = v
+		}
+	}
+	if ann == nil {
+		return nil
+	}
+	if _, err := ParseProxyResources(ann); err != nil {
+		return fmt.Errorf("%s: %w", w, err)
+	}
+	return nil
 }
