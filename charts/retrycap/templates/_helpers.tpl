@@ -24,12 +24,21 @@ app.kubernetes.io/name: retrycap
 control-plane: controller-manager
 {{- end -}}
 
+{{/* repository@digest when a digest is set, else repository:tag (the tag defaulting to appVersion). */}}
+{{- define "retrycap.image" -}}
+{{- if .image.digest -}}
+{{ .image.repository }}@{{ .image.digest }}
+{{- else -}}
+{{ .image.repository }}:{{ .image.tag | default .appVersion }}
+{{- end -}}
+{{- end -}}
+
 {{- define "retrycap.managerImage" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ include "retrycap.image" (dict "image" .Values.image "appVersion" .Chart.AppVersion) }}
 {{- end -}}
 
 {{- define "retrycap.proxyImage" -}}
-{{ .Values.proxyImage.repository }}:{{ .Values.proxyImage.tag | default .Chart.AppVersion }}
+{{ include "retrycap.image" (dict "image" .Values.proxyImage "appVersion" .Chart.AppVersion) }}
 {{- end -}}
 
 {{/* The webhooks' namespaceSelector: the excluded namespaces and the release's own. */}}

@@ -1,0 +1,97 @@
+package e2e
+
+// The chart as a platform engineer installs it, at the edges of its values and of Helm's own
+// arguments: an API server older than the chart needs, images pinned by digest, release names
+// that cannot name a Service, the release in namespace default. Each was accepted before and
+// failed later (a pod that never starts, InvalidImageName, a half-created release, workloads
+// silently never gated); each is now refused at render, naming the value and the way out, or
+// rendered as meant.
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// helmTemplateRelease is helmTemplate with another release name.
+func helmTemplateRelease(t *testing.T, release, namespace string, args ...string) (string, string, error) {
+	t.Helper()
+	helm, root := helmBinary(t)
+	cmd := exec.Command(helm, append([]string{"template", release, filepath.Join(root, "charts", "retrycap"), "--namespace", namespace}, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// refused fails the test unless the render failed with nothing on stdout and want in its error.
+func refused(t *testing.T, what, out, errOut string, err error, want string) {
+	t.Helper()
+	if err == nil || out != "" || !strings.Contains(errOut, want) {
+		t.Errorf("%s: err %v, stdout %d bytes, stderr %q; want it refused with %q", what, err, len(out), errOut, want)
+	}
+}
+
+func TestHelmEdges(t *testing.T) {
+	// A registry that pins images by digest: image.digest, as cert-manager's and Linkerd's charts
+	// take it. Before, a digest in image.repository rendered "repo@sha256:...:v0.1.0" (the pods
+	// stay in InvalidImageName) and one in image.tag "repo:sha256:..." (the same).
+	t.Run("images pinned by digest", func(t *testing.T) {
+		const d1 = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		const d2 = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+		var dep appsv1.Deployment
+		renderHelm(t, "--set", "image.repository=registry.example:5000/rc/manager,image.digest="+d1+",proxyImage.repository=registry.example:5000/rc/proxy,proxyImage.digest="+d2).
+			get(t, "Deployment", "retrycap-controller-manager", &dep)
+		c := dep.Spec.Template.Spec.Containers[0]
+		if want := "registry.example:5000/rc/manager@" + d1; c.Image != want {
+			t.Errorf("image %q, want %q", c.Image, want)
+		}
+		if want := "--proxy-image=registry.example:5000/rc/proxy@" + d2; c.Args[4] != want {
+			t.Errorf("args %q, want %q at [4]", c.Args, want)
+		}
+		for set, want := range map[string]string{
+			"image.repository=registry.example/rc/manager@" + d1: "at '/image/repository': 'registry.example/rc/manager@" + d1 + "' does not match pattern",
+			"image.tag=" + d1: "at '/image/tag': '" + d1 + "' does not match pattern",
+			"proxyImage.repository=registry.example/rc/proxy@" + d2: "at '/proxyImage/repository': 'registry.example/rc/proxy@" + d2 + "' does not match pattern",
+			"image.digest=sha256:0123":                              "at '/image/digest': 'sha256:0123' does not match pattern",
+			"proxyImage.digest=" + d2[7:]:                           "at '/proxyImage/digest': '" + d2[7:] + "' does not match pattern",
+		} {
+			out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+			refused(t, "--set "+set, out, errOut, err, want)
+		}
+	})
+
+	// Every object is named after the release, the webhook Service among them, and a Service's
+	// name is a DNS-1035 label. Helm takes "my.rel" and "1rc" as release names; the install then
+	// created the CRDs and five ClusterRoles and failed on the Service ("must not contain dots"),
+	// leaving a failed release behind.
+	t.Run("a release name that cannot name a Service is refused", func(t *testing.T) {
+		for release, service := range map[string]string{"my.rel": "my.rel-retrycap-webhook-service", "1rc": "1rc-retrycap-webhook-service"} {
+			out, errOut, err := helmTemplateRelease(t, release, installNamespace)
+			refused(t, "release "+release, out, errOut, err, `release name "`+release+`": the chart names its objects after it, and the webhook Service's name "`+service+
+				`" is not a DNS-1035 label (lowercase letters, digits and '-', starting with a letter); choose another release name`)
+		}
+		// The longest release name Helm takes (53 characters) is cut to 40 and still names a
+		// Service (56 characters, at most 63).
+		long := strings.Repeat("abcdefghij", 5) + "abc"
+		out, errOut, err := helmTemplateRelease(t, long, installNamespace)
+		if err != nil {
+			t.Fatalf("release %s: %v\n%s", long, err, errOut)
+		}
+		objs := parseObjects(t, "helm template", []byte(out))
+		if objs["Service "+long[:40]+"-webhook-service"] == nil {
+			t.Errorf("release %s renders %q", long, objs.keys())
+		}
+	})
+
+	// Every webhook skips the release's namespace (the manager must never judge itself), so a
+	// release in default - `helm install` without -n - never gated nor injected anything in the
+	// namespace most workloads of a first try are in, without a word.
+	t.Run("the release in namespace default is refused", func(t *testing.T) {
+		out, errOut, err := helmTemplate(t, "default")
+		refused(t, "--namespace default", out, errOut, err, `the release is in namespace "default", and every webhook skips the release's namespace (the manager must never judge itself): workloads in default would never be gated nor injected; install into a namespace of its own: helm install retrycap charts/retrycap -n retrycap-system --create-namespace`)
+	})
+}
