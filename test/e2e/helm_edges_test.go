@@ -95,3 +95,51 @@ func TestHelmEdges(t *testing.T) {
 		refused(t, "--namespace default", out, errOut, err, `the release is in namespace "default", and every webhook skips the release's namespace (the manager must never judge itself): workloads in default would never be gated nor injected; install into a namespace of its own: helm install retrycap charts/retrycap -n retrycap-system --create-namespace`)
 	})
 }
+
+// A toleration's misspelt field was rendered, and the API server dropped it with a warning Helm
+// prints among its logs (`unknown field "spec.template.spec.tolerations[0].opertor"`): the pod
+// then tolerated key "dedicated" with operator Equal and value "", not the taint meant, and
+// stayed Pending. The schema closes tolerations as it closes every other value.
+func TestHelmTolerationsSchema(t *testing.T) {
+	var dep appsv1.Deployment
+	renderHelm(t, "--set", "tolerations[0].key=dedicated,tolerations[0].operator=Exists,tolerations[0].effect=NoSchedule,tolerations[1].key=node.kubernetes.io/unreachable,tolerations[1].operator=Exists,tolerations[1].effect=NoExecute,tolerations[1].tolerationSeconds=30").
+		get(t, "Deployment", "retrycap-controller-manager", &dep)
+	tol := dep.Spec.Template.Spec.Tolerations
+	if len(tol) != 2 || tol[0].Key != "dedicated" || tol[0].Operator != "Exists" || tol[0].Effect != "NoSchedule" ||
+		tol[1].TolerationSeconds == nil || *tol[1].TolerationSeconds != 30 {
+		t.Errorf("tolerations %+v", tol)
+	}
+	for set, want := range map[string]string{
+		"tolerations[0].key=dedicated,tolerations[0].opertor=Exists":     "at '/tolerations/0': additional properties 'opertor' not allowed",
+		"tolerations[0].key=dedicated,tolerations[0].operator=exists":    "at '/tolerations/0/operator': value must be one of 'Exists', 'Equal'",
+		"tolerations[0].key=dedicated,tolerations[0].effect=NoSchedulee": "at '/tolerations/0/effect': value must be one of '', 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set "+set, out, errOut, err, want)
+	}
+}
+
+// The budget's refusal of a minAvailable that keeps every replica read integers only: "100%"
+// (or "51%" of two) was rendered, and every eviction of a manager pod was refused - kubectl
+// drain never ends. A percentage is scaled as the disruption controller scales it (rounded up);
+// a string that is no percentage ("abc") was rendered and refused by the API server midway
+// through the install.
+func TestHelmPodDisruptionBudgetPercent(t *testing.T) {
+	const pdb = "PodDisruptionBudget retrycap-controller-manager"
+	for set, present := range map[string]bool{"replicas=2,podDisruptionBudget.minAvailable=50%": true, "replicas=3,podDisruptionBudget.minAvailable=66%": true,
+		"replicas=1,podDisruptionBudget.minAvailable=100%": false} {
+		if got := renderHelm(t, "--set", set)[pdb] != nil; got != present {
+			t.Errorf("--set %s: PodDisruptionBudget rendered %v, want %v", set, got, present)
+		}
+	}
+	for set, want := range map[string]string{
+		"replicas=2,podDisruptionBudget.minAvailable=100%": `podDisruptionBudget.minAvailable (100% of 2 replicas, rounded up: 2) must be below replicas (2): a budget that keeps every manager pod refuses every eviction, so kubectl drain of their nodes never ends; lower podDisruptionBudget.minAvailable, raise replicas, or set podDisruptionBudget.enabled=false`,
+		"replicas=2,podDisruptionBudget.minAvailable=51%":  `podDisruptionBudget.minAvailable (51% of 2 replicas, rounded up: 2) must be below replicas (2): `,
+		"replicas=3,podDisruptionBudget.minAvailable=67%":  `podDisruptionBudget.minAvailable (67% of 3 replicas, rounded up: 3) must be below replicas (3): `,
+		"podDisruptionBudget.minAvailable=abc":             `at '/podDisruptionBudget/minAvailable': 'abc' does not match pattern`,
+		"podDisruptionBudget.minAvailable=101%":            `at '/podDisruptionBudget/minAvailable': '101%' does not match pattern`,
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set "+set, out, errOut, err, want)
+	}
+}
