@@ -8,6 +8,7 @@ package e2e
 // rendered as meant.
 
 import (
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -141,5 +142,58 @@ func TestHelmPodDisruptionBudgetPercent(t *testing.T) {
 	} {
 		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
 		refused(t, "--set "+set, out, errOut, err, want)
+	}
+}
+
+// `--set KEY=null` is Helm's way to drop a default. For a value the templates read, that failed
+// with a template's nil pointer (`--set webhooks=null`: "nil pointer evaluating interface
+// {}.gate"), or rendered silently something else than the defaults say: `replicas=null` an empty
+// replicas (one pod, no budget check), `webhooks.timeoutSeconds=null` the API server's 10 s,
+// `crds.keep=null` CRDs without helm.sh/resource-policy: keep (helm uninstall then deletes every
+// policy of the cluster). The schema requires them now, naming the path. Labels and the pod's
+// optional settings may still be dropped.
+func TestHelmNullValues(t *testing.T) {
+	for set, want := range map[string]string{
+		"crds":                                 "at '': missing property 'crds'",
+		"crds.keep":                            "at '/crds': missing property 'keep'",
+		"replicas":                             "at '': missing property 'replicas'",
+		"image":                                "at '': missing property 'image'",
+		"proxyImage":                           "at '': missing property 'proxyImage'",
+		"webhooks":                             "at '': missing property 'webhooks'",
+		"webhooks.gate":                        "at '/webhooks': missing property 'gate'",
+		"webhooks.injector":                    "at '/webhooks': missing property 'injector'",
+		"webhooks.validator":                   "at '/webhooks': missing property 'validator'",
+		"webhooks.timeoutSeconds":              "at '/webhooks': missing property 'timeoutSeconds'",
+		"excludedNamespaces":                   "at '': missing property 'excludedNamespaces'",
+		"prometheus":                           "at '': missing property 'prometheus'",
+		"prometheus.auth":                      "at '/prometheus': missing property 'auth'",
+		"certificates":                         "at '': missing property 'certificates'",
+		"certificates.mode":                    "at '/certificates': missing property 'mode'",
+		"certificates.selfSigned":              "at '/certificates': missing property 'selfSigned'",
+		"certificates.selfSigned.validityDays": "at '/certificates/selfSigned': missing property 'validityDays'",
+		"namespace":                            "at '': missing property 'namespace'",
+		"namespace.create":                     "at '/namespace': missing property 'create'",
+		"podDisruptionBudget":                  "at '': missing property 'podDisruptionBudget'",
+		"podDisruptionBudget.enabled":          "at '/podDisruptionBudget': missing property 'enabled'",
+		"podDisruptionBudget.minAvailable":     "at '/podDisruptionBudget': missing property 'minAvailable'",
+		"monitoring":                           "at '': missing property 'monitoring'",
+		"monitoring.podMonitors":               "at '/monitoring': missing property 'podMonitors'",
+		"monitoring.prometheusRule.enabled":    "at '/monitoring/prometheusRule': missing property 'enabled'",
+		"monitoring.grafanaDashboard":          "at '/monitoring': missing property 'grafanaDashboard'",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", "certificates.mode=self-signed,prometheus.url=http://p:9090", "--set", set+"=null")
+		refused(t, "--set "+set+"=null", out, errOut, err, want)
+	}
+
+	// What may be dropped: the labels of the monitoring objects, the manager's resources.
+	objs := renderHelm(t, "--set", "monitoring.grafanaDashboard.enabled=true,monitoring.grafanaDashboard.labels=null,monitoring.podMonitors.enabled=true,monitoring.podMonitors.labels=null,monitoring.prometheusRule.enabled=true,monitoring.prometheusRule.labels=null")
+	for _, k := range []string{"ConfigMap retrycap-dashboard", "PodMonitor retrycap-manager", "PodMonitor retrycap-proxies", "PrometheusRule retrycap-alerts"} {
+		if u := objs[k]; u == nil || !maps.Equal(u.GetLabels(), map[string]string{"app.kubernetes.io/name": "retrycap"}) {
+			t.Errorf("labels=null: %s rendered %v", k, u != nil)
+		}
+	}
+	for _, set := range []string{"resources=null", "resources.limits=null", "image.tag=null", "tolerations=null", "nodeSelector=null"} {
+		var dep appsv1.Deployment
+		renderHelm(t, "--set", set).get(t, "Deployment", "retrycap-controller-manager", &dep)
 	}
 }
