@@ -8,13 +8,16 @@ package e2e
 // rendered as meant.
 
 import (
+	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // helmTemplateRelease is helmTemplate with another release name.
@@ -195,5 +198,67 @@ func TestHelmNullValues(t *testing.T) {
 	for _, set := range []string{"resources=null", "resources.limits=null", "image.tag=null", "tolerations=null", "nodeSelector=null"} {
 		var dep appsv1.Deployment
 		renderHelm(t, "--set", set).get(t, "Deployment", "retrycap-controller-manager", &dep)
+	}
+}
+
+// Least privilege, as rendered: no wildcard anywhere, no Secret readable or writable by any
+// role of the chart, and the manager's every write, exactly (its reads are the informers' get,
+// list, watch). A new write in a +kubebuilder:rbac marker fails here until it is listed.
+func TestHelmRBACLeastPrivilege(t *testing.T) {
+	objs := renderHelm(t)
+	var writes []string
+	for _, k := range objs.keys() {
+		u := objs[k]
+		if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
+			continue
+		}
+		var role rbacv1.ClusterRole // a Role's rules are the same type
+		objs.get(t, u.GetKind(), u.GetName(), &role)
+		for _, r := range role.Rules {
+			for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames} {
+				if slices.Contains(list, "*") {
+					t.Errorf("%s: a wildcard in %+v", k, r)
+				}
+			}
+			if slices.Contains(r.Resources, "secrets") {
+				t.Errorf("%s: grants %v on secrets", k, r.Verbs)
+			}
+			if u.GetName() != "retrycap-manager-role" && u.GetName() != "retrycap-leader-election-role" {
+				continue
+			}
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if v == "get" || v == "list" || v == "watch" {
+						continue
+					}
+					w := fmt.Sprintf("%s %s %s/%s", u.GetName(), v, r.APIGroups, res)
+					if len(r.ResourceNames) > 0 {
+						w += fmt.Sprintf(" %v", r.ResourceNames)
+					}
+					writes = append(writes, w)
+				}
+			}
+		}
+	}
+	slices.Sort(writes)
+	want := []string{
+		"retrycap-leader-election-role create [coordination.k8s.io]/leases",
+		"retrycap-leader-election-role create []/events",
+		"retrycap-leader-election-role delete [coordination.k8s.io]/leases",
+		"retrycap-leader-election-role patch [coordination.k8s.io]/leases",
+		"retrycap-leader-election-role patch []/events",
+		"retrycap-leader-election-role update [coordination.k8s.io]/leases",
+		"retrycap-manager-role create [admissionregistration.k8s.io]/mutatingwebhookconfigurations",
+		"retrycap-manager-role create [events.k8s.io]/events",
+		"retrycap-manager-role delete [admissionregistration.k8s.io]/mutatingwebhookconfigurations [retrycap-mesh]",
+		"retrycap-manager-role patch [admissionregistration.k8s.io]/mutatingwebhookconfigurations [retrycap-mesh]",
+		"retrycap-manager-role patch [events.k8s.io]/events",
+		"retrycap-manager-role patch [retrycap.dev]/clusterretrypolicies/status",
+		"retrycap-manager-role patch [retrycap.dev]/retrypolicies/status",
+		"retrycap-manager-role update [admissionregistration.k8s.io]/mutatingwebhookconfigurations [retrycap-mesh]",
+	}
+	slices.Sort(want)
+	if !slices.Equal(writes, want) {
+		t.Errorf("the manager's writes:\n  %s\nwant:\n  %s", strings.Join(writes, "\n  "), strings.Join(want, "\n  "))
 	}
 }
