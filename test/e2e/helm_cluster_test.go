@@ -2,7 +2,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -157,6 +165,73 @@ func TestHelmAgainstTheAPIServer(t *testing.T) {
 	}
 	if got := kubectl("", "get", "crd", "retrypolicies.retrycap.dev", "clusterretrypolicies.retrycap.dev", "-o", `jsonpath={.items[*].metadata.annotations.meta\.helm\.sh/release-namespace}`); got != "rc-b rc-b" {
 		t.Errorf("after the reinstall with --take-ownership the CRDs belong to %q, want rc-b", got)
+	}
+
+	// certificates.mode=self-signed read back any Secret webhook-server-cert with the three keys:
+	// one cert-manager wrote (a switch from cert-manager mode, or a namespace reused), 90 days
+	// and never renewed in this mode, or for other names. Only the chart's own is reused now.
+	if out, err := runHelm(cp.Kubeconfig, "uninstall", helmRelease, "-n", "rc-b"); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	kubectl("", "create", "namespace", "rc-c")
+	foreignCert, foreignKey := foreignPair(t)
+	kubectl(fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","type":"kubernetes.io/tls","metadata":{"name":"webhook-server-cert","namespace":"rc-c",
+		"annotations":{"cert-manager.io/certificate-name":"retrycap-serving-cert","cert-manager.io/issuer-name":"retrycap-selfsigned-issuer"}},
+		"data":{"ca.crt":%q,"tls.crt":%q,"tls.key":%q}}`, foreignCert, foreignCert, foreignKey), "create", "-f", "-")
+	if out, err := runHelm(cp.Kubeconfig, "install", helmRelease, chart, "-n", "rc-c", "--take-ownership", "--set", "certificates.mode=self-signed"); err != nil {
+		t.Fatalf("helm install in rc-c over cert-manager's Secret: %v\n%s", err, out)
+	}
+	crt := kubectl("", "get", "secret", "webhook-server-cert", "-n", "rc-c", "-o", `jsonpath={.data.tls\.crt}`)
+	caBundle := kubectl("", "get", "mutatingwebhookconfiguration", "retrycap-mutating-webhook-configuration", "-o", `jsonpath={.webhooks[0].clientConfig.caBundle}`)
+	if crt == foreignCert {
+		t.Errorf("self-signed mode reused cert-manager's certificate (CN=foreign, 90 days, never renewed here)")
+	}
+	verifyServing(t, crt, caBundle, "retrycap-webhook-service.rc-c.svc")
+}
+
+// foreignPair is a key pair as cert-manager's self-signed Issuer writes it: a 90-day certificate
+// that is its own CA, here for a name that is not the webhook Service's. Both base64 (Secret data).
+func foreignPair(t *testing.T) (certB64, keyB64 string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "foreign"}, DNSNames: []string{"foreign"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(90 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := func(typ string, der []byte) string {
+		return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+	}
+	return b64("CERTIFICATE", der), b64("EC PRIVATE KEY", keyDER)
+}
+
+// verifyServing fails the test unless the base64 serving certificate verifies for dnsName under
+// the base64 CA bundle, as the API server verifies the webhook server.
+func verifyServing(t *testing.T, crtB64, caB64, dnsName string) {
+	t.Helper()
+	crtPEM, err := base64.StdEncoding.DecodeString(crtB64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := base64.StdEncoding.DecodeString(caB64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("caBundle holds no certificate: %q", caPEM)
+	}
+	leaf := parseCert(t, "tls.crt", crtPEM)
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: dnsName, Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the Secret's tls.crt (CN %s) under the webhooks' caBundle for %s: %v", leaf.Subject.CommonName, dnsName, err)
 	}
 }
 
