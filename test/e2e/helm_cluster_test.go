@@ -95,6 +95,18 @@ func TestHelmAgainstTheAPIServer(t *testing.T) {
 		}
 	})
 
+	// Helm's own error named only the kind: `no matches for kind "PodMonitor" in version
+	// "monitoring.coreos.com/v1" ensure CRDs are installed first`.
+	t.Run("a monitoring object whose CRD the cluster lacks is refused naming the value", func(t *testing.T) {
+		for value, crd := range map[string]string{"podMonitors": "podmonitors.monitoring.coreos.com", "prometheusRule": "prometheusrules.monitoring.coreos.com"} {
+			want := "monitoring." + value + ".enabled is true, and this cluster has no CustomResourceDefinition " + crd + " (the Prometheus Operator's): install the Prometheus Operator first, or leave monitoring." + value + ".enabled false"
+			out, err := runHelm(cp.Kubeconfig, "install", helmRelease, chart, "-n", "rc-a", "--create-namespace", "--dry-run=server", "--set", "certificates.mode=self-signed,monitoring."+value+".enabled=true")
+			if err == nil || !strings.Contains(out, want) {
+				t.Errorf("helm install --set monitoring.%s.enabled=true: %v, want the error %q\n%s", value, err, want, out)
+			}
+		}
+	})
+
 	if out, err := runHelm(cp.Kubeconfig, "install", helmRelease, chart, "-n", "rc-a", "--create-namespace", "--set", "certificates.mode=self-signed,priorityClassName=system-cluster-critical"); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
