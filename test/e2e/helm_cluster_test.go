@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -199,6 +201,72 @@ func TestHelmAgainstTheAPIServer(t *testing.T) {
 		t.Errorf("self-signed mode reused cert-manager's certificate (CN=foreign, 90 days, never renewed here)")
 	}
 	verifyServing(t, crt, caBundle, "retrycap-webhook-service.rc-c.svc")
+
+	// docs/helm.md's upgrade command, run with a newer chart whose default changed (a copy with
+	// webhooks.timeoutSeconds 7): the new default must apply, and the value set at install must
+	// stay. The page said --reuse-values, which reuses the old chart's defaults too: 5 stayed, and
+	// a value a newer chart requires would be missing.
+	t.Run("the documented helm upgrade takes the new chart's defaults and keeps the values set", func(t *testing.T) {
+		if out, err := runHelm(cp.Kubeconfig, "upgrade", helmRelease, chart, "-n", "rc-c", "--reuse-values", "--set", "replicas=3"); err != nil {
+			t.Fatalf("helm upgrade --set replicas=3: %v\n%s", err, out)
+		}
+		page, err := os.ReadFile(filepath.Join(root, "docs", "helm.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile("`helm upgrade retrycap charts/retrycap -n retrycap-system ([^`]*)`").FindSubmatch(page)
+		if m == nil {
+			t.Fatal("docs/helm.md has no `helm upgrade retrycap charts/retrycap -n retrycap-system ...`")
+		}
+		newer := copyChart(t, chart)
+		values := filepath.Join(newer, "values.yaml")
+		data, err := os.ReadFile(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "\n  timeoutSeconds: 5\n") {
+			t.Fatal("values.yaml: no webhooks.timeoutSeconds: 5 to change")
+		}
+		if err := os.WriteFile(values, []byte(strings.Replace(string(data), "\n  timeoutSeconds: 5\n", "\n  timeoutSeconds: 7\n", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"upgrade", helmRelease, newer, "-n", "rc-c"}, strings.Fields(string(m[1]))...)
+		if out, err := runHelm(cp.Kubeconfig, args...); err != nil {
+			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		got := kubectl("", "get", "mutatingwebhookconfigurations,validatingwebhookconfigurations", "-o", `jsonpath={.items[*].webhooks[*].timeoutSeconds}`) +
+			kubectl("", "get", "deployment", "retrycap-controller-manager", "-n", "rc-c", "-o", "jsonpath=, replicas {.spec.replicas}")
+		if want := "7 7 7 7, replicas 3"; got != want {
+			t.Errorf("after docs/helm.md's `helm upgrade ... %s` with a chart whose default timeout is 7: timeouts %q, want %q", m[1], got, want)
+		}
+	})
+}
+
+// copyChart copies the chart into a temporary directory, the links in files/ resolved.
+func copyChart(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "retrycap")
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p) // follows a link
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copying %s: %v", src, err)
+	}
+	return dst
 }
 
 // foreignPair is a key pair as cert-manager's self-signed Issuer writes it: a 90-day certificate
