@@ -262,3 +262,17 @@ func TestHelmRBACLeastPrivilege(t *testing.T) {
 		t.Errorf("the manager's writes:\n  %s\nwant:\n  %s", strings.Join(writes, "\n  "), strings.Join(want, "\n  "))
 	}
 }
+
+// namespace.create renders the release's Namespace with pod-security enforce: restricted, and
+// Helm owns it: in kube-system that label would forbid the privileged pods kube-system runs
+// (kube-proxy, the CNI) at their next restart, and `helm uninstall` would delete kube-system.
+func TestHelmNamespaceCreateRefusesSystemNamespaces(t *testing.T) {
+	for _, ns := range []string{"kube-system", "kube-public", "kube-node-lease"} {
+		out, errOut, err := helmTemplate(t, ns, "--set", "namespace.create=true")
+		refused(t, "-n "+ns+" --set namespace.create=true", out, errOut, err, `namespace.create=true in namespace "`+ns+
+			`": the chart would own it (helm uninstall deletes it, and everything in it) and label it pod-security.kubernetes.io/enforce: restricted (its privileged pods could not start again); leave namespace.create false there`)
+		if _, errOut, err := helmTemplate(t, ns); err != nil {
+			t.Errorf("-n %s without namespace.create: %v\n%s", ns, err, errOut)
+		}
+	}
+}
