@@ -276,3 +276,18 @@ func TestHelmNamespaceCreateRefusesSystemNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// An excluded namespace is matched by name (label kubernetes.io/metadata.name): a name no
+// namespace can have ("Monitoring", "team_a") excluded nothing, silently. The schema takes
+// namespace names only (DNS-1123 labels).
+func TestHelmExcludedNamespacesAreNames(t *testing.T) {
+	for set, want := range map[string]string{
+		"excludedNamespaces={kube-system,Monitoring}": "at '/excludedNamespaces/1': 'Monitoring' does not match pattern",
+		"excludedNamespaces={team_a}":                 "at '/excludedNamespaces/0': 'team_a' does not match pattern",
+		"excludedNamespaces={-a}":                     "at '/excludedNamespaces/0': '-a' does not match pattern",
+	} {
+		out, errOut, err := helmTemplate(t, installNamespace, "--set", set)
+		refused(t, "--set "+set, out, errOut, err, want)
+	}
+	renderHelm(t, "--set", "excludedNamespaces={kube-system,cert-manager,team-a1}")
+}
