@@ -24,12 +24,21 @@ app.kubernetes.io/name: retrycap
 control-plane: controller-manager
 {{- end -}}
 
+{{/* repository@digest when a digest is set, else repository:tag (the tag defaulting to appVersion). */}}
+{{- define "retrycap.image" -}}
+{{- if .image.digest -}}
+{{ .image.repository }}@{{ .image.digest }}
+{{- else -}}
+{{ .image.repository }}:{{ .image.tag | default .appVersion }}
+{{- end -}}
+{{- end -}}
+
 {{- define "retrycap.managerImage" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ include "retrycap.image" (dict "image" .Values.image "appVersion" .Chart.AppVersion) }}
 {{- end -}}
 
 {{- define "retrycap.proxyImage" -}}
-{{ .Values.proxyImage.repository }}:{{ .Values.proxyImage.tag | default .Chart.AppVersion }}
+{{ include "retrycap.image" (dict "image" .Values.proxyImage "appVersion" .Chart.AppVersion) }}
 {{- end -}}
 
 {{/* The webhooks' namespaceSelector: the excluded namespaces and the release's own. */}}
@@ -54,12 +63,18 @@ annotations:
 
 {{/*
 The self-signed bootstrap's key pair, generated once per render and shared by the Secret and the
-caBundles: an existing Secret is reused (helm install/upgrade), else a new CA signs a new
-serving certificate for the webhook Service's names.
+caBundles: the Secret this release wrote is reused (helm install/upgrade), else a new CA signs a
+new serving certificate for the webhook Service's names. Only this release's own: a Secret
+cert-manager wrote (a switch from certificates.mode=cert-manager, or a namespace reused) holds a
+90-day certificate nothing renews in this mode, and another's may be for other names. An adopted
+one (--take-ownership) keeps cert-manager's annotations, so those are checked as well.
 */}}
 {{- define "retrycap.selfSignedPair" -}}
 {{- $secret := lookup "v1" "Secret" .Release.Namespace (include "retrycap.certSecretName" .) -}}
-{{- if and $secret $secret.data (index $secret.data "ca.crt") (index $secret.data "tls.crt") (index $secret.data "tls.key") -}}
+{{- $a := dict -}}
+{{- if $secret -}}{{- $a = $secret.metadata.annotations | default dict -}}{{- end -}}
+{{- $ours := and (eq (index $a "meta.helm.sh/release-name" | default "") .Release.Name) (eq (index $a "meta.helm.sh/release-namespace" | default "") .Release.Namespace) (not (hasKey $a "cert-manager.io/certificate-name")) -}}
+{{- if and $secret $ours $secret.data (index $secret.data "ca.crt") (index $secret.data "tls.crt") (index $secret.data "tls.key") -}}
 {{- dict "ca" (index $secret.data "ca.crt") "crt" (index $secret.data "tls.crt") "key" (index $secret.data "tls.key") | toJson -}}
 {{- else -}}
 {{- $svc := include "retrycap.webhookServiceName" . -}}
