@@ -57,7 +57,7 @@ func TestDecideStrayKeys(t *testing.T) {
 			name: "an unknown retrycap key is a warning, and the workload is still judged",
 			in: Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(shopWorkloads()),
 				Incoming: with(order, annotations.Upstreams, "payment=1", "retrycap.dev/upstream", "payment=9")},
-			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit); it is ignored`}},
+			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}); it is ignored`}},
 		},
 		{
 			name: "the keys retrycap writes are not stray",
@@ -69,7 +69,7 @@ func TestDecideStrayKeys(t *testing.T) {
 		{
 			name: "a huge value is quoted clipped",
 			in:   Input{Policies: []*v1alpha1.RetryPolicy{unselected}, Incoming: with(order, "retrycap.dev/x", strings.Repeat("é", 150))},
-			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/x="` + strings.Repeat("é", 100) + `... (300 bytes)" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit); it is ignored`}},
+			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/x="` + strings.Repeat("é", 100) + `... (300 bytes)" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}); it is ignored`}},
 		},
 	}
 	for _, tt := range tests {

@@ -62,7 +62,7 @@ func TestDecidePlacement(t *testing.T) {
 			name: "an unknown key on the workload's own metadata is warned of as on its template",
 			in: Input{Policies: []*v1alpha1.RetryPolicy{reject}, Source: workloads(shopWorkloads()), Incoming: workloadtest.Deployment("order", "payment=1"),
 				ObjectAnnotations: map[string]string{"retrycap.dev/upstream": "payment=9"}},
-			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit); it is ignored`}},
+			want: Decision{Allowed: true, Warnings: []string{`Deployment shop/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}); it is ignored`}},
 		},
 		{
 			name: "a miscased key on the workload's own metadata is refused on a selected workload",

@@ -135,7 +135,7 @@ var _ = Describe("adversarial admission", Ordered, func() {
 			patched := stored.DeepCopy()
 			patched.Spec.Template.Annotations["retrycap.dev/upstream"] = "payment=9"
 			Expect(c.Patch(ctx, patched, client.MergeFrom(&stored))).To(Succeed())
-			Expect(warnings.take()).To(Equal([]string{`Deployment adv-keys/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit); it is ignored`}))
+			Expect(warnings.take()).To(Equal([]string{`Deployment adv-keys/order: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}); it is ignored`}))
 		})
 	})
 

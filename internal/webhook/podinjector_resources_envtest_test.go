@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -68,14 +69,14 @@ var _ = Describe("pod injector: the proxy resource annotations and a LimitRange"
 		Expect(sc.Env[0]).To(Equal(corev1.EnvVar{Name: "GOMAXPROCS", Value: "1"}))
 	})
 
-	It("admits a pod whose annotations break the rules without the proxy, saying why", func() {
+	It("refuses a pod whose annotations break the rules, naming the annotation and the value (the gate, as for every malformed retrycap annotation)", func() {
+		// Before the gate read these rules (workload.AnnotationErrors), the pod was stored without
+		// the proxy and the reason only in its skip annotation.
 		p := pod("request-above-limit", map[string]string{"retrycap.dev/proxy-cpu-request": "2", "retrycap.dev/proxy-cpu-limit": "1"})
-		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		stored := &corev1.Pod{}
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), stored)).To(Succeed())
-		Expect(stored.Spec.InitContainers).To(BeEmpty())
-		Expect(stored.Annotations).To(HaveKeyWithValue(inject.SkippedAnnotation,
-			`InvalidAnnotation: Pod inject-limitrange/request-above-limit: annotation retrycap.dev/proxy-cpu-request "2" is above annotation retrycap.dev/proxy-cpu-limit "1": the proxy's CPU request may not exceed its CPU limit`))
+		err := k8sClient.Create(ctx, p)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(Equal(`admission webhook "gate.retrycap.dev" denied the request: Pod inject-limitrange/request-above-limit: annotation retrycap.dev/proxy-cpu-request "2" is above annotation retrycap.dev/proxy-cpu-limit "1": the proxy's CPU request may not exceed its CPU limit`))
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))).To(BeTrue())
 	})
 })
 

@@ -15,6 +15,10 @@ import (
 // analyze warned that a retrycap.dev/proxy-cpu-limit was ignored while the injector applied it).
 var ReadAnnotations = append([]string{annotations.Service, annotations.Upstreams, annotations.Inject}, annotations.ProxyResources...)
 
+// readKeysText names ReadAnnotations in messages, the four proxy keys as one: a stray-key
+// warning repeats it, and the API server keeps only about 4 KiB of a response's warnings.
+var readKeysText = strings.Join(ReadAnnotations[:3], ", ") + ", retrycap.dev/proxy-{cpu,memory}-{request,limit}"
+
 // keyPrefix is the prefix of every retrycap annotation.
 const keyPrefix = "retrycap.dev/"
 
@@ -41,7 +45,7 @@ func StrayKeys(w Workload) (miscased, unknown []string) {
 			// is, it reads as a key retrycap reads; quoted, with the character named, it does not.
 			r, _ := utf8.DecodeRuneInString(k[i:])
 			miscased = append(miscased, fmt.Sprintf("%s: annotation %+q=%q: the key holds %q (U+%04X), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only %s",
-				w, k, Clip(v), r, r, strings.Join(ReadAnnotations, ", ")))
+				w, k, Clip(v), r, r, readKeysText))
 			continue
 		}
 		if i := slices.IndexFunc(ReadAnnotations, func(r string) bool { return strings.EqualFold(r, k) }); i >= 0 {
@@ -50,7 +54,7 @@ func StrayKeys(w Workload) (miscased, unknown []string) {
 			continue
 		}
 		unknown = append(unknown, fmt.Sprintf("%s: annotation %s=%q is not one retrycap reads (%s); it is ignored",
-			w, k, Clip(v), strings.Join(ReadAnnotations, ", ")))
+			w, k, Clip(v), readKeysText))
 	}
 	return miscased, unknown
 }

@@ -24,14 +24,14 @@ func TestStrayKeys(t *testing.T) {
 		{name: "a key with an invisible or look-alike character is malformed, quoted so that it shows", annotations: map[string]string{
 			"retrycap.dev/up\u200bstreams": "order=9", "retrycap.dev/upstre\u0430ms": "order=9"},
 			miscased: []string{
-				`Deployment shop/web: annotation "retrycap.dev/upstre\u0430ms"="order=9": the key holds 'а' (U+0430), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit`,
-				`Deployment shop/web: annotation "retrycap.dev/up\u200bstreams"="order=9": the key holds '\u200b' (U+200B), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit`}},
+				`Deployment shop/web: annotation "retrycap.dev/upstre\u0430ms"="order=9": the key holds 'а' (U+0430), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}`,
+				`Deployment shop/web: annotation "retrycap.dev/up\u200bstreams"="order=9": the key holds '\u200b' (U+200B), which is not ASCII (a look-alike or an invisible character): the API server refuses such a key, and retrycap reads only retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}`}},
 		{name: "any other key is ignored, said", annotations: map[string]string{"retrycap.dev/upstream": "payment=9", "retrycap.dev/retries": "3"},
 			unknown: []string{
-				`Deployment shop/web: annotation retrycap.dev/retries="3" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit); it is ignored`,
-				`Deployment shop/web: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit); it is ignored`}},
+				`Deployment shop/web: annotation retrycap.dev/retries="3" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}); it is ignored`,
+				`Deployment shop/web: annotation retrycap.dev/upstream="payment=9" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}); it is ignored`}},
 		{name: "a long value is clipped", annotations: map[string]string{"retrycap.dev/x": long},
-			unknown: []string{`Deployment shop/web: annotation retrycap.dev/x="` + long[:200] + `... (300 bytes)" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-cpu-request, retrycap.dev/proxy-cpu-limit, retrycap.dev/proxy-memory-request, retrycap.dev/proxy-memory-limit); it is ignored`}},
+			unknown: []string{`Deployment shop/web: annotation retrycap.dev/x="` + long[:200] + `... (300 bytes)" is not one retrycap reads (retrycap.dev/service, retrycap.dev/upstreams, retrycap.dev/inject, retrycap.dev/proxy-{cpu,memory}-{request,limit}); it is ignored`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
