@@ -42,13 +42,27 @@ func TestDecideMeshServiceEntry(t *testing.T) {
 	}
 	const over = "RetryPolicy bookinfo/details: ServiceEntry bookinfo/googleapis spec.hosts[0]: www.googleapis.com (port 80 HTTP) makes " +
 		"details-v2 -x3-> www.googleapis.com = 3 > cap 2; Istio's default route retries it: a VirtualService for host www.googleapis.com may keep spec.http[].retries.attempts: 1"
+	// Istio's egress task in Gateway API form: an HTTPRoute whose parent is the entry, its
+	// rule's retry.attempts 3. The entry makes it the call's layer: 4 tries, named with its field.
+	route := `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: googleapis, namespace: bookinfo}
+spec:
+  parentRefs: [{kind: ServiceEntry, group: networking.istio.io, name: googleapis}]
+  rules:
+  - retry: {attempts: 3}
+`
 	for _, tc := range []struct {
-		name   string
-		policy *v1alpha1.RetryPolicy
-		object string
-		old    string
-		want   MeshDecision
+		name    string
+		policy  *v1alpha1.RetryPolicy
+		cluster string // another object of the Set
+		object  string
+		old     string
+		want    MeshDecision
 	}{
+		{name: "a route parented to the entry: its field named", policy: policy(2, v1alpha1.EnforcementReject), cluster: route, object: serviceEntryYAML("HTTP"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/details: ServiceEntry bookinfo/googleapis spec.hosts[0]: www.googleapis.com makes " +
+				"details-v2 -x4-> www.googleapis.com = 4 > cap 2; HTTPRoute bookinfo/googleapis spec.rules[0].retry.attempts gives 4 tries: lower it there"}},
 		{name: "Reject: refused, naming the host, the port and the VirtualService field", policy: policy(2, v1alpha1.EnforcementReject),
 			object: serviceEntryYAML("HTTP"), want: MeshDecision{Message: over}},
 		{name: "Rewrite: refused, never rewritten", policy: policy(2, v1alpha1.EnforcementRewrite), object: serviceEntryYAML("HTTP"),
@@ -67,8 +81,13 @@ func TestDecideMeshServiceEntry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := mesh.NewSet(mesh.Options{})
-			if _, err := set.AddManifest([]byte(istioNS)); err != nil {
-				t.Fatal(err)
+			for _, o := range []string{istioNS, tc.cluster} {
+				if o == "" {
+					continue
+				}
+				if _, err := set.AddManifest([]byte(o)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			in := MeshInput{Policies: []*v1alpha1.RetryPolicy{tc.policy}, Workloads: []*workload.Parsed{workload.Parse(w)}, Set: set, Object: jsonOf(t, tc.object)}
 			if tc.old != "" {
