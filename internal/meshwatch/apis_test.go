@@ -15,12 +15,12 @@ func TestParseSelection(t *testing.T) {
 		{in: "virtualservices.networking.istio.io", want: "virtualservices.networking.istio.io"},
 		{in: " HTTPRoutes.gateway.networking.k8s.io , virtualservices.networking.istio.io", want: "httproutes.gateway.networking.k8s.io,virtualservices.networking.istio.io"},
 		{in: "virtualservice", err: `--mesh-apis "virtualservice": "virtualservice" is not a mesh API retrycap reads (auto, none, or a comma-separated list of ` +
-			"virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
+			"virtualservices.networking.istio.io, serviceentries.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
 			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
 		{in: "ingresses.networking.k8s.io", want: "ingresses.networking.k8s.io"},
 		// The IngressClasses are read beside the Ingresses, not named.
 		{in: "ingressclasses.networking.k8s.io", err: `--mesh-apis "ingressclasses.networking.k8s.io": "ingressclasses.networking.k8s.io" is not a mesh API retrycap reads (auto, none, or a comma-separated list of ` +
-			"virtualservices.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
+			"virtualservices.networking.istio.io, serviceentries.networking.istio.io, httproutes.gateway.networking.k8s.io, grpcroutes.gateway.networking.k8s.io, " +
 			"backendtrafficpolicies.gateway.envoyproxy.io, serviceprofiles.linkerd.io, httproutes.policy.linkerd.io, meshes.kuma.io, meshretries.kuma.io, resiliencies.dapr.io, servicerouters.consul.hashicorp.com, ingresses.networking.k8s.io)"},
 	} {
 		s, err := ParseSelection(tc.in)
@@ -47,14 +47,14 @@ func TestChoose(t *testing.T) {
 	istio := Served{
 		Preferred: map[string]string{"networking.istio.io": "v1"},
 		Resources: map[string]map[string]bool{
-			"networking.istio.io/v1":       res("virtualservices", "destinationrules"),
-			"networking.istio.io/v1alpha3": res("virtualservices", "destinationrules", "envoyfilters"),
+			"networking.istio.io/v1":       res("virtualservices", "serviceentries", "destinationrules"),
+			"networking.istio.io/v1alpha3": res("virtualservices", "serviceentries", "destinationrules", "envoyfilters"),
 		},
 	}
 	oldIstio := Served{
 		// An Istio before 1.22 serves no v1: its preferred version then.
 		Preferred: map[string]string{"networking.istio.io": "v1beta1"},
-		Resources: map[string]map[string]bool{"networking.istio.io/v1beta1": res("virtualservices"), "networking.istio.io/v1alpha3": res("virtualservices")},
+		Resources: map[string]map[string]bool{"networking.istio.io/v1beta1": res("virtualservices", "serviceentries"), "networking.istio.io/v1alpha3": res("virtualservices", "serviceentries")},
 	}
 	gatewayStandard := Served{
 		// GRPCRoute only in v1; a preferred version without the resource falls back to the list.
@@ -79,15 +79,19 @@ func TestChoose(t *testing.T) {
 		want   []string
 	}{
 		{"nothing served", auto, Served{}, nil},
-		{"istio v1", auto, istio, []string{"VirtualService networking.istio.io/v1"}},
-		{"istio before v1", auto, oldIstio, []string{"VirtualService networking.istio.io/v1beta1"}},
+		{"istio v1", auto, istio, []string{"VirtualService networking.istio.io/v1", "ServiceEntry networking.istio.io/v1"}},
+		{"istio before v1", auto, oldIstio, []string{"VirtualService networking.istio.io/v1beta1", "ServiceEntry networking.istio.io/v1beta1"}},
 		{"gateway API and Envoy Gateway", auto, gatewayStandard, []string{
 			"HTTPRoute gateway.networking.k8s.io/v1beta1", "GRPCRoute gateway.networking.k8s.io/v1", "BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1"}},
 		{"Ingresses", auto, networking, []string{"Ingress networking.k8s.io/v1"}},
 		{"istio and Ingresses", auto, Served{Preferred: merge2(istio.Preferred, networking.Preferred), Resources: merge(istio.Resources, networking.Resources)},
-			[]string{"VirtualService networking.istio.io/v1", "Ingress networking.k8s.io/v1"}},
+			[]string{"VirtualService networking.istio.io/v1", "ServiceEntry networking.istio.io/v1", "Ingress networking.k8s.io/v1"}},
 		{"a list without Ingresses", onlyVS, Served{Preferred: merge2(istio.Preferred, networking.Preferred), Resources: merge(istio.Resources, networking.Resources)},
 			[]string{"VirtualService networking.istio.io/v1"}},
+		// An old Istio's preferred version without serviceentries: the first of the list that has it.
+		{"a ServiceEntry at v1alpha3 only", auto, Served{Preferred: map[string]string{"networking.istio.io": "v1beta1"},
+			Resources: map[string]map[string]bool{"networking.istio.io/v1beta1": res("virtualservices"), "networking.istio.io/v1alpha3": res("virtualservices", "serviceentries")}},
+			[]string{"VirtualService networking.istio.io/v1beta1", "ServiceEntry networking.istio.io/v1alpha3"}},
 		{"none", none, istio, nil},
 		{"a list", onlyVS, Served{Preferred: istio.Preferred, Resources: merge(istio.Resources, gatewayStandard.Resources)}, []string{"VirtualService networking.istio.io/v1"}},
 	} {

@@ -78,7 +78,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
 	g.Expect(err).NotTo(HaveOccurred())
-	const reads = "reads VirtualService networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
+	const reads = "reads VirtualService networking.istio.io/v1, ServiceEntry networking.istio.io/v1, HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
 		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
 	// Istio's default on both hops (the namespaces were labelled all along): 3 x 3.
 	istioDefault := state{
@@ -87,7 +87,7 @@ func TestOperatorMeshLayers(t *testing.T) {
 	for ns := range enforcement {
 		g.Eventually(meshState(ctx, c, ns)).Should(Equal(istioDefault))
 	}
-	g.Eventually(meshRules).Should(Equal([]string{"networking.istio.io:virtualservices", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies",
+	g.Eventually(meshRules).Should(Equal([]string{"networking.istio.io:virtualservices,serviceentries", "gateway.networking.k8s.io:httproutes,grpcroutes", "gateway.envoyproxy.io:backendtrafficpolicies",
 		"kuma.io:meshes,meshretries", "dapr.io:resiliencies", "consul.hashicorp.com:servicerouters", "networking.k8s.io:ingresses"}))
 
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: webhook.MeshWebhookConfiguration}, &cfg)).To(Succeed())
@@ -192,13 +192,16 @@ func TestOperatorMeshLayers(t *testing.T) {
 		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
 	}))
 
-	// Istio uninstalled (its VirtualService CRD deleted): no longer read, and its namespace label
-	// no longer makes a sidecar layer.
-	crd := &unstructured.Unstructured{}
-	crd.SetAPIVersion("apiextensions.k8s.io/v1")
-	crd.SetKind("CustomResourceDefinition")
-	crd.SetName("virtualservices.networking.istio.io")
-	g.Expect(c.Delete(ctx, crd)).To(Succeed())
+	// Istio uninstalled (its VirtualService and ServiceEntry CRDs deleted): no longer read, and
+	// its namespace label no longer makes a sidecar layer. (With the ServiceEntries still
+	// served, Istio is still there: the label's layer stays.)
+	for _, name := range []string{"virtualservices.networking.istio.io", "serviceentries.networking.istio.io"} {
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		crd.SetName(name)
+		g.Expect(c.Delete(ctx, crd)).To(Succeed())
+	}
 	withoutIstio := "reads HTTPRoute gateway.networking.k8s.io/v1, GRPCRoute gateway.networking.k8s.io/v1, BackendTrafficPolicy gateway.envoyproxy.io/v1alpha1, " +
 		"Mesh kuma.io/v1alpha1, MeshRetry kuma.io/v1alpha1, Resiliency dapr.io/v1alpha1, ServiceRouter consul.hashicorp.com/v1alpha1, Ingress networking.k8s.io/v1"
 	g.Eventually(meshState(ctx, c, "bookinfo")).Should(Equal(state{

@@ -29,6 +29,13 @@ var specTrees = map[string]keep{
 			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}},
 			"delegate": keep{"name": true, "namespace": true}}}, // mesh/delegate.go
 	},
+	// A ServiceEntry (mesh/serviceentry.go): the hosts it registers, who sees it, and its ports'
+	// numbers and protocols (Istio retries HTTP and gRPC ones only); no endpoints, resolution
+	// or addresses.
+	mesh.GroupIstio + "/ServiceEntry": {
+		"hosts": true, "exportTo": true,
+		"ports": []any{keep{"number": true, "name": true, "protocol": true}},
+	},
 	mesh.GroupGateway + "/HTTPRoute":    routeTree,
 	mesh.GroupGateway + "/GRPCRoute":    routeTree,
 	mesh.GroupLinkerdPol + "/HTTPRoute": routeTree,
@@ -329,10 +336,11 @@ type Affected struct {
 
 // AffectedBy returns the namespaces whose RetryPolicies an object (as trimmed) bears on:
 //   - a Namespace: itself (its callers' mesh membership);
-//   - a VirtualService exported to named namespaces only ("." is its own): those; exported to
-//     every namespace (exportTo empty or "*"): all, since a caller in any namespace may reach
-//     its hosts ("ratings.bookinfo");
-//   - an HTTPRoute or GRPCRoute with a Service parentRef (GAMMA; Linkerd's too), a Service's
+//   - a VirtualService or a ServiceEntry exported to named namespaces only ("." is its own):
+//     those; exported to every namespace (exportTo empty or "*"): all, since a caller in any
+//     namespace may reach its hosts ("ratings.bookinfo", "api.stripe.com");
+//   - an HTTPRoute or GRPCRoute with a Service parentRef (GAMMA; Linkerd's too) or a
+//     ServiceEntry one (Istio's egress routes), a Service's
 //     Linkerd annotations, the MeshConfig, a BackendTrafficPolicy (its route's backends may be
 //     in other namespaces): all;
 //   - a Gateway-parented route: its namespace and its backends';
@@ -352,7 +360,7 @@ func AffectedBy(u *unstructured.Unstructured) Affected {
 		}
 	case "Resiliency":
 		return Affected{Namespaces: []string{ns}}
-	case "VirtualService":
+	case "VirtualService", "ServiceEntry":
 		exp, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "exportTo")
 		if len(exp) == 0 {
 			return Affected{All: true}
@@ -373,7 +381,9 @@ func AffectedBy(u *unstructured.Unstructured) Affected {
 		out := []string{ns}
 		parents, _, _ := unstructured.NestedSlice(u.Object, "spec", "parentRefs")
 		for _, p := range parents {
-			if m, ok := p.(map[string]any); ok && m["kind"] == "Service" {
+			// A Service parent (GAMMA) or a ServiceEntry one (Istio's egress form, mesh/egress.go):
+			// callers in any namespace may call its host.
+			if m, ok := p.(map[string]any); ok && (m["kind"] == "Service" || m["kind"] == "ServiceEntry") {
 				return Affected{All: true}
 			}
 		}

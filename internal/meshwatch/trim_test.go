@@ -64,6 +64,38 @@ spec:
 `,
 		},
 		{
+			name: "ServiceEntry keeps hosts, exportTo and its ports' number, name and protocol",
+			in: `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: googleapis
+  namespace: default
+  resourceVersion: "9"
+  annotations: {kubectl.kubernetes.io/last-applied-configuration: "{}"}
+spec:
+  hosts: [www.googleapis.com]
+  exportTo: ["*"]
+  addresses: [10.0.0.1]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  ports:
+  - {number: 80, name: http-port, protocol: HTTP, targetPort: 8080}
+  - {number: 443, name: https, protocol: HTTPS}
+  endpoints: [{address: 1.2.3.4}]
+status: {addresses: [{value: 240.240.0.1}]}
+`,
+			want: `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: googleapis, namespace: default, resourceVersion: "9"}
+spec:
+  hosts: [www.googleapis.com]
+  exportTo: ["*"]
+  ports:
+  - {number: 80, name: http-port, protocol: HTTP}
+  - {number: 443, name: https, protocol: HTTPS}
+`,
+		},
+		{
 			name: "HTTPRoute keeps refs, retry, backoff and the Linkerd annotations",
 			in: `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -388,6 +420,9 @@ func TestAffectedBy(t *testing.T) {
 		{"a VirtualService exported everywhere", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: b}\nspec: {hosts: [r]}", Affected{All: true}},
 		{"exportTo *", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: b}\nspec: {exportTo: ['*']}", Affected{All: true}},
 		{"exportTo . and a namespace", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: b}\nspec: {exportTo: [., shop]}", Affected{Namespaces: []string{"b", "shop"}}},
+		{"a ServiceEntry exported everywhere", "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: g, namespace: b}\nspec: {hosts: [www.googleapis.com]}", Affected{All: true}},
+		{"a ServiceEntry exported to its namespace", "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: g, namespace: b}\nspec: {hosts: [www.googleapis.com], exportTo: [.]}", Affected{Namespaces: []string{"b"}}},
+		{"a route whose parent is a ServiceEntry: all", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: b}\nspec: {parentRefs: [{group: networking.istio.io, kind: ServiceEntry, name: g}]}", Affected{All: true}},
 		{"a GAMMA route: all", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: b}\nspec: {parentRefs: [{kind: Service, name: r}]}", Affected{All: true}},
 		{"a Gateway route: its namespace and its backends'", "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r, namespace: b}\nspec: {parentRefs: [{name: gw}], rules: [{backendRefs: [{name: x}, {name: y, namespace: shop}]}]}", Affected{Namespaces: []string{"b", "shop"}}},
 		{"a BackendTrafficPolicy: all", "apiVersion: gateway.envoyproxy.io/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: r, namespace: b}", Affected{All: true}},

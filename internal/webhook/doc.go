@@ -3,7 +3,9 @@
 //   - the workload gate (GatePath; the decision is internal/gate's Decide),
 //   - the mesh gate (MeshPath: the retry objects of every mesh API the manager reads, Istio
 //     VirtualServices, Gateway API routes, Linkerd ServiceProfiles and HTTPRoutes, ..., judged
-//     against both policy kinds; DecideMesh, over gate.Enforce; mesh_handler*.go; and the
+//     against both policy kinds; DecideMesh, over gate.Enforce; mesh_handler*.go; Istio
+//     ServiceEntries, which have no retry field: DecideMeshServiceEntry, mesh_serviceentry.go,
+//     refused or audited, never rewritten; and the
 //     ConfigMaps whose retries it counts, Istio's MeshConfigs and ingress-nginx's controller
 //     ConfigMaps: DecideMeshConfigMap, mesh_configmap.go; and at MeshMembershipPath the
 //     Namespace and Service labels and annotations that put workloads into a layer:

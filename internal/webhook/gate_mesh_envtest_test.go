@@ -79,6 +79,7 @@ func TestGateMeshLayers(t *testing.T) {
 	t.Run("every route to an entrypoint is lowered at once", func(t *testing.T) { meshGateEntryRoutes(t, op) })
 	t.Run("a Gateway API rule is rewritten within its CRD", func(t *testing.T) { meshGateRuleFloor(t, op) })
 	t.Run("the status names an entry route at its floor and the edges below", func(t *testing.T) { statusEntryRouteFloor(t, op) })
+	t.Run("a ServiceEntry registering an external HTTP host is judged", func(t *testing.T) { meshGateServiceEntry(t, op) })
 }
 
 // dryRunDenial is, for Eventually, why a dry-run create of obj is refused ("" while it is

@@ -135,6 +135,9 @@ type configMapVerdict struct {
 	// the write raised that key; keep < plan.min: none fits).
 	keep    int64
 	planned bool
+	// extra is the message after the policy's name, when the kind writes its own
+	// (mesh_serviceentry.go: the entry's host, the chain and the VirtualService that lowers it).
+	extra string
 }
 
 // configMapPlan is the tries key a ConfigMap write raised, and how to write another value of it:

@@ -53,7 +53,7 @@ const meshConfigResync = 30 * time.Second
 // The mesh gate reads the mesh kinds (meshwatch's informers) and manages its own webhook
 // configuration: any MutatingWebhookConfiguration is read to find the workload gate's (its name
 // differs between config/ and the chart), only retrycap-mesh is changed or deleted.
-// +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices;serviceentries,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;gateways,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.envoyproxy.io,resources=backendtrafficpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=linkerd.io,resources=serviceprofiles,verbs=get;list;watch

@@ -190,7 +190,8 @@ func meshSets(set *mesh.Set, raw, old []byte) (obj meshObject, before, after *me
 }
 
 // DecideMesh judges a create or update of a mesh object (VirtualService, HTTPRoute, GRPCRoute,
-// Service with Linkerd retry annotations, BackendTrafficPolicy) against every RetryPolicy of the
+// Service with Linkerd retry annotations, BackendTrafficPolicy; a ServiceEntry is
+// DecideMeshServiceEntry's) against every RetryPolicy of the
 // namespaces it bears on (in.Policies), each on its own namespace's graph, and every
 // ClusterRetryPolicy whose scope has one of those namespaces (in.ClusterPolicies), on its graph
 // across its namespaces, as the workload gate judges workloads:
@@ -210,6 +211,10 @@ func DecideMesh(in MeshInput) MeshDecision {
 	obj, oldSet, newSet, err := meshSets(in.Set, in.Object, in.Old)
 	if err != nil {
 		return MeshDecision{Message: err.Error()}
+	}
+	if isServiceEntry(obj) {
+		// No retry field of its own: never rewritten (mesh_serviceentry.go).
+		return decideServiceEntry(in, obj, oldSet, newSet)
 	}
 	policies := in.judged(MeshBearsOn(obj.namespace, in.Object, in.Old))
 	if n := newSet.Routes(obj.group, obj.kind, obj.namespace, obj.name); n > MaxMeshRoutes {

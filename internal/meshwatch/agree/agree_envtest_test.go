@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/analyze/kustomize"
@@ -23,6 +24,10 @@ import (
 type fileCase struct {
 	name, file string    // file: a manifest file, or a kustomization's directory
 	rename     [2]string // old, new; empty: as written
+	// namespace, when set, is where the objects the file leaves in namespace default (or in
+	// none, which analyze reads as default) go, the Namespace default renamed to it: the
+	// cluster's default namespace is every case's.
+	namespace string
 	// gateSkip, when set, is why the gate's part may not agree yet: a mismatch then skips with
 	// the reason and the gate's message instead of failing (the status part still must agree).
 	gateSkip string
@@ -70,16 +75,7 @@ func agreeOnFile(t *testing.T, op *operatortest.Operator, fc fileCase) {
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	c, ctx := op.Client, op.Ctx
-	file := publicdatatest.Dir(t, fc.file) // a directory listing public projects' module files: assembled
-	raw, err := os.ReadFile(file)
-	if fi, serr := os.Stat(file); serr == nil && fi.IsDir() {
-		raw, err = kustomize.Build(file) // a kustomization, as analyze -k reads it
-	}
-	g.Expect(err).NotTo(HaveOccurred())
-	input := string(raw)
-	if fc.rename[0] != "" {
-		input = strings.ReplaceAll(input, fc.rename[0], fc.rename[1])
-	}
+	input := readInput(t, fc)
 	rep := analyzeInput(t, input)
 	g.Expect(rep.Violations).NotTo(BeEmpty(), "every input here is over its cap")
 	t.Logf("analyze: %d over cap %d on %v", rep.Amplification, rep.Cap, rep.WorstPath)
@@ -188,4 +184,46 @@ func agreeOnFile(t *testing.T, op *operatortest.Operator, fc fileCase) {
 		t.Fatalf("the gate says %q, want the prefix %q", got, prefix)
 	}
 	t.Logf("gate: %s", got)
+}
+
+// readInput is fc's input: its file, or its kustomization built as analyze -k builds it, renamed.
+func readInput(t *testing.T, fc fileCase) string {
+	t.Helper()
+	file := publicdatatest.Dir(t, fc.file) // a directory listing public projects' module files: assembled
+	raw, err := os.ReadFile(file)
+	if fi, serr := os.Stat(file); serr == nil && fi.IsDir() {
+		raw, err = kustomize.Build(file) // a kustomization, as analyze -k reads it
+	}
+	if err != nil {
+		t.Fatalf("reading %s: %v", fc.file, err)
+	}
+	input := string(raw)
+	if fc.rename[0] != "" {
+		input = strings.ReplaceAll(input, fc.rename[0], fc.rename[1])
+	}
+	if fc.namespace != "" {
+		input = outOfDefault(t, input, fc.namespace)
+	}
+	return input
+}
+
+// outOfDefault is docs with the Namespace default renamed ns and every other object of namespace
+// default (or of none) put in ns.
+func outOfDefault(t *testing.T, docs, ns string) string {
+	t.Helper()
+	var out []string
+	for _, u := range objects(t, docs) {
+		switch {
+		case u.GetKind() == "Namespace" && u.GetName() == "default":
+			u.SetName(ns)
+		case u.GetKind() != "Namespace" && (u.GetNamespace() == "" || u.GetNamespace() == "default"):
+			u.SetNamespace(ns)
+		}
+		data, err := yaml.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(data))
+	}
+	return strings.Join(out, "\n---\n")
 }
