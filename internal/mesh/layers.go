@@ -47,6 +47,11 @@ type Layer struct {
 	// rule: Linkerd, for a Gateway API rule's retry (counted as declared, an upper bound), reads
 	// rules[].timeouts.request and no backendRequest (LayerTime).
 	NoRuleTimes bool
+	// Registers is, for Istio's default route to an external host, the ServiceEntry that
+	// registers the host ("ServiceEntry ns/name") and RegisteredPorts its ports ("80 HTTP"):
+	// the object a change of which raises or lowers the layer (the mesh gate names it), kept
+	// apart from Object, which holds a retry field.
+	Registers, RegisteredPorts string
 }
 
 // String is "3 (Istio default, no VirtualService binds reviews)".

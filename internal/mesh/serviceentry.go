@@ -120,7 +120,9 @@ func (s *Set) serviceEntryDefault(c Caller, host string, port int32) (Layer, boo
 	for i, p := range u.ports {
 		ps[i] = p.String()
 	}
-	return s.istioDefault(fmt.Sprintf("%s registers %s (port %s), no VirtualService binds it", u.se.id(), host, strings.Join(ps, ", "))), true
+	l := s.istioDefault(fmt.Sprintf("%s registers %s (port %s), no VirtualService binds it", u.se.id(), host, strings.Join(ps, ", ")))
+	l.Registers, l.RegisteredPorts = u.se.id(), strings.Join(ps, ", ")
+	return l, true
 }
 
 // onlyHTTPExternal is onlyHTTP for a call to an external host: where the ServiceEntries that

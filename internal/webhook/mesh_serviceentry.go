@@ -93,11 +93,11 @@ func serviceEntryLever(p judgedPolicy, obj meshObject, se serviceEntrySpec, set 
 		m = r.MeshEdges[[2]string{e.from, e.to}]
 	}
 	// The layer the entry gives the call: Istio's default route names the entry that
-	// registers the host ("ServiceEntry ns/name registers HOST (port 80 HTTP), ..."); a route
-	// parented to the entry (mesh/egress.go) is a layer of that route.
+	// registers the host (Layer.Registers); a route parented to the entry (mesh/egress.go) is
+	// a layer of that route.
 	var layer mesh.Layer
 	for _, l := range m.Layers {
-		if strings.Contains(l.Note, obj.id()+" registers ") {
+		if l.Registers == obj.id() {
 			layer = l
 			break
 		}
@@ -119,10 +119,8 @@ func serviceEntryLever(p judgedPolicy, obj meshObject, se serviceEntrySpec, set 
 		}
 	}
 	what := fmt.Sprintf("%s %s: %s", obj.id(), hostField, host)
-	if _, after, ok := strings.Cut(layer.Note, obj.id()+" registers "+e.to+" (port "); ok {
-		if port, _, ok := strings.Cut(after, ")"); ok {
-			what += " (port " + port + ")"
-		}
+	if layer.Registers == obj.id() && layer.RegisteredPorts != "" {
+		what += " (port " + layer.RegisteredPorts + ")"
 	}
 	v := meshVerdict{judge: judgeAt(r, e), time: timeAt(p, r, e)}
 	msg := what + " makes " + v.explain()
