@@ -39,6 +39,13 @@ const (
 	// DefaultLoopSpin is --loop-spin's default: off (docs/decisions.md, "A busy event loop
 	// spins before it sleeps": no req/s gain shown beyond the noise, and CPU spent at high rates).
 	DefaultLoopSpin = 0
+	// DefaultMaxBufferedBodyBytes is --max-buffered-body-bytes' default, 32 MiB: the injected
+	// sidecar's memory limit (64Mi) less its idle RSS (~18 MiB) leaves ~46 MiB, and a body held
+	// whole costs more than its bytes (the goroutine engine's buffer of a chunked body grows by
+	// doubling, its old halves garbage until the next GC). Unbounded, three concurrent 15 MiB
+	// uploads OOM-killed the sidecar (docs/decisions.md, "A proxy-wide budget of buffered
+	// request bodies").
+	DefaultMaxBufferedBodyBytes = 32 << 20
 )
 
 // Args is retrycap-proxy's command line. The grammars of Upstreams (the retrycap.dev/upstreams
@@ -76,9 +83,12 @@ type Args struct {
 	BreakerWindow      time.Duration
 	BreakerOpenFor     time.Duration
 	MaxReplayBytes     int
-	KeyTTL             time.Duration
-	Resolve            string // NAME=HOST:PORT, comma separated
-	DrainTimeout       time.Duration
+	// MaxBufferedBodyBytes bounds the request body bytes the HTTP/1.1 engines hold at once,
+	// proxy-wide.
+	MaxBufferedBodyBytes int
+	KeyTTL               time.Duration
+	Resolve              string // NAME=HOST:PORT, comma separated
+	DrainTimeout         time.Duration
 	// Connection management (HAProxy's timeout http-request, http-keep-alive, client; and a
 	// bound on how long a pooled upstream connection is trusted).
 	HTTPRequestTimeout  time.Duration
@@ -97,24 +107,25 @@ type Args struct {
 // (api/v1alpha1/defaults).
 func Defaults() Args {
 	return Args{
-		Listen:             DefaultListen,
-		Admin:              ":" + strconv.Itoa(DefaultAdminPort),
-		DefaultAttempts:    defaults.Attempts,
-		PerTryTimeout:      defaults.PerTryTimeout,
-		BackoffBase:        defaults.BackoffBase,
-		BackoffMax:         defaults.BackoffMax,
-		BackoffJitter:      true,
-		RetryOn:            strings.Join(defaults.RetryOn(), ","),
-		RetryMethods:       defaults.Methods(),
-		BudgetPercent:      defaults.BudgetPercent,
-		BudgetMinPerSecond: defaults.BudgetMinPerSecond,
-		BudgetWindow:       defaults.BudgetWindow,
-		BreakerFailures:    defaults.BreakerFailures,
-		BreakerWindow:      defaults.BreakerWindow,
-		BreakerOpenFor:     defaults.BreakerOpenFor,
-		MaxReplayBytes:     defaults.MaxReplayBytes,
-		KeyTTL:             defaults.KeyTTL,
-		DrainTimeout:       10 * time.Second,
+		Listen:               DefaultListen,
+		Admin:                ":" + strconv.Itoa(DefaultAdminPort),
+		DefaultAttempts:      defaults.Attempts,
+		PerTryTimeout:        defaults.PerTryTimeout,
+		BackoffBase:          defaults.BackoffBase,
+		BackoffMax:           defaults.BackoffMax,
+		BackoffJitter:        true,
+		RetryOn:              strings.Join(defaults.RetryOn(), ","),
+		RetryMethods:         defaults.Methods(),
+		BudgetPercent:        defaults.BudgetPercent,
+		BudgetMinPerSecond:   defaults.BudgetMinPerSecond,
+		BudgetWindow:         defaults.BudgetWindow,
+		BreakerFailures:      defaults.BreakerFailures,
+		BreakerWindow:        defaults.BreakerWindow,
+		BreakerOpenFor:       defaults.BreakerOpenFor,
+		MaxReplayBytes:       defaults.MaxReplayBytes,
+		MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
+		KeyTTL:               defaults.KeyTTL,
+		DrainTimeout:         10 * time.Second,
 		// HAProxy answers 408 after its timeout http-request (commonly 10s).
 		HTTPRequestTimeout: 10 * time.Second,
 		// Longer than the clients' own pools keep a connection (Go's http.Transport: 90s),
@@ -165,6 +176,7 @@ var flags = []flag{
 	{"breaker-window", "breaker failure window, 1ms..1h", true, func(a *Args) any { return &a.BreakerWindow }},
 	{"breaker-open-for", "how long an open breaker fails fast before a half-open probe, 1ms..1h", true, func(a *Args) any { return &a.BreakerOpenFor }},
 	{"max-replay-bytes", "largest request body that is retried", false, func(a *Args) any { return &a.MaxReplayBytes }},
+	{"max-buffered-body-bytes", "request body bytes the HTTP/1.1 engines hold in memory at once, proxy-wide, 64 KiB..1 GiB (a body is read whole before it is forwarded, to replay it): a request whose body does not fit beside those in flight gets 503 with Retry-After: 1 at once and is not sent; the default, 32 MiB, fits the sidecar's 64Mi memory limit", false, func(a *Args) any { return &a.MaxBufferedBodyBytes }},
 	{"key-ttl", "how long an entry proxy remembers an Idempotency-Key's spend", false, func(a *Args) any { return &a.KeyTTL }},
 	{"resolve", "static resolution NAME=HOST:PORT, comma separated", false, func(a *Args) any { return &a.Resolve }},
 	{"drain-timeout", "on SIGTERM, how long in-flight requests may take to finish", false, func(a *Args) any { return &a.DrainTimeout }},

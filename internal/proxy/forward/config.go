@@ -28,7 +28,10 @@ type Config struct {
 	BreakerWindow      time.Duration
 	BreakerOpenFor     time.Duration
 	MaxReplayBytes     int
-	KeyTTL             time.Duration
+	// MaxBufferedBodyBytes is --max-buffered-body-bytes (0: its default): the
+	// BodyBudget's size.
+	MaxBufferedBodyBytes int64
+	KeyTTL               time.Duration
 	// Resolve is --resolve: lower-case host name -> host:port.
 	Resolve map[string]string
 	// Namespace is the pod's namespace (--namespace): host names are matched to upstreams by

@@ -108,13 +108,13 @@ func New(f *forward.Forwarder) *Engine {
 // Serve serves the connections ln accepts until Shutdown. Accepting pauses
 // (with a backoff) while descriptors are exhausted, rather than ending.
 func (e *Engine) Serve(ln net.Listener) error {
-	return e.srv.Serve(&pauseListener{Listener: ln, f: e.f, pause: &e.f.Accept})
+	return e.srv.Serve(&pauseListener{Listener: ln, e: e, f: e.f, pause: &e.f.Accept})
 }
 
 // ServeConn serves the HTTP/1.1 requests on c until it closes, as a
 // connection of the listener (through the pre-parser): the inside of a
 // CONNECT tunnel to a known upstream that carries plain HTTP/1.1.
-func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(newHeadConn(c)) }
+func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(e.newHeadConn(c)) }
 
 // Shutdown stops the server: in-flight requests may finish until ctx ends.
 // At its end the answers whose bodies still stream are cut ("cut":"proxy":
@@ -138,7 +138,14 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// not Temporary: no net.Error, it was answered 400 "the request cannot
 	// be parsed".
 	var ne interface{ Timeout() bool }
+	// The connection closes after this answer: its budget is released.
+	budget := budgetRefused(ctx.Conn())
 	switch why := bodyRefusedWhy(ctx.Conn()); {
+	case budget != "":
+		// The body did not fit in --max-buffered-body-bytes: 503, nothing
+		// sent upstream.
+		forward.SetBudgetAnswer(&ctx.Response, budget)
+		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
 	case why != "":
 		// The pre-parser refused the request's chunked body (trailers with
 		// a bare LF, a chunk line or framing over Go's bounds); fasthttp
@@ -250,6 +257,10 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		e.bodyDue.Delete(&ctx.Request.Header) // the body is in
 	}
 	servedRequest(ctx.Conn())
+	// The request's body is not needed once the handler is done (an answer
+	// that streams on reads only the upstream): its budget is released,
+	// and its buffer dropped rather than left pooled with the request.
+	defer e.bodyDone(ctx)
 	// A head the proxy does not read (HAProxy answers these 400 too), and
 	// the HTTP version (forward.CheckVersion).
 	msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders())
@@ -308,6 +319,17 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	if !ctx.Request.Header.IsHTTP11() {
 		e.http10(ctx)
 	}
+}
+
+// bodyDone releases the budget of ctx's request body, whose buffer goes
+// with it: a large one is dropped, not kept by the pooled request until the
+// next request on some connection (fasthttp pools buffers of any size until
+// its pool calibrates), so that the bytes released are bytes freed.
+func (e *Engine) bodyDone(ctx *fasthttp.RequestCtx) {
+	if len(ctx.Request.Body()) > forward.BufferedBodyMax {
+		ctx.Request.ReleaseBody(forward.BufferedBodyMax)
+	}
+	requestDone(ctx.Conn())
 }
 
 // refuse answers a request the proxy refuses with code and body, its own
