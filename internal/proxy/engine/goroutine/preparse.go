@@ -260,6 +260,7 @@ func round2(n int64) int64 {
 	}
 	return p
 }
+
 // servedRequest: the handler has the next request of c (a headConn, or any
 // other connection, which is ignored).
 // NetConn is the connection the pre-parser reads (clientClosed looks at it).
