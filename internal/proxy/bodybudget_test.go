@@ -24,10 +24,11 @@ import (
 // TestBodyBudgetBoundsRSS (bodybudget_rss_test.go).
 
 // budgetHeld is what each engine reserves for a Content-Length body of n
-// bytes: the loop its length, the goroutine engine the length its read
-// buffer takes (a power of two, as fasthttp's buffer grows).
+// bytes: the loop its length (up to 64 KiB: a larger body it hands to the
+// goroutine engine), the goroutine engine the length its read buffer takes
+// (a power of two, as fasthttp's buffer grows).
 func budgetHeld(engine string, n int64) int64 {
-	if engine == "loop" {
+	if engine == "loop" && n <= 64<<10 {
 		return n
 	}
 	p := int64(1)
@@ -64,16 +65,29 @@ func postHead(path string, n int) string {
 // executed; the budget is back to 0 once the first is answered, and a third
 // POST then goes through. The loop refuses it itself (a body up to 64 KiB is
 // its own), the goroutine engine from its pre-parser.
+//
+// A body over 64 KiB (100,000 bytes, the budget 128 KiB): the goroutine
+// engine's (the loop hands it over) reserved as its head is read, refused
+// before fasthttp allocates its buffer.
 func TestBodyBudgetRefusesExactly(t *testing.T) {
-	const size, max = 40000, 64 << 10
-	for _, engine := range []string{"loop", "goroutine"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, tc := range []struct{ size, max int64 }{{40000, 64 << 10}, {100000, 128 << 10}} {
+		for _, engine := range []string{"loop", "goroutine"} {
+			t.Run(fmt.Sprintf("%s/%d", engine, tc.size), func(t *testing.T) {
+				testBudgetRefuses(t, engine, tc.size, tc.max)
+			})
+		}
+	}
+}
+
+func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
+	{
+		{
 			b, got, release := gatedBackend(t)
 			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr(),
-				"--max-buffered-body-bytes", strconv.Itoa(max))
-			body := strings.Repeat("a", size)
+				"--max-buffered-body-bytes", strconv.FormatInt(max, 10))
+			body := strings.Repeat("a", int(size))
 			a := proxytest.Dial(t, p.Addr())
-			a.Send(postHead("/1", size) + body)
+			a.Send(postHead("/1", int(size)) + body)
 			proxytest.Wait(t, got, "the first POST at the backend")
 			held := budgetHeld(engine, size)
 			if n := p.fw.Bodies.InUse(); n != held {
@@ -81,7 +95,7 @@ func TestBodyBudgetRefusesExactly(t *testing.T) {
 			}
 
 			c := proxytest.Dial(t, p.Addr())
-			c.Send(postHead("/2", size)) // the head alone: refused before any body byte
+			c.Send(postHead("/2", int(size))) // the head alone: refused before any body byte
 			want := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
 				strconv.Itoa(len(forward.BudgetBody(size, held, max))) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" +
 				fmt.Sprintf("retrycap-proxy: request body of %d bytes refused: %d of the proxy's %d buffered-body bytes (--max-buffered-body-bytes) are in use\n", size, held, max)
@@ -96,10 +110,10 @@ func TestBodyBudgetRefusesExactly(t *testing.T) {
 			}
 
 			close(release)
-			a.Expect("POST", http.StatusOK, strconv.Itoa(size))
+			a.Expect("POST", http.StatusOK, strconv.Itoa(int(size)))
 			proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
-			a.Send(postHead("/3", size) + body)
-			a.Expect("POST", http.StatusOK, strconv.Itoa(size))
+			a.Send(postHead("/3", int(size)) + body)
+			a.Expect("POST", http.StatusOK, strconv.Itoa(int(size)))
 			if n := b.Hits.Load(); n != 2 {
 				t.Errorf("the backend executed %d requests, want 2 (the refused one never)", n)
 			}
@@ -110,7 +124,7 @@ func TestBodyBudgetRefusesExactly(t *testing.T) {
 					t.Errorf("metrics lack %q", line)
 				}
 			}
-		})
+		}
 	}
 }
 
@@ -130,14 +144,14 @@ func metricsText(t *testing.T, p *Proxy) string {
 }
 
 // TestBodyBudgetChunkedMidBody: a chunked body reserves as its chunks are
-// announced (what fasthttp's buffer grows to: a power of two over the data
-// so far): with 64 KiB, chunks of 30,000 bytes fit twice (32 KiB, then 64
-// KiB held) and the third is refused: the proxy's 503 naming the 90,000
+// announced (twice what fasthttp's buffer grows to: a power of two over the
+// data so far, its old halves garbage): with 128 KiB, chunks of 30,000 bytes
+// fit twice (64 KiB, then 128 KiB held) and the third is refused: the proxy's 503 naming the 90,000
 // bytes, the connection closed, nothing sent upstream (decisions.md: the
 // bytes read are dropped, not forwarded). On the loop, which hands chunked
 // bodies to the goroutine engine, alike.
 func TestBodyBudgetChunkedMidBody(t *testing.T) {
-	const max = 64 << 10
+	const max = 128 << 10
 	for _, engine := range []string{"loop", "goroutine"} {
 		t.Run(engine, func(t *testing.T) {
 			b := proxytest.NewBackend(t, nil)
@@ -217,10 +231,18 @@ func TestBodyBudgetReleasedOnEveryPath(t *testing.T) {
 			_ = c.C.Close()
 			zero("a client gone mid-body")
 
+			// A client gone mid-body, a body over 64 KiB (reserved by the
+			// goroutine engine as its head is read).
+			c = proxytest.Dial(t, p.Addr())
+			c.Send(postHead("/gone", 100000) + body[:1000])
+			proxytest.Eventually(t, "the body reserved", func() bool { return p.fw.Bodies.InUse() == 131072 })
+			_ = c.C.Close()
+			zero("a client gone mid-body (100,000 bytes)")
+
 			// A client gone mid-body, chunked.
 			c = proxytest.Dial(t, p.Addr())
 			c.Send("POST http://backend/gone HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n", size) + body[:1000])
-			proxytest.Eventually(t, "the chunk reserved", func() bool { return p.fw.Bodies.InUse() == budgetHeld("goroutine", size+2) })
+			proxytest.Eventually(t, "the chunk reserved", func() bool { return p.fw.Bodies.InUse() == 2*budgetHeld("goroutine", size+2) })
 			_ = c.C.Close()
 			zero("a chunked client gone mid-body")
 

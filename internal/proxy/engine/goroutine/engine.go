@@ -35,6 +35,11 @@ type Engine struct {
 	// not --http-request-timeout's (fasthttp resets the request on a body
 	// error, so the header cannot tell).
 	bodyDue sync.Map
+	// held holds, by request header (as bodyDue), the body budget a
+	// Content-Length body over forward.BufferedBodyMax reserved when its
+	// head was read (headerReceived), or the refusal when it did not fit:
+	// taken by the handler (bodyDone) or the error handler (requestError).
+	held sync.Map
 
 	// ConnectHook, when set (before Serve), is offered every hijacked
 	// CONNECT tunnel first, with the client connection, the CONNECT target
@@ -138,8 +143,13 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// not Temporary: no net.Error, it was answered 400 "the request cannot
 	// be parsed".
 	var ne interface{ Timeout() bool }
-	// The connection closes after this answer: its budget is released.
-	budget := budgetRefused(ctx.Conn())
+	// The connection closes after this answer: its budget is released,
+	// and what was read of its body dropped (not pooled: bodyDone).
+	ctx.Request.ReleaseBody(forward.BufferedBodyMax)
+	budget := e.takeHeld(&ctx.Request.Header)
+	if b := budgetRefused(ctx.Conn()); b != "" {
+		budget = b
+	}
 	switch why := bodyRefusedWhy(ctx.Conn()); {
 	case budget != "":
 		// The body did not fit in --max-buffered-body-bytes: 503, nothing
@@ -191,10 +201,46 @@ func (s serverLog) Printf(format string, args ...any) {
 // headerReceived gives a request's body --client-timeout, from the end of
 // its head, and notes when that began (bodyDue).
 func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if h.ContentLength() != 0 {
+	cfg := fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+	n := h.ContentLength()
+	if n != 0 {
 		e.bodyDue.Store(h, time.Now().UnixNano())
 	}
-	return fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+	if n > forward.BufferedBodyMax && n <= forward.MaxRequestBody {
+		// Reserved here, not by the pre-parser: fasthttp allocates the
+		// body's buffer as it starts reading it, so a refusal must come
+		// before. A larger body is fasthttp's 413, unread; a smaller one's
+		// is the pre-parser's (frame).
+		e.takeHeld(h) // left by a connection that ended unseen (closed under its read)
+		r := round2(int64(n))
+		if ok, inUse := e.f.Bodies.Reserve(r); ok {
+			e.held.Store(h, heldBody{n: r})
+		} else {
+			e.held.Store(h, heldBody{refusal: e.f.Bodies.RefusedBody(int64(n), inUse)})
+			// fasthttp refuses it unread (ErrBodyTooLarge; requestError
+			// answers the budget's 503), its buffer never allocated.
+			cfg.MaxRequestBodySize = 1
+		}
+	}
+	return cfg
+}
+
+// heldBody is a Content-Length body's reservation (n bytes) or refusal.
+type heldBody struct {
+	n       int64
+	refusal string
+}
+
+// takeHeld takes h's reservation, released, and returns its refusal ("" if
+// it was none).
+func (e *Engine) takeHeld(h *fasthttp.RequestHeader) string {
+	v, ok := e.held.LoadAndDelete(h)
+	if !ok {
+		return ""
+	}
+	hb, _ := v.(heldBody)
+	e.f.Bodies.ReleaseFreed(hb.n)
+	return hb.refusal
 }
 
 // bodyTimedOut reports whether a timeout on ctx's connection is its body's:
@@ -329,6 +375,7 @@ func (e *Engine) bodyDone(ctx *fasthttp.RequestCtx) {
 	if len(ctx.Request.Body()) > forward.BufferedBodyMax {
 		ctx.Request.ReleaseBody(forward.BufferedBodyMax)
 	}
+	e.takeHeld(&ctx.Request.Header)
 	requestDone(ctx.Conn())
 }
 
