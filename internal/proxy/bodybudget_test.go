@@ -6,12 +6,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/retrycap/retrycap/internal/observe"
 	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
@@ -83,8 +86,9 @@ func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
 	{
 		{
 			b, got, release := gatedBackend(t)
+			logPath := filepath.Join(t.TempDir(), "access.log")
 			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr(),
-				"--max-buffered-body-bytes", strconv.FormatInt(max, 10))
+				"--max-buffered-body-bytes", strconv.FormatInt(max, 10), "--access-log", logPath)
 			body := strings.Repeat("a", int(size))
 			a := proxytest.Dial(t, p.Addr())
 			a.Send(postHead("/1", int(size)) + body)
@@ -123,6 +127,35 @@ func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
 				if !strings.Contains(scrape, line) {
 					t.Errorf("metrics lack %q", line)
 				}
+			}
+			// The access log: the refusal's line (attempt 0, nothing sent),
+			// between the two attempts that ran.
+			if err := p.accessLog.w.Close(); err != nil { // flush
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var refusals, attempts int
+			for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+				a, ok, err := observe.ParseLine([]byte(l), observe.Source{})
+				switch {
+				case err != nil || !ok:
+					t.Errorf("line %q: %v %v", l, ok, err)
+				case a.Status == http.StatusServiceUnavailable:
+					refusals++
+					if a.Number != 0 || a.Error != forward.ErrBodyBudget || a.Target != "backend" || a.Method != "POST" || a.Path != "/2" {
+						t.Errorf("the refusal's line: %+v", a)
+					}
+				case a.Status == http.StatusOK && a.Number == 1:
+					attempts++
+				default:
+					t.Errorf("line %q", l)
+				}
+			}
+			if refusals != 1 || attempts != 2 {
+				t.Errorf("access log: %d refusals, %d attempts; want 1, 2:\n%s", refusals, attempts, data)
 			}
 		}
 	}

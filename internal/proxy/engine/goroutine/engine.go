@@ -147,15 +147,17 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// and what was read of its body dropped (not pooled: bodyDone).
 	ctx.Request.ReleaseBody(forward.BufferedBodyMax)
 	budget := e.takeHeld(&ctx.Request.Header)
+	if budget != "" {
+		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
+	}
 	if b := budgetRefused(ctx.Conn()); b != "" {
-		budget = b
+		budget = b // logged by the pre-parser: fasthttp reset the header on the body's error
 	}
 	switch why := bodyRefusedWhy(ctx.Conn()); {
 	case budget != "":
 		// The body did not fit in --max-buffered-body-bytes: 503, nothing
 		// sent upstream.
 		forward.SetBudgetAnswer(&ctx.Response, budget)
-		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
 	case why != "":
 		// The pre-parser refused the request's chunked body (trailers with
 		// a bare LF, a chunk line or framing over Go's bounds); fasthttp

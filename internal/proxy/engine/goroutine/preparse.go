@@ -98,6 +98,7 @@ type headConn struct {
 	// with the request (bodyDone), on an error the server answers
 	// (releaseAll), and at the close.
 	budget *forward.BodyBudget
+	f      *forward.Forwarder // logs a refusal (nil: not logged)
 	// rmu guards resv and gone: Close may come from another goroutine
 	// (the server's shutdown, a tunnel's end).
 	rmu  sync.Mutex
@@ -169,7 +170,7 @@ func newHeadConn(c net.Conn) *headConn { return &headConn{Conn: c} }
 
 // newHeadConn is the pre-parser on c with the engine's body budget.
 func (e *Engine) newHeadConn(c net.Conn) *headConn {
-	return &headConn{Conn: c, budget: e.f.Bodies}
+	return &headConn{Conn: c, budget: e.f.Bodies, f: e.f}
 }
 
 // reserve takes n more bytes of the budget for the body of the current
@@ -457,6 +458,11 @@ func (c *headConn) reserveChunk(size int64) bool {
 // it) for the budget: the server's error handler answers (requestError,
 // budgetRefused). Nothing of the body was read, so the scan goes no further.
 func (c *headConn) refuseBudget() {
+	if c.f != nil && c.hp != nil {
+		// The head framed last is the refused body's (fasthttp resets its
+		// own on the body's error, before requestError sees it).
+		c.f.LogBudgetRefusal(&c.hp.h, nil)
+	}
 	c.refusal, c.refuseAt = budgetMarker, c.heads-1
 	c.part = c.part[:0]
 }
