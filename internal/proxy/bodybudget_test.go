@@ -329,3 +329,39 @@ func TestBodyBudgetFlag(t *testing.T) {
 		t.Errorf("default: %v, %v; want 33554432", c.MaxBufferedBodyBytes, err)
 	}
 }
+
+// TestBodyBudgetExpect: a POST with Expect: 100-continue whose body does
+// not fit gets the proxy's 100 Continue (fasthttp's server sends it before
+// it reads a body), then the budget's 503, on both engines (the loop hands
+// Expect to the goroutine engine), and is never executed.
+func TestBodyBudgetExpect(t *testing.T) {
+	const max = 64 << 10
+	for _, size := range []int64{60000, 100000} {
+		for _, engine := range []string{"loop", "goroutine"} {
+			t.Run(fmt.Sprintf("%s/%d", engine, size), func(t *testing.T) {
+				b, got, release := gatedBackend(t)
+				p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr(),
+					"--max-buffered-body-bytes", strconv.Itoa(max))
+				// 40,000 bytes in flight (65,536 of the goroutine engine's).
+				a := proxytest.Dial(t, p.Addr())
+				a.Send(postHead("/1", 40000) + strings.Repeat("a", 40000))
+				proxytest.Wait(t, got, "the first POST at the backend")
+				held := budgetHeld(engine, 40000)
+
+				c := proxytest.Dial(t, p.Addr())
+				c.Send(strings.Replace(postHead("/2", int(size)), "\r\n\r\n", "\r\nExpect: 100-continue\r\n\r\n", 1))
+				c.Expect("POST", http.StatusContinue, "")
+				_, _ = io.WriteString(c.C, strings.Repeat("e", int(size))) // may meet the close
+				if got, want := c.Rest(), string(forward.BudgetAnswer(forward.BudgetBody(size, held, max))); got != want {
+					t.Fatalf("answer:\n%q\nwant\n%q", got, want)
+				}
+				close(release)
+				a.Expect("POST", http.StatusOK, "40000")
+				proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
+				if n := b.Hits.Load(); n != 1 {
+					t.Errorf("the backend executed %d requests, want 1", n)
+				}
+			})
+		}
+	}
+}
