@@ -326,7 +326,12 @@ func TestBodyBudgetFlag(t *testing.T) {
 	}
 	c, err := ParseFlags(nil, io.Discard)
 	if err != nil || c.MaxBufferedBodyBytes != 32<<20 {
-		t.Errorf("default: %v, %v; want 33554432", c.MaxBufferedBodyBytes, err)
+		t.Fatalf("default: %v, %v; want 33554432", c.MaxBufferedBodyBytes, err)
+	}
+	var check strings.Builder
+	c.Describe(&check) // --check
+	if !strings.Contains(check.String(), "\nmax-buffered-body-bytes 33554432\n") {
+		t.Errorf("--check does not show the budget:\n%s", check.String())
 	}
 }
 

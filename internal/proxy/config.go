@@ -275,4 +275,5 @@ func (c *Config) Describe(w io.Writer) {
 		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
 	fmt.Fprintf(w, "loop-spin %s\n", c.LoopSpin)
 	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
+	fmt.Fprintf(w, "max-buffered-body-bytes %d\n", c.MaxBufferedBodyBytes)
 }

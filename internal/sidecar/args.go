@@ -83,12 +83,9 @@ type Args struct {
 	BreakerWindow      time.Duration
 	BreakerOpenFor     time.Duration
 	MaxReplayBytes     int
-	// MaxBufferedBodyBytes bounds the request body bytes the HTTP/1.1 engines hold at once,
-	// proxy-wide.
-	MaxBufferedBodyBytes int
-	KeyTTL               time.Duration
-	Resolve              string // NAME=HOST:PORT, comma separated
-	DrainTimeout         time.Duration
+	KeyTTL             time.Duration
+	Resolve            string // NAME=HOST:PORT, comma separated
+	DrainTimeout       time.Duration
 	// Connection management (HAProxy's timeout http-request, http-keep-alive, client; and a
 	// bound on how long a pooled upstream connection is trusted).
 	HTTPRequestTimeout  time.Duration
@@ -101,31 +98,34 @@ type Args struct {
 	Check    bool
 	// AccessLog is where the per-attempt access log goes: "off", "stdout" or a file path.
 	AccessLog string
+
+	// MaxBufferedBodyBytes bounds the request body bytes the HTTP/1.1 engines hold at once,
+	// proxy-wide.
+	MaxBufferedBodyBytes int
 }
 
 // Defaults are the flag defaults; the retry ones are the RetryPolicy defaults
 // (api/v1alpha1/defaults).
 func Defaults() Args {
 	return Args{
-		Listen:               DefaultListen,
-		Admin:                ":" + strconv.Itoa(DefaultAdminPort),
-		DefaultAttempts:      defaults.Attempts,
-		PerTryTimeout:        defaults.PerTryTimeout,
-		BackoffBase:          defaults.BackoffBase,
-		BackoffMax:           defaults.BackoffMax,
-		BackoffJitter:        true,
-		RetryOn:              strings.Join(defaults.RetryOn(), ","),
-		RetryMethods:         defaults.Methods(),
-		BudgetPercent:        defaults.BudgetPercent,
-		BudgetMinPerSecond:   defaults.BudgetMinPerSecond,
-		BudgetWindow:         defaults.BudgetWindow,
-		BreakerFailures:      defaults.BreakerFailures,
-		BreakerWindow:        defaults.BreakerWindow,
-		BreakerOpenFor:       defaults.BreakerOpenFor,
-		MaxReplayBytes:       defaults.MaxReplayBytes,
-		MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
-		KeyTTL:               defaults.KeyTTL,
-		DrainTimeout:         10 * time.Second,
+		Listen:             DefaultListen,
+		Admin:              ":" + strconv.Itoa(DefaultAdminPort),
+		DefaultAttempts:    defaults.Attempts,
+		PerTryTimeout:      defaults.PerTryTimeout,
+		BackoffBase:        defaults.BackoffBase,
+		BackoffMax:         defaults.BackoffMax,
+		BackoffJitter:      true,
+		RetryOn:            strings.Join(defaults.RetryOn(), ","),
+		RetryMethods:       defaults.Methods(),
+		BudgetPercent:      defaults.BudgetPercent,
+		BudgetMinPerSecond: defaults.BudgetMinPerSecond,
+		BudgetWindow:       defaults.BudgetWindow,
+		BreakerFailures:    defaults.BreakerFailures,
+		BreakerWindow:      defaults.BreakerWindow,
+		BreakerOpenFor:     defaults.BreakerOpenFor,
+		MaxReplayBytes:     defaults.MaxReplayBytes,
+		KeyTTL:             defaults.KeyTTL,
+		DrainTimeout:       10 * time.Second,
 		// HAProxy answers 408 after its timeout http-request (commonly 10s).
 		HTTPRequestTimeout: 10 * time.Second,
 		// Longer than the clients' own pools keep a connection (Go's http.Transport: 90s),
@@ -137,6 +137,8 @@ func Defaults() Args {
 		Engine:              "loop",
 		LoopSpin:            DefaultLoopSpin,
 		AccessLog:           AccessLogOff,
+
+		MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
 	}
 }
 

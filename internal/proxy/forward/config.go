@@ -28,10 +28,7 @@ type Config struct {
 	BreakerWindow      time.Duration
 	BreakerOpenFor     time.Duration
 	MaxReplayBytes     int
-	// MaxBufferedBodyBytes is --max-buffered-body-bytes (0: its default): the
-	// BodyBudget's size.
-	MaxBufferedBodyBytes int64
-	KeyTTL               time.Duration
+	KeyTTL             time.Duration
 	// Resolve is --resolve: lower-case host name -> host:port.
 	Resolve map[string]string
 	// Namespace is the pod's namespace (--namespace): host names are matched to upstreams by
@@ -46,6 +43,9 @@ type Config struct {
 	// LoopSpin is --loop-spin: how long a busy event loop polls before it
 	// sleeps (0: never).
 	LoopSpin time.Duration
+	// MaxBufferedBodyBytes is --max-buffered-body-bytes (0: its default): the
+	// BodyBudget's size.
+	MaxBufferedBodyBytes int64
 }
 
 // UpstreamConfig is one --upstreams entry.
