@@ -39,6 +39,11 @@ func Defaults() Config {
 // maxReplayBytesMax bounds --max-replay-bytes: a request body up to it is held in memory.
 const maxReplayBytesMax = 1 << 30
 
+// minBufferedBody is --max-buffered-body-bytes' least: the largest body the
+// event loop reads whole (forward.BufferedBodyMax), so that one such request
+// alone always fits.
+const minBufferedBody = 64 << 10
+
 // FlagError is a bad flag value; the command exits 2 on it.
 type FlagError struct {
 	Flag  string
@@ -188,6 +193,9 @@ func (c *Config) validate() error {
 	if c.MaxReplayBytes < 0 || c.MaxReplayBytes > maxReplayBytesMax {
 		return bad("max-replay-bytes", strconv.Itoa(c.MaxReplayBytes), "must be 0..%d (1 GiB: a body up to it is held in memory per request)", maxReplayBytesMax)
 	}
+	if c.MaxBufferedBodyBytes < minBufferedBody || c.MaxBufferedBodyBytes > maxReplayBytesMax {
+		return bad("max-buffered-body-bytes", strconv.Itoa(c.MaxBufferedBodyBytes), "must be %d..%d (64 KiB: a body the event loop reads whole; 1 GiB)", minBufferedBody, maxReplayBytesMax)
+	}
 	if c.Engine != "loop" && c.Engine != "goroutine" {
 		return bad("engine", c.Engine, "must be loop or goroutine")
 	}
@@ -267,4 +275,5 @@ func (c *Config) Describe(w io.Writer) {
 		c.HTTPRequestTimeout, c.KeepAliveTimeout, c.ClientTimeout, c.UpstreamIdleTimeout, c.Engine)
 	fmt.Fprintf(w, "loop-spin %s\n", c.LoopSpin)
 	fmt.Fprintf(w, "access-log %s\n", c.AccessLog)
+	fmt.Fprintf(w, "max-buffered-body-bytes %d\n", c.MaxBufferedBodyBytes)
 }

@@ -36,5 +36,7 @@ func forwardConfig(c *Config) *forward.Config {
 		ClientTimeout:       c.ClientTimeout,
 		UpstreamIdleTimeout: c.UpstreamIdleTimeout,
 		LoopSpin:            c.LoopSpin,
+
+		MaxBufferedBodyBytes: int64(c.MaxBufferedBodyBytes),
 	}
 }

@@ -39,6 +39,13 @@ const (
 	// DefaultLoopSpin is --loop-spin's default: off (docs/decisions.md, "A busy event loop
 	// spins before it sleeps": no req/s gain shown beyond the noise, and CPU spent at high rates).
 	DefaultLoopSpin = 0
+	// DefaultMaxBufferedBodyBytes is --max-buffered-body-bytes' default, 32 MiB: the injected
+	// sidecar's memory limit (64Mi) less its idle RSS (~18 MiB) leaves ~46 MiB, and a body held
+	// whole costs more than its bytes (the goroutine engine's buffer of a chunked body grows by
+	// doubling, its old halves garbage until the next GC). Unbounded, three concurrent 15 MiB
+	// uploads OOM-killed the sidecar (docs/decisions.md, "A proxy-wide budget of buffered
+	// request bodies").
+	DefaultMaxBufferedBodyBytes = 32 << 20
 )
 
 // Args is retrycap-proxy's command line. The grammars of Upstreams (the retrycap.dev/upstreams
@@ -91,6 +98,10 @@ type Args struct {
 	Check    bool
 	// AccessLog is where the per-attempt access log goes: "off", "stdout" or a file path.
 	AccessLog string
+
+	// MaxBufferedBodyBytes bounds the request body bytes the HTTP/1.1 engines hold at once,
+	// proxy-wide.
+	MaxBufferedBodyBytes int
 }
 
 // Defaults are the flag defaults; the retry ones are the RetryPolicy defaults
@@ -126,6 +137,8 @@ func Defaults() Args {
 		Engine:              "loop",
 		LoopSpin:            DefaultLoopSpin,
 		AccessLog:           AccessLogOff,
+
+		MaxBufferedBodyBytes: DefaultMaxBufferedBodyBytes,
 	}
 }
 
@@ -165,6 +178,7 @@ var flags = []flag{
 	{"breaker-window", "breaker failure window, 1ms..1h", true, func(a *Args) any { return &a.BreakerWindow }},
 	{"breaker-open-for", "how long an open breaker fails fast before a half-open probe, 1ms..1h", true, func(a *Args) any { return &a.BreakerOpenFor }},
 	{"max-replay-bytes", "largest request body that is retried", false, func(a *Args) any { return &a.MaxReplayBytes }},
+	{"max-buffered-body-bytes", "request body bytes the HTTP/1.1 engines hold in memory at once, proxy-wide, 64 KiB..1 GiB (a body is read whole before it is forwarded, to replay it): a request whose body does not fit beside those in flight gets 503 with Retry-After: 1 at once and is not sent; the default, 32 MiB, fits the sidecar's 64Mi memory limit", false, func(a *Args) any { return &a.MaxBufferedBodyBytes }},
 	{"key-ttl", "how long an entry proxy remembers an Idempotency-Key's spend", false, func(a *Args) any { return &a.KeyTTL }},
 	{"resolve", "static resolution NAME=HOST:PORT, comma separated", false, func(a *Args) any { return &a.Resolve }},
 	{"drain-timeout", "on SIGTERM, how long in-flight requests may take to finish", false, func(a *Args) any { return &a.DrainTimeout }},

@@ -43,6 +43,9 @@ type Config struct {
 	// LoopSpin is --loop-spin: how long a busy event loop polls before it
 	// sleeps (0: never).
 	LoopSpin time.Duration
+	// MaxBufferedBodyBytes is --max-buffered-body-bytes (0: its default): the
+	// BodyBudget's size.
+	MaxBufferedBodyBytes int64
 }
 
 // UpstreamConfig is one --upstreams entry.

@@ -11,5 +11,6 @@
 // attempt and reads its answer head, and writes the answer the exchange
 // leaves in its fasthttp.Response. A chunked answer body that streams is
 // decoded for both by NewChunkedBody (chunked.go: Go's chunked reader and
-// a bounded trailer section).
+// a bounded trailer section). Both reserve the request bodies they hold
+// in one BodyBudget (bodybudget.go, --max-buffered-body-bytes).
 package forward

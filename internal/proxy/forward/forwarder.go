@@ -80,6 +80,8 @@ type Forwarder struct {
 	Accept AcceptPause
 	// Reserve is the admin port's spare descriptor.
 	Reserve Reserve
+	// Bodies bounds the request body bytes both HTTP/1.1 engines hold.
+	Bodies *BodyBudget
 }
 
 // Scratch is an exchange's reusable buffers.
@@ -111,6 +113,8 @@ func New(cfg *Config, logger *log.Logger) *Forwarder {
 		ledger: policy.NewKeyLedger(cfg.KeyTTL, 100000),
 	}
 	f.scratch.New = func() any { return &Scratch{} }
+	f.Bodies = NewBodyBudget(cfg.MaxBufferedBodyBytes)
+	f.M.registerBodyBudget(f.Bodies)
 	f.Accept.f = f
 	for _, m := range cfg.RetryMethods {
 		f.methods = append(f.methods, []byte(m))
@@ -142,6 +146,9 @@ func (c *Config) connDefaults() {
 		if *t.v <= 0 {
 			*t.v = *t.def
 		}
+	}
+	if c.MaxBufferedBodyBytes <= 0 {
+		c.MaxBufferedBodyBytes = sidecar.DefaultMaxBufferedBodyBytes
 	}
 }
 

@@ -28,6 +28,16 @@ import (
 // ending in "\n"), byte for byte as the goroutine engine's server writes
 // SetOwnAnswer's; closes adds Connection: close.
 func OwnAnswer(code int, body string, closes bool) []byte {
+	return ownAnswer(code, body, closes, false)
+}
+
+// OwnAnswerRetryAfter is OwnAnswer with "Retry-After: 1" after the
+// Content-Length, where the goroutine engine's server writes it.
+func OwnAnswerRetryAfter(code int, body string, closes bool) []byte {
+	return ownAnswer(code, body, closes, true)
+}
+
+func ownAnswer(code int, body string, closes, retryAfter bool) []byte {
 	b := make([]byte, 0, 128+len(body))
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(code), 10)
@@ -35,6 +45,9 @@ func OwnAnswer(code int, body string, closes bool) []byte {
 	b = append(b, fasthttp.StatusMessage(code)...)
 	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
+	if retryAfter {
+		b = append(b, "\r\nRetry-After: 1"...)
+	}
 	if closes {
 		b = append(b, "\r\nConnection: close"...)
 	}

@@ -106,6 +106,7 @@ func staleErr(err error, readBefore, readNow int64) bool {
 // on meanwhile.
 type pauseListener struct {
 	net.Listener
+	e     *Engine
 	f     *forward.Forwarder
 	pause *forward.AcceptPause
 }
@@ -126,7 +127,7 @@ func (l *pauseListener) Accept() (net.Conn, error) {
 			l.pause.Resumed()
 			// Read through the pre-parser (preparse.go), as every
 			// connection the engine serves.
-			return newHeadConn(c), nil
+			return l.e.newHeadConn(c), nil
 		}
 		if !forward.Exhausted(err) {
 			return nil, err

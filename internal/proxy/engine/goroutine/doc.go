@@ -8,7 +8,11 @@
 // in I/O only. Every connection is read through a pre-parser (preparse.go)
 // that gives each request head the loop's verdict before fasthttp parses
 // it, so that a head fasthttp would wait on (a bare LF) gets the loop's 400
-// at once. Each call's client socket is watched for its reset while the
+// at once; it also reserves each request body's bytes in the proxy-wide
+// budget (forward.BodyBudget) as they pass, with headerReceived for a
+// Content-Length body over 64 KiB (before fasthttp allocates its buffer),
+// and a body that does not fit is refused with the budget's 503. Each
+// call's client socket is watched for its reset while the
 // call runs (cut.go): a client that went away has its attempt's upstream
 // connection closed and its pending retry dropped. A drain that runs out
 // of time cuts the answers whose bodies still stream (fasthttp leaves its

@@ -35,6 +35,11 @@ type Engine struct {
 	// not --http-request-timeout's (fasthttp resets the request on a body
 	// error, so the header cannot tell).
 	bodyDue sync.Map
+	// held holds, by request header (as bodyDue), the body budget a
+	// Content-Length body over forward.BufferedBodyMax reserved when its
+	// head was read (headerReceived), or the refusal when it did not fit:
+	// taken by the handler (bodyDone) or the error handler (requestError).
+	held sync.Map
 
 	// ConnectHook, when set (before Serve), is offered every hijacked
 	// CONNECT tunnel first, with the client connection, the CONNECT target
@@ -108,13 +113,13 @@ func New(f *forward.Forwarder) *Engine {
 // Serve serves the connections ln accepts until Shutdown. Accepting pauses
 // (with a backoff) while descriptors are exhausted, rather than ending.
 func (e *Engine) Serve(ln net.Listener) error {
-	return e.srv.Serve(&pauseListener{Listener: ln, f: e.f, pause: &e.f.Accept})
+	return e.srv.Serve(&pauseListener{Listener: ln, e: e, f: e.f, pause: &e.f.Accept})
 }
 
 // ServeConn serves the HTTP/1.1 requests on c until it closes, as a
 // connection of the listener (through the pre-parser): the inside of a
 // CONNECT tunnel to a known upstream that carries plain HTTP/1.1.
-func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(newHeadConn(c)) }
+func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(e.newHeadConn(c)) }
 
 // Shutdown stops the server: in-flight requests may finish until ctx ends.
 // At its end the answers whose bodies still stream are cut ("cut":"proxy":
@@ -138,7 +143,21 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// not Temporary: no net.Error, it was answered 400 "the request cannot
 	// be parsed".
 	var ne interface{ Timeout() bool }
+	// The connection closes after this answer: its budget is released,
+	// and what was read of its body dropped (not pooled: bodyDone).
+	ctx.Request.ReleaseBody(forward.BufferedBodyMax)
+	budget := e.takeHeld(&ctx.Request.Header)
+	if budget != "" {
+		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
+	}
+	if b := budgetRefused(ctx.Conn()); b != "" {
+		budget = b // logged by the pre-parser: fasthttp reset the header on the body's error
+	}
 	switch why := bodyRefusedWhy(ctx.Conn()); {
+	case budget != "":
+		// The body did not fit in --max-buffered-body-bytes: 503, nothing
+		// sent upstream.
+		forward.SetBudgetAnswer(&ctx.Response, budget)
 	case why != "":
 		// The pre-parser refused the request's chunked body (trailers with
 		// a bare LF, a chunk line or framing over Go's bounds); fasthttp
@@ -184,10 +203,46 @@ func (s serverLog) Printf(format string, args ...any) {
 // headerReceived gives a request's body --client-timeout, from the end of
 // its head, and notes when that began (bodyDue).
 func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	if h.ContentLength() != 0 {
+	cfg := fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+	n := h.ContentLength()
+	if n != 0 {
 		e.bodyDue.Store(h, time.Now().UnixNano())
 	}
-	return fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+	if n > forward.BufferedBodyMax && n <= forward.MaxRequestBody {
+		// Reserved here, not by the pre-parser: fasthttp allocates the
+		// body's buffer as it starts reading it, so a refusal must come
+		// before. A larger body is fasthttp's 413, unread; a smaller one's
+		// is the pre-parser's (frame).
+		e.takeHeld(h) // left by a connection that ended unseen (closed under its read)
+		r := round2(int64(n))
+		if ok, inUse := e.f.Bodies.Reserve(r); ok {
+			e.held.Store(h, heldBody{n: r})
+		} else {
+			e.held.Store(h, heldBody{refusal: e.f.Bodies.RefusedBody(int64(n), inUse)})
+			// fasthttp refuses it unread (ErrBodyTooLarge; requestError
+			// answers the budget's 503), its buffer never allocated.
+			cfg.MaxRequestBodySize = 1
+		}
+	}
+	return cfg
+}
+
+// heldBody is a Content-Length body's reservation (n bytes) or refusal.
+type heldBody struct {
+	n       int64
+	refusal string
+}
+
+// takeHeld takes h's reservation, released, and returns its refusal ("" if
+// it was none).
+func (e *Engine) takeHeld(h *fasthttp.RequestHeader) string {
+	v, ok := e.held.LoadAndDelete(h)
+	if !ok {
+		return ""
+	}
+	hb, _ := v.(heldBody)
+	e.f.Bodies.ReleaseFreed(hb.n)
+	return hb.refusal
 }
 
 // bodyTimedOut reports whether a timeout on ctx's connection is its body's:
@@ -250,6 +305,10 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		e.bodyDue.Delete(&ctx.Request.Header) // the body is in
 	}
 	servedRequest(ctx.Conn())
+	// The request's body is not needed once the handler is done (an answer
+	// that streams on reads only the upstream): its budget is released,
+	// and its buffer dropped rather than left pooled with the request.
+	defer e.bodyDone(ctx)
 	// A head the proxy does not read (HAProxy answers these 400 too), and
 	// the HTTP version (forward.CheckVersion).
 	msg := forward.BadHeaderLines(ctx.Request.Header.RawHeaders())
@@ -308,6 +367,18 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	if !ctx.Request.Header.IsHTTP11() {
 		e.http10(ctx)
 	}
+}
+
+// bodyDone releases the budget of ctx's request body, whose buffer goes
+// with it: a large one is dropped, not kept by the pooled request until the
+// next request on some connection (fasthttp pools buffers of any size until
+// its pool calibrates), so that the bytes released are bytes freed.
+func (e *Engine) bodyDone(ctx *fasthttp.RequestCtx) {
+	if len(ctx.Request.Body()) > forward.BufferedBodyMax {
+		ctx.Request.ReleaseBody(forward.BufferedBodyMax)
+	}
+	e.takeHeld(&ctx.Request.Header)
+	requestDone(ctx.Conn())
 }
 
 // refuse answers a request the proxy refuses with code and body, its own

@@ -35,6 +35,10 @@ type cliConn struct {
 	unread     bool // stopped reading with bytes possibly left in the socket
 	serving    bool // inside serve: a call answered synchronously returns to its loop
 	closed     bool
+	// resv is the body budget (forward.BodyBudget) held for the request
+	// being read or served: its Content-Length, reserved when its head is
+	// read, released when its answer is written or the connection ends.
+	resv int64
 }
 
 func (c *cliConn) writing() bool { return len(c.out) > 0 }
@@ -245,6 +249,18 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.handoff(data, why)
 		return nil, false
 	}
+	if bodyLen > 0 && c.resv == 0 {
+		// The whole length, as the head arrives: the body's bytes are
+		// held (in c.in, then the request) until the answer.
+		ok, inUse := l.f.Bodies.Reserve(int64(bodyLen))
+		if !ok {
+			l.f.LogBudgetRefusal(&req.Header, l.alog)
+			c.refuseBudget(l.f.Bodies.RefusedBody(int64(bodyLen), inUse))
+			l.putCall(cl)
+			return nil, false
+		}
+		c.resv = int64(bodyLen)
+	}
 	need := end + bodyLen
 	if len(data) < need {
 		l.putCall(cl)
@@ -273,6 +289,20 @@ func (c *cliConn) refuse(why string) {
 	c.closeAfter = true
 	c.in = c.in[:0]
 	c.write(forward.MalformedAnswer(why))
+}
+
+// refuseBudget answers a request whose body does not fit in the budget
+// (forward.BudgetAnswer) and closes the connection: the body is not read.
+func (c *cliConn) refuseBudget(body string) {
+	c.closeAfter = true
+	c.in = c.in[:0]
+	c.write(forward.BudgetAnswer(body))
+}
+
+// releaseBody releases the budget held for the request's body.
+func (c *cliConn) releaseBody() {
+	c.l.f.Bodies.Release(c.resv)
+	c.resv = 0
 }
 
 // keep saves an incomplete request until more of it arrives.
@@ -369,6 +399,7 @@ func (c *cliConn) handoff(data []byte, why HandoffReason) {
 
 // detach takes the connection out of the loop without closing its socket.
 func (c *cliConn) detach() {
+	c.releaseBody()
 	c.l.poll.Forget(c.fd)
 	delete(c.l.clients, c)
 	c.closed = true
@@ -395,6 +426,7 @@ func (c *cliConn) answer() {
 	cl.x.End()
 	c.call = nil
 	l.putCall(cl)
+	c.releaseBody()
 	if err != nil {
 		l.f.Logger.Printf("event loop: writing an answer: %v", err)
 		c.close()
