@@ -370,23 +370,10 @@ func TestHelmValues(t *testing.T) {
 				t.Errorf("%s: service %+v", name, w.cc.Service)
 			}
 		}
-		for cfg, a := range annotations {
-			if a["cert-manager.io/inject-ca-from"] != "platform/retrycap-serving-cert" {
-				t.Errorf("%s: annotations %v", cfg, a)
-			}
+		if len(annotations) != 2 {
+			t.Errorf("webhook configurations %v", slices.Sorted(maps.Keys(annotations)))
 		}
-		var cert struct {
-			Metadata struct {
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-			Spec struct {
-				DNSNames []string `json:"dnsNames"`
-			} `json:"spec"`
-		}
-		objs.get(t, "Certificate", "retrycap-serving-cert", &cert)
-		if want := []string{"retrycap-webhook-service.platform.svc", "retrycap-webhook-service.platform.svc.cluster.local"}; cert.Metadata.Namespace != "platform" || !slices.Equal(cert.Spec.DNSNames, want) {
-			t.Errorf("Certificate in %q for %q, want platform and %q", cert.Metadata.Namespace, cert.Spec.DNSNames, want)
-		}
+		checkCertManagerChain(t, "helm template --namespace platform", objs, "platform")
 		for k, u := range objs {
 			if u.GetNamespace() != "" && u.GetNamespace() != "platform" {
 				t.Errorf("%s in namespace %q", k, u.GetNamespace())
@@ -396,7 +383,7 @@ func TestHelmValues(t *testing.T) {
 
 	t.Run("self-signed bootstrap", func(t *testing.T) {
 		objs := renderHelm(t, "--set", "certificates.mode=self-signed")
-		for _, k := range []string{"Certificate retrycap-serving-cert", "Issuer retrycap-selfsigned-issuer"} {
+		for _, k := range []string{"Certificate retrycap-serving-cert", "Certificate retrycap-webhook-ca", "Issuer retrycap-ca-issuer", "Issuer retrycap-selfsigned-issuer"} {
 			if objs[k] != nil {
 				t.Errorf("self-signed renders %s", k)
 			}

@@ -60,6 +60,8 @@ func TestDefaultInstall(t *testing.T) {
 			"apiextensions.k8s.io/v1 CustomResourceDefinition retrypolicies.retrycap.dev",
 			"apps/v1 Deployment retrycap-controller-manager",
 			"cert-manager.io/v1 Certificate retrycap-serving-cert",
+			"cert-manager.io/v1 Certificate retrycap-webhook-ca",
+			"cert-manager.io/v1 Issuer retrycap-ca-issuer",
 			"cert-manager.io/v1 Issuer retrycap-selfsigned-issuer",
 			"policy/v1 PodDisruptionBudget retrycap-controller-manager",
 			"rbac.authorization.k8s.io/v1 ClusterRole retrycap-clusterretrypolicy-editor-role",
@@ -307,32 +309,10 @@ func TestDefaultInstall(t *testing.T) {
 		}
 	})
 
+	// The CA chain: a self-signed CA, a CA Issuer, the serving Certificate from it, and the
+	// webhook configurations' caBundle from the serving Certificate's ca.crt (the CA).
 	t.Run("cert-manager objects", func(t *testing.T) {
-		var cert struct {
-			Spec struct {
-				DNSNames   []string `json:"dnsNames"`
-				SecretName string   `json:"secretName"`
-				IssuerRef  struct {
-					Kind string `json:"kind"`
-					Name string `json:"name"`
-				} `json:"issuerRef"`
-			} `json:"spec"`
-		}
-		objs.get(t, "Certificate", "retrycap-serving-cert", &cert)
-		wantDNS := []string{"retrycap-webhook-service.retrycap-system.svc", "retrycap-webhook-service.retrycap-system.svc.cluster.local"}
-		if !slices.Equal(cert.Spec.DNSNames, wantDNS) {
-			t.Errorf("dnsNames %q, want %q", cert.Spec.DNSNames, wantDNS)
-		}
-		if cert.Spec.IssuerRef.Kind != "Issuer" || cert.Spec.IssuerRef.Name != "retrycap-selfsigned-issuer" || cert.Spec.SecretName != "webhook-server-cert" {
-			t.Errorf("issuerRef %+v secretName %q", cert.Spec.IssuerRef, cert.Spec.SecretName)
-		}
-		var issuer struct {
-			Spec map[string]any `json:"spec"`
-		}
-		objs.get(t, "Issuer", "retrycap-selfsigned-issuer", &issuer)
-		if _, ok := issuer.Spec["selfSigned"]; !ok {
-			t.Errorf("Issuer spec %v, want selfSigned", issuer.Spec)
-		}
+		checkCertManagerChain(t, "config/default", objs, installNamespace)
 	})
 }
 

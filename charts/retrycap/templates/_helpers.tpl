@@ -19,6 +19,9 @@ config/default, so an install moves between kustomize and Helm without a selecto
 {{/* The Secret holding the webhook server's key pair (tls.crt, tls.key, ca.crt). */}}
 {{- define "retrycap.certSecretName" -}}webhook-server-cert{{- end -}}
 
+{{/* cert-manager mode: the Secret holding the CA that signs the serving certificate. */}}
+{{- define "retrycap.caSecretName" -}}webhook-ca-cert{{- end -}}
+
 {{- define "retrycap.selectorLabels" -}}
 app.kubernetes.io/name: retrycap
 control-plane: controller-manager
