@@ -288,17 +288,30 @@ func cycleMessage(a *graph.Analysis) string {
 // verdict is the worst violation's message, or "amplification A <= cap C (worst path P)".
 func verdict(a *graph.Analysis) string {
 	if len(a.Violations) > 0 {
-		msg := a.Violations[0].Message
-		if n := len(a.Violations) - 1; n > 0 {
-			msg += fmt.Sprintf(" (and %d more in status.violations)", n)
-		}
-		return msg
+		return a.Violations[0].Message + moreListed(max(a.ViolationsTotal, len(a.Violations)), min(len(a.Violations), graph.MaxViolations), "status.violations")
 	}
 	msg := "amplification " + graph.FormatAmount(a.Amplification) + " <= cap " + strconv.FormatInt(a.Cap, 10)
 	if len(a.WorstPath) > 0 {
 		msg += " (worst path " + strings.Join(a.WorstPath, ">") + ")"
 	}
 	return msg
+}
+
+// moreListed is what a condition message adds after the first of total items of which listed
+// are in the status list named field: "" for one, " (and 4 more in status.violations)" when
+// the list has them all, else " (and 9999 more; status.violations lists the worst 20 of
+// 10000)". The
+// count is the total, never the list's length: with 10,000 over-cap paths the message said
+// "and 19 more".
+func moreListed(total, listed int, field string) string {
+	n := total - 1
+	switch {
+	case n <= 0:
+		return ""
+	case total <= listed:
+		return fmt.Sprintf(" (and %d more in %s)", n, field)
+	}
+	return fmt.Sprintf(" (and %d more; %s lists the worst %d of %d)", n, field, listed, total)
 }
 
 func annotationErrors(r *workload.Result) []error {
