@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -45,5 +47,36 @@ var _ = Describe("adversarial status", Ordered, func() {
 		Expect(evs[0].Reason).To(Equal(v1alpha1.ReasonInvalidAnnotation))
 		Expect(len(evs[0].Note)).To(BeNumerically("<=", 1024))
 		Expect(evs[0].Note).To(HaveSuffix(`aaaa... (truncated from 32768 bytes)`))
+	})
+
+	It("counts 10,000 violations through the API server (20 listed), and keeps the status updating", func() {
+		const ns = "adv-fanout"
+		createNamespace(ctx, ns)
+		shop := map[string]string{"app.kubernetes.io/part-of": "shop"}
+		// One gateway fanning out to 10,000 upstreams, 2 tries each, under cap 1: 10,000
+		// over-cap paths from one Deployment (an annotation of 80 KB).
+		ups := make([]string, 10000)
+		for i := range ups {
+			ups[i] = fmt.Sprintf("u%04d=2", i)
+		}
+		Expect(k8sClient.Create(ctx, deployment(ns, "gateway", strings.Join(ups, ","), shop))).To(Succeed())
+		waitForCachedWorkloads(ctx, ns, 1)
+		Expect(k8sClient.Create(ctx, policy(ns, "checkout", 1, &metav1.LabelSelector{MatchLabels: shop}))).To(Succeed())
+
+		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(HaveField("WithinMessage",
+			"client -x1-> gateway -x2-> u0000 = 2 > cap 1 (and 9999 more; status.violations lists the worst 20 of 10000)"))
+		st, err := statusOf(ctx, ns, "checkout")()
+		Expect(err).NotTo(HaveOccurred())
+		Expect([]int{int(st.Services), int(st.Edges), len(st.Violations), len(st.Chains)}).To(Equal([]int{10001, 10000, 20, 1}))
+		Expect(st.Violations[19].Path).To(Equal([]string{"gateway", "u0019"}))
+		b, err := json.Marshal(st)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(len(b)).To(BeNumerically("<", 64<<10), "status bytes")
+
+		// The large status does not stop the next write: the first upstream's tries raised.
+		ups[0] = "u0000=3"
+		setUpstreams(ctx, ns, "gateway", strings.Join(ups, ","))
+		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(HaveField("WithinMessage",
+			"client -x1-> gateway -x3-> u0000 = 3 > cap 1 (and 9999 more; status.violations lists the worst 20 of 10000)"))
 	})
 })
