@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -78,5 +80,49 @@ func TestWithinMaxTimeElidesTheChain(t *testing.T) {
 	}
 	if st.WorstTimePath != strings.Join(path, ">") {
 		t.Fatalf("worstTimePath %q", st.WorstTimePath)
+	}
+}
+
+// TestReadyCountsWarnings: 2,000 workloads named "api" that the Service api does not select
+// are a warning each; Ready listed all of them, 278,059 bytes cut at 32 KiB in mid-warning. It
+// lists MaxListedErrors and counts the rest.
+func TestReadyCountsWarnings(t *testing.T) {
+	var ws []workload.Workload
+	for i := range 2000 {
+		w := dep(fmt.Sprintf("w%04d", i), "db=1")
+		w.Annotations = workload.PairsOf(map[string]string{annotations.Upstreams: "db=1", annotations.Service: "api"})
+		ws = append(ws, w)
+	}
+	p := pol(4)
+	r, a := workload.Analyze(workload.ForRetryPolicy(p), ws, nil, workload.Service{Namespace: "shop", Name: "api", Selector: map[string]string{"app": "api"}})
+	var st v1alpha1.RetryPolicyStatus
+	Set(&st, Input{Generation: p.Generation, Result: r, Analysis: a, Now: t0})
+	var want strings.Builder
+	want.WriteString("analysed 2000 selected workload(s): 0 service(s), 0 edge(s)")
+	for i := range 10 {
+		fmt.Fprintf(&want, `; warning: Service shop/api does not select Deployment shop/w%04d (service name "api"): callers of api reach the Service, not this workload`, i)
+	}
+	want.WriteString("; and 1990 more warning(s)")
+	if c := condOf(&st, v1alpha1.ConditionReady); c.message != want.String() {
+		t.Fatalf("Ready message of %d bytes\n got %.400q\nwant %.400q", len(c.message), c.message, want.String())
+	}
+}
+
+// TestLoadUnboundedIsSaid: a service that calls itself with one attempt multiplies nothing
+// (within any cap) but each request to it goes round without end: worstCaseLoad is 2^63-1, and
+// WithinCap said only "amplification 1 <= cap 4". It says why the load is unbounded, as
+// analyze does; with retries on the loop it is a retry cycle, as before.
+func TestLoadUnboundedIsSaid(t *testing.T) {
+	var st v1alpha1.RetryPolicyStatus
+	Set(&st, input(pol(4), dep("gateway", "gateway=1")))
+	want := cond{"True", v1alpha1.ReasonWithinCap, "amplification 1 <= cap 4 (worst path gateway); worst-case load unbounded: gateway calls itself: a request can go round without end"}
+	if c := condOf(&st, v1alpha1.ConditionWithinCap); c != want || st.WorstCaseLoad == nil || st.WorstCaseLoad.Requests != math.MaxInt64 {
+		t.Fatalf("WithinCap %+v, worstCaseLoad %+v\nwant %+v, 9223372036854775807", c, st.WorstCaseLoad, want)
+	}
+	st = v1alpha1.RetryPolicyStatus{}
+	Set(&st, input(pol(4), dep("gateway", "gateway=2")))
+	want = cond{"False", v1alpha1.ReasonRetryCycle, "retry cycle gateway -x2-> gateway: amplification unbounded > cap 4"}
+	if c := condOf(&st, v1alpha1.ConditionWithinCap); c != want {
+		t.Fatalf("WithinCap %+v, want %+v", c, want)
 	}
 }
