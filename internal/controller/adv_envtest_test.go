@@ -79,4 +79,28 @@ var _ = Describe("adversarial status", Ordered, func() {
 		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(HaveField("WithinMessage",
 			"client -x1-> gateway -x3-> u0000 = 3 > cap 1 (and 9999 more; status.violations lists the worst 20 of 10000)"))
 	})
+
+	It("says why a self-loop's load is unbounded, and follows it into a retry cycle and back", func() {
+		const ns = "adv-selfloop"
+		createNamespace(ctx, ns)
+		shop := map[string]string{"app.kubernetes.io/part-of": "shop"}
+		Expect(k8sClient.Create(ctx, deployment(ns, "gateway", "gateway=1", shop))).To(Succeed())
+		waitForCachedWorkloads(ctx, ns, 1)
+		Expect(k8sClient.Create(ctx, policy(ns, "checkout", 4, &metav1.LabelSelector{MatchLabels: shop}))).To(Succeed())
+
+		within := verdict{Amplification: 1, WorstPath: "gateway", Ready: "True", ReadyWhy: v1alpha1.ReasonReconciled,
+			Within: "True", WithinWhy: v1alpha1.ReasonWithinCap,
+			WithinMessage: "amplification 1 <= cap 4 (worst path gateway); worst-case load unbounded: gateway calls itself: a request can go round without end"}
+		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(Equal(within))
+		st, err := statusOf(ctx, ns, "checkout")()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(*st.WorstCaseLoad).To(Equal(v1alpha1.ServiceLoad{Service: "gateway", Requests: 9223372036854775807}))
+
+		setUpstreams(ctx, ns, "gateway", "gateway=2")
+		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(Equal(verdict{Amplification: 9223372036854775807, WorstPath: "gateway>gateway",
+			Ready: "True", ReadyWhy: v1alpha1.ReasonReconciled, Within: "False", WithinWhy: v1alpha1.ReasonRetryCycle,
+			WithinMessage: "retry cycle gateway -x2-> gateway: amplification unbounded > cap 4"}))
+		setUpstreams(ctx, ns, "gateway", "gateway=1")
+		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(Equal(within))
+	})
 })
