@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 )
@@ -102,5 +104,46 @@ var _ = Describe("adversarial status", Ordered, func() {
 			WithinMessage: "retry cycle gateway -x2-> gateway: amplification unbounded > cap 4"}))
 		setUpstreams(ctx, ns, "gateway", "gateway=1")
 		Eventually(verdictOfPolicy(ctx, ns, "checkout")).Should(Equal(within))
+	})
+
+	It("writes the largest status a ClusterRetryPolicy can have (127-character nodes, every list full) within etcd's 1.5 MiB", func() {
+		// 60 entrypoints into a chain of 300 services, names of 63 characters in a namespace of
+		// 63 (nodes "name.ns" of 127), 2 tries a hop under cap 1 and maxTimeToAnswer 1ms: 50
+		// chains, 20 violations and 20 time violations, each path elided to 64 nodes, each
+		// message at its 4 KiB clip, two conditions at 32 KiB.
+		ns := strings.Repeat("n", 58) + "00000"
+		Expect(k8sClient.Create(ctx, labelledNamespace(ns, map[string]string{"chain": "largest"}))).To(Succeed())
+		name := func(i int) string { return fmt.Sprintf("s%s%05d", strings.Repeat("x", 57), i) }
+		const depth, entries = 300, 60
+		for i := range depth {
+			up := ""
+			if i < depth-1 {
+				up = name(i+1) + "." + ns + "=2"
+			}
+			Expect(k8sClient.Create(ctx, deployment(ns, name(i), up, nil))).To(Succeed())
+		}
+		for i := range entries {
+			Expect(k8sClient.Create(ctx, deployment(ns, fmt.Sprintf("e%s%05d", strings.Repeat("y", 57), i), name(0)+"."+ns+"=2", nil))).To(Succeed())
+		}
+		waitForCachedWorkloads(ctx, ns, depth+entries)
+		p := clusterPolicy("largest", 1, map[string]string{"chain": "largest"})
+		p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: time.Millisecond}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			st, err := clusterStatusOf(ctx, "largest")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(verdictOf(st).WithinWhy).To(Equal(v1alpha1.ReasonCapExceeded))
+			g.Expect([]int{int(st.Services), len(st.Chains), len(st.Violations), len(st.TimeViolations), len(st.TimeoutInversions)}).To(Equal([]int{depth + entries, 50, 20, 20, 20}))
+		}).Should(Succeed())
+		var got v1alpha1.ClusterRetryPolicy
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "largest"}, &got)).To(Succeed())
+		whole, err := json.Marshal(&got)
+		Expect(err).NotTo(HaveOccurred())
+		st, err := json.Marshal(&got.Status)
+		Expect(err).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("largest ClusterRetryPolicy: %d bytes, its status %d\n", len(whole), len(st))
+		Expect(len(whole)).To(BeNumerically("<", 1536*1024-64*1024), "object bytes, with 64 KiB to spare under etcd's 1.5 MiB")
+		Expect(meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionWithinMaxTime).Reason).To(Equal(v1alpha1.ReasonMaxTimeExceeded))
 	})
 })
