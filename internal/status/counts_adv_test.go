@@ -81,6 +81,10 @@ func TestWithinMaxTimeElidesTheChain(t *testing.T) {
 	if st.WorstTimePath != strings.Join(path, ">") {
 		t.Fatalf("worstTimePath %q", st.WorstTimePath)
 	}
+	// WithinCap's "worst path" too (it was the whole path, clipped).
+	if c := condOf(&st, v1alpha1.ConditionWithinCap); c.message != "amplification 1 <= cap 4 (worst path "+strings.Join(path, ">")+")" {
+		t.Fatalf("WithinCap message of %d bytes: %.300q", len(c.message), c.message)
+	}
 }
 
 // TestReadyCountsWarnings: 2,000 workloads named "api" that the Service api does not select
