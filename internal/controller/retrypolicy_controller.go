@@ -147,8 +147,8 @@ func (r *RetryPolicyReconciler) nextStatus(p *v1alpha1.RetryPolicy, in status.In
 // writeStatus is the end of both reconcilers: nothing when next equals the stored status cur
 // (unless the cache is behind the policy's last write: skipWrite); else one patch (a conflict
 // with a newer version is retried after conflictRetry, not an error) and the WithinCap event
-// when the condition changed. obj is the policy as read (its resourceVersion is cur's, and
-// after the patch the written one's).
+// when the condition changed; a policy deleted before its patch is done with (no error). obj
+// is the policy as read (its resourceVersion is cur's, and after the patch the written one's).
 func writeStatus(ctx context.Context, obj client.Object, cur, next *v1alpha1.RetryPolicyStatus, patch func() error, rec events.EventRecorder, w *writtenStatuses) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
 	if skipWrite(cur, next, obj.GetResourceVersion(), w.get(key)) {
@@ -159,6 +159,15 @@ func writeStatus(ctx context.Context, obj client.Object, cur, next *v1alpha1.Ret
 		if apierrors.IsConflict(err) {
 			log.FromContext(ctx).V(1).Info("status patch lost a race with a newer version; retrying", "error", err.Error())
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+		if apierrors.IsNotFound(err) {
+			// Deleted while it was reconciled: there is no status to write, and its delete
+			// event brings a reconcile that forgets it. Not an error (it was logged and
+			// retried as "Reconciler error"); the series recorded for it go now.
+			log.FromContext(ctx).V(1).Info("policy deleted before its status was written", "error", err.Error())
+			forgetMetrics(key)
+			w.forget(key)
+			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}

@@ -138,7 +138,13 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 			len(in.Result.Selected), in.Analysis.Services, in.Analysis.Edges)
 		// Warnings (an entrypoint no selected workload provides) do not stop the analysis but
 		// usually mean a typo in the spec: say so where `kubectl describe` shows it.
-		for _, w := range in.Result.Warnings {
+		// At most MaxListedErrors of them, the rest counted: 2,000 workloads that a Service of
+		// their name does not select made a message of 278 KB, cut at 32 KiB in mid-warning.
+		for i, w := range in.Result.Warnings {
+			if i == MaxListedErrors {
+				c.Message += fmt.Sprintf("; and %d more warning(s)", len(in.Result.Warnings)-i)
+				break
+			}
 			c.Message += "; warning: " + w
 		}
 		// A duration stored before the CRD bounded it (issue 25): the graph is computed with it,
@@ -288,17 +294,41 @@ func cycleMessage(a *graph.Analysis) string {
 // verdict is the worst violation's message, or "amplification A <= cap C (worst path P)".
 func verdict(a *graph.Analysis) string {
 	if len(a.Violations) > 0 {
-		msg := a.Violations[0].Message
-		if n := len(a.Violations) - 1; n > 0 {
-			msg += fmt.Sprintf(" (and %d more in status.violations)", n)
-		}
-		return msg
+		return a.Violations[0].Message + moreListed(max(a.ViolationsTotal, len(a.Violations)), min(len(a.Violations), graph.MaxViolations), "status.violations") + loadNote(a)
 	}
 	msg := "amplification " + graph.FormatAmount(a.Amplification) + " <= cap " + strconv.FormatInt(a.Cap, 10)
 	if len(a.WorstPath) > 0 {
-		msg += " (worst path " + strings.Join(a.WorstPath, ">") + ")"
+		msg += " (worst path " + joinPath(a.WorstPath) + ")"
 	}
-	return msg
+	return msg + loadNote(a)
+}
+
+// loadNote says why the worst-case load is unbounded, when it is and the amplification is not
+// (a retry cycle's message says it already): status.worstCaseLoad then shows 2^63-1, which
+// alone reads as a number. A service calling itself with one attempt is within any cap, and
+// each request to it still goes round without end.
+func loadNote(a *graph.Analysis) string {
+	if !a.Bounded || a.LoadUnbounded == "" {
+		return ""
+	}
+	return "; worst-case load unbounded: " + a.LoadUnbounded
+}
+
+// moreListed is what a condition message adds after the first of total items of which listed
+// are in the status list named field: "" for one, " (and 4 more in status.violations)" when
+// the list has them all, else " (and 9999 more; status.violations lists the worst 20 of
+// 10000)". The
+// count is the total, never the list's length: with 10,000 over-cap paths the message said
+// "and 19 more".
+func moreListed(total, listed int, field string) string {
+	n := total - 1
+	switch {
+	case n <= 0:
+		return ""
+	case total <= listed:
+		return fmt.Sprintf(" (and %d more in %s)", n, field)
+	}
+	return fmt.Sprintf(" (and %d more; %s lists the worst %d of %d)", n, field, listed, total)
 }
 
 func annotationErrors(r *workload.Result) []error {

@@ -251,7 +251,7 @@ func TestCaps(t *testing.T) {
 	if len(st.Chains) != 50 || len(st.Violations) != 20 {
 		t.Fatalf("%d chains, %d violations; want 50, 20", len(st.Chains), len(st.Violations))
 	}
-	if c := condOf(st, v1alpha1.ConditionWithinCap); c.message != "client -x1-> svc-aa -x2-> db = 2 > cap 1 (and 19 more in status.violations)" {
+	if c := condOf(st, v1alpha1.ConditionWithinCap); c.message != "client -x1-> svc-aa -x2-> db = 2 > cap 1 (and 59 more; status.violations lists the worst 20 of 60)" {
 		t.Fatalf("WithinCap message %q", c.message)
 	}
 }

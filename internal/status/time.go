@@ -1,9 +1,6 @@
 package status
 
 import (
-	"strconv"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,14 +75,11 @@ func setWithinMaxTime(st *v1alpha1.RetryPolicyStatus, in Input, ta *graph.TimeAn
 		c.Message = NoUpstreamsMessage(len(in.Result.Selected))
 	case len(ta.Violations) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonMaxTimeExceeded
-		c.Message = ta.Violations[0].Message
-		if n := max(ta.ViolationsTotal, len(ta.Violations)) - 1; n > 0 {
-			c.Message += " (and " + strconv.Itoa(n) + " more in status.timeViolations)"
-		}
+		c.Message = ta.Violations[0].Message + moreListed(max(ta.ViolationsTotal, len(ta.Violations)), min(len(ta.Violations), graph.MaxViolations), "status.timeViolations")
 	default:
 		c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonWithinMaxTime
 		c.Message = "worst time to answer " + graph.FormatTime(ta.Worst) + " <= maxTimeToAnswer " + graph.FormatTime(maxT.Duration) +
-			" (chain " + strings.Join(ta.WorstPath, ">") + ")"
+			" (chain " + joinPath(ta.WorstPath) + ")"
 	}
 	SetCondition(&st.Conditions, c)
 }
