@@ -637,17 +637,21 @@ func (r *Result) NameWorkloads(a *graph.Analysis) {
 		return
 	}
 	def := defaultAttempts(r.Spec())
+	var byNode map[string][]*Parsed
 	for i := range a.Violations {
 		v := &a.Violations[i]
 		if v.Suggestion == "" {
 			continue
+		}
+		if byNode == nil {
+			byNode = r.keptByNode()
 		}
 		parts := strings.Split(v.Suggestion, "; ")
 		var out []string
 		for _, part := range parts {
 			// An edge whose tries are the AWS SDK's: its container's AWS_MAX_ATTEMPTS (aws.go);
 			// a sibling that declares the same upstream with "=N" keeps the annotation's unit.
-			fixes, sdk, others := r.sdkFixes(part)
+			fixes, sdk, others := r.sdkFixes(part, byNode)
 			out = append(out, fixes...)
 			if !sdk || others {
 				out = append(out, r.nameWorkloads(part, def)...)
