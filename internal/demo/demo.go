@@ -67,11 +67,15 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	mgrCtx, stopMgr := context.WithCancel(ctx)
 	defer stopMgr()
-	if err := d.startManager(mgrCtx); err != nil {
+	// A chapter is not begun once ctx is cancelled: Ctrl-C always stops at the step it came in.
+	if err := d.startManager(mgrCtx); err != nil || ctx.Err() != nil {
 		return d.failed(ctx, err)
 	}
 
 	for _, s := range chapters {
+		if err := ctx.Err(); err != nil {
+			return d.failed(ctx, err)
+		}
 		if err := s(ctx, d); err != nil {
 			return d.failed(ctx, err)
 		}
