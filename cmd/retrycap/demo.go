@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,10 @@ import (
 	"github.com/retrycap/retrycap/internal/demo"
 	"github.com/retrycap/retrycap/internal/storm"
 )
+
+// ExitInterrupted is demo's exit status when Ctrl-C stops it mid-story: a shell's for a command
+// ended by SIGINT, not 2, which says the demo could not run.
+const ExitInterrupted = 130
 
 // newDemoCmd returns `demo`: the story on an embedded control plane.
 func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
@@ -30,7 +35,8 @@ func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 			"configuration and the samples from it, and builds the binaries with its hack/kube-bins.sh " +
 			"(KUBEBUILDER_ASSETS, when set to a directory holding them, is used instead).\n\n" +
 			"Exit status: 0 when the story ran to its end (and, without --exit, Ctrl-C stopped it; the storm " +
-			"lab's targets are reported in its summary, not here), 2 when it could not run or a chapter failed " +
+			"lab's targets are reported in its summary, not here), 130 when Ctrl-C (or SIGTERM) stopped it before " +
+			"its end, 2 when it could not run or a chapter failed " +
 			"(not in a checkout, a --chart that cannot be written, a control plane that did not start, an " +
 			"over-cap deploy admitted). The control plane and every process the demo started are stopped either way.",
 		Example: "  make demo                                          # builds bin/retrycap, runs it with --chart bin/storm.svg\n" +
@@ -54,7 +60,12 @@ func newDemoCmd(_ io.Reader, stdout, _ io.Writer) *cobra.Command {
 					return &cli.ExitError{Code: cli.ExitBadInput, Msg: "demo: --chart: " + err.Error()}
 				}
 			}
-			return demo.Run(ctx, o)
+			err := demo.Run(ctx, o)
+			var intr *demo.Interrupted
+			if errors.As(err, &intr) {
+				return &cli.ExitError{Code: ExitInterrupted, Msg: "demo: " + err.Error()}
+			}
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&exit, "exit", false, "stop after the story instead of waiting for Ctrl-C (for CI)")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -98,6 +99,11 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 				policy = args[0]
 			}
 			rep, notes, err := liveReport(cmd.Context(), c, ns, policy)
+			if errors.Is(err, errNotInstalled) {
+				// Which cluster: the user may have several contexts, and the kubeconfig was
+				// found, not given (before: "the cluster serves no RetryPolicy", no server).
+				return &ExitError{Code: ExitBadInput, Msg: "graph: " + strings.Replace(err.Error(), "the cluster ", "the cluster at "+cfg.Host+" ", 1)}
+			}
 			if err != nil {
 				return &ExitError{Code: ExitBadInput, Msg: "graph: " + err.Error()}
 			}
@@ -134,6 +140,9 @@ retry cycle; 2 when the cluster cannot be reached or read, or on bad flags.`,
 	return cmd
 }
 
+// errNotInstalled is liveReport's error for a cluster without the RetryPolicy kind.
+var errNotInstalled = errors.New("the cluster serves no RetryPolicy (retrycap.dev/v1alpha1): retrycap is not installed there (helm install retrycap charts/retrycap: docs/helm.md; the CRDs alone: make install)")
+
 // liveReport reads the policies of ns ("" = every namespace; policy, if set, only that one)
 // and their namespaces' workloads and Services, and analyses them with the shared builder, as
 // the controller does. notes say, per policy, what its WithinCap condition says when there is
@@ -147,7 +156,7 @@ func liveReport(ctx context.Context, c client.Reader, ns, policy string) (*analy
 		// The cluster has no RetryPolicy kind: client-go's "no matches for kind" says which kind,
 		// not that retrycap is not installed there, nor how to install it.
 		if meta.IsNoMatchError(err) {
-			return nil, nil, fmt.Errorf("the cluster serves no RetryPolicy (retrycap.dev/v1alpha1): retrycap is not installed there (helm install retrycap charts/retrycap: docs/helm.md; the CRDs alone: make install)")
+			return nil, nil, errNotInstalled
 		}
 		return nil, nil, fmt.Errorf("listing RetryPolicies: %w", err)
 	}

@@ -55,7 +55,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	start := time.Now()
 	cp, err := controlplane.Start(controlplane.Options{Webhooks: true})
 	if err != nil {
-		return err
+		return d.failed(ctx, err) // Ctrl-C reaches a first run's build of the binaries too
 	}
 	defer func() {
 		if stopErr := cp.Stop(); stopErr != nil && err == nil {
@@ -67,13 +67,17 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	mgrCtx, stopMgr := context.WithCancel(ctx)
 	defer stopMgr()
-	if err := d.startManager(mgrCtx); err != nil {
-		return err
+	// A chapter is not begun once ctx is cancelled: Ctrl-C always stops at the step it came in.
+	if err := d.startManager(mgrCtx); err != nil || ctx.Err() != nil {
+		return d.failed(ctx, err)
 	}
 
 	for _, s := range chapters {
+		if err := ctx.Err(); err != nil {
+			return d.failed(ctx, err)
+		}
 		if err := s(ctx, d); err != nil {
-			return err
+			return d.failed(ctx, err)
 		}
 	}
 
@@ -82,6 +86,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	d.say("%s get rp -A", cp.Kubectl)
 	d.say("%s describe rp -n payments storm", cp.Kubectl)
 	d.say("%s get crp", cp.Kubectl)
+	// retrycap's own view of the same cluster: the README's next step, and what the plugin does.
+	d.say("%s graph -A", d.command())
 	if !o.Wait {
 		return nil
 	}
@@ -103,12 +109,41 @@ var chapters = []func(context.Context, *run) error{
 	stormLab,      // naive retries against retrycap, real processes
 }
 
+// Interrupted is Run's error when ctx was cancelled (Ctrl-C) before the story's end. A chapter
+// cut short said only "context canceled" (or, while the manager started, "the manager stopped:
+// %!w(<nil>)"), and read as a failure of the demo.
+type Interrupted struct {
+	// Step is the number of the step that was running, as printed ("== 8. ...").
+	Step int
+}
+
+func (e *Interrupted) Error() string {
+	return fmt.Sprintf("interrupted during step %d; the control plane and every process the demo started are stopped", e.Step)
+}
+
+// failed is a chapter's error, or Interrupted when ctx was cancelled: whatever a chapter cut
+// short returns then is a consequence of the interruption, not news.
+func (d *run) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &Interrupted{Step: d.n}
+	}
+	return err
+}
+
 type run struct {
 	opts Options
 	out  io.Writer
 	cp   *controlplane.ControlPlane
 	cli  client.Client
 	n    int
+}
+
+// command is how the user runs this CLI, for the lines that say what to run next.
+func (d *run) command() string {
+	if d.opts.Command == "" {
+		return "go run ./cmd/retrycap"
+	}
+	return d.opts.Command
 }
 
 func (d *run) step(title string) {
@@ -120,11 +155,29 @@ func (d *run) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", 
 
 // kubectl runs the real kubectl and prints the command line and its output, as a user would see it.
 func (d *run) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
-	fmt.Fprintf(d.out, "$ kubectl %s\n", strings.Join(args, " "))
+	fmt.Fprintf(d.out, "$ kubectl %s\n", shellJoin(args))
 	out, stderr, err := d.cp.RunKubectl(ctx, stdin, args...)
 	fmt.Fprint(d.out, out)
 	fmt.Fprint(d.out, stderr)
 	return out + stderr, err
+}
+
+// shellJoin writes args as a shell command line a user can paste: an argument with a character
+// the shell reads (space, quote, brace, bracket, $, backslash) is single-quoted. Joined bare, the patch
+// reached kubectl as {spec:{enforcement:Rewrite}} and the jsonpath templates split at each space.
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if a == "" || strings.IndexFunc(a, func(r rune) bool { return !shellSafe(r) }) >= 0 {
+			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(quoted, " ")
+}
+
+func shellSafe(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r)
 }
 
 func (d *run) startManager(ctx context.Context) error {
@@ -149,6 +202,9 @@ func (d *run) startManager(ctx context.Context) error {
 	for {
 		select {
 		case err := <-errc:
+			if err == nil { // ctx was cancelled: Start returns nil then
+				return ctx.Err()
+			}
 			return fmt.Errorf("the manager stopped: %w", err)
 		case <-deadline:
 			return errors.New("the manager's webhook server did not start within a minute")

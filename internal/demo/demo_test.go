@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,7 +38,8 @@ func TestDemoEndToEnd(t *testing.T) {
 		"client -x1-> frontend -x3-> checkout -x3-> billing -x3-> payment = 27 > cap 4\n  suggestion: checkout: billing=1; billing: payment=1\n",
 		// The refused deploy.
 		`admission webhook "gate.retrycap.dev" denied the request: RetryPolicy orders/orders: web -x2-> orders -x3-> ledger = 6 > cap 4; orders may keep ledger=2`,
-		// The rewritten deploy.
+		// The rewritten deploy; the patch as a shell takes it (before: -p {"spec":...} bare).
+		`$ kubectl patch rp -n orders orders --type=merge -p '{"spec":{"enforcement":"Rewrite"}}'` + "\n",
 		"Warning: RetryPolicy orders/orders rewrote retrycap.dev/upstreams of Deployment orders/orders: ledger=3 -> ledger=2 (web -x2-> orders -x3-> ledger = 6 > cap 4)",
 		"upstreams: ledger=2\nrewritten-from: ledger=3\n",
 		// The injected pod.
@@ -62,6 +64,8 @@ func TestDemoEndToEnd(t *testing.T) {
 		`duplicated POST side effects\s+\d+\s+0\s`,
 		// The short preset meets every target (its 3 s hang did not: 92 % fewer retries).
 		`\nresult: every target met\n`,
+		// What to run next: retrycap's own view of the cluster (before: only kubectl lines).
+		`\ngo run ./cmd/retrycap graph -A\n`,
 		`chart: ` + regexp.QuoteMeta(chart) + `\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(got) {
@@ -120,4 +124,52 @@ func docOutputLines(t *testing.T, path, title string) []string {
 		}
 	}
 	return lines
+}
+
+// The command lines the demo prints can be pasted into a shell. Before, the args were joined
+// bare: `-p {"spec":{"enforcement":"Rewrite"}}` reached kubectl as {spec:{enforcement:Rewrite}}
+// and a jsonpath template split at each space.
+func TestShellJoin(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply", "-k", "/work/repo/config/samples"}, "apply -k /work/repo/config/samples"},
+		{[]string{"apply", "-f", "-"}, "apply -f -"},
+		{[]string{"patch", "rp", "-n", "orders", "orders", "--type=merge", "-p", `{"spec":{"enforcement":"Rewrite"}}`},
+			`patch rp -n orders orders --type=merge -p '{"spec":{"enforcement":"Rewrite"}}'`},
+		{[]string{"get", "rp", "-o", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`},
+			`get rp -o 'jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}'`},
+		{[]string{"-p", "it's", ""}, `-p 'it'\''s' ''`},
+		{[]string{"get", "x", "-o", "jsonpath=$HOME"}, `get x -o 'jsonpath=$HOME'`},
+	} {
+		if got := shellJoin(c.args); got != c.want {
+			t.Errorf("shellJoin(%q) = %s, want %s", c.args, got, c.want)
+		}
+	}
+}
+
+// Ctrl-C before the story's end: Run stops everything it started and says in which step it was
+// interrupted. Before, it returned the chapter's "kubectl apply -k .../config/samples: context
+// canceled" (in the storm lab "the storm lab: storm: naive arm interrupted: context canceled"),
+// and the CLI exited 2 as for a failed demo.
+func TestDemoInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	err := Run(ctx, Options{Out: &out, Short: true})
+	var intr *Interrupted
+	if !errors.As(err, &intr) || intr.Step != 1 {
+		t.Fatalf("Run with ctx cancelled: %v (%T), want *Interrupted in step 1\n%s", err, err, out.String())
+	}
+	if want := "interrupted during step 1; the control plane and every process the demo started are stopped"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	got := regexp.MustCompile(`up in [0-9.]+m?s`).ReplaceAllString(out.String(), "up in T")
+	if want := "\n== 1. Starting the embedded control plane (real kube-apiserver and etcd; the first run on a machine builds them)\ncontrol plane up in T\n"; got != want {
+		t.Errorf("output %q", got)
+	}
 }

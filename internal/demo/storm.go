@@ -29,10 +29,6 @@ func stormLab(ctx context.Context, d *run) error {
 	if err := res.WriteSummary(d.out); err != nil {
 		return err
 	}
-	command := d.opts.Command
-	if command == "" {
-		command = "go run ./cmd/retrycap"
-	}
-	d.say("Run it yourself: " + command + " storm --scenario incident18 (or storm27; --help for the knobs)")
+	d.say("Run it yourself: " + d.command() + " storm --scenario incident18 (or storm27; --help for the knobs)")
 	return nil
 }
