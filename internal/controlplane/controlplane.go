@@ -119,6 +119,16 @@ func Start(opts Options) (*ControlPlane, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	if !hasDefaultRoute() {
+		// kube-apiserver picks the address it advertises from the default route and refuses to
+		// start without one ("Unable to find suitable network address ... no default routes
+		// found"): a laptop offline or a sandbox with loopback only. Loopback is refused as an
+		// advertised address unless the apiserver stops maintaining the kubernetes Service's
+		// endpoints, which nothing here reads (every client uses the kubeconfig).
+		env.ControlPlane.GetAPIServer().Configure().
+			Set("advertise-address", "127.0.0.1").
+			Set("endpoint-reconciler-type", "none")
+	}
 	if opts.Webhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
@@ -189,4 +199,31 @@ func (cp *ControlPlane) Stop() error {
 		return fmt.Errorf("stopping the control plane: %w", err)
 	}
 	return nil
+}
+
+// hasDefaultRoute says whether the host has an IPv4 or IPv6 default route, as kube-apiserver
+// looks for one (/proc/net/route, /proc/net/ipv6_route); true when neither file can be read
+// (not Linux: leave the API server's own choice alone).
+func hasDefaultRoute() bool {
+	v4, err4 := os.ReadFile("/proc/net/route")
+	v6, err6 := os.ReadFile("/proc/net/ipv6_route")
+	if err4 != nil && err6 != nil {
+		return true
+	}
+	for i, line := range strings.Split(string(v4), "\n") {
+		f := strings.Fields(line)
+		// Iface Destination Gateway Flags RefCnt Use Metric Mask ...: a default route has
+		// destination and mask 0.
+		if i > 0 && len(f) >= 8 && f[1] == "00000000" && f[7] == "00000000" {
+			return true
+		}
+	}
+	for _, line := range strings.Split(string(v6), "\n") {
+		f := strings.Fields(line)
+		// destination, its prefix length, ..., device: ::/0 on a device other than lo.
+		if len(f) >= 10 && f[0] == strings.Repeat("0", 32) && f[1] == "00" && f[9] != "lo" {
+			return true
+		}
+	}
+	return false
 }
