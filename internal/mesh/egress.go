@@ -114,12 +114,7 @@ func (s *Set) serviceEntryRoute(c Caller, host string, port int32) (sidecar, gw 
 			continue
 		}
 		for i := range r.Spec.Rules {
-			l, ok := gammaRule(r, i)
-			if !ok {
-				l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry", r.id(), i)), l)
-			}
-			l.Unset = unset
-			better(&sidecar, l)
+			better(&sidecar, s.gammaRuleOrDefault(r, i, unset))
 			g := s.istioGatewayOf(r.Spec.Rules[i].BackendRefs, r.Metadata.Namespace)
 			viaGateway = viaGateway && g != nil
 			if g != nil {

@@ -606,12 +606,7 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 				continue
 			}
 			for i := range r.Spec.Rules {
-				l, ok := gammaRule(r, i)
-				if !ok {
-					l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry", r.id(), i)), l)
-				}
-				l.Unset = unset
-				better(&gamma, l)
+				better(&gamma, s.gammaRuleOrDefault(r, i, unset))
 			}
 		}
 	}
@@ -642,6 +637,18 @@ func (s *Set) istioEdge(x *index, e *Edge, c Caller, ref ServiceRef, inCluster b
 	if egress.Kind != "" {
 		e.Layers = append(e.Layers, egress) // the egress gateway's own route, after the sidecar's
 	}
+}
+
+// gammaRuleOrDefault is rule i of r as Istio applies it to a sidecar's call: its retry
+// (gammaRule), or Istio's default where it sets none, with Unset (the tries without a retry
+// block) set; GAMMA routes to a Service and routes parented to a ServiceEntry alike.
+func (s *Set) gammaRuleOrDefault(r *route, i int, unset int64) Layer {
+	l, ok := gammaRule(r, i)
+	if !ok {
+		l = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry", r.id(), i)), l)
+	}
+	l.Unset = unset
+	return l
 }
 
 // gammaRule is a route rule's own retry (ok), or a default layer naming the missing block.
