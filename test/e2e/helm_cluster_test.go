@@ -51,11 +51,18 @@ func TestHelmAgainstTheAPIServer(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Ten minutes for all of it (about 15 s alone): one CI run spent about 300 s before its third
+	// step with the steps before it passing; each helm and kubectl call over 20 s is logged with
+	// its time, so that the next such run says which one it was.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	kubectl := func(stdin string, args ...string) string {
 		t.Helper()
+		start := time.Now()
 		out, errOut, err := cp.RunKubectl(ctx, stdin, args...)
+		if d := time.Since(start); d > 20*time.Second {
+			t.Logf("slow: kubectl %s took %s", strings.Join(args, " "), d.Round(time.Millisecond))
+		}
 		if err != nil {
 			t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out, errOut)
 		}
@@ -67,7 +74,11 @@ func TestHelmAgainstTheAPIServer(t *testing.T) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, helm, args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		start := time.Now()
 		out, err := cmd.CombinedOutput()
+		if d := time.Since(start); d > 20*time.Second {
+			t.Logf("slow: helm %s took %s", strings.Join(args, " "), d.Round(time.Millisecond))
+		}
 		return string(out), err
 	}
 	// The control plane installs the CRDs without Helm's ownership: remove them, a fresh cluster.
