@@ -28,8 +28,10 @@ func TestStartWithoutDefaultRoute(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS unset (make test sets it)")
 	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
+	for _, tool := range []string{"unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s (util-linux, iproute2): no network namespace to run in", tool)
+		}
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("a network namespace needs root")
