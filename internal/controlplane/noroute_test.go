@@ -9,7 +9,8 @@ import (
 
 // TestStartWithoutDefaultRoute: the control plane (the demo's, the tests') starts on a host
 // with loopback only. The test runs itself again in a network namespace it creates (unshare
-// -n, loopback brought up, no route out); before, kube-apiserver refused to start there ("no
+// -n, loopback brought up, no route out; and a PID namespace of its own, so that an etcd or
+// kube-apiserver the child leaves behind, if it fails half-way, dies with it); before, kube-apiserver refused to start there ("no
 // default routes found") and Start failed after its retries.
 func TestStartWithoutDefaultRoute(t *testing.T) {
 	if os.Getenv("RETRYCAP_NOROUTE_CHILD") == "1" {
@@ -36,7 +37,7 @@ func TestStartWithoutDefaultRoute(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("a network namespace needs root")
 	}
-	cmd := exec.Command("unshare", "-n", "--", "sh", "-c", `ip link set lo up && exec "$0" -test.run '^TestStartWithoutDefaultRoute$' -test.count=1`, os.Args[0])
+	cmd := exec.Command("unshare", "-n", "-p", "-f", "--kill-child", "--", "sh", "-c", `ip link set lo up && exec "$0" -test.run '^TestStartWithoutDefaultRoute$' -test.count=1`, os.Args[0])
 	cmd.Env = append(os.Environ(), "RETRYCAP_NOROUTE_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "PASS") {
