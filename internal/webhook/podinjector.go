@@ -25,7 +25,6 @@ import (
 	"github.com/retrycap/retrycap/internal/gate"
 	"github.com/retrycap/retrycap/internal/index"
 	"github.com/retrycap/retrycap/internal/inject"
-	"github.com/retrycap/retrycap/internal/kubeobj"
 	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -213,8 +212,9 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 		return in, nil
 	}
 	// Its annotations (the proxy resource defaults, OpenShift's UID range) from the same
-	// metadata-only informer that feeds the index: the index keeps labels alone.
-	nsMeta := kubeobj.NamespaceMetadata()
+	// metadata-only informer that feeds the index (kubeobj.NamespaceMetadata, the same type and
+	// kind): the index keeps labels alone.
+	nsMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
 	if err := h.reader.Get(ctx, client.ObjectKey{Name: pod.Namespace}, nsMeta); err != nil {
 		return in, fmt.Errorf("reading namespace %s from the cache: %w", pod.Namespace, err)
 	}
