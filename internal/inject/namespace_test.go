@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -204,5 +205,20 @@ func TestIstioWillInject(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "p"}}
 	if why := istioWillInject(pod, map[string]string{"istio-injection": "enabled"}); why != "" {
 		t.Fatalf("kube-public: %q", why)
+	}
+}
+
+// A Namespace's refused value is a *ResourceError naming the Namespace, for a caller that reports
+// it its own way; the pod's own has none.
+func TestNamespaceResourceError(t *testing.T) {
+	_, _, _, err := proxyResources("Pod shop/p", "shop", map[string]string{"retrycap.dev/proxy-cpu-limit": "0"}, nil)
+	var e *ResourceError
+	if !errors.As(err, &e) || e.Namespace != "shop" || e.Annotation != "retrycap.dev/proxy-cpu-limit" || e.Value != "0" ||
+		err.Error() != `Pod shop/p: annotation retrycap.dev/proxy-cpu-limit "0" of Namespace shop: the proxy's CPU limit must be above 0 (without the annotation it is 2)` {
+		t.Fatalf("error %v (%+v)", err, e)
+	}
+	_, _, _, err = proxyResources("Pod shop/p", "shop", map[string]string{"retrycap.dev/proxy-cpu-limit": "1"}, map[string]string{"retrycap.dev/proxy-cpu-limit": "0"})
+	if !errors.As(err, &e) || e.Namespace != "" || e.Value != "0" {
+		t.Fatalf("the pod's own value: error %v (%+v), want no Namespace", err, e)
 	}
 }
