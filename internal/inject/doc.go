@@ -12,17 +12,20 @@
 //
 // A pod the proxy cannot run in is skipped, naming the field and the value (conflicts.go): on
 // the host network, on Windows nodes, or where its ports are taken (Istio's sidecar or ambient
-// ztunnel, an app's port, probe or hook on 15001 or 15020). What injection changes that the pod
+// ztunnel, the labels that make Istio's injector add its sidecar after retrycap's, an app's
+// port, probe or hook on 15001 or 15020). What injection changes that the pod
 // did not ask for (an envFrom that may set the proxy variables, a NO_PROXY of "*", a Guaranteed
 // pod made Burstable) is a warning; pod-level resources make room for the sidecar's requests.
 // The sidecar's requests and limits are defaults that the pod's retrycap.dev/proxy-cpu-request,
-// -cpu-limit, -memory-request and -memory-limit annotations replace, so that a namespace's
-// LimitRange admits the pod; GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
+// -cpu-limit, -memory-request and -memory-limit annotations replace (on the pod, else on its
+// Namespace: workload.ParseProxyResourcesIn), so that a namespace's LimitRange admits the pod; GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
 // analyze judge a template by too). A value
 // the rules refuse (not a quantity, a request above its limit, a memory limit below the proxy's
-// floor) is InvalidAnnotation, naming the workload, the annotation and the value.
+// floor) is InvalidAnnotation, naming the workload, the annotation and the value (and the
+// Namespace, for one of its own). In an OpenShift namespace the proxy's runAsUser and runAsGroup
+// come from the Namespace's UID and group ranges, as Istio's sidecar's do (ProxyIDs).
 //
-// It is pure: given the pod, its namespace's labels, the namespace's RetryPolicies and workloads,
+// It is pure: given the pod, its namespace's labels and annotations, the namespace's RetryPolicies and workloads,
 // the ClusterRetryPolicies whose scope has the namespace and the workloads across their scopes,
 // it returns the pod as it should be stored, or the reason it was skipped (a Skip; a policy whose
 // settings the proxy would refuse, e.g. a duration out of the CRD's bounds, is InvalidPolicy

@@ -99,7 +99,11 @@ func Decide(cfg Config, in Input) Decision {
 	if err != nil {
 		return skip(InvalidAnnotation, "annotation %s %q: %v", annotations.Upstreams, pod.Annotations[annotations.Upstreams], err)
 	}
-	res, threads, resWarnings, err := proxyResources(w.String(), pod.Annotations)
+	res, threads, resWarnings, err := proxyResources(w.String(), ns, in.NamespaceAnnotations, pod.Annotations)
+	if err != nil {
+		return skip(InvalidAnnotation, "%v", err)
+	}
+	uid, gid, err := ProxyIDs(ns, in.NamespaceAnnotations)
 	if err != nil {
 		return skip(InvalidAnnotation, "%v", err)
 	}
@@ -111,7 +115,7 @@ func Decide(cfg Config, in Input) Decision {
 	entry := isEntrypoint(p.policy, p.ws, w, in.Mesh, p.svcs...)
 	args := ProxyArgs(svc, ups, entry, settings)
 
-	proxy := proxyContainer(cfg.ProxyImage, args, res, threads)
+	proxy := proxyContainer(cfg.ProxyImage, args, res, threads, uid, gid)
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
 	podLevelRoom(pod, proxy.Resources.Requests)
 	for i := range pod.Spec.Containers {
@@ -148,6 +152,10 @@ type Input struct {
 	Pod *corev1.Pod
 	// NamespaceLabels are the labels of the pod's namespace.
 	NamespaceLabels map[string]string
+	// NamespaceAnnotations are the annotations of the pod's namespace: the proxy resource
+	// annotations the pod does not set (workload.ParseProxyResourcesIn) and OpenShift's UID and
+	// group ranges (ProxyIDs).
+	NamespaceAnnotations map[string]string
 	// Policies are the RetryPolicies of the pod's namespace.
 	Policies []v1alpha1.RetryPolicy
 	// Workloads are the namespace's workloads (of workload.Kinds),
@@ -226,8 +234,9 @@ const (
 	// WindowsPod: the pod runs on Windows nodes (spec.os.name, nodeSelector or required node
 	// affinity), where neither the proxy's image nor its security context can run.
 	WindowsPod Reason = "WindowsPod"
-	// PortConflict: something in the pod already uses the proxy's ports (Istio's sidecar, a
-	// declared containerPort, a probe or lifecycle hook on one of them).
+	// PortConflict: something in the pod already uses the proxy's ports (Istio's sidecar, or
+	// the labels that make Istio's injector add it, a declared containerPort, a probe or
+	// lifecycle hook on one of them, Istio's ambient mode).
 	PortConflict Reason = "PortConflict"
 	// NoPolicy: no RetryPolicy of the namespace selects the pod.
 	NoPolicy Reason = "NoPolicy"

@@ -109,11 +109,11 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 // proxyContainer is the sidecar: a native sidecar (restartPolicy Always) so the kubelet starts
 // the app containers only once its startup probe passes and stops it only after they have
 // stopped; unprivileged (no iptables: the apps reach it through HTTP_PROXY and HTTPS_PROXY).
-// res and threads are its resources and GOMAXPROCS (proxyResources).
-func proxyContainer(image string, args []string, res corev1.ResourceRequirements, threads string) corev1.Container {
+// res and threads are its resources and GOMAXPROCS (proxyResources); uid and gid its
+// runAsUser and runAsGroup (ProxyIDs).
+func proxyContainer(image string, args []string, res corev1.ResourceRequirements, threads string, uid, gid int64) corev1.Container {
 	always := corev1.ContainerRestartPolicyAlways
 	yes, no := true, false
-	uid := RunAsUser
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(AdminPortName)}},
@@ -152,7 +152,7 @@ func proxyContainer(image string, args []string, res corev1.ResourceRequirements
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             &yes,
 			RunAsUser:                &uid,
-			RunAsGroup:               &uid,
+			RunAsGroup:               &gid,
 			ReadOnlyRootFilesystem:   &yes,
 			AllowPrivilegeEscalation: &no,
 			Privileged:               &no,

@@ -20,10 +20,11 @@ func ParseProxyResources(ann map[string]string) (ProxyResources, error) {
 	return workload.ParseProxyResources(ann)
 }
 
-// proxyResources is ParseProxyResources for the injector: who names the pod's workload in the
-// error, before the annotation and its value.
-func proxyResources(who string, ann map[string]string) (res corev1.ResourceRequirements, threads string, warnings []string, err error) {
-	r, err := workload.ParseProxyResources(ann)
+// proxyResources is workload.ParseProxyResourcesIn for the injector (the pod's annotations
+// ann over those of its Namespace ns, nsAnn): who names the pod's workload in the error, before
+// the annotation, its value and, for a Namespace's, the Namespace.
+func proxyResources(who, ns string, nsAnn, ann map[string]string) (res corev1.ResourceRequirements, threads string, warnings []string, err error) {
+	r, err := workload.ParseProxyResourcesIn(ns, nsAnn, ann)
 	if err != nil {
 		return res, "", nil, fmt.Errorf("%s: %w", who, err)
 	}

@@ -83,7 +83,7 @@ func TestProxyResources(t *testing.T) {
 			err: `Deployment shop/gateway: annotation retrycap.dev/proxy-cpu-request "x" is not a Kubernetes quantity (such as 500m, 1 or 48Mi): quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, threads, warnings, err := proxyResources(who, tc.ann)
+			res, threads, warnings, err := proxyResources(who, "shop", nil, tc.ann)
 			if tc.err != "" {
 				if err == nil || err.Error() != tc.err {
 					t.Fatalf("error %v\nwant    %s", err, tc.err)
@@ -107,8 +107,8 @@ func TestProxyResources(t *testing.T) {
 // TestProxyResourcesNotShared: each call returns its own lists (the defaults are not shared
 // between pods: podLevelRoom and later patches must not change another pod's proxy).
 func TestProxyResourcesNotShared(t *testing.T) {
-	a, _, _, _ := proxyResources("Pod shop/a", nil)
-	b, _, _, _ := proxyResources("Pod shop/b", nil)
+	a, _, _, _ := proxyResources("Pod shop/a", "shop", nil, nil)
+	b, _, _, _ := proxyResources("Pod shop/b", "shop", nil, nil)
 	a.Requests[corev1.ResourceCPU] = a.Limits[corev1.ResourceCPU]
 	if got := b.Requests.Cpu().String(); got != "10m" {
 		t.Fatalf("b's CPU request = %s after a's changed", got)
@@ -127,7 +127,7 @@ func TestParseProxyResourcesError(t *testing.T) {
 	if e.Annotation != "retrycap.dev/proxy-cpu-request" || e.Value != "2" || err.Error() != want {
 		t.Fatalf("Annotation %q, Value %q, error %q", e.Annotation, e.Value, err)
 	}
-	_, _, _, err = proxyResources("Pod shop/a", map[string]string{"retrycap.dev/proxy-cpu-request": "2", "retrycap.dev/proxy-cpu-limit": "1"})
+	_, _, _, err = proxyResources("Pod shop/a", "shop", nil, map[string]string{"retrycap.dev/proxy-cpu-request": "2", "retrycap.dev/proxy-cpu-limit": "1"})
 	if !errors.As(err, &e) || err.Error() != "Pod shop/a: "+want {
 		t.Fatalf("the injector's error %q", err)
 	}

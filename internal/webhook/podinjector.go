@@ -56,7 +56,7 @@ type PodInjectorOptions struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // PodInjector is the admission.Handler of the pod injector (PodInjectorPath, pod CREATE): it
-// reads the pod's namespace's labels, the namespace's RetryPolicies, the ClusterRetryPolicies
+// reads the pod's namespace's labels and annotations, the namespace's RetryPolicies, the ClusterRetryPolicies
 // whose scope has it and (for default entrypoints) the workloads that reach the pod from the
 // manager's cache and index, applies inject.Decide and answers with a JSON patch. It
 // never calls the API server on a request.
@@ -211,6 +211,14 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if pod.Annotations[annotations.Inject] != "true" && labels[annotations.InjectionLabel] != annotations.InjectionEnabled {
 		return in, nil
 	}
+	// Its annotations (the proxy resource defaults, OpenShift's UID range) from the same
+	// metadata-only informer that feeds the index (kubeobj.NamespaceMetadata, the same type and
+	// kind): the index keeps labels alone.
+	nsMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
+	if err := h.reader.Get(ctx, client.ObjectKey{Name: pod.Namespace}, nsMeta); err != nil {
+		return in, fmt.Errorf("reading namespace %s from the cache: %w", pod.Namespace, err)
+	}
+	in.NamespaceAnnotations = nsMeta.Annotations
 	var policies v1alpha1.RetryPolicyList
 	if err := h.reader.List(ctx, &policies, client.InNamespace(pod.Namespace)); err != nil {
 		return in, fmt.Errorf("listing the RetryPolicies of namespace %s from the cache: %w", pod.Namespace, err)

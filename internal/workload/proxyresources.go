@@ -53,7 +53,10 @@ type ProxyResources struct {
 type ResourceError struct {
 	Annotation string
 	Value      string
-	msg        string
+	// Namespace is the Namespace the value was taken from (ParseProxyResourcesIn), "" for the
+	// pod's own.
+	Namespace string
+	msg       string
 }
 
 func (e *ResourceError) Error() string { return e.msg }
@@ -88,10 +91,44 @@ var resourceKnobs = [...]resourceKnob{
 //   - GOMAXPROCS follows a CPU limit annotation: its ceiling, at least 1, at most ProxyThreads
 //     (2). Go would otherwise run two threads' work in one CPU's quota and be throttled.
 func ParseProxyResources(ann map[string]string) (ProxyResources, error) {
+	return parseProxyResources(ann, "", nil)
+}
+
+// ParseProxyResourcesIn is ParseProxyResources for a pod of namespace ns whose Namespace has
+// annotations nsAnn: each of the four the pod does not set is taken from the Namespace (as
+// Linkerd's config.linkerd.io/proxy-* annotations are; the pod's own wins), and the rules are
+// then applied to the whole. A value taken from the Namespace is named as such in an error or
+// a warning (`annotation K "v" of Namespace ns`), and its *ResourceError has Namespace set.
+func ParseProxyResourcesIn(ns string, nsAnn, ann map[string]string) (ProxyResources, error) {
+	merged := map[string]string{}
+	fromNS := map[string]bool{}
+	for _, k := range resourceKnobs {
+		if v, ok := ann[k.key]; ok {
+			merged[k.key] = v
+		} else if v, ok := nsAnn[k.key]; ok {
+			merged[k.key] = v
+			fromNS[k.key] = true
+		}
+	}
+	return parseProxyResources(merged, ns, fromNS)
+}
+
+// parseProxyResources applies the rules to ann, whose keys in fromNS came from Namespace ns.
+func parseProxyResources(ann map[string]string, ns string, fromNS map[string]bool) (ProxyResources, error) {
 	r := ProxyResources{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}, Threads: ProxyThreads}
 	set := map[string]bool{}
+	quote := func(key string) string {
+		if fromNS[key] {
+			return fmt.Sprintf("annotation %s %q of Namespace %s", key, ann[key], ns)
+		}
+		return fmt.Sprintf("annotation %s %q", key, ann[key])
+	}
 	bad := func(k resourceKnob, format string, a ...any) error {
-		return &ResourceError{Annotation: k.key, Value: ann[k.key], msg: fmt.Sprintf("annotation %s %q", k.key, ann[k.key]) + fmt.Sprintf(format, a...)}
+		e := &ResourceError{Annotation: k.key, Value: ann[k.key], msg: quote(k.key) + fmt.Sprintf(format, a...)}
+		if fromNS[k.key] {
+			e.Namespace = ns
+		}
+		return e
 	}
 	for _, k := range resourceKnobs {
 		list := r.Requests
@@ -114,7 +151,7 @@ func ParseProxyResources(ann map[string]string) (ProxyResources, error) {
 		case k.limit && k.name == corev1.ResourceMemory && q.Cmp(resource.MustParse(MinProxyMemoryLimit)) < 0:
 			return r, bad(k, " is below %s, the least the proxy runs in: it holds about 18 MiB idle, so it would be killed for memory (OOMKilled) before it served", MinProxyMemoryLimit)
 		case k.limit && k.name == corev1.ResourceMemory && q.Cmp(resource.MustParse(LowProxyMemoryLimit)) < 0:
-			r.Warnings = append(r.Warnings, fmt.Sprintf("annotation %s %q is below %s: the proxy holds up to about 23 MiB under load, so it may be killed for memory (OOMKilled) under load", k.key, v, LowProxyMemoryLimit))
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s is below %s: the proxy holds up to about 23 MiB under load, so it may be killed for memory (OOMKilled) under load", quote(k.key), LowProxyMemoryLimit))
 		}
 		list[k.name] = q
 		set[k.key] = true
@@ -129,7 +166,7 @@ func ParseProxyResources(ann map[string]string) (ProxyResources, error) {
 		case !set[rk.key]:
 			r.Requests[rk.name] = lim.DeepCopy()
 		case set[lk.key]:
-			return r, bad(rk, " is above annotation %s %q: the proxy's %s may not exceed its %s", lk.key, ann[lk.key], rk.what, lk.what)
+			return r, bad(rk, " is above %s: the proxy's %s may not exceed its %s", quote(lk.key), rk.what, lk.what)
 		default:
 			return r, bad(rk, " is above the proxy's default %s %s: a request may not exceed its limit; set %s too", lk.what, lk.def, lk.key)
 		}
