@@ -1,10 +1,11 @@
 package annotations
 
-// The proxy's resources, per workload: on the pod template (or a bare Pod), each a Kubernetes
-// quantity ("500m", "1", "48Mi") that replaces the injected sidecar's default request or limit,
-// so that a namespace's LimitRange (a min, a max, a maxLimitRequestRatio) can admit the injected
-// pod. internal/inject reads them (ParseProxyResources: the rules) and applies them;
-// docs/admission.md.
+// The proxy's resources, per workload or per namespace: on the pod template (or a bare Pod), or
+// on the pod's Namespace as the default for its pods (the pod's own annotation wins), each a
+// Kubernetes quantity ("500m", "1", "48Mi") that replaces the injected sidecar's default request
+// or limit, so that a namespace's LimitRange (a min, a max, a maxLimitRequestRatio) can admit the
+// injected pod. internal/workload has the rules (ParseProxyResourcesIn), internal/inject applies
+// them; docs/admission.md.
 const (
 	// ProxyCPURequest is the sidecar's CPU request (default 10m).
 	ProxyCPURequest = "retrycap.dev/proxy-cpu-request"
