@@ -303,6 +303,9 @@ func (c *cliConn) refuseBudget(body string) {
 
 // releaseBody releases the budget held for the request's body.
 func (c *cliConn) releaseBody() {
+	if !c.reserved {
+		return // most requests: no lock taken
+	}
 	c.l.f.Bodies.Release(&c.resv)
 	c.reserved = false
 }
