@@ -172,6 +172,9 @@ func TestBodyBudgetChunkedWaits(t *testing.T) {
 				proxytest.Eventually(t, "B holds its buffer", func() bool { return p.fw.Bodies.InUse() == 2*262144 })
 				a.Send(chunk50k)
 				proxytest.Eventually(t, "A waits", func() bool { return p.fw.Bodies.Waiting() == 1 })
+				if m := metricsText(t, p); !strings.Contains(m, "\nretrycap_proxy_body_budget_waiting 1\n") {
+					t.Errorf("metrics lack retrycap_proxy_body_budget_waiting 1")
+				}
 				if youngerGrows {
 					_, _ = io.WriteString(c.C, chunk50k+"0\r\n\r\n") // may meet the close
 					want := string(forward.BudgetAnswer(budgetWords(300000, 2*262144, max, 524288)))

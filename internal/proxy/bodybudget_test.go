@@ -139,7 +139,7 @@ func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
 			}
 			proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
 			scrape := metricsText(t, p)
-			for _, line := range []string{"retrycap_proxy_body_budget_refused_total 1\n", "retrycap_proxy_buffered_body_bytes 0\n"} {
+			for _, line := range []string{"retrycap_proxy_body_budget_refused_total 1\n", "retrycap_proxy_buffered_body_bytes 0\n", "retrycap_proxy_body_budget_waiting 0\n"} {
 				if !strings.Contains(scrape, line) {
 					t.Errorf("metrics lack %q", line)
 				}

@@ -368,8 +368,9 @@ func SetBudgetAnswer(resp *fasthttp.Response, body string) {
 	resp.Header.Set(fasthttp.HeaderRetryAfter, "1")
 }
 
-// registerBodyBudget exports b: retrycap_proxy_buffered_body_bytes (in use)
-// and retrycap_proxy_body_budget_refused_total.
+// registerBodyBudget exports b: retrycap_proxy_buffered_body_bytes (in use),
+// retrycap_proxy_body_budget_refused_total and
+// retrycap_proxy_body_budget_waiting.
 func (m *Metrics) registerBodyBudget(b *BodyBudget) {
 	m.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "retrycap_proxy_buffered_body_bytes",
@@ -377,7 +378,10 @@ func (m *Metrics) registerBodyBudget(b *BodyBudget) {
 	}, func() float64 { return float64(b.InUse()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "retrycap_proxy_body_budget_refused_total",
 		Help: "Requests answered 503 (not sent upstream) because their body did not fit in --max-buffered-body-bytes beside the bodies held.",
-	}, func() float64 { return float64(b.Refused()) }))
+	}, func() float64 { return float64(b.Refused()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "retrycap_proxy_body_budget_waiting",
+		Help: "Chunked request bodies waiting for room in --max-buffered-body-bytes to grow (their reads paused).",
+	}, func() float64 { return float64(b.Waiting()) }))
 }
 
 // ErrBodyBudget is the access log's error of a request refused for the body
