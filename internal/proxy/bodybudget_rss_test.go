@@ -21,12 +21,16 @@ import (
 // the proxy's peak resident set (VmHWM) stays under the sidecar's 64 MiB
 // memory limit. On main, with no budget, the same load peaked at ~150 MB
 // (Content-Length) and ~205 MB (chunked) on both engines: an OOM kill.
+// Chunked uploads are served at least as many as Content-Length ones (at
+// least one): with twice the buffer reserved and no waiting, all eight
+// chunked ones were refused (session 15).
 func TestBodyBudgetBoundsRSS(t *testing.T) {
 	const (
 		uploads = 8
 		size    = 15 << 20
 		bound   = 64 << 10 // KiB: the injected sidecar's memory limit, 64Mi
 	)
+	served := map[string]int{}
 	for _, engine := range []string{"loop", "goroutine"} {
 		for _, chunked := range []bool{false, true} {
 			name := engine + "/content-length"
@@ -87,6 +91,12 @@ func TestBodyBudgetBoundsRSS(t *testing.T) {
 				t.Logf("%d concurrent 15 MiB uploads: %d answered 200, %d refused 503; proxy peak RSS %.1f MiB", uploads, n200, n503, float64(peak)/1024)
 				if peak >= bound {
 					t.Errorf("proxy peak RSS %d KiB, want < %d KiB (64 MiB)", peak, bound)
+				}
+				if !chunked {
+					served[engine] = n200
+				}
+				if n200 < 1 || n200 < served[engine] {
+					t.Errorf("%d uploads served, want at least 1 and at least the %d Content-Length ones", n200, served[engine])
 				}
 			})
 		}

@@ -57,6 +57,17 @@ func gatedBackend(t *testing.T) (b *proxytest.Backend, got, release chan struct{
 	return b, got, release
 }
 
+// budgetWords is the 503's body to a body of size bytes that asked for
+// asked bytes beside held, with the budget at max: a large one (asked over
+// forward.SmallBody) is told what large bodies may hold (max less the
+// sixteenth kept for small ones).
+func budgetWords(size, held, max, asked int64) string {
+	if asked > forward.SmallBody {
+		return forward.BudgetBody(size, held, max, max-max/16)
+	}
+	return forward.BudgetBody(size, held, max, 0)
+}
+
 func postHead(path string, n int) string {
 	return "POST http://backend" + path + " HTTP/1.1\r\nHost: backend\r\nContent-Length: " + strconv.Itoa(n) + "\r\n\r\n"
 }
@@ -69,11 +80,13 @@ func postHead(path string, n int) string {
 // POST then goes through. The loop refuses it itself (a body up to 64 KiB is
 // its own), the goroutine engine from its pre-parser.
 //
-// A body over 64 KiB (100,000 bytes, the budget 128 KiB): the goroutine
+// A body over 64 KiB (100,000 bytes, the budget 144 KiB): the goroutine
 // engine's (the loop hands it over) reserved as its head is read, refused
-// before fasthttp allocates its buffer.
+// before fasthttp allocates its buffer; a large body's words say what
+// large bodies may hold (138,240: the budget less the sixteenth kept for
+// bodies up to 64 KiB).
 func TestBodyBudgetRefusesExactly(t *testing.T) {
-	for _, tc := range []struct{ size, max int64 }{{40000, 64 << 10}, {100000, 128 << 10}} {
+	for _, tc := range []struct{ size, max int64 }{{40000, 64 << 10}, {100000, 144 << 10}} {
 		for _, engine := range []string{"loop", "goroutine"} {
 			t.Run(fmt.Sprintf("%s/%d", engine, tc.size), func(t *testing.T) {
 				testBudgetRefuses(t, engine, tc.size, tc.max)
@@ -100,13 +113,16 @@ func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
 
 			c := proxytest.Dial(t, p.Addr())
 			c.Send(postHead("/2", int(size))) // the head alone: refused before any body byte
+			words := fmt.Sprintf("retrycap-proxy: request body of %d bytes refused: %d of the proxy's %d buffered-body bytes (--max-buffered-body-bytes) are in use\n", size, held, max)
+			if held > forward.SmallBody {
+				words = fmt.Sprintf("retrycap-proxy: request body of %d bytes refused: %d of the proxy's %d buffered-body bytes (--max-buffered-body-bytes) are in use; bodies over 65536 bytes may hold %d (the rest is kept for smaller ones)\n", size, held, max, max-max/16)
+			}
 			want := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
-				strconv.Itoa(len(forward.BudgetBody(size, held, max))) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" +
-				fmt.Sprintf("retrycap-proxy: request body of %d bytes refused: %d of the proxy's %d buffered-body bytes (--max-buffered-body-bytes) are in use\n", size, held, max)
+				strconv.Itoa(len(words)) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + words
 			if got := c.Rest(); got != want {
 				t.Fatalf("answer to the POST over the budget:\n%q\nwant\n%q", got, want)
 			}
-			if got := string(forward.BudgetAnswer(forward.BudgetBody(size, held, max))); got != want {
+			if got := string(forward.BudgetAnswer(budgetWords(size, held, max, held))); got != want {
 				t.Fatalf("forward.BudgetAnswer:\n%q\nwant\n%q", got, want)
 			}
 			if n := p.fw.Bodies.Refused(); n != 1 {
@@ -123,7 +139,7 @@ func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
 			}
 			proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
 			scrape := metricsText(t, p)
-			for _, line := range []string{"retrycap_proxy_body_budget_refused_total 1\n", "retrycap_proxy_buffered_body_bytes 0\n"} {
+			for _, line := range []string{"retrycap_proxy_body_budget_refused_total 1\n", "retrycap_proxy_buffered_body_bytes 0\n", "retrycap_proxy_body_budget_waiting 0\n"} {
 				if !strings.Contains(scrape, line) {
 					t.Errorf("metrics lack %q", line)
 				}
@@ -176,13 +192,17 @@ func metricsText(t *testing.T, p *Proxy) string {
 	return string(raw)
 }
 
-// TestBodyBudgetChunkedMidBody: a chunked body reserves as its chunks are
-// announced (twice what fasthttp's buffer grows to: a power of two over the
-// data so far, its old halves garbage): with 128 KiB, chunks of 30,000 bytes
-// fit twice (64 KiB, then 128 KiB held) and the third is refused: the proxy's 503 naming the 90,000
+// TestBodyBudgetChunkedMidBody: a chunked body reserves the buffer
+// fasthttp grows for it (a power of two over the data so far) as each chunk
+// is announced, beside the buffers it outgrew until they are dropped: with
+// 128 KiB, chunks of 30,000 bytes hold 32 KiB, then 64 KiB (the 32 KiB
+// released once fasthttp has read past the chunk line it grew at), and the
+// third, 128 KiB more, can never fit (nothing else holds any: it would wait
+// for itself) and is refused at once: the proxy's 503 naming the 90,000
 // bytes, the connection closed, nothing sent upstream (decisions.md: the
 // bytes read are dropped, not forwarded). On the loop, which hands chunked
-// bodies to the goroutine engine, alike.
+// bodies to the goroutine engine, alike. On main (twice the buffer
+// reserved) the hold was 128 KiB after two chunks.
 func TestBodyBudgetChunkedMidBody(t *testing.T) {
 	const max = 128 << 10
 	for _, engine := range []string{"loop", "goroutine"} {
@@ -193,9 +213,9 @@ func TestBodyBudgetChunkedMidBody(t *testing.T) {
 			chunk := fmt.Sprintf("%x\r\n%s\r\n", 30000, strings.Repeat("c", 30000))
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("POST http://backend/c HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk + chunk)
-			proxytest.Eventually(t, "two chunks reserved", func() bool { return p.fw.Bodies.InUse() == max })
+			proxytest.Eventually(t, "two chunks reserved", func() bool { return p.fw.Bodies.InUse() == 64<<10 })
 			_, _ = io.WriteString(c.C, chunk+"0\r\n\r\n") // may meet the close
-			want := string(forward.BudgetAnswer(forward.BudgetBody(90000, max, max)))
+			want := string(forward.BudgetAnswer(budgetWords(90000, 64<<10, max, 128<<10)))
 			if got := c.Rest(); got != want {
 				t.Fatalf("answer:\n%q\nwant\n%q", got, want)
 			}
@@ -275,7 +295,7 @@ func TestBodyBudgetReleasedOnEveryPath(t *testing.T) {
 			// A client gone mid-body, chunked.
 			c = proxytest.Dial(t, p.Addr())
 			c.Send("POST http://backend/gone HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n", size) + body[:1000])
-			proxytest.Eventually(t, "the chunk reserved", func() bool { return p.fw.Bodies.InUse() == 2*budgetHeld("goroutine", size+2) })
+			proxytest.Eventually(t, "the chunk reserved", func() bool { return p.fw.Bodies.InUse() == budgetHeld("goroutine", size+2) })
 			_ = c.C.Close()
 			zero("a chunked client gone mid-body")
 
@@ -357,7 +377,7 @@ func TestBodyBudgetExpect(t *testing.T) {
 				c.Send(strings.Replace(postHead("/2", int(size)), "\r\n\r\n", "\r\nExpect: 100-continue\r\n\r\n", 1))
 				c.Expect("POST", http.StatusContinue, "")
 				_, _ = io.WriteString(c.C, strings.Repeat("e", int(size))) // may meet the close
-				if got, want := c.Rest(), string(forward.BudgetAnswer(forward.BudgetBody(size, held, max))); got != want {
+				if got, want := c.Rest(), string(forward.BudgetAnswer(budgetWords(size, held, max, budgetHeld("goroutine", size)))); got != want {
 					t.Fatalf("answer:\n%q\nwant\n%q", got, want)
 				}
 				close(release)

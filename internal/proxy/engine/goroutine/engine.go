@@ -214,11 +214,11 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 		// before. A larger body is fasthttp's 413, unread; a smaller one's
 		// is the pre-parser's (frame).
 		e.takeHeld(h) // left by a connection that ended unseen (closed under its read)
-		r := round2(int64(n))
-		if ok, inUse := e.f.Bodies.Reserve(r); ok {
-			e.held.Store(h, heldBody{n: r})
+		r, hold := round2(int64(n)), &forward.Hold{}
+		if ok, inUse := e.f.Bodies.Reserve(hold, r); ok {
+			e.held.Store(h, heldBody{h: hold})
 		} else {
-			e.held.Store(h, heldBody{refusal: e.f.Bodies.RefusedBody(int64(n), inUse)})
+			e.held.Store(h, heldBody{refusal: e.f.Bodies.RefusedBody(hold, r, int64(n), inUse)})
 			// fasthttp refuses it unread (ErrBodyTooLarge; requestError
 			// answers the budget's 503), its buffer never allocated.
 			cfg.MaxRequestBodySize = 1
@@ -227,9 +227,9 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 	return cfg
 }
 
-// heldBody is a Content-Length body's reservation (n bytes) or refusal.
+// heldBody is a Content-Length body's reservation (h) or refusal.
 type heldBody struct {
-	n       int64
+	h       *forward.Hold
 	refusal string
 }
 
@@ -241,7 +241,9 @@ func (e *Engine) takeHeld(h *fasthttp.RequestHeader) string {
 		return ""
 	}
 	hb, _ := v.(heldBody)
-	e.f.Bodies.ReleaseFreed(hb.n)
+	if hb.h != nil {
+		e.f.Bodies.ReleaseFreed(hb.h)
+	}
 	return hb.refusal
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -104,9 +106,21 @@ type headConn struct {
 	rmu  sync.Mutex
 	resv []reservation
 	gone bool // closed: nothing more is reserved
+	// closed is closed by Close: a body waiting for budget (Grow) stops.
+	closed chan struct{}
+	// readBy is the read deadline fasthttp set last (unix ns; 0: none):
+	// a chunked body waits for budget no longer.
+	readBy atomic.Int64
+	// passed counts the bytes Read returned.
+	passed int64
 	// chunked counts the data bytes of the chunked body being read,
-	// chunkResv what is reserved for it.
-	chunked, chunkResv int64
+	// chunkBuf the buffer fasthttp holds them in (reserved), chunkOld its
+	// buffers outgrown, still reserved: released (after a collection) once
+	// fasthttp has surely read past the chunk line it grew at, when
+	// passed reaches chunkOldAt (it buffers at most readBufferSize bytes
+	// unread, and grows its buffer as soon as it has read a chunk line).
+	chunked, chunkBuf, chunkOld, chunkOldAt int64
+	chunkHead                               int // the head whose body it is
 	// budgetRefusal is the body of the 503 to the request whose body did
 	// not fit (requestError answers it).
 	budgetRefusal string
@@ -115,7 +129,7 @@ type headConn struct {
 // reservation is the budget held for head's body.
 type reservation struct {
 	head int
-	n    int64
+	h    *forward.Hold
 }
 
 type scanState uint8
@@ -170,32 +184,71 @@ func newHeadConn(c net.Conn) *headConn { return &headConn{Conn: c} }
 
 // newHeadConn is the pre-parser on c with the engine's body budget.
 func (e *Engine) newHeadConn(c net.Conn) *headConn {
-	return &headConn{Conn: c, budget: e.f.Bodies, f: e.f}
+	return &headConn{Conn: c, budget: e.f.Bodies, f: e.f, closed: make(chan struct{})}
 }
+
+// readBufferSize is the server's ReadBufferSize: fasthttp holds at most
+// this many bytes read and not yet parsed.
+const readBufferSize = 8192
 
 // reserve takes n more bytes of the budget for the body of the current
 // head; false (the refusal set, its answer worded for size) if they do not
-// fit.
-func (c *headConn) reserve(n, size int64) bool {
+// fit. A chunked body's growth (wait) waits for room: see
+// forward.BodyBudget.Grow; until the read deadline fasthttp set for the
+// body, or the close.
+func (c *headConn) reserve(n, size int64, wait bool) bool {
 	if c.budget == nil || n <= 0 {
 		return true
 	}
 	c.rmu.Lock()
-	defer c.rmu.Unlock()
 	if c.gone {
+		c.rmu.Unlock()
 		return true // the read ends in an error; nothing is held past the close
 	}
-	ok, inUse := c.budget.Reserve(n)
+	var h *forward.Hold
+	if k := len(c.resv); k > 0 && c.resv[k-1].head == c.heads {
+		h = c.resv[k-1].h
+	} else {
+		h = &forward.Hold{}
+		c.resv = append(c.resv, reservation{head: c.heads, h: h})
+	}
+	c.rmu.Unlock()
+	var ok bool
+	var inUse int64
+	if wait {
+		deadline := time.Now().Add(c.f.Cfg.ClientTimeout)
+		if by := c.readBy.Load(); by != 0 {
+			deadline = time.Unix(0, by)
+		}
+		ok, inUse = c.budget.Grow(h, n, deadline, c.closed)
+	} else {
+		ok, inUse = c.budget.Reserve(h, n)
+	}
 	if !ok {
-		c.budgetRefusal = c.budget.RefusedBody(size, inUse)
+		c.budgetRefusal = c.budget.RefusedBody(h, n, size, inUse)
 		return false
 	}
-	if k := len(c.resv); k > 0 && c.resv[k-1].head == c.heads {
-		c.resv[k-1].n += n
-	} else {
-		c.resv = append(c.resv, reservation{head: c.heads, n: n})
+	c.rmu.Lock()
+	if c.gone {
+		// Closed while it waited: Close released the rest.
+		c.budget.ReleaseFreed(h)
 	}
+	c.rmu.Unlock()
 	return true
+}
+
+// releaseOld releases the buffers a chunked body outgrew once fasthttp has
+// surely dropped them (chunkOldAt): after the collection that frees them.
+func (c *headConn) releaseOld() {
+	if c.chunkOld == 0 || c.passed < c.chunkOldAt {
+		return
+	}
+	c.rmu.Lock()
+	if k := len(c.resv); k > 0 && c.resv[k-1].head == c.chunkHead {
+		c.budget.ReleaseFreedPart(c.resv[k-1].h, c.chunkOld)
+	}
+	c.rmu.Unlock()
+	c.chunkOld = 0
 }
 
 // bodyDone releases the budget of the requests the handler is done with:
@@ -205,7 +258,7 @@ func (c *headConn) bodyDone() {
 	defer c.rmu.Unlock()
 	i := 0
 	for ; i < len(c.resv) && c.resv[i].head <= c.served; i++ {
-		c.budget.ReleaseFreed(c.resv[i].n)
+		c.budget.ReleaseFreed(c.resv[i].h)
 	}
 	c.resv = c.resv[:copy(c.resv, c.resv[i:])]
 }
@@ -215,18 +268,42 @@ func (c *headConn) releaseAll() {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	for _, r := range c.resv {
-		c.budget.ReleaseFreed(r.n)
+		c.budget.ReleaseFreed(r.h)
 	}
 	c.resv = c.resv[:0]
 }
 
 // Close releases the connection's reservations and closes it.
 func (c *headConn) Close() error {
-	c.releaseAll()
 	c.rmu.Lock()
+	if !c.gone && c.closed != nil {
+		close(c.closed)
+	}
 	c.gone = true
 	c.rmu.Unlock()
+	c.releaseAll()
 	return c.Conn.Close()
+}
+
+// SetReadDeadline notes the deadline (a body waiting for budget waits no
+// longer) and sets it.
+func (c *headConn) SetReadDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline notes the read deadline, as SetReadDeadline.
+func (c *headConn) SetDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *headConn) noteDeadline(t time.Time) {
+	if t.IsZero() {
+		c.readBy.Store(0)
+	} else {
+		c.readBy.Store(t.UnixNano())
+	}
 }
 
 // requestDone: the handler is done with c's request (c a headConn, or any
@@ -289,6 +366,13 @@ func (c *headConn) stop() {
 }
 
 func (c *headConn) Read(p []byte) (int, error) {
+	c.releaseOld()
+	n, err := c.read(p)
+	c.passed += int64(n)
+	return n, err
+}
+
+func (c *headConn) read(p []byte) (int, error) {
 	if c.refused {
 		return 0, errHeadRefused
 	}
@@ -411,13 +495,13 @@ func (c *headConn) frame(head []byte) bool {
 	c.mayTunnel = h.IsConnect() || h.ConnectionUpgrade() || len(h.Peek(fasthttp.HeaderUpgrade)) > 0
 	switch n := h.ContentLength(); {
 	case n == -1:
-		c.st, c.excess, c.chunked, c.chunkResv = stChunkSize, 0, 0, 0
+		c.st, c.excess, c.chunked, c.chunkBuf, c.chunkOld, c.chunkHead = stChunkSize, 0, 0, 0, 0, c.heads
 	case n > 0:
 		// Reserved the length fasthttp's buffer takes (round2). A larger
 		// body's is reserved by the engine's headerReceived, before
 		// fasthttp allocates its buffer (a body over fasthttp's limit is
 		// its 413, unread).
-		if n <= forward.BufferedBodyMax && !c.reserve(round2(int64(n)), int64(n)) {
+		if n <= forward.BufferedBodyMax && !c.reserve(round2(int64(n)), int64(n), false) {
 			c.refuseBudget()
 			return false
 		}
@@ -429,14 +513,17 @@ func (c *headConn) frame(head []byte) bool {
 }
 
 // reserveChunk reserves what fasthttp's buffer for a chunked body grows to
-// when it reads a chunk of size bytes (it makes room for the whole chunk
-// and its CRLF first, doubling: round2 of the data so far), twice (each
-// doubling copies, the old halves garbage until the next GC: measured, two
-// 15 MiB chunked uploads peaked at 78 MiB RSS where two Content-Length
-// ones did at 47), less what is held already; false (the body refused)
-// when that does not fit. A body over fasthttp's limit is its 413,
-// unreserved.
-func (c *headConn) reserveChunk(size int64) bool {
+// when it reads a chunk of size bytes, whose line ends at the stream
+// offset at: it makes room for the whole chunk and its CRLF first, a new
+// buffer of round2 of the data so far, the old one copied and left
+// garbage. The new buffer is reserved (waiting for room, in the order the
+// bodies began: forward.BodyBudget.Grow) beside the old ones, which are
+// released once they are surely garbage and collected (releaseOld): a
+// 15 MiB body holds 16 MiB, 24 while it grows past 8. Reserved twice
+// the buffer for the garbage instead, such a body needed the whole 32 MiB
+// budget, and eight concurrent ones were all refused. false: the body
+// refused. A body over fasthttp's limit is its 413, unreserved.
+func (c *headConn) reserveChunk(size, at int64) bool {
 	if c.budget == nil {
 		return true
 	}
@@ -444,12 +531,13 @@ func (c *headConn) reserveChunk(size int64) bool {
 	if c.chunked > forward.MaxRequestBody {
 		return true
 	}
-	if want := 2 * round2(c.chunked+2); want > c.chunkResv {
-		if !c.reserve(want-c.chunkResv, c.chunked) {
+	if want := round2(c.chunked + 2); want > c.chunkBuf {
+		if !c.reserve(want, c.chunked, true) {
 			c.refuseBudget()
 			return false
 		}
-		c.chunkResv = want
+		c.chunkOld += c.chunkBuf
+		c.chunkBuf, c.chunkOldAt = want, at+readBufferSize
 	}
 	return true
 }
@@ -550,7 +638,7 @@ func (c *headConn) scan(data []byte) int {
 				c.part = append(c.part[:0], line...)
 				c.st = stTrailer
 			default:
-				if !c.reserveChunk(size) {
+				if !c.reserveChunk(size, c.passed+int64(i)) {
 					return i - (j + 1)
 				}
 				c.part = c.part[:0]

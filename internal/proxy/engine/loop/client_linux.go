@@ -36,9 +36,11 @@ type cliConn struct {
 	serving    bool // inside serve: a call answered synchronously returns to its loop
 	closed     bool
 	// resv is the body budget (forward.BodyBudget) held for the request
-	// being read or served: its Content-Length, reserved when its head is
-	// read, released when its answer is written or the connection ends.
-	resv int64
+	// being read or served (reserved: it holds some): its Content-Length,
+	// reserved when its head is read, released when its answer is written
+	// or the connection ends.
+	resv     forward.Hold
+	reserved bool
 }
 
 func (c *cliConn) writing() bool { return len(c.out) > 0 }
@@ -249,17 +251,17 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.handoff(data, why)
 		return nil, false
 	}
-	if bodyLen > 0 && c.resv == 0 {
+	if bodyLen > 0 && !c.reserved {
 		// The whole length, as the head arrives: the body's bytes are
 		// held (in c.in, then the request) until the answer.
-		ok, inUse := l.f.Bodies.Reserve(int64(bodyLen))
+		ok, inUse := l.f.Bodies.Reserve(&c.resv, int64(bodyLen))
 		if !ok {
 			l.f.LogBudgetRefusal(&req.Header, l.alog)
-			c.refuseBudget(l.f.Bodies.RefusedBody(int64(bodyLen), inUse))
+			c.refuseBudget(l.f.Bodies.RefusedBody(&c.resv, int64(bodyLen), int64(bodyLen), inUse))
 			l.putCall(cl)
 			return nil, false
 		}
-		c.resv = int64(bodyLen)
+		c.reserved = true
 	}
 	need := end + bodyLen
 	if len(data) < need {
@@ -301,8 +303,11 @@ func (c *cliConn) refuseBudget(body string) {
 
 // releaseBody releases the budget held for the request's body.
 func (c *cliConn) releaseBody() {
-	c.l.f.Bodies.Release(c.resv)
-	c.resv = 0
+	if !c.reserved {
+		return // most requests: no lock taken
+	}
+	c.l.f.Bodies.Release(&c.resv)
+	c.reserved = false
 }
 
 // keep saves an incomplete request until more of it arrives.
