@@ -178,7 +178,7 @@ var flags = []flag{
 	{"breaker-window", "breaker failure window, 1ms..1h", true, func(a *Args) any { return &a.BreakerWindow }},
 	{"breaker-open-for", "how long an open breaker fails fast before a half-open probe, 1ms..1h", true, func(a *Args) any { return &a.BreakerOpenFor }},
 	{"max-replay-bytes", "largest request body that is retried", false, func(a *Args) any { return &a.MaxReplayBytes }},
-	{"max-buffered-body-bytes", "request body bytes the HTTP/1.1 engines hold in memory at once, proxy-wide, 64 KiB..1 GiB (a body is read whole before it is forwarded, to replay it): a request whose body does not fit beside those in flight gets 503 with Retry-After: 1 at once and is not sent; the default, 32 MiB, fits the sidecar's 64Mi memory limit", false, func(a *Args) any { return &a.MaxBufferedBodyBytes }},
+	{"max-buffered-body-bytes", "request body bytes the HTTP/1.1 engines hold in memory at once, proxy-wide, 64 KiB..1 GiB (a body is read whole before it is forwarded, to replay it): a sixteenth is kept for bodies up to 64 KiB; a request whose body does not fit beside those in flight gets 503 with Retry-After: 1 and is not sent (a chunked body that outgrows its share waits for room, oldest first, up to its read deadline); the default, 32 MiB, fits the sidecar's 64Mi memory limit", false, func(a *Args) any { return &a.MaxBufferedBodyBytes }},
 	{"key-ttl", "how long an entry proxy remembers an Idempotency-Key's spend", false, func(a *Args) any { return &a.KeyTTL }},
 	{"resolve", "static resolution NAME=HOST:PORT, comma separated", false, func(a *Args) any { return &a.Resolve }},
 	{"drain-timeout", "on SIGTERM, how long in-flight requests may take to finish", false, func(a *Args) any { return &a.DrainTimeout }},
