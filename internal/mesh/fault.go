@@ -29,15 +29,18 @@ type faultFields struct {
 		Gateways []string `json:"gateways"`
 	} `json:"match"`
 	Fault *struct {
-		Delay *struct {
-			FixedDelay       *string `json:"fixedDelay"`
-			ExponentialDelay *string `json:"exponentialDelay"`
-			Percentage       *struct {
-				Value *float64 `json:"value"`
-			} `json:"percentage"`
-			Percent *int64 `json:"percent"`
-		} `json:"delay"`
+		Delay *faultDelayFields `json:"delay"`
 	} `json:"fault"`
+}
+
+// faultDelayFields is a route's fault.delay.
+type faultDelayFields struct {
+	FixedDelay       *string `json:"fixedDelay"`
+	ExponentialDelay *string `json:"exponentialDelay"`
+	Percentage       *struct {
+		Value *float64 `json:"value"`
+	} `json:"percentage"`
+	Percent *int64 `json:"percent"`
 }
 
 // faultDelay is a route's delay: d, and what it says ("spec.http[0].fault.delay.fixedDelay 7s").
@@ -57,7 +60,11 @@ func readFaultDelay(id string, i int, f *faultFields) (faultDelay, error) {
 	if f.Fault == nil || f.Fault.Delay == nil {
 		return faultDelay{}, nil
 	}
-	dl := f.Fault.Delay
+	return readDelay(id, i, f.Fault.Delay)
+}
+
+// readDelay is readFaultDelay of route i's delay dl.
+func readDelay(id string, i int, dl *faultDelayFields) (faultDelay, error) {
 	base := fmt.Sprintf("spec.http[%d].fault.delay", i)
 	var pct float64
 	switch {

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,4 +127,35 @@ func TestFaultDelayErrors(t *testing.T) {
 			t.Errorf("%s: an invalid object was added: %v", tc.delay, got)
 		}
 	}
+}
+
+// FuzzFaultDelay: any fixedDelay and share give a delay of 0 or the value as Istio reads it
+// (whole milliseconds, at least 1ms) with its field named, or an error naming the object and
+// field; never a negative delay. go test runs the seeds.
+func FuzzFaultDelay(f *testing.F) {
+	for _, s := range []string{"7s", "0s", "1.5s", "-1s", "1500us", "soon", "9999999999h", "1h1h", " 2s ", ""} {
+		f.Add(s, 100.0, int64(0), false)
+		f.Add(s, 0.0, int64(-5), true)
+	}
+	f.Add("3s", 0.00001, int64(101), false)
+	f.Fuzz(func(t *testing.T, delay string, pct float64, percent int64, usePercent bool) {
+		dl := &faultDelayFields{FixedDelay: &delay}
+		if usePercent {
+			dl.Percent = &percent
+		} else {
+			dl.Percentage = &struct {
+				Value *float64 `json:"value"`
+			}{Value: &pct}
+		}
+		fd, err := readDelay("VirtualService a/b", 2, dl)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "VirtualService a/b spec.http[2].fault.delay.") || fd != (faultDelay{}) {
+				t.Fatalf("error %v with %+v", err, fd)
+			}
+			return
+		}
+		if fd.d < 0 || fd.d > 0 && (fd.d < time.Millisecond || fd.d%time.Millisecond != 0 || !strings.HasPrefix(fd.field, "spec.http[2].fault.delay.fixedDelay ")) {
+			t.Fatalf("delay %+v", fd)
+		}
+	})
 }
