@@ -1377,14 +1377,18 @@ func (p *timePass) inversions(ta *TimeAnalysis) {
 			inner = h[x.layer+1].Name
 		}
 		inv := Inversion{Caller: caller, Callee: callee, Layer: l.Name, Inner: inner, PerTry: l.PerTry, InnerTime: time.Duration(x.inner)}
-		inv.Message, inv.Fix = explainInversion(inv, int(x.layer)+1 < len(h))
+		var innerDelay time.Duration
+		if int(x.layer)+1 < len(h) {
+			innerDelay = h[x.layer+1].Delay
+		}
+		inv.Message, inv.Fix = explainInversion(inv, int(x.layer)+1 < len(h), innerDelay)
 		ta.Inversions = append(ta.Inversions, inv)
 	}
 }
 
 // explainInversion renders an inversion and its fix: the per-try timeout that covers what it
 // waits on, or the bound on that which fits the per-try timeout.
-func explainInversion(inv Inversion, innerLayer bool) (msg, fix string) {
+func explainInversion(inv Inversion, innerLayer bool, innerDelay time.Duration) (msg, fix string) {
 	what := inv.Callee + "'s worst time"
 	if innerLayer {
 		what = inv.Inner + "'s worst time on " + inv.Callee
@@ -1394,6 +1398,11 @@ func explainInversion(inv Inversion, innerLayer bool) (msg, fix string) {
 	bound := "a timeout of at most " + FormatTime(inv.PerTry) + " on " + inv.Callee + "'s own calls"
 	if innerLayer {
 		bound = inv.Inner + " finishing within " + FormatTime(inv.PerTry) + " (its tries x per-try timeout + backoff, or its timeout)"
+		if innerDelay > 0 {
+			// Held outside its tries and timeout (Istio's fault.delay): the bound must cover it.
+			bound = inv.Inner + " finishing within " + FormatTime(inv.PerTry) + " (its fault delay " + FormatTime(innerDelay) +
+				" + its tries x per-try timeout + backoff, or + its timeout)"
+		}
 	}
 	if inv.InnerTime == Forever {
 		fix = "bound " + what + ": " + bound

@@ -322,7 +322,7 @@ func TestAnalyzeTime(t *testing.T) {
 			worst: "10.1s", worstPath: "web>api>db",
 			chains:     []string{"web:10.1s:web>api>db:10.1s,400ms,unbounded", "admin:2s:admin>db:2s,unbounded"},
 			inversions: []string{"web -> api: retrycap per-try timeout 5s < Istio VirtualService shop/payment's worst time on api 8s: web retries while api still works on the abandoned try"},
-			fixes:      []string{"retrycap per-try timeout for api >= 8s, or Istio VirtualService shop/payment finishing within 5s (its tries x per-try timeout + backoff, or its timeout)"},
+			fixes:      []string{"retrycap per-try timeout for api >= 8s, or Istio VirtualService shop/payment finishing within 5s (its fault delay 7s + its tries x per-try timeout + backoff, or + its timeout)"},
 			total:      1,
 		},
 		{
