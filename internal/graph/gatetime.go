@@ -288,17 +288,7 @@ func (gt *gateTime) hop(e int32, n int64, x int64) int64 {
 				first.Tries = n
 				l = reduce(first)
 			}
-			if l.q != 0 {
-				y, _ = l.lastApart(y, false)
-			} else {
-				if l.p > 0 && l.p < y {
-					y = l.p
-				}
-				y = add(mul(l.a, y), l.b)
-			}
-			if l.t > 0 && l.t < y {
-				y = l.t
-			}
+			y, _ = l.step(y, false)
 		}
 		worst = max(worst, y)
 	}

@@ -49,6 +49,17 @@ func TestJudgeTime(t *testing.T) {
 			plan:  "; no rewrite fits: even with order: payment=1, client -x2-> gateway 900ms -> order 200ms -> payment ? = 1.8s > maxTimeToAnswer 1s",
 		},
 		{
+			// An Istio layer under order's: its 100ms timeout, then + 300ms held before it
+			// (fault.delay), 400ms a call. order 3 x 400ms + 300ms = 1.5s, gateway 3 x 1s +
+			// 300ms = 3.3s, 6.6s. payment=2: 900ms, gateway 3s, 6s, still over; payment=1: 3s
+			// (payment=2 would fit, 2.4s, with the delay left out of the plan's hops).
+			name: "a fault delay in the plan's hops", edges: base, eps: []ep{{"gateway", 2}},
+			hops:    []hopDecl{{"gateway", "order", Hop{rc(3, time.Second)}}, {"order", "payment", Hop{rc(3, 2*time.Second), delayed(istio(1, 0, 100*ms), 300*ms)}}},
+			service: "order", max: 5 * time.Second, over: true,
+			chain: "client -x2-> gateway 3.3s -> order 1.5s -> payment ? = 6.6s > maxTimeToAnswer 5s",
+			plan:  "; order may keep payment=1",
+		},
+		{
 			name: "within", edges: base, eps: []ep{{"gateway", 2}}, hops: baseHops,
 			service: "order", max: 6 * time.Second, chain: "6s",
 		},

@@ -20,8 +20,9 @@ import (
 //
 //	T_i = min(t, a x min(p, X) + sum over retries n = 1..a-1 of min(max, base x 2^(n-1)))
 //
-// so every inner layer's tries are bounded by the per-try timeout of the layer above. A missing
-// p or t bounds nothing. A service's worst time to answer, T(v), is the worst over its outgoing
+// so every inner layer's tries are bounded by the per-try timeout of the layer above, plus d
+// where the layer holds each request it receives for d before its tries (Istio's fault.delay),
+// outside t and p. A missing p or t bounds nothing. A service's worst time to answer, T(v), is the worst over its outgoing
 // hops: calls to different upstreams are not added (time is per chain, like amplification), and
 // the `*CALLS` of a fan-out are timed as one call (concurrent); a service that makes them one
 // after the other waits up to CALLS times as long, which only its own timeouts bound. A leaf's
@@ -65,6 +66,11 @@ type TimeLayer struct {
 	// min(BackoffMax, BackoffBase x 2^(n-1)) (full jitter's worst case); BackoffBase 0 = no wait,
 	// BackoffMax 0 = no cap.
 	BackoffBase, BackoffMax time.Duration
+	// Delay is held once per request the layer receives, before its first try and outside its
+	// timeouts (Istio's fault.delay: Envoy's fault filter runs before the router, whose timeouts
+	// start after it and whose retries do not pass it again); 0 = none. A leaf's unknown time
+	// stays unknown with it: the caller's per-try timeout still bounds the try.
+	Delay time.Duration
 }
 
 // BackoffTotal is the most the layer waits between its tries: the sum over retries
@@ -101,6 +107,9 @@ type layerT struct {
 	// q bounds the last try where it differs from p (TimeLayer.LastTry); 0: p bounds it too.
 	// A hop with such a layer is never compiled for the fast passes (see compile).
 	q int64
+	// d is the delay held before the layer's tries (TimeLayer.Delay), added after its timeout;
+	// like q, a hop with one is read by the slow path only.
+	d int64
 	// k is the layer's time when its per-try timeout bounds every try (what it waits on takes
 	// p or more): a x p + b, within t. The written-out passes take it instead of computing it.
 	k int64
@@ -315,6 +324,7 @@ func reduce(l TimeLayer) layerT {
 	if r.t > 0 && r.t < r.k {
 		r.k = r.t
 	}
+	r.d = max(int64(l.Delay), 0)
 	return r
 }
 
@@ -337,6 +347,9 @@ func (l *layerT) step(y int64, u bool) (int64, bool) {
 		if l.t < y {
 			y = l.t
 		}
+	}
+	if l.d > 0 {
+		y = add(y, l.d)
 	}
 	return y, u
 }
@@ -648,10 +661,11 @@ type span struct{ lo, hi int32 }
 // longer hops is laid out unpadded.
 const maxPad = 3
 
-// lastTried reports whether a layer of ls bounds its last try apart (layerT.q).
+// lastTried reports whether a layer of ls bounds its last try apart (layerT.q) or holds a delay
+// (layerT.d): terms the fast passes do not compute.
 func lastTried(ls []layerT) bool {
 	for i := range ls {
-		if ls[i].q != 0 {
+		if ls[i].q != 0 || ls[i].d != 0 {
 			return true
 		}
 	}
@@ -691,8 +705,9 @@ func (t *timing) compile(a *adjacency) *compiled {
 		}
 		rec := t.hops[r]
 		if rec.next >= 0 || lastTried(t.flat[rec.lo:rec.hi]) {
-			// Several records, or a layer whose last try is bounded apart (Linkerd's): read
-			// from the records by the slow path, which the fast passes need not know.
+			// Several records, or a layer whose last try is bounded apart (Linkerd's) or with
+			// a delay (Istio's fault injection): read from the records by the slow path, which
+			// the fast passes need not know.
 			if c.multi == nil {
 				c.multi = make([]int32, m)
 				for i := range c.multi {
@@ -1362,14 +1377,18 @@ func (p *timePass) inversions(ta *TimeAnalysis) {
 			inner = h[x.layer+1].Name
 		}
 		inv := Inversion{Caller: caller, Callee: callee, Layer: l.Name, Inner: inner, PerTry: l.PerTry, InnerTime: time.Duration(x.inner)}
-		inv.Message, inv.Fix = explainInversion(inv, int(x.layer)+1 < len(h))
+		var innerDelay time.Duration
+		if int(x.layer)+1 < len(h) {
+			innerDelay = h[x.layer+1].Delay
+		}
+		inv.Message, inv.Fix = explainInversion(inv, int(x.layer)+1 < len(h), innerDelay)
 		ta.Inversions = append(ta.Inversions, inv)
 	}
 }
 
 // explainInversion renders an inversion and its fix: the per-try timeout that covers what it
 // waits on, or the bound on that which fits the per-try timeout.
-func explainInversion(inv Inversion, innerLayer bool) (msg, fix string) {
+func explainInversion(inv Inversion, innerLayer bool, innerDelay time.Duration) (msg, fix string) {
 	what := inv.Callee + "'s worst time"
 	if innerLayer {
 		what = inv.Inner + "'s worst time on " + inv.Callee
@@ -1379,6 +1398,11 @@ func explainInversion(inv Inversion, innerLayer bool) (msg, fix string) {
 	bound := "a timeout of at most " + FormatTime(inv.PerTry) + " on " + inv.Callee + "'s own calls"
 	if innerLayer {
 		bound = inv.Inner + " finishing within " + FormatTime(inv.PerTry) + " (its tries x per-try timeout + backoff, or its timeout)"
+		if innerDelay > 0 {
+			// Held outside its tries and timeout (Istio's fault.delay): the bound must cover it.
+			bound = inv.Inner + " finishing within " + FormatTime(inv.PerTry) + " (its fault delay " + FormatTime(innerDelay) +
+				" + its tries x per-try timeout + backoff, or + its timeout)"
+		}
 	}
 	if inv.InnerTime == Forever {
 		fix = "bound " + what + ": " + bound

@@ -21,6 +21,12 @@ func istio(tries int64, perTry, timeout time.Duration) TimeLayer {
 	return TimeLayer{Name: "Istio VirtualService shop/payment", Tries: tries, PerTry: perTry, Timeout: timeout, BackoffBase: 25 * ms, BackoffMax: 250 * ms}
 }
 
+// delayed is l holding each request for d first (Istio's fault.delay).
+func delayed(l TimeLayer, d time.Duration) TimeLayer {
+	l.Delay = d
+	return l
+}
+
 type hopDecl struct {
 	from, to string
 	hop      Hop
@@ -300,6 +306,26 @@ func TestAnalyzeTime(t *testing.T) {
 			chains:    []string{"web:unbounded:web>db:unbounded,unbounded", "admin:5s:admin>db:5s,unbounded"},
 		},
 		{
+			// Istio's fault.delay (7s) is held once per request the sidecar receives, before its
+			// tries and outside its route timeout: api -> db 1 x 400ms; the sidecar min(1s,
+			// 3 x 400ms + 25ms + 50ms) + 7s = 8s, over web's per-try 5s (an inversion); web
+			// 2 x 5s + 100ms = 10.1s (2.1s without the delay). Over a leaf with no timeout the
+			// delay leaves the time unknown: admin's per-try 2s bounds it, no inversion.
+			name:  "Istio fault delay: once before the tries, outside the timeouts",
+			edges: []e{{"web", "api", 6, 1}, {"api", "db", 1, 1}, {"admin", "db", 3, 1}},
+			eps:   []ep{{"web", 1}, {"admin", 1}},
+			hops: []hopDecl{
+				{"web", "api", Hop{rc(2, 5*time.Second), delayed(istio(3, 0, time.Second), 7*time.Second)}},
+				{"api", "db", Hop{rc(1, 400*ms)}},
+				{"admin", "db", Hop{rc(1, 2*time.Second), delayed(istio(3, 0, 0), 7*time.Second)}},
+			},
+			worst: "10.1s", worstPath: "web>api>db",
+			chains:     []string{"web:10.1s:web>api>db:10.1s,400ms,unbounded", "admin:2s:admin>db:2s,unbounded"},
+			inversions: []string{"web -> api: retrycap per-try timeout 5s < Istio VirtualService shop/payment's worst time on api 8s: web retries while api still works on the abandoned try"},
+			fixes:      []string{"retrycap per-try timeout for api >= 8s, or Istio VirtualService shop/payment finishing within 5s (its fault delay 7s + its tries x per-try timeout + backoff, or + its timeout)"},
+			total:      1,
+		},
+		{
 			// Fan-out: 4 calls to payment are timed as one.
 			name:  "fan-out timed as one call",
 			edges: []e{{"order", "payment", 2, 4}, {"order", "stock", 1, 1}},
@@ -467,6 +493,7 @@ func pathTime(g *Graph, path []string, k int64) int64 {
 				if l.Timeout > 0 && int64(l.Timeout) < y {
 					y = int64(l.Timeout)
 				}
+				y = add(y, int64(l.Delay)) // held before the tries, outside the timeouts
 			}
 			worst = max(worst, y)
 		}
@@ -489,6 +516,9 @@ func randomLayer(r *rand.Rand) TimeLayer {
 		if r.IntN(2) == 0 {
 			l.LastTry = l.PerTry + pick(100)
 		}
+	}
+	if r.IntN(6) == 0 {
+		l.Delay = pick(100) // Istio's fault.delay
 	}
 	return l
 }

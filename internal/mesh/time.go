@@ -50,8 +50,12 @@ type LayerTime struct {
 	Timeout time.Duration
 	// BackoffBase and BackoffMax: the wait before retry n is at most min(max, base x 2^(n-1)).
 	BackoffBase, BackoffMax time.Duration
+	// Delay is held once per request before the tries, outside the timeouts (Istio's
+	// fault.delay, fault.go): the longest of the routes that can take the layer's requests.
+	Delay time.Duration
 	// Source says where the timeouts were read ("VirtualService shop/payment spec.http[0]"),
-	// empty when nothing sets one.
+	// then where the delay was ("VirtualService shop/payment spec.http[0].fault.delay.fixedDelay
+	// 7s"), ", " between them; empty when nothing sets one.
 	Source string
 }
 
@@ -64,6 +68,10 @@ type ruleTime struct {
 	// LayerTime reads none. perTryRaw is the per-try timeout as written, for the warning.
 	noRetries bool
 	perTryRaw string
+	// delay is a VirtualService route's fault delay, scope the gateways it applies on
+	// (routeScope): both apart from set, as LayerTime reads them apart.
+	delay faultDelay
+	scope []string
 }
 
 // objTimes are an object's timeouts: by rule (spec.http[i], spec.rules[i]) and for the whole
@@ -79,13 +87,15 @@ type objTimes struct {
 // Decoding structs for the time fields alone, kept apart from the retry ones.
 type vsTimeFields struct {
 	Spec struct {
-		HTTP []struct {
+		Gateways []string `json:"gateways"`
+		HTTP     []struct {
 			Timeout *string `json:"timeout"`
 			Retries *struct {
 				Attempts      *int64  `json:"attempts"`
 				PerTryTimeout *string `json:"perTryTimeout"`
 				Backoff       *string `json:"backoff"`
 			} `json:"retries"`
+			faultFields
 		} `json:"http"`
 	} `json:"spec"`
 }
@@ -285,6 +295,10 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 				}
 			}
 			rt.set = rt.timeout > 0 || rt.perTry > 0 || rt.base > 0
+			if err == nil {
+				rt.delay, err = readFaultDelay(h.id(), i, &r.faultFields)
+				rt.scope = routeScope(f.Spec.Gateways, &r.faultFields)
+			}
 		}
 	case GroupGateway + "/HTTPRoute", GroupGateway + "/GRPCRoute", GroupLinkerdPol + "/HTTPRoute":
 		var f routeTimeFields
@@ -435,6 +449,10 @@ func (s *Set) ignoredTimes(id string) []string {
 				if rt.noRetries && rt.perTry > 0 {
 					out = append(out[:len(out):len(out)], WarnIstioPerTryWithoutRetries(id, i, rt.perTryRaw))
 				}
+				if rt.delay.d > 0 && slices.Contains(rt.scope, "mesh") {
+					// The callers of these warnings are sidecars' edges.
+					out = append(out[:len(out):len(out)], WarnIstioFaultDelay(id, rt.delay.field))
+				}
 			}
 			return out
 		}
@@ -483,8 +501,36 @@ func ruleIndex(fieldPath string) (int, bool) {
 // LayerTime returns the timeouts and backoff of a layer, from the object and rule it names: a
 // route layer takes its rule's timeouts, a Linkerd or Envoy Gateway layer its object's. Backoff
 // is the proxy's default where the object sets none. A layer of a system default that no object
-// declares has no timeout (Istio's default route has none).
+// declares has no timeout (Istio's default route has none). A VirtualService layer's delay is
+// the longest fault delay of the object's routes that can take its requests (fault.go).
 func (s *Set) LayerTime(l Layer) LayerTime {
+	lt := s.layerTimeouts(l)
+	if d, field := s.layerDelay(l); d > 0 {
+		lt.Delay = d
+		src := l.Object + " " + field
+		if lt.Source != "" {
+			src = lt.Source + ", " + src
+		}
+		lt.Source = src
+	}
+	return lt
+}
+
+// layerDelay is the fault delay of a VirtualService layer, with the field that sets it.
+func (s *Set) layerDelay(l Layer) (time.Duration, string) {
+	if s == nil || !strings.HasPrefix(l.Object, "VirtualService ") {
+		return 0, ""
+	}
+	ot, ok := s.times[objectKeys(l.Object)[0]]
+	i, okRule := ruleIndex(l.FieldPath)
+	if !ok || !okRule || i >= len(ot.rules) {
+		return 0, ""
+	}
+	return delayOf(ot.rules, i)
+}
+
+// layerTimeouts is LayerTime without the delay.
+func (s *Set) layerTimeouts(l Layer) LayerTime {
 	lt := s.layerTime(l)
 	if s == nil || l.Kind != Istio {
 		return lt
@@ -596,7 +642,7 @@ func (s *Set) TimeLayer(l Layer) graph.TimeLayer {
 	if l.Object != "" {
 		name = string(l.Kind) + " " + l.Object
 	}
-	return graph.TimeLayer{Name: name, Tries: l.Tries, PerTry: lt.PerTry, LastTry: lt.LastTry, Timeout: lt.Timeout, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax}
+	return graph.TimeLayer{Name: name, Tries: l.Tries, PerTry: lt.PerTry, LastTry: lt.LastTry, Timeout: lt.Timeout, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax, Delay: lt.Delay}
 }
 
 // Hop is the time model's hop of an edge whose caller's own layer (its app, or retrycap's

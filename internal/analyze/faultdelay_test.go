@@ -1,0 +1,43 @@
+package analyze
+
+import (
+	"bytes"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFaultDelayTime: Istio's fault.delay on the ratings route is held before the route's
+// timeout, so reviews takes 10s (3s without it) and productpage 15s (9.075s), over
+// maxTimeToAnswer 12s; the table names the delay (testdata/faultdelay, worked by hand there).
+func TestFaultDelayTime(t *testing.T) {
+	m := NewManifests()
+	if errs := (Reader{}).ReadPathsInto(m, []string{filepath.Join("testdata", "faultdelay", "bookinfo-test-delay-timeout.yaml")}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	rep := m.Analyze()
+	var b bytes.Buffer
+	if err := RenderTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "  worst time") || strings.HasPrefix(l, "  over max") || strings.HasPrefix(l, "  timeout inv") ||
+			strings.HasPrefix(l, "    - ") || strings.HasPrefix(l, "      fix: ") || strings.Contains(l, "fault.delay") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		"  worst time to answer:  15s (productpage -> reviews -> ratings)  max 12s, WITHIN: no",
+		"  over maxTimeToAnswer:",
+		"    - productpage 15s -> reviews 10s -> ratings ? = 15s > maxTimeToAnswer 12s",
+		"  timeout inversions:",
+		"    - productpage -> reviews: Deployment bookinfo/productpage per-try timeout 15s < Istio default's worst time on reviews 30.075s: productpage retries while reviews still works on the abandoned try",
+		"      fix: Deployment bookinfo/productpage per-try timeout for reviews >= 30.075s, or Istio default finishing within 15s (its tries x per-try timeout + backoff, or its timeout)",
+		"  warning: VirtualService bookinfo/ratings spec.http[0].fault.delay.fixedDelay 7s: Istio's fault injection holds each request it hits in the caller's proxy before the route's timeouts start: counted once per request in the worst time to answer",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("time lines\n got %q\nwant %q\n%s", got, want, b.String())
+	}
+}

@@ -1,0 +1,169 @@
+package mesh
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Istio's fault injection (VirtualService spec.http[].fault), as it bears on time. Istio puts
+// a route's fault in the per-route config of Envoy's fault filter (pilot route.go
+// TranslateFault), which sits before the router in every sidecar's, gateway's and waypoint's
+// filter chain (listener_builder.go: Fault, Cors, ..., router last). The filter's decodeHeaders
+// holds the request on a timer (StopIteration) and only then lets it on to the router, whose
+// route timeout starts once it has the whole request (RouteAction.timeout: "from the point at
+// which the entire downstream request has been processed") and whose retries are new upstream
+// requests that do not pass the filter again. So a delay is held once per request the layer
+// receives, before its tries and outside its timeout and per-try timeout (graph.TimeLayer.Delay).
+//
+// fault.abort answers at once without calling the destination (the router never runs): no try,
+// no time. It can only lower the count and the time, and only for the requests it hits, so the
+// worst case (an upper bound) takes nothing off for it.
+
+// faultFields are the fields of a VirtualService's routes that say which requests a delay can
+// hit: the gateways its matches bind it to, and the delay.
+type faultFields struct {
+	Match []struct {
+		Gateways []string `json:"gateways"`
+	} `json:"match"`
+	Fault *struct {
+		Delay *faultDelayFields `json:"delay"`
+	} `json:"fault"`
+}
+
+// faultDelayFields is a route's fault.delay.
+type faultDelayFields struct {
+	FixedDelay       *string `json:"fixedDelay"`
+	ExponentialDelay *string `json:"exponentialDelay"`
+	Percentage       *struct {
+		Value *float64 `json:"value"`
+	} `json:"percentage"`
+	Percent *int64 `json:"percent"`
+}
+
+// faultDelay is a route's delay: d, and what it says ("spec.http[0].fault.delay.fixedDelay 7s").
+type faultDelay struct {
+	d     time.Duration
+	field string
+	// pct is the share of requests held, as Envoy reads it (100 for a deprecated percent over
+	// 100 or below 0, which Istio passes on and Envoy applies to every request).
+	pct float64
+}
+
+// readFaultDelay reads route i's fault.delay as Istio translates it: no delay for a percentage of
+// 0 (or none: Istio passes the deprecated percent, 0 when unset), for a delay with neither
+// fixedDelay nor exponentialDelay, and for a request the route's match does not take (the worst
+// case: it can). A value Istio's validation or CRD refuses is an error naming the field.
+func readFaultDelay(id string, i int, f *faultFields) (faultDelay, error) {
+	if f.Fault == nil || f.Fault.Delay == nil {
+		return faultDelay{}, nil
+	}
+	return readDelay(id, i, f.Fault.Delay)
+}
+
+// readDelay is readFaultDelay of route i's delay dl.
+func readDelay(id string, i int, dl *faultDelayFields) (faultDelay, error) {
+	base := fmt.Sprintf("spec.http[%d].fault.delay", i)
+	var pct float64
+	switch {
+	case dl.Percentage != nil:
+		if dl.Percentage.Value != nil {
+			pct = *dl.Percentage.Value
+		}
+		// pkg/config/validation validatePercentage.
+		if pct < 0 || pct > 100 || (pct > 0 && pct < 0.0001) {
+			return faultDelay{}, fmt.Errorf("%s %s.percentage.value: %s is refused by Istio: 0, or 0.0001 to 100", id, base, strconv.FormatFloat(pct, 'g', -1, 64))
+		}
+	case dl.Percent != nil:
+		// Not validated by Istio: it becomes Envoy's numerator over 100 (as an unsigned
+		// number), and a numerator over the denominator holds every request.
+		pct = float64(*dl.Percent)
+		if pct < 0 || pct > 100 {
+			pct = 100
+		}
+	}
+	switch {
+	case dl.FixedDelay != nil && dl.ExponentialDelay != nil:
+		return faultDelay{}, fmt.Errorf("%s %s: fixedDelay %q and exponentialDelay %q together, which Istio's CRD refuses (one of them)", id, base, *dl.FixedDelay, *dl.ExponentialDelay)
+	case dl.ExponentialDelay != nil:
+		return faultDelay{}, fmt.Errorf("%s %s.exponentialDelay: %q is refused by Istio (\"exponentialDelay not supported yet\"): use fixedDelay", id, base, *dl.ExponentialDelay)
+	case dl.FixedDelay == nil:
+		return faultDelay{}, nil // Istio sends Envoy no delay
+	}
+	field := base + ".fixedDelay"
+	if d, err := time.ParseDuration(strings.TrimSpace(*dl.FixedDelay)); err == nil && d == 0 {
+		return faultDelay{}, fmt.Errorf("%s %s: %q is refused by Istio (at least 1ms): leave the delay out for none", id, field, *dl.FixedDelay)
+	}
+	d, err := parseTime(id, field, dl.FixedDelay, goGrammar)
+	if err != nil || pct == 0 {
+		return faultDelay{}, err
+	}
+	fd := faultDelay{d: d, field: field + " " + *dl.FixedDelay, pct: pct}
+	if pct < 100 {
+		fd.field += " at " + strconv.FormatFloat(pct, 'g', -1, 64) + "%"
+	}
+	return fd, nil
+}
+
+// routeScope is the gateways route f of a VirtualService with spec.gateways gws applies on
+// ("mesh": the sidecars), by name without namespace: its matches' gateways, else the object's,
+// else the mesh. Two routes with a gateway in common can take the same request.
+func routeScope(gws []string, f *faultFields) []string {
+	if len(gws) == 0 {
+		gws = []string{"mesh"}
+	}
+	var out []string
+	add := func(gs []string) {
+		for _, g := range gs {
+			if i := strings.LastIndexByte(g, '/'); i >= 0 {
+				g = g[i+1:]
+			}
+			if !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	if len(f.Match) == 0 {
+		add(gws)
+	}
+	for _, m := range f.Match {
+		if len(m.Gateways) > 0 {
+			add(m.Gateways)
+		} else {
+			add(gws)
+		}
+	}
+	return out
+}
+
+// sharesScope: routes of scopes a and b can take the same request.
+func sharesScope(a, b []string) bool {
+	for _, g := range a {
+		if slices.Contains(b, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// delayOf is the delay a layer of route i of an object with rules holds in the worst case: the
+// longest of the delays of the routes that can take the same requests (first match wins, and
+// which route a request matches is not known here), with what names it.
+func delayOf(rules []ruleTime, i int) (time.Duration, string) {
+	var d time.Duration
+	var field string
+	for j := range rules {
+		if r := &rules[j]; r.delay.d > d && sharesScope(rules[i].scope, r.scope) {
+			d, field = r.delay.d, r.delay.field
+		}
+	}
+	return d, field
+}
+
+// WarnIstioFaultDelay: a route's fault delay, which the caller's sidecar holds before the route's
+// timeouts start.
+func WarnIstioFaultDelay(id, field string) string {
+	return fmt.Sprintf("%s %s: Istio's fault injection holds each request it hits in the caller's proxy before the route's timeouts start: counted once per request in the worst time to answer", id, field)
+}
