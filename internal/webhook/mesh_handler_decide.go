@@ -680,6 +680,11 @@ func timeRaises(before, after mesh.LayerTime) string {
 	if after.BackoffMax > before.BackoffMax {
 		parts = append(parts, fmt.Sprintf("backoff max %s -> %s", graph.FormatTime(before.BackoffMax), graph.FormatTime(after.BackoffMax)))
 	}
+	// Istio's fault delay holds each request before the router's timeouts start
+	// (mesh.LayerTime.Delay): adding or lengthening one lengthens the hop as a timeout does.
+	if after.Delay > before.Delay {
+		parts = append(parts, fmt.Sprintf("fault delay %s -> %s", graph.FormatTime(before.Delay), graph.FormatTime(after.Delay)))
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -364,6 +364,18 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
 		},
 		{
+			// Istio's fault delay holds each request before the route's timeout starts: 30s
+			// added to reviews' hop, whose tries the 10s timeout bounds.
+			name: "Istio: a VirtualService's fault delay added", cluster: []string{istioNS, vsTimed("4s") + "    timeout: 10s\n"},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s") + "    timeout: 10s\n    fault: {delay: {fixedDelay: 30s, percentage: {value: 100}}}\n",
+			old:  vsTimed("4s") + "    timeout: 10s\n",
+			// reviews: 30s + the 10s timeout; productpage: Istio's 3 default tries of 40s each,
+			// cut by slowPolicy's 1m per try of the proxy around them.
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0], " +
+				"VirtualService bookinfo/ratings spec.http[0].fault.delay.fixedDelay 30s: fault delay 0s -> 30s makes " +
+				"productpage 1m0s -> reviews 40s -> ratings ? = 1m0s > maxTimeToAnswer 20s"},
+		},
+		{
 			name: "within maxTimeToAnswer passes", cluster: nil,
 			policies: []*v1alpha1.RetryPolicy{timedMeshPolicy(100, "", 5*time.Second)}, object: gatewayRoute("retry: {attempts: 1}"),
 			want: MeshDecision{Allowed: true},

@@ -31,6 +31,8 @@ func TestTimeRaises(t *testing.T) {
 		{"the response timeout lowered", mesh.LayerTime{PerTry: s, LastTry: 5 * s}, mesh.LayerTime{PerTry: s, LastTry: 2 * s}, ""},
 		{"no LastTry on either side: the per-try timeout said once",
 			mesh.LayerTime{PerTry: s, Timeout: 4 * s}, mesh.LayerTime{PerTry: 3 * s}, "per-try timeout 1s -> 3s, timeout 4s -> unset"},
+		{"Istio: a fault delay added", mesh.LayerTime{PerTry: s}, mesh.LayerTime{PerTry: s, Delay: 7 * s}, "fault delay 0s -> 7s"},
+		{"Istio: a fault delay shortened", mesh.LayerTime{Delay: 7 * s}, mesh.LayerTime{Delay: 2 * s}, ""},
 		{"nothing changed", mesh.LayerTime{PerTry: s, LastTry: 2 * s, Timeout: 9 * s}, mesh.LayerTime{PerTry: s, LastTry: 2 * s, Timeout: 9 * s}, ""},
 	}
 	for _, tc := range cases {
