@@ -121,8 +121,8 @@ func (r *Result) planRoutes(a *graph.Analysis, fp *FixPlan) {
 		// client attempts first and ask the route for too little (5 client attempts x 3 tries
 		// over cap 4 read "retry.attempts: 2 -> 1", which leaves 10).
 		allowed := max(cap/max(worstBelow(a, ep.Service), 1), 1)
-		if _, l, tries, lower, _ := mesh.Split(1, m.Layers, max(allowed/max(m.App, 1), 1)); lower {
-			ask(l, tries, ep.Service)
+		for _, lf := range mesh.Split(1, m.Layers, max(allowed/max(m.App, 1), 1)).Layers {
+			ask(lf.Layer, lf.Tries, ep.Service)
 		}
 	}
 	if len(fp.Routes) == 0 {
