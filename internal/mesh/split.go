@@ -140,3 +140,21 @@ func Split(app int64, layers []Layer, planned int64) EdgeSplit {
 	}
 	return s
 }
+
+// Fewest is the fewest tries an edge through layers can carry under a fix (Split with app 1 and
+// 1 planned: every field at its fewest, a layer no object's field lowers as it is): what the
+// whole-graph planner keeps room for below an edge (graph.PlanRewriteFloors). byHand counts a
+// layer no object's field lowers as 1 try instead: what its fix asks the user to do by hand
+// (declare a VirtualService route with attempts 0, change the MeshConfig's YAML) gives 1.
+func Fewest(layers []Layer, byHand bool) int64 {
+	if (Edge{Layers: layers}).Tries() <= 1 {
+		return 1
+	}
+	f := int64(1)
+	for _, lf := range Split(1, layers, 1).Layers {
+		if lf.Rewrite != nil || !byHand {
+			f *= lf.Give
+		}
+	}
+	return f
+}

@@ -65,16 +65,53 @@ func (r *Result) PlanFix(a *graph.Analysis) *FixPlan {
 	if a != nil && a.Bounded {
 		r.planRoutes(a, fp)
 	}
-	if len(fp.Clients) > 0 {
-		// Its error is Plan.Fits and Plan.Reason, or a name that is no entrypoint (nil plan),
-		// which cannot happen: each is one of a's.
-		fp.Plan, _ = graph.PlanRewriteClients(r.Graph, r.Cap, fp.Clients)
+	fp.Plan = r.planFloors(fp.Clients, false)
+	if fp.Plan != nil && len(fp.Plan.OverFloors) > 0 {
+		// Some chain does not fit with every field at its fewest and each layer no object's
+		// field lowers as it is: no patch brings it within the cap. Its fix then names what to
+		// do by hand (declare a VirtualService route...), planned as if that gave 1 try, as few
+		// of them as the planner needs (bookinfo under Istio's default: the ratings edge's, not
+		// every edge's); the patch still writes what it can.
+		fp.Plan = r.planFloors(fp.Clients, true)
 	}
 	if fp.Plan == nil {
-		fp.Plan, _ = graph.PlanRewrite(r.Graph, r.Cap)
 		fp.Clients = nil
+		fp.Plan = r.planFloors(nil, false)
+		if fp.Plan != nil && len(fp.Plan.OverFloors) > 0 {
+			fp.Plan = r.planFloors(nil, true)
+		}
+	}
+	if fp.Plan == nil {
+		fp.Plan, _ = graph.PlanRewrite(r.Graph, r.Cap) // cannot happen (planFloors)
 	}
 	return fp
+}
+
+// planFloors is graph.PlanRewriteFloors of r's graph with client attempts clients and r's
+// floors. Its error is Plan.Fits and Plan.Reason, or a name that is no entrypoint or an edge the
+// graph does not have (nil plan), which cannot happen: each client is one of the analysis's
+// entrypoints, each floor on an edge of MeshEdges, which the graph has.
+func (r *Result) planFloors(clients map[string]int64, byHand bool) *graph.Plan {
+	p, _ := graph.PlanRewriteFloors(r.Graph, r.Cap, clients, r.floors(byHand))
+	return p
+}
+
+// floors are the edges whose mesh layers cannot all go to 1 try under a fix (a Gateway API
+// rule's fewest is 2; a layer no object's field lowers stays as it is, unless byHand): the fewest
+// each can carry, the annotation at 1 (mesh.Fewest, what mesh.Split leaves when asked for 1).
+// The planner keeps room for them below an edge (graph.PlanRewriteFloors), so that a chain
+// whose every edge at its fewest fits is planned to fit, not lowered where its field cannot go.
+func (r *Result) floors(byHand bool) map[graph.EdgeKey]int64 {
+	var out map[graph.EdgeKey]int64
+	for k, m := range r.MeshEdges {
+		if f := mesh.Fewest(m.Layers, byHand); f > 1 {
+			if out == nil {
+				out = map[graph.EdgeKey]int64{}
+			}
+			out[graph.EdgeKey{From: k[0], To: k[1]}] = f
+		}
+	}
+	return out
 }
 
 // needsRoutes reports whether some entrypoint of a has client attempts alone over the cap that

@@ -887,8 +887,10 @@ func (r *Result) ExplainMesh(a *graph.Analysis) {
 	}
 	// An entrypoint over the cap through a gateway route: every fix is the combined plan's
 	// (PlanFix, which analyze -o patch applies), the route's and the edges' together.
+	// So is every fix of a graph with an edge whose layers cannot all go to 1 try (floors): the
+	// graph's own suggestion is planned without them.
 	var fp *FixPlan
-	if r.needsRoutes(a) {
+	if r.needsRoutes(a) || len(r.floors(false)) > 0 {
 		fp = r.PlanFix(a)
 	}
 	for i := range a.Violations {
