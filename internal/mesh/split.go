@@ -146,15 +146,30 @@ func Split(app int64, layers []Layer, planned int64) EdgeSplit {
 // whole-graph planner keeps room for below an edge (graph.PlanRewriteFloors). byHand counts a
 // layer no object's field lowers as 1 try instead: what its fix asks the user to do by hand
 // (declare a VirtualService route with attempts 0, change the MeshConfig's YAML) gives 1.
-func Fewest(layers []Layer, byHand bool) int64 {
-	if (Edge{Layers: layers}).Tries() <= 1 {
-		return 1
-	}
-	f := int64(1)
-	for _, lf := range Split(1, layers, 1).Layers {
-		if lf.Rewrite != nil || !byHand {
-			f *= lf.Give
+func Fewest(layers []Layer) (fewest, byHand int64) {
+	fewest, byHand = 1, 1
+	var rest []Layer
+	for _, l := range layers {
+		switch {
+		case l.Tries <= 1:
+		case l.Object == "" || l.FieldPath == "":
+			// No field to rewrite (plan refuses it whatever the tries): known without building
+			// the refusal's text, which the status path would do for every edge of a graph
+			// under a mesh's default.
+			fewest *= l.Tries
+		default:
+			rest = append(rest, l)
 		}
 	}
-	return f
+	if len(rest) == 0 {
+		return fewest, byHand
+	}
+	// Asked for 1, Split lowers every layer it can to its fewest, each on its own.
+	for _, lf := range Split(1, rest, 1).Layers {
+		fewest *= lf.Give
+		if lf.Rewrite != nil {
+			byHand *= lf.Give
+		}
+	}
+	return fewest, byHand
 }

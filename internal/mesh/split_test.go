@@ -140,13 +140,17 @@ func TestPropertySplitFitsWheneverAFitExists(t *testing.T) {
 		}
 		app := int64(1 + r.IntN(4))
 		planned := int64(1 + r.IntN(30))
-		fewest := int64(1)
+		fewest, byHand := int64(1), int64(1)
 		for _, l := range layers {
 			if _, g, _ := LowestRewrite(l, 1); g < l.Tries {
 				fewest *= g
+				byHand *= g
 			} else {
 				fewest *= l.Tries
 			}
+		}
+		if f, h := Fewest(layers); f != fewest || h != byHand {
+			t.Fatalf("case %d: layers %v: Fewest %d, %d (by hand); want %d, %d", i, layers, f, h, fewest, byHand)
 		}
 		sp := Split(app, layers, planned)
 		got := sp.App

@@ -65,21 +65,10 @@ func (r *Result) PlanFix(a *graph.Analysis) *FixPlan {
 	if a != nil && a.Bounded {
 		r.planRoutes(a, fp)
 	}
-	fp.Plan = r.planFloors(fp.Clients, false)
-	if fp.Plan != nil && len(fp.Plan.OverFloors) > 0 {
-		// Some chain does not fit with every field at its fewest and each layer no object's
-		// field lowers as it is: no patch brings it within the cap. Its fix then names what to
-		// do by hand (declare a VirtualService route...), planned as if that gave 1 try, as few
-		// of them as the planner needs (bookinfo under Istio's default: the ratings edge's, not
-		// every edge's); the patch still writes what it can.
-		fp.Plan = r.planFloors(fp.Clients, true)
-	}
+	fp.Plan = r.planFloors(fp.Clients)
 	if fp.Plan == nil {
 		fp.Clients = nil
-		fp.Plan = r.planFloors(nil, false)
-		if fp.Plan != nil && len(fp.Plan.OverFloors) > 0 {
-			fp.Plan = r.planFloors(nil, true)
-		}
+		fp.Plan = r.planFloors(nil)
 	}
 	if fp.Plan == nil {
 		fp.Plan, _ = graph.PlanRewrite(r.Graph, r.Cap) // cannot happen (planFloors)
@@ -88,30 +77,48 @@ func (r *Result) PlanFix(a *graph.Analysis) *FixPlan {
 }
 
 // planFloors is graph.PlanRewriteFloors of r's graph with client attempts clients and r's
-// floors. Its error is Plan.Fits and Plan.Reason, or a name that is no entrypoint or an edge the
-// graph does not have (nil plan), which cannot happen: each client is one of the analysis's
-// entrypoints, each floor on an edge of MeshEdges, which the graph has.
-func (r *Result) planFloors(clients map[string]int64, byHand bool) *graph.Plan {
-	p, _ := graph.PlanRewriteFloors(r.Graph, r.Cap, clients, r.floors(byHand))
+// floors (nil: cannot happen, planFloors' errors are a name that is no entrypoint or an edge the
+// graph does not have: each client is one of the analysis's entrypoints, each floor on an edge of
+// MeshEdges, which the graph has). When some chain does not fit even with every field at its
+// fewest and each layer no object's field lowers as it is (Plan.OverFloors), no patch brings it
+// within the cap: its fix then names what to do by hand (declare a VirtualService route...),
+// planned as if that gave 1 try, as few of them as the planner needs (bookinfo under Istio's
+// default: the ratings edge's, not every edge's); the patch still writes what it can.
+func (r *Result) planFloors(clients map[string]int64) *graph.Plan {
+	floors, byHand := r.floors()
+	p, _ := graph.PlanRewriteFloors(r.Graph, r.Cap, clients, floors)
+	if p != nil && len(p.OverFloors) > 0 {
+		p, _ = graph.PlanRewriteFloors(r.Graph, r.Cap, clients, byHand)
+	}
 	return p
 }
 
 // floors are the edges whose mesh layers cannot all go to 1 try under a fix (a Gateway API
-// rule's fewest is 2; a layer no object's field lowers stays as it is, unless byHand): the fewest
-// each can carry, the annotation at 1 (mesh.Fewest, what mesh.Split leaves when asked for 1).
-// The planner keeps room for them below an edge (graph.PlanRewriteFloors), so that a chain
-// whose every edge at its fewest fits is planned to fit, not lowered where its field cannot go.
-func (r *Result) floors(byHand bool) map[graph.EdgeKey]int64 {
-	var out map[graph.EdgeKey]int64
+// rule's fewest is 2; a layer no object's field lowers stays as it is): the fewest each can
+// carry, the annotation at 1 (mesh.Fewest, what mesh.Split leaves when asked for 1); byHand
+// counts a layer no object's field lowers as 1 try. The planner keeps room for them below an
+// edge (graph.PlanRewriteFloors), so that a chain whose every edge at its fewest fits is planned
+// to fit, not lowered where its field cannot go. One mesh.Split per multiplied edge.
+func (r *Result) floors() (floors, byHand map[graph.EdgeKey]int64) {
 	for k, m := range r.MeshEdges {
-		if f := mesh.Fewest(m.Layers, byHand); f > 1 {
-			if out == nil {
-				out = map[graph.EdgeKey]int64{}
+		if !m.Multiplied() {
+			continue
+		}
+		f, h := mesh.Fewest(m.Layers)
+		if f > 1 {
+			if floors == nil {
+				floors = make(map[graph.EdgeKey]int64, len(r.MeshEdges))
 			}
-			out[graph.EdgeKey{From: k[0], To: k[1]}] = f
+			floors[graph.EdgeKey{From: k[0], To: k[1]}] = f
+		}
+		if h > 1 {
+			if byHand == nil {
+				byHand = make(map[graph.EdgeKey]int64, len(r.MeshEdges))
+			}
+			byHand[graph.EdgeKey{From: k[0], To: k[1]}] = h
 		}
 	}
-	return out
+	return floors, byHand
 }
 
 // needsRoutes reports whether some entrypoint of a has client attempts alone over the cap that
@@ -307,4 +314,17 @@ func (fp *FixPlan) fixParts(r *Result, v *graph.Violation, parts []string) []str
 		return parts // cannot happen: a chain over the cap is lowered somewhere
 	}
 	return out
+}
+
+// hasFloors reports whether some multiplied edge's layers cannot all go to 1 try (floors): only
+// then is PlanFix's plan not the graph's own suggestion's. It stops at the first.
+func (r *Result) hasFloors() bool {
+	for _, m := range r.MeshEdges {
+		if m.Multiplied() {
+			if f, _ := mesh.Fewest(m.Layers); f > 1 {
+				return true
+			}
+		}
+	}
+	return false
 }
