@@ -309,6 +309,12 @@ func (fp *FixPlan) fixParts(r *Result, v *graph.Violation, parts []string) []str
 	}
 	if k := fp.clients(e, v.Factors[0]); k > cap {
 		out = append(out, fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", k, e, cap))
+	} else if slices.Contains(fp.Plan.OverFloors, e) {
+		// Not even by hand: the fields that cannot go lower (a Gateway API rule's 2 tries) leave
+		// this chain over the cap with every retry on it at its fewest.
+		if f := r.fewestOn(v.Path, k); f > cap {
+			out = append(out, fmt.Sprintf("no rewrite fits: with every retry at its fewest this chain carries %d > cap %d", f, cap))
+		}
 	}
 	if len(out) == 0 {
 		return parts // cannot happen: a chain over the cap is lowered somewhere
@@ -327,4 +333,18 @@ func (r *Result) hasFloors() bool {
 		}
 	}
 	return false
+}
+
+// fewestOn is the fewest a chain along path carries with k client attempts, each annotation at
+// 1, each mesh field at its fewest and each layer no object's field lowers at 1 try (its fix by
+// hand): the by-hand floors PlanFix plans with when no patch fits.
+func (r *Result) fewestOn(path []string, k int64) int64 {
+	f := k
+	for j := 0; j+1 < len(path); j++ {
+		if m, ok := r.MeshEdges[[2]string{path[j], path[j+1]}]; ok && m.Multiplied() {
+			_, h := mesh.Fewest(m.Layers)
+			f = graph.Mul(f, h)
+		}
+	}
+	return f
 }
