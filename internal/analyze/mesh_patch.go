@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"github.com/retrycap/retrycap/internal/mesh"
-	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // The mesh layer's part of -o patch (DESIGN.md, "Mesh retry layers": the rewrite planner may
@@ -63,13 +62,6 @@ type meshDemand struct {
 	layer    mesh.Layer
 	tries    int64
 	policies []string
-}
-
-// splitEdge is mesh.Split of a planned edge value over an edge whose layers are e.Layers (app
-// attempts now); ok is false when the mesh has no layer of more than 1 try on the edge.
-func splitEdge(e workload.MeshEdge, now, planned int64) (app int64, l mesh.Layer, tries int64, ok bool) {
-	app, l, tries, _, ok = mesh.Split(now, e.Layers, planned)
-	return app, l, tries, ok
 }
 
 // planMesh turns the demands into patches of the objects read, one per object with every field

@@ -153,14 +153,18 @@ func (m *Manifests) Plan() (patches []Patch, notes []string) {
 					if !ok || v >= now*(edges[i].Attempts()/max(edges[i].App, 1)) {
 						continue
 					}
-					app, l, tries, meshed := splitEdge(edges[i], now, v)
-					if app < now {
-						ups[i].Attempts = int32(app)
+					// The annotation first, then as many of the edge's layers as v needs
+					// (mesh.Split, which the status's fix text reads too).
+					sp := mesh.Split(now, edges[i].Layers, v)
+					if sp.App < now {
+						ups[i].Attempts = int32(sp.App)
 						lower(w, key)
 						byKey[key].lowered = true
 					}
-					if meshed && l.Tries > 1 && tries < l.Tries {
-						addDemand(demands, l, tries, name)
+					for _, lf := range sp.Layers {
+						if sp.Meshed && lf.Layer.Tries > 1 && lf.Tries < lf.Layer.Tries {
+							addDemand(demands, lf.Layer, lf.Tries, name)
+						}
 					}
 				}
 			}

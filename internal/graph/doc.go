@@ -1,7 +1,8 @@
 // Package graph is retrycap's math: the service call graph, amplification (the worst product of
 // client attempts and per-hop attempts along any path from an entrypoint), worst-case load
 // (the sum over all paths, fan-out included), retry-cycle detection, the rewrite planners
-// (whole graph, and admission-local where only one service's edges may change), the admission
+// (whole graph, with floors the edges below cannot go under (PlanRewriteFloors), and
+// admission-local where only one service's edges may change), the admission
 // judge, and the human explanations ("gateway -x3-> order -x3-> payment = 9 > cap 4"); the time
 // along the chain (time.go: the worst time to answer and the timeout inversions; gatetime.go: the
 // admission judge against a maximum). On a graph with cycles every figure is taken over the chains

@@ -33,6 +33,10 @@ type Plan struct {
 	// them, and the plan lowers the edges below them as far as the rule goes. Every chain from
 	// another entrypoint is within the cap under the plan.
 	Unfit []Entrypoint
+	// OverFloors are the entrypoints whose client attempts times the worst product of floors
+	// below them (PlanRewriteFloors; 1 without) exceed the cap: no plan fits a chain from them
+	// with the edges at their floors (in the order of the graph's effective entrypoints).
+	OverFloors []string
 	// Attempts holds the new attempts of every edge the plan covers: all edges for PlanRewrite,
 	// the service's outgoing edges for PlanLocal.
 	Attempts map[EdgeKey]int64
@@ -109,6 +113,19 @@ func PlanRewrite(g *Graph, cap int64) (*Plan, error) { return PlanRewriteClients
 // holds as client attempts). A name that is no effective entrypoint is an error; so is a value
 // below 1.
 func PlanRewriteClients(g *Graph, cap int64, clients map[string]int64) (*Plan, error) {
+	return PlanRewriteFloors(g, cap, clients, nil)
+}
+
+// PlanRewriteFloors is PlanRewriteClients where some edges cannot carry fewer than floors gives
+// them (a mesh layer no object's field lowers, a Gateway API rule's 2 tries: the fewest the
+// edge's fix can leave, mesh.Fewest). Each edge keeps
+// a'(u,v) = min(a(u,v), floor(cap / (h'(u) x m(v)))), at least 1, where m(v) is the worst
+// product of floors on the paths below v (1 at a leaf): the room the edges below cannot give up
+// is kept for them, so that whenever every chain fits with each edge at its floor, the plan
+// fits. An edge planned below its floor (no fit) passes its floor on to h', what it carries.
+// With no floor above 1 it is PlanRewriteClients. A floor below 1 or on an edge the graph does
+// not have is an error.
+func PlanRewriteFloors(g *Graph, cap int64, clients map[string]int64, floors map[EdgeKey]int64) (*Plan, error) {
 	cap = max(cap, 1)
 	c := newCore(g, nil)
 	defer c.release()
@@ -128,8 +145,44 @@ func PlanRewriteClients(g *Graph, cap int64, clients map[string]int64) (*Plan, e
 		}
 		c.ents = ents
 	}
-	att, order, reason := c.planRewrite(cap, true)
+	var fl []int64
+	for k, f := range floors {
+		if f == 1 {
+			continue
+		}
+		from, fok := g.ids[k.From]
+		to, tok := g.ids[k.To]
+		found := false
+		if fok && tok {
+			lo, hi := c.out(from)
+			for s := lo; s < hi; s++ {
+				if c.adj.to[s] == to {
+					if fl == nil {
+						fl = make([]int64, len(c.adj.att))
+					}
+					fl[s], found = f, true
+				}
+			}
+		}
+		if !found || f < 1 {
+			return nil, fmt.Errorf("planning with floor %d on edge %s -> %s: the floor must be at least 1, on an edge of the graph", f, k.From, k.To)
+		}
+	}
+	att, order, reason := c.planRewriteFloors(cap, true, fl)
 	p := &Plan{Cap: cap, Fits: reason == "", Reason: reason, Unfit: c.unfitEntries(cap), Attempts: make(map[EdgeKey]int64, len(att))}
+	var mb []int64
+	if fl != nil {
+		mb = c.below(fl)
+	}
+	for _, en := range c.ents {
+		m := int64(1)
+		if mb != nil {
+			m = mb[en.node]
+		}
+		if mul(en.k, m) > cap && !slices.Contains(p.OverFloors, g.names[en.node]) {
+			p.OverFloors = append(p.OverFloors, g.names[en.node])
+		}
+	}
 	a := c.adj
 	for _, s := range order {
 		if att[s] < a.att[s] {
@@ -149,6 +202,43 @@ func PlanRewriteClients(g *Graph, cap int64, clients map[string]int64) (*Plan, e
 // why no rewrite fits ("" when one does).
 // It reuses c's components and entrypoints (which do not depend on attempts).
 func (c *core) planRewrite(cap int64, wantOrder bool) (att []int64, order []int32, reason string) {
+	return c.planRewriteFloors(cap, wantOrder, nil)
+}
+
+// below is, per node, the worst product of floors (fl, per slot; 0 is 1) on the paths from it
+// down, 1 at a leaf; edges inside a cyclic component are planned to 1 and count 1. One pass in
+// reverse topological order.
+func (c *core) below(fl []int64) []int64 {
+	to := c.adj.to
+	m := make([]int64, c.n)
+	for i := c.n; i > 0; {
+		cp := c.comp[c.order[i-1]]
+		nodes := c.order[i-c.size(cp) : i]
+		i -= len(nodes)
+		worst := int64(1)
+		for _, u := range nodes {
+			lo, hi := c.out(u)
+			for s := lo; s < hi; s++ {
+				t := to[s]
+				if c.comp[t] == cp {
+					continue
+				}
+				worst = max(worst, mul(max(fl[s], 1), m[t]))
+			}
+		}
+		for _, u := range nodes {
+			m[u] = worst
+		}
+	}
+	return m
+}
+
+// planRewriteFloors is planRewrite with floors fl per slot (nil: none; PlanRewriteFloors).
+func (c *core) planRewriteFloors(cap int64, wantOrder bool, fl []int64) (att []int64, order []int32, reason string) {
+	var mb []int64
+	if fl != nil {
+		mb = c.below(fl)
+	}
 	to := c.adj.to
 	att = append([]int64(nil), c.adj.att...)
 	if wantOrder {
@@ -183,8 +273,13 @@ func (c *core) planRewrite(cap int64, wantOrder bool) (att []int64, order []int3
 					att[s] = 1
 					continue
 				}
-				att[s] = min(att[s], allow)
-				h[t] = max(h[t], mul(H, att[s]))
+				if mb == nil {
+					att[s] = min(att[s], allow)
+					h[t] = max(h[t], mul(H, att[s]))
+					continue
+				}
+				att[s] = min(att[s], max(cap/mul(max(H, 1), mb[t]), 1))
+				h[t] = max(h[t], mul(H, max(att[s], fl[s])))
 			}
 		}
 	}

@@ -44,6 +44,9 @@
 //     refuses (a VirtualService's retries at attempts 0 keep attempts alone). Set.Lowered judges an edit on the decoded
 //     object, and Set.Siblings and Set.EntrySiblings list the layers of an object that weigh on
 //     the same edge, for the admission gate (rewrite_set.go).
+//   - Split(app, layers, planned) divides an edge's planned tries between the caller's
+//     annotation and as many of the edge's layers as it needs, in a stated order (split.go);
+//     Fewest is the least an edge can carry under a fix, for the planner's floors.
 //
 // Every number is tries (1 = no retry). The package is pure: no clients, no cluster.
 package mesh

@@ -504,33 +504,3 @@ func pathString(p []any) string {
 	}
 	return b.String()
 }
-
-// Split divides a planned edge value between the caller's own attempts (app) and the mesh's
-// layers on the edge (DESIGN.md, "Mesh retry layers": the planner lowers the mesh layer first
-// when the app's value is 1, else the app's annotation): the new app attempts, and, when a layer
-// must go down too (the app's value is 1, or the app alone cannot bring the edge within
-// planned), the layer to lower (the largest) and the tries it may give. lower is false when no
-// layer needs to change; meshed is false when no layer gives more than 1 try (the app's value
-// alone is planned). The suggestion, the status and analyze -o patch all split edges here.
-func Split(app int64, layers []Layer, planned int64) (newApp int64, l Layer, tries int64, lower, meshed bool) {
-	t := Edge{Layers: layers}.Tries()
-	if t <= 1 {
-		return planned, Layer{}, 0, false, false
-	}
-	newApp = app
-	if app > 1 {
-		newApp = max(planned/t, 1)
-	}
-	if newApp*t <= planned {
-		return newApp, Layer{}, 0, false, true
-	}
-	best := -1
-	for i, x := range layers {
-		if best < 0 || x.Tries > layers[best].Tries {
-			best = i
-		}
-	}
-	l = layers[best]
-	others := t / l.Tries
-	return newApp, l, max(planned/(newApp*others), 1), true, true
-}

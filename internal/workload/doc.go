@@ -21,10 +21,13 @@
 // graph the controller patches). Each takes the mesh layers (a *mesh.Set, nil: none).
 //
 // Fixes: Result.Analyze writes each violation's fix in the unit of what it changes (an
-// annotation value, a mesh field; mesh_fix.go), and Result.PlanFix is the combined plan it reads
-// when a gateway route on an entrypoint must be lowered (fixplan.go): the route (to its field's
-// fewest tries at most) and the edges planned for the client attempts it leaves. analyze -o patch
-// applies the same plan, so a chain's fix is the patch's changes on it.
+// annotation value, the mesh fields, as many of an edge's layers as it needs: mesh.Split;
+// mesh_fix.go), and Result.PlanFix is the combined plan it reads when a gateway route on an
+// entrypoint must be lowered or an edge's layers cannot all go to 1 try (fixplan.go): the route
+// (to its field's fewest tries at most), and the edges planned for the client attempts it leaves
+// with room kept below each edge for the fewest the edges under it carry
+// (graph.PlanRewriteFloors). analyze -o patch applies the same plan, so a chain's fix is the
+// patch's changes on it.
 //
 // A workload's labels and annotations are Pairs (sorted pairs in one slice, not Go maps: at tens
 // of thousands of workloads the maps were most of the manager's heap). The controller keeps each

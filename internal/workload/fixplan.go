@@ -65,16 +65,60 @@ func (r *Result) PlanFix(a *graph.Analysis) *FixPlan {
 	if a != nil && a.Bounded {
 		r.planRoutes(a, fp)
 	}
-	if len(fp.Clients) > 0 {
-		// Its error is Plan.Fits and Plan.Reason, or a name that is no entrypoint (nil plan),
-		// which cannot happen: each is one of a's.
-		fp.Plan, _ = graph.PlanRewriteClients(r.Graph, r.Cap, fp.Clients)
+	fp.Plan = r.planFloors(fp.Clients)
+	if fp.Plan == nil {
+		fp.Clients = nil
+		fp.Plan = r.planFloors(nil)
 	}
 	if fp.Plan == nil {
-		fp.Plan, _ = graph.PlanRewrite(r.Graph, r.Cap)
-		fp.Clients = nil
+		fp.Plan, _ = graph.PlanRewrite(r.Graph, r.Cap) // cannot happen (planFloors)
 	}
 	return fp
+}
+
+// planFloors is graph.PlanRewriteFloors of r's graph with client attempts clients and r's
+// floors (nil: cannot happen, planFloors' errors are a name that is no entrypoint or an edge the
+// graph does not have: each client is one of the analysis's entrypoints, each floor on an edge of
+// MeshEdges, which the graph has). When some chain does not fit even with every field at its
+// fewest and each layer no object's field lowers as it is (Plan.OverFloors), no patch brings it
+// within the cap: its fix then names what to do by hand (declare a VirtualService route...),
+// planned as if that gave 1 try, as few of them as the planner needs (bookinfo under Istio's
+// default: the ratings edge's, not every edge's); the patch still writes what it can.
+func (r *Result) planFloors(clients map[string]int64) *graph.Plan {
+	floors, byHand := r.floors()
+	p, _ := graph.PlanRewriteFloors(r.Graph, r.Cap, clients, floors)
+	if p != nil && len(p.OverFloors) > 0 {
+		p, _ = graph.PlanRewriteFloors(r.Graph, r.Cap, clients, byHand)
+	}
+	return p
+}
+
+// floors are the edges whose mesh layers cannot all go to 1 try under a fix (a Gateway API
+// rule's fewest is 2; a layer no object's field lowers stays as it is): the fewest each can
+// carry, the annotation at 1 (mesh.Fewest, what mesh.Split leaves when asked for 1); byHand
+// counts a layer no object's field lowers as 1 try. The planner keeps room for them below an
+// edge (graph.PlanRewriteFloors), so that a chain whose every edge at its fewest fits is planned
+// to fit, not lowered where its field cannot go. One mesh.Split per multiplied edge.
+func (r *Result) floors() (floors, byHand map[graph.EdgeKey]int64) {
+	for k, m := range r.MeshEdges {
+		if !m.Multiplied() {
+			continue
+		}
+		f, h := mesh.Fewest(m.Layers)
+		if f > 1 {
+			if floors == nil {
+				floors = make(map[graph.EdgeKey]int64, len(r.MeshEdges))
+			}
+			floors[graph.EdgeKey{From: k[0], To: k[1]}] = f
+		}
+		if h > 1 {
+			if byHand == nil {
+				byHand = make(map[graph.EdgeKey]int64, len(r.MeshEdges))
+			}
+			byHand[graph.EdgeKey{From: k[0], To: k[1]}] = h
+		}
+	}
+	return floors, byHand
 }
 
 // needsRoutes reports whether some entrypoint of a has client attempts alone over the cap that
@@ -121,8 +165,8 @@ func (r *Result) planRoutes(a *graph.Analysis, fp *FixPlan) {
 		// client attempts first and ask the route for too little (5 client attempts x 3 tries
 		// over cap 4 read "retry.attempts: 2 -> 1", which leaves 10).
 		allowed := max(cap/max(worstBelow(a, ep.Service), 1), 1)
-		if _, l, tries, lower, _ := mesh.Split(1, m.Layers, max(allowed/max(m.App, 1), 1)); lower {
-			ask(l, tries, ep.Service)
+		for _, lf := range mesh.Split(1, m.Layers, max(allowed/max(m.App, 1), 1)).Layers {
+			ask(lf.Layer, lf.Tries, ep.Service)
 		}
 	}
 	if len(fp.Routes) == 0 {
@@ -265,9 +309,42 @@ func (fp *FixPlan) fixParts(r *Result, v *graph.Violation, parts []string) []str
 	}
 	if k := fp.clients(e, v.Factors[0]); k > cap {
 		out = append(out, fmt.Sprintf("no rewrite fits: client attempts %d at entrypoint %s exceed cap %d", k, e, cap))
+	} else if slices.Contains(fp.Plan.OverFloors, e) {
+		// Not even by hand: the fields that cannot go lower (a Gateway API rule's 2 tries) leave
+		// this chain over the cap with every retry on it at its fewest.
+		if f := r.fewestOn(v.Path, k); f > cap {
+			out = append(out, fmt.Sprintf("no rewrite fits: with every retry at its fewest this chain carries %d > cap %d", f, cap))
+		}
 	}
 	if len(out) == 0 {
 		return parts // cannot happen: a chain over the cap is lowered somewhere
 	}
 	return out
+}
+
+// hasFloors reports whether some multiplied edge's layers cannot all go to 1 try (floors): only
+// then is PlanFix's plan not the graph's own suggestion's. It stops at the first.
+func (r *Result) hasFloors() bool {
+	for _, m := range r.MeshEdges {
+		if m.Multiplied() {
+			if f, _ := mesh.Fewest(m.Layers); f > 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fewestOn is the fewest a chain along path carries with k client attempts, each annotation at
+// 1, each mesh field at its fewest and each layer no object's field lowers at 1 try (its fix by
+// hand): the by-hand floors PlanFix plans with when no patch fits.
+func (r *Result) fewestOn(path []string, k int64) int64 {
+	f := k
+	for j := 0; j+1 < len(path); j++ {
+		if m, ok := r.MeshEdges[[2]string{path[j], path[j+1]}]; ok && m.Multiplied() {
+			_, h := mesh.Fewest(m.Layers)
+			f = graph.Mul(f, h)
+		}
+	}
+	return f
 }

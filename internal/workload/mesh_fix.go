@@ -41,22 +41,23 @@ func (r *Result) meshSuggestion(v *graph.Violation, fp *FixPlan) string {
 	return strings.Join(out, "; ")
 }
 
-// splitSuggestion is the fix of edge node -> up (layers m) planned to carry planned tries.
+// splitSuggestion is the fix of edge node -> up (layers m) planned to carry planned tries:
+// the annotation's new value, then each layer mesh.Split lowers, in its order, and each one it
+// would need lower and cannot, with why.
 func splitSuggestion(node, up string, m MeshEdge, planned int64) []string {
-	app, l, tries, lower, _ := mesh.Split(m.App, m.Layers, planned)
+	sp := mesh.Split(m.App, m.Layers, planned)
 	var out []string
-	if app < m.App {
-		out = append(out, fmt.Sprintf("%s: %s=%d", node, up, app))
+	if sp.App < m.App {
+		out = append(out, fmt.Sprintf("%s: %s=%d", node, up, sp.App))
 	}
-	if lower {
+	for _, lf := range sp.Layers {
 		// As -o patch: a field that cannot give that few is lowered as far as it goes (a Gateway
 		// API rule: 2 tries), and the fix says so and why that is not enough.
-		rw, _, err := mesh.LowestRewrite(l, tries)
-		if rw != nil {
-			out = append(out, rw.Suggestion)
+		if lf.Rewrite != nil {
+			out = append(out, lf.Rewrite.Suggestion)
 		}
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s -> %s: %v", node, up, err))
+		if lf.Err != nil {
+			out = append(out, fmt.Sprintf("%s -> %s: %v", node, up, lf.Err))
 		}
 	}
 	return out

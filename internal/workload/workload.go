@@ -882,13 +882,15 @@ func Analyze(p *Policy, ws []Workload, set *mesh.Set, svcs ...Service) (*Result,
 // suggested value on a mesh-multiplied edge as the edge's attempts, layers included. A no-op
 // without mesh layers.
 func (r *Result) ExplainMesh(a *graph.Analysis) {
-	if a == nil || (len(r.MeshEdges) == 0 && len(r.MeshEntry) == 0) {
+	if a == nil || len(a.Violations) == 0 || (len(r.MeshEdges) == 0 && len(r.MeshEntry) == 0) {
 		return
 	}
 	// An entrypoint over the cap through a gateway route: every fix is the combined plan's
 	// (PlanFix, which analyze -o patch applies), the route's and the edges' together.
+	// So is every fix of a graph with an edge whose layers cannot all go to 1 try (floors): the
+	// graph's own suggestion is planned without them.
 	var fp *FixPlan
-	if r.needsRoutes(a) {
+	if r.needsRoutes(a) || r.hasFloors() {
 		fp = r.PlanFix(a)
 	}
 	for i := range a.Violations {
