@@ -334,3 +334,9 @@ func (s *Set) anyPolicyDelay() bool {
 	}
 	return false
 }
+
+// WarnEnvoyGatewayFaultDelay: a BackendTrafficPolicy's fault delay (src names the object, the
+// field and the value), which the gateway holds before the route's timeouts start.
+func WarnEnvoyGatewayFaultDelay(src string) string {
+	return src + ": Envoy Gateway's fault injection holds each request it hits in the gateway before the route's timeouts start: counted once per request in the worst time to answer"
+}

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,13 @@ func TestLayerTimeEnvoyGatewayFaultDelay(t *testing.T) {
 			}
 			if got := s.Clone().LayerTime(e.Layers[0]); got != tc.want {
 				t.Errorf("clone: %+v", got)
+			}
+			var warn []string
+			if tc.want.Delay > 0 {
+				warn = []string{WarnEnvoyGatewayFaultDelay(tc.want.Source[strings.LastIndex(tc.want.Source, "BackendTrafficPolicy "):])}
+			}
+			if !slices.Equal(e.Warnings, warn) {
+				t.Errorf("warnings %q, want %q", e.Warnings, warn)
 			}
 			if got := s.TimeLayer(e.Layers[0]).Delay; got != tc.want.Delay {
 				t.Errorf("TimeLayer delay %s, want %s", got, tc.want.Delay)

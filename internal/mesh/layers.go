@@ -811,6 +811,9 @@ func (s *Set) Entry(v ServiceRef) Edge {
 	}
 	e := Edge{Layers: []Layer{best}, Warnings: ingressWarnings(s.index(), v)} // ingressnginx.go
 	s.waypointEntry(s.index(), &e, v)                                         // waypoint.go: with istio.io/ingress-use-waypoint
+	if d, src := s.gatewayLayerDelay(best); d > 0 {
+		e.Warnings = append(e.Warnings, WarnEnvoyGatewayFaultDelay(src)) // fault.go
+	}
 	return e
 }
 
