@@ -123,3 +123,35 @@ func TestEnvoyGatewayFaultErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFuzzFaultSeeds: the fuzz seeds of the fault templates build them as written, and the
+// Set reads their delays (asWritten, fuzzObjects).
+func TestFuzzFaultSeeds(t *testing.T) {
+	read := func(data []byte) *Set {
+		s := NewSet(Options{})
+		for _, obj := range fuzzObjects(t, data) {
+			if _, err := s.AddJSON(obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	s := read(asWritten(t, 16, 15))
+	e := s.Edge(Caller{Name: "Deployment shop/checkout", Namespace: "shop"}, "orders")
+	if len(e.Layers) != 1 {
+		t.Fatalf("layers %+v", e.Layers)
+	}
+	want := LayerTime{PerTry: time.Second, Timeout: 3 * time.Second, BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax, Delay: 7 * time.Second,
+		Source: "VirtualService shop/vsf spec.http[0], VirtualService shop/vsf spec.http[0].fault.delay.fixedDelay 7s at 50%"}
+	if got := s.LayerTime(e.Layers[0]); got != want {
+		t.Errorf("VirtualService layer %+v:\n got %+v\nwant %+v", e.Layers[0], got, want)
+	}
+	s = read(asWritten(t, 1, 17))
+	entry := s.Entry(ServiceRef{"shop", "orders"})
+	if len(entry.Layers) != 1 {
+		t.Fatalf("entry layers %+v", entry.Layers)
+	}
+	if got := s.LayerTime(entry.Layers[0]); got.Delay != 7*time.Second || got.Source != "HTTPRoute shop/hr spec.rules[0], BackendTrafficPolicy shop/btpf spec.faultInjection.delay.fixedDelay 7s at 50%" {
+		t.Errorf("entry layer %+v: %+v", entry.Layers[0], got)
+	}
+}
