@@ -41,3 +41,34 @@ func TestFaultDelayTime(t *testing.T) {
 		t.Errorf("time lines\n got %q\nwant %q\n%s", got, want, b.String())
 	}
 }
+
+// TestEnvoyGatewayFaultDelayTime: an Envoy Gateway BackendTrafficPolicy's
+// spec.faultInjection.delay is held at the entry before the route's timeouts: the entry takes
+// 8.025s (4.025s without it, within maxTimeToAnswer 6s, as on main); the table names the delay
+// (testdata/faultdelay/envoy-gateway-delay.yaml, worked by hand there).
+func TestEnvoyGatewayFaultDelayTime(t *testing.T) {
+	m := NewManifests()
+	if errs := (Reader{}).ReadPathsInto(m, []string{filepath.Join("testdata", "faultdelay", "envoy-gateway-delay.yaml")}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var b bytes.Buffer
+	if err := RenderTable(&b, m.Analyze()); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "  worst time") || strings.HasPrefix(l, "  over max") || strings.HasPrefix(l, "    - client") || strings.Contains(l, "faultInjection") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		"  worst time to answer:  8.025s (frontend -> backend)  max 6s, WITHIN: no",
+		"  over maxTimeToAnswer:",
+		"    - client -x2-> frontend 2.1s -> backend ? = 8.025s > maxTimeToAnswer 6s",
+		"    - client -> frontend: EnvoyGateway BackendTrafficPolicy shop/web per-try timeout 2s < frontend's worst time 2.1s: client retries while frontend still works on the abandoned try",
+		"  warning: BackendTrafficPolicy shop/web spec.faultInjection.delay.fixedDelay 4s: Envoy Gateway's fault injection holds each request it hits in the gateway before the route's timeouts start: counted once per request in the worst time to answer",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("time lines\n got %q\nwant %q\n%s", got, want, b.String())
+	}
+}

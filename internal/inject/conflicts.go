@@ -51,65 +51,14 @@ var meshSidecars = map[string]string{
 	"istio-proxy": "Istio's sidecar, whose Envoy listens on 15001 and whose agent on 15020",
 }
 
-// istioIgnoredNamespaces are never injected by Istio (istio/istio pkg/kube/inject/initializer.go
-// IgnoredNamespaces).
-var istioIgnoredNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "local-path-storage"}
-
 // istioWillInject says which label (or annotation) makes Istio's sidecar injector add
-// istio-proxy to the pod, or "". Admission webhooks run in the order of their configurations'
-// names, so under a release name that sorts before Istio's (istio-sidecar-injector,
-// istio-revision-tag-*) retrycap sees the pod before Istio does, and an injected pod would get
-// both sidecars, on the same ports, and never start. These are Istio's rules exactly: its
-// injection webhooks' selectors (istio/istio manifests/charts/istio-control/istio-discovery/
-// templates/mutatingwebhook.yaml and revision-tags-mwc.yaml; objectSelector reads pod labels
-// only), then its injector's own check (pkg/kube/inject/inject.go injectRequired, under the
-// default policy "enabled" and no never/always-inject selectors):
-//   - namespace label istio-injection: "enabled" injects a pod whose label
-//     sidecar.istio.io/inject is not "false"; any other value injects nothing, whatever the pod
-//     says (every other webhook requires istio-injection DoesNotExist);
-//   - else namespace label istio.io/rev (any value: retrycap does not know which revisions and
-//     tags are installed) injects a pod whose label sidecar.istio.io/inject is not "false";
-//   - else pod label istio.io/rev (any value), sidecar.istio.io/inject not "false", or pod
-//     label sidecar.istio.io/inject: "true" (an annotation "true" alone selects no webhook);
-//   - then the injector skips the pod when sidecar.istio.io/inject is "false": the label, or,
-//     without it, the annotation; and in Istio's ignored namespaces.
-//
-// Istio's enableNamespacesByDefault (injecting unlabelled namespaces) is not followed: retrycap
-// cannot read Istio's values.
+// istio-proxy to the pod, or "" (mesh.IstioWillInject, the rule the mesh layers follow too).
+// Admission webhooks run in the order of their configurations' names, so under a release name
+// that sorts before Istio's (istio-sidecar-injector, istio-revision-tag-*) retrycap sees the pod
+// before Istio does, and an injected pod would get both sidecars, on the same ports, and never
+// start.
 func istioWillInject(pod *corev1.Pod, nsLabels map[string]string) string {
-	if slices.Contains(istioIgnoredNamespaces, pod.Namespace) {
-		return ""
-	}
-	podInject, podInjectSet := pod.Labels[mesh.IstioInjectAnnotation]
-	var why string
-	nsInjection, nsInjectionSet := nsLabels[mesh.IstioInjectionLabel]
-	nsRev, nsRevSet := nsLabels[mesh.IstioRevLabel]
-	podRev, podRevSet := pod.Labels[mesh.IstioRevLabel]
-	switch {
-	case nsInjectionSet:
-		if nsInjection != "enabled" || podInject == "false" {
-			return ""
-		}
-		why = fmt.Sprintf("namespace %s is labelled %s=enabled", pod.Namespace, mesh.IstioInjectionLabel)
-	case nsRevSet:
-		if podInject == "false" {
-			return ""
-		}
-		why = fmt.Sprintf("namespace %s is labelled %s=%s", pod.Namespace, mesh.IstioRevLabel, nsRev)
-	case podRevSet && podInject != "false":
-		why = fmt.Sprintf("label %s is %q", mesh.IstioRevLabel, podRev)
-	case podInject == "true" && !podRevSet:
-		why = fmt.Sprintf("label %s is \"true\"", mesh.IstioInjectAnnotation)
-	default:
-		return ""
-	}
-	// injectRequired: the label if present, else the annotation; "false" opts out.
-	if !podInjectSet {
-		if v := pod.Annotations[mesh.IstioInjectAnnotation]; v == "false" {
-			return ""
-		}
-	}
-	return why
+	return mesh.IstioWillInject(pod.Namespace, pod.Labels, pod.Annotations, nsLabels)
 }
 
 // proxyPorts are the ports the proxy binds in the pod's network namespace.

@@ -36,8 +36,8 @@
 //     that decide its tries (VirtualService timeout and retries.perTryTimeout and backoff,
 //     Gateway API timeouts and retry.backoff, Linkerd's timeout annotations as its proxy applies
 //     them, its last try free of the retry timeout, Envoy Gateway's timeout and retry.perRetry),
-//     and an Istio route's fault.delay, held once per request outside those timeouts
-//     (fault.go), for the time model (time.go).
+//     and an Istio route's fault.delay or an Envoy Gateway policy's faultInjection.delay, held
+//     once per request outside those timeouts (fault.go), for the time model (time.go).
 //   - PlanRewrite(layer, tries) says how to lower a layer's field: the suggestion string and an
 //     edit, applied to the object's JSON (Rewrite.Patch gives the RFC 6902 patch), never out of
 //     the CRD's bounds (a Gateway API rule: MinTries) nor into what the mesh's validation

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,4 +167,176 @@ func delayOf(rules []ruleTime, i int) (time.Duration, string) {
 // timeouts start.
 func WarnIstioFaultDelay(id, field string) string {
 	return fmt.Sprintf("%s %s: Istio's fault injection holds each request it hits in the caller's proxy before the route's timeouts start: counted once per request in the worst time to answer", id, field)
+}
+
+// Envoy Gateway's fault injection (BackendTrafficPolicy spec.faultInjection, envoyproxy/gateway
+// v1.9.1 api/v1alpha1/fault_injection.go): the policy's delay goes into the per-route config of
+// Envoy's fault filter on every route the policy covers (internal/xds/translator/fault.go
+// patchRoute), the filter sits before the router as in Istio's case, and so the delay is held
+// once per request at the entry, before the route's tries and outside its timeouts. Abort, as
+// Istio's, takes nothing off the worst case.
+
+// btpFaultFields is a BackendTrafficPolicy's spec.faultInjection.
+type btpFaultFields struct {
+	Delay *struct {
+		FixedDelay *string `json:"fixedDelay"`
+		// Percentage is a float32 with the CRD's default 100 and no bounds: Envoy Gateway
+		// passes uint32(p x 10000) over a million (fractionalpercent.FromFloat32).
+		Percentage *float64 `json:"percentage"`
+	} `json:"delay"`
+	Abort *struct {
+		HTTPStatus *int64   `json:"httpStatus"`
+		GrpcStatus *int64   `json:"grpcStatus"`
+		Percentage *float64 `json:"percentage"`
+	} `json:"abort"`
+}
+
+// readBTPFault reads a BackendTrafficPolicy's spec.faultInjection f: its delay, none for a
+// percentage of 0 or a zero delay. What the CRD refuses (its schema and CEL rules: a delay
+// without fixedDelay or with a fixedDelay not a Gateway API duration, neither delay nor abort, an
+// abort with both or neither of httpStatus and grpcStatus, or out of their bounds) is an error
+// naming the field: such an object is never stored.
+func readBTPFault(id string, f *btpFaultFields) (faultDelay, error) {
+	const base = "spec.faultInjection"
+	if f == nil {
+		return faultDelay{}, nil
+	}
+	if f.Delay == nil && f.Abort == nil {
+		return faultDelay{}, fmt.Errorf("%s %s: neither delay nor abort, which Envoy Gateway's CRD refuses (\"Delay and abort faults are set at least one.\")", id, base)
+	}
+	if a := f.Abort; a != nil {
+		switch {
+		case a.HTTPStatus != nil && a.GrpcStatus != nil:
+			return faultDelay{}, fmt.Errorf("%s %s.abort: httpStatus %d and grpcStatus %d together, which Envoy Gateway's CRD refuses (one of them)", id, base, *a.HTTPStatus, *a.GrpcStatus)
+		case a.HTTPStatus == nil && a.GrpcStatus == nil:
+			return faultDelay{}, fmt.Errorf("%s %s.abort: neither httpStatus nor grpcStatus, which Envoy Gateway's CRD refuses (one of them)", id, base)
+		case a.HTTPStatus != nil && (*a.HTTPStatus < 200 || *a.HTTPStatus > 600):
+			return faultDelay{}, fmt.Errorf("%s %s.abort.httpStatus: %d is refused by Envoy Gateway's CRD: 200 to 600", id, base, *a.HTTPStatus)
+		case a.GrpcStatus != nil && (*a.GrpcStatus < 0 || *a.GrpcStatus > 16):
+			return faultDelay{}, fmt.Errorf("%s %s.abort.grpcStatus: %d is refused by Envoy Gateway's CRD: 0 to 16", id, base, *a.GrpcStatus)
+		}
+	}
+	dl := f.Delay
+	if dl == nil {
+		return faultDelay{}, nil
+	}
+	field := base + ".delay.fixedDelay"
+	if dl.FixedDelay == nil {
+		return faultDelay{}, fmt.Errorf("%s %s: missing, which Envoy Gateway's CRD requires in a delay", id, field)
+	}
+	d, err := parseTime(id, field, dl.FixedDelay, gatewayGrammar)
+	if err != nil {
+		return faultDelay{}, err
+	}
+	pct := 100.0 // the CRD's default
+	if dl.Percentage != nil {
+		pct = *dl.Percentage
+	}
+	if d == 0 || pct == 0 {
+		return faultDelay{}, nil
+	}
+	fd := faultDelay{d: d, field: field + " " + *dl.FixedDelay, pct: pct}
+	switch {
+	case pct < 0 || pct > 100:
+		// Over 100 the numerator passes the denominator and Envoy holds every request; a
+		// negative float32 to uint32 is left to the platform by Go: counted as every request.
+		fd.pct = 100
+	case pct < 100:
+		fd.field += " at " + strconv.FormatFloat(pct, 'g', -1, 64) + "%"
+	}
+	return fd, nil
+}
+
+// policiesDelay is the longest delay of the BackendTrafficPolicies that cover route r (x's
+// policies by target): those targeting r, else those targeting one of its parent Gateways, as
+// policyLayer picks a retry. Envoy Gateway takes a route's policy over its Gateway's, merged
+// only with mergeType; a route policy without a delay falls through to its Gateway's here, an
+// upper bound. With what names it ("BackendTrafficPolicy shop/p spec.faultInjection...").
+func policiesDelay(x *index, r *route) (time.Duration, string) {
+	pick := func(key string) (time.Duration, string) {
+		var d time.Duration
+		var src string
+		for _, p := range x.policies[key] {
+			if p.delay.d > d {
+				d, src = p.delay.d, p.id()+" "+p.delay.field
+			}
+		}
+		return d, src
+	}
+	if d, src := pick(r.Kind + "/" + r.Metadata.Namespace + "/" + r.Metadata.Name); d > 0 {
+		return d, src
+	}
+	var d time.Duration
+	var src string
+	for _, p := range r.Spec.ParentRefs {
+		if !p.isGateway() {
+			continue
+		}
+		if pd, ps := pick("Gateway/" + p.namespaceOr(r.Metadata.Namespace) + "/" + p.Name); pd > d {
+			d, src = pd, ps
+		}
+	}
+	return d, src
+}
+
+// gatewayLayerDelay is the fault delay of an entry layer l: for a route's (Kind Gateway), the
+// policies covering the route (policiesDelay); for a BackendTrafficPolicy's (it sets the retry
+// of routes without their own), the longest over the routes whose rules take it, since the layer
+// does not say which route it came from (an upper bound where one policy serves several).
+func (s *Set) gatewayLayerDelay(l Layer) (time.Duration, string) {
+	if !s.anyPolicyDelay() {
+		return 0, ""
+	}
+	x := s.index()
+	switch l.Kind {
+	case Gateway:
+		kind, nsName, _ := strings.Cut(l.Object, " ")
+		r := s.routes[GroupGateway+"/"+kind+"/"+nsName]
+		if r == nil {
+			return 0, ""
+		}
+		return policiesDelay(x, r)
+	case EnvoyGateway:
+		var d time.Duration
+		var src string
+		seen := map[*route]bool{}
+		backends := slices.Collect(maps.Keys(x.gatewayRoutes))
+		slices.SortFunc(backends, func(a, b ServiceRef) int { return strings.Compare(a.String(), b.String()) })
+		for _, b := range backends {
+			for _, r := range x.gatewayRoutes[b] {
+				if seen[r] {
+					continue
+				}
+				seen[r] = true
+				for i := range r.Spec.Rules {
+					if _, own := gammaRule(r, i); own || s.policyLayer(x, r, i).Object != l.Object {
+						continue
+					}
+					if rd, rs := policiesDelay(x, r); rd > d {
+						d, src = rd, rs
+					}
+					break
+				}
+			}
+		}
+		return d, src
+	}
+	return 0, ""
+}
+
+// anyPolicyDelay: a BackendTrafficPolicy of the Set has a fault delay (most have none, and then
+// no layer looks further).
+func (s *Set) anyPolicyDelay() bool {
+	for _, p := range s.policies {
+		if p.delay.d > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// WarnEnvoyGatewayFaultDelay: a BackendTrafficPolicy's fault delay (src names the object, the
+// field and the value), which the gateway holds before the route's timeouts start.
+func WarnEnvoyGatewayFaultDelay(src string) string {
+	return src + ": Envoy Gateway's fault injection holds each request it hits in the gateway before the route's timeouts start: counted once per request in the worst time to answer"
 }

@@ -407,47 +407,15 @@ func (vs *virtualService) exportedTo(ns string) bool {
 	return false
 }
 
-// InIstio reports whether the caller runs an Istio sidecar: already injected (injected.go)
-// first, then pod annotation (or label) sidecar.istio.io/inject "true"/"false", else its namespace's istio-injection=enabled or
-// istio.io/rev label.
+// InIstio reports whether the caller runs an Istio sidecar: already injected (injected.go), or
+// one Istio's injector will add (IstioWillInject, the rule internal/inject follows too): its
+// webhooks select on pod labels only, so an annotation sidecar.istio.io/inject "true" alone,
+// in a namespace without injection labels, meshes nothing.
 func (s *Set) InIstio(c Caller) bool {
 	if s == nil {
 		return false
 	}
-	if injectedIstio(c) {
-		return true
-	}
-	nl := s.namespaces[c.Namespace].Labels
-	if v, ok := nl[IstioInjectionLabel]; ok && v != "enabled" {
-		// istio-injection: disabled (any value but enabled): none of Istio's injection webhooks
-		// selects the namespace, whatever the pod says (istio-discovery's mutatingwebhook.yaml:
-		// the object webhooks require istio-injection DoesNotExist).
-		return false
-	}
-	// The label is Istio's current API and wins over the annotation when both are there; a value
-	// other than "true" or "false" falls back to the namespace (istio/istio pkg/kube/inject
-	// injectRequired: "if both are present we prefer the label").
-	sel := c.Annotations[IstioInjectAnnotation]
-	if v, ok := c.Labels[IstioInjectAnnotation]; ok {
-		sel = v
-	}
-	switch sel {
-	case "true":
-		return true
-	case "false":
-		return false
-	}
-	if _, ok := nl[IstioInjectionLabel]; ok {
-		return true // enabled (any other value returned above)
-	}
-	if _, rev := nl[IstioRevLabel]; rev {
-		return true
-	}
-	// A pod-template label istio.io/rev in a namespace without injection labels: Istio's
-	// revision webhook ("rev.object.sidecar-injector", istio/istio
-	// manifests/charts/istio-control/istio-discovery/templates/mutatingwebhook.yaml) injects it.
-	_, podRev := c.Labels[IstioRevLabel]
-	return podRev
+	return injectedIstio(c) || IstioWillInject(c.Namespace, c.Labels, c.Annotations, s.namespaces[c.Namespace].Labels) != ""
 }
 
 // InLinkerd reports whether the caller runs a Linkerd proxy: already injected (injected.go), else
@@ -843,6 +811,9 @@ func (s *Set) Entry(v ServiceRef) Edge {
 	}
 	e := Edge{Layers: []Layer{best}, Warnings: ingressWarnings(s.index(), v)} // ingressnginx.go
 	s.waypointEntry(s.index(), &e, v)                                         // waypoint.go: with istio.io/ingress-use-waypoint
+	if d, src := s.gatewayLayerDelay(best); d > 0 {
+		e.Warnings = append(e.Warnings, WarnEnvoyGatewayFaultDelay(src)) // fault.go
+	}
 	return e
 }
 

@@ -48,6 +48,15 @@ func caller(ns string, ann ...string) Caller {
 	return c
 }
 
+// labelled is c with pod-template labels kv (key, value, ...).
+func labelled(c Caller, kv ...string) Caller {
+	c.Labels = map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		c.Labels[kv[i]] = kv[i+1]
+	}
+	return c
+}
+
 func vs(ns, name, body string) string {
 	return "\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec:\n" + body
 }
@@ -83,7 +92,13 @@ func TestEdge(t *testing.T) {
 			want: Edge{},
 		},
 		{
-			name: "pod annotation inject true in a plain namespace", docs: nsPlain, caller: caller("plain", "sidecar.istio.io/inject", "true"), callee: "reviews",
+			// Istio's webhooks select on pod labels only (IstioWillInject): on main this counted
+			// a layer of 3 tries.
+			name: "pod annotation inject true alone in a plain namespace: no sidecar", docs: nsPlain, caller: caller("plain", "sidecar.istio.io/inject", "true"), callee: "reviews",
+			want: Edge{},
+		},
+		{
+			name: "pod label inject true in a plain namespace", docs: nsPlain, caller: labelled(caller("plain"), "sidecar.istio.io/inject", "true"), callee: "reviews",
 			want: Edge{Layers: []Layer{{Kind: Istio, Tries: 3, Default: true, Note: istioNoVS + "reviews"}}},
 		},
 		{
@@ -325,7 +340,7 @@ func TestEdge(t *testing.T) {
 			},
 		},
 		{
-			name: "caller in both meshes: Istio counts, warned", caller: caller("emojivoto", "sidecar.istio.io/inject", "true"), callee: "emoji-svc",
+			name: "caller in both meshes: Istio counts, warned", caller: labelled(caller("emojivoto"), "sidecar.istio.io/inject", "true"), callee: "emoji-svc",
 			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "emoji-svc", `retry.linkerd.io/limit: "5"`),
 			want: Edge{
 				Layers:   []Layer{{Kind: Istio, Tries: 3, Default: true, Note: istioNoVS + "emoji-svc"}},

@@ -245,7 +245,10 @@ type backendTrafficPolicy struct {
 		Retry      *struct {
 			NumRetries *int64 `json:"numRetries"`
 		} `json:"retry"`
+		FaultInjection *btpFaultFields `json:"faultInjection"` // fault.go
 	} `json:"spec"`
+	// delay is spec.faultInjection.delay as Envoy Gateway applies it (readBTPFault).
+	delay faultDelay
 }
 
 type configMap struct {
@@ -488,6 +491,10 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 			if err := boundsNonNeg.check(h.id(), "spec.retry.numRetries", *p.Spec.Retry.NumRetries); err != nil {
 				return false, err
 			}
+		}
+		var err error
+		if p.delay, err = readBTPFault(h.id(), p.Spec.FaultInjection); err != nil {
+			return false, err
 		}
 		s.policies[key] = p
 	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry":

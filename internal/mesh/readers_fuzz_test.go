@@ -41,6 +41,10 @@ var fuzzTemplates = []string{
 	"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: \"defaultHttpRetryPolicy:\\n  attempts: 5\\n  perTryTimeout: 2s\\n  backoff: 10ms\\n\"",
 	"apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: waypoint, namespace: shop, labels: {istio.io/waypoint-for: service}}\nspec: {gatewayClassName: istio-waypoint, listeners: [{name: mesh, port: 15008, protocol: HBONE}]}",
 	"apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio-injection: enabled, istio.io/use-waypoint: waypoint}, annotations: {linkerd.io/inject: enabled}}",
+	// Fault injection (fault.go): Istio's route fault (a delay on the sidecars' route, another
+	// on the gateway's, an abort) and Envoy Gateway's policy on a route and a Gateway.
+	"apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: vsf, namespace: shop}\nspec:\n  hosts: [orders]\n  gateways: [mesh, shop/gw]\n  http:\n  - match: [{headers: {end-user: {exact: jason}}, gateways: [mesh]}]\n    fault:\n      delay: {percentage: {value: 50}, fixedDelay: 7s}\n      abort: {percentage: {value: 10}, httpStatus: 503}\n    timeout: 3s\n    retries: {attempts: 2, perTryTimeout: 1s}\n    route: [{destination: {host: orders, port: {number: 8080}}}]\n  - match: [{gateways: [shop/gw]}]\n    fault: {delay: {percent: 30, fixedDelay: 2s}, abort: {percentage: {value: 100}, grpcStatus: UNAVAILABLE}}\n    route: [{destination: {host: orders}}]",
+	"apiVersion: gateway.envoyproxy.io/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: btpf, namespace: shop}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: hr}, {group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\n  faultInjection:\n    delay: {fixedDelay: 7s, percentage: 50}\n    abort: {httpStatus: 503, percentage: 10}\n  timeout: {http: {requestTimeout: 5s}}\n  retry: {numRetries: 2}",
 }
 
 // hostileValues replace a template's leaves.
@@ -52,12 +56,17 @@ var hostileValues = []any{
 	strings.Repeat("a", 300), "true", true, false, nil, []any{}, map[string]any{}, []any{json.Number("1"), "x"},
 }
 
-// fuzzBytes hands out the fuzz input byte by byte (0 once it is used up).
+// fuzzBytes hands out the fuzz input byte by byte (keep, 100, once it is used up: 0 would
+// delete every member left, and a seed of a template's index alone read an empty object, not
+// the template as written).
 type fuzzBytes []byte
+
+// keep is a byte that keeps a member and its value as they are.
+const keep = 100
 
 func (b *fuzzBytes) next() int {
 	if len(*b) == 0 {
-		return 0
+		return keep
 	}
 	c := (*b)[0]
 	*b = (*b)[1:]
@@ -146,6 +155,46 @@ func fuzzObjects(t *testing.T, data []byte) [][]byte {
 	return objs
 }
 
+// asWritten is the fuzz input that builds the templates idx, each as written: its index, then
+// a keep for every byte mutate reads of it.
+func asWritten(tb testing.TB, idx ...int) []byte {
+	var out []byte
+	for _, i := range idx {
+		js, err := yaml.YAMLToJSON([]byte(fuzzTemplates[i]))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(js, &v); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, byte(i))
+		out = append(out, slices.Repeat([]byte{keep}, reads(v))...)
+	}
+	return out
+}
+
+// reads is how many bytes mutate reads of v when it keeps everything.
+func reads(v any) int {
+	switch x := v.(type) {
+	case map[string]any:
+		n := 0
+		for k, e := range x {
+			if k != "apiVersion" && k != "kind" {
+				n += 1 + reads(e)
+			}
+		}
+		return n
+	case []any:
+		n := 1
+		for _, e := range x {
+			n += reads(e)
+		}
+		return n
+	}
+	return 1
+}
+
 func FuzzMeshObjects(f *testing.F) {
 	for i := range fuzzTemplates {
 		f.Add([]byte{byte(i)})                                    // the template as written
@@ -153,6 +202,12 @@ func FuzzMeshObjects(f *testing.F) {
 		f.Add([]byte{byte(i), 130, 140, 150, 160, 170, 180, 190, 210, 220, 230, 250, 255, 129, 131, 133, 135, 137, 139})
 	}
 	f.Add([]byte{15, 0, 4, 0, 0, 1, 0})
+	// The fault templates with the routes and objects they bear on: the VirtualService with the
+	// Namespace; the policy with the HTTPRoute (its retry dropped, so the policy's layer) and the
+	// Gateway-targeted one.
+	f.Add(asWritten(f, 16, 15))
+	f.Add(asWritten(f, 1, 17))
+	f.Add(asWritten(f, 17, 1, 10))
 	callers := []Caller{
 		{Name: "Deployment shop/checkout", Namespace: "shop", Labels: map[string]string{"app": "checkout"}},
 		{Name: "Deployment shop/linkerd", Namespace: "shop", Annotations: map[string]string{"linkerd.io/inject": "enabled"}},
@@ -199,7 +254,7 @@ func FuzzMeshObjects(f *testing.F) {
 				t.Fatalf("layer %+v: fewer than 1 try", l)
 			}
 			lt := s.LayerTime(l)
-			if lt.PerTry < 0 || lt.LastTry < 0 || lt.Timeout < 0 || lt.BackoffBase < 0 || lt.BackoffMax < 0 {
+			if lt.PerTry < 0 || lt.LastTry < 0 || lt.Timeout < 0 || lt.BackoffBase < 0 || lt.BackoffMax < 0 || lt.Delay < 0 {
 				t.Fatalf("layer %+v: negative time %+v", l, lt)
 			}
 			_ = s.TimeLayer(l)

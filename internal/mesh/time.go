@@ -51,11 +51,13 @@ type LayerTime struct {
 	// BackoffBase and BackoffMax: the wait before retry n is at most min(max, base x 2^(n-1)).
 	BackoffBase, BackoffMax time.Duration
 	// Delay is held once per request before the tries, outside the timeouts (Istio's
-	// fault.delay, fault.go): the longest of the routes that can take the layer's requests.
+	// fault.delay, Envoy Gateway's spec.faultInjection.delay, fault.go): the longest of the
+	// routes (or policies) that can take the layer's requests.
 	Delay time.Duration
 	// Source says where the timeouts were read ("VirtualService shop/payment spec.http[0]"),
 	// then where the delay was ("VirtualService shop/payment spec.http[0].fault.delay.fixedDelay
-	// 7s"), ", " between them; empty when nothing sets one.
+	// 7s", "BackendTrafficPolicy shop/p spec.faultInjection.delay.fixedDelay 7s"), ", " between
+	// them; empty when nothing sets one.
 	Source string
 }
 
@@ -505,9 +507,8 @@ func ruleIndex(fieldPath string) (int, bool) {
 // the longest fault delay of the object's routes that can take its requests (fault.go).
 func (s *Set) LayerTime(l Layer) LayerTime {
 	lt := s.layerTimeouts(l)
-	if d, field := s.layerDelay(l); d > 0 {
+	if d, src := s.layerDelay(l); d > 0 {
 		lt.Delay = d
-		src := l.Object + " " + field
 		if lt.Source != "" {
 			src = lt.Source + ", " + src
 		}
@@ -516,9 +517,17 @@ func (s *Set) LayerTime(l Layer) LayerTime {
 	return lt
 }
 
-// layerDelay is the fault delay of a VirtualService layer, with the field that sets it.
+// layerDelay is the fault delay of a layer, with the object and field that set it: a
+// VirtualService's route's (Istio), or the BackendTrafficPolicies' covering an entry route
+// (Envoy Gateway, fault.go gatewayLayerDelay).
 func (s *Set) layerDelay(l Layer) (time.Duration, string) {
-	if s == nil || !strings.HasPrefix(l.Object, "VirtualService ") {
+	if s == nil {
+		return 0, ""
+	}
+	if l.Kind == Gateway || l.Kind == EnvoyGateway {
+		return s.gatewayLayerDelay(l)
+	}
+	if !strings.HasPrefix(l.Object, "VirtualService ") {
 		return 0, ""
 	}
 	ot, ok := s.times[objectKeys(l.Object)[0]]
@@ -526,7 +535,8 @@ func (s *Set) layerDelay(l Layer) (time.Duration, string) {
 	if !ok || !okRule || i >= len(ot.rules) {
 		return 0, ""
 	}
-	return delayOf(ot.rules, i)
+	d, field := delayOf(ot.rules, i)
+	return d, l.Object + " " + field
 }
 
 // layerTimeouts is LayerTime without the delay.
