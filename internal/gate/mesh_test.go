@@ -37,7 +37,7 @@ func TestDecideMesh(t *testing.T) {
 	stored := []workload.Workload{workloadtest.Deployment("gateway", "order=1"), workloadtest.Deployment("payment", "")}
 	order := workloadtest.Deployment("order", "payment=1")
 	injected := workloadtest.Deployment("order", "payment=1")
-	injected.Annotations = injected.Annotations.With("sidecar.istio.io/inject", "true")
+	injected.Labels = injected.Labels.With("sidecar.istio.io/inject", "true")
 
 	const layers = "gateway -x3-> order: 3 = 1 (Deployment gateway) x 3 (Istio default, no VirtualService binds order); order -x3-> payment: 3 = 1 (Deployment order) x 3 (Istio default, no VirtualService binds payment)"
 	tests := []struct {

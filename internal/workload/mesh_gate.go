@@ -82,8 +82,8 @@ func (r *Result) ExplainJudgement(j *graph.Judgement, incoming *Parsed, node str
 }
 
 // RaisesMeshRetries reports whether updating old to incoming raises the mesh tries on one of
-// incoming's calls (its pod template joins a mesh: sidecar.istio.io/inject "true", linkerd.io/inject
-// enabled): the gate judges such an update even when the attempts it writes are unchanged. False
+// incoming's calls (its pod template joins a mesh: the label sidecar.istio.io/inject "true", the annotation
+// linkerd.io/inject enabled): the gate judges such an update even when the attempts it writes are unchanged. False
 // without a Set.
 func RaisesMeshRetries(set *mesh.Set, old, incoming Workload) bool {
 	if set == nil {

@@ -29,7 +29,8 @@ func TestAnalyzeTimeWorkedExample(t *testing.T) {
 		"apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: payment, namespace: shop}\nspec:\n  hosts: [payment]\n  http:\n  - route: [{destination: {host: payment}}]\n    retries: {attempts: 2}",
 	)
 	// Only order runs an Istio sidecar.
-	ws[1].Annotations = PairsOf(map[string]string{annotations.Upstreams: "payment=3/200ms", "sidecar.istio.io/inject": "true"})
+	ws[1].Annotations = PairsOf(map[string]string{annotations.Upstreams: "payment=3/200ms"})
+	ws[1].Labels = PairsOf(map[string]string{"sidecar.istio.io/inject": "true"})
 	r := Build(ForRetryPolicy(p), ws, set)
 	ta := r.AnalyzeTime()
 	if got := graph.FormatTime(ta.Worst); got != "6s" || strings.Join(ta.WorstPath, ">") != "gateway>order>payment>db" {
