@@ -178,3 +178,47 @@ func TestRed16WaiterClientGone(t *testing.T) {
 		}
 	}
 }
+
+// TestRed16WaiterWithPipelinedRequest: chunked body B waits for room (budget 1 MiB; X's
+// 500,000-byte body, 524,288 held, at a backend that holds its answer), and its client sends
+// the rest of B and, pipelined behind it, a GET. Once X is answered B gets its room: B is
+// answered 200 with its 300,000 bytes, then the GET 200, each executed exactly once, and the
+// budget is back to exactly 0 with none waiting; while B waits another client is served. Passes
+// on main.
+func TestRed16WaiterWithPipelinedRequest(t *testing.T) {
+	const max = 1 << 20
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b, gotX, release := gatedBackend(t)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr(),
+				"--max-buffered-body-bytes", strconv.Itoa(max), "--client-timeout", "10m", "--per-try-timeout", "1m")
+			x := proxytest.Dial(t, p.Addr())
+			x.Send(postHead("/x", 500000) + strings.Repeat("x", 500000))
+			proxytest.Wait(t, gotX, "X at the backend")
+			c := proxytest.Dial(t, p.Addr())
+			c.Send(chunkedHead("/b") + "493e0\r\n")
+			proxytest.Eventually(t, "B waits", func() bool { return p.fw.Bodies.Waiting() == 1 })
+			// While B waits, another client's GET and 1,000-byte POST are answered (the
+			// loop engine serves them on its loop: nothing there waits for budget).
+			o := proxytest.Dial(t, p.Addr())
+			o.Send("GET http://backend/other HTTP/1.1\r\nHost: backend\r\n\r\n" + postHead("/small", 1000) + strings.Repeat("s", 1000))
+			o.Expect("GET", http.StatusOK, "0")
+			o.Expect("POST", http.StatusOK, "1000")
+			c.Send(strings.Repeat("b", 300000) + "\r\n0\r\n\r\nGET http://backend/after HTTP/1.1\r\nHost: backend\r\n\r\n")
+			close(release)
+			x.Expect("POST", http.StatusOK, "500000")
+			c.Expect("POST", http.StatusOK, "300000")
+			c.Expect("GET", http.StatusOK, "0")
+			proxytest.Eventually(t, "the budget back to 0, none waiting", func() bool {
+				return p.fw.Bodies.InUse() == 0 && p.fw.Bodies.Waiting() == 0
+			})
+			got := uris(b)
+			if got["/x"] != 1 || got["/b"] != 1 || got["/after"] != 1 || got["/other"] != 1 || got["/small"] != 1 || b.Hits.Load() != 5 {
+				t.Errorf("executed %v (%d in all), want /x, /b, /after, /other and /small once each", got, b.Hits.Load())
+			}
+			if n := p.fw.Bodies.Refused(); n != 0 {
+				t.Errorf("refusals: %d, want 0", n)
+			}
+		})
+	}
+}
