@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/netpoll"
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
@@ -134,17 +135,22 @@ func TestRed16PipelinedWaiterHoldsNothingAhead(t *testing.T) {
 
 // TestRed16WaiterClientGone: chunked body A waits for room (as in
 // TestBodyBudgetChunkedWaits: budget 1 MiB, A and B hold 262,144 each, A's
-// sixth chunk needs 524,288), then its client goes away: a FIN (close) or a
-// reset. A's wait ends and its bytes come back at once (0 waiting, 262,144
-// held: B's), A is never executed, and B is answered. On main the wait
-// went on until --client-timeout (nobody reads a waiting body's socket),
-// the bytes held and every body over 64 KiB refused meanwhile.
+// sixth chunk needs 524,288), then its client goes away.
+//
+//   - A reset: A's wait ends and its bytes come back at once (0 waiting,
+//     262,144 held: B's), A is never executed, and B is answered. On main
+//     the wait went on until --client-timeout (nobody reads a waiting
+//     body's socket), the bytes held and every body over 64 KiB refused
+//     meanwhile.
+//   - A FIN after the whole body (a half-close: the client still reads):
+//     A keeps waiting, gets B's room once B is answered, and is answered
+//     200 with its 300,000 bytes (executed once), as on main.
 func TestRed16WaiterClientGone(t *testing.T) {
 	const max = 1 << 20
 	five := strings.Repeat(chunk50k, 5)
 	for _, engine := range []string{"loop", "goroutine"} {
 		for _, reset := range []bool{false, true} {
-			name := engine + "/fin"
+			name := engine + "/half-close"
 			if reset {
 				name = engine + "/reset"
 			}
@@ -158,21 +164,35 @@ func TestRed16WaiterClientGone(t *testing.T) {
 				c := proxytest.Dial(t, p.Addr())
 				c.Send(chunkedHead("/b") + five)
 				proxytest.Eventually(t, "B holds its buffer", func() bool { return p.fw.Bodies.InUse() == 2*262144 })
-				a.Send(chunk50k)
-				proxytest.Eventually(t, "A waits", func() bool { return p.fw.Bodies.Waiting() == 1 })
+				wantA := 0
 				if reset {
+					a.Send(chunk50k)
+					proxytest.Eventually(t, "A waits", func() bool { return p.fw.Bodies.Waiting() == 1 })
 					_ = a.C.(*net.TCPConn).SetLinger(0)
+					_ = a.C.Close()
+					proxytest.Eventually(t, "A's wait ended, its bytes back", func() bool {
+						return p.fw.Bodies.Waiting() == 0 && p.fw.Bodies.InUse() == 262144
+					})
+				} else {
+					a.Send(chunk50k + "0\r\n\r\n")
+					proxytest.Eventually(t, "A waits", func() bool { return p.fw.Bodies.Waiting() == 1 })
+					if err := a.C.(*net.TCPConn).CloseWrite(); err != nil {
+						t.Fatal(err)
+					}
+					wantA = 1
 				}
-				_ = a.C.Close()
-				proxytest.Eventually(t, "A's wait ended, its bytes back", func() bool {
-					return p.fw.Bodies.Waiting() == 0 && p.fw.Bodies.InUse() == 262144
-				})
 				c.Send("0\r\n\r\n")
 				c.Expect("POST", http.StatusOK, "250000")
-				proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
+				if !reset {
+					a.Expect("POST", http.StatusOK, "300000")
+				}
+				proxytest.Eventually(t, "the budget back to 0, none waiting", func() bool {
+					return p.fw.Bodies.InUse() == 0 && p.fw.Bodies.Waiting() == 0
+				})
+				proxytest.Eventually(t, "no client socket watched", func() bool { return netpoll.HangupsWatched() == 0 })
 				got := uris(b)
-				if got["/a"] != 0 || got["/b"] != 1 || b.Hits.Load() != 1 {
-					t.Errorf("executed %v (%d in all), want /b once, /a never", got, b.Hits.Load())
+				if got["/a"] != wantA || got["/b"] != 1 || b.Hits.Load() != int64(1+wantA) {
+					t.Errorf("executed %v (%d in all), want /b once, /a %d times", got, b.Hits.Load(), wantA)
 				}
 			})
 		}

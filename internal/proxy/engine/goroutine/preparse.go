@@ -247,41 +247,32 @@ func (c *headConn) mayWait() bool {
 	return c.served == c.heads-1 && !c.headShared
 }
 
-// goneEvery is how often a body waiting for budget looks whether its
-// client went away (only while it waits).
-const goneEvery = 20 * time.Millisecond
-
 // grow waits for n more bytes of the budget for h (forward.BodyBudget.Grow)
 // until the read deadline fasthttp set for the body, the close, or the
-// client's going away (a FIN or a reset): the connection's reads are
-// paused, so nobody else sees it, and the body held its bytes (and held up
-// every large body behind it) until --client-timeout.
+// client's reset: the connection's reads are paused, so nobody else sees
+// it, and the body held its bytes (and held up every large body behind
+// it) until --client-timeout. A FIN alone does not end the wait: a
+// half-closed client still reads its answer, and its body may be whole in
+// the socket (as a call's client: cut.go).
 func (c *headConn) grow(h *forward.Hold, n int64) (bool, int64) {
 	deadline := time.Now().Add(c.f.Cfg.ClientTimeout)
 	if by := c.readBy.Load(); by != 0 {
 		deadline = time.Unix(0, by)
 	}
+	reset, stopWatch := watchReset(c)
 	gone, stop := make(chan struct{}), make(chan struct{})
 	go func() {
-		t := time.NewTicker(goneEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-c.closed:
-				close(gone)
-				return
-			case <-t.C:
-				if clientClosed(c) {
-					close(gone)
-					return
-				}
-			}
+		select {
+		case <-stop:
+		case <-c.closed:
+			close(gone)
+		case <-reset:
+			close(gone)
 		}
 	}()
 	ok, inUse := c.budget.Grow(h, n, deadline, gone)
 	close(stop)
+	stopWatch()
 	return ok, inUse
 }
 
