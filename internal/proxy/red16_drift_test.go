@@ -12,7 +12,7 @@ import (
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
 
-// TestRed16BudgetNoDrift: 12 rounds, each of 8 concurrent clients of every
+// TestRed16BudgetNoDrift: 12 rounds, each of 9 concurrent clients of every
 // kind the budget sees (a small Content-Length POST, one of 65,536 bytes and
 // one of 65,537 with Expect: 100-continue, a 200,000-byte one, a chunked one
 // that grows past 64 KiB, a chunked one and a Content-Length one whose
@@ -72,7 +72,7 @@ func TestRed16BudgetNoDrift(t *testing.T) {
 				post(p1+"/64k1", cl(p1+"/64k1", 65537, "Expect: 100-continue\r\n"), strings.Repeat("b", 65537), 65537)
 				post(p1+"/200k", cl(p1+"/200k", 200000, ""), strings.Repeat("c", 200000), 200000)
 				post(p1+"/chunked", chunkedHead(p1+"/chunked"), chunked, 150000)
-				for _, cut := range []string{chunkedHead(p1+"/cutc") + strings.Repeat(chunk50k, 2) + chunk50k[:100], cl(p1+"/cutl", 300000, "") + strings.Repeat("d", 5000)} {
+				for _, cut := range []string{chunkedHead(p1+"/cutc") + strings.Repeat(chunk50k, 2) + chunk50k[:100], cl(p1+"/cutl", 300000, "") + strings.Repeat("d", 5000), cl(p1+"/cuts", 40000, "") + strings.Repeat("e", 5000)} {
 					wg.Go(func() {
 						c, err := net.Dial("tcp", p.Addr())
 						if err != nil {
