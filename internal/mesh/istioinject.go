@@ -21,9 +21,11 @@ var IstioIgnoredNamespaces = []string{"kube-system", "kube-public", "kube-node-l
 //   - namespace label istio-injection: "enabled" injects a pod whose label
 //     sidecar.istio.io/inject is not "false"; any other value injects nothing, whatever the pod
 //     says (every other webhook requires istio-injection DoesNotExist);
-//   - else namespace label istio.io/rev (any value: retrycap does not know which revisions and
-//     tags are installed) injects a pod whose label sidecar.istio.io/inject is not "false";
-//   - else pod label istio.io/rev (any value), sidecar.istio.io/inject not "false", or pod
+//   - else namespace label istio.io/rev (any value but "": retrycap does not know which
+//     revisions and tags are installed, but none is named "") injects a pod whose label
+//     sidecar.istio.io/inject is not "false"; "" injects nothing;
+//   - else pod label istio.io/rev (any value but "", which injects nothing),
+//     sidecar.istio.io/inject not "false", or pod
 //     label sidecar.istio.io/inject: "true" (an annotation "true" alone selects no webhook);
 //   - then the injector skips the pod when sidecar.istio.io/inject is "false": the label, or,
 //     without it, the annotation; and in Istio's ignored namespaces.
@@ -46,11 +48,15 @@ func IstioWillInject(ns string, labels, annotations, nsLabels map[string]string)
 		}
 		why = fmt.Sprintf("namespace %s is labelled %s=enabled", ns, IstioInjectionLabel)
 	case nsRevSet:
-		if podInject == "false" {
+		// An empty value names no revision (each revision's webhook selects its name, the
+		// default's "default"), and the other webhooks require the label absent.
+		if podInject == "false" || nsRev == "" {
 			return ""
 		}
 		why = fmt.Sprintf("namespace %s is labelled %s=%s", ns, IstioRevLabel, nsRev)
-	case podRevSet && podInject != "false":
+	case podRevSet && (podInject == "false" || podRev == ""):
+		return "" // as the Namespace's: an empty value is no revision, and excludes the object webhook
+	case podRevSet:
 		why = fmt.Sprintf("label %s is %q", IstioRevLabel, podRev)
 	case podInject == "true" && !podRevSet:
 		why = fmt.Sprintf("label %s is \"true\"", IstioInjectAnnotation)

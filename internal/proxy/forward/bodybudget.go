@@ -115,6 +115,15 @@ func (b *BodyBudget) fits(h *Hold, n int64) bool {
 	return b.large+add <= b.max-b.small
 }
 
+// never: n more bytes for h do not fit even with every other body gone
+// (its own bytes stay held while it waits). Called with mu held.
+func (b *BodyBudget) never(h *Hold, n int64) bool {
+	if h.n+n > b.max {
+		return true
+	}
+	return (h.large || h.n+n > SmallBody) && h.n+n > b.max-b.small
+}
+
 // admit: n more bytes for h fit now, without passing a waiting body (a
 // small one may: it holds little, briefly). Called with mu held.
 func (b *BodyBudget) admit(h *Hold, n int64) bool {
@@ -155,7 +164,9 @@ func (b *BodyBudget) Reserve(h *Hold, n int64) (ok bool, inUse int64) {
 // Grow takes n more bytes for h (a body that grows as it is read), waiting
 // for room in the order the bodies began, until deadline or done; false
 // (the bytes in use then) when the wait ends without them: the deadline,
-// done, or h chosen to make room for older bodies (see BodyBudget).
+// done, or h chosen to make room for older bodies (see BodyBudget). A
+// growth that could not fit even in a budget otherwise empty (more than
+// large bodies may hold) does not wait: false at once.
 func (b *BodyBudget) Grow(h *Hold, n int64, deadline time.Time, done <-chan struct{}) (ok bool, inUse int64) {
 	b.mu.Lock()
 	if b.admit(h, n) {
@@ -163,6 +174,13 @@ func (b *BodyBudget) Grow(h *Hold, n int64, deadline time.Time, done <-chan stru
 		inUse = b.inUse
 		b.mu.Unlock()
 		return true, inUse
+	}
+	if b.never(h, n) {
+		// No wait: room for it never comes, and a waiter holds up every
+		// large body behind it (admit).
+		inUse = b.inUse
+		b.mu.Unlock()
+		return false, inUse
 	}
 	if h.seq == 0 {
 		b.seq++

@@ -121,6 +121,9 @@ type headConn struct {
 	// unread, and grows its buffer as soon as it has read a chunk line).
 	chunked, chunkBuf, chunkOld, chunkOldAt int64
 	chunkHead                               int // the head whose body it is
+	// headShared: the last head came whole in a read after bytes of the
+	// request before it (mayWait).
+	headShared bool
 	// budgetRefusal is the body of the 503 to the request whose body did
 	// not fit (requestError answers it).
 	budgetRefusal string
@@ -213,16 +216,9 @@ func (c *headConn) reserve(n, size int64, wait bool) bool {
 		c.resv = append(c.resv, reservation{head: c.heads, h: h})
 	}
 	c.rmu.Unlock()
-	var ok bool
-	var inUse int64
-	if wait {
-		deadline := time.Now().Add(c.f.Cfg.ClientTimeout)
-		if by := c.readBy.Load(); by != 0 {
-			deadline = time.Unix(0, by)
-		}
-		ok, inUse = c.budget.Grow(h, n, deadline, c.closed)
-	} else {
-		ok, inUse = c.budget.Reserve(h, n)
+	ok, inUse := c.budget.Reserve(h, n)
+	if !ok && wait && c.mayWait() {
+		ok, inUse = c.grow(h, n)
 	}
 	if !ok {
 		c.budgetRefusal = c.budget.RefusedBody(h, n, size, inUse)
@@ -235,6 +231,49 @@ func (c *headConn) reserve(n, size int64, wait bool) bool {
 	}
 	c.rmu.Unlock()
 	return true
+}
+
+// mayWait: the chunked body being read may wait for budget, blocking the
+// read it is scanned in. Only when nothing of the connection is held up by
+// it: fasthttp is reading this body (every request before it handled) and
+// its head came in a read of its own. A head read with the end of the
+// request before it is parsed from fasthttp's buffer without a read, and
+// then fasthttp does not flush the answers it holds (pipelining): the
+// answer to a GET before a waiting body was not sent, and with the chunk
+// line in the GET's read the GET itself was not served, until the wait
+// ended. Such a body is refused at once instead, as every body was before
+// bodies waited.
+func (c *headConn) mayWait() bool {
+	return c.served == c.heads-1 && !c.headShared
+}
+
+// grow waits for n more bytes of the budget for h (forward.BodyBudget.Grow)
+// until the read deadline fasthttp set for the body, the close, or the
+// client's reset: the connection's reads are paused, so nobody else sees
+// it, and the body held its bytes (and held up every large body behind
+// it) until --client-timeout. A FIN alone does not end the wait: a
+// half-closed client still reads its answer, and its body may be whole in
+// the socket (as a call's client: cut.go).
+func (c *headConn) grow(h *forward.Hold, n int64) (bool, int64) {
+	deadline := time.Now().Add(c.f.Cfg.ClientTimeout)
+	if by := c.readBy.Load(); by != 0 {
+		deadline = time.Unix(0, by)
+	}
+	reset, stopWatch := watchReset(c)
+	gone, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		select {
+		case <-stop:
+		case <-c.closed:
+			close(gone)
+		case <-reset:
+			close(gone)
+		}
+	}()
+	ok, inUse := c.budget.Grow(h, n, deadline, gone)
+	close(stop)
+	stopWatch()
+	return ok, inUse
 }
 
 // releaseOld releases the buffers a chunked body outgrew once fasthttp has
@@ -592,6 +631,8 @@ func (c *headConn) scan(data []byte) int {
 				return i
 			}
 			c.heads++
+			// Read with bytes before it (whole in this read): see mayWait.
+			c.headShared = before == 0 && i > 0
 			i += end - before
 			if i == len(data) {
 				c.last = append(c.last[:0], head[:end]...)
