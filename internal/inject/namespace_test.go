@@ -68,8 +68,12 @@ func TestNamespaceProxyResources(t *testing.T) {
 			skip: `InvalidAnnotation: Pod shop/p: annotation retrycap.dev/proxy-memory-limit "16Mi" of Namespace shop is below 20Mi, the least the proxy runs in: it holds about 18 MiB idle, so it would be killed for memory (OOMKilled) before it served`},
 		{name: "the pod's request above the namespace's limit", nsAnn: map[string]string{cpuLim: "1"}, pod: map[string]string{cpuReq: "2"},
 			skip: `InvalidAnnotation: Pod shop/p: annotation retrycap.dev/proxy-cpu-request "2" is above annotation retrycap.dev/proxy-cpu-limit "1" of Namespace shop: the proxy's CPU request may not exceed its CPU limit`},
+		// A Namespace's request is a default: under a limit the pod sets it is lowered to it, as
+		// the built-in default request is (and as Kubernetes fills a missing request).
 		{name: "the namespace's request above the pod's limit", nsAnn: map[string]string{memReq: "64Mi"}, pod: map[string]string{memLim: "48Mi"},
-			skip: `InvalidAnnotation: Pod shop/p: annotation retrycap.dev/proxy-memory-request "64Mi" of Namespace shop is above annotation retrycap.dev/proxy-memory-limit "48Mi": the proxy's memory request may not exceed its memory limit`},
+			want: want{"10m", "2", "48Mi", "48Mi", "2", ""}},
+		{name: "the namespace's request above its own limit", nsAnn: map[string]string{memReq: "64Mi", memLim: "48Mi"},
+			skip: `InvalidAnnotation: Pod shop/p: annotation retrycap.dev/proxy-memory-request "64Mi" of Namespace shop is above annotation retrycap.dev/proxy-memory-limit "48Mi" of Namespace shop: the proxy's memory request may not exceed its memory limit`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decideIn(nil, tc.nsAnn, nil, tc.pod)

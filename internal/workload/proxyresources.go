@@ -97,7 +97,8 @@ func ParseProxyResources(ann map[string]string) (ProxyResources, error) {
 // ParseProxyResourcesIn is ParseProxyResources for a pod of namespace ns whose Namespace has
 // annotations nsAnn: each of the four the pod does not set is taken from the Namespace (as
 // Linkerd's config.linkerd.io/proxy-* annotations are; the pod's own wins), and the rules are
-// then applied to the whole. A value taken from the Namespace is named as such in an error or
+// then applied to the whole; a Namespace's request above a limit the pod sets is lowered to it,
+// as the default request is. A value taken from the Namespace is named as such in an error or
 // a warning (`annotation K "v" of Namespace ns`), and its *ResourceError has Namespace set.
 func ParseProxyResourcesIn(ns string, nsAnn, ann map[string]string) (ProxyResources, error) {
 	merged := map[string]string{}
@@ -163,7 +164,10 @@ func parseProxyResources(ann map[string]string, ns string, fromNS map[string]boo
 			continue
 		}
 		switch {
-		case !set[rk.key]:
+		case !set[rk.key], fromNS[rk.key] && set[lk.key] && !fromNS[lk.key]:
+			// A request the pod does not set (the default, or its Namespace's default) above
+			// the limit the pod sets is lowered to it, as Kubernetes fills a missing request
+			// from the limit: the pod's own value wins over a default.
 			r.Requests[rk.name] = lim.DeepCopy()
 		case set[lk.key]:
 			return r, bad(rk, " is above %s: the proxy's %s may not exceed its %s", quote(lk.key), rk.what, lk.what)
