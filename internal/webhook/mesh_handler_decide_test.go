@@ -368,7 +368,7 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 			// added to reviews' hop, whose tries the 10s timeout bounds.
 			name: "Istio: a VirtualService's fault delay added", cluster: []string{istioNS, vsTimed("4s") + "    timeout: 10s\n"},
 			policies: []*v1alpha1.RetryPolicy{slowPolicy}, object: vsTimed("4s") + "    timeout: 10s\n    fault: {delay: {fixedDelay: 30s, percentage: {value: 100}}}\n",
-			old:  vsTimed("4s") + "    timeout: 10s\n",
+			old: vsTimed("4s") + "    timeout: 10s\n",
 			// reviews: 30s + the 10s timeout; productpage: Istio's 3 default tries of 40s each,
 			// cut by slowPolicy's 1m per try of the proxy around them.
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0], " +
