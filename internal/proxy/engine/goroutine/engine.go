@@ -146,6 +146,12 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// The connection closes after this answer: its budget is released,
 	// and what was read of its body dropped (not pooled: bodyDone).
 	ctx.Request.ReleaseBody(forward.BufferedBodyMax)
+	if closeWaitGone(ctx.Conn()) {
+		// Its body waited for budget when the connection ended (after a
+		// 100 Continue: fasthttp calls this for any error there). Closed
+		// now, nothing is written: no answer reaches anyone.
+		return
+	}
 	budget := e.takeHeld(&ctx.Request.Header)
 	if budget != "" {
 		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)

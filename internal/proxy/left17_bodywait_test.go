@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/retrycap/retrycap/internal/observe"
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
+)
+
+// TestBodyWaitClientResetIsNoRefusal: chunked body A waits for room (as in
+// TestRed16WaiterClientGone: budget 1 MiB, A and B hold 262,144 each, A's
+// sixth chunk needs 524,288), then its client resets the connection. No
+// 503 was sent to anyone: the budget counts no refusal
+// (retrycap_proxy_body_budget_refused_total 0) but one body whose
+// connection ended while it waited (retrycap_proxy_body_budget_gone_total
+// 1), and A's access-log line says so (attempt 0, status 0, error
+// "cancelled"), beside B's one attempt (200). Before, A was counted as
+// refused and logged as a 503 with error "body-budget".
+func TestBodyWaitClientResetIsNoRefusal(t *testing.T) {
+	const max = 1 << 20
+	five := strings.Repeat(chunk50k, 5)
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := lenBackend(t)
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr(),
+				"--max-buffered-body-bytes", strconv.Itoa(max), "--client-timeout", "10m", "--access-log", logPath)
+			a := proxytest.Dial(t, p.Addr())
+			a.Send(chunkedHead("/a") + five)
+			proxytest.Eventually(t, "A holds its buffer", func() bool { return p.fw.Bodies.InUse() == 262144 })
+			c := proxytest.Dial(t, p.Addr())
+			c.Send(chunkedHead("/b") + five)
+			proxytest.Eventually(t, "B holds its buffer", func() bool { return p.fw.Bodies.InUse() == 2*262144 })
+			a.Send(chunk50k)
+			proxytest.Eventually(t, "A waits", func() bool { return p.fw.Bodies.Waiting() == 1 })
+			_ = a.C.(*net.TCPConn).SetLinger(0)
+			_ = a.C.Close()
+			proxytest.Eventually(t, "A's wait ended, its bytes back", func() bool {
+				return p.fw.Bodies.Waiting() == 0 && p.fw.Bodies.InUse() == 262144
+			})
+			c.Send("0\r\n\r\n")
+			c.Expect("POST", http.StatusOK, "250000")
+			proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
+			if n := p.fw.Bodies.Refused(); n != 0 {
+				t.Errorf("refusals counted: %d, want 0 (no 503 was sent)", n)
+			}
+			if n := p.fw.Bodies.Gone(); n != 1 {
+				t.Errorf("bodies gone while waiting: %d, want 1", n)
+			}
+			scrape := metricsText(t, p)
+			for _, line := range []string{"retrycap_proxy_body_budget_refused_total 0\n", "retrycap_proxy_body_budget_gone_total 1\n", "retrycap_proxy_body_budget_waiting 0\n"} {
+				if !strings.Contains(scrape, line) {
+					t.Errorf("metrics lack %q", line)
+				}
+			}
+			got := uris(b)
+			if got["/a"] != 0 || got["/b"] != 1 || b.Hits.Load() != 1 {
+				t.Errorf("executed %v (%d in all), want /b once, /a never", got, b.Hits.Load())
+			}
+
+			if err := p.accessLog.w.Close(); err != nil { // flush
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gone, attempts int
+			for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+				x, ok, err := observe.ParseLine([]byte(l), observe.Source{})
+				switch {
+				case err != nil || !ok:
+					t.Errorf("line %q: %v %v", l, ok, err)
+				case x.Path == "/a":
+					gone++
+					if x.Number != 0 || x.Status != 0 || x.Error != forward.ErrCancelled || x.Target != "backend" || x.Method != "POST" {
+						t.Errorf("A's line: %q", l)
+					}
+				case x.Path == "/b" && x.Status == http.StatusOK && x.Number == 1 && x.Error == "":
+					attempts++
+				default:
+					t.Errorf("line %q", l)
+				}
+			}
+			if gone != 1 || attempts != 1 {
+				t.Errorf("access log: %d lines of A, %d attempts of B; want 1, 1:\n%s", gone, attempts, data)
+			}
+		})
+	}
+}
