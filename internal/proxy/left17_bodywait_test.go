@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -91,6 +93,88 @@ func TestBodyWaitClientResetIsNoRefusal(t *testing.T) {
 			}
 			if gone != 1 || attempts != 1 {
 				t.Errorf("access log: %d lines of A, %d attempts of B; want 1, 1:\n%s", gone, attempts, data)
+			}
+		})
+	}
+}
+
+// TestBodyWaitLineOrder pins what a body meets while another waits for
+// room (docs/proxy.md, "Buffered request bodies": the decision on bodies
+// over 64 KiB). Budget 1 MiB (large bodies may hold 983,040): chunked
+// bodies A and B hold 262,144 each, B complete at a backend that holds its
+// answer, and A's sixth chunk waits for 524,288. Meanwhile:
+//   - C, a 100,000-byte Content-Length body, would fit by bytes (655,360)
+//     but does not pass the waiter: 503 at once, its words naming the
+//     524,288 held; never executed;
+//   - E, a 40,000-byte Content-Length body (a small one), passes it: 200;
+//   - D, a chunked body whose first chunk is 100,000 bytes (131,072),
+//     waits in line behind A (2 waiting).
+//
+// Once B is answered A gets its room, then D (655,360 held once A's
+// outgrown buffer is back): both are answered, each executed once. Passes
+// on main: it pins the decision, it fixes nothing.
+func TestBodyWaitLineOrder(t *testing.T) {
+	const max = 1 << 20
+	five := strings.Repeat(chunk50k, 5)
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			release := make(chan struct{})
+			t.Cleanup(func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			})
+			b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+				if r.URL.Path == "/b" {
+					<-release
+				}
+				_, _ = io.WriteString(w, strconv.Itoa(len(body)))
+			})
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr(),
+				"--max-buffered-body-bytes", strconv.Itoa(max), "--client-timeout", "10m")
+			a := proxytest.Dial(t, p.Addr())
+			a.Send(chunkedHead("/a") + five)
+			proxytest.Eventually(t, "A holds its buffer", func() bool { return p.fw.Bodies.InUse() == 262144 })
+			bc := proxytest.Dial(t, p.Addr())
+			bc.Send(chunkedHead("/b") + five + "0\r\n\r\n")
+			proxytest.Eventually(t, "B holds its buffer", func() bool { return p.fw.Bodies.InUse() == 2*262144 })
+			a.Send(chunk50k)
+			proxytest.Eventually(t, "A waits", func() bool { return p.fw.Bodies.Waiting() == 1 })
+
+			c := proxytest.Dial(t, p.Addr())
+			c.Send(postHead("/c", 100000))
+			want := string(forward.BudgetAnswer(budgetWords(100000, 2*262144, max, 131072)))
+			if got := c.Rest(); got != want {
+				t.Fatalf("answer to C:\n%q\nwant\n%q", got, want)
+			}
+			e := proxytest.Dial(t, p.Addr())
+			e.Send(postHead("/e", 40000) + strings.Repeat("e", 40000))
+			e.Expect("POST", http.StatusOK, "40000")
+
+			d := proxytest.Dial(t, p.Addr())
+			d.Send(chunkedHead("/d") + fmt.Sprintf("%x\r\n", 100000))
+			proxytest.Eventually(t, "D waits behind A", func() bool { return p.fw.Bodies.Waiting() == 2 })
+
+			close(release)
+			bc.Expect("POST", http.StatusOK, "250000")
+			// A holds 524,288 (its outgrown 262,144 released once read past),
+			// D 131,072.
+			proxytest.Eventually(t, "A and D got their room", func() bool {
+				return p.fw.Bodies.Waiting() == 0 && p.fw.Bodies.InUse() == 524288+131072
+			})
+			d.Send(strings.Repeat("d", 100000) + "\r\n0\r\n\r\n")
+			d.Expect("POST", http.StatusOK, "100000")
+			a.Send("0\r\n\r\n")
+			a.Expect("POST", http.StatusOK, "300000")
+			proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
+			got := uris(b)
+			if got["/a"] != 1 || got["/b"] != 1 || got["/c"] != 0 || got["/d"] != 1 || got["/e"] != 1 || b.Hits.Load() != 4 {
+				t.Errorf("executed %v (%d in all), want /a /b /d /e once, /c never", got, b.Hits.Load())
+			}
+			if n := p.fw.Bodies.Refused(); n != 1 {
+				t.Errorf("refusals: %d, want 1 (C)", n)
 			}
 		})
 	}
