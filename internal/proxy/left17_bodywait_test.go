@@ -179,3 +179,67 @@ func TestBodyWaitLineOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyBudgetTwoLargeFit: at the default budget (32 MiB, of which
+// bodies over 64 KiB may hold 30 MiB), two 15 MiB Content-Length bodies
+// are held at once (each reserves its 15,728,640 bytes: 31,457,280, all a
+// large body may hold), both executed once; a third body over 64 KiB
+// (100,000 bytes) is refused with the 503 naming the 31,457,280 held, and a
+// 40,000-byte one still fits in the share kept for small bodies. Before,
+// each reserved 16 MiB (fasthttp's buffer for it, rounded up to a power of
+// two) and the second got the 503: one of eight concurrent 15 MiB uploads
+// was served (TestBodyBudgetBoundsRSS).
+func TestBodyBudgetTwoLargeFit(t *testing.T) {
+	const size = 15 << 20
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			release := make(chan struct{})
+			t.Cleanup(func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			})
+			b := proxytest.NewBackend(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+				if strings.HasPrefix(r.URL.Path, "/big") {
+					<-release
+				}
+				_, _ = io.WriteString(w, strconv.Itoa(len(body)))
+			})
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			body := strings.Repeat("u", size)
+			x := proxytest.Dial(t, p.Addr())
+			x.Send(postHead("/big1", size) + body)
+			proxytest.Eventually(t, "the first held", func() bool { return p.fw.Bodies.InUse() == size })
+			y := proxytest.Dial(t, p.Addr())
+			y.Send(postHead("/big2", size) + body)
+			proxytest.Eventually(t, "both at the backend", func() bool { return b.Hits.Load() == 2 })
+			if n := p.fw.Bodies.InUse(); n != 2*size {
+				t.Fatalf("budget in use with both in flight: %d, want %d", n, 2*size)
+			}
+
+			c := proxytest.Dial(t, p.Addr())
+			c.Send(postHead("/c", 100000))
+			want := string(forward.BudgetAnswer(budgetWords(100000, 2*size, 32<<20, 100000)))
+			if got := c.Rest(); got != want {
+				t.Fatalf("answer to the third large body:\n%q\nwant\n%q", got, want)
+			}
+			e := proxytest.Dial(t, p.Addr())
+			e.Send(postHead("/e", 40000) + strings.Repeat("e", 40000))
+			e.Expect("POST", http.StatusOK, "40000")
+
+			close(release)
+			x.Expect("POST", http.StatusOK, strconv.Itoa(size))
+			y.Expect("POST", http.StatusOK, strconv.Itoa(size))
+			proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
+			got := uris(b)
+			if got["/big1"] != 1 || got["/big2"] != 1 || got["/c"] != 0 || got["/e"] != 1 || b.Hits.Load() != 3 {
+				t.Errorf("executed %v (%d in all), want /big1 /big2 /e once, /c never", got, b.Hits.Load())
+			}
+			if n := p.fw.Bodies.Refused(); n != 1 {
+				t.Errorf("refusals: %d, want 1", n)
+			}
+		})
+	}
+}
