@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -421,6 +422,46 @@ func layered(r, old *workload.Result, obj meshObject) []layeredEdge {
 	return out
 }
 
+// delayed lists, for an Envoy Gateway BackendTrafficPolicy, the layers of r's entrypoints and
+// edges that are not obj's own: its spec.faultInjection.delay lands on the entry layer of each
+// route it covers (mesh.Set.LayerTime), whichever object sets that route's retry, and a policy
+// with a delay but no retry has no layer at all, so layered alone never showed the time gate
+// such a delay (the analysis counted it). Each layer is paired with its old version (the same
+// object's layer there), whose delay judgeTimeRaise compares.
+func delayed(r, old *workload.Result, obj meshObject) []layeredEdge {
+	var out []layeredEdge
+	add := func(from, to string, m workload.MeshEdge, o workload.MeshEdge, hadOld bool) {
+		for _, l := range m.Layers {
+			if l.Object == obj.id() || l.Object == "" {
+				continue
+			}
+			e := layeredEdge{raised: raised{from: from, to: to, layer: l}, attempts: m.Attempts(), was: m.App}
+			if hadOld {
+				e.was = o.Attempts()
+				for _, ol := range o.Layers {
+					if ol.Object == l.Object {
+						e.oldLayer = &ol
+						break
+					}
+				}
+			}
+			out = append(out, e)
+		}
+	}
+	entries := slices.Sorted(maps.Keys(r.MeshEntry))
+	for _, k := range entries {
+		o, ok := old.MeshEntry[k]
+		add("", k, r.MeshEntry[k], o, ok)
+	}
+	keys := slices.Collect(maps.Keys(r.MeshEdges))
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		o, ok := old.MeshEdges[k]
+		add(k[0], k[1], r.MeshEdges[k], o, ok)
+	}
+	return out
+}
+
 // judgeAt is the judgement of the chains through a raised edge: those through its caller's
 // edges, or through the entrypoint.
 func judgeAt(r *workload.Result, e raised) *graph.Judgement {
@@ -627,7 +668,11 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 	}
 	old := p.build(oldSet)
 	r := p.build(set)
-	for _, e := range layered(r, old, obj) {
+	edges := layered(r, old, obj)
+	if obj.kind == "BackendTrafficPolicy" {
+		edges = append(edges, delayed(r, old, obj)...)
+	}
+	for _, e := range edges {
 		if e.attempts > e.was {
 			continue // a raise of tries: judgeMesh's
 		}
@@ -637,6 +682,13 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		}
 		after := set.LayerTime(e.layer)
 		change := timeRaises(before, after)
+		if e.layer.Object != obj.id() {
+			// Another object's layer: only its delay can be the incoming object's.
+			change = ""
+			if after.Delay > before.Delay {
+				change = fmt.Sprintf("fault delay %s -> %s", graph.FormatTime(before.Delay), graph.FormatTime(after.Delay))
+			}
+		}
 		if change == "" {
 			continue
 		}
