@@ -480,40 +480,69 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
 	old := p.build(oldSet)
 	r := p.build(set)
-	for _, e := range raisedBy(r, old, obj) {
+	edges := raisedBy(r, old, obj)
+	for i, e := range edges {
 		j := judgeAt(r, e)
 		tj := timeAt(p, r, e)
 		if !j.Over && tj == nil {
 			continue
 		}
 		v := meshVerdict{policy: p, layer: e.layer, edge: e, judge: j, time: tj}
-		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
-		// chain longer. A chain through the edge multiplies its tries, so more than the cap
-		// does not fit (checked once, then the bisection starts there): attempts: 2^40 costs
-		// the steps of the cap, not 41 (each a build of the graph).
-		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
-		if c := r.Cap + 1; r.Cap > 0 && c < hi-1 {
-			if fitsWith(p, obj, set, raw, e, c) {
-				lo = c
+		v.keep = keepOn(p, obj, set, raw, r, e, e.layer.Tries)
+		// The same field on the object's later edges (a Linkerd Service's limit is on every
+		// caller's edge, a VirtualService route on every sidecar's): the value kept must fit
+		// there too, judged by their own chains (judgeAt sees only the chains through an edge's
+		// caller). The keep of this edge alone was offered (Reject) and written (Rewrite) while
+		// another caller's chain stayed over with it, which no count fitted.
+		for _, o := range edges[i+1:] {
+			if v.keep == 0 {
+				break
+			}
+			if o.layer.Object != e.layer.Object || o.layer.FieldPath != e.layer.FieldPath {
+				continue
+			}
+			oj, otj := judgeAt(r, o), timeAt(p, r, o)
+			if !oj.Over && otj == nil || fitsWith(p, obj, set, raw, o, v.keep) {
+				continue // within at the tries sent, so at fewer; or within at the keep
+			}
+			if k := keepOn(p, obj, set, raw, r, o, v.keep); k > 0 {
+				v.keep = k
 			} else {
-				hi = c
+				// No count fits o: its chain is the verdict's (the one to name).
+				v = meshVerdict{policy: p, layer: o.layer, edge: o, judge: oj, time: otj}
 			}
 		}
-		for hi-lo > 1 {
-			mid := (lo + hi) / 2
-			if fitsWith(p, obj, set, raw, e, mid) {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		if floor := mesh.MinTries(e.layer); lo == 0 && floor < e.layer.Tries && fitsWith(p, obj, set, raw, e, floor) {
-			lo = floor
-		}
-		v.keep = lo
 		return v, true
 	}
 	return judgeTimeRaise(p, obj, oldSet, set)
+}
+
+// keepOn is the largest number of tries below hi of the object's layers on e that takes e's
+// chains within p's cap and time (0: none), by bisection over [1, hi): fewer tries never make a
+// chain longer. A chain through the edge multiplies its tries, so more than the cap does not
+// fit (checked once, then the bisection starts there): attempts: 2^40 costs the steps of the
+// cap, not 41 (each a build of the graph). A layer's floor (mesh.MinTries) is the fewest.
+func keepOn(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, r *workload.Result, e raised, hi int64) int64 {
+	lo, top := int64(0), hi // lo fits (0: none known), hi does not
+	if c := r.Cap + 1; r.Cap > 0 && c < hi-1 {
+		if fitsWith(p, obj, set, raw, e, c) {
+			lo = c
+		} else {
+			hi = c
+		}
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if fitsWith(p, obj, set, raw, e, mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if floor := mesh.MinTries(e.layer); lo == 0 && floor < top && fitsWith(p, obj, set, raw, e, floor) {
+		lo = floor
+	}
+	return lo
 }
 
 // objectJSON returns the object's JSON as a Set holds it.
@@ -898,15 +927,23 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 		}
 		cur = next
 		if !slices.Contains(refs, v.policy.Ref()) {
+			// The chain each policy's first lowering was for, as judged then.
 			refs = append(refs, v.policy.Ref())
 			explains = append(explains, v.explain())
 		}
 		if v.keep == 0 {
-			warnings = append(warnings, v.message(obj)+" (admitted: enforcement is Rewrite; "+obj.id()+" is rewritten as far as it goes)")
+			wv := v
+			if round > 0 {
+				wv = asSent(v, obj, set) // its field and chain as sent, not as lowered so far
+			}
+			warnings = append(warnings, wv.message(obj)+" (admitted: enforcement is Rewrite; "+obj.id()+" is rewritten as far as it goes)")
 		}
 		pending = pending[:0:0]
 		for _, w := range rewrites {
-			if nv, over := judgeMesh(w.policy, obj, oldSet, cur, raw); over && nv.layer.Tries > 1 && nv.keep > 0 {
+			// A verdict no count fits goes on too, to the layer's floor (with its warning):
+			// dropped, the object was admitted lowered for another chain only, and the one
+			// still over was named nowhere.
+			if nv, over := judgeMesh(w.policy, obj, oldSet, cur, raw); over && nv.layer.Tries > 1 && (nv.keep > 0 || nv.layer.Tries > mesh.MinTries(nv.layer)) {
 				pending = append(pending, nv)
 			}
 		}
@@ -932,6 +969,20 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	w := fmt.Sprintf("%s rewrote %s: %s (%s)", gate.Rewriters(refs), obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
 	return final, ops, append([]string{w}, warnings...), nil
+}
+
+// asSent is v judged on set (the cluster with the object as sent) at v's edge, as the warning of
+// a rewrite that goes as far as it can names it: a verdict of a later round is judged on the
+// object as lowered so far, whose values the client never sent.
+func asSent(v meshVerdict, obj meshObject, set *mesh.Set) meshVerdict {
+	r := v.policy.build(set)
+	l, ok := layerOnEdge(r, obj, v.edge)
+	if !ok {
+		return v
+	}
+	e := raised{from: v.edge.from, to: v.edge.to, layer: l}
+	v.layer, v.edge, v.judge, v.time = l, e, judgeAt(r, e), timeAt(v.policy, r, e)
+	return v
 }
 
 // maxAnnotationBytes is the API's limit on an object's annotations, keys and values together
