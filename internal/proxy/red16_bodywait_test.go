@@ -95,14 +95,14 @@ func TestRed16PipelinedWaiterHoldsNothingAhead(t *testing.T) {
 				"--max-buffered-body-bytes", strconv.Itoa(max), "--client-timeout", "10m")
 			x := proxytest.Dial(t, p.Addr())
 			x.Send(postHead("/x", 500000) + strings.Repeat("x", 1000))
-			proxytest.Eventually(t, "X holds its body", func() bool { return p.fw.Bodies.InUse() == 524288 })
+			proxytest.Eventually(t, "X holds its body", func() bool { return p.fw.Bodies.InUse() == 500000 })
 
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("GET http://backend/g HTTP/1.1\r\nHost: backend\r\n\r\n" + chunkedHead("/b") + "493e0\r\n")
 			c.Expect("GET", http.StatusOK, "0")
 			refused := engine == "goroutine"
 			if refused {
-				want := string(forward.BudgetAnswer(budgetWords(300000, 524288, max, 524288)))
+				want := string(forward.BudgetAnswer(budgetWords(300000, 500000, max, 524288)))
 				if got := c.Rest(); got != want {
 					t.Fatalf("answer to the pipelined chunked body:\n%q\nwant\n%q", got, want)
 				}
@@ -200,7 +200,7 @@ func TestRed16WaiterClientGone(t *testing.T) {
 }
 
 // TestRed16WaiterWithPipelinedRequest: chunked body B waits for room (budget 1 MiB; X's
-// 500,000-byte body, 524,288 held, at a backend that holds its answer), and its client sends
+// 500,000-byte body, all held, at a backend that holds its answer), and its client sends
 // the rest of B and, pipelined behind it, a GET. Once X is answered B gets its room: B is
 // answered 200 with its 300,000 bytes, then the GET 200, each executed exactly once, and the
 // budget is back to exactly 0 with none waiting; while B waits another client is served. Passes

@@ -30,7 +30,9 @@ func TestGateMeshLayers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	gatewayAPI, err := crds.GatewayAPI(crds.Experimental) // HTTPRoute's rules[].retry
 	g.Expect(err).NotTo(HaveOccurred())
-	op := operatortest.Start(t, istio, gatewayAPI)
+	envoyGateway, err := crds.EnvoyGatewayBackendTrafficPolicy() // meshGateEnvoyGatewayDelay
+	g.Expect(err).NotTo(HaveOccurred())
+	op := operatortest.Start(t, istio, gatewayAPI, envoyGateway)
 	c, ctx := op.Client, op.Ctx
 
 	// The same chain in a meshed and an unmeshed namespace, no VirtualService: productpage
@@ -80,6 +82,7 @@ func TestGateMeshLayers(t *testing.T) {
 	t.Run("a Gateway API rule is rewritten within its CRD", func(t *testing.T) { meshGateRuleFloor(t, op) })
 	t.Run("the status names an entry route at its floor and the edges below", func(t *testing.T) { statusEntryRouteFloor(t, op) })
 	t.Run("a ServiceEntry registering an external HTTP host is judged", func(t *testing.T) { meshGateServiceEntry(t, op) })
+	t.Run("an Envoy Gateway fault delay is judged against maxTimeToAnswer", func(t *testing.T) { meshGateEnvoyGatewayDelay(t, op) })
 }
 
 // dryRunDenial is, for Eventually, why a dry-run create of obj is refused ("" while it is

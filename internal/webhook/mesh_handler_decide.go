@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -421,6 +422,46 @@ func layered(r, old *workload.Result, obj meshObject) []layeredEdge {
 	return out
 }
 
+// delayed lists, for an Envoy Gateway BackendTrafficPolicy, the layers of r's entrypoints and
+// edges that are not obj's own: its spec.faultInjection.delay lands on the entry layer of each
+// route it covers (mesh.Set.LayerTime), whichever object sets that route's retry, and a policy
+// with a delay but no retry has no layer at all, so layered alone never showed the time gate
+// such a delay (the analysis counted it). Each layer is paired with its old version (the same
+// object's layer there), whose delay judgeTimeRaise compares.
+func delayed(r, old *workload.Result, obj meshObject) []layeredEdge {
+	var out []layeredEdge
+	add := func(from, to string, m workload.MeshEdge, o workload.MeshEdge, hadOld bool) {
+		for _, l := range m.Layers {
+			if l.Object == obj.id() || l.Object == "" {
+				continue
+			}
+			e := layeredEdge{raised: raised{from: from, to: to, layer: l}, attempts: m.Attempts(), was: m.App}
+			if hadOld {
+				e.was = o.Attempts()
+				for _, ol := range o.Layers {
+					if ol.Object == l.Object {
+						e.oldLayer = &ol
+						break
+					}
+				}
+			}
+			out = append(out, e)
+		}
+	}
+	entries := slices.Sorted(maps.Keys(r.MeshEntry))
+	for _, k := range entries {
+		o, ok := old.MeshEntry[k]
+		add("", k, r.MeshEntry[k], o, ok)
+	}
+	keys := slices.Collect(maps.Keys(r.MeshEdges))
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		o, ok := old.MeshEdges[k]
+		add(k[0], k[1], r.MeshEdges[k], o, ok)
+	}
+	return out
+}
+
 // judgeAt is the judgement of the chains through a raised edge: those through its caller's
 // edges, or through the entrypoint.
 func judgeAt(r *workload.Result, e raised) *graph.Judgement {
@@ -439,40 +480,69 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
 	old := p.build(oldSet)
 	r := p.build(set)
-	for _, e := range raisedBy(r, old, obj) {
+	edges := raisedBy(r, old, obj)
+	for i, e := range edges {
 		j := judgeAt(r, e)
 		tj := timeAt(p, r, e)
 		if !j.Over && tj == nil {
 			continue
 		}
 		v := meshVerdict{policy: p, layer: e.layer, edge: e, judge: j, time: tj}
-		// The largest tries that fit, by bisection over [1, tries): fewer tries never make a
-		// chain longer. A chain through the edge multiplies its tries, so more than the cap
-		// does not fit (checked once, then the bisection starts there): attempts: 2^40 costs
-		// the steps of the cap, not 41 (each a build of the graph).
-		lo, hi := int64(0), e.layer.Tries // lo fits (0: none known), hi does not
-		if c := r.Cap + 1; r.Cap > 0 && c < hi-1 {
-			if fitsWith(p, obj, set, raw, e, c) {
-				lo = c
+		v.keep = keepOn(p, obj, set, raw, r, e, e.layer.Tries)
+		// The same field on the object's later edges (a Linkerd Service's limit is on every
+		// caller's edge, a VirtualService route on every sidecar's): the value kept must fit
+		// there too, judged by their own chains (judgeAt sees only the chains through an edge's
+		// caller). The keep of this edge alone was offered (Reject) and written (Rewrite) while
+		// another caller's chain stayed over with it, which no count fitted.
+		for _, o := range edges[i+1:] {
+			if v.keep == 0 {
+				break
+			}
+			if o.layer.Object != e.layer.Object || o.layer.FieldPath != e.layer.FieldPath {
+				continue
+			}
+			oj, otj := judgeAt(r, o), timeAt(p, r, o)
+			if !oj.Over && otj == nil || fitsWith(p, obj, set, raw, o, v.keep) {
+				continue // within at the tries sent, so at fewer; or within at the keep
+			}
+			if k := keepOn(p, obj, set, raw, r, o, v.keep); k > 0 {
+				v.keep = k
 			} else {
-				hi = c
+				// No count fits o: its chain is the verdict's (the one to name).
+				v = meshVerdict{policy: p, layer: o.layer, edge: o, judge: oj, time: otj}
 			}
 		}
-		for hi-lo > 1 {
-			mid := (lo + hi) / 2
-			if fitsWith(p, obj, set, raw, e, mid) {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		if floor := mesh.MinTries(e.layer); lo == 0 && floor < e.layer.Tries && fitsWith(p, obj, set, raw, e, floor) {
-			lo = floor
-		}
-		v.keep = lo
 		return v, true
 	}
 	return judgeTimeRaise(p, obj, oldSet, set)
+}
+
+// keepOn is the largest number of tries below hi of the object's layers on e that takes e's
+// chains within p's cap and time (0: none), by bisection over [1, hi): fewer tries never make a
+// chain longer. A chain through the edge multiplies its tries, so more than the cap does not
+// fit (checked once, then the bisection starts there): attempts: 2^40 costs the steps of the
+// cap, not 41 (each a build of the graph). A layer's floor (mesh.MinTries) is the fewest.
+func keepOn(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, r *workload.Result, e raised, hi int64) int64 {
+	lo, top := int64(0), hi // lo fits (0: none known), hi does not
+	if c := r.Cap + 1; r.Cap > 0 && c < hi-1 {
+		if fitsWith(p, obj, set, raw, e, c) {
+			lo = c
+		} else {
+			hi = c
+		}
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if fitsWith(p, obj, set, raw, e, mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if floor := mesh.MinTries(e.layer); lo == 0 && floor < top && fitsWith(p, obj, set, raw, e, floor) {
+		lo = floor
+	}
+	return lo
 }
 
 // objectJSON returns the object's JSON as a Set holds it.
@@ -627,7 +697,11 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 	}
 	old := p.build(oldSet)
 	r := p.build(set)
-	for _, e := range layered(r, old, obj) {
+	edges := layered(r, old, obj)
+	if obj.kind == "BackendTrafficPolicy" {
+		edges = append(edges, delayed(r, old, obj)...)
+	}
+	for _, e := range edges {
 		if e.attempts > e.was {
 			continue // a raise of tries: judgeMesh's
 		}
@@ -637,6 +711,13 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		}
 		after := set.LayerTime(e.layer)
 		change := timeRaises(before, after)
+		if e.layer.Object != obj.id() {
+			// Another object's layer: only its delay can be the incoming object's.
+			change = ""
+			if after.Delay > before.Delay {
+				change = fmt.Sprintf("fault delay %s -> %s", graph.FormatTime(before.Delay), graph.FormatTime(after.Delay))
+			}
+		}
 		if change == "" {
 			continue
 		}
@@ -846,15 +927,23 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 		}
 		cur = next
 		if !slices.Contains(refs, v.policy.Ref()) {
+			// The chain each policy's first lowering was for, as judged then.
 			refs = append(refs, v.policy.Ref())
 			explains = append(explains, v.explain())
 		}
 		if v.keep == 0 {
-			warnings = append(warnings, v.message(obj)+" (admitted: enforcement is Rewrite; "+obj.id()+" is rewritten as far as it goes)")
+			wv := v
+			if round > 0 {
+				wv = asSent(v, obj, set) // its field and chain as sent, not as lowered so far
+			}
+			warnings = append(warnings, wv.message(obj)+" (admitted: enforcement is Rewrite; "+obj.id()+" is rewritten as far as it goes)")
 		}
 		pending = pending[:0:0]
 		for _, w := range rewrites {
-			if nv, over := judgeMesh(w.policy, obj, oldSet, cur, raw); over && nv.layer.Tries > 1 && nv.keep > 0 {
+			// A verdict no count fits goes on too, to the layer's floor (with its warning):
+			// dropped, the object was admitted lowered for another chain only, and the one
+			// still over was named nowhere.
+			if nv, over := judgeMesh(w.policy, obj, oldSet, cur, raw); over && nv.layer.Tries > 1 && (nv.keep > 0 || nv.layer.Tries > mesh.MinTries(nv.layer)) {
 				pending = append(pending, nv)
 			}
 		}
@@ -880,6 +969,20 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	w := fmt.Sprintf("%s rewrote %s: %s (%s)", gate.Rewriters(refs), obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
 	return final, ops, append([]string{w}, warnings...), nil
+}
+
+// asSent is v judged on set (the cluster with the object as sent) at v's edge, as the warning of
+// a rewrite that goes as far as it can names it: a verdict of a later round is judged on the
+// object as lowered so far, whose values the client never sent.
+func asSent(v meshVerdict, obj meshObject, set *mesh.Set) meshVerdict {
+	r := v.policy.build(set)
+	l, ok := layerOnEdge(r, obj, v.edge)
+	if !ok {
+		return v
+	}
+	e := raised{from: v.edge.from, to: v.edge.to, layer: l}
+	v.layer, v.edge, v.judge, v.time = l, e, judgeAt(r, e), timeAt(v.policy, r, e)
+	return v
 }
 
 // maxAnnotationBytes is the API's limit on an object's annotations, keys and values together

@@ -35,6 +35,7 @@ type BodyBudget struct {
 	max, small int64 // the budget; the share kept for small bodies
 	use        atomic.Int64
 	refused    atomic.Int64
+	gone       atomic.Int64
 
 	mu      sync.Mutex
 	inUse   int64 // bytes held (mirrored in use for the gauge)
@@ -91,6 +92,15 @@ func (b *BodyBudget) InUse() int64 { return b.use.Load() }
 
 // Refused is how many requests the budget refused.
 func (b *BodyBudget) Refused() int64 { return b.refused.Load() }
+
+// Gone is how many bodies' connections ended (the client's reset, the
+// proxy's close) while they waited for room: nothing was answered to them,
+// so they are no refusals.
+func (b *BodyBudget) Gone() int64 { return b.gone.Load() }
+
+// GoneWaiting counts a body whose wait (Grow) ended because its connection
+// did (Gone).
+func (b *BodyBudget) GoneWaiting() { b.gone.Add(1) }
 
 // Waiting is how many bodies wait for room now.
 func (b *BodyBudget) Waiting() int {
@@ -387,7 +397,8 @@ func SetBudgetAnswer(resp *fasthttp.Response, body string) {
 }
 
 // registerBodyBudget exports b: retrycap_proxy_buffered_body_bytes (in use),
-// retrycap_proxy_body_budget_refused_total and
+// retrycap_proxy_body_budget_refused_total,
+// retrycap_proxy_body_budget_gone_total and
 // retrycap_proxy_body_budget_waiting.
 func (m *Metrics) registerBodyBudget(b *BodyBudget) {
 	m.Reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -396,7 +407,10 @@ func (m *Metrics) registerBodyBudget(b *BodyBudget) {
 	}, func() float64 { return float64(b.InUse()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "retrycap_proxy_body_budget_refused_total",
 		Help: "Requests answered 503 (not sent upstream) because their body did not fit in --max-buffered-body-bytes beside the bodies held.",
-	}, func() float64 { return float64(b.Refused()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	}, func() float64 { return float64(b.Refused()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "retrycap_proxy_body_budget_gone_total",
+		Help: "Chunked request bodies whose connection ended (the client's reset, the proxy's close) while they waited for room in --max-buffered-body-bytes: nothing answered, nothing sent upstream.",
+	}, func() float64 { return float64(b.Gone()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "retrycap_proxy_body_budget_waiting",
 		Help: "Chunked request bodies waiting for room in --max-buffered-body-bytes to grow (their reads paused).",
 	}, func() float64 { return float64(b.Waiting()) }))
@@ -406,10 +420,28 @@ func (m *Metrics) registerBodyBudget(b *BodyBudget) {
 // budget: its line has attempt 0 (nothing was sent) and status 503.
 const ErrBodyBudget = "body-budget"
 
+// ErrCancelled is the access log's error of a request whose client went
+// away: here, one whose body waited for budget room when its connection
+// ended (attempt 0, status 0: nothing was sent, nothing answered).
+const ErrCancelled = "cancelled"
+
 // LogBudgetRefusal writes the access-log line of a request whose body did
 // not fit in the budget (h: its head; r: an event loop's ring, nil for the
 // shared one), if the log is on.
 func (f *Forwarder) LogBudgetRefusal(h *fasthttp.RequestHeader, r *accesslog.Ring) {
+	f.logNoAttempt(h, r, fasthttp.StatusServiceUnavailable, ErrBodyBudget)
+}
+
+// LogBudgetGone writes the access-log line of a request whose connection
+// ended while its body waited for budget room (BodyBudget.Gone): status 0,
+// no answer was written.
+func (f *Forwarder) LogBudgetGone(h *fasthttp.RequestHeader) {
+	f.logNoAttempt(h, nil, 0, ErrCancelled)
+}
+
+// logNoAttempt writes the line (attempt 0) of a request that ended before
+// any attempt, with status (0: none answered) and error.
+func (f *Forwarder) logNoAttempt(h *fasthttp.RequestHeader, r *accesslog.Ring, status int, err string) {
 	w := f.accessLog
 	if w == nil {
 		return
@@ -424,9 +456,9 @@ func (f *Forwarder) LogBudgetRefusal(h *fasthttp.RequestHeader, r *accesslog.Rin
 	}
 	rec := &e.Record
 	rec.TimeNanos, rec.DurationNanos = NowNanos(), 0
-	rec.Upstream, rec.Attempt, rec.Status, rec.GRPCStatus = name, 0, fasthttp.StatusServiceUnavailable, -1
+	rec.Upstream, rec.Attempt, rec.Status, rec.GRPCStatus = name, 0, status, -1
 	rec.BudgetIn, rec.BudgetOut = -1, -1
-	rec.Exhausted, rec.Error = "", ErrBodyBudget
+	rec.Exhausted, rec.Error = "", err
 	rec.SetMethod(h.Method())
 	rec.SetAuthority(h.Host())
 	rec.SetPath(h.RequestURI())

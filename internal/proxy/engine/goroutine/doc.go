@@ -10,11 +10,13 @@
 // it, so that a head fasthttp would wait on (a bare LF) gets the loop's 400
 // at once; it also reserves each request body's bytes in the proxy-wide
 // budget (forward.BodyBudget) as they pass, with headerReceived for a
-// Content-Length body over 64 KiB (before fasthttp allocates its buffer),
-// and a body that does not fit is refused with the budget's 503 (a
-// chunked body's growth waits for room first, forward.BodyBudget.Grow,
-// unless it was pipelined behind another request, and until its client's
-// reset at the latest: headConn.mayWait, headConn.grow). Each
+// Content-Length body over 64 KiB (before fasthttp allocates its buffer,
+// which it is handed at exactly the body's length: requestOf), and a body
+// that does not fit is refused with the budget's 503 (a chunked body's
+// growth waits for room first, forward.BodyBudget.Grow, unless it was
+// pipelined behind another request, and until its client's reset at the
+// latest: headConn.mayWait, headConn.grow; a wait its connection's end cut
+// short is answered nothing and counted as gone, not refused). Each
 // call's client socket is watched for its reset while the
 // call runs (cut.go): a client that went away has its attempt's upstream
 // connection closed and its pending retry dropped. A drain that runs out

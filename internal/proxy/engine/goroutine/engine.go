@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
@@ -146,6 +147,12 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// The connection closes after this answer: its budget is released,
 	// and what was read of its body dropped (not pooled: bodyDone).
 	ctx.Request.ReleaseBody(forward.BufferedBodyMax)
+	if closeWaitGone(ctx.Conn()) {
+		// Its body waited for budget when the connection ended (after a
+		// 100 Continue: fasthttp calls this for any error there). Closed
+		// now, nothing is written: no answer reaches anyone.
+		return
+	}
 	budget := e.takeHeld(&ctx.Request.Header)
 	if budget != "" {
 		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
@@ -214,9 +221,14 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 		// before. A larger body is fasthttp's 413, unread; a smaller one's
 		// is the pre-parser's (frame).
 		e.takeHeld(h) // left by a connection that ended unseen (closed under its read)
-		r, hold := round2(int64(n)), &forward.Hold{}
+		r, hold := int64(n), &forward.Hold{}
 		if ok, inUse := e.f.Bodies.Reserve(hold, r); ok {
 			e.held.Store(h, heldBody{h: hold})
+			// A buffer of exactly n: fasthttp makes one rounded up to a
+			// power of two (appendBodyFixedSize) unless the request's has
+			// room, so a 15 MiB body held 16 MiB and two no longer fitted
+			// in the 30 MiB large bodies may hold of the default budget.
+			requestOf(h).SwapBody(make([]byte, 0, n))
 		} else {
 			e.held.Store(h, heldBody{refusal: e.f.Bodies.RefusedBody(hold, r, int64(n), inUse)})
 			// fasthttp refuses it unread (ErrBodyTooLarge; requestError
@@ -225,6 +237,14 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 		}
 	}
 	return cfg
+}
+
+// requestOf is the request whose header h is: fasthttp's server calls
+// HeaderReceived, the one caller of headerReceived, with
+// &ctx.Request.Header (server.go, serveConn), and gives it no other way to
+// reach the request before it reads the body.
+func requestOf(h *fasthttp.RequestHeader) *fasthttp.Request {
+	return (*fasthttp.Request)(unsafe.Add(unsafe.Pointer(h), -int(unsafe.Offsetof(fasthttp.Request{}.Header))))
 }
 
 // heldBody is a Content-Length body's reservation (h) or refusal.

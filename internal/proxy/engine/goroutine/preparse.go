@@ -127,6 +127,9 @@ type headConn struct {
 	// budgetRefusal is the body of the 503 to the request whose body did
 	// not fit (requestError answers it).
 	budgetRefusal string
+	// waitGone: the connection ended (its client's reset, its close) while
+	// a body waited for budget (grow).
+	waitGone bool
 }
 
 // reservation is the budget held for head's body.
@@ -219,6 +222,12 @@ func (c *headConn) reserve(n, size int64, wait bool) bool {
 	ok, inUse := c.budget.Reserve(h, n)
 	if !ok && wait && c.mayWait() {
 		ok, inUse = c.grow(h, n)
+		if !ok && c.waitGone {
+			// The wait ended with the connection: no answer reaches
+			// anyone, so it is no refusal (reserveChunk).
+			c.budget.GoneWaiting()
+			return false
+		}
 	}
 	if !ok {
 		c.budgetRefusal = c.budget.RefusedBody(h, n, size, inUse)
@@ -273,6 +282,15 @@ func (c *headConn) grow(h *forward.Hold, n int64) (bool, int64) {
 	ok, inUse := c.budget.Grow(h, n, deadline, gone)
 	close(stop)
 	stopWatch()
+	if !ok {
+		// Closed by now: the wait ended with the connection (or the
+		// budget refused it as it ended; the 503 would reach nobody).
+		select {
+		case <-gone:
+			c.waitGone = true
+		default:
+		}
+	}
 	return ok, inUse
 }
 
@@ -363,6 +381,17 @@ func budgetRefused(c net.Conn) string {
 	}
 	hc.releaseAll()
 	return hc.budgetRefusal
+}
+
+// closeWaitGone closes c, if its connection ended while a body waited for
+// budget (waitGone), and reports whether it did.
+func closeWaitGone(c net.Conn) bool {
+	hc, ok := c.(*headConn)
+	if !ok || !hc.waitGone {
+		return false
+	}
+	_ = hc.Close()
+	return true
 }
 
 // budgetMarker is the refusal of a body that did not fit: never written
@@ -475,6 +504,12 @@ func (c *headConn) refuse(p []byte) (int, error) {
 		c.held = c.held[n:]
 		return n, nil
 	}
+	if c.waitGone {
+		// Its connection ended while its body waited for budget (endGone):
+		// nothing to answer.
+		c.refusal, c.held, c.refused = nil, nil, true
+		return 0, errWaitGone
+	}
 	if c.refuseAt != c.heads {
 		// A chunked body: fasthttp is reading it, with the answers to the
 		// requests before it perhaps still in its buffer. Its error
@@ -486,6 +521,11 @@ func (c *headConn) refuse(p []byte) (int, error) {
 	c.refusal, c.held, c.refused = nil, nil, true
 	return 0, errHeadRefused
 }
+
+// errWaitGone ends fasthttp's read of a chunked body whose connection
+// ended while it waited for budget: it wraps net.ErrClosed, so the server
+// answers nothing (a 503 would reach no one) and closes.
+var errWaitGone = fmt.Errorf("retrycap-proxy: connection ended while its body waited for budget: %w", net.ErrClosed)
 
 // errBodyRefused ends fasthttp's read of a chunked body the pre-parser
 // refused (fasthttp's error handler gets another error for it:
@@ -572,7 +612,11 @@ func (c *headConn) reserveChunk(size, at int64) bool {
 	}
 	if want := round2(c.chunked + 2); want > c.chunkBuf {
 		if !c.reserve(want, c.chunked, true) {
-			c.refuseBudget()
+			if c.waitGone {
+				c.endGone()
+			} else {
+				c.refuseBudget()
+			}
 			return false
 		}
 		c.chunkOld += c.chunkBuf
@@ -589,6 +633,18 @@ func (c *headConn) refuseBudget() {
 		// The head framed last is the refused body's (fasthttp resets its
 		// own on the body's error, before requestError sees it).
 		c.f.LogBudgetRefusal(&c.hp.h, nil)
+	}
+	c.refusal, c.refuseAt = budgetMarker, c.heads-1
+	c.part = c.part[:0]
+}
+
+// endGone ends the chunked body whose connection ended while it waited
+// for budget (waitGone): its line in the access log says the client went
+// (status 0, "cancelled"), and the read ends as at a close, which fasthttp
+// answers with nothing (refuse).
+func (c *headConn) endGone() {
+	if c.f != nil && c.hp != nil {
+		c.f.LogBudgetGone(&c.hp.h)
 	}
 	c.refusal, c.refuseAt = budgetMarker, c.heads-1
 	c.part = c.part[:0]
