@@ -85,7 +85,8 @@
 // on); an answer that breaks the protocol on its stream is a bad answer
 // as on HTTP/1.1 (forward.BadAnswerError), and one whose header block does
 // not decode ends its connection, the other streams on it lost. A stream an upstream GOAWAY or
-// REFUSED_STREAM shows was never processed is re-sent on another
+// REFUSED_STREAM shows was never processed (one it answered first, a 1xx
+// included, was) is re-sent on another
 // connection after a small jittered backoff, without counting an
 // attempt, or, its body over the replay buffer, refused to its client with
 // REFUSED_STREAM (refuse, rstream.go); a stream that was written is never

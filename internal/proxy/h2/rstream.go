@@ -133,9 +133,12 @@ type attemptState struct {
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	gotHeaders bool
-	info       int64 // the header list size of the 1xx answers so far
-	hdrs       []hpack.HeaderField
-	trailers   []hpack.HeaderField
+	// informed: a 1xx came; the upstream processed the request (a
+	// REFUSED_STREAM or GOAWAY below the stream after it is not believed).
+	informed bool
+	info     int64 // the header list size of the 1xx answers so far
+	hdrs     []hpack.HeaderField
+	trailers []hpack.HeaderField
 	// hdrs' and trailers' arrays while they fit (an upstream's decoded
 	// block is its connection's, reused).
 	hdrBuf    [4]hpack.HeaderField
@@ -593,6 +596,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			// sending one indexed 1xx block after another (a few bytes
 			// each on the wire, kilobytes decoded) kept the attempt and
 			// the relay's reader busy until the per-try timeout.
+			a.informed = true
 			for i := range f.fields {
 				a.info += int64(f.fields[i].Size())
 			}
@@ -920,7 +924,7 @@ func (a *ratt) upstreamReset(uc *upconn, id uint32, code http2.ErrCode, err erro
 }
 
 func (a *ratt) upstreamResetLocked(code http2.ErrCode, err error) {
-	if code == http2.ErrCodeRefusedStream && !a.gotHeaders {
+	if code == http2.ErrCodeRefusedStream && !a.gotHeaders && !a.informed {
 		a.unprocessedLocked(err)
 		return
 	}
@@ -957,10 +961,12 @@ func (a *ratt) unprocessed(uc *upconn, id uint32, err error) {
 // would; a body that overflowed the replay buffer cannot be re-sent.
 func (a *ratt) unprocessedLocked(err error) {
 	s := a.s
-	// An answer begun (its headers came) was processed, whatever a GOAWAY
-	// after it claims: not re-sent, as after REFUSED_STREAM.
-	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
-		a.refused = s.overflow && !a.judged && !a.gotHeaders && s.att == a && !s.done
+	// An answer begun (its headers came, a 1xx's too: an upstream's
+	// application wrote it) was processed, whatever a GOAWAY after it
+	// claims: not re-sent, as after REFUSED_STREAM.
+	began := a.gotHeaders || a.informed
+	if a.judged || began || s.att != a || s.done || a.resends >= 6 || s.overflow {
+		a.refused = s.overflow && !a.judged && !began && s.att == a && !s.done
 		a.upEnded = true
 		a.fail(err)
 		return
