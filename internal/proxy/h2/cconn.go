@@ -521,7 +521,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			return false
 		}
 		err := f.ForeachSetting(func(s http2.Setting) error {
-			if err := s.Valid(); err != nil {
+			if err := validSetting(s); err != nil {
 				return err
 			}
 			switch s.ID {
@@ -788,6 +788,17 @@ func badTrailers(fields []hpack.HeaderField) string {
 		}
 	}
 	return ""
+}
+
+// validSetting is x/net's Setting.Valid (RFC 9113 6.5.2) and the check
+// x/net's Server adds to it: RFC 9218 2.1 makes a
+// SETTINGS_NO_RFC7540_PRIORITIES other than 0 or 1 a connection
+// PROTOCOL_ERROR (it was ignored, from a client and from an upstream).
+func validSetting(s http2.Setting) error {
+	if s.ID == http2.SettingNoRFC7540Priorities && s.Val > 1 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return s.Valid()
 }
 
 // onHeaders handles a header block from the client; mu held.

@@ -69,7 +69,8 @@
 //
 // As an intermediary it honours SETTINGS both ways (MAX_CONCURRENT_STREAMS,
 // INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE,
-// HEADER_TABLE_SIZE), credits WINDOW_UPDATEs as the other side consumes,
+// HEADER_TABLE_SIZE; a value RFC 9113 6.5.2 or RFC 9218 2.1 forbids is
+// a connection error, GOAWAY), credits WINDOW_UPDATEs as the other side consumes,
 // answers PING (and pings a client quiet for Config.PingInterval, as
 // net/http's server), passes RST_STREAM both ways, sends GOAWAY on
 // shutdown and on protocol errors (the reason in the debug data), ignores

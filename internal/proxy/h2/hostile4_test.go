@@ -221,6 +221,18 @@ var diffCases4 = []struct {
 		}
 		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(kv...), EndHeaders: true, EndStream: true})
 	}, "status:1:431", "", 0},
+	// RFC 9218 2.1: a SETTINGS_NO_RFC7540_PRIORITIES other than 0 or 1
+	// "MUST be treated as a connection error of type PROTOCOL_ERROR", as
+	// x/net's server does (Setting.Valid does not check it). Before, the
+	// relay ignored it (branch h2red17).
+	{"settings-no-rfc7540-priorities-2", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingNoRFC7540Priorities, Val: 2})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndHeaders: true, EndStream: true})
+	}, "goaway:PROTOCOL_ERROR", "", 0},
+	{"settings-no-rfc7540-priorities-1", func(fr *http2.Framer, h func(...string) []byte) {
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingNoRFC7540Priorities, Val: 1})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h(req()...), EndHeaders: true, EndStream: true})
+	}, "status:1:200", "", 1},
 	{"hpack-table-size-update-after-a-field", func(fr *http2.Framer, h func(...string) []byte) {
 		blk := append(h(req()...), 0x20) // size update to 0, after the fields
 		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})

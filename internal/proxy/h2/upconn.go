@@ -171,7 +171,7 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 	var delta, iwsFrom int64
 	more, iwsSeen := false, false
 	err := sf.ForeachSetting(func(s http2.Setting) error {
-		if err := s.Valid(); err != nil {
+		if err := validSetting(s); err != nil {
 			return err
 		}
 		switch s.ID {
