@@ -7,6 +7,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // The sixth adversarial round (branch h2red17): what the earlier rounds
@@ -84,6 +88,76 @@ func TestInformationalThenUnprocessedNotResent(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(h.m.attempts.WithLabelValues("web", "h2")); got != float64(tc.arrivals) {
 				t.Fatalf("attempts %v, want %d", got, tc.arrivals)
+			}
+		})
+	}
+}
+
+// TestGRPCStatusInOpenHeadersAsGRPCGo: a gRPC answer's headers that do
+// not end the stream are not its status, as grpc-go's client reads them
+// (http2Client.operateHeaders: grpc-status counts only in a block with
+// END_STREAM, and a gRPC content-type makes :status irrelevant): the
+// answer goes on with its messages and trailers. The relay judged such a
+// block by its grpc-status (or, for a non-200 :status, by that):
+// grpc-status 14 (or :status 503) was retried while the upstream went on
+// to complete the call, three executions and UNAVAILABLE (UNKNOWN) for a
+// call grpc-go gets "ok" from; grpc-status 0 ended the call at the
+// headers and dropped the message that followed (INTERNAL, "received no
+// response message"). Each case is called through the relay and
+// directly (the same upstream, grpc-go bypassing HTTPS_PROXY for a
+// loopback address): the same result, one execution through the relay.
+func TestGRPCStatusInOpenHeadersAsGRPCGo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		head []string
+		out  string
+		code codes.Code
+	}{
+		{"grpc-status-14", []string{":status", "200", "content-type", "application/grpc", "grpc-status", "14"}, "ok", codes.OK},
+		{"grpc-status-0", []string{":status", "200", "content-type", "application/grpc", "grpc-status", "0"}, "ok", codes.OK},
+		{"grpc-status-13-message", []string{":status", "200", "content-type", "application/grpc+proto", "grpc-status", "13", "grpc-message", "no"}, "ok", codes.OK},
+		{"status-503-grpc-content-type", []string{":status", "503", "content-type", "application/grpc"}, "ok", codes.OK},
+		// Not gRPC's content-type: grpc-go fails the call from the HTTP
+		// status (Unavailable for 503), and the relay retries it as that
+		// (each attempt failed the same way: three executions).
+		{"status-503-text", []string{":status", "503", "content-type", "text/plain"}, "", codes.Unavailable},
+		{"status-503-text-grpc-status-0", []string{":status", "503", "content-type", "text/plain", "grpc-status", "0"}, "", codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, arrivals := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+				if f.Header().Type != http2.FrameData || !f.Header().Flags.Has(http2.FlagDataEndStream) {
+					return
+				}
+				id := f.Header().StreamID
+				p.headers(id, false, tc.head...)
+				p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, grpcMessage("ok")) })
+				p.headers(id, true, "grpc-status", "0")
+			})
+			direct, err := grpc.NewClient("passthrough:///"+up, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = direct.Close() })
+			out, err := callUnary(ctxT(t), direct, "x")
+			if out != tc.out || status.Code(err) != tc.code {
+				t.Fatalf("grpc-go direct: %q, %v; want %q, %v", out, err, tc.out, tc.code)
+			}
+			if n := arrivals.Load(); n != 1 {
+				t.Fatalf("direct: %d executions, want 1", n)
+			}
+			name := "r17-" + tc.name
+			h, _ := newHandler(t, proxyOpts{name: name, addr: up, attempts: 3})
+			theFront.route(t, name, h, up)
+			out, err = callUnary(ctxT(t), dialName(t, name), "x")
+			if out != tc.out || status.Code(err) != tc.code {
+				t.Fatalf("through the relay: %q, %v; want %q, %v", out, err, tc.out, tc.code)
+			}
+			want := int64(2)
+			if tc.code != codes.OK {
+				want = 4 // three attempts through the relay
+			}
+			if n := arrivals.Load(); n != want {
+				t.Fatalf("through the relay: %d executions, want %d", n-1, want-1)
 			}
 		})
 	}

@@ -632,7 +632,17 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			return
 		}
 		r.pushback = fieldValues(a.hdrs, "grpc-retry-pushback-ms")
-		if c, ok := parseStatus(fieldValues(a.hdrs, "grpc-status")); ok {
+		if !a.upEnded && (code == 200 || grpcContentType(fieldValue(a.hdrs, "content-type"))) {
+			// Headers that do not end the stream are not its status, as
+			// grpc-go's client reads them (operateHeaders: grpc-status
+			// only with END_STREAM; a gRPC content-type and :status does
+			// not matter): held back until a message or the trailers.
+			// Judged by a grpc-status here, the call was retried while
+			// its upstream went on to complete it, or ended with the
+			// message after it dropped.
+			return
+		}
+		if c, ok := parseStatus(fieldValues(a.hdrs, "grpc-status")); ok && a.upEnded {
 			// Trailers-only: the whole answer is in the headers.
 			r.code, r.eof = c, true
 			if s.upstreamDeadline(c) {
@@ -641,15 +651,15 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 				return
 			}
 		} else if code != 200 {
+			// Not gRPC's answer (open, it is not gRPC's content-type):
+			// its HTTP status is its status, as grpc-go maps it.
 			r.code, r.eof = statusFromHTTP(code), true
-		} else if a.upEnded {
+		} else {
 			// Trailers-only without a (well-formed) grpc-status: passed
 			// on as it came, the headers ending the stream (split into
 			// headers and an empty end, the client saw "server closed
 			// the stream without sending trailers").
 			r.code, r.eof = codeInternal, true
-		} else {
-			return // held back until a message or the trailers
 		}
 		a.upDone()
 		s.decide(a)
