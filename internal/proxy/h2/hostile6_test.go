@@ -162,3 +162,59 @@ func TestGRPCStatusInOpenHeadersAsGRPCGo(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPCStatusRepeatedAsGRPCGo: an answer with grpc-status more than
+// once is read as grpc-go's client reads it (operateHeaders: every value
+// parsed, one malformed makes the call UNKNOWN; else the last counts),
+// in a trailers-only answer and in trailers after headers. The relay read
+// the first: "14" then "0" was retried three times (three executions)
+// where grpc-go's client reads 0, and "14" then "abc" too where it
+// reads UNKNOWN (nothing to retry). Each is called directly and through
+// the relay (three attempts, UNAVAILABLE retried): the same code, and
+// three executions only when it is UNAVAILABLE.
+func TestGRPCStatusRepeatedAsGRPCGo(t *testing.T) {
+	for _, values := range [][]string{{"14", "0"}, {"0", "14"}, {"14", "abc"}, {"abc", "14"}, {"14", "14"}, {"14", "-1"}} {
+		for _, only := range []bool{true, false} {
+			name := "r17st-" + strings.Join(values, "-") + map[bool]string{true: "-trailers-only", false: "-trailers"}[only]
+			t.Run(name, func(t *testing.T) {
+				var fields []string
+				for _, v := range values {
+					fields = append(fields, "grpc-status", v)
+				}
+				up, arrivals := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+					if f.Header().Type != http2.FrameData || !f.Header().Flags.Has(http2.FlagDataEndStream) {
+						return
+					}
+					id := f.Header().StreamID
+					head := []string{":status", "200", "content-type", "application/grpc"}
+					if only {
+						p.headers(id, true, append(head, fields...)...)
+						return
+					}
+					p.headers(id, false, head...)
+					p.headers(id, true, fields...)
+				})
+				direct, err := grpc.NewClient("passthrough:///"+up, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = direct.Close() })
+				_, err = callUnary(ctxT(t), direct, "x")
+				want := status.Code(err)
+				h, _ := newHandler(t, proxyOpts{name: name, addr: up, attempts: 3})
+				theFront.route(t, name, h, up)
+				_, err = callUnary(ctxT(t), dialName(t, name), "x")
+				if got := status.Code(err); got != want {
+					t.Fatalf("through the relay: %v; grpc-go directly: %v", err, want)
+				}
+				execs := int64(1)
+				if want == codes.Unavailable {
+					execs = 3
+				}
+				if n := arrivals.Load() - 1; n != execs {
+					t.Fatalf("through the relay: %d executions, want %d (grpc-go reads %v)", n, execs, want)
+				}
+			})
+		}
+	}
+}

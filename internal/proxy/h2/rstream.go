@@ -550,16 +550,6 @@ func fieldValue(fs []hpack.HeaderField, name string) string {
 	return ""
 }
 
-// fieldLookup is the first value of the fields named name, if any.
-func fieldLookup(fs []hpack.HeaderField, name string) (string, bool) {
-	for i := range fs {
-		if fs[i].Name == name {
-			return fs[i].Value, true
-		}
-	}
-	return "", false
-}
-
 func fieldValues(fs []hpack.HeaderField, name string) []string {
 	var out []string
 	for i := range fs {
@@ -642,7 +632,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			// message after it dropped.
 			return
 		}
-		if c, ok := parseStatus(fieldValues(a.hdrs, "grpc-status")); ok && a.upEnded {
+		if c, ok := grpcStatus(a.hdrs); ok && a.upEnded {
 			// Trailers-only: the whole answer is in the headers.
 			r.code, r.eof = c, true
 			if s.upstreamDeadline(c) {
@@ -689,7 +679,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		if len(r.pushback) == 0 {
 			r.pushback = fieldValues(a.trailers, "grpc-retry-pushback-ms")
 		}
-		if c, ok := parseStatus(fieldValues(a.trailers, "grpc-status")); ok {
+		if c, ok := grpcStatus(a.trailers); ok {
 			r.code = c
 		} else {
 			r.code = codeInternal
@@ -702,7 +692,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		return
 	}
 	if s.relayed == a {
-		if c, ok := parseStatus(fieldValues(a.trailers, "grpc-status")); ok && s.upstreamDeadline(c) {
+		if c, ok := grpcStatus(a.trailers); ok && s.upstreamDeadline(c) {
 			// The end is the deadline's, as if the proxy's timer had come
 			// first (after the messages before it).
 			s.broken(context.DeadlineExceeded)
@@ -1125,11 +1115,7 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 // relayEnd passes on the end of the upstream's answer, after its body.
 func (s *rstream) relayEnd(a *ratt) {
 	var buf [1]hpack.HeaderField
-	var st []string
-	if v, ok := fieldLookup(a.trailers, "grpc-status"); ok {
-		st = []string{v} // its first value is all parseStatus reads; on the stack
-	}
-	extra := s.cs.trailerExtras(&a.res, s.reason, st, buf[:0])
+	extra := s.cs.trailerExtras(&a.res, s.reason, a.trailers, buf[:0])
 	if len(extra) > 0 {
 		tr := make([]hpack.HeaderField, 0, len(a.trailers)+len(extra))
 		for _, f := range a.trailers {
