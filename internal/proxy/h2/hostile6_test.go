@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -216,5 +217,61 @@ func TestGRPCStatusRepeatedAsGRPCGo(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestNoStreamOpenedAfterUpstreamGoAway: a stream slot reserved on an
+// upstream connection (rpool.acquire) just before the upstream's GOAWAY
+// is read must not be opened on it: its id would be above the GOAWAY's
+// last-stream-id, a stream the upstream ignores (RFC 9113 6.8), left
+// waiting for the per-try timeout (a keyless POST answered 504, though
+// it never ran) or for the connection's end while the upstream finishes
+// the streams below. open now gives the slot back and reports the
+// connection gone, so the caller takes another (dispatch). The race is
+// narrow (the reader's GOAWAY between acquire and open); the test makes
+// it: the slot reserved by hand, the GOAWAY read, then open.
+func TestNoStreamOpenedAfterUpstreamGoAway(t *testing.T) {
+	peers := make(chan *upPeer, 4)
+	up, _ := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+		if _, ok := f.(*http2.MetaHeadersFrame); ok {
+			peers <- p // held: no answer, stream 1 stays open below the GOAWAY
+		}
+	})
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1})
+	r := dialHostile(t, serveDirect(t, h, ""))
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", "GET", ":scheme", "http", ":path", "/hold", ":authority", "web"), EndHeaders: true, EndStream: true})
+	p := <-peers
+	pool := h.relayPool(up)
+	pool.mu.Lock()
+	if len(pool.conns) != 1 {
+		pool.mu.Unlock()
+		t.Fatalf("%d upstream connections, want 1", len(pool.conns))
+	}
+	uc := pool.conns[0]
+	pool.mu.Unlock()
+	if !uc.reserve() {
+		t.Fatal("no slot on the upstream connection")
+	}
+	p.do(func(fr *http2.Framer) { _ = fr.WriteGoAway(1, http2.ErrCodeNo, nil) })
+	waitFor(t, "the relay to read the GOAWAY", func() bool {
+		uc.mu.Lock()
+		defer uc.mu.Unlock()
+		return uc.goAway
+	})
+	a := &ratt{}
+	pseudo := []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":path", Value: "/x"}, {Name: ":authority", Value: "web"}}
+	ok, err := uc.open(a, pseudo, nil, nil, true)
+	uc.mu.Lock()
+	id, registered, active := a.id, uc.streams[a.id] == a && a.id != 0, uc.active
+	if registered {
+		delete(uc.streams, a.id) // a is no call's: the connection's end must not find it
+		uc.active--
+	}
+	uc.mu.Unlock()
+	if ok || err != nil || registered {
+		t.Fatalf("open after the GOAWAY: ok %v, err %v, stream %d opened; want not opened", ok, err, id)
+	}
+	if active != 1 {
+		t.Fatalf("%d slots taken, want 1 (stream 1's; the reserved one given back)", active)
 	}
 }

@@ -452,7 +452,8 @@ func (uc *upconn) lost(err error) {
 }
 
 // open registers a's stream under a new id and writes its HEADERS (the
-// slot was reserved); false if the connection closed meanwhile.
+// slot was reserved); false if the connection closed or went away
+// (GOAWAY) meanwhile.
 func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end bool) (bool, error) {
 	uc.wmu.Lock()
 	defer uc.wmu.Unlock()
@@ -473,6 +474,20 @@ func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end b
 	uc.mu.Lock()
 	if uc.closed {
 		uc.mu.Unlock()
+		return false, nil
+	}
+	if uc.goAway && id <= maxStreamID {
+		// A GOAWAY read since the slot was reserved (the upstream's; or
+		// the relay's own close): a stream opened now is above its
+		// last-stream-id, which the upstream ignores, and would wait
+		// for the per-try timeout or the connection's end. The slot is
+		// given back, the caller tries another connection.
+		uc.active--
+		drained := len(uc.streams) == 0
+		uc.mu.Unlock()
+		if drained {
+			_ = uc.cw.Close()
+		}
 		return false, nil
 	}
 	if id > maxStreamID {
