@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -796,7 +797,7 @@ func badTrailers(fields []hpack.HeaderField) string {
 // PROTOCOL_ERROR (it was ignored, from a client and from an upstream).
 func validSetting(s http2.Setting) error {
 	if s.ID == http2.SettingNoRFC7540Priorities && s.Val > 1 {
-		return http2.ConnectionError(http2.ErrCodeProtocol)
+		return fmt.Errorf("SETTINGS_NO_RFC7540_PRIORITIES %d, not 0 or 1 (RFC 9218 2.1): %w", s.Val, http2.ConnectionError(http2.ErrCodeProtocol))
 	}
 	return s.Valid()
 }
