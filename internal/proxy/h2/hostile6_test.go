@@ -1,9 +1,12 @@
 package h2
 
 import (
+	"context"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
@@ -273,5 +276,73 @@ func TestNoStreamOpenedAfterUpstreamGoAway(t *testing.T) {
 	}
 	if active != 1 {
 		t.Fatalf("%d slots taken, want 1 (stream 1's; the reserved one given back)", active)
+	}
+}
+
+// TestExpectContinueAnsweredByTheRelay: a request with "expect:
+// 100-continue" whose body is still to come gets the relay's own 100
+// Continue at once, as the HTTP/1.1 path answers it (docs/proxy.md); the
+// body then flows to the upstream, whose own 100 is not passed on (the
+// relay drops 1xx). Before, the client waited for a 100 that never came,
+// for its own timeout (curl's --expect100-timeout, 1 s by default; Go's
+// Transport.ExpectContinueTimeout) on every such request: 3 s with curl
+// --expect100-timeout 3, where x/net's server answered in 32 ms. One
+// with END_STREAM on its HEADERS (no body) gets no 100.
+func TestExpectContinueAnsweredByTheRelay(t *testing.T) {
+	up := xnetServer(t)
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1})
+	relay := serveDirect(t, h, "")
+	r := dialHostile(t, relay)
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", "POST", ":scheme", "http", ":path", "/x", ":authority", "web", "expect", "100-Continue"), EndHeaders: true})
+	// The 100 comes before any body was sent: the read is the proof.
+	heads, _, rst := r.readUntilHeaders(1)
+	if rst != -1 || field(heads, ":status") != "100" || len(heads) != 1 {
+		t.Fatalf("before the body: %v, reset %d; want only :status 100", heads, rst)
+	}
+	_ = r.fr.WriteData(1, true, []byte("body"))
+	final, data, rst := r.readStream(1)
+	if rst != -1 || len(final) != 1 || field(final[0], ":status") != "200" || string(data) != "ok" {
+		t.Fatalf("answer %v %q reset %d; want one 200 \"ok\" (no second 100)", final, data, rst)
+	}
+	// No body: no 100.
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: r.block(":method", "GET", ":scheme", "http", ":path", "/x", ":authority", "web", "expect", "100-continue"), EndHeaders: true, EndStream: true})
+	final, data, rst = r.readStream(3)
+	if rst != -1 || len(final) != 1 || field(final[0], ":status") != "200" || string(data) != "ok" {
+		t.Fatalf("GET: %v %q reset %d; want one 200 \"ok\"", final, data, rst)
+	}
+	// curl waits up to 30 s for a 100 before it sends the body; the
+	// command's deadline is 15 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "curl", "-sS", "--http2-prior-knowledge", "-H", "Host: web", "-H", "Expect: 100-continue",
+		"--expect100-timeout", "30", "--data-binary", "@-", "-w", " %{http_code}", "http://"+relay+"/x")
+	cmd.Stdin = strings.NewReader(strings.Repeat("a", 2000))
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "ok 200" {
+		t.Fatalf("curl: %q, %v", out, err)
+	}
+}
+
+// readUntilHeaders reads the client's frames until a header block on
+// stream id (returned), or its reset.
+func (r *hostileClient) readUntilHeaders(id uint32) (fields []hpack.HeaderField, data []byte, rst int) {
+	r.t.Helper()
+	_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			r.t.Fatalf("stream %d: read: %v", id, err)
+		}
+		if f.Header().StreamID != id {
+			continue
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			return f.Fields, data, -1
+		case *http2.DataFrame:
+			data = append(data, f.Data()...)
+		case *http2.RSTStreamFrame:
+			return nil, data, int(f.ErrCode)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -245,6 +246,13 @@ func (s *rstream) start() {
 		s.answer(s.own)
 		return
 	}
+	if !s.reqEnd && strings.EqualFold(fieldValue(s.fields, "expect"), "100-continue") {
+		// The relay's own 100 Continue, as the HTTP/1.1 path answers it
+		// (the body is read and replayed by the relay, not held back for
+		// the upstream's word; the upstream's 1xx are dropped): a client
+		// waiting for it would wait its own timeout (curl 1 s) first.
+		_ = s.cc.out.headers(s.id, false, continue100, nil, nil, false)
+	}
 	s.pool = s.cc.h.relayPool(s.cs.addr)
 	if s.cs.grpc && s.cs.dl.Set() {
 		// A gRPC answer is a stream the deadline ends too (a plain answer
@@ -256,6 +264,9 @@ func (s *rstream) start() {
 	}
 	s.next()
 }
+
+// continue100 is the relay's own 100 Continue (start).
+var continue100 = []hpack.HeaderField{{Name: ":status", Value: "100"}}
 
 // next starts the next attempt, if the breaker and the deadline let it.
 func (s *rstream) next() {
