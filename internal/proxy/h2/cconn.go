@@ -51,6 +51,17 @@ const (
 	// MAX_CONCURRENT_STREAMS handlers waiting to start).
 	resetLimit  = 200
 	resetWindow = time.Second
+	// maxHeldFields bounds the request header fields (regular ones and
+	// trailers) one connection's open streams hold: HPACK makes a field
+	// one byte on the wire (a static or dynamic table index) and an
+	// hpack.HeaderField of 40 bytes here, so 1,000 streams of 17,000
+	// fields each (under the 1 MiB list limit) held about 670 MiB for
+	// 17 MB sent (TestSmallFieldBombBounded). 65,536 fields are about
+	// 2.5 MiB; 1,000 streams of 65 fields fit. A stream past it is
+	// refused (REFUSED_STREAM: never processed, the client may retry),
+	// trailers past it reset it (ENHANCE_YOUR_CALM). x/net's server has
+	// no such bound.
+	maxHeldFields = 1 << 16
 	// winChangeWindow: a client changing SETTINGS_INITIAL_WINDOW_SIZE
 	// more than winChangeLimit times within it is ended with GOAWAY
 	// ENHANCE_YOUR_CALM (reason "settings-flood"). A change is O(1)
@@ -151,9 +162,12 @@ type cconn struct {
 	hr     *hreader // the reader goroutine's
 	target string
 
-	mu          sync.Mutex
-	out         *frameOut
-	streams     map[uint32]*rstream
+	mu      sync.Mutex
+	out     *frameOut
+	streams map[uint32]*rstream
+	// heldFields: the request header fields (and trailers) its open
+	// streams hold, at most maxHeldFields (onHeaders).
+	heldFields  int
 	maxSeen     uint32  // highest client stream id seen
 	sendWin     outflow // the connection's window toward the client
 	recvWin     inflow  // the client's on the connection
@@ -292,6 +306,11 @@ func (cc *cconn) serve() {
 		}
 		// ReadFrame in its two steps: the header is kept for an error
 		// the payload's parse reports (fh.Type below).
+		if cc.br.Buffered() == 0 {
+			// About to wait for the client: no large decoding buffer
+			// kept meanwhile (blocks back to back reuse it).
+			cc.hr.trim()
+		}
 		fh, err := fr.ReadFrameHeader()
 		var f http2.Frame
 		if err == nil {
@@ -832,6 +851,12 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 			cc.logMalformed(id, why)
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
+		if n := len(f.fields); cc.heldFields+n > maxHeldFields {
+			cc.logMalformed(id, "trailers of "+strconv.Itoa(n)+" fields past the connection's "+strconv.Itoa(maxHeldFields)+" held")
+			return cc.streamError(s, http2.ErrCodeEnhanceYourCalm)
+		}
+		s.nfields += len(f.fields)
+		cc.heldFields += len(f.fields)
 		s.onRequestTrailers(f.regular())
 		return true
 	case stateClosed:
@@ -840,7 +865,8 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 		return false
 	}
 	cc.maxSeen = id
-	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams {
+	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams ||
+		cc.heldFields+len(f.fields) > maxHeldFields {
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		return true
 	}
@@ -860,6 +886,8 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 	cc.rollResetWindow()
 	cc.opened++
 	s := newStream(cc, f)
+	s.nfields = len(f.fields)
+	cc.heldFields += s.nfields
 	cc.streams[id] = s
 	s.start()
 	return true
@@ -1245,6 +1273,8 @@ func (cc *cconn) removeStream(s *rstream) {
 		return
 	}
 	delete(cc.streams, s.id)
+	cc.heldFields -= s.nfields
+	s.nfields = 0
 	if len(cc.streams) == 0 {
 		cc.wakeReader() // a half-closed client's last answer
 		if cc.goingAway && cc.h.closing.Load() {

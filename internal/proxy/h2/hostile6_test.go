@@ -1,8 +1,10 @@
 package h2
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -345,4 +347,126 @@ func (r *hostileClient) readUntilHeaders(id uint32) (fields []hpack.HeaderField,
 			return nil, data, int(f.ErrCode)
 		}
 	}
+}
+
+// smallFieldBomb is a gRPC call's header block with n fields more, each
+// the one byte 0x90 (HPACK static index 16, "accept-encoding: gzip,
+// deflate": 60 bytes of header list, 40 of the relay's memory as an
+// hpack.HeaderField), in frames of at most 16 KiB.
+func (r *hostileClient) smallFieldBomb(id uint32, n int) int {
+	blk := append(r.grpcHeaders(), bytes.Repeat([]byte{0x90}, n)...)
+	for first, b := true, blk; first || len(b) > 0; first = false {
+		k := min(len(b), 16384)
+		if first {
+			_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:k], EndHeaders: k == len(b)})
+		} else {
+			_ = r.fr.WriteContinuation(id, k == len(b), b[:k])
+		}
+		b = b[k:]
+	}
+	return len(blk)
+}
+
+// TestSmallFieldBombBounded: an HPACK bomb of many small fields (one
+// byte each on the wire, a static-table index) under the 1 MiB header
+// list limit: 17,000 fields a request, 17 KB sent, 680 KB of fields the
+// relay holds while the call is under way (x/net's server accepts the
+// same). 100 such calls on one connection, held by an upstream that
+// never answers: before, they all went upstream and the relay's heap
+// grew by 66.9 MiB for 1.6 MiB sent (and 1,000 of them, the streams a
+// connection may open, about 670 MiB). Now a connection's open streams
+// hold at most maxHeldFields request fields: three calls go upstream,
+// the 97 others are refused (REFUSED_STREAM: never processed), the heap
+// grows by less than 8 MiB (3.0-5.4 measured); once the client resets
+// the three, three fit again, and trailers that would pass the bound
+// reset their stream (ENHANCE_YOUR_CALM). An idle connection keeps no large decoding buffer after
+// such a block (hreader.trim): 50 connections that each sent one (a
+// malformed one, reset at once) hold less than 4 MiB after a GC (before,
+// 680 KB each: 34 MiB).
+func TestSmallFieldBombBounded(t *testing.T) {
+	up, seen, _ := countingUpstream(t)
+	h, _ := newHandler(t, proxyOpts{name: "echo", addr: up, attempts: 1})
+	addr := serveDirect(t, h, "echo:50051")
+	const streams, fields = 100, 17000
+	hs := sampleHeap()
+	r := dialHostile(t, addr)
+	wire := 0
+	for i := range streams {
+		wire += r.smallFieldBomb(uint32(2*i+1), fields)
+	}
+	refused := map[uint32]bool{}
+	_ = r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for len(refused) < streams-3 {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d refusals: %v", len(refused), err)
+		}
+		if rst, ok := f.(*http2.RSTStreamFrame); ok {
+			if rst.ErrCode != http2.ErrCodeRefusedStream || rst.StreamID < 7 {
+				t.Fatalf("stream %d reset %v; want REFUSED_STREAM for streams 7 and above", rst.StreamID, rst.ErrCode)
+			}
+			refused[rst.StreamID] = true
+		}
+	}
+	waitFor(t, "three calls upstream", func() bool { return seen.Load() == 3 })
+	g := hs.growth()
+	t.Logf("%d calls, %d KiB of header blocks: %d refused, %d upstream, heap peak growth %.1f MiB", streams, wire>>10, len(refused), seen.Load(), float64(g)/(1<<20))
+	if g > 8<<20 {
+		t.Fatalf("heap grew %.1f MiB for %d KiB sent, want < 8 MiB", float64(g)/(1<<20), wire>>10)
+	}
+	for _, id := range []uint32{1, 3, 5} {
+		_ = r.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	waitFor(t, "the three calls forgotten", func() bool {
+		h.rmu.Lock()
+		defer h.rmu.Unlock()
+		for cc := range h.rconns {
+			cc.mu.Lock()
+			n := len(cc.streams)
+			cc.mu.Unlock()
+			if n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	r.smallFieldBomb(201, fields)
+	r.smallFieldBomb(203, fields)
+	r.smallFieldBomb(205, fields)
+	waitFor(t, "three calls upstream again", func() bool { return seen.Load() == 6 })
+	// Trailers past the bound reset their stream (ENHANCE_YOUR_CALM),
+	// the calls held go on.
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 207, BlockFragment: r.grpcHeaders(), EndHeaders: true})
+	_ = r.fr.WriteData(207, false, grpcMessage("x"))
+	tr := bytes.Repeat([]byte{0x90}, fields)
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 207, BlockFragment: tr[:16384], EndStream: true})
+	_ = r.fr.WriteContinuation(207, true, tr[16384:])
+	if _, _, rst := r.readStream(207); rst != int(http2.ErrCodeEnhanceYourCalm) {
+		t.Fatalf("trailers past the bound: reset %d, want ENHANCE_YOUR_CALM", rst)
+	}
+	waitFor(t, "the fourth call upstream (its HEADERS were forwarded before the trailers)", func() bool { return seen.Load() == 7 })
+
+	// Retained: malformed blocks (no :path) of 17,000 fields, one per
+	// connection, each reset at once; the connections stay open, idle.
+	runtime.GC()
+	before := heapInuse()
+	var idle []*hostileClient
+	for range 50 {
+		c := dialHostile(t, addr)
+		blk := append(c.block(":method", "GET", ":scheme", "http", ":authority", "echo:50051"), bytes.Repeat([]byte{0x90}, fields)...)
+		_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:16384]})
+		_ = c.fr.WriteContinuation(1, true, blk[16384:])
+		_, _, rst := c.readStream(1)
+		if rst != int(http2.ErrCodeProtocol) {
+			t.Fatalf("malformed bomb: reset %d, want PROTOCOL_ERROR", rst)
+		}
+		idle = append(idle, c)
+	}
+	runtime.GC()
+	held := int64(heapInuse()) - int64(before)
+	t.Logf("50 idle connections after a bomb each: %.1f MiB held", float64(held)/(1<<20))
+	if held > 4<<20 {
+		t.Fatalf("50 idle connections hold %.1f MiB, want < 4 MiB", float64(held)/(1<<20))
+	}
+	_ = idle
 }

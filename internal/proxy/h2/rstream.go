@@ -48,6 +48,9 @@ type useState struct {
 	own    *ownAnswer // answered without an attempt
 	pool   *rpool
 	fields []hpack.HeaderField // the request's regular fields
+	// nfields: the request's fields (its trailers' too) counted in
+	// cc.heldFields while the stream is open.
+	nfields int
 
 	// The request body as the client sent it: kept whole for replay while
 	// it fits --max-replay-bytes (gRPC A6), else from the current
@@ -237,6 +240,9 @@ func (cc *cconn) recycle(s *rstream) {
 			*b = nil
 		}
 	}
+	// Its header lists are the next use's anew (newStream): not kept
+	// alive meanwhile (a request's may be 17,000 fields).
+	s.fields, s.hdr, s.reqTrailers, s.outTrailers = nil, nil, nil, nil
 	cc.free = append(cc.free, s)
 }
 

@@ -235,6 +235,9 @@ func (uc *upconn) lookup(id uint32) *ratt {
 func (uc *upconn) readLoop() {
 	var err error
 	for {
+		if uc.br.Buffered() == 0 {
+			uc.hr.trim() // about to wait: no large decoding buffer kept meanwhile
+		}
 		var f http2.Frame
 		var blk *hblock
 		f, err = uc.fr.ReadFrame()
