@@ -108,7 +108,10 @@
 // connection; Config.RequestTimeout bounds the preface, the first SETTINGS
 // and every frame from its first byte (slowloris), and an upstream's
 // header block from its HEADERS; a block's frames count their headers
-// against twice the header-list bound (empty CONTINUATION floods).
+// against twice the header-list bound (empty CONTINUATION floods); a
+// connection's open streams hold at most maxHeldFields request header
+// fields (HPACK bombs of one-byte fields; a stream past it is refused)
+// and a reader keeps no large decoding buffer while it waits.
 //
 // The package depends on policy, forward (the HTTP/1.1 path's words for
 // the proxy's own answers), accesslog, netpoll (RecvRaw, SendRaw),
