@@ -3,6 +3,9 @@ package h2
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -288,8 +291,9 @@ func TestNoStreamOpenedAfterUpstreamGoAway(t *testing.T) {
 // relay drops 1xx). Before, the client waited for a 100 that never came,
 // for its own timeout (curl's --expect100-timeout, 1 s by default; Go's
 // Transport.ExpectContinueTimeout) on every such request: 3 s with curl
-// --expect100-timeout 3, where x/net's server answered in 32 ms. One
-// with END_STREAM on its HEADERS (no body) gets no 100.
+// --expect100-timeout 3, where x/net's server answered in 32 ms; Go's
+// Transport waited its ExpectContinueTimeout. One with END_STREAM on its
+// HEADERS (no body) gets no 100.
 func TestExpectContinueAnsweredByTheRelay(t *testing.T) {
 	up := xnetServer(t)
 	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 1})
@@ -322,6 +326,29 @@ func TestExpectContinueAnsweredByTheRelay(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || string(out) != "ok 200" {
 		t.Fatalf("curl: %q, %v", out, err)
+	}
+	// Go's Transport the same: it waits up to 30 s for the 100, the
+	// client's deadline is 15 s.
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos, ExpectContinueTimeout: 30 * time.Second, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, relay)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	req, err := http.NewRequest(http.MethodPost, "http://web/x", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Expect", "100-continue")
+	resp, err := (&http.Client{Transport: tr, Timeout: 15 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("Go's Transport: %d %q %v", resp.StatusCode, body, err)
 	}
 }
 
