@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -50,6 +51,17 @@ const (
 	// MAX_CONCURRENT_STREAMS handlers waiting to start).
 	resetLimit  = 200
 	resetWindow = time.Second
+	// maxHeldFields bounds the request header fields (regular ones and
+	// trailers) one connection's open streams hold: HPACK makes a field
+	// one byte on the wire (a static or dynamic table index) and an
+	// hpack.HeaderField of 40 bytes here, so 1,000 streams of 17,000
+	// fields each (under the 1 MiB list limit) held about 670 MiB for
+	// 17 MB sent (TestSmallFieldBombBounded). 65,536 fields are about
+	// 2.5 MiB; 1,000 streams of 65 fields fit. A stream past it is
+	// refused (REFUSED_STREAM: never processed, the client may retry),
+	// trailers past it reset it (ENHANCE_YOUR_CALM). x/net's server has
+	// no such bound.
+	maxHeldFields = 1 << 16
 	// winChangeWindow: a client changing SETTINGS_INITIAL_WINDOW_SIZE
 	// more than winChangeLimit times within it is ended with GOAWAY
 	// ENHANCE_YOUR_CALM (reason "settings-flood"). A change is O(1)
@@ -150,9 +162,12 @@ type cconn struct {
 	hr     *hreader // the reader goroutine's
 	target string
 
-	mu          sync.Mutex
-	out         *frameOut
-	streams     map[uint32]*rstream
+	mu      sync.Mutex
+	out     *frameOut
+	streams map[uint32]*rstream
+	// heldFields: the request header fields (and trailers) its open
+	// streams hold, at most maxHeldFields (onHeaders).
+	heldFields  int
 	maxSeen     uint32  // highest client stream id seen
 	sendWin     outflow // the connection's window toward the client
 	recvWin     inflow  // the client's on the connection
@@ -291,6 +306,11 @@ func (cc *cconn) serve() {
 		}
 		// ReadFrame in its two steps: the header is kept for an error
 		// the payload's parse reports (fh.Type below).
+		if cc.br.Buffered() == 0 {
+			// About to wait for the client: no large decoding buffer
+			// kept meanwhile (blocks back to back reuse it).
+			cc.hr.trim()
+		}
 		fh, err := fr.ReadFrameHeader()
 		var f http2.Frame
 		if err == nil {
@@ -521,7 +541,7 @@ func (cc *cconn) frame(f http2.Frame) bool {
 			return false
 		}
 		err := f.ForeachSetting(func(s http2.Setting) error {
-			if err := s.Valid(); err != nil {
+			if err := validSetting(s); err != nil {
 				return err
 			}
 			switch s.ID {
@@ -790,6 +810,17 @@ func badTrailers(fields []hpack.HeaderField) string {
 	return ""
 }
 
+// validSetting is x/net's Setting.Valid (RFC 9113 6.5.2) and the check
+// x/net's Server adds to it: RFC 9218 2.1 makes a
+// SETTINGS_NO_RFC7540_PRIORITIES other than 0 or 1 a connection
+// PROTOCOL_ERROR (it was ignored, from a client and from an upstream).
+func validSetting(s http2.Setting) error {
+	if s.ID == http2.SettingNoRFC7540Priorities && s.Val > 1 {
+		return fmt.Errorf("SETTINGS_NO_RFC7540_PRIORITIES %d, not 0 or 1 (RFC 9218 2.1): %w", s.Val, http2.ConnectionError(http2.ErrCodeProtocol))
+	}
+	return s.Valid()
+}
+
 // onHeaders handles a header block from the client; mu held.
 func (cc *cconn) onHeaders(f *hblock) bool {
 	id := f.streamID
@@ -820,6 +851,12 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 			cc.logMalformed(id, why)
 			return cc.streamError(s, http2.ErrCodeProtocol)
 		}
+		if n := len(f.fields); cc.heldFields+n > maxHeldFields {
+			cc.logMalformed(id, "trailers of "+strconv.Itoa(n)+" fields past the connection's "+strconv.Itoa(maxHeldFields)+" held")
+			return cc.streamError(s, http2.ErrCodeEnhanceYourCalm)
+		}
+		s.nfields += len(f.fields)
+		cc.heldFields += len(f.fields)
 		s.onRequestTrailers(f.regular())
 		return true
 	case stateClosed:
@@ -828,7 +865,8 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 		return false
 	}
 	cc.maxSeen = id
-	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams {
+	if cc.goingAway || cc.h.closing.Load() || uint32(len(cc.streams)) >= cc.h.cfg.MaxConcurrentStreams ||
+		cc.heldFields+len(f.fields) > maxHeldFields {
 		_ = cc.out.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		return true
 	}
@@ -848,6 +886,8 @@ func (cc *cconn) onHeaders(f *hblock) bool {
 	cc.rollResetWindow()
 	cc.opened++
 	s := newStream(cc, f)
+	s.nfields = len(f.fields)
+	cc.heldFields += s.nfields
 	cc.streams[id] = s
 	s.start()
 	return true
@@ -1233,6 +1273,8 @@ func (cc *cconn) removeStream(s *rstream) {
 		return
 	}
 	delete(cc.streams, s.id)
+	cc.heldFields -= s.nfields
+	s.nfields = 0
 	if len(cc.streams) == 0 {
 		cc.wakeReader() // a half-closed client's last answer
 		if cc.goingAway && cc.h.closing.Load() {

@@ -607,9 +607,9 @@ func (c *callState) headerExtras(res *outcome, reason policy.Reason, out []hpack
 }
 
 // trailerExtras are the fields added to an upstream's trailers passed on
-// (grpcStatus: their grpc-status values); it counts a committed gRPC
-// answer by its final code.
-func (c *callState) trailerExtras(res *outcome, reason policy.Reason, grpcStatus []string, out []hpack.HeaderField) []hpack.HeaderField {
+// (trailers: the upstream's); it counts a committed gRPC answer by its
+// final code.
+func (c *callState) trailerExtras(res *outcome, reason policy.Reason, trailers, out []hpack.HeaderField) []hpack.HeaderField {
 	if !c.grpc {
 		return out
 	}
@@ -617,7 +617,7 @@ func (c *callState) trailerExtras(res *outcome, reason policy.Reason, grpcStatus
 		out = append(out, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
 	}
 	if res.committed {
-		code, ok := parseStatus(grpcStatus)
+		code, ok := grpcStatus(trailers)
 		if !ok {
 			code = codeInternal
 		}

@@ -69,7 +69,8 @@
 //
 // As an intermediary it honours SETTINGS both ways (MAX_CONCURRENT_STREAMS,
 // INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE,
-// HEADER_TABLE_SIZE), credits WINDOW_UPDATEs as the other side consumes,
+// HEADER_TABLE_SIZE; a value RFC 9113 6.5.2 or RFC 9218 2.1 forbids is
+// a connection error, GOAWAY), credits WINDOW_UPDATEs as the other side consumes,
 // answers PING (and pings a client quiet for Config.PingInterval, as
 // net/http's server), passes RST_STREAM both ways, sends GOAWAY on
 // shutdown and on protocol errors (the reason in the debug data), ignores
@@ -85,7 +86,8 @@
 // on); an answer that breaks the protocol on its stream is a bad answer
 // as on HTTP/1.1 (forward.BadAnswerError), and one whose header block does
 // not decode ends its connection, the other streams on it lost. A stream an upstream GOAWAY or
-// REFUSED_STREAM shows was never processed is re-sent on another
+// REFUSED_STREAM shows was never processed (one it answered first, a 1xx
+// included, was) is re-sent on another
 // connection after a small jittered backoff, without counting an
 // attempt, or, its body over the replay buffer, refused to its client with
 // REFUSED_STREAM (refuse, rstream.go); a stream that was written is never
@@ -106,7 +108,10 @@
 // connection; Config.RequestTimeout bounds the preface, the first SETTINGS
 // and every frame from its first byte (slowloris), and an upstream's
 // header block from its HEADERS; a block's frames count their headers
-// against twice the header-list bound (empty CONTINUATION floods).
+// against twice the header-list bound (empty CONTINUATION floods); a
+// connection's open streams hold at most maxHeldFields request header
+// fields (HPACK bombs of one-byte fields; a stream past it is refused)
+// and a reader keeps no large decoding buffer while it waits.
 //
 // The package depends on policy, forward (the HTTP/1.1 path's words for
 // the proxy's own answers), accesslog, netpoll (RecvRaw, SendRaw),

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http2/hpack"
+
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
 
@@ -67,19 +69,26 @@ func statusFromHTTP(s int) int {
 	return codeUnknown
 }
 
-// parseStatus reads a grpc-status value; ok false when absent or
-// malformed, as grpc-go's client reads it (strconv.ParseInt(v, 10, 32): a
-// space around it is malformed, the client sees UNKNOWN and the relay
-// must not retry it as the code it is not).
-func parseStatus(vs []string) (int, bool) {
-	if len(vs) == 0 {
-		return 0, false
+// grpcStatus reads an answer block's grpc-status as grpc-go's client
+// reads it (operateHeaders): every value strconv.ParseInt(v, 10, 32), one
+// malformed (a space around it: the client sees UNKNOWN, and the relay
+// must not retry it as the code it is not) makes it UNKNOWN, else the
+// last value counts, a negative one as the uint32 grpc-go makes of it
+// (no code any --retry-on names). ok is false when there is none. Before,
+// the first value counted: "14" then "0" was retried where the client
+// reads OK.
+func grpcStatus(fs []hpack.HeaderField) (code int, ok bool) {
+	for i := range fs {
+		if fs[i].Name != "grpc-status" {
+			continue
+		}
+		n, err := strconv.ParseInt(fs[i].Value, 10, 32)
+		if err != nil {
+			return codeUnknown, true
+		}
+		code, ok = int(uint32(n)), true
 	}
-	n, err := strconv.ParseInt(vs[0], 10, 32)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return int(n), true
+	return code, ok
 }
 
 // codeLabel is a gRPC code as gRPC names it (UNAVAILABLE), for metrics;

@@ -71,6 +71,20 @@ type hreader struct {
 	invalid               error
 }
 
+// maxKeptFields is the most fields a reader's decoding buffer keeps
+// between blocks (trim): a larger one, from a block of many small
+// fields, is left to the collector rather than held by an idle
+// connection.
+const maxKeptFields = 256
+
+// trim drops the decoding buffer if a block made it large; the reader
+// calls it once the last block was handled.
+func (r *hreader) trim() {
+	if cap(r.blk.fields) > maxKeptFields {
+		r.blk.fields = nil
+	}
+}
+
 func newHReader(fr *http2.Framer, maxList uint32) *hreader {
 	r := &hreader{fr: fr, max: maxList}
 	r.dec = hpack.NewDecoder(4096, r.emit) // the method value: once per connection

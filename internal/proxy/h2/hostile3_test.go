@@ -158,6 +158,18 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 			p.do(func(fr *http2.Framer) { _ = fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 2}) })
 			return ""
 		}, 2},
+		// RFC 9218 2.1: SETTINGS_NO_RFC7540_PRIORITIES above 1 is a
+		// connection PROTOCOL_ERROR; the answer after it is never read
+		// (the relay reads in order), the call retried on a new
+		// connection. Before, the setting was ignored and the answer
+		// taken (one execution).
+		{"settings-no-rfc7540-priorities-2", func(_ *testing.T, p *upPeer, id uint32) string {
+			p.do(func(fr *http2.Framer) {
+				_ = fr.WriteSettings(http2.Setting{ID: http2.SettingNoRFC7540Priorities, Val: 2})
+			})
+			p.grpcOK(id)
+			return ""
+		}, 2},
 		// A huge SETTINGS_HEADER_TABLE_SIZE: the relay's encoder keeps its
 		// own 4,096 (the setting is a limit, not a demand), the call goes
 		// on.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -47,6 +48,9 @@ type useState struct {
 	own    *ownAnswer // answered without an attempt
 	pool   *rpool
 	fields []hpack.HeaderField // the request's regular fields
+	// nfields: the request's fields (its trailers' too) counted in
+	// cc.heldFields while the stream is open.
+	nfields int
 
 	// The request body as the client sent it: kept whole for replay while
 	// it fits --max-replay-bytes (gRPC A6), else from the current
@@ -133,9 +137,12 @@ type attemptState struct {
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	gotHeaders bool
-	info       int64 // the header list size of the 1xx answers so far
-	hdrs       []hpack.HeaderField
-	trailers   []hpack.HeaderField
+	// informed: a 1xx came; the upstream processed the request (a
+	// REFUSED_STREAM or GOAWAY below the stream after it is not believed).
+	informed bool
+	info     int64 // the header list size of the 1xx answers so far
+	hdrs     []hpack.HeaderField
+	trailers []hpack.HeaderField
 	// hdrs' and trailers' arrays while they fit (an upstream's decoded
 	// block is its connection's, reused).
 	hdrBuf    [4]hpack.HeaderField
@@ -233,6 +240,9 @@ func (cc *cconn) recycle(s *rstream) {
 			*b = nil
 		}
 	}
+	// Its header lists are the next use's anew (newStream): not kept
+	// alive meanwhile (a request's may be 17,000 fields).
+	s.fields, s.hdr, s.reqTrailers, s.outTrailers = nil, nil, nil, nil
 	cc.free = append(cc.free, s)
 }
 
@@ -241,6 +251,13 @@ func (s *rstream) start() {
 	if s.own != nil {
 		s.answer(s.own)
 		return
+	}
+	if !s.reqEnd && strings.EqualFold(fieldValue(s.fields, "expect"), "100-continue") {
+		// The relay's own 100 Continue, as the HTTP/1.1 path answers it
+		// (the body is read and replayed by the relay, not held back for
+		// the upstream's word; the upstream's 1xx are dropped): a client
+		// waiting for it would wait its own timeout (curl 1 s) first.
+		_ = s.cc.out.headers(s.id, false, continue100, nil, nil, false)
 	}
 	s.pool = s.cc.h.relayPool(s.cs.addr)
 	if s.cs.grpc && s.cs.dl.Set() {
@@ -253,6 +270,9 @@ func (s *rstream) start() {
 	}
 	s.next()
 }
+
+// continue100 is the relay's own 100 Continue (start).
+var continue100 = []hpack.HeaderField{{Name: ":status", Value: "100"}}
 
 // next starts the next attempt, if the breaker and the deadline let it.
 func (s *rstream) next() {
@@ -547,16 +567,6 @@ func fieldValue(fs []hpack.HeaderField, name string) string {
 	return ""
 }
 
-// fieldLookup is the first value of the fields named name, if any.
-func fieldLookup(fs []hpack.HeaderField, name string) (string, bool) {
-	for i := range fs {
-		if fs[i].Name == name {
-			return fs[i].Value, true
-		}
-	}
-	return "", false
-}
-
 func fieldValues(fs []hpack.HeaderField, name string) []string {
 	var out []string
 	for i := range fs {
@@ -593,6 +603,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			// sending one indexed 1xx block after another (a few bytes
 			// each on the wire, kilobytes decoded) kept the attempt and
 			// the relay's reader busy until the per-try timeout.
+			a.informed = true
 			for i := range f.fields {
 				a.info += int64(f.fields[i].Size())
 			}
@@ -628,7 +639,17 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			return
 		}
 		r.pushback = fieldValues(a.hdrs, "grpc-retry-pushback-ms")
-		if c, ok := parseStatus(fieldValues(a.hdrs, "grpc-status")); ok {
+		if !a.upEnded && (code == 200 || grpcContentType(fieldValue(a.hdrs, "content-type"))) {
+			// Headers that do not end the stream are not its status, as
+			// grpc-go's client reads them (operateHeaders: grpc-status
+			// only with END_STREAM; a gRPC content-type and :status does
+			// not matter): held back until a message or the trailers.
+			// Judged by a grpc-status here, the call was retried while
+			// its upstream went on to complete it, or ended with the
+			// message after it dropped.
+			return
+		}
+		if c, ok := grpcStatus(a.hdrs); ok && a.upEnded {
 			// Trailers-only: the whole answer is in the headers.
 			r.code, r.eof = c, true
 			if s.upstreamDeadline(c) {
@@ -637,15 +658,15 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 				return
 			}
 		} else if code != 200 {
+			// Not gRPC's answer (open, it is not gRPC's content-type):
+			// its HTTP status is its status, as grpc-go maps it.
 			r.code, r.eof = statusFromHTTP(code), true
-		} else if a.upEnded {
+		} else {
 			// Trailers-only without a (well-formed) grpc-status: passed
 			// on as it came, the headers ending the stream (split into
 			// headers and an empty end, the client saw "server closed
 			// the stream without sending trailers").
 			r.code, r.eof = codeInternal, true
-		} else {
-			return // held back until a message or the trailers
 		}
 		a.upDone()
 		s.decide(a)
@@ -675,7 +696,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		if len(r.pushback) == 0 {
 			r.pushback = fieldValues(a.trailers, "grpc-retry-pushback-ms")
 		}
-		if c, ok := parseStatus(fieldValues(a.trailers, "grpc-status")); ok {
+		if c, ok := grpcStatus(a.trailers); ok {
 			r.code = c
 		} else {
 			r.code = codeInternal
@@ -688,7 +709,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		return
 	}
 	if s.relayed == a {
-		if c, ok := parseStatus(fieldValues(a.trailers, "grpc-status")); ok && s.upstreamDeadline(c) {
+		if c, ok := grpcStatus(a.trailers); ok && s.upstreamDeadline(c) {
 			// The end is the deadline's, as if the proxy's timer had come
 			// first (after the messages before it).
 			s.broken(context.DeadlineExceeded)
@@ -920,7 +941,7 @@ func (a *ratt) upstreamReset(uc *upconn, id uint32, code http2.ErrCode, err erro
 }
 
 func (a *ratt) upstreamResetLocked(code http2.ErrCode, err error) {
-	if code == http2.ErrCodeRefusedStream && !a.gotHeaders {
+	if code == http2.ErrCodeRefusedStream && !a.gotHeaders && !a.informed {
 		a.unprocessedLocked(err)
 		return
 	}
@@ -957,10 +978,12 @@ func (a *ratt) unprocessed(uc *upconn, id uint32, err error) {
 // would; a body that overflowed the replay buffer cannot be re-sent.
 func (a *ratt) unprocessedLocked(err error) {
 	s := a.s
-	// An answer begun (its headers came) was processed, whatever a GOAWAY
-	// after it claims: not re-sent, as after REFUSED_STREAM.
-	if a.judged || a.gotHeaders || s.att != a || s.done || a.resends >= 6 || s.overflow {
-		a.refused = s.overflow && !a.judged && !a.gotHeaders && s.att == a && !s.done
+	// An answer begun (its headers came, a 1xx's too: an upstream's
+	// application wrote it) was processed, whatever a GOAWAY after it
+	// claims: not re-sent, as after REFUSED_STREAM.
+	began := a.gotHeaders || a.informed
+	if a.judged || began || s.att != a || s.done || a.resends >= 6 || s.overflow {
+		a.refused = s.overflow && !a.judged && !began && s.att == a && !s.done
 		a.upEnded = true
 		a.fail(err)
 		return
@@ -1109,11 +1132,7 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 // relayEnd passes on the end of the upstream's answer, after its body.
 func (s *rstream) relayEnd(a *ratt) {
 	var buf [1]hpack.HeaderField
-	var st []string
-	if v, ok := fieldLookup(a.trailers, "grpc-status"); ok {
-		st = []string{v} // its first value is all parseStatus reads; on the stack
-	}
-	extra := s.cs.trailerExtras(&a.res, s.reason, st, buf[:0])
+	extra := s.cs.trailerExtras(&a.res, s.reason, a.trailers, buf[:0])
 	if len(extra) > 0 {
 		tr := make([]hpack.HeaderField, 0, len(a.trailers)+len(extra))
 		for _, f := range a.trailers {

@@ -171,7 +171,7 @@ func (uc *upconn) settings(sf *http2.SettingsFrame) error {
 	var delta, iwsFrom int64
 	more, iwsSeen := false, false
 	err := sf.ForeachSetting(func(s http2.Setting) error {
-		if err := s.Valid(); err != nil {
+		if err := validSetting(s); err != nil {
 			return err
 		}
 		switch s.ID {
@@ -235,6 +235,9 @@ func (uc *upconn) lookup(id uint32) *ratt {
 func (uc *upconn) readLoop() {
 	var err error
 	for {
+		if uc.br.Buffered() == 0 {
+			uc.hr.trim() // about to wait: no large decoding buffer kept meanwhile
+		}
 		var f http2.Frame
 		var blk *hblock
 		f, err = uc.fr.ReadFrame()
@@ -452,7 +455,8 @@ func (uc *upconn) lost(err error) {
 }
 
 // open registers a's stream under a new id and writes its HEADERS (the
-// slot was reserved); false if the connection closed meanwhile.
+// slot was reserved); false if the connection closed or went away
+// (GOAWAY) meanwhile.
 func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end bool) (bool, error) {
 	uc.wmu.Lock()
 	defer uc.wmu.Unlock()
@@ -473,6 +477,20 @@ func (uc *upconn) open(a *ratt, pseudo, fields, extra []hpack.HeaderField, end b
 	uc.mu.Lock()
 	if uc.closed {
 		uc.mu.Unlock()
+		return false, nil
+	}
+	if uc.goAway && id <= maxStreamID {
+		// A GOAWAY read since the slot was reserved (the upstream's; or
+		// the relay's own close): a stream opened now is above its
+		// last-stream-id, which the upstream ignores, and would wait
+		// for the per-try timeout or the connection's end. The slot is
+		// given back, the caller tries another connection.
+		uc.active--
+		drained := len(uc.streams) == 0
+		uc.mu.Unlock()
+		if drained {
+			_ = uc.cw.Close()
+		}
 		return false, nil
 	}
 	if id > maxStreamID {
