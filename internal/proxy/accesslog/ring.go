@@ -48,8 +48,11 @@ const DefaultRingBytes = 1 << 20
 const (
 	lineSize = 64
 	// hdrSize: u16 record length, time and duration (i64), attempt, budget in and out,
-	// status, grpc status (16 bits each), then the length of each value (u16).
-	hdrSize = 2 + 8 + 8 + 5*2 + numPacked*2
+	// status (16 bits each), grpc status (i64: an upstream's grpc-status is any uint32,
+	// -1 none; 16 bits logged 99999 as none), then the length of each value (u16).
+	hdrSize = lensAt + numPacked*2
+	// lensAt: where the values' lengths start.
+	lensAt = 2 + 8 + 8 + 4*2 + 8
 	// skipMark in a record's length field: the rest of the ring up to its end is unused (the
 	// next record did not fit there and starts again at line 0).
 	skipMark = 0xffff
@@ -131,15 +134,15 @@ func (r *Ring) Commit(e *Entry) {
 	le.PutUint16(b[20:], uint16(rec.BudgetIn))
 	le.PutUint16(b[22:], uint16(rec.BudgetOut))
 	le.PutUint16(b[24:], uint16(rec.Status))
-	le.PutUint16(b[26:], uint16(rec.GRPCStatus))
+	le.PutUint64(b[26:], uint64(int64(rec.GRPCStatus)))
 	p := hdrSize
 	for f := range numFields {
-		le.PutUint16(b[28+2*f:], rec.n[f])
+		le.PutUint16(b[lensAt+2*f:], rec.n[f])
 		p += copy(b[p:], rec.get(f))
 	}
 	for i, s := range [3]string{rec.Upstream, rec.Exhausted, rec.Error} {
 		s = s[:clip(len(s))]
-		le.PutUint16(b[28+2*(numFields+i):], uint16(len(s)))
+		le.PutUint16(b[lensAt+2*(numFields+i):], uint16(len(s)))
 		p += copy(b[p:], s)
 	}
 	r.pos += k
@@ -210,11 +213,11 @@ func (w *Writer) unpack(b []byte) {
 	s.BudgetIn = int(int16(le.Uint16(b[20:])))
 	s.BudgetOut = int(int16(le.Uint16(b[22:])))
 	s.Status = int(le.Uint16(b[24:]))
-	s.GRPCStatus = int(int16(le.Uint16(b[26:])))
+	s.GRPCStatus = int(int64(le.Uint64(b[26:])))
 	s.used = 0
 	p := hdrSize
 	for f := range numFields {
-		n := int(le.Uint16(b[28+2*f:]))
+		n := int(le.Uint16(b[lensAt+2*f:]))
 		k := copy(s.data[s.used:], b[p:p+n])
 		s.off[f], s.n[f] = s.used, uint16(k)
 		s.used += uint16(k)
@@ -222,7 +225,7 @@ func (w *Writer) unpack(b []byte) {
 	}
 	var strs [3]string
 	for i := range strs {
-		n := int(le.Uint16(b[28+2*(numFields+i):]))
+		n := int(le.Uint16(b[lensAt+2*(numFields+i):]))
 		strs[i] = w.intern(b[p : p+n])
 		p += n
 	}
