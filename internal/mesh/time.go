@@ -666,6 +666,196 @@ func (s *Set) Hop(own graph.TimeLayer, e Edge) graph.Hop {
 	return h
 }
 
+// maxHops bounds the hops Hops returns for one edge: beyond it the layers with alternatives are
+// each taken as their envelope (envelope), an upper bound of every one of them.
+const maxHops = 64
+
+// Hops are the hops one call can take, for the graph to take the worst of (graph.Timing.AddHop):
+// Hop(own, e), and the same with each layer replaced by each other route of its object that
+// takes the same requests (timeAlternatives), every combination. The mesh counts the route of
+// the most tries, but which route a request takes depends on its path and headers, which the
+// model does not know, and a route of fewer tries can wait longer (a VirtualService route of 4
+// tries within a 1s timeout beside a route of 2 tries with none: 2 x the callee's time, not 1s).
+// Before, the time was the counted route's alone.
+func (s *Set) Hops(own graph.TimeLayer, e Edge) []graph.Hop {
+	base := s.Hop(own, e)
+	choices := make([][]graph.TimeLayer, len(e.Layers))
+	n := 1
+	for i, l := range e.Layers {
+		choices[i] = []graph.TimeLayer{base[i+1]}
+		for _, a := range s.timeAlternatives(l) {
+			if tl := s.TimeLayer(a); !slices.Contains(choices[i], tl) {
+				choices[i] = append(choices[i], tl)
+			}
+		}
+		n *= len(choices[i])
+		if n > maxHops {
+			n = maxHops + 1
+		}
+	}
+	if n == 1 {
+		return []graph.Hop{base}
+	}
+	if n > maxHops {
+		h := slices.Clone(base)
+		for i, c := range choices {
+			h[i+1] = envelope(c)
+		}
+		return []graph.Hop{h}
+	}
+	out := []graph.Hop{base}
+	pick := make([]int, len(choices))
+	for {
+		// The next combination, in the order of an odometer whose first wheel is the last layer.
+		i := len(pick) - 1
+		for i >= 0 {
+			pick[i]++
+			if pick[i] < len(choices[i]) {
+				break
+			}
+			pick[i] = 0
+			i--
+		}
+		if i < 0 {
+			return out
+		}
+		h := slices.Clone(base)
+		for j, k := range pick {
+			h[j+1] = choices[j][k]
+		}
+		out = append(out, h)
+	}
+}
+
+// EntryHops are the hops of an entrypoint's client attempts whose layers are e's and whose
+// first layer is the largest of alts (Set.EntryLayers): the same hop with that layer replaced by
+// each of alts, as Hops does for an edge, since the rule or route a request takes is not known.
+func (s *Set) EntryHops(e Edge, alts []Layer) []graph.Hop {
+	h := make(graph.Hop, 0, len(e.Layers))
+	for _, l := range e.Layers {
+		h = append(h, s.TimeLayer(l))
+	}
+	out := []graph.Hop{h}
+	if len(h) == 0 {
+		return out
+	}
+	seen := []graph.TimeLayer{h[0]}
+	for _, a := range alts {
+		tl := s.TimeLayer(a)
+		if slices.Contains(seen, tl) {
+			continue
+		}
+		seen = append(seen, tl)
+		alt := slices.Clone(h)
+		alt[0] = tl
+		out = append(out, alt)
+	}
+	return out
+}
+
+// timeAlternatives are the layers a call may take in l's place (l among them), whose tries are
+// no more than l's but whose time may be longer: every http route for sidecars of l's
+// VirtualService (Siblings), every rule of l's Gateway API route as Istio applies it (its retry,
+// else Istio's default). None for other layers: one object and field decides them (Linkerd's
+// annotations are the route's, for every rule), or they are entry layers (EntryHops); none
+// either when l is not one of those routes as they read (among).
+func (s *Set) timeAlternatives(l Layer) []Layer {
+	kind, _, _ := strings.Cut(l.Object, " ")
+	switch {
+	case l.Kind != Istio && l.Kind != IstioWaypoint && l.Kind != GAMMA, l.NoRuleTimes:
+		return nil
+	case kind == "VirtualService" && strings.HasPrefix(l.FieldPath, "spec.http["):
+		if l.Kind == GAMMA {
+			return nil
+		}
+		return among(l, s.Siblings(GroupIstio, l))
+	case (kind == "HTTPRoute" || kind == "GRPCRoute") && strings.HasPrefix(l.FieldPath, "spec.rules["):
+		_, nsName, _ := strings.Cut(l.Object, " ")
+		r := s.routes[GroupGateway+"/"+kind+"/"+nsName]
+		if r == nil {
+			return nil
+		}
+		at := ""
+		if l.Kind == IstioWaypoint {
+			if i := strings.LastIndex(l.Note, " at "); i >= 0 {
+				at = l.Note[i:]
+			}
+		}
+		out := make([]Layer, 0, len(r.Spec.Rules))
+		for i := range r.Spec.Rules {
+			a, ok := gammaRule(r, i)
+			if ok {
+				a.Note += at
+			} else {
+				a = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry%s", r.id(), i, at)), a)
+			}
+			if l.Kind == IstioWaypoint {
+				a.Kind = IstioWaypoint
+			}
+			a.Unset = l.Unset // the tries without a retry block: the same mesh weighs every rule
+			out = append(out, a)
+		}
+		return among(l, out)
+	}
+	return nil
+}
+
+// among is alts when l is one of them, else none: a layer read another way (an egress gateway's
+// route, a route parented to a ServiceEntry) has other alternatives than its object's routes.
+func among(l Layer, alts []Layer) []Layer {
+	for _, a := range alts {
+		if a == l {
+			return alts
+		}
+	}
+	return nil
+}
+
+// envelope is a layer at least as long as each of ls whatever it waits on: the most tries, the
+// longest per-try and overall timeouts (none if one has none), backoff and delay.
+func envelope(ls []graph.TimeLayer) graph.TimeLayer {
+	e := ls[0]
+	last := lastTry(e)
+	capped := e.BackoffBase == 0 || e.BackoffMax != 0
+	for _, l := range ls[1:] {
+		e.Tries = max(e.Tries, l.Tries)
+		e.PerTry = longest(e.PerTry, l.PerTry)
+		e.Timeout = longest(e.Timeout, l.Timeout)
+		last = max(last, lastTry(l))
+		e.BackoffBase = max(e.BackoffBase, l.BackoffBase)
+		e.BackoffMax = max(e.BackoffMax, l.BackoffMax)
+		capped = capped && (l.BackoffBase == 0 || l.BackoffMax != 0)
+		e.Delay = max(e.Delay, l.Delay)
+	}
+	if !capped {
+		e.BackoffMax = 0 // one waits without a cap
+	}
+	e.LastTry = 0
+	if e.PerTry != 0 && last != e.PerTry {
+		e.LastTry = last
+	}
+	return e
+}
+
+// longest of two bounds, 0 being none (the longest).
+func longest(a, b time.Duration) time.Duration {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
+}
+
+// lastTry is what bounds l's last try: Forever for nothing.
+func lastTry(l graph.TimeLayer) time.Duration {
+	switch {
+	case l.LastTry != 0:
+		return l.LastTry
+	case l.PerTry == 0:
+		return graph.Forever
+	}
+	return l.PerTry
+}
+
 // ingressNginxTime is the time of an ingress-nginx layer (ingressnginx_config.go nginxTime): of
 // the controllers serving its Ingress, the longest per-try and overall bounds (none, if one has
 // none), as the layer counts the most tries.
