@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -65,6 +66,10 @@ type LayerTime struct {
 type ruleTime struct {
 	perTry, last, timeout, base, max time.Duration
 	set                              bool
+	// timeoutSet: the route timeout is written (a Gateway API rule's timeouts.request, or its
+	// backendRequest in its place; a BackendTrafficPolicy's requestTimeout), "0s" (none)
+	// included: Envoy Gateway then sets it on the route instead of a policy's or Envoy's 15s.
+	timeoutSet bool
 	// noRetries: a VirtualService route whose retries set no attempts (or 0): Istio gives Envoy
 	// no retry policy (retry.ConvertPolicy), and its per-try timeout and backoff with it, so
 	// LayerTime reads none. perTryRaw is the per-try timeout as written, for the warning.
@@ -323,6 +328,7 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 					err = fmt.Errorf("%s spec.rules[%d].timeouts: backendRequest %q is longer than request %q, which the API server refuses (backendRequest is each try, request all of them)",
 						h.id(), i, *r.Timeouts.BackendRequest, *r.Timeouts.Request)
 				}
+				rt.timeoutSet = r.Timeouts.Request != nil || r.Retry == nil && r.Timeouts.BackendRequest != nil
 				if r.Retry == nil && rt.perTry > 0 {
 					// No retry block: Istio (pilot's gateway conversion) and Envoy Gateway
 					// (processRouteTimeout) make backendRequest the route's timeout, in place of
@@ -346,6 +352,7 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 		w := &ot.whole
 		if t := f.Spec.Timeout; t != nil && t.HTTP != nil {
 			field("spec.timeout.http.requestTimeout", t.HTTP.RequestTimeout, &w.timeout)
+			w.timeoutSet = t.HTTP.RequestTimeout != nil
 		}
 		if r := f.Spec.Retry; r != nil && r.PerRetry != nil {
 			field("spec.retry.perRetry.timeout", r.PerRetry.Timeout, &w.perTry)
@@ -570,8 +577,146 @@ func (s *Set) layerTimeouts(l Layer) LayerTime {
 	return lt
 }
 
+// EnvoyDefaultRouteTimeout is Envoy's route timeout when its route config sets none
+// (envoyproxy/envoy source/common/router/config_impl.h DEFAULT_ROUTE_TIMEOUT_MS = 15000, read
+// by config_impl.cc PROTOBUF_GET_MS_OR_DEFAULT(route.route(), timeout, ...)); Istio always sets
+// one (0, none: route.go setTimeout), Envoy Gateway only when a rule or a BackendTrafficPolicy
+// does (envoyproxy/gateway internal/xds/translator/route.go getEffectiveRequestTimeout).
+const EnvoyDefaultRouteTimeout = 15 * time.Second
+
+// envoyGatewayTimeout is the route timeout of an entry layer l (a Gateway-parented rule's, or a
+// BackendTrafficPolicy's retry) where Envoy Gateway serves the route, which the model knows by a
+// BackendTrafficPolicy covering it (one targeting the route, else one of its parent Gateways',
+// retry or not: envoyproxy/gateway d32f28294245 internal/gatewayapi/backendtrafficpolicy.go
+// applies a Gateway's policy to a route only where the route's own sets no traffic features):
+// the rule's timeouts.request (or backendRequest without retry) first, then the policy's
+// timeout.http.requestTimeout, then Envoy's 15s (internal/xds/translator/route.go:118-123 and
+// :442-456 getEffectiveRequestTimeout: "gateway-api timeout takes precedence";
+// internal/gatewayapi/route.go:1086-1106 processRouteTimeout). For a policy's layer, the longest
+// over the rules it serves (the layer does not say which). ok is false where no policy covers
+// the route (another implementation: the rule's own timeouts, read already).
+func (s *Set) envoyGatewayTimeout(l Layer) (timeout time.Duration, source string, ok bool) {
+	x := s.index()
+	ruleTimeout := func(r *route, i int) (time.Duration, string, bool) {
+		if s.istioGatewayParent(r) != "" {
+			return 0, "", false // Istio's gateway: no default route timeout
+		}
+		t, src, found := s.policyTimeout(x, r)
+		if !found {
+			return 0, "", false
+		}
+		if ot, has := s.times[GroupGateway+"/"+r.Kind+"/"+r.Metadata.Namespace+"/"+r.Metadata.Name]; has && i < len(ot.rules) && ot.rules[i].timeoutSet {
+			return ot.rules[i].timeout, fmt.Sprintf("%s spec.rules[%d]", r.id(), i), true
+		}
+		return t, src, true
+	}
+	switch l.Kind {
+	case Gateway:
+		kind, nsName, _ := strings.Cut(l.Object, " ")
+		r := s.routes[GroupGateway+"/"+kind+"/"+nsName]
+		i, okRule := ruleIndex(l.FieldPath)
+		if r == nil || !okRule || i >= len(r.Spec.Rules) {
+			return 0, "", false
+		}
+		return ruleTimeout(r, i)
+	case EnvoyGateway:
+		backends := slices.Collect(maps.Keys(x.gatewayRoutes))
+		slices.SortFunc(backends, func(a, b ServiceRef) int { return strings.Compare(a.String(), b.String()) })
+		seen := map[*route]bool{}
+		for _, b := range backends {
+			for _, r := range x.gatewayRoutes[b] {
+				if seen[r] {
+					continue
+				}
+				seen[r] = true
+				for i := range r.Spec.Rules {
+					if _, own := gammaRule(r, i); own || s.policyLayer(x, r, i).Object != l.Object {
+						continue
+					}
+					t, src, found := ruleTimeout(r, i)
+					if !found {
+						continue
+					}
+					if !ok || timeout != 0 && (t == 0 || t > timeout) {
+						timeout, source, ok = t, src, true
+					}
+				}
+			}
+		}
+	}
+	return timeout, source, ok
+}
+
+// policyTimeout is the route timeout Envoy Gateway gives route r from its BackendTrafficPolicies
+// where r's rule sets none, with the object that sets it; ok is false when no policy covers r.
+// A policy targeting r wins over its Gateways' (a route's policy replaces a Gateway's whole,
+// envoyproxy/gateway backendtrafficpolicy.go translateBackendTrafficPolicyForGateway skips a
+// route with traffic features already set), and its requestTimeout, else Envoy's 15s; where it
+// sets none and a Gateway's does, the longer of the two (the policies' mergeType, not read,
+// merges them: translateBackendTrafficPolicyForRouteWithMerge). Of several policies, the
+// longest (none the longest): an upper bound of the one Envoy Gateway takes.
+func (s *Set) policyTimeout(x *index, r *route) (timeout time.Duration, source string, ok bool) {
+	longer := func(t time.Duration, src string) {
+		if !ok || timeout != 0 && (t == 0 || t > timeout) {
+			timeout, source, ok = t, src, true
+		}
+	}
+	var gws []*backendTrafficPolicy
+	for _, pr := range r.Spec.ParentRefs {
+		if pr.isGateway() {
+			gws = append(gws, x.policies["Gateway/"+pr.namespaceOr(r.Metadata.Namespace)+"/"+pr.Name]...)
+		}
+	}
+	// each is a policy's requestTimeout, else (unset) what stands in for it: fallback.
+	each := func(ps []*backendTrafficPolicy, fallback func()) {
+		for _, p := range ps {
+			if w := s.times[GroupEnvoyGateway+"/BackendTrafficPolicy/"+p.Metadata.Namespace+"/"+p.Metadata.Name].whole; w.timeoutSet {
+				longer(w.timeout, p.id()+" spec.timeout.http.requestTimeout")
+			} else {
+				fallback()
+			}
+		}
+	}
+	envoyDefault := func(p *backendTrafficPolicy) func() {
+		return func() {
+			longer(EnvoyDefaultRouteTimeout, fmt.Sprintf("Envoy's default route timeout 15s (%s and %s set none)", p.id(), r.id()))
+		}
+	}
+	own := x.policies[r.Kind+"/"+r.Metadata.Namespace+"/"+r.Metadata.Name]
+	if len(own) == 0 {
+		for _, p := range gws {
+			each([]*backendTrafficPolicy{p}, envoyDefault(p))
+		}
+		return timeout, source, ok
+	}
+	for _, p := range own {
+		each([]*backendTrafficPolicy{p}, func() {
+			envoyDefault(p)()
+			each(gws, func() {})
+		})
+	}
+	return timeout, source, ok
+}
+
 // layerTime is LayerTime from the layer's own object and rule.
 func (s *Set) layerTime(l Layer) LayerTime {
+	lt := s.layerTimeOwn(l)
+	if s == nil || l.Kind != Gateway && l.Kind != EnvoyGateway {
+		return lt
+	}
+	if t, src, ok := s.envoyGatewayTimeout(l); ok {
+		lt.Timeout = t
+		if lt.Source == "" {
+			lt.Source = src
+		} else if !strings.HasPrefix(src, lt.Source) {
+			lt.Source += ", " + src
+		}
+	}
+	return lt
+}
+
+// layerTimeOwn is LayerTime from the layer's own object and rule alone.
+func (s *Set) layerTimeOwn(l Layer) LayerTime {
 	var lt LayerTime
 	switch l.Kind {
 	case Linkerd:
