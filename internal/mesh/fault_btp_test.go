@@ -47,8 +47,16 @@ func TestLayerTimeEnvoyGatewayFaultDelay(t *testing.T) {
 		{"the route's policy over the Gateway's",
 			bare + "\n---\n" + btp("shop", "g", toGW, fault("{fixedDelay: 5s}")) + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 2s}")), "HTTPRoute shop/web",
 			envoy(0, 15*time.Second, 2*time.Second, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"2s")},
-		{"the Gateway's policy sets the retry, the route's the delay: the layer is the former's, the delay the latter's",
-			bare + "\n---\n" + btp("shop", "g", toGW, "  retry: {numRetries: 1}\n  timeout: {http: {requestTimeout: 4s}}") + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 6s}")), "BackendTrafficPolicy shop/g",
+		// The route's policy replaces the Gateway's whole (envoyproxy/gateway d32f28294245
+		// internal/gatewayapi/backendtrafficpolicy.go:705, :1739): no retry, the delay, no
+		// timeout but Envoy's 15s. Before: the Gateway's retry (2 tries) and its 4s.
+		{"the Gateway's policy sets the retry, the route's the delay: the route's replaces it, no retry",
+			bare + "\n---\n" + btp("shop", "g", toGW, "  retry: {numRetries: 1}\n  timeout: {http: {requestTimeout: 4s}}") + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 6s}")), "HTTPRoute shop/web",
+			envoy(0, 15*time.Second, 6*time.Second, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"6s")},
+		// With mergeType the two merge (backendtrafficpolicy.go translateBackendTrafficPolicyForRouteWithMerge):
+		// the Gateway's retry, the longer of the timeouts (15s: the route's sets none), the delay.
+		{"the route's policy with mergeType: merged with the Gateway's, its retry counts",
+			bare + "\n---\n" + btp("shop", "g", toGW, "  retry: {numRetries: 1}\n  timeout: {http: {requestTimeout: 4s}}") + "\n---\n" + btp("shop", "f", toWeb, "  mergeType: StrategicMerge\n"+fault("{fixedDelay: 6s}")), "BackendTrafficPolicy shop/g",
 			envoy(0, 15*time.Second, 6*time.Second, "BackendTrafficPolicy shop/g, "+"Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"6s")},
 		{"a share under 100 % counts and is named",
 			bare + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 9s, percentage: 0.5}")), "HTTPRoute shop/web",

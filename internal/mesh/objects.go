@@ -246,6 +246,9 @@ type backendTrafficPolicy struct {
 			NumRetries *int64 `json:"numRetries"`
 		} `json:"retry"`
 		FaultInjection *btpFaultFields `json:"faultInjection"` // fault.go
+		// MergeType set on a route's policy merges it with its Gateway's (layers.go
+		// policyLayer); unset, the route's replaces the Gateway's whole.
+		MergeType *string `json:"mergeType"`
 	} `json:"spec"`
 	// delay is spec.faultInjection.delay as Envoy Gateway applies it (readBTPFault).
 	delay faultDelay

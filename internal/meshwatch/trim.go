@@ -27,7 +27,10 @@ var specTrees = map[string]keep{
 		// interval, which the time model reads too.
 		"http": []any{keep{"match": []any{keep{"gateways": true, "port": true}}, "retries": keep{"attempts": true, "perTryTimeout": true, "backoff": true},
 			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}},
-			"delegate": keep{"name": true, "namespace": true}}}, // mesh/delegate.go
+			"delegate": keep{"name": true, "namespace": true}, // mesh/delegate.go
+			// fault.delay: held before the route's timeouts (mesh/fault.go); before, cut, so the
+			// status and the gate counted no delay where analyze did (TestTrimKeepsTime).
+			"fault": keep{"delay": true}}},
 	},
 	// A ServiceEntry (mesh/serviceentry.go): the hosts it registers, who sees it, and its ports'
 	// numbers and protocols (Istio retries HTTP and gRPC ones only); no endpoints, resolution
@@ -43,6 +46,10 @@ var specTrees = map[string]keep{
 		"targetRef": refTree, "targetRefs": []any{refTree},
 		"retry":   keep{"numRetries": true, "perRetry": keep{"timeout": true, "backOff": true}},
 		"timeout": keep{"http": keep{"requestTimeout": true}},
+		// Its delay is held at the gateway (mesh/fault.go), its abort validated there.
+		"faultInjection": keep{"delay": true, "abort": true},
+		// A route's policy with mergeType merges with its Gateway's (mesh/layers.go policyLayer).
+		"mergeType": true,
 	},
 	mesh.GroupLinkerd + "/ServiceProfile": {},
 	mesh.GroupKuma + "/Mesh":              {"skipCreatingInitialPolicies": true},
