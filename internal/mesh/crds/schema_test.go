@@ -40,7 +40,8 @@ func TestSchemaHasTheFieldsRead(t *testing.T) {
 		{std, "gateway.networking.k8s.io", "Gateway", "v1", []string{"spec.gatewayClassName:string", "spec.listeners[].port:integer",
 			"spec.listeners[].protocol:string", "spec.listeners[].allowedRoutes.namespaces.from:string", "spec.listeners[].allowedRoutes.namespaces.selector:object"}},
 		{exp, "gateway.networking.k8s.io", "GRPCRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
-		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer"},
+		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer",
+			"spec.mergeType:string", "spec.timeout.http.requestTimeout:string", "spec.retry.perRetry.timeout:string"},
 			"spec.targetRef.group:string", "spec.targetRef.kind:string", "spec.targetRef.name:string"),
 			"spec.targetRefs[].group:string", "spec.targetRefs[].kind:string", "spec.targetRefs[].name:string")},
 		// Kuma's v3 API: a to[].targetRef selects MeshServices by labels and has no name (the
