@@ -341,6 +341,22 @@ func TestLayerTimeMeshConfig(t *testing.T) {
 			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 1s}\n",
 			vs("shop", "orders", "  hosts: [orders]\n  http:\n  - retries: {attempts: 1}"),
 			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		// Istio validates no field of defaultHttpRetryPolicy (istio/istio 86c9f01fd735
+		// pkg/config/validation/agent/validation.go:1072, ValidateMeshConfig checks the inbound
+		// policy alone), and retry.ConvertPolicy (pilot/pkg/networking/core/route/retry/
+		// retry.go:114-117) gives Envoy no retry policy at all for attempts 0 or unset: no
+		// per-try timeout. Before: 2s per try counted on a route Envoy never cuts.
+		{"the mesh default with attempts 0: no retry policy, its per-try timeout dropped",
+			"    defaultHttpRetryPolicy: {attempts: 0, perTryTimeout: 2s, backoff: 1s}\n", "",
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		{"the mesh default without attempts: the same",
+			"    defaultHttpRetryPolicy: {perTryTimeout: 2s}\n", "",
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		// "0s" is not validated there either: Envoy reads a per-try timeout of 0 as none
+		// (before: an error, "refused by Istio", and the check stopped on a MeshConfig Istio runs).
+		{"the mesh default's perTryTimeout 0s: none, no error",
+			"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 0s, backoff: 100ms}\n", "",
+			[]LayerTime{{BackoffBase: 100 * ms, BackoffMax: time.Second, Source: src}}},
 		{"the inbound policy's backoff",
 			"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: 500ms}\n", "",
 			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}, {BackoffBase: 500 * ms, BackoffMax: 5 * time.Second, Source: src}}},
@@ -362,8 +378,8 @@ func TestLayerTimeMeshConfig(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct{ mesh, want string }{
-		{"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 0s}\n",
-			`ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.perTryTimeout: "0s" is refused by Istio (at least 1ms): leave the field out for no timeout`},
+		{"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 1.5}\n",
+			`ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.perTryTimeout: "1.5" is not a duration ("500ms", "2s")`},
 		{"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: soon}\n",
 			`ConfigMap istio-system/istio data.mesh defaultInboundHttpRetryPolicy.backoff: "soon" is not a duration ("500ms", "2s")`},
 	} {
