@@ -152,3 +152,48 @@ func TestHopsCapped(t *testing.T) {
 		t.Errorf("layer %+v, want %+v", got, want)
 	}
 }
+
+// TestCallHopsLinkerd: under Linkerd every HTTPRoute attached to the Service is a route a request
+// may take, each with its own retry and timeout annotations (linkerd/linkerd2 b24cd4059841
+// policy-controller/k8s/index/src/outbound/index/http.rs:22-31 convert_route reads each route's
+// own parse_timeouts and parse_http_retry). The /fast route counts (4 tries) within its request timeout 1s; the other
+// route makes 2 tries with no timeout: 2 x 3s + 25ms (Linkerd's first backoff at most). Before,
+// 1s. The chain and b's 3s as in TestHopsEveryRoute.
+func TestCallHopsLinkerd(t *testing.T) {
+	route := func(name, ann, rule string) string {
+		return routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", name, ann,
+			"  parentRefs: [{group: \"\", kind: Service, name: b}]\n  rules:\n  - "+rule)
+	}
+	docs := nsLinkerd + "\n---\n" + svc("emojivoto", "b", "owner: x") + "\n---\n" +
+		route("b-fast", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"3\"\n    timeout.linkerd.io/request: 1s", "matches: [{path: {value: /fast}}]") + "\n---\n" +
+		route("b-rest", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"1\"", "backendRefs: [{name: b}]")
+	s := set(t, Options{}, docs)
+	c := caller("emojivoto")
+	e := s.Edge(c, "b")
+	own := graph.TimeLayer{Name: "a", Tries: 1}
+	if got := len(s.Hops(own, e)); got != 1 {
+		t.Errorf("Hops: %d hops, want 1 (Linkerd's alternatives need the caller: CallHops)", got)
+	}
+	hops := s.CallHops(own, c, "b", e)
+	if len(hops) != 2 {
+		t.Fatalf("%d hops, want 2: %+v", len(hops), hops)
+	}
+	worst := func(hs []graph.Hop) time.Duration {
+		g := graph.New()
+		tm := graph.NewTiming(g)
+		g.AddEdge("a", "b", 1, 1)
+		g.AddEdge("b", "c", 1, 1)
+		g.SetEntrypoint("a", 1)
+		for _, h := range hs {
+			tm.AddHop("a", "b", h)
+		}
+		tm.SetHop("b", "c", graph.Hop{{Name: "b", Tries: 1, PerTry: 3 * time.Second}})
+		return graph.AnalyzeTimeWith(g, tm, 0).Worst
+	}
+	if got, want := worst(hops[:1]), time.Second; got != want {
+		t.Errorf("the counted route alone: %v, want %v", got, want)
+	}
+	if got, want := worst(hops), 6*time.Second+25*ms; got != want {
+		t.Errorf("worst time %v, want %v", got, want)
+	}
+}

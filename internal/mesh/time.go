@@ -823,12 +823,74 @@ const maxHops = 64
 // tries within a 1s timeout beside a route of 2 tries with none: 2 x the callee's time, not 1s).
 // Before, the time was the counted route's alone.
 func (s *Set) Hops(own graph.TimeLayer, e Edge) []graph.Hop {
+	return s.hops(own, e, s.timeAlternatives)
+}
+
+// CallHops is Hops for e = Edge(c, callee): a Linkerd layer's alternatives depend on the caller
+// and the callee too (linkerdAlternatives), every other layer's on itself alone.
+func (s *Set) CallHops(own graph.TimeLayer, c Caller, callee string, e Edge) []graph.Hop {
+	return s.hops(own, e, func(l Layer) []Layer {
+		if l.Kind == Linkerd {
+			return s.linkerdAlternatives(c, callee, l)
+		}
+		return s.timeAlternatives(l)
+	})
+}
+
+// linkerdAlternatives are the layers Linkerd may apply in l's place on c's calls to callee, as
+// linkerdEdge weighs them (l among them, else none): each route attached to the Service, with its
+// own retry annotations, else the Service's (or none: 1 try), and each Gateway API rule with a
+// retry. Each route has its own timeout annotations: a route of fewer tries may wait longer.
+func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
+	if s == nil || strings.HasPrefix(l.Object, "ServiceProfile ") {
+		return nil
+	}
+	ref, inCluster := resolve(callee, c.Namespace)
+	if !inCluster {
+		return nil
+	}
+	x := s.index()
+	var scratch Edge // linkerdLayer's warnings: the edge has them already
+	svcID := "Service " + ref.String()
+	svcCfg, _ := linkerdRetries(s.services[ref].Annotations, svcID)
+	name := ref.Name
+	if ref.Namespace != c.Namespace {
+		name = ref.String()
+	}
+	var out []Layer
+	for _, r := range x.routesByService[ref] {
+		if !routeApplies(r, ref, c.Namespace) || !attachesTo(r, ref, 0) {
+			continue
+		}
+		cfg, _ := linkerdRetries(r.Metadata.Annotations, r.id())
+		switch {
+		case cfg.set:
+			out = append(out, s.linkerdLayer(&scratch, r.id(), cfg))
+		case svcCfg.set:
+			out = append(out, s.linkerdLayer(&scratch, svcID, svcCfg))
+		default:
+			out = append(out, Layer{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for " + name})
+		}
+		if r.group() != GroupGateway {
+			continue
+		}
+		for i := range r.Spec.Rules {
+			if gl, ok := gammaRule(r, i); ok {
+				gl.Unset, gl.NoRuleTimes = 1, true
+				out = append(out, gl)
+			}
+		}
+	}
+	return among(l, out)
+}
+
+func (s *Set) hops(own graph.TimeLayer, e Edge, alternatives func(Layer) []Layer) []graph.Hop {
 	base := s.Hop(own, e)
 	choices := make([][]graph.TimeLayer, len(e.Layers))
 	n := 1
 	for i, l := range e.Layers {
 		choices[i] = []graph.TimeLayer{base[i+1]}
-		for _, a := range s.timeAlternatives(l) {
+		for _, a := range alternatives(l) {
 			if tl := s.TimeLayer(a); !slices.Contains(choices[i], tl) {
 				choices[i] = append(choices[i], tl)
 			}

@@ -48,8 +48,8 @@ func (r *Result) MaxTimeToAnswer() time.Duration {
 }
 
 // Timing returns the hops of r's graph: for every edge a selected workload declares, its own
-// layer (OwnLayer) and the mesh's layers under it (mesh.Set.Hops: one hop per route a request
-// may take), each declaration of a shared edge kept (the worst counts); for every entrypoint a
+// layer (OwnLayer) and the mesh's layers under it (mesh.Set.CallHops: one hop per route a
+// request may take), each declaration of a shared edge kept (the worst counts); for every entrypoint a
 // north-south route reaches, the route's layer with the client's own tries (mesh.Set.EntryHops:
 // one per rule or route to it). r's graph is not changed.
 func (r *Result) Timing() *graph.Timing {
@@ -70,7 +70,7 @@ func (r *Result) Timing() *graph.Timing {
 				me = r.mesh.Edge(x.Workload.meshCaller(), u.Name)
 			}
 			to := r.upstreamNode(x, i)
-			for _, h := range r.mesh.Hops(own, me) {
+			for _, h := range r.mesh.CallHops(own, x.Workload.meshCaller(), u.Name, me) {
 				for _, n := range nodes {
 					t.AddHop(n, to, h)
 				}
