@@ -73,7 +73,10 @@ func TestEntry(t *testing.T) {
 			// envoyproxy/gateway d32f28294245 internal/gatewayapi/backendtrafficpolicy.go:705 (a
 			// route's policy without mergeType is translated alone) and :1739 (a Gateway's policy
 			// skips a route whose traffic features are set): the route's policy, retry or not,
-			// replaces the Gateway's. Before: the Gateway's 7 retries, 8 tries.
+			// replaces the Gateway's (its golden internal/gatewayapi/testdata/
+			// backendtrafficpolicy-with-httproute-timeout.out.yaml: httproute-1, under a
+			// useClientProtocol-only policy, has "traffic: {}", not the Gateway policy's load
+			// balancer). Before: the Gateway's 7 retries, 8 tries.
 			name: "the route's policy without retry replaces the Gateway's: 1 try", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
 				btp("shop", "gw-policy", "{group: gateway.networking.k8s.io, kind: Gateway, name: eg}", "  retry: {numRetries: 7}") + "\n---\n" +

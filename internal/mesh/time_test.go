@@ -425,8 +425,9 @@ func TestLayerTimeIgnoredPerTry(t *testing.T) {
 // :1086-1106 processRouteTimeout makes the rule's timeout timeouts.request, or backendRequest
 // when the rule has no retry, "0s" included (none); with neither, Envoy's own default applies,
 // 15s (envoyproxy/envoy 0036e0f1623d source/common/router/config_impl.h DEFAULT_ROUTE_TIMEOUT_MS
-// = 15000). The retry and its per-try timeout are the rule's when it has one, else the
-// policy's (internal/ir/xds.go:1101-1111 GetRetry). Before, an entry layer's timeout was its own
+// = 15000; Envoy Gateway's own golden internal/xds/translator/testdata/out/xds-ir/
+// retry.routes.yaml has retry policies and no route timeout). The retry and its per-try timeout
+// are the rule's when it has one, else the policy's (internal/ir/xds.go:1101-1111 GetRetry). Before, an entry layer's timeout was its own
 // object's alone: the policy's 10s where the rule's 60s applies (a false pass), none where the
 // policy's 8s or Envoy's 15s applies.
 func TestLayerTimeEnvoyGateway(t *testing.T) {
