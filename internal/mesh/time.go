@@ -719,6 +719,8 @@ func (s *Set) layerTime(l Layer) LayerTime {
 func (s *Set) layerTimeOwn(l Layer) LayerTime {
 	var lt LayerTime
 	switch l.Kind {
+	case Kuma:
+		return s.kumaTime(l) // kuma.go
 	case Linkerd:
 		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
 	case IngressNginx:

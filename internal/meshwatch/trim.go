@@ -55,7 +55,8 @@ var specTrees = map[string]keep{
 	mesh.GroupKuma + "/Mesh":              {"skipCreatingInitialPolicies": true},
 	mesh.GroupKuma + "/MeshRetry": {
 		"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true, "labels": true},
-			"default": keep{"http": keep{"numRetries": true}, "grpc": keep{"numRetries": true}}}},
+			// perTryTimeout and backOff: the time model's (mesh/kuma.go kumaTime).
+			"default": keep{"http": kumaConfTree, "grpc": kumaConfTree}}},
 	},
 	mesh.GroupDapr + "/Resiliency": {
 		"policies": keep{"retries": true}, "targets": keep{"apps": true},
@@ -110,6 +111,9 @@ var nginxWorkloadTree = keep{"template": keep{"spec": keep{"containers": []any{k
 	"name": true, "image": true, "command": true, "args": true,
 	"env": []any{keep{"name": true, "value": true, "valueFrom": keep{"fieldRef": keep{"fieldPath": true}}}},
 }}}}}
+
+// kumaConfTree is what mesh/kuma.go reads of a MeshRetry's to[].default.http or .grpc.
+var kumaConfTree = keep{"numRetries": true, "perTryTimeout": true, "backOff": keep{"baseInterval": true, "maxInterval": true}}
 
 var routeTree = keep{
 	// A parentRef's port: a route attached to one port of a Service binds calls to that port

@@ -13,7 +13,7 @@ import (
 // trees kept neither, though docs/meshes.md said they were kept): the status and the gate
 // counted ratings' 7s delay (Istio's bookinfo virtual-service-ratings-test-delay.yaml shape, with
 // a 3s timeout) and the gateway's 4s delay as none, 3s where analyze said 10s, and 0 where it
-// said 4s.
+// said 4s. A MeshRetry keeps its perTryTimeout and backOff (read since timered17).
 func TestTrimKeepsTime(t *testing.T) {
 	docs := []string{
 		"apiVersion: v1\nkind: Namespace\nmetadata: {name: bookinfo, labels: {istio-injection: enabled}}",
@@ -37,6 +37,15 @@ spec:
   retry: {numRetries: 2}
   faultInjection: {delay: {fixedDelay: 4s, percentage: 50}}`,
 	}
+	docs = append(docs, "apiVersion: v1\nkind: Namespace\nmetadata: {name: kuma-demo, labels: {kuma.io/sidecar-injection: enabled}}",
+		`apiVersion: kuma.io/v1alpha1
+kind: MeshRetry
+metadata: {name: r, namespace: kuma-system}
+spec:
+  targetRef: {kind: Mesh}
+  to:
+  - targetRef: {kind: Mesh}
+    default: {http: {numRetries: 3, perTryTimeout: 2s, backOff: {baseInterval: 1s, maxInterval: 5s}}}`)
 	full, trimmed := mesh.NewSet(mesh.Options{}), mesh.NewSet(mesh.Options{})
 	for _, d := range docs {
 		u := obj(t, d)
@@ -57,6 +66,9 @@ spec:
 		{"BackendTrafficPolicy's faultInjection.delay", func(s *mesh.Set) mesh.Layer {
 			return s.Entry(mesh.ServiceRef{Namespace: "shop", Name: "frontend"}).Layers[0]
 		}, 4 * time.Second},
+		{"MeshRetry's perTryTimeout and backOff", func(s *mesh.Set) mesh.Layer {
+			return s.Edge(mesh.Caller{Name: "Deployment kuma-demo/app", Namespace: "kuma-demo"}, "redis").Layers[0]
+		}, 0},
 	} {
 		want := full.LayerTime(tc.layer(full))
 		if want.Delay != tc.delay {
