@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Dapr (dapr/dapr): a caller whose pod template has dapr.io/enabled "true" invokes other apps
@@ -32,6 +33,55 @@ const (
 
 type daprRetry struct {
 	MaxRetries *int64 `json:"maxRetries"`
+	// Policy ("constant", the default, or "exponential") and Duration (the constant policy's
+	// wait between tries, default 5s): the time model's (daprTime).
+	Policy   *string `json:"policy"`
+	Duration *string `json:"duration"`
+}
+
+// Dapr's waits between tries (docs.dapr.io, operations/resiliency/policies: "duration ...
+// Defaults to 5s", policy "Defaults to constant"; override-default-retries: the built-in service
+// retries wait "a backoff interval of 1 second"; dapr/dapr pkg/resiliency's
+// TestBuiltInPoliciesAreCreated: MaxRetries 3, Duration time.Second).
+const (
+	DaprBuiltInBackoff      = time.Second
+	DaprDefaultConstantWait = 5 * time.Second
+)
+
+// daprWait is a retry policy's constant wait, ok false for an exponential policy (not modelled:
+// Envoy's backoff is kept, said in docs/concepts.md).
+func daprWait(id, name string, p daprRetry) (time.Duration, bool, error) {
+	if p.Policy != nil && *p.Policy != "constant" {
+		return 0, false, nil
+	}
+	if p.Duration == nil {
+		return DaprDefaultConstantWait, true, nil
+	}
+	d, err := parseTime(id, "spec.policies.retries."+name+".duration", p.Duration, goPlainGrammar)
+	return d, err == nil, err
+}
+
+// daprTime is the time of a Dapr layer: the built-in retries wait 1s between tries; a
+// Resiliency's retry policy its constant duration.
+func (s *Set) daprTime(l Layer) LayerTime {
+	lt := LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}
+	if l.Object == "" {
+		return LayerTime{BackoffBase: DaprBuiltInBackoff, BackoffMax: DaprBuiltInBackoff, Source: "Dapr built-in " + DaprBuiltInServiceRetry + " (1s between tries)"}
+	}
+	_, nsName, _ := strings.Cut(l.Object, " ")
+	r := s.resiliencies[GroupDapr+"/Resiliency/"+nsName]
+	name := strings.TrimSuffix(strings.TrimPrefix(l.FieldPath, "spec.policies.retries."), ".maxRetries")
+	if r == nil {
+		return lt
+	}
+	p, ok := r.Spec.Policies.Retries[name]
+	if !ok {
+		return lt
+	}
+	if w, ok, err := daprWait(r.id(), name, p); err == nil && ok {
+		return LayerTime{BackoffBase: w, BackoffMax: w, Source: fmt.Sprintf("%s spec.policies.retries.%s", r.id(), name)}
+	}
+	return lt
 }
 
 type resiliency struct {
@@ -57,6 +107,11 @@ func (s *Set) addResiliency(key string, h header, decode func(any) error) error 
 		return err
 	}
 	r.header = h
+	for _, name := range sortedKeys(r.Spec.Policies.Retries) {
+		if _, _, err := daprWait(h.id(), name, r.Spec.Policies.Retries[name]); err != nil {
+			return err
+		}
+	}
 	for _, app := range sortedKeys(r.Spec.Targets.Apps) {
 		name := r.Spec.Targets.Apps[app].Retry
 		if name == "" {

@@ -65,3 +65,50 @@ func TestDaprUnbounded(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerTimeDapr: Dapr waits between its tries as its retry policy says, not as Envoy does.
+// The built-in service invocation retries wait 1s (docs.dapr.io operations/resiliency/policies/
+// retries/override-default-retries: "a backoff interval of 1 second, up to a threshold of 3
+// times"; dapr/dapr pkg/resiliency TestBuiltInPoliciesAreCreated: Duration time.Second); a
+// Resiliency's policy is constant unless it says exponential, with duration "Defaults to 5s"
+// (operations/resiliency/policies). Before, every Dapr layer waited Envoy's 25ms..250ms: 175ms
+// over the built-in 3 retries where Dapr waits 3s.
+func TestLayerTimeDapr(t *testing.T) {
+	dapr := caller("shop", "dapr.io/enabled", "true", "dapr.io/app-id", "checkout")
+	const s = 1000 * ms
+	for _, tc := range []struct {
+		name string
+		docs string
+		want LayerTime
+	}{
+		{"the built-in retries: 1s", "",
+			LayerTime{BackoffBase: s, BackoffMax: s, Source: "Dapr built-in DaprBuiltInServiceRetries (1s between tries)"}},
+		{"a target's constant policy: its duration",
+			resiliencyDoc("[]", "{twice: {policy: constant, duration: 2s, maxRetries: 2}}", "{orders: {retry: twice}}"),
+			LayerTime{BackoffBase: 2 * s, BackoffMax: 2 * s, Source: "Resiliency shop/res spec.policies.retries.twice"}},
+		{"a policy without policy or duration: constant 5s",
+			resiliencyDoc("[]", "{twice: {maxRetries: 2}}", "{orders: {retry: twice}}"),
+			LayerTime{BackoffBase: 5 * s, BackoffMax: 5 * s, Source: "Resiliency shop/res spec.policies.retries.twice"}},
+		{"the built-in override's own duration",
+			resiliencyDoc("[]", "{DaprBuiltInServiceRetries: {maxRetries: 5, duration: 3s}}", "{}"),
+			LayerTime{BackoffBase: 3 * s, BackoffMax: 3 * s, Source: "Resiliency shop/res spec.policies.retries.DaprBuiltInServiceRetries"}},
+		{"an exponential policy: not modelled, Envoy's backoff kept",
+			resiliencyDoc("[]", "{twice: {policy: exponential, maxInterval: 10s, maxRetries: 2}}", "{orders: {retry: twice}}"),
+			LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := set(t, Options{}, nsPlain+"\n---\n"+tc.docs)
+			e := set.Edge(dapr, "orders")
+			if len(e.Layers) != 1 || e.Layers[0].Kind != Dapr {
+				t.Fatalf("layers %+v", e.Layers)
+			}
+			if got := set.LayerTime(e.Layers[0]); got != tc.want {
+				t.Errorf("LayerTime(%+v)\n got %+v\nwant %+v", e.Layers[0], got, tc.want)
+			}
+		})
+	}
+	_, err := NewSet(Options{}).AddManifest([]byte(resiliencyDoc("[]", "{twice: {duration: soon, maxRetries: 2}}", "{orders: {retry: twice}}")))
+	if want := `Resiliency shop/res spec.policies.retries.twice.duration: "soon" is not a duration ("500ms", "1m30s")`; err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant %s", err, want)
+	}
+}

@@ -721,6 +721,8 @@ func (s *Set) layerTimeOwn(l Layer) LayerTime {
 	switch l.Kind {
 	case Kuma:
 		return s.kumaTime(l) // kuma.go
+	case Dapr:
+		return s.daprTime(l) // dapr.go
 	case Linkerd:
 		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
 	case IngressNginx:
