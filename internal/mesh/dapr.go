@@ -35,8 +35,9 @@ type daprRetry struct {
 	MaxRetries *int64 `json:"maxRetries"`
 	// Policy ("constant", the default, or "exponential") and Duration (the constant policy's
 	// wait between tries, default 5s): the time model's (daprTime).
-	Policy   *string `json:"policy"`
-	Duration *string `json:"duration"`
+	Policy      *string `json:"policy"`
+	Duration    *string `json:"duration"`
+	MaxInterval *string `json:"maxInterval"`
 }
 
 // Dapr's waits between tries (docs.dapr.io, operations/resiliency/policies: "duration ...
@@ -48,21 +49,45 @@ const (
 	DaprDefaultConstantWait = 5 * time.Second
 )
 
-// daprWait is a retry policy's constant wait, ok false for an exponential policy (not modelled:
-// Envoy's backoff is kept, said in docs/concepts.md).
-func daprWait(id, name string, p daprRetry) (time.Duration, bool, error) {
+// Dapr's exponential policy (docs.dapr.io operations/resiliency/policies: "BackOffDuration =
+// PreviousBackOffDuration * (Random value from 0.5 to 1.5) * 1.5", capped at maxInterval,
+// "Defaults to 60s"), from an initial 500ms (cenkalti/backoff's ExponentialBackOff, which
+// dapr/kit's retry builds: DefaultInitialInterval 500ms, DefaultRandomizationFactor 0.5,
+// DefaultMultiplier 1.5): the wait before retry n is at most 1.5 x min(500ms x 1.5^(n-1),
+// maxInterval), which the model's min(max, base x 2^(n-1)) bounds with base 750ms and max 1.5 x
+// maxInterval (an upper bound).
+const (
+	DaprExponentialInitial     = 500 * time.Millisecond
+	DaprDefaultMaxInterval     = 60 * time.Second
+	daprExponentialRandomScale = 1.5
+)
+
+// daprWait is a retry policy's waits as the model's backoff (base, max): a constant policy's
+// duration for both; an exponential policy's bound (above).
+func daprWait(id, name string, p daprRetry) (base, maxWait time.Duration, err error) {
+	at := "spec.policies.retries." + name + "."
+	if p.Policy != nil && *p.Policy == "exponential" {
+		maxI := DaprDefaultMaxInterval
+		if p.MaxInterval != nil {
+			if maxI, err = parseTime(id, at+"maxInterval", p.MaxInterval, goPlainGrammar); err != nil {
+				return 0, 0, err
+			}
+		}
+		scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * daprExponentialRandomScale) }
+		return scale(DaprExponentialInitial), max(scale(maxI), scale(DaprExponentialInitial)), nil
+	}
 	if p.Policy != nil && *p.Policy != "constant" {
-		return 0, false, nil
+		return 0, 0, fmt.Errorf("%s %spolicy: %q is not a Dapr retry policy (constant or exponential)", id, at, *p.Policy)
 	}
 	if p.Duration == nil {
-		return DaprDefaultConstantWait, true, nil
+		return DaprDefaultConstantWait, DaprDefaultConstantWait, nil
 	}
-	d, err := parseTime(id, "spec.policies.retries."+name+".duration", p.Duration, goPlainGrammar)
-	return d, err == nil, err
+	d, err := parseTime(id, at+"duration", p.Duration, goPlainGrammar)
+	return d, d, err
 }
 
 // daprTime is the time of a Dapr layer: the built-in retries wait 1s between tries; a
-// Resiliency's retry policy its constant duration.
+// Resiliency's retry policy its constant duration, or its exponential bound.
 func (s *Set) daprTime(l Layer) LayerTime {
 	lt := LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}
 	if l.Object == "" {
@@ -78,8 +103,8 @@ func (s *Set) daprTime(l Layer) LayerTime {
 	if !ok {
 		return lt
 	}
-	if w, ok, err := daprWait(r.id(), name, p); err == nil && ok {
-		return LayerTime{BackoffBase: w, BackoffMax: w, Source: fmt.Sprintf("%s spec.policies.retries.%s", r.id(), name)}
+	if b, m, err := daprWait(r.id(), name, p); err == nil {
+		return LayerTime{BackoffBase: b, BackoffMax: m, Source: fmt.Sprintf("%s spec.policies.retries.%s", r.id(), name)}
 	}
 	return lt
 }

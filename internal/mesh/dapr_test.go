@@ -92,9 +92,15 @@ func TestLayerTimeDapr(t *testing.T) {
 		{"the built-in override's own duration",
 			resiliencyDoc("[]", "{DaprBuiltInServiceRetries: {maxRetries: 5, duration: 3s}}", "{}"),
 			LayerTime{BackoffBase: 3 * s, BackoffMax: 3 * s, Source: "Resiliency shop/res spec.policies.retries.DaprBuiltInServiceRetries"}},
-		{"an exponential policy: not modelled, Envoy's backoff kept",
+		// Exponential: at most 1.5 x min(500ms x 1.5^(n-1), maxInterval) before retry n (the
+		// docs' formula, from cenkalti/backoff's 500ms initial interval): bounded by base 750ms
+		// doubling up to 1.5 x maxInterval.
+		{"an exponential policy: 750ms doubling up to 1.5 x maxInterval",
 			resiliencyDoc("[]", "{twice: {policy: exponential, maxInterval: 10s, maxRetries: 2}}", "{orders: {retry: twice}}"),
-			LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}},
+			LayerTime{BackoffBase: 750 * ms, BackoffMax: 15 * s, Source: "Resiliency shop/res spec.policies.retries.twice"}},
+		{"an exponential policy without maxInterval: Dapr's 60s",
+			resiliencyDoc("[]", "{twice: {policy: exponential, maxRetries: 2}}", "{orders: {retry: twice}}"),
+			LayerTime{BackoffBase: 750 * ms, BackoffMax: 90 * s, Source: "Resiliency shop/res spec.policies.retries.twice"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := set(t, Options{}, nsPlain+"\n---\n"+tc.docs)
@@ -107,8 +113,13 @@ func TestLayerTimeDapr(t *testing.T) {
 			}
 		})
 	}
-	_, err := NewSet(Options{}).AddManifest([]byte(resiliencyDoc("[]", "{twice: {duration: soon, maxRetries: 2}}", "{orders: {retry: twice}}")))
-	if want := `Resiliency shop/res spec.policies.retries.twice.duration: "soon" is not a duration ("500ms", "1m30s")`; err == nil || err.Error() != want {
-		t.Errorf("error %v\nwant %s", err, want)
+	for _, tc := range []struct{ policies, want string }{
+		{"{twice: {duration: soon, maxRetries: 2}}", `Resiliency shop/res spec.policies.retries.twice.duration: "soon" is not a duration ("500ms", "1m30s")`},
+		{"{twice: {policy: linear, maxRetries: 2}}", `Resiliency shop/res spec.policies.retries.twice.policy: "linear" is not a Dapr retry policy (constant or exponential)`},
+	} {
+		_, err := NewSet(Options{}).AddManifest([]byte(resiliencyDoc("[]", tc.policies, "{orders: {retry: twice}}")))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("error %v\nwant %s", err, tc.want)
+		}
 	}
 }
