@@ -1011,6 +1011,17 @@ func (s *Set) timeAlternatives(l Layer) []Layer {
 	return nil
 }
 
+// TimeAlternatives are the layers a call may take in l's place, l among them (timeAlternatives:
+// the other routes of its VirtualService or Gateway API route; none for a Linkerd layer, whose
+// routes depend on the caller: CallHops), for the mesh gate to judge a timeout raised on a route
+// other than the counted one.
+func (s *Set) TimeAlternatives(l Layer) []Layer {
+	if s == nil {
+		return nil
+	}
+	return s.timeAlternatives(l)
+}
+
 // among is alts when l is one of them, else none: a layer read another way (an egress gateway's
 // route, a route parented to a ServiceEntry) has other alternatives than its object's routes.
 func among(l Layer, alts []Layer) []Layer {
