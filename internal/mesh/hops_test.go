@@ -197,3 +197,42 @@ func TestCallHopsLinkerd(t *testing.T) {
 		t.Errorf("worst time %v, want %v", got, want)
 	}
 }
+
+// TestCallHopsLinkerdInherited: Linkerd takes a rule's retry and its timeouts apart, each from
+// the route, else from the Service (linkerd/linkerd2 b24cd4059841 policy-controller/grpc/src/
+// outbound/http.rs:248-253; its test policy-test/tests/outbound_api_http.rs:1022-1085
+// parent_retries_and_timeouts: "Retry config inherited from the service", "Parent timeout config
+// overridden by route timeout config"). The Service retries 3 tries within a request timeout of
+// 1s; its HTTPRoute sets no retry (the Service's counts) but a response timeout of 30s, which
+// replaces the Service's timeouts: 3 tries of up to 3s (b's time) + 25ms + 50ms = 9.075s. Before,
+// the layer took the Service's timeouts with its retry: 1s.
+func TestCallHopsLinkerdInherited(t *testing.T) {
+	docs := nsLinkerd + "\n---\n" + svc("emojivoto", "b", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"2\"\n    timeout.linkerd.io/request: 1s") + "\n---\n" +
+		routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "b-route", "timeout.linkerd.io/response: 30s",
+			"  parentRefs: [{group: \"\", kind: Service, name: b}]\n  rules:\n  - backendRefs: [{name: b}]")
+	s := set(t, Options{}, docs)
+	c := caller("emojivoto")
+	e := s.Edge(c, "b")
+	if len(e.Layers) != 1 || e.Layers[0].Object != "Service emojivoto/b" || e.Layers[0].Tries != 3 {
+		t.Fatalf("layers %+v, want the Service's 3 tries", e.Layers)
+	}
+	own := graph.TimeLayer{Name: "a", Tries: 1}
+	worst := func(hs []graph.Hop) time.Duration {
+		g := graph.New()
+		tm := graph.NewTiming(g)
+		g.AddEdge("a", "b", 1, 1)
+		g.AddEdge("b", "c", 1, 1)
+		g.SetEntrypoint("a", 1)
+		for _, h := range hs {
+			tm.AddHop("a", "b", h)
+		}
+		tm.SetHop("b", "c", graph.Hop{{Name: "b", Tries: 1, PerTry: 3 * time.Second}})
+		return graph.AnalyzeTimeWith(g, tm, 0).Worst
+	}
+	if got, want := worst([]graph.Hop{s.Hop(own, e)}), time.Second; got != want {
+		t.Errorf("the Service's timeouts alone: %v, want %v", got, want)
+	}
+	if got, want := worst(s.CallHops(own, c, "b", e)), 9*time.Second+75*ms; got != want {
+		t.Errorf("worst time %v, want %v", got, want)
+	}
+}

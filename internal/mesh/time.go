@@ -861,19 +861,41 @@ func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
 	if ref.Namespace != c.Namespace {
 		name = ref.String()
 	}
+	svcTimes := s.times["/Service/"+ref.Namespace+"/"+ref.Name].whole.set
 	var out []Layer
 	for _, r := range x.routesByService[ref] {
 		if !routeApplies(r, ref, c.Namespace) || !attachesTo(r, ref, 0) {
 			continue
 		}
 		cfg, _ := linkerdRetries(r.Metadata.Annotations, r.id())
+		var l Layer
 		switch {
 		case cfg.set:
-			out = append(out, s.linkerdLayer(&scratch, r.id(), cfg))
+			l = s.linkerdLayer(&scratch, r.id(), cfg)
 		case svcCfg.set:
-			out = append(out, s.linkerdLayer(&scratch, svcID, svcCfg))
+			l = s.linkerdLayer(&scratch, svcID, svcCfg)
 		default:
-			out = append(out, Layer{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for " + name})
+			l = Layer{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for " + name}
+		}
+		out = append(out, l)
+		// Linkerd takes a rule's retry and its timeouts apart, each from the route, else from
+		// the Service (linkerd/linkerd2 b24cd4059841 policy-controller/grpc/src/outbound/
+		// http.rs:248-253: "if timeouts == Default::default() { timeouts = service_timeouts }",
+		// "if retry.is_none() { retry = service_retry }"; policy-test outbound_api_http.rs
+		// parent_retries_and_timeouts): the layer's tries with the timeouts of the object that
+		// gives them, as a layer of that object for LayerTime (an alternative for time only).
+		routeTimes := s.times[r.group()+"/"+r.Kind+"/"+r.Metadata.Namespace+"/"+r.Metadata.Name].whole.set
+		timesFrom := ""
+		switch {
+		case routeTimes && l.Object != r.id():
+			timesFrom = r.id()
+		case !routeTimes && svcTimes && l.Object != svcID:
+			timesFrom = svcID
+		}
+		if timesFrom != "" {
+			t := l
+			t.Object, t.FieldPath, t.Note = timesFrom, "", "timing: "+timesFrom+"'s timeouts"
+			out = append(out, t)
 		}
 		if r.group() != GroupGateway {
 			continue
