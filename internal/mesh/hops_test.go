@@ -236,3 +236,42 @@ func TestCallHopsLinkerdInherited(t *testing.T) {
 		t.Errorf("worst time %v, want %v", got, want)
 	}
 }
+
+// TestCallHopsLinkerdGatewayRule: under Linkerd a Gateway API rule's retry (counted, 4 tries: an
+// upper bound, as Linkerd reads none) is one route among the Service's; another HTTPRoute of 2
+// tries and no timeout waits 2 x 3s + 25ms. Before, only the rule's time counted: its route's
+// 1s request timeout.
+func TestCallHopsLinkerdGatewayRule(t *testing.T) {
+	route := func(name, ann, rule string) string {
+		return routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", name, ann,
+			"  parentRefs: [{group: \"\", kind: Service, name: b}]\n  rules:\n  - "+rule)
+	}
+	docs := nsLinkerd + "\n---\n" + svc("emojivoto", "b", "owner: x") + "\n---\n" +
+		route("b-fast", "timeout.linkerd.io/request: 1s", "matches: [{path: {value: /fast}}]\n    retry: {attempts: 3}") + "\n---\n" +
+		route("b-rest", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"1\"", "backendRefs: [{name: b}]")
+	s := set(t, Options{}, docs)
+	c := caller("emojivoto")
+	e := s.Edge(c, "b")
+	if len(e.Layers) != 1 || !e.Layers[0].NoRuleTimes || e.Layers[0].Tries != 4 {
+		t.Fatalf("layers %+v, want the rule's 4 tries", e.Layers)
+	}
+	own := graph.TimeLayer{Name: "a", Tries: 1}
+	worst := func(hs []graph.Hop) time.Duration {
+		g := graph.New()
+		tm := graph.NewTiming(g)
+		g.AddEdge("a", "b", 1, 1)
+		g.AddEdge("b", "c", 1, 1)
+		g.SetEntrypoint("a", 1)
+		for _, h := range hs {
+			tm.AddHop("a", "b", h)
+		}
+		tm.SetHop("b", "c", graph.Hop{{Name: "b", Tries: 1, PerTry: 3 * time.Second}})
+		return graph.AnalyzeTimeWith(g, tm, 0).Worst
+	}
+	if got, want := worst([]graph.Hop{s.Hop(own, e)}), time.Second; got != want {
+		t.Errorf("the rule alone: %v, want %v", got, want)
+	}
+	if got, want := worst(s.CallHops(own, c, "b", e)), 6*time.Second+25*ms; got != want {
+		t.Errorf("worst time %v, want %v", got, want)
+	}
+}

@@ -834,7 +834,7 @@ func (s *Set) Hops(own graph.TimeLayer, e Edge) []graph.Hop {
 // and the callee too (linkerdAlternatives), every other layer's on itself alone.
 func (s *Set) CallHops(own graph.TimeLayer, c Caller, callee string, e Edge) []graph.Hop {
 	return s.hops(own, e, func(l Layer) []Layer {
-		if l.Kind == Linkerd {
+		if l.Kind == Linkerd || l.NoRuleTimes { // NoRuleTimes: a Gateway API rule Linkerd serves
 			return s.linkerdAlternatives(c, callee, l)
 		}
 		return s.timeAlternatives(l)
