@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Dapr (dapr/dapr): a caller whose pod template has dapr.io/enabled "true" invokes other apps
@@ -32,6 +33,80 @@ const (
 
 type daprRetry struct {
 	MaxRetries *int64 `json:"maxRetries"`
+	// Policy ("constant", the default, or "exponential") and Duration (the constant policy's
+	// wait between tries, default 5s): the time model's (daprTime).
+	Policy      *string `json:"policy"`
+	Duration    *string `json:"duration"`
+	MaxInterval *string `json:"maxInterval"`
+}
+
+// Dapr's waits between tries (docs.dapr.io, operations/resiliency/policies: "duration ...
+// Defaults to 5s", policy "Defaults to constant"; override-default-retries: the built-in service
+// retries wait "a backoff interval of 1 second"; dapr/dapr pkg/resiliency's
+// TestBuiltInPoliciesAreCreated: MaxRetries 3, Duration time.Second).
+const (
+	DaprBuiltInBackoff      = time.Second
+	DaprDefaultConstantWait = 5 * time.Second
+)
+
+// Dapr's exponential policy (docs.dapr.io operations/resiliency/policies: "BackOffDuration =
+// PreviousBackOffDuration * (Random value from 0.5 to 1.5) * 1.5", capped at maxInterval,
+// "Defaults to 60s"), from an initial 500ms (cenkalti/backoff's ExponentialBackOff, which
+// dapr/kit's retry builds: DefaultInitialInterval 500ms, DefaultRandomizationFactor 0.5,
+// DefaultMultiplier 1.5): the wait before retry n is at most 1.5 x min(500ms x 1.5^(n-1),
+// maxInterval), which the model's min(max, base x 2^(n-1)) bounds with base 750ms and max 1.5 x
+// maxInterval (an upper bound).
+const (
+	DaprExponentialInitial     = 500 * time.Millisecond
+	DaprDefaultMaxInterval     = 60 * time.Second
+	daprExponentialRandomScale = 1.5
+)
+
+// daprWait is a retry policy's waits as the model's backoff (base, max): a constant policy's
+// duration for both; an exponential policy's bound (above).
+func daprWait(id, name string, p daprRetry) (base, maxWait time.Duration, err error) {
+	at := "spec.policies.retries." + name + "."
+	if p.Policy != nil && *p.Policy == "exponential" {
+		maxI := DaprDefaultMaxInterval
+		if p.MaxInterval != nil {
+			if maxI, err = parseTime(id, at+"maxInterval", p.MaxInterval, goPlainGrammar); err != nil {
+				return 0, 0, err
+			}
+		}
+		scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * daprExponentialRandomScale) }
+		return scale(DaprExponentialInitial), max(scale(maxI), scale(DaprExponentialInitial)), nil
+	}
+	if p.Policy != nil && *p.Policy != "constant" {
+		return 0, 0, fmt.Errorf("%s %spolicy: %q is not a Dapr retry policy (constant or exponential)", id, at, *p.Policy)
+	}
+	if p.Duration == nil {
+		return DaprDefaultConstantWait, DaprDefaultConstantWait, nil
+	}
+	d, err := parseTime(id, at+"duration", p.Duration, goPlainGrammar)
+	return d, d, err
+}
+
+// daprTime is the time of a Dapr layer: the built-in retries wait 1s between tries; a
+// Resiliency's retry policy its constant duration, or its exponential bound.
+func (s *Set) daprTime(l Layer) LayerTime {
+	lt := LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}
+	if l.Object == "" {
+		return LayerTime{BackoffBase: DaprBuiltInBackoff, BackoffMax: DaprBuiltInBackoff, Source: "Dapr built-in " + DaprBuiltInServiceRetry + " (1s between tries)"}
+	}
+	_, nsName, _ := strings.Cut(l.Object, " ")
+	r := s.resiliencies[GroupDapr+"/Resiliency/"+nsName]
+	name := strings.TrimSuffix(strings.TrimPrefix(l.FieldPath, "spec.policies.retries."), ".maxRetries")
+	if r == nil {
+		return lt
+	}
+	p, ok := r.Spec.Policies.Retries[name]
+	if !ok {
+		return lt
+	}
+	if b, m, err := daprWait(r.id(), name, p); err == nil {
+		return LayerTime{BackoffBase: b, BackoffMax: m, Source: fmt.Sprintf("%s spec.policies.retries.%s", r.id(), name)}
+	}
+	return lt
 }
 
 type resiliency struct {
@@ -57,6 +132,11 @@ func (s *Set) addResiliency(key string, h header, decode func(any) error) error 
 		return err
 	}
 	r.header = h
+	for _, name := range sortedKeys(r.Spec.Policies.Retries) {
+		if _, _, err := daprWait(h.id(), name, r.Spec.Policies.Retries[name]); err != nil {
+			return err
+		}
+	}
 	for _, app := range sortedKeys(r.Spec.Targets.Apps) {
 		name := r.Spec.Targets.Apps[app].Retry
 		if name == "" {

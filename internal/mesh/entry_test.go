@@ -70,6 +70,29 @@ func TestEntry(t *testing.T) {
 				Note: "BackendTrafficPolicy shop/route-policy spec.retry.numRetries: 1 (targets HTTPRoute/shop/web)"}}},
 		},
 		{
+			// envoyproxy/gateway d32f28294245 internal/gatewayapi/backendtrafficpolicy.go:705 (a
+			// route's policy without mergeType is translated alone) and :1739 (a Gateway's policy
+			// skips a route whose traffic features are set): the route's policy, retry or not,
+			// replaces the Gateway's (its golden internal/gatewayapi/testdata/
+			// backendtrafficpolicy-with-httproute-timeout.out.yaml: httproute-1, under a
+			// useClientProtocol-only policy, has "traffic: {}", not the Gateway policy's load
+			// balancer). Before: the Gateway's 7 retries, 8 tries.
+			name: "the route's policy without retry replaces the Gateway's: 1 try", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
+				btp("shop", "gw-policy", "{group: gateway.networking.k8s.io, kind: Gateway, name: eg}", "  retry: {numRetries: 7}") + "\n---\n" +
+				btp("shop", "route-policy", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  timeout: {http: {requestTimeout: 5s}}"),
+			want: Edge{Layers: []Layer{{Kind: Gateway, Object: "HTTPRoute shop/web", FieldPath: "spec.rules[0].retry", Tries: 1, Unset: 1, Default: true,
+				Note: "HTTPRoute shop/web spec.rules[0] sets no retry, nor BackendTrafficPolicy shop/route-policy, which targets it and replaces its Gateway's policies"}}},
+		},
+		{
+			name: "the route's policy with mergeType merges the Gateway's retry in", backend: ServiceRef{"shop", "frontend"},
+			docs: north("  - backendRefs: [{name: frontend}]") + "\n---\n" +
+				btp("shop", "gw-policy", "{group: gateway.networking.k8s.io, kind: Gateway, name: eg}", "  retry: {numRetries: 7}") + "\n---\n" +
+				btp("shop", "route-policy", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  mergeType: StrategicMerge\n  timeout: {http: {requestTimeout: 5s}}"),
+			want: Edge{Layers: []Layer{{Kind: EnvoyGateway, Object: "BackendTrafficPolicy shop/gw-policy", FieldPath: "spec.retry.numRetries", Tries: 8,
+				Note: "BackendTrafficPolicy shop/gw-policy spec.retry.numRetries: 7 (targets Gateway/shop/eg)"}}},
+		},
+		{
 			name: "the route's retry wins over a BackendTrafficPolicy", backend: ServiceRef{"shop", "frontend"},
 			docs: north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 1}") + "\n---\n" +
 				btp("shop", "route-policy", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}", "  retry: {numRetries: 5}"),

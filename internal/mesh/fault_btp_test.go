@@ -10,7 +10,11 @@ import (
 // TestLayerTimeEnvoyGatewayFaultDelay reads a BackendTrafficPolicy's
 // spec.faultInjection.delay into the entry layers of the routes it covers: held once per request
 // before the tries, outside the timeouts, as Istio's. On main the delay was not read (Delay 0,
-// Source without it) in every case that has one.
+// Source without it) in every case that has one. A route a policy covers is Envoy Gateway's, and
+// where neither its rule nor a policy sets a route timeout Envoy's 15s bounds it
+// (EnvoyDefaultRouteTimeout; TestLayerTimeEnvoyGateway has the cases); the route's policy
+// replaces a Gateway's whole, so the Gateway's 4s does not apply beside the route's delay-only
+// policy (before: 4s, and none where 15s).
 func TestLayerTimeEnvoyGatewayFaultDelay(t *testing.T) {
 	north := func(rules string) string {
 		return routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  parentRefs: [{name: eg}]\n  rules:\n"+rules)
@@ -36,31 +40,39 @@ func TestLayerTimeEnvoyGatewayFaultDelay(t *testing.T) {
 			envoy(0, 10*time.Second, 7*time.Second, "HTTPRoute shop/web spec.rules[0], BackendTrafficPolicy shop/f"+fd+"7s")},
 		{"the policy that sets the retry: its layer",
 			bare + "\n---\n" + btp("shop", "p", toWeb, "  retry: {numRetries: 2}\n"+fault("{fixedDelay: 1500ms, percentage: 100}")), "BackendTrafficPolicy shop/p",
-			envoy(0, 0, 1500*ms, "BackendTrafficPolicy shop/p"+fd+"1500ms")},
+			envoy(0, 15*time.Second, 1500*ms, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/p and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/p"+fd+"1500ms")},
 		{"a policy on the Gateway covers its routes",
 			bare + "\n---\n" + btp("shop", "g", toGW, fault("{fixedDelay: 3s}")), "HTTPRoute shop/web",
-			envoy(0, 0, 3*time.Second, "BackendTrafficPolicy shop/g"+fd+"3s")},
+			envoy(0, 15*time.Second, 3*time.Second, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/g and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/g"+fd+"3s")},
 		{"the route's policy over the Gateway's",
 			bare + "\n---\n" + btp("shop", "g", toGW, fault("{fixedDelay: 5s}")) + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 2s}")), "HTTPRoute shop/web",
-			envoy(0, 0, 2*time.Second, "BackendTrafficPolicy shop/f"+fd+"2s")},
-		{"the Gateway's policy sets the retry, the route's the delay: the layer is the former's, the delay the latter's",
-			bare + "\n---\n" + btp("shop", "g", toGW, "  retry: {numRetries: 1}\n  timeout: {http: {requestTimeout: 4s}}") + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 6s}")), "BackendTrafficPolicy shop/g",
-			envoy(0, 4*time.Second, 6*time.Second, "BackendTrafficPolicy shop/g, BackendTrafficPolicy shop/f"+fd+"6s")},
+			envoy(0, 15*time.Second, 2*time.Second, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"2s")},
+		// The route's policy replaces the Gateway's whole (envoyproxy/gateway d32f28294245
+		// internal/gatewayapi/backendtrafficpolicy.go:705, :1739): no retry, the delay, no
+		// timeout but Envoy's 15s. Before: the Gateway's retry (2 tries) and its 4s.
+		{"the Gateway's policy sets the retry, the route's the delay: the route's replaces it, no retry",
+			bare + "\n---\n" + btp("shop", "g", toGW, "  retry: {numRetries: 1}\n  timeout: {http: {requestTimeout: 4s}}") + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 6s}")), "HTTPRoute shop/web",
+			envoy(0, 15*time.Second, 6*time.Second, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"6s")},
+		// With mergeType the two merge (backendtrafficpolicy.go translateBackendTrafficPolicyForRouteWithMerge):
+		// the Gateway's retry, the longer of the timeouts (15s: the route's sets none), the delay.
+		{"the route's policy with mergeType: merged with the Gateway's, its retry counts",
+			bare + "\n---\n" + btp("shop", "g", toGW, "  retry: {numRetries: 1}\n  timeout: {http: {requestTimeout: 4s}}") + "\n---\n" + btp("shop", "f", toWeb, "  mergeType: StrategicMerge\n"+fault("{fixedDelay: 6s}")), "BackendTrafficPolicy shop/g",
+			envoy(0, 15*time.Second, 6*time.Second, "BackendTrafficPolicy shop/g, "+"Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"6s")},
 		{"a share under 100 % counts and is named",
 			bare + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 9s, percentage: 0.5}")), "HTTPRoute shop/web",
-			envoy(0, 0, 9*time.Second, "BackendTrafficPolicy shop/f"+fd+"9s at 0.5%")},
+			envoy(0, 15*time.Second, 9*time.Second, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"9s at 0.5%")},
 		{"a percentage the CRD does not bound (over 100): Envoy holds every request",
 			bare + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 1s, percentage: 250}")), "HTTPRoute shop/web",
-			envoy(0, 0, time.Second, "BackendTrafficPolicy shop/f"+fd+"1s")},
+			envoy(0, 15*time.Second, time.Second, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none), "+"BackendTrafficPolicy shop/f"+fd+"1s")},
 		{"percentage 0: no delay",
 			rule + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 7s, percentage: 0}")), "HTTPRoute shop/web",
 			envoy(0, 10*time.Second, 0, "HTTPRoute shop/web spec.rules[0]")},
 		{"a zero delay: none",
 			bare + "\n---\n" + btp("shop", "f", toWeb, fault("{fixedDelay: 0s}")), "HTTPRoute shop/web",
-			envoy(0, 0, 0, "")},
+			envoy(0, 15*time.Second, 0, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none)")},
 		{"an abort alone: no time",
 			bare + "\n---\n" + btp("shop", "f", toWeb, "  faultInjection: {abort: {httpStatus: 503, percentage: 100}}\n"), "HTTPRoute shop/web",
-			envoy(0, 0, 0, "")},
+			envoy(0, 15*time.Second, 0, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/f and HTTPRoute shop/web set none)")},
 		{"a policy on another route: none",
 			bare + "\n---\n" + btp("shop", "f", "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: other}", fault("{fixedDelay: 7s}")), "HTTPRoute shop/web",
 			envoy(0, 0, 0, "")},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Kuma (kumahq/kuma): a caller is in Kuma when its pod template, else its namespace, has
@@ -39,6 +40,14 @@ type kumaMesh struct {
 
 type kumaRetryConf struct {
 	NumRetries *int64 `json:"numRetries"`
+	// PerTryTimeout and BackOff go into the Envoy retry policy beside numRetries (kumahq/kuma
+	// 348b6528 pkg/plugins/policies/meshretry/plugin/xds/configurer.go genHttpRetryPolicy,
+	// genGrpcRetryPolicy): the time model's (kumaTime).
+	PerTryTimeout *string `json:"perTryTimeout"`
+	BackOff       *struct {
+		BaseInterval *string `json:"baseInterval"`
+		MaxInterval  *string `json:"maxInterval"`
+	} `json:"backOff"`
 }
 
 type meshRetry struct {
@@ -88,6 +97,9 @@ func (s *Set) addKuma(key string, h header, decode func(any) error) error {
 				if err := boundsInt32.check(h.id(), fmt.Sprintf("spec.to[%d].default.%s.numRetries", i, proto), *c.NumRetries); err != nil {
 					return err
 				}
+			}
+			if _, err := kumaConfTime(h.id(), i, proto, c); err != nil {
+				return err
 			}
 		}
 	}
@@ -225,4 +237,81 @@ func kumaTargets(kind, name, ns string, labels map[string]string, policyNS strin
 		return strings.HasPrefix(name, ref.Name+"_"+ref.Namespace+"_svc")
 	}
 	return false
+}
+
+// Kuma's default MeshRetry's time (kumahq/kuma 348b6528 pkg/defaults/mesh/meshretry.go: http and
+// grpc perTryTimeout 16s, backOff 25ms to 250ms), for the layer assumed where no MeshRetry of the
+// mesh is in the input.
+const (
+	KumaDefaultPerTryTimeout = 16 * time.Second
+	KumaDefaultBackoffBase   = 25 * time.Millisecond
+	KumaDefaultBackoffMax    = 250 * time.Millisecond
+)
+
+// kumaConfTime is the per-try timeout and backoff of a MeshRetry's to[i].default.<proto> c as
+// Kuma hands them to Envoy (configurer.go): perTryTimeout as written ("0": none); backOff's
+// baseInterval, else 25ms (mesh.DefaultBaseInterval), its maxInterval, else Envoy's ten times
+// the base; no backOff: Envoy's 25ms to 250ms. Durations are metav1.Duration: Go's form.
+func kumaConfTime(id string, i int, proto string, c *kumaRetryConf) (LayerTime, error) {
+	lt := LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}
+	if c == nil {
+		return lt, nil
+	}
+	at := fmt.Sprintf("spec.to[%d].default.%s.", i, proto)
+	var err error
+	if lt.PerTry, err = parseTime(id, at+"perTryTimeout", c.PerTryTimeout, goPlainGrammar); err != nil {
+		return lt, err
+	}
+	if b := c.BackOff; b != nil {
+		base, err := parseTime(id, at+"backOff.baseInterval", b.BaseInterval, goPlainGrammar)
+		if err != nil {
+			return lt, err
+		}
+		if base == 0 {
+			base = KumaDefaultBackoffBase
+		}
+		maxI, err := parseTime(id, at+"backOff.maxInterval", b.MaxInterval, goPlainGrammar)
+		if err != nil {
+			return lt, err
+		}
+		if maxI == 0 {
+			maxI = 10 * base
+		}
+		lt.BackoffBase, lt.BackoffMax = base, max(maxI, base)
+	}
+	return lt, nil
+}
+
+// kumaTime is the time of a Kuma layer: its MeshRetry's to[i].default.<proto> (the layer's
+// field path), or Kuma's default MeshRetry's where the layer assumes it.
+func (s *Set) kumaTime(l Layer) LayerTime {
+	lt := LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}
+	if s == nil {
+		return lt
+	}
+	_, nsName, _ := strings.Cut(l.Object, " ")
+	r := s.kumaRetries[GroupKuma+"/MeshRetry/"+nsName]
+	i, okIdx := ruleIndex(l.FieldPath)
+	if r == nil {
+		if strings.HasPrefix(nsName, KumaSystemNamespace+"/"+KumaDefaultRetryPrefix) && l.Default {
+			return LayerTime{PerTry: KumaDefaultPerTryTimeout, BackoffBase: KumaDefaultBackoffBase, BackoffMax: KumaDefaultBackoffMax,
+				Source: l.Object + " (Kuma's default, assumed)"}
+		}
+		return lt
+	}
+	if !okIdx || i >= len(r.Spec.To) {
+		return lt
+	}
+	proto, c := "http", r.Spec.To[i].Default.HTTP
+	if strings.Contains(l.FieldPath, ".grpc.") {
+		proto, c = "grpc", r.Spec.To[i].Default.GRPC
+	}
+	t, err := kumaConfTime(r.id(), i, proto, c)
+	if err != nil {
+		return lt // refused when added
+	}
+	if t.PerTry > 0 || t.BackoffBase != EnvoyBackoffBase || t.BackoffMax != EnvoyBackoffMax {
+		t.Source = fmt.Sprintf("%s spec.to[%d].default.%s", r.id(), i, proto)
+	}
+	return t
 }

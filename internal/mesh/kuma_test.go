@@ -97,3 +97,52 @@ func TestKumaRemoveMesh(t *testing.T) {
 		t.Fatalf("tries %d after removing the Mesh, want 1", n)
 	}
 }
+
+// TestLayerTimeKuma: a MeshRetry's perTryTimeout and backOff go into the Envoy retry policy with
+// its numRetries (kumahq/kuma 348b6528 pkg/plugins/policies/meshretry/plugin/xds/
+// configurer.go:121-143 genHttpRetryPolicy, :75-103 genGrpcRetryPolicy; the API's doc, api/
+// v1alpha1/meshretry.go:136-141, 224-231: "Setting this timeout to 0 will disable it",
+// baseInterval "If not specified then the default value is 25ms", maxInterval "Default is 10
+// times the BaseInterval"); Kuma's own default MeshRetry sets 16s per try and 25ms..250ms
+// (pkg/defaults/mesh/meshretry.go:33-52). Before, a Kuma layer was timed with Envoy's 25ms..250ms
+// and no per-try timeout whatever it said: a backOff of 1s..5s over 3 retries (up to 1+2+4 =
+// 7s of waiting) was counted as 75ms, a false pass of any maximum between.
+func TestLayerTimeKuma(t *testing.T) {
+	const s = 1000 * ms
+	for _, tc := range []struct {
+		name string
+		docs []string
+		want LayerTime
+	}{
+		{"perTryTimeout and backOff of the http block",
+			[]string{nsKuma, meshRetryDoc("r", "", "{kind: Mesh}", "{http: {numRetries: 3, perTryTimeout: 2s, backOff: {baseInterval: 1s, maxInterval: 5s}}}")},
+			LayerTime{PerTry: 2 * s, BackoffBase: s, BackoffMax: 5 * s, Source: "MeshRetry kuma-system/r spec.to[0].default.http"}},
+		{"a baseInterval alone: ten times it the cap",
+			[]string{nsKuma, meshRetryDoc("r", "", "{kind: Mesh}", "{http: {numRetries: 3, backOff: {baseInterval: 100ms}}}")},
+			LayerTime{BackoffBase: 100 * ms, BackoffMax: s, Source: "MeshRetry kuma-system/r spec.to[0].default.http"}},
+		{"perTryTimeout 0s: none",
+			[]string{nsKuma, meshRetryDoc("r", "", "{kind: Mesh}", "{http: {numRetries: 3, perTryTimeout: 0s}}")},
+			LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}},
+		{"the grpc block, when it counts",
+			[]string{nsKuma, meshRetryDoc("r", "", "{kind: Mesh}", "{http: {numRetries: 1}, grpc: {numRetries: 4, perTryTimeout: 1500ms}}")},
+			LayerTime{PerTry: 1500 * ms, BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax, Source: "MeshRetry kuma-system/r spec.to[0].default.grpc"}},
+		{"Kuma's default MeshRetry, assumed: 16s per try",
+			[]string{nsKuma, kumaMeshDefault},
+			LayerTime{PerTry: 16 * s, BackoffBase: 25 * ms, BackoffMax: 250 * ms, Source: "MeshRetry kuma-system/mesh-retry-all-default (Kuma's default, assumed)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := set(t, Options{}, strings.Join(tc.docs, "\n---\n"))
+			e := set.Edge(caller("kuma-demo"), "redis")
+			if len(e.Layers) != 1 || e.Layers[0].Kind != Kuma {
+				t.Fatalf("layers %+v", e.Layers)
+			}
+			if got := set.LayerTime(e.Layers[0]); got != tc.want {
+				t.Errorf("LayerTime(%+v)\n got %+v\nwant %+v", e.Layers[0], got, tc.want)
+			}
+		})
+	}
+	_, err := NewSet(Options{}).AddManifest([]byte(meshRetryDoc("r", "", "{kind: Mesh}", "{http: {numRetries: 3, perTryTimeout: soon}}")))
+	if want := `MeshRetry kuma-system/r spec.to[0].default.http.perTryTimeout: "soon" is not a duration ("500ms", "1m30s")`; err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant %s", err, want)
+	}
+}

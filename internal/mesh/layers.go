@@ -889,11 +889,30 @@ func (s *Set) policyLayer(x *index, r *route, i int) Layer {
 		return best, best.Kind != ""
 	}
 	target := func(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
-	if l, ok := pick(target(r.Kind, r.Metadata.Namespace, r.Metadata.Name)); ok {
+	own := target(r.Kind, r.Metadata.Namespace, r.Metadata.Name)
+	if l, ok := pick(own); ok {
 		return l
+	}
+	// A policy targeting the route replaces its Gateways' whole, retry or not, unless its
+	// mergeType merges them (envoyproxy/gateway d32f28294245 internal/gatewayapi/
+	// backendtrafficpolicy.go:705 translates a route's policy alone when MergeType is nil, and
+	// :1739 gives a Gateway's policy only to routes with no traffic features yet): a route's
+	// delay-only policy leaves it without retry. Before, the Gateway's retry was counted.
+	var replacing *backendTrafficPolicy
+	for _, p := range x.policies[own] {
+		if p.Spec.MergeType != nil {
+			replacing = nil
+			break
+		}
+		if replacing == nil {
+			replacing = p
+		}
 	}
 	var best Layer
 	for _, p := range r.Spec.ParentRefs {
+		if replacing != nil {
+			break
+		}
 		if !p.isGateway() {
 			continue
 		}
@@ -906,6 +925,9 @@ func (s *Set) policyLayer(x *index, r *route, i int) Layer {
 	}
 	unset := Layer{Kind: Gateway, Object: r.id(), FieldPath: fmt.Sprintf("spec.rules[%d].retry", i), Tries: 1, Default: true,
 		Note: fmt.Sprintf("%s spec.rules[%d] sets no retry and no BackendTrafficPolicy targets it", r.id(), i)}
+	if replacing != nil {
+		unset.Note = fmt.Sprintf("%s spec.rules[%d] sets no retry, nor %s, which targets it and replaces its Gateway's policies", r.id(), i, replacing.id())
+	}
 	if g := s.istioGatewayParent(r); g != "" {
 		l := withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry (parent Gateway %s, class %s)", r.id(), i, g, IstioGatewayClass)), unset)
 		l.Kind = Gateway

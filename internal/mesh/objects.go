@@ -246,6 +246,9 @@ type backendTrafficPolicy struct {
 			NumRetries *int64 `json:"numRetries"`
 		} `json:"retry"`
 		FaultInjection *btpFaultFields `json:"faultInjection"` // fault.go
+		// MergeType set on a route's policy merges it with its Gateway's (layers.go
+		// policyLayer); unset, the route's replaces the Gateway's whole.
+		MergeType *string `json:"mergeType"`
 	} `json:"spec"`
 	// delay is spec.faultInjection.delay as Envoy Gateway applies it (readBTPFault).
 	delay faultDelay
@@ -626,13 +629,37 @@ func parseMeshConfig(cm configMap) (*meshDefault, error) {
 	}
 	d := &meshDefault{retries: n, object: cm.id(), note: fmt.Sprintf("%s data.%s defaultHttpRetryPolicy.attempts: %d", cm.id(), IstioConfigKey, n)}
 	p := mc.DefaultHTTPRetryPolicy
+	if n <= 0 {
+		// retry.ConvertPolicy gives Envoy no retry policy for attempts 0 (or unset), and its
+		// per-try timeout and backoff with it (istio/istio 86c9f01fd735 pilot/pkg/networking/
+		// core/route/retry/retry.go:114-117); Istio validates no field of this policy
+		// (pkg/config/validation/agent/validation.go ValidateMeshConfig checks only the inbound
+		// one), so neither is refused beside it either. Before, its per-try timeout was counted.
+		return d, nil
+	}
+	if p.PerTryTimeout != nil {
+		if z, err := time.ParseDuration(strings.TrimSpace(*p.PerTryTimeout)); err == nil && z == 0 {
+			// Not validated, so stored; Envoy reads a per-try timeout of 0 as none.
+			if err := d.backoff(cm, p.Backoff); err != nil {
+				return nil, err
+			}
+			return d, nil
+		}
+	}
 	if d.perTry, err = parseTime(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.perTryTimeout", p.PerTryTimeout, goGrammar); err != nil {
 		return nil, err
 	}
-	if d.base, err = parseTime(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.backoff", p.Backoff, goGrammar); err != nil {
+	if err := d.backoff(cm, p.Backoff); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// backoff reads defaultHttpRetryPolicy.backoff v into d.base.
+func (d *meshDefault) backoff(cm configMap, v *string) error {
+	b, err := parseTime(cm.id(), "data."+IstioConfigKey+" defaultHttpRetryPolicy.backoff", v, goGrammar)
+	d.base = b
+	return err
 }
 
 // linkerdConfig is what the retry.linkerd.io annotations of one object say, read as Linkerd's

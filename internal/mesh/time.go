@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -65,6 +66,10 @@ type LayerTime struct {
 type ruleTime struct {
 	perTry, last, timeout, base, max time.Duration
 	set                              bool
+	// timeoutSet: the route timeout is written (a Gateway API rule's timeouts.request, or its
+	// backendRequest in its place; a BackendTrafficPolicy's requestTimeout), "0s" (none)
+	// included: Envoy Gateway then sets it on the route instead of a policy's or Envoy's 15s.
+	timeoutSet bool
 	// noRetries: a VirtualService route whose retries set no attempts (or 0): Istio gives Envoy
 	// no retry policy (retry.ConvertPolicy), and its per-try timeout and backoff with it, so
 	// LayerTime reads none. perTryRaw is the per-try timeout as written, for the warning.
@@ -323,6 +328,7 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 					err = fmt.Errorf("%s spec.rules[%d].timeouts: backendRequest %q is longer than request %q, which the API server refuses (backendRequest is each try, request all of them)",
 						h.id(), i, *r.Timeouts.BackendRequest, *r.Timeouts.Request)
 				}
+				rt.timeoutSet = r.Timeouts.Request != nil || r.Retry == nil && r.Timeouts.BackendRequest != nil
 				if r.Retry == nil && rt.perTry > 0 {
 					// No retry block: Istio (pilot's gateway conversion) and Envoy Gateway
 					// (processRouteTimeout) make backendRequest the route's timeout, in place of
@@ -346,6 +352,7 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 		w := &ot.whole
 		if t := f.Spec.Timeout; t != nil && t.HTTP != nil {
 			field("spec.timeout.http.requestTimeout", t.HTTP.RequestTimeout, &w.timeout)
+			w.timeoutSet = t.HTTP.RequestTimeout != nil
 		}
 		if r := f.Spec.Retry; r != nil && r.PerRetry != nil {
 			field("spec.retry.perRetry.timeout", r.PerRetry.Timeout, &w.perTry)
@@ -570,10 +577,152 @@ func (s *Set) layerTimeouts(l Layer) LayerTime {
 	return lt
 }
 
+// EnvoyDefaultRouteTimeout is Envoy's route timeout when its route config sets none
+// (envoyproxy/envoy source/common/router/config_impl.h DEFAULT_ROUTE_TIMEOUT_MS = 15000, read
+// by config_impl.cc PROTOBUF_GET_MS_OR_DEFAULT(route.route(), timeout, ...)); Istio always sets
+// one (0, none: route.go setTimeout), Envoy Gateway only when a rule or a BackendTrafficPolicy
+// does (envoyproxy/gateway internal/xds/translator/route.go getEffectiveRequestTimeout).
+const EnvoyDefaultRouteTimeout = 15 * time.Second
+
+// envoyGatewayTimeout is the route timeout of an entry layer l (a Gateway-parented rule's, or a
+// BackendTrafficPolicy's retry) where Envoy Gateway serves the route, which the model knows by a
+// BackendTrafficPolicy covering it (one targeting the route, else one of its parent Gateways',
+// retry or not: envoyproxy/gateway d32f28294245 internal/gatewayapi/backendtrafficpolicy.go
+// applies a Gateway's policy to a route only where the route's own sets no traffic features):
+// the rule's timeouts.request (or backendRequest without retry) first, then the policy's
+// timeout.http.requestTimeout, then Envoy's 15s (internal/xds/translator/route.go:118-123 and
+// :442-456 getEffectiveRequestTimeout: "gateway-api timeout takes precedence";
+// internal/gatewayapi/route.go:1086-1106 processRouteTimeout). For a policy's layer, the longest
+// over the rules it serves (the layer does not say which). ok is false where no policy covers
+// the route (another implementation: the rule's own timeouts, read already).
+func (s *Set) envoyGatewayTimeout(l Layer) (timeout time.Duration, source string, ok bool) {
+	x := s.index()
+	ruleTimeout := func(r *route, i int) (time.Duration, string, bool) {
+		if s.istioGatewayParent(r) != "" {
+			return 0, "", false // Istio's gateway: no default route timeout
+		}
+		t, src, found := s.policyTimeout(x, r)
+		if !found {
+			return 0, "", false
+		}
+		if ot, has := s.times[GroupGateway+"/"+r.Kind+"/"+r.Metadata.Namespace+"/"+r.Metadata.Name]; has && i < len(ot.rules) && ot.rules[i].timeoutSet {
+			return ot.rules[i].timeout, fmt.Sprintf("%s spec.rules[%d]", r.id(), i), true
+		}
+		return t, src, true
+	}
+	switch l.Kind {
+	case Gateway:
+		kind, nsName, _ := strings.Cut(l.Object, " ")
+		r := s.routes[GroupGateway+"/"+kind+"/"+nsName]
+		i, okRule := ruleIndex(l.FieldPath)
+		if r == nil || !okRule || i >= len(r.Spec.Rules) {
+			return 0, "", false
+		}
+		return ruleTimeout(r, i)
+	case EnvoyGateway:
+		backends := slices.Collect(maps.Keys(x.gatewayRoutes))
+		slices.SortFunc(backends, func(a, b ServiceRef) int { return strings.Compare(a.String(), b.String()) })
+		seen := map[*route]bool{}
+		for _, b := range backends {
+			for _, r := range x.gatewayRoutes[b] {
+				if seen[r] {
+					continue
+				}
+				seen[r] = true
+				for i := range r.Spec.Rules {
+					if _, own := gammaRule(r, i); own || s.policyLayer(x, r, i).Object != l.Object {
+						continue
+					}
+					t, src, found := ruleTimeout(r, i)
+					if !found {
+						continue
+					}
+					if !ok || timeout != 0 && (t == 0 || t > timeout) {
+						timeout, source, ok = t, src, true
+					}
+				}
+			}
+		}
+	}
+	return timeout, source, ok
+}
+
+// policyTimeout is the route timeout Envoy Gateway gives route r from its BackendTrafficPolicies
+// where r's rule sets none, with the object that sets it; ok is false when no policy covers r.
+// A policy targeting r wins over its Gateways' (a route's policy replaces a Gateway's whole,
+// envoyproxy/gateway backendtrafficpolicy.go translateBackendTrafficPolicyForGateway skips a
+// route with traffic features already set), and its requestTimeout, else Envoy's 15s; where it
+// sets none and a Gateway's does, the longer of the two (the policies' mergeType, not read,
+// merges them: translateBackendTrafficPolicyForRouteWithMerge). Of several policies, the
+// longest (none the longest): an upper bound of the one Envoy Gateway takes.
+func (s *Set) policyTimeout(x *index, r *route) (timeout time.Duration, source string, ok bool) {
+	longer := func(t time.Duration, src string) {
+		if !ok || timeout != 0 && (t == 0 || t > timeout) {
+			timeout, source, ok = t, src, true
+		}
+	}
+	var gws []*backendTrafficPolicy
+	for _, pr := range r.Spec.ParentRefs {
+		if pr.isGateway() {
+			gws = append(gws, x.policies["Gateway/"+pr.namespaceOr(r.Metadata.Namespace)+"/"+pr.Name]...)
+		}
+	}
+	// each is a policy's requestTimeout, else (unset) what stands in for it: fallback.
+	each := func(ps []*backendTrafficPolicy, fallback func()) {
+		for _, p := range ps {
+			if w := s.times[GroupEnvoyGateway+"/BackendTrafficPolicy/"+p.Metadata.Namespace+"/"+p.Metadata.Name].whole; w.timeoutSet {
+				longer(w.timeout, p.id()+" spec.timeout.http.requestTimeout")
+			} else {
+				fallback()
+			}
+		}
+	}
+	envoyDefault := func(p *backendTrafficPolicy) func() {
+		return func() {
+			longer(EnvoyDefaultRouteTimeout, fmt.Sprintf("Envoy's default route timeout 15s (%s and %s set none)", p.id(), r.id()))
+		}
+	}
+	own := x.policies[r.Kind+"/"+r.Metadata.Namespace+"/"+r.Metadata.Name]
+	if len(own) == 0 {
+		for _, p := range gws {
+			each([]*backendTrafficPolicy{p}, envoyDefault(p))
+		}
+		return timeout, source, ok
+	}
+	for _, p := range own {
+		each([]*backendTrafficPolicy{p}, func() {
+			envoyDefault(p)()
+			each(gws, func() {})
+		})
+	}
+	return timeout, source, ok
+}
+
 // layerTime is LayerTime from the layer's own object and rule.
 func (s *Set) layerTime(l Layer) LayerTime {
+	lt := s.layerTimeOwn(l)
+	if s == nil || l.Kind != Gateway && l.Kind != EnvoyGateway {
+		return lt
+	}
+	if t, src, ok := s.envoyGatewayTimeout(l); ok {
+		lt.Timeout = t
+		if lt.Source == "" {
+			lt.Source = src
+		} else if !strings.HasPrefix(src, lt.Source) {
+			lt.Source += ", " + src
+		}
+	}
+	return lt
+}
+
+// layerTimeOwn is LayerTime from the layer's own object and rule alone.
+func (s *Set) layerTimeOwn(l Layer) LayerTime {
 	var lt LayerTime
 	switch l.Kind {
+	case Kuma:
+		return s.kumaTime(l) // kuma.go
+	case Dapr:
+		return s.daprTime(l) // dapr.go
 	case Linkerd:
 		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
 	case IngressNginx:
@@ -664,6 +813,291 @@ func (s *Set) Hop(own graph.TimeLayer, e Edge) graph.Hop {
 		h = append(h, s.TimeLayer(l))
 	}
 	return h
+}
+
+// maxHops bounds the hops Hops returns for one edge: beyond it the layers with alternatives are
+// each taken as their envelope (envelope), an upper bound of every one of them.
+const maxHops = 64
+
+// Hops are the hops one call can take, for the graph to take the worst of (graph.Timing.AddHop):
+// Hop(own, e), and the same with each layer replaced by each other route of its object that
+// takes the same requests (timeAlternatives), every combination. The mesh counts the route of
+// the most tries, but which route a request takes depends on its path and headers, which the
+// model does not know, and a route of fewer tries can wait longer (a VirtualService route of 4
+// tries within a 1s timeout beside a route of 2 tries with none: 2 x the callee's time, not 1s).
+// Before, the time was the counted route's alone.
+func (s *Set) Hops(own graph.TimeLayer, e Edge) []graph.Hop {
+	return s.hops(own, e, s.timeAlternatives)
+}
+
+// CallHops is Hops for e = Edge(c, callee): a Linkerd layer's alternatives depend on the caller
+// and the callee too (linkerdAlternatives), every other layer's on itself alone.
+func (s *Set) CallHops(own graph.TimeLayer, c Caller, callee string, e Edge) []graph.Hop {
+	return s.hops(own, e, func(l Layer) []Layer {
+		if l.Kind == Linkerd || l.NoRuleTimes { // NoRuleTimes: a Gateway API rule Linkerd serves
+			return s.linkerdAlternatives(c, callee, l)
+		}
+		return s.timeAlternatives(l)
+	})
+}
+
+// linkerdAlternatives are the layers Linkerd may apply in l's place on c's calls to callee, as
+// linkerdEdge weighs them (l among them, else none): each route attached to the Service, with its
+// own retry annotations, else the Service's (or none: 1 try), and each Gateway API rule with a
+// retry. Each route has its own timeout annotations: a route of fewer tries may wait longer.
+func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
+	if s == nil || strings.HasPrefix(l.Object, "ServiceProfile ") {
+		return nil
+	}
+	ref, inCluster := resolve(callee, c.Namespace)
+	if !inCluster {
+		return nil
+	}
+	x := s.index()
+	var scratch Edge // linkerdLayer's warnings: the edge has them already
+	svcID := "Service " + ref.String()
+	svcCfg, _ := linkerdRetries(s.services[ref].Annotations, svcID)
+	name := ref.Name
+	if ref.Namespace != c.Namespace {
+		name = ref.String()
+	}
+	svcTimes := s.times["/Service/"+ref.Namespace+"/"+ref.Name].whole.set
+	var out []Layer
+	for _, r := range x.routesByService[ref] {
+		if !routeApplies(r, ref, c.Namespace) || !attachesTo(r, ref, 0) {
+			continue
+		}
+		cfg, _ := linkerdRetries(r.Metadata.Annotations, r.id())
+		var l Layer
+		switch {
+		case cfg.set:
+			l = s.linkerdLayer(&scratch, r.id(), cfg)
+		case svcCfg.set:
+			l = s.linkerdLayer(&scratch, svcID, svcCfg)
+		default:
+			l = Layer{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for " + name}
+		}
+		out = append(out, l)
+		// Linkerd takes a rule's retry and its timeouts apart, each from the route, else from
+		// the Service (linkerd/linkerd2 b24cd4059841 policy-controller/grpc/src/outbound/
+		// http.rs:248-253: "if timeouts == Default::default() { timeouts = service_timeouts }",
+		// "if retry.is_none() { retry = service_retry }"; policy-test outbound_api_http.rs
+		// parent_retries_and_timeouts): the layer's tries with the timeouts of the object that
+		// gives them, as a layer of that object for LayerTime (an alternative for time only).
+		routeTimes := s.times[r.group()+"/"+r.Kind+"/"+r.Metadata.Namespace+"/"+r.Metadata.Name].whole.set
+		timesFrom := ""
+		switch {
+		case routeTimes && l.Object != r.id():
+			timesFrom = r.id()
+		case !routeTimes && svcTimes && l.Object != svcID:
+			timesFrom = svcID
+		}
+		if timesFrom != "" {
+			t := l
+			t.Object, t.FieldPath, t.Note = timesFrom, "", "timing: "+timesFrom+"'s timeouts"
+			out = append(out, t)
+		}
+		if r.group() != GroupGateway {
+			continue
+		}
+		for i := range r.Spec.Rules {
+			if gl, ok := gammaRule(r, i); ok {
+				gl.Unset, gl.NoRuleTimes = 1, true
+				out = append(out, gl)
+			}
+		}
+	}
+	return among(l, out)
+}
+
+func (s *Set) hops(own graph.TimeLayer, e Edge, alternatives func(Layer) []Layer) []graph.Hop {
+	base := s.Hop(own, e)
+	choices := make([][]graph.TimeLayer, len(e.Layers))
+	n := 1
+	for i, l := range e.Layers {
+		choices[i] = []graph.TimeLayer{base[i+1]}
+		for _, a := range alternatives(l) {
+			if tl := s.TimeLayer(a); !slices.Contains(choices[i], tl) {
+				choices[i] = append(choices[i], tl)
+			}
+		}
+		n *= len(choices[i])
+		if n > maxHops {
+			n = maxHops + 1
+		}
+	}
+	if n == 1 {
+		return []graph.Hop{base}
+	}
+	if n > maxHops {
+		h := slices.Clone(base)
+		for i, c := range choices {
+			h[i+1] = envelope(c)
+		}
+		return []graph.Hop{h}
+	}
+	out := []graph.Hop{base}
+	pick := make([]int, len(choices))
+	for {
+		// The next combination, in the order of an odometer whose first wheel is the last layer.
+		i := len(pick) - 1
+		for i >= 0 {
+			pick[i]++
+			if pick[i] < len(choices[i]) {
+				break
+			}
+			pick[i] = 0
+			i--
+		}
+		if i < 0 {
+			return out
+		}
+		h := slices.Clone(base)
+		for j, k := range pick {
+			h[j+1] = choices[j][k]
+		}
+		out = append(out, h)
+	}
+}
+
+// EntryHops are the hops of an entrypoint's client attempts whose layers are e's and whose
+// first layer is the largest of alts (Set.EntryLayers): the same hop with that layer replaced by
+// each of alts, as Hops does for an edge, since the rule or route a request takes is not known.
+func (s *Set) EntryHops(e Edge, alts []Layer) []graph.Hop {
+	h := make(graph.Hop, 0, len(e.Layers))
+	for _, l := range e.Layers {
+		h = append(h, s.TimeLayer(l))
+	}
+	out := []graph.Hop{h}
+	if len(h) == 0 {
+		return out
+	}
+	seen := []graph.TimeLayer{h[0]}
+	for _, a := range alts {
+		tl := s.TimeLayer(a)
+		if slices.Contains(seen, tl) {
+			continue
+		}
+		seen = append(seen, tl)
+		alt := slices.Clone(h)
+		alt[0] = tl
+		out = append(out, alt)
+	}
+	return out
+}
+
+// timeAlternatives are the layers a call may take in l's place (l among them), whose tries are
+// no more than l's but whose time may be longer: every http route for sidecars of l's
+// VirtualService (Siblings), every rule of l's Gateway API route as Istio applies it (its retry,
+// else Istio's default). None for other layers: one object and field decides them (Linkerd's
+// annotations are the route's, for every rule), or they are entry layers (EntryHops); none
+// either when l is not one of those routes as they read (among).
+func (s *Set) timeAlternatives(l Layer) []Layer {
+	kind, _, _ := strings.Cut(l.Object, " ")
+	switch {
+	case l.Kind != Istio && l.Kind != IstioWaypoint && l.Kind != GAMMA, l.NoRuleTimes:
+		return nil
+	case kind == "VirtualService" && strings.HasPrefix(l.FieldPath, "spec.http["):
+		if l.Kind == GAMMA {
+			return nil
+		}
+		return among(l, s.Siblings(GroupIstio, l))
+	case (kind == "HTTPRoute" || kind == "GRPCRoute") && strings.HasPrefix(l.FieldPath, "spec.rules["):
+		_, nsName, _ := strings.Cut(l.Object, " ")
+		r := s.routes[GroupGateway+"/"+kind+"/"+nsName]
+		if r == nil {
+			return nil
+		}
+		at := ""
+		if l.Kind == IstioWaypoint {
+			if i := strings.LastIndex(l.Note, " at "); i >= 0 {
+				at = l.Note[i:]
+			}
+		}
+		out := make([]Layer, 0, len(r.Spec.Rules))
+		for i := range r.Spec.Rules {
+			a, ok := gammaRule(r, i)
+			if ok {
+				a.Note += at
+			} else {
+				a = withDefault(s.istioDefault(fmt.Sprintf("%s spec.rules[%d] sets no retry%s", r.id(), i, at)), a)
+			}
+			if l.Kind == IstioWaypoint {
+				a.Kind = IstioWaypoint
+			}
+			a.Unset = l.Unset // the tries without a retry block: the same mesh weighs every rule
+			out = append(out, a)
+		}
+		return among(l, out)
+	}
+	return nil
+}
+
+// TimeAlternatives are the layers a call may take in l's place, l among them (timeAlternatives:
+// the other routes of its VirtualService or Gateway API route; none for a Linkerd layer, whose
+// routes depend on the caller: CallHops), for the mesh gate to judge a timeout raised on a route
+// other than the counted one.
+func (s *Set) TimeAlternatives(l Layer) []Layer {
+	if s == nil {
+		return nil
+	}
+	return s.timeAlternatives(l)
+}
+
+// among is alts when l is one of them, else none: a layer read another way (an egress gateway's
+// route, a route parented to a ServiceEntry) has other alternatives than its object's routes.
+func among(l Layer, alts []Layer) []Layer {
+	for _, a := range alts {
+		if a == l {
+			return alts
+		}
+	}
+	return nil
+}
+
+// envelope is a layer at least as long as each of ls whatever it waits on: the most tries, the
+// longest per-try and overall timeouts (none if one has none), backoff and delay.
+func envelope(ls []graph.TimeLayer) graph.TimeLayer {
+	e := ls[0]
+	last := lastTry(e)
+	capped := e.BackoffBase == 0 || e.BackoffMax != 0
+	for _, l := range ls[1:] {
+		e.Tries = max(e.Tries, l.Tries)
+		e.PerTry = longest(e.PerTry, l.PerTry)
+		e.Timeout = longest(e.Timeout, l.Timeout)
+		last = max(last, lastTry(l))
+		e.BackoffBase = max(e.BackoffBase, l.BackoffBase)
+		e.BackoffMax = max(e.BackoffMax, l.BackoffMax)
+		capped = capped && (l.BackoffBase == 0 || l.BackoffMax != 0)
+		e.Delay = max(e.Delay, l.Delay)
+	}
+	if !capped {
+		e.BackoffMax = 0 // one waits without a cap
+	}
+	e.LastTry = 0
+	if e.PerTry != 0 && last != e.PerTry {
+		e.LastTry = last
+	}
+	return e
+}
+
+// longest of two bounds, 0 being none (the longest).
+func longest(a, b time.Duration) time.Duration {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
+}
+
+// lastTry is what bounds l's last try: Forever for nothing.
+func lastTry(l graph.TimeLayer) time.Duration {
+	switch {
+	case l.LastTry != 0:
+		return l.LastTry
+	case l.PerTry == 0:
+		return graph.Forever
+	}
+	return l.PerTry
 }
 
 // ingressNginxTime is the time of an ingress-nginx layer (ingressnginx_config.go nginxTime): of

@@ -341,6 +341,22 @@ func TestLayerTimeMeshConfig(t *testing.T) {
 			"    defaultHttpRetryPolicy: {attempts: 3, perTryTimeout: 2s, backoff: 1s}\n",
 			vs("shop", "orders", "  hosts: [orders]\n  http:\n  - retries: {attempts: 1}"),
 			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		// Istio validates no field of defaultHttpRetryPolicy (istio/istio 86c9f01fd735
+		// pkg/config/validation/agent/validation.go:1072, ValidateMeshConfig checks the inbound
+		// policy alone), and retry.ConvertPolicy (pilot/pkg/networking/core/route/retry/
+		// retry.go:114-117) gives Envoy no retry policy at all for attempts 0 or unset: no
+		// per-try timeout. Before: 2s per try counted on a route Envoy never cuts.
+		{"the mesh default with attempts 0: no retry policy, its per-try timeout dropped",
+			"    defaultHttpRetryPolicy: {attempts: 0, perTryTimeout: 2s, backoff: 1s}\n", "",
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		{"the mesh default without attempts: the same",
+			"    defaultHttpRetryPolicy: {perTryTimeout: 2s}\n", "",
+			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}}},
+		// "0s" is not validated there either: Envoy reads a per-try timeout of 0 as none
+		// (before: an error, "refused by Istio", and the check stopped on a MeshConfig Istio runs).
+		{"the mesh default's perTryTimeout 0s: none, no error",
+			"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 0s, backoff: 100ms}\n", "",
+			[]LayerTime{{BackoffBase: 100 * ms, BackoffMax: time.Second, Source: src}}},
 		{"the inbound policy's backoff",
 			"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: 500ms}\n", "",
 			[]LayerTime{{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}, {BackoffBase: 500 * ms, BackoffMax: 5 * time.Second, Source: src}}},
@@ -362,8 +378,8 @@ func TestLayerTimeMeshConfig(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct{ mesh, want string }{
-		{"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 0s}\n",
-			`ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.perTryTimeout: "0s" is refused by Istio (at least 1ms): leave the field out for no timeout`},
+		{"    defaultHttpRetryPolicy: {attempts: 2, perTryTimeout: 1.5}\n",
+			`ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.perTryTimeout: "1.5" is not a duration ("500ms", "2s")`},
 		{"    defaultInboundHttpRetryPolicy: {attempts: 2, retryOn: 5xx, backoff: soon}\n",
 			`ConfigMap istio-system/istio data.mesh defaultInboundHttpRetryPolicy.backoff: "soon" is not a duration ("500ms", "2s")`},
 	} {
@@ -398,5 +414,86 @@ func TestLayerTimeIgnoredPerTry(t *testing.T) {
 	}
 	if lt := s.LayerTime(e.Layers[0]); lt.PerTry != 0 {
 		t.Fatalf("per try %v", lt.PerTry)
+	}
+}
+
+// TestLayerTimeEnvoyGateway: the route timeout of an entry layer Envoy Gateway serves (a
+// BackendTrafficPolicy covers the route), as envoyproxy/gateway d32f28294245 builds it:
+// internal/xds/translator/route.go:118-123 sets the Envoy route's timeout only from
+// getEffectiveRequestTimeout (:442-456: the rule's timeout, "gateway-api timeout takes
+// precedence", else the policy's timeout.http.requestTimeout); internal/gatewayapi/route.go
+// :1086-1106 processRouteTimeout makes the rule's timeout timeouts.request, or backendRequest
+// when the rule has no retry, "0s" included (none); with neither, Envoy's own default applies,
+// 15s (envoyproxy/envoy 0036e0f1623d source/common/router/config_impl.h DEFAULT_ROUTE_TIMEOUT_MS
+// = 15000; Envoy Gateway's own golden internal/xds/translator/testdata/out/xds-ir/
+// retry.routes.yaml has retry policies and no route timeout). The retry and its per-try timeout
+// are the rule's when it has one, else the policy's (internal/ir/xds.go:1101-1111 GetRetry). Before, an entry layer's timeout was its own
+// object's alone: the policy's 10s where the rule's 60s applies (a false pass), none where the
+// policy's 8s or Envoy's 15s applies.
+func TestLayerTimeEnvoyGateway(t *testing.T) {
+	north := func(rules string) string {
+		return routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "shop", "web", "", "  parentRefs: [{name: eg}]\n  rules:\n"+rules)
+	}
+	const (
+		toWeb = "{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}"
+		toGW  = "{group: gateway.networking.k8s.io, kind: Gateway, name: eg}"
+		s     = time.Second
+	)
+	envoy := func(per, total time.Duration, source string) LayerTime {
+		return LayerTime{PerTry: per, Timeout: total, BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax, Source: source}
+	}
+	for _, tc := range []struct {
+		name, docs string
+		layer      string // the entry layer's object
+		want       LayerTime
+		before     time.Duration // the timeout read before
+	}{
+		{"the rule's request timeout over the policy's, under the policy's retry",
+			north("  - backendRefs: [{name: frontend}]\n    timeouts: {request: 60s}") + "\n---\n" +
+				btp("shop", "p", toWeb, "  retry: {numRetries: 2}\n  timeout: {http: {requestTimeout: 10s}}"), "BackendTrafficPolicy shop/p",
+			envoy(0, 60*s, "BackendTrafficPolicy shop/p, HTTPRoute shop/web spec.rules[0]"), 10 * s},
+		{"the rule's backendRequest without retry is the route timeout, the policy's perRetry the tries'",
+			north("  - backendRefs: [{name: frontend}]\n    timeouts: {backendRequest: 3s}") + "\n---\n" +
+				btp("shop", "p", toWeb, "  retry:\n    numRetries: 2\n    perRetry: {timeout: 1s}\n  timeout: {http: {requestTimeout: 10s}}"), "BackendTrafficPolicy shop/p",
+			envoy(s, 3*s, "BackendTrafficPolicy shop/p, HTTPRoute shop/web spec.rules[0]"), 10 * s},
+		{"the rule's \"0s\": no timeout, not the policy's",
+			north("  - backendRefs: [{name: frontend}]\n    timeouts: {request: 0s}") + "\n---\n" +
+				btp("shop", "p", toWeb, "  retry: {numRetries: 2}\n  timeout: {http: {requestTimeout: 10s}}"), "BackendTrafficPolicy shop/p",
+			envoy(0, 0, "BackendTrafficPolicy shop/p, HTTPRoute shop/web spec.rules[0]"), 10 * s},
+		{"the rule's own retry under a Gateway's policy's requestTimeout",
+			north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 2}") + "\n---\n" +
+				btp("shop", "g", toGW, "  timeout: {http: {requestTimeout: 8s}}"), "HTTPRoute shop/web",
+			envoy(0, 8*s, "BackendTrafficPolicy shop/g spec.timeout.http.requestTimeout"), 0},
+		{"the rule's retry and backendRequest, no timeout anywhere: Envoy's 15s over the tries",
+			north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 2}\n    timeouts: {backendRequest: 2s}") + "\n---\n" +
+				btp("shop", "g", toGW, "  retry: {numRetries: 5}"), "HTTPRoute shop/web",
+			envoy(2*s, 15*s, "HTTPRoute shop/web spec.rules[0], Envoy's default route timeout 15s (BackendTrafficPolicy shop/g and HTTPRoute shop/web set none)"), 0},
+		{"the policy's retry, no timeout anywhere: Envoy's 15s",
+			north("  - backendRefs: [{name: frontend}]") + "\n---\n" + btp("shop", "p", toWeb, "  retry: {numRetries: 4}"), "BackendTrafficPolicy shop/p",
+			envoy(0, 15*s, "Envoy's default route timeout 15s (BackendTrafficPolicy shop/p and HTTPRoute shop/web set none)"), 0},
+		{"the policy's \"0s\": no timeout, not Envoy's 15s",
+			north("  - backendRefs: [{name: frontend}]") + "\n---\n" + btp("shop", "p", toWeb, "  retry: {numRetries: 4}\n  timeout: {http: {requestTimeout: 0s}}"), "BackendTrafficPolicy shop/p",
+			envoy(0, 0, "BackendTrafficPolicy shop/p spec.timeout.http.requestTimeout"), 0},
+		{"the route's policy sets no timeout, a Gateway's 60s: the longer (mergeType would merge them)",
+			north("  - backendRefs: [{name: frontend}]") + "\n---\n" + btp("shop", "p", toWeb, "  retry: {numRetries: 1}") + "\n---\n" +
+				btp("shop", "g", toGW, "  timeout: {http: {requestTimeout: 60s}}"), "BackendTrafficPolicy shop/p",
+			envoy(0, 60*s, "BackendTrafficPolicy shop/g spec.timeout.http.requestTimeout"), 0},
+		{"no policy covers the route: its implementation is not known, its rule's timeouts alone",
+			north("  - backendRefs: [{name: frontend}]\n    retry: {attempts: 2}"), "HTTPRoute shop/web",
+			envoy(0, 0, ""), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := set(t, Options{}, tc.docs)
+			e := set.Entry(ServiceRef{"shop", "frontend"})
+			if len(e.Layers) != 1 || e.Layers[0].Object != tc.layer {
+				t.Fatalf("layers %+v, want one of %s", e.Layers, tc.layer)
+			}
+			if got := set.LayerTime(e.Layers[0]); got != tc.want {
+				t.Errorf("LayerTime(%+v)\n got %+v\nwant %+v", e.Layers[0], got, tc.want)
+			}
+			if got := set.layerTimeOwn(e.Layers[0]).Timeout; got != tc.before {
+				t.Errorf("the layer's own object's timeout (read before) %v, want %v", got, tc.before)
+			}
+		})
 	}
 }

@@ -27,7 +27,10 @@ var specTrees = map[string]keep{
 		// interval, which the time model reads too.
 		"http": []any{keep{"match": []any{keep{"gateways": true, "port": true}}, "retries": keep{"attempts": true, "perTryTimeout": true, "backoff": true},
 			"timeout": true, "route": []any{keep{"destination": keep{"host": true, "port": keep{"number": true}}}},
-			"delegate": keep{"name": true, "namespace": true}}}, // mesh/delegate.go
+			"delegate": keep{"name": true, "namespace": true}, // mesh/delegate.go
+			// fault.delay: held before the route's timeouts (mesh/fault.go); before, cut, so the
+			// status and the gate counted no delay where analyze did (TestTrimKeepsTime).
+			"fault": keep{"delay": true}}},
 	},
 	// A ServiceEntry (mesh/serviceentry.go): the hosts it registers, who sees it, and its ports'
 	// numbers and protocols (Istio retries HTTP and gRPC ones only); no endpoints, resolution
@@ -43,12 +46,17 @@ var specTrees = map[string]keep{
 		"targetRef": refTree, "targetRefs": []any{refTree},
 		"retry":   keep{"numRetries": true, "perRetry": keep{"timeout": true, "backOff": true}},
 		"timeout": keep{"http": keep{"requestTimeout": true}},
+		// Its delay is held at the gateway (mesh/fault.go), its abort validated there.
+		"faultInjection": keep{"delay": true, "abort": true},
+		// A route's policy with mergeType merges with its Gateway's (mesh/layers.go policyLayer).
+		"mergeType": true,
 	},
 	mesh.GroupLinkerd + "/ServiceProfile": {},
 	mesh.GroupKuma + "/Mesh":              {"skipCreatingInitialPolicies": true},
 	mesh.GroupKuma + "/MeshRetry": {
 		"to": []any{keep{"targetRef": keep{"kind": true, "name": true, "namespace": true, "labels": true},
-			"default": keep{"http": keep{"numRetries": true}, "grpc": keep{"numRetries": true}}}},
+			// perTryTimeout and backOff: the time model's (mesh/kuma.go kumaTime).
+			"default": keep{"http": kumaConfTree, "grpc": kumaConfTree}}},
 	},
 	mesh.GroupDapr + "/Resiliency": {
 		"policies": keep{"retries": true}, "targets": keep{"apps": true},
@@ -103,6 +111,9 @@ var nginxWorkloadTree = keep{"template": keep{"spec": keep{"containers": []any{k
 	"name": true, "image": true, "command": true, "args": true,
 	"env": []any{keep{"name": true, "value": true, "valueFrom": keep{"fieldRef": keep{"fieldPath": true}}}},
 }}}}}
+
+// kumaConfTree is what mesh/kuma.go reads of a MeshRetry's to[].default.http or .grpc.
+var kumaConfTree = keep{"numRetries": true, "perTryTimeout": true, "backOff": keep{"baseInterval": true, "maxInterval": true}}
 
 var routeTree = keep{
 	// A parentRef's port: a route attached to one port of a Service binds calls to that port

@@ -176,7 +176,7 @@ spec:
 `,
 		},
 		{
-			name: "MeshRetry keeps its mesh label and the to[] fields read",
+			name: "MeshRetry keeps its mesh label and the to[] fields read (its per-try timeout: the time model)",
 			in: `apiVersion: kuma.io/v1alpha1
 kind: MeshRetry
 metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default, team: x}}
@@ -192,7 +192,7 @@ metadata: {name: r, namespace: shop, labels: {kuma.io/mesh: default, team: x}}
 spec:
   to:
   - targetRef: {kind: MeshService, labels: {kuma.io/display-name: orders}}
-    default: {http: {numRetries: 2}}
+    default: {http: {numRetries: 2, perTryTimeout: 1s}}
 `,
 		},
 		{

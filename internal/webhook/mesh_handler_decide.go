@@ -719,6 +719,11 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 			}
 		}
 		if change == "" {
+			// Another route of the object that takes the same calls: the time model counts
+			// each (mesh.Set.Hops), so a timeout raised there lengthens the hop too.
+			before, after, change = altTimeRaise(oldSet, set, e, obj)
+		}
+		if change == "" {
 			continue
 		}
 		tj := timeAt(p, r, e.raised)
@@ -735,6 +740,38 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		return meshVerdict{policy: p, layer: e.layer, time: tj, timeRaise: source + ": " + change}, true
 	}
 	return meshVerdict{}, false
+}
+
+// altTimeRaise is the first route of obj among e's layer's alternatives (mesh.Set.TimeAlternatives)
+// whose timeouts set lengthens from oldSet's same route (by its "spec.http[i]" or "spec.rules[i]";
+// a route new to the object against no bound), with both times and the change; "" when none.
+func altTimeRaise(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (before, after mesh.LayerTime, change string) {
+	rule := func(l mesh.Layer) string {
+		if i := strings.IndexByte(l.FieldPath, ']'); i >= 0 {
+			return l.Object + " " + l.FieldPath[:i+1]
+		}
+		return l.Object + " " + l.FieldPath
+	}
+	old := map[string]mesh.Layer{}
+	if e.oldLayer != nil {
+		for _, o := range oldSet.TimeAlternatives(*e.oldLayer) {
+			old[rule(o)] = o
+		}
+	}
+	for _, a := range set.TimeAlternatives(e.layer) {
+		if a.Object != obj.id() {
+			continue
+		}
+		before = oldSet.LayerTime(mesh.Layer{Kind: a.Kind}) // no route before: no timeout
+		if o, ok := old[rule(a)]; ok {
+			before = oldSet.LayerTime(o)
+		}
+		after = set.LayerTime(a)
+		if change = timeRaises(before, after); change != "" {
+			return before, after, change
+		}
+	}
+	return mesh.LayerTime{}, mesh.LayerTime{}, ""
 }
 
 // timeRaises names the bounds of a layer that after lengthens from before, "" when none does:

@@ -364,6 +364,19 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 				"productpage 36.3s -> reviews 12.075s -> ratings ? = 36.3s > maxTimeToAnswer 20s"},
 		},
 		{
+			// A route other than the counted one (timered17): route 0 counts (3 tries of up to
+			// 1s); route 1 (/slow, 2 tries) raises its per-try timeout from 1s to 9s. The time
+			// model takes the worse route (mesh.Set.Hops): reviews -> ratings 2 x 9s + 25ms =
+			// 18.025s, productpage over it Istio's 3 default tries, 54.15s. Before, the gate
+			// compared route 0's timeouts only and admitted it, while the status said over.
+			name: "Istio: a timeout raised on a route other than the counted one", cluster: []string{istioNS, vsTimed("1s") + "  - match: [{uri: {prefix: /slow}}]\n    route: [{destination: {host: ratings}}]\n    retries: {attempts: 1, perTryTimeout: 1s}\n"},
+			policies: []*v1alpha1.RetryPolicy{slowPolicy},
+			object:   vsTimed("1s") + "  - match: [{uri: {prefix: /slow}}]\n    route: [{destination: {host: ratings}}]\n    retries: {attempts: 1, perTryTimeout: 9s}\n",
+			old:      vsTimed("1s") + "  - match: [{uri: {prefix: /slow}}]\n    route: [{destination: {host: ratings}}]\n    retries: {attempts: 1, perTryTimeout: 1s}\n",
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[1]: per-try timeout 1s -> 9s makes " +
+				"productpage 54.15s -> reviews 18.025s -> ratings ? = 54.15s > maxTimeToAnswer 20s"},
+		},
+		{
 			// Istio's fault delay holds each request before the route's timeout starts: 30s
 			// added to reviews' hop, whose tries the 10s timeout bounds.
 			name: "Istio: a VirtualService's fault delay added", cluster: []string{istioNS, vsTimed("4s") + "    timeout: 10s\n"},

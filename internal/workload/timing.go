@@ -48,9 +48,10 @@ func (r *Result) MaxTimeToAnswer() time.Duration {
 }
 
 // Timing returns the hops of r's graph: for every edge a selected workload declares, its own
-// layer (OwnLayer) and the mesh's layers under it (mesh.Set.Hop), each declaration of a shared
-// edge kept (the worst counts); for every entrypoint a north-south route reaches, the route's
-// layer with the client's own tries. r's graph is not changed.
+// layer (OwnLayer) and the mesh's layers under it (mesh.Set.CallHops: one hop per route a
+// request may take), each declaration of a shared edge kept (the worst counts); for every entrypoint a
+// north-south route reaches, the route's layer with the client's own tries (mesh.Set.EntryHops:
+// one per rule or route to it). r's graph is not changed.
 func (r *Result) Timing() *graph.Timing {
 	t := graph.NewTiming(r.Graph)
 	spec := r.Spec()
@@ -68,19 +69,18 @@ func (r *Result) Timing() *graph.Timing {
 			if r.mesh != nil {
 				me = r.mesh.Edge(x.Workload.meshCaller(), u.Name)
 			}
-			h := r.mesh.Hop(own, me)
 			to := r.upstreamNode(x, i)
-			for _, n := range nodes {
-				t.AddHop(n, to, h)
+			for _, h := range r.mesh.CallHops(own, x.Workload.meshCaller(), u.Name, me) {
+				for _, n := range nodes {
+					t.AddHop(n, to, h)
+				}
 			}
 		}
 	}
 	for node, m := range r.MeshEntry {
-		h := make(graph.Hop, 0, len(m.Layers))
-		for _, l := range m.Layers {
-			h = append(h, r.mesh.TimeLayer(l))
+		for _, h := range r.mesh.EntryHops(mesh.Edge{Layers: m.Layers}, m.Alternatives) {
+			t.AddEntryHop(node, m.App, h)
 		}
-		t.AddEntryHop(node, m.App, h)
 	}
 	return t
 }

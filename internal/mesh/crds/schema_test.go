@@ -40,14 +40,17 @@ func TestSchemaHasTheFieldsRead(t *testing.T) {
 		{std, "gateway.networking.k8s.io", "Gateway", "v1", []string{"spec.gatewayClassName:string", "spec.listeners[].port:integer",
 			"spec.listeners[].protocol:string", "spec.listeners[].allowedRoutes.namespaces.from:string", "spec.listeners[].allowedRoutes.namespaces.selector:object"}},
 		{exp, "gateway.networking.k8s.io", "GRPCRoute", "v1", slices.Concat(routeFields, []string{"spec.rules[].retry:absent"})},
-		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer"},
+		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer",
+			"spec.mergeType:string", "spec.timeout.http.requestTimeout:string", "spec.retry.perRetry.timeout:string"},
 			"spec.targetRef.group:string", "spec.targetRef.kind:string", "spec.targetRef.name:string"),
 			"spec.targetRefs[].group:string", "spec.targetRefs[].kind:string", "spec.targetRefs[].name:string")},
 		// Kuma's v3 API: a to[].targetRef selects MeshServices by labels and has no name (the
 		// API server prunes one: mesh/kuma.go reads both forms).
 		{kuma[0], "kuma.io", "Mesh", "v1alpha1", []string{"spec:"}}, // x-kubernetes-preserve-unknown-fields, no type
 		{kuma[1], "kuma.io", "MeshRetry", "v1alpha1", []string{"spec.to[].targetRef.kind:string", "spec.to[].targetRef.labels:object",
-			"spec.to[].targetRef.name:absent", "spec.to[].default.http.numRetries:integer", "spec.to[].default.grpc.numRetries:integer"}},
+			"spec.to[].targetRef.name:absent", "spec.to[].default.http.numRetries:integer", "spec.to[].default.grpc.numRetries:integer",
+			"spec.to[].default.http.perTryTimeout:string", "spec.to[].default.http.backOff.baseInterval:string", "spec.to[].default.http.backOff.maxInterval:string",
+			"spec.to[].default.grpc.perTryTimeout:string", "spec.to[].default.grpc.backOff.baseInterval:string", "spec.to[].default.grpc.backOff.maxInterval:string"}},
 		{dapr, "dapr.io", "Resiliency", "v1alpha1", []string{"scopes:array", "spec.policies.retries:object", "spec.targets.apps:object"}},
 		{consul, "consul.hashicorp.com", "ServiceRouter", "v1alpha1", []string{"spec.routes[].destination.numRetries:integer",
 			"spec.routes[].destination.retryOn:array", "spec.routes[].destination.retryOnConnectFailure:boolean", "spec.routes[].destination.retryOnStatusCodes:array"}},
