@@ -98,6 +98,7 @@ func New(f *forward.Forwarder) *Engine {
 		ReadTimeout:        cfg.HTTPRequestTimeout,
 		IdleTimeout:        cfg.KeepAliveTimeout,
 		HeaderReceived:     e.headerReceived,
+		ExpectHandler:      e.expect,
 		MaxRequestBodySize: forward.MaxRequestBody,
 		ReadBufferSize:     8192,
 		Logger:             serverLog{l: f.Logger},
@@ -225,6 +226,43 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 		}
 	}
 	return cfg
+}
+
+// expect decides an Expect: 100-continue request's 100 (fasthttp's server
+// writes it, then reads the body): a body refused by its head alone (a
+// Content-Length over forward.MaxRequestBody; one whose reservation
+// headerReceived or the pre-parser refused) gets its final answer instead,
+// and the connection closes with the body never asked for (RFC 9110
+// 10.1.1; nginx answers its 413 so). With the 100 first, the client
+// uploaded into a closing connection and its upload's reset could take
+// the answer with it. The answer is set on the response here, the same
+// bytes requestError writes when the refusal comes with the body;
+// fasthttp then sets the same status and Connection: close.
+func (e *Engine) expect(ctx *fasthttp.RequestCtx) int {
+	if ctx.Request.Header.ContentLength() > forward.MaxRequestBody {
+		refuse(ctx, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody))
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	budget := e.takeHeldRefusal(&ctx.Request.Header)
+	if budget != "" {
+		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
+	} else {
+		budget = expectRefused(ctx.Conn()) // logged by the pre-parser
+	}
+	if budget != "" {
+		forward.SetBudgetAnswer(&ctx.Response, budget)
+		return fasthttp.StatusServiceUnavailable
+	}
+	return fasthttp.StatusContinue
+}
+
+// takeHeldRefusal is takeHeld for a refused body only: a reservation stays
+// with its request, whose body is read next.
+func (e *Engine) takeHeldRefusal(h *fasthttp.RequestHeader) string {
+	if v, ok := e.held.Load(h); !ok || v.(heldBody).refusal == "" {
+		return ""
+	}
+	return e.takeHeld(h)
 }
 
 // heldBody is a Content-Length body's reservation (h) or refusal.

@@ -365,6 +365,26 @@ func budgetRefused(c net.Conn) string {
 	return hc.budgetRefusal
 }
 
+// expectRefused is budgetRefused for a request with Expect: 100-continue,
+// asked before its body is (engine.expect): a head that ended its read
+// has its framing decided now, not at the next read (the body's, which
+// would come after the 100). The server's goroutine asks, the one that
+// reads c, with the handler not yet run: resolve frames that head, as the
+// read would.
+func expectRefused(c net.Conn) string {
+	hc, ok := c.(*headConn)
+	if !ok {
+		return ""
+	}
+	if hc.st == stAwait && !hc.off {
+		hc.resolve()
+	}
+	if hc.budgetRefusal == "" {
+		return ""
+	}
+	return budgetRefused(c)
+}
+
 // budgetMarker is the refusal of a body that did not fit: never written
 // (requestError answers it, budgetRefused), it only holds the refusal's place.
 var budgetMarker = []byte("body budget")

@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/retrycap/retrycap/internal/proxy/forward"
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
+)
+
+// Session 17's red team of the HTTP/1.1 data path (branch h1red17).
+
+// TestH1Red17ExpectRefusedWithoutContinue: a request with Expect:
+// 100-continue whose body the proxy refuses by its head alone (a
+// Content-Length over 16 MiB; one that does not fit in
+// --max-buffered-body-bytes) gets its final answer at once, with no 100
+// Continue before it, and the connection closes with nothing of the body
+// sent: RFC 9110 10.1.1 ("send an immediate response with a final status
+// code, if that status can be determined by examining just the request
+// line and header fields"); nginx 1.22 (client_max_body_size 16m, checked
+// on loopback) answers its 413 the same way, no 100 first. Before, both
+// engines (the loop hands Expect to the goroutine engine) sent fasthttp's
+// 100 Continue first: the client began its upload, the proxy closed with
+// it unread, and the client's upload met a reset that could take the
+// answer with it (curl -T of 2 MB against the budget: `curl: (55) Send
+// failure: Connection reset by peer`, status 100, in 1 of 12 runs).
+// The backend executes nothing.
+func TestH1Red17ExpectRefusedWithoutContinue(t *testing.T) {
+	const max = 64 << 10
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr(),
+				"--max-buffered-body-bytes", strconv.Itoa(max))
+			for _, tc := range []struct {
+				name string
+				size int64
+				want string
+			}{
+				{"over 16 MiB", 20000000, string(forward.OwnAnswer(http.StatusRequestEntityTooLarge,
+					fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody), true))},
+				// Over what large bodies may hold (61,440 of 65,536): refused
+				// as its head is read.
+				{"over the budget", 100000, string(forward.BudgetAnswer(budgetWords(100000, 0, max, budgetHeld("goroutine", 100000))))},
+			} {
+				c := proxytest.Dial(t, p.Addr())
+				c.Send(strings.Replace(postHead("/"+strconv.FormatInt(tc.size, 10), int(tc.size)), "\r\n\r\n", "\r\nExpect: 100-continue\r\n\r\n", 1))
+				if got := c.Rest(); got != tc.want {
+					t.Errorf("%s: answer\n%q\nwant\n%q", tc.name, got, tc.want)
+				}
+			}
+			// The connection's own requests still work: one that fits gets
+			// its 100 and is forwarded whole.
+			c := proxytest.Dial(t, p.Addr())
+			c.Send(strings.Replace(postHead("/fits", 5), "\r\n\r\n", "\r\nExpect: 100-continue\r\n\r\n", 1))
+			c.Expect("POST", http.StatusContinue, "")
+			c.Send("hello")
+			c.Expect("POST", http.StatusOK, "/fits:hello")
+			if n := b.Hits.Load(); n != 1 {
+				t.Errorf("the backend executed %d requests, want 1 (only the body that fits)", n)
+			}
+			proxytest.Eventually(t, "the budget back to 0", func() bool { return p.fw.Bodies.InUse() == 0 })
+		})
+	}
+}
+
+// TestH1Red17CurlExpectRefused: curl -T of a file over 16 MiB sends
+// Expect: 100-continue and waits for the 100 before it uploads: it now
+// gets the 413 alone, exits 0 and uploads nothing (before: the 100, then
+// the upload into a closing connection).
+func TestH1Red17CurlExpectRefused(t *testing.T) {
+	curlPath(t)
+	file := writeFile(t, make([]byte, 20000000))
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			for i := range 3 {
+				o := runCurl(t, []string{"http_proxy=http://" + p.Addr()}, nil, "-T", file, "http://backend/up")
+				want := fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody)
+				if o.exit != 0 || len(o.heads) != 1 || o.heads[0] != "HTTP/1.1 413 Request Entity Too Large" || string(o.body) != want {
+					t.Errorf("run %d: %s; want exit 0, the one head %q, body %q", i, o, "HTTP/1.1 413 Request Entity Too Large", want)
+				}
+			}
+			if n := b.Hits.Load(); n != 0 {
+				t.Errorf("the backend executed %d requests, want 0", n)
+			}
+		})
+	}
+}
