@@ -14,10 +14,15 @@
 // and a body that does not fit is refused with the budget's 503 (a
 // chunked body's growth waits for room first, forward.BodyBudget.Grow,
 // unless it was pipelined behind another request, and until its client's
-// reset at the latest: headConn.mayWait, headConn.grow). Each
+// reset at the latest: headConn.mayWait, headConn.grow). A request with
+// Expect: 100-continue whose head decides its refusal (the budget's 503,
+// the 413 over 16 MiB) gets it at once, with no 100 (Engine.expect). Each
 // call's client socket is watched for its reset while the
 // call runs (cut.go): a client that went away has its attempt's upstream
 // connection closed and its pending retry dropped. A drain that runs out
 // of time cuts the answers whose bodies still stream (fasthttp leaves its
-// connections be), as the proxy's cut, and waits for their lines.
+// connections be), as the proxy's cut, and waits for their lines. A
+// refusal's close lingers (headConn.lingerClose: a write shutdown, the
+// client's bytes read and dropped for a bounded while), so that it is no
+// reset under a client still uploading, which could lose the answer.
 package goroutine

@@ -145,7 +145,9 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	// be parsed".
 	var ne interface{ Timeout() bool }
 	// The connection closes after this answer: its budget is released,
-	// and what was read of its body dropped (not pooled: bodyDone).
+	// and what was read of its body dropped (not pooled: bodyDone). Its
+	// client may still be sending: the close lingers.
+	lingerAfterRefusal(ctx.Conn())
 	ctx.Request.ReleaseBody(forward.BufferedBodyMax)
 	budget := e.takeHeld(&ctx.Request.Header)
 	if budget != "" {
@@ -239,6 +241,15 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 // bytes requestError writes when the refusal comes with the body;
 // fasthttp then sets the same status and Connection: close.
 func (e *Engine) expect(ctx *fasthttp.RequestCtx) int {
+	status := e.expectStatus(ctx)
+	if status != fasthttp.StatusContinue {
+		// A client that stops waiting for the 100 sends its body anyway.
+		lingerAfterRefusal(ctx.Conn())
+	}
+	return status
+}
+
+func (e *Engine) expectStatus(ctx *fasthttp.RequestCtx) int {
 	if ctx.Request.Header.ContentLength() > forward.MaxRequestBody {
 		refuse(ctx, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody))
 		return fasthttp.StatusRequestEntityTooLarge

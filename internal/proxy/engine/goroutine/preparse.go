@@ -127,6 +127,9 @@ type headConn struct {
 	// budgetRefusal is the body of the 503 to the request whose body did
 	// not fit (requestError answers it).
 	budgetRefusal string
+	// linger: the server refused a request on c and closes it after its
+	// answer, the client's bytes perhaps still coming (lingerAfterRefusal).
+	linger atomic.Bool
 }
 
 // reservation is the budget held for head's body.
@@ -314,6 +317,9 @@ func (c *headConn) releaseAll() {
 
 // Close releases the connection's reservations and closes it.
 func (c *headConn) Close() error {
+	if c.linger.Swap(false) {
+		c.lingerClose()
+	}
 	c.rmu.Lock()
 	if !c.gone && c.closed != nil {
 		close(c.closed)
@@ -322,6 +328,58 @@ func (c *headConn) Close() error {
 	c.rmu.Unlock()
 	c.releaseAll()
 	return c.Conn.Close()
+}
+
+// How long, and how many bytes, a refused connection is read after the
+// proxy's answer (lingerClose): nginx's lingering_close reads for up to
+// 30 s, Go's net/http waits 500 ms after its write shutdown. A client that
+// read the answer stops sending and closes within a round trip, but what
+// its socket buffers by then passes first: curl -T of 20 MB over loopback
+// had up to 2.7 MB on its way (the bound was 4 MiB, and 1 run in 40 still
+// met a reset). 16 MiB: the largest body the proxy reads.
+const (
+	lingerTime  = time.Second
+	lingerBytes = forward.MaxRequestBody
+)
+
+// lingerAfterRefusal: the request being served on c (a headConn, or any
+// other connection, which is ignored) was refused, and the server closes c
+// after its answer.
+func lingerAfterRefusal(c net.Conn) {
+	if hc, ok := c.(*headConn); ok {
+		hc.linger.Store(true)
+	}
+}
+
+// lingerClose ends c's writes (the answer went out with a FIN) and reads
+// and drops what the client still sends until it closes, for lingerTime
+// and lingerBytes at most, before Close closes the socket. A close with
+// the client's bytes unread is a reset, and a reset that meets a client
+// still uploading the refused body can take the answer with it (curl:
+// "Send failure: Connection reset by peer", no status).
+func (c *headConn) lingerClose() {
+	// The socket, under a connection the loop handed over with what it
+	// had read (forward.PrefixConn): those bytes are dropped too.
+	nc := c.Conn
+	for {
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = u.NetConn()
+	}
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil || nc.SetReadDeadline(time.Now().Add(lingerTime)) != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for n := 0; n < lingerBytes; {
+		k, err := nc.Read(buf)
+		n += k
+		if err != nil {
+			return
+		}
+	}
 }
 
 // SetReadDeadline notes the deadline (a body waiting for budget waits no
