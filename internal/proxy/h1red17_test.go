@@ -135,3 +135,39 @@ func TestH1Red17RefusalReachesUploadingClient(t *testing.T) {
 		})
 	}
 }
+
+// TestH1Red17PipelinedAnswerNotHeld: a request pipelined behind another,
+// its head in the same read, its body still to come, does not hold the
+// answer to the request before it: the client gets that answer before it
+// sends the next body, as from the loop and as Go's net/http server
+// answers (it writes each answer out before it reads the next request's
+// body). The goroutine engine's fasthttp flushes an answer only when
+// nothing more was read; it held the first answer in its buffer while it
+// waited for the second body, until that came or --client-timeout (60 s)
+// cut the connection: a client that reads each answer before it streams
+// the next body (or waits for it, as for a 100) saw nothing at all. Each
+// shape: the next body by length, chunked, or awaited with Expect.
+func TestH1Red17PipelinedAnswerNotHeld(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, tc := range []struct {
+			name, first, next, nextBody, want string
+		}{
+			{"length", "GET http://backend/a HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"POST http://backend/b HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\n\r\n", "world", "/b:world"},
+			{"post-length", "POST http://backend/a HTTP/1.1\r\nHost: backend\r\nContent-Length: 0\r\n\r\n",
+				"PUT http://backend/b HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\n\r\nwo", "rld", "/b:world"},
+			{"chunked", "GET http://backend/a HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"POST http://backend/b HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nwo\r\n", "3\r\nrld\r\n0\r\n\r\n", "/b:world"},
+		} {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				b := proxytest.NewBackend(t, proxytest.Echo)
+				p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+				c := proxytest.Dial(t, p.Addr())
+				c.Send(tc.first + tc.next)
+				c.Expect("GET", http.StatusOK, "/a:") // before the next body is sent
+				c.Send(tc.nextBody)
+				c.Expect("POST", http.StatusOK, tc.want)
+			})
+		}
+	}
+}

@@ -16,7 +16,9 @@
 // unless it was pipelined behind another request, and until its client's
 // reset at the latest: headConn.mayWait, headConn.grow). A request with
 // Expect: 100-continue whose head decides its refusal (the budget's 503,
-// the 413 over 16 MiB) gets it at once, with no 100 (Engine.expect). Each
+// the 413 over 16 MiB) gets it at once, with no 100 (Engine.expect). An
+// answer whose next pipelined request is still arriving is flushed, not
+// held for that request's body (nextWaits). Each
 // call's client socket is watched for its reset while the
 // call runs (cut.go): a client that went away has its attempt's upstream
 // connection closed and its pending retry dropped. A drain that runs out

@@ -356,6 +356,13 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		e.bodyDue.Delete(&ctx.Request.Header) // the body is in
 	}
 	servedRequest(ctx.Conn())
+	if nextWaits(ctx.Conn()) {
+		// A handler's write deadline has the server flush the answer
+		// (none is set: zero is no deadline), as it does when nothing
+		// follows: the client may wait for it before it sends the next
+		// body (Go's server and the loop answer so).
+		_ = ctx.SetWriteDeadline(time.Time{})
+	}
 	// The request's body is not needed once the handler is done (an answer
 	// that streams on reads only the upstream): its budget is released,
 	// and its buffer dropped rather than left pooled with the request.

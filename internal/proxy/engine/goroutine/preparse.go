@@ -467,6 +467,17 @@ func servedRequest(c net.Conn) {
 	}
 }
 
+// nextWaits reports whether fasthttp has read into a request after the one
+// being served on c (a headConn; any other connection: false) that is not
+// whole in what it read: a head in its buffer whose body (or framing,
+// stAwait) is still to come. fasthttp, which flushes an answer only when
+// nothing more was read, would hold the served request's answer while it
+// waits for that body.
+func nextWaits(c net.Conn) bool {
+	hc, ok := c.(*headConn)
+	return ok && !hc.off && hc.heads > hc.served && hc.st != stHead
+}
+
 // stopScan: c becomes a tunnel (a CONNECT, a 101): nothing on it is a
 // request head any more.
 func stopScan(c net.Conn) {
