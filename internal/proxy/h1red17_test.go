@@ -171,3 +171,34 @@ func TestH1Red17PipelinedAnswerNotHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestH1Red17ExpectPipelined: a request with Expect: 100-continue whose
+// body came with it, another request's head behind it in the same read.
+// The refusal by the head (TestH1Red17ExpectRefusedWithoutContinue) is
+// asked of that request's own head only: before its fix, asking framed
+// the head behind it as if it were this one's, which ended the
+// pre-parser's scan for the connection, so that a later head with a bare
+// LF reached fasthttp's parser, which waits for CRLF CRLF (no answer),
+// where the proxy answers its 400. The first answer also goes out before
+// the next body comes (TestH1Red17PipelinedAnswerNotHeld).
+func TestH1Red17ExpectPipelined(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("POST http://backend/a HTTP/1.1\r\nHost: backend\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello" +
+				"POST http://backend/b HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\n\r\n")
+			c.Expect("POST", http.StatusContinue, "")
+			c.Expect("POST", http.StatusOK, "/a:hello")
+			c.Send("world" + "GET http://backend/c HTTP/1.1\r\nHost: backend\nX: y\r\n\r\n")
+			c.Expect("POST", http.StatusOK, "/b:world")
+			if got, want := c.Rest(), string(forward.MalformedAnswer("a line ends in a bare LF")); got != want {
+				t.Errorf("after the pipeline, a head with a bare LF: %q, want %q", got, want)
+			}
+			if n := b.Hits.Load(); n != 2 {
+				t.Errorf("the backend executed %d requests, want 2", n)
+			}
+		})
+	}
+}

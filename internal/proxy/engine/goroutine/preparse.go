@@ -424,20 +424,23 @@ func budgetRefused(c net.Conn) string {
 }
 
 // expectRefused is budgetRefused for a request with Expect: 100-continue,
-// asked before its body is (engine.expect): a head that ended its read
-// has its framing decided now, not at the next read (the body's, which
-// would come after the 100). The server's goroutine asks, the one that
-// reads c, with the handler not yet run: resolve frames that head, as the
-// read would.
+// asked before its body is (engine.expect), and only of that request's
+// own head (heads behind it, pipelined, are asked when they are served):
+// if it ended its read, its framing is decided now, not at the next read
+// (the body's, which would come after the 100). The server's goroutine
+// asks, the one that reads c, with the handler not yet run (served counts
+// the requests before this one): resolve frames the head, as that read
+// would. Resolving for a later head instead framed it as this one's and
+// stopped the scan of the connection.
 func expectRefused(c net.Conn) string {
 	hc, ok := c.(*headConn)
-	if !ok {
+	if !ok || hc.off {
 		return ""
 	}
-	if hc.st == stAwait && !hc.off {
+	if hc.st == stAwait && hc.served == hc.heads-1 {
 		hc.resolve()
 	}
-	if hc.budgetRefusal == "" {
+	if hc.budgetRefusal == "" || !bytes.Equal(hc.refusal, budgetMarker) || hc.refuseAt != hc.served {
 		return ""
 	}
 	return budgetRefused(c)
