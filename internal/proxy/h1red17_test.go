@@ -202,3 +202,41 @@ func TestH1Red17ExpectPipelined(t *testing.T) {
 		})
 	}
 }
+
+// TestH1Red17InvalidPortRefused: a Host (or an absolute target's
+// authority) whose port is no number is refused 400 `invalid port` on
+// both engines, the same bytes, and nothing reaches the upstream. Before,
+// the goroutine engine refused it so (fasthttp's URI parser) and the loop,
+// which did not look at its parse's error, forwarded the request with its
+// path and query lost: `DELETE /users/42?x=1` with `Host: backend:abc` ran
+// as `DELETE /` at the upstream. A port with leading zeros is a number
+// and goes on as sent, on both.
+func TestH1Red17InvalidPortRefused(t *testing.T) {
+	refused := string(forward.MalformedAnswer("invalid port"))
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			for _, req := range []string{
+				"DELETE /users/42?x=1 HTTP/1.1\r\nHost: backend:abc\r\n\r\n",
+				"POST /orders HTTP/1.1\r\nHost: backend:8o\r\nContent-Length: 2\r\n\r\nhi",
+				"GET http://backend:abc/x HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"GET /x HTTP/1.1\r\nHost: backend: 80\r\n\r\n",
+				"GET /x HTTP/1.1\r\nHost: backend:+80\r\n\r\n",
+				"GET /x HTTP/1.1\r\nHost: backend:-1\r\n\r\n",
+			} {
+				c := proxytest.Dial(t, p.Addr())
+				c.Send(req)
+				if got := c.Rest(); got != refused {
+					t.Errorf("%q: answered\n%q\nwant\n%q", req, got, refused)
+				}
+			}
+			if n := b.Hits.Load(); n != 0 {
+				t.Errorf("the backend executed %d requests, want 0", n)
+			}
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("DELETE /users/42?x=1 HTTP/1.1\r\nHost: backend:0080\r\n\r\n")
+			c.Expect("DELETE", http.StatusOK, "/users/42:")
+		})
+	}
+}

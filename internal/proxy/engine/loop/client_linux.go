@@ -245,6 +245,16 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.refuse(msg)
 		return nil, false
 	}
+	if err := l.uri.Parse(req.Header.Host(), req.Header.RequestURI()); err != nil {
+		// A target fasthttp's URI parser refuses (a port that is no
+		// number): the goroutine engine's server refuses it before its
+		// handler runs, in the same words, and logs it. The request's own
+		// parse (URI, in eligible) drops the error and leaves the path
+		// empty: the loop sent `DELETE /users/42` upstream as `DELETE /`.
+		l.putCall(cl)
+		c.handoff(data, HandoffMalformed)
+		return nil, false
+	}
 	up, target, bodyLen, why := l.eligible(cl)
 	if why != 0 {
 		l.putCall(cl)
