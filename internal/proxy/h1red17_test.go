@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -237,6 +238,41 @@ func TestH1Red17InvalidPortRefused(t *testing.T) {
 			c := proxytest.Dial(t, p.Addr())
 			c.Send("DELETE /users/42?x=1 HTTP/1.1\r\nHost: backend:0080\r\n\r\n")
 			c.Expect("DELETE", http.StatusOK, "/users/42:")
+		})
+	}
+}
+
+// TestH1Red17EmptyHostName: a Host or an absolute target whose host name
+// is empty (`Host: :80`, `http://:80/x`) is a request with no host, 400
+// `request has no host` as for `http:///x`, on both engines, nothing
+// dialled (RFC 9110 4.2.1: an http URI with an empty host is invalid).
+// Before, it was forwarded as to an unknown host and failed its dial in
+// words naming an address the client never wrote: 502 `upstream unknown
+// (:80): ... dial tcp: address :80:80: too many colons in address`.
+func TestH1Red17EmptyHostName(t *testing.T) {
+	want := string(forward.OwnAnswer(http.StatusBadRequest, "retrycap-proxy: request has no host\n", false))
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			c := proxytest.Dial(t, p.Addr())
+			for _, req := range []string{
+				"GET /x HTTP/1.1\r\nHost: :80\r\n\r\n",
+				"GET http://:80/x HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"GET /x HTTP/1.1\r\nHost: :\r\n\r\n",
+			} {
+				c.Send(req)
+				got := make([]byte, len(want))
+				if _, err := io.ReadFull(c.BR, got); err != nil || string(got) != want {
+					t.Fatalf("%q: answered\n%q (%v)\nwant\n%q", req, got, err, want)
+				}
+			}
+			// The connection goes on: the refusal does not close it.
+			c.Send("GET /y HTTP/1.1\r\nHost: backend\r\n\r\n")
+			c.Expect("GET", http.StatusOK, "/y:")
+			if n := b.Hits.Load(); n != 1 {
+				t.Errorf("the backend executed %d requests, want 1", n)
+			}
 		})
 	}
 }

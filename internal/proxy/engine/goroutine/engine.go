@@ -390,11 +390,16 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	}
 	req := &ctx.Request
 	hostPort := req.URI().Host()
-	if len(hostPort) == 0 {
+	host := forward.SplitHostPort(hostPort)
+	if len(host) == 0 {
+		// No host, or a port alone (":80"): an http URI with an empty
+		// host is invalid (RFC 9110 4.2.1); dialled, it failed in words
+		// naming an address nobody wrote (":80:80"). The loop hands such
+		// a request over as to an unknown host.
 		refuse(ctx, fasthttp.StatusBadRequest, "retrycap-proxy: request has no host\n")
 		return
 	}
-	up := e.f.Match(forward.SplitHostPort(hostPort))
+	up := e.f.Match(host)
 	if up == nil && e.f.IsSelf(hostPort) {
 		// A request addressed to the proxy itself (origin-form, or an app
 		// whose NO_PROXY misses the loopback) would be forwarded to itself
