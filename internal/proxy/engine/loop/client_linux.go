@@ -5,7 +5,6 @@ package loop
 import (
 	"bytes"
 	"errors"
-	"net"
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
@@ -385,11 +384,7 @@ func (l *evLoop) target(up *forward.Upstream, hostPort []byte) string {
 		return t
 	}
 	hp := string(hostPort)
-	addr := hp
-	if _, _, err := net.SplitHostPort(hp); err != nil {
-		addr = net.JoinHostPort(hp, "80")
-	}
-	t := l.f.ResolveAddr(addr)
+	t := l.f.TargetOf(up, hostPort) // the other engine's rule, cached
 	if len(l.targets) < 4096 {
 		l.targets[hp] = t
 	}
