@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
@@ -274,5 +277,86 @@ func TestH1Red17EmptyHostName(t *testing.T) {
 				t.Errorf("the backend executed %d requests, want 1", n)
 			}
 		})
+	}
+}
+
+// TestH1Red17StuckClientReleasesUpstream: a client that reads the head of
+// a streamed answer and then stops reading, its connection left open
+// (its receive window shut), has the proxy cut the answer once a write to
+// it made no progress for the body's idle bound (forward.BodyIdleTimeout,
+// 60 s; 300 ms here), on both engines: the upstream connection is closed
+// (the upstream's write fails) and so is the client's. nginx's
+// send_timeout (60 s) and HAProxy's timeout client bound a response's
+// writes the same way. Before, only the upstream's reads were bounded,
+// and none was pending while the write to the client blocked: the
+// upstream connection (and the goroutine writing) stayed held for as long
+// as the client kept its connection, still so after 80 s with the default
+// bound (both engines).
+func TestH1Red17StuckClientReleasesUpstream(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, chunked := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/chunked=%v", engine, chunked), func(t *testing.T) {
+				ended := make(chan error, 1)
+				ln, _ := proxytest.RawBackend(t, func(c *net.TCPConn) {
+					defer c.Close()
+					br := bufio.NewReader(c)
+					if _, err := http.ReadRequest(br); err != nil {
+						ended <- err
+						return
+					}
+					head := "HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n"
+					block := proxytest.Pattern(64 << 10)
+					if chunked {
+						head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+						block = fmt.Appendf(nil, "%x\r\n%s\r\n", len(block), block)
+					}
+					_, err := io.WriteString(c, head)
+					// 1 GiB at most: a proxy that never cuts fails the wait
+					// below, not this loop.
+					for i := 0; err == nil && i < 1<<14; i++ {
+						_, err = c.Write(block)
+					}
+					ended <- err
+				})
+				cfg, err := ParseFlags([]string{"--engine", engine, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+					"--upstreams", "backend=1", "--resolve", "backend=" + ln.Addr().String()}, io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.bodyIdle = idle
+				p, err := New(cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = p.Shutdown(t.Context()) })
+				c := proxytest.Dial(t, p.Addr())
+				c.Send("GET http://backend/big HTTP/1.1\r\nHost: backend\r\n\r\n")
+				resp, err := http.ReadResponse(c.BR, &http.Request{Method: "GET"})
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("the head: %v %v", resp, err)
+				}
+				// Reads nothing more: the upstream's write must fail once
+				// the proxy gives up on the client.
+				select {
+				case err := <-ended:
+					if err == nil {
+						t.Fatal("the upstream wrote 1 GiB: the client was never cut")
+					}
+				case <-time.After(proxytest.Bound):
+					t.Fatalf("the upstream connection still held %v after the client stopped reading (idle bound %v)", proxytest.Bound, idle)
+				}
+				// The client's connection ends too: what it has not read
+				// yet, then the close (a truncated body, never a whole one).
+				_ = c.C.SetReadDeadline(time.Now().Add(proxytest.Bound))
+				n, err := io.Copy(io.Discard, resp.Body)
+				if err == nil || n >= 1<<30 {
+					t.Errorf("the client read %d body bytes and %v, want a cut short of 1 GiB", n, err)
+				}
+			})
+		}
 	}
 }

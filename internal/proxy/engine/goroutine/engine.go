@@ -57,7 +57,7 @@ type Engine struct {
 func New(f *forward.Forwarder) *Engine {
 	cfg := f.Cfg
 	e := &Engine{f: f}
-	e.transport = &streamTransport{f: f, perTry: cfg.PerTryTimeout, idle: forward.BodyIdleTimeout, maxIdle: cfg.UpstreamIdleTimeout}
+	e.transport = &streamTransport{f: f, perTry: cfg.PerTryTimeout, idle: f.Cfg.StreamIdle(), maxIdle: cfg.UpstreamIdleTimeout}
 	e.client = &fasthttp.Client{
 		Name:                      "",
 		NoDefaultUserAgentHeader:  true,
@@ -520,6 +520,7 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		retry, wait := x.AfterAttempt(err)
 		if !retry {
 			if streams && ctx.Response.BodyStream() == ub {
+				ub.client = ctx // the server's writes of it are bounded too
 				if ub.end = x.StreamEnd(); ub.end != nil {
 					e.transport.trackBody(ub, ctx.Conn())
 				}
