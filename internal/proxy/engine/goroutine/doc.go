@@ -25,7 +25,8 @@
 // of time cuts the answers whose bodies still stream (fasthttp leaves its
 // connections be), as the proxy's cut, and waits for their lines. A
 // streamed answer's writes to its client are bounded as its reads from the
-// upstream are (upstreamBody.client). A refusal's close lingers (headConn.lingerClose: a write shutdown, the
-// client's bytes read and dropped for a bounded while), so that it is no
-// reset under a client still uploading, which could lose the answer.
+// upstream are (upstreamBody.client). A refusal's close lingers
+// (headConn.lingerClose: a write shutdown, the client's bytes read and
+// dropped for a bounded while), so that it is no reset under a client
+// still uploading, which could lose the answer.
 package goroutine
