@@ -28,6 +28,8 @@ type Config struct {
 	Upstreams []policy.Upstream
 	RetryOn   policy.RetryOn
 	Resolve   map[string]string
+	// bodyIdle is forward.Config.BodyIdle: a test's (no flag sets it).
+	bodyIdle time.Duration
 }
 
 // Defaults are the flag defaults (sidecar.Defaults); the retry ones are the RetryPolicy

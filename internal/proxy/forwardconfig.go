@@ -38,5 +38,6 @@ func forwardConfig(c *Config) *forward.Config {
 		LoopSpin:            c.LoopSpin,
 
 		MaxBufferedBodyBytes: int64(c.MaxBufferedBodyBytes),
+		BodyIdle:             c.bodyIdle,
 	}
 }

@@ -46,6 +46,18 @@ type Config struct {
 	// MaxBufferedBodyBytes is --max-buffered-body-bytes (0: its default): the
 	// BodyBudget's size.
 	MaxBufferedBodyBytes int64
+	// BodyIdle is how long a streamed answer's body may make no progress,
+	// read from the upstream or written to the client (0: BodyIdleTimeout;
+	// no flag, a test's shorter bound).
+	BodyIdle time.Duration
+}
+
+// StreamIdle is c.BodyIdle, BodyIdleTimeout if unset.
+func (c *Config) StreamIdle() time.Duration {
+	if c.BodyIdle > 0 {
+		return c.BodyIdle
+	}
+	return BodyIdleTimeout
 }
 
 // UpstreamConfig is one --upstreams entry.

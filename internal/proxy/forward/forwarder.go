@@ -195,7 +195,8 @@ func (f *Forwarder) TargetOf(up *Upstream, hostPort []byte) string {
 	}
 	addr := string(hostPort)
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		addr = net.JoinHostPort(addr, "80")
+		// An IPv6 literal comes in its brackets, which JoinHostPort adds.
+		addr = net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]"), "80")
 	}
 	return f.ResolveAddr(addr)
 }

@@ -10,7 +10,8 @@ const (
 	// MaxInterim bounds the 1xx answers skipped before the final one.
 	MaxInterim = 100
 	// BodyIdleTimeout is the longest a streamed response body may go
-	// without a byte arriving from the upstream before the proxy cuts it.
+	// without a byte arriving from the upstream, or without its client
+	// taking a write, before the proxy cuts it (nginx's send_timeout, 60 s).
 	BodyIdleTimeout = 60 * time.Second
 	// MaxRequestBody is the largest request body the proxy reads (it
 	// buffers bodies to replay them).

@@ -26,3 +26,21 @@ func TestMatchExactBeforeLenient(t *testing.T) {
 		t.Errorf("Match(payment) = %+v, want none", u)
 	}
 }
+
+// TargetOf adds port 80 to a host without one, an IPv6 literal in its
+// brackets included: "[::1]" was made "[[::1]]:80", the address the
+// proxy's 502 then named (its dial, fasthttp's, went to [::1]:80).
+func TestTargetOfDefaultPort(t *testing.T) {
+	f := New(&Config{}, nil)
+	for _, c := range []struct{ hostPort, want string }{
+		{"svc", "svc:80"},
+		{"svc:8080", "svc:8080"},
+		{"[::1]", "[::1]:80"},
+		{"[::1]:8080", "[::1]:8080"},
+		{"10.0.0.7", "10.0.0.7:80"},
+	} {
+		if got := f.TargetOf(nil, []byte(c.hostPort)); got != c.want {
+			t.Errorf("TargetOf(%q) = %q, want %q", c.hostPort, got, c.want)
+		}
+	}
+}

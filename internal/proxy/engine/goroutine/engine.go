@@ -58,7 +58,7 @@ type Engine struct {
 func New(f *forward.Forwarder) *Engine {
 	cfg := f.Cfg
 	e := &Engine{f: f}
-	e.transport = &streamTransport{f: f, perTry: cfg.PerTryTimeout, idle: forward.BodyIdleTimeout, maxIdle: cfg.UpstreamIdleTimeout}
+	e.transport = &streamTransport{f: f, perTry: cfg.PerTryTimeout, idle: f.Cfg.StreamIdle(), maxIdle: cfg.UpstreamIdleTimeout}
 	e.client = &fasthttp.Client{
 		Name:                      "",
 		NoDefaultUserAgentHeader:  true,
@@ -99,6 +99,7 @@ func New(f *forward.Forwarder) *Engine {
 		ReadTimeout:        cfg.HTTPRequestTimeout,
 		IdleTimeout:        cfg.KeepAliveTimeout,
 		HeaderReceived:     e.headerReceived,
+		ExpectHandler:      e.expect,
 		MaxRequestBodySize: forward.MaxRequestBody,
 		ReadBufferSize:     8192,
 		Logger:             serverLog{l: f.Logger},
@@ -150,9 +151,12 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	if closeWaitGone(ctx.Conn()) {
 		// Its body waited for budget when the connection ended (after a
 		// 100 Continue: fasthttp calls this for any error there). Closed
-		// now, nothing is written: no answer reaches anyone.
+		// now, nothing is written: no answer reaches anyone, and no close
+		// lingers for a client that is gone.
 		return
 	}
+	// Its client may still be sending: the close lingers.
+	lingerAfterRefusal(ctx.Conn())
 	budget := e.takeHeld(&ctx.Request.Header)
 	if budget != "" {
 		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
@@ -247,6 +251,52 @@ func requestOf(h *fasthttp.RequestHeader) *fasthttp.Request {
 	return (*fasthttp.Request)(unsafe.Add(unsafe.Pointer(h), -int(unsafe.Offsetof(fasthttp.Request{}.Header))))
 }
 
+// expect decides an Expect: 100-continue request's 100 (fasthttp's server
+// writes it, then reads the body): a body refused by its head alone (a
+// Content-Length over forward.MaxRequestBody; one whose reservation
+// headerReceived or the pre-parser refused) gets its final answer instead,
+// and the connection closes with the body never asked for (RFC 9110
+// 10.1.1; nginx answers its 413 so). With the 100 first, the client
+// uploaded into a closing connection and its upload's reset could take
+// the answer with it. The answer is set on the response here, the same
+// bytes requestError writes when the refusal comes with the body;
+// fasthttp then sets the same status and Connection: close.
+func (e *Engine) expect(ctx *fasthttp.RequestCtx) int {
+	status := e.expectStatus(ctx)
+	if status != fasthttp.StatusContinue {
+		// A client that stops waiting for the 100 sends its body anyway.
+		lingerAfterRefusal(ctx.Conn())
+	}
+	return status
+}
+
+func (e *Engine) expectStatus(ctx *fasthttp.RequestCtx) int {
+	if ctx.Request.Header.ContentLength() > forward.MaxRequestBody {
+		refuse(ctx, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody))
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	budget := e.takeHeldRefusal(&ctx.Request.Header)
+	if budget != "" {
+		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
+	} else {
+		budget = expectRefused(ctx.Conn()) // logged by the pre-parser
+	}
+	if budget != "" {
+		forward.SetBudgetAnswer(&ctx.Response, budget)
+		return fasthttp.StatusServiceUnavailable
+	}
+	return fasthttp.StatusContinue
+}
+
+// takeHeldRefusal is takeHeld for a refused body only: a reservation stays
+// with its request, whose body is read next.
+func (e *Engine) takeHeldRefusal(h *fasthttp.RequestHeader) string {
+	if v, ok := e.held.Load(h); !ok || v.(heldBody).refusal == "" {
+		return ""
+	}
+	return e.takeHeld(h)
+}
+
 // heldBody is a Content-Length body's reservation (h) or refusal.
 type heldBody struct {
 	h       *forward.Hold
@@ -327,6 +377,13 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		e.bodyDue.Delete(&ctx.Request.Header) // the body is in
 	}
 	servedRequest(ctx.Conn())
+	if nextWaits(ctx.Conn()) {
+		// A handler's write deadline has the server flush the answer
+		// (none is set: zero is no deadline), as it does when nothing
+		// follows: the client may wait for it before it sends the next
+		// body (Go's server and the loop answer so).
+		_ = ctx.SetWriteDeadline(time.Time{})
+	}
 	// The request's body is not needed once the handler is done (an answer
 	// that streams on reads only the upstream): its budget is released,
 	// and its buffer dropped rather than left pooled with the request.
@@ -354,11 +411,16 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	}
 	req := &ctx.Request
 	hostPort := req.URI().Host()
-	if len(hostPort) == 0 {
+	host := forward.SplitHostPort(hostPort)
+	if len(host) == 0 {
+		// No host, or a port alone (":80"): an http URI with an empty
+		// host is invalid (RFC 9110 4.2.1); dialled, it failed in words
+		// naming an address nobody wrote (":80:80"). The loop hands such
+		// a request over as to an unknown host.
 		refuse(ctx, fasthttp.StatusBadRequest, "retrycap-proxy: request has no host\n")
 		return
 	}
-	up := e.f.Match(forward.SplitHostPort(hostPort))
+	up := e.f.Match(host)
 	if up == nil && e.f.IsSelf(hostPort) {
 		// A request addressed to the proxy itself (origin-form, or an app
 		// whose NO_PROXY misses the loopback) would be forwarded to itself
@@ -479,6 +541,7 @@ func (e *Engine) forward(ctx *fasthttp.RequestCtx, up *forward.Upstream) {
 		retry, wait := x.AfterAttempt(err)
 		if !retry {
 			if streams && ctx.Response.BodyStream() == ub {
+				ub.client = ctx // the server's writes of it are bounded too
 				if ub.end = x.StreamEnd(); ub.end != nil {
 					e.transport.trackBody(ub, ctx.Conn())
 				}

@@ -130,6 +130,9 @@ type headConn struct {
 	// waitGone: the connection ended (its client's reset, its close) while
 	// a body waited for budget (grow).
 	waitGone bool
+	// linger: the server refused a request on c and closes it after its
+	// answer, the client's bytes perhaps still coming (lingerAfterRefusal).
+	linger atomic.Bool
 }
 
 // reservation is the budget held for head's body.
@@ -332,6 +335,9 @@ func (c *headConn) releaseAll() {
 
 // Close releases the connection's reservations and closes it.
 func (c *headConn) Close() error {
+	if c.linger.Swap(false) {
+		c.lingerClose()
+	}
 	c.rmu.Lock()
 	if !c.gone && c.closed != nil {
 		close(c.closed)
@@ -340,6 +346,58 @@ func (c *headConn) Close() error {
 	c.rmu.Unlock()
 	c.releaseAll()
 	return c.Conn.Close()
+}
+
+// How long, and how many bytes, a refused connection is read after the
+// proxy's answer (lingerClose): nginx's lingering_close reads for up to
+// 30 s, Go's net/http waits 500 ms after its write shutdown. A client that
+// read the answer stops sending and closes within a round trip, but what
+// its socket buffers by then passes first: curl -T of 20 MB over loopback
+// had up to 2.7 MB on its way (the bound was 4 MiB, and 1 run in 40 still
+// met a reset). 16 MiB: the largest body the proxy reads.
+const (
+	lingerTime  = time.Second
+	lingerBytes = forward.MaxRequestBody
+)
+
+// lingerAfterRefusal: the request being served on c (a headConn, or any
+// other connection, which is ignored) was refused, and the server closes c
+// after its answer.
+func lingerAfterRefusal(c net.Conn) {
+	if hc, ok := c.(*headConn); ok {
+		hc.linger.Store(true)
+	}
+}
+
+// lingerClose ends c's writes (the answer went out with a FIN) and reads
+// and drops what the client still sends until it closes, for lingerTime
+// and lingerBytes at most, before Close closes the socket. A close with
+// the client's bytes unread is a reset, and a reset that meets a client
+// still uploading the refused body can take the answer with it (curl:
+// "Send failure: Connection reset by peer", no status).
+func (c *headConn) lingerClose() {
+	// The socket, under a connection the loop handed over with what it
+	// had read (forward.PrefixConn): those bytes are dropped too.
+	nc := c.Conn
+	for {
+		u, ok := nc.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		nc = u.NetConn()
+	}
+	cw, ok := nc.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil || nc.SetReadDeadline(time.Now().Add(lingerTime)) != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for n := 0; n < lingerBytes; {
+		k, err := nc.Read(buf)
+		n += k
+		if err != nil {
+			return
+		}
+	}
 }
 
 // SetReadDeadline notes the deadline (a body waiting for budget waits no
@@ -394,6 +452,29 @@ func closeWaitGone(c net.Conn) bool {
 	return true
 }
 
+// expectRefused is budgetRefused for a request with Expect: 100-continue,
+// asked before its body is (engine.expect), and only of that request's
+// own head (heads behind it, pipelined, are asked when they are served):
+// if it ended its read, its framing is decided now, not at the next read
+// (the body's, which would come after the 100). The server's goroutine
+// asks, the one that reads c, with the handler not yet run (served counts
+// the requests before this one): resolve frames the head, as that read
+// would. Resolving for a later head instead framed it as this one's and
+// stopped the scan of the connection.
+func expectRefused(c net.Conn) string {
+	hc, ok := c.(*headConn)
+	if !ok || hc.off {
+		return ""
+	}
+	if hc.st == stAwait && hc.served == hc.heads-1 {
+		hc.resolve()
+	}
+	if hc.budgetRefusal == "" || !bytes.Equal(hc.refusal, budgetMarker) || hc.refuseAt != hc.served {
+		return ""
+	}
+	return budgetRefused(c)
+}
+
 // budgetMarker is the refusal of a body that did not fit: never written
 // (requestError answers it, budgetRefused), it only holds the refusal's place.
 var budgetMarker = []byte("body budget")
@@ -416,6 +497,17 @@ func servedRequest(c net.Conn) {
 	if hc, ok := c.(*headConn); ok {
 		hc.served++
 	}
+}
+
+// nextWaits reports whether fasthttp has read into a request after the one
+// being served on c (a headConn; any other connection: false) that is not
+// whole in what it read: a head in its buffer whose body (or framing,
+// stAwait) is still to come. fasthttp, which flushes an answer only when
+// nothing more was read, would hold the served request's answer while it
+// waits for that body.
+func nextWaits(c net.Conn) bool {
+	hc, ok := c.(*headConn)
+	return ok && !hc.off && hc.heads > hc.served && hc.st != stHead
 }
 
 // stopScan: c becomes a tunnel (a CONNECT, a 101): nothing on it is a

@@ -535,13 +535,20 @@ func releaseConn(hc *fasthttp.HostClient, cc any, closeConn bool) {
 // the pool, any other is cut by closing the connection, so that a large
 // body nobody wants is never transferred.
 type upstreamBody struct {
-	hc        *fasthttp.HostClient
-	cc        any
-	conn      net.Conn
-	br        *bufio.Reader
-	own       fasthttp.Response // holds fasthttp's body decoder (a length, or to the close)
-	body      io.Reader
-	idle      time.Duration
+	hc   *fasthttp.HostClient
+	cc   any
+	conn net.Conn
+	br   *bufio.Reader
+	own  fasthttp.Response // holds fasthttp's body decoder (a length, or to the close)
+	body io.Reader
+	idle time.Duration
+	// client bounds the writes of the body to the client, as reads from
+	// the upstream are bounded: each read sets its write deadline idle
+	// ahead (the request's ctx, whose deadline the server clears after
+	// the answer; the hijacked connection of an HTTP/1.0 client's). A
+	// client that stopped reading held the upstream connection for as
+	// long as it kept its own open. nil: unbounded (an answer retried).
+	client    interface{ SetWriteDeadline(time.Time) error }
 	left      int // bytes still to come of a known length; < 0 if unknown
 	eof       bool
 	held      bool // Close does nothing: http10 took the body over
@@ -570,9 +577,16 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
-	// Idle timeout: each read must make progress within b.idle.
-	if err := b.conn.SetReadDeadline(time.Now().Add(b.idle)); err != nil {
+	// Idle timeout: each read must make progress within b.idle, and so
+	// must the write of what the read before it gave.
+	now := time.Now()
+	if err := b.conn.SetReadDeadline(now.Add(b.idle)); err != nil {
 		return 0, err
+	}
+	if b.client != nil {
+		if err := b.client.SetWriteDeadline(now.Add(b.idle)); err != nil {
+			return 0, err
+		}
 	}
 	if b.cut.isGone() {
 		// The client reset before this deadline was set, which would
@@ -647,7 +661,7 @@ func (b *upstreamBody) release(discard bool) {
 	releaseConn(b.hc, b.cc, discard || b.closeConn || extra)
 	b.hc, b.cc, b.conn, b.br, b.body = nil, nil, nil, nil, nil
 	b.eof, b.closeConn, b.held = false, false, false
-	b.cut, b.ownCut = nil, false
+	b.cut, b.ownCut, b.client = nil, false, nil
 	b.end, b.n, b.rerr, b.tr = nil, 0, nil, nil
 	bodyPool.Put(b)
 }
@@ -680,6 +694,7 @@ func (e *Engine) http10(ctx *fasthttp.RequestCtx) {
 	ub.held = true
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
+		ub.client = c // closed after: its deadline needs no clearing
 		defer func() {
 			ub.held = false
 			_ = ub.Close()

@@ -5,7 +5,6 @@ package loop
 import (
 	"bytes"
 	"errors"
-	"net"
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
@@ -245,6 +244,16 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 		c.refuse(msg)
 		return nil, false
 	}
+	if err := l.uri.Parse(req.Header.Host(), req.Header.RequestURI()); err != nil {
+		// A target fasthttp's URI parser refuses (a port that is no
+		// number): the goroutine engine's server refuses it before its
+		// handler runs, in the same words, and logs it. The request's own
+		// parse (URI, in eligible) drops the error and leaves the path
+		// empty: the loop sent `DELETE /users/42` upstream as `DELETE /`.
+		l.putCall(cl)
+		c.handoff(data, HandoffMalformed)
+		return nil, false
+	}
 	up, target, bodyLen, why := l.eligible(cl)
 	if why != 0 {
 		l.putCall(cl)
@@ -375,11 +384,7 @@ func (l *evLoop) target(up *forward.Upstream, hostPort []byte) string {
 		return t
 	}
 	hp := string(hostPort)
-	addr := hp
-	if _, _, err := net.SplitHostPort(hp); err != nil {
-		addr = net.JoinHostPort(hp, "80")
-	}
-	t := l.f.ResolveAddr(addr)
+	t := l.f.TargetOf(up, hostPort) // the other engine's rule, cached
 	if len(l.targets) < 4096 {
 		l.targets[hp] = t
 	}

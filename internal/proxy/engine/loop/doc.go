@@ -23,7 +23,8 @@
 // response whose body must stream (chunked, close-delimited or over
 // 64 KiB) is decided on the loop from its headers, then written by a
 // goroutine that streams the body with the same idle timeout as the other
-// engine; the client connection goes on in the goroutine engine. So the
+// engine, on its reads from the upstream and its writes to the client; the
+// client connection goes on in the goroutine engine. So the
 // loop never blocks and never buffers more than 64 KiB of body per
 // request, and the uncommon protocol paths keep one implementation.
 //

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
 
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
@@ -32,6 +33,9 @@ type evLoop struct {
 	targets map[string]string // request host:port -> address, cached
 	free    []*call
 	parse   forward.HeadParser
+	// uri is where a request's target is parsed to see its error, which
+	// the request's own lazy parse (URI) drops (client_linux.go).
+	uri fasthttp.URI
 	// parseAnswer parses answer heads, which may be up to
 	// forward.MaxResponseHead (a request's is up to loopMaxHead).
 	parseAnswer forward.HeadParser

@@ -102,7 +102,8 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	defer e.streams.Done()
 	defer e.untrack(client, upc)
 	defer upc.Close()
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: forward.BodyIdleTimeout}), 8192)
+	idle := e.f.Cfg.StreamIdle()
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(body), &idleReader{c: upc, idle: idle}), 8192)
 	var own fasthttp.Response
 	var stream io.Reader
 	if n == -1 {
@@ -141,7 +142,10 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 	r.SetBodyStream(ownedStream{counted}, size)
 	r.ImmediateHeaderFlush = true
 	// fasthttp frames the body; the head is the loop's own (head.go).
-	sw := &headSwap{w: client, head: func() []byte { return appendAnswerHead(nil, &r.Header) }}
+	// Each write to the client must make progress within idle too: a
+	// client that stopped reading held the upstream connection for as
+	// long as it kept its own open.
+	sw := &headSwap{w: idleWriter{c: client, idle: idle}, head: func() []byte { return appendAnswerHead(nil, &r.Header) }}
 	bw := bufio.NewWriterSize(sw, 16<<10)
 	err := r.Write(bw)
 	if err == nil {
@@ -166,7 +170,21 @@ func (e *Engine) streamAnswer(client, upc net.Conn, body []byte, n int, r *fasth
 		_ = client.Close()
 		return
 	}
+	_ = client.SetWriteDeadline(time.Time{}) // the next answers' writes are the goroutine engine's
 	e.handoff.Push(&forward.PrefixConn{Conn: client, Prefix: rest})
+}
+
+// idleWriter writes to a connection with a deadline per write.
+type idleWriter struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (w idleWriter) Write(p []byte) (int, error) {
+	if err := w.c.SetWriteDeadline(time.Now().Add(w.idle)); err != nil {
+		return 0, err
+	}
+	return w.c.Write(p)
 }
 
 // upstreamCut closes the upstream connection of an answer being streamed
