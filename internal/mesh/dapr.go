@@ -3,35 +3,52 @@ package mesh
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/graph"
 )
 
 // Dapr (dapr/dapr): a caller whose pod template has dapr.io/enabled "true" invokes other apps
 // through its sidecar (service invocation, the callee named by its app-id: the upstream's name).
-// How the retries combine, read from dapr/dapr pkg/messaging/direct_messaging.go
-// (invokeWithRetry): when no Resiliency policy targets the callee app
-// (resiliency.PolicyDefined(app.id, EndpointPolicy{}) false), the built-in policy
-// DaprBuiltInServiceRetries runs (3 retries, constant 1 s: 4 tries; retried on the gRPC codes
-// Unavailable and Unauthenticated of the sidecar-to-sidecar call); when one does, the built-in
-// retries are not run and the target's policy is the only one: it REPLACES, not floors. A
-// Resiliency may redefine DaprBuiltInServiceRetries (spec.policies.retries), which Dapr's docs
-// say cannot go below the default: that override is floored at 3 retries.
+// Read from dapr/dapr at d8450742ce3260d93a2346f4398a1e60d019a45b and dapr/kit at 6e5616aa.
+// Two retry loops nest (pkg/api/http/directmessaging.go onDirectMessage, pkg/api/grpc/grpc.go):
+//   - the outer one runs resiliency.EndpointPolicy(app): the retry policy that
+//     spec.targets.apps.<app>.retry names, or, with no target for the app, the default policy
+//     DefaultAppRetryPolicy, else DefaultRetryPolicy (resiliency.go getDefaultRetryPolicy); a
+//     target without a retry (a timeout or a circuit breaker only) has no retries;
+//   - the inner one (pkg/messaging/direct_messaging.go invokeWithRetry) runs the built-in policy
+//     DaprBuiltInServiceRetries (3 retries, constant 1 s: 4 tries; on the sidecar-to-sidecar gRPC
+//     codes Unavailable and Unauthenticated) only when resiliency.PolicyDefined(app) is false:
+//     when no Resiliency targets the app. A default policy does not turn it off: the tries
+//     multiply, (1 + default maxRetries) x 4. A Resiliency may redefine
+//     DaprBuiltInServiceRetries; decodePolicies resets a maxRetries under 3 to 3.
 //
-// A Resiliency (dapr.io/v1alpha1) applies to the apps of its namespace that its scopes list
-// (none: all). spec.targets.apps.<app-id>.retry names spec.policies.retries.<name>, whose
-// maxRetries is retries (tries = n + 1); -1, Dapr's default when unset, is unbounded: an error
-// naming the field, which no cap can bound.
+// A sidecar merges every Resiliency of its namespace whose scopes list its app-id (none: all)
+// into one set of named policies (FromConfigurations): a target may name a policy another
+// Resiliency defines. When several define one name, the last loaded wins; the largest is
+// counted (an upper bound). maxRetries is retries (tries = n + 1); -1, dapr/kit retry's
+// DefaultConfig when unset, is unbounded: an error naming the field, which no cap can bound.
+// A Resiliency Dapr cannot decode (a duration that is neither a whole number of milliseconds nor
+// a Go duration, a policy other than constant or exponential) is skipped whole by Dapr: an error
+// naming the field and the value here.
 const (
 	GroupDapr                    = "dapr.io"
 	DaprEnabled                  = "dapr.io/enabled"
 	DaprAppID                    = "dapr.io/app-id"
 	DaprBuiltInServiceRetry      = "DaprBuiltInServiceRetries"
 	DaprBuiltInRetries           = 3
+	DaprDefaultAppRetry          = "DefaultAppRetryPolicy"
+	DaprDefaultRetry             = "DefaultRetryPolicy"
 	Dapr                    Kind = "Dapr"
 )
 
 type daprRetry struct {
-	MaxRetries *int64 `json:"maxRetries"`
+	Policy      string `json:"policy"`
+	Duration    string `json:"duration"`
+	MaxInterval string `json:"maxInterval"`
+	MaxRetries  *int64 `json:"maxRetries"`
 }
 
 type resiliency struct {
@@ -39,7 +56,8 @@ type resiliency struct {
 	Scopes []string `json:"scopes"`
 	Spec   struct {
 		Policies struct {
-			Retries map[string]daprRetry `json:"retries"`
+			Timeouts map[string]string    `json:"timeouts"`
+			Retries  map[string]daprRetry `json:"retries"`
 		} `json:"policies"`
 		Targets struct {
 			Apps map[string]struct {
@@ -49,28 +67,64 @@ type resiliency struct {
 	} `json:"spec"`
 }
 
-// addResiliency decodes a Resiliency; a target naming a retry policy that is missing or
-// unbounded is an error naming the field.
+// daprDuration parses a duration as dapr/kit config.Decode and resiliency.parseDuration do: a
+// whole number is milliseconds, else a Go duration ("5s").
+func daprDuration(v string) error {
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return nil
+	}
+	_, err := time.ParseDuration(v)
+	return err
+}
+
+// unboundedPolicy reports whether a retry policy's count has no bound, and how it reads.
+func unboundedPolicy(p daprRetry) (string, bool) {
+	switch {
+	case p.MaxRetries == nil:
+		return "unset (Dapr's default -1)", true
+	case *p.MaxRetries < 0:
+		return fmt.Sprint(*p.MaxRetries), true
+	}
+	return "", false
+}
+
+// addResiliency decodes a Resiliency; a value Dapr cannot decode, or a retry policy that a
+// target of this object or Dapr's default names and that has no bound, is an error naming the
+// field.
 func (s *Set) addResiliency(key string, h header, decode func(any) error) error {
 	r := &resiliency{}
 	if err := decode(r); err != nil {
 		return err
 	}
 	r.header = h
+	for _, name := range sortedKeys(r.Spec.Policies.Timeouts) {
+		if v := r.Spec.Policies.Timeouts[name]; daprDuration(v) != nil {
+			return fmt.Errorf("%s spec.policies.timeouts.%s: %q is not a duration (a whole number of milliseconds or a Go duration such as 5s; Dapr skips this Resiliency)", h.id(), name, v)
+		}
+	}
+	for _, name := range sortedKeys(r.Spec.Policies.Retries) {
+		p := r.Spec.Policies.Retries[name]
+		for _, f := range []struct{ field, v string }{{"duration", p.Duration}, {"maxInterval", p.MaxInterval}} {
+			if f.v != "" && daprDuration(f.v) != nil {
+				return fmt.Errorf("%s spec.policies.retries.%s.%s: %q is not a duration (a whole number of milliseconds or a Go duration such as 5s; Dapr skips this Resiliency)", h.id(), name, f.field, f.v)
+			}
+		}
+		if pt := strings.ToLower(p.Policy); pt != "" && pt != "constant" && pt != "exponential" {
+			return fmt.Errorf("%s spec.policies.retries.%s.policy: %q is neither constant nor exponential (Dapr skips this Resiliency)", h.id(), name, p.Policy)
+		}
+		if name == DaprDefaultAppRetry || name == DaprDefaultRetry {
+			if v, ok := unboundedPolicy(p); ok {
+				return fmt.Errorf("%s spec.policies.retries.%s.maxRetries: %s retries without bound (Dapr's default policy for every app no Resiliency targets): set a number", h.id(), name, v)
+			}
+		}
+	}
 	for _, app := range sortedKeys(r.Spec.Targets.Apps) {
 		name := r.Spec.Targets.Apps[app].Retry
-		if name == "" {
-			continue
-		}
 		p, ok := r.Spec.Policies.Retries[name]
-		if !ok {
-			return fmt.Errorf("%s spec.targets.apps.%s.retry: %q is not in spec.policies.retries", h.id(), app, name)
+		if name == "" || !ok {
+			continue // another Resiliency may define it (daprEdge)
 		}
-		if p.MaxRetries == nil || *p.MaxRetries < 0 {
-			v := "unset (Dapr's default -1)"
-			if p.MaxRetries != nil {
-				v = fmt.Sprint(*p.MaxRetries)
-			}
+		if v, ok := unboundedPolicy(p); ok && name != DaprBuiltInServiceRetry {
 			return fmt.Errorf("%s spec.policies.retries.%s.maxRetries: %s retries without bound (target app %s): set a number", h.id(), name, v, app)
 		}
 	}
@@ -78,7 +132,33 @@ func (s *Set) addResiliency(key string, h header, decode func(any) error) error 
 	return nil
 }
 
-// daprEdge adds the Dapr layer of a call from c to the app ref.Name in c's namespace.
+// daprPolicy is the largest definition of the named retry policy in rs, as a layer.
+func daprPolicy(rs []*resiliency, name, why string) (Layer, bool) {
+	// why follows the count: " (replaces the built-in retries)".
+	var best Layer
+	for _, r := range rs {
+		p, ok := r.Spec.Policies.Retries[name]
+		if !ok {
+			continue
+		}
+		l := Layer{Kind: Dapr, Object: r.id(), FieldPath: "spec.policies.retries." + name + ".maxRetries"}
+		switch v, unbounded := unboundedPolicy(p); {
+		case name == DaprBuiltInServiceRetry && (unbounded || *p.MaxRetries < DaprBuiltInRetries):
+			l.Tries, l.Note = DaprBuiltInRetries+1, fmt.Sprintf("Dapr %s overrides %s: maxRetries %s, reset to Dapr's floor of %d", r.id(), name, v, DaprBuiltInRetries)
+		case unbounded:
+			// Named from another Resiliency (addResiliency refuses it within one): no count.
+			l.Tries, l.Note = graph.Saturated, fmt.Sprintf("Dapr %s retry policy %s, maxRetries %s: retries without bound%s", r.id(), name, v, why)
+		case name == DaprBuiltInServiceRetry:
+			l.Tries, l.Note = tries(*p.MaxRetries), fmt.Sprintf("Dapr %s overrides %s: maxRetries %d", r.id(), name, *p.MaxRetries)
+		default:
+			l.Tries, l.Note = tries(*p.MaxRetries), fmt.Sprintf("Dapr %s retry policy %s, maxRetries %d%s", r.id(), name, *p.MaxRetries, why)
+		}
+		better(&best, l)
+	}
+	return best, best.Kind != ""
+}
+
+// daprEdge adds the Dapr layers of a call from c to the app ref.Name in c's namespace.
 func (s *Set) daprEdge(e *Edge, c Caller, ref ServiceRef) {
 	// Any case of "true", as Dapr's injector reads it (dapr/dapr pkg/injector/service/handler.go
 	// podHasDaprEnabled: strings.EqualFold(..., "true")); before, "True" was out of Dapr.
@@ -86,27 +166,51 @@ func (s *Set) daprEdge(e *Edge, c Caller, ref ServiceRef) {
 		return
 	}
 	appID := c.Annotations[DaprAppID]
-	builtIn := Layer{Kind: Dapr, Tries: DaprBuiltInRetries + 1, Default: true,
-		Note: fmt.Sprintf("Dapr built-in %s (%d retries), no Resiliency targets app %s", DaprBuiltInServiceRetry, DaprBuiltInRetries, ref.Name)}
-	var target Layer
+	var rs []*resiliency // the caller's sidecar's, in the order it loads them
 	for _, k := range sortedKeys(s.resiliencies) {
 		r := s.resiliencies[k]
-		if r.Metadata.Namespace != c.Namespace || len(r.Scopes) > 0 && !slices.Contains(r.Scopes, appID) {
-			continue
-		}
-		if t, ok := r.Spec.Targets.Apps[ref.Name]; ok && t.Retry != "" && ref.Namespace == c.Namespace {
-			n := *r.Spec.Policies.Retries[t.Retry].MaxRetries
-			better(&target, Layer{Kind: Dapr, Object: r.id(), FieldPath: "spec.policies.retries." + t.Retry + ".maxRetries",
-				Tries: tries(n), Note: fmt.Sprintf("Dapr %s retry policy %s, maxRetries %d (replaces the built-in retries)", r.id(), t.Retry, n)})
-		}
-		if p, ok := r.Spec.Policies.Retries[DaprBuiltInServiceRetry]; ok && p.MaxRetries != nil && *p.MaxRetries > DaprBuiltInRetries {
-			better(&builtIn, Layer{Kind: Dapr, Object: r.id(), FieldPath: "spec.policies.retries." + DaprBuiltInServiceRetry + ".maxRetries",
-				Tries: tries(*p.MaxRetries), Note: fmt.Sprintf("Dapr %s overrides %s: maxRetries %d", r.id(), DaprBuiltInServiceRetry, *p.MaxRetries)})
+		if r.Metadata.Namespace == c.Namespace && (len(r.Scopes) == 0 || slices.Contains(r.Scopes, appID)) {
+			rs = append(rs, r)
 		}
 	}
-	if target.Kind != "" {
-		e.Layers = append(e.Layers, target)
-		return
+	// A target for the app: its retry policy, the only loop (the built-in retries are off).
+	if ref.Namespace == c.Namespace {
+		var target Layer
+		for _, r := range rs {
+			t, ok := r.Spec.Targets.Apps[ref.Name]
+			if !ok {
+				continue
+			}
+			field := "spec.targets.apps." + ref.Name + ".retry"
+			if t.Retry == "" {
+				better(&target, Layer{Kind: Dapr, Object: r.id(), FieldPath: field, Tries: 1,
+					Note: fmt.Sprintf("Dapr %s targets app %s with no retry policy: no retries (a target turns the built-in retries off)", r.id(), ref.Name)})
+				continue
+			}
+			l, ok := daprPolicy(rs, t.Retry, " (replaces the built-in retries)")
+			if !ok {
+				l = Layer{Kind: Dapr, Object: r.id(), FieldPath: field, Tries: 1,
+					Note: fmt.Sprintf("Dapr %s %s: %q, which no Resiliency of the caller defines: no retries (a target turns the built-in retries off)", r.id(), field, t.Retry)}
+			}
+			better(&target, l)
+		}
+		if target.Kind != "" {
+			e.Layers = append(e.Layers, target)
+			return
+		}
+	}
+	// No target: the default policy, if any, around the built-in retries.
+	for _, name := range []string{DaprDefaultAppRetry, DaprDefaultRetry} {
+		if l, ok := daprPolicy(rs, name, " (Dapr's default for an app no Resiliency targets, "+ref.Name+": the built-in retries run inside each of its tries)"); ok {
+			e.Layers = append(e.Layers, l)
+			break
+		}
+	}
+	builtIn, ok := daprPolicy(rs, DaprBuiltInServiceRetry, "")
+	if !ok || builtIn.Tries == DaprBuiltInRetries+1 {
+		// Dapr's own (or one reset to it): no object to lower.
+		builtIn = Layer{Kind: Dapr, Tries: DaprBuiltInRetries + 1, Default: true,
+			Note: fmt.Sprintf("Dapr built-in %s (%d retries), no Resiliency targets app %s", DaprBuiltInServiceRetry, DaprBuiltInRetries, ref.Name)}
 	}
 	e.Layers = append(e.Layers, builtIn)
 }

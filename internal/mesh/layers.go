@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
 )
 
 // Kind names the system that adds a layer.
@@ -66,11 +67,13 @@ type Edge struct {
 	Warnings []string
 }
 
-// Tries is the product of the layers: 1 when there is none.
+// Tries is the product of the layers: 1 when there is none; saturating at graph.Saturated (a
+// layer without bound, such as a Dapr retry policy's maxRetries -1 named from another
+// Resiliency, must not wrap to a negative when another layer multiplies it).
 func (e Edge) Tries() int64 {
 	t := int64(1)
 	for _, l := range e.Layers {
-		t *= l.Tries
+		t = graph.Mul(t, l.Tries)
 	}
 	return t
 }
