@@ -482,10 +482,10 @@ func (s *Set) edge(c Caller, callee string, port int32) Edge {
 		s.waypointEdge(x, &e, ref) // waypoint.go: ambient pods have no sidecar
 	}
 	if inCluster {
-		s.inboundEdge(&e, ref)   // inbound.go
-		s.kumaEdge(&e, c, ref)   // kuma.go
-		s.daprEdge(&e, c, ref)   // dapr.go
-		s.consulEdge(&e, c, ref) // consul.go
+		s.inboundEdge(&e, ref)       // inbound.go
+		s.kumaEdge(&e, c, ref, port) // kuma.go
+		s.daprEdge(&e, c, ref)       // dapr.go
+		s.consulEdge(&e, c, ref)     // consul.go
 	}
 	return e
 }
