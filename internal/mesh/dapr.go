@@ -70,10 +70,7 @@ type resiliency struct {
 // daprDuration parses a duration as dapr/kit config.Decode and resiliency.parseDuration do: a
 // whole number is milliseconds, else a Go duration ("5s").
 func daprDuration(v string) error {
-	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return nil
-	}
-	_, err := time.ParseDuration(v)
+	_, err := daprParse(v)
 	return err
 }
 
@@ -213,4 +210,58 @@ func (s *Set) daprEdge(e *Edge, c Caller, ref ServiceRef) {
 			Note: fmt.Sprintf("Dapr built-in %s (%d retries), no Resiliency targets app %s", DaprBuiltInServiceRetry, DaprBuiltInRetries, ref.Name)}
 	}
 	e.Layers = append(e.Layers, builtIn)
+}
+
+// Dapr's backoff (dapr/kit retry/retry.go DefaultConfig, NewBackOff; cenkalti/backoff v4): a
+// constant policy waits its duration (5 s unset; the built-in DaprBuiltInServiceRetries 1 s,
+// resiliency.go addBuiltInPolicies); an exponential one starts at 500 ms times 1.5 and grows to
+// maxInterval (60 s unset), each wait randomized by up to 0.5 of it, so at most 1.5 times.
+const (
+	daprBuiltInWait       = time.Second
+	daprConstantWait      = 5 * time.Second
+	daprExponentialFirst  = 750 * time.Millisecond // 500 ms x (1 + 0.5)
+	daprExponentialMax    = 60 * time.Second
+	daprRandomizedPercent = 150
+)
+
+// daprTime is a Dapr layer's time: the wait between its tries, as its retry policy sets it.
+// Before, Envoy's 25-250 ms backoff was assumed: the built-in retries' 3 x 1 s read as 175 ms.
+// A target's timeout (per try, resiliency.go EndpointPolicy, policy.go NewRunnerWithOptions)
+// is not read: the layer does not name the app.
+func (s *Set) daprTime(l Layer) LayerTime {
+	lt := LayerTime{BackoffBase: daprBuiltInWait, BackoffMax: daprBuiltInWait}
+	name, ok := strings.CutPrefix(l.FieldPath, "spec.policies.retries.")
+	name, ok2 := strings.CutSuffix(name, ".maxRetries")
+	if s == nil || l.Object == "" || !ok || !ok2 {
+		return lt
+	}
+	for _, r := range s.resiliencies {
+		p, found := r.Spec.Policies.Retries[name]
+		if r.id() != l.Object || !found {
+			continue
+		}
+		lt.Source = l.Object + " spec.policies.retries." + name
+		if strings.EqualFold(p.Policy, "exponential") {
+			lt.BackoffBase, lt.BackoffMax = daprExponentialFirst, daprExponentialMax*daprRandomizedPercent/100
+			if d, err := daprParse(p.MaxInterval); err == nil && p.MaxInterval != "" {
+				lt.BackoffMax = max(d*daprRandomizedPercent/100, lt.BackoffBase)
+			}
+			return lt
+		}
+		lt.BackoffBase = daprConstantWait
+		if d, err := daprParse(p.Duration); err == nil && p.Duration != "" {
+			lt.BackoffBase = d
+		}
+		lt.BackoffMax = lt.BackoffBase
+		return lt
+	}
+	return lt
+}
+
+// daprParse is daprDuration's value.
+func daprParse(v string) (time.Duration, error) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	return time.ParseDuration(v)
 }

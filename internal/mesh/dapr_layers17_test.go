@@ -3,6 +3,7 @@ package mesh
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrycap/retrycap/internal/graph"
 )
@@ -19,9 +20,9 @@ func resiliencyNamed(name, scopes, policies, targets string) string {
 //     resiliency.EndpointPolicy(app); pkg/resiliency/resiliency.go:620-660 (EndpointPolicy): the
 //     target's retry, else getDefaultPolicy (DefaultAppRetryPolicy, else DefaultRetryPolicy,
 //     resiliency.go:949-961 with the "App" level of EndpointPolicy, :1135);
-//   - pkg/messaging/direct_messaging.go:233-265 (invokeWithRetry) runs the built-in retries
+//   - pkg/messaging/direct_messaging.go:227-270 (invokeWithRetry, the check at :235) runs the built-in retries
 //     inside it unless PolicyDefined(app) (resiliency.go:927-936: r.apps only, defaults not);
-//   - resiliency.go:298-310 (FromConfigurations) decodes every Resiliency into one provider, so a
+//   - resiliency.go:299-314 (FromConfigurations) decodes every Resiliency into one provider, so a
 //     target names a policy of any of them.
 //
 // Before: a DefaultRetryPolicy was not read (4 tries where Dapr makes 3 x 4 = 12), a target
@@ -86,7 +87,7 @@ func TestDaprLayersAsDaprRuns(t *testing.T) {
 // TestDaprBadValues: what dapr/kit config.Decode (config/decode.go decodeString: a whole number
 // is milliseconds, else time.ParseDuration) and retry.PolicyType.DecodeString (retry/retry.go:
 // constant or exponential, any case) refuse makes Dapr skip the whole Resiliency
-// (resiliency.go:305-309 "Could not read resiliency policy"): an error naming the field here.
+// (resiliency.go:309 "Could not read resiliency policy"): an error naming the field here.
 func TestDaprBadValues(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{resiliencyNamed("res", "[]", "{slow: {policy: constant, duration: 5 seconds, maxRetries: 2}}", "{orders: {retry: slow}}"),
@@ -120,5 +121,29 @@ func TestEdgeTriesSaturates(t *testing.T) {
 	e := Edge{Layers: []Layer{{Kind: Dapr, Tries: graph.Saturated}, {Kind: Istio, Tries: 3}}}
 	if got := e.Tries(); got != graph.Saturated {
 		t.Fatalf("Tries %d, want %d", got, graph.Saturated)
+	}
+}
+
+// TestDaprTime: Dapr's runner waits as its retry policy says (dapr/kit retry/retry.go:66-77
+// DefaultConfig: constant 5 s, exponential from 500 ms to 60 s with randomization 0.5; :117-136
+// NewBackOff), the built-in retries 1 s (dapr/dapr pkg/resiliency/resiliency.go:368-378). Before,
+// Envoy's 25-250 ms was assumed for every Dapr layer.
+func TestDaprTime(t *testing.T) {
+	docs := resiliencyNamed("res", "[]", "{c: {policy: constant, duration: 2s, maxRetries: 2}, d: {maxRetries: 2}, e: {policy: exponential, maxInterval: \"4000\", maxRetries: 3}, f: {policy: Exponential, maxRetries: 1}}", "{}")
+	s := set(t, Options{}, docs)
+	for _, c := range []struct {
+		l         Layer
+		base, max time.Duration
+	}{
+		{Layer{Kind: Dapr, Tries: 4, Default: true}, time.Second, time.Second},
+		{Layer{Kind: Dapr, Object: "Resiliency shop/res", FieldPath: "spec.policies.retries.c.maxRetries", Tries: 3}, 2 * time.Second, 2 * time.Second},
+		{Layer{Kind: Dapr, Object: "Resiliency shop/res", FieldPath: "spec.policies.retries.d.maxRetries", Tries: 3}, 5 * time.Second, 5 * time.Second},
+		{Layer{Kind: Dapr, Object: "Resiliency shop/res", FieldPath: "spec.policies.retries.e.maxRetries", Tries: 4}, 750 * time.Millisecond, 6 * time.Second},
+		{Layer{Kind: Dapr, Object: "Resiliency shop/res", FieldPath: "spec.policies.retries.f.maxRetries", Tries: 2}, 750 * time.Millisecond, 90 * time.Second},
+	} {
+		lt := s.LayerTime(c.l)
+		if lt.BackoffBase != c.base || lt.BackoffMax != c.max || lt.PerTry != 0 || lt.Timeout != 0 {
+			t.Errorf("%s: %+v, want backoff %v..%v and no timeout", c.l.FieldPath, lt, c.base, c.max)
+		}
 	}
 }

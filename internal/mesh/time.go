@@ -582,6 +582,9 @@ func (s *Set) layerTime(l Layer) LayerTime {
 		return s.ingressNginxTime(l)
 	case Ingress:
 		// Another controller's: not modelled, and so no timeouts.
+	case Dapr:
+		// Dapr's runner waits by its retry policy, not Envoy's backoff (dapr.go daprTime).
+		return s.daprTime(l)
 	default:
 		lt.BackoffBase, lt.BackoffMax = EnvoyBackoffBase, EnvoyBackoffMax
 	}
