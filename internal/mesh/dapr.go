@@ -61,7 +61,8 @@ type resiliency struct {
 		} `json:"policies"`
 		Targets struct {
 			Apps map[string]struct {
-				Retry string `json:"retry"`
+				Retry   string `json:"retry"`
+				Timeout string `json:"timeout"`
 			} `json:"apps"`
 		} `json:"targets"`
 	} `json:"spec"`
@@ -226,8 +227,10 @@ const (
 
 // daprTime is a Dapr layer's time: the wait between its tries, as its retry policy sets it.
 // Before, Envoy's 25-250 ms backoff was assumed: the built-in retries' 3 x 1 s read as 175 ms.
-// A target's timeout (per try, resiliency.go EndpointPolicy, policy.go NewRunnerWithOptions)
-// is not read: the layer does not name the app.
+// A target's timeout bounds each try (resiliency.go EndpointPolicy, policy.go
+// NewRunnerWithOptions wraps each attempt in context.WithTimeout): the layer names the policy,
+// not the app, so the per-try bound is the longest timeout of the app targets of the policy's
+// namespace that name it, and none when one of them has none (an upper bound).
 func (s *Set) daprTime(l Layer) LayerTime {
 	lt := LayerTime{BackoffBase: daprBuiltInWait, BackoffMax: daprBuiltInWait}
 	name, ok := strings.CutPrefix(l.FieldPath, "spec.policies.retries.")
@@ -241,6 +244,7 @@ func (s *Set) daprTime(l Layer) LayerTime {
 			continue
 		}
 		lt.Source = l.Object + " spec.policies.retries." + name
+		lt.PerTry = s.daprTargetTimeout(r.Metadata.Namespace, name)
 		if strings.EqualFold(p.Policy, "exponential") {
 			lt.BackoffBase, lt.BackoffMax = daprExponentialFirst, daprExponentialMax*daprRandomizedPercent/100
 			if d, err := daprParse(p.MaxInterval); err == nil && p.MaxInterval != "" {
@@ -264,4 +268,39 @@ func daprParse(v string) (time.Duration, error) {
 		return time.Duration(n) * time.Millisecond, nil
 	}
 	return time.ParseDuration(v)
+}
+
+// daprTargetTimeout is the per-try bound of retry policy name for the app targets of namespace
+// ns that name it: the longest of their timeouts (spec.policies.timeouts of any Resiliency of
+// ns, the largest where several define it), 0 when one has none or none names the policy.
+func (s *Set) daprTargetTimeout(ns, name string) time.Duration {
+	var longest time.Duration
+	named := false
+	for _, r := range s.resiliencies {
+		if r.Metadata.Namespace != ns {
+			continue
+		}
+		for _, t := range r.Spec.Targets.Apps {
+			if t.Retry != name {
+				continue
+			}
+			named = true
+			var d time.Duration
+			for _, o := range s.resiliencies {
+				if v, ok := o.Spec.Policies.Timeouts[t.Timeout]; ok && o.Metadata.Namespace == ns && t.Timeout != "" {
+					if x, err := daprParse(v); err == nil {
+						d = max(d, x)
+					}
+				}
+			}
+			if d <= 0 {
+				return 0
+			}
+			longest = max(longest, d)
+		}
+	}
+	if !named {
+		return 0
+	}
+	return longest
 }

@@ -147,3 +147,21 @@ func TestDaprTime(t *testing.T) {
 		}
 	}
 }
+
+// TestDaprTargetTimeout: a target's timeout bounds each try of its retry policy (dapr/dapr
+// pkg/resiliency/policy.go NewRunnerWithOptions: context.WithTimeout around each attempt, the
+// retry loop outside it); before, no Dapr layer had a per-try bound.
+func TestDaprTargetTimeout(t *testing.T) {
+	doc := "\napiVersion: dapr.io/v1alpha1\nkind: Resiliency\nmetadata: {name: res, namespace: shop}\nspec:\n  policies:\n    timeouts: {short: 3s, long: \"7000\"}\n" +
+		"    retries: {twice: {maxRetries: 2, duration: 1s}, once: {maxRetries: 1}}\n  targets:\n    apps: {orders: {retry: twice, timeout: short}, payments: {retry: twice, timeout: long}, ledger: {retry: once}}"
+	s := set(t, Options{}, doc)
+	for _, c := range []struct {
+		policy string
+		perTry time.Duration
+	}{{"twice", 7 * time.Second}, {"once", 0}} {
+		lt := s.LayerTime(Layer{Kind: Dapr, Object: "Resiliency shop/res", FieldPath: "spec.policies.retries." + c.policy + ".maxRetries", Tries: 3})
+		if lt.PerTry != c.perTry {
+			t.Errorf("%s: per try %v, want %v", c.policy, lt.PerTry, c.perTry)
+		}
+	}
+}
