@@ -259,13 +259,10 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 		}
 		// The merged numRetries: the last certain setter; an uncertain setter after it may
 		// decide instead. A block with no setter at all is Envoy's 1 retry.
-		last, block := -1, -1
+		last := -1
 		for i, x := range entries {
-			if cf := conf(x); cf != nil {
-				block = i
-				if cf.NumRetries != nil && x.certain {
-					last = i
-				}
+			if cf := conf(x); cf != nil && cf.NumRetries != nil && x.certain {
+				last = i
 			}
 		}
 		for i, x := range entries {
@@ -275,8 +272,10 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 			}
 			better(&best, kumaLayer(x, proto, found, defaultFound))
 		}
-		if last == -1 && block != -1 && !slices.ContainsFunc(entries, func(x kumaEntry) bool { return conf(x) != nil && conf(x).NumRetries != nil }) {
-			x := entries[block]
+		// With no certain setter, the merge may have a block and no numRetries (a certain item's
+		// block, or an uncertain item's without numRetries): Envoy's 1 retry.
+		if i := slices.IndexFunc(entries, func(x kumaEntry) bool { return conf(x) != nil && (x.certain || conf(x).NumRetries == nil) }); last == -1 && i != -1 {
+			x := entries[i]
 			// No numRetries: Envoy's default 1 retry, not written in the object (Default: a
 			// rewrite sets the field rather than checking it).
 			better(&best, Layer{Kind: Kuma, Object: x.r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", x.i, proto),
