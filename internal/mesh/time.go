@@ -585,6 +585,9 @@ func (s *Set) layerTime(l Layer) LayerTime {
 	case Dapr:
 		// Dapr's runner waits by its retry policy, not Envoy's backoff (dapr.go daprTime).
 		return s.daprTime(l)
+	case Consul:
+		// Envoy's backoff; the destination's requestTimeout over all tries (consul.go).
+		return s.consulTime(l)
 	default:
 		lt.BackoffBase, lt.BackoffMax = EnvoyBackoffBase, EnvoyBackoffMax
 	}
