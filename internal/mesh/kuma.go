@@ -3,6 +3,7 @@ package mesh
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -51,10 +52,11 @@ type meshRetry struct {
 		} `json:"targetRef"`
 		To []struct {
 			TargetRef struct {
-				Kind      string            `json:"kind"`
-				Name      string            `json:"name"`
-				Namespace string            `json:"namespace"`
-				Labels    map[string]string `json:"labels"`
+				Kind        string            `json:"kind"`
+				Name        string            `json:"name"`
+				Namespace   string            `json:"namespace"`
+				Labels      map[string]string `json:"labels"`
+				SectionName string            `json:"sectionName"`
 			} `json:"targetRef"`
 			Default struct {
 				HTTP *kumaRetryConf `json:"http"`
@@ -220,11 +222,24 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
 				continue
 			}
-			to := 1
+			to, certain := 1, top == 1
 			if t.TargetRef.Kind == "MeshService" {
 				to = 5
+				if sec := t.TargetRef.SectionName; sec != "" {
+					// One port of the MeshService (its port's name, else its number as Kuma names
+					// an unnamed Service port): sorted after the whole service's items
+					// (outbound/sort.go CompareByToEntry). Another port called: not this item; the
+					// port not known: it may decide (an upper bound).
+					to = 6
+					switch hit, known := s.kumaSection(ref, port, sec); {
+					case known && !hit:
+						continue
+					case !known:
+						certain = false
+					}
+				}
 			}
-			entries = append(entries, kumaEntry{r: r, i: i, certain: top == 1, top: top, role: kumaRole(r), to: to, name: r.Metadata.Name,
+			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: kumaRole(r), to: to, name: r.Metadata.Name,
 				http: t.Default.HTTP, grpc: t.Default.GRPC})
 		}
 	}
@@ -285,6 +300,23 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 	if best.Kind != "" {
 		e.Layers = append(e.Layers, best)
 	}
+}
+
+// kumaSection reports whether the call to port of ref goes to the MeshService port named sec
+// (the Service port's name, else its number), and whether that is known: the port called, or the
+// Service's only port.
+func (s *Set) kumaSection(ref ServiceRef, port int32, sec string) (hit, known bool) {
+	var called []servicePort
+	for _, p := range s.ports[ref] {
+		if port == 0 || p.Port == port {
+			called = append(called, p)
+		}
+	}
+	if len(called) != 1 {
+		return false, false
+	}
+	p := called[0]
+	return p.Name == sec || p.Name == "" && strconv.Itoa(int(p.Port)) == sec, true
 }
 
 // kumaLayer is the layer of entry x's numRetries for proto.
