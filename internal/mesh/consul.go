@@ -1,6 +1,10 @@
 package mesh
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Consul service mesh (hashicorp/consul): a caller whose pod template has
 // consul.hashicorp.com/connect-inject "true" runs an Envoy sidecar. Its retries to a Service v
@@ -26,6 +30,7 @@ type serviceRouter struct {
 				RetryOn               []string `json:"retryOn"`
 				RetryOnConnectFailure bool     `json:"retryOnConnectFailure"`
 				RetryOnStatusCodes    []int    `json:"retryOnStatusCodes"`
+				RequestTimeout        string   `json:"requestTimeout"`
 			} `json:"destination"`
 		} `json:"routes"`
 	} `json:"spec"`
@@ -41,6 +46,13 @@ func (s *Set) addServiceRouter(key string, h header, decode func(any) error) err
 		if d := rt.Destination; d != nil {
 			if err := boundsInt32.check(h.id(), fmt.Sprintf("spec.routes[%d].destination.numRetries", i), d.NumRetries); err != nil {
 				return err
+			}
+			// Consul parses it with time.ParseDuration (agent/structs/config_entry_discoverychain.go
+			// ServiceRouteDestination.UnmarshalJSON) and refuses the config entry otherwise.
+			if v := d.RequestTimeout; v != "" {
+				if _, err := time.ParseDuration(v); err != nil {
+					return fmt.Errorf("%s spec.routes[%d].destination.requestTimeout: %q is not a Go duration such as 15s (Consul refuses the config entry)", h.id(), i, v)
+				}
 			}
 		}
 	}
@@ -80,4 +92,28 @@ func (s *Set) consulEdge(e *Edge, c Caller, ref ServiceRef) {
 		best = Layer{Kind: Consul, Tries: 1, Default: true, Note: fmt.Sprintf("Consul: no ServiceRouter %s sets retries", ref)}
 	}
 	e.Layers = append(e.Layers, best)
+}
+
+// consulTime is a Consul layer's time: Envoy's backoff, and the route's timeout over all tries,
+// the destination's requestTimeout (agent/xds/routes.go makeUpstreamRouteForDiscoveryChain sets
+// the route's timeout from it). Without one, none: Envoy's route default of 15 s may apply, but a
+// ServiceResolver's requestTimeout (not read) may set another, so no bound is assumed (an upper
+// bound of the time). Before, a Consul layer never had a timeout.
+func (s *Set) consulTime(l Layer) LayerTime {
+	lt := LayerTime{BackoffBase: EnvoyBackoffBase, BackoffMax: EnvoyBackoffMax}
+	i, ok := ruleIndex(l.FieldPath)
+	if s == nil || l.Object == "" || !ok || !strings.HasPrefix(l.FieldPath, "spec.routes[") {
+		return lt
+	}
+	for _, r := range s.routers {
+		if r.id() != l.Object || i >= len(r.Spec.Routes) || r.Spec.Routes[i].Destination == nil {
+			continue
+		}
+		if v := r.Spec.Routes[i].Destination.RequestTimeout; v != "" {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				lt.Timeout, lt.Source = d, fmt.Sprintf("%s spec.routes[%d].destination.requestTimeout", l.Object, i)
+			}
+		}
+	}
+	return lt
 }

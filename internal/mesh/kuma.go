@@ -3,6 +3,7 @@ package mesh
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -53,12 +54,18 @@ type kumaRetryConf struct {
 type meshRetry struct {
 	header
 	Spec struct {
+		// TargetRef selects the callers: Mesh (or none) is every proxy of the mesh; Dataplane
+		// some, which retrycap does not match (kumaEdge counts it as maybe applying).
+		TargetRef *struct {
+			Kind string `json:"kind"`
+		} `json:"targetRef"`
 		To []struct {
 			TargetRef struct {
-				Kind      string            `json:"kind"`
-				Name      string            `json:"name"`
-				Namespace string            `json:"namespace"`
-				Labels    map[string]string `json:"labels"`
+				Kind        string            `json:"kind"`
+				Name        string            `json:"name"`
+				Namespace   string            `json:"namespace"`
+				Labels      map[string]string `json:"labels"`
+				SectionName string            `json:"sectionName"`
 			} `json:"targetRef"`
 			Default struct {
 				HTTP *kumaRetryConf `json:"http"`
@@ -140,57 +147,205 @@ func (s *Set) InKuma(c Caller) bool {
 	return ok
 }
 
-// kumaEdge adds the Kuma layer of a call from c to the in-cluster Service ref.
-func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef) {
+// kumaEntry is one to[] item of a MeshRetry that covers the callee, with what Kuma sorts it by.
+type kumaEntry struct {
+	r       *meshRetry // nil: the assumed default mesh-retry-all-<mesh>
+	i       int
+	certain bool // the top-level targetRef selects every caller of the mesh
+	top     int  // top-level targetRef kind: Mesh 1, Dataplane 2 (api/common/v1alpha1/targetref.go order)
+	role    int  // system 1, producer 2, consumer 3 (api/mesh/v1alpha1/dataplane_helpers.go roleOrder)
+	to      int  // to[].targetRef kind: Mesh 1, MeshService 5; with a sectionName after without
+	name    string
+	http    *kumaRetryConf
+	grpc    *kumaRetryConf
+}
+
+// kumaRole is the policy role Kuma gives r (pkg/core/resources/labels/compute.go
+// ComputePolicyRole, stored in the label kuma.io/policy-role): system in Kuma's system
+// namespace, producer when every to[] item names one MeshService of the policy's own namespace,
+// else consumer.
+func kumaRole(r *meshRetry) int {
+	switch r.Metadata.Labels["kuma.io/policy-role"] {
+	case "system":
+		return 1
+	case "producer":
+		return 2
+	case "consumer":
+		return 3
+	case "workload-owner":
+		return 4
+	}
+	if r.Metadata.Namespace == KumaSystemNamespace {
+		return 1
+	}
+	for _, t := range r.Spec.To {
+		tr := t.TargetRef
+		single := tr.Kind == "MeshService" && (tr.Name != "" && (tr.Namespace == "" || tr.Namespace == r.Metadata.Namespace) ||
+			tr.Labels[KumaDisplayName] != "" && (tr.Labels[KumaKubeNamespace] == "" || tr.Labels[KumaKubeNamespace] == r.Metadata.Namespace))
+		for k := range tr.Labels {
+			single = single && (k == KumaDisplayName || k == KumaKubeNamespace)
+		}
+		if !single {
+			return 3
+		}
+	}
+	return 2
+}
+
+// kumaEdge adds the Kuma layer of a call from c to the in-cluster Service ref. Kuma merges every
+// to[] item covering the callee into one conf (kumahq/kuma 348b6528
+// pkg/plugins/policies/core/rules/outbound/resourcerules.go buildRules, merge.Entries: RFC 7396
+// merge patches in the order of outbound/sort.go Sort: top-level targetRef kind, policy role,
+// to[] kind, then name descending), so the last item that sets numRetries decides: a MeshRetry
+// of the callee's namespace (producer) or a MeshService item overrides the mesh-wide default,
+// lower or higher. An item whose top-level targetRef is not Mesh may not select the caller:
+// counted where it would decide (an upper bound).
+func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 	mesh, ok := s.kumaMeshOf(c)
 	if !ok {
 		return
 	}
-	var best Layer
-	found := false
+	// Which conf applies: http on an http port, grpc on a grpc one (configurer.go
+	// GetRouteRetryConfig); both when the port is not known. A port of neither (tcp, http2:
+	// no MeshRetry route retry) keeps both here, and onlyHTTP turns the layer into 1 try.
+	protos := map[string]bool{}
+	for _, p := range s.ports[ref] {
+		if port == 0 || p.Port == port {
+			protos[kumaProtocol(p, s.services[ref].Annotations).name] = true
+		}
+	}
+	if !protos["http"] && !protos["grpc"] {
+		protos = map[string]bool{"http": true, "grpc": true}
+	}
+	var entries []kumaEntry
+	found, defaultFound := false, false
 	for _, k := range sortedKeys(s.kumaRetries) {
 		r := s.kumaRetries[k]
 		if r.mesh() != mesh {
 			continue
 		}
 		found = true
+		defaultFound = defaultFound || r.Metadata.Name == KumaDefaultRetryPrefix+mesh
+		top := 1
+		if r.Spec.TargetRef != nil && r.Spec.TargetRef.Kind != "" && r.Spec.TargetRef.Kind != "Mesh" {
+			top = 2
+		}
 		for i, t := range r.Spec.To {
 			if !kumaTargets(t.TargetRef.Kind, t.TargetRef.Name, t.TargetRef.Namespace, t.TargetRef.Labels, r.Metadata.Namespace, ref) {
 				continue
 			}
-			for _, pc := range []struct {
-				proto string
-				conf  *kumaRetryConf
-			}{{"http", t.Default.HTTP}, {"grpc", t.Default.GRPC}} {
-				if pc.conf == nil {
-					continue
+			to, certain := 1, top == 1
+			if t.TargetRef.Kind == "MeshService" {
+				to = 5
+				if sec := t.TargetRef.SectionName; sec != "" {
+					// One port of the MeshService (its port's name, else its number as Kuma names
+					// an unnamed Service port): sorted after the whole service's items
+					// (outbound/sort.go CompareByToEntry). Another port called: not this item; the
+					// port not known: it may decide (an upper bound).
+					to = 6
+					switch hit, known := s.kumaSection(ref, port, sec); {
+					case known && !hit:
+						continue
+					case !known:
+						certain = false
+					}
 				}
-				// No numRetries: Envoy's default 1 retry, not written in the object (Default: a
-				// rewrite sets the field rather than checking it).
-				n, note, unset := int64(1), "no numRetries: Envoy's 1 retry", true
-				if pc.conf.NumRetries != nil {
-					n, note, unset = *pc.conf.NumRetries, fmt.Sprintf("numRetries %d", *pc.conf.NumRetries), false
-				}
-				better(&best, Layer{Kind: Kuma, Object: r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", i, pc.proto),
-					Tries: n + 1, Default: unset, Note: fmt.Sprintf("Kuma %s %s", r.id(), note)})
 			}
+			entries = append(entries, kumaEntry{r: r, i: i, certain: certain, top: top, role: kumaRole(r), to: to, name: r.Metadata.Name,
+				http: t.Default.HTTP, grpc: t.Default.GRPC})
 		}
 	}
-	if !found {
-		m, ok := s.kumaMeshes[mesh]
-		if !ok || slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
-			return
-		}
+	m, meshIn := s.kumaMeshes[mesh]
+	if meshIn && !defaultFound && !slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
 		// The object Kuma creates (kumahq/kuma pkg/defaults/mesh/mesh.go: "mesh-retry-all-<mesh>"
-		// in the system namespace on Kubernetes; meshretry.go: to[0] Mesh, http and grpc
-		// numRetries 5) is named, so that the fix names its field.
-		best = Layer{Kind: Kuma, Object: "MeshRetry " + KumaSystemNamespace + "/" + KumaDefaultRetryPrefix + mesh,
-			FieldPath: "spec.to[0].default.http.numRetries", Tries: KumaDefaultNumRetries + 1, Default: true,
-			Note: fmt.Sprintf("Kuma default MeshRetry mesh-retry-all-%s (%d retries), assumed: Mesh %s is in the input and no MeshRetry of it is", mesh, KumaDefaultNumRetries, mesh)}
+		// in the system namespace on Kubernetes, whatever other MeshRetries exist;
+		// meshretry.go: to[0] Mesh, http and grpc numRetries 5) is named, so that the fix names
+		// its field.
+		n := int64(KumaDefaultNumRetries)
+		entries = append(entries, kumaEntry{certain: true, top: 1, role: 1, to: 1, name: KumaDefaultRetryPrefix + mesh,
+			http: &kumaRetryConf{NumRetries: &n}, grpc: &kumaRetryConf{NumRetries: &n}})
+	}
+	slices.SortStableFunc(entries, func(a, b kumaEntry) int {
+		for _, d := range []int{a.top - b.top, a.role - b.role, a.to - b.to} {
+			if d != 0 {
+				return d
+			}
+		}
+		return strings.Compare(b.name, a.name)
+	})
+	var best Layer
+	for _, proto := range []string{"http", "grpc"} {
+		if !protos[proto] {
+			continue
+		}
+		conf := func(x kumaEntry) *kumaRetryConf {
+			if proto == "http" {
+				return x.http
+			}
+			return x.grpc
+		}
+		// The merged numRetries: the last certain setter; an uncertain setter after it may
+		// decide instead. A block with no setter at all is Envoy's 1 retry.
+		last := -1
+		for i, x := range entries {
+			if cf := conf(x); cf != nil && cf.NumRetries != nil && x.certain {
+				last = i
+			}
+		}
+		for i, x := range entries {
+			cf := conf(x)
+			if cf == nil || cf.NumRetries == nil || i < last || i > last && x.certain {
+				continue
+			}
+			better(&best, kumaLayer(x, proto, found, defaultFound))
+		}
+		// With no certain setter, the merge may have a block and no numRetries (a certain item's
+		// block, or an uncertain item's without numRetries): Envoy's 1 retry.
+		if i := slices.IndexFunc(entries, func(x kumaEntry) bool { return conf(x) != nil && (x.certain || conf(x).NumRetries == nil) }); last == -1 && i != -1 {
+			x := entries[i]
+			// No numRetries: Envoy's default 1 retry, not written in the object (Default: a
+			// rewrite sets the field rather than checking it).
+			better(&best, Layer{Kind: Kuma, Object: x.r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", x.i, proto),
+				Tries: 2, Default: true, Note: fmt.Sprintf("Kuma %s no numRetries: Envoy's 1 retry", x.r.id())})
+		}
 	}
 	if best.Kind != "" {
 		e.Layers = append(e.Layers, best)
 	}
+}
+
+// kumaSection reports whether the call to port of ref goes to the MeshService port named sec
+// (the Service port's name, else its number), and whether that is known: the port called, or the
+// Service's only port.
+func (s *Set) kumaSection(ref ServiceRef, port int32, sec string) (hit, known bool) {
+	var called []servicePort
+	for _, p := range s.ports[ref] {
+		if port == 0 || p.Port == port {
+			called = append(called, p)
+		}
+	}
+	if len(called) != 1 {
+		return false, false
+	}
+	p := called[0]
+	return p.Name == sec || p.Name == "" && strconv.Itoa(int(p.Port)) == sec, true
+}
+
+// kumaLayer is the layer of entry x's numRetries for proto.
+func kumaLayer(x kumaEntry, proto string, found, defaultFound bool) Layer {
+	if x.r == nil {
+		why := "no MeshRetry of it is"
+		if found {
+			why = "no MeshRetry " + x.name + " is (Kuma creates it beside the others)"
+		}
+		mesh := strings.TrimPrefix(x.name, KumaDefaultRetryPrefix)
+		return Layer{Kind: Kuma, Object: "MeshRetry " + KumaSystemNamespace + "/" + x.name,
+			FieldPath: "spec.to[0].default." + proto + ".numRetries", Tries: KumaDefaultNumRetries + 1, Default: true,
+			Note: fmt.Sprintf("Kuma default MeshRetry %s (%d retries), assumed: Mesh %s is in the input and %s", x.name, KumaDefaultNumRetries, mesh, why)}
+	}
+	n := *map[string]*kumaRetryConf{"http": x.http, "grpc": x.grpc}[proto].NumRetries
+	return Layer{Kind: Kuma, Object: x.r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", x.i, proto),
+		Tries: n + 1, Note: fmt.Sprintf("Kuma %s numRetries %d", x.r.id(), n)}
 }
 
 // Kuma's MeshService labels (kumahq/kuma api/mesh/v1alpha1/dataplane_helpers.go: DisplayName,

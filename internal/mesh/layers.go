@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/retrycap/retrycap/internal/annotations"
+	"github.com/retrycap/retrycap/internal/graph"
 )
 
 // Kind names the system that adds a layer.
@@ -66,11 +67,13 @@ type Edge struct {
 	Warnings []string
 }
 
-// Tries is the product of the layers: 1 when there is none.
+// Tries is the product of the layers: 1 when there is none; saturating at graph.Saturated (a
+// layer without bound, such as a Dapr retry policy's maxRetries -1 named from another
+// Resiliency, must not wrap to a negative when another layer multiplies it).
 func (e Edge) Tries() int64 {
 	t := int64(1)
 	for _, l := range e.Layers {
-		t *= l.Tries
+		t = graph.Mul(t, l.Tries)
 	}
 	return t
 }
@@ -479,10 +482,10 @@ func (s *Set) edge(c Caller, callee string, port int32) Edge {
 		s.waypointEdge(x, &e, ref) // waypoint.go: ambient pods have no sidecar
 	}
 	if inCluster {
-		s.inboundEdge(&e, ref)   // inbound.go
-		s.kumaEdge(&e, c, ref)   // kuma.go
-		s.daprEdge(&e, c, ref)   // dapr.go
-		s.consulEdge(&e, c, ref) // consul.go
+		s.inboundEdge(&e, ref)       // inbound.go
+		s.kumaEdge(&e, c, ref, port) // kuma.go
+		s.daprEdge(&e, c, ref)       // dapr.go
+		s.consulEdge(&e, c, ref)     // consul.go
 	}
 	return e
 }

@@ -28,8 +28,8 @@ import (
 //   - Kuma: kumahq/kuma pkg/plugins/runtime/k8s/controllers/inbound_converter.go ProtocolTagFor:
 //     appProtocol when Kuma knows it (pkg/core/metadata/protocol.go ParseProtocol), else the
 //     Service's annotation "<port>.service.kuma.io/protocol", else tcp; MeshRetry retries http
-//     and grpc (pkg/plugins/policies/meshretry/plugin/xds/configurer.go GetRouteRetryConfig; http2
-//     is counted too, an upper bound).
+//     and grpc only (pkg/plugins/policies/meshretry/plugin/xds/configurer.go GetRouteRetryConfig:
+//     http2, tcp, kafka get no retry policy).
 //   - Dapr and Consul: not by the callee Service's ports. Dapr's sidecars invoke each other over
 //     their own gRPC port whatever the app's Service says; a Consul ServiceRouter exists only for
 //     a service Consul's own config makes HTTP, HTTP/2 or gRPC (Consul refuses it otherwise).
@@ -195,7 +195,16 @@ func kumaProtocol(p servicePort, ann map[string]string) protocol {
 	if proto == "" {
 		proto, why = "tcp", "no appProtocol Kuma reads and no "+strconv.Itoa(int(p.Port))+KumaProtocolAnnotationSuffix+": Kuma's default"
 	}
-	return protocol{retried: proto == "http" || proto == "http2" || proto == "grpc", name: proto, why: why}
+	// http2 is not retried: GetRouteRetryConfig (kumahq/kuma 348b6528
+	// pkg/plugins/policies/meshretry/plugin/xds/configurer.go) gives a policy for http and grpc
+	// only; before, http2 was counted.
+	if proto == "http2" {
+		if why != "" {
+			why += "; "
+		}
+		why += "MeshRetry configures http and grpc routes only"
+	}
+	return protocol{retried: proto == "http" || proto == "grpc", name: proto, why: why}
 }
 
 // protocolOf returns how layer kind k, on a call from c, reads the protocol of a port of the

@@ -721,8 +721,6 @@ func (s *Set) layerTimeOwn(l Layer) LayerTime {
 	switch l.Kind {
 	case Kuma:
 		return s.kumaTime(l) // kuma.go
-	case Dapr:
-		return s.daprTime(l) // dapr.go
 	case Linkerd:
 		lt.BackoffBase, lt.BackoffMax = LinkerdBackoffBase, LinkerdBackoffMax
 	case IngressNginx:
@@ -731,6 +729,12 @@ func (s *Set) layerTimeOwn(l Layer) LayerTime {
 		return s.ingressNginxTime(l)
 	case Ingress:
 		// Another controller's: not modelled, and so no timeouts.
+	case Dapr:
+		// Dapr's runner waits by its retry policy, not Envoy's backoff (dapr.go daprTime).
+		return s.daprTime(l)
+	case Consul:
+		// Envoy's backoff; the destination's requestTimeout over all tries (consul.go).
+		return s.consulTime(l)
 	default:
 		lt.BackoffBase, lt.BackoffMax = EnvoyBackoffBase, EnvoyBackoffMax
 	}

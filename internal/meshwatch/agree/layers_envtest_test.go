@@ -35,6 +35,9 @@ import (
 //	                      labelled: Istio's default 2 retries: 3 tries
 //	payment  -> orders.s3.amazonaws.com   AWS_MAX_ATTEMPTS=4: 4 tries
 //
+// The Mesh skips Kuma's initial MeshRetry: Kuma creates mesh-retry-all-default beside any other
+// MeshRetry (kumahq/kuma pkg/defaults/mesh/mesh.go), which would add its 5 retries to every hop.
+//
 // Worst chain frontend, orders, payment, ledger, audit: 3 x 2 x 3 x 3 = 54 (the S3 branch 24).
 // Then audit calls S3 through the SDK with AWS_RETRY_MODE=standard (3 tries): 54 x 3 = 162.
 var layersInput = `
@@ -47,6 +50,7 @@ metadata:
 apiVersion: kuma.io/v1alpha1
 kind: Mesh
 metadata: {name: default}
+spec: {skipCreatingInitialPolicies: [MeshRetry]}
 ---
 apiVersion: kuma.io/v1alpha1
 kind: MeshRetry
