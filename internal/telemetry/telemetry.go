@@ -176,7 +176,9 @@ func Queries(window time.Duration, callerLabel string) []Query {
 		callerLabel = "service"
 	}
 	w := model.Duration(window).String()
-	lk := strings.Join(append([]string{"namespace"}, linkerdCallers...), ", ")
+	// exported_namespace is grouped by so that a series whose own namespace the scrape renamed
+	// is seen as such (linkerdEdge), not summed into the scrape target's namespace.
+	lk := strings.Join(append([]string{"namespace", linkerdExportedNamespace}, linkerdCallers...), ", ")
 	var otelBy []string
 	for _, d := range otelNamespaceDims {
 		otelBy = append(otelBy, d[0], d[1])
