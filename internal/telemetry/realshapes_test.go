@@ -88,6 +88,31 @@ func TestReadRealShapes(t *testing.T) {
 			`warning otel-servicegraph: only Tempo's unprefixed k8s_namespace_name dimension (the namespace of whichever span of the pair came last: the client's and the server's are not known; set the metrics-generator's service_graphs enable_client_server_prefix: true): not an edge: 1 series (e.g. {client="frontend", connection_type="", k8s_namespace_name="shop", server="checkout"})`,
 		},
 	}, {
+		// Tempo's metrics-generator names a root server span's missing caller after the span's
+		// first peer attribute when it has one, "user" only when it has none (grafana/tempo
+		// modules/generator/processor/servicegraphs/servicegraphs.go onExpire: e.ClientService =
+		// e.PeerNode); its enable_virtual_node_label (the connector's virtual_node_extra_label)
+		// adds virtual_node="client" or "server", the side that was never seen. Before, every
+		// virtual_node edge whose client was not "user" was read as a virtual server: mobile-app,
+		// a caller outside the traces, became a service of shop calling frontend (its namespace
+		// Tempo's dimension of the server span), and with the prefixed dimensions the edge was
+		// refused as if the connector had no namespace dimension.
+		name: "tempo: a virtual client named after a peer attribute",
+		answers: []Answer{answer("traces_service_graph_request_total",
+			sample(12, "client", "mobile-app", "server", "frontend", "connection_type", "virtual_node", "virtual_node", "client", "k8s_namespace_name", "shop"),
+			sample(6, "client", "user", "server", "cart", "connection_type", "virtual_node", "virtual_node", "client", "k8s_namespace_name", "shop"),
+			sample(6, "client", "checkout", "server", "payment", "connection_type", "virtual_node", "virtual_node", "server", "k8s_namespace_name", "shop"),
+			// enable_client_server_prefix without the label: only the server span's dimension.
+			sample(18, "client", "partner-api", "server", "orders", "connection_type", "virtual_node", "server_k8s_namespace_name", "shop"),
+		)},
+		want: []string{
+			"edge otel-servicegraph shop/checkout (service) > shop/payment 0.10/s",
+			"entry otel-servicegraph shop/cart via outside the mesh 0.10/s",
+			"entry otel-servicegraph shop/frontend via outside the mesh 0.20/s",
+			"entry otel-servicegraph shop/orders via outside the mesh 0.30/s",
+			`warning otel-servicegraph: no server namespace dimension: the server is taken to be in the client's namespace: 1 series (e.g. {client="checkout", connection_type="virtual_node", k8s_namespace_name="shop", server="payment", virtual_node="server"})`,
+		},
+	}, {
 		// Flagger's canary on Linkerd: checkout calls payment; an HTTPRoute sends it to
 		// payment-primary and payment-canary, whose endpoints answer (response_total's
 		// dst_service); the route family names payment, its backend series the two. orders has

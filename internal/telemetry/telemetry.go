@@ -164,6 +164,9 @@ var (
 	// turn (grafana/tempo modules/generator/processor/servicegraphs/servicegraphs.go
 	// upsertDimensions), so it is the namespace of whichever span came last.
 	tempoNamespaceDim = "k8s_namespace_name"
+	// otelVirtualNodeLabel says which side of a virtual_node edge was never seen ("client",
+	// "server"): the connector's virtual_node_extra_label, Tempo's enable_virtual_node_label.
+	otelVirtualNodeLabel = "virtual_node"
 )
 
 // Queries are the queries Read needs for a window, in order: Istio's HTTP requests and TCP
@@ -183,7 +186,7 @@ func Queries(window time.Duration, callerLabel string) []Query {
 	for _, d := range otelNamespaceDims {
 		otelBy = append(otelBy, d[0], d[1])
 	}
-	otelBy = append(otelBy, tempoNamespaceDim)
+	otelBy = append(otelBy, tempoNamespaceDim, otelVirtualNodeLabel)
 	return []Query{
 		{SourceIstio, "istio_requests_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_requests_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
 		{SourceIstio, "istio_tcp_connections_opened_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_tcp_connections_opened_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
