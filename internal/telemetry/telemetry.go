@@ -188,8 +188,8 @@ func Queries(window time.Duration, callerLabel string) []Query {
 	}
 	otelBy = append(otelBy, tempoNamespaceDim, otelVirtualNodeLabel)
 	return []Query{
-		{SourceIstio, "istio_requests_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_requests_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
-		{SourceIstio, "istio_tcp_connections_opened_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_tcp_connections_opened_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
+		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w)},
+		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w)},
 		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service) (increase(response_total{direction="outbound"}[%s]))`, lk, w)},
 		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, w)},
 		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, w)},
@@ -200,6 +200,22 @@ func Queries(window time.Duration, callerLabel string) []Query {
 		// to (linkerdResponses).
 		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, w)},
 	}
+}
+
+// IstioRecordedPrefix names the recording rules of Istio's "Observability best practices"
+// (istio.io docs/ops/best-practices/observability: workload:istio_requests_total is sum
+// without(instance, kubernetes_namespace, kubernetes_pod_name) (istio_requests_total), the same
+// for the TCP counters), the only Istio series a production Prometheus that federates
+// {__name__=~"workload:(.*)"} holds.
+const IstioRecordedPrefix = "workload:"
+
+// istioQuery sums metric's increase by reporter and the edge labels, or, for an edge metric
+// does not hold, its recorded series': PromQL's or keeps the left side's label sets, so a
+// Prometheus holding both (the one that records) counts each edge once, from the raw series,
+// and one holding only the recorded ones (federated) is read from them.
+func istioQuery(metric, window string) string {
+	by := "reporter, " + strings.Join(istioEdgeLabels, ", ")
+	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
 }
 
 // warnings collects the series that could not be placed, per reason, with a count and the
