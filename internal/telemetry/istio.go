@@ -10,6 +10,9 @@ import (
 // "unknown": the request came from no sidecar).
 const Outside = "outside the mesh"
 
+// istioCalleeMissing is the reason of a series without a callee label.
+const istioCalleeMissing = `istio: destination_service_name or destination_service_namespace missing (Istio writes both on every series, "unknown" when there is no Service: a relabelling or a Telemetry tagOverrides dropped it): not an edge`
+
 // istio reads istio_requests_total and istio_tcp_connections_opened_total summed by reporter
 // and the four edge labels Kiali groups its graph by (source_workload,
 // source_workload_namespace, destination_service_name, destination_service_namespace).
@@ -24,14 +27,20 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		dst, dstNS := label(s.Metric, "destination_service_name"), label(s.Metric, "destination_service_namespace")
 		to := Callee{dstNS, dst}
 		switch {
-		case dst == "" || dst == "unknown":
-			r.w.add("istio: destination_service_name missing or unknown (traffic to no Service: a pod IP, no route): not an edge", s.Metric)
+		case dst == "" || dstNS == "":
+			// Istio writes both on every series ("unknown" below): one missing was dropped on
+			// the way (a relabelling, a Telemetry tagOverrides REMOVE), and its calls went to a
+			// callee nobody can name.
+			r.unnamed(istioCalleeMissing, s, Callee{})
+			return key{}, false, false
+		case dst == "unknown":
+			r.w.add("istio: destination_service_name unknown (traffic to no Service: a pod IP, no route): not an edge", s.Metric)
 			return key{}, false, false
 		case istioNoService[dst]:
 			r.w.add("istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge", s.Metric)
 			return key{}, false, false
-		case dstNS == "" || dstNS == "unknown":
-			r.w.add("istio: destination_service_namespace missing or unknown (a host outside the cluster's Services): not an edge", s.Metric)
+		case dstNS == "unknown":
+			r.w.add("istio: destination_service_namespace unknown (a host outside the cluster's Services): not an edge", s.Metric)
 			return key{}, false, false
 		case !isServiceName(dst):
 			// A ServiceEntry's host (Istio names it by its host, in the ServiceEntry's

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,35 @@ func TestPeerHost(t *testing.T) {
 		if got != c.want || why != c.wantWhy {
 			t.Errorf("peerHost(%q, %v) = %v, %q; want %v, %q", c.in, c.oneDot, got, why, c.want, c.wantWhy)
 		}
+	}
+}
+
+// TestIstioCalleeLabelDropped: Istio writes destination_service_name and
+// destination_service_namespace on every series, "unknown" when the traffic reached no Service
+// (istio/proxy istio_stats.cc). A series without one lost it to a relabelling or a Telemetry
+// tagOverrides REMOVE: its calls went to a Service nobody can name. Before, it was the same
+// warning as "unknown" ("traffic to no Service") and nothing more: a policy's GraphComplete
+// could say True while calls were made on edges it could not see. Now it is unplaced (as a
+// missing caller label is), and "unknown" stays a warning only.
+func TestIstioCalleeLabelDropped(t *testing.T) {
+	ob := mustRead(t, []Answer{answer("istio_requests_total",
+		istio("source", "web", "shop", "payment", "shop", 30),
+		sample(12, "reporter", "source", "source_workload", "web", "source_workload_namespace", "shop", "destination_service_namespace", "shop"),
+		sample(6, "reporter", "source", "source_workload", "web", "source_workload_namespace", "shop", "destination_service_name", "cart"),
+		istio("source", "web", "shop", "unknown", "unknown", 3),
+		istio("source", "web", "shop", "unknown", "shop", 0),
+	)}, Options{Window: time.Minute})
+	want := []string{
+		"edge istio shop/web > shop/payment 0.50/s",
+		`warning istio: destination_service_name or destination_service_namespace missing (Istio writes both on every series, "unknown" when there is no Service: a relabelling or a Telemetry tagOverrides dropped it): not an edge: 2 series (e.g. {destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+		`warning istio: destination_service_name unknown (traffic to no Service: a pod IP, no route): not an edge: 2 series (e.g. {destination_service_name="unknown", destination_service_namespace="unknown", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+	}
+	if got := summary(ob); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantUnplaced := []Unplaced{{Reason: `istio: destination_service_name or destination_service_namespace missing (Istio writes both on every series, "unknown" when there is no Service: a relabelling or a Telemetry tagOverrides dropped it): not an edge`, Series: 2,
+		Example: `{destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"}`}}
+	if fmt.Sprint(ob.Unplaced) != fmt.Sprint(wantUnplaced) {
+		t.Errorf("unplaced:\n got %+v\nwant %+v", ob.Unplaced, wantUnplaced)
 	}
 }
