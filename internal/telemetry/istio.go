@@ -79,6 +79,9 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 	}
 	byKey := map[key]*counts{}
 	var order []key
+	// waypointed are the Services whose calls a waypoint reported over the window (by their
+	// callers): every caller in the mesh reaches them through it.
+	waypointed := map[Callee]bool{}
 	for _, s := range httpS {
 		// A caller outside the mesh is keyed with no caller (k.from zero): the layers that saw
 		// its calls (a waypoint, the destination's sidecar) each counted them, as on an edge of
@@ -99,6 +102,9 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 			c.source += v
 		case "waypoint":
 			c.waypoint += v
+			if v > 0 {
+				waypointed[k.to] = true
+			}
 		case "destination":
 			c.destination += v
 		default:
@@ -124,9 +130,33 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		}
 		r.addEdge(SourceIstio, k.from, k.to, calls, tries, "")
 	}
+	// A connection to a waypointed Service that only its ztunnel reported (reporter
+	// "destination"), from a workload whose own side reported none: the waypoint's hop to the
+	// Service's pods (ztunnel names the source by the connection's address, the waypoint's;
+	// the waypoint's pods are out of ztunnel's capture, so nothing reports them as a source).
+	// A caller of the mesh has a reporting side of its own (its ztunnel or sidecar).
+	type placedTCP struct {
+		k key
+		s *model.Sample
+	}
+	tcp := make([]placedTCP, 0, len(tcpS))
+	callerReported := map[key]bool{}
 	for _, s := range tcpS {
 		k, out, ok := place(s)
 		if !ok || out {
+			continue
+		}
+		tcp = append(tcp, placedTCP{k, s})
+		if label(s.Metric, "reporter") != "destination" {
+			callerReported[k] = true
+		}
+	}
+	for _, p := range tcp {
+		k, s := p.k, p.s
+		if label(s.Metric, "reporter") == "destination" && waypointed[k.to] && !callerReported[k] {
+			if s.Value > 0 {
+				r.w.add("istio: connections to a Service a waypoint serves that only the destination reported, from a workload that reported none itself (the waypoint's hop to the Service's pods; or a caller outside the mesh, whose calls no waypoint saw): not an edge", s.Metric)
+			}
 			continue
 		}
 		r.addEdge(SourceIstio, k.from, k.to, float64(s.Value), 0, "TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies")

@@ -209,3 +209,34 @@ func TestIstioCalleeLabelDropped(t *testing.T) {
 		t.Errorf("unplaced:\n got %+v\nwant %+v", ob.Unplaced, wantUnplaced)
 	}
 }
+
+// TestAmbientWaypointHopIsNoEdge: Istio ambient with a waypoint in front of reviews. The
+// waypoint reports the HTTP calls by their callers (reporter="waypoint"); ztunnel reports
+// connections only (istio_tcp_*): the caller's ztunnel to the waypoint as reporter="source"
+// with the Service the caller addressed, and reviews' ztunnel the waypoint's connections as
+// reporter="destination", its source the workload at the connection's address, the waypoint's
+// (istio/ztunnel src/proxy/inbound.rs: source from fetch_workload_by_address,
+// destination_service from guess_inbound_service). Before, that hop was a TCP-only edge
+// bookinfo/waypoint -> bookinfo/reviews in discover's nonHTTP list, as if the waypoint were a
+// caller of its own. details has no waypoint: its connections stay a TCP-only edge, and so does
+// a destination-reported connection to a Service no waypoint serves.
+func TestAmbientWaypointHopIsNoEdge(t *testing.T) {
+	ob := mustRead(t, []Answer{answer("istio_requests_total",
+		istio("waypoint", "productpage-v1", "bookinfo", "reviews", "bookinfo", 60),
+	), answer("istio_tcp_connections_opened_total",
+		istio("source", "productpage-v1", "bookinfo", "reviews", "bookinfo", 6),
+		istio("destination", "waypoint", "bookinfo", "reviews", "bookinfo", 6),
+		istio("source", "productpage-v1", "bookinfo", "details", "bookinfo", 3),
+		istio("destination", "productpage-v1", "bookinfo", "details", "bookinfo", 3),
+		istio("destination", "loader", "bookinfo", "mysql", "bookinfo", 2),
+	)}, Options{Window: time.Minute})
+	want := []string{
+		"edge istio bookinfo/productpage-v1 > bookinfo/reviews 1.00/s",
+		"apart istio bookinfo/loader > bookinfo/mysql 0.03/s: TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies",
+		"apart istio bookinfo/productpage-v1 > bookinfo/details 0.05/s: TCP only (istio_tcp_connections_opened_total, no istio_requests_total): no HTTP retry applies",
+		`warning istio: connections to a Service a waypoint serves that only the destination reported, from a workload that reported none itself (the waypoint's hop to the Service's pods; or a caller outside the mesh, whose calls no waypoint saw): not an edge: 1 series (e.g. {destination_service_name="reviews", destination_service_namespace="bookinfo", reporter="destination", source_workload="waypoint", source_workload_namespace="bookinfo"})`,
+	}
+	if got := summary(ob); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
