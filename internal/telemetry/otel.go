@@ -38,10 +38,10 @@ func (r *reader) otel(v model.Vector) {
 		// span's caller after its peer attribute: "mobile-app", no "user"); else the server.
 		virtualClient := false
 		if ct == "virtual_node" {
-			switch vn := label(s.Metric, otelVirtualNodeLabel); {
-			case vn == "client":
+			switch label(s.Metric, otelVirtualNodeLabel) {
+			case "client":
 				virtualClient = true
-			case vn == "server":
+			case "server":
 			default:
 				virtualClient = client == "user" || (cns == "" && sns != "")
 			}
