@@ -21,7 +21,9 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		from Caller
 		to   Callee
 	}
-	type counts struct{ source, waypoint, destination float64 }
+	// unreported are a series' counts without a reporter label (a relabelling dropped it):
+	// the sides' counts summed, taken when no side is known.
+	type counts struct{ source, waypoint, destination, unreported float64 }
 	place := func(s *model.Sample) (key, bool, bool) {
 		src, srcNS := label(s.Metric, "source_workload"), label(s.Metric, "source_workload_namespace")
 		dst, dstNS := label(s.Metric, "destination_service_name"), label(s.Metric, "destination_service_namespace")
@@ -107,6 +109,9 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 			}
 		case "destination":
 			c.destination += v
+		case "":
+			c.unreported += v
+			r.w.add("istio: reporter missing (a relabelling dropped it): the edge is read, its count the sum of the sides that reported (up to twice its calls)", s.Metric)
 		default:
 			r.w.add("istio: reporter neither source, waypoint nor destination", s.Metric)
 		}
@@ -121,8 +126,10 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 			}
 		case c.waypoint > 0:
 			calls = c.waypoint
-		default:
+		case c.destination > 0:
 			calls = c.destination
+		default:
+			calls = c.unreported
 		}
 		if k.from == (Caller{}) {
 			r.addEntry(SourceIstio, k.to, Outside, calls)

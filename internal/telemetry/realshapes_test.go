@@ -240,3 +240,26 @@ func TestAmbientWaypointHopIsNoEdge(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestIstioReporterDropped: Istio writes reporter on every series. A relabelling that drops it
+// (or keeps the series of one side only under another name) leaves the sum by reporter with one
+// series per edge, the sides' counts summed. Before, such a series was "reporter neither source,
+// waypoint nor destination" and no edge at all: a namespace's edges vanished from discover and
+// the status. Now the edge is observed, its count the series' (it may hold both sides' counts of
+// one call: said in the warning); a reporter of another value stays no edge.
+func TestIstioReporterDropped(t *testing.T) {
+	ob := mustRead(t, []Answer{answer("istio_requests_total",
+		sample(24, "source_workload", "web", "source_workload_namespace", "shop", "destination_service_name", "payment", "destination_service_namespace", "shop"),
+		istio("source", "web", "shop", "cart", "shop", 6),
+		istio("client", "web", "shop", "stock", "shop", 3),
+	)}, Options{Window: time.Minute})
+	want := []string{
+		"edge istio shop/web > shop/cart 0.10/s",
+		"edge istio shop/web > shop/payment 0.40/s",
+		`warning istio: reporter missing (a relabelling dropped it): the edge is read, its count the sum of the sides that reported (up to twice its calls): 1 series (e.g. {destination_service_name="payment", destination_service_namespace="shop", source_workload="web", source_workload_namespace="shop"})`,
+		`warning istio: reporter neither source, waypoint nor destination: 1 series (e.g. {destination_service_name="stock", destination_service_namespace="shop", reporter="client", source_workload="web", source_workload_namespace="shop"})`,
+	}
+	if got := summary(ob); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
