@@ -29,17 +29,17 @@ func (r *reader) istio(httpS, tcpS []*model.Sample) {
 		dst, dstNS := label(s.Metric, "destination_service_name"), label(s.Metric, "destination_service_namespace")
 		to := Callee{dstNS, dst}
 		switch {
-		case dst == "" || dstNS == "":
-			// Istio writes both on every series ("unknown" below): one missing was dropped on
-			// the way (a relabelling, a Telemetry tagOverrides REMOVE), and its calls went to a
-			// callee nobody can name.
-			r.unnamed(istioCalleeMissing, s, Callee{})
-			return key{}, false, false
 		case dst == "unknown":
 			r.w.add("istio: destination_service_name unknown (traffic to no Service: a pod IP, no route): not an edge", s.Metric)
 			return key{}, false, false
 		case istioNoService[dst]:
 			r.w.add("istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge", s.Metric)
+			return key{}, false, false
+		case dst == "" || dstNS == "":
+			// Istio writes both on every series ("unknown" when there is no Service): one
+			// missing was dropped on the way (a relabelling, a Telemetry tagOverrides REMOVE),
+			// and its calls went to a callee nobody can name.
+			r.unnamed(istioCalleeMissing, s, Callee{})
 			return key{}, false, false
 		case dstNS == "unknown":
 			r.w.add("istio: destination_service_namespace unknown (a host outside the cluster's Services): not an edge", s.Metric)

@@ -194,11 +194,12 @@ func TestIstioCalleeLabelDropped(t *testing.T) {
 		sample(6, "reporter", "source", "source_workload", "web", "source_workload_namespace", "shop", "destination_service_name", "cart"),
 		istio("source", "web", "shop", "unknown", "unknown", 3),
 		istio("source", "web", "shop", "unknown", "shop", 0),
+		sample(2, "reporter", "source", "source_workload", "web", "source_workload_namespace", "shop", "destination_service_name", "unknown"),
 	)}, Options{Window: time.Minute})
 	want := []string{
 		"edge istio shop/web > shop/payment 0.50/s",
 		`warning istio: destination_service_name or destination_service_namespace missing (Istio writes both on every series, "unknown" when there is no Service: a relabelling or a Telemetry tagOverrides dropped it): not an edge: 2 series (e.g. {destination_service_namespace="shop", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
-		`warning istio: destination_service_name unknown (traffic to no Service: a pod IP, no route): not an edge: 2 series (e.g. {destination_service_name="unknown", destination_service_namespace="unknown", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+		`warning istio: destination_service_name unknown (traffic to no Service: a pod IP, no route): not an edge: 3 series (e.g. {destination_service_name="unknown", destination_service_namespace="unknown", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
 	}
 	if got := summary(ob); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
