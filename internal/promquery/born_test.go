@@ -72,3 +72,42 @@ func TestCounterBornWithItsCallsAgainstPrometheus(t *testing.T) {
 		t.Fatalf("edges %q, sources %v; want %q, [istio]", edges, ob.Sources, want)
 	}
 }
+
+// TestWindowShorterThanTwoScrapesAgainstPrometheus: a real Prometheus scraping every 3 s (a
+// cluster's 30 s or 1 m, scaled) and a window of 2 s: increase() needs two samples of a series
+// within the window, and the window holds one, so no query answers any series although web ->
+// payment is called on every scrape. Before, discover said "no source's series exist": false,
+// and the fix (a longer --since) unsaid. Now the observation names the metrics whose series
+// exist at the query's time (PresentOnly), which discover's message says with the cause.
+func TestWindowShorterThanTwoScrapesAgainstPrometheus(t *testing.T) {
+	exp := httptest.NewServer(&bornCounters{})
+	t.Cleanup(exp.Close)
+	prom := promtest.StartTargetsEvery(t, "../..", 3*time.Second, []promtest.Target{{Addr: strings.TrimPrefix(exp.URL, "http://")}})
+	c, err := New(Options{URL: prom.URL, Window: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "two samples of the growing series", func() (bool, string) {
+		v, err := instant(c, `count_over_time(istio_requests_total{destination_service_name="payment"}[1m])`)
+		return err == nil && v >= 2, fmt.Sprint(v, err)
+	})
+	ob, err := c.Graph(context.Background(), time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ob.Sources) != 0 || len(ob.Edges) != 0 || fmt.Sprint(ob.PresentOnly) != "[istio_requests_total]" {
+		t.Fatalf("sources %v, edges %v, present only %q; want none, none, [istio_requests_total]", ob.Sources, ob.Edges, ob.PresentOnly)
+	}
+	// The same Prometheus over a window of two scrapes and more answers the edge.
+	c, err = New(Options{URL: prom.URL, Window: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err = c.Graph(context.Background(), time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ob.Edges) != 1 || ob.Edges[0].To.Name != "payment" || ob.PresentOnly != nil {
+		t.Fatalf("over 10s: edges %+v, present only %q", ob.Edges, ob.PresentOnly)
+	}
+}

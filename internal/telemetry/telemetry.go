@@ -102,6 +102,11 @@ type Observation struct {
 	// cannot be said complete (OnNodes keeps those that may be a policy's, GraphConditionOf
 	// says so). Per reason and callee, in the order first seen.
 	Unplaced []Unplaced
+	// PresentOnly are, when no query answered any series (Sources is empty), the metrics read
+	// whose series exist at the query's time all the same (PresenceQuery, sorted):
+	// increase() needs two samples of a series within the window, and a window shorter than
+	// twice the scrape interval holds one. Nil when not asked (Read does not).
+	PresentOnly []string
 }
 
 // Unplaced counts the series with traffic of one reason (a Warnings reason) and one callee
@@ -216,6 +221,18 @@ const IstioRecordedPrefix = "workload:"
 func istioQuery(metric, window string) string {
 	by := "reporter, " + strings.Join(istioEdgeLabels, ", ")
 	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
+}
+
+// PresenceQuery counts, by metric name, the series Queries read that exist at the query's
+// time (Prometheus' lookback), with the same selectors: asked when no query answered any
+// series, it tells a window too short for increase() (fewer than two samples of a series)
+// from a Prometheus that holds none of them.
+func PresenceQuery() string {
+	return `count by (__name__) (istio_requests_total or workload:istio_requests_total or istio_tcp_connections_opened_total or workload:istio_tcp_connections_opened_total` +
+		` or response_total{direction="outbound"}` +
+		` or {__name__=~"outbound_(http|grpc)_route_(request_statuses|retry_requests|backend_response_statuses)_total",parent_kind="Service"}` +
+		` or {__name__=~"(.+_)?traces_service_graph_request_total"}` +
+		` or retrycap_proxy_requests_total or retrycap_proxy_attempts_total)`
 }
 
 // warnings collects the series that could not be placed, per reason, with a count and the
