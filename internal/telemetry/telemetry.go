@@ -192,20 +192,30 @@ func Queries(window time.Duration, callerLabel string) []Query {
 		otelBy = append(otelBy, d[0], d[1])
 	}
 	otelBy = append(otelBy, tempoNamespaceDim, otelVirtualNodeLabel)
+	// Each query keeps the replica labels apart (oneReplica reads each series once).
+	rep := ", " + strings.Join(ReplicaLabels, ", ")
 	return []Query{
 		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w)},
 		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w)},
-		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service) (increase(response_total{direction="outbound"}[%s]))`, lk, w)},
-		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, w)},
-		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, w)},
-		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), w)},
-		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, w)},
-		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, w)},
+		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) (increase(response_total{direction="outbound"}[%s]))`, lk, rep, w)},
+		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
+		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
+		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s%s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), rep, w)},
+		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, rep, w)},
+		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, rep, w)},
 		// Last, so that the indexes above stay: which Services a route sent a caller's calls
 		// to (linkerdResponses).
-		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, w)},
+		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name%s) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, rep, w)},
 	}
 }
+
+// ReplicaLabels are the labels that tell the series of two Prometheus replicas of an HA pair
+// apart where a querier in front of them does not deduplicate (Thanos without
+// --query.replica-label, Mimir or VictoriaMetrics without HA deduplication): the Prometheus
+// Operator's replica external label (prometheus_replica) and Thanos' documented one (replica).
+// Every query groups by them too, and Read takes each series once (oneReplica): summed, the
+// replicas' would count every call once per replica.
+var ReplicaLabels = []string{"prometheus_replica", "replica"}
 
 // IstioRecordedPrefix names the recording rules of Istio's "Observability best practices"
 // (istio.io docs/ops/best-practices/observability: workload:istio_requests_total is sum
@@ -219,7 +229,7 @@ const IstioRecordedPrefix = "workload:"
 // Prometheus holding both (the one that records) counts each edge once, from the raw series,
 // and one holding only the recorded ones (federated) is read from them.
 func istioQuery(metric, window string) string {
-	by := "reporter, " + strings.Join(istioEdgeLabels, ", ")
+	by := "reporter, " + strings.Join(append(append([]string(nil), istioEdgeLabels...), ReplicaLabels...), ", ")
 	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
 }
 
@@ -342,6 +352,7 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	var istioHTTP, istioTCP []*model.Sample
 	var linkerdRetries, proxyAttempts, linkerdResponses, linkerdBackends model.Vector
 	for _, a := range answers {
+		a.Vector = r.oneReplica(a.Query.Metric, a.Vector)
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
 		}
@@ -377,6 +388,60 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	r.linkerdTries(linkerdRetries)
 	r.retrycapTries(proxyAttempts)
 	return r.result(), nil
+}
+
+// oneReplica is OneReplica with a warning per series taken away, naming the replica label.
+func (r *reader) oneReplica(metric string, v model.Vector) model.Vector {
+	out, dropped, label := OneReplica(v)
+	for _, s := range dropped {
+		r.w.add(fmt.Sprintf("%s: series given by more than one Prometheus replica (label %s: a querier that does not deduplicate them): each read once, the largest", metric, label), s.Metric)
+	}
+	return out
+}
+
+// OneReplica is v with each series once across ReplicaLabels: the largest of the replicas'
+// (two replicas of an HA pair scrape alike; one that was down part of the window counted
+// less), without those labels; dropped are the others, label the first replica label seen. v
+// itself when no series has one.
+func OneReplica(v model.Vector) (out, dropped model.Vector, label string) {
+	has := func(m model.Metric) string {
+		for _, l := range ReplicaLabels {
+			if _, ok := m[model.LabelName(l)]; ok {
+				return l
+			}
+		}
+		return ""
+	}
+	for _, s := range v {
+		if label = has(s.Metric); label != "" {
+			break
+		}
+	}
+	if label == "" {
+		return v, nil, ""
+	}
+	out = make(model.Vector, 0, len(v))
+	at := map[string]int{} // by the labels written out: a fingerprint may collide
+	for _, s := range v {
+		m := s.Metric
+		if has(m) != "" {
+			m = m.Clone()
+			for _, l := range ReplicaLabels {
+				delete(m, model.LabelName(l))
+			}
+		}
+		key := m.String()
+		if i, ok := at[key]; ok {
+			dropped = append(dropped, s)
+			if s.Value > out[i].Value {
+				out[i].Value = s.Value
+			}
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, &model.Sample{Metric: m, Value: s.Value, Timestamp: s.Timestamp})
+	}
+	return out, dropped, label
 }
 
 func containsSource(ss []Source, s Source) bool {
