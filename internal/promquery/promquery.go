@@ -244,8 +244,9 @@ func (c *Client) Window() time.Duration { return c.opts.Window }
 func Queries(window time.Duration, caller string) []string {
 	w := model.Duration(window).String()
 	by := "namespace, " + caller
-	// The replica labels kept apart, as telemetry.Queries does: Series reads each series once
-	// (telemetry.OneReplica).
+	// The replica labels kept apart, as telemetry.Queries does (one query for both paths);
+	// Join sums them back per edge, as before: a ratio of attempts over calls is the same
+	// summed over replicas, and summing never pairs one replica's attempts with another's calls.
 	rep := ", " + strings.Join(telemetry.ReplicaLabels, ", ")
 	return []string{
 		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", by, rep, w),
@@ -275,7 +276,7 @@ func (c *Client) Series(ctx context.Context, now time.Time) ([]observed.Series, 
 		if err != nil {
 			return nil, err
 		}
-		*dst, _, _ = telemetry.OneReplica(v)
+		*dst = v
 	}
 	return Join(vs, c.opts.CallerLabel), nil
 }

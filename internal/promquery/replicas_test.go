@@ -13,7 +13,7 @@ import (
 
 // TestHAReplicasAgainstPrometheus: the same proxy's series scraped by two Prometheus replicas
 // and stored side by side, told apart only by the replica label (the Prometheus Operator's
-// prometheus_replica external label; Thanos' replica), as a querier without deduplication
+// prometheus_replica external label), as a querier without deduplication
 // (Thanos without --query.replica-label, Mimir or VictoriaMetrics without HA deduplication)
 // answers. The exporter here is scraped twice, once per "replica". Before, every sum by the
 // edge's labels added both: each edge's calls counted twice. Now each series is read once per

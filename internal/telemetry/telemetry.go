@@ -212,10 +212,12 @@ func Queries(window time.Duration, callerLabel string) []Query {
 // ReplicaLabels are the labels that tell the series of two Prometheus replicas of an HA pair
 // apart where a querier in front of them does not deduplicate (Thanos without
 // --query.replica-label, Mimir or VictoriaMetrics without HA deduplication): the Prometheus
-// Operator's replica external label (prometheus_replica) and Thanos' documented one (replica).
-// Every query groups by them too, and Read takes each series once (oneReplica): summed, the
-// replicas' would count every call once per replica.
-var ReplicaLabels = []string{"prometheus_replica", "replica"}
+// Operator's replica external label, prometheus_replica. Every graph query groups by them too,
+// and Read takes each series once (oneReplica): summed, the replicas' would count every call
+// once per replica. Thanos' example name, replica, is not among them: a scrape that maps every
+// pod label (labelmap) gives it to the series of a pod labelled replica, whose pods' counts
+// must be summed, not reduced to the largest.
+var ReplicaLabels = []string{"prometheus_replica"}
 
 // IstioRecordedPrefix names the recording rules of Istio's "Observability best practices"
 // (istio.io docs/ops/best-practices/observability: workload:istio_requests_total is sum
