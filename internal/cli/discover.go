@@ -175,6 +175,10 @@ See docs/telemetry.md.`,
 				if promURL != "" {
 					srcs := "no source's series exist"
 					switch ob := in.Observation; {
+					case len(ob.PresentOnly) > 0:
+						// increase() answers a series only with two samples in the window.
+						srcs = fmt.Sprintf("no query's increase() answered a series, yet series of %s exist: increase() needs two samples of a series within --since %s, which a window shorter than twice the scrape interval (Prometheus' default scrape_interval is 1m) does not hold; raise --since",
+							strings.Join(ob.PresentOnly, ", "), since)
 					case len(ob.Sources) > 0 && len(ob.Warnings) > 0:
 						// "none increased" would be false here: the series may well have
 						// increased, and were refused (a label that is no name, a passthrough

@@ -66,7 +66,7 @@ func observeGraphOf(obs *Observation, res *workload.Result, generation int64) gr
 			v.gs, v.window = telemetry.CompareGraph(res.Graph, *v.counted), v.counted.Window
 		}
 	case len(obs.Graph.Sources) == 0:
-		v.cond = telemetry.NoTelemetry(obs.URL, obs.Graph.Window, generation)
+		v.cond = telemetry.NoTelemetry(obs.URL, obs.Graph.Window, generation, obs.Graph.PresentOnly...)
 	default:
 		s := telemetry.OnNodes(obs.Graph, obs.GraphAt, caller, callee)
 		v.gs, v.counted, v.window = telemetry.CompareGraph(res.Graph, s), &s, s.Window

@@ -3,7 +3,8 @@
 // queries (a timeout, a series limit, a bound on each answer's bytes, an error answer's too:
 // --prometheus-max-answer-size, size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window and joins
 // their answers into observed.Series, and telemetry.Queries into telemetry's observed graph
-// (graph.go). An answer that is not a vector of counts, each series once, is refused here,
+// (graph.go; when none of them answered a series, telemetry.PresenceQuery says whether the
+// series exist). An answer that is not a vector of counts, each series once, is refused here,
 // naming the query (so is an answer whose "status" is not success or error, a series without
 // a value or whose value is not a [time, value] pair, a key given twice (pairs.go, both checked as
 // the answer is read), a redirect to another host or one that would drop the query's POST; a URL's

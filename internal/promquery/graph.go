@@ -2,7 +2,10 @@ package promquery
 
 import (
 	"context"
+	"sort"
 	"time"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/retrycap/retrycap/internal/telemetry"
 )
@@ -24,5 +27,24 @@ func (c *Client) Graph(ctx context.Context, now time.Time, gateways []string) (*
 		// Checked once here, as decoded: Read does not check the series again.
 		answers = append(answers, telemetry.CheckedAnswer(q, checked))
 	}
-	return telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel})
+	ob, err := telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel})
+	if err != nil || len(ob.Sources) > 0 {
+		return ob, err
+	}
+	// No query answered a series: either none exists, or the window holds fewer than two
+	// samples of each (increase() answers none then). One more query tells which.
+	q := telemetry.PresenceQuery()
+	v, err := c.query(ctx, q, now)
+	if err != nil {
+		return nil, err
+	}
+	ob.PresentOnly = []string{}
+	for _, s := range v {
+		ob.PresentOnly = append(ob.PresentOnly, string(s.Metric[model.MetricNameLabel]))
+	}
+	sort.Strings(ob.PresentOnly)
+	if len(ob.PresentOnly) == 0 {
+		ob.PresentOnly = nil
+	}
+	return ob, nil
 }

@@ -244,13 +244,17 @@ func (c *Client) Window() time.Duration { return c.opts.Window }
 func Queries(window time.Duration, caller string) []string {
 	w := model.Duration(window).String()
 	by := "namespace, " + caller
+	// The replica labels kept apart, as telemetry.Queries does (one query for both paths);
+	// Join sums them back per edge, as before: a ratio of attempts over calls is the same
+	// summed over replicas, and summing never pairs one replica's attempts with another's calls.
+	rep := ", " + strings.Join(telemetry.ReplicaLabels, ", ")
 	return []string{
-		fmt.Sprintf("sum by (%s, upstream) (increase(retrycap_proxy_attempts_total[%s]))", by, w),
-		fmt.Sprintf("sum by (%s, upstream) (increase(retrycap_proxy_requests_total[%s]))", by, w),
-		fmt.Sprintf(`sum by (%s, envoy_cluster_name) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, w),
-		fmt.Sprintf(`sum by (%s, envoy_cluster_name) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, by, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, by, w),
+		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", by, rep, w),
+		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", by, rep, w),
+		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
+		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, by, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, by, rep, w),
 	}
 }
 

@@ -34,7 +34,7 @@ func TestMaxAnswerSizeAgainstPrometheus(t *testing.T) {
 	t.Cleanup(exporter.Close)
 	prom := promtest.StartTargets(t, "../..", []promtest.Target{{Addr: strings.TrimPrefix(exporter.URL, "http://"), Labels: map[string]string{"namespace": "shop", "service": "order"}}})
 
-	const q = "sum by (namespace, service, upstream) (increase(retrycap_proxy_requests_total[1m]))"
+	const q = "sum by (namespace, service, upstream, prometheus_replica) (increase(retrycap_proxy_requests_total[1m]))"
 	big, err := New(Options{URL: prom.URL, Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,12 @@
 // database the service graph named after db.system); a value that is not a count (NaN, an infinity, negative, a series twice with two
 // values) or no answer at all fails the read (check.go: CheckVector is the one check of an
 // answer's values and duplicates, which internal/promquery runs as it decodes an answer and Read
-// runs on answers not so checked). docs/telemetry.md cites each label set's source.
+// runs on answers not so checked). A messy Prometheus is read as what it holds: Istio's
+// workload: recorded series where the raw ones are missing (istioQuery), each series once across
+// two HA replicas' labels (OneReplica), a Linkerd series whose namespace a scrape renamed
+// exported_namespace as unplaced, an ambient waypoint's hop as no edge; and when no query
+// answered, PresenceQuery tells a window too short for increase() from no series at all.
+// docs/telemetry.md cites each label set's source.
 //
 // It also reads the edges manifests imply (container env values and the ConfigMaps they
 // reference that name a Service; a mesh proxy's container passed over: mesh.IsProxyContainer)

@@ -55,4 +55,11 @@ func TestNoTelemetry(t *testing.T) {
 	if c != want {
 		t.Errorf("got %+v", c)
 	}
+	// Series that exist but have fewer than two samples in the window (PresentOnly): the
+	// window is too short for increase(), which the message says instead of "no series".
+	c = NoTelemetry("http://prom:9090", 30*time.Second, 2, "istio_requests_total", "response_total")
+	want.Message = "Prometheus at http://prom:9090 holds series of istio_requests_total, response_total, but none with two samples within 30s, which increase() needs (a --prometheus-window shorter than twice the scrape interval; Prometheus' default scrape_interval is 1m): no edge could be observed, the declarations are unchecked"
+	if c != want {
+		t.Errorf("present only: got %+v", c)
+	}
 }

@@ -11,8 +11,9 @@ import (
 // namespace dimensions: client_k8s_namespace_name/server_k8s_namespace_name (the connector's
 // "client_"/"server_" prefix on a k8s.namespace.name dimension, as Prometheus names it), else
 // client_service_namespace/server_service_namespace (Beyla's, and a service.namespace
-// dimension's). A client "user" on a virtual_node edge is the connector's name for a root span's
-// caller: the server is an entrypoint. database and messaging_system edges are listed apart.
+// dimension's). A virtual client on a virtual_node edge (the connector's "user" for a root
+// span's caller, Tempo's peer attribute of it, the virtual_node="client" label) is a caller
+// outside the traces: the server is an entrypoint. database and messaging_system edges are listed apart.
 func (r *reader) otel(v model.Vector) {
 	for _, s := range v {
 		client, server, ct := label(s.Metric, "client"), label(s.Metric, "server"), label(s.Metric, "connection_type")
@@ -30,14 +31,29 @@ func (r *reader) otel(v model.Vector) {
 				sns = label(s.Metric, d[1])
 			}
 		}
+		// Which side of a virtual node's edge was never seen: the client when the
+		// virtual_node label says so (Tempo's enable_virtual_node_label, the connector's
+		// virtual_node_extra_label), else when the client is "user" (a root span with no peer
+		// attribute) or only the server span's prefixed dimension is there (Tempo names a root
+		// span's caller after its peer attribute: "mobile-app", no "user"); else the server.
+		virtualClient := false
+		if ct == "virtual_node" {
+			switch label(s.Metric, otelVirtualNodeLabel) {
+			case "client":
+				virtualClient = true
+			case "server":
+			default:
+				virtualClient = client == "user" || (cns == "" && sns != "")
+			}
+		}
 		// Tempo's unprefixed dimension: on a virtual node's edge only one span was seen (the
-		// server's for a "user" client, else the client's), so it is that span's namespace; on
+		// server's for a virtual client, else the client's), so it is that span's namespace; on
 		// any other edge it is either side's (below).
 		tempoNS := label(s.Metric, tempoNamespaceDim)
 		if ct == "virtual_node" && tempoNS != "" {
-			if client == "user" && sns == "" {
+			if virtualClient && sns == "" {
 				sns = tempoNS
-			} else if client != "user" && cns == "" {
+			} else if !virtualClient && cns == "" {
 				cns = tempoNS
 			}
 		}
@@ -47,7 +63,7 @@ func (r *reader) otel(v model.Vector) {
 			continue
 		}
 		why := ""
-		if ct == "virtual_node" && client != "user" {
+		if ct == "virtual_node" && !virtualClient {
 			// A virtual server is a client span's peer whose server span never came (an
 			// uninstrumented service, a database, a host outside): the connector names it
 			// by the first of its peer attributes the span had (peer.service, db.name,
@@ -83,7 +99,7 @@ func (r *reader) otel(v model.Vector) {
 		}
 		n := float64(s.Value)
 		to := Callee{sns, server}
-		if ct == "virtual_node" && client == "user" {
+		if virtualClient {
 			var buf [2]named
 			if r.names("otel-servicegraph", "", s, calleeNames(buf[:0], to, "server", "the server's namespace")...) {
 				r.addEntry(SourceOTel, to, Outside, n)

@@ -262,9 +262,14 @@ func AddEntrypoints(g *graph.Graph, s Snapshot, isOwn func(node string) bool) in
 	return n
 }
 
-// NoTelemetry is GraphComplete when Prometheus answered but holds none of the sources' series:
-// Unknown, since nothing was compared ("nothing was checked" is never a pass).
-func NoTelemetry(url string, window time.Duration, generation int64) metav1.Condition {
-	return metav1.Condition{Type: v1alpha1.ConditionGraphComplete, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNoTelemetry, ObservedGeneration: generation,
-		Message: fmt.Sprintf("Prometheus at %s holds no series of istio_requests_total, Linkerd's response_total or route series, traces_service_graph_request_total or retrycap_proxy_requests_total over %s: no edge could be observed, the declarations are unchecked", url, window)}
+// NoTelemetry is GraphComplete when Prometheus answered but holds none of the sources' series
+// over the window: Unknown, since nothing was compared ("nothing was checked" is never a pass).
+// present are the metrics whose series exist all the same (Observation.PresentOnly): the
+// window holds fewer than two samples of each, which the message says.
+func NoTelemetry(url string, window time.Duration, generation int64, present ...string) metav1.Condition {
+	msg := fmt.Sprintf("Prometheus at %s holds no series of istio_requests_total, Linkerd's response_total or route series, traces_service_graph_request_total or retrycap_proxy_requests_total over %s: no edge could be observed, the declarations are unchecked", url, window)
+	if len(present) > 0 {
+		msg = fmt.Sprintf("Prometheus at %s holds series of %s, but none with two samples within %s, which increase() needs (a --prometheus-window shorter than twice the scrape interval; Prometheus' default scrape_interval is 1m): no edge could be observed, the declarations are unchecked", url, strings.Join(present, ", "), window)
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionGraphComplete, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonNoTelemetry, ObservedGeneration: generation, Message: msg}
 }

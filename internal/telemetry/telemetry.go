@@ -102,6 +102,11 @@ type Observation struct {
 	// cannot be said complete (OnNodes keeps those that may be a policy's, GraphConditionOf
 	// says so). Per reason and callee, in the order first seen.
 	Unplaced []Unplaced
+	// PresentOnly are, when no query answered any series (Sources is empty), the metrics read
+	// whose series exist at the query's time all the same (PresenceQuery, sorted):
+	// increase() needs two samples of a series within the window, and a window shorter than
+	// twice the scrape interval holds one. Nil when not asked (Read does not).
+	PresentOnly []string
 }
 
 // Unplaced counts the series with traffic of one reason (a Warnings reason) and one callee
@@ -164,6 +169,9 @@ var (
 	// turn (grafana/tempo modules/generator/processor/servicegraphs/servicegraphs.go
 	// upsertDimensions), so it is the namespace of whichever span came last.
 	tempoNamespaceDim = "k8s_namespace_name"
+	// otelVirtualNodeLabel says which side of a virtual_node edge was never seen ("client",
+	// "server"): the connector's virtual_node_extra_label, Tempo's enable_virtual_node_label.
+	otelVirtualNodeLabel = "virtual_node"
 )
 
 // Queries are the queries Read needs for a window, in order: Istio's HTTP requests and TCP
@@ -176,25 +184,67 @@ func Queries(window time.Duration, callerLabel string) []Query {
 		callerLabel = "service"
 	}
 	w := model.Duration(window).String()
-	lk := strings.Join(append([]string{"namespace"}, linkerdCallers...), ", ")
+	// exported_namespace is grouped by so that a series whose own namespace the scrape renamed
+	// is seen as such (linkerdEdge), not summed into the scrape target's namespace.
+	lk := strings.Join(append([]string{"namespace", linkerdExportedNamespace}, linkerdCallers...), ", ")
 	var otelBy []string
 	for _, d := range otelNamespaceDims {
 		otelBy = append(otelBy, d[0], d[1])
 	}
-	otelBy = append(otelBy, tempoNamespaceDim)
+	otelBy = append(otelBy, tempoNamespaceDim, otelVirtualNodeLabel)
+	// Each query keeps the replica labels apart (oneReplica reads each series once).
+	rep := ", " + strings.Join(ReplicaLabels, ", ")
 	return []Query{
-		{SourceIstio, "istio_requests_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_requests_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
-		{SourceIstio, "istio_tcp_connections_opened_total", fmt.Sprintf("sum by (reporter, %s) (increase(istio_tcp_connections_opened_total[%s]))", strings.Join(istioEdgeLabels, ", "), w)},
-		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service) (increase(response_total{direction="outbound"}[%s]))`, lk, w)},
-		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, w)},
-		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, w)},
-		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), w)},
-		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, w)},
-		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, w)},
+		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w)},
+		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w)},
+		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) (increase(response_total{direction="outbound"}[%s]))`, lk, rep, w)},
+		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
+		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
+		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s%s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), rep, w)},
+		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, rep, w)},
+		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, rep, w)},
 		// Last, so that the indexes above stay: which Services a route sent a caller's calls
 		// to (linkerdResponses).
-		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, w)},
+		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name%s) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, rep, w)},
 	}
+}
+
+// ReplicaLabels are the labels that tell the series of two Prometheus replicas of an HA pair
+// apart where a querier in front of them does not deduplicate (Thanos without
+// --query.replica-label, Mimir or VictoriaMetrics without HA deduplication): the Prometheus
+// Operator's replica external label, prometheus_replica. Every graph query groups by them too,
+// and Read takes each series once (oneReplica): summed, the replicas' would count every call
+// once per replica. Thanos' example name, replica, is not among them: a scrape that maps every
+// pod label (labelmap) gives it to the series of a pod labelled replica, whose pods' counts
+// must be summed, not reduced to the largest.
+var ReplicaLabels = []string{"prometheus_replica"}
+
+// IstioRecordedPrefix names the recording rules of Istio's "Observability best practices"
+// (istio.io docs/ops/best-practices/observability: workload:istio_requests_total is sum
+// without(instance, kubernetes_namespace, kubernetes_pod_name) (istio_requests_total), the same
+// for the TCP counters), the only Istio series a production Prometheus that federates
+// {__name__=~"workload:(.*)"} holds.
+const IstioRecordedPrefix = "workload:"
+
+// istioQuery sums metric's increase by reporter and the edge labels, or, for an edge metric
+// does not hold, its recorded series': PromQL's or keeps the left side's label sets, so a
+// Prometheus holding both (the one that records) counts each edge once, from the raw series,
+// and one holding only the recorded ones (federated) is read from them.
+func istioQuery(metric, window string) string {
+	by := "reporter, " + strings.Join(append(append([]string(nil), istioEdgeLabels...), ReplicaLabels...), ", ")
+	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
+}
+
+// PresenceQuery counts, by metric name, the series Queries read that exist at the query's
+// time (Prometheus' lookback), with the same selectors: asked when no query answered any
+// series, it tells a window too short for increase() (fewer than two samples of a series)
+// from a Prometheus that holds none of them.
+func PresenceQuery() string {
+	return `count by (__name__) (istio_requests_total or workload:istio_requests_total or istio_tcp_connections_opened_total or workload:istio_tcp_connections_opened_total` +
+		` or response_total{direction="outbound"}` +
+		` or {__name__=~"outbound_(http|grpc)_route_(request_statuses|retry_requests|backend_response_statuses)_total",parent_kind="Service"}` +
+		` or {__name__=~"(.+_)?traces_service_graph_request_total"}` +
+		` or retrycap_proxy_requests_total or retrycap_proxy_attempts_total)`
 }
 
 // warnings collects the series that could not be placed, per reason, with a count and the
@@ -304,6 +354,7 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	var istioHTTP, istioTCP []*model.Sample
 	var linkerdRetries, proxyAttempts, linkerdResponses, linkerdBackends model.Vector
 	for _, a := range answers {
+		a.Vector = r.oneReplica(a.Query.Metric, a.Vector)
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
 		}
@@ -339,6 +390,60 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	r.linkerdTries(linkerdRetries)
 	r.retrycapTries(proxyAttempts)
 	return r.result(), nil
+}
+
+// oneReplica is OneReplica with a warning per series taken away, naming the replica label.
+func (r *reader) oneReplica(metric string, v model.Vector) model.Vector {
+	out, dropped, label := OneReplica(v)
+	for _, s := range dropped {
+		r.w.add(fmt.Sprintf("%s: series given by more than one Prometheus replica (label %s: a querier that does not deduplicate them): each read once, the largest", metric, label), s.Metric)
+	}
+	return out
+}
+
+// OneReplica is v with each series once across ReplicaLabels: the largest of the replicas'
+// (two replicas of an HA pair scrape alike; one that was down part of the window counted
+// less), without those labels; dropped are the others, label the first replica label seen. v
+// itself when no series has one.
+func OneReplica(v model.Vector) (out, dropped model.Vector, label string) {
+	has := func(m model.Metric) string {
+		for _, l := range ReplicaLabels {
+			if _, ok := m[model.LabelName(l)]; ok {
+				return l
+			}
+		}
+		return ""
+	}
+	for _, s := range v {
+		if label = has(s.Metric); label != "" {
+			break
+		}
+	}
+	if label == "" {
+		return v, nil, ""
+	}
+	out = make(model.Vector, 0, len(v))
+	at := map[string]int{} // by the labels written out: a fingerprint may collide
+	for _, s := range v {
+		m := s.Metric
+		if has(m) != "" {
+			m = m.Clone()
+			for _, l := range ReplicaLabels {
+				delete(m, model.LabelName(l))
+			}
+		}
+		key := m.String()
+		if i, ok := at[key]; ok {
+			dropped = append(dropped, s)
+			if s.Value > out[i].Value {
+				out[i].Value = s.Value
+			}
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, &model.Sample{Metric: m, Value: s.Value, Timestamp: s.Timestamp})
+	}
+	return out, dropped, label
 }
 
 func containsSource(ss []Source, s Source) bool {

@@ -102,6 +102,13 @@ func StartTargets(t T, repoRoot string, targets []Target) *Server {
 // (a 401 from /-/ready counts as up: the server answers).
 func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *Server {
 	t.Helper()
+	return StartTargetsEvery(t, repoRoot, 100*time.Millisecond, targets, args...)
+}
+
+// StartTargetsEvery is StartTargetsArgs scraping every interval instead of every 100 ms (a
+// cluster's scrape interval, for what a window shorter than two of them holds).
+func StartTargetsEvery(t T, repoRoot string, interval time.Duration, targets []Target, args ...string) *Server {
+	t.Helper()
 	bin, err := Binary(repoRoot)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -110,7 +117,7 @@ func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *S
 	targets = append([]Target(nil), targets...)
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Addr < targets[j].Addr })
 	var cfg strings.Builder
-	cfg.WriteString("global:\n  scrape_interval: 100ms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n")
+	fmt.Fprintf(&cfg, "global:\n  scrape_interval: %dms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n", interval.Milliseconds())
 	if len(targets) == 0 {
 		cfg.WriteString("  static_configs: []\n")
 	} else {

@@ -1,0 +1,60 @@
+package promquery
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/promquery/promtest"
+)
+
+// TestHAReplicasAgainstPrometheus: the same proxy's series scraped by two Prometheus replicas
+// and stored side by side, told apart only by the replica label (the Prometheus Operator's
+// prometheus_replica external label), as a querier without deduplication
+// (Thanos without --query.replica-label, Mimir or VictoriaMetrics without HA deduplication)
+// answers. The exporter here is scraped twice, once per "replica". Before, every sum by the
+// edge's labels added both: each edge's calls counted twice. Now each series is read once per
+// replica label set, the largest, with a warning naming the label.
+func TestHAReplicasAgainstPrometheus(t *testing.T) {
+	exp := httptest.NewServer(&istioRecorded{raw: true})
+	t.Cleanup(exp.Close)
+	srv := strings.TrimPrefix(exp.URL, "http://")
+	prom := promtest.StartTargets(t, "../..", []promtest.Target{
+		{Addr: srv, Labels: map[string]string{"prometheus_replica": "prometheus-k8s-0"}},
+		{Addr: srv, Labels: map[string]string{"prometheus_replica": "prometheus-k8s-1"}},
+	})
+	c, err := New(Options{URL: prom.URL, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "five scrapes per replica", func() (bool, string) {
+		v, err := c.query(context.Background(), `count_over_time(istio_requests_total[1m])`, time.Now())
+		return err == nil && len(v) == 2 && v[0].Value >= 5 && v[1].Value >= 5, fmt.Sprint(v, err)
+	})
+	now := time.Now()
+	ob, err := c.Graph(context.Background(), now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ob.Edges) != 2 || ob.Edges[1].To.Name != "payment" {
+		t.Fatalf("edges %+v", ob.Edges)
+	}
+	v, err := c.query(context.Background(), `max(sum by (prometheus_replica) (increase(istio_requests_total{destination_service_name="payment"}[1m])))`, now)
+	if err != nil || len(v) != 1 {
+		t.Fatalf("%v %v", v, err)
+	}
+	if got := ob.Edges[1].Requests; got != float64(v[0].Value) {
+		t.Errorf("web -> payment: %v requests, want %v (one replica's, not both)", got, v[0].Value)
+	}
+	want := `istio_requests_total: series given by more than one Prometheus replica (label prometheus_replica: a querier that does not deduplicate them): each read once, the largest`
+	found := false
+	for _, w := range ob.Warnings {
+		found = found || strings.HasPrefix(w, want)
+	}
+	if !found {
+		t.Errorf("warnings %q: none starts %q", ob.Warnings, want)
+	}
+}
