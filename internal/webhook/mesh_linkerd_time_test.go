@@ -28,7 +28,7 @@ spec:
 // the callee's Service (mesh.Set.CallHops), each with its own retry and timeout annotations, or
 // the Service's timeouts where it sets none; the edge counts the route of the most tries. A
 // timeout raised on another route, or on the Service such a route inherits it from, was admitted
-// while the status said over (docs/meshes.md: "Not judged yet"). ratings-fast counts (4 tries
+// while the status said over (docs/meshes.md listed it as not judged yet). ratings-fast counts (4 tries
 // within a request timeout of 1s: 1s); ratings-rest makes 2 tries, each bounded by its response
 // timeout: 1s -> 15s makes reviews -> ratings 2 x 15s + 25ms = 30.025s, and productpage over it
 // (Linkerd's 1 try on reviews) the same.
