@@ -40,7 +40,8 @@
 //     once per request outside those timeouts (fault.go), for the time model (time.go).
 //     Set.Hops, Set.CallHops (with Linkerd's routes, which depend on the caller) and
 //     Set.EntryHops give a call's hops, one per route a request may take (the route of the
-//     most tries need not be the slowest).
+//     most tries need not be the slowest); Set.LinkerdRoutes names Linkerd's routes of a call
+//     with the layer whose timeouts bound each (its own, else the Service's), for the mesh gate.
 //   - PlanRewrite(layer, tries) says how to lower a layer's field: the suggestion string and an
 //     edit, applied to the object's JSON (Rewrite.Patch gives the RFC 6902 patch), never out of
 //     the CRD's bounds (a Gateway API rule: MinTries) nor into what the mesh's validation

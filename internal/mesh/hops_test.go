@@ -275,3 +275,64 @@ func TestCallHopsLinkerdGatewayRule(t *testing.T) {
 		t.Errorf("worst time %v, want %v", got, want)
 	}
 }
+
+// TestCallHopsLinkerdTimesReplaceOwn: a route's timing layer (LinkerdRoute.Times) replaces its
+// own where another object's timeouts bound its tries. b's HTTPRoute retries (limit 2: 3 tries)
+// and sets no timeout, so Linkerd bounds each try by the Service's timeout.linkerd.io/response
+// 1s (policy-controller grpc/src/outbound/http.rs:248-253): 3 x 1s + 25ms + 50ms = 3.075s.
+// Before, the route's own layer (no timeout: 3 x b's 3s + backoff, 9.075s) was one of the
+// hops, the worst. A Service without retry annotations and without routes: its timeouts bound
+// Linkerd's 1 try (1s; before, none: 3s).
+func TestCallHopsLinkerdTimesReplaceOwn(t *testing.T) {
+	worst := func(hs []graph.Hop) time.Duration {
+		g := graph.New()
+		tm := graph.NewTiming(g)
+		g.AddEdge("a", "b", 1, 1)
+		g.AddEdge("b", "c", 1, 1)
+		g.SetEntrypoint("a", 1)
+		for _, h := range hs {
+			tm.AddHop("a", "b", h)
+		}
+		tm.SetHop("b", "c", graph.Hop{{Name: "b", Tries: 1, PerTry: 3 * time.Second}})
+		return graph.AnalyzeTimeWith(g, tm, 0).Worst
+	}
+	own := graph.TimeLayer{Name: "a", Tries: 1}
+	c := caller("emojivoto")
+	for _, tc := range []struct {
+		name          string
+		docs          string
+		tries         int64
+		before, worst time.Duration
+	}{
+		{
+			name: "a route's retry within the Service's timeout",
+			docs: nsLinkerd + "\n---\n" + svc("emojivoto", "b", "timeout.linkerd.io/response: 1s") + "\n---\n" +
+				routeDoc("gateway.networking.k8s.io/v1", "HTTPRoute", "emojivoto", "b-route", "retry.linkerd.io/http: 5xx\n    retry.linkerd.io/limit: \"2\"",
+					"  parentRefs: [{group: \"\", kind: Service, name: b}]\n  rules:\n  - backendRefs: [{name: b}]"),
+			tries: 3, before: 9*time.Second + 75*ms, worst: 3*time.Second + 75*ms,
+		},
+		{
+			name:  "no route, no retry annotation: Linkerd's 1 try within the Service's timeout",
+			docs:  nsLinkerd + "\n---\n" + svc("emojivoto", "b", "timeout.linkerd.io/response: 1s"),
+			tries: 1, before: 3 * time.Second, worst: time.Second,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := set(t, Options{}, tc.docs)
+			e := s.Edge(c, "b")
+			if len(e.Layers) != 1 || e.Layers[0].Tries != tc.tries {
+				t.Fatalf("layers %+v, want %d tries", e.Layers, tc.tries)
+			}
+			if got := worst([]graph.Hop{s.Hop(own, e)}); got != tc.before {
+				t.Errorf("the layer's own timeouts: %v, want %v", got, tc.before)
+			}
+			hops := s.CallHops(own, c, "b", e)
+			if len(hops) != 1 {
+				t.Errorf("%d hops, want 1 (the timing layer in the counted one's place): %+v", len(hops), hops)
+			}
+			if got := worst(hops); got != tc.worst {
+				t.Errorf("worst time %v, want %v", got, tc.worst)
+			}
+		})
+	}
+}

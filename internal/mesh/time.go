@@ -846,11 +846,46 @@ func (s *Set) CallHops(own graph.TimeLayer, c Caller, callee string, e Edge) []g
 }
 
 // linkerdAlternatives are the layers Linkerd may apply in l's place on c's calls to callee, as
-// linkerdEdge weighs them (l among them, else none): each route attached to the Service, with its
-// own retry annotations, else the Service's (or none: 1 try), and each Gateway API rule with a
-// retry. Each route has its own timeout annotations: a route of fewer tries may wait longer.
+// linkerdEdge weighs them (none unless l gives one route's tries): each route's (LinkerdRoutes)
+// tries with the timeouts that bound them (LinkerdRoute.Times), which replace l's own: a route
+// without timeout annotations takes the Service's, and l, read as its own object's, was timed
+// without any (unbounded: a route of limit 3 under a Service of timeout.linkerd.io/response 1s
+// was 3 x the callee's time, not 3 x 1s). Each route has its own timeouts: a route of fewer
+// tries may wait longer.
 func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
 	if s == nil || strings.HasPrefix(l.Object, "ServiceProfile ") {
+		return nil
+	}
+	routes := s.LinkerdRoutes(c, callee)
+	out := make([]Layer, 0, len(routes))
+	found := false
+	for _, rt := range routes {
+		found = found || rt.Tries == l
+		out = append(out, rt.Times)
+	}
+	if !found {
+		return nil
+	}
+	return out
+}
+
+// LinkerdRoute is one route Linkerd may apply to a call (Set.LinkerdRoutes): Route names it
+// ("HTTPRoute shop/b-fast"; a Gateway API rule Linkerd serves, "HTTPRoute shop/b spec.rules[0]"),
+// Tries is the layer that gives its tries (the route's retry annotations, else the Service's,
+// else Linkerd's 1 try), Times the layer whose object's timeouts bound them (Tries itself where
+// the same object gives both): Linkerd takes a route's retry and its timeouts apart.
+type LinkerdRoute struct {
+	Route        string
+	Tries, Times Layer
+}
+
+// LinkerdRoutes are the routes Linkerd may apply to c's calls to callee: each route attached to
+// the Service, with its own retry annotations, else the Service's (or none: 1 try), and each
+// Gateway API rule with a retry, in the order linkerdEdge weighs them; none for a callee outside
+// the cluster, and none under a ServiceProfile (which makes Linkerd ignore the annotations). The
+// mesh gate compares a route's Times before and after a change (the time model counts each).
+func (s *Set) LinkerdRoutes(c Caller, callee string) []LinkerdRoute {
+	if s == nil {
 		return nil
 	}
 	ref, inCluster := resolve(callee, c.Namespace)
@@ -858,6 +893,11 @@ func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
 		return nil
 	}
 	x := s.index()
+	for _, p := range x.profiles[ref] {
+		if p.Metadata.Namespace == ref.Namespace || p.Metadata.Namespace == c.Namespace {
+			return nil
+		}
+	}
 	var scratch Edge // linkerdLayer's warnings: the edge has them already
 	svcID := "Service " + ref.String()
 	svcCfg, _ := linkerdRetries(s.services[ref].Annotations, svcID)
@@ -866,7 +906,7 @@ func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
 		name = ref.String()
 	}
 	svcTimes := s.times["/Service/"+ref.Namespace+"/"+ref.Name].whole.set
-	var out []Layer
+	var out []LinkerdRoute
 	for _, r := range x.routesByService[ref] {
 		if !routeApplies(r, ref, c.Namespace) || !attachesTo(r, ref, 0) {
 			continue
@@ -881,7 +921,6 @@ func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
 		default:
 			l = Layer{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for " + name}
 		}
-		out = append(out, l)
 		// Linkerd takes a rule's retry and its timeouts apart, each from the route, else from
 		// the Service (linkerd/linkerd2 b24cd4059841 policy-controller/grpc/src/outbound/
 		// http.rs:248-253: "if timeouts == Default::default() { timeouts = service_timeouts }",
@@ -896,22 +935,64 @@ func (s *Set) linkerdAlternatives(c Caller, callee string, l Layer) []Layer {
 		case !routeTimes && svcTimes && l.Object != svcID:
 			timesFrom = svcID
 		}
+		t := l
 		if timesFrom != "" {
-			t := l
 			t.Object, t.FieldPath, t.Note = timesFrom, "", "timing: "+timesFrom+"'s timeouts"
-			out = append(out, t)
 		}
+		out = append(out, LinkerdRoute{Route: r.id(), Tries: l, Times: t})
 		if r.group() != GroupGateway {
 			continue
 		}
 		for i := range r.Spec.Rules {
 			if gl, ok := gammaRule(r, i); ok {
 				gl.Unset, gl.NoRuleTimes = 1, true
-				out = append(out, gl)
+				out = append(out, LinkerdRoute{Route: fmt.Sprintf("%s spec.rules[%d]", r.id(), i), Tries: gl, Times: gl})
 			}
 		}
 	}
-	return among(l, out)
+	if len(out) > 0 {
+		return out
+	}
+	// No route: the Service's default route, its retry annotations' tries (else 1) within its
+	// timeout annotations, which Linkerd applies without any retry annotation too.
+	l := Layer{Kind: Linkerd, Tries: 1, Default: true, Note: "Linkerd default, no retry annotations for " + name}
+	if svcCfg.set {
+		l = s.linkerdLayer(&scratch, svcID, svcCfg)
+	}
+	t := l
+	if svcTimes && l.Object != svcID {
+		t.Object, t.FieldPath, t.Note = svcID, "", "timing: "+svcID+"'s timeouts"
+	}
+	return []LinkerdRoute{{Route: svcID, Tries: l, Times: t}}
+}
+
+// LinkerdTimeoutAnnotations are the Linkerd timeout annotations (retry.linkerd.io/timeout,
+// timeout.linkerd.io/request, /response, /idle) of object id ("Service shop/b", "HTTPRoute
+// shop/b-fast") as the Set holds it, for the mesh gate to name the ones a change raised.
+func (s *Set) LinkerdTimeoutAnnotations(id string) map[string]string {
+	if s == nil {
+		return nil
+	}
+	var anns map[string]string
+	kind, nsName, _ := strings.Cut(id, " ")
+	if kind == "Service" {
+		ns, name, _ := strings.Cut(nsName, "/")
+		anns = s.services[ServiceRef{Namespace: ns, Name: name}].Annotations
+	} else {
+		for _, k := range objectKeys(id) {
+			if r := s.routes[k]; r != nil {
+				anns = r.Metadata.Annotations
+				break
+			}
+		}
+	}
+	out := map[string]string{}
+	for _, k := range []string{LinkerdRetryTimeout, LinkerdTimeoutRequest, LinkerdTimeoutResponse, LinkerdTimeoutIdle} {
+		if v, ok := anns[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func (s *Set) hops(own graph.TimeLayer, e Edge, alternatives func(Layer) []Layer) []graph.Hop {
@@ -919,12 +1000,21 @@ func (s *Set) hops(own graph.TimeLayer, e Edge, alternatives func(Layer) []Layer
 	choices := make([][]graph.TimeLayer, len(e.Layers))
 	n := 1
 	for i, l := range e.Layers {
-		choices[i] = []graph.TimeLayer{base[i+1]}
-		for _, a := range alternatives(l) {
+		alts := alternatives(l)
+		if len(alts) == 0 {
+			choices[i] = []graph.TimeLayer{base[i+1]}
+		}
+		for _, a := range alts {
 			if tl := s.TimeLayer(a); !slices.Contains(choices[i], tl) {
 				choices[i] = append(choices[i], tl)
 			}
 		}
+		// The layer as counted first where it is among them (an Istio route always is; a
+		// Linkerd route timed by another object's timeouts is not: those replace its own).
+		if j := slices.Index(choices[i], base[i+1]); j > 0 {
+			choices[i][0], choices[i][j] = choices[i][j], choices[i][0]
+		}
+		base[i+1] = choices[i][0]
 		n *= len(choices[i])
 		if n > maxHops {
 			n = maxHops + 1

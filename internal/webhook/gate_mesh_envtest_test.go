@@ -83,6 +83,8 @@ func TestGateMeshLayers(t *testing.T) {
 	t.Run("the status names an entry route at its floor and the edges below", func(t *testing.T) { statusEntryRouteFloor(t, op) })
 	t.Run("a ServiceEntry registering an external HTTP host is judged", func(t *testing.T) { meshGateServiceEntry(t, op) })
 	t.Run("an Envoy Gateway fault delay is judged against maxTimeToAnswer", func(t *testing.T) { meshGateEnvoyGatewayDelay(t, op) })
+	// Last: it makes the manager read Linkerd.
+	t.Run("Linkerd timeouts on a route other than the counted one are judged", func(t *testing.T) { meshGateLinkerdRoutes(t, op) })
 }
 
 // dryRunDenial is, for Eventually, why a dry-run create of obj is refused ("" while it is

@@ -739,7 +739,12 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		}
 		return meshVerdict{policy: p, layer: e.layer, time: tj, timeRaise: source + ": " + change}, true
 	}
-	return meshVerdict{}, false
+	if obj.kind != "Service" && obj.kind != "HTTPRoute" && obj.kind != "GRPCRoute" {
+		return meshVerdict{}, false // no Linkerd annotations: no Linkerd route's timeouts
+	}
+	// A route of the callee's Service other than the counted one, or the Service whose
+	// timeouts such a route inherits (mesh_linkerd_time.go).
+	return judgeLinkerdRoutes(p, r, oldSet, set, obj.id())
 }
 
 // altTimeRaise is the first route of obj among e's layer's alternatives (mesh.Set.TimeAlternatives)

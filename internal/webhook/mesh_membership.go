@@ -476,7 +476,14 @@ func DecideMeshMembership(in MeshInput, keys []mesh.MetaKey) MeshDecision {
 	policies := in.judged(MeshBearing{All: true})
 	judge := func(p judgedPolicy) (configMapVerdict, bool) {
 		v, _, over := judgeConfigMap(p, oldSet, newSet) // mesh_configmap.go: any raised edge
-		return v, over
+		if over || obj.kind != "Service" || p.Spec().MaxTimeToAnswer == nil || p.Spec().MaxTimeToAnswer.Duration <= 0 {
+			return v, over
+		}
+		// The timeouts of a Linkerd route other than the edge's counted one, which it
+		// inherits from the Service (mesh_linkerd_time.go): changedEdges sees the counted
+		// layers only.
+		mv, over := judgeLinkerdRoutes(p, p.build(newSet), oldSet, newSet, obj.id())
+		return configMapVerdict{policy: p, time: mv.time}, over
 	}
 	message := func(v configMapVerdict) string {
 		msg := v.policy.Ref().String() + ": " + change + " makes " + v.explain()

@@ -85,6 +85,37 @@ func (r *Result) Timing() *graph.Timing {
 	return t
 }
 
+// MeshCall is one call the time model times (Timing): a selected workload's upstream, on graph
+// edge From -> To, with the caller and the callee as the mesh reads them.
+type MeshCall struct {
+	From, To string
+	Caller   mesh.Caller
+	Callee   string
+}
+
+// MeshCalls are the calls Timing times through the mesh, in its order (a workload of several
+// nodes: one call each): the mesh gate asks the Set which routes each may take
+// (mesh.Set.LinkerdRoutes). None without a mesh Set.
+func (r *Result) MeshCalls() []MeshCall {
+	if r.mesh == nil {
+		return nil
+	}
+	var out []MeshCall
+	for _, x := range r.kept {
+		nodes := []string{r.serviceNode(x)}
+		if r.NodesOf != nil {
+			nodes = r.NodesOf[x.key]
+		}
+		for i, u := range x.upstreams {
+			to := r.upstreamNode(x, i)
+			for _, n := range nodes {
+				out = append(out, MeshCall{From: n, To: to, Caller: x.Workload.meshCaller(), Callee: u.Name})
+			}
+		}
+	}
+	return out
+}
+
 // AnalyzeTime is graph.AnalyzeTimeWith of r's graph and Timing, checked against the policy's
 // spec.maxTimeToAnswer.
 func (r *Result) AnalyzeTime() *graph.TimeAnalysis {
