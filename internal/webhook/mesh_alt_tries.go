@@ -1,0 +1,226 @@
+package webhook
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/retrycap/retrycap/internal/mesh"
+	"github.com/retrycap/retrycap/internal/workload"
+)
+
+// Tries raised on a route other than the counted one. The time model times a call over every
+// route it may take (mesh.Set.Hops, CallHops), while an edge carries the layer of the most
+// tries: a route of fewer tries but a longer per-try timeout given more tries lengthens the
+// chain's worst case and changes no layer of the edge, so raisedBy saw no raise and the change
+// was admitted while the status reported the chain over maxTimeToAnswer. A route new to the
+// object is judged against the fewest tries its field gives (mesh.MinTries): adding a route
+// lengthens the chain as surely as raising one does (docs/decisions.md).
+
+// altTries is a route of the object, not the edge's counted layer, whose tries a change raised
+// on a call of the edge: raised.layer is the route's tries layer, was its tries before (0: the
+// route is new) and wasField its field as stored ("" when new).
+type altTries struct {
+	raised
+	was      int64
+	wasField string
+}
+
+// altTriesRaises lists the routes of obj on r's edges (built on set, compared with old on
+// oldSet) other than the counted ones whose tries are above their old ones (a new route: above
+// mesh.MinTries), in edge order, one per edge and field: an Istio VirtualService's other http
+// routes and a Gateway API route's other rules (mesh.Set.TimeAlternatives), and the Linkerd
+// routes of the callee's Service (mesh.Set.LinkerdRoutes).
+func altTriesRaises(r, old *workload.Result, oldSet, set *mesh.Set, obj meshObject) []altTries {
+	var out []altTries
+	seen := map[[3]string]bool{}
+	add := func(from, to string, counted []mesh.Layer, a mesh.Layer, o *mesh.Layer) {
+		if a.Object != obj.id() || slices.Contains(counted, a) {
+			return
+		}
+		key := [3]string{from, to, a.FieldPath}
+		if seen[key] {
+			return
+		}
+		if _, err := mesh.Field(a); err != nil {
+			return // no field of the object gives them (a mesh default): nothing to lower
+		}
+		at := altTries{raised: raised{from: from, to: to, layer: a}}
+		base := mesh.MinTries(a)
+		if o != nil {
+			at.was, base = o.Tries, o.Tries
+			if f, err := mesh.Field(*o); err == nil {
+				at.wasField = f.From
+			}
+		}
+		if a.Tries <= base {
+			return
+		}
+		seen[key] = true
+		out = append(out, at)
+	}
+	rule := func(l mesh.Layer) string {
+		if i := strings.IndexByte(l.FieldPath, ']'); i >= 0 {
+			return l.Object + " " + l.FieldPath[:i+1]
+		}
+		return l.Object + " " + l.FieldPath
+	}
+	for _, e := range layered(r, old, obj) {
+		before := map[string]mesh.Layer{}
+		if e.oldLayer != nil {
+			for _, o := range oldSet.TimeAlternatives(*e.oldLayer) {
+				before[rule(o)] = o
+			}
+		}
+		for _, a := range set.TimeAlternatives(e.layer) {
+			var o *mesh.Layer
+			if ol, ok := before[rule(a)]; ok {
+				o = &ol
+			}
+			add(e.from, e.to, []mesh.Layer{e.layer}, a, o)
+		}
+	}
+	if obj.kind != "Service" && obj.kind != "HTTPRoute" && obj.kind != "GRPCRoute" {
+		return out // no Linkerd annotations
+	}
+	for _, c := range r.MeshCalls() {
+		edge := set.Edge(c.Caller, c.Callee)
+		if !linkerdOn(edge) {
+			continue
+		}
+		before := map[string]mesh.LinkerdRoute{}
+		for _, o := range oldSet.LinkerdRoutes(c.Caller, c.Callee) {
+			before[o.Route] = o
+		}
+		for _, rt := range set.LinkerdRoutes(c.Caller, c.Callee) {
+			var o *mesh.Layer
+			if ob, ok := before[rt.Route]; ok {
+				o = &ob.Tries
+			}
+			add(c.From, c.To, edge.Layers, rt.Tries, o)
+		}
+	}
+	return out
+}
+
+// judgeAltTries is judgeMesh for the routes altTriesRaises finds: the first whose edge's chains
+// are over p's maxTimeToAnswer with set, with keep the largest tries, from its old ones up (a
+// new route: from its fewest), that take them within it (0: none; the chain was over before
+// the raise too, and Rewrite lowers it back to its old tries, or its fewest, with a warning).
+func judgeAltTries(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
+	if maxT := p.Spec().MaxTimeToAnswer; maxT == nil || maxT.Duration <= 0 {
+		return meshVerdict{}, false
+	}
+	r := p.build(set)
+	for _, at := range altTriesRaises(r, p.build(oldSet), oldSet, set, obj) {
+		tj := timeAt(p, r, at.raised)
+		if tj == nil {
+			continue
+		}
+		v := meshVerdict{policy: p, layer: at.layer, edge: at.raised, time: tj, alt: &at}
+		lo, hi := at.base(), at.layer.Tries // lo is the floor (fits or not), hi does not fit
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			if altFits(p, obj, set, raw, at, mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		if lo > at.base() || altFits(p, obj, set, raw, at, lo) {
+			v.keep = lo
+		}
+		return v, true
+	}
+	return meshVerdict{}, false
+}
+
+// base is the tries a route raised goes back to when no more fit: its old tries, or the fewest
+// its field gives when it is new.
+func (at altTries) base() int64 {
+	if at.was > 0 {
+		return at.was
+	}
+	return mesh.MinTries(at.layer)
+}
+
+// altFits reports whether at's edge's chains are within p's maxTimeToAnswer (and cap) with at's
+// route lowered to tries.
+func altFits(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, at altTries, tries int64) bool {
+	rw, err := mesh.PlanRewrite(at.layer, tries)
+	if err != nil {
+		return false
+	}
+	next, ok := withRewrites(obj, set, raw, []*mesh.Rewrite{rw})
+	if !ok {
+		return false
+	}
+	r := p.build(next)
+	return !judgeAt(r, at.raised).Over && timeAt(p, r, at.raised) == nil
+}
+
+// withRewrites is set with the object's rws applied: on the Set's decoded object where it can
+// (mesh.Set.Lowered), else on its JSON.
+func withRewrites(obj meshObject, set *mesh.Set, raw objectJSON, rws []*mesh.Rewrite) (*mesh.Set, bool) {
+	if next, ok := set.Lowered(obj.group, rws); ok {
+		return next, true
+	}
+	data, err := raw()
+	if err != nil {
+		return nil, false
+	}
+	doc, err := mesh.NewDoc(data)
+	if err != nil {
+		return nil, false
+	}
+	for _, rw := range rws {
+		if err := doc.Apply(rw); err != nil {
+			return nil, false
+		}
+	}
+	out, err := doc.Bytes()
+	if err != nil {
+		return nil, false
+	}
+	next, err := withObject(set, obj, out)
+	return next, err == nil
+}
+
+// altMessage is the message of a verdict on a raised route other than the counted one:
+// `RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-rest
+// metadata.annotations["retry.linkerd.io/limit"]: "1" -> "2" (not the counted route: its time
+// is counted too) makes ... > maxTimeToAnswer 20s; HTTPRoute bookinfo/ratings-rest may keep
+// retry.linkerd.io/limit: "1"`.
+func (v meshVerdict) altMessage() string {
+	at := v.alt
+	field, err := mesh.Field(at.layer)
+	if err != nil {
+		return v.policy.Ref().String() + ": " + at.layer.Note + " makes " + v.explain()
+	}
+	was := at.wasField
+	if at.was == 0 {
+		was = "unset (a new route)"
+	}
+	msg := fmt.Sprintf("%s: %s %s: %s -> %s (a route other than the counted one: the time takes its tries too) makes %s",
+		v.policy.Ref(), field.Object, field.FieldPath, was, field.From, v.explain())
+	if v.keep > 0 {
+		if rw, err := mesh.PlanRewrite(at.layer, v.keep); err == nil {
+			return msg + fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To)
+		}
+		return msg
+	}
+	return msg + "; " + v.altFloor() + " does not fit either: lower the callers' attempts"
+}
+
+// altFloor is the value a raised route other than the counted one goes back to, as the
+// messages name it: `HTTPRoute shop/r retry.linkerd.io/limit: "1"`.
+func (v meshVerdict) altFloor() string {
+	rw, err := mesh.PlanRewrite(v.alt.layer, v.alt.base())
+	if err != nil {
+		return v.alt.layer.Object + " " + v.alt.layer.FieldPath + " at " + fmt.Sprint(v.alt.base()) + " tries"
+	}
+	if rw.RemovesBlock() {
+		return rw.Object + " without " + rw.FieldPath + " (1 try)"
+	}
+	return rw.Object + " " + fieldName(rw.FieldPath) + ": " + rw.To
+}
