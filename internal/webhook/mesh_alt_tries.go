@@ -107,12 +107,12 @@ func altTriesRaises(r, old *workload.Result, oldSet, set *mesh.Set, obj meshObje
 // are over p's maxTimeToAnswer with set, with keep the largest tries, from its old ones up (a
 // new route: from its fewest), that take them within it (0: none; the chain was over before
 // the raise too, and Rewrite lowers it back to its old tries, or its fewest, with a warning).
-func judgeAltTries(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
+// r and old are p's graphs on set and oldSet.
+func judgeAltTries(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON, r, old *workload.Result) (meshVerdict, bool) {
 	if maxT := p.Spec().MaxTimeToAnswer; maxT == nil || maxT.Duration <= 0 {
 		return meshVerdict{}, false
 	}
-	r := p.build(set)
-	for _, at := range altTriesRaises(r, p.build(oldSet), oldSet, set, obj) {
+	for _, at := range altTriesRaises(r, old, oldSet, set, obj) {
 		tj := timeAt(p, r, at.raised)
 		if tj == nil {
 			continue

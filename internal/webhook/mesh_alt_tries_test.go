@@ -49,6 +49,13 @@ spec: {ports: [{name: http, port: 9080}]}`
 	rest := func(limit, response string) string {
 		return linkerdRatingsRoute("ratings-rest", `retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "`+limit+`", timeout.linkerd.io/response: `+response, "/")
 	}
+	linkerdSvc := func(limit string) string {
+		return `apiVersion: v1
+kind: Service
+metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "` + limit + `", timeout.linkerd.io/response: 9s}}
+spec: {ports: [{name: http, port: 9080}]}`
+	}
+	bare := linkerdRatingsRoute("ratings-rest", "", "/")
 	policy := func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
 		p := timedMeshPolicy(100, e, 20*time.Second)
 		p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: time.Minute} // bounds no hop: the mesh's timeouts do
@@ -114,6 +121,14 @@ spec: {ports: [{name: http, port: 9080}]}`
 			name: "a new route within the maximum: admitted", cluster: []string{ns, svc, fast},
 			policies: policy(v1alpha1.EnforcementReject), object: rest("2", "5s"),
 			want: MeshDecision{Allowed: true},
+		},
+		{
+			// ratings-rest sets no annotation: it takes the Service's retry and timeouts
+			// (mesh.LinkerdRoute), and the Service's limit raised is its raise.
+			name: "Reject: the Service's limit a route inherits, raised", cluster: []string{ns, linkerdSvc("1"), fast, bare},
+			policies: policy(v1alpha1.EnforcementReject), object: linkerdSvc("2"), old: linkerdSvc("1"),
+			want: MeshDecision{Message: `RetryPolicy bookinfo/bookinfo: Service bookinfo/ratings metadata.annotations["retry.linkerd.io/limit"]: "1" -> "2" (a route other than the counted one: the time takes its tries too) makes ` +
+				over + `; Service bookinfo/ratings may keep retry.linkerd.io/limit: "1"`},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

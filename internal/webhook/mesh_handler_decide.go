@@ -477,7 +477,8 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 
 // judgeMesh reports whether p's graph with set goes over the cap (or maxTimeToAnswer) through an
 // edge the object's layer raised (compared with oldSet), and the largest tries of that layer that
-// fit; else whether a timeout the object raised is over maxTimeToAnswer (judgeTimeRaise). raw
+// fit; else whether tries it raised on a route other than an edge's counted one are over
+// maxTimeToAnswer (judgeAltTries); else whether a timeout the object raised is (judgeTimeRaise). raw
 // gives the object's JSON as set holds it (read only when a candidate cannot be judged on the
 // Set's decoded object: lowerOnEdge).
 func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
@@ -517,7 +518,7 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		}
 		return v, true
 	}
-	if v, over := judgeAltTries(p, obj, oldSet, set, raw); over {
+	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
 		return v, true
 	}
 	return judgeTimeRaise(p, obj, oldSet, set)
