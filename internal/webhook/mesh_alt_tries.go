@@ -103,34 +103,54 @@ func altTriesRaises(r, old *workload.Result, oldSet, set *mesh.Set, obj meshObje
 	return out
 }
 
-// judgeAltTries is judgeMesh for the routes altTriesRaises finds: the first whose edge's chains
-// are over p's maxTimeToAnswer with set, with keep the largest tries, from its old ones up (a
-// new route: from its fewest), that take them within it (0: none; the chain was over before
-// the raise too, and Rewrite lowers it back to its old tries, or its fewest, with a warning).
-// r and old are p's graphs on set and oldSet.
+// altVerdict is what judgeAltTries found on one edge: every route of the object other than the
+// counted one whose tries it raised there (all; the first is the one the message names), and
+// the most tries each may keep: at most keep, but never fewer than its old ones (altTries.base).
+// fits says whether that takes the chain within the maximum; when not, keep is 1 (every route
+// back to its base) and the chain was over before the raise too.
+type altVerdict struct {
+	all  []altTries
+	keep int64
+	fits bool
+}
+
+// judgeAltTries is judgeMesh for the routes altTriesRaises finds: the first edge whose chains
+// are over p's maxTimeToAnswer with set, with every route raised on it. They are lowered
+// together, as lowerOnEdge lowers the counted route's siblings: one at a time, 20 routes raised
+// at once took 20 rounds of rewriteMesh's 16 and 4 were admitted still raised, and each one's
+// keep, judged with the others raised, fitted nowhere. The common keep is the largest that fits
+// by bisection (fewer tries never make a chain longer). r and old are p's graphs on set and
+// oldSet.
 func judgeAltTries(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON, r, old *workload.Result) (meshVerdict, bool) {
 	if maxT := p.Spec().MaxTimeToAnswer; maxT == nil || maxT.Duration <= 0 {
 		return meshVerdict{}, false
 	}
-	for _, at := range altTriesRaises(r, old, oldSet, set, obj) {
+	raises := altTriesRaises(r, old, oldSet, set, obj)
+	for i, at := range raises {
 		tj := timeAt(p, r, at.raised)
 		if tj == nil {
 			continue
 		}
-		v := meshVerdict{policy: p, layer: at.layer, edge: at.raised, time: tj, alt: &at}
-		lo, hi := at.base(), at.layer.Tries // lo is the floor (fits or not), hi does not fit
+		av := &altVerdict{}
+		hi := int64(0)
+		for _, o := range raises[i:] {
+			if o.from == at.from && o.to == at.to {
+				av.all = append(av.all, o)
+				hi = max(hi, o.layer.Tries)
+			}
+		}
+		lo := int64(1) // every route at its base: fits or not
 		for hi-lo > 1 {
-			mid := (lo + hi) / 2
-			if altFits(p, obj, set, raw, at, mid) {
+			mid := lo + (hi-lo)/2
+			if av.fitsAt(p, obj, set, raw, mid) {
 				lo = mid
 			} else {
 				hi = mid
 			}
 		}
-		if lo > at.base() || altFits(p, obj, set, raw, at, lo) {
-			v.keep = lo
-		}
-		return v, true
+		av.keep = lo
+		av.fits = lo > 1 || av.fitsAt(p, obj, set, raw, 1)
+		return meshVerdict{policy: p, layer: at.layer, edge: at.raised, time: tj, alt: av}, true
 	}
 	return meshVerdict{}, false
 }
@@ -144,19 +164,41 @@ func (at altTries) base() int64 {
 	return mesh.MinTries(at.layer)
 }
 
-// altFits reports whether at's edge's chains are within p's maxTimeToAnswer (and cap) with at's
-// route lowered to tries.
-func altFits(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, at altTries, tries int64) bool {
-	rw, err := mesh.PlanRewrite(at.layer, tries)
-	if err != nil {
+// target is the tries at keeps under a common keep: keep, but not below its base nor above what
+// it has.
+func (at altTries) target(keep int64) int64 {
+	return min(max(keep, at.base()), at.layer.Tries)
+}
+
+// rewrites are the rewrites that lower each route of av to its target under keep.
+func (av *altVerdict) rewrites(keep int64) ([]*mesh.Rewrite, bool) {
+	var out []*mesh.Rewrite
+	for _, at := range av.all {
+		if t := at.target(keep); t < at.layer.Tries {
+			rw, err := mesh.PlanRewrite(at.layer, t)
+			if err != nil {
+				return nil, false
+			}
+			out = append(out, rw)
+		}
+	}
+	return out, true
+}
+
+// fitsAt reports whether the edge's chains are within p's maxTimeToAnswer (and cap) with the
+// routes of av lowered under keep.
+func (av *altVerdict) fitsAt(p judgedPolicy, obj meshObject, set *mesh.Set, raw objectJSON, keep int64) bool {
+	rws, ok := av.rewrites(keep)
+	if !ok {
 		return false
 	}
-	next, ok := withRewrites(obj, set, raw, []*mesh.Rewrite{rw})
+	next, ok := withRewrites(obj, set, raw, rws)
 	if !ok {
 		return false
 	}
 	r := p.build(next)
-	return !judgeAt(r, at.raised).Over && timeAt(p, r, at.raised) == nil
+	e := av.all[0].raised
+	return !judgeAt(r, e).Over && timeAt(p, r, e) == nil
 }
 
 // withRewrites is set with the object's rws applied: on the Set's decoded object where it can
@@ -186,13 +228,14 @@ func withRewrites(obj meshObject, set *mesh.Set, raw objectJSON, rws []*mesh.Rew
 	return next, err == nil
 }
 
-// altMessage is the message of a verdict on a raised route other than the counted one:
-// `RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-rest
-// metadata.annotations["retry.linkerd.io/limit"]: "1" -> "2" (not the counted route: its time
-// is counted too) makes ... > maxTimeToAnswer 20s; HTTPRoute bookinfo/ratings-rest may keep
-// retry.linkerd.io/limit: "1"`.
+// altMessage is the message of a verdict on raised routes other than the counted one, naming
+// the first: `RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-rest
+// metadata.annotations["retry.linkerd.io/limit"]: "1" -> "2" (a route other than the counted one:
+// the time takes its tries too) makes ... > maxTimeToAnswer 20s; HTTPRoute bookinfo/ratings-rest
+// may keep retry.linkerd.io/limit: "1"`, and how many others were raised on the same call.
 func (v meshVerdict) altMessage() string {
-	at := v.alt
+	av := v.alt
+	at := av.all[0]
 	field, err := mesh.Field(at.layer)
 	if err != nil {
 		return v.policy.Ref().String() + ": " + at.layer.Note + " makes " + v.explain()
@@ -201,23 +244,32 @@ func (v meshVerdict) altMessage() string {
 	if at.was == 0 {
 		was = "unset (a new route)"
 	}
-	msg := fmt.Sprintf("%s: %s %s: %s -> %s (a route other than the counted one: the time takes its tries too) makes %s",
-		v.policy.Ref(), field.Object, field.FieldPath, was, field.From, v.explain())
-	if v.keep > 0 {
-		if rw, err := mesh.PlanRewrite(at.layer, v.keep); err == nil {
-			return msg + fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To)
-		}
+	msg := fmt.Sprintf("%s: %s %s: %s -> %s (a route other than the counted one: the time takes its tries too", v.policy.Ref(), field.Object, field.FieldPath, was, field.From)
+	if n := len(av.all) - 1; n > 0 {
+		msg += fmt.Sprintf("; with %d more such route(s) of %s raised on the same call, judged together", n, field.Object)
+	}
+	msg += ") makes " + v.explain()
+	if !av.fits {
+		return msg + "; " + v.altFloor() + " does not fit either: lower the callers' attempts"
+	}
+	rw, err := mesh.PlanRewrite(at.layer, at.target(av.keep))
+	if err != nil {
 		return msg
 	}
-	return msg + "; " + v.altFloor() + " does not fit either: lower the callers' attempts"
+	msg += fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To)
+	if len(av.all) > 1 {
+		msg += fmt.Sprintf(" (the others at most %d tries each, or their old value)", av.keep)
+	}
+	return msg
 }
 
-// altFloor is the value a raised route other than the counted one goes back to, as the
-// messages name it: `HTTPRoute shop/r retry.linkerd.io/limit: "1"`.
+// altFloor is the value the named route goes back to, as the messages name it:
+// `HTTPRoute shop/r retry.linkerd.io/limit: "1"`.
 func (v meshVerdict) altFloor() string {
-	rw, err := mesh.PlanRewrite(v.alt.layer, v.alt.base())
+	at := v.alt.all[0]
+	rw, err := mesh.PlanRewrite(at.layer, at.base())
 	if err != nil {
-		return v.alt.layer.Object + " " + v.alt.layer.FieldPath + " at " + fmt.Sprint(v.alt.base()) + " tries"
+		return at.layer.Object + " " + at.layer.FieldPath + " at " + fmt.Sprint(at.base()) + " tries"
 	}
 	if rw.RemovesBlock() {
 		return rw.Object + " without " + rw.FieldPath + " (1 try)"

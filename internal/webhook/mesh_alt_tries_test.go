@@ -66,6 +66,8 @@ spec: {ports: [{name: http, port: 9080}]}`
 		over + `; HTTPRoute bookinfo/ratings-rest may keep retry.linkerd.io/limit: "1"`
 	const created = `RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-rest metadata.annotations["retry.linkerd.io/limit"]: unset (a new route) -> "2" (a route other than the counted one: the time takes its tries too) makes ` +
 		over + `; HTTPRoute bookinfo/ratings-rest may keep retry.linkerd.io/limit: "1"`
+	const overBefore = `RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-rest metadata.annotations["retry.linkerd.io/limit"]: "1" -> "2" (a route other than the counted one: the time takes its tries too) makes ` +
+		`productpage 33.075s -> reviews 33.075s -> ratings ? = 33.075s > maxTimeToAnswer 20s; HTTPRoute bookinfo/ratings-rest retry.linkerd.io/limit: "1" does not fit either: lower the callers' attempts`
 	lowered := MeshDecision{Allowed: true,
 		Warnings: []string{`RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/ratings-rest: metadata.annotations["retry.linkerd.io/limit"]: "2" -> "1" (` + over + ")"},
 		Patch: []jsonpatch.Operation{
@@ -121,6 +123,22 @@ spec: {ports: [{name: http, port: 9080}]}`
 			name: "a new route within the maximum: admitted", cluster: []string{ns, svc, fast},
 			policies: policy(v1alpha1.EnforcementReject), object: rest("2", "5s"),
 			want: MeshDecision{Allowed: true},
+		},
+		{
+			// 2 x 11s + 25ms = 22.025s was over before: no limit above "1" fits, nor "1".
+			name: "Reject: over before the raise too", cluster: []string{ns, svc, fast, rest("1", "11s")},
+			policies: policy(v1alpha1.EnforcementReject), object: rest("2", "11s"), old: rest("1", "11s"),
+			want: MeshDecision{Message: overBefore},
+		},
+		{
+			name: "Rewrite: over before the raise too: back to its old limit, with a warning", cluster: []string{ns, svc, fast, rest("1", "11s")},
+			policies: policy(v1alpha1.EnforcementRewrite), object: rest("2", "11s"), old: rest("1", "11s"),
+			want: MeshDecision{Allowed: true,
+				Warnings: []string{
+					`RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/ratings-rest: metadata.annotations["retry.linkerd.io/limit"]: "2" -> "1" (productpage 33.075s -> reviews 33.075s -> ratings ? = 33.075s > maxTimeToAnswer 20s)`,
+					overBefore + ` (admitted: enforcement is Rewrite; lowered back to HTTPRoute bookinfo/ratings-rest retry.linkerd.io/limit: "1", its value before the raise or, new, its fewest tries)`,
+				},
+				Patch: lowered.Patch},
 		},
 		{
 			// ratings-rest sets no annotation: it takes the Service's retry and timeouts

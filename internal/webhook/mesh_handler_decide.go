@@ -166,9 +166,9 @@ type meshVerdict struct {
 	// ("VirtualService bookinfo/ratings spec.http[0]: timeout 4s -> 9s"): the verdict is over
 	// maxTimeToAnswer through an edge whose tries did not grow (judgeTimeRaise).
 	timeRaise string
-	// alt, when not nil, is the route other than the edge's counted one whose tries the object
-	// raised (judgeAltTries): keep is its largest tries above its old ones that fit (0: none).
-	alt *altTries
+	// alt, when not nil, are the routes other than the edge's counted one whose tries the
+	// object raised (judgeAltTries), with the tries they may keep.
+	alt *altVerdict
 }
 
 // meshSets are the cluster's Set without the object (with its stored version on an update) and
@@ -957,9 +957,11 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 		var next *mesh.Set
 		ok := false
 		if v.alt != nil {
-			// A route other than the counted one: it alone, to the most tries that fit, else
-			// back to its old tries (a new route: its fewest).
-			keep = max(v.keep, v.alt.base())
+			// Routes other than the counted one: they alone, together, to the most tries that
+			// fit, else back to their old tries (a new route: its fewest).
+			if rws, ok = v.alt.rewrites(v.alt.keep); !ok {
+				return nil, nil, nil, fmt.Errorf("%s: %s cannot be lowered", obj.id(), v.layer.FieldPath)
+			}
 		} else {
 			rws, next, _, ok = lowerOnEdge(v.policy, obj, cur, raw, v.edge, keep)
 		}
@@ -992,9 +994,9 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 			refs = append(refs, v.policy.Ref())
 			explains = append(explains, v.explain())
 		}
-		if v.alt != nil && v.keep == 0 {
+		if v.alt != nil && !v.alt.fits {
 			warnings = append(warnings, v.message(obj)+" (admitted: enforcement is Rewrite; lowered back to "+v.altFloor()+", its value before the raise or, new, its fewest tries)")
-		} else if v.keep == 0 {
+		} else if v.alt == nil && v.keep == 0 {
 			wv := v
 			if round > 0 {
 				wv = asSent(v, obj, set) // its field and chain as sent, not as lowered so far
