@@ -10,7 +10,9 @@
 //     ConfigMaps: DecideMeshConfigMap, mesh_configmap.go; and at MeshMembershipPath the
 //     Namespace and Service labels and annotations that put workloads into a layer:
 //     DecideMeshMembership, mesh_membership.go; both judge a Linkerd timeout raised on a route
-//     other than an edge's counted one, mesh_linkerd_time.go),
+//     other than an edge's counted one, mesh_linkerd_time.go, and DecideMesh the tries raised
+//     on such a route, or a route created with tries, against maxTimeToAnswer,
+//     mesh_alt_tries.go),
 //   - the RetryPolicy validator (PolicyValidatorPath: what CEL in the CRD cannot check),
 //   - the ClusterRetryPolicy validator (ClusterPolicyValidatorPath),
 //   - the pod injector (PodInjectorPath; the decision is internal/inject's Decide).

@@ -166,6 +166,9 @@ type meshVerdict struct {
 	// ("VirtualService bookinfo/ratings spec.http[0]: timeout 4s -> 9s"): the verdict is over
 	// maxTimeToAnswer through an edge whose tries did not grow (judgeTimeRaise).
 	timeRaise string
+	// alt, when not nil, are the routes other than the edge's counted one whose tries the
+	// object raised (judgeAltTries), with the tries they may keep.
+	alt *altVerdict
 }
 
 // meshSets are the cluster's Set without the object (with its stored version on an update) and
@@ -474,7 +477,8 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 
 // judgeMesh reports whether p's graph with set goes over the cap (or maxTimeToAnswer) through an
 // edge the object's layer raised (compared with oldSet), and the largest tries of that layer that
-// fit; else whether a timeout the object raised is over maxTimeToAnswer (judgeTimeRaise). raw
+// fit; else whether tries it raised on a route other than an edge's counted one are over
+// maxTimeToAnswer (judgeAltTries); else whether a timeout the object raised is (judgeTimeRaise). raw
 // gives the object's JSON as set holds it (read only when a candidate cannot be judged on the
 // Set's decoded object: lowerOnEdge).
 func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
@@ -512,6 +516,9 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 				v = meshVerdict{policy: p, layer: o.layer, edge: o, judge: oj, time: otj}
 			}
 		}
+		return v, true
+	}
+	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
 		return v, true
 	}
 	return judgeTimeRaise(p, obj, oldSet, set)
@@ -877,6 +884,9 @@ func fieldName(path string) string {
 // "RetryPolicy shop/checkout: VirtualService shop/ratings spec.http[0].retries.attempts: 3 makes
 // productpage -x3-> reviews -x4-> ratings = 12 > cap 4; VirtualService shop/ratings may keep attempts: 1".
 func (v meshVerdict) message(obj meshObject) string {
+	if v.alt != nil {
+		return v.altMessage()
+	}
 	if v.timeRaise != "" {
 		// "RetryPolicy shop/a: VirtualService shop/ratings spec.http[0]: timeout 4s -> 9s makes
 		// client -x4-> ... > maxTimeToAnswer 5s".
@@ -943,7 +953,18 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	for round := 0; len(pending) > 0 && round < 16; round++ {
 		v := pending[0]
 		keep := max(v.keep, mesh.MinTries(v.layer))
-		rws, next, _, ok := lowerOnEdge(v.policy, obj, cur, raw, v.edge, keep)
+		var rws []*mesh.Rewrite
+		var next *mesh.Set
+		ok := false
+		if v.alt != nil {
+			// Routes other than the counted one: they alone, together, to the most tries that
+			// fit, else back to their old tries (a new route: its fewest).
+			if rws, ok = v.alt.rewrites(v.alt.keep); !ok {
+				return nil, nil, nil, fmt.Errorf("%s: %s cannot be lowered", obj.id(), v.layer.FieldPath)
+			}
+		} else {
+			rws, next, _, ok = lowerOnEdge(v.policy, obj, cur, raw, v.edge, keep)
+		}
 		if !ok {
 			// Each field on its own: the first one's error says why.
 			rw, err := mesh.PlanRewrite(v.layer, keep)
@@ -973,7 +994,9 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 			refs = append(refs, v.policy.Ref())
 			explains = append(explains, v.explain())
 		}
-		if v.keep == 0 {
+		if v.alt != nil && !v.alt.fits {
+			warnings = append(warnings, v.message(obj)+" (admitted: enforcement is Rewrite; lowered back to "+v.altFloor()+", its value before the raise or, new, its fewest tries)")
+		} else if v.alt == nil && v.keep == 0 {
 			wv := v
 			if round > 0 {
 				wv = asSent(v, obj, set) // its field and chain as sent, not as lowered so far

@@ -37,6 +37,8 @@ import (
 //   - A label nothing reads is not sent to either webhook.
 //   - ratings-rest given limit 1 and a response timeout of 1s, then 15s: 2 x 15s + 25ms =
 //     30.025s, refused by mesh.retrycap.dev naming the route's annotation (was admitted).
+//   - ratings-rest's limit raised 1 -> 2 within a response timeout of 9s: 27.075s, lowered back
+//     by Rewrite, refused by Reject; a new route of the same, refused (both were admitted).
 func meshGateLinkerdRoutes(t *testing.T, op *operatortest.Operator) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
@@ -144,5 +146,40 @@ func meshGateLinkerdRoutes(t *testing.T, op *operatortest.Operator) {
 	setEnforcement(g, op, policy, v1alpha1.EnforcementRewrite)
 	g.Eventually(func() string { return errString(annotate(rest, routeRaise, client.DryRunAll)) }).Should(Equal(routeDenied +
 		" (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"))
+
+	// Tries raised on a route other than the counted one (ratings-fast's 4 tries count):
+	// ratings-rest within a response timeout of 9s (2 x 9s + 25ms = 18.025s, within 20s), its
+	// limit raised 1 -> 2 (3 x 9s + 75ms = 27.075s). It changed no layer of the edge and was
+	// admitted; now Rewrite lowers it back to "1" and Reject refuses it.
+	g.Expect(annotate(rest, `{"metadata":{"annotations":{"timeout.linkerd.io/response":"9s"}}}`)).To(Succeed())
+	limitRaise := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"retry.linkerd.io/limit":"2"}}}`))
+	lowered := map[string]string{"limit": "1", "from": `metadata.annotations["retry.linkerd.io/limit"]: "2"`}
+	stored := func(u *unstructured.Unstructured) map[string]string {
+		a := u.GetAnnotations()
+		return map[string]string{"limit": a["retry.linkerd.io/limit"], "from": a["retrycap.dev/rewritten-from"]}
+	}
+	g.Eventually(func() map[string]string {
+		u := rest.DeepCopy()
+		if err := c.Patch(ctx, u, limitRaise, client.DryRunAll); err != nil {
+			return map[string]string{"error": err.Error()}
+		}
+		return stored(u)
+	}).Should(Equal(lowered))
+	u := rest.DeepCopy()
+	g.Expect(c.Patch(ctx, u, limitRaise)).To(Succeed())
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(rest), u)).To(Succeed())
+	g.Expect(stored(u)).To(Equal(lowered))
+
+	setEnforcement(g, op, policy, v1alpha1.EnforcementReject)
+	const limitDenied = `admission webhook "mesh.retrycap.dev" denied the request: RetryPolicy lkdtime/bookinfo: ` +
+		`HTTPRoute lkdtime/ratings-rest metadata.annotations["retry.linkerd.io/limit"]: "1" -> "2" (a route other than the counted one: the time takes its tries too) makes ` +
+		`productpage 27.075s -> reviews 27.075s -> ratings ? = 27.075s > maxTimeToAnswer 20s; HTTPRoute lkdtime/ratings-rest may keep retry.linkerd.io/limit: "1"`
+	g.Eventually(func() string { return errString(c.Patch(ctx, rest.DeepCopy(), limitRaise, client.DryRunAll)) }).Should(Equal(limitDenied))
+	g.Expect(c.Patch(ctx, rest.DeepCopy(), limitRaise)).To(MatchError(limitDenied))
+	// A new route of the same tries and timeout: judged against its fewest tries (1), refused.
+	const newDenied = `admission webhook "mesh.retrycap.dev" denied the request: RetryPolicy lkdtime/bookinfo: ` +
+		`HTTPRoute lkdtime/ratings-new metadata.annotations["retry.linkerd.io/limit"]: unset (a new route) -> "2" (a route other than the counted one: the time takes its tries too) makes ` +
+		`productpage 27.075s -> reviews 27.075s -> ratings ? = 27.075s > maxTimeToAnswer 20s; HTTPRoute lkdtime/ratings-new may keep retry.linkerd.io/limit: "1"`
+	g.Expect(c.Create(ctx, route("ratings-new", map[string]any{"retry.linkerd.io/http": "5xx", "retry.linkerd.io/limit": "2", "timeout.linkerd.io/response": "9s"}, "/new"))).To(MatchError(newDenied))
 	g.Expect(c.Delete(ctx, policy)).To(Succeed())
 }
