@@ -186,7 +186,7 @@ func Queries(window time.Duration, callerLabel string) []Query {
 	w := model.Duration(window).String()
 	// exported_namespace is grouped by so that a series whose own namespace the scrape renamed
 	// is seen as such (linkerdEdge), not summed into the scrape target's namespace.
-	lk := strings.Join(append([]string{"namespace", linkerdExportedNamespace}, linkerdCallers...), ", ")
+	lk := strings.Join(append([]string{"namespace", LinkerdExportedNamespace}, linkerdCallers...), ", ")
 	var otelBy []string
 	for _, d := range otelNamespaceDims {
 		otelBy = append(otelBy, d[0], d[1])
