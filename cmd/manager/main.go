@@ -53,6 +53,7 @@ func main() {
 	o.Prometheus.MaxAnswerBytes = promquery.DefaultMaxAnswerBytes
 	flag.Var((*promquery.Size)(&o.Prometheus.MaxAnswerBytes), "prometheus-max-answer-size", "most bytes one answer may hold, a Kubernetes `quantity` (128Mi, 1Gi); an answer over it is refused (not read further) and reported as an error: raise it for a cluster whose answers are larger")
 	flag.StringVar(&o.Prometheus.CallerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label that names the calling service on the proxies' series (the scrape configuration adds it)")
+	flag.StringVar(&o.Prometheus.IstioCluster, "prometheus-istio-cluster", "", "the Istio cluster ID (source_cluster) of this cluster, whose Istio series the observed graph reads when --prometheus-url holds several clusters'; several without it make the graph's read fail (GraphComplete Unknown, naming them)")
 	flag.StringVar(&o.Prometheus.Auth.BearerTokenFile, "prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus-url (read on every query: a rotated ServiceAccount token is picked up); exclusive with basic auth")
 	flag.StringVar(&o.Prometheus.Auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")
 	flag.StringVar(&o.Prometheus.Auth.PasswordFile, "prometheus-password-file", "", "file holding the HTTP basic auth password for --prometheus-url (read on every query)")
@@ -154,6 +155,9 @@ func givenProblem(fs *flag.FlagSet) string {
 		}
 		v := f.Value.String()
 		leave := fmt.Sprintf("(leave the flag out for the default, %s)", f.DefValue)
+		if f.DefValue == "" {
+			leave = "(leave the flag out to set none)"
+		}
 		switch f.Name {
 		case "prometheus-interval", "prometheus-window", "prometheus-timeout", "prometheus-series-limit",
 			"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "mesh-recheck-interval":
@@ -163,10 +167,11 @@ func givenProblem(fs *flag.FlagSet) string {
 			}
 		}
 		want := map[string]string{
-			"mesh-apis":               "auto, none or a comma-separated list",
-			"proxy-image":             "an image reference",
-			"prometheus-caller-label": "a Prometheus label name",
-			"webhook-cert-dir":        "a directory",
+			"mesh-apis":                "auto, none or a comma-separated list",
+			"proxy-image":              "an image reference",
+			"prometheus-caller-label":  "a Prometheus label name",
+			"prometheus-istio-cluster": "an Istio cluster ID",
+			"webhook-cert-dir":         "a directory",
 		}[f.Name]
 		if want != "" && strings.TrimSpace(v) == "" {
 			problem = fmt.Sprintf("--%s %q: want %s %s", f.Name, v, want, leave)

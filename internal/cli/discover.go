@@ -24,7 +24,7 @@ func NewDiscoverCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		files, kustomizations, gateways []string
 		recursive, allNamespaces        bool
 		namespace, output, promURL      string
-		callerLabel                     string
+		callerLabel, istioCluster       string
 		since, timeout                  time.Duration
 		seriesLimit                     uint64
 		auth                            promquery.Auth
@@ -140,7 +140,7 @@ See docs/telemetry.md.`,
 				}
 			}
 			if promURL != "" {
-				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth, MaxAnswerBytes: int64(maxAnswer)})
+				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth, MaxAnswerBytes: int64(maxAnswer), IstioCluster: istioCluster})
 				if err != nil {
 					return bad("%v", err)
 				}
@@ -214,6 +214,7 @@ See docs/telemetry.md.`,
 	f.StringVar(&auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")
 	f.StringVar(&auth.PasswordFile, "prometheus-password-file", "", "file holding the HTTP basic auth password for --prometheus-url")
 	f.StringVar(&auth.CAFile, "prometheus-ca-file", "", "PEM CA bundle that verifies an https --prometheus-url's certificate")
+	f.StringVar(&istioCluster, "istio-cluster", "", "the Istio cluster (source_cluster) whose series are read when --prometheus-url holds several clusters' (a Thanos or a federation over a multi-cluster mesh); several without it are an error")
 	f.StringArrayVar(&gateways, "gateway", nil, "NAMESPACE/NAME or NAME: a gateway workload besides istio-ingressgateway, istio-egressgateway and those the manifests label as gateways; repeatable")
 	return cmd
 }

@@ -27,7 +27,7 @@ func (c *Client) Graph(ctx context.Context, now time.Time, gateways []string) (*
 		// Checked once here, as decoded: Read does not check the series again.
 		answers = append(answers, telemetry.CheckedAnswer(q, checked))
 	}
-	ob, err := telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel})
+	ob, err := telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel, IstioCluster: c.opts.IstioCluster})
 	if err != nil || len(ob.Sources) > 0 {
 		return ob, err
 	}

@@ -64,6 +64,9 @@ type Options struct {
 	// MaxAnswerBytes bounds one answer's body (--prometheus-max-answer-size); DefaultMaxAnswerBytes
 	// when 0, an error when negative.
 	MaxAnswerBytes int64
+	// IstioCluster is the cluster whose Istio series Graph reads when Prometheus holds several
+	// (telemetry.Options.IstioCluster).
+	IstioCluster string
 }
 
 // Auth is how a Prometheus that asks for credentials, or serves TLS under a private CA, is

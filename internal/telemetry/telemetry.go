@@ -3,6 +3,7 @@ package telemetry
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,6 +148,9 @@ type Options struct {
 	// CallerLabel is the label naming the caller on retrycap-proxy's series (the scrape adds it;
 	// promquery's --prometheus-caller-label), "service" when empty.
 	CallerLabel string
+	// IstioCluster is the Istio cluster (IstioClusterLabel's value) whose series are read when
+	// one Prometheus holds several; "" reads a single cluster's and refuses several.
+	IstioCluster string
 }
 
 // DefaultGateways are the workload names of Istio's gateways as its charts install them.
@@ -219,6 +223,17 @@ func Queries(window time.Duration, callerLabel string) []Query {
 // must be summed, not reduced to the largest.
 var ReplicaLabels = []string{"prometheus_replica"}
 
+// IstioClusterLabel is the caller's cluster on Istio's series (istio/proxy istio_stats.cc's
+// standard labels: source_cluster and destination_cluster, the Istio cluster ID of each side's
+// proxy, "Kubernetes" by default, "unknown" for a caller outside the mesh). A Prometheus fed by
+// several clusters (a Thanos or a federation over a multi-cluster mesh) holds the same workload
+// names in each: Kiali keeps them apart (kiali/kiali graph/telemetry/istio/istio.go groups by
+// source_cluster and destination_cluster; graph.Id makes the cluster part of a node's id), and
+// so does Read, by refusing to add them (oneCluster). The edge is the caller's cluster's: the
+// calls it made to every cluster's endpoints of the Service are its calls, so destination_cluster
+// is summed over.
+const IstioClusterLabel = "source_cluster"
+
 // IstioRecordedPrefix names the recording rules of Istio's "Observability best practices"
 // (istio.io docs/ops/best-practices/observability: workload:istio_requests_total is sum
 // without(instance, kubernetes_namespace, kubernetes_pod_name) (istio_requests_total), the same
@@ -231,7 +246,7 @@ const IstioRecordedPrefix = "workload:"
 // Prometheus holding both (the one that records) counts each edge once, from the raw series,
 // and one holding only the recorded ones (federated) is read from them.
 func istioQuery(metric, window string) string {
-	by := "reporter, " + strings.Join(append(append([]string(nil), istioEdgeLabels...), ReplicaLabels...), ", ")
+	by := "reporter, " + strings.Join(append(append(append([]string(nil), istioEdgeLabels...), ReplicaLabels...), IstioClusterLabel), ", ")
 	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
 }
 
@@ -256,12 +271,21 @@ type warnings struct {
 }
 
 func (w *warnings) add(reason string, m model.Metric) {
+	if w.n[reason] > 0 {
+		w.n[reason]++ // the example is the first's: not written out again
+		return
+	}
+	w.addString(reason, m.String())
+}
+
+// addString is add with the series already written out.
+func (w *warnings) addString(reason, m string) {
 	if w.n == nil {
 		w.n, w.ex = map[string]int{}, map[string]string{}
 	}
 	if w.n[reason] == 0 {
 		w.order = append(w.order, reason)
-		w.ex[reason] = m.String()
+		w.ex[reason] = m
 	}
 	w.n[reason]++
 }
@@ -380,6 +404,9 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 		}
 	}
 	if istioHTTP != nil || istioTCP != nil {
+		if istioHTTP, istioTCP, err = r.oneCluster(istioHTTP, istioTCP); err != nil {
+			return nil, err
+		}
 		r.istio(istioHTTP, istioTCP)
 	}
 	// After the route family: response_total is read but for the backends a route sent a
@@ -390,6 +417,62 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	r.linkerdTries(linkerdRetries)
 	r.retrycapTries(proxyAttempts)
 	return r.result(), nil
+}
+
+// oneCluster keeps the Istio series of one cluster (IstioClusterLabel): Options.IstioCluster's,
+// the others said in a warning; with none chosen, the only one the answers name, and an error
+// naming them when they name several (a workload of one name in each would be one caller, its
+// calls added). A series without the label (an Istio that does not write it, a relabelling that
+// dropped it) or with "unknown" (a caller outside the mesh) is of no cluster and is kept.
+func (r *reader) oneCluster(httpS, tcpS []*model.Sample) ([]*model.Sample, []*model.Sample, error) {
+	of := func(s *model.Sample) string {
+		c := label(s.Metric, IstioClusterLabel)
+		if c == "unknown" {
+			return ""
+		}
+		return c
+	}
+	seen := map[string]bool{}
+	for _, v := range [][]*model.Sample{httpS, tcpS} {
+		for _, s := range v {
+			if c := of(s); c != "" {
+				seen[c] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for c := range seen {
+		names = append(names, strconv.Quote(c))
+	}
+	sort.Strings(names)
+	want := r.o.IstioCluster
+	switch {
+	case want == "" && len(seen) > 1:
+		return nil, nil, fmt.Errorf("istio: the answers hold the series of %d clusters (label %s: %s): a workload of one namespace and name in each would be read as one caller, their calls added; "+
+			"pick the cluster with --istio-cluster (discover) or --prometheus-istio-cluster (the manager)", len(seen), IstioClusterLabel, strings.Join(names, ", "))
+	case want == "" || (len(seen) == 1 && seen[want]):
+		return httpS, tcpS, nil
+	case !seen[want] && len(seen) > 0:
+		return nil, nil, fmt.Errorf("istio: cluster %q (--istio-cluster, --prometheus-istio-cluster): no series of it; the answers hold those of %s (label %s)", want, strings.Join(names, ", "), IstioClusterLabel)
+	}
+	var other []string // the series not read, written out: sorted, the example is the same whatever the answer's order
+	keep := func(v []*model.Sample) []*model.Sample {
+		var out []*model.Sample
+		for _, s := range v {
+			if c := of(s); c != "" && c != want {
+				other = append(other, s.Metric.String())
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	httpS, tcpS = keep(httpS), keep(tcpS)
+	sort.Strings(other)
+	for _, m := range other {
+		r.w.addString(fmt.Sprintf("istio: %s is another cluster's than %q (--istio-cluster, --prometheus-istio-cluster): not read", IstioClusterLabel, want), m)
+	}
+	return httpS, tcpS, nil
 }
 
 // oneReplica is OneReplica with a warning per series taken away, naming the replica label.
