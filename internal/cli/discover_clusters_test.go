@@ -56,3 +56,13 @@ func TestDiscoverIstioClusters(t *testing.T) {
 		t.Fatalf("--istio-cluster east: stderr\n%s\nwant\n%s", stderr, wantWarn)
 	}
 }
+
+// TestDiscoverReplicaLabelRefused: --prometheus-replica-label naming a label an edge is read by
+// would read two edges as one's replicas: refused before any query, naming the flag and value.
+func TestDiscoverReplicaLabelRefused(t *testing.T) {
+	code, out, stderr := run(t, "", "discover", "--prometheus-url", "http://127.0.0.1:1", "--prometheus-replica-label", "replica", "--prometheus-replica-label", "destination_service_name")
+	want := `retrycap: discover: --prometheus-replica-label "destination_service_name": a label the queries read an edge by (caller label "service"): two edges would be read as one's replicas` + "\n"
+	if code != ExitBadInput || out != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q\ngot  %s\nwant %s", code, out, stderr, want)
+	}
+}

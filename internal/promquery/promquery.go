@@ -64,6 +64,10 @@ type Options struct {
 	// MaxAnswerBytes bounds one answer's body (--prometheus-max-answer-size); DefaultMaxAnswerBytes
 	// when 0, an error when negative.
 	MaxAnswerBytes int64
+	// ReplicaLabels are the labels that tell an HA pair's replicas apart in the answers of a
+	// querier that does not deduplicate them (--prometheus-replica-label);
+	// telemetry.ReplicaLabels when nil.
+	ReplicaLabels []string
 	// IstioCluster is the cluster whose Istio series Graph reads when Prometheus holds several
 	// (telemetry.Options.IstioCluster).
 	IstioCluster string
@@ -156,6 +160,9 @@ func New(o Options) (*Client, error) {
 	if !model.LegacyValidation.IsValidLabelName(o.CallerLabel) {
 		return nil, fmt.Errorf("--prometheus-caller-label %q: not a Prometheus label name", o.CallerLabel)
 	}
+	if err := telemetry.CheckReplicaLabels(o.ReplicaLabels, o.CallerLabel); err != nil {
+		return nil, err
+	}
 	hc, err := o.Auth.httpConfig()
 	if err != nil {
 		return nil, err
@@ -245,12 +252,20 @@ func (c *Client) Window() time.Duration { return c.opts.Window }
 // attempts and calls for retrycap-proxy's counters, Envoy's total and retries, then Linkerd's
 // route requests and retries (HTTP and gRPC routes; only those whose parent is a Service).
 func Queries(window time.Duration, caller string) []string {
+	return QueriesFor(window, caller, nil)
+}
+
+// QueriesFor is Queries keeping replicaLabels apart (telemetry.ReplicaLabels when nil).
+func QueriesFor(window time.Duration, caller string, replicaLabels []string) []string {
+	if len(replicaLabels) == 0 {
+		replicaLabels = telemetry.ReplicaLabels
+	}
 	w := model.Duration(window).String()
 	by := "namespace, " + caller
 	// The replica labels kept apart, as telemetry.Queries does (one query for both paths);
 	// Join sums them back per edge, as before: a ratio of attempts over calls is the same
 	// summed over replicas, and summing never pairs one replica's attempts with another's calls.
-	rep := ", " + strings.Join(telemetry.ReplicaLabels, ", ")
+	rep := ", " + strings.Join(replicaLabels, ", ")
 	// Linkerd's series are grouped by exported_namespace too, as in the graph's queries: a
 	// series federated from linkerd-viz's Prometheus without honor_labels keeps its caller's
 	// namespace there, and Join refuses to read it in the scrape target's.
@@ -276,7 +291,7 @@ type Vectors struct {
 // connection, a timeout, a bad answer, a query at the series limit) fails the whole call: a
 // partial set of edges would make a partial product look like the worst path.
 func (c *Client) Series(ctx context.Context, now time.Time) ([]observed.Series, error) {
-	qs := Queries(c.opts.Window, c.opts.CallerLabel)
+	qs := QueriesFor(c.opts.Window, c.opts.CallerLabel, c.opts.ReplicaLabels)
 	var vs Vectors
 	for i, dst := range []*model.Vector{&vs.Attempts, &vs.Calls, &vs.EnvoyTotal, &vs.EnvoyRetry, &vs.LinkerdRequests, &vs.LinkerdRetries} {
 		v, err := c.query(ctx, qs[i], now)

@@ -148,6 +148,9 @@ type Options struct {
 	// CallerLabel is the label naming the caller on retrycap-proxy's series (the scrape adds it;
 	// promquery's --prometheus-caller-label), "service" when empty.
 	CallerLabel string
+	// ReplicaLabels are the labels that tell an HA pair's replicas apart (ReplicaLabels when
+	// nil): the queries' (QueriesFor), each series read once across them.
+	ReplicaLabels []string
 	// IstioCluster is the Istio cluster (IstioClusterLabel's value) whose series are read when
 	// one Prometheus holds several; "" reads a single cluster's and refuses several.
 	IstioCluster string
@@ -184,6 +187,15 @@ var (
 // tries per call of Linkerd's routes and of the proxies (docs/telemetry.md). Each is an aggregation by the edge's labels, so its
 // answer has one series per edge (and reporter), never one per pod.
 func Queries(window time.Duration, callerLabel string) []Query {
+	return QueriesFor(window, callerLabel, nil)
+}
+
+// QueriesFor is Queries keeping the replica labels replicaLabels apart (ReplicaLabels when nil):
+// the --prometheus-replica-label flags.
+func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string) []Query {
+	if len(replicaLabels) == 0 {
+		replicaLabels = ReplicaLabels
+	}
 	if callerLabel == "" {
 		callerLabel = "service"
 	}
@@ -197,10 +209,10 @@ func Queries(window time.Duration, callerLabel string) []Query {
 	}
 	otelBy = append(otelBy, tempoNamespaceDim, otelVirtualNodeLabel)
 	// Each query keeps the replica labels apart (oneReplica reads each series once).
-	rep := ", " + strings.Join(ReplicaLabels, ", ")
+	rep := ", " + strings.Join(replicaLabels, ", ")
 	return []Query{
-		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w)},
-		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w)},
+		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w, replicaLabels)},
+		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w, replicaLabels)},
 		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) (increase(response_total{direction="outbound"}[%s]))`, lk, rep, w)},
 		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
 		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
@@ -220,8 +232,51 @@ func Queries(window time.Duration, callerLabel string) []Query {
 // and Read takes each series once (oneReplica): summed, the replicas' would count every call
 // once per replica. Thanos' example name, replica, is not among them: a scrape that maps every
 // pod label (labelmap) gives it to the series of a pod labelled replica, whose pods' counts
-// must be summed, not reduced to the largest.
+// must be summed, not reduced to the largest. A querier whose replica label is another
+// (Thanos' example replica, a Mimir or VictoriaMetrics HA label) is named with
+// --prometheus-replica-label, as Thanos Query's own --query.replica-label names it
+// (Options.ReplicaLabels, QueriesFor).
 var ReplicaLabels = []string{"prometheus_replica"}
+
+// CheckReplicaLabels refuses replica labels that are no Prometheus label name, or that the
+// queries group by for an edge (the caller label included): taken for a replica label, a label
+// that tells edges apart would read two edges as one's replicas, keeping the larger.
+func CheckReplicaLabels(labels []string, callerLabel string) error {
+	if callerLabel == "" {
+		callerLabel = "service"
+	}
+	edge := map[string]bool{callerLabel: true, "__name__": true}
+	for _, l := range queryLabels() {
+		edge[l] = true
+	}
+	seen := map[string]bool{}
+	for _, l := range labels {
+		switch {
+		case !model.LegacyValidation.IsValidLabelName(l):
+			return fmt.Errorf("--prometheus-replica-label %q: not a Prometheus label name", l)
+		case edge[l]:
+			return fmt.Errorf("--prometheus-replica-label %q: a label the queries read an edge by (caller label %q): two edges would be read as one's replicas", l, callerLabel)
+		case seen[l]:
+			return fmt.Errorf("--prometheus-replica-label %q: given twice", l)
+		}
+		seen[l] = true
+	}
+	return nil
+}
+
+// queryLabels are the labels the queries group by for an edge, but the caller label of
+// retrycap-proxy's series and the replica labels (the manager's queries, promquery.Queries, use
+// envoy_cluster_name besides).
+func queryLabels() []string {
+	out := append([]string{"reporter", IstioClusterLabel, "namespace", LinkerdExportedNamespace, "dst_namespace", "dst_service",
+		"parent_namespace", "parent_name", "backend_namespace", "backend_name", "client", "server", "connection_type",
+		tempoNamespaceDim, otelVirtualNodeLabel, "upstream", "envoy_cluster_name"}, istioEdgeLabels...)
+	out = append(out, linkerdCallers...)
+	for _, d := range otelNamespaceDims {
+		out = append(out, d[0], d[1])
+	}
+	return out
+}
 
 // IstioClusterLabel is the caller's cluster on Istio's series (istio/proxy istio_stats.cc's
 // standard labels: source_cluster and destination_cluster, the Istio cluster ID of each side's
@@ -245,8 +300,8 @@ const IstioRecordedPrefix = "workload:"
 // does not hold, its recorded series': PromQL's or keeps the left side's label sets, so a
 // Prometheus holding both (the one that records) counts each edge once, from the raw series,
 // and one holding only the recorded ones (federated) is read from them.
-func istioQuery(metric, window string) string {
-	by := "reporter, " + strings.Join(append(append(append([]string(nil), istioEdgeLabels...), ReplicaLabels...), IstioClusterLabel), ", ")
+func istioQuery(metric, window string, replicaLabels []string) string {
+	by := "reporter, " + strings.Join(append(append(append([]string(nil), istioEdgeLabels...), replicaLabels...), IstioClusterLabel), ", ")
 	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
 }
 
@@ -477,7 +532,7 @@ func (r *reader) oneCluster(httpS, tcpS []*model.Sample) ([]*model.Sample, []*mo
 
 // oneReplica is OneReplica with a warning per series taken away, naming the replica label.
 func (r *reader) oneReplica(metric string, v model.Vector) model.Vector {
-	out, dropped, label := OneReplica(v)
+	out, dropped, label := OneReplicaBy(v, r.o.ReplicaLabels)
 	for _, s := range dropped {
 		r.w.add(fmt.Sprintf("%s: series given by more than one Prometheus replica (label %s: a querier that does not deduplicate them): each read once, the largest", metric, label), s.Metric)
 	}
@@ -489,8 +544,16 @@ func (r *reader) oneReplica(metric string, v model.Vector) model.Vector {
 // less), without those labels; dropped are the others, label the first replica label seen. v
 // itself when no series has one.
 func OneReplica(v model.Vector) (out, dropped model.Vector, label string) {
+	return OneReplicaBy(v, nil)
+}
+
+// OneReplicaBy is OneReplica across replicaLabels (ReplicaLabels when nil).
+func OneReplicaBy(v model.Vector, replicaLabels []string) (out, dropped model.Vector, label string) {
+	if len(replicaLabels) == 0 {
+		replicaLabels = ReplicaLabels
+	}
 	has := func(m model.Metric) string {
-		for _, l := range ReplicaLabels {
+		for _, l := range replicaLabels {
 			if _, ok := m[model.LabelName(l)]; ok {
 				return l
 			}
@@ -511,7 +574,7 @@ func OneReplica(v model.Vector) (out, dropped model.Vector, label string) {
 		m := s.Metric
 		if has(m) != "" {
 			m = m.Clone()
-			for _, l := range ReplicaLabels {
+			for _, l := range replicaLabels {
 				delete(m, model.LabelName(l))
 			}
 		}
