@@ -86,7 +86,7 @@ func TestIstioClustersAgainstPrometheus(t *testing.T) {
 	if len(ob.Edges) != 1 || ob.Edges[0].From.String() != "shop/web" || ob.Edges[0].To.String() != "shop/payment" || ob.Edges[0].Requests != byCluster["east"] || ob.Edges[0].Tries != 1 {
 		t.Fatalf("edges %+v, want shop/web -> shop/payment with east's %v requests (not west's %v added), 1 try", ob.Edges, byCluster["east"], byCluster["west"])
 	}
-	if len(ob.Entrypoints) != 1 || ob.Entrypoints[0].Callee.String() != "shop/web" || ob.Entrypoints[0].Via != "outside the mesh" {
+	if len(ob.Entrypoints) != 1 || ob.Entrypoints[0].String() != "shop/web" || ob.Entrypoints[0].Via != "outside the mesh" {
 		t.Fatalf("entrypoints %+v: want shop/web from outside the mesh (source_cluster unknown is of no cluster)", ob.Entrypoints)
 	}
 	wantWarn := []string{`istio: source_cluster is another cluster's than "east" (--istio-cluster, --prometheus-istio-cluster): not read: 2 series (e.g. ` +
