@@ -53,6 +53,8 @@ func main() {
 	o.Prometheus.MaxAnswerBytes = promquery.DefaultMaxAnswerBytes
 	flag.Var((*promquery.Size)(&o.Prometheus.MaxAnswerBytes), "prometheus-max-answer-size", "most bytes one answer may hold, a Kubernetes `quantity` (128Mi, 1Gi); an answer over it is refused (not read further) and reported as an error: raise it for a cluster whose answers are larger")
 	flag.StringVar(&o.Prometheus.CallerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label that names the calling service on the proxies' series (the scrape configuration adds it)")
+	flag.Var((*labelList)(&o.Prometheus.ReplicaLabels), "prometheus-replica-label", "a label that tells an HA pair's Prometheus replicas apart where the querier does not deduplicate them (Thanos Query's --query.replica-label): each series is read once across it, the largest; repeatable, replaces the default prometheus_replica")
+	flag.StringVar(&o.Prometheus.IstioCluster, "prometheus-istio-cluster", "", "the Istio cluster ID (source_cluster) of this cluster, whose Istio series the observed graph reads when --prometheus-url holds several clusters'; several without it make the graph's read fail (GraphComplete Unknown, naming them)")
 	flag.StringVar(&o.Prometheus.Auth.BearerTokenFile, "prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus-url (read on every query: a rotated ServiceAccount token is picked up); exclusive with basic auth")
 	flag.StringVar(&o.Prometheus.Auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")
 	flag.StringVar(&o.Prometheus.Auth.PasswordFile, "prometheus-password-file", "", "file holding the HTTP basic auth password for --prometheus-url (read on every query)")
@@ -154,6 +156,9 @@ func givenProblem(fs *flag.FlagSet) string {
 		}
 		v := f.Value.String()
 		leave := fmt.Sprintf("(leave the flag out for the default, %s)", f.DefValue)
+		if f.DefValue == "" {
+			leave = "(leave the flag out to set none)"
+		}
 		switch f.Name {
 		case "prometheus-interval", "prometheus-window", "prometheus-timeout", "prometheus-series-limit",
 			"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "mesh-recheck-interval":
@@ -163,10 +168,11 @@ func givenProblem(fs *flag.FlagSet) string {
 			}
 		}
 		want := map[string]string{
-			"mesh-apis":               "auto, none or a comma-separated list",
-			"proxy-image":             "an image reference",
-			"prometheus-caller-label": "a Prometheus label name",
-			"webhook-cert-dir":        "a directory",
+			"mesh-apis":                "auto, none or a comma-separated list",
+			"proxy-image":              "an image reference",
+			"prometheus-caller-label":  "a Prometheus label name",
+			"prometheus-istio-cluster": "an Istio cluster ID",
+			"webhook-cert-dir":         "a directory",
 		}[f.Name]
 		if want != "" && strings.TrimSpace(v) == "" {
 			problem = fmt.Sprintf("--%s %q: want %s %s", f.Name, v, want, leave)
@@ -247,4 +253,20 @@ const defaultGCPercent = 50
 // told to stop.
 func lostLeadership(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && strings.Contains(err.Error(), "leader election lost")
+}
+
+// labelList is a repeatable flag of label names (--prometheus-replica-label); checked where the
+// client is made (telemetry.CheckReplicaLabels).
+type labelList []string
+
+func (l *labelList) String() string {
+	if l == nil || len(*l) == 0 {
+		return "prometheus_replica"
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *labelList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }

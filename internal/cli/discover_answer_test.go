@@ -91,7 +91,7 @@ func TestDiscoverRefusesWhatIsNotACount(t *testing.T) {
 	}
 	const order = `{"namespace":"shop","service":"order","upstream":"payment"}`
 	const istioWeb = `{"reporter":"source","source_workload":"web","source_workload_namespace":"shop","destination_service_name":"payment","destination_service_namespace":"shop"}`
-	const istioQ = "sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica) (increase(istio_requests_total[5m])) or sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica) (increase(workload:istio_requests_total[5m]))"
+	const istioQ = "sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica, source_cluster) (increase(istio_requests_total[5m])) or sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica, source_cluster) (increase(workload:istio_requests_total[5m]))"
 	const proxyQ = "sum by (namespace, service, upstream, prometheus_replica) (increase(retrycap_proxy_requests_total[5m]))"
 	for _, tc := range []struct {
 		name    string

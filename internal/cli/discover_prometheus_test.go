@@ -183,7 +183,7 @@ func TestDiscoverFromPrometheus(t *testing.T) {
 		t.Errorf("sources %v window %s", res.Sources, res.Window)
 	}
 	wantWarn := []string{
-		`warning: istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 1 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="unknown", reporter="source", source_workload="web", source_workload_namespace="shop"})`,
+		`warning: istio: destination_service_name is one of Envoy's passthrough or black-hole clusters (traffic to no Service: a pod IP, an unregistered host, a port no Service declares; its namespace is the called pod's): not an edge: 1 series (e.g. {destination_service_name="PassthroughCluster", destination_service_namespace="unknown", reporter="source", source_cluster="Kubernetes", source_workload="web", source_workload_namespace="shop"})`,
 		`warning: retrycap: upstream unknown (a host the proxy's --upstreams does not list): not an edge: 1 series (e.g. {namespace="shop", service="order", upstream="unknown"})`,
 	}
 	if strings.TrimSpace(stderr) != strings.Join(wantWarn, "\n") {

@@ -51,6 +51,12 @@ type Series struct {
 	// Attempts are the attempts sent (first tries and retries), Calls the calls the layer
 	// received from above (the application's calls, for the proxy).
 	Attempts, Calls float64
+	// TargetNamespace is set when the scrape renamed the series' own namespace label
+	// exported_namespace (Linkerd's series federated without honor_labels: true): it is the
+	// namespace label the scrape wrote (its target's), and Namespace the one the series claims.
+	// Such a series is never an edge (which other labels the scrape overwrote cannot be told):
+	// Compute counts it as not placed, in the policies of the namespace it claims.
+	TargetNamespace string
 }
 
 // innermost ranks the sources by how near the application they sit when several count one
@@ -136,6 +142,10 @@ type Report struct {
 	// NoCallsExample is the first.
 	NoCalls        int
 	NoCallsExample string
+	// Renamed counts the series of this policy whose namespace label a scrape renamed
+	// (Series.TargetNamespace), which no edge is made of; RenamedExample is the first.
+	Renamed        int
+	RenamedExample string
 }
 
 // Node maps a series' caller or upstream name to a graph node; ok false drops the series (not
@@ -183,6 +193,12 @@ func Compute(edges []graph.Edge, series []Series, node Node) Report {
 	var r Report
 	for _, s := range series {
 		from, to, ok := node(s)
+		if ok && s.TargetNamespace != "" {
+			if r.Renamed++; r.RenamedExample == "" {
+				r.RenamedExample = fmt.Sprintf("%s series exported_namespace %q namespace %q caller %q upstream %q", s.Source, s.Namespace, s.TargetNamespace, s.Caller, s.Upstream)
+			}
+			continue
+		}
 		if ok && (s.Caller == "" || s.Upstream == "") {
 			if r.Unplaced++; r.UnplacedExample == "" {
 				r.UnplacedExample = fmt.Sprintf("%s series namespace %q caller %q upstream %q", s.Source, s.Namespace, s.Caller, s.Upstream)
@@ -454,6 +470,9 @@ func (r Report) unplaced() string {
 	s := ""
 	if r.Unplaced > 0 {
 		s = fmt.Sprintf("; %d series without a caller or upstream label not placed on the graph (the scrape must add the caller label: docs/observe.md), e.g. %s", r.Unplaced, r.UnplacedExample)
+	}
+	if r.Renamed > 0 {
+		s += fmt.Sprintf("; %d Linkerd series whose own namespace label the scrape renamed exported_namespace (a federation or scrape without honor_labels: true) not placed on the graph (their namespace label is the scrape target's, not the caller's), e.g. %s", r.Renamed, r.RenamedExample)
 	}
 	if r.NoCalls > 0 {
 		s += fmt.Sprintf("; %d edge source(s) with attempts and no calls over the window: no tries per call (retries of calls made before the window, or for Envoy retries over its requests), e.g. %s", r.NoCalls, r.NoCallsExample)

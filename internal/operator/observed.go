@@ -28,6 +28,12 @@ type Prometheus struct {
 	Auth promquery.Auth
 	// MaxAnswerBytes bounds one answer (--prometheus-max-answer-size); 0: the default, 64 MiB.
 	MaxAnswerBytes int64
+	// ReplicaLabels tell an HA pair's replicas apart (--prometheus-replica-label); nil: the
+	// default, prometheus_replica.
+	ReplicaLabels []string
+	// IstioCluster is the Istio cluster whose series the graph reads when Prometheus holds
+	// several (--prometheus-istio-cluster); "" refuses several.
+	IstioCluster string
 }
 
 // validate checks the options without starting anything.
@@ -61,7 +67,7 @@ func (p Prometheus) validate() error {
 }
 
 func (p Prometheus) client() (*promquery.Client, error) {
-	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel, Auth: p.Auth, MaxAnswerBytes: p.MaxAnswerBytes})
+	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel, Auth: p.Auth, MaxAnswerBytes: p.MaxAnswerBytes, IstioCluster: p.IstioCluster, ReplicaLabels: p.ReplicaLabels})
 }
 
 // newObserver adds the Prometheus poller to the manager; nil without --prometheus-url.

@@ -21,6 +21,10 @@ func TestValidatePrometheus(t *testing.T) {
 		{Prometheus{URL: "http://prometheus.monitoring:9090", Interval: time.Minute}, ""},
 		{Prometheus{URL: "prometheus.monitoring:9090"}, `--prometheus-url "prometheus.monitoring:9090": want an http or https URL with a host`},
 		{Prometheus{URL: "http://p:9090", CallerLabel: "app.kubernetes.io/name"}, `--prometheus-caller-label "app.kubernetes.io/name": not a Prometheus label name`},
+		{Prometheus{URL: "http://p:9090", CallerLabel: "app", ReplicaLabels: []string{"app"}}, `--prometheus-replica-label "app": a label the queries read an edge by (caller label "app"): two edges would be read as one's replicas`},
+		{Prometheus{URL: "http://p:9090", ReplicaLabels: []string{"replica", "replica"}}, `--prometheus-replica-label "replica": given twice`},
+		{Prometheus{URL: "http://p:9090", ReplicaLabels: []string{""}}, `--prometheus-replica-label "": not a Prometheus label name`},
+		{Prometheus{URL: "http://p:9090", ReplicaLabels: []string{"replica", "prometheus_replica"}}, ``},
 		{Prometheus{URL: "http://p:9090", Interval: -time.Second}, "--prometheus-interval -1s: must be positive"},
 		// Before: the defaults, 5m and 10s, silently.
 		{Prometheus{URL: "http://p:9090", Window: -time.Minute}, "--prometheus-window -1m0s: must be positive"},

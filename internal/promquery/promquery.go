@@ -64,6 +64,13 @@ type Options struct {
 	// MaxAnswerBytes bounds one answer's body (--prometheus-max-answer-size); DefaultMaxAnswerBytes
 	// when 0, an error when negative.
 	MaxAnswerBytes int64
+	// ReplicaLabels are the labels that tell an HA pair's replicas apart in the answers of a
+	// querier that does not deduplicate them (--prometheus-replica-label);
+	// telemetry.ReplicaLabels when nil.
+	ReplicaLabels []string
+	// IstioCluster is the cluster whose Istio series Graph reads when Prometheus holds several
+	// (telemetry.Options.IstioCluster).
+	IstioCluster string
 }
 
 // Auth is how a Prometheus that asks for credentials, or serves TLS under a private CA, is
@@ -152,6 +159,9 @@ func New(o Options) (*Client, error) {
 	}
 	if !model.LegacyValidation.IsValidLabelName(o.CallerLabel) {
 		return nil, fmt.Errorf("--prometheus-caller-label %q: not a Prometheus label name", o.CallerLabel)
+	}
+	if err := telemetry.CheckReplicaLabels(o.ReplicaLabels, o.CallerLabel); err != nil {
+		return nil, err
 	}
 	hc, err := o.Auth.httpConfig()
 	if err != nil {
@@ -242,19 +252,31 @@ func (c *Client) Window() time.Duration { return c.opts.Window }
 // attempts and calls for retrycap-proxy's counters, Envoy's total and retries, then Linkerd's
 // route requests and retries (HTTP and gRPC routes; only those whose parent is a Service).
 func Queries(window time.Duration, caller string) []string {
+	return QueriesFor(window, caller, nil)
+}
+
+// QueriesFor is Queries keeping replicaLabels apart (telemetry.ReplicaLabels when nil).
+func QueriesFor(window time.Duration, caller string, replicaLabels []string) []string {
+	if len(replicaLabels) == 0 {
+		replicaLabels = telemetry.ReplicaLabels
+	}
 	w := model.Duration(window).String()
 	by := "namespace, " + caller
 	// The replica labels kept apart, as telemetry.Queries does (one query for both paths);
 	// Join sums them back per edge, as before: a ratio of attempts over calls is the same
 	// summed over replicas, and summing never pairs one replica's attempts with another's calls.
-	rep := ", " + strings.Join(telemetry.ReplicaLabels, ", ")
+	rep := ", " + strings.Join(replicaLabels, ", ")
+	// Linkerd's series are grouped by exported_namespace too, as in the graph's queries: a
+	// series federated from linkerd-viz's Prometheus without honor_labels keeps its caller's
+	// namespace there, and Join refuses to read it in the scrape target's.
+	lk := by + ", " + telemetry.LinkerdExportedNamespace
 	return []string{
 		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", by, rep, w),
 		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", by, rep, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, by, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, by, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w),
 	}
 }
 
@@ -269,7 +291,7 @@ type Vectors struct {
 // connection, a timeout, a bad answer, a query at the series limit) fails the whole call: a
 // partial set of edges would make a partial product look like the worst path.
 func (c *Client) Series(ctx context.Context, now time.Time) ([]observed.Series, error) {
-	qs := Queries(c.opts.Window, c.opts.CallerLabel)
+	qs := QueriesFor(c.opts.Window, c.opts.CallerLabel, c.opts.ReplicaLabels)
 	var vs Vectors
 	for i, dst := range []*model.Vector{&vs.Attempts, &vs.Calls, &vs.EnvoyTotal, &vs.EnvoyRetry, &vs.LinkerdRequests, &vs.LinkerdRetries} {
 		v, err := c.query(ctx, qs[i], now)
@@ -622,9 +644,11 @@ func unwrapURLError(err error) error {
 // retries. A sample without a caller (or retrycap's without an upstream) is kept with the name
 // empty, for observed.Compute to count as not placed (the condition says so); an Envoy cluster
 // that is not an outbound service and a Linkerd parent without a name are not graph edges and
-// are dropped.
+// are dropped. A Linkerd sample with exported_namespace (a federation without honor_labels: its
+// namespace is the scrape target's) is kept in the namespace it claims with ExportedNamespace
+// set, for observed.Compute to count as not placed, never as an edge of either namespace.
 func Join(v Vectors, caller string) []observed.Series {
-	type key struct{ ns, caller, upstream string }
+	type key struct{ ns, caller, upstream, renamed string }
 	label := func(m model.Metric, name string) string { return string(m[model.LabelName(name)]) }
 	// pair sums two vectors per key, in the order the keys first appear; up maps a sample to
 	// its upstream (ok false: not a graph edge).
@@ -633,9 +657,12 @@ func Join(v Vectors, caller string) []observed.Series {
 		sums := map[key]*[2]float64{}
 		for i, vec := range []model.Vector{first, second} {
 			for _, smp := range vec {
-				ns := label(smp.Metric, "namespace")
+				ns, renamed := label(smp.Metric, "namespace"), ""
+				if x := label(smp.Metric, telemetry.LinkerdExportedNamespace); x != "" {
+					ns, renamed = x, ns
+				}
 				u, ok := up(smp.Metric, ns)
-				k := key{ns, label(smp.Metric, caller), u}
+				k := key{ns, label(smp.Metric, caller), u, renamed}
 				if !ok {
 					continue
 				}
@@ -652,7 +679,7 @@ func Join(v Vectors, caller string) []observed.Series {
 	add := func(src string, order []key, sums map[key]*[2]float64, counts func(a, b float64) (attempts, calls float64)) {
 		for _, k := range order {
 			a, c := counts(sums[k][0], sums[k][1])
-			out = append(out, observed.Series{Source: src, Namespace: k.ns, Caller: k.caller, Upstream: k.upstream, Attempts: a, Calls: c})
+			out = append(out, observed.Series{Source: src, Namespace: k.ns, Caller: k.caller, Upstream: k.upstream, Attempts: a, Calls: c, TargetNamespace: k.renamed})
 		}
 	}
 	order, sums := pair(v.Attempts, v.Calls, func(m model.Metric, _ string) (string, bool) { return label(m, "upstream"), true })

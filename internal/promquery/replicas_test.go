@@ -58,3 +58,75 @@ func TestHAReplicasAgainstPrometheus(t *testing.T) {
 		t.Errorf("warnings %q: none starts %q", ob.Warnings, want)
 	}
 }
+
+// TestThanosReplicaLabelAgainstPrometheus: an HA pair whose replica label is Thanos' example
+// name, replica (Thanos Query deduplicates by the labels its --query.replica-label names; here
+// none does). By default replica is not a replica label (a labelmap of pod labels can give it
+// to pods whose counts must be summed): the two replicas' calls are added, as before. Before,
+// nothing could say otherwise; now --prometheus-replica-label replica reads each series once,
+// the larger, and says so naming the label. A label the queries read an edge by is refused.
+func TestThanosReplicaLabelAgainstPrometheus(t *testing.T) {
+	exp := httptest.NewServer(&istioRecorded{raw: true})
+	t.Cleanup(exp.Close)
+	srv := strings.TrimPrefix(exp.URL, "http://")
+	prom := promtest.StartTargets(t, "../..", []promtest.Target{
+		{Addr: srv, Labels: map[string]string{"replica": "prometheus-0"}},
+		{Addr: srv, Labels: map[string]string{"replica": "prometheus-1"}},
+	})
+	summed, err := New(Options{URL: prom.URL, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, err := New(Options{URL: prom.URL, Window: time.Minute, ReplicaLabels: []string{"replica"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "five scrapes per replica", func() (bool, string) {
+		v, err := summed.query(context.Background(), `count_over_time(istio_requests_total[1m])`, time.Now())
+		return err == nil && len(v) == 2 && v[0].Value >= 5 && v[1].Value >= 5, fmt.Sprint(v, err)
+	})
+	now := time.Now()
+	v, err := summed.query(context.Background(), `sum by (replica) (increase(istio_requests_total{destination_service_name="payment"}[1m]))`, now)
+	if err != nil || len(v) != 2 {
+		t.Fatalf("%v %v", v, err)
+	}
+	sum, most := float64(v[0].Value+v[1].Value), float64(max(v[0].Value, v[1].Value))
+	for _, tc := range []struct {
+		c    *Client
+		want float64
+		warn []string
+	}{
+		{summed, sum, nil},
+		{once, most, []string{
+			"istio_requests_total: series given by more than one Prometheus replica (label replica: a querier that does not deduplicate them): each read once, the largest: 2 series",
+			"istio_tcp_connections_opened_total: series given by more than one Prometheus replica (label replica: a querier that does not deduplicate them): each read once, the largest: 1 series",
+		}},
+	} {
+		ob, err := tc.c.Graph(context.Background(), now, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ob.Edges) != 2 || ob.Edges[1].To.Name != "payment" || ob.Edges[1].Requests != tc.want {
+			t.Fatalf("replica labels %q: edges %+v, want web -> payment with %v requests (both replicas' %v, the larger %v)", tc.c.opts.ReplicaLabels, ob.Edges, tc.want, sum, most)
+		}
+		var warns []string
+		for _, w := range ob.Warnings {
+			if strings.Contains(w, "replica") {
+				warns = append(warns, w[:strings.Index(w, " (e.g.")])
+			}
+		}
+		if len(warns) != len(tc.warn) || fmt.Sprint(warns) != fmt.Sprint(tc.warn) {
+			t.Fatalf("replica labels %q: warnings %q, want %q", tc.c.opts.ReplicaLabels, warns, tc.warn)
+		}
+	}
+	for label, want := range map[string]string{
+		"namespace":       `--prometheus-replica-label "namespace": a label the queries read an edge by (caller label "service"): two edges would be read as one's replicas`,
+		"service":         `--prometheus-replica-label "service": a label the queries read an edge by (caller label "service"): two edges would be read as one's replicas`,
+		"source_workload": `--prometheus-replica-label "source_workload": a label the queries read an edge by (caller label "service"): two edges would be read as one's replicas`,
+		"replica-set":     `--prometheus-replica-label "replica-set": not a Prometheus label name`,
+	} {
+		if _, err := New(Options{URL: prom.URL, ReplicaLabels: []string{label}}); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %s", label, err, want)
+		}
+	}
+}

@@ -33,14 +33,15 @@ var linkerdCallers, linkerdKinds = func() ([]string, map[string]string) {
 	return labels, kinds
 }()
 
-// linkerdExportedNamespace is where Prometheus puts a series' own namespace label when the scrape
+// LinkerdExportedNamespace is where Prometheus puts a series' own namespace label when the scrape
 // that reads it sets namespace too and does not honor the series' labels (honor_labels: false,
 // its default): linkerd-viz's series carry the caller's namespace (its scrape adds it), and
 // Linkerd's way into a cluster's Prometheus is federation (Linkerd's "Exporting Metrics" task:
 // a /federate job, or a ServiceMonitor, with honor_labels: true). Without it, namespace is the
 // federated Prometheus' own, and every caller would be read in that namespace: such a series
-// names no caller (linkerdEdge).
-const linkerdExportedNamespace = "exported_namespace"
+// names no caller (linkerdEdge); the manager's observed amplification refuses it alike
+// (promquery.Join, observed.Series.ExportedNamespace).
+const LinkerdExportedNamespace = "exported_namespace"
 
 // linkerd reads response_total{direction="outbound"} by (namespace, one of linkerdCallers) ->
 // (dst_namespace, dst_service), and the 2.16+ route family
@@ -120,11 +121,11 @@ func (r *reader) linkerdEdge(metric string, s *model.Sample) (Caller, Callee, bo
 	}
 	to := Callee{label(s.Metric, dstNS), label(s.Metric, dst)}
 	switch {
-	case label(s.Metric, linkerdExportedNamespace) != "":
+	case label(s.Metric, LinkerdExportedNamespace) != "":
 		if to.Namespace == "" || to.Name == "" {
 			to = Callee{}
 		}
-		r.unnamed(fmt.Sprintf("linkerd %s: the scrape renamed the series' own namespace label %s (a federation or scrape without honor_labels: true): its namespace is the scrape target's, not the caller's: not an edge", metric, linkerdExportedNamespace), s, to)
+		r.unnamed(fmt.Sprintf("linkerd %s: the scrape renamed the series' own namespace label %s (a federation or scrape without honor_labels: true): its namespace is the scrape target's, not the caller's: not an edge", metric, LinkerdExportedNamespace), s, to)
 		return from, to, false
 	case ns == "" || from.Name == "":
 		if to.Namespace == "" || to.Name == "" {

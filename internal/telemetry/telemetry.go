@@ -3,6 +3,7 @@ package telemetry
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,6 +148,12 @@ type Options struct {
 	// CallerLabel is the label naming the caller on retrycap-proxy's series (the scrape adds it;
 	// promquery's --prometheus-caller-label), "service" when empty.
 	CallerLabel string
+	// ReplicaLabels are the labels that tell an HA pair's replicas apart (ReplicaLabels when
+	// nil): the queries' (QueriesFor), each series read once across them.
+	ReplicaLabels []string
+	// IstioCluster is the Istio cluster (IstioClusterLabel's value) whose series are read when
+	// one Prometheus holds several; "" reads a single cluster's and refuses several.
+	IstioCluster string
 }
 
 // DefaultGateways are the workload names of Istio's gateways as its charts install them.
@@ -180,23 +187,32 @@ var (
 // tries per call of Linkerd's routes and of the proxies (docs/telemetry.md). Each is an aggregation by the edge's labels, so its
 // answer has one series per edge (and reporter), never one per pod.
 func Queries(window time.Duration, callerLabel string) []Query {
+	return QueriesFor(window, callerLabel, nil)
+}
+
+// QueriesFor is Queries keeping the replica labels replicaLabels apart (ReplicaLabels when nil):
+// the --prometheus-replica-label flags.
+func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string) []Query {
+	if len(replicaLabels) == 0 {
+		replicaLabels = ReplicaLabels
+	}
 	if callerLabel == "" {
 		callerLabel = "service"
 	}
 	w := model.Duration(window).String()
 	// exported_namespace is grouped by so that a series whose own namespace the scrape renamed
 	// is seen as such (linkerdEdge), not summed into the scrape target's namespace.
-	lk := strings.Join(append([]string{"namespace", linkerdExportedNamespace}, linkerdCallers...), ", ")
+	lk := strings.Join(append([]string{"namespace", LinkerdExportedNamespace}, linkerdCallers...), ", ")
 	var otelBy []string
 	for _, d := range otelNamespaceDims {
 		otelBy = append(otelBy, d[0], d[1])
 	}
 	otelBy = append(otelBy, tempoNamespaceDim, otelVirtualNodeLabel)
 	// Each query keeps the replica labels apart (oneReplica reads each series once).
-	rep := ", " + strings.Join(ReplicaLabels, ", ")
+	rep := ", " + strings.Join(replicaLabels, ", ")
 	return []Query{
-		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w)},
-		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w)},
+		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w, replicaLabels)},
+		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w, replicaLabels)},
 		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) (increase(response_total{direction="outbound"}[%s]))`, lk, rep, w)},
 		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
 		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
@@ -216,8 +232,62 @@ func Queries(window time.Duration, callerLabel string) []Query {
 // and Read takes each series once (oneReplica): summed, the replicas' would count every call
 // once per replica. Thanos' example name, replica, is not among them: a scrape that maps every
 // pod label (labelmap) gives it to the series of a pod labelled replica, whose pods' counts
-// must be summed, not reduced to the largest.
+// must be summed, not reduced to the largest. A querier whose replica label is another
+// (Thanos' example replica, a Mimir or VictoriaMetrics HA label) is named with
+// --prometheus-replica-label, as Thanos Query's own --query.replica-label names it
+// (Options.ReplicaLabels, QueriesFor).
 var ReplicaLabels = []string{"prometheus_replica"}
+
+// CheckReplicaLabels refuses replica labels that are no Prometheus label name, or that the
+// queries group by for an edge (the caller label included): taken for a replica label, a label
+// that tells edges apart would read two edges as one's replicas, keeping the larger.
+func CheckReplicaLabels(labels []string, callerLabel string) error {
+	if callerLabel == "" {
+		callerLabel = "service"
+	}
+	edge := map[string]bool{callerLabel: true, "__name__": true}
+	for _, l := range queryLabels() {
+		edge[l] = true
+	}
+	seen := map[string]bool{}
+	for _, l := range labels {
+		switch {
+		case !model.LegacyValidation.IsValidLabelName(l):
+			return fmt.Errorf("--prometheus-replica-label %q: not a Prometheus label name", l)
+		case edge[l]:
+			return fmt.Errorf("--prometheus-replica-label %q: a label the queries read an edge by (caller label %q): two edges would be read as one's replicas", l, callerLabel)
+		case seen[l]:
+			return fmt.Errorf("--prometheus-replica-label %q: given twice", l)
+		}
+		seen[l] = true
+	}
+	return nil
+}
+
+// queryLabels are the labels the queries group by for an edge, but the caller label of
+// retrycap-proxy's series and the replica labels (the manager's queries, promquery.Queries, use
+// envoy_cluster_name besides).
+func queryLabels() []string {
+	out := append([]string{"reporter", IstioClusterLabel, "namespace", LinkerdExportedNamespace, "dst_namespace", "dst_service",
+		"parent_namespace", "parent_name", "backend_namespace", "backend_name", "client", "server", "connection_type",
+		tempoNamespaceDim, otelVirtualNodeLabel, "upstream", "envoy_cluster_name"}, istioEdgeLabels...)
+	out = append(out, linkerdCallers...)
+	for _, d := range otelNamespaceDims {
+		out = append(out, d[0], d[1])
+	}
+	return out
+}
+
+// IstioClusterLabel is the caller's cluster on Istio's series (istio/proxy istio_stats.cc's
+// standard labels: source_cluster and destination_cluster, the Istio cluster ID of each side's
+// proxy, "Kubernetes" by default, "unknown" for a caller outside the mesh). A Prometheus fed by
+// several clusters (a Thanos or a federation over a multi-cluster mesh) holds the same workload
+// names in each: Kiali keeps them apart (kiali/kiali graph/telemetry/istio/istio.go groups by
+// source_cluster and destination_cluster; graph.Id makes the cluster part of a node's id), and
+// so does Read, by refusing to add them (oneCluster). The edge is the caller's cluster's: the
+// calls it made to every cluster's endpoints of the Service are its calls, so destination_cluster
+// is summed over.
+const IstioClusterLabel = "source_cluster"
 
 // IstioRecordedPrefix names the recording rules of Istio's "Observability best practices"
 // (istio.io docs/ops/best-practices/observability: workload:istio_requests_total is sum
@@ -230,8 +300,8 @@ const IstioRecordedPrefix = "workload:"
 // does not hold, its recorded series': PromQL's or keeps the left side's label sets, so a
 // Prometheus holding both (the one that records) counts each edge once, from the raw series,
 // and one holding only the recorded ones (federated) is read from them.
-func istioQuery(metric, window string) string {
-	by := "reporter, " + strings.Join(append(append([]string(nil), istioEdgeLabels...), ReplicaLabels...), ", ")
+func istioQuery(metric, window string, replicaLabels []string) string {
+	by := "reporter, " + strings.Join(append(append(append([]string(nil), istioEdgeLabels...), replicaLabels...), IstioClusterLabel), ", ")
 	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
 }
 
@@ -256,12 +326,21 @@ type warnings struct {
 }
 
 func (w *warnings) add(reason string, m model.Metric) {
+	if w.n[reason] > 0 {
+		w.n[reason]++ // the example is the first's: not written out again
+		return
+	}
+	w.addString(reason, m.String())
+}
+
+// addString is add with the series already written out.
+func (w *warnings) addString(reason, m string) {
 	if w.n == nil {
 		w.n, w.ex = map[string]int{}, map[string]string{}
 	}
 	if w.n[reason] == 0 {
 		w.order = append(w.order, reason)
-		w.ex[reason] = m.String()
+		w.ex[reason] = m
 	}
 	w.n[reason]++
 }
@@ -380,6 +459,9 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 		}
 	}
 	if istioHTTP != nil || istioTCP != nil {
+		if istioHTTP, istioTCP, err = r.oneCluster(istioHTTP, istioTCP); err != nil {
+			return nil, err
+		}
 		r.istio(istioHTTP, istioTCP)
 	}
 	// After the route family: response_total is read but for the backends a route sent a
@@ -392,9 +474,65 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	return r.result(), nil
 }
 
+// oneCluster keeps the Istio series of one cluster (IstioClusterLabel): Options.IstioCluster's,
+// the others said in a warning; with none chosen, the only one the answers name, and an error
+// naming them when they name several (a workload of one name in each would be one caller, its
+// calls added). A series without the label (an Istio that does not write it, a relabelling that
+// dropped it) or with "unknown" (a caller outside the mesh) is of no cluster and is kept.
+func (r *reader) oneCluster(httpS, tcpS []*model.Sample) ([]*model.Sample, []*model.Sample, error) {
+	of := func(s *model.Sample) string {
+		c := label(s.Metric, IstioClusterLabel)
+		if c == "unknown" {
+			return ""
+		}
+		return c
+	}
+	seen := map[string]bool{}
+	for _, v := range [][]*model.Sample{httpS, tcpS} {
+		for _, s := range v {
+			if c := of(s); c != "" {
+				seen[c] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for c := range seen {
+		names = append(names, strconv.Quote(c))
+	}
+	sort.Strings(names)
+	want := r.o.IstioCluster
+	switch {
+	case want == "" && len(seen) > 1:
+		return nil, nil, fmt.Errorf("istio: the answers hold the series of %d clusters (label %s: %s): a workload of one namespace and name in each would be read as one caller, their calls added; "+
+			"pick the cluster with --istio-cluster (discover) or --prometheus-istio-cluster (the manager)", len(seen), IstioClusterLabel, strings.Join(names, ", "))
+	case want == "" || (len(seen) == 1 && seen[want]):
+		return httpS, tcpS, nil
+	case !seen[want] && len(seen) > 0:
+		return nil, nil, fmt.Errorf("istio: cluster %q (--istio-cluster, --prometheus-istio-cluster): no series of it; the answers hold those of %s (label %s)", want, strings.Join(names, ", "), IstioClusterLabel)
+	}
+	var other []string // the series not read, written out: sorted, the example is the same whatever the answer's order
+	keep := func(v []*model.Sample) []*model.Sample {
+		var out []*model.Sample
+		for _, s := range v {
+			if c := of(s); c != "" && c != want {
+				other = append(other, s.Metric.String())
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	httpS, tcpS = keep(httpS), keep(tcpS)
+	sort.Strings(other)
+	for _, m := range other {
+		r.w.addString(fmt.Sprintf("istio: %s is another cluster's than %q (--istio-cluster, --prometheus-istio-cluster): not read", IstioClusterLabel, want), m)
+	}
+	return httpS, tcpS, nil
+}
+
 // oneReplica is OneReplica with a warning per series taken away, naming the replica label.
 func (r *reader) oneReplica(metric string, v model.Vector) model.Vector {
-	out, dropped, label := OneReplica(v)
+	out, dropped, label := OneReplicaBy(v, r.o.ReplicaLabels)
 	for _, s := range dropped {
 		r.w.add(fmt.Sprintf("%s: series given by more than one Prometheus replica (label %s: a querier that does not deduplicate them): each read once, the largest", metric, label), s.Metric)
 	}
@@ -406,8 +544,16 @@ func (r *reader) oneReplica(metric string, v model.Vector) model.Vector {
 // less), without those labels; dropped are the others, label the first replica label seen. v
 // itself when no series has one.
 func OneReplica(v model.Vector) (out, dropped model.Vector, label string) {
+	return OneReplicaBy(v, nil)
+}
+
+// OneReplicaBy is OneReplica across replicaLabels (ReplicaLabels when nil).
+func OneReplicaBy(v model.Vector, replicaLabels []string) (out, dropped model.Vector, label string) {
+	if len(replicaLabels) == 0 {
+		replicaLabels = ReplicaLabels
+	}
 	has := func(m model.Metric) string {
-		for _, l := range ReplicaLabels {
+		for _, l := range replicaLabels {
 			if _, ok := m[model.LabelName(l)]; ok {
 				return l
 			}
@@ -428,7 +574,7 @@ func OneReplica(v model.Vector) (out, dropped model.Vector, label string) {
 		m := s.Metric
 		if has(m) != "" {
 			m = m.Clone()
-			for _, l := range ReplicaLabels {
+			for _, l := range replicaLabels {
 				delete(m, model.LabelName(l))
 			}
 		}
