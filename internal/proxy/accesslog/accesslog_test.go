@@ -511,74 +511,43 @@ func TestCutLine(t *testing.T) {
 }
 
 // An upstream's grpc-status is any uint32 (grpc-go reads "-1" as 4294967295):
-// the writer logs it whole.
-func TestWriterKeepsEveryGRPCStatus(t *testing.T) {
-	var out syncBuffer
-	w := New("order", &out, 16)
+// the line carries it whole, through the writer's slots and through an event
+// loop's ring, which packs records (it kept 16 bits, and 99999 was logged as
+// no status).
+func TestEveryGRPCStatusLogged(t *testing.T) {
 	codes := []int{-1, 0, 14, 32767, 32768, 65535, 99999, 4294967295}
-	for i, c := range codes {
-		e := w.Begin()
-		if e == nil {
-			t.Fatal("ring full")
-		}
-		fill(e, i+1)
-		e.GRPCStatus = c
-		w.Commit(e)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != len(codes) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(codes), out.String())
-	}
-	for i, c := range codes {
-		want := fmt.Sprintf(`"grpc_status":%d,`, c)
-		if c < 0 {
-			if strings.Contains(lines[i], `"grpc_status"`) {
-				t.Errorf("line %d has a grpc_status, want none: %s", i, lines[i])
+	for _, via := range []string{"writer", "ring"} {
+		t.Run(via, func(t *testing.T) {
+			var out syncBuffer
+			w := New("order", &out, 16)
+			begin, commit := w.Begin, w.Commit
+			if via == "ring" {
+				r := w.NewRing(0)
+				begin, commit = r.Begin, r.Commit
 			}
-			continue
-		}
-		if !strings.Contains(lines[i], want) {
-			t.Errorf("line %d lacks %s: %s", i, want, lines[i])
-		}
-	}
-}
-
-// The same through an event loop's ring, which packs records: it kept 16 bits of the
-// code, and 99999 was logged as no status.
-func TestRingKeepsEveryGRPCStatus(t *testing.T) {
-	var out syncBuffer
-	w := New("order", &out, 16)
-	r := w.NewRing(0)
-	codes := []int{-1, 0, 14, 32767, 32768, 65535, 99999, 4294967295}
-	for i, c := range codes {
-		e := r.Begin()
-		if e == nil {
-			t.Fatal("ring full")
-		}
-		fill(e, i+1)
-		e.GRPCStatus = c
-		r.Commit(e)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != len(codes) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(codes), out.String())
-	}
-	for i, c := range codes {
-		want := fmt.Sprintf(`"grpc_status":%d,`, c)
-		if c < 0 {
-			if strings.Contains(lines[i], `"grpc_status"`) {
-				t.Errorf("line %d has a grpc_status, want none: %s", i, lines[i])
+			for i, c := range codes {
+				e := begin()
+				if e == nil {
+					t.Fatal("ring full")
+				}
+				fill(e, i+1)
+				e.GRPCStatus = c
+				commit(e)
 			}
-			continue
-		}
-		if !strings.Contains(lines[i], want) {
-			t.Errorf("line %d lacks %s: %s", i, want, lines[i])
-		}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			if len(lines) != len(codes) {
+				t.Fatalf("%d lines, want %d:\n%s", len(lines), len(codes), out.String())
+			}
+			for i, c := range codes {
+				has := strings.Contains(lines[i], `"grpc_status"`)
+				want := fmt.Sprintf(`"grpc_status":%d,`, c)
+				if c < 0 && has || c >= 0 && !strings.Contains(lines[i], want) {
+					t.Errorf("line %d for code %d: %s", i, c, lines[i])
+				}
+			}
+		})
 	}
 }
