@@ -746,7 +746,7 @@ func (a *ratt) deadlineCut() {
 // responseStatus reads an answer's :status, or says why the answer's head
 // is malformed: its header list went past the MAX_HEADER_LIST_SIZE the
 // relay advertised (the Framer truncated it), no :status, one that is not
-// three digits (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
+// three digits or outside 100-599 (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
 // the same cases). st is the :status value, truncated whether the list
 // went past the limit, ended whether the block ends the stream.
 func responseStatus(st string, truncated, ended bool) (int, string) {
@@ -764,8 +764,13 @@ func responseStatus(st string, truncated, ended bool) (int, string) {
 		}
 		code = code*10 + int(st[i]-'0')
 	}
-	if len(st) != 3 || code < 100 {
+	if len(st) != 3 || code < 0 {
 		return 0, "malformed :status " + strconv.Quote(st)
+	}
+	if code < 100 || code > 599 {
+		// RFC 9110 15: no status; the HTTP/1.1 path's bad answer too
+		// (forward.ErrBadStatus). Before, 600 to 999 were passed on.
+		return 0, ":status outside 100-599: " + strconv.Quote(st)
 	}
 	if code < 200 && ended {
 		return 0, "1xx informational answer with END_STREAM"
