@@ -282,7 +282,7 @@ func optionsAsterisk(req *fasthttp.Request) {
 // empty path and no query ("http://svc", "http://svc:8080").
 func EmptyAbsolutePath(target []byte) bool {
 	i := bytes.Index(target, []byte("://"))
-	return i > 0 && bytes.IndexAny(target[:i], "/?#") < 0 && bytes.IndexAny(target[i+3:], "/?#") < 0
+	return i > 0 && !bytes.ContainsAny(target[:i], "/?#") && !bytes.ContainsAny(target[i+3:], "/?#")
 }
 
 // zeroLengthAdded: whether fasthttp's writer would frame h's request, sent
