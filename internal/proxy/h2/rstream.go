@@ -51,6 +51,9 @@ type useState struct {
 	// nfields: the request's fields (its trailers' too) counted in
 	// cc.heldFields while the stream is open.
 	nfields int
+	// nanswer: the fields of its attempts' answers (and trailers)
+	// counted in cc.heldAnswer while the stream is open.
+	nanswer int
 
 	// The request body as the client sent it: kept whole for replay while
 	// it fits --max-replay-bytes (gRPC A6), else from the current
@@ -241,8 +244,10 @@ func (cc *cconn) recycle(s *rstream) {
 		}
 	}
 	// Its header lists are the next use's anew (newStream): not kept
-	// alive meanwhile (a request's may be 17,000 fields).
+	// alive meanwhile (a request's may be 17,000 fields, an answer's
+	// too).
 	s.fields, s.hdr, s.reqTrailers, s.outTrailers = nil, nil, nil, nil
+	s.first.hdrs, s.first.trailers = nil, nil
 	cc.free = append(cc.free, s)
 }
 
@@ -613,6 +618,9 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			}
 			return
 		}
+		if !a.holdAnswer(len(f.fields), f.endStream) {
+			return
+		}
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
@@ -684,6 +692,9 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 	if a.respLen >= 0 && a.bodyIn != a.respLen {
 		a.upEnded = true
 		a.fail(a.badLength(a.bodyIn))
+		return
+	}
+	if !a.holdAnswer(len(f.fields), true) {
 		return
 	}
 	a.trailers, _ = cleanAnswer(append(a.trailBuf[:0], f.regular()...))
@@ -776,6 +787,28 @@ func responseStatus(st string, truncated, ended bool) (int, string) {
 		return 0, "1xx informational answer with END_STREAM"
 	}
 	return code, ""
+}
+
+// holdAnswer counts n answer fields (headers or trailers; ended: the
+// block ended the upstream's stream) against the client connection's
+// maxHeldFields, as the requests' fields are (cc.heldFields); mu held.
+// Past it, the answer is a bad answer (a 502 for a keyless POST, never
+// re-sent; a retry for what may be repeated), its upstream stream reset.
+// HPACK makes a field one byte on the wire: an upstream answering
+// 17,000 fields a call (under the 1 MiB list limit) had the relay hold
+// 680 KB a stream, for as many streams as the clients kept open.
+func (a *ratt) holdAnswer(n int, ended bool) bool {
+	s := a.s
+	cc := s.cc
+	if cc.heldAnswer+n > maxHeldFields {
+		a.upEnded = a.upEnded || ended
+		a.fail(forward.BadAnswerError("an answer of " + strconv.Itoa(n) + " header fields past the " +
+			strconv.Itoa(maxHeldFields) + " the client connection's streams may hold"))
+		return false
+	}
+	cc.heldAnswer += n
+	s.nanswer += n
+	return true
 }
 
 // upDone frees the upstream stream once the answer ended (the request's
