@@ -111,7 +111,7 @@ func TestProto17LoopRefusalReachesUploadingClient(t *testing.T) {
 				}
 				failed := 0
 				for i := range runs {
-					args := append(append([]string{"-H", "Expect:", "--data-binary", "@" + body}, tc.args...))
+					args := append([]string{"-H", "Expect:", "--data-binary", "@" + body}, tc.args...)
 					args = append(args, "http://backend/up")
 					o := runCurl(t, []string{"http_proxy=http://" + p.Addr()}, nil, args...)
 					if o.exit != 0 || len(o.heads) != 1 || o.heads[0] != tc.head || string(o.body) != tc.body {
