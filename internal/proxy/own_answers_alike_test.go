@@ -95,6 +95,8 @@ func ownCases(self, gone, backend string) []ownCase {
 			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+backend+"): bad answer: no status line\n", false)},
 		{name: "502 upgrade answer head malformed", req: "GET http://backend/badhead HTTP/1.1\r\nHost: backend\r\n" + upgrade + "\r\n",
 			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+backend+"): bad answer: the upstream's answer is malformed: a header name with a byte that is not a token character\n", false)},
+		{name: "502 upgrade answer status 600", req: "GET http://backend/status600 HTTP/1.1\r\nHost: backend\r\n" + upgrade + "\r\n",
+			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+backend+"): bad answer: the upstream's answer has a status outside 100-599: 600\n", false)},
 		{name: "502 upgrade answer body malformed", req: "GET http://backend/badchunk HTTP/1.1\r\nHost: backend\r\n" + upgrade + "\r\n",
 			want: ownAnswer(502, "Bad Gateway", "retrycap-proxy: upgrade: upstream backend ("+backend+"): reading the answer: empty hex number\n", false)},
 		// 100 Continue before the upstream's answer.
@@ -124,6 +126,8 @@ func TestOwnAnswersAlike(t *testing.T) {
 			return []byte("garbage\r\n\r\n")
 		case "/badhead":
 			return []byte("HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 0\r\n\r\n")
+		case "/status600":
+			return []byte("HTTP/1.1 600 X\r\nContent-Length: 0\r\n\r\n")
 		case "/badchunk":
 			return []byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
 		}

@@ -43,11 +43,17 @@ var ErrAnswerHeadTooLarge = errors.New("the upstream's answer head is larger tha
 // next answer on its connection as the one to this request.
 var ErrTooManyInterim = errors.New("the upstream sent more than 100 interim (1xx) answers")
 
-// ErrBadStatus is an answer whose status is below 100 (a status line
-// "HTTP/1.1 099 X" parses to 99): no HTTP status at all, a bad answer
-// (BadAnswer) at once. Before, it was skipped like an interim 1xx answer
-// and the attempt waited for its per-try timeout.
-var ErrBadStatus = errors.New("the upstream's answer has a status below 100")
+// ErrBadStatus is an answer whose status is outside 100-599 (a status line
+// "HTTP/1.1 099 X" parses to 99, "HTTP/1.1 600 X" to 600): no HTTP status
+// (RFC 9110 15: values outside the range are invalid; a client treats
+// such an answer as a 5xx), a bad answer (BadAnswer) at once, its value
+// named (BadStatus). Before, a status below 100 was skipped like an
+// interim 1xx answer and the attempt waited for its per-try timeout, and
+// one over 599 was passed on to a client that may not understand it.
+var ErrBadStatus = errors.New("the upstream's answer has a status outside 100-599")
+
+// BadStatus is ErrBadStatus with the value named.
+func BadStatus(st int) error { return fmt.Errorf("%w: %03d", ErrBadStatus, st) }
 
 // ErrAnswerBareLF is an answer head with a line that ends in a bare LF:
 // refused at once as a malformed answer, like those fasthttp's parser
@@ -95,7 +101,7 @@ func AnswerParseError(err error, head []byte) error {
 // BadAnswer reports an attempt that failed on an upstream answer that is no
 // HTTP/1.1 answer the proxy passes on: a head the parser refuses, a bare
 // LF in it, a head over MaxResponseHead, more than MaxInterim interim
-// answers, a status below 100, an unsolicited 101. The upstream's
+// answers, a status outside 100-599, an unsolicited 101. The upstream's
 // connection is closed; the answer is the proxy's 502.
 //
 // How it counts is Envoy's for an upstream protocol error (its codec
@@ -119,8 +125,8 @@ func BadAnswer(err error) bool {
 // judge it.
 func Interim(st, n int) (skip bool, err error) {
 	switch {
-	case st < 100:
-		return false, ErrBadStatus
+	case st < 100 || st > 599:
+		return false, BadStatus(st)
 	case st >= 200 || st == fasthttp.StatusSwitchingProtocols:
 		return false, nil
 	case n >= MaxInterim:

@@ -236,6 +236,7 @@ func restoreRawOrder(h *fasthttp.RequestHeader, sc *Scratch) {
 // a TRACE (RFC 9110 9.3.8: never content; Go drops it there too). Both
 // engines write their requests through it (RequestWriter for the loop's).
 func WriteRequest(req *fasthttp.Request, w *bufio.Writer) error {
+	optionsAsterisk(req)
 	if len(req.Body()) > 0 || req.IsBodyStream() || !zeroLengthAdded(&req.Header) {
 		return req.Write(w)
 	}
@@ -258,6 +259,30 @@ func WriteRequest(req *fasthttp.Request, w *bufio.Writer) error {
 	}
 	_, err := w.Write(out)
 	return err
+}
+
+// optionsAsterisk gives an OPTIONS request sent in absolute form with an
+// empty path and no query ("OPTIONS http://svc HTTP/1.1") the target "*":
+// RFC 9112 3.2.4 has the last proxy before the origin send "OPTIONS *",
+// and the proxy is that last one. fasthttp's writer rebuilt the target
+// from the URI as "/", a request about the server turned into one about
+// its root resource. A path "/" or a query keeps its origin form.
+func optionsAsterisk(req *fasthttp.Request) {
+	if !req.Header.IsOptions() {
+		return
+	}
+	// The target as the client sent it: fasthttp's URI holds "/" for an
+	// empty path. A retry's target is "*" already (the URI's path is set).
+	if EmptyAbsolutePath(req.Header.RequestURI()) {
+		req.URI().SetPath("*")
+	}
+}
+
+// EmptyAbsolutePath reports whether target is in absolute form with an
+// empty path and no query ("http://svc", "http://svc:8080").
+func EmptyAbsolutePath(target []byte) bool {
+	i := bytes.Index(target, []byte("://"))
+	return i > 0 && !bytes.ContainsAny(target[:i], "/?#") && !bytes.ContainsAny(target[i+3:], "/?#")
 }
 
 // zeroLengthAdded: whether fasthttp's writer would frame h's request, sent

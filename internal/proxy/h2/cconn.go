@@ -60,7 +60,8 @@ const (
 	// 2.5 MiB; 1,000 streams of 65 fields fit. A stream past it is
 	// refused (REFUSED_STREAM: never processed, the client may retry),
 	// trailers past it reset it (ENHANCE_YOUR_CALM). x/net's server has
-	// no such bound.
+	// no such bound. The upstreams' answers to the connection's streams
+	// are held to the same count (holdAnswer).
 	maxHeldFields = 1 << 16
 	// winChangeWindow: a client changing SETTINGS_INITIAL_WINDOW_SIZE
 	// more than winChangeLimit times within it is ended with GOAWAY
@@ -167,7 +168,10 @@ type cconn struct {
 	streams map[uint32]*rstream
 	// heldFields: the request header fields (and trailers) its open
 	// streams hold, at most maxHeldFields (onHeaders).
-	heldFields  int
+	heldFields int
+	// heldAnswer: the upstreams' answer header fields (and trailers) its
+	// open streams' attempts took, at most maxHeldFields (holdAnswer).
+	heldAnswer  int
 	maxSeen     uint32  // highest client stream id seen
 	sendWin     outflow // the connection's window toward the client
 	recvWin     inflow  // the client's on the connection
@@ -1274,7 +1278,8 @@ func (cc *cconn) removeStream(s *rstream) {
 	}
 	delete(cc.streams, s.id)
 	cc.heldFields -= s.nfields
-	s.nfields = 0
+	cc.heldAnswer -= s.nanswer
+	s.nfields, s.nanswer = 0, 0
 	if len(cc.streams) == 0 {
 		cc.wakeReader() // a half-closed client's last answer
 		if cc.goingAway && cc.h.closing.Load() {

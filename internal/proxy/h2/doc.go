@@ -110,8 +110,10 @@
 // header block from its HEADERS; a block's frames count their headers
 // against twice the header-list bound (empty CONTINUATION floods); a
 // connection's open streams hold at most maxHeldFields request header
-// fields (HPACK bombs of one-byte fields; a stream past it is refused)
-// and a reader keeps no large decoding buffer while it waits.
+// fields (HPACK bombs of one-byte fields; a stream past it is refused),
+// and at most as many fields of their upstreams' answers (an answer past
+// it is a bad answer, holdAnswer), and a reader keeps no large decoding
+// buffer while it waits.
 //
 // The package depends on policy, forward (the HTTP/1.1 path's words for
 // the proxy's own answers), accesslog, netpoll (RecvRaw, SendRaw),

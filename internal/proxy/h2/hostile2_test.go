@@ -405,6 +405,14 @@ func TestUpstreamMalformedHead(t *testing.T) {
 		{"non-numeric-status", []string{":status", "2oo", "content-type", "application/grpc", "grpc-status", "0"}, true, `malformed :status "2oo"`, 0},
 		{"status-0", []string{":status", "0", "content-type", "application/grpc", "grpc-status", "0"}, true, `malformed :status "0"`, 0},
 		{"status-1000", []string{":status", "1000", "content-type", "application/grpc", "grpc-status", "0"}, true, `malformed :status "1000"`, 0},
+		// Three digits outside 100-599 (RFC 9110 15: invalid; RFC 9113
+		// 8.3.2: a malformed answer is a stream error): as the HTTP/1.1
+		// path's bad answer. Before, 600 and 999 were passed on.
+		{"status-600", []string{":status", "600", "content-type", "application/grpc", "grpc-status", "0"}, true, `:status outside 100-599: "600"`, 0},
+		{"status-999", []string{":status", "999", "content-type", "application/grpc", "grpc-status", "0"}, true, `:status outside 100-599: "999"`, 0},
+		{"status-099", []string{":status", "099", "content-type", "application/grpc", "grpc-status", "0"}, true, `:status outside 100-599: "099"`, 0},
+		{"status-abc", []string{":status", "abc", "content-type", "application/grpc", "grpc-status", "0"}, true, `malformed :status "abc"`, 0},
+		{"status-600-open", []string{":status", "600", "content-type", "application/grpc"}, false, `:status outside 100-599: "600"`, 0},
 		{"1xx-end-stream", []string{":status", "103", "link", "</x>"}, true, "1xx informational answer with END_STREAM", 0},
 		{"1xx-then-missing-status", []string{"content-type", "application/grpc"}, false, "missing :status", 0},
 		{"hpack-bomb", bomb, true, "header list larger than the advertised 1048576 bytes", 0},

@@ -51,6 +51,9 @@ type useState struct {
 	// nfields: the request's fields (its trailers' too) counted in
 	// cc.heldFields while the stream is open.
 	nfields int
+	// nanswer: the fields of its attempts' answers (and trailers)
+	// counted in cc.heldAnswer while the stream is open.
+	nanswer int
 
 	// The request body as the client sent it: kept whole for replay while
 	// it fits --max-replay-bytes (gRPC A6), else from the current
@@ -241,8 +244,10 @@ func (cc *cconn) recycle(s *rstream) {
 		}
 	}
 	// Its header lists are the next use's anew (newStream): not kept
-	// alive meanwhile (a request's may be 17,000 fields).
+	// alive meanwhile (a request's may be 17,000 fields, an answer's
+	// too).
 	s.fields, s.hdr, s.reqTrailers, s.outTrailers = nil, nil, nil, nil
+	s.first.hdrs, s.first.trailers = nil, nil
 	cc.free = append(cc.free, s)
 }
 
@@ -613,6 +618,9 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			}
 			return
 		}
+		if !a.holdAnswer(len(f.fields), f.endStream) {
+			return
+		}
 		a.gotHeaders = true
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
@@ -686,6 +694,9 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		a.fail(a.badLength(a.bodyIn))
 		return
 	}
+	if !a.holdAnswer(len(f.fields), true) {
+		return
+	}
 	a.trailers, _ = cleanAnswer(append(a.trailBuf[:0], f.regular()...))
 	a.hasTrails, a.upEnded = true, true
 	a.upDone()
@@ -746,7 +757,7 @@ func (a *ratt) deadlineCut() {
 // responseStatus reads an answer's :status, or says why the answer's head
 // is malformed: its header list went past the MAX_HEADER_LIST_SIZE the
 // relay advertised (the Framer truncated it), no :status, one that is not
-// three digits (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
+// three digits or outside 100-599 (RFC 9110 15), a 1xx ending the stream (x/net's Transport:
 // the same cases). st is the :status value, truncated whether the list
 // went past the limit, ended whether the block ends the stream.
 func responseStatus(st string, truncated, ended bool) (int, string) {
@@ -764,13 +775,40 @@ func responseStatus(st string, truncated, ended bool) (int, string) {
 		}
 		code = code*10 + int(st[i]-'0')
 	}
-	if len(st) != 3 || code < 100 {
+	if len(st) != 3 || code < 0 {
 		return 0, "malformed :status " + strconv.Quote(st)
+	}
+	if code < 100 || code > 599 {
+		// RFC 9110 15: no status; the HTTP/1.1 path's bad answer too
+		// (forward.ErrBadStatus). Before, 600 to 999 were passed on.
+		return 0, ":status outside 100-599: " + strconv.Quote(st)
 	}
 	if code < 200 && ended {
 		return 0, "1xx informational answer with END_STREAM"
 	}
 	return code, ""
+}
+
+// holdAnswer counts n answer fields (headers or trailers; ended: the
+// block ended the upstream's stream) against the client connection's
+// maxHeldFields, as the requests' fields are (cc.heldFields); mu held.
+// Past it, the answer is a bad answer (a 502 for a keyless POST, never
+// re-sent; a retry for what may be repeated), its upstream stream reset.
+// HPACK makes a field one byte on the wire: an upstream answering
+// 17,000 fields a call (under the 1 MiB list limit) had the relay hold
+// 680 KB a stream, for as many streams as the clients kept open.
+func (a *ratt) holdAnswer(n int, ended bool) bool {
+	s := a.s
+	cc := s.cc
+	if cc.heldAnswer+n > maxHeldFields {
+		a.upEnded = a.upEnded || ended
+		a.fail(forward.BadAnswerError("an answer of " + strconv.Itoa(n) + " header fields past the " +
+			strconv.Itoa(maxHeldFields) + " the client connection's streams may hold"))
+		return false
+	}
+	cc.heldAnswer += n
+	s.nanswer += n
+	return true
 }
 
 // upDone frees the upstream stream once the answer ended (the request's

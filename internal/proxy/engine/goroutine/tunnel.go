@@ -222,8 +222,8 @@ func statusOf(head []byte) (int, error) {
 		}
 		st = st*10 + int(c-'0')
 	}
-	if st < 100 {
-		return 0, errors.New("bad status")
+	if st < 100 || st > 599 {
+		return 0, forward.BadStatus(st)
 	}
 	return st, nil
 }

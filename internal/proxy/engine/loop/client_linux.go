@@ -5,6 +5,7 @@ package loop
 import (
 	"bytes"
 	"errors"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sys/unix"
@@ -40,6 +41,14 @@ type cliConn struct {
 	// or the connection ends.
 	resv     forward.Hold
 	reserved bool
+	// refusing: the answer being written is the loop's own refusal (a
+	// head's 400, the body budget's 503), after which the connection
+	// lingers (linger). lingerT: set while it lingers; lingerUntil, when
+	// it stops; lingered, the bytes read and dropped meanwhile.
+	refusing    bool
+	lingerT     *netpoll.Timer
+	lingerUntil int64
+	lingered    int
 }
 
 func (c *cliConn) writing() bool { return len(c.out) > 0 }
@@ -76,6 +85,10 @@ func (c *cliConn) Event(ev uint32) {
 // c.in when bytes are already waiting or a request is being served, then
 // serves what it can.
 func (c *cliConn) read() {
+	if c.lingerT != nil {
+		c.drop()
+		return
+	}
 	l := c.l
 	c.unread = false
 	filled := false // a read filled the buffer: its bytes wait in c.in
@@ -167,7 +180,7 @@ func (c *cliConn) serve(data []byte) {
 		}
 	}
 	c.serving = false
-	if c.closed || c.call != nil || c.writing() {
+	if c.closed || c.call != nil || c.writing() || c.lingerT != nil {
 		return
 	}
 	if len(c.in) > 0 && c.headStart == 0 {
@@ -297,7 +310,7 @@ func (c *cliConn) start(data []byte) (rest []byte, ok bool) {
 // refuse answers a head the proxy does not read with 400 and closes the
 // connection (what follows the head cannot be framed).
 func (c *cliConn) refuse(why string) {
-	c.closeAfter = true
+	c.closeAfter, c.refusing = true, true
 	c.in = c.in[:0]
 	c.write(forward.MalformedAnswer(why))
 }
@@ -305,7 +318,7 @@ func (c *cliConn) refuse(why string) {
 // refuseBudget answers a request whose body does not fit in the budget
 // (forward.BudgetAnswer) and closes the connection: the body is not read.
 func (c *cliConn) refuseBudget(body string) {
-	c.closeAfter = true
+	c.closeAfter, c.refusing = true, true
 	c.in = c.in[:0]
 	c.write(forward.BudgetAnswer(body))
 }
@@ -473,6 +486,10 @@ func (c *cliConn) flush() {
 func (c *cliConn) written() {
 	c.lastActive = c.l.now()
 	if c.closeAfter {
+		if c.refusing {
+			c.linger()
+			return
+		}
 		c.close()
 		return
 	}
@@ -493,8 +510,11 @@ func (c *cliConn) timedOut(kind string) {
 	if kind == forward.TimeoutClient {
 		answer = timeoutBody
 	}
-	_, _ = netpoll.WriteSome(c.fd, answer)
-	c.close()
+	if rest, err := netpoll.WriteSome(c.fd, answer); err != nil || len(rest) > 0 {
+		c.close()
+		return
+	}
+	c.linger()
 }
 
 // The 408 answers, written whole (a socket with nothing queued takes them),
@@ -516,7 +536,78 @@ func (c *cliConn) close() {
 		c.call = nil
 		c.l.putCall(cl)
 	}
+	if c.lingerT != nil {
+		c.l.timers.Cancel(c.lingerT)
+	}
 	fd := c.fd
 	c.detach()
 	_ = unix.Close(fd)
+}
+
+// How long, and how many bytes, a connection is read after the loop's own
+// refusal (linger): the goroutine engine's bounds (its lingerAfterRefusal).
+// 16 MiB: the largest body the proxy reads.
+const (
+	lingerTime  = time.Second
+	lingerBytes = forward.MaxRequestBody
+)
+
+// linger ends a connection after the loop's own refusal, its answer
+// written whole: the writes end (the answer goes out with a FIN), and what
+// the client still sends is read and dropped until it closes, for
+// lingerTime and lingerBytes at most, before the socket closes. A close
+// with the client's bytes unread is a reset, and a client still sending
+// its body meets it in a write and may lose the answer with it (Go's
+// net/http client: "write: broken pipe", no answer). The loop's timer, no
+// goroutine: the first drop runs from the timer (now), outside serve,
+// whose bytes the loop's buffer still holds.
+func (c *cliConn) linger() {
+	if unix.Shutdown(c.fd, unix.SHUT_WR) != nil {
+		c.close()
+		return
+	}
+	c.releaseBody()
+	c.in, c.out, c.headStart, c.bodySince = nil, nil, 0, 0
+	now := c.l.now()
+	c.lingerUntil = now + int64(lingerTime)
+	c.lingerT = netpoll.NewTimer(c.lingerTick)
+	c.lingerT.Owner = c
+	c.l.timers.Schedule(c.lingerT, now)
+}
+
+// lingerTick drops what came, or ends the linger when its time is up.
+func (c *cliConn) lingerTick() {
+	if c.closed {
+		return
+	}
+	if c.l.now() >= c.lingerUntil {
+		c.close()
+		return
+	}
+	c.drop()
+	if !c.closed {
+		c.l.timers.Schedule(c.lingerT, c.lingerUntil)
+	}
+}
+
+// drop reads and drops what the socket holds of a lingering connection;
+// the client's end (or an error), or lingerBytes in all, closes it.
+func (c *cliConn) drop() {
+	for {
+		n, err := netpoll.Recv(c.fd, c.l.buf)
+		switch {
+		case n > 0:
+			c.lingered += n
+			if c.lingered >= lingerBytes {
+				c.close()
+				return
+			}
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			return
+		default:
+			c.close()
+			return
+		}
+	}
 }

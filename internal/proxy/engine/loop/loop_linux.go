@@ -288,8 +288,8 @@ func (l *evLoop) sweep() {
 	cfg := l.f.Cfg
 	now := l.now()
 	for c := range l.clients {
-		if c.call != nil || c.writing() {
-			continue
+		if c.call != nil || c.writing() || c.lingerT != nil {
+			continue // a lingering connection ends by its own timer
 		}
 		switch {
 		case c.bodySince != 0:
