@@ -296,6 +296,8 @@ func TestHelmValues(t *testing.T) {
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-interval=1500ms", "--prometheus-window=90000ms"}, false},
 			{"a larger answer bound", "prometheus.url=http://prometheus.monitoring:9090,prometheus.maxAnswerSize=128Mi",
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-max-answer-size=128Mi"}, false},
+			{"one Istio cluster of several, and Thanos's replica label", "prometheus.url=http://prometheus.monitoring:9090,prometheus.istioCluster=east,prometheus.replicaLabels={replica,prometheus_replica}",
+				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-istio-cluster=east", "--prometheus-replica-label=replica", "--prometheus-replica-label=prometheus_replica"}, false},
 			{"a token from a Secret", "prometheus.url=http://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token",
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-bearer-token-file=/etc/retrycap/prometheus/token"}, true},
 		} {
@@ -462,6 +464,8 @@ func TestHelmValues(t *testing.T) {
 	t.Run("values outside the schema are refused", func(t *testing.T) {
 		for _, set := range []string{"certificates.mode=vault", "webhooks.gate.failurePolicy=Sometimes", "replicas=0", "prometheus.url=prometheus:9090", "prometheus.auth.token=x",
 			"prometheus.maxAnswerSize=0", "prometheus.maxAnswerSize=64MB", "prometheus.maxAnswerSize=-1Mi",
+			// A replica label the manager refuses at start: not a label name, or given twice.
+			"prometheus.replicaLabels={pod-replica}", "prometheus.replicaLabels={replica,replica}",
 			// A key in the wrong place or misspelt was rendered around silently: every object of
 			// the chart's values is closed now (Helm's `global` excepted).
 			"webhooks.failurePolicy=Ignore", "replica=3", "monitoring.podMonitor.enabled=true", "image.pullpolicy=Always",
