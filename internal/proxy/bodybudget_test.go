@@ -147,19 +147,11 @@ func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
 			}
 			// The access log: the refusal's line (attempt 0, nothing sent),
 			// between the two attempts that ran.
-			if err := p.accessLog.w.Close(); err != nil { // flush
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lines, data := loggedAttempts(t, p, logPath)
 			var refusals, attempts int
-			for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-				a, ok, err := observe.ParseLine([]byte(l), observe.Source{})
+			for _, a := range lines {
+				l := a.Line
 				switch {
-				case err != nil || !ok:
-					t.Errorf("line %q: %v %v", l, ok, err)
 				case a.Status == http.StatusServiceUnavailable:
 					refusals++
 					if a.Number != 0 || a.Error != forward.ErrBodyBudget || a.Target != "backend" || a.Method != "POST" || a.Path != "/2" {
@@ -176,6 +168,35 @@ func testBudgetRefuses(t *testing.T, engine string, size, max int64) {
 			}
 		}
 	}
+}
+
+// loggedLine is one access-log line as observe reads it, with its text.
+type loggedLine struct {
+	observe.Attempt
+	Line string
+}
+
+// loggedAttempts flushes p's access log (closing its writer) and reads every line of logPath as
+// observe does; a line observe cannot read fails the test. It returns the whole file too.
+func loggedAttempts(t *testing.T, p *Proxy, logPath string) ([]loggedLine, []byte) {
+	t.Helper()
+	if err := p.accessLog.w.Close(); err != nil { // flush
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []loggedLine
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		a, ok, err := observe.ParseLine([]byte(l), observe.Source{})
+		if err != nil || !ok {
+			t.Errorf("line %q: %v %v", l, ok, err)
+			continue
+		}
+		out = append(out, loggedLine{Attempt: a, Line: l})
+	}
+	return out, data
 }
 
 // metricsText is the proxy's /metrics.

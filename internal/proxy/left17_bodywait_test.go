@@ -5,13 +5,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/retrycap/retrycap/internal/observe"
 	"github.com/retrycap/retrycap/internal/proxy/forward"
 	"github.com/retrycap/retrycap/internal/proxy/proxytest"
 )
@@ -67,19 +65,11 @@ func TestBodyWaitClientResetIsNoRefusal(t *testing.T) {
 				t.Errorf("executed %v (%d in all), want /b once, /a never", got, b.Hits.Load())
 			}
 
-			if err := p.accessLog.w.Close(); err != nil { // flush
-				t.Fatal(err)
-			}
-			data, err := os.ReadFile(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
+			lines, data := loggedAttempts(t, p, logPath)
 			var gone, attempts int
-			for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-				x, ok, err := observe.ParseLine([]byte(l), observe.Source{})
+			for _, x := range lines {
+				l := x.Line
 				switch {
-				case err != nil || !ok:
-					t.Errorf("line %q: %v %v", l, ok, err)
 				case x.Path == "/a":
 					gone++
 					if x.Number != 0 || x.Status != 0 || x.Error != forward.ErrCancelled || x.Target != "backend" || x.Method != "POST" {
