@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2/hpack"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
@@ -89,12 +91,18 @@ func statusFromHTTP(s int) int {
 //     (a trailers-only 503 without grpc-status is UNKNOWN, not
 //     UNAVAILABLE); a -bin metadata value that is not base64 is
 //     INTERNAL; else the last grpc-status, a negative one as the uint32
-//     grpc-go makes of it, and none at all is UNKNOWN (not INTERNAL).
+//     grpc-go makes of it, and none at all is UNKNOWN (not INTERNAL);
+//     one grpc-status-details-bin holding a google.rpc.Status of
+//     another code makes it INTERNAL.
 func grpcRead(fs []hpack.HeaderField, status int, head, end bool) (code int, known bool) {
 	isGRPC, badBin := !head, false
 	code = codeUnknown
+	details, nDetails := "", 0
 	for i := range fs {
 		switch name := fs[i].Name; name {
+		case "grpc-status-details-bin":
+			details, nDetails = fs[i].Value, nDetails+1
+			badBin = badBin || !validBin(details)
 		case "content-type":
 			isGRPC = isGRPC || grpcContentType(fs[i].Value)
 		case "grpc-status":
@@ -118,8 +126,30 @@ func grpcRead(fs []hpack.HeaderField, status int, head, end bool) (code int, kno
 		return codeInternal, true
 	case !end:
 		return 0, false
+	case nDetails == 1 && detailsDiffer(details, code):
+		return codeInternal, true
 	}
 	return code, true
+}
+
+// detailsDiffer reports whether a grpc-status-details-bin value is a
+// google.rpc.Status whose code is not the grpc-status: grpc-go's client
+// then reads INTERNAL ("grpc-status-details-bin mismatch",
+// internal/status.NewWithProto). A value that is no such proto (or more
+// than one value: the caller's) is ignored, as grpc-go ignores it.
+func detailsDiffer(v string, code int) bool {
+	var b []byte
+	var err error
+	if len(v)%4 == 0 {
+		b, err = base64.StdEncoding.DecodeString(v)
+	} else {
+		b, err = base64.RawStdEncoding.DecodeString(v)
+	}
+	st := &spb.Status{}
+	if err != nil || proto.Unmarshal(b, st) != nil {
+		return false
+	}
+	return st.GetCode() != int32(uint32(code))
 }
 
 // validBin reports whether a -bin metadata value decodes as grpc-go

@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -11,10 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
@@ -32,11 +35,35 @@ import (
 // message, trailers).
 type grpcReadCase struct {
 	status, ct, gs, shape string
+	extra                 int // grpcReadExtras[extra]: fields beside grpc-status
 }
+
+// grpcReadExtras are fields sent beside grpc-status: a
+// grpc-status-details-bin of another code (grpc-go: INTERNAL), of the
+// same code, one that is no google.rpc.Status (ignored), two of another
+// code (ignored), a -bin value that is not base64 (INTERNAL).
+var grpcReadExtras = func() [][]string {
+	bin := func(st *spb.Status) string {
+		b, err := proto.Marshal(st)
+		if err != nil {
+			panic(err)
+		}
+		return base64.RawStdEncoding.EncodeToString(b)
+	}
+	other, same := bin(&spb.Status{Code: 0, Message: "fine"}), bin(&spb.Status{Code: 14, Message: "down"})
+	return [][]string{
+		nil,
+		{"grpc-status-details-bin", other},
+		{"grpc-status-details-bin", same},
+		{"grpc-status-details-bin", base64.RawStdEncoding.EncodeToString([]byte{0xff, 0xff})},
+		{"grpc-status-details-bin", other, "grpc-status-details-bin", other},
+		{"x-trace-bin", "!!!!"},
+	}
+}()
 
 func (c grpcReadCase) name() string {
 	ct := strings.NewReplacer("/", "_", "+", "_").Replace(c.ct)
-	return strings.Join([]string{c.status, "ct=" + ct, "gs=" + c.gs, c.shape}, "-")
+	return strings.Join([]string{c.status, "ct=" + ct, "gs=" + c.gs, c.shape, "extra=" + strconv.Itoa(c.extra)}, "-")
 }
 
 // answer writes c's answer on stream id.
@@ -49,6 +76,7 @@ func (c grpcReadCase) answer(p *upPeer, id uint32) {
 	if c.gs != "" {
 		gs = []string{"grpc-status", c.gs}
 	}
+	gs = append(gs, grpcReadExtras[c.extra]...)
 	switch c.shape {
 	case "only":
 		p.headers(id, true, append(head, gs...)...)
@@ -63,7 +91,8 @@ func (c grpcReadCase) answer(p *upPeer, id uint32) {
 }
 
 // TestGRPCAnswerReadAsGRPCGo: every HTTP status x content-type x
-// grpc-status (none, 0, 14, malformed) x shape, called directly with
+// grpc-status (none, 0, 14, 13, malformed) x shape, and the
+// grpc-status-details-bin and -bin shapes of grpcReadExtras, called directly with
 // grpc-go and through the relay (three attempts, UNAVAILABLE and
 // INTERNAL retried): the same code at the client; the upstream executes
 // the call three times exactly when that code is retryable and no
@@ -86,8 +115,15 @@ func TestGRPCAnswerReadAsGRPCGo(t *testing.T) {
 		for _, ct := range []string{"application/grpc", "application/grpc+proto", "application/grpcx", "text/plain", ""} {
 			for _, gs := range []string{"", "0", "14", "13", "abc"} {
 				for _, shape := range []string{"only", "open", "data"} {
-					cases = append(cases, grpcReadCase{st, ct, gs, shape})
+					cases = append(cases, grpcReadCase{st, ct, gs, shape, 0})
 				}
+			}
+		}
+	}
+	for extra := 1; extra < len(grpcReadExtras); extra++ {
+		for _, gs := range []string{"", "14", "0"} {
+			for _, shape := range []string{"only", "open"} {
+				cases = append(cases, grpcReadCase{"200", "application/grpc", gs, shape, extra})
 			}
 		}
 	}
@@ -186,20 +222,33 @@ func TestGRPCAnswerReadAsGRPCGo(t *testing.T) {
 		c    grpcReadCase
 		code codes.Code
 	}{
-		{grpcReadCase{"503", "application/grpc", "", "only"}, codes.Unknown},
-		{grpcReadCase{"503", "application/grpc", "14", "only"}, codes.Unavailable},
-		{grpcReadCase{"200", "application/grpc", "", "only"}, codes.Unknown},
-		{grpcReadCase{"200", "application/grpc", "", "open"}, codes.Unknown},
-		{grpcReadCase{"200", "text/plain", "14", "only"}, codes.Unknown},
-		{grpcReadCase{"200", "", "14", "open"}, codes.Unknown},
-		{grpcReadCase{"503", "text/plain", "0", "only"}, codes.Unavailable},
-		{grpcReadCase{"400", "application/grpcx", "0", "only"}, codes.Internal},
-		{grpcReadCase{"503", "text/plain", "abc", "only"}, codes.Unknown},
+		{grpcReadCase{"503", "application/grpc", "", "only", 0}, codes.Unknown},
+		{grpcReadCase{"503", "application/grpc", "14", "only", 0}, codes.Unavailable},
+		{grpcReadCase{"200", "application/grpc", "", "only", 0}, codes.Unknown},
+		{grpcReadCase{"200", "application/grpc", "", "open", 0}, codes.Unknown},
+		{grpcReadCase{"200", "text/plain", "14", "only", 0}, codes.Unknown},
+		{grpcReadCase{"200", "", "14", "open", 0}, codes.Unknown},
+		{grpcReadCase{"503", "text/plain", "0", "only", 0}, codes.Unavailable},
+		{grpcReadCase{"400", "application/grpcx", "0", "only", 0}, codes.Internal},
+		{grpcReadCase{"503", "text/plain", "abc", "only", 0}, codes.Unknown},
+		{grpcReadCase{"200", "application/grpc", "14", "only", 1}, codes.Internal},
+		{grpcReadCase{"200", "application/grpc", "14", "open", 1}, codes.Internal},
+		{grpcReadCase{"200", "application/grpc", "14", "only", 2}, codes.Unavailable},
+		{grpcReadCase{"200", "application/grpc", "14", "only", 3}, codes.Unavailable},
+		{grpcReadCase{"200", "application/grpc", "14", "only", 4}, codes.Unavailable},
+		{grpcReadCase{"200", "application/grpc", "14", "only", 5}, codes.Internal},
 	} {
+		found := false
 		for n, c := range cases {
-			if c == p.c && want[n] != p.code {
-				t.Errorf("%s: grpc-go reads %v, pinned %v", c.name(), want[n], p.code)
+			if c == p.c {
+				found = true
+				if want[n] != p.code {
+					t.Errorf("%s: grpc-go reads %v, pinned %v", c.name(), want[n], p.code)
+				}
 			}
+		}
+		if !found {
+			t.Errorf("%s: pinned but not in the table", p.c.name())
 		}
 	}
 	if err := w.Close(); err != nil {
