@@ -2,11 +2,19 @@ package h2
 
 import (
 	"bytes"
+	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // The eighteenth adversarial round (branch h2red18).
@@ -134,6 +142,84 @@ func TestRequestLineInjectionRefused(t *testing.T) {
 			}
 			if n := seen.Load(); n != want {
 				t.Fatalf("the upstream got %d requests, want %d", n, want)
+			}
+		})
+	}
+}
+
+// TestHeadersFirstWhileClientSends: a gRPC server that sends its headers
+// first (grpc-go's ServerStream.SendHeader) and then waits for the
+// client, whose client waits for them (ClientStream.Header) before it
+// sends: grpc-go called directly completes in a millisecond; through the
+// relay the call hung until its deadline (the headers held back for a
+// message that could not come: Header() returned nothing after 3 s,
+// DeadlineExceeded). Now headers arriving while the client's request is
+// still open are passed on at once, the call committed as by a message
+// (gRPC A6 commits at the response headers): the client gets them and
+// its echo, one execution. Committed, such a call is not retried: one
+// that then fails UNAVAILABLE without a message reaches the upstream
+// once (it was retried three times, the client's Header() waiting
+// meanwhile), while one whose request had ended is still held and
+// retried (TestGRPCAnswerReadAsGRPCGo's "open" shape).
+func TestHeadersFirstWhileClientSends(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		name := map[bool]string{false: "echo", true: "unavailable"}[fail]
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var execs atomic.Int64
+			srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, st grpc.ServerStream) error {
+				execs.Add(1)
+				if err := st.SendHeader(metadata.Pairs("x-ready", "1")); err != nil {
+					return err
+				}
+				if fail {
+					return status.Error(codes.Unavailable, "not now")
+				}
+				in := new(wrapperspb.StringValue)
+				if err := st.RecvMsg(in); err != nil {
+					return err
+				}
+				return st.SendMsg(wrapperspb.String("echo:" + in.GetValue()))
+			}))
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(srv.Stop)
+			up := ln.Addr().String()
+			relayName := "r18hdr-" + name
+			h, _ := newHandler(t, proxyOpts{name: relayName, addr: up, attempts: 3})
+			theFront.route(t, relayName, h, up)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			st, err := dialName(t, relayName).NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/r18.Bidi/Call")
+			if err != nil {
+				t.Fatal(err)
+			}
+			md, err := st.Header()
+			if err != nil || len(md.Get("x-ready")) != 1 || md.Get("x-ready")[0] != "1" {
+				t.Fatalf("Header(): %v, %v; want x-ready: 1 before the client sends", md, err)
+			}
+			_ = st.SendMsg(wrapperspb.String("x"))
+			_ = st.CloseSend()
+			out := new(wrapperspb.StringValue)
+			err = st.RecvMsg(out)
+			if fail {
+				if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "not now" {
+					t.Fatalf("RecvMsg: %v, want UNAVAILABLE not now", err)
+				}
+			} else if err != nil || out.GetValue() != "echo:x" {
+				t.Fatalf("RecvMsg: %q, %v; want echo:x", out.GetValue(), err)
+			}
+			if n := execs.Load(); n != 1 {
+				t.Fatalf("the upstream executed the call %d times, want 1", n)
+			}
+			code := map[bool]string{false: "OK", true: "UNAVAILABLE"}[fail]
+			waitFor(t, "the call counted", func() bool {
+				return testutil.ToFloat64(h.m.requests.WithLabelValues(relayName, "grpc", code)) == 1
+			})
+			if got := testutil.ToFloat64(h.m.attempts.WithLabelValues(relayName, "grpc")); got != 1 {
+				t.Fatalf("attempts %v, want 1", got)
 			}
 		})
 	}

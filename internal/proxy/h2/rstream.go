@@ -660,6 +660,16 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			// Judged by a grpc-status here, the call was retried while
 			// its upstream went on to complete it, or ended with the
 			// message after it dropped.
+			if !s.reqEnd {
+				// Unless the client is still sending: it may be waiting
+				// for them (grpc-go's ClientStream.Header) before it
+				// sends what the upstream waits for (a server's
+				// SendHeader, then Recv). Held, the call hung until its
+				// deadline; passed on, it is committed as by a message
+				// (gRPC A6: committed at the response headers).
+				a.res.committed = true
+				s.decide(a)
+			}
 			return
 		}
 		// The whole answer as the client reads it: trailers-only, or not
