@@ -224,3 +224,53 @@ func TestHeadersFirstWhileClientSends(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamTableSizeUpdateAfterAField: an upstream answer block with a
+// dynamic table size update after its first field (RFC 7541 4.2: "MUST
+// occur at the beginning of the first header block following the
+// change"; x/net's decoder and the relay's, for a client's block, make it
+// a COMPRESSION_ERROR) ends that upstream connection with GOAWAY
+// COMPRESSION_ERROR; the GET is retried on a new connection and
+// answered, two executions; the client's connection is untouched.
+func TestUpstreamTableSizeUpdateAfterAField(t *testing.T) {
+	goaways := make(chan http2.ErrCode, 4)
+	up, arrivals := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			goaways <- ga.ErrCode
+			return
+		}
+		if _, ok := f.(*http2.MetaHeadersFrame); !ok || !f.Header().Flags.Has(http2.FlagHeadersEndStream) {
+			return
+		}
+		id := f.Header().StreamID
+		if p.n == 1 {
+			p.do(func(fr *http2.Framer) {
+				// A size update after a field that entered the table (x/net's
+				// decoder lets one pass while the table is empty).
+				blk := append(p.block(":status", "200", "x-pad", "1"), 0x20)
+				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true, EndStream: true})
+			})
+			return
+		}
+		p.headers(id, false, ":status", "200")
+		p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, true, []byte("ok")) })
+	})
+	h, _ := newHandler(t, proxyOpts{name: "web", addr: up, attempts: 2})
+	r := dialHostile(t, serveDirect(t, h, ""))
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block(":method", "GET", ":scheme", "http", ":path", "/x", ":authority", "web"), EndHeaders: true, EndStream: true})
+	heads, data, rst := r.readStream(1)
+	if rst != -1 || len(heads) != 1 || field(heads[0], ":status") != "200" || string(data) != "ok" {
+		t.Fatalf("answer %v %q reset %d, want 200 ok", heads, data, rst)
+	}
+	select {
+	case code := <-goaways:
+		if code != http2.ErrCodeCompression {
+			t.Fatalf("GOAWAY %v to the upstream, want COMPRESSION_ERROR", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no GOAWAY to the upstream")
+	}
+	if n := arrivals.Load(); n != 2 {
+		t.Fatalf("the upstream got the request %d times, want 2", n)
+	}
+}
