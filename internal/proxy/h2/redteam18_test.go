@@ -228,9 +228,10 @@ func TestHeadersFirstWhileClientSends(t *testing.T) {
 // TestUpstreamTableSizeUpdateAfterAField: an upstream answer block with a
 // dynamic table size update after its first field (RFC 7541 4.2: "MUST
 // occur at the beginning of the first header block following the
-// change"; x/net's decoder and the relay's, for a client's block, make it
-// a COMPRESSION_ERROR) ends that upstream connection with GOAWAY
-// COMPRESSION_ERROR; the GET is retried on a new connection and
+// change"; x/net's decoder, the relay's, makes it a COMPRESSION_ERROR
+// once the dynamic table holds an entry, and lets it pass while the table
+// is empty, as for a client's block) ends that upstream connection with
+// GOAWAY COMPRESSION_ERROR; the GET is retried on a new connection and
 // answered, two executions; the client's connection is untouched.
 func TestUpstreamTableSizeUpdateAfterAField(t *testing.T) {
 	goaways := make(chan http2.ErrCode, 4)
