@@ -90,7 +90,7 @@ func (c grpcReadCase) answer(p *upPeer, id uint32) {
 	}
 }
 
-// TestGRPCAnswerReadAsGRPCGo: every HTTP status x content-type x
+// TestGRPCAnswerReadAsGRPCGo: every HTTP status (12) x content-type x
 // grpc-status (none, 0, 14, 13, malformed) x shape, and the
 // grpc-status-details-bin and -bin shapes of grpcReadExtras, called directly with
 // grpc-go and through the relay (three attempts, UNAVAILABLE and
@@ -111,10 +111,18 @@ func (c grpcReadCase) answer(p *upPeer, id uint32) {
 // 503 text/plain with grpc-status 0 counted OK where it reads UNAVAILABLE).
 func TestGRPCAnswerReadAsGRPCGo(t *testing.T) {
 	var cases []grpcReadCase
-	for _, st := range []string{"200", "400", "401", "404", "429", "500", "503", "504"} {
+	for _, st := range []string{"200", "204", "302", "400", "401", "403", "404", "429", "500", "502", "503", "504"} {
 		for _, ct := range []string{"application/grpc", "application/grpc+proto", "application/grpcx", "text/plain", ""} {
 			for _, gs := range []string{"", "0", "14", "13", "abc"} {
 				for _, shape := range []string{"only", "open", "data"} {
+					if st == "204" && shape == "data" {
+						// A message in a 204 is malformed HTTP (RFC 9113
+						// 8.1.1): the relay refuses it as a bad answer, a
+						// reset retried, where grpc-go reads the status
+						// (left as it is: docs/decisions.md, "A gRPC answer is read
+						// as grpc-go's client reads it").
+						continue
+					}
 					cases = append(cases, grpcReadCase{st, ct, gs, shape, 0})
 				}
 			}
