@@ -699,8 +699,9 @@ func connSpecific(name string) bool {
 // no :protocol (extended CONNECT is not offered), a CONNECT with only
 // :authority, :method a token and :path without a space (stricter than
 // x/net: request-line injection behind the upstream), :path in origin
-// form ("/...", or "*") that parses as a request URI, at most one Host and none other than :authority, no
-// userinfo and no byte a host cannot have in the authority; no
+// form ("/...", or "*") that parses as a request URI, at most one Host
+// and none other than :authority, no userinfo and no byte a host cannot
+// have in the authority; no
 // connection-specific fields, TE only "trailers" (x/net answers those
 // 400); content-length a number, the same in every field, 0 on a request
 // that ends with its headers (x/net takes a bad one for 0 and ignores it

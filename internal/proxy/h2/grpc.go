@@ -138,13 +138,7 @@ func grpcRead(fs []hpack.HeaderField, status int, head, end bool) (code int, kno
 // internal/status.NewWithProto). A value that is no such proto (or more
 // than one value: the caller's) is ignored, as grpc-go ignores it.
 func detailsDiffer(v string, code int) bool {
-	var b []byte
-	var err error
-	if len(v)%4 == 0 {
-		b, err = base64.StdEncoding.DecodeString(v)
-	} else {
-		b, err = base64.RawStdEncoding.DecodeString(v)
-	}
+	b, err := decodeBin(v)
 	st := &spb.Status{}
 	if err != nil || proto.Unmarshal(b, st) != nil {
 		return false
@@ -153,16 +147,19 @@ func detailsDiffer(v string, code int) bool {
 }
 
 // validBin reports whether a -bin metadata value decodes as grpc-go
-// decodes it (decodeBinHeader): padded base64 when its length is a
-// multiple of 4, else unpadded.
+// decodes it.
 func validBin(v string) bool {
-	var err error
-	if len(v)%4 == 0 {
-		_, err = base64.StdEncoding.DecodeString(v)
-	} else {
-		_, err = base64.RawStdEncoding.DecodeString(v)
-	}
+	_, err := decodeBin(v)
 	return err == nil
+}
+
+// decodeBin is grpc-go's decodeBinHeader: padded base64 when the value's
+// length is a multiple of 4, else unpadded.
+func decodeBin(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
 }
 
 // codeLabel is a gRPC code as gRPC names it (UNAVAILABLE), for metrics;
