@@ -697,9 +697,11 @@ func connSpecific(name string) bool {
 // here (RFC 9113 8.1.1: an intermediary must not forward a malformed
 // request): the pseudo-headers a request needs, :scheme http or https,
 // no :protocol (extended CONNECT is not offered), a CONNECT with only
-// :authority, :path in origin form ("/...", or "*") that parses as a
-// request URI, at most one Host and none other than :authority, no
-// userinfo and no byte a host cannot have in the authority; no
+// :authority, :method a token and :path without a space (stricter than
+// x/net: request-line injection behind the upstream), :path in origin
+// form ("/...", or "*") that parses as a request URI, at most one Host
+// and none other than :authority, no userinfo and no byte a host cannot
+// have in the authority; no
 // connection-specific fields, TE only "trailers" (x/net answers those
 // 400); content-length a number, the same in every field, 0 on a request
 // that ends with its headers (x/net takes a bad one for 0 and ignores it
@@ -719,6 +721,13 @@ func badRequestFields(f *hblock) string {
 		}
 	case method == "" || path == "" || scheme == "":
 		return "request without :method, :scheme or :path"
+	case !httpguts.ValidHeaderFieldName(method): // a token
+		// RFC 9110 9.1: a method is a token. x/net's server takes any
+		// value; passed on, a hop behind the upstream that writes
+		// HTTP/1.1 would write "GET /admin HTTP/1.1 /x HTTP/1.1" from a
+		// :method "GET /admin HTTP/1.1" (request-line injection), and Go's
+		// own client refuses to send such a method.
+		return ":method " + strconv.Quote(method) + " not a token"
 	case scheme != "http" && scheme != "https":
 		return ":scheme " + strconv.Quote(scheme) + " not http or https"
 	default:
@@ -772,7 +781,8 @@ func badRequestFields(f *hblock) string {
 
 // badPath reports why a :path is not a request URI as x/net's server
 // reads it (url.ParseRequestURI, without its allocation): "*", or "/"
-// then no control byte, and, before the query, "%" only as an escape.
+// then no control byte, and, before the query, "%" only as an escape;
+// and, stricter than x/net, no space.
 func badPath(p string) string {
 	if p == "*" {
 		return ""
@@ -785,6 +795,11 @@ func badPath(p string) string {
 		switch c := p[i]; {
 		case c < ' ' || c == 0x7f:
 			return ":path with a control byte"
+		case c == ' ':
+			// RFC 9110 4.1: no space in a request-target; one, passed
+			// on to a hop that writes HTTP/1.1, ends the request-target
+			// there (request-line injection, as for :method).
+			return ":path with a space"
 		case c == '?':
 			query = true
 		case c == '%' && !query:

@@ -607,9 +607,12 @@ func (c *callState) headerExtras(res *outcome, reason policy.Reason, out []hpack
 }
 
 // trailerExtras are the fields added to an upstream's trailers passed on
-// (trailers: the upstream's); it counts a committed gRPC answer by its
-// final code.
-func (c *callState) trailerExtras(res *outcome, reason policy.Reason, trailers, out []hpack.HeaderField) []hpack.HeaderField {
+// (trailers: the upstream's, hasTrails: it sent some); it counts a
+// committed gRPC answer by its final code as grpc-go's client reads it:
+// the trailers' (grpcRead: none in them is UNKNOWN), or INTERNAL for a
+// stream that ended on DATA without trailers ("server closed the stream
+// without sending trailers").
+func (c *callState) trailerExtras(res *outcome, reason policy.Reason, trailers []hpack.HeaderField, hasTrails bool, out []hpack.HeaderField) []hpack.HeaderField {
 	if !c.grpc {
 		return out
 	}
@@ -617,9 +620,9 @@ func (c *callState) trailerExtras(res *outcome, reason policy.Reason, trailers, 
 		out = append(out, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
 	}
 	if res.committed {
-		code, ok := grpcStatus(trailers)
-		if !ok {
-			code = codeInternal
+		code := codeInternal
+		if hasTrails {
+			code, _ = grpcRead(trailers, 0, false, true)
 		}
 		c.m.code(codeLabel(code))
 	}

@@ -6,7 +6,8 @@
 // the retry budget, the breaker, full-jitter backoff.
 //
 // A gRPC call (content-type application/grpc) follows gRPC A6: it is
-// retried by its grpc-status alone, only before the answer is committed
+// retried by its gRPC code alone (read as grpc-go's client reads the
+// answer: grpcRead in grpc.go), only before the answer is committed
 // (the response headers are held back until the first message or the
 // trailers arrive), with grpc-retry-pushback-ms honoured,
 // grpc-previous-rpc-attempts set on retries, the request messages replayed

@@ -1,11 +1,14 @@
 package h2
 
 import (
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/retrycap/retrycap/internal/proxy/policy"
 )
@@ -51,8 +54,10 @@ func parsePushback(vs []string) (wait time.Duration, has, stop bool) {
 	return time.Duration(n) * time.Millisecond, true, false
 }
 
-// statusFromHTTP maps the HTTP status of a gRPC answer without grpc-status
-// to a code, as gRPC's http-grpc-status-mapping does.
+// statusFromHTTP maps the HTTP status of an answer to a gRPC call that is
+// not gRPC's (no gRPC content-type) to a code, as gRPC's
+// http-grpc-status-mapping and grpc-go's HTTPStatusConvTab do: any
+// status they do not name, 200 included, is UNKNOWN.
 func statusFromHTTP(s int) int {
 	switch s {
 	case 400:
@@ -69,26 +74,92 @@ func statusFromHTTP(s int) int {
 	return codeUnknown
 }
 
-// grpcStatus reads an answer block's grpc-status as grpc-go's client
-// reads it (operateHeaders): every value strconv.ParseInt(v, 10, 32), one
-// malformed (a space around it: the client sees UNKNOWN, and the relay
-// must not retry it as the code it is not) makes it UNKNOWN, else the
-// last value counts, a negative one as the uint32 grpc-go makes of it
-// (no code any --retry-on names). ok is false when there is none. Before,
-// the first value counted: "14" then "0" was retried where the client
-// reads OK.
-func grpcStatus(fs []hpack.HeaderField) (code int, ok bool) {
+// grpcRead is the gRPC code grpc-go's client (v1.85,
+// http2Client.operateHeaders) reads from an answer's block, so that the
+// retry decision, the metrics and the access log say what the client
+// sees. head: the answer's first block (not 1xx), whose :status is
+// status; else trailers. end: the block ends the stream. known is false
+// for headers that are not the call's status (a gRPC head without
+// END_STREAM: the status comes later). In grpc-go's order:
+//   - a malformed grpc-status (strconv.ParseInt(v, 10, 32): a space
+//     around it) is UNKNOWN whatever else the block holds;
+//   - a head without gRPC's content-type is not gRPC's answer: its HTTP
+//     status maps to the code (gRPC's http-grpc-status-mapping; 200 and
+//     any status it does not name are UNKNOWN), open or not, grpc-status
+//     ignored;
+//   - under gRPC's content-type (and in trailers) :status is ignored
+//     (a trailers-only 503 without grpc-status is UNKNOWN, not
+//     UNAVAILABLE); a -bin metadata value that is not base64 is
+//     INTERNAL; else the last grpc-status, a negative one as the uint32
+//     grpc-go makes of it, and none at all is UNKNOWN (not INTERNAL);
+//     one grpc-status-details-bin holding a google.rpc.Status of
+//     another code makes it INTERNAL.
+func grpcRead(fs []hpack.HeaderField, status int, head, end bool) (code int, known bool) {
+	isGRPC, badBin := !head, false
+	code = codeUnknown
+	details, nDetails := "", 0
 	for i := range fs {
-		if fs[i].Name != "grpc-status" {
-			continue
+		switch name := fs[i].Name; name {
+		case "grpc-status-details-bin":
+			details, nDetails = fs[i].Value, nDetails+1
+			badBin = badBin || !validBin(details)
+		case "content-type":
+			isGRPC = isGRPC || grpcContentType(fs[i].Value)
+		case "grpc-status":
+			n, err := strconv.ParseInt(fs[i].Value, 10, 32)
+			if err != nil {
+				return codeUnknown, true
+			}
+			code = int(uint32(n))
+		case "user-agent", "grpc-message-type", "grpc-encoding", "grpc-message", "grpc-timeout", "te":
+			// Reserved (isReservedHeader): not metadata, not decoded.
+		default:
+			if strings.HasSuffix(name, "-bin") && !strings.HasPrefix(name, ":") && !validBin(fs[i].Value) {
+				badBin = true
+			}
 		}
-		n, err := strconv.ParseInt(fs[i].Value, 10, 32)
-		if err != nil {
-			return codeUnknown, true
-		}
-		code, ok = int(uint32(n)), true
 	}
-	return code, ok
+	switch {
+	case !isGRPC:
+		return statusFromHTTP(status), true
+	case badBin:
+		return codeInternal, true
+	case !end:
+		return 0, false
+	case nDetails == 1 && detailsDiffer(details, code):
+		return codeInternal, true
+	}
+	return code, true
+}
+
+// detailsDiffer reports whether a grpc-status-details-bin value is a
+// google.rpc.Status whose code is not the grpc-status: grpc-go's client
+// then reads INTERNAL ("grpc-status-details-bin mismatch",
+// internal/status.NewWithProto). A value that is no such proto (or more
+// than one value: the caller's) is ignored, as grpc-go ignores it.
+func detailsDiffer(v string, code int) bool {
+	b, err := decodeBin(v)
+	st := &spb.Status{}
+	if err != nil || proto.Unmarshal(b, st) != nil {
+		return false
+	}
+	return st.GetCode() != int32(uint32(code))
+}
+
+// validBin reports whether a -bin metadata value decodes as grpc-go
+// decodes it.
+func validBin(v string) bool {
+	_, err := decodeBin(v)
+	return err == nil
+}
+
+// decodeBin is grpc-go's decodeBinHeader: padded base64 when the value's
+// length is a multiple of 4, else unpadded.
+func decodeBin(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
 }
 
 // codeLabel is a gRPC code as gRPC names it (UNAVAILABLE), for metrics;

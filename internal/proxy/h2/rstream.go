@@ -76,6 +76,10 @@ type useState struct {
 	outq        []byte
 	outEnd      bool
 	outTrailers []hpack.HeaderField
+	// outTrailed: the end goes out as a trailers block even when
+	// outTrailers is empty (the upstream sent an empty one: grpc-go's
+	// client reads UNKNOWN from it, INTERNAL from an end on DATA).
+	outTrailed  bool
 	connBlocked bool
 	// winBlocked: waiting for its own window, at cc.winBlocked[winIdx].
 	winBlocked  bool
@@ -647,7 +651,8 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			return
 		}
 		r.pushback = fieldValues(a.hdrs, "grpc-retry-pushback-ms")
-		if !a.upEnded && (code == 200 || grpcContentType(fieldValue(a.hdrs, "content-type"))) {
+		c, known := grpcRead(a.hdrs, code, true, a.upEnded)
+		if !known {
 			// Headers that do not end the stream are not its status, as
 			// grpc-go's client reads them (operateHeaders: grpc-status
 			// only with END_STREAM; a gRPC content-type and :status does
@@ -655,26 +660,31 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			// Judged by a grpc-status here, the call was retried while
 			// its upstream went on to complete it, or ended with the
 			// message after it dropped.
+			if !s.reqEnd {
+				// Unless the client is still sending: it may be waiting
+				// for them (grpc-go's ClientStream.Header) before it
+				// sends what the upstream waits for (a server's
+				// SendHeader, then Recv). Held, the call hung until its
+				// deadline; passed on, it is committed as by a message
+				// (gRPC A6: committed at the response headers).
+				a.res.committed = true
+				s.decide(a)
+			}
 			return
 		}
-		if c, ok := grpcStatus(a.hdrs); ok && a.upEnded {
-			// Trailers-only: the whole answer is in the headers.
-			r.code, r.eof = c, true
-			if s.upstreamDeadline(c) {
-				a.upDone()
-				a.deadlineCut()
-				return
-			}
-		} else if code != 200 {
-			// Not gRPC's answer (open, it is not gRPC's content-type):
-			// its HTTP status is its status, as grpc-go maps it.
-			r.code, r.eof = statusFromHTTP(code), true
-		} else {
-			// Trailers-only without a (well-formed) grpc-status: passed
-			// on as it came, the headers ending the stream (split into
-			// headers and an empty end, the client saw "server closed
-			// the stream without sending trailers").
-			r.code, r.eof = codeInternal, true
+		// The whole answer as the client reads it: trailers-only, or not
+		// gRPC's answer (no gRPC content-type: its HTTP status is its
+		// code, open or not; passed on as headers ending the stream).
+		// Before, a trailers-only 503 under gRPC's content-type without
+		// grpc-status was retried as UNAVAILABLE (grpc-go reads UNKNOWN),
+		// a missing grpc-status counted INTERNAL (UNKNOWN), and a 200 or
+		// 503 not gRPC's was read by its grpc-status (14 retried where
+		// grpc-go reads UNKNOWN or UNAVAILABLE from the HTTP status).
+		r.code, r.eof = c, true
+		if a.upEnded && s.upstreamDeadline(c) {
+			a.upDone()
+			a.deadlineCut()
+			return
 		}
 		a.upDone()
 		s.decide(a)
@@ -707,11 +717,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		if len(r.pushback) == 0 {
 			r.pushback = fieldValues(a.trailers, "grpc-retry-pushback-ms")
 		}
-		if c, ok := grpcStatus(a.trailers); ok {
-			r.code = c
-		} else {
-			r.code = codeInternal
-		}
+		r.code, _ = grpcRead(a.trailers, 0, false, true)
 		if s.upstreamDeadline(r.code) {
 			a.deadlineCut()
 			return
@@ -720,7 +726,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		return
 	}
 	if s.relayed == a {
-		if c, ok := grpcStatus(a.trailers); ok && s.upstreamDeadline(c) {
+		if c, _ := grpcRead(a.trailers, 0, false, true); s.upstreamDeadline(c) {
 			// The end is the deadline's, as if the proxy's timer had come
 			// first (after the messages before it).
 			s.broken(context.DeadlineExceeded)
@@ -1170,7 +1176,7 @@ func (s *rstream) relay(a *ratt, reason policy.Reason) {
 // relayEnd passes on the end of the upstream's answer, after its body.
 func (s *rstream) relayEnd(a *ratt) {
 	var buf [1]hpack.HeaderField
-	extra := s.cs.trailerExtras(&a.res, s.reason, a.trailers, buf[:0])
+	extra := s.cs.trailerExtras(&a.res, s.reason, a.trailers, a.hasTrails, buf[:0])
 	if len(extra) > 0 {
 		tr := make([]hpack.HeaderField, 0, len(a.trailers)+len(extra))
 		for _, f := range a.trailers {
@@ -1182,7 +1188,7 @@ func (s *rstream) relayEnd(a *ratt) {
 	} else {
 		s.outTrailers = a.trailers
 	}
-	s.outEnd = true
+	s.outEnd, s.outTrailed = true, a.hasTrails
 	s.flushOut()
 }
 
@@ -1343,7 +1349,7 @@ func (s *rstream) flushOut() {
 			s.close()
 			return
 		}
-		if len(s.outTrailers) > 0 {
+		if len(s.outTrailers) > 0 || s.outTrailed {
 			_ = s.cc.out.headers(s.id, true, nil, s.outTrailers, nil, false)
 		} else {
 			_ = s.cc.out.fr.WriteData(s.id, true, nil)
