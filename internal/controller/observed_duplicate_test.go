@@ -50,7 +50,7 @@ func TestPollRefusesADuplicate(t *testing.T) {
 	twice.Store(true)
 	o.Poll(context.Background())
 	got := o.Latest()
-	want := `query sum by (namespace, service, upstream, prometheus_replica) (increase(retrycap_proxy_requests_total[10m])): series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 10 and 12 (an aggregation gives each label set once)`
+	want := `query sum by (namespace, service, exported_namespace, upstream, prometheus_replica) (increase(retrycap_proxy_requests_total[10m])): series {namespace="shop", service="order", upstream="payment"}: in the answer twice, with values 10 and 12 (an aggregation gives each label set once)`
 	if got.Err == nil || got.Err.Error() != want || got.Series != nil {
 		t.Errorf("the observed amplification's query: %v, %v\nwant %s", got.Series, got.Err, want)
 	}

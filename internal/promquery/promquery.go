@@ -266,17 +266,19 @@ func QueriesFor(window time.Duration, caller string, replicaLabels []string) []s
 	// Join sums them back per edge, as before: a ratio of attempts over calls is the same
 	// summed over replicas, and summing never pairs one replica's attempts with another's calls.
 	rep := ", " + strings.Join(replicaLabels, ", ")
-	// Linkerd's series are grouped by exported_namespace too, as in the graph's queries: a
-	// series federated from linkerd-viz's Prometheus without honor_labels keeps its caller's
-	// namespace there, and Join refuses to read it in the scrape target's.
-	lk := by + ", " + telemetry.LinkerdExportedNamespace
+	// Every source's series are grouped by exported_namespace too, as in the graph's queries:
+	// a series federated from another Prometheus without honor_labels keeps its caller's
+	// namespace there (the scrape's own namespace label takes its place), and Join refuses to
+	// read it in the scrape target's. The proxies' and Envoy's namespace is the scrape's as
+	// Linkerd's is; before, only Linkerd's queries kept the label apart.
+	by += ", " + telemetry.LinkerdExportedNamespace
 	return []string{
 		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", by, rep, w),
 		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", by, rep, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, by, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, by, rep, w),
 	}
 }
 

@@ -217,8 +217,9 @@ func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string
 		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
 		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
 		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s%s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), rep, w)},
-		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, rep, w)},
-		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, rep, w)},
+		// The proxies' namespace is the scrape's as Linkerd's is: exported_namespace kept apart.
+		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, LinkerdExportedNamespace, rep, w)},
+		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, LinkerdExportedNamespace, rep, w)},
 		// Last, so that the indexes above stay: which Services a route sent a caller's calls
 		// to (linkerdResponses).
 		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name%s) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, rep, w)},
