@@ -199,7 +199,6 @@ func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string
 	if callerLabel == "" {
 		callerLabel = "service"
 	}
-	w := model.Duration(window).String()
 	// exported_namespace is grouped by so that a series whose own namespace the scrape renamed
 	// is seen as such (linkerdEdge), not summed into the scrape target's namespace.
 	lk := strings.Join(append([]string{"namespace", LinkerdExportedNamespace}, linkerdCallers...), ", ")
@@ -211,18 +210,18 @@ func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string
 	// Each query keeps the replica labels apart (oneReplica reads each series once).
 	rep := ", " + strings.Join(replicaLabels, ", ")
 	return []Query{
-		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w, replicaLabels)},
-		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w, replicaLabels)},
-		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) (increase(response_total{direction="outbound"}[%s]))`, lk, rep, w)},
-		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
-		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
-		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s%s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), rep, w)},
+		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", window, replicaLabels)},
+		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", window, replicaLabels)},
+		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) %s`, lk, rep, Calls(`response_total{direction="outbound"}`, window))},
+		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) %s`, lk, rep, Calls(`{__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}`, window))},
+		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) %s`, lk, rep, Calls(`{__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}`, window))},
+		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s%s) %s`, strings.Join(otelBy, ", "), rep, Calls(`{__name__=~"(.+_)?traces_service_graph_request_total"}`, window))},
 		// The proxies' namespace is the scrape's as Linkerd's is: exported_namespace kept apart.
-		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, LinkerdExportedNamespace, rep, w)},
-		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, LinkerdExportedNamespace, rep, w)},
+		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) %s", callerLabel, LinkerdExportedNamespace, rep, Calls(`retrycap_proxy_requests_total`, window))},
+		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) %s", callerLabel, LinkerdExportedNamespace, rep, Calls(`retrycap_proxy_attempts_total`, window))},
 		// Last, so that the indexes above stay: which Services a route sent a caller's calls
 		// to (linkerdResponses).
-		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name%s) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, rep, w)},
+		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name%s) %s`, lk, rep, Calls(`{__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}`, window))},
 	}
 }
 
@@ -301,9 +300,38 @@ const IstioRecordedPrefix = "workload:"
 // does not hold, its recorded series': PromQL's or keeps the left side's label sets, so a
 // Prometheus holding both (the one that records) counts each edge once, from the raw series,
 // and one holding only the recorded ones (federated) is read from them.
-func istioQuery(metric, window string, replicaLabels []string) string {
+func istioQuery(metric string, window time.Duration, replicaLabels []string) string {
 	by := "reporter, " + strings.Join(append(append(append([]string(nil), istioEdgeLabels...), replicaLabels...), IstioClusterLabel), ", ")
-	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
+	return fmt.Sprintf("sum by (%s) %s or sum by (%s) %s", by, Calls(metric, window), by, Calls(IstioRecordedPrefix+metric, window))
+}
+
+// BornLookback is how long before the window a series must have no sample to be taken for one
+// born inside it (Calls): Prometheus' default lookback (--query.lookback-delta 5m), beyond which
+// a scrape interval leaves every instant query empty; the window itself when longer.
+const BornLookback = 5 * time.Minute
+
+// Calls is the PromQL of the calls each series of the counter selector sel counted over window,
+// per series (the caller sums them). A counter is created by its label set's first call
+// (Envoy's, the proxies', Linkerd's are), so its first scrape already holds the calls made
+// before it, which increase() never counts (it counts from the first sample, extrapolating
+// half a scrape interval at most): an edge called in one burst between two scrapes was not
+// observed, and a new edge's calls before its first scrape were lost. So a series born inside
+// the window is counted from zero, by its last value in the window: born is no sample in the
+// BornLookback (or the window, if longer) before the window while its target (job, instance)
+// was scraped successfully at the window's start (up == 1): that scrape did not hold the label
+// set, so every call it counts is the window's. Any other series is increase()'s, as before: one
+// that existed before the window (a counter reset inside it, a restarted sidecar with the same
+// labels, is corrected by increase() and never added again), and one whose target was not
+// scraped at the window's start (a Prometheus or a scrape job younger than the window, a target
+// down then, a new pod, a series without its target's job and instance such as a recording
+// rule's or a federated one): nothing says its counter did not count before the window, and
+// taking its whole value would count those calls. A reset after the birth, inside the window,
+// loses the calls before the reset (the last value is after it).
+func Calls(sel string, window time.Duration) string {
+	w := model.Duration(window).String()
+	prior := model.Duration(max(window, BornLookback)).String()
+	return fmt.Sprintf("(((last_over_time(%s[%s]) unless last_over_time(%s[%s] offset %s)) and on (job, instance) (up offset %s == 1)) or increase(%s[%s]))",
+		sel, w, sel, prior, w, w, sel, w)
 }
 
 // PresenceQuery counts, by metric name, the series Queries read that exist at the query's
