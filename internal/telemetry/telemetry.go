@@ -154,6 +154,10 @@ type Options struct {
 	// IstioCluster is the Istio cluster (IstioClusterLabel's value) whose series are read when
 	// one Prometheus holds several; "" reads a single cluster's and refuses several.
 	IstioCluster string
+	// ClusterLabels name a series' cluster (ClusterLabels when nil: --prometheus-cluster-label),
+	// Cluster the one whose series are read when the answers hold several ("" refuses several).
+	ClusterLabels []string
+	Cluster       string
 }
 
 // DefaultGateways are the workload names of Istio's gateways as its charts install them.
@@ -193,9 +197,21 @@ func Queries(window time.Duration, callerLabel string) []Query {
 // QueriesFor is Queries keeping the replica labels replicaLabels apart (ReplicaLabels when nil):
 // the --prometheus-replica-label flags.
 func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string) []Query {
+	return QueriesWith(window, callerLabel, replicaLabels, nil)
+}
+
+// QueriesWith is QueriesFor keeping the cluster labels clusterLabels apart too (ClusterLabels
+// when nil): the --prometheus-cluster-label flags.
+func QueriesWith(window time.Duration, callerLabel string, replicaLabels, clusterLabels []string) []Query {
 	if len(replicaLabels) == 0 {
 		replicaLabels = ReplicaLabels
 	}
+	if len(clusterLabels) == 0 {
+		clusterLabels = ClusterLabels
+	}
+	// The cluster labels are kept apart as the replica labels are (Read refuses several
+	// clusters or reads one: OneClusterBy).
+	replicaLabels = append(append([]string(nil), replicaLabels...), clusterLabels...)
 	if callerLabel == "" {
 		callerLabel = "service"
 	}
@@ -459,10 +475,27 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
+	vs := make([]model.Vector, len(answers))
+	for i, a := range answers {
+		vs[i] = r.oneReplica(a.Query.Metric, a.Vector)
+	}
+	// One cluster's series across every source (ClusterLabels): the others said, never added.
+	vs, other, err := OneClusterBy(vs, o.ClusterLabels, o.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	otherText := make([]string, len(other))
+	for i, s := range other {
+		otherText[i] = s.Metric.String()
+	}
+	sort.Strings(otherText) // the example is the same whatever the answers' order
+	for _, m := range otherText {
+		r.w.addString(fmt.Sprintf("a series of another cluster than %q (--cluster, --prometheus-cluster): not read", o.Cluster), m)
+	}
 	var istioHTTP, istioTCP []*model.Sample
 	var linkerdRetries, proxyAttempts, linkerdResponses, linkerdBackends model.Vector
-	for _, a := range answers {
-		a.Vector = r.oneReplica(a.Query.Metric, a.Vector)
+	for i, a := range answers {
+		a.Vector = vs[i]
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
 		}
