@@ -53,7 +53,7 @@ func main() {
 	o.Prometheus.MaxAnswerBytes = promquery.DefaultMaxAnswerBytes
 	flag.Var((*promquery.Size)(&o.Prometheus.MaxAnswerBytes), "prometheus-max-answer-size", "most bytes one answer may hold, a Kubernetes `quantity` (128Mi, 1Gi); an answer over it is refused (not read further) and reported as an error: raise it for a cluster whose answers are larger")
 	flag.StringVar(&o.Prometheus.CallerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label that names the calling service on the proxies' series (the scrape configuration adds it)")
-	flag.Var((*labelList)(&o.Prometheus.ReplicaLabels), "prometheus-replica-label", "a label that tells an HA pair's Prometheus replicas apart where the querier does not deduplicate them (Thanos Query's --query.replica-label): each series is read once across it, the largest; repeatable, replaces the default prometheus_replica")
+	flag.Var((*labelList)(&o.Prometheus.ReplicaLabels), "prometheus-replica-label", "a label that tells an HA pair's Prometheus replicas apart where the querier does not deduplicate them (Thanos Query's --query.replica-label): each series is read once across it, the largest; repeatable, replaces the defaults prometheus_replica and __replica__")
 	flag.StringVar(&o.Prometheus.Cluster, "prometheus-cluster", "", "the value of the cluster label (--prometheus-cluster-label, cluster by default: an external label) of this cluster's series, which the observed amplification and graph read when --prometheus-url holds several clusters'; several without it make the reads fail (the conditions Unknown, naming them)")
 	flag.Var(&clusterLabelList{&o.Prometheus.ClusterLabels}, "prometheus-cluster-label", "a label that names a series' cluster where --prometheus-url holds several clusters' (an external label); repeatable, replaces the default cluster")
 	flag.StringVar(&o.Prometheus.IstioCluster, "prometheus-istio-cluster", "", "the Istio cluster ID (source_cluster) of this cluster, whose Istio series the observed graph reads when --prometheus-url holds several clusters'; several without it make the graph's read fail (GraphComplete Unknown, naming them)")
@@ -264,7 +264,7 @@ type labelList []string
 
 func (l *labelList) String() string {
 	if l == nil || len(*l) == 0 {
-		return "prometheus_replica"
+		return "prometheus_replica,__replica__"
 	}
 	return strings.Join(*l, ",")
 }

@@ -73,7 +73,7 @@ func TestPrometheusMaxAnswerSizeReachesTheClient(t *testing.T) {
 		_, err = c.Series(context.Background(), time.Now())
 		want := ""
 		if max < int64(len(answer)) {
-			want = fmt.Sprintf("query sum by (namespace, service, exported_namespace, upstream, prometheus_replica, cluster) (increase(retrycap_proxy_attempts_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
+			want = fmt.Sprintf("query sum by (namespace, service, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (increase(retrycap_proxy_attempts_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
 				"the answer is over %d bytes, the bound on one answer (--prometheus-max-answer-size %d): refused, not read further (raise --prometheus-max-answer-size if the cluster's answers are this large)",
 				srv.URL, len(answer), max, max)
 		}

@@ -252,7 +252,11 @@ func QueriesWith(window time.Duration, callerLabel string, replicaLabels, cluste
 // (Thanos' example replica, a Mimir or VictoriaMetrics HA label) is named with
 // --prometheus-replica-label, as Thanos Query's own --query.replica-label names it
 // (Options.ReplicaLabels, QueriesFor).
-var ReplicaLabels = []string{"prometheus_replica"}
+//
+// __replica__, Mimir's and Cortex's HA tracker label (kept on the series when the tracker is
+// off), is one too: no pod label can be named so (a Kubernetes label name starts with a letter
+// or a digit), so it never tells pods apart.
+var ReplicaLabels = []string{"prometheus_replica", "__replica__"}
 
 // CheckReplicaLabels refuses replica labels that are no Prometheus label name, or that the
 // queries group by for an edge (the caller label included): taken for a replica label, a label
