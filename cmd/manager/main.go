@@ -53,7 +53,9 @@ func main() {
 	o.Prometheus.MaxAnswerBytes = promquery.DefaultMaxAnswerBytes
 	flag.Var((*promquery.Size)(&o.Prometheus.MaxAnswerBytes), "prometheus-max-answer-size", "most bytes one answer may hold, a Kubernetes `quantity` (128Mi, 1Gi); an answer over it is refused (not read further) and reported as an error: raise it for a cluster whose answers are larger")
 	flag.StringVar(&o.Prometheus.CallerLabel, "prometheus-caller-label", promquery.DefaultCallerLabel, "the label that names the calling service on the proxies' series (the scrape configuration adds it)")
-	flag.Var((*labelList)(&o.Prometheus.ReplicaLabels), "prometheus-replica-label", "a label that tells an HA pair's Prometheus replicas apart where the querier does not deduplicate them (Thanos Query's --query.replica-label): each series is read once across it, the largest; repeatable, replaces the default prometheus_replica")
+	flag.Var((*labelList)(&o.Prometheus.ReplicaLabels), "prometheus-replica-label", "a label that tells an HA pair's Prometheus replicas apart where the querier does not deduplicate them (Thanos Query's --query.replica-label): each series is read once across it, the largest; repeatable, replaces the defaults prometheus_replica and __replica__")
+	flag.StringVar(&o.Prometheus.Cluster, "prometheus-cluster", "", "the value of the cluster label (--prometheus-cluster-label, cluster by default: an external label) of this cluster's series, which the observed amplification and graph read when --prometheus-url holds several clusters'; several without it make the reads fail (the conditions Unknown, naming them)")
+	flag.Var(&clusterLabelList{&o.Prometheus.ClusterLabels}, "prometheus-cluster-label", "a label that names a series' cluster where --prometheus-url holds several clusters' (an external label); repeatable, replaces the default cluster")
 	flag.StringVar(&o.Prometheus.IstioCluster, "prometheus-istio-cluster", "", "the Istio cluster ID (source_cluster) of this cluster, whose Istio series the observed graph reads when --prometheus-url holds several clusters'; several without it make the graph's read fail (GraphComplete Unknown, naming them)")
 	flag.StringVar(&o.Prometheus.Auth.BearerTokenFile, "prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus-url (read on every query: a rotated ServiceAccount token is picked up); exclusive with basic auth")
 	flag.StringVar(&o.Prometheus.Auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")
@@ -172,6 +174,7 @@ func givenProblem(fs *flag.FlagSet) string {
 			"proxy-image":              "an image reference",
 			"prometheus-caller-label":  "a Prometheus label name",
 			"prometheus-istio-cluster": "an Istio cluster ID",
+			"prometheus-cluster":       "a cluster label's value",
 			"webhook-cert-dir":         "a directory",
 		}[f.Name]
 		if want != "" && strings.TrimSpace(v) == "" {
@@ -261,12 +264,28 @@ type labelList []string
 
 func (l *labelList) String() string {
 	if l == nil || len(*l) == 0 {
-		return "prometheus_replica"
+		return "prometheus_replica,__replica__"
 	}
 	return strings.Join(*l, ",")
 }
 
 func (l *labelList) Set(v string) error {
 	*l = append(*l, v)
+	return nil
+}
+
+// clusterLabelList is the repeatable --prometheus-cluster-label; checked where the client is made
+// (telemetry.CheckClusterLabels).
+type clusterLabelList struct{ l *[]string }
+
+func (c *clusterLabelList) String() string {
+	if c == nil || c.l == nil || len(*c.l) == 0 {
+		return "cluster"
+	}
+	return strings.Join(*c.l, ",")
+}
+
+func (c *clusterLabelList) Set(v string) error {
+	*c.l = append(*c.l, v)
 	return nil
 }

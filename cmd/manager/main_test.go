@@ -28,6 +28,8 @@ func TestGivenProblem(t *testing.T) {
 		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-caller-label", ""}, `--prometheus-caller-label "": want a Prometheus label name (leave the flag out for the default, caller)`},
 		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-istio-cluster", ""}, `--prometheus-istio-cluster "": want an Istio cluster ID (leave the flag out to set none)`},
 		{[]string{"--prometheus-istio-cluster", "east"}, "--prometheus-istio-cluster east: has no effect without --prometheus-url"},
+		{[]string{"--prometheus-url", "http://p:9090", "--prometheus-cluster", ""}, `--prometheus-cluster "": want a cluster label's value (leave the flag out to set none)`},
+		{[]string{"--prometheus-cluster", "east"}, "--prometheus-cluster east: has no effect without --prometheus-url"},
 		{[]string{"--webhook-cert-dir", ""}, `--webhook-cert-dir "": want a directory (leave the flag out for the default, /tmp/k8s-webhook-server/serving-certs)`},
 		// Before: the watcher asked the API server's discovery every nanosecond.
 		{[]string{"--mesh-recheck-interval", "1ns"}, "--mesh-recheck-interval 1ns: want at least 1s"},
@@ -53,6 +55,7 @@ func TestGivenProblem(t *testing.T) {
 		fs.String("proxy-image", "retrycap/retrycap-proxy:v0.1.0", "")
 		fs.String("prometheus-caller-label", "caller", "")
 		fs.String("prometheus-istio-cluster", "", "")
+		fs.String("prometheus-cluster", "", "")
 		fs.String("webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "")
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)

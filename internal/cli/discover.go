@@ -26,6 +26,8 @@ func NewDiscoverCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		recursive, allNamespaces        bool
 		namespace, output, promURL      string
 		callerLabel, istioCluster       string
+		cluster                         string
+		clusterLabels                   []string
 		since, timeout                  time.Duration
 		seriesLimit                     uint64
 		auth                            promquery.Auth
@@ -141,7 +143,8 @@ See docs/telemetry.md.`,
 				}
 			}
 			if promURL != "" {
-				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth, MaxAnswerBytes: int64(maxAnswer), IstioCluster: istioCluster, ReplicaLabels: replicaLabels})
+				c, err := promquery.New(promquery.Options{URL: promURL, Window: since, Timeout: timeout, SeriesLimit: seriesLimit, CallerLabel: callerLabel, Auth: auth, MaxAnswerBytes: int64(maxAnswer), IstioCluster: istioCluster, ReplicaLabels: replicaLabels,
+					ClusterLabels: clusterLabels, Cluster: cluster})
 				if err != nil {
 					return bad("%v", err)
 				}
@@ -215,7 +218,9 @@ See docs/telemetry.md.`,
 	f.StringVar(&auth.Username, "prometheus-username", "", "HTTP basic auth user for --prometheus-url (with --prometheus-password-file)")
 	f.StringVar(&auth.PasswordFile, "prometheus-password-file", "", "file holding the HTTP basic auth password for --prometheus-url")
 	f.StringVar(&auth.CAFile, "prometheus-ca-file", "", "PEM CA bundle that verifies an https --prometheus-url's certificate")
-	f.StringArrayVar(&replicaLabels, "prometheus-replica-label", nil, "a `label` that tells an HA pair's Prometheus replicas apart where the querier does not deduplicate them (Thanos Query's --query.replica-label: each series is read once across it, the largest); repeatable, replaces the default prometheus_replica")
+	f.StringArrayVar(&replicaLabels, "prometheus-replica-label", nil, "a `label` that tells an HA pair's Prometheus replicas apart where the querier does not deduplicate them (Thanos Query's --query.replica-label: each series is read once across it, the largest); repeatable, replaces the defaults prometheus_replica and __replica__")
+	f.StringVar(&cluster, "cluster", "", "the `value` of the cluster label (--prometheus-cluster-label, cluster by default: an external label) whose series are read when --prometheus-url holds several clusters'; several without it are an error")
+	f.StringArrayVar(&clusterLabels, "prometheus-cluster-label", nil, "a `label` that names a series' cluster where --prometheus-url holds several clusters' (an external label); repeatable, replaces the default cluster")
 	f.StringVar(&istioCluster, "istio-cluster", "", "the Istio cluster (source_cluster) whose series are read when --prometheus-url holds several clusters' (a Thanos or a federation over a multi-cluster mesh); several without it are an error")
 	f.StringArrayVar(&gateways, "gateway", nil, "NAMESPACE/NAME or NAME: a gateway workload besides istio-ingressgateway, istio-egressgateway and those the manifests label as gateways; repeatable")
 	return cmd

@@ -51,7 +51,7 @@ func TestDiscoverMaxAnswerSize(t *testing.T) {
 		t.Fatalf("at the bound (%d bytes): exit %d\n%s\n%s", largest, code, out, stderr)
 	}
 	code, out, stderr = run(t, "", "discover", "--prometheus-url", url, "--prometheus-max-answer-size", strconv.Itoa(largest-1))
-	want := fmt.Sprintf("retrycap: discover: Prometheus at %s: query sum by (namespace, service, upstream, prometheus_replica) (increase(retrycap_proxy_requests_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
+	want := fmt.Sprintf("retrycap: discover: Prometheus at %s: query sum by (namespace, service, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (((last_over_time(retrycap_proxy_requests_total[5m]) unless last_over_time(retrycap_proxy_requests_total[5m] offset 5m)) and on (job, instance) (up offset 5m == 1)) or increase(retrycap_proxy_requests_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
 		"the answer is over %d bytes, the bound on one answer (--prometheus-max-answer-size %d): refused, not read further (raise --prometheus-max-answer-size if the cluster's answers are this large)\n",
 		url, url, largest, largest-1, largest-1)
 	if code != ExitBadInput || out != "" || stderr != want {
@@ -91,8 +91,8 @@ func TestDiscoverRefusesWhatIsNotACount(t *testing.T) {
 	}
 	const order = `{"namespace":"shop","service":"order","upstream":"payment"}`
 	const istioWeb = `{"reporter":"source","source_workload":"web","source_workload_namespace":"shop","destination_service_name":"payment","destination_service_namespace":"shop"}`
-	const istioQ = "sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica, source_cluster) (increase(istio_requests_total[5m])) or sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica, source_cluster) (increase(workload:istio_requests_total[5m]))"
-	const proxyQ = "sum by (namespace, service, upstream, prometheus_replica) (increase(retrycap_proxy_requests_total[5m]))"
+	const istioQ = "sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica, __replica__, cluster, source_cluster) (((last_over_time(istio_requests_total[5m]) unless last_over_time(istio_requests_total[5m] offset 5m)) and on (job, instance) (up offset 5m == 1)) or increase(istio_requests_total[5m])) or sum by (reporter, source_workload, source_workload_namespace, destination_service_name, destination_service_namespace, prometheus_replica, __replica__, cluster, source_cluster) (((last_over_time(workload:istio_requests_total[5m]) unless last_over_time(workload:istio_requests_total[5m] offset 5m)) and on (job, instance) (up offset 5m == 1)) or increase(workload:istio_requests_total[5m]))"
+	const proxyQ = "sum by (namespace, service, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (((last_over_time(retrycap_proxy_requests_total[5m]) unless last_over_time(retrycap_proxy_requests_total[5m] offset 5m)) and on (job, instance) (up offset 5m == 1)) or increase(retrycap_proxy_requests_total[5m]))"
 	for _, tc := range []struct {
 		name    string
 		answers map[string]string // metric in the query -> answer

@@ -52,7 +52,7 @@ type Series struct {
 	// received from above (the application's calls, for the proxy).
 	Attempts, Calls float64
 	// TargetNamespace is set when the scrape renamed the series' own namespace label
-	// exported_namespace (Linkerd's series federated without honor_labels: true): it is the
+	// exported_namespace (any source's series federated without honor_labels: true): it is the
 	// namespace label the scrape wrote (its target's), and Namespace the one the series claims.
 	// Such a series is never an edge (which other labels the scrape overwrote cannot be told):
 	// Compute counts it as not placed, in the policies of the namespace it claims.
@@ -472,7 +472,7 @@ func (r Report) unplaced() string {
 		s = fmt.Sprintf("; %d series without a caller or upstream label not placed on the graph (the scrape must add the caller label: docs/observe.md), e.g. %s", r.Unplaced, r.UnplacedExample)
 	}
 	if r.Renamed > 0 {
-		s += fmt.Sprintf("; %d Linkerd series whose own namespace label the scrape renamed exported_namespace (a federation or scrape without honor_labels: true) not placed on the graph (their namespace label is the scrape target's, not the caller's), e.g. %s", r.Renamed, r.RenamedExample)
+		s += fmt.Sprintf("; %d series whose own namespace label the scrape renamed exported_namespace (a federation or scrape without honor_labels: true) not placed on the graph (their namespace label is the scrape target's, not the caller's), e.g. %s", r.Renamed, r.RenamedExample)
 	}
 	if r.NoCalls > 0 {
 		s += fmt.Sprintf("; %d edge source(s) with attempts and no calls over the window: no tries per call (retries of calls made before the window, or for Envoy retries over its requests), e.g. %s", r.NoCalls, r.NoCallsExample)

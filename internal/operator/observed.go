@@ -34,6 +34,11 @@ type Prometheus struct {
 	// IstioCluster is the Istio cluster whose series the graph reads when Prometheus holds
 	// several (--prometheus-istio-cluster); "" refuses several.
 	IstioCluster string
+	// ClusterLabels name a series' cluster (--prometheus-cluster-label; nil: cluster), Cluster
+	// the one whose series both reads take when Prometheus holds several (--prometheus-cluster);
+	// "" refuses several.
+	ClusterLabels []string
+	Cluster       string
 }
 
 // validate checks the options without starting anything.
@@ -67,7 +72,8 @@ func (p Prometheus) validate() error {
 }
 
 func (p Prometheus) client() (*promquery.Client, error) {
-	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel, Auth: p.Auth, MaxAnswerBytes: p.MaxAnswerBytes, IstioCluster: p.IstioCluster, ReplicaLabels: p.ReplicaLabels})
+	return promquery.New(promquery.Options{URL: p.URL, Window: p.Window, Timeout: p.Timeout, SeriesLimit: p.SeriesLimit, CallerLabel: p.CallerLabel, Auth: p.Auth, MaxAnswerBytes: p.MaxAnswerBytes, IstioCluster: p.IstioCluster, ReplicaLabels: p.ReplicaLabels,
+		ClusterLabels: p.ClusterLabels, Cluster: p.Cluster})
 }
 
 // newObserver adds the Prometheus poller to the manager; nil without --prometheus-url.

@@ -25,6 +25,11 @@ func TestValidatePrometheus(t *testing.T) {
 		{Prometheus{URL: "http://p:9090", ReplicaLabels: []string{"replica", "replica"}}, `--prometheus-replica-label "replica": given twice`},
 		{Prometheus{URL: "http://p:9090", ReplicaLabels: []string{""}}, `--prometheus-replica-label "": not a Prometheus label name`},
 		{Prometheus{URL: "http://p:9090", ReplicaLabels: []string{"replica", "prometheus_replica"}}, ``},
+		{Prometheus{URL: "http://p:9090", ClusterLabels: []string{"k8s.cluster"}}, `--prometheus-cluster-label "k8s.cluster": not a Prometheus label name`},
+		{Prometheus{URL: "http://p:9090", ClusterLabels: []string{"source_workload"}}, `--prometheus-cluster-label "source_workload": a label the queries read an edge by (caller label "service"): it is no cluster's`},
+		{Prometheus{URL: "http://p:9090", ReplicaLabels: []string{"replica"}, ClusterLabels: []string{"replica"}}, `--prometheus-cluster-label "replica": a replica label (--prometheus-replica-label): it is no cluster's`},
+		{Prometheus{URL: "http://p:9090", ClusterLabels: []string{"cluster", "cluster"}}, `--prometheus-cluster-label "cluster": given twice`},
+		{Prometheus{URL: "http://p:9090", ClusterLabels: []string{"k8s_cluster_name"}, Cluster: "east"}, ``},
 		{Prometheus{URL: "http://p:9090", Interval: -time.Second}, "--prometheus-interval -1s: must be positive"},
 		// Before: the defaults, 5m and 10s, silently.
 		{Prometheus{URL: "http://p:9090", Window: -time.Minute}, "--prometheus-window -1m0s: must be positive"},
@@ -68,7 +73,7 @@ func TestPrometheusMaxAnswerSizeReachesTheClient(t *testing.T) {
 		_, err = c.Series(context.Background(), time.Now())
 		want := ""
 		if max < int64(len(answer)) {
-			want = fmt.Sprintf("query sum by (namespace, service, upstream, prometheus_replica) (increase(retrycap_proxy_attempts_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
+			want = fmt.Sprintf("query sum by (namespace, service, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (increase(retrycap_proxy_attempts_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
 				"the answer is over %d bytes, the bound on one answer (--prometheus-max-answer-size %d): refused, not read further (raise --prometheus-max-answer-size if the cluster's answers are this large)",
 				srv.URL, len(answer), max, max)
 		}

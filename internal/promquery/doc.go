@@ -2,7 +2,7 @@
 // api/prometheus/v1) and internal/observed and internal/telemetry: it runs the bounded instant
 // queries (a timeout, a series limit, a bound on each answer's bytes, an error answer's too:
 // --prometheus-max-answer-size, size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window and joins
-// their answers into observed.Series (a Linkerd series whose namespace a scrape renamed
+// their answers into observed.Series (a series whose namespace a scrape renamed
 // exported_namespace kept apart, never an edge: Join), and telemetry.Queries into telemetry's observed graph
 // (graph.go; when none of them answered a series, telemetry.PresenceQuery says whether the
 // series exist). An answer that is not a vector of counts, each series once, is refused here,

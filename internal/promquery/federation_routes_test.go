@@ -66,7 +66,7 @@ func TestObservedFederationWithoutHonorLabelsAgainstPrometheus(t *testing.T) {
 	shop := observed.Condition(observed.Compute(edges, series, observed.InNamespace("shop")), c.Window(), 1)
 	wantShop := `1 edges observed over 1m0s, none with more tries per call or calls per request than computed; observed amplification 3.00 along cart>stock; ` +
 		`calls per inbound request not measured at cart (no counted layer sent them a request); ` +
-		`1 Linkerd series whose own namespace label the scrape renamed exported_namespace (a federation or scrape without honor_labels: true) not placed on the graph ` +
+		`1 series whose own namespace label the scrape renamed exported_namespace (a federation or scrape without honor_labels: true) not placed on the graph ` +
 		`(their namespace label is the scrape target's, not the caller's), e.g. linkerd series exported_namespace "shop" namespace "linkerd-viz" caller "web" upstream "payment"`
 	if shop.Message != wantShop {
 		t.Fatalf("shop's condition:\n got %s\nwant %s", shop.Message, wantShop)
@@ -78,7 +78,7 @@ func TestObservedFederationWithoutHonorLabelsAgainstPrometheus(t *testing.T) {
 	cluster := observed.Condition(observed.Compute([]graph.Edge{{From: "cart.shop", To: "stock.shop", Attempts: 3, Calls: 1}}, series, observed.Qualified), c.Window(), 1)
 	wantCluster := `1 edges observed over 1m0s, none with more tries per call or calls per request than computed; observed amplification 3.00 along cart.shop>stock.shop; ` +
 		`calls per inbound request not measured at cart.shop (no counted layer sent them a request); ` +
-		`1 Linkerd series whose own namespace label the scrape renamed exported_namespace (a federation or scrape without honor_labels: true) not placed on the graph ` +
+		`1 series whose own namespace label the scrape renamed exported_namespace (a federation or scrape without honor_labels: true) not placed on the graph ` +
 		`(their namespace label is the scrape target's, not the caller's), e.g. linkerd series exported_namespace "shop" namespace "linkerd-viz" caller "web" upstream "payment"`
 	if cluster.Message != wantCluster {
 		t.Fatalf("a ClusterRetryPolicy's condition:\n got %s\nwant %s", cluster.Message, wantCluster)

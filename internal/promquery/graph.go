@@ -17,7 +17,7 @@ import (
 // Each answer's series are checked once, as decoded (telemetry.CheckVector), and handed to
 // telemetry.Read as checked.
 func (c *Client) Graph(ctx context.Context, now time.Time, gateways []string) (*telemetry.Observation, error) {
-	qs := telemetry.QueriesFor(c.opts.Window, c.opts.CallerLabel, c.opts.ReplicaLabels)
+	qs := telemetry.QueriesWith(c.opts.Window, c.opts.CallerLabel, c.opts.ReplicaLabels, c.opts.ClusterLabels)
 	answers := make([]telemetry.Answer, 0, len(qs))
 	for _, q := range qs {
 		checked, err := c.queryChecked(ctx, q.PromQL, now)
@@ -27,7 +27,8 @@ func (c *Client) Graph(ctx context.Context, now time.Time, gateways []string) (*
 		// Checked once here, as decoded: Read does not check the series again.
 		answers = append(answers, telemetry.CheckedAnswer(q, checked))
 	}
-	ob, err := telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel, IstioCluster: c.opts.IstioCluster, ReplicaLabels: c.opts.ReplicaLabels})
+	ob, err := telemetry.Read(answers, telemetry.Options{Window: c.opts.Window, Gateways: gateways, CallerLabel: c.opts.CallerLabel, IstioCluster: c.opts.IstioCluster, ReplicaLabels: c.opts.ReplicaLabels,
+		ClusterLabels: c.opts.ClusterLabels, Cluster: c.opts.Cluster})
 	if err != nil || len(ob.Sources) > 0 {
 		return ob, err
 	}

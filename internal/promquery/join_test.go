@@ -107,12 +107,12 @@ func TestLinkerdUpstream(t *testing.T) {
 func TestQueries(t *testing.T) {
 	got := Queries(5*time.Minute, "app")
 	want := []string{
-		"sum by (namespace, app, upstream, prometheus_replica) (increase(retrycap_proxy_attempts_total[5m]))",
-		"sum by (namespace, app, upstream, prometheus_replica) (increase(retrycap_proxy_requests_total[5m]))",
-		`sum by (namespace, app, envoy_cluster_name, prometheus_replica) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[5m]))`,
-		`sum by (namespace, app, envoy_cluster_name, prometheus_replica) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[5m]))`,
-		`sum by (namespace, app, exported_namespace, parent_namespace, parent_name, prometheus_replica) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[5m]))`,
-		`sum by (namespace, app, exported_namespace, parent_namespace, parent_name, prometheus_replica) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[5m]))`,
+		"sum by (namespace, app, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (increase(retrycap_proxy_attempts_total[5m]))",
+		"sum by (namespace, app, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (increase(retrycap_proxy_requests_total[5m]))",
+		`sum by (namespace, app, exported_namespace, envoy_cluster_name, prometheus_replica, __replica__, cluster) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[5m]))`,
+		`sum by (namespace, app, exported_namespace, envoy_cluster_name, prometheus_replica, __replica__, cluster) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[5m]))`,
+		`sum by (namespace, app, exported_namespace, parent_namespace, parent_name, prometheus_replica, __replica__, cluster) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[5m]))`,
+		`sum by (namespace, app, exported_namespace, parent_namespace, parent_name, prometheus_replica, __replica__, cluster) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[5m]))`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Queries:\n got %q\nwant %q", got, want)

@@ -71,6 +71,11 @@ type Options struct {
 	// IstioCluster is the cluster whose Istio series Graph reads when Prometheus holds several
 	// (telemetry.Options.IstioCluster).
 	IstioCluster string
+	// ClusterLabels name a series' cluster (--prometheus-cluster-label; telemetry.ClusterLabels
+	// when nil), Cluster the one whose series Series and Graph read when Prometheus holds
+	// several (--prometheus-cluster, discover's --cluster): "" refuses several.
+	ClusterLabels []string
+	Cluster       string
 }
 
 // Auth is how a Prometheus that asks for credentials, or serves TLS under a private CA, is
@@ -161,6 +166,9 @@ func New(o Options) (*Client, error) {
 		return nil, fmt.Errorf("--prometheus-caller-label %q: not a Prometheus label name", o.CallerLabel)
 	}
 	if err := telemetry.CheckReplicaLabels(o.ReplicaLabels, o.CallerLabel); err != nil {
+		return nil, err
+	}
+	if err := telemetry.CheckClusterLabels(o.ClusterLabels, o.ReplicaLabels, o.CallerLabel); err != nil {
 		return nil, err
 	}
 	hc, err := o.Auth.httpConfig()
@@ -257,26 +265,38 @@ func Queries(window time.Duration, caller string) []string {
 
 // QueriesFor is Queries keeping replicaLabels apart (telemetry.ReplicaLabels when nil).
 func QueriesFor(window time.Duration, caller string, replicaLabels []string) []string {
+	return QueriesWith(window, caller, replicaLabels, nil)
+}
+
+// QueriesWith is QueriesFor keeping clusterLabels apart too (telemetry.ClusterLabels when nil):
+// Series refuses several clusters' series or reads one (telemetry.OneClusterBy).
+func QueriesWith(window time.Duration, caller string, replicaLabels, clusterLabels []string) []string {
 	if len(replicaLabels) == 0 {
 		replicaLabels = telemetry.ReplicaLabels
 	}
+	if len(clusterLabels) == 0 {
+		clusterLabels = telemetry.ClusterLabels
+	}
+	replicaLabels = append(append([]string(nil), replicaLabels...), clusterLabels...)
 	w := model.Duration(window).String()
 	by := "namespace, " + caller
 	// The replica labels kept apart, as telemetry.Queries does (one query for both paths);
 	// Join sums them back per edge, as before: a ratio of attempts over calls is the same
 	// summed over replicas, and summing never pairs one replica's attempts with another's calls.
 	rep := ", " + strings.Join(replicaLabels, ", ")
-	// Linkerd's series are grouped by exported_namespace too, as in the graph's queries: a
-	// series federated from linkerd-viz's Prometheus without honor_labels keeps its caller's
-	// namespace there, and Join refuses to read it in the scrape target's.
-	lk := by + ", " + telemetry.LinkerdExportedNamespace
+	// Every source's series are grouped by exported_namespace too, as in the graph's queries:
+	// a series federated from another Prometheus without honor_labels keeps its caller's
+	// namespace there (the scrape's own namespace label takes its place), and Join refuses to
+	// read it in the scrape target's. The proxies' and Envoy's namespace is the scrape's as
+	// Linkerd's is; before, only Linkerd's queries kept the label apart.
+	by += ", " + telemetry.LinkerdExportedNamespace
 	return []string{
 		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", by, rep, w),
 		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", by, rep, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
 		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, by, rep, w),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, by, rep, w),
 	}
 }
 
@@ -291,14 +311,25 @@ type Vectors struct {
 // connection, a timeout, a bad answer, a query at the series limit) fails the whole call: a
 // partial set of edges would make a partial product look like the worst path.
 func (c *Client) Series(ctx context.Context, now time.Time) ([]observed.Series, error) {
-	qs := QueriesFor(c.opts.Window, c.opts.CallerLabel, c.opts.ReplicaLabels)
+	qs := QueriesWith(c.opts.Window, c.opts.CallerLabel, c.opts.ReplicaLabels, c.opts.ClusterLabels)
 	var vs Vectors
-	for i, dst := range []*model.Vector{&vs.Attempts, &vs.Calls, &vs.EnvoyTotal, &vs.EnvoyRetry, &vs.LinkerdRequests, &vs.LinkerdRetries} {
+	dsts := []*model.Vector{&vs.Attempts, &vs.Calls, &vs.EnvoyTotal, &vs.EnvoyRetry, &vs.LinkerdRequests, &vs.LinkerdRetries}
+	all := make([]model.Vector, len(dsts))
+	for i := range dsts {
 		v, err := c.query(ctx, qs[i], now)
 		if err != nil {
 			return nil, err
 		}
-		*dst = v
+		all[i] = v
+	}
+	// Several clusters' series are refused, or one cluster's read (the others' are not this
+	// cluster's policies' edges): Join would add them per caller name.
+	all, _, err := telemetry.OneClusterBy(all, c.opts.ClusterLabels, c.opts.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	for i, dst := range dsts {
+		*dst = all[i]
 	}
 	return Join(vs, c.opts.CallerLabel), nil
 }

@@ -3,8 +3,10 @@ package promquery
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,5 +130,60 @@ func TestThanosReplicaLabelAgainstPrometheus(t *testing.T) {
 		if _, err := New(Options{URL: prom.URL, ReplicaLabels: []string{label}}); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %s", label, err, want)
 		}
+	}
+}
+
+// replicaExporter serves web -> payment's istio_requests_total (10 more per scrape) as a
+// Mimir or Cortex without HA deduplication stores it: with the __replica__ label of the
+// Prometheus that sent it (the HA tracker's default replica label, kept when the tracker is off).
+type replicaExporter struct {
+	replica string
+	mu      sync.Mutex
+	n       int
+}
+
+func (e *replicaExporter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	e.mu.Lock()
+	e.n++
+	n := e.n
+	e.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# TYPE istio_requests_total counter\nistio_requests_total{reporter=\"source\",source_workload=\"web\",source_workload_namespace=\"shop\",destination_service_name=\"payment\",destination_service_namespace=\"shop\",__replica__=%q} %d\n", e.replica, 10*n)
+}
+
+// TestMimirReplicaLabelAgainstPrometheus: two HA Prometheus replicas' series told apart only by
+// __replica__ (Mimir's and Cortex's HA tracker label; no pod label can be named so: a Kubernetes
+// label name starts with a letter or digit). Before, only prometheus_replica was a replica label
+// by default: web -> payment was read with both replicas' calls added. Now __replica__ is one
+// too: each series read once, the largest, with a warning naming the label.
+func TestMimirReplicaLabelAgainstPrometheus(t *testing.T) {
+	a := httptest.NewServer(&replicaExporter{replica: "prometheus-a"})
+	t.Cleanup(a.Close)
+	b := httptest.NewServer(&replicaExporter{replica: "prometheus-b"})
+	t.Cleanup(b.Close)
+	prom := promtest.StartTargets(t, "../..", []promtest.Target{{Addr: strings.TrimPrefix(a.URL, "http://")}, {Addr: strings.TrimPrefix(b.URL, "http://")}})
+	c, err := New(Options{URL: prom.URL, Window: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "five scrapes per replica", func() (bool, string) {
+		v, err := c.query(context.Background(), `count_over_time(istio_requests_total[1m])`, time.Now())
+		return err == nil && len(v) == 2 && v[0].Value >= 5 && v[1].Value >= 5, fmt.Sprint(v, err)
+	})
+	now := time.Now()
+	v, err := c.query(context.Background(), `max(increase(istio_requests_total[1m]))`, now)
+	if err != nil || len(v) != 1 {
+		t.Fatalf("%v %v", v, err)
+	}
+	ob, err := c.Graph(context.Background(), now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ob.Edges) != 1 || ob.Edges[0].To.Name != "payment" || ob.Edges[0].Requests != float64(v[0].Value) {
+		t.Fatalf("edges %+v, want web -> payment with %v requests (one replica's, not both)", ob.Edges, v[0].Value)
+	}
+	want := `istio_requests_total: series given by more than one Prometheus replica (label __replica__: a querier that does not deduplicate them): each read once, the largest: 1 series (e.g. {__replica__="prometheus-`
+	if len(ob.Warnings) != 1 || !strings.HasPrefix(ob.Warnings[0], want) {
+		t.Fatalf("warnings %q, want one starting %q", ob.Warnings, want)
 	}
 }

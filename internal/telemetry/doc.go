@@ -15,9 +15,10 @@
 // answer's values and duplicates, which internal/promquery runs as it decodes an answer and Read
 // runs on answers not so checked). A messy Prometheus is read as what it holds: Istio's
 // workload: recorded series where the raw ones are missing (istioQuery), each series once across
-// two HA replicas' labels (OneReplica), a Linkerd series whose namespace a scrape renamed
+// two HA replicas' labels (OneReplica), a Linkerd or proxy series whose namespace a scrape renamed
 // exported_namespace as unplaced, an ambient waypoint's hop as no edge, Istio's series of one
-// cluster only (oneCluster: several clusters' are refused unless one is chosen); and when no query
+// cluster only (oneCluster: several clusters' are refused unless one is chosen), and so every
+// source's by a querier's cluster label (OneClusterBy, clusters.go); and when no query
 // answered, PresenceQuery tells a window too short for increase() from no series at all.
 // docs/telemetry.md cites each label set's source.
 //

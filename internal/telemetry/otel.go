@@ -33,9 +33,13 @@ func (r *reader) otel(v model.Vector) {
 		}
 		// Which side of a virtual node's edge was never seen: the client when the
 		// virtual_node label says so (Tempo's enable_virtual_node_label, the connector's
-		// virtual_node_extra_label), else when the client is "user" (a root span with no peer
-		// attribute) or only the server span's prefixed dimension is there (Tempo names a root
-		// span's caller after its peer attribute: "mobile-app", no "user"); else the server.
+		// virtual_node_extra_label; both off by default), else the side whose prefixed
+		// dimension is missing (each span writes its own side's: the one seen has it; Tempo
+		// names a root span's caller after its peer attribute, "mobile-app", no "user"), and
+		// only where neither or both are there, the client when it is "user" (a root span with
+		// no peer attribute). Before, "user" came first: a service named user (Sock Shop's)
+		// calling its database or an uninstrumented service was read as a root span's caller,
+		// its callee an entrypoint, its edge lost.
 		virtualClient := false
 		if ct == "virtual_node" {
 			switch label(s.Metric, otelVirtualNodeLabel) {
@@ -43,7 +47,16 @@ func (r *reader) otel(v model.Vector) {
 				virtualClient = true
 			case "server":
 			default:
-				virtualClient = client == "user" || (cns == "" && sns != "")
+				switch {
+				case cns != "" && sns == "":
+				case cns == "" && sns != "":
+					virtualClient = true
+				default:
+					// A root span's server is an instrumented service: one named after a
+					// database system is the client span's db.system peer (Tempo's
+					// unprefixed dimension says neither side).
+					virtualClient = client == "user" && !dbSystems[strings.ToLower(server)]
+				}
 			}
 		}
 		// Tempo's unprefixed dimension: on a virtual node's edge only one span was seen (the

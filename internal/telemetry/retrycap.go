@@ -18,6 +18,14 @@ func (r *reader) retrycap(v model.Vector) {
 	for _, s := range v {
 		ns, caller, up := label(s.Metric, "namespace"), label(s.Metric, cl), label(s.Metric, "upstream")
 		switch {
+		case label(s.Metric, LinkerdExportedNamespace) != "":
+			// Federated without honor_labels: namespace is the scrape target's (linkerdEdge).
+			to := Callee{}
+			if up != "" && up != "unknown" {
+				to = proxyCallee(label(s.Metric, LinkerdExportedNamespace), up)
+			}
+			r.unnamed("retrycap: the scrape renamed the series' own namespace label "+LinkerdExportedNamespace+" (a federation or scrape without honor_labels: true): its namespace is the scrape target's, not the caller's: not an edge", s, to)
+			continue
 		case ns == "" || caller == "":
 			r.unnamed("retrycap: no namespace or no "+cl+" label (the scrape adds them: docs/observe.md): not an edge", s, Callee{})
 			continue
@@ -60,7 +68,7 @@ func (r *reader) retrycapTries(v model.Vector) {
 	attempts := map[edgeKey]float64{}
 	for _, s := range v {
 		ns, caller, up := label(s.Metric, "namespace"), label(s.Metric, cl), label(s.Metric, "upstream")
-		if ns == "" || caller == "" || up == "" || up == "unknown" {
+		if ns == "" || caller == "" || up == "" || up == "unknown" || label(s.Metric, LinkerdExportedNamespace) != "" {
 			continue // warned for the requests' series, which have the same labels
 		}
 		from, to := Caller{Namespace: ns, Name: caller, Service: true}, proxyCallee(ns, up)

@@ -154,6 +154,10 @@ type Options struct {
 	// IstioCluster is the Istio cluster (IstioClusterLabel's value) whose series are read when
 	// one Prometheus holds several; "" reads a single cluster's and refuses several.
 	IstioCluster string
+	// ClusterLabels name a series' cluster (ClusterLabels when nil: --prometheus-cluster-label),
+	// Cluster the one whose series are read when the answers hold several ("" refuses several).
+	ClusterLabels []string
+	Cluster       string
 }
 
 // DefaultGateways are the workload names of Istio's gateways as its charts install them.
@@ -193,13 +197,24 @@ func Queries(window time.Duration, callerLabel string) []Query {
 // QueriesFor is Queries keeping the replica labels replicaLabels apart (ReplicaLabels when nil):
 // the --prometheus-replica-label flags.
 func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string) []Query {
+	return QueriesWith(window, callerLabel, replicaLabels, nil)
+}
+
+// QueriesWith is QueriesFor keeping the cluster labels clusterLabels apart too (ClusterLabels
+// when nil): the --prometheus-cluster-label flags.
+func QueriesWith(window time.Duration, callerLabel string, replicaLabels, clusterLabels []string) []Query {
 	if len(replicaLabels) == 0 {
 		replicaLabels = ReplicaLabels
 	}
+	if len(clusterLabels) == 0 {
+		clusterLabels = ClusterLabels
+	}
+	// The cluster labels are kept apart as the replica labels are (Read refuses several
+	// clusters or reads one: OneClusterBy).
+	replicaLabels = append(append([]string(nil), replicaLabels...), clusterLabels...)
 	if callerLabel == "" {
 		callerLabel = "service"
 	}
-	w := model.Duration(window).String()
 	// exported_namespace is grouped by so that a series whose own namespace the scrape renamed
 	// is seen as such (linkerdEdge), not summed into the scrape target's namespace.
 	lk := strings.Join(append([]string{"namespace", LinkerdExportedNamespace}, linkerdCallers...), ", ")
@@ -211,17 +226,18 @@ func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string
 	// Each query keeps the replica labels apart (oneReplica reads each series once).
 	rep := ", " + strings.Join(replicaLabels, ", ")
 	return []Query{
-		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", w, replicaLabels)},
-		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", w, replicaLabels)},
-		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) (increase(response_total{direction="outbound"}[%s]))`, lk, rep, w)},
-		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
-		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, lk, rep, w)},
-		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s%s) (increase({__name__=~"(.+_)?traces_service_graph_request_total"}[%s]))`, strings.Join(otelBy, ", "), rep, w)},
-		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", callerLabel, rep, w)},
-		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", callerLabel, rep, w)},
+		{SourceIstio, "istio_requests_total", istioQuery("istio_requests_total", window, replicaLabels)},
+		{SourceIstio, "istio_tcp_connections_opened_total", istioQuery("istio_tcp_connections_opened_total", window, replicaLabels)},
+		{SourceLinkerd, "response_total", fmt.Sprintf(`sum by (%s, dst_namespace, dst_service%s) %s`, lk, rep, Calls(`response_total{direction="outbound"}`, window))},
+		{SourceLinkerd, "outbound_http_route_request_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) %s`, lk, rep, Calls(`{__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}`, window))},
+		{SourceLinkerd, "outbound_http_route_retry_requests_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) %s`, lk, rep, Calls(`{__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}`, window))},
+		{SourceOTel, "traces_service_graph_request_total", fmt.Sprintf(`sum by (client, server, connection_type, %s%s) %s`, strings.Join(otelBy, ", "), rep, Calls(`{__name__=~"(.+_)?traces_service_graph_request_total"}`, window))},
+		// The proxies' namespace is the scrape's as Linkerd's is: exported_namespace kept apart.
+		{SourceRetrycap, "retrycap_proxy_requests_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) %s", callerLabel, LinkerdExportedNamespace, rep, Calls(`retrycap_proxy_requests_total`, window))},
+		{SourceRetrycap, "retrycap_proxy_attempts_total", fmt.Sprintf("sum by (namespace, %s, %s, upstream%s) %s", callerLabel, LinkerdExportedNamespace, rep, Calls(`retrycap_proxy_attempts_total`, window))},
 		// Last, so that the indexes above stay: which Services a route sent a caller's calls
 		// to (linkerdResponses).
-		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name%s) (increase({__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}[%s]))`, lk, rep, w)},
+		{SourceLinkerd, "outbound_http_route_backend_response_statuses_total", fmt.Sprintf(`sum by (%s, parent_namespace, parent_name, backend_namespace, backend_name%s) %s`, lk, rep, Calls(`{__name__=~"outbound_(http|grpc)_route_backend_response_statuses_total",parent_kind="Service",backend_kind="Service"}`, window))},
 	}
 }
 
@@ -236,7 +252,11 @@ func QueriesFor(window time.Duration, callerLabel string, replicaLabels []string
 // (Thanos' example replica, a Mimir or VictoriaMetrics HA label) is named with
 // --prometheus-replica-label, as Thanos Query's own --query.replica-label names it
 // (Options.ReplicaLabels, QueriesFor).
-var ReplicaLabels = []string{"prometheus_replica"}
+//
+// __replica__, Mimir's and Cortex's HA tracker label (kept on the series when the tracker is
+// off), is one too: no pod label can be named so (a Kubernetes label name starts with a letter
+// or a digit), so it never tells pods apart.
+var ReplicaLabels = []string{"prometheus_replica", "__replica__"}
 
 // CheckReplicaLabels refuses replica labels that are no Prometheus label name, or that the
 // queries group by for an edge (the caller label included): taken for a replica label, a label
@@ -300,9 +320,38 @@ const IstioRecordedPrefix = "workload:"
 // does not hold, its recorded series': PromQL's or keeps the left side's label sets, so a
 // Prometheus holding both (the one that records) counts each edge once, from the raw series,
 // and one holding only the recorded ones (federated) is read from them.
-func istioQuery(metric, window string, replicaLabels []string) string {
+func istioQuery(metric string, window time.Duration, replicaLabels []string) string {
 	by := "reporter, " + strings.Join(append(append(append([]string(nil), istioEdgeLabels...), replicaLabels...), IstioClusterLabel), ", ")
-	return fmt.Sprintf("sum by (%s) (increase(%s[%s])) or sum by (%s) (increase(%s%s[%s]))", by, metric, window, by, IstioRecordedPrefix, metric, window)
+	return fmt.Sprintf("sum by (%s) %s or sum by (%s) %s", by, Calls(metric, window), by, Calls(IstioRecordedPrefix+metric, window))
+}
+
+// BornLookback is how long before the window a series must have no sample to be taken for one
+// born inside it (Calls): Prometheus' default lookback (--query.lookback-delta 5m), beyond which
+// a scrape interval leaves every instant query empty; the window itself when longer.
+const BornLookback = 5 * time.Minute
+
+// Calls is the PromQL of the calls each series of the counter selector sel counted over window,
+// per series (the caller sums them). A counter is created by its label set's first call
+// (Envoy's, the proxies', Linkerd's are), so its first scrape already holds the calls made
+// before it, which increase() never counts (it counts from the first sample, extrapolating
+// half a scrape interval at most): an edge called in one burst between two scrapes was not
+// observed, and a new edge's calls before its first scrape were lost. So a series born inside
+// the window is counted from zero, by its last value in the window: born is no sample in the
+// BornLookback (or the window, if longer) before the window while its target (job, instance)
+// was scraped successfully at the window's start (up == 1): that scrape did not hold the label
+// set, so every call it counts is the window's. Any other series is increase()'s, as before: one
+// that existed before the window (a counter reset inside it, a restarted sidecar with the same
+// labels, is corrected by increase() and never added again), and one whose target was not
+// scraped at the window's start (a Prometheus or a scrape job younger than the window, a target
+// down then, a new pod, a series without its target's job and instance such as a recording
+// rule's or a federated one): nothing says its counter did not count before the window, and
+// taking its whole value would count those calls. A reset after the birth, inside the window,
+// loses the calls before the reset (the last value is after it).
+func Calls(sel string, window time.Duration) string {
+	w := model.Duration(window).String()
+	prior := model.Duration(max(window, BornLookback)).String()
+	return fmt.Sprintf("(((last_over_time(%s[%s]) unless last_over_time(%s[%s] offset %s)) and on (job, instance) (up offset %s == 1)) or increase(%s[%s]))",
+		sel, w, sel, prior, w, w, sel, w)
 }
 
 // PresenceQuery counts, by metric name, the series Queries read that exist at the query's
@@ -430,10 +479,27 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 	if err != nil {
 		return nil, err
 	}
+	vs := make([]model.Vector, len(answers))
+	for i, a := range answers {
+		vs[i] = r.oneReplica(a.Query.Metric, a.Vector)
+	}
+	// One cluster's series across every source (ClusterLabels): the others said, never added.
+	vs, other, err := OneClusterBy(vs, o.ClusterLabels, o.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	otherText := make([]string, len(other))
+	for i, s := range other {
+		otherText[i] = s.Metric.String()
+	}
+	sort.Strings(otherText) // the example is the same whatever the answers' order
+	for _, m := range otherText {
+		r.w.addString(fmt.Sprintf("a series of another cluster than %q (--cluster, --prometheus-cluster): not read", o.Cluster), m)
+	}
 	var istioHTTP, istioTCP []*model.Sample
 	var linkerdRetries, proxyAttempts, linkerdResponses, linkerdBackends model.Vector
-	for _, a := range answers {
-		a.Vector = r.oneReplica(a.Query.Metric, a.Vector)
+	for i, a := range answers {
+		a.Vector = vs[i]
 		if len(a.Vector) > 0 && !containsSource(r.sources, a.Query.Source) {
 			r.sources = append(r.sources, a.Query.Source)
 		}

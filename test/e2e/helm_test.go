@@ -298,6 +298,8 @@ func TestHelmValues(t *testing.T) {
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-max-answer-size=128Mi"}, false},
 			{"one Istio cluster of several, and Thanos's replica label", "prometheus.url=http://prometheus.monitoring:9090,prometheus.istioCluster=east,prometheus.replicaLabels={replica,prometheus_replica}",
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-istio-cluster=east", "--prometheus-replica-label=replica", "--prometheus-replica-label=prometheus_replica"}, false},
+			{"one cluster of several by an external label", "prometheus.url=http://prometheus.monitoring:9090,prometheus.cluster=east,prometheus.clusterLabels={cluster,k8s_cluster_name}",
+				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-cluster=east", "--prometheus-cluster-label=cluster", "--prometheus-cluster-label=k8s_cluster_name"}, false},
 			{"a token from a Secret", "prometheus.url=http://prometheus.monitoring:9090,prometheus.auth.secretName=prom,prometheus.auth.bearerTokenKey=token",
 				[]string{"--prometheus-url=http://prometheus.monitoring:9090", "--prometheus-bearer-token-file=/etc/retrycap/prometheus/token"}, true},
 		} {
@@ -466,6 +468,7 @@ func TestHelmValues(t *testing.T) {
 			"prometheus.maxAnswerSize=0", "prometheus.maxAnswerSize=64MB", "prometheus.maxAnswerSize=-1Mi",
 			// A replica label the manager refuses at start: not a label name, or given twice.
 			"prometheus.replicaLabels={pod-replica}", "prometheus.replicaLabels={replica,replica}",
+			"prometheus.clusterLabels={k8s.cluster}", "prometheus.clusterLabels={cluster,cluster}",
 			// A key in the wrong place or misspelt was rendered around silently: every object of
 			// the chart's values is closed now (Helm's `global` excepted).
 			"webhooks.failurePolicy=Ignore", "replica=3", "monitoring.podMonitor.enabled=true", "image.pullpolicy=Always",
