@@ -259,10 +259,15 @@ func TestGRPCAnsweredNotResent(t *testing.T) {
 		var rec struct {
 			Path       string `json:"path"`
 			Error      string `json:"error"`
+			Status     int    `json:"status"`
 			GRPCStatus *int   `json:"grpc_status"`
 		}
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Fatalf("access-log line %q: %v", l, err)
+		}
+		// A failed attempt has no answer: status 0, no grpc_status.
+		if rec.Error != "" && (rec.Status != 0 || rec.GRPCStatus != nil) || rec.Error == "" && rec.GRPCStatus == nil {
+			t.Errorf("access-log line %q: status and grpc_status disagree with its error", l)
 		}
 		n, _ := strconv.Atoi(strings.TrimPrefix(rec.Path, "/mal/"))
 		lines[n] = append(lines[n], rec.Error)
