@@ -405,6 +405,10 @@ type outcome struct {
 	retryAfter string   // plain HTTP/2: Retry-After
 	gone       bool     // the client cancelled (judgeGone), or had left when the attempt ended (rstream.decide)
 	cut        bool     // the caller's deadline ended the attempt (not retried: deadline)
+	// answered: the transport failure came after the upstream sent a
+	// header block (or DATA, or broke the protocol on the stream): a
+	// gRPC call is then not retried, and given up INTERNAL (giveUp).
+	answered bool
 	// cancelled: judged the client's own cancellation (gone, and a
 	// failure: policy.Outcome.Cancelled), set by judge.
 	cancelled bool
@@ -423,6 +427,15 @@ func (c *callState) judge(n int, probe, replayable bool, res *outcome) policy.De
 		Remaining: time.Duration(c.end - now), GRPC: c.grpc, Cond: res.cond,
 		Deadline: c.dl, PerTry: c.perTry, Arrived: c.arrived,
 		DeadlineCut: res.err != nil && res.cut,
+	}
+	if c.grpc && res.err != nil && res.answered {
+		// The upstream answered, then the attempt failed (its head
+		// malformed, a reset or a lost connection after it): the call
+		// ran there. gRPC A6 commits a call at its response headers;
+		// re-sent, a call grpc-go would have read once ran again (a
+		// trailers-only grpc-status 0 without :status: three executions).
+		// As a keyless POST after a 1xx on either path: not-retryable.
+		o.Retryable = false
 	}
 	if res.err == nil {
 		o.Status = res.status
@@ -492,23 +505,16 @@ func (c *callState) ownAnswer(reason policy.Reason, why string, status int) *own
 
 // ownText is ownAnswer with the whole message msg (no newline).
 func (c *callState) ownText(reason policy.Reason, msg string, status int) *ownAnswer {
-	a := &ownAnswer{}
-	if reason.Exhausts() {
-		a.fields = append(a.fields, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
-	}
 	if c.grpc {
-		a.status = http.StatusOK
-		a.fields = append(a.fields,
-			hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
-			hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(codeUnavailable)},
-			hpack.HeaderField{Name: "grpc-message", Value: encodeMessage(msg)})
-		c.m.code(codeLabel(codeUnavailable))
-		return a
+		return c.grpcText(reason, msg, codeUnavailable)
 	}
 	if status == 0 {
 		status = http.StatusServiceUnavailable
 	}
-	a.status = status
+	a := &ownAnswer{status: status}
+	if reason.Exhausts() {
+		a.fields = append(a.fields, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
+	}
 	if c.generated {
 		// The proxy's own answers are all failures the client may retry
 		// (502, 503, 504), as forward.Exchange.giveUp returns the key.
@@ -517,6 +523,22 @@ func (c *callState) ownText(reason policy.Reason, msg string, status int) *ownAn
 	a.fields = append(a.fields, hpack.HeaderField{Name: "content-type", Value: "text/plain; charset=utf-8"})
 	a.body = msg + "\n"
 	c.m.code(strconv.Itoa(status))
+	return a
+}
+
+// grpcText is the proxy's own trailers-only gRPC answer of code with
+// grpc-message msg (Retrycap-Exhausted when reason is one of the four),
+// counted.
+func (c *callState) grpcText(reason policy.Reason, msg string, code int) *ownAnswer {
+	a := &ownAnswer{status: http.StatusOK}
+	if reason.Exhausts() {
+		a.fields = append(a.fields, hpack.HeaderField{Name: "retrycap-exhausted", Value: reason.String()})
+	}
+	a.fields = append(a.fields,
+		hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+		hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(code)},
+		hpack.HeaderField{Name: "grpc-message", Value: encodeMessage(msg)})
+	c.m.code(codeLabel(code))
 	return a
 }
 
@@ -561,8 +583,9 @@ func (c *callState) deadlineText(msg string) *ownAnswer {
 // only. Before, any failure given up after the deadline had passed was
 // the deadline's answer: a keyless POST reset after its time ran out was
 // a 504 "not retried: deadline" where HTTP/1.1 says 502 "not retried:
-// not-retryable" (it never could be retried).
-func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int, cut bool) *ownAnswer {
+// not-retryable" (it never could be retried). A gRPC call whose
+// upstream answered before the failure (answered) is INTERNAL.
+func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reason, attempts int, cut, answered bool) *ownAnswer {
 	what := cond.String()
 	if forward.BadAnswer(err) {
 		what = "bad-answer"
@@ -570,6 +593,13 @@ func (c *callState) giveUp(err error, cond policy.Condition, reason policy.Reaso
 	msg := strings.TrimSuffix(forward.GaveUpBody(c.up.Name, c.addr, attempts, what, forward.AttemptWords(err, c.perTry, cut), reason), "\n")
 	if reason == policy.ReasonDeadline {
 		return c.deadlineText(msg)
+	}
+	if c.grpc && answered {
+		// The call may have run upstream: INTERNAL, as grpc-go reads a
+		// stream its server broke (an RST_STREAM INTERNAL_ERROR, a
+		// malformed header), not UNAVAILABLE, which a client's own retry
+		// policy (gRPC A6) would send again.
+		return c.grpcText(reason, msg, codeInternal)
 	}
 	status := http.StatusServiceUnavailable
 	if !reason.Exhausts() {

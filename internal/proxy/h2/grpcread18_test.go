@@ -117,10 +117,10 @@ func TestGRPCAnswerReadAsGRPCGo(t *testing.T) {
 				for _, shape := range []string{"only", "open", "data"} {
 					if st == "204" && shape == "data" {
 						// A message in a 204 is malformed HTTP (RFC 9113
-						// 8.1.1): the relay refuses it as a bad answer, a
-						// reset retried, where grpc-go reads the status
-						// (left as it is: docs/decisions.md, "A gRPC answer is read
-						// as grpc-go's client reads it").
+						// 8.1.1): the relay refuses it as a bad answer,
+						// not retried (the upstream answered: INTERNAL,
+						// TestGRPCAnsweredNotResent), where grpc-go reads
+						// the status.
 						continue
 					}
 					cases = append(cases, grpcReadCase{st, ct, gs, shape, 0})

@@ -381,8 +381,10 @@ func TestRapidResetByStreamErrors(t *testing.T) {
 // a 1xx with END_STREAM, a header list over the MAX_HEADER_LIST_SIZE the
 // relay advertised (an HPACK bomb: a 4,000-byte field indexed 300 times,
 // 4.3 KB on the wire, 1.2 MB decoded) are a failed attempt (reset), the
-// upstream's stream reset when it did not end it; with one attempt the
-// client gets the proxy's own UNAVAILABLE naming it, the upstream saw the
+// upstream's stream reset when it did not end it; the client gets the
+// proxy's own INTERNAL naming it, not-retryable (session 18, grpcmal18:
+// an upstream that sent a header block processed the call; before,
+// UNAVAILABLE, and retried with more attempts), the upstream saw the
 // call once. Before, the first two were passed on as ":status: 0", the
 // third left the call waiting for its per-try timeout, the fourth passed
 // a truncated header list on as the whole answer.
@@ -460,9 +462,9 @@ func TestUpstreamMalformedHead(t *testing.T) {
 			// A bad answer in the HTTP/1.1 path's words (was "last failed
 			// with reset (retrycap-proxy: malformed answer from upstream:
 			// ...)").
-			want := encodeMessage("retrycap-proxy: upstream echo (" + up + "): 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: " + tc.why + "); not retried: attempts")
-			if field(hd, ":status") != "200" || field(hd, "grpc-status") != "14" || msg != want {
-				t.Fatalf("client got %v; want :status 200, grpc-status 14, grpc-message %q", brief(hd), want)
+			want := encodeMessage("retrycap-proxy: upstream echo (" + up + "): 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: " + tc.why + "); not retried: not-retryable")
+			if field(hd, ":status") != "200" || field(hd, "grpc-status") != "13" || msg != want {
+				t.Fatalf("client got %v; want :status 200, grpc-status 13, grpc-message %q", brief(hd), want)
 			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("answered after %v: the per-try timeout (10 s), not the malformed head, ended the attempt", d)
@@ -480,8 +482,8 @@ func TestUpstreamMalformedHead(t *testing.T) {
 // 4. An upstream that sends the answer's headers and then GOAWAY with a
 // last-stream-id below the stream (it claims it never processed what it
 // began answering) and closes: the call was processed, it is not re-sent
-// (one attempt allowed: the proxy's UNAVAILABLE, the upstream saw it
-// once), as a REFUSED_STREAM after the headers is not. Before, the relay
+// (the proxy's INTERNAL, not-retryable since session 18: the upstream saw
+// it once), as a REFUSED_STREAM after the headers is not. Before, the relay
 // trusted the GOAWAY and sent the call again on a new connection.
 func TestUpstreamGoAwayAfterHeadersNotResent(t *testing.T) {
 	up, seen := scriptedUpstream(t, nil, func(p *upPeer, f http2.Frame) {
@@ -500,8 +502,8 @@ func TestUpstreamGoAwayAfterHeadersNotResent(t *testing.T) {
 	r := dialHostile(t, serveDirect(t, h, "echo:50051"))
 	r.call(1, "x")
 	heads, _, rst := r.readStream(1)
-	if len(heads) != 1 || rst != -1 || field(heads[0], "grpc-status") != "14" {
-		t.Fatalf("client got %v (reset %d), want the proxy's UNAVAILABLE", heads, rst)
+	if len(heads) != 1 || rst != -1 || field(heads[0], "grpc-status") != "13" {
+		t.Fatalf("client got %v (reset %d), want the proxy's INTERNAL", heads, rst)
 	}
 	if n := seen.Load(); n != 1 {
 		t.Fatalf("the upstream saw the call %d times, want 1", n)
@@ -1150,10 +1152,12 @@ func TestHostileUpstreamFrames(t *testing.T) {
 			})
 		}, 2, 1},
 		// DATA before the answer's HEADERS: a malformed answer, the
-		// upstream stream reset, the call retried.
+		// upstream stream reset; the upstream answered (DATA), so the
+		// call is not retried: INTERNAL (session 18, grpcmal18; was
+		// retried, two executions).
 		{"data-before-headers", func(p *upPeer, id uint32) {
 			p.do(func(fr *http2.Framer) { _ = fr.WriteData(id, false, grpcMessage("early")) })
-		}, 2, 1},
+		}, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ended atomic.Int64
@@ -1170,7 +1174,12 @@ func TestHostileUpstreamFrames(t *testing.T) {
 			h, _ := newHandler(t, proxyOpts{name: "hup", addr: up, attempts: 3})
 			theFront.route(t, "hup", h, up)
 			cc := dialName(t, "hup")
-			if out, err := callUnary(ctxT(t), cc, "x"); err != nil || out != "ok" {
+			if tc.name == "data-before-headers" {
+				want := "retrycap-proxy: upstream hup (" + up + "): 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: DATA before its HEADERS); not retried: not-retryable"
+				if out, err := callUnary(ctxT(t), cc, "x"); status.Code(err) != codes.Internal || status.Convert(err).Message() != want {
+					t.Fatalf("first call: %q, %v; want INTERNAL %q", out, err, want)
+				}
+			} else if out, err := callUnary(ctxT(t), cc, "x"); err != nil || out != "ok" {
 				t.Fatalf("first call: %q, %v", out, err)
 			}
 			if n := seen.Load(); n != tc.executions {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The third adversarial round (branch hostile3), towards the upstream:
@@ -65,6 +67,8 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 		// the same bound and closes the connection (PROTOCOL_ERROR) within
 		// 2 MiB of frames. Before, it read them all, its reader held in the
 		// block: every stream of the connection waited, the retry too.
+		// The upstream sent a header block: the call is not retried
+		// (answered, below; session 18, grpcmal18).
 		{"continuation-flood", func(t *testing.T, p *upPeer, id uint32) string {
 			p.do(func(fr *http2.Framer) {
 				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: p.block(":status", "200", "content-type", "application/grpc")})
@@ -75,7 +79,7 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 				return "the relay took the flood"
 			}
 			return ""
-		}, 2},
+		}, 1},
 		// The same block trickled, a frame every 20 ms: under any byte
 		// bound, so the time bound cuts it: a header block must end within
 		// --http-request-timeout (1 s here) of its first frame, as a
@@ -123,7 +127,8 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 		}, 2},
 		// A dynamic table size update above SETTINGS_HEADER_TABLE_SIZE
 		// (4,096, the relay never raises it): RFC 7541 6.3, a
-		// COMPRESSION_ERROR on the connection.
+		// COMPRESSION_ERROR on the connection; the call, its header
+		// block sent, not retried (answered, below).
 		{"hpack-table-size-above-the-setting", func(_ *testing.T, p *upPeer, id uint32) string {
 			p.do(func(fr *http2.Framer) {
 				p.enc.SetMaxDynamicTableSizeLimit(1 << 20)
@@ -131,7 +136,7 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 				_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: p.block(":status", "200", "content-type", "application/grpc"), EndHeaders: true})
 			})
 			return ""
-		}, 2},
+		}, 1},
 		// The table shrunk to 0 and grown back within the setting, in
 		// one block (legal): the answer passes.
 		{"hpack-table-size-updates-within-the-setting", func(_ *testing.T, p *upPeer, id uint32) string {
@@ -199,7 +204,19 @@ func TestHostileUpstreamFrames3(t *testing.T) {
 			cc := dialName(t, "hup3")
 			hs := sampleHeap()
 			start := time.Now()
-			if out, err := callUnary(ctxT(t), cc, "x"); err != nil || out != "ok" {
+			// The cases whose upstream sent the call's header block before
+			// it broke the connection: the call ran there, INTERNAL, not
+			// retried (TestGRPCAnsweredNotResent).
+			answered := map[string]string{
+				"continuation-flood":                 "header block in more frames than SETTINGS_MAX_HEADER_LIST_SIZE allows (CONTINUATION flood)",
+				"hpack-table-size-above-the-setting": "its header block cannot be decoded (HPACK: decoding error: dynamic table size update too large)",
+			}
+			if why, ok := answered[tc.name]; ok {
+				want := "retrycap-proxy: upstream hup3 (" + up + "): 1 attempt(s), last failed with bad-answer (the upstream's answer is malformed: " + why + "); not retried: not-retryable"
+				if out, err := callUnary(ctxT(t), cc, "x"); status.Code(err) != codes.Internal || status.Convert(err).Message() != want {
+					t.Fatalf("first call: %q, %v (after %v); want INTERNAL %q", out, err, time.Since(start), want)
+				}
+			} else if out, err := callUnary(ctxT(t), cc, "x"); err != nil || out != "ok" {
 				t.Fatalf("first call: %q, %v (after %v)", out, err, time.Since(start))
 			}
 			t.Logf("first call answered after %v", time.Since(start).Round(time.Millisecond))

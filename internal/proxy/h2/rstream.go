@@ -147,6 +147,13 @@ type attemptState struct {
 	// informed: a 1xx came; the upstream processed the request (a
 	// REFUSED_STREAM or GOAWAY below the stream after it is not believed).
 	informed bool
+	// answered: the upstream sent a header block (a 1xx, a final head,
+	// one the relay refused as malformed) or DATA on the stream, or broke
+	// the protocol there: it processed the request. Not re-sent as never
+	// processed (REFUSED_STREAM, GOAWAY below it), and a gRPC call's
+	// failure after it is not retried (judge: gRPC A6 commits a call at
+	// its response headers).
+	answered bool
 	info     int64 // the header list size of the 1xx answers so far
 	hdrs     []hpack.HeaderField
 	trailers []hpack.HeaderField
@@ -532,7 +539,7 @@ func (a *ratt) fail(err error) {
 		a.release()
 		return
 	}
-	a.res = outcome{err: err, cond: classify(err, a.timedOut), cut: a.timedOut && a.cut}
+	a.res = outcome{err: err, cond: classify(err, a.timedOut), cut: a.timedOut && a.cut, answered: a.answered}
 	a.release()
 	s.decide(a)
 }
@@ -596,6 +603,7 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 	if !a.on(uc, f.streamID) {
 		return
 	}
+	a.answered = true
 	if !a.gotHeaders {
 		code, why := responseStatus(f.pseudo("status"), f.truncated, f.endStream)
 		if why != "" {
@@ -629,6 +637,14 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 		a.s.cc.untrackTry(a)
 		s.cs.m.latency.Observe(time.Since(a.t0).Seconds())
 		a.hdrs, a.respLen = cleanAnswer(append(a.hdrBuf[:0], f.regular()...))
+		if s.cs.grpc && a.respLen >= 0 && grpcTyped(a.hdrs) {
+			// grpc-go's client ignores content-length on a gRPC answer
+			// (its messages frame themselves): not passed on, nor held
+			// against the body. Checked, a trailers-only grpc-status 0
+			// with content-length 5 was a bad answer (retried: three
+			// executions) that grpc-go reads OK.
+			a.hdrs, a.respLen = dropField(a.hdrs, "content-length"), -1
+		}
 		if a.noBody = s.cs.method == "HEAD" || code == 204 || code == 304; a.noBody {
 			a.respLen = -1
 		}
@@ -836,6 +852,7 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 	if !a.on(uc, f.StreamID) {
 		return // the connection window was credited on receipt
 	}
+	a.answered = true
 	if a.upAvail -= n; a.upAvail < 0 {
 		a.upAvail = 0
 		a.broke(f.StreamEnded(), "DATA beyond the stream's flow-control window")
@@ -909,6 +926,30 @@ func (a *ratt) onData(uc *upconn, f *http2.DataFrame) {
 func (a *ratt) badLength(got int64) error {
 	return forward.BadAnswerError("content-length " + strconv.FormatInt(a.respLen, 10) +
 		", body " + strconv.FormatInt(got, 10) + " bytes")
+}
+
+// grpcTyped reports whether an answer's fields carry a gRPC
+// content-type, as grpcRead reads one.
+func grpcTyped(fs []hpack.HeaderField) bool {
+	for i := range fs {
+		if fs[i].Name == "content-type" && grpcContentType(fs[i].Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropField removes the fields named name from fs (the relay's own copy),
+// in place.
+func dropField(fs []hpack.HeaderField, name string) []hpack.HeaderField {
+	out := fs[:0]
+	for _, f := range fs {
+		if f.Name != name {
+			out = append(out, f)
+		}
+	}
+	clear(fs[len(out):])
+	return out
 }
 
 // cleanAnswer drops from an upstream's answer fields (its own copy)
@@ -985,7 +1026,14 @@ func (a *ratt) upstreamReset(uc *upconn, id uint32, code http2.ErrCode, err erro
 }
 
 func (a *ratt) upstreamResetLocked(code http2.ErrCode, err error) {
-	if code == http2.ErrCodeRefusedStream && !a.gotHeaders && !a.informed {
+	if forward.BadAnswer(err) {
+		// A frame of the upstream's on the stream broke the protocol
+		// (readLoop: mostly a header block it refused); which one, the
+		// reader does not say: taken for an answer, as a duplicate is
+		// worse than a retry not made.
+		a.answered = true
+	}
+	if code == http2.ErrCodeRefusedStream && !a.answered {
 		a.unprocessedLocked(err)
 		return
 	}
@@ -1000,6 +1048,10 @@ func (a *ratt) connLost(uc *upconn, id uint32, err error) {
 	defer cc.mu.Unlock()
 	if !a.on(uc, id) {
 		return
+	}
+	if forward.BadAnswer(err) {
+		// Its header block broke the connection (readLoop): an answer.
+		a.answered = true
 	}
 	a.upEnded = true
 	a.fail(err)
@@ -1023,9 +1075,10 @@ func (a *ratt) unprocessed(uc *upconn, id uint32, err error) {
 func (a *ratt) unprocessedLocked(err error) {
 	s := a.s
 	// An answer begun (its headers came, a 1xx's too: an upstream's
-	// application wrote it) was processed, whatever a GOAWAY after it
-	// claims: not re-sent, as after REFUSED_STREAM.
-	began := a.gotHeaders || a.informed
+	// application wrote it; a head refused as malformed, DATA) was
+	// processed, whatever a GOAWAY after it claims: not re-sent, as after
+	// REFUSED_STREAM.
+	began := a.answered
 	if a.judged || began || s.att != a || s.done || a.resends >= 6 || s.overflow {
 		a.refused = s.overflow && !a.judged && !began && s.att == a && !s.done
 		a.upEnded = true
@@ -1109,7 +1162,7 @@ func (s *rstream) finish(a *ratt, reason policy.Reason, attempts int) {
 			s.refuse()
 			return
 		}
-		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts, a.res.cut))
+		s.answer(s.cs.giveUp(a.res.err, a.res.cond, reason, attempts, a.res.cut, a.res.answered))
 		return
 	}
 	s.att = a
