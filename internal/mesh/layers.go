@@ -126,6 +126,7 @@ type Set struct {
 	ingresses       map[string]*ingressObj    // ingressnginx.go
 	ingressClasses  map[string]*ingressClass  // ingressnginx.go, by name
 	nginx           nginxObjects              // ingress-nginx's controllers and ConfigMaps (ingressnginx_config.go)
+	istioInjectors  map[string]*istioInjector // Istio's injection webhooks, by configuration name (istiowebhooks.go)
 	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
@@ -153,6 +154,7 @@ func NewSet(opts Options) *Set {
 		ingresses:       map[string]*ingressObj{},
 		ingressClasses:  map[string]*ingressClass{},
 		nginx:           newNginxObjects(),
+		istioInjectors:  map[string]*istioInjector{},
 	}
 }
 
@@ -209,6 +211,9 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.meshConfigs {
 		c.meshConfigs[k] = v
 	}
+	for k, v := range s.istioInjectors {
+		c.istioInjectors[k] = v
+	}
 	c.nginx = s.nginx.clone()
 	c.meshConfig, c.meshDefault, c.inbound = s.meshConfig, s.meshDefault, s.inbound
 	c.times = make(map[string]objTimes, len(s.times))
@@ -243,6 +248,7 @@ func (s *Set) Counts() map[string]int {
 	add("Gateway", len(s.gateways))
 	add("Ingress", len(s.ingresses))
 	add("IngressClass", len(s.ingressClasses))
+	add("MutatingWebhookConfiguration", len(s.istioInjectors))
 	return c
 }
 
@@ -411,14 +417,15 @@ func (vs *virtualService) exportedTo(ns string) bool {
 }
 
 // InIstio reports whether the caller runs an Istio sidecar: already injected (injected.go), or
-// one Istio's injector will add (IstioWillInject, the rule internal/inject follows too): its
+// one Istio's injector will add (Set.IstioWillInject: the selectors of Istio's injection
+// webhooks when the Set holds them, else IstioWillInject; the rule internal/inject follows too): its
 // webhooks select on pod labels only, so an annotation sidecar.istio.io/inject "true" alone,
 // in a namespace without injection labels, meshes nothing.
 func (s *Set) InIstio(c Caller) bool {
 	if s == nil {
 		return false
 	}
-	return injectedIstio(c) || IstioWillInject(c.Namespace, c.Labels, c.Annotations, s.namespaces[c.Namespace].Labels) != ""
+	return injectedIstio(c) || s.IstioWillInject(c.Namespace, c.Labels, c.Annotations, s.namespaces[c.Namespace].Labels) != ""
 }
 
 // InLinkerd reports whether the caller runs a Linkerd proxy: already injected (injected.go), else
