@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -210,4 +211,23 @@ func istioNamedRevision(podLabels, nsLabels map[string]string) string {
 		return "default"
 	}
 	return ""
+}
+
+// IsIstioInjector reports whether a MutatingWebhookConfiguration, as JSON, holds a webhook of
+// Istio's sidecar injector (one the Set keeps, when its rules take a pod's CREATE), for the CLI's
+// count of the mesh objects read.
+func IsIstioInjector(data []byte) bool {
+	var c struct {
+		Webhooks []struct {
+			Name string `json:"name"`
+		} `json:"webhooks"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return false
+	}
+	return slices.ContainsFunc(c.Webhooks, func(w struct {
+		Name string `json:"name"`
+	}) bool {
+		return strings.HasSuffix(w.Name, istioWebhookSuffix)
+	})
 }
