@@ -100,6 +100,13 @@ type Options struct {
 	IstioDefaultRetries *int64
 	// DefaultNamespace is given to objects without one ("default" if empty).
 	DefaultNamespace string
+	// KumaDefaultMesh: a caller in Kuma's mesh "default" whose Mesh object is not in the Set is
+	// in the mesh Kuma's control plane creates at start (kumahq/kuma pkg/defaults/mesh.go
+	// EnsureDefaultMeshExists, unless KUMA_DEFAULTS_SKIP_MESH_CREATION), with its initial
+	// MeshRetry mesh-retry-all-default, assumed and said so (kuma.go). For a manifest set
+	// (retrycap analyze), which rarely carries the Mesh the control plane made; not for a
+	// cluster, whose Meshes the manager reads.
+	KumaDefaultMesh bool
 }
 
 // Set is the mesh objects of a cluster or a manifest set. Adding and removing are not safe for
