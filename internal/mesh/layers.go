@@ -384,12 +384,22 @@ func (s *Set) index() *index {
 		if p.Spec.TargetRef != nil {
 			targets = append([]targetRef{*p.Spec.TargetRef}, targets...)
 		}
+		seen := map[string]bool{}
 		for _, t := range targets {
 			if t.Group != "" && t.Group != GroupGateway {
 				continue
 			}
 			key := t.Kind + "/" + p.Metadata.Namespace + "/" + t.Name
-			x.policies[key] = append(x.policies[key], p)
+			if !seen[key] {
+				seen[key] = true
+				x.policies[key] = append(x.policies[key], p)
+			}
+		}
+		for _, key := range s.selectedTargets(p) { // targetselectors.go
+			if !seen[key] {
+				seen[key] = true
+				x.policies[key] = append(x.policies[key], p)
+			}
 		}
 	}
 	s.idx = x

@@ -242,7 +242,9 @@ type backendTrafficPolicy struct {
 	Spec struct {
 		TargetRef  *targetRef  `json:"targetRef"`
 		TargetRefs []targetRef `json:"targetRefs"`
-		Retry      *struct {
+		// TargetSelectors name targets by labels (targetselectors.go).
+		TargetSelectors []targetSelector `json:"targetSelectors"`
+		Retry           *struct {
 			NumRetries *int64 `json:"numRetries"`
 		} `json:"retry"`
 		FaultInjection *btpFaultFields `json:"faultInjection"` // fault.go
@@ -499,6 +501,9 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		}
 		var err error
 		if p.delay, err = readBTPFault(h.id(), p.Spec.FaultInjection); err != nil {
+			return false, err
+		}
+		if err := parseTargetSelectors(p); err != nil { // targetselectors.go
 			return false, err
 		}
 		s.policies[key] = p

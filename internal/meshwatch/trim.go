@@ -44,8 +44,10 @@ var specTrees = map[string]keep{
 	mesh.GroupLinkerdPol + "/HTTPRoute": routeTree,
 	mesh.GroupEnvoyGateway + "/BackendTrafficPolicy": {
 		"targetRef": refTree, "targetRefs": []any{refTree},
-		"retry":   keep{"numRetries": true, "perRetry": keep{"timeout": true, "backOff": true}},
-		"timeout": keep{"http": keep{"requestTimeout": true}},
+		// Targets named by labels (mesh/targetselectors.go): the whole selector list.
+		"targetSelectors": true,
+		"retry":           keep{"numRetries": true, "perRetry": keep{"timeout": true, "backOff": true}},
+		"timeout":         keep{"http": keep{"requestTimeout": true}},
 		// Its delay is held at the gateway (mesh/fault.go), its abort validated there.
 		"faultInjection": keep{"delay": true, "abort": true},
 		// A route's policy with mergeType merges with its Gateway's (mesh/layers.go policyLayer).
@@ -89,17 +91,18 @@ var specTrees = map[string]keep{
 	},
 }
 
-// labelled are the kinds whose labels internal/mesh reads: a Namespace's (mesh membership) and
-// a MeshRetry's kuma.io/mesh (which mesh it belongs to).
-var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true}
+// labelled are the kinds whose labels internal/mesh reads: a Namespace's (mesh membership),
+// a MeshRetry's kuma.io/mesh (which mesh it belongs to), and the routes' and Gateways' that an
+// Envoy Gateway BackendTrafficPolicy's targetSelectors may match, any label (mesh/targetselectors.go).
+var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true,
+	mesh.GroupGateway + "/HTTPRoute": true, mesh.GroupGateway + "/GRPCRoute": true, mesh.GroupGateway + "/Gateway": true}
 
 // someLabels are the kinds of which internal/mesh reads a few labels only: a Service's ambient
-// waypoint labels, a Gateway's istio.io/waypoint-for (mesh/waypoint.go), a ConfigMap's
-// istio.io/rev (mesh/revisions.go).
+// waypoint labels, a ConfigMap's istio.io/rev (mesh/revisions.go). (A Gateway's
+// istio.io/waypoint-for, mesh/waypoint.go, is kept with all its labels: labelled.)
 var someLabels = map[string][]string{
-	"/Service":                     waypointLabels,
-	mesh.GroupGateway + "/Gateway": {mesh.IstioWaypointForLabel},
-	"/ConfigMap":                   {mesh.IstioRevLabel}, // a revision's MeshConfig (mesh.IsMeshConfig)
+	"/Service":   waypointLabels,
+	"/ConfigMap": {mesh.IstioRevLabel}, // a revision's MeshConfig (mesh.IsMeshConfig)
 }
 
 // waypointLabels are the Istio ambient labels of a Service (and a Namespace).

@@ -176,6 +176,42 @@ spec:
 `,
 		},
 		{
+			// Before, targetSelectors were cut and the manager counted no retry where analyze
+			// counted the policy's (mesh/targetselectors.go).
+			name: "BackendTrafficPolicy keeps its targetSelectors, and an HTTPRoute its labels",
+			in: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: shop}
+spec:
+  targetSelectors: [{kind: HTTPRoute, matchLabels: {retry: "yes"}, namespaces: {from: All}}]
+  retry: {numRetries: 5}
+`,
+			want: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: shop}
+spec:
+  targetSelectors: [{kind: HTTPRoute, matchLabels: {retry: "yes"}, namespaces: {from: All}}]
+  retry: {numRetries: 5}
+`,
+		},
+		{
+			name: "HTTPRoute keeps every label",
+			in: `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop, labels: {retry: "yes", app: web}}
+spec:
+  parentRefs: [{name: eg}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+`,
+			want: `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop, labels: {retry: "yes", app: web}}
+spec:
+  parentRefs: [{name: eg}]
+  rules: [{backendRefs: [{name: web}]}]
+`,
+		},
+		{
 			name: "MeshRetry keeps its mesh label and the to[] fields read (its per-try timeout: the time model)",
 			in: `apiVersion: kuma.io/v1alpha1
 kind: MeshRetry
@@ -285,7 +321,8 @@ spec:
 `,
 		},
 		{
-			name: "Gateway keeps its class, waypoint-for label and listeners' port, protocol and allowed namespaces",
+			// Every label: an Envoy Gateway BackendTrafficPolicy's targetSelectors may match any.
+			name: "Gateway keeps its class, its labels and listeners' port, protocol and allowed namespaces",
 			in: `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata:
@@ -308,7 +345,7 @@ kind: Gateway
 metadata:
   name: waypoint
   namespace: bookinfo
-  labels: {istio.io/waypoint-for: all}
+  labels: {istio.io/waypoint-for: all, istio.io/rev: stable}
 spec:
   gatewayClassName: istio-waypoint
   listeners:
