@@ -1,6 +1,7 @@
 package meshwatch
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -170,6 +171,14 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 			out["spec"] = prune(spec, tree)
 		}
 	}
+	if group == mesh.GroupAdmission && u.GetKind() == "MutatingWebhookConfiguration" {
+		// Istio's injector's webhooks (mesh/istiowebhooks.go): their names, selectors and rules;
+		// another project's configuration keeps its name alone.
+		if whs, ok := u.Object["webhooks"].([]any); ok && istioInjectorWebhooks(whs) {
+			out["webhooks"] = prune(whs, []any{keep{"name": true, "namespaceSelector": true, "objectSelector": true,
+				"rules": []any{keep{"operations": true, "apiGroups": true, "apiVersions": true, "resources": true}}}})
+		}
+	}
 	if group == mesh.GroupDapr {
 		// A Resiliency's scopes (the apps it applies to) are beside its spec, not in it.
 		if sc, ok := u.Object["scopes"]; ok {
@@ -193,6 +202,13 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 		}
 	}
 	return &unstructured.Unstructured{Object: out}
+}
+
+// istioInjectorWebhooks: a MutatingWebhookConfiguration's webhooks hold one of Istio's injector
+// (mesh.IsIstioInjector).
+func istioInjectorWebhooks(whs []any) bool {
+	js, err := json.Marshal(map[string]any{"webhooks": whs})
+	return err == nil && mesh.IsIstioInjector(js)
 }
 
 // ingressAnnotations are an Ingress's and an IngressClass's annotations internal/mesh reads
