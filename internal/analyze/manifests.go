@@ -907,7 +907,7 @@ func templatePath(kind string) string {
 // counts the object once. Before, the earlier was dropped without a word and counted twice.
 func (r Reader) repeatedMeshObject(m *Manifests, src Source, tm *typeMeta) bool {
 	ns := tm.Metadata.Namespace
-	if ns == "" && tm.Kind != "IngressClass" && tm.Kind != "Mesh" { // cluster-scoped
+	if ns == "" && tm.Kind != "IngressClass" && tm.Kind != "Mesh" && tm.Kind != "MutatingWebhookConfiguration" { // cluster-scoped
 		ns = r.namespace()
 	}
 	what := tm.Kind + " " + tm.Metadata.Name
@@ -929,6 +929,14 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 	if meshKinds[tm.Kind] || (tm.Kind == "Gateway" || tm.Kind == "Ingress" || tm.Kind == "IngressClass") && mesh.Reads(tm.APIVersion, tm.Kind) {
 		if !r.repeatedMeshObject(m, src, tm) {
 			m.count(&m.Summary.Mesh, tm.Kind)
+		}
+		return
+	}
+	if tm.Kind == "MutatingWebhookConfiguration" && apiGroup(tm.APIVersion) == mesh.GroupAdmission && mesh.IsIstioInjector(js) {
+		// Istio's injector, whose webhooks' selectors decide which pods get its sidecar
+		// (mesh/istiowebhooks.go): read, not "ignored".
+		if !r.repeatedMeshObject(m, src, tm) {
+			m.count(&m.Summary.Mesh, istioInjectorKind)
 		}
 		return
 	}
@@ -985,6 +993,9 @@ func (r Reader) ignored(m *Manifests, src Source, tm *typeMeta, js []byte) {
 	m.warn(src, "%s: retrycap annotation(s) %s on a %s, which retrycap does not read (it reads Deployments, StatefulSets, DaemonSets, CronJobs, Jobs, ReplicaSets and bare Pods): not counted%s",
 		r.ident(tm), strings.Join(keys, ", "), unread.what, unread.cluster)
 }
+
+// istioInjectorKind counts Istio's injector's MutatingWebhookConfigurations among the mesh objects.
+const istioInjectorKind = "MutatingWebhookConfiguration (Istio injector)"
 
 // meshConfigKind counts the ConfigMap istio-system/istio among the mesh objects.
 const meshConfigKind = "ConfigMap istio-system/istio (MeshConfig)"
@@ -1155,7 +1166,7 @@ func (m *Manifests) Analyze() *Report {
 	unread := map[string]int{}
 	n := 0
 	for k, c := range sum.Mesh {
-		if !meshRead[k] && !strings.HasSuffix(k, " (MeshConfig)") && k != "ConfigMap (ingress-nginx)" {
+		if !meshRead[k] && !strings.HasSuffix(k, " (MeshConfig)") && k != "ConfigMap (ingress-nginx)" && k != istioInjectorKind {
 			unread[k] = c
 			n += c
 		}

@@ -79,6 +79,9 @@ workloads declares upstreams (the reason is printed). See docs/analyze.md.`,
 			}
 			rd := analyze.Reader{DefaultNamespace: namespace, Stdin: stdin, Recursive: recursive}
 			m := analyze.NewManifests()
+			// Files rarely carry the Mesh "default" that Kuma's control plane creates at start:
+			// counting no Kuma layer for its callers would be a false green (docs/meshes.md).
+			m.MeshOptions.KumaDefaultMesh = true
 			if cmd.Flags().Changed("istio-default-retries") {
 				if istioDefault < 0 {
 					return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("analyze: --istio-default-retries %d: must be 0 or more", istioDefault)}

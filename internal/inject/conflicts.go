@@ -51,14 +51,17 @@ var meshSidecars = map[string]string{
 	"istio-proxy": "Istio's sidecar, whose Envoy listens on 15001 and whose agent on 15020",
 }
 
-// istioWillInject says which label (or annotation) makes Istio's sidecar injector add
-// istio-proxy to the pod, or "" (mesh.IstioWillInject, the rule the mesh layers follow too).
+// istioWillInject says which label (or annotation), or which of Istio's injection webhooks,
+// makes Istio's sidecar injector add istio-proxy to the pod, or "" (mesh.Set.IstioWillInject,
+// the rule the mesh layers follow too: the selectors of Istio's MutatingWebhookConfigurations
+// when the Set holds them, so that enableNamespacesByDefault is followed; else the chart's
+// defaults).
 // Admission webhooks run in the order of their configurations' names, so under a release name
 // that sorts before Istio's (istio-sidecar-injector, istio-revision-tag-*) retrycap sees the pod
 // before Istio does, and an injected pod would get both sidecars, on the same ports, and never
 // start.
-func istioWillInject(pod *corev1.Pod, nsLabels map[string]string) string {
-	return mesh.IstioWillInject(pod.Namespace, pod.Labels, pod.Annotations, nsLabels)
+func istioWillInject(set *mesh.Set, pod *corev1.Pod, nsLabels map[string]string) string {
+	return set.IstioWillInject(pod.Namespace, pod.Labels, pod.Annotations, nsLabels)
 }
 
 // proxyPorts are the ports the proxy binds in the pod's network namespace.
@@ -70,7 +73,7 @@ var proxyPorts = []int32{ListenPort, AdminPort}
 // proxy, not the app), Istio's sidecar to come (istioWillInject), or Istio's ambient mode (nsLabels are the namespace's), whose ztunnel
 // listens on *:15001 inside every captured pod. Named ports resolve to declared ones, so only
 // numbers are checked here.
-func portTaken(pod *corev1.Pod, nsLabels map[string]string) string {
+func portTaken(set *mesh.Set, pod *corev1.Pod, nsLabels map[string]string) string {
 	groups := []struct {
 		field string
 		cs    []corev1.Container
@@ -93,7 +96,7 @@ func portTaken(pod *corev1.Pod, nsLabels map[string]string) string {
 			}
 		}
 	}
-	if why := istioWillInject(pod, nsLabels); why != "" {
+	if why := istioWillInject(set, pod, nsLabels); why != "" {
 		return why + ": Istio's injector will add its sidecar istio-proxy, whose Envoy listens on 15001 and whose agent on 15020"
 	}
 	// Captured as mesh.Set.InAmbient decides (the sidecar case returned above).

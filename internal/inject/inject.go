@@ -67,7 +67,7 @@ func Decide(cfg Config, in Input) Decision {
 	if why := windowsPod(pod); why != "" {
 		return skip(WindowsPod, "%s", why)
 	}
-	if why := portTaken(pod, in.NamespaceLabels); why != "" {
+	if why := portTaken(in.Mesh, pod, in.NamespaceLabels); why != "" {
 		return skip(PortConflict, "%s: the proxy listens on %s and on port %d of every address of the pod", why, ListenAddr, AdminPort)
 	}
 
@@ -177,7 +177,8 @@ type Input struct {
 	ClusterWorkloads []workload.Workload
 	ClusterServices  []workload.Service
 	// Mesh is the mesh retry layers the gate counts (nil: none): a Service a Gateway-parented
-	// route routes to is a default entrypoint of a policy that lists none.
+	// route routes to is a default entrypoint of a policy that lists none; Istio's injection
+	// webhooks it holds decide whether Istio will add its sidecar (mesh.Set.IstioWillInject).
 	Mesh *mesh.Set
 	// CronJobOf is the CronJob a Job of the pod's namespace belongs to (the webhook asks the
 	// index: index.Index.CronJobOf). A pod of a Job a CronJob made is the CronJob's

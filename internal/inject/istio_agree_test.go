@@ -67,7 +67,7 @@ func TestIstioRuleAgreesWithMesh(t *testing.T) {
 							continue
 						}
 						n++
-						will := istioWillInject(pod, ns.labels) != ""
+						will := istioWillInject(nil, pod, ns.labels) != ""
 						if will {
 							in++
 						}

@@ -207,7 +207,7 @@ func TestIstioWillInject(t *testing.T) {
 	// Istio never injects its ignored namespaces (kube-public here; kube-system is retrycap's
 	// excluded namespace anyway).
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-public", Name: "p"}}
-	if why := istioWillInject(pod, map[string]string{"istio-injection": "enabled"}); why != "" {
+	if why := istioWillInject(nil, pod, map[string]string{"istio-injection": "enabled"}); why != "" {
 		t.Fatalf("kube-public: %q", why)
 	}
 }

@@ -13,7 +13,9 @@
 // waypoints, whose layer is callee-side: waypoint.go), and networking.k8s.io/v1 Ingresses and
 // IngressClasses (ingress-nginx's retries, and Istio's default ones on an Ingress of Istio's
 // class: ingressnginx.go; the defaults an ingress-nginx controller's ConfigMap sets, found through
-// its workload's configmap flag: ingressnginx_config.go, AddIngressNginxController). Objects
+// its workload's configmap flag: ingressnginx_config.go, AddIngressNginxController), and Istio's
+// injector's MutatingWebhookConfigurations (whose selectors then decide which pods Istio injects,
+// Set.IstioWillInject: istiowebhooks.go). Objects
 // go in as manifests (YAML or JSON, AddManifest), as unstructured
 // objects (a dynamic client's or the manager's metadata-free cache, AddUnstructured) or as typed
 // objects with their TypeMeta (AddObject); every path decodes the same small local structs, so the

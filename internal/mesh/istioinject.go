@@ -30,8 +30,8 @@ var IstioIgnoredNamespaces = []string{"kube-system", "kube-public", "kube-node-l
 //   - then the injector skips the pod when sidecar.istio.io/inject is "false": the label, or,
 //     without it, the annotation; and in Istio's ignored namespaces.
 //
-// Istio's enableNamespacesByDefault (injecting unlabelled namespaces) is not followed: retrycap
-// cannot read Istio's values.
+// Istio's enableNamespacesByDefault (injecting unlabelled namespaces) shows only in its webhook
+// configurations: Set.IstioWillInject follows them when the Set holds them (istiowebhooks.go).
 func IstioWillInject(ns string, labels, annotations, nsLabels map[string]string) string {
 	if slices.Contains(IstioIgnoredNamespaces, ns) {
 		return ""

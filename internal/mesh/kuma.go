@@ -158,6 +158,9 @@ type kumaEntry struct {
 	name    string
 	http    *kumaRetryConf
 	grpc    *kumaRetryConf
+	// meshAssumed: the assumed default MeshRetry's Mesh is not in the input either (the
+	// control plane's default mesh, Options.KumaDefaultMesh).
+	meshAssumed bool
 }
 
 // kumaRole is the policy role Kuma gives r (pkg/core/resources/labels/compute.go
@@ -256,14 +259,18 @@ func (s *Set) kumaEdge(e *Edge, c Caller, ref ServiceRef, port int32) {
 		}
 	}
 	m, meshIn := s.kumaMeshes[mesh]
-	if meshIn && !defaultFound && !slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
+	meshAssumed := !meshIn && mesh == KumaDefaultMesh && s.opts.KumaDefaultMesh
+	if meshAssumed {
+		m = &kumaMesh{} // as the control plane creates it: an empty spec
+	}
+	if (meshIn || meshAssumed) && !defaultFound && !slices.ContainsFunc(m.Spec.SkipCreatingInitialPolicies, func(v string) bool { return v == "*" || v == "MeshRetry" }) {
 		// The object Kuma creates (kumahq/kuma pkg/defaults/mesh/mesh.go: "mesh-retry-all-<mesh>"
 		// in the system namespace on Kubernetes, whatever other MeshRetries exist;
 		// meshretry.go: to[0] Mesh, http and grpc numRetries 5) is named, so that the fix names
 		// its field.
 		n := int64(KumaDefaultNumRetries)
 		entries = append(entries, kumaEntry{certain: true, top: 1, role: 1, to: 1, name: KumaDefaultRetryPrefix + mesh,
-			http: &kumaRetryConf{NumRetries: &n}, grpc: &kumaRetryConf{NumRetries: &n}})
+			http: &kumaRetryConf{NumRetries: &n}, grpc: &kumaRetryConf{NumRetries: &n}, meshAssumed: meshAssumed})
 	}
 	slices.SortStableFunc(entries, func(a, b kumaEntry) int {
 		for _, d := range []int{a.top - b.top, a.role - b.role, a.to - b.to} {
@@ -339,9 +346,13 @@ func kumaLayer(x kumaEntry, proto string, found, defaultFound bool) Layer {
 			why = "no MeshRetry " + x.name + " is (Kuma creates it beside the others)"
 		}
 		mesh := strings.TrimPrefix(x.name, KumaDefaultRetryPrefix)
+		meshWhy := fmt.Sprintf("Mesh %s is in the input", mesh)
+		if x.meshAssumed {
+			meshWhy = fmt.Sprintf("Kuma's control plane creates Mesh %s at start (pkg/defaults/mesh.go EnsureDefaultMeshExists, unless KUMA_DEFAULTS_SKIP_MESH_CREATION is true), which is not in the input,", mesh)
+		}
 		return Layer{Kind: Kuma, Object: "MeshRetry " + KumaSystemNamespace + "/" + x.name,
 			FieldPath: "spec.to[0].default." + proto + ".numRetries", Tries: KumaDefaultNumRetries + 1, Default: true,
-			Note: fmt.Sprintf("Kuma default MeshRetry %s (%d retries), assumed: Mesh %s is in the input and %s", x.name, KumaDefaultNumRetries, mesh, why)}
+			Note: fmt.Sprintf("Kuma default MeshRetry %s (%d retries), assumed: %s and %s", x.name, KumaDefaultNumRetries, meshWhy, why)}
 	}
 	n := *map[string]*kumaRetryConf{"http": x.http, "grpc": x.grpc}[proto].NumRetries
 	return Layer{Kind: Kuma, Object: x.r.id(), FieldPath: fmt.Sprintf("spec.to[%d].default.%s.numRetries", x.i, proto),

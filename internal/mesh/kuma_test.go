@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -147,5 +148,46 @@ func TestLayerTimeKuma(t *testing.T) {
 	_, err := NewSet(Options{}).AddManifest([]byte(meshRetryDoc("r", "", "{kind: Mesh}", "{http: {numRetries: 3, perTryTimeout: soon}}")))
 	if want := `MeshRetry kuma-system/r spec.to[0].default.http.perTryTimeout: "soon" is not a duration ("500ms", "1m30s")`; err == nil || err.Error() != want {
 		t.Errorf("error %v\nwant %s", err, want)
+	}
+}
+
+// With Options.KumaDefaultMesh (retrycap analyze), a caller in the mesh "default" whose Mesh
+// object is not in the input gets the mesh Kuma's control plane creates at start and its initial
+// MeshRetry (6 tries), said so; without it (the manager, reading the cluster's Meshes), none.
+// Before, analyze counted 1 try: a false green. Another mesh that no Mesh object names is not
+// created by anyone: no layer either way.
+func TestKumaDefaultMeshAssumed(t *testing.T) {
+	const assumed = "Kuma 6 (Kuma default MeshRetry mesh-retry-all-default (5 retries), assumed: Kuma's control plane creates Mesh default at start " +
+		"(pkg/defaults/mesh.go EnsureDefaultMeshExists, unless KUMA_DEFAULTS_SKIP_MESH_CREATION is true), which is not in the input, and %s) " +
+		"at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"
+	nsOther := "\napiVersion: v1\nkind: Namespace\nmetadata: {name: kuma-demo, labels: {kuma.io/sidecar-injection: enabled, kuma.io/mesh: other}}"
+	for _, c := range []struct {
+		name string
+		opts Options
+		docs []string
+		want string
+	}{
+		{"analyze: no Mesh, no MeshRetry", Options{KumaDefaultMesh: true}, []string{nsKuma}, fmt.Sprintf(assumed, "no MeshRetry of it is")},
+		{"manager: no Mesh, no MeshRetry", Options{}, []string{nsKuma}, ""},
+		{"analyze: another Service's MeshRetry, no Mesh", Options{KumaDefaultMesh: true},
+			[]string{nsKuma, meshRetryDoc("r", "", "{kind: MeshService, name: web, namespace: kuma-demo}", "{http: {numRetries: 9}}")},
+			fmt.Sprintf(assumed, "no MeshRetry mesh-retry-all-default is (Kuma creates it beside the others)")},
+		{"analyze: the mesh's own MeshRetry decides", Options{KumaDefaultMesh: true},
+			[]string{nsKuma, meshRetryDoc("mesh-retry-all-default", "", "{kind: Mesh}", "{http: {numRetries: 1}, grpc: {numRetries: 1}}")},
+			"Kuma 2 (Kuma MeshRetry kuma-system/mesh-retry-all-default numRetries 1) at MeshRetry kuma-system/mesh-retry-all-default spec.to[0].default.http.numRetries"},
+		{"analyze: a Mesh default that skips the initial policies", Options{KumaDefaultMesh: true},
+			[]string{nsKuma, "\napiVersion: kuma.io/v1alpha1\nkind: Mesh\nmetadata: {name: default}\nspec: {skipCreatingInitialPolicies: ['*']}"}, ""},
+		{"analyze: mesh other, no Mesh other", Options{KumaDefaultMesh: true}, []string{nsOther}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := set(t, c.opts, strings.Join(c.docs, "\n---\n"))
+			var got []string
+			for _, l := range s.Edge(caller("kuma-demo"), "redis").Layers {
+				got = append(got, string(l.Kind)+" "+l.String()+" at "+l.Object+" "+l.FieldPath)
+			}
+			if strings.Join(got, "; ") != c.want {
+				t.Fatalf("layers %q\nwant %q", strings.Join(got, "; "), c.want)
+			}
+		})
 	}
 }

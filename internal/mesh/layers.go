@@ -100,6 +100,13 @@ type Options struct {
 	IstioDefaultRetries *int64
 	// DefaultNamespace is given to objects without one ("default" if empty).
 	DefaultNamespace string
+	// KumaDefaultMesh: a caller in Kuma's mesh "default" whose Mesh object is not in the Set is
+	// in the mesh Kuma's control plane creates at start (kumahq/kuma pkg/defaults/mesh.go
+	// EnsureDefaultMeshExists, unless KUMA_DEFAULTS_SKIP_MESH_CREATION), with its initial
+	// MeshRetry mesh-retry-all-default, assumed and said so (kuma.go). For a manifest set
+	// (retrycap analyze), which rarely carries the Mesh the control plane made; not for a
+	// cluster, whose Meshes the manager reads.
+	KumaDefaultMesh bool
 }
 
 // Set is the mesh objects of a cluster or a manifest set. Adding and removing are not safe for
@@ -126,6 +133,7 @@ type Set struct {
 	ingresses       map[string]*ingressObj    // ingressnginx.go
 	ingressClasses  map[string]*ingressClass  // ingressnginx.go, by name
 	nginx           nginxObjects              // ingress-nginx's controllers and ConfigMaps (ingressnginx_config.go)
+	istioInjectors  map[string]*istioInjector // Istio's injection webhooks, by configuration name (istiowebhooks.go)
 	times           map[string]objTimes       // the objects' timeouts, by key (time.go)
 
 	mu  sync.Mutex
@@ -153,6 +161,7 @@ func NewSet(opts Options) *Set {
 		ingresses:       map[string]*ingressObj{},
 		ingressClasses:  map[string]*ingressClass{},
 		nginx:           newNginxObjects(),
+		istioInjectors:  map[string]*istioInjector{},
 	}
 }
 
@@ -209,6 +218,9 @@ func (s *Set) Clone() *Set {
 	for k, v := range s.meshConfigs {
 		c.meshConfigs[k] = v
 	}
+	for k, v := range s.istioInjectors {
+		c.istioInjectors[k] = v
+	}
 	c.nginx = s.nginx.clone()
 	c.meshConfig, c.meshDefault, c.inbound = s.meshConfig, s.meshDefault, s.inbound
 	c.times = make(map[string]objTimes, len(s.times))
@@ -243,6 +255,7 @@ func (s *Set) Counts() map[string]int {
 	add("Gateway", len(s.gateways))
 	add("Ingress", len(s.ingresses))
 	add("IngressClass", len(s.ingressClasses))
+	add("MutatingWebhookConfiguration", len(s.istioInjectors))
 	return c
 }
 
@@ -371,12 +384,22 @@ func (s *Set) index() *index {
 		if p.Spec.TargetRef != nil {
 			targets = append([]targetRef{*p.Spec.TargetRef}, targets...)
 		}
+		seen := map[string]bool{}
 		for _, t := range targets {
 			if t.Group != "" && t.Group != GroupGateway {
 				continue
 			}
 			key := t.Kind + "/" + p.Metadata.Namespace + "/" + t.Name
-			x.policies[key] = append(x.policies[key], p)
+			if !seen[key] {
+				seen[key] = true
+				x.policies[key] = append(x.policies[key], p)
+			}
+		}
+		for _, key := range s.selectedTargets(p) { // targetselectors.go
+			if !seen[key] {
+				seen[key] = true
+				x.policies[key] = append(x.policies[key], p)
+			}
 		}
 	}
 	s.idx = x
@@ -411,14 +434,15 @@ func (vs *virtualService) exportedTo(ns string) bool {
 }
 
 // InIstio reports whether the caller runs an Istio sidecar: already injected (injected.go), or
-// one Istio's injector will add (IstioWillInject, the rule internal/inject follows too): its
+// one Istio's injector will add (Set.IstioWillInject: the selectors of Istio's injection
+// webhooks when the Set holds them, else IstioWillInject; the rule internal/inject follows too): its
 // webhooks select on pod labels only, so an annotation sidecar.istio.io/inject "true" alone,
 // in a namespace without injection labels, meshes nothing.
 func (s *Set) InIstio(c Caller) bool {
 	if s == nil {
 		return false
 	}
-	return injectedIstio(c) || IstioWillInject(c.Namespace, c.Labels, c.Annotations, s.namespaces[c.Namespace].Labels) != ""
+	return injectedIstio(c) || s.IstioWillInject(c.Namespace, c.Labels, c.Annotations, s.namespaces[c.Namespace].Labels) != ""
 }
 
 // InLinkerd reports whether the caller runs a Linkerd proxy: already injected (injected.go), else

@@ -242,7 +242,9 @@ type backendTrafficPolicy struct {
 	Spec struct {
 		TargetRef  *targetRef  `json:"targetRef"`
 		TargetRefs []targetRef `json:"targetRefs"`
-		Retry      *struct {
+		// TargetSelectors name targets by labels (targetselectors.go).
+		TargetSelectors []targetSelector `json:"targetSelectors"`
+		Retry           *struct {
 			NumRetries *int64 `json:"numRetries"`
 		} `json:"retry"`
 		FaultInjection *btpFaultFields `json:"faultInjection"` // fault.go
@@ -299,6 +301,8 @@ var kinds = map[string]bool{
 	GroupGateway + "/Gateway":                   true, // waypoint.go: an ambient waypoint
 	GroupNetworking + "/Ingress":                true, // ingressnginx.go
 	GroupNetworking + "/IngressClass":           true, // ingressnginx.go (cluster-scoped)
+	// istiowebhooks.go (cluster-scoped): only Istio's injector's are kept.
+	GroupAdmission + "/MutatingWebhookConfiguration": true,
 }
 
 // decodeObject decodes the fields a reader reads (v, a local struct) of the object h heads;
@@ -384,7 +388,7 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 	if h.Metadata.Name == "" {
 		return false, fmt.Errorf("%s object without metadata.name", h.Kind)
 	}
-	if h.Metadata.Namespace == "" && h.Kind != "Namespace" && h.Kind != "IngressClass" {
+	if h.Metadata.Namespace == "" && h.Kind != "Namespace" && h.Kind != "IngressClass" && h.Kind != "MutatingWebhookConfiguration" {
 		h.Metadata.Namespace = s.opts.DefaultNamespace
 		if h.Metadata.Namespace == "" {
 			h.Metadata.Namespace = "default"
@@ -499,6 +503,9 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if p.delay, err = readBTPFault(h.id(), p.Spec.FaultInjection); err != nil {
 			return false, err
 		}
+		if err := parseTargetSelectors(p); err != nil { // targetselectors.go
+			return false, err
+		}
 		s.policies[key] = p
 	case GroupKuma + "/Mesh", GroupKuma + "/MeshRetry":
 		if err := s.addKuma(key, h, decode); err != nil { // kuma.go
@@ -524,6 +531,10 @@ func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 		if err := s.addIngressClass(h, decode); err != nil { // ingressnginx.go
 			return false, err
 		}
+	case GroupAdmission + "/MutatingWebhookConfiguration":
+		kept, err := s.addIstioInjector(h, decode) // istiowebhooks.go
+		s.idx = nil
+		return kept, err
 	}
 	s.idx = nil
 	return true, nil
@@ -567,6 +578,9 @@ func (s *Set) Remove(group, kind, namespace, name string) bool {
 	case GroupNetworking + "/IngressClass":
 		_, ok = s.ingressClasses[name]
 		delete(s.ingressClasses, name)
+	case GroupAdmission + "/MutatingWebhookConfiguration":
+		_, ok = s.istioInjectors[name]
+		delete(s.istioInjectors, name)
 	default:
 		for _, m := range []interface{ remove(string) bool }{mapOf(s.virtualServices), mapOf(s.serviceEntries), mapOf(s.routes), mapOf(s.profiles), mapOf(s.policies), mapOf(s.kumaRetries), mapOf(s.resiliencies), mapOf(s.routers), mapOf(s.ingresses)} {
 			if m.remove(key) {

@@ -241,7 +241,14 @@ func supporting(apis []API) []API {
 	}
 	out := []API{namespacesAPI}
 	if slices.ContainsFunc(apis, func(a API) bool { return candidate(a).Istio }) {
-		out = append(out, configMapsAPI)
+		// istio-system's MeshConfigs, and Istio's injector's webhook configurations, whose
+		// selectors decide which pods get its sidecar (mesh/istiowebhooks.go: its
+		// enableNamespacesByDefault injects unlabelled namespaces).
+		out = append(out, configMapsAPI, mutatingWebhooksAPI)
 	}
 	return append(out, servicesAPI)
 }
+
+// mutatingWebhooksAPI is the cluster's MutatingWebhookConfigurations (a few per cluster; Trim
+// keeps the webhooks of Istio's injector only).
+var mutatingWebhooksAPI = API{Group: mesh.GroupAdmission, Version: "v1", Resource: "mutatingwebhookconfigurations", Kind: "MutatingWebhookConfiguration"}

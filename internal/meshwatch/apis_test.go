@@ -133,7 +133,8 @@ func TestSupporting(t *testing.T) {
 	}{
 		{nil, []string{}},
 		{[]API{route}, []string{"Namespace v1", "Service v1"}},
-		{[]API{vs, route}, []string{"Namespace v1", "ConfigMap v1", "Service v1"}},
+		// With Istio: its MeshConfigs and its injector's webhook configurations.
+		{[]API{vs, route}, []string{"Namespace v1", "ConfigMap v1", "MutatingWebhookConfiguration admissionregistration.k8s.io/v1", "Service v1"}},
 		{[]API{sp}, []string{"Namespace v1", "Service v1"}},
 		// The ingress-nginx layer reads no Namespace and no Service: a cluster without a mesh
 		// caches none of them.

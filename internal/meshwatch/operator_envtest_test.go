@@ -2,6 +2,7 @@ package meshwatch_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -188,6 +190,25 @@ func TestOperatorMeshLayers(t *testing.T) {
 	g.Expect(c.Get(ctx, types.NamespacedName{Name: "bookinfo-audit"}, &ns)).To(Succeed())
 	delete(ns.Labels, "istio-injection")
 	g.Expect(c.Update(ctx, &ns)).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(state{
+		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
+	}))
+
+	// Istio installed with sidecarInjectorWebhook.enableNamespacesByDefault (its injector's
+	// configuration as helm renders it: internal/mesh/testdata/istio-injector/auto.yaml, its
+	// failurePolicy Ignore here, as no istiod answers): its auto webhook injects every pod of the
+	// unlabelled namespace, so the status counts Istio's default on both hops again, and not once
+	// the configuration is deleted. Before, the watcher read no MutatingWebhookConfiguration: 1.
+	raw, err := os.ReadFile("../mesh/testdata/istio-injector/auto.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	var injector admissionregistrationv1.MutatingWebhookConfiguration
+	g.Expect(yaml.Unmarshal(raw, &injector)).To(Succeed())
+	for i := range injector.Webhooks {
+		injector.Webhooks[i].FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	}
+	g.Expect(c.Create(ctx, &injector)).To(Succeed())
+	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(istioDefault))
+	g.Expect(c.Delete(ctx, &injector)).To(Succeed())
 	g.Eventually(meshState(ctx, c, "bookinfo-audit")).Should(Equal(state{
 		Amplification: 1, MeshStatus: "True", MeshReason: v1alpha1.ReasonMeshAPIsRead, MeshMessage: reads,
 	}))

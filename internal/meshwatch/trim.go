@@ -1,6 +1,7 @@
 package meshwatch
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -44,8 +45,10 @@ var specTrees = map[string]keep{
 	mesh.GroupLinkerdPol + "/HTTPRoute": routeTree,
 	mesh.GroupEnvoyGateway + "/BackendTrafficPolicy": {
 		"targetRef": refTree, "targetRefs": []any{refTree},
-		"retry":   keep{"numRetries": true, "perRetry": keep{"timeout": true, "backOff": true}},
-		"timeout": keep{"http": keep{"requestTimeout": true}},
+		// Targets named by labels (mesh/targetselectors.go): the whole selector list.
+		"targetSelectors": true,
+		"retry":           keep{"numRetries": true, "perRetry": keep{"timeout": true, "backOff": true}},
+		"timeout":         keep{"http": keep{"requestTimeout": true}},
 		// Its delay is held at the gateway (mesh/fault.go), its abort validated there.
 		"faultInjection": keep{"delay": true, "abort": true},
 		// A route's policy with mergeType merges with its Gateway's (mesh/layers.go policyLayer).
@@ -89,17 +92,18 @@ var specTrees = map[string]keep{
 	},
 }
 
-// labelled are the kinds whose labels internal/mesh reads: a Namespace's (mesh membership) and
-// a MeshRetry's kuma.io/mesh (which mesh it belongs to).
-var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true}
+// labelled are the kinds whose labels internal/mesh reads: a Namespace's (mesh membership),
+// a MeshRetry's kuma.io/mesh (which mesh it belongs to), and the routes' and Gateways' that an
+// Envoy Gateway BackendTrafficPolicy's targetSelectors may match, any label (mesh/targetselectors.go).
+var labelled = map[string]bool{"/Namespace": true, mesh.GroupKuma + "/MeshRetry": true,
+	mesh.GroupGateway + "/HTTPRoute": true, mesh.GroupGateway + "/GRPCRoute": true, mesh.GroupGateway + "/Gateway": true}
 
 // someLabels are the kinds of which internal/mesh reads a few labels only: a Service's ambient
-// waypoint labels, a Gateway's istio.io/waypoint-for (mesh/waypoint.go), a ConfigMap's
-// istio.io/rev (mesh/revisions.go).
+// waypoint labels, a ConfigMap's istio.io/rev (mesh/revisions.go). (A Gateway's
+// istio.io/waypoint-for, mesh/waypoint.go, is kept with all its labels: labelled.)
 var someLabels = map[string][]string{
-	"/Service":                     waypointLabels,
-	mesh.GroupGateway + "/Gateway": {mesh.IstioWaypointForLabel},
-	"/ConfigMap":                   {mesh.IstioRevLabel}, // a revision's MeshConfig (mesh.IsMeshConfig)
+	"/Service":   waypointLabels,
+	"/ConfigMap": {mesh.IstioRevLabel}, // a revision's MeshConfig (mesh.IsMeshConfig)
 }
 
 // waypointLabels are the Istio ambient labels of a Service (and a Namespace).
@@ -167,6 +171,14 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 			out["spec"] = prune(spec, tree)
 		}
 	}
+	if group == mesh.GroupAdmission && u.GetKind() == "MutatingWebhookConfiguration" {
+		// Istio's injector's webhooks (mesh/istiowebhooks.go): their names, selectors and rules;
+		// another project's configuration keeps its name alone.
+		if whs, ok := u.Object["webhooks"].([]any); ok && istioInjectorWebhooks(whs) {
+			out["webhooks"] = prune(whs, []any{keep{"name": true, "namespaceSelector": true, "objectSelector": true,
+				"rules": []any{keep{"operations": true, "apiGroups": true, "apiVersions": true, "resources": true}}}})
+		}
+	}
 	if group == mesh.GroupDapr {
 		// A Resiliency's scopes (the apps it applies to) are beside its spec, not in it.
 		if sc, ok := u.Object["scopes"]; ok {
@@ -190,6 +202,13 @@ func Trim(u *unstructured.Unstructured) *unstructured.Unstructured {
 		}
 	}
 	return &unstructured.Unstructured{Object: out}
+}
+
+// istioInjectorWebhooks: a MutatingWebhookConfiguration's webhooks hold one of Istio's injector
+// (mesh.IsIstioInjector).
+func istioInjectorWebhooks(whs []any) bool {
+	js, err := json.Marshal(map[string]any{"webhooks": whs})
+	return err == nil && mesh.IsIstioInjector(js)
 }
 
 // ingressAnnotations are an Ingress's and an IngressClass's annotations internal/mesh reads

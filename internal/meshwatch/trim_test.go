@@ -1,7 +1,10 @@
 package meshwatch
 
 import (
+	"maps"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,6 +179,42 @@ spec:
 `,
 		},
 		{
+			// Before, targetSelectors were cut and the manager counted no retry where analyze
+			// counted the policy's (mesh/targetselectors.go).
+			name: "BackendTrafficPolicy keeps its targetSelectors, and an HTTPRoute its labels",
+			in: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: shop}
+spec:
+  targetSelectors: [{kind: HTTPRoute, matchLabels: {retry: "yes"}, namespaces: {from: All}}]
+  retry: {numRetries: 5}
+`,
+			want: `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry, namespace: shop}
+spec:
+  targetSelectors: [{kind: HTTPRoute, matchLabels: {retry: "yes"}, namespaces: {from: All}}]
+  retry: {numRetries: 5}
+`,
+		},
+		{
+			name: "HTTPRoute keeps every label",
+			in: `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop, labels: {retry: "yes", app: web}}
+spec:
+  parentRefs: [{name: eg}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+`,
+			want: `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: shop, labels: {retry: "yes", app: web}}
+spec:
+  parentRefs: [{name: eg}]
+  rules: [{backendRefs: [{name: web}]}]
+`,
+		},
+		{
 			name: "MeshRetry keeps its mesh label and the to[] fields read (its per-try timeout: the time model)",
 			in: `apiVersion: kuma.io/v1alpha1
 kind: MeshRetry
@@ -285,7 +324,8 @@ spec:
 `,
 		},
 		{
-			name: "Gateway keeps its class, waypoint-for label and listeners' port, protocol and allowed namespaces",
+			// Every label: an Envoy Gateway BackendTrafficPolicy's targetSelectors may match any.
+			name: "Gateway keeps its class, its labels and listeners' port, protocol and allowed namespaces",
 			in: `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata:
@@ -308,7 +348,7 @@ kind: Gateway
 metadata:
   name: waypoint
   namespace: bookinfo
-  labels: {istio.io/waypoint-for: all}
+  labels: {istio.io/waypoint-for: all, istio.io/rev: stable}
 spec:
   gatewayClassName: istio-waypoint
   listeners:
@@ -510,5 +550,52 @@ func TestSameButVersion(t *testing.T) {
 	}
 	if sameButVersion(nil, obj(t, a)) {
 		t.Error("an add (no old object) reads as no change")
+	}
+}
+
+// Istio's injector's MutatingWebhookConfiguration, as helm renders it with
+// enableNamespacesByDefault (internal/mesh/testdata/istio-injector/auto.yaml, which names its
+// source), keeps what the Set reads: trimmed, it still makes Istio inject an unlabelled pod of an
+// unlabelled namespace (mesh.Set.IstioWillInject), as the untrimmed one does. Another project's
+// configuration keeps its name alone. Before, the watcher read no MutatingWebhookConfiguration and
+// the manager's status, gates and injector followed the chart's default selectors.
+func TestTrimIstioInjector(t *testing.T) {
+	data, err := os.ReadFile("../mesh/testdata/istio-injector/auto.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	trimmed := Trim(u)
+	whs, _ := trimmed.Object["webhooks"].([]any)
+	if len(whs) != 5 {
+		t.Fatalf("%d webhooks kept, want 5", len(whs))
+	}
+	for i, w := range whs {
+		keys := slices.Sorted(maps.Keys(w.(map[string]any)))
+		if want := []string{"name", "namespaceSelector", "objectSelector", "rules"}; !slices.Equal(keys, want) {
+			t.Errorf("webhooks[%d] keeps %v, want %v", i, keys, want)
+		}
+	}
+	for _, obj := range []*unstructured.Unstructured{u, trimmed} {
+		s := mesh.NewSet(mesh.Options{})
+		if kept, err := s.AddUnstructured(obj); err != nil || !kept {
+			t.Fatalf("kept %v, %v", kept, err)
+		}
+		const want = "webhook auto.sidecar-injector.istio.io of MutatingWebhookConfiguration istio-sidecar-injector selects it " +
+			"(namespaceSelector !istio-injection,!istio.io/rev,kubernetes.io/metadata.name notin (kube-node-lease,kube-public,kube-system,local-path-storage); " +
+			"objectSelector !istio.io/rev,!sidecar.istio.io/inject)"
+		if got := s.IstioWillInject("shop", nil, nil, nil); got != want {
+			t.Fatalf("IstioWillInject = %q\nwant %q", got, want)
+		}
+	}
+	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+		"metadata": map[string]any{"name": "cert-manager-webhook"},
+		"webhooks": []any{map[string]any{"name": "webhook.cert-manager.io", "namespaceSelector": map[string]any{}}}}}
+	got := Trim(other)
+	if _, ok := got.Object["webhooks"]; ok {
+		t.Fatalf("another project's webhooks kept: %v", got.Object)
 	}
 }

@@ -43,7 +43,10 @@ func TestSchemaHasTheFieldsRead(t *testing.T) {
 		{eg, "gateway.envoyproxy.io", "BackendTrafficPolicy", "v1alpha1", append(append([]string{"spec.retry:object", "spec.retry.numRetries:integer",
 			"spec.mergeType:string", "spec.timeout.http.requestTimeout:string", "spec.retry.perRetry.timeout:string"},
 			"spec.targetRef.group:string", "spec.targetRef.kind:string", "spec.targetRef.name:string"),
-			"spec.targetRefs[].group:string", "spec.targetRefs[].kind:string", "spec.targetRefs[].name:string")},
+			"spec.targetRefs[].group:string", "spec.targetRefs[].kind:string", "spec.targetRefs[].name:string",
+			// mesh/targetselectors.go
+			"spec.targetSelectors[].group:string", "spec.targetSelectors[].kind:string", "spec.targetSelectors[].matchLabels:object",
+			"spec.targetSelectors[].matchExpressions:array", "spec.targetSelectors[].namespaces.from:string", "spec.targetSelectors[].namespaces.selector:object")},
 		// Kuma's v3 API: a to[].targetRef selects MeshServices by labels and has no name (the
 		// API server prunes one: mesh/kuma.go reads both forms).
 		{kuma[0], "kuma.io", "Mesh", "v1alpha1", []string{"spec:"}}, // x-kubernetes-preserve-unknown-fields, no type
