@@ -51,6 +51,16 @@ func Decide(cfg Config, in Input) Decision {
 	if why := injectedAlready(pod); why != "" {
 		return skip(AlreadyInjected, "%s", why)
 	}
+	// The injected annotation without the proxy container is a copy, not an injection: a pod
+	// template, or a pod made from a dump of an injected one, carries it into pods that have no
+	// proxy. Taken as proof, it made every such pod skip injection in silence. Dropped here, so
+	// that the pod is decided as any other and does not claim a proxy it lacks when skipped.
+	if v, ok := pod.Annotations[annotations.InjectedStatus]; ok {
+		delete(pod.Annotations, annotations.InjectedStatus)
+		d.StaleInjected = v
+		d.Warnings = append(d.Warnings, fmt.Sprintf("annotation %s=%q came without the %s container, so it was copied (from a pod template, or a dump of an injected pod), not written by an injection: it is removed and the pod decided as any other; the injector writes it on the pods it injects",
+			annotations.InjectedStatus, workload.Clip(v), ContainerName))
+	}
 	optIn, optSet := pod.Annotations[annotations.Inject]
 	switch {
 	case optSet && optIn == "false":
@@ -206,6 +216,10 @@ type Decision struct {
 	Policy *workload.Policy
 	// Warnings are what the injector left alone (also in WarningsAnnotation).
 	Warnings []string
+	// StaleInjected is the value of an injected annotation the pod arrived with but no proxy
+	// container (copied from a template or a dump): Pod no longer has it, so it differs from the
+	// pod as created even when the pod is not injected.
+	StaleInjected string
 }
 
 // Skip is why a pod was not injected.
@@ -223,7 +237,7 @@ type Reason string
 const (
 	// ExcludedNamespace: kube-system or the manager's own namespace.
 	ExcludedNamespace Reason = "ExcludedNamespace"
-	// AlreadyInjected: the pod has the injected annotation or a retrycap-proxy container.
+	// AlreadyInjected: the pod has a retrycap-proxy container (init or not).
 	AlreadyInjected Reason = "AlreadyInjected"
 	// OptedOut: annotation retrycap.dev/inject: "false".
 	OptedOut Reason = "OptedOut"
@@ -260,10 +274,9 @@ func (r Reason) Recorded() bool {
 	return false
 }
 
+// injectedAlready says why pod already has the proxy: its container, under the name the
+// injector gives it. The injected annotation alone is no proof (Decide drops a copied one).
 func injectedAlready(pod *corev1.Pod) string {
-	if v, ok := pod.Annotations[annotations.InjectedStatus]; ok {
-		return fmt.Sprintf("annotation %s is %q", annotations.InjectedStatus, v)
-	}
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == ContainerName {
 			return "init container " + ContainerName + " exists"

@@ -135,7 +135,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	// the configuration declares sideEffects None, which is what lets the API server call the
 	// injector on dry runs at all.
 	h.report(pod, in, d, req.DryRun != nil && *req.DryRun)
-	if !d.Injected && !d.Skip.Reason.Recorded() {
+	if !d.Injected && !d.Skip.Reason.Recorded() && d.StaleInjected == "" {
 		return admission.Allowed(d.Skip.String())
 	}
 	before := pod.DeepCopy()
