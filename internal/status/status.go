@@ -147,11 +147,11 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 			}
 			c.Message += "; warning: " + w
 		}
-		// A duration stored before the CRD bounded it (issue 25): the graph is computed with it,
-		// but the injector refuses the policy; say which field and value, where kubectl
-		// describe shows it.
+		// A duration stored before the CRD bounded it (issue 25), or a dedupUpstreams name
+		// before the CRD's pattern: the graph is computed with it, but the injector refuses the
+		// policy; say which field and value, where kubectl describe shows it.
 		if p := in.Result.Policy; p != nil {
-			for _, w := range workload.DurationProblems(p.Spec()) {
+			for _, w := range append(workload.DurationProblems(p.Spec()), workload.DedupProblems(p.Spec())...) {
 				c.Message += "; warning: " + w + " (the injector skips this policy's pods until it is fixed)"
 			}
 		}
