@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -54,6 +55,37 @@ func reconcileTotal(controller string) (int, error) {
 	return n, nil
 }
 
+// table is kubectl's table output as cells, cut where the header's columns start (a cell may be
+// empty or hold a space, so the row cannot be split on blanks), the AGE column's values as
+// <age>.
+func table(out string) [][]string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	starts := []int{}
+	for _, m := range regexp.MustCompile(`\S+( \S+)*`).FindAllStringIndex(lines[0], -1) {
+		starts = append(starts, m[0])
+	}
+	var rows [][]string
+	for _, l := range lines {
+		var row []string
+		for i, st := range starts {
+			end := len(l)
+			if i+1 < len(starts) {
+				end = min(starts[i+1], len(l))
+			}
+			cell := ""
+			if st < len(l) {
+				cell = strings.TrimSpace(l[st:end])
+			}
+			if i < len(lines[0]) && strings.HasPrefix(lines[0][st:], "AGE") && len(rows) > 0 {
+				cell = rowAge.ReplaceAllString(cell, "<age>")
+			}
+			row = append(row, cell)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
 var _ = Describe("status as the user reads it", func() {
 	ctx := context.Background()
 
@@ -94,6 +126,35 @@ var _ = Describe("status as the user reads it", func() {
 		Expect(rowAge.ReplaceAllString(out, "<age>")).To(Equal(
 			"NAME    CAP   AMPLIFICATION   WORST PATH   WORST TIME   MODE     WITHIN CAP   AGE\n" +
 				"empty   3     0                                         Reject   Unknown      <age>\n"))
+	})
+
+	// kubectl get -o wide adds what the default columns leave out: why WITHIN CAP is what it is
+	// (Unknown is NothingSelected, NoUpstreamsDeclared or InvalidSelector), the time cap and its
+	// verdict (WITHIN CAP True says nothing of a chain over maxTimeToAnswer), and the graph's
+	// size. Before, -o wide printed the default columns only.
+	It("kubectl get -o wide shows the reason, the time cap and verdict, and the graph's size", func() {
+		const ns = "wide-view"
+		createNamespace(ctx, ns)
+		Expect(k8sClient.Create(ctx, deployment(ns, "gateway", "order=3/2s", nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(ns, "order", "", nil))).To(Succeed())
+		waitForCachedWorkloads(ctx, ns, 2)
+		p := policy(ns, "slow", 2, nil)
+		p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: time.Second}
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(k8sClient.Create(ctx, policy(ns, "fast", 3, &metav1.LabelSelector{MatchLabels: map[string]string{"team": "none"}}))).To(Succeed())
+		Eventually(verdictOfPolicy(ctx, ns, "slow")).Should(HaveField("WithinWhy", v1alpha1.ReasonCapExceeded))
+		Eventually(verdictOfPolicy(ctx, ns, "fast")).Should(HaveField("WithinWhy", v1alpha1.ReasonNothingSelected))
+		Eventually(func() ([][]string, error) {
+			out, errOut, err := cp.RunKubectl(ctx, "", "get", "rp", "-n", ns, "-o", "wide")
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s", err, errOut)
+			}
+			return table(out), nil
+		}).Should(Equal([][]string{
+			{"NAME", "CAP", "AMPLIFICATION", "WORST PATH", "WORST TIME", "MODE", "WITHIN CAP", "AGE", "REASON", "MAX TIME", "WITHIN MAX TIME", "SERVICES", "EDGES"},
+			{"fast", "3", "0", "", "", "Reject", "Unknown", "<age>", "NothingSelected", "", "", "0", "0"},
+			{"slow", "2", "3", "gateway>order", "6.3s", "Reject", "False", "<age>", "CapExceeded", "1s", "False", "2", "1"},
+		}))
 	})
 
 	// A ClusterRetryPolicy's reconciles of an unchanged graph write nothing: no status patch,
