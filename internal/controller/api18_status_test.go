@@ -157,6 +157,62 @@ var _ = Describe("status as the user reads it", func() {
 		}))
 	})
 
+	// Two policies selecting one workload: the injector renders the strictest's settings; the
+	// others' Ready says which workloads run another policy's, and follows that policy's
+	// deletion and the namespace label that moves a ClusterRetryPolicy's scope. Before, every
+	// policy said only "analysed 1 selected workload(s) ...".
+	It("says in Ready which selected workloads run a stricter policy's proxy settings", func() {
+		const ns = "overlap"
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"team": "overlap"}}})).To(Succeed())
+		Expect(k8sClient.Create(ctx, deployment(ns, "gateway", "order=2", nil))).To(Succeed())
+		waitForCachedWorkloads(ctx, ns, 1)
+		Expect(k8sClient.Create(ctx, policy(ns, "strict", 2, nil))).To(Succeed())
+		Expect(k8sClient.Create(ctx, policy(ns, "loose", 9, nil))).To(Succeed())
+		crp := &v1alpha1.ClusterRetryPolicy{ObjectMeta: metav1.ObjectMeta{Name: "overlap-ceiling"}, Spec: v1alpha1.ClusterRetryPolicySpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "overlap"}},
+			RetryPolicySpec:   v1alpha1.RetryPolicySpec{MaxAmplification: 5},
+		}}
+		Expect(k8sClient.Create(ctx, crp)).To(Succeed())
+		ready := func(key client.ObjectKey, obj client.Object) func() (string, error) {
+			return func() (string, error) {
+				if err := k8sClient.Get(ctx, key, obj); err != nil {
+					return "", err
+				}
+				var conds []metav1.Condition
+				switch p := obj.(type) {
+				case *v1alpha1.RetryPolicy:
+					conds = p.Status.Conditions
+				case *v1alpha1.ClusterRetryPolicy:
+					conds = p.Status.Conditions
+				}
+				if c := meta.FindStatusCondition(conds, v1alpha1.ConditionReady); c != nil {
+					return c.Message, nil
+				}
+				return "", nil
+			}
+		}
+		const (
+			analysed = "analysed 1 selected workload(s): 2 service(s), 1 edge(s)"
+			warning  = "; warning: 1 selected workload(s) are also selected by a stricter policy, whose spec.retry, spec.budget, spec.circuitBreaker and spec.observability their injected proxies run instead of this policy's (every selecting policy's cap is still enforced): "
+		)
+		strict, loose := client.ObjectKey{Namespace: ns, Name: "strict"}, client.ObjectKey{Namespace: ns, Name: "loose"}
+		Eventually(ready(strict, &v1alpha1.RetryPolicy{})).Should(Equal(analysed))
+		Eventually(ready(loose, &v1alpha1.RetryPolicy{})).Should(Equal(analysed + warning + "Deployment overlap/gateway (RetryPolicy overlap/strict)"))
+		Eventually(ready(client.ObjectKeyFromObject(crp), &v1alpha1.ClusterRetryPolicy{})).Should(Equal(analysed + warning + "Deployment overlap/gateway (RetryPolicy overlap/strict)"))
+
+		// The strictest gone: the cluster policy's settings run, and it says nothing.
+		Expect(k8sClient.Delete(ctx, policy(ns, "strict", 2, nil))).To(Succeed())
+		Eventually(ready(loose, &v1alpha1.RetryPolicy{})).Should(Equal(analysed + warning + "Deployment overlap/gateway (ClusterRetryPolicy overlap-ceiling)"))
+		Eventually(ready(client.ObjectKeyFromObject(crp), &v1alpha1.ClusterRetryPolicy{})).Should(Equal(analysed))
+
+		// The namespace out of the cluster policy's scope: the RetryPolicy's own settings run.
+		var n corev1.Namespace
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+		n.Labels["team"] = "elsewhere"
+		Expect(k8sClient.Update(ctx, &n)).To(Succeed())
+		Eventually(ready(loose, &v1alpha1.RetryPolicy{})).Should(Equal(analysed))
+	})
+
 	// A ClusterRetryPolicy's reconciles of an unchanged graph write nothing: no status patch,
 	// no lastTransitionTime moved. Each trigger (a label of a selected namespace that its
 	// selector does not read) waits for its reconcile before the next.
