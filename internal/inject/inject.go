@@ -67,6 +67,18 @@ func Decide(cfg Config, in Input) Decision {
 		return skip(OptedOut, "annotation %s is %q", annotations.Inject, optIn)
 	case optSet && optIn != "true":
 		return skip(InvalidAnnotation, "annotation %s is %q: want \"true\" or \"false\"", annotations.Inject, optIn)
+	case optIn != "true" && BadInjectionLabel(in.NamespaceLabels):
+		// "true", "Enabled", "yes": the namespace's owner meant something, and the pods ran
+		// without the proxy in silence (an ordinary NotEnabled skip). Recorded on the pods a
+		// policy selects (the ones that would have been injected), not on every pod.
+		v := in.NamespaceLabels[annotations.InjectionLabel]
+		if sel, _, _ := selectingPolicies(in, workload.ForPodIn(pod, in.CronJobOf)); len(sel) > 0 {
+			d.Policy = sel[0].policy
+			return skip(InvalidNamespaceLabel, "namespace %s has label %s=%q: want %q (inject the pods a policy selects) or %q; %s selects the pod",
+				ns, annotations.InjectionLabel, v, annotations.InjectionEnabled, annotations.InjectionDisabled, d.Policy)
+		}
+		return skip(NotEnabled, "namespace %s has label %s=%q, which is not %q, and no policy selects the pod",
+			ns, annotations.InjectionLabel, v, annotations.InjectionEnabled)
 	case optIn != "true" && in.NamespaceLabels[annotations.InjectionLabel] != annotations.InjectionEnabled:
 		return skip(NotEnabled, "namespace %s is not labelled %s=%s and the pod is not annotated %s: \"true\"",
 			ns, annotations.InjectionLabel, annotations.InjectionEnabled, annotations.Inject)
@@ -260,6 +272,9 @@ const (
 	InvalidAnnotation Reason = "InvalidAnnotation"
 	// InvalidPolicy: the policy's settings would make the proxy refuse to start.
 	InvalidPolicy Reason = "InvalidPolicy"
+	// InvalidNamespaceLabel: the namespace's retrycap.dev/injection label is neither "enabled"
+	// nor "disabled" ("true"), and a policy selects the pod.
+	InvalidNamespaceLabel Reason = "InvalidNamespaceLabel"
 )
 
 // Recorded reports whether the skip is recorded on the pod (SkippedAnnotation) and as an event:
@@ -268,10 +283,17 @@ const (
 // ordinary case for most pods of a cluster and leave the pod untouched.
 func (r Reason) Recorded() bool {
 	switch r {
-	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy:
+	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy, InvalidNamespaceLabel:
 		return true
 	}
 	return false
+}
+
+// BadInjectionLabel reports whether a namespace's labels hold retrycap.dev/injection with a
+// value that is neither "enabled" nor "disabled".
+func BadInjectionLabel(labels map[string]string) bool {
+	v, ok := labels[annotations.InjectionLabel]
+	return ok && v != annotations.InjectionEnabled && v != annotations.InjectionDisabled
 }
 
 // injectedAlready says why pod already has the proxy: its container, under the name the
