@@ -113,6 +113,9 @@ func Decide(cfg Config, in Input) Decision {
 	d.Policy = p.policy
 
 	svc := w.ServiceName()
+	if err := workload.EmptyServiceError(w); err != nil {
+		return skip(InvalidAnnotation, "annotation %s: %v", annotations.Service, err.Err)
+	}
 	if reason := annotations.ValidateLabel(svc); reason != "" {
 		return skip(InvalidAnnotation, "service name %q (from annotation %s, label %s or the workload's name) is not a DNS-1123 label: %s",
 			svc, annotations.Service, annotations.NameLabel, reason)
