@@ -133,7 +133,7 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	}
 	if in.Result != nil {
 		scope := scopeOf(ctx, r.Client, &p)
-		if in.Overridden, err = overriddenOf(ctx, r.Client, workload.ForClusterRetryPolicy(&p, workload.NewClusterScopeOf(scope...)), in.Result, scope, nil); err != nil {
+		if in.Overridden, err = overriddenOf(ctx, r.Client, workload.ForClusterRetryPolicy(&p, workload.NewClusterScopeOf(scope...)), in.Result, scope); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

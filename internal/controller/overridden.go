@@ -23,8 +23,10 @@ import (
 
 // policiesOver are the policies of either kind, other than self, that may select a workload of
 // one of namespaces: the RetryPolicies of those namespaces and the ClusterRetryPolicies whose
-// scope has one of them, each with its scope from nsLabels.
-func policiesOver(ctx context.Context, c client.Reader, self workload.PolicyRef, namespaces []string, nsLabels map[string]map[string]string) ([]*workload.Policy, error) {
+// scope has one of them, each with its scope from the namespaces' labels (listed only when there
+// is a ClusterRetryPolicy: a reconcile of the common case, one policy per namespace and none of
+// the cluster kind, lists two small lists from the cache and nothing else).
+func policiesOver(ctx context.Context, c client.Reader, self workload.PolicyRef, namespaces []string) ([]*workload.Policy, error) {
 	var out []*workload.Policy
 	for _, ns := range namespaces {
 		var rps v1alpha1.RetryPolicyList
@@ -41,6 +43,13 @@ func policiesOver(ctx context.Context, c client.Reader, self workload.PolicyRef,
 	if err := c.List(ctx, &crps); err != nil {
 		return nil, fmt.Errorf("listing the ClusterRetryPolicies: %w", err)
 	}
+	if len(crps.Items) == 0 {
+		return out, nil
+	}
+	nsLabels, err := namespaceLabels(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	for i := range crps.Items {
 		s, err := workload.NewClusterScope(&crps.Items[i], nsLabels)
 		if err != nil {
@@ -54,17 +63,11 @@ func policiesOver(ctx context.Context, c client.Reader, self workload.PolicyRef,
 }
 
 // overriddenOf is workload.Overridden for pol's selected workloads in namespaces.
-func overriddenOf(ctx context.Context, c client.Reader, pol *workload.Policy, r *workload.Result, namespaces []string, nsLabels map[string]map[string]string) (string, error) {
+func overriddenOf(ctx context.Context, c client.Reader, pol *workload.Policy, r *workload.Result, namespaces []string) (string, error) {
 	if r == nil || len(r.Selected) == 0 {
 		return "", nil
 	}
-	if nsLabels == nil {
-		var err error
-		if nsLabels, err = namespaceLabels(ctx, c); err != nil {
-			return "", err
-		}
-	}
-	others, err := policiesOver(ctx, c, pol.Ref(), namespaces, nsLabels)
+	others, err := policiesOver(ctx, c, pol.Ref(), namespaces)
 	if err != nil {
 		return "", err
 	}

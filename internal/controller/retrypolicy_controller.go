@@ -130,7 +130,7 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if in.Overridden, err = overriddenOf(ctx, r.Client, workload.ForRetryPolicy(&p), in.Result, []string{p.Namespace}, nil); err != nil {
+	if in.Overridden, err = overriddenOf(ctx, r.Client, workload.ForRetryPolicy(&p), in.Result, []string{p.Namespace}); err != nil {
 		return ctrl.Result{}, err
 	}
 	next := r.nextStatus(&p, in, rebuild)
