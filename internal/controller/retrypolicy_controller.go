@@ -51,6 +51,9 @@ const conflictRetry = 100 * time.Millisecond
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The other kind and the namespaces' labels: which policy's settings a workload runs (overridden.go).
+// +kubebuilder:rbac:groups=retrycap.dev,resources=clusterretrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // RetryPolicyReconciler keeps the status of each RetryPolicy equal to the analysis of the
 // workloads it selects.
