@@ -33,6 +33,11 @@ type ClusterRetryPolicySpec struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.enforcement`
 // +kubebuilder:printcolumn:name="Within Cap",type=string,JSONPath=`.status.conditions[?(@.type=="WithinCap")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="WithinCap")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Max Time",type=string,JSONPath=`.spec.maxTimeToAnswer`,priority=1
+// +kubebuilder:printcolumn:name="Within Max Time",type=string,JSONPath=`.status.conditions[?(@.type=="WithinMaxTime")].status`,priority=1
+// +kubebuilder:printcolumn:name="Services",type=integer,JSONPath=`.status.services`,priority=1
+// +kubebuilder:printcolumn:name="Edges",type=integer,JSONPath=`.status.edges`,priority=1
 type ClusterRetryPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

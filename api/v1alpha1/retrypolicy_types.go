@@ -206,10 +206,13 @@ type RetrySettings struct {
 	// generated makes a POST or PATCH retryable too; toward any other upstream only a key the
 	// client sent does. The injector renders the proxy's --dedup-upstreams from it: the listed
 	// names among each selected pod's upstreams. Listing an upstream that does not deduplicate
-	// lets a keyless POST to it run more than once.
+	// lets a keyless POST to it run more than once. Each is a lower-case service name,
+	// name.namespace or host, as the annotation's names are (the injector refuses any other, so
+	// the API server does too).
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`
 	// +listType=set
 	// +optional
 	DedupUpstreams []string `json:"dedupUpstreams,omitempty"`
@@ -456,6 +459,11 @@ type TimeoutInversion struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.enforcement`
 // +kubebuilder:printcolumn:name="Within Cap",type=string,JSONPath=`.status.conditions[?(@.type=="WithinCap")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="WithinCap")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Max Time",type=string,JSONPath=`.spec.maxTimeToAnswer`,priority=1
+// +kubebuilder:printcolumn:name="Within Max Time",type=string,JSONPath=`.status.conditions[?(@.type=="WithinMaxTime")].status`,priority=1
+// +kubebuilder:printcolumn:name="Services",type=integer,JSONPath=`.status.services`,priority=1
+// +kubebuilder:printcolumn:name="Edges",type=integer,JSONPath=`.status.edges`,priority=1
 type RetryPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/controlplane"
 	"github.com/retrycap/retrycap/internal/scheme"
 )
@@ -170,6 +171,12 @@ func TestInvalidPoliciesAreRefusedByTheAPIServer(t *testing.T) {
 		{"window-too-long", `{maxAmplification: 4, budget: {window: 2m}}`, "spec.budget.window", metav1.CauseTypeFieldValueInvalid, `must be between 1s and 60s`},
 		{"breaker-zero", `{maxAmplification: 4, circuitBreaker: {failures: 0}}`, "spec.circuitBreaker.failures", metav1.CauseTypeFieldValueInvalid, `greater than or equal to 1`},
 		{"open-negative", `{maxAmplification: 4, circuitBreaker: {openFor: -1s}}`, "spec.circuitBreaker.openFor", metav1.CauseTypeFieldValueInvalid, `should match`},
+		// Names the injector refuses (annotations.ValidateHost): before, the API server stored
+		// them and the injector skipped every pod of the policy as InvalidPolicy.
+		{"dedup-space", `{maxAmplification: 4, retry: {dedupUpstreams: ["Pay ment"]}}`, "spec.retry.dedupUpstreams[0]", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "Pay ment": spec.retry.dedupUpstreams\[0\] in body should match`},
+		{"dedup-upper", `{maxAmplification: 4, retry: {dedupUpstreams: [payment, Ledger]}}`, "spec.retry.dedupUpstreams[1]", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "Ledger": spec.retry.dedupUpstreams\[1\] in body should match`},
+		{"dedup-port", `{maxAmplification: 4, retry: {dedupUpstreams: ["payment:8080"]}}`, "spec.retry.dedupUpstreams[0]", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "payment:8080": spec.retry.dedupUpstreams\[0\] in body should match`},
+		{"dedup-attempts", `{maxAmplification: 4, retry: {dedupUpstreams: ["payment=3"]}}`, "spec.retry.dedupUpstreams[0]", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "payment=3": spec.retry.dedupUpstreams\[0\] in body should match`},
 		// Past Go's and CEL's largest duration: before, the CEL conversion failed and the API
 		// server answered `Invalid value: "string": type conversion error ...`.
 		{"max-time-overflow", `{maxAmplification: 4, maxTimeToAnswer: 99999999999h}`, "spec.maxTimeToAnswer", metav1.CauseTypeFieldValueInvalid, `^Invalid value: "99999999999h": must be between 1ms and 24h, written as 1 to 5 parts`},
@@ -426,6 +433,24 @@ func TestDurationBoundsBothKinds(t *testing.T) {
 					t.Fatalf("error\n%v\nwant\n%s", err, strings.Join(want, "\nor\n"))
 				}
 			})
+		}
+	}
+}
+
+// TestDedupUpstreamsAgreeWithTheInjector: the API server accepts a spec.retry.dedupUpstreams
+// name exactly when the injector does (annotations.ValidateHost, which SettingsFor applies):
+// before, "Payment" or "payment:8080" was stored, and every pod the policy selected was then
+// skipped as InvalidPolicy, the policy's status saying nothing.
+func TestDedupUpstreamsAgreeWithTheInjector(t *testing.T) {
+	long := strings.Repeat("a", 63)
+	for i, name := range []string{
+		"payment", "ledger.billing", "ledger.billing.svc.cluster.local", "api.example.com", "a", "0-9", long, long + "." + long,
+		"Payment", "pay ment", "payment:8080", "payment=3", "-payment", "payment-", "payment.", ".payment", "a..b", "pay_ment", long + "a", "päyment",
+	} {
+		injector := annotations.ValidateHost(name) == ""
+		err := cli.Create(ctx(t), policy(t, fmt.Sprintf("dedup-agree-%d", i), fmt.Sprintf(`{maxAmplification: 4, retry: {dedupUpstreams: [%q]}}`, name)))
+		if apiServer := err == nil; apiServer != injector {
+			t.Errorf("dedupUpstreams %q: API server accepts %t (%v), injector accepts %t", name, apiServer, err, injector)
 		}
 	}
 }

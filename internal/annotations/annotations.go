@@ -29,6 +29,9 @@ const (
 	InjectionLabel = "retrycap.dev/injection"
 	// InjectionEnabled is the value of InjectionLabel that enables injection.
 	InjectionEnabled = "enabled"
+	// InjectionDisabled is the value of InjectionLabel that says injection is off, as no label
+	// does. Any other value is malformed (the injector records it on the pods a policy selects).
+	InjectionDisabled = "disabled"
 
 	// NameLabel is the well-known label used as the service name when Service is absent.
 	NameLabel = "app.kubernetes.io/name"

@@ -131,6 +131,12 @@ func (r *ClusterRetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.R
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if in.Result != nil {
+		scope := scopeOf(ctx, r.Client, &p)
+		if in.Overridden, err = overriddenOf(ctx, r.Client, workload.ForClusterRetryPolicy(&p, workload.NewClusterScopeOf(scope...)), in.Result, scope); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	gv := r.counted.view(req.NamespacedName, r.Observed, &in, p.Generation, rebuild)
 	next := p.Status.DeepCopy()
 	status.Set(next, in)
@@ -298,7 +304,28 @@ func (r *ClusterRetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error 
 				r.enqueue(q, r.policiesSelecting(ctx, e.Object.GetLabels()))
 			},
 		}).
-		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.servicePolicies})
+		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.servicePolicies}).
+		// The other policies decide which policy's settings a selected workload's proxy runs
+		// (overridden.go): a RetryPolicy's spec concerns the cluster policies whose scope has
+		// its namespace, a cluster policy's every other one.
+		Watches(&v1alpha1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			labels, _ := r.Index.Namespace(o.GetNamespace())
+			return r.policiesSelecting(ctx, labels)
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ClusterRetryPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var list v1alpha1.ClusterRetryPolicyList
+			if err := r.Client.List(ctx, &list); err != nil {
+				log.FromContext(ctx).Error(err, "listing the ClusterRetryPolicies")
+				return nil
+			}
+			var out []reconcile.Request
+			for i := range list.Items {
+				if list.Items[i].Name != o.GetName() {
+					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+				}
+			}
+			return out
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	if r.Mesh != nil {
 		b = b.WatchesRawSource(&clusterMeshChanges{r: r})
 	}

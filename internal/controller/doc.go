@@ -8,5 +8,7 @@
 // (workloads.go), with the mesh watcher's layers (mesh_source.go) and, with Prometheus, the
 // observed edges and tries (observed.go, graph.go: internal/observed, internal/telemetry); the
 // status comes from the pure setters in internal/status, written as one merge patch
-// (statuspatch.go). This package only fetches, watches and writes.
+// (statuspatch.go: the first write whole, then differences). Which other policies select a
+// policy's workloads, and so whose proxy settings they run, is read from the cache and watched
+// (overridden.go). This package only fetches, watches and writes.
 package controller

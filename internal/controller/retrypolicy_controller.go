@@ -3,9 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -47,6 +51,9 @@ const conflictRetry = 100 * time.Millisecond
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The other kind and the namespaces' labels: which policy's settings a workload runs (overridden.go).
+// +kubebuilder:rbac:groups=retrycap.dev,resources=clusterretrypolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // RetryPolicyReconciler keeps the status of each RetryPolicy equal to the analysis of the
 // workloads it selects.
@@ -124,6 +131,9 @@ func (r *RetryPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	in, rebuild, err := r.compute(ctx, &p)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if in.Overridden, err = overriddenOf(ctx, r.Client, workload.ForRetryPolicy(&p), in.Result, []string{p.Namespace}); err != nil {
 		return ctrl.Result{}, err
 	}
 	next := r.nextStatus(&p, in, rebuild)
@@ -318,7 +328,30 @@ func (r *RetryPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.RetryPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.namespacePolicies})
+		WatchesRawSource(&indexSource{index: r.Index, workloadPolicies: r.policiesFor, servicePolicies: r.namespacePolicies}).
+		// The other policies and the namespace's labels decide which policy's settings a
+		// selected workload's proxy runs (overridden.go): a change of either reconciles the
+		// policies it may concern. Spec changes only, as for the policy itself.
+		Watches(&v1alpha1.RetryPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return retryPoliciesIn(ctx, r.Client, o.GetNamespace())
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ClusterRetryPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			p, ok := o.(*v1alpha1.ClusterRetryPolicy)
+			if !ok {
+				return nil
+			}
+			return retryPoliciesIn(ctx, r.Client, scopeOf(ctx, r.Client, p)...)
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesMetadata(&corev1.Namespace{}, handler.Funcs{
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) {
+					return
+				}
+				for _, req := range retryPoliciesIn(ctx, r.Client, e.ObjectNew.GetName()) {
+					q.Add(req)
+				}
+			},
+		})
 	if r.Mesh != nil {
 		b = b.WatchesRawSource(&meshChanges{r: r})
 	}

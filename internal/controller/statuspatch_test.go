@@ -85,6 +85,26 @@ func decodeNumbers(t *testing.T, b []byte) any {
 	return v
 }
 
+// TestStatusPatchFirstWrite: a status the controller never wrote (no observedGeneration) is
+// written whole, its zeros included: the diff from the empty status read into the Go type left
+// out services, edges and amplification at 0, so the stored status never had them.
+func TestStatusPatchFirstWrite(t *testing.T) {
+	yes := true
+	next := &v1alpha1.RetryPolicyStatus{ObservedGeneration: 1, Bounded: &yes}
+	patch, err := statusPatch("7", &v1alpha1.RetryPolicyStatus{}, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := patch.Data(&v1alpha1.RetryPolicy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"metadata":{"resourceVersion":"7"},"status":{"amplification":0,"bounded":true,"edges":0,"observedGeneration":1,"services":0}}`
+	if string(got) != want {
+		t.Fatalf("patch\n %s\nwant\n %s", got, want)
+	}
+}
+
 // TestSkipWrite: an unchanged status is not written, unless the cache is behind this
 // reconciler's last write and that write was another status (a change undone before the cache
 // saw the write of the change).

@@ -51,12 +51,34 @@ func Decide(cfg Config, in Input) Decision {
 	if why := injectedAlready(pod); why != "" {
 		return skip(AlreadyInjected, "%s", why)
 	}
+	// The injected annotation without the proxy container is a copy, not an injection: a pod
+	// template, or a pod made from a dump of an injected one, carries it into pods that have no
+	// proxy. Taken as proof, it made every such pod skip injection in silence. Dropped here, so
+	// that the pod is decided as any other and does not claim a proxy it lacks when skipped.
+	if v, ok := pod.Annotations[annotations.InjectedStatus]; ok {
+		delete(pod.Annotations, annotations.InjectedStatus)
+		d.StaleInjected = v
+		d.Warnings = append(d.Warnings, fmt.Sprintf("annotation %s=%q came without the %s container, so it was copied (from a pod template, or a dump of an injected pod), not written by an injection: it is removed and the pod decided as any other; the injector writes it on the pods it injects",
+			annotations.InjectedStatus, workload.Clip(v), ContainerName))
+	}
 	optIn, optSet := pod.Annotations[annotations.Inject]
 	switch {
 	case optSet && optIn == "false":
 		return skip(OptedOut, "annotation %s is %q", annotations.Inject, optIn)
 	case optSet && optIn != "true":
 		return skip(InvalidAnnotation, "annotation %s is %q: want \"true\" or \"false\"", annotations.Inject, optIn)
+	case optIn != "true" && BadInjectionLabel(in.NamespaceLabels):
+		// "true", "Enabled", "yes": the namespace's owner meant something, and the pods ran
+		// without the proxy in silence (an ordinary NotEnabled skip). Recorded on the pods a
+		// policy selects (the ones that would have been injected), not on every pod.
+		v := in.NamespaceLabels[annotations.InjectionLabel]
+		if sel, _, _ := selectingPolicies(in, workload.ForPodIn(pod, in.CronJobOf)); len(sel) > 0 {
+			d.Policy = sel[0].policy
+			return skip(InvalidNamespaceLabel, "namespace %s has label %s=%q: want %q (inject the pods a policy selects) or %q; %s selects the pod",
+				ns, annotations.InjectionLabel, v, annotations.InjectionEnabled, annotations.InjectionDisabled, d.Policy)
+		}
+		return skip(NotEnabled, "namespace %s has label %s=%q, which is not %q, and no policy selects the pod",
+			ns, annotations.InjectionLabel, v, annotations.InjectionEnabled)
 	case optIn != "true" && in.NamespaceLabels[annotations.InjectionLabel] != annotations.InjectionEnabled:
 		return skip(NotEnabled, "namespace %s is not labelled %s=%s and the pod is not annotated %s: \"true\"",
 			ns, annotations.InjectionLabel, annotations.InjectionEnabled, annotations.Inject)
@@ -91,6 +113,9 @@ func Decide(cfg Config, in Input) Decision {
 	d.Policy = p.policy
 
 	svc := w.ServiceName()
+	if err := workload.EmptyServiceError(w); err != nil {
+		return skip(InvalidAnnotation, "annotation %s: %v", annotations.Service, err.Err)
+	}
 	if reason := annotations.ValidateLabel(svc); reason != "" {
 		return skip(InvalidAnnotation, "service name %q (from annotation %s, label %s or the workload's name) is not a DNS-1123 label: %s",
 			svc, annotations.Service, annotations.NameLabel, reason)
@@ -207,6 +232,10 @@ type Decision struct {
 	Policy *workload.Policy
 	// Warnings are what the injector left alone (also in WarningsAnnotation).
 	Warnings []string
+	// StaleInjected is the value of an injected annotation the pod arrived with but no proxy
+	// container (copied from a template or a dump): Pod no longer has it, so it differs from the
+	// pod as created even when the pod is not injected.
+	StaleInjected string
 }
 
 // Skip is why a pod was not injected.
@@ -224,7 +253,7 @@ type Reason string
 const (
 	// ExcludedNamespace: kube-system or the manager's own namespace.
 	ExcludedNamespace Reason = "ExcludedNamespace"
-	// AlreadyInjected: the pod has the injected annotation or a retrycap-proxy container.
+	// AlreadyInjected: the pod has a retrycap-proxy container (init or not).
 	AlreadyInjected Reason = "AlreadyInjected"
 	// OptedOut: annotation retrycap.dev/inject: "false".
 	OptedOut Reason = "OptedOut"
@@ -247,6 +276,9 @@ const (
 	InvalidAnnotation Reason = "InvalidAnnotation"
 	// InvalidPolicy: the policy's settings would make the proxy refuse to start.
 	InvalidPolicy Reason = "InvalidPolicy"
+	// InvalidNamespaceLabel: the namespace's retrycap.dev/injection label is neither "enabled"
+	// nor "disabled" ("true"), and a policy selects the pod.
+	InvalidNamespaceLabel Reason = "InvalidNamespaceLabel"
 )
 
 // Recorded reports whether the skip is recorded on the pod (SkippedAnnotation) and as an event:
@@ -255,16 +287,22 @@ const (
 // ordinary case for most pods of a cluster and leave the pod untouched.
 func (r Reason) Recorded() bool {
 	switch r {
-	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy:
+	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy, InvalidNamespaceLabel:
 		return true
 	}
 	return false
 }
 
+// BadInjectionLabel reports whether a namespace's labels hold retrycap.dev/injection with a
+// value that is neither "enabled" nor "disabled".
+func BadInjectionLabel(labels map[string]string) bool {
+	v, ok := labels[annotations.InjectionLabel]
+	return ok && v != annotations.InjectionEnabled && v != annotations.InjectionDisabled
+}
+
+// injectedAlready says why pod already has the proxy: its container, under the name the
+// injector gives it. The injected annotation alone is no proof (Decide drops a copied one).
 func injectedAlready(pod *corev1.Pod) string {
-	if v, ok := pod.Annotations[annotations.InjectedStatus]; ok {
-		return fmt.Sprintf("annotation %s is %q", annotations.InjectedStatus, v)
-	}
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == ContainerName {
 			return "init container " + ContainerName + " exists"

@@ -12,7 +12,6 @@ import (
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
-	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/sidecar"
 	"github.com/retrycap/retrycap/internal/workload"
 )
@@ -110,10 +109,8 @@ func SettingsFor(p *workload.Policy) (Settings, error) {
 			return s, bad("spec.retry.methods", strconv.Quote(m), "is not an HTTP method")
 		}
 	}
-	for _, u := range s.DedupUpstreams {
-		if r := annotations.ValidateHost(u); r != "" {
-			return s, bad("spec.retry.dedupUpstreams", strconv.Quote(u), "is not an upstream name: "+r)
-		}
+	if probs := workload.DedupProblems(spec); len(probs) > 0 {
+		return s, fmt.Errorf("%s: %s", ref, probs[0])
 	}
 	return s, nil
 }

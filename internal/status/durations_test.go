@@ -36,3 +36,20 @@ func TestDurationsStoredBeforeTheBounds(t *testing.T) {
 		t.Errorf("status: worst time %q, amplification %d; want 300003h0m0s, 3", st.WorstTimeToAnswer, st.Amplification)
 	}
 }
+
+// TestDedupNamesStoredBeforeThePattern: a spec.retry.dedupUpstreams name the injector refuses
+// ("Ledger", stored before the CRD's pattern) is named in Ready, as a duration out of bounds is.
+// Before, Ready was green while the injector skipped every pod of the policy (InvalidPolicy).
+func TestDedupNamesStoredBeforeThePattern(t *testing.T) {
+	p := pol(9, v1alpha1.Entrypoint{Service: "gateway"})
+	p.Spec.Retry.DedupUpstreams = []string{"catalog", "Ledger", "pay ment"}
+	var st v1alpha1.RetryPolicyStatus
+	Set(&st, input(p, dep("gateway", "catalog=3"), dep("catalog", "")))
+	const skip = " (the injector skips this policy's pods until it is fixed)"
+	want := cond{"True", "Reconciled", "analysed 2 selected workload(s): 2 service(s), 1 edge(s)" +
+		`; warning: spec.retry.dedupUpstreams "Ledger": is not an upstream name: "Ledger" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed` + skip +
+		`; warning: spec.retry.dedupUpstreams "pay ment": is not an upstream name: "pay ment" is not a service name, name.namespace or host: only lower-case letters, digits and '-' are allowed` + skip}
+	if got := condOf(&st, v1alpha1.ConditionReady); got != want {
+		t.Errorf("Ready\n got %+v\nwant %+v", got, want)
+	}
+}

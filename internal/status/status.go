@@ -47,6 +47,10 @@ type Input struct {
 	MaxTimeToAnswer *metav1.Duration
 	// Now is the time written as lastTransitionTime of a condition whose status changes.
 	Now metav1.Time
+	// Overridden is workload.Overridden for the policy: its selected workloads whose proxies
+	// run a stricter policy's settings (the controller lists the other policies); "" when none.
+	// Said in Ready as a warning.
+	Overridden string
 	// ObservedEdges is how many edges observed by telemetry, declared by no annotation, Result's
 	// graph holds besides the declared ones (telemetry.AddUndeclared; 0: declarations alone).
 	// WithinCap then says that they count with one application attempt each, and a policy whose
@@ -147,13 +151,16 @@ func SetReady(st *v1alpha1.RetryPolicyStatus, in Input) {
 			}
 			c.Message += "; warning: " + w
 		}
-		// A duration stored before the CRD bounded it (issue 25): the graph is computed with it,
-		// but the injector refuses the policy; say which field and value, where kubectl
-		// describe shows it.
+		// A duration stored before the CRD bounded it (issue 25), or a dedupUpstreams name
+		// before the CRD's pattern: the graph is computed with it, but the injector refuses the
+		// policy; say which field and value, where kubectl describe shows it.
 		if p := in.Result.Policy; p != nil {
-			for _, w := range workload.DurationProblems(p.Spec()) {
+			for _, w := range append(workload.DurationProblems(p.Spec()), workload.DedupProblems(p.Spec())...) {
 				c.Message += "; warning: " + w + " (the injector skips this policy's pods until it is fixed)"
 			}
+		}
+		if in.Overridden != "" {
+			c.Message += "; warning: " + in.Overridden
 		}
 	}
 	SetCondition(&st.Conditions, c)

@@ -100,6 +100,7 @@ func (v *ClusterPolicyValidator) validate(ctx context.Context, p *v1alpha1.Clust
 		svcs = append(svcs, v.index.Services(ns).List()...)
 	}
 	g.r, g.a = workload.Analyze(pol, ws, nil, svcs...)
+	g.notes = append(g.notes, nothingSelected(pol, g.r)...)
 	return specWarnings(&p.Spec.RetryPolicySpec, g), nil
 }
 

@@ -77,4 +77,15 @@ var _ = Describe("ClusterRetryPolicy validator", Ordered, func() {
 		Expect(c.Create(ctx, none)).To(Succeed())
 		Expect(warnings.take()).To(Equal([]string{"spec.namespaceSelector: selects no namespace (yet): nothing is checked"}))
 	})
+
+	It("warns of a selector that selects no workload in the namespaces it selects", func() {
+		c, warnings := gateClient()
+		typo := policy("vc-typo", 20)
+		typo.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "frontnd"}}
+		typo.Spec.Entrypoints = nil
+		Expect(c.Create(ctx, typo)).To(Succeed())
+		Expect(warnings.take()).To(Equal([]string{
+			`spec.selector {"matchLabels":{"tier":"frontnd"}} selects no workload in namespaces vc-orders, vc-payments, vc-shop (yet): nothing is checked`,
+		}))
+	})
 })

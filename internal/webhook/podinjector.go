@@ -135,7 +135,7 @@ func (h *PodInjector) Handle(ctx context.Context, req admission.Request) admissi
 	// the configuration declares sideEffects None, which is what lets the API server call the
 	// injector on dry runs at all.
 	h.report(pod, in, d, req.DryRun != nil && *req.DryRun)
-	if !d.Injected && !d.Skip.Reason.Recorded() {
+	if !d.Injected && !d.Skip.Reason.Recorded() && d.StaleInjected == "" {
 		return admission.Allowed(d.Skip.String())
 	}
 	before := pod.DeepCopy()
@@ -208,7 +208,7 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	}
 	labels, _ := h.index.Namespace(pod.Namespace)
 	in.NamespaceLabels = labels
-	if pod.Annotations[annotations.Inject] != "true" && labels[annotations.InjectionLabel] != annotations.InjectionEnabled {
+	if pod.Annotations[annotations.Inject] != "true" && labels[annotations.InjectionLabel] != annotations.InjectionEnabled && !inject.BadInjectionLabel(labels) {
 		return in, nil
 	}
 	// Its annotations (the proxy resource defaults, OpenShift's UID range) from the same
@@ -307,7 +307,7 @@ func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision
 		return
 	}
 	typ := corev1.EventTypeNormal
-	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy {
+	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy || d.Skip.Reason == inject.InvalidNamespaceLabel {
 		typ = corev1.EventTypeWarning
 	}
 	h.event(pod, d, typ, string(d.Skip.Reason), "retrycap proxy not injected: "+d.Skip.Message)

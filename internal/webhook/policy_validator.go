@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/graph"
 	"github.com/retrycap/retrycap/internal/index"
+	"github.com/retrycap/retrycap/internal/status"
 	"github.com/retrycap/retrycap/internal/workload"
 )
 
@@ -66,7 +68,17 @@ func (v *PolicyValidator) validate(p *v1alpha1.RetryPolicy) (admission.Warnings,
 		n, _ := pol.Entrypoint(entry)
 		return n
 	}
-	return specWarnings(&p.Spec, checkedGraph{r: r, a: a, node: node, where: " in namespace " + p.Namespace}), nil
+	return specWarnings(&p.Spec, checkedGraph{r: r, a: a, node: node, where: " in namespace " + p.Namespace, notes: nothingSelected(pol, r)}), nil
+}
+
+// nothingSelected is the note of a policy that selects no workload of its scope today (the
+// status's NothingSelected, said at admission as the cluster policy's empty scope is): a
+// selector with a typo passed in silence and reported only in the status.
+func nothingSelected(pol *workload.Policy, r *workload.Result) []string {
+	if len(r.Selected) > 0 || pol.Scope().Len() == 0 {
+		return nil
+	}
+	return []string{strings.TrimSuffix(status.NothingSelectedMessage(pol), ": nothing to check") + " (yet): nothing is checked"}
 }
 
 // checkedGraph is what a validator checked a policy's spec against: its current graph (r, a),

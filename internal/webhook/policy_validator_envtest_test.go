@@ -61,6 +61,20 @@ var _ = Describe("RetryPolicy validator", Ordered, func() {
 		}))
 	})
 
+	// A selector that selects no workload (a typo, or workloads not deployed yet): before, only
+	// the status said so (WithinCap Unknown, NothingSelected); the cluster policy's validator
+	// already warned of an empty scope, the RetryPolicy's said nothing.
+	It("warns of a selector that selects no workload, naming it and the namespace", func() {
+		c, warnings := gateClient()
+		p := policy("typo")
+		p.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/part-of": "sohp"}}
+		p.Spec.Entrypoints = nil
+		Expect(c.Create(ctx, p)).To(Succeed())
+		Expect(warnings.take()).To(Equal([]string{
+			`spec.selector {"matchLabels":{"app.kubernetes.io/part-of":"sohp"}} selects no workload in namespace validate-shop (yet): nothing is checked`,
+		}))
+	})
+
 	It("admits a policy the graph fits without warnings, and does not re-validate a metadata-only update", func() {
 		c, warnings := gateClient()
 		p := policy("fits")

@@ -11,7 +11,8 @@
 // namespaces its namespaceSelector selects (ClusterScope) whose nodes are "name.ns"
 // (cluster.go). The Policy carries its reference and the strictest-first order (PolicyRef,
 // CompareRefs: strictest.go), spec, scope, selection (Selects) and naming (Node, UpstreamNode,
-// Entrypoint), and every pure package reads a policy through it.
+// Entrypoint), and every pure package reads a policy through it. Overridden says which of a
+// policy's workloads a stricter selecting policy's settings are rendered for (overridden.go).
 //
 // The builders, one per question a caller asks, all over the one build: Build (workloads as
 // read), BuildParsed (workloads parsed beforehand, the index's), BuildWith (an incoming workload

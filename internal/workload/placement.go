@@ -46,6 +46,18 @@ func JobTemplateWarnings(w Workload, jobTemplate map[string]string) []string {
 	return out
 }
 
+// EmptyServiceError is w's retrycap.dev/service when it is there and empty (a chart's template
+// that rendered no value), nil otherwise. Read as absent, it named the service by the label or
+// the workload's name in silence, and the callers' edges to the intended name missed it: the
+// gate denies it, the controller and analyze report it, the injector skips the pod for it.
+func EmptyServiceError(w Workload) *AnnotationError {
+	if v, ok := w.Annotations.Lookup(annotations.Service); !ok || v != "" {
+		return nil
+	}
+	return &AnnotationError{Workload: w, Annotation: annotations.Service, Value: "",
+		Err: fmt.Errorf("service name is empty (a template that rendered no value?): write the name, or remove the annotation to name the service by label %s, else the workload's name", annotations.NameLabel)}
+}
+
 // AnnotationErrors are w's malformed retrycap annotations, in the order analyze reports them: an
 // invalid retrycap.dev/service, a retrycap.dev/inject other than true/false, a retrycap.dev/upstreams
 // that does not parse, a proxy resource annotation the injector would refuse
@@ -53,7 +65,9 @@ func JobTemplateWarnings(w Workload, jobTemplate map[string]string) []string {
 // the first; analyze reports them all as input errors.
 func AnnotationErrors(w Workload) []error {
 	var errs []error
-	if s := w.Annotations.Get(annotations.Service); s != "" {
+	if err := EmptyServiceError(w); err != nil {
+		errs = append(errs, err)
+	} else if s := w.Annotations.Get(annotations.Service); s != "" {
 		if reason := annotations.ValidateLabel(s); reason != "" {
 			errs = append(errs, &AnnotationError{Workload: w, Annotation: annotations.Service, Value: s,
 				Err: fmt.Errorf("service name %q is not a DNS-1123 label: %s", Clip(s), reason)})

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,6 +121,20 @@ func (r *Result) MeshCalls() []MeshCall {
 // spec.maxTimeToAnswer.
 func (r *Result) AnalyzeTime() *graph.TimeAnalysis {
 	return graph.AnalyzeTimeWith(r.Graph, r.Timing(), r.MaxTimeToAnswer())
+}
+
+// DedupProblems are spec.retry.dedupUpstreams names that are no upstream name
+// (annotations.ValidateHost: lower case, as the annotation writes them), each naming the field
+// and the value. The API server refuses them; a policy stored before the CRD's pattern still has
+// them: the injector refuses it (InvalidPolicy, with the first) and the status says so.
+func DedupProblems(spec *v1alpha1.RetryPolicySpec) []string {
+	var out []string
+	for _, u := range spec.Retry.DedupUpstreams {
+		if r := annotations.ValidateHost(u); r != "" {
+			out = append(out, fmt.Sprintf("spec.retry.dedupUpstreams %q: is not an upstream name: %s", u, r))
+		}
+	}
+	return out
 }
 
 // DurationProblems are spec's durations out of the CRD's bounds (api/v1alpha1/defaults), in the

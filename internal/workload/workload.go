@@ -302,7 +302,9 @@ func (x *Parsed) qualified() *qualified {
 // Parse reads w's service name and upstreams the way Build does.
 func Parse(w Workload) *Parsed {
 	x := &Parsed{Workload: w, key: w.Key(), service: w.ServiceName()}
-	if reason := annotations.ValidateLabel(x.service); reason != "" {
+	if err := EmptyServiceError(w); err != nil {
+		x.serviceErr = err
+	} else if reason := annotations.ValidateLabel(x.service); reason != "" {
 		src := annotations.Service
 		if w.Annotations.Get(annotations.Service) == "" {
 			src = "label " + annotations.NameLabel
