@@ -768,9 +768,15 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 			// now take it (gate18).
 			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && !ownTries(nl, obj) {
 				if tj = timeAt(p, r, e.raised); tj != nil {
-					if was := chainTime(p, old, e.raised); was < tj.Chain.Time {
+					// Judged when it lengthens the chain, or when the chain waits longest on
+					// it (a created object shortens the mesh default's unbounded hop, yet its
+					// own timeout keeps the chain over: analyze and the status name it).
+					was := chainTime(p, old, e.raised)
+					w, waits := waitRoute(r, set, tj)
+					waits = waits && w.from == e.from && w.to == e.to && routeOf(w.layer) == routeOf(nl)
+					if was < tj.Chain.Time || waits {
 						before, after = mesh.LayerTime{}, set.LayerTime(nl)
-						change = newRouteBounds(after, was)
+						change = newRouteBounds(after, was, was < tj.Chain.Time)
 						if after.Source == "" {
 							after.Source = routeOf(nl)
 						}
@@ -874,9 +880,12 @@ func routeBound(l mesh.Layer, lt mesh.LayerTime) time.Duration {
 }
 
 // newRouteBounds names a new route's bounds, as timeRaises names raised ones, and the chain's
-// worst time before it: "per-try timeout unset, timeout 60s (a new route; the chain's worst time
-// was 3s)".
-func newRouteBounds(lt mesh.LayerTime, was time.Duration) string {
+// worst time before it when it lengthened it: "per-try timeout unset, timeout 60s (a new route;
+// the chain's worst time was 3s)", else that the chain waits longest on it.
+func newRouteBounds(lt mesh.LayerTime, was time.Duration, lengthened bool) string {
+	if !lengthened {
+		return describeBounds(lt) + " (a new route, the one the chain waits on longest)"
+	}
 	return describeBounds(lt) + " (a new route; the chain's worst time was " + graph.FormatTime(was) + ")"
 }
 
@@ -1251,7 +1260,34 @@ func waitSource(r *workload.Result, set *mesh.Set, v meshVerdict) string {
 	if v.time == nil || !v.time.Over {
 		return ""
 	}
-	ch := v.time.Chain
+	w, ok := waitRoute(r, set, v.time)
+	if !ok || routeOf(w.layer) == routeOf(v.layer) {
+		return ""
+	}
+	name := w.lt.Source
+	if name == "" || !strings.HasPrefix(name, w.layer.Object) {
+		name = routeOf(w.layer)
+	}
+	tries := fmt.Sprintf("%d tries", w.layer.Tries)
+	if w.layer.Tries == 1 {
+		tries = "1 try"
+	}
+	return fmt.Sprintf("%s -> %s: %s (%s, %s)", w.from, w.to, name, tries, describeBounds(w.lt))
+}
+
+// wait is where a chain waits longest: the hop from -> to, and on it the route of layer (with
+// its times lt).
+type wait struct {
+	from, to string
+	layer    mesh.Layer
+	lt       mesh.LayerTime
+}
+
+// waitRoute is where tj's chain waits longest (waitSource): the hop that adds the most to its
+// time, and on it the route of the longest bound, then of the most tries; ok false when no
+// route an object declares is on that hop.
+func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait, bool) {
+	ch := tj.Chain
 	best, bestD := -1, time.Duration(-1)
 	for i := 0; i+1 < len(ch.Path) && i+1 < len(ch.Times); i++ {
 		next := ch.Times[i+1]
@@ -1267,14 +1303,13 @@ func waitSource(r *workload.Result, set *mesh.Set, v meshVerdict) string {
 		}
 	}
 	if best < 0 {
-		return ""
+		return wait{}, false
 	}
 	m, ok := r.MeshEdges[[2]string{ch.Path[best], ch.Path[best+1]}]
 	if !ok {
-		return ""
+		return wait{}, false
 	}
-	var src mesh.Layer
-	var srcT mesh.LayerTime
+	w := wait{from: ch.Path[best], to: ch.Path[best+1]}
 	srcB := time.Duration(-1)
 	for _, l := range m.Layers {
 		alts := set.TimeAlternatives(l)
@@ -1288,23 +1323,12 @@ func waitSource(r *workload.Result, set *mesh.Set, v meshVerdict) string {
 			// The longest bound, then the most tries: a route of no bound multiplies what
 			// its callee takes by its tries.
 			lt := set.LayerTime(a)
-			if b := routeBound(a, lt); b > srcB || b == srcB && a.Tries > src.Tries {
-				src, srcT, srcB = a, lt, b
+			if b := routeBound(a, lt); b > srcB || b == srcB && a.Tries > w.layer.Tries {
+				w.layer, w.lt, srcB = a, lt, b
 			}
 		}
 	}
-	if srcB < 0 || routeOf(src) == routeOf(v.layer) {
-		return ""
-	}
-	name := srcT.Source
-	if name == "" || !strings.HasPrefix(name, src.Object) {
-		name = routeOf(src)
-	}
-	tries := fmt.Sprintf("%d tries", src.Tries)
-	if src.Tries == 1 {
-		tries = "1 try"
-	}
-	return fmt.Sprintf("%s -> %s: %s (%s, %s)", ch.Path[best], ch.Path[best+1], name, tries, describeBounds(srcT))
+	return w, srcB >= 0
 }
 
 // maxAnnotationBytes is the API's limit on an object's annotations, keys and values together

@@ -136,7 +136,7 @@ func judgeLinkerdRoutes(p judgedPolicy, r, old *workload.Result, oldSet, set *me
 			if ownTries(lr.layer, obj) || was >= tj.Chain.Time {
 				continue
 			}
-			return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: lr.route + ": " + newRouteBounds(set.LayerTime(lr.times), was)}, true
+			return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: lr.route + ": " + newRouteBounds(set.LayerTime(lr.times), was, true)}, true
 		}
 		return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: linkerdRaiseMessage(oldSet, set, objID, lr)}, true
 	}

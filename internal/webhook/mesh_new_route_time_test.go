@@ -146,6 +146,19 @@ spec:
 				}},
 		},
 		{
+			// Created whole: before it Istio's default route left ratings' hop to the
+			// application's 2m, so the 60s rule shortens the chain, but stays over. Its
+			// spec.rules[0] (3 tries, new) is judged from 2, no count fits, and the message
+			// names the rule the chain waits on (analyze says over as well,
+			// TestNewRoutesGateAgreesWithAnalyze; a rule at its fewest tries there is named as
+			// the new route the chain waits on longest).
+			name: "Reject: a whole Gateway API route created with a rule of 60s", cluster: []string{altIstioNS, svc, reviews},
+			policies: policy(v1alpha1.EnforcementReject), object: hr(rule),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 2 makes " + over60 +
+				"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)" +
+				"; the wait over maxTimeToAnswer comes from reviews -> ratings: HTTPRoute bookinfo/ratings spec.rules[1] (2 tries, per-try timeout unset, timeout 1m0s)"},
+		},
+		{
 			name: "Reject: a new Gateway API rule (GAMMA) of a long request timeout", cluster: []string{altIstioNS, svc, reviews, hr("")},
 			policies: policy(v1alpha1.EnforcementReject), object: hr(rule), old: hr(""),
 			want: MeshDecision{Message: hrMsg},
