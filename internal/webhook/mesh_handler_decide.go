@@ -1287,29 +1287,15 @@ type wait struct {
 // time, and on it the route of the longest bound, then of the most tries; ok false when no
 // route an object declares is on that hop.
 func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait, bool) {
-	ch := tj.Chain
-	best, bestD := -1, time.Duration(-1)
-	for i := 0; i+1 < len(ch.Path) && i+1 < len(ch.Times); i++ {
-		next := ch.Times[i+1]
-		if next == graph.Forever && i+2 == len(ch.Path) {
-			next = 0 // a leaf's unknown time
-		}
-		d := ch.Times[i] - next
-		if ch.Times[i] == graph.Forever {
-			d = graph.Forever
-		}
-		if d > bestD {
-			best, bestD = i, d
-		}
-	}
-	if best < 0 {
-		return wait{}, false
-	}
-	m, ok := r.MeshEdges[[2]string{ch.Path[best], ch.Path[best+1]}]
+	from, to, ok := longestHop(tj)
 	if !ok {
 		return wait{}, false
 	}
-	w := wait{from: ch.Path[best], to: ch.Path[best+1]}
+	m, ok := r.MeshEdges[[2]string{from, to}]
+	if !ok {
+		return wait{}, false
+	}
+	w := wait{from: from, to: to}
 	srcB := time.Duration(-1)
 	for _, l := range m.Layers {
 		alts := set.TimeAlternatives(l)
@@ -1329,6 +1315,30 @@ func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait
 		}
 	}
 	return w, srcB >= 0
+}
+
+// longestHop is the hop of tj's chain that adds the most to its time: a service's worst time
+// less its callee's on the chain (a leaf's unknown time adds nothing).
+func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
+	ch := tj.Chain
+	best, bestD := -1, time.Duration(-1)
+	for i := 0; i+1 < len(ch.Path) && i+1 < len(ch.Times); i++ {
+		next := ch.Times[i+1]
+		if next == graph.Forever && i+2 == len(ch.Path) {
+			next = 0 // a leaf's unknown time
+		}
+		d := ch.Times[i] - next
+		if ch.Times[i] == graph.Forever {
+			d = graph.Forever
+		}
+		if d > bestD {
+			best, bestD = i, d
+		}
+	}
+	if best < 0 {
+		return "", "", false
+	}
+	return ch.Path[best], ch.Path[best+1], true
 }
 
 // maxAnnotationBytes is the API's limit on an object's annotations, keys and values together

@@ -25,9 +25,10 @@ type linkerdRaise struct {
 	// ("per-try timeout 1s -> 15s", timeRaises).
 	route, change string
 	// created: the route is new to the edge (change empty): judged by whether the chain's time
-	// grew (judgeLinkerdRoutes), its times read from times.
-	created bool
-	times   mesh.Layer
+	// grew, or waits longest on it (judgeLinkerdRoutes), its times read from times; longest:
+	// its bound is the longest of the call's routes.
+	created, longest bool
+	times            mesh.Layer
 }
 
 // linkerdTimeRaises lists the edges of r (built on set) whose calls Linkerd may send over a
@@ -61,7 +62,14 @@ func linkerdTimeRaises(r *workload.Result, oldSet, set *mesh.Set, objID string) 
 			}
 			seen[key] = true
 			if !ok {
-				out = append(out, linkerdRaise{raised: raised{from: c.From, to: c.To, layer: rt.Tries}, route: rt.Route, created: true, times: rt.Times})
+				longest := true
+				b := routeBound(rt.Tries, set.LayerTime(rt.Times))
+				for _, o := range routes {
+					if o.Route != rt.Route && routeBound(o.Tries, set.LayerTime(o.Times)) > b {
+						longest = false
+					}
+				}
+				out = append(out, linkerdRaise{raised: raised{from: c.From, to: c.To, layer: rt.Tries}, route: rt.Route, created: true, longest: longest, times: rt.Times})
 				continue
 			}
 			if change := timeRaises(oldSet.LayerTime(o.Times), set.LayerTime(rt.Times)); change != "" {
@@ -121,8 +129,9 @@ func linkerdRaiseMessage(oldSet, set *mesh.Set, objID string, lr linkerdRaise) s
 // judgeLinkerdRoutes is judgeTimeRaise for the Linkerd routes of r's edges other than the
 // counted ones (linkerdTimeRaises): the first edge whose chains are over p's maxTimeToAnswer
 // through a route objID's change lengthened.
-// A route created is judged when the chains through the edge are over and longer than on old
-// (p's graph on oldSet), and its tries are not its own to lower (ownTries: else they are
+// A route created is judged when the chains through the edge are over and either longer than
+// on old (p's graph on oldSet) or waiting longest on it (the hop that adds the most, the route
+// of the longest bound), and its tries are not its own to lower (ownTries: else they are
 // judgeAltTries'): named by the route and its bounds.
 func judgeLinkerdRoutes(p judgedPolicy, r, old *workload.Result, oldSet, set *mesh.Set, obj meshObject) (meshVerdict, bool) {
 	objID := obj.id()
@@ -132,11 +141,15 @@ func judgeLinkerdRoutes(p judgedPolicy, r, old *workload.Result, oldSet, set *me
 			continue
 		}
 		if lr.created {
-			was := chainTime(p, old, lr.raised)
-			if ownTries(lr.layer, obj) || was >= tj.Chain.Time {
+			if ownTries(lr.layer, obj) {
 				continue
 			}
-			return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: lr.route + ": " + newRouteBounds(set.LayerTime(lr.times), was, true)}, true
+			was := chainTime(p, old, lr.raised)
+			from, to, _ := longestHop(tj)
+			if was >= tj.Chain.Time && !(lr.longest && from == lr.from && to == lr.to) {
+				continue
+			}
+			return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: lr.route + ": " + newRouteBounds(set.LayerTime(lr.times), was, was < tj.Chain.Time)}, true
 		}
 		return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: linkerdRaiseMessage(oldSet, set, objID, lr)}, true
 	}

@@ -195,18 +195,31 @@ spec: {ports: [{name: http, port: 9080}]}`
 	const msg = "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-slow: per-try timeout unset, timeout 1m0s (a new route; the chain's worst time was 3s) makes " +
 		"productpage 1m0s -> reviews 1m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"
 	for _, tc := range []struct {
-		name   string
-		policy []*v1alpha1.RetryPolicy
-		object string
-		want   MeshDecision
+		name    string
+		cluster []string // nil: ns, svc, fast
+		policy  []*v1alpha1.RetryPolicy
+		object  string
+		want    MeshDecision
 	}{
 		{name: "Reject", policy: policy(v1alpha1.EnforcementReject), object: slow("60s"), want: MeshDecision{Message: msg}},
 		{name: "Audit", policy: policy(v1alpha1.EnforcementAudit), object: slow("60s"),
 			want: MeshDecision{Allowed: true, Warnings: []string{msg + " (admitted: enforcement is Audit)"}}},
 		{name: "within the maximum: admitted", policy: policy(v1alpha1.EnforcementReject), object: slow("15s"), want: MeshDecision{Allowed: true}},
+		{
+			// The Service's first route: before it Linkerd's one try had no bound (the
+			// application's 2m), so 60s shortens the chain, but it waits longest there.
+			name: "the Service's first route: the chain waits on it", cluster: []string{ns, svc},
+			policy: policy(v1alpha1.EnforcementReject), object: slow("60s"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings-slow: per-try timeout unset, timeout 1m0s (a new route, the one the chain waits on longest) makes " +
+				"productpage 1m0s -> reviews 1m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			expectMeshDecision(t, decideOn(t, []string{ns, svc, fast}, tc.policy, tc.object, ""), tc.want)
+			cluster := tc.cluster
+			if cluster == nil {
+				cluster = []string{ns, svc, fast}
+			}
+			expectMeshDecision(t, decideOn(t, cluster, tc.policy, tc.object, ""), tc.want)
 		})
 	}
 }
