@@ -146,7 +146,8 @@ func judgeLinkerdRoutes(p judgedPolicy, r, old *workload.Result, oldSet, set *me
 			}
 			was := chainTime(p, old, lr.raised)
 			from, to, _ := longestHop(tj)
-			if was >= tj.Chain.Time && !(lr.longest && from == lr.from && to == lr.to) {
+			waits := lr.longest && from == lr.from && to == lr.to
+			if was >= tj.Chain.Time && !waits {
 				continue
 			}
 			return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: lr.route + ": " + newRouteBounds(set.LayerTime(lr.times), was, was < tj.Chain.Time)}, true
