@@ -247,6 +247,11 @@ func DecideMesh(in MeshInput) MeshDecision {
 				}
 			}
 			v, over := judgeMesh(p, obj, oldSet, newSet, constJSON(in.Object))
+			if over && v.alt == nil && v.timeRaise == "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite && noField(v.layer, obj) {
+				// No field of the object gives these tries: as a ServiceEntry, refused, not
+				// admitted as sent with "could not rewrite".
+				return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: %s has no field that sets these tries)", v.message(obj), obj.id())
+			}
 			return v, over, nil
 		},
 		Ref:     func(v meshVerdict) workload.PolicyRef { return v.policy.Ref() },
@@ -367,11 +372,23 @@ type raised struct {
 func raisedBy(r, old *workload.Result, oldSet *mesh.Set, obj meshObject) []raised {
 	var out []raised
 	for _, e := range layered(r, old, obj) {
-		if e.attempts > e.was || newRoute(oldSet, e, obj) && ownTries(e.layer, obj) {
+		if e.attempts > e.was || newRoute(oldSet, e, obj) && (ownTries(e.layer, obj) || noField(e.layer, obj)) {
 			out = append(out, e.raised)
 		}
 	}
 	return out
+}
+
+// noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
+// field of obj can set: a GRPCRoute's rule under Istio (the Gateway API's GRPCRoute has no retry,
+// v1.6). Created, it was admitted over the cap as the default it repeats; it is judged, and
+// refused under Rewrite too (nothing to rewrite), naming what to declare instead.
+func noField(l mesh.Layer, obj meshObject) bool {
+	if l.Object != obj.id() || !l.Default || l.Tries <= 1 {
+		return false
+	}
+	_, err := mesh.Field(l)
+	return err != nil
 }
 
 // newRoute reports whether e's layer is read from a route of obj that did not take the edge's
@@ -1055,8 +1072,9 @@ func (v meshVerdict) message(obj meshObject) string {
 	floor := mesh.MinTries(v.layer)
 	field, err := mesh.Field(v.layer)
 	if err != nil {
-		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
-		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain()
+		// A route new to the edge whose tries are the mesh's default and no field of the
+		// object sets (a GRPCRoute's rule: noField): the error says what to do instead.
+		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain() + "; " + strings.TrimPrefix(err.Error(), v.layer.Note+": ") + v.waitClause()
 	}
 	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), field.Object, field.FieldPath, field.From, v.explain())
 	return msg + v.advice(field, floor) + v.defaultClause(field) + v.waitClause()

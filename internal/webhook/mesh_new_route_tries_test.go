@@ -193,3 +193,48 @@ spec:
 		})
 	}
 }
+
+// TestDecideMeshNewGRPCRouteDefault: a GRPCRoute (GAMMA, under Istio) has no retry field (the
+// Gateway API's v1.6): its rules take Istio's default, 3 tries. Created, it repeated the default
+// route's 3 tries and was admitted over the cap of 2; no field of it can lower them. Reject and
+// Rewrite refuse it naming what to declare instead, Audit warns.
+func TestDecideMeshNewGRPCRouteDefault(t *testing.T) {
+	const gr = `apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  parentRefs: [{group: "", kind: Service, name: ratings}]
+  rules:
+  - backendRefs: [{name: ratings, port: 9080}]
+`
+	const svc = `apiVersion: v1
+kind: Service
+metadata: {name: ratings, namespace: bookinfo}
+spec: {ports: [{name: grpc, port: 9080}]}`
+	const reviews = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews}}]
+    retries: {attempts: 0}
+`
+	const msg = "RetryPolicy bookinfo/bookinfo: Istio default, GRPCRoute bookinfo/ratings spec.rules[0] sets no retry makes productpage -x1-> reviews -x3-> ratings = 3 > cap 2" +
+		"; GRPCRoute bookinfo/ratings has no retry field (the Gateway API's GRPCRoute: the API server drops one), so its rules get the mesh's default: declare the retries on a VirtualService route for the Service, or lower the callers' attempts"
+	for _, tc := range []struct {
+		e    v1alpha1.Enforcement
+		cap  int32
+		want MeshDecision
+	}{
+		{v1alpha1.EnforcementReject, 2, MeshDecision{Message: msg}},
+		{v1alpha1.EnforcementRewrite, 2, MeshDecision{Message: msg + " (refused although enforcement is Rewrite: GRPCRoute bookinfo/ratings has no field that sets these tries)"}},
+		{v1alpha1.EnforcementAudit, 2, MeshDecision{Allowed: true, Warnings: []string{msg + " (admitted: enforcement is Audit)"}}},
+		{v1alpha1.EnforcementReject, 3, MeshDecision{Allowed: true}},
+	} {
+		t.Run(string(tc.e), func(t *testing.T) {
+			p := meshPolicy("bookinfo", tc.cap, tc.e)
+			expectMeshDecision(t, decideOn(t, []string{altIstioNS, svc, reviews}, []*v1alpha1.RetryPolicy{p}, gr, ""), tc.want)
+		})
+	}
+}
