@@ -171,7 +171,7 @@ type meshVerdict struct {
 	alt *altVerdict
 	// timeFrom, when not empty, names where the chain over maxTimeToAnswer waits longest when
 	// that is not the layer's own route (waitSource): "reviews -> ratings: VirtualService
-	// bookinfo/ratings spec.http[1] (per-try timeout unset, timeout 1m0s)".
+	// bookinfo/ratings spec.http[1] (1 try, per-try timeout unset, timeout 1m0s)".
 	timeFrom string
 }
 
@@ -206,6 +206,8 @@ func meshSets(set *mesh.Set, raw, old []byte) (obj meshObject, before, after *me
 //
 //   - only a change that raises the tries of one of the object's layers on some edge (or
 //     entrypoint) is judged: a lowering always passes, so a chain over its cap can be repaired;
+//     a route new to an edge is judged from the fewest tries its field gives (raisedBy), and by
+//     its timeouts where it lengthens the chain or the chain waits longest on it (judgeTimeRaise);
 //   - a raised edge whose caller's chains go over a policy's cap: Reject denies (the strictest
 //     policy's message, workload.CompareRefs: lowest cap, a RetryPolicy before a
 //     ClusterRetryPolicy, then namespace/name; naming the others after it, strictest first),
