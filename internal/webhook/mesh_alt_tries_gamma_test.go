@@ -65,7 +65,8 @@ spec:
 	expectMeshDecision(t, decideOn(t, cluster(rt("")), p(v1alpha1.EnforcementReject), two, rt("")), MeshDecision{
 		Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[1].retry.attempts: unset (a new route) -> 2 (a route other than the counted one: the time takes its tries too) makes " +
 			over + "; HTTPRoute bookinfo/ratings may keep attempts: 1"})
-	// Not judged yet: a new rule without retry takes Istio's default (3 tries), which no field
-	// of the object gives (docs/decisions.md, tries17).
+	// A new rule without retry takes Istio's default (3 tries, above the 2 its field can give:
+	// judged from 2), but Istio makes its backendRequest the route's timeout when it sets no
+	// retry: 9s in all, within the maximum (the comment said "not judged": it is, and fits).
 	expectMeshDecision(t, decideOn(t, cluster(rt("")), p(v1alpha1.EnforcementReject), rt(rule("")), rt("")), MeshDecision{Allowed: true})
 }

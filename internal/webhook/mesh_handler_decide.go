@@ -169,6 +169,10 @@ type meshVerdict struct {
 	// alt, when not nil, are the routes other than the edge's counted one whose tries the
 	// object raised (judgeAltTries), with the tries they may keep.
 	alt *altVerdict
+	// timeFrom, when not empty, names where the chain over maxTimeToAnswer waits longest when
+	// that is not the layer's own route (waitSource): "reviews -> ratings: VirtualService
+	// bookinfo/ratings spec.http[1] (1 try, per-try timeout unset, timeout 1m0s)".
+	timeFrom string
 }
 
 // meshSets are the cluster's Set without the object (with its stored version on an update) and
@@ -202,6 +206,8 @@ func meshSets(set *mesh.Set, raw, old []byte) (obj meshObject, before, after *me
 //
 //   - only a change that raises the tries of one of the object's layers on some edge (or
 //     entrypoint) is judged: a lowering always passes, so a chain over its cap can be repaired;
+//     a route new to an edge is judged from the fewest tries its field gives (raisedBy), and by
+//     its timeouts where it lengthens the chain or the chain waits longest on it (judgeTimeRaise);
 //   - a raised edge whose caller's chains go over a policy's cap: Reject denies (the strictest
 //     policy's message, workload.CompareRefs: lowest cap, a RetryPolicy before a
 //     ClusterRetryPolicy, then namespace/name; naming the others after it, strictest first),
@@ -243,6 +249,11 @@ func DecideMesh(in MeshInput) MeshDecision {
 				}
 			}
 			v, over := judgeMesh(p, obj, oldSet, newSet, constJSON(in.Object))
+			if over && v.alt == nil && v.timeRaise == "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite && noField(v.layer, obj) {
+				// No field of the object gives these tries: as a ServiceEntry, refused, not
+				// admitted as sent with "could not rewrite".
+				return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: %s has no field that sets these tries)", v.message(obj), obj.id())
+			}
 			return v, over, nil
 		},
 		Ref:     func(v meshVerdict) workload.PolicyRef { return v.policy.Ref() },
@@ -354,15 +365,54 @@ type raised struct {
 }
 
 // raisedBy lists the edges of r whose attempts are above old's and carry a layer of obj, in
-// edge order; entrypoints first.
-func raisedBy(r, old *workload.Result, obj meshObject) []raised {
+// edge order; entrypoints first. An edge whose layer is a route new there (created, or now
+// binding the edge: newRoute) counts as raised when the route gives more tries than the fewest
+// its field can (mesh.MinTries), as a route other than the counted one is judged
+// (altTriesRaises): the edge's tries before were the mesh's default (Istio's 3), which the new
+// route repeats without a word, and the chain over the cap was admitted though the route, which
+// now owns the hop, could set fewer (gate18).
+func raisedBy(r, old *workload.Result, oldSet *mesh.Set, obj meshObject) []raised {
 	var out []raised
 	for _, e := range layered(r, old, obj) {
-		if e.attempts > e.was {
+		if e.attempts > e.was || newRoute(oldSet, e, obj) && (ownTries(e.layer, obj) || noField(e.layer, obj)) {
 			out = append(out, e.raised)
 		}
 	}
 	return out
+}
+
+// noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
+// field of obj can set: a GRPCRoute's rule under Istio (the Gateway API's GRPCRoute has no retry,
+// v1.6). Created, it was admitted over the cap as the default it repeats; it is judged, and
+// refused under Rewrite too (nothing to rewrite), naming what to declare instead.
+func noField(l mesh.Layer, obj meshObject) bool {
+	if l.Object != obj.id() || !l.Default || l.Tries <= 1 {
+		return false
+	}
+	_, err := mesh.Field(l)
+	return err != nil
+}
+
+// newRoute reports whether e's layer is read from a route of obj that did not take the edge's
+// calls before: the object had no layer on the edge, or none of its routes of that index
+// ("spec.http[1]", "spec.rules[1]") was among the routes the calls could take.
+func newRoute(oldSet *mesh.Set, e layeredEdge, obj meshObject) bool {
+	if e.layer.Object != obj.id() {
+		return false
+	}
+	if e.oldLayer == nil {
+		return true
+	}
+	want := routeOf(e.layer)
+	if routeOf(*e.oldLayer) == want {
+		return false
+	}
+	for _, o := range oldSet.TimeAlternatives(*e.oldLayer) {
+		if routeOf(o) == want {
+			return false
+		}
+	}
+	return true
 }
 
 // layeredEdge is an edge (or entrypoint) of r that carries a layer of the object, with its
@@ -484,7 +534,7 @@ func judgeAt(r *workload.Result, e raised) *graph.Judgement {
 func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw objectJSON) (meshVerdict, bool) {
 	old := p.build(oldSet)
 	r := p.build(set)
-	edges := raisedBy(r, old, obj)
+	edges := raisedBy(r, old, oldSet, obj)
 	for i, e := range edges {
 		j := judgeAt(r, e)
 		tj := timeAt(p, r, e)
@@ -516,6 +566,7 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 				v = meshVerdict{policy: p, layer: o.layer, edge: o, judge: oj, time: otj}
 			}
 		}
+		v.timeFrom = waitSource(r, set, v)
 		return v, true
 	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
@@ -730,10 +781,34 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 			// each (mesh.Set.Hops), so a timeout raised there lengthens the hop too.
 			before, after, change = altTimeRaise(oldSet, set, e, obj)
 		}
+		var tj *graph.TimeJudgement
+		if change == "" {
+			// A route new to the edge: no bound of its own was raised, but the calls may
+			// now take it (gate18).
+			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && !ownTries(nl, obj) {
+				if tj = timeAt(p, r, e.raised); tj != nil {
+					// Judged when it lengthens the chain, or when the chain waits longest on
+					// it (a created object shortens the mesh default's unbounded hop, yet its
+					// own timeout keeps the chain over: analyze and the status name it).
+					was := chainTime(p, old, e.raised)
+					w, waits := waitRoute(r, set, tj)
+					waits = waits && w.from == e.from && w.to == e.to && routeOf(w.layer) == routeOf(nl)
+					if was < tj.Chain.Time || waits {
+						before, after = mesh.LayerTime{}, set.LayerTime(nl)
+						change = newRouteBounds(after, was, was < tj.Chain.Time)
+						if after.Source == "" {
+							after.Source = routeOf(nl)
+						}
+					}
+				}
+			}
+		}
 		if change == "" {
 			continue
 		}
-		tj := timeAt(p, r, e.raised)
+		if tj == nil {
+			tj = timeAt(p, r, e.raised)
+		}
 		if tj == nil {
 			continue
 		}
@@ -751,7 +826,109 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 	}
 	// A route of the callee's Service other than the counted one, or the Service whose
 	// timeouts such a route inherits (mesh_linkerd_time.go).
-	return judgeLinkerdRoutes(p, r, oldSet, set, obj.id())
+	return judgeLinkerdRoutes(p, r, old, oldSet, set, obj)
+}
+
+// newRouteOn is the route of obj on e's edge that is new there (no route of the object with its
+// "spec.http[i]" or "spec.rules[i]" took the edge's calls before: the object or the route was
+// created, or now binds the edge), the one of them whose own bound is the longest; ok false
+// when none is. Its timeouts raise nothing (judgeTimeRaise compares a route with its old self),
+// yet the time model times the calls over it too (mesh.Set.TimeAlternatives): a route of one
+// try and a timeout of 60s beside a route of 3s lengthens the hop to 60s, and was admitted while
+// the status showed the chain over maxTimeToAnswer (docs/decisions.md, gate18).
+func newRouteOn(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (mesh.Layer, bool) {
+	had := map[string]bool{}
+	if e.oldLayer != nil {
+		had[routeOf(*e.oldLayer)] = true
+		for _, o := range oldSet.TimeAlternatives(*e.oldLayer) {
+			had[routeOf(o)] = true
+		}
+	}
+	cands := []mesh.Layer{e.layer}
+	cands = append(cands, set.TimeAlternatives(e.layer)...)
+	var best mesh.Layer
+	var bestT time.Duration
+	found := false
+	for _, l := range cands {
+		if l.Object != obj.id() || had[routeOf(l)] {
+			continue
+		}
+		if d := routeBound(l, set.LayerTime(l)); !found || d > bestT {
+			best, bestT, found = l, d, true
+		}
+	}
+	return best, found
+}
+
+// ownTries reports whether l's tries are obj's to lower (above the fewest its field gives): a
+// new route with such tries is judgeAltTries' (Rewrite lowers them to the most that fit); one
+// at its fewest, or whose tries another object gives, is judged by its timeouts alone.
+func ownTries(l mesh.Layer, obj meshObject) bool {
+	if l.Object != obj.id() || l.Tries <= mesh.MinTries(l) {
+		return false
+	}
+	_, err := mesh.Field(l)
+	return err == nil
+}
+
+// routeOf is the route a layer is read from: "VirtualService ns/n spec.http[1]", the object
+// alone for a layer of the whole object.
+func routeOf(l mesh.Layer) string {
+	if i := strings.IndexByte(l.FieldPath, ']'); i >= 0 {
+		return l.Object + " " + l.FieldPath[:i+1]
+	}
+	return l.Object
+}
+
+// routeBound is the longest a route's tries can take when nothing else bounds them, to choose
+// which new route to name: its timeout, else its tries times the per-try timeout and backoff,
+// graph.Forever when neither bounds them; its delay comes on top.
+func routeBound(l mesh.Layer, lt mesh.LayerTime) time.Duration {
+	d := graph.Forever
+	switch {
+	case lt.Timeout > 0:
+		d = lt.Timeout
+	case lt.PerTry > 0 && lt.LastTry == 0:
+		d = graph.TimeLayer{Tries: l.Tries, BackoffBase: lt.BackoffBase, BackoffMax: lt.BackoffMax}.BackoffTotal()
+		d += time.Duration(max(l.Tries, 1)) * lt.PerTry
+	}
+	if d < graph.Forever-lt.Delay {
+		d += lt.Delay
+	}
+	return d
+}
+
+// newRouteBounds names a new route's bounds, as timeRaises names raised ones, and the chain's
+// worst time before it when it lengthened it: "per-try timeout unset, timeout 60s (a new route;
+// the chain's worst time was 3s)", else that the chain waits longest on it.
+func newRouteBounds(lt mesh.LayerTime, was time.Duration, lengthened bool) string {
+	if !lengthened {
+		return describeBounds(lt) + " (a new route, the one the chain waits on longest)"
+	}
+	return describeBounds(lt) + " (a new route; the chain's worst time was " + graph.FormatTime(was) + ")"
+}
+
+// describeBounds is a route's bounds as the messages write them: "per-try timeout unset, timeout
+// 1m0s", with the last try's and a fault delay where set.
+func describeBounds(lt mesh.LayerTime) string {
+	parts := []string{"per-try timeout " + fmtBound(lt.PerTry)}
+	if lt.LastTry != 0 {
+		parts = append(parts, "last-try timeout "+fmtBound(lastTry(lt)))
+	}
+	parts = append(parts, "timeout "+fmtBound(lt.Timeout))
+	if lt.Delay > 0 {
+		parts = append(parts, "fault delay "+graph.FormatTime(lt.Delay))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// chainTime is the worst time of the chains through e in r (0 when no entrypoint reaches it).
+func chainTime(p judgedPolicy, r *workload.Result, e raised) time.Duration {
+	d := p.Spec().MaxTimeToAnswer.Duration
+	if e.from == "" {
+		return graph.EntryTime(r.Graph, r.Timing(), e.to, d).Chain.Time
+	}
+	return graph.JudgeTimeEdge(r.Graph, r.Timing(), e.from, e.to, d).Chain.Time
 }
 
 // altTimeRaise is the first route of obj among e's layer's alternatives (mesh.Set.TimeAlternatives)
@@ -897,10 +1074,47 @@ func (v meshVerdict) message(obj meshObject) string {
 	floor := mesh.MinTries(v.layer)
 	field, err := mesh.Field(v.layer)
 	if err != nil {
-		// A layer of the object always has a field (it is the object's); tries > 1 (it raised).
-		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain()
+		// A route new to the edge whose tries are the mesh's default and no field of the
+		// object sets (a GRPCRoute's rule: noField): the error says what to do instead.
+		return v.policy.Ref().String() + ": " + v.layer.Note + " makes " + v.explain() + "; " + strings.TrimPrefix(err.Error(), v.layer.Note+": ") + v.waitClause()
 	}
 	msg := fmt.Sprintf("%s: %s %s: %s makes %s", v.policy.Ref(), field.Object, field.FieldPath, field.From, v.explain())
+	return msg + v.advice(field, floor) + v.defaultClause(field) + v.waitClause()
+}
+
+// defaultClause says, for a route that sets no retry and so takes Istio's default, where its
+// tries come from and the two ways to lower them: "; HTTPRoute bookinfo/ratings spec.rules[1]
+// sets no retry: its 3 tries are Istio's default (2 retries); set spec.rules[1].retry.attempts,
+// or lower the mesh's defaultHttpRetryPolicy". "unset (2)" alone did not say whose 2 they were
+// (gate18).
+func (v meshVerdict) defaultClause(field *mesh.Rewrite) string {
+	l := v.layer
+	if !l.Default || l.Object == "" || !strings.HasPrefix(l.Note, "Istio default") {
+		return ""
+	}
+	src := "Istio's default (" + strconv.FormatInt(l.Tries-1, 10) + " retries)"
+	if head, _, ok := strings.Cut(l.Note, ", "); ok && head != "Istio default" {
+		// "from ConfigMap istio-system/istio data.mesh defaultHttpRetryPolicy.attempts: 3",
+		// "--istio-default-retries=3": the count is in it.
+		src = "Istio's default" + strings.TrimPrefix(head, "Istio default")
+	}
+	return fmt.Sprintf("; %s sets no retry: its %d tries are %s; set %s, or lower the mesh's defaultHttpRetryPolicy",
+		routeOf(l), l.Tries, src, field.FieldPath)
+}
+
+// waitClause is "; the wait comes from <hop>: <route> (<bounds>)" when v's chain waits longest
+// on a route other than v's own (waitSource), else "".
+func (v meshVerdict) waitClause() string {
+	if v.timeFrom == "" {
+		return ""
+	}
+	return "; the wait over maxTimeToAnswer comes from " + v.timeFrom
+}
+
+// advice is what message says can be kept, or that nothing can: "; VirtualService
+// bookinfo/ratings may keep attempts: 1".
+func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
+	msg := ""
 	if v.keep == 0 {
 		full, err := mesh.PlanRewrite(v.layer, floor)
 		if err != nil {
@@ -1007,8 +1221,11 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 		for _, w := range rewrites {
 			// A verdict no count fits goes on too, to the layer's floor (with its warning):
 			// dropped, the object was admitted lowered for another chain only, and the one
-			// still over was named nowhere.
-			if nv, over := judgeMesh(w.policy, obj, oldSet, cur, raw); over && nv.layer.Tries > 1 && (nv.keep > 0 || nv.layer.Tries > mesh.MinTries(nv.layer)) {
+			// still over was named nowhere. A timeout's verdict does not: no count is its fix,
+			// and lowering the edge's counted route for it would cut a route the user did not
+			// change, 16 times over with its warning (a new route lowered to its fewest tries
+			// whose own timeouts keep the chain over, gate18).
+			if nv, over := judgeMesh(w.policy, obj, oldSet, cur, raw); over && nv.timeRaise == "" && nv.layer.Tries > 1 && (nv.keep > 0 || nv.layer.Tries > mesh.MinTries(nv.layer)) {
 				pending = append(pending, nv)
 			}
 		}
@@ -1047,7 +1264,101 @@ func asSent(v meshVerdict, obj meshObject, set *mesh.Set) meshVerdict {
 	}
 	e := raised{from: v.edge.from, to: v.edge.to, layer: l}
 	v.layer, v.edge, v.judge, v.time = l, e, judgeAt(r, e), timeAt(v.policy, r, e)
+	v.timeFrom = waitSource(r, set, v)
 	return v
+}
+
+// waitSource names where v's chain over maxTimeToAnswer waits longest, when that is not v's
+// own route: the hop of the chain that adds the most to its time (a service's worst time less
+// its callee's on the chain; a leaf's unknown time adds nothing), and on it the route of the
+// longest bound (mesh.Set.TimeAlternatives: every route the calls may take), with its bounds.
+// The gate named the route whose tries rose, and, no count of them fitting, told to lower the
+// callers' attempts, while the time was another route's timeout (gate18). "" when v is not over
+// the time, or the wait is in v's own route, or no mesh route bounds the hop (the application's
+// own timeouts, which the chain's times already show).
+func waitSource(r *workload.Result, set *mesh.Set, v meshVerdict) string {
+	if v.time == nil || !v.time.Over {
+		return ""
+	}
+	w, ok := waitRoute(r, set, v.time)
+	if !ok || routeOf(w.layer) == routeOf(v.layer) {
+		return ""
+	}
+	name := w.lt.Source
+	if name == "" || !strings.HasPrefix(name, w.layer.Object) {
+		name = routeOf(w.layer)
+	}
+	tries := fmt.Sprintf("%d tries", w.layer.Tries)
+	if w.layer.Tries == 1 {
+		tries = "1 try"
+	}
+	return fmt.Sprintf("%s -> %s: %s (%s, %s)", w.from, w.to, name, tries, describeBounds(w.lt))
+}
+
+// wait is where a chain waits longest: the hop from -> to, and on it the route of layer (with
+// its times lt).
+type wait struct {
+	from, to string
+	layer    mesh.Layer
+	lt       mesh.LayerTime
+}
+
+// waitRoute is where tj's chain waits longest (waitSource): the hop that adds the most to its
+// time, and on it the route of the longest bound, then of the most tries; ok false when no
+// route an object declares is on that hop.
+func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait, bool) {
+	from, to, ok := longestHop(tj)
+	if !ok {
+		return wait{}, false
+	}
+	m, ok := r.MeshEdges[[2]string{from, to}]
+	if !ok {
+		return wait{}, false
+	}
+	w := wait{from: from, to: to}
+	srcB := time.Duration(-1)
+	for _, l := range m.Layers {
+		alts := set.TimeAlternatives(l)
+		if len(alts) == 0 {
+			alts = []mesh.Layer{l}
+		}
+		for _, a := range alts {
+			if a.Object == "" {
+				continue // a default no object declares: the chain's layers name it
+			}
+			// The longest bound, then the most tries: a route of no bound multiplies what
+			// its callee takes by its tries.
+			lt := set.LayerTime(a)
+			if b := routeBound(a, lt); b > srcB || b == srcB && a.Tries > w.layer.Tries {
+				w.layer, w.lt, srcB = a, lt, b
+			}
+		}
+	}
+	return w, srcB >= 0
+}
+
+// longestHop is the hop of tj's chain that adds the most to its time: a service's worst time
+// less its callee's on the chain (a leaf's unknown time adds nothing).
+func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
+	ch := tj.Chain
+	best, bestD := -1, time.Duration(-1)
+	for i := 0; i+1 < len(ch.Path) && i+1 < len(ch.Times); i++ {
+		next := ch.Times[i+1]
+		if next == graph.Forever && i+2 == len(ch.Path) {
+			next = 0 // a leaf's unknown time
+		}
+		d := ch.Times[i] - next
+		if ch.Times[i] == graph.Forever {
+			d = graph.Forever
+		}
+		if d > bestD {
+			best, bestD = i, d
+		}
+	}
+	if best < 0 {
+		return "", "", false
+	}
+	return ch.Path[best], ch.Path[best+1], true
 }
 
 // maxAnnotationBytes is the API's limit on an object's annotations, keys and values together

@@ -24,13 +24,18 @@ type linkerdRaise struct {
 	// route names the route ("HTTPRoute bookinfo/ratings-rest"), change the bounds lengthened
 	// ("per-try timeout 1s -> 15s", timeRaises).
 	route, change string
+	// created: the route is new to the edge (change empty): judged by whether the chain's time
+	// grew, or waits longest on it (judgeLinkerdRoutes), its times read from times; longest:
+	// its bound is the longest of the call's routes.
+	created, longest bool
+	times            mesh.Layer
 }
 
 // linkerdTimeRaises lists the edges of r (built on set) whose calls Linkerd may send over a
 // route whose timeouts are objID's, before (oldSet) or after, and lengthened from oldSet's: the
-// route's own, or the Service's where the route sets none. A route new to the Set is judged
-// against no bound (as a new Istio route: altTimeRaise), so it is no raise. In r's call order,
-// one per edge and route.
+// route's own, or the Service's where the route sets none. A route new to the Set whose
+// timeouts are objID's is listed as created (no bound of its own to compare: judgeLinkerdRoutes
+// compares the chain's time, gate18). In r's call order, one per edge and route.
 func linkerdTimeRaises(r *workload.Result, oldSet, set *mesh.Set, objID string) []linkerdRaise {
 	var out []linkerdRaise
 	seen := map[[3]string]bool{}
@@ -48,7 +53,7 @@ func linkerdTimeRaises(r *workload.Result, oldSet, set *mesh.Set, objID string) 
 		}
 		for _, rt := range routes {
 			o, ok := before[rt.Route]
-			if !ok || rt.Times.Object != objID && o.Times.Object != objID {
+			if !ok && rt.Times.Object != objID && rt.Route != objID || ok && rt.Times.Object != objID && o.Times.Object != objID {
 				continue
 			}
 			key := [3]string{c.From, c.To, rt.Route}
@@ -56,6 +61,17 @@ func linkerdTimeRaises(r *workload.Result, oldSet, set *mesh.Set, objID string) 
 				continue
 			}
 			seen[key] = true
+			if !ok {
+				longest := true
+				b := routeBound(rt.Tries, set.LayerTime(rt.Times))
+				for _, o := range routes {
+					if o.Route != rt.Route && routeBound(o.Tries, set.LayerTime(o.Times)) > b {
+						longest = false
+					}
+				}
+				out = append(out, linkerdRaise{raised: raised{from: c.From, to: c.To, layer: rt.Tries}, route: rt.Route, created: true, longest: longest, times: rt.Times})
+				continue
+			}
 			if change := timeRaises(oldSet.LayerTime(o.Times), set.LayerTime(rt.Times)); change != "" {
 				out = append(out, linkerdRaise{raised: raised{from: c.From, to: c.To, layer: rt.Tries}, route: rt.Route, change: change})
 			}
@@ -113,11 +129,30 @@ func linkerdRaiseMessage(oldSet, set *mesh.Set, objID string, lr linkerdRaise) s
 // judgeLinkerdRoutes is judgeTimeRaise for the Linkerd routes of r's edges other than the
 // counted ones (linkerdTimeRaises): the first edge whose chains are over p's maxTimeToAnswer
 // through a route objID's change lengthened.
-func judgeLinkerdRoutes(p judgedPolicy, r *workload.Result, oldSet, set *mesh.Set, objID string) (meshVerdict, bool) {
+// A route created is judged when the chains through the edge are over and either longer than
+// on old (p's graph on oldSet) or waiting longest on it (the hop that adds the most, the route
+// of the longest bound), and its tries are not its own to lower (ownTries: else they are
+// judgeAltTries'): named by the route and its bounds.
+func judgeLinkerdRoutes(p judgedPolicy, r, old *workload.Result, oldSet, set *mesh.Set, obj meshObject) (meshVerdict, bool) {
+	objID := obj.id()
 	for _, lr := range linkerdTimeRaises(r, oldSet, set, objID) {
-		if tj := timeAt(p, r, lr.raised); tj != nil {
-			return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: linkerdRaiseMessage(oldSet, set, objID, lr)}, true
+		tj := timeAt(p, r, lr.raised)
+		if tj == nil {
+			continue
 		}
+		if lr.created {
+			if ownTries(lr.layer, obj) {
+				continue
+			}
+			was := chainTime(p, old, lr.raised)
+			from, to, _ := longestHop(tj)
+			waits := lr.longest && from == lr.from && to == lr.to
+			if was >= tj.Chain.Time && !waits {
+				continue
+			}
+			return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: lr.route + ": " + newRouteBounds(set.LayerTime(lr.times), was, was < tj.Chain.Time)}, true
+		}
+		return meshVerdict{policy: p, layer: lr.layer, edge: lr.raised, time: tj, timeRaise: linkerdRaiseMessage(oldSet, set, objID, lr)}, true
 	}
 	return meshVerdict{}, false
 }

@@ -482,7 +482,7 @@ func DecideMeshMembership(in MeshInput, keys []mesh.MetaKey) MeshDecision {
 		// The timeouts of a Linkerd route other than the edge's counted one, which it
 		// inherits from the Service (mesh_linkerd_time.go): changedEdges sees the counted
 		// layers only.
-		mv, over := judgeLinkerdRoutes(p, p.build(newSet), oldSet, newSet, obj.id())
+		mv, over := judgeLinkerdRoutes(p, p.build(newSet), p.build(oldSet), oldSet, newSet, obj)
 		return configMapVerdict{policy: p, time: mv.time}, over
 	}
 	message := func(v configMapVerdict) string {
