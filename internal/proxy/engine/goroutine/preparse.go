@@ -130,6 +130,9 @@ type headConn struct {
 	// waitGone: the connection ended (its client's reset, its close) while
 	// a body waited for budget (grow).
 	waitGone bool
+	// unbudgeted: the head framed last is refused whatever its body
+	// (headRefusal): its body reserves nothing (fasthttp reads none of it).
+	unbudgeted bool
 	// linger: the server refused a request on c and closes it after its
 	// answer, the client's bytes perhaps still coming (lingerAfterRefusal).
 	linger atomic.Bool
@@ -664,6 +667,13 @@ func (c *headConn) frame(head []byte) bool {
 		return true
 	}
 	c.mayTunnel = h.IsConnect() || h.ConnectionUpgrade() || len(h.Peek(fasthttp.HeaderUpgrade)) > 0
+	// A head refused whatever its body: nothing is reserved for the body,
+	// which fasthttp does not read (headerReceived), so that the refusal
+	// is the head's 400, not the budget's 503.
+	c.unbudgeted = false
+	if n := h.ContentLength(); n != 0 && n != -2 {
+		_, c.unbudgeted = headRefusal(h)
+	}
 	switch n := h.ContentLength(); {
 	case n == -1:
 		c.st, c.excess, c.chunked, c.chunkBuf, c.chunkOld, c.chunkHead = stChunkSize, 0, 0, 0, 0, c.heads
@@ -672,7 +682,7 @@ func (c *headConn) frame(head []byte) bool {
 		// body's is reserved by the engine's headerReceived, before
 		// fasthttp allocates its buffer (a body over fasthttp's limit is
 		// its 413, unread).
-		if n <= forward.BufferedBodyMax && !c.reserve(round2(int64(n)), int64(n), false) {
+		if n <= forward.BufferedBodyMax && !c.unbudgeted && !c.reserve(round2(int64(n)), int64(n), false) {
 			c.refuseBudget()
 			return false
 		}
@@ -695,7 +705,7 @@ func (c *headConn) frame(head []byte) bool {
 // budget, and eight concurrent ones were all refused. false: the body
 // refused. A body over fasthttp's limit is its 413, unreserved.
 func (c *headConn) reserveChunk(size, at int64) bool {
-	if c.budget == nil {
+	if c.budget == nil || c.unbudgeted {
 		return true
 	}
 	c.chunked += size
