@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/retrycap/retrycap/internal/proxy/forward"
@@ -64,6 +65,51 @@ func TestH1Red18MalformedBeforeBody(t *testing.T) {
 			}
 			if n := p.fw.Bodies.InUse(); n != max {
 				t.Errorf("budget in use: %d, want %d (the held body's alone)", n, max)
+			}
+		})
+	}
+}
+
+// TestH1Red18EmptyQueryKept: an empty query keeps its "?" upstream, on
+// both engines and on a retry too: "OPTIONS http://backend?" has a query
+// component (empty), so RFC 9112 3.2.4's "*" (for a URI with an empty path
+// and no query) does not apply and it goes as "OPTIONS /?" (3.2.1: "/" for
+// the empty path), as Go's net/http sends it; "GET /x?" goes as "/x?", as
+// nginx 1.22 and HAProxy 2.6 pass it on. Before, both engines sent
+// "OPTIONS /" and "GET /x": fasthttp's writer rebuilds the target from the
+// URI and drops an empty query, so the origin got another URI than the
+// client's (RFC 3986 6.2.3).
+func TestH1Red18EmptyQueryKept(t *testing.T) {
+	cases := []struct{ req, target string }{
+		{"OPTIONS http://backend? HTTP/1.1\r\nHost: backend\r\n\r\n", "OPTIONS /?"},
+		{"GET /x? HTTP/1.1\r\nHost: backend\r\n\r\n", "GET /x?"},
+		{"GET http://backend/a%3Fb? HTTP/1.1\r\nHost: backend\r\n\r\n", "GET /a%3Fb?"},
+		{"GET http://backend? HTTP/1.1\r\nHost: backend\r\n\r\n", "GET /?"},
+		{"GET /x?? HTTP/1.1\r\nHost: backend\r\n\r\n", "GET /x??"},
+		{"OPTIONS http://backend HTTP/1.1\r\nHost: backend\r\n\r\n", "OPTIONS *"},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			// Every first attempt is answered 503, its retry 200: the retry's
+			// target is the one the first write set.
+			b := newFrBackend(t, func(n int, _ *http.Request, _ []byte) []byte {
+				if n%2 == 1 {
+					return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+				}
+				return []byte(smOK)
+			})
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+			for _, tc := range cases {
+				raw0, _ := b.received()
+				method := tc.req[:strings.IndexByte(tc.req, ' ')]
+				if ans := frExchange(t, p.Addr(), tc.req, 1, method); ans != smOK {
+					t.Errorf("%q: answer %q, want %q", tc.req, ans, smOK)
+				}
+				raw1, _ := b.received()
+				fwd := tc.target + " HTTP/1.1\r\nHost: backend\r\nRetrycap-Budget: "
+				if got, want := strings.TrimPrefix(raw1, raw0), fwd+"2\r\n\r\n"+fwd+"1\r\n\r\n"; got != want {
+					t.Errorf("%q: the upstream received\n%q\nwant\n%q", tc.req, got, want)
+				}
 			}
 		})
 	}
