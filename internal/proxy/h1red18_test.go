@@ -114,3 +114,40 @@ func TestH1Red18EmptyQueryKept(t *testing.T) {
 		})
 	}
 }
+
+// TestH1Red18FragmentRefused: a request target holding a '#' (origin form,
+// absolute form, after a query, as the whole path) is 400 `a fragment (#)
+// in the request target` on both engines, the same bytes, nothing sent
+// upstream: the request-target grammar has no fragment (RFC 9112 3.2) and
+// HAProxy 2.6.15+ refuses it alike. Before, both engines dropped the '#'
+// and all after it, silently: `DELETE /users/1#/../2` ran as `DELETE
+// /users/1`, `GET http://backend#/x` as `GET /`. An escaped one (%23) is
+// path and passes as it came.
+func TestH1Red18FragmentRefused(t *testing.T) {
+	want := string(forward.MalformedAnswer(forward.ReasonFragment))
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			for _, req := range []string{
+				"DELETE /users/1#/../2 HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"GET /x#frag HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"GET http://backend/x?a=1#b HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"GET http://backend#/x HTTP/1.1\r\nHost: backend\r\n\r\n",
+				"POST /orders# HTTP/1.1\r\nHost: backend\r\nContent-Length: 2\r\n\r\nhi",
+			} {
+				c := proxytest.Dial(t, p.Addr())
+				c.Send(req)
+				if got := c.Rest(); got != want {
+					t.Errorf("%q: answered\n%q\nwant\n%q", req, got, want)
+				}
+			}
+			if n := b.Hits.Load(); n != 0 {
+				t.Errorf("the backend executed %d requests, want 0", n)
+			}
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("DELETE /users/1%23x HTTP/1.1\r\nHost: backend\r\n\r\n")
+			c.Expect("DELETE", http.StatusOK, "/users/1#x:") // the echo backend's decoded path
+		})
+	}
+}

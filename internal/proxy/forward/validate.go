@@ -161,13 +161,25 @@ const ReasonUserinfo = "userinfo in the request target or Host"
 // breaker of an upstream it never reached.
 const ReasonScheme = "a request target whose scheme is not http"
 
+// ReasonFragment is the refusal of a request target holding a '#': the
+// request-target grammar has no fragment (RFC 9112 3.2, 3.2.1, 3.2.2:
+// origin-form and absolute-URI end at the query), and RFC 9112 3.2 has a
+// recipient of an invalid request-line answer 400. Passed on, fasthttp's
+// URI dropped the '#' and all after it, silently: "DELETE /users/1#/../2"
+// ran as "DELETE /users/1". HAProxy (2.6.15, 2.8.2 on: CVE-2023-45539)
+// refuses it alike; nginx passes it on as it came.
+const ReasonFragment = "a fragment (#) in the request target"
+
 // CheckTarget judges a parsed request head's target (absolute or
 // authority form) and Host field: "" to forward it, else the reason of a
-// 400 (ReasonUserinfo, ReasonScheme). Origin-form targets ("/a@b") and
-// a path's or query's '@' are no userinfo.
+// 400 (ReasonUserinfo, ReasonScheme, ReasonFragment). Origin-form targets
+// ("/a@b") and a path's or query's '@' are no userinfo.
 func CheckTarget(host, target []byte) string {
 	if bytes.IndexByte(host, '@') >= 0 {
 		return ReasonUserinfo
+	}
+	if bytes.IndexByte(target, '#') >= 0 {
+		return ReasonFragment
 	}
 	if len(target) == 0 || target[0] == '/' || target[0] == '*' {
 		return ""
