@@ -151,3 +151,44 @@ func TestH1Red18FragmentRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestH1Red18IdentityAloneRefused: a request whose Transfer-Encoding is
+// "identity" with no Content-Length is 400 `unsupported transfer-encoding`
+// on both engines, the connection closed, nothing executed upstream: RFC
+// 9112 6.1 (a request Transfer-Encoding not ending in chunked: 400 and
+// close); HAProxy 2.6 answers 400, nginx 1.22 501. Before, fasthttp's
+// parser skipped the field: both engines executed the POST with no body
+// and served the bytes after its head as a second request on the
+// connection, which a front end reading the body to its close would not
+// have sent as one (two executions at the backend for one request of the
+// front end's). With a Content-Length the body is framed by it, as before
+// (TestAdvRequestSmuggling's "TE identity and CL").
+func TestH1Red18IdentityAloneRefused(t *testing.T) {
+	want := string(forward.MalformedAnswer("unsupported transfer-encoding"))
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			for _, req := range []string{
+				"POST /orders HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: identity\r\n\r\nPOST /orders HTTP/1.1\r\nHost: backend\r\nContent-Length: 2\r\n\r\nhi",
+				"POST http://backend/orders HTTP/1.1\r\nHost: backend\r\ntransfer-encoding:\tIdentity \r\n\r\n",
+				"POST /orders HTTP/1.0\r\nHost: backend\r\nTransfer-Encoding: identity\r\nConnection: keep-alive\r\n\r\n",
+			} {
+				c := proxytest.Dial(t, p.Addr())
+				c.Send(req)
+				if got := c.Rest(); got != want {
+					t.Errorf("%q: answered\n%q\nwant\n%q", req, got, want)
+				}
+			}
+			if n := b.Hits.Load(); n != 0 {
+				t.Errorf("the backend executed %d requests, want 0", n)
+			}
+			c := proxytest.Dial(t, p.Addr())
+			c.Send("POST /orders HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\nhi")
+			c.Expect("POST", http.StatusOK, "/orders:hi")
+			if n := b.Hits.Load(); n != 1 {
+				t.Errorf("the backend executed %d requests, want 1", n)
+			}
+		})
+	}
+}

@@ -25,8 +25,10 @@ var tchar = func() (t [256]bool) {
 
 // BadHeaderLines reports the first problem in a raw header block (the
 // lines after the request line, through the empty line or to its end):
-// "" when there is none.
+// "" when there is none. A request's block only: a Transfer-Encoding of
+// "identity" without a Content-Length is one (ReasonTransferEncoding).
 func BadHeaderLines(raw []byte) string {
+	var identity, length bool
 	for len(raw) > 0 {
 		i := bytes.IndexByte(raw, '\n')
 		line := raw
@@ -40,14 +42,39 @@ func BadHeaderLines(raw []byte) string {
 			raw = nil
 		}
 		if len(line) == 0 {
-			return ""
+			break
 		}
 		if msg := badHeaderLine(line); msg != "" {
 			return msg
 		}
+		// Only a framing field's name has one of these lengths among the
+		// names checked: a compare per line, no more.
+		switch c := bytes.IndexByte(line, ':'); c {
+		case len("Transfer-Encoding"):
+			identity = identity || bytes.EqualFold(line[:c], []byte("Transfer-Encoding")) && bytes.EqualFold(trimSpace(line[c+1:]), []byte("identity"))
+		case len("Content-Length"):
+			length = length || bytes.EqualFold(line[:c], []byte("Content-Length"))
+		}
+	}
+	if identity && !length {
+		return ReasonTransferEncoding
 	}
 	return ""
 }
+
+// ReasonTransferEncoding is the refusal of a request whose
+// Transfer-Encoding does not end in chunked, in fasthttp's parser's words
+// for the codings it does not know. BadHeaderLines gives it for
+// "identity" without a Content-Length, which fasthttp's parser skips: the
+// request had no body, and the bytes after its head were served as the
+// next request. RFC 9112 6.1: a request whose Transfer-Encoding does not
+// end in chunked has no reliable length, and the server MUST answer 400
+// and close; HAProxy 2.6 answers 400, nginx 1.22 501. A front end that
+// reads such a body otherwise (to its close) and the proxy framed the
+// connection differently: the shape of a smuggled request. "identity" with
+// a Content-Length is framed by the length, and the connection closes
+// after its answer (nothing after it is read).
+const ReasonTransferEncoding = "unsupported transfer-encoding"
 
 func badHeaderLine(line []byte) string {
 	c := bytes.IndexByte(line, ':')
