@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -188,6 +189,43 @@ func TestH1Red18IdentityAloneRefused(t *testing.T) {
 			c.Expect("POST", http.StatusOK, "/orders:hi")
 			if n := b.Hits.Load(); n != 1 {
 				t.Errorf("the backend executed %d requests, want 1", n)
+			}
+		})
+	}
+}
+
+// TestH1Red18BadHeadGoneLeavesNothing: a malformed head with a chunked body
+// whose client closes before the body (fasthttp answers nothing to that
+// close, so its error handler never takes the refusal the engine noted for
+// the head) does not refuse the requests read after it into the same pooled
+// request: 20 rounds of such a head and its close, each followed by a good
+// POST with Expect: 100-continue on another connection, get the 100 and the
+// backend's 200, each executed once.
+func TestH1Red18BadHeadGoneLeavesNothing(t *testing.T) {
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := proxytest.NewBackend(t, proxytest.Echo)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.Addr())
+			const rounds = 20
+			for i := range rounds {
+				bad := proxytest.Dial(t, p.Addr())
+				bad.Send("POST /bad HTTP/1.1\r\nHost: backend\r\nBad Name: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+				_ = bad.C.(*net.TCPConn).CloseWrite()
+				bad.Rest() // whatever the proxy says to a client gone: it closes
+				c := proxytest.Dial(t, p.Addr())
+				c.Send("POST /good HTTP/1.1\r\nHost: backend\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+				line, err := c.BR.ReadString('\n')
+				if err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+					t.Fatalf("round %d: %q (%v), want the 100", i, line, err)
+				}
+				if _, err := c.BR.ReadString('\n'); err != nil {
+					t.Fatal(err)
+				}
+				c.Send("hi")
+				c.Expect("POST", http.StatusOK, "/good:hi")
+			}
+			if n := b.Hits.Load(); n != rounds {
+				t.Errorf("the backend executed %d requests, want %d", n, rounds)
 			}
 		})
 	}

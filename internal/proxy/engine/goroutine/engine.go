@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -41,6 +42,12 @@ type Engine struct {
 	// head was read (headerReceived), or the refusal when it did not fit:
 	// taken by the handler (bodyDone) or the error handler (requestError).
 	held sync.Map
+	// badHeld counts the entries of held that are refusals by the head
+	// (heldBody.bad). One whose connection ended unseen (fasthttp answers
+	// nothing to a close) stays with its pooled header: while any is held,
+	// headerReceived drops one from the header it is given, so that it
+	// never answers a later request read into that header.
+	badHeld atomic.Int64
 
 	// ConnectHook, when set (before Serve), is offered every hijacked
 	// CONNECT tunnel first, with the client connection, the CONNECT target
@@ -222,6 +229,9 @@ func (s serverLog) Printf(format string, args ...any) {
 // its head, and notes when that began (bodyDue).
 func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	cfg := fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+	if e.badHeld.Load() > 0 {
+		e.takeBad(h) // left by a connection that ended unseen
+	}
 	n := h.ContentLength()
 	if n != 0 {
 		e.bodyDue.Store(h, time.Now().UnixNano())
@@ -236,6 +246,7 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 			// answers this refusal.
 			e.takeHeld(h) // left by a connection that ended unseen
 			e.held.Store(h, heldBody{bad: &bad})
+			e.badHeld.Add(1)
 			cfg.MaxRequestBodySize = 1
 			return cfg
 		}
@@ -336,8 +347,11 @@ func (e *Engine) takeBad(h *fasthttp.RequestHeader) *headAnswer {
 	if v, ok := e.held.Load(h); !ok || v.(heldBody).bad == nil {
 		return nil
 	}
-	v, _ := e.held.LoadAndDelete(h)
+	v, ok := e.held.LoadAndDelete(h)
 	hb, _ := v.(heldBody)
+	if ok && hb.bad != nil {
+		e.badHeld.Add(-1)
+	}
 	return hb.bad
 }
 
@@ -351,6 +365,9 @@ func (e *Engine) takeHeld(h *fasthttp.RequestHeader) string {
 	hb, _ := v.(heldBody)
 	if hb.h != nil {
 		e.f.Bodies.ReleaseFreed(hb.h)
+	}
+	if hb.bad != nil {
+		e.badHeld.Add(-1)
 	}
 	return hb.refusal
 }
