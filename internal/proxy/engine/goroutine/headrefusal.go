@@ -26,12 +26,13 @@ func (a *headAnswer) set(ctx *fasthttp.RequestCtx) {
 // headRefusal is the refusal the handler gives h's request by its head
 // alone, in the handler's order (the event loop's: it refuses the first
 // two itself and hands the others over): a head line the proxy does not
-// read (or a Transfer-Encoding it cannot frame by) or a target it refuses, a URI fasthttp's parser refuses (a port that
-// is no number: the loop hands it over, fasthttp's server refuses it), an
-// HTTP version it does not speak, no host. ok false: none. Such a request
-// is refused before its body is read or its size judged: a malformed
-// request is malformed whatever its body (nginx and HAProxy answer 400
-// before a body's 413).
+// read (or a Transfer-Encoding it cannot frame by) or a target it
+// refuses, a URI fasthttp's parser refuses (a port that is no number: the
+// loop hands it over, fasthttp's server refuses it), an HTTP version it
+// does not speak, no host. ok false: none. Such a request is refused
+// before its body is read or its size judged: a malformed request is
+// malformed whatever its body (nginx answers 400 or 505 before a body's
+// 413).
 func headRefusal(h *fasthttp.RequestHeader) (a headAnswer, ok bool) {
 	why := forward.BadHeaderLines(h.RawHeaders())
 	if why == "" {
