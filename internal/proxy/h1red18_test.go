@@ -230,3 +230,39 @@ func TestH1Red18BadHeadGoneLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestH1Red18UpgradeTargetAsSent: an upgrade request (a WebSocket
+// handshake) goes upstream with its target as the client sent it, on both
+// engines (the loop hands upgrades over), as every other request does: dot
+// segments, a double slash and an escaped slash kept, an empty query kept.
+// Before, the upgrade path rendered fasthttp's normalised URI:
+// "/a/../b/./c//d%2Fe" went as "/b/c/d/e" (a slash the client escaped
+// became a path separator) and "/chat?" as "/chat", another resource than
+// the one named, and not what the same target without the upgrade became.
+func TestH1Red18UpgradeTargetAsSent(t *testing.T) {
+	cases := []struct{ req, fwd string }{
+		{"GET http://backend/a/../b/./c//d%2Fe?x=%20y& HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+			"GET /a/../b/./c//d%2Fe?x=%20y& HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
+		{"GET /chat? HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+			"GET /chat? HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
+	}
+	const notFound = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			// The upgrade refused: the answer is passed on and the
+			// connection goes on as HTTP/1.1.
+			b := newFrBackend(t, func(int, *http.Request, []byte) []byte { return []byte(notFound) })
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr())
+			for _, tc := range cases {
+				raw0, _ := b.received()
+				if ans := frExchange(t, p.Addr(), tc.req, 1, "GET"); ans != notFound {
+					t.Errorf("%q: answer %q, want %q", tc.req, ans, notFound)
+				}
+				raw1, _ := b.received()
+				if got := strings.TrimPrefix(raw1, raw0); got != tc.fwd {
+					t.Errorf("%q: the upstream received\n%q\nwant\n%q", tc.req, got, tc.fwd)
+				}
+			}
+		})
+	}
+}

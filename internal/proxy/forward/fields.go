@@ -306,6 +306,18 @@ func keepTarget(req *fasthttp.Request) {
 	u.SetPath(string(path) + "?")
 }
 
+// UpstreamTarget is the request-target req goes upstream with, as
+// WriteRequest writes it (keepTarget, the path not normalised), for a
+// writer that renders the head itself: the upgrade path. It rendered the
+// URI's normalised target: "/a/../b//c%2Fd" went as "/b/c/d", "/chat?"
+// as "/chat", a different resource than the client named.
+func UpstreamTarget(req *fasthttp.Request) []byte {
+	keepTarget(req)
+	u := req.URI()
+	u.DisablePathNormalizing = true // as both engines' clients set it
+	return u.RequestURI()
+}
+
 // EmptyAbsolutePath reports whether target is in absolute form with an
 // empty path and no query ("http://svc", "http://svc:8080").
 func EmptyAbsolutePath(target []byte) bool {

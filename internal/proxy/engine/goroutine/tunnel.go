@@ -71,10 +71,9 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	defer e.f.PutScratch(sc)
 	req := &ctx.Request
 	e.f.PrepareUpgrade(&req.Header, sc)
-	uri := req.URI()
-	req.Header.SetRequestURIBytes(uri.RequestURI())
+	req.Header.SetRequestURIBytes(forward.UpstreamTarget(req))
 	if len(req.Header.Host()) == 0 {
-		req.Header.SetHostBytes(uri.Host())
+		req.Header.SetHostBytes(req.URI().Host())
 	}
 	body := req.Body()
 	if len(body) > 0 || req.Header.ContentLength() == -1 {
