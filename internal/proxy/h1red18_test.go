@@ -239,12 +239,17 @@ func TestH1Red18BadHeadGoneLeavesNothing(t *testing.T) {
 // "/a/../b/./c//d%2Fe" went as "/b/c/d/e" (a slash the client escaped
 // became a path separator) and "/chat?" as "/chat", another resource than
 // the one named, and not what the same target without the upgrade became.
+// An absolute-form target's host replaces the Host field, as for any other
+// request (RFC 9112 3.2.2); it went with the client's Host: "GET
+// http://backend/x" with "Host: other" reached backend saying "other".
 func TestH1Red18UpgradeTargetAsSent(t *testing.T) {
 	cases := []struct{ req, fwd string }{
 		{"GET http://backend/a/../b/./c//d%2Fe?x=%20y& HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
 			"GET /a/../b/./c//d%2Fe?x=%20y& HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
 		{"GET /chat? HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
 			"GET /chat? HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
+		{"GET http://backend/x HTTP/1.1\r\nHost: other\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+			"GET /x HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
 	}
 	const notFound = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 	for _, engine := range []string{"loop", "goroutine"} {

@@ -72,9 +72,12 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	req := &ctx.Request
 	e.f.PrepareUpgrade(&req.Header, sc)
 	req.Header.SetRequestURIBytes(forward.UpstreamTarget(req))
-	if len(req.Header.Host()) == 0 {
-		req.Header.SetHostBytes(req.URI().Host())
-	}
+	// The Host the request is routed by, as fasthttp's writer sets it for
+	// every other request: an absolute-form target's host replaces the
+	// Host field (RFC 9112 3.2.2: a proxy MUST). It went with the client's
+	// Host, unlike any other request: "GET http://backend/x" with "Host:
+	// other" reached backend saying "other".
+	req.Header.SetHostBytes(req.URI().Host())
 	body := req.Body()
 	if len(body) > 0 || req.Header.ContentLength() == -1 {
 		forward.SetContentLength(&req.Header, len(body), sc) // and no Transfer-Encoding
