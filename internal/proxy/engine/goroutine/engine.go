@@ -235,6 +235,8 @@ func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 	n := h.ContentLength()
 	if n != 0 {
 		e.bodyDue.Store(h, time.Now().UnixNano())
+	}
+	if n > 0 || n == -1 { // a body: a length, or chunked (-2: none)
 		if bad, ok := headRefusal(h); ok {
 			// Refused by its head whatever its body: the loop refuses such
 			// a head before it reserves or reads a byte of the body, and
