@@ -44,12 +44,12 @@ func BadHeaderLines(raw []byte) string {
 		if len(line) == 0 {
 			break
 		}
-		if msg := badHeaderLine(line); msg != "" {
+		c := bytes.IndexByte(line, ':')
+		if msg := badHeaderLine(line, c); msg != "" {
 			return msg
 		}
-		// Only a framing field's name has one of these lengths among the
-		// names checked: a compare per line, no more.
-		switch c := bytes.IndexByte(line, ':'); c {
+		// A name of a framing field's length is compared, no other.
+		switch c {
 		case len("Transfer-Encoding"):
 			identity = identity || bytes.EqualFold(line[:c], []byte("Transfer-Encoding")) && bytes.EqualFold(trimSpace(line[c+1:]), []byte("identity"))
 		case len("Content-Length"):
@@ -76,8 +76,8 @@ func BadHeaderLines(raw []byte) string {
 // after its answer (nothing after it is read).
 const ReasonTransferEncoding = "unsupported transfer-encoding"
 
-func badHeaderLine(line []byte) string {
-	c := bytes.IndexByte(line, ':')
+// badHeaderLine judges one field line whose first ':' is at c (-1: none).
+func badHeaderLine(line []byte, c int) string {
 	if c <= 0 {
 		if line[0] == ' ' || line[0] == '\t' {
 			return "a folded header line (obs-fold)"
