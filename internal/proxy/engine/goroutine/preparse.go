@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -532,8 +533,21 @@ func (c *headConn) Read(p []byte) (int, error) {
 	c.releaseOld()
 	n, err := c.read(p)
 	c.passed += int64(n)
+	if err == io.EOF && c.unbudgeted && c.served < c.heads {
+		// The client's end came while fasthttp reads the body of a head
+		// refused whatever its body: fasthttp answers nothing to an end
+		// of stream, and the client, which may only have closed its
+		// sending half, would get no answer, where the loop answers the
+		// head's refusal. A cut body is an error fasthttp answers
+		// (requestError: the head's refusal).
+		err = errBadHeadCut
+	}
 	return n, err
 }
+
+// errBadHeadCut ends fasthttp's read of the body of a head refused
+// whatever its body, cut by its client's end (Read).
+var errBadHeadCut = fmt.Errorf("retrycap-proxy: the body of a refused head cut: %w", io.ErrUnexpectedEOF)
 
 func (c *headConn) read(p []byte) (int, error) {
 	if c.refused {
