@@ -275,3 +275,32 @@ func TestH1Red18UpgradeTargetAsSent(t *testing.T) {
 		})
 	}
 }
+
+// TestH1Red18TrailerKeyNoRetry: an Idempotency-Key (or a Retrycap-Budget)
+// sent in a chunked request's trailer section does not make a keyless POST
+// retryable, on both engines: trailer fields are not merged into the
+// header (RFC 9110 6.5.1), so the POST whose upstream answers 503 is
+// executed once and the 503 passed on, and the upstream sees neither field.
+// Checked so (it held before this branch); a merge would have had every
+// such POST sent three times.
+func TestH1Red18TrailerKeyNoRetry(t *testing.T) {
+	const unavailable = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+	const fwd = "POST /orders HTTP/1.1\r\nHost: backend\r\nContent-Length: 2\r\nRetrycap-Budget: 4\r\n\r\nhi"
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newFrBackend(t, func(int, *http.Request, []byte) []byte { return []byte(unavailable) })
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr(), "--chain-cap", "4")
+			for _, trailer := range []string{"Idempotency-Key: k1", "Retrycap-Budget: 1"} {
+				raw0, _ := b.received()
+				req := "POST http://backend/orders HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n" + trailer + "\r\n\r\n"
+				if ans := frExchange(t, p.Addr(), req, 1, "POST"); ans != unavailable {
+					t.Errorf("%s: answer %q, want %q", trailer, ans, unavailable)
+				}
+				raw1, _ := b.received()
+				if got := strings.TrimPrefix(raw1, raw0); got != fwd {
+					t.Errorf("%s: the upstream received\n%q\nwant once\n%q", trailer, got, fwd)
+				}
+			}
+		})
+	}
+}
