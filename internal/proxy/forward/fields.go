@@ -236,7 +236,7 @@ func restoreRawOrder(h *fasthttp.RequestHeader, sc *Scratch) {
 // a TRACE (RFC 9110 9.3.8: never content; Go drops it there too). Both
 // engines write their requests through it (RequestWriter for the loop's).
 func WriteRequest(req *fasthttp.Request, w *bufio.Writer) error {
-	optionsAsterisk(req)
+	keepTarget(req)
 	if len(req.Body()) > 0 || req.IsBodyStream() || !zeroLengthAdded(&req.Header) {
 		return req.Write(w)
 	}
@@ -261,21 +261,61 @@ func WriteRequest(req *fasthttp.Request, w *bufio.Writer) error {
 	return err
 }
 
-// optionsAsterisk gives an OPTIONS request sent in absolute form with an
-// empty path and no query ("OPTIONS http://svc HTTP/1.1") the target "*":
-// RFC 9112 3.2.4 has the last proxy before the origin send "OPTIONS *",
-// and the proxy is that last one. fasthttp's writer rebuilt the target
-// from the URI as "/", a request about the server turned into one about
-// its root resource. A path "/" or a query keeps its origin form.
-func optionsAsterisk(req *fasthttp.Request) {
-	if !req.Header.IsOptions() {
+// keepTarget keeps in req's URI what fasthttp's writer, which rebuilds
+// the target from the URI, would drop:
+//   - an OPTIONS request sent in absolute form with an empty path and no
+//     query ("OPTIONS http://svc HTTP/1.1") gets the target "*": RFC 9112
+//     3.2.4 has the last proxy before the origin send "OPTIONS *", and the
+//     proxy is that last one. The writer made it "/", a request about the
+//     server turned into one about its root resource;
+//   - an empty query ("/x?", "http://svc?") keeps its "?": the writer
+//     left it out, so the origin got another URI than the client's (RFC
+//     3986 6.2.3: a delimiter of an empty component is not removed unless
+//     the scheme says so, and RFC 9110 4.2.3's http normalisation does
+//     not). So "OPTIONS http://svc?" has a query, empty, and goes as "/?"
+//     (3.2.4's "*" is for a URI with no query component), as Go's
+//     net/http sends it; nginx and HAProxy pass "/x?" on as it came.
+//
+// A retry's target is kept already: the first write's target is the URI's.
+func keepTarget(req *fasthttp.Request) {
+	// The target as the client sent it (a retry's: as the first write
+	// set it): fasthttp's URI holds "/" for an empty path, and no query
+	// for an empty one.
+	target := req.Header.RequestURI()
+	if req.Header.IsOptions() && EmptyAbsolutePath(target) {
+		req.URI().SetPath("*")
 		return
 	}
-	// The target as the client sent it: fasthttp's URI holds "/" for an
-	// empty path. A retry's target is "*" already (the URI's path is set).
-	if EmptyAbsolutePath(req.Header.RequestURI()) {
-		req.URI().SetPath("*")
+	if q := bytes.IndexByte(target, '?'); q < 0 || q != len(target)-1 {
+		return
 	}
+	u := req.URI()
+	if len(u.QueryString()) > 0 {
+		return
+	}
+	path := u.PathOriginal()
+	if bytes.HasSuffix(path, []byte("?")) {
+		return // a retry: kept by the first write (a path holds no '?' of its own)
+	}
+	if len(path) == 0 {
+		path = []byte("/") // RFC 9112 3.2.1: an empty path goes as "/"
+	}
+	// Set as the path: the writer, without normalising (both engines'
+	// clients), writes the original path as it is, and the query only
+	// when it is not empty.
+	u.SetPath(string(path) + "?")
+}
+
+// UpstreamTarget is the request-target req goes upstream with, as
+// WriteRequest writes it (keepTarget, the path not normalised), for a
+// writer that renders the head itself: the upgrade path. It rendered the
+// URI's normalised target: "/a/../b//c%2Fd" went as "/b/c/d", "/chat?"
+// as "/chat", a different resource than the client named.
+func UpstreamTarget(req *fasthttp.Request) []byte {
+	keepTarget(req)
+	u := req.URI()
+	u.DisablePathNormalizing = true // as both engines' clients set it
+	return u.RequestURI()
 }
 
 // EmptyAbsolutePath reports whether target is in absolute form with an

@@ -25,8 +25,10 @@ var tchar = func() (t [256]bool) {
 
 // BadHeaderLines reports the first problem in a raw header block (the
 // lines after the request line, through the empty line or to its end):
-// "" when there is none.
+// "" when there is none. A request's block only: a Transfer-Encoding of
+// "identity" without a Content-Length is one (ReasonTransferEncoding).
 func BadHeaderLines(raw []byte) string {
+	var identity, length bool
 	for len(raw) > 0 {
 		i := bytes.IndexByte(raw, '\n')
 		line := raw
@@ -40,17 +42,42 @@ func BadHeaderLines(raw []byte) string {
 			raw = nil
 		}
 		if len(line) == 0 {
-			return ""
+			break
 		}
-		if msg := badHeaderLine(line); msg != "" {
+		c := bytes.IndexByte(line, ':')
+		if msg := badHeaderLine(line, c); msg != "" {
 			return msg
 		}
+		// A name of a framing field's length is compared, no other.
+		switch c {
+		case len("Transfer-Encoding"):
+			identity = identity || bytes.EqualFold(line[:c], []byte("Transfer-Encoding")) && bytes.EqualFold(trimSpace(line[c+1:]), []byte("identity"))
+		case len("Content-Length"):
+			length = length || bytes.EqualFold(line[:c], []byte("Content-Length"))
+		}
+	}
+	if identity && !length {
+		return ReasonTransferEncoding
 	}
 	return ""
 }
 
-func badHeaderLine(line []byte) string {
-	c := bytes.IndexByte(line, ':')
+// ReasonTransferEncoding is the refusal of a request whose
+// Transfer-Encoding does not end in chunked, in fasthttp's parser's words
+// for the codings it does not know. BadHeaderLines gives it for
+// "identity" without a Content-Length, which fasthttp's parser skips: the
+// request had no body, and the bytes after its head were served as the
+// next request. RFC 9112 6.1: a request whose Transfer-Encoding does not
+// end in chunked has no reliable length, and the server MUST answer 400
+// and close; HAProxy 2.6 answers 400, nginx 1.22 501. A front end that
+// reads such a body otherwise (to its close) and the proxy framed the
+// connection differently: the shape of a smuggled request. "identity" with
+// a Content-Length is framed by the length, and the connection closes
+// after its answer (nothing after it is read).
+const ReasonTransferEncoding = "unsupported transfer-encoding"
+
+// badHeaderLine judges one field line whose first ':' is at c (-1: none).
+func badHeaderLine(line []byte, c int) string {
 	if c <= 0 {
 		if line[0] == ' ' || line[0] == '\t' {
 			return "a folded header line (obs-fold)"
@@ -161,13 +188,25 @@ const ReasonUserinfo = "userinfo in the request target or Host"
 // breaker of an upstream it never reached.
 const ReasonScheme = "a request target whose scheme is not http"
 
+// ReasonFragment is the refusal of a request target holding a '#': the
+// request-target grammar has no fragment (RFC 9112 3.2, 3.2.1, 3.2.2:
+// origin-form and absolute-URI end at the query), and RFC 9112 3.2 has a
+// recipient of an invalid request-line answer 400. Passed on, fasthttp's
+// URI dropped the '#' and all after it, silently: "DELETE /users/1#/../2"
+// ran as "DELETE /users/1". HAProxy (2.6.15, 2.8.2 on: CVE-2023-45539)
+// refuses it alike; nginx passes it on as it came.
+const ReasonFragment = "a fragment (#) in the request target"
+
 // CheckTarget judges a parsed request head's target (absolute or
 // authority form) and Host field: "" to forward it, else the reason of a
-// 400 (ReasonUserinfo, ReasonScheme). Origin-form targets ("/a@b") and
-// a path's or query's '@' are no userinfo.
+// 400 (ReasonUserinfo, ReasonScheme, ReasonFragment). Origin-form targets
+// ("/a@b") and a path's or query's '@' are no userinfo.
 func CheckTarget(host, target []byte) string {
 	if bytes.IndexByte(host, '@') >= 0 {
 		return ReasonUserinfo
+	}
+	if bytes.IndexByte(target, '#') >= 0 {
+		return ReasonFragment
 	}
 	if len(target) == 0 || target[0] == '/' || target[0] == '*' {
 		return ""

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -41,6 +42,12 @@ type Engine struct {
 	// head was read (headerReceived), or the refusal when it did not fit:
 	// taken by the handler (bodyDone) or the error handler (requestError).
 	held sync.Map
+	// badHeld counts the entries of held that are refusals by the head
+	// (heldBody.bad). One whose connection ended unseen (fasthttp answers
+	// nothing to a close) stays with its pooled header: while any is held,
+	// headerReceived drops one from the header it is given, so that it
+	// never answers a later request read into that header.
+	badHeld atomic.Int64
 
 	// ConnectHook, when set (before Serve), is offered every hijacked
 	// CONNECT tunnel first, with the client connection, the CONNECT target
@@ -157,6 +164,13 @@ func (e *Engine) requestError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	// Its client may still be sending: the close lingers.
 	lingerAfterRefusal(ctx.Conn())
+	if bad := e.takeBad(&ctx.Request.Header); bad != nil {
+		// A head refused whatever its body (headerReceived): before the
+		// body's size (413, the budget's 503) and before a URI fasthttp
+		// could not parse, in the handler's order, which is the loop's.
+		bad.set(ctx)
+		return
+	}
 	budget := e.takeHeld(&ctx.Request.Header)
 	if budget != "" {
 		e.f.LogBudgetRefusal(&ctx.Request.Header, nil)
@@ -215,9 +229,29 @@ func (s serverLog) Printf(format string, args ...any) {
 // its head, and notes when that began (bodyDue).
 func (e *Engine) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	cfg := fasthttp.RequestConfig{ReadTimeout: e.f.Cfg.ClientTimeout}
+	if e.badHeld.Load() > 0 {
+		e.takeBad(h) // left by a connection that ended unseen
+	}
 	n := h.ContentLength()
 	if n != 0 {
 		e.bodyDue.Store(h, time.Now().UnixNano())
+	}
+	if n > 0 || n == -1 { // a body: a length, or chunked (-2: none)
+		if bad, ok := headRefusal(h); ok {
+			// Refused by its head whatever its body: the loop refuses such
+			// a head before it reserves or reads a byte of the body, and
+			// so does this engine now (the body's size was judged first:
+			// the budget's 503 or the 413 answered a malformed request;
+			// and a head the handler would refuse waited for its whole
+			// body, or for --client-timeout's 408). fasthttp refuses the
+			// body unread (ErrBodyTooLarge), and requestError (or expect)
+			// answers this refusal.
+			e.takeHeld(h) // left by a connection that ended unseen
+			e.held.Store(h, heldBody{bad: &bad})
+			e.badHeld.Add(1)
+			cfg.MaxRequestBodySize = 1
+			return cfg
+		}
 	}
 	if n > forward.BufferedBodyMax && n <= forward.MaxRequestBody {
 		// Reserved here, not by the pre-parser: fasthttp allocates the
@@ -271,6 +305,10 @@ func (e *Engine) expect(ctx *fasthttp.RequestCtx) int {
 }
 
 func (e *Engine) expectStatus(ctx *fasthttp.RequestCtx) int {
+	if bad := e.takeBad(&ctx.Request.Header); bad != nil {
+		bad.set(ctx)
+		return bad.code
+	}
 	if ctx.Request.Header.ContentLength() > forward.MaxRequestBody {
 		refuse(ctx, fasthttp.StatusRequestEntityTooLarge, fmt.Sprintf("retrycap-proxy: request body larger than %d bytes\n", forward.MaxRequestBody))
 		return fasthttp.StatusRequestEntityTooLarge
@@ -297,10 +335,26 @@ func (e *Engine) takeHeldRefusal(h *fasthttp.RequestHeader) string {
 	return e.takeHeld(h)
 }
 
-// heldBody is a Content-Length body's reservation (h) or refusal.
+// heldBody is a Content-Length body's reservation (h) or refusal, or the
+// refusal of a request with a body by its head (bad: headerReceived).
 type heldBody struct {
 	h       *forward.Hold
 	refusal string
+	bad     *headAnswer
+}
+
+// takeBad takes h's refusal by its head (headRefusal), nil if none; any
+// other entry of h is left.
+func (e *Engine) takeBad(h *fasthttp.RequestHeader) *headAnswer {
+	if v, ok := e.held.Load(h); !ok || v.(heldBody).bad == nil {
+		return nil
+	}
+	v, ok := e.held.LoadAndDelete(h)
+	hb, _ := v.(heldBody)
+	if ok && hb.bad != nil {
+		e.badHeld.Add(-1)
+	}
+	return hb.bad
 }
 
 // takeHeld takes h's reservation, released, and returns its refusal ("" if
@@ -313,6 +367,9 @@ func (e *Engine) takeHeld(h *fasthttp.RequestHeader) string {
 	hb, _ := v.(heldBody)
 	if hb.h != nil {
 		e.f.Bodies.ReleaseFreed(hb.h)
+	}
+	if hb.bad != nil {
+		e.badHeld.Add(-1)
 	}
 	return hb.refusal
 }
@@ -402,7 +459,7 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 	case forward.VersionAs11:
 		ctx.Request.Header.SetProtocol("HTTP/1.1")
 	case forward.VersionUnsupported:
-		forward.SetOwnAnswer(&ctx.Response, fasthttp.StatusHTTPVersionNotSupported, "retrycap-proxy: HTTP version not supported: "+forward.QuoteValue(ctx.Request.Header.Protocol())+"\n", true)
+		forward.SetOwnAnswer(&ctx.Response, fasthttp.StatusHTTPVersionNotSupported, versionRefusal(ctx.Request.Header.Protocol()), true)
 		return
 	}
 	if ctx.IsConnect() {
@@ -417,7 +474,7 @@ func (e *Engine) Handler(ctx *fasthttp.RequestCtx) {
 		// host is invalid (RFC 9110 4.2.1); dialled, it failed in words
 		// naming an address nobody wrote (":80:80"). The loop hands such
 		// a request over as to an unknown host.
-		refuse(ctx, fasthttp.StatusBadRequest, "retrycap-proxy: request has no host\n")
+		refuse(ctx, fasthttp.StatusBadRequest, noHostRefusal)
 		return
 	}
 	up := e.f.Match(host)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,9 @@ type headConn struct {
 	// waitGone: the connection ended (its client's reset, its close) while
 	// a body waited for budget (grow).
 	waitGone bool
+	// unbudgeted: the head framed last is refused whatever its body
+	// (headRefusal): its body reserves nothing (fasthttp reads none of it).
+	unbudgeted bool
 	// linger: the server refused a request on c and closes it after its
 	// answer, the client's bytes perhaps still coming (lingerAfterRefusal).
 	linger atomic.Bool
@@ -529,8 +533,21 @@ func (c *headConn) Read(p []byte) (int, error) {
 	c.releaseOld()
 	n, err := c.read(p)
 	c.passed += int64(n)
+	if err == io.EOF && c.unbudgeted && c.served < c.heads {
+		// The client's end came while fasthttp reads the body of a head
+		// refused whatever its body: fasthttp answers nothing to an end
+		// of stream, and the client, which may only have closed its
+		// sending half, would get no answer, where the loop answers the
+		// head's refusal. A cut body is an error fasthttp answers
+		// (requestError: the head's refusal).
+		err = errBadHeadCut
+	}
 	return n, err
 }
+
+// errBadHeadCut ends fasthttp's read of the body of a head refused
+// whatever its body, cut by its client's end (Read).
+var errBadHeadCut = fmt.Errorf("retrycap-proxy: the body of a refused head cut: %w", io.ErrUnexpectedEOF)
 
 func (c *headConn) read(p []byte) (int, error) {
 	if c.refused {
@@ -664,6 +681,13 @@ func (c *headConn) frame(head []byte) bool {
 		return true
 	}
 	c.mayTunnel = h.IsConnect() || h.ConnectionUpgrade() || len(h.Peek(fasthttp.HeaderUpgrade)) > 0
+	// A head refused whatever its body: nothing is reserved for the body,
+	// which fasthttp does not read (headerReceived), so that the refusal
+	// is the head's 400, not the budget's 503.
+	c.unbudgeted = false
+	if n := h.ContentLength(); n != 0 && n != -2 {
+		_, c.unbudgeted = headRefusal(h)
+	}
 	switch n := h.ContentLength(); {
 	case n == -1:
 		c.st, c.excess, c.chunked, c.chunkBuf, c.chunkOld, c.chunkHead = stChunkSize, 0, 0, 0, 0, c.heads
@@ -672,7 +696,7 @@ func (c *headConn) frame(head []byte) bool {
 		// body's is reserved by the engine's headerReceived, before
 		// fasthttp allocates its buffer (a body over fasthttp's limit is
 		// its 413, unread).
-		if n <= forward.BufferedBodyMax && !c.reserve(round2(int64(n)), int64(n), false) {
+		if n <= forward.BufferedBodyMax && !c.unbudgeted && !c.reserve(round2(int64(n)), int64(n), false) {
 			c.refuseBudget()
 			return false
 		}
@@ -695,7 +719,7 @@ func (c *headConn) frame(head []byte) bool {
 // budget, and eight concurrent ones were all refused. false: the body
 // refused. A body over fasthttp's limit is its 413, unreserved.
 func (c *headConn) reserveChunk(size, at int64) bool {
-	if c.budget == nil {
+	if c.budget == nil || c.unbudgeted {
 		return true
 	}
 	c.chunked += size

@@ -71,11 +71,13 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	defer e.f.PutScratch(sc)
 	req := &ctx.Request
 	e.f.PrepareUpgrade(&req.Header, sc)
-	uri := req.URI()
-	req.Header.SetRequestURIBytes(uri.RequestURI())
-	if len(req.Header.Host()) == 0 {
-		req.Header.SetHostBytes(uri.Host())
-	}
+	req.Header.SetRequestURIBytes(forward.UpstreamTarget(req))
+	// The Host the request is routed by, as fasthttp's writer sets it for
+	// every other request: an absolute-form target's host replaces the
+	// Host field (RFC 9112 3.2.2: a proxy MUST). It went with the client's
+	// Host, unlike any other request: "GET http://backend/x" with "Host:
+	// other" reached backend saying "other".
+	req.Header.SetHostBytes(req.URI().Host())
 	body := req.Body()
 	if len(body) > 0 || req.Header.ContentLength() == -1 {
 		forward.SetContentLength(&req.Header, len(body), sc) // and no Transfer-Encoding
