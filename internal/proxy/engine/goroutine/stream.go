@@ -309,7 +309,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		var whole bool
 		if whole, err = checkAnswerHead(rd); err == nil {
 			both = forward.BothFramings(peekHead(rd))
-			err = resp.Header.Read(rd)
+			err = readAnswerHeader(rd, resp)
 		}
 		if err != nil && rd == br && isSmallBuffer(err) {
 			// A head larger than br's buffer: judged again, whole, on a
@@ -321,7 +321,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 			t.answer.CopyTo(&resp.Header)
 			if whole, err = checkAnswerHead(rd); err == nil {
 				both = forward.BothFramings(peekHead(rd))
-				if err = resp.Header.Read(rd); isSmallBuffer(err) {
+				if err = readAnswerHeader(rd, resp); isSmallBuffer(err) {
 					err = forward.ErrAnswerHeadTooLarge
 				}
 			}
@@ -364,6 +364,29 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		resp.SetConnectionClose()
 	}
 	return rd, br, nil
+}
+
+// readAnswerHeader reads the answer head rd holds whole (checkAnswerHead
+// found it) into resp's header: fasthttp's reader, but for a head whose
+// Transfer-Encoding is "identity" (forward.IdentityAnswer), read without
+// its framing fields, so that its body is read to the close. The answer's
+// Trailer field is dropped (forward.DropTrailerField).
+func readAnswerHeader(rd *bufio.Reader, resp *fasthttp.Response) error {
+	head := peekHead(rd)
+	id, ok := forward.IdentityAnswer(head)
+	if !ok || forward.HeadEnd(head) != len(head) {
+		if err := resp.Header.Read(rd); err != nil {
+			return err
+		}
+		forward.DropTrailerField(&resp.Header)
+		return nil
+	}
+	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(id))); err != nil {
+		return err
+	}
+	forward.DropTrailerField(&resp.Header)
+	_, err := rd.Discard(len(head))
+	return err
 }
 
 // checkAnswerHead gives the verdict of forward.CheckAnswerHead on the

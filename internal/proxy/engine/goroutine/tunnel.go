@@ -97,7 +97,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	}
 	_ = u.SetDeadline(time.Now().Add(perTry))
 	w := bufio.NewWriter(u)
-	_, _ = w.Write(req.Header.Header())
+	_, _ = w.Write(forward.UpgradeHead(&req.Header, len(body) == 0))
 	_, _ = w.Write(body)
 	if err := w.Flush(); err != nil {
 		_ = u.Close()

@@ -185,12 +185,17 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(refuse)
 			return true
 		}
-		if err := resp.Header.Read(l.parseAnswer.Reader(data[:end])); err != nil {
+		h := data[:end]
+		if id, ok := forward.IdentityAnswer(h); ok {
+			h = id // read to the close
+		}
+		if err := resp.Header.Read(l.parseAnswer.Reader(h)); err != nil {
 			// The whole head is here: a head the parser refuses is the
 			// upstream's bad answer, not a transport failure.
 			cl.failed(forward.AnswerParseError(err, data[:end]))
 			return true
 		}
+		forward.DropTrailerField(&resp.Header)
 		skip, err := forward.Interim(resp.StatusCode(), uc.interim)
 		if err != nil {
 			cl.failed(err)
