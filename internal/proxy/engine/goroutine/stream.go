@@ -366,27 +366,29 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 	return rd, br, nil
 }
 
-// readAnswerHeader reads the answer head rd holds whole (checkAnswerHead
-// found it) into resp's header: fasthttp's reader, but for a head whose
-// Transfer-Encoding is "identity" (forward.IdentityAnswer), read without
-// its framing fields, so that its body is read to the close. The answer's
-// Trailer field is dropped (forward.DropTrailerField).
+// readAnswerHeader reads the answer head at the start of rd into resp's
+// header with fasthttp's reader, and its Trailer field dropped
+// (forward.DropTrailerField). A head that reader refuses, whole in rd (a
+// refused head is not consumed), whose Transfer-Encoding is "identity" is
+// read again without its framing fields (forward.IdentityAnswer), so that
+// its body is read to the close: only a refused head is looked at twice.
 func readAnswerHeader(rd *bufio.Reader, resp *fasthttp.Response) error {
-	head := peekHead(rd)
-	id, ok := forward.IdentityAnswer(head)
-	if !ok || forward.HeadEnd(head) != len(head) {
-		if err := resp.Header.Read(rd); err != nil {
+	err := resp.Header.Read(rd)
+	if err != nil {
+		head := peekHead(rd)
+		id, ok := forward.IdentityAnswer(head)
+		if !ok || forward.HeadEnd(head) != len(head) {
 			return err
 		}
-		forward.DropTrailerField(&resp.Header)
-		return nil
-	}
-	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(id))); err != nil {
-		return err
+		if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(id))); err != nil {
+			return err
+		}
+		if _, err := rd.Discard(len(head)); err != nil {
+			return err
+		}
 	}
 	forward.DropTrailerField(&resp.Header)
-	_, err := rd.Discard(len(head))
-	return err
+	return nil
 }
 
 // checkAnswerHead gives the verdict of forward.CheckAnswerHead on the

@@ -185,11 +185,15 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(refuse)
 			return true
 		}
-		h := data[:end]
-		if id, ok := forward.IdentityAnswer(h); ok {
-			h = id // read to the close
+		err := resp.Header.Read(l.parseAnswer.Reader(data[:end]))
+		if err != nil {
+			if id, ok := forward.IdentityAnswer(data[:end]); ok {
+				// Transfer-Encoding: identity, refused by the parser:
+				// read without its framing fields, to the close.
+				err = resp.Header.Read(l.parseAnswer.Reader(id))
+			}
 		}
-		if err := resp.Header.Read(l.parseAnswer.Reader(h)); err != nil {
+		if err != nil {
 			// The whole head is here: a head the parser refuses is the
 			// upstream's bad answer, not a transport failure.
 			cl.failed(forward.AnswerParseError(err, data[:end]))
