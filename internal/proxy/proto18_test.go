@@ -166,3 +166,34 @@ func TestProto18UpgradeNoLengthAdded(t *testing.T) {
 		})
 	}
 }
+
+// TestProto18RefusedUpgradeAnswerRead: an upgrade refused with an answer
+// the exchange reads (an identity body to the close, a Trailer field) is
+// read on the upgrade path as the exchange reads it, on both engines (the
+// loop hands upgrades over): the body passed on, by its length, and no
+// Trailer field. Before, the identity answer was the upgrade's 502 ("bad
+// answer: ... unsupported transfer-encoding") and the Trailer field was
+// passed on.
+func TestProto18RefusedUpgradeAnswerRead(t *testing.T) {
+	const req = "GET http://backend/chat HTTP/1.1\r\nHost: backend\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+	cases := []struct{ name, answer, want string }{
+		{"identity", "HTTP/1.1 403 Forbidden\r\nX-A: 1\r\nTransfer-Encoding: identity\r\n\r\nno",
+			"HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\nX-A: 1\r\n\r\nno"},
+		{"a Trailer field", "HTTP/1.1 403 Forbidden\r\nTrailer: X-T\r\nX-A: 1\r\nContent-Length: 2\r\n\r\nno",
+			"HTTP/1.1 403 Forbidden\r\nContent-Length: 2\r\nX-A: 1\r\n\r\nno"},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, tc := range cases {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				addr, execs := closingBackend(t, tc.answer)
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+addr)
+				if got := frExchange(t, p.Addr(), req, 1, "GET"); got != tc.want {
+					t.Errorf("answered\n%q\nwant\n%q", got, tc.want)
+				}
+				if n := execs.Load(); n != 1 {
+					t.Errorf("the upstream executed the upgrade %d times, want 1", n)
+				}
+			})
+		}
+	}
+}
