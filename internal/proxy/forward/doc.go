@@ -11,6 +11,9 @@
 // attempt and reads its answer head, and writes the answer the exchange
 // leaves in its fasthttp.Response. A chunked answer body that streams is
 // decoded for both by NewChunkedBody (chunked.go: Go's chunked reader and
-// a bounded trailer section). Both reserve the request bodies they hold
+// a bounded trailer section, discarded, so both drop the Trailer field
+// that announces it: DropTrailerField); an answer whose one
+// Transfer-Encoding is "identity" is read by both to the close
+// (IdentityAnswer, head.go). Both reserve the request bodies they hold
 // in one BodyBudget (bodybudget.go, --max-buffered-body-bytes).
 package forward

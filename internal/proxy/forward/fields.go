@@ -325,6 +325,22 @@ func EmptyAbsolutePath(target []byte) bool {
 	return i > 0 && !bytes.ContainsAny(target[:i], "/?#") && !bytes.ContainsAny(target[i+3:], "/?#")
 }
 
+// UpgradeHead is the head of req, sent without content, as WriteRequest
+// writes it, for the upgrade path, which writes the head itself: without
+// the "Content-Length: 0" fasthttp's rendering adds (zeroLengthAdded). An
+// OPTIONS or DELETE upgrade went with it, a field its client never sent.
+// The bytes are h's own buffer's when nothing is taken out.
+func UpgradeHead(h *fasthttp.RequestHeader, noContent bool) []byte {
+	out := h.Header()
+	if !noContent || !zeroLengthAdded(h) {
+		return out
+	}
+	if i := bytes.Index(out, zeroLengthLine); i >= 0 {
+		out = append(out[:i+2:i+2], out[i+len(zeroLengthLine):]...)
+	}
+	return out
+}
+
 // zeroLengthAdded: whether fasthttp's writer would frame h's request, sent
 // without content, by a "Content-Length: 0" that the proxy leaves out:
 // every method but a GET or HEAD (fasthttp adds none) or a POST, PUT or

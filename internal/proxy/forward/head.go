@@ -276,3 +276,61 @@ func (r *sliceReader) Read(p []byte) (int, error) {
 var errEndOfHead = errors.New("end of head")
 
 var crlf = []byte("\r\n")
+
+// IdentityAnswer is the HTTP/1.1 answer head (status line through the
+// empty line) without its Transfer-Encoding and Content-Length fields when
+// its only Transfer-Encoding field is "identity" (in any case, blanks
+// around it): RFC 9112 6.3 reads a response whose Transfer-Encoding does
+// not end in chunked to the close (item 4), the Transfer-Encoding
+// overriding any Content-Length (item 3), and fasthttp's parser, which
+// refuses every coding but chunked, reads the rest of such a head as an
+// answer without framing, hence to the close. Other heads come back as
+// they are (ok false), left to the parser (another coding stays a bad
+// answer: its body would reach the client still coded, the field gone).
+func IdentityAnswer(head []byte) (out []byte, ok bool) {
+	if !bytes.HasPrefix(head, []byte("HTTP/1.1 ")) || TransferEncodingFields(head) != 1 {
+		return head, false
+	}
+	identity := false
+	rest := head
+	for first := true; len(rest) > 0; first = false {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i+1], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		if !first && isTELine(line) {
+			identity = bytes.EqualFold(bytes.TrimSpace(line[len("transfer-encoding:"):]), []byte("identity"))
+		}
+	}
+	if !identity {
+		return head, false
+	}
+	out = make([]byte, 0, len(head))
+	for first := true; len(head) > 0; first = false {
+		line := head
+		if i := bytes.IndexByte(head, '\n'); i >= 0 {
+			line, head = head[:i+1], head[i+1:]
+		} else {
+			head = nil
+		}
+		if !first && (isTELine(line) || isCLLine(line)) {
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out, true
+}
+
+// DropTrailerField deletes an upstream answer's Trailer field from h, just
+// parsed: the proxy does not pass an answer's trailer section on (the
+// chunked readers discard it), so it does not announce one either (RFC
+// 9110 6.6.2 makes the field advisory), and an answer of known length
+// that names one keeps its Content-Length (fasthttp writes an answer that
+// announces trailers chunked).
+func DropTrailerField(h *fasthttp.ResponseHeader) {
+	if len(h.PeekTrailerKeys()) > 0 || h.Peek(fasthttp.HeaderTrailer) != nil {
+		h.Del(fasthttp.HeaderTrailer)
+	}
+}

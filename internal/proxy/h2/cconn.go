@@ -782,7 +782,7 @@ func badRequestFields(f *hblock) string {
 // badPath reports why a :path is not a request URI as x/net's server
 // reads it (url.ParseRequestURI, without its allocation): "*", or "/"
 // then no control byte, and, before the query, "%" only as an escape;
-// and, stricter than x/net, no space.
+// and, stricter than x/net, no space and no "#".
 func badPath(p string) string {
 	if p == "*" {
 		return ""
@@ -800,6 +800,13 @@ func badPath(p string) string {
 			// on to a hop that writes HTTP/1.1, ends the request-target
 			// there (request-line injection, as for :method).
 			return ":path with a space"
+		case c == '#':
+			// RFC 9113 8.3.1: :path is the absolute-path and query of
+			// the target, which hold no "#" (a fragment is never sent,
+			// RFC 9110 7.1); passed on, an upstream that cuts it runs
+			// another request ("/users/1#/../2" as "/users/1"). The
+			// HTTP/1.1 side answers 400 (branch h1red18).
+			return ":path with a fragment"
 		case c == '?':
 			query = true
 		case c == '%' && !query:

@@ -78,8 +78,9 @@
 // PRIORITY, refuses malformed requests (connection-specific fields, TE
 // other than "trailers", missing pseudo-headers, a content-length the
 // body disagrees with, bad trailers, :authority, Host, :path, :scheme
-// and :protocol as x/net's server checks them; lower-case names and
-// pseudo-headers first are the Framer's checks) with
+// and :protocol as x/net's server checks them, and stricter than it a
+// :method that is no token and a :path with a space or a "#"; lower-case
+// names and pseudo-headers first are the Framer's checks) with
 // RST_STREAM(PROTOCOL_ERROR), never forwarded whole, and reads answers as
 // x/net's Transport does (connection-specific fields and bad
 // content-length values dropped, a body disagreeing with its
@@ -88,7 +89,7 @@
 // as on HTTP/1.1 (forward.BadAnswerError), and one whose header block does
 // not decode ends its connection, the other streams on it lost. A stream an upstream GOAWAY or
 // REFUSED_STREAM shows was never processed (one it answered first, a 1xx
-// included, was) is re-sent on another
+// or a header block begun and never ended included, was) is re-sent on another
 // connection after a small jittered backoff, without counting an
 // attempt, or, its body over the replay buffer, refused to its client with
 // REFUSED_STREAM (refuse, rstream.go); a stream that was written is never

@@ -1057,6 +1057,20 @@ func (a *ratt) connLost(uc *upconn, id uint32, err error) {
 	a.fail(err)
 }
 
+// connLostAnswered: the connection ended within the stream's header
+// block (readLoop: uc.begun): the upstream began its answer.
+func (a *ratt) connLostAnswered(uc *upconn, id uint32, err error) {
+	cc := a.s.cc
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if !a.on(uc, id) {
+		return
+	}
+	a.answered = true
+	a.upEnded = true
+	a.fail(err)
+}
+
 // unprocessed: the upstream never processed the stream (GOAWAY below
 // its id, REFUSED_STREAM).
 func (a *ratt) unprocessed(uc *upconn, id uint32, err error) {

@@ -76,6 +76,11 @@ type upconn struct {
 	// goroutine).
 	bad    upStream
 	badErr error
+	// begun is the stream whose header block the connection was lost in
+	// (cut by --http-request-timeout, or the connection's end): the
+	// upstream began its answer, so the call ran there (readLoop; read
+	// by lost).
+	begun upStream
 }
 
 // dialUp opens an h2c connection with prior knowledge and reads the
@@ -272,6 +277,12 @@ func (uc *upconn) readLoop() {
 					uc.bad = upStream{uc.lookup(hid), hid}
 					uc.badErr = forward.BadAnswerError(answerWords(err, uc.fr))
 				}
+			} else if isHeaders {
+				// The block began and did not end (its time bound, a
+				// read error): its stream was answered, though not
+				// whole (grpcmal18's rule: a call whose upstream began
+				// answering is not sent again).
+				uc.begun = upStream{uc.lookup(hid), hid}
 			}
 			break
 		}
@@ -447,6 +458,8 @@ func (uc *upconn) lost(err error) {
 			a.unprocessed(uc, id, err)
 		case a == uc.bad.a && id == uc.bad.id:
 			a.connLost(uc, id, uc.badErr)
+		case a == uc.begun.a && id == uc.begun.id:
+			a.connLostAnswered(uc, id, err)
 		default:
 			a.connLost(uc, id, err)
 		}

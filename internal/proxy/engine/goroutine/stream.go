@@ -309,7 +309,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		var whole bool
 		if whole, err = checkAnswerHead(rd); err == nil {
 			both = forward.BothFramings(peekHead(rd))
-			err = resp.Header.Read(rd)
+			err = readAnswerHeader(rd, resp)
 		}
 		if err != nil && rd == br && isSmallBuffer(err) {
 			// A head larger than br's buffer: judged again, whole, on a
@@ -321,7 +321,7 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 			t.answer.CopyTo(&resp.Header)
 			if whole, err = checkAnswerHead(rd); err == nil {
 				both = forward.BothFramings(peekHead(rd))
-				if err = resp.Header.Read(rd); isSmallBuffer(err) {
+				if err = readAnswerHeader(rd, resp); isSmallBuffer(err) {
 					err = forward.ErrAnswerHeadTooLarge
 				}
 			}
@@ -364,6 +364,31 @@ func (t *streamTransport) readHead(hc *fasthttp.HostClient, cc any, conn net.Con
 		resp.SetConnectionClose()
 	}
 	return rd, br, nil
+}
+
+// readAnswerHeader reads the answer head at the start of rd into resp's
+// header with fasthttp's reader, and its Trailer field dropped
+// (forward.DropTrailerField). A head that reader refuses, whole in rd (a
+// refused head is not consumed), whose Transfer-Encoding is "identity" is
+// read again without its framing fields (forward.IdentityAnswer), so that
+// its body is read to the close: only a refused head is looked at twice.
+func readAnswerHeader(rd *bufio.Reader, resp *fasthttp.Response) error {
+	err := resp.Header.Read(rd)
+	if err != nil {
+		head := peekHead(rd)
+		id, ok := forward.IdentityAnswer(head)
+		if !ok || forward.HeadEnd(head) != len(head) {
+			return err
+		}
+		if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(id))); err != nil {
+			return err
+		}
+		if _, err := rd.Discard(len(head)); err != nil {
+			return err
+		}
+	}
+	forward.DropTrailerField(&resp.Header)
+	return nil
 }
 
 // checkAnswerHead gives the verdict of forward.CheckAnswerHead on the

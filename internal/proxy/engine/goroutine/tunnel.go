@@ -97,7 +97,7 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	}
 	_ = u.SetDeadline(time.Now().Add(perTry))
 	w := bufio.NewWriter(u)
-	_, _ = w.Write(req.Header.Header())
+	_, _ = w.Write(forward.UpgradeHead(&req.Header, len(body) == 0))
 	_, _ = w.Write(body)
 	if err := w.Flush(); err != nil {
 		_ = u.Close()
@@ -145,11 +145,19 @@ func (e *Engine) upgrade(ctx *fasthttp.RequestCtx, up *forward.Upstream, hostPor
 	defer u.Close()
 	resp := &ctx.Response
 	e.transport.answer.CopyTo(&resp.Header)
-	if err := resp.Header.Read(bufio.NewReader(bytes.NewReader(raw))); err != nil {
+	err = resp.Header.Read(bufio.NewReader(bytes.NewReader(raw)))
+	if err != nil {
+		if id, ok := forward.IdentityAnswer(raw); ok {
+			// Read to the close, as the exchange reads it.
+			err = resp.Header.Read(bufio.NewReader(bytes.NewReader(id)))
+		}
+	}
+	if err != nil {
 		// In the proxy's words: fasthttp's quotes the upstream's bytes.
 		e.refuseReset(ctx, fasthttp.StatusBadGateway, refused+"bad answer: "+forward.AnswerParseError(err, raw).Error()+"\n")
 		return
 	}
+	forward.DropTrailerField(&resp.Header) // its trailers are not read either
 	if req.Header.IsHead() || st == fasthttp.StatusNoContent || st == fasthttp.StatusNotModified {
 		resp.SkipBody = true
 	} else if err := resp.ReadBody(br, forward.MaxRequestBody); err != nil {

@@ -185,12 +185,21 @@ func (uc *upConn) parse(data []byte) bool {
 			cl.failed(refuse)
 			return true
 		}
-		if err := resp.Header.Read(l.parseAnswer.Reader(data[:end])); err != nil {
+		err := resp.Header.Read(l.parseAnswer.Reader(data[:end]))
+		if err != nil {
+			if id, ok := forward.IdentityAnswer(data[:end]); ok {
+				// Transfer-Encoding: identity, refused by the parser:
+				// read without its framing fields, to the close.
+				err = resp.Header.Read(l.parseAnswer.Reader(id))
+			}
+		}
+		if err != nil {
 			// The whole head is here: a head the parser refuses is the
 			// upstream's bad answer, not a transport failure.
 			cl.failed(forward.AnswerParseError(err, data[:end]))
 			return true
 		}
+		forward.DropTrailerField(&resp.Header)
 		skip, err := forward.Interim(resp.StatusCode(), uc.interim)
 		if err != nil {
 			cl.failed(err)
