@@ -18,8 +18,11 @@ import (
 // maxHeldFields fields, as its requests do, so three answers pass on and
 // the 97 others are bad answers: 502 in the relay's words, each call sent
 // upstream once (a POST without a key is never re-sent), its upstream
-// stream reset; the heap grows by less than 8 MiB. Before, every answer
-// was held whole: 100 x 680 KB.
+// stream reset; the heap grows by less than 12 MiB (5.0-6.8 measured on
+// a quiet machine, 8.3 once under a load of 10: the sampled heap holds the
+// test's own decoding of the three 17,001-field answers it reads, and a
+// GC running late). Before, every answer was held whole: 100 x 680 KB,
+// 77.6 MiB.
 func TestUpstreamSmallFieldBombBounded(t *testing.T) {
 	const streams, fields = 100, 17000
 	var resets atomic.Int64
@@ -86,8 +89,8 @@ func TestUpstreamSmallFieldBombBounded(t *testing.T) {
 	if passed != 3 || refused != streams-3 {
 		t.Fatalf("%d answers passed on, %d refused; want 3 and %d", passed, refused, streams-3)
 	}
-	if g > 8<<20 {
-		t.Fatalf("heap grew %.1f MiB, want < 8 MiB", float64(g)/(1<<20))
+	if g > 12<<20 {
+		t.Fatalf("heap grew %.1f MiB, want < 12 MiB", float64(g)/(1<<20))
 	}
 	if n := seen.Load(); n != streams {
 		t.Fatalf("the upstream saw %d calls, want %d (a keyless POST is sent once)", n, streams)
