@@ -1,0 +1,158 @@
+package webhook
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch5 "github.com/evanphx/json-patch/v5"
+	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
+)
+
+// TestRewriteZeroAttemptsKeepsPerTryBound: a VirtualService route lowered to attempts 0 loses
+// its perTryTimeout (Istio gives Envoy no retry policy then), so before rewrite18 the one try
+// left was bounded by nothing of the route's, longer than the route as sent. The rewrite now
+// sets the route's timeout to the per-try timeout where it is unset or longer; the rewritten
+// object, judged again, is within the policy (Reject admits it with no warning).
+func TestRewriteZeroAttemptsKeepsPerTryBound(t *testing.T) {
+	ratings := func(second string) string {
+		return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  hosts: [ratings]
+  http:
+  - match: [{uri: {prefix: /fast}}]
+    route: [{destination: {host: ratings}}]
+    timeout: 3s
+    retries: {attempts: 2, perTryTimeout: 1s}
+` + second
+	}
+	reviews := `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews}}]
+    retries: {attempts: 0}
+`
+	timed := func(e v1alpha1.Enforcement, maxT time.Duration) []*v1alpha1.RetryPolicy {
+		p := timedMeshPolicy(100, e, maxT)
+		p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+		return []*v1alpha1.RetryPolicy{p}
+	}
+	capped := func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
+		return []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, e)}
+	}
+	const (
+		newRoute60 = "RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[1].retries.attempts: 1 -> 0, " +
+			`spec.http[1].retries.perTryTimeout: "9s" -> removed, spec.http[1].timeout: "60s" -> "9s" (productpage 18.025s -> reviews 18.025s -> ratings ? = 18.025s > maxTimeToAnswer 15s)`
+		capRewrite = "RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 3 -> 0"
+		capChain   = " (productpage -x3-> reviews -x4-> ratings = 12 > cap 3)"
+	)
+	ann := func(from string) jsonpatch.Operation {
+		return jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: from}}
+	}
+	zero := func(i string) jsonpatch.Operation {
+		return jsonpatch.Operation{Operation: "replace", Path: "/spec/http/" + i + "/retries/attempts", Value: float64(0)}
+	}
+	noPerTry := func(i string) jsonpatch.Operation {
+		return jsonpatch.Operation{Operation: "remove", Path: "/spec/http/" + i + "/retries/perTryTimeout"}
+	}
+	for _, tc := range []struct {
+		name        string
+		cluster     []string
+		policies    func(v1alpha1.Enforcement) []*v1alpha1.RetryPolicy
+		object, old string
+		want        MeshDecision
+		// within: the rewritten object, judged again under Reject, is admitted.
+		within bool
+	}{
+		{
+			// 2 x 9s + 25ms = 18.025s as sent; lowered to attempts 0 it was bounded by its
+			// 60s timeout (by the application's 2m without one), admitted with the warning
+			// that nothing fitted.
+			name: "time: a new route of a 60s timeout over its 2 tries of 9s: the timeout becomes 9s", cluster: []string{altIstioNS, reviews, ratings("")},
+			policies: func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy { return timed(e, 15*time.Second) },
+			object:   ratings("  - route: [{destination: {host: ratings}}]\n    timeout: 60s\n    retries: {attempts: 1, perTryTimeout: 9s}\n"), old: ratings(""),
+			want: MeshDecision{Allowed: true, Warnings: []string{newRoute60}, Patch: []jsonpatch.Operation{
+				ann(`spec.http[1].retries.attempts: 1; spec.http[1].retries.perTryTimeout: "9s"; spec.http[1].timeout: "60s"`),
+				zero("1"), noPerTry("1"),
+				{Operation: "replace", Path: "/spec/http/1/timeout", Value: "9s"},
+			}},
+			within: true,
+		},
+		{
+			// The route's own 5s bounds its one try below the per-try 9s: kept, and the
+			// chain stays over on it (5s as sent too): the warning says so.
+			name: "time: a route timeout of 5s below the per-try 9s is kept", cluster: []string{altIstioNS, reviews, ratings("")},
+			policies: func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy { return timed(e, 4*time.Second) },
+			object:   ratings("  - route: [{destination: {host: ratings}}]\n    timeout: 5s\n    retries: {attempts: 1, perTryTimeout: 9s}\n"), old: ratings(""),
+			want: MeshDecision{Allowed: true, Warnings: []string{
+				"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[1].retries.attempts: 1 -> 0, " +
+					`spec.http[1].retries.perTryTimeout: "9s" -> removed (productpage 5s -> reviews 5s -> ratings ? = 5s > maxTimeToAnswer 4s)`,
+				"RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[1].retries.attempts: unset (a new route) -> 1 (a route other than the counted one: the time takes its tries too) makes " +
+					"productpage 5s -> reviews 5s -> ratings ? = 5s > maxTimeToAnswer 4s; VirtualService bookinfo/ratings attempts: 0 does not fit either: lower the callers' attempts " +
+					"(admitted: enforcement is Rewrite; lowered back to VirtualService bookinfo/ratings attempts: 0, its value before the raise or, new, its fewest tries)",
+			}, Patch: []jsonpatch.Operation{
+				ann(`spec.http[1].retries.attempts: 1; spec.http[1].retries.perTryTimeout: "9s"`),
+				zero("1"), noPerTry("1"),
+			}},
+		},
+		{
+			name: "cap: attempts 3 -> 0 under a route timeout of 30s: the timeout becomes 2s", cluster: []string{altIstioNS},
+			policies: capped,
+			object:   strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 3, perTryTimeout: 2s}\n    timeout: 30s", 1),
+			want: MeshDecision{Allowed: true, Warnings: []string{capRewrite + `, spec.http[0].retries.perTryTimeout: "2s" -> removed, spec.http[0].timeout: "30s" -> "2s"` + capChain},
+				Patch: []jsonpatch.Operation{
+					ann(`spec.http[0].retries.attempts: 3; spec.http[0].retries.perTryTimeout: "2s"; spec.http[0].timeout: "30s"`),
+					zero("0"), noPerTry("0"),
+					{Operation: "replace", Path: "/spec/http/0/timeout", Value: "2s"},
+				}},
+			within: true,
+		},
+		{
+			name: "cap: attempts 3 -> 0 under a route timeout of 1s: kept", cluster: []string{altIstioNS},
+			policies: capped,
+			object:   strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 3, perTryTimeout: 2s}\n    timeout: 1s", 1),
+			want: MeshDecision{Allowed: true, Warnings: []string{capRewrite + `, spec.http[0].retries.perTryTimeout: "2s" -> removed` + capChain},
+				Patch: []jsonpatch.Operation{ann(`spec.http[0].retries.attempts: 3; spec.http[0].retries.perTryTimeout: "2s"`), zero("0"), noPerTry("0")}},
+			within: true,
+		},
+		{
+			name: "cap: attempts 3 -> 0 without a per-try timeout: no timeout set", cluster: []string{altIstioNS},
+			policies: capped,
+			object:   vsYAML("3"),
+			want: MeshDecision{Allowed: true, Warnings: []string{capRewrite + capChain},
+				Patch: []jsonpatch.Operation{ann("spec.http[0].retries.attempts: 3"), zero("0")}},
+			within: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := decideOn(t, tc.cluster, tc.policies(v1alpha1.EnforcementRewrite), tc.object, tc.old)
+			expectMeshDecision(t, got, tc.want)
+			if !tc.within || len(got.Patch) == 0 {
+				return
+			}
+			ops, err := json.Marshal(got.Patch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := jsonpatch5.DecodePatch(ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.Apply(jsonOf(t, tc.object))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectMeshDecision(t, decideOn(t, tc.cluster, tc.policies(v1alpha1.EnforcementReject), string(out), tc.old), MeshDecision{Allowed: true})
+		})
+	}
+}
