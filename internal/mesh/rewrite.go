@@ -369,6 +369,10 @@ func (r *Rewrite) keepPerTry(doc any, perTry any) string {
 	return pathString(r.path[:len(r.path)-2]) + ".timeout: " + from + " -> " + strconv.Quote(pt)
 }
 
+// ZeroAttempts reports whether r lowers a VirtualService route's retries to attempts 0 (the
+// block's other fields go; a per-try timeout may become the route's timeout: keepPerTry).
+func (r *Rewrite) ZeroAttempts() bool { return r.only }
+
 // RemovesBlock reports whether r removes a route rule's retry block (to 1 try, where the rule
 // without it gives 1: MinTries).
 func (r *Rewrite) RemovesBlock() bool { return r.remove && r.inner != "" }

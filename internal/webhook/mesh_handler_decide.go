@@ -173,6 +173,36 @@ type meshVerdict struct {
 	// that is not the layer's own route (waitSource): "reviews -> ratings: VirtualService
 	// bookinfo/ratings spec.http[1] (1 try, per-try timeout unset, timeout 1m0s)".
 	timeFrom string
+	// keepBound, when not empty, is the route timeout the kept value needs to fit (zeroBound):
+	// `spec.http[1].timeout: "60s" -> "9s"`.
+	keepBound string
+}
+
+// zeroBound is the route timeout a VirtualService route lowered to attempts 0 takes from its
+// per-try timeout (mesh.Rewrite.ApplyChanges), when lowering l to tries does that: the keep was
+// judged with it, so advice that names attempts 0 alone would name a value that does not fit (the
+// route without its per-try bound). "" otherwise.
+func zeroBound(l mesh.Layer, tries int64, raw objectJSON) string {
+	rw, err := mesh.PlanRewrite(l, tries)
+	if err != nil || !rw.ZeroAttempts() {
+		return ""
+	}
+	data, err := raw()
+	if err != nil {
+		return ""
+	}
+	if _, changes, err := rw.ApplyChanges(data); err == nil && len(changes) > 1 {
+		return changes[1]
+	}
+	return ""
+}
+
+// boundClause is what advice adds for keepBound.
+func (v meshVerdict) boundClause() string {
+	if v.keepBound == "" {
+		return ""
+	}
+	return " with " + v.keepBound + " (Istio drops perTryTimeout at attempts 0)"
 }
 
 // meshSets are the cluster's Set without the object (with its stored version on an update) and
@@ -567,6 +597,9 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 			}
 		}
 		v.timeFrom = waitSource(r, set, v)
+		if v.keep > 0 {
+			v.keepBound = zeroBound(v.layer, v.keep, raw)
+		}
 		return v, true
 	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
@@ -1133,7 +1166,7 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 		if rw.RemovesBlock() {
 			return msg + fmt.Sprintf("; %s may keep 1 try: remove %s", rw.Object, rw.FieldPath)
 		}
-		return msg + fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To)
+		return msg + fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To) + v.boundClause()
 	}
 	return msg
 }

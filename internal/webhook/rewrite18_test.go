@@ -70,10 +70,30 @@ spec:
 		cluster     []string
 		policies    func(v1alpha1.Enforcement) []*v1alpha1.RetryPolicy
 		object, old string
+		enforcement v1alpha1.Enforcement // "": Rewrite
 		want        MeshDecision
 		// within: the rewritten object, judged again under Reject, is admitted.
 		within bool
 	}{
+		{
+			// Reject's advice names the timeout the kept attempts: 0 needs: attempts 0 alone
+			// leaves the route its 60s (Istio drops perTryTimeout), over 15s.
+			name: "time, Reject: attempts 0 advised with the route timeout", cluster: []string{altIstioNS, reviews, ratings("")}, enforcement: v1alpha1.EnforcementReject,
+			policies: func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy { return timed(e, 15*time.Second) },
+			object:   ratings("  - route: [{destination: {host: ratings}}]\n    timeout: 60s\n    retries: {attempts: 1, perTryTimeout: 9s}\n"), old: ratings(""),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[1].retries.attempts: unset (a new route) -> 1 (a route other than the counted one: the time takes its tries too) makes " +
+				"productpage 18.025s -> reviews 18.025s -> ratings ? = 18.025s > maxTimeToAnswer 15s; VirtualService bookinfo/ratings may keep attempts: 0" +
+				` with spec.http[1].timeout: "60s" -> "9s" (Istio drops perTryTimeout at attempts 0)`},
+		},
+		{
+			// The counted route's own keep (judgeMesh's advice), raised 3 -> 5 under a cap.
+			name: "cap, Reject: attempts 0 advised with the route timeout", cluster: []string{altIstioNS, strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 0}\n    timeout: 30s", 1)}, enforcement: v1alpha1.EnforcementReject,
+			policies: capped,
+			object:   strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 2, perTryTimeout: 2s}\n    timeout: 30s", 1),
+			old:      strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 0}\n    timeout: 30s", 1),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 makes productpage -x3-> reviews -x3-> ratings = 9 > cap 3" +
+				"; VirtualService bookinfo/ratings may keep attempts: 0" + ` with spec.http[0].timeout: "30s" -> "2s" (Istio drops perTryTimeout at attempts 0)`},
+		},
 		{
 			// 2 x 9s + 25ms = 18.025s as sent; lowered to attempts 0 it was bounded by its
 			// 60s timeout (by the application's 2m without one), admitted with the warning
@@ -135,7 +155,11 @@ spec:
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decideOn(t, tc.cluster, tc.policies(v1alpha1.EnforcementRewrite), tc.object, tc.old)
+			e := tc.enforcement
+			if e == "" {
+				e = v1alpha1.EnforcementRewrite
+			}
+			got := decideOn(t, tc.cluster, tc.policies(e), tc.object, tc.old)
 			expectMeshDecision(t, got, tc.want)
 			if !tc.within || len(got.Patch) == 0 {
 				return
