@@ -451,6 +451,10 @@ type layeredEdge struct {
 	raised
 	attempts, was int64
 	oldLayer      *mesh.Layer
+	// alts and oldAlts are, for an entrypoint, the layers its calls may take in r and old
+	// (workload.MeshEdge.Alternatives: every route to it at a Gateway or ingress), which
+	// mesh.Set.TimeAlternatives does not give for entry layers.
+	alts, oldAlts []mesh.Layer
 }
 
 // layered lists the edges of r that carry a layer of obj, in edge order; entrypoints first.
@@ -471,9 +475,10 @@ func layered(r, old *workload.Result, obj meshObject) []layeredEdge {
 	sort.Strings(entries)
 	for _, k := range entries {
 		m := r.MeshEntry[k]
-		e := layeredEdge{attempts: m.Attempts(), was: m.App}
+		e := layeredEdge{attempts: m.Attempts(), was: m.App, alts: m.Alternatives}
 		if o, ok := old.MeshEntry[k]; ok {
 			e.was = o.Attempts()
+			e.oldAlts = o.Alternatives
 			if ol, ok := layerOf(o); ok {
 				e.oldLayer = &ol
 			}
@@ -818,7 +823,9 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		if change == "" {
 			// A route new to the edge: no bound of its own was raised, but the calls may
 			// now take it (gate18).
-			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && !ownTries(nl, obj) {
+			// At an entrypoint a route with tries above its fewest is judged here too:
+			// judgeAltTries looks at service-to-service edges only (rewrite18).
+			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && (!ownTries(nl, obj) || e.from == "") {
 				if tj = timeAt(p, r, e.raised); tj != nil {
 					// Judged when it lengthens the chain, or when the chain waits longest on
 					// it (a created object shortens the mesh default's unbounded hop, yet its
@@ -873,12 +880,12 @@ func newRouteOn(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (mesh.Laye
 	had := map[string]bool{}
 	if e.oldLayer != nil {
 		had[routeOf(*e.oldLayer)] = true
-		for _, o := range oldSet.TimeAlternatives(*e.oldLayer) {
+		for _, o := range routeAlternatives(oldSet, *e.oldLayer, e.from, e.oldAlts) {
 			had[routeOf(o)] = true
 		}
 	}
 	cands := []mesh.Layer{e.layer}
-	cands = append(cands, set.TimeAlternatives(e.layer)...)
+	cands = append(cands, routeAlternatives(set, e.layer, e.from, e.alts)...)
 	var best mesh.Layer
 	var bestT time.Duration
 	found := false
@@ -891,6 +898,19 @@ func newRouteOn(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (mesh.Laye
 		}
 	}
 	return best, found
+}
+
+// routeAlternatives are the routes a call may take in l's place: for an entrypoint (from empty)
+// entry, its client attempts' (workload.MeshEdge.Alternatives: every route of every object to
+// it); else set.TimeAlternatives. A route added to an HTTPRoute on a Gateway, or to a
+// VirtualService bound to an ingress gateway, of a 60s timeout beside a rule of 3s was no new
+// route to the gate (TimeAlternatives gives none for entry layers) and admitted while the chain
+// went from 3s to 60s (rewrite18).
+func routeAlternatives(set *mesh.Set, l mesh.Layer, from string, entry []mesh.Layer) []mesh.Layer {
+	if from == "" {
+		return entry
+	}
+	return set.TimeAlternatives(l)
 }
 
 // ownTries reports whether l's tries are obj's to lower (above the fewest its field gives): a
@@ -1325,7 +1345,11 @@ func waitSource(r *workload.Result, set *mesh.Set, v meshVerdict) string {
 	if w.layer.Tries == 1 {
 		tries = "1 try"
 	}
-	return fmt.Sprintf("%s -> %s: %s (%s, %s)", w.from, w.to, name, tries, describeBounds(w.lt))
+	from := w.from
+	if from == "" {
+		from = "client"
+	}
+	return fmt.Sprintf("%s -> %s: %s (%s, %s)", from, w.to, name, tries, describeBounds(w.lt))
 }
 
 // wait is where a chain waits longest: the hop from -> to, and on it the route of layer (with
@@ -1344,14 +1368,19 @@ func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait
 	if !ok {
 		return wait{}, false
 	}
-	m, ok := r.MeshEdges[[2]string{from, to}]
+	var m workload.MeshEdge
+	if from == "" {
+		m, ok = r.MeshEntry[to]
+	} else {
+		m, ok = r.MeshEdges[[2]string{from, to}]
+	}
 	if !ok {
 		return wait{}, false
 	}
 	w := wait{from: from, to: to}
 	srcB := time.Duration(-1)
 	for _, l := range m.Layers {
-		alts := set.TimeAlternatives(l)
+		alts := routeAlternatives(set, l, from, m.Alternatives)
 		if len(alts) == 0 {
 			alts = []mesh.Layer{l}
 		}
@@ -1371,10 +1400,21 @@ func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait
 }
 
 // longestHop is the hop of tj's chain that adds the most to its time: a service's worst time
-// less its callee's on the chain (a leaf's unknown time adds nothing).
+// less its callee's on the chain (a leaf's unknown time adds nothing). The client's hop to the
+// entrypoint (from empty) adds the chain's time less the entrypoint's; when its route's bound
+// cuts the entrypoint's time (the chain shorter than it), the chain waits on that hop alone:
+// nothing below it is waited for longer. It was never named, so a route created at an entrypoint
+// whose own timeout kept the chain over was not "the one the chain waits on" (rewrite18).
 func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
 	ch := tj.Chain
+	if len(ch.Path) > 0 && len(ch.Times) > 0 && ch.Times[0] > ch.Time {
+		return "", ch.Path[0], true
+	}
 	best, bestD := -1, time.Duration(-1)
+	entryD := time.Duration(-1)
+	if len(ch.Path) > 0 && len(ch.Times) > 0 && ch.Times[0] != graph.Forever {
+		entryD = ch.Time - ch.Times[0]
+	}
 	for i := 0; i+1 < len(ch.Path) && i+1 < len(ch.Times); i++ {
 		next := ch.Times[i+1]
 		if next == graph.Forever && i+2 == len(ch.Path) {
@@ -1387,6 +1427,9 @@ func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
 		if d > bestD {
 			best, bestD = i, d
 		}
+	}
+	if entryD > bestD {
+		return "", ch.Path[0], true
 	}
 	if best < 0 {
 		return "", "", false

@@ -180,3 +180,77 @@ spec:
 		})
 	}
 }
+
+// TestDecideMeshNewEntryRouteTime: a route new at an entrypoint (a rule added to an HTTPRoute on
+// a Gateway, an http route added to a VirtualService bound to an ingress gateway, or either
+// created whole) is judged by the chain's time as a service-to-service one is (gate18). Before
+// rewrite18 the gate took an entry layer's other routes from mesh.Set.TimeAlternatives, which
+// gives none for entry layers, and looked for the wait on service-to-service hops only: each
+// case marked over was admitted under every enforcement while the chain went over
+// maxTimeToAnswer on the new route's own 60s.
+func TestDecideMeshNewEntryRouteTime(t *testing.T) {
+	const fastRule = "retry: {attempts: 1}\n    timeouts: {request: 3s}"
+	const slowRule = "  - matches: [{path: {value: /slow}}]\n    backendRefs: [{name: productpage, port: 9080}]\n    retry: {attempts: 1}\n    timeouts: {request: 60s}\n"
+	front := func(routes string) string {
+		return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: front, namespace: bookinfo}
+spec:
+  hosts: [bookinfo.example.com]
+  gateways: [bookinfo-gateway]
+  http:
+` + routes
+	}
+	const fastVS = "  - match: [{uri: {prefix: /fast}}]\n    route: [{destination: {host: productpage}}]\n    timeout: 3s\n    retries: {attempts: 0}\n"
+	const slowVS = "  - route: [{destination: {host: productpage}}]\n    timeout: 60s\n    retries: {attempts: 0}\n"
+	policy := func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
+		p := timedMeshPolicy(100, e, 20*time.Second)
+		// The application's own per-try timeout would bound every hop below the entrypoint.
+		p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+		return []*v1alpha1.RetryPolicy{p}
+	}
+	const (
+		hrChain    = "client -x2-> productpage 2m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"
+		vsChain    = "productpage 2m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"
+		hrNew      = "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[1]: per-try timeout unset, timeout 1m0s (a new route; the chain's worst time was 3s) makes " + hrChain
+		vsNew      = "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/front spec.http[1]: per-try timeout unset, timeout 1m0s (a new route; the chain's worst time was 3s) makes " + vsChain
+		vsWaits    = "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/front spec.http[0]: per-try timeout unset, timeout 1m0s (a new route, the one the chain waits on longest) makes " + vsChain
+		rewriteRef = " (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"
+	)
+	for _, tc := range []struct {
+		name        string
+		cluster     []string
+		e           v1alpha1.Enforcement
+		object, old string
+		want        MeshDecision
+	}{
+		{name: "HTTPRoute on a Gateway: a new rule of 60s beside one of 3s", cluster: []string{altIstioNS, gatewayRoute(fastRule)},
+			object: gatewayRoute(fastRule) + slowRule, old: gatewayRoute(fastRule), want: MeshDecision{Message: hrNew}},
+		{name: "HTTPRoute: Rewrite refuses (a timeout, no count of tries)", cluster: []string{altIstioNS, gatewayRoute(fastRule)}, e: v1alpha1.EnforcementRewrite,
+			object: gatewayRoute(fastRule) + slowRule, old: gatewayRoute(fastRule), want: MeshDecision{Message: hrNew + rewriteRef}},
+		{name: "HTTPRoute: Audit warns", cluster: []string{altIstioNS, gatewayRoute(fastRule)}, e: v1alpha1.EnforcementAudit,
+			object: gatewayRoute(fastRule) + slowRule, old: gatewayRoute(fastRule), want: MeshDecision{Allowed: true, Warnings: []string{hrNew + " (admitted: enforcement is Audit)"}}},
+		{name: "HTTPRoute: a new rule within the maximum is admitted", cluster: []string{altIstioNS, gatewayRoute(fastRule)},
+			object: gatewayRoute(fastRule) + strings.Replace(slowRule, "60s", "15s", 1), old: gatewayRoute(fastRule), want: MeshDecision{Allowed: true}},
+		{name: "ingress VirtualService: a new http route of 60s beside one of 3s", cluster: []string{altIstioNS, front(fastVS)},
+			object: front(fastVS + slowVS), old: front(fastVS), want: MeshDecision{Message: vsNew}},
+		{
+			// Before it the client waited on productpage's 2m (no route bounded the entry):
+			// 60s shortens the chain, but the chain now waits on this route's own timeout
+			// (it cuts the entrypoint's 2m), as a service-to-service route created whole is
+			// judged.
+			name: "ingress VirtualService created whole with one route of 60s", cluster: []string{altIstioNS},
+			object: front(slowVS), want: MeshDecision{Message: vsWaits},
+		},
+		{name: "ingress VirtualService created whole with one route of 15s: admitted", cluster: []string{altIstioNS},
+			object: front(strings.Replace(slowVS, "60s", "15s", 1)), want: MeshDecision{Allowed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			if e == "" {
+				e = v1alpha1.EnforcementReject
+			}
+			expectMeshDecision(t, decideOn(t, tc.cluster, policy(e), tc.object, tc.old), tc.want)
+		})
+	}
+}
