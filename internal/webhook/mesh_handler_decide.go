@@ -808,10 +808,18 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		after := set.LayerTime(e.layer)
 		change := timeRaises(before, after)
 		if e.layer.Object != obj.id() {
-			// Another object's layer: only its delay can be the incoming object's.
-			change = ""
-			if after.Delay > before.Delay {
+			// Another object's layer: only its delay can be the incoming object's, and, for a
+			// BackendTrafficPolicy, its timeout where that is the one the route takes (Source
+			// names it, mesh envoyGatewayTimeout): a policy of a timeout alone has no layer of
+			// its own, so its requestTimeout raised from 10s to 60s was admitted while the chain
+			// went from 10s to 60s (rewrite18).
+			switch {
+			case obj.kind == "BackendTrafficPolicy" && (strings.Contains(after.Source, obj.id()) || strings.Contains(before.Source, obj.id())):
+				change = timeRaises(before, after)
+			case after.Delay > before.Delay:
 				change = fmt.Sprintf("fault delay %s -> %s", graph.FormatTime(before.Delay), graph.FormatTime(after.Delay))
+			default:
+				change = ""
 			}
 		}
 		if change == "" {
@@ -820,6 +828,24 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 			before, after, change = altTimeRaise(oldSet, set, e, obj)
 		}
 		var tj *graph.TimeJudgement
+		if change == "" && obj.kind == "BackendTrafficPolicy" && e.layer.Object != obj.id() {
+			// A policy's timeout new to the route, shorter than what the route waited before
+			// (none): judged as a new route is, when the chain is over and waits longest on the
+			// route it bounds (rewrite18).
+			was := oldSet.LayerTime(mesh.Layer{Kind: e.layer.Kind})
+			if e.oldLayer != nil {
+				was = oldSet.LayerTime(*e.oldLayer)
+			}
+			now := set.LayerTime(e.layer)
+			if strings.Contains(now.Source, obj.id()) && !strings.Contains(was.Source, obj.id()) {
+				if tj = timeAt(p, r, e.raised); tj != nil {
+					if w, waits := waitRoute(r, set, tj); waits && w.from == e.from && w.to == e.to && routeOf(w.layer) == routeOf(e.layer) {
+						before, after = was, now
+						change = describeBounds(now) + " (a new bound, the one the chain waits on longest)"
+					}
+				}
+			}
+		}
 		if change == "" {
 			// A route new to the edge: no bound of its own was raised, but the calls may
 			// now take it (gate18).

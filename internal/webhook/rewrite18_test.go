@@ -56,9 +56,6 @@ spec:
 		capRewrite = "RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 3 -> 0"
 		capChain   = " (productpage -x3-> reviews -x4-> ratings = 12 > cap 3)"
 	)
-	ann := func(from string) jsonpatch.Operation {
-		return jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: from}}
-	}
 	zero := func(i string) jsonpatch.Operation {
 		return jsonpatch.Operation{Operation: "replace", Path: "/spec/http/" + i + "/retries/attempts", Value: float64(0)}
 	}
@@ -253,4 +250,105 @@ spec:
 			expectMeshDecision(t, decideOn(t, tc.cluster, policy(e), tc.object, tc.old), tc.want)
 		})
 	}
+}
+
+// btpNew is an Envoy Gateway BackendTrafficPolicy bookinfo/web on HTTPRoute web with spec given
+// (YAML lines under spec).
+func btpNew(spec string) string {
+	return `apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: web, namespace: bookinfo}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}]
+` + spec
+}
+
+// TestDecideMeshNewBackendTrafficPolicy: an Envoy Gateway BackendTrafficPolicy created (or
+// updated) with a retry and/or a timeout on the north-south HTTPRoute web. Its retry is its own
+// layer (judged from its fewest tries, as a new route is); its timeout lands on the route's layer
+// (mesh envoyGatewayTimeout). Before rewrite18 a policy of a timeout alone was never judged: its
+// requestTimeout raised from 10s to 60s, or created at 60s where the chain then waits on it,
+// was admitted over maxTimeToAnswer.
+func TestDecideMeshNewBackendTrafficPolicy(t *testing.T) {
+	// The policy's retry applies to a rule without one (a rule's own retry wins: mesh
+	// entryRuleLayer); its timeout to either.
+	bare, retried := gatewayRoute(""), gatewayRoute("retry: {attempts: 1}") // 1 or 2 tries, no timeout of their own
+	capped := func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
+		return []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 3, e)}
+	}
+	timed := func(maxT time.Duration) func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
+		return func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
+			p := timedMeshPolicy(100, e, maxT)
+			p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+			return []*v1alpha1.RetryPolicy{p}
+		}
+	}
+	const (
+		retry5     = "RetryPolicy bookinfo/bookinfo: BackendTrafficPolicy bookinfo/web spec.retry.numRetries: 5 makes client -x6-> productpage -x1-> reviews -x1-> ratings = 6 > cap 3"
+		chain60    = " makes client -x2-> productpage 2m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"
+		newBound   = "RetryPolicy bookinfo/bookinfo: BackendTrafficPolicy bookinfo/web spec.timeout.http.requestTimeout: per-try timeout unset, timeout 1m0s (a new bound, the one the chain waits on longest)" + chain60
+		raised     = "RetryPolicy bookinfo/bookinfo: BackendTrafficPolicy bookinfo/web spec.timeout.http.requestTimeout: timeout 10s -> 1m0s" + chain60
+		rewriteRef = " (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"
+	)
+	timeout := func(d string) string { return "  timeout: {http: {requestTimeout: " + d + "}}\n" }
+	for _, tc := range []struct {
+		name        string
+		e           v1alpha1.Enforcement
+		policies    func(v1alpha1.Enforcement) []*v1alpha1.RetryPolicy
+		object, old string
+		want        MeshDecision
+		bare        bool // the route's rule without retry (else retry.attempts: 1)
+	}{
+		{name: "retry: numRetries 5 over the cap, Reject", bare: true, policies: capped, object: btpNew("  retry: {numRetries: 5}\n"),
+			want: MeshDecision{Message: retry5 + "; BackendTrafficPolicy bookinfo/web may keep numRetries: 2"}},
+		{name: "retry: Rewrite lowers numRetries to 2", bare: true, e: v1alpha1.EnforcementRewrite, policies: capped, object: btpNew("  retry: {numRetries: 5}\n"),
+			want: MeshDecision{Allowed: true, Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote BackendTrafficPolicy bookinfo/web: spec.retry.numRetries: 5 -> 2 (client -x6-> productpage -x1-> reviews -x1-> ratings = 6 > cap 3)"},
+				Patch: []jsonpatch.Operation{ann("spec.retry.numRetries: 5"), {Operation: "replace", Path: "/spec/retry/numRetries", Value: float64(2)}}}},
+		{name: "retry: Audit warns", bare: true, e: v1alpha1.EnforcementAudit, policies: capped, object: btpNew("  retry: {numRetries: 5}\n"),
+			want: MeshDecision{Allowed: true, Warnings: []string{retry5 + "; BackendTrafficPolicy bookinfo/web may keep numRetries: 2 (admitted: enforcement is Audit)"}}},
+		{name: "retry within the cap: admitted", bare: true, policies: capped, object: btpNew("  retry: {numRetries: 2}\n"), want: MeshDecision{Allowed: true}},
+		{
+			// 2 tries of 9s + 25ms = 18.025s, cut by Envoy Gateway's default route timeout of
+			// 15s (the policy now serves the route): within 15s.
+			name: "retry with a per-retry timeout under Envoy Gateway's 15s: admitted", bare: true, policies: timed(15 * time.Second),
+			object: btpNew("  retry: {numRetries: 1, perRetry: {timeout: 9s}}\n"), want: MeshDecision{Allowed: true},
+		},
+		{
+			name: "retry and a timeout of 60s: no count fits", bare: true, policies: timed(20 * time.Second),
+			object: btpNew("  retry: {numRetries: 3}\n" + timeout("60s")),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: BackendTrafficPolicy bookinfo/web spec.retry.numRetries: 3 makes client -x4-> productpage 2m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s" +
+				"; even BackendTrafficPolicy bookinfo/web numRetries: 0 does not fit: lower the callers' attempts"},
+		},
+		{name: "retry and a timeout of 10s: admitted", bare: true, policies: timed(20 * time.Second), object: btpNew("  retry: {numRetries: 3}\n" + timeout("10s")), want: MeshDecision{Allowed: true}},
+		{name: "a timeout alone of 60s created, the chain waits on it: Reject", policies: timed(20 * time.Second), object: btpNew(timeout("60s")),
+			want: MeshDecision{Message: newBound}},
+		{name: "a timeout alone of 60s created: Rewrite refuses", e: v1alpha1.EnforcementRewrite, policies: timed(20 * time.Second), object: btpNew(timeout("60s")),
+			want: MeshDecision{Message: newBound + rewriteRef}},
+		{name: "a timeout alone of 10s created: admitted", policies: timed(20 * time.Second), object: btpNew(timeout("10s")), want: MeshDecision{Allowed: true}},
+		{name: "a timeout alone raised 10s -> 60s: Reject", policies: timed(20 * time.Second), object: btpNew(timeout("60s")), old: btpNew(timeout("10s")),
+			want: MeshDecision{Message: raised}},
+		{name: "a timeout alone raised 10s -> 15s, within: admitted", policies: timed(20 * time.Second), object: btpNew(timeout("15s")), old: btpNew(timeout("10s")),
+			want: MeshDecision{Allowed: true}},
+		{name: "a timeout alone lowered 60s -> 30s, still over: admitted", policies: timed(20 * time.Second), object: btpNew(timeout("30s")), old: btpNew(timeout("60s")),
+			want: MeshDecision{Allowed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			if e == "" {
+				e = v1alpha1.EnforcementReject
+			}
+			cluster := []string{retried}
+			if tc.bare {
+				cluster[0] = bare
+			}
+			if tc.old != "" {
+				cluster = append(cluster, tc.old)
+			}
+			expectMeshDecision(t, decideOn(t, cluster, tc.policies(e), tc.object, tc.old), tc.want)
+		})
+	}
+}
+
+func ann(from string) jsonpatch.Operation {
+	return jsonpatch.Operation{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: from}}
 }
