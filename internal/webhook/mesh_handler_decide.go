@@ -176,6 +176,25 @@ type meshVerdict struct {
 	// keepBound, when not empty, is the route timeout the kept value needs to fit (zeroBound):
 	// `spec.http[1].timeout: "60s" -> "9s"`.
 	keepBound string
+	// ownTimeout, when not empty, is the timeout of the verdict's own route the chain's time is
+	// (ownWait): no count of tries fits under it, and the callers' attempts do not shorten it.
+	ownTimeout string
+}
+
+// ownWait is, for a verdict no count fits, the timeout of v's own route when the chain waits
+// longest on that route and its timeout is the chain's time: "1m0s". A rule at an entrypoint
+// created with attempts 1 and a timeout of 60s was told "even ... without spec.rules[0].retry
+// (1 try) does not fit: lower the callers' attempts": its clients' attempts were 1 already,
+// and the wait was its own 60s (rewrite18).
+func ownWait(r *workload.Result, set *mesh.Set, v meshVerdict) string {
+	if v.time == nil || !v.time.Over || v.keep > 0 {
+		return ""
+	}
+	w, ok := waitRoute(r, set, v.time)
+	if !ok || routeOf(w.layer) != routeOf(v.layer) || w.lt.Timeout <= 0 || w.lt.Delay > 0 || v.time.Chain.Time != w.lt.Timeout {
+		return ""
+	}
+	return fmtBound(w.lt.Timeout)
 }
 
 // zeroBound is the route timeout a VirtualService route lowered to attempts 0 takes from its
@@ -602,6 +621,7 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 			}
 		}
 		v.timeFrom = waitSource(r, set, v)
+		v.ownTimeout = ownWait(r, set, v)
 		if v.keep > 0 {
 			v.keepBound = zeroBound(v.layer, v.keep, raw)
 		}
@@ -1199,10 +1219,14 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 		if err != nil {
 			return msg
 		}
-		if full.RemovesBlock() {
-			return msg + fmt.Sprintf("; even %s without %s (1 try) does not fit: lower the callers' attempts", full.Object, full.FieldPath)
+		remedy := "lower the callers' attempts"
+		if v.ownTimeout != "" {
+			remedy = "the chain waits on its own timeout of " + v.ownTimeout + ": lower that"
 		}
-		msg += fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
+		if full.RemovesBlock() {
+			return msg + fmt.Sprintf("; even %s without %s (1 try) does not fit: %s", full.Object, full.FieldPath, remedy)
+		}
+		msg += fmt.Sprintf("; even %s %s: %s does not fit: %s", full.Object, fieldName(full.FieldPath), full.To, remedy)
 		if floor > 1 {
 			msg += fmt.Sprintf(" (the Gateway API CRD's attempts is at least 1, and without retry the rule gets %d tries)", v.layer.Unset)
 		}

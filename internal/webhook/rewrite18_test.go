@@ -239,6 +239,15 @@ spec:
 			name: "ingress VirtualService created whole with one route of 60s", cluster: []string{altIstioNS},
 			object: front(slowVS), want: MeshDecision{Message: vsWaits},
 		},
+		{
+			// Its 2 tries from 1 (a Gateway rule without retry gives 1): no count fits, and
+			// the chain's 60s is its own timeout, not its clients' attempts (1 already),
+			// which the advice named before rewrite18.
+			name: "HTTPRoute on a Gateway created whole with a rule of 2 tries and 60s", cluster: []string{altIstioNS},
+			object: gatewayRoute("retry: {attempts: 1}\n    timeouts: {request: 60s}"),
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 1 makes " + hrChain +
+				"; even HTTPRoute bookinfo/web without spec.rules[0].retry (1 try) does not fit: the chain waits on its own timeout of 1m0s: lower that"},
+		},
 		{name: "ingress VirtualService created whole with one route of 15s: admitted", cluster: []string{altIstioNS},
 			object: front(strings.Replace(slowVS, "60s", "15s", 1)), want: MeshDecision{Allowed: true}},
 	} {
@@ -317,7 +326,7 @@ func TestDecideMeshNewBackendTrafficPolicy(t *testing.T) {
 			name: "retry and a timeout of 60s: no count fits", bare: true, policies: timed(20 * time.Second),
 			object: btpNew("  retry: {numRetries: 3}\n" + timeout("60s")),
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: BackendTrafficPolicy bookinfo/web spec.retry.numRetries: 3 makes client -x4-> productpage 2m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s" +
-				"; even BackendTrafficPolicy bookinfo/web numRetries: 0 does not fit: lower the callers' attempts"},
+				"; even BackendTrafficPolicy bookinfo/web numRetries: 0 does not fit: the chain waits on its own timeout of 1m0s: lower that"},
 		},
 		{name: "retry and a timeout of 10s: admitted", bare: true, policies: timed(20 * time.Second), object: btpNew("  retry: {numRetries: 3}\n" + timeout("10s")), want: MeshDecision{Allowed: true}},
 		{name: "a timeout alone of 60s created, the chain waits on it: Reject", policies: timed(20 * time.Second), object: btpNew(timeout("60s")),
