@@ -1454,7 +1454,9 @@ func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait
 // entrypoint (from empty) adds the chain's time less the entrypoint's; when its route's bound
 // cuts the entrypoint's time (the chain shorter than it), the chain waits on that hop alone:
 // nothing below it is waited for longer. It was never named, so a route created at an entrypoint
-// whose own timeout kept the chain over was not "the one the chain waits on" (rewrite18).
+// whose own timeout kept the chain over was not "the one the chain waits on" (rewrite18). A hop
+// between services whose route cuts its callee's time (the caller's worst shorter than the
+// callee's) is read the same way: it adds the caller's time, and the hops below it nothing.
 func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
 	ch := tj.Chain
 	if len(ch.Path) > 0 && len(ch.Times) > 0 && ch.Times[0] > ch.Time {
@@ -1473,6 +1475,15 @@ func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
 		d := ch.Times[i] - next
 		if ch.Times[i] == graph.Forever {
 			d = graph.Forever
+		}
+		if next > ch.Times[i] {
+			// The hop's route cuts the callee's time: the caller waits its bound, and nothing
+			// below it longer (a VirtualService created with a route of 60s over a callee of
+			// 2m was never the hop named, rewrite18).
+			if ch.Times[i] > bestD {
+				best, bestD = i, ch.Times[i]
+			}
+			break
 		}
 		if d > bestD {
 			best, bestD = i, d

@@ -248,6 +248,16 @@ spec:
 			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[0].retry.attempts: 1 makes " + hrChain +
 				"; even HTTPRoute bookinfo/web without spec.rules[0].retry (1 try) does not fit: the chain waits on its own timeout of 1m0s: lower that"},
 		},
+		{
+			// Between services the same: reviews' VirtualService created with one route of
+			// 60s cuts reviews' 2m (Istio's default route to ratings under the application's
+			// per-try 2m); the hop productpage -> reviews is where the chain waits.
+			name: "a VirtualService between services created whole, its 60s cutting the callee's 2m", cluster: []string{altIstioNS},
+			object: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: bookinfo}\nspec:\n  hosts: [reviews]\n  http:\n" +
+				"  - route: [{destination: {host: reviews}}]\n    timeout: 60s\n    retries: {attempts: 0}\n",
+			want: MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/reviews spec.http[0]: per-try timeout unset, timeout 1m0s (a new route, the one the chain waits on longest) makes " +
+				"productpage 1m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"},
+		},
 		{name: "ingress VirtualService created whole with one route of 15s: admitted", cluster: []string{altIstioNS},
 			object: front(strings.Replace(slowVS, "60s", "15s", 1)), want: MeshDecision{Allowed: true}},
 	} {
