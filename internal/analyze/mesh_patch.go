@@ -97,13 +97,15 @@ func (m *Manifests) planMesh(demands map[string]*meshDemand) ([]Patch, []string)
 			byObject[rw.Object] = pt
 			order = append(order, rw.Object)
 		}
-		out, err := rw.Apply(pt.Mesh.JSON)
+		// The changes as made: a VirtualService route lowered to attempts 0 may also get its
+		// per-try timeout as its timeout (mesh.Rewrite.ApplyChanges).
+		out, changes, err := rw.ApplyChanges(pt.Mesh.JSON)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: %v", policyList(d.policies), err))
 			continue
 		}
 		pt.Mesh.JSON = out
-		pt.Mesh.Changes = append(pt.Mesh.Changes, rw.FieldPath+": "+rw.From+" -> "+rw.To)
+		pt.Mesh.Changes = append(pt.Mesh.Changes, changes...)
 		for _, p := range d.policies {
 			if !containsString(pt.Policies, p) {
 				pt.Policies = append(pt.Policies, p)

@@ -41,7 +41,7 @@ type Rewrite struct {
 
 // IstioZeroAttemptsAlone is what a VirtualService route's retries lowered to attempts 0 say of
 // the block's other fields (Rewrite.only).
-const IstioZeroAttemptsAlone = "the block's other fields removed: Istio refuses perTryTimeout, retryOn, retryRemoteLocalities beside attempts 0"
+const IstioZeroAttemptsAlone = "the block's other fields removed: Istio refuses perTryTimeout, retryOn, retryRemoteLocalities beside attempts 0; a perTryTimeout becomes the route's timeout where that is unset or longer, to bound the one try as before"
 
 // PlanRewrite says how to change layer l's object so that the layer gives tries (at least 1,
 // fewer than l.Tries). A layer no object declares (a mesh default, a ServiceProfile, MeshConfig)
@@ -260,23 +260,45 @@ func kindRewritable(l Layer, tries int64) error {
 // Apply returns the object (JSON) with the field changed. It fails, naming the object, the field
 // and the value, when the object no longer holds the value the layer was computed from.
 func (r *Rewrite) Apply(obj []byte) ([]byte, error) {
+	out, _, err := r.ApplyChanges(obj)
+	return out, err
+}
+
+// ApplyChanges is Apply, and the changes made as "FIELD: FROM -> TO": the field's, then a route
+// timeout set for the one try left (keepPerTry), which Suggestion cannot name without the object.
+func (r *Rewrite) ApplyChanges(obj []byte) ([]byte, []string, error) {
 	var doc any
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", r.Object, err)
+		return nil, nil, fmt.Errorf("decoding %s: %w", r.Object, err)
 	}
-	if err := r.applyTo(doc); err != nil {
-		return nil, err
+	bound, err := r.applyNoted(doc)
+	if err != nil {
+		return nil, nil, err
 	}
-	return json.Marshal(doc)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding %s: %w", r.Object, err)
+	}
+	changes := []string{r.FieldPath + ": " + r.From + " -> " + r.To}
+	if bound != "" {
+		changes = append(changes, bound)
+	}
+	return out, changes, nil
 }
 
 // applyTo changes the field in doc (decoded with numbers as json.Number), after the checks.
 func (r *Rewrite) applyTo(doc any) error {
+	_, err := r.applyNoted(doc)
+	return err
+}
+
+// applyNoted is applyTo, and keepPerTry's change ("" when none).
+func (r *Rewrite) applyNoted(doc any) (string, error) {
 	parent, err := r.walk(doc)
 	if err != nil {
-		return err
+		return "", err
 	}
 	last := r.path[len(r.path)-1].(string)
 	cur, ok := parent[last]
@@ -284,13 +306,13 @@ func (r *Rewrite) applyTo(doc any) error {
 	if r.inner != "" {
 		block, isMap := cur.(map[string]any)
 		if !isMap {
-			return fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, r.FieldPath, show(cur, ok), r.From)
+			return "", fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, r.FieldPath, show(cur, ok), r.From)
 		}
 		cur, ok = block[r.inner]
 		field += "." + r.inner
 	}
 	if r.absent && ok || r.check && !sameValue(cur, r.old) {
-		return fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, field, show(cur, ok), r.From)
+		return "", fmt.Errorf("%s %s is %s, not %s: the object changed since the layer was read", r.Object, field, show(cur, ok), r.From)
 	}
 	switch {
 	case r.remove && r.inner != "":
@@ -300,13 +322,56 @@ func (r *Rewrite) applyTo(doc any) error {
 			delete(parent, k)
 		}
 	case r.only:
+		perTry := parent["perTryTimeout"]
 		clear(parent)
 		parent[last] = r.value
+		return r.keepPerTry(doc, perTry), nil
 	default:
 		parent[last] = r.value
 	}
-	return nil
+	return "", nil
 }
+
+// keepPerTry bounds the route of a retries block lowered to attempts 0 (Rewrite.only) by the
+// per-try timeout the block had (perTry, as written): Istio gives Envoy no retry policy for attempts
+// 0 (retry.ConvertPolicy), so the per-try timeout goes with it and the one try left was bounded by
+// nothing of the route's; the rewrite would have made the route wait longer than as sent (one try
+// of 9s, then unbounded). The route's timeout, which Envoy applies to the whole request, becomes the
+// per-try timeout where it is unset or longer: the one try is bounded as its first try was. A
+// value either side that is no duration Istio reads is left alone (the Set refused it already).
+func (r *Rewrite) keepPerTry(doc any, perTry any) string {
+	pt, ok := perTry.(string)
+	if !ok || len(r.path) < 2 {
+		return ""
+	}
+	d, err := parseTime(r.Object, r.FieldPath, &pt, goGrammar)
+	if err != nil || d <= 0 {
+		return ""
+	}
+	cur, ok := follow(doc, tokens(r.path[:len(r.path)-2]))
+	route, isMap := cur.(map[string]any)
+	if !ok || !isMap {
+		return ""
+	}
+	from := "unset"
+	if t, set := route["timeout"]; set {
+		ts, isString := t.(string)
+		if !isString {
+			return ""
+		}
+		td, err := parseTime(r.Object, r.FieldPath, &ts, goGrammar)
+		if err != nil || td > 0 && td <= d {
+			return ""
+		}
+		from = strconv.Quote(ts)
+	}
+	route["timeout"] = pt
+	return pathString(r.path[:len(r.path)-2]) + ".timeout: " + from + " -> " + strconv.Quote(pt)
+}
+
+// ZeroAttempts reports whether r lowers a VirtualService route's retries to attempts 0 (the
+// block's other fields go; a per-try timeout may become the route's timeout: keepPerTry).
+func (r *Rewrite) ZeroAttempts() bool { return r.only }
 
 // RemovesBlock reports whether r removes a route rule's retry block (to 1 try, where the rule
 // without it gives 1: MinTries).
@@ -328,7 +393,9 @@ func (r *Rewrite) Patch(obj []byte) ([]byte, error) {
 // StaticPatch is the patch that needs no copy of the object, for `kubectl patch --type TYPE -p
 // PATCH` and a client's RawPatch: an RFC 6902 JSON patch ("json"), with a test of the value the
 // layer was computed from where there was one, or, for Linkerd's annotations, a JSON merge patch
-// ("merge"). Apply and Patch, given the object, check it and diff it instead.
+// ("merge"). Apply and Patch, given the object, check it and diff it instead. It does not set a
+// route's timeout for a lowering to attempts 0 (keepPerTry needs the object's per-try timeout):
+// Apply does.
 func (r *Rewrite) StaticPatch() (typ string, patch []byte) {
 	if len(r.path) == 3 && r.path[0] == "metadata" && r.path[1] == "annotations" {
 		ann := map[string]any{}

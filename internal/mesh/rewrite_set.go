@@ -74,6 +74,9 @@ func (s *Set) Lowered(group string, rws []*Rewrite) (*Set, bool) {
 				rt := &ot.rules[i]
 				rt.noRetries = v <= 0
 				if r.only {
+					if rt.perTry > 0 && (rt.timeout == 0 || rt.timeout > rt.perTry) {
+						rt.timeout = rt.perTry // Rewrite.keepPerTry
+					}
 					rt.perTry, rt.base, rt.perTryRaw = 0, 0, ""
 					rt.set = rt.timeout > 0
 				}

@@ -31,7 +31,9 @@ func randomRetryObject(r *rand.Rand) ([]byte, string, []Layer) {
 	for i := range n {
 		item := fmt.Sprintf(`"name":"r%d","backendRefs":[{"name":"a"}]`, i)
 		if vs {
-			item = fmt.Sprintf(`"name":"r%d","route":[{"destination":{"host":"a"}}],"timeout":"5s"`, i)
+			// A route timeout longer than the per-try timeout, shorter, or none: a lowering to
+			// attempts 0 bounds the route by the per-try timeout where it was longer or unset.
+			item = fmt.Sprintf(`"name":"r%d","route":[{"destination":{"host":"a"}}]%s`, i, []string{`,"timeout":"5s"`, `,"timeout":"500ms"`, ""}[r.IntN(3)])
 		}
 		path := fmt.Sprintf("spec.%s[%d].%s", list, i, block)
 		// A route rule's tries without its retry block: Istio's default (3), or 1 (Linkerd, a

@@ -24,7 +24,7 @@ func TestPlanRewrite(t *testing.T) {
 			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 4},
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 3, perTryTimeout: 2s}"),
 			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 3 -> 0 (" + IstioZeroAttemptsAlone + ")",
-			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"}]`,
+			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"},{"op":"add","path":"/spec/http/0/timeout","value":"2s"}]`,
 			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":3},{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
 		},
 		{
@@ -34,7 +34,7 @@ func TestPlanRewrite(t *testing.T) {
 			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[1].retries.attempts", Tries: 3},
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 2, perTryTimeout: 1s}\n  - retries: {attempts: 2, perTryTimeout: 2s, retryOn: '5xx,reset', retryRemoteLocalities: false, backoff: 25ms, retryIgnorePreviousHosts: true}\n    timeout: 9s"),
 			suggestion: "VirtualService bookinfo/ratings spec.http[1].retries.attempts: 2 -> 0 (" + IstioZeroAttemptsAlone + ")",
-			patch:      `[{"op":"replace","path":"/spec/http/1/retries/attempts","value":0},{"op":"remove","path":"/spec/http/1/retries/backoff"},{"op":"remove","path":"/spec/http/1/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/1/retries/retryIgnorePreviousHosts"},{"op":"remove","path":"/spec/http/1/retries/retryOn"},{"op":"remove","path":"/spec/http/1/retries/retryRemoteLocalities"}]`,
+			patch:      `[{"op":"replace","path":"/spec/http/1/retries/attempts","value":0},{"op":"remove","path":"/spec/http/1/retries/backoff"},{"op":"remove","path":"/spec/http/1/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/1/retries/retryIgnorePreviousHosts"},{"op":"remove","path":"/spec/http/1/retries/retryOn"},{"op":"remove","path":"/spec/http/1/retries/retryRemoteLocalities"},{"op":"replace","path":"/spec/http/1/timeout","value":"2s"}]`,
 			static:     `json [{"op":"test","path":"/spec/http/1/retries/attempts","value":2},{"op":"replace","path":"/spec/http/1/retries","value":{"attempts":0}}]`,
 		},
 		{
@@ -42,8 +42,25 @@ func TestPlanRewrite(t *testing.T) {
 			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 3, Default: true},
 			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {perTryTimeout: 2s, retryOn: 5xx}"),
 			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: unset (2) -> 0 (" + IstioZeroAttemptsAlone + ")",
-			patch:      `[{"op":"add","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/0/retries/retryOn"}]`,
+			patch:      `[{"op":"add","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"},{"op":"remove","path":"/spec/http/0/retries/retryOn"},{"op":"add","path":"/spec/http/0/timeout","value":"2s"}]`,
 			static:     `json [{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
+		},
+		{
+			// A route timeout at or below the per-try timeout bounds the one try already (rewrite18).
+			name:  "VirtualService attempts 2 -> 0 under a route timeout shorter than perTryTimeout: timeout kept",
+			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 3},
+			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 2, perTryTimeout: 2s}\n    timeout: 1500ms"),
+			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 -> 0 (" + IstioZeroAttemptsAlone + ")",
+			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"}]`,
+			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":2},{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
+		},
+		{
+			name:  "VirtualService attempts 2 -> 0, the route timeout equal to perTryTimeout: kept",
+			layer: Layer{Kind: Istio, Object: "VirtualService bookinfo/ratings", FieldPath: "spec.http[0].retries.attempts", Tries: 3},
+			tries: 1, object: vs("bookinfo", "ratings", "  hosts: [ratings]\n  http:\n  - retries: {attempts: 2, perTryTimeout: 2s}\n    timeout: 2000ms"),
+			suggestion: "VirtualService bookinfo/ratings spec.http[0].retries.attempts: 2 -> 0 (" + IstioZeroAttemptsAlone + ")",
+			patch:      `[{"op":"replace","path":"/spec/http/0/retries/attempts","value":0},{"op":"remove","path":"/spec/http/0/retries/perTryTimeout"}]`,
+			static:     `json [{"op":"test","path":"/spec/http/0/retries/attempts","value":2},{"op":"replace","path":"/spec/http/0/retries","value":{"attempts":0}}]`,
 		},
 		{
 			name:  "VirtualService route without retries -> attempts 0",

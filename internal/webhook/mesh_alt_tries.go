@@ -150,7 +150,11 @@ func judgeAltTries(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw ob
 		}
 		av.keep = lo
 		av.fits = lo > 1 || av.fitsAt(p, obj, set, raw, 1)
-		return meshVerdict{policy: p, layer: at.layer, edge: at.raised, time: tj, alt: av}, true
+		v := meshVerdict{policy: p, layer: at.layer, edge: at.raised, time: tj, alt: av}
+		if av.fits {
+			v.keepBound = zeroBound(at.layer, at.target(av.keep), raw)
+		}
+		return v, true
 	}
 	return meshVerdict{}, false
 }
@@ -256,7 +260,7 @@ func (v meshVerdict) altMessage() string {
 	if err != nil {
 		return msg
 	}
-	msg += fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To)
+	msg += fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To) + v.boundClause()
 	if len(av.all) > 1 {
 		msg += fmt.Sprintf(" (the others at most %d tries each, or their old value)", av.keep)
 	}

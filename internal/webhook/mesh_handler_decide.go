@@ -173,6 +173,55 @@ type meshVerdict struct {
 	// that is not the layer's own route (waitSource): "reviews -> ratings: VirtualService
 	// bookinfo/ratings spec.http[1] (1 try, per-try timeout unset, timeout 1m0s)".
 	timeFrom string
+	// keepBound, when not empty, is the route timeout the kept value needs to fit (zeroBound):
+	// `spec.http[1].timeout: "60s" -> "9s"`.
+	keepBound string
+	// ownTimeout, when not empty, is the timeout of the verdict's own route the chain's time is
+	// (ownWait): no count of tries fits under it, and the callers' attempts do not shorten it.
+	ownTimeout string
+}
+
+// ownWait is, for a verdict no count fits, the timeout of v's own route when the chain waits
+// longest on that route and its timeout is the chain's time: "1m0s". A rule at an entrypoint
+// created with attempts 1 and a timeout of 60s was told "even ... without spec.rules[0].retry
+// (1 try) does not fit: lower the callers' attempts": its clients' attempts were 1 already,
+// and the wait was its own 60s (rewrite18).
+func ownWait(r *workload.Result, set *mesh.Set, v meshVerdict) string {
+	if v.time == nil || !v.time.Over || v.keep > 0 {
+		return ""
+	}
+	w, ok := waitRoute(r, set, v.time)
+	if !ok || routeOf(w.layer) != routeOf(v.layer) || w.lt.Timeout <= 0 || w.lt.Delay > 0 || v.time.Chain.Time != w.lt.Timeout {
+		return ""
+	}
+	return fmtBound(w.lt.Timeout)
+}
+
+// zeroBound is the route timeout a VirtualService route lowered to attempts 0 takes from its
+// per-try timeout (mesh.Rewrite.ApplyChanges), when lowering l to tries does that: the keep was
+// judged with it, so advice that names attempts 0 alone would name a value that does not fit (the
+// route without its per-try bound). "" otherwise.
+func zeroBound(l mesh.Layer, tries int64, raw objectJSON) string {
+	rw, err := mesh.PlanRewrite(l, tries)
+	if err != nil || !rw.ZeroAttempts() {
+		return ""
+	}
+	data, err := raw()
+	if err != nil {
+		return ""
+	}
+	if _, changes, err := rw.ApplyChanges(data); err == nil && len(changes) > 1 {
+		return changes[1]
+	}
+	return ""
+}
+
+// boundClause is what advice adds for keepBound.
+func (v meshVerdict) boundClause() string {
+	if v.keepBound == "" {
+		return ""
+	}
+	return " with " + v.keepBound + " (Istio drops perTryTimeout at attempts 0)"
 }
 
 // meshSets are the cluster's Set without the object (with its stored version on an update) and
@@ -421,6 +470,10 @@ type layeredEdge struct {
 	raised
 	attempts, was int64
 	oldLayer      *mesh.Layer
+	// alts and oldAlts are, for an entrypoint, the layers its calls may take in r and old
+	// (workload.MeshEdge.Alternatives: every route to it at a Gateway or ingress), which
+	// mesh.Set.TimeAlternatives does not give for entry layers.
+	alts, oldAlts []mesh.Layer
 }
 
 // layered lists the edges of r that carry a layer of obj, in edge order; entrypoints first.
@@ -441,9 +494,10 @@ func layered(r, old *workload.Result, obj meshObject) []layeredEdge {
 	sort.Strings(entries)
 	for _, k := range entries {
 		m := r.MeshEntry[k]
-		e := layeredEdge{attempts: m.Attempts(), was: m.App}
+		e := layeredEdge{attempts: m.Attempts(), was: m.App, alts: m.Alternatives}
 		if o, ok := old.MeshEntry[k]; ok {
 			e.was = o.Attempts()
+			e.oldAlts = o.Alternatives
 			if ol, ok := layerOf(o); ok {
 				e.oldLayer = &ol
 			}
@@ -567,6 +621,10 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 			}
 		}
 		v.timeFrom = waitSource(r, set, v)
+		v.ownTimeout = ownWait(r, set, v)
+		if v.keep > 0 {
+			v.keepBound = zeroBound(v.layer, v.keep, raw)
+		}
 		return v, true
 	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
@@ -770,10 +828,18 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		after := set.LayerTime(e.layer)
 		change := timeRaises(before, after)
 		if e.layer.Object != obj.id() {
-			// Another object's layer: only its delay can be the incoming object's.
-			change = ""
-			if after.Delay > before.Delay {
+			// Another object's layer: only its delay can be the incoming object's, and, for a
+			// BackendTrafficPolicy, its timeout where that is the one the route takes (Source
+			// names it, mesh envoyGatewayTimeout): a policy of a timeout alone has no layer of
+			// its own, so its requestTimeout raised from 10s to 60s was admitted while the chain
+			// went from 10s to 60s (rewrite18).
+			switch {
+			case obj.kind == "BackendTrafficPolicy" && (strings.Contains(after.Source, obj.id()) || strings.Contains(before.Source, obj.id())):
+				change = timeRaises(before, after)
+			case after.Delay > before.Delay:
 				change = fmt.Sprintf("fault delay %s -> %s", graph.FormatTime(before.Delay), graph.FormatTime(after.Delay))
+			default:
+				change = ""
 			}
 		}
 		if change == "" {
@@ -782,10 +848,30 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 			before, after, change = altTimeRaise(oldSet, set, e, obj)
 		}
 		var tj *graph.TimeJudgement
+		if change == "" && obj.kind == "BackendTrafficPolicy" && e.layer.Object != obj.id() {
+			// A policy's timeout new to the route, shorter than what the route waited before
+			// (none): judged as a new route is, when the chain is over and waits longest on the
+			// route it bounds (rewrite18).
+			was := oldSet.LayerTime(mesh.Layer{Kind: e.layer.Kind})
+			if e.oldLayer != nil {
+				was = oldSet.LayerTime(*e.oldLayer)
+			}
+			now := set.LayerTime(e.layer)
+			if strings.Contains(now.Source, obj.id()) && !strings.Contains(was.Source, obj.id()) {
+				if tj = timeAt(p, r, e.raised); tj != nil {
+					if w, waits := waitRoute(r, set, tj); waits && w.from == e.from && w.to == e.to && routeOf(w.layer) == routeOf(e.layer) {
+						before, after = was, now
+						change = describeBounds(now) + " (a new bound, the one the chain waits on longest)"
+					}
+				}
+			}
+		}
 		if change == "" {
 			// A route new to the edge: no bound of its own was raised, but the calls may
 			// now take it (gate18).
-			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && !ownTries(nl, obj) {
+			// At an entrypoint a route with tries above its fewest is judged here too:
+			// judgeAltTries looks at service-to-service edges only (rewrite18).
+			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && (!ownTries(nl, obj) || e.from == "") {
 				if tj = timeAt(p, r, e.raised); tj != nil {
 					// Judged when it lengthens the chain, or when the chain waits longest on
 					// it (a created object shortens the mesh default's unbounded hop, yet its
@@ -840,12 +926,12 @@ func newRouteOn(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (mesh.Laye
 	had := map[string]bool{}
 	if e.oldLayer != nil {
 		had[routeOf(*e.oldLayer)] = true
-		for _, o := range oldSet.TimeAlternatives(*e.oldLayer) {
+		for _, o := range routeAlternatives(oldSet, *e.oldLayer, e.from, e.oldAlts) {
 			had[routeOf(o)] = true
 		}
 	}
 	cands := []mesh.Layer{e.layer}
-	cands = append(cands, set.TimeAlternatives(e.layer)...)
+	cands = append(cands, routeAlternatives(set, e.layer, e.from, e.alts)...)
 	var best mesh.Layer
 	var bestT time.Duration
 	found := false
@@ -858,6 +944,19 @@ func newRouteOn(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (mesh.Laye
 		}
 	}
 	return best, found
+}
+
+// routeAlternatives are the routes a call may take in l's place: for an entrypoint (from empty)
+// entry, its client attempts' (workload.MeshEdge.Alternatives: every route of every object to
+// it); else set.TimeAlternatives. A route added to an HTTPRoute on a Gateway, or to a
+// VirtualService bound to an ingress gateway, of a 60s timeout beside a rule of 3s was no new
+// route to the gate (TimeAlternatives gives none for entry layers) and admitted while the chain
+// went from 3s to 60s (rewrite18).
+func routeAlternatives(set *mesh.Set, l mesh.Layer, from string, entry []mesh.Layer) []mesh.Layer {
+	if from == "" {
+		return entry
+	}
+	return set.TimeAlternatives(l)
 }
 
 // ownTries reports whether l's tries are obj's to lower (above the fewest its field gives): a
@@ -1120,10 +1219,14 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 		if err != nil {
 			return msg
 		}
-		if full.RemovesBlock() {
-			return msg + fmt.Sprintf("; even %s without %s (1 try) does not fit: lower the callers' attempts", full.Object, full.FieldPath)
+		remedy := "lower the callers' attempts"
+		if v.ownTimeout != "" {
+			remedy = "the chain waits on its own timeout of " + v.ownTimeout + ": lower that"
 		}
-		msg += fmt.Sprintf("; even %s %s: %s does not fit: lower the callers' attempts", full.Object, fieldName(full.FieldPath), full.To)
+		if full.RemovesBlock() {
+			return msg + fmt.Sprintf("; even %s without %s (1 try) does not fit: %s", full.Object, full.FieldPath, remedy)
+		}
+		msg += fmt.Sprintf("; even %s %s: %s does not fit: %s", full.Object, fieldName(full.FieldPath), full.To, remedy)
 		if floor > 1 {
 			msg += fmt.Sprintf(" (the Gateway API CRD's attempts is at least 1, and without retry the rule gets %d tries)", v.layer.Unset)
 		}
@@ -1133,7 +1236,7 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 		if rw.RemovesBlock() {
 			return msg + fmt.Sprintf("; %s may keep 1 try: remove %s", rw.Object, rw.FieldPath)
 		}
-		return msg + fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To)
+		return msg + fmt.Sprintf("; %s may keep %s: %s", field.Object, fieldName(rw.FieldPath), rw.To) + v.boundClause()
 	}
 	return msg
 }
@@ -1292,7 +1395,11 @@ func waitSource(r *workload.Result, set *mesh.Set, v meshVerdict) string {
 	if w.layer.Tries == 1 {
 		tries = "1 try"
 	}
-	return fmt.Sprintf("%s -> %s: %s (%s, %s)", w.from, w.to, name, tries, describeBounds(w.lt))
+	from := w.from
+	if from == "" {
+		from = "client"
+	}
+	return fmt.Sprintf("%s -> %s: %s (%s, %s)", from, w.to, name, tries, describeBounds(w.lt))
 }
 
 // wait is where a chain waits longest: the hop from -> to, and on it the route of layer (with
@@ -1311,14 +1418,19 @@ func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait
 	if !ok {
 		return wait{}, false
 	}
-	m, ok := r.MeshEdges[[2]string{from, to}]
+	var m workload.MeshEdge
+	if from == "" {
+		m, ok = r.MeshEntry[to]
+	} else {
+		m, ok = r.MeshEdges[[2]string{from, to}]
+	}
 	if !ok {
 		return wait{}, false
 	}
 	w := wait{from: from, to: to}
 	srcB := time.Duration(-1)
 	for _, l := range m.Layers {
-		alts := set.TimeAlternatives(l)
+		alts := routeAlternatives(set, l, from, m.Alternatives)
 		if len(alts) == 0 {
 			alts = []mesh.Layer{l}
 		}
@@ -1338,10 +1450,23 @@ func waitRoute(r *workload.Result, set *mesh.Set, tj *graph.TimeJudgement) (wait
 }
 
 // longestHop is the hop of tj's chain that adds the most to its time: a service's worst time
-// less its callee's on the chain (a leaf's unknown time adds nothing).
+// less its callee's on the chain (a leaf's unknown time adds nothing). The client's hop to the
+// entrypoint (from empty) adds the chain's time less the entrypoint's; when its route's bound
+// cuts the entrypoint's time (the chain shorter than it), the chain waits on that hop alone:
+// nothing below it is waited for longer. It was never named, so a route created at an entrypoint
+// whose own timeout kept the chain over was not "the one the chain waits on" (rewrite18). A hop
+// between services whose route cuts its callee's time (the caller's worst shorter than the
+// callee's) is read the same way: it adds the caller's time, and the hops below it nothing.
 func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
 	ch := tj.Chain
+	if len(ch.Path) > 0 && len(ch.Times) > 0 && ch.Times[0] > ch.Time {
+		return "", ch.Path[0], true
+	}
 	best, bestD := -1, time.Duration(-1)
+	entryD := time.Duration(-1)
+	if len(ch.Path) > 0 && len(ch.Times) > 0 && ch.Times[0] != graph.Forever {
+		entryD = ch.Time - ch.Times[0]
+	}
 	for i := 0; i+1 < len(ch.Path) && i+1 < len(ch.Times); i++ {
 		next := ch.Times[i+1]
 		if next == graph.Forever && i+2 == len(ch.Path) {
@@ -1351,9 +1476,21 @@ func longestHop(tj *graph.TimeJudgement) (from, to string, ok bool) {
 		if ch.Times[i] == graph.Forever {
 			d = graph.Forever
 		}
+		if next > ch.Times[i] {
+			// The hop's route cuts the callee's time: the caller waits its bound, and nothing
+			// below it longer (a VirtualService created with a route of 60s over a callee of
+			// 2m was never the hop named, rewrite18).
+			if ch.Times[i] > bestD {
+				best, bestD = i, ch.Times[i]
+			}
+			break
+		}
 		if d > bestD {
 			best, bestD = i, d
 		}
+	}
+	if entryD > bestD {
+		return "", ch.Path[0], true
 	}
 	if best < 0 {
 		return "", "", false

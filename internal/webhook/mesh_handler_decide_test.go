@@ -235,14 +235,18 @@ metadata: {name: ratings, namespace: bookinfo, annotations: {retry.linkerd.io/ht
 			object:   strings.Replace(vsYAML("3"), "{attempts: 3}", "{attempts: 3, perTryTimeout: 2s, retryOn: 5xx, retryRemoteLocalities: true}", 1),
 			want: MeshDecision{Allowed: true,
 				Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 3 -> 0, " +
-					`spec.http[0].retries.perTryTimeout: "2s" -> removed, spec.http[0].retries.retryOn: "5xx" -> removed, spec.http[0].retries.retryRemoteLocalities: true -> removed ` +
+					`spec.http[0].retries.perTryTimeout: "2s" -> removed, spec.http[0].retries.retryOn: "5xx" -> removed, spec.http[0].retries.retryRemoteLocalities: true -> removed, ` +
+					`spec.http[0].timeout: unset -> "2s" ` +
 					"(productpage -x3-> reviews -x4-> ratings = 12 > cap 3)"},
 				Patch: []jsonpatch.JsonPatchOperation{
-					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: `spec.http[0].retries.attempts: 3; spec.http[0].retries.perTryTimeout: "2s"; spec.http[0].retries.retryOn: "5xx"; spec.http[0].retries.retryRemoteLocalities: true`}},
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{annotations.RewrittenFrom: `spec.http[0].retries.attempts: 3; spec.http[0].retries.perTryTimeout: "2s"; spec.http[0].retries.retryOn: "5xx"; spec.http[0].retries.retryRemoteLocalities: true; spec.http[0].timeout: unset`}},
 					{Operation: "replace", Path: "/spec/http/0/retries/attempts", Value: float64(0)},
 					{Operation: "remove", Path: "/spec/http/0/retries/perTryTimeout"},
 					{Operation: "remove", Path: "/spec/http/0/retries/retryOn"},
 					{Operation: "remove", Path: "/spec/http/0/retries/retryRemoteLocalities"},
+					// Its one try keeps the per-try timeout's bound (Istio drops the per-try
+					// timeout with the retry policy at attempts 0): rewrite18.
+					{Operation: "add", Path: "/spec/http/0/timeout", Value: "2s"},
 				}},
 		},
 		{

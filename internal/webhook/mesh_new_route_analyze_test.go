@@ -74,6 +74,13 @@ spec:
 				"productpage 1m0s -> reviews 1m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"},
 		{"a VirtualService of one try and 60s beside 3s, over the time", 100, vs, true, ""},
 		{"the same within a larger cap and time", 100, strings.Replace(vs, "60s", "15s", 1), false, ""},
+		// At the entrypoint (rewrite18): the client's hop is where the chain waits.
+		{"an ingress VirtualService of one route of 60s", 100, ingressVS("60s"), true,
+			"RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/front spec.http[0]: per-try timeout unset, timeout 1m0s (a new route, the one the chain waits on longest) makes " +
+				"productpage 2m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"},
+		{"an ingress VirtualService of one route of 15s", 100, ingressVS("15s"), false, ""},
+		{"an HTTPRoute on a Gateway of 2 tries and 60s", 100, gatewayRoute("retry: {attempts: 1}\n    timeouts: {request: 60s}"), true, ""},
+		{"an HTTPRoute on a Gateway of 2 tries and 8s", 100, gatewayRoute("retry: {attempts: 1}\n    timeouts: {request: 8s}"), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := timedMeshPolicy(tc.cap, v1alpha1.EnforcementReject, 20*time.Second)
@@ -128,4 +135,20 @@ spec:
 			}
 		})
 	}
+}
+
+// ingressVS is a VirtualService bound to ingress Gateway bookinfo-gateway with one route to
+// productpage of 1 try and the timeout given.
+func ingressVS(timeout string) string {
+	return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: front, namespace: bookinfo}
+spec:
+  hosts: [bookinfo.example.com]
+  gateways: [bookinfo-gateway]
+  http:
+  - route: [{destination: {host: productpage}}]
+    timeout: ` + timeout + `
+    retries: {attempts: 0}
+`
 }

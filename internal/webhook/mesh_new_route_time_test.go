@@ -122,12 +122,13 @@ spec:
 			want: MeshDecision{Allowed: true},
 		},
 		{
-			// Tries above its fewest: judgeAltTries' (Rewrite lowers them). Here none fits
-			// (2 x 9s + 25ms = 18.025s > 15s), and attempts 0 drops perTryTimeout (Istio
-			// refuses it beside 0): the route is then bounded by the application's 2m alone.
-			// Its timeouts' verdict after that lowering is no count's: before gate18's guard
-			// it was pending again each round and the warning came 16 times.
-			name: "Rewrite: a new route whose tries are lowered to its fewest, one warning", cluster: []string{altIstioNS, reviews, vs("")},
+			// Tries above its fewest: judgeAltTries' (Rewrite lowers them): 2 x 9s + 25ms =
+			// 18.025s > 15s. attempts 0 drops perTryTimeout (Istio gives Envoy no retry
+			// policy): before rewrite18 the route was then bounded by the application's 2m
+			// alone, longer than as sent, and admitted with a warning that nothing fitted
+			// (before gate18's guard, 16 times). The route's timeout now takes the per-try
+			// timeout: one try of 9s, within.
+			name: "Rewrite: a new route lowered to attempts 0 keeps its per-try bound as the route timeout", cluster: []string{altIstioNS, reviews, vs("")},
 			policies: []*v1alpha1.RetryPolicy{func() *v1alpha1.RetryPolicy {
 				p := policy(v1alpha1.EnforcementRewrite)[0]
 				p.Spec.MaxTimeToAnswer = &metav1.Duration{Duration: 15 * time.Second}
@@ -136,13 +137,13 @@ spec:
 			object: vs("  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 1, perTryTimeout: 9s}\n"), old: vs(""),
 			want: MeshDecision{Allowed: true,
 				Warnings: []string{
-					`RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[1].retries.attempts: 1 -> 0, spec.http[1].retries.perTryTimeout: "9s" -> removed (productpage 18.025s -> reviews 18.025s -> ratings ? = 18.025s > maxTimeToAnswer 15s)`,
-					"RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[1].retries.attempts: unset (a new route) -> 1 (a route other than the counted one: the time takes its tries too) makes productpage 18.025s -> reviews 18.025s -> ratings ? = 18.025s > maxTimeToAnswer 15s; VirtualService bookinfo/ratings attempts: 0 does not fit either: lower the callers' attempts (admitted: enforcement is Rewrite; lowered back to VirtualService bookinfo/ratings attempts: 0, its value before the raise or, new, its fewest tries)",
+					`RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[1].retries.attempts: 1 -> 0, spec.http[1].retries.perTryTimeout: "9s" -> removed, spec.http[1].timeout: unset -> "9s" (productpage 18.025s -> reviews 18.025s -> ratings ? = 18.025s > maxTimeToAnswer 15s)`,
 				},
 				Patch: []jsonpatch.Operation{
-					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{"retrycap.dev/rewritten-from": `spec.http[1].retries.attempts: 1; spec.http[1].retries.perTryTimeout: "9s"`}},
+					{Operation: "add", Path: "/metadata/annotations", Value: map[string]any{"retrycap.dev/rewritten-from": `spec.http[1].retries.attempts: 1; spec.http[1].retries.perTryTimeout: "9s"; spec.http[1].timeout: unset`}},
 					{Operation: "replace", Path: "/spec/http/1/retries/attempts", Value: float64(0)},
 					{Operation: "remove", Path: "/spec/http/1/retries/perTryTimeout"},
+					{Operation: "add", Path: "/spec/http/1/timeout", Value: "9s"},
 				}},
 		},
 		{
