@@ -93,6 +93,9 @@ func portTaken(pod *corev1.Pod, nsLabels map[string]string) string {
 			}
 		}
 	}
+	if why := linkerdCapturesAdmin(pod); why != "" {
+		return why
+	}
 	if why := istioWillInject(pod, nsLabels); why != "" {
 		return why + ": Istio's injector will add its sidecar istio-proxy, whose Envoy listens on 15001 and whose agent on 15020"
 	}
