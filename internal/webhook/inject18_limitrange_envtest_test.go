@@ -3,10 +3,12 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,9 +103,19 @@ var _ = Describe("inject18: pod injector and the namespace's LimitRanges", Order
 				}
 				continue
 			}
+			want := "LimitRangeConflict: LimitRange " + ns + "/per-container spec.limits[0] (type Container) " + c.skip + ": the API server would refuse the pod"
 			Expect(stored.Spec.InitContainers).To(BeEmpty(), "case %d", i)
-			Expect(stored.Annotations).To(HaveKeyWithValue(inject.SkippedAnnotation,
-				"LimitRangeConflict: LimitRange "+ns+"/per-container spec.limits[0] (type Container) "+c.skip+": the API server would refuse the pod"), "case %d", i)
+			Expect(stored.Annotations).To(HaveKeyWithValue(inject.SkippedAnnotation, want), "case %d", i)
+			// And a Warning event on the pod, as a bad annotation's: the workload asked for the proxy.
+			Eventually(func(g Gomega) {
+				var evs eventsv1.EventList
+				g.Expect(k8sClient.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+				var got []string
+				for _, e := range evs.Items {
+					got = append(got, e.Type+" "+e.Regarding.Kind+"/"+e.Regarding.Name+" "+e.Reason+" "+e.Note)
+				}
+				g.Expect(got).To(Equal([]string{"Warning Pod/app LimitRangeConflict retrycap proxy not injected: " + strings.TrimPrefix(want, "LimitRangeConflict: ")}))
+			}, cacheWait).Should(Succeed(), "case %d", i)
 		}
 	})
 })
