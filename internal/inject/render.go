@@ -188,8 +188,9 @@ func podLevelRoom(pod *corev1.Pod, sidecar corev1.ResourceList) {
 // only sees variables defined before it), then HTTP_PROXY and http_proxy, HTTPS_PROXY and
 // https_proxy (grpc-go's), and NO_PROXY and no_proxy. What the container already sets is never
 // clobbered silently:
-//   - its own HTTP_PROXY or http_proxy (a corporate egress proxy, say) wins: the container is
-//     left unchanged, and a warning says its calls bypass retrycap;
+//   - its own HTTP_PROXY or http_proxy (a corporate egress proxy, say), or ALL_PROXY or
+//     all_proxy, wins: the container is left unchanged, and a warning says its calls bypass
+//     retrycap;
 //   - its own HTTPS_PROXY or https_proxy wins too: both are left as they are (HTTP_PROXY and
 //     NO_PROXY are still set), and a warning says its gRPC calls bypass retrycap;
 //   - its own NO_PROXY / no_proxy value is kept and retrycap's entries are appended where
@@ -202,7 +203,10 @@ func podLevelRoom(pod *corev1.Pod, sidecar corev1.ResourceList) {
 //
 // It returns the warnings.
 func setProxyEnv(c *corev1.Container) []string {
-	for _, name := range []string{"HTTP_PROXY", "http_proxy"} {
+	// ALL_PROXY too: curl, libcurl and Python take it for every scheme without a proxy of its
+	// own, so an HTTP_PROXY of retrycap's would take the container's HTTP calls from its egress
+	// proxy to one that dials out directly.
+	for _, name := range []string{"HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
 		if i := lastEnv(c.Env, name); i >= 0 {
 			return []string{fmt.Sprintf("container %s sets %s itself, so its calls do not go through the retrycap proxy", c.Name, name)}
 		}
