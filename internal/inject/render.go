@@ -141,9 +141,10 @@ func proxyContainer(image string, args []string, res corev1.ResourceRequirements
 		},
 		// By default: the proxy targets <= 30 MiB RSS under load, and the memory limit leaves
 		// room for a burst. A CPU limit too: a ResourceQuota on limits.cpu refuses a pod with any
-		// container without one ("must specify limits.cpu for: retrycap-proxy"), and the
-		// LimitRange defaults that usually come with it are applied before the webhook adds the
-		// sidecar (ProxyCPULimit). The pod's annotations may replace each (proxyResources).
+		// container without one ("must specify limits.cpu for: retrycap-proxy"), and a namespace
+		// with such a quota need not have a LimitRange whose defaults would fill it in (where it
+		// has one, the API server's reinvoked LimitRanger does: limitrange.go) (ProxyCPULimit).
+		// The pod's annotations may replace each (proxyResources).
 		Resources: res,
 		// Startup: the kubelet starts the next container only once the proxy listens (up to 30 s).
 		StartupProbe:   probe("/readyz", 1, 30),
