@@ -90,3 +90,48 @@ func kumaOutboundPort(ann map[string]string) (int32, string) {
 	}
 	return meshOutboundPort, "Kuma's default"
 }
+
+// kumaInjectionLabel is the label, on the pod's Namespace or on the pod, that asks Kuma's
+// injector for its sidecar.
+const kumaInjectionLabel = "kuma.io/sidecar-injection"
+
+// kumaWillInject says which label makes Kuma's injector add kuma-sidecar to the pod after
+// retrycap's (admission webhooks run in the order of their configurations' names, and Kuma's,
+// kuma-admission-mutating-webhook-configuration, sorts after a release name such as "api"), or
+// "". Kuma's rules (kumahq/kuma deployments/charts/kuma/templates/cp-webhooks-and-secrets.yaml,
+// pkg/plugins/runtime/k8s/webhooks/injector/precheck.go needToInject): its webhooks see a pod
+// whose Namespace's label is enabled or true, or whose Namespace has the label at all and the pod
+// the label enabled; then the pod's label decides where it has one, else the Namespace's (true,
+// yes or enabled). A pod that already has kuma-sidecar is meshTakesListenPort's.
+func kumaWillInject(pod *corev1.Pod, nsLabels map[string]string) string {
+	on := func(v string) bool { return v == "true" || v == "yes" || v == "enabled" }
+	nsV, nsOK := nsLabels[kumaInjectionLabel]
+	podV, podOK := pod.Labels[kumaInjectionLabel]
+	// Seen by a webhook of Kuma's at all: the Namespace's, or the pods' one.
+	if seen := nsOK && (nsV == "enabled" || nsV == "true" || podV == "enabled"); !seen {
+		return ""
+	}
+	switch {
+	case podOK && on(podV):
+		return fmt.Sprintf("label %s is %q", kumaInjectionLabel, podV)
+	case !podOK && on(nsV):
+		return fmt.Sprintf("namespace %s is labelled %s=%s", pod.Namespace, kumaInjectionLabel, nsV)
+	}
+	return ""
+}
+
+// consulInject is the pod annotation that asks Consul's injector for its sidecar
+// (hashicorp/consul-k8s control-plane/connect-inject/constants AnnotationInject).
+const consulInject = "consul.hashicorp.com/connect-inject"
+
+// consulWillInject says which annotation makes Consul's injector add consul-dataplane to the pod
+// after retrycap's (its configuration, consul-connect-injector, sorts after a release name such
+// as "api"), with its transparent proxy on, or "". A Consul that injects every pod by default
+// (connectInject.default) cannot be seen from the pod.
+func consulWillInject(pod *corev1.Pod) string {
+	if v := pod.Annotations[consulInject]; v == "true" && pod.Annotations[consulTProxy] != "false" {
+		return fmt.Sprintf("annotation %s is %q: Consul's injector will add its sidecar %s, whose Envoy listens on 127.0.0.1:%d for its transparent proxy's outbound traffic (annotation %s \"false\" turns it off)",
+			consulInject, v, consulSidecarName, meshOutboundPort, consulTProxy)
+	}
+	return ""
+}

@@ -64,3 +64,60 @@ func TestInject18MeshOutboundPort(t *testing.T) {
 		})
 	}
 }
+
+// inject18: Kuma's injector, called after retrycap's (a release name that sorts before
+// "kuma-admission-..."), adds kuma-sidecar on 15001: by Kuma's own rules, such a pod is skipped.
+// On main it was injected and, with Kuma's sidecar added, never started.
+func TestInject18KumaWillInject(t *testing.T) {
+	const tail = ": Kuma's injector will add its sidecar kuma-sidecar, whose Envoy listens on port 15001 for its transparent proxy's outbound traffic: the proxy listens on 127.0.0.1:15001 and on port 15020 of every address of the pod"
+	for _, tc := range []struct {
+		name       string
+		ns, labels map[string]string
+		skip       string
+	}{
+		{name: "namespace enabled", ns: map[string]string{"kuma.io/sidecar-injection": "enabled"}, skip: "PortConflict: namespace shop is labelled kuma.io/sidecar-injection=enabled" + tail},
+		{name: "namespace true", ns: map[string]string{"kuma.io/sidecar-injection": "true"}, skip: "PortConflict: namespace shop is labelled kuma.io/sidecar-injection=true" + tail},
+		{name: "namespace enabled, pod disabled", ns: map[string]string{"kuma.io/sidecar-injection": "enabled"}, labels: map[string]string{"kuma.io/sidecar-injection": "disabled"}},
+		{name: "namespace enabled, pod yes", ns: map[string]string{"kuma.io/sidecar-injection": "enabled"}, labels: map[string]string{"kuma.io/sidecar-injection": "yes"},
+			skip: "PortConflict: label kuma.io/sidecar-injection is \"yes\"" + tail},
+		{name: "namespace disabled, pod enabled", ns: map[string]string{"kuma.io/sidecar-injection": "disabled"}, labels: map[string]string{"kuma.io/sidecar-injection": "enabled"},
+			skip: "PortConflict: label kuma.io/sidecar-injection is \"enabled\"" + tail},
+		// No webhook of Kuma's sees these pods.
+		{name: "no namespace label, pod enabled", labels: map[string]string{"kuma.io/sidecar-injection": "enabled"}},
+		{name: "namespace yes", ns: map[string]string{"kuma.io/sidecar-injection": "yes"}},
+		{name: "namespace disabled, pod true", ns: map[string]string{"kuma.io/sidecar-injection": "disabled"}, labels: map[string]string{"kuma.io/sidecar-injection": "true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := decideIn(tc.ns, nil, tc.labels, nil)
+			switch {
+			case tc.skip == "" && !d.Injected:
+				t.Fatalf("skipped: %q; want injected", d.Skip.String())
+			case tc.skip != "" && (d.Injected || d.Skip.String() != tc.skip):
+				t.Fatalf("injected %t, skip %v\nwant skip %q", d.Injected, d.Skip, tc.skip)
+			}
+		})
+	}
+}
+
+// inject18: Consul's injector, called after retrycap's, adds consul-dataplane on 15001 to a pod
+// annotated consul.hashicorp.com/connect-inject: "true": skipped unless its transparent proxy
+// is off. On main it was injected and, with Consul's sidecar added, never started.
+func TestInject18ConsulWillInject(t *testing.T) {
+	for _, tc := range []struct {
+		ann  map[string]string
+		skip string
+	}{
+		{ann: map[string]string{"consul.hashicorp.com/connect-inject": "true"},
+			skip: "PortConflict: annotation consul.hashicorp.com/connect-inject is \"true\": Consul's injector will add its sidecar consul-dataplane, whose Envoy listens on 127.0.0.1:15001 for its transparent proxy's outbound traffic (annotation consul.hashicorp.com/transparent-proxy \"false\" turns it off): the proxy listens on 127.0.0.1:15001 and on port 15020 of every address of the pod"},
+		{ann: map[string]string{"consul.hashicorp.com/connect-inject": "true", "consul.hashicorp.com/transparent-proxy": "false"}},
+		{ann: map[string]string{"consul.hashicorp.com/connect-inject": "false"}},
+	} {
+		d := decideIn(nil, nil, nil, tc.ann)
+		switch {
+		case tc.skip == "" && !d.Injected:
+			t.Errorf("%v: skipped: %q; want injected", tc.ann, d.Skip.String())
+		case tc.skip != "" && (d.Injected || d.Skip.String() != tc.skip):
+			t.Errorf("%v: injected %t, skip %v\nwant skip %q", tc.ann, d.Injected, d.Skip, tc.skip)
+		}
+	}
+}
