@@ -70,7 +70,10 @@ var proxyPorts = []int32{ListenPort, AdminPort}
 // portTaken says what in the pod already uses one of proxyPorts, or "": Istio's sidecar (its
 // probe rewrite also points the app's probes at 15020), a containerPort the app declares (one
 // of the two could not bind it), a probe or lifecycle hook on one of them (it would reach the
-// proxy, not the app), Istio's sidecar to come (istioWillInject), or Istio's ambient mode (nsLabels are the namespace's), whose ztunnel
+// proxy, not the app), Kuma's or Consul's sidecar on 15001 (meshTakesListenPort), theirs to
+// come (kumaWillInject, consulWillInject), Linkerd's
+// classic sidecar answering the admin port only once the pod has started (linkerdCapturesAdmin),
+// Istio's sidecar to come (istioWillInject), or Istio's ambient mode (nsLabels are the namespace's), whose ztunnel
 // listens on *:15001 inside every captured pod. Named ports resolve to declared ones, so only
 // numbers are checked here.
 func portTaken(set *mesh.Set, pod *corev1.Pod, nsLabels map[string]string) string {
@@ -95,6 +98,18 @@ func portTaken(set *mesh.Set, pod *corev1.Pod, nsLabels map[string]string) strin
 				}
 			}
 		}
+	}
+	if why := meshTakesListenPort(pod); why != "" {
+		return why
+	}
+	if why := consulWillInject(pod); why != "" {
+		return why
+	}
+	if why := kumaWillInject(pod, nsLabels); why != "" {
+		return why + ": Kuma's injector will add its sidecar kuma-sidecar, whose Envoy listens on port 15001 for its transparent proxy's outbound traffic"
+	}
+	if why := linkerdCapturesAdmin(pod); why != "" {
+		return why
 	}
 	if why := istioWillInject(set, pod, nsLabels); why != "" {
 		return why + ": Istio's injector will add its sidecar istio-proxy, whose Envoy listens on 15001 and whose agent on 15020"

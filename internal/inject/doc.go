@@ -12,13 +12,16 @@
 //
 // A pod the proxy cannot run in is skipped, naming the field and the value (conflicts.go): on
 // the host network, on Windows nodes, or where its ports are taken (Istio's sidecar or ambient
-// ztunnel, the labels that make Istio's injector add its sidecar after retrycap's, an app's
+// ztunnel, the labels that make Istio's injector add its sidecar after retrycap's, Kuma's or
+// Consul's sidecar on 15001, Linkerd's classic sidecar whose iptables send the proxy's startup
+// probe to a Linkerd proxy not yet started, an app's
 // port, probe or hook on 15001 or 15020). What injection changes that the pod
 // did not ask for (an envFrom that may set the proxy variables, a NO_PROXY of "*", a Guaranteed
 // pod made Burstable) is a warning; pod-level resources make room for the sidecar's requests.
 // The sidecar's requests and limits are defaults that the pod's retrycap.dev/proxy-cpu-request,
 // -cpu-limit, -memory-request and -memory-limit annotations replace (on the pod, else on its
-// Namespace: workload.ParseProxyResourcesIn), so that a namespace's LimitRange admits the pod; GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
+// Namespace: workload.ParseProxyResourcesIn), so that a namespace's LimitRange admits the pod (one whose Container item they break skips the
+// pod as LimitRangeConflict, naming it: limitrange.go); GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
 // analyze judge a template by too). A value
 // the rules refuse (not a quantity, a request above its limit, a memory limit below the proxy's
 // floor) is InvalidAnnotation, naming the workload, the annotation and the value (and the

@@ -141,6 +141,9 @@ func Decide(cfg Config, in Input) Decision {
 	args := ProxyArgs(svc, ups, entry, settings)
 
 	proxy := proxyContainer(cfg.ProxyImage, args, res, threads, uid, gid)
+	if why := limitRangeRefuses(ns, in.LimitRanges, proxy); why != "" {
+		return skip(LimitRangeConflict, "%s", why)
+	}
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
 	podLevelRoom(pod, proxy.Resources.Requests)
 	for i := range pod.Spec.Containers {
@@ -181,6 +184,9 @@ type Input struct {
 	// annotations the pod does not set (workload.ParseProxyResourcesIn) and OpenShift's UID and
 	// group ranges (ProxyIDs).
 	NamespaceAnnotations map[string]string
+	// LimitRanges are the LimitRanges of the pod's namespace: a pod the API server would refuse
+	// for its proxy's resources is skipped, naming the LimitRange (limitRangeRefuses).
+	LimitRanges []corev1.LimitRange
 	// Policies are the RetryPolicies of the pod's namespace.
 	Policies []v1alpha1.RetryPolicy
 	// Workloads are the namespace's workloads (of workload.Kinds),
@@ -279,6 +285,9 @@ const (
 	// InvalidNamespaceLabel: the namespace's retrycap.dev/injection label is neither "enabled"
 	// nor "disabled" ("true"), and a policy selects the pod.
 	InvalidNamespaceLabel Reason = "InvalidNamespaceLabel"
+	// LimitRangeConflict: a LimitRange of the namespace would make the API server refuse the
+	// pod for the proxy's requests or limits.
+	LimitRangeConflict Reason = "LimitRangeConflict"
 )
 
 // Recorded reports whether the skip is recorded on the pod (SkippedAnnotation) and as an event:
@@ -287,7 +296,7 @@ const (
 // ordinary case for most pods of a cluster and leave the pod untouched.
 func (r Reason) Recorded() bool {
 	switch r {
-	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy, InvalidNamespaceLabel:
+	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy, InvalidNamespaceLabel, LimitRangeConflict:
 		return true
 	}
 	return false

@@ -97,6 +97,8 @@ func readInput(path string) (Input, error) {
 			nsLabels[o.Name] = o.Labels
 		case *v1alpha1.RetryPolicy:
 			in.Policies = append(in.Policies, *o)
+		case *corev1.LimitRange:
+			in.LimitRanges = append(in.LimitRanges, *o)
 		case *v1alpha1.ClusterRetryPolicy:
 			cluster = append(cluster, o)
 		default:

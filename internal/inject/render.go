@@ -141,9 +141,10 @@ func proxyContainer(image string, args []string, res corev1.ResourceRequirements
 		},
 		// By default: the proxy targets <= 30 MiB RSS under load, and the memory limit leaves
 		// room for a burst. A CPU limit too: a ResourceQuota on limits.cpu refuses a pod with any
-		// container without one ("must specify limits.cpu for: retrycap-proxy"), and the
-		// LimitRange defaults that usually come with it are applied before the webhook adds the
-		// sidecar (ProxyCPULimit). The pod's annotations may replace each (proxyResources).
+		// container without one ("must specify limits.cpu for: retrycap-proxy"), and a namespace
+		// with such a quota need not have a LimitRange whose defaults would fill it in (where it
+		// has one, the API server's reinvoked LimitRanger does: limitrange.go) (ProxyCPULimit).
+		// The pod's annotations may replace each (proxyResources).
 		Resources: res,
 		// Startup: the kubelet starts the next container only once the proxy listens (up to 30 s).
 		StartupProbe:   probe("/readyz", 1, 30),
@@ -188,8 +189,9 @@ func podLevelRoom(pod *corev1.Pod, sidecar corev1.ResourceList) {
 // only sees variables defined before it), then HTTP_PROXY and http_proxy, HTTPS_PROXY and
 // https_proxy (grpc-go's), and NO_PROXY and no_proxy. What the container already sets is never
 // clobbered silently:
-//   - its own HTTP_PROXY or http_proxy (a corporate egress proxy, say) wins: the container is
-//     left unchanged, and a warning says its calls bypass retrycap;
+//   - its own HTTP_PROXY or http_proxy (a corporate egress proxy, say), or ALL_PROXY or
+//     all_proxy, wins: the container is left unchanged, and a warning says its calls bypass
+//     retrycap;
 //   - its own HTTPS_PROXY or https_proxy wins too: both are left as they are (HTTP_PROXY and
 //     NO_PROXY are still set), and a warning says its gRPC calls bypass retrycap;
 //   - its own NO_PROXY / no_proxy value is kept and retrycap's entries are appended where
@@ -202,7 +204,10 @@ func podLevelRoom(pod *corev1.Pod, sidecar corev1.ResourceList) {
 //
 // It returns the warnings.
 func setProxyEnv(c *corev1.Container) []string {
-	for _, name := range []string{"HTTP_PROXY", "http_proxy"} {
+	// ALL_PROXY too: curl, libcurl and Python take it for every scheme without a proxy of its
+	// own, so an HTTP_PROXY of retrycap's would take the container's HTTP calls from its egress
+	// proxy to one that dials out directly.
+	for _, name := range []string{"HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
 		if i := lastEnv(c.Env, name); i >= 0 {
 			return []string{fmt.Sprintf("container %s sets %s itself, so its calls do not go through the retrycap proxy", c.Name, name)}
 		}

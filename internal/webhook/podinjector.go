@@ -50,7 +50,7 @@ type PodInjectorOptions struct {
 // The manager's permissions for the injector: it reads policies, namespaces and workloads from
 // its cache and records skips as events.
 // +kubebuilder:rbac:groups=retrycap.dev,resources=retrypolicies;clusterretrypolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces;pods;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces;pods;services;limitranges,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets;replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -79,7 +79,7 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 	}
 	ctx := context.Background()
 	// Namespaces' labels come from the index (kubeobj.FeedIndex watches them as metadata).
-	for _, obj := range []client.Object{&v1alpha1.RetryPolicy{}, &v1alpha1.ClusterRetryPolicy{}} {
+	for _, obj := range []client.Object{&v1alpha1.RetryPolicy{}, &v1alpha1.ClusterRetryPolicy{}, &corev1.LimitRange{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return nil, fmt.Errorf("registering the pod injector: getting the informer for %T: %w", obj, err)
 		}
@@ -265,6 +265,12 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 	if len(in.Policies) == 0 && len(in.ClusterPolicies) == 0 {
 		return in, nil
 	}
+	// The LimitRanges that judge the proxy's resources (inject.Input.LimitRanges).
+	var limitRanges corev1.LimitRangeList
+	if err := h.reader.List(ctx, &limitRanges, client.InNamespace(pod.Namespace)); err != nil {
+		return in, fmt.Errorf("listing the LimitRanges of namespace %s from the cache: %w", pod.Namespace, err)
+	}
+	in.LimitRanges = limitRanges.Items
 	// The workloads reached from the pod's nodes (the Services fronting it, its own name) and
 	// its upstreams, through Services; the namespace's Services resolve them.
 	in.Workloads = h.index.RelevantWorkloads(w)
@@ -307,7 +313,7 @@ func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision
 		return
 	}
 	typ := corev1.EventTypeNormal
-	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy || d.Skip.Reason == inject.InvalidNamespaceLabel {
+	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy || d.Skip.Reason == inject.InvalidNamespaceLabel || d.Skip.Reason == inject.LimitRangeConflict {
 		typ = corev1.EventTypeWarning
 	}
 	h.event(pod, d, typ, string(d.Skip.Reason), "retrycap proxy not injected: "+d.Skip.Message)

@@ -37,6 +37,8 @@ var _ = Describe("pod injector: the proxy resource annotations and a LimitRange"
 			labels, _ := gateWebhooks.Index.Namespace(ns)
 			g.Expect(labels).To(HaveKeyWithValue("retrycap.dev/injection", "enabled"))
 			g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.RetryPolicy{})).To(Succeed())
+			// In the injector's cache too, which judges the proxy by it (inject18).
+			g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "per-container"}, &corev1.LimitRange{})).To(Succeed())
 		}).Should(Succeed())
 		// The LimitRange is in force (the API server reads it from its own cache): a pod the
 		// injector leaves alone, with a container over the max, is refused.
@@ -48,10 +50,17 @@ var _ = Describe("pod injector: the proxy resource annotations and a LimitRange"
 		}).Should(Succeed())
 	})
 
-	It("refuses the injected pod with the default CPU limit: the LimitRange's max is below it", func() {
-		// The app's own container gets the LimitRange's default (its max, 1); the proxy's 2 is
-		// what the API server refuses.
-		Expect(k8sClient.Create(ctx, pod("defaults", nil))).To(MatchError(`pods "defaults" is forbidden: maximum cpu usage per Container is 1, but limit is 2`))
+	It("stores the pod without the proxy, naming the LimitRange whose max is below the default CPU limit", func() {
+		// Before inject18 the API server refused the injected pod ("maximum cpu usage per
+		// Container is 1, but limit is 2": the proxy's), so no pod of the workload was created.
+		p := pod("defaults", nil)
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		stored := &corev1.Pod{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), stored)).To(Succeed())
+		Expect(stored.Spec.InitContainers).To(BeEmpty())
+		// The LimitRanger's own note on what it set on the app's container, beside the skip.
+		Expect(stored.Annotations).To(Equal(map[string]string{"kubernetes.io/limit-ranger": "LimitRanger plugin set: cpu request for container app; cpu limit for container app",
+			inject.SkippedAnnotation: "LimitRangeConflict: LimitRange " + ns + "/per-container spec.limits[0] (type Container) max cpu is 1, and the proxy's cpu limit is 2 (set the annotation retrycap.dev/proxy-cpu-limit on the pod's template or its Namespace): the API server would refuse the pod"}))
 	})
 
 	It("admits the pod with retrycap.dev/proxy-cpu-limit: \"1\", injected, GOMAXPROCS 1", func() {
@@ -80,8 +89,9 @@ var _ = Describe("pod injector: the proxy resource annotations and a LimitRange"
 	})
 })
 
-// A LimitRange's maxLimitRequestRatio of 10 for CPU: the defaults (2 / 10m, 200) are refused, a
-// CPU request annotation of 200m (2 / 200m, 10) is admitted.
+// A LimitRange's maxLimitRequestRatio of 10 for CPU: the defaults (2 / 10m, 200) would be refused
+// (the pod is stored without the proxy, saying so: inject18), a CPU request annotation of 200m
+// (2 / 200m, 10) is admitted.
 var _ = It("pod injector: a CPU maxLimitRequestRatio of 10 admits the pod with retrycap.dev/proxy-cpu-request: 200m, not without", func() {
 	ctx := context.Background()
 	const ns = "inject-ratio"
@@ -95,6 +105,7 @@ var _ = It("pod injector: a CPU maxLimitRequestRatio of 10 admits the pod with r
 		labels, _ := gateWebhooks.Index.Namespace(ns)
 		g.Expect(labels).To(HaveKeyWithValue("retrycap.dev/injection", "enabled"))
 		g.Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(policy), &v1alpha1.RetryPolicy{})).To(Succeed())
+		g.Expect(mgrClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ratio"}, &corev1.LimitRange{})).To(Succeed())
 	}).Should(Succeed())
 	app := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 	pod := func(name string, ann map[string]string) *corev1.Pod {
@@ -108,7 +119,12 @@ var _ = It("pod injector: a CPU maxLimitRequestRatio of 10 admits the pod with r
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 		g.Expect(k8sClient.Create(ctx, p)).To(MatchError(`pods "probe" is forbidden: cpu max limit to request ratio per Container is 10, but provided ratio is 20.000000`))
 	}).Should(Succeed())
-	Expect(k8sClient.Create(ctx, pod("defaults", nil))).To(MatchError(`pods "defaults" is forbidden: cpu max limit to request ratio per Container is 10, but provided ratio is 200.000000`))
+	defaults := pod("defaults", nil)
+	Expect(k8sClient.Create(ctx, defaults)).To(Succeed())
+	skipped := &corev1.Pod{}
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(defaults), skipped)).To(Succeed())
+	Expect(skipped.Spec.InitContainers).To(BeEmpty())
+	Expect(skipped.Annotations).To(Equal(map[string]string{inject.SkippedAnnotation: "LimitRangeConflict: LimitRange " + ns + "/ratio spec.limits[0] (type Container) maxLimitRequestRatio cpu is 10, and the proxy's cpu limit 2 over its request 10m is 200 (set the annotation retrycap.dev/proxy-cpu-request on the pod's template or its Namespace): the API server would refuse the pod"}))
 	p := pod("ratio-ten", map[string]string{"retrycap.dev/proxy-cpu-request": "200m"})
 	Expect(k8sClient.Create(ctx, p)).To(Succeed())
 	stored := &corev1.Pod{}

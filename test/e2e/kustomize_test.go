@@ -104,7 +104,7 @@ func TestDefaultInstall(t *testing.T) {
 			{"retrycap.dev", "retrypolicies", "list"}, {"retrycap.dev", "retrypolicies", "watch"},
 			{"retrycap.dev", "retrypolicies/status", "patch"},
 			{"", "pods", "list"}, {"", "pods", "watch"}, {"", "namespaces", "list"}, {"", "namespaces", "watch"},
-			{"", "services", "list"}, {"", "services", "watch"},
+			{"", "services", "list"}, {"", "services", "watch"}, {"", "limitranges", "list"}, {"", "limitranges", "watch"},
 			{"apps", "deployments", "watch"}, {"apps", "statefulsets", "watch"}, {"apps", "daemonsets", "watch"},
 			{"apps", "replicasets", "watch"}, {"batch", "jobs", "watch"}, {"batch", "cronjobs", "watch"},
 			{"events.k8s.io", "events", "create"}, {"events.k8s.io", "events", "patch"},
