@@ -5,7 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
+
 	"sync"
 	"syscall"
 	"time"
@@ -72,7 +72,8 @@ type batchConn struct {
 	cond     sync.Cond // the writer waits on it; so does Close for a write(2) to end
 	pending  []byte
 	spare    []byte
-	writing  bool // the writer is in write(2)
+	writing  bool // the writer, or a Flush (inlining), is in write(2)
+	inlining bool // a Flush is in its non-blocking write(2)
 	queued   bool // in h.dirty
 	kicked   bool // the writer may write what is pending
 	wantRoom bool
@@ -97,6 +98,9 @@ const (
 	// inlineMax is the most Flush writes itself (a larger batch is the
 	// writer's: the flusher is not held copying it).
 	inlineMax = 64 << 10
+	// inlineRounds is the most non-blocking writes one Flush makes, the
+	// later ones of what other Flushes added meanwhile (flush).
+	inlineRounds = 4
 	// inlineConns is the most connections one flushDirty writes itself
 	// while another P may run their writers (with GOMAXPROCS 1 it
 	// writes every one).
@@ -185,25 +189,38 @@ func (b *batchConn) headRoom(need int) bool {
 func (b *batchConn) Flush() error { return b.flush(true) }
 
 // flush is Flush; inline false leaves the whole write to the writer.
+//
+// A Flush that finds another Flush in its write(2) leaves what it added
+// to that one, which writes it next (at most inlineRounds writes in all,
+// each non-blocking) instead of waking the writer goroutine: with two Ps
+// two client readers flush one upstream connection at once all the
+// time, and each such hand-off woke the writer twice (once to find the
+// write under way, once to write), a thread woken per call.
 func (b *batchConn) flush(inline bool) error {
 	b.mu.Lock()
 	b.queued = false
-	if inline && len(b.pending) > 0 && !b.kicked && !b.writing && !b.wantRoom && b.rc != nil &&
-		len(b.pending) <= inlineMax && b.err == nil && !b.closed {
+	if inline && b.inlining && !b.kicked {
+		err := b.err
+		b.mu.Unlock()
+		return err
+	}
+	for round := 0; round < inlineRounds && inline && len(b.pending) > 0 && !b.kicked && !b.writing && !b.wantRoom &&
+		b.rc != nil && len(b.pending) <= inlineMax && b.err == nil && !b.closed; round++ {
 		buf := b.pending
 		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
-		b.writing = true
+		b.writing, b.inlining = true, true
 		b.mu.Unlock()
 		n := b.tryWrite(buf)
 		b.mu.Lock()
-		b.writing = false
+		b.writing, b.inlining = false, false
 		b.inlined += int64(n)
 		if b.closeWait || b.kicked {
 			// Close waits for the write to end; so does the writer,
 			// kicked by another Flush meanwhile.
 			b.cond.Broadcast()
 		}
-		if n < len(buf) {
+		short := n < len(buf)
+		if short {
 			// The rest goes first, then what came meanwhile.
 			rest := copy(buf, buf[n:])
 			buf = append(buf[:rest], b.pending...)
@@ -211,6 +228,9 @@ func (b *batchConn) flush(inline bool) error {
 		}
 		if cap(buf) <= spareMax && b.spare == nil {
 			b.spare = buf[:0]
+		}
+		if short {
+			break // the socket is full: the writer waits for room
 		}
 	}
 	if len(b.pending) > 0 && !b.kicked {
@@ -464,7 +484,7 @@ func (h *Handler) flushDirty() {
 		// writer at the median, 8 ms at p99, docs/benchmarks.md), so
 		// this goroutine writes them all (each write non-blocking, as
 		// for a few).
-		inline := len(d) <= inlineConns || runtime.GOMAXPROCS(0) == 1
+		inline := true
 		for i, b := range d {
 			_ = b.flush(inline)
 			d[i] = nil
