@@ -296,14 +296,15 @@ func BenchmarkBatchConnFlush(b *testing.B) {
 	}
 }
 
-// flushDirty with more dirty connections than inlineConns writes them
-// all itself, with one P and with two: their writers would only run one
-// after the other on one P, each behind whatever else is runnable, and
-// with two each hand-off was a thread woken per batch (the sidecar runs
-// at GOMAXPROCS=2; docs/decisions.md, "The h2 relay's answers written by
-// the goroutine that made them"). Before, with one P too, every byte went
-// through the writers (inlined 0 for each of the 8 connections); then,
-// up to the eighteenth session, with two Ps still.
+// flushDirty writes every dirty connection itself, with one P and with
+// two: their writers would only run one after the other on one P, each
+// behind whatever else is runnable, and with two each hand-off was a
+// goroutine woken per answer (the sidecar runs at GOMAXPROCS=2;
+// docs/decisions.md, "The h2 relay's answers written by the goroutine
+// that made them, at any GOMAXPROCS"). Before the fourteenth session
+// every byte went through the writers (inlined 0 for each of the 8
+// connections); up to the eighteenth, still with two Ps (a batch of
+// more than four connections was the writers').
 func TestFlushDirtyInlineWithOneP(t *testing.T) {
 	for _, tc := range []struct {
 		procs   int
@@ -317,9 +318,9 @@ func TestFlushDirtyInlineWithOneP(t *testing.T) {
 			// The safety net stays unarmed (markDirty arms it only when
 			// dtArmed is false): fired between two of the writes below on
 			// a loaded machine, it flushed the first few connections as a
-			// batch of at most inlineConns, inline with any number of Ps.
+			// batch of at most four, inline with any number of Ps.
 			h.dtArmed = true
-			const conns = inlineConns + 4
+			const conns = 8
 			cs := make([]*batchConn, conns)
 			peers := make([]net.Conn, conns)
 			for i := range cs {
