@@ -5,7 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
+
 	"sync"
 	"syscall"
 	"time"
@@ -29,7 +29,8 @@ import (
 //
 // When the writer is idle, Flush first makes one non-blocking write(2)
 // of what is pending itself (tryWrite: the socket is non-blocking, and
-// the attempt never waits for it to become writable), and hands the
+// the attempt never waits for it to become writable; a Flush that finds
+// another Flush in that write leaves its bytes to it), and hands the
 // writer only what the kernel did not take at once: the common case, a
 // socket with room, costs no wake-up of another goroutine (with a P to
 // spare, the runtime runs that writer on another thread: a futex wake
@@ -72,7 +73,8 @@ type batchConn struct {
 	cond     sync.Cond // the writer waits on it; so does Close for a write(2) to end
 	pending  []byte
 	spare    []byte
-	writing  bool // the writer is in write(2)
+	writing  bool // the writer, or a Flush (inlining), is in write(2)
+	inlining bool // a Flush is in its non-blocking write(2)
 	queued   bool // in h.dirty
 	kicked   bool // the writer may write what is pending
 	wantRoom bool
@@ -97,10 +99,9 @@ const (
 	// inlineMax is the most Flush writes itself (a larger batch is the
 	// writer's: the flusher is not held copying it).
 	inlineMax = 64 << 10
-	// inlineConns is the most connections one flushDirty writes itself
-	// while another P may run their writers (with GOMAXPROCS 1 it
-	// writes every one).
-	inlineConns    = 4
+	// inlineRounds is the most non-blocking writes one Flush makes, the
+	// later ones of what other Flushes added meanwhile.
+	inlineRounds   = 4
 	flushSafetyNet = 2 * time.Millisecond
 	// defaultWriteTimeout bounds one write(2) of a batch (Config.WriteTimeout).
 	defaultWriteTimeout = 10 * time.Second
@@ -182,28 +183,38 @@ func (b *batchConn) headRoom(need int) bool {
 // Flush writes what is pending: at once what the socket takes without
 // waiting (when the writer is idle), the rest from the writer goroutine.
 // It never blocks.
-func (b *batchConn) Flush() error { return b.flush(true) }
-
-// flush is Flush; inline false leaves the whole write to the writer.
-func (b *batchConn) flush(inline bool) error {
+//
+// A Flush that finds another Flush in its write(2) leaves what it added
+// to that one, which writes it next (at most inlineRounds writes in all,
+// each non-blocking) instead of waking the writer goroutine: with two Ps
+// two client readers flush one upstream connection at once all the
+// time, and each such hand-off woke the writer twice (once to find the
+// write under way, once to write), a thread woken per call.
+func (b *batchConn) Flush() error {
 	b.mu.Lock()
 	b.queued = false
-	if inline && len(b.pending) > 0 && !b.kicked && !b.writing && !b.wantRoom && b.rc != nil &&
-		len(b.pending) <= inlineMax && b.err == nil && !b.closed {
+	if b.inlining && !b.kicked {
+		err := b.err
+		b.mu.Unlock()
+		return err
+	}
+	for round := 0; round < inlineRounds && len(b.pending) > 0 && !b.kicked && !b.writing && !b.wantRoom &&
+		b.rc != nil && len(b.pending) <= inlineMax && b.err == nil && !b.closed; round++ {
 		buf := b.pending
 		b.pending, b.spare = b.spare[:0], nil // never two owners of one array
-		b.writing = true
+		b.writing, b.inlining = true, true
 		b.mu.Unlock()
 		n := b.tryWrite(buf)
 		b.mu.Lock()
-		b.writing = false
+		b.writing, b.inlining = false, false
 		b.inlined += int64(n)
 		if b.closeWait || b.kicked {
 			// Close waits for the write to end; so does the writer,
 			// kicked by another Flush meanwhile.
 			b.cond.Broadcast()
 		}
-		if n < len(buf) {
+		short := n < len(buf)
+		if short {
 			// The rest goes first, then what came meanwhile.
 			rest := copy(buf, buf[n:])
 			buf = append(buf[:rest], b.pending...)
@@ -211,6 +222,9 @@ func (b *batchConn) flush(inline bool) error {
 		}
 		if cap(buf) <= spareMax && b.spare == nil {
 			b.spare = buf[:0]
+		}
+		if short {
+			break // the socket is full: the writer waits for room
 		}
 	}
 	if len(b.pending) > 0 && !b.kicked {
@@ -437,9 +451,10 @@ func (h *Handler) safetyNet() {
 	h.flushDirty()
 }
 
-// flushDirty flushes every connection written to since the last flush:
-// it writes a batch of at most inlineConns connections itself, or any
-// batch with one P, and kicks their writers for the rest.
+// flushDirty flushes every connection written to since the last flush,
+// each with its own non-blocking write(2) (flush), whatever the number of
+// connections and of Ps; a connection's writer writes only what its
+// socket did not take at once.
 func (h *Handler) flushDirty() {
 	for {
 		h.dmu.Lock()
@@ -455,18 +470,17 @@ func (h *Handler) flushDirty() {
 			h.dmu.Unlock()
 			return
 		}
-		// A batch for many connections (an upstream's answers to many
-		// clients) is written by their writers side by side, on
-		// whatever Ps are free, not one after the other by this
-		// goroutine. With one P there is none free: the writers would
-		// run one after the other all the same, each behind whatever
-		// else is runnable (a client's answer waited 0.17 ms for its
-		// writer at the median, 8 ms at p99, docs/benchmarks.md), so
-		// this goroutine writes them all (each write non-blocking, as
-		// for a few).
-		inline := len(d) <= inlineConns || runtime.GOMAXPROCS(0) == 1
+		// An upstream's answers to many clients are written here one
+		// after the other, not by the clients' writers side by side:
+		// with one P those ran one after the other all the same, each
+		// behind whatever else was runnable (a client's answer waited
+		// 0.17 ms for its writer at the median, 8 ms at p99), and with
+		// two each hand-off was a goroutine woken per answer, 0.4-0.8
+		// writer writes per call at 2,000 gRPC calls/s over 64
+		// connections (docs/decisions.md). Each write is non-blocking:
+		// a client that does not read holds nobody here.
 		for i, b := range d {
-			_ = b.flush(inline)
+			_ = b.Flush()
 			d[i] = nil
 		}
 		h.dmu.Lock()

@@ -241,6 +241,7 @@ type cconn struct {
 	tryHead, tryTail *ratt
 	tries            *time.Timer
 	triesArmed       bool
+	triesAt          time.Duration // when tries is due (since born), if armed
 }
 
 // serveRelay serves one client connection with the frame relay until it
@@ -1374,9 +1375,14 @@ func (cc *cconn) trackTry(a *ratt, timeout time.Duration) {
 	} else {
 		cc.tryTail = a
 	}
-	if !cc.triesArmed || cc.tryHead == a {
-		// Armed for a later head, or not at all: due at a's.
-		cc.triesArmed = true
+	if !cc.triesArmed || cc.triesAt > a.due {
+		// Armed for later than a's, or not at all: due at a's. Armed
+		// for earlier (an attempt that ended since), it is left be: it
+		// fires, finds nothing due and re-arms for the head. A Reset
+		// per call was a runtime timer moved per call, which wakes an
+		// idle P's thread or the one in the netpoller (wakeNetPoller):
+		// with two Ps about one thread wake-up per call.
+		cc.triesArmed, cc.triesAt = true, a.due
 		if cc.tries == nil {
 			cc.tries = time.AfterFunc(timeout, cc.onTries)
 		} else {
@@ -1424,7 +1430,7 @@ func (cc *cconn) onTries() {
 	if h := cc.tryHead; h != nil {
 		// For the head even if a retry started above armed it for its
 		// own (later) deadline.
-		cc.triesArmed = true
+		cc.triesArmed, cc.triesAt = true, h.due
 		cc.tries.Reset(h.due - now)
 	}
 }

@@ -52,7 +52,9 @@
 // frames to the attempts they belong to; client stream ids map to
 // upstream ids per attempt. Every connection's writes are batched; the
 // goroutine that produced them makes one non-blocking write(2) of the
-// batch when the connection's writer is idle, and only the connection's
+// batch when the connection's writer is idle (or leaves it to such a
+// write under way), whatever the number of connections and of Ps, and
+// only the connection's
 // own writer goroutine, with a write timeout, waits on its socket for the
 // rest: a client that stops reading blocks nobody else. The timers every
 // call would touch are one per connection: a client connection's per-try

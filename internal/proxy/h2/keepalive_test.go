@@ -175,3 +175,27 @@ func TestTriesList(t *testing.T) {
 		t.Fatalf("after unlinking 5 and 4: %v, want %v", got, want)
 	}
 }
+
+// The per-try timer is moved only for an attempt due before it: armed
+// for an attempt that ended since, it is left be (it fires, finds nothing
+// due and re-arms for the head), so a connection's steady calls do not
+// move a runtime timer each (before: a Reset per call whenever the list
+// was empty, which wakes a thread; docs/decisions.md).
+func TestTriesTimerMovedOnlyEarlier(t *testing.T) {
+	cc := &cconn{h: &Handler{cfg: Config{PerTryTimeout: time.Hour}}, born: time.Now()}
+	a, b, c := &ratt{}, &ratt{}, &ratt{}
+	cc.trackTry(a, time.Hour)
+	defer cc.tries.Stop()
+	if !cc.triesArmed || cc.triesAt != a.due {
+		t.Fatalf("after the first attempt: armed %v at %v, want true at %v", cc.triesArmed, cc.triesAt, a.due)
+	}
+	cc.untrackTry(a)
+	cc.trackTry(b, time.Hour) // due after a: the timer stays at a's
+	if !cc.triesArmed || cc.triesAt != a.due || b.due <= a.due {
+		t.Fatalf("after a later attempt: armed %v at %v (b due %v), want true at %v", cc.triesArmed, cc.triesAt, b.due, a.due)
+	}
+	cc.trackTry(c, time.Minute) // due before a's: moved to c's
+	if !cc.triesArmed || cc.triesAt != c.due {
+		t.Fatalf("after an earlier attempt: armed %v at %v, want true at %v", cc.triesArmed, cc.triesAt, c.due)
+	}
+}
