@@ -443,7 +443,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
 		if err := aliasBound(d.raw); err != nil {
-			docs = append(docs, parsed{src, nil, err})
+			docs = append(docs, parsed{src, nil, r.nameDocumentError(err, d)})
 			continue
 		}
 		// Strict: a key given twice in one mapping is an error, as the API server's strict field
@@ -469,6 +469,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
 			err = controlAt(err, d)
 			err = invalidUTF8At(err, d)
+			err = r.nameDocumentError(err, d)
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -830,7 +831,14 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta, dep
 		return nil
 	}
 	if tm.Kind == "" {
-		return []error{&InputError{src, fmt.Errorf("kind is missing (apiVersion %s)", tm.APIVersion)}}
+		what := "apiVersion " + tm.APIVersion
+		if tm.Metadata.Name != "" {
+			what += fmt.Sprintf(", metadata.name %q", tm.Metadata.Name)
+		}
+		if tm.Metadata.Namespace != "" {
+			what += fmt.Sprintf(", metadata.namespace %q", tm.Metadata.Namespace)
+		}
+		return []error{&InputError{src, fmt.Errorf("kind is missing (%s)", what)}}
 	}
 	if tm.APIVersion == "" {
 		return []error{&InputError{src, fmt.Errorf("%s: apiVersion is missing", r.ident(&tm))}}
