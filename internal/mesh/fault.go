@@ -139,16 +139,6 @@ func routeScope(gws []string, f *faultFields) []string {
 	return out
 }
 
-// sharesScope: routes of scopes a and b can take the same request.
-func sharesScope(a, b []string) bool {
-	for _, g := range a {
-		if slices.Contains(b, g) {
-			return true
-		}
-	}
-	return false
-}
-
 // delayOf is the delay a layer of route i of an object holds in the worst case: the longest of
 // the delays of the routes that can take the same requests (first match wins, and which route a
 // request matches is not known here), with what names it; the first such route on a tie.
