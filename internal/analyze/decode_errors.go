@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -199,4 +201,48 @@ func tabAt(err error, raw []byte, first int) error {
 		}
 	}
 	return err
+}
+
+// looseJSONIdent names an object whose identity fields do not all decode (metadata.namespace
+// given as a list): "Kind name", its kind and name read where they are strings; "" without both.
+func looseJSONIdent(js []byte) string {
+	var o struct {
+		Kind     any `json:"kind"`
+		Metadata struct {
+			Name any `json:"name"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &o) != nil {
+		return ""
+	}
+	kind, _ := o.Kind.(string)
+	name, _ := o.Metadata.Name.(string)
+	if kind == "" || name == "" {
+		return ""
+	}
+	return kind + " " + name
+}
+
+// jsonSyntaxAt adds to the YAML parser's error for a document written as JSON (it starts with
+// "{") what a JSON parser says and where: "yaml: did not find expected node content" named no
+// line. kubectl reads such a document as JSON first, then as YAML.
+func jsonSyntaxAt(err error, d document) error {
+	t := bytes.TrimLeft(d.raw, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return err
+	}
+	var v any
+	jerr := json.Unmarshal(d.raw, &v)
+	var se *json.SyntaxError
+	if !errors.As(jerr, &se) {
+		return err
+	}
+	line, col := d.line-leadingBlanks(d.raw), 1
+	for _, c := range d.raw[:se.Offset-1] {
+		if c == '\n' {
+			line, col = line+1, 0
+		}
+		col++
+	}
+	return fmt.Errorf("%w (as JSON: %v, at line %d, column %d)", err, se, line, col)
 }

@@ -91,7 +91,7 @@ func TestReadHostile(t *testing.T) {
 		{"an object after a '...' end marker (before: dropped silently)", policy + web + "...\napiVersion: v1\nkind: Service\nmetadata: {name: b}\n",
 			[]string{`test.yaml: document 2: Deployment shop/web: text after the object: yaml: line 16: did not find expected <document start>`}, 0},
 		{"JSON with text after it (before: the text passed over)", `{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}} trailing words`,
-			[]string{`test.yaml: document 1: Service default/a: text after the object: yaml: did not find expected <document start>`}, 0},
+			[]string{`test.yaml: document 1: Service default/a: text after the object: yaml: did not find expected <document start> (as JSON: invalid character 't' after top-level value, at line 1, column 68)`}, 0},
 		{"billion laughs", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a: &a [x,x,x,x,x,x,x,x,x]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n",
 			[]string{`test.yaml: document 1: ConfigMap default/lol: yaml: its aliases (*name) expand it to more than 64 MiB: not read (an alias bomb? retrycap reads at most 64 MiB of a file or a document)`}, 0},
 		{"nesting deeper than the parser takes", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n",

@@ -471,6 +471,7 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
 			err = controlAt(err, d)
 			err = invalidUTF8At(err, d)
+			err = jsonSyntaxAt(err, d)
 			err = r.nameDocumentError(err, d)
 		}
 		docs = append(docs, parsed{src, js, err})
@@ -808,7 +809,11 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta, dep
 	}
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
-		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", jsonfield.Describe(js, err))}}
+		err = jsonfield.Describe(js, err)
+		if id := looseJSONIdent(js); id != "" {
+			return []error{&InputError{src, fmt.Errorf("%s: %w", id, err)}}
+		}
+		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", err)}}
 	}
 	if typed != nil {
 		if tm.Kind == "" {
