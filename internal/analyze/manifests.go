@@ -20,7 +20,6 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/api/v1alpha1/defaults"
@@ -349,33 +348,36 @@ type document struct {
 
 // splitDocuments splits a stream at "---" lines, as k8s.io/apimachinery's YAMLReader does (a
 // separator may be followed by blanks or a comment only), keeping each document's first line.
+// A document is a slice of data, not a copy (the copy was 50 MB of allocations for an 8.6 MB
+// file, appended line by line).
 func splitDocuments(data []byte) []document {
 	var docs []document
-	var cur []byte
+	begin, pos := 0, 0 // the current document's first byte; the next line's
+	blank := true      // the current document holds only blank lines so far
 	start, line := 1, 0
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		var l []byte
-		if i < 0 {
-			l, data = data, nil
-		} else {
-			l, data = data[:i+1], data[i+1:]
+	for pos < len(data) {
+		end := len(data)
+		if i := bytes.IndexByte(data[pos:], '\n'); i >= 0 {
+			end = pos + i + 1
 		}
+		l := data[pos:end]
 		line++
 		if bytes.HasPrefix(l, []byte("---")) {
 			rest := bytes.TrimSpace(l[3:])
 			if len(rest) == 0 || rest[0] == '#' {
-				docs = append(docs, document{raw: cur, line: start})
-				cur, start = nil, line+1
+				docs = append(docs, document{raw: data[begin:pos:pos], line: start})
+				begin, pos, blank, start = end, end, true, line+1
 				continue
 			}
 		}
-		if len(bytes.TrimSpace(cur)) == 0 && len(bytes.TrimSpace(l)) == 0 {
+		if blank && len(bytes.TrimSpace(l)) == 0 {
 			start = line + 1 // leading blank lines (all of them: the line is the first content's)
+		} else {
+			blank = false
 		}
-		cur = append(cur, l...)
+		pos = end
 	}
-	return append(docs, document{raw: cur, line: start})
+	return append(docs, document{raw: data[begin:pos:pos], line: start})
 }
 
 // yamlLine is the "line N" of a YAML parser's message, which counts from the document's first
@@ -443,17 +445,17 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 		n++
 		src := Source{File: file, Document: n, Line: d.line}
 		if err := aliasBound(d.raw); err != nil {
-			docs = append(docs, parsed{src, nil, err})
+			docs = append(docs, parsed{src, nil, r.nameDocumentError(err, d)})
 			continue
 		}
 		// Strict: a key given twice in one mapping is an error, as the API server's strict field
 		// validation (kubectl's default) makes it; YAMLToJSON would keep the later silently.
-		js, err := yaml.YAMLToJSONStrict(d.raw)
+		js, err := yamlToJSON(d.raw, true)
 		if err != nil && bytes.Contains(d.raw, []byte("<<")) && strings.Contains(err.Error(), "already set in map") && literalDuplicate(d.raw) == "" {
 			// A key the mapping sets over one a merge key (<<: *base) brought in is YAML's merge,
 			// which kubectl reads (the mapping's own value wins); the strict parser takes it for a
 			// key written twice.
-			js, err = yaml.YAMLToJSON(d.raw)
+			js, err = yamlToJSON(d.raw, false)
 		}
 		if err != nil && bytes.Contains(d.raw, []byte("{{")) {
 			helm = true
@@ -469,6 +471,8 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 			err = fileLines(err, d.line-leadingBlanks(d.raw))
 			err = controlAt(err, d)
 			err = invalidUTF8At(err, d)
+			err = jsonSyntaxAt(err, d)
+			err = r.nameDocumentError(err, d)
 		}
 		docs = append(docs, parsed{src, js, err})
 	}
@@ -493,7 +497,9 @@ func (r Reader) read(m *Manifests, file string, in io.Reader) []error {
 
 // MaxInputBytes bounds what is read from one file or stream (a -k build's output too): a
 // device (-f /dev/zero) or a stream that does not end was read until memory ran out. Reading
-// takes some ten times the input's size at its peak; the largest real inputs (a rendered chart
+// one document takes some 25 times its size live at its peak (the YAML parser's node tree and
+// the map decoded from it; 42x in heap, 55-63x in RSS: docs/benchmarks.md), a file of many
+// documents that of its largest one and the JSON of all; the largest real inputs (a rendered chart
 // with its CRDs, kubectl get -A -o yaml of a large cluster) are a few MiB to a few tens.
 const MaxInputBytes = 64 << 20
 
@@ -803,7 +809,11 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta, dep
 	}
 	var tm typeMeta
 	if err := json.Unmarshal(js, &tm); err != nil {
-		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", jsonfield.Describe(js, err))}}
+		err = jsonfield.Describe(js, err)
+		if id := looseJSONIdent(js); id != "" {
+			return []error{&InputError{src, fmt.Errorf("%s: %w", id, err)}}
+		}
+		return []error{&InputError{src, fmt.Errorf("not a Kubernetes object: %w", err)}}
 	}
 	if typed != nil {
 		if tm.Kind == "" {
@@ -830,7 +840,14 @@ func (r Reader) object(m *Manifests, src Source, js []byte, typed *typeMeta, dep
 		return nil
 	}
 	if tm.Kind == "" {
-		return []error{&InputError{src, fmt.Errorf("kind is missing (apiVersion %s)", tm.APIVersion)}}
+		what := "apiVersion " + tm.APIVersion
+		if tm.Metadata.Name != "" {
+			what += fmt.Sprintf(", metadata.name %q", tm.Metadata.Name)
+		}
+		if tm.Metadata.Namespace != "" {
+			what += fmt.Sprintf(", metadata.namespace %q", tm.Metadata.Namespace)
+		}
+		return []error{&InputError{src, fmt.Errorf("kind is missing (%s)", what)}}
 	}
 	if tm.APIVersion == "" {
 		return []error{&InputError{src, fmt.Errorf("%s: apiVersion is missing", r.ident(&tm))}}

@@ -261,7 +261,7 @@ func TestRedteamAliasExpansionBounded(t *testing.T) {
 	}
 	m := NewManifests()
 	errs := (Reader{}).Read(m, "test.yaml", strings.NewReader(b.String()))
-	const want = "test.yaml: document 1: yaml: its aliases (*name) expand it to more than 64 MiB: not read (an alias bomb? retrycap reads at most 64 MiB of a file or a document)"
+	const want = "test.yaml: document 1: ConfigMap shop/lol: yaml: its aliases (*name) expand it to more than 64 MiB: not read (an alias bomb? retrycap reads at most 64 MiB of a file or a document)"
 	if len(errs) != 1 || errs[0].Error() != want || m.Summary.Objects != 0 {
 		t.Fatalf("errors %q, %d object(s); want %q and none", errs, m.Summary.Objects, want)
 	}

@@ -374,3 +374,7 @@ func Quote(s string) string {
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// Join appends key to path as the paths of this package write them (a plain name after a dot,
+// any other key quoted in brackets): for readers that walk a document themselves.
+func Join(path, key string) string { return join(path, key) }

@@ -139,28 +139,41 @@ func routeScope(gws []string, f *faultFields) []string {
 	return out
 }
 
-// sharesScope: routes of scopes a and b can take the same request.
-func sharesScope(a, b []string) bool {
-	for _, g := range a {
-		if slices.Contains(b, g) {
-			return true
-		}
-	}
-	return false
-}
-
-// delayOf is the delay a layer of route i of an object with rules holds in the worst case: the
-// longest of the delays of the routes that can take the same requests (first match wins, and
-// which route a request matches is not known here), with what names it.
-func delayOf(rules []ruleTime, i int) (time.Duration, string) {
+// delayOf is the delay a layer of route i of an object holds in the worst case: the longest of
+// the delays of the routes that can take the same requests (first match wins, and which route a
+// request matches is not known here), with what names it; the first such route on a tie.
+func delayOf(ot *objTimes, i int) (time.Duration, string) {
 	var d time.Duration
 	var field string
-	for j := range rules {
-		if r := &rules[j]; r.delay.d > d && sharesScope(rules[i].scope, r.scope) {
-			d, field = r.delay.d, r.delay.field
+	best := -1
+	for _, g := range ot.rules[i].scope {
+		j, ok := ot.longest[g]
+		if r := &ot.rules[j]; ok && (r.delay.d > d || r.delay.d == d && d > 0 && j < best) {
+			d, field, best = r.delay.d, r.delay.field, j
 		}
 	}
 	return d, field
+}
+
+// delayIndex is objTimes.longest for rules: once per object, where delayOf scanned every rule
+// for each route's layer (50,000 routes of one VirtualService took 9 s).
+func delayIndex(rules []ruleTime) map[string]int {
+	var out map[string]int
+	for j := range rules {
+		r := &rules[j]
+		if r.delay.d <= 0 {
+			continue
+		}
+		for _, g := range r.scope {
+			if k, ok := out[g]; !ok || r.delay.d > rules[k].delay.d {
+				if out == nil {
+					out = map[string]int{}
+				}
+				out[g] = j
+			}
+		}
+	}
+	return out
 }
 
 // WarnIstioFaultDelay: a route's fault delay, which the caller's sidecar holds before the route's

@@ -376,7 +376,11 @@ func (s *Set) AddJSON(data []byte) (bool, error) { return s.add(data, "", "") }
 // add adds data, with apiVersion and kind when the JSON lacks them.
 func (s *Set) add(data []byte, apiVersion, kind string) (bool, error) {
 	var h header
-	if err := json.Unmarshal(data, &h); err != nil {
+	if err := jsonfield.Unmarshal(data, &h); err != nil {
+		// A metadata field of the wrong type (labels: [a]) named by its path and value.
+		if fe, ok := errors.AsType[*jsonfield.Error](err); ok {
+			return false, fmt.Errorf("%s %w", describeObject(data, kind), fe)
+		}
 		return false, fmt.Errorf("decoding %s: %w", describeObject(data, kind), err)
 	}
 	if h.Kind == "" {

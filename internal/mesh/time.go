@@ -89,6 +89,9 @@ type objTimes struct {
 	// ignored are the warnings for Linkerd timeout annotations Linkerd cannot parse: it ignores
 	// them (no timeout), and so does the model (WarnLinkerdTimeoutIgnored).
 	ignored []string
+	// longest is, by gateway (routeScope), the first rule holding the longest fault delay of
+	// the rules on it (delayIndex); nil when no rule holds one.
+	longest map[string]int
 }
 
 // Decoding structs for the time fields alone, kept apart from the retry ones.
@@ -371,6 +374,7 @@ func (s *Set) addTimes(h header, key string, data []byte) error {
 	if s.times == nil {
 		s.times = map[string]objTimes{}
 	}
+	ot.longest = delayIndex(ot.rules)
 	s.times[key] = ot
 	return nil
 }
@@ -542,7 +546,7 @@ func (s *Set) layerDelay(l Layer) (time.Duration, string) {
 	if !ok || !okRule || i >= len(ot.rules) {
 		return 0, ""
 	}
-	d, field := delayOf(ot.rules, i)
+	d, field := delayOf(&ot, i)
 	return d, l.Object + " " + field
 }
 

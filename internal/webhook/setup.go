@@ -99,7 +99,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 		index.SetMesh(o.Mesh.Set())
 		o.Mesh.OnChange(func(meshwatch.Affected) { index.SetMesh(o.Mesh.Set()) })
 	}
-	mgr.GetWebhookServer().Register(GatePath, &webhook.Admission{Handler: gh})
+	// One budget of request bytes in flight for the webhooks that decode whole objects.
+	budget := newBodyBudget(MaxInFlightBodyBytes)
+	mgr.GetWebhookServer().Register(GatePath, budget.wrap(&webhook.Admission{Handler: gh}))
 
 	validator := &PolicyValidator{index: index}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RetryPolicy{}).WithValidator(validator).Complete(); err != nil {
@@ -108,8 +110,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*Webhooks, error) {
 	var mg *MeshGate
 	if o.Mesh != nil {
 		mg = &MeshGate{policies: mgr.GetClient(), index: index, mesh: o.Mesh, skip: skip, log: log.WithName("mesh")}
-		mgr.GetWebhookServer().Register(MeshPath, &webhook.Admission{Handler: mg})
-		mgr.GetWebhookServer().Register(MeshMembershipPath, &webhook.Admission{Handler: &MeshMembershipGate{mg}}) // mesh_membership.go
+		mgr.GetWebhookServer().Register(MeshPath, budget.wrap(&webhook.Admission{Handler: mg}))
+		mgr.GetWebhookServer().Register(MeshMembershipPath, budget.wrap(&webhook.Admission{Handler: &MeshMembershipGate{mg}})) // mesh_membership.go
 		c := &meshConfigurer{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), mesh: o.Mesh, log: log.WithName("mesh"), kick: make(chan struct{}, 1)}
 		if err := mgr.Add(c); err != nil {
 			return nil, fmt.Errorf("adding the mesh webhook's configuration to the manager: %w", err)
