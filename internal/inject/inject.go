@@ -144,7 +144,7 @@ func Decide(cfg Config, in Input) Decision {
 	args := ProxyArgs(svc, ups, entry, settings)
 
 	proxy := proxyContainer(cfg.ProxyImage, args, res, threads, uid, gid)
-	if why := limitRangeRefuses(ns, in.LimitRanges, proxy); why != "" {
+	if why := limitRangeRefuses(ns, in.LimitRanges, pod, proxy); why != "" {
 		return skip(LimitRangeConflict, "%s", why)
 	}
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
