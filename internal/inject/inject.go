@@ -262,7 +262,7 @@ type Reason string
 const (
 	// ExcludedNamespace: kube-system or the manager's own namespace.
 	ExcludedNamespace Reason = "ExcludedNamespace"
-	// AlreadyInjected: the pod has a retrycap-proxy container (init or not).
+	// AlreadyInjected: the pod has the injector's retrycap-proxy container (init or not; ownProxy).
 	AlreadyInjected Reason = "AlreadyInjected"
 	// OptedOut: annotation retrycap.dev/inject: "false".
 	OptedOut Reason = "OptedOut"
