@@ -36,6 +36,7 @@ var _ = Describe("inj2_18: pod injector and LimitRange items of type Pod", Order
 		skip     string // the injector's, after "LimitRange <ns>/per-pod spec.limits[0] (type Pod) "
 		refused  string // the API server's, for the pod as main injected it
 		always   bool   // refused without the proxy too: the injector injects, the API server refuses
+		defaults bool   // an item of type Container first, whose defaults the LimitRanger gives the app before the injector sees it
 	}{
 		{item: corev1.LimitRangeItem{Type: corev1.LimitTypePod, Max: q("cpu", "1")},
 			skip:    "max cpu is 1, and the pod's cpu limit is 2200m with the proxy (whose limit is 2), 200m without it (set the annotation retrycap.dev/proxy-cpu-limit on the pod's template or its Namespace)",
@@ -51,6 +52,11 @@ var _ = Describe("inj2_18: pod injector and LimitRange items of type Pod", Order
 			skip:     "max cpu is 1, and the pod's cpu limit is 1010m with the proxy (whose limit is 2), 1 without it (set the annotation retrycap.dev/proxy-cpu-limit on the pod's template or its Namespace)",
 			refused:  "maximum cpu usage per Pod is 1, but limit is 1010m"},
 		{item: corev1.LimitRangeItem{Type: corev1.LimitTypePod, Max: q("cpu", "3"), Min: q("memory", "64Mi")}},
+		// The app sets nothing: the LimitRanger's defaults (before the webhooks) are what the
+		// injector sums.
+		{item: corev1.LimitRangeItem{Type: corev1.LimitTypePod, Max: q("cpu", "1")}, defaults: true,
+			skip:    "max cpu is 1, and the pod's cpu limit is 2300m with the proxy (whose limit is 2), 300m without it (set the annotation retrycap.dev/proxy-cpu-limit on the pod's template or its Namespace)",
+			refused: "maximum cpu usage per Pod is 1, but limit is 2300m"},
 		{item: corev1.LimitRangeItem{Type: corev1.LimitTypePod, Min: q("cpu", "1")},
 			refused: "minimum cpu usage per Pod is 1, but request is 110m", always: true},
 	}
@@ -62,7 +68,11 @@ var _ = Describe("inj2_18: pod injector and LimitRange items of type Pod", Order
 			Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"retrycap.dev/injection": "enabled"}}})).To(Succeed())
 			policy := &v1alpha1.RetryPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}
 			Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-			lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "per-pod"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{c.item}}}
+			items := []corev1.LimitRangeItem{c.item}
+			if c.defaults {
+				items = []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, Default: both("300m", "96Mi"), DefaultRequest: both("150m", "64Mi")}, c.item}
+			}
+			lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "per-pod"}, Spec: corev1.LimitRangeSpec{Limits: items}}
 			Expect(k8sClient.Create(ctx, lr)).To(Succeed())
 			Eventually(func(g Gomega) {
 				labels, _ := gateWebhooks.Index.Namespace(ns)
@@ -78,13 +88,19 @@ var _ = Describe("inj2_18: pod injector and LimitRange items of type Pod", Order
 			ns := nsOf(i)
 			app := corev1.Container{Name: "app", Image: "example/app:v1",
 				Resources: corev1.ResourceRequirements{Requests: both("100m", "64Mi"), Limits: both("200m", "96Mi")}}
-			if c.podLevel != nil {
+			if c.podLevel != nil || c.defaults {
 				app.Resources = corev1.ResourceRequirements{}
 			}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: corev1.PodSpec{Containers: []corev1.Container{app}, Resources: c.podLevel}}
 
 			// The pod as main injected it (the same decision, no LimitRange read).
-			d := inject.Decide(inject.Config{ProxyImage: suiteProxyImage}, inject.Input{Pod: pod.DeepCopy(), NamespaceLabels: map[string]string{"retrycap.dev/injection": "enabled"},
+			asMain := pod.DeepCopy()
+			if c.defaults {
+				// As the LimitRanger gives it before the webhooks (the decision below is main's,
+				// made without the API server).
+				asMain.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: both("150m", "64Mi"), Limits: both("300m", "96Mi")}
+			}
+			d := inject.Decide(inject.Config{ProxyImage: suiteProxyImage}, inject.Input{Pod: asMain, NamespaceLabels: map[string]string{"retrycap.dev/injection": "enabled"},
 				Policies: []v1alpha1.RetryPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}}})
 			Expect(d.Injected).To(BeTrue(), "case %d: %v", i, d.Skip)
 			old := d.Pod
@@ -110,7 +126,11 @@ var _ = Describe("inj2_18: pod injector and LimitRange items of type Pod", Order
 				Expect(stored.Spec.InitContainers).To(HaveLen(1))
 				continue
 			}
-			want := "LimitRangeConflict: LimitRange " + ns + "/per-pod spec.limits[0] (type Pod) " + c.skip + ": the API server would refuse the pod"
+			at := "0"
+			if c.defaults {
+				at = "1"
+			}
+			want := "LimitRangeConflict: LimitRange " + ns + "/per-pod spec.limits[" + at + "] (type Pod) " + c.skip + ": the API server would refuse the pod"
 			Expect(stored.Spec.InitContainers).To(BeEmpty(), "case %d", i)
 			Expect(stored.Annotations).To(HaveKeyWithValue(inject.SkippedAnnotation, want), "case %d", i)
 			Eventually(func(g Gomega) {
