@@ -176,14 +176,24 @@ func handlerPorts(c corev1.Container) []handlerPort {
 // proxyEnvNames are the variables setProxyEnv writes.
 var proxyEnvNames = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"}
 
+// envFromProxyNames are the variables an envFrom source may hold that decide where the
+// container's calls go: those setProxyEnv writes, and ALL_PROXY, which it does not write but
+// which curl, libcurl and Python's requests read for a scheme without a variable of its own.
+var envFromProxyNames = append(slices.Clone(proxyEnvNames), "ALL_PROXY", "all_proxy")
+
 // envFromProxyWarning is the warning for a container whose envFrom may set one of
-// proxyEnvNames (a source with no prefix, or one a name starts with), or "": the injector cannot
-// read the ConfigMap or Secret, and its own env entries take precedence over envFrom's, so an
-// egress proxy or a NO_PROXY list given there would be overridden without a word.
+// envFromProxyNames (a source with no prefix, or one a name starts with), or "": the injector
+// cannot read the ConfigMap or Secret (it holds no client at admission, and a Secret's values
+// are not its to read). The kubelet resolves envFrom first and lets env replace it
+// (makeEnvironmentVariables: "Env will override EnvFrom variables"), so an HTTP_PROXY, HTTPS_PROXY
+// or NO_PROXY there is replaced by retrycap's, and an ALL_PROXY there is kept but loses to
+// retrycap's HTTP_PROXY and HTTPS_PROXY (TestInject18AllProxyClients: curl and Python requests
+// send the call to retrycap's). Warned, not skipped: envFrom of an unprefixed ConfigMap is how
+// most applications take their settings, and skipping each would leave them without the proxy.
 func envFromProxyWarning(c *corev1.Container) string {
 	var sources []string
 	for _, e := range c.EnvFrom {
-		if !slices.ContainsFunc(proxyEnvNames, func(n string) bool { return strings.HasPrefix(n, e.Prefix) }) {
+		if !slices.ContainsFunc(envFromProxyNames, func(n string) bool { return strings.HasPrefix(n, e.Prefix) }) {
 			continue
 		}
 		switch {
@@ -196,7 +206,7 @@ func envFromProxyWarning(c *corev1.Container) string {
 	if len(sources) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("container %s takes variables from %s (envFrom), which retrycap cannot read: an HTTP_PROXY, HTTPS_PROXY or NO_PROXY there is overridden by retrycap's",
+	return fmt.Sprintf("container %s takes variables from %s (envFrom), which retrycap cannot read: env takes precedence over envFrom, so an HTTP_PROXY, HTTPS_PROXY or NO_PROXY there is replaced by retrycap's, and an ALL_PROXY there loses to retrycap's HTTP_PROXY and HTTPS_PROXY; an egress proxy set in the container's env instead is kept, and the container left as it is",
 		c.Name, strings.Join(sources, ", "))
 }
 

@@ -20,8 +20,9 @@
 // pod made Burstable) is a warning; pod-level resources make room for the sidecar's requests.
 // The sidecar's requests and limits are defaults that the pod's retrycap.dev/proxy-cpu-request,
 // -cpu-limit, -memory-request and -memory-limit annotations replace (on the pod, else on its
-// Namespace: workload.ParseProxyResourcesIn), so that a namespace's LimitRange admits the pod (one whose Container item they break skips the
-// pod as LimitRangeConflict, naming it: limitrange.go); GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
+// Namespace: workload.ParseProxyResourcesIn), so that a namespace's LimitRange admits the pod (one whose Container item they break, or whose
+// Pod item the pod breaks with the proxy and keeps without it, skips the pod as
+// LimitRangeConflict, naming it: limitrange.go); GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
 // analyze judge a template by too). A value
 // the rules refuse (not a quantity, a request above its limit, a memory limit below the proxy's
 // floor) is InvalidAnnotation, naming the workload, the annotation and the value (and the

@@ -48,7 +48,7 @@ func Decide(cfg Config, in Input) Decision {
 	if slices.Contains(cfg.ExcludedNamespaces, ns) {
 		return skip(ExcludedNamespace, "namespace %s is never injected", ns)
 	}
-	if why := injectedAlready(pod); why != "" {
+	if why := injectedAlready(cfg, pod); why != "" {
 		return skip(AlreadyInjected, "%s", why)
 	}
 	// The injected annotation without the proxy container is a copy, not an injection: a pod
@@ -82,6 +82,9 @@ func Decide(cfg Config, in Input) Decision {
 	case optIn != "true" && in.NamespaceLabels[annotations.InjectionLabel] != annotations.InjectionEnabled:
 		return skip(NotEnabled, "namespace %s is not labelled %s=%s and the pod is not annotated %s: \"true\"",
 			ns, annotations.InjectionLabel, annotations.InjectionEnabled, annotations.Inject)
+	}
+	if why := foreignProxyName(cfg, pod); why != "" {
+		return skip(ContainerNameConflict, "%s", why)
 	}
 	if pod.Spec.HostNetwork {
 		return skip(HostNetwork, "the pod uses the host network, where the proxy's ports %s and %d would clash with other pods", ListenAddr, AdminPort)
@@ -141,7 +144,7 @@ func Decide(cfg Config, in Input) Decision {
 	args := ProxyArgs(svc, ups, entry, settings)
 
 	proxy := proxyContainer(cfg.ProxyImage, args, res, threads, uid, gid)
-	if why := limitRangeRefuses(ns, in.LimitRanges, proxy); why != "" {
+	if why := limitRangeRefuses(ns, in.LimitRanges, pod, proxy); why != "" {
 		return skip(LimitRangeConflict, "%s", why)
 	}
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, proxy)
@@ -259,7 +262,7 @@ type Reason string
 const (
 	// ExcludedNamespace: kube-system or the manager's own namespace.
 	ExcludedNamespace Reason = "ExcludedNamespace"
-	// AlreadyInjected: the pod has a retrycap-proxy container (init or not).
+	// AlreadyInjected: the pod has the injector's retrycap-proxy container (init or not; ownProxy).
 	AlreadyInjected Reason = "AlreadyInjected"
 	// OptedOut: annotation retrycap.dev/inject: "false".
 	OptedOut Reason = "OptedOut"
@@ -288,6 +291,10 @@ const (
 	// LimitRangeConflict: a LimitRange of the namespace would make the API server refuse the
 	// pod for the proxy's requests or limits.
 	LimitRangeConflict Reason = "LimitRangeConflict"
+	// ContainerNameConflict: the pod has a container of its own named retrycap-proxy (another
+	// image, not rendered by the injector): container names are unique in a pod, so the proxy
+	// cannot be added.
+	ContainerNameConflict Reason = "ContainerNameConflict"
 )
 
 // Recorded reports whether the skip is recorded on the pod (SkippedAnnotation) and as an event:
@@ -296,7 +303,7 @@ const (
 // ordinary case for most pods of a cluster and leave the pod untouched.
 func (r Reason) Recorded() bool {
 	switch r {
-	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy, InvalidNamespaceLabel, LimitRangeConflict:
+	case HostNetwork, WindowsPod, PortConflict, NoPolicy, InjectionDisabled, InvalidAnnotation, InvalidPolicy, InvalidNamespaceLabel, LimitRangeConflict, ContainerNameConflict:
 		return true
 	}
 	return false
@@ -310,16 +317,51 @@ func BadInjectionLabel(labels map[string]string) bool {
 }
 
 // injectedAlready says why pod already has the proxy: its container, under the name the
-// injector gives it. The injected annotation alone is no proof (Decide drops a copied one).
-func injectedAlready(pod *corev1.Pod) string {
+// injector gives it and as the injector renders it (ownProxy). The injected annotation alone is
+// no proof (Decide drops a copied one); a container of that name that is not the injector's is
+// the pod's own (foreignProxyName).
+func injectedAlready(cfg Config, pod *corev1.Pod) string {
 	for _, c := range pod.Spec.InitContainers {
-		if c.Name == ContainerName {
+		if c.Name == ContainerName && ownProxy(cfg, c) {
 			return "init container " + ContainerName + " exists"
 		}
 	}
 	for _, c := range pod.Spec.Containers {
-		if c.Name == ContainerName {
+		if c.Name == ContainerName && ownProxy(cfg, c) {
 			return "container " + ContainerName + " exists"
+		}
+	}
+	return ""
+}
+
+// ownProxy reports whether c is a proxy the injector rendered: the configured image, or (a pod
+// injected by a manager with another --proxy-image: an upgrade, a mirror registry) the arguments
+// every rendered proxy has, --listen on ListenAddr and --service (sidecar.Args.Render writes both
+// always). The name alone made a pod's own container called retrycap-proxy (another image)
+// a silent AlreadyInjected skip: the pod ran without the proxy and nobody was told.
+func ownProxy(cfg Config, c corev1.Container) bool {
+	if c.Image == cfg.ProxyImage {
+		return true
+	}
+	listen := slices.Contains(c.Args, "--listen="+ListenAddr)
+	service := slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--service=") })
+	return listen && service
+}
+
+// foreignProxyName says which container of pod is named retrycap-proxy without being the
+// injector's, or "": the proxy cannot be added beside it (container names are unique across a
+// pod's init and app containers, so the API server would refuse the pod), and the pod asked for
+// the proxy, so it is a recorded skip naming the container and its image.
+func foreignProxyName(cfg Config, pod *corev1.Pod) string {
+	for _, l := range []struct {
+		field string
+		cs    []corev1.Container
+	}{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}} {
+		for i, c := range l.cs {
+			if c.Name == ContainerName && !ownProxy(cfg, c) {
+				return fmt.Sprintf("%s[%d] is named %s but is not retrycap's proxy (image %q, not %q, and no --listen=%s and --service= arguments): container names are unique in a pod, so the proxy cannot be added; rename the container",
+					l.field, i, ContainerName, workload.Clip(c.Image), cfg.ProxyImage, ListenAddr)
+			}
 		}
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/retrycap/retrycap/internal/annotations"
 )
@@ -28,31 +29,176 @@ func proxyResourceAnnotation(r corev1.ResourceName, limit bool) string {
 }
 
 // limitRangeRefuses says which item of which LimitRange of namespace ns the API server's
-// LimitRanger would refuse the proxy container c by, or "". The LimitRanger applies its
-// defaults to the pod before the webhooks run and judges the pod after them: the proxy, added
-// by the webhook, gets no default, and a pod it makes break a Container item's min, max or
-// maxLimitRequestRatio was refused whole, so that no pod of the workload was created (its
+// LimitRanger would refuse the pod by once the proxy container c is added to it, or "". The
+// LimitRanger applies its defaults to the pod before the webhooks run and judges the pod after
+// them: the proxy, added by the webhook, gets no default, and a pod it makes break an item's min,
+// max or maxLimitRequestRatio was refused whole, so that no pod of the workload was created (its
 // ReplicaSet's events said only "minimum cpu usage per Container is 50m, but request is 10m").
 // Skipped instead, the app runs without the proxy, and the skip names the LimitRange, the item,
-// the bound and the proxy's value, and the annotation that changes it. The rules are the
-// LimitRanger's (k8s.io/kubernetes plugin/pkg/admission/limitranger, minConstraint,
-// maxConstraint, limitRequestRatioConstraint) for items of type Container, on the CPU and memory
-// the proxy sets; items of type Pod (the sums of the pod's containers) are not judged here.
-func limitRangeRefuses(ns string, ranges []corev1.LimitRange, c corev1.Container) string {
+// the bound and the value, and the annotation that changes it. The rules are the LimitRanger's
+// (k8s.io/kubernetes plugin/pkg/admission/limitranger, minConstraint, maxConstraint,
+// limitRequestRatioConstraint), on the CPU and memory the proxy sets: for items of type Container
+// against the proxy's own resources, for items of type Pod against the pod's sums with the proxy
+// (podItemRefuses).
+func limitRangeRefuses(ns string, ranges []corev1.LimitRange, pod *corev1.Pod, c corev1.Container) string {
 	sorted := slices.Clone(ranges)
 	slices.SortFunc(sorted, func(a, b corev1.LimitRange) int { return strings.Compare(a.Name, b.Name) })
 	for _, lr := range sorted {
 		for i, item := range lr.Spec.Limits {
-			if item.Type != corev1.LimitTypeContainer {
+			why := ""
+			switch item.Type {
+			case corev1.LimitTypeContainer:
+				why = containerItemRefuses(item, c.Resources)
+			case corev1.LimitTypePod:
+				why = podItemRefuses(item, pod, c)
+			default:
 				continue
 			}
-			at := fmt.Sprintf("LimitRange %s/%s spec.limits[%d] (type Container)", ns, lr.Name, i)
-			if why := containerItemRefuses(item, c.Resources); why != "" {
-				return fmt.Sprintf("%s %s: the API server would refuse the pod", at, why)
+			if why != "" {
+				return fmt.Sprintf("LimitRange %s/%s spec.limits[%d] (type %s) %s: the API server would refuse the pod", ns, lr.Name, i, item.Type, why)
 			}
 		}
 	}
 	return ""
+}
+
+// podItemRefuses is the first bound of an item of type Pod that the pod breaks with the proxy c
+// and keeps without it, with both values and the annotation that changes the proxy's, or "". The
+// LimitRanger judges such an item on the pod's sums (podSums), to which the proxy, a native
+// sidecar, adds its requests and limits. A bound the pod breaks without the proxy is not the
+// proxy's doing: the API server refuses that pod either way, and the skip would blame retrycap.
+func podItemRefuses(item corev1.LimitRangeItem, pod *corev1.Pod, c corev1.Container) string {
+	with := pod.DeepCopy()
+	with.Spec.InitContainers = append(with.Spec.InitContainers, c)
+	podLevelRoom(with, c.Resources.Requests)
+	reqBefore, limBefore := podSums(pod)
+	reqAfter, limAfter := podSums(with)
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		for _, b := range []struct {
+			name  string
+			bound corev1.ResourceList
+		}{{"min", item.Min}, {"max", item.Max}, {"maxLimitRequestRatio", item.MaxLimitRequestRatio}} {
+			v, ok := b.bound[r]
+			if !ok {
+				continue
+			}
+			broken, limit := podBoundBroken(b.name, v, reqAfter, limAfter, r)
+			if !broken {
+				continue
+			}
+			if was, _ := podBoundBroken(b.name, v, reqBefore, limBefore, r); was {
+				continue
+			}
+			what, before, after, own := "request", reqBefore, reqAfter, c.Resources.Requests
+			if limit {
+				what, before, after, own = "limit", limBefore, limAfter, c.Resources.Limits
+			}
+			if b.name == "maxLimitRequestRatio" {
+				return fmt.Sprintf("maxLimitRequestRatio %s is %s, and the pod's %s limit over its request is %s with the proxy (%s over %s), %s without it (set the annotation %s on the pod's template or its Namespace)",
+					r, v.String(), r, ratioOf(reqAfter, limAfter, r), qty(limAfter, r), qty(reqAfter, r), ratioOf(reqBefore, limBefore, r), proxyResourceAnnotation(r, false))
+			}
+			return fmt.Sprintf("%s %s is %s, and the pod's %s %s is %s with the proxy (whose %s is %s), %s without it (set the annotation %s on the pod's template or its Namespace)",
+				b.name, r, v.String(), r, what, qty(after, r), what, qty(own, r), qty(before, r), proxyResourceAnnotation(r, limit))
+		}
+	}
+	return ""
+}
+
+// podBoundBroken reports whether the pod's sums break bound v of kind (min, max,
+// maxLimitRequestRatio) on r, as the LimitRanger's constraints do (a missing request or limit
+// breaks it as there), and whether it is the limit that breaks it.
+func podBoundBroken(kind string, v resource.Quantity, req, lim corev1.ResourceList, r corev1.ResourceName) (broken, limit bool) {
+	rq, hasReq := req[r]
+	lm, hasLim := lim[r]
+	switch kind {
+	case "min":
+		if !hasReq || rq.Cmp(v) < 0 {
+			return true, false
+		}
+		return hasLim && lm.Cmp(v) < 0, true
+	case "max":
+		if !hasLim || lm.Cmp(v) > 0 {
+			return true, true
+		}
+		return hasReq && rq.Cmp(v) > 0, false
+	default:
+		if !hasReq || rq.IsZero() || !hasLim || lm.IsZero() {
+			return true, false
+		}
+		return float64(lm.MilliValue())/float64(rq.MilliValue()) > float64(v.MilliValue())/1000, false
+	}
+}
+
+func qty(l corev1.ResourceList, r corev1.ResourceName) string {
+	if q, ok := l[r]; ok {
+		return q.String()
+	}
+	return "unset"
+}
+
+func ratioOf(req, lim corev1.ResourceList, r corev1.ResourceName) string {
+	rq, lm := req[r], lim[r]
+	if rq.IsZero() || lm.IsZero() {
+		return "unset"
+	}
+	return strconv.FormatFloat(float64(lm.MilliValue())/float64(rq.MilliValue()), 'g', 4, 64)
+}
+
+// podSums are the pod's requests and limits as the LimitRanger sums them for an item of type
+// Pod (its podRequests and podLimits, from the spec): the app containers' sum with the native
+// sidecars', or the largest init container with the sidecars started before it where that is
+// more; pod-level resources (spec.resources) replace the sums of CPU and memory where set
+// (PodLevelResources, on by default since Kubernetes 1.34).
+func podSums(pod *corev1.Pod) (req, lim corev1.ResourceList) {
+	sum := func(get func(corev1.Container) corev1.ResourceList, level corev1.ResourceList) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for _, c := range pod.Spec.Containers {
+			addList(out, get(c))
+		}
+		sidecars, inits := corev1.ResourceList{}, corev1.ResourceList{}
+		for _, c := range pod.Spec.InitContainers {
+			cur := corev1.ResourceList{}
+			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				addList(out, get(c))
+				addList(sidecars, get(c))
+				addList(cur, sidecars)
+			} else {
+				addList(cur, get(c))
+				addList(cur, sidecars)
+			}
+			for n, q := range cur {
+				if old, ok := inits[n]; !ok || q.Cmp(old) > 0 {
+					inits[n] = q.DeepCopy()
+				}
+			}
+		}
+		for n, q := range inits {
+			if old, ok := out[n]; !ok || q.Cmp(old) > 0 {
+				out[n] = q.DeepCopy()
+			}
+		}
+		for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := level[n]; ok {
+				out[n] = q.DeepCopy()
+			}
+		}
+		return out
+	}
+	var levelReq, levelLim corev1.ResourceList
+	if pod.Spec.Resources != nil {
+		levelReq, levelLim = pod.Spec.Resources.Requests, pod.Spec.Resources.Limits
+	}
+	req = sum(func(c corev1.Container) corev1.ResourceList { return c.Resources.Requests }, levelReq)
+	lim = sum(func(c corev1.Container) corev1.ResourceList { return c.Resources.Limits }, levelLim)
+	return req, lim
+}
+
+func addList(to, from corev1.ResourceList) {
+	for n, q := range from {
+		v := to[n].DeepCopy()
+		v.Add(q)
+		to[n] = v
+	}
 }
 
 // containerItemRefuses is the first bound of item that res breaks, with the proxy's value and

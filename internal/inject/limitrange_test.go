@@ -53,7 +53,8 @@ func TestInject18LimitRange(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p", Annotations: tc.Ann},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app:v1"}}}}
 			lrs := []corev1.LimitRange{
-				// A Pod item is not judged here; a range of another name sorts after.
+				// A Pod item the pod breaks without the proxy (no requests) is not the proxy's doing; a
+				// range of another name sorts after.
 				{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "pods"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypePod, Min: rl("cpu", "1")}}}},
 				{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "per-container"}, Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{
 					{Type: corev1.LimitTypePersistentVolumeClaim, Min: rl("storage", "1Gi")}, tc.Item}}},

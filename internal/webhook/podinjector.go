@@ -313,7 +313,8 @@ func (h *PodInjector) report(pod *corev1.Pod, in inject.Input, d inject.Decision
 		return
 	}
 	typ := corev1.EventTypeNormal
-	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy || d.Skip.Reason == inject.InvalidNamespaceLabel || d.Skip.Reason == inject.LimitRangeConflict {
+	if d.Skip.Reason == inject.InvalidAnnotation || d.Skip.Reason == inject.InvalidPolicy || d.Skip.Reason == inject.InvalidNamespaceLabel || d.Skip.Reason == inject.LimitRangeConflict ||
+		d.Skip.Reason == inject.ContainerNameConflict {
 		typ = corev1.EventTypeWarning
 	}
 	h.event(pod, d, typ, string(d.Skip.Reason), "retrycap proxy not injected: "+d.Skip.Message)
