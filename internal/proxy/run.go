@@ -85,7 +85,9 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	err := p.gor.Shutdown(ctx)
 	h2Err := p.shutdownH2(ctx)
-	_ = p.admin.Close()
+	if p.admin != nil { // nil before Start
+		_ = p.admin.Close()
+	}
 	p.closeAccessLog()
 	if err = errors.Join(loopErr, err, h2Err); err != nil {
 		return fmt.Errorf("drain: %w", err)

@@ -59,6 +59,16 @@ type Engine struct {
 
 	// watchErr: a hang-up watch that could not start is logged once.
 	watchErr sync.Once
+
+	// served holds the listeners Serve was given and stopped whether
+	// Shutdown ran: fasthttp's Shutdown returns at once when its Serve has
+	// not registered a listener yet (a SIGTERM right after start, or a
+	// Serve goroutine not yet scheduled), and that Serve would then accept
+	// for good; so Shutdown closes them itself, and a Serve after it
+	// serves nothing.
+	servedMu sync.Mutex
+	served   []net.Listener
+	stopped  bool
 }
 
 // New builds the engine on the forwarding core.
@@ -122,6 +132,14 @@ func New(f *forward.Forwarder) *Engine {
 // Serve serves the connections ln accepts until Shutdown. Accepting pauses
 // (with a backoff) while descriptors are exhausted, rather than ending.
 func (e *Engine) Serve(ln net.Listener) error {
+	e.servedMu.Lock()
+	if e.stopped {
+		e.servedMu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	e.served = append(e.served, ln)
+	e.servedMu.Unlock()
 	return e.srv.Serve(&pauseListener{Listener: ln, e: e, f: e.f, pause: &e.f.Accept})
 }
 
@@ -135,7 +153,18 @@ func (e *Engine) ServeConn(c net.Conn) error { return e.srv.ServeConn(e.newHeadC
 // fasthttp leaves its connections be) and their ends waited for a moment,
 // so that their lines reach the access log, which closes after the drain.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	e.servedMu.Lock()
+	e.stopped = true
+	e.servedMu.Unlock()
 	err := e.srv.ShutdownWithContext(ctx)
+	// After fasthttp's own close (a second close's error is not ours to
+	// report): a listener its Serve had not registered yet closes here,
+	// and that Serve returns at its first Accept.
+	e.servedMu.Lock()
+	for _, ln := range e.served {
+		_ = ln.Close()
+	}
+	e.servedMu.Unlock()
 	if err != nil && ctx.Err() != nil {
 		e.transport.cutBodies()
 		forward.WaitBounded(&e.transport.bodyWG, forward.CutWait)
