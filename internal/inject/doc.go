@@ -12,10 +12,10 @@
 //
 // A pod the proxy cannot run in is skipped, naming the field and the value (conflicts.go): on
 // the host network, on Windows nodes, or where its ports are taken (Istio's sidecar or ambient
-// ztunnel, the labels that make Istio's injector add its sidecar after retrycap's, Kuma's or
-// Consul's sidecar on 15001, Linkerd's classic sidecar whose iptables send the proxy's startup
-// probe to a Linkerd proxy not yet started, an app's
-// port, probe or hook on 15001 or 15020). What injection changes that the pod
+// ztunnel, the labels and webhooks that make Istio's injector add its sidecar after
+// retrycap's, Kuma's or Consul's sidecar on 15001, present or one their injector will add,
+// Linkerd's classic sidecar whose iptables send the proxy's startup probe to a Linkerd proxy
+// not yet started, an app's port, probe or hook on 15001 or 15020). What injection changes that the pod
 // did not ask for (an envFrom that may set the proxy variables, a NO_PROXY of "*", a Guaranteed
 // pod made Burstable) is a warning; pod-level resources make room for the sidecar's requests.
 // The sidecar's requests and limits are defaults that the pod's retrycap.dev/proxy-cpu-request,

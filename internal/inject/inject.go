@@ -274,8 +274,9 @@ const (
 	// affinity), where neither the proxy's image nor its security context can run.
 	WindowsPod Reason = "WindowsPod"
 	// PortConflict: something in the pod already uses the proxy's ports (Istio's sidecar, or
-	// the labels that make Istio's injector add it, a declared containerPort, a probe or
-	// lifecycle hook on one of them, Istio's ambient mode).
+	// the labels and webhooks that make Istio's injector add it, Kuma's or Consul's sidecar on
+	// 15001, present or to come, Linkerd's classic sidecar holding 15020, a declared
+	// containerPort, a probe or lifecycle hook on one of them, Istio's ambient mode).
 	PortConflict Reason = "PortConflict"
 	// NoPolicy: no RetryPolicy of the namespace selects the pod.
 	NoPolicy Reason = "NoPolicy"

@@ -30,9 +30,9 @@ func proxyResourceAnnotation(r corev1.ResourceName, limit bool) string {
 
 // limitRangeRefuses says which item of which LimitRange of namespace ns the API server's
 // LimitRanger would refuse the pod by once the proxy container c is added to it, or "". The
-// LimitRanger applies its defaults to the pod before the webhooks run and judges the pod after
-// them: the proxy, added by the webhook, gets no default, and a pod it makes break an item's min,
-// max or maxLimitRequestRatio was refused whole, so that no pod of the workload was created (its
+// LimitRanger judges the pod after the webhooks (and, reinvoked, fills in only what the proxy does
+// not set), so a proxy whose own values, or the pod's sums with them, break an item's min, max or
+// maxLimitRequestRatio made the pod refused whole, so that no pod of the workload was created (its
 // ReplicaSet's events said only "minimum cpu usage per Container is 50m, but request is 10m").
 // Skipped instead, the app runs without the proxy, and the skip names the LimitRange, the item,
 // the bound and the value, and the annotation that changes it. The rules are the LimitRanger's
@@ -232,8 +232,14 @@ func containerItemRefuses(item corev1.LimitRangeItem, res corev1.ResourceRequire
 		ratio := item.MaxLimitRequestRatio[r]
 		req, hasReq := res.Requests[r]
 		lim, hasLim := res.Limits[r]
-		if !hasReq || !hasLim || req.IsZero() {
+		if !hasReq || !hasLim {
 			continue
+		}
+		if req.IsZero() {
+			// The LimitRanger refuses a ratio over a request of 0 ("but no request is
+			// specified or request is 0"); an annotation may set one (only limits must be
+			// above 0), and the pod was then injected and refused whole.
+			return fmt.Sprintf("maxLimitRequestRatio %s is %s, and the proxy's %s request is 0, which no ratio admits%s", r, ratio.String(), r, fix(r, false))
 		}
 		// As the LimitRanger: limit/request in milli-units against the ratio's value.
 		if got := float64(lim.MilliValue()) / float64(req.MilliValue()); got > float64(ratio.MilliValue())/1000 {

@@ -36,6 +36,10 @@ var limitRangeCases = []struct {
 	// The LimitRanger, reinvoked after the webhook, gives the proxy the LimitRange's defaults
 	// for what it does not set (measured: a request of 1Mi).
 	{Name: "min ephemeral-storage", Item: corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Min: rl("ephemeral-storage", "1Mi")}},
+	// review18: a request of 0 (an annotation may set one) under a ratio: the LimitRanger
+	// refuses it ("but no request is specified or request is 0"); it was injected.
+	{Name: "cpu ratio, request 0", Item: corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: rl("cpu", "10")}, Ann: map[string]string{"retrycap.dev/proxy-cpu-request": "0"},
+		Skip: "maxLimitRequestRatio cpu is 10, and the proxy's cpu request is 0, which no ratio admits (set the annotation retrycap.dev/proxy-cpu-request on the pod's template or its Namespace)"},
 	{Name: "fits", Item: corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Min: rl("cpu", "10m"), Max: rl("cpu", "2"), MaxLimitRequestRatio: rl("cpu", "200")}},
 }
 

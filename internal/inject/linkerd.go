@@ -3,10 +3,11 @@ package inject
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/retrycap/retrycap/internal/mesh"
 )
 
 // Linkerd's names (linkerd/linkerd2 pkg/k8s/labels.go, charts/partials/templates/_proxy-init.tpl).
@@ -38,7 +39,7 @@ func linkerdCapturesAdmin(pod *corev1.Pod) string {
 		by = fmt.Sprintf("spec.initContainers[%d] (container %s) redirects", j, linkerdInitName)
 		skipped = strings.Join([]string{skipped, flagValue(pod.Spec.InitContainers[j].Args, linkerdInitIgnore)}, ",")
 	}
-	if portListed(skipped, AdminPort) {
+	if mesh.InPortList(skipped, AdminPort) {
 		return ""
 	}
 	but := ""
@@ -60,26 +61,4 @@ func flagValue(args []string, flag string) string {
 		}
 	}
 	return ""
-}
-
-// portListed reports whether port is in a Linkerd port list: comma-separated ports and
-// ranges ("4190,4191,15000-15100"), spaces allowed. An entry that is neither is not a match.
-func portListed(list string, port int32) bool {
-	for _, e := range strings.Split(list, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(e), "-")
-		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil {
-			continue
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil {
-				continue
-			}
-		}
-		if int(port) >= a && int(port) <= b {
-			return true
-		}
-	}
-	return false
 }

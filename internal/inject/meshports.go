@@ -2,6 +2,7 @@ package inject
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,8 +103,14 @@ const kumaInjectionLabel = "kuma.io/sidecar-injection"
 // pkg/plugins/runtime/k8s/webhooks/injector/precheck.go needToInject): its webhooks see a pod
 // whose Namespace's label is enabled or true, or whose Namespace has the label at all and the pod
 // the label enabled; then the pod's label decides where it has one, else the Namespace's (true,
-// yes or enabled). A pod that already has kuma-sidecar is meshTakesListenPort's.
+// yes or enabled). A pod that already has kuma-sidecar is not injected again (needToInject: "pod
+// already has Kuma sidecar"): its port is meshTakesListenPort's, and one whose outbound listener
+// is elsewhere or off leaves 15001 free.
 func kumaWillInject(pod *corev1.Pod, nsLabels map[string]string) string {
+	hasSidecar := func(c corev1.Container) bool { return c.Name == kumaSidecarName }
+	if slices.ContainsFunc(pod.Spec.Containers, hasSidecar) || slices.ContainsFunc(pod.Spec.InitContainers, hasSidecar) {
+		return ""
+	}
 	on := func(v string) bool { return v == "true" || v == "yes" || v == "enabled" }
 	nsV, nsOK := nsLabels[kumaInjectionLabel]
 	podV, podOK := pod.Labels[kumaInjectionLabel]

@@ -32,8 +32,17 @@ func TestInject18MeshOutboundPort(t *testing.T) {
 		spec corev1.PodSpec
 		ann  map[string]string
 		skip string // "" = injected
+		// kumaNS: the namespace is labelled kuma.io/sidecar-injection=enabled.
+		kumaNS bool
 	}{
 		{name: "kuma, outbound on 15002", spec: kuma, ann: map[string]string{"traffic.kuma.io/transparent-proxy-config": "redirect:\n  outbound:\n    enabled: true\n    port: 15002\n"}},
+		// review18: where Kuma injected the pod its namespace (or the pod) says so; a pod that
+		// already has kuma-sidecar is not injected again (Kuma's needToInject), so its outbound
+		// port elsewhere leaves 15001 free. Before, kumaWillInject skipped it as a sidecar to come
+		// on 15001.
+		{name: "kuma, outbound on 15002, namespace enabled", spec: kuma, kumaNS: true, ann: map[string]string{"traffic.kuma.io/transparent-proxy-config": "redirect:\n  outbound:\n    enabled: true\n    port: 15002\n"}},
+		{name: "kuma, outbound off, namespace enabled", spec: kuma, kumaNS: true, ann: map[string]string{"traffic.kuma.io/transparent-proxy-config": "redirect:\n  outbound:\n    enabled: false\n    port: 15001\n"}},
+		{name: "kuma, no annotation, namespace enabled", spec: kuma, kumaNS: true, skip: kumaAt + "Kuma's default) for its transparent proxy's outbound traffic" + tail},
 		{name: "kuma, outbound off", spec: kuma, ann: map[string]string{"traffic.kuma.io/transparent-proxy-config": "redirect:\n  outbound:\n    enabled: false\n    port: 15001\n"}},
 		{name: "kuma, config without a port", spec: kuma, ann: map[string]string{"traffic.kuma.io/transparent-proxy-config": "redirect:\n  inbound:\n    port: 15006\n"},
 			skip: kumaAt + "Kuma's default: annotation traffic.kuma.io/transparent-proxy-config sets no redirect.outbound.port) for its transparent proxy's outbound traffic" + tail},
@@ -53,7 +62,11 @@ func TestInject18MeshOutboundPort(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p", Annotations: tc.ann}, Spec: *tc.spec.DeepCopy()}
-			d := Decide(testConfig, Input{Pod: pod, NamespaceLabels: map[string]string{"retrycap.dev/injection": "enabled"},
+			nsLabels := map[string]string{"retrycap.dev/injection": "enabled"}
+			if tc.kumaNS {
+				nsLabels["kuma.io/sidecar-injection"] = "enabled"
+			}
+			d := Decide(testConfig, Input{Pod: pod, NamespaceLabels: nsLabels,
 				Policies: []v1alpha1.RetryPolicy{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "all"}, Spec: v1alpha1.RetryPolicySpec{MaxAmplification: 4}}}})
 			switch {
 			case tc.skip == "" && !d.Injected:

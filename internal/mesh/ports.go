@@ -151,15 +151,16 @@ func linkerdProtocol(p servicePort, ann, nsAnn map[string]string) protocol {
 		// (pkg/inject/inject.go CreateOpaquePortsPatch).
 		list, from = v, fmt.Sprintf("its namespace's %s %q", LinkerdOpaquePorts, v)
 	}
-	if inPortList(list, p.Port) {
+	if InPortList(list, p.Port) {
 		return protocol{name: "opaque", why: "in " + from}
 	}
 	return protocol{retried: true} // detected: HTTP is the worst case
 }
 
-// inPortList reports whether port is in a Linkerd port list ("25,587,8000-8100"); a part that
-// is not a port or a range is passed over, as Linkerd's parser logs and skips it.
-func inPortList(list string, port int32) bool {
+// InPortList reports whether port is in a Linkerd port list ("25,587,8000-8100", spaces
+// allowed); a part that is not a port or a range is passed over, as Linkerd's parser logs and
+// skips it. Exported for inject, which reads Linkerd's skip-inbound-ports with the same rule.
+func InPortList(list string, port int32) bool {
 	for _, part := range strings.Split(list, ",") {
 		part = strings.TrimSpace(part)
 		lo, hi, isRange := strings.Cut(part, "-")

@@ -43,6 +43,10 @@ var _ = Describe("inject18: pod injector and the namespace's LimitRanges", Order
 		{item: corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: q("cpu", "10")},
 			skip:    "maxLimitRequestRatio cpu is 10, and the proxy's cpu limit 2 over its request 10m is 200 (set the annotation retrycap.dev/proxy-cpu-request on the pod's template or its Namespace)",
 			refused: "cpu max limit to request ratio per Container is 10, but provided ratio is 200.000000"},
+		// review18: a request of 0 the annotation sets, under a ratio (it was injected).
+		{item: corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, MaxLimitRequestRatio: q("cpu", "10")}, ann: map[string]string{"retrycap.dev/proxy-cpu-request": "0"},
+			skip:    "maxLimitRequestRatio cpu is 10, and the proxy's cpu request is 0, which no ratio admits (set the annotation retrycap.dev/proxy-cpu-request on the pod's template or its Namespace)",
+			refused: "cpu max limit to request ratio per Container is 10, but no request is specified or request is 0"},
 		{item: corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Min: q("memory", "48Mi")},
 			skip:    "min memory is 48Mi, and the proxy's memory request is 32Mi (set the annotation retrycap.dev/proxy-memory-request on the pod's template or its Namespace)",
 			refused: "minimum memory usage per Container is 48Mi, but request is 32Mi"},

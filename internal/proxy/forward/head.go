@@ -185,17 +185,23 @@ func isTELine(line []byte) bool {
 	return len(line) >= len(name) && bytes.EqualFold(line[:len(name)], []byte(name))
 }
 
+// cutLine splits a message head after its first line (through its '\n',
+// or all of it when there is none): the field scans below walk a head
+// line by line.
+func cutLine(head []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		return head[:i+1], head[i+1:]
+	}
+	return head, nil
+}
+
 // TransferEncodingFields counts the Transfer-Encoding fields of a message
 // head (its first line, which is no field, is skipped).
 func TransferEncodingFields(head []byte) int {
 	n := 0
 	for first := true; len(head) > 0; first = false {
-		line := head
-		if i := bytes.IndexByte(head, '\n'); i >= 0 {
-			line, head = head[:i+1], head[i+1:]
-		} else {
-			head = nil
-		}
+		var line []byte
+		line, head = cutLine(head)
 		if !first && isTELine(line) {
 			n++
 		}
@@ -210,12 +216,8 @@ func TransferEncodingFields(head []byte) int {
 func BothFramings(head []byte) bool {
 	te, cl := false, false
 	for first := true; len(head) > 0 && (!te || !cl); first = false {
-		line := head
-		if i := bytes.IndexByte(head, '\n'); i >= 0 {
-			line, head = head[:i+1], head[i+1:]
-		} else {
-			head = nil
-		}
+		var line []byte
+		line, head = cutLine(head)
 		if first || len(line) == 0 {
 			continue
 		}
@@ -294,12 +296,8 @@ func IdentityAnswer(head []byte) (out []byte, ok bool) {
 	identity := false
 	rest := head
 	for first := true; len(rest) > 0; first = false {
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			rest = nil
-		}
+		var line []byte
+		line, rest = cutLine(rest)
 		if !first && isTELine(line) {
 			identity = bytes.EqualFold(bytes.TrimSpace(line[len("transfer-encoding:"):]), []byte("identity"))
 		}
@@ -309,12 +307,8 @@ func IdentityAnswer(head []byte) (out []byte, ok bool) {
 	}
 	out = make([]byte, 0, len(head))
 	for first := true; len(head) > 0; first = false {
-		line := head
-		if i := bytes.IndexByte(head, '\n'); i >= 0 {
-			line, head = head[:i+1], head[i+1:]
-		} else {
-			head = nil
-		}
+		var line []byte
+		line, head = cutLine(head)
 		if !first && (isTELine(line) || isCLLine(line)) {
 			continue
 		}

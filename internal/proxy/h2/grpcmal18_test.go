@@ -2,7 +2,6 @@ package h2
 
 import (
 	"encoding/json"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/retrycap/retrycap/internal/proxy/accesslog"
 )
@@ -189,25 +187,7 @@ func TestGRPCAnsweredNotResent(t *testing.T) {
 	h, _ := newHandler(t, proxyOpts{name: name, addr: up, attempts: 3, accessLog: w})
 	theFront.route(t, name, h, up)
 	relayed := dialName(t, name)
-	// A server-streaming call: the code is the transport's (a unary call
-	// adds its own INTERNAL for an OK without a message).
-	call := func(cc *grpc.ClientConn, n int) error {
-		st, err := cc.NewStream(ctxT(t), &grpc.StreamDesc{ServerStreams: true}, "/mal/"+strconv.Itoa(n))
-		if err != nil {
-			return err
-		}
-		if err := st.SendMsg(wrapperspb.String("x")); err != nil && err != io.EOF {
-			return err
-		}
-		for {
-			if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-		}
-	}
+	call := func(cc *grpc.ClientConn, n int) error { return serverStreamCall(t, cc, "/mal/"+strconv.Itoa(n)) }
 	denied := h.m.denied.WithLabelValues(name, "grpc", "not-retryable")
 	for n, c := range cases {
 		errD := call(direct, n)

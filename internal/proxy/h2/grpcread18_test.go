@@ -90,6 +90,28 @@ func (c grpcReadCase) answer(p *upPeer, id uint32) {
 	}
 }
 
+// serverStreamCall calls method on cc as a server-streaming method and
+// reads it to its end: the code it returns is the one the transport read
+// (a unary call adds its own INTERNAL for an OK without a message, which
+// no reading of the status could change).
+func serverStreamCall(t *testing.T, cc *grpc.ClientConn, method string) error {
+	st, err := cc.NewStream(ctxT(t), &grpc.StreamDesc{ServerStreams: true}, method)
+	if err != nil {
+		return err
+	}
+	if err := st.SendMsg(wrapperspb.String("x")); err != nil && err != io.EOF {
+		return err
+	}
+	for {
+		if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 // TestGRPCAnswerReadAsGRPCGo: every HTTP status (12) x content-type x
 // grpc-status (none, 0, 14, 13, malformed) x shape, and the
 // grpc-status-details-bin and -bin shapes of grpcReadExtras, called directly with
@@ -172,26 +194,7 @@ func TestGRPCAnswerReadAsGRPCGo(t *testing.T) {
 	h, _ := newHandler(t, proxyOpts{name: name, addr: up, attempts: 3, accessLog: w, retryOn: "connect-failure,reset,unavailable,internal"})
 	theFront.route(t, name, h, up)
 	relayed := dialName(t, name)
-	// Called as a server-streaming method: the code is the one the
-	// transport read (a unary call adds its own INTERNAL for an OK
-	// without a message, which no reading of the status could change).
-	call := func(cc *grpc.ClientConn, n int) error {
-		st, err := cc.NewStream(ctxT(t), &grpc.StreamDesc{ServerStreams: true}, "/case/"+strconv.Itoa(n))
-		if err != nil {
-			return err
-		}
-		if err := st.SendMsg(wrapperspb.String("x")); err != nil && err != io.EOF {
-			return err
-		}
-		for {
-			if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
-				if err == io.EOF {
-					return nil
-				}
-				return err
-			}
-		}
-	}
+	call := func(cc *grpc.ClientConn, n int) error { return serverStreamCall(t, cc, "/case/"+strconv.Itoa(n)) }
 	want := make([]codes.Code, len(cases))
 	wantExecs := make([]int, len(cases))
 	for n, c := range cases {

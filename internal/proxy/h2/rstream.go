@@ -144,9 +144,6 @@ type attemptState struct {
 	timedOut   bool
 	cut        bool // its timeout is the caller's time left, not the per-try timeout
 	gotHeaders bool
-	// informed: a 1xx came; the upstream processed the request (a
-	// REFUSED_STREAM or GOAWAY below the stream after it is not believed).
-	informed bool
 	// answered: the upstream sent a header block (a 1xx, a final head,
 	// one the relay refused as malformed) or DATA on the stream, or broke
 	// the protocol there: it processed the request. Not re-sent as never
@@ -620,7 +617,6 @@ func (a *ratt) onHeaders(uc *upconn, f *hblock) {
 			// sending one indexed 1xx block after another (a few bytes
 			// each on the wire, kilobytes decoded) kept the attempt and
 			// the relay's reader busy until the per-try timeout.
-			a.informed = true
 			for i := range f.fields {
 				a.info += int64(f.fields[i].Size())
 			}
