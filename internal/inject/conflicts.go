@@ -77,11 +77,7 @@ var proxyPorts = []int32{ListenPort, AdminPort}
 // listens on *:15001 inside every captured pod. Named ports resolve to declared ones, so only
 // numbers are checked here.
 func portTaken(set *mesh.Set, pod *corev1.Pod, nsLabels map[string]string) string {
-	groups := []struct {
-		field string
-		cs    []corev1.Container
-	}{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}}
-	for _, g := range groups {
+	for _, g := range containerGroups(pod) {
 		for i, c := range g.cs {
 			at := fmt.Sprintf("%s[%d] (container %s)", g.field, i, c.Name)
 			if what, ok := meshSidecars[c.Name]; ok {
@@ -230,4 +226,15 @@ func guaranteed(lists ...[]corev1.Container) bool {
 		}
 	}
 	return n > 0
+}
+
+// containerGroup is one of a pod's container lists with the field it is read from.
+type containerGroup struct {
+	field string
+	cs    []corev1.Container
+}
+
+// containerGroups are the pod's init containers, then its containers, as messages name them.
+func containerGroups(pod *corev1.Pod) []containerGroup {
+	return []containerGroup{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}}
 }

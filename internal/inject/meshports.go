@@ -33,11 +33,7 @@ const (
 // the transparent proxy off (a cluster that turns it off by default cannot be told from the
 // pod: such a pod is skipped, and the message says how to have it injected).
 func meshTakesListenPort(pod *corev1.Pod) string {
-	groups := []struct {
-		field string
-		cs    []corev1.Container
-	}{{"spec.initContainers", pod.Spec.InitContainers}, {"spec.containers", pod.Spec.Containers}}
-	for _, g := range groups {
+	for _, g := range containerGroups(pod) {
 		for i, c := range g.cs {
 			at := fmt.Sprintf("%s[%d] (container %s)", g.field, i, c.Name)
 			switch c.Name {
