@@ -12,6 +12,11 @@
 // HOSTNAME, LAB_UPSTREAMS, LAB_ATTEMPTS, LAB_FAIL, LAB_SHUTDOWN_DELAY), so a Deployment can set
 // either.
 //
+// With --call URL (LAB_CALL) it serves nothing: it makes one GET of URL with Go's default
+// client, which honours HTTP_PROXY and NO_PROXY as most apps do, prints the status line and the
+// body, and exits 0 on a 2xx answer, 1 otherwise: the one-shot client of an init container or a
+// Job (the node suite's pods as people write them).
+//
 // With --protocol grpc it is the storm lab's gRPC chain app (labapp.StartGRPC): it serves
 // retrycap.lab.Chain on --listen and calls its one upstream, NAME:PORT, through HTTPS_PROXY as
 // grpc-go does (the injected sidecar), trying an UNAVAILABLE call --attempts times; --fail
@@ -28,6 +33,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -71,6 +77,7 @@ func run(args []string) error {
 		return fmt.Errorf("LAB_SHUTDOWN_DELAY=%q: %w", os.Getenv("LAB_SHUTDOWN_DELAY"), err)
 	}
 	delay := fs.Duration("shutdown-delay", delayDef, "how long to keep serving after SIGTERM, while the pod leaves its Service's endpoints")
+	call := fs.String("call", env("LAB_CALL", ""), "make one GET of this URL (through HTTP_PROXY as Go's client does), print the answer and exit: 0 on 2xx")
 	fail := fs.Bool("fail", env("LAB_FAIL", "") == "1" || env("LAB_FAIL", "") == "true", "start failing (503 to everything)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,6 +87,9 @@ func run(args []string) error {
 	}
 	if *attempts < 1 {
 		return fmt.Errorf("--attempts=%d: must be at least 1", *attempts)
+	}
+	if *call != "" {
+		return callOnce(*call)
 	}
 	var ups []string
 	for _, u := range strings.Split(*upstreams, ",") {
@@ -150,6 +160,25 @@ func runGRPC(sigs <-chan os.Signal, name, listen, statsListen string, ups []stri
 
 // awaitStop waits for the first SIGTERM or SIGINT, drains, says so, and keeps serving for delay
 // (a second signal cuts it short).
+// callOnce is --call: one GET with Go's default client (http.ProxyFromEnvironment).
+func callOnce(url string) error {
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return fmt.Errorf("--call %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return fmt.Errorf("--call %s: reading the answer: %w", url, err)
+	}
+	fmt.Printf("%s %s\n%s", resp.Proto, resp.Status, body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("--call %s: status %s", url, resp.Status)
+	}
+	return nil
+}
+
 func awaitStop(sigs <-chan os.Signal, name string, delay time.Duration, drain func()) {
 	<-sigs
 	drain()

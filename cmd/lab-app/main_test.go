@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/retrycap/retrycap/internal/labapp"
@@ -140,6 +142,11 @@ func TestGRPCMode(t *testing.T) {
 	if err := labapp.InvokeGRPC(ctx, cc, labapp.GRPCGet); status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "payment: failing" {
 		t.Fatalf("Get of a failing gRPC lab app: %v, want UNAVAILABLE payment: failing", err)
 	}
+	// grpc.health.v1 answers SERVING (the kubelet's gRPC probes), and is not counted.
+	hr, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health Check: %v, %v; want SERVING", hr, err)
+	}
 	resp, err := http.Get("http://" + m[2] + "/_labapp/stats")
 	if err != nil {
 		t.Fatal(err)
@@ -173,5 +180,45 @@ func TestBadInput(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("lab-app %s: %v, want %q", strings.Join(tc.args, " "), err, tc.want)
 		}
+	}
+}
+
+// --call: one GET through HTTP_PROXY (Go's default client), the answer printed, exit 0 on 2xx
+// and 1 otherwise: the one-shot client of the node suite's init containers and Jobs.
+func TestCallMode(t *testing.T) {
+	var targets []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		targets = append(targets, r.RequestURI)
+		if r.URL.Path == "/down" {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "back: ok\n")
+	}))
+	defer proxy.Close()
+	for _, tc := range []struct {
+		url, out string
+		exit     int
+	}{
+		{"http://back.shop:8080/job", "HTTP/1.1 200 OK\nback: ok\n", 0},
+		{"http://back.shop:8080/down", "HTTP/1.1 503 Service Unavailable\ndown\n", 1},
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "LAB_APP_CHILD=1", "LAB_CALL="+tc.url, "HTTP_PROXY="+proxy.URL, "NO_PROXY=")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.exit || stdout.String() != tc.out {
+			t.Errorf("--call %s: exit %d, stdout %q (stderr %q); want %d, %q", tc.url, code, stdout.String(), stderr.String(), tc.exit, tc.out)
+		}
+	}
+	if got := strings.Join(targets, " "); got != "http://back.shop:8080/job http://back.shop:8080/down" {
+		t.Fatalf("the proxy got %q: want both calls in absolute form, once each", got)
 	}
 }

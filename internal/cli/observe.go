@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,8 +22,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/retrycap/retrycap/internal/annotations"
 	"github.com/retrycap/retrycap/internal/observe"
 	"github.com/retrycap/retrycap/internal/observe/pgstore"
+	"github.com/retrycap/retrycap/internal/sidecar"
+	"github.com/retrycap/retrycap/internal/workload"
 )
 
 // ProxyContainerName is the injected sidecar's container name, observe's default -c.
@@ -53,7 +57,8 @@ their default text and JSON formats and Envoy Gateway's JSON (keyed by x-request
 through the kubelet's CRI log files or kubectl logs --timestamps/--prefix, gzip'd when named *.gz, from files,
 directories (every file below), stdin ("-", the default without -f and --from-cluster), or with
 --from-cluster the logs of container -c of the pods -l selects, through the API server
-(pods/log; needs list on pods and get on pods/log). Memory is per key, not per line.
+(pods/log; needs list on pods and get on pods/log); with -c retrycap-proxy only the sidecars
+retrycap's injector added (annotation retrycap.dev/injected), the others named on stderr. Memory is per key, not per line.
 
 In a log store: -o sql prints the same aggregation as a query over a table of attempts (--dialect
 postgres or clickhouse, --table), -o logql what Loki can compute, -o csv the rows to load the
@@ -561,15 +566,33 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 		return observe.Stats{}, nil, fmt.Errorf("listing %s: %w", selected, err)
 	}
 	var with []corev1.Pod
+	var foreign []string
 	for _, p := range pods.Items {
-		if hasContainer(&p, s.container) {
-			with = append(with, p)
+		if !hasContainer(&p, s.container) {
+			continue
 		}
+		if why := notInjected(&p, s.container); why != "" {
+			foreign = append(foreign, p.Namespace+"/"+p.Name+": "+why)
+			continue
+		}
+		with = append(with, p)
 	}
 	sort.Slice(with, func(i, j int) bool {
 		return with[i].Namespace+"/"+with[i].Name < with[j].Namespace+"/"+with[j].Name
 	})
+	sort.Strings(foreign)
+	for i, f := range foreign {
+		if i == maxSkippedNamed {
+			fmt.Fprintf(stderr, "observe: skipped %d more pod(s) with a container %s that retrycap's injector did not add\n", len(foreign)-i, s.container)
+			break
+		}
+		fmt.Fprintf(stderr, "observe: skipped %s\n", f)
+	}
 	if len(with) == 0 {
+		if len(foreign) > 0 {
+			return observe.Stats{}, nil, fmt.Errorf("no pod with the container %q (-c) that retrycap's injector added among %s (%d pod(s); %d with a container of that name of their own, skipped above)",
+				s.container, selected, len(pods.Items), len(foreign))
+		}
 		return observe.Stats{}, nil, fmt.Errorf("no pod with a container %q (-c) among %s (%d pod(s))", s.container, selected, len(pods.Items))
 	}
 	opts := &corev1.PodLogOptions{Container: s.container}
@@ -594,6 +617,39 @@ func readCluster(ctx context.Context, sink consumer, maxLine int, s clusterSourc
 	}
 	fmt.Fprintf(stderr, "\robserve: %d pods read\n", len(with))
 	return total, errs, nil
+}
+
+// maxSkippedNamed is how many pods skipped for a container not injected are named on stderr
+// (-A over a cluster may select many); the rest are counted.
+const maxSkippedNamed = 20
+
+// notInjected says why the container named name of pod p is not the sidecar retrycap's injector
+// added, or "". Only the default -c (retrycap-proxy) is judged: its access log is the one
+// observe parses, and a container of the pod's own with that name (another proxy, another
+// image) writes lines of its own that would be read as retrycap's attempts. The injector's
+// marks are its annotation retrycap.dev/injected (which it removes from a pod that brings a copy)
+// and, on the container, the flags it renders (--listen=127.0.0.1:15001, --service=); a
+// container of another -c (istio-proxy) is read as before.
+func notInjected(p *corev1.Pod, name string) string {
+	if name != ProxyContainerName {
+		return ""
+	}
+	if _, ok := p.Annotations[annotations.InjectedStatus]; !ok {
+		return fmt.Sprintf("container %s was not added by retrycap's injector (the pod has no annotation %s)", name, annotations.InjectedStatus)
+	}
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			if c.Name != name {
+				continue
+			}
+			listen := slices.Contains(c.Args, "--listen="+sidecar.DefaultListen)
+			service := slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--service=") })
+			if !listen || !service {
+				return fmt.Sprintf("container %s (image %q) lacks the --listen=%s and --service= arguments retrycap's injector gives its proxy", name, workload.Clip(c.Image), sidecar.DefaultListen)
+			}
+		}
+	}
+	return ""
 }
 
 func hasContainer(p *corev1.Pod, name string) bool {

@@ -98,7 +98,8 @@ func TestObserveFromClusterBrokenPods(t *testing.T) {
 			list.TypeMeta = metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}
 			for _, n := range []string{"a-1", "b-1", "c-1"} {
 				p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "shop", Labels: map[string]string{"app": n[:1]}}}
-				p.Spec.Containers = []corev1.Container{{Name: "retrycap-proxy"}}
+				p.Spec.Containers = []corev1.Container{injectedProxy(n[:1])}
+				p.Annotations = map[string]string{"retrycap.dev/injected": "shop/all"}
 				list.Items = append(list.Items, p)
 			}
 			w.Header().Set("Content-Type", "application/json")

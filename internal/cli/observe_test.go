@@ -110,7 +110,8 @@ func TestObserveFromCluster(t *testing.T) {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Labels: map[string]string{"app": strings.TrimSuffix(name, "-1")}}}
 		p.Spec.Containers = []corev1.Container{{Name: "app"}}
 		if sidecar {
-			p.Spec.InitContainers = []corev1.Container{{Name: "retrycap-proxy"}}
+			p.Spec.InitContainers = []corev1.Container{injectedProxy(p.Labels["app"])}
+			p.Annotations = map[string]string{"retrycap.dev/injected": "shop/all"}
 		}
 		return p
 	}

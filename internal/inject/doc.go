@@ -22,7 +22,8 @@
 // -cpu-limit, -memory-request and -memory-limit annotations replace (on the pod, else on its
 // Namespace: workload.ParseProxyResourcesIn), so that a namespace's LimitRange admits the pod (one whose Container item they break, or whose
 // Pod item the pod breaks with the proxy and keeps without it, skips the pod as
-// LimitRangeConflict, naming it: limitrange.go); GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
+// LimitRangeConflict, naming it; the proxy is judged with the LimitRanges' Container defaults the
+// API server gives it, ephemeral-storage among them: limitrange.go); GOMAXPROCS follows the CPU limit annotation (workload.ParseProxyResources, the rules the gate and
 // analyze judge a template by too). A value
 // the rules refuse (not a quantity, a request above its limit, a memory limit below the proxy's
 // floor) is InvalidAnnotation, naming the workload, the annotation and the value (and the

@@ -37,20 +37,22 @@ func proxyResourceAnnotation(r corev1.ResourceName, limit bool) string {
 // Skipped instead, the app runs without the proxy, and the skip names the LimitRange, the item,
 // the bound and the value, and the annotation that changes it. The rules are the LimitRanger's
 // (k8s.io/kubernetes plugin/pkg/admission/limitranger, minConstraint, maxConstraint,
-// limitRequestRatioConstraint), on the CPU and memory the proxy sets: for items of type Container
-// against the proxy's own resources, for items of type Pod against the pod's sums with the proxy
-// (podItemRefuses).
+// limitRequestRatioConstraint), on the proxy as the LimitRanger stores it (its own CPU and memory,
+// and the LimitRanges' Container defaults for what it does not set: withLimitRangeDefaults): for
+// items of type Container against the proxy's resources, for items of type Pod against the pod's
+// sums with the proxy (podItemRefuses), on every resource the item bounds.
 func limitRangeRefuses(ns string, ranges []corev1.LimitRange, pod *corev1.Pod, c corev1.Container) string {
 	sorted := slices.Clone(ranges)
 	slices.SortFunc(sorted, func(a, b corev1.LimitRange) int { return strings.Compare(a.Name, b.Name) })
+	c, defaulted := withLimitRangeDefaults(ns, sorted, c)
 	for _, lr := range sorted {
 		for i, item := range lr.Spec.Limits {
 			why := ""
 			switch item.Type {
 			case corev1.LimitTypeContainer:
-				why = containerItemRefuses(item, c.Resources)
+				why = containerItemRefuses(item, c.Resources, defaulted)
 			case corev1.LimitTypePod:
-				why = podItemRefuses(item, pod, c)
+				why = podItemRefuses(item, pod, c, defaulted)
 			default:
 				continue
 			}
@@ -62,18 +64,99 @@ func limitRangeRefuses(ns string, ranges []corev1.LimitRange, pod *corev1.Pod, c
 	return ""
 }
 
+// defaultedKey names one of the proxy's requests (limit false) or limits of a resource that the
+// LimitRanger fills in from a LimitRange's defaults.
+type defaultedKey struct {
+	r     corev1.ResourceName
+	limit bool
+}
+
+// withLimitRangeDefaults is the proxy c as the LimitRanger, reinvoked after the webhooks, stores
+// it: each LimitRange's Container defaults (default, defaultRequest; a later Container item of
+// one LimitRange over an earlier one) fill in what the proxy does not set, the first LimitRange
+// (here in name order; the LimitRanger takes its cache's order) before the others. The proxy sets
+// CPU and memory, so what is filled in is ephemeral-storage or an extended resource, which no
+// annotation of retrycap's sets; defaulted says where each came from, for the skip's message.
+// Judged without them, a Pod item's max ephemeral-storage that the app's defaulted limit reached
+// was broken by the proxy's defaulted one, and the API server refused every pod of the workload
+// ("maximum ephemeral-storage usage per Pod is 1Gi, but limit is 2Gi", on the real node).
+func withLimitRangeDefaults(ns string, sorted []corev1.LimitRange, c corev1.Container) (corev1.Container, map[defaultedKey]string) {
+	c = *c.DeepCopy()
+	defaulted := map[defaultedKey]string{}
+	for _, lr := range sorted {
+		req, lim := corev1.ResourceList{}, corev1.ResourceList{}
+		from := map[defaultedKey]int{}
+		for i, item := range lr.Spec.Limits {
+			if item.Type != corev1.LimitTypeContainer {
+				continue
+			}
+			for r, q := range item.DefaultRequest {
+				req[r] = q
+				from[defaultedKey{r, false}] = i
+			}
+			for r, q := range item.Default {
+				lim[r] = q
+				from[defaultedKey{r, true}] = i
+			}
+		}
+		fill := func(to *corev1.ResourceList, defaults corev1.ResourceList, limit bool) {
+			for _, r := range sortedNames(defaults) {
+				if _, ok := (*to)[r]; ok {
+					continue
+				}
+				if *to == nil {
+					*to = corev1.ResourceList{}
+				}
+				(*to)[r] = defaults[r].DeepCopy()
+				k := defaultedKey{r, limit}
+				defaulted[k] = fmt.Sprintf("LimitRange %s/%s spec.limits[%d]", ns, lr.Name, from[k])
+			}
+		}
+		fill(&c.Resources.Limits, lim, true)
+		fill(&c.Resources.Requests, req, false)
+	}
+	return c, defaulted
+}
+
+// fixFor is what changes the proxy's request (or limit) of r: the annotation that sets it, or,
+// for a value the LimitRanger gives it from a LimitRange's defaults, that LimitRange.
+func fixFor(r corev1.ResourceName, limit bool, defaulted map[defaultedKey]string) string {
+	if a := proxyResourceAnnotation(r, limit); a != "" {
+		return "set the annotation " + a + " on the pod's template or its Namespace"
+	}
+	what := "request"
+	if limit {
+		what = "limit"
+	}
+	if from, ok := defaulted[defaultedKey{r, limit}]; ok {
+		return fmt.Sprintf("the proxy's %s %s is the default of %s, which the API server gives it; no annotation of retrycap's sets it", r, what, from)
+	}
+	return fmt.Sprintf("no annotation of retrycap's sets the proxy's %s %s", r, what)
+}
+
 // podItemRefuses is the first bound of an item of type Pod that the pod breaks with the proxy c
 // and keeps without it, with both values and the annotation that changes the proxy's, or "". The
 // LimitRanger judges such an item on the pod's sums (podSums), to which the proxy, a native
 // sidecar, adds its requests and limits. A bound the pod breaks without the proxy is not the
 // proxy's doing: the API server refuses that pod either way, and the skip would blame retrycap.
-func podItemRefuses(item corev1.LimitRangeItem, pod *corev1.Pod, c corev1.Container) string {
+func podItemRefuses(item corev1.LimitRangeItem, pod *corev1.Pod, c corev1.Container, defaulted map[defaultedKey]string) string {
 	with := pod.DeepCopy()
 	with.Spec.InitContainers = append(with.Spec.InitContainers, c)
 	podLevelRoom(with, c.Resources.Requests)
 	reqBefore, limBefore := podSums(pod)
 	reqAfter, limAfter := podSums(with)
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+	names := map[corev1.ResourceName]bool{}
+	for _, l := range []corev1.ResourceList{item.Min, item.Max, item.MaxLimitRequestRatio} {
+		for r := range l {
+			names[r] = true
+		}
+	}
+	var resources []corev1.ResourceName
+	for r := range names {
+		resources = append(resources, r)
+	}
+	slices.Sort(resources)
+	for _, r := range resources {
 		for _, b := range []struct {
 			name  string
 			bound corev1.ResourceList
@@ -94,11 +177,11 @@ func podItemRefuses(item corev1.LimitRangeItem, pod *corev1.Pod, c corev1.Contai
 				what, before, after, own = "limit", limBefore, limAfter, c.Resources.Limits
 			}
 			if b.name == "maxLimitRequestRatio" {
-				return fmt.Sprintf("maxLimitRequestRatio %s is %s, and the pod's %s limit over its request is %s with the proxy (%s over %s), %s without it (set the annotation %s on the pod's template or its Namespace)",
-					r, v.String(), r, ratioOf(reqAfter, limAfter, r), qty(limAfter, r), qty(reqAfter, r), ratioOf(reqBefore, limBefore, r), proxyResourceAnnotation(r, false))
+				return fmt.Sprintf("maxLimitRequestRatio %s is %s, and the pod's %s limit over its request is %s with the proxy (%s over %s), %s without it (%s)",
+					r, v.String(), r, ratioOf(reqAfter, limAfter, r), qty(limAfter, r), qty(reqAfter, r), ratioOf(reqBefore, limBefore, r), fixFor(r, false, defaulted))
 			}
-			return fmt.Sprintf("%s %s is %s, and the pod's %s %s is %s with the proxy (whose %s is %s), %s without it (set the annotation %s on the pod's template or its Namespace)",
-				b.name, r, v.String(), r, what, qty(after, r), what, qty(own, r), qty(before, r), proxyResourceAnnotation(r, limit))
+			return fmt.Sprintf("%s %s is %s, and the pod's %s %s is %s with the proxy (whose %s is %s), %s without it (%s)",
+				b.name, r, v.String(), r, what, qty(after, r), what, qty(own, r), qty(before, r), fixFor(r, limit, defaulted))
 		}
 	}
 	return ""
@@ -202,13 +285,14 @@ func addList(to, from corev1.ResourceList) {
 }
 
 // containerItemRefuses is the first bound of item that res breaks, with the proxy's value and
-// the annotation that changes it, or "". Only values the proxy sets are judged: the API server
-// reinvokes its LimitRanger after the webhook (reinvocationPolicy IfNeeded), and that fills in
-// a request or limit the proxy lacks from the LimitRange's defaults, which fit it (measured
-// against the real API server: a min ephemeral-storage of 1Mi gave the proxy a request of 1Mi).
-func containerItemRefuses(item corev1.LimitRangeItem, res corev1.ResourceRequirements) string {
+// what changes it, or "". res is the proxy with the LimitRanges' defaults (the API server
+// reinvokes its LimitRanger after the webhook, reinvocationPolicy IfNeeded, and that fills in a
+// request or limit the proxy lacks from the LimitRange's defaults, measured against the real API
+// server: a min ephemeral-storage of 1Mi gave the proxy a request of 1Mi); a LimitRange's own
+// defaults fit its items (the API server validates them), another's may not.
+func containerItemRefuses(item corev1.LimitRangeItem, res corev1.ResourceRequirements, defaulted map[defaultedKey]string) string {
 	fix := func(r corev1.ResourceName, limit bool) string {
-		return " (set the annotation " + proxyResourceAnnotation(r, limit) + " on the pod's template or its Namespace)"
+		return " (" + fixFor(r, limit, defaulted) + ")"
 	}
 	for _, r := range sortedNames(item.Min) {
 		min := item.Min[r]

@@ -74,6 +74,7 @@ type Stats struct {
 	Posts         int64 // inbound POSTs
 	DuplicatePost int64 // POSTs whose Idempotency-Key was already seen (a side effect done twice)
 	MaxBudgetSeen int64 // largest chain budget seen on an inbound request (header or baggage)
+	Budgeted      int64 // inbound requests that carried a chain budget (each through a sidecar)
 }
 
 // App is a running chain app.
@@ -87,7 +88,7 @@ type App struct {
 	prop     atomic.Int32
 	inflight atomic.Int64
 
-	received, ok, failed, rejected, posts, dupPost, maxBudget atomic.Int64
+	received, ok, failed, rejected, posts, dupPost, maxBudget, budgeted atomic.Int64
 
 	keysMu sync.Mutex
 	keys   map[string]struct{}
@@ -140,7 +141,7 @@ func (a *App) SetPropagation(p Propagation) { a.prop.Store(int32(p)) }
 func (a *App) Stats() Stats {
 	return Stats{
 		Received: a.received.Load(), OK: a.ok.Load(), Failed: a.failed.Load(), Rejected: a.rejected.Load(),
-		Posts: a.posts.Load(), DuplicatePost: a.dupPost.Load(), MaxBudgetSeen: a.maxBudget.Load(),
+		Posts: a.posts.Load(), DuplicatePost: a.dupPost.Load(), MaxBudgetSeen: a.maxBudget.Load(), Budgeted: a.budgeted.Load(),
 	}
 }
 
@@ -149,7 +150,7 @@ func (a *App) Received() int64 { return a.received.Load() }
 
 // ResetStats zeroes the counters and forgets the keys seen.
 func (a *App) ResetStats() {
-	for _, c := range []*atomic.Int64{&a.received, &a.ok, &a.failed, &a.rejected, &a.posts, &a.dupPost, &a.maxBudget} {
+	for _, c := range []*atomic.Int64{&a.received, &a.ok, &a.failed, &a.rejected, &a.posts, &a.dupPost, &a.maxBudget, &a.budgeted} {
 		c.Store(0)
 	}
 	a.keysMu.Lock()
@@ -185,8 +186,8 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/_labapp/stats":
 		s := a.Stats()
-		fmt.Fprintf(w, "received %d\nok %d\nfailed %d\nrejected %d\nposts %d\nduplicate_posts %d\nmax_budget %d\n",
-			s.Received, s.OK, s.Failed, s.Rejected, s.Posts, s.DuplicatePost, s.MaxBudgetSeen)
+		fmt.Fprintf(w, "received %d\nok %d\nfailed %d\nrejected %d\nposts %d\nduplicate_posts %d\nmax_budget %d\nbudgeted %d\n",
+			s.Received, s.OK, s.Failed, s.Rejected, s.Posts, s.DuplicatePost, s.MaxBudgetSeen, s.Budgeted)
 		return
 	}
 	if a.cfg.OnRequest != nil {
@@ -195,6 +196,7 @@ func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.received.Add(1)
 	_, _ = io.Copy(io.Discard, r.Body)
 	if b := budgetOf(r); b > 0 {
+		a.budgeted.Add(1)
 		for {
 			m := a.maxBudget.Load()
 			if b <= m || a.maxBudget.CompareAndSwap(m, b) {

@@ -47,7 +47,7 @@ func TestLeafAndChain(t *testing.T) {
 	get(t, leaf.URL(), map[string]string{"Idempotency-Key": "k"}, "POST")
 	get(t, leaf.URL(), map[string]string{"Idempotency-Key": "k"}, "POST")
 	s := leaf.Stats()
-	if s.Received != 4 || s.OK != 3 || s.Failed != 1 || s.MaxBudgetSeen != 3 || s.Posts != 2 || s.DuplicatePost != 1 {
+	if s.Received != 4 || s.OK != 3 || s.Failed != 1 || s.MaxBudgetSeen != 3 || s.Budgeted != 1 || s.Posts != 2 || s.DuplicatePost != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 	leaf.ResetStats()

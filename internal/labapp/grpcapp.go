@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -133,6 +135,8 @@ func StartGRPC(cfg GRPCConfig) (*GRPCApp, error) {
 	a.ln = ln
 	a.srv = grpc.NewServer()
 	RegisterGRPC(a.srv, a.serve)
+	// grpc.health.v1 too: the kubelet's gRPC probes call it (SERVING for the whole server, "").
+	healthpb.RegisterHealthServer(a.srv, health.NewServer())
 	go func() { _ = a.srv.Serve(ln) }()
 	return a, nil
 }

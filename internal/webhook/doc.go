@@ -20,7 +20,9 @@
 // All of them read the one shared workload index (internal/index) the operator makes and
 // internal/kubeobj feeds; setup without it is an error. A handler decodes the request, reads
 // what the decision needs from the index and the manager's cache, calls the pure decision and
-// writes the response; no admission request calls the API server. Four of the webhooks are
+// writes the response; no admission request calls the API server, but for the one read the
+// API server's own LimitRanger also makes: a namespace's LimitRanges the cache has none of, read
+// live and kept 30 s (limitranges.go). Four of the webhooks are
 // configured by hand in config/webhook/manifests.yaml: envtest installs exactly that file, so
 // the tests exercise the shipped configuration. The mesh gate's configuration
 // (MeshWebhookConfiguration, from MeshWebhook) the manager writes itself, with rules for the

@@ -59,7 +59,8 @@ type PodInjectorOptions struct {
 // reads the pod's namespace's labels and annotations, the namespace's RetryPolicies, the ClusterRetryPolicies
 // whose scope has it and (for default entrypoints) the workloads that reach the pod from the
 // manager's cache and index, applies inject.Decide and answers with a JSON patch. It
-// never calls the API server on a request.
+// calls the API server on a request only for a namespace's LimitRanges the cache does not have
+// (limitRangeLookup), as the API server's LimitRanger does.
 type PodInjector struct {
 	reader   client.Reader
 	index    *index.Index
@@ -67,6 +68,9 @@ type PodInjector struct {
 	recorder events.EventRecorder
 	config   inject.Config
 	log      logr.Logger
+	// limitRanges reads the LimitRanges from the cache, and from the API server where the
+	// cache has none (limitRangeLookup): the one read on a request that may go to it.
+	limitRanges *limitRangeLookup
 }
 
 // SetupPodInjectorWithManager registers the pod injector at PodInjectorPath on the manager's
@@ -100,6 +104,7 @@ func SetupPodInjectorWithManager(mgr ctrl.Manager, o PodInjectorOptions) (*PodIn
 		config:   inject.Config{ProxyImage: o.ProxyImage, ExcludedNamespaces: excluded},
 		log:      mgr.GetLogger().WithName("webhooks").WithName("injector"),
 	}
+	h.limitRanges = newLimitRangeLookup(mgr.GetCache(), mgr.GetAPIReader(), h.log)
 	mgr.GetWebhookServer().Register(PodInjectorPath, &webhook.Admission{Handler: h})
 	return h, nil
 }
@@ -266,11 +271,11 @@ func (h *PodInjector) input(ctx context.Context, pod *corev1.Pod) (inject.Input,
 		return in, nil
 	}
 	// The LimitRanges that judge the proxy's resources (inject.Input.LimitRanges).
-	var limitRanges corev1.LimitRangeList
-	if err := h.reader.List(ctx, &limitRanges, client.InNamespace(pod.Namespace)); err != nil {
-		return in, fmt.Errorf("listing the LimitRanges of namespace %s from the cache: %w", pod.Namespace, err)
+	limitRanges, err := h.limitRanges.List(ctx, pod.Namespace)
+	if err != nil {
+		return in, err
 	}
-	in.LimitRanges = limitRanges.Items
+	in.LimitRanges = limitRanges
 	// The workloads reached from the pod's nodes (the Services fronting it, its own name) and
 	// its upstreams, through Services; the namespace's Services resolve them.
 	in.Workloads = h.index.RelevantWorkloads(w)

@@ -102,6 +102,7 @@ func TestNode(t *testing.T) {
 		{"rolling update of injected Deployments under steady load: no request lost", testRollingUpdate},
 		{"the leader's pod deleted under load: admission answers throughout, status written by the new leader", testLeaderFailover},
 		{"the sidecar's footprint under load: memory within its limit, added latency per hop", testSidecarFootprint},
+		{"pods as people write them: injected or skipped by name, running, each call counted", testPodsAsWritten},
 		{"helm uninstall leaves no webhook configuration", testUninstall},
 	}
 	for _, s := range steps {
