@@ -59,3 +59,59 @@ func TestH1Red19OldAnswerTransferEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestH1Red19RequestTrailerLines: a chunked request's trailer lines are
+// held to the head's field-line rules on both engines (the loop hands a
+// chunked body to the goroutine engine's reader): a folded line
+// (obs-fold), a name with a blank or another byte that is no token
+// character, a blank before the colon are 400 with the head's words, "in
+// the trailer section", nothing sent upstream. Before, they passed and
+// the request ran (the trailers dropped). HAProxy 2.6 answers such a name
+// 400 in trailers too; Go's server refuses it. What fasthttp's parser
+// refused already stays so, pinned: a bare CR, a NUL or another control
+// byte in a value (HAProxy and nginx refuse a bare CR), a name it forbids
+// in trailers (Content-Length, Transfer-Encoding, Host), a line without a
+// colon, a first line that starts with a blank. A well-formed trailer is
+// dropped and the request runs, its body whole.
+func TestH1Red19RequestTrailerLines(t *testing.T) {
+	const head = "POST /x HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n"
+	refused := func(why string) string { return string(forward.MalformedAnswer(why)) }
+	token := refused("a header name with a byte that is not a token character in the trailer section")
+	cases := []struct{ name, trailers, want string }{
+		{"obs-fold", "X-T: a\r\n folded\r\n", refused("a folded header line (obs-fold) in the trailer section")},
+		{"obs-fold by a tab", "X-T: a\r\n\tfolded\r\n", refused("a folded header line (obs-fold) in the trailer section")},
+		{"a blank in a name", "Bad Name: x\r\n", token},
+		{"a blank before the colon", "X-T : v\r\n", token},
+		{"a bracket in a name", "X(T): v\r\n", token},
+		{"the second line's name", "X-T: v\r\nX U: w\r\n", token},
+		{"an underscore framing name", "Content_Length: 5\r\n", refused(forward.ReasonUnderscoreFraming + " in the trailer section")},
+		{"a bare CR", "X-T: a\rb\r\n", refused("invalid trailer value")},
+		{"a NUL", "X-T: a\x00b\r\n", refused("invalid trailer value")},
+		{"Content-Length", "Content-Length: 5\r\n", refused("forbidden trailer key")},
+		{"Transfer-Encoding", "Transfer-Encoding: chunked\r\n", refused("forbidden trailer key")},
+		{"Host", "Host: evil\r\n", refused("forbidden trailer key")},
+		{"no colon", "nocolon\r\n", refused("a header line without a colon")},
+		{"a first line with a blank", " lead: v\r\n", refused("a header line starts with a blank")},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newFrBackend(t, nil)
+			p := startProxyOn(t, engine, "--upstreams", "backend=1", "--resolve", "backend="+b.addr())
+			for _, tc := range cases {
+				if got := smSend(t, p.Addr(), head+tc.trailers+"\r\n"); got != tc.want {
+					t.Errorf("%s: answered\n%q\nwant\n%q", tc.name, got, tc.want)
+				}
+			}
+			if raw, _ := b.received(); raw != "" {
+				t.Errorf("the upstream received %q, want nothing", raw)
+			}
+			// Well-formed trailers are dropped, the request runs once.
+			if got := frExchange(t, p.Addr(), head+"X-T: v\r\nX-U:\tw \r\n\r\n", 1, "POST"); got != smOK {
+				t.Errorf("well-formed trailers: answered %q, want %q", got, smOK)
+			}
+			if raw, _ := b.received(); raw != "POST /x HTTP/1.1\r\nHost: backend\r\nContent-Length: 2\r\n\r\nhi" {
+				t.Errorf("the upstream received %q", raw)
+			}
+		})
+	}
+}
