@@ -1,0 +1,290 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrycap/retrycap/internal/proxy/proxytest"
+)
+
+// r19Backend is a raw upstream that counts each request's executions by
+// its path (its complete head arrived) and fails every execution as fail
+// says: "head-fin" (closed, the body unread), "partbody-rst" (one body
+// byte read, then reset), "body-fin" and "body-rst" (the whole body read),
+// "early-503" (a 503 with Connection: close before the body is read, then
+// its write side shut and the body drained), "ok" (a 200).
+type r19Backend struct {
+	mu    sync.Mutex
+	execs map[string]int
+	addr  string
+}
+
+func newR19Backend(t *testing.T, fail string) *r19Backend {
+	b := &r19Backend{execs: map[string]int{}}
+	ln, _ := proxytest.RawBackend(t, func(c *net.TCPConn) {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(proxytest.Bound))
+		br := bufio.NewReader(c)
+		for {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.execs[r.URL.Path]++
+			b.mu.Unlock()
+			switch fail {
+			case "head-fin":
+				return
+			case "partbody-rst":
+				_, _ = io.ReadFull(r.Body, make([]byte, 1))
+				_ = c.SetLinger(0)
+				return
+			case "body-fin", "body-rst":
+				_, _ = io.Copy(io.Discard, r.Body)
+				if fail == "body-rst" {
+					_ = c.SetLinger(0)
+				}
+				return
+			case "early-503":
+				_, _ = io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy")
+				_ = c.CloseWrite()
+				_, _ = io.Copy(io.Discard, br)
+				return
+			}
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+				return
+			}
+		}
+	})
+	b.addr = ln.Addr().String()
+	return b
+}
+
+func (b *r19Backend) count(path string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.execs[path]
+}
+
+// TestH1Red19GoClientKeylessOnce: Go's net/http client (its Transport
+// pools connections to the proxy and re-sends a request itself when a
+// reused connection fails before the request was written) sends 30 keyless
+// POSTs at a time through the proxy, over both engines, with a body of 100
+// bytes (buffered, replayable by size) and of 200 KiB (streamed: the loop
+// hands it off), to an upstream that fails each one after reading its
+// head, part of its body, all of it, by a FIN or a reset, or answers 503
+// early with Connection: close. Asserted for every request: the upstream
+// executed it exactly once (neither the proxy nor Go's client sent it
+// again), the client got the proxy's 502 naming one attempt and
+// "not-retryable" (or the upstream's early 503 as it came), no
+// Retrycap-Exhausted; and the proxy's counters: requests and attempts
+// each 30 for the POSTs, no retry, no stale re-send.
+func TestH1Red19GoClientKeylessOnce(t *testing.T) {
+	const n = 30
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, fail := range []string{"head-fin", "partbody-rst", "body-fin", "body-rst", "early-503"} {
+			for _, size := range []int{100, 200 << 10} {
+				t.Run(fmt.Sprintf("%s/%s/%d", engine, fail, size), func(t *testing.T) {
+					b := newR19Backend(t, fail)
+					p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr,
+						"--retry-on", "connect-failure,reset,timeout,5xx")
+					client := proxytest.Client(p.Addr())
+					defer client.CloseIdleConnections()
+					body := proxytest.Pattern(size)
+					var wg sync.WaitGroup
+					errs := make(chan string, n)
+					for i := 0; i < n; i++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							path := fmt.Sprintf("/order/%d", i)
+							resp, err := client.Post("http://backend"+path, "application/octet-stream", bytes.NewReader(body))
+							if err != nil {
+								errs <- fmt.Sprintf("%s: %v", path, err)
+								return
+							}
+							got, err := io.ReadAll(resp.Body)
+							_ = resp.Body.Close()
+							if err != nil {
+								errs <- fmt.Sprintf("%s: reading the answer: %v", path, err)
+								return
+							}
+							if ex := resp.Header.Get("Retrycap-Exhausted"); ex != "" {
+								errs <- fmt.Sprintf("%s: Retrycap-Exhausted %q", path, ex)
+							}
+							switch {
+							case fail == "early-503":
+								if resp.StatusCode != http.StatusServiceUnavailable || string(got) != "busy" {
+									errs <- fmt.Sprintf("%s: answer %d %q, want the upstream's 503 \"busy\"", path, resp.StatusCode, got)
+								}
+							case resp.StatusCode != http.StatusBadGateway ||
+								!strings.HasPrefix(string(got), "retrycap-proxy: upstream backend ("+b.addr+"): 1 attempt(s), last failed with reset (") ||
+								!strings.HasSuffix(string(got), "; not retried: not-retryable\n"):
+								errs <- fmt.Sprintf("%s: answer %d %q, want the proxy's 502 after 1 attempt, not retried: not-retryable", path, resp.StatusCode, got)
+							}
+						}()
+					}
+					wg.Wait()
+					close(errs)
+					for e := range errs {
+						t.Error(e)
+					}
+					for i := 0; i < n; i++ {
+						if got := b.count(fmt.Sprintf("/order/%d", i)); got != 1 {
+							t.Errorf("/order/%d executed %d times, want 1", i, got)
+						}
+					}
+					m := metricsText(t, p)
+					for _, s := range []struct {
+						series string
+						want   float64
+					}{
+						{`retrycap_proxy_attempts_total{upstream="backend"}`, n},
+						{`retrycap_proxy_retries_total{upstream="backend"}`, 0},
+						{`retrycap_proxy_stale_resends_total{upstream="backend"}`, 0},
+					} {
+						if got := metricSum(m, s.series); got != s.want {
+							t.Errorf("%s = %v, want %v", s.series, got, s.want)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// metricSum sums the samples of the series whose name and labels begin
+// with prefix (its closing brace left out: other labels may follow).
+func metricSum(text, prefix string) float64 {
+	prefix = strings.TrimSuffix(prefix, "}")
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			var v float64
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				_, _ = fmt.Sscan(line[i+1:], &v)
+			}
+			sum += v
+		}
+	}
+	return sum
+}
+
+// TestH1Red19CurlSlowUpload: curl uploads slowly (--limit-rate) through
+// the proxy on both engines, by Content-Length (--data-binary) and chunked
+// (-T - from stdin, with curl's Expect: 100-continue and without); whole,
+// it executes once with every byte; cut by --max-time mid-body, it never
+// reaches the upstream as a complete request (the backend counts only a
+// whole body), the proxy ends the call (nothing in flight) and logs it.
+func TestH1Red19CurlSlowUpload(t *testing.T) {
+	curlPath(t)
+	body := proxytest.Pattern(160 << 10)
+	ways := []struct {
+		name  string
+		args  []string
+		stdin bool
+	}{
+		{"data-binary", []string{"--data-binary", "@FILE"}, false},
+		{"data-binary, no Expect", []string{"--data-binary", "@FILE", "-H", "Expect:"}, false},
+		{"chunked from stdin", []string{"-X", "POST", "-T", "-"}, true},
+		{"chunked from stdin, no Expect", []string{"-X", "POST", "-T", "-", "-H", "Expect:"}, true},
+	}
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			for _, w := range ways {
+				t.Run(w.name, func(t *testing.T) {
+					b := newCurlBackend(t)
+					log := filepath.Join(t.TempDir(), "access.log")
+					p := curlProxy(t, engine, b, "--access-log", log)
+					file := writeFile(t, body)
+					args := []string{"-x", "http://" + p.Addr(), "--limit-rate", "400k"}
+					for _, a := range w.args {
+						args = append(args, strings.ReplaceAll(a, "FILE", file))
+					}
+					var stdin []byte
+					if w.stdin {
+						stdin = body
+					}
+					// Whole: once, every byte.
+					o := runCurl(t, nil, stdin, append(args, "http://backend/slow/"+engine)...)
+					o.expect(t, "slow upload", 200, "ok /slow/"+engine)
+					checkCurlExecs(t, b, "/slow/"+engine, body, "4")
+					// Cut at 0.2 s, about 80 KiB in.
+					o = runCurl(t, nil, stdin, append(args, "--max-time", "0.2", "http://backend/cut/"+engine)...)
+					if o.exit != 28 {
+						t.Errorf("curl --max-time 0.2: %s; want exit 28", o)
+					}
+					proxytest.Eventually(t, "the call ended", func() bool { return p.m.InFlight.Load() == 0 })
+					if got := b.received("/cut/" + engine); len(got) != 0 {
+						t.Errorf("the cut upload reached the backend whole %d times (%d bytes), want never", len(got), len(got[0].body))
+					}
+					// An attempt of the cut call, if one started (the body
+					// streams), is logged as the client's cancellation.
+					lines, _ := os.ReadFile(log)
+					for _, l := range strings.Split(strings.TrimSpace(string(lines)), "\n") {
+						if strings.Contains(l, `"path":"/cut/`) && !strings.Contains(l, `"status":0,`) {
+							t.Errorf("the cut call's attempt logged %s, want status 0", l)
+						}
+					}
+					t.Logf("%s", lines)
+				})
+			}
+		})
+	}
+}
+
+// TestH1Red19CurlSlowDownload: curl reads a 32 MiB streamed (chunked)
+// answer slowly (--limit-rate 4M) and gives up at --max-time 0.5, some 2
+// MiB in, on both engines: the call ends (nothing in flight), the upstream
+// executed the GET once (no retry after the answer began), the access-log
+// line is the upstream's 200 cut by the client, counted once by="client"
+// and never by="upstream". A whole slow download (1 MiB) comes byte for
+// byte.
+func TestH1Red19CurlSlowDownload(t *testing.T) {
+	curlPath(t)
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newCurlBackend(t)
+			log := filepath.Join(t.TempDir(), "access.log")
+			p := curlProxy(t, engine, b, "--access-log", log)
+			o := runCurl(t, nil, nil, "-x", "http://"+p.Addr(), "--limit-rate", "8M", "http://backend/big/1048576/"+engine)
+			o.expect(t, "slow download", 200, string(proxytest.Pattern(1<<20)))
+			o = runCurl(t, nil, nil, "-x", "http://"+p.Addr(), "--limit-rate", "4M", "--max-time", "0.5", "http://backend/big/33554432/cut")
+			if o.exit != 28 || o.status != 200 || len(o.body) >= 32<<20 {
+				t.Errorf("curl --max-time 0.5: exit %d, %d, %d bytes; want exit 28 mid-body after a 200", o.exit, o.status, len(o.body))
+			}
+			proxytest.Eventually(t, "the cut counted, the call ended", func() bool {
+				return p.m.InFlight.Load() == 0 &&
+					counterValue(t, p, "retrycap_proxy_responses_cut_total", map[string]string{"upstream": "backend", "by": "client"}) == 1
+			})
+			if n := counterValue(t, p, "retrycap_proxy_responses_cut_total", map[string]string{"upstream": "backend", "by": "upstream"}); n != 0 {
+				t.Errorf("retrycap_proxy_responses_cut_total{by=upstream} %v, want 0", n)
+			}
+			if got := len(b.received("/big/33554432/cut")); got != 1 {
+				t.Errorf("the GET executed %d times, want 1", got)
+			}
+			proxytest.Eventually(t, "two access-log lines", func() bool { return p.accessLog.w.Written() >= 2 })
+			lines, _ := os.ReadFile(log)
+			last := strings.Split(strings.TrimSpace(string(lines)), "\n")
+			if l := last[len(last)-1]; !strings.Contains(l, `"path":"/big/33554432/cut","attempt":1,`) || !strings.Contains(l, `"status":200,`) ||
+				!strings.Contains(l, `"cut":"client"`) {
+				t.Errorf("the cut download's line %s, want attempt 1, status 200, cut by the client", l)
+			}
+		})
+	}
+}
