@@ -22,7 +22,8 @@ import (
 // says: "head-fin" (closed, the body unread), "partbody-rst" (one body
 // byte read, then reset), "body-fin" and "body-rst" (the whole body read),
 // "early-503" (a 503 with Connection: close before the body is read, then
-// its write side shut and the body drained), "ok" (a 200).
+// its write side shut and the body drained), "ok" (a 200); "by-path":
+// the path's first segment says which.
 type r19Backend struct {
 	mu    sync.Mutex
 	execs map[string]int
@@ -43,6 +44,10 @@ func newR19Backend(t *testing.T, fail string) *r19Backend {
 			b.mu.Lock()
 			b.execs[r.URL.Path]++
 			b.mu.Unlock()
+			fail := fail
+			if fail == "by-path" {
+				fail = strings.Split(r.URL.Path, "/")[1]
+			}
 			switch fail {
 			case "head-fin":
 				return
@@ -284,6 +289,49 @@ func TestH1Red19CurlSlowDownload(t *testing.T) {
 			if l := last[len(last)-1]; !strings.Contains(l, `"path":"/big/33554432/cut","attempt":1,`) || !strings.Contains(l, `"status":200,`) ||
 				!strings.Contains(l, `"cut":"client"`) {
 				t.Errorf("the cut download's line %s, want attempt 1, status 200, cut by the client", l)
+			}
+		})
+	}
+}
+
+// TestH1Red19PipelinedFailures: six requests pipelined in one write on
+// one connection, on both engines, each failed its own way upstream: the
+// answers come in order, each the right one, and each request executes as
+// the policy says: a keyless POST reset after its body once (the proxy's
+// 502, not retried), a chunked keyless POST answered 503 early with
+// Connection: close once (the 503 passed on, the client's connection
+// kept), a GET whose every execution is closed after its head three times
+// (the proxy's 503, attempts exhausted), the 200s between them once.
+func TestH1Red19PipelinedFailures(t *testing.T) {
+	const pipeline = "GET http://backend/ok/1 HTTP/1.1\r\nHost: backend\r\n\r\n" +
+		"POST http://backend/body-rst/2 HTTP/1.1\r\nHost: backend\r\nContent-Length: 5\r\n\r\nhello" +
+		"GET http://backend/ok/3 HTTP/1.1\r\nHost: backend\r\n\r\n" +
+		"POST http://backend/early-503/4 HTTP/1.1\r\nHost: backend\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" +
+		"GET http://backend/head-fin/5 HTTP/1.1\r\nHost: backend\r\n\r\n" +
+		"POST http://backend/ok/6 HTTP/1.1\r\nHost: backend\r\nContent-Length: 2\r\n\r\nhi"
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newR19Backend(t, "by-path")
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr,
+				"--retry-on", "connect-failure,reset,timeout,5xx")
+			c := proxytest.Dial(t, p.Addr())
+			c.Send(pipeline)
+			c.Expect("GET", 200, "ok")
+			resp, body := c.Answer("POST")
+			if resp.StatusCode != 502 || !strings.HasPrefix(body, notRetried502Prefix) || !strings.HasSuffix(body, notRetried502Suffix) {
+				t.Errorf("the reset POST: %d %q, want the proxy's 502, not retried", resp.StatusCode, body)
+			}
+			c.Expect("GET", 200, "ok")
+			c.Expect("POST", 503, "busy")
+			resp, body = c.Answer("GET")
+			if resp.StatusCode != 503 || resp.Header.Get("Retrycap-Exhausted") != "attempts" || !strings.HasPrefix(body, "retrycap-proxy: upstream backend ("+b.addr+"): 3 attempt(s), last failed with reset (") {
+				t.Errorf("the GET closed after its head: %d %v %q, want the proxy's 503 after 3 attempts", resp.StatusCode, resp.Header, body)
+			}
+			c.Expect("POST", 200, "ok")
+			for path, want := range map[string]int{"/ok/1": 1, "/body-rst/2": 1, "/ok/3": 1, "/early-503/4": 1, "/head-fin/5": 3, "/ok/6": 1} {
+				if got := b.count(path); got != want {
+					t.Errorf("%s executed %d times, want %d", path, got, want)
+				}
 			}
 		})
 	}
