@@ -92,7 +92,8 @@ func (b *r19Backend) count(path string) int {
 // bytes (buffered, replayable by size) and of 200 KiB (streamed: the loop
 // hands it off), to an upstream that fails each one after reading its
 // head, part of its body, all of it, by a FIN or a reset, or answers 503
-// early with Connection: close. Asserted for every request: the upstream
+// early with Connection: close; with Go's Expect: 100-continue and
+// without. Asserted for every request: the upstream
 // executed it exactly once (neither the proxy nor Go's client sent it
 // again), the client got the proxy's 502 naming one attempt and
 // "not-retryable" (or the upstream's early 503 as it came), no
@@ -103,70 +104,85 @@ func TestH1Red19GoClientKeylessOnce(t *testing.T) {
 	for _, engine := range []string{"loop", "goroutine"} {
 		for _, fail := range []string{"head-fin", "partbody-rst", "body-fin", "body-rst", "early-503"} {
 			for _, size := range []int{100, 200 << 10} {
-				t.Run(fmt.Sprintf("%s/%s/%d", engine, fail, size), func(t *testing.T) {
-					b := newR19Backend(t, fail)
-					p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr,
-						"--retry-on", "connect-failure,reset,timeout,5xx")
-					client := proxytest.Client(p.Addr())
-					defer client.CloseIdleConnections()
-					body := proxytest.Pattern(size)
-					var wg sync.WaitGroup
-					errs := make(chan string, n)
-					for i := 0; i < n; i++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							path := fmt.Sprintf("/order/%d", i)
-							resp, err := client.Post("http://backend"+path, "application/octet-stream", bytes.NewReader(body))
-							if err != nil {
-								errs <- fmt.Sprintf("%s: %v", path, err)
-								return
-							}
-							got, err := io.ReadAll(resp.Body)
-							_ = resp.Body.Close()
-							if err != nil {
-								errs <- fmt.Sprintf("%s: reading the answer: %v", path, err)
-								return
-							}
-							if ex := resp.Header.Get("Retrycap-Exhausted"); ex != "" {
-								errs <- fmt.Sprintf("%s: Retrycap-Exhausted %q", path, ex)
-							}
-							switch {
-							case fail == "early-503":
-								if resp.StatusCode != http.StatusServiceUnavailable || string(got) != "busy" {
-									errs <- fmt.Sprintf("%s: answer %d %q, want the upstream's 503 \"busy\"", path, resp.StatusCode, got)
+				for _, expect := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/%s/%d/expect=%t", engine, fail, size, expect), func(t *testing.T) {
+						b := newR19Backend(t, fail)
+						p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr,
+							"--retry-on", "connect-failure,reset,timeout,5xx")
+						client := proxytest.Client(p.Addr())
+						defer client.CloseIdleConnections()
+						if expect {
+							// Go's client sends Expect: 100-continue and waits up
+							// to 5 s for the 100 before the body.
+							client.Transport.(*http.Transport).ExpectContinueTimeout = 5 * time.Second
+						}
+						body := proxytest.Pattern(size)
+						var wg sync.WaitGroup
+						errs := make(chan string, n)
+						for i := 0; i < n; i++ {
+							wg.Add(1)
+							go func() {
+								defer wg.Done()
+								path := fmt.Sprintf("/order/%d", i)
+								req, err := http.NewRequest("POST", "http://backend"+path, bytes.NewReader(body))
+								if err != nil {
+									errs <- err.Error()
+									return
 								}
-							case resp.StatusCode != http.StatusBadGateway ||
-								!strings.HasPrefix(string(got), "retrycap-proxy: upstream backend ("+b.addr+"): 1 attempt(s), last failed with reset (") ||
-								!strings.HasSuffix(string(got), "; not retried: not-retryable\n"):
-								errs <- fmt.Sprintf("%s: answer %d %q, want the proxy's 502 after 1 attempt, not retried: not-retryable", path, resp.StatusCode, got)
+								if expect {
+									req.Header.Set("Expect", "100-continue")
+								}
+								resp, err := client.Do(req)
+								if err != nil {
+									errs <- fmt.Sprintf("%s: %v", path, err)
+									return
+								}
+								got, err := io.ReadAll(resp.Body)
+								_ = resp.Body.Close()
+								if err != nil {
+									errs <- fmt.Sprintf("%s: reading the answer: %v", path, err)
+									return
+								}
+								if ex := resp.Header.Get("Retrycap-Exhausted"); ex != "" {
+									errs <- fmt.Sprintf("%s: Retrycap-Exhausted %q", path, ex)
+								}
+								switch {
+								case fail == "early-503":
+									if resp.StatusCode != http.StatusServiceUnavailable || string(got) != "busy" {
+										errs <- fmt.Sprintf("%s: answer %d %q, want the upstream's 503 \"busy\"", path, resp.StatusCode, got)
+									}
+								case resp.StatusCode != http.StatusBadGateway ||
+									!strings.HasPrefix(string(got), "retrycap-proxy: upstream backend ("+b.addr+"): 1 attempt(s), last failed with reset (") ||
+									!strings.HasSuffix(string(got), "; not retried: not-retryable\n"):
+									errs <- fmt.Sprintf("%s: answer %d %q, want the proxy's 502 after 1 attempt, not retried: not-retryable", path, resp.StatusCode, got)
+								}
+							}()
+						}
+						wg.Wait()
+						close(errs)
+						for e := range errs {
+							t.Error(e)
+						}
+						for i := 0; i < n; i++ {
+							if got := b.count(fmt.Sprintf("/order/%d", i)); got != 1 {
+								t.Errorf("/order/%d executed %d times, want 1", i, got)
 							}
-						}()
-					}
-					wg.Wait()
-					close(errs)
-					for e := range errs {
-						t.Error(e)
-					}
-					for i := 0; i < n; i++ {
-						if got := b.count(fmt.Sprintf("/order/%d", i)); got != 1 {
-							t.Errorf("/order/%d executed %d times, want 1", i, got)
 						}
-					}
-					m := metricsText(t, p)
-					for _, s := range []struct {
-						series string
-						want   float64
-					}{
-						{`retrycap_proxy_attempts_total{upstream="backend"}`, n},
-						{`retrycap_proxy_retries_total{upstream="backend"}`, 0},
-						{`retrycap_proxy_stale_resends_total{upstream="backend"}`, 0},
-					} {
-						if got := metricSum(m, s.series); got != s.want {
-							t.Errorf("%s = %v, want %v", s.series, got, s.want)
+						m := metricsText(t, p)
+						for _, s := range []struct {
+							series string
+							want   float64
+						}{
+							{`retrycap_proxy_attempts_total{upstream="backend"}`, n},
+							{`retrycap_proxy_retries_total{upstream="backend"}`, 0},
+							{`retrycap_proxy_stale_resends_total{upstream="backend"}`, 0},
+						} {
+							if got := metricSum(m, s.series); got != s.want {
+								t.Errorf("%s = %v, want %v", s.series, got, s.want)
+							}
 						}
-					}
-				})
+					})
+				}
 			}
 		}
 	}
@@ -333,6 +349,72 @@ func TestH1Red19PipelinedFailures(t *testing.T) {
 					t.Errorf("%s executed %d times, want %d", path, got, want)
 				}
 			}
+		})
+	}
+}
+
+// TestH1Red19GoClientKeepAliveRace: the proxy closes a client connection
+// idle for --keepalive-timeout 40ms while Go's client (its pool keeps
+// connections 90 s) sends keyless POSTs on it paced around that timeout:
+// 20 clients, 12 POSTs each, on both engines. Each POST is either
+// answered 200 and executed exactly once, or fails at the client and was
+// never executed: a close that races a request must never lose the answer
+// to a POST that ran (its caller would send it again), and Go re-sends a
+// POST only when none of it was written. The pacing is load, not
+// synchronisation: every outcome of the race is a valid one to check.
+func TestH1Red19GoClientKeepAliveRace(t *testing.T) {
+	const clients, each = 20, 12
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newR19Backend(t, "ok")
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr, "--keepalive-timeout", "40ms")
+			client := proxytest.Client(p.Addr())
+			defer client.CloseIdleConnections()
+			var mu sync.Mutex
+			failed := map[string]string{}
+			var answered, errored int
+			var wg sync.WaitGroup
+			for c := 0; c < clients; c++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < each; i++ {
+						time.Sleep(time.Duration(30+(c*7+i*13)%20) * time.Millisecond) // 30-49 ms apart
+						path := fmt.Sprintf("/ok/%d-%d", c, i)
+						resp, err := client.Post("http://backend"+path, "text/plain", strings.NewReader("order"))
+						if err == nil {
+							got, rerr := io.ReadAll(resp.Body)
+							_ = resp.Body.Close()
+							if rerr != nil || resp.StatusCode != 200 || string(got) != "ok" {
+								err = fmt.Errorf("answer %d %q (%v)", resp.StatusCode, got, rerr)
+							}
+						}
+						mu.Lock()
+						if err != nil {
+							failed[path] = err.Error()
+							errored++
+						} else {
+							answered++
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			for c := 0; c < clients; c++ {
+				for i := 0; i < each; i++ {
+					path := fmt.Sprintf("/ok/%d-%d", c, i)
+					n := b.count(path)
+					why, lost := failed[path]
+					switch {
+					case lost && n != 0:
+						t.Errorf("%s executed %d times, but its client got %s", path, n, why)
+					case !lost && n != 1:
+						t.Errorf("%s answered 200, executed %d times, want 1", path, n)
+					}
+				}
+			}
+			t.Logf("%d answered, %d failed at the client (never executed): %v", answered, errored, failed)
 		})
 	}
 }
