@@ -418,3 +418,44 @@ func TestH1Red19GoClientKeepAliveRace(t *testing.T) {
 		})
 	}
 }
+
+// TestH1Red19PyRequestsThreadsOnce: requests from 30 threads at once
+// through one Session (urllib3's Retry(total=3) mounted on it) sends
+// keyless POSTs through the proxy on both engines to an upstream that
+// fails each one after its head, after part of its body, after all of it,
+// or answers 503 early with Connection: close. Every POST is executed
+// exactly once; each thread gets the proxy's 502 naming one attempt, not
+// retried (or the early 503 as it came), never a Python exception.
+func TestH1Red19PyRequestsThreadsOnce(t *testing.T) {
+	const n = 30
+	for _, engine := range []string{"loop", "goroutine"} {
+		for _, fail := range []string{"head-fin", "partbody-rst", "body-rst", "early-503"} {
+			t.Run(engine+"/"+fail, func(t *testing.T) {
+				b := newR19Backend(t, fail)
+				p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr,
+					"--retry-on", "connect-failure,reset,timeout,5xx")
+				var out struct{ Results []pyHTTPResult }
+				runPy(t, "requests_threads.py", []string{"http_proxy=http://" + p.Addr()},
+					map[string]any{"threads": n, "url": "http://backend/py/", "body_size": 100 << 10}, &out)
+				if len(out.Results) != n {
+					t.Fatalf("%d results, want %d", len(out.Results), n)
+				}
+				for i, r := range out.Results {
+					switch {
+					case r.Error != "":
+						t.Errorf("thread %d: %s", i, r.Error)
+					case fail == "early-503":
+						if r.Status != 503 || r.Body != "busy" {
+							t.Errorf("thread %d: %d %q, want the upstream's 503 \"busy\"", i, r.Status, r.Body)
+						}
+					case r.Status != 502 || !strings.HasPrefix(r.Body, notRetried502Prefix) || !strings.HasSuffix(r.Body, notRetried502Suffix):
+						t.Errorf("thread %d: %d %q, want the proxy's 502, not retried", i, r.Status, r.Body)
+					}
+					if got := b.count(fmt.Sprintf("/py/%d", i)); got != 1 {
+						t.Errorf("/py/%d executed %d times, want 1", i, got)
+					}
+				}
+			})
+		}
+	}
+}
