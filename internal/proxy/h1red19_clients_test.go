@@ -97,8 +97,9 @@ func (b *r19Backend) count(path string) int {
 // executed it exactly once (neither the proxy nor Go's client sent it
 // again), the client got the proxy's 502 naming one attempt and
 // "not-retryable" (or the upstream's early 503 as it came), no
-// Retrycap-Exhausted; and the proxy's counters: requests and attempts
-// each 30 for the POSTs, no retry, no stale re-send.
+// Retrycap-Exhausted; its one access-log line (attempt 1, the reset or
+// the 503, "not-retryable"); and the proxy's counters: 30 attempts, no
+// retry, no stale re-send.
 func TestH1Red19GoClientKeylessOnce(t *testing.T) {
 	const n = 30
 	for _, engine := range []string{"loop", "goroutine"} {
@@ -107,8 +108,9 @@ func TestH1Red19GoClientKeylessOnce(t *testing.T) {
 				for _, expect := range []bool{false, true} {
 					t.Run(fmt.Sprintf("%s/%s/%d/expect=%t", engine, fail, size, expect), func(t *testing.T) {
 						b := newR19Backend(t, fail)
+						log := filepath.Join(t.TempDir(), "access.log")
 						p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr,
-							"--retry-on", "connect-failure,reset,timeout,5xx")
+							"--retry-on", "connect-failure,reset,timeout,5xx", "--access-log", log)
 						client := proxytest.Client(p.Addr())
 						defer client.CloseIdleConnections()
 						if expect {
@@ -167,6 +169,34 @@ func TestH1Red19GoClientKeylessOnce(t *testing.T) {
 							if got := b.count(fmt.Sprintf("/order/%d", i)); got != 1 {
 								t.Errorf("/order/%d executed %d times, want 1", i, got)
 							}
+						}
+						proxytest.Eventually(t, "every attempt logged", func() bool { return p.accessLog.w.Written() >= n })
+						// One line per request, its one attempt, in the
+						// proxy's words: the reset, or the upstream's 503.
+						lines, _ := os.ReadFile(log)
+						want := map[string]bool{}
+						for i := 0; i < n; i++ {
+							outcome := `"status":0,"duration_us":0,"exhausted":"not-retryable","error":"reset"}`
+							if fail == "early-503" {
+								outcome = `"status":503,"duration_us":0,"exhausted":"not-retryable"}`
+							}
+							want[fmt.Sprintf(`{"log":"retrycap-access","time":"T","upstream":"backend","method":"POST","authority":"backend","path":"/order/%d","attempt":1,`, i)+outcome] = true
+						}
+						got := strings.Split(strings.TrimSuffix(string(lines), "\n"), "\n")
+						for _, l := range got {
+							l = logClock.ReplaceAllStringFunc(l, func(s string) string {
+								if strings.HasPrefix(s, `"time"`) {
+									return `"time":"T"`
+								}
+								return `"duration_us":0`
+							})
+							if !want[l] {
+								t.Errorf("access log line %s, not one of the %d wanted", l, n)
+							}
+							delete(want, l)
+						}
+						if len(got) != n || len(want) != 0 {
+							t.Errorf("%d access-log lines, want %d (%d wanted not seen)", len(got), n, len(want))
 						}
 						m := metricsText(t, p)
 						for _, s := range []struct {
