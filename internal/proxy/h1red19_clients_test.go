@@ -489,3 +489,37 @@ func TestH1Red19PyRequestsThreadsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestH1Red19CurlHTTP10Once: curl --http1.0 (no keep-alive, no chunked,
+// no Expect) sends keyless POSTs through the proxy on both engines to an
+// upstream that fails each after its head, part of its body, all of it
+// (FIN or reset), or answers 503 early: each executes once, curl gets the
+// proxy's 502 (not retried) or the 503 as it came, and an answer that is
+// read to the close.
+func TestH1Red19CurlHTTP10Once(t *testing.T) {
+	curlPath(t)
+	body := proxytest.Pattern(100 << 10)
+	for _, engine := range []string{"loop", "goroutine"} {
+		t.Run(engine, func(t *testing.T) {
+			b := newR19Backend(t, "by-path")
+			p := startProxyOn(t, engine, "--upstreams", "backend=3", "--resolve", "backend="+b.addr,
+				"--retry-on", "connect-failure,reset,timeout,5xx")
+			file := writeFile(t, body)
+			for _, fail := range []string{"head-fin", "partbody-rst", "body-fin", "body-rst", "early-503", "ok"} {
+				path := "/" + fail + "/http10"
+				o := runCurl(t, nil, nil, "-x", "http://"+p.Addr(), "--http1.0", "--data-binary", "@"+file, "http://backend"+path)
+				switch fail {
+				case "early-503":
+					o.expect(t, path, 503, "busy")
+				case "ok":
+					o.expect(t, path, 200, "ok")
+				default:
+					o.expect502(t, path)
+				}
+				if got := b.count(path); got != 1 {
+					t.Errorf("%s executed %d times, want 1", path, got)
+				}
+			}
+		})
+	}
+}
