@@ -300,7 +300,7 @@ func TestH1Red19CurlSlowUpload(t *testing.T) {
 }
 
 // TestH1Red19CurlSlowDownload: curl reads a 32 MiB streamed (chunked)
-// answer slowly (--limit-rate 4M) and gives up at --max-time 0.5, some 2
+// answer slowly (--limit-rate 2M) and gives up at --max-time 3, some 6
 // MiB in, on both engines: the call ends (nothing in flight), the upstream
 // executed the GET once (no retry after the answer began), the access-log
 // line is the upstream's 200 cut by the client, counted once by="client"
@@ -315,9 +315,11 @@ func TestH1Red19CurlSlowDownload(t *testing.T) {
 			p := curlProxy(t, engine, b, "--access-log", log)
 			o := runCurl(t, nil, nil, "-x", "http://"+p.Addr(), "--limit-rate", "8M", "http://backend/big/1048576/"+engine)
 			o.expect(t, "slow download", 200, string(proxytest.Pattern(1<<20)))
-			o = runCurl(t, nil, nil, "-x", "http://"+p.Addr(), "--limit-rate", "4M", "--max-time", "0.5", "http://backend/big/33554432/cut")
+			// 16 s of download at 2 MB/s, cut at 3 s (margin for the
+			// head's arrival on a loaded machine).
+			o = runCurl(t, nil, nil, "-x", "http://"+p.Addr(), "--limit-rate", "2M", "--max-time", "3", "http://backend/big/33554432/cut")
 			if o.exit != 28 || o.status != 200 || len(o.body) >= 32<<20 {
-				t.Errorf("curl --max-time 0.5: exit %d, %d, %d bytes; want exit 28 mid-body after a 200", o.exit, o.status, len(o.body))
+				t.Errorf("curl --max-time 3: exit %d, %d, %d bytes; want exit 28 mid-body after a 200", o.exit, o.status, len(o.body))
 			}
 			proxytest.Eventually(t, "the cut counted, the call ended", func() bool {
 				return p.m.InFlight.Load() == 0 &&
