@@ -71,19 +71,37 @@ func leadingCRLFs(b []byte) int {
 // CheckAnswerHead is CheckHead for an upstream's answer head: a bare LF
 // is refused before the parse (ErrAnswerBareLF), and so are what
 // fasthttp's parser would pass on (badAnswerLines). Several
-// Transfer-Encoding fields are the parser's to judge (it ignores them in
-// an HTTP/1.0 answer); AnswerParseError words its refusal.
+// Transfer-Encoding fields in an HTTP/1.1 answer are the parser's to
+// judge; AnswerParseError words its refusal.
+//
+// A Transfer-Encoding field in an answer that is not HTTP/1.1 is refused
+// too (ReasonOldAnswerTE): RFC 9112 6.1 has a recipient treat an HTTP/1.0
+// message with one as faultily framed, even with a Content-Length, and
+// fasthttp's parser ignored the field in every answer not HTTP/1.1, so
+// the body was read by the Content-Length (5 bytes sent, 2 passed on) or
+// to the close, a chunked body's framing passed on as its content.
+// HAProxy 2.6 answers the "identity" of such an answer 502.
 func CheckAnswerHead(b []byte) (end int, err error) {
-	end, bare, _ := scanHead(b)
+	end, bare, te := scanHead(b)
 	switch {
 	case end < 0:
 	case bare:
 		err = ErrAnswerBareLF
 	default:
 		err = badAnswerLines(b[:end])
+		// te > 0 is the cheap gate; the status line comes after any empty
+		// lines (scanHead counted the first as a field).
+		if skip := leadingCRLFs(b); err == nil && te > 0 && !bytes.HasPrefix(b[skip:], []byte("HTTP/1.1 ")) &&
+			TransferEncodingFields(b[skip:end]) > 0 {
+			err = &answerParseError{why: ReasonOldAnswerTE}
+		}
 	}
 	return end, err
 }
+
+// ReasonOldAnswerTE is the refusal of an answer that is not HTTP/1.1 (an
+// HTTP/1.0 one) with a Transfer-Encoding field (CheckAnswerHead).
+const ReasonOldAnswerTE = "a Transfer-Encoding field in an answer that is not HTTP/1.1"
 
 // badAnswerLines judges a whole answer head (CRLF lines) on what
 // fasthttp's parser accepts and the engines wrote to the client as it

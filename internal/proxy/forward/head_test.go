@@ -62,6 +62,13 @@ func refAnswerLines(head []byte) string {
 			}
 		}
 	}
+	// A Transfer-Encoding field in an answer whose status line is not
+	// HTTP/1.1's.
+	for _, l := range lines[1:] {
+		if name, _, ok := strings.Cut(l, ":"); ok && strings.EqualFold(name, "Transfer-Encoding") && !strings.HasPrefix(status, "HTTP/1.1 ") {
+			return why + ReasonOldAnswerTE
+		}
+	}
 	return ""
 }
 

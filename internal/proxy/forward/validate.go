@@ -62,6 +62,46 @@ func BadHeaderLines(raw []byte) string {
 	return ""
 }
 
+// BadTrailerLines reports the first problem in a chunked request body's
+// trailer section (end: the last chunk's line, then the field lines
+// through the empty line; CRLF line ends, checked before) by the head's rules for
+// a field line: a folded line (obs-fold), a line without a name, a name
+// with a byte that is no token character ("X T: v", "X-T : v"), a framing
+// field's name with an underscore. "" when there is none; else the
+// problem, said to be in the trailer section. The proxy drops trailers
+// (RFC 9110 6.5.1 lets a recipient), so nothing of them reaches the
+// upstream; but a message whose field lines the proxy refuses in its
+// head is as malformed when they come after its body: HAProxy 2.6
+// answers such a name 400 there too, and Go's server (textproto) refuses
+// it. An obs-fold passes HAProxy (unfolded) and Go, nginx 1.22 drops the
+// whole section; the proxy refuses it, as in the head (RFC 9112 5.2 lets
+// a server answer 400). Values are fasthttp's parser's to judge (a bare
+// CR, a NUL: "invalid trailer value"), and so are the names it forbids in
+// trailers (Content-Length, Transfer-Encoding, Host...: "forbidden
+// trailer key").
+func BadTrailerLines(end []byte) string {
+	_, raw := cutLine(end) // the last chunk's line
+	for first := true; len(raw) > 0; first = false {
+		var line []byte
+		line, raw = cutLine(raw)
+		line = bytes.TrimSuffix(line, crlf)
+		if len(line) == 0 {
+			break
+		}
+		c := bytes.IndexByte(line, ':')
+		blank := line[0] == ' ' || line[0] == '\t'
+		if first && blank || c < 0 && !blank {
+			// fasthttp's parser's, in its words, as in a head: "a header
+			// line starts with a blank", "a header line without a colon".
+			return ""
+		}
+		if msg := badHeaderLine(line, c); msg != "" {
+			return msg + " in the trailer section"
+		}
+	}
+	return ""
+}
+
 // ReasonTransferEncoding is the refusal of a request whose
 // Transfer-Encoding does not end in chunked, in fasthttp's parser's words
 // for the codings it does not know. BadHeaderLines gives it for

@@ -895,6 +895,11 @@ func (c *headConn) scan(data []byte) int {
 				// already; this read's part of it is held.
 				return c.refuseBody(i, reasonTrailerLF)
 			}
+			// The trailer lines (after the last chunk's) are held to the
+			// head's field-line rules, refused the same way.
+			if why := forward.BadTrailerLines(c.part[:end]); why != "" {
+				return c.refuseBody(i, why)
+			}
 			i += end - before
 			c.part = c.part[:0]
 			c.st = stHead
