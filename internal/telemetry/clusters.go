@@ -51,6 +51,16 @@ func CheckClusterLabels(labels, replicaLabels []string, callerLabel string) erro
 		}
 		seen[l] = true
 	}
+	// The queries group by each cluster label's renamed form too (RenamedLabels): a replica or
+	// caller label of that name would be grouped by twice and read as a cluster.
+	if len(labels) == 0 {
+		labels = ClusterLabels
+	}
+	for _, x := range RenamedLabels(labels) {
+		if taken[x] != "" {
+			return fmt.Errorf("cluster label %q: its renamed form %q (a federation without honor_labels: true writes a series' own %s there) is %s", strings.TrimPrefix(x, ExportedPrefix), x, strings.TrimPrefix(x, ExportedPrefix), taken[x])
+		}
+	}
 	return nil
 }
 
@@ -122,7 +132,7 @@ func OneClusterNoted(vs []model.Vector, labels []string, want string) (out []mod
 				continue
 			}
 			byLabel[l] = true
-			if strings.HasPrefix(l, ExportedPrefix) {
+			if strings.HasPrefix(l, ExportedPrefix) && !slices.Contains(labels, l) {
 				// The least as the example: the same whatever the answers' order.
 				if m := s.Metric.String(); example[l] == "" {
 					renamed = append(renamed, l)

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -515,7 +516,7 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 		}
 		for _, v := range vs {
 			for _, s := range v {
-				if _, l := clusterOf(s.Metric, cl); strings.HasPrefix(l, ExportedPrefix) {
+				if _, l := clusterOf(s.Metric, cl); strings.HasPrefix(l, ExportedPrefix) && !slices.Contains(cl, l) {
 					r.w.add(note, s.Metric)
 				}
 			}
