@@ -67,7 +67,9 @@ func TestDiscoverAndManagerSameFigureAgainstPrometheus(t *testing.T) {
 		}
 	}
 	// The window's start must find the target scraped: Prometheus older than --since 6s.
-	poll("70 scrapes before the flip", func() bool { return count(`count_over_time(retrycap_proxy_requests_total{upstream="stock"}[1m])`) >= 70 })
+	poll("70 scrapes before the flip", func() bool {
+		return count(`count_over_time(retrycap_proxy_requests_total{upstream="stock"}[1m])`) >= 70
+	})
 	flipped.Store(true)
 	poll("the born series in Prometheus", func() bool {
 		return count(`count_over_time(retrycap_proxy_attempts_total{upstream="report"}[1m])`) >= 1 && count(`count_over_time(outbound_http_route_retry_requests_total{parent_name="cart"}[1m])`) >= 1
