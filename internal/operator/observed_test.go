@@ -73,7 +73,7 @@ func TestPrometheusMaxAnswerSizeReachesTheClient(t *testing.T) {
 		_, err = c.Series(context.Background(), time.Now())
 		want := ""
 		if max < int64(len(answer)) {
-			want = fmt.Sprintf("query sum by (namespace, service, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (increase(retrycap_proxy_attempts_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
+			want = fmt.Sprintf("query sum by (namespace, service, exported_namespace, upstream, prometheus_replica, __replica__, cluster, exported_cluster) (((last_over_time(retrycap_proxy_attempts_total[5m]) unless last_over_time(retrycap_proxy_attempts_total[5m] offset 5m) unless resets(retrycap_proxy_attempts_total[5m]) > 0) and on (job, instance) ((up offset 5m == 1) or ((last_over_time(up[5m]) unless last_over_time(up[5m] offset 5m)) and on (job) group by (job) (up offset 5m == 1)))) or (((last_over_time(retrycap_proxy_attempts_total[5m]) unless last_over_time(retrycap_proxy_attempts_total[5m] offset 5m) unless resets(retrycap_proxy_attempts_total[5m]) > 0) unless on (job, instance) last_over_time(up[5m])) and on () group(retrycap_proxy_attempts_total offset 5m)) or increase(retrycap_proxy_attempts_total[5m])): HTTP 200 from %s/api/v1/query: Content-Length %d: "+
 				"the answer is over %d bytes, the bound on one answer (--prometheus-max-answer-size %d): refused, not read further (raise --prometheus-max-answer-size if the cluster's answers are this large)",
 				srv.URL, len(answer), max, max)
 		}

@@ -1,7 +1,8 @@
 // Package promquery is the thin adapter between Prometheus' HTTP API (client_golang's api and
 // api/prometheus/v1) and internal/observed and internal/telemetry: it runs the bounded instant
 // queries (a timeout, a series limit, a bound on each answer's bytes, an error answer's too:
-// --prometheus-max-answer-size, size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window and joins
+// --prometheus-max-answer-size, size.go) for the proxies', Envoy's and Linkerd's per-upstream counters over a window
+// (each read by telemetry.Calls, the graph's reader: one figure for one edge) and joins
 // their answers into observed.Series (a series whose namespace a scrape renamed
 // exported_namespace kept apart, never an edge: Join), and telemetry.Queries into telemetry's observed graph
 // (graph.go; when none of them answered a series, telemetry.PresenceQuery says whether the

@@ -277,8 +277,7 @@ func QueriesWith(window time.Duration, caller string, replicaLabels, clusterLabe
 	if len(clusterLabels) == 0 {
 		clusterLabels = telemetry.ClusterLabels
 	}
-	replicaLabels = append(append([]string(nil), replicaLabels...), clusterLabels...)
-	w := model.Duration(window).String()
+	replicaLabels = append(append(append([]string(nil), replicaLabels...), clusterLabels...), telemetry.RenamedLabels(clusterLabels)...)
 	by := "namespace, " + caller
 	// The replica labels kept apart, as telemetry.Queries does (one query for both paths);
 	// Join sums them back per edge, as before: a ratio of attempts over calls is the same
@@ -290,13 +289,18 @@ func QueriesWith(window time.Duration, caller string, replicaLabels, clusterLabe
 	// read it in the scrape target's. The proxies' and Envoy's namespace is the scrape's as
 	// Linkerd's is; before, only Linkerd's queries kept the label apart.
 	by += ", " + telemetry.LinkerdExportedNamespace
+	// Each counter is read by telemetry.Calls, the graph's reader (discover's, GraphComplete's):
+	// a series born inside the window counted from zero, the others by increase(). Before, these
+	// six were increase()'s alone, so the manager's figure for an edge born inside the window
+	// (its calls before its first scrape lost) differed from discover's for the same series.
+	calls := func(sel string) string { return telemetry.Calls(sel, window) }
 	return []string{
-		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_attempts_total[%s]))", by, rep, w),
-		fmt.Sprintf("sum by (%s, upstream%s) (increase(retrycap_proxy_requests_total[%s]))", by, rep, w),
-		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
-		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) (increase(envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}[%s]))`, by, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}[%s]))`, by, rep, w),
-		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) (increase({__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}[%s]))`, by, rep, w),
+		fmt.Sprintf("sum by (%s, upstream%s) %s", by, rep, calls("retrycap_proxy_attempts_total")),
+		fmt.Sprintf("sum by (%s, upstream%s) %s", by, rep, calls("retrycap_proxy_requests_total")),
+		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) %s`, by, rep, calls(`envoy_cluster_upstream_rq_total{envoy_cluster_name=~"outbound[|].*"}`)),
+		fmt.Sprintf(`sum by (%s, envoy_cluster_name%s) %s`, by, rep, calls(`envoy_cluster_upstream_rq_retry{envoy_cluster_name=~"outbound[|].*"}`)),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) %s`, by, rep, calls(`{__name__=~"outbound_(http|grpc)_route_request_statuses_total",parent_kind="Service"}`)),
+		fmt.Sprintf(`sum by (%s, parent_namespace, parent_name%s) %s`, by, rep, calls(`{__name__=~"outbound_(http|grpc)_route_retry_requests_total",parent_kind="Service"}`)),
 	}
 }
 

@@ -18,7 +18,9 @@
 // two HA replicas' labels (OneReplica), a Linkerd or proxy series whose namespace a scrape renamed
 // exported_namespace as unplaced, an ambient waypoint's hop as no edge, Istio's series of one
 // cluster only (oneCluster: several clusters' are refused unless one is chosen), and so every
-// source's by a querier's cluster label (OneClusterBy, clusters.go); and when no query
+// source's by a querier's cluster label (OneClusterBy, clusters.go; the exported_cluster a federation
+// without honor_labels renames it to is read as the series' own, and said); each counter is
+// counted by Calls (a series born inside the window from zero); and when no query
 // answered, PresenceQuery tells a window too short for increase() from no series at all.
 // docs/telemetry.md cites each label set's source.
 //

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -211,7 +212,9 @@ func QueriesWith(window time.Duration, callerLabel string, replicaLabels, cluste
 	}
 	// The cluster labels are kept apart as the replica labels are (Read refuses several
 	// clusters or reads one: OneClusterBy).
-	replicaLabels = append(append([]string(nil), replicaLabels...), clusterLabels...)
+	// Their renamed forms too (exported_cluster): a federation without honor_labels: true
+	// moves a series' own cluster there, which OneClusterNoted reads and says.
+	replicaLabels = append(append(append([]string(nil), replicaLabels...), clusterLabels...), RenamedLabels(clusterLabels)...)
 	if callerLabel == "" {
 		callerLabel = "service"
 	}
@@ -336,22 +339,40 @@ const BornLookback = 5 * time.Minute
 // before it, which increase() never counts (it counts from the first sample, extrapolating
 // half a scrape interval at most): an edge called in one burst between two scrapes was not
 // observed, and a new edge's calls before its first scrape were lost. So a series born inside
-// the window is counted from zero, by its last value in the window: born is no sample in the
-// BornLookback (or the window, if longer) before the window while its target (job, instance)
-// was scraped successfully at the window's start (up == 1): that scrape did not hold the label
-// set, so every call it counts is the window's. Any other series is increase()'s, as before: one
-// that existed before the window (a counter reset inside it, a restarted sidecar with the same
-// labels, is corrected by increase() and never added again), and one whose target was not
-// scraped at the window's start (a Prometheus or a scrape job younger than the window, a target
-// down then, a new pod, a series without its target's job and instance such as a recording
-// rule's or a federated one): nothing says its counter did not count before the window, and
-// taking its whole value would count those calls. A reset after the birth, inside the window,
-// loses the calls before the reset (the last value is after it).
+// the window (no sample in the BornLookback, or the window if longer, before it) is counted
+// from zero, by its last value in the window, when something says its counter did not count
+// before the window:
+//
+//   - its target (job, instance) was scraped successfully at the window's start (up == 1):
+//     that scrape did not hold the label set;
+//   - or its target is itself born inside the window (no up sample before it: a new pod, whose
+//     target Kubernetes service discovery lists from the pod's creation on, up 0 until it
+//     listens) in a job scraped successfully at the window's start: the Prometheus and the job
+//     were there, the pod was not, and its counters counted from its start;
+//   - or it has no target of its own in this Prometheus (no up of its job and instance in the
+//     window: a recording rule's series, workload:istio_requests_total keeps job and drops
+//     instance; one federated with honor_labels: true keeps the other Prometheus' job and
+//     instance) while the same selector had series at the window's start: the rule or the
+//     federation was running then, and its output did not hold the label set.
+//
+// Any other series is increase()'s, as before: one that existed before the window (a counter
+// reset inside it, a restarted sidecar with the same labels, is corrected by increase() and
+// never added again), and one of which nothing says that its counter did not count before the
+// window (a Prometheus, a scrape job or a federation younger than the window, a target down
+// then): taking its whole value would count those calls. A series born and reset inside the
+// window (a new pod's sidecar restarted) is increase()'s too: its last value is after the
+// reset and would lose every call before it; increase() counts them and loses at most the
+// calls before the first scrape (its extrapolation toward the window's start stops where the
+// counter would have been zero). Counting those exactly needs the first sample or the sum of
+// the values before each reset, which PromQL has only by a subquery at a step under the scrape
+// interval: a step no query here knows, at a cost of window/step evaluations of every series.
 func Calls(sel string, window time.Duration) string {
 	w := model.Duration(window).String()
 	prior := model.Duration(max(window, BornLookback)).String()
-	return fmt.Sprintf("(((last_over_time(%s[%s]) unless last_over_time(%s[%s] offset %s)) and on (job, instance) (up offset %s == 1)) or increase(%s[%s]))",
-		sel, w, sel, prior, w, w, sel, w)
+	born := fmt.Sprintf("(last_over_time(%s[%s]) unless last_over_time(%s[%s] offset %s) unless resets(%s[%s]) > 0)", sel, w, sel, prior, w, sel, w)
+	targets := fmt.Sprintf("((up offset %s == 1) or ((last_over_time(up[%s]) unless last_over_time(up[%s] offset %s)) and on (job) group by (job) (up offset %s == 1)))", w, w, prior, w, w)
+	untargeted := fmt.Sprintf("((%s unless on (job, instance) last_over_time(up[%s])) and on () group(%s offset %s))", born, w, sel, w)
+	return fmt.Sprintf("((%s and on (job, instance) %s) or %s or increase(%s[%s]))", born, targets, untargeted, sel, w)
 }
 
 // PresenceQuery counts, by metric name, the series Queries read that exist at the query's
@@ -484,9 +505,22 @@ func Read(answers []Answer, o Options) (*Observation, error) {
 		vs[i] = r.oneReplica(a.Query.Metric, a.Vector)
 	}
 	// One cluster's series across every source (ClusterLabels): the others said, never added.
-	vs, other, err := OneClusterBy(vs, o.ClusterLabels, o.Cluster)
+	vs, other, note, err := OneClusterNoted(vs, o.ClusterLabels, o.Cluster)
 	if err != nil {
 		return nil, err
+	}
+	if note != "" {
+		cl := o.ClusterLabels
+		if len(cl) == 0 {
+			cl = ClusterLabels
+		}
+		for _, v := range vs {
+			for _, s := range v {
+				if _, l := clusterOf(s.Metric, cl); strings.HasPrefix(l, ExportedPrefix) && !slices.Contains(cl, l) {
+					r.w.add(note, s.Metric)
+				}
+			}
+		}
 	}
 	otherText := make([]string, len(other))
 	for i, s := range other {

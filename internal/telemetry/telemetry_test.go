@@ -253,7 +253,7 @@ func TestQueriesHonourTheWindowToTheSecond(t *testing.T) {
 			t.Errorf("%s: %s", q.Metric, q.PromQL)
 		}
 	}
-	if q := Queries(time.Minute, "svc")[6].PromQL; q != "sum by (namespace, svc, exported_namespace, upstream, prometheus_replica, __replica__, cluster) (((last_over_time(retrycap_proxy_requests_total[1m]) unless last_over_time(retrycap_proxy_requests_total[5m] offset 1m)) and on (job, instance) (up offset 1m == 1)) or increase(retrycap_proxy_requests_total[1m]))" {
+	if q := Queries(time.Minute, "svc")[6].PromQL; q != "sum by (namespace, svc, exported_namespace, upstream, prometheus_replica, __replica__, cluster, exported_cluster) (((last_over_time(retrycap_proxy_requests_total[1m]) unless last_over_time(retrycap_proxy_requests_total[5m] offset 1m) unless resets(retrycap_proxy_requests_total[1m]) > 0) and on (job, instance) ((up offset 1m == 1) or ((last_over_time(up[1m]) unless last_over_time(up[5m] offset 1m)) and on (job) group by (job) (up offset 1m == 1)))) or (((last_over_time(retrycap_proxy_requests_total[1m]) unless last_over_time(retrycap_proxy_requests_total[5m] offset 1m) unless resets(retrycap_proxy_requests_total[1m]) > 0) unless on (job, instance) last_over_time(up[1m])) and on () group(retrycap_proxy_requests_total offset 1m)) or increase(retrycap_proxy_requests_total[1m]))" {
 		t.Errorf("retrycap query %s", q)
 	}
 }

@@ -109,31 +109,92 @@ func StartTargetsArgs(t T, repoRoot string, targets []Target, args ...string) *S
 // cluster's scrape interval, for what a window shorter than two of them holds).
 func StartTargetsEvery(t T, repoRoot string, interval time.Duration, targets []Target, args ...string) *Server {
 	t.Helper()
+	return StartConfig(t, repoRoot, Config{Interval: interval, Targets: targets, Args: args})
+}
+
+// Config is a Prometheus' configuration for StartConfig.
+type Config struct {
+	// Interval is the scrape and rule evaluation interval; 100 ms when 0.
+	Interval time.Duration
+	// Targets are job proxies' static targets.
+	Targets []Target
+	// FileSD, when set, is the file_sd_configs file of job pods: the test writes it (a JSON
+	// list of {"targets": [...], "labels": {...}}), and a target it adds later is a target born
+	// then, as Kubernetes service discovery lists a new pod. Absent until written.
+	FileSD string
+	// Rules is a rule file's YAML (groups: ...), evaluated every Interval; none when "".
+	Rules string
+	// Federate, when set, adds job federate: /federate of other Prometheus servers.
+	Federate *Federate
+	// ExternalLabels are the server's external labels (a cluster's Prometheus names its
+	// cluster so: /federate adds them to every series it answers).
+	ExternalLabels map[string]string
+	// Args are more command-line arguments.
+	Args []string
+}
+
+// Federate is a federation scrape job, as Prometheus' federation docs and Istio's
+// observability best practices write it.
+type Federate struct {
+	// Targets are the federated Prometheus servers (host:port) and the labels the federation
+	// job gives each.
+	Targets []Target
+	// Match are the match[] selectors.
+	Match []string
+	// HonorLabels keeps the federated series' job, instance and external labels (true), or
+	// renames those the scrape sets to exported_NAME (false, Prometheus' default).
+	HonorLabels bool
+}
+
+// StartConfig runs Prometheus with cfg and waits until it is ready. It is stopped at the
+// test's cleanup.
+func StartConfig(t T, repoRoot string, c Config) *Server {
+	t.Helper()
 	bin, err := Binary(repoRoot)
 	if err != nil {
 		t.Fatalf("%v", err)
+	}
+	interval, targets, args := c.Interval, c.Targets, c.Args
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
 	}
 	dir := t.TempDir()
 	targets = append([]Target(nil), targets...)
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Addr < targets[j].Addr })
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "global:\n  scrape_interval: %dms\n  scrape_timeout: 100ms\nscrape_configs:\n- job_name: proxies\n", interval.Milliseconds())
+	fmt.Fprintf(&cfg, "global:\n  scrape_interval: %dms\n  scrape_timeout: 100ms\n  evaluation_interval: %dms\n", interval.Milliseconds(), interval.Milliseconds())
+	if len(c.ExternalLabels) > 0 {
+		fmt.Fprintf(&cfg, "  external_labels: {%s}\n", yamlLabels(c.ExternalLabels))
+	}
+	if c.Rules != "" {
+		rules := filepath.Join(dir, "rules.yml")
+		if err := os.WriteFile(rules, []byte(c.Rules), 0o600); err != nil {
+			t.Fatalf("%v", err)
+		}
+		fmt.Fprintf(&cfg, "rule_files: [%q]\n", rules)
+	}
+	cfg.WriteString("scrape_configs:\n- job_name: proxies\n")
 	if len(targets) == 0 {
 		cfg.WriteString("  static_configs: []\n")
 	} else {
 		cfg.WriteString("  static_configs:\n")
 	}
 	for _, tg := range targets {
-		names := make([]string, 0, len(tg.Labels))
-		for n := range tg.Labels {
-			names = append(names, n)
+		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {%s}\n", tg.Addr, yamlLabels(tg.Labels))
+	}
+	if c.FileSD != "" {
+		fmt.Fprintf(&cfg, "- job_name: pods\n  file_sd_configs:\n  - files: [%q]\n    refresh_interval: 1s\n", c.FileSD)
+	}
+	if f := c.Federate; f != nil {
+		match := make([]string, len(f.Match))
+		for i, m := range f.Match {
+			match[i] = fmt.Sprintf("%q", m)
 		}
-		sort.Strings(names)
-		lbls := make([]string, len(names))
-		for i, n := range names {
-			lbls[i] = fmt.Sprintf("%s: %q", n, tg.Labels[n])
+		fmt.Fprintf(&cfg, "- job_name: federate\n  honor_labels: %v\n  metrics_path: /federate\n  params:\n    'match[]': [%s]\n  static_configs:\n",
+			f.HonorLabels, strings.Join(match, ", "))
+		for _, tg := range f.Targets {
+			fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {%s}\n", tg.Addr, yamlLabels(tg.Labels))
 		}
-		fmt.Fprintf(&cfg, "  - targets: [%q]\n    labels: {%s}\n", tg.Addr, strings.Join(lbls, ", "))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600); err != nil {
 		t.Fatalf("%v", err)
@@ -194,6 +255,20 @@ func StartTargetsEvery(t T, repoRoot string, interval time.Duration, targets []T
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
 	}
+}
+
+// yamlLabels writes labels as a YAML flow mapping's entries, sorted.
+func yamlLabels(labels map[string]string) string {
+	names := make([]string, 0, len(labels))
+	for n := range labels {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%s: %q", n, labels[n])
+	}
+	return strings.Join(out, ", ")
 }
 
 // readyTLS says whether the TLS server at addr answers /-/ready with 200 or 401.
