@@ -260,8 +260,9 @@ func meshSets(set *mesh.Set, raw, old []byte) (obj meshObject, before, after *me
 //   - a raised edge whose caller's chains go over a policy's cap: Reject denies (the strictest
 //     policy's message, workload.CompareRefs: lowest cap, a RetryPolicy before a
 //     ClusterRetryPolicy, then namespace/name; naming the others after it, strictest first),
-//     Rewrite lowers the field to the largest value that fits (or 0 retries when none does, with
-//     a warning) and records the old value in retrycap.dev/rewritten-from, Audit warns.
+//     Rewrite lowers the field to the largest value that fits (or, when none does, to its floor
+//     with a warning, only if the object so lowered is one Reject would admit: else it is
+//     refused, stillOver) and records the old value in retrycap.dev/rewritten-from, Audit warns.
 //
 // An object internal/mesh cannot read (a negative attempts) is denied with the error naming the
 // object, the field and the value.
@@ -285,6 +286,8 @@ func DecideMesh(in MeshInput) MeshDecision {
 	// cannot be read back, and they are not judged).
 	var storedSet *mesh.Set
 	storedSetMade := false
+	// refused is set when the rewrite cannot make the object admissible (stillOver).
+	refused := ""
 	e := gate.Enforce(policies, gate.Steps[judgedPolicy, meshVerdict]{
 		Policy: func(p judgedPolicy) (workload.PolicyRef, v1alpha1.Enforcement) {
 			return p.Ref(), p.Spec().Enforcement
@@ -293,11 +296,15 @@ func DecideMesh(in MeshInput) MeshDecision {
 			if p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
 				// Rewrite lowers tries, never a timeout (docs/decisions.md): a raised
 				// timeout that leaves a chain over maxTimeToAnswer is refused.
-				if v, over := judgeTimeRaise(p, obj, oldSet, newSet); over {
+				if v, over := judgeTimeRaise(p, obj, oldSet, newSet, false); over {
 					return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)", v.message(obj))
 				}
 			}
 			v, over := judgeMesh(p, obj, oldSet, newSet, constJSON(in.Object))
+			if over && v.timeRaise != "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
+				// A new route whose own bound keeps the chain over whatever its tries.
+				return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)", v.message(obj))
+			}
 			if over && v.alt == nil && v.timeRaise == "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite && noField(v.layer, obj) {
 				// No field of the object gives these tries: as a ServiceEntry, refused, not
 				// admitted as sent with "could not rewrite".
@@ -320,6 +327,10 @@ func DecideMesh(in MeshInput) MeshDecision {
 				// Unreachable unless the object changes under the planner: admit it as sent, and say so.
 				return []string{fmt.Sprintf("retrycap could not rewrite %s: %v", obj.id(), err)}
 			}
+			if msg := stillOver(obj, oldSet, out, rewrites); msg != "" {
+				refused = msg
+				return nil
+			}
 			stored, d.Patch = out, patch
 			return warnings
 		},
@@ -339,8 +350,35 @@ func DecideMesh(in MeshInput) MeshDecision {
 	if e.Denied {
 		return MeshDecision{Message: e.Message}
 	}
+	if refused != "" {
+		return MeshDecision{Message: refused}
+	}
 	d.Warnings = e.Warnings
 	return d
+}
+
+// stillOver judges the object as Rewrite would store it (out) under each exceeded Rewrite
+// policy as Reject would: the message of the first still over (its verdict as sent, then the
+// rewritten object's), "" when none is. Rewrite lowered a route no count of whose tries fits to
+// its floor and admitted it with a warning while the chain stayed over the cap or
+// maxTimeToAnswer (a new route whose own timeout keeps the chain over; a floor of more tries
+// than the edge had): a rewrite that cannot make the object admissible is refused, as Reject
+// refuses it (docs/decisions.md, gate19). One the rewrite makes admissible (lowered back to its
+// stored value, or to a floor that raises nothing) is admitted with its warning.
+func stillOver(obj meshObject, oldSet *mesh.Set, out []byte, rewrites []meshVerdict) string {
+	final, err := withObject(oldSet, obj, out)
+	if err != nil {
+		return fmt.Sprintf("%s (refused although enforcement is Rewrite: the rewritten object cannot be read back: %v)", rewrites[0].message(obj), err)
+	}
+	for _, v := range rewrites {
+		nv, over := judgeMesh(v.policy, obj, oldSet, final, constJSON(out))
+		if !over {
+			continue
+		}
+		again := strings.TrimPrefix(nv.message(obj), v.policy.Ref().String()+": ")
+		return fmt.Sprintf("%s (refused although enforcement is Rewrite: lowered as far as it goes, %s)", v.message(obj), again)
+	}
+	return ""
 }
 
 // MaxMeshRoutes is the most routes (a VirtualService's spec.http, a route's spec.rules) of an
@@ -628,9 +666,17 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 		return v, true
 	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
+		if !v.alt.fits {
+			// No count of the new route's tries fits: when the chain waits on its own
+			// timeout, or the route lengthens it, that bound is what to name (judged as a new
+			// route of its fewest tries is), not "lower the callers' attempts" (gate19).
+			if tv, tover := judgeTimeRaise(p, obj, oldSet, set, true); tover {
+				return tv, true
+			}
+		}
 		return v, true
 	}
-	return judgeTimeRaise(p, obj, oldSet, set)
+	return judgeTimeRaise(p, obj, oldSet, set, false)
 }
 
 // keepOn is the largest number of tries below hi of the object's layers on e that takes e's
@@ -807,7 +853,7 @@ func layerOnEdge(r *workload.Result, obj meshObject, e raised) (mesh.Layer, bool
 // as more tries are, and the tries gate (judgeMesh) sees no raise there. A lowering (or no
 // change) passes, as for tries, so a chain over its maximum can be repaired. The verdict's keep
 // is 0: no count of tries is planned for it.
-func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (meshVerdict, bool) {
+func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, ownNew bool) (meshVerdict, bool) {
 	if maxT := p.Spec().MaxTimeToAnswer; maxT == nil || maxT.Duration <= 0 {
 		return meshVerdict{}, false
 	}
@@ -868,10 +914,9 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set) (mesh
 		}
 		if change == "" {
 			// A route new to the edge: no bound of its own was raised, but the calls may
-			// now take it (gate18).
-			// At an entrypoint a route with tries above its fewest is judged here too:
-			// judgeAltTries looks at service-to-service edges only (rewrite18).
-			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && (!ownTries(nl, obj) || e.from == "") {
+			// now take it (gate18). One with tries above its fewest is judgeAltTries', at an
+			// entrypoint too (gate19): Rewrite lowers its tries.
+			if nl, ok := newRouteOn(oldSet, set, e, obj); ok && (ownNew || !ownTries(nl, obj)) {
 				if tj = timeAt(p, r, e.raised); tj != nil {
 					// Judged when it lengthens the chain, or when the chain waits longest on
 					// it (a created object shortens the mesh default's unbounded hop, yet its

@@ -1,0 +1,142 @@
+package webhook
+
+import (
+	"testing"
+	"time"
+
+	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/retrycap/retrycap/api/v1alpha1"
+)
+
+// gate19Front is the VirtualService bookinfo/front bound to the ingress gateway with routes
+// (YAML list items under spec.http).
+func gate19Front(routes string) string {
+	return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: front, namespace: bookinfo}
+spec:
+  hosts: [bookinfo.example.com]
+  gateways: [bookinfo-gateway]
+  http:
+` + routes
+}
+
+// TestDecideMeshNewEntryRouteTriesLowered: a route new at an entrypoint (a rule added to an
+// HTTPRoute on a Gateway, an http route added to a VirtualService bound to an ingress gateway)
+// whose tries are above its fewest and, each try bounded by its per-try timeout, take the chain
+// over maxTimeToAnswer. judgeAltTries looked at service-to-service edges only: the route was
+// judged by its timeouts (judgeTimeRaise), Reject named no value that fits and Rewrite refused
+// it ("retrycap lowers retries, not timeouts") where lowering its tries fits. Rewrite now lowers
+// it like any other route; a new route whose own timeout keeps the chain over is still refused
+// naming the timeout.
+func TestDecideMeshNewEntryRouteTriesLowered(t *testing.T) {
+	const fastRule = "retry: {attempts: 5}\n    timeouts: {request: 3s}"
+	const slowRule = "  - matches: [{path: {value: /slow}}]\n    backendRefs: [{name: productpage, port: 9080}]\n    retry: {attempts: 4}\n    timeouts: {backendRequest: 9s}\n"
+	const fastVS = "  - match: [{uri: {prefix: /fast}}]\n    route: [{destination: {host: productpage}}]\n    timeout: 3s\n    retries: {attempts: 5}\n"
+	const slowVS = "  - route: [{destination: {host: productpage}}]\n    retries: {attempts: 4, perTryTimeout: 9s}\n"
+	const ownTimeoutVS = "  - route: [{destination: {host: productpage}}]\n    timeout: 25s\n    retries: {attempts: 2, perTryTimeout: 30s}\n"
+	policy := func(e v1alpha1.Enforcement) []*v1alpha1.RetryPolicy {
+		p := timedMeshPolicy(100, e, 20*time.Second)
+		p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+		return []*v1alpha1.RetryPolicy{p}
+	}
+	// 5 tries of 9s and Envoy's backoff (25ms, 50ms, 100ms, 200ms) = 45.375s; 2 tries (attempts
+	// 1) = 18.025s fits 20s, 3 tries (27.075s) does not.
+	const (
+		chain  = " makes client -x6-> productpage 2m0s -> reviews 2m0s -> ratings ? = 45.375s > maxTimeToAnswer 20s"
+		hrMsg  = "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[1].retry.attempts: unset (a new route) -> 4 (a route other than the counted one: the time takes its tries too)" + chain + "; HTTPRoute bookinfo/web may keep attempts: 1"
+		vsMsg  = "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/front spec.http[1].retries.attempts: unset (a new route) -> 4 (a route other than the counted one: the time takes its tries too)" + chain + "; VirtualService bookinfo/front may keep attempts: 1"
+		ownMsg = "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/front spec.http[1]: per-try timeout 30s, timeout 25s (a new route; the chain's worst time was 3s) makes client -x6-> productpage 2m0s -> reviews 2m0s -> ratings ? = 25s > maxTimeToAnswer 20s"
+	)
+	hrRewritten := MeshDecision{Allowed: true,
+		Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote HTTPRoute bookinfo/web: spec.rules[1].retry.attempts: 4 -> 1 (client -x6-> productpage 2m0s -> reviews 2m0s -> ratings ? = 45.375s > maxTimeToAnswer 20s)"},
+		Patch:    []jsonpatch.Operation{ann("spec.rules[1].retry.attempts: 4"), {Operation: "replace", Path: "/spec/rules/1/retry/attempts", Value: float64(1)}}}
+	vsRewritten := MeshDecision{Allowed: true,
+		Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/front: spec.http[1].retries.attempts: 4 -> 1 (client -x6-> productpage 2m0s -> reviews 2m0s -> ratings ? = 45.375s > maxTimeToAnswer 20s)"},
+		Patch:    []jsonpatch.Operation{ann("spec.http[1].retries.attempts: 4"), {Operation: "replace", Path: "/spec/http/1/retries/attempts", Value: float64(1)}}}
+	for _, tc := range []struct {
+		name        string
+		e           v1alpha1.Enforcement
+		object, old string
+		want        MeshDecision
+	}{
+		{name: "HTTPRoute on a Gateway, Reject: the tries that fit are named", e: v1alpha1.EnforcementReject,
+			object: gatewayRoute(fastRule) + slowRule, old: gatewayRoute(fastRule), want: MeshDecision{Message: hrMsg}},
+		{name: "HTTPRoute on a Gateway, Rewrite: lowered to attempts 1", e: v1alpha1.EnforcementRewrite,
+			object: gatewayRoute(fastRule) + slowRule, old: gatewayRoute(fastRule), want: hrRewritten},
+		{name: "HTTPRoute on a Gateway, Audit", e: v1alpha1.EnforcementAudit,
+			object: gatewayRoute(fastRule) + slowRule, old: gatewayRoute(fastRule), want: MeshDecision{Allowed: true, Warnings: []string{hrMsg + " (admitted: enforcement is Audit)"}}},
+		{name: "ingress VirtualService, Reject", e: v1alpha1.EnforcementReject,
+			object: gate19Front(fastVS + slowVS), old: gate19Front(fastVS), want: MeshDecision{Message: vsMsg}},
+		{name: "ingress VirtualService, Rewrite: lowered to attempts 1", e: v1alpha1.EnforcementRewrite,
+			object: gate19Front(fastVS + slowVS), old: gate19Front(fastVS), want: vsRewritten},
+		{name: "ingress VirtualService, its own timeout of 25s: Reject names the timeout", e: v1alpha1.EnforcementReject,
+			object: gate19Front(fastVS + ownTimeoutVS), old: gate19Front(fastVS), want: MeshDecision{Message: ownMsg}},
+		{name: "ingress VirtualService, its own timeout of 25s: Rewrite refuses", e: v1alpha1.EnforcementRewrite,
+			object: gate19Front(fastVS + ownTimeoutVS), old: gate19Front(fastVS),
+			want: MeshDecision{Message: ownMsg + " (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expectMeshDecision(t, decideOn(t, []string{altIstioNS, tc.old}, policy(tc.e), tc.object, tc.old), tc.want)
+		})
+	}
+}
+
+// TestDecideMeshRewriteRefusesWhatItCannotFix: Rewrite lowered a route no count of whose tries
+// fits to its floor and admitted it with a warning while the chain stayed over the cap (a GAMMA
+// HTTPRoute under Istio: attempts 1 is 2 tries, where the VirtualService it takes the calls from
+// gave 1) or maxTimeToAnswer (TestRewriteZeroAttemptsKeepsPerTryBound's route of a 5s timeout).
+// The object as Rewrite would store it is judged again as Reject would judge it: still over, the
+// object is refused naming the chain as sent and as lowered, the cap and the field (gate19).
+func TestDecideMeshRewriteRefusesWhatItCannotFix(t *testing.T) {
+	const svc = `apiVersion: v1
+kind: Service
+metadata: {name: ratings, namespace: bookinfo}
+spec: {ports: [{name: http, port: 9080}]}`
+	const reviews = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: bookinfo}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews}}]
+    retries: {attempts: 0}
+`
+	const ratingsVS = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  hosts: [ratings]
+  http:
+  - route: [{destination: {host: ratings}}]
+    retries: {attempts: 0}
+`
+	const hr = `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: ratings, namespace: bookinfo}
+spec:
+  parentRefs: [{group: "", kind: Service, name: ratings}]
+  rules:
+  - backendRefs: [{name: ratings, port: 9080}]
+    retry: {attempts: 3}
+`
+	const sent = "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 3 makes productpage -x1-> reviews -x4-> ratings = 4 > cap 1" +
+		"; even HTTPRoute bookinfo/ratings attempts: 1 does not fit: lower the callers' attempts (the Gateway API CRD's attempts is at least 1, and without retry the rule gets 3 tries)"
+	for _, tc := range []struct {
+		e    v1alpha1.Enforcement
+		want MeshDecision
+	}{
+		{v1alpha1.EnforcementReject, MeshDecision{Message: sent}},
+		// Before: admitted with spec.rules[0].retry.attempts 3 -> 1 and "rewritten as far as it
+		// goes", the chain at 2 > cap 1.
+		{v1alpha1.EnforcementRewrite, MeshDecision{Message: sent + " (refused although enforcement is Rewrite: lowered as far as it goes, " +
+			"HTTPRoute bookinfo/ratings spec.rules[0].retry.attempts: 1 makes productpage -x1-> reviews -x2-> ratings = 2 > cap 1)"}},
+		{v1alpha1.EnforcementAudit, MeshDecision{Allowed: true, Warnings: []string{sent + " (admitted: enforcement is Audit)"}}},
+	} {
+		t.Run("count/"+string(tc.e), func(t *testing.T) {
+			expectMeshDecision(t, decideOn(t, []string{altIstioNS, svc, reviews, ratingsVS}, []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 1, tc.e)}, hr, ""), tc.want)
+		})
+	}
+}
