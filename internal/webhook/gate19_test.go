@@ -1,13 +1,17 @@
 package webhook
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
+	jsonpatchv5 "github.com/evanphx/json-patch/v5"
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
+	"github.com/retrycap/retrycap/internal/annotations"
 )
 
 // gate19Front is the VirtualService bookinfo/front bound to the ingress gateway with routes
@@ -139,4 +143,70 @@ spec:
 			expectMeshDecision(t, decideOn(t, []string{altIstioNS, svc, reviews, ratingsVS}, []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 1, tc.e)}, hr, ""), tc.want)
 		})
 	}
+}
+
+// expectStaticAgrees fails t unless the object with the patch the webhook returned (d.Patch)
+// equals the object with each rewrite's static patch (mesh.Rewrite.StaticPatch, what `retrycap
+// analyze -o patch` and a `kubectl patch` apply) applied in turn, but for
+// retrycap.dev/rewritten-from. A lowering to attempts 0 set the route's timeout to the per-try
+// timeout in the webhook's rewrite and not in the static patch (gate19). decideOn checks every
+// rewrite it makes.
+func expectStaticAgrees(t *testing.T, object []byte, d MeshDecision) {
+	t.Helper()
+	if d.Patch == nil {
+		return
+	}
+	ops, err := json.Marshal(d.Patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatchv5.DecodePatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhook, err := p.Apply(object)
+	if err != nil {
+		t.Fatalf("the webhook's patch %s: %v", ops, err)
+	}
+	static := object
+	for _, rw := range d.rewrites {
+		typ, sp, err := rw.StaticPatch(static)
+		if err != nil {
+			t.Fatalf("StaticPatch of %s: %v", rw.Suggestion, err)
+		}
+		if typ == "merge" {
+			static, err = jsonpatchv5.MergePatch(static, sp)
+		} else {
+			var q jsonpatchv5.Patch
+			if q, err = jsonpatchv5.DecodePatch(sp); err == nil {
+				static, err = q.Apply(static)
+			}
+		}
+		if err != nil {
+			t.Fatalf("static patch %s %s: %v", typ, sp, err)
+		}
+	}
+	if a, b := withoutRewrittenFrom(t, webhook, object), withoutRewrittenFrom(t, static, object); !reflect.DeepEqual(a, b) {
+		t.Errorf("the webhook's patch applied:\n%s\nthe static patches applied:\n%s", webhook, static)
+	}
+}
+
+// withoutRewrittenFrom is data decoded, without retrycap.dev/rewritten-from (and an annotations
+// map the original had not, left empty).
+func withoutRewrittenFrom(t *testing.T, data, original []byte) map[string]any {
+	t.Helper()
+	var m, o map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(original, &o); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := m["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	delete(ann, annotations.RewrittenFrom)
+	if omd, _ := o["metadata"].(map[string]any); len(ann) == 0 && md != nil && omd["annotations"] == nil {
+		delete(md, "annotations")
+	}
+	return m
 }

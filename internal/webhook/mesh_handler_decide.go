@@ -149,6 +149,9 @@ type MeshDecision struct {
 	// Patch is the RFC 6902 patch of a rewrite (nil: none): the lowered fields and
 	// retrycap.dev/rewritten-from.
 	Patch []jsonpatch.JsonPatchOperation
+	// rewrites are the rewrites Patch is made of, in the order applied (the tests compare Patch
+	// with their static patches, mesh.Rewrite.StaticPatch).
+	rewrites []*mesh.Rewrite
 }
 
 // meshVerdict is one policy's judgement of the incoming object.
@@ -322,7 +325,7 @@ func DecideMesh(in MeshInput) MeshDecision {
 			return gate.AlsoOver(over)
 		},
 		Rewrite: func(rewrites []meshVerdict) []string {
-			out, patch, warnings, err := rewriteMesh(in, obj, oldSet, newSet, rewrites)
+			out, patch, warnings, applied, err := rewriteMesh(in, obj, oldSet, newSet, rewrites)
 			if err != nil {
 				// Unreachable unless the object changes under the planner: admit it as sent, and say so.
 				return []string{fmt.Sprintf("retrycap could not rewrite %s: %v", obj.id(), err)}
@@ -331,7 +334,7 @@ func DecideMesh(in MeshInput) MeshDecision {
 				refused = msg
 				return nil
 			}
-			stored, d.Patch = out, patch
+			stored, d.Patch, d.rewrites = out, patch, applied
 			return warnings
 		},
 		Audit: func(p judgedPolicy) (meshVerdict, bool) {
@@ -1288,13 +1291,13 @@ func (v meshVerdict) advice(field *mesh.Rewrite, floor int64) string {
 
 // rewriteMesh lowers the object's fields for the exceeded Rewrite policies, each to the
 // largest value that fits all of them (rounds: a lowered field may leave another policy over
-// through another field), and returns the object to store, the patch and the warnings. set is
+// through another field), and returns the object to store, the patch, the warnings and the rewrites applied, in order. set is
 // oldSet with the object as sent. The object is decoded once (mesh.Doc), the rewrites applied
 // to it, and the patch computed over the fields they touched.
-func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, error) {
+func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites []meshVerdict) ([]byte, []jsonpatch.JsonPatchOperation, []string, []*mesh.Rewrite, error) {
 	doc, err := mesh.NewDoc(in.Object)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("decoding %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("decoding %s: %w", obj.id(), err)
 	}
 	// The object's JSON as cur holds it, encoded only when a rewrite needs it (memoized per round).
 	var curJSON []byte
@@ -1310,6 +1313,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	}
 	cur := set
 	var warnings, explains []string
+	var applied []*mesh.Rewrite
 	var refs []workload.PolicyRef
 	pending := rewrites
 	for round := 0; len(pending) > 0 && round < 16; round++ {
@@ -1322,7 +1326,7 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 			// Routes other than the counted one: they alone, together, to the most tries that
 			// fit, else back to their old tries (a new route: its fewest).
 			if rws, ok = v.alt.rewrites(v.alt.keep); !ok {
-				return nil, nil, nil, fmt.Errorf("%s: %s cannot be lowered", obj.id(), v.layer.FieldPath)
+				return nil, nil, nil, nil, fmt.Errorf("%s: %s cannot be lowered", obj.id(), v.layer.FieldPath)
 			}
 		} else {
 			rws, next, _, ok = lowerOnEdge(v.policy, obj, cur, raw, v.edge, keep)
@@ -1331,23 +1335,24 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 			// Each field on its own: the first one's error says why.
 			rw, err := mesh.PlanRewrite(v.layer, keep)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			rws, next = []*mesh.Rewrite{rw}, nil
 		}
+		applied = append(applied, rws...)
 		for _, rw := range rws {
 			if err := doc.Apply(rw); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 		curJSON = nil
 		if next == nil {
 			data, err := raw()
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
+				return nil, nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
 			}
 			if next, err = withObject(oldSet, obj, data); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 		cur = next
@@ -1380,25 +1385,25 @@ func rewriteMesh(in MeshInput, obj meshObject, oldSet, set *mesh.Set, rewrites [
 	}
 	changed, err := doc.Patch()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
 	changes, from := describeChanges(doc, changed)
 	if err := doc.SetAnnotation(annotations.RewrittenFrom, clipRewrittenFrom(strings.Join(from, "; "), doc.AnnotationBytes(annotations.RewrittenFrom))); err != nil {
-		return nil, nil, nil, fmt.Errorf("annotating %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("annotating %s: %w", obj.id(), err)
 	}
 	final, err := doc.Bytes()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("encoding %s: %w", obj.id(), err)
 	}
 	ops, err := doc.Patch()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
+		return nil, nil, nil, nil, fmt.Errorf("diffing %s: %w", obj.id(), err)
 	}
 	// In path order, for a stable response: the operations replace or add distinct members (no
 	// list insertions), so their order does not matter to the result.
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	w := fmt.Sprintf("%s rewrote %s: %s (%s)", gate.Rewriters(refs), obj.id(), strings.Join(changes, ", "), strings.Join(explains, "; "))
-	return final, ops, append([]string{w}, warnings...), nil
+	return final, ops, append([]string{w}, warnings...), applied, nil
 }
 
 // asSent is v judged on set (the cluster with the object as sent) at v's edge, as the warning of
