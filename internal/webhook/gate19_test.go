@@ -210,3 +210,37 @@ func withoutRewrittenFrom(t *testing.T, data, original []byte) map[string]any {
 	}
 	return m
 }
+
+// TestDecideMeshNewRouteWithoutBounds: Istio's bookinfo sample VirtualService ratings (one route,
+// no timeout), with retries.attempts 0, created where the chain was already over
+// maxTimeToAnswer on the application's per-try timeout of 2m (Istio's default route sets no
+// timeout either). The route lengthens nothing and sets no bound, yet it was refused as "the one
+// the chain waits on longest", under Rewrite too ("lower the timeout": it has none). It is
+// admitted now; one with a timeout of its own that keeps the chain over is still refused.
+func TestDecideMeshNewRouteWithoutBounds(t *testing.T) {
+	const reviews = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: bookinfo}\nspec:\n  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}}]\n    retries: {attempts: 0}\n"
+	ratings := func(timeout string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]\n" + timeout + "    retries: {attempts: 0}\n"
+	}
+	for _, tc := range []struct {
+		name   string
+		e      v1alpha1.Enforcement
+		object string
+		want   MeshDecision
+	}{
+		{"no bound: Reject admits", v1alpha1.EnforcementReject, ratings(""), MeshDecision{Allowed: true}},
+		{"no bound: Rewrite admits", v1alpha1.EnforcementRewrite, ratings(""), MeshDecision{Allowed: true}},
+		{"a timeout of 60s the chain waits on: Reject refuses", v1alpha1.EnforcementReject, ratings("    timeout: 60s\n"), MeshDecision{Message: "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0]: per-try timeout unset, timeout 1m0s (a new route, the one the chain waits on longest) makes " +
+			"productpage 1m0s -> reviews 1m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := timedMeshPolicy(100, tc.e, 20*time.Second)
+			p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+			d := decideOn(t, []string{altIstioNS, reviews}, []*v1alpha1.RetryPolicy{p}, tc.object, "")
+			expectMeshDecision(t, d, tc.want)
+			if tc.e == v1alpha1.EnforcementReject {
+				expectAgreesWithAnalyze(t, p, []string{altIstioNS, reviews}, tc.object, "", d)
+			}
+		})
+	}
+}

@@ -927,6 +927,15 @@ func judgeTimeRaise(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, ownNe
 					was := chainTime(p, old, e.raised)
 					w, waits := waitRoute(r, set, tj)
 					waits = waits && w.from == e.from && w.to == e.to && routeOf(w.layer) == routeOf(nl)
+					// The route waits on a bound of its own only if it sets one: a route of no
+					// timeout, per-try timeout or delay, created where the chain was over on the
+					// application's per-try timeout (Istio's default route sets none either),
+					// lengthens nothing, and was refused, under Rewrite too, as "the one the
+					// chain waits on longest" with nothing to lower (gate19: the bookinfo sample
+					// VirtualService ratings with retries.attempts 0).
+					if lt := set.LayerTime(nl); lt.Timeout <= 0 && lt.PerTry <= 0 && lt.Delay <= 0 {
+						waits = false
+					}
 					if was < tj.Chain.Time || waits {
 						before, after = mesh.LayerTime{}, set.LayerTime(nl)
 						change = newRouteBounds(after, was, was < tj.Chain.Time)
