@@ -244,3 +244,61 @@ func TestDecideMeshNewRouteWithoutBounds(t *testing.T) {
 		})
 	}
 }
+
+// gate19Reviews is the VirtualService reviews of one try.
+const gate19Reviews = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: reviews, namespace: bookinfo}\nspec:\n  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}}]\n    retries: {attempts: 0}\n"
+
+// TestDecideMeshReleasedCalls: an update of the VirtualService ratings (one route, attempts 0)
+// that leaves the calls reviews -> ratings no route of it (an empty spec.http, tcp routes
+// only, a delegate that does not exist, exportTo another namespace) puts them back on Istio's
+// default, 3 tries: productpage -x1-> reviews -x3-> ratings = 3 > cap 2. raisedBy looks at the
+// edges carrying a layer of the object, and the update was admitted under every enforcement
+// (found by TestRedTeamPublicMeshObjects). It is judged now: Reject refuses naming the route
+// that took the calls and the tries they take; Rewrite refuses too (no field of the object
+// sets them); Audit warns; a release that lowers the tries (attempts 5 before) is admitted.
+func TestDecideMeshReleasedCalls(t *testing.T) {
+	ratings := func(body string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n  hosts: [ratings]\n" + body
+	}
+	stored := ratings("  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 0}\n")
+	const msg = "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0] no longer takes the calls reviews -> ratings (the object as sent gives them no route): " +
+		"they take 3 tries (Istio default, no VirtualService binds ratings), which makes productpage -x1-> reviews -x3-> ratings = 3 > cap 2" +
+		"; keep a route of VirtualService bookinfo/ratings for them with retries that fit, or lower the callers' attempts"
+	for _, tc := range []struct {
+		name        string
+		e           v1alpha1.Enforcement
+		object, old string
+		want        MeshDecision
+	}{
+		{"an empty http list: Reject", v1alpha1.EnforcementReject, ratings("  http: []\n"), stored, MeshDecision{Message: msg}},
+		{"tcp routes only: Reject", v1alpha1.EnforcementReject, ratings("  tcp:\n  - route: [{destination: {host: ratings}}]\n"), stored, MeshDecision{Message: msg}},
+		{"a delegate that does not exist: Reject", v1alpha1.EnforcementReject, ratings("  http:\n  - delegate: {name: nowhere, namespace: bookinfo}\n"), stored, MeshDecision{Message: msg}},
+		{"exportTo another namespace: Reject", v1alpha1.EnforcementReject, ratings("  exportTo: [other]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 0}\n"), stored, MeshDecision{Message: msg}},
+		{"an empty http list: Rewrite refuses", v1alpha1.EnforcementRewrite, ratings("  http: []\n"), stored,
+			MeshDecision{Message: msg + " (refused although enforcement is Rewrite: no field of VirtualService bookinfo/ratings sets the tries of calls it no longer takes)"}},
+		{"an empty http list: Audit warns", v1alpha1.EnforcementAudit, ratings("  http: []\n"), stored, MeshDecision{Allowed: true, Warnings: []string{msg + " (admitted: enforcement is Audit)"}}},
+		{"released from attempts 5: fewer tries, admitted", v1alpha1.EnforcementReject, ratings("  http: []\n"),
+			ratings("  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"), MeshDecision{Allowed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := meshPolicy("bookinfo", 2, tc.e)
+			cluster := []string{altIstioNS, gate19Reviews, tc.old}
+			d := decideOn(t, cluster, []*v1alpha1.RetryPolicy{p}, tc.object, tc.old)
+			expectMeshDecision(t, d, tc.want)
+			if tc.e == v1alpha1.EnforcementReject {
+				expectAgreesWithAnalyze(t, p, cluster, tc.object, tc.old, d)
+			}
+		})
+	}
+}
+
+// TestRewriteRendersLargeAttempts: attempts 2147483647 rewritten were written
+// "2.147483647e+09" in the warning and in retrycap.dev/rewritten-from (render read the stored
+// JSON number as a float64).
+func TestRewriteRendersLargeAttempts(t *testing.T) {
+	vs := "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 2147483647}\n"
+	d := decideOn(t, []string{altIstioNS, gate19Reviews}, []*v1alpha1.RetryPolicy{meshPolicy("bookinfo", 2, v1alpha1.EnforcementRewrite)}, vs, "")
+	expectMeshDecision(t, d, MeshDecision{Allowed: true,
+		Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 2147483647 -> 1 (productpage -x1-> reviews -x2147483648-> ratings = 2147483648 > cap 2)"},
+		Patch:    []jsonpatch.Operation{ann("spec.http[0].retries.attempts: 2147483647"), {Operation: "replace", Path: "/spec/http/0/retries/attempts", Value: float64(1)}}})
+}

@@ -182,6 +182,10 @@ type meshVerdict struct {
 	// ownTimeout, when not empty, is the timeout of the verdict's own route the chain's time is
 	// (ownWait): no count of tries fits under it, and the callers' attempts do not shorten it.
 	ownTimeout string
+	// released, when not empty, is the object's route that took the edge's calls and no longer
+	// does ("VirtualService bookinfo/ratings spec.http[0]", releasedBy): the calls fall to
+	// layer, another object's or the mesh's default, which no field of the object lowers.
+	released string
 }
 
 // ownWait is, for a verdict no count fits, the timeout of v's own route when the chain waits
@@ -307,6 +311,9 @@ func DecideMesh(in MeshInput) MeshDecision {
 			if over && v.timeRaise != "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
 				// A new route whose own bound keeps the chain over whatever its tries.
 				return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)", v.message(obj))
+			}
+			if over && v.released != "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite {
+				return meshVerdict{}, false, fmt.Errorf("%s (refused although enforcement is Rewrite: no field of %s sets the tries of calls it no longer takes)", v.message(obj), obj.id())
 			}
 			if over && v.alt == nil && v.timeRaise == "" && p.Spec().Enforcement == v1alpha1.EnforcementRewrite && noField(v.layer, obj) {
 				// No field of the object gives these tries: as a ServiceEntry, refused, not
@@ -469,6 +476,61 @@ func raisedBy(r, old *workload.Result, oldSet *mesh.Set, obj meshObject) []raise
 		}
 	}
 	return out
+}
+
+// releasedBy lists the edges (entrypoints first) whose calls took a route of obj in old and take
+// none of it in r, with more tries than before: an update that empties spec.http, keeps only tcp
+// routes, delegates to a VirtualService that does not exist or exports the object away puts the
+// calls back on the mesh's default (Istio's 3 tries) or another object's route, and raisedBy, which
+// looks at the edges carrying a layer of the object, admitted it over the cap (gate19).
+// layer is the edge's layer in r, oldLayer the object's in old.
+func releasedBy(r, old *workload.Result, obj meshObject) []layeredEdge {
+	var out []layeredEdge
+	own := func(m workload.MeshEdge) *mesh.Layer {
+		for _, l := range m.Layers {
+			if l.Object == obj.id() {
+				return &l
+			}
+		}
+		return nil
+	}
+	check := func(from, to string, m, o workload.MeshEdge, hadOld bool) {
+		if !hadOld || m.Attempts() <= o.Attempts() || own(m) != nil {
+			return
+		}
+		ol := own(o)
+		if ol == nil || len(m.Layers) == 0 {
+			return
+		}
+		out = append(out, layeredEdge{raised: raised{from: from, to: to, layer: m.Layers[0]}, attempts: m.Attempts(), was: o.Attempts(), oldLayer: ol})
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.MeshEntry)) {
+		o, ok := old.MeshEntry[k]
+		check("", k, r.MeshEntry[k], o, ok)
+	}
+	keys := slices.Collect(maps.Keys(r.MeshEdges))
+	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
+	for _, k := range keys {
+		o, ok := old.MeshEdges[k]
+		check(k[0], k[1], r.MeshEdges[k], o, ok)
+	}
+	return out
+}
+
+// releasedMessage is the message of a verdict on calls the object's route no longer takes:
+// "RetryPolicy bookinfo/bookinfo: VirtualService bookinfo/ratings spec.http[0] no longer takes
+// the calls reviews -> ratings (the object as sent gives them no route): they take 3 tries
+// (Istio default, no VirtualService binds ratings), which makes ...; keep a route of
+// VirtualService bookinfo/ratings for them with retries that fit, or lower the callers'
+// attempts".
+func (v meshVerdict) releasedMessage() string {
+	object, _, _ := strings.Cut(v.released, " spec.")
+	call := v.edge.from + " -> " + v.edge.to
+	if v.edge.from == "" {
+		call = "to the entrypoint " + v.edge.to
+	}
+	return fmt.Sprintf("%s: %s no longer takes the calls %s (the object as sent gives them no route): they take %s, which makes %s; keep a route of %s for them with retries that fit, or lower the callers' attempts",
+		v.policy.Ref(), v.released, call, fmt.Sprintf("%d tries (%s)", v.layer.Tries, v.layer.Note), v.explain(), object)
 }
 
 // noField reports whether l, a layer of obj, gives the mesh's default tries (more than 1) that no
@@ -667,6 +729,13 @@ func judgeMesh(p judgedPolicy, obj meshObject, oldSet, set *mesh.Set, raw object
 			v.keepBound = zeroBound(v.layer, v.keep, raw)
 		}
 		return v, true
+	}
+	for _, e := range releasedBy(r, old, obj) {
+		j, tj := judgeAt(r, e.raised), timeAt(p, r, e.raised)
+		if !j.Over && tj == nil {
+			continue
+		}
+		return meshVerdict{policy: p, layer: e.layer, edge: e.raised, judge: j, time: tj, released: routeOf(*e.oldLayer)}, true
 	}
 	if v, over := judgeAltTries(p, obj, oldSet, set, raw, r, old); over {
 		if !v.alt.fits {
@@ -1217,6 +1286,9 @@ func fieldName(path string) string {
 // "RetryPolicy shop/checkout: VirtualService shop/ratings spec.http[0].retries.attempts: 3 makes
 // productpage -x3-> reviews -x4-> ratings = 12 > cap 4; VirtualService shop/ratings may keep attempts: 1".
 func (v meshVerdict) message(obj meshObject) string {
+	if v.released != "" {
+		return v.releasedMessage()
+	}
 	if v.alt != nil {
 		return v.altMessage()
 	}
@@ -1608,6 +1680,10 @@ func render(v any) string {
 	case map[string]any, []any:
 		data, _ := json.Marshal(x)
 		return string(data)
+	case float64:
+		// As written: fmt's %v wrote attempts 2147483647 as "2.147483647e+09" in the warning
+		// and in retrycap.dev/rewritten-from (gate19).
+		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	return fmt.Sprint(v)
 }
