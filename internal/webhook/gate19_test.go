@@ -302,3 +302,37 @@ func TestRewriteRendersLargeAttempts(t *testing.T) {
 		Warnings: []string{"RetryPolicy bookinfo/bookinfo rewrote VirtualService bookinfo/ratings: spec.http[0].retries.attempts: 2147483647 -> 1 (productpage -x1-> reviews -x2147483648-> ratings = 2147483648 > cap 2)"},
 		Patch:    []jsonpatch.Operation{ann("spec.http[0].retries.attempts: 2147483647"), {Operation: "replace", Path: "/spec/http/0/retries/attempts", Value: float64(1)}}})
 }
+
+// TestDecideMeshEntryRuleTimeoutRaised: a rule of an HTTPRoute on a Gateway other than the
+// entrypoint's counted one (both 2 tries), its per-try 9s (18.025s) replaced by a request timeout
+// of 60s. judgeTimeRaise compared the entry layer's other routes through mesh.Set.TimeAlternatives,
+// which gives none at an entrypoint: the update was admitted under every enforcement while the
+// chain went to 60s over maxTimeToAnswer 20s (found by meshGate19 in envtest).
+func TestDecideMeshEntryRuleTimeoutRaised(t *testing.T) {
+	ratings := "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 0}\n"
+	hr := func(second string) string {
+		return gatewayRoute("retry: {attempts: 1}\n    timeouts: {request: 3s}") + second
+	}
+	const slow = "  - matches: [{path: {value: /slow}}]\n    backendRefs: [{name: productpage, port: 9080}]\n    retry: {attempts: 1}\n    timeouts: {backendRequest: 9s}\n"
+	const long = "  - matches: [{path: {value: /long}}]\n    backendRefs: [{name: productpage, port: 9080}]\n    retry: {attempts: 1}\n    timeouts: {request: 60s}\n"
+	const msg = "RetryPolicy bookinfo/bookinfo: HTTPRoute bookinfo/web spec.rules[1]: per-try timeout 9s -> unset makes client -x2-> productpage 2m0s -> reviews 2m0s -> ratings ? = 1m0s > maxTimeToAnswer 20s"
+	for _, tc := range []struct {
+		e    v1alpha1.Enforcement
+		want MeshDecision
+	}{
+		{v1alpha1.EnforcementReject, MeshDecision{Message: msg}},
+		{v1alpha1.EnforcementRewrite, MeshDecision{Message: msg + " (refused although enforcement is Rewrite: retrycap lowers retries, not timeouts; lower the timeout)"}},
+		{v1alpha1.EnforcementAudit, MeshDecision{Allowed: true, Warnings: []string{msg + " (admitted: enforcement is Audit)"}}},
+	} {
+		t.Run(string(tc.e), func(t *testing.T) {
+			p := timedMeshPolicy(2, tc.e, 20*time.Second)
+			p.Spec.Retry.PerTryTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+			cluster := []string{altIstioNS, gate19Reviews, ratings, hr(slow)}
+			d := decideOn(t, cluster, []*v1alpha1.RetryPolicy{p}, hr(long), hr(slow))
+			expectMeshDecision(t, d, tc.want)
+			if tc.e == v1alpha1.EnforcementReject {
+				expectAgreesWithAnalyze(t, p, cluster, hr(long), hr(slow), d)
+			}
+		})
+	}
+}

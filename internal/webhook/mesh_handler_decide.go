@@ -1172,13 +1172,27 @@ func altTimeRaise(oldSet, set *mesh.Set, e layeredEdge, obj meshObject) (before,
 			old[rule(o)] = o
 		}
 	}
-	for _, a := range set.TimeAlternatives(e.layer) {
+	alts := set.TimeAlternatives(e.layer)
+	if e.from == "" {
+		// An entrypoint's routes are its Alternatives (TimeAlternatives gives none for entry
+		// layers): a rule of an HTTPRoute on a Gateway other than the counted one, its per-try
+		// 9s raised to a request timeout of 60s, was admitted while the chain went from 18s
+		// to 60s (gate19). A rule new there is newRouteOn's.
+		for _, o := range e.oldAlts {
+			old[rule(o)] = o
+		}
+		alts = e.alts
+	}
+	for _, a := range alts {
 		if a.Object != obj.id() {
 			continue
 		}
 		before = oldSet.LayerTime(mesh.Layer{Kind: a.Kind}) // no route before: no timeout
-		if o, ok := old[rule(a)]; ok {
+		o, ok := old[rule(a)]
+		if ok {
 			before = oldSet.LayerTime(o)
+		} else if e.from == "" {
+			continue
 		}
 		after = set.LayerTime(a)
 		if change = timeRaises(before, after); change != "" {
