@@ -135,7 +135,11 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 			gateways = append(gateways, docs[n])
 		}
 	}
-	type input struct{ name, object string }
+	// cluster, when not nil, is the input's own mesh (else the Istio one below).
+	type input struct {
+		name, object string
+		cluster      []string
+	}
 	var inputs []input
 	for _, n := range names {
 		d := docs[n]
@@ -148,40 +152,61 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 		if kind == "" {
 			continue // DestinationRule, Gateway: no retry of their own, not sent to the gate
 		}
-		inputs = append(inputs, input{n, d})
+		inputs = append(inputs, input{name: n, object: d})
 		if kind != "ServiceEntry" {
 			inputs = append(inputs,
-				input{n + " attempts 5", withRetries(t, d, 5, "", "")},
-				input{n + " attempts 5 per-try 9s", withRetries(t, d, 5, "9s", "")},
-				input{n + " attempts 5 timeout 60s", withRetries(t, d, 5, "", "60s")})
+				input{name: n + " attempts 5", object: withRetries(t, d, 5, "", "")},
+				input{name: n + " attempts 5 per-try 9s", object: withRetries(t, d, 5, "9s", "")},
+				input{name: n + " attempts 5 timeout 60s", object: withRetries(t, d, 5, "", "60s")})
 		}
 	}
 	const vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n"
 	const hr = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n"
 	for _, o := range []input{
-		{"an empty http list", vs + "  hosts: [ratings]\n  http: []\n"},
-		{"http: null", vs + "  hosts: [ratings]\n  http: null\n"},
-		{"a match-only route", vs + "  hosts: [ratings]\n  http:\n  - match: [{uri: {prefix: /a}}]\n    retries: {attempts: 5}\n"},
-		{"a route with no destination", vs + "  hosts: [ratings]\n  http:\n  - route: []\n    retries: {attempts: 5}\n"},
-		{"a weight-0 destination", vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}, weight: 100}, {destination: {host: reviews}, weight: 0}]\n    retries: {attempts: 5}\n"},
-		{"every destination of weight 0", vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}, weight: 0}]\n    retries: {attempts: 5}\n"},
-		{"a delegating root", vs + "  hosts: [ratings]\n  http:\n  - match: [{uri: {prefix: /}}]\n    delegate: {name: ratings-delegate, namespace: bookinfo}\n"},
-		{"a delegate (no hosts) with attempts 5", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings-delegate, namespace: bookinfo}\nspec:\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
-		{"exportTo .", vs + "  hosts: [ratings]\n  exportTo: [.]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
-		{"exportTo another namespace", vs + "  hosts: [ratings]\n  exportTo: [other]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
-		{"exportTo *", vs + "  hosts: [ratings]\n  exportTo: ['*']\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
-		{"hosts *", vs + "  hosts: ['*']\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
-		{"tcp only", vs + "  hosts: [ratings]\n  tcp:\n  - route: [{destination: {host: ratings}}]\n"},
-		{"retries {} ", vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {}\n"},
-		{"attempts 2^31", vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 2147483647}\n"},
-		{"the mesh gateway and an ingress", vs + "  hosts: [ratings]\n  gateways: [mesh, bookinfo-gateway]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
-		{"an HTTPRoute without rules", hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n"},
-		{"an HTTPRoute rule without backends", hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n  rules:\n  - retry: {attempts: 5}\n"},
-		{"an HTTPRoute backend of weight 0", hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n  rules:\n  - backendRefs: [{name: ratings, port: 9080, weight: 0}]\n    retry: {attempts: 5}\n"},
-		{"an HTTPRoute on a Service of another namespace", hr + "  parentRefs: [{group: '', kind: Service, name: ratings, namespace: other}]\n  rules:\n  - backendRefs: [{name: ratings, namespace: other, port: 9080}]\n    retry: {attempts: 5}\n"},
+		{name: "an empty http list", object: vs + "  hosts: [ratings]\n  http: []\n"},
+		{name: "http: null", object: vs + "  hosts: [ratings]\n  http: null\n"},
+		{name: "a match-only route", object: vs + "  hosts: [ratings]\n  http:\n  - match: [{uri: {prefix: /a}}]\n    retries: {attempts: 5}\n"},
+		{name: "a route with no destination", object: vs + "  hosts: [ratings]\n  http:\n  - route: []\n    retries: {attempts: 5}\n"},
+		{name: "a weight-0 destination", object: vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}, weight: 100}, {destination: {host: reviews}, weight: 0}]\n    retries: {attempts: 5}\n"},
+		{name: "every destination of weight 0", object: vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}, weight: 0}]\n    retries: {attempts: 5}\n"},
+		{name: "a delegating root", object: vs + "  hosts: [ratings]\n  http:\n  - match: [{uri: {prefix: /}}]\n    delegate: {name: ratings-delegate, namespace: bookinfo}\n"},
+		{name: "a delegate (no hosts) with attempts 5", object: "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings-delegate, namespace: bookinfo}\nspec:\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
+		{name: "exportTo .", object: vs + "  hosts: [ratings]\n  exportTo: [.]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
+		{name: "exportTo another namespace", object: vs + "  hosts: [ratings]\n  exportTo: [other]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
+		{name: "exportTo *", object: vs + "  hosts: [ratings]\n  exportTo: ['*']\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
+		{name: "hosts *", object: vs + "  hosts: ['*']\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
+		{name: "tcp only", object: vs + "  hosts: [ratings]\n  tcp:\n  - route: [{destination: {host: ratings}}]\n"},
+		{name: "retries {} ", object: vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {}\n"},
+		{name: "attempts 2^31", object: vs + "  hosts: [ratings]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 2147483647}\n"},
+		{name: "the mesh gateway and an ingress", object: vs + "  hosts: [ratings]\n  gateways: [mesh, bookinfo-gateway]\n  http:\n  - route: [{destination: {host: ratings}}]\n    retries: {attempts: 5}\n"},
+		{name: "an HTTPRoute without rules", object: hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n"},
+		{name: "an HTTPRoute rule without backends", object: hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n  rules:\n  - retry: {attempts: 5}\n"},
+		{name: "an HTTPRoute backend of weight 0", object: hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n  rules:\n  - backendRefs: [{name: ratings, port: 9080, weight: 0}]\n    retry: {attempts: 5}\n"},
+		{name: "an HTTPRoute on a Service of another namespace", object: hr + "  parentRefs: [{group: '', kind: Service, name: ratings, namespace: other}]\n  rules:\n  - backendRefs: [{name: ratings, namespace: other, port: 9080}]\n    retry: {attempts: 5}\n"},
 	} {
 		inputs = append(inputs, o)
 	}
+	// Linkerd: the retry and timeout annotations linkerd2's policy-test puts on a Service
+	// (policy-test/tests/outbound_api_http.rs: retry.linkerd.io/http 5xx, timeout.linkerd.io/response
+	// 10s; limit unset is 1 retry), and with a limit of 5.
+	linkerd := []string{"apiVersion: v1\nkind: Namespace\nmetadata: {name: bookinfo, annotations: {linkerd.io/inject: enabled}}"}
+	lsvc := func(ann string) string {
+		return "apiVersion: v1\nkind: Service\nmetadata: {name: ratings, namespace: bookinfo, annotations: {" + ann + "}}\nspec: {ports: [{name: http, port: 9080}]}"
+	}
+	inputs = append(inputs,
+		input{name: "Linkerd Service of linkerd2's policy-test", object: lsvc(`retry.linkerd.io/http: 5xx, timeout.linkerd.io/response: 10s`), cluster: linkerd},
+		input{name: "Linkerd Service with limit 5", object: lsvc(`retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "5", timeout.linkerd.io/response: 10s`), cluster: linkerd},
+		input{name: "Linkerd Service with limit 5 and a retry timeout of 9s", object: lsvc(`retry.linkerd.io/http: 5xx, retry.linkerd.io/limit: "5", retry.linkerd.io/timeout: 9s`), cluster: linkerd})
+	// Kuma: kumahq/kuma test/e2e_env/universal/envoyconfig/testdata/sidecars/meshretry/
+	// outbound-mix.input.yaml's MeshRetry policies (numRetries 6 to one MeshService, 3 mesh-wide),
+	// in their Kubernetes form.
+	kuma := []string{"apiVersion: v1\nkind: Namespace\nmetadata: {name: bookinfo, labels: {kuma.io/sidecar-injection: enabled}}"}
+	kretry := func(name, to string, n int) string {
+		return fmt.Sprintf("apiVersion: kuma.io/v1alpha1\nkind: MeshRetry\nmetadata: {name: %s, namespace: kuma-system}\nspec:\n  targetRef: {kind: Mesh}\n  to:\n  - targetRef: %s\n    default: {http: {numRetries: %d, retryOn: [5xx]}}\n", name, to, n)
+	}
+	inputs = append(inputs,
+		input{name: "Kuma MeshRetry mesh-wide numRetries 3", object: kretry("global", "{kind: Mesh}", 3), cluster: kuma},
+		input{name: "Kuma MeshRetry to ratings numRetries 6", object: kretry("mr-1", "{kind: MeshService, name: ratings, namespace: bookinfo}", 6), cluster: kuma})
 	// A sane mesh the inputs change: each service's VirtualService of 1 try within 5s (an input
 	// of the same name replaces it, as a create judged against none).
 	cluster := append([]string{altIstioNS}, gateways...)
@@ -194,14 +219,19 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 		return p
 	}
 	idRE := regexp.MustCompile(`(?m)^kind: (\S+)$`)
+	istio := cluster
 	for _, in := range inputs {
+		cluster := istio
+		if in.cluster != nil {
+			cluster = in.cluster
+		}
 		t.Run(in.name, func(t *testing.T) {
 			var m map[string]any
 			if err := yaml.Unmarshal([]byte(in.object), &m); err != nil {
 				t.Fatal(err)
 			}
 			md := m["metadata"].(map[string]any)
-			id := fmt.Sprintf("%s bookinfo/%s", m["kind"], md["name"])
+			id := fmt.Sprintf("%s %s/%s", m["kind"], md["namespace"], md["name"])
 			// An object of the cluster's of the same kind and name: an update of it.
 			old := ""
 			for _, c := range cluster {
