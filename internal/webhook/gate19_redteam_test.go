@@ -162,7 +162,7 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 	}
 	const vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n"
 	const hr = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n"
-	for _, o := range []input{
+	inputs = append(inputs, []input{
 		{name: "an empty http list", object: vs + "  hosts: [ratings]\n  http: []\n"},
 		{name: "http: null", object: vs + "  hosts: [ratings]\n  http: null\n"},
 		{name: "a match-only route", object: vs + "  hosts: [ratings]\n  http:\n  - match: [{uri: {prefix: /a}}]\n    retries: {attempts: 5}\n"},
@@ -183,9 +183,7 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 		{name: "an HTTPRoute rule without backends", object: hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n  rules:\n  - retry: {attempts: 5}\n"},
 		{name: "an HTTPRoute backend of weight 0", object: hr + "  parentRefs: [{group: '', kind: Service, name: ratings}]\n  rules:\n  - backendRefs: [{name: ratings, port: 9080, weight: 0}]\n    retry: {attempts: 5}\n"},
 		{name: "an HTTPRoute on a Service of another namespace", object: hr + "  parentRefs: [{group: '', kind: Service, name: ratings, namespace: other}]\n  rules:\n  - backendRefs: [{name: ratings, namespace: other, port: 9080}]\n    retry: {attempts: 5}\n"},
-	} {
-		inputs = append(inputs, o)
-	}
+	}...)
 	// Linkerd: the retry and timeout annotations linkerd2's policy-test puts on a Service
 	// (policy-test/tests/outbound_api_http.rs: retry.linkerd.io/http 5xx, timeout.linkerd.io/response
 	// 10s; limit unset is 1 retry), and with a limit of 5.
