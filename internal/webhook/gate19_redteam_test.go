@@ -122,7 +122,8 @@ func worstTime(t *testing.T, over []string) time.Duration {
 // sent, with 5 attempts on every route, and with 5 attempts under a route timeout of 60s, as
 // creates, under a cap of 2 and maxTimeToAnswer of 20s, in each enforcement; and odd shapes the
 // API server stores (an empty http list, a match-only route, a weight-0 destination, a delegate,
-// exportTo, wildcard hosts, an HTTPRoute without rules or backends). Each decision must: not
+// exportTo, wildcard hosts, an HTTPRoute without rules or backends); Linkerd's and Kuma's retry
+// objects; and updates from one sample to another of the same name. Each decision must: not
 // panic; under Reject, agree with retrycap analyze on the same objects (a denial over there,
 // naming its chain; an admission not over where it was within); name the object in a refusal;
 // under Rewrite, store an object Reject admits, whose worst time analyze finds no longer than as
@@ -139,6 +140,9 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 	type input struct {
 		name, object string
 		cluster      []string
+		// old, when not empty, is the stored version: the input is an update of it (in the
+		// cluster in its place).
+		old string
 	}
 	var inputs []input
 	for _, n := range names {
@@ -217,11 +221,45 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 		return p
 	}
 	idRE := regexp.MustCompile(`(?m)^kind: (\S+)$`)
+	// Updates from one public sample to another of the same kind and name (reviews-v1 to
+	// reviews-50-v3, ...), each as sent and with 5 attempts, both ways.
+	sameName := map[string][]input{}
+	for _, in := range inputs {
+		if in.cluster != nil || !strings.Contains(in.name, ".yaml#") || strings.Contains(in.name, "per-try") || strings.Contains(in.name, "timeout") {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(in.object), &m); err != nil {
+			t.Fatal(err)
+		}
+		key := fmt.Sprint(m["kind"], "/", m["metadata"].(map[string]any)["name"])
+		sameName[key] = append(sameName[key], in)
+	}
+	for _, key := range slicesSortedKeys(sameName) {
+		group := sameName[key]
+		for _, a := range group {
+			for _, b := range group {
+				if a.name != b.name && a.object != b.object {
+					inputs = append(inputs, input{name: a.name + " -> " + b.name, object: b.object, old: a.object})
+				}
+			}
+		}
+	}
 	istio := cluster
 	for _, in := range inputs {
 		cluster := istio
 		if in.cluster != nil {
 			cluster = in.cluster
+		}
+		if in.old != "" {
+			// The stored version in the cluster, in place of the one of the same name.
+			var kept []string
+			for _, c := range cluster {
+				if !sameObject(t, c, in.old) {
+					kept = append(kept, c)
+				}
+			}
+			cluster = append(kept, in.old)
 		}
 		t.Run(in.name, func(t *testing.T) {
 			var m map[string]any
@@ -231,8 +269,11 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 			md := m["metadata"].(map[string]any)
 			id := fmt.Sprintf("%s %s/%s", m["kind"], md["namespace"], md["name"])
 			// An object of the cluster's of the same kind and name: an update of it.
-			old := ""
+			old := in.old
 			for _, c := range cluster {
+				if old != "" {
+					break
+				}
 				if cm := idRE.FindStringSubmatch(c); cm != nil && cm[1] == m["kind"] && strings.Contains(c, "name: "+md["name"].(string)+",") {
 					old = c
 				}
@@ -295,4 +336,27 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sameObject reports whether the YAML documents a and b have the same kind, namespace and name.
+func sameObject(t *testing.T, a, b string) bool {
+	t.Helper()
+	key := func(d string) string {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(d), &m); err != nil {
+			t.Fatal(err)
+		}
+		md, _ := m["metadata"].(map[string]any)
+		return fmt.Sprint(m["kind"], "/", md["namespace"], "/", md["name"])
+	}
+	return key(a) == key(b)
+}
+
+func slicesSortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
