@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/retrycap/retrycap/api/v1alpha1"
 	"github.com/retrycap/retrycap/internal/annotations"
@@ -62,6 +64,8 @@ func gate19Update(op *operatortest.Operator, obj *unstructured.Unstructured, spe
 //     timeout; before: admitted, the entrypoint's rules other than the counted one unseen).
 //   - The VirtualService ratings updated to an empty http list (its calls back on Istio's
 //     default, 3 tries, over the cap) is refused (before: admitted).
+//   - Istio's bookinfo sample VirtualService reviews (v2/v3, no retries) applied over one of 1
+//     try is stored with retries.attempts 0.
 //   - An Envoy Gateway BackendTrafficPolicy on the Gateway with a timeout alone: 60s refused,
 //     10s admitted.
 func meshGate19(t *testing.T, op *operatortest.Operator) {
@@ -137,6 +141,23 @@ func meshGate19(t *testing.T, op *operatortest.Operator) {
 		"they take 3 tries (Istio default, no VirtualService binds ratings), which makes client -x2-> productpage -x1-> reviews -x3-> ratings = 6 > cap 2" +
 		"; keep a route of VirtualService gate19/ratings for them with retries that fit, or lower the callers' attempts" +
 		" (refused although enforcement is Rewrite: no field of VirtualService gate19/ratings sets the tries of calls it no longer takes)"))
+
+	// Istio's bookinfo sample reviews-v2-v3 (no retries: Istio's default, 3 tries) applied over
+	// the VirtualService reviews of 1 try: Rewrite stores it with retries.attempts 0.
+	data, err := os.ReadFile("testdata/gate19/istio/networking-virtual-service-reviews-v2-v3.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	sample := &unstructured.Unstructured{}
+	g.Expect(yaml.Unmarshal(data, &sample.Object)).To(Succeed())
+	sample.SetNamespace(ns)
+	stored, err = gate19Update(op, sample, sample.Object["spec"].(map[string]any), false)
+	g.Expect(err).NotTo(HaveOccurred())
+	http, _, _ := unstructured.NestedSlice(stored.Object, "spec", "http")
+	g.Expect(http).To(HaveLen(1))
+	a, found, err := unstructured.NestedInt64(http[0].(map[string]any), "retries", "attempts")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue())
+	g.Expect(a).To(Equal(int64(0)))
+	g.Expect(stored.GetAnnotations()).To(HaveKeyWithValue(annotations.RewrittenFrom, "spec.http[0].retries: unset"))
 
 	// Envoy Gateway: a BackendTrafficPolicy on the Gateway with a timeout alone.
 	const gw = "gate19gw"
