@@ -99,6 +99,11 @@ func withRetries(t *testing.T, doc string, attempts int, perTry, timeout string)
 	return string(out)
 }
 
+// fieldRE is a field of the object and its value (or bounds) as refusals name them:
+// `spec.http[0].retries.attempts: 5`, `metadata.annotations["retry.linkerd.io/limit"]: "5"`,
+// `spec.rules[1]: per-try timeout 9s`, `spec.http[0] no longer takes`.
+var fieldRE = regexp.MustCompile(`(spec|metadata)\.[A-Za-z0-9_.\[\]"/-]+(: \S| no longer takes)`)
+
 var chainTimeRE = regexp.MustCompile(` = ([0-9.]+(?:ms|s|m)[0-9.smh]*) > maxTimeToAnswer`)
 
 // worstTime is the longest chain time analyze reports over maxTimeToAnswer (0: none).
@@ -294,6 +299,9 @@ func TestRedTeamPublicMeshObjects(t *testing.T) {
 				}
 				if !d.Allowed && !strings.Contains(d.Message, id) {
 					t.Errorf("%s: the refusal does not name %s: %s", e, id, d.Message)
+				}
+				if !d.Allowed && !fieldRE.MatchString(d.Message) {
+					t.Errorf("%s: the refusal names no field and value: %s", e, d.Message)
 				}
 				switch e {
 				case v1alpha1.EnforcementReject:
